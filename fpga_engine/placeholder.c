@@ -1,0 +1,1 @@
+/* placeholder: removed when engine.c lands */

@@ -1,0 +1,50 @@
+/*
+ * pr_backend.h — the backend interface (internal to fpga_engine/).
+ *
+ * pr_engine (engine.c) validates the spec, owns stats and the file formats of
+ * vocabulary export/snapshot; a backend does the work. Backends: cpu
+ * (cpu_backend.c, default), hls-sim (hls/, the HLS kernel compiled as plain C
+ * and called block by block as the host would call the device), xrt (xrt/,
+ * Alveo cards). Each is one const pr_backend_ops table.
+ *
+ * Contract every backend keeps (tests/engine/test_backend_contract.c runs it
+ * against each one): identical output for identical input streams; a rejected
+ * row never touches vocabulary state; vocab_read returns entries in index
+ * order; vocab_load followed by process continues exactly as the saved engine
+ * would have.
+ */
+#ifndef PR_BACKEND_H
+#define PR_BACKEND_H
+
+#include "pr_engine.h"
+
+typedef struct pr_backend pr_backend; /* each backend defines its own struct */
+
+typedef struct pr_backend_ops {
+    const char *name;
+    /* Create backend state for a validated spec. On failure return a PR_E*
+     * code and a reason in errstr; *out is untouched. */
+    int (*create)(const pr_pipeline_spec *spec, const pr_engine_opts *opts, pr_backend **out,
+                  char *errstr, size_t errstr_size);
+    void (*destroy)(pr_backend *be);
+    /* Process one block; add operator times and value counts into st. */
+    int (*process)(pr_backend *be, const pr_block *in, pr_out *out, pr_engine_stats *st,
+                   char *errstr, size_t errstr_size);
+    /* Two-pass counting (PR_COUNT_TWO_PASS). */
+    int (*count)(pr_backend *be, const pr_block *in);
+    int (*count_done)(pr_backend *be);
+    uint64_t (*vocab_size)(const pr_backend *be, uint32_t col);
+    int (*vocab_read)(const pr_backend *be, uint32_t col, pr_vocab_cb cb, void *opaque);
+    /* Replace column `col`'s state with n entries: assigned ones in index
+     * order, then pending ones (index < 0). */
+    int (*vocab_load)(pr_backend *be, uint32_t col, const pr_vocab_entry *e, size_t n);
+} pr_backend_ops;
+
+extern const pr_backend_ops pr_backend_cpu;
+extern const pr_backend_ops pr_backend_hls_sim; /* fpga_engine/hls/ */
+extern const pr_backend_ops pr_backend_xrt;     /* fpga_engine/xrt/ (only when built with XRT) */
+
+/* Effective capacity of a sparse column (resolves capacity 0 = automatic). */
+uint64_t pr_spec_col_capacity(const pr_pipeline_spec *spec, uint32_t col);
+
+#endif

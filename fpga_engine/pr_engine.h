@@ -1,0 +1,288 @@
+/*
+ * pr_engine.h — the preprocessing engine's contract.
+ *
+ * A pipeline spec (usually parsed from YAML by service/pr_config.h) is compiled
+ * into an operator dataflow:
+ *
+ *     dense : [Neg2Zero] -> [Logarithm]                    double -> float32
+ *     sparse: [Hex2Int] -> [Modulus] -> [VocabGen+VocabMap] hex/u64 -> int32|int64
+ *
+ * and then fed columnar row blocks (pr_block) that come out as columnar output
+ * tensors (pr_out). Semantics are those of shared/DESIGN.md; the two vocabulary
+ * profiles are PR_VOCAB_DLRM (missing = key 0, indices from 0) and
+ * PR_VOCAB_DEFAULT (0 = missing, 1 = out-of-vocabulary, first appearances from 2).
+ *
+ * Layout: every column is contiguous ("column-major", feature-major). Input
+ * column c of a block with capacity `cap` starts at element c*cap; output
+ * tensors are [n_cols][rows] with stride `cap`. The .npy writer stores them
+ * with fortran_order=True, so numpy sees the usual [N, n_cols] arrays.
+ *
+ * State: the engine owns the vocabularies. Blocks must be processed in stream
+ * order; a value first seen in block k keeps its index in every later block.
+ * Results never depend on the thread count: each column is processed in row
+ * order by exactly one worker per block.
+ *
+ * Threads: a pr_engine is not thread-safe; one driver thread calls it. It runs
+ * its own worker threads inside pr_engine_process().
+ *
+ * Errors: 0 or a negative PR_E* code (common/pr_error.h); creation and
+ * processing failures also write a readable reason into errstr.
+ */
+#ifndef PR_ENGINE_H
+#define PR_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "pr_error.h"
+
+#define PR_MAX_DENSE 256
+#define PR_MAX_SPARSE 256
+#define PR_MAX_OPS 8
+#define PR_HEX_SLOT 16   /* bytes per hex value in a block: up to 16 digits */
+#define PR_NAME_MAX 64
+
+/* ---------------------------------------------------------------- operators */
+
+typedef enum pr_op {
+    PR_OP_NEG2ZERO = 0,
+    PR_OP_LOG1P,
+    PR_OP_HEX2INT,
+    PR_OP_MODULUS,
+    PR_OP_VOCAB,   /* VocabGen + VocabMap, one operator */
+    PR_OP__COUNT
+} pr_op;
+
+/* Config name of an operator ("neg2zero", "log1p", "hex2int", "modulus",
+ * "vocab"); pr_op_from_name returns -1 for an unknown name. */
+const char *pr_op_name(pr_op op);
+int pr_op_from_name(const char *name);
+
+typedef enum pr_vocab_profile {
+    PR_VOCAB_DLRM = 0,
+    PR_VOCAB_DEFAULT = 1,
+} pr_vocab_profile;
+
+const char *pr_vocab_profile_name(pr_vocab_profile p);
+int pr_vocab_profile_from_name(const char *name); /* -1 when unknown */
+
+/* How min_count > 1 is applied. */
+typedef enum pr_count_mode {
+    PR_COUNT_STREAMING = 0, /* one pass: OOV until seen min_count times, then next index */
+    PR_COUNT_TWO_PASS = 1,  /* offline: pr_engine_count() over all data, then process */
+} pr_count_mode;
+
+/* Index reserved by the `default` profile. */
+#define PR_INDEX_MISSING 0
+#define PR_INDEX_OOV 1
+
+/* ---------------------------------------------------------------- spec */
+
+typedef struct pr_sparse_col_spec {
+    char name[PR_NAME_MAX]; /* "C1".. by default */
+    uint64_t modulus;       /* used when the pipeline has the modulus op; must be > 0 */
+    uint32_t min_count;     /* >= 1; 1 = every value gets an index at first sight */
+    uint64_t capacity;      /* max indices including reserved ones; 0 = automatic:
+                             * modulus (+2 under default) if bounded, else INT32_MAX */
+} pr_sparse_col_spec;
+
+typedef struct pr_pipeline_spec {
+    char name[PR_NAME_MAX];
+    bool has_label;
+    uint16_t n_dense;
+    uint16_t n_sparse;
+    uint8_t n_dense_ops;
+    uint8_t dense_ops[PR_MAX_OPS];   /* subsequence of neg2zero, log1p */
+    uint8_t n_sparse_ops;
+    uint8_t sparse_ops[PR_MAX_OPS];  /* subsequence of hex2int, modulus, vocab */
+    pr_vocab_profile profile;
+    pr_count_mode count_mode;
+    pr_sparse_col_spec sparse[PR_MAX_SPARSE];
+} pr_pipeline_spec;
+
+/* Fill a spec with the Criteo defaults: label, 13 dense, 26 sparse named
+ * C1..C26, dense [neg2zero, log1p], sparse [hex2int, modulus, vocab],
+ * modulus 2^64-1 is not allowed so the default modulus is 524288 (Piper P-III),
+ * profile dlrm, min_count 1, capacity automatic. */
+void pr_pipeline_spec_default(pr_pipeline_spec *spec);
+
+/* Check a spec; on failure names the field ("sparse_ops: vocab before modulus"). */
+int pr_pipeline_spec_validate(const pr_pipeline_spec *spec, char *errstr, size_t errstr_size);
+
+bool pr_spec_has_op(const pr_pipeline_spec *spec, pr_op op);
+
+/* ---------------------------------------------------------------- blocks */
+
+typedef enum pr_sparse_enc {
+    PR_SPARSE_HEX = 0, /* column holds PR_HEX_SLOT-byte slots: digits right-aligned,
+                        * left-padded with '0' (so "a1" is "00000000000000a1") */
+    PR_SPARSE_U64 = 1, /* column holds uint64 values (Hex2Int is a pass-through) */
+} pr_sparse_enc;
+
+/* Bitmaps: words of 64 bits, bit r of column c at words[c*pr_bitmap_words(cap) + r/64]. */
+static inline size_t pr_bitmap_words(uint32_t cap) { return ((size_t)cap + 63) / 64; }
+static inline bool pr_bit_test(const uint64_t *w, size_t i) { return (w[i >> 6] >> (i & 63)) & 1u; }
+static inline void pr_bit_set(uint64_t *w, size_t i) { w[i >> 6] |= (uint64_t)1 << (i & 63); }
+static inline void pr_bit_clear(uint64_t *w, size_t i) { w[i >> 6] &= ~((uint64_t)1 << (i & 63)); }
+
+/* A columnar input row block. Decoders fill it; the engine only reads it. */
+typedef struct pr_block {
+    uint32_t rows;            /* rows filled */
+    uint32_t cap;             /* capacity of every column (multiple of 64) */
+    uint16_t n_dense;
+    uint16_t n_sparse;
+    int32_t *labels;          /* [cap] */
+    double *dense;            /* [n_dense][cap] */
+    uint64_t *dense_missing;  /* n_dense bitmaps; set bit = missing (value treated as 0) */
+    uint8_t *sparse_enc;      /* [n_sparse] pr_sparse_enc, per column for this block */
+    char *sparse_hex;         /* [n_sparse][cap][PR_HEX_SLOT] */
+    uint64_t *sparse_u64;     /* [n_sparse][cap] */
+    uint64_t *sparse_missing; /* n_sparse bitmaps; set bit = missing (empty field) */
+    /* Row metadata; allocated when the block is created with_meta. Offline mode
+     * keeps the 1-based input line number in `offset`. */
+    int32_t *partition;       /* [cap] */
+    int64_t *offset;          /* [cap] */
+    int64_t *event_time_ms;   /* [cap] */
+} pr_block;
+
+/* Allocate a block (cap is rounded up to a multiple of 64; all columns 64-byte
+ * aligned). Returns NULL on allocation failure. Free with pr_block_free. */
+pr_block *pr_block_new(uint16_t n_dense, uint16_t n_sparse, uint32_t cap, bool with_meta);
+void pr_block_free(pr_block *b);
+/* Empty the block for reuse: rows = 0, bitmaps cleared, encodings reset to HEX. */
+void pr_block_reset(pr_block *b);
+
+static inline char *pr_block_hex(pr_block *b, uint32_t col, uint32_t row)
+{
+    return b->sparse_hex + ((size_t)col * b->cap + row) * PR_HEX_SLOT;
+}
+
+/* Store `len` (<= 16) hex characters as slot (col,row): right-aligned,
+ * zero-padded. len == 0 marks the value missing. Characters are not checked
+ * here; Hex2Int rejects non-hex digits. */
+void pr_block_put_hex(pr_block *b, uint32_t col, uint32_t row, const char *s, size_t len);
+
+/* Reasons a row can be rejected by the engine. */
+typedef enum pr_reject_reason {
+    PR_REJECT_NONE = 0,
+    PR_REJECT_BAD_HEX,      /* non-hex character in a sparse field */
+    PR_REJECT__ENGINE_COUNT
+} pr_reject_reason;
+
+/* Engine output for one block: columnar tensors, stride = cap. Rows the engine
+ * rejected have their bit set in `rejected`, a reason and the column that
+ * failed; their tensor values are 0 and they did not touch any vocabulary. */
+typedef struct pr_out {
+    uint32_t rows;
+    uint32_t cap;
+    uint16_t n_dense;
+    uint16_t n_sparse;
+    uint8_t sparse_width;     /* 4 (int32) or 8 (int64), fixed per engine */
+    uint32_t n_rejected;
+    int32_t *labels;          /* [cap] (copied from the input) */
+    float *dense;             /* [n_dense][cap] */
+    void *sparse;             /* [n_sparse][cap] of int32_t or int64_t */
+    uint64_t *rejected;       /* bitmap over rows */
+    uint8_t *reject_reason;   /* [cap] pr_reject_reason */
+    uint16_t *reject_col;     /* [cap] sparse column index that failed */
+} pr_out;
+
+pr_out *pr_out_new(uint16_t n_dense, uint16_t n_sparse, uint32_t cap, uint8_t sparse_width);
+void pr_out_free(pr_out *o);
+
+static inline int32_t *pr_out_sparse32(pr_out *o, uint32_t col) { return (int32_t *)o->sparse + (size_t)col * o->cap; }
+static inline int64_t *pr_out_sparse64(pr_out *o, uint32_t col) { return (int64_t *)o->sparse + (size_t)col * o->cap; }
+/* Index of (col,row) widened to int64 whatever the width. */
+static inline int64_t pr_out_index(const pr_out *o, uint32_t col, uint32_t row)
+{
+    size_t i = (size_t)col * o->cap + row;
+    return o->sparse_width == 8 ? ((const int64_t *)o->sparse)[i] : ((const int32_t *)o->sparse)[i];
+}
+
+/* ---------------------------------------------------------------- engine */
+
+typedef struct pr_engine pr_engine;
+
+typedef struct pr_engine_opts {
+    const char *backend;   /* "cpu" (default when NULL), "hls-sim", "xrt", "auto" */
+    int threads;           /* worker threads for the cpu backend; <= 0 = 1 */
+    const char *xclbin;    /* xrt: path of the device binary */
+    int device;            /* xrt: device index */
+} pr_engine_opts;
+
+/* Per-operator accounting, accumulated over the engine's life. */
+typedef struct pr_engine_stats {
+    uint64_t op_ns[PR_OP__COUNT];      /* wall time summed over workers */
+    uint64_t op_values[PR_OP__COUNT];  /* values that went through the operator */
+    uint64_t rows_in;
+    uint64_t rows_rejected;
+    uint64_t blocks;
+} pr_engine_stats;
+
+/* Compile `spec` (copied) for the chosen backend. On failure returns NULL and
+ * writes why into errstr (unknown backend, no device, invalid spec...). */
+pr_engine *pr_engine_new(const pr_pipeline_spec *spec, const pr_engine_opts *opts,
+                         char *errstr, size_t errstr_size);
+void pr_engine_free(pr_engine *eng);
+
+const pr_pipeline_spec *pr_engine_spec(const pr_engine *eng);
+const char *pr_engine_backend_name(const pr_engine *eng); /* the backend actually running */
+uint8_t pr_engine_sparse_width(const pr_engine *eng);     /* 4 or 8 */
+
+/* Process one block into `out` (allocated with pr_out_new for this engine's
+ * widths, cap >= in->rows). Returns 0, or PR_EFULL when a column's vocabulary
+ * is full under the dlrm profile (errstr names the column; the engine state is
+ * then unchanged for rows after the failing one and the pipeline should stop),
+ * or another PR_E* code. */
+int pr_engine_process(pr_engine *eng, const pr_block *in, pr_out *out,
+                      char *errstr, size_t errstr_size);
+
+/* Two-pass min_count (count_mode == PR_COUNT_TWO_PASS): feed every block once
+ * through pr_engine_count(), then call pr_engine_count_done(), then process the
+ * same blocks in the same order. Rows rejected by Hex2Int are not counted. */
+int pr_engine_count(pr_engine *eng, const pr_block *in);
+int pr_engine_count_done(pr_engine *eng);
+
+void pr_engine_get_stats(const pr_engine *eng, pr_engine_stats *st);
+
+/* ---------------------------------------------------------------- vocabulary */
+
+/* Number of indices handed out for a sparse column, reserved ones included
+ * (so it is the embedding-table size a trainer needs). 0 when the pipeline has
+ * no vocab operator. */
+uint64_t pr_engine_vocab_size(const pr_engine *eng, uint32_t col);
+
+/* One vocabulary entry. Entries with index < 0 are values seen fewer than
+ * min_count times so far (streaming mode), kept so counting resumes after a
+ * restore. */
+typedef struct pr_vocab_entry {
+    uint64_t value;  /* key after Hex2Int and Modulus */
+    int64_t index;
+    uint64_t count;  /* times seen (0 when the backend does not count) */
+} pr_vocab_entry;
+
+/* Read a column's vocabulary: calls `cb` for every entry in increasing index
+ * order (assigned entries first, then pending ones). Stops early and returns
+ * cb's value when it is non-zero. */
+typedef int (*pr_vocab_cb)(const pr_vocab_entry *e, void *opaque);
+int pr_engine_vocab_read(const pr_engine *eng, uint32_t col, pr_vocab_cb cb, void *opaque);
+
+/* Write all vocabularies as text: one file per sparse column, DIR/<name>.tsv,
+ * lines "index<TAB>value_hex<TAB>count", header comment first. */
+int pr_engine_vocab_export(const pr_engine *eng, const char *dir, char *errstr, size_t errstr_size);
+
+/* Binary snapshot of all vocabulary state (for crash recovery): written to a
+ * temp file, fsync'd and renamed over `path`. pr_engine_vocab_load restores it
+ * into a fresh engine with the same spec; it fails with PR_EINVAL when the
+ * snapshot's spec fingerprint differs. */
+int pr_engine_vocab_save(const pr_engine *eng, const char *path, char *errstr, size_t errstr_size);
+int pr_engine_vocab_load(pr_engine *eng, const char *path, char *errstr, size_t errstr_size);
+
+/* ---------------------------------------------------------------- backends */
+
+/* Names of the compiled-in backends, NULL-terminated. */
+const char *const *pr_engine_backends(void);
+
+#endif

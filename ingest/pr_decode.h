@@ -1,0 +1,57 @@
+/*
+ * pr_decode.h — record decoders: bytes in a source format -> rows appended to
+ * an engine pr_block. Used by the offline driver (criteo_tsv from a file) and
+ * by the Kafka ingest (all formats, one message at a time).
+ *
+ * A decoder appends zero or more rows. A record it cannot decode is never
+ * dropped silently: the decoder calls the reject callback with the reason
+ * (a pr_decode_reason) and a short detail, and appends nothing for it.
+ * Hex digits are not validated here beyond length (> 16 digits is a reject);
+ * the engine's Hex2Int rejects non-hex characters.
+ */
+#ifndef PR_DECODE_H
+#define PR_DECODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pr_engine.h"
+
+typedef enum pr_decode_reason {
+    PR_DEC_OK = 0,
+    PR_DEC_FIELD_COUNT,   /* wrong number of tab-separated fields */
+    PR_DEC_BAD_LABEL,     /* label not an integer */
+    PR_DEC_BAD_DENSE,     /* dense field not a number */
+    PR_DEC_BAD_HEX,       /* sparse field with a non-hex character */
+    PR_DEC_LONG_HEX,      /* sparse field longer than 16 hex digits */
+    PR_DEC_BAD_PROTOBUF,  /* protobuf payload does not parse */
+    PR_DEC_BAD_SHAPE,     /* protobuf event with the wrong number of values */
+    PR_DEC__COUNT
+} pr_decode_reason;
+
+/* Short snake_case name, used as the Prometheus `reason` label and in
+ * rejects.tsv / dead-letter headers ("field_count", "bad_hex", ...). */
+const char *pr_decode_reason_name(int reason);
+
+/* Called once per rejected record. `rec`/`len` is the raw record (one TSV line
+ * without its newline, or the whole message payload). */
+typedef void (*pr_reject_cb)(void *opaque, int reason, const char *detail, const char *rec,
+                             size_t len, int64_t recno);
+
+typedef struct pr_decode_ctx {
+    const pr_pipeline_spec *spec;  /* shape: label, n_dense, n_sparse */
+    pr_reject_cb on_reject;
+    void *opaque;
+    /* Row metadata written into blocks that have it. */
+    int32_t partition;
+    int64_t offset;                /* Kafka offset, or first line number offline */
+    int64_t default_event_time_ms; /* used when the record carries no event time */
+} pr_decode_ctx;
+
+/* Decode one Criteo TSV line (no trailing newline; a trailing '\r' is
+ * tolerated). Appends one row, or rejects. Returns 1 when a row was appended,
+ * 0 when rejected, PR_EFULL when the block has no room (nothing consumed). */
+int pr_decode_criteo_line(const pr_decode_ctx *ctx, pr_block *b, const char *line, size_t len,
+                          int64_t recno);
+
+#endif
