@@ -38,6 +38,12 @@ typedef struct pr_backend_ops {
     /* Replace column `col`'s state with n entries: assigned ones in index
      * order, then pending ones (index < 0). */
     int (*vocab_load)(pr_backend *be, uint32_t col, const pr_vocab_entry *e, size_t n);
+    /* Optional (may be NULL): like vocab_read, but only the assigned entries
+     * with index >= from_index, in index order. The vocabulary journal uses it
+     * to find the indices a block handed out without walking the whole table;
+     * without it the engine filters vocab_read. */
+    int (*vocab_read_from)(const pr_backend *be, uint32_t col, int64_t from_index, pr_vocab_cb cb,
+                           void *opaque);
 } pr_backend_ops;
 
 extern const pr_backend_ops pr_backend_cpu;

@@ -280,6 +280,25 @@ int pr_engine_vocab_export(const pr_engine *eng, const char *dir, char *errstr, 
 int pr_engine_vocab_save(const pr_engine *eng, const char *path, char *errstr, size_t errstr_size);
 int pr_engine_vocab_load(pr_engine *eng, const char *path, char *errstr, size_t errstr_size);
 
+/* Vocabulary journal (crash-safe index stability between snapshots). After
+ * pr_engine_vocab_journal_open, every index pr_engine_process hands out is
+ * appended to the journal as (column, value, index), and the file is
+ * fdatasync'd before pr_engine_process returns (only when something was
+ * appended), so no index leaves the engine before it is durable. Recovery:
+ * pr_engine_vocab_load(snapshot) then pr_engine_vocab_journal_replay(journal)
+ * restores every index ever handed out (a torn last record is ignored).
+ * A missing journal file is created; an existing one must carry the same spec
+ * fingerprint (PR_EINVAL otherwise). Counts of values still below min_count
+ * are not journaled: after a crash they restart from the snapshot's counts.
+ * pr_engine_vocab_checkpoint saves a snapshot (as pr_engine_vocab_save) and
+ * then truncates the journal at `journal_path` (NULL: the open journal) to
+ * its header. pr_engine_free closes the journal. */
+int pr_engine_vocab_journal_open(pr_engine *eng, const char *path, char *errstr, size_t errstr_size);
+int pr_engine_vocab_journal_replay(pr_engine *eng, const char *path, char *errstr, size_t errstr_size);
+int pr_engine_vocab_checkpoint(pr_engine *eng, const char *snapshot_path, const char *journal_path,
+                               char *errstr, size_t errstr_size);
+void pr_engine_vocab_journal_close(pr_engine *eng);
+
 /* ---------------------------------------------------------------- backends */
 
 /* Names of the compiled-in backends, NULL-terminated. */

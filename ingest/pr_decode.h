@@ -12,6 +12,7 @@
 #ifndef PR_DECODE_H
 #define PR_DECODE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -53,5 +54,42 @@ typedef struct pr_decode_ctx {
  * 0 when rejected, PR_EFULL when the block has no room (nothing consumed). */
 int pr_decode_criteo_line(const pr_decode_ctx *ctx, pr_block *b, const char *line, size_t len,
                           int64_t recno);
+
+/* Decode whole lines of buf[0, len) into `b` until the buffer or the block
+ * runs out (faster than calling pr_decode_criteo_line per line: one memchr
+ * per line end). Lines end with '\n' ("\r\n" too); a final line without a
+ * newline is decoded only when `eof` is true, otherwise it is left for the
+ * next call. Line i (from 0) gets recno first_recno + i; rejects go to
+ * ctx->on_reject as usual. Returns the bytes consumed (whole lines only) and
+ * stores the lines consumed (rows appended + rejects) in *lines_out. */
+size_t pr_decode_criteo_lines(const pr_decode_ctx *ctx, pr_block *b, const char *buf, size_t len,
+                              bool eof, int64_t first_recno, int64_t *lines_out);
+
+/* ---- Kafka message decoders (ingest/proto_decode.c, owner: ingest) ----
+ * Message decoders take a record cursor: they decode records from *next_rec
+ * on and return the rows appended (>= 0) once the whole message is consumed
+ * (appended or rejected), or PR_EFULL when the block filled first (then
+ * *next_rec is where to resume, in a fresh block). Records are lines for TSV
+ * and events for EventBatch; the reject callback's `recno` is the record
+ * index inside the message, `rec` the record's own bytes (a rejected event of
+ * a batch is re-encoded as a single Event). */
+
+/* Bump allocator for protobuf-c unpacking: one reset per message instead of
+ * one malloc per field. Not thread-safe; one per decoding thread. */
+typedef struct pr_arena pr_arena;
+pr_arena *pr_arena_new(size_t initial_bytes);
+void pr_arena_free(pr_arena *a);
+
+/* One or more '\n'-separated Criteo TSV lines (empty lines are skipped). */
+int pr_decode_criteo_message(const pr_decode_ctx *ctx, pr_block *b, const char *buf, size_t len,
+                             uint32_t *next_rec);
+/* One piperec.v1.Event. Sparse values as sparse_hex go to PR_SPARSE_HEX slots,
+ * as sparse_id to PR_SPARSE_U64 columns; a block column keeps the encoding of
+ * its first row (ids are then written as 16-digit hex, hex strings parsed). */
+int pr_decode_protobuf_event(const pr_decode_ctx *ctx, pr_block *b, const void *buf, size_t len,
+                             uint32_t *next_rec, pr_arena *arena);
+/* One piperec.v1.EventBatch. */
+int pr_decode_protobuf_event_batch(const pr_decode_ctx *ctx, pr_block *b, const void *buf,
+                                   size_t len, uint32_t *next_rec, pr_arena *arena);
 
 #endif

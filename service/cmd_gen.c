@@ -1,12 +1,255 @@
-/* cmd_gen.c — placeholder until the `gen` command lands (replace this file). */
+/*
+ * cmd_gen.c — `piperec gen --rows N --seed S --output PATH|- [--format tsv|binary]
+ * [--batch-events N] [--threads N] [--first-row R]`: synthetic Criteo-shaped
+ * data (service/pr_gen.h; formats in docs/formats.md).
+ *
+ * Rows are pure functions of (seed, row), so generation is split into fixed
+ * chunks that worker threads fill in parallel while this thread writes them
+ * out in order; the output never depends on --threads.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "pr_cli.h"
+#include "pr_gen.h"
+
+#define PR__GEN_CHUNK_ROWS 16384u
+#define PR__GEN_SLOTS 8
+
+typedef enum { PR__GEN_TSV = 0, PR__GEN_BINARY = 1 } pr__gen_format;
+
+static const char *const pr__gen_formats[] = { "tsv", "binary" };
+
+typedef struct pr__gen_slot {
+    uint64_t chunk;  /* chunk index held, valid when ready */
+    bool ready;
+    char *buf;
+    size_t len;
+} pr__gen_slot;
+
+typedef struct pr__gen_job {
+    const pr_gen *gen;
+    pr__gen_format format;
+    uint64_t first_row, rows;
+    uint32_t batch_events;
+    uint64_t n_chunks;
+    size_t buf_cap;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t next_chunk;  /* next chunk a worker takes */
+    uint64_t written;     /* chunks written out so far */
+    pr__gen_slot slots[PR__GEN_SLOTS];
+} pr__gen_job;
+
+static size_t pr__gen_chunk(pr__gen_job *j, uint64_t k, char *buf)
+{
+    uint64_t r0 = j->first_row + k * PR__GEN_CHUNK_ROWS;
+    uint64_t n = j->rows - k * PR__GEN_CHUNK_ROWS;
+    if (n > PR__GEN_CHUNK_ROWS)
+        n = PR__GEN_CHUNK_ROWS;
+    if (j->format == PR__GEN_TSV)
+        return pr_gen_tsv(j->gen, r0, n, buf, j->buf_cap, NULL);
+    size_t len = 0;
+    for (uint64_t i = 0; i < n; i += j->batch_events) {
+        uint32_t m = (uint32_t)(n - i < j->batch_events ? n - i : j->batch_events);
+        len += pr_gen_pb_batch(j->gen, r0 + i, m, (uint8_t *)buf + len, j->buf_cap - len);
+    }
+    return len;
+}
+
+static void *pr__gen_worker(void *arg)
+{
+    pr__gen_job *j = arg;
+    pthread_mutex_lock(&j->mu);
+    for (;;) {
+        /* A chunk may only go into its slot once the chunk that last used
+         * the slot has been written. */
+        while (j->next_chunk < j->n_chunks && j->next_chunk >= j->written + PR__GEN_SLOTS)
+            pthread_cond_wait(&j->cv, &j->mu);
+        if (j->next_chunk >= j->n_chunks)
+            break;
+        uint64_t k = j->next_chunk++;
+        pr__gen_slot *s = &j->slots[k % PR__GEN_SLOTS];
+        pthread_mutex_unlock(&j->mu);
+        size_t len = pr__gen_chunk(j, k, s->buf);
+        pthread_mutex_lock(&j->mu);
+        s->len = len;
+        s->chunk = k;
+        s->ready = true;
+        pthread_cond_broadcast(&j->cv);
+    }
+    pthread_mutex_unlock(&j->mu);
+    return NULL;
+}
+
+static int pr__write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static void pr__gen_usage(FILE *f)
+{
+    fprintf(f, "usage: piperec gen --rows N --output PATH|- [--seed S] [--format tsv|binary]\n"
+               "                   [--batch-events N] [--threads N] [--first-row R]\n"
+               "  Criteo-Kaggle-shaped synthetic data, deterministic for (seed, row).\n"
+               "  tsv: label, 13 ints, 26 hex (like the Kaggle train.txt).\n"
+               "  binary: varint-length-delimited piperec.v1.EventBatch messages of\n"
+               "  --batch-events events each (default 256); see docs/formats.md.\n");
+}
+
+static int pr__parse_u64(const char *s, uint64_t *out)
+{
+    char *e;
+    if (!s || !*s || *s == '-')
+        return -1;
+    errno = 0;
+    unsigned long long v = strtoull(s, &e, 0);
+    if (errno || *e)
+        return -1;
+    *out = v;
+    return 0;
+}
 
 int pr_cmd_gen(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "piperec: 'gen' is not built yet\n");
-    return 2;
+    uint64_t rows = 0, seed = 1, threads = 2, batch_events = 256, first_row = 0;
+    const char *output = NULL, *format = "tsv";
+    bool have_rows = false;
+
+    struct {
+        const char *name;
+        uint64_t *u;
+        const char **s;
+    } opts[] = {
+        { "--rows", &rows, NULL },       { "--seed", &seed, NULL },
+        { "--threads", &threads, NULL }, { "--batch-events", &batch_events, NULL },
+        { "--first-row", &first_row, NULL }, { "--output", NULL, &output },
+        { "--format", NULL, &format },
+    };
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            pr__gen_usage(stdout);
+            return 0;
+        }
+        size_t k = 0, nk = sizeof(opts) / sizeof(opts[0]);
+        while (k < nk && strcmp(argv[i], opts[k].name))
+            k++;
+        if (k == nk || i + 1 >= argc) {
+            fprintf(stderr, "piperec gen: %s '%s'\n", k == nk ? "unknown option" : "missing value for",
+                    argv[i]);
+            pr__gen_usage(stderr);
+            return 2;
+        }
+        const char *v = argv[++i];
+        if (opts[k].s) {
+            *opts[k].s = v;
+        } else if (pr__parse_u64(v, opts[k].u) < 0) {
+            fprintf(stderr, "piperec gen: %s: expected a non-negative integer, got '%s'\n",
+                    opts[k].name, v);
+            return 2;
+        }
+        if (opts[k].u == &rows)
+            have_rows = true;
+    }
+    int fmt = -1;
+    for (int k = 0; k < 2; k++)
+        if (!strcmp(format, pr__gen_formats[k]))
+            fmt = k;
+    if (!have_rows || !output || fmt < 0 || threads < 1 || threads > 64 || batch_events < 1 ||
+        batch_events > 1u << 20) {
+        fprintf(stderr, "piperec gen: %s\n",
+                !have_rows ? "--rows is required"
+                : !output  ? "--output is required"
+                : fmt < 0  ? "--format must be tsv or binary"
+                : threads < 1 || threads > 64 ? "--threads must be 1..64"
+                                              : "--batch-events must be 1..1048576");
+        pr__gen_usage(stderr);
+        return 2;
+    }
+
+    int fd = 1;
+    if (strcmp(output, "-")) {
+        fd = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            fprintf(stderr, "piperec gen: %s: %s\n", output, strerror(errno));
+            return 1;
+        }
+    }
+
+    pr__gen_job j = { 0 };
+    int rc = 0;
+    j.gen = pr_gen_new(seed);
+    j.format = (pr__gen_format)fmt;
+    j.first_row = first_row;
+    j.rows = rows;
+    j.batch_events = (uint32_t)batch_events;
+    j.n_chunks = (rows + PR__GEN_CHUNK_ROWS - 1) / PR__GEN_CHUNK_ROWS;
+    j.buf_cap = fmt == PR__GEN_TSV ? (size_t)PR__GEN_CHUNK_ROWS * PR_GEN_TSV_LINE_MAX
+                                   : pr_gen_pb_max(PR__GEN_CHUNK_ROWS) +
+                                         16 * (PR__GEN_CHUNK_ROWS / batch_events + 1);
+    pthread_mutex_init(&j.mu, NULL);
+    pthread_cond_init(&j.cv, NULL);
+    bool oom = !j.gen;
+    for (int s = 0; s < PR__GEN_SLOTS; s++)
+        if (!(j.slots[s].buf = malloc(j.buf_cap)))
+            oom = true;
+    if (oom) {
+        fprintf(stderr, "piperec gen: out of memory\n");
+        rc = 1;
+        goto out;
+    }
+
+    pthread_t tids[64];
+    int started = 0;
+    for (uint64_t t = 0; t < threads; t++)
+        if (pthread_create(&tids[started], NULL, pr__gen_worker, &j) == 0)
+            started++;
+    if (!started)
+        pr__gen_worker(&j); /* no threads: generate everything here, in order */
+    pthread_mutex_lock(&j.mu);
+    while (j.written < j.n_chunks) {
+        pr__gen_slot *s = &j.slots[j.written % PR__GEN_SLOTS];
+        while (!(s->ready && s->chunk == j.written))
+            pthread_cond_wait(&j.cv, &j.mu);
+        pthread_mutex_unlock(&j.mu);
+        int wr = rc ? 0 : pr__write_all(fd, s->buf, s->len);
+        if (wr < 0 && !rc) {
+            fprintf(stderr, "piperec gen: %s: %s\n", output, strerror(errno));
+            rc = 1;
+        }
+        pthread_mutex_lock(&j.mu);
+        s->ready = false;
+        j.written++;
+        pthread_cond_broadcast(&j.cv);
+    }
+    pthread_mutex_unlock(&j.mu);
+    for (int t = 0; t < started; t++)
+        pthread_join(tids[t], NULL);
+out:
+    if (fd != 1 && close(fd) < 0 && !rc) {
+        fprintf(stderr, "piperec gen: %s: %s\n", output, strerror(errno));
+        rc = 1;
+    }
+    for (int s = 0; s < PR__GEN_SLOTS; s++)
+        free(j.slots[s].buf);
+    pr_gen_free((pr_gen *)j.gen);
+    pthread_mutex_destroy(&j.mu);
+    pthread_cond_destroy(&j.cv);
+    return rc;
 }

@@ -1,12 +1,145 @@
-/* cmd_process.c — placeholder until the `process` command lands (replace this file). */
+/*
+ * cmd_process.c — `piperec process --config FILE --input PATH|- --output DIR
+ * [--pipeline NAME] [--threads N] [--block-rows N] [--backend B] [--progress|--no-progress]`.
+ *
+ * Offline mode: raw Criteo TSV through the engine into .npy files
+ * (service/pr_offline.h). Without --config the embedded default config is
+ * used. Exit codes: 0 done, 1 I/O or runtime failure (the path and strerror
+ * are printed), 2 usage or config error (the config's own message).
+ * Progress goes to stderr only when stderr is a terminal; the one-line
+ * summary is always printed to stderr.
+ */
+#include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "pr_cli.h"
+#include "pr_config.h"
+#include "pr_offline.h"
+
+static void pr__process_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: piperec process [--config FILE] --input PATH|- --output DIR\n"
+            "                       [--pipeline NAME] [--threads N] [--block-rows N]\n"
+            "                       [--backend cpu|hls-sim|xrt|auto] [--progress|--no-progress]\n"
+            "  Raw Criteo TSV (label, dense ints, sparse hex) -> DIR/dense.npy, sparse.npy,\n"
+            "  labels.npy, vocab/<col>.tsv, rejects.tsv. Without --config the embedded\n"
+            "  default config is used. --threads sets decoder and engine threads.\n");
+}
+
+static int pr__parse_int(const char *s, long lo, long hi, long *out)
+{
+    char *e;
+    errno = 0;
+    long v = strtol(s, &e, 10);
+    if (errno || e == s || *e || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
 
 int pr_cmd_process(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "piperec: 'process' is not built yet\n");
-    return 2;
+    const char *config = NULL, *input = NULL, *output = NULL, *pipeline = NULL, *backend = NULL;
+    const char *threads_s = NULL, *block_rows_s = NULL;
+    int progress = -1; /* -1: when stderr is a terminal */
+    struct {
+        const char *name;
+        const char **val;
+    } opts[] = {
+        { "--config", &config },     { "--input", &input },         { "--output", &output },
+        { "--pipeline", &pipeline }, { "--threads", &threads_s },   { "--block-rows", &block_rows_s },
+        { "--backend", &backend },
+    };
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            pr__process_usage(stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--progress") || !strcmp(argv[i], "--no-progress")) {
+            progress = argv[i][2] == 'p';
+            continue;
+        }
+        size_t k = 0, nk = sizeof(opts) / sizeof(opts[0]);
+        while (k < nk && strcmp(argv[i], opts[k].name))
+            k++;
+        if (k == nk || i + 1 >= argc) {
+            fprintf(stderr, "piperec process: %s '%s'\n",
+                    k == nk ? "unknown option" : "missing value for", argv[i]);
+            pr__process_usage(stderr);
+            return 2;
+        }
+        *opts[k].val = argv[++i];
+    }
+    if (!input || !output) {
+        fprintf(stderr, "piperec process: %s is required\n", !input ? "--input" : "--output");
+        pr__process_usage(stderr);
+        return 2;
+    }
+    long threads = 0, block_rows = 65536;
+    if (threads_s && pr__parse_int(threads_s, 1, 64, &threads) < 0) {
+        fprintf(stderr, "piperec process: --threads: expected 1..64, got '%s'\n", threads_s);
+        return 2;
+    }
+    if (block_rows_s && pr__parse_int(block_rows_s, 64, 1 << 22, &block_rows) < 0) {
+        fprintf(stderr, "piperec process: --block-rows: expected 64..4194304, got '%s'\n", block_rows_s);
+        return 2;
+    }
+
+    char err[4096];
+    pr_config *cfg = NULL;
+    int rc = config ? pr_config_load_file(config, &cfg, err, sizeof(err))
+                    : pr_config_load_default(&cfg, err, sizeof(err));
+    if (rc) {
+        fprintf(stderr, "piperec process: %s\n", err);
+        return rc == PR_EIO ? 1 : 2;
+    }
+    const pr_pipeline_cfg *pc = pipeline ? pr_config_pipeline(cfg, pipeline) : &cfg->pipelines[0];
+    if (!pc) {
+        fprintf(stderr, "piperec process: no pipeline named '%s' in %s\n", pipeline, cfg->origin);
+        pr_config_free(cfg);
+        return 2;
+    }
+    pr_engine_opts eopts = pr_config_engine_opts(cfg);
+    if (threads)
+        eopts.threads = (int)threads;
+    if (backend)
+        eopts.backend = backend;
+
+    pr_offline_opts oo = {
+        .input = input,
+        .output_dir = output,
+        .threads = threads ? (int)threads : (eopts.threads > 0 ? eopts.threads : 1),
+        .block_rows = (uint32_t)block_rows,
+        .progress = progress >= 0 ? progress : isatty(2),
+    };
+    pr_offline_result res;
+    rc = pr_offline_run(&pc->spec, &eopts, &oo, &res, err, sizeof(err));
+    if (rc) {
+        fprintf(stderr, "piperec process: %s\n", err);
+        pr_config_free(cfg);
+        /* An engine that cannot be built for this spec/backend is a config problem. */
+        return rc == PR_EINVAL || rc == PR_ENOTSUP || rc == PR_ENODEV ? 2 : 1;
+    }
+
+    char by[512] = "";
+    size_t n = 0;
+    for (int r = 1; r < PR_DEC__COUNT; r++)
+        if (res.rejected_by[r] && n < sizeof(by))
+            n += (size_t)snprintf(by + n, sizeof(by) - n, "%s%s=%" PRIu64, n ? " " : " (",
+                                  pr_decode_reason_name(r), res.rejected_by[r]);
+    if (n && n < sizeof(by))
+        snprintf(by + n, sizeof(by) - n, ")");
+    fprintf(stderr,
+            "piperec process: %" PRIu64 " rows, %" PRIu64 " rejected%s, %.2f s, %.0f rows/s, "
+            "%.1f MB/s -> %s\n",
+            res.rows, res.rejected, by, res.seconds,
+            res.seconds > 0 ? res.lines / res.seconds : 0.0,
+            res.seconds > 0 ? res.bytes / res.seconds / 1e6 : 0.0, output);
+    pr_config_free(cfg);
+    return 0;
 }

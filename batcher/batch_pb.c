@@ -1,0 +1,453 @@
+/*
+ * batch_pb.c — pr_batch <-> piperec.v1.TrainingBatch (schemas/piperec.proto).
+ *
+ * Hand-written wire code instead of protobuf-c for this one message, because
+ * the message is almost all tensor bytes: the encoder sizes the message
+ * first and copies each tensor exactly once into the output buffer, and the
+ * decoder returns views that point into the received buffer instead of
+ * copying tensors out (protobuf-c's unpack duplicates every `bytes` field).
+ * tests/batcher/test_batch_pb.c checks both directions against protobuf-c's
+ * generated code so the two can never drift apart.
+ *
+ * Canonical proto3: zero scalars and empty fields are not written; the
+ * decoder accepts any field order, skips unknown fields and takes repeated
+ * vocab_sizes packed or not. Host byte order must be little-endian (x86,
+ * arm64): tensors are copied as they are in memory.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "batcher_int.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "piperec tensors are little-endian on the wire; big-endian hosts need byte swapping"
+#endif
+
+enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
+
+/* TrainingBatch field numbers. */
+enum {
+    F_PIPELINE = 1, F_SEQUENCE, F_ROWS, F_N_DENSE, F_N_SPARSE, F_SPARSE_WIDTH, F_LABELS, F_DENSE,
+    F_SPARSE, F_OFFSETS, F_MIN_ET, F_MAX_ET, F_EMIT, F_VOCAB, F_SPARSE_NAMES
+};
+/* OffsetRange field numbers. */
+enum { R_TOPIC = 1, R_PARTITION, R_FIRST, R_LAST, R_ROWS };
+
+size_t pr__pb_varint_size(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+uint8_t *pr__pb_put_varint(uint8_t *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+size_t pr__pb_get_varint(const uint8_t *p, const uint8_t *end, uint64_t *v)
+{
+    uint64_t r = 0;
+    for (size_t i = 0; i < 10 && p + i < end; i++) {
+        r |= (uint64_t)(p[i] & 0x7f) << (7 * i);
+        if (!(p[i] & 0x80)) {
+            *v = r;
+            return i + 1;
+        }
+    }
+    return 0;
+}
+
+static inline size_t tag_size(uint32_t field) { return pr__pb_varint_size((uint64_t)field << 3); }
+static inline size_t sz_varint_field(uint32_t f, uint64_t v) { return v ? tag_size(f) + pr__pb_varint_size(v) : 0; }
+static inline size_t sz_len_field(uint32_t f, size_t len) { return len ? tag_size(f) + pr__pb_varint_size(len) + len : 0; }
+
+static inline uint8_t *put_tag(uint8_t *p, uint32_t f, int wt) { return pr__pb_put_varint(p, ((uint64_t)f << 3) | (unsigned)wt); }
+static inline uint8_t *put_varint_field(uint8_t *p, uint32_t f, uint64_t v)
+{
+    if (!v)
+        return p;
+    return pr__pb_put_varint(put_tag(p, f, WT_VARINT), v);
+}
+static inline uint8_t *put_len_field(uint8_t *p, uint32_t f, const void *data, size_t len)
+{
+    if (!len)
+        return p;
+    p = pr__pb_put_varint(put_tag(p, f, WT_LEN), len);
+    memcpy(p, data, len);
+    return p + len;
+}
+
+static const char *range_topic(const pr_batch *b, const pr_batch_range *r)
+{
+    int ti = pr__key_topic(r->partition);
+    return (uint32_t)ti < b->n_topics ? b->topics[ti] : "";
+}
+
+static size_t range_body_size(const pr_batch *b, const pr_batch_range *r)
+{
+    return sz_len_field(R_TOPIC, strlen(range_topic(b, r))) +
+           sz_varint_field(R_PARTITION, (uint64_t)(int64_t)pr__key_partition(r->partition)) +
+           sz_varint_field(R_FIRST, (uint64_t)r->first_offset) +
+           sz_varint_field(R_LAST, (uint64_t)r->last_offset) + sz_varint_field(R_ROWS, r->rows);
+}
+
+static size_t vocab_body_size(const pr_batch *b)
+{
+    size_t n = 0;
+    if (!b->vocab_sizes)
+        return 0;
+    for (uint32_t i = 0; i < b->n_sparse; i++)
+        n += pr__pb_varint_size(b->vocab_sizes[i]);
+    return n;
+}
+
+size_t pr_batch_pb_size(const pr_batch *b)
+{
+    size_t n = sz_len_field(F_PIPELINE, strlen(b->pipeline)) + sz_varint_field(F_SEQUENCE, b->seq) +
+               sz_varint_field(F_ROWS, b->rows) + sz_varint_field(F_N_DENSE, b->n_dense) +
+               sz_varint_field(F_N_SPARSE, b->n_sparse) +
+               sz_varint_field(F_SPARSE_WIDTH, b->sparse_width) +
+               sz_len_field(F_LABELS, pr_batch_labels_bytes(b)) +
+               sz_len_field(F_DENSE, pr_batch_dense_bytes(b)) +
+               sz_len_field(F_SPARSE, pr_batch_sparse_bytes(b)) +
+               sz_varint_field(F_MIN_ET, (uint64_t)b->min_event_time_ms) +
+               sz_varint_field(F_MAX_ET, (uint64_t)b->max_event_time_ms) +
+               sz_varint_field(F_EMIT, (uint64_t)b->emit_time_ms);
+    for (uint32_t i = 0; i < b->n_ranges; i++) {
+        size_t body = range_body_size(b, &b->ranges[i]);
+        n += tag_size(F_OFFSETS) + pr__pb_varint_size(body) + body;
+    }
+    n += sz_len_field(F_VOCAB, vocab_body_size(b));
+    return n;
+}
+
+size_t pr_batch_pb_write(const pr_batch *b, uint8_t *out)
+{
+    uint8_t *p = out;
+    p = put_len_field(p, F_PIPELINE, b->pipeline, strlen(b->pipeline));
+    p = put_varint_field(p, F_SEQUENCE, b->seq);
+    p = put_varint_field(p, F_ROWS, b->rows);
+    p = put_varint_field(p, F_N_DENSE, b->n_dense);
+    p = put_varint_field(p, F_N_SPARSE, b->n_sparse);
+    p = put_varint_field(p, F_SPARSE_WIDTH, b->sparse_width);
+    p = put_len_field(p, F_LABELS, b->labels, pr_batch_labels_bytes(b));
+    p = put_len_field(p, F_DENSE, b->dense, pr_batch_dense_bytes(b));
+    p = put_len_field(p, F_SPARSE, b->sparse, pr_batch_sparse_bytes(b));
+    for (uint32_t i = 0; i < b->n_ranges; i++) {
+        const pr_batch_range *r = &b->ranges[i];
+        const char *topic = range_topic(b, r);
+        p = pr__pb_put_varint(put_tag(p, F_OFFSETS, WT_LEN), range_body_size(b, r));
+        p = put_len_field(p, R_TOPIC, topic, strlen(topic));
+        p = put_varint_field(p, R_PARTITION, (uint64_t)(int64_t)pr__key_partition(r->partition));
+        p = put_varint_field(p, R_FIRST, (uint64_t)r->first_offset);
+        p = put_varint_field(p, R_LAST, (uint64_t)r->last_offset);
+        p = put_varint_field(p, R_ROWS, r->rows);
+    }
+    p = put_varint_field(p, F_MIN_ET, (uint64_t)b->min_event_time_ms);
+    p = put_varint_field(p, F_MAX_ET, (uint64_t)b->max_event_time_ms);
+    p = put_varint_field(p, F_EMIT, (uint64_t)b->emit_time_ms);
+    size_t vb = vocab_body_size(b);
+    if (vb) {
+        p = pr__pb_put_varint(put_tag(p, F_VOCAB, WT_LEN), vb);
+        for (uint32_t i = 0; i < b->n_sparse; i++)
+            p = pr__pb_put_varint(p, b->vocab_sizes[i]);
+    }
+    return (size_t)(p - out);
+}
+
+int pr_batch_encode(pr_batch *b)
+{
+    if (b->pb)
+        return 0;
+    size_t n = pr_batch_pb_size(b);
+    uint8_t *buf = malloc(n ? n : 1);
+    if (!buf)
+        return PR_ENOMEM;
+    size_t w = pr_batch_pb_write(b, buf);
+    if (w != n) {
+        free(buf);
+        return PR_EINVAL; /* cannot happen: size and write walk the same fields */
+    }
+    b->pb = buf;
+    b->pb_len = n;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- decoding */
+
+typedef struct pb_field {
+    uint32_t num;
+    int wt;
+    uint64_t v;          /* varint / fixed value */
+    const uint8_t *data; /* WT_LEN payload */
+    size_t len;
+} pb_field;
+
+/* Read one field at *pp; returns 1, 0 at end, -1 on malformed input. */
+static int next_field(const uint8_t **pp, const uint8_t *end, pb_field *f)
+{
+    const uint8_t *p = *pp;
+    if (p >= end)
+        return 0;
+    uint64_t key;
+    size_t n = pr__pb_get_varint(p, end, &key);
+    if (!n || (key >> 3) == 0 || (key >> 3) > UINT32_MAX)
+        return -1;
+    p += n;
+    f->num = (uint32_t)(key >> 3);
+    f->wt = (int)(key & 7);
+    switch (f->wt) {
+    case WT_VARINT:
+        if (!(n = pr__pb_get_varint(p, end, &f->v)))
+            return -1;
+        p += n;
+        break;
+    case WT_I64:
+        if (end - p < 8)
+            return -1;
+        memcpy(&f->v, p, 8);
+        p += 8;
+        break;
+    case WT_I32: {
+        uint32_t v32;
+        if (end - p < 4)
+            return -1;
+        memcpy(&v32, p, 4);
+        f->v = v32;
+        p += 4;
+        break;
+    }
+    case WT_LEN: {
+        uint64_t len;
+        if (!(n = pr__pb_get_varint(p, end, &len)) || len > (uint64_t)(end - p - (ptrdiff_t)n))
+            return -1;
+        p += n;
+        f->data = p;
+        f->len = (size_t)len;
+        p += len;
+        break;
+    }
+    default:
+        return -1;
+    }
+    *pp = p;
+    return 1;
+}
+
+void pr_batch_view_clear(pr_batch_view *v)
+{
+    free(v->ranges);
+    free(v->vocab_sizes);
+    memset(v, 0, sizeof(*v));
+}
+
+static int decode_range(const uint8_t *p, const uint8_t *end, pr_batch_view_range *r)
+{
+    pb_field f;
+    int rc;
+    memset(r, 0, sizeof(*r));
+    r->topic = "";
+    while ((rc = next_field(&p, end, &f)) > 0) {
+        if (f.num == R_TOPIC && f.wt == WT_LEN) {
+            r->topic = (const char *)f.data;
+            r->topic_len = f.len;
+        } else if (f.wt == WT_VARINT) {
+            switch (f.num) {
+            case R_PARTITION: r->partition = (int32_t)f.v; break;
+            case R_FIRST: r->first_offset = (int64_t)f.v; break;
+            case R_LAST: r->last_offset = (int64_t)f.v; break;
+            case R_ROWS: r->rows = (uint32_t)f.v; break;
+            default: break;
+            }
+        }
+    }
+    return rc;
+}
+
+static int push_vocab(pr_batch_view *v, uint32_t *cap, uint64_t x)
+{
+    if (v->n_vocab_sizes == *cap) {
+        uint32_t nc = *cap ? *cap * 2 : 32;
+        uint64_t *n = realloc(v->vocab_sizes, nc * sizeof(*n));
+        if (!n)
+            return PR_ENOMEM;
+        v->vocab_sizes = n;
+        *cap = nc;
+    }
+    v->vocab_sizes[v->n_vocab_sizes++] = x;
+    return 0;
+}
+
+int pr_batch_decode(const uint8_t *buf, size_t len, pr_batch_view *v, char *errstr,
+                    size_t errstr_size)
+{
+    memset(v, 0, sizeof(*v));
+    v->pipeline = "";
+    const uint8_t *p = buf, *end = buf + len;
+    pb_field f;
+    int rc;
+    uint32_t rcap = 0, vcap = 0;
+    const char *why = NULL;
+    while ((rc = next_field(&p, end, &f)) > 0) {
+        if (f.wt == WT_VARINT) {
+            switch (f.num) {
+            case F_SEQUENCE: v->seq = f.v; break;
+            case F_ROWS: v->rows = (uint32_t)f.v; break;
+            case F_N_DENSE: v->n_dense = (uint32_t)f.v; break;
+            case F_N_SPARSE: v->n_sparse = (uint32_t)f.v; break;
+            case F_SPARSE_WIDTH: v->sparse_width = (uint32_t)f.v; break;
+            case F_MIN_ET: v->min_event_time_ms = (int64_t)f.v; break;
+            case F_MAX_ET: v->max_event_time_ms = (int64_t)f.v; break;
+            case F_EMIT: v->emit_time_ms = (int64_t)f.v; break;
+            case F_VOCAB:
+                if (push_vocab(v, &vcap, f.v) < 0)
+                    goto nomem;
+                break;
+            default: break;
+            }
+            continue;
+        }
+        if (f.wt != WT_LEN)
+            continue;
+        switch (f.num) {
+        case F_PIPELINE:
+            v->pipeline = (const char *)f.data;
+            v->pipeline_len = f.len;
+            break;
+        case F_LABELS:
+            v->labels = f.data;
+            v->labels_len = f.len;
+            break;
+        case F_DENSE:
+            v->dense = f.data;
+            v->dense_len = f.len;
+            break;
+        case F_SPARSE:
+            v->sparse = f.data;
+            v->sparse_len = f.len;
+            break;
+        case F_OFFSETS:
+            if (v->n_ranges == rcap) {
+                uint32_t nc = rcap ? rcap * 2 : 4;
+                pr_batch_view_range *n = realloc(v->ranges, nc * sizeof(*n));
+                if (!n)
+                    goto nomem;
+                v->ranges = n;
+                rcap = nc;
+            }
+            if (decode_range(f.data, f.data + f.len, &v->ranges[v->n_ranges]) < 0) {
+                why = "malformed OffsetRange";
+                goto bad;
+            }
+            v->n_ranges++;
+            break;
+        case F_VOCAB: {
+            const uint8_t *q = f.data, *qe = f.data + f.len;
+            while (q < qe) {
+                uint64_t x;
+                size_t n = pr__pb_get_varint(q, qe, &x);
+                if (!n) {
+                    why = "malformed packed vocab_sizes";
+                    goto bad;
+                }
+                q += n;
+                if (push_vocab(v, &vcap, x) < 0)
+                    goto nomem;
+            }
+            break;
+        }
+        default: break;
+        }
+    }
+    if (rc < 0) {
+        why = "malformed protobuf";
+        goto bad;
+    }
+    if (v->rows && v->n_sparse && v->sparse_width != 4 && v->sparse_width != 8) {
+        why = "sparse_width must be 4 or 8";
+        goto bad;
+    }
+    if (v->labels_len != (size_t)v->rows * 4 && v->labels_len != 0) {
+        why = "labels length does not match rows";
+        goto bad;
+    }
+    if (v->dense_len != (size_t)v->rows * v->n_dense * 4) {
+        why = "dense length does not match rows x n_dense x 4";
+        goto bad;
+    }
+    if (v->sparse_len != (size_t)v->rows * v->n_sparse * (v->n_sparse ? v->sparse_width : 0)) {
+        why = "sparse length does not match rows x n_sparse x sparse_width";
+        goto bad;
+    }
+    if (v->n_vocab_sizes && v->n_vocab_sizes != v->n_sparse) {
+        why = "vocab_sizes count does not match n_sparse";
+        goto bad;
+    }
+    return 0;
+bad:
+    pr_batch_view_clear(v);
+    return pr_seterr(errstr, errstr_size, PR_EBADREC, "TrainingBatch: %s", why);
+nomem:
+    pr_batch_view_clear(v);
+    return pr_seterr(errstr, errstr_size, PR_ENOMEM, "TrainingBatch: out of memory");
+}
+
+pr_batch *pr_batch_from_view(const pr_batch_view *v)
+{
+    char name[PR_NAME_MAX];
+    size_t nl = v->pipeline_len < sizeof(name) - 1 ? v->pipeline_len : sizeof(name) - 1;
+    memcpy(name, v->pipeline, nl);
+    name[nl] = 0;
+    uint8_t w = v->n_sparse ? (uint8_t)v->sparse_width : 4;
+    pr_batch *b = pr_batch_new(name, v->rows, (uint16_t)v->n_dense, (uint16_t)v->n_sparse, w);
+    if (!b)
+        return NULL;
+    b->seq = v->seq;
+    if (v->labels_len)
+        memcpy(b->labels, v->labels, v->labels_len);
+    memcpy(b->dense, v->dense, v->dense_len);
+    memcpy(b->sparse, v->sparse, v->sparse_len);
+    for (uint32_t i = 0; i < v->n_vocab_sizes && i < v->n_sparse; i++)
+        b->vocab_sizes[i] = v->vocab_sizes[i];
+    b->min_event_time_ms = v->min_event_time_ms;
+    b->max_event_time_ms = v->max_event_time_ms;
+    b->emit_time_ms = v->emit_time_ms;
+    if (v->n_ranges) {
+        b->ranges = calloc(v->n_ranges, sizeof(*b->ranges));
+        b->topics = calloc(v->n_ranges, sizeof(char *));
+        if (!b->ranges || !b->topics) {
+            pr_batch_unref(b);
+            return NULL;
+        }
+        /* One topic entry per distinct name, in order of appearance. */
+        for (uint32_t i = 0; i < v->n_ranges; i++) {
+            const pr_batch_view_range *r = &v->ranges[i];
+            uint32_t t;
+            for (t = 0; t < b->n_topics; t++)
+                if (strlen(b->topics[t]) == r->topic_len && !memcmp(b->topics[t], r->topic, r->topic_len))
+                    break;
+            if (t == b->n_topics) {
+                if (!(b->topics[t] = strndup(r->topic, r->topic_len))) {
+                    pr_batch_unref(b);
+                    return NULL;
+                }
+                b->n_topics++;
+            }
+            b->ranges[i].partition = (int32_t)(((uint32_t)t << 16) | ((uint32_t)r->partition & 0xffffu));
+            b->ranges[i].first_offset = r->first_offset;
+            b->ranges[i].last_offset = r->last_offset;
+            b->ranges[i].rows = r->rows;
+        }
+        b->n_ranges = v->n_ranges;
+    }
+    return b;
+}

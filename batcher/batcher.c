@@ -1,0 +1,988 @@
+/*
+ * batcher.c — the freshness-aware batcher (contract: pr_batcher.h).
+ *
+ * Shape: one batch under construction (`cur`, tensors with stride
+ * batch_size) that rows are copied into column by column; at emission the
+ * columns are compacted to stride `rows` so the tensors can go to protobuf
+ * and .npy without another copy. Emitted batches wait in a ring indexed by
+ * sequence number until every sink acknowledged them; each row carries a
+ * handle into the per-partition offset queues (offsets.c) which the ack
+ * releases.
+ *
+ * Ordering `partition` copies rows straight into `cur` in arrival order.
+ * Ordering `event_time` parks rows in a pool ordered by a min-heap on
+ * (event_time, partition, offset) and moves them into `cur` once the
+ * watermark passes them; a FIFO over the same rows in arrival order finds
+ * the ones whose max_delay_ms ran out, which force the watermark forward
+ * (so a silent partition delays output by at most max_delay_ms).
+ *
+ * Single-threaded except the stats snapshot, which is published under a
+ * mutex at the end of each public call.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "batcher_int.h"
+#include "pr_log.h"
+
+#define NS_PER_MS 1000000LL
+
+/* ---------------------------------------------------------------- batches */
+
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* Allocate a batch whose tensors hold `cap` rows; rows is set to cap. */
+static pr_batch *batch_alloc(const char *pipeline, uint32_t cap, uint16_t n_dense,
+                             uint16_t n_sparse, uint8_t w)
+{
+    pr_batch *bt = calloc(1, sizeof(*bt));
+    if (!bt)
+        return NULL;
+    size_t lab = align64((size_t)cap * 4);
+    size_t den = align64((size_t)cap * n_dense * 4);
+    size_t spa = align64((size_t)cap * n_sparse * w);
+    size_t total = lab + den + spa;
+    uint8_t *mem = aligned_alloc(64, total ? total : 64);
+    if (!mem) {
+        free(bt);
+        return NULL;
+    }
+    memset(mem, 0, total);
+    snprintf(bt->pipeline, sizeof(bt->pipeline), "%s", pipeline ? pipeline : "");
+    bt->labels = (int32_t *)mem;
+    bt->dense = (float *)(mem + lab);
+    bt->sparse = mem + lab + den;
+    bt->rows = cap;
+    bt->n_dense = n_dense;
+    bt->n_sparse = n_sparse;
+    bt->sparse_width = w;
+    bt->refcnt = 1;
+    return bt;
+}
+
+pr_batch *pr_batch_new(const char *pipeline, uint32_t rows, uint16_t n_dense, uint16_t n_sparse,
+                       uint8_t sparse_width)
+{
+    if (sparse_width != 4 && sparse_width != 8)
+        return NULL;
+    pr_batch *bt = batch_alloc(pipeline, rows, n_dense, n_sparse, sparse_width);
+    if (!bt)
+        return NULL;
+    bt->vocab_sizes = calloc(n_sparse ? n_sparse : 1, sizeof(uint64_t));
+    if (!bt->vocab_sizes) {
+        pr_batch_unref(bt);
+        return NULL;
+    }
+    bt->bytes = pr_batch_labels_bytes(bt) + pr_batch_dense_bytes(bt) + pr_batch_sparse_bytes(bt);
+    return bt;
+}
+
+pr_batch *pr_batch_ref(pr_batch *b)
+{
+    __atomic_add_fetch(&b->refcnt, 1, __ATOMIC_RELAXED);
+    return b;
+}
+
+void pr_batch_unref(pr_batch *b)
+{
+    if (!b || __atomic_sub_fetch(&b->refcnt, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    free(b->labels); /* the tensor block starts with labels */
+    for (uint32_t i = 0; i < b->n_topics; i++)
+        free(b->topics[i]);
+    free(b->topics);
+    free(b->ranges);
+    free(b->vocab_sizes);
+    free(b->pb);
+    free(b->priv_rows);
+    free(b);
+}
+
+/* ---------------------------------------------------------------- histograms */
+
+static const double fill_bounds[] = { 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0 };
+static const double sec_bounds[] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                     0.5,   1.0,    2.5,   5.0,  10.0,  30.0, 60.0 };
+
+static void hist_init(pr_hist *h, const double *bounds, uint32_t n)
+{
+    memset(h, 0, sizeof(*h));
+    h->n = n;
+    memcpy(h->bounds, bounds, n * sizeof(double));
+}
+
+void pr_hist_observe(pr_hist *h, double v)
+{
+    uint32_t i = 0;
+    while (i < h->n && v > h->bounds[i])
+        i++;
+    h->counts[i]++;
+    h->sum += v;
+    h->count++;
+}
+
+/* ---------------------------------------------------------------- batcher */
+
+typedef struct pend_meta {
+    int64_t et;
+    int64_t off;
+    int64_t arrival;
+    int32_t key;
+    uint32_t serial;
+    bool in_use;
+    pr__rowh h;
+} pend_meta;
+
+typedef struct fifo_ent {
+    uint32_t slot;
+    uint32_t serial;
+} fifo_ent;
+
+struct pr_batcher {
+    pr_batcher_cfg cfg;
+    char pipeline[PR_NAME_MAX];
+    char **topics;
+    size_t n_topics;
+    const pr_clock *clock;
+    size_t row_bytes;     /* tensor bytes per row */
+    int64_t delay_ns;
+    pr__offsets offs;
+
+    /* batch under construction: stride batch_size, `cur->rows` = rows filled */
+    pr_batch *cur;
+    int32_t *c_key;
+    int64_t *c_off;
+    int64_t *c_et;
+    pr__rowh *c_h;
+    int64_t c_oldest;     /* min arrival (mono ns) of the rows in cur */
+    uint32_t *idx;        /* scratch: kept row indices */
+
+    uint64_t next_seq;
+
+    /* emitted, unacked batches: ring indexed by seq - ua_base */
+    pr_batch **ua;
+    size_t ua_cap, ua_head, ua_len;
+    uint64_t ua_base;
+    uint64_t n_unacked;
+    uint64_t unacked_bytes;
+
+    /* event_time: pending row pool, heap, arrival FIFO */
+    size_t prow_bytes;
+    uint8_t *p_data;
+    pend_meta *p_meta;
+    uint32_t p_cap;
+    uint32_t *p_free;
+    uint32_t p_nfree;
+    uint32_t *heap;
+    size_t heap_len;
+    fifo_ent *fifo;
+    size_t f_cap, f_head, f_len;
+    bool wm_set;
+    int64_t wm;
+
+    pr_batcher_stats st;  /* pipeline thread's copy */
+    pthread_mutex_t mu;
+    pr_batcher_stats pub; /* published under mu */
+};
+
+static void publish(pr_batcher *b)
+{
+    b->st.buffered_rows = (b->cur ? b->cur->rows : 0) + b->heap_len;
+    b->st.buffered_bytes = b->st.buffered_rows * b->row_bytes;
+    b->st.unacked_batches = b->n_unacked;
+    b->st.unacked_bytes = b->unacked_bytes;
+    b->st.inflight_bytes = b->st.buffered_bytes + b->unacked_bytes;
+    b->st.last_seq = b->next_seq - 1;
+    b->st.watermark_ms = b->wm_set ? b->wm : INT64_MIN;
+    pthread_mutex_lock(&b->mu);
+    b->pub = b->st;
+    pthread_mutex_unlock(&b->mu);
+}
+
+void pr_batcher_get_stats(pr_batcher *b, pr_batcher_stats *st)
+{
+    pthread_mutex_lock(&b->mu);
+    *st = b->pub;
+    pthread_mutex_unlock(&b->mu);
+}
+
+uint64_t pr_batcher_inflight_bytes(const pr_batcher *b)
+{
+    uint64_t buffered = (b->cur ? b->cur->rows : 0) + b->heap_len;
+    return buffered * b->row_bytes + b->unacked_bytes;
+}
+
+uint64_t pr_batcher_unacked_batches(const pr_batcher *b) { return b->n_unacked; }
+
+static int ensure_cur(pr_batcher *b)
+{
+    if (b->cur)
+        return 0;
+    const pr_batcher_cfg *c = &b->cfg;
+    b->cur = batch_alloc(b->pipeline, c->batch_size, c->n_dense, c->n_sparse, c->sparse_width);
+    b->c_h = malloc((size_t)c->batch_size * sizeof(*b->c_h));
+    if (!b->cur || !b->c_h) {
+        pr_batch_unref(b->cur);
+        free(b->c_h);
+        b->cur = NULL;
+        b->c_h = NULL;
+        return PR_ENOMEM;
+    }
+    b->cur->rows = 0;
+    return 0;
+}
+
+int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, size_t errstr_size)
+{
+    *out = NULL;
+    if (!cfg || !cfg->on_emit)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "batcher: on_emit callback is required");
+    if (cfg->batch_size < 1)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "batch.size: must be >= 1");
+    if (cfg->max_delay_ms < 0)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "batch.max_delay_ms: must be >= 0");
+    if (cfg->sparse_width != 4 && cfg->sparse_width != 8)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "batcher: sparse_width must be 4 or 8, got %u",
+                         cfg->sparse_width);
+    if (cfg->ordering != PR_BATCH_ORDER_PARTITION && cfg->ordering != PR_BATCH_ORDER_EVENT_TIME)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "batch.ordering: unknown value %d",
+                         (int)cfg->ordering);
+    if (cfg->allowed_lateness_ms < 0)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "batch.allowed_lateness_ms: must be >= 0");
+
+    pr_batcher *b = calloc(1, sizeof(*b));
+    if (!b)
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "batcher: out of memory");
+    b->cfg = *cfg;
+    snprintf(b->pipeline, sizeof(b->pipeline), "%s", cfg->pipeline ? cfg->pipeline : "");
+    b->cfg.pipeline = b->pipeline;
+    b->clock = cfg->clock ? cfg->clock : pr_clock_real();
+    b->row_bytes = 4 + (size_t)cfg->n_dense * 4 + (size_t)cfg->n_sparse * cfg->sparse_width;
+    b->prow_bytes = (b->row_bytes + 7) & ~(size_t)7;
+    b->delay_ns = cfg->max_delay_ms * NS_PER_MS;
+    b->next_seq = 1;
+    b->ua_base = 1;
+    pr__offsets_init(&b->offs);
+    pthread_mutex_init(&b->mu, NULL);
+    hist_init(&b->st.fill_ratio, fill_bounds, sizeof(fill_bounds) / sizeof(fill_bounds[0]));
+    hist_init(&b->st.event_to_emit_s, sec_bounds, sizeof(sec_bounds) / sizeof(sec_bounds[0]));
+    hist_init(&b->st.wait_s, sec_bounds, sizeof(sec_bounds) / sizeof(sec_bounds[0]));
+    hist_init(&b->st.emit_to_ack_s, sec_bounds, sizeof(sec_bounds) / sizeof(sec_bounds[0]));
+
+    size_t n = cfg->batch_size;
+    b->c_key = malloc(n * sizeof(*b->c_key));
+    b->c_off = malloc(n * sizeof(*b->c_off));
+    b->c_et = malloc(n * sizeof(*b->c_et));
+    b->idx = malloc(n * sizeof(*b->idx));
+    if (cfg->n_topics) {
+        b->topics = calloc(cfg->n_topics, sizeof(char *));
+        if (b->topics) {
+            b->n_topics = cfg->n_topics;
+            for (size_t i = 0; i < cfg->n_topics; i++)
+                if (!(b->topics[i] = strdup(cfg->topics[i] ? cfg->topics[i] : "")))
+                    goto nomem;
+        }
+    }
+    b->cfg.topics = NULL;
+    if (!b->c_key || !b->c_off || !b->c_et || !b->idx || (cfg->n_topics && !b->topics) ||
+        ensure_cur(b) < 0)
+        goto nomem;
+    publish(b);
+    *out = b;
+    return 0;
+nomem:
+    pr_batcher_free(b);
+    return pr_seterr(errstr, errstr_size, PR_ENOMEM, "batcher: out of memory");
+}
+
+void pr_batcher_free(pr_batcher *b)
+{
+    if (!b)
+        return;
+    pr_batch_unref(b->cur);
+    free(b->c_h);
+    free(b->c_key);
+    free(b->c_off);
+    free(b->c_et);
+    free(b->idx);
+    for (size_t i = 0; i < b->ua_len; i++)
+        pr_batch_unref(b->ua[(b->ua_head + i) % b->ua_cap]);
+    free(b->ua);
+    free(b->p_data);
+    free(b->p_meta);
+    free(b->p_free);
+    free(b->heap);
+    free(b->fifo);
+    for (size_t i = 0; i < b->n_topics; i++)
+        free(b->topics[i]);
+    free(b->topics);
+    pr__offsets_free(&b->offs);
+    pthread_mutex_destroy(&b->mu);
+    free(b);
+}
+
+/* ---------------------------------------------------------------- emission */
+
+static int range_cmp(const void *a, const void *b)
+{
+    int32_t x = ((const pr_batch_range *)a)->partition, y = ((const pr_batch_range *)b)->partition;
+    return (x > y) - (x < y);
+}
+
+static int build_ranges(pr_batcher *b, pr_batch *bt)
+{
+    uint32_t n = bt->rows, nr = 0, cap = 4;
+    pr_batch_range *r = malloc(cap * sizeof(*r));
+    if (!r)
+        return PR_ENOMEM;
+    uint32_t last = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        int32_t k = b->c_key[i];
+        int64_t o = b->c_off[i];
+        uint32_t j;
+        if (nr && r[last].partition == k) {
+            j = last;
+        } else {
+            for (j = 0; j < nr && r[j].partition != k; j++)
+                ;
+            if (j == nr) {
+                if (nr == cap) {
+                    pr_batch_range *nrp = realloc(r, cap * 2 * sizeof(*r));
+                    if (!nrp) {
+                        free(r);
+                        return PR_ENOMEM;
+                    }
+                    r = nrp;
+                    cap *= 2;
+                }
+                r[nr].partition = k;
+                r[nr].first_offset = o;
+                r[nr].last_offset = o;
+                r[nr].rows = 0;
+                nr++;
+            }
+            last = j;
+        }
+        if (o < r[j].first_offset)
+            r[j].first_offset = o;
+        if (o > r[j].last_offset)
+            r[j].last_offset = o;
+        r[j].rows++;
+    }
+    qsort(r, nr, sizeof(*r), range_cmp);
+    bt->ranges = r;
+    bt->n_ranges = nr;
+    return 0;
+}
+
+static int ua_push(pr_batcher *b, pr_batch *bt)
+{
+    if (b->ua_len == b->ua_cap) {
+        size_t nc = b->ua_cap ? b->ua_cap * 2 : 64;
+        pr_batch **n = malloc(nc * sizeof(*n));
+        if (!n)
+            return PR_ENOMEM;
+        for (size_t i = 0; i < b->ua_len; i++)
+            n[i] = b->ua[(b->ua_head + i) % b->ua_cap];
+        free(b->ua);
+        b->ua = n;
+        b->ua_cap = nc;
+        b->ua_head = 0;
+    }
+    b->ua[(b->ua_head + b->ua_len) % b->ua_cap] = bt;
+    b->ua_len++;
+    return 0;
+}
+
+/* Hand `cur` out as the next batch. */
+static int emit(pr_batcher *b, pr_batch_reason reason)
+{
+    pr_batch *bt = b->cur;
+    if (!bt || bt->rows == 0)
+        return 0;
+    const pr_batcher_cfg *c = &b->cfg;
+    uint32_t n = bt->rows, cap = c->batch_size;
+    size_t w = c->sparse_width;
+
+    /* Compact columns to stride n (moving down, so memmove in column order is safe). */
+    if (n < cap) {
+        for (uint32_t col = 1; col < c->n_dense; col++)
+            memmove(bt->dense + (size_t)col * n, bt->dense + (size_t)col * cap, (size_t)n * 4);
+        uint8_t *sp = bt->sparse;
+        for (uint32_t col = 1; col < c->n_sparse; col++)
+            memmove(sp + (size_t)col * n * w, sp + (size_t)col * cap * w, (size_t)n * w);
+    }
+    bt->bytes = (size_t)n * b->row_bytes;
+    if (build_ranges(b, bt) < 0)
+        return PR_ENOMEM;
+    bt->min_event_time_ms = INT64_MAX;
+    bt->max_event_time_ms = INT64_MIN;
+    for (uint32_t i = 0; i < n; i++) {
+        if (b->c_et[i] < bt->min_event_time_ms)
+            bt->min_event_time_ms = b->c_et[i];
+        if (b->c_et[i] > bt->max_event_time_ms)
+            bt->max_event_time_ms = b->c_et[i];
+    }
+    bt->vocab_sizes = calloc(c->n_sparse ? c->n_sparse : 1, sizeof(uint64_t));
+    if (b->n_topics) {
+        bt->topics = calloc(b->n_topics, sizeof(char *));
+        if (bt->topics) {
+            bt->n_topics = (uint32_t)b->n_topics;
+            for (size_t i = 0; i < b->n_topics; i++)
+                if (!(bt->topics[i] = strdup(b->topics[i])))
+                    return PR_ENOMEM;
+        }
+    }
+    if (!bt->vocab_sizes || (b->n_topics && !bt->topics) || ua_push(b, bt) < 0)
+        return PR_ENOMEM;
+    for (uint32_t col = 0; col < c->n_sparse; col++)
+        bt->vocab_sizes[col] = c->vocab_size ? c->vocab_size(c->opaque, col) : 0;
+
+    bt->seq = b->next_seq++;
+    bt->reason = (uint8_t)reason;
+    bt->emit_time_ms = pr_clock_wall_ms(b->clock);
+    bt->emit_mono_ns = pr_clock_mono_ns(b->clock);
+    bt->oldest_mono_ns = b->c_oldest;
+    bt->priv_rows = b->c_h;
+    b->cur = NULL;
+    b->c_h = NULL;
+    b->n_unacked++;
+    b->unacked_bytes += bt->bytes;
+
+    pr_batcher_stats *st = &b->st;
+    st->batches_emitted++;
+    st->batches_by_reason[reason]++;
+    st->rows_out += n;
+    pr_hist_observe(&st->fill_ratio, (double)n / cap);
+    pr_hist_observe(&st->event_to_emit_s, (double)(bt->emit_time_ms - bt->min_event_time_ms) / 1e3);
+    pr_hist_observe(&st->wait_s, (double)(bt->emit_mono_ns - b->c_oldest) / 1e9);
+
+    int err = ensure_cur(b); /* before the callback: it may call back into us */
+    pr_batch_ref(bt);
+    c->on_emit(c->opaque, bt);
+    pr_batch_unref(bt);
+    return err;
+}
+
+/* ---------------------------------------------------------------- copying rows */
+
+static inline void put_meta(pr_batcher *b, uint32_t n, int32_t key, int64_t off, int64_t et,
+                            const pr__rowh *h, int64_t arrival)
+{
+    b->c_key[n] = key;
+    b->c_off[n] = off;
+    b->c_et[n] = et;
+    b->c_h[n] = *h;
+    if (n == 0 || arrival < b->c_oldest)
+        b->c_oldest = arrival;
+}
+
+/* Copy rows idx[0..k) of `out` into cur (column by column). */
+static void copy_rows(pr_batcher *b, const pr_out *out, const uint32_t *idx, uint32_t k)
+{
+    pr_batch *bt = b->cur;
+    uint32_t cap = b->cfg.batch_size, n0 = bt->rows;
+    for (uint32_t i = 0; i < k; i++)
+        bt->labels[n0 + i] = out->labels ? out->labels[idx[i]] : 0;
+    for (uint32_t col = 0; col < b->cfg.n_dense; col++) {
+        const float *src = out->dense + (size_t)col * out->cap;
+        float *dst = bt->dense + (size_t)col * cap + n0;
+        for (uint32_t i = 0; i < k; i++)
+            dst[i] = src[idx[i]];
+    }
+    if (b->cfg.sparse_width == 4) {
+        for (uint32_t col = 0; col < b->cfg.n_sparse; col++) {
+            const int32_t *src = (const int32_t *)out->sparse + (size_t)col * out->cap;
+            int32_t *dst = (int32_t *)bt->sparse + (size_t)col * cap + n0;
+            for (uint32_t i = 0; i < k; i++)
+                dst[i] = src[idx[i]];
+        }
+    } else {
+        for (uint32_t col = 0; col < b->cfg.n_sparse; col++) {
+            const int64_t *src = (const int64_t *)out->sparse + (size_t)col * out->cap;
+            int64_t *dst = (int64_t *)bt->sparse + (size_t)col * cap + n0;
+            for (uint32_t i = 0; i < k; i++)
+                dst[i] = src[idx[i]];
+        }
+    }
+}
+
+/* Pending-row layout (event_time): label | dense[n_dense] | sparse[n_sparse] (width w). */
+static void out_to_pending(pr_batcher *b, const pr_out *out, uint32_t r, uint8_t *dst)
+{
+    int32_t lab = out->labels ? out->labels[r] : 0;
+    memcpy(dst, &lab, 4);
+    float *d = (float *)(dst + 4);
+    for (uint32_t col = 0; col < b->cfg.n_dense; col++)
+        d[col] = out->dense[(size_t)col * out->cap + r];
+    uint8_t *s = dst + 4 + (size_t)b->cfg.n_dense * 4;
+    size_t w = b->cfg.sparse_width;
+    for (uint32_t col = 0; col < b->cfg.n_sparse; col++)
+        memcpy(s + col * w, (const uint8_t *)out->sparse + ((size_t)col * out->cap + r) * w, w);
+}
+
+static void pending_to_cur(pr_batcher *b, const uint8_t *src)
+{
+    pr_batch *bt = b->cur;
+    uint32_t cap = b->cfg.batch_size, n = bt->rows;
+    memcpy(&bt->labels[n], src, 4);
+    const float *d = (const float *)(src + 4);
+    for (uint32_t col = 0; col < b->cfg.n_dense; col++)
+        bt->dense[(size_t)col * cap + n] = d[col];
+    const uint8_t *s = src + 4 + (size_t)b->cfg.n_dense * 4;
+    size_t w = b->cfg.sparse_width;
+    for (uint32_t col = 0; col < b->cfg.n_sparse; col++)
+        memcpy((uint8_t *)bt->sparse + ((size_t)col * cap + n) * w, s + col * w, w);
+}
+
+/* ---------------------------------------------------------------- partition ordering */
+
+static int add_partition_order(pr_batcher *b, const pr_block *in, const pr_out *out, int64_t now)
+{
+    uint32_t r = 0, rows = out->rows;
+    while (r < rows) {
+        int err = ensure_cur(b);
+        if (err < 0)
+            return err;
+        uint32_t room = b->cfg.batch_size - b->cur->rows, k = 0;
+        for (; r < rows && k < room; r++) {
+            int slot = pr__offsets_slot(&b->offs, in->partition[r], true);
+            if (slot < 0)
+                return PR_ENOMEM;
+            if (out->rejected && pr_bit_test(out->rejected, r)) {
+                pr__offsets_seen_done(&b->offs, slot, in->offset[r]);
+                b->st.rows_rejected++;
+                continue;
+            }
+            pr__rowh h;
+            if (pr__offsets_push(&b->offs, slot, in->offset[r], &h) < 0)
+                return PR_ENOMEM;
+            put_meta(b, b->cur->rows + k, in->partition[r], in->offset[r], in->event_time_ms[r], &h,
+                     now);
+            b->idx[k++] = r;
+        }
+        copy_rows(b, out, b->idx, k);
+        b->cur->rows += k;
+        b->st.rows_in += k;
+        if (b->cur->rows == b->cfg.batch_size && (err = emit(b, PR_BATCH_FULL)) < 0)
+            return err;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- event_time ordering */
+
+static bool pend_less(const pr_batcher *b, uint32_t x, uint32_t y)
+{
+    const pend_meta *p = &b->p_meta[x], *q = &b->p_meta[y];
+    if (p->et != q->et)
+        return p->et < q->et;
+    if (p->key != q->key)
+        return p->key < q->key;
+    return p->off < q->off;
+}
+
+static void heap_up(pr_batcher *b, size_t i)
+{
+    uint32_t v = b->heap[i];
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!pend_less(b, v, b->heap[parent]))
+            break;
+        b->heap[i] = b->heap[parent];
+        i = parent;
+    }
+    b->heap[i] = v;
+}
+
+static void heap_down(pr_batcher *b, size_t i)
+{
+    uint32_t v = b->heap[i];
+    for (;;) {
+        size_t l = 2 * i + 1, m;
+        if (l >= b->heap_len)
+            break;
+        m = l;
+        if (l + 1 < b->heap_len && pend_less(b, b->heap[l + 1], b->heap[l]))
+            m = l + 1;
+        if (!pend_less(b, b->heap[m], v))
+            break;
+        b->heap[i] = b->heap[m];
+        i = m;
+    }
+    b->heap[i] = v;
+}
+
+static int pool_grow(pr_batcher *b)
+{
+    uint32_t oc = b->p_cap, nc = oc ? oc * 2 : 1024;
+    uint8_t *d = realloc(b->p_data, (size_t)nc * b->prow_bytes);
+    if (!d)
+        return PR_ENOMEM;
+    b->p_data = d;
+    pend_meta *m = realloc(b->p_meta, (size_t)nc * sizeof(*m));
+    if (!m)
+        return PR_ENOMEM;
+    b->p_meta = m;
+    uint32_t *f = realloc(b->p_free, (size_t)nc * sizeof(*f));
+    if (!f)
+        return PR_ENOMEM;
+    b->p_free = f;
+    uint32_t *h = realloc(b->heap, (size_t)nc * sizeof(*h));
+    if (!h)
+        return PR_ENOMEM;
+    b->heap = h;
+    for (uint32_t i = nc; i > oc; i--) {
+        b->p_meta[i - 1].in_use = false;
+        b->p_meta[i - 1].serial = 0;
+        b->p_free[b->p_nfree++] = i - 1;
+    }
+    b->p_cap = nc;
+    return 0;
+}
+
+static int fifo_push(pr_batcher *b, uint32_t slot, uint32_t serial)
+{
+    if (b->f_len == b->f_cap) {
+        size_t nc = b->f_cap ? b->f_cap * 2 : 1024;
+        fifo_ent *n = malloc(nc * sizeof(*n));
+        if (!n)
+            return PR_ENOMEM;
+        for (size_t i = 0; i < b->f_len; i++)
+            n[i] = b->fifo[(b->f_head + i) % b->f_cap];
+        free(b->fifo);
+        b->fifo = n;
+        b->f_cap = nc;
+        b->f_head = 0;
+    }
+    b->fifo[(b->f_head + b->f_len) % b->f_cap] = (fifo_ent){ slot, serial };
+    b->f_len++;
+    return 0;
+}
+
+static bool fifo_valid(const pr_batcher *b, const fifo_ent *e)
+{
+    return b->p_meta[e->slot].in_use && b->p_meta[e->slot].serial == e->serial;
+}
+
+/* Drop released rows from the FIFO front. */
+static void fifo_trim(pr_batcher *b)
+{
+    while (b->f_len && !fifo_valid(b, &b->fifo[b->f_head])) {
+        b->f_head = (b->f_head + 1) % b->f_cap;
+        b->f_len--;
+    }
+}
+
+static void pend_free(pr_batcher *b, uint32_t slot)
+{
+    b->p_meta[slot].in_use = false;
+    b->p_meta[slot].serial++;
+    b->p_free[b->p_nfree++] = slot;
+}
+
+static void update_watermark(pr_batcher *b)
+{
+    bool any = false;
+    int64_t lo = INT64_MAX;
+    for (size_t i = 0; i < b->offs.n; i++) {
+        const pr__ptrack *t = &b->offs.parts[i];
+        if (!t->active)
+            continue;
+        if (!t->has_et)
+            return; /* an assigned partition without data holds the watermark */
+        any = true;
+        if (t->max_et < lo)
+            lo = t->max_et;
+    }
+    if (!any)
+        return;
+    int64_t cand = lo - b->cfg.allowed_lateness_ms;
+    if (!b->wm_set || cand > b->wm) {
+        b->wm = cand;
+        b->wm_set = true;
+    }
+}
+
+/* Move rows with event_time <= watermark (all rows when `all`) into batches. */
+static int release(pr_batcher *b, bool all)
+{
+    int err;
+    while (b->heap_len) {
+        uint32_t slot = b->heap[0];
+        pend_meta *m = &b->p_meta[slot];
+        if (!all && (!b->wm_set || m->et > b->wm))
+            break;
+        if ((err = ensure_cur(b)) < 0)
+            return err;
+        pending_to_cur(b, b->p_data + (size_t)slot * b->prow_bytes);
+        put_meta(b, b->cur->rows, m->key, m->off, m->et, &m->h, m->arrival);
+        b->cur->rows++;
+        if (all && (!b->wm_set || m->et > b->wm)) {
+            b->wm = m->et;
+            b->wm_set = true;
+        }
+        b->heap[0] = b->heap[--b->heap_len];
+        if (b->heap_len)
+            heap_down(b, 0);
+        pend_free(b, slot);
+        if (b->cur->rows == b->cfg.batch_size && (err = emit(b, PR_BATCH_FULL)) < 0)
+            return err;
+    }
+    fifo_trim(b);
+    return 0;
+}
+
+static int add_event_time(pr_batcher *b, const pr_block *in, const pr_out *out, int64_t now)
+{
+    for (uint32_t r = 0; r < out->rows; r++) {
+        int32_t key = in->partition[r];
+        int64_t off = in->offset[r], et = in->event_time_ms[r];
+        int slot = pr__offsets_slot(&b->offs, key, true);
+        if (slot < 0)
+            return PR_ENOMEM;
+        if (out->rejected && pr_bit_test(out->rejected, r)) {
+            pr__offsets_seen_done(&b->offs, slot, off);
+            b->st.rows_rejected++;
+            continue;
+        }
+        pr__ptrack *t = &b->offs.parts[slot];
+        if (!t->has_et || et > t->max_et) {
+            t->max_et = et;
+            t->has_et = true;
+        }
+        if (b->wm_set && et < b->wm) {
+            b->st.rows_late++;
+            if (b->cfg.late_policy == PR_BATCH_LATE_DROP_TO_DLQ) {
+                b->st.rows_late_dropped++;
+                pr__offsets_seen_done(&b->offs, slot, off);
+                if (b->cfg.on_late)
+                    b->cfg.on_late(b->cfg.opaque, in, out, r);
+                continue;
+            }
+        }
+        if (b->p_nfree == 0 && pool_grow(b) < 0)
+            return PR_ENOMEM;
+        uint32_t ps = b->p_free[--b->p_nfree];
+        pend_meta *m = &b->p_meta[ps];
+        m->et = et;
+        m->off = off;
+        m->key = key;
+        m->arrival = now;
+        m->in_use = true;
+        if (pr__offsets_push(&b->offs, slot, off, &m->h) < 0 || fifo_push(b, ps, m->serial) < 0) {
+            pend_free(b, ps);
+            return PR_ENOMEM;
+        }
+        out_to_pending(b, out, r, b->p_data + (size_t)ps * b->prow_bytes);
+        b->heap[b->heap_len++] = ps;
+        heap_up(b, b->heap_len - 1);
+        b->st.rows_in++;
+    }
+    update_watermark(b);
+    return release(b, false);
+}
+
+/* ---------------------------------------------------------------- public calls */
+
+int pr_batcher_add(pr_batcher *b, const pr_block *in, const pr_out *out)
+{
+    if (!in || !out || out->rows > in->rows || !in->partition || !in->offset || !in->event_time_ms ||
+        out->n_dense != b->cfg.n_dense || out->n_sparse != b->cfg.n_sparse ||
+        (out->n_sparse && out->sparse_width != b->cfg.sparse_width))
+        return PR_EINVAL;
+    int64_t now = pr_clock_mono_ns(b->clock);
+    int err = b->cfg.ordering == PR_BATCH_ORDER_EVENT_TIME ? add_event_time(b, in, out, now)
+                                                           : add_partition_order(b, in, out, now);
+    publish(b);
+    return err;
+}
+
+void pr_batcher_note_done(pr_batcher *b, int32_t partition, int64_t offset)
+{
+    int slot = pr__offsets_slot(&b->offs, partition, true);
+    if (slot >= 0)
+        pr__offsets_seen_done(&b->offs, slot, offset);
+    b->st.rows_rejected++;
+    publish(b);
+}
+
+void pr_batcher_assign(pr_batcher *b, int32_t partition)
+{
+    (void)pr__offsets_slot(&b->offs, partition, true);
+}
+
+static int64_t ms_until(int64_t deadline_ns, int64_t now)
+{
+    if (deadline_ns <= now)
+        return 0;
+    return (deadline_ns - now + NS_PER_MS - 1) / NS_PER_MS;
+}
+
+int64_t pr_batcher_poll(pr_batcher *b)
+{
+    int64_t now = pr_clock_mono_ns(b->clock);
+    if (b->cfg.ordering == PR_BATCH_ORDER_EVENT_TIME) {
+        fifo_trim(b);
+        /* Rows whose deadline passed force the watermark up to their event time. */
+        bool forced = false;
+        int64_t fwm = INT64_MIN;
+        for (size_t i = 0; i < b->f_len; i++) {
+            const fifo_ent *e = &b->fifo[(b->f_head + i) % b->f_cap];
+            if (!fifo_valid(b, e))
+                continue;
+            const pend_meta *m = &b->p_meta[e->slot];
+            if (m->arrival + b->delay_ns > now)
+                break;
+            forced = true;
+            if (m->et > fwm)
+                fwm = m->et;
+        }
+        if (forced) {
+            if (!b->wm_set || fwm > b->wm) {
+                b->wm = fwm;
+                b->wm_set = true;
+            }
+            (void)release(b, false);
+        }
+    }
+    if (b->cur && b->cur->rows && b->c_oldest + b->delay_ns <= now)
+        (void)emit(b, PR_BATCH_DEADLINE);
+
+    int64_t next = -1;
+    if (b->cur && b->cur->rows)
+        next = ms_until(b->c_oldest + b->delay_ns, now);
+    fifo_trim(b);
+    if (b->f_len) {
+        int64_t t = ms_until(b->p_meta[b->fifo[b->f_head].slot].arrival + b->delay_ns, now);
+        if (next < 0 || t < next)
+            next = t;
+    }
+    publish(b);
+    return next;
+}
+
+void pr_batcher_flush(pr_batcher *b)
+{
+    if (b->cfg.ordering == PR_BATCH_ORDER_EVENT_TIME)
+        (void)release(b, true);
+    (void)emit(b, PR_BATCH_FLUSH);
+    publish(b);
+}
+
+int pr_batcher_ack(pr_batcher *b, uint64_t seq)
+{
+    if (seq < b->ua_base || seq >= b->ua_base + b->ua_len)
+        return PR_EINVAL;
+    size_t i = (b->ua_head + (seq - b->ua_base)) % b->ua_cap;
+    pr_batch *bt = b->ua[i];
+    if (!bt)
+        return PR_EINVAL;
+    b->ua[i] = NULL;
+    const pr__rowh *h = bt->priv_rows;
+    for (uint32_t r = 0; r < bt->rows; r++)
+        pr__offsets_done(&b->offs, &h[r]);
+    b->n_unacked--;
+    b->unacked_bytes -= bt->bytes;
+    b->st.batches_acked++;
+    pr_hist_observe(&b->st.emit_to_ack_s, (double)(pr_clock_mono_ns(b->clock) - bt->emit_mono_ns) / 1e9);
+    while (b->ua_len && !b->ua[b->ua_head]) {
+        b->ua_head = (b->ua_head + 1) % b->ua_cap;
+        b->ua_len--;
+        b->ua_base++;
+    }
+    pr_batch_unref(bt);
+    publish(b);
+    return 0;
+}
+
+void pr_batcher_safe_offsets(pr_batcher *b, pr_batcher_offset_cb cb, void *opaque)
+{
+    for (size_t i = 0; i < b->offs.n; i++) {
+        if (!b->offs.parts[i].active)
+            continue;
+        int64_t s = pr__offsets_safe(&b->offs, (int)i);
+        if (s >= 0)
+            cb(opaque, b->offs.parts[i].key, s);
+    }
+}
+
+int64_t pr_batcher_safe_offset(pr_batcher *b, int32_t partition)
+{
+    int slot = pr__offsets_slot(&b->offs, partition, false);
+    if (slot < 0 || !b->offs.parts[slot].active)
+        return -1;
+    return pr__offsets_safe(&b->offs, slot);
+}
+
+/* Remove the rows of partition `key` from cur, keeping the others in order. */
+static uint64_t drop_cur_rows(pr_batcher *b, int32_t key)
+{
+    pr_batch *bt = b->cur;
+    if (!bt)
+        return 0;
+    uint32_t n = bt->rows, cap = b->cfg.batch_size, j = 0;
+    size_t w = b->cfg.sparse_width;
+    for (uint32_t i = 0; i < n; i++) {
+        if (b->c_key[i] == key)
+            continue;
+        if (i != j) {
+            bt->labels[j] = bt->labels[i];
+            for (uint32_t col = 0; col < b->cfg.n_dense; col++)
+                bt->dense[(size_t)col * cap + j] = bt->dense[(size_t)col * cap + i];
+            uint8_t *sp = bt->sparse;
+            for (uint32_t col = 0; col < b->cfg.n_sparse; col++)
+                memcpy(sp + ((size_t)col * cap + j) * w, sp + ((size_t)col * cap + i) * w, w);
+            b->c_key[j] = b->c_key[i];
+            b->c_off[j] = b->c_off[i];
+            b->c_et[j] = b->c_et[i];
+            b->c_h[j] = b->c_h[i];
+        }
+        j++;
+    }
+    bt->rows = j;
+    /* c_oldest stays as the earliest arrival among rows that were there: it can
+     * only make the deadline earlier, never later, which keeps freshness. */
+    return n - j;
+}
+
+static uint64_t drop_pending_rows(pr_batcher *b, int32_t key)
+{
+    size_t j = 0;
+    uint64_t dropped = 0;
+    for (size_t i = 0; i < b->heap_len; i++) {
+        uint32_t s = b->heap[i];
+        if (b->p_meta[s].key == key) {
+            pend_free(b, s);
+            dropped++;
+        } else {
+            b->heap[j++] = s;
+        }
+    }
+    b->heap_len = j;
+    for (size_t i = b->heap_len / 2; i-- > 0;)
+        heap_down(b, i);
+    fifo_trim(b);
+    return dropped;
+}
+
+int pr_batcher_revoke(pr_batcher *b, int32_t partition, int64_t *safe_offset)
+{
+    int slot = pr__offsets_slot(&b->offs, partition, false);
+    if (safe_offset)
+        *safe_offset = -1;
+    if (slot < 0)
+        return 0;
+    if (safe_offset)
+        *safe_offset = pr__offsets_safe(&b->offs, slot);
+    uint64_t dropped = drop_cur_rows(b, partition);
+    if (b->cfg.ordering == PR_BATCH_ORDER_EVENT_TIME)
+        dropped += drop_pending_rows(b, partition);
+    b->st.rows_dropped_revoke += dropped;
+    pr__offsets_reset(&b->offs, slot);
+    if (b->cfg.ordering == PR_BATCH_ORDER_EVENT_TIME)
+        update_watermark(b);
+    publish(b);
+    return 0;
+}

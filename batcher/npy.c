@@ -1,0 +1,366 @@
+/*
+ * npy.c — numpy .npy v1.0 writer and reader (see pr_npy.h for the shapes).
+ *
+ * The header is always padded to 128 bytes in total (numpy pads to a multiple
+ * of 64; the longest dict we write, with a 20-digit N, fits in 118), so the
+ * streaming writer can reserve it, write data after it and rewrite it with
+ * the final N at close without moving anything. Data goes through one 1 MiB
+ * buffer and plain write(2): the offline driver writes gigabytes, and stdio's
+ * small buffer would cost a syscall per 4 KiB.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pr_npy.h"
+
+#define PR__NPY_HDR 128
+#define PR__NPY_BUF (1u << 20)
+
+struct pr_npy_writer {
+    int fd;
+    char *path;
+    pr_npy_dtype dt;
+    size_t esz;
+    uint32_t cols;
+    uint64_t rows;
+    char *buf;
+    size_t used;
+    bool failed;
+};
+
+static const char *const pr__npy_descr[] = { "<f4", "<i4", "<i8" };
+
+size_t pr_npy_dtype_size(pr_npy_dtype dt)
+{
+    return dt == PR_NPY_I64 ? 8 : 4;
+}
+
+static int pr__write_all(int fd, const void *p, size_t n, off_t at, bool positioned)
+{
+    const char *c = p;
+    while (n > 0) {
+        ssize_t k = positioned ? pwrite(fd, c, n, at) : write(fd, c, n);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        c += k;
+        n -= (size_t)k;
+        at += k;
+    }
+    return 0;
+}
+
+/* Build the 128-byte header for shape (n,) or (n, cols). */
+static void pr__npy_header(char hdr[PR__NPY_HDR], pr_npy_dtype dt, uint64_t n, uint32_t cols,
+                           bool fortran)
+{
+    char dict[PR__NPY_HDR];
+    int len;
+    if (cols == 0)
+        len = snprintf(dict, sizeof(dict), "{'descr': '%s', 'fortran_order': %s, 'shape': (%" PRIu64 ",), }",
+                       pr__npy_descr[dt], fortran ? "True" : "False", n);
+    else
+        len = snprintf(dict, sizeof(dict),
+                       "{'descr': '%s', 'fortran_order': %s, 'shape': (%" PRIu64 ", %" PRIu32 "), }",
+                       pr__npy_descr[dt], fortran ? "True" : "False", n, cols);
+    memcpy(hdr, "\x93NUMPY\x01\x00", 8);
+    uint16_t hlen = PR__NPY_HDR - 10;
+    hdr[8] = (char)(hlen & 0xff);
+    hdr[9] = (char)(hlen >> 8);
+    memset(hdr + 10, ' ', PR__NPY_HDR - 10);
+    memcpy(hdr + 10, dict, (size_t)len);
+    hdr[PR__NPY_HDR - 1] = '\n';
+}
+
+int pr_npy_open(pr_npy_writer **out, const char *path, pr_npy_dtype dt, uint32_t cols,
+                char *errstr, size_t errstr_size)
+{
+    *out = NULL;
+    if ((unsigned)dt > PR_NPY_I64)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: unknown npy dtype %d", path, (int)dt);
+    pr_npy_writer *w = calloc(1, sizeof(*w));
+    if (!w)
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "%s: out of memory", path);
+    w->path = strdup(path);
+    w->buf = malloc(PR__NPY_BUF);
+    if (!w->path || !w->buf) {
+        free(w->path);
+        free(w->buf);
+        free(w);
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "%s: out of memory", path);
+    }
+    w->dt = dt;
+    w->esz = pr_npy_dtype_size(dt);
+    w->cols = cols;
+    w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (w->fd < 0) {
+        int e = errno;
+        free(w->path);
+        free(w->buf);
+        free(w);
+        return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", path, strerror(e));
+    }
+    /* Reserve the header; a valid (empty) array until the first close. */
+    pr__npy_header(w->buf, dt, 0, cols, false);
+    w->used = PR__NPY_HDR;
+    *out = w;
+    return 0;
+}
+
+static int pr__npy_flush(pr_npy_writer *w, char *errstr, size_t errstr_size)
+{
+    if (w->failed)
+        return pr_seterr(errstr, errstr_size, PR_EIO, "%s: an earlier write failed", w->path);
+    if (w->used && pr__write_all(w->fd, w->buf, w->used, 0, false) < 0) {
+        w->failed = true;
+        return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", w->path, strerror(errno));
+    }
+    w->used = 0;
+    return 0;
+}
+
+int pr_npy_append_cols(pr_npy_writer *w, const void *data, size_t stride, uint32_t rows,
+                       char *errstr, size_t errstr_size)
+{
+    uint32_t ncol = w->cols ? w->cols : 1;
+    size_t row_bytes = w->esz * ncol;
+    uint32_t r = 0;
+    while (r < rows) {
+        if (PR__NPY_BUF - w->used < row_bytes) {
+            int rc = pr__npy_flush(w, errstr, errstr_size);
+            if (rc)
+                return rc;
+        }
+        uint32_t n = (uint32_t)((PR__NPY_BUF - w->used) / row_bytes);
+        if (n > rows - r)
+            n = rows - r;
+        char *dst = w->buf + w->used;
+        if (ncol == 1) {
+            memcpy(dst, (const char *)data + (size_t)r * w->esz, (size_t)n * w->esz);
+        } else if (w->esz == 4) {
+            /* Transpose [cols][stride] -> [n][cols], column by column: each
+             * source column is read sequentially. */
+            const uint32_t *src = (const uint32_t *)data + r;
+            uint32_t *d = (uint32_t *)dst;
+            for (uint32_t c = 0; c < ncol; c++) {
+                const uint32_t *s = src + (size_t)c * stride;
+                for (uint32_t i = 0; i < n; i++)
+                    d[(size_t)i * ncol + c] = s[i];
+            }
+        } else {
+            const uint64_t *src = (const uint64_t *)data + r;
+            uint64_t *d = (uint64_t *)dst;
+            for (uint32_t c = 0; c < ncol; c++) {
+                const uint64_t *s = src + (size_t)c * stride;
+                for (uint32_t i = 0; i < n; i++)
+                    d[(size_t)i * ncol + c] = s[i];
+            }
+        }
+        w->used += (size_t)n * row_bytes;
+        r += n;
+    }
+    w->rows += rows;
+    return 0;
+}
+
+int pr_npy_append_rows(pr_npy_writer *w, const void *data, uint32_t rows, char *errstr,
+                       size_t errstr_size)
+{
+    size_t bytes = (size_t)rows * w->esz * (w->cols ? w->cols : 1);
+    const char *p = data;
+    while (bytes > 0) {
+        if (w->used == PR__NPY_BUF) {
+            int rc = pr__npy_flush(w, errstr, errstr_size);
+            if (rc)
+                return rc;
+        }
+        size_t n = PR__NPY_BUF - w->used;
+        if (n > bytes)
+            n = bytes;
+        memcpy(w->buf + w->used, p, n);
+        w->used += n;
+        p += n;
+        bytes -= n;
+    }
+    w->rows += rows;
+    return 0;
+}
+
+uint64_t pr_npy_rows(const pr_npy_writer *w)
+{
+    return w->rows;
+}
+
+static void pr__npy_free(pr_npy_writer *w)
+{
+    free(w->path);
+    free(w->buf);
+    free(w);
+}
+
+int pr_npy_close(pr_npy_writer *w, char *errstr, size_t errstr_size)
+{
+    if (!w)
+        return 0;
+    int rc = pr__npy_flush(w, errstr, errstr_size);
+    if (rc == 0) {
+        char hdr[PR__NPY_HDR];
+        pr__npy_header(hdr, w->dt, w->rows, w->cols, false);
+        if (pr__write_all(w->fd, hdr, sizeof(hdr), 0, true) < 0)
+            rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", w->path, strerror(errno));
+    }
+    if (close(w->fd) < 0 && rc == 0)
+        rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", w->path, strerror(errno));
+    pr__npy_free(w);
+    return rc;
+}
+
+void pr_npy_abort(pr_npy_writer *w)
+{
+    if (!w)
+        return;
+    close(w->fd);
+    unlink(w->path);
+    pr__npy_free(w);
+}
+
+int pr_npy_write_array(const char *path, pr_npy_dtype dt, const void *data, uint64_t n,
+                       uint32_t cols, bool fortran, char *errstr, size_t errstr_size)
+{
+    if ((unsigned)dt > PR_NPY_I64)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: unknown npy dtype %d", path, (int)dt);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", path, strerror(errno));
+    char hdr[PR__NPY_HDR];
+    pr__npy_header(hdr, dt, n, cols, fortran);
+    size_t bytes = (size_t)n * pr_npy_dtype_size(dt) * (cols ? cols : 1);
+    int rc = 0;
+    if (pr__write_all(fd, hdr, sizeof(hdr), 0, false) < 0 ||
+        pr__write_all(fd, data, bytes, 0, false) < 0)
+        rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", path, strerror(errno));
+    if (close(fd) < 0 && rc == 0)
+        rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", path, strerror(errno));
+    return rc;
+}
+
+/* ---------------------------------------------------------------- reader */
+
+/* Find `'key':` in the header dict and return the text after it. */
+static const char *pr__dict_value(const char *dict, const char *key)
+{
+    char pat[32];
+    snprintf(pat, sizeof(pat), "'%s':", key);
+    const char *p = strstr(dict, pat);
+    if (!p)
+        return NULL;
+    p += strlen(pat);
+    while (*p == ' ')
+        p++;
+    return p;
+}
+
+int pr_npy_read(const char *path, pr_npy_array *a, char *errstr, size_t errstr_size)
+{
+    memset(a, 0, sizeof(*a));
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", path, strerror(errno));
+    unsigned char pre[12];
+    char *dict = NULL;
+    int rc = PR_EINVAL;
+    if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0) {
+        pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: not a .npy file", path);
+        goto out;
+    }
+    size_t hlen;
+    if (pre[6] == 1) {
+        hlen = pre[8] | (size_t)pre[9] << 8;
+    } else if (pre[6] == 2 || pre[6] == 3) {
+        if (fread(pre + 10, 1, 2, f) != 2) {
+            pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: truncated header", path);
+            goto out;
+        }
+        hlen = pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
+    } else {
+        pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: npy version %d not supported", path, pre[6]);
+        goto out;
+    }
+    if (hlen > (1u << 20) || !(dict = malloc(hlen + 1)) || fread(dict, 1, hlen, f) != hlen) {
+        pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: bad header", path);
+        goto out;
+    }
+    dict[hlen] = '\0';
+    const char *d = pr__dict_value(dict, "descr");
+    const char *fo = pr__dict_value(dict, "fortran_order");
+    const char *sh = pr__dict_value(dict, "shape");
+    int dt = -1;
+    for (int i = 0; d && i < 3; i++)
+        if (!strncmp(d + 1, pr__npy_descr[i], 3) && d[4] == d[0])
+            dt = i;
+    if (dt < 0 || !fo || !sh || *sh != '(') {
+        pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: unsupported header: %s", path, dict);
+        goto out;
+    }
+    a->dtype = (pr_npy_dtype)dt;
+    a->fortran = !strncmp(fo, "True", 4);
+    char *e;
+    a->n = strtoull(sh + 1, &e, 10);
+    while (*e == ' ' || *e == ',')
+        e++;
+    a->ndim = 1;
+    if (*e != ')') {
+        a->cols = (uint32_t)strtoul(e, &e, 10);
+        a->ndim = 2;
+        while (*e == ' ' || *e == ',')
+            e++;
+        if (*e != ')') {
+            pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: only 1-D and 2-D arrays are supported", path);
+            goto out;
+        }
+    }
+    size_t bytes = (size_t)a->n * pr_npy_dtype_size(a->dtype) * (a->ndim == 2 ? a->cols : 1);
+    a->data = malloc(bytes ? bytes : 1);
+    if (!a->data) {
+        rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "%s: out of memory", path);
+        goto out;
+    }
+    if (fread(a->data, 1, bytes, f) != bytes) {
+        free(a->data);
+        a->data = NULL;
+        rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s: truncated data", path);
+        goto out;
+    }
+    rc = 0;
+out:
+    free(dict);
+    fclose(f);
+    return rc;
+}
+
+void pr_npy_array_free(pr_npy_array *a)
+{
+    free(a->data);
+    a->data = NULL;
+}
+
+double pr_npy_get(const pr_npy_array *a, uint64_t r, uint32_t c)
+{
+    uint64_t cols = a->ndim == 2 ? a->cols : 1;
+    size_t i = a->fortran ? (size_t)(c * a->n + r) : (size_t)(r * cols + c);
+    switch (a->dtype) {
+    case PR_NPY_F32:
+        return ((const float *)a->data)[i];
+    case PR_NPY_I32:
+        return ((const int32_t *)a->data)[i];
+    default:
+        return (double)((const int64_t *)a->data)[i];
+    }
+}

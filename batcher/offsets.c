@@ -1,0 +1,147 @@
+/*
+ * offsets.c — per-partition in-flight offset tracking for at-least-once
+ * commits.
+ *
+ * Kafka hands a consumer each partition's records in offset order, so the
+ * offsets still in flight form a queue per partition: push at arrival, mark
+ * done when the batch holding the row is acknowledged (acks may come out of
+ * order, hence a done flag), pop done entries from the front. The safe value
+ * to store is the front's offset (the lowest one still in flight), or
+ * highest seen + 1 when the queue is empty. Records done at arrival (rejects,
+ * late drops) only move `highest`: they can never be the lowest in-flight
+ * offset. Memory is 9 bytes per in-flight row, bounded by the service's
+ * in-flight byte limit. Partitions are few: linear lookup with a cache.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "batcher_int.h"
+
+void pr__offsets_init(pr__offsets *o) { memset(o, 0, sizeof(*o)); }
+
+void pr__offsets_free(pr__offsets *o)
+{
+    for (size_t i = 0; i < o->n; i++) {
+        free(o->parts[i].off);
+        free(o->parts[i].done);
+    }
+    free(o->parts);
+    memset(o, 0, sizeof(*o));
+}
+
+int pr__offsets_slot(pr__offsets *o, int32_t key, bool create)
+{
+    if (o->last < o->n && o->parts[o->last].key == key)
+        goto found;
+    for (size_t i = 0; i < o->n; i++) {
+        if (o->parts[i].key == key) {
+            o->last = i;
+            goto found;
+        }
+    }
+    if (!create)
+        return -1;
+    if (o->n == o->cap) {
+        size_t nc = o->cap ? o->cap * 2 : 8;
+        pr__ptrack *np = realloc(o->parts, nc * sizeof(*np));
+        if (!np)
+            return -1;
+        o->parts = np;
+        o->cap = nc;
+    }
+    pr__ptrack *t = &o->parts[o->n];
+    memset(t, 0, sizeof(*t));
+    t->key = key;
+    t->highest = -1;
+    o->last = o->n++;
+found:
+    if (create)
+        o->parts[o->last].active = true;
+    return (int)o->last;
+}
+
+static int grow(pr__ptrack *t)
+{
+    size_t nc = t->cap ? t->cap * 2 : 256;
+    int64_t *off = malloc(nc * sizeof(*off));
+    uint8_t *done = malloc(nc);
+    if (!off || !done) {
+        free(off);
+        free(done);
+        return PR_ENOMEM;
+    }
+    for (size_t i = 0; i < t->len; i++) {
+        size_t j = (t->head + i) % (t->cap ? t->cap : 1);
+        off[i] = t->off[j];
+        done[i] = t->done[j];
+    }
+    free(t->off);
+    free(t->done);
+    t->off = off;
+    t->done = done;
+    t->cap = nc;
+    t->head = 0;
+    return 0;
+}
+
+int pr__offsets_push(pr__offsets *o, int slot, int64_t offset, pr__rowh *h)
+{
+    pr__ptrack *t = &o->parts[slot];
+    if (t->len == t->cap && grow(t) < 0)
+        return PR_ENOMEM;
+    size_t j = (t->head + t->len) % t->cap;
+    t->off[j] = offset;
+    t->done[j] = 0;
+    h->slot = (uint32_t)slot;
+    h->gen = t->gen;
+    h->abs = t->head_abs + t->len;
+    t->len++;
+    if (offset > t->highest)
+        t->highest = offset;
+    return 0;
+}
+
+void pr__offsets_seen_done(pr__offsets *o, int slot, int64_t offset)
+{
+    pr__ptrack *t = &o->parts[slot];
+    if (offset > t->highest)
+        t->highest = offset;
+}
+
+void pr__offsets_done(pr__offsets *o, const pr__rowh *h)
+{
+    if (h->slot >= o->n)
+        return;
+    pr__ptrack *t = &o->parts[h->slot];
+    if (t->gen != h->gen || h->abs < t->head_abs || h->abs >= t->head_abs + t->len)
+        return; /* revoked since, or already popped */
+    t->done[(t->head + (h->abs - t->head_abs)) % t->cap] = 1;
+    while (t->len > 0 && t->done[t->head]) {
+        t->head = (t->head + 1) % t->cap;
+        t->len--;
+        t->head_abs++;
+    }
+}
+
+int64_t pr__offsets_safe(const pr__offsets *o, int slot)
+{
+    if (slot < 0 || (size_t)slot >= o->n)
+        return -1;
+    const pr__ptrack *t = &o->parts[slot];
+    if (t->len > 0)
+        return t->off[t->head];
+    return t->highest < 0 ? -1 : t->highest + 1;
+}
+
+void pr__offsets_reset(pr__offsets *o, int slot)
+{
+    pr__ptrack *t = &o->parts[slot];
+    t->gen++;
+    t->active = false;
+    t->highest = -1;
+    t->has_et = false;
+    t->max_et = 0;
+    t->head_abs += t->len;
+    t->head = 0;
+    t->len = 0;
+}

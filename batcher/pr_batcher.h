@@ -1,0 +1,326 @@
+/*
+ * pr_batcher.h — the freshness-aware batcher and the offset tracking behind
+ * at-least-once delivery.
+ *
+ * The pipeline thread feeds engine output (pr_block + pr_out) in; columnar
+ * training batches (pr_batch) come out through the emit callback:
+ *
+ *   - a batch holds exactly cfg.batch_size rows, except a batch emitted
+ *     because its oldest row waited max_delay_ms (pr_batcher_poll), or by
+ *     pr_batcher_flush at shutdown;
+ *   - sequence numbers are strictly increasing from 1, without gaps;
+ *   - ordering PR_BATCH_ORDER_PARTITION: rows keep arrival order, so each
+ *     partition's rows stay in offset order (batches may mix partitions);
+ *   - ordering PR_BATCH_ORDER_EVENT_TIME: rows wait in a buffer and are
+ *     released in (event_time, partition, offset) order once the watermark
+ *     (min over partitions of their max event time, minus
+ *     allowed_lateness_ms) passes them; a row older than the watermark when it
+ *     arrives is late (late_policy). A row never waits more than max_delay_ms
+ *     for the watermark: at its deadline the watermark is forced up to it,
+ *     so an idle partition cannot stall the stream.
+ *
+ * Offsets: for every partition the batcher knows which offsets are still in
+ * flight (buffered, or emitted but not acknowledged by every sink).
+ * pr_batcher_safe_offsets() reports, per partition, the offset+1 value that is
+ * safe to hand to rd_kafka_offsets_store(): the lowest offset still in flight,
+ * or highest seen + 1 when nothing is. Rows the engine rejected and records
+ * rejected before the engine (pr_batcher_note_done) count as done at once, so
+ * they never hold commits back.
+ *
+ * Batch memory: a pr_batch is reference counted. The batcher keeps one
+ * reference until pr_batcher_ack(seq); the emit callback borrows the batch
+ * and takes its own reference (pr_batch_ref) to keep it (pr_sinkset does).
+ * Tensors are column-major with stride `rows` (column c of dense starts at
+ * dense + c*rows), little-endian, ready for .npy (fortran_order) and for the
+ * TrainingBatch `bytes` fields.
+ *
+ * Threads: a pr_batcher is used by one thread (the pipeline thread) except
+ * pr_batcher_get_stats(), which any thread may call. pr_batch_ref/unref are
+ * atomic; a batch's content is read-only after emission.
+ *
+ * Errors: 0 or a negative PR_E* code (common/pr_error.h).
+ */
+#ifndef PR_BATCHER_H
+#define PR_BATCHER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pr_clock.h"
+#include "pr_engine.h"
+#include "pr_error.h"
+
+/* Same values as pr_config.h's pr_ordering / pr_late_policy, so the service
+ * can pass those through with a cast. */
+typedef enum pr_batch_ordering {
+    PR_BATCH_ORDER_PARTITION = 0,
+    PR_BATCH_ORDER_EVENT_TIME = 1,
+} pr_batch_ordering;
+
+typedef enum pr_batch_late_policy {
+    PR_BATCH_LATE_EMIT = 0,        /* put into the next batch, counted */
+    PR_BATCH_LATE_DROP_TO_DLQ = 1, /* counted and handed to on_late; offset done */
+} pr_batch_late_policy;
+
+/* Why a batch was emitted (stats; also in pr_batch.reason). */
+typedef enum pr_batch_reason {
+    PR_BATCH_FULL = 0,
+    PR_BATCH_DEADLINE = 1,
+    PR_BATCH_FLUSH = 2,
+    PR_BATCH__REASONS
+} pr_batch_reason;
+
+/* ---------------------------------------------------------------- batches */
+
+/* Rows of one partition in a batch. Under partition ordering the rows are
+ * exactly the kept offsets in [first_offset, last_offset]; under event_time
+ * ordering first/last are the min/max offset of the partition's rows.
+ * `partition` is the row's partition KEY as ingest writes it:
+ * (topic_index << 16) | kafka_partition (ingest/pr_ingest.h PR_PART_KEY);
+ * the TrainingBatch encoding splits it into topic name + partition. */
+typedef struct pr_batch_range {
+    int32_t partition;    /* partition key */
+    int64_t first_offset; /* inclusive */
+    int64_t last_offset;  /* inclusive */
+    uint32_t rows;
+} pr_batch_range;
+
+typedef struct pr_batch {
+    char pipeline[PR_NAME_MAX];
+    char **topics;            /* topic names by topic index (copy of cfg.topics) */
+    uint32_t n_topics;
+    uint64_t seq;             /* 1, 2, 3, ... */
+    uint32_t rows;
+    uint16_t n_dense;
+    uint16_t n_sparse;
+    uint8_t sparse_width;     /* 4 = int32, 8 = int64 */
+    uint8_t reason;           /* pr_batch_reason */
+
+    /* Tensors, column-major with stride `rows`; one 64-byte aligned block each. */
+    int32_t *labels;          /* [rows] */
+    float *dense;             /* [n_dense][rows] */
+    void *sparse;             /* [n_sparse][rows] int32_t or int64_t */
+
+    pr_batch_range *ranges;   /* sorted by partition */
+    uint32_t n_ranges;
+    int64_t min_event_time_ms;
+    int64_t max_event_time_ms;
+    int64_t emit_time_ms;     /* wall clock at emission */
+    int64_t emit_mono_ns;     /* monotonic clock at emission (for emit -> ack) */
+    int64_t oldest_mono_ns;   /* arrival of the row that waited longest */
+    uint64_t *vocab_sizes;    /* [n_sparse], from the caller at emission */
+
+    /* Encoded piperec.v1.TrainingBatch, set once by pr_batch_encode(). */
+    uint8_t *pb;
+    size_t pb_len;
+
+    size_t bytes;             /* tensor bytes, for in-flight accounting */
+
+    /* Private to the batcher. */
+    int refcnt;
+    void *priv_rows;          /* per-row offset-tracker handles */
+} pr_batch;
+
+/* Take / drop a reference; the last unref frees the batch. */
+pr_batch *pr_batch_ref(pr_batch *b);
+void pr_batch_unref(pr_batch *b);
+
+/* Tensor sizes in bytes. */
+static inline size_t pr_batch_labels_bytes(const pr_batch *b) { return (size_t)b->rows * 4; }
+static inline size_t pr_batch_dense_bytes(const pr_batch *b) { return (size_t)b->rows * b->n_dense * 4; }
+static inline size_t pr_batch_sparse_bytes(const pr_batch *b)
+{
+    return (size_t)b->rows * b->n_sparse * b->sparse_width;
+}
+
+/* Build a standalone batch (tests, tools, decoders): allocates tensors for
+ * `rows` rows, zeroed, refcount 1, seq 0, no ranges. NULL on ENOMEM. */
+pr_batch *pr_batch_new(const char *pipeline, uint32_t rows, uint16_t n_dense, uint16_t n_sparse,
+                       uint8_t sparse_width);
+
+/* ---------------------------------------------------------------- protobuf (batch_pb.c) */
+
+/* Encode `b` as a piperec.v1.TrainingBatch into b->pb (once; later calls
+ * return 0 at once). Call on the thread that owns the batch before handing it
+ * to other threads (pr_sinkset_send does). */
+int pr_batch_encode(pr_batch *b);
+
+/* Size of the encoding and encoding into a caller buffer of that size. */
+size_t pr_batch_pb_size(const pr_batch *b);
+size_t pr_batch_pb_write(const pr_batch *b, uint8_t *out);
+
+/* A decoded TrainingBatch that points into the encoded buffer (zero copy):
+ * tensors are byte pointers (possibly unaligned: memcpy, or np.frombuffer on
+ * the bytes); ranges and vocab sizes are decoded into owned arrays. Valid
+ * while the buffer lives; free the arrays with pr_batch_view_clear. */
+typedef struct pr_batch_view_range {
+    const char *topic;
+    size_t topic_len;
+    int32_t partition;
+    int64_t first_offset;
+    int64_t last_offset;
+    uint32_t rows;
+} pr_batch_view_range;
+
+typedef struct pr_batch_view {
+    const char *pipeline;
+    size_t pipeline_len;
+    uint64_t seq;
+    uint32_t rows;
+    uint32_t n_dense;
+    uint32_t n_sparse;
+    uint32_t sparse_width;
+    const uint8_t *labels;
+    size_t labels_len;
+    const uint8_t *dense;
+    size_t dense_len;
+    const uint8_t *sparse;
+    size_t sparse_len;
+    int64_t min_event_time_ms;
+    int64_t max_event_time_ms;
+    int64_t emit_time_ms;
+    pr_batch_view_range *ranges;
+    uint32_t n_ranges;
+    uint64_t *vocab_sizes;
+    uint32_t n_vocab_sizes;
+} pr_batch_view;
+
+/* Decode and check shapes (tensor lengths must match rows x columns x width).
+ * On failure returns PR_EBADREC with a reason and leaves nothing to free. */
+int pr_batch_decode(const uint8_t *buf, size_t len, pr_batch_view *v, char *errstr,
+                    size_t errstr_size);
+void pr_batch_view_clear(pr_batch_view *v);
+
+/* A pr_batch (owning copies) from a view, e.g. to feed a files sink. */
+pr_batch *pr_batch_from_view(const pr_batch_view *v);
+
+/* ---------------------------------------------------------------- batcher */
+
+typedef struct pr_batcher pr_batcher;
+
+/* A batch is ready. `b` is borrowed (the batcher keeps a reference until
+ * pr_batcher_ack); take pr_batch_ref to keep it beyond the call. Set the
+ * batch's vocab_sizes before this is called: see vocab_size below. */
+typedef void (*pr_batch_emit_cb)(void *opaque, pr_batch *b);
+
+/* A late row under PR_BATCH_LATE_DROP_TO_DLQ, handed back so the service
+ * dead-letters it: row `row` of `in`/`out`. Its offset already counts as done. */
+typedef void (*pr_batch_late_cb)(void *opaque, const pr_block *in, const pr_out *out, uint32_t row);
+
+/* Vocabulary size of sparse column `col` at emission (pr_engine_vocab_size). */
+typedef uint64_t (*pr_batch_vocab_cb)(void *opaque, uint32_t col);
+
+typedef struct pr_batcher_cfg {
+    const char *pipeline;
+    const char *const *topics;    /* topic names by topic index (partition key >> 16) */
+    size_t n_topics;              /* 0: ranges carry "" as topic */
+    uint16_t n_dense;
+    uint16_t n_sparse;
+    uint8_t sparse_width;         /* 4 or 8 (pr_engine_sparse_width) */
+    uint32_t batch_size;          /* rows, >= 1 */
+    int64_t max_delay_ms;         /* >= 0; 0 = a partial batch goes at the next poll */
+    pr_batch_ordering ordering;
+    int64_t allowed_lateness_ms;  /* event_time only */
+    pr_batch_late_policy late_policy;
+    const pr_clock *clock;        /* NULL = pr_clock_real() */
+    pr_batch_emit_cb on_emit;     /* required */
+    pr_batch_late_cb on_late;     /* drop_to_dlq; NULL = only counted */
+    pr_batch_vocab_cb vocab_size; /* NULL = vocab sizes 0 */
+    void *opaque;                 /* passed to the callbacks */
+} pr_batcher_cfg;
+
+int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, size_t errstr_size);
+/* Frees the batcher; batches still referenced elsewhere stay valid. */
+void pr_batcher_free(pr_batcher *b);
+
+/* Add the kept rows of an engine output (rows with their bit in
+ * out->rejected are skipped, their offsets recorded as done). `in` must have
+ * row metadata (partition/offset/event_time_ms). Full batches are emitted
+ * during the call. */
+int pr_batcher_add(pr_batcher *b, const pr_block *in, const pr_out *out);
+
+/* A record rejected before the engine (decode error, sent to the DLQ): its
+ * offset is done and must not hold commits back. */
+void pr_batcher_note_done(pr_batcher *b, int32_t partition, int64_t offset);
+
+/* Declare an assigned partition before any row arrives: under event_time it
+ * then holds the watermark (up to max_delay_ms) until it has data. */
+void pr_batcher_assign(pr_batcher *b, int32_t partition);
+
+/* Emit what is due: rows whose max_delay_ms deadline passed. Returns the
+ * milliseconds until the next deadline (0 = due now, -1 = nothing buffered),
+ * a good timeout for the next consumer poll. */
+int64_t pr_batcher_poll(pr_batcher *b);
+
+/* Emit everything buffered (shutdown), ignoring the watermark. */
+void pr_batcher_flush(pr_batcher *b);
+
+/* Every sink acknowledged batch `seq`: release its offsets and memory.
+ * Acks may come in any order. Unknown or repeated seq: PR_EINVAL. */
+int pr_batcher_ack(pr_batcher *b, uint64_t seq);
+
+/* Calls cb(partition, safe_offset) for every tracked partition: safe_offset
+ * is the offset+1 value to store (lowest in-flight offset, or highest seen+1). */
+typedef void (*pr_batcher_offset_cb)(void *opaque, int32_t partition, int64_t safe_offset);
+void pr_batcher_safe_offsets(pr_batcher *b, pr_batcher_offset_cb cb, void *opaque);
+/* One partition (key); -1 when the partition is not tracked. */
+int64_t pr_batcher_safe_offset(pr_batcher *b, int32_t partition);
+
+/* The partition was revoked: drop its buffered (not yet emitted) rows and
+ * forget it. *safe_offset (may be NULL) gets the value to store and commit
+ * for it before the revoke completes: the lowest offset that was still in
+ * flight (dropped or unacked rows are re-read by the next owner), highest
+ * seen+1, or -1 when the partition was never seen. Rows already emitted are
+ * not re-emitted; their later acks are ignored for this partition. */
+int pr_batcher_revoke(pr_batcher *b, int32_t partition, int64_t *safe_offset);
+
+/* ---------------------------------------------------------------- stats */
+
+/* Fixed-bucket histogram (Prometheus style: counts[i] = observations <=
+ * bounds[i], not cumulative here; the last bucket is +Inf). */
+#define PR_HIST_MAX_BUCKETS 16
+typedef struct pr_hist {
+    uint32_t n;                         /* finite bounds */
+    double bounds[PR_HIST_MAX_BUCKETS]; /* upper bounds, increasing */
+    uint64_t counts[PR_HIST_MAX_BUCKETS + 1];
+    double sum;
+    uint64_t count;
+} pr_hist;
+
+void pr_hist_observe(pr_hist *h, double v);
+
+typedef struct pr_batcher_stats {
+    uint64_t batches_emitted;
+    uint64_t batches_by_reason[PR_BATCH__REASONS];
+    uint64_t batches_acked;
+    uint64_t rows_in;              /* kept rows added */
+    uint64_t rows_out;             /* rows emitted in batches */
+    uint64_t rows_rejected;        /* engine rejects + note_done, recorded as done */
+    uint64_t rows_late;            /* late rows (both policies) */
+    uint64_t rows_late_dropped;    /* late rows sent to on_late */
+    uint64_t rows_dropped_revoke;  /* buffered rows dropped by revoke */
+    /* gauges */
+    uint64_t buffered_rows;
+    uint64_t buffered_bytes;
+    uint64_t unacked_batches;
+    uint64_t unacked_bytes;
+    uint64_t inflight_bytes;       /* buffered + unacked */
+    uint64_t last_seq;             /* last emitted sequence */
+    int64_t watermark_ms;          /* event_time ordering; INT64_MIN when none */
+    /* histograms (seconds / ratio) */
+    pr_hist fill_ratio;            /* rows / batch_size per batch */
+    pr_hist event_to_emit_s;       /* per batch: emit_time - min_event_time */
+    pr_hist wait_s;                /* per batch: oldest row's wait in the batcher */
+    pr_hist emit_to_ack_s;         /* per batch: emit -> all sinks acked */
+} pr_batcher_stats;
+
+/* Snapshot (thread-safe). */
+void pr_batcher_get_stats(pr_batcher *b, pr_batcher_stats *st);
+
+/* In-flight bytes (buffered + emitted-unacked), for backpressure; pipeline
+ * thread only, cheap. */
+uint64_t pr_batcher_inflight_bytes(const pr_batcher *b);
+uint64_t pr_batcher_unacked_batches(const pr_batcher *b);
+
+#endif

@@ -1,0 +1,87 @@
+/*
+ * pr_npy.h — numpy .npy (format version 1.0) files: a streaming writer, a
+ * whole-array writer and a small reader (for tests and tools).
+ *
+ * Arrays are float32, int32 or int64, little-endian, of shape [N] (cols == 0)
+ * or [N, cols]. The engine produces column-major tensors (column c of a block
+ * at data[c*stride + r]); there are two ways to store them:
+ *
+ *   - pr_npy_write_array(..., fortran = true): the whole column-major array at
+ *     once, header 'fortran_order': True; np.load gives shape [N, cols].
+ *   - the streaming writer (pr_npy_open/append/close): N is not known until
+ *     the end and a Fortran-order file stores all of column 0 first, so it
+ *     cannot be streamed. The writer transposes each appended block into C
+ *     order ('fortran_order': False) instead, which is also the layout
+ *     DLRM/TorchRec loaders expect. The header is reserved with room for any
+ *     N and rewritten with the final shape at close.
+ *
+ * Threads: a writer is used by one thread at a time. Errors: 0 or a negative
+ * PR_E* code with a reason (path and strerror) in errstr.
+ */
+#ifndef PR_NPY_H
+#define PR_NPY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pr_error.h"
+
+typedef enum pr_npy_dtype {
+    PR_NPY_F32 = 0, /* '<f4' */
+    PR_NPY_I32 = 1, /* '<i4' */
+    PR_NPY_I64 = 2, /* '<i8' */
+} pr_npy_dtype;
+
+/* Bytes per element of a dtype. */
+size_t pr_npy_dtype_size(pr_npy_dtype dt);
+
+typedef struct pr_npy_writer pr_npy_writer;
+
+/* Create (truncate) `path` for an array of `cols` columns (0 = 1-D). */
+int pr_npy_open(pr_npy_writer **out, const char *path, pr_npy_dtype dt, uint32_t cols,
+                char *errstr, size_t errstr_size);
+
+/* Append `rows` rows given column-major: element (r, c) at
+ * data[c*stride + r] (in elements of the writer's dtype; stride >= rows).
+ * For a 1-D writer this is just `rows` contiguous elements. */
+int pr_npy_append_cols(pr_npy_writer *w, const void *data, size_t stride, uint32_t rows,
+                       char *errstr, size_t errstr_size);
+
+/* Append `rows` rows given row-major (C order): element (r, c) at data[r*cols + c]. */
+int pr_npy_append_rows(pr_npy_writer *w, const void *data, uint32_t rows, char *errstr,
+                       size_t errstr_size);
+
+uint64_t pr_npy_rows(const pr_npy_writer *w);
+
+/* Flush, write the final header, close and free. The writer is freed even on
+ * failure. */
+int pr_npy_close(pr_npy_writer *w, char *errstr, size_t errstr_size);
+
+/* Close, free and delete the file (error paths). NULL is fine. */
+void pr_npy_abort(pr_npy_writer *w);
+
+/* Write a whole array: `n` rows of `cols` columns (0 = 1-D), column-major
+ * with 'fortran_order': True when `fortran`, else row-major. */
+int pr_npy_write_array(const char *path, pr_npy_dtype dt, const void *data, uint64_t n,
+                       uint32_t cols, bool fortran, char *errstr, size_t errstr_size);
+
+/* A loaded array: data holds n*cols (n for 1-D) elements in the file's order. */
+typedef struct pr_npy_array {
+    pr_npy_dtype dtype;
+    int ndim;       /* 1 or 2 */
+    uint64_t n;     /* shape[0] */
+    uint32_t cols;  /* shape[1]; 0 when ndim == 1 */
+    bool fortran;
+    void *data;
+} pr_npy_array;
+
+/* Read a .npy written by numpy or by this writer (v1.0/2.0, '<f4' '<i4'
+ * '<i8', 1-D or 2-D). Free with pr_npy_array_free. */
+int pr_npy_read(const char *path, pr_npy_array *a, char *errstr, size_t errstr_size);
+void pr_npy_array_free(pr_npy_array *a);
+
+/* Element (r, c) of a loaded array widened to double, whatever its order. */
+double pr_npy_get(const pr_npy_array *a, uint64_t r, uint32_t c);
+
+#endif

@@ -1,0 +1,402 @@
+/*
+ * sink_files.c — the files sink: batches written in the offline .npy layout,
+ * one directory per roll of batches:
+ *
+ *     DIR/batches-<first_seq>-<last_seq>/{dense.npy, sparse.npy, labels.npy, meta.json}
+ *
+ * dense.npy is float32 [rows, n_dense], sparse.npy int32/int64 [rows,
+ * n_sparse], labels.npy int32 [rows] (batcher/pr_npy.h's streaming writer,
+ * C order), meta.json lists every batch: sequence, row range in the files,
+ * offset ranges, event-time bounds, vocabulary sizes.
+ *
+ * Acknowledgement (what keeps at-least-once honest): a roll is written into
+ * DIR/.tmp-batches-<first_seq>/; when it has roll_batches batches (or is
+ * older than roll_max_ms at a poll, so commits do not wait forever) the
+ * files are closed and fsync'd, the directory is renamed to its final name
+ * and DIR is fsync'd; only then are its batches acknowledged. A crash before
+ * that leaves a .tmp- directory that readers ignore, and the batches' input
+ * offsets were never committed, so they are read and written again. Closing
+ * the sink with a roll open removes its .tmp- directory for the same reason.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "batcher_int.h"
+#include "pr_log.h"
+#include "pr_npy.h"
+#include "pr_sink.h"
+
+#define NS_PER_MS 1000000LL
+
+typedef struct files_sink {
+    pr_sink base;
+    char *dir;
+    uint32_t roll_batches;
+    int64_t roll_max_ns;
+    const pr_clock *clock;
+    uint16_t n_dense, n_sparse;
+    uint8_t sparse_width;
+    char **sparse_names;
+
+    /* open roll */
+    bool open;
+    char tmp[4096];
+    uint64_t first_seq, last_seq;
+    int64_t opened_ns;
+    uint64_t rows;
+    pr_npy_writer *w_dense, *w_sparse, *w_labels;
+    FILE *meta;        /* batch entries, joined into meta.json at close */
+    char meta_path[4200];
+    uint64_t *seqs;    /* batches in the roll */
+    size_t n_seqs, cap_seqs;
+    uint64_t *last_vocab;
+
+    /* closed rolls: acks not yet reported */
+    uint64_t *acked;
+    size_t n_acked, cap_acked;
+    bool failed;
+    pr_sink_stats st;
+} files_sink;
+
+static int fsync_path(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return PR_EIO;
+    int rc = fsync(fd);
+    close(fd);
+    return rc == 0 ? 0 : PR_EIO;
+}
+
+static void rm_tree(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        char p[4400];
+        while ((e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                continue;
+            snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+            unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+static void roll_abort(files_sink *f)
+{
+    pr_npy_abort(f->w_dense);
+    pr_npy_abort(f->w_sparse);
+    pr_npy_abort(f->w_labels);
+    f->w_dense = f->w_sparse = f->w_labels = NULL;
+    if (f->meta)
+        fclose(f->meta);
+    f->meta = NULL;
+    if (f->open)
+        rm_tree(f->tmp);
+    f->open = false;
+    f->n_seqs = 0;
+}
+
+static int roll_open(files_sink *f, uint64_t first_seq, char *errstr, size_t es)
+{
+    snprintf(f->tmp, sizeof(f->tmp), "%s/.tmp-batches-%llu", f->dir, (unsigned long long)first_seq);
+    rm_tree(f->tmp); /* leftover of a crash */
+    if (mkdir(f->tmp, 0755) < 0)
+        return pr_seterr(errstr, es, PR_EIO, "files sink: mkdir %s: %s", f->tmp, strerror(errno));
+    f->open = true;
+    f->first_seq = first_seq;
+    f->rows = 0;
+    f->n_seqs = 0;
+    f->opened_ns = pr_clock_mono_ns(f->clock);
+    char p[4200];
+    int err;
+    snprintf(p, sizeof(p), "%s/dense.npy", f->tmp);
+    if ((err = pr_npy_open(&f->w_dense, p, PR_NPY_F32, f->n_dense, errstr, es)) < 0)
+        goto fail;
+    snprintf(p, sizeof(p), "%s/sparse.npy", f->tmp);
+    if ((err = pr_npy_open(&f->w_sparse, p, f->sparse_width == 8 ? PR_NPY_I64 : PR_NPY_I32,
+                           f->n_sparse, errstr, es)) < 0)
+        goto fail;
+    snprintf(p, sizeof(p), "%s/labels.npy", f->tmp);
+    if ((err = pr_npy_open(&f->w_labels, p, PR_NPY_I32, 0, errstr, es)) < 0)
+        goto fail;
+    snprintf(f->meta_path, sizeof(f->meta_path), "%s/meta.json", f->tmp);
+    if (!(f->meta = fopen(f->meta_path, "w"))) {
+        err = pr_seterr(errstr, es, PR_EIO, "files sink: %s: %s", f->meta_path, strerror(errno));
+        goto fail;
+    }
+    return 0;
+fail:
+    roll_abort(f);
+    return err;
+}
+
+static void json_str(FILE *o, const char *s, size_t n)
+{
+    fputc('"', o);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\')
+            fprintf(o, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(o, "\\u%04x", ch);
+        else
+            fputc(ch, o);
+    }
+    fputc('"', o);
+}
+
+static int roll_close(files_sink *f, char *errstr, size_t es)
+{
+    int err = 0;
+    err = pr_npy_close(f->w_dense, errstr, es);
+    f->w_dense = NULL;
+    int e2 = pr_npy_close(f->w_sparse, errstr, es);
+    f->w_sparse = NULL;
+    int e3 = pr_npy_close(f->w_labels, errstr, es);
+    f->w_labels = NULL;
+    if (err == 0)
+        err = e2 ? e2 : e3;
+    /* meta.json: header fields, then the batch list written so far. */
+    FILE *o = f->meta;
+    f->meta = NULL;
+    if (o) {
+        fprintf(o, "\n  ],\n  \"first_seq\": %llu,\n  \"last_seq\": %llu,\n  \"rows\": %llu,\n",
+                (unsigned long long)f->first_seq, (unsigned long long)f->last_seq,
+                (unsigned long long)f->rows);
+        fprintf(o, "  \"n_dense\": %u,\n  \"n_sparse\": %u,\n  \"sparse_width\": %u,\n", f->n_dense,
+                f->n_sparse, f->sparse_width);
+        fprintf(o, "  \"vocab_sizes\": [");
+        for (uint32_t i = 0; i < f->n_sparse; i++)
+            fprintf(o, "%s%llu", i ? ", " : "", (unsigned long long)(f->last_vocab ? f->last_vocab[i] : 0));
+        fprintf(o, "]");
+        if (f->sparse_names) {
+            fprintf(o, ",\n  \"sparse_names\": [");
+            for (uint32_t i = 0; i < f->n_sparse; i++) {
+                fprintf(o, "%s", i ? ", " : "");
+                json_str(o, f->sparse_names[i], strlen(f->sparse_names[i]));
+            }
+            fprintf(o, "]");
+        }
+        fprintf(o, "\n}\n");
+        if (fflush(o) != 0 || fsync(fileno(o)) != 0)
+            err = err ? err : pr_seterr(errstr, es, PR_EIO, "files sink: %s: %s", f->meta_path, strerror(errno));
+        fclose(o);
+    }
+    static const char *const names[] = { "dense.npy", "sparse.npy", "labels.npy" };
+    for (size_t i = 0; i < 3 && err == 0; i++) {
+        char p[4200];
+        snprintf(p, sizeof(p), "%s/%s", f->tmp, names[i]);
+        if (fsync_path(p) < 0)
+            err = pr_seterr(errstr, es, PR_EIO, "files sink: fsync %s: %s", p, strerror(errno));
+    }
+    char final[4200];
+    snprintf(final, sizeof(final), "%s/batches-%llu-%llu", f->dir, (unsigned long long)f->first_seq,
+             (unsigned long long)f->last_seq);
+    if (err == 0 && fsync_path(f->tmp) < 0)
+        err = pr_seterr(errstr, es, PR_EIO, "files sink: fsync %s: %s", f->tmp, strerror(errno));
+    if (err == 0 && rename(f->tmp, final) < 0)
+        err = pr_seterr(errstr, es, PR_EIO, "files sink: rename to %s: %s", final, strerror(errno));
+    if (err == 0 && fsync_path(f->dir) < 0)
+        err = pr_seterr(errstr, es, PR_EIO, "files sink: fsync %s: %s", f->dir, strerror(errno));
+    if (err < 0) {
+        roll_abort(f);
+        return err;
+    }
+    f->open = false;
+    /* The roll is durable: acknowledge its batches. */
+    if (f->n_acked + f->n_seqs > f->cap_acked) {
+        size_t nc = (f->n_acked + f->n_seqs) * 2;
+        uint64_t *na = realloc(f->acked, nc * sizeof(*na));
+        if (!na)
+            return PR_ENOMEM;
+        f->acked = na;
+        f->cap_acked = nc;
+    }
+    memcpy(f->acked + f->n_acked, f->seqs, f->n_seqs * sizeof(uint64_t));
+    f->n_acked += f->n_seqs;
+    f->n_seqs = 0;
+    return 0;
+}
+
+static int write_batch(files_sink *f, const pr_batch *b, char *errstr, size_t es)
+{
+    int err;
+    if ((err = pr_npy_append_cols(f->w_dense, b->dense, b->rows, b->rows, errstr, es)) < 0 ||
+        (err = pr_npy_append_cols(f->w_sparse, b->sparse, b->rows, b->rows, errstr, es)) < 0 ||
+        (err = pr_npy_append_cols(f->w_labels, b->labels, b->rows, b->rows, errstr, es)) < 0)
+        return err;
+    FILE *o = f->meta;
+    if (f->n_seqs == 0) {
+        fprintf(o, "{\n  \"pipeline\": ");
+        json_str(o, b->pipeline, strlen(b->pipeline));
+        fprintf(o, ",\n  \"batches\": [\n");
+    }
+    fprintf(o, "%s    {\"seq\": %llu, \"rows\": %u, \"row_start\": %llu, \"min_event_time_ms\": %lld, "
+               "\"max_event_time_ms\": %lld, \"emit_time_ms\": %lld, \"offsets\": [",
+            f->n_seqs ? ",\n" : "", (unsigned long long)b->seq,
+            b->rows, (unsigned long long)f->rows, (long long)b->min_event_time_ms,
+            (long long)b->max_event_time_ms, (long long)b->emit_time_ms);
+    for (uint32_t i = 0; i < b->n_ranges; i++) {
+        const pr_batch_range *r = &b->ranges[i];
+        int ti = pr__key_topic(r->partition);
+        const char *topic = (uint32_t)ti < b->n_topics ? b->topics[ti] : "";
+        fprintf(o, "%s{\"topic\": ", i ? ", " : "");
+        json_str(o, topic, strlen(topic));
+        fprintf(o, ", \"partition\": %d, \"first\": %lld, \"last\": %lld, \"rows\": %u}",
+                pr__key_partition(r->partition), (long long)r->first_offset, (long long)r->last_offset,
+                r->rows);
+    }
+    fprintf(o, "]}");
+    if (ferror(o))
+        return pr_seterr(errstr, es, PR_EIO, "files sink: %s: write failed", f->meta_path);
+    if (b->vocab_sizes && f->last_vocab)
+        memcpy(f->last_vocab, b->vocab_sizes, (size_t)f->n_sparse * sizeof(uint64_t));
+    f->rows += b->rows;
+    f->last_seq = b->seq;
+    return 0;
+}
+
+static void files_close(pr_sink *s);
+
+static int files_create(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, size_t es)
+{
+    if (!cfg->files.dir || !*cfg->files.dir)
+        return pr_seterr(errstr, es, PR_EINVAL, "sinks.files.dir: required");
+    files_sink *f = calloc(1, sizeof(*f));
+    if (!f)
+        return pr_seterr(errstr, es, PR_ENOMEM, "files sink: out of memory");
+    f->base.ops = &pr_sink_files_ops;
+    f->dir = strdup(cfg->files.dir);
+    f->roll_batches = cfg->files.roll_batches ? cfg->files.roll_batches : 100;
+    f->roll_max_ns = (cfg->files.roll_max_ms > 0 ? cfg->files.roll_max_ms : 1000) * NS_PER_MS;
+    f->clock = cfg->clock ? cfg->clock : pr_clock_real();
+    f->n_dense = cfg->n_dense;
+    f->n_sparse = cfg->n_sparse;
+    f->sparse_width = cfg->sparse_width;
+    f->last_vocab = calloc(cfg->n_sparse ? cfg->n_sparse : 1, sizeof(uint64_t));
+    if (cfg->sparse_names && cfg->n_sparse) {
+        f->sparse_names = calloc(cfg->n_sparse, sizeof(char *));
+        for (uint32_t i = 0; f->sparse_names && i < cfg->n_sparse; i++)
+            f->sparse_names[i] = strdup(cfg->sparse_names[i] ? cfg->sparse_names[i] : "");
+    }
+    if (!f->dir || !f->last_vocab) {
+        files_close(&f->base);
+        return pr_seterr(errstr, es, PR_ENOMEM, "files sink: out of memory");
+    }
+    if (mkdir(f->dir, 0755) < 0 && errno != EEXIST) {
+        int e = errno;
+        files_close(&f->base);
+        return pr_seterr(errstr, es, PR_EIO, "sinks.files.dir: cannot create %s: %s", cfg->files.dir,
+                         strerror(e));
+    }
+    if (access(f->dir, W_OK) < 0) {
+        files_close(&f->base);
+        return pr_seterr(errstr, es, PR_EIO, "sinks.files.dir: %s is not writable", cfg->files.dir);
+    }
+    *out = &f->base;
+    return 0;
+}
+
+static int files_send(pr_sink *s, pr_batch *b)
+{
+    files_sink *f = (files_sink *)s;
+    char err[512];
+    int rc;
+    if (!f->open && (rc = roll_open(f, b->seq, err, sizeof(err))) < 0)
+        goto fail;
+    if (f->n_seqs == f->cap_seqs) {
+        size_t nc = f->cap_seqs ? f->cap_seqs * 2 : 64;
+        uint64_t *n = realloc(f->seqs, nc * sizeof(*n));
+        if (!n)
+            return PR_ENOMEM;
+        f->seqs = n;
+        f->cap_seqs = nc;
+    }
+    if ((rc = write_batch(f, b, err, sizeof(err))) < 0)
+        goto fail;
+    f->seqs[f->n_seqs++] = b->seq;
+    f->st.batches_sent++;
+    f->st.bytes_sent += b->bytes;
+    if (f->n_seqs >= f->roll_batches && (rc = roll_close(f, err, sizeof(err))) < 0)
+        goto fail;
+    return 0;
+fail:
+    /* The roll is gone with its batches unacked; the caller sees the error
+     * and the pipeline stops before committing their offsets. */
+    f->st.errors++;
+    f->failed = true;
+    pr_err("%s", err);
+    roll_abort(f);
+    return rc;
+}
+
+static int files_poll(pr_sink *s, pr_sink_ack_cb cb, void *opaque)
+{
+    files_sink *f = (files_sink *)s;
+    if (f->open && f->n_seqs && pr_clock_mono_ns(f->clock) - f->opened_ns >= f->roll_max_ns) {
+        char err[512];
+        if (roll_close(f, err, sizeof(err)) < 0) {
+            pr_err("%s", err);
+            f->st.errors++;
+            f->failed = true;
+            return PR_EIO;
+        }
+    }
+    size_t n = f->n_acked;
+    for (size_t i = 0; i < n; i++)
+        cb(opaque, f->acked[i]);
+    f->n_acked = 0;
+    f->st.batches_acked += n;
+    return (int)n;
+}
+
+static bool files_ready(pr_sink *s)
+{
+    files_sink *f = (files_sink *)s;
+    return !f->failed && access(f->dir, W_OK) == 0;
+}
+
+static void files_stats(pr_sink *s, pr_sink_stats *st)
+{
+    files_sink *f = (files_sink *)s;
+    *st = f->st; /* plain counters: a torn read only shows a stale value */
+    st->queued_batches = f->n_seqs;
+}
+
+static void files_close(pr_sink *s)
+{
+    files_sink *f = (files_sink *)s;
+    if (!f)
+        return;
+    roll_abort(f);
+    if (f->sparse_names)
+        for (uint32_t i = 0; i < f->n_sparse; i++)
+            free(f->sparse_names[i]);
+    free(f->sparse_names);
+    free(f->last_vocab);
+    free(f->seqs);
+    free(f->acked);
+    free(f->dir);
+    free(f);
+}
+
+const pr_sink_ops pr_sink_files_ops = {
+    .name = "files",
+    .doc = ".npy rolls in DIR/batches-<first>-<last>/, acked once fsync'd and renamed",
+    .create = files_create,
+    .send = files_send,
+    .poll = files_poll,
+    .ready = files_ready,
+    .get_stats = files_stats,
+    .close = files_close,
+};

@@ -1,0 +1,254 @@
+/*
+ * sink_kafka.c — the Kafka sink: each batch is one message on a topic, for
+ * trainers that read Kafka directly (any language, any Kafka client).
+ *
+ *   value   = piperec.v1.TrainingBatch (the batch's encoded bytes, handed to
+ *             librdkafka without a copy: the message holds a batch reference
+ *             until its delivery report)
+ *   key     = pipeline name (one partition keeps the stream in order)
+ *   headers = piperec.sequence (decimal), piperec.pipeline
+ *
+ * Delivery: enable.idempotence=true and acks=all are set before the user's
+ * properties (which may override them, at their own risk); a batch is
+ * acknowledged by its successful delivery report, seen in poll() on the
+ * pipeline thread. A failed delivery (message timeout, fatal error) is not
+ * acked: the batch is produced again at the next poll, so its input offsets
+ * stay uncommitted until it is really in Kafka.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "pr_log.h"
+#include "pr_sink.h"
+
+typedef struct kafka_sink {
+    pr_sink base;
+    rd_kafka_t *rk;
+    char *topic;
+    char pipeline[PR_NAME_MAX];
+    uint32_t max_queued;
+    uint64_t in_flight;
+    /* filled by the delivery callback (inside rd_kafka_poll, pipeline thread) */
+    uint64_t *acked;
+    size_t n_acked, cap_acked;
+    pr_batch **retry;
+    size_t n_retry, cap_retry;
+    bool fatal;
+    pr_sink_stats st;
+} kafka_sink;
+
+static int push_u64(uint64_t **v, size_t *n, size_t *cap, uint64_t x)
+{
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 64;
+        uint64_t *nv = realloc(*v, nc * sizeof(*nv));
+        if (!nv)
+            return PR_ENOMEM;
+        *v = nv;
+        *cap = nc;
+    }
+    (*v)[(*n)++] = x;
+    return 0;
+}
+
+static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    (void)rk;
+    kafka_sink *k = opaque;
+    pr_batch *b = m->_private;
+    if (!b)
+        return;
+    k->in_flight--;
+    if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        if (push_u64(&k->acked, &k->n_acked, &k->cap_acked, b->seq) < 0)
+            pr_err("kafka sink: out of memory recording the ack of batch %llu", (unsigned long long)b->seq);
+        pr_batch_unref(b);
+        return;
+    }
+    k->st.errors++;
+    pr_warn("kafka sink: batch %llu not delivered to %s: %s; producing it again",
+            (unsigned long long)b->seq, k->topic, rd_kafka_err2str(m->err));
+    if (k->n_retry == k->cap_retry) {
+        size_t nc = k->cap_retry ? k->cap_retry * 2 : 16;
+        pr_batch **n = realloc(k->retry, nc * sizeof(*n));
+        if (!n) {
+            pr_batch_unref(b);
+            return;
+        }
+        k->retry = n;
+        k->cap_retry = nc;
+    }
+    k->retry[k->n_retry++] = b; /* keeps the reference */
+}
+
+static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    kafka_sink *k = opaque;
+    if (err == RD_KAFKA_RESP_ERR__FATAL) {
+        char buf[512];
+        rd_kafka_fatal_error(rk, buf, sizeof(buf));
+        pr_err("kafka sink: fatal producer error: %s", buf);
+        k->fatal = true;
+    } else {
+        pr_warn("kafka sink: %s", reason);
+    }
+}
+
+static void kafka_close(pr_sink *s);
+
+static int kafka_create(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, size_t es)
+{
+    if (!cfg->kafka.topic || !*cfg->kafka.topic)
+        return pr_seterr(errstr, es, PR_EINVAL, "sinks.kafka.topic: required");
+    kafka_sink *k = calloc(1, sizeof(*k));
+    if (!k)
+        return pr_seterr(errstr, es, PR_ENOMEM, "kafka sink: out of memory");
+    k->base.ops = &pr_sink_kafka_ops;
+    k->topic = strdup(cfg->kafka.topic);
+    snprintf(k->pipeline, sizeof(k->pipeline), "%s", cfg->pipeline ? cfg->pipeline : "");
+    k->max_queued = cfg->kafka.max_queued_batches ? cfg->kafka.max_queued_batches : 10000;
+
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    char e[512];
+    static const char *const defaults[][2] = {
+        { "enable.idempotence", "true" },
+        { "acks", "all" },
+        { "linger.ms", "5" },
+        { "message.max.bytes", "67108864" },
+    };
+    for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++)
+        rd_kafka_conf_set(conf, defaults[i][0], defaults[i][1], e, sizeof(e));
+    for (size_t i = 0; i < cfg->kafka.n_props; i++) {
+        const char *key = cfg->kafka.props[2 * i], *val = cfg->kafka.props[2 * i + 1];
+        if (rd_kafka_conf_set(conf, key, val, e, sizeof(e)) != RD_KAFKA_CONF_OK) {
+            rd_kafka_conf_destroy(conf);
+            kafka_close(&k->base);
+            return pr_seterr(errstr, es, PR_EINVAL, "sinks.kafka.properties.%s: %s", key, e);
+        }
+    }
+    rd_kafka_conf_set_opaque(conf, k);
+    rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
+    rd_kafka_conf_set_error_cb(conf, error_cb);
+    k->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, e, sizeof(e));
+    if (!k->rk) {
+        rd_kafka_conf_destroy(conf);
+        kafka_close(&k->base);
+        return pr_seterr(errstr, es, PR_EKAFKA, "kafka sink: cannot create producer: %s", e);
+    }
+    *out = &k->base;
+    return 0;
+}
+
+static int produce(kafka_sink *k, pr_batch *b)
+{
+    char seq[24];
+    snprintf(seq, sizeof(seq), "%llu", (unsigned long long)b->seq);
+    rd_kafka_resp_err_t err = rd_kafka_producev(
+        k->rk, RD_KAFKA_V_TOPIC(k->topic), RD_KAFKA_V_VALUE(b->pb, b->pb_len),
+        RD_KAFKA_V_KEY(k->pipeline, strlen(k->pipeline)),
+        RD_KAFKA_V_HEADER("piperec.sequence", seq, (ssize_t)strlen(seq)),
+        RD_KAFKA_V_HEADER("piperec.pipeline", k->pipeline, (ssize_t)strlen(k->pipeline)),
+        RD_KAFKA_V_OPAQUE(b), RD_KAFKA_V_END);
+    if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+        return PR_EAGAIN;
+    if (err) {
+        k->st.errors++;
+        pr_err("kafka sink: produce batch %llu to %s: %s", (unsigned long long)b->seq, k->topic,
+               rd_kafka_err2str(err));
+        return PR_EKAFKA;
+    }
+    k->in_flight++;
+    k->st.bytes_sent += b->pb_len;
+    return 0;
+}
+
+static int kafka_send(pr_sink *s, pr_batch *b)
+{
+    kafka_sink *k = (kafka_sink *)s;
+    if (!b->pb)
+        return PR_EINVAL;
+    if (k->n_retry || k->in_flight >= k->max_queued) {
+        k->st.batches_refused++;
+        return PR_EAGAIN; /* keep order: retries first */
+    }
+    pr_batch_ref(b);
+    int rc = produce(k, b);
+    if (rc < 0) {
+        pr_batch_unref(b);
+        if (rc == PR_EAGAIN)
+            k->st.batches_refused++;
+        return rc;
+    }
+    k->st.batches_sent++;
+    return 0;
+}
+
+static int kafka_poll(pr_sink *s, pr_sink_ack_cb cb, void *opaque)
+{
+    kafka_sink *k = (kafka_sink *)s;
+    rd_kafka_poll(k->rk, 0);
+    /* Re-produce failed batches, in order. */
+    size_t i = 0;
+    for (; i < k->n_retry; i++) {
+        if (produce(k, k->retry[i]) < 0)
+            break;
+        k->st.redeliveries++;
+    }
+    memmove(k->retry, k->retry + i, (k->n_retry - i) * sizeof(*k->retry));
+    k->n_retry -= i;
+    size_t n = k->n_acked;
+    for (size_t j = 0; j < n; j++)
+        cb(opaque, k->acked[j]);
+    k->n_acked = 0;
+    k->st.batches_acked += n;
+    return (int)n;
+}
+
+static bool kafka_ready(pr_sink *s)
+{
+    kafka_sink *k = (kafka_sink *)s;
+    return k->rk && !k->fatal;
+}
+
+static void kafka_stats(pr_sink *s, pr_sink_stats *st)
+{
+    kafka_sink *k = (kafka_sink *)s;
+    *st = k->st; /* plain counters: a racing reader only sees a stale value */
+    st->queued_batches = k->in_flight + k->n_retry;
+}
+
+static void kafka_close(pr_sink *s)
+{
+    kafka_sink *k = (kafka_sink *)s;
+    if (!k)
+        return;
+    if (k->rk) {
+        /* Give in-flight messages a moment, then drop: unacked batches'
+         * offsets were never committed. */
+        rd_kafka_flush(k->rk, 2000);
+        rd_kafka_purge(k->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+        rd_kafka_poll(k->rk, 0); /* delivery reports release the batch references */
+        rd_kafka_destroy(k->rk);
+    }
+    for (size_t i = 0; i < k->n_retry; i++)
+        pr_batch_unref(k->retry[i]);
+    free(k->retry);
+    free(k->acked);
+    free(k->topic);
+    free(k);
+}
+
+
+const pr_sink_ops pr_sink_kafka_ops = {
+    .name = "kafka",
+    .doc = "idempotent producer: one TrainingBatch message per batch, acked by delivery report",
+    .create = kafka_create,
+    .send = kafka_send,
+    .poll = kafka_poll,
+    .ready = kafka_ready,
+    .get_stats = kafka_stats,
+    .close = kafka_close,
+};

@@ -1,0 +1,129 @@
+/*
+ * trainer_wire.c — framing shared by the trainer sink (server) and the
+ * trainer client: u32 little-endian length + one piperec.trainer.v1.Frame
+ * (schemas/trainer.proto, docs/trainer-protocol.md).
+ *
+ * Control messages go through protobuf-c. Batch frames do not: the server
+ * writes a tiny header (length, Frame.batch tag, TrainingBatch length) and
+ * then the batch's already-encoded bytes, and the client hands the
+ * TrainingBatch slice to the zero-copy decoder (batch_pb.c). A Frame with
+ * field 3 is byte-for-byte what protobuf would produce, so clients in other
+ * languages just parse Frame.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "batcher_int.h"
+#include "trainer.pb-c.h"
+
+int pr__frame_pack(const Piperec__Trainer__V1__Frame *f, uint8_t **out, size_t *out_len)
+{
+    size_t n = piperec__trainer__v1__frame__get_packed_size(f);
+    uint8_t *buf = malloc(4 + n);
+    if (!buf)
+        return PR_ENOMEM;
+    uint32_t le = (uint32_t)n;
+    memcpy(buf, &le, 4);
+    piperec__trainer__v1__frame__pack(f, buf + 4);
+    *out = buf;
+    *out_len = 4 + n;
+    return 0;
+}
+
+size_t pr__batch_frame_header(const pr_batch *b, uint8_t hdr[16])
+{
+    uint8_t tmp[12];
+    tmp[0] = (PR__FRAME_FIELD_BATCH << 3) | 2;
+    size_t t = (size_t)(pr__pb_put_varint(tmp + 1, b->pb_len) - tmp);
+    uint32_t le = (uint32_t)(t + b->pb_len);
+    memcpy(hdr, &le, 4);
+    memcpy(hdr + 4, tmp, t);
+    return 4 + t;
+}
+
+int pr__frame_parse(const uint8_t *data, size_t len, const uint8_t **batch, size_t *batch_len,
+                    Piperec__Trainer__V1__Frame **ctrl)
+{
+    *batch = NULL;
+    *batch_len = 0;
+    *ctrl = NULL;
+    /* Look for Frame.batch among the top-level fields. */
+    const uint8_t *p = data, *end = data + len;
+    while (p < end) {
+        uint64_t key, v;
+        size_t n = pr__pb_get_varint(p, end, &key);
+        if (!n)
+            return PR_EBADREC;
+        p += n;
+        switch (key & 7) {
+        case 0:
+            if (!(n = pr__pb_get_varint(p, end, &v)))
+                return PR_EBADREC;
+            p += n;
+            break;
+        case 1:
+            if (end - p < 8)
+                return PR_EBADREC;
+            p += 8;
+            break;
+        case 5:
+            if (end - p < 4)
+                return PR_EBADREC;
+            p += 4;
+            break;
+        case 2:
+            if (!(n = pr__pb_get_varint(p, end, &v)) || v > (uint64_t)(end - p) - n)
+                return PR_EBADREC;
+            p += n;
+            if ((key >> 3) == PR__FRAME_FIELD_BATCH) {
+                *batch = p;
+                *batch_len = (size_t)v;
+                return 0;
+            }
+            p += v;
+            break;
+        default:
+            return PR_EBADREC;
+        }
+    }
+    *ctrl = piperec__trainer__v1__frame__unpack(NULL, len, data);
+    return *ctrl ? 0 : PR_EBADREC;
+}
+
+void pr__frame_free(Piperec__Trainer__V1__Frame *f)
+{
+    if (f)
+        piperec__trainer__v1__frame__free_unpacked(f, NULL);
+}
+
+int pr__parse_hostport(const char *s, char *host, size_t host_size, uint16_t *port)
+{
+    if (!s)
+        return PR_EINVAL;
+    const char *colon;
+    size_t hl;
+    const char *h = s;
+    if (s[0] == '[') {
+        const char *rb = strchr(s, ']');
+        if (!rb || rb[1] != ':')
+            return PR_EINVAL;
+        h = s + 1;
+        hl = (size_t)(rb - h);
+        colon = rb + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (!colon)
+            return PR_EINVAL;
+        hl = (size_t)(colon - s);
+    }
+    if (hl >= host_size)
+        return PR_EINVAL;
+    char *endp;
+    long p = strtol(colon + 1, &endp, 10);
+    if (colon[1] == 0 || *endp || p < 0 || p > 65535)
+        return PR_EINVAL;
+    memcpy(host, h, hl);
+    host[hl] = 0;
+    *port = (uint16_t)p;
+    return 0;
+}

@@ -1,0 +1,1019 @@
+/*
+ * cpu_backend.c — the default backend: the operator dataflow on CPU threads.
+ *
+ * Shape (chosen for throughput, see DESIGN.md "Numbers to design for"):
+ * - Column-major, operator-at-a-time: each operator is one tight loop over a
+ *   column of the block, so loops stay simple enough for the compiler and the
+ *   per-operator time can be measured (clock_gettime around each loop).
+ * - Two phases per block. Phase 1 (parallel by column): Hex2Int (+ validation)
+ *   and Modulus for every sparse column into a u64 scratch column, and the
+ *   dense operators. Then, serially, the per-column "bad hex" bits are OR-ed
+ *   into the row reject bitmap. Phase 2 (parallel by column): VocabGen+Map,
+ *   skipping rejected rows, so a rejected row never touches vocabulary state.
+ * - One column is one task, run start to end by one worker in row order, so
+ *   outputs and vocabularies are identical for any thread count; no locks on
+ *   the hot path (tasks are claimed through an atomic counter, see pool.c).
+ * - Hex2Int is SWAR: a 16-byte slot is two 8-byte words, validated and
+ *   nibble-packed with a handful of word operations, no per-character branch.
+ * - Modulus uses a precomputed multiplicative inverse (a mask for powers of
+ *   two), not a division.
+ * - After Modulus the domain is [0, M): when M <= 2^24 the vocabulary is a
+ *   direct-indexed array (index + 1, zero = no index, so it lives in
+ *   untouched zero pages until used); otherwise an open-addressing hash table
+ *   (linear probing, multiplicative hash, grown at 50% load). Counts are kept
+ *   only when min_count > 1.
+ * - Logarithm is log1p in double, rounded to float; integer inputs below 4096
+ *   (most Criteo counts) come from a table holding exactly those results.
+ */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine_int.h"
+
+#define PR__DIRECT_MAX (1ULL << 24)
+#define PR__LOG_TBL 4096
+#define PR__HSLOT_EMPTY INT64_MIN
+
+/* ---------------------------------------------------------------- helpers */
+
+static inline uint64_t pr__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static float pr__log1p_tbl[PR__LOG_TBL];
+static pthread_once_t pr__log1p_once = PTHREAD_ONCE_INIT;
+
+static void pr__log1p_init(void)
+{
+    for (int i = 0; i < PR__LOG_TBL; i++)
+        pr__log1p_tbl[i] = (float)log1p((double)i);
+}
+
+/* ---------------------------------------------------------------- modulus */
+
+typedef struct pr__divider {
+    uint64_t d;
+    uint64_t magic;
+    uint8_t shift;
+    uint8_t kind; /* 0: power of two (mask), 1: mulhi >> shift, 2: mulhi with add */
+} pr__divider;
+
+static void pr__divider_init(pr__divider *dv, uint64_t d)
+{
+    memset(dv, 0, sizeof(*dv));
+    dv->d = d;
+    if ((d & (d - 1)) == 0) {
+        dv->kind = 0;
+        return;
+    }
+    int l = 63 - __builtin_clzll(d);
+    unsigned __int128 num = (unsigned __int128)1 << (64 + l);
+    uint64_t m = (uint64_t)(num / d);
+    uint64_t rem = (uint64_t)(num % d);
+    uint64_t e = d - rem;
+    if (e < (1ULL << l)) {
+        dv->magic = m + 1;
+        dv->shift = (uint8_t)l;
+        dv->kind = 1;
+    } else {
+        m += m; /* wraps: the 65th bit is implicit in the add step */
+        uint64_t twice = rem + rem;
+        if (twice >= d || twice < rem)
+            m += 1;
+        dv->magic = m + 1;
+        dv->shift = (uint8_t)l;
+        dv->kind = 2;
+    }
+}
+
+static inline uint64_t pr__mulhi(uint64_t a, uint64_t b)
+{
+    return (uint64_t)(((unsigned __int128)a * b) >> 64);
+}
+
+static void pr__modulus_col(const pr__divider *dv, uint64_t *v, uint32_t rows)
+{
+    uint64_t d = dv->d, magic = dv->magic;
+    unsigned sh = dv->shift;
+    switch (dv->kind) {
+    case 0: {
+        uint64_t mask = d - 1;
+        for (uint32_t r = 0; r < rows; r++)
+            v[r] &= mask;
+        break;
+    }
+    case 1:
+        for (uint32_t r = 0; r < rows; r++) {
+            uint64_t q = pr__mulhi(v[r], magic) >> sh;
+            v[r] -= q * d;
+        }
+        break;
+    default:
+        for (uint32_t r = 0; r < rows; r++) {
+            uint64_t x = v[r];
+            uint64_t q = pr__mulhi(x, magic);
+            q = (((x - q) >> 1) + q) >> sh;
+            v[r] = x - q * d;
+        }
+        break;
+    }
+}
+
+/* ---------------------------------------------------------------- hex2int */
+
+#define PR__B(x) (0x0101010101010101ULL * (x))
+
+/* 0x80 in each byte that is a hex digit [0-9a-fA-F], 0 elsewhere. */
+static inline uint64_t pr__hex_valid8(uint64_t x)
+{
+    uint64_t ascii = ~x & PR__B(0x80);
+    uint64_t xl = x & PR__B(0x7f);
+    uint64_t digit = (xl + PR__B(0x50)) & ~(xl + PR__B(0x46));  /* >= '0' and < ':' */
+    uint64_t y = xl | PR__B(0x20);                               /* fold case */
+    uint64_t letter = (y + PR__B(0x1f)) & ~(y + PR__B(0x19));   /* >= 'a' and < 'g' */
+    return ascii & (digit | letter) & PR__B(0x80);
+}
+
+/* 8 hex characters (first = most significant, little-endian load) -> 32 bits.
+ * Garbage in for non-hex bytes, which the caller rejects. */
+static inline uint64_t pr__hex_pack8(uint64_t x)
+{
+    uint64_t letter = (x >> 6) & PR__B(0x01);
+    uint64_t nib = (x & PR__B(0x0f)) + letter * 9;
+    uint64_t w = ((nib << 4) | (nib >> 8)) & 0x00ff00ff00ff00ffULL;
+    w = ((w << 8) | (w >> 16)) & 0x0000ffff0000ffffULL;
+    return ((w << 16) | (w >> 32)) & 0xffffffffULL;
+}
+
+/* Parse a column of slots into v[], set bit r of bad[] for invalid slots. */
+static void pr__hex2int_col(const char *slots, uint64_t *v, uint32_t rows, uint64_t *bad)
+{
+    size_t words = pr_bitmap_words(rows);
+    for (size_t w = 0; w < words; w++) {
+        uint32_t r0 = (uint32_t)(w * 64), r1 = r0 + 64 < rows ? r0 + 64 : rows;
+        uint64_t ok = PR__B(0x80);
+        for (uint32_t r = r0; r < r1; r++) {
+            uint64_t a, b;
+            memcpy(&a, slots + (size_t)r * PR_HEX_SLOT, 8);
+            memcpy(&b, slots + (size_t)r * PR_HEX_SLOT + 8, 8);
+            ok &= pr__hex_valid8(a) & pr__hex_valid8(b);
+            v[r] = (pr__hex_pack8(a) << 32) | pr__hex_pack8(b);
+        }
+        uint64_t badw = 0;
+        if (ok != PR__B(0x80)) {
+            for (uint32_t r = r0; r < r1; r++) {
+                uint64_t a, b;
+                memcpy(&a, slots + (size_t)r * PR_HEX_SLOT, 8);
+                memcpy(&b, slots + (size_t)r * PR_HEX_SLOT + 8, 8);
+                if ((pr__hex_valid8(a) & pr__hex_valid8(b)) != PR__B(0x80))
+                    badw |= 1ULL << (r - r0);
+            }
+        }
+        bad[w] = badw;
+    }
+}
+
+/* ---------------------------------------------------------------- vocabulary */
+
+typedef struct pr__hslot {
+    uint64_t key;
+    int64_t idx; /* >= 0 assigned, -1 pending (counted, no index), EMPTY */
+} pr__hslot;
+
+typedef struct pr__vcol {
+    int64_t base;
+    uint64_t cap;       /* max indices including reserved ones */
+    uint32_t min_count;
+    bool counting;      /* min_count > 1 */
+    bool direct;
+    uint64_t dom;       /* direct: domain size M */
+    int32_t *dmap;      /* direct: [dom], index + 1; 0 = no index */
+    uint32_t *dcnt;     /* direct + counting: [dom] */
+    pr__hslot *ht;      /* hash: [1 << hbits] */
+    uint64_t *hcnt;     /* hash + counting: parallel to ht */
+    unsigned hbits;
+    uint64_t hused;
+    uint64_t *keys;     /* value of index base+i, i < n */
+    uint64_t n, keys_cap;
+} pr__vcol;
+
+static inline uint64_t pr__hash(uint64_t k, unsigned bits)
+{
+    return (k * 0x9E3779B97F4A7C15ULL) >> (64 - bits);
+}
+
+static pr__hslot *pr__ht_find(const pr__vcol *vc, uint64_t key)
+{
+    uint64_t mask = (1ULL << vc->hbits) - 1;
+    for (uint64_t i = pr__hash(key, vc->hbits);; i = (i + 1) & mask) {
+        pr__hslot *s = &vc->ht[i];
+        if (s->idx == PR__HSLOT_EMPTY)
+            return NULL;
+        if (s->key == key)
+            return s;
+    }
+}
+
+static int pr__ht_alloc(pr__vcol *vc, unsigned bits)
+{
+    size_t n = (size_t)1 << bits;
+    pr__hslot *ht = malloc(n * sizeof(*ht));
+    uint64_t *cnt = vc->counting ? calloc(n, sizeof(*cnt)) : NULL;
+    if (!ht || (vc->counting && !cnt)) {
+        free(ht);
+        free(cnt);
+        return PR_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++)
+        ht[i].idx = PR__HSLOT_EMPTY;
+    free(vc->ht);
+    free(vc->hcnt);
+    vc->ht = ht;
+    vc->hcnt = cnt;
+    vc->hbits = bits;
+    vc->hused = 0;
+    return 0;
+}
+
+/* Insert a key known to be absent; returns its slot. */
+static pr__hslot *pr__ht_put(pr__vcol *vc, uint64_t key, int64_t idx, uint64_t cnt)
+{
+    uint64_t mask = (1ULL << vc->hbits) - 1;
+    uint64_t i = pr__hash(key, vc->hbits);
+    while (vc->ht[i].idx != PR__HSLOT_EMPTY)
+        i = (i + 1) & mask;
+    vc->ht[i].key = key;
+    vc->ht[i].idx = idx;
+    if (vc->hcnt)
+        vc->hcnt[i] = cnt;
+    vc->hused++;
+    return &vc->ht[i];
+}
+
+static int pr__ht_grow(pr__vcol *vc)
+{
+    pr__hslot *old = vc->ht;
+    uint64_t *oldc = vc->hcnt;
+    size_t n = (size_t)1 << vc->hbits;
+    vc->ht = NULL;
+    vc->hcnt = NULL;
+    if (pr__ht_alloc(vc, vc->hbits + 1)) {
+        vc->ht = old;
+        vc->hcnt = oldc;
+        return PR_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (old[i].idx != PR__HSLOT_EMPTY)
+            pr__ht_put(vc, old[i].key, old[i].idx, oldc ? oldc[i] : 0);
+    free(old);
+    free(oldc);
+    return 0;
+}
+
+/* Insert, growing first when at 50% load. NULL on allocation failure. */
+static pr__hslot *pr__ht_insert(pr__vcol *vc, uint64_t key, int64_t idx, uint64_t cnt)
+{
+    if ((vc->hused + 1) * 2 > (1ULL << vc->hbits) && pr__ht_grow(vc))
+        return NULL;
+    return pr__ht_put(vc, key, idx, cnt);
+}
+
+static uint64_t *pr__ht_cnt(pr__vcol *vc, pr__hslot *s) { return &vc->hcnt[s - vc->ht]; }
+
+static int pr__keys_push(pr__vcol *vc, uint64_t v)
+{
+    if (vc->n == vc->keys_cap) {
+        uint64_t nc = vc->keys_cap ? vc->keys_cap * 2 : 1024;
+        uint64_t *k = realloc(vc->keys, nc * sizeof(*k));
+        if (!k)
+            return PR_ENOMEM;
+        vc->keys = k;
+        vc->keys_cap = nc;
+    }
+    vc->keys[vc->n++] = v;
+    return 0;
+}
+
+static void pr__vcol_free(pr__vcol *vc)
+{
+    pr__free_aligned(vc->dmap);
+    pr__free_aligned(vc->dcnt);
+    free(vc->ht);
+    free(vc->hcnt);
+    free(vc->keys);
+    memset(vc, 0, sizeof(*vc));
+}
+
+static int pr__vcol_init(pr__vcol *vc, const pr_pipeline_spec *spec, uint32_t c)
+{
+    memset(vc, 0, sizeof(*vc));
+    vc->base = pr__profile_base(spec->profile);
+    vc->cap = pr_spec_col_capacity(spec, c);
+    vc->min_count = spec->sparse[c].min_count;
+    vc->counting = vc->min_count > 1;
+    uint64_t m = spec->sparse[c].modulus;
+    vc->direct = pr_spec_has_op(spec, PR_OP_MODULUS) && m <= PR__DIRECT_MAX;
+    if (vc->direct) {
+        vc->dom = m;
+        vc->dmap = pr__zalloc_aligned(m * sizeof(int32_t));
+        if (!vc->dmap)
+            return PR_ENOMEM;
+        if (vc->counting && !(vc->dcnt = pr__zalloc_aligned(m * sizeof(uint32_t))))
+            return PR_ENOMEM;
+        return 0;
+    }
+    return pr__ht_alloc(vc, 10);
+}
+
+#define PR__FULL (-1)
+#define PR__NOMEM (-2)
+
+/* The general lookup-or-insert for one value (every case: direct or hash,
+ * counting or not, two-pass or streaming, table full). Returns the index to
+ * output, PR__FULL when a dlrm table is full, PR__NOMEM. */
+static int64_t pr__vocab_one(pr__vcol *vc, uint64_t v, bool streaming)
+{
+    int64_t oov = vc->base ? PR_INDEX_OOV : PR__FULL;
+    bool room = (uint64_t)vc->base + vc->n < vc->cap;
+    if (vc->direct) {
+        int64_t i = (int64_t)vc->dmap[v] - 1;
+        if (vc->counting && streaming && vc->dcnt[v] != UINT32_MAX)
+            vc->dcnt[v]++;
+        if (i >= 0)
+            return i;
+        if (vc->counting && vc->dcnt[v] < vc->min_count)
+            return PR_INDEX_OOV;
+        if (!room)
+            return oov;
+        if (pr__keys_push(vc, v))
+            return PR__NOMEM;
+        i = vc->base + (int64_t)vc->n - 1;
+        vc->dmap[v] = (int32_t)(i + 1);
+        return i;
+    }
+    pr__hslot *s = pr__ht_find(vc, v);
+    if (s && s->idx >= 0) {
+        if (vc->counting && streaming)
+            (*pr__ht_cnt(vc, s))++;
+        return s->idx;
+    }
+    if (vc->counting) {
+        if (!s) {
+            if (!streaming)
+                return PR_INDEX_OOV; /* never counted: below any threshold */
+            if (!(s = pr__ht_insert(vc, v, -1, 0)))
+                return PR__NOMEM;
+        }
+        uint64_t *c = pr__ht_cnt(vc, s);
+        if (streaming)
+            (*c)++;
+        if (*c < vc->min_count)
+            return PR_INDEX_OOV;
+        if (!room)
+            return oov;
+        if (pr__keys_push(vc, v))
+            return PR__NOMEM;
+        s->idx = vc->base + (int64_t)vc->n - 1;
+        return s->idx;
+    }
+    if (!room)
+        return oov;
+    if (pr__keys_push(vc, v))
+        return PR__NOMEM;
+    int64_t i = vc->base + (int64_t)vc->n - 1;
+    if (!pr__ht_insert(vc, v, i, 0)) {
+        vc->n--;
+        return PR__NOMEM;
+    }
+    return i;
+}
+
+/* Count one value (two-pass, first pass). */
+static int pr__vocab_count_one(pr__vcol *vc, uint64_t v)
+{
+    if (vc->direct) {
+        if (vc->dcnt[v] != UINT32_MAX)
+            vc->dcnt[v]++;
+        return 0;
+    }
+    pr__hslot *s = pr__ht_find(vc, v);
+    if (!s && !(s = pr__ht_insert(vc, v, -1, 0)))
+        return PR_ENOMEM;
+    (*pr__ht_cnt(vc, s))++;
+    return 0;
+}
+
+/* Map a column. skip(w) = rows to leave alone (output 0). Returns -1 when all
+ * rows were done, else the failing row (and *err). Inlined twice, once per
+ * output width. */
+static inline __attribute__((always_inline)) int64_t
+pr__vocab_col(pr__vcol *vc, const uint64_t *vals, uint32_t rows, const uint64_t *rej,
+              const uint64_t *miss, void *outp, int width, bool streaming, int *err)
+{
+    int32_t *o32 = outp;
+    int64_t *o64 = outp;
+    size_t words = pr_bitmap_words(rows);
+    bool fast = vc->direct && !vc->counting;
+    for (size_t w = 0; w < words; w++) {
+        uint32_t r0 = (uint32_t)(w * 64), r1 = r0 + 64 < rows ? r0 + 64 : rows;
+        uint64_t skip = (rej ? rej[w] : 0) | (miss ? miss[w] : 0);
+        if (fast && !skip) {
+            const int32_t *dmap = vc->dmap;
+            for (uint32_t r = r0; r < r1; r++) {
+                int64_t i = (int64_t)dmap[vals[r]] - 1;
+                if (__builtin_expect(i < 0, 0)) {
+                    i = pr__vocab_one(vc, vals[r], streaming);
+                    if (i < 0) {
+                        *err = (int)i;
+                        return r;
+                    }
+                }
+                if (width == 4)
+                    o32[r] = (int32_t)i;
+                else
+                    o64[r] = i;
+            }
+            continue;
+        }
+        for (uint32_t r = r0; r < r1; r++) {
+            int64_t i = 0;
+            if (!((skip >> (r - r0)) & 1)) {
+                i = pr__vocab_one(vc, vals[r], streaming);
+                if (i < 0) {
+                    *err = (int)i;
+                    return r;
+                }
+            }
+            if (width == 4)
+                o32[r] = (int32_t)i;
+            else
+                o64[r] = i;
+        }
+    }
+    return -1;
+}
+
+static int64_t pr__vocab_col32(pr__vcol *vc, const uint64_t *vals, uint32_t rows, const uint64_t *rej,
+                               const uint64_t *miss, void *out, bool streaming, int *err)
+{
+    return pr__vocab_col(vc, vals, rows, rej, miss, out, 4, streaming, err);
+}
+
+static int64_t pr__vocab_col64(pr__vcol *vc, const uint64_t *vals, uint32_t rows, const uint64_t *rej,
+                               const uint64_t *miss, void *out, bool streaming, int *err)
+{
+    return pr__vocab_col(vc, vals, rows, rej, miss, out, 8, streaming, err);
+}
+
+/* ---------------------------------------------------------------- backend */
+
+typedef struct pr__wstats {
+    uint64_t ns[PR_OP__COUNT];
+    uint64_t vals[PR_OP__COUNT];
+} __attribute__((aligned(64))) pr__wstats;
+
+struct pr_backend {
+    pr_pipeline_spec spec;
+    uint8_t width;
+    bool has[PR_OP__COUNT];
+    bool two_pass;   /* two-pass mode with some column counting */
+    bool count_done;
+    pr__pool *pool;
+    int threads;
+    pr__vcol *cols;
+    pr__divider *div;
+    uint32_t *order2; /* vocab columns, most expensive first */
+    uint32_t n_order2;
+    /* scratch, sized for blocks of up to scap rows */
+    uint32_t scap;
+    uint64_t *vals;   /* [n_sparse][scap] */
+    uint64_t *bad;    /* [n_sparse][words] */
+    uint64_t *rej;    /* [words] */
+    double *dtmp;     /* [threads][scap] */
+    pr__wstats *ws;   /* [threads] */
+    int64_t *fail_row; /* [n_sparse] */
+    int *fail_err;     /* [n_sparse] */
+    /* the block being worked on */
+    const pr_block *in;
+    pr_out *out;
+    bool counting_pass;
+};
+
+static void pr__cpu_destroy(pr_backend *be)
+{
+    if (!be)
+        return;
+    pr__pool_free(be->pool);
+    if (be->cols)
+        for (uint32_t c = 0; c < be->spec.n_sparse; c++)
+            pr__vcol_free(&be->cols[c]);
+    free(be->cols);
+    free(be->div);
+    free(be->order2);
+    pr__free_aligned(be->vals);
+    pr__free_aligned(be->bad);
+    pr__free_aligned(be->rej);
+    pr__free_aligned(be->dtmp);
+    pr__free_aligned(be->ws);
+    free(be->fail_row);
+    free(be->fail_err);
+    free(be);
+}
+
+static uint64_t pr__col_cost(const pr__vcol *vc)
+{
+    return vc->direct ? vc->dom : UINT64_MAX / 2 + (vc->counting ? 1 : 0);
+}
+
+static int pr__cpu_create(const pr_pipeline_spec *spec, const pr_engine_opts *opts, pr_backend **out,
+                          char *errstr, size_t errstr_size)
+{
+    pthread_once(&pr__log1p_once, pr__log1p_init);
+    pr_backend *be = calloc(1, sizeof(*be));
+    if (!be)
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "cpu backend: out of memory");
+    be->spec = *spec;
+    be->width = pr__spec_sparse_width(spec);
+    for (int op = 0; op < PR_OP__COUNT; op++)
+        be->has[op] = pr_spec_has_op(spec, (pr_op)op);
+    be->threads = opts && opts->threads > 0 ? opts->threads : 1;
+    uint32_t ns = spec->n_sparse;
+    be->cols = calloc(ns ? ns : 1, sizeof(*be->cols));
+    be->div = calloc(ns ? ns : 1, sizeof(*be->div));
+    be->order2 = calloc(ns ? ns : 1, sizeof(*be->order2));
+    be->fail_row = calloc(ns ? ns : 1, sizeof(*be->fail_row));
+    be->fail_err = calloc(ns ? ns : 1, sizeof(*be->fail_err));
+    be->ws = pr__zalloc_aligned((size_t)be->threads * sizeof(pr__wstats));
+    be->pool = pr__pool_new(be->threads);
+    if (!be->cols || !be->div || !be->order2 || !be->fail_row || !be->fail_err || !be->ws || !be->pool)
+        goto nomem;
+    for (uint32_t c = 0; c < ns; c++) {
+        if (be->has[PR_OP_MODULUS])
+            pr__divider_init(&be->div[c], spec->sparse[c].modulus);
+        if (be->has[PR_OP_VOCAB]) {
+            if (pr__vcol_init(&be->cols[c], spec, c))
+                goto nomem;
+            if (be->cols[c].counting && spec->count_mode == PR_COUNT_TWO_PASS)
+                be->two_pass = true;
+            /* insertion sort by cost, most expensive first; ties by column */
+            uint32_t k = be->n_order2++;
+            while (k > 0 && pr__col_cost(&be->cols[be->order2[k - 1]]) < pr__col_cost(&be->cols[c])) {
+                be->order2[k] = be->order2[k - 1];
+                k--;
+            }
+            be->order2[k] = c;
+        }
+    }
+    *out = be;
+    return 0;
+nomem:
+    pr__cpu_destroy(be);
+    return pr_seterr(errstr, errstr_size, PR_ENOMEM,
+                     "cpu backend: out of memory for %u columns (vocabulary tables)", ns);
+}
+
+static int pr__cpu_scratch(pr_backend *be, uint32_t cap)
+{
+    if (cap <= be->scap)
+        return 0;
+    pr__free_aligned(be->vals);
+    pr__free_aligned(be->bad);
+    pr__free_aligned(be->rej);
+    pr__free_aligned(be->dtmp);
+    size_t words = pr_bitmap_words(cap);
+    size_t ns = be->spec.n_sparse ? be->spec.n_sparse : 1;
+    be->vals = pr__zalloc_aligned(ns * cap * sizeof(uint64_t));
+    be->bad = pr__zalloc_aligned(ns * words * sizeof(uint64_t));
+    be->rej = pr__zalloc_aligned(words * sizeof(uint64_t));
+    be->dtmp = pr__zalloc_aligned((size_t)be->threads * cap * sizeof(double));
+    if (!be->vals || !be->bad || !be->rej || !be->dtmp) {
+        be->scap = 0;
+        return PR_ENOMEM;
+    }
+    be->scap = cap;
+    return 0;
+}
+
+static inline void pr__acc(pr__wstats *ws, pr_op op, uint64_t t0, uint64_t t1, uint64_t n)
+{
+    ws->ns[op] += t1 - t0;
+    ws->vals[op] += n;
+}
+
+/* Phase 1, sparse column c: Hex2Int (+ validation) and Modulus into vals. */
+static void pr__phase1_sparse(pr_backend *be, uint32_t c, pr__wstats *ws)
+{
+    const pr_block *in = be->in;
+    uint32_t rows = in->rows;
+    size_t words = pr_bitmap_words(rows);
+    size_t bw = pr_bitmap_words(in->cap);
+    uint64_t *v = be->vals + (size_t)c * be->scap;
+    uint64_t *bad = be->bad + c * pr_bitmap_words(be->scap);
+    const uint64_t *miss = in->sparse_missing + c * bw;
+
+    uint64_t t0 = pr__now_ns();
+    if (in->sparse_enc[c] == PR_SPARSE_HEX) {
+        pr__hex2int_col(in->sparse_hex + (size_t)c * in->cap * PR_HEX_SLOT, v, rows, bad);
+    } else {
+        memcpy(v, in->sparse_u64 + (size_t)c * in->cap, (size_t)rows * sizeof(uint64_t));
+        memset(bad, 0, words * sizeof(uint64_t));
+    }
+    /* Missing = key 0 (dlrm; under default it never reaches the vocabulary
+     * and outputs 0 anyway) and never "bad". */
+    for (size_t w = 0; w < words; w++) {
+        uint64_t m = miss[w];
+        if (!m)
+            continue;
+        bad[w] &= ~m;
+        while (m) {
+            v[w * 64 + (uint64_t)__builtin_ctzll(m)] = 0;
+            m &= m - 1;
+        }
+    }
+    uint64_t t1 = pr__now_ns();
+    if (be->has[PR_OP_HEX2INT])
+        pr__acc(ws, PR_OP_HEX2INT, t0, t1, rows);
+    if (be->has[PR_OP_MODULUS]) {
+        pr__modulus_col(&be->div[c], v, rows);
+        uint64_t t2 = pr__now_ns();
+        pr__acc(ws, PR_OP_MODULUS, t1, t2, rows);
+    }
+    if (!be->has[PR_OP_VOCAB] && !be->counting_pass) {
+        /* The (modded) value is the output; rejected rows are zeroed later. */
+        if (be->width == 4) {
+            int32_t *o = pr_out_sparse32(be->out, c);
+            for (uint32_t r = 0; r < rows; r++)
+                o[r] = (int32_t)v[r];
+        } else {
+            int64_t *o = pr_out_sparse64(be->out, c);
+            for (uint32_t r = 0; r < rows; r++)
+                o[r] = (int64_t)v[r];
+        }
+    }
+}
+
+/* Phase 1, dense column d: Neg2Zero, Logarithm, missing = 0. */
+static void pr__phase1_dense(pr_backend *be, uint32_t d, int worker, pr__wstats *ws)
+{
+    const pr_block *in = be->in;
+    uint32_t rows = in->rows;
+    const double *x = in->dense + (size_t)d * in->cap;
+    float *o = be->out->dense + (size_t)d * be->out->cap;
+    const double *src = x;
+    for (unsigned k = 0; k < be->spec.n_dense_ops; k++) {
+        uint64_t t0 = pr__now_ns();
+        if (be->spec.dense_ops[k] == PR_OP_NEG2ZERO) {
+            double *t = be->dtmp + (size_t)worker * be->scap;
+            for (uint32_t r = 0; r < rows; r++)
+                t[r] = src[r] < 0 ? 0.0 : src[r];
+            src = t;
+            pr__acc(ws, PR_OP_NEG2ZERO, t0, pr__now_ns(), rows);
+        } else { /* PR_OP_LOG1P */
+            for (uint32_t r = 0; r < rows; r++) {
+                double y = src[r];
+                if (y >= 0 && y < PR__LOG_TBL) {
+                    int i = (int)y;
+                    if ((double)i == y) {
+                        o[r] = pr__log1p_tbl[i];
+                        continue;
+                    }
+                }
+                o[r] = (float)log1p(y);
+            }
+            src = NULL;
+            pr__acc(ws, PR_OP_LOG1P, t0, pr__now_ns(), rows);
+        }
+    }
+    if (src)
+        for (uint32_t r = 0; r < rows; r++)
+            o[r] = (float)src[r];
+    const uint64_t *miss = in->dense_missing + d * pr_bitmap_words(in->cap);
+    size_t words = pr_bitmap_words(rows);
+    for (size_t w = 0; w < words; w++)
+        for (uint64_t m = miss[w]; m; m &= m - 1)
+            o[w * 64 + (uint64_t)__builtin_ctzll(m)] = 0.0f;
+}
+
+static void pr__phase1_task(void *ctx, uint32_t task, int worker)
+{
+    pr_backend *be = ctx;
+    pr__wstats *ws = &be->ws[worker];
+    if (task < be->spec.n_sparse)
+        pr__phase1_sparse(be, task, ws);
+    else
+        pr__phase1_dense(be, task - be->spec.n_sparse, worker, ws);
+}
+
+static void pr__phase2_task(void *ctx, uint32_t task, int worker)
+{
+    pr_backend *be = ctx;
+    uint32_t c = be->order2[task];
+    const pr_block *in = be->in;
+    uint32_t rows = in->rows;
+    pr__vcol *vc = &be->cols[c];
+    const uint64_t *v = be->vals + (size_t)c * be->scap;
+    const uint64_t *miss = be->spec.profile == PR_VOCAB_DEFAULT
+                               ? in->sparse_missing + c * pr_bitmap_words(in->cap)
+                               : NULL;
+    uint64_t t0 = pr__now_ns();
+    if (be->counting_pass) {
+        if (!vc->counting)
+            return;
+        size_t words = pr_bitmap_words(rows);
+        for (size_t w = 0; w < words; w++) {
+            uint64_t skip = be->rej[w] | (miss ? miss[w] : 0);
+            uint32_t r0 = (uint32_t)(w * 64), r1 = r0 + 64 < rows ? r0 + 64 : rows;
+            for (uint32_t r = r0; r < r1; r++)
+                if (!((skip >> (r - r0)) & 1) && pr__vocab_count_one(vc, v[r])) {
+                    be->fail_row[c] = r;
+                    be->fail_err[c] = PR__NOMEM;
+                    return;
+                }
+        }
+        return;
+    }
+    int err = 0;
+    void *o = be->width == 4 ? (void *)pr_out_sparse32(be->out, c) : (void *)pr_out_sparse64(be->out, c);
+    bool streaming = !be->two_pass;
+    int64_t fr = be->width == 4 ? pr__vocab_col32(vc, v, rows, be->rej, miss, o, streaming, &err)
+                                : pr__vocab_col64(vc, v, rows, be->rej, miss, o, streaming, &err);
+    if (fr >= 0) {
+        be->fail_row[c] = fr;
+        be->fail_err[c] = err;
+        memset((char *)o + (size_t)fr * be->width, 0, (size_t)(rows - fr) * be->width);
+    }
+    pr__acc(&be->ws[worker], PR_OP_VOCAB, t0, pr__now_ns(), fr >= 0 ? (uint64_t)fr : rows);
+}
+
+/* Row reject bitmap from the per-column bad bits; returns rejected count. */
+static uint32_t pr__collect_rejects(pr_backend *be, uint32_t rows, pr_out *out)
+{
+    size_t words = pr_bitmap_words(rows);
+    size_t sbw = pr_bitmap_words(be->scap);
+    uint32_t n = 0;
+    memset(be->rej, 0, words * sizeof(uint64_t));
+    for (uint32_t c = 0; c < be->spec.n_sparse; c++) {
+        const uint64_t *bad = be->bad + c * sbw;
+        for (size_t w = 0; w < words; w++) {
+            uint64_t nb = bad[w] & ~be->rej[w];
+            if (!nb)
+                continue;
+            be->rej[w] |= nb;
+            for (; nb; nb &= nb - 1) {
+                uint32_t r = (uint32_t)(w * 64) + (uint32_t)__builtin_ctzll(nb);
+                n++;
+                if (out) {
+                    out->reject_reason[r] = PR_REJECT_BAD_HEX;
+                    out->reject_col[r] = (uint16_t)c;
+                }
+            }
+        }
+    }
+    return n;
+}
+
+static int pr__cpu_process(pr_backend *be, const pr_block *in, pr_out *out, pr_engine_stats *st,
+                           char *errstr, size_t errstr_size)
+{
+    if (be->two_pass && !be->count_done)
+        return pr_seterr(errstr, errstr_size, PR_ESTATE,
+                         "engine: count_mode two_pass: call pr_engine_count on every block and "
+                         "pr_engine_count_done before processing");
+    uint32_t rows = in->rows;
+    if (pr__cpu_scratch(be, in->cap))
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "cpu backend: out of memory for scratch");
+    be->in = in;
+    be->out = out;
+    be->counting_pass = false;
+    uint32_t ns = be->spec.n_sparse;
+    for (uint32_t c = 0; c < ns; c++)
+        be->fail_row[c] = -1;
+    memset(be->ws, 0, (size_t)be->threads * sizeof(pr__wstats));
+
+    size_t words = pr_bitmap_words(rows);
+    memset(out->reject_reason, 0, rows);
+    pr__pool_run(be->pool, ns + be->spec.n_dense, pr__phase1_task, be);
+    out->n_rejected = pr__collect_rejects(be, rows, out);
+    memcpy(out->rejected, be->rej, words * sizeof(uint64_t));
+    if (be->spec.has_label && in->labels)
+        memcpy(out->labels, in->labels, (size_t)rows * sizeof(int32_t));
+    else
+        memset(out->labels, 0, (size_t)rows * sizeof(int32_t));
+    if (be->has[PR_OP_VOCAB])
+        pr__pool_run(be->pool, be->n_order2, pr__phase2_task, be);
+
+    /* Rejected rows: every tensor value 0. */
+    if (out->n_rejected) {
+        for (size_t w = 0; w < words; w++)
+            for (uint64_t m = be->rej[w]; m; m &= m - 1) {
+                uint32_t r = (uint32_t)(w * 64) + (uint32_t)__builtin_ctzll(m);
+                out->labels[r] = 0;
+                for (uint32_t d = 0; d < be->spec.n_dense; d++)
+                    out->dense[(size_t)d * out->cap + r] = 0.0f;
+                for (uint32_t c = 0; c < ns; c++) {
+                    if (be->width == 4)
+                        pr_out_sparse32(out, c)[r] = 0;
+                    else
+                        pr_out_sparse64(out, c)[r] = 0;
+                }
+            }
+    }
+    for (int t = 0; t < be->threads; t++)
+        for (int op = 0; op < PR_OP__COUNT; op++) {
+            st->op_ns[op] += be->ws[t].ns[op];
+            st->op_values[op] += be->ws[t].vals[op];
+        }
+    for (uint32_t c = 0; c < ns; c++) {
+        if (be->fail_row[c] < 0)
+            continue;
+        if (be->fail_err[c] == PR__NOMEM)
+            return pr_seterr(errstr, errstr_size, PR_ENOMEM,
+                             "engine: out of memory growing the vocabulary of column %s",
+                             be->spec.sparse[c].name);
+        const char *nm = be->spec.sparse[c].name;
+        return pr_seterr(errstr, errstr_size, PR_EFULL,
+                         "engine: vocabulary of column %s is full (capacity %" PRIu64
+                         " indices, profile dlrm has no out-of-vocabulary index) at block row %" PRId64
+                         "; raise sparse.%s.capacity, bound the column with a smaller modulus, "
+                         "or use profile default to map overflow to the OOV index",
+                         nm, be->cols[c].cap, be->fail_row[c], nm);
+    }
+    return 0;
+}
+
+static int pr__cpu_count(pr_backend *be, const pr_block *in)
+{
+    if (be->count_done)
+        return PR_ESTATE;
+    if (!be->two_pass)
+        return 0; /* nothing counts: min_count is 1 everywhere */
+    if (pr__cpu_scratch(be, in->cap))
+        return PR_ENOMEM;
+    be->in = in;
+    be->out = NULL;
+    be->counting_pass = true;
+    uint32_t ns = be->spec.n_sparse;
+    for (uint32_t c = 0; c < ns; c++)
+        be->fail_row[c] = -1;
+    pr__pool_run(be->pool, ns, pr__phase1_task, be);
+    pr__collect_rejects(be, in->rows, NULL);
+    pr__pool_run(be->pool, be->n_order2, pr__phase2_task, be);
+    be->counting_pass = false;
+    for (uint32_t c = 0; c < ns; c++)
+        if (be->fail_row[c] >= 0)
+            return PR_ENOMEM;
+    return 0;
+}
+
+static int pr__cpu_count_done(pr_backend *be)
+{
+    be->count_done = true;
+    return 0;
+}
+
+static uint64_t pr__cpu_vocab_size(const pr_backend *be, uint32_t col)
+{
+    if (!be->has[PR_OP_VOCAB] || col >= be->spec.n_sparse)
+        return 0;
+    const pr__vcol *vc = &be->cols[col];
+    return (uint64_t)vc->base + vc->n;
+}
+
+static uint64_t pr__vcol_count_of(const pr__vcol *vc, uint64_t v)
+{
+    if (!vc->counting)
+        return 0;
+    if (vc->direct)
+        return vc->dcnt[v];
+    pr__hslot *s = pr__ht_find(vc, v);
+    return s ? vc->hcnt[s - vc->ht] : 0;
+}
+
+static int pr__cpu_vocab_read_from(const pr_backend *be, uint32_t col, int64_t from, pr_vocab_cb cb,
+                                   void *opaque)
+{
+    if (!be->has[PR_OP_VOCAB] || col >= be->spec.n_sparse)
+        return 0;
+    const pr__vcol *vc = &be->cols[col];
+    uint64_t i0 = from > vc->base ? (uint64_t)(from - vc->base) : 0;
+    for (uint64_t i = i0; i < vc->n; i++) {
+        pr_vocab_entry e = {vc->keys[i], vc->base + (int64_t)i, pr__vcol_count_of(vc, vc->keys[i])};
+        int rc = cb(&e, opaque);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int pr__u64cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int pr__cpu_vocab_read(const pr_backend *be, uint32_t col, pr_vocab_cb cb, void *opaque)
+{
+    int rc = pr__cpu_vocab_read_from(be, col, 0, cb, opaque);
+    if (rc || !be->has[PR_OP_VOCAB] || col >= be->spec.n_sparse)
+        return rc;
+    const pr__vcol *vc = &be->cols[col];
+    if (!vc->counting)
+        return 0;
+    /* Pending entries (counted, no index yet), by value. */
+    if (vc->direct) {
+        for (uint64_t v = 0; v < vc->dom; v++) {
+            if (vc->dcnt[v] && !vc->dmap[v]) {
+                pr_vocab_entry e = {v, -1, vc->dcnt[v]};
+                if ((rc = cb(&e, opaque)))
+                    return rc;
+            }
+        }
+        return 0;
+    }
+    size_t n = 0, size = (size_t)1 << vc->hbits;
+    for (size_t i = 0; i < size; i++)
+        n += vc->ht[i].idx == -1;
+    if (!n)
+        return 0;
+    uint64_t *keys = malloc(n * sizeof(*keys));
+    if (!keys)
+        return PR_ENOMEM;
+    n = 0;
+    for (size_t i = 0; i < size; i++)
+        if (vc->ht[i].idx == -1)
+            keys[n++] = vc->ht[i].key;
+    qsort(keys, n, sizeof(*keys), pr__u64cmp);
+    for (size_t i = 0; i < n && !rc; i++) {
+        pr_vocab_entry e = {keys[i], -1, pr__vcol_count_of(vc, keys[i])};
+        rc = cb(&e, opaque);
+    }
+    free(keys);
+    return rc;
+}
+
+static int pr__cpu_vocab_load(pr_backend *be, uint32_t col, const pr_vocab_entry *e, size_t n)
+{
+    if (!be->has[PR_OP_VOCAB] || col >= be->spec.n_sparse)
+        return PR_EINVAL;
+    pr__vcol *vc = &be->cols[col];
+    pr__vcol_free(vc);
+    int rc = pr__vcol_init(vc, &be->spec, col);
+    if (rc)
+        return rc;
+    for (size_t k = 0; k < n; k++) {
+        uint64_t v = e[k].value;
+        if (vc->direct && v >= vc->dom)
+            return PR_EINVAL;
+        if (e[k].index >= 0) {
+            if (e[k].index != vc->base + (int64_t)vc->n || (uint64_t)e[k].index >= vc->cap)
+                return PR_EINVAL;
+            if (vc->direct) {
+                if (vc->dmap[v])
+                    return PR_EINVAL;
+                vc->dmap[v] = (int32_t)(e[k].index + 1);
+                if (vc->counting)
+                    vc->dcnt[v] = e[k].count > UINT32_MAX ? UINT32_MAX : (uint32_t)e[k].count;
+            } else {
+                if (pr__ht_find(vc, v))
+                    return PR_EINVAL;
+                if (!pr__ht_insert(vc, v, e[k].index, e[k].count))
+                    return PR_ENOMEM;
+            }
+            if (pr__keys_push(vc, v))
+                return PR_ENOMEM;
+        } else if (vc->counting) {
+            if (vc->direct) {
+                if (vc->dmap[v] || vc->dcnt[v])
+                    return PR_EINVAL;
+                vc->dcnt[v] = e[k].count > UINT32_MAX ? UINT32_MAX : (uint32_t)e[k].count;
+            } else {
+                if (pr__ht_find(vc, v))
+                    return PR_EINVAL;
+                if (!pr__ht_insert(vc, v, -1, e[k].count))
+                    return PR_ENOMEM;
+            }
+        }
+    }
+    return 0;
+}
+
+const pr_backend_ops pr_backend_cpu = {
+    .name = "cpu",
+    .create = pr__cpu_create,
+    .destroy = pr__cpu_destroy,
+    .process = pr__cpu_process,
+    .count = pr__cpu_count,
+    .count_done = pr__cpu_count_done,
+    .vocab_size = pr__cpu_vocab_size,
+    .vocab_read = pr__cpu_vocab_read,
+    .vocab_load = pr__cpu_vocab_load,
+    .vocab_read_from = pr__cpu_vocab_read_from,
+};

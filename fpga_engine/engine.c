@@ -1,0 +1,1242 @@
+/*
+ * engine.c — the engine core: name tables, spec defaults and validation,
+ * block/output allocation, the pr_engine object (which delegates the work to
+ * a backend through pr_backend_ops), statistics, and every vocabulary file
+ * format: text export, binary snapshot, and the append-only journal.
+ *
+ * File formats live here, not in the backends, so that a snapshot written by
+ * one backend loads into another: backends only expose vocab_read/vocab_load
+ * in index order. Snapshots are written to "<path>.tmp", fsync'd, renamed over
+ * <path> and the directory fsync'd, so a crash leaves either the old or the
+ * new snapshot, never a torn one. Binary files are little-endian (the only
+ * byte order piperec builds for) and end with an FNV-1a checksum.
+ */
+#define _GNU_SOURCE
+#include "pr_engine.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine_int.h"
+#include "pr_log.h"
+
+/* ---------------------------------------------------------------- name tables */
+
+static const char *const pr__op_names[PR_OP__COUNT] = {
+    [PR_OP_NEG2ZERO] = "neg2zero", [PR_OP_LOG1P] = "log1p",  [PR_OP_HEX2INT] = "hex2int",
+    [PR_OP_MODULUS] = "modulus",   [PR_OP_VOCAB] = "vocab",
+};
+
+static const char *const pr__profile_names[] = {
+    [PR_VOCAB_DLRM] = "dlrm",
+    [PR_VOCAB_DEFAULT] = "default",
+};
+#define PR__N_PROFILES (sizeof(pr__profile_names) / sizeof(pr__profile_names[0]))
+
+const char *pr_op_name(pr_op op)
+{
+    if ((unsigned)op >= PR_OP__COUNT)
+        return "?";
+    return pr__op_names[op];
+}
+
+int pr_op_from_name(const char *name)
+{
+    for (int i = 0; name && i < PR_OP__COUNT; i++)
+        if (strcmp(name, pr__op_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+const char *pr_vocab_profile_name(pr_vocab_profile p)
+{
+    if ((unsigned)p >= PR__N_PROFILES)
+        return "?";
+    return pr__profile_names[p];
+}
+
+int pr_vocab_profile_from_name(const char *name)
+{
+    for (size_t i = 0; name && i < PR__N_PROFILES; i++)
+        if (strcmp(name, pr__profile_names[i]) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* ---------------------------------------------------------------- spec */
+
+void pr_pipeline_spec_default(pr_pipeline_spec *spec)
+{
+    memset(spec, 0, sizeof(*spec));
+    snprintf(spec->name, sizeof(spec->name), "criteo");
+    spec->has_label = true;
+    spec->n_dense = 13;
+    spec->n_sparse = 26;
+    spec->n_dense_ops = 2;
+    spec->dense_ops[0] = PR_OP_NEG2ZERO;
+    spec->dense_ops[1] = PR_OP_LOG1P;
+    spec->n_sparse_ops = 3;
+    spec->sparse_ops[0] = PR_OP_HEX2INT;
+    spec->sparse_ops[1] = PR_OP_MODULUS;
+    spec->sparse_ops[2] = PR_OP_VOCAB;
+    spec->profile = PR_VOCAB_DLRM;
+    spec->count_mode = PR_COUNT_STREAMING;
+    for (int c = 0; c < PR_MAX_SPARSE; c++) {
+        snprintf(spec->sparse[c].name, PR_NAME_MAX, "C%d", c + 1);
+        spec->sparse[c].modulus = 524288;
+        spec->sparse[c].min_count = 1;
+        spec->sparse[c].capacity = 0;
+    }
+}
+
+static bool pr__ops_has(const uint8_t *ops, unsigned n, pr_op op)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (ops[i] == op)
+            return true;
+    return false;
+}
+
+bool pr_spec_has_op(const pr_pipeline_spec *spec, pr_op op)
+{
+    return pr__ops_has(spec->dense_ops, spec->n_dense_ops < PR_MAX_OPS ? spec->n_dense_ops : PR_MAX_OPS,
+                       op) ||
+           pr__ops_has(spec->sparse_ops,
+                       spec->n_sparse_ops < PR_MAX_OPS ? spec->n_sparse_ops : PR_MAX_OPS, op);
+}
+
+uint64_t pr_spec_col_capacity(const pr_pipeline_spec *spec, uint32_t col)
+{
+    const pr_sparse_col_spec *c = &spec->sparse[col];
+    if (c->capacity)
+        return c->capacity;
+    if (pr_spec_has_op(spec, PR_OP_MODULUS) && c->modulus) {
+        uint64_t extra = (uint64_t)pr__profile_base(spec->profile);
+        return c->modulus > UINT64_MAX - extra ? UINT64_MAX : c->modulus + extra;
+    }
+    return INT32_MAX;
+}
+
+uint8_t pr__spec_sparse_width(const pr_pipeline_spec *spec)
+{
+    bool vocab = pr_spec_has_op(spec, PR_OP_VOCAB);
+    bool mod = pr_spec_has_op(spec, PR_OP_MODULUS);
+    for (uint32_t c = 0; c < spec->n_sparse; c++) {
+        if (vocab) {
+            if (pr_spec_col_capacity(spec, c) - 1 > (uint64_t)INT32_MAX)
+                return 8;
+        } else if (!mod || spec->sparse[c].modulus - 1 > (uint64_t)INT32_MAX) {
+            return 8;
+        }
+    }
+    return 4;
+}
+
+/* Check that `ops` is a subsequence of `order` (no repeats, in that order). */
+static int pr__check_ops(const char *what, const uint8_t *ops, unsigned n, const pr_op *order,
+                         unsigned n_order, char *errstr, size_t errstr_size)
+{
+    if (n > PR_MAX_OPS)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: %u operators, at most %d", what, n,
+                         PR_MAX_OPS);
+    for (unsigned i = 0; i < n; i++)
+        for (unsigned k = 0; k < i; k++)
+            if (ops[i] == ops[k])
+                return pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: operator '%s' appears twice",
+                                 what, pr_op_name((pr_op)ops[i]));
+    int last = -1;
+    for (unsigned i = 0; i < n; i++) {
+        int pos = -1;
+        for (unsigned k = 0; k < n_order; k++)
+            if (ops[i] == order[k])
+                pos = (int)k;
+        if (pos < 0)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: operator '%s' does not apply here",
+                             what, pr_op_name((pr_op)ops[i]));
+        if (pos == last)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: operator '%s' appears twice", what,
+                             pr_op_name((pr_op)ops[i]));
+        if (pos < last)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: %s before %s", what,
+                             pr_op_name(order[last]), pr_op_name((pr_op)ops[i]));
+        last = pos;
+    }
+    return 0;
+}
+
+int pr_pipeline_spec_validate(const pr_pipeline_spec *spec, char *errstr, size_t errstr_size)
+{
+    static const pr_op dense_order[] = {PR_OP_NEG2ZERO, PR_OP_LOG1P};
+    static const pr_op sparse_order[] = {PR_OP_HEX2INT, PR_OP_MODULUS, PR_OP_VOCAB};
+    int rc;
+
+    if (!spec)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "spec: NULL");
+    if (spec->n_dense > PR_MAX_DENSE)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "n_dense: %u, at most %d", spec->n_dense,
+                         PR_MAX_DENSE);
+    if (spec->n_sparse > PR_MAX_SPARSE)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "n_sparse: %u, at most %d", spec->n_sparse,
+                         PR_MAX_SPARSE);
+    if ((rc = pr__check_ops("dense_ops", spec->dense_ops, spec->n_dense_ops, dense_order, 2, errstr,
+                            errstr_size)))
+        return rc;
+    if ((rc = pr__check_ops("sparse_ops", spec->sparse_ops, spec->n_sparse_ops, sparse_order, 3,
+                            errstr, errstr_size)))
+        return rc;
+    if ((unsigned)spec->profile >= PR__N_PROFILES)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "profile: %d is not dlrm or default",
+                         (int)spec->profile);
+    if ((unsigned)spec->count_mode > PR_COUNT_TWO_PASS)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "count_mode: %d is not streaming or two_pass",
+                         (int)spec->count_mode);
+
+    bool mod = pr_spec_has_op(spec, PR_OP_MODULUS);
+    bool vocab = pr_spec_has_op(spec, PR_OP_VOCAB);
+    uint64_t base = (uint64_t)pr__profile_base(spec->profile);
+    for (uint32_t c = 0; c < spec->n_sparse; c++) {
+        const pr_sparse_col_spec *s = &spec->sparse[c];
+        size_t nl = strnlen(s->name, PR_NAME_MAX);
+        if (nl == 0 || nl == PR_NAME_MAX)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "sparse[%u].name: must be 1..%d characters", c, PR_NAME_MAX - 1);
+        if (strchr(s->name, '/') || strcmp(s->name, ".") == 0 || strcmp(s->name, "..") == 0)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "sparse.%s.name: must not contain '/' (it names the vocabulary file)",
+                             s->name);
+        for (uint32_t k = 0; k < c; k++)
+            if (strncmp(spec->sparse[k].name, s->name, PR_NAME_MAX) == 0)
+                return pr_seterr(errstr, errstr_size, PR_EINVAL, "sparse.%s.name: used twice",
+                                 s->name);
+        if (mod && s->modulus == 0)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "sparse.%s.modulus: must be > 0 when the pipeline has the modulus operator",
+                             s->name);
+        if (s->min_count < 1)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL, "sparse.%s.min_count: must be >= 1",
+                             s->name);
+        if (s->min_count > 1 && !vocab)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "sparse.%s.min_count: %u needs the vocab operator", s->name, s->min_count);
+        if (s->min_count > 1 && spec->profile != PR_VOCAB_DEFAULT)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "sparse.%s.min_count: %u needs profile default (dlrm has no "
+                             "out-of-vocabulary index); use min_count 1 or profile default",
+                             s->name, s->min_count);
+        if (vocab && s->capacity) {
+            if (s->capacity < base + 1)
+                return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                                 "sparse.%s.capacity: %" PRIu64 " leaves no room for an index "
+                                 "(at least %" PRIu64 " under profile %s)",
+                                 s->name, s->capacity, base + 1, pr_vocab_profile_name(spec->profile));
+            if (s->capacity > (uint64_t)INT64_MAX)
+                return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                                 "sparse.%s.capacity: at most %" PRId64, s->name, INT64_MAX);
+        }
+    }
+    return 0;
+}
+
+/* FNV-1a, 64 bits: checksums and fingerprints (not security). */
+static uint64_t pr__fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+#define PR__FNV_INIT 0xcbf29ce484222325ULL
+
+uint64_t pr__spec_fingerprint(const pr_pipeline_spec *spec)
+{
+    uint64_t h = PR__FNV_INIT;
+    uint32_t v[4] = {spec->n_sparse, spec->n_sparse_ops, (uint32_t)spec->profile,
+                     (uint32_t)spec->count_mode};
+    h = pr__fnv(h, v, sizeof(v));
+    h = pr__fnv(h, spec->sparse_ops, spec->n_sparse_ops);
+    bool mod = pr_spec_has_op(spec, PR_OP_MODULUS);
+    for (uint32_t c = 0; c < spec->n_sparse; c++) {
+        uint64_t w[3] = {mod ? spec->sparse[c].modulus : 0, spec->sparse[c].min_count,
+                         pr_spec_col_capacity(spec, c)};
+        h = pr__fnv(h, w, sizeof(w));
+    }
+    return h;
+}
+
+/* ---------------------------------------------------------------- aligned memory */
+
+void *pr__zalloc_aligned(size_t size)
+{
+    /* calloc gives fresh zero pages for large sizes; keep the original pointer
+     * just before the aligned one. */
+    unsigned char *raw = calloc(1, size + 64 + sizeof(void *));
+    if (!raw)
+        return NULL;
+    uintptr_t a = ((uintptr_t)raw + sizeof(void *) + 63) & ~(uintptr_t)63;
+    ((void **)a)[-1] = raw;
+    return (void *)a;
+}
+
+void pr__free_aligned(void *p)
+{
+    if (p)
+        free(((void **)p)[-1]);
+}
+
+/* ---------------------------------------------------------------- blocks */
+
+pr_block *pr_block_new(uint16_t n_dense, uint16_t n_sparse, uint32_t cap, bool with_meta)
+{
+    if (cap == 0 || cap > UINT32_MAX - 63)
+        return NULL;
+    cap = (cap + 63) & ~63u;
+    pr_block *b = calloc(1, sizeof(*b));
+    if (!b)
+        return NULL;
+    b->cap = cap;
+    b->n_dense = n_dense;
+    b->n_sparse = n_sparse;
+    size_t bw = pr_bitmap_words(cap);
+    b->labels = pr__zalloc_aligned((size_t)cap * sizeof(int32_t));
+    b->dense = pr__zalloc_aligned((size_t)n_dense * cap * sizeof(double) + 8);
+    b->dense_missing = pr__zalloc_aligned((size_t)n_dense * bw * 8 + 8);
+    b->sparse_enc = pr__zalloc_aligned((size_t)n_sparse + 8);
+    b->sparse_hex = pr__zalloc_aligned((size_t)n_sparse * cap * PR_HEX_SLOT + 8);
+    b->sparse_u64 = pr__zalloc_aligned((size_t)n_sparse * cap * sizeof(uint64_t) + 8);
+    b->sparse_missing = pr__zalloc_aligned((size_t)n_sparse * bw * 8 + 8);
+    bool ok = b->labels && b->dense && b->dense_missing && b->sparse_enc && b->sparse_hex &&
+              b->sparse_u64 && b->sparse_missing;
+    if (with_meta) {
+        b->partition = pr__zalloc_aligned((size_t)cap * sizeof(int32_t));
+        b->offset = pr__zalloc_aligned((size_t)cap * sizeof(int64_t));
+        b->event_time_ms = pr__zalloc_aligned((size_t)cap * sizeof(int64_t));
+        ok = ok && b->partition && b->offset && b->event_time_ms;
+    }
+    if (!ok) {
+        pr_block_free(b);
+        return NULL;
+    }
+    return b;
+}
+
+void pr_block_free(pr_block *b)
+{
+    if (!b)
+        return;
+    pr__free_aligned(b->labels);
+    pr__free_aligned(b->dense);
+    pr__free_aligned(b->dense_missing);
+    pr__free_aligned(b->sparse_enc);
+    pr__free_aligned(b->sparse_hex);
+    pr__free_aligned(b->sparse_u64);
+    pr__free_aligned(b->sparse_missing);
+    pr__free_aligned(b->partition);
+    pr__free_aligned(b->offset);
+    pr__free_aligned(b->event_time_ms);
+    free(b);
+}
+
+void pr_block_reset(pr_block *b)
+{
+    size_t bw = pr_bitmap_words(b->cap);
+    b->rows = 0;
+    memset(b->dense_missing, 0, (size_t)b->n_dense * bw * 8);
+    memset(b->sparse_missing, 0, (size_t)b->n_sparse * bw * 8);
+    memset(b->sparse_enc, PR_SPARSE_HEX, b->n_sparse);
+}
+
+void pr_block_put_hex(pr_block *b, uint32_t col, uint32_t row, const char *s, size_t len)
+{
+    char *slot = pr_block_hex(b, col, row);
+    uint64_t *miss = b->sparse_missing + (size_t)col * pr_bitmap_words(b->cap);
+    if (len == 0) {
+        memset(slot, '0', PR_HEX_SLOT);
+        pr_bit_set(miss, row);
+        return;
+    }
+    pr_bit_clear(miss, row);
+    if (len > PR_HEX_SLOT) {
+        /* Not representable: make Hex2Int reject the row rather than
+         * silently truncate the value. */
+        memset(slot, 'x', PR_HEX_SLOT);
+        return;
+    }
+    memset(slot, '0', PR_HEX_SLOT - len);
+    memcpy(slot + PR_HEX_SLOT - len, s, len);
+}
+
+pr_out *pr_out_new(uint16_t n_dense, uint16_t n_sparse, uint32_t cap, uint8_t sparse_width)
+{
+    if (cap == 0 || cap > UINT32_MAX - 63 || (sparse_width != 4 && sparse_width != 8))
+        return NULL;
+    cap = (cap + 63) & ~63u;
+    pr_out *o = calloc(1, sizeof(*o));
+    if (!o)
+        return NULL;
+    o->cap = cap;
+    o->n_dense = n_dense;
+    o->n_sparse = n_sparse;
+    o->sparse_width = sparse_width;
+    o->labels = pr__zalloc_aligned((size_t)cap * sizeof(int32_t));
+    o->dense = pr__zalloc_aligned((size_t)n_dense * cap * sizeof(float) + 8);
+    o->sparse = pr__zalloc_aligned((size_t)n_sparse * cap * sparse_width + 8);
+    o->rejected = pr__zalloc_aligned(pr_bitmap_words(cap) * 8);
+    o->reject_reason = pr__zalloc_aligned(cap);
+    o->reject_col = pr__zalloc_aligned((size_t)cap * sizeof(uint16_t));
+    if (!o->labels || !o->dense || !o->sparse || !o->rejected || !o->reject_reason ||
+        !o->reject_col) {
+        pr_out_free(o);
+        return NULL;
+    }
+    return o;
+}
+
+void pr_out_free(pr_out *o)
+{
+    if (!o)
+        return;
+    pr__free_aligned(o->labels);
+    pr__free_aligned(o->dense);
+    pr__free_aligned(o->sparse);
+    pr__free_aligned(o->rejected);
+    pr__free_aligned(o->reject_reason);
+    pr__free_aligned(o->reject_col);
+    free(o);
+}
+
+/* ---------------------------------------------------------------- engine */
+
+struct pr_engine {
+    pr_pipeline_spec spec;
+    const pr_backend_ops *ops;
+    pr_backend *be;
+    uint8_t sparse_width;
+    bool has_vocab;
+    bool has_hex2int;
+    pr_engine_stats stats;
+    uint64_t fingerprint;
+    /* journal */
+    int jr_fd;
+    char *jr_path;
+    int64_t jr_next[PR_MAX_SPARSE]; /* first index not yet journaled, per column */
+};
+
+static int pr__backend_create(pr_engine *eng, const pr_backend_ops *ops, const pr_engine_opts *opts,
+                              char *errstr, size_t errstr_size)
+{
+    pr_backend *be = NULL;
+    int rc = ops->create(&eng->spec, opts, &be, errstr, errstr_size);
+    if (rc)
+        return rc;
+    eng->ops = ops;
+    eng->be = be;
+    return 0;
+}
+
+pr_engine *pr_engine_new(const pr_pipeline_spec *spec, const pr_engine_opts *opts, char *errstr,
+                         size_t errstr_size)
+{
+    pr_engine_opts defopts = {0};
+    if (!opts)
+        opts = &defopts;
+    if (pr_pipeline_spec_validate(spec, errstr, errstr_size))
+        return NULL;
+    pr_engine *eng = calloc(1, sizeof(*eng));
+    if (!eng) {
+        pr_seterr(errstr, errstr_size, PR_ENOMEM, "engine: out of memory");
+        return NULL;
+    }
+    eng->spec = *spec;
+    eng->sparse_width = pr__spec_sparse_width(spec);
+    eng->has_vocab = pr_spec_has_op(spec, PR_OP_VOCAB);
+    eng->has_hex2int = pr_spec_has_op(spec, PR_OP_HEX2INT);
+    eng->fingerprint = pr__spec_fingerprint(spec);
+    eng->jr_fd = -1;
+
+    const char *name = opts->backend && opts->backend[0] ? opts->backend : "cpu";
+    int rc;
+    if (strcmp(name, "auto") == 0) {
+        /* auto: the device when there is one, else the cpu backend. */
+        const pr_backend_ops *xrt = pr__backend_lookup("xrt");
+        char why[256] = "not built with XRT";
+        rc = xrt ? pr__backend_create(eng, xrt, opts, why, sizeof(why)) : PR_ENOTSUP;
+        if (rc) {
+            pr_warn("engine: backend auto: xrt unavailable (%s); using cpu", why);
+            rc = pr__backend_create(eng, pr__backend_lookup("cpu"), opts, errstr, errstr_size);
+        }
+    } else {
+        const pr_backend_ops *ops = pr__backend_lookup(name);
+        if (!ops) {
+            char names[256] = "";
+            for (const char *const *n = pr_engine_backends(); *n; n++)
+                snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
+                         names[0] ? ", " : "", *n);
+            pr_seterr(errstr, errstr_size, PR_EINVAL,
+                      "engine.backend: unknown backend '%s' (built-in: %s, auto)", name, names);
+            free(eng);
+            return NULL;
+        }
+        rc = pr__backend_create(eng, ops, opts, errstr, errstr_size);
+    }
+    if (rc) {
+        free(eng);
+        return NULL;
+    }
+    return eng;
+}
+
+void pr_engine_free(pr_engine *eng)
+{
+    if (!eng)
+        return;
+    pr_engine_vocab_journal_close(eng);
+    if (eng->ops)
+        eng->ops->destroy(eng->be);
+    free(eng);
+}
+
+const pr_pipeline_spec *pr_engine_spec(const pr_engine *eng) { return &eng->spec; }
+const char *pr_engine_backend_name(const pr_engine *eng) { return eng->ops->name; }
+uint8_t pr_engine_sparse_width(const pr_engine *eng) { return eng->sparse_width; }
+
+static int pr__check_block(const pr_engine *eng, const pr_block *in, char *errstr, size_t errstr_size)
+{
+    if (!in)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "engine: NULL block");
+    if (in->n_dense != eng->spec.n_dense || in->n_sparse != eng->spec.n_sparse)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "engine: block has %u dense/%u sparse columns, pipeline '%s' expects %u/%u",
+                         in->n_dense, in->n_sparse, eng->spec.name, eng->spec.n_dense,
+                         eng->spec.n_sparse);
+    if (in->rows > in->cap)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "engine: block rows %u > cap %u", in->rows,
+                         in->cap);
+    for (uint32_t c = 0; c < in->n_sparse; c++) {
+        if (in->sparse_enc[c] > PR_SPARSE_U64)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "engine: column %s has unknown encoding %u", eng->spec.sparse[c].name,
+                             in->sparse_enc[c]);
+        if (in->sparse_enc[c] == PR_SPARSE_HEX && !eng->has_hex2int)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "engine: column %s holds hex strings but pipeline '%s' has no hex2int "
+                             "operator; add hex2int to sparse_ops",
+                             eng->spec.sparse[c].name, eng->spec.name);
+    }
+    return 0;
+}
+
+static int pr__journal_append(pr_engine *eng, char *errstr, size_t errstr_size);
+
+int pr_engine_process(pr_engine *eng, const pr_block *in, pr_out *out, char *errstr, size_t errstr_size)
+{
+    int rc = pr__check_block(eng, in, errstr, errstr_size);
+    if (rc)
+        return rc;
+    if (!out || out->cap < in->rows || out->n_dense != in->n_dense || out->n_sparse != in->n_sparse ||
+        out->sparse_width != eng->sparse_width)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "engine: output tensors do not fit (need cap >= %u, %u/%u columns, "
+                         "sparse width %u; allocate with pr_out_new and pr_engine_sparse_width)",
+                         in->rows, in->n_dense, in->n_sparse, eng->sparse_width);
+    out->rows = in->rows;
+    out->n_rejected = 0;
+    rc = eng->ops->process(eng->be, in, out, &eng->stats, errstr, errstr_size);
+    eng->stats.rows_in += in->rows;
+    eng->stats.rows_rejected += out->n_rejected;
+    eng->stats.blocks++;
+    if (eng->jr_fd >= 0) {
+        /* Indices handed out before a failure are journaled too: they may
+         * already sit in the caller's output. */
+        char jerr[256];
+        int jrc = pr__journal_append(eng, jerr, sizeof(jerr));
+        if (jrc && !rc)
+            rc = pr_seterr(errstr, errstr_size, jrc, "%s", jerr);
+    }
+    return rc;
+}
+
+int pr_engine_count(pr_engine *eng, const pr_block *in)
+{
+    if (eng->spec.count_mode != PR_COUNT_TWO_PASS)
+        return PR_ESTATE;
+    if (pr__check_block(eng, in, NULL, 0))
+        return PR_EINVAL;
+    if (!eng->ops->count)
+        return PR_ENOTSUP;
+    return eng->ops->count(eng->be, in);
+}
+
+int pr_engine_count_done(pr_engine *eng)
+{
+    if (eng->spec.count_mode != PR_COUNT_TWO_PASS)
+        return PR_ESTATE;
+    if (!eng->ops->count_done)
+        return PR_ENOTSUP;
+    return eng->ops->count_done(eng->be);
+}
+
+void pr_engine_get_stats(const pr_engine *eng, pr_engine_stats *st) { *st = eng->stats; }
+
+/* ---------------------------------------------------------------- vocabulary */
+
+uint64_t pr_engine_vocab_size(const pr_engine *eng, uint32_t col)
+{
+    if (!eng->has_vocab || col >= eng->spec.n_sparse)
+        return 0;
+    return eng->ops->vocab_size(eng->be, col);
+}
+
+int pr_engine_vocab_read(const pr_engine *eng, uint32_t col, pr_vocab_cb cb, void *opaque)
+{
+    if (col >= eng->spec.n_sparse)
+        return PR_EINVAL;
+    if (!eng->has_vocab)
+        return 0;
+    return eng->ops->vocab_read(eng->be, col, cb, opaque);
+}
+
+static int pr__fsync_dir_of(const char *path)
+{
+    char *dup = strdup(path);
+    if (!dup)
+        return PR_ENOMEM;
+    int fd = open(dirname(dup), O_RDONLY | O_DIRECTORY);
+    free(dup);
+    if (fd < 0)
+        return PR_EIO;
+    int rc = fsync(fd) ? PR_EIO : 0;
+    close(fd);
+    return rc;
+}
+
+/* --- text export */
+
+typedef struct {
+    FILE *f;
+} pr__export_ctx;
+
+static int pr__export_cb(const pr_vocab_entry *e, void *opaque)
+{
+    pr__export_ctx *x = opaque;
+    return fprintf(x->f, "%" PRId64 "\t%" PRIx64 "\t%" PRIu64 "\n", e->index, e->value, e->count) < 0
+               ? PR_EIO
+               : 0;
+}
+
+int pr_engine_vocab_export(const pr_engine *eng, const char *dir, char *errstr, size_t errstr_size)
+{
+    if (!eng->has_vocab)
+        return pr_seterr(errstr, errstr_size, PR_ESTATE,
+                         "vocab export: pipeline '%s' has no vocab operator", eng->spec.name);
+    if (mkdir(dir, 0777) && errno != EEXIST)
+        return pr_seterr(errstr, errstr_size, PR_EIO, "vocab export: mkdir %s: %s", dir,
+                         strerror(errno));
+    for (uint32_t c = 0; c < eng->spec.n_sparse; c++) {
+        const pr_sparse_col_spec *s = &eng->spec.sparse[c];
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/%s.tsv", dir, s->name);
+        FILE *f = fopen(path, "w");
+        if (!f)
+            return pr_seterr(errstr, errstr_size, PR_EIO, "vocab export: %s: %s", path,
+                             strerror(errno));
+        fprintf(f,
+                "# piperec vocabulary: pipeline %s column %s profile %s min_count %u size %" PRIu64
+                "\n# index\tvalue_hex\tcount\n",
+                eng->spec.name, s->name, pr_vocab_profile_name(eng->spec.profile), s->min_count,
+                pr_engine_vocab_size(eng, c));
+        pr__export_ctx x = {f};
+        int rc = eng->ops->vocab_read(eng->be, c, pr__export_cb, &x);
+        if (fclose(f) && !rc)
+            rc = PR_EIO;
+        if (rc)
+            return pr_seterr(errstr, errstr_size, rc, "vocab export: writing %s failed", path);
+    }
+    return 0;
+}
+
+/* --- binary snapshot
+ *
+ *   "PRVSNAP1" u32 version=1 u32 n_sparse u64 fingerprint
+ *   per column: u64 n, then n x {u64 value, i64 index, u64 count}
+ *   u64 FNV-1a of everything before it
+ */
+
+static const char pr__snap_magic[8] = {'P', 'R', 'V', 'S', 'N', 'A', 'P', '1'};
+
+typedef struct {
+    FILE *f;
+    uint64_t h;
+    int err;
+} pr__writer;
+
+static void pr__w(pr__writer *w, const void *p, size_t n)
+{
+    if (w->err)
+        return;
+    w->h = pr__fnv(w->h, p, n);
+    if (fwrite(p, 1, n, w->f) != n)
+        w->err = PR_EIO;
+}
+
+typedef struct {
+    pr__writer *w;
+    uint64_t n;
+} pr__count_ctx;
+
+static int pr__count_cb(const pr_vocab_entry *e, void *opaque)
+{
+    (void)e;
+    ((pr__count_ctx *)opaque)->n++;
+    return 0;
+}
+
+static int pr__snap_entry_cb(const pr_vocab_entry *e, void *opaque)
+{
+    pr__writer *w = opaque;
+    uint64_t rec[3] = {e->value, (uint64_t)e->index, e->count};
+    pr__w(w, rec, sizeof(rec));
+    return w->err;
+}
+
+int pr_engine_vocab_save(const pr_engine *eng, const char *path, char *errstr, size_t errstr_size)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "vocab save: path too long");
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return pr_seterr(errstr, errstr_size, PR_EIO, "vocab save: %s: %s", tmp, strerror(errno));
+    pr__writer w = {f, PR__FNV_INIT, 0};
+    uint32_t hdr[2] = {1, eng->spec.n_sparse};
+    pr__w(&w, pr__snap_magic, sizeof(pr__snap_magic));
+    pr__w(&w, hdr, sizeof(hdr));
+    pr__w(&w, &eng->fingerprint, 8);
+    int rc = 0;
+    for (uint32_t c = 0; c < eng->spec.n_sparse && !rc && !w.err; c++) {
+        pr__count_ctx cc = {&w, 0};
+        if (eng->has_vocab)
+            rc = eng->ops->vocab_read(eng->be, c, pr__count_cb, &cc);
+        pr__w(&w, &cc.n, 8);
+        if (!rc && eng->has_vocab)
+            rc = eng->ops->vocab_read(eng->be, c, pr__snap_entry_cb, &w);
+    }
+    uint64_t sum = w.h;
+    pr__w(&w, &sum, 8);
+    if (!rc)
+        rc = w.err;
+    if (!rc && (fflush(f) || fsync(fileno(f))))
+        rc = PR_EIO;
+    if (fclose(f) && !rc)
+        rc = PR_EIO;
+    if (!rc && rename(tmp, path))
+        rc = PR_EIO;
+    if (!rc)
+        rc = pr__fsync_dir_of(path);
+    if (rc) {
+        int e = errno;
+        unlink(tmp);
+        return pr_seterr(errstr, errstr_size, rc, "vocab save: %s: %s", path,
+                         rc == PR_EIO ? strerror(e) : pr_strerror(rc));
+    }
+    return 0;
+}
+
+static int pr__read_exact(FILE *f, void *p, size_t n, uint64_t *h)
+{
+    if (fread(p, 1, n, f) != n)
+        return PR_EIO;
+    if (h)
+        *h = pr__fnv(*h, p, n);
+    return 0;
+}
+
+int pr_engine_vocab_load(pr_engine *eng, const char *path, char *errstr, size_t errstr_size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return pr_seterr(errstr, errstr_size, PR_EIO, "vocab load: %s: %s", path, strerror(errno));
+    int rc = 0;
+    pr_vocab_entry *ents = NULL;
+    uint64_t h = PR__FNV_INIT;
+    char magic[8];
+    uint32_t hdr[2];
+    uint64_t fp;
+    if (pr__read_exact(f, magic, 8, &h) || memcmp(magic, pr__snap_magic, 8) ||
+        pr__read_exact(f, hdr, sizeof(hdr), &h) || hdr[0] != 1 || pr__read_exact(f, &fp, 8, &h)) {
+        rc = pr_seterr(errstr, errstr_size, PR_EINVAL, "vocab load: %s is not a piperec snapshot",
+                       path);
+        goto out;
+    }
+    if (fp != eng->fingerprint || hdr[1] != eng->spec.n_sparse) {
+        rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
+                       "vocab load: %s was written for a different pipeline spec (fingerprint "
+                       "%016" PRIx64 ", this pipeline %016" PRIx64
+                       "): sparse ops, profile, modulus, min_count or capacity changed; "
+                       "the indices it holds do not apply",
+                       path, fp, eng->fingerprint);
+        goto out;
+    }
+    /* Pass 1: verify the checksum before touching any state. */
+    long body = ftell(f);
+    unsigned char buf[1 << 16];
+    uint64_t sum;
+    {
+        if (fseek(f, -8, SEEK_END) || (sum = 0, 0)) {
+            rc = PR_EIO;
+            goto bad;
+        }
+        long end = ftell(f);
+        if (end < body || pr__read_exact(f, &sum, 8, NULL) || fseek(f, body, SEEK_SET)) {
+            rc = PR_EIO;
+            goto bad;
+        }
+        long left = end - body;
+        while (left > 0) {
+            size_t n = left > (long)sizeof(buf) ? sizeof(buf) : (size_t)left;
+            if (pr__read_exact(f, buf, n, &h)) {
+                rc = PR_EIO;
+                goto bad;
+            }
+            left -= (long)n;
+        }
+        if (h != sum) {
+            rc = PR_EINVAL;
+            goto bad;
+        }
+        if (fseek(f, body, SEEK_SET)) {
+            rc = PR_EIO;
+            goto bad;
+        }
+    }
+    /* Pass 2: load column by column. */
+    for (uint32_t c = 0; c < eng->spec.n_sparse; c++) {
+        uint64_t n;
+        if (pr__read_exact(f, &n, 8, NULL) || n > (uint64_t)SIZE_MAX / sizeof(*ents)) {
+            rc = PR_EIO;
+            goto bad;
+        }
+        free(ents);
+        ents = malloc((n ? n : 1) * sizeof(*ents));
+        if (!ents) {
+            rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "vocab load: out of memory");
+            goto out;
+        }
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t rec[3];
+            if (pr__read_exact(f, rec, sizeof(rec), NULL)) {
+                rc = PR_EIO;
+                goto bad;
+            }
+            ents[i].value = rec[0];
+            ents[i].index = (int64_t)rec[1];
+            ents[i].count = rec[2];
+        }
+        if (eng->has_vocab && (rc = eng->ops->vocab_load(eng->be, c, ents, n))) {
+            rc = pr_seterr(errstr, errstr_size, rc,
+                           "vocab load: %s: column %s: entries rejected by backend %s (%s)", path,
+                           eng->spec.sparse[c].name, eng->ops->name, pr_strerror(rc));
+            goto out;
+        }
+        eng->jr_next[c] = (int64_t)pr_engine_vocab_size(eng, c);
+    }
+    goto out;
+bad:
+    pr_seterr(errstr, errstr_size, rc, "vocab load: %s is truncated or corrupt (%s)", path,
+              pr_strerror(rc));
+out:
+    free(ents);
+    fclose(f);
+    return rc;
+}
+
+/* --- journal
+ *
+ *   header: "PRVJRNL1" u64 fingerprint u32 n_sparse u32 0            (24 bytes)
+ *   record: u32 col u32 check u64 value i64 index                   (24 bytes)
+ * check = low 32 bits of FNV-1a over (col, value, index): a torn or
+ * garbage tail record fails it and ends the replay there.
+ */
+
+static const char pr__jr_magic[8] = {'P', 'R', 'V', 'J', 'R', 'N', 'L', '1'};
+#define PR__JR_HDR 24
+
+typedef struct {
+    uint32_t col;
+    uint32_t check;
+    uint64_t value;
+    int64_t index;
+} pr__jr_rec;
+
+static uint32_t pr__jr_check(uint32_t col, uint64_t value, int64_t index)
+{
+    uint64_t h = pr__fnv(PR__FNV_INIT, &col, 4);
+    h = pr__fnv(h, &value, 8);
+    h = pr__fnv(h, &index, 8);
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+static int pr__jr_header_check(const pr_engine *eng, const unsigned char *hdr, const char *path,
+                               char *errstr, size_t errstr_size)
+{
+    uint64_t fp;
+    uint32_t ns;
+    memcpy(&fp, hdr + 8, 8);
+    memcpy(&ns, hdr + 16, 4);
+    if (memcmp(hdr, pr__jr_magic, 8))
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "vocab journal: %s is not a piperec journal",
+                         path);
+    if (fp != eng->fingerprint || ns != eng->spec.n_sparse)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "vocab journal: %s was written for a different pipeline spec "
+                         "(fingerprint %016" PRIx64 ", this pipeline %016" PRIx64 ")",
+                         path, fp, eng->fingerprint);
+    return 0;
+}
+
+static void pr__jr_header(const pr_engine *eng, unsigned char *hdr)
+{
+    memset(hdr, 0, PR__JR_HDR);
+    memcpy(hdr, pr__jr_magic, 8);
+    memcpy(hdr + 8, &eng->fingerprint, 8);
+    uint32_t ns = eng->spec.n_sparse;
+    memcpy(hdr + 16, &ns, 4);
+}
+
+static int pr__write_all(int fd, const void *p, size_t n)
+{
+    const char *c = p;
+    while (n) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return PR_EIO;
+        }
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int pr_engine_vocab_journal_open(pr_engine *eng, const char *path, char *errstr, size_t errstr_size)
+{
+    if (!eng->has_vocab)
+        return pr_seterr(errstr, errstr_size, PR_ESTATE,
+                         "vocab journal: pipeline '%s' has no vocab operator", eng->spec.name);
+    pr_engine_vocab_journal_close(eng);
+    int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return pr_seterr(errstr, errstr_size, PR_EIO, "vocab journal: %s: %s", path, strerror(errno));
+    struct stat st;
+    unsigned char hdr[PR__JR_HDR];
+    int rc = 0;
+    if (fstat(fd, &st)) {
+        rc = pr_seterr(errstr, errstr_size, PR_EIO, "vocab journal: %s: %s", path, strerror(errno));
+    } else if (st.st_size < PR__JR_HDR) {
+        /* New (or header torn by a crash at creation): start it afresh. */
+        pr__jr_header(eng, hdr);
+        if (ftruncate(fd, 0) || pr__write_all(fd, hdr, sizeof(hdr)) || fdatasync(fd) ||
+            pr__fsync_dir_of(path))
+            rc = pr_seterr(errstr, errstr_size, PR_EIO, "vocab journal: %s: %s", path,
+                           strerror(errno));
+    } else if (pread(fd, hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr)) {
+        rc = pr_seterr(errstr, errstr_size, PR_EIO, "vocab journal: %s: %s", path, strerror(errno));
+    } else {
+        rc = pr__jr_header_check(eng, hdr, path, errstr, errstr_size);
+        /* Drop a torn tail so new records stay aligned. */
+        off_t whole = PR__JR_HDR + (st.st_size - PR__JR_HDR) / (off_t)sizeof(pr__jr_rec) *
+                                       (off_t)sizeof(pr__jr_rec);
+        if (!rc && whole != st.st_size && ftruncate(fd, whole))
+            rc = pr_seterr(errstr, errstr_size, PR_EIO, "vocab journal: %s: %s", path,
+                           strerror(errno));
+    }
+    if (rc) {
+        close(fd);
+        return rc;
+    }
+    eng->jr_path = strdup(path);
+    eng->jr_fd = fd;
+    for (uint32_t c = 0; c < eng->spec.n_sparse; c++)
+        eng->jr_next[c] = (int64_t)pr_engine_vocab_size(eng, c);
+    return 0;
+}
+
+void pr_engine_vocab_journal_close(pr_engine *eng)
+{
+    if (eng->jr_fd >= 0)
+        close(eng->jr_fd);
+    eng->jr_fd = -1;
+    free(eng->jr_path);
+    eng->jr_path = NULL;
+}
+
+typedef struct {
+    pr__jr_rec *recs;
+    size_t n, cap;
+    uint32_t col;
+    int64_t from;
+    int err;
+} pr__jr_buf;
+
+static int pr__jr_collect_cb(const pr_vocab_entry *e, void *opaque)
+{
+    pr__jr_buf *b = opaque;
+    if (e->index < 0)
+        return 1; /* pending entries follow the assigned ones: done */
+    if (e->index < b->from)
+        return 0;
+    if (b->n == b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 1024;
+        pr__jr_rec *r = realloc(b->recs, nc * sizeof(*r));
+        if (!r) {
+            b->err = PR_ENOMEM;
+            return 1;
+        }
+        b->recs = r;
+        b->cap = nc;
+    }
+    b->recs[b->n++] = (pr__jr_rec){b->col, pr__jr_check(b->col, e->value, e->index), e->value,
+                                   e->index};
+    return 0;
+}
+
+static int pr__journal_append(pr_engine *eng, char *errstr, size_t errstr_size)
+{
+    pr__jr_buf b = {0};
+    for (uint32_t c = 0; c < eng->spec.n_sparse; c++) {
+        int64_t size = (int64_t)eng->ops->vocab_size(eng->be, c);
+        if (size <= eng->jr_next[c])
+            continue;
+        b.col = c;
+        b.from = eng->jr_next[c];
+        if (eng->ops->vocab_read_from)
+            eng->ops->vocab_read_from(eng->be, c, b.from, pr__jr_collect_cb, &b);
+        else
+            eng->ops->vocab_read(eng->be, c, pr__jr_collect_cb, &b);
+        if (b.err)
+            break;
+        eng->jr_next[c] = size;
+    }
+    int rc = b.err;
+    if (!rc && b.n) {
+        if (pr__write_all(eng->jr_fd, b.recs, b.n * sizeof(*b.recs)) || fdatasync(eng->jr_fd))
+            rc = PR_EIO;
+    }
+    free(b.recs);
+    if (rc)
+        return pr_seterr(errstr, errstr_size, rc,
+                         "vocab journal: %s: append failed (%s); indices of this block are not "
+                         "durable, stop the pipeline",
+                         eng->jr_path, rc == PR_EIO ? strerror(errno) : pr_strerror(rc));
+    return 0;
+}
+
+/* Collect a column's current entries. */
+typedef struct {
+    pr_vocab_entry *e;
+    size_t n, cap;
+    int err;
+} pr__ents;
+
+static int pr__ents_push(pr__ents *v, const pr_vocab_entry *e)
+{
+    if (v->n == v->cap) {
+        size_t nc = v->cap ? v->cap * 2 : 1024;
+        pr_vocab_entry *p = realloc(v->e, nc * sizeof(*p));
+        if (!p)
+            return v->err = PR_ENOMEM;
+        v->e = p;
+        v->cap = nc;
+    }
+    v->e[v->n++] = *e;
+    return 0;
+}
+
+static int pr__ents_cb(const pr_vocab_entry *e, void *opaque) { return pr__ents_push(opaque, e); }
+
+static int pr__u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int pr__jr_rec_cmp(const void *a, const void *b)
+{
+    const pr__jr_rec *x = a, *y = b;
+    if (x->col != y->col)
+        return x->col < y->col ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+int pr_engine_vocab_journal_replay(pr_engine *eng, const char *path, char *errstr, size_t errstr_size)
+{
+    if (!eng->has_vocab)
+        return pr_seterr(errstr, errstr_size, PR_ESTATE,
+                         "vocab journal: pipeline '%s' has no vocab operator", eng->spec.name);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return pr_seterr(errstr, errstr_size, PR_EIO, "vocab journal: %s: %s", path, strerror(errno));
+    unsigned char hdr[PR__JR_HDR];
+    int rc = 0;
+    pr__jr_rec *recs = NULL;
+    size_t n = 0, cap = 0;
+    pr__ents cur = {0};
+    uint64_t *newvals = NULL;
+    if (fread(hdr, 1, sizeof(hdr), f) != sizeof(hdr)) {
+        /* A crash while creating it: nothing was ever journaled. */
+        fclose(f);
+        return 0;
+    }
+    if ((rc = pr__jr_header_check(eng, hdr, path, errstr, errstr_size))) {
+        fclose(f);
+        return rc;
+    }
+    pr__jr_rec r;
+    while (fread(&r, 1, sizeof(r), f) == sizeof(r)) {
+        if (r.col >= eng->spec.n_sparse || r.check != pr__jr_check(r.col, r.value, r.index) ||
+            r.index < 0) {
+            pr_warn("vocab journal: %s: invalid record %zu, ignoring it and the rest", path, n);
+            break;
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 4096;
+            pr__jr_rec *p = realloc(recs, cap * sizeof(*p));
+            if (!p) {
+                rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "vocab journal: out of memory");
+                goto out;
+            }
+            recs = p;
+        }
+        recs[n++] = r;
+    }
+    /* Records of one column are in index order already; a stable grouping by
+     * column keeps that (indices are unique per column). */
+    qsort(recs, n, sizeof(*recs), pr__jr_rec_cmp);
+    int64_t base = pr__profile_base(eng->spec.profile);
+    for (size_t i = 0; i < n;) {
+        uint32_t c = recs[i].col;
+        size_t j = i;
+        while (j < n && recs[j].col == c)
+            j++;
+        cur.n = 0;
+        if ((rc = eng->ops->vocab_read(eng->be, c, pr__ents_cb, &cur)) || (rc = cur.err))
+            goto fail;
+        size_t n_assigned = 0;
+        while (n_assigned < cur.n && cur.e[n_assigned].index >= 0)
+            n_assigned++;
+        int64_t next = base + (int64_t)n_assigned;
+        size_t n_new = 0;
+        free(newvals);
+        newvals = malloc((j - i) * sizeof(*newvals));
+        if (!newvals) {
+            rc = PR_ENOMEM;
+            goto fail;
+        }
+        /* Split: pending entries move behind the new assigned ones. */
+        size_t n_pending = cur.n - n_assigned;
+        pr_vocab_entry *pending = NULL;
+        if (n_pending) {
+            pending = malloc(n_pending * sizeof(*pending));
+            if (!pending) {
+                rc = PR_ENOMEM;
+                goto fail;
+            }
+            memcpy(pending, cur.e + n_assigned, n_pending * sizeof(*pending));
+        }
+        cur.n = n_assigned;
+        for (size_t k = i; k < j; k++) {
+            if (recs[k].index < next) {
+                size_t at = (size_t)(recs[k].index - base);
+                if (recs[k].index < base || cur.e[at].value != recs[k].value) {
+                    free(pending);
+                    rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
+                                   "vocab journal: %s: column %s index %" PRId64
+                                   " disagrees with the snapshot; wrong snapshot for this journal?",
+                                   path, eng->spec.sparse[c].name, recs[k].index);
+                    goto out;
+                }
+                continue;
+            }
+            if (recs[k].index > next) {
+                free(pending);
+                rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
+                               "vocab journal: %s: column %s jumps from index %" PRId64
+                               " to %" PRId64 "; the snapshot is older than the journal's start",
+                               path, eng->spec.sparse[c].name, next, recs[k].index);
+                goto out;
+            }
+            pr_vocab_entry e = {recs[k].value, recs[k].index, 0};
+            if (pr__ents_push(&cur, &e)) {
+                free(pending);
+                rc = PR_ENOMEM;
+                goto fail;
+            }
+            newvals[n_new++] = recs[k].value;
+            next++;
+        }
+        qsort(newvals, n_new, sizeof(*newvals), pr__u64_cmp);
+        for (size_t k = 0; k < n_pending && !cur.err; k++) {
+            if (n_new && bsearch(&pending[k].value, newvals, n_new, sizeof(*newvals), pr__u64_cmp)) {
+                /* Now assigned: keep its count on the assigned entry. */
+                for (size_t q = n_assigned; q < cur.n; q++)
+                    if (cur.e[q].value == pending[k].value)
+                        cur.e[q].count = pending[k].count;
+                continue;
+            }
+            pr__ents_push(&cur, &pending[k]);
+        }
+        free(pending);
+        if ((rc = cur.err))
+            goto fail;
+        if (n_new && (rc = eng->ops->vocab_load(eng->be, c, cur.e, cur.n))) {
+            rc = pr_seterr(errstr, errstr_size, rc, "vocab journal: column %s: backend %s: %s",
+                           eng->spec.sparse[c].name, eng->ops->name, pr_strerror(rc));
+            goto out;
+        }
+        eng->jr_next[c] = (int64_t)pr_engine_vocab_size(eng, c);
+        i = j;
+    }
+    goto out;
+fail:
+    pr_seterr(errstr, errstr_size, rc, "vocab journal: replaying %s: %s", path, pr_strerror(rc));
+out:
+    free(newvals);
+    free(cur.e);
+    free(recs);
+    fclose(f);
+    return rc;
+}
+
+int pr_engine_vocab_checkpoint(pr_engine *eng, const char *snapshot_path, const char *journal_path,
+                               char *errstr, size_t errstr_size)
+{
+    int rc = pr_engine_vocab_save(eng, snapshot_path, errstr, errstr_size);
+    if (rc)
+        return rc;
+    if (!journal_path)
+        journal_path = eng->jr_path;
+    if (!journal_path)
+        return 0;
+    /* The snapshot is durable: the journal's records are all in it now. */
+    int fd = open(journal_path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        return pr_seterr(errstr, errstr_size, PR_EIO, "vocab checkpoint: %s: %s", journal_path,
+                         strerror(errno));
+    }
+    rc = (ftruncate(fd, PR__JR_HDR) || fdatasync(fd)) ? PR_EIO : 0;
+    close(fd);
+    if (rc)
+        return pr_seterr(errstr, errstr_size, rc, "vocab checkpoint: truncating %s: %s",
+                         journal_path, strerror(errno));
+    return 0;
+}

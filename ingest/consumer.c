@@ -1,0 +1,800 @@
+/*
+ * consumer.c — pr_consumer: one librdkafka high-level consumer per pipeline,
+ * decoding messages straight into the caller's pr_block.
+ *
+ * Shape (see pr_ingest.h for the contract):
+ *   - rd_kafka_consumer_poll only; a message that does not fit the block's
+ *     remaining rows is kept as `pending` and goes first next time, so a poll
+ *     never loses or reorders one;
+ *   - offsets: enable.auto.offset.store=false (the service stores offset + 1
+ *     of acknowledged rows), enable.auto.commit=true commits what was stored,
+ *     pr_consumer_commit() commits synchronously on revoke and shutdown;
+ *   - cooperative-sticky rebalancing: the rebalance callback tells the owner
+ *     (on_revoke BEFORE committing and unassigning), then does the incremental
+ *     (or eager) assignment change, and keeps pause state for new partitions;
+ *   - a partition table (one entry per topic-partition ever assigned, never
+ *     removed, so indexes stay valid) holds consumed/stored/committed offsets;
+ *     it and the topic table are guarded by `lock` for readers on other
+ *     threads (metrics); counters are relaxed atomics.
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pr_ingest.h"
+#include "pr_log.h"
+
+#define PR__ADD(field, n) __atomic_add_fetch(&(field), (n), __ATOMIC_RELAXED)
+#define PR__LOAD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+
+typedef struct pr__part {
+    int tidx;
+    int32_t partition;
+    int32_t key;
+    bool assigned;
+    int64_t consumed_next; /* offset after the last message handed out completely */
+    int64_t stored;        /* last next-offset stored */
+    int64_t committed;     /* last next-offset committed */
+} pr__part;
+
+/* The message being decoded, for the reject callback. */
+typedef struct pr__cur {
+    const char *topic;
+    int32_t partition;
+    int32_t key;
+    int64_t offset;
+    int nrec;
+} pr__cur;
+
+struct pr_consumer {
+    rd_kafka_t *rk;
+    pr_msg_format format;
+    const pr_pipeline_spec *spec;
+    const pr_clock *clock;
+    pr_partitions_cb on_assign, on_revoke;
+    pr_msg_reject_cb on_reject;
+    void *opaque;
+    pr_dlq *dlq;
+    pr_arena *arena;
+
+    pthread_mutex_t lock; /* topics[], parts[] (their layout and fields) */
+    char **topics;
+    int n_topics, cap_topics;
+    pr__part *parts;
+    size_t n_parts, cap_parts;
+
+    /* Poll-thread state. */
+    rd_kafka_message_t *pending;
+    uint32_t pending_rec;
+    const rd_kafka_topic_t *last_rkt;
+    int last_tidx;
+    size_t last_part;
+    pr__cur cur;
+    bool paused;
+    bool closed;
+    pr_ratelimit rl_reject, rl_err;
+
+    pr_consumer_stats st; /* counters as atomics; gauges computed on read */
+};
+
+/* ---------------------------------------------------------------- tables */
+
+/* Index of topic `name`, added when new. Poll thread only (writer). */
+static int pr__topic_index(pr_consumer *c, const char *name)
+{
+    for (int i = 0; i < c->n_topics; i++)
+        if (!strcmp(c->topics[i], name))
+            return i;
+    char *dup = strdup(name);
+    if (!dup)
+        return -1;
+    pthread_mutex_lock(&c->lock);
+    if (c->n_topics == c->cap_topics) {
+        int nc = c->cap_topics ? 2 * c->cap_topics : 4;
+        char **nt = realloc(c->topics, (size_t)nc * sizeof(*nt));
+        if (!nt) {
+            pthread_mutex_unlock(&c->lock);
+            free(dup);
+            return -1;
+        }
+        c->topics = nt;
+        c->cap_topics = nc;
+    }
+    c->topics[c->n_topics] = dup;
+    int idx = c->n_topics++;
+    pthread_mutex_unlock(&c->lock);
+    if (idx > 0x7fff)
+        pr_warn("consumer: more than 32768 topics; partition keys overflow");
+    return idx;
+}
+
+static ssize_t pr__part_find(const pr_consumer *c, int32_t key)
+{
+    if (c->last_part < c->n_parts && c->parts[c->last_part].key == key)
+        return (ssize_t)c->last_part;
+    for (size_t i = 0; i < c->n_parts; i++)
+        if (c->parts[i].key == key)
+            return (ssize_t)i;
+    return -1;
+}
+
+/* Entry for (tidx, partition), created when new. Poll thread only. */
+static ssize_t pr__part_get(pr_consumer *c, int tidx, int32_t partition)
+{
+    int32_t key = PR_PART_KEY(tidx, partition);
+    ssize_t i = pr__part_find(c, key);
+    if (i >= 0) {
+        c->last_part = (size_t)i;
+        return i;
+    }
+    pthread_mutex_lock(&c->lock);
+    if (c->n_parts == c->cap_parts) {
+        size_t nc = c->cap_parts ? 2 * c->cap_parts : 16;
+        pr__part *np = realloc(c->parts, nc * sizeof(*np));
+        if (!np) {
+            pthread_mutex_unlock(&c->lock);
+            return -1;
+        }
+        c->parts = np;
+        c->cap_parts = nc;
+    }
+    c->parts[c->n_parts] = (pr__part){ .tidx = tidx, .partition = partition, .key = key,
+                                       .consumed_next = -1, .stored = -1, .committed = -1 };
+    i = (ssize_t)c->n_parts++;
+    pthread_mutex_unlock(&c->lock);
+    c->last_part = (size_t)i;
+    return i;
+}
+
+/* ---------------------------------------------------------------- callbacks */
+
+static void pr__log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    (void)rk;
+    pr_log_level l = level <= 3 ? PR_LOG_ERROR : level <= 4 ? PR_LOG_WARN
+                   : level <= 6 ? PR_LOG_INFO : PR_LOG_DEBUG;
+    pr_log(l, "librdkafka %s: %s", fac, buf);
+}
+
+static void pr__commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                          rd_kafka_topic_partition_list_t *offsets, void *opaque)
+{
+    (void)rk;
+    pr_consumer *c = opaque;
+    if (err && err != RD_KAFKA_RESP_ERR__NO_OFFSET)
+        pr_log_ratelimited(&c->rl_err, PR_LOG_WARN, "consumer: commit failed: %s",
+                           rd_kafka_err2str(err));
+    if (!offsets)
+        return;
+    pthread_mutex_lock(&c->lock);
+    for (int i = 0; i < offsets->cnt; i++) {
+        const rd_kafka_topic_partition_t *tp = &offsets->elems[i];
+        if (tp->err || tp->offset < 0)
+            continue;
+        for (int t = 0; t < c->n_topics; t++) {
+            if (strcmp(c->topics[t], tp->topic))
+                continue;
+            ssize_t k = pr__part_find(c, PR_PART_KEY(t, tp->partition));
+            if (k >= 0)
+                c->parts[k].committed = tp->offset;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Fill `out` (n entries) from a librdkafka list; registers new partitions. */
+static size_t pr__tps_from_list(pr_consumer *c, const rd_kafka_topic_partition_list_t *l,
+                                pr_tp *out, bool assigned)
+{
+    size_t n = 0;
+    for (int i = 0; i < l->cnt; i++) {
+        int tidx = pr__topic_index(c, l->elems[i].topic);
+        if (tidx < 0)
+            continue;
+        ssize_t k = pr__part_get(c, tidx, l->elems[i].partition);
+        if (k < 0)
+            continue;
+        pthread_mutex_lock(&c->lock);
+        pr__part *p = &c->parts[k];
+        if (assigned) {
+            p->consumed_next = -1;
+            p->stored = -1;
+            p->committed = -1;
+        }
+        out[n] = (pr_tp){ .topic = c->topics[tidx], .partition = p->partition, .key = p->key,
+                          .offset = assigned ? -1 : p->consumed_next };
+        p->assigned = assigned;
+        pthread_mutex_unlock(&c->lock);
+        n++;
+    }
+    return n;
+}
+
+static void pr__drop_pending_of(pr_consumer *c, const rd_kafka_topic_partition_list_t *l)
+{
+    if (!c->pending)
+        return;
+    const char *t = rd_kafka_topic_name(c->pending->rkt);
+    for (int i = 0; i < l->cnt; i++)
+        if (l->elems[i].partition == c->pending->partition && !strcmp(l->elems[i].topic, t)) {
+            rd_kafka_message_destroy(c->pending);
+            c->pending = NULL;
+            c->pending_rec = 0;
+            return;
+        }
+}
+
+static void pr__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                             rd_kafka_topic_partition_list_t *parts, void *opaque)
+{
+    pr_consumer *c = opaque;
+    bool coop = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
+    rd_kafka_error_t *e = NULL;
+    rd_kafka_resp_err_t kerr = RD_KAFKA_RESP_ERR_NO_ERROR;
+    pr_tp *tps = parts->cnt ? calloc((size_t)parts->cnt, sizeof(*tps)) : NULL;
+    size_t n = 0;
+    PR__ADD(c->st.rebalances, 1);
+
+    switch (err) {
+    case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+        if (tps)
+            n = pr__tps_from_list(c, parts, tps, true);
+        if (coop)
+            e = rd_kafka_incremental_assign(rk, parts);
+        else
+            kerr = rd_kafka_assign(rk, parts);
+        if (c->paused && parts->cnt)
+            rd_kafka_pause_partitions(rk, parts);
+        pr_info("consumer: assigned %d partition(s)%s", parts->cnt, c->paused ? " (paused)" : "");
+        if (c->on_assign && n)
+            c->on_assign(c->opaque, c, tps, n);
+        break;
+
+    case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
+        pr__drop_pending_of(c, parts);
+        if (tps)
+            n = pr__tps_from_list(c, parts, tps, false);
+        /* The owner drops/stores first, then the stored offsets are
+         * committed while the partitions are still ours. */
+        if (c->on_revoke && n)
+            c->on_revoke(c->opaque, c, tps, n);
+        if (!rd_kafka_assignment_lost(rk)) {
+            char es[256];
+            if (pr_consumer_commit(c, es, sizeof(es)))
+                pr_warn("consumer: commit on revoke: %s", es);
+        } else {
+            pr_warn("consumer: %d partition(s) lost; offsets not committed", parts->cnt);
+        }
+        if (coop)
+            e = rd_kafka_incremental_unassign(rk, parts);
+        else
+            kerr = rd_kafka_assign(rk, NULL);
+        pr_info("consumer: revoked %d partition(s)", parts->cnt);
+        break;
+
+    default:
+        pr_warn("consumer: rebalance error: %s", rd_kafka_err2str(err));
+        kerr = rd_kafka_assign(rk, NULL);
+        break;
+    }
+    if (e) {
+        pr_err("consumer: %s", rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+    } else if (kerr) {
+        pr_err("consumer: assign: %s", rd_kafka_err2str(kerr));
+    }
+    free(tps);
+}
+
+/* The decoders' reject callback: count, log, tell the owner, dead-letter. */
+static void pr__on_reject(void *opaque, int reason, const char *detail, const char *rec,
+                          size_t len, int64_t recno)
+{
+    pr_consumer *c = opaque;
+    if (reason < 0 || reason >= PR_DEC__COUNT)
+        reason = 0;
+    PR__ADD(c->st.rejects[reason], 1);
+    PR__ADD(c->st.rejected_records, 1);
+    pr_log_ratelimited(&c->rl_reject, PR_LOG_WARN, "%s [%" PRId32 "] offset %" PRId64
+                       " record %" PRId64 ": %s: %s", c->cur.topic, c->cur.partition,
+                       c->cur.offset, recno, pr_decode_reason_name(reason), detail);
+    if (c->on_reject) {
+        pr_reject_info ri = { .reason = reason, .detail = detail, .topic = c->cur.topic,
+                              .partition = c->cur.partition, .key = c->cur.key,
+                              .offset = c->cur.offset, .record_index = recno, .rec = rec,
+                              .len = len };
+        c->on_reject(c->opaque, c, &ri);
+    }
+    if (c->dlq)
+        pr_dlq_send(c->dlq, rec, len, pr_decode_reason_name(reason), detail, c->cur.topic,
+                    c->cur.partition, c->cur.offset, c->cur.nrec > 1 ? recno : -1);
+}
+
+/* ---------------------------------------------------------------- lifecycle */
+
+pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t errstr_size)
+{
+    char kerr[512];
+    if (!conf || !conf->spec || !conf->n_topics || !conf->group_id || !*conf->group_id) {
+        pr_seterr(errstr, errstr_size, PR_EINVAL,
+                  "consumer: needs a spec, at least one topic and a group.id");
+        return NULL;
+    }
+    if ((unsigned)conf->format >= PR_MSG__COUNT) {
+        pr_seterr(errstr, errstr_size, PR_EINVAL, "consumer: unknown format %d", conf->format);
+        return NULL;
+    }
+    pr_consumer *c = calloc(1, sizeof(*c));
+    if (!c) {
+        pr_seterr(errstr, errstr_size, PR_ENOMEM, "consumer: out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&c->lock, NULL);
+    c->format = conf->format;
+    c->spec = conf->spec;
+    c->clock = conf->clock ? conf->clock : pr_clock_real();
+    c->on_assign = conf->on_assign;
+    c->on_revoke = conf->on_revoke;
+    c->on_reject = conf->on_reject;
+    c->opaque = conf->opaque;
+    c->rl_reject = (pr_ratelimit)PR_RATELIMIT_INIT(5);
+    c->rl_err = (pr_ratelimit)PR_RATELIMIT_INIT(5);
+    c->last_tidx = -1;
+    c->arena = pr_arena_new(64 * 1024);
+    if (!c->arena) {
+        pr_seterr(errstr, errstr_size, PR_ENOMEM, "consumer: out of memory");
+        goto out_free;
+    }
+    /* Known topics get indexes in config order, so keys are predictable. */
+    for (size_t i = 0; i < conf->n_topics; i++)
+        if (conf->topics[i][0] != '^' && pr__topic_index(c, conf->topics[i]) < 0) {
+            pr_seterr(errstr, errstr_size, PR_ENOMEM, "consumer: out of memory");
+            goto out_free;
+        }
+
+    rd_kafka_conf_t *kc = rd_kafka_conf_new();
+    bool have_bootstrap = false;
+    if (rd_kafka_conf_set(kc, "enable.auto.commit", "true", kerr, sizeof(kerr)))
+        goto out_kerr;
+    for (size_t i = 0; i < conf->n_props; i++) {
+        const char *k = conf->props[i].key, *v = conf->props[i].value;
+        if (!strcmp(k, "bootstrap.servers") || !strcmp(k, "metadata.broker.list"))
+            have_bootstrap = true;
+        if (!strcmp(k, "enable.auto.offset.store") || !strcmp(k, "partition.assignment.strategy")) {
+            pr_warn("consumer: property %s=%s ignored: piperec sets it", k, v);
+            continue;
+        }
+        if (rd_kafka_conf_set(kc, k, v, kerr, sizeof(kerr)) != RD_KAFKA_CONF_OK) {
+            pr_seterr(errstr, errstr_size, PR_EINVAL, "consumer: property %s: %s", k, kerr);
+            goto out_conf;
+        }
+    }
+    if (!have_bootstrap) {
+        pr_seterr(errstr, errstr_size, PR_EINVAL, "consumer: bootstrap.servers is not set");
+        goto out_conf;
+    }
+    static const pr_kv_ref forced[] = {
+        { "enable.auto.offset.store", "false" },
+        { "partition.assignment.strategy", "cooperative-sticky" },
+    };
+    for (size_t i = 0; i < sizeof(forced) / sizeof(forced[0]); i++)
+        if (rd_kafka_conf_set(kc, forced[i].key, forced[i].value, kerr, sizeof(kerr)))
+            goto out_kerr;
+    if (rd_kafka_conf_set(kc, "group.id", conf->group_id, kerr, sizeof(kerr)))
+        goto out_kerr;
+    rd_kafka_conf_set_log_cb(kc, pr__log_cb);
+    rd_kafka_conf_set_rebalance_cb(kc, pr__rebalance_cb);
+    rd_kafka_conf_set_offset_commit_cb(kc, pr__commit_cb);
+    rd_kafka_conf_set_opaque(kc, c);
+
+    if (conf->dead_letter_topic && *conf->dead_letter_topic) {
+        c->dlq = pr_dlq_new(conf->dead_letter_topic, conf->props, conf->n_props, errstr,
+                            errstr_size);
+        if (!c->dlq)
+            goto out_conf;
+    }
+
+    c->rk = rd_kafka_new(RD_KAFKA_CONSUMER, kc, kerr, sizeof(kerr));
+    if (!c->rk) {
+        pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer: %s", kerr);
+        goto out_conf;
+    }
+    kc = NULL; /* owned by rk now */
+    rd_kafka_poll_set_consumer(c->rk);
+
+    rd_kafka_topic_partition_list_t *sub = rd_kafka_topic_partition_list_new((int)conf->n_topics);
+    for (size_t i = 0; i < conf->n_topics; i++)
+        rd_kafka_topic_partition_list_add(sub, conf->topics[i], RD_KAFKA_PARTITION_UA);
+    rd_kafka_resp_err_t err = rd_kafka_subscribe(c->rk, sub);
+    rd_kafka_topic_partition_list_destroy(sub);
+    if (err) {
+        pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer: subscribe: %s",
+                  rd_kafka_err2str(err));
+        goto out_rk;
+    }
+    return c;
+
+out_kerr:
+    pr_seterr(errstr, errstr_size, PR_EINVAL, "consumer: %s", kerr);
+out_conf:
+    if (kc)
+        rd_kafka_conf_destroy(kc);
+out_rk:
+    if (c->rk) {
+        c->closed = true; /* never joined */
+        rd_kafka_destroy(c->rk);
+        c->rk = NULL;
+    }
+out_free:
+    pr_consumer_free(c);
+    return NULL;
+}
+
+int pr_consumer_close(pr_consumer *c, char *errstr, size_t errstr_size)
+{
+    if (!c || c->closed || !c->rk)
+        return 0;
+    c->closed = true;
+    /* Revokes everything through the rebalance callback (on_revoke, then
+     * commit), then leaves the group. */
+    rd_kafka_resp_err_t err = rd_kafka_consumer_close(c->rk);
+    if (c->pending) {
+        rd_kafka_message_destroy(c->pending);
+        c->pending = NULL;
+    }
+    if (err)
+        return pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer close: %s",
+                         rd_kafka_err2str(err));
+    return 0;
+}
+
+void pr_consumer_free(pr_consumer *c)
+{
+    if (!c)
+        return;
+    if (c->rk) {
+        char es[256];
+        if (pr_consumer_close(c, es, sizeof(es)))
+            pr_warn("%s", es);
+        rd_kafka_destroy(c->rk);
+    }
+    if (c->pending)
+        rd_kafka_message_destroy(c->pending);
+    pr_dlq_free(c->dlq);
+    pr_arena_free(c->arena);
+    for (int i = 0; i < c->n_topics; i++)
+        free(c->topics[i]);
+    free(c->topics);
+    free(c->parts);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+/* ---------------------------------------------------------------- poll */
+
+/* Decode message m (or continue it). Returns rows appended; sets *keep when
+ * the message (or its rest) waits for the next block. */
+static int pr__deliver(pr_consumer *c, pr_block *b, rd_kafka_message_t *m, int64_t now_ms,
+                       bool *keep)
+{
+    *keep = false;
+    if (m->rkt != c->last_rkt) {
+        c->last_tidx = pr__topic_index(c, rd_kafka_topic_name(m->rkt));
+        c->last_rkt = m->rkt;
+    }
+    int tidx = c->last_tidx < 0 ? 0 : c->last_tidx;
+    ssize_t pi = pr__part_get(c, tidx, m->partition);
+    /* A message already split over blocks continues where it stopped; any
+     * other goes whole into this block, or waits for the next one. A message
+     * larger than a whole block is split from an empty block. */
+    bool resuming = c->pending == m && c->pending_rec > 0;
+    int nrec = pr_message_record_count(c->format, m->payload, m->len, c->arena);
+    if (!resuming && b->rows > 0 && (uint32_t)nrec > b->cap - b->rows) {
+        c->pending = m;
+        c->pending_rec = 0;
+        *keep = true;
+        return 0;
+    }
+
+    rd_kafka_timestamp_type_t tst;
+    int64_t ts = rd_kafka_message_timestamp(m, &tst);
+    c->cur = (pr__cur){ .topic = c->topics[tidx], .partition = m->partition,
+                        .key = PR_PART_KEY(tidx, m->partition), .offset = m->offset,
+                        .nrec = nrec };
+    pr_decode_ctx ctx = { .spec = c->spec, .on_reject = pr__on_reject, .opaque = c,
+                          .partition = c->cur.key, .offset = m->offset,
+                          .default_event_time_ms = ts > 0 ? ts : now_ms };
+    uint32_t before = b->rows;
+    if (!resuming)
+        c->pending_rec = 0;
+    int r = pr_decode_message(c->format, &ctx, b, m->payload, m->len, &c->pending_rec, c->arena);
+    int added = (int)(b->rows - before);
+    PR__ADD(c->st.records, (uint64_t)added);
+    if (r == PR_EFULL) {
+        c->pending = m; /* the rest goes into the next block */
+        *keep = true;
+        return added;
+    }
+    if (pi >= 0) {
+        pthread_mutex_lock(&c->lock);
+        c->parts[pi].consumed_next = m->offset + 1;
+        pthread_mutex_unlock(&c->lock);
+    }
+    c->pending = NULL;
+    c->pending_rec = 0;
+    rd_kafka_message_destroy(m);
+    return added;
+}
+
+int pr_consumer_poll(pr_consumer *c, pr_block *b, int timeout_ms, char *errstr,
+                     size_t errstr_size)
+{
+    if (c->closed)
+        return pr_seterr(errstr, errstr_size, PR_ESTATE, "consumer: closed");
+    if (b->n_dense != c->spec->n_dense || b->n_sparse != c->spec->n_sparse)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "consumer: block shape %u/%u differs from the pipeline's %u/%u",
+                         b->n_dense, b->n_sparse, c->spec->n_dense, c->spec->n_sparse);
+    pr_dlq_poll(c->dlq);
+    int64_t now_ms = pr_clock_wall_ms(c->clock);
+    int appended = 0;
+    bool keep = false;
+
+    if (c->pending) {
+        appended += pr__deliver(c, b, c->pending, now_ms, &keep);
+        if (keep)
+            return appended;
+    }
+    /* Wait (real time: librdkafka's own) for the first message only; a
+     * bounded number of messages per call keeps the caller's loop turning
+     * even when everything is rejected. */
+    const pr_clock *rt = pr_clock_real();
+    int64_t deadline = pr_clock_mono_ns(rt) + (int64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000;
+    uint32_t budget = b->cap > 1024 ? b->cap : 1024;
+    for (uint32_t msgs = 0; b->rows < b->cap && msgs < budget;) {
+        int wait = 0;
+        if (appended == 0 && msgs == 0) {
+            int64_t left = deadline - pr_clock_mono_ns(rt);
+            wait = left > 0 ? (int)((left + 999999) / 1000000) : 0;
+        }
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, wait);
+        if (!m) {
+            if (wait > 0 && appended == 0 && msgs == 0 && pr_clock_mono_ns(rt) < deadline)
+                continue; /* woken by a rebalance or log event: wait on */
+            break;
+        }
+        if (m->err) {
+            rd_kafka_resp_err_t err = m->err;
+            char es[512];
+            snprintf(es, sizeof(es), "%s", rd_kafka_message_errstr(m));
+            rd_kafka_message_destroy(m);
+            if (err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+                continue;
+            char fs[512];
+            if (rd_kafka_fatal_error(c->rk, fs, sizeof(fs)))
+                return pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer: fatal: %s", fs);
+            PR__ADD(c->st.kafka_errors, 1);
+            pr_log_ratelimited(&c->rl_err, PR_LOG_WARN, "consumer: %s", es);
+            continue;
+        }
+        msgs++;
+        PR__ADD(c->st.messages, 1);
+        PR__ADD(c->st.bytes, m->len);
+        appended += pr__deliver(c, b, m, now_ms, &keep);
+        if (keep)
+            break;
+    }
+    pr_dlq_poll(c->dlq);
+    return appended;
+}
+
+/* ---------------------------------------------------------------- control */
+
+static int pr__pause_resume(pr_consumer *c, bool pause)
+{
+    rd_kafka_topic_partition_list_t *l = NULL;
+    rd_kafka_resp_err_t err = rd_kafka_assignment(c->rk, &l);
+    if (!err && l->cnt)
+        err = pause ? rd_kafka_pause_partitions(c->rk, l) : rd_kafka_resume_partitions(c->rk, l);
+    if (l)
+        rd_kafka_topic_partition_list_destroy(l);
+    if (err) {
+        pr_warn("consumer: %s: %s", pause ? "pause" : "resume", rd_kafka_err2str(err));
+        return PR_EKAFKA;
+    }
+    __atomic_store_n(&c->paused, pause, __ATOMIC_RELAXED);
+    return 0;
+}
+
+int pr_consumer_pause(pr_consumer *c)
+{
+    return pr__pause_resume(c, true);
+}
+
+int pr_consumer_resume(pr_consumer *c)
+{
+    return pr__pause_resume(c, false);
+}
+
+bool pr_consumer_paused(const pr_consumer *c)
+{
+    return __atomic_load_n(&c->paused, __ATOMIC_RELAXED);
+}
+
+int pr_consumer_store_offset_key(pr_consumer *c, int32_t key, int64_t next_offset)
+{
+    pthread_mutex_lock(&c->lock);
+    ssize_t i = pr__part_find(c, key);
+    if (i < 0 || !c->parts[i].assigned) {
+        pthread_mutex_unlock(&c->lock);
+        return PR_ESTATE;
+    }
+    const char *topic = c->topics[c->parts[i].tidx];
+    int32_t partition = c->parts[i].partition;
+    pthread_mutex_unlock(&c->lock);
+
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, topic, partition)->offset = next_offset;
+    rd_kafka_resp_err_t err = rd_kafka_offsets_store(c->rk, l);
+    if (!err)
+        err = l->elems[0].err;
+    rd_kafka_topic_partition_list_destroy(l);
+    if (err)
+        return err == RD_KAFKA_RESP_ERR__STATE || err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION
+                   ? PR_ESTATE : PR_EKAFKA;
+    pthread_mutex_lock(&c->lock);
+    c->parts[i].stored = next_offset;
+    pthread_mutex_unlock(&c->lock);
+    return 0;
+}
+
+int pr_consumer_store_offset(pr_consumer *c, const char *topic, int32_t partition,
+                             int64_t next_offset)
+{
+    int tidx = -1;
+    pthread_mutex_lock(&c->lock);
+    for (int i = 0; i < c->n_topics; i++)
+        if (!strcmp(c->topics[i], topic))
+            tidx = i;
+    pthread_mutex_unlock(&c->lock);
+    if (tidx < 0)
+        return PR_ESTATE;
+    return pr_consumer_store_offset_key(c, PR_PART_KEY(tidx, partition), next_offset);
+}
+
+int64_t pr_consumer_consumed_next(const pr_consumer *c, int32_t key)
+{
+    pr_consumer *mc = (pr_consumer *)c;
+    pthread_mutex_lock(&mc->lock);
+    ssize_t i = pr__part_find(c, key);
+    int64_t v = i >= 0 ? c->parts[i].consumed_next : -1;
+    pthread_mutex_unlock(&mc->lock);
+    return v;
+}
+
+int pr_consumer_commit(pr_consumer *c, char *errstr, size_t errstr_size)
+{
+    rd_kafka_resp_err_t err = rd_kafka_commit(c->rk, NULL, 0);
+    if (err == RD_KAFKA_RESP_ERR__NO_OFFSET)
+        return 0;
+    if (err)
+        return pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer: commit: %s",
+                         rd_kafka_err2str(err));
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->n_parts; i++)
+        if (c->parts[i].assigned && c->parts[i].stored >= 0)
+            c->parts[i].committed = c->parts[i].stored;
+    pthread_mutex_unlock(&c->lock);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- queries */
+
+const char *pr_consumer_topic(const pr_consumer *c, int idx)
+{
+    pr_consumer *mc = (pr_consumer *)c;
+    pthread_mutex_lock(&mc->lock);
+    const char *t = idx >= 0 && idx < c->n_topics ? c->topics[idx] : NULL;
+    pthread_mutex_unlock(&mc->lock);
+    return t;
+}
+
+rd_kafka_t *pr_consumer_handle(pr_consumer *c)
+{
+    return c->rk;
+}
+
+pr_dlq *pr_consumer_dlq(pr_consumer *c)
+{
+    return c->dlq;
+}
+
+void pr_consumer_get_stats(const pr_consumer *c, pr_consumer_stats *st)
+{
+    pr_consumer *mc = (pr_consumer *)c;
+    memset(st, 0, sizeof(*st));
+    st->messages = PR__LOAD(mc->st.messages);
+    st->bytes = PR__LOAD(mc->st.bytes);
+    st->records = PR__LOAD(mc->st.records);
+    for (int i = 0; i < PR_DEC__COUNT; i++)
+        st->rejects[i] = PR__LOAD(mc->st.rejects[i]);
+    st->rejected_records = PR__LOAD(mc->st.rejected_records);
+    st->kafka_errors = PR__LOAD(mc->st.kafka_errors);
+    st->rebalances = PR__LOAD(mc->st.rebalances);
+    pr_dlq_stats ds;
+    pr_dlq_get_stats(c->dlq, &ds);
+    st->dlq_sent = ds.sent;
+    st->dlq_failed = ds.failed;
+    st->paused = pr_consumer_paused(c);
+    pthread_mutex_lock(&mc->lock);
+    for (size_t i = 0; i < c->n_parts; i++)
+        st->assigned_partitions += c->parts[i].assigned;
+    pthread_mutex_unlock(&mc->lock);
+    st->paused_partitions = st->paused ? st->assigned_partitions : 0;
+}
+
+size_t pr_consumer_assignment(const pr_consumer *c, pr_tp *out, size_t max)
+{
+    pr_consumer *mc = (pr_consumer *)c;
+    size_t n = 0;
+    pthread_mutex_lock(&mc->lock);
+    for (size_t i = 0; i < c->n_parts; i++) {
+        if (!c->parts[i].assigned)
+            continue;
+        if (n < max)
+            out[n] = (pr_tp){ .topic = c->topics[c->parts[i].tidx],
+                              .partition = c->parts[i].partition, .key = c->parts[i].key,
+                              .offset = -1 };
+        n++;
+    }
+    pthread_mutex_unlock(&mc->lock);
+    return n;
+}
+
+size_t pr_consumer_lag(pr_consumer *c, pr_partition_lag *out, size_t max)
+{
+    size_t n = 0, total = 0;
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->n_parts; i++) {
+        if (!c->parts[i].assigned)
+            continue;
+        if (n < max) {
+            out[n] = (pr_partition_lag){
+                .tp = { .topic = c->topics[c->parts[i].tidx], .partition = c->parts[i].partition,
+                        .key = c->parts[i].key, .offset = -1 },
+                .committed = c->parts[i].committed };
+            n++;
+        }
+        total++;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (!n)
+        return total;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)n);
+    for (size_t i = 0; i < n; i++)
+        rd_kafka_topic_partition_list_add(l, out[i].tp.topic, out[i].tp.partition);
+    rd_kafka_position(c->rk, l);
+    bool paused = pr_consumer_paused(c);
+    for (size_t i = 0; i < n; i++) {
+        int64_t lo = -1, hi = -1;
+        if (rd_kafka_get_watermark_offsets(c->rk, out[i].tp.topic, out[i].tp.partition, &lo,
+                                           &hi) || hi < 0)
+            hi = -1;
+        int64_t pos = l->elems[i].err || l->elems[i].offset < 0 ? -1 : l->elems[i].offset;
+        out[i].high_watermark = hi;
+        out[i].position = pos;
+        out[i].paused = paused;
+        if (hi >= 0 && out[i].committed >= 0)
+            out[i].lag = hi - out[i].committed;
+        else if (hi >= 0 && pos >= 0)
+            out[i].lag = hi - pos;
+        else
+            out[i].lag = -1;
+        if (out[i].lag < 0 && out[i].lag != -1)
+            out[i].lag = 0;
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+    return total;
+}

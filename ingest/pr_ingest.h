@@ -1,0 +1,300 @@
+/*
+ * pr_ingest.h — the Kafka side of piperec: a consumer that decodes messages
+ * into engine row blocks (pr_consumer), a dead-letter producer (pr_dlq) and a
+ * loopback test broker built on librdkafka's mock cluster (pr_mock_broker).
+ *
+ * Shape of the consumer. One librdkafka high-level consumer per pipeline,
+ * polled by ONE thread (the pipeline thread) with rd_kafka_consumer_poll only
+ * (the batch consume API of librdkafka 2.0.x can lose messages in a
+ * rebalance). Every message is decoded straight into the caller's pr_block,
+ * with per-row metadata (partition key, offset, event time). Decoded rows are
+ * not committed by anything here: the caller stores "offset + 1" of what its
+ * sinks acknowledged with pr_consumer_store_offset() and librdkafka's
+ * auto-commit (enable.auto.commit=true, every auto.commit.interval.ms)
+ * commits what was stored; pr_consumer_commit() commits synchronously and is
+ * called on revoke and on shutdown. enable.auto.offset.store is forced to
+ * false so nothing is ever stored behind the caller's back.
+ *
+ * Commit policy, in short (at-least-once):
+ *   - rows go out; once every batch holding a partition's rows up to offset X
+ *     is acknowledged, the service calls pr_consumer_store_offset(.., X + 1);
+ *   - messages that produced no rows (all rejected, or empty) are "consumed"
+ *     too: pr_consumer_consumed_next() tells, per partition, the offset after
+ *     the last message poll handed out completely; when nothing of a
+ *     partition is in flight downstream, that value is safe to store, so a
+ *     trailing run of rejects never blocks commits;
+ *   - on revoke: on_revoke() runs FIRST (the service drops unbatched rows of
+ *     those partitions and stores their safe offsets), then the consumer
+ *     commits synchronously, then the partitions are unassigned.
+ *
+ * Partition keys. A pipeline may read several topics, but a pr_block row has
+ * one int32 `partition`. Rows therefore carry a partition KEY:
+ * (topic_index << 16) | partition, where topic_index is the order in which the
+ * consumer first saw the topic (0 for the first topic; so for the usual
+ * single-topic pipeline the key IS the Kafka partition). pr_consumer_topic()
+ * maps an index back to its name.
+ *
+ * Messages that do not fit. A message is decoded only when the block has room
+ * for all its records; otherwise it stays pending inside the consumer and is
+ * decoded first by the next poll (nothing is lost, order is kept). A message
+ * with more records than the block's whole capacity is split across polls;
+ * its offset is reported by pr_consumer_consumed_next() only after its last
+ * piece went out. Pending messages of revoked partitions are dropped (the new
+ * owner reads them).
+ *
+ * Rejects. A record a decoder refuses is counted by reason, logged
+ * (rate-limited), passed to on_reject (when set) and, when a dead-letter topic
+ * is configured, produced there with its original bytes and the headers
+ *   piperec-reason (pr_decode_reason_name), piperec-detail,
+ *   piperec-source-topic, piperec-partition, piperec-offset
+ * (plus piperec-record-index for a record inside a multi-record message).
+ *
+ * Threads. pr_consumer_poll, _pause, _resume, _store_offset*, _commit,
+ * _consumed_next and _close are called by the one polling thread (callbacks
+ * run on that thread, inside poll or close). pr_consumer_get_stats,
+ * pr_consumer_assignment, pr_consumer_lag and pr_consumer_topic may be called
+ * from any thread (atomics / an internal mutex).
+ *
+ * Errors: 0 or a negative PR_E* code; constructors and actions that can fail
+ * for a reason a user can fix take errstr.
+ */
+#ifndef PR_INGEST_H
+#define PR_INGEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "pr_clock.h"
+#include "pr_decode.h"
+#include "pr_engine.h"
+#include "pr_error.h"
+
+/* ---------------------------------------------------------------- formats */
+
+/* Message payload formats. Values match pr_source_format in
+ * service/pr_config.h, so a config value can be passed with a cast. */
+typedef enum pr_msg_format {
+    PR_MSG_CRITEO_TSV = 0,           /* one or more '\n'-separated Criteo TSV lines */
+    PR_MSG_PROTOBUF_EVENT = 1,       /* one piperec.v1.Event */
+    PR_MSG_PROTOBUF_EVENT_BATCH = 2, /* one piperec.v1.EventBatch */
+    PR_MSG__COUNT
+} pr_msg_format;
+
+const char *pr_msg_format_name(int fmt);       /* "criteo_tsv", ... or "unknown" */
+int pr_msg_format_from_name(const char *name); /* -1 when unknown */
+
+/* Decode one message of `fmt` into `b`, starting at record *next_rec (0 for
+ * a fresh message). Returns the rows appended (>= 0) when the whole message
+ * has been consumed (records appended or rejected), or PR_EFULL when the block
+ * filled first: then *next_rec is where to resume in a fresh block. `arena`
+ * (may be NULL) speeds up protobuf decoding; see pr_decode.h. */
+int pr_decode_message(pr_msg_format fmt, const pr_decode_ctx *ctx, pr_block *b, const void *buf,
+                      size_t len, uint32_t *next_rec, pr_arena *arena);
+
+/* Records in a message without decoding its values: lines for criteo_tsv
+ * (a trailing newline does not start a record), 1 for protobuf_event, the
+ * number of events for protobuf_event_batch (0 when it does not parse). */
+int pr_message_record_count(pr_msg_format fmt, const void *buf, size_t len, pr_arena *arena);
+
+/* ---------------------------------------------------------------- keys */
+
+#define PR_PART_KEY(topic_idx, partition) ((int32_t)(((uint32_t)(topic_idx) << 16) | (uint32_t)(partition)))
+#define PR_PART_KEY_TOPIC(key) ((int)((uint32_t)(key) >> 16))
+#define PR_PART_KEY_PARTITION(key) ((int32_t)((uint32_t)(key) & 0xffffu))
+
+/* A topic-partition as seen by callbacks and listings. `topic` points into
+ * the consumer's topic table and stays valid until pr_consumer_free. */
+typedef struct pr_tp {
+    const char *topic;
+    int32_t partition;
+    int32_t key;      /* PR_PART_KEY(topic index, partition) */
+    int64_t offset;   /* meaning depends on the call; -1 when not applicable */
+} pr_tp;
+
+/* ---------------------------------------------------------------- dead letters */
+
+typedef struct pr_dlq pr_dlq;
+
+typedef struct pr_kv_ref {
+    const char *key;
+    const char *value;
+} pr_kv_ref;
+
+/* A dead-letter producer for `topic`: idempotent, acks=all. `props` are
+ * librdkafka properties (bootstrap.servers, security...); consumer-only
+ * properties (group.id, auto.offset.reset, ...) are skipped so one property
+ * list serves both. Returns NULL and a reason on failure. */
+pr_dlq *pr_dlq_new(const char *topic, const pr_kv_ref *props, size_t n_props, char *errstr,
+                   size_t errstr_size);
+
+/* One dead letter: the original bytes plus the reason headers. record_index
+ * < 0 omits piperec-record-index. Non-blocking; PR_EAGAIN when the producer
+ * queue is full (counted as failed). Any thread, but one at a time. */
+int pr_dlq_send(pr_dlq *d, const void *payload, size_t len, const char *reason,
+                const char *detail, const char *src_topic, int32_t partition, int64_t offset,
+                int64_t record_index);
+
+/* Serve delivery reports (non-blocking); the consumer calls it in its poll. */
+void pr_dlq_poll(pr_dlq *d);
+/* Wait up to timeout_ms for outstanding dead letters. PR_ETIMEDOUT if some remain. */
+int pr_dlq_flush(pr_dlq *d, int timeout_ms);
+/* Flushes (up to 5 s) and frees. NULL is fine. */
+void pr_dlq_free(pr_dlq *d);
+
+typedef struct pr_dlq_stats {
+    uint64_t sent;     /* delivery confirmed by the broker */
+    uint64_t failed;   /* enqueue refused or delivery failed */
+    uint64_t pending;  /* enqueued, not yet confirmed */
+} pr_dlq_stats;
+
+void pr_dlq_get_stats(const pr_dlq *d, pr_dlq_stats *st); /* any thread */
+const char *pr_dlq_topic(const pr_dlq *d);
+
+/* ---------------------------------------------------------------- consumer */
+
+typedef struct pr_consumer pr_consumer;
+
+/* What a rejected record looked like. Pointers are valid only during the call. */
+typedef struct pr_reject_info {
+    int reason;            /* pr_decode_reason */
+    const char *detail;
+    const char *topic;
+    int32_t partition;
+    int32_t key;
+    int64_t offset;
+    int64_t record_index;  /* record within the message (line / event), 0-based */
+    const void *rec;       /* the rejected record's bytes */
+    size_t len;
+} pr_reject_info;
+
+typedef void (*pr_partitions_cb)(void *opaque, pr_consumer *c, const pr_tp *parts, size_t n);
+typedef void (*pr_msg_reject_cb)(void *opaque, pr_consumer *c, const pr_reject_info *ri);
+
+typedef struct pr_consumer_conf {
+    const char *const *topics;  /* subscribed topics (a "^regex" works too) */
+    size_t n_topics;
+    const char *group_id;       /* required */
+    const pr_kv_ref *props;     /* passed to librdkafka untouched (SASL, SSL, tuning...) */
+    size_t n_props;             /* except: enable.auto.offset.store=false and
+                                 * partition.assignment.strategy=cooperative-sticky
+                                 * are forced; enable.auto.commit defaults to true */
+    pr_msg_format format;
+    const pr_pipeline_spec *spec; /* shape (label, n_dense, n_sparse); borrowed for life */
+    const char *dead_letter_topic; /* NULL = rejects are counted and logged only */
+    const pr_clock *clock;      /* event time fallback ("now"); NULL = real clock */
+    /* Callbacks (all optional), run on the polling thread. on_assign gets the
+     * newly assigned partitions (offset -1); on_revoke the partitions about
+     * to be unassigned (offset = consumed_next, or -1), before the commit. */
+    pr_partitions_cb on_assign;
+    pr_partitions_cb on_revoke;
+    pr_msg_reject_cb on_reject;
+    void *opaque;
+} pr_consumer_conf;
+
+/* Create the consumer and subscribe. Returns NULL and a reason on failure
+ * (bad property, no topics, DLQ producer failed...). */
+pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t errstr_size);
+
+/* Append rows decoded from messages to `b` (b->rows onward; the block is not
+ * reset). Waits up to timeout_ms for the first message, then takes what is
+ * already there without waiting, until the block is full or no message is
+ * ready. Returns the rows appended (>= 0; 0 on timeout), or a negative code
+ * on a fatal consumer error (errstr says why). `b` must have the pipeline's
+ * shape; with_meta blocks get partition key, offset and event time per row
+ * (event's own time, else the message timestamp, else the clock's now). */
+int pr_consumer_poll(pr_consumer *c, pr_block *b, int timeout_ms, char *errstr,
+                     size_t errstr_size);
+
+/* Stop / restart fetching from every assigned partition (and from partitions
+ * assigned while paused). Keep polling while paused: rebalances are served by
+ * poll. Idempotent. */
+int pr_consumer_pause(pr_consumer *c);
+int pr_consumer_resume(pr_consumer *c);
+bool pr_consumer_paused(const pr_consumer *c);
+
+/* Mark everything before next_offset as processed (librdkafka's offset store;
+ * committed by auto-commit or pr_consumer_commit). Storing for a partition not
+ * assigned any more returns PR_ESTATE (harmless). */
+int pr_consumer_store_offset(pr_consumer *c, const char *topic, int32_t partition,
+                             int64_t next_offset);
+int pr_consumer_store_offset_key(pr_consumer *c, int32_t key, int64_t next_offset);
+
+/* Offset after the last message of partition `key` that poll handed out
+ * completely (rows appended or rejected); -1 when none yet. */
+int64_t pr_consumer_consumed_next(const pr_consumer *c, int32_t key);
+
+/* Synchronously commit the stored offsets of the current assignment. Nothing
+ * to commit is success. */
+int pr_consumer_commit(pr_consumer *c, char *errstr, size_t errstr_size);
+
+/* Leave the group: on_revoke for everything, commit, close. Then free. */
+int pr_consumer_close(pr_consumer *c, char *errstr, size_t errstr_size);
+void pr_consumer_free(pr_consumer *c); /* closes first when needed; NULL ok */
+
+/* Name of topic index `idx` (see PR_PART_KEY), NULL when unknown. Any thread. */
+const char *pr_consumer_topic(const pr_consumer *c, int idx);
+
+/* The librdkafka handle, for things this API does not cover. Owned by c. */
+rd_kafka_t *pr_consumer_handle(pr_consumer *c);
+/* The dead-letter producer, NULL when none; the service sends engine rejects
+ * through it. Owned by c. */
+pr_dlq *pr_consumer_dlq(pr_consumer *c);
+
+typedef struct pr_consumer_stats {
+    uint64_t messages;               /* Kafka messages received */
+    uint64_t bytes;                  /* their payload bytes */
+    uint64_t records;                /* rows appended to blocks */
+    uint64_t rejects[PR_DEC__COUNT]; /* rejected records by pr_decode_reason */
+    uint64_t rejected_records;       /* sum of rejects[] */
+    uint64_t dlq_sent;
+    uint64_t dlq_failed;
+    uint64_t kafka_errors;           /* non-fatal consumer errors seen by poll */
+    uint64_t rebalances;             /* assign + revoke events */
+    uint32_t assigned_partitions;
+    uint32_t paused_partitions;      /* gauge */
+    bool paused;
+} pr_consumer_stats;
+
+void pr_consumer_get_stats(const pr_consumer *c, pr_consumer_stats *st); /* any thread */
+
+/* Current assignment (offset -1); returns the count, fills up to max. Any thread. */
+size_t pr_consumer_assignment(const pr_consumer *c, pr_tp *out, size_t max);
+
+/* Lag of each assigned partition, from cached values (never blocks on the
+ * network): high watermark from the last fetch, position = next offset the
+ * consumer will fetch, committed = last offset committed by this consumer
+ * (auto or sync, or found at assignment), -1 when unknown. lag = high -
+ * committed when both known, else high - position, else -1. Any thread. */
+typedef struct pr_partition_lag {
+    pr_tp tp;
+    int64_t high_watermark;
+    int64_t position;
+    int64_t committed;
+    int64_t lag;
+    bool paused;
+} pr_partition_lag;
+
+size_t pr_consumer_lag(pr_consumer *c, pr_partition_lag *out, size_t max);
+
+/* ---------------------------------------------------------------- test broker */
+
+/* librdkafka's mock cluster on 127.0.0.1 (random port): a TEST broker, no
+ * durability, no SSL/SASL, keeps only ~5 MB per partition. Used by tests,
+ * `piperec broker` and `piperec demo`; production uses a real Kafka cluster. */
+typedef struct pr_mock_broker pr_mock_broker;
+
+/* Start one mock broker and create the comma-separated topics (may be NULL
+ * or "") with `partitions` partitions each (>= 1). Other topics are created
+ * on first use by the mock cluster itself. */
+pr_mock_broker *pr_mock_broker_start(int partitions, const char *topics_csv, char *errstr,
+                                     size_t errstr_size);
+/* "127.0.0.1:PORT", valid until stop. */
+const char *pr_mock_broker_bootstrap(const pr_mock_broker *mb);
+int pr_mock_broker_create_topic(pr_mock_broker *mb, const char *topic, int partitions,
+                                char *errstr, size_t errstr_size);
+void pr_mock_broker_stop(pr_mock_broker *mb); /* NULL ok */
+
+#endif

@@ -1,0 +1,779 @@
+/*
+ * offline.c — the offline driver (contract: pr_offline.h).
+ *
+ * Pipeline, per pass:
+ *
+ *   source (mmap or read()) --chunks of whole lines--> N decoder threads
+ *       --> job ring (slot = seq % n_slots) --> this thread, in seq order:
+ *           engine (process or count) -> .npy writers, rejects.tsv
+ *
+ * Decoding is the expensive step (Criteo lines are ~240 bytes, the engine
+ * touches ~40 values), so decoders run in parallel on different chunks while
+ * the engine works on the previous one. A job owns its chunk's text until it
+ * has been consumed, so rejects (decoder and engine ones) can quote the
+ * original line without copying anything. Line numbers (block->offset,
+ * rejects) are chunk-local, 1-based, since a decoder cannot know how many
+ * lines came before; the consumer, which sees chunks in order, adds the
+ * count of earlier lines when it reports them.
+ */
+#define _GNU_SOURCE /* memrchr */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pr_clock.h"
+#include "pr_npy.h"
+#include "pr_offline.h"
+
+#define PR__BYTES_PER_ROW 200 /* chunk size = block_rows * this (Criteo ~240 B/line) */
+#define PR__ERR 512
+
+/* Engine reject reasons as decoder reasons (one vocabulary in rejects.tsv). */
+static const int pr__engine_reason[PR_REJECT__ENGINE_COUNT] = {
+    [PR_REJECT_NONE] = PR_DEC_OK,
+    [PR_REJECT_BAD_HEX] = PR_DEC_BAD_HEX,
+};
+
+typedef struct pr__reject {
+    int64_t line;      /* chunk-local while in a job */
+    int reason;        /* pr_decode_reason */
+    char *detail;
+    int col;           /* sparse column of an engine reject; -1 for decoder rejects */
+    const char *rec;   /* into the job's text; NULL until found (engine rejects) */
+    size_t len;
+} pr__reject;
+
+typedef enum { PR__SLOT_FREE = 0, PR__SLOT_BUSY, PR__SLOT_READY } pr__slot_state;
+
+typedef struct pr__job {
+    pr__slot_state state;
+    uint64_t seq;
+    const char *text;
+    size_t len;
+    char *own;         /* read() buffer (stream source) */
+    size_t own_cap;
+    pr_block **blocks;
+    uint32_t n_blocks, cap_blocks;
+    int64_t lines;
+    pr__reject *rej;
+    size_t n_rej, cap_rej;
+    int err;
+    char errstr[PR__ERR];
+} pr__job;
+
+typedef struct pr__run {
+    const pr_pipeline_spec *spec;
+    pr_engine *eng;
+    const pr_offline_opts *opts;
+    const char *in_name;
+    uint32_t block_rows;
+    size_t chunk_bytes;
+    bool counting; /* pass 1 of two_pass */
+
+    /* Source (guarded by mu). */
+    bool mapped;
+    const char *map;
+    size_t map_size, map_pos;
+    int fd;
+    char *carry;
+    size_t carry_len, carry_cap;
+    bool src_eof;
+    bool src_done;
+    uint64_t next_seq;   /* next chunk a decoder takes */
+    uint64_t total_seq;  /* chunks in all, valid once src_done */
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop;
+    pr__job *jobs;
+    uint32_t n_slots;
+
+    /* Consumer side. */
+    pr_out *out;
+    pr_npy_writer *w_dense, *w_sparse, *w_labels;
+    FILE *rejects;
+    pr_offline_result *res;
+    int64_t line_base;
+    int64_t t0_ns, last_progress_ns;
+    uint64_t bytes_done;
+} pr__run;
+
+/* ---------------------------------------------------------------- source */
+
+/* Take the next chunk into `job` (mu held). Returns 1 with a chunk, 0 when the
+ * input is exhausted, or a negative PR_E* code (job->errstr says why). */
+static int pr__take_chunk(pr__run *run, pr__job *job)
+{
+    if (run->src_done)
+        return 0;
+    if (run->mapped) {
+        if (run->map_pos >= run->map_size) {
+            run->src_done = true;
+            return 0;
+        }
+        size_t end = run->map_pos + run->chunk_bytes;
+        if (end >= run->map_size) {
+            end = run->map_size;
+        } else {
+            const char *q = memchr(run->map + end, '\n', run->map_size - end);
+            end = q ? (size_t)(q - run->map) + 1 : run->map_size;
+        }
+        job->text = run->map + run->map_pos;
+        job->len = end - run->map_pos;
+        run->map_pos = end;
+        return 1;
+    }
+    /* Stream: carry (a partial line) + fresh reads, cut at the last newline. */
+    size_t want = run->chunk_bytes;
+    size_t len = 0;
+    if (job->own_cap < run->carry_len + want) {
+        size_t cap = run->carry_len + want;
+        char *nb = realloc(job->own, cap);
+        if (!nb)
+            return pr_seterr(job->errstr, sizeof(job->errstr), PR_ENOMEM, "out of memory");
+        job->own = nb;
+        job->own_cap = cap;
+    }
+    memcpy(job->own, run->carry, run->carry_len);
+    len = run->carry_len;
+    run->carry_len = 0;
+    for (;;) {
+        while (len < job->own_cap && !run->src_eof) {
+            ssize_t n = read(run->fd, job->own + len, job->own_cap - len);
+            if (n < 0) {
+                if (errno == EINTR)
+                    continue;
+                return pr_seterr(job->errstr, sizeof(job->errstr), PR_EIO, "%s: %s", run->in_name,
+                                 strerror(errno));
+            }
+            if (n == 0)
+                run->src_eof = true;
+            len += (size_t)n;
+            if (len >= want)
+                break;
+        }
+        if (len == 0 && run->src_eof) {
+            run->src_done = true;
+            return 0;
+        }
+        const char *nl = memrchr(job->own, '\n', len);
+        if (nl || run->src_eof) {
+            size_t keep = nl ? (size_t)(nl - job->own) + 1 : len;
+            if (run->src_eof)
+                keep = len; /* last chunk: everything, unterminated line included */
+            size_t rest = len - keep;
+            if (rest > run->carry_cap) {
+                char *nc = realloc(run->carry, rest);
+                if (!nc)
+                    return pr_seterr(job->errstr, sizeof(job->errstr), PR_ENOMEM, "out of memory");
+                run->carry = nc;
+                run->carry_cap = rest;
+            }
+            memcpy(run->carry, job->own + keep, rest);
+            run->carry_len = rest;
+            job->text = job->own;
+            job->len = keep;
+            return 1;
+        }
+        /* One line longer than the buffer: grow and keep reading. */
+        size_t cap = job->own_cap * 2;
+        char *nb = realloc(job->own, cap);
+        if (!nb)
+            return pr_seterr(job->errstr, sizeof(job->errstr), PR_ENOMEM, "out of memory");
+        job->own = nb;
+        job->own_cap = cap;
+        want = cap;
+    }
+}
+
+/* ---------------------------------------------------------------- decoding */
+
+static int pr__add_reject(pr__job *job, int64_t line, int reason, const char *detail, int col,
+                          const char *rec, size_t len)
+{
+    if (job->n_rej == job->cap_rej) {
+        size_t cap = job->cap_rej ? job->cap_rej * 2 : 16;
+        pr__reject *nr = realloc(job->rej, cap * sizeof(*nr));
+        if (!nr)
+            return PR_ENOMEM;
+        job->rej = nr;
+        job->cap_rej = cap;
+    }
+    char *d = strdup(detail ? detail : "");
+    if (!d)
+        return PR_ENOMEM;
+    job->rej[job->n_rej++] = (pr__reject){ line, reason, d, col, rec, len };
+    return 0;
+}
+
+static void pr__on_reject(void *opaque, int reason, const char *detail, const char *rec,
+                          size_t len, int64_t recno)
+{
+    pr__job *job = opaque;
+    if (pr__add_reject(job, recno, reason, detail, -1, rec, len) < 0 && !job->err)
+        job->err = pr_seterr(job->errstr, sizeof(job->errstr), PR_ENOMEM, "out of memory");
+}
+
+static void pr__decode_job(pr__run *run, pr__job *job)
+{
+    pr_decode_ctx ctx = { .spec = run->spec, .on_reject = pr__on_reject, .opaque = job };
+    const char *p = job->text;
+    size_t left = job->len;
+    job->n_blocks = 0;
+    job->lines = 0;
+    while (left > 0 && !job->err) {
+        if (job->n_blocks == job->cap_blocks) {
+            uint32_t cap = job->cap_blocks ? job->cap_blocks * 2 : 2;
+            pr_block **nb = realloc(job->blocks, cap * sizeof(*nb));
+            if (!nb)
+                goto oom;
+            memset(nb + job->cap_blocks, 0, (cap - job->cap_blocks) * sizeof(*nb));
+            job->blocks = nb;
+            job->cap_blocks = cap;
+        }
+        pr_block *b = job->blocks[job->n_blocks];
+        if (!b) {
+            b = pr_block_new(run->spec->n_dense, run->spec->n_sparse, run->block_rows, true);
+            if (!b)
+                goto oom;
+            job->blocks[job->n_blocks] = b;
+        }
+        pr_block_reset(b);
+        job->n_blocks++;
+        int64_t lines = 0;
+        size_t used = pr_decode_criteo_lines(&ctx, b, p, left, true, job->lines + 1, &lines);
+        p += used;
+        left -= used;
+        job->lines += lines;
+    }
+    return;
+oom:
+    job->err = pr_seterr(job->errstr, sizeof(job->errstr), PR_ENOMEM, "out of memory (blocks of %u rows)",
+                         run->block_rows);
+}
+
+static void *pr__decoder(void *arg)
+{
+    pr__run *run = arg;
+    pthread_mutex_lock(&run->mu);
+    for (;;) {
+        pr__job *job;
+        while (!run->stop && !run->src_done &&
+               (job = &run->jobs[run->next_seq % run->n_slots])->state != PR__SLOT_FREE)
+            pthread_cond_wait(&run->cv, &run->mu);
+        if (run->stop || run->src_done)
+            break;
+        int got = pr__take_chunk(run, job);
+        if (got == 0) {
+            run->total_seq = run->next_seq;
+            pthread_cond_broadcast(&run->cv);
+            break;
+        }
+        job->seq = run->next_seq++;
+        job->state = PR__SLOT_BUSY;
+        if (got < 0) {
+            job->err = got;
+            job->text = NULL;
+            job->len = 0;
+            job->n_blocks = 0;
+            job->lines = 0;
+            /* Make the consumer see the error, then let nobody read on. */
+            run->src_done = true;
+            run->total_seq = run->next_seq;
+        } else {
+            pthread_mutex_unlock(&run->mu);
+            pr__decode_job(run, job);
+            pthread_mutex_lock(&run->mu);
+        }
+        job->state = PR__SLOT_READY;
+        pthread_cond_broadcast(&run->cv);
+    }
+    pthread_mutex_unlock(&run->mu);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- consuming */
+
+static int pr__cmp_reject(const void *a, const void *b)
+{
+    const pr__reject *x = a, *y = b;
+    return (x->line > y->line) - (x->line < y->line);
+}
+
+/* Fill in rec/len of engine rejects by one scan of the chunk (rejects sorted). */
+static void pr__find_lines(pr__job *job)
+{
+    const char *p = job->text, *end = job->text + job->len;
+    int64_t line = 1;
+    for (size_t i = 0; i < job->n_rej; i++) {
+        pr__reject *r = &job->rej[i];
+        if (r->rec)
+            continue;
+        while (line < r->line && p < end) {
+            const char *nl = memchr(p, '\n', (size_t)(end - p));
+            p = nl ? nl + 1 : end;
+            line++;
+        }
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t len = (size_t)((nl ? nl : end) - p);
+        if (len > 0 && p[len - 1] == '\r')
+            len--;
+        r->rec = p;
+        r->len = len;
+    }
+}
+
+/* The text of sparse field `col` of a line, for an engine reject detail. */
+static void pr__field(const pr_pipeline_spec *spec, const char *rec, size_t len, uint32_t col,
+                      char *dst, size_t dsz)
+{
+    size_t idx = (size_t)spec->has_label + spec->n_dense + col;
+    const char *p = rec, *end = rec + len;
+    while (idx > 0 && p < end) {
+        const char *t = memchr(p, '\t', (size_t)(end - p));
+        p = t ? t + 1 : end;
+        idx--;
+    }
+    const char *t = memchr(p, '\t', (size_t)(end - p));
+    size_t n = (size_t)((t ? t : end) - p), j = 0;
+    for (size_t i = 0; i < n && i < 40 && j + 1 < dsz; i++)
+        dst[j++] = (unsigned char)p[i] < 0x20 ? '?' : p[i];
+    dst[j] = '\0';
+}
+
+/* Drop rejected rows from the engine output, keeping order. */
+static void pr__compact(pr_out *o, const pr_pipeline_spec *spec)
+{
+    uint32_t w = 0;
+    size_t sw = o->sparse_width;
+    for (uint32_t r = 0; r < o->rows; r++) {
+        if (pr_bit_test(o->rejected, r))
+            continue;
+        if (w != r) {
+            o->labels[w] = o->labels[r];
+            for (uint32_t c = 0; c < spec->n_dense; c++)
+                o->dense[(size_t)c * o->cap + w] = o->dense[(size_t)c * o->cap + r];
+            for (uint32_t c = 0; c < spec->n_sparse; c++)
+                memcpy((char *)o->sparse + ((size_t)c * o->cap + w) * sw,
+                       (char *)o->sparse + ((size_t)c * o->cap + r) * sw, sw);
+        }
+        w++;
+    }
+    o->rows = w;
+}
+
+static void pr__progress(pr__run *run, bool final)
+{
+    int64_t now = pr_clock_mono_ns(pr_clock_real());
+    if (!final && now - run->last_progress_ns < 500000000)
+        return;
+    run->last_progress_ns = now;
+    double s = (now - run->t0_ns) / 1e9;
+    if (s <= 0)
+        return;
+    double rps = run->res->rows / s, mbps = run->bytes_done / s / 1e6;
+    char eta[32] = "";
+    if (run->mapped && run->bytes_done > 0 && !run->counting) {
+        double left = (double)(run->map_size - run->bytes_done) / (run->bytes_done / s);
+        snprintf(eta, sizeof(eta), "  ETA %.0fs", left);
+    }
+    fprintf(stderr, "\r%s%" PRIu64 " rows  %.2fM rows/s  %.0f MB/s%s   ",
+            run->counting ? "counting: " : "", run->res->rows, rps / 1e6, mbps, eta);
+    if (final)
+        fputc('\n', stderr);
+}
+
+static int pr__consume(pr__run *run, pr__job *job, char *errstr, size_t errstr_size)
+{
+    const pr_pipeline_spec *spec = run->spec;
+    pr_offline_result *res = run->res;
+    int rc = 0;
+    if (job->err)
+        return pr_seterr(errstr, errstr_size, job->err, "%s", job->errstr);
+    for (uint32_t i = 0; i < job->n_blocks; i++) {
+        pr_block *b = job->blocks[i];
+        if (b->rows == 0)
+            continue;
+        if (run->counting) {
+            rc = pr_engine_count(run->eng, b);
+            if (rc)
+                return pr_seterr(errstr, errstr_size, rc, "engine count: %s", pr_strerror(rc));
+            continue;
+        }
+        pr_out *o = run->out;
+        rc = pr_engine_process(run->eng, b, o, errstr, errstr_size);
+        if (rc)
+            return rc;
+        if (o->n_rejected) {
+            for (uint32_t r = 0; r < o->rows; r++) {
+                if (!pr_bit_test(o->rejected, r))
+                    continue;
+                int why = o->reject_reason[r] < PR_REJECT__ENGINE_COUNT
+                              ? pr__engine_reason[o->reject_reason[r]] : PR_DEC_BAD_HEX;
+                int col = o->reject_col[r] < spec->n_sparse ? o->reject_col[r] : 0;
+                if (pr__add_reject(job, b->offset[r], why, NULL, col, NULL, 0) < 0)
+                    return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
+            }
+            pr__compact(o, spec);
+        }
+        if ((rc = pr_npy_append_cols(run->w_dense, o->dense, o->cap, o->rows, errstr, errstr_size)) ||
+            (rc = pr_npy_append_cols(run->w_sparse, o->sparse, o->cap, o->rows, errstr, errstr_size)) ||
+            (run->w_labels &&
+             (rc = pr_npy_append_cols(run->w_labels, o->labels, o->cap, o->rows, errstr, errstr_size))))
+            return rc;
+        res->rows += o->rows;
+    }
+    if (!run->counting) {
+        res->lines += (uint64_t)job->lines;
+        if (job->n_rej) {
+            qsort(job->rej, job->n_rej, sizeof(*job->rej), pr__cmp_reject);
+            pr__find_lines(job);
+            for (size_t i = 0; i < job->n_rej; i++) {
+                pr__reject *r = &job->rej[i];
+                if (r->col >= 0) {
+                    char field[48];
+                    pr__field(spec, r->rec, r->len, (uint32_t)r->col, field, sizeof(field));
+                    fprintf(run->rejects, "%" PRId64 "\t%s\t%s: '%s' is not hex\t", run->line_base + r->line,
+                            pr_decode_reason_name(r->reason), spec->sparse[r->col].name, field);
+                } else
+                    fprintf(run->rejects, "%" PRId64 "\t%s\t%s\t", run->line_base + r->line,
+                            pr_decode_reason_name(r->reason), r->detail);
+                fwrite(r->rec, 1, r->len, run->rejects);
+                fputc('\n', run->rejects);
+                res->rejected++;
+                if (r->reason >= 0 && r->reason < PR_DEC__COUNT)
+                    res->rejected_by[r->reason]++;
+            }
+            if (ferror(run->rejects))
+                return pr_seterr(errstr, errstr_size, PR_EIO, "%s/rejects.tsv: %s",
+                                 run->opts->output_dir, strerror(errno));
+        }
+    }
+    for (size_t i = 0; i < job->n_rej; i++)
+        free(job->rej[i].detail);
+    job->n_rej = 0;
+    run->line_base += job->lines;
+    run->bytes_done += job->len;
+    if (run->opts->progress)
+        pr__progress(run, false);
+    return 0;
+}
+
+/* One pass over the input: decoders + in-order consumer. */
+static int pr__pass(pr__run *run, char *errstr, size_t errstr_size)
+{
+    int threads = run->opts->threads > 0 ? run->opts->threads : 1;
+    if (threads > 64)
+        threads = 64;
+    run->map_pos = 0;
+    run->src_done = false;
+    run->src_eof = false;
+    run->carry_len = 0;
+    run->next_seq = 0;
+    run->total_seq = UINT64_MAX;
+    run->stop = false;
+    run->line_base = 0;
+    run->bytes_done = 0;
+    for (uint32_t s = 0; s < run->n_slots; s++)
+        run->jobs[s].state = PR__SLOT_FREE;
+
+    pthread_t tids[64];
+    int started = 0;
+    for (int t = 0; t < threads; t++)
+        if (pthread_create(&tids[started], NULL, pr__decoder, run) == 0)
+            started++;
+    if (started == 0)
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "cannot start decoder threads");
+
+    int rc = 0;
+    pthread_mutex_lock(&run->mu);
+    for (uint64_t seq = 0;; seq++) {
+        pr__job *job = &run->jobs[seq % run->n_slots];
+        while (!(job->state == PR__SLOT_READY && job->seq == seq) && seq < run->total_seq)
+            pthread_cond_wait(&run->cv, &run->mu);
+        if (seq >= run->total_seq)
+            break;
+        pthread_mutex_unlock(&run->mu);
+        rc = pr__consume(run, job, errstr, errstr_size);
+        pthread_mutex_lock(&run->mu);
+        job->state = PR__SLOT_FREE;
+        pthread_cond_broadcast(&run->cv);
+        if (rc)
+            break;
+    }
+    run->stop = true;
+    pthread_cond_broadcast(&run->cv);
+    pthread_mutex_unlock(&run->mu);
+    for (int t = 0; t < started; t++)
+        pthread_join(tids[t], NULL);
+    for (uint32_t s = 0; s < run->n_slots; s++) {
+        pr__job *job = &run->jobs[s];
+        for (size_t i = 0; i < job->n_rej; i++)
+            free(job->rej[i].detail);
+        job->n_rej = 0;
+    }
+    return rc;
+}
+
+/* ---------------------------------------------------------------- setup */
+
+static int pr__mkdir_p(const char *dir, char *errstr, size_t errstr_size)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof(tmp), "%s", dir) >= (int)sizeof(tmp))
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: path too long", dir);
+    for (char *p = tmp + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+                return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", tmp, strerror(errno));
+            *p = c;
+            if (!c)
+                break;
+        }
+    }
+    struct stat st;
+    if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+        return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", dir,
+                         errno ? strerror(errno) : "not a directory");
+    return 0;
+}
+
+/* Copy stdin into an unlinked temp file in `dir` (two-pass needs to read twice). */
+static int pr__spool(int in, const char *dir, int *out_fd, char *errstr, size_t errstr_size)
+{
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/.piperec-spool-XXXXXX", dir);
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", path, strerror(errno));
+    unlink(path);
+    size_t cap = 1 << 22;
+    char *buf = malloc(cap);
+    if (!buf) {
+        close(fd);
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
+    }
+    int rc = 0;
+    for (;;) {
+        ssize_t n = read(in, buf, cap);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rc = pr_seterr(errstr, errstr_size, PR_EIO, "<stdin>: %s", strerror(errno));
+            break;
+        }
+        if (n == 0)
+            break;
+        for (ssize_t off = 0; off < n;) {
+            ssize_t k = write(fd, buf + off, (size_t)(n - off));
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k < 0) {
+                rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", path, strerror(errno));
+                break;
+            }
+            off += k;
+        }
+        if (rc)
+            break;
+    }
+    free(buf);
+    if (rc) {
+        close(fd);
+        return rc;
+    }
+    *out_fd = fd;
+    return 0;
+}
+
+static bool pr__needs_two_pass(const pr_pipeline_spec *spec)
+{
+    if (spec->count_mode != PR_COUNT_TWO_PASS || !pr_spec_has_op(spec, PR_OP_VOCAB))
+        return false;
+    for (uint32_t c = 0; c < spec->n_sparse; c++)
+        if (spec->sparse[c].min_count > 1)
+            return true;
+    return false;
+}
+
+int pr_offline_run(const pr_pipeline_spec *spec, const pr_engine_opts *eopts,
+                   const pr_offline_opts *opts, pr_offline_result *res, char *errstr,
+                   size_t errstr_size)
+{
+    pr__run run;
+    memset(&run, 0, sizeof(run));
+    memset(res, 0, sizeof(*res));
+    run.spec = spec;
+    run.opts = opts;
+    run.res = res;
+    run.fd = -1;
+    run.t0_ns = pr_clock_mono_ns(pr_clock_real());
+    run.block_rows = opts->block_rows ? opts->block_rows : 65536;
+    run.block_rows = (run.block_rows + 63) & ~63u;
+    run.chunk_bytes = (size_t)run.block_rows * PR__BYTES_PER_ROW;
+    bool is_stdin = !strcmp(opts->input, "-");
+    run.in_name = is_stdin ? "<stdin>" : opts->input;
+    bool two_pass = pr__needs_two_pass(spec);
+    int rc;
+    char path[4200];
+
+    if ((rc = pr__mkdir_p(opts->output_dir, errstr, errstr_size)))
+        return rc;
+
+    /* Open the input: mmap regular files; stream pipes unless two passes are needed. */
+    int fd = is_stdin ? 0 : open(opts->input, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", opts->input, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", run.in_name, strerror(errno));
+        goto out_close;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", run.in_name, strerror(EISDIR));
+        goto out_close;
+    }
+    if (!S_ISREG(st.st_mode) && two_pass) {
+        int sfd = -1;
+        if ((rc = pr__spool(fd, opts->output_dir, &sfd, errstr, errstr_size)))
+            goto out_close;
+        if (fd != 0)
+            close(fd);
+        fd = sfd;
+        if (fstat(fd, &st) < 0) {
+            rc = pr_seterr(errstr, errstr_size, PR_EIO, "spool: %s", strerror(errno));
+            goto out_close;
+        }
+    }
+    run.fd = fd;
+    if (S_ISREG(st.st_mode)) {
+        run.mapped = true;
+        run.map_size = (size_t)st.st_size;
+        if (run.map_size > 0) {
+            void *m = mmap(NULL, run.map_size, PROT_READ, MAP_PRIVATE, fd, 0);
+            if (m == MAP_FAILED) {
+                rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s: mmap: %s", run.in_name, strerror(errno));
+                goto out_close;
+            }
+            madvise(m, run.map_size, MADV_SEQUENTIAL);
+            run.map = m;
+        }
+    }
+
+    run.eng = pr_engine_new(spec, eopts, errstr, errstr_size);
+    if (!run.eng) {
+        rc = PR_EINVAL;
+        goto out_unmap;
+    }
+    res->sparse_width = pr_engine_sparse_width(run.eng);
+    run.out = pr_out_new(spec->n_dense, spec->n_sparse, run.block_rows, res->sparse_width);
+    int threads = opts->threads > 0 ? opts->threads : 1;
+    run.n_slots = (uint32_t)threads + 2;
+    run.jobs = calloc(run.n_slots, sizeof(*run.jobs));
+    if (!run.out || !run.jobs) {
+        rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
+        goto out_engine;
+    }
+    pthread_mutex_init(&run.mu, NULL);
+    pthread_cond_init(&run.cv, NULL);
+
+    if (two_pass) {
+        run.counting = true;
+        if ((rc = pr__pass(&run, errstr, errstr_size)))
+            goto out_jobs;
+        if ((rc = pr_engine_count_done(run.eng))) {
+            pr_seterr(errstr, errstr_size, rc, "engine count: %s", pr_strerror(rc));
+            goto out_jobs;
+        }
+        run.counting = false;
+        res->rows = 0;
+    }
+
+    snprintf(path, sizeof(path), "%s/dense.npy", opts->output_dir);
+    if ((rc = pr_npy_open(&run.w_dense, path, PR_NPY_F32, spec->n_dense, errstr, errstr_size)))
+        goto out_jobs;
+    snprintf(path, sizeof(path), "%s/sparse.npy", opts->output_dir);
+    if ((rc = pr_npy_open(&run.w_sparse, path, res->sparse_width == 8 ? PR_NPY_I64 : PR_NPY_I32,
+                          spec->n_sparse, errstr, errstr_size)))
+        goto out_writers;
+    if (spec->has_label) {
+        snprintf(path, sizeof(path), "%s/labels.npy", opts->output_dir);
+        if ((rc = pr_npy_open(&run.w_labels, path, PR_NPY_I32, 0, errstr, errstr_size)))
+            goto out_writers;
+    }
+    snprintf(path, sizeof(path), "%s/rejects.tsv", opts->output_dir);
+    run.rejects = fopen(path, "w");
+    if (!run.rejects) {
+        rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", path, strerror(errno));
+        goto out_writers;
+    }
+    setvbuf(run.rejects, NULL, _IOFBF, 1 << 16);
+
+    if ((rc = pr__pass(&run, errstr, errstr_size)))
+        goto out_writers;
+    if (opts->progress)
+        pr__progress(&run, true);
+
+    rc = pr_npy_close(run.w_dense, errstr, errstr_size);
+    run.w_dense = NULL;
+    if (!rc)
+        rc = pr_npy_close(run.w_sparse, errstr, errstr_size);
+    run.w_sparse = NULL;
+    if (!rc)
+        rc = pr_npy_close(run.w_labels, errstr, errstr_size);
+    run.w_labels = NULL;
+    if (fclose(run.rejects) != 0 && !rc)
+        rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s/rejects.tsv: %s", opts->output_dir, strerror(errno));
+    run.rejects = NULL;
+    if (rc)
+        goto out_writers;
+    if (pr_spec_has_op(spec, PR_OP_VOCAB)) {
+        snprintf(path, sizeof(path), "%s/vocab", opts->output_dir);
+        if ((rc = pr__mkdir_p(path, errstr, errstr_size)) ||
+            (rc = pr_engine_vocab_export(run.eng, path, errstr, errstr_size)))
+            goto out_writers;
+    }
+    res->bytes = run.mapped ? run.map_size : run.bytes_done;
+
+out_writers:
+    if (rc) {
+        pr_npy_abort(run.w_dense);
+        pr_npy_abort(run.w_sparse);
+        pr_npy_abort(run.w_labels);
+    }
+    if (run.rejects)
+        fclose(run.rejects);
+out_jobs:
+    for (uint32_t s = 0; s < run.n_slots; s++) {
+        pr__job *job = &run.jobs[s];
+        for (uint32_t i = 0; i < job->cap_blocks; i++)
+            pr_block_free(job->blocks[i]);
+        free(job->blocks);
+        free(job->rej);
+        free(job->own);
+    }
+    pthread_mutex_destroy(&run.mu);
+    pthread_cond_destroy(&run.cv);
+out_engine:
+    free(run.jobs);
+    pr_out_free(run.out);
+    pr_engine_free(run.eng);
+out_unmap:
+    if (run.map)
+        munmap((void *)run.map, run.map_size);
+    free(run.carry);
+out_close:
+    if (fd > 0)
+        close(fd);
+    res->seconds = (pr_clock_mono_ns(pr_clock_real()) - run.t0_ns) / 1e9;
+    return rc;
+}

@@ -1,0 +1,1909 @@
+/*
+ * pr_config.c — YAML config -> pr_config, driven by key tables.
+ *
+ * Each mapping level of the config has a table of keys (name, type, where the
+ * value goes, range, default, one-line doc). One walker applies a YAML
+ * mapping to a struct through its table, so the checks every key needs
+ * (unknown keys, duplicates, wrong types, ranges, enums, defaults) are written
+ * once, and the same tables generate the key reference
+ * (pr_config_write_reference) and free owned strings.
+ *
+ * Keys are applied in TABLE order, not document order: `schema` is read before
+ * `transform` and `vocab` before `columns`, so a per-column override always
+ * lands on top of the pipeline-wide values whatever order the user wrote.
+ *
+ * The YAML is loaded as a libyaml document (a node tree with line marks).
+ * pr_config_set() edits that tree (it keeps the source text and the list of
+ * overrides) and rebuilds the whole config, so an override goes through
+ * exactly the checks a file does.
+ *
+ * Errors are collected (up to PR__MAX_ERRORS) as "origin:line: path: problem"
+ * lines, and loading fails if there was any.
+ */
+#include "pr_config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#define PR__MAX_ERRORS 20
+#define PR__DEFAULT_MODULUS 524288u
+#define PR__PATH_MAX 512
+
+/* ---------------------------------------------------------------- enum names */
+
+static const char *const format_names[] = { "criteo_tsv", "protobuf_event",
+                                            "protobuf_event_batch", NULL };
+static const char *const ordering_names[] = { "partition", "event_time", NULL };
+static const char *const late_names[] = { "emit", "drop_to_dlq", NULL };
+static const char *const count_mode_names[] = { "streaming", "two_pass", NULL };
+/* Indexed by pr_log_level. */
+static const char *const log_level_names[] = { "error", "warn", "info", "debug", NULL };
+static const char *const backend_names[] = { "cpu", "hls-sim", "xrt", "auto", NULL };
+
+static int names_find(const char *const *names, const char *s)
+{
+    for (int i = 0; names[i]; i++)
+        if (strcmp(names[i], s) == 0)
+            return i;
+    return -1;
+}
+
+static const char *names_get(const char *const *names, int count, int v)
+{
+    return v >= 0 && v < count ? names[v] : "?";
+}
+
+const char *pr_source_format_name(pr_source_format f) { return names_get(format_names, PR_FORMAT__COUNT, (int)f); }
+int pr_source_format_from_name(const char *s) { return s ? names_find(format_names, s) : -1; }
+const char *pr_ordering_name(pr_ordering o) { return names_get(ordering_names, PR_ORDERING__COUNT, (int)o); }
+int pr_ordering_from_name(const char *s) { return s ? names_find(ordering_names, s) : -1; }
+const char *pr_late_policy_name(pr_late_policy p) { return names_get(late_names, PR_LATE__COUNT, (int)p); }
+int pr_late_policy_from_name(const char *s) { return s ? names_find(late_names, s) : -1; }
+
+const char *pr_kv_get(const pr_kv_list *l, const char *key)
+{
+    const char *v = NULL;
+    for (size_t i = 0; i < l->n; i++)
+        if (strcmp(l->items[i].key, key) == 0)
+            v = l->items[i].value;
+    return v;
+}
+
+/* ---------------------------------------------------------------- the default config */
+
+static const char default_yaml[] =
+    "# piperec default config: the Criteo Kaggle/Terabyte layout, DLRM-style.\n"
+    "pipelines:\n"
+    "  - name: criteo\n"
+    "    source:\n"
+    "      kafka:\n"
+    "        topics: [events]\n"
+    "        group.id: piperec-criteo\n"
+    "        properties:\n"
+    "          bootstrap.servers: \"127.0.0.1:0\"   # placeholder; `piperec demo` sets it\n"
+    "          auto.offset.reset: earliest\n"
+    "      format: criteo_tsv\n"
+    "    schema: { label: true, dense: 13, sparse: 26 }\n"
+    "    transform:\n"
+    "      dense: [neg2zero, log1p]\n"
+    "      sparse: [hex2int, { modulus: 524288 }, vocab]\n"
+    "      vocab: { profile: dlrm, min_count: 1, capacity: 0, count_mode: streaming }\n"
+    "    batch: { size: 4096, max_delay_ms: 100, ordering: partition }\n"
+    "    sinks:\n"
+    "      trainer: { listen: \"127.0.0.1:7070\", max_unacked_batches: 64, ack_timeout_ms: 30000 }\n"
+    "http: { listen: \"127.0.0.1:9464\" }\n"
+    "engine: { backend: cpu, threads: 2 }\n"
+    "limits: { max_inflight_bytes: 256MiB }\n"
+    "log: { level: info }\n";
+
+const char *pr_config_default_yaml(void) { return default_yaml; }
+
+/* ---------------------------------------------------------------- context */
+
+typedef struct cfg_ctx {
+    yaml_document_t *doc;
+    int n_loaded;            /* nodes from the text; later ones come from overrides */
+    const char *origin;
+    char *err;
+    size_t errn;
+    size_t errlen;
+    int n_errors;
+    char path[PR__PATH_MAX];
+    size_t pathlen;
+    yaml_node_t *map;        /* mapping being applied (for handlers that look at siblings) */
+    int line_hint;           /* line used when an error has no node (post-load checks) */
+    yaml_node_t synth;       /* scalar node used to apply a default */
+    pr_config *cfg;
+    pr_pipeline_cfg *pl;     /* pipeline being built */
+} cfg_ctx;
+
+static int node_line(const cfg_ctx *c, const yaml_node_t *n)
+{
+    if (!n || n == &c->synth || !c->doc)
+        return 0;
+    ptrdiff_t idx = n - c->doc->nodes.start;
+    if (idx < 0 || idx >= c->n_loaded)
+        return 0;
+    return (int)n->start_mark.line + 1;
+}
+
+/* Record one error for the current path (or `sub` appended to it). */
+static void __attribute__((format(printf, 4, 5)))
+cfg_error(cfg_ctx *c, const yaml_node_t *n, const char *sub, const char *fmt, ...)
+{
+    c->n_errors++;
+    if (!c->err || c->errn == 0 || c->n_errors > PR__MAX_ERRORS + 1)
+        return;
+    char msg[1400];
+    if (c->n_errors == PR__MAX_ERRORS + 1) {
+        snprintf(msg, sizeof(msg), "(more errors not shown)");
+    } else {
+        char where[64] = "";
+        int line = n ? node_line(c, n) : c->line_hint;
+        if (line > 0)
+            snprintf(where, sizeof(where), ":%d", line);
+        else if (n && n != &c->synth && c->doc && n - c->doc->nodes.start >= c->n_loaded)
+            snprintf(where, sizeof(where), " (override)");
+        char path[PR__PATH_MAX + 80];
+        snprintf(path, sizeof(path), "%s%s%s", c->path,
+                 sub && c->pathlen && sub[0] != '[' ? "." : "", sub ? sub : "");
+        char text[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(text, sizeof(text), fmt, ap);
+        va_end(ap);
+        snprintf(msg, sizeof(msg), "%s%s: %s%s%s", c->origin, where, path, path[0] ? ": " : "",
+                 text);
+    }
+    if (c->errlen >= c->errn - 1)
+        return;
+    int w = snprintf(c->err + c->errlen, c->errn - c->errlen, "%s%s", c->errlen ? "\n" : "", msg);
+    if (w > 0)
+        c->errlen += (size_t)w < c->errn - c->errlen ? (size_t)w : c->errn - c->errlen - 1;
+}
+
+static size_t path_push(cfg_ctx *c, const char *key)
+{
+    size_t old = c->pathlen;
+    int w = snprintf(c->path + old, sizeof(c->path) - old, "%s%s",
+                     old && key[0] != '[' ? "." : "", key);
+    if (w > 0)
+        c->pathlen = old + (size_t)w < sizeof(c->path) ? old + (size_t)w : sizeof(c->path) - 1;
+    return old;
+}
+
+static size_t path_push_index(cfg_ctx *c, size_t i)
+{
+    char b[32];
+    snprintf(b, sizeof(b), "[%zu]", i);
+    return path_push(c, b);
+}
+
+static void path_pop(cfg_ctx *c, size_t old)
+{
+    c->pathlen = old;
+    c->path[old] = '\0';
+}
+
+/* ---------------------------------------------------------------- node helpers */
+
+static yaml_node_t *node_get(cfg_ctx *c, int idx) { return yaml_document_get_node(c->doc, idx); }
+
+static const char *scalar(const yaml_node_t *n) { return (const char *)n->data.scalar.value; }
+
+static bool is_null(const yaml_node_t *n)
+{
+    if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+        return false;
+    const char *s = scalar(n);
+    return !s[0] || !strcmp(s, "~") || !strcmp(s, "null") || !strcmp(s, "Null") ||
+           !strcmp(s, "NULL");
+}
+
+static const char *node_kind(const yaml_node_t *n)
+{
+    switch (n->type) {
+    case YAML_MAPPING_NODE: return "a mapping";
+    case YAML_SEQUENCE_NODE: return "a list";
+    default: return is_null(n) ? "nothing" : "a scalar";
+    }
+}
+
+/* Describe what was found: 'abc' for scalars, "a list" otherwise. */
+static void got(const yaml_node_t *n, char *b, size_t bn)
+{
+    if (n->type == YAML_SCALAR_NODE && !is_null(n))
+        snprintf(b, bn, "'%.80s'", scalar(n));
+    else
+        snprintf(b, bn, "%s", node_kind(n));
+}
+
+/* Scalar text of n, or NULL after recording "expected <what>, got ...". */
+static const char *want_scalar(cfg_ctx *c, yaml_node_t *n, const char *what)
+{
+    if (n->type == YAML_SCALAR_NODE && !is_null(n))
+        return scalar(n);
+    char g[96];
+    got(n, g, sizeof(g));
+    cfg_error(c, n, NULL, "expected %s, got %s", what, g);
+    return NULL;
+}
+
+static yaml_node_t *map_find(cfg_ctx *c, yaml_node_t *map, const char *key)
+{
+    if (!map || map->type != YAML_MAPPING_NODE)
+        return NULL;
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = node_get(c, p->key);
+        if (k && k->type == YAML_SCALAR_NODE && strcmp(scalar(k), key) == 0)
+            return node_get(c, p->value);
+    }
+    return NULL;
+}
+
+/* A name for pipelines and columns: used in metric labels, file names, paths. */
+static bool valid_name(const char *s, size_t cap)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n >= cap)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)s[i]) && s[i] != '_' && s[i] != '-')
+            return false;
+    return true;
+}
+
+static void join_names(const char *const *names, char *b, size_t bn)
+{
+    size_t len = 0;
+    b[0] = '\0';
+    for (int i = 0; names[i] && len < bn; i++) {
+        int w = snprintf(b + len, bn - len, "%s%s", i ? ", " : "", names[i]);
+        if (w < 0)
+            break;
+        len += (size_t)w;
+    }
+}
+
+/* ---------------------------------------------------------------- key tables */
+
+enum key_type {
+    KT_BOOL,
+    KT_INT,      /* signed or unsigned integer field of `width` bytes */
+    KT_STR,      /* owned char *; `names` restricts the values */
+    KT_NAME,     /* char[width] holding a valid_name() */
+    KT_ENUM,     /* int-sized enum; value = index in `names` */
+    KT_SIZE,     /* uint64_t bytes, with units */
+    KT_HOSTPORT, /* owned char * "host:port" */
+    KT_STRLIST,  /* owned char ** at off, size_t count at off2 */
+    KT_KV,       /* pr_kv_list of scalar pairs */
+    KT_MAP,      /* sub-table applied to base + off */
+    KT_CUSTOM,   /* fn */
+};
+
+#define KF_REQUIRED 1u    /* must be present (when the enclosing mapping is) */
+#define KF_DOC_DEFAULT 2u /* `def` documents a value set by init code */
+#define KF_LIST 4u        /* custom: a list of `sub` mappings (reference/set paths) */
+#define KF_DICT 8u        /* custom: a mapping of user names -> `sub` mappings */
+#define KF_NONEMPTY 16u   /* KT_STRLIST/KT_STR: at least one item / one char */
+
+typedef struct cfg_key cfg_key;
+typedef struct cfg_table cfg_table;
+typedef void (*key_fn)(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k);
+
+struct cfg_key {
+    const char *name;
+    enum key_type type;
+    unsigned flags;
+    size_t off;
+    size_t off2;        /* KT_STRLIST count; KT_MAP: offset of `enabled` + 1 (0 = none) */
+    uint8_t width;
+    bool is_signed;
+    int64_t min;
+    uint64_t max;       /* 0 = the field's own limit */
+    const char *const *names;
+    const cfg_table *sub;
+    key_fn fn;
+    const char *def;    /* YAML text of the default; NULL = none */
+    const char *type_doc; /* custom keys: the type column of the reference */
+    const char *doc;
+};
+
+struct cfg_table {
+    const cfg_key *keys;
+    size_t n;
+    /* Cross-key checks after every key was applied; map is NULL when absent. */
+    void (*finish)(cfg_ctx *c, yaml_node_t *map, void *base, bool present);
+};
+
+#define FSIZE(T, f) sizeof(((T *)0)->f)
+#define FSIGNED(T, f) ((__typeof__(((T *)0)->f))-1 < (__typeof__(((T *)0)->f))1)
+
+#define K_INT(nm, T, f, lo, hi, d, dc)                                                     \
+    { .name = nm, .type = KT_INT, .off = offsetof(T, f), .width = FSIZE(T, f),             \
+      .is_signed = FSIGNED(T, f), .min = lo, .max = hi, .def = d, .doc = dc }
+#define K_BOOL(nm, T, f, d, dc) { .name = nm, .type = KT_BOOL, .off = offsetof(T, f), .def = d, .doc = dc }
+#define K_STR(nm, T, f, fl, d, dc)                                                         \
+    { .name = nm, .type = KT_STR, .flags = fl, .off = offsetof(T, f), .def = d, .doc = dc }
+#define K_CHOICE(nm, T, f, nms, d, dc)                                                     \
+    { .name = nm, .type = KT_STR, .off = offsetof(T, f), .names = nms, .def = d, .doc = dc }
+#define K_ENUM(nm, T, f, nms, d, dc)                                                       \
+    { .name = nm, .type = KT_ENUM, .off = offsetof(T, f), .names = nms, .def = d, .doc = dc }
+#define K_HOSTPORT(nm, T, f, d, dc)                                                        \
+    { .name = nm, .type = KT_HOSTPORT, .off = offsetof(T, f), .def = d, .doc = dc }
+#define K_MAP(nm, T, f, tab, dc) { .name = nm, .type = KT_MAP, .off = offsetof(T, f), .sub = &tab, .doc = dc }
+/* A mapping level whose table addresses the same struct as its parent. */
+#define K_MAP_FLAT(nm, tab, dc) { .name = nm, .type = KT_MAP, .off = 0, .sub = &tab, .doc = dc }
+#define K_MAP_EN(nm, T, f, en, tab, dc)                                                    \
+    { .name = nm, .type = KT_MAP, .off = offsetof(T, f), .off2 = offsetof(T, en) + 1,      \
+      .sub = &tab, .doc = dc }
+#define K_CUSTOM(nm, fl, fnc, tdoc, d, dc)                                                 \
+    { .name = nm, .type = KT_CUSTOM, .flags = fl, .fn = fnc, .type_doc = tdoc, .def = d, .doc = dc }
+#define TABLE(arr, fin) { arr, sizeof(arr) / sizeof(arr[0]), fin }
+
+static void apply_map(cfg_ctx *c, yaml_node_t *map, const cfg_table *t, void *base);
+
+/* ---------------------------------------------------------------- scalar parsers */
+
+int pr_config_parse_size(const char *s, uint64_t *out)
+{
+    static const struct { const char *unit; uint64_t mul; } units[] = {
+        { "", 1 },          { "B", 1 },
+        { "KiB", 1ull << 10 }, { "MiB", 1ull << 20 }, { "GiB", 1ull << 30 }, { "TiB", 1ull << 40 },
+        { "KB", 1000ull },  { "MB", 1000000ull }, { "GB", 1000000000ull }, { "TB", 1000000000000ull },
+    };
+    if (!s || !isdigit((unsigned char)s[0]))
+        return PR_EINVAL;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno)
+        return PR_EINVAL;
+    while (*end == ' ')
+        end++;
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        if (strcmp(end, units[i].unit) == 0) {
+            if (v > UINT64_MAX / units[i].mul)
+                return PR_EINVAL;
+            *out = (uint64_t)v * units[i].mul;
+            return 0;
+        }
+    }
+    return PR_EINVAL;
+}
+
+int pr_config_parse_hostport(const char *s, char *host, size_t host_size, uint16_t *port)
+{
+    if (!s)
+        return PR_EINVAL;
+    const char *h = s, *colon;
+    size_t hlen;
+    if (s[0] == '[') {
+        const char *rb = strchr(s, ']');
+        if (!rb || rb[1] != ':')
+            return PR_EINVAL;
+        h = s + 1;
+        hlen = (size_t)(rb - h);
+        colon = rb + 1;
+        for (size_t i = 0; i < hlen; i++)
+            if (!isxdigit((unsigned char)h[i]) && h[i] != ':' && h[i] != '.')
+                return PR_EINVAL;
+    } else {
+        colon = strrchr(s, ':');
+        if (!colon)
+            return PR_EINVAL;
+        hlen = (size_t)(colon - s);
+        for (size_t i = 0; i < hlen; i++)
+            if (!isalnum((unsigned char)h[i]) && h[i] != '.' && h[i] != '-' && h[i] != '_')
+                return PR_EINVAL;
+    }
+    const char *p = colon + 1;
+    if (!*p || strlen(p) > 5)
+        return PR_EINVAL;
+    unsigned v = 0;
+    for (; *p; p++) {
+        if (!isdigit((unsigned char)*p))
+            return PR_EINVAL;
+        v = v * 10 + (unsigned)(*p - '0');
+    }
+    if (v > 65535)
+        return PR_EINVAL;
+    if (host) {
+        if (hlen >= host_size)
+            return PR_EINVAL;
+        memcpy(host, h, hlen);
+        host[hlen] = '\0';
+    }
+    if (port)
+        *port = (uint16_t)v;
+    return 0;
+}
+
+static bool parse_bool(const char *s, bool *out)
+{
+    static const char *const yes[] = { "true", "yes", "on", NULL };
+    static const char *const no[] = { "false", "no", "off", NULL };
+    for (int i = 0; yes[i]; i++) {
+        if (!strcasecmp(s, yes[i])) { *out = true; return true; }
+        if (!strcasecmp(s, no[i])) { *out = false; return true; }
+    }
+    return false;
+}
+
+static void store_int(void *p, int width, uint64_t v)
+{
+    switch (width) {
+    case 1: *(uint8_t *)p = (uint8_t)v; break;
+    case 2: *(uint16_t *)p = (uint16_t)v; break;
+    case 4: *(uint32_t *)p = (uint32_t)v; break;
+    default: *(uint64_t *)p = v; break;
+    }
+}
+
+/* Parse an integer scalar and check it against k's range and field width. */
+static bool parse_int_key(cfg_ctx *c, yaml_node_t *n, const cfg_key *k, uint64_t *out)
+{
+    const char *s = want_scalar(c, n, "an integer");
+    if (!s)
+        return false;
+    char *end;
+    errno = 0;
+    bool neg = s[0] == '-';
+    int64_t sv = 0;
+    uint64_t uv = 0;
+    if (neg)
+        sv = strtoll(s, &end, 10);
+    else
+        uv = strtoull(s, &end, 10);
+    if (end == s || *end || !(isdigit((unsigned char)s[0]) || s[0] == '-' || s[0] == '+')) {
+        cfg_error(c, n, NULL, "expected an integer, got '%.80s'", s);
+        return false;
+    }
+    if (errno) {
+        cfg_error(c, n, NULL, "%.80s is out of range", s);
+        return false;
+    }
+    uint64_t fmax = k->is_signed ? (uint64_t)INT64_MAX >> (64 - 8 * k->width)
+                                 : UINT64_MAX >> (64 - 8 * k->width);
+    uint64_t max = k->max && k->max < fmax ? k->max : fmax;
+    bool low = neg ? sv < k->min : (k->min > 0 && uv < (uint64_t)k->min);
+    if (low || (!neg && uv > max)) {
+        if (max == fmax && k->min == 0)
+            cfg_error(c, n, NULL, "must be >= 0 and <= %" PRIu64 ", got %s", max, s);
+        else if (max == fmax)
+            cfg_error(c, n, NULL, "must be >= %" PRId64 ", got %s", k->min, s);
+        else
+            cfg_error(c, n, NULL, "must be between %" PRId64 " and %" PRIu64 ", got %s", k->min,
+                      max, s);
+        return false;
+    }
+    *out = neg ? (uint64_t)sv : uv;
+    return true;
+}
+
+static char *xstrdup(const char *s)
+{
+    char *d = strdup(s);
+    if (!d)
+        abort(); /* config loading is startup-only; no sensible recovery */
+    return d;
+}
+
+static void *xcalloc(size_t n, size_t sz)
+{
+    void *p = calloc(n ? n : 1, sz);
+    if (!p)
+        abort();
+    return p;
+}
+
+static void set_str(char **dst, const char *s)
+{
+    free(*dst);
+    *dst = s ? xstrdup(s) : NULL;
+}
+
+static void kv_free(pr_kv_list *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->items[i].key);
+        free(l->items[i].value);
+    }
+    free(l->items);
+    l->items = NULL;
+    l->n = 0;
+}
+
+static void strlist_free(char ***v, size_t *n)
+{
+    for (size_t i = 0; i < *n; i++)
+        free((*v)[i]);
+    free(*v);
+    *v = NULL;
+    *n = 0;
+}
+
+/* ---------------------------------------------------------------- applying one key */
+
+static void apply_key(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    char *p = (char *)base + k->off;
+    const char *s;
+    char b[256];
+    switch (k->type) {
+    case KT_BOOL: {
+        if (!(s = want_scalar(c, n, "true or false")))
+            return;
+        if (!parse_bool(s, (bool *)p))
+            cfg_error(c, n, NULL, "expected true or false, got '%.80s'", s);
+        return;
+    }
+    case KT_INT: {
+        uint64_t v;
+        if (parse_int_key(c, n, k, &v))
+            store_int(p, k->width, v);
+        return;
+    }
+    case KT_STR:
+        if (n->type == YAML_SCALAR_NODE && is_null(n) && !(k->flags & KF_NONEMPTY) && !k->names) {
+            set_str((char **)p, NULL);
+            return;
+        }
+        if (!(s = want_scalar(c, n, "a string")))
+            return;
+        if (k->names && names_find(k->names, s) < 0) {
+            join_names(k->names, b, sizeof(b));
+            cfg_error(c, n, NULL, "unknown value '%.80s' (valid: %s)", s, b);
+            return;
+        }
+        set_str((char **)p, s);
+        return;
+    case KT_NAME:
+        if (!(s = want_scalar(c, n, "a name")))
+            return;
+        if (!valid_name(s, k->width)) {
+            cfg_error(c, n, NULL,
+                      "invalid name '%.80s' (1..%d characters of A-Z a-z 0-9 _ -)", s,
+                      k->width - 1);
+            return;
+        }
+        snprintf(p, k->width, "%s", s);
+        return;
+    case KT_ENUM: {
+        if (!(s = want_scalar(c, n, "a string")))
+            return;
+        int v = names_find(k->names, s);
+        if (v < 0) {
+            join_names(k->names, b, sizeof(b));
+            cfg_error(c, n, NULL, "unknown value '%.80s' (valid: %s)", s, b);
+            return;
+        }
+        *(int *)p = v;
+        return;
+    }
+    case KT_SIZE: {
+        uint64_t v;
+        if (!(s = want_scalar(c, n, "a size")))
+            return;
+        if (pr_config_parse_size(s, &v) < 0) {
+            cfg_error(c, n, NULL,
+                      "expected a size (a number, optionally with B, KiB, MiB, GiB, TiB, KB, MB, "
+                      "GB or TB), got '%.80s'", s);
+            return;
+        }
+        if (v < (uint64_t)k->min || (k->max && v > k->max)) {
+            if (k->max)
+                cfg_error(c, n, NULL, "must be between %" PRId64 " and %" PRIu64 " bytes, got %s",
+                          k->min, k->max, s);
+            else
+                cfg_error(c, n, NULL, "must be at least %" PRId64 " bytes, got %s", k->min, s);
+            return;
+        }
+        *(uint64_t *)p = v;
+        return;
+    }
+    case KT_HOSTPORT:
+        if (!(s = want_scalar(c, n, "an address host:port")))
+            return;
+        if (pr_config_parse_hostport(s, NULL, 0, NULL) < 0) {
+            cfg_error(c, n, NULL,
+                      "expected an address host:port (e.g. \"0.0.0.0:7070\" or \"[::1]:7070\"), "
+                      "got '%.80s'", s);
+            return;
+        }
+        set_str((char **)p, s);
+        return;
+    case KT_STRLIST: {
+        char ***v = (char ***)p;
+        size_t *cnt = (size_t *)((char *)base + k->off2);
+        if (n->type == YAML_SCALAR_NODE && !is_null(n)) { /* one item: topics: events */
+            strlist_free(v, cnt);
+            *v = xcalloc(1, sizeof(char *));
+            (*v)[0] = xstrdup(scalar(n));
+            *cnt = 1;
+            return;
+        }
+        if (n->type != YAML_SEQUENCE_NODE) {
+            got(n, b, sizeof(b));
+            cfg_error(c, n, NULL, "expected a list of strings, got %s", b);
+            return;
+        }
+        size_t items = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+        if (items == 0 && (k->flags & KF_NONEMPTY)) {
+            cfg_error(c, n, NULL, "must not be empty");
+            return;
+        }
+        strlist_free(v, cnt);
+        *v = xcalloc(items, sizeof(char *));
+        for (size_t i = 0; i < items; i++) {
+            yaml_node_t *it = node_get(c, n->data.sequence.items.start[i]);
+            size_t old = path_push_index(c, i);
+            if ((s = want_scalar(c, it, "a string")))
+                (*v)[(*cnt)++] = xstrdup(s);
+            path_pop(c, old);
+        }
+        return;
+    }
+    case KT_KV: {
+        pr_kv_list *l = (pr_kv_list *)p;
+        if (n->type == YAML_SCALAR_NODE && is_null(n))
+            return;
+        if (n->type != YAML_MAPPING_NODE) {
+            got(n, b, sizeof(b));
+            cfg_error(c, n, NULL, "expected a mapping of name: value, got %s", b);
+            return;
+        }
+        kv_free(l);
+        size_t items = (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
+        l->items = xcalloc(items, sizeof(pr_kv));
+        for (size_t i = 0; i < items; i++) {
+            yaml_node_t *kn = node_get(c, n->data.mapping.pairs.start[i].key);
+            yaml_node_t *vn = node_get(c, n->data.mapping.pairs.start[i].value);
+            const char *ks = want_scalar(c, kn, "a property name");
+            if (!ks)
+                continue;
+            size_t old = path_push(c, ks);
+            /* Numbers and booleans keep their text: librdkafka wants strings. */
+            if ((s = want_scalar(c, vn, "a value (string, number or boolean)"))) {
+                l->items[l->n].key = xstrdup(ks);
+                l->items[l->n].value = xstrdup(s);
+                l->n++;
+            }
+            path_pop(c, old);
+        }
+        return;
+    }
+    case KT_MAP:
+        if (k->off2)
+            *(bool *)((char *)base + k->off2 - 1) = true;
+        if (n->type == YAML_SCALAR_NODE && is_null(n)) /* `trainer:` alone = all defaults */
+            n = NULL;
+        apply_map(c, n, k->sub, p);
+        return;
+    case KT_CUSTOM:
+        k->fn(c, n, base, k);
+        return;
+    }
+}
+
+static bool key_takes_scalar_default(const cfg_key *k)
+{
+    return k->def && !(k->flags & KF_DOC_DEFAULT) && k->type != KT_MAP && k->type != KT_KV &&
+           k->type != KT_STRLIST;
+}
+
+static void apply_default(cfg_ctx *c, void *base, const cfg_key *k)
+{
+    memset(&c->synth, 0, sizeof(c->synth));
+    c->synth.type = YAML_SCALAR_NODE;
+    c->synth.data.scalar.value = (yaml_char_t *)k->def;
+    c->synth.data.scalar.length = strlen(k->def);
+    c->synth.data.scalar.style = YAML_PLAIN_SCALAR_STYLE;
+    apply_key(c, &c->synth, base, k);
+}
+
+static void list_keys(const cfg_table *t, char *b, size_t bn)
+{
+    size_t len = 0;
+    b[0] = '\0';
+    for (size_t i = 0; i < t->n && len < bn; i++) {
+        int w = snprintf(b + len, bn - len, "%s%s", i ? ", " : "", t->keys[i].name);
+        if (w < 0)
+            break;
+        len += (size_t)w;
+    }
+}
+
+/* Apply mapping `map` (NULL = absent: defaults only) to `base` through `t`. */
+static void apply_map(cfg_ctx *c, yaml_node_t *map, const cfg_table *t, void *base)
+{
+    bool present = map != NULL;
+    if (map && map->type != YAML_MAPPING_NODE) {
+        char g[96];
+        got(map, g, sizeof(g));
+        cfg_error(c, map, NULL, "expected a mapping, got %s", g);
+        return;
+    }
+    yaml_node_t *saved_map = c->map;
+    c->map = map;
+    /* Unknown and duplicate keys. */
+    if (map) {
+        for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+            yaml_node_t *kn = node_get(c, p->key);
+            if (kn->type != YAML_SCALAR_NODE) {
+                cfg_error(c, kn, NULL, "keys must be plain names, got %s", node_kind(kn));
+                continue;
+            }
+            const char *ks = scalar(kn);
+            bool known = false;
+            for (size_t i = 0; i < t->n && !known; i++)
+                known = strcmp(t->keys[i].name, ks) == 0;
+            if (!known) {
+                char valid[512];
+                list_keys(t, valid, sizeof(valid));
+                cfg_error(c, kn, ks, "unknown key (valid: %s)", valid);
+                continue;
+            }
+            for (yaml_node_pair_t *q = map->data.mapping.pairs.start; q < p; q++) {
+                yaml_node_t *qk = node_get(c, q->key);
+                if (qk->type == YAML_SCALAR_NODE && strcmp(scalar(qk), ks) == 0) {
+                    cfg_error(c, kn, ks, "duplicate key (first at line %d)", node_line(c, qk));
+                    break;
+                }
+            }
+        }
+    }
+    for (size_t i = 0; i < t->n; i++) {
+        const cfg_key *k = &t->keys[i];
+        yaml_node_t *v = map_find(c, map, k->name);
+        size_t old = path_push(c, k->name);
+        if (v) {
+            apply_key(c, v, base, k);
+        } else if ((k->flags & KF_REQUIRED) && present) {
+            cfg_error(c, map, NULL, "missing (required)");
+        } else if (k->type == KT_MAP) {
+            apply_map(c, NULL, k->sub, (char *)base + k->off);
+        } else if (key_takes_scalar_default(k)) {
+            apply_default(c, base, k);
+        }
+        path_pop(c, old);
+        c->map = map;
+    }
+    if (t->finish)
+        t->finish(c, map, base, present);
+    c->map = saved_map;
+}
+
+/* ---------------------------------------------------------------- source, batch, sinks, state */
+
+static void finish_kafka_source(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
+{
+    (void)map;
+    (void)present;
+    pr_kafka_source_cfg *k = base;
+    if (!k->group_id && c->pl) {
+        char b[PR_NAME_MAX + 16];
+        snprintf(b, sizeof(b), "piperec-%s", c->pl->name);
+        k->group_id = xstrdup(b);
+    }
+}
+
+static const cfg_key kafka_source_keys[] = {
+    { .name = "topics", .type = KT_STRLIST, .flags = KF_NONEMPTY,
+      .off = offsetof(pr_kafka_source_cfg, topics), .off2 = offsetof(pr_kafka_source_cfg, n_topics),
+      .doc = "Topics to consume (a list, or one name). Required by `run`." },
+    K_STR("group.id", pr_kafka_source_cfg, group_id, KF_NONEMPTY, NULL,
+          "Consumer group; default piperec-NAME (NAME = the pipeline's name). Offsets are "
+          "committed only after every batch holding a record is acknowledged."),
+    { .name = "properties", .type = KT_KV, .off = offsetof(pr_kafka_source_cfg, properties),
+      .doc = "librdkafka consumer properties, passed through untouched (numbers and booleans "
+             "become strings). `run` needs bootstrap.servers." },
+};
+static const cfg_table kafka_source_tab = TABLE(kafka_source_keys, finish_kafka_source);
+
+static const cfg_key source_keys[] = {
+    K_MAP_EN("kafka", pr_source_cfg, kafka, kafka.enabled, kafka_source_tab,
+             "The Kafka consumer. Needed by `run`; `process` reads a file instead."),
+    K_ENUM("format", pr_source_cfg, format, format_names, "criteo_tsv",
+           "Payload encoding: criteo_tsv (one TSV line per message), protobuf_event "
+           "(piperec.Event), protobuf_event_batch (piperec.EventBatch)."),
+    K_STR("dead_letter_topic", pr_source_cfg, dead_letter_topic, 0, NULL,
+          "Topic receiving records that fail to decode (and late ones under drop_to_dlq), "
+          "with the reason in a header. Unset: rejects are counted and logged only."),
+};
+static const cfg_table source_tab = TABLE(source_keys, NULL);
+
+static void finish_batch(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
+{
+    (void)present;
+    pr_batch_cfg *b = base;
+    if (b->late_policy == PR_LATE_DROP_TO_DLQ && c->pl && !c->pl->source.dead_letter_topic)
+        cfg_error(c, map_find(c, map, "late_policy"), "late_policy",
+                  "drop_to_dlq needs source.dead_letter_topic");
+}
+
+static const cfg_key batch_keys[] = {
+    K_INT("size", pr_batch_cfg, size, 1, 1048576, "4096", "Rows per batch (1..1048576)."),
+    K_INT("max_delay_ms", pr_batch_cfg, max_delay_ms, 0, INT32_MAX, "100",
+          "Freshness bound: a batch is emitted when full or when its oldest record has waited "
+          "this long (0 = no waiting)."),
+    K_ENUM("ordering", pr_batch_cfg, ordering, ordering_names, "partition",
+           "partition: records keep offset order within a partition; event_time: partitions "
+           "are merged by watermark."),
+    K_INT("allowed_lateness_ms", pr_batch_cfg, allowed_lateness_ms, 0, INT32_MAX, "1000",
+          "event_time only: how far behind the watermark a record may arrive before it is late."),
+    K_ENUM("late_policy", pr_batch_cfg, late_policy, late_names, "emit",
+           "event_time only: emit (late records go into the next batch) or drop_to_dlq (sent "
+           "to source.dead_letter_topic)."),
+};
+static const cfg_table batch_tab = TABLE(batch_keys, finish_batch);
+
+static const cfg_key trainer_keys[] = {
+    K_BOOL("enabled", pr_trainer_sink_cfg, enabled, NULL,
+           "Set false to keep the section but switch the sink off."),
+    K_HOSTPORT("listen", pr_trainer_sink_cfg, listen, "127.0.0.1:7070",
+               "Address trainers connect to (host:port; port 0 = any free port)."),
+    K_INT("max_unacked_batches", pr_trainer_sink_cfg, max_unacked_batches, 1, 65536, "64",
+          "Credit window: batches sent to a trainer and not yet acknowledged."),
+    K_INT("ack_timeout_ms", pr_trainer_sink_cfg, ack_timeout_ms, 1, INT32_MAX, "30000",
+          "A trainer silent this long with batches outstanding is dropped and its batches "
+          "are re-sent to another trainer."),
+};
+static const cfg_table trainer_tab = TABLE(trainer_keys, NULL);
+
+static const cfg_key kafka_sink_keys[] = {
+    K_BOOL("enabled", pr_kafka_sink_cfg, enabled, NULL,
+           "Set false to keep the section but switch the sink off."),
+    K_STR("topic", pr_kafka_sink_cfg, topic, KF_REQUIRED | KF_NONEMPTY, NULL,
+          "Topic receiving piperec.Batch messages."),
+    { .name = "properties", .type = KT_KV, .off = offsetof(pr_kafka_sink_cfg, properties),
+      .doc = "librdkafka producer properties, passed through; bootstrap.servers defaults to "
+             "the source's." },
+};
+static const cfg_table kafka_sink_tab = TABLE(kafka_sink_keys, NULL);
+
+static const cfg_key files_keys[] = {
+    K_BOOL("enabled", pr_files_sink_cfg, enabled, NULL,
+           "Set false to keep the section but switch the sink off."),
+    K_STR("dir", pr_files_sink_cfg, dir, KF_REQUIRED | KF_NONEMPTY, NULL,
+          "Directory for .npy batch files (created if missing)."),
+    K_INT("roll_batches", pr_files_sink_cfg, roll_batches, 1, UINT32_MAX, "100",
+          "Batches written per file set before a new one is started."),
+};
+static const cfg_table files_tab = TABLE(files_keys, NULL);
+
+static const cfg_key sinks_keys[] = {
+    K_MAP_EN("trainer", pr_sinks_cfg, trainer, trainer.enabled, trainer_tab,
+             "Stream batches to GPU trainers over TCP, with acknowledgements."),
+    K_MAP_EN("kafka", pr_sinks_cfg, kafka, kafka.enabled, kafka_sink_tab,
+             "Produce batches to a Kafka topic."),
+    K_MAP_EN("files", pr_sinks_cfg, files, files.enabled, files_tab,
+             "Write batches as .npy files."),
+};
+static const cfg_table sinks_tab = TABLE(sinks_keys, NULL);
+
+static const cfg_key state_keys[] = {
+    K_BOOL("enabled", pr_state_cfg, enabled, NULL,
+           "Set false to keep the section but switch persistence off."),
+    K_STR("dir", pr_state_cfg, dir, KF_REQUIRED | KF_NONEMPTY, NULL,
+          "Directory for vocabulary snapshots and the journal (index stability across "
+          "restarts)."),
+    K_INT("checkpoint_interval_s", pr_state_cfg, checkpoint_interval_s, 1, 86400 * 7, "60",
+          "Seconds between vocabulary snapshots; the journal covers the time in between."),
+};
+static const cfg_table state_tab = TABLE(state_keys, NULL);
+
+/* ---------------------------------------------------------------- schema */
+
+static bool names_list(cfg_ctx *c, yaml_node_t *n, size_t max, char (*dst)[PR_NAME_MAX],
+                       size_t *count)
+{
+    char g[96];
+    if (n->type != YAML_SEQUENCE_NODE) {
+        got(n, g, sizeof(g));
+        cfg_error(c, n, NULL, "expected a list of names, got %s", g);
+        return false;
+    }
+    size_t items = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+    if (items > max) {
+        cfg_error(c, n, NULL, "%zu names, at most %zu allowed", items, max);
+        return false;
+    }
+    bool ok = true;
+    for (size_t i = 0; i < items; i++) {
+        yaml_node_t *it = node_get(c, n->data.sequence.items.start[i]);
+        size_t old = path_push_index(c, i);
+        const char *s = want_scalar(c, it, "a name");
+        if (s && !valid_name(s, PR_NAME_MAX)) {
+            cfg_error(c, it, NULL, "invalid name '%.80s' (1..%d characters of A-Z a-z 0-9 _ -)",
+                      s, PR_NAME_MAX - 1);
+            s = NULL;
+        }
+        for (size_t j = 0; s && j < i; j++) {
+            if (strcmp(dst[j], s) == 0) {
+                cfg_error(c, it, NULL, "duplicate name '%s'", s);
+                s = NULL;
+            }
+        }
+        if (s)
+            snprintf(dst[i], PR_NAME_MAX, "%s", s);
+        else
+            ok = false;
+        path_pop(c, old);
+    }
+    *count = items;
+    return ok;
+}
+
+static void h_dense_names(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    (void)k;
+    pr_pipeline_cfg *pl = base;
+    size_t cnt;
+    if (!names_list(c, n, PR_MAX_DENSE, pl->dense_names, &cnt))
+        return;
+    if (map_find(c, c->map, "dense") && cnt != pl->spec.n_dense)
+        cfg_error(c, n, NULL, "%zu names but dense is %u", cnt, (unsigned)pl->spec.n_dense);
+    else
+        pl->spec.n_dense = (uint16_t)cnt;
+}
+
+static void h_sparse_names(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    (void)k;
+    pr_pipeline_cfg *pl = base;
+    size_t cnt;
+    char tmp[PR_MAX_SPARSE][PR_NAME_MAX];
+    if (!names_list(c, n, PR_MAX_SPARSE, tmp, &cnt))
+        return;
+    if (map_find(c, c->map, "sparse") && cnt != pl->spec.n_sparse) {
+        cfg_error(c, n, NULL, "%zu names but sparse is %u", cnt, (unsigned)pl->spec.n_sparse);
+        return;
+    }
+    pl->spec.n_sparse = (uint16_t)cnt;
+    for (size_t i = 0; i < cnt; i++)
+        memcpy(pl->spec.sparse[i].name, tmp[i], PR_NAME_MAX);
+}
+
+static const cfg_key schema_keys[] = {
+    K_BOOL("label", pr_pipeline_cfg, spec.has_label, "true",
+           "Records carry a label (the first TSV field)."),
+    K_INT("dense", pr_pipeline_cfg, spec.n_dense, 0, PR_MAX_DENSE, "13",
+          "Number of dense (numeric) features, named I1..In."),
+    K_INT("sparse", pr_pipeline_cfg, spec.n_sparse, 0, PR_MAX_SPARSE, "26",
+          "Number of sparse (categorical, hex) features, named C1..Cn."),
+    K_CUSTOM("dense_names", 0, h_dense_names, "list of names", NULL,
+             "Names of the dense features instead of I1..In (sets `dense` when it is absent)."),
+    K_CUSTOM("sparse_names", 0, h_sparse_names, "list of names", NULL,
+             "Names of the sparse features instead of C1..Cn (sets `sparse` when it is "
+             "absent); transform.columns keys on them."),
+};
+static const cfg_table schema_tab = TABLE(schema_keys, NULL);
+
+/* ---------------------------------------------------------------- transform */
+
+static void op_names(bool sparse, char *b, size_t bn)
+{
+    size_t len = 0;
+    b[0] = '\0';
+    for (int op = 0; op < PR_OP__COUNT; op++) {
+        bool is_sparse = op >= PR_OP_HEX2INT;
+        if (is_sparse != sparse)
+            continue;
+        int w = snprintf(b + len, bn - len, "%s%s", len ? ", " : "", pr_op_name((pr_op)op));
+        if (w < 0 || (size_t)w >= bn - len)
+            break;
+        len += (size_t)w;
+    }
+}
+
+/* An operator list: names in the order of the dataflow, each at most once. */
+static void h_ops(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    pr_pipeline_cfg *pl = base;
+    bool sparse = strcmp(k->name, "sparse") == 0;
+    uint8_t *ops = sparse ? pl->spec.sparse_ops : pl->spec.dense_ops;
+    uint8_t *nops = sparse ? &pl->spec.n_sparse_ops : &pl->spec.n_dense_ops;
+    char g[96], valid[128];
+    op_names(sparse, valid, sizeof(valid));
+    if (n->type != YAML_SEQUENCE_NODE) {
+        got(n, g, sizeof(g));
+        cfg_error(c, n, NULL, "expected a list of operators (%s), got %s", valid, g);
+        return;
+    }
+    uint8_t out[PR_MAX_OPS];
+    size_t cnt = 0;
+    bool ok = true;
+    int prev = -1;
+    uint64_t modulus = 0;
+    size_t items = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+    for (size_t i = 0; i < items; i++) {
+        yaml_node_t *it = node_get(c, n->data.sequence.items.start[i]);
+        size_t old = path_push_index(c, i);
+        yaml_node_t *arg = NULL;
+        const char *name = NULL;
+        if (it->type == YAML_MAPPING_NODE &&
+            it->data.mapping.pairs.top - it->data.mapping.pairs.start == 1) {
+            yaml_node_t *kn = node_get(c, it->data.mapping.pairs.start[0].key);
+            arg = node_get(c, it->data.mapping.pairs.start[0].value);
+            name = kn->type == YAML_SCALAR_NODE ? scalar(kn) : NULL;
+        } else if (it->type == YAML_SCALAR_NODE && !is_null(it)) {
+            name = scalar(it);
+        }
+        int op = name ? pr_op_from_name(name) : -1;
+        if (!name) {
+            got(it, g, sizeof(g));
+            cfg_error(c, it, NULL, "expected an operator name or { modulus: N }, got %s", g);
+            ok = false;
+        } else if (op < 0 || (op >= PR_OP_HEX2INT) != sparse) {
+            cfg_error(c, it, NULL, "unknown %s operator '%.80s' (valid: %s)",
+                      sparse ? "sparse" : "dense", name, valid);
+            ok = false;
+        } else if (arg && op != PR_OP_MODULUS) {
+            cfg_error(c, it, NULL, "operator '%s' takes no value", name);
+            ok = false;
+        } else if (op <= prev) {
+            cfg_error(c, it, NULL, "'%s' %s (the order is %s, each at most once)", name,
+                      op == prev ? "appears twice" : "is out of order", valid);
+            ok = false;
+        } else {
+            if (arg) {
+                static const cfg_key mod_key = { .name = "modulus", .type = KT_INT, .width = 8,
+                                                 .min = 1 };
+                size_t o2 = path_push(c, "modulus");
+                if (!parse_int_key(c, arg, &mod_key, &modulus))
+                    ok = false;
+                path_pop(c, o2);
+            }
+            if (cnt < PR_MAX_OPS)
+                out[cnt++] = (uint8_t)op;
+            prev = op;
+        }
+        path_pop(c, old);
+    }
+    if (!ok)
+        return;
+    memcpy(ops, out, cnt);
+    *nops = (uint8_t)cnt;
+    if (modulus)
+        for (size_t i = 0; i < PR_MAX_SPARSE; i++)
+            pl->spec.sparse[i].modulus = modulus;
+}
+
+static void h_profile(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    (void)k;
+    pr_pipeline_cfg *pl = base;
+    const char *s = want_scalar(c, n, "a vocabulary profile");
+    if (!s)
+        return;
+    int p = pr_vocab_profile_from_name(s);
+    if (p < 0) {
+        cfg_error(c, n, NULL, "unknown profile '%.80s' (valid: %s, %s)", s,
+                  pr_vocab_profile_name(PR_VOCAB_DLRM), pr_vocab_profile_name(PR_VOCAB_DEFAULT));
+        return;
+    }
+    pl->spec.profile = (pr_vocab_profile)p;
+}
+
+/* vocab.min_count / vocab.capacity: the value for every column. */
+static void h_all_columns(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    pr_pipeline_cfg *pl = base;
+    bool is_min = strcmp(k->name, "min_count") == 0;
+    static const cfg_key min_key = { .name = "min_count", .type = KT_INT, .width = 4, .min = 1 };
+    static const cfg_key cap_key = { .name = "capacity", .type = KT_INT, .width = 8, .min = 0 };
+    uint64_t v;
+    if (!parse_int_key(c, n, is_min ? &min_key : &cap_key, &v))
+        return;
+    for (size_t i = 0; i < PR_MAX_SPARSE; i++) {
+        if (is_min)
+            pl->spec.sparse[i].min_count = (uint32_t)v;
+        else
+            pl->spec.sparse[i].capacity = v;
+    }
+}
+
+static const cfg_key vocab_keys[] = {
+    K_CUSTOM("profile", 0, h_profile, "one of: dlrm, default", "dlrm",
+             "dlrm: missing = key 0, indices from 0, no reserved index (Meta DLRM). default: "
+             "0 = missing, 1 = out-of-vocabulary, first appearances from 2 (TorchRec)."),
+    K_CUSTOM("min_count", 0, h_all_columns, "integer >= 1", "1",
+             "Occurrences before a value gets its own index (OOV until then; > 1 needs profile "
+             "default). For all columns."),
+    K_CUSTOM("capacity", 0, h_all_columns, "integer >= 0", "0",
+             "Maximum indices per column, reserved ones included; 0 = automatic (modulus, +2 "
+             "under default, when bounded). For all columns."),
+    K_ENUM("count_mode", pr_pipeline_cfg, spec.count_mode, count_mode_names, "streaming",
+           "How min_count > 1 is applied: streaming (one pass) or two_pass (offline only: "
+           "count all data first, TorchRec-exact)."),
+};
+static const cfg_table vocab_tab = TABLE(vocab_keys, NULL);
+
+static void finish_column(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
+{
+    (void)base;
+    (void)present;
+    const pr_pipeline_spec *spec = &c->pl->spec;
+    if (map_find(c, map, "modulus") && !pr_spec_has_op(spec, PR_OP_MODULUS))
+        cfg_error(c, map_find(c, map, "modulus"), "modulus",
+                  "transform.sparse has no modulus operator");
+    static const char *const vocab_only[] = { "min_count", "capacity", NULL };
+    for (int i = 0; vocab_only[i]; i++)
+        if (map_find(c, map, vocab_only[i]) && !pr_spec_has_op(spec, PR_OP_VOCAB))
+            cfg_error(c, map_find(c, map, vocab_only[i]), vocab_only[i],
+                      "transform.sparse has no vocab operator");
+}
+
+static const cfg_key column_keys[] = {
+    K_INT("modulus", pr_sparse_col_spec, modulus, 1, 0, NULL,
+          "This column's modulus (> 0), instead of the one in transform.sparse."),
+    K_INT("min_count", pr_sparse_col_spec, min_count, 1, 0, NULL,
+          "This column's min_count, instead of vocab.min_count."),
+    K_INT("capacity", pr_sparse_col_spec, capacity, 0, 0, NULL,
+          "This column's capacity, instead of vocab.capacity."),
+};
+static const cfg_table column_tab = TABLE(column_keys, finish_column);
+
+static void h_columns(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    (void)k;
+    pr_pipeline_cfg *pl = base;
+    char g[96];
+    if (n->type == YAML_SCALAR_NODE && is_null(n))
+        return;
+    if (n->type != YAML_MAPPING_NODE) {
+        got(n, g, sizeof(g));
+        cfg_error(c, n, NULL, "expected a mapping of column name: overrides, got %s", g);
+        return;
+    }
+    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+        yaml_node_t *kn = node_get(c, p->key);
+        const char *name = want_scalar(c, kn, "a column name");
+        if (!name)
+            continue;
+        size_t col = 0;
+        while (col < pl->spec.n_sparse && strcmp(pl->spec.sparse[col].name, name) != 0)
+            col++;
+        if (col == pl->spec.n_sparse) {
+            if (pl->spec.n_sparse == 0)
+                cfg_error(c, kn, name, "unknown column (the schema has no sparse columns)");
+            else
+                cfg_error(c, kn, name, "unknown column (sparse columns are %s .. %s)",
+                          pl->spec.sparse[0].name, pl->spec.sparse[pl->spec.n_sparse - 1].name);
+            continue;
+        }
+        for (yaml_node_pair_t *q = n->data.mapping.pairs.start; q < p; q++) {
+            yaml_node_t *qk = node_get(c, q->key);
+            if (qk->type == YAML_SCALAR_NODE && strcmp(scalar(qk), name) == 0)
+                cfg_error(c, kn, name, "duplicate column (first at line %d)", node_line(c, qk));
+        }
+        size_t old = path_push(c, name);
+        yaml_node_t *v = node_get(c, p->value);
+        if (is_null(v))
+            v = NULL;
+        apply_map(c, v, &column_tab, &pl->spec.sparse[col]);
+        path_pop(c, old);
+    }
+}
+
+static const cfg_key transform_keys[] = {
+    K_CUSTOM("dense", KF_DOC_DEFAULT, h_ops, "list of operators", "[neg2zero, log1p]",
+             "Dense operators, a subsequence of [neg2zero, log1p]. [] = values cast to float32."),
+    K_CUSTOM("sparse", KF_DOC_DEFAULT, h_ops, "list of operators",
+             "[hex2int, {modulus: 524288}, vocab]",
+             "Sparse operators, a subsequence of [hex2int, modulus, vocab]; modulus may be "
+             "written { modulus: N } (N > 0) to set it for every column (bare `modulus` keeps "
+             "524288 or the per-column values)."),
+    K_MAP_FLAT("vocab", vocab_tab, "Vocabulary (VocabGen + VocabMap) settings."),
+    { .name = "columns", .type = KT_CUSTOM, .flags = KF_DICT, .fn = h_columns, .sub = &column_tab,
+      .type_doc = "mapping",
+      .doc = "Per-column overrides keyed by sparse column name (C1.. or schema.sparse_names); "
+             "an unknown name is an error." },
+};
+static const cfg_table transform_tab = TABLE(transform_keys, NULL);
+
+/* ---------------------------------------------------------------- pipelines */
+
+static void finish_pipeline(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
+{
+    (void)present;
+    pr_pipeline_cfg *pl = base;
+    memcpy(pl->spec.name, pl->name, PR_NAME_MAX);
+    /* The Kafka sink talks to the source's cluster unless told otherwise. */
+    pr_kv_list *sp = &pl->sinks.kafka.properties;
+    const char *bs = pr_kv_get(&pl->source.kafka.properties, "bootstrap.servers");
+    if (pl->sinks.kafka.enabled && bs && !pr_kv_get(sp, "bootstrap.servers")) {
+        pr_kv *items = realloc(sp->items, (sp->n + 1) * sizeof(pr_kv));
+        if (!items)
+            abort();
+        sp->items = items;
+        sp->items[sp->n].key = xstrdup("bootstrap.servers");
+        sp->items[sp->n].value = xstrdup(bs);
+        sp->n++;
+    }
+    /* The engine's own checks (min_count vs profile, capacity room...), once
+     * everything else is right so that its message is not a consequence. */
+    if (c->n_errors == 0) {
+        char e[400];
+        if (pr_pipeline_spec_validate(&pl->spec, e, sizeof(e)) < 0)
+            cfg_error(c, map_find(c, map, "transform"), "transform", "%s", e);
+    }
+}
+
+static const cfg_key pipeline_keys[] = {
+    { .name = "name", .type = KT_NAME, .flags = KF_REQUIRED, .off = offsetof(pr_pipeline_cfg, name),
+      .width = PR_NAME_MAX,
+      .doc = "Unique pipeline name (A-Z a-z 0-9 _ -); used in metrics labels, file names and "
+             "the default group.id." },
+    K_MAP("source", pr_pipeline_cfg, source, source_tab, "Where records come from."),
+    K_MAP_FLAT("schema", schema_tab, "The record layout."),
+    K_MAP_FLAT("transform", transform_tab, "The preprocessing operators."),
+    K_MAP("batch", pr_pipeline_cfg, batch, batch_tab, "Batching, freshness and ordering."),
+    K_MAP("sinks", pr_pipeline_cfg, sinks, sinks_tab,
+          "Where batches go; `run` needs at least one enabled sink."),
+    K_MAP_EN("state", pr_pipeline_cfg, state, state.enabled, state_tab,
+             "Vocabulary persistence. Without it, indices restart from scratch after a restart."),
+};
+static const cfg_table pipeline_tab = TABLE(pipeline_keys, finish_pipeline);
+
+static void pipeline_init(pr_pipeline_cfg *pl)
+{
+    pr_pipeline_spec_default(&pl->spec);
+    pl->spec.has_label = true;
+    pl->spec.n_dense = 13;
+    pl->spec.n_sparse = 26;
+    pl->spec.profile = PR_VOCAB_DLRM;
+    pl->spec.count_mode = PR_COUNT_STREAMING;
+    pl->spec.n_dense_ops = 2;
+    pl->spec.dense_ops[0] = PR_OP_NEG2ZERO;
+    pl->spec.dense_ops[1] = PR_OP_LOG1P;
+    pl->spec.n_sparse_ops = 3;
+    pl->spec.sparse_ops[0] = PR_OP_HEX2INT;
+    pl->spec.sparse_ops[1] = PR_OP_MODULUS;
+    pl->spec.sparse_ops[2] = PR_OP_VOCAB;
+    for (int i = 0; i < PR_MAX_SPARSE; i++) {
+        snprintf(pl->spec.sparse[i].name, PR_NAME_MAX, "C%d", i + 1);
+        pl->spec.sparse[i].modulus = PR__DEFAULT_MODULUS;
+        pl->spec.sparse[i].min_count = 1;
+        pl->spec.sparse[i].capacity = 0;
+    }
+    for (int i = 0; i < PR_MAX_DENSE; i++)
+        snprintf(pl->dense_names[i], PR_NAME_MAX, "I%d", i + 1);
+}
+
+static void h_pipelines(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    (void)k;
+    pr_config *cfg = base;
+    char g[96];
+    if (n->type != YAML_SEQUENCE_NODE) {
+        got(n, g, sizeof(g));
+        cfg_error(c, n, NULL, "expected a list of pipelines, got %s", g);
+        return;
+    }
+    size_t items = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+    if (items == 0) {
+        cfg_error(c, n, NULL, "at least one pipeline is needed");
+        return;
+    }
+    cfg->pipelines = xcalloc(items, sizeof(pr_pipeline_cfg));
+    cfg->n_pipelines = items;
+    for (size_t i = 0; i < items; i++) {
+        yaml_node_t *it = node_get(c, n->data.sequence.items.start[i]);
+        pr_pipeline_cfg *pl = &cfg->pipelines[i];
+        size_t old = path_push_index(c, i);
+        pipeline_init(pl);
+        pl->line = node_line(c, it);
+        c->pl = pl;
+        apply_map(c, it, &pipeline_tab, pl);
+        c->pl = NULL;
+        for (size_t j = 0; j < i && pl->name[0]; j++)
+            if (strcmp(cfg->pipelines[j].name, pl->name) == 0)
+                cfg_error(c, map_find(c, it, "name"), "name",
+                          "duplicate pipeline name '%s' (also pipelines[%zu])", pl->name, j);
+        path_pop(c, old);
+    }
+}
+
+/* ---------------------------------------------------------------- top level */
+
+static const cfg_key http_keys[] = {
+    K_BOOL("enabled", pr_http_cfg, enabled, "true", "Serve /metrics, /healthz and /readyz."),
+    K_HOSTPORT("listen", pr_http_cfg, listen, "127.0.0.1:9464", "HTTP address (host:port)."),
+};
+static const cfg_table http_tab = TABLE(http_keys, NULL);
+
+static const cfg_key engine_keys[] = {
+    K_CHOICE("backend", pr_engine_cfg, backend, backend_names, "cpu",
+             "Engine backend: cpu, hls-sim (the HLS kernel run as C), xrt (an FPGA), auto "
+             "(xrt when a device is present, else cpu)."),
+    K_INT("threads", pr_engine_cfg, threads, 1, 64, "2", "Worker threads of the cpu backend (1..64)."),
+    K_STR("xclbin", pr_engine_cfg, xclbin, 0, NULL, "xrt: path of the device binary."),
+    K_INT("device", pr_engine_cfg, device, 0, 1024, "0", "xrt: device index."),
+};
+static const cfg_table engine_tab = TABLE(engine_keys, NULL);
+
+static const cfg_key limits_keys[] = {
+    { .name = "max_inflight_bytes", .type = KT_SIZE, .off = offsetof(pr_limits_cfg, max_inflight_bytes),
+      .min = 1 << 20, .def = "256MiB",
+      .doc = "Memory bound on blocks and batches in flight; when reached, consumption pauses "
+             "(backpressure). At least 1MiB; units B, KiB, MiB, GiB, TiB, KB, MB, GB, TB." },
+};
+static const cfg_table limits_tab = TABLE(limits_keys, NULL);
+
+static const cfg_key log_keys[] = {
+    K_ENUM("level", pr_config, log_level, log_level_names, "info", "error, warn, info or debug."),
+};
+static const cfg_table log_tab = TABLE(log_keys, NULL);
+
+static const cfg_key root_keys[] = {
+    { .name = "pipelines", .type = KT_CUSTOM, .flags = KF_REQUIRED | KF_LIST, .fn = h_pipelines,
+      .sub = &pipeline_tab, .type_doc = "list", .doc = "The pipelines (at least one)." },
+    K_MAP("http", pr_config, http, http_tab, "The HTTP endpoint."),
+    K_MAP("engine", pr_config, engine, engine_tab, "The preprocessing engine."),
+    K_MAP("limits", pr_config, limits, limits_tab, "Resource bounds."),
+    K_MAP_FLAT("log", log_tab, "Logging."),
+};
+static const cfg_table root_tab = TABLE(root_keys, NULL);
+
+/* ---------------------------------------------------------------- freeing */
+
+static void free_by_table(const cfg_table *t, void *base)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        const cfg_key *k = &t->keys[i];
+        char *p = (char *)base + k->off;
+        switch (k->type) {
+        case KT_STR:
+        case KT_HOSTPORT:
+            set_str((char **)p, NULL);
+            break;
+        case KT_STRLIST:
+            strlist_free((char ***)p, (size_t *)((char *)base + k->off2));
+            break;
+        case KT_KV:
+            kv_free((pr_kv_list *)p);
+            break;
+        case KT_MAP:
+            free_by_table(k->sub, p);
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+struct pr__config_src {
+    char *text;
+    size_t len;
+    char **ov_path;
+    char **ov_value;
+    size_t n_ov;
+};
+
+static void src_free(struct pr__config_src *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n_ov; i++) {
+        free(s->ov_path[i]);
+        free(s->ov_value[i]);
+    }
+    free(s->ov_path);
+    free(s->ov_value);
+    free(s->text);
+    free(s);
+}
+
+void pr_config_free(pr_config *cfg)
+{
+    if (!cfg)
+        return;
+    for (size_t i = 0; i < cfg->n_pipelines; i++)
+        free_by_table(&pipeline_tab, &cfg->pipelines[i]);
+    free(cfg->pipelines);
+    free_by_table(&root_tab, cfg);
+    free(cfg->origin);
+    src_free(cfg->src);
+    free(cfg);
+}
+
+/* ---------------------------------------------------------------- overrides (edit the tree) */
+
+static int pair_value(cfg_ctx *c, int map_idx, const char *key)
+{
+    yaml_node_t *m = node_get(c, map_idx);
+    for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = node_get(c, p->key);
+        if (k->type == YAML_SCALAR_NODE && strcmp(scalar(k), key) == 0)
+            return p->value;
+    }
+    return 0;
+}
+
+static bool set_pair(cfg_ctx *c, int map_idx, const char *key, int val_idx)
+{
+    yaml_node_t *m = node_get(c, map_idx);
+    for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = node_get(c, p->key);
+        if (k->type == YAML_SCALAR_NODE && strcmp(scalar(k), key) == 0) {
+            p->value = val_idx;
+            return true;
+        }
+    }
+    int k = yaml_document_add_scalar(c->doc, NULL, (const yaml_char_t *)key, -1,
+                                     YAML_PLAIN_SCALAR_STYLE);
+    return k && yaml_document_append_mapping_pair(c->doc, map_idx, k, val_idx);
+}
+
+/* The mapping under `key` in map_idx, created when absent or null; 0 on error. */
+static int ensure_map(cfg_ctx *c, int map_idx, const char *key)
+{
+    int v = pair_value(c, map_idx, key);
+    if (v && node_get(c, v)->type == YAML_MAPPING_NODE)
+        return v;
+    if (v && !is_null(node_get(c, v))) {
+        cfg_error(c, NULL, key, "is not a mapping in the config; cannot set a key below it");
+        return 0;
+    }
+    int m = yaml_document_add_mapping(c->doc, NULL, YAML_BLOCK_MAPPING_STYLE);
+    if (!m || !set_pair(c, map_idx, key, m))
+        return 0;
+    return m;
+}
+
+static int copy_node(yaml_document_t *dst, yaml_document_t *src, int idx)
+{
+    yaml_node_t *n = yaml_document_get_node(src, idx);
+    int r = 0;
+    switch (n->type) {
+    case YAML_SCALAR_NODE:
+        return yaml_document_add_scalar(dst, NULL, n->data.scalar.value, (int)n->data.scalar.length,
+                                        n->data.scalar.style);
+    case YAML_SEQUENCE_NODE:
+        r = yaml_document_add_sequence(dst, NULL, YAML_FLOW_SEQUENCE_STYLE);
+        for (yaml_node_item_t *it = n->data.sequence.items.start; r && it < n->data.sequence.items.top; it++) {
+            int ci = copy_node(dst, src, *it);
+            if (!ci || !yaml_document_append_sequence_item(dst, r, ci))
+                return 0;
+            n = yaml_document_get_node(src, idx);
+        }
+        return r;
+    case YAML_MAPPING_NODE:
+        r = yaml_document_add_mapping(dst, NULL, YAML_FLOW_MAPPING_STYLE);
+        for (yaml_node_pair_t *p = n->data.mapping.pairs.start; r && p < n->data.mapping.pairs.top; p++) {
+            int ck = copy_node(dst, src, p->key);
+            int cv = ck ? copy_node(dst, src, p->value) : 0;
+            if (!cv || !yaml_document_append_mapping_pair(dst, r, ck, cv))
+                return 0;
+        }
+        return r;
+    default:
+        return 0;
+    }
+}
+
+static bool ov_walk(cfg_ctx *c, int map_idx, const cfg_table *t, const char *p, int val)
+{
+    const cfg_key *best = NULL;
+    size_t blen = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        const cfg_key *k = &t->keys[i];
+        size_t len = strlen(k->name);
+        if (len > blen && strncmp(p, k->name, len) == 0 &&
+            (p[len] == '\0' || p[len] == '.' || (p[len] == '[' && (k->flags & KF_LIST)))) {
+            best = k;
+            blen = len;
+        }
+    }
+    if (!best) {
+        char valid[512];
+        list_keys(t, valid, sizeof(valid));
+        size_t n = strcspn(p, ".[");
+        char key[128];
+        snprintf(key, sizeof(key), "%.*s", (int)(n < 120 ? n : 120), p);
+        cfg_error(c, NULL, key, "unknown key (valid: %s)", valid);
+        return false;
+    }
+    const char *rest = p + blen;
+    size_t old = path_push(c, best->name);
+    bool ok = false;
+    if (*rest == '\0') {
+        ok = set_pair(c, map_idx, best->name, val);
+    } else if (best->type == KT_MAP && *rest == '.') {
+        int m = ensure_map(c, map_idx, best->name);
+        ok = m && ov_walk(c, m, best->sub, rest + 1, val);
+    } else if (best->type == KT_KV && rest[1]) {
+        int m = ensure_map(c, map_idx, best->name);
+        ok = m && set_pair(c, m, rest + 1, val);
+    } else if ((best->flags & KF_DICT) && rest[1]) {
+        const char *name = rest + 1;
+        size_t nlen = strcspn(name, ".");
+        char col[PR_NAME_MAX + 1];
+        snprintf(col, sizeof(col), "%.*s", (int)(nlen < PR_NAME_MAX ? nlen : PR_NAME_MAX), name);
+        int m = ensure_map(c, map_idx, best->name);
+        if (m && name[nlen] == '\0') {
+            ok = set_pair(c, m, col, val);
+        } else if (m) {
+            int cm = ensure_map(c, m, col);
+            size_t o2 = path_push(c, col);
+            ok = cm && ov_walk(c, cm, best->sub, name + nlen + 1, val);
+            path_pop(c, o2);
+        }
+    } else if ((best->flags & KF_LIST) && *rest == '[') {
+        const char *close = strchr(rest, ']');
+        int seq = pair_value(c, map_idx, best->name);
+        if (!close || close[1] != '.' || !close[2]) {
+            cfg_error(c, NULL, NULL, "expected [INDEX], [NAME] or [*] followed by .key");
+        } else if (!seq || node_get(c, seq)->type != YAML_SEQUENCE_NODE) {
+            cfg_error(c, NULL, NULL, "no list in the config to select from");
+        } else {
+            char sel[PR_NAME_MAX + 1];
+            size_t sl = (size_t)(close - rest - 1);
+            snprintf(sel, sizeof(sel), "%.*s", (int)(sl < PR_NAME_MAX ? sl : PR_NAME_MAX), rest + 1);
+            char *end;
+            long want = strtol(sel, &end, 10);
+            bool by_index = sel[0] && !*end;
+            yaml_node_t *s = node_get(c, seq);
+            size_t items = (size_t)(s->data.sequence.items.top - s->data.sequence.items.start);
+            size_t hits = 0;
+            ok = true;
+            for (size_t i = 0; i < items && ok; i++) {
+                int item = node_get(c, seq)->data.sequence.items.start[i];
+                yaml_node_t *in = node_get(c, item);
+                bool match;
+                if (by_index) {
+                    match = (long)i == want;
+                } else if (strcmp(sel, "*") == 0) {
+                    match = true;
+                } else {
+                    yaml_node_t *nm = map_find(c, in, "name");
+                    match = nm && nm->type == YAML_SCALAR_NODE && strcmp(scalar(nm), sel) == 0;
+                }
+                if (!match)
+                    continue;
+                if (in->type != YAML_MAPPING_NODE) {
+                    cfg_error(c, NULL, NULL, "item %zu is not a mapping", i);
+                    ok = false;
+                    break;
+                }
+                size_t o2 = path_push_index(c, i);
+                ok = ov_walk(c, item, best->sub, close + 2, val);
+                path_pop(c, o2);
+                hits++;
+            }
+            if (ok && hits == 0) {
+                cfg_error(c, NULL, NULL, "no item matches [%s] (%zu in the config)", sel, items);
+                ok = false;
+            }
+        }
+    } else {
+        cfg_error(c, NULL, NULL, "holds a single value; '%s' cannot go below it", rest + 1);
+    }
+    path_pop(c, old);
+    return ok;
+}
+
+static bool apply_override(cfg_ctx *c, const char *path, const char *value)
+{
+    yaml_parser_t parser;
+    yaml_document_t vdoc;
+    bool ok = false;
+    if (!yaml_parser_initialize(&parser))
+        return false;
+    yaml_parser_set_input_string(&parser, (const unsigned char *)value, strlen(value));
+    if (!yaml_parser_load(&parser, &vdoc)) {
+        cfg_error(c, NULL, path, "cannot read value '%.80s' as YAML: %s", value,
+                  parser.problem ? parser.problem : "error");
+        yaml_parser_delete(&parser);
+        return false;
+    }
+    int val;
+    if (yaml_document_get_root_node(&vdoc))
+        val = copy_node(c->doc, &vdoc, 1);
+    else
+        val = yaml_document_add_scalar(c->doc, NULL, (const yaml_char_t *)"", 0,
+                                       YAML_PLAIN_SCALAR_STYLE);
+    if (!yaml_document_get_root_node(c->doc)) {
+        cfg_error(c, NULL, path, "the config is empty; nothing to override");
+    } else if (val) {
+        /* Problems with the path itself are not in the file. */
+        const char *origin = c->origin;
+        c->origin = "override";
+        size_t old = c->pathlen;
+        ok = ov_walk(c, 1, &root_tab, path, val);
+        path_pop(c, old);
+        c->origin = origin;
+    }
+    yaml_document_delete(&vdoc);
+    yaml_parser_delete(&parser);
+    return ok;
+}
+
+/* ---------------------------------------------------------------- loading */
+
+/* Report a libyaml parse error and release the parser (and `doc`, if any). */
+static int yaml_failed(yaml_parser_t *parser, yaml_document_t *doc, const char *origin,
+                       char *errstr, size_t errstr_size)
+{
+    char ctx[160] = "";
+    if (parser->context)
+        snprintf(ctx, sizeof(ctx), " (%s, from line %zu)", parser->context,
+                 parser->context_mark.line + 1);
+    int rc = pr_seterr(errstr, errstr_size, PR_EINVAL, "%s:%zu: malformed YAML: %s%s", origin,
+                       parser->problem_mark.line + 1,
+                       parser->problem ? parser->problem : "syntax error", ctx);
+    if (doc)
+        yaml_document_delete(doc);
+    yaml_parser_delete(parser);
+    return rc;
+}
+
+static int load_internal(const char *yaml, size_t len, const char *origin,
+                         char *const *ov_path, char *const *ov_value, size_t n_ov,
+                         pr_config **out, char *errstr, size_t errstr_size)
+{
+    *out = NULL;
+    if (errstr && errstr_size)
+        errstr[0] = '\0';
+    if (!origin)
+        origin = "<config>";
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    if (!yaml_parser_initialize(&parser))
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "%s: cannot start the YAML parser", origin);
+    yaml_parser_set_input_string(&parser, (const unsigned char *)yaml, len);
+    if (!yaml_parser_load(&parser, &doc))
+        return yaml_failed(&parser, NULL, origin, errstr, errstr_size);
+    /* A second document would be silently ignored: refuse it. */
+    yaml_document_t extra;
+    if (!yaml_parser_load(&parser, &extra))
+        return yaml_failed(&parser, &doc, origin, errstr, errstr_size);
+    bool more = yaml_document_get_root_node(&extra) != NULL;
+    size_t extra_line = extra.start_mark.line + 1;
+    yaml_document_delete(&extra);
+    yaml_parser_delete(&parser);
+    if (more) {
+        yaml_document_delete(&doc);
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "%s:%zu: a second YAML document ('---'); the config is one document",
+                         origin, extra_line);
+    }
+
+    cfg_ctx c = { .doc = &doc, .origin = origin, .err = errstr, .errn = errstr_size };
+    c.n_loaded = (int)(doc.nodes.top - doc.nodes.start);
+    for (size_t i = 0; i < n_ov; i++)
+        apply_override(&c, ov_path[i], ov_value[i]);
+
+    pr_config *cfg = xcalloc(1, sizeof(*cfg));
+    cfg->origin = xstrdup(origin);
+    c.cfg = cfg;
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    if (c.n_errors == 0) {
+        if (!root)
+            cfg_error(&c, NULL, NULL, "empty config (at least `pipelines` is needed)");
+        else
+            apply_map(&c, root, &root_tab, cfg);
+    }
+    yaml_document_delete(&doc);
+    if (c.n_errors) {
+        pr_config_free(cfg);
+        return PR_EINVAL;
+    }
+    struct pr__config_src *src = xcalloc(1, sizeof(*src));
+    src->text = xcalloc(len + 1, 1);
+    memcpy(src->text, yaml, len);
+    src->len = len;
+    src->ov_path = xcalloc(n_ov, sizeof(char *));
+    src->ov_value = xcalloc(n_ov, sizeof(char *));
+    for (size_t i = 0; i < n_ov; i++) {
+        src->ov_path[i] = xstrdup(ov_path[i]);
+        src->ov_value[i] = xstrdup(ov_value[i]);
+    }
+    src->n_ov = n_ov;
+    cfg->src = src;
+    *out = cfg;
+    return 0;
+}
+
+int pr_config_load_string(const char *yaml, size_t len, const char *origin, pr_config **out,
+                          char *errstr, size_t errstr_size)
+{
+    return load_internal(yaml, len, origin, NULL, NULL, 0, out, errstr, errstr_size);
+}
+
+int pr_config_load_default(pr_config **out, char *errstr, size_t errstr_size)
+{
+    return load_internal(default_yaml, sizeof(default_yaml) - 1, "<default config>", NULL, NULL,
+                         0, out, errstr, errstr_size);
+}
+
+int pr_config_load_file(const char *path, pr_config **out, char *errstr, size_t errstr_size)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return pr_seterr(errstr, errstr_size, PR_EIO, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t r = fread(buf + len, 1, cap - len, f);
+        len += r;
+        if (len < cap)
+            break;
+        char *nb = cap > (64u << 20) ? NULL : realloc(buf, cap * 2);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    int read_err = ferror(f);
+    fclose(f);
+    if (!buf)
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "%s: too large or out of memory", path);
+    if (read_err) {
+        free(buf);
+        return pr_seterr(errstr, errstr_size, PR_EIO, "%s: read error", path);
+    }
+    int rc = load_internal(buf, len, path, NULL, NULL, 0, out, errstr, errstr_size);
+    free(buf);
+    return rc;
+}
+
+int pr_config_set(pr_config *cfg, const char *path, const char *value, char *errstr,
+                  size_t errstr_size)
+{
+    if (!cfg || !cfg->src || !path || !value)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "pr_config_set: bad arguments");
+    struct pr__config_src *s = cfg->src;
+    size_t n = s->n_ov + 1;
+    char **paths = xcalloc(n, sizeof(char *));
+    char **values = xcalloc(n, sizeof(char *));
+    for (size_t i = 0; i < s->n_ov; i++) {
+        paths[i] = s->ov_path[i];
+        values[i] = s->ov_value[i];
+    }
+    paths[n - 1] = (char *)path;
+    values[n - 1] = (char *)value;
+    pr_config *nc;
+    int rc = load_internal(s->text, s->len, cfg->origin, paths, values, n, &nc, errstr,
+                           errstr_size);
+    free(paths);
+    free(values);
+    if (rc < 0)
+        return rc;
+    pr_config tmp = *cfg;
+    *cfg = *nc;
+    *nc = tmp;
+    pr_config_free(nc);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- streaming checks */
+
+int pr_config_check_streaming(const pr_config *cfg, char *errstr, size_t errstr_size)
+{
+    if (errstr && errstr_size)
+        errstr[0] = '\0';
+    cfg_ctx c = { .origin = cfg->origin, .err = errstr, .errn = errstr_size };
+    path_push(&c, "pipelines");
+    for (size_t i = 0; i < cfg->n_pipelines; i++) {
+        const pr_pipeline_cfg *pl = &cfg->pipelines[i];
+        size_t old = path_push_index(&c, i);
+        c.line_hint = pl->line;
+        const pr_kafka_source_cfg *k = &pl->source.kafka;
+        if (!k->enabled) {
+            cfg_error(&c, NULL, "source.kafka",
+                      "missing: streaming needs a Kafka source (topics, properties.bootstrap.servers)");
+        } else {
+            if (k->n_topics == 0)
+                cfg_error(&c, NULL, "source.kafka.topics", "missing: at least one topic is needed");
+            const char *bs = pr_kv_get(&k->properties, "bootstrap.servers");
+            if (!bs || !bs[0])
+                cfg_error(&c, NULL, "source.kafka.properties.bootstrap.servers",
+                          "missing: the Kafka brokers to connect to");
+        }
+        const pr_sinks_cfg *s = &pl->sinks;
+        if (!s->trainer.enabled && !s->kafka.enabled && !s->files.enabled)
+            cfg_error(&c, NULL, "sinks",
+                      "no enabled sink: configure at least one of trainer, kafka, files");
+        if (pl->spec.count_mode == PR_COUNT_TWO_PASS)
+            cfg_error(&c, NULL, "transform.vocab.count_mode",
+                      "two_pass needs all data up front; streaming supports only `streaming`");
+        path_pop(&c, old);
+    }
+    return c.n_errors ? PR_EINVAL : 0;
+}
+
+/* ---------------------------------------------------------------- small queries */
+
+const pr_pipeline_cfg *pr_config_pipeline(const pr_config *cfg, const char *name)
+{
+    for (size_t i = 0; cfg && name && i < cfg->n_pipelines; i++)
+        if (strcmp(cfg->pipelines[i].name, name) == 0)
+            return &cfg->pipelines[i];
+    return NULL;
+}
+
+pr_engine_opts pr_config_engine_opts(const pr_config *cfg)
+{
+    pr_engine_opts o = { .backend = cfg->engine.backend, .threads = cfg->engine.threads,
+                         .xclbin = cfg->engine.xclbin, .device = cfg->engine.device };
+    return o;
+}
+
+/* ---------------------------------------------------------------- reference */
+
+static void type_doc(const cfg_key *k, char *b, size_t bn)
+{
+    char names[256];
+    switch (k->type) {
+    case KT_BOOL: snprintf(b, bn, "bool"); break;
+    case KT_INT: {
+        uint64_t fmax = k->is_signed ? (uint64_t)INT64_MAX >> (64 - 8 * k->width)
+                                     : UINT64_MAX >> (64 - 8 * k->width);
+        if (k->max && k->max < fmax)
+            snprintf(b, bn, "integer %" PRId64 "..%" PRIu64, k->min, k->max);
+        else
+            snprintf(b, bn, "integer >= %" PRId64, k->min);
+        break;
+    }
+    case KT_STR:
+        if (k->names) {
+            join_names(k->names, names, sizeof(names));
+            snprintf(b, bn, "one of: %s", names);
+        } else {
+            snprintf(b, bn, "string");
+        }
+        break;
+    case KT_NAME: snprintf(b, bn, "name"); break;
+    case KT_ENUM:
+        join_names(k->names, names, sizeof(names));
+        snprintf(b, bn, "one of: %s", names);
+        break;
+    case KT_SIZE: snprintf(b, bn, "size"); break;
+    case KT_HOSTPORT: snprintf(b, bn, "host:port"); break;
+    case KT_STRLIST: snprintf(b, bn, "list of strings"); break;
+    case KT_KV: snprintf(b, bn, "mapping of strings"); break;
+    case KT_MAP: snprintf(b, bn, "mapping"); break;
+    case KT_CUSTOM: snprintf(b, bn, "%s", k->type_doc ? k->type_doc : ""); break;
+    }
+}
+
+static void write_table(FILE *f, const cfg_table *t, const char *prefix)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        const cfg_key *k = &t->keys[i];
+        char path[256], type[320];
+        snprintf(path, sizeof(path), "%s%s%s", prefix, prefix[0] ? "." : "", k->name);
+        type_doc(k, type, sizeof(type));
+        fprintf(f, "| `%s` | %s | %s%s%s | %s%s |\n", path, type, k->def ? "`" : "",
+                k->def ? k->def : (k->flags & KF_REQUIRED ? "required" : "-"), k->def ? "`" : "",
+                k->doc ? k->doc : "", k->off2 && k->type == KT_MAP ? " Enabled when present." : "");
+        char sub[300];
+        if (k->flags & KF_LIST) {
+            snprintf(sub, sizeof(sub), "%s[]", path);
+            write_table(f, k->sub, sub);
+        } else if (k->flags & KF_DICT) {
+            snprintf(sub, sizeof(sub), "%s.<column>", path);
+            write_table(f, k->sub, sub);
+        } else if (k->type == KT_MAP) {
+            write_table(f, k->sub, path);
+        }
+    }
+}
+
+void pr_config_write_reference(FILE *f)
+{
+    fprintf(f, "| key | type | default | meaning |\n|---|---|---|---|\n");
+    write_table(f, &root_tab, "");
+}

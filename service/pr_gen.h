@@ -1,0 +1,75 @@
+/*
+ * pr_gen.h — deterministic synthetic Criteo-Kaggle-shaped data.
+ *
+ * Every row is a pure function of (seed, row index): any range can be made,
+ * in any order, by any number of threads, and always comes out the same.
+ * That lets `piperec gen`, the benchmarks and the streaming demo produce the
+ * same data without files.
+ *
+ * Shape: label (about 3% positive), 13 dense integers I1..I13, 26 sparse
+ * values C1..C26 printed as 8 hex digits. Sparse column c draws a rank from a
+ * Zipf-like power law over [0, card[c]) (card = the 26 published Kaggle
+ * cardinalities, pr_gen_cardinality) and maps it through a fixed per-column
+ * bijective 32-bit scramble, so a column has at most card[c] distinct values
+ * and a few very frequent ones. Dense values are heavy-tailed non-negative
+ * integers; I2 is sometimes -1/-2/-3 as in the real data. Missing values
+ * (empty fields) appear at per-column rates resembling the Kaggle set (C22
+ * mostly missing, I12 mostly missing, ...). docs/formats.md documents the
+ * TSV and binary outputs.
+ *
+ * Threads: a pr_gen is read-only after pr_gen_new; share it freely.
+ */
+#ifndef PR_GEN_H
+#define PR_GEN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pr_engine.h"
+
+#define PR_GEN_N_DENSE 13
+#define PR_GEN_N_SPARSE 26
+
+/* The published per-column cardinalities of Criteo Kaggle (C1..C26). */
+extern const uint32_t pr_gen_cardinality[PR_GEN_N_SPARSE];
+
+typedef struct pr_gen pr_gen;
+
+/* One generated row. */
+typedef struct pr_gen_row {
+    int32_t label;
+    uint32_t dense_missing;  /* bit j set: dense column j is missing (value 0) */
+    uint32_t sparse_missing; /* bit c set: sparse column c is missing (value 0) */
+    int64_t dense[PR_GEN_N_DENSE];
+    uint32_t sparse[PR_GEN_N_SPARSE];
+} pr_gen_row;
+
+/* Build the quantile tables for `seed`. Returns NULL when out of memory. */
+pr_gen *pr_gen_new(uint64_t seed);
+void pr_gen_free(pr_gen *g);
+
+void pr_gen_row_at(const pr_gen *g, uint64_t row, pr_gen_row *out);
+
+/* The longest TSV line pr_gen_tsv can write, newline included. */
+#define PR_GEN_TSV_LINE_MAX 512
+
+/* Write rows [row0, row0 + n) as TSV lines into buf (cap bytes), stopping
+ * early when the next line might not fit. Returns bytes written; *rows_out
+ * gets the rows written. */
+size_t pr_gen_tsv(const pr_gen *g, uint64_t row0, uint64_t n, char *buf, size_t cap,
+                  uint64_t *rows_out);
+
+/* Append rows [row0, row0 + n) to a block shaped 13 dense / 26 sparse (hex
+ * slots, or uint64 values with PR_SPARSE_U64 when `u64`). Fails with PR_EFULL
+ * (nothing appended) when they do not fit, PR_EINVAL on a wrong shape. Row
+ * metadata, when the block has it, gets offset = row index. */
+int pr_gen_fill_block(const pr_gen *g, uint64_t row0, uint32_t n, pr_block *b, bool u64);
+
+/* The "binary" format: one varint length, then one serialized
+ * piperec.v1.EventBatch of rows [row0, row0 + n) (sparse values as sparse_id).
+ * Returns bytes written, or 0 when cap < pr_gen_pb_max(n). */
+size_t pr_gen_pb_max(uint32_t n);
+size_t pr_gen_pb_batch(const pr_gen *g, uint64_t row0, uint32_t n, uint8_t *buf, size_t cap);
+
+#endif

@@ -1,0 +1,127 @@
+/*
+ * pr_service.h — the streaming runtime behind `piperec run` and `piperec demo`.
+ *
+ * One pr_service runs every pipeline of a pr_config. Per pipeline there is one
+ * thread that turns the loop
+ *
+ *     consumer poll -> decode into a block -> engine -> batcher -> sinks
+ *
+ * and keeps the delivery promise: an input offset is stored for commit
+ * (rd_kafka_offsets_store, offset + 1) only once the batcher says every batch
+ * holding it was acknowledged by every sink. Commits happen on librdkafka's
+ * auto-commit timer (of stored offsets only), on partition revoke and at
+ * shutdown. Sinks run their own I/O threads; HTTP runs on libmicrohttpd's.
+ *
+ * Backpressure: when the bytes held by a pipeline (buffered rows + emitted,
+ * unacknowledged batches) exceed limits.max_inflight_bytes, every assigned
+ * partition is paused; the loop keeps polling (so the consumer stays in its
+ * group) and resumes them when the figure drops below half the limit.
+ *
+ * Vocabulary state (state.dir per pipeline): at start a snapshot is loaded
+ * and the journal replayed; during the run new vocabulary entries are
+ * journalled before any batch holding them is emitted; a snapshot is written
+ * every state.checkpoint_interval_s and at shutdown, then the journal is
+ * truncated. So a value keeps its index across restarts.
+ *
+ * Shutdown (pr_service_request_stop, e.g. from SIGTERM): stop fetching, emit
+ * the last partial batches, wait up to drain_timeout_ms for acknowledgements,
+ * store and commit safe offsets, save vocabularies, leave the group.
+ *
+ * Threads: pr_service_new/start/stop/free from one controlling thread;
+ * pr_service_request_stop is async-signal-safe; the query functions
+ * (stats, render, healthy, ready) may be called from any thread.
+ */
+#ifndef PR_SERVICE_H
+#define PR_SERVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pr_clock.h"
+#include "pr_config.h"
+#include "pr_error.h"
+#include "pr_metrics.h"
+
+typedef struct pr_service pr_service;
+
+typedef struct pr_service_opts {
+    const pr_clock *clock;     /* NULL = pr_clock_real() */
+    int64_t drain_timeout_ms;  /* bounded wait for acks at shutdown; <= 0 = 10000 */
+    int64_t health_stall_ms;   /* /healthz fails when a loop has not turned for this
+                                * long; <= 0 = 5000 */
+    int64_t max_poll_wait_ms;  /* longest single consumer poll; <= 0 = 100. The loop
+                                * polls for less when a batch deadline is nearer. */
+    bool no_http;              /* do not start the HTTP endpoint even when configured */
+} pr_service_opts;
+
+/* Per pipeline figures, a consistent-enough copy for status lines and tests
+ * (each field read atomically; not all at the same instant). */
+typedef struct pr_pipeline_stats {
+    char name[PR_NAME_MAX];
+    const char *backend;           /* engine backend in use (static string) */
+    uint64_t records_in;           /* rows decoded (accepted by the decoder) */
+    uint64_t messages_in;          /* Kafka messages consumed */
+    uint64_t bytes_in;             /* payload bytes consumed */
+    uint64_t rejected;             /* records rejected (decode + engine) */
+    uint64_t rows_out;             /* rows emitted in batches */
+    uint64_t batches_emitted;
+    uint64_t batches_acked;
+    uint64_t inflight_bytes;       /* buffered + emitted-unacked */
+    uint64_t inflight_peak_bytes;  /* highest inflight_bytes seen */
+    uint32_t assigned_partitions;
+    uint32_t paused_partitions;
+    int64_t lag;                   /* sum over partitions of high watermark - position;
+                                    * -1 when not known yet */
+    uint64_t vocab_size_total;     /* sum over sparse columns */
+    uint64_t pauses;               /* times backpressure paused the partitions */
+    uint64_t loop_turns;           /* pipeline loop iterations (tests wait on it) */
+    pr_hist_snapshot fresh_emit;   /* event time -> batch emitted, seconds */
+    pr_hist_snapshot fresh_ack;    /* batch emitted -> acknowledged, seconds */
+} pr_pipeline_stats;
+
+/* Build every pipeline (engines, consumers, batchers, sinks, state) from a
+ * config that passed pr_config_check_streaming. cfg must outlive the service.
+ * Nothing runs yet. On failure returns a negative PR_E* and a reason. */
+int pr_service_new(const pr_config *cfg, const pr_service_opts *opts, pr_service **out,
+                   char *errstr, size_t errstr_size);
+
+/* Start the pipeline threads and the HTTP endpoint. */
+int pr_service_start(pr_service *svc, char *errstr, size_t errstr_size);
+
+/* Ask every pipeline to drain and stop; returns at once. Async-signal-safe. */
+void pr_service_request_stop(pr_service *svc);
+/* True once a stop was requested or a pipeline failed for good. */
+bool pr_service_stopping(const pr_service *svc);
+
+/* Request stop (if not yet), wait for the drain and join every thread.
+ * Returns 0 when every pipeline drained cleanly (all emitted batches acked,
+ * offsets committed), PR_ETIMEDOUT when acks were still missing at the drain
+ * deadline (their offsets stay uncommitted: they will be redelivered), or the
+ * first fatal pipeline error. Idempotent. */
+int pr_service_stop(pr_service *svc);
+
+/* Stop if needed and release everything. NULL is fine. */
+void pr_service_free(pr_service *svc);
+
+/* ---------------------------------------------------------------- queries */
+
+size_t pr_service_n_pipelines(const pr_service *svc);
+int pr_service_pipeline_stats(pr_service *svc, size_t i, pr_pipeline_stats *st);
+
+/* Bound ports (useful when the config says port 0); 0 when not listening. */
+uint16_t pr_service_http_port(const pr_service *svc);
+uint16_t pr_service_trainer_port(const pr_service *svc, size_t pipeline);
+
+/* /healthz: every pipeline loop turned within health_stall_ms and none failed. */
+bool pr_service_healthy(pr_service *svc, char *why, size_t why_size);
+/* /readyz: every pipeline has partitions assigned and at least one sink able to
+ * accept a batch. */
+bool pr_service_ready(pr_service *svc, char *why, size_t why_size);
+
+/* The whole /metrics body (Prometheus text 0.0.4). */
+void pr_service_render_metrics(pr_service *svc, pr_mbuf *mb);
+/* The /v1/status body (JSON). */
+void pr_service_render_status(pr_service *svc, pr_mbuf *mb);
+
+#endif

@@ -1,0 +1,1588 @@
+/*
+ * service.c — the streaming runtime (pr_service.h): per pipeline one thread
+ * that polls the consumer, runs the engine, feeds the batcher and drives the
+ * sinks, plus the at-least-once offset bookkeeping, backpressure, vocabulary
+ * durability, and the HTTP views (/metrics, /healthz, /readyz, /v1/status).
+ *
+ * Why one thread per pipeline: the engine, the batcher, the sink set and the
+ * consumer are all single-driver objects, and the order poll -> engine ->
+ * batcher is the order the vocabulary and the offsets need. Parallelism comes
+ * from the engine's own workers, librdkafka's threads and the sinks' I/O
+ * threads. Other threads (HTTP, the demo's status line) only read: component
+ * stats through their thread-safe getters, and a small cache (engine stats,
+ * vocab sizes, readiness, rates) that the pipeline thread refreshes under a
+ * mutex, because the engine and the sinks' ready() may not be called from
+ * other threads.
+ *
+ * Time: the injected clock (opts.clock) drives everything with semantics
+ * (batch deadlines, event-time fallback, ack timeouts); liveness, rates and
+ * checkpoint intervals use the real monotonic clock so a test that freezes
+ * time does not also freeze /healthz.
+ */
+#include "pr_service.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pr_batcher.h"
+#include "pr_http.h"
+#include "pr_ingest.h"
+#include "pr_log.h"
+#include "pr_sink.h"
+
+#ifndef PR_VERSION
+#define PR_VERSION "0.0.0"
+#endif
+
+#define PR__BLOCK_ROWS 4096
+#define PR__MAX_PARTS 1024
+#define PR__ACK_POLL_MS 2
+
+typedef struct pr__pipe pr__pipe;
+
+struct pr__pipe {
+    pr_service *svc;
+    const pr_pipeline_cfg *cfg;
+    size_t idx;
+
+    pr_engine *eng;
+    pr_consumer *cons;
+    pr_batcher *bat;
+    pr_sinkset *sinks;
+    int trainer_port;
+    pr_block *blk;
+    pr_out *out;
+
+    /* Names for sinks (borrowed from cfg). */
+    const char *dense_names[PR_MAX_DENSE];
+    const char *sparse_names[PR_MAX_SPARSE];
+    const char **kafka_props; /* key, value, ... */
+
+    /* Partitions revoked during the current consumer poll: rows of theirs
+     * already in the block must not reach the batcher. */
+    int32_t revoked_keys[64];
+    size_t n_revoked;
+    bool revoked_overflow;
+
+    /* State files (empty when state is disabled). */
+    char snap_path[PATH_MAX];
+    char journal_path[PATH_MAX];
+    int64_t next_ckpt_ns;
+
+    pthread_t thread;
+    bool thread_started;
+    bool bp_paused;
+    bool drained;
+    bool stored_since_commit;
+
+    _Atomic int64_t last_turn_ns;
+    _Atomic uint64_t loop_turns;
+    _Atomic uint64_t inflight;
+    _Atomic uint64_t inflight_peak;
+    _Atomic uint64_t pauses;
+    _Atomic uint64_t engine_rejects[PR_REJECT__ENGINE_COUNT];
+    _Atomic uint64_t emit_errors;
+    _Atomic uint64_t offsets_stored;
+    _Atomic uint64_t commits;
+    _Atomic uint64_t checkpoints;
+    _Atomic int fatal; /* 0 or a PR_E* code */
+    _Atomic bool done;
+    char fatal_msg[640];
+
+    /* Cache refreshed by the pipeline thread, read by others. */
+    pthread_mutex_t lock;
+    pr_engine_stats est;
+    uint64_t vocab[PR_MAX_SPARSE];
+    bool sinks_any_ready;
+    size_t n_sink_stats;
+    const char *sink_names[4];
+    pr_sink_stats sink_stats[4];
+    double rate_records, rate_rows_out, rate_batches;
+    int64_t rate_t0_ns;
+    uint64_t rate_records0, rate_rows0, rate_batches0;
+    int drain_rc;
+};
+
+struct pr_service {
+    const pr_config *cfg;
+    pr_service_opts opts;
+    const pr_clock *clock;
+    pr__pipe *pipes;
+    size_t n_pipes;
+    pr_http *http;
+    volatile sig_atomic_t stop_requested;
+    bool started;
+    bool stopped;
+    int stop_rc;
+    int64_t start_wall_ms;
+};
+
+static int64_t pr__now_ns(void)
+{
+    return pr_clock_mono_ns(pr_clock_real());
+}
+
+static void pr__sleep_ms(int ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+static void pr__set_fatal(pr__pipe *p, int rc, const char *msg)
+{
+    int expected = 0;
+    if (atomic_compare_exchange_strong(&p->fatal, &expected, rc)) {
+        snprintf(p->fatal_msg, sizeof(p->fatal_msg), "%s", msg);
+        pr_err("pipeline %s: %s", p->cfg->name, msg);
+    }
+}
+
+/* ---------------------------------------------------------------- callbacks */
+
+static uint64_t pr__vocab_cb(void *opaque, uint32_t col)
+{
+    pr__pipe *p = opaque;
+    return pr_engine_vocab_size(p->eng, col);
+}
+
+static void pr__emit_cb(void *opaque, pr_batch *b)
+{
+    pr__pipe *p = opaque;
+    int rc = pr_sinkset_send(p->sinks, b);
+    if (rc < 0) {
+        atomic_fetch_add(&p->emit_errors, 1);
+        static pr_ratelimit rl = PR_RATELIMIT_INIT(1);
+        pr_log_ratelimited(&rl, PR_LOG_ERROR, "pipeline %s: batch %llu: sink error: %s",
+                           p->cfg->name, (unsigned long long)b->seq, pr_strerror(rc));
+    }
+}
+
+static void pr__ack_cb(void *opaque, uint64_t seq)
+{
+    pr__pipe *p = opaque;
+    pr_batcher_ack(p->bat, seq);
+}
+
+static void pr__late_cb(void *opaque, const pr_block *in, const pr_out *out, uint32_t row)
+{
+    (void)out;
+    pr__pipe *p = opaque;
+    pr_dlq *d = pr_consumer_dlq(p->cons);
+    if (!d)
+        return;
+    char payload[128];
+    int n = snprintf(payload, sizeof(payload), "late row: event_time_ms=%lld",
+                     (long long)in->event_time_ms[row]);
+    int32_t key = in->partition[row];
+    const char *topic = pr_consumer_topic(p->cons, PR_PART_KEY_TOPIC(key));
+    pr_dlq_send(d, payload, (size_t)n, "late", "event time older than the watermark",
+                topic ? topic : "", PR_PART_KEY_PARTITION(key), in->offset[row], -1);
+}
+
+static void pr__store_cb(void *opaque, int32_t key, int64_t safe)
+{
+    pr__pipe *p = opaque;
+    if (safe < 0)
+        return;
+    if (pr_consumer_store_offset_key(p->cons, key, safe) == 0) {
+        atomic_fetch_add(&p->offsets_stored, 1);
+        p->stored_since_commit = true;
+    }
+}
+
+static void pr__on_assign(void *opaque, pr_consumer *c, const pr_tp *parts, size_t n)
+{
+    (void)c;
+    pr__pipe *p = opaque;
+    for (size_t i = 0; i < n; i++) {
+        pr_batcher_assign(p->bat, parts[i].key);
+        /* A partition that comes back is no longer "revoked" for the rows of
+         * this poll: rows fetched after the assign are legitimately ours. */
+        for (size_t j = 0; j < p->n_revoked; j++)
+            if (p->revoked_keys[j] == parts[i].key)
+                p->revoked_keys[j] = p->revoked_keys[--p->n_revoked];
+    }
+    pr_info("pipeline %s: %zu partition(s) assigned", p->cfg->name, n);
+}
+
+static void pr__on_revoke(void *opaque, pr_consumer *c, const pr_tp *parts, size_t n)
+{
+    pr__pipe *p = opaque;
+    /* Collect acks that already arrived so fewer batches are redelivered. */
+    pr_sinkset_poll(p->sinks, pr__ack_cb, p);
+    for (size_t i = 0; i < n; i++) {
+        int64_t safe = -1;
+        pr_batcher_revoke(p->bat, parts[i].key, &safe);
+        if (safe >= 0)
+            pr_consumer_store_offset_key(c, parts[i].key, safe);
+        if (p->n_revoked < sizeof(p->revoked_keys) / sizeof(p->revoked_keys[0]))
+            p->revoked_keys[p->n_revoked++] = parts[i].key;
+        else
+            p->revoked_overflow = true;
+    }
+    pr_info("pipeline %s: %zu partition(s) revoked", p->cfg->name, n);
+}
+
+static void pr__on_reject(void *opaque, pr_consumer *c, const pr_reject_info *ri)
+{
+    (void)c;
+    pr__pipe *p = opaque;
+    pr_batcher_note_done(p->bat, ri->key, ri->offset);
+}
+
+/* ---------------------------------------------------------------- block helpers */
+
+static bool pr__key_revoked(const pr__pipe *p, int32_t key)
+{
+    for (size_t i = 0; i < p->n_revoked; i++)
+        if (p->revoked_keys[i] == key)
+            return true;
+    return false;
+}
+
+/* Remove rows of revoked partitions from the block (rare: only when a revoke
+ * happened inside the poll that filled it). Keeps the order of the rest. */
+static void pr__block_drop_revoked(pr__pipe *p, pr_block *b)
+{
+    uint32_t w = 0;
+    const size_t bw = pr_bitmap_words(b->cap);
+    for (uint32_t r = 0; r < b->rows; r++) {
+        bool drop = p->revoked_overflow || pr__key_revoked(p, b->partition[r]);
+        if (drop)
+            continue;
+        if (w != r) {
+            if (b->labels)
+                b->labels[w] = b->labels[r];
+            for (uint32_t c = 0; c < b->n_dense; c++) {
+                b->dense[(size_t)c * b->cap + w] = b->dense[(size_t)c * b->cap + r];
+                uint64_t *m = b->dense_missing + (size_t)c * bw;
+                if (pr_bit_test(m, r))
+                    pr_bit_set(m, w);
+                else
+                    pr_bit_clear(m, w);
+            }
+            for (uint32_t c = 0; c < b->n_sparse; c++) {
+                memcpy(pr_block_hex(b, c, w), pr_block_hex(b, c, r), PR_HEX_SLOT);
+                b->sparse_u64[(size_t)c * b->cap + w] = b->sparse_u64[(size_t)c * b->cap + r];
+                uint64_t *m = b->sparse_missing + (size_t)c * bw;
+                if (pr_bit_test(m, r))
+                    pr_bit_set(m, w);
+                else
+                    pr_bit_clear(m, w);
+            }
+            b->partition[w] = b->partition[r];
+            b->offset[w] = b->offset[r];
+            b->event_time_ms[w] = b->event_time_ms[r];
+        }
+        w++;
+    }
+    /* Clear the bitmap bits above the new row count. */
+    for (uint32_t r = w; r < b->rows; r++) {
+        for (uint32_t c = 0; c < b->n_dense; c++)
+            pr_bit_clear(b->dense_missing + (size_t)c * bw, r);
+        for (uint32_t c = 0; c < b->n_sparse; c++)
+            pr_bit_clear(b->sparse_missing + (size_t)c * bw, r);
+    }
+    b->rows = w;
+}
+
+/* Dead-letter the rows the engine rejected. The original message bytes are
+ * gone by now (the block holds decoded values), so the payload names the
+ * column and slot; the headers carry topic/partition/offset for tracing. */
+static void pr__dead_letter_engine_rejects(pr__pipe *p, const pr_block *in, const pr_out *out)
+{
+    pr_dlq *d = pr_consumer_dlq(p->cons);
+    static pr_ratelimit rl = PR_RATELIMIT_INIT(1);
+    for (uint32_t r = 0; r < out->rows; r++) {
+        if (!pr_bit_test(out->rejected, r))
+            continue;
+        unsigned reason = out->reject_reason[r];
+        if (reason < PR_REJECT__ENGINE_COUNT)
+            atomic_fetch_add(&p->engine_rejects[reason], 1);
+        uint16_t col = out->reject_col[r];
+        const char *cname = col < p->cfg->spec.n_sparse ? p->cfg->spec.sparse[col].name : "?";
+        char slot[PR_HEX_SLOT + 1] = { 0 };
+        if (col < in->n_sparse && in->sparse_enc[col] == PR_SPARSE_HEX)
+            memcpy(slot, pr_block_hex((pr_block *)in, col, r), PR_HEX_SLOT);
+        for (size_t i = 0; i < PR_HEX_SLOT; i++)
+            if ((unsigned char)slot[i] < 0x20 || (unsigned char)slot[i] > 0x7e)
+                slot[i] = '?';
+        int32_t key = in->partition[r];
+        const char *topic = pr_consumer_topic(p->cons, PR_PART_KEY_TOPIC(key));
+        char detail[160];
+        snprintf(detail, sizeof(detail), "%s: non-hex value '%s'", cname, slot);
+        pr_log_ratelimited(&rl, PR_LOG_WARN, "pipeline %s: rejected %s[%d]@%lld: %s",
+                           p->cfg->name, topic ? topic : "?", PR_PART_KEY_PARTITION(key),
+                           (long long)in->offset[r], detail);
+        if (d)
+            pr_dlq_send(d, detail, strlen(detail), "bad_hex", detail, topic ? topic : "",
+                        PR_PART_KEY_PARTITION(key), in->offset[r], -1);
+    }
+}
+
+/* ---------------------------------------------------------------- state */
+
+static int pr__mkdir_p(const char *dir)
+{
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof(tmp), "%s", dir);
+    for (char *s = tmp + 1; *s; s++) {
+        if (*s == '/') {
+            *s = '\0';
+            if (mkdir(tmp, 0755) && errno != EEXIST)
+                return -1;
+            *s = '/';
+        }
+    }
+    if (mkdir(tmp, 0755) && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+static int pr__state_open(pr__pipe *p, char *errstr, size_t errstr_size)
+{
+    const pr_state_cfg *st = &p->cfg->state;
+    if (!st->enabled || !st->dir)
+        return 0;
+    if (!pr_spec_has_op(&p->cfg->spec, PR_OP_VOCAB))
+        return 0;
+    if (pr__mkdir_p(st->dir))
+        return pr_seterr(errstr, errstr_size, PR_EIO, "pipelines[%s].state.dir '%s': %s",
+                         p->cfg->name, st->dir, strerror(errno));
+    snprintf(p->snap_path, sizeof(p->snap_path), "%s/%s.vocab", st->dir, p->cfg->name);
+    snprintf(p->journal_path, sizeof(p->journal_path), "%s/%s.journal", st->dir, p->cfg->name);
+    int rc;
+    if (access(p->snap_path, F_OK) == 0) {
+        rc = pr_engine_vocab_load(p->eng, p->snap_path, errstr, errstr_size);
+        if (rc)
+            return rc;
+    }
+    if (access(p->journal_path, F_OK) == 0) {
+        rc = pr_engine_vocab_journal_replay(p->eng, p->journal_path, errstr, errstr_size);
+        if (rc)
+            return rc;
+    }
+    rc = pr_engine_vocab_journal_open(p->eng, p->journal_path, errstr, errstr_size);
+    if (rc)
+        return rc;
+    /* Fold the replayed journal into a fresh snapshot right away. */
+    rc = pr_engine_vocab_checkpoint(p->eng, p->snap_path, NULL, errstr, errstr_size);
+    if (rc)
+        return rc;
+    uint64_t total = 0;
+    for (uint32_t c = 0; c < p->cfg->spec.n_sparse; c++)
+        total += pr_engine_vocab_size(p->eng, c);
+    pr_info("pipeline %s: vocabulary state in %s (%llu entries restored)", p->cfg->name, st->dir,
+            (unsigned long long)total);
+    p->next_ckpt_ns = pr__now_ns() + st->checkpoint_interval_s * 1000000000LL;
+    return 0;
+}
+
+static void pr__checkpoint(pr__pipe *p)
+{
+    if (!p->snap_path[0])
+        return;
+    char err[256];
+    int rc = pr_engine_vocab_checkpoint(p->eng, p->snap_path, NULL, err, sizeof(err));
+    if (rc)
+        pr_err("pipeline %s: vocabulary checkpoint failed: %s (the journal keeps the state)",
+               p->cfg->name, err);
+    else
+        atomic_fetch_add(&p->checkpoints, 1);
+    p->next_ckpt_ns = pr__now_ns() + p->cfg->state.checkpoint_interval_s * 1000000000LL;
+}
+
+/* ---------------------------------------------------------------- construction */
+
+static void pr__pipe_free(pr__pipe *p)
+{
+    if (p->cons)
+        pr_consumer_free(p->cons);
+    p->cons = NULL;
+    pr_sinkset_free(p->sinks);
+    p->sinks = NULL;
+    if (p->bat)
+        pr_batcher_free(p->bat);
+    p->bat = NULL;
+    pr_engine_free(p->eng);
+    p->eng = NULL;
+    if (p->blk)
+        pr_block_free(p->blk);
+    if (p->out)
+        pr_out_free(p->out);
+    p->blk = NULL;
+    p->out = NULL;
+    free(p->kafka_props);
+    p->kafka_props = NULL;
+    pthread_mutex_destroy(&p->lock);
+}
+
+static int pr__sinks_open(pr__pipe *p, const pr_clock *clock, char *errstr, size_t errstr_size)
+{
+    const pr_pipeline_cfg *pc = p->cfg;
+    pr_sink_cfg sc;
+    memset(&sc, 0, sizeof(sc));
+    sc.pipeline = pc->name;
+    sc.n_dense = pc->spec.n_dense;
+    sc.n_sparse = pc->spec.n_sparse;
+    sc.sparse_width = pr_engine_sparse_width(p->eng);
+    for (uint32_t i = 0; i < pc->spec.n_dense; i++)
+        p->dense_names[i] = pc->dense_names[i];
+    for (uint32_t i = 0; i < pc->spec.n_sparse; i++)
+        p->sparse_names[i] = pc->spec.sparse[i].name;
+    sc.dense_names = p->dense_names;
+    sc.sparse_names = p->sparse_names;
+    sc.clock = clock;
+    sc.trainer.listen = pc->sinks.trainer.listen;
+    sc.trainer.max_unacked_batches = pc->sinks.trainer.max_unacked_batches;
+    sc.trainer.ack_timeout_ms = pc->sinks.trainer.ack_timeout_ms;
+    sc.files.dir = pc->sinks.files.dir;
+    sc.files.roll_batches = pc->sinks.files.roll_batches;
+    if (pc->sinks.kafka.enabled) {
+        const pr_kv_list *kp = &pc->sinks.kafka.properties;
+        const char *src_bs = pr_kv_get(&pc->source.kafka.properties, "bootstrap.servers");
+        bool has_bs = pr_kv_get(kp, "bootstrap.servers") != NULL;
+        size_t n = kp->n + (has_bs || !src_bs ? 0 : 1);
+        p->kafka_props = calloc(2 * n + 1, sizeof(char *));
+        if (!p->kafka_props)
+            return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
+        size_t k = 0;
+        for (size_t i = 0; i < kp->n; i++) {
+            p->kafka_props[k++] = kp->items[i].key;
+            p->kafka_props[k++] = kp->items[i].value;
+        }
+        if (!has_bs && src_bs) {
+            p->kafka_props[k++] = "bootstrap.servers";
+            p->kafka_props[k++] = src_bs;
+        }
+        sc.kafka.topic = pc->sinks.kafka.topic;
+        sc.kafka.props = p->kafka_props;
+        sc.kafka.n_props = k / 2;
+    }
+
+    p->sinks = pr_sinkset_new();
+    if (!p->sinks)
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
+    static const struct {
+        const char *name;
+        size_t enabled_off;
+    } table[] = {
+        { "trainer", offsetof(pr_sinks_cfg, trainer.enabled) },
+        { "kafka", offsetof(pr_sinks_cfg, kafka.enabled) },
+        { "files", offsetof(pr_sinks_cfg, files.enabled) },
+    };
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+        if (!*(const bool *)((const char *)&pc->sinks + table[i].enabled_off))
+            continue;
+        const pr_sink_ops *ops = pr_sink_find(table[i].name);
+        if (!ops)
+            return pr_seterr(errstr, errstr_size, PR_ENOTSUP, "pipelines[%s].sinks.%s: not built",
+                             pc->name, table[i].name);
+        pr_sink *s = NULL;
+        char e[256] = "";
+        int rc = pr_sink_create(ops, &sc, &s, e, sizeof(e));
+        if (rc)
+            return pr_seterr(errstr, errstr_size, rc, "pipelines[%s].sinks.%s: %s", pc->name,
+                             table[i].name, e);
+        if (!strcmp(table[i].name, "trainer"))
+            p->trainer_port = pr_sink_trainer_port(s);
+        rc = pr_sinkset_add(p->sinks, s);
+        if (rc) {
+            pr_sink_close(s);
+            return pr_seterr(errstr, errstr_size, rc, "pipelines[%s]: cannot add sink %s",
+                             pc->name, table[i].name);
+        }
+    }
+    return 0;
+}
+
+static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr,
+                         size_t errstr_size)
+{
+    const pr_pipeline_cfg *pc = &svc->cfg->pipelines[idx];
+    p->svc = svc;
+    p->cfg = pc;
+    p->idx = idx;
+    pthread_mutex_init(&p->lock, NULL);
+    char e[1024] = "";
+    int rc;
+
+    pr_engine_opts eo = pr_config_engine_opts(svc->cfg);
+    p->eng = pr_engine_new(&pc->spec, &eo, e, sizeof(e));
+    if (!p->eng)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "pipelines[%s]: engine: %s", pc->name, e);
+    rc = pr__state_open(p, e, sizeof(e));
+    if (rc)
+        return pr_seterr(errstr, errstr_size, rc, "pipelines[%s].state: %s", pc->name, e);
+
+    p->blk = pr_block_new(pc->spec.n_dense, pc->spec.n_sparse, PR__BLOCK_ROWS, true);
+    p->out = pr_out_new(pc->spec.n_dense, pc->spec.n_sparse, PR__BLOCK_ROWS,
+                        pr_engine_sparse_width(p->eng));
+    if (!p->blk || !p->out)
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
+
+    pr_batcher_cfg bc;
+    memset(&bc, 0, sizeof(bc));
+    bc.pipeline = pc->name;
+    /* Topic index = config order; see the note on partition keys in pr_ingest.h. */
+    bc.topics = (const char *const *)pc->source.kafka.topics;
+    bc.n_topics = pc->source.kafka.n_topics;
+    bc.n_dense = pc->spec.n_dense;
+    bc.n_sparse = pc->spec.n_sparse;
+    bc.sparse_width = pr_engine_sparse_width(p->eng);
+    bc.batch_size = pc->batch.size;
+    bc.max_delay_ms = pc->batch.max_delay_ms;
+    bc.ordering = (pr_batch_ordering)pc->batch.ordering;
+    bc.allowed_lateness_ms = pc->batch.allowed_lateness_ms;
+    bc.late_policy = (pr_batch_late_policy)pc->batch.late_policy;
+    bc.clock = svc->clock;
+    bc.on_emit = pr__emit_cb;
+    bc.on_late = pr__late_cb;
+    bc.vocab_size = pr_spec_has_op(&pc->spec, PR_OP_VOCAB) ? pr__vocab_cb : NULL;
+    bc.opaque = p;
+    rc = pr_batcher_new(&bc, &p->bat, e, sizeof(e));
+    if (rc)
+        return pr_seterr(errstr, errstr_size, rc, "pipelines[%s].batch: %s", pc->name, e);
+
+    rc = pr__sinks_open(p, svc->clock, errstr, errstr_size);
+    if (rc)
+        return rc;
+
+    /* Consumer last: it joins the group, and should only do so once
+     * everything downstream exists. */
+    const pr_kv_list *kp = &pc->source.kafka.properties;
+    pr_kv_ref *props = calloc(kp->n + 1, sizeof(*props));
+    if (!props)
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
+    for (size_t i = 0; i < kp->n; i++) {
+        props[i].key = kp->items[i].key;
+        props[i].value = kp->items[i].value;
+    }
+    pr_consumer_conf cc;
+    memset(&cc, 0, sizeof(cc));
+    cc.topics = (const char *const *)pc->source.kafka.topics;
+    cc.n_topics = pc->source.kafka.n_topics;
+    cc.group_id = pc->source.kafka.group_id;
+    cc.props = props;
+    cc.n_props = kp->n;
+    cc.format = (pr_msg_format)pc->source.format;
+    cc.spec = &pc->spec;
+    cc.dead_letter_topic = pc->source.dead_letter_topic;
+    cc.clock = svc->clock;
+    cc.on_assign = pr__on_assign;
+    cc.on_revoke = pr__on_revoke;
+    cc.on_reject = pr__on_reject;
+    cc.opaque = p;
+    p->cons = pr_consumer_new(&cc, e, sizeof(e));
+    free(props);
+    if (!p->cons)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "pipelines[%s].source: %s", pc->name, e);
+    atomic_store(&p->last_turn_ns, pr__now_ns());
+    return 0;
+}
+
+int pr_service_new(const pr_config *cfg, const pr_service_opts *opts, pr_service **out,
+                   char *errstr, size_t errstr_size)
+{
+    pr_service *svc = calloc(1, sizeof(*svc));
+    if (!svc)
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
+    svc->cfg = cfg;
+    if (opts)
+        svc->opts = *opts;
+    if (svc->opts.drain_timeout_ms <= 0)
+        svc->opts.drain_timeout_ms = 10000;
+    if (svc->opts.health_stall_ms <= 0)
+        svc->opts.health_stall_ms = 5000;
+    if (svc->opts.max_poll_wait_ms <= 0)
+        svc->opts.max_poll_wait_ms = 100;
+    svc->clock = svc->opts.clock ? svc->opts.clock : pr_clock_real();
+    svc->start_wall_ms = pr_clock_wall_ms(pr_clock_real());
+    svc->pipes = calloc(cfg->n_pipelines, sizeof(*svc->pipes));
+    if (!svc->pipes) {
+        free(svc);
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < cfg->n_pipelines; i++) {
+        svc->n_pipes = i + 1;
+        int rc = pr__pipe_init(svc, &svc->pipes[i], i, errstr, errstr_size);
+        if (rc) {
+            pr_service_free(svc);
+            return rc;
+        }
+    }
+    *out = svc;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the loop */
+
+static uint64_t pr__total_inflight(pr_service *svc)
+{
+    uint64_t t = 0;
+    for (size_t i = 0; i < svc->n_pipes; i++)
+        t += atomic_load(&svc->pipes[i].inflight);
+    return t;
+}
+
+static void pr__refresh_cache(pr__pipe *p, int64_t now_ns, bool force)
+{
+    pr_engine_stats est;
+    pr_engine_get_stats(p->eng, &est);
+    pthread_mutex_lock(&p->lock);
+    p->est = est;
+    for (uint32_t c = 0; c < p->cfg->spec.n_sparse; c++)
+        p->vocab[c] = pr_engine_vocab_size(p->eng, c);
+    bool any = false;
+    size_t ns = pr_sinkset_count(p->sinks);
+    if (ns > 4)
+        ns = 4;
+    for (size_t i = 0; i < ns; i++) {
+        pr_sink *s = pr_sinkset_get(p->sinks, i);
+        if (pr_sink_ready(s))
+            any = true;
+        p->sink_names[i] = pr_sink_name(s);
+        pr_sink_get_stats(s, &p->sink_stats[i]);
+    }
+    p->n_sink_stats = ns;
+    p->sinks_any_ready = any;
+    if (force || now_ns - p->rate_t0_ns >= 1000000000LL) {
+        pr_consumer_stats cs;
+        pr_batcher_stats bs;
+        pr_consumer_get_stats(p->cons, &cs);
+        pr_batcher_get_stats(p->bat, &bs);
+        double dt = (double)(now_ns - p->rate_t0_ns) / 1e9;
+        if (p->rate_t0_ns && dt > 0) {
+            p->rate_records = (double)(cs.records - p->rate_records0) / dt;
+            p->rate_rows_out = (double)(bs.rows_out - p->rate_rows0) / dt;
+            p->rate_batches = (double)(bs.batches_emitted - p->rate_batches0) / dt;
+        }
+        p->rate_t0_ns = now_ns;
+        p->rate_records0 = cs.records;
+        p->rate_rows0 = bs.rows_out;
+        p->rate_batches0 = bs.batches_emitted;
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
+static void pr__store_safe_offsets(pr__pipe *p)
+{
+    pr_batcher_safe_offsets(p->bat, pr__store_cb, p);
+}
+
+static void pr__update_inflight(pr__pipe *p)
+{
+    uint64_t infl = pr_batcher_inflight_bytes(p->bat);
+    atomic_store(&p->inflight, infl);
+    uint64_t peak = atomic_load(&p->inflight_peak);
+    if (infl > peak)
+        atomic_store(&p->inflight_peak, infl);
+}
+
+/* Pause every assigned partition over the limit, resume below half of it. */
+static void pr__backpressure(pr__pipe *p)
+{
+    uint64_t limit = p->svc->cfg->limits.max_inflight_bytes;
+    if (!limit)
+        return;
+    uint64_t total = pr__total_inflight(p->svc);
+    if (!p->bp_paused && total > limit) {
+        if (pr_consumer_pause(p->cons) == 0) {
+            p->bp_paused = true;
+            atomic_fetch_add(&p->pauses, 1);
+            pr_debug("pipeline %s: paused (in flight %llu > %llu bytes)", p->cfg->name,
+                     (unsigned long long)total, (unsigned long long)limit);
+        }
+    } else if (p->bp_paused && total < limit / 2) {
+        if (pr_consumer_resume(p->cons) == 0) {
+            p->bp_paused = false;
+            pr_debug("pipeline %s: resumed (in flight %llu bytes)", p->cfg->name,
+                     (unsigned long long)total);
+        }
+    }
+}
+
+/* Engine + batcher for what the last poll put into the block. */
+static int pr__process_block(pr__pipe *p)
+{
+    if (p->n_revoked || p->revoked_overflow)
+        pr__block_drop_revoked(p, p->blk);
+    p->n_revoked = 0;
+    p->revoked_overflow = false;
+    if (p->blk->rows == 0)
+        return 0;
+    char e[512] = "";
+    int rc = pr_engine_process(p->eng, p->blk, p->out, e, sizeof(e));
+    if (rc) {
+        char msg[600];
+        snprintf(msg, sizeof(msg), "engine: %s (%s)", e, pr_strerror(rc));
+        pr__set_fatal(p, rc, msg);
+        return rc;
+    }
+    if (p->out->n_rejected)
+        pr__dead_letter_engine_rejects(p, p->blk, p->out);
+    rc = pr_batcher_add(p->bat, p->blk, p->out);
+    if (rc) {
+        pr__set_fatal(p, rc, "batcher refused rows");
+        return rc;
+    }
+    pr_block_reset(p->blk);
+    return 0;
+}
+
+static void pr__drain(pr__pipe *p)
+{
+    pr_service *svc = p->svc;
+    /* Stop fetching; what is in the block still goes out. */
+    pr_consumer_pause(p->cons);
+    if (!atomic_load(&p->fatal))
+        pr__process_block(p);
+    pr_batcher_flush(p->bat);
+    int64_t deadline = pr__now_ns() + svc->opts.drain_timeout_ms * 1000000LL;
+    while (pr_batcher_unacked_batches(p->bat) > 0 && pr__now_ns() < deadline) {
+        pr_sinkset_poll(p->sinks, pr__ack_cb, p);
+        pr__store_safe_offsets(p);
+        atomic_store(&p->last_turn_ns, pr__now_ns());
+        if (pr_batcher_unacked_batches(p->bat) > 0)
+            pr__sleep_ms(PR__ACK_POLL_MS);
+    }
+    pr_sinkset_poll(p->sinks, pr__ack_cb, p);
+    pr__store_safe_offsets(p);
+    uint64_t left = pr_batcher_unacked_batches(p->bat);
+    p->drain_rc = left ? PR_ETIMEDOUT : 0;
+    if (left)
+        pr_warn("pipeline %s: %llu batch(es) not acknowledged at shutdown; their records "
+                "will be delivered again after restart",
+                p->cfg->name, (unsigned long long)left);
+    char e[512] = "";
+    if (pr_consumer_commit(p->cons, e, sizeof(e)))
+        pr_warn("pipeline %s: final commit: %s", p->cfg->name, e);
+    else
+        atomic_fetch_add(&p->commits, 1);
+    pr__checkpoint(p);
+    pr__update_inflight(p);
+    pr__refresh_cache(p, pr__now_ns(), true);
+    if (pr_consumer_close(p->cons, e, sizeof(e)))
+        pr_warn("pipeline %s: leaving the group: %s", p->cfg->name, e);
+    p->drained = true;
+}
+
+static void *pr__pipe_main(void *arg)
+{
+    pr__pipe *p = arg;
+    pr_service *svc = p->svc;
+    char e[512];
+    int64_t last_store_ns = 0;
+    while (!svc->stop_requested && !atomic_load(&p->fatal)) {
+        int64_t now = pr__now_ns();
+        atomic_store(&p->last_turn_ns, now);
+        atomic_fetch_add(&p->loop_turns, 1);
+
+        int64_t due = pr_batcher_poll(p->bat);
+        int64_t wait = svc->opts.max_poll_wait_ms;
+        if (due >= 0 && due < wait)
+            wait = due;
+        if (pr_batcher_unacked_batches(p->bat) > 0 && wait > PR__ACK_POLL_MS)
+            wait = PR__ACK_POLL_MS;
+
+        e[0] = '\0';
+        int n = pr_consumer_poll(p->cons, p->blk, (int)wait, e, sizeof(e));
+        if (n < 0) {
+            char msg[600];
+            snprintf(msg, sizeof(msg), "consumer: %s", e);
+            pr__set_fatal(p, n, msg);
+            break;
+        }
+        if (p->blk->rows > 0 || p->n_revoked)
+            if (pr__process_block(p))
+                break;
+
+        if (pr_sinkset_poll(p->sinks, pr__ack_cb, p) > 0 || now - last_store_ns > 100000000LL) {
+            pr__store_safe_offsets(p);
+            last_store_ns = now;
+        }
+        pr_batcher_poll(p->bat);
+        pr__update_inflight(p);
+        pr__backpressure(p);
+        if (p->snap_path[0] && now >= p->next_ckpt_ns)
+            pr__checkpoint(p);
+        pr__refresh_cache(p, now, false);
+    }
+    pr__drain(p);
+    atomic_store(&p->done, true);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- HTTP handlers */
+
+static int pr__h_metrics(void *opaque, pr_mbuf *body, const char **ctype)
+{
+    *ctype = "text/plain; version=0.0.4; charset=utf-8";
+    pr_service_render_metrics(opaque, body);
+    return 200;
+}
+
+static int pr__h_healthz(void *opaque, pr_mbuf *body, const char **ctype)
+{
+    (void)ctype;
+    char why[256];
+    if (pr_service_healthy(opaque, why, sizeof(why))) {
+        pr_mbuf_puts(body, "ok\n");
+        return 200;
+    }
+    pr_mbuf_printf(body, "unhealthy: %s\n", why);
+    return 503;
+}
+
+static int pr__h_readyz(void *opaque, pr_mbuf *body, const char **ctype)
+{
+    (void)ctype;
+    char why[256];
+    if (pr_service_ready(opaque, why, sizeof(why))) {
+        pr_mbuf_puts(body, "ready\n");
+        return 200;
+    }
+    pr_mbuf_printf(body, "not ready: %s\n", why);
+    return 503;
+}
+
+static int pr__h_status(void *opaque, pr_mbuf *body, const char **ctype)
+{
+    *ctype = "application/json";
+    pr_service_render_status(opaque, body);
+    return 200;
+}
+
+/* ---------------------------------------------------------------- lifecycle */
+
+int pr_service_start(pr_service *svc, char *errstr, size_t errstr_size)
+{
+    if (svc->started)
+        return pr_seterr(errstr, errstr_size, PR_ESTATE, "service already started");
+    if (svc->cfg->http.enabled && !svc->opts.no_http) {
+        const pr_http_route routes[] = {
+            { "/metrics", pr__h_metrics, svc },
+            { "/healthz", pr__h_healthz, svc },
+            { "/readyz", pr__h_readyz, svc },
+            { "/v1/status", pr__h_status, svc },
+        };
+        int rc = pr_http_start(svc->cfg->http.listen, routes, 4, &svc->http, errstr, errstr_size);
+        if (rc)
+            return rc;
+    }
+    for (size_t i = 0; i < svc->n_pipes; i++) {
+        pr__pipe *p = &svc->pipes[i];
+        atomic_store(&p->last_turn_ns, pr__now_ns());
+        pr__refresh_cache(p, pr__now_ns(), true);
+        if (pthread_create(&p->thread, NULL, pr__pipe_main, p)) {
+            pr_service_request_stop(svc);
+            return pr_seterr(errstr, errstr_size, PR_ENOMEM, "cannot start pipeline thread");
+        }
+        p->thread_started = true;
+    }
+    svc->started = true;
+    return 0;
+}
+
+void pr_service_request_stop(pr_service *svc)
+{
+    svc->stop_requested = 1;
+}
+
+bool pr_service_stopping(const pr_service *svc)
+{
+    if (svc->stop_requested)
+        return true;
+    for (size_t i = 0; i < svc->n_pipes; i++)
+        if (atomic_load(&svc->pipes[i].done))
+            return true;
+    return false;
+}
+
+int pr_service_stop(pr_service *svc)
+{
+    if (svc->stopped)
+        return svc->stop_rc;
+    pr_service_request_stop(svc);
+    int rc = 0;
+    for (size_t i = 0; i < svc->n_pipes; i++) {
+        pr__pipe *p = &svc->pipes[i];
+        if (p->thread_started) {
+            pthread_join(p->thread, NULL);
+            p->thread_started = false;
+        }
+        int f = atomic_load(&p->fatal);
+        if (f && !rc)
+            rc = f;
+        if (p->drain_rc && !rc)
+            rc = p->drain_rc;
+    }
+    /* HTTP goes last so the final figures can still be scraped while draining. */
+    pr_http_stop(svc->http);
+    svc->http = NULL;
+    svc->stopped = true;
+    svc->stop_rc = rc;
+    return rc;
+}
+
+void pr_service_free(pr_service *svc)
+{
+    if (!svc)
+        return;
+    if (svc->started)
+        pr_service_stop(svc);
+    pr_http_stop(svc->http);
+    for (size_t i = 0; i < svc->n_pipes; i++)
+        pr__pipe_free(&svc->pipes[i]);
+    free(svc->pipes);
+    free(svc);
+}
+
+/* ---------------------------------------------------------------- queries */
+
+size_t pr_service_n_pipelines(const pr_service *svc)
+{
+    return svc->n_pipes;
+}
+
+uint16_t pr_service_http_port(const pr_service *svc)
+{
+    return pr_http_port(svc->http);
+}
+
+uint16_t pr_service_trainer_port(const pr_service *svc, size_t pipeline)
+{
+    if (pipeline >= svc->n_pipes || svc->pipes[pipeline].trainer_port < 0)
+        return 0;
+    return (uint16_t)svc->pipes[pipeline].trainer_port;
+}
+
+static void pr__hist_copy(const pr_hist *h, pr_hist_snapshot *s)
+{
+    memset(s, 0, sizeof(*s));
+    s->n_bounds = h->n <= PR_METRIC_HIST_MAX_BUCKETS ? h->n : PR_METRIC_HIST_MAX_BUCKETS;
+    for (size_t i = 0; i < s->n_bounds; i++) {
+        s->bounds[i] = h->bounds[i];
+        s->counts[i] = h->counts[i];
+    }
+    /* Anything past our bucket count lands in +Inf. */
+    for (size_t i = s->n_bounds; i <= h->n; i++)
+        s->counts[s->n_bounds] += h->counts[i];
+    s->count = h->count;
+    s->sum = h->sum;
+}
+
+int pr_service_pipeline_stats(pr_service *svc, size_t i, pr_pipeline_stats *st)
+{
+    if (i >= svc->n_pipes)
+        return PR_EINVAL;
+    pr__pipe *p = &svc->pipes[i];
+    memset(st, 0, sizeof(*st));
+    snprintf(st->name, sizeof(st->name), "%s", p->cfg->name);
+    st->backend = pr_engine_backend_name(p->eng);
+    pr_consumer_stats cs;
+    pr_batcher_stats bs;
+    pr_consumer_get_stats(p->cons, &cs);
+    pr_batcher_get_stats(p->bat, &bs);
+    st->records_in = cs.records;
+    st->messages_in = cs.messages;
+    st->bytes_in = cs.bytes;
+    st->rejected = cs.rejected_records;
+    for (int r = 0; r < PR_REJECT__ENGINE_COUNT; r++)
+        st->rejected += atomic_load(&p->engine_rejects[r]);
+    st->rows_out = bs.rows_out;
+    st->batches_emitted = bs.batches_emitted;
+    st->batches_acked = bs.batches_acked;
+    st->inflight_bytes = atomic_load(&p->inflight);
+    st->inflight_peak_bytes = atomic_load(&p->inflight_peak);
+    st->assigned_partitions = cs.assigned_partitions;
+    st->paused_partitions = cs.paused_partitions;
+    st->pauses = atomic_load(&p->pauses);
+    st->loop_turns = atomic_load(&p->loop_turns);
+    pr_partition_lag lags[PR__MAX_PARTS];
+    size_t nl = pr_consumer_lag(p->cons, lags, PR__MAX_PARTS);
+    st->lag = nl ? 0 : -1;
+    for (size_t k = 0; k < nl && k < PR__MAX_PARTS; k++) {
+        int64_t l = (lags[k].high_watermark >= 0 && lags[k].position >= 0)
+                        ? lags[k].high_watermark - lags[k].position
+                        : -1;
+        if (l < 0) {
+            st->lag = -1;
+            break;
+        }
+        st->lag += l;
+    }
+    pthread_mutex_lock(&p->lock);
+    for (uint32_t c = 0; c < p->cfg->spec.n_sparse; c++)
+        st->vocab_size_total += p->vocab[c];
+    pthread_mutex_unlock(&p->lock);
+    pr__hist_copy(&bs.event_to_emit_s, &st->fresh_emit);
+    pr__hist_copy(&bs.emit_to_ack_s, &st->fresh_ack);
+    return 0;
+}
+
+bool pr_service_healthy(pr_service *svc, char *why, size_t why_size)
+{
+    int64_t now = pr__now_ns();
+    for (size_t i = 0; i < svc->n_pipes; i++) {
+        pr__pipe *p = &svc->pipes[i];
+        if (atomic_load(&p->fatal)) {
+            snprintf(why, why_size, "pipeline %s failed: %s", p->cfg->name, p->fatal_msg);
+            return false;
+        }
+        if (atomic_load(&p->done))
+            continue; /* stopped on request: not a health problem */
+        int64_t age_ms = (now - atomic_load(&p->last_turn_ns)) / 1000000;
+        if (age_ms > svc->opts.health_stall_ms) {
+            snprintf(why, why_size, "pipeline %s loop stalled for %lld ms", p->cfg->name,
+                     (long long)age_ms);
+            return false;
+        }
+    }
+    snprintf(why, why_size, "ok");
+    return true;
+}
+
+bool pr_service_ready(pr_service *svc, char *why, size_t why_size)
+{
+    if (svc->stop_requested) {
+        snprintf(why, why_size, "shutting down");
+        return false;
+    }
+    for (size_t i = 0; i < svc->n_pipes; i++) {
+        pr__pipe *p = &svc->pipes[i];
+        if (atomic_load(&p->fatal)) {
+            snprintf(why, why_size, "pipeline %s failed", p->cfg->name);
+            return false;
+        }
+        pr_consumer_stats cs;
+        pr_consumer_get_stats(p->cons, &cs);
+        if (cs.assigned_partitions == 0) {
+            snprintf(why, why_size, "pipeline %s has no partitions assigned", p->cfg->name);
+            return false;
+        }
+        pthread_mutex_lock(&p->lock);
+        bool ok = p->sinks_any_ready;
+        pthread_mutex_unlock(&p->lock);
+        if (!ok) {
+            snprintf(why, why_size, "pipeline %s has no sink able to accept batches",
+                     p->cfg->name);
+            return false;
+        }
+    }
+    snprintf(why, why_size, "ok");
+    return true;
+}
+
+/* ---------------------------------------------------------------- /metrics */
+
+static const char *const pr__reason_labels[PR_BATCH__REASONS] = {
+    [PR_BATCH_FULL] = "full",
+    [PR_BATCH_DEADLINE] = "deadline",
+    [PR_BATCH_FLUSH] = "flush",
+};
+
+/* Engine reject reasons map onto the decoder's reason names, so one
+ * `reason` label covers both stages. */
+static const char *pr__engine_reject_name(int r)
+{
+    switch (r) {
+    case PR_REJECT_BAD_HEX: return pr_decode_reason_name(PR_DEC_BAD_HEX);
+    default: return "engine";
+    }
+}
+
+/* What each pipeline contributes, gathered once per scrape. */
+typedef struct pr__scrape {
+    pr__pipe *p;
+    pr_consumer_stats cs;
+    pr_batcher_stats bs;
+    pr_engine_stats est;
+    uint64_t vocab[PR_MAX_SPARSE];
+    size_t n_sinks;
+    const char *sink_names[4];
+    pr_sink_stats ss[4];
+    pr_partition_lag *lags;
+    size_t n_lags;
+    pr_dlq_stats dq;
+    bool has_dlq;
+} pr__scrape;
+
+#define PR__LBL_PIPE(sc) { "pipeline", (sc)->p->cfg->name }
+
+static void pr__fam_u64(pr_mbuf *mb, pr__scrape *sc, size_t n, const char *name,
+                        pr_metric_type type, const char *help, size_t off_cs, size_t off_bs,
+                        int which)
+{
+    pr_metric_family(mb, name, type, help);
+    for (size_t i = 0; i < n; i++) {
+        pr_label l[] = { PR__LBL_PIPE(&sc[i]) };
+        const uint64_t *v = which == 0 ? (const uint64_t *)((const char *)&sc[i].cs + off_cs)
+                                       : (const uint64_t *)((const char *)&sc[i].bs + off_bs);
+        pr_metric_sample(mb, name, l, 1, (double)*v);
+    }
+}
+
+/* Per-pipeline u64 families, as a table: name, type, help, which struct, offset. */
+typedef struct pr__u64_metric {
+    const char *name;
+    pr_metric_type type;
+    const char *help;
+    int which; /* 0 = consumer stats, 1 = batcher stats */
+    size_t off;
+} pr__u64_metric;
+
+static const pr__u64_metric pr__u64_metrics[] = {
+    { "piperec_messages_in_total", PR_METRIC_COUNTER, "Kafka messages consumed.", 0,
+      offsetof(pr_consumer_stats, messages) },
+    { "piperec_bytes_in_total", PR_METRIC_COUNTER, "Kafka message payload bytes consumed.", 0,
+      offsetof(pr_consumer_stats, bytes) },
+    { "piperec_records_in_total", PR_METRIC_COUNTER,
+      "Records decoded from messages into row blocks.", 0, offsetof(pr_consumer_stats, records) },
+    { "piperec_consumer_errors_total", PR_METRIC_COUNTER,
+      "Non-fatal Kafka consumer errors seen by poll.", 0,
+      offsetof(pr_consumer_stats, kafka_errors) },
+    { "piperec_rebalances_total", PR_METRIC_COUNTER, "Partition assign and revoke events.", 0,
+      offsetof(pr_consumer_stats, rebalances) },
+    { "piperec_records_out_total", PR_METRIC_COUNTER, "Rows emitted in training batches.", 1,
+      offsetof(pr_batcher_stats, rows_out) },
+    { "piperec_batches_acked_total", PR_METRIC_COUNTER,
+      "Batches acknowledged by every sink (their offsets may be committed).", 1,
+      offsetof(pr_batcher_stats, batches_acked) },
+    { "piperec_late_records_total", PR_METRIC_COUNTER,
+      "Rows older than the event-time watermark (ordering event_time).", 1,
+      offsetof(pr_batcher_stats, rows_late) },
+    { "piperec_revoke_dropped_records_total", PR_METRIC_COUNTER,
+      "Buffered rows dropped because their partition was revoked (the new owner re-reads them).",
+      1, offsetof(pr_batcher_stats, rows_dropped_revoke) },
+    { "piperec_buffered_records", PR_METRIC_GAUGE, "Rows waiting in the batcher.", 1,
+      offsetof(pr_batcher_stats, buffered_rows) },
+    { "piperec_unacked_batches", PR_METRIC_GAUGE,
+      "Batches emitted and not yet acknowledged by every sink.", 1,
+      offsetof(pr_batcher_stats, unacked_batches) },
+    { "piperec_inflight_bytes", PR_METRIC_GAUGE,
+      "Bytes held for delivery: buffered rows plus unacknowledged batches.", 1,
+      offsetof(pr_batcher_stats, inflight_bytes) },
+    { "piperec_last_sequence", PR_METRIC_GAUGE, "Sequence number of the last emitted batch.", 1,
+      offsetof(pr_batcher_stats, last_seq) },
+};
+
+void pr_service_render_metrics(pr_service *svc, pr_mbuf *mb)
+{
+    size_t n = svc->n_pipes;
+    pr__scrape *sc = calloc(n ? n : 1, sizeof(*sc));
+    if (!sc) {
+        mb->err = PR_ENOMEM;
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        pr__pipe *p = &svc->pipes[i];
+        sc[i].p = p;
+        pr_consumer_get_stats(p->cons, &sc[i].cs);
+        pr_batcher_get_stats(p->bat, &sc[i].bs);
+        pthread_mutex_lock(&p->lock);
+        sc[i].est = p->est;
+        memcpy(sc[i].vocab, p->vocab, sizeof(sc[i].vocab));
+        sc[i].n_sinks = p->n_sink_stats;
+        memcpy(sc[i].sink_names, p->sink_names, sizeof(sc[i].sink_names));
+        memcpy(sc[i].ss, p->sink_stats, sizeof(sc[i].ss));
+        pthread_mutex_unlock(&p->lock);
+        sc[i].lags = calloc(PR__MAX_PARTS, sizeof(pr_partition_lag));
+        if (sc[i].lags)
+            sc[i].n_lags = pr_consumer_lag(p->cons, sc[i].lags, PR__MAX_PARTS);
+        if (sc[i].n_lags > PR__MAX_PARTS)
+            sc[i].n_lags = PR__MAX_PARTS;
+        pr_dlq *d = pr_consumer_dlq(p->cons);
+        if (d) {
+            pr_dlq_get_stats(d, &sc[i].dq);
+            sc[i].has_dlq = true;
+        }
+    }
+
+    /* Process-level. */
+    pr_metric_family(mb, "piperec_build_info", PR_METRIC_GAUGE,
+                     "Build information; the value is always 1.");
+    pr_label bl[] = { { "version", PR_VERSION } };
+    pr_metric_sample(mb, "piperec_build_info", bl, 1, 1);
+    pr_metric_single(mb, "piperec_start_time_seconds", PR_METRIC_GAUGE,
+                     "Process start time, seconds since the Unix epoch.",
+                     (double)svc->start_wall_ms / 1000.0);
+    pr_metric_single(mb, "piperec_inflight_limit_bytes", PR_METRIC_GAUGE,
+                     "limits.max_inflight_bytes: above it every partition is paused.",
+                     (double)svc->cfg->limits.max_inflight_bytes);
+
+    pr_metric_family(mb, "piperec_engine_backend_info", PR_METRIC_GAUGE,
+                     "Engine backend in use per pipeline; the value is always 1.");
+    for (size_t i = 0; i < n; i++) {
+        pr_label l[] = { PR__LBL_PIPE(&sc[i]), { "backend", pr_engine_backend_name(sc[i].p->eng) } };
+        pr_metric_sample(mb, "piperec_engine_backend_info", l, 2, 1);
+    }
+    pr_metric_family(mb, "piperec_pipeline_up", PR_METRIC_GAUGE,
+                     "1 while the pipeline loop runs, 0 after a fatal error or stop.");
+    int64_t now = pr__now_ns();
+    for (size_t i = 0; i < n; i++) {
+        pr_label l[] = { PR__LBL_PIPE(&sc[i]) };
+        bool up = !atomic_load(&sc[i].p->fatal) && !atomic_load(&sc[i].p->done);
+        pr_metric_sample(mb, "piperec_pipeline_up", l, 1, up ? 1 : 0);
+    }
+    pr_metric_family(mb, "piperec_loop_age_seconds", PR_METRIC_GAUGE,
+                     "Seconds since the pipeline loop last turned (/healthz uses it).");
+    for (size_t i = 0; i < n; i++) {
+        pr_label l[] = { PR__LBL_PIPE(&sc[i]) };
+        pr_metric_sample(mb, "piperec_loop_age_seconds", l, 1,
+                         (double)(now - atomic_load(&sc[i].p->last_turn_ns)) / 1e9);
+    }
+
+    /* Consumer / batcher counters and gauges from the table. */
+    for (size_t m = 0; m < sizeof(pr__u64_metrics) / sizeof(pr__u64_metrics[0]); m++) {
+        const pr__u64_metric *d = &pr__u64_metrics[m];
+        pr__fam_u64(mb, sc, n, d->name, d->type, d->help, d->off, d->off, d->which);
+    }
+
+    pr_metric_family(mb, "piperec_inflight_peak_bytes", PR_METRIC_GAUGE,
+                     "Highest in-flight bytes seen since start.");
+    for (size_t i = 0; i < n; i++) {
+        pr_label l[] = { PR__LBL_PIPE(&sc[i]) };
+        pr_metric_sample(mb, "piperec_inflight_peak_bytes", l, 1,
+                         (double)atomic_load(&sc[i].p->inflight_peak));
+    }
+
+    pr_metric_family(mb, "piperec_assigned_partitions", PR_METRIC_GAUGE,
+                     "Partitions currently assigned to this process.");
+    for (size_t i = 0; i < n; i++) {
+        pr_label l[] = { PR__LBL_PIPE(&sc[i]) };
+        pr_metric_sample(mb, "piperec_assigned_partitions", l, 1, sc[i].cs.assigned_partitions);
+    }
+    pr_metric_family(mb, "piperec_paused_partitions", PR_METRIC_GAUGE,
+                     "Assigned partitions paused by backpressure.");
+    for (size_t i = 0; i < n; i++) {
+        pr_label l[] = { PR__LBL_PIPE(&sc[i]) };
+        pr_metric_sample(mb, "piperec_paused_partitions", l, 1, sc[i].cs.paused_partitions);
+    }
+    pr_metric_family(mb, "piperec_backpressure_pauses_total", PR_METRIC_COUNTER,
+                     "Times in-flight bytes went over the limit and fetching was paused.");
+    for (size_t i = 0; i < n; i++) {
+        pr_label l[] = { PR__LBL_PIPE(&sc[i]) };
+        pr_metric_sample(mb, "piperec_backpressure_pauses_total", l, 1,
+                         (double)atomic_load(&sc[i].p->pauses));
+    }
+
+    /* Lag per partition. */
+    static const struct {
+        const char *name;
+        const char *help;
+        int kind; /* 0 committed, 1 position, 2 high watermark, 3 committed offset */
+    } lagf[] = {
+        { "piperec_consumer_lag_records", "High watermark minus committed offset, per partition.", 0 },
+        { "piperec_consumer_position_lag_records",
+          "High watermark minus the consumer's fetch position, per partition.", 1 },
+        { "piperec_consumer_high_watermark_offset", "Partition high watermark (next offset to be written).", 2 },
+        { "piperec_consumer_committed_offset", "Last committed offset (next offset to read after a restart).", 3 },
+    };
+    for (size_t f = 0; f < sizeof(lagf) / sizeof(lagf[0]); f++) {
+        pr_metric_family(mb, lagf[f].name, PR_METRIC_GAUGE, lagf[f].help);
+        for (size_t i = 0; i < n; i++) {
+            for (size_t k = 0; k < sc[i].n_lags; k++) {
+                const pr_partition_lag *L = &sc[i].lags[k];
+                int64_t v;
+                switch (lagf[f].kind) {
+                case 0: v = (L->high_watermark >= 0 && L->committed >= 0) ? L->high_watermark - L->committed : -1; break;
+                case 1: v = (L->high_watermark >= 0 && L->position >= 0) ? L->high_watermark - L->position : -1; break;
+                case 2: v = L->high_watermark; break;
+                default: v = L->committed; break;
+                }
+                if (v < 0)
+                    continue; /* unknown yet: absent rather than a fake number */
+                char part[16];
+                snprintf(part, sizeof(part), "%d", L->tp.partition);
+                pr_label l[] = { PR__LBL_PIPE(&sc[i]), { "topic", L->tp.topic }, { "partition", part } };
+                pr_metric_sample(mb, lagf[f].name, l, 3, (double)v);
+            }
+        }
+    }
+
+    /* Rejects by reason: decoder reasons + engine reasons (merged by name). */
+    pr_metric_family(mb, "piperec_rejected_records_total", PR_METRIC_COUNTER,
+                     "Records rejected (malformed), by reason; each also goes to the dead-letter "
+                     "topic when one is configured.");
+    for (size_t i = 0; i < n; i++) {
+        uint64_t eng[PR_DEC__COUNT] = { 0 };
+        uint64_t eng_other = 0;
+        for (int r = 1; r < PR_REJECT__ENGINE_COUNT; r++) {
+            uint64_t v = atomic_load(&sc[i].p->engine_rejects[r]);
+            if (r == PR_REJECT_BAD_HEX)
+                eng[PR_DEC_BAD_HEX] += v;
+            else
+                eng_other += v;
+        }
+        for (int r = 1; r < PR_DEC__COUNT; r++) {
+            pr_label l[] = { PR__LBL_PIPE(&sc[i]), { "reason", pr_decode_reason_name(r) } };
+            pr_metric_sample(mb, "piperec_rejected_records_total", l, 2,
+                             (double)(sc[i].cs.rejects[r] + eng[r]));
+        }
+        if (eng_other) {
+            pr_label l[] = { PR__LBL_PIPE(&sc[i]), { "reason", pr__engine_reject_name(-1) } };
+            pr_metric_sample(mb, "piperec_rejected_records_total", l, 2, (double)eng_other);
+        }
+        pr_label l[] = { PR__LBL_PIPE(&sc[i]), { "reason", "late_dropped" } };
+        pr_metric_sample(mb, "piperec_rejected_records_total", l, 2,
+                         (double)sc[i].bs.rows_late_dropped);
+    }
+    pr_metric_family(mb, "piperec_dead_letters_total", PR_METRIC_COUNTER,
+                     "Dead letters by result: sent (delivery confirmed) or failed.");
+    for (size_t i = 0; i < n; i++) {
+        if (!sc[i].has_dlq)
+            continue;
+        pr_label l1[] = { PR__LBL_PIPE(&sc[i]), { "result", "sent" } };
+        pr_metric_sample(mb, "piperec_dead_letters_total", l1, 2, (double)sc[i].dq.sent);
+        pr_label l2[] = { PR__LBL_PIPE(&sc[i]), { "result", "failed" } };
+        pr_metric_sample(mb, "piperec_dead_letters_total", l2, 2, (double)sc[i].dq.failed);
+    }
+
+    /* Batches by reason. */
+    pr_metric_family(mb, "piperec_batches_emitted_total", PR_METRIC_COUNTER,
+                     "Training batches emitted, by reason: full, deadline (max_delay_ms), flush.");
+    for (size_t i = 0; i < n; i++) {
+        for (int r = 0; r < PR_BATCH__REASONS; r++) {
+            pr_label l[] = { PR__LBL_PIPE(&sc[i]), { "reason", pr__reason_labels[r] } };
+            pr_metric_sample(mb, "piperec_batches_emitted_total", l, 2,
+                             (double)sc[i].bs.batches_by_reason[r]);
+        }
+    }
+
+    /* Histograms. */
+    static const struct {
+        const char *name;
+        const char *help;
+        size_t off;
+    } hists[] = {
+        { "piperec_batch_fill_ratio", "Rows per emitted batch divided by batch.size.",
+          offsetof(pr_batcher_stats, fill_ratio) },
+        { "piperec_freshness_event_to_emit_seconds",
+          "Per batch: emit time minus the oldest event time in it (Kafka timestamp when the "
+          "event has none).",
+          offsetof(pr_batcher_stats, event_to_emit_s) },
+        { "piperec_batch_wait_seconds",
+          "Per batch: how long its oldest row waited in the batcher.",
+          offsetof(pr_batcher_stats, wait_s) },
+        { "piperec_freshness_emit_to_ack_seconds",
+          "Per batch: emission to acknowledgement by every sink.",
+          offsetof(pr_batcher_stats, emit_to_ack_s) },
+    };
+    for (size_t h = 0; h < sizeof(hists) / sizeof(hists[0]); h++) {
+        pr_metric_family(mb, hists[h].name, PR_METRIC_HISTOGRAM, hists[h].help);
+        for (size_t i = 0; i < n; i++) {
+            pr_hist_snapshot s;
+            pr__hist_copy((const pr_hist *)((const char *)&sc[i].bs + hists[h].off), &s);
+            pr_label l[] = { PR__LBL_PIPE(&sc[i]) };
+            pr_metric_histogram(mb, hists[h].name, l, 1, &s);
+        }
+    }
+
+    /* Vocabulary. */
+    pr_metric_family(mb, "piperec_vocab_size", PR_METRIC_GAUGE,
+                     "Indices handed out per sparse column, reserved ones included (embedding "
+                     "rows a trainer needs).");
+    for (size_t i = 0; i < n; i++) {
+        if (!pr_spec_has_op(&sc[i].p->cfg->spec, PR_OP_VOCAB))
+            continue;
+        for (uint32_t c = 0; c < sc[i].p->cfg->spec.n_sparse; c++) {
+            pr_label l[] = { PR__LBL_PIPE(&sc[i]), { "column", sc[i].p->cfg->spec.sparse[c].name } };
+            pr_metric_sample(mb, "piperec_vocab_size", l, 2, (double)sc[i].vocab[c]);
+        }
+    }
+    pr_metric_family(mb, "piperec_vocab_checkpoints_total", PR_METRIC_COUNTER,
+                     "Vocabulary snapshots written to state.dir.");
+    for (size_t i = 0; i < n; i++) {
+        pr_label l[] = { PR__LBL_PIPE(&sc[i]) };
+        pr_metric_sample(mb, "piperec_vocab_checkpoints_total", l, 1,
+                         (double)atomic_load(&sc[i].p->checkpoints));
+    }
+
+    /* Engine. */
+    pr_metric_family(mb, "piperec_engine_operator_seconds_total", PR_METRIC_COUNTER,
+                     "Engine time per operator (summed over worker threads).");
+    for (size_t i = 0; i < n; i++)
+        for (int op = 0; op < PR_OP__COUNT; op++) {
+            if (!pr_spec_has_op(&sc[i].p->cfg->spec, (pr_op)op))
+                continue;
+            pr_label l[] = { PR__LBL_PIPE(&sc[i]), { "operator", pr_op_name((pr_op)op) } };
+            pr_metric_sample(mb, "piperec_engine_operator_seconds_total", l, 2,
+                             (double)sc[i].est.op_ns[op] / 1e9);
+        }
+    pr_metric_family(mb, "piperec_engine_operator_values_total", PR_METRIC_COUNTER,
+                     "Values processed per operator.");
+    for (size_t i = 0; i < n; i++)
+        for (int op = 0; op < PR_OP__COUNT; op++) {
+            if (!pr_spec_has_op(&sc[i].p->cfg->spec, (pr_op)op))
+                continue;
+            pr_label l[] = { PR__LBL_PIPE(&sc[i]), { "operator", pr_op_name((pr_op)op) } };
+            pr_metric_sample(mb, "piperec_engine_operator_values_total", l, 2,
+                             (double)sc[i].est.op_values[op]);
+        }
+    pr_metric_family(mb, "piperec_engine_rows_total", PR_METRIC_COUNTER,
+                     "Rows that went through the engine.");
+    for (size_t i = 0; i < n; i++) {
+        pr_label l[] = { PR__LBL_PIPE(&sc[i]) };
+        pr_metric_sample(mb, "piperec_engine_rows_total", l, 1, (double)sc[i].est.rows_in);
+    }
+    pr_metric_family(mb, "piperec_engine_blocks_total", PR_METRIC_COUNTER,
+                     "Row blocks processed by the engine.");
+    for (size_t i = 0; i < n; i++) {
+        pr_label l[] = { PR__LBL_PIPE(&sc[i]) };
+        pr_metric_sample(mb, "piperec_engine_blocks_total", l, 1, (double)sc[i].est.blocks);
+    }
+
+    /* Sinks. */
+    static const struct {
+        const char *name;
+        pr_metric_type type;
+        const char *help;
+        size_t off;
+    } sinkf[] = {
+        { "piperec_sink_batches_sent_total", PR_METRIC_COUNTER, "Batches accepted by the sink.",
+          offsetof(pr_sink_stats, batches_sent) },
+        { "piperec_sink_batches_acked_total", PR_METRIC_COUNTER,
+          "Batches the sink acknowledged.", offsetof(pr_sink_stats, batches_acked) },
+        { "piperec_sink_bytes_sent_total", PR_METRIC_COUNTER, "Bytes the sink wrote out.",
+          offsetof(pr_sink_stats, bytes_sent) },
+        { "piperec_sink_refused_total", PR_METRIC_COUNTER,
+          "Times the sink was full and a batch had to wait.",
+          offsetof(pr_sink_stats, batches_refused) },
+        { "piperec_sink_redeliveries_total", PR_METRIC_COUNTER,
+          "Batches sent again after a trainer went away unacknowledged.",
+          offsetof(pr_sink_stats, redeliveries) },
+        { "piperec_sink_errors_total", PR_METRIC_COUNTER, "Sink errors.",
+          offsetof(pr_sink_stats, errors) },
+        { "piperec_sink_queued_batches", PR_METRIC_GAUGE,
+          "Batches accepted by the sink and not yet acknowledged.",
+          offsetof(pr_sink_stats, queued_batches) },
+        { "piperec_sink_clients", PR_METRIC_GAUGE, "Connected trainers (trainer sink).",
+          offsetof(pr_sink_stats, clients) },
+    };
+    for (size_t f = 0; f < sizeof(sinkf) / sizeof(sinkf[0]); f++) {
+        pr_metric_family(mb, sinkf[f].name, sinkf[f].type, sinkf[f].help);
+        for (size_t i = 0; i < n; i++)
+            for (size_t k = 0; k < sc[i].n_sinks; k++) {
+                pr_label l[] = { PR__LBL_PIPE(&sc[i]), { "sink", sc[i].sink_names[k] } };
+                const uint64_t *v = (const uint64_t *)((const char *)&sc[i].ss[k] + sinkf[f].off);
+                pr_metric_sample(mb, sinkf[f].name, l, 2, (double)*v);
+            }
+    }
+
+    for (size_t i = 0; i < n; i++)
+        free(sc[i].lags);
+    free(sc);
+}
+
+/* ---------------------------------------------------------------- /v1/status */
+
+static void pr__json_num(pr_mbuf *mb, double v)
+{
+    if (!isfinite(v))
+        pr_mbuf_puts(mb, "null");
+    else if (v == floor(v) && fabs(v) < 9e15)
+        pr_mbuf_printf(mb, "%.0f", v);
+    else
+        pr_mbuf_printf(mb, "%.6g", v);
+}
+
+void pr_service_render_status(pr_service *svc, pr_mbuf *mb)
+{
+    char why[256];
+    bool healthy = pr_service_healthy(svc, why, sizeof(why));
+    bool ready = pr_service_ready(svc, why, sizeof(why));
+    pr_mbuf_printf(mb, "{\"version\":\"%s\",\"healthy\":%s,\"ready\":%s,\"uptime_seconds\":",
+                   PR_VERSION, healthy ? "true" : "false", ready ? "true" : "false");
+    pr__json_num(mb, (double)(pr_clock_wall_ms(pr_clock_real()) - svc->start_wall_ms) / 1000.0);
+    pr_mbuf_puts(mb, ",\"max_inflight_bytes\":");
+    pr__json_num(mb, (double)svc->cfg->limits.max_inflight_bytes);
+    pr_mbuf_puts(mb, ",\"pipelines\":[");
+    for (size_t i = 0; i < svc->n_pipes; i++) {
+        pr__pipe *p = &svc->pipes[i];
+        pr_pipeline_stats st;
+        pr_service_pipeline_stats(svc, i, &st);
+        if (i)
+            pr_mbuf_puts(mb, ",");
+        pr_mbuf_puts(mb, "{\"name\":");
+        pr_mbuf_json_str(mb, p->cfg->name);
+        pr_mbuf_puts(mb, ",\"backend\":");
+        pr_mbuf_json_str(mb, st.backend);
+        pr_mbuf_puts(mb, ",\"format\":");
+        pr_mbuf_json_str(mb, pr_source_format_name(p->cfg->source.format));
+        pr_mbuf_printf(mb, ",\"up\":%s", (!atomic_load(&p->fatal) && !atomic_load(&p->done)) ? "true" : "false");
+        if (atomic_load(&p->fatal)) {
+            pr_mbuf_puts(mb, ",\"error\":");
+            pr_mbuf_json_str(mb, p->fatal_msg);
+        }
+        pr_mbuf_printf(mb, ",\"trainer_port\":%d", p->trainer_port);
+        pr_mbuf_puts(mb, ",\"assignment\":[");
+        pr_partition_lag *lags = calloc(PR__MAX_PARTS, sizeof(*lags));
+        size_t nl = lags ? pr_consumer_lag(p->cons, lags, PR__MAX_PARTS) : 0;
+        if (nl > PR__MAX_PARTS)
+            nl = PR__MAX_PARTS;
+        for (size_t k = 0; k < nl; k++) {
+            if (k)
+                pr_mbuf_puts(mb, ",");
+            pr_mbuf_puts(mb, "{\"topic\":");
+            pr_mbuf_json_str(mb, lags[k].tp.topic);
+            pr_mbuf_printf(mb,
+                           ",\"partition\":%d,\"high_watermark\":%lld,\"position\":%lld,"
+                           "\"committed\":%lld,\"lag\":%lld,\"paused\":%s}",
+                           lags[k].tp.partition, (long long)lags[k].high_watermark,
+                           (long long)lags[k].position, (long long)lags[k].committed,
+                           (long long)lags[k].lag, lags[k].paused ? "true" : "false");
+        }
+        free(lags);
+        pr_mbuf_puts(mb, "]");
+        pthread_mutex_lock(&p->lock);
+        double rr = p->rate_records, ro = p->rate_rows_out, rb = p->rate_batches;
+        uint64_t vocab[PR_MAX_SPARSE];
+        memcpy(vocab, p->vocab, sizeof(vocab));
+        pthread_mutex_unlock(&p->lock);
+        pr_mbuf_printf(mb,
+                       ",\"records_in\":%llu,\"messages_in\":%llu,\"bytes_in\":%llu,"
+                       "\"rejected\":%llu,\"records_out\":%llu,\"batches_emitted\":%llu,"
+                       "\"batches_acked\":%llu,\"inflight_bytes\":%llu,\"paused_partitions\":%u,"
+                       "\"lag\":%lld",
+                       (unsigned long long)st.records_in, (unsigned long long)st.messages_in,
+                       (unsigned long long)st.bytes_in, (unsigned long long)st.rejected,
+                       (unsigned long long)st.rows_out, (unsigned long long)st.batches_emitted,
+                       (unsigned long long)st.batches_acked,
+                       (unsigned long long)st.inflight_bytes, st.paused_partitions,
+                       (long long)st.lag);
+        pr_mbuf_puts(mb, ",\"rates\":{\"records_in_per_second\":");
+        pr__json_num(mb, rr);
+        pr_mbuf_puts(mb, ",\"records_out_per_second\":");
+        pr__json_num(mb, ro);
+        pr_mbuf_puts(mb, ",\"batches_per_second\":");
+        pr__json_num(mb, rb);
+        pr_mbuf_puts(mb, "},\"freshness_seconds\":{\"event_to_emit_p50\":");
+        pr__json_num(mb, pr_hist_snapshot_quantile(&st.fresh_emit, 0.5));
+        pr_mbuf_puts(mb, ",\"event_to_emit_p99\":");
+        pr__json_num(mb, pr_hist_snapshot_quantile(&st.fresh_emit, 0.99));
+        pr_mbuf_puts(mb, ",\"emit_to_ack_p50\":");
+        pr__json_num(mb, pr_hist_snapshot_quantile(&st.fresh_ack, 0.5));
+        pr_mbuf_puts(mb, ",\"emit_to_ack_p99\":");
+        pr__json_num(mb, pr_hist_snapshot_quantile(&st.fresh_ack, 0.99));
+        pr_mbuf_puts(mb, "},\"vocab_sizes\":{");
+        for (uint32_t c = 0; c < p->cfg->spec.n_sparse; c++) {
+            if (c)
+                pr_mbuf_puts(mb, ",");
+            pr_mbuf_json_str(mb, p->cfg->spec.sparse[c].name);
+            pr_mbuf_printf(mb, ":%llu", (unsigned long long)vocab[c]);
+        }
+        pr_mbuf_puts(mb, "}}");
+    }
+    pr_mbuf_puts(mb, "]}\n");
+}

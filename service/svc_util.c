@@ -1,0 +1,54 @@
+/*
+ * svc_util.c — signal and port helpers for the long-running commands
+ * (pr_svc_util.h).
+ */
+#include "pr_svc_util.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+void pr_svc_block_signals(sigset_t *set)
+{
+    sigset_t all;
+    sigemptyset(&all);
+    sigaddset(&all, SIGINT);
+    sigaddset(&all, SIGTERM);
+    sigaddset(&all, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+}
+
+int pr_svc_wait_signal(const sigset_t *set, int timeout_ms)
+{
+    struct timespec ts = { timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L };
+    int s = sigtimedwait(set, NULL, &ts);
+    return s > 0 ? s : 0;
+}
+
+bool pr_svc_port_free(const char *host, uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return false;
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    if (inet_pton(AF_INET, host && host[0] ? host : "0.0.0.0", &a.sin_addr) != 1) {
+        close(fd);
+        return false;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    bool ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+    close(fd);
+    return ok;
+}

@@ -1,0 +1,667 @@
+/*
+ * test_config.c — unit tests of the configuration layer (service/pr_config.c).
+ *
+ * Errors are tested through a table: a YAML snippet and the fragments its
+ * message must contain (the key path, the problem and, where the YAML has
+ * one, the line). One test per behaviour otherwise: the embedded default,
+ * a config using every key, Kafka property pass-through, per-column
+ * overrides, the streaming checks, command-line overrides, and that
+ * docs/configuration.md documents every key of the tables.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "pr_config.h"
+
+static pr_config *load_ok(const char *yaml)
+{
+    char err[4096];
+    pr_config *cfg = NULL;
+    int rc = pr_config_load_string(yaml, strlen(yaml), "t.yaml", &cfg, err, sizeof(err));
+    if (rc != 0)
+        fail_msg("load failed: %s", err);
+    assert_non_null(cfg);
+    return cfg;
+}
+
+/* Load must fail; returns the message in err. */
+static void load_fail(const char *yaml, char *err, size_t n)
+{
+    pr_config *cfg = (pr_config *)1;
+    int rc = pr_config_load_string(yaml, strlen(yaml), "t.yaml", &cfg, err, n);
+    if (rc == 0)
+        fail_msg("load succeeded, expected an error for:\n%s", yaml);
+    assert_int_equal(rc, PR_EINVAL);
+    assert_null(cfg);
+}
+
+#define MINIMAL "pipelines:\n  - name: p\n"
+
+/* ---------------------------------------------------------------- default */
+
+static void test_default_loads(void **state)
+{
+    (void)state;
+    char err[1024];
+    pr_config *cfg = NULL;
+    assert_int_equal(pr_config_load_default(&cfg, err, sizeof(err)), 0);
+    assert_int_equal(cfg->n_pipelines, 1);
+    const pr_pipeline_cfg *pl = pr_config_pipeline(cfg, "criteo");
+    assert_non_null(pl);
+    assert_string_equal(pl->spec.name, "criteo");
+    assert_true(pl->spec.has_label);
+    assert_int_equal(pl->spec.n_dense, 13);
+    assert_int_equal(pl->spec.n_sparse, 26);
+    assert_int_equal(pl->spec.n_dense_ops, 2);
+    assert_int_equal(pl->spec.dense_ops[0], PR_OP_NEG2ZERO);
+    assert_int_equal(pl->spec.dense_ops[1], PR_OP_LOG1P);
+    assert_int_equal(pl->spec.n_sparse_ops, 3);
+    assert_int_equal(pl->spec.sparse_ops[0], PR_OP_HEX2INT);
+    assert_int_equal(pl->spec.sparse_ops[1], PR_OP_MODULUS);
+    assert_int_equal(pl->spec.sparse_ops[2], PR_OP_VOCAB);
+    assert_int_equal(pl->spec.profile, PR_VOCAB_DLRM);
+    assert_int_equal(pl->spec.count_mode, PR_COUNT_STREAMING);
+    for (int c = 0; c < 26; c++) {
+        char name[16];
+        snprintf(name, sizeof(name), "C%d", c + 1);
+        assert_string_equal(pl->spec.sparse[c].name, name);
+        assert_int_equal(pl->spec.sparse[c].modulus, 524288);
+        assert_int_equal(pl->spec.sparse[c].min_count, 1);
+        assert_int_equal(pl->spec.sparse[c].capacity, 0);
+    }
+    assert_string_equal(pl->dense_names[12], "I13");
+    assert_true(pl->source.kafka.enabled);
+    assert_int_equal(pl->source.kafka.n_topics, 1);
+    assert_string_equal(pl->source.kafka.topics[0], "events");
+    assert_string_equal(pl->source.kafka.group_id, "piperec-criteo");
+    assert_string_equal(pr_kv_get(&pl->source.kafka.properties, "bootstrap.servers"), "127.0.0.1:0");
+    assert_int_equal(pl->source.format, PR_FORMAT_CRITEO_TSV);
+    assert_null(pl->source.dead_letter_topic);
+    assert_int_equal(pl->batch.size, 4096);
+    assert_int_equal(pl->batch.max_delay_ms, 100);
+    assert_int_equal(pl->batch.ordering, PR_ORDERING_PARTITION);
+    assert_true(pl->sinks.trainer.enabled);
+    assert_string_equal(pl->sinks.trainer.listen, "127.0.0.1:7070");
+    assert_false(pl->sinks.kafka.enabled);
+    assert_false(pl->sinks.files.enabled);
+    assert_false(pl->state.enabled);
+    assert_true(cfg->http.enabled);
+    assert_string_equal(cfg->http.listen, "127.0.0.1:9464");
+    assert_string_equal(cfg->engine.backend, "cpu");
+    assert_int_equal(cfg->engine.threads, 2);
+    assert_null(cfg->engine.xclbin);
+    assert_int_equal(cfg->limits.max_inflight_bytes, 256u << 20);
+    assert_int_equal(cfg->log_level, PR_LOG_INFO);
+    assert_int_equal(pr_config_check_streaming(cfg, err, sizeof(err)), 0);
+    pr_engine_opts o = pr_config_engine_opts(cfg);
+    assert_string_equal(o.backend, "cpu");
+    assert_int_equal(o.threads, 2);
+    pr_config_free(cfg);
+}
+
+/* A minimal config gets the documented defaults everywhere. */
+static void test_minimal_defaults(void **state)
+{
+    (void)state;
+    pr_config *cfg = load_ok(MINIMAL);
+    const pr_pipeline_cfg *pl = &cfg->pipelines[0];
+    assert_string_equal(pl->name, "p");
+    assert_int_equal(pl->spec.n_sparse, 26);
+    assert_int_equal(pl->batch.size, 4096);
+    assert_int_equal(pl->batch.allowed_lateness_ms, 1000);
+    assert_int_equal(pl->batch.late_policy, PR_LATE_EMIT);
+    assert_false(pl->source.kafka.enabled);
+    assert_string_equal(pl->sinks.trainer.listen, "127.0.0.1:7070"); /* default, though disabled */
+    assert_false(pl->sinks.trainer.enabled);
+    assert_string_equal(cfg->engine.backend, "cpu");
+    assert_int_equal(cfg->engine.device, 0);
+    assert_true(cfg->http.enabled);
+    /* Offline needs nothing more; streaming does. */
+    char err[2048];
+    assert_int_equal(pr_config_check_streaming(cfg, err, sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "t.yaml:2: pipelines[0].source.kafka: missing"));
+    assert_non_null(strstr(err, "pipelines[0].sinks: no enabled sink"));
+    pr_config_free(cfg);
+}
+
+/* ---------------------------------------------------------------- every key */
+
+static const char full_yaml[] =
+    "pipelines:\n"
+    "  - name: criteo\n"
+    "    source:\n"
+    "      kafka:\n"
+    "        topics: [events, events2]\n"
+    "        group.id: g1\n"
+    "        properties: { bootstrap.servers: \"h:9092\", auto.offset.reset: earliest }\n"
+    "      format: protobuf_event_batch\n"
+    "      dead_letter_topic: events-dlq\n"
+    "    schema: { label: false, dense: 2, sparse: 3, dense_names: [a, b],\n"
+    "              sparse_names: [user, item, ctx] }\n"
+    "    transform:\n"
+    "      dense: [log1p]\n"
+    "      sparse: [hex2int, { modulus: 1000 }, vocab]\n"
+    "      vocab: { profile: default, min_count: 3, capacity: 5000, count_mode: two_pass }\n"
+    "      columns: { item: { modulus: 77, min_count: 2, capacity: 90 } }\n"
+    "    batch: { size: 512, max_delay_ms: 0, ordering: event_time,\n"
+    "             allowed_lateness_ms: 250, late_policy: drop_to_dlq }\n"
+    "    sinks:\n"
+    "      trainer: { enabled: true, listen: \"0.0.0.0:7071\", max_unacked_batches: 8, ack_timeout_ms: 500 }\n"
+    "      kafka: { enabled: true, topic: out, properties: { linger.ms: 5 } }\n"
+    "      files: { enabled: false, dir: /tmp/out, roll_batches: 7 }\n"
+    "    state: { enabled: true, dir: /tmp/state, checkpoint_interval_s: 30 }\n"
+    "  - name: second\n"
+    "    schema: { dense: 0, sparse: 1 }\n"
+    "    transform: { dense: [], sparse: [hex2int] }\n"
+    "http: { enabled: false, listen: \"[::1]:9000\" }\n"
+    "engine: { backend: hls-sim, threads: 4, xclbin: /opt/k.xclbin, device: 1 }\n"
+    "limits: { max_inflight_bytes: 1GiB }\n"
+    "log: { level: debug }\n";
+
+static void test_full_config(void **state)
+{
+    (void)state;
+    pr_config *cfg = load_ok(full_yaml);
+    assert_int_equal(cfg->n_pipelines, 2);
+    const pr_pipeline_cfg *pl = &cfg->pipelines[0];
+    assert_int_equal(pl->line, 2);
+    assert_int_equal(pl->source.kafka.n_topics, 2);
+    assert_string_equal(pl->source.kafka.topics[1], "events2");
+    assert_string_equal(pl->source.kafka.group_id, "g1");
+    assert_int_equal(pl->source.format, PR_FORMAT_PROTOBUF_EVENT_BATCH);
+    assert_string_equal(pl->source.dead_letter_topic, "events-dlq");
+    assert_false(pl->spec.has_label);
+    assert_int_equal(pl->spec.n_dense, 2);
+    assert_string_equal(pl->dense_names[1], "b");
+    assert_int_equal(pl->spec.n_sparse, 3);
+    assert_string_equal(pl->spec.sparse[2].name, "ctx");
+    assert_int_equal(pl->spec.n_dense_ops, 1);
+    assert_int_equal(pl->spec.dense_ops[0], PR_OP_LOG1P);
+    assert_int_equal(pl->spec.profile, PR_VOCAB_DEFAULT);
+    assert_int_equal(pl->spec.count_mode, PR_COUNT_TWO_PASS);
+    /* Pipeline-wide values, then the per-column override on `item` only. */
+    assert_int_equal(pl->spec.sparse[0].modulus, 1000);
+    assert_int_equal(pl->spec.sparse[0].min_count, 3);
+    assert_int_equal(pl->spec.sparse[0].capacity, 5000);
+    assert_int_equal(pl->spec.sparse[1].modulus, 77);
+    assert_int_equal(pl->spec.sparse[1].min_count, 2);
+    assert_int_equal(pl->spec.sparse[1].capacity, 90);
+    assert_int_equal(pl->spec.sparse[2].modulus, 1000);
+    assert_int_equal(pl->batch.size, 512);
+    assert_int_equal(pl->batch.max_delay_ms, 0);
+    assert_int_equal(pl->batch.ordering, PR_ORDERING_EVENT_TIME);
+    assert_int_equal(pl->batch.allowed_lateness_ms, 250);
+    assert_int_equal(pl->batch.late_policy, PR_LATE_DROP_TO_DLQ);
+    assert_true(pl->sinks.trainer.enabled);
+    assert_string_equal(pl->sinks.trainer.listen, "0.0.0.0:7071");
+    assert_int_equal(pl->sinks.trainer.max_unacked_batches, 8);
+    assert_int_equal(pl->sinks.trainer.ack_timeout_ms, 500);
+    assert_true(pl->sinks.kafka.enabled);
+    assert_string_equal(pl->sinks.kafka.topic, "out");
+    assert_string_equal(pr_kv_get(&pl->sinks.kafka.properties, "linger.ms"), "5");
+    /* bootstrap.servers comes from the source when the sink has none. */
+    assert_string_equal(pr_kv_get(&pl->sinks.kafka.properties, "bootstrap.servers"), "h:9092");
+    assert_false(pl->sinks.files.enabled); /* enabled: false wins over presence */
+    assert_string_equal(pl->sinks.files.dir, "/tmp/out");
+    assert_int_equal(pl->sinks.files.roll_batches, 7);
+    assert_true(pl->state.enabled);
+    assert_string_equal(pl->state.dir, "/tmp/state");
+    assert_int_equal(pl->state.checkpoint_interval_s, 30);
+
+    const pr_pipeline_cfg *p2 = pr_config_pipeline(cfg, "second");
+    assert_ptr_equal(p2, &cfg->pipelines[1]);
+    assert_int_equal(p2->spec.n_dense, 0);
+    assert_int_equal(p2->spec.n_dense_ops, 0);
+    assert_int_equal(p2->spec.n_sparse_ops, 1);
+    assert_false(p2->source.kafka.enabled);
+    assert_string_equal(p2->source.kafka.group_id, "piperec-second");
+    assert_null(pr_config_pipeline(cfg, "nope"));
+
+    assert_false(cfg->http.enabled);
+    assert_string_equal(cfg->http.listen, "[::1]:9000");
+    assert_string_equal(cfg->engine.backend, "hls-sim");
+    assert_int_equal(cfg->engine.threads, 4);
+    assert_string_equal(cfg->engine.xclbin, "/opt/k.xclbin");
+    assert_int_equal(cfg->engine.device, 1);
+    assert_int_equal(cfg->limits.max_inflight_bytes, 1ull << 30);
+    assert_int_equal(cfg->log_level, PR_LOG_DEBUG);
+    pr_config_free(cfg);
+}
+
+/* The consumer group defaults to piperec-<name> when source.kafka is given. */
+static void test_group_id_default(void **state)
+{
+    (void)state;
+    pr_config *cfg = load_ok("pipelines:\n  - name: clicks\n    source: { kafka: { topics: t } }\n");
+    assert_string_equal(cfg->pipelines[0].source.kafka.group_id, "piperec-clicks");
+    assert_int_equal(cfg->pipelines[0].source.kafka.n_topics, 1);
+    assert_string_equal(cfg->pipelines[0].source.kafka.topics[0], "t");
+    pr_config_free(cfg);
+}
+
+/* ---------------------------------------------------------------- errors */
+
+typedef struct err_case {
+    const char *what;
+    const char *yaml;
+    const char *want[3]; /* fragments the message must contain */
+} err_case;
+
+static const err_case err_cases[] = {
+    { "unknown key", MINIMAL "    sorce: {}\n",
+      { "t.yaml:3: pipelines[0].sorce: unknown key", "valid: name, source, schema" } },
+    { "unknown nested key", MINIMAL "    batch: { size: 10, max_delay: 5 }\n",
+      { "t.yaml:3: pipelines[0].batch.max_delay: unknown key", "max_delay_ms" } },
+    { "unknown top-level key", MINIMAL "htp: {}\n", { "t.yaml:3: htp: unknown key", "http" } },
+    { "wrong type", MINIMAL "    batch:\n      size: abc\n",
+      { "t.yaml:4: pipelines[0].batch.size: expected an integer, got 'abc'" } },
+    { "map where a scalar goes", MINIMAL "    batch: { size: { a: 1 } }\n",
+      { "pipelines[0].batch.size: expected an integer, got a mapping" } },
+    { "scalar where a map goes", MINIMAL "    batch: 5\n",
+      { "pipelines[0].batch: expected a mapping, got '5'" } },
+    { "modulus 0", MINIMAL "    transform: { sparse: [hex2int, { modulus: 0 }, vocab] }\n",
+      { "pipelines[0].transform.sparse[1].modulus: must be >= 1, got 0" } },
+    { "column modulus 0", MINIMAL "    transform: { columns: { C3: { modulus: 0 } } }\n",
+      { "pipelines[0].transform.columns.C3.modulus: must be >= 1" } },
+    { "bad profile", MINIMAL "    transform: { vocab: { profile: torchrec } }\n",
+      { "pipelines[0].transform.vocab.profile: unknown profile 'torchrec'", "dlrm", "default" } },
+    { "bad format", MINIMAL "    source: { format: avro }\n",
+      { "pipelines[0].source.format: unknown value 'avro'",
+        "criteo_tsv, protobuf_event, protobuf_event_batch" } },
+    { "bad ordering", MINIMAL "    batch: { ordering: random }\n",
+      { "pipelines[0].batch.ordering: unknown value 'random'", "partition, event_time" } },
+    { "bad late policy", MINIMAL "    batch: { late_policy: ignore }\n",
+      { "pipelines[0].batch.late_policy: unknown value 'ignore'" } },
+    { "bad backend", MINIMAL "engine: { backend: gpu }\n",
+      { "t.yaml:3: engine.backend: unknown value 'gpu'", "cpu, hls-sim, xrt, auto" } },
+    { "bad log level", MINIMAL "log: { level: loud }\n", { "log.level: unknown value 'loud'" } },
+    { "batch size 0", MINIMAL "    batch: { size: 0 }\n",
+      { "pipelines[0].batch.size: must be between 1 and 1048576, got 0" } },
+    { "batch size too big", MINIMAL "    batch: { size: 1048577 }\n",
+      { "pipelines[0].batch.size: must be between 1 and 1048576" } },
+    { "negative delay", MINIMAL "    batch: { max_delay_ms: -1 }\n",
+      { "pipelines[0].batch.max_delay_ms: must be", "got -1" } },
+    { "threads", MINIMAL "engine: { threads: 65 }\n",
+      { "engine.threads: must be between 1 and 64, got 65" } },
+    { "threads 0", MINIMAL "engine: { threads: 0 }\n", { "engine.threads: must be between 1 and 64" } },
+    { "too many dense", MINIMAL "    schema: { dense: 257 }\n",
+      { "pipelines[0].schema.dense: must be between 0 and 256" } },
+    { "too many sparse", MINIMAL "    schema: { sparse: 1000 }\n",
+      { "pipelines[0].schema.sparse: must be between 0 and 256" } },
+    { "unknown column", MINIMAL "    transform: { columns: { C27: { modulus: 5 } } }\n",
+      { "t.yaml:3: pipelines[0].transform.columns.C27: unknown column", "C1 .. C26" } },
+    { "unknown named column", MINIMAL
+      "    schema: { sparse_names: [u, i] }\n    transform: { columns: { C1: { modulus: 5 } } }\n",
+      { "pipelines[0].transform.columns.C1: unknown column", "u .. i" } },
+    { "duplicate pipeline", MINIMAL "  - name: q\n  - name: p\n",
+      { "t.yaml:4: pipelines[2].name: duplicate pipeline name 'p' (also pipelines[0])" } },
+    { "malformed YAML", "pipelines:\n  - name: p\n    batch: { size: 1\n  - x\n",
+      { "t.yaml:", "malformed YAML" } },
+    { "malformed YAML line", "pipelines:\n  - name: p\n    batch: [\n    x: : y\n",
+      { "t.yaml:4: malformed YAML" } },
+    { "bad size unit", MINIMAL "limits: { max_inflight_bytes: 12 parsecs }\n",
+      { "limits.max_inflight_bytes: expected a size", "'12 parsecs'" } },
+    { "size too small", MINIMAL "limits: { max_inflight_bytes: 1KiB }\n",
+      { "limits.max_inflight_bytes: must be at least 1048576 bytes, got 1KiB" } },
+    { "integer overflow", MINIMAL "    transform: { columns: { C1: { capacity: 99999999999999999999 } } }\n",
+      { "pipelines[0].transform.columns.C1.capacity: 99999999999999999999 is out of range" } },
+    { "bad listen", MINIMAL "    sinks: { trainer: { listen: \"localhost\" } }\n",
+      { "pipelines[0].sinks.trainer.listen: expected an address host:port", "'localhost'" } },
+    { "bad port", MINIMAL "http: { listen: \"0.0.0.0:70000\" }\n", { "http.listen: expected an address" } },
+    { "sparse op order", MINIMAL "    transform: { sparse: [vocab, hex2int] }\n",
+      { "pipelines[0].transform.sparse[1]: 'hex2int' is out of order" } },
+    { "dense op twice", MINIMAL "    transform: { dense: [neg2zero, neg2zero] }\n",
+      { "pipelines[0].transform.dense[1]: 'neg2zero' appears twice" } },
+    { "dense op in sparse list", MINIMAL "    transform: { sparse: [log1p] }\n",
+      { "pipelines[0].transform.sparse[0]: unknown sparse operator 'log1p'",
+        "hex2int, modulus, vocab" } },
+    { "value on non-modulus op", MINIMAL "    transform: { sparse: [{ hex2int: 3 }] }\n",
+      { "pipelines[0].transform.sparse[0]: operator 'hex2int' takes no value" } },
+    { "missing name", "pipelines:\n  - schema: { dense: 1 }\n",
+      { "t.yaml:2: pipelines[0].name: missing (required)" } },
+    { "bad name", "pipelines:\n  - name: \"a b\"\n", { "pipelines[0].name: invalid name 'a b'" } },
+    { "no pipelines", "http: {}\n", { "t.yaml:1: pipelines: missing (required)" } },
+    { "empty pipelines", "pipelines: []\n", { "pipelines: at least one pipeline is needed" } },
+    { "top level not a map", "- a\n- b\n", { "t.yaml:1: expected a mapping, got a list" } },
+    { "two documents", MINIMAL "---\n" MINIMAL, { "t.yaml:3: a second YAML document" } },
+    { "bad second document", MINIMAL "---\n[a\n", { "t.yaml:", "malformed YAML" } },
+    { "empty document", "# nothing\n", { "t.yaml: empty config" } },
+    { "names/count mismatch", MINIMAL "    schema: { sparse: 3, sparse_names: [a, b] }\n",
+      { "pipelines[0].schema.sparse_names: 2 names but sparse is 3" } },
+    { "duplicate column name", MINIMAL "    schema: { sparse_names: [a, a] }\n",
+      { "pipelines[0].schema.sparse_names[1]: duplicate name 'a'" } },
+    { "drop_to_dlq without topic", MINIMAL "    batch: { late_policy: drop_to_dlq }\n",
+      { "pipelines[0].batch.late_policy: drop_to_dlq needs source.dead_letter_topic" } },
+    { "column modulus without op", MINIMAL
+      "    transform: { sparse: [hex2int, vocab], columns: { C2: { modulus: 9 } } }\n",
+      { "pipelines[0].transform.columns.C2.modulus: transform.sparse has no modulus operator" } },
+    { "engine rule: min_count under dlrm", MINIMAL "    transform: { vocab: { min_count: 2 } }\n",
+      { "t.yaml:3: pipelines[0].transform: ", "min_count", "profile default" } },
+    { "duplicate key", MINIMAL "    batch: { size: 1, size: 2 }\n",
+      { "pipelines[0].batch.size: duplicate key" } },
+    { "bad bool", MINIMAL "    schema: { label: maybe }\n",
+      { "pipelines[0].schema.label: expected true or false, got 'maybe'" } },
+    { "kafka sink without topic", MINIMAL "    sinks: { kafka: { properties: { a: b } } }\n",
+      { "pipelines[0].sinks.kafka.topic: missing (required)" } },
+    { "property value is a map", MINIMAL
+      "    source: { kafka: { properties: { a: { b: c } } } }\n",
+      { "pipelines[0].source.kafka.properties.a: expected a value" } },
+    { "topics not strings", MINIMAL "    source: { kafka: { topics: [[a]] } }\n",
+      { "pipelines[0].source.kafka.topics[0]: expected a string, got a list" } },
+};
+
+static void test_errors(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(err_cases) / sizeof(err_cases[0]); i++) {
+        const err_case *e = &err_cases[i];
+        char err[4096];
+        load_fail(e->yaml, err, sizeof(err));
+        if (getenv("PR_TEST_VERBOSE"))
+            printf("%-36s %s\n", e->what, err);
+        for (int w = 0; w < 3 && e->want[w]; w++)
+            if (!strstr(err, e->want[w]))
+                fail_msg("case '%s': message\n  %s\nlacks\n  %s", e->what, err, e->want[w]);
+    }
+}
+
+/* Several problems are reported together, one per line. */
+static void test_errors_collected(void **state)
+{
+    (void)state;
+    char err[4096];
+    load_fail(MINIMAL "    batch: { size: x, ordering: y }\nengine: { threads: 0 }\n", err,
+              sizeof(err));
+    assert_non_null(strstr(err, "pipelines[0].batch.size"));
+    assert_non_null(strstr(err, "\n"));
+    assert_non_null(strstr(err, "pipelines[0].batch.ordering"));
+    assert_non_null(strstr(err, "t.yaml:4: engine.threads"));
+    /* A tiny buffer gets a truncated but terminated message. */
+    char small[16];
+    load_fail(MINIMAL "engine: { threads: 0 }\n", small, sizeof(small));
+    assert_int_equal(strlen(small), sizeof(small) - 1);
+}
+
+/* ---------------------------------------------------------------- values */
+
+static void test_size_units(void **state)
+{
+    (void)state;
+    static const struct { const char *s; uint64_t v; } ok[] = {
+        { "0", 0 }, { "123", 123 }, { "5B", 5 }, { "1KiB", 1024 }, { "2 MiB", 2u << 20 },
+        { "3GiB", 3ull << 30 }, { "1TiB", 1ull << 40 }, { "1KB", 1000 }, { "7MB", 7000000 },
+        { "2GB", 2000000000ull }, { "1TB", 1000000000000ull },
+    };
+    static const char *const bad[] = { "", "MiB", "-1", "1.5GiB", "1 mib", "1XB", "1 MiB x",
+                                       "99999999999999999999", "20000000TiB" };
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        uint64_t v = 1;
+        if (pr_config_parse_size(ok[i].s, &v) != 0)
+            fail_msg("'%s' rejected", ok[i].s);
+        assert_int_equal(v, ok[i].v);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        uint64_t v;
+        if (pr_config_parse_size(bad[i], &v) == 0)
+            fail_msg("'%s' accepted", bad[i]);
+    }
+    pr_config *cfg = load_ok(MINIMAL "limits: { max_inflight_bytes: 64 MB }\n");
+    assert_int_equal(cfg->limits.max_inflight_bytes, 64000000);
+    pr_config_free(cfg);
+    cfg = load_ok(MINIMAL "limits: { max_inflight_bytes: 2097152 }\n");
+    assert_int_equal(cfg->limits.max_inflight_bytes, 2u << 20);
+    pr_config_free(cfg);
+}
+
+static void test_hostport(void **state)
+{
+    (void)state;
+    char host[64];
+    uint16_t port = 1;
+    assert_int_equal(pr_config_parse_hostport("0.0.0.0:7070", host, sizeof(host), &port), 0);
+    assert_string_equal(host, "0.0.0.0");
+    assert_int_equal(port, 7070);
+    assert_int_equal(pr_config_parse_hostport("[::1]:0", host, sizeof(host), &port), 0);
+    assert_string_equal(host, "::1");
+    assert_int_equal(port, 0);
+    assert_int_equal(pr_config_parse_hostport(":9464", host, sizeof(host), &port), 0);
+    assert_string_equal(host, "");
+    assert_int_equal(pr_config_parse_hostport("kafka-0.svc:65535", host, sizeof(host), &port), 0);
+    assert_int_equal(port, 65535);
+    static const char *const bad[] = { "host", "host:", "host:65536", "host:12a", "::1:80",
+                                       "[::1]80", "a b:1", "h:123456" };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        if (pr_config_parse_hostport(bad[i], host, sizeof(host), &port) == 0)
+            fail_msg("'%s' accepted", bad[i]);
+}
+
+/* Properties keep their order; numbers and booleans arrive as their text. */
+static void test_properties_passthrough(void **state)
+{
+    (void)state;
+    pr_config *cfg = load_ok(MINIMAL
+                             "    source:\n"
+                             "      kafka:\n"
+                             "        topics: [t]\n"
+                             "        properties:\n"
+                             "          bootstrap.servers: \"a:1,b:2\"\n"
+                             "          session.timeout.ms: 6000\n"
+                             "          enable.auto.commit: false\n"
+                             "          fetch.wait.max.ms: 0.5\n"
+                             "          client.id: \"007\"\n");
+    const pr_kv_list *p = &cfg->pipelines[0].source.kafka.properties;
+    assert_int_equal(p->n, 5);
+    assert_string_equal(p->items[0].key, "bootstrap.servers");
+    assert_string_equal(p->items[0].value, "a:1,b:2");
+    assert_string_equal(p->items[1].key, "session.timeout.ms");
+    assert_string_equal(p->items[1].value, "6000");
+    assert_string_equal(p->items[2].value, "false");
+    assert_string_equal(p->items[3].value, "0.5");
+    assert_string_equal(p->items[4].value, "007");
+    assert_null(pr_kv_get(p, "group.id"));
+    char err[512];
+    assert_int_equal(pr_config_check_streaming(cfg, err, sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "pipelines[0].sinks: no enabled sink"));
+    assert_null(strstr(err, "source.kafka"));
+    pr_config_free(cfg);
+}
+
+/* Overrides land on the named column only, after the pipeline-wide values,
+ * whatever order the keys are written in. */
+static void test_column_overrides(void **state)
+{
+    (void)state;
+    pr_config *cfg = load_ok(MINIMAL
+                             "    transform:\n"
+                             "      columns:\n"
+                             "        C3: { modulus: 10000000, capacity: 1000000 }\n"
+                             "        C26: { min_count: 4 }\n"
+                             "      vocab: { profile: default, min_count: 2 }\n"
+                             "      sparse: [hex2int, { modulus: 4096 }, vocab]\n");
+    const pr_pipeline_spec *s = &cfg->pipelines[0].spec;
+    assert_int_equal(s->profile, PR_VOCAB_DEFAULT);
+    assert_int_equal(s->sparse[2].modulus, 10000000);
+    assert_int_equal(s->sparse[2].capacity, 1000000);
+    assert_int_equal(s->sparse[2].min_count, 2);
+    assert_int_equal(s->sparse[25].min_count, 4);
+    assert_int_equal(s->sparse[25].modulus, 4096);
+    for (int c = 0; c < 25; c++) {
+        if (c == 2)
+            continue;
+        assert_int_equal(s->sparse[c].modulus, 4096);
+        assert_int_equal(s->sparse[c].capacity, 0);
+        assert_int_equal(s->sparse[c].min_count, 2);
+    }
+    pr_config_free(cfg);
+
+    /* With named columns, and schema written after transform. */
+    cfg = load_ok(MINIMAL
+                  "    transform: { columns: { item: { modulus: 3 } } }\n"
+                  "    schema: { dense: 1, sparse_names: [user, item] }\n");
+    s = &cfg->pipelines[0].spec;
+    assert_int_equal(s->n_sparse, 2);
+    assert_int_equal(s->sparse[0].modulus, 524288);
+    assert_int_equal(s->sparse[1].modulus, 3);
+    pr_config_free(cfg);
+}
+
+/* ---------------------------------------------------------------- overrides */
+
+static void test_set(void **state)
+{
+    (void)state;
+    char err[2048];
+    pr_config *cfg = NULL;
+    assert_int_equal(pr_config_load_default(&cfg, err, sizeof(err)), 0);
+    assert_int_equal(pr_config_set(cfg, "engine.backend", "hls-sim", err, sizeof(err)), 0);
+    assert_string_equal(cfg->engine.backend, "hls-sim");
+    assert_int_equal(pr_config_set(cfg, "pipelines[*].source.kafka.properties.bootstrap.servers",
+                                   "127.0.0.1:39092", err, sizeof(err)), 0);
+    assert_string_equal(pr_kv_get(&cfg->pipelines[0].source.kafka.properties, "bootstrap.servers"),
+                        "127.0.0.1:39092");
+    assert_string_equal(pr_kv_get(&cfg->pipelines[0].source.kafka.properties, "auto.offset.reset"),
+                        "earliest");
+    /* Earlier overrides survive later ones. */
+    assert_int_equal(pr_config_set(cfg, "pipelines[criteo].batch.size", "1024", err, sizeof(err)), 0);
+    assert_int_equal(cfg->pipelines[0].batch.size, 1024);
+    assert_string_equal(cfg->engine.backend, "hls-sim");
+    assert_int_equal(pr_config_set(cfg, "pipelines[0].sinks.trainer.listen", "127.0.0.1:0", err,
+                                   sizeof(err)), 0);
+    assert_string_equal(cfg->pipelines[0].sinks.trainer.listen, "127.0.0.1:0");
+    /* New sections and lists. */
+    assert_int_equal(pr_config_set(cfg, "pipelines[0].sinks.files.dir", "/tmp/x", err, sizeof(err)), 0);
+    assert_true(cfg->pipelines[0].sinks.files.enabled);
+    assert_int_equal(pr_config_set(cfg, "pipelines[0].source.kafka.topics", "[a, b]", err,
+                                   sizeof(err)), 0);
+    assert_int_equal(cfg->pipelines[0].source.kafka.n_topics, 2);
+    assert_int_equal(pr_config_set(cfg, "pipelines[0].transform.columns.C5.modulus", "17", err,
+                                   sizeof(err)), 0);
+    assert_int_equal(cfg->pipelines[0].spec.sparse[4].modulus, 17);
+    assert_int_equal(pr_config_set(cfg, "limits.max_inflight_bytes", "1GiB", err, sizeof(err)), 0);
+    assert_int_equal(cfg->limits.max_inflight_bytes, 1ull << 30);
+
+    /* Failures name the problem and leave the config as it was. */
+    assert_int_equal(pr_config_set(cfg, "engine.backend", "gpu", err, sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "engine.backend: unknown value 'gpu'"));
+    assert_string_equal(cfg->engine.backend, "hls-sim");
+    assert_int_equal(pr_config_set(cfg, "engine.backnd", "cpu", err, sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "engine.backnd: unknown key (valid: backend, threads"));
+    assert_int_equal(pr_config_set(cfg, "pipelines[9].batch.size", "1", err, sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "no item matches [9]"));
+    assert_int_equal(pr_config_set(cfg, "pipelines[0].batch.size", "0", err, sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "(override): pipelines[0].batch.size: must be between 1"));
+    assert_int_equal(pr_config_set(cfg, "engine.threads.x", "1", err, sizeof(err)), PR_EINVAL);
+    assert_int_equal(pr_config_set(cfg, "pipelines[0].transform.columns.C99.modulus", "1", err,
+                                   sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "columns.C99: unknown column"));
+    assert_int_equal(cfg->pipelines[0].batch.size, 1024);
+    assert_string_equal(cfg->engine.backend, "hls-sim");
+    assert_int_equal(pr_config_check_streaming(cfg, err, sizeof(err)), 0);
+    pr_config_free(cfg);
+}
+
+/* ---------------------------------------------------------------- files */
+
+static void test_load_file(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/pr_config_testXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs(MINIMAL "    batch:\n      size: nope\n", f);
+    fclose(f);
+    char err[1024];
+    pr_config *cfg = (pr_config *)1;
+    assert_int_equal(pr_config_load_file(path, &cfg, err, sizeof(err)), PR_EINVAL);
+    assert_null(cfg);
+    char want[128];
+    snprintf(want, sizeof(want), "%s:4: pipelines[0].batch.size: expected an integer", path);
+    assert_non_null(strstr(err, want));
+    f = fopen(path, "w");
+    fputs(pr_config_default_yaml(), f);
+    fclose(f);
+    assert_int_equal(pr_config_load_file(path, &cfg, err, sizeof(err)), 0);
+    assert_string_equal(cfg->origin, path);
+    pr_config_free(cfg);
+    unlink(path);
+    assert_int_equal(pr_config_load_file(path, &cfg, err, sizeof(err)), PR_EIO);
+    assert_non_null(strstr(err, path));
+}
+
+/* Every key of the tables appears in docs/configuration.md. */
+static void test_reference_documented(void **state)
+{
+    (void)state;
+    char *ref = NULL;
+    size_t ref_len = 0;
+    FILE *m = open_memstream(&ref, &ref_len);
+    pr_config_write_reference(m);
+    fclose(m);
+    FILE *f = fopen(PR_SOURCE_DIR "/docs/configuration.md", "r");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *doc = calloc(1, (size_t)n + 1);
+    assert_int_equal(fread(doc, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    int keys = 0;
+    for (char *p = strstr(ref, "| `"); p; p = strstr(p + 1, "| `")) {
+        char *e = strchr(p + 3, '`');
+        char key[256];
+        snprintf(key, sizeof(key), "`%.*s`", (int)(e - p - 3), p + 3);
+        if (!strstr(doc, key)) {
+            free(doc);
+            free(ref);
+            fail_msg("docs/configuration.md does not document %s", key);
+        }
+        keys++;
+        p = e;
+    }
+    assert_true(keys > 40);
+
+    /* The complete example of the page loads and is fit for streaming. */
+    char *y = strstr(doc, "```yaml\n");
+    assert_non_null(y);
+    y += 8;
+    char *end = strstr(y, "```");
+    assert_non_null(end);
+    char err[2048];
+    pr_config *cfg = NULL;
+    if (pr_config_load_string(y, (size_t)(end - y), "configuration.md", &cfg, err, sizeof(err)))
+        fail_msg("docs example: %s", err);
+    assert_int_equal(pr_config_check_streaming(cfg, err, sizeof(err)), 0);
+    assert_int_equal(cfg->pipelines[0].spec.sparse[2].modulus, 10000000);
+    pr_config_free(cfg);
+    free(doc);
+    free(ref);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_default_loads),
+        cmocka_unit_test(test_minimal_defaults),
+        cmocka_unit_test(test_full_config),
+        cmocka_unit_test(test_group_id_default),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_errors_collected),
+        cmocka_unit_test(test_size_units),
+        cmocka_unit_test(test_hostport),
+        cmocka_unit_test(test_properties_passthrough),
+        cmocka_unit_test(test_column_overrides),
+        cmocka_unit_test(test_set),
+        cmocka_unit_test(test_load_file),
+        cmocka_unit_test(test_reference_documented),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,3 @@
+#!/bin/sh
+# being written (ingest)
+exit 0
