@@ -22,7 +22,7 @@
  *   untouched zero pages until used); otherwise an open-addressing hash table
  *   (linear probing, multiplicative hash, grown at 50% load). Counts are kept
  *   only when min_count > 1.
- * - Logarithm is log1p in double, rounded to float; integer inputs below 4096
+ * - Logarithm is log1p in double, rounded to float; integer inputs below 65536
  *   (most Criteo counts) come from a table holding exactly those results.
  */
 #define _GNU_SOURCE
@@ -36,7 +36,8 @@
 #include "engine_int.h"
 
 #define PR__DIRECT_MAX (1ULL << 24)
-#define PR__LOG_TBL 4096
+#define PR__LOG_TBL 65536
+#define PR__PREFETCH 16
 #define PR__HSLOT_EMPTY INT64_MIN
 
 /* ---------------------------------------------------------------- helpers */
@@ -153,7 +154,101 @@ static inline uint64_t pr__hex_pack8(uint64_t x)
     return ((w << 16) | (w >> 32)) & 0xffffffffULL;
 }
 
-/* Parse a column of slots into v[], set bit r of bad[] for invalid slots. */
+/* Parse a column of slots into v[], set bit r of bad[] for invalid slots.
+ * SSE2 (x86-64 baseline, so no dispatch): one 16-byte slot per register;
+ * validity is AND-ed over 64 rows and only a failing group is re-checked
+ * row by row with the SWAR helpers. Elsewhere: the SWAR form. */
+#if defined(__SSE2__)
+#include <immintrin.h>
+static void pr__hex2int_col(const char *slots, uint64_t *v, uint32_t rows, uint64_t *bad)
+{
+    const __m128i lo0 = _mm_set1_epi8('0' - 1), hi9 = _mm_set1_epi8('9' + 1);
+    const __m128i loa = _mm_set1_epi8('a' - 1), hif = _mm_set1_epi8('f' + 1);
+    const __m128i case20 = _mm_set1_epi8(0x20), m0f = _mm_set1_epi8(0x0f), nine = _mm_set1_epi8(9);
+    const __m128i m00ff = _mm_set1_epi16(0x00ff);
+    size_t words = pr_bitmap_words(rows);
+    for (size_t w = 0; w < words; w++) {
+        uint32_t r0 = (uint32_t)(w * 64), r1 = r0 + 64 < rows ? r0 + 64 : rows;
+        __m128i ok = _mm_set1_epi8(-1);
+        for (uint32_t r = r0; r < r1; r++) {
+            __m128i x = _mm_load_si128((const __m128i *)(slots + (size_t)r * PR_HEX_SLOT));
+            __m128i digit = _mm_and_si128(_mm_cmpgt_epi8(x, lo0), _mm_cmpgt_epi8(hi9, x));
+            __m128i y = _mm_or_si128(x, case20);
+            __m128i letter = _mm_and_si128(_mm_cmpgt_epi8(y, loa), _mm_cmpgt_epi8(hif, y));
+            ok = _mm_and_si128(ok, _mm_or_si128(digit, letter));
+            __m128i nib = _mm_add_epi8(_mm_and_si128(x, m0f), _mm_and_si128(letter, nine));
+            /* 16-bit lane = d0 | d1 << 8 (d0 more significant) -> d0 << 4 | d1 */
+            __m128i p = _mm_and_si128(_mm_or_si128(_mm_slli_epi16(nib, 4), _mm_srli_epi16(nib, 8)), m00ff);
+            p = _mm_packus_epi16(p, p);
+            v[r] = __builtin_bswap64((uint64_t)_mm_cvtsi128_si64(p));
+        }
+        uint64_t badw = 0;
+        if (_mm_movemask_epi8(ok) != 0xffff) {
+            for (uint32_t r = r0; r < r1; r++) {
+                uint64_t a, b;
+                memcpy(&a, slots + (size_t)r * PR_HEX_SLOT, 8);
+                memcpy(&b, slots + (size_t)r * PR_HEX_SLOT + 8, 8);
+                if ((pr__hex_valid8(a) & pr__hex_valid8(b)) != PR__B(0x80))
+                    badw |= 1ULL << (r - r0);
+            }
+        }
+        bad[w] = badw;
+    }
+}
+
+/* AVX2 form, chosen at run time when the CPU has it (the build stays
+ * baseline x86-64): two slots per 256-bit register, digit pairs joined with
+ * maddubs and the 8 bytes of each value reversed into place with one pshufb. */
+__attribute__((target("avx2"))) static void pr__hex2int_col_avx2(const char *slots, uint64_t *v,
+                                                                 uint32_t rows, uint64_t *bad)
+{
+    const __m256i lo0 = _mm256_set1_epi8('0' - 1), hi9 = _mm256_set1_epi8('9' + 1);
+    const __m256i loa = _mm256_set1_epi8('a' - 1), hif = _mm256_set1_epi8('f' + 1);
+    const __m256i case20 = _mm256_set1_epi8(0x20), m0f = _mm256_set1_epi8(0x0f);
+    const __m256i nine = _mm256_set1_epi8(9), w16_1 = _mm256_set1_epi16(0x0110);
+    /* 16-bit lanes hold byte values; take their low bytes last-first */
+    const __m256i rev = _mm256_setr_epi8(14, 12, 10, 8, 6, 4, 2, 0, -1, -1, -1, -1, -1, -1, -1, -1,
+                                         14, 12, 10, 8, 6, 4, 2, 0, -1, -1, -1, -1, -1, -1, -1, -1);
+    size_t words = pr_bitmap_words(rows);
+    for (size_t w = 0; w < words; w++) {
+        uint32_t r0 = (uint32_t)(w * 64), r1 = r0 + 64 < rows ? r0 + 64 : rows;
+        __m256i ok = _mm256_set1_epi8(-1);
+        uint32_t r = r0;
+        for (; r + 2 <= r1; r += 2) {
+            __m256i x = _mm256_load_si256((const __m256i *)(slots + (size_t)r * PR_HEX_SLOT));
+            __m256i digit = _mm256_and_si256(_mm256_cmpgt_epi8(x, lo0), _mm256_cmpgt_epi8(hi9, x));
+            __m256i y = _mm256_or_si256(x, case20);
+            __m256i letter = _mm256_and_si256(_mm256_cmpgt_epi8(y, loa), _mm256_cmpgt_epi8(hif, y));
+            ok = _mm256_and_si256(ok, _mm256_or_si256(digit, letter));
+            __m256i nib = _mm256_add_epi8(_mm256_and_si256(x, m0f), _mm256_and_si256(letter, nine));
+            __m256i pairs = _mm256_maddubs_epi16(nib, w16_1); /* d0 * 16 + d1 */
+            __m256i val = _mm256_shuffle_epi8(pairs, rev);
+            val = _mm256_permute4x64_epi64(val, 0x08); /* qwords 0 and 2 to the low half */
+            _mm_storeu_si128((__m128i *)(v + r), _mm256_castsi256_si128(val));
+        }
+        uint64_t badw = 0;
+        if (r < r1) { /* odd tail row */
+            uint64_t a, b;
+            memcpy(&a, slots + (size_t)r * PR_HEX_SLOT, 8);
+            memcpy(&b, slots + (size_t)r * PR_HEX_SLOT + 8, 8);
+            v[r] = (pr__hex_pack8(a) << 32) | pr__hex_pack8(b);
+            if ((pr__hex_valid8(a) & pr__hex_valid8(b)) != PR__B(0x80))
+                badw |= 1ULL << (r - r0);
+        }
+        if ((uint32_t)_mm256_movemask_epi8(ok) != 0xffffffffu) {
+            for (r = r0; r < r1; r++) {
+                uint64_t a, b;
+                memcpy(&a, slots + (size_t)r * PR_HEX_SLOT, 8);
+                memcpy(&b, slots + (size_t)r * PR_HEX_SLOT + 8, 8);
+                if ((pr__hex_valid8(a) & pr__hex_valid8(b)) != PR__B(0x80))
+                    badw |= 1ULL << (r - r0);
+            }
+        }
+        bad[w] = badw;
+    }
+}
+#define PR__HAVE_AVX2_PATH 1
+#else
 static void pr__hex2int_col(const char *slots, uint64_t *v, uint32_t rows, uint64_t *bad)
 {
     size_t words = pr_bitmap_words(rows);
@@ -180,6 +275,7 @@ static void pr__hex2int_col(const char *slots, uint64_t *v, uint32_t rows, uint6
         bad[w] = badw;
     }
 }
+#endif
 
 /* ---------------------------------------------------------------- vocabulary */
 
@@ -428,6 +524,9 @@ pr__vocab_col(pr__vcol *vc, const uint64_t *vals, uint32_t rows, const uint64_t 
         if (fast && !skip) {
             const int32_t *dmap = vc->dmap;
             for (uint32_t r = r0; r < r1; r++) {
+                /* the table outgrows L2 at large moduli: hide the miss */
+                if (r + PR__PREFETCH < rows)
+                    __builtin_prefetch(&dmap[vals[r + PR__PREFETCH]]);
                 int64_t i = (int64_t)dmap[vals[r]] - 1;
                 if (__builtin_expect(i < 0, 0)) {
                     i = pr__vocab_one(vc, vals[r], streaming);
@@ -505,6 +604,7 @@ struct pr_backend {
     const pr_block *in;
     pr_out *out;
     bool counting_pass;
+    void (*hex2int)(const char *slots, uint64_t *v, uint32_t rows, uint64_t *bad);
 };
 
 static void pr__cpu_destroy(pr_backend *be)
@@ -545,6 +645,11 @@ static int pr__cpu_create(const pr_pipeline_spec *spec, const pr_engine_opts *op
     for (int op = 0; op < PR_OP__COUNT; op++)
         be->has[op] = pr_spec_has_op(spec, (pr_op)op);
     be->threads = opts && opts->threads > 0 ? opts->threads : 1;
+    be->hex2int = pr__hex2int_col;
+#ifdef PR__HAVE_AVX2_PATH
+    if (!getenv("PR_ENGINE_NO_AVX2") && __builtin_cpu_supports("avx2"))
+        be->hex2int = pr__hex2int_col_avx2;
+#endif
     uint32_t ns = spec->n_sparse;
     be->cols = calloc(ns ? ns : 1, sizeof(*be->cols));
     be->div = calloc(ns ? ns : 1, sizeof(*be->div));
@@ -621,7 +726,7 @@ static void pr__phase1_sparse(pr_backend *be, uint32_t c, pr__wstats *ws)
 
     uint64_t t0 = pr__now_ns();
     if (in->sparse_enc[c] == PR_SPARSE_HEX) {
-        pr__hex2int_col(in->sparse_hex + (size_t)c * in->cap * PR_HEX_SLOT, v, rows, bad);
+        be->hex2int(in->sparse_hex + (size_t)c * in->cap * PR_HEX_SLOT, v, rows, bad);
     } else {
         memcpy(v, in->sparse_u64 + (size_t)c * in->cap, (size_t)rows * sizeof(uint64_t));
         memset(bad, 0, words * sizeof(uint64_t));

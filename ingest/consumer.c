@@ -205,11 +205,23 @@ static size_t pr__tps_from_list(pr_consumer *c, const rd_kafka_topic_partition_l
         }
         out[n] = (pr_tp){ .topic = c->topics[tidx], .partition = p->partition, .key = p->key,
                           .offset = assigned ? -1 : p->consumed_next };
-        p->assigned = assigned;
+        if (assigned)
+            p->assigned = true; /* revoked ones stay assigned until unassigned */
         pthread_mutex_unlock(&c->lock);
         n++;
     }
     return n;
+}
+
+static void pr__mark_unassigned(pr_consumer *c, const pr_tp *tps, size_t n)
+{
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < n; i++) {
+        ssize_t k = pr__part_find(c, tps[i].key);
+        if (k >= 0)
+            c->parts[k].assigned = false;
+    }
+    pthread_mutex_unlock(&c->lock);
 }
 
 static void pr__drop_pending_of(pr_consumer *c, const rd_kafka_topic_partition_list_t *l)
@@ -271,6 +283,7 @@ static void pr__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
             e = rd_kafka_incremental_unassign(rk, parts);
         else
             kerr = rd_kafka_assign(rk, NULL);
+        pr__mark_unassigned(c, tps, n);
         pr_info("consumer: revoked %d partition(s)", parts->cnt);
         break;
 

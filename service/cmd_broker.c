@@ -1,12 +1,100 @@
-/* cmd_broker.c — placeholder until the `broker` command lands (replace this file). */
+/*
+ * cmd_broker.c — `piperec broker [--partitions N] [--topics a,b]`: a TEST
+ * Kafka broker on loopback (librdkafka's mock cluster, ingest/mock.c).
+ *
+ * The first stdout line is `bootstrap=HOST:PORT`, flushed at once, so a
+ * script can start it in the background and read the address; then it runs
+ * until SIGINT/SIGTERM. Any Kafka client (kcat, confluent-kafka, piperec
+ * itself) can produce and consume; it has no durability, no SSL/SASL and
+ * keeps only ~5 MB per partition.
+ */
+#include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "pr_cli.h"
+#include "pr_ingest.h"
+#include "pr_log.h"
+#include "pr_svc_util.h"
+
+static void pr__broker_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: piperec broker [--partitions N] [--topics a,b,...]\n"
+            "\n"
+            "Starts a TEST Kafka broker on 127.0.0.1 (librdkafka's mock cluster) and\n"
+            "prints `bootstrap=HOST:PORT` as the first line of stdout; runs until\n"
+            "SIGINT/SIGTERM. For tests and demos only: no durability (everything is\n"
+            "in memory and gone at exit), no SSL/SASL, and only the last ~5 MB of\n"
+            "each partition are kept, so consume while you produce. Production\n"
+            "uses a real Kafka cluster.\n"
+            "\n"
+            "  --partitions N   partitions per created topic (default 3)\n"
+            "  --topics LIST    comma-separated topics to create up front (default\n"
+            "                   \"events\"); other topics are auto-created on first use\n"
+            "                   with the mock's default partition count\n");
+}
 
 int pr_cmd_broker(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "piperec: 'broker' is not built yet\n");
-    return 2;
+    static const struct option opts[] = {
+        { "partitions", required_argument, NULL, 'p' },
+        { "topics", required_argument, NULL, 't' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    int partitions = 3;
+    const char *topics = "events";
+    int ch;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "p:t:h", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'p': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (*end || v < 1 || v > 10000) {
+                fprintf(stderr, "piperec broker: --partitions: expected 1..10000, got '%s'\n",
+                        optarg);
+                return 2;
+            }
+            partitions = (int)v;
+            break;
+        }
+        case 't':
+            topics = optarg;
+            break;
+        case 'h':
+            pr__broker_usage(stdout);
+            return 0;
+        default:
+            pr__broker_usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "piperec broker: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+
+    /* Block the signals before librdkafka starts its threads, so they all
+     * inherit the mask and this thread receives them. */
+    sigset_t set;
+    pr_svc_block_signals(&set);
+    char errstr[512];
+    pr_mock_broker *mb = pr_mock_broker_start(partitions, topics, errstr, sizeof(errstr));
+    if (!mb) {
+        fprintf(stderr, "piperec broker: %s\n", errstr);
+        return 1;
+    }
+    printf("bootstrap=%s\n", pr_mock_broker_bootstrap(mb));
+    fflush(stdout);
+    pr_info("test broker up at %s: topics %s with %d partition(s) each (no durability, "
+            "~5 MB per partition)", pr_mock_broker_bootstrap(mb), topics, partitions);
+    int sig;
+    while (!(sig = pr_svc_wait_signal(&set, 1000)))
+        ;
+    pr_info("broker: signal %d, stopping", sig);
+    pr_mock_broker_stop(mb);
+    return 0;
 }

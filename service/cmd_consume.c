@@ -1,12 +1,333 @@
-/* cmd_consume.c — placeholder until the `consume` command lands (replace this file). */
+/*
+ * cmd_consume.c — `piperec consume`: the reference trainer client.
+ *
+ *   piperec consume --connect HOST:PORT --pipeline P [--count N] [--credits K]
+ *                   [--output DIR] [--client-id ID] [--idle-timeout-ms MS] [--quiet]
+ *
+ * Subscribes to a pipeline's trainer stream (batcher/pr_trainer_client.h),
+ * receives batches, checks their sequence numbers (a repeat is an error; a
+ * lower number than one already seen is counted as out of order, which is
+ * normal after another trainer's batches were redelivered to this one),
+ * acks each one after it is written, optionally appends every batch to one
+ * .npy set in DIR (dense.npy, sparse.npy, labels.npy, meta.json), and prints
+ * a summary. Stops after N batches, on EOF from the server, after an idle
+ * timeout, or on SIGINT/SIGTERM. Exit: 0 ok, 1 runtime error, 2 usage.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include "pr_cli.h"
+#include "pr_log.h"
+#include "pr_npy.h"
+#include "pr_trainer_client.h"
+
+static volatile sig_atomic_t consume_stop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    consume_stop = 1;
+}
+
+typedef struct consume_opts {
+    const char *connect;
+    const char *pipeline;
+    uint64_t count;
+    uint32_t credits;
+    const char *output;
+    const char *client_id;
+    int64_t idle_timeout_ms;
+    int quiet;
+} consume_opts;
+
+static const struct option consume_longopts[] = {
+    { "connect", required_argument, NULL, 'c' },
+    { "pipeline", required_argument, NULL, 'p' },
+    { "count", required_argument, NULL, 'n' },
+    { "credits", required_argument, NULL, 'k' },
+    { "output", required_argument, NULL, 'o' },
+    { "client-id", required_argument, NULL, 'i' },
+    { "idle-timeout-ms", required_argument, NULL, 't' },
+    { "quiet", no_argument, NULL, 'q' },
+    { "help", no_argument, NULL, 'h' },
+    { NULL, 0, NULL, 0 },
+};
+
+static void consume_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: piperec consume --connect HOST:PORT --pipeline P [options]\n"
+            "  --count N            stop after N batches (default: until EOF or SIGINT)\n"
+            "  --credits K          credit window: unacked batches in flight (default 8)\n"
+            "  --output DIR         append every batch to DIR/{dense,sparse,labels}.npy + meta.json\n"
+            "  --client-id ID       name shown in the server's logs\n"
+            "  --idle-timeout-ms MS stop when no batch came for MS ms (default: wait forever)\n"
+            "  --quiet              only the summary\n");
+}
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* The optional .npy output: one set of files, batches appended in arrival order. */
+typedef struct npy_out {
+    pr_npy_writer *dense, *sparse, *labels;
+    FILE *meta;
+    char meta_path[4096];
+    void *scratch;
+    size_t scratch_cap;
+    uint64_t rows;
+    uint64_t batches;
+} npy_out;
+
+static int out_open(npy_out *o, const char *dir, const pr_trainer_info *in, char *err, size_t es)
+{
+    char p[4096];
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+        return pr_seterr(err, es, PR_EIO, "--output: cannot create %s: %s", dir, strerror(errno));
+    int rc;
+    snprintf(p, sizeof(p), "%s/dense.npy", dir);
+    if ((rc = pr_npy_open(&o->dense, p, PR_NPY_F32, in->n_dense, err, es)) < 0)
+        return rc;
+    snprintf(p, sizeof(p), "%s/sparse.npy", dir);
+    if ((rc = pr_npy_open(&o->sparse, p, in->sparse_width == 8 ? PR_NPY_I64 : PR_NPY_I32, in->n_sparse,
+                          err, es)) < 0)
+        return rc;
+    snprintf(p, sizeof(p), "%s/labels.npy", dir);
+    if ((rc = pr_npy_open(&o->labels, p, PR_NPY_I32, 0, err, es)) < 0)
+        return rc;
+    snprintf(o->meta_path, sizeof(o->meta_path), "%s/meta.json", dir);
+    if (!(o->meta = fopen(o->meta_path, "w")))
+        return pr_seterr(err, es, PR_EIO, "%s: %s", o->meta_path, strerror(errno));
+    fprintf(o->meta, "{\n  \"pipeline\": \"%s\",\n  \"batches\": [", in->pipeline);
+    return 0;
+}
+
+/* Tensors in a view may be unaligned: copy into aligned scratch first. */
+static const void *aligned(npy_out *o, const uint8_t *p, size_t n)
+{
+    if (n > o->scratch_cap) {
+        free(o->scratch);
+        o->scratch_cap = n * 2;
+        o->scratch = aligned_alloc(64, (o->scratch_cap + 63) & ~(size_t)63);
+        if (!o->scratch) {
+            o->scratch_cap = 0;
+            return NULL;
+        }
+    }
+    memcpy(o->scratch, p, n);
+    return o->scratch;
+}
+
+static int out_write(npy_out *o, const pr_batch_view *v, char *err, size_t es)
+{
+    const void *d;
+    int rc;
+    if (!(d = aligned(o, v->dense, v->dense_len)) ||
+        (rc = pr_npy_append_cols(o->dense, d, v->rows, v->rows, err, es)) < 0)
+        return d ? rc : PR_ENOMEM;
+    if (!(d = aligned(o, v->sparse, v->sparse_len)) ||
+        (rc = pr_npy_append_cols(o->sparse, d, v->rows, v->rows, err, es)) < 0)
+        return d ? rc : PR_ENOMEM;
+    if (v->labels_len) {
+        if (!(d = aligned(o, v->labels, v->labels_len)) ||
+            (rc = pr_npy_append_cols(o->labels, d, v->rows, v->rows, err, es)) < 0)
+            return d ? rc : PR_ENOMEM;
+    } else {
+        int32_t zero[256] = { 0 };
+        for (uint32_t r = 0; r < v->rows; r += 256) {
+            uint32_t k = v->rows - r < 256 ? v->rows - r : 256;
+            if ((rc = pr_npy_append_cols(o->labels, zero, k, k, err, es)) < 0)
+                return rc;
+        }
+    }
+    fprintf(o->meta, "%s\n    {\"seq\": %llu, \"rows\": %u, \"row_start\": %llu, \"min_event_time_ms\": %lld, "
+                     "\"max_event_time_ms\": %lld, \"emit_time_ms\": %lld, \"offsets\": [",
+            o->batches ? "," : "", (unsigned long long)v->seq, v->rows, (unsigned long long)o->rows,
+            (long long)v->min_event_time_ms, (long long)v->max_event_time_ms, (long long)v->emit_time_ms);
+    for (uint32_t i = 0; i < v->n_ranges; i++) {
+        const pr_batch_view_range *r = &v->ranges[i];
+        fprintf(o->meta, "%s{\"topic\": \"%.*s\", \"partition\": %d, \"first\": %lld, \"last\": %lld, \"rows\": %u}",
+                i ? ", " : "", (int)r->topic_len, r->topic, r->partition, (long long)r->first_offset,
+                (long long)r->last_offset, r->rows);
+    }
+    fprintf(o->meta, "], \"vocab_sizes\": [");
+    for (uint32_t i = 0; i < v->n_vocab_sizes; i++)
+        fprintf(o->meta, "%s%llu", i ? ", " : "", (unsigned long long)v->vocab_sizes[i]);
+    fprintf(o->meta, "]}");
+    o->rows += v->rows;
+    o->batches++;
+    return 0;
+}
+
+static int out_close(npy_out *o, char *err, size_t es)
+{
+    int rc = 0, r;
+    if (o->dense && (r = pr_npy_close(o->dense, err, es)) < 0)
+        rc = r;
+    if (o->sparse && (r = pr_npy_close(o->sparse, err, es)) < 0)
+        rc = r;
+    if (o->labels && (r = pr_npy_close(o->labels, err, es)) < 0)
+        rc = r;
+    if (o->meta) {
+        fprintf(o->meta, "\n  ],\n  \"rows\": %llu\n}\n", (unsigned long long)o->rows);
+        if (fclose(o->meta) != 0 && rc == 0)
+            rc = pr_seterr(err, es, PR_EIO, "%s: %s", o->meta_path, strerror(errno));
+    }
+    free(o->scratch);
+    memset(o, 0, sizeof(*o));
+    return rc;
+}
 
 int pr_cmd_consume(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "piperec: 'consume' is not built yet\n");
-    return 2;
+    consume_opts opt = { .credits = 8, .idle_timeout_ms = -1 };
+    int ch;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "c:p:n:k:o:i:t:qh", consume_longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'c': opt.connect = optarg; break;
+        case 'p': opt.pipeline = optarg; break;
+        case 'n': opt.count = strtoull(optarg, NULL, 10); break;
+        case 'k': opt.credits = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'o': opt.output = optarg; break;
+        case 'i': opt.client_id = optarg; break;
+        case 't': opt.idle_timeout_ms = strtoll(optarg, NULL, 10); break;
+        case 'q': opt.quiet = 1; break;
+        case 'h': consume_usage(stdout); return 0;
+        default: consume_usage(stderr); return 2;
+        }
+    }
+    if (!opt.connect || !opt.pipeline || opt.credits == 0) {
+        fprintf(stderr, "piperec consume: --connect and --pipeline are required (and --credits >= 1)\n");
+        consume_usage(stderr);
+        return 2;
+    }
+
+    struct sigaction sa = { 0 };
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    consume_stop = 0;
+
+    char err[512];
+    pr_trainer_client_opts co = { .connect = opt.connect, .pipeline = opt.pipeline,
+                                  .credits = opt.credits, .client_id = opt.client_id };
+    pr_trainer_client *c;
+    if (pr_trainer_client_open(&co, &c, err, sizeof(err)) < 0) {
+        fprintf(stderr, "piperec consume: %s\n", err);
+        return 1;
+    }
+    const pr_trainer_info *in = pr_trainer_client_info(c);
+    if (!opt.quiet)
+        fprintf(stderr, "piperec consume: subscribed to %s at %s: %u dense, %u sparse (int%u), %u credits\n",
+                in->pipeline, opt.connect, in->n_dense, in->n_sparse, in->sparse_width * 8, in->credits);
+
+    npy_out out = { 0 };
+    if (opt.output && out_open(&out, opt.output, in, err, sizeof(err)) < 0) {
+        fprintf(stderr, "piperec consume: %s\n", err);
+        out_close(&out, err, sizeof(err));
+        pr_trainer_client_close(c);
+        return 1;
+    }
+
+    uint64_t batches = 0, rows = 0, first_seq = 0, last_seq = 0, max_seq = 0, out_of_order = 0, repeats = 0;
+    uint64_t *seen = NULL;
+    size_t seen_cap = 0;
+    int rc = 0;
+    double t0 = mono_s(), t_first = 0, t_last = 0, idle_since = mono_s();
+    const char *end = "stopped";
+    while (!consume_stop && (opt.count == 0 || batches < opt.count)) {
+        pr_batch_view v;
+        int r = pr_trainer_client_next(c, &v, 200, err, sizeof(err));
+        if (r == 0) {
+            if (opt.idle_timeout_ms >= 0 && (mono_s() - idle_since) * 1e3 >= (double)opt.idle_timeout_ms) {
+                end = "idle timeout";
+                break;
+            }
+            continue;
+        }
+        if (r < 0) {
+            if (r == PR_EIO && !strcmp(err, "server closed the connection")) {
+                end = "server closed the connection";
+            } else {
+                fprintf(stderr, "piperec consume: %s\n", err);
+                rc = 1;
+            }
+            break;
+        }
+        idle_since = mono_s();
+        /* Sequence checks: a bitmap of seen sequences catches repeats. */
+        if (v.seq >= seen_cap * 64) {
+            size_t nc = (size_t)(v.seq / 64 + 1) * 2;
+            uint64_t *ns = realloc(seen, nc * sizeof(*ns));
+            if (!ns) {
+                pr_batch_view_clear(&v);
+                rc = 1;
+                break;
+            }
+            memset(ns + seen_cap, 0, (nc - seen_cap) * sizeof(*ns));
+            seen = ns;
+            seen_cap = nc;
+        }
+        if (seen[v.seq / 64] >> (v.seq % 64) & 1) {
+            repeats++;
+            fprintf(stderr, "piperec consume: batch %llu received twice\n", (unsigned long long)v.seq);
+        }
+        seen[v.seq / 64] |= (uint64_t)1 << (v.seq % 64);
+        if (v.seq <= max_seq)
+            out_of_order++;
+        else
+            max_seq = v.seq;
+        if (!batches) {
+            first_seq = v.seq;
+            t_first = mono_s();
+        }
+        last_seq = v.seq;
+        if (opt.output && out_write(&out, &v, err, sizeof(err)) < 0) {
+            fprintf(stderr, "piperec consume: %s\n", err);
+            pr_batch_view_clear(&v);
+            rc = 1;
+            break;
+        }
+        batches++;
+        rows += v.rows;
+        t_last = mono_s();
+        uint64_t seq = v.seq;
+        pr_batch_view_clear(&v);
+        /* Ack after the batch is written: the server may then commit its offsets. */
+        if (pr_trainer_client_ack(c, seq) < 0) {
+            fprintf(stderr, "piperec consume: cannot ack batch %llu\n", (unsigned long long)seq);
+            rc = 1;
+            break;
+        }
+    }
+    if (consume_stop)
+        end = "interrupted";
+    else if (opt.count && batches >= opt.count)
+        end = "count reached";
+    if (opt.output && out_close(&out, err, sizeof(err)) < 0) {
+        fprintf(stderr, "piperec consume: %s\n", err);
+        rc = 1;
+    }
+    pr_trainer_client_close(c);
+    free(seen);
+    double span = t_last - t_first;
+    printf("piperec consume: %s: %llu batches, %llu rows, seq %llu..%llu (max %llu), %llu out of order, "
+           "%llu repeated, %.0f rows/s, %.2f s total\n",
+           end, (unsigned long long)batches, (unsigned long long)rows, (unsigned long long)first_seq,
+           (unsigned long long)last_seq, (unsigned long long)max_seq, (unsigned long long)out_of_order,
+           (unsigned long long)repeats, span > 0 ? (double)rows / span : 0.0, mono_s() - t0);
+    if (repeats)
+        rc = 1;
+    return rc;
 }

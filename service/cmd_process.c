@@ -80,7 +80,7 @@ int pr_cmd_process(int argc, char **argv)
         pr__process_usage(stderr);
         return 2;
     }
-    long threads = 0, block_rows = 65536;
+    long threads = 0, block_rows = 0;
     if (threads_s && pr__parse_int(threads_s, 1, 64, &threads) < 0) {
         fprintf(stderr, "piperec process: --threads: expected 1..64, got '%s'\n", threads_s);
         return 2;

@@ -617,7 +617,7 @@ int pr_offline_run(const pr_pipeline_spec *spec, const pr_engine_opts *eopts,
     run.res = res;
     run.fd = -1;
     run.t0_ns = pr_clock_mono_ns(pr_clock_real());
-    run.block_rows = opts->block_rows ? opts->block_rows : 65536;
+    run.block_rows = opts->block_rows ? opts->block_rows : PR_OFFLINE_BLOCK_ROWS;
     run.block_rows = (run.block_rows + 63) & ~63u;
     run.chunk_bytes = (size_t)run.block_rows * PR__BYTES_PER_ROW;
     bool is_stdin = !strcmp(opts->input, "-");

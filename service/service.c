@@ -525,8 +525,22 @@ static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr,
     if (rc)
         return pr_seterr(errstr, errstr_size, rc, "pipelines[%s].state: %s", pc->name, e);
 
-    p->blk = pr_block_new(pc->spec.n_dense, pc->spec.n_sparse, PR__BLOCK_ROWS, true);
-    p->out = pr_out_new(pc->spec.n_dense, pc->spec.n_sparse, PR__BLOCK_ROWS,
+    /* One block may overshoot the in-flight limit before the pause takes
+     * effect, so a small limit gets small blocks: at most a quarter of this
+     * pipeline's share of the limit (batch-format bytes per row). */
+    uint32_t block_rows = PR__BLOCK_ROWS;
+    uint64_t limit = svc->cfg->limits.max_inflight_bytes;
+    if (limit) {
+        uint64_t row_bytes = 4 + 4ull * pc->spec.n_dense +
+                             (uint64_t)pr_engine_sparse_width(p->eng) * pc->spec.n_sparse + 24;
+        uint64_t rows = limit / svc->cfg->n_pipelines / 4 / row_bytes;
+        if (rows < 64)
+            rows = 64;
+        if (rows < block_rows)
+            block_rows = (uint32_t)(rows & ~63ull);
+    }
+    p->blk = pr_block_new(pc->spec.n_dense, pc->spec.n_sparse, block_rows, true);
+    p->out = pr_out_new(pc->spec.n_dense, pc->spec.n_sparse, block_rows,
                         pr_engine_sparse_width(p->eng));
     if (!p->blk || !p->out)
         return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");

@@ -495,7 +495,10 @@ static void pr__log1p(uint32_t on, uint32_t groups, PR_KS_PARAM(s_in), PR_KS_PAR
         for (uint32_t k = 0; k < 8; k++) {
 #pragma HLS UNROLL
             double d = pr__bits_f64(x.w.l[k]);
-            float f = on ? pr__log1p_f32(d) : (float)d;
+            /* log1p(-0.0) is -0.0, but the cpu backend's exact-integer table
+             * gives +0.0 for both zeros: so does the kernel (a zero test in
+             * front of the log unit). */
+            float f = on ? (d == 0.0 ? 0.0f : pr__log1p_f32(d)) : (float)d;
             x.w.l[k] = pr__f32_bits(f);
         }
         PR_KS_WRITE(s_out, x);

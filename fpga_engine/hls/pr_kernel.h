@@ -44,13 +44,13 @@ enum {
     PR_KMODE_COUNT = 1,   /* two-pass first pass: validate, then count values only */
     PR_KMODE_READ = 2,    /* copy table entries [first, first+count) of column `col` to xfer */
     PR_KMODE_LOAD = 3,    /* write `count` (value, entry) pairs from xfer into column `col` */
-    PR_KMODE_CLEAR = 4,   /* zero column `col`'s table, set its next index to `first` */
+    PR_KMODE_CLEAR = 4,   /* zero column `col`'s table, set its handed-out count to `first` */
 };
 
 /* Status codes in out word 0, lane 0. */
 enum {
     PR_KST_OK = 0,
-    PR_KST_FULL = 1,   /* dlrm vocabulary full: lane 1 = column, lane 2 = row */
+    PR_KST_FULL = 1,   /* dlrm vocabulary full: lane 1 = first full column, lane 2 = its row */
     PR_KST_BADARG = 2, /* bad scalar or config (lane 1 says which) */
 };
 
@@ -117,8 +117,9 @@ static inline uint64_t pr_k_in_words(uint32_t rp, uint32_t n_dense, uint32_t n_s
 
 /* Output buffer (out), in words:
  *   w0            status: lane 0 PR_KST_*, lanes 1-2 detail, lane 3 rows rejected
- *   next          next index of every sparse column (8 per word): the vocabulary
- *                 size, refreshed by every call whatever the mode
+ *   next          indices handed out so far, per sparse column (8 per word; the
+ *                 vocabulary size minus the profile's reserved indices),
+ *                 refreshed by every call whatever the mode
  *   dense         n_dense columns of rp float32 (16 per word)
  *   sparse        n_sparse columns of rp indices, int32 (16/word) or int64 (8/word)
  *   reject        rp uint16 (32 per word): first failing sparse column, 0xffff = none */
@@ -139,8 +140,8 @@ static inline uint64_t pr_k_out_words(uint32_t rp, uint32_t n_dense, uint32_t n_
 #define PR_K_NO_REJECT 0xffffu
 
 /* New-index log (newv): column c's values that received an index during the
- * call, in index order, at u64 offset c * rp. Their indices are the column's
- * next index before the call onwards, so the host learns the new vocabulary
+ * call, in index order, at u64 offset c * rp. Their indices follow the
+ * column's count before the call, so the host learns the new vocabulary
  * entries without reading the table back. */
 static inline uint64_t pr_k_newv_words(uint32_t rp, uint32_t n_sparse) { return (uint64_t)n_sparse * rp / 8; }
 

@@ -400,6 +400,7 @@ static void run_backend(const char *backend)
                     assert_int_equal(x->count, v.e[i].count);
             }
             assert_int_equal(i, (size_t)rc->n_assigned);
+            free(v.e);
         }
         if (cont)
             tu_assert_same_vocab(e, cont);

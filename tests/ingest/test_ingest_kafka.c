@@ -121,8 +121,10 @@ static pr_consumer *new_consumer(const char *topic, const char *group, seen *s, 
     static const pr_kv_ref props_tmpl[] = {
         { "bootstrap.servers", NULL },
         { "auto.offset.reset", "earliest" },
-        { "session.timeout.ms", "6000" },
-        { "heartbeat.interval.ms", "500" },
+        /* the mock coordinator waits session.timeout.ms - 1 s for members
+         * to rejoin after one leaves: keep it short */
+        { "session.timeout.ms", "4000" },
+        { "heartbeat.interval.ms", "300" },
         { "log_level", "4" },
     };
     pr_kv_ref props[6];
@@ -322,14 +324,19 @@ static void test_resume_from_stored_offset(void **state)
     reset_seen(s);
     pr_block *b = pr_block_new(g_spec.n_dense, g_spec.n_sparse, 64, true);
 
+    const char *dbg = getenv("PR_TEST_KAFKA_DEBUG");
     pr_kv_ref props[] = { { "bootstrap.servers", pr_mock_broker_bootstrap(g_mb) },
-                          { "auto.offset.reset", "earliest" } };
+                          { "auto.offset.reset", "earliest" },
+                          { "session.timeout.ms", "4000" },
+                          { "heartbeat.interval.ms", "300" },
+                          { "debug", dbg ? dbg : "generic" } };
     const char *topics[] = { "t1" };
     pr_consumer_conf conf = { .topics = topics, .n_topics = 1, .group_id = "g-stored",
-                              .props = props, .n_props = 2, .format = PR_MSG_CRITEO_TSV,
+                              .props = props, .n_props = 5, .format = PR_MSG_CRITEO_TSV,
                               .spec = &g_spec };
     pr_consumer *c = pr_consumer_new(&conf, errstr, sizeof(errstr));
-    assert_non_null(c);
+    if (!c)
+        fail_msg("%s", errstr);
     assert_int_equal(poll_rows(c, b, s, 20, 30, false), 20);
     /* rows 0..11 "acknowledged": store 12 */
     assert_int_equal(pr_consumer_store_offset_key(c, 0, 12), 0);

@@ -8,7 +8,13 @@ indices in order of first appearance, from 0. Runs the binary for several
 moduli and compares dense (1e-6 relative), sparse and labels (exact), and the
 exported vocabularies' sizes.
 
-usage: golden_dlrm.py PIPEREC INPUT.tsv TMPDIR
+Also checks the `default` profile with count_mode two_pass and min_count 2
+(TorchRec style: 0 = missing, 1 = out-of-vocabulary, values seen at least
+min_count times over the whole file get indices from 2 in order of first
+appearance), from a file and from stdin (which the driver spools).
+
+usage: golden_dlrm.py [PIPEREC INPUT.tsv TMPDIR]
+       (default: $PIPEREC, $PR_TEST_DATA/criteo_sample_100.tsv, $PR_TMP)
 """
 import os
 import subprocess
@@ -98,12 +104,73 @@ def check(piperec, data, tmp, modulus):
     return not errors
 
 
+CONFIG_TWO_PASS = """pipelines:
+  - name: golden2
+    schema: {{ label: true, dense: {nd}, sparse: {ns} }}
+    transform:
+      dense: [neg2zero, log1p]
+      sparse: [hex2int, {{ modulus: {m} }}, vocab]
+      vocab: {{ profile: default, min_count: {k}, count_mode: two_pass }}
+"""
+
+
+def check_two_pass(piperec, data, tmp, modulus, min_count):
+    cfg = os.path.join(tmp, "two-pass.yaml")
+    with open(cfg, "w") as f:
+        f.write(CONFIG_TWO_PASS.format(nd=N_DENSE, ns=N_SPARSE, m=modulus, k=min_count))
+    keys = []
+    with open(data) as f:
+        for line in f.read().split("\n"):
+            line = line.rstrip("\r")
+            if line:
+                keys.append([int(x, 16) % modulus if x else None
+                             for x in line.split("\t")[1 + N_DENSE:]])
+    want = np.zeros((len(keys), N_SPARSE), dtype=np.int64)
+    for c in range(N_SPARSE):
+        counts = {}
+        for row in keys:
+            if row[c] is not None:
+                counts[row[c]] = counts.get(row[c], 0) + 1
+        d = {}
+        for r, row in enumerate(keys):
+            k = row[c]
+            if k is None:
+                want[r, c] = 0
+            elif counts[k] < min_count:
+                want[r, c] = 1
+            else:
+                want[r, c] = d.setdefault(k, len(d) + 2)
+    ok = True
+    for how in ("file", "stdin"):
+        out = os.path.join(tmp, "two-pass-" + how)
+        cmd = [piperec, "process", "--config", cfg, "--output", out, "--input"]
+        if how == "file":
+            subprocess.run(cmd + [data], check=True)
+        else:
+            with open(data, "rb") as f:
+                subprocess.run(cmd + ["-"], check=True, stdin=f)
+        got = np.load(os.path.join(out, "sparse.npy")).astype(np.int64)
+        if got.shape != want.shape or not np.array_equal(got, want):
+            bad = np.argwhere(got != want)[:5] if got.shape == want.shape else []
+            print("two_pass min_count %d (%s): differs at %s" % (
+                min_count, how, [(tuple(i), got[tuple(i)], want[tuple(i)]) for i in bad]))
+            ok = False
+    print("two_pass min_count %d modulus %d: %s" % (min_count, modulus, "ok" if ok else "FAIL"))
+    return ok
+
+
 def main():
-    piperec, data, tmp = sys.argv[1:4]
+    if len(sys.argv) >= 4:
+        piperec, data, tmp = sys.argv[1:4]
+    else:
+        piperec = os.environ["PIPEREC"]
+        data = os.path.join(os.environ["PR_TEST_DATA"], "criteo_sample_100.tsv")
+        tmp = os.environ["PR_TMP"]
     os.makedirs(tmp, exist_ok=True)
     ok = True
     for m in (524288, 1000, 97, 7, 1, 2**40):
         ok &= check(piperec, data, tmp, m)
+    ok &= check_two_pass(piperec, data, tmp, 1000, 2)
     sys.exit(0 if ok else 1)
 
 

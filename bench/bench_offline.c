@@ -1,0 +1,171 @@
+/*
+ * bench_offline.c — offline-mode benchmark: stage by stage, then end to end.
+ *
+ *   bench_offline [--rows N] [--input FILE] [--tmp DIR] [--threads N] [--seed S]
+ *                 [--block-rows N]
+ *
+ * Without --input it generates N rows (default 2M) of synthetic Criteo data
+ * (service/pr_gen.h) into DIR (default /tmp). Stages, each printed as one JSON
+ * line (the format bench/run.sh collects):
+ *   gen_tsv       pr_gen_tsv into memory, 1 thread
+ *   decode_tsv    pr_decode_criteo_lines over the whole file, 1 thread
+ *   offline_e2e   pr_offline_run TSV -> .npy with 1 and with --threads threads
+ *                 (default config: dlrm profile, modulus 524288)
+ * Wall-clock times from CLOCK_MONOTONIC; the input file is read once before
+ * timing so the page cache is warm for every stage.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pr_clock.h"
+#include "pr_decode.h"
+#include "pr_gen.h"
+#include "pr_offline.h"
+
+static double now_s(void)
+{
+    return pr_clock_mono_ns(pr_clock_real()) / 1e9;
+}
+
+static void emit(const char *name, const char *extra, uint64_t rows, uint64_t bytes, double s, int threads)
+{
+    printf("{\"bench\": \"%s\", \"threads\": %d, \"rows\": %" PRIu64 ", \"seconds\": %.4f, "
+           "\"rows_per_s\": %.0f, \"mb_per_s\": %.1f%s}\n",
+           name, threads, rows, s, rows / s, bytes / s / 1e6, extra ? extra : "");
+    fflush(stdout);
+}
+
+static void count_reject(void *o, int reason, const char *d, const char *rec, size_t len, int64_t n)
+{
+    (void)reason, (void)d, (void)rec, (void)len, (void)n;
+    (*(uint64_t *)o)++;
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t rows = 2000000, seed = 1;
+    int threads = 2;
+    uint32_t block_rows = PR_OFFLINE_BLOCK_ROWS;
+    const char *input = NULL, *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--rows"))
+            rows = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--seed"))
+            seed = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--threads"))
+            threads = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--input"))
+            input = argv[i + 1];
+        else if (!strcmp(argv[i], "--block-rows"))
+            block_rows = (uint32_t)strtoul(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--tmp"))
+            tmp = argv[i + 1];
+        else {
+            fprintf(stderr, "usage: bench_offline [--rows N] [--input FILE] [--tmp DIR] [--threads N] "
+                            "[--seed S] [--block-rows N]\n");
+            return 2;
+        }
+    }
+    char path[4096], outdir[4096];
+    snprintf(outdir, sizeof(outdir), "%s/bench_offline_out.%d", tmp, (int)getpid());
+
+    /* gen (in memory) */
+    pr_gen *g = pr_gen_new(seed);
+    size_t cap = (size_t)65536 * PR_GEN_TSV_LINE_MAX;
+    char *buf = malloc(cap);
+    if (!g || !buf)
+        return 1;
+    uint64_t gen_bytes = 0, done = 0;
+    FILE *f = NULL;
+    if (!input) {
+        snprintf(path, sizeof(path), "%s/bench_offline.%d.tsv", tmp, (int)getpid());
+        f = fopen(path, "w");
+        if (!f) {
+            fprintf(stderr, "bench_offline: %s: %s\n", path, strerror(errno));
+            return 1;
+        }
+    }
+    double t0 = now_s(), gen_s = 0;
+    while (done < rows) {
+        uint64_t n;
+        double a = now_s();
+        size_t len = pr_gen_tsv(g, done, rows - done, buf, cap, &n);
+        gen_s += now_s() - a;
+        if (f && fwrite(buf, 1, len, f) != len) {
+            fprintf(stderr, "bench_offline: %s: %s\n", path, strerror(errno));
+            return 1;
+        }
+        gen_bytes += len;
+        done += n;
+        if (input)
+            break; /* only a sample when the data comes from a file */
+    }
+    (void)t0;
+    emit("gen_tsv", NULL, done, gen_bytes, gen_s, 1);
+    if (f)
+        fclose(f);
+    free(buf);
+    pr_gen_free(g);
+    const char *in = input ? input : path;
+
+    /* decode only, 1 thread, over the mmap'd file */
+    int fd = open(in, O_RDONLY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || st.st_size == 0) {
+        fprintf(stderr, "bench_offline: %s: %s\n", in, strerror(errno));
+        return 1;
+    }
+    const char *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map == MAP_FAILED)
+        return 1;
+    volatile uint64_t sum = 0;
+    for (off_t i = 0; i < st.st_size; i += 4096)
+        sum += (unsigned char)map[i]; /* fault the pages in */
+    pr_pipeline_spec spec;
+    pr_pipeline_spec_default(&spec);
+    pr_block *b = pr_block_new(spec.n_dense, spec.n_sparse, block_rows, true);
+    uint64_t rejects = 0, nrows = 0;
+    pr_decode_ctx ctx = { .spec = &spec, .on_reject = count_reject, .opaque = &rejects };
+    double a = now_s();
+    size_t pos = 0, size = (size_t)st.st_size;
+    while (pos < size) {
+        pr_block_reset(b);
+        int64_t lines;
+        pos += pr_decode_criteo_lines(&ctx, b, map + pos, size - pos, true, 1, &lines);
+        nrows += b->rows;
+    }
+    emit("decode_tsv", NULL, nrows, size, now_s() - a, 1);
+    pr_block_free(b);
+    munmap((void *)map, size);
+    close(fd);
+
+    /* end to end */
+    int tlist[2] = { 1, threads };
+    for (int k = 0; k < (threads == 1 ? 1 : 2); k++) {
+        pr_engine_opts eo = { .backend = "cpu", .threads = tlist[k] };
+        pr_offline_opts oo = { .input = in, .output_dir = outdir, .threads = tlist[k],
+                               .block_rows = block_rows };
+        pr_offline_result res;
+        char err[512];
+        if (pr_offline_run(&spec, &eo, &oo, &res, err, sizeof(err))) {
+            fprintf(stderr, "bench_offline: %s\n", err);
+            return 1;
+        }
+        emit("offline_e2e", ", \"pipeline\": \"tsv->npy dlrm mod 524288\"", res.rows, res.bytes, res.seconds,
+             tlist[k]);
+    }
+    char cmd[8300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", outdir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "bench_offline: could not remove %s\n", outdir);
+    if (!input)
+        unlink(path);
+    return 0;
+}

@@ -1,0 +1,398 @@
+"""piperec_client — a small pure-Python client for piperec's trainer stream.
+
+Speaks the protocol of docs/trainer-protocol.md (u32 little-endian length +
+one protobuf ``piperec.trainer.v1.Frame`` per message) with a tiny built-in
+protobuf reader/writer, so it needs nothing but the standard library and
+numpy (no generated ``_pb2`` modules, no protoc). Tensors come back as numpy
+arrays that are views on the received frame (``np.frombuffer``, zero copy),
+and as torch tensors through :meth:`Batch.to_torch` when torch is installed.
+
+Example::
+
+    from piperec_client import TrainerClient
+
+    with TrainerClient("127.0.0.1:7070", "criteo", credits=8) as client:
+        for batch in client.batches():      # acks each batch when the next one is asked for
+            dense, sparse, labels = batch.dense, batch.sparse, batch.labels
+            ...                             # [rows, n_dense] float32, [rows, n_sparse] int32/64, [rows] int32
+
+Delivery is at least once: a batch that is not acked before the connection
+drops is sent again, possibly to another trainer. Ack only after the batch
+is used (``batches()`` does that for you).
+"""
+
+import os
+import socket
+import struct
+import time
+
+import numpy as np
+
+__all__ = ["TrainerClient", "Batch", "ServerError", "PROTOCOL_VERSION"]
+
+PROTOCOL_VERSION = 1
+MAX_FRAME = 1 << 31
+
+# Frame oneof field numbers (schemas/trainer.proto).
+F_SUBSCRIBE, F_SUBSCRIBE_OK, F_BATCH, F_ACK, F_CREDIT, F_PING, F_PONG, F_ERROR = range(1, 9)
+
+ERROR_CODES = {
+    0: "UNSPECIFIED", 1: "BAD_FRAME", 2: "UNSUPPORTED_VERSION", 3: "UNKNOWN_PIPELINE",
+    4: "PROTOCOL", 5: "UNKNOWN_SEQUENCE", 6: "TIMEOUT", 7: "SHUTDOWN",
+}
+
+
+class ServerError(Exception):
+    """The server sent an Error message (code name in .code)."""
+
+    def __init__(self, code, message):
+        self.code = ERROR_CODES.get(code, str(code))
+        super().__init__("server error %s: %s" % (self.code, message))
+
+
+# ---------------------------------------------------------------- protobuf, the few bits we need
+
+def _varint(v):
+    if v < 0:
+        v += 1 << 64
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def _field_varint(num, v):
+    return _varint(num << 3) + _varint(v) if v else b""
+
+
+def _field_bytes(num, data):
+    return _varint((num << 3) | 2) + _varint(len(data)) + data if data else b""
+
+
+def _read_varint(buf, pos):
+    result = shift = 0
+    while True:
+        if pos >= len(buf) or shift > 63:
+            raise ValueError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+
+
+def _fields(buf, start=0, end=None):
+    """Yield (field number, wire type, value, start, end) over a message.
+
+    value is the integer for varint/fixed fields; for length-delimited ones
+    the payload is buf[start:end] (value = None)."""
+    pos = start
+    end = len(buf) if end is None else end
+    while pos < end:
+        key, pos = _read_varint(buf, pos)
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            v, pos = _read_varint(buf, pos)
+            yield num, wt, v, pos, pos
+        elif wt == 1:
+            yield num, wt, struct.unpack_from("<Q", buf, pos)[0], pos, pos + 8
+            pos += 8
+        elif wt == 5:
+            yield num, wt, struct.unpack_from("<I", buf, pos)[0], pos, pos + 4
+            pos += 4
+        elif wt == 2:
+            n, pos = _read_varint(buf, pos)
+            if pos + n > end:
+                raise ValueError("truncated field %d" % num)
+            yield num, wt, None, pos, pos + n
+            pos += n
+        else:
+            raise ValueError("unsupported wire type %d" % wt)
+
+
+def _signed64(v):
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def _signed32(v):
+    v &= 0xFFFFFFFF
+    return v - (1 << 32) if v >= 1 << 31 else v
+
+
+def _frame(num, body):
+    msg = _varint((num << 3) | 2) + _varint(len(body)) + body
+    return struct.pack("<I", len(msg)) + msg
+
+
+# ---------------------------------------------------------------- batches
+
+class Batch:
+    """One TrainingBatch. Arrays are zero-copy views on the received frame:
+    labels int32 [rows], dense float32 [rows, n_dense], sparse int32 or int64
+    [rows, n_sparse] (column-major underneath, so dense[:, c] is contiguous)."""
+
+    __slots__ = ("pipeline", "sequence", "rows", "n_dense", "n_sparse", "sparse_width", "labels",
+                 "dense", "sparse", "offsets", "min_event_time_ms", "max_event_time_ms",
+                 "emit_time_ms", "vocab_sizes", "sparse_names")
+
+    def to_torch(self):
+        """(dense, sparse, labels) as torch tensors sharing memory with the arrays."""
+        import torch  # optional dependency
+        def conv(a):
+            if not a.flags.aligned:
+                a = np.ascontiguousarray(a)  # rare: misaligned inside the frame, one copy
+            return torch.from_numpy(a)
+        return conv(self.dense), conv(self.sparse), conv(self.labels)
+
+    def __repr__(self):
+        return "Batch(pipeline=%r, sequence=%d, rows=%d)" % (self.pipeline, self.sequence, self.rows)
+
+
+def _decode_range(buf, s, e):
+    r = {"topic": "", "partition": 0, "first_offset": 0, "last_offset": 0, "rows": 0}
+    for num, wt, v, a, b in _fields(buf, s, e):
+        if num == 1 and wt == 2:
+            r["topic"] = bytes(buf[a:b]).decode()
+        elif wt == 0 and num in (2, 3, 4, 5):
+            key = ("partition", "first_offset", "last_offset", "rows")[num - 2]
+            r[key] = _signed32(v) if num == 2 else (_signed64(v) if num in (3, 4) else v)
+    return r
+
+
+def decode_batch(buf, start=0, end=None):
+    """Decode a TrainingBatch from buf[start:end] (buf: bytes or bytearray)."""
+    mv = memoryview(buf)
+    b = Batch()
+    b.pipeline, b.sequence, b.rows, b.n_dense, b.n_sparse, b.sparse_width = "", 0, 0, 0, 0, 4
+    b.min_event_time_ms = b.max_event_time_ms = b.emit_time_ms = 0
+    b.offsets, b.vocab_sizes, b.sparse_names = [], [], []
+    spans = {}
+    for num, wt, v, a, e in _fields(buf, start, end):
+        if wt == 0:
+            if num == 2: b.sequence = v
+            elif num == 3: b.rows = v
+            elif num == 4: b.n_dense = v
+            elif num == 5: b.n_sparse = v
+            elif num == 6: b.sparse_width = v
+            elif num == 11: b.min_event_time_ms = _signed64(v)
+            elif num == 12: b.max_event_time_ms = _signed64(v)
+            elif num == 13: b.emit_time_ms = _signed64(v)
+            elif num == 14: b.vocab_sizes.append(v)
+        elif wt == 2:
+            if num == 1: b.pipeline = bytes(buf[a:e]).decode()
+            elif num in (7, 8, 9): spans[num] = (a, e)
+            elif num == 10: b.offsets.append(_decode_range(buf, a, e))
+            elif num == 14:
+                p = a
+                while p < e:
+                    x, p = _read_varint(buf, p)
+                    b.vocab_sizes.append(x)
+            elif num == 15: b.sparse_names.append(bytes(buf[a:e]).decode())
+    rows = b.rows
+    sdt = np.int64 if b.sparse_width == 8 else np.int32
+
+    def tensor(num, dtype, cols):
+        a, e = spans.get(num, (0, 0))
+        want = rows * max(cols, 1) * np.dtype(dtype).itemsize
+        if e - a != want:
+            if num == 7 and e == a:
+                return np.zeros(rows, dtype=dtype)  # no labels in this pipeline
+            raise ValueError("field %d: %d bytes, expected %d" % (num, e - a, want))
+        arr = np.frombuffer(mv[a:e], dtype=np.dtype(dtype).newbyteorder("<"))
+        if cols == 0:
+            return arr
+        return arr.reshape(cols, rows).T  # column-major on the wire: a transposed view, no copy
+
+    b.labels = tensor(7, np.int32, 0)
+    b.dense = tensor(8, np.float32, b.n_dense) if b.n_dense else np.zeros((rows, 0), np.float32)
+    b.sparse = tensor(9, sdt, b.n_sparse) if b.n_sparse else np.zeros((rows, 0), sdt)
+    return b
+
+
+# ---------------------------------------------------------------- client
+
+class TrainerClient:
+    """A subscription to one pipeline. Not thread-safe: use one per thread."""
+
+    def __init__(self, address, pipeline, credits=8, client_id=None, timeout=10.0):
+        host, _, port = address.rpartition(":")
+        host = host.strip("[]") or "127.0.0.1"
+        self.pipeline = pipeline
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._buf = bytearray()
+        self._frame, self._filled = None, 0
+        cid = client_id or "python-%d" % os.getpid()
+        body = (_field_varint(1, PROTOCOL_VERSION) + _field_bytes(2, pipeline.encode())
+                + _field_varint(3, credits) + _field_bytes(4, cid.encode()))
+        self.sock.sendall(_frame(F_SUBSCRIBE, body))
+        deadline = time.monotonic() + timeout
+        while True:
+            kind, buf, a, e = self._read_frame(deadline)
+            if kind is None:
+                raise TimeoutError("no SubscribeOk within %.1f s" % timeout)
+            if kind == F_SUBSCRIBE_OK:
+                self.info = self._subscribe_ok(buf, a, e)
+                break
+            self._control(kind, buf, a, e)
+
+    # -- framing
+
+    def _recv_some(self, deadline, into=None):
+        """One recv (into a memoryview when given); False on timeout."""
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            return False
+        self.sock.settimeout(left)
+        try:
+            if into is not None:
+                n = self.sock.recv_into(into)
+                chunk = n
+            else:
+                chunk = self.sock.recv(65536)
+                n = len(chunk)
+        except socket.timeout:
+            return False
+        if n == 0:
+            raise EOFError("server closed the connection")
+        return chunk
+
+    def _read_frame(self, deadline):
+        """Next frame as (oneof field, buffer, start, end) or (None,)*4 on timeout.
+
+        The body is received straight into its own bytearray (no copy for
+        large frames), which the batch's arrays then view; a frame cut by a
+        timeout is resumed at the next call."""
+        if self._frame is None:
+            while len(self._buf) < 4:
+                chunk = self._recv_some(deadline)
+                if chunk is False:
+                    return None, None, 0, 0
+                self._buf += chunk
+            (n,) = struct.unpack_from("<I", self._buf, 0)
+            if n > MAX_FRAME:
+                raise ValueError("frame of %d bytes" % n)
+            frame = bytearray(n)
+            have = min(n, len(self._buf) - 4)
+            frame[:have] = self._buf[4:4 + have]
+            del self._buf[:4 + have]
+            self._frame, self._filled = frame, have
+        frame = self._frame
+        view = memoryview(frame)
+        while self._filled < len(frame):
+            got = self._recv_some(deadline, view[self._filled:])
+            if got is False:
+                return None, None, 0, 0
+            self._filled += got
+        self._frame = None
+        for num, wt, v, a, e in _fields(frame):
+            if wt == 2:
+                return num, frame, a, e
+        return 0, frame, 0, 0
+
+    def _send(self, num, body):
+        self.sock.settimeout(30)
+        self.sock.sendall(_frame(num, body))
+
+    def _subscribe_ok(self, buf, a, e):
+        info = {"dense_names": [], "sparse_names": []}
+        names = {1: "protocol_version", 3: "n_dense", 4: "n_sparse", 5: "sparse_width", 8: "credits",
+                 9: "keepalive_ms"}
+        for num, wt, v, s, t in _fields(buf, a, e):
+            if wt == 0 and num in names:
+                info[names[num]] = v
+            elif wt == 2:
+                text = bytes(buf[s:t]).decode()
+                if num == 2: info["pipeline"] = text
+                elif num == 6: info["dense_names"].append(text)
+                elif num == 7: info["sparse_names"].append(text)
+                elif num == 10: info["server"] = text
+        return info
+
+    def _control(self, kind, buf, a, e):
+        if kind == F_PING:
+            nonce = t = 0
+            for num, wt, v, _, _ in _fields(buf, a, e):
+                if num == 1: nonce = v
+                elif num == 2: t = v
+            self._send(F_PONG, _field_varint(1, nonce) + _field_varint(2, t))
+        elif kind == F_ERROR:
+            code, msg = 0, ""
+            for num, wt, v, s, t in _fields(buf, a, e):
+                if num == 1 and wt == 0: code = v
+                elif num == 2 and wt == 2: msg = bytes(buf[s:t]).decode()
+            raise ServerError(code, msg)
+        # Pong and message types from newer servers: ignored.
+
+    # -- public API
+
+    def recv(self, timeout=None):
+        """Next Batch, or None when `timeout` seconds pass first. Raises
+        EOFError when the server closes, ServerError on a server Error."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            kind, buf, a, e = self._read_frame(deadline)
+            if kind is None:
+                return None
+            if kind == F_BATCH:
+                return decode_batch(buf, a, e)
+            self._control(kind, buf, a, e)
+
+    def ack(self, *sequences):
+        """Acknowledge batches by sequence number (each returns one credit)."""
+        body = b"".join(_varint(s) for s in sequences)
+        self._send(F_ACK, _field_bytes(1, body))
+
+    def add_credits(self, n):
+        self._send(F_CREDIT, _field_varint(1, n))
+
+    def batches(self, count=None, timeout=None):
+        """Yield batches; each is acked when the loop asks for the next one
+        (so a batch whose loop body did not finish is redelivered). Stops
+        after `count` batches, on EOF, or after `timeout` idle seconds."""
+        n = 0
+        while count is None or n < count:
+            try:
+                b = self.recv(timeout)
+            except EOFError:
+                return
+            if b is None:
+                return
+            n += 1
+            yield b
+            self.ack(b.sequence)
+
+    def close(self):
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def main(argv=None):
+    import argparse
+    ap = argparse.ArgumentParser(description="consume a piperec trainer stream")
+    ap.add_argument("--connect", required=True, help="HOST:PORT")
+    ap.add_argument("--pipeline", required=True)
+    ap.add_argument("--count", type=int)
+    ap.add_argument("--credits", type=int, default=8)
+    ap.add_argument("--timeout", type=float, help="stop after this many idle seconds")
+    args = ap.parse_args(argv)
+    rows = batches = 0
+    t0 = time.monotonic()
+    with TrainerClient(args.connect, args.pipeline, credits=args.credits) as c:
+        for b in c.batches(count=args.count, timeout=args.timeout):
+            rows += b.rows
+            batches += 1
+    dt = time.monotonic() - t0
+    print("%d batches, %d rows, %.0f rows/s" % (batches, rows, rows / dt if dt > 0 else 0))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,268 @@
+/*
+ * test_batch_pb.c — the hand-written TrainingBatch codec (batch_pb.c)
+ * checked against protobuf-c's generated code in both directions, plus the
+ * trainer frame helpers and malformed input.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "batcher_int.h"
+#include "piperec.pb-c.h"
+#include "trainer.pb-c.h"
+
+static pr_batch *sample_batch(uint8_t w)
+{
+    pr_batch *b = pr_batch_new("criteo", 5, 3, 2, w);
+    assert_non_null(b);
+    b->seq = 300; /* multi-byte varint */
+    for (uint32_t r = 0; r < 5; r++) {
+        b->labels[r] = (int32_t)r - 1; /* a negative label */
+        for (int c = 0; c < 3; c++)
+            b->dense[c * 5 + r] = 0.5f * (float)(r + 10 * c);
+        for (int c = 0; c < 2; c++) {
+            if (w == 4)
+                ((int32_t *)b->sparse)[c * 5 + r] = (int32_t)(r * 100 + c);
+            else
+                ((int64_t *)b->sparse)[c * 5 + r] = (int64_t)r * 10000000000LL + c;
+        }
+    }
+    b->n_topics = 2;
+    b->topics = calloc(2, sizeof(char *));
+    b->topics[0] = strdup("events");
+    b->topics[1] = strdup("clicks");
+    b->n_ranges = 2;
+    b->ranges = calloc(2, sizeof(pr_batch_range));
+    b->ranges[0] = (pr_batch_range){ 3, 100, 102, 3 };
+    b->ranges[1] = (pr_batch_range){ (1 << 16) | 7, 5000000000LL, 5000000001LL, 2 };
+    b->min_event_time_ms = -5; /* negative int64: ten-byte varint */
+    b->max_event_time_ms = 1700000000123LL;
+    b->emit_time_ms = 1700000000999LL;
+    b->vocab_sizes[0] = 524288;
+    b->vocab_sizes[1] = 0;
+    return b;
+}
+
+static void test_encode_matches_protobuf_c(void **state)
+{
+    (void)state;
+    uint8_t widths[] = { 4, 8 };
+    for (int k = 0; k < 2; k++) {
+        pr_batch *b = sample_batch(widths[k]);
+        assert_int_equal(pr_batch_encode(b), 0);
+        Piperec__V1__TrainingBatch *m = piperec__v1__training_batch__unpack(NULL, b->pb_len, b->pb);
+        assert_non_null(m);
+        assert_string_equal(m->pipeline, "criteo");
+        assert_int_equal(m->sequence, 300);
+        assert_int_equal(m->rows, 5);
+        assert_int_equal(m->n_dense, 3);
+        assert_int_equal(m->n_sparse, 2);
+        assert_int_equal(m->sparse_width, widths[k]);
+        assert_int_equal(m->labels.len, 20);
+        assert_memory_equal(m->labels.data, b->labels, 20);
+        assert_int_equal(m->dense.len, 60);
+        assert_memory_equal(m->dense.data, b->dense, 60);
+        assert_int_equal(m->sparse.len, 10 * widths[k]);
+        assert_memory_equal(m->sparse.data, b->sparse, 10 * widths[k]);
+        assert_int_equal(m->n_offsets, 2);
+        assert_string_equal(m->offsets[0]->topic, "events");
+        assert_int_equal(m->offsets[0]->partition, 3);
+        assert_int_equal(m->offsets[0]->first_offset, 100);
+        assert_int_equal(m->offsets[0]->last_offset, 102);
+        assert_int_equal(m->offsets[0]->rows, 3);
+        assert_string_equal(m->offsets[1]->topic, "clicks");
+        assert_int_equal(m->offsets[1]->partition, 7);
+        assert_int_equal(m->offsets[1]->first_offset, 5000000000LL);
+        assert_int_equal(m->min_event_time_ms, -5);
+        assert_int_equal(m->max_event_time_ms, 1700000000123LL);
+        assert_int_equal(m->emit_time_ms, 1700000000999LL);
+        assert_int_equal(m->n_vocab_sizes, 2);
+        assert_int_equal(m->vocab_sizes[0], 524288);
+        assert_int_equal(m->vocab_sizes[1], 0);
+        /* Byte-identical to protobuf-c's own serialization (canonical order). */
+        size_t n = piperec__v1__training_batch__get_packed_size(m);
+        uint8_t *again = malloc(n);
+        piperec__v1__training_batch__pack(m, again);
+        assert_int_equal(n, b->pb_len);
+        assert_memory_equal(again, b->pb, n);
+        free(again);
+        piperec__v1__training_batch__free_unpacked(m, NULL);
+        pr_batch_unref(b);
+    }
+}
+
+static void test_decode_zero_copy(void **state)
+{
+    (void)state;
+    pr_batch *b = sample_batch(4);
+    assert_int_equal(pr_batch_encode(b), 0);
+    pr_batch_view v;
+    char err[256];
+    assert_int_equal(pr_batch_decode(b->pb, b->pb_len, &v, err, sizeof(err)), 0);
+    assert_int_equal(v.pipeline_len, 6);
+    assert_memory_equal(v.pipeline, "criteo", 6);
+    assert_int_equal(v.seq, 300);
+    assert_int_equal(v.rows, 5);
+    /* Tensors point into the encoded buffer. */
+    assert_true(v.labels >= b->pb && v.labels + v.labels_len <= b->pb + b->pb_len);
+    assert_true(v.dense >= b->pb && v.dense + v.dense_len <= b->pb + b->pb_len);
+    assert_memory_equal(v.dense, b->dense, 60);
+    assert_memory_equal(v.sparse, b->sparse, 40);
+    assert_int_equal(v.n_ranges, 2);
+    assert_int_equal(v.ranges[1].partition, 7);
+    assert_int_equal(v.ranges[1].topic_len, 6);
+    assert_memory_equal(v.ranges[1].topic, "clicks", 6);
+    assert_int_equal(v.min_event_time_ms, -5);
+    assert_int_equal(v.n_vocab_sizes, 2);
+    assert_int_equal(v.vocab_sizes[0], 524288);
+    /* Back to an owning batch, and encoded again: same bytes. */
+    pr_batch *c = pr_batch_from_view(&v);
+    assert_non_null(c);
+    c->seq = v.seq;
+    assert_int_equal(pr_batch_encode(c), 0);
+    assert_int_equal(c->pb_len, b->pb_len);
+    assert_memory_equal(c->pb, b->pb, b->pb_len);
+    pr_batch_view_clear(&v);
+    pr_batch_unref(c);
+    pr_batch_unref(b);
+}
+
+static void test_decode_protobuf_c_output(void **state)
+{
+    (void)state;
+    /* A message built by protobuf-c, unpacked vocab (not packed) is also accepted. */
+    Piperec__V1__TrainingBatch m = PIPEREC__V1__TRAINING_BATCH__INIT;
+    int32_t labels[2] = { 1, 0 };
+    float dense[2] = { 1.5f, 2.5f };
+    int64_t sparse[2] = { 1LL << 40, 3 };
+    uint64_t vocab[1] = { 77 };
+    m.pipeline = "p";
+    m.sequence = 9;
+    m.rows = 2;
+    m.n_dense = 1;
+    m.n_sparse = 1;
+    m.sparse_width = 8;
+    m.labels = (ProtobufCBinaryData){ sizeof(labels), (uint8_t *)labels };
+    m.dense = (ProtobufCBinaryData){ sizeof(dense), (uint8_t *)dense };
+    m.sparse = (ProtobufCBinaryData){ sizeof(sparse), (uint8_t *)sparse };
+    m.n_vocab_sizes = 1;
+    m.vocab_sizes = vocab;
+    size_t n = piperec__v1__training_batch__get_packed_size(&m);
+    uint8_t *buf = malloc(n);
+    piperec__v1__training_batch__pack(&m, buf);
+    pr_batch_view v;
+    char err[256];
+    assert_int_equal(pr_batch_decode(buf, n, &v, err, sizeof(err)), 0);
+    assert_int_equal(v.seq, 9);
+    assert_int_equal(v.sparse_width, 8);
+    int64_t s0;
+    memcpy(&s0, v.sparse, 8);
+    assert_int_equal(s0, 1LL << 40);
+    assert_int_equal(v.vocab_sizes[0], 77);
+    pr_batch_view_clear(&v);
+    /* Truncated: every prefix fails cleanly or decodes a shorter message
+     * whose shape checks then fail. */
+    for (size_t cut = 1; cut < n; cut++) {
+        int rc = pr_batch_decode(buf, cut, &v, err, sizeof(err));
+        if (rc == 0)
+            pr_batch_view_clear(&v);
+        else
+            assert_int_equal(rc, PR_EBADREC);
+    }
+    assert_int_equal(pr_batch_decode(buf, n - 1, &v, err, sizeof(err)), PR_EBADREC);
+    free(buf);
+    /* Shape mismatch. */
+    m.rows = 3;
+    n = piperec__v1__training_batch__get_packed_size(&m);
+    buf = malloc(n);
+    piperec__v1__training_batch__pack(&m, buf);
+    assert_int_equal(pr_batch_decode(buf, n, &v, err, sizeof(err)), PR_EBADREC);
+    assert_non_null(strstr(err, "length"));
+    free(buf);
+}
+
+static void test_frames(void **state)
+{
+    (void)state;
+    pr_batch *b = sample_batch(4);
+    assert_int_equal(pr_batch_encode(b), 0);
+    uint8_t hdr[16];
+    size_t hl = pr__batch_frame_header(b, hdr);
+    size_t total = hl + b->pb_len;
+    uint8_t *frame = malloc(total);
+    memcpy(frame, hdr, hl);
+    memcpy(frame + hl, b->pb, b->pb_len);
+    uint32_t len;
+    memcpy(&len, frame, 4);
+    assert_int_equal(len, total - 4);
+    /* protobuf-c sees a Frame whose batch is our TrainingBatch. */
+    Piperec__Trainer__V1__Frame *f = piperec__trainer__v1__frame__unpack(NULL, len, frame + 4);
+    assert_non_null(f);
+    assert_int_equal(f->msg_case, PIPEREC__TRAINER__V1__FRAME__MSG_BATCH);
+    assert_int_equal(f->batch->sequence, 300);
+    piperec__trainer__v1__frame__free_unpacked(f, NULL);
+    /* Our parser hands back the slice without unpacking. */
+    const uint8_t *bp;
+    size_t bl;
+    Piperec__Trainer__V1__Frame *ctrl;
+    assert_int_equal(pr__frame_parse(frame + 4, len, &bp, &bl, &ctrl), 0);
+    assert_null(ctrl);
+    assert_ptr_equal(bp, frame + hl);
+    assert_int_equal(bl, b->pb_len);
+    free(frame);
+    /* A control frame round trip. */
+    Piperec__Trainer__V1__Ack ack = PIPEREC__TRAINER__V1__ACK__INIT;
+    uint64_t seqs[2] = { 5, 6 };
+    ack.n_sequences = 2;
+    ack.sequences = seqs;
+    Piperec__Trainer__V1__Frame af = PIPEREC__TRAINER__V1__FRAME__INIT;
+    af.msg_case = PIPEREC__TRAINER__V1__FRAME__MSG_ACK;
+    af.ack = &ack;
+    uint8_t *buf;
+    size_t n;
+    assert_int_equal(pr__frame_pack(&af, &buf, &n), 0);
+    assert_int_equal(pr__frame_parse(buf + 4, n - 4, &bp, &bl, &ctrl), 0);
+    assert_null(bp);
+    assert_non_null(ctrl);
+    assert_int_equal(ctrl->msg_case, PIPEREC__TRAINER__V1__FRAME__MSG_ACK);
+    assert_int_equal(ctrl->ack->n_sequences, 2);
+    assert_int_equal(ctrl->ack->sequences[1], 6);
+    pr__frame_free(ctrl);
+    free(buf);
+    assert_int_equal(pr__frame_parse((const uint8_t *)"\xff", 1, &bp, &bl, &ctrl), PR_EBADREC);
+    pr_batch_unref(b);
+}
+
+static void test_hostport(void **state)
+{
+    (void)state;
+    char h[64];
+    uint16_t p;
+    assert_int_equal(pr__parse_hostport("127.0.0.1:7070", h, sizeof(h), &p), 0);
+    assert_string_equal(h, "127.0.0.1");
+    assert_int_equal(p, 7070);
+    assert_int_equal(pr__parse_hostport("[::1]:0", h, sizeof(h), &p), 0);
+    assert_string_equal(h, "::1");
+    assert_int_equal(pr__parse_hostport(":9", h, sizeof(h), &p), 0);
+    assert_string_equal(h, "");
+    assert_int_equal(pr__parse_hostport("host", h, sizeof(h), &p), PR_EINVAL);
+    assert_int_equal(pr__parse_hostport("host:70000", h, sizeof(h), &p), PR_EINVAL);
+    assert_int_equal(pr__parse_hostport("host:", h, sizeof(h), &p), PR_EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_encode_matches_protobuf_c),
+        cmocka_unit_test(test_decode_zero_copy),
+        cmocka_unit_test(test_decode_protobuf_c_output),
+        cmocka_unit_test(test_frames),
+        cmocka_unit_test(test_hostport),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,520 @@
+/*
+ * test_batcher.c — the batcher's contract with a manual clock: batch sizes,
+ * max_delay deadlines, sequence numbers, per-partition order, metadata,
+ * safe offsets under in-order and out-of-order acks, rejects, revoke, and
+ * event-time ordering with watermark, lateness policies and idle partitions.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "bt_util.h"
+
+typedef struct fx {
+    pr_manual_clock mc;
+    bt_sink sink;
+    pr_batcher *b;
+    bt_io *io;
+    /* late rows handed back */
+    int64_t late_off[64];
+    int n_late;
+} fx;
+
+static uint64_t vocab_cb(void *opaque, uint32_t col)
+{
+    (void)opaque;
+    return 1000 + col;
+}
+
+static void late_cb(void *opaque, const pr_block *in, const pr_out *out, uint32_t row)
+{
+    (void)out;
+    fx *f = ((bt_sink *)opaque == NULL) ? NULL : (fx *)((char *)opaque - offsetof(fx, sink));
+    f->late_off[f->n_late++] = in->offset[row];
+}
+
+static fx *fx_new(uint32_t size, int64_t delay, pr_batch_ordering ord, int64_t lateness,
+                  pr_batch_late_policy pol)
+{
+    fx *f = calloc(1, sizeof(*f));
+    pr_manual_clock_init(&f->mc, 1700000000000LL);
+    pr_batcher_cfg cfg = {
+        .pipeline = "t",
+        .n_dense = BT_ND,
+        .n_sparse = BT_NS,
+        .sparse_width = 4,
+        .batch_size = size,
+        .max_delay_ms = delay,
+        .ordering = ord,
+        .allowed_lateness_ms = lateness,
+        .late_policy = pol,
+        .clock = &f->mc.clock,
+        .on_emit = bt_on_emit,
+        .on_late = late_cb,
+        .vocab_size = vocab_cb,
+        .opaque = &f->sink,
+    };
+    char err[256];
+    assert_int_equal(pr_batcher_new(&cfg, &f->b, err, sizeof(err)), 0);
+    f->io = bt_io_new(1024);
+    return f;
+}
+
+static void fx_free(fx *f)
+{
+    pr_batcher_free(f->b);
+    bt_sink_free(&f->sink);
+    bt_io_free(f->io);
+    free(f);
+}
+
+static void add_rows(fx *f, int32_t p, int64_t first, int n, int64_t et)
+{
+    bt_io_reset(f->io);
+    for (int i = 0; i < n; i++)
+        bt_row(f->io, p, first + i, et, 0);
+    assert_int_equal(pr_batcher_add(f->b, &f->io->in, &f->io->out), 0);
+}
+
+static void check_rows(const pr_batch *b)
+{
+    for (uint32_t i = 0; i < b->rows; i++) {
+        int32_t p;
+        int64_t off;
+        assert_int_equal(bt_row_id(b, i, &p, &off), 0);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+
+static void test_full_batches(void **state)
+{
+    (void)state;
+    fx *f = fx_new(4, 1000, PR_BATCH_ORDER_PARTITION, 0, PR_BATCH_LATE_EMIT);
+    add_rows(f, 0, 0, 10, 5);
+    assert_int_equal(f->sink.n, 2);
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(f->sink.b[i]->rows, 4);
+        assert_int_equal(f->sink.b[i]->seq, i + 1);
+        assert_int_equal(f->sink.b[i]->reason, PR_BATCH_FULL);
+        check_rows(f->sink.b[i]);
+    }
+    /* 2 rows still buffered; flush emits them as a short batch. */
+    pr_batcher_flush(f->b);
+    assert_int_equal(f->sink.n, 3);
+    assert_int_equal(f->sink.b[2]->rows, 2);
+    assert_int_equal(f->sink.b[2]->seq, 3);
+    assert_int_equal(f->sink.b[2]->reason, PR_BATCH_FLUSH);
+    check_rows(f->sink.b[2]);
+    fx_free(f);
+}
+
+static void test_deadline_exact(void **state)
+{
+    (void)state;
+    fx *f = fx_new(100, 100, PR_BATCH_ORDER_PARTITION, 0, PR_BATCH_LATE_EMIT);
+    assert_int_equal(pr_batcher_poll(f->b), -1); /* nothing buffered */
+    add_rows(f, 0, 0, 3, 5);
+    assert_int_equal(pr_batcher_poll(f->b), 100);
+    pr_manual_clock_advance_ms(&f->mc, 40);
+    add_rows(f, 0, 3, 2, 5); /* later rows do not move the deadline */
+    pr_manual_clock_advance_ms(&f->mc, 59);
+    assert_int_equal(pr_batcher_poll(f->b), 1);
+    assert_int_equal(f->sink.n, 0);
+    pr_manual_clock_advance_ms(&f->mc, 1);
+    assert_int_equal(pr_batcher_poll(f->b), -1);
+    assert_int_equal(f->sink.n, 1);
+    assert_int_equal(f->sink.b[0]->rows, 5);
+    assert_int_equal(f->sink.b[0]->reason, PR_BATCH_DEADLINE);
+    check_rows(f->sink.b[0]);
+    /* The next partial batch gets its own deadline from its first row. */
+    pr_manual_clock_advance_ms(&f->mc, 500);
+    add_rows(f, 0, 5, 1, 5);
+    pr_manual_clock_advance_ms(&f->mc, 99);
+    pr_batcher_poll(f->b);
+    assert_int_equal(f->sink.n, 1);
+    pr_manual_clock_advance_ms(&f->mc, 1);
+    pr_batcher_poll(f->b);
+    assert_int_equal(f->sink.n, 2);
+    assert_int_equal(f->sink.b[1]->seq, 2);
+    fx_free(f);
+}
+
+static void test_zero_delay(void **state)
+{
+    (void)state;
+    fx *f = fx_new(100, 0, PR_BATCH_ORDER_PARTITION, 0, PR_BATCH_LATE_EMIT);
+    add_rows(f, 0, 0, 3, 5);
+    assert_int_equal(f->sink.n, 0);
+    assert_int_equal(pr_batcher_poll(f->b), -1);
+    assert_int_equal(f->sink.n, 1);
+    fx_free(f);
+}
+
+static void test_partition_order_and_metadata(void **state)
+{
+    (void)state;
+    fx *f = fx_new(7, 1000, PR_BATCH_ORDER_PARTITION, 0, PR_BATCH_LATE_EMIT);
+    /* Interleaved partitions, several blocks, event times vary. */
+    int64_t next[3] = { 0, 100, 200 };
+    for (int blk = 0; blk < 6; blk++) {
+        bt_io_reset(f->io);
+        for (int i = 0; i < 5; i++) {
+            int32_t p = (blk + i) % 3;
+            bt_row(f->io, p, next[p], 1000 + next[p], 0);
+            next[p]++;
+        }
+        assert_int_equal(pr_batcher_add(f->b, &f->io->in, &f->io->out), 0);
+    }
+    pr_batcher_flush(f->b);
+    int64_t last[3] = { -1, -1, -1 };
+    uint64_t rows = 0;
+    for (size_t k = 0; k < f->sink.n; k++) {
+        const pr_batch *b = f->sink.b[k];
+        assert_int_equal(b->seq, k + 1);
+        assert_string_equal(b->pipeline, "t");
+        int64_t mn = INT64_MAX, mx = INT64_MIN;
+        uint32_t rr[3] = { 0 };
+        int64_t first[3] = { -1, -1, -1 }, lst[3] = { -1, -1, -1 };
+        for (uint32_t i = 0; i < b->rows; i++) {
+            int32_t p;
+            int64_t off;
+            assert_int_equal(bt_row_id(b, i, &p, &off), 0);
+            assert_true(off > last[p]); /* offset order within a partition */
+            last[p] = off;
+            if (first[p] < 0)
+                first[p] = off;
+            lst[p] = off;
+            rr[p]++;
+            int64_t et = 1000 + off;
+            mn = et < mn ? et : mn;
+            mx = et > mx ? et : mx;
+        }
+        assert_int_equal(b->min_event_time_ms, mn);
+        assert_int_equal(b->max_event_time_ms, mx);
+        assert_int_equal(b->emit_time_ms, f->mc.wall_ms);
+        uint32_t nr = 0;
+        for (int p = 0; p < 3; p++)
+            nr += rr[p] ? 1 : 0;
+        assert_int_equal(b->n_ranges, nr);
+        for (uint32_t j = 0; j < b->n_ranges; j++) {
+            const pr_batch_range *r = &b->ranges[j];
+            if (j)
+                assert_true(r->partition > b->ranges[j - 1].partition);
+            assert_int_equal(r->first_offset, first[r->partition]);
+            assert_int_equal(r->last_offset, lst[r->partition]);
+            assert_int_equal(r->rows, rr[r->partition]);
+        }
+        for (int c = 0; c < BT_NS; c++)
+            assert_int_equal(b->vocab_sizes[c], 1000 + c);
+        rows += b->rows;
+    }
+    assert_int_equal(rows, 30);
+    pr_batcher_stats st;
+    pr_batcher_get_stats(f->b, &st);
+    assert_int_equal(st.rows_in, 30);
+    assert_int_equal(st.rows_out, 30);
+    assert_int_equal(st.batches_emitted, f->sink.n);
+    assert_int_equal(st.fill_ratio.count, f->sink.n);
+    fx_free(f);
+}
+
+static void test_safe_offsets(void **state)
+{
+    (void)state;
+    fx *f = fx_new(4, 1000, PR_BATCH_ORDER_PARTITION, 0, PR_BATCH_LATE_EMIT);
+    assert_int_equal(pr_batcher_safe_offset(f->b, 0), -1);
+    add_rows(f, 0, 0, 10, 5); /* batches 1: 0-3, 2: 4-7; buffered 8, 9 */
+    assert_int_equal(pr_batcher_safe_offset(f->b, 0), 0);
+    assert_int_equal(pr_batcher_ack(f->b, 2), 0); /* out of order */
+    assert_int_equal(pr_batcher_safe_offset(f->b, 0), 0);
+    assert_int_equal(pr_batcher_ack(f->b, 2), PR_EINVAL); /* twice */
+    assert_int_equal(pr_batcher_ack(f->b, 9), PR_EINVAL); /* unknown */
+    assert_int_equal(pr_batcher_ack(f->b, 1), 0);
+    assert_int_equal(pr_batcher_safe_offset(f->b, 0), 8); /* buffered rows hold it */
+    pr_batcher_flush(f->b);
+    assert_int_equal(pr_batcher_safe_offset(f->b, 0), 8);
+    assert_int_equal(pr_batcher_ack(f->b, 3), 0);
+    assert_int_equal(pr_batcher_safe_offset(f->b, 0), 10);
+
+    /* Rejects (engine and pre-engine) never hold commits back. */
+    bt_io_reset(f->io);
+    bt_row(f->io, 0, 10, 5, 1);
+    bt_row(f->io, 0, 11, 5, 0);
+    bt_row(f->io, 0, 12, 5, 1);
+    assert_int_equal(pr_batcher_add(f->b, &f->io->in, &f->io->out), 0);
+    assert_int_equal(pr_batcher_safe_offset(f->b, 0), 11);
+    pr_batcher_note_done(f->b, 0, 13);
+    assert_int_equal(pr_batcher_safe_offset(f->b, 0), 11);
+    pr_batcher_flush(f->b);
+    assert_int_equal(f->sink.b[3]->rows, 1);
+    assert_int_equal(f->sink.b[3]->ranges[0].first_offset, 11);
+    assert_int_equal(pr_batcher_ack(f->b, 4), 0);
+    assert_int_equal(pr_batcher_safe_offset(f->b, 0), 14);
+    /* A partition with only rejects. */
+    pr_batcher_note_done(f->b, 5, 41);
+    assert_int_equal(pr_batcher_safe_offset(f->b, 5), 42);
+
+    pr_batcher_stats st;
+    pr_batcher_get_stats(f->b, &st);
+    assert_int_equal(st.rows_rejected, 4);
+    assert_int_equal(st.unacked_batches, 0);
+    assert_int_equal(st.inflight_bytes, 0);
+    fx_free(f);
+}
+
+typedef struct offs_seen {
+    int32_t p[8];
+    int64_t o[8];
+    int n;
+} offs_seen;
+
+static void offs_cb(void *opaque, int32_t p, int64_t o)
+{
+    offs_seen *s = opaque;
+    s->p[s->n] = p;
+    s->o[s->n++] = o;
+}
+
+static void test_safe_offsets_multi_and_inflight(void **state)
+{
+    (void)state;
+    fx *f = fx_new(3, 1000, PR_BATCH_ORDER_PARTITION, 0, PR_BATCH_LATE_EMIT);
+    const uint64_t row_bytes = 4 + BT_ND * 4 + BT_NS * 4;
+    bt_io_reset(f->io);
+    bt_row(f->io, 1, 50, 5, 0);
+    bt_row(f->io, 2, 70, 5, 0);
+    bt_row(f->io, 1, 51, 5, 0); /* batch 1 = {1:50, 2:70, 1:51} */
+    bt_row(f->io, 2, 71, 5, 0); /* buffered */
+    assert_int_equal(pr_batcher_add(f->b, &f->io->in, &f->io->out), 0);
+    assert_int_equal(pr_batcher_inflight_bytes(f->b), 4 * row_bytes);
+    assert_int_equal(pr_batcher_unacked_batches(f->b), 1);
+    offs_seen s = { 0 };
+    pr_batcher_safe_offsets(f->b, offs_cb, &s);
+    assert_int_equal(s.n, 2);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(s.o[i], s.p[i] == 1 ? 50 : 70);
+    assert_int_equal(pr_batcher_ack(f->b, 1), 0);
+    assert_int_equal(pr_batcher_inflight_bytes(f->b), 1 * row_bytes);
+    assert_int_equal(pr_batcher_safe_offset(f->b, 1), 52);
+    assert_int_equal(pr_batcher_safe_offset(f->b, 2), 71);
+    fx_free(f);
+}
+
+static void test_revoke(void **state)
+{
+    (void)state;
+    fx *f = fx_new(4, 1000, PR_BATCH_ORDER_PARTITION, 0, PR_BATCH_LATE_EMIT);
+    bt_io_reset(f->io);
+    for (int i = 0; i < 3; i++) {
+        bt_row(f->io, 0, i, 5, 0);
+        bt_row(f->io, 1, i, 5, 0);
+    } /* batch 1: 0:0 1:0 0:1 1:1 ; buffered 0:2 1:2 */
+    assert_int_equal(pr_batcher_add(f->b, &f->io->in, &f->io->out), 0);
+    assert_int_equal(f->sink.n, 1);
+    int64_t safe;
+    assert_int_equal(pr_batcher_revoke(f->b, 1, &safe), 0);
+    assert_int_equal(safe, 0); /* batch 1 (unacked) holds partition 1 offset 0 */
+    assert_int_equal(pr_batcher_safe_offset(f->b, 1), -1); /* forgotten */
+    pr_batcher_flush(f->b);
+    assert_int_equal(f->sink.n, 2);
+    assert_int_equal(f->sink.b[1]->rows, 1);
+    assert_int_equal(f->sink.b[1]->n_ranges, 1);
+    assert_int_equal(f->sink.b[1]->ranges[0].partition, 0);
+    check_rows(f->sink.b[1]);
+    /* Acking the batch that still holds revoked rows is fine. */
+    assert_int_equal(pr_batcher_ack(f->b, 1), 0);
+    assert_int_equal(pr_batcher_ack(f->b, 2), 0);
+    assert_int_equal(pr_batcher_safe_offset(f->b, 0), 3);
+    assert_int_equal(pr_batcher_revoke(f->b, 7, &safe), 0);
+    assert_int_equal(safe, -1);
+    /* Reassigned later: tracked from scratch. */
+    add_rows(f, 1, 2, 1, 5);
+    assert_int_equal(pr_batcher_safe_offset(f->b, 1), 2);
+    pr_batcher_stats st;
+    pr_batcher_get_stats(f->b, &st);
+    assert_int_equal(st.rows_dropped_revoke, 1);
+    /* Nothing already emitted came out again. */
+    pr_batcher_flush(f->b);
+    for (size_t k = 0; k < f->sink.n; k++)
+        for (size_t j = 0; j < k; j++)
+            assert_true(f->sink.b[k]->seq > f->sink.b[j]->seq);
+    fx_free(f);
+}
+
+static void add_et(fx *f, int32_t p, int64_t off, int64_t et)
+{
+    bt_io_reset(f->io);
+    bt_row(f->io, p, off, et, 0);
+    assert_int_equal(pr_batcher_add(f->b, &f->io->in, &f->io->out), 0);
+}
+
+static void test_event_time_watermark(void **state)
+{
+    (void)state;
+    fx *f = fx_new(4, 1000, PR_BATCH_ORDER_EVENT_TIME, 0, PR_BATCH_LATE_EMIT);
+    pr_batcher_assign(f->b, 0);
+    pr_batcher_assign(f->b, 1); /* both partitions hold the watermark until they have data */
+    add_et(f, 0, 0, 10);
+    add_et(f, 0, 1, 20);
+    add_et(f, 0, 2, 30);
+    assert_int_equal(f->sink.n, 0); /* partition 1 has no data: no watermark yet */
+    add_et(f, 1, 0, 15);
+    add_et(f, 1, 1, 25);
+    /* watermark = min(30, 25) = 25: rows 10, 15, 20, 25 released -> one full batch */
+    assert_int_equal(f->sink.n, 1);
+    const pr_batch *b = f->sink.b[0];
+    int64_t want_p[] = { 0, 1, 0, 1 }, want_off[] = { 0, 0, 1, 1 };
+    for (uint32_t i = 0; i < 4; i++) {
+        int32_t p;
+        int64_t off;
+        assert_int_equal(bt_row_id(b, i, &p, &off), 0);
+        assert_int_equal(p, want_p[i]);
+        assert_int_equal(off, want_off[i]);
+    }
+    assert_int_equal(b->min_event_time_ms, 10);
+    assert_int_equal(b->max_event_time_ms, 25);
+    /* Safe offsets: p0 offset 2 (et 30) is still buffered. */
+    assert_int_equal(pr_batcher_ack(f->b, 1), 0);
+    assert_int_equal(pr_batcher_safe_offset(f->b, 0), 2);
+    assert_int_equal(pr_batcher_safe_offset(f->b, 1), 2);
+    /* A late row (et 5 < watermark 25) under `emit`: released into the next batch. */
+    add_et(f, 1, 2, 5);
+    pr_batcher_stats st;
+    pr_batcher_get_stats(f->b, &st);
+    assert_int_equal(st.rows_late, 1);
+    assert_int_equal(st.watermark_ms, 25);
+    pr_batcher_flush(f->b);
+    assert_int_equal(f->sink.n, 2);
+    b = f->sink.b[1];
+    assert_int_equal(b->rows, 2);
+    int32_t p;
+    int64_t off;
+    assert_int_equal(bt_row_id(b, 0, &p, &off), 0);
+    assert_int_equal(p * 1000 + off, 1002); /* the late row first (it was released at once) */
+    assert_int_equal(bt_row_id(b, 1, &p, &off), 0);
+    assert_int_equal(p * 1000 + off, 2);
+    fx_free(f);
+}
+
+static void test_event_time_drop_late(void **state)
+{
+    (void)state;
+    fx *f = fx_new(100, 1000, PR_BATCH_ORDER_EVENT_TIME, 10, PR_BATCH_LATE_DROP_TO_DLQ);
+    add_et(f, 0, 0, 100);
+    add_et(f, 0, 1, 200); /* watermark = 200 - 10 = 190 */
+    add_et(f, 0, 2, 185); /* late */
+    add_et(f, 0, 3, 195); /* not late (>= watermark) */
+    assert_int_equal(f->n_late, 1);
+    assert_int_equal(f->late_off[0], 2);
+    pr_batcher_stats st;
+    pr_batcher_get_stats(f->b, &st);
+    assert_int_equal(st.rows_late, 1);
+    assert_int_equal(st.rows_late_dropped, 1);
+    pr_batcher_flush(f->b);
+    assert_int_equal(f->sink.n, 1);
+    const pr_batch *b = f->sink.b[0];
+    assert_int_equal(b->rows, 3);
+    int64_t want[] = { 0, 3, 1 }; /* event time order: 100, 195, 200 */
+    for (uint32_t i = 0; i < 3; i++) {
+        int32_t p;
+        int64_t off;
+        assert_int_equal(bt_row_id(b, i, &p, &off), 0);
+        assert_int_equal(off, want[i]);
+    }
+    /* The dropped row does not hold commits back once the rest is acked. */
+    assert_int_equal(pr_batcher_ack(f->b, 1), 0);
+    assert_int_equal(pr_batcher_safe_offset(f->b, 0), 4);
+    fx_free(f);
+}
+
+static void test_event_time_idle_partition(void **state)
+{
+    (void)state;
+    fx *f = fx_new(100, 50, PR_BATCH_ORDER_EVENT_TIME, 0, PR_BATCH_LATE_EMIT);
+    pr_batcher_assign(f->b, 0);
+    pr_batcher_assign(f->b, 1); /* never sends anything */
+    add_et(f, 0, 0, 1000);
+    pr_manual_clock_advance_ms(&f->mc, 20);
+    add_et(f, 0, 1, 900);
+    assert_int_equal(pr_batcher_poll(f->b), 30);
+    pr_manual_clock_advance_ms(&f->mc, 29);
+    assert_int_equal(pr_batcher_poll(f->b), 1);
+    assert_int_equal(f->sink.n, 0);
+    pr_manual_clock_advance_ms(&f->mc, 1);
+    /* Row 0's deadline: the watermark is forced to 1000, both rows go, in event-time order. */
+    assert_int_equal(pr_batcher_poll(f->b), -1);
+    assert_int_equal(f->sink.n, 1);
+    const pr_batch *b = f->sink.b[0];
+    assert_int_equal(b->rows, 2);
+    int32_t p;
+    int64_t off;
+    assert_int_equal(bt_row_id(b, 0, &p, &off), 0);
+    assert_int_equal(off, 1);
+    assert_int_equal(bt_row_id(b, 1, &p, &off), 0);
+    assert_int_equal(off, 0);
+    assert_int_equal(b->reason, PR_BATCH_DEADLINE);
+    fx_free(f);
+}
+
+static void test_event_time_revoke(void **state)
+{
+    (void)state;
+    fx *f = fx_new(100, 1000, PR_BATCH_ORDER_EVENT_TIME, 0, PR_BATCH_LATE_EMIT);
+    add_et(f, 0, 0, 10);
+    add_et(f, 1, 0, 20);
+    add_et(f, 0, 1, 30); /* watermark min(30, 20) = 20: p1:0 released (p0:0 went at 10) */
+    add_et(f, 1, 1, 40); /* watermark 30: p0:1 released too; p1:1 pending */
+    int64_t safe;
+    assert_int_equal(pr_batcher_revoke(f->b, 1, &safe), 0);
+    assert_int_equal(safe, 0);
+    pr_batcher_flush(f->b);
+    assert_int_equal(f->sink.n, 1);
+    const pr_batch *b = f->sink.b[0];
+    assert_int_equal(b->rows, 2);
+    for (uint32_t i = 0; i < 2; i++) {
+        int32_t p;
+        int64_t off;
+        assert_int_equal(bt_row_id(b, i, &p, &off), 0);
+        assert_int_equal(p, 0);
+    }
+    pr_batcher_stats st;
+    pr_batcher_get_stats(f->b, &st);
+    assert_int_equal(st.rows_dropped_revoke, 2);
+    fx_free(f);
+}
+
+static void test_bad_config(void **state)
+{
+    (void)state;
+    pr_batcher *b;
+    char err[256];
+    pr_batcher_cfg cfg = { .pipeline = "t", .sparse_width = 4, .batch_size = 0, .on_emit = bt_on_emit };
+    assert_int_equal(pr_batcher_new(&cfg, &b, err, sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "batch.size"));
+    cfg.batch_size = 4;
+    cfg.sparse_width = 3;
+    assert_int_equal(pr_batcher_new(&cfg, &b, err, sizeof(err)), PR_EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_full_batches),
+        cmocka_unit_test(test_deadline_exact),
+        cmocka_unit_test(test_zero_delay),
+        cmocka_unit_test(test_partition_order_and_metadata),
+        cmocka_unit_test(test_safe_offsets),
+        cmocka_unit_test(test_safe_offsets_multi_and_inflight),
+        cmocka_unit_test(test_revoke),
+        cmocka_unit_test(test_event_time_watermark),
+        cmocka_unit_test(test_event_time_drop_late),
+        cmocka_unit_test(test_event_time_idle_partition),
+        cmocka_unit_test(test_event_time_revoke),
+        cmocka_unit_test(test_bad_config),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

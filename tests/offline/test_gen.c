@@ -1,0 +1,207 @@
+/*
+ * test_gen.c — the synthetic data generator (service/gen.c): determinism for
+ * (seed, row), Criteo-like shape (cardinality bounds, missing values,
+ * negatives, label rate), and that its three outputs agree: TSV decoded by
+ * the Criteo decoder, blocks, and the binary EventBatch stream decoded by
+ * protobuf-c.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "piperec.pb-c.h"
+#include "pr_decode.h"
+#include "pr_gen.h"
+
+static void test_deterministic(void **state)
+{
+    (void)state;
+    pr_gen *a = pr_gen_new(7), *b = pr_gen_new(7), *c = pr_gen_new(8);
+    pr_gen_row x, y, z;
+    memset(&x, 0, sizeof(x)); /* padding bytes, for memcmp */
+    memset(&y, 0, sizeof(y));
+    int differ = 0;
+    for (uint64_t r = 0; r < 1000; r++) {
+        pr_gen_row_at(a, r, &x);
+        pr_gen_row_at(b, r, &y);
+        pr_gen_row_at(c, r, &z);
+        assert_memory_equal(&x, &y, sizeof(x));
+        differ += memcmp(x.sparse, z.sparse, sizeof(x.sparse)) != 0;
+    }
+    assert_true(differ > 900);
+    /* Any range: row 123456789 is the same whether made alone or in a run. */
+    char buf1[PR_GEN_TSV_LINE_MAX * 4], buf2[PR_GEN_TSV_LINE_MAX];
+    uint64_t n;
+    size_t l1 = pr_gen_tsv(a, 123456787, 3, buf1, sizeof(buf1), &n);
+    assert_int_equal(n, 3);
+    size_t l2 = pr_gen_tsv(b, 123456789, 1, buf2, sizeof(buf2), &n);
+    assert_int_equal(n, 1);
+    assert_memory_equal(buf1 + l1 - l2, buf2, l2);
+    pr_gen_free(a);
+    pr_gen_free(b);
+    pr_gen_free(c);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void test_shape(void **state)
+{
+    (void)state;
+    enum { N = 200000 };
+    pr_gen *g = pr_gen_new(1);
+    uint32_t *vals = malloc(sizeof(uint32_t) * N * PR_GEN_N_SPARSE);
+    uint64_t miss_s[PR_GEN_N_SPARSE] = { 0 }, miss_d[PR_GEN_N_DENSE] = { 0 }, neg = 0, pos = 0;
+    pr_gen_row row;
+    for (uint32_t r = 0; r < N; r++) {
+        pr_gen_row_at(g, r, &row);
+        pos += row.label == 1;
+        assert_true(row.label == 0 || row.label == 1);
+        for (int j = 0; j < PR_GEN_N_DENSE; j++) {
+            miss_d[j] += row.dense_missing >> j & 1;
+            neg += row.dense[j] < 0;
+            assert_true(row.dense[j] >= -3);
+        }
+        for (int c = 0; c < PR_GEN_N_SPARSE; c++) {
+            miss_s[c] += row.sparse_missing >> c & 1;
+            vals[(size_t)c * N + r] = (row.sparse_missing >> c & 1) ? UINT32_MAX : row.sparse[c];
+        }
+    }
+    /* ~3% positive, negatives present, C22 mostly missing, C1 never. */
+    assert_true(pos > N / 50 && pos < N / 25);
+    assert_true(neg > N / 100);
+    assert_true(miss_s[21] > N / 2);
+    assert_int_equal(miss_s[0], 0);
+    assert_true(miss_d[11] > N / 2);
+    /* Distinct values never exceed the column cardinality; the top value is hot. */
+    for (int c = 0; c < PR_GEN_N_SPARSE; c++) {
+        uint32_t *v = vals + (size_t)c * N;
+        qsort(v, N, sizeof(*v), cmp_u32);
+        uint32_t distinct = 0, run = 0, best = 0;
+        for (uint32_t i = 0; i < N; i++) {
+            if (v[i] == UINT32_MAX)
+                break;
+            if (i == 0 || v[i] != v[i - 1]) {
+                distinct++;
+                run = 0;
+            }
+            if (++run > best)
+                best = run;
+        }
+        assert_true(distinct <= pr_gen_cardinality[c]);
+        assert_true(distinct > 0);
+        assert_true(best > N / 50); /* Zipf head */
+        if (pr_gen_cardinality[c] <= 27)
+            assert_int_equal(distinct, pr_gen_cardinality[c]);
+    }
+    free(vals);
+    pr_gen_free(g);
+}
+
+static void noop_reject(void *o, int reason, const char *d, const char *rec, size_t len, int64_t n)
+{
+    (void)reason, (void)d, (void)rec, (void)len, (void)n;
+    (*(int *)o)++;
+}
+
+static void test_tsv_and_block_agree(void **state)
+{
+    (void)state;
+    enum { N = 500 };
+    pr_gen *g = pr_gen_new(3);
+    pr_pipeline_spec spec;
+    pr_pipeline_spec_default(&spec);
+    char *buf = malloc((size_t)N * PR_GEN_TSV_LINE_MAX);
+    uint64_t n;
+    size_t len = pr_gen_tsv(g, 1000, N, buf, (size_t)N * PR_GEN_TSV_LINE_MAX, &n);
+    assert_int_equal(n, N);
+    pr_block *b = pr_block_new(13, 26, N, true), *b2 = pr_block_new(13, 26, N, true);
+    int rejects = 0;
+    pr_decode_ctx ctx = { .spec = &spec, .on_reject = noop_reject, .opaque = &rejects };
+    int64_t lines;
+    assert_int_equal(pr_decode_criteo_lines(&ctx, b, buf, len, false, 1, &lines), len);
+    assert_int_equal(lines, N);
+    assert_int_equal(rejects, 0);
+    assert_int_equal(pr_gen_fill_block(g, 1000, N, b2, false), 0);
+    assert_int_equal(b2->rows, N);
+    size_t words = pr_bitmap_words(b->cap);
+    assert_memory_equal(b->labels, b2->labels, N * sizeof(int32_t));
+    for (uint32_t c = 0; c < 13; c++) {
+        assert_memory_equal(b->dense + c * b->cap, b2->dense + c * b2->cap, N * sizeof(double));
+        assert_memory_equal(b->dense_missing + c * words, b2->dense_missing + c * words, words * 8);
+    }
+    for (uint32_t c = 0; c < 26; c++) {
+        assert_memory_equal(pr_block_hex(b, c, 0), pr_block_hex(b2, c, 0), (size_t)N * PR_HEX_SLOT);
+        assert_memory_equal(b->sparse_missing + c * words, b2->sparse_missing + c * words, words * 8);
+    }
+    assert_int_equal(pr_gen_fill_block(g, 0, b2->cap - b2->rows + 1, b2, false), PR_EFULL);
+    pr_block_free(b);
+    pr_block_free(b2);
+    free(buf);
+    pr_gen_free(g);
+}
+
+static void test_binary_is_event_batch(void **state)
+{
+    (void)state;
+    enum { N = 300 };
+    pr_gen *g = pr_gen_new(5);
+    size_t cap = pr_gen_pb_max(N);
+    uint8_t *buf = malloc(cap);
+    assert_int_equal(pr_gen_pb_batch(g, 50, N, buf, cap - 1), 0);
+    size_t len = pr_gen_pb_batch(g, 50, N, buf, cap);
+    assert_true(len > 0);
+    /* varint length prefix */
+    uint64_t blen = 0;
+    size_t hl = 0;
+    for (int shift = 0;; shift += 7) {
+        blen |= (uint64_t)(buf[hl] & 0x7f) << shift;
+        if (!(buf[hl++] & 0x80))
+            break;
+    }
+    assert_int_equal(hl + blen, len);
+    Piperec__V1__EventBatch *eb = piperec__v1__event_batch__unpack(NULL, blen, buf + hl);
+    assert_non_null(eb);
+    assert_int_equal(eb->n_events, N);
+    for (uint32_t i = 0; i < N; i++) {
+        pr_gen_row row;
+        pr_gen_row_at(g, 50 + i, &row);
+        Piperec__V1__Event *e = eb->events[i];
+        assert_int_equal(e->label, row.label);
+        assert_int_equal(e->n_dense, 13);
+        assert_int_equal(e->n_sparse_id, 26);
+        uint32_t dm = 0, sm = 0;
+        for (size_t k = 0; k < e->n_dense_missing; k++)
+            dm |= 1u << e->dense_missing[k];
+        for (size_t k = 0; k < e->n_sparse_missing; k++)
+            sm |= 1u << e->sparse_missing[k];
+        assert_int_equal(dm, row.dense_missing);
+        assert_int_equal(sm, row.sparse_missing);
+        for (int j = 0; j < 13; j++)
+            assert_true(e->dense[j] == (double)row.dense[j]);
+        for (int c = 0; c < 26; c++)
+            assert_int_equal(e->sparse_id[c], row.sparse[c]);
+    }
+    piperec__v1__event_batch__free_unpacked(eb, NULL);
+    free(buf);
+    pr_gen_free(g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_shape),
+        cmocka_unit_test(test_tsv_and_block_agree),
+        cmocka_unit_test(test_binary_is_event_batch),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

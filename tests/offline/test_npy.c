@@ -1,0 +1,183 @@
+/*
+ * test_npy.c — the .npy writer/reader (batcher/npy.c): streaming writes of
+ * column-major blocks (stored C order), whole-array Fortran-order writes, 1-D
+ * and int64 arrays, the reserved header rewritten at close, abort, and I/O
+ * errors naming the path. numpy itself reads these files in the script test
+ * test_offline_cli (np.load on the process output and on npy_fixture files).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "pr_npy.h"
+
+static char tmpdir[256];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(tmpdir, sizeof(tmpdir), "%s/test-tmp/test_npy", PR_BINARY_DIR);
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void path_of(char *out, size_t n, const char *name)
+{
+    snprintf(out, n, "%s/%s", tmpdir, name);
+}
+
+static void test_stream_cols(void **state)
+{
+    (void)state;
+    char path[512], err[256];
+    path_of(path, sizeof(path), "stream.npy");
+    enum { COLS = 3, STRIDE = 64 };
+    float blk[COLS * STRIDE];
+    pr_npy_writer *w;
+    assert_int_equal(pr_npy_open(&w, path, PR_NPY_F32, COLS, err, sizeof(err)), 0);
+    /* 2 blocks: 10 then 50 rows; value = global row * 10 + col. */
+    uint32_t base = 0;
+    for (int k = 0; k < 2; k++) {
+        uint32_t rows = k ? 50 : 10;
+        for (uint32_t c = 0; c < COLS; c++)
+            for (uint32_t r = 0; r < rows; r++)
+                blk[c * STRIDE + r] = (float)((base + r) * 10 + c);
+        assert_int_equal(pr_npy_append_cols(w, blk, STRIDE, rows, err, sizeof(err)), 0);
+        base += rows;
+    }
+    assert_int_equal(pr_npy_rows(w), 60);
+    assert_int_equal(pr_npy_close(w, err, sizeof(err)), 0);
+
+    pr_npy_array a;
+    assert_int_equal(pr_npy_read(path, &a, err, sizeof(err)), 0);
+    assert_int_equal(a.dtype, PR_NPY_F32);
+    assert_int_equal(a.ndim, 2);
+    assert_int_equal(a.n, 60);
+    assert_int_equal(a.cols, COLS);
+    assert_false(a.fortran);
+    for (uint32_t r = 0; r < 60; r++)
+        for (uint32_t c = 0; c < COLS; c++)
+            assert_true(pr_npy_get(&a, r, c) == r * 10 + c);
+    pr_npy_array_free(&a);
+    /* Data starts at a 64-byte aligned offset: header is 128 bytes. */
+    FILE *f = fopen(path, "rb");
+    fseek(f, 0, SEEK_END);
+    assert_int_equal(ftell(f), 128 + 60 * COLS * 4);
+    fclose(f);
+}
+
+static void test_stream_large_i64_and_1d(void **state)
+{
+    (void)state;
+    char path[512], path1[512], err[256];
+    path_of(path, sizeof(path), "i64.npy");
+    path_of(path1, sizeof(path1), "labels.npy");
+    /* More than the writer's 1 MiB buffer, to cross flushes. */
+    enum { COLS = 5, ROWS = 100000 };
+    int64_t *m = malloc(sizeof(int64_t) * COLS * ROWS);
+    int32_t *l = malloc(sizeof(int32_t) * ROWS);
+    for (uint32_t c = 0; c < COLS; c++)
+        for (uint32_t r = 0; r < ROWS; r++)
+            m[(size_t)c * ROWS + r] = (int64_t)r * 1000003 + c - 5000000000ll;
+    for (uint32_t r = 0; r < ROWS; r++)
+        l[r] = (int32_t)r - 7;
+    pr_npy_writer *w, *wl;
+    assert_int_equal(pr_npy_open(&w, path, PR_NPY_I64, COLS, err, sizeof(err)), 0);
+    assert_int_equal(pr_npy_open(&wl, path1, PR_NPY_I32, 0, err, sizeof(err)), 0);
+    assert_int_equal(pr_npy_append_cols(w, m, ROWS, ROWS, err, sizeof(err)), 0);
+    assert_int_equal(pr_npy_append_cols(wl, l, ROWS, ROWS, err, sizeof(err)), 0);
+    assert_int_equal(pr_npy_close(w, err, sizeof(err)), 0);
+    assert_int_equal(pr_npy_close(wl, err, sizeof(err)), 0);
+    pr_npy_array a;
+    assert_int_equal(pr_npy_read(path, &a, err, sizeof(err)), 0);
+    assert_int_equal(a.dtype, PR_NPY_I64);
+    assert_int_equal(a.n, ROWS);
+    for (uint32_t r = 0; r < ROWS; r += 997)
+        for (uint32_t c = 0; c < COLS; c++)
+            assert_true(((int64_t *)a.data)[(size_t)r * COLS + c] == m[(size_t)c * ROWS + r]);
+    pr_npy_array_free(&a);
+    assert_int_equal(pr_npy_read(path1, &a, err, sizeof(err)), 0);
+    assert_int_equal(a.ndim, 1);
+    assert_int_equal(a.n, ROWS);
+    assert_memory_equal(a.data, l, sizeof(int32_t) * ROWS);
+    pr_npy_array_free(&a);
+    free(m);
+    free(l);
+}
+
+static void test_rows_and_fortran_array(void **state)
+{
+    (void)state;
+    char path[512], err[256];
+    int32_t colmajor[2 * 4] = { 1, 2, 3, 4, 10, 20, 30, 40 }; /* [4, 2] */
+    path_of(path, sizeof(path), "fortran.npy");
+    assert_int_equal(pr_npy_write_array(path, PR_NPY_I32, colmajor, 4, 2, true, err, sizeof(err)), 0);
+    pr_npy_array a;
+    assert_int_equal(pr_npy_read(path, &a, err, sizeof(err)), 0);
+    assert_true(a.fortran);
+    assert_int_equal(a.n, 4);
+    assert_int_equal(a.cols, 2);
+    assert_true(pr_npy_get(&a, 2, 1) == 30);
+    assert_true(pr_npy_get(&a, 3, 0) == 4);
+    pr_npy_array_free(&a);
+
+    path_of(path, sizeof(path), "rows.npy");
+    int32_t rowmajor[] = { 1, 10, 2, 20, 3, 30 };
+    pr_npy_writer *w;
+    assert_int_equal(pr_npy_open(&w, path, PR_NPY_I32, 2, err, sizeof(err)), 0);
+    assert_int_equal(pr_npy_append_rows(w, rowmajor, 3, err, sizeof(err)), 0);
+    assert_int_equal(pr_npy_close(w, err, sizeof(err)), 0);
+    assert_int_equal(pr_npy_read(path, &a, err, sizeof(err)), 0);
+    assert_int_equal(a.n, 3);
+    assert_true(pr_npy_get(&a, 2, 1) == 30);
+    pr_npy_array_free(&a);
+}
+
+static void test_empty_abort_and_errors(void **state)
+{
+    (void)state;
+    char path[512], err[256];
+    pr_npy_writer *w;
+    pr_npy_array a;
+    path_of(path, sizeof(path), "empty.npy");
+    assert_int_equal(pr_npy_open(&w, path, PR_NPY_F32, 13, err, sizeof(err)), 0);
+    assert_int_equal(pr_npy_close(w, err, sizeof(err)), 0);
+    assert_int_equal(pr_npy_read(path, &a, err, sizeof(err)), 0);
+    assert_int_equal(a.n, 0);
+    assert_int_equal(a.cols, 13);
+    pr_npy_array_free(&a);
+
+    path_of(path, sizeof(path), "aborted.npy");
+    assert_int_equal(pr_npy_open(&w, path, PR_NPY_F32, 1, err, sizeof(err)), 0);
+    pr_npy_abort(w);
+    assert_int_not_equal(access(path, F_OK), 0);
+
+    assert_int_equal(pr_npy_open(&w, "/nonexistent-dir/x.npy", PR_NPY_F32, 1, err, sizeof(err)), PR_EIO);
+    assert_non_null(strstr(err, "/nonexistent-dir/x.npy"));
+    assert_int_equal(pr_npy_read("/nonexistent-dir/x.npy", &a, err, sizeof(err)), PR_EIO);
+
+    path_of(path, sizeof(path), "garbage.npy");
+    FILE *f = fopen(path, "w");
+    fputs("not numpy at all", f);
+    fclose(f);
+    assert_int_equal(pr_npy_read(path, &a, err, sizeof(err)), PR_EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stream_cols),
+        cmocka_unit_test(test_stream_large_i64_and_1d),
+        cmocka_unit_test(test_rows_and_fortran_array),
+        cmocka_unit_test(test_empty_abort_and_errors),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}

@@ -1,0 +1,129 @@
+#!/bin/sh
+# test_offline_cli.sh — `piperec process` and `piperec gen` from the command
+# line: rejects.tsv and the summary for each kind of bad line, stdin input,
+# "\r\n" and a missing final newline, thread invariance (byte-identical .npy),
+# gen determinism and shape, numpy reading our .npy files (Fortran order
+# included), and the exit codes (2 bad config, 1 I/O error).
+# Env: PIPEREC, PR_TEST_DATA, PR_TMP, NPY_FIXTURE.
+set -eu
+PY=/usr/bin/python3
+T=$PR_TMP
+SAMPLE=$PR_TEST_DATA/criteo_sample_100.tsv
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# ---- rejects: one line of each kind between good ones --------------------
+GOOD=$(sed -n 1p "$SAMPLE")
+{
+    echo "$GOOD"                                       # 1 ok
+    echo "$GOOD" | cut -f1-39                          # 2 field_count (39)
+    echo "$GOOD" | sed 's/^0\t/x\t/'                   # 3 bad_label
+    echo "$GOOD" | sed 's/^0\t\t0\t/0\t\tabc\t/'       # 4 bad_dense (I2)
+    echo "$GOOD" | sed 's/05db9164/05db9164aaaaaaaaaaa/' # 5 long_hex (C1, 19 digits)
+    echo "$GOOD" | sed 's/f0cf0024/f0cfzz24/'          # 6 bad_hex (C2, engine)
+    printf '\n'                                        # 7 field_count (empty line)
+    sed -n 2,3p "$SAMPLE"                              # 8, 9 ok
+} > "$T/bad.tsv"
+"$PIPEREC" process --input "$T/bad.tsv" --output "$T/bad" 2> "$T/bad.err" || fail "process bad.tsv"
+cat "$T/bad.err"
+cut -f1,2 "$T/bad/rejects.tsv" > "$T/bad.got"
+printf '2\tfield_count\n3\tbad_label\n4\tbad_dense\n5\tlong_hex\n6\tbad_hex\n7\tfield_count\n' > "$T/bad.want"
+diff "$T/bad.want" "$T/bad.got" || fail "rejects.tsv reasons/lines"
+# The 4th column is the original line.
+sed -n 5p "$T/bad/rejects.tsv" | cut -f4- | grep -q '^0	.*f0cfzz24' || fail "rejects.tsv original line"
+grep -q "C2: 'f0cfzz24' is not hex" "$T/bad/rejects.tsv" || fail "engine reject detail"
+grep -q '3 rows, 6 rejected (field_count=2 bad_label=1 bad_dense=1 bad_hex=1 long_hex=1)' "$T/bad.err" \
+    || fail "summary counts"
+$PY - "$T/bad" "$SAMPLE" <<'PYEOF'
+import sys, numpy as np
+out, sample = sys.argv[1:3]
+y = np.load(out + "/labels.npy"); d = np.load(out + "/dense.npy"); s = np.load(out + "/sparse.npy")
+assert y.shape == (3,) and d.shape == (3, 13) and s.shape == (3, 26), (y.shape, d.shape, s.shape)
+assert list(y) == [0, 1, 0], y
+PYEOF
+
+# ---- stdin, CRLF and no final newline give the same output as the file ----
+"$PIPEREC" process --input "$SAMPLE" --output "$T/file" 2>/dev/null
+"$PIPEREC" process --input - --output "$T/stdin" < "$SAMPLE" 2>/dev/null
+sed 's/$/\r/' "$SAMPLE" | head -c -1 > "$T/crlf.tsv"    # CRLF, last line unterminated
+"$PIPEREC" process --input "$T/crlf.tsv" --output "$T/crlf" 2>/dev/null
+cat "$T/crlf.tsv" | "$PIPEREC" process --input - --output "$T/crlf-stdin" --block-rows 64 2>/dev/null
+for d in stdin crlf crlf-stdin; do
+    for f in dense sparse labels; do
+        cmp "$T/file/$f.npy" "$T/$d/$f.npy" || fail "$d/$f.npy differs from file input"
+    done
+    [ ! -s "$T/$d/rejects.tsv" ] || fail "$d: unexpected rejects"
+done
+[ "$($PY -c "import numpy as np; print(np.load('$T/file/labels.npy').shape[0])")" = 100 ] || fail "100 rows"
+
+# ---- gen: deterministic, any thread count, Criteo-shaped ------------------
+"$PIPEREC" gen --rows 300000 --seed 42 --output "$T/g1.tsv"
+"$PIPEREC" gen --rows 300000 --seed 42 --threads 1 --output - > "$T/g2.tsv"
+cmp "$T/g1.tsv" "$T/g2.tsv" || fail "gen not deterministic"
+"$PIPEREC" gen --rows 1000 --seed 43 --output "$T/g3.tsv"
+! cmp -s "$T/g3.tsv" "$(head -1000 "$T/g1.tsv" > "$T/g1h.tsv"; echo "$T/g1h.tsv")" || fail "seed ignored"
+"$PIPEREC" gen --rows 1000 --seed 42 --format binary --output "$T/g.bin"
+[ -s "$T/g.bin" ] || fail "binary output empty"
+$PY - "$T/g1.tsv" <<'PYEOF'
+import sys
+import pandas as pd
+card = [1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93145, 5683, 8351593, 3194,
+        27, 14992, 5461306, 10, 5652, 2173, 4, 7046547, 18, 15, 286181, 105, 142572]
+df = pd.read_csv(sys.argv[1], sep="\t", header=None, dtype=str, keep_default_na=False)
+assert df.shape == (300000, 40), df.shape
+for c in range(26):
+    col = df[14 + c]
+    vals = col[col != ""]
+    assert vals.str.fullmatch("[0-9a-f]{8}").all(), c
+    assert vals.nunique() <= card[c], (c, vals.nunique())
+assert (df[1 + 13 + 21] == "").mean() > 0.5            # C22 mostly missing
+assert (df[1] == "").mean() > 0.3                         # I1 often missing
+dense = df[list(range(1, 14))].replace("", "0").astype(int)
+assert (dense < 0).any().any(), "no negative dense values"
+pos = df[0].astype(int).mean()
+assert 0.02 < pos < 0.04, pos
+print("gen shape ok")
+PYEOF
+
+# ---- thread invariance: many chunks and blocks ----------------------------
+"$PIPEREC" process --input "$T/g1.tsv" --output "$T/t1" --threads 1 --block-rows 4096 2>/dev/null
+"$PIPEREC" process --input "$T/g1.tsv" --output "$T/t2" --threads 2 --block-rows 4096 2>/dev/null
+"$PIPEREC" process --input - --output "$T/t3" --threads 2 --block-rows 1024 < "$T/g1.tsv" 2>/dev/null
+for f in dense.npy sparse.npy labels.npy vocab/C3.tsv vocab/C26.tsv; do
+    cmp "$T/t1/$f" "$T/t2/$f" || fail "threads 1 vs 2: $f differs"
+    cmp "$T/t1/$f" "$T/t3/$f" || fail "stdin/threads 2/1024 rows: $f differs"
+done
+
+# ---- numpy reads the writer's files, Fortran order included ---------------
+mkdir -p "$T/npy"
+"$NPY_FIXTURE" "$T/npy"
+$PY - "$T/npy" <<'PYEOF'
+import sys, numpy as np
+d = sys.argv[1]
+f = np.load(d + "/fortran_i32.npy")
+assert f.dtype == np.int32 and f.shape == (4, 3) and f.flags.f_contiguous, (f.dtype, f.shape)
+assert (f == np.array([[10 * r + c for c in range(3)] for r in range(4)])).all(), f
+s = np.load(d + "/stream_f32.npy")
+assert s.dtype == np.float32 and s.shape == (70000, 2)
+assert (s[:, 0] == np.arange(70000, dtype=np.float32) * 0.5).all() and (s[:, 1] == -np.arange(70000)).all()
+i = np.load(d + "/stream_i64.npy")
+assert i.dtype == np.int64 and i.shape == (5, 2) and i[4, 1] == 9 << 40, i
+v = np.load(d + "/vec_i32.npy")
+assert v.shape == (3,) and list(v) == [7, -8, 9]
+print("numpy reads all fixtures")
+PYEOF
+
+# ---- exit codes -----------------------------------------------------------
+printf 'pipelines:\n  - name: x\n    schema: { label: true, dense: 13, sparse: 26 }\n    transform:\n      sparse: [hex2int, { modulus: 0 }, vocab]\n' > "$T/bad.yaml"
+set +e
+"$PIPEREC" process --config "$T/bad.yaml" --input "$SAMPLE" --output "$T/x" 2> "$T/rc.err"; rc=$?
+[ $rc = 2 ] || fail "bad config: exit $rc, want 2"
+grep -q modulus "$T/rc.err" || fail "bad config message: $(cat "$T/rc.err")"
+"$PIPEREC" process --input "$T/does-not-exist.tsv" --output "$T/x" 2> "$T/rc.err"; rc=$?
+[ $rc = 1 ] || fail "missing input: exit $rc, want 1"
+grep -q "does-not-exist.tsv: No such file" "$T/rc.err" || fail "missing input message: $(cat "$T/rc.err")"
+"$PIPEREC" process --input "$SAMPLE" --output /proc/piperec-cannot 2> "$T/rc.err"; rc=$?
+[ $rc = 1 ] || fail "unwritable output: exit $rc, want 1"
+"$PIPEREC" process --input "$SAMPLE" 2>/dev/null; rc=$?
+[ $rc = 2 ] || fail "missing --output: exit $rc, want 2"
+set -e
+echo "test_offline_cli: ok"
