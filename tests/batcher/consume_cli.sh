@@ -4,7 +4,8 @@
 # exactly once (bt_serve checks), prints the summary and writes one .npy set
 # that numpy loads with the expected values.
 set -eu
-"$BT_SERVE" trainer 12 "$PIPEREC" consume --connect "127.0.0.1:\$BT_PORT" 2>/dev/null && exit 1 || true
+# Usage errors exit 2.
+set +e; "$PIPEREC" consume --pipeline bt 2>/dev/null; rc=$?; set -e; [ "$rc" = 2 ]
 "$BT_SERVE" trainer 12 sh -c '"$0" consume --connect 127.0.0.1:$BT_PORT --pipeline bt --count 12 \
     --credits 3 --client-id cli-test --output "$1" > "$1.summary"' "$PIPEREC" "$PR_TMP/out"
 cat "$PR_TMP/out.summary"

@@ -1,0 +1,94 @@
+#!/bin/sh
+# bench/run.sh — `make bench`: every benchmark, one results file, ratios.
+#
+#   bench/run.sh [BUILD_DIR]      (default: build; the Makefile builds first)
+#
+# Steps (each prints JSON lines, collected into BUILD_DIR/bench-results.jsonl):
+#   1. piperec gen: BENCH_ROWS rows (default 10M) of synthetic Criteo TSV
+#   2. build/bench/bench_engine  (engine only, in memory; when built)
+#   3. build/bench/bench_offline --input DATA  (decode only; TSV->npy in-process)
+#   4. piperec process DATA, 2 threads: the CLI end to end (TSV -> .npy)
+#   5. the pandas/numpy baseline (bench/baseline_pandas.py, one core) on the
+#      first BENCH_BASELINE_ROWS rows (default 300K; it is ~100x slower),
+#      checked against piperec's output for the same rows
+# then prints piperec rows/s divided by pandas rows/s. Data goes to a temp
+# dir under BENCH_TMP (default /tmp), removed at exit. Builds nothing.
+set -eu
+BUILD=${1:-build}
+ROWS=${BENCH_ROWS:-10000000}
+BASE_ROWS=${BENCH_BASELINE_ROWS:-300000}
+THREADS=${BENCH_THREADS:-2}
+PY=/usr/bin/python3
+HERE=$(cd "$(dirname "$0")" && pwd)
+PIPEREC=$BUILD/piperec
+RESULTS=$BUILD/bench-results.jsonl
+
+[ -x "$PIPEREC" ] || { echo "bench/run.sh: $PIPEREC not built (run make bench)" >&2; exit 1; }
+TMP=$(mktemp -d "${BENCH_TMP:-/tmp}/piperec-bench.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT INT TERM
+: > "$RESULTS"
+
+now() { date +%s.%N; }
+# json NAME ROWS BYTES SECONDS THREADS [EXTRA]
+json() {
+    awk -v n="$1" -v r="$2" -v b="$3" -v s="$4" -v t="$5" -v x="${6:-}" 'BEGIN {
+        printf "{\"bench\": \"%s\", \"threads\": %d, \"rows\": %d, \"seconds\": %.4f, \"rows_per_s\": %.0f, \"mb_per_s\": %.1f%s}\n",
+               n, t, r, s, r / s, b / s / 1e6, x }'
+}
+collect() { grep '^{' | tee -a "$RESULTS"; }
+
+echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')" >&2
+echo "== 1. piperec gen: $ROWS rows" >&2
+t0=$(now)
+"$PIPEREC" gen --rows "$ROWS" --seed 1 --threads "$THREADS" --output "$TMP/data.tsv"
+t1=$(now)
+json gen_tsv "$ROWS" "$(stat -c %s "$TMP/data.tsv")" "$(echo "$t1 - $t0" | bc -l)" "$THREADS" \
+    ', "pipeline": "piperec gen -> file"' | collect
+
+if [ -x "$BUILD/bench/bench_engine" ]; then
+    echo "== 2. bench_engine" >&2
+    "$BUILD/bench/bench_engine" --rows "${BENCH_ENGINE_ROWS:-4000000}" | collect
+else
+    echo "== 2. bench_engine: not built, skipped" >&2
+fi
+
+if [ -x "$BUILD/bench/bench_offline" ]; then
+    echo "== 3. bench_offline (decode; TSV->npy in-process)" >&2
+    "$BUILD/bench/bench_offline" --input "$TMP/data.tsv" --tmp "$TMP" --threads "$THREADS" | collect
+fi
+
+echo "== 4. piperec process: $ROWS rows, $THREADS threads" >&2
+t0=$(now)
+"$PIPEREC" process --input "$TMP/data.tsv" --output "$TMP/out" --threads "$THREADS" --no-progress
+t1=$(now)
+json piperec_process "$ROWS" "$(stat -c %s "$TMP/data.tsv")" "$(echo "$t1 - $t0" | bc -l)" "$THREADS" \
+    ', "pipeline": "tsv->npy dlrm mod 524288"' | collect
+rm -rf "$TMP/out"
+
+echo "== 5. pandas baseline: $BASE_ROWS rows, 1 core" >&2
+head -n "$BASE_ROWS" "$TMP/data.tsv" > "$TMP/slice.tsv"
+"$PIPEREC" process --input "$TMP/slice.tsv" --output "$TMP/slice-out" --no-progress 2>/dev/null
+$PY "$HERE/baseline_pandas.py" --input "$TMP/slice.tsv" --out "$TMP/slice-pandas" \
+    --compare "$TMP/slice-out" | collect
+
+echo "== results ($RESULTS)" >&2
+$PY - "$RESULTS" <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+base = [r for r in rows if r.get("bench") == "baseline_pandas"]
+if not base:
+    sys.exit("no baseline result")
+b = base[0]["rows_per_s"]
+print("%-44s %14s %10s" % ("benchmark", "rows/s", "x pandas"))
+for r in rows:
+    name = r.get("bench", "?")
+    if name == "engine":
+        name = "engine %s %s" % (r.get("pipeline", ""), r.get("backend", ""))
+    if "rows_per_s" not in r:
+        continue
+    name += " (%s thr)" % r.get("threads", "?")
+    print("%-44s %14.0f %10.1f" % (name, r["rows_per_s"], r["rows_per_s"] / b))
+if not base[0].get("matches_piperec", False):
+    sys.exit("baseline output does NOT match piperec: %s" % base[0].get("mismatch"))
+print("baseline output matches piperec's on the same %d rows" % base[0]["rows"])
+EOF
