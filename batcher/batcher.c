@@ -34,7 +34,7 @@ static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 /* Allocate a batch whose tensors hold `cap` rows; rows is set to cap. */
 static pr_batch *batch_alloc(const char *pipeline, uint32_t cap, uint16_t n_dense,
-                             uint16_t n_sparse, uint8_t w)
+                             uint16_t n_sparse, uint8_t w, bool zero)
 {
     pr_batch *bt = calloc(1, sizeof(*bt));
     if (!bt)
@@ -48,7 +48,8 @@ static pr_batch *batch_alloc(const char *pipeline, uint32_t cap, uint16_t n_dens
         free(bt);
         return NULL;
     }
-    memset(mem, 0, total);
+    if (zero)
+        memset(mem, 0, total);
     snprintf(bt->pipeline, sizeof(bt->pipeline), "%s", pipeline ? pipeline : "");
     bt->labels = (int32_t *)mem;
     bt->dense = (float *)(mem + lab);
@@ -66,7 +67,7 @@ pr_batch *pr_batch_new(const char *pipeline, uint32_t rows, uint16_t n_dense, ui
 {
     if (sparse_width != 4 && sparse_width != 8)
         return NULL;
-    pr_batch *bt = batch_alloc(pipeline, rows, n_dense, n_sparse, sparse_width);
+    pr_batch *bt = batch_alloc(pipeline, rows, n_dense, n_sparse, sparse_width, true);
     if (!bt)
         return NULL;
     bt->vocab_sizes = calloc(n_sparse ? n_sparse : 1, sizeof(uint64_t));
@@ -220,7 +221,8 @@ static int ensure_cur(pr_batcher *b)
     if (b->cur)
         return 0;
     const pr_batcher_cfg *c = &b->cfg;
-    b->cur = batch_alloc(b->pipeline, c->batch_size, c->n_dense, c->n_sparse, c->sparse_width);
+    /* Not zeroed: every row is written before emission, and emission compacts. */
+    b->cur = batch_alloc(b->pipeline, c->batch_size, c->n_dense, c->n_sparse, c->sparse_width, false);
     b->c_h = malloc((size_t)c->batch_size * sizeof(*b->c_h));
     if (!b->cur || !b->c_h) {
         pr_batch_unref(b->cur);
@@ -483,6 +485,23 @@ static void copy_rows(pr_batcher *b, const pr_out *out, const uint32_t *idx, uin
 {
     pr_batch *bt = b->cur;
     uint32_t cap = b->cfg.batch_size, n0 = bt->rows;
+    if (k == 0)
+        return;
+    if (idx[k - 1] - idx[0] == k - 1) {
+        /* No rejects in this run: plain column copies. */
+        uint32_t r0 = idx[0];
+        size_t w = b->cfg.sparse_width;
+        if (out->labels)
+            memcpy(bt->labels + n0, out->labels + r0, (size_t)k * 4);
+        else
+            memset(bt->labels + n0, 0, (size_t)k * 4);
+        for (uint32_t col = 0; col < b->cfg.n_dense; col++)
+            memcpy(bt->dense + (size_t)col * cap + n0, out->dense + (size_t)col * out->cap + r0, (size_t)k * 4);
+        for (uint32_t col = 0; col < b->cfg.n_sparse; col++)
+            memcpy((uint8_t *)bt->sparse + ((size_t)col * cap + n0) * w,
+                   (const uint8_t *)out->sparse + ((size_t)col * out->cap + r0) * w, (size_t)k * w);
+        return;
+    }
     for (uint32_t i = 0; i < k; i++)
         bt->labels[n0 + i] = out->labels ? out->labels[idx[i]] : 0;
     for (uint32_t col = 0; col < b->cfg.n_dense; col++) {
@@ -546,10 +565,14 @@ static int add_partition_order(pr_batcher *b, const pr_block *in, const pr_out *
         if (err < 0)
             return err;
         uint32_t room = b->cfg.batch_size - b->cur->rows, k = 0;
+        int slot = -1;
+        int32_t slot_key = 0;
         for (; r < rows && k < room; r++) {
-            int slot = pr__offsets_slot(&b->offs, in->partition[r], true);
-            if (slot < 0)
-                return PR_ENOMEM;
+            if (slot < 0 || in->partition[r] != slot_key) {
+                slot_key = in->partition[r];
+                if ((slot = pr__offsets_slot(&b->offs, slot_key, true)) < 0)
+                    return PR_ENOMEM;
+            }
             if (out->rejected && pr_bit_test(out->rejected, r)) {
                 pr__offsets_seen_done(&b->offs, slot, in->offset[r]);
                 b->st.rows_rejected++;

@@ -126,6 +126,28 @@ static int pr__npy_flush(pr_npy_writer *w, char *errstr, size_t errstr_size)
     return 0;
 }
 
+/* Transpose [ncol][stride] (first n rows) into [n][ncol], in tiles of 64
+ * rows: a tile's output (at most 64 x ncol elements) stays in L1 while the
+ * columns are read sequentially, instead of one strided pass per column over
+ * the whole output buffer. */
+#define PR__TILE 64
+#define PR__DEFINE_TRANSPOSE(name, T)                                                              \
+    static void name(void *dst, const T *src, size_t stride, uint32_t n, uint32_t ncol)            \
+    {                                                                                              \
+        T *d = dst;                                                                                \
+        for (uint32_t t = 0; t < n; t += PR__TILE) {                                               \
+            uint32_t m = n - t < PR__TILE ? n - t : PR__TILE;                                      \
+            for (uint32_t c = 0; c < ncol; c++) {                                                  \
+                const T *s = src + (size_t)c * stride + t;                                         \
+                T *o = d + (size_t)t * ncol + c;                                                   \
+                for (uint32_t i = 0; i < m; i++)                                                   \
+                    o[(size_t)i * ncol] = s[i];                                                    \
+            }                                                                                      \
+        }                                                                                          \
+    }
+PR__DEFINE_TRANSPOSE(pr__transpose32, uint32_t)
+PR__DEFINE_TRANSPOSE(pr__transpose64, uint64_t)
+
 int pr_npy_append_cols(pr_npy_writer *w, const void *data, size_t stride, uint32_t rows,
                        char *errstr, size_t errstr_size)
 {
@@ -145,23 +167,9 @@ int pr_npy_append_cols(pr_npy_writer *w, const void *data, size_t stride, uint32
         if (ncol == 1) {
             memcpy(dst, (const char *)data + (size_t)r * w->esz, (size_t)n * w->esz);
         } else if (w->esz == 4) {
-            /* Transpose [cols][stride] -> [n][cols], column by column: each
-             * source column is read sequentially. */
-            const uint32_t *src = (const uint32_t *)data + r;
-            uint32_t *d = (uint32_t *)dst;
-            for (uint32_t c = 0; c < ncol; c++) {
-                const uint32_t *s = src + (size_t)c * stride;
-                for (uint32_t i = 0; i < n; i++)
-                    d[(size_t)i * ncol + c] = s[i];
-            }
+            pr__transpose32(dst, (const uint32_t *)data + r, stride, n, ncol);
         } else {
-            const uint64_t *src = (const uint64_t *)data + r;
-            uint64_t *d = (uint64_t *)dst;
-            for (uint32_t c = 0; c < ncol; c++) {
-                const uint64_t *s = src + (size_t)c * stride;
-                for (uint32_t i = 0; i < n; i++)
-                    d[(size_t)i * ncol + c] = s[i];
-            }
+            pr__transpose64(dst, (const uint64_t *)data + r, stride, n, ncol);
         }
         w->used += (size_t)n * row_bytes;
         r += n;

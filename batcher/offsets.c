@@ -60,6 +60,7 @@ found:
     return (int)o->last;
 }
 
+/* Capacity stays a power of two so ring indices are masks, not divisions. */
 static int grow(pr__ptrack *t)
 {
     size_t nc = t->cap ? t->cap * 2 : 256;
@@ -71,7 +72,7 @@ static int grow(pr__ptrack *t)
         return PR_ENOMEM;
     }
     for (size_t i = 0; i < t->len; i++) {
-        size_t j = (t->head + i) % (t->cap ? t->cap : 1);
+        size_t j = (t->head + i) & (t->cap - 1);
         off[i] = t->off[j];
         done[i] = t->done[j];
     }
@@ -89,7 +90,7 @@ int pr__offsets_push(pr__offsets *o, int slot, int64_t offset, pr__rowh *h)
     pr__ptrack *t = &o->parts[slot];
     if (t->len == t->cap && grow(t) < 0)
         return PR_ENOMEM;
-    size_t j = (t->head + t->len) % t->cap;
+    size_t j = (t->head + t->len) & (t->cap - 1);
     t->off[j] = offset;
     t->done[j] = 0;
     h->slot = (uint32_t)slot;
@@ -115,9 +116,9 @@ void pr__offsets_done(pr__offsets *o, const pr__rowh *h)
     pr__ptrack *t = &o->parts[h->slot];
     if (t->gen != h->gen || h->abs < t->head_abs || h->abs >= t->head_abs + t->len)
         return; /* revoked since, or already popped */
-    t->done[(t->head + (h->abs - t->head_abs)) % t->cap] = 1;
+    t->done[(t->head + (h->abs - t->head_abs)) & (t->cap - 1)] = 1;
     while (t->len > 0 && t->done[t->head]) {
-        t->head = (t->head + 1) % t->cap;
+        t->head = (t->head + 1) & (t->cap - 1);
         t->len--;
         t->head_abs++;
     }

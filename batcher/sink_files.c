@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -61,8 +62,19 @@ typedef struct files_sink {
     uint64_t *acked;
     size_t n_acked, cap_acked;
     bool failed;
-    pr_sink_stats st;
+    pr_sink_stats st;      /* pipeline thread's copy */
+    pthread_mutex_t mu;
+    pr_sink_stats pub;     /* published under mu for get_stats */
 } files_sink;
+
+/* Copy the counters for other threads (end of send and poll). */
+static void publish(files_sink *f)
+{
+    pthread_mutex_lock(&f->mu);
+    f->pub = f->st;
+    f->pub.queued_batches = f->n_seqs;
+    pthread_mutex_unlock(&f->mu);
+}
 
 static int fsync_path(const char *path)
 {
@@ -276,6 +288,7 @@ static int files_create(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, siz
     if (!f)
         return pr_seterr(errstr, es, PR_ENOMEM, "files sink: out of memory");
     f->base.ops = &pr_sink_files_ops;
+    pthread_mutex_init(&f->mu, NULL);
     f->dir = strdup(cfg->files.dir);
     f->roll_batches = cfg->files.roll_batches ? cfg->files.roll_batches : 100;
     f->roll_max_ns = (cfg->files.roll_max_ms > 0 ? cfg->files.roll_max_ms : 1000) * NS_PER_MS;
@@ -329,6 +342,7 @@ static int files_send(pr_sink *s, pr_batch *b)
     f->st.bytes_sent += b->bytes;
     if (f->n_seqs >= f->roll_batches && (rc = roll_close(f, err, sizeof(err))) < 0)
         goto fail;
+    publish(f);
     return 0;
 fail:
     /* The roll is gone with its batches unacked; the caller sees the error
@@ -337,6 +351,7 @@ fail:
     f->failed = true;
     pr_err("%s", err);
     roll_abort(f);
+    publish(f);
     return rc;
 }
 
@@ -349,6 +364,7 @@ static int files_poll(pr_sink *s, pr_sink_ack_cb cb, void *opaque)
             pr_err("%s", err);
             f->st.errors++;
             f->failed = true;
+            publish(f);
             return PR_EIO;
         }
     }
@@ -357,6 +373,7 @@ static int files_poll(pr_sink *s, pr_sink_ack_cb cb, void *opaque)
         cb(opaque, f->acked[i]);
     f->n_acked = 0;
     f->st.batches_acked += n;
+    publish(f);
     return (int)n;
 }
 
@@ -369,8 +386,9 @@ static bool files_ready(pr_sink *s)
 static void files_stats(pr_sink *s, pr_sink_stats *st)
 {
     files_sink *f = (files_sink *)s;
-    *st = f->st; /* plain counters: a torn read only shows a stale value */
-    st->queued_batches = f->n_seqs;
+    pthread_mutex_lock(&f->mu);
+    *st = f->pub;
+    pthread_mutex_unlock(&f->mu);
 }
 
 static void files_close(pr_sink *s)
@@ -387,6 +405,7 @@ static void files_close(pr_sink *s)
     free(f->seqs);
     free(f->acked);
     free(f->dir);
+    pthread_mutex_destroy(&f->mu);
     free(f);
 }
 

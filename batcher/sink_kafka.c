@@ -16,6 +16,7 @@
  * stay uncommitted until it is really in Kafka.
  */
 #include <stdio.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,8 +38,19 @@ typedef struct kafka_sink {
     pr_batch **retry;
     size_t n_retry, cap_retry;
     bool fatal;
-    pr_sink_stats st;
+    pr_sink_stats st;      /* pipeline thread's copy */
+    pthread_mutex_t mu;
+    pr_sink_stats pub;     /* published under mu for get_stats */
 } kafka_sink;
+
+/* Copy the counters for other threads (end of send and poll). */
+static void publish(kafka_sink *k)
+{
+    pthread_mutex_lock(&k->mu);
+    k->pub = k->st;
+    k->pub.queued_batches = k->in_flight + k->n_retry;
+    pthread_mutex_unlock(&k->mu);
+}
 
 static int push_u64(uint64_t **v, size_t *n, size_t *cap, uint64_t x)
 {
@@ -107,6 +119,7 @@ static int kafka_create(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, siz
     if (!k)
         return pr_seterr(errstr, es, PR_ENOMEM, "kafka sink: out of memory");
     k->base.ops = &pr_sink_kafka_ops;
+    pthread_mutex_init(&k->mu, NULL);
     k->topic = strdup(cfg->kafka.topic);
     snprintf(k->pipeline, sizeof(k->pipeline), "%s", cfg->pipeline ? cfg->pipeline : "");
     k->max_queued = cfg->kafka.max_queued_batches ? cfg->kafka.max_queued_batches : 10000;
@@ -180,10 +193,11 @@ static int kafka_send(pr_sink *s, pr_batch *b)
         pr_batch_unref(b);
         if (rc == PR_EAGAIN)
             k->st.batches_refused++;
-        return rc;
+    } else {
+        k->st.batches_sent++;
     }
-    k->st.batches_sent++;
-    return 0;
+    publish(k);
+    return rc;
 }
 
 static int kafka_poll(pr_sink *s, pr_sink_ack_cb cb, void *opaque)
@@ -197,13 +211,16 @@ static int kafka_poll(pr_sink *s, pr_sink_ack_cb cb, void *opaque)
             break;
         k->st.redeliveries++;
     }
-    memmove(k->retry, k->retry + i, (k->n_retry - i) * sizeof(*k->retry));
-    k->n_retry -= i;
+    if (i) {
+        memmove(k->retry, k->retry + i, (k->n_retry - i) * sizeof(*k->retry));
+        k->n_retry -= i;
+    }
     size_t n = k->n_acked;
     for (size_t j = 0; j < n; j++)
         cb(opaque, k->acked[j]);
     k->n_acked = 0;
     k->st.batches_acked += n;
+    publish(k);
     return (int)n;
 }
 
@@ -216,8 +233,9 @@ static bool kafka_ready(pr_sink *s)
 static void kafka_stats(pr_sink *s, pr_sink_stats *st)
 {
     kafka_sink *k = (kafka_sink *)s;
-    *st = k->st; /* plain counters: a racing reader only sees a stale value */
-    st->queued_batches = k->in_flight + k->n_retry;
+    pthread_mutex_lock(&k->mu);
+    *st = k->pub;
+    pthread_mutex_unlock(&k->mu);
 }
 
 static void kafka_close(pr_sink *s)
@@ -238,6 +256,7 @@ static void kafka_close(pr_sink *s)
     free(k->retry);
     free(k->acked);
     free(k->topic);
+    pthread_mutex_destroy(&k->mu);
     free(k);
 }
 

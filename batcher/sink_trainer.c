@@ -106,6 +106,7 @@ typedef struct trainer_sink {
     size_t n_acked, cap_acked;
     uint64_t n_assigned; /* batches in trainers' in-flight lists */
     pr_sink_stats st;
+    uint64_t bytes_sent; /* atomic, outside mu: updated on every write */
 
     /* I/O thread only */
     tclient *clients;
@@ -486,7 +487,7 @@ static void client_flush(trainer_sink *t, tclient *c)
             return;
         }
         it->done += (size_t)w;
-        __atomic_add_fetch(&t->st.bytes_sent, (uint64_t)w, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&t->bytes_sent, (uint64_t)w, __ATOMIC_RELAXED);
         if (it->done < total)
             return;
         c->oq_head = it->next;
@@ -764,9 +765,11 @@ static int trainer_poll(pr_sink *s, pr_sink_ack_cb cb, void *opaque)
         size_t n;
         pthread_mutex_lock(&t->mu);
         n = t->n_acked < 256 ? t->n_acked : 256;
-        memcpy(local, t->acked, n * sizeof(uint64_t));
-        memmove(t->acked, t->acked + n, (t->n_acked - n) * sizeof(uint64_t));
-        t->n_acked -= n;
+        if (n) {
+            memcpy(local, t->acked, n * sizeof(uint64_t));
+            memmove(t->acked, t->acked + n, (t->n_acked - n) * sizeof(uint64_t));
+            t->n_acked -= n;
+        }
         pthread_mutex_unlock(&t->mu);
         for (size_t i = 0; i < n; i++)
             cb(opaque, local[i]);
@@ -787,7 +790,7 @@ static void trainer_stats(pr_sink *s, pr_sink_stats *st)
     trainer_sink *t = (trainer_sink *)s;
     pthread_mutex_lock(&t->mu);
     *st = t->st;
-    st->bytes_sent = __atomic_load_n(&t->st.bytes_sent, __ATOMIC_RELAXED);
+    st->bytes_sent = __atomic_load_n(&t->bytes_sent, __ATOMIC_RELAXED);
     st->queued_batches = t->qlen + t->n_assigned;
     pthread_mutex_unlock(&t->mu);
 }

@@ -51,7 +51,7 @@ static void count_reject(void *o, int reason, const char *d, const char *rec, si
 int main(int argc, char **argv)
 {
     uint64_t rows = 2000000, seed = 1;
-    int threads = 2;
+    int threads = 2, engine_threads = 0;
     uint32_t block_rows = PR_OFFLINE_BLOCK_ROWS;
     const char *input = NULL, *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -63,6 +63,8 @@ int main(int argc, char **argv)
             threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--input"))
             input = argv[i + 1];
+        else if (!strcmp(argv[i], "--engine-threads"))
+            engine_threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--block-rows"))
             block_rows = (uint32_t)strtoul(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--tmp"))
@@ -149,7 +151,7 @@ int main(int argc, char **argv)
     /* end to end */
     int tlist[2] = { 1, threads };
     for (int k = 0; k < (threads == 1 ? 1 : 2); k++) {
-        pr_engine_opts eo = { .backend = "cpu", .threads = tlist[k] };
+        pr_engine_opts eo = { .backend = "cpu", .threads = engine_threads ? engine_threads : tlist[k] };
         pr_offline_opts oo = { .input = in, .output_dir = outdir, .threads = tlist[k],
                                .block_rows = block_rows };
         pr_offline_result res;

@@ -141,7 +141,8 @@ static int pr__take_chunk(pr__run *run, pr__job *job)
         job->own = nb;
         job->own_cap = cap;
     }
-    memcpy(job->own, run->carry, run->carry_len);
+    if (run->carry_len)
+        memcpy(job->own, run->carry, run->carry_len);
     len = run->carry_len;
     run->carry_len = 0;
     for (;;) {
@@ -176,7 +177,8 @@ static int pr__take_chunk(pr__run *run, pr__job *job)
                 run->carry = nc;
                 run->carry_cap = rest;
             }
-            memcpy(run->carry, job->own + keep, rest);
+            if (rest)
+                memcpy(run->carry, job->own + keep, rest);
             run->carry_len = rest;
             job->text = job->own;
             job->len = keep;

@@ -30,7 +30,7 @@ typedef struct tfx {
     uint64_t next_seq;
 } tfx;
 
-static tfx *tfx_new(uint32_t max_window)
+static tfx *tfx_new_timeout(uint32_t max_window, int64_t ack_timeout_ms)
 {
     tfx *f = calloc(1, sizeof(*f));
     const char *dn[] = { "I1", "I2" }, *sn[] = { "C1" };
@@ -38,6 +38,7 @@ static tfx *tfx_new(uint32_t max_window)
                         .dense_names = dn, .sparse_names = sn };
     cfg.trainer.listen = "127.0.0.1:0";
     cfg.trainer.max_unacked_batches = max_window;
+    cfg.trainer.ack_timeout_ms = ack_timeout_ms;
     char err[256];
     assert_int_equal(pr_sink_create(&pr_sink_trainer_ops, &cfg, &f->sink, err, sizeof(err)), 0);
     f->ss = pr_sinkset_new();
@@ -47,6 +48,8 @@ static tfx *tfx_new(uint32_t max_window)
     f->next_seq = 1;
     return f;
 }
+
+static tfx *tfx_new(uint32_t max_window) { return tfx_new_timeout(max_window, 0); }
 
 static void tfx_free(tfx *f)
 {
@@ -268,6 +271,30 @@ static void test_two_trainers_share(void **state)
     tfx_free(f);
 }
 
+static void test_ack_timeout_redelivers(void **state)
+{
+    (void)state;
+    tfx *f = tfx_new_timeout(64, 100);
+    pr_trainer_client *slow = connect_client(f, 1, "slow");
+    send_batches(f, 2);
+    assert_int_equal(recv_one(slow), 1);
+    /* No ack: after 100 ms the server says TIMEOUT and hangs up. */
+    pr_batch_view v;
+    char err[256];
+    assert_int_equal(pr_trainer_client_next(slow, &v, 5000, err, sizeof(err)), PR_ESTATE);
+    assert_non_null(strstr(err, "ack timeout"));
+    pr_trainer_client_close(slow);
+    wait_clients(f, 0);
+    pr_trainer_client *c = connect_client(f, 4, "next");
+    for (uint64_t want = 1; want <= 2; want++) {
+        assert_int_equal(recv_one(c), want);
+        assert_int_equal(pr_trainer_client_ack(c, want), 0);
+    }
+    wait_acks(f, 2);
+    pr_trainer_client_close(c);
+    tfx_free(f);
+}
+
 static void test_unknown_pipeline(void **state)
 {
     (void)state;
@@ -291,6 +318,7 @@ int main(void)
         cmocka_unit_test(test_window_capped_by_server),
         cmocka_unit_test(test_redelivery_after_disconnect),
         cmocka_unit_test(test_two_trainers_share),
+        cmocka_unit_test(test_ack_timeout_redelivers),
         cmocka_unit_test(test_unknown_pipeline),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
