@@ -1,29 +1,39 @@
 /*
  * bench_hls_model.c — what the FPGA kernel (fpga_engine/hls/pr_kernel.c)
- * would do on an Alveo U55C, from its loop structure, next to Piper's
+ * would do on an Alveo U55C, from its dataflow structure, next to Piper's
  * published Table 4; plus the measured speed of its C simulation (hls-sim)
  * on this host, with the cpu backend for reference.
  *
- *   bench_hls_model [--rows N] [--block-rows N] [--no-measure]
+ *   bench_hls_model [--rows N] [--block-rows N] [--lanes N] [--no-measure]
  *
- * Output: JSON lines. "kind":"model" lines are a cycle model, not a
+ * Output: JSON lines. "kind":"model*" lines are a cycle model, not a
  * measurement: no card and no Vitis are available here. Its assumptions
- * (also in fpga_engine/hls/README.md):
- *   - 200 MHz (Piper's achieved clock); one compute unit; one 64-byte word
- *     per cycle per AXI stream (II=1 per word);
- *   - the kernel's loop nest as written: per call, validate every hex column,
- *     then every dense column, then every sparse column, one after another;
- *     inside a column tile the DATAFLOW stages overlap, so a tile costs the
- *     slowest stage's trip count x II plus a fill/drain latency L;
- *   - stage IIs: read 1 cycle/word (a hex group of 8 values is 2 words),
- *     Hex2Int 2 cycles/group (2 words in), Neg2Zero/Logarithm/Modulus 1
- *     cycle/group (8 lanes unrolled), vocab 2 cycles/value on-chip (URAM
- *     read-after-write) and 6 cycles/value in HBM (latency hidden by 16
- *     outstanding requests, Piper's figure), write 1 cycle/word;
- *   - host transfers overlap compute (double buffering), so they are left
- *     out; PCIe Gen3x16 (~12 GB/s) is reported beside it as a bound.
- * "lanes" projects Piper's organisation (one vocab pipeline per column, each
- * on its own HBM pseudo-channel) as a what-if; the kernel built here has one.
+ * (printed as the "model_assumptions" line, and in fpga_engine/hls/README.md):
+ *   - 200 MHz (Piper's achieved clock); one compute unit; each AXI port
+ *     moves one 64-byte word per cycle (12.8 GB/s, one HBM pseudo-channel);
+ *     `in` has one reader stage (rd_in), `out`/`newv` one writer (wr_out);
+ *   - one DATAFLOW region per call; every process loops over the tiles
+ *     (1024 rows), so in steady state a tile costs the slowest process's
+ *     cycles per tile; a call adds one tile of fill (lanes start after the
+ *     validator has seen a whole tile) and a fixed launch overhead;
+ *   - per-process cycles per tile, G = 128 groups of 8 rows:
+ *       rd_in     nd*G + 2*G per sparse column (II 2 per group: 2 hex words,
+ *                 or 1 u64 word at half rate) + 1 missing-bitmap word per
+ *                 column per 512 rows
+ *       hex2int   2*G per sparse column (II 1 per word)
+ *       validate  1024 (reset) + G per sparse column + G (ok masks, all lanes
+ *                 at once) + 32 (reject words)
+ *       lane l    G (ok masks) + per owned column: 1024 values x II + depth;
+ *                 II = 2 on-chip (URAM read-after-write, Piper), depth 10;
+ *                 II = max(6 (Piper), 2 accesses / HBM_ACC_PER_CYCLE,
+ *                 HBM_LAT / OUTSTANDING) in HBM, depth HBM_LAT (the pipeline
+ *                 drains per column tile); the forwarding window (32 updates)
+ *                 must cover 2*HBM_LAT / II updates in flight
+ *       neg2zero, log1p  nd*G (II 1 per word)
+ *       wr_out    nd*G + 1 word per 16 indices (int32) per column + 1 new-
+ *                 index packet per column + 32 reject words;
+ *   - host transfers overlap compute (double buffering); PCIe Gen3x16
+ *     (~12 GB/s) is reported beside it as the end-to-end bound.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -36,9 +46,18 @@
 #include "hls/pr_kernel.h" /* fpga_engine/ is on the include path */
 #include "pr_log.h"
 
-#define L_FILL 40.0     /* cycles of pipeline fill/drain per dataflow tile */
-#define PCIE_BPS 12.0e9 /* bytes/s, Gen3x16 effective */
+#define PCIE_BPS 12.0e9       /* bytes/s, Gen3x16 effective */
 #define PIPER_ROWS 45840617.0 /* Criteo Kaggle train rows ("45 million entries") */
+#define HBM_LAT 64.0          /* cycles (320 ns) from read issue to data, random 8-byte access */
+#define HBM_OUTSTANDING 32.0  /* num_read_outstanding per lane port */
+#define HBM_ACC_PER_CYCLE 0.5 /* random accesses a pseudo-channel sustains per kernel cycle */
+#define II_URAM 2.0
+#define II_HBM_PIPER 6.0
+#define DEPTH_URAM 10.0
+#define FWD_WINDOW 32.0
+#define LAUNCH_CYCLES 2000.0  /* 10 us per kernel call: XRT start/done, header */
+#define TILE ((double)PR_K_TILE_ROWS)
+#define G (TILE / 8)
 
 typedef struct pipe {
     const char *name;
@@ -59,68 +78,113 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Cycles of one kernel call of `rows` rows (Criteo shape, hex input). */
-static double call_cycles(uint32_t rows, uint32_t nd, uint32_t ns, const pipe *p, double *parts)
+static double ii_hbm(void)
 {
-    double rp = pr_k_rows_pad(rows), groups = rp / 8, tiles = (rp + PR_K_TILE_ROWS - 1) / PR_K_TILE_ROWS;
-    double ii_vocab = !p->vocab ? 0 : p->modulus <= PR_K_ONCHIP_MAX_DOMAIN ? 2 : 6;
-    double fixed = ns + 1 + rp + rows + rp / 32 + ns / 8.0 + 1; /* cfg, reject init/count/out, header */
-    double validate = ns * (2 * groups + tiles * L_FILL);
-    double dense = nd * (groups + tiles * L_FILL);
-    double slow = ii_vocab * 8 > 2 ? ii_vocab * 8 : 2; /* per group: vocab or read/hex2int */
-    double sparse = ns * (slow * groups + tiles * L_FILL);
-    parts[0] = validate, parts[1] = dense, parts[2] = sparse, parts[3] = fixed;
-    return fixed + validate + dense + sparse;
+    double ii = II_HBM_PIPER;
+    if (2.0 / HBM_ACC_PER_CYCLE > ii)
+        ii = 2.0 / HBM_ACC_PER_CYCLE;
+    if (HBM_LAT / HBM_OUTSTANDING > ii)
+        ii = HBM_LAT / HBM_OUTSTANDING;
+    return ii;
 }
 
-static void model(uint32_t block_rows)
+enum { ST_RD, ST_HEX, ST_VAL, ST_LANE, ST_N2Z, ST_LOG, ST_WR, ST__N };
+static const char *const st_name[ST__N] = {"rd_in", "hex2int", "validate", "lane", "neg2zero",
+                                           "log1p", "wr_out"};
+
+/* Cycles per full tile of each process (Criteo shape, hex input, int32
+ * indices), `lanes` vocabulary lanes, columns round-robin. */
+static void tile_cycles(uint32_t nd, uint32_t ns, uint32_t lanes, const pipe *p, double st[ST__N])
+{
+    bool hbm = p->vocab && p->modulus > PR_K_ONCHIP_MAX_DOMAIN;
+    double ii = !p->vocab ? II_URAM /* the lane loop without a table: modulus at II 2 */
+                          : hbm ? ii_hbm() : II_URAM;
+    double depth = hbm ? HBM_LAT : DEPTH_URAM;
+    double cols_max = (double)((ns + lanes - 1) / lanes);
+    st[ST_RD] = nd * G + ns * 2 * G + ns * TILE / 512;
+    st[ST_HEX] = ns * 2 * G;
+    st[ST_VAL] = TILE + ns * G + G + TILE / 32;
+    st[ST_LANE] = G + cols_max * (TILE * ii + depth);
+    st[ST_N2Z] = nd * G;
+    st[ST_LOG] = nd * G;
+    st[ST_WR] = nd * G + ns * (TILE * 4 / 64 + 1) + TILE / 32;
+}
+
+static void model(uint32_t block_rows, uint32_t lanes)
 {
     uint32_t nd = 13, ns = 26;
+    printf("{\"bench\":\"hls_model\",\"kind\":\"model_assumptions\",\"clock_mhz\":%.0f,"
+           "\"axi_bytes_per_cycle_per_port\":64,\"tile_rows\":%u,\"vocab_lanes\":%u,"
+           "\"lanes_compiled\":%u,\"column_to_lane\":\"c %% lanes\",\"ii_uram\":%.0f,"
+           "\"ii_hbm\":%.1f,\"ii_hbm_parts\":{\"piper\":%.0f,\"pc_random_access\":%.1f,"
+           "\"latency_over_outstanding\":%.1f},\"hbm_latency_cycles\":%.0f,"
+           "\"hbm_outstanding_per_lane\":%.0f,\"hbm_random_accesses_per_cycle_per_pc\":%.2f,"
+           "\"forwarding_window\":%.0f,\"updates_in_flight\":%.1f,\"launch_cycles_per_call\":%.0f,"
+           "\"dataflow\":\"steady state = slowest process per tile; + 1 tile fill per call\"}\n",
+           PR_K_CLOCK_HZ / 1e6, PR_K_TILE_ROWS, lanes, PR_K_VOCAB_LANES, II_URAM, ii_hbm(),
+           II_HBM_PIPER, 2.0 / HBM_ACC_PER_CYCLE, HBM_LAT / HBM_OUTSTANDING, HBM_LAT,
+           HBM_OUTSTANDING, HBM_ACC_PER_CYCLE, FWD_WINDOW, 2 * HBM_LAT / ii_hbm(), LAUNCH_CYCLES);
     for (size_t i = 0; i < sizeof(pipes) / sizeof(pipes[0]); i++) {
         const pipe *p = &pipes[i];
-        double parts[4];
-        double cyc = call_cycles(block_rows, nd, ns, p, parts);
+        double st[ST__N];
+        tile_cycles(nd, ns, lanes, p, st);
+        int slow = 0;
+        for (int k = 1; k < ST__N; k++)
+            if (st[k] > st[slow])
+                slow = k;
+        double tiles = (double)((pr_k_rows_pad(block_rows) + PR_K_TILE_ROWS - 1) / PR_K_TILE_ROWS);
+        double cyc = (tiles + 1) * st[slow] + LAUNCH_CYCLES;
         double secs = cyc / (double)PR_K_CLOCK_HZ;
         double in_bytes = (double)pr_k_in_words(pr_k_rows_pad(block_rows), nd, ns) * 64;
         double out_bytes = (double)pr_k_out_words(pr_k_rows_pad(block_rows), nd, ns, 4) * 64;
-        double pcie_s = (in_bytes + out_bytes) / PCIE_BPS;
+        double pcie_rps = block_rows / ((in_bytes + out_bytes) / PCIE_BPS);
+        double rps = block_rows / secs;
         printf("{\"bench\":\"hls_model\",\"kind\":\"model\",\"pipeline\":\"%s\",\"block_rows\":%u,"
-               "\"clock_mhz\":%.0f,\"cycles_per_block\":%.0f,\"cycles\":{\"validate\":%.0f,"
-               "\"dense\":%.0f,\"sparse\":%.0f,\"fixed\":%.0f},\"vocab_memory\":\"%s\","
-               "\"rows_per_s\":%.0f,\"seconds_for_45M_rows\":%.2f,\"pcie_bytes_per_block\":%.0f,"
-               "\"pcie_bound_rows_per_s\":%.0f}\n",
-               p->name, block_rows, PR_K_CLOCK_HZ / 1e6, cyc, parts[0], parts[1], parts[2], parts[3],
-               !p->vocab ? "none" : p->modulus <= PR_K_ONCHIP_MAX_DOMAIN ? "uram" : "hbm",
-               block_rows / secs, PIPER_ROWS / (block_rows / secs), in_bytes + out_bytes,
-               block_rows / pcie_s);
+               "\"vocab_lanes\":%u,\"vocab_memory\":\"%s\",\"cycles_per_tile\":{",
+               p->name, block_rows, lanes,
+               !p->vocab ? "none" : p->modulus <= PR_K_ONCHIP_MAX_DOMAIN ? "uram" : "hbm");
+        for (int k = 0; k < ST__N; k++)
+            printf("%s\"%s\":%.0f", k ? "," : "", st_name[k], st[k]);
+        printf("},\"bottleneck\":\"%s\",\"cycles_per_block\":%.0f,\"kernel_rows_per_s\":%.0f,"
+               "\"kernel_seconds_for_45M_rows\":%.2f,\"pcie_bytes_per_row\":%.0f,"
+               "\"pcie_bound_rows_per_s\":%.0f,\"end_to_end_rows_per_s\":%.0f,"
+               "\"end_to_end_seconds_for_45M_rows\":%.2f}\n",
+               st_name[slow], cyc, rps, PIPER_ROWS / rps, (in_bytes + out_bytes) / block_rows, pcie_rps,
+               rps < pcie_rps ? rps : pcie_rps, PIPER_ROWS / (rps < pcie_rps ? rps : pcie_rps));
     }
-    /* Per operator over the full dataset, as Piper's Table 4 reports it. */
+    /* Per operator over the full dataset, as Piper's Table 4 reports it: the
+     * operator alone, its input streamed from one HBM port and its output
+     * written to another (64 B/cycle each); the operator's own stage runs in
+     * every column's lane at once (vocab), or on 64-byte words (the rest). */
+    double n = PIPER_ROWS, nd_v = n * 13, ns_v = n * 26;
+    double lane_cols = (double)((26 + lanes - 1) / lanes);
     struct {
         const char *op;
-        double values;        /* values through the operator */
-        double cycles_per_8;  /* cycles per 8-value group, one pipeline */
-        double piper_s;       /* Table 4, Piper column */
+        double read_words, write_words, stage_cycles, piper_s;
+        const char *note;
     } ops[] = {
-        {"Neg2Zero", PIPER_ROWS * 13, 1, 0.23},
-        {"Logarithm", PIPER_ROWS * 13, 1, 0.23},
-        {"Hex2Int", PIPER_ROWS * 26, 2, 0.92},
-        {"Modulus", PIPER_ROWS * 26, 1, 0.46},
-        {"VocabGen-8K", PIPER_ROWS * 26, 16, 0.92},
-        {"VocabMap-8K", PIPER_ROWS * 26, 8, 0.46},
-        {"VocabGen-512K", PIPER_ROWS * 26, 48, 2.15},
-        {"VocabMap-512K", PIPER_ROWS * 26, 48, 2.96},
+        {"Neg2Zero", nd_v / 8, nd_v / 8, nd_v / 8, 0.23,
+         "8-byte doubles in (Piper: 4-byte values, 16 per word)"},
+        {"Logarithm", nd_v / 8, nd_v / 16, nd_v / 8, 0.23, "double in, float32 out"},
+        {"Hex2Int", ns_v / 4, ns_v / 8, ns_v / 4, 0.92,
+         "16-byte hex slots (64-bit values; Piper: 8-char strings)"},
+        {"Modulus", ns_v / 8, ns_v / 8, n * lane_cols * II_URAM, 0.46, "u64 in, one modulus unit per lane"},
+        {"VocabGen-8K", ns_v / 8, ns_v / 16, n * lane_cols * II_URAM, 0.92, "URAM bank per lane, II 2"},
+        {"VocabMap-8K", ns_v / 8, ns_v / 16, n * lane_cols * II_URAM, 0.46,
+         "gen+map fused in one pass (map alone would be II 1 on-chip)"},
+        {"VocabGen-512K", ns_v / 8, ns_v / 16, n * lane_cols * ii_hbm(), 2.15,
+         "HBM pseudo-channel per lane"},
+        {"VocabMap-512K", ns_v / 8, ns_v / 16, n * lane_cols * ii_hbm(), 2.96,
+         "gen+map fused in one pass"},
     };
     for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
-        double one = ops[i].values / 8 * ops[i].cycles_per_8 / (double)PR_K_CLOCK_HZ;
-        bool vocab = strncmp(ops[i].op, "Vocab", 5) == 0;
+        double io = ops[i].read_words > ops[i].write_words ? ops[i].read_words : ops[i].write_words;
+        double cyc = io > ops[i].stage_cycles ? io : ops[i].stage_cycles;
         printf("{\"bench\":\"hls_model\",\"kind\":\"model_op\",\"op\":\"%s\",\"rows\":%.0f,"
-               "\"values\":%.0f,\"model_s_1_lane\":%.2f,\"model_s_26_lanes\":%.2f,"
-               "\"piper_table4_s\":%.2f%s}\n",
-               ops[i].op, PIPER_ROWS, ops[i].values, one, vocab ? one / 26 : one, ops[i].piper_s,
-               strncmp(ops[i].op, "VocabMap", 8) == 0
-                   ? ",\"note\":\"piperec fuses gen+map in one pass; map alone would be II=1 "
-                     "on-chip\""
-                   : "");
+               "\"vocab_lanes\":%u,\"stage_s\":%.2f,\"io_s\":%.2f,\"model_s\":%.2f,"
+               "\"piper_table4_s\":%.2f,\"note\":\"%s\"}\n",
+               ops[i].op, n, lanes, ops[i].stage_cycles / PR_K_CLOCK_HZ, io / PR_K_CLOCK_HZ,
+               cyc / PR_K_CLOCK_HZ, ops[i].piper_s, ops[i].note);
     }
 }
 
@@ -179,16 +243,19 @@ int main(int argc, char **argv)
 {
     uint64_t rows = 262144;
     uint32_t block_rows = PR_K_MAX_ROWS;
+    uint32_t lanes = PR_K_VOCAB_LANES;
     bool do_measure = true;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--rows") && i + 1 < argc)
             rows = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--block-rows") && i + 1 < argc)
             block_rows = (uint32_t)strtoul(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--lanes") && i + 1 < argc)
+            lanes = (uint32_t)strtoul(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--no-measure"))
             do_measure = false;
         else {
-            fprintf(stderr, "usage: bench_hls_model [--rows N] [--block-rows N] [--no-measure]\n");
+            fprintf(stderr, "usage: bench_hls_model [--rows N] [--block-rows N] [--lanes N] [--no-measure]\n");
             return 2;
         }
     }
@@ -201,6 +268,10 @@ int main(int argc, char **argv)
            "\"VocabGen-8K\":0.92,\"VocabMap-8K\":0.46,\"VocabGen-512K\":2.15,\"VocabMap-512K\":2.96},"
            "\"source\":\"Piper (seeds/001), Table 4, Alveo U55C at 200 MHz\"}\n",
            PIPER_ROWS);
-    model(block_rows);
+    if (lanes == 0 || lanes > 26) {
+        fprintf(stderr, "bench_hls_model: --lanes must be 1..26 (HBM pseudo-channels)\n");
+        return 2;
+    }
+    model(block_rows, lanes);
     return do_measure ? measure(rows, block_rows) : 0;
 }

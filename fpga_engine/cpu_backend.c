@@ -38,6 +38,7 @@
 #define PR__DIRECT_MAX (1ULL << 24)
 #define PR__LOG_TBL 65536
 #define PR__PREFETCH 16
+#define PR__CHUNK 4096 /* rows per chunk: one column's values stay in L1/L2 */
 #define PR__HSLOT_EMPTY INT64_MIN
 
 /* ---------------------------------------------------------------- helpers */
@@ -56,6 +57,24 @@ static void pr__log1p_init(void)
 {
     for (int i = 0; i < PR__LOG_TBL; i++)
         pr__log1p_tbl[i] = (float)log1p((double)i);
+}
+
+/* Logarithm of one value: integers in [0, 65536) from the table (so -0.0
+ * gives +0.0f, as the hls kernel does), the rest through log1p. */
+static inline float pr__log1p_one(double y)
+{
+    if (y >= 0 && y < PR__LOG_TBL) {
+        int i = (int)y;
+        if ((double)i == y)
+            return pr__log1p_tbl[i];
+    }
+    return (float)log1p(y);
+}
+
+static void pr__log1p_col(const double *src, float *o, uint32_t n)
+{
+    for (uint32_t r = 0; r < n; r++)
+        o[r] = pr__log1p_one(src[r]);
 }
 
 /* ---------------------------------------------------------------- modulus */
@@ -246,6 +265,29 @@ __attribute__((target("avx2"))) static void pr__hex2int_col_avx2(const char *slo
         }
         bad[w] = badw;
     }
+}
+/* Logarithm, 4 values at a time: when all 4 are table integers (the same
+ * test as pr__log1p_one, lane by lane: truncate, convert back, compare; NaN
+ * and out-of-range lanes fail it) one gather, else the scalar form. */
+__attribute__((target("avx2"))) static void pr__log1p_col_avx2(const double *src, float *o, uint32_t n)
+{
+    const __m256d zero = _mm256_setzero_pd(), lim = _mm256_set1_pd(PR__LOG_TBL);
+    uint32_t r = 0;
+    for (; r + 4 <= n; r += 4) {
+        __m256d y = _mm256_loadu_pd(src + r);
+        __m128i i = _mm256_cvttpd_epi32(y);
+        __m256d ok = _mm256_and_pd(_mm256_cmp_pd(_mm256_cvtepi32_pd(i), y, _CMP_EQ_OQ),
+                                   _mm256_and_pd(_mm256_cmp_pd(y, zero, _CMP_GE_OQ),
+                                                 _mm256_cmp_pd(y, lim, _CMP_LT_OQ)));
+        if (__builtin_expect(_mm256_movemask_pd(ok) == 0xf, 1)) {
+            _mm_storeu_ps(o + r, _mm_i32gather_ps(pr__log1p_tbl, i, 4));
+        } else {
+            for (uint32_t k = r; k < r + 4; k++)
+                o[k] = pr__log1p_one(src[k]);
+        }
+    }
+    for (; r < n; r++)
+        o[r] = pr__log1p_one(src[r]);
 }
 #define PR__HAVE_AVX2_PATH 1
 #else
@@ -587,24 +629,28 @@ struct pr_backend {
     bool count_done;
     pr__pool *pool;
     int threads;
+    uint32_t chunk;  /* rows per chunk: a multiple of 64 */
     pr__vcol *cols;
     pr__divider *div;
     uint32_t *order2; /* vocab columns, most expensive first */
     uint32_t n_order2;
-    /* scratch, sized for blocks of up to scap rows */
+    /* scratch: block-sized bitmaps, chunk-sized value columns */
     uint32_t scap;
-    uint64_t *vals;   /* [n_sparse][scap] */
-    uint64_t *bad;    /* [n_sparse][words] */
-    uint64_t *rej;    /* [words] */
-    double *dtmp;     /* [threads][scap] */
+    uint64_t *vals;   /* [n_sparse][chunk] values after Hex2Int/Modulus */
+    uint64_t *bad;    /* [n_sparse][words(scap)] */
+    uint64_t *rej;    /* [words(scap)] */
+    double *dtmp;     /* [threads][chunk] */
     pr__wstats *ws;   /* [threads] */
     int64_t *fail_row; /* [n_sparse] */
     int *fail_err;     /* [n_sparse] */
-    /* the block being worked on */
+    /* the block and chunk being worked on */
     const pr_block *in;
     pr_out *out;
     bool counting_pass;
+    uint32_t r0, r1;   /* current chunk (pr__chunk_task) */
+    uint32_t n_rejected;
     void (*hex2int)(const char *slots, uint64_t *v, uint32_t rows, uint64_t *bad);
+    void (*log1p)(const double *src, float *o, uint32_t n);
 };
 
 static void pr__cpu_destroy(pr_backend *be)
@@ -633,6 +679,17 @@ static uint64_t pr__col_cost(const pr__vcol *vc)
     return vc->direct ? vc->dom : UINT64_MAX / 2 + (vc->counting ? 1 : 0);
 }
 
+/* Rows per chunk: PR_ENGINE_CHUNK_ROWS (a tuning knob for bench runs) or the
+ * default, rounded up to a multiple of 64. */
+static uint32_t pr__chunk_rows(void)
+{
+    const char *s = getenv("PR_ENGINE_CHUNK_ROWS");
+    unsigned long v = s ? strtoul(s, NULL, 10) : 0;
+    if (v == 0 || v > (1u << 24))
+        v = PR__CHUNK;
+    return (uint32_t)((v + 63) & ~63ul);
+}
+
 static int pr__cpu_create(const pr_pipeline_spec *spec, const pr_engine_opts *opts, pr_backend **out,
                           char *errstr, size_t errstr_size)
 {
@@ -645,10 +702,14 @@ static int pr__cpu_create(const pr_pipeline_spec *spec, const pr_engine_opts *op
     for (int op = 0; op < PR_OP__COUNT; op++)
         be->has[op] = pr_spec_has_op(spec, (pr_op)op);
     be->threads = opts && opts->threads > 0 ? opts->threads : 1;
+    be->chunk = pr__chunk_rows();
     be->hex2int = pr__hex2int_col;
+    be->log1p = pr__log1p_col;
 #ifdef PR__HAVE_AVX2_PATH
-    if (!getenv("PR_ENGINE_NO_AVX2") && __builtin_cpu_supports("avx2"))
+    if (!getenv("PR_ENGINE_NO_AVX2") && __builtin_cpu_supports("avx2")) {
         be->hex2int = pr__hex2int_col_avx2;
+        be->log1p = pr__log1p_col_avx2;
+    }
 #endif
     uint32_t ns = spec->n_sparse;
     be->cols = calloc(ns ? ns : 1, sizeof(*be->cols));
@@ -695,10 +756,10 @@ static int pr__cpu_scratch(pr_backend *be, uint32_t cap)
     pr__free_aligned(be->dtmp);
     size_t words = pr_bitmap_words(cap);
     size_t ns = be->spec.n_sparse ? be->spec.n_sparse : 1;
-    be->vals = pr__zalloc_aligned(ns * cap * sizeof(uint64_t));
+    be->vals = pr__zalloc_aligned(ns * be->chunk * sizeof(uint64_t));
     be->bad = pr__zalloc_aligned(ns * words * sizeof(uint64_t));
     be->rej = pr__zalloc_aligned(words * sizeof(uint64_t));
-    be->dtmp = pr__zalloc_aligned((size_t)be->threads * cap * sizeof(double));
+    be->dtmp = pr__zalloc_aligned((size_t)be->threads * be->chunk * sizeof(double));
     if (!be->vals || !be->bad || !be->rej || !be->dtmp) {
         be->scap = 0;
         return PR_ENOMEM;
@@ -713,22 +774,24 @@ static inline void pr__acc(pr__wstats *ws, pr_op op, uint64_t t0, uint64_t t1, u
     ws->vals[op] += n;
 }
 
-/* Phase 1, sparse column c: Hex2Int (+ validation) and Modulus into vals. */
-static void pr__phase1_sparse(pr_backend *be, uint32_t c, pr__wstats *ws)
+/* Sparse column c, rows [r0, r1) (r0 a multiple of 64): Hex2Int (+ validation,
+ * bad bits into be->bad) and Modulus into the column's chunk of be->vals
+ * (L1/L2-resident); without a vocabulary the value goes straight to the
+ * output. */
+static void pr__sparse_chunk(pr_backend *be, uint32_t c, uint32_t r0, uint32_t r1, pr__wstats *ws)
 {
     const pr_block *in = be->in;
-    uint32_t rows = in->rows;
-    size_t words = pr_bitmap_words(rows);
-    size_t bw = pr_bitmap_words(in->cap);
-    uint64_t *v = be->vals + (size_t)c * be->scap;
-    uint64_t *bad = be->bad + c * pr_bitmap_words(be->scap);
-    const uint64_t *miss = in->sparse_missing + c * bw;
+    uint32_t n = r1 - r0;
+    size_t words = pr_bitmap_words(n), w0 = r0 / 64;
+    uint64_t *v = be->vals + (size_t)c * be->chunk;
+    uint64_t *bad = be->bad + c * pr_bitmap_words(be->scap) + w0;
+    const uint64_t *miss = in->sparse_missing + c * pr_bitmap_words(in->cap) + w0;
 
     uint64_t t0 = pr__now_ns();
     if (in->sparse_enc[c] == PR_SPARSE_HEX) {
-        be->hex2int(in->sparse_hex + (size_t)c * in->cap * PR_HEX_SLOT, v, rows, bad);
+        be->hex2int(in->sparse_hex + ((size_t)c * in->cap + r0) * PR_HEX_SLOT, v, n, bad);
     } else {
-        memcpy(v, in->sparse_u64 + (size_t)c * in->cap, (size_t)rows * sizeof(uint64_t));
+        memcpy(v, in->sparse_u64 + (size_t)c * in->cap + r0, (size_t)n * sizeof(uint64_t));
         memset(bad, 0, words * sizeof(uint64_t));
     }
     /* Missing = key 0 (dlrm; under default it never reaches the vocabulary
@@ -745,100 +808,85 @@ static void pr__phase1_sparse(pr_backend *be, uint32_t c, pr__wstats *ws)
     }
     uint64_t t1 = pr__now_ns();
     if (be->has[PR_OP_HEX2INT])
-        pr__acc(ws, PR_OP_HEX2INT, t0, t1, rows);
+        pr__acc(ws, PR_OP_HEX2INT, t0, t1, n);
     if (be->has[PR_OP_MODULUS]) {
-        pr__modulus_col(&be->div[c], v, rows);
+        pr__modulus_col(&be->div[c], v, n);
         uint64_t t2 = pr__now_ns();
-        pr__acc(ws, PR_OP_MODULUS, t1, t2, rows);
+        pr__acc(ws, PR_OP_MODULUS, t1, t2, n);
     }
     if (!be->has[PR_OP_VOCAB] && !be->counting_pass) {
         /* The (modded) value is the output; rejected rows are zeroed later. */
         if (be->width == 4) {
-            int32_t *o = pr_out_sparse32(be->out, c);
-            for (uint32_t r = 0; r < rows; r++)
+            int32_t *o = pr_out_sparse32(be->out, c) + r0;
+            for (uint32_t r = 0; r < n; r++)
                 o[r] = (int32_t)v[r];
         } else {
-            int64_t *o = pr_out_sparse64(be->out, c);
-            for (uint32_t r = 0; r < rows; r++)
+            int64_t *o = pr_out_sparse64(be->out, c) + r0;
+            for (uint32_t r = 0; r < n; r++)
                 o[r] = (int64_t)v[r];
         }
     }
 }
 
-/* Phase 1, dense column d: Neg2Zero, Logarithm, missing = 0. */
-static void pr__phase1_dense(pr_backend *be, uint32_t d, int worker, pr__wstats *ws)
+/* Dense column d, rows [r0, r1): Neg2Zero into a per-worker chunk buffer,
+ * Logarithm from it into the output, missing = 0. */
+static void pr__dense_chunk(pr_backend *be, uint32_t d, uint32_t r0, uint32_t r1, int worker,
+                            pr__wstats *ws)
 {
     const pr_block *in = be->in;
-    uint32_t rows = in->rows;
-    const double *x = in->dense + (size_t)d * in->cap;
-    float *o = be->out->dense + (size_t)d * be->out->cap;
-    const double *src = x;
+    uint32_t n = r1 - r0;
+    const double *src = in->dense + (size_t)d * in->cap + r0;
+    float *o = be->out->dense + (size_t)d * be->out->cap + r0;
     for (unsigned k = 0; k < be->spec.n_dense_ops; k++) {
         uint64_t t0 = pr__now_ns();
         if (be->spec.dense_ops[k] == PR_OP_NEG2ZERO) {
-            double *t = be->dtmp + (size_t)worker * be->scap;
-            for (uint32_t r = 0; r < rows; r++)
+            double *t = be->dtmp + (size_t)worker * be->chunk;
+            for (uint32_t r = 0; r < n; r++)
                 t[r] = src[r] < 0 ? 0.0 : src[r];
             src = t;
-            pr__acc(ws, PR_OP_NEG2ZERO, t0, pr__now_ns(), rows);
+            pr__acc(ws, PR_OP_NEG2ZERO, t0, pr__now_ns(), n);
         } else { /* PR_OP_LOG1P */
-            for (uint32_t r = 0; r < rows; r++) {
-                double y = src[r];
-                if (y >= 0 && y < PR__LOG_TBL) {
-                    int i = (int)y;
-                    if ((double)i == y) {
-                        o[r] = pr__log1p_tbl[i];
-                        continue;
-                    }
-                }
-                o[r] = (float)log1p(y);
-            }
+            be->log1p(src, o, n);
             src = NULL;
-            pr__acc(ws, PR_OP_LOG1P, t0, pr__now_ns(), rows);
+            pr__acc(ws, PR_OP_LOG1P, t0, pr__now_ns(), n);
         }
     }
     if (src)
-        for (uint32_t r = 0; r < rows; r++)
+        for (uint32_t r = 0; r < n; r++)
             o[r] = (float)src[r];
-    const uint64_t *miss = in->dense_missing + d * pr_bitmap_words(in->cap);
-    size_t words = pr_bitmap_words(rows);
+    const uint64_t *miss = in->dense_missing + d * pr_bitmap_words(in->cap) + r0 / 64;
+    size_t words = pr_bitmap_words(n);
     for (size_t w = 0; w < words; w++)
         for (uint64_t m = miss[w]; m; m &= m - 1)
             o[w * 64 + (uint64_t)__builtin_ctzll(m)] = 0.0f;
 }
 
-static void pr__phase1_task(void *ctx, uint32_t task, int worker)
+/* VocabGen+Map (or two-pass counting) of sparse column c over the current
+ * chunk's values, skipping rejected (and, under default, missing) rows. */
+static void pr__vocab_chunk(pr_backend *be, uint32_t c, uint32_t r0, uint32_t r1, pr__wstats *ws)
 {
-    pr_backend *be = ctx;
-    pr__wstats *ws = &be->ws[worker];
-    if (task < be->spec.n_sparse)
-        pr__phase1_sparse(be, task, ws);
-    else
-        pr__phase1_dense(be, task - be->spec.n_sparse, worker, ws);
-}
-
-static void pr__phase2_task(void *ctx, uint32_t task, int worker)
-{
-    pr_backend *be = ctx;
-    uint32_t c = be->order2[task];
     const pr_block *in = be->in;
-    uint32_t rows = in->rows;
+    uint32_t n = r1 - r0;
+    size_t w0 = r0 / 64;
     pr__vcol *vc = &be->cols[c];
-    const uint64_t *v = be->vals + (size_t)c * be->scap;
+    const uint64_t *v = be->vals + (size_t)c * be->chunk;
+    const uint64_t *rej = be->rej + w0;
     const uint64_t *miss = be->spec.profile == PR_VOCAB_DEFAULT
-                               ? in->sparse_missing + c * pr_bitmap_words(in->cap)
+                               ? in->sparse_missing + c * pr_bitmap_words(in->cap) + w0
                                : NULL;
+    if (be->fail_row[c] >= 0)
+        return; /* failed in an earlier chunk: leave the rest of the column alone */
     uint64_t t0 = pr__now_ns();
     if (be->counting_pass) {
         if (!vc->counting)
             return;
-        size_t words = pr_bitmap_words(rows);
+        size_t words = pr_bitmap_words(n);
         for (size_t w = 0; w < words; w++) {
-            uint64_t skip = be->rej[w] | (miss ? miss[w] : 0);
-            uint32_t r0 = (uint32_t)(w * 64), r1 = r0 + 64 < rows ? r0 + 64 : rows;
-            for (uint32_t r = r0; r < r1; r++)
-                if (!((skip >> (r - r0)) & 1) && pr__vocab_count_one(vc, v[r])) {
-                    be->fail_row[c] = r;
+            uint64_t skip = rej[w] | (miss ? miss[w] : 0);
+            uint32_t a = (uint32_t)(w * 64), b = a + 64 < n ? a + 64 : n;
+            for (uint32_t r = a; r < b; r++)
+                if (!((skip >> (r - a)) & 1) && pr__vocab_count_one(vc, v[r])) {
+                    be->fail_row[c] = r0 + r;
                     be->fail_err[c] = PR__NOMEM;
                     return;
                 }
@@ -846,28 +894,64 @@ static void pr__phase2_task(void *ctx, uint32_t task, int worker)
         return;
     }
     int err = 0;
-    void *o = be->width == 4 ? (void *)pr_out_sparse32(be->out, c) : (void *)pr_out_sparse64(be->out, c);
+    void *o = be->width == 4 ? (void *)(pr_out_sparse32(be->out, c) + r0)
+                             : (void *)(pr_out_sparse64(be->out, c) + r0);
     bool streaming = !be->two_pass;
-    int64_t fr = be->width == 4 ? pr__vocab_col32(vc, v, rows, be->rej, miss, o, streaming, &err)
-                                : pr__vocab_col64(vc, v, rows, be->rej, miss, o, streaming, &err);
+    int64_t fr = be->width == 4 ? pr__vocab_col32(vc, v, n, rej, miss, o, streaming, &err)
+                                : pr__vocab_col64(vc, v, n, rej, miss, o, streaming, &err);
     if (fr >= 0) {
-        be->fail_row[c] = fr;
+        be->fail_row[c] = r0 + fr;
         be->fail_err[c] = err;
-        memset((char *)o + (size_t)fr * be->width, 0, (size_t)(rows - fr) * be->width);
     }
-    pr__acc(&be->ws[worker], PR_OP_VOCAB, t0, pr__now_ns(), fr >= 0 ? (uint64_t)fr : rows);
+    pr__acc(ws, PR_OP_VOCAB, t0, pr__now_ns(), fr >= 0 ? (uint64_t)fr : n);
 }
 
-/* Row reject bitmap from the per-column bad bits; returns rejected count. */
-static uint32_t pr__collect_rejects(pr_backend *be, uint32_t rows, pr_out *out)
+/* Without a vocabulary there is no cross-column dependency: one task per
+ * column runs the whole block chunk by chunk. Tasks: sparse columns, then
+ * dense ones. */
+static void pr__column_task(void *ctx, uint32_t task, int worker)
 {
-    size_t words = pr_bitmap_words(rows);
+    pr_backend *be = ctx;
+    pr__wstats *ws = &be->ws[worker];
+    uint32_t rows = be->in->rows;
+    for (uint32_t r0 = 0; r0 < rows; r0 += be->chunk) {
+        uint32_t r1 = rows - r0 > be->chunk ? r0 + be->chunk : rows;
+        if (task < be->spec.n_sparse)
+            pr__sparse_chunk(be, task, r0, r1, ws);
+        else
+            pr__dense_chunk(be, task - be->spec.n_sparse, r0, r1, worker, ws);
+    }
+}
+
+/* With a vocabulary, per chunk: phase A (Hex2Int+Modulus of every sparse
+ * column), the rejects of the chunk, then phase B (vocab columns, most
+ * expensive first, then the dense columns as fillers). */
+static void pr__chunk_a_task(void *ctx, uint32_t task, int worker)
+{
+    pr_backend *be = ctx;
+    pr__sparse_chunk(be, task, be->r0, be->r1, &be->ws[worker]);
+}
+
+static void pr__chunk_b_task(void *ctx, uint32_t task, int worker)
+{
+    pr_backend *be = ctx;
+    if (task < be->n_order2)
+        pr__vocab_chunk(be, be->order2[task], be->r0, be->r1, &be->ws[worker]);
+    else
+        pr__dense_chunk(be, task - be->n_order2, be->r0, be->r1, worker, &be->ws[worker]);
+}
+
+/* Row reject bits of rows [r0, r1) from the per-column bad bits; returns the
+ * rejected count. A row's reason names the lowest failing column. */
+static uint32_t pr__collect_rejects(pr_backend *be, uint32_t r0, uint32_t r1, pr_out *out)
+{
+    size_t w0 = r0 / 64, w1 = pr_bitmap_words(r1);
     size_t sbw = pr_bitmap_words(be->scap);
     uint32_t n = 0;
-    memset(be->rej, 0, words * sizeof(uint64_t));
+    memset(be->rej + w0, 0, (w1 - w0) * sizeof(uint64_t));
     for (uint32_t c = 0; c < be->spec.n_sparse; c++) {
         const uint64_t *bad = be->bad + c * sbw;
-        for (size_t w = 0; w < words; w++) {
+        for (size_t w = w0; w < w1; w++) {
             uint64_t nb = bad[w] & ~be->rej[w];
             if (!nb)
                 continue;
@@ -883,6 +967,27 @@ static uint32_t pr__collect_rejects(pr_backend *be, uint32_t rows, pr_out *out)
         }
     }
     return n;
+}
+
+/* Run a block (process or, with counting_pass, two-pass counting). */
+static void pr__run_block(pr_backend *be, pr_out *out)
+{
+    uint32_t rows = be->in->rows;
+    uint32_t ns = be->spec.n_sparse;
+    uint32_t nd = be->counting_pass ? 0 : be->spec.n_dense;
+    be->n_rejected = 0;
+    if (!be->has[PR_OP_VOCAB]) {
+        pr__pool_run(be->pool, ns + nd, pr__column_task, be);
+        be->n_rejected = pr__collect_rejects(be, 0, rows, out);
+        return;
+    }
+    for (uint32_t r0 = 0; r0 < rows; r0 += be->chunk) {
+        be->r0 = r0;
+        be->r1 = rows - r0 > be->chunk ? r0 + be->chunk : rows;
+        pr__pool_run(be->pool, ns, pr__chunk_a_task, be);
+        be->n_rejected += pr__collect_rejects(be, be->r0, be->r1, out);
+        pr__pool_run(be->pool, be->n_order2 + nd, pr__chunk_b_task, be);
+    }
 }
 
 static int pr__cpu_process(pr_backend *be, const pr_block *in, pr_out *out, pr_engine_stats *st,
@@ -905,16 +1010,22 @@ static int pr__cpu_process(pr_backend *be, const pr_block *in, pr_out *out, pr_e
 
     size_t words = pr_bitmap_words(rows);
     memset(out->reject_reason, 0, rows);
-    pr__pool_run(be->pool, ns + be->spec.n_dense, pr__phase1_task, be);
-    out->n_rejected = pr__collect_rejects(be, rows, out);
+    pr__run_block(be, out);
+    out->n_rejected = be->n_rejected;
     memcpy(out->rejected, be->rej, words * sizeof(uint64_t));
     if (be->spec.has_label && in->labels)
         memcpy(out->labels, in->labels, (size_t)rows * sizeof(int32_t));
     else
         memset(out->labels, 0, (size_t)rows * sizeof(int32_t));
-    if (be->has[PR_OP_VOCAB])
-        pr__pool_run(be->pool, be->n_order2, pr__phase2_task, be);
 
+    /* A column whose vocabulary failed outputs 0 from the failing row on. */
+    for (uint32_t c = 0; c < ns; c++) {
+        int64_t fr = be->fail_row[c];
+        if (fr >= 0) {
+            char *o = be->width == 4 ? (char *)pr_out_sparse32(out, c) : (char *)pr_out_sparse64(out, c);
+            memset(o + (size_t)fr * be->width, 0, (size_t)(rows - fr) * be->width);
+        }
+    }
     /* Rejected rows: every tensor value 0. */
     if (out->n_rejected) {
         for (size_t w = 0; w < words; w++)
@@ -968,9 +1079,8 @@ static int pr__cpu_count(pr_backend *be, const pr_block *in)
     uint32_t ns = be->spec.n_sparse;
     for (uint32_t c = 0; c < ns; c++)
         be->fail_row[c] = -1;
-    pr__pool_run(be->pool, ns, pr__phase1_task, be);
-    pr__collect_rejects(be, in->rows, NULL);
-    pr__pool_run(be->pool, be->n_order2, pr__phase2_task, be);
+    memset(be->ws, 0, (size_t)be->threads * sizeof(pr__wstats));
+    pr__run_block(be, NULL);
     be->counting_pass = false;
     for (uint32_t c = 0; c < ns; c++)
         if (be->fail_row[c] >= 0)

@@ -27,6 +27,10 @@
 
 #include "pr_decode.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #define PR__DETAIL_MAX 160
 #define PR__SHOW_MAX 40 /* characters of a bad value quoted in a reject detail */
 
@@ -301,12 +305,158 @@ out:
     return reason;
 }
 
-int pr_decode_criteo_line(const pr_decode_ctx *ctx, pr_block *b, const char *line, size_t len,
-                          int64_t recno)
+/* ---------------------------------------------------------------- fast path */
+
+#define PR__FAST_MAX 448 /* longest line (bytes) the fast path takes */
+
+/* Bit i set when p[i] is a tab, for 64 bytes. */
+static inline uint64_t pr__tabs64(const char *p)
+{
+#if defined(__SSE2__)
+    const __m128i tab = _mm_set1_epi8('\t');
+    uint64_t m = 0;
+    for (int k = 0; k < 4; k++) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + 16 * k));
+        m |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, tab)) << (16 * k);
+    }
+    return m;
+#else
+    uint64_t m = 0;
+    for (int i = 0; i < 64; i++)
+        m |= (uint64_t)(p[i] == '\t') << i;
+    return m;
+#endif
+}
+
+/* Tab positions of a line, 64 bytes at a time. */
+typedef struct pr__tabscan {
+    const char *line;
+    size_t len;
+    size_t base; /* offset of the window */
+    uint64_t m;  /* tabs in the window not consumed yet */
+} pr__tabscan;
+
+static inline uint64_t pr__window(const pr__tabscan *t, size_t base)
+{
+    uint64_t m = pr__tabs64(t->line + base);
+    size_t left = t->len - base;
+    return left >= 64 ? m : m & (((uint64_t)1 << left) - 1);
+}
+
+/* Offset of the next tab, or len when there is none. */
+static inline size_t pr__next_tab(pr__tabscan *t)
+{
+    while (t->m == 0) {
+        if (t->base + 64 >= t->len)
+            return t->len;
+        t->base += 64;
+        t->m = pr__window(t, t->base);
+    }
+    size_t pos = t->base + (size_t)__builtin_ctzll(t->m);
+    t->m &= t->m - 1;
+    return pos;
+}
+
+/* The common case, fast: a line of plain integers and hex fields with the
+ * right field count. Tabs are found 64 bytes at a time (SSE2 compares), and
+ * fields are read 8 bytes at a time, so at least len + 64 bytes must be
+ * readable at `line` (`avail`); lines near the end of a buffer are copied
+ * into a padded local buffer first. Returns PR_DEC_OK with the row
+ * committed, or -1 (the row's missing bits cleared) for anything else; the
+ * general decoder then handles the line and writes any reject detail. */
+static int pr__decode_fast(const pr_decode_ctx *ctx, pr_block *b, const char *line, size_t len,
+                           size_t avail, int64_t recno)
+{
+    const pr_pipeline_spec *spec = ctx->spec;
+    char pad[PR__FAST_MAX + 64];
+    if (len > 0 && line[len - 1] == '\r')
+        len--;
+    if (len > PR__FAST_MAX || spec->n_dense != b->n_dense || spec->n_sparse != b->n_sparse ||
+        (size_t)spec->has_label + spec->n_dense + spec->n_sparse < 2)
+        return -1;
+    if (avail < len + 64) {
+        memcpy(pad, line, len);
+        memset(pad + len, 0, 64);
+        line = pad;
+    }
+    pr__tabscan ts = { line, len, 0, 0 };
+    ts.m = pr__window(&ts, 0);
+    const uint32_t r = b->rows;
+    const size_t words = pr_bitmap_words(b->cap);
+    size_t start = 0, fe;
+    if (spec->has_label) {
+        int32_t lab;
+        fe = pr__next_tab(&ts);
+        if (fe == len || !pr__parse_label(line, fe, &lab))
+            return -1;
+        b->labels[r] = lab;
+        start = fe + 1;
+    }
+    for (uint32_t c = 0; c < spec->n_dense; c++) {
+        fe = pr__next_tab(&ts);
+        if ((fe == len) != (c + 1 == spec->n_dense && spec->n_sparse == 0))
+            goto slow; /* too few or too many fields */
+        size_t l = fe - start;
+        const char *s = line + start;
+        double *dst = b->dense + (size_t)c * b->cap + r;
+        start = fe + 1;
+        if (l == 0) {
+            *dst = 0.0;
+            pr_bit_set(b->dense_missing + c * words, r);
+            continue;
+        }
+        size_t neg = s[0] == '-';
+        size_t d = l - neg;
+        uint64_t x = pr__load64(s + neg);
+        if (d == 0 || d > 8 || pr__swar_digits(x) < d)
+            goto slow;
+        int64_t v = (int64_t)pr__swar_value(x, (unsigned)d);
+        *dst = (double)(neg ? -v : v);
+    }
+    for (uint32_t c = 0; c < spec->n_sparse; c++) {
+        fe = pr__next_tab(&ts);
+        if ((fe == len) != (c + 1 == spec->n_sparse))
+            goto slow; /* too few or too many fields */
+        size_t l = fe - start;
+        const char *s = line + start;
+        char *slot = pr_block_hex(b, c, r);
+        start = fe + 1;
+        if (l == 8) {
+            static const char zeros[8] = { '0', '0', '0', '0', '0', '0', '0', '0' };
+            memcpy(slot, zeros, 8);
+            memcpy(slot + 8, s, 8);
+        } else if (l == 0) {
+            memset(slot, '0', PR_HEX_SLOT);
+            pr_bit_set(b->sparse_missing + c * words, r);
+        } else if (l <= PR_HEX_SLOT) {
+            memset(slot, '0', PR_HEX_SLOT - l);
+            memcpy(slot + PR_HEX_SLOT - l, s, l);
+        } else {
+            goto slow;
+        }
+    }
+    if (b->offset)
+        b->offset[r] = recno;
+    if (b->partition)
+        b->partition[r] = ctx->partition;
+    if (b->event_time_ms)
+        b->event_time_ms[r] = ctx->default_event_time_ms;
+    b->rows = r + 1;
+    return PR_DEC_OK;
+slow:
+    pr__clear_row(b, r);
+    return -1;
+}
+
+/* Decode one line with `avail` bytes readable at `line` (>= len). */
+static int pr__decode_one(const pr_decode_ctx *ctx, pr_block *b, const char *line, size_t len,
+                          size_t avail, int64_t recno)
 {
     char detail[PR__DETAIL_MAX];
     if (b->rows >= b->cap)
         return PR_EFULL;
+    if (pr__decode_fast(ctx, b, line, len, avail, recno) == PR_DEC_OK)
+        return 1;
     int reason = pr__decode_line(ctx, b, line, len, recno, detail, sizeof(detail));
     if (reason == PR_DEC_OK)
         return 1;
@@ -315,6 +465,12 @@ int pr_decode_criteo_line(const pr_decode_ctx *ctx, pr_block *b, const char *lin
         ctx->on_reject(ctx->opaque, reason, detail, line, rl, recno);
     }
     return 0;
+}
+
+int pr_decode_criteo_line(const pr_decode_ctx *ctx, pr_block *b, const char *line, size_t len,
+                          int64_t recno)
+{
+    return pr__decode_one(ctx, b, line, len, len, recno);
 }
 
 size_t pr_decode_criteo_lines(const pr_decode_ctx *ctx, pr_block *b, const char *buf, size_t len,
@@ -327,7 +483,7 @@ size_t pr_decode_criteo_lines(const pr_decode_ctx *ctx, pr_block *b, const char 
         if (!nl && !eof)
             break;
         const char *le = nl ? nl : end;
-        pr_decode_criteo_line(ctx, b, p, (size_t)(le - p), first_recno + lines);
+        pr__decode_one(ctx, b, p, (size_t)(le - p), (size_t)(end - p), first_recno + lines);
         lines++;
         p = nl ? nl + 1 : end;
     }

@@ -797,6 +797,9 @@ static void *pr__pipe_main(void *arg)
     pr_service *svc = p->svc;
     char e[512];
     int64_t last_store_ns = 0;
+    char tname[16];
+    snprintf(tname, sizeof(tname), "pr:%.12s", p->cfg->name);
+    pthread_setname_np(pthread_self(), tname);
     while (!svc->stop_requested && !atomic_load(&p->fatal)) {
         int64_t now = pr__now_ns();
         atomic_store(&p->last_turn_ns, now);
@@ -1023,8 +1026,8 @@ int pr_service_pipeline_stats(pr_service *svc, size_t i, pr_pipeline_stats *st)
     st->paused_partitions = cs.paused_partitions;
     st->pauses = atomic_load(&p->pauses);
     st->loop_turns = atomic_load(&p->loop_turns);
-    pr_partition_lag lags[PR__MAX_PARTS];
-    size_t nl = pr_consumer_lag(p->cons, lags, PR__MAX_PARTS);
+    pr_partition_lag *lags = calloc(PR__MAX_PARTS, sizeof(*lags));
+    size_t nl = lags ? pr_consumer_lag(p->cons, lags, PR__MAX_PARTS) : 0;
     st->lag = nl ? 0 : -1;
     for (size_t k = 0; k < nl && k < PR__MAX_PARTS; k++) {
         int64_t l = (lags[k].high_watermark >= 0 && lags[k].position >= 0)
@@ -1036,6 +1039,7 @@ int pr_service_pipeline_stats(pr_service *svc, size_t i, pr_pipeline_stats *st)
         }
         st->lag += l;
     }
+    free(lags);
     pthread_mutex_lock(&p->lock);
     for (uint32_t c = 0; c < p->cfg->spec.n_sparse; c++)
         st->vocab_size_total += p->vocab[c];

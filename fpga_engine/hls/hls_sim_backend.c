@@ -31,9 +31,11 @@ static int pr__sim_start(pr_khost *h, int slot, uint32_t mode, uint32_t rows, ui
                          uint32_t first, uint32_t count)
 {
     pr_backend *be = h->xp_ctx;
+#define PR__SIM_TAB(l) , h->buf[PR_KBUF_TAB0 + l]
     pr_kernel(h->buf[PR_KBUF_IN0 + slot], h->buf[PR_KBUF_OUT0 + slot], h->buf[PR_KBUF_CFG],
-              h->buf[PR_KBUF_TAB], h->buf[PR_KBUF_NEWV0 + slot], h->buf[PR_KBUF_XFER], mode, rows,
-              col, first, count, be->dev);
+              h->buf[PR_KBUF_NEWV0 + slot], h->buf[PR_KBUF_XFER], mode, rows, col, first,
+              count PR_K_LANES(PR__SIM_TAB), be->dev);
+#undef PR__SIM_TAB
     return 0;
 }
 

@@ -1,7 +1,7 @@
 /*
  * pr_kernel.h — the device side of the FPGA engine: the HLS kernel's
  * interface (arguments, modes, buffer layouts) shared by the kernel itself
- * (pr_kernel.c), the host packing code (pr_kpack.c) and both hosts that call
+ * (pr_kernel.c), the host packing code (pr_khost.c) and both hosts that call
  * it (hls_sim_backend.c calls it as a C function, xrt/xrt_backend.c through
  * XRT on an Alveo card).
  *
@@ -24,10 +24,24 @@
 #define PR_K_TILE_ROWS 1024u         /* rows per dataflow invocation (one column) */
 #define PR_K_MAX_DENSE 256u
 #define PR_K_MAX_SPARSE 256u
+/* Vocabulary lanes: one VocabGen+VocabMap pipeline per lane, all running in
+ * parallel inside the DATAFLOW region (Piper's one-pipeline-per-column
+ * organisation). Sparse column c belongs to lane c % PR_K_VOCAB_LANES and
+ * lives in that lane's memories: its on-chip bank (URAM) when the domain is
+ * small and the bank has room, else its own HBM pseudo-channel (port tab<l>).
+ * Compile-time: 26 (Criteo's sparse columns) by default, 1..26 (the U55C has
+ * 32 pseudo-channels; 5 carry in/out/cfg/newv/xfer, one stays spare). */
+#ifndef PR_K_VOCAB_LANES
+#define PR_K_VOCAB_LANES 26
+#endif
+#if PR_K_VOCAB_LANES < 1 || PR_K_VOCAB_LANES > 26
+#error "PR_K_VOCAB_LANES must be 1..26 (HBM pseudo-channels)"
+#endif
+#define PR_K_LANE_COLS ((PR_K_MAX_SPARSE + PR_K_VOCAB_LANES - 1) / PR_K_VOCAB_LANES) /* cols per lane, max */
 #define PR_K_ONCHIP_MAX_DOMAIN (1u << 16)     /* per column, URAM-resident table */
-#define PR_K_ONCHIP_ENTRIES (1u << 20)        /* all on-chip columns together: 8 MiB URAM */
+#define PR_K_LANE_ONCHIP_ENTRIES (1u << 16)   /* per lane bank: 512 KiB = 16 URAM blocks */
 #define PR_K_HBM_MAX_DOMAIN (1ull << 26)      /* per column, HBM-resident table */
-#define PR_K_HBM_ENTRIES (1ull << 29)         /* all HBM columns together: 4 GiB (8 banks) */
+#define PR_K_LANE_HBM_ENTRIES (1ull << 26)    /* per lane: one 512 MiB pseudo-channel */
 #define PR_K_XFER_ENTRIES 65536u              /* entries per read/load call */
 #define PR_K_CLOCK_HZ 200000000ull            /* Piper's achieved kernel clock */
 
@@ -59,7 +73,7 @@ enum {
 /* Word 0 lanes. */
 enum { PR_KCFG_MAGIC = 0, PR_KCFG_SHAPE, PR_KCFG_DENSE_OPS, PR_KCFG_SPARSE_OPS, PR_KCFG_PROFILE,
        PR_KCFG_COUNT_MODE, PR_KCFG_WIDTH };
-#define PR_K_CFG_MAGIC 0x70726b3100000001ull /* "prk1", layout version 1 */
+#define PR_K_CFG_MAGIC 0x70726b3100000002ull /* "prk1", layout version 2 (per-lane bases) */
 
 /* Dense op bits. */
 #define PR_KOP_NEG2ZERO 1u
@@ -69,7 +83,8 @@ enum { PR_KCFG_MAGIC = 0, PR_KCFG_SHAPE, PR_KCFG_DENSE_OPS, PR_KCFG_SPARSE_OPS, 
 #define PR_KOP_MODULUS 2u
 #define PR_KOP_VOCAB 4u
 
-/* Word 1 + c: sparse column c. */
+/* Word 1 + c: sparse column c. BASE is the entry offset inside the memory of
+ * the column's lane (c % PR_K_VOCAB_LANES): its on-chip bank or its HBM port. */
 enum { PR_KCOL_MODULUS = 0, PR_KCOL_MIN_COUNT, PR_KCOL_CAPACITY, PR_KCOL_MEM, PR_KCOL_BASE,
        PR_KCOL_DOMAIN };
 enum { PR_KMEM_NONE = 0, PR_KMEM_ONCHIP = 1, PR_KMEM_HBM = 2 };
@@ -151,31 +166,79 @@ static inline uint64_t pr_k_xfer_words(void) { return (uint64_t)PR_K_XFER_ENTRIE
 
 /* ------------------------------------------------------------ the top function */
 
+/* X-macro over the lanes: PR_K_LANES(X) expands to X(0) X(1) ... X(L-1), so
+ * that every lane is its own dataflow process with its own fixed AXI port
+ * (HLS cannot select among m_axi ports at run time). */
+#define PR__KL1(X) X(0)
+#define PR__KL2(X) PR__KL1(X) X(1)
+#define PR__KL3(X) PR__KL2(X) X(2)
+#define PR__KL4(X) PR__KL3(X) X(3)
+#define PR__KL5(X) PR__KL4(X) X(4)
+#define PR__KL6(X) PR__KL5(X) X(5)
+#define PR__KL7(X) PR__KL6(X) X(6)
+#define PR__KL8(X) PR__KL7(X) X(7)
+#define PR__KL9(X) PR__KL8(X) X(8)
+#define PR__KL10(X) PR__KL9(X) X(9)
+#define PR__KL11(X) PR__KL10(X) X(10)
+#define PR__KL12(X) PR__KL11(X) X(11)
+#define PR__KL13(X) PR__KL12(X) X(12)
+#define PR__KL14(X) PR__KL13(X) X(13)
+#define PR__KL15(X) PR__KL14(X) X(14)
+#define PR__KL16(X) PR__KL15(X) X(15)
+#define PR__KL17(X) PR__KL16(X) X(16)
+#define PR__KL18(X) PR__KL17(X) X(17)
+#define PR__KL19(X) PR__KL18(X) X(18)
+#define PR__KL20(X) PR__KL19(X) X(19)
+#define PR__KL21(X) PR__KL20(X) X(20)
+#define PR__KL22(X) PR__KL21(X) X(21)
+#define PR__KL23(X) PR__KL22(X) X(22)
+#define PR__KL24(X) PR__KL23(X) X(23)
+#define PR__KL25(X) PR__KL24(X) X(24)
+#define PR__KL26(X) PR__KL25(X) X(25)
+#define PR__KLCAT(n) PR__KL##n
+#define PR__KLN(n) PR__KLCAT(n)
+#define PR_K_LANES(X) PR__KLN(PR_K_VOCAB_LANES)(X)
+
+/* Kernel argument numbers (XRT sets them by index): the buffers, the
+ * scalars, then one HBM table port per lane. */
+enum { PR_KARG_IN = 0, PR_KARG_OUT, PR_KARG_CFG, PR_KARG_NEWV, PR_KARG_XFER, PR_KARG_MODE,
+       PR_KARG_ROWS, PR_KARG_COL, PR_KARG_FIRST, PR_KARG_COUNT, PR_KARG_TAB0 };
+
 #ifndef __SYNTHESIS__
 /* C simulation only: the memories that are on-chip (static, persistent
  * across invocations) in hardware live here, one per simulated device, so
- * several engines in one process do not share a vocabulary. */
+ * several engines in one process do not share a vocabulary. `fifo` is the
+ * storage of the C-sim streams (see pr_kernel.c): the stages of a dataflow
+ * region run one after another there, so a stream holds a whole tile. */
+#define PR_KSIM_FIFO_ENTRIES (3u * PR_K_MAX_DENSE * (PR_K_TILE_ROWS / 8) + \
+                              6u * PR_K_MAX_SPARSE * (PR_K_TILE_ROWS / 8 + 1) + \
+                              PR_K_VOCAB_LANES * (PR_K_TILE_ROWS / 8) + PR_K_TILE_ROWS / 32)
 typedef struct pr_ksim_dev {
-    uint64_t onchip[PR_K_ONCHIP_ENTRIES];
-    uint64_t next[PR_K_MAX_SPARSE];
-    uint16_t reject[PR_K_MAX_ROWS];
+    uint64_t onchip[PR_K_VOCAB_LANES][PR_K_LANE_ONCHIP_ENTRIES];
+    uint64_t next[PR_K_VOCAB_LANES][PR_K_LANE_COLS];
+    uint32_t stop[PR_K_VOCAB_LANES][PR_K_LANE_COLS];
+    uint32_t full_row[PR_K_VOCAB_LANES][PR_K_LANE_COLS];
+    uint64_t npos[PR_K_MAX_SPARSE];
+    uint64_t fifo[PR_KSIM_FIFO_ENTRIES][9]; /* a 64-byte word + flags each */
 } pr_ksim_dev;
 #define PR_KSIM_PARAM , pr_ksim_dev *ksim
 #else
 #define PR_KSIM_PARAM
 #endif
 
+#define PR__KTAB_PARAM(l) , uint64_t *tab##l
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* The kernel. `in`, `out`, `cfg`, `tab` (HBM vocabulary tables), `newv` and
- * `xfer` are device buffers on separate AXI masters; the scalars are
- * s_axilite registers. `rows` is used by PROCESS/COUNT, `col`/`first`/`count`
- * by READ/LOAD/CLEAR. */
-void pr_kernel(const pr_kw *in, pr_kw *out, const pr_kw *cfg, uint64_t *tab, uint64_t *newv,
-               pr_kw *xfer, uint32_t mode, uint32_t rows, uint32_t col, uint32_t first,
-               uint32_t count PR_KSIM_PARAM);
+/* The kernel. `in`, `out`, `cfg`, `newv`, `xfer` and the lanes' HBM tables
+ * `tab0..tab<L-1>` are device buffers on separate AXI masters; the scalars
+ * are s_axilite registers. `rows` is used by PROCESS/COUNT, `col`/`first`/
+ * `count` by READ/LOAD/CLEAR. */
+void pr_kernel(const pr_kw *in, pr_kw *out, const pr_kw *cfg, uint64_t *newv, pr_kw *xfer,
+               uint32_t mode, uint32_t rows, uint32_t col, uint32_t first,
+               uint32_t count PR_K_LANES(PR__KTAB_PARAM) PR_KSIM_PARAM);
 
 #ifdef __cplusplus
 }

@@ -31,7 +31,8 @@ int pr_khost_plan(pr_khost *h, const pr_pipeline_spec *spec, char *errstr, size_
     h->width = pr__spec_sparse_width(spec);
     h->has_vocab = pr_spec_has_op(spec, PR_OP_VOCAB);
     h->first_index = pr__profile_base(spec->profile);
-    h->onchip_used = h->hbm_used = 0;
+    memset(h->onchip_used, 0, sizeof(h->onchip_used));
+    memset(h->hbm_used, 0, sizeof(h->hbm_used));
     h->two_pass = 0;
     h->count_done = 0;
     for (uint32_t c = 0; c < spec->n_sparse && h->has_vocab; c++)
@@ -46,9 +47,12 @@ int pr_khost_plan(pr_khost *h, const pr_pipeline_spec *spec, char *errstr, size_
                          "vocabularies for unbounded domains are not supported on the device); "
                          "add modulus or use engine.backend: cpu",
                          spec->name);
-    /* Small domains first into the on-chip pool, in column order. */
+    /* Column c belongs to lane c % L. Small domains go to the lane's on-chip
+     * bank while it has room (in column order), the rest to the lane's HBM
+     * pseudo-channel. */
     for (uint32_t c = 0; c < spec->n_sparse && h->has_vocab; c++) {
         const pr_sparse_col_spec *s = &spec->sparse[c];
+        uint32_t l = c % PR_K_VOCAB_LANES;
         if (s->modulus > PR_K_HBM_MAX_DOMAIN)
             return pr_seterr(errstr, errstr_size, PR_ENOTSUP,
                              "sparse.%s.modulus: %" PRIu64 " exceeds the device limit of %" PRIu64
@@ -59,23 +63,22 @@ int pr_khost_plan(pr_khost *h, const pr_pipeline_spec *spec, char *errstr, size_
         uint64_t cap = pr_spec_col_capacity(spec, c);
         uint64_t most = s->modulus + (uint64_t)h->first_index;
         h->cap[c] = cap < most ? cap : most; /* more can never be handed out */
-        if (s->modulus <= PR_K_ONCHIP_MAX_DOMAIN && h->onchip_used + s->modulus <= PR_K_ONCHIP_ENTRIES) {
+        if (s->modulus <= PR_K_ONCHIP_MAX_DOMAIN &&
+            h->onchip_used[l] + s->modulus <= PR_K_LANE_ONCHIP_ENTRIES) {
             h->mem[c] = PR_KMEM_ONCHIP;
-            h->base[c] = h->onchip_used;
-            h->onchip_used += s->modulus;
+            h->base[c] = h->onchip_used[l];
+            h->onchip_used[l] += s->modulus;
+        } else {
+            if (h->hbm_used[l] + s->modulus > PR_K_LANE_HBM_ENTRIES)
+                return pr_seterr(errstr, errstr_size, PR_ENOTSUP,
+                                 "sparse.%s: vocabulary lane %u (columns %u, %u+%u, ...) needs more "
+                                 "than its HBM pseudo-channel's %" PRIu64 " entries (512 MiB); use "
+                                 "smaller moduli or engine.backend: cpu",
+                                 s->name, l, l, l, PR_K_VOCAB_LANES, (uint64_t)PR_K_LANE_HBM_ENTRIES);
+            h->mem[c] = PR_KMEM_HBM;
+            h->base[c] = h->hbm_used[l];
+            h->hbm_used[l] += s->modulus;
         }
-    }
-    for (uint32_t c = 0; c < spec->n_sparse && h->has_vocab; c++) {
-        if (h->mem[c] != PR_KMEM_NONE)
-            continue;
-        if (h->hbm_used + h->domain[c] > PR_K_HBM_ENTRIES)
-            return pr_seterr(errstr, errstr_size, PR_ENOTSUP,
-                             "sparse.%s: the vocabulary tables need more than the device's %" PRIu64
-                             " HBM entries (4 GiB) in all; use smaller moduli or engine.backend: cpu",
-                             spec->sparse[c].name, (uint64_t)PR_K_HBM_ENTRIES);
-        h->mem[c] = PR_KMEM_HBM;
-        h->base[c] = h->hbm_used;
-        h->hbm_used += h->domain[c];
     }
 
     uint32_t rp = PR__CHUNK;
@@ -88,7 +91,8 @@ int pr_khost_plan(pr_khost *h, const pr_pipeline_spec *spec, char *errstr, size_
     h->size[PR_KBUF_CFG] = pr_k_cfg_words(spec->n_sparse) * PR_K_WORD_BYTES;
     h->size[PR_KBUF_XFER] = pr_k_xfer_words() * PR_K_WORD_BYTES;
     /* Never zero-sized: XRT refuses empty buffers. */
-    h->size[PR_KBUF_TAB] = (h->hbm_used ? h->hbm_used : 8) * sizeof(uint64_t);
+    for (uint32_t l = 0; l < PR_K_VOCAB_LANES; l++)
+        h->size[PR_KBUF_TAB0 + l] = (h->hbm_used[l] ? h->hbm_used[l] : 8) * sizeof(uint64_t);
     return 0;
 }
 
@@ -279,7 +283,9 @@ static void pr__unpack(const pr_khost *h, int slot, uint32_t row0, uint32_t rows
             pr_bit_set(o->rejected, row);
             o->reject_reason[row] = PR_REJECT_BAD_HEX;
             o->reject_col[row] = rej[r];
-            o->labels[row] = 0; /* a rejected row is all zeros */
+            o->labels[row] = 0; /* a rejected row is all zeros: the kernel leaves its */
+            for (uint32_t d = 0; d < nd; d++) /* dense values to the host */
+                o->dense[(size_t)d * o->cap + row] = 0.0f;
             o->n_rejected++;
         }
     }

@@ -3,8 +3,8 @@
  * xrt backends (internal to fpga_engine/).
  *
  * Everything a host does around pr_kernel() lives here once: checking a spec
- * against the hardware limits and placing each column's vocabulary (on-chip
- * or HBM), packing pr_block rows into the kernel's input words, splitting big
+ * against the hardware limits and placing each column's vocabulary (column c
+ * in lane c % PR_K_VOCAB_LANES: that lane's on-chip bank or its HBM table), packing pr_block rows into the kernel's input words, splitting big
  * blocks into kernel calls, double buffering (pack and transfer call i+1
  * while call i runs), unpacking outputs into pr_out, and the vocabulary
  * read/load/clear protocol. A backend only supplies the transport: where the
@@ -35,8 +35,8 @@ enum {
     PR_KBUF_NEWV1,
     PR_KBUF_CFG,
     PR_KBUF_XFER,
-    PR_KBUF_TAB, /* HBM vocabulary tables: device-only on a card */
-    PR_KBUF__N
+    PR_KBUF_TAB0, /* lane l's HBM vocabulary tables at PR_KBUF_TAB0 + l: device-only on a card */
+    PR_KBUF__N = PR_KBUF_TAB0 + PR_K_VOCAB_LANES
 };
 
 typedef struct pr_khost pr_khost;
@@ -64,10 +64,10 @@ struct pr_khost {
     int count_done;
     /* Placement, per sparse column. */
     uint8_t mem[PR_MAX_SPARSE];        /* PR_KMEM_* */
-    uint64_t base[PR_MAX_SPARSE];      /* entry offset in the on-chip pool or HBM table */
+    uint64_t base[PR_MAX_SPARSE];      /* entry offset in its lane's on-chip bank or HBM table */
     uint64_t domain[PR_MAX_SPARSE];    /* modulus: table entries */
     uint64_t cap[PR_MAX_SPARSE];       /* capacity, clamped to domain + first_index */
-    uint64_t onchip_used, hbm_used;    /* entries */
+    uint64_t onchip_used[PR_K_VOCAB_LANES], hbm_used[PR_K_VOCAB_LANES]; /* entries, per lane */
     /* Buffers: host views and sizes in bytes (set by the backend, sized by
      * pr_khost_plan). */
     void *buf[PR_KBUF__N];

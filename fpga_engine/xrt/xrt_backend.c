@@ -7,12 +7,15 @@
  * All host logic is pr_khost.c, shared with hls-sim, so the device sees the
  * same words the C simulation was tested with. This file is the transport:
  *   - one buffer object per kernel buffer, in the HBM bank the kernel argument
- *     is connected to (xrtKernelArgGroupId; banks in hls/u55c.cfg); input,
+ *     is connected to (xrtKernelArgGroupId; banks in hls/u55c.cfg), one table
+ *     buffer per vocabulary lane on that lane's pseudo-channel; input,
  *     output and new-index log are double buffered so pr_khost can send call
  *     i+1 and read call i back while the card runs;
  *   - the vocabulary tables are a device-only buffer: they never cross PCIe
  *     except through the kernel's READ/LOAD modes (snapshots, recovery);
- *   - a kernel start is xrtKernelRun, a wait is xrtRunWait.
+ *   - a kernel start is xrtRunOpen + xrtRunSetArg per argument (the lane
+ *     count is a compile-time constant, so no fixed variadic call) +
+ *     xrtRunStart; a wait is xrtRunWait.
  *
  * Safety: XRT 2.13's xrtDeviceOpen throws (and so aborts a C program) when
  * there is no device, so create first asks xclProbe(), which only counts,
@@ -33,8 +36,6 @@
 
 #define PR__KERNEL_NAME "pr_kernel"
 
-/* Kernel argument numbers (pr_kernel()'s parameter order). */
-enum { PR__ARG_IN = 0, PR__ARG_OUT, PR__ARG_CFG, PR__ARG_TAB, PR__ARG_NEWV, PR__ARG_XFER };
 
 struct pr_backend {
     pr_khost h;
@@ -66,11 +67,25 @@ static int pr__xrt_start(pr_khost *h, int slot, uint32_t mode, uint32_t rows, ui
                          uint32_t first, uint32_t count)
 {
     pr_backend *be = h->xp_ctx;
-    be->run[slot] = xrtKernelRun(be->krnl, be->bo[PR_KBUF_IN0 + slot], be->bo[PR_KBUF_OUT0 + slot],
-                                 be->bo[PR_KBUF_CFG], be->bo[PR_KBUF_TAB],
-                                 be->bo[PR_KBUF_NEWV0 + slot], be->bo[PR_KBUF_XFER], mode, rows, col,
-                                 first, count);
-    return be->run[slot] ? 0 : PR_EIO;
+    xrtRunHandle r = xrtRunOpen(be->krnl);
+    if (!r)
+        return PR_EIO;
+    int bad = xrtRunSetArg(r, PR_KARG_IN, be->bo[PR_KBUF_IN0 + slot]) ||
+              xrtRunSetArg(r, PR_KARG_OUT, be->bo[PR_KBUF_OUT0 + slot]) ||
+              xrtRunSetArg(r, PR_KARG_CFG, be->bo[PR_KBUF_CFG]) ||
+              xrtRunSetArg(r, PR_KARG_NEWV, be->bo[PR_KBUF_NEWV0 + slot]) ||
+              xrtRunSetArg(r, PR_KARG_XFER, be->bo[PR_KBUF_XFER]) ||
+              xrtRunSetArg(r, PR_KARG_MODE, mode) || xrtRunSetArg(r, PR_KARG_ROWS, rows) ||
+              xrtRunSetArg(r, PR_KARG_COL, col) || xrtRunSetArg(r, PR_KARG_FIRST, first) ||
+              xrtRunSetArg(r, PR_KARG_COUNT, count);
+    for (int l = 0; !bad && l < PR_K_VOCAB_LANES; l++)
+        bad = xrtRunSetArg(r, PR_KARG_TAB0 + l, be->bo[PR_KBUF_TAB0 + l]);
+    if (bad || xrtRunStart(r)) {
+        xrtRunClose(r);
+        return PR_EIO;
+    }
+    be->run[slot] = r;
+    return 0;
 }
 
 static int pr__xrt_wait(pr_khost *h, int slot)
@@ -112,14 +127,14 @@ static int pr__buf_arg(int buf)
 {
     switch (buf) {
     case PR_KBUF_IN0:
-    case PR_KBUF_IN1: return PR__ARG_IN;
+    case PR_KBUF_IN1: return PR_KARG_IN;
     case PR_KBUF_OUT0:
-    case PR_KBUF_OUT1: return PR__ARG_OUT;
+    case PR_KBUF_OUT1: return PR_KARG_OUT;
     case PR_KBUF_NEWV0:
-    case PR_KBUF_NEWV1: return PR__ARG_NEWV;
-    case PR_KBUF_CFG: return PR__ARG_CFG;
-    case PR_KBUF_XFER: return PR__ARG_XFER;
-    default: return PR__ARG_TAB;
+    case PR_KBUF_NEWV1: return PR_KARG_NEWV;
+    case PR_KBUF_CFG: return PR_KARG_CFG;
+    case PR_KBUF_XFER: return PR_KARG_XFER;
+    default: return PR_KARG_TAB0 + (buf - PR_KBUF_TAB0); /* lane tables */
     }
 }
 
@@ -178,14 +193,15 @@ static int pr__xrt_create(const pr_pipeline_spec *spec, const pr_engine_opts *op
     }
     for (int i = 0; i < PR_KBUF__N; i++) {
         int grp = xrtKernelArgGroupId(be->krnl, pr__buf_arg(i));
-        xrtBufferFlags fl = i == PR_KBUF_TAB ? XRT_BO_FLAGS_DEV_ONLY : XRT_BO_FLAGS_NONE;
+        int is_tab = i >= PR_KBUF_TAB0;
+        xrtBufferFlags fl = is_tab ? XRT_BO_FLAGS_DEV_ONLY : XRT_BO_FLAGS_NONE;
         if (grp < 0 || !(be->bo[i] = xrtBOAlloc(be->dev, be->h.size[i], fl, (xrtMemoryGroup)grp))) {
             rc = pr_seterr(errstr, errstr_size, PR_ENOMEM,
                            "xrt: cannot allocate %zu bytes of device memory for kernel argument %d",
                            be->h.size[i], pr__buf_arg(i));
             goto fail;
         }
-        if (i != PR_KBUF_TAB && !(be->h.buf[i] = xrtBOMap(be->bo[i]))) {
+        if (!is_tab && !(be->h.buf[i] = xrtBOMap(be->bo[i]))) {
             rc = pr_seterr(errstr, errstr_size, PR_EIO, "xrt: cannot map a device buffer");
             goto fail;
         }

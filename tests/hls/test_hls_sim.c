@@ -278,6 +278,47 @@ static void test_p3_equal(void **state)
     }
 }
 
+/* More sparse columns than vocabulary lanes: lane l owns columns l, l+L,
+ * l+2L; its on-chip bank fills up (two 40000-entry tables do not fit in one
+ * 65536-entry bank, so the second goes to the lane's HBM table) and the
+ * lanes' HBM tables hold several columns each. Bad hex rows are spread over
+ * all columns, so a row rejected by a column of one lane must leave every
+ * other lane's tables alone. */
+static void test_lanes_shared(void **state)
+{
+    (void)state;
+    for (int p = 0; p < 2; p++) {
+        pr_pipeline_spec s;
+        uint16_t ns = 2 * PR_K_VOCAB_LANES + 8 < PR_MAX_SPARSE ? 2 * PR_K_VOCAB_LANES + 8 : PR_MAX_SPARSE;
+        spec_of(&s, 2, ns, true, 40000, (pr_vocab_profile)p);
+        for (uint32_t c = 0; c < ns; c++)
+            s.sparse[c].modulus = c % 2 ? 100003 : c % 5 == 1 ? 300 : 40000;
+        if (p == PR_VOCAB_DEFAULT)
+            s.sparse[3].min_count = 3;
+        gen_opts g = G;
+        g.u64_cols = 2;
+        g.bad_per_mil = 60;
+        uint64_t before = g_rejected;
+        compare_stream(&s, 3, 2048, g, 41 + (uint64_t)p, NULL, NULL);
+        assert_true(g_rejected > before);
+    }
+}
+
+/* A column's vocabulary lane has one HBM pseudo-channel (512 MiB): two
+ * 2^26-entry columns in the same lane do not fit; the reason names it. */
+static void test_lane_hbm_limit(void **state)
+{
+    (void)state;
+    pr_pipeline_spec s;
+    char err[512] = "";
+    pr_engine_opts o = {.backend = "hls-sim"};
+    spec_of(&s, 0, PR_K_VOCAB_LANES + 1, true, 8, PR_VOCAB_DLRM);
+    s.sparse[0].modulus = s.sparse[PR_K_VOCAB_LANES].modulus = 1ull << 26;
+    assert_null(pr_engine_new(&s, &o, err, sizeof(err)));
+    assert_non_null(strstr(err, "lane 0"));
+    assert_non_null(strstr(err, "pseudo-channel"));
+}
+
 /* A value first seen in block k keeps its index in block k+1 (checked on the
  * hls-sim engine directly, not only through equality with cpu). */
 static void test_index_stable_across_blocks(void **state)
@@ -526,7 +567,8 @@ static void test_kernel_badarg(void **state)
     pr_kw *cfg = calloc(4, sizeof(pr_kw)), *out = calloc(8, sizeof(pr_kw));
     pr_kw *xfer = calloc(1, sizeof(pr_kw));
     uint64_t tab[8] = {0}, newv[8] = {0};
-    pr_kernel(cfg, out, cfg, tab, newv, xfer, PR_KMODE_PROCESS, 0, 0, 0, 0, dev);
+#define TAB_ARG(l) , tab
+    pr_kernel(cfg, out, cfg, newv, xfer, PR_KMODE_PROCESS, 0, 0, 0, 0 PR_K_LANES(TAB_ARG), dev);
     assert_int_equal(out[0].l[0], PR_KST_BADARG); /* no magic */
     cfg[0].l[PR_KCFG_MAGIC] = PR_K_CFG_MAGIC;
     cfg[0].l[PR_KCFG_SHAPE] = 1u << 16; /* one sparse column */
@@ -536,11 +578,11 @@ static void test_kernel_badarg(void **state)
     cfg[1].l[PR_KCOL_MEM] = PR_KMEM_ONCHIP;
     cfg[1].l[PR_KCOL_CAPACITY] = 16;
     cfg[1].l[PR_KCOL_MIN_COUNT] = 1;
-    pr_kernel(cfg, out, cfg, tab, newv, xfer, PR_KMODE_READ, 0, 0, 8, 9, dev);
+    pr_kernel(cfg, out, cfg, newv, xfer, PR_KMODE_READ, 0, 0, 8, 9 PR_K_LANES(TAB_ARG), dev);
     assert_int_equal(out[0].l[0], PR_KST_BADARG); /* 8 + 9 > 16 entries */
-    pr_kernel(cfg, out, cfg, tab, newv, xfer, PR_KMODE_READ, 0, 1, 0, 1, dev);
+    pr_kernel(cfg, out, cfg, newv, xfer, PR_KMODE_READ, 0, 1, 0, 1 PR_K_LANES(TAB_ARG), dev);
     assert_int_equal(out[0].l[0], PR_KST_BADARG); /* no column 1 */
-    pr_kernel(cfg, out, cfg, tab, newv, xfer, PR_KMODE_CLEAR, 0, 0, 5, 0, dev);
+    pr_kernel(cfg, out, cfg, newv, xfer, PR_KMODE_CLEAR, 0, 0, 5, 0 PR_K_LANES(TAB_ARG), dev);
     assert_int_equal(out[0].l[0], PR_KST_OK);
     assert_int_equal(out[1].l[0], 5); /* indices handed out, as set */
     free(dev);
@@ -585,6 +627,8 @@ int main(void)
         cmocka_unit_test(test_p1_equal),
         cmocka_unit_test(test_p2_equal),
         cmocka_unit_test(test_p3_equal),
+        cmocka_unit_test(test_lanes_shared),
+        cmocka_unit_test(test_lane_hbm_limit),
         cmocka_unit_test(test_index_stable_across_blocks),
         cmocka_unit_test(test_min_count_streaming),
         cmocka_unit_test(test_min_count_two_pass),

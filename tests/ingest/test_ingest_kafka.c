@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "piperec.pb-c.h"
 #include "pr_ingest.h"
 #include "pr_log.h"
 
@@ -565,6 +566,96 @@ static void test_dead_letters(void **state)
     free(s);
 }
 
+/* EventBatch messages against a small block: a message that does not fit the
+ * remaining rows waits for the next poll, one larger than the whole block is
+ * split, and every event arrives once, in order, with its message's offset. */
+static void test_batches_fill_blocks(void **state)
+{
+    (void)state;
+    char errstr[256];
+    assert_int_equal(pr_mock_broker_create_topic(g_mb, "eb", 1, errstr, sizeof(errstr)), 0);
+    static const int sizes[] = { 50, 50, 200, 10, 64, 1 };
+    enum { NMSG = sizeof(sizes) / sizeof(sizes[0]) };
+    double dense[2];
+    uint64_t ids[3] = { 1, 2, 3 };
+    Piperec__V1__Event evs[200], *ptrs[200];
+    char *payloads[NMSG];
+    size_t lens[NMSG];
+    int id = 0;
+    for (int m = 0; m < NMSG; m++) {
+        for (int i = 0; i < sizes[m]; i++) {
+            piperec__v1__event__init(&evs[i]);
+            evs[i].label = id++; /* event id in the label */
+            evs[i].n_dense = 2;
+            evs[i].dense = dense;
+            evs[i].n_sparse_id = 3;
+            evs[i].sparse_id = ids;
+            ptrs[i] = &evs[i];
+        }
+        Piperec__V1__EventBatch eb = PIPEREC__V1__EVENT_BATCH__INIT;
+        eb.n_events = (size_t)sizes[m];
+        eb.events = ptrs;
+        lens[m] = piperec__v1__event_batch__get_packed_size(&eb);
+        payloads[m] = malloc(lens[m]);
+        piperec__v1__event_batch__pack(&eb, (uint8_t *)payloads[m]);
+    }
+    rd_kafka_conf_t *kc = rd_kafka_conf_new();
+    rd_kafka_conf_set(kc, "bootstrap.servers", pr_mock_broker_bootstrap(g_mb), errstr,
+                      sizeof(errstr));
+    rd_kafka_t *p = rd_kafka_new(RD_KAFKA_PRODUCER, kc, errstr, sizeof(errstr));
+    for (int m = 0; m < NMSG; m++)
+        assert_int_equal(rd_kafka_producev(p, RD_KAFKA_V_TOPIC("eb"), RD_KAFKA_V_PARTITION(0),
+                                           RD_KAFKA_V_VALUE(payloads[m], lens[m]),
+                                           RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_FREE),
+                                           RD_KAFKA_V_END), 0);
+    assert_int_equal(rd_kafka_flush(p, 10000), 0);
+    rd_kafka_destroy(p);
+
+    pr_kv_ref props[] = { { "bootstrap.servers", pr_mock_broker_bootstrap(g_mb) },
+                          { "auto.offset.reset", "earliest" },
+                          { "session.timeout.ms", "4000" } };
+    const char *topics[] = { "eb" };
+    pr_consumer_conf conf = { .topics = topics, .n_topics = 1, .group_id = "g-eb",
+                              .props = props, .n_props = 3,
+                              .format = PR_MSG_PROTOBUF_EVENT_BATCH, .spec = &g_spec };
+    pr_consumer *c = pr_consumer_new(&conf, errstr, sizeof(errstr));
+    if (!c)
+        fail_msg("%s", errstr);
+    pr_block *b = pr_block_new(g_spec.n_dense, g_spec.n_sparse, 64, true);
+    int next_id = 0, polls_with_rows = 0;
+    double end = now_s() + 30;
+    while (next_id < id && now_s() < end) {
+        assert_true(pr_consumer_poll(c, b, 100, errstr, sizeof(errstr)) >= 0);
+        if (b->rows)
+            polls_with_rows++;
+        for (uint32_t r = 0; r < b->rows; r++) {
+            assert_int_equal(b->labels[r], next_id); /* once each, in order */
+            /* offset = index of the message holding the event */
+            int m = 0, acc = sizes[0];
+            while (next_id >= acc)
+                acc += sizes[++m];
+            assert_int_equal(b->offset[r], m);
+            assert_int_equal(b->sparse_enc[0], PR_SPARSE_U64);
+            next_id++;
+        }
+        /* A block never ends inside a message unless the message is bigger
+         * than a block: then consumed_next still points at that message. */
+        if (next_id == 50 + 50 + 64)
+            assert_int_equal(pr_consumer_consumed_next(c, 0), 2);
+        pr_block_reset(b);
+    }
+    assert_int_equal(next_id, id);
+    assert_int_equal(pr_consumer_consumed_next(c, 0), NMSG);
+    /* 50 | 50 | 64 | 64 | 64+... : at least six blocks for 375 events */
+    assert_true(polls_with_rows >= 6);
+    pr_consumer_stats st;
+    pr_consumer_get_stats(c, &st);
+    assert_int_equal(st.messages, NMSG);
+    assert_int_equal(st.records, (uint64_t)id);
+    pr_consumer_free(c);
+    pr_block_free(b);
+}
+
 static void test_bad_config(void **state)
 {
     (void)state;
@@ -616,6 +707,7 @@ int main(void)
         cmocka_unit_test(test_resume_from_stored_offset),
         cmocka_unit_test(test_cooperative_rebalance),
         cmocka_unit_test(test_dead_letters),
+        cmocka_unit_test(test_batches_fill_blocks),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

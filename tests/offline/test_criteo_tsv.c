@@ -296,6 +296,66 @@ static void test_fuzz(void **state)
     free(buf);
 }
 
+/* Random valid lines of every field shape the fast path takes or hands to
+ * the general decoder (long integers, floats, short/long hex, missing):
+ * values must come out right either way. */
+static void test_mixed_values(void **state)
+{
+    fixture *f = *state;
+    uint64_t seed = 99;
+    char line[2048];
+    for (int iter = 0; iter < 2000; iter++) {
+        double want_d[13];
+        char want_h[26][17];
+        bool dmiss[13], smiss[26];
+        int k = snprintf(line, sizeof(line), "%d", (int)(rnd(&seed) % 2));
+        for (int j = 0; j < 13; j++) {
+            int kind = (int)(rnd(&seed) % 6);
+            dmiss[j] = kind == 0;
+            if (kind == 0) {
+                want_d[j] = 0;
+                k += snprintf(line + k, sizeof(line) - (size_t)k, "\t");
+            } else if (kind == 5) {
+                want_d[j] = (double)(int64_t)(rnd(&seed) % 2000) / 8.0;
+                k += snprintf(line + k, sizeof(line) - (size_t)k, "\t%.3f", want_d[j]);
+            } else {
+                int digits = 1 + (int)(rnd(&seed) % 12);
+                int64_t v = (int64_t)(rnd(&seed) % 1000000000000ull);
+                for (int d = digits; d < 12; d++)
+                    v /= 10;
+                if (rnd(&seed) % 5 == 0)
+                    v = -v;
+                want_d[j] = (double)v;
+                k += snprintf(line + k, sizeof(line) - (size_t)k, "\t%lld", (long long)v);
+            }
+        }
+        for (int c = 0; c < 26; c++) {
+            int l = (int)(rnd(&seed) % 20);
+            l = l > 16 ? 8 : l;
+            smiss[c] = l == 0;
+            char h[17];
+            for (int i = 0; i < l; i++)
+                h[i] = "0123456789abcdefABCDEF"[rnd(&seed) % 22];
+            h[l] = '\0';
+            memset(want_h[c], '0', 16);
+            memcpy(want_h[c] + 16 - l, h, (size_t)l);
+            k += snprintf(line + k, sizeof(line) - (size_t)k, "\t%s", h);
+        }
+        pr_block_reset(f->b);
+        assert_int_equal(pr_decode_criteo_line(&f->ctx, f->b, line, (size_t)k, 1), 1);
+        for (uint32_t j = 0; j < 13; j++) {
+            if (f->b->dense[j * f->b->cap] != want_d[j])
+                fail_msg("line %d I%u: got %g want %g: %s", iter, j + 1, f->b->dense[j * f->b->cap],
+                         want_d[j], line);
+            assert_int_equal(missing(f->b->dense_missing, f->b, j, 0), dmiss[j]);
+        }
+        for (uint32_t c = 0; c < 26; c++) {
+            assert_memory_equal(pr_block_hex(f->b, c, 0), want_h[c], 16);
+            assert_int_equal(missing(f->b->sparse_missing, f->b, c, 0), smiss[c]);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -306,6 +366,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_block_full, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lines_buffer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fuzz, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mixed_values, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
