@@ -324,8 +324,19 @@ void pr_trainer_client_close(pr_trainer_client *c)
 {
     if (!c)
         return;
-    if (c->fd >= 0)
+    if (c->fd >= 0) {
+        /* Graceful close: closing a socket with unread data in its receive
+         * queue (pings, batches beyond --count) makes the kernel send RST, and
+         * the server may then lose acks still queued on its side. Half-close,
+         * drain until the server closes (bounded), then close. */
+        shutdown(c->fd, SHUT_WR);
+        char sink[4096];
+        struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
+        for (int spins = 0; spins < 100 && poll(&pfd, 1, 20) > 0; spins++)
+            if (recv(c->fd, sink, sizeof(sink), 0) <= 0)
+                break;
         close(c->fd);
+    }
     for (uint32_t i = 0; c->info.dense_names && i < c->info.n_dense; i++)
         free(c->info.dense_names[i]);
     for (uint32_t i = 0; c->info.sparse_names && i < c->info.n_sparse; i++)

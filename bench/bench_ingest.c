@@ -215,13 +215,14 @@ static int run_format(pr_mock_broker *mb, pr_msg_format fmt, const bench_cfg *cf
         med_eps = eps[rounds / 2];
         med_mb = mbps[rounds / 2];
     }
-    printf("{\"bench\":\"ingest\",\"format\":\"%s\",\"events_per_message\":%u,"
+    printf("{\"bench\":\"ingest_%s\",\"threads\":1,\"events_per_message\":%u,"
            "\"events\":%" PRIu64 ",\"messages\":%" PRIu64 ",\"bytes\":%" PRIu64
            ",\"rejected\":%" PRIu64 ",\"partitions\":%d,\"rounds\":%d,\"idle_polls\":%" PRIu64
-           ",\"events_per_s\":%.0f,\"events_per_s_best\":%.0f,\"mb_per_s\":%.1f}\n",
+           ",\"events_per_s\":%.0f,\"events_per_s_best\":%.0f,\"rows_per_s\":%.0f,"
+           "\"mb_per_s\":%.1f}\n",
            pr_msg_format_name(fmt), fmt == PR_MSG_PROTOBUF_EVENT_BATCH ? cfg->batch : 1, rows,
            msgs_total, bytes_total, st.rejected_records, cfg->partitions, rounds, idle_total,
-           med_eps, best, med_mb);
+           med_eps, best, med_eps, med_mb);
     fflush(stdout);
     pr_block_free(b);
     pr_consumer_free(c);

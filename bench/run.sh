@@ -71,6 +71,7 @@ head -n "$BASE_ROWS" "$TMP/data.tsv" > "$TMP/slice.tsv"
 $PY "$HERE/baseline_pandas.py" --input "$TMP/slice.tsv" --out "$TMP/slice-pandas" \
     --compare "$TMP/slice-out" | collect
 
+[ -x "$BUILD/bench/bench_ingest" ] && { echo "== 5b. bench_ingest: Kafka consume + decode through the embedded broker (ingest only)" >&2; "$BUILD/bench/bench_ingest" | collect; }
 [ -x "$BUILD/bench/bench_e2e" ] && { echo "== 6. bench_e2e: streaming end to end (embedded broker -> service -> trainer)" >&2; "$BUILD/bench/bench_e2e" | collect; }
 echo "== results ($RESULTS)" >&2
 $PY - "$RESULTS" <<'EOF'

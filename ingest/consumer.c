@@ -530,11 +530,10 @@ static int pr__deliver(pr_consumer *c, pr_block *b, rd_kafka_message_t *m, int64
         *keep = true;
         return added;
     }
-    if (pi >= 0) {
-        pthread_mutex_lock(&c->lock);
-        c->parts[pi].consumed_next = m->offset + 1;
-        pthread_mutex_unlock(&c->lock);
-    }
+    /* Only this thread moves parts[] (under the lock), so a plain atomic
+     * store is enough here; readers on other threads hold the lock. */
+    if (pi >= 0)
+        __atomic_store_n(&c->parts[pi].consumed_next, m->offset + 1, __ATOMIC_RELAXED);
     c->pending = NULL;
     c->pending_rec = 0;
     rd_kafka_message_destroy(m);
@@ -682,7 +681,7 @@ int64_t pr_consumer_consumed_next(const pr_consumer *c, int32_t key)
     pr_consumer *mc = (pr_consumer *)c;
     pthread_mutex_lock(&mc->lock);
     ssize_t i = pr__part_find(c, key);
-    int64_t v = i >= 0 ? c->parts[i].consumed_next : -1;
+    int64_t v = i >= 0 ? __atomic_load_n(&c->parts[i].consumed_next, __ATOMIC_RELAXED) : -1;
     pthread_mutex_unlock(&mc->lock);
     return v;
 }

@@ -23,6 +23,10 @@
  *     the last message poll handed out completely; when nothing of a
  *     partition is in flight downstream, that value is safe to store, so a
  *     trailing run of rejects never blocks commits;
+ *   - the rule, per partition key p:  store = rows of p in flight downstream
+ *     ? min(downstream safe offset, consumed_next(p)) : consumed_next(p).
+ *     The min() matters only for a message split over two blocks (below):
+ *     its first rows may be acknowledged before the rest was handed out;
  *   - on revoke: on_revoke() runs FIRST (the service drops unbatched rows of
  *     those partitions and stores their safe offsets), then the consumer
  *     commits synchronously, then the partitions are unassigned.
@@ -210,7 +214,8 @@ int pr_consumer_poll(pr_consumer *c, pr_block *b, int timeout_ms, char *errstr,
 
 /* Stop / restart fetching from every assigned partition (and from partitions
  * assigned while paused). Keep polling while paused: rebalances are served by
- * poll. Idempotent. */
+ * poll. A message already held pending (at most one) is still handed out by
+ * the next poll; nothing else is. Idempotent. */
 int pr_consumer_pause(pr_consumer *c);
 int pr_consumer_resume(pr_consumer *c);
 bool pr_consumer_paused(const pr_consumer *c);

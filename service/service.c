@@ -19,6 +19,7 @@
  * checkpoint intervals use the real monotonic clock so a test that freezes
  * time does not also freeze /healthz.
  */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include "pr_service.h"
 
 #include <errno.h>

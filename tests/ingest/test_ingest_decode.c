@@ -425,7 +425,9 @@ static void test_fuzz(void **state)
     uint8_t good[600];
     size_t glen = piperec__v1__event_batch__pack(&eb, good);
 
-    for (int it = 0; it < 6000; it++) {
+    /* PR_FUZZ_ITERS raises the count for a longer manual run. */
+    int iters = getenv("PR_FUZZ_ITERS") ? atoi(getenv("PR_FUZZ_ITERS")) : 6000;
+    for (int it = 0; it < iters; it++) {
         size_t len;
         if (it % 2) {
             len = glen;

@@ -287,11 +287,10 @@ static void test_consume_pause_commit_resume(void **state)
     assert_int_equal(st.records, 333);
     assert_int_equal(st.assigned_partitions, 3);
 
-    /* on_revoke stores consumed_next: undo that for partition 0 by closing
-     * without the callback's store mattering — it stores 111 for all. So
-     * check the resume point with a fresh group member after a close that
-     * does NOT store: use a consumer whose revoke stores nothing. */
-    pr_consumer_free(c); /* close: on_revoke (stores 111 everywhere), commit */
+    /* Close: on_revoke stores consumed_next (111 everywhere, as the service
+     * does once everything is acknowledged), then the consumer commits.
+     * test_resume_from_stored_offset covers a close without that store. */
+    pr_consumer_free(c);
     assert_int_equal(s->revoked_parts, 3);
 
     /* A second consumer of the same group resumes at the committed offsets:
