@@ -29,7 +29,9 @@
  *     its first rows may be acknowledged before the rest was handed out;
  *   - on revoke: on_revoke() runs FIRST (the service drops unbatched rows of
  *     those partitions and stores their safe offsets), then the consumer
- *     commits synchronously, then the partitions are unassigned.
+ *     commits synchronously, then the partitions are unassigned. Callbacks
+ *     run inside pr_consumer_poll, so rows of a revoked partition appended
+ *     earlier in the same poll call are still in the caller's block.
  *
  * Partition keys. A pipeline may read several topics, but a pr_block row has
  * one int32 `partition`. Rows therefore carry a partition KEY:

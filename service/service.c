@@ -193,8 +193,14 @@ static void pr__late_cb(void *opaque, const pr_block *in, const pr_out *out, uin
 static void pr__store_cb(void *opaque, int32_t key, int64_t safe)
 {
     pr__pipe *p = opaque;
-    if (safe < 0)
+    /* A message split across two blocks has rows acknowledged while the rest
+     * of it is still inside the consumer: never store past what the consumer
+     * handed out completely. */
+    int64_t cn = pr_consumer_consumed_next(p->cons, key);
+    if (safe < 0 || cn < 0)
         return;
+    if (safe > cn)
+        safe = cn;
     if (pr_consumer_store_offset_key(p->cons, key, safe) == 0) {
         atomic_fetch_add(&p->offsets_stored, 1);
         p->stored_since_commit = true;
@@ -224,6 +230,10 @@ static void pr__on_revoke(void *opaque, pr_consumer *c, const pr_tp *parts, size
     for (size_t i = 0; i < n; i++) {
         int64_t safe = -1;
         pr_batcher_revoke(p->bat, parts[i].key, &safe);
+        /* parts[i].offset = the consumer's consumed_next: everything before
+         * it was handed out whole; the batcher knows what is still in flight. */
+        if (safe < 0 || (parts[i].offset >= 0 && parts[i].offset < safe))
+            safe = parts[i].offset;
         if (safe >= 0)
             pr_consumer_store_offset_key(c, parts[i].key, safe);
         if (p->n_revoked < sizeof(p->revoked_keys) / sizeof(p->revoked_keys[0]))
