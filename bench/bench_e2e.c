@@ -216,6 +216,15 @@ static void *pacer_main(void *arg)
     return NULL;
 }
 
+/* A JSON number, or null for NaN (no measurement). buf holds 32 bytes. */
+static const char *jnum(char *buf, double v)
+{
+    if (isnan(v) || isinf(v))
+        return "null";
+    snprintf(buf, 32, "%.1f", v);
+    return buf;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -365,17 +374,18 @@ static int run_format(bench *b)
         double pmax = b->n_fresh ? b->fresh_ms[b->n_fresh - 1] : NAN;
         size_t nb = b->n_fresh;
         pthread_mutex_unlock(&b->lock);
+        char j50[32], j99[32], jmax[32], a50[32], a99[32];
         printf("{\"bench\": \"e2e_freshness\", \"format\": \"%s\", \"load\": %.2f, "
                "\"target_events_per_s\": %.0f, \"acked_events_per_s\": %.0f, \"batches\": %zu, "
-               "\"event_to_emit_p50_ms\": %.1f, \"event_to_emit_p99_ms\": %.1f, "
-               "\"event_to_emit_max_ms\": %.1f, \"emit_to_ack_p50_ms\": %.1f, "
-               "\"emit_to_ack_p99_ms\": %.1f, \"max_delay_ms\": %lld, "
+               "\"event_to_emit_p50_ms\": %s, \"event_to_emit_p99_ms\": %s, "
+               "\"event_to_emit_max_ms\": %s, \"emit_to_ack_p50_ms\": %s, "
+               "\"emit_to_ack_p99_ms\": %s, \"max_delay_ms\": %lld, "
                "\"p99_target_ms\": %lld}\n",
                pr_source_format_name(b->format), load, b->pace_rate,
-               (double)(a1 - a0) / dt, nb, p50, p99, pmax,
-               pr_hist_snapshot_quantile(&ack, 0.5) * 1000.0,
-               pr_hist_snapshot_quantile(&ack, 0.99) * 1000.0, (long long)b->max_delay_ms,
-               (long long)b->max_delay_ms + 20);
+               (double)(a1 - a0) / dt, nb, jnum(j50, p50), jnum(j99, p99), jnum(jmax, pmax),
+               jnum(a50, pr_hist_snapshot_quantile(&ack, 0.5) * 1000.0),
+               jnum(a99, pr_hist_snapshot_quantile(&ack, 0.99) * 1000.0),
+               (long long)b->max_delay_ms, (long long)b->max_delay_ms + 20);
         fflush(stdout);
     }
 

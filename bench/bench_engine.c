@@ -19,12 +19,27 @@
  * pipeline and ns per value per operator (operator wall time summed over
  * workers, divided by values: per-thread cost), then the 2-vs-1 thread ratio.
  *
+ * Where the time goes: before the pipelines the same process measures the
+ * machine's memory bandwidth (a streaming read and a streaming write of a
+ * buffer far larger than the caches, at each thread count, best of 3), and
+ * every pipeline line carries the bytes a row must move at least (inputs read
+ * once, outputs written once) and the rows/s that bandwidth allows:
+ * 1 / (read_bytes / read_bw + written_bytes / write_bw). rows_per_s close to
+ * that bound means the engine is memory bound; far below, compute bound.
+ * cpu_seconds next to seconds shows contention from other processes.
+ *
  *   bench_engine [--rows N] [--threads 1,2] [--backend cpu] [--block N]
  *                [--ring K] [--pipelines P-I,P-II,P-III] [--seed S]
+ *                [--bw-mib M] (bandwidth buffer, 0 = skip) [--digest 1]
+ *
+ * --digest 1 adds an FNV-1a hash of every output tensor to each line: equal
+ * digests across builds and thread counts show results did not change. The
+ * hash runs inside the timed loop, so its timings are not comparable.
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,6 +146,90 @@ static void gen_block(pr_block *b, uint64_t *seed, uint32_t rows)
     b->rows = rows;
 }
 
+/* ---------------------------------------------------------------- bandwidth */
+
+typedef struct bw_arg {
+    uint64_t *p;
+    size_t n;   /* words */
+    int write;
+    uint64_t sum;
+} bw_arg;
+
+static void *bw_worker(void *arg)
+{
+    bw_arg *a = arg;
+    uint64_t *p = a->p;
+    if (a->write) {
+        /* plain stores (not memset, which may use non-temporal ones): what
+         * the engine's output loops do */
+        for (size_t i = 0; i < a->n; i += 4) {
+            p[i] = i;
+            p[i + 1] = i;
+            p[i + 2] = i;
+            p[i + 3] = i;
+        }
+    } else {
+        uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (size_t i = 0; i < a->n; i += 4) {
+            s0 += p[i];
+            s1 += p[i + 1];
+            s2 += p[i + 2];
+            s3 += p[i + 3];
+        }
+        a->sum = s0 + s1 + s2 + s3;
+    }
+    return NULL;
+}
+
+/* Best-of-3 GB/s of reading (write = 0) or writing `bytes` split over
+ * `threads` threads. */
+static double bw_measure(uint64_t *buf, size_t bytes, int threads, int write)
+{
+    double best = 0;
+    size_t words = bytes / 8 / (size_t)threads / 4 * 4;
+    for (int rep = 0; rep < 3; rep++) {
+        pthread_t tid[8];
+        bw_arg a[8];
+        double t0 = now_s();
+        for (int t = 0; t < threads; t++) {
+            a[t] = (bw_arg){buf + (size_t)t * words, words, write, 0};
+            if (t > 0)
+                pthread_create(&tid[t], NULL, bw_worker, &a[t]);
+        }
+        bw_worker(&a[0]);
+        for (int t = 1; t < threads; t++)
+            pthread_join(tid[t], NULL);
+        double secs = now_s() - t0;
+        double gbs = (double)(words * 8 * (size_t)threads) / secs / 1e9;
+        if (a[0].sum == 1) /* keep the sums alive */
+            gbs += 0;
+        if (gbs > best)
+            best = gbs;
+    }
+    return best;
+}
+
+/* FNV-1a over bytes, chained. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+static uint64_t out_digest(uint64_t h, const pr_out *o)
+{
+    h = fnv(h, o->labels, (size_t)o->rows * 4);
+    for (uint32_t d = 0; d < o->n_dense; d++)
+        h = fnv(h, o->dense + (size_t)d * o->cap, (size_t)o->rows * 4);
+    for (uint32_t c = 0; c < o->n_sparse; c++)
+        h = fnv(h, (const char *)o->sparse + (size_t)c * o->cap * o->sparse_width,
+                (size_t)o->rows * o->sparse_width);
+    h = fnv(h, o->rejected, pr_bitmap_words(o->rows) * 8);
+    return h;
+}
+
 static int parse_list(const char *s, int *out, int max)
 {
     int n = 0;
@@ -152,6 +251,8 @@ int main(int argc, char **argv)
     int threads[8] = {1, 2}, n_threads = 2;
     const char *backend = "cpu";
     const char *which = "P-I,P-II,P-III";
+    uint64_t bw_mib = 1024;
+    int digest = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
@@ -172,10 +273,14 @@ int main(int argc, char **argv)
             which = v;
         else if (strcmp(a, "--seed") == 0)
             seed = strtoull(v, NULL, 10);
+        else if (strcmp(a, "--bw-mib") == 0)
+            bw_mib = strtoull(v, NULL, 10);
+        else if (strcmp(a, "--digest") == 0)
+            digest = atoi(v);
         else {
             fprintf(stderr,
                     "usage: bench_engine [--rows N] [--threads 1,2] [--backend NAME] [--block N] "
-                    "[--ring K] [--pipelines P-I,P-II,P-III] [--seed S]\n");
+                    "[--ring K] [--pipelines P-I,P-II,P-III] [--seed S] [--bw-mib M] [--digest 0|1]\n");
             return 2;
         }
         i++;
@@ -197,6 +302,27 @@ int main(int argc, char **argv)
     }
     fprintf(stderr, "bench_engine: generated %" PRIu64 " distinct blocks of %u rows in %.1f s\n",
             n_distinct, block, now_s() - t0);
+
+    /* Memory bandwidth at each thread count, measured here, now: the same
+     * machine state (other processes included) as the pipelines below. */
+    double rd_bw[8] = {0}, wr_bw[8] = {0};
+    if (bw_mib) {
+        size_t bytes = (size_t)bw_mib << 20;
+        uint64_t *buf = malloc(bytes);
+        if (buf) {
+            memset(buf, 1, bytes); /* fault the pages in first */
+            for (int ti = 0; ti < n_threads; ti++) {
+                int th = threads[ti] < 1 ? 1 : threads[ti] > 8 ? 8 : threads[ti];
+                rd_bw[ti] = bw_measure(buf, bytes, th, 0);
+                wr_bw[ti] = bw_measure(buf, bytes, th, 1);
+                printf("{\"bench\":\"membw\",\"threads\":%d,\"buffer_mib\":%" PRIu64
+                       ",\"read_gb_s\":%.2f,\"write_gb_s\":%.2f}\n",
+                       th, bw_mib, rd_bw[ti], wr_bw[ti]);
+            }
+            free(buf);
+        }
+    }
+    fflush(stdout);
 
     for (size_t p = 0; p < sizeof(pipelines) / sizeof(pipelines[0]); p++) {
         const pipeline *pl = &pipelines[p];
@@ -223,7 +349,7 @@ int main(int argc, char **argv)
             }
             pr_out *out = pr_out_new(N_DENSE, N_SPARSE, block, pr_engine_sparse_width(eng));
             double start = now_s(), cpu0 = cpu_s();
-            uint64_t done = 0;
+            uint64_t done = 0, dig = 0xcbf29ce484222325ULL;
             for (uint64_t k = 0; k < n_blocks; k++) {
                 const pr_block *b = blocks[k % n_distinct];
                 uint64_t left = rows - done;
@@ -235,6 +361,8 @@ int main(int argc, char **argv)
                     return 1;
                 }
                 done += b->rows;
+                if (digest)
+                    dig = out_digest(dig, out);
             }
             double secs = now_s() - start, cpu = cpu_s() - cpu0;
             pr_engine_stats st;
@@ -256,6 +384,18 @@ int main(int argc, char **argv)
                 first = false;
             }
             printf("}");
+            /* Least bytes per row: label, dense doubles, hex slots and the
+             * missing bits in; label, floats, indices, reject reason and bit out. */
+            double rd = 4 + N_DENSE * 8 + N_SPARSE * PR_HEX_SLOT + (N_DENSE + N_SPARSE) / 8.0;
+            double wr = 4 + N_DENSE * 4 + N_SPARSE * (double)pr_engine_sparse_width(eng) + 1 + 1 / 8.0;
+            printf(",\"bytes_read_per_row\":%.1f,\"bytes_written_per_row\":%.1f", rd, wr);
+            if (rd_bw[ti] > 0 && wr_bw[ti] > 0) {
+                double bound = 1.0 / (rd / (rd_bw[ti] * 1e9) + wr / (wr_bw[ti] * 1e9));
+                printf(",\"bw_bound_rows_per_s\":%.0f,\"fraction_of_bw_bound\":%.3f", bound,
+                       rps[ti] / bound);
+            }
+            if (digest)
+                printf(",\"digest\":\"%016" PRIx64 "\"", dig);
             if (pl->vocab) {
                 uint64_t vs = 0;
                 for (int c = 0; c < N_SPARSE; c++)

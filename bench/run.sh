@@ -7,7 +7,8 @@
 #   1. piperec gen: BENCH_ROWS rows (default 10M) of synthetic Criteo TSV
 #   2. build/bench/bench_engine  (engine only, in memory; when built)
 #   3. build/bench/bench_offline --input DATA  (decode only; TSV->npy in-process)
-#   4. piperec process DATA, 2 threads: the CLI end to end (TSV -> .npy)
+#   4. piperec process DATA: the CLI end to end (TSV -> .npy), default
+#      threads and --threads 2
 #   5. the pandas/numpy baseline (bench/baseline_pandas.py, one core) on the
 #      first BENCH_BASELINE_ROWS rows (default 300K; it is ~100x slower),
 #      checked against piperec's output for the same rows
@@ -57,13 +58,19 @@ if [ -x "$BUILD/bench/bench_offline" ]; then
     "$BUILD/bench/bench_offline" --input "$TMP/data.tsv" --tmp "$TMP" --threads "$THREADS" | collect
 fi
 
-echo "== 4. piperec process: $ROWS rows, $THREADS threads" >&2
-t0=$(now)
-"$PIPEREC" process --input "$TMP/data.tsv" --output "$TMP/out" --threads "$THREADS" --no-progress
-t1=$(now)
-json piperec_process "$ROWS" "$(stat -c %s "$TMP/data.tsv")" "$(echo "$t1 - $t0" | bc -l)" "$THREADS" \
-    ', "pipeline": "tsv->npy dlrm mod 524288"' | collect
-rm -rf "$TMP/out"
+# Default threads (half the CPUs each for decoding and the engine), then 2.
+NCPU=$(nproc)
+for thr in default 2; do
+    echo "== 4. piperec process: $ROWS rows, threads $thr" >&2
+    if [ $thr = default ]; then opt=""; n=$(( NCPU >= 4 ? NCPU / 2 : 1 )); else opt="--threads $thr"; n=$thr; fi
+    t0=$(now)
+    # shellcheck disable=SC2086
+    "$PIPEREC" process --input "$TMP/data.tsv" --output "$TMP/out" $opt --no-progress
+    t1=$(now)
+    json piperec_process "$ROWS" "$(stat -c %s "$TMP/data.tsv")" "$(echo "$t1 - $t0" | bc -l)" "$n" \
+        ", \"pipeline\": \"tsv->npy dlrm mod 524288\", \"threads_option\": \"$thr\"" | collect
+    rm -rf "$TMP/out"
+done
 
 echo "== 5. pandas baseline: $BASE_ROWS rows, 1 core" >&2
 head -n "$BASE_ROWS" "$TMP/data.tsv" > "$TMP/slice.tsv"
@@ -72,7 +79,7 @@ $PY "$HERE/baseline_pandas.py" --input "$TMP/slice.tsv" --out "$TMP/slice-pandas
     --compare "$TMP/slice-out" | collect
 
 [ -x "$BUILD/bench/bench_ingest" ] && { echo "== 5b. bench_ingest: Kafka consume + decode through the embedded broker (ingest only)" >&2; "$BUILD/bench/bench_ingest" | collect; }
-[ -x "$BUILD/bench/bench_e2e" ] && { echo "== 6. bench_e2e: streaming end to end (embedded broker -> service -> trainer)" >&2; "$BUILD/bench/bench_e2e" | collect; }
+[ -x "$BUILD/bench/bench_e2e" ] && { echo "== 6. bench_e2e: streaming end to end (embedded broker -> service -> trainer)" >&2; timeout 900 "$BUILD/bench/bench_e2e" | collect; }
 echo "== results ($RESULTS)" >&2
 $PY - "$RESULTS" <<'EOF'
 import json, sys

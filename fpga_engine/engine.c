@@ -1119,7 +1119,8 @@ int pr_engine_vocab_journal_replay(pr_engine *eng, const char *path, char *errst
     }
     /* Records of one column are in index order already; a stable grouping by
      * column keeps that (indices are unique per column). */
-    qsort(recs, n, sizeof(*recs), pr__jr_rec_cmp);
+    if (n) /* qsort(NULL, 0) is undefined: an empty journal has no records */
+        qsort(recs, n, sizeof(*recs), pr__jr_rec_cmp);
     int64_t base = pr__profile_base(eng->spec.profile);
     for (size_t i = 0; i < n;) {
         uint32_t c = recs[i].col;

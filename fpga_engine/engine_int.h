@@ -39,7 +39,10 @@ const pr_backend_ops *pr__backend_lookup(const char *name);
  * them. pr__pool_run hands out tasks 0..n-1 in increasing order through an
  * atomic counter (so give the most expensive tasks the lowest numbers) and
  * returns when every task has finished. `worker` (0..threads-1) identifies the
- * thread running a task, for per-worker scratch and stats. */
+ * thread running a task, for per-worker scratch and stats. Runs of more than
+ * PR__POOL_MAX_TASKS tasks are run serially by the caller. Workers spin
+ * briefly between runs, then sleep (pool.c). */
+#define PR__POOL_MAX_TASKS 0xffff
 typedef struct pr__pool pr__pool;
 typedef void (*pr__task_fn)(void *ctx, uint32_t task, int worker);
 

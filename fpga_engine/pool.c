@@ -51,8 +51,7 @@ struct pr__pool {
     /* run description: written by the caller before it publishes the run */
     pr__task_fn fn;
     void *ctx;
-    _Atomic uint32_t n_tasks; /* atomic: a late helper may read it while it changes */
-    _Alignas(64) _Atomic uint64_t claim; /* gen << 32 | next task */
+    _Alignas(64) _Atomic uint64_t claim; /* gen << 32 | n_tasks << 16 | next task */
     _Alignas(64) atomic_uint gen;        /* futex word helpers sleep on */
     atomic_int sleepers;
     atomic_bool stop;
@@ -75,24 +74,26 @@ static void pr__futex_wake(atomic_uint *w)
     syscall(SYS_futex, (unsigned *)w, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
-/* Claim and run tasks of generation `gen` until none is left. */
+/* Claim and run tasks of generation `gen` until none is left. The task count
+ * sits in the claim word: checking "next < n" and claiming must be one atomic
+ * step, or a helper late from the previous run could pair that run's claim
+ * word with the next run's count. */
 static void pr__pool_work(pr__pool *p, uint32_t gen, int worker)
 {
     uint64_t w = atomic_load_explicit(&p->claim, memory_order_acquire);
     for (;;) {
         if ((uint32_t)(w >> 32) != gen)
             return;
-        uint32_t t = (uint32_t)w;
-        /* n_tasks is stable while generation `gen` has unfinished tasks */
-        if (t >= atomic_load_explicit(&p->n_tasks, memory_order_relaxed))
+        uint32_t t = (uint32_t)w & 0xffff, n = ((uint32_t)w >> 16) & 0xffff;
+        if (t >= n)
             return;
         if (!atomic_compare_exchange_weak_explicit(&p->claim, &w, w + 1, memory_order_acq_rel,
                                                    memory_order_acquire))
             continue;
+        /* the run cannot end before this task completes: fn and ctx are its */
         p->fn(p->ctx, t, worker);
         unsigned d = atomic_fetch_add_explicit(&p->done, 1, memory_order_seq_cst) + 1;
-        if (d == atomic_load_explicit(&p->n_tasks, memory_order_relaxed) &&
-            atomic_load_explicit(&p->caller_sleeping, memory_order_seq_cst))
+        if (d == n && atomic_load_explicit(&p->caller_sleeping, memory_order_seq_cst))
             pr__futex_wake(&p->done);
         /* after the last completion the caller may start the next run at once */
         w = atomic_load_explicit(&p->claim, memory_order_acquire);
@@ -138,7 +139,6 @@ pr__pool *pr__pool_new(int threads)
     atomic_init(&p->sleepers, 0);
     atomic_init(&p->stop, false);
     atomic_init(&p->done, 0);
-    atomic_init(&p->n_tasks, 0);
     atomic_init(&p->caller_sleeping, 0);
     p->tids = calloc((size_t)threads, sizeof(*p->tids));
     if (!p->tids)
@@ -159,20 +159,19 @@ fail:
 
 void pr__pool_run(pr__pool *p, uint32_t n_tasks, pr__task_fn fn, void *ctx)
 {
-    if (p->threads == 1 || n_tasks <= 1) {
+    if (p->threads == 1 || n_tasks <= 1 || n_tasks > PR__POOL_MAX_TASKS) {
         for (uint32_t t = 0; t < n_tasks; t++)
             fn(ctx, t, 0);
         return;
     }
     /* Every task of the previous run has completed, so no helper reads the
      * description now; a late helper still holding the old generation fails
-     * its CAS below. */
+     * its CAS in pr__pool_work. */
     p->fn = fn;
     p->ctx = ctx;
-    atomic_store_explicit(&p->n_tasks, n_tasks, memory_order_relaxed);
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
     unsigned g = atomic_load_explicit(&p->gen, memory_order_relaxed) + 1;
-    atomic_store_explicit(&p->claim, (uint64_t)g << 32, memory_order_release);
+    atomic_store_explicit(&p->claim, (uint64_t)g << 32 | (uint64_t)n_tasks << 16, memory_order_release);
     atomic_store_explicit(&p->gen, g, memory_order_seq_cst);
     if (atomic_load_explicit(&p->sleepers, memory_order_seq_cst))
         pr__futex_wake(&p->gen);

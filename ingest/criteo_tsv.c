@@ -6,15 +6,17 @@
  * pipeline spec (has_label, n_dense, n_sparse), so other TSVs of the same kind
  * decode too.
  *
- * Shaped for speed, because decoding is the offline driver's bottleneck:
- *   - one forward scan per line, no strtok/sscanf, no allocation;
- *   - the common dense field (a short integer) is parsed inline; anything
- *     else ("1.5", "1e3") falls back to strtod on a bounded copy;
- *   - the common sparse field (exactly 8 hex characters) is moved with two
- *     8-byte stores into its 16-byte slot, after a SWAR check that those 8
- *     bytes hold no tab;
- *   - pr_decode_criteo_lines() decodes a whole buffer, finding line ends
- *     with memchr (vectorised in glibc).
+ * Shaped for speed, because decoding is the offline driver's bottleneck.
+ * Two paths:
+ *   - pr__decode_fast, the common case: tab positions come from SSE2
+ *     compares 64 bytes at a time, dense integers of up to 8 digits are
+ *     parsed branch-free (SWAR), 8-character hex fields are moved with two
+ *     8-byte stores into their 16-byte slots. Anything unusual (a float, a
+ *     long number, a wrong field count, a bad value) makes it give up;
+ *   - pr__decode_line, the general decoder: one forward scan, strtod for
+ *     floats, every reject reason and its detail.
+ * pr_decode_criteo_lines() decodes a whole buffer, finding line ends with
+ * memchr (vectorised in glibc); no strtok/sscanf, no allocation.
  * A row is only committed (rows++) once the whole line has decoded, and a
  * rejected line leaves no trace in the block (its missing bits are cleared).
  * Hex digits are not validated here (pr_decode.h): Hex2Int rejects them.
