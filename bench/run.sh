@@ -48,7 +48,16 @@ json gen_tsv "$ROWS" "$(stat -c %s "$TMP/data.tsv")" "$(echo "$t1 - $t0" | bc -l
 
 if [ -x "$BUILD/bench/bench_engine" ]; then
     echo "== 2. bench_engine" >&2
-    "$BUILD/bench/bench_engine" --rows "${BENCH_ENGINE_ROWS:-4000000}" | collect
+    "$BUILD/bench/bench_engine" --rows "${BENCH_ENGINE_ROWS:-10000000}" | collect
+    # The HLS kernel in C simulation beside cpu (much slower: a correctness
+    # model, not a fast path), then the device cycle model next to Piper's
+    # published Table 4 figures.
+    echo "== 2b. bench_engine --backend hls-sim" >&2
+    "$BUILD/bench/bench_engine" --rows "${BENCH_HLS_ROWS:-300000}" --backend hls-sim --threads 1 | collect
+fi
+if [ -x "$BUILD/bench/bench_hls_model" ]; then
+    echo "== 2c. bench_hls_model: device cycle model at 200 MHz vs Piper Table 4" >&2
+    "$BUILD/bench/bench_hls_model" | collect
 else
     echo "== 2. bench_engine: not built, skipped" >&2
 fi

@@ -7,7 +7,13 @@
  * dropped silently: the decoder calls the reject callback with the reason
  * (a pr_decode_reason) and a short detail, and appends nothing for it.
  * Hex digits are not validated here beyond length (> 16 digits is a reject);
- * the engine's Hex2Int rejects non-hex characters.
+ * the engine's Hex2Int rejects non-hex characters — unless the context asks
+ * for fused Hex2Int (pr_decode_ctx.parse_hex): then the decoder parses hex
+ * fields to uint64 itself (PR_SPARSE_U64 columns, Hex2Int becomes a
+ * pass-through in the engine) and rejects non-hex values as PR_DEC_BAD_HEX,
+ * with the detail "<column>: '<value>' is not hex" (the lowest failing
+ * column, as the engine would name it). Outputs are identical either way;
+ * the engine's hex2int time then shows up in decoding instead.
  */
 #ifndef PR_DECODE_H
 #define PR_DECODE_H
@@ -47,7 +53,20 @@ typedef struct pr_decode_ctx {
     int32_t partition;
     int64_t offset;                /* Kafka offset, or first line number offline */
     int64_t default_event_time_ms; /* used when the record carries no event time */
+    /* Fused Hex2Int: a block this context starts (rows == 0) gets
+     * PR_SPARSE_U64 sparse columns and hex values are parsed while decoding.
+     * Only valid when the pipeline's sparse ops start with hex2int (see
+     * pr_decode_want_parse_hex); drivers set it, benchmarks of the engine's
+     * own Hex2Int leave it false. A column keeps the encoding it has. */
+    bool parse_hex;
 } pr_decode_ctx;
+
+/* True when fused Hex2Int gives the same results as the engine's: the
+ * pipeline's sparse ops start with hex2int. */
+static inline bool pr_decode_want_parse_hex(const pr_pipeline_spec *spec)
+{
+    return spec->n_sparse_ops > 0 && spec->sparse_ops[0] == PR_OP_HEX2INT;
+}
 
 /* Decode one Criteo TSV line (no trailing newline; a trailing '\r' is
  * tolerated). Appends one row, or rejects. Returns 1 when a row was appended,

@@ -225,7 +225,8 @@ static void pr__on_reject(void *opaque, int reason, const char *detail, const ch
 
 static void pr__decode_job(pr__run *run, pr__job *job)
 {
-    pr_decode_ctx ctx = { .spec = run->spec, .on_reject = pr__on_reject, .opaque = job };
+    pr_decode_ctx ctx = { .spec = run->spec, .on_reject = pr__on_reject, .opaque = job,
+                          .parse_hex = pr_decode_want_parse_hex(run->spec) };
     const char *p = job->text;
     size_t left = job->len;
     job->n_blocks = 0;

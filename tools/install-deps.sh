@@ -8,7 +8,7 @@ set -eu
 PKGS="build-essential cmake pkg-config \
 librdkafka-dev libprotobuf-c-dev protobuf-c-compiler libmicrohttpd-dev \
 libcmocka-dev libxrt-dev libyaml-dev \
-kcat prometheus curl \
+kcat prometheus curl bc \
 python3-numpy python3-pandas python3-protobuf python3-confluent-kafka python3-yaml"
 
 missing=""
