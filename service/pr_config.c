@@ -85,7 +85,7 @@ static const char default_yaml[] =
     "        topics: [events]\n"
     "        group.id: piperec-criteo\n"
     "        properties:\n"
-    "          bootstrap.servers: \"127.0.0.1:0\"   # placeholder; `piperec demo` sets it\n"
+    "          bootstrap.servers: \"127.0.0.1:0\"   # unroutable; `piperec demo` sets it\n"
     "          auto.offset.reset: earliest\n"
     "      format: criteo_tsv\n"
     "    schema: { label: true, dense: 13, sparse: 26 }\n"

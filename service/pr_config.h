@@ -195,7 +195,7 @@ void pr_config_free(pr_config *cfg);
 /* The embedded default config (Criteo: label, 13 dense, 26 sparse, dense
  * [neg2zero, log1p], sparse [hex2int, {modulus: 524288}, vocab], profile
  * dlrm; one pipeline "criteo" reading topic `events` as criteo_tsv from
- * bootstrap.servers "127.0.0.1:0" (a placeholder the demo overrides), batch
+ * bootstrap.servers "127.0.0.1:0" (an unroutable address the demo replaces), batch
  * 4096 rows / 100 ms / partition order, trainer sink on 127.0.0.1:7070, http
  * on 127.0.0.1:9464, engine cpu with 2 threads, limits 256 MiB). Used by
  * `piperec demo` and by `piperec process` without --config. Static storage. */
