@@ -518,7 +518,8 @@ static int pr__deliver(pr_consumer *c, pr_block *b, rd_kafka_message_t *m, int64
                         .nrec = nrec };
     pr_decode_ctx ctx = { .spec = c->spec, .on_reject = pr__on_reject, .opaque = c,
                           .partition = c->cur.key, .offset = m->offset,
-                          .default_event_time_ms = ts > 0 ? ts : now_ms };
+                          .default_event_time_ms = ts > 0 ? ts : now_ms,
+                          .parse_hex = pr_decode_want_parse_hex(c->spec) };
     uint32_t before = b->rows;
     if (!resuming)
         c->pending_rec = 0;

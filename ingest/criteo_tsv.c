@@ -374,34 +374,53 @@ static inline uint64_t pr__tabs64(const char *p)
 #endif
 }
 
-/* Tab positions of a line, 64 bytes at a time. */
-typedef struct pr__tabscan {
-    const char *line;
-    size_t len;
-    size_t base; /* offset of the window */
-    uint64_t m;  /* tabs in the window not consumed yet */
-} pr__tabscan;
-
-static inline uint64_t pr__window(const pr__tabscan *t, size_t base)
+/* True when every sparse column of the block takes uint64 values. */
+static inline bool pr__all_u64(const pr_block *b)
 {
-    uint64_t m = pr__tabs64(t->line + base);
-    size_t left = t->len - base;
-    return left >= 64 ? m : m & (((uint64_t)1 << left) - 1);
+    for (uint32_t c = 0; c < b->n_sparse; c++)
+        if (b->sparse_enc[c] != PR_SPARSE_U64)
+            return false;
+    return b->n_sparse > 0;
 }
 
-/* Offset of the next tab, or len when there is none. */
-static inline size_t pr__next_tab(pr__tabscan *t)
+/* Two gathered fields (8 hex characters each, first = most significant)
+ * -> their values; *bad collects non-hex characters (checked once per
+ * line). SSE2: both words in one register (built from registers: a store
+ * and a 16-byte reload would defeat store forwarding), classify, turn
+ * characters into nibbles, join nibble pairs into bytes, pack. */
+#if defined(__SSE2__)
+typedef __m128i pr__hexacc;
+static inline pr__hexacc pr__hexacc_init(void) { return _mm_set1_epi8(-1); }
+static inline bool pr__hexacc_ok(pr__hexacc ok) { return _mm_movemask_epi8(ok) == 0xffff; }
+static inline void pr__hex_pair(uint64_t w0, uint64_t w1, pr__hexacc *ok, uint64_t *v0, uint64_t *v1)
 {
-    while (t->m == 0) {
-        if (t->base + 64 >= t->len)
-            return t->len;
-        t->base += 64;
-        t->m = pr__window(t, t->base);
-    }
-    size_t pos = t->base + (size_t)__builtin_ctzll(t->m);
-    t->m &= t->m - 1;
-    return pos;
+    const __m128i lo0 = _mm_set1_epi8('0' - 1), hi9 = _mm_set1_epi8('9' + 1);
+    const __m128i loa = _mm_set1_epi8('a' - 1), hif = _mm_set1_epi8('f' + 1);
+    const __m128i case20 = _mm_set1_epi8(0x20), m0f = _mm_set1_epi8(0x0f), nine = _mm_set1_epi8(9);
+    const __m128i m00ff = _mm_set1_epi16(0x00ff);
+    __m128i x = _mm_set_epi64x((long long)w1, (long long)w0);
+    __m128i digit = _mm_and_si128(_mm_cmpgt_epi8(x, lo0), _mm_cmpgt_epi8(hi9, x));
+    __m128i y = _mm_or_si128(x, case20);
+    __m128i letter = _mm_and_si128(_mm_cmpgt_epi8(y, loa), _mm_cmpgt_epi8(hif, y));
+    *ok = _mm_and_si128(*ok, _mm_or_si128(digit, letter));
+    __m128i nib = _mm_add_epi8(_mm_and_si128(x, m0f), _mm_and_si128(letter, nine));
+    /* 16-bit lane = d0 | d1 << 8 (d0 more significant) -> d0 << 4 | d1 */
+    __m128i pr = _mm_and_si128(_mm_or_si128(_mm_slli_epi16(nib, 4), _mm_srli_epi16(nib, 8)), m00ff);
+    uint64_t two = (uint64_t)_mm_cvtsi128_si64(_mm_packus_epi16(pr, pr));
+    *v0 = __builtin_bswap32((uint32_t)two);
+    *v1 = __builtin_bswap32((uint32_t)(two >> 32));
 }
+#else
+typedef uint64_t pr__hexacc;
+static inline pr__hexacc pr__hexacc_init(void) { return PR__HB(0x80); }
+static inline bool pr__hexacc_ok(pr__hexacc ok) { return ok == PR__HB(0x80); }
+static inline void pr__hex_pair(uint64_t w0, uint64_t w1, pr__hexacc *ok, uint64_t *v0, uint64_t *v1)
+{
+    *ok &= pr__hex_valid8(w0) & pr__hex_valid8(w1);
+    *v0 = pr__hex_pack8(w0);
+    *v1 = pr__hex_pack8(w1);
+}
+#endif
 
 /* The common case, fast: a line of plain integers and hex fields with the
  * right field count. Tabs are found 64 bytes at a time (SSE2 compares), and
@@ -415,39 +434,54 @@ static int pr__decode_fast(const pr_decode_ctx *ctx, pr_block *b, const char *li
 {
     const pr_pipeline_spec *spec = ctx->spec;
     char pad[PR__FAST_MAX + 64];
+    const uint32_t want = (uint32_t)spec->has_label + spec->n_dense + spec->n_sparse;
     if (len > 0 && line[len - 1] == '\r')
         len--;
     if (len > PR__FAST_MAX || spec->n_dense != b->n_dense || spec->n_sparse != b->n_sparse ||
-        (size_t)spec->has_label + spec->n_dense + spec->n_sparse < 2)
+        want < 2)
         return -1;
     if (avail < len + 64) {
         memcpy(pad, line, len);
         memset(pad + len, 0, 64);
         line = pad;
     }
-    pr__tabscan ts = { line, len, 0, 0 };
-    ts.m = pr__window(&ts, 0);
+    /* Every tab position first (one tight loop), so the field count is
+     * checked once and field f is simply [tp[f-1] + 1, tp[f]). */
+    uint16_t tp[PR__FAST_MAX + 2];
+    uint32_t nt = 0;
+    for (size_t base = 0; base < len; base += 64) {
+        uint64_t m = pr__tabs64(line + base);
+        if (len - base < 64)
+            m &= ((uint64_t)1 << (len - base)) - 1;
+        for (; m; m &= m - 1)
+            tp[nt++] = (uint16_t)(base + (size_t)__builtin_ctzll(m));
+    }
+    if (nt != want - 1)
+        return -1; /* wrong field count: the general decoder reports it */
+    tp[nt] = (uint16_t)len;
+    const uint16_t *fend = tp;
+    const bool all_u64 = pr__all_u64(b);
+    uint32_t long_cols[4], n_long = 0;
+    uint64_t long_vals[4];
     const uint32_t r = b->rows;
-    const size_t words = pr_bitmap_words(b->cap);
+    const size_t words = pr_bitmap_words(b->cap), cap = b->cap;
     size_t start = 0, fe;
     if (spec->has_label) {
         int32_t lab;
-        fe = pr__next_tab(&ts);
-        if (fe == len || !pr__parse_label(line, fe, &lab))
+        fe = *fend++;
+        if (!pr__parse_label(line, fe, &lab))
             return -1;
         b->labels[r] = lab;
         start = fe + 1;
     }
-    for (uint32_t c = 0; c < spec->n_dense; c++) {
-        fe = pr__next_tab(&ts);
-        if ((fe == len) != (c + 1 == spec->n_dense && spec->n_sparse == 0))
-            goto slow; /* too few or too many fields */
+    double *dd = b->dense + r;
+    for (uint32_t c = 0; c < spec->n_dense; c++, dd += cap) {
+        fe = *fend++;
         size_t l = fe - start;
         const char *s = line + start;
-        double *dst = b->dense + (size_t)c * b->cap + r;
         start = fe + 1;
         if (l == 0) {
-            *dst = 0.0;
+            *dd = 0.0;
             pr_bit_set(b->dense_missing + c * words, r);
             continue;
         }
@@ -457,18 +491,54 @@ static int pr__decode_fast(const pr_decode_ctx *ctx, pr_block *b, const char *li
         if (d == 0 || d > 8 || pr__swar_digits(x) < d)
             goto slow;
         int64_t v = (int64_t)pr__swar_value(x, (unsigned)d);
-        *dst = (double)(neg ? -v : v);
+        *dd = (double)(neg ? -v : v);
+    }
+    if (all_u64) {
+        /* Fused Hex2Int, two phases: gather each field as 8 characters
+         * right-aligned and '0'-padded (fields of 9..16 digits, rare, are
+         * parsed on the spot), validated and converted two at a time
+         * (pr__hex_pair). */
+        uint64_t *u = b->sparse_u64 + r, w0 = 0, spare;
+        pr__hexacc ok = pr__hexacc_init();
+        for (uint32_t c = 0; c < spec->n_sparse; c++) {
+            fe = *fend++;
+            size_t l = fe - start;
+            const char *s = line + start;
+            start = fe + 1;
+            uint64_t w;
+            if (l - 1 < 8) {
+                w = pr__hex_align8(pr__hex_load8(s), l);
+            } else if (l == 0) {
+                w = PR__HB('0');
+                pr_bit_set(b->sparse_missing + c * words, r);
+            } else if (l <= PR_HEX_SLOT && n_long < 4) {
+                w = PR__HB('0'); /* converted to 0, then fixed up below */
+                if (!pr__hex_parse_padded(s, l, &long_vals[n_long]))
+                    goto slow;
+                long_cols[n_long++] = c;
+            } else {
+                goto slow; /* too long, or an unusual line */
+            }
+            if (c & 1)
+                pr__hex_pair(w0, w, &ok, &u[(c - 1) * cap], &u[c * cap]);
+            else
+                w0 = w;
+        }
+        if (spec->n_sparse & 1)
+            pr__hex_pair(w0, PR__HB('0'), &ok, &u[(spec->n_sparse - 1) * cap], &spare);
+        if (!pr__hexacc_ok(ok))
+            goto slow; /* a non-hex character: the general decoder names it */
+        for (uint32_t k = 0; k < n_long; k++)
+            u[long_cols[k] * cap] = long_vals[k];
+        goto done;
     }
     for (uint32_t c = 0; c < spec->n_sparse; c++) {
-        fe = pr__next_tab(&ts);
-        if ((fe == len) != (c + 1 == spec->n_sparse))
-            goto slow; /* too few or too many fields */
+        fe = *fend++;
         size_t l = fe - start;
         const char *s = line + start;
         start = fe + 1;
         if (b->sparse_enc[c] == PR_SPARSE_U64) {
-            /* Fused Hex2Int: the padding makes 8-byte loads safe. */
-            uint64_t *dst = b->sparse_u64 + (size_t)c * b->cap + r;
+            uint64_t *dst = b->sparse_u64 + (size_t)c * cap + r;
             if (l - 1 < PR_HEX_SLOT) {
                 if (!pr__hex_parse_padded(s, l, dst))
                     goto slow; /* the general decoder names the column */
@@ -495,6 +565,7 @@ static int pr__decode_fast(const pr_decode_ctx *ctx, pr_block *b, const char *li
             goto slow;
         }
     }
+done:
     if (b->offset)
         b->offset[r] = recno;
     if (b->partition)

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hex_swar.h"
 #include "piperec.pb-c.h"
 #include "pr_decode.h"
 #include "pr_ingest.h"
@@ -152,17 +153,18 @@ static void pr__u64_to_slot(char *slot, uint64_t v)
 
 /* The block column's encoding for this event's kind: a column keeps the
  * encoding of its first row; an empty block takes the event's. */
-static uint8_t pr__col_enc(pr_block *b, uint32_t c, bool ids)
+static uint8_t pr__col_enc(const pr_decode_ctx *ctx, pr_block *b, uint32_t c, bool ids)
 {
     if (b->rows == 0)
-        b->sparse_enc[c] = ids ? PR_SPARSE_U64 : PR_SPARSE_HEX;
+        b->sparse_enc[c] = ids || ctx->parse_hex ? PR_SPARSE_U64 : PR_SPARSE_HEX;
     return b->sparse_enc[c];
 }
 
 /* Validate an event against the spec. Returns PR_DEC_OK or a reason. */
-static int pr__check_event(const pr_pipeline_spec *spec, const pr_block *b,
+static int pr__check_event(const pr_decode_ctx *ctx, const pr_block *b,
                            const Piperec__V1__Event *ev, char *detail, size_t dsz)
 {
+    const pr_pipeline_spec *spec = ctx->spec;
     if (ev->n_dense != spec->n_dense) {
         snprintf(detail, dsz, "%zu dense values, expected %u", ev->n_dense, spec->n_dense);
         return PR_DEC_BAD_SHAPE;
@@ -197,7 +199,7 @@ static int pr__check_event(const pr_pipeline_spec *spec, const pr_block *b,
             return PR_DEC_LONG_HEX;
         }
         /* Hex headed for a u64 column is parsed here, so check it here. */
-        bool to_u64 = b->rows > 0 && b->sparse_enc[i] == PR_SPARSE_U64;
+        bool to_u64 = b->rows > 0 ? b->sparse_enc[i] == PR_SPARSE_U64 : ctx->parse_hex;
         if (to_u64)
             for (size_t k = 0; k < l; k++)
                 if (pr__hexval((unsigned char)s[k]) < 0) {
@@ -229,7 +231,7 @@ static void pr__put_event(const pr_decode_ctx *ctx, pr_block *b, const Piperec__
     bool ids = ev->n_sparse_id > 0;
     for (uint32_t c = 0; c < spec->n_sparse; c++) {
         uint64_t *miss = b->sparse_missing + c * words;
-        uint8_t enc = pr__col_enc(b, c, ids);
+        uint8_t enc = pr__col_enc(ctx, b, c, ids);
         if (ids) {
             uint64_t v = ev->sparse_id[c];
             if (enc == PR_SPARSE_U64) {
@@ -281,7 +283,7 @@ static int pr__event(const pr_decode_ctx *ctx, pr_block *b, const Piperec__V1__E
                      const void *rec, size_t rec_len, int64_t recno, pr_arena *arena)
 {
     char detail[PR__DETAIL_MAX];
-    int reason = pr__check_event(ctx->spec, b, ev, detail, sizeof(detail));
+    int reason = pr__check_event(ctx, b, ev, detail, sizeof(detail));
     if (reason == PR_DEC_OK) {
         pr__put_event(ctx, b, ev);
         return 1;
@@ -307,8 +309,8 @@ static int pr__event(const pr_decode_ctx *ctx, pr_block *b, const Piperec__V1__E
 
 /* ---------------------------------------------------------------- decoders */
 
-int pr_decode_protobuf_event(const pr_decode_ctx *ctx, pr_block *b, const void *buf, size_t len,
-                             uint32_t *next_rec, pr_arena *arena)
+int pr_decode_protobuf_event_ref(const pr_decode_ctx *ctx, pr_block *b, const void *buf,
+                                 size_t len, uint32_t *next_rec, pr_arena *arena)
 {
     if (*next_rec >= 1)
         return 0;
@@ -326,8 +328,8 @@ int pr_decode_protobuf_event(const pr_decode_ctx *ctx, pr_block *b, const void *
     return n;
 }
 
-int pr_decode_protobuf_event_batch(const pr_decode_ctx *ctx, pr_block *b, const void *buf,
-                                   size_t len, uint32_t *next_rec, pr_arena *arena)
+int pr_decode_protobuf_event_batch_ref(const pr_decode_ctx *ctx, pr_block *b, const void *buf,
+                                       size_t len, uint32_t *next_rec, pr_arena *arena)
 {
     if (b->rows >= b->cap)
         return PR_EFULL;
@@ -350,6 +352,558 @@ int pr_decode_protobuf_event_batch(const pr_decode_ctx *ctx, pr_block *b, const 
     ret = i < eb->n_events ? PR_EFULL : appended;
     piperec__v1__event_batch__free_unpacked(eb, al);
     return ret;
+}
+
+/* ---------------------------------------------------------------- fast decoders
+ *
+ * Hand-written piperec.v1.Event / EventBatch decoding: no allocation, no
+ * intermediate message; values go straight into row b->rows of the block and
+ * the row is committed (missing bits set, rows++) only once the whole event
+ * has been read and checked, so a rejected event leaves nothing behind
+ * (values written into the uncommitted row are simply overwritten later).
+ *
+ * It must accept and reject exactly what protobuf_c_message_unpack does (the
+ * *_ref decoders above, compared on generated and mutated messages by
+ * tests/ingest/test_proto_fast.c): tags as protobuf-c reads them (up to 5
+ * bytes, field 0 in the first byte rejected), varints up to 10 bytes,
+ * length prefixes up to 5 bytes and inside the buffer, packed and unpacked
+ * repeated scalars (also mixed, values appended in wire order), a known
+ * field with the wrong wire type is malformed, unknown fields skipped by
+ * wire type, groups (wire types 3, 4) and 6, 7 malformed; a scalar seen
+ * twice keeps the last value; a string is cut at its first NUL (protobuf-c
+ * hands out C strings). Hosts are little-endian (doubles are copied). */
+
+typedef enum { PR__W_VARINT = 0, PR__W_64 = 1, PR__W_LEN = 2, PR__W_32 = 5 } pr__wire;
+
+/* Varint of up to 10 bytes (bits past 64 dropped, as protobuf-c does). */
+static inline bool pr__pb_varint(const uint8_t **pp, const uint8_t *end, uint64_t *v)
+{
+    const uint8_t *p = *pp;
+    if (p < end && *p < 0x80) {
+        *v = *p;
+        *pp = p + 1;
+        return true;
+    }
+    uint64_t x = 0;
+    for (unsigned i = 0; i < 10 && p < end; i++) {
+        uint8_t c = *p++;
+        x |= (uint64_t)(c & 0x7f) << (7 * i);
+        if (!(c & 0x80)) {
+            *v = x;
+            *pp = p;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Field number and wire type; p < end. */
+static inline bool pr__pb_tag(const uint8_t **pp, const uint8_t *end, uint32_t *field, unsigned *wire)
+{
+    const uint8_t *p = *pp;
+    uint8_t c = p[0];
+    if ((c & 0xf8) == 0)
+        return false;
+    *wire = c & 7;
+    if (!(c & 0x80)) {
+        *field = c >> 3;
+        *pp = p + 1;
+        return true;
+    }
+    uint32_t tag = (uint32_t)(c & 0x7f) >> 3;
+    unsigned shift = 4;
+    size_t max = (size_t)(end - p) < 5 ? (size_t)(end - p) : 5;
+    for (size_t i = 1; i < max; i++) {
+        if (p[i] & 0x80) {
+            tag |= (uint32_t)(p[i] & 0x7f) << shift;
+            shift += 7;
+        } else {
+            tag |= (uint32_t)p[i] << shift;
+            *field = tag;
+            *pp = p + i + 1;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Length prefix (up to 5 bytes) whose data fits in the buffer. */
+static inline bool pr__pb_len(const uint8_t **pp, const uint8_t *end, size_t *len)
+{
+    const uint8_t *p = *pp;
+    if (p < end && *p < 0x80) {
+        if (*p > (size_t)(end - p - 1))
+            return false;
+        *len = *p;
+        *pp = p + 1;
+        return true;
+    }
+    size_t max = (size_t)(end - p) < 5 ? (size_t)(end - p) : 5, v = 0;
+    for (size_t i = 0; i < max; i++) {
+        v |= (size_t)(p[i] & 0x7f) << (7 * i);
+        if (!(p[i] & 0x80)) {
+            p += i + 1;
+            if (v > (size_t)(end - p))
+                return false;
+            *len = v;
+            *pp = p;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Skip the value of an unknown field. */
+static inline bool pr__pb_skip(const uint8_t **pp, const uint8_t *end, unsigned wire)
+{
+    uint64_t v;
+    size_t n;
+    switch (wire) {
+    case PR__W_VARINT:
+        return pr__pb_varint(pp, end, &v);
+    case PR__W_64:
+        n = 8;
+        break;
+    case PR__W_32:
+        n = 4;
+        break;
+    case PR__W_LEN:
+        if (!pr__pb_len(pp, end, &n))
+            return false;
+        *pp += n;
+        return true;
+    default:
+        return false;
+    }
+    if ((size_t)(end - *pp) < n)
+        return false;
+    *pp += n;
+    return true;
+}
+
+/* A packed run of varints [p, end): each terminated within the run. */
+static bool pr__pb_packed_ok(const uint8_t *p, const uint8_t *end)
+{
+    uint64_t v;
+    while (p < end)
+        if (!pr__pb_varint(&p, end, &v))
+            return false;
+    return true;
+}
+
+/* Wire-format check of one Event, writing nothing. */
+static bool pr__event_wire_ok(const uint8_t *p, const uint8_t *end)
+{
+    while (p < end) {
+        uint32_t f;
+        unsigned w;
+        size_t n;
+        if (!pr__pb_tag(&p, end, &f, &w))
+            return false;
+        switch (f) {
+        case 1: case 2:
+            if (w != PR__W_VARINT || !pr__pb_skip(&p, end, w))
+                return false;
+            break;
+        case 3:
+            if (w == PR__W_LEN) {
+                if (!pr__pb_len(&p, end, &n) || n % 8)
+                    return false;
+                p += n;
+            } else if (w != PR__W_64 || !pr__pb_skip(&p, end, w)) {
+                return false;
+            }
+            break;
+        case 4: case 6: case 7:
+            if (w == PR__W_LEN) {
+                if (!pr__pb_len(&p, end, &n) || !pr__pb_packed_ok(p, p + n))
+                    return false;
+                p += n;
+            } else if (w != PR__W_VARINT || !pr__pb_skip(&p, end, w)) {
+                return false;
+            }
+            break;
+        case 5:
+            if (w != PR__W_LEN || !pr__pb_skip(&p, end, w))
+                return false;
+            break;
+        default:
+            if (!pr__pb_skip(&p, end, w))
+                return false;
+        }
+    }
+    return true;
+}
+
+/* Wire-format check of EventBatch fields from p on. */
+static bool pr__batch_wire_ok(const uint8_t *p, const uint8_t *end)
+{
+    while (p < end) {
+        uint32_t f;
+        unsigned w;
+        size_t n;
+        if (!pr__pb_tag(&p, end, &f, &w))
+            return false;
+        if (f == 1) {
+            if (w != PR__W_LEN || !pr__pb_len(&p, end, &n) || !pr__event_wire_ok(p, p + n))
+                return false;
+            p += n;
+        } else if (!pr__pb_skip(&p, end, w)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+#define PR__BM_WORDS ((PR_MAX_SPARSE > PR_MAX_DENSE ? PR_MAX_SPARSE : PR_MAX_DENSE) / 64)
+
+/* What one event said, beyond the values already written into the row. */
+typedef struct pr__ev {
+    int32_t label;
+    int64_t event_time_ms;
+    size_t n_dense, n_hex, n_id;
+    int64_t dmiss_bad, smiss_bad; /* first out-of-range index, -1 = none */
+    uint64_t dmiss[PR__BM_WORDS];  /* dense_missing indices */
+    uint64_t smiss[PR__BM_WORDS];  /* sparse_missing indices and empty hex strings */
+    int64_t hex_bad;               /* first sparse_hex index with a problem, -1 = none */
+    int hex_bad_reason;
+    size_t hex_bad_len;
+    bool enc_set;                  /* block column encodings fixed for this event */
+} pr__ev;
+
+/* Fix the column encodings of an empty block from the event's first sparse
+ * value (ids: u64, hex: slots, or u64 with fused Hex2Int), as the
+ * reference does at its first row. */
+static inline void pr__ev_enc(const pr_decode_ctx *ctx, pr_block *b, pr__ev *e, bool ids)
+{
+    if (e->enc_set)
+        return;
+    e->enc_set = true;
+    if (b->rows == 0)
+        memset(b->sparse_enc, ids || ctx->parse_hex ? PR_SPARSE_U64 : PR_SPARSE_HEX, b->n_sparse);
+}
+
+static inline void pr__ev_id(const pr_decode_ctx *ctx, pr_block *b, pr__ev *e, uint64_t v)
+{
+    size_t c = e->n_id++;
+    pr__ev_enc(ctx, b, e, true);
+    if (c >= b->n_sparse)
+        return;
+    if (b->sparse_enc[c] == PR_SPARSE_U64)
+        b->sparse_u64[c * b->cap + b->rows] = v;
+    else
+        pr__u64_to_slot(pr_block_hex(b, (uint32_t)c, b->rows), v);
+}
+
+static inline void pr__ev_hex(const pr_decode_ctx *ctx, pr_block *b, pr__ev *e, const uint8_t *s,
+                              size_t l, size_t avail)
+{
+    size_t c = e->n_hex++;
+    pr__ev_enc(ctx, b, e, false);
+    if (c >= b->n_sparse)
+        return;
+    const char *str = (const char *)s;
+    if (l > PR_HEX_SLOT) {
+        l = strnlen(str, l); /* protobuf-c's C string ends at a NUL */
+        if (l > PR_HEX_SLOT) {
+            if (e->hex_bad < 0) {
+                e->hex_bad = (int64_t)c;
+                e->hex_bad_reason = PR_DEC_LONG_HEX;
+                e->hex_bad_len = l;
+            }
+            return;
+        }
+    }
+    uint32_t r = b->rows;
+    if (b->sparse_enc[c] == PR_SPARSE_U64) {
+        uint64_t *dst = b->sparse_u64 + c * b->cap + r;
+        if (l > 0 && !pr__hex_parse_safe(str, l, avail, dst)) {
+            size_t l0 = strnlen(str, l); /* protobuf-c's C string ends at a NUL */
+            if (l0 == l || (l0 > 0 && !pr__hex_parse_safe(str, l0, avail, dst))) {
+                if (e->hex_bad < 0) {
+                    e->hex_bad = (int64_t)c;
+                    e->hex_bad_reason = PR_DEC_BAD_HEX;
+                }
+                return;
+            }
+            l = l0;
+        }
+        if (l == 0) {
+            *dst = 0;
+            pr_bit_set(e->smiss, c);
+        }
+    } else {
+        l = strnlen(str, l);
+        char *slot = pr_block_hex(b, (uint32_t)c, r);
+        memset(slot, '0', PR_HEX_SLOT - l);
+        memcpy(slot + PR_HEX_SLOT - l, str, l);
+        if (l == 0)
+            pr_bit_set(e->smiss, c);
+    }
+}
+
+static inline void pr__ev_index(pr__ev *e, uint64_t v, uint32_t n, uint64_t *bm, int64_t *bad)
+{
+    uint32_t i = (uint32_t)v; /* uint32 fields keep the low 32 bits */
+    if (i < n)
+        pr_bit_set(bm, i);
+    else if (*bad < 0)
+        *bad = i;
+    (void)e;
+}
+
+/* Decode one Event [p, end) into row b->rows (< cap). Returns -1 when the
+ * bytes are not an Event, PR_DEC_OK with the row committed, or a reject
+ * reason with `detail` (same checks, order and words as pr__check_event). */
+static int pr__fast_event(const pr_decode_ctx *ctx, pr_block *b, const uint8_t *p,
+                          const uint8_t *end, char *detail, size_t dsz)
+{
+    const pr_pipeline_spec *spec = ctx->spec;
+    const uint32_t r = b->rows, cap = b->cap;
+    const uint32_t nd = spec->n_dense < b->n_dense ? spec->n_dense : b->n_dense;
+    pr__ev e;
+    memset(&e, 0, sizeof(e));
+    e.dmiss_bad = e.smiss_bad = e.hex_bad = -1;
+    if (ctx->parse_hex)
+        pr__ev_enc(ctx, b, &e, false);
+
+    while (p < end) {
+        uint32_t f;
+        unsigned w;
+        uint64_t v;
+        size_t n;
+        if (!pr__pb_tag(&p, end, &f, &w))
+            return -1;
+        switch (f) {
+        case 1: /* label */
+            if (w != PR__W_VARINT || !pr__pb_varint(&p, end, &v))
+                return -1;
+            e.label = (int32_t)(uint32_t)v;
+            break;
+        case 2: /* event_time_ms */
+            if (w != PR__W_VARINT || !pr__pb_varint(&p, end, &v))
+                return -1;
+            e.event_time_ms = (int64_t)v;
+            break;
+        case 3: /* dense */
+            if (w == PR__W_LEN) {
+                if (!pr__pb_len(&p, end, &n) || n % 8)
+                    return -1;
+            } else if (w == PR__W_64 && end - p >= 8) {
+                n = 8;
+            } else {
+                return -1;
+            }
+            for (const uint8_t *q = p, *qe = p + n; q < qe; q += 8) {
+                size_t c = e.n_dense++;
+                if (c < nd)
+                    memcpy(b->dense + c * cap + r, q, 8);
+            }
+            p += n;
+            break;
+        case 4: /* dense_missing */
+        case 6: /* sparse_id */
+        case 7: /* sparse_missing */
+            if (w == PR__W_LEN) {
+                if (!pr__pb_len(&p, end, &n))
+                    return -1;
+                const uint8_t *qe = p + n;
+                while (p < qe) {
+                    if (!pr__pb_varint(&p, qe, &v))
+                        return -1;
+                    if (f == 6)
+                        pr__ev_id(ctx, b, &e, v);
+                    else if (f == 4)
+                        pr__ev_index(&e, v, spec->n_dense, e.dmiss, &e.dmiss_bad);
+                    else
+                        pr__ev_index(&e, v, spec->n_sparse, e.smiss, &e.smiss_bad);
+                }
+            } else if (w == PR__W_VARINT) {
+                if (!pr__pb_varint(&p, end, &v))
+                    return -1;
+                if (f == 6)
+                    pr__ev_id(ctx, b, &e, v);
+                else if (f == 4)
+                    pr__ev_index(&e, v, spec->n_dense, e.dmiss, &e.dmiss_bad);
+                else
+                    pr__ev_index(&e, v, spec->n_sparse, e.smiss, &e.smiss_bad);
+            } else {
+                return -1;
+            }
+            break;
+        case 5: /* sparse_hex */
+            if (w != PR__W_LEN || !pr__pb_len(&p, end, &n))
+                return -1;
+            pr__ev_hex(ctx, b, &e, p, n, (size_t)(end - p));
+            p += n;
+            break;
+        default:
+            if (!pr__pb_skip(&p, end, w))
+                return -1;
+        }
+    }
+
+    if (e.n_dense != spec->n_dense) {
+        snprintf(detail, dsz, "%zu dense values, expected %u", e.n_dense, spec->n_dense);
+        return PR_DEC_BAD_SHAPE;
+    }
+    if (e.dmiss_bad >= 0) {
+        snprintf(detail, dsz, "dense_missing index %" PRIu32 " out of range (n_dense %u)",
+                 (uint32_t)e.dmiss_bad, spec->n_dense);
+        return PR_DEC_BAD_SHAPE;
+    }
+    if (e.n_hex && e.n_id) {
+        snprintf(detail, dsz, "both sparse_hex (%zu) and sparse_id (%zu) set", e.n_hex, e.n_id);
+        return PR_DEC_BAD_SHAPE;
+    }
+    size_t ns = e.n_hex ? e.n_hex : e.n_id;
+    if (ns != spec->n_sparse || ns > b->n_sparse) {
+        snprintf(detail, dsz, "%zu sparse values, expected %u", ns, spec->n_sparse);
+        return PR_DEC_BAD_SHAPE;
+    }
+    if (e.smiss_bad >= 0) {
+        snprintf(detail, dsz, "sparse_missing index %" PRIu32 " out of range (n_sparse %u)",
+                 (uint32_t)e.smiss_bad, spec->n_sparse);
+        return PR_DEC_BAD_SHAPE;
+    }
+    if (e.hex_bad >= 0) {
+        if (e.hex_bad_reason == PR_DEC_LONG_HEX)
+            snprintf(detail, dsz, "sparse_hex[%zu]: %zu digits (max 16)", (size_t)e.hex_bad,
+                     e.hex_bad_len);
+        else
+            snprintf(detail, dsz, "sparse_hex[%zu]: non-hex character", (size_t)e.hex_bad);
+        return e.hex_bad_reason;
+    }
+
+    /* Commit. Missing values: dense 0.0; sparse key 0 / all-zero slot. */
+    const size_t words = pr_bitmap_words(cap);
+    b->labels[r] = spec->has_label ? e.label : 0;
+    for (size_t k = 0; k < PR__BM_WORDS; k++) {
+        for (uint64_t m = e.dmiss[k]; m; m &= m - 1) {
+            size_t c = k * 64 + (size_t)__builtin_ctzll(m);
+            if (c >= nd)
+                break;
+            b->dense[c * cap + r] = 0.0;
+            pr_bit_set(b->dense_missing + c * words, r);
+        }
+        for (uint64_t m = e.smiss[k]; m; m &= m - 1) {
+            size_t c = k * 64 + (size_t)__builtin_ctzll(m);
+            if (b->sparse_enc[c] == PR_SPARSE_U64)
+                b->sparse_u64[c * cap + r] = 0;
+            else
+                memset(pr_block_hex(b, (uint32_t)c, r), '0', PR_HEX_SLOT);
+            pr_bit_set(b->sparse_missing + c * words, r);
+        }
+    }
+    if (b->partition)
+        b->partition[r] = ctx->partition;
+    if (b->offset)
+        b->offset[r] = ctx->offset;
+    if (b->event_time_ms)
+        b->event_time_ms[r] = e.event_time_ms > 0 ? e.event_time_ms : ctx->default_event_time_ms;
+    b->rows = r + 1;
+    return PR_DEC_OK;
+}
+
+/* Undo rows [from, b->rows): a malformed batch leaves no rows behind. */
+static void pr__rollback(pr_block *b, uint32_t from)
+{
+    size_t words = pr_bitmap_words(b->cap);
+    for (uint32_t r = from; r < b->rows; r++) {
+        for (uint32_t c = 0; c < b->n_dense; c++)
+            pr_bit_clear(b->dense_missing + c * words, r);
+        for (uint32_t c = 0; c < b->n_sparse; c++)
+            pr_bit_clear(b->sparse_missing + c * words, r);
+    }
+    b->rows = from;
+}
+
+int pr_decode_protobuf_event(const pr_decode_ctx *ctx, pr_block *b, const void *buf, size_t len,
+                             uint32_t *next_rec, pr_arena *arena)
+{
+    (void)arena;
+    char detail[PR__DETAIL_MAX];
+    if (*next_rec >= 1)
+        return 0;
+    if (b->rows >= b->cap)
+        return PR_EFULL;
+    *next_rec = 1;
+    const uint8_t *p = buf;
+    int reason = pr__fast_event(ctx, b, p, p + len, detail, sizeof(detail));
+    if (reason == PR_DEC_OK)
+        return 1;
+    if (reason < 0)
+        pr__reject(ctx, PR_DEC_BAD_PROTOBUF, "not a piperec.v1.Event", buf, len, 0);
+    else
+        pr__reject(ctx, reason, detail, buf, len, 0);
+    return 0;
+}
+
+int pr_decode_protobuf_event_batch(const pr_decode_ctx *ctx, pr_block *b, const void *buf,
+                                   size_t len, uint32_t *next_rec, pr_arena *arena)
+{
+    (void)arena;
+    char detail[PR__DETAIL_MAX];
+    if (b->rows >= b->cap)
+        return PR_EFULL;
+    const uint32_t first = *next_rec, rows0 = b->rows;
+    /* Nothing may come out of a malformed message. The first call checks
+     * the wire format of what it does not decode (before a reject callback
+     * or a PR_EFULL return) so that later calls never meet an error. */
+    bool checked = first > 0;
+    const uint8_t *p = buf, *end = p + len;
+    uint32_t i = 0;
+    int appended = 0;
+    while (p < end) {
+        uint32_t f;
+        unsigned w;
+        size_t n;
+        const uint8_t *at = p;
+        if (!pr__pb_tag(&p, end, &f, &w))
+            goto malformed;
+        if (f != 1) {
+            if (!pr__pb_skip(&p, end, w))
+                goto malformed;
+            continue;
+        }
+        if (w != PR__W_LEN || !pr__pb_len(&p, end, &n))
+            goto malformed;
+        const uint8_t *ev = p;
+        p += n;
+        if (i < first) {
+            i++;
+            continue;
+        }
+        if (b->rows >= b->cap) {
+            if (!checked && !pr__batch_wire_ok(at, end))
+                goto malformed;
+            *next_rec = i;
+            return PR_EFULL;
+        }
+        int reason = pr__fast_event(ctx, b, ev, p, detail, sizeof(detail));
+        if (reason < 0)
+            goto malformed;
+        if (reason == PR_DEC_OK) {
+            appended++;
+        } else {
+            if (!checked) {
+                if (!pr__batch_wire_ok(p, end))
+                    goto malformed;
+                checked = true;
+            }
+            pr__reject(ctx, reason, detail, ev, n, (int64_t)i);
+        }
+        i++;
+    }
+    *next_rec = i;
+    return appended;
+
+malformed:
+    pr__rollback(b, rows0);
+    if (first == 0)
+        pr__reject(ctx, PR_DEC_BAD_PROTOBUF, "not a piperec.v1.EventBatch", buf, len, 0);
+    *next_rec = 1;
+    return 0;
 }
 
 /* Iterate the non-empty lines of a TSV message. Returns false at the end. */
