@@ -430,7 +430,7 @@ static inline void pr__hex_pair(uint64_t w0, uint64_t w1, pr__hexacc *ok, uint64
  * committed, or -1 (the row's missing bits cleared) for anything else; the
  * general decoder then handles the line and writes any reject detail. */
 static int pr__decode_fast(const pr_decode_ctx *ctx, pr_block *b, const char *line, size_t len,
-                           size_t avail, int64_t recno)
+                           size_t avail, int64_t recno, bool all_u64)
 {
     const pr_pipeline_spec *spec = ctx->spec;
     char pad[PR__FAST_MAX + 64];
@@ -460,7 +460,6 @@ static int pr__decode_fast(const pr_decode_ctx *ctx, pr_block *b, const char *li
         return -1; /* wrong field count: the general decoder reports it */
     tp[nt] = (uint16_t)len;
     const uint16_t *fend = tp;
-    const bool all_u64 = pr__all_u64(b);
     uint32_t long_cols[4], n_long = 0;
     uint64_t long_vals[4];
     const uint32_t r = b->rows;
@@ -579,16 +578,24 @@ slow:
     return -1;
 }
 
-/* Decode one line with `avail` bytes readable at `line` (>= len). */
+/* Fix the column encodings of a block this context starts; true when all
+ * sparse columns then take uint64 values (fused Hex2Int for the line). */
+static bool pr__prepare(const pr_decode_ctx *ctx, pr_block *b)
+{
+    if (b->rows == 0 && ctx->parse_hex)
+        memset(b->sparse_enc, PR_SPARSE_U64, b->n_sparse);
+    return pr__all_u64(b);
+}
+
+/* Decode one line with `avail` bytes readable at `line` (>= len);
+ * `all_u64` is pr__prepare's answer for the block. */
 static int pr__decode_one(const pr_decode_ctx *ctx, pr_block *b, const char *line, size_t len,
-                          size_t avail, int64_t recno)
+                          size_t avail, int64_t recno, bool all_u64)
 {
     char detail[PR__DETAIL_MAX];
     if (b->rows >= b->cap)
         return PR_EFULL;
-    if (b->rows == 0 && ctx->parse_hex)
-        memset(b->sparse_enc, PR_SPARSE_U64, b->n_sparse);
-    if (pr__decode_fast(ctx, b, line, len, avail, recno) == PR_DEC_OK)
+    if (pr__decode_fast(ctx, b, line, len, avail, recno, all_u64) == PR_DEC_OK)
         return 1;
     int reason = pr__decode_line(ctx, b, line, len, recno, detail, sizeof(detail));
     if (reason == PR_DEC_OK)
@@ -603,7 +610,9 @@ static int pr__decode_one(const pr_decode_ctx *ctx, pr_block *b, const char *lin
 int pr_decode_criteo_line(const pr_decode_ctx *ctx, pr_block *b, const char *line, size_t len,
                           int64_t recno)
 {
-    return pr__decode_one(ctx, b, line, len, len, recno);
+    if (b->rows >= b->cap)
+        return PR_EFULL;
+    return pr__decode_one(ctx, b, line, len, len, recno, pr__prepare(ctx, b));
 }
 
 size_t pr_decode_criteo_lines(const pr_decode_ctx *ctx, pr_block *b, const char *buf, size_t len,
@@ -611,12 +620,13 @@ size_t pr_decode_criteo_lines(const pr_decode_ctx *ctx, pr_block *b, const char 
 {
     const char *p = buf, *end = buf + len;
     int64_t lines = 0;
+    const bool all_u64 = b->rows < b->cap && pr__prepare(ctx, b);
     while (p < end && b->rows < b->cap) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         if (!nl && !eof)
             break;
         const char *le = nl ? nl : end;
-        pr__decode_one(ctx, b, p, (size_t)(le - p), (size_t)(end - p), first_recno + lines);
+        pr__decode_one(ctx, b, p, (size_t)(le - p), (size_t)(end - p), first_recno + lines, all_u64);
         lines++;
         p = nl ? nl + 1 : end;
     }

@@ -7,6 +7,10 @@
  * Waiting for the sink's I/O thread is condition-based: poll the state with
  * a short poll(2) timeout until it holds or a generous deadline passes.
  */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,11 +19,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "pr_sink.h"
 #include "pr_trainer_client.h"
+#include "trainer.pb-c.h"
 
 typedef struct tfx {
     pr_sinkset *ss;
@@ -310,6 +318,140 @@ static void test_unknown_pipeline(void **state)
     tfx_free(f);
 }
 
+/* ---------------------------------------------------------------- raw-socket trainer */
+
+/* A trainer written against the wire format only (protobuf-c, no
+ * pr_trainer_client), so a test controls exactly when bytes and FIN go out. */
+static int raw_connect(tfx *f, uint32_t credits)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)pr_sink_trainer_port(f->sink)) };
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    struct timeval tv = { 5, 0 }; /* a reply that never comes fails the test, not hangs it */
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    Piperec__Trainer__V1__Subscribe sub = PIPEREC__TRAINER__V1__SUBSCRIBE__INIT;
+    sub.protocol_version = PR_TRAINER_PROTOCOL_VERSION;
+    sub.pipeline = "criteo";
+    sub.credits = credits;
+    sub.client_id = "raw";
+    Piperec__Trainer__V1__Frame fr = PIPEREC__TRAINER__V1__FRAME__INIT;
+    fr.msg_case = PIPEREC__TRAINER__V1__FRAME__MSG_SUBSCRIBE;
+    fr.subscribe = &sub;
+    uint8_t buf[256];
+    uint32_t n = (uint32_t)piperec__trainer__v1__frame__pack(&fr, buf + 4);
+    memcpy(buf, &n, 4); /* little-endian length prefix (x86/ARM hosts) */
+    assert_int_equal(write(fd, buf, 4 + n), (ssize_t)(4 + n));
+    return fd;
+}
+
+static void raw_read_all(int fd, uint8_t *p, size_t n)
+{
+    while (n) {
+        ssize_t r = read(fd, p, n);
+        if (r <= 0)
+            fail_msg("raw trainer: read: %s", r ? strerror(errno) : "EOF");
+        p += r;
+        n -= (size_t)r;
+    }
+}
+
+/* Next Frame from the server (the caller frees it). */
+static Piperec__Trainer__V1__Frame *raw_next(int fd)
+{
+    uint32_t n;
+    raw_read_all(fd, (uint8_t *)&n, 4);
+    uint8_t *body = malloc(n ? n : 1);
+    raw_read_all(fd, body, n);
+    Piperec__Trainer__V1__Frame *fr = piperec__trainer__v1__frame__unpack(NULL, n, body);
+    free(body);
+    assert_non_null(fr);
+    return fr;
+}
+
+/* Regression: a trainer that sends its last acks and closes at once. The
+ * acks and the FIN arrive in the same read on the server; the sink used to
+ * see EOF and drop the client without handling the frames before it, so
+ * those batches were never acked and went to the next trainer again.
+ * TCP_CORK makes the acks and the FIN leave in one segment, so the server
+ * always finds both queued together. */
+static void test_acks_then_close_raw(void **state)
+{
+    (void)state;
+    enum { N = 12 };
+    tfx *f = tfx_new(64);
+    send_batches(f, N);
+    int fd = raw_connect(f, N);
+    uint64_t seqs[N];
+    size_t got = 0;
+    while (got < N) {
+        Piperec__Trainer__V1__Frame *fr = raw_next(fd);
+        if (fr->msg_case == PIPEREC__TRAINER__V1__FRAME__MSG_ERROR)
+            fail_msg("server error: %s", fr->error->message);
+        if (fr->msg_case == PIPEREC__TRAINER__V1__FRAME__MSG_BATCH)
+            seqs[got++] = fr->batch->sequence;
+        piperec__trainer__v1__frame__free_unpacked(fr, NULL);
+    }
+    int one = 1;
+    assert_int_equal(setsockopt(fd, IPPROTO_TCP, TCP_CORK, &one, sizeof(one)), 0);
+    uint8_t out[N * 32];
+    size_t len = 0;
+    for (size_t i = 0; i < N; i++) {
+        Piperec__Trainer__V1__Ack ack = PIPEREC__TRAINER__V1__ACK__INIT;
+        ack.n_sequences = 1;
+        ack.sequences = &seqs[i];
+        Piperec__Trainer__V1__Frame fr = PIPEREC__TRAINER__V1__FRAME__INIT;
+        fr.msg_case = PIPEREC__TRAINER__V1__FRAME__MSG_ACK;
+        fr.ack = &ack;
+        uint32_t n = (uint32_t)piperec__trainer__v1__frame__pack(&fr, out + len + 4);
+        memcpy(out + len, &n, 4);
+        len += 4 + n;
+    }
+    assert_int_equal(write(fd, out, len), (ssize_t)len);
+    close(fd); /* nothing unread: FIN, not RST */
+    wait_clients(f, 0);
+    wait_acks(f, N);
+    int seen[N + 1] = { 0 };
+    for (size_t i = 0; i < f->n_acked; i++)
+        seen[f->acked[i]]++;
+    for (int s = 1; s <= N; s++)
+        assert_int_equal(seen[s], 1);
+    pr_sink_stats st;
+    pr_sink_get_stats(f->sink, &st);
+    assert_int_equal(st.batches_acked, N);
+    assert_int_equal(st.redeliveries, 0);
+    assert_int_equal(st.queued_batches, 0);
+    tfx_free(f);
+}
+
+/* Regression, client side: pr_trainer_client_close with batches still
+ * unread used to close() at once, which makes the kernel send RST, and the
+ * server could lose the acks written just before. Now the client half-closes
+ * and drains: every ack counts, and only the unread batches go round again. */
+static void test_client_close_with_unread_data(void **state)
+{
+    (void)state;
+    enum { N = 6 };
+    tfx *f = tfx_new(64);
+    pr_trainer_client *c = connect_client(f, 2 * N, "closer");
+    send_batches(f, 2 * N); /* all 2N go out; the trainer reads only N */
+    for (uint64_t want = 1; want <= N; want++) {
+        assert_int_equal(recv_one(c), want);
+        assert_int_equal(pr_trainer_client_ack(c, want), 0);
+    }
+    pr_trainer_client_close(c);
+    wait_clients(f, 0);
+    wait_acks(f, N);
+    for (size_t i = 0; i < f->n_acked; i++)
+        assert_true(f->acked[i] >= 1 && f->acked[i] <= N);
+    pr_sink_stats st;
+    pr_sink_get_stats(f->sink, &st);
+    assert_int_equal(st.batches_acked, N);
+    assert_int_equal(st.redeliveries, N); /* exactly the unread ones */
+    tfx_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -320,6 +462,8 @@ int main(void)
         cmocka_unit_test(test_two_trainers_share),
         cmocka_unit_test(test_ack_timeout_redelivers),
         cmocka_unit_test(test_unknown_pipeline),
+        cmocka_unit_test(test_acks_then_close_raw),
+        cmocka_unit_test(test_client_close_with_unread_data),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

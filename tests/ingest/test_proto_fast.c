@@ -69,6 +69,8 @@ typedef struct buf {
 
 static void put(buf *b, const void *d, size_t n)
 {
+    if (n == 0)
+        return;
     if (b->n + n > b->cap) {
         b->cap = (b->n + n) * 2 + 64;
         b->p = realloc(b->p, b->cap);
