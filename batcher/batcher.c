@@ -831,6 +831,15 @@ void pr_batcher_note_done(pr_batcher *b, int32_t partition, int64_t offset)
     publish(b);
 }
 
+void pr_batcher_note_consumed(pr_batcher *b, int32_t partition, int64_t next)
+{
+    if (next <= 0)
+        return;
+    int slot = pr__offsets_slot(&b->offs, partition, true);
+    if (slot >= 0)
+        pr__offsets_seen_done(&b->offs, slot, next - 1);
+}
+
 void pr_batcher_assign(pr_batcher *b, int32_t partition)
 {
     (void)pr__offsets_slot(&b->offs, partition, true);

@@ -244,6 +244,13 @@ int pr_batcher_add(pr_batcher *b, const pr_block *in, const pr_out *out);
  * offset is done and must not hold commits back. */
 void pr_batcher_note_done(pr_batcher *b, int32_t partition, int64_t offset);
 
+/* The consumer handed over every message of `partition` below `next`
+ * (pr_consumer_consumed_next): offsets below it that brought no row (empty
+ * messages) are done, so an empty tail does not hold the commit back until
+ * more data arrives. Rows still in flight keep holding it as before; not
+ * counted as rejects. Creates the partition's entry when it has none. */
+void pr_batcher_note_consumed(pr_batcher *b, int32_t partition, int64_t next);
+
 /* Declare an assigned partition before any row arrives: under event_time it
  * then holds the watermark (up to max_delay_ms) until it has data. */
 void pr_batcher_assign(pr_batcher *b, int32_t partition);

@@ -421,6 +421,9 @@ static void handle_frame(trainer_sink *t, tclient *c, const uint8_t *data, size_
 
 static void client_read(trainer_sink *t, tclient *c)
 {
+    /* Frames that arrived before EOF/reset are still handled (a client's
+     * last acks often come in the same read as its FIN). */
+    bool gone = false;
     for (;;) {
         if (c->rcap - c->rlen < 4096) {
             size_t nc = c->rcap ? c->rcap * 2 : 8192;
@@ -434,14 +437,14 @@ static void client_read(trainer_sink *t, tclient *c)
         }
         ssize_t r = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, 0);
         if (r == 0) {
-            c->dead = true;
-            return;
+            gone = true;
+            break;
         }
         if (r < 0) {
             if (errno == EINTR)
                 continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK)
-                c->dead = true;
+                gone = true;
             break;
         }
         c->rlen += (size_t)r;
@@ -464,6 +467,8 @@ static void client_read(trainer_sink *t, tclient *c)
         memmove(c->rbuf, c->rbuf + pos, c->rlen - pos);
         c->rlen -= pos;
     }
+    if (gone)
+        c->dead = true;
 }
 
 static void client_flush(trainer_sink *t, tclient *c)

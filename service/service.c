@@ -702,6 +702,18 @@ static void pr__refresh_cache(pr__pipe *p, int64_t now_ns, bool force)
 
 static void pr__store_safe_offsets(pr__pipe *p)
 {
+    /* Messages that bring no row (empty at a partition's tail, or a partition
+     * with only empty messages) never reach the batcher: tell it how far the
+     * consumer got, or their offsets would wait for the next row to commit.
+     * Every row below consumed_next was added to the batcher already (same
+     * thread, block processed before this), so rows in flight still hold. */
+    pr_tp tps[256];
+    size_t n = pr_consumer_assignment(p->cons, tps, sizeof(tps) / sizeof(tps[0]));
+    for (size_t i = 0; i < n && i < sizeof(tps) / sizeof(tps[0]); i++) {
+        int64_t cn = pr_consumer_consumed_next(p->cons, tps[i].key);
+        if (cn > 0)
+            pr_batcher_note_consumed(p->bat, tps[i].key, cn);
+    }
     pr_batcher_safe_offsets(p->bat, pr__store_cb, p);
 }
 

@@ -266,6 +266,37 @@ static void test_safe_offsets(void **state)
     fx_free(f);
 }
 
+/* Regression: empty messages at a partition's tail (no row, no reject) used
+ * to hold its commit at the last row until more data arrived. */
+static void test_note_consumed_empty_tail(void **state)
+{
+    (void)state;
+    fx *f = fx_new(2, 1000, PR_BATCH_ORDER_PARTITION, 0, PR_BATCH_LATE_EMIT);
+    add_rows(f, 0, 0, 2, 5); /* batch 1: offsets 0, 1 */
+    assert_int_equal(pr_batcher_ack(f->b, 1), 0);
+    assert_int_equal(pr_batcher_safe_offset(f->b, 0), 2);
+    pr_batcher_note_consumed(f->b, 0, 6); /* offsets 2..5 were empty messages */
+    assert_int_equal(pr_batcher_safe_offset(f->b, 0), 6);
+    pr_batcher_note_consumed(f->b, 0, 4); /* never moves back */
+    assert_int_equal(pr_batcher_safe_offset(f->b, 0), 6);
+    /* A row in flight still holds the commit at its offset. */
+    add_rows(f, 0, 6, 1, 5);
+    pr_batcher_note_consumed(f->b, 0, 9);
+    assert_int_equal(pr_batcher_safe_offset(f->b, 0), 6);
+    pr_batcher_flush(f->b);
+    assert_int_equal(pr_batcher_ack(f->b, 2), 0);
+    assert_int_equal(pr_batcher_safe_offset(f->b, 0), 9);
+    /* An assigned partition that only ever had empty messages. */
+    pr_batcher_assign(f->b, 3);
+    assert_int_equal(pr_batcher_safe_offset(f->b, 3), -1);
+    pr_batcher_note_consumed(f->b, 3, 17);
+    assert_int_equal(pr_batcher_safe_offset(f->b, 3), 17);
+    pr_batcher_stats st;
+    pr_batcher_get_stats(f->b, &st);
+    assert_int_equal(st.rows_rejected, 0);
+    fx_free(f);
+}
+
 typedef struct offs_seen {
     int32_t p[8];
     int64_t o[8];
@@ -509,6 +540,7 @@ int main(void)
         cmocka_unit_test(test_partition_order_and_metadata),
         cmocka_unit_test(test_safe_offsets),
         cmocka_unit_test(test_safe_offsets_multi_and_inflight),
+        cmocka_unit_test(test_note_consumed_empty_tail),
         cmocka_unit_test(test_revoke),
         cmocka_unit_test(test_event_time_watermark),
         cmocka_unit_test(test_event_time_drop_late),

@@ -243,6 +243,41 @@ static void test_redelivery_after_disconnect(void **state)
     tfx_free(f);
 }
 
+/* The reported duplicate: trainer A takes batches 1-8 (reads only 1-3, acks
+ * none) and goes away; the next trainer must get every batch exactly once,
+ * the redelivered ones first and in order, and nothing again after acking
+ * it. The window of 4 makes the sink refill after each ack, which is where a
+ * batch queued twice would show up. */
+static void test_redelivery_each_batch_once(void **state)
+{
+    (void)state;
+    tfx *f = tfx_new(64);
+    send_batches(f, 8); /* queued first: all 8 go out with A's SubscribeOk */
+    pr_trainer_client *a = connect_client(f, 8, "a");
+    for (uint64_t want = 1; want <= 3; want++)
+        assert_int_equal(recv_one(a), want);
+    pr_trainer_client_close(a);
+    wait_clients(f, 0);
+    send_batches(f, 4); /* arrive while no trainer is connected */
+    pr_trainer_client *b = connect_client(f, 4, "b");
+    for (uint64_t want = 1; want <= 12; want++) {
+        assert_int_equal(recv_one(b), want);
+        assert_int_equal(pr_trainer_client_ack(b, want), 0);
+    }
+    wait_acks(f, 12);
+    pr_batch_view v;
+    char err[256];
+    assert_int_equal(pr_trainer_client_next(b, &v, 200, err, sizeof(err)), 0); /* no repeat */
+    pr_sink_stats st;
+    pr_sink_get_stats(f->sink, &st);
+    assert_int_equal(st.redeliveries, 8);
+    assert_int_equal(st.batches_acked, 12);
+    assert_int_equal(st.errors, 0); /* no ack for a batch b did not hold */
+    assert_int_equal(st.queued_batches, 0);
+    pr_trainer_client_close(b);
+    tfx_free(f);
+}
+
 static void test_two_trainers_share(void **state)
 {
     (void)state;
@@ -434,8 +469,8 @@ static void test_client_close_with_unread_data(void **state)
     (void)state;
     enum { N = 6 };
     tfx *f = tfx_new(64);
-    pr_trainer_client *c = connect_client(f, 2 * N, "closer");
-    send_batches(f, 2 * N); /* all 2N go out; the trainer reads only N */
+    send_batches(f, 2 * N); /* queued first: all 2N go out with the SubscribeOk */
+    pr_trainer_client *c = connect_client(f, 2 * N, "closer"); /* reads only N */
     for (uint64_t want = 1; want <= N; want++) {
         assert_int_equal(recv_one(c), want);
         assert_int_equal(pr_trainer_client_ack(c, want), 0);
@@ -459,6 +494,7 @@ int main(void)
         cmocka_unit_test(test_credit_window),
         cmocka_unit_test(test_window_capped_by_server),
         cmocka_unit_test(test_redelivery_after_disconnect),
+        cmocka_unit_test(test_redelivery_each_batch_once),
         cmocka_unit_test(test_two_trainers_share),
         cmocka_unit_test(test_ack_timeout_redelivers),
         cmocka_unit_test(test_unknown_pipeline),

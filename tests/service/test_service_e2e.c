@@ -844,8 +844,11 @@ static void test_trainer_disconnect(void **state)
     uint64_t missing, dups;
     coverage(&c, 1, 2, counts, &missing, &dups);
     assert_int_equal(missing, 0);
-    /* The promise is "nothing lost"; a batch seen twice after a trainer
-     * failure is allowed by at-least-once, but worth seeing. */
+    /* Nothing lost, and the crashed trainer's unacked batches reach the
+     * restarted one exactly once: a sequence acknowledged twice means the
+     * sink queued a batch twice on redelivery (reported once as flaky; see
+     * tests/batcher test_redelivery_each_batch_once). Duplicate rows are only
+     * reported: a Kafka-level re-read gives them new sequence numbers. */
     size_t twice = 0;
     for (size_t i = 0; i < c->n; i++)
         for (size_t j = i + 1; j < c->n; j++)
@@ -854,6 +857,7 @@ static void test_trainer_disconnect(void **state)
     if (twice || dups)
         print_message("trainer disconnect: %zu batch(es) delivered twice, %" PRIu64
                       " duplicate rows\n", twice, dups);
+    assert_int_equal(twice, 0);
     pr_service_free(svc);
     pr_config_free(cfg);
     collector_free(c);
