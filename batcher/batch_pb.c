@@ -27,8 +27,21 @@ enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
 
 /* TrainingBatch field numbers. */
 enum {
-    F_PIPELINE = 1, F_SEQUENCE, F_ROWS, F_N_DENSE, F_N_SPARSE, F_SPARSE_WIDTH, F_LABELS, F_DENSE,
-    F_SPARSE, F_OFFSETS, F_MIN_ET, F_MAX_ET, F_EMIT, F_VOCAB, F_SPARSE_NAMES
+    F_PIPELINE = 1,
+    F_SEQUENCE,
+    F_ROWS,
+    F_N_DENSE,
+    F_N_SPARSE,
+    F_SPARSE_WIDTH,
+    F_LABELS,
+    F_DENSE,
+    F_SPARSE,
+    F_OFFSETS,
+    F_MIN_ET,
+    F_MAX_ET,
+    F_EMIT,
+    F_VOCAB,
+    F_SPARSE_NAMES
 };
 /* OffsetRange field numbers. */
 enum { R_TOPIC = 1, R_PARTITION, R_FIRST, R_LAST, R_ROWS };
@@ -66,11 +79,23 @@ size_t pr__pb_get_varint(const uint8_t *p, const uint8_t *end, uint64_t *v)
     return 0;
 }
 
-static inline size_t tag_size(uint32_t field) { return pr__pb_varint_size((uint64_t)field << 3); }
-static inline size_t sz_varint_field(uint32_t f, uint64_t v) { return v ? tag_size(f) + pr__pb_varint_size(v) : 0; }
-static inline size_t sz_len_field(uint32_t f, size_t len) { return len ? tag_size(f) + pr__pb_varint_size(len) + len : 0; }
+static inline size_t tag_size(uint32_t field)
+{
+    return pr__pb_varint_size((uint64_t)field << 3);
+}
+static inline size_t sz_varint_field(uint32_t f, uint64_t v)
+{
+    return v ? tag_size(f) + pr__pb_varint_size(v) : 0;
+}
+static inline size_t sz_len_field(uint32_t f, size_t len)
+{
+    return len ? tag_size(f) + pr__pb_varint_size(len) + len : 0;
+}
 
-static inline uint8_t *put_tag(uint8_t *p, uint32_t f, int wt) { return pr__pb_put_varint(p, ((uint64_t)f << 3) | (unsigned)wt); }
+static inline uint8_t *put_tag(uint8_t *p, uint32_t f, int wt)
+{
+    return pr__pb_put_varint(p, ((uint64_t)f << 3) | (unsigned)wt);
+}
 static inline uint8_t *put_varint_field(uint8_t *p, uint32_t f, uint64_t v)
 {
     if (!v)
@@ -262,11 +287,20 @@ static int decode_range(const uint8_t *p, const uint8_t *end, pr_batch_view_rang
             r->topic_len = f.len;
         } else if (f.wt == WT_VARINT) {
             switch (f.num) {
-            case R_PARTITION: r->partition = (int32_t)f.v; break;
-            case R_FIRST: r->first_offset = (int64_t)f.v; break;
-            case R_LAST: r->last_offset = (int64_t)f.v; break;
-            case R_ROWS: r->rows = (uint32_t)f.v; break;
-            default: break;
+            case R_PARTITION:
+                r->partition = (int32_t)f.v;
+                break;
+            case R_FIRST:
+                r->first_offset = (int64_t)f.v;
+                break;
+            case R_LAST:
+                r->last_offset = (int64_t)f.v;
+                break;
+            case R_ROWS:
+                r->rows = (uint32_t)f.v;
+                break;
+            default:
+                break;
             }
         }
     }
@@ -300,19 +334,36 @@ int pr_batch_decode(const uint8_t *buf, size_t len, pr_batch_view *v, char *errs
     while ((rc = next_field(&p, end, &f)) > 0) {
         if (f.wt == WT_VARINT) {
             switch (f.num) {
-            case F_SEQUENCE: v->seq = f.v; break;
-            case F_ROWS: v->rows = (uint32_t)f.v; break;
-            case F_N_DENSE: v->n_dense = (uint32_t)f.v; break;
-            case F_N_SPARSE: v->n_sparse = (uint32_t)f.v; break;
-            case F_SPARSE_WIDTH: v->sparse_width = (uint32_t)f.v; break;
-            case F_MIN_ET: v->min_event_time_ms = (int64_t)f.v; break;
-            case F_MAX_ET: v->max_event_time_ms = (int64_t)f.v; break;
-            case F_EMIT: v->emit_time_ms = (int64_t)f.v; break;
+            case F_SEQUENCE:
+                v->seq = f.v;
+                break;
+            case F_ROWS:
+                v->rows = (uint32_t)f.v;
+                break;
+            case F_N_DENSE:
+                v->n_dense = (uint32_t)f.v;
+                break;
+            case F_N_SPARSE:
+                v->n_sparse = (uint32_t)f.v;
+                break;
+            case F_SPARSE_WIDTH:
+                v->sparse_width = (uint32_t)f.v;
+                break;
+            case F_MIN_ET:
+                v->min_event_time_ms = (int64_t)f.v;
+                break;
+            case F_MAX_ET:
+                v->max_event_time_ms = (int64_t)f.v;
+                break;
+            case F_EMIT:
+                v->emit_time_ms = (int64_t)f.v;
+                break;
             case F_VOCAB:
                 if (push_vocab(v, &vcap, f.v) < 0)
                     goto nomem;
                 break;
-            default: break;
+            default:
+                break;
             }
             continue;
         }
@@ -365,7 +416,8 @@ int pr_batch_decode(const uint8_t *buf, size_t len, pr_batch_view *v, char *errs
             }
             break;
         }
-        default: break;
+        default:
+            break;
         }
     }
     if (rc < 0) {
@@ -433,7 +485,8 @@ pr_batch *pr_batch_from_view(const pr_batch_view *v)
             const pr_batch_view_range *r = &v->ranges[i];
             uint32_t t;
             for (t = 0; t < b->n_topics; t++)
-                if (strlen(b->topics[t]) == r->topic_len && !memcmp(b->topics[t], r->topic, r->topic_len))
+                if (strlen(b->topics[t]) == r->topic_len &&
+                    !memcmp(b->topics[t], r->topic, r->topic_len))
                     break;
             if (t == b->n_topics) {
                 if (!(b->topics[t] = strndup(r->topic, r->topic_len))) {
@@ -442,7 +495,8 @@ pr_batch *pr_batch_from_view(const pr_batch_view *v)
                 }
                 b->n_topics++;
             }
-            b->ranges[i].partition = (int32_t)(((uint32_t)t << 16) | ((uint32_t)r->partition & 0xffffu));
+            b->ranges[i].partition =
+                (int32_t)(((uint32_t)t << 16) | ((uint32_t)r->partition & 0xffffu));
             b->ranges[i].first_offset = r->first_offset;
             b->ranges[i].last_offset = r->last_offset;
             b->ranges[i].rows = r->rows;

@@ -30,7 +30,10 @@
 
 /* ---------------------------------------------------------------- batches */
 
-static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+static size_t align64(size_t n)
+{
+    return (n + 63) & ~(size_t)63;
+}
 
 /* Allocate a batch whose tensors hold `cap` rows; rows is set to cap. */
 static pr_batch *batch_alloc(const char *pipeline, uint32_t cap, uint16_t n_dense,
@@ -102,9 +105,9 @@ void pr_batch_unref(pr_batch *b)
 
 /* ---------------------------------------------------------------- histograms */
 
-static const double fill_bounds[] = { 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0 };
-static const double sec_bounds[] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-                                     0.5,   1.0,    2.5,   5.0,  10.0,  30.0, 60.0 };
+static const double fill_bounds[] = {0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0};
+static const double sec_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                    0.5,   1.0,    2.5,   5.0,  10.0,  30.0, 60.0};
 
 static void hist_init(pr_hist *h, const double *bounds, uint32_t n)
 {
@@ -146,7 +149,7 @@ struct pr_batcher {
     char **topics;
     size_t n_topics;
     const pr_clock *clock;
-    size_t row_bytes;     /* tensor bytes per row */
+    size_t row_bytes; /* tensor bytes per row */
     int64_t delay_ns;
     pr__offsets offs;
 
@@ -156,8 +159,8 @@ struct pr_batcher {
     int64_t *c_off;
     int64_t *c_et;
     pr__rowh *c_h;
-    int64_t c_oldest;     /* min arrival (mono ns) of the rows in cur */
-    uint32_t *idx;        /* scratch: kept row indices */
+    int64_t c_oldest; /* min arrival (mono ns) of the rows in cur */
+    uint32_t *idx;    /* scratch: kept row indices */
 
     uint64_t next_seq;
 
@@ -182,7 +185,7 @@ struct pr_batcher {
     bool wm_set;
     int64_t wm;
 
-    pr_batcher_stats st;  /* pipeline thread's copy */
+    pr_batcher_stats st; /* pipeline thread's copy */
     pthread_mutex_t mu;
     pr_batcher_stats pub; /* published under mu */
 };
@@ -214,7 +217,10 @@ uint64_t pr_batcher_inflight_bytes(const pr_batcher *b)
     return buffered * b->row_bytes + b->unacked_bytes;
 }
 
-uint64_t pr_batcher_unacked_batches(const pr_batcher *b) { return b->n_unacked; }
+uint64_t pr_batcher_unacked_batches(const pr_batcher *b)
+{
+    return b->n_unacked;
+}
 
 static int ensure_cur(pr_batcher *b)
 {
@@ -222,7 +228,8 @@ static int ensure_cur(pr_batcher *b)
         return 0;
     const pr_batcher_cfg *c = &b->cfg;
     /* Not zeroed: every row is written before emission, and emission compacts. */
-    b->cur = batch_alloc(b->pipeline, c->batch_size, c->n_dense, c->n_sparse, c->sparse_width, false);
+    b->cur =
+        batch_alloc(b->pipeline, c->batch_size, c->n_dense, c->n_sparse, c->sparse_width, false);
     b->c_h = malloc((size_t)c->batch_size * sizeof(*b->c_h));
     if (!b->cur || !b->c_h) {
         pr_batch_unref(b->cur);
@@ -245,8 +252,8 @@ int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, si
     if (cfg->max_delay_ms < 0)
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "batch.max_delay_ms: must be >= 0");
     if (cfg->sparse_width != 4 && cfg->sparse_width != 8)
-        return pr_seterr(errstr, errstr_size, PR_EINVAL, "batcher: sparse_width must be 4 or 8, got %u",
-                         cfg->sparse_width);
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "batcher: sparse_width must be 4 or 8, got %u", cfg->sparse_width);
     if (cfg->ordering != PR_BATCH_ORDER_PARTITION && cfg->ordering != PR_BATCH_ORDER_EVENT_TIME)
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "batch.ordering: unknown value %d",
                          (int)cfg->ordering);
@@ -496,7 +503,8 @@ static void copy_rows(pr_batcher *b, const pr_out *out, const uint32_t *idx, uin
         else
             memset(bt->labels + n0, 0, (size_t)k * 4);
         for (uint32_t col = 0; col < b->cfg.n_dense; col++)
-            memcpy(bt->dense + (size_t)col * cap + n0, out->dense + (size_t)col * out->cap + r0, (size_t)k * 4);
+            memcpy(bt->dense + (size_t)col * cap + n0, out->dense + (size_t)col * out->cap + r0,
+                   (size_t)k * 4);
         for (uint32_t col = 0; col < b->cfg.n_sparse; col++)
             memcpy((uint8_t *)bt->sparse + ((size_t)col * cap + n0) * w,
                    (const uint8_t *)out->sparse + ((size_t)col * out->cap + r0) * w, (size_t)k * w);
@@ -679,7 +687,7 @@ static int fifo_push(pr_batcher *b, uint32_t slot, uint32_t serial)
         b->f_cap = nc;
         b->f_head = 0;
     }
-    b->fifo[(b->f_head + b->f_len) % b->f_cap] = (fifo_ent){ slot, serial };
+    b->fifo[(b->f_head + b->f_len) % b->f_cap] = (fifo_ent){slot, serial};
     b->f_len++;
     return 0;
 }
@@ -811,8 +819,8 @@ static int add_event_time(pr_batcher *b, const pr_block *in, const pr_out *out, 
 
 int pr_batcher_add(pr_batcher *b, const pr_block *in, const pr_out *out)
 {
-    if (!in || !out || out->rows > in->rows || !in->partition || !in->offset || !in->event_time_ms ||
-        out->n_dense != b->cfg.n_dense || out->n_sparse != b->cfg.n_sparse ||
+    if (!in || !out || out->rows > in->rows || !in->partition || !in->offset ||
+        !in->event_time_ms || out->n_dense != b->cfg.n_dense || out->n_sparse != b->cfg.n_sparse ||
         (out->n_sparse && out->sparse_width != b->cfg.sparse_width))
         return PR_EINVAL;
     int64_t now = pr_clock_mono_ns(b->clock);
@@ -918,7 +926,8 @@ int pr_batcher_ack(pr_batcher *b, uint64_t seq)
     b->n_unacked--;
     b->unacked_bytes -= bt->bytes;
     b->st.batches_acked++;
-    pr_hist_observe(&b->st.emit_to_ack_s, (double)(pr_clock_mono_ns(b->clock) - bt->emit_mono_ns) / 1e9);
+    pr_hist_observe(&b->st.emit_to_ack_s,
+                    (double)(pr_clock_mono_ns(b->clock) - bt->emit_mono_ns) / 1e9);
     while (b->ua_len && !b->ua[b->ua_head]) {
         b->ua_head = (b->ua_head + 1) % b->ua_cap;
         b->ua_len--;

@@ -18,9 +18,9 @@
  * records never enter the queue: they only move `highest`. */
 typedef struct pr__ptrack {
     int32_t key;
-    uint32_t gen;        /* bumped on revoke: handles of older generations are ignored */
-    bool active;         /* assigned (seen or pr_batcher_assign), not revoked */
-    int64_t highest;     /* highest offset seen; -1 = none */
+    uint32_t gen;    /* bumped on revoke: handles of older generations are ignored */
+    bool active;     /* assigned (seen or pr_batcher_assign), not revoked */
+    int64_t highest; /* highest offset seen; -1 = none */
     /* watermark input (event_time ordering) */
     bool has_et;
     int64_t max_et;
@@ -28,7 +28,7 @@ typedef struct pr__ptrack {
     int64_t *off;
     uint8_t *done;
     size_t cap, head, len;
-    uint64_t head_abs;   /* absolute index of off[head] */
+    uint64_t head_abs; /* absolute index of off[head] */
 } pr__ptrack;
 
 /* Handle of one in-flight row: which tracker slot, its generation, its entry. */
@@ -41,7 +41,7 @@ typedef struct pr__rowh {
 typedef struct pr__offsets {
     pr__ptrack *parts;
     size_t n, cap;
-    size_t last;         /* lookup cache */
+    size_t last; /* lookup cache */
 } pr__offsets;
 
 void pr__offsets_init(pr__offsets *o);
@@ -62,8 +62,14 @@ void pr__offsets_reset(pr__offsets *o, int slot);
 /* ---------------------------------------------------------------- batch_pb.c */
 
 /* Split a partition key into topic index and Kafka partition (PR_PART_KEY). */
-static inline int pr__key_topic(int32_t key) { return (int)((uint32_t)key >> 16); }
-static inline int32_t pr__key_partition(int32_t key) { return (int32_t)((uint32_t)key & 0xffffu); }
+static inline int pr__key_topic(int32_t key)
+{
+    return (int)((uint32_t)key >> 16);
+}
+static inline int32_t pr__key_partition(int32_t key)
+{
+    return (int32_t)((uint32_t)key & 0xffffu);
+}
 
 /* Protobuf wire helpers (also used by the trainer protocol code). */
 size_t pr__pb_varint_size(uint64_t v);
@@ -74,8 +80,8 @@ size_t pr__pb_get_varint(const uint8_t *p, const uint8_t *end, uint64_t *v);
 /* ---------------------------------------------------------------- trainer_wire.c */
 
 /* Frames on the trainer stream: u32 LE length + one piperec.trainer.v1.Frame message. */
-#define PR__FRAME_MAX_CTRL (1u << 20)   /* control frames (server side limit) */
-#define PR__FRAME_MAX (1u << 31)        /* any frame (client side limit) */
+#define PR__FRAME_MAX_CTRL    (1u << 20) /* control frames (server side limit) */
+#define PR__FRAME_MAX         (1u << 31) /* any frame (client side limit) */
 #define PR__FRAME_FIELD_BATCH 3
 
 struct Piperec__Trainer__V1__Frame;

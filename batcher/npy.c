@@ -33,7 +33,7 @@ struct pr_npy_writer {
     bool failed;
 };
 
-static const char *const pr__npy_descr[] = { "<f4", "<i4", "<i8" };
+static const char *const pr__npy_descr[] = {"<f4", "<i4", "<i8"};
 
 size_t pr_npy_dtype_size(pr_npy_dtype dt)
 {
@@ -64,12 +64,14 @@ static void pr__npy_header(char hdr[PR__NPY_HDR], pr_npy_dtype dt, uint64_t n, u
     char dict[PR__NPY_HDR];
     int len;
     if (cols == 0)
-        len = snprintf(dict, sizeof(dict), "{'descr': '%s', 'fortran_order': %s, 'shape': (%" PRIu64 ",), }",
+        len = snprintf(dict, sizeof(dict),
+                       "{'descr': '%s', 'fortran_order': %s, 'shape': (%" PRIu64 ",), }",
                        pr__npy_descr[dt], fortran ? "True" : "False", n);
     else
-        len = snprintf(dict, sizeof(dict),
-                       "{'descr': '%s', 'fortran_order': %s, 'shape': (%" PRIu64 ", %" PRIu32 "), }",
-                       pr__npy_descr[dt], fortran ? "True" : "False", n, cols);
+        len =
+            snprintf(dict, sizeof(dict),
+                     "{'descr': '%s', 'fortran_order': %s, 'shape': (%" PRIu64 ", %" PRIu32 "), }",
+                     pr__npy_descr[dt], fortran ? "True" : "False", n, cols);
     memcpy(hdr, "\x93NUMPY\x01\x00", 8);
     uint16_t hlen = PR__NPY_HDR - 10;
     hdr[8] = (char)(hlen & 0xff);
@@ -79,8 +81,8 @@ static void pr__npy_header(char hdr[PR__NPY_HDR], pr_npy_dtype dt, uint64_t n, u
     hdr[PR__NPY_HDR - 1] = '\n';
 }
 
-int pr_npy_open(pr_npy_writer **out, const char *path, pr_npy_dtype dt, uint32_t cols,
-                char *errstr, size_t errstr_size)
+int pr_npy_open(pr_npy_writer **out, const char *path, pr_npy_dtype dt, uint32_t cols, char *errstr,
+                size_t errstr_size)
 {
     *out = NULL;
     if ((unsigned)dt > PR_NPY_I64)
@@ -330,7 +332,8 @@ int pr_npy_read(const char *path, pr_npy_array *a, char *errstr, size_t errstr_s
         while (*e == ' ' || *e == ',')
             e++;
         if (*e != ')') {
-            pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: only 1-D and 2-D arrays are supported", path);
+            pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: only 1-D and 2-D arrays are supported",
+                      path);
             goto out;
         }
     }

@@ -17,7 +17,10 @@
 
 #include "batcher_int.h"
 
-void pr__offsets_init(pr__offsets *o) { memset(o, 0, sizeof(*o)); }
+void pr__offsets_init(pr__offsets *o)
+{
+    memset(o, 0, sizeof(*o));
+}
 
 void pr__offsets_free(pr__offsets *o)
 {

@@ -88,38 +88,38 @@ typedef struct pr_batch_range {
 
 typedef struct pr_batch {
     char pipeline[PR_NAME_MAX];
-    char **topics;            /* topic names by topic index (copy of cfg.topics) */
+    char **topics; /* topic names by topic index (copy of cfg.topics) */
     uint32_t n_topics;
-    uint64_t seq;             /* 1, 2, 3, ... */
+    uint64_t seq; /* 1, 2, 3, ... */
     uint32_t rows;
     uint16_t n_dense;
     uint16_t n_sparse;
-    uint8_t sparse_width;     /* 4 = int32, 8 = int64 */
-    uint8_t reason;           /* pr_batch_reason */
+    uint8_t sparse_width; /* 4 = int32, 8 = int64 */
+    uint8_t reason;       /* pr_batch_reason */
 
     /* Tensors, column-major with stride `rows`; one 64-byte aligned block each. */
-    int32_t *labels;          /* [rows] */
-    float *dense;             /* [n_dense][rows] */
-    void *sparse;             /* [n_sparse][rows] int32_t or int64_t */
+    int32_t *labels; /* [rows] */
+    float *dense;    /* [n_dense][rows] */
+    void *sparse;    /* [n_sparse][rows] int32_t or int64_t */
 
-    pr_batch_range *ranges;   /* sorted by partition */
+    pr_batch_range *ranges; /* sorted by partition */
     uint32_t n_ranges;
     int64_t min_event_time_ms;
     int64_t max_event_time_ms;
-    int64_t emit_time_ms;     /* wall clock at emission */
-    int64_t emit_mono_ns;     /* monotonic clock at emission (for emit -> ack) */
-    int64_t oldest_mono_ns;   /* arrival of the row that waited longest */
-    uint64_t *vocab_sizes;    /* [n_sparse], from the caller at emission */
+    int64_t emit_time_ms;   /* wall clock at emission */
+    int64_t emit_mono_ns;   /* monotonic clock at emission (for emit -> ack) */
+    int64_t oldest_mono_ns; /* arrival of the row that waited longest */
+    uint64_t *vocab_sizes;  /* [n_sparse], from the caller at emission */
 
     /* Encoded piperec.v1.TrainingBatch, set once by pr_batch_encode(). */
     uint8_t *pb;
     size_t pb_len;
 
-    size_t bytes;             /* tensor bytes, for in-flight accounting */
+    size_t bytes; /* tensor bytes, for in-flight accounting */
 
     /* Private to the batcher. */
     int refcnt;
-    void *priv_rows;          /* per-row offset-tracker handles */
+    void *priv_rows; /* per-row offset-tracker handles */
 } pr_batch;
 
 /* Take / drop a reference; the last unref frees the batch. */
@@ -127,8 +127,14 @@ pr_batch *pr_batch_ref(pr_batch *b);
 void pr_batch_unref(pr_batch *b);
 
 /* Tensor sizes in bytes. */
-static inline size_t pr_batch_labels_bytes(const pr_batch *b) { return (size_t)b->rows * 4; }
-static inline size_t pr_batch_dense_bytes(const pr_batch *b) { return (size_t)b->rows * b->n_dense * 4; }
+static inline size_t pr_batch_labels_bytes(const pr_batch *b)
+{
+    return (size_t)b->rows * 4;
+}
+static inline size_t pr_batch_dense_bytes(const pr_batch *b)
+{
+    return (size_t)b->rows * b->n_dense * 4;
+}
 static inline size_t pr_batch_sparse_bytes(const pr_batch *b)
 {
     return (size_t)b->rows * b->n_sparse * b->sparse_width;
@@ -213,15 +219,15 @@ typedef uint64_t (*pr_batch_vocab_cb)(void *opaque, uint32_t col);
 
 typedef struct pr_batcher_cfg {
     const char *pipeline;
-    const char *const *topics;    /* topic names by topic index (partition key >> 16) */
-    size_t n_topics;              /* 0: ranges carry "" as topic */
+    const char *const *topics; /* topic names by topic index (partition key >> 16) */
+    size_t n_topics;           /* 0: ranges carry "" as topic */
     uint16_t n_dense;
     uint16_t n_sparse;
-    uint8_t sparse_width;         /* 4 or 8 (pr_engine_sparse_width) */
-    uint32_t batch_size;          /* rows, >= 1 */
-    int64_t max_delay_ms;         /* >= 0; 0 = a partial batch goes at the next poll */
+    uint8_t sparse_width; /* 4 or 8 (pr_engine_sparse_width) */
+    uint32_t batch_size;  /* rows, >= 1 */
+    int64_t max_delay_ms; /* >= 0; 0 = a partial batch goes at the next poll */
     pr_batch_ordering ordering;
-    int64_t allowed_lateness_ms;  /* event_time only */
+    int64_t allowed_lateness_ms; /* event_time only */
     pr_batch_late_policy late_policy;
     const pr_clock *clock;        /* NULL = pr_clock_real() */
     pr_batch_emit_cb on_emit;     /* required */
@@ -301,25 +307,25 @@ typedef struct pr_batcher_stats {
     uint64_t batches_emitted;
     uint64_t batches_by_reason[PR_BATCH__REASONS];
     uint64_t batches_acked;
-    uint64_t rows_in;              /* kept rows added */
-    uint64_t rows_out;             /* rows emitted in batches */
-    uint64_t rows_rejected;        /* engine rejects + note_done, recorded as done */
-    uint64_t rows_late;            /* late rows (both policies) */
-    uint64_t rows_late_dropped;    /* late rows sent to on_late */
-    uint64_t rows_dropped_revoke;  /* buffered rows dropped by revoke */
+    uint64_t rows_in;             /* kept rows added */
+    uint64_t rows_out;            /* rows emitted in batches */
+    uint64_t rows_rejected;       /* engine rejects + note_done, recorded as done */
+    uint64_t rows_late;           /* late rows (both policies) */
+    uint64_t rows_late_dropped;   /* late rows sent to on_late */
+    uint64_t rows_dropped_revoke; /* buffered rows dropped by revoke */
     /* gauges */
     uint64_t buffered_rows;
     uint64_t buffered_bytes;
     uint64_t unacked_batches;
     uint64_t unacked_bytes;
-    uint64_t inflight_bytes;       /* buffered + unacked */
-    uint64_t last_seq;             /* last emitted sequence */
-    int64_t watermark_ms;          /* event_time ordering; INT64_MIN when none */
+    uint64_t inflight_bytes; /* buffered + unacked */
+    uint64_t last_seq;       /* last emitted sequence */
+    int64_t watermark_ms;    /* event_time ordering; INT64_MIN when none */
     /* histograms (seconds / ratio) */
-    pr_hist fill_ratio;            /* rows / batch_size per batch */
-    pr_hist event_to_emit_s;       /* per batch: emit_time - min_event_time */
-    pr_hist wait_s;                /* per batch: oldest row's wait in the batcher */
-    pr_hist emit_to_ack_s;         /* per batch: emit -> all sinks acked */
+    pr_hist fill_ratio;      /* rows / batch_size per batch */
+    pr_hist event_to_emit_s; /* per batch: emit_time - min_event_time */
+    pr_hist wait_s;          /* per batch: oldest row's wait in the batcher */
+    pr_hist emit_to_ack_s;   /* per batch: emit -> all sinks acked */
 } pr_batcher_stats;
 
 /* Snapshot (thread-safe). */

@@ -39,8 +39,8 @@ size_t pr_npy_dtype_size(pr_npy_dtype dt);
 typedef struct pr_npy_writer pr_npy_writer;
 
 /* Create (truncate) `path` for an array of `cols` columns (0 = 1-D). */
-int pr_npy_open(pr_npy_writer **out, const char *path, pr_npy_dtype dt, uint32_t cols,
-                char *errstr, size_t errstr_size);
+int pr_npy_open(pr_npy_writer **out, const char *path, pr_npy_dtype dt, uint32_t cols, char *errstr,
+                size_t errstr_size);
 
 /* Append `rows` rows given column-major: element (r, c) at
  * data[c*stride + r] (in elements of the writer's dtype; stride >= rows).
@@ -69,9 +69,9 @@ int pr_npy_write_array(const char *path, pr_npy_dtype dt, const void *data, uint
 /* A loaded array: data holds n*cols (n for 1-D) elements in the file's order. */
 typedef struct pr_npy_array {
     pr_npy_dtype dtype;
-    int ndim;       /* 1 or 2 */
-    uint64_t n;     /* shape[0] */
-    uint32_t cols;  /* shape[1]; 0 when ndim == 1 */
+    int ndim;      /* 1 or 2 */
+    uint64_t n;    /* shape[0] */
+    uint32_t cols; /* shape[1]; 0 when ndim == 1 */
     bool fortran;
     void *data;
 } pr_npy_array;

@@ -43,29 +43,29 @@ typedef struct pr_sink_cfg {
     uint16_t n_dense;
     uint16_t n_sparse;
     uint8_t sparse_width;
-    const char *const *dense_names;   /* [n_dense] or NULL */
-    const char *const *sparse_names;  /* [n_sparse] or NULL */
-    const pr_clock *clock;            /* NULL = real */
+    const char *const *dense_names;  /* [n_dense] or NULL */
+    const char *const *sparse_names; /* [n_sparse] or NULL */
+    const pr_clock *clock;           /* NULL = real */
 
     struct {
         const char *listen;           /* "host:port", port 0 = any; default 127.0.0.1:7070 */
         uint32_t max_unacked_batches; /* upper bound on a trainer's credit window; 0 = 64 */
-        int64_t ack_timeout_ms;       /* unacked this long -> trainer dropped, batch re-sent; 0 = none */
-        int64_t keepalive_ms;         /* server Ping interval; 0 = 10000 */
-        uint32_t max_queued_batches;  /* send() refuses beyond this many unacked; 0 = unbounded */
+        int64_t ack_timeout_ms; /* unacked this long -> trainer dropped, batch re-sent; 0 = none */
+        int64_t keepalive_ms;   /* server Ping interval; 0 = 10000 */
+        uint32_t max_queued_batches; /* send() refuses beyond this many unacked; 0 = unbounded */
     } trainer;
 
     struct {
         const char *topic;
-        const char *const *props;     /* key, value, key, value, ... (librdkafka producer conf) */
-        size_t n_props;               /* number of pairs */
-        uint32_t max_queued_batches;  /* 0 = 10000 */
+        const char *const *props;    /* key, value, key, value, ... (librdkafka producer conf) */
+        size_t n_props;              /* number of pairs */
+        uint32_t max_queued_batches; /* 0 = 10000 */
     } kafka;
 
     struct {
         const char *dir;
-        uint32_t roll_batches;        /* 0 = 100 */
-        int64_t roll_max_ms;          /* close a roll this old at poll; 0 = 1000 */
+        uint32_t roll_batches; /* 0 = 100 */
+        int64_t roll_max_ms;   /* close a roll this old at poll; 0 = 1000 */
     } files;
 } pr_sink_cfg;
 
@@ -74,19 +74,19 @@ typedef struct pr_sink pr_sink;
 typedef void (*pr_sink_ack_cb)(void *opaque, uint64_t seq);
 
 typedef struct pr_sink_stats {
-    uint64_t batches_sent;      /* accepted by send() */
+    uint64_t batches_sent; /* accepted by send() */
     uint64_t batches_acked;
-    uint64_t bytes_sent;        /* bytes written out (frames, messages, files) */
-    uint64_t batches_refused;   /* send() returned PR_EAGAIN */
-    uint64_t redeliveries;      /* trainer: batches re-sent after a trainer left */
+    uint64_t bytes_sent;      /* bytes written out (frames, messages, files) */
+    uint64_t batches_refused; /* send() returned PR_EAGAIN */
+    uint64_t redeliveries;    /* trainer: batches re-sent after a trainer left */
     uint64_t errors;
-    uint64_t queued_batches;    /* gauge: accepted, not yet acked */
-    uint64_t clients;           /* trainer: connected subscribed trainers */
+    uint64_t queued_batches; /* gauge: accepted, not yet acked */
+    uint64_t clients;        /* trainer: connected subscribed trainers */
 } pr_sink_stats;
 
 typedef struct pr_sink_ops {
-    const char *name;           /* "trainer", "kafka", "files" */
-    const char *doc;            /* one line, for --help and docs */
+    const char *name; /* "trainer", "kafka", "files" */
+    const char *doc;  /* one line, for --help and docs */
     int (*create)(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, size_t errstr_size);
     int (*send)(pr_sink *s, pr_batch *b);
     int (*poll)(pr_sink *s, pr_sink_ack_cb cb, void *opaque);
@@ -111,11 +111,26 @@ const pr_sink_ops *pr_sink_find(const char *name);
 /* Convenience wrappers over s->ops. */
 int pr_sink_create(const pr_sink_ops *ops, const pr_sink_cfg *cfg, pr_sink **out, char *errstr,
                    size_t errstr_size);
-static inline int pr_sink_send(pr_sink *s, pr_batch *b) { return s->ops->send(s, b); }
-static inline int pr_sink_poll(pr_sink *s, pr_sink_ack_cb cb, void *opaque) { return s->ops->poll(s, cb, opaque); }
-static inline bool pr_sink_ready(pr_sink *s) { return s->ops->ready(s); }
-static inline void pr_sink_get_stats(pr_sink *s, pr_sink_stats *st) { s->ops->get_stats(s, st); }
-static inline const char *pr_sink_name(const pr_sink *s) { return s->ops->name; }
+static inline int pr_sink_send(pr_sink *s, pr_batch *b)
+{
+    return s->ops->send(s, b);
+}
+static inline int pr_sink_poll(pr_sink *s, pr_sink_ack_cb cb, void *opaque)
+{
+    return s->ops->poll(s, cb, opaque);
+}
+static inline bool pr_sink_ready(pr_sink *s)
+{
+    return s->ops->ready(s);
+}
+static inline void pr_sink_get_stats(pr_sink *s, pr_sink_stats *st)
+{
+    s->ops->get_stats(s, st);
+}
+static inline const char *pr_sink_name(const pr_sink *s)
+{
+    return s->ops->name;
+}
 void pr_sink_close(pr_sink *s); /* NULL-safe */
 
 /* Trainer sink: the TCP port actually bound (useful with port 0), or -1. */

@@ -22,11 +22,11 @@
 typedef struct pr_trainer_client pr_trainer_client;
 
 typedef struct pr_trainer_client_opts {
-    const char *connect;    /* "host:port" */
+    const char *connect; /* "host:port" */
     const char *pipeline;
-    uint32_t credits;       /* credit window; 0 = 8 */
-    const char *client_id;  /* NULL = "piperec-<pid>" */
-    int timeout_ms;         /* connect + handshake; 0 = 10000 */
+    uint32_t credits;      /* credit window; 0 = 8 */
+    const char *client_id; /* NULL = "piperec-<pid>" */
+    int timeout_ms;        /* connect + handshake; 0 = 10000 */
 } pr_trainer_client_opts;
 
 /* What SubscribeOk said. Strings owned by the client. */
@@ -36,9 +36,9 @@ typedef struct pr_trainer_info {
     uint32_t n_dense;
     uint32_t n_sparse;
     uint32_t sparse_width;
-    uint32_t credits;       /* window granted (may be lower than asked) */
-    char **dense_names;     /* [n_dense] or NULL */
-    char **sparse_names;    /* [n_sparse] or NULL */
+    uint32_t credits;    /* window granted (may be lower than asked) */
+    char **dense_names;  /* [n_dense] or NULL */
+    char **sparse_names; /* [n_sparse] or NULL */
 } pr_trainer_info;
 
 /* Connect and subscribe. On failure returns PR_EIO/PR_EINVAL/PR_ETIMEDOUT

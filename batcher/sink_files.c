@@ -52,9 +52,9 @@ typedef struct files_sink {
     int64_t opened_ns;
     uint64_t rows;
     pr_npy_writer *w_dense, *w_sparse, *w_labels;
-    FILE *meta;        /* batch entries, joined into meta.json at close */
+    FILE *meta; /* batch entries, joined into meta.json at close */
     char meta_path[4200];
-    uint64_t *seqs;    /* batches in the roll */
+    uint64_t *seqs; /* batches in the roll */
     size_t n_seqs, cap_seqs;
     uint64_t *last_vocab;
 
@@ -62,9 +62,9 @@ typedef struct files_sink {
     uint64_t *acked;
     size_t n_acked, cap_acked;
     bool failed;
-    pr_sink_stats st;      /* pipeline thread's copy */
+    pr_sink_stats st; /* pipeline thread's copy */
     pthread_mutex_t mu;
-    pr_sink_stats pub;     /* published under mu for get_stats */
+    pr_sink_stats pub; /* published under mu for get_stats */
 } files_sink;
 
 /* Copy the counters for other threads (end of send and poll). */
@@ -189,7 +189,8 @@ static int roll_close(files_sink *f, char *errstr, size_t es)
                 f->n_sparse, f->sparse_width);
         fprintf(o, "  \"vocab_sizes\": [");
         for (uint32_t i = 0; i < f->n_sparse; i++)
-            fprintf(o, "%s%llu", i ? ", " : "", (unsigned long long)(f->last_vocab ? f->last_vocab[i] : 0));
+            fprintf(o, "%s%llu", i ? ", " : "",
+                    (unsigned long long)(f->last_vocab ? f->last_vocab[i] : 0));
         fprintf(o, "]");
         if (f->sparse_names) {
             fprintf(o, ",\n  \"sparse_names\": [");
@@ -201,10 +202,12 @@ static int roll_close(files_sink *f, char *errstr, size_t es)
         }
         fprintf(o, "\n}\n");
         if (fflush(o) != 0 || fsync(fileno(o)) != 0)
-            err = err ? err : pr_seterr(errstr, es, PR_EIO, "files sink: %s: %s", f->meta_path, strerror(errno));
+            err = err ? err
+                      : pr_seterr(errstr, es, PR_EIO, "files sink: %s: %s", f->meta_path,
+                                  strerror(errno));
         fclose(o);
     }
-    static const char *const names[] = { "dense.npy", "sparse.npy", "labels.npy" };
+    static const char *const names[] = {"dense.npy", "sparse.npy", "labels.npy"};
     for (size_t i = 0; i < 3 && err == 0; i++) {
         char p[4200];
         snprintf(p, sizeof(p), "%s/%s", f->tmp, names[i]);
@@ -253,10 +256,11 @@ static int write_batch(files_sink *f, const pr_batch *b, char *errstr, size_t es
         json_str(o, b->pipeline, strlen(b->pipeline));
         fprintf(o, ",\n  \"batches\": [\n");
     }
-    fprintf(o, "%s    {\"seq\": %llu, \"rows\": %u, \"row_start\": %llu, \"min_event_time_ms\": %lld, "
-               "\"max_event_time_ms\": %lld, \"emit_time_ms\": %lld, \"offsets\": [",
-            f->n_seqs ? ",\n" : "", (unsigned long long)b->seq,
-            b->rows, (unsigned long long)f->rows, (long long)b->min_event_time_ms,
+    fprintf(o,
+            "%s    {\"seq\": %llu, \"rows\": %u, \"row_start\": %llu, \"min_event_time_ms\": %lld, "
+            "\"max_event_time_ms\": %lld, \"emit_time_ms\": %lld, \"offsets\": [",
+            f->n_seqs ? ",\n" : "", (unsigned long long)b->seq, b->rows,
+            (unsigned long long)f->rows, (long long)b->min_event_time_ms,
             (long long)b->max_event_time_ms, (long long)b->emit_time_ms);
     for (uint32_t i = 0; i < b->n_ranges; i++) {
         const pr_batch_range *r = &b->ranges[i];
@@ -265,8 +269,8 @@ static int write_batch(files_sink *f, const pr_batch *b, char *errstr, size_t es
         fprintf(o, "%s{\"topic\": ", i ? ", " : "");
         json_str(o, topic, strlen(topic));
         fprintf(o, ", \"partition\": %d, \"first\": %lld, \"last\": %lld, \"rows\": %u}",
-                pr__key_partition(r->partition), (long long)r->first_offset, (long long)r->last_offset,
-                r->rows);
+                pr__key_partition(r->partition), (long long)r->first_offset,
+                (long long)r->last_offset, r->rows);
     }
     fprintf(o, "]}");
     if (ferror(o))
@@ -309,8 +313,8 @@ static int files_create(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, siz
     if (mkdir(f->dir, 0755) < 0 && errno != EEXIST) {
         int e = errno;
         files_close(&f->base);
-        return pr_seterr(errstr, es, PR_EIO, "sinks.files.dir: cannot create %s: %s", cfg->files.dir,
-                         strerror(e));
+        return pr_seterr(errstr, es, PR_EIO, "sinks.files.dir: cannot create %s: %s",
+                         cfg->files.dir, strerror(e));
     }
     if (access(f->dir, W_OK) < 0) {
         files_close(&f->base);

@@ -38,9 +38,9 @@ typedef struct kafka_sink {
     pr_batch **retry;
     size_t n_retry, cap_retry;
     bool fatal;
-    pr_sink_stats st;      /* pipeline thread's copy */
+    pr_sink_stats st; /* pipeline thread's copy */
     pthread_mutex_t mu;
-    pr_sink_stats pub;     /* published under mu for get_stats */
+    pr_sink_stats pub; /* published under mu for get_stats */
 } kafka_sink;
 
 /* Copy the counters for other threads (end of send and poll). */
@@ -76,7 +76,8 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
     k->in_flight--;
     if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
         if (push_u64(&k->acked, &k->n_acked, &k->cap_acked, b->seq) < 0)
-            pr_err("kafka sink: out of memory recording the ack of batch %llu", (unsigned long long)b->seq);
+            pr_err("kafka sink: out of memory recording the ack of batch %llu",
+                   (unsigned long long)b->seq);
         pr_batch_unref(b);
         return;
     }
@@ -127,10 +128,10 @@ static int kafka_create(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, siz
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     char e[512];
     static const char *const defaults[][2] = {
-        { "enable.idempotence", "true" },
-        { "acks", "all" },
-        { "linger.ms", "5" },
-        { "message.max.bytes", "67108864" },
+        {"enable.idempotence", "true"},
+        {"acks", "all"},
+        {"linger.ms", "5"},
+        {"message.max.bytes", "67108864"},
     };
     for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++)
         rd_kafka_conf_set(conf, defaults[i][0], defaults[i][1], e, sizeof(e));
@@ -259,7 +260,6 @@ static void kafka_close(pr_sink *s)
     pthread_mutex_destroy(&k->mu);
     free(k);
 }
-
 
 const pr_sink_ops pr_sink_kafka_ops = {
     .name = "kafka",

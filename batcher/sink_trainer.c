@@ -211,7 +211,7 @@ static int send_batch(trainer_sink *t, tclient *c, pr_batch *b)
     it->body = b->pb;
     it->blen = b->pb_len;
     oq_push(c, it);
-    c->fl[c->n_fl++] = (inflight){ b->seq, b, pr_clock_mono_ns(t->clock) };
+    c->fl[c->n_fl++] = (inflight){b->seq, b, pr_clock_mono_ns(t->clock)};
     return 0;
 }
 
@@ -252,7 +252,8 @@ static void client_drop(trainer_sink *t, tclient *c)
     pthread_mutex_lock(&t->mu);
     for (size_t i = 0; i < c->n_fl; i++) {
         if (queue_insert(t, c->fl[i].b) < 0) {
-            pr_err("trainer sink: out of memory requeueing batch %llu", (unsigned long long)c->fl[i].seq);
+            pr_err("trainer sink: out of memory requeueing batch %llu",
+                   (unsigned long long)c->fl[i].seq);
             pr_batch_unref(c->fl[i].b);
         }
         t->n_assigned--;
@@ -262,10 +263,12 @@ static void client_drop(trainer_sink *t, tclient *c)
         t->st.clients--;
     pthread_mutex_unlock(&t->mu);
     if (c->n_fl)
-        pr_warn("trainer sink: client %s (#%llu) left with %zu unacked batches; they go to the next trainer",
+        pr_warn("trainer sink: client %s (#%llu) left with %zu unacked batches; they go to the "
+                "next trainer",
                 c->client_id, (unsigned long long)c->id, c->n_fl);
     else
-        pr_info("trainer sink: client %s (#%llu) disconnected", c->client_id, (unsigned long long)c->id);
+        pr_info("trainer sink: client %s (#%llu) disconnected", c->client_id,
+                (unsigned long long)c->id);
     c->n_fl = 0;
     close(c->fd);
     while (c->oq_head) {
@@ -285,7 +288,8 @@ static void handle_subscribe(trainer_sink *t, tclient *c, const Piperec__Trainer
         send_error(c, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL, "already subscribed");
         return;
     }
-    snprintf(c->client_id, sizeof(c->client_id), "%s", s->client_id && *s->client_id ? s->client_id : "anonymous");
+    snprintf(c->client_id, sizeof(c->client_id), "%s",
+             s->client_id && *s->client_id ? s->client_id : "anonymous");
     if (s->protocol_version != PR_TRAINER_PROTOCOL_VERSION) {
         snprintf(msg, sizeof(msg), "protocol version %u not supported (server speaks %d)",
                  s->protocol_version, PR_TRAINER_PROTOCOL_VERSION);
@@ -351,7 +355,8 @@ static void handle_ack(trainer_sink *t, tclient *c, const uint64_t *seqs, size_t
             size_t nc = t->cap_acked ? t->cap_acked * 2 : 64;
             uint64_t *na = realloc(t->acked, nc * sizeof(*na));
             if (!na) {
-                pr_err("trainer sink: out of memory recording ack %llu", (unsigned long long)seqs[k]);
+                pr_err("trainer sink: out of memory recording ack %llu",
+                       (unsigned long long)seqs[k]);
                 continue;
             }
             t->acked = na;
@@ -379,7 +384,8 @@ static void handle_frame(trainer_sink *t, tclient *c, const uint8_t *data, size_
     if (!c->subscribed && f->msg_case != PIPEREC__TRAINER__V1__FRAME__MSG_SUBSCRIBE &&
         f->msg_case != PIPEREC__TRAINER__V1__FRAME__MSG_PING &&
         f->msg_case != PIPEREC__TRAINER__V1__FRAME__MSG_PONG) {
-        send_error(c, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL, "first message must be Subscribe");
+        send_error(c, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL,
+                   "first message must be Subscribe");
         pr__frame_free(f);
         return;
     }
@@ -413,7 +419,8 @@ static void handle_frame(trainer_sink *t, tclient *c, const uint8_t *data, size_
         c->dead = true;
         break;
     default:
-        send_error(c, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL, "unexpected message from a client");
+        send_error(c, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL,
+                   "unexpected message from a client");
         break;
     }
     pr__frame_free(f);
@@ -479,10 +486,10 @@ static void client_flush(trainer_sink *t, tclient *c)
         int n = 0;
         size_t total = it->hlen + it->blen;
         if (it->done < it->hlen)
-            iov[n++] = (struct iovec){ it->hdr + it->done, it->hlen - it->done };
+            iov[n++] = (struct iovec){it->hdr + it->done, it->hlen - it->done};
         size_t boff = it->done > it->hlen ? it->done - it->hlen : 0;
-        iov[n++] = (struct iovec){ (void *)(it->body + boff), it->blen - boff };
-        struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)n };
+        iov[n++] = (struct iovec){(void *)(it->body + boff), it->blen - boff};
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
         ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
         if (w < 0) {
             if (errno == EINTR)
@@ -532,11 +539,13 @@ static void check_timers(trainer_sink *t, tclient *c, int64_t now)
     if (c->closing || c->dead || !c->subscribed)
         return;
     if (t->ack_timeout_ns > 0 && c->n_fl && now - c->fl[0].sent_ns > t->ack_timeout_ns) {
-        send_error(c, PIPEREC__TRAINER__V1__ERROR__CODE__TIMEOUT, "batch not acknowledged within the ack timeout");
+        send_error(c, PIPEREC__TRAINER__V1__ERROR__CODE__TIMEOUT,
+                   "batch not acknowledged within the ack timeout");
         return;
     }
     if (now - c->last_rx_ns > 6 * t->keepalive_ns) {
-        send_error(c, PIPEREC__TRAINER__V1__ERROR__CODE__TIMEOUT, "no message from the client within 6 keepalive intervals");
+        send_error(c, PIPEREC__TRAINER__V1__ERROR__CODE__TIMEOUT,
+                   "no message from the client within 6 keepalive intervals");
         return;
     }
     if (now - c->last_ping_ns >= t->keepalive_ns) {
@@ -575,12 +584,13 @@ static void *io_thread(void *arg)
             pc = npc;
             cap = nc;
         }
-        pfd[0] = (struct pollfd){ t->wake[0], POLLIN, 0 };
-        pfd[1] = (struct pollfd){ t->lfd, POLLIN, 0 };
+        pfd[0] = (struct pollfd){t->wake[0], POLLIN, 0};
+        pfd[1] = (struct pollfd){t->lfd, POLLIN, 0};
         size_t i = 2;
         for (tclient *c = t->clients; c; c = c->next, i++) {
             pc[i] = c;
-            pfd[i] = (struct pollfd){ c->fd, (short)((c->closing ? 0 : POLLIN) | (c->oq_head ? POLLOUT : 0)), 0 };
+            pfd[i] = (struct pollfd){
+                c->fd, (short)((c->closing ? 0 : POLLIN) | (c->oq_head ? POLLOUT : 0)), 0};
         }
         int rc = poll(pfd, n, 100);
         if (rc < 0 && errno != EINTR)
@@ -676,7 +686,8 @@ static int trainer_create(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, s
     t->clock = cfg->clock ? cfg->clock : pr_clock_real();
     t->max_window = cfg->trainer.max_unacked_batches ? cfg->trainer.max_unacked_batches : 64;
     t->ack_timeout_ns = cfg->trainer.ack_timeout_ms * NS_PER_MS;
-    t->keepalive_ns = (cfg->trainer.keepalive_ms > 0 ? cfg->trainer.keepalive_ms : 10000) * NS_PER_MS;
+    t->keepalive_ns =
+        (cfg->trainer.keepalive_ms > 0 ? cfg->trainer.keepalive_ms : 10000) * NS_PER_MS;
     t->max_queued = cfg->trainer.max_queued_batches;
 
     const char *listen_s = cfg->trainer.listen ? cfg->trainer.listen : "127.0.0.1:7070";
@@ -688,7 +699,8 @@ static int trainer_create(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, s
                         "sinks.trainer.listen: '%s' is not host:port", listen_s);
         goto fail;
     }
-    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE };
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
     struct addrinfo *ai = NULL;
     char portstr[8];
     snprintf(portstr, sizeof(portstr), "%u", port);
@@ -714,8 +726,9 @@ static int trainer_create(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, s
     }
     freeaddrinfo(ai);
     if (t->lfd < 0) {
-        err = pr_seterr(errstr, errstr_size, PR_EIO, "sinks.trainer.listen: cannot listen on %s: %s",
-                        listen_s, strerror(last_errno));
+        err =
+            pr_seterr(errstr, errstr_size, PR_EIO, "sinks.trainer.listen: cannot listen on %s: %s",
+                      listen_s, strerror(last_errno));
         goto fail;
     }
     struct sockaddr_storage ss;

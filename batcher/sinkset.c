@@ -15,10 +15,13 @@
 #include "pr_log.h"
 #include "pr_sink.h"
 
-static const pr_sink_ops *const sink_table[] = { &pr_sink_trainer_ops, &pr_sink_kafka_ops,
-                                                 &pr_sink_files_ops, NULL };
+static const pr_sink_ops *const sink_table[] = {&pr_sink_trainer_ops, &pr_sink_kafka_ops,
+                                                &pr_sink_files_ops, NULL};
 
-const pr_sink_ops *const *pr_sink_table(void) { return sink_table; }
+const pr_sink_ops *const *pr_sink_table(void)
+{
+    return sink_table;
+}
 
 const pr_sink_ops *pr_sink_find(const char *name)
 {
@@ -66,7 +69,10 @@ struct pr_sinkset {
     size_t n_done; /* entries with remaining == 0 not yet reported */
 };
 
-pr_sinkset *pr_sinkset_new(void) { return calloc(1, sizeof(pr_sinkset)); }
+pr_sinkset *pr_sinkset_new(void)
+{
+    return calloc(1, sizeof(pr_sinkset));
+}
 
 int pr_sinkset_add(pr_sinkset *ss, pr_sink *s)
 {
@@ -83,9 +89,18 @@ int pr_sinkset_add(pr_sinkset *ss, pr_sink *s)
     return 0;
 }
 
-size_t pr_sinkset_count(const pr_sinkset *ss) { return ss->n; }
-pr_sink *pr_sinkset_get(pr_sinkset *ss, size_t i) { return i < ss->n ? ss->sinks[i] : NULL; }
-size_t pr_sinkset_pending(const pr_sinkset *ss) { return ss->n_pend; }
+size_t pr_sinkset_count(const pr_sinkset *ss)
+{
+    return ss->n;
+}
+pr_sink *pr_sinkset_get(pr_sinkset *ss, size_t i)
+{
+    return i < ss->n ? ss->sinks[i] : NULL;
+}
+size_t pr_sinkset_pending(const pr_sinkset *ss)
+{
+    return ss->n_pend;
+}
 
 static int q_push(ss_queue *q, pr_batch *b)
 {
@@ -134,7 +149,7 @@ int pr_sinkset_send(pr_sinkset *ss, pr_batch *b)
         ss->pend = n;
         ss->cap_pend = nc;
     }
-    ss->pend[ss->n_pend++] = (ss_entry){ b->seq, pr_batch_ref(b), (uint32_t)ss->n };
+    ss->pend[ss->n_pend++] = (ss_entry){b->seq, pr_batch_ref(b), (uint32_t)ss->n};
     int first_err = 0;
     for (size_t i = 0; i < ss->n; i++) {
         int rc = PR_EAGAIN;

@@ -47,7 +47,7 @@ static int wait_fd(int fd, short ev, int64_t deadline)
             int64_t left = deadline - now_ms();
             tmo = left > 0 ? (int)left : 0;
         }
-        struct pollfd p = { fd, ev, 0 };
+        struct pollfd p = {fd, ev, 0};
         int rc = poll(&p, 1, tmo);
         if (rc < 0 && errno == EINTR)
             continue;
@@ -164,7 +164,7 @@ int pr_trainer_client_open(const pr_trainer_client_opts *opts, pr_trainer_client
     if (!opts->pipeline || !*opts->pipeline)
         return pr_seterr(errstr, es, PR_EINVAL, "a pipeline name is required");
     int64_t deadline = now_ms() + (opts->timeout_ms > 0 ? opts->timeout_ms : 10000);
-    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
     struct addrinfo *ai = NULL;
     char portstr[8];
     snprintf(portstr, sizeof(portstr), "%u", port);
@@ -184,7 +184,8 @@ int pr_trainer_client_open(const pr_trainer_client_opts *opts, pr_trainer_client
         }
         int soerr = 0;
         socklen_t sl = sizeof(soerr);
-        if (wait_fd(fd, POLLOUT, deadline) < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr) {
+        if (wait_fd(fd, POLLOUT, deadline) < 0 ||
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr) {
             last = soerr ? soerr : ETIMEDOUT;
             close(fd);
             fd = -1;
@@ -192,7 +193,8 @@ int pr_trainer_client_open(const pr_trainer_client_opts *opts, pr_trainer_client
     }
     freeaddrinfo(ai);
     if (fd < 0)
-        return pr_seterr(errstr, es, PR_EIO, "cannot connect to %s: %s", opts->connect, strerror(last));
+        return pr_seterr(errstr, es, PR_EIO, "cannot connect to %s: %s", opts->connect,
+                         strerror(last));
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 
@@ -221,7 +223,8 @@ int pr_trainer_client_open(const pr_trainer_client_opts *opts, pr_trainer_client
         uint32_t n;
         err = read_frame(c, deadline, &n, errstr, es);
         if (err == PR_ETIMEDOUT)
-            err = pr_seterr(errstr, es, PR_ETIMEDOUT, "no SubscribeOk from %s in time", opts->connect);
+            err = pr_seterr(errstr, es, PR_ETIMEDOUT, "no SubscribeOk from %s in time",
+                            opts->connect);
         if (err < 0)
             break;
         const uint8_t *bp;
@@ -261,7 +264,10 @@ int pr_trainer_client_open(const pr_trainer_client_opts *opts, pr_trainer_client
     return err;
 }
 
-const pr_trainer_info *pr_trainer_client_info(const pr_trainer_client *c) { return &c->info; }
+const pr_trainer_info *pr_trainer_client_info(const pr_trainer_client *c)
+{
+    return &c->info;
+}
 
 int pr_trainer_client_next(pr_trainer_client *c, pr_batch_view *v, int timeout_ms, char *errstr,
                            size_t es)
@@ -331,7 +337,7 @@ void pr_trainer_client_close(pr_trainer_client *c)
          * drain until the server closes (bounded), then close. */
         shutdown(c->fd, SHUT_WR);
         char sink[4096];
-        struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
+        struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
         for (int spins = 0; spins < 100 && poll(&pfd, 1, 20) > 0; spins++)
             if (recv(c->fd, sink, sizeof(sink), 0) <= 0)
                 break;

@@ -83,7 +83,7 @@ static int64_t now_ns(void)
 
 static void nap_ms(int ms)
 {
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
 }
 
@@ -130,10 +130,10 @@ static void produce_one(bench *b, const uint8_t *buf, size_t len)
 {
     int32_t part = (int32_t)(b->msgno++ % (uint64_t)b->partitions);
     for (;;) {
-        rd_kafka_resp_err_t e = rd_kafka_producev(
-            b->prod, RD_KAFKA_V_TOPIC("bench"), RD_KAFKA_V_PARTITION(part),
-            RD_KAFKA_V_VALUE((void *)buf, len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-            RD_KAFKA_V_END);
+        rd_kafka_resp_err_t e =
+            rd_kafka_producev(b->prod, RD_KAFKA_V_TOPIC("bench"), RD_KAFKA_V_PARTITION(part),
+                              RD_KAFKA_V_VALUE((void *)buf, len),
+                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
         if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
             if (e)
                 fprintf(stderr, "bench_e2e: produce: %s\n", rd_kafka_err2str(e));
@@ -151,7 +151,7 @@ static void *trainer_main(void *arg)
     pr_trainer_client *c = NULL;
     while (!atomic_load(&b->trainer_stop)) {
         if (!c) {
-            pr_trainer_client_opts o = { .connect = addr, .pipeline = "criteo", .credits = 64 };
+            pr_trainer_client_opts o = {.connect = addr, .pipeline = "criteo", .credits = 64};
             if (pr_trainer_client_open(&o, &c, err, sizeof(err))) {
                 c = NULL;
                 nap_ms(20);
@@ -280,21 +280,21 @@ static int run_format(bench *b)
     char delay[32];
     snprintf(delay, sizeof(delay), "%lld", (long long)b->max_delay_ms);
     const char *sets[][2] = {
-        { "pipelines[*].source.kafka.properties.bootstrap.servers", pr_mock_broker_bootstrap(b->mb) },
-        { "pipelines[*].source.kafka.topics", "[bench]" },
-        { "pipelines[*].source.format", pr_source_format_name(b->format) },
-        { "pipelines[*].source.kafka.properties.fetch.wait.max.ms", "10" },
-        { "pipelines[*].source.kafka.properties.fetch.error.backoff.ms", "10" },
-        { "pipelines[*].source.kafka.properties.session.timeout.ms", "4000" },
-        { "pipelines[*].sinks.trainer.listen", "127.0.0.1:0" },
-        { "pipelines[*].batch.max_delay_ms", delay },
-        { "http.enabled", "false" },
-        { "log.level", "warn" },
+        {"pipelines[*].source.kafka.properties.bootstrap.servers", pr_mock_broker_bootstrap(b->mb)},
+        {"pipelines[*].source.kafka.topics", "[bench]"},
+        {"pipelines[*].source.format", pr_source_format_name(b->format)},
+        {"pipelines[*].source.kafka.properties.fetch.wait.max.ms", "10"},
+        {"pipelines[*].source.kafka.properties.fetch.error.backoff.ms", "10"},
+        {"pipelines[*].source.kafka.properties.session.timeout.ms", "4000"},
+        {"pipelines[*].sinks.trainer.listen", "127.0.0.1:0"},
+        {"pipelines[*].batch.max_delay_ms", delay},
+        {"http.enabled", "false"},
+        {"log.level", "warn"},
     };
     for (size_t i = 0; i < sizeof(sets) / sizeof(sets[0]); i++)
         if (pr_config_set(b->cfg, sets[i][0], sets[i][1], err, sizeof(err)))
             goto cfg_fail;
-    pr_service_opts so = { 0 };
+    pr_service_opts so = {0};
     if (pr_service_new(b->cfg, &so, &b->svc, err, sizeof(err)) ||
         pr_service_start(b->svc, err, sizeof(err)))
         goto cfg_fail;
@@ -381,8 +381,8 @@ static int run_format(bench *b)
                "\"event_to_emit_max_ms\": %s, \"emit_to_ack_p50_ms\": %s, "
                "\"emit_to_ack_p99_ms\": %s, \"max_delay_ms\": %lld, "
                "\"p99_target_ms\": %lld}\n",
-               pr_source_format_name(b->format), load, b->pace_rate,
-               (double)(a1 - a0) / dt, nb, jnum(j50, p50), jnum(j99, p99), jnum(jmax, pmax),
+               pr_source_format_name(b->format), load, b->pace_rate, (double)(a1 - a0) / dt, nb,
+               jnum(j50, p50), jnum(j99, p99), jnum(jmax, pmax),
                jnum(a50, pr_hist_snapshot_quantile(&ack, 0.5) * 1000.0),
                jnum(a99, pr_hist_snapshot_quantile(&ack, 0.99) * 1000.0),
                (long long)b->max_delay_ms, (long long)b->max_delay_ms + 20);
@@ -412,7 +412,7 @@ cfg_fail:
 
 int main(int argc, char **argv)
 {
-    bench b = { 0 };
+    bench b = {0};
     b.events = 0;
     b.partitions = 0;
     b.seconds = 4;
@@ -420,23 +420,35 @@ int main(int argc, char **argv)
     b.max_delay_ms = 100;
     const char *fmt = "all";
     static const struct option opts[] = {
-        { "format", required_argument, NULL, 'f' },
-        { "events", required_argument, NULL, 'n' },
-        { "partitions", required_argument, NULL, 'p' },
-        { "seconds", required_argument, NULL, 's' },
-        { "batch-events", required_argument, NULL, 'k' },
-        { "max-delay-ms", required_argument, NULL, 'd' },
-        { NULL, 0, NULL, 0 },
+        {"format", required_argument, NULL, 'f'},
+        {"events", required_argument, NULL, 'n'},
+        {"partitions", required_argument, NULL, 'p'},
+        {"seconds", required_argument, NULL, 's'},
+        {"batch-events", required_argument, NULL, 'k'},
+        {"max-delay-ms", required_argument, NULL, 'd'},
+        {NULL, 0, NULL, 0},
     };
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (o) {
-        case 'f': fmt = optarg; break;
-        case 'n': b.events = strtoull(optarg, NULL, 10); break;
-        case 'p': b.partitions = atoi(optarg); break;
-        case 's': b.seconds = atof(optarg); break;
-        case 'k': b.batch_events = (uint32_t)atoi(optarg); break;
-        case 'd': b.max_delay_ms = atoll(optarg); break;
+        case 'f':
+            fmt = optarg;
+            break;
+        case 'n':
+            b.events = strtoull(optarg, NULL, 10);
+            break;
+        case 'p':
+            b.partitions = atoi(optarg);
+            break;
+        case 's':
+            b.seconds = atof(optarg);
+            break;
+        case 'k':
+            b.batch_events = (uint32_t)atoi(optarg);
+            break;
+        case 'd':
+            b.max_delay_ms = atoll(optarg);
+            break;
         default:
             fprintf(stderr, "usage: bench_e2e [--format F|all] [--events N] [--partitions P] "
                             "[--seconds S] [--batch-events K] [--max-delay-ms D]\n");

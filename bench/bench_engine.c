@@ -48,14 +48,13 @@
 
 #include "pr_engine.h"
 
-#define N_DENSE 13
+#define N_DENSE  13
 #define N_SPARSE 26
 
 /* Distinct values per column, shaped like Criteo Kaggle's (small and huge). */
-static const uint64_t card[N_SPARSE] = {1460,    583,   10131227, 2202608, 305,   24,     12517,
-                                        633,     3,     93145,    5683,    8351593, 3194, 27,
-                                        14992,   5461306, 10,     5652,    2173,  4,      7046547,
-                                        18,      15,    286181,   105,     142572};
+static const uint64_t card[N_SPARSE] = {
+    1460, 583,   10131227, 2202608, 305,  24,   12517, 633,     3,  93145, 5683,   8351593, 3194,
+    27,   14992, 5461306,  10,      5652, 2173, 4,     7046547, 18, 15,    286181, 105,     142572};
 
 typedef struct pipeline {
     const char *name;
@@ -150,7 +149,7 @@ static void gen_block(pr_block *b, uint64_t *seed, uint32_t rows)
 
 typedef struct bw_arg {
     uint64_t *p;
-    size_t n;   /* words */
+    size_t n; /* words */
     int write;
     uint64_t sum;
 } bw_arg;
@@ -278,9 +277,10 @@ int main(int argc, char **argv)
         else if (strcmp(a, "--digest") == 0)
             digest = atoi(v);
         else {
-            fprintf(stderr,
-                    "usage: bench_engine [--rows N] [--threads 1,2] [--backend NAME] [--block N] "
-                    "[--ring K] [--pipelines P-I,P-II,P-III] [--seed S] [--bw-mib M] [--digest 0|1]\n");
+            fprintf(
+                stderr,
+                "usage: bench_engine [--rows N] [--threads 1,2] [--backend NAME] [--block N] "
+                "[--ring K] [--pipelines P-I,P-II,P-III] [--seed S] [--bw-mib M] [--digest 0|1]\n");
             return 2;
         }
         i++;
@@ -373,8 +373,8 @@ int main(int argc, char **argv)
                    ",\"seconds\":%.4f,\"cpu_seconds\":%.4f,\"rows_per_s\":%.0f,"
                    "\"rows_per_cpu_s\":%.0f,\"target_rows_per_s_2t\":%.0f,"
                    "\"rows_rejected\":%" PRIu64 ",\"op_ns_per_value\":{",
-                   pl->name, pr_engine_backend_name(eng), threads[ti], done, block, n_distinct, secs,
-                   cpu, rps[ti], (double)done / cpu, pl->target, st.rows_rejected);
+                   pl->name, pr_engine_backend_name(eng), threads[ti], done, block, n_distinct,
+                   secs, cpu, rps[ti], (double)done / cpu, pl->target, st.rows_rejected);
             bool first = true;
             for (int op = 0; op < PR_OP__COUNT; op++) {
                 if (!st.op_values[op])
@@ -387,7 +387,8 @@ int main(int argc, char **argv)
             /* Least bytes per row: label, dense doubles, hex slots and the
              * missing bits in; label, floats, indices, reject reason and bit out. */
             double rd = 4 + N_DENSE * 8 + N_SPARSE * PR_HEX_SLOT + (N_DENSE + N_SPARSE) / 8.0;
-            double wr = 4 + N_DENSE * 4 + N_SPARSE * (double)pr_engine_sparse_width(eng) + 1 + 1 / 8.0;
+            double wr =
+                4 + N_DENSE * 4 + N_SPARSE * (double)pr_engine_sparse_width(eng) + 1 + 1 / 8.0;
             printf(",\"bytes_read_per_row\":%.1f,\"bytes_written_per_row\":%.1f", rd, wr);
             if (rd_bw[ti] > 0 && wr_bw[ti] > 0) {
                 double bound = 1.0 / (rd / (rd_bw[ti] * 1e9) + wr / (wr_bw[ti] * 1e9));

@@ -46,18 +46,18 @@
 #include "hls/pr_kernel.h" /* fpga_engine/ is on the include path */
 #include "pr_log.h"
 
-#define PCIE_BPS 12.0e9       /* bytes/s, Gen3x16 effective */
-#define PIPER_ROWS 45840617.0 /* Criteo Kaggle train rows ("45 million entries") */
-#define HBM_LAT 64.0          /* cycles (320 ns) from read issue to data, random 8-byte access */
-#define HBM_OUTSTANDING 32.0  /* num_read_outstanding per lane port */
-#define HBM_ACC_PER_CYCLE 0.5 /* random accesses a pseudo-channel sustains per kernel cycle */
-#define II_URAM 2.0
-#define II_HBM_PIPER 6.0
-#define DEPTH_URAM 10.0
-#define FWD_WINDOW 32.0
-#define LAUNCH_CYCLES 2000.0  /* 10 us per kernel call: XRT start/done, header */
-#define TILE ((double)PR_K_TILE_ROWS)
-#define G (TILE / 8)
+#define PCIE_BPS          12.0e9     /* bytes/s, Gen3x16 effective */
+#define PIPER_ROWS        45840617.0 /* Criteo Kaggle train rows ("45 million entries") */
+#define HBM_LAT           64.0 /* cycles (320 ns) from read issue to data, random 8-byte access */
+#define HBM_OUTSTANDING   32.0 /* num_read_outstanding per lane port */
+#define HBM_ACC_PER_CYCLE 0.5  /* random accesses a pseudo-channel sustains per kernel cycle */
+#define II_URAM           2.0
+#define II_HBM_PIPER      6.0
+#define DEPTH_URAM        10.0
+#define FWD_WINDOW        32.0
+#define LAUNCH_CYCLES     2000.0 /* 10 us per kernel call: XRT start/done, header */
+#define TILE              ((double)PR_K_TILE_ROWS)
+#define G                 (TILE / 8)
 
 typedef struct pipe {
     const char *name;
@@ -89,8 +89,8 @@ static double ii_hbm(void)
 }
 
 enum { ST_RD, ST_HEX, ST_VAL, ST_LANE, ST_N2Z, ST_LOG, ST_WR, ST__N };
-static const char *const st_name[ST__N] = {"rd_in", "hex2int", "validate", "lane", "neg2zero",
-                                           "log1p", "wr_out"};
+static const char *const st_name[ST__N] = {"rd_in",    "hex2int", "validate", "lane",
+                                           "neg2zero", "log1p",   "wr_out"};
 
 /* Cycles per full tile of each process (Criteo shape, hex input, int32
  * indices), `lanes` vocabulary lanes, columns round-robin. */
@@ -98,7 +98,8 @@ static void tile_cycles(uint32_t nd, uint32_t ns, uint32_t lanes, const pipe *p,
 {
     bool hbm = p->vocab && p->modulus > PR_K_ONCHIP_MAX_DOMAIN;
     double ii = !p->vocab ? II_URAM /* the lane loop without a table: modulus at II 2 */
-                          : hbm ? ii_hbm() : II_URAM;
+                : hbm     ? ii_hbm()
+                          : II_URAM;
     double depth = hbm ? HBM_LAT : DEPTH_URAM;
     double cols_max = (double)((ns + lanes - 1) / lanes);
     st[ST_RD] = nd * G + ns * 2 * G + ns * TILE / 512;
@@ -142,15 +143,18 @@ static void model(uint32_t block_rows, uint32_t lanes)
         printf("{\"bench\":\"hls_model\",\"kind\":\"model\",\"pipeline\":\"%s\",\"block_rows\":%u,"
                "\"vocab_lanes\":%u,\"vocab_memory\":\"%s\",\"cycles_per_tile\":{",
                p->name, block_rows, lanes,
-               !p->vocab ? "none" : p->modulus <= PR_K_ONCHIP_MAX_DOMAIN ? "uram" : "hbm");
+               !p->vocab                              ? "none"
+               : p->modulus <= PR_K_ONCHIP_MAX_DOMAIN ? "uram"
+                                                      : "hbm");
         for (int k = 0; k < ST__N; k++)
             printf("%s\"%s\":%.0f", k ? "," : "", st_name[k], st[k]);
         printf("},\"bottleneck\":\"%s\",\"cycles_per_block\":%.0f,\"kernel_rows_per_s\":%.0f,"
                "\"kernel_seconds_for_45M_rows\":%.2f,\"pcie_bytes_per_row\":%.0f,"
                "\"pcie_bound_rows_per_s\":%.0f,\"end_to_end_rows_per_s\":%.0f,"
                "\"end_to_end_seconds_for_45M_rows\":%.2f}\n",
-               st_name[slow], cyc, rps, PIPER_ROWS / rps, (in_bytes + out_bytes) / block_rows, pcie_rps,
-               rps < pcie_rps ? rps : pcie_rps, PIPER_ROWS / (rps < pcie_rps ? rps : pcie_rps));
+               st_name[slow], cyc, rps, PIPER_ROWS / rps, (in_bytes + out_bytes) / block_rows,
+               pcie_rps, rps < pcie_rps ? rps : pcie_rps,
+               PIPER_ROWS / (rps < pcie_rps ? rps : pcie_rps));
     }
     /* Per operator over the full dataset, as Piper's Table 4 reports it: the
      * operator alone, its input streamed from one HBM port and its output
@@ -168,8 +172,10 @@ static void model(uint32_t block_rows, uint32_t lanes)
         {"Logarithm", nd_v / 8, nd_v / 16, nd_v / 8, 0.23, "double in, float32 out"},
         {"Hex2Int", ns_v / 4, ns_v / 8, ns_v / 4, 0.92,
          "16-byte hex slots (64-bit values; Piper: 8-char strings)"},
-        {"Modulus", ns_v / 8, ns_v / 8, n * lane_cols * II_URAM, 0.46, "u64 in, one modulus unit per lane"},
-        {"VocabGen-8K", ns_v / 8, ns_v / 16, n * lane_cols * II_URAM, 0.92, "URAM bank per lane, II 2"},
+        {"Modulus", ns_v / 8, ns_v / 8, n * lane_cols * II_URAM, 0.46,
+         "u64 in, one modulus unit per lane"},
+        {"VocabGen-8K", ns_v / 8, ns_v / 16, n * lane_cols * II_URAM, 0.92,
+         "URAM bank per lane, II 2"},
         {"VocabMap-8K", ns_v / 8, ns_v / 16, n * lane_cols * II_URAM, 0.46,
          "gen+map fused in one pass (map alone would be II 1 on-chip)"},
         {"VocabGen-512K", ns_v / 8, ns_v / 16, n * lane_cols * ii_hbm(), 2.15,
@@ -225,7 +231,8 @@ static int measure(uint64_t total, uint32_t block_rows)
                 busy += now_s() - t0;
                 done += n;
             }
-            printf("{\"bench\":\"hls_model\",\"kind\":\"measured\",\"pipeline\":\"%s\",\"backend\":\"%s\","
+            printf("{\"bench\":\"hls_model\",\"kind\":\"measured\",\"pipeline\":\"%s\",\"backend\":"
+                   "\"%s\","
                    "\"threads\":1,\"rows\":%" PRIu64 ",\"block_rows\":%u,\"seconds\":%.3f,"
                    "\"rows_per_s\":%.0f}\n",
                    pipes[i].name, backends[k], done, block_rows, busy, (double)done / busy);
@@ -255,7 +262,9 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--no-measure"))
             do_measure = false;
         else {
-            fprintf(stderr, "usage: bench_hls_model [--rows N] [--block-rows N] [--lanes N] [--no-measure]\n");
+            fprintf(
+                stderr,
+                "usage: bench_hls_model [--rows N] [--block-rows N] [--lanes N] [--no-measure]\n");
             return 2;
         }
     }
@@ -263,11 +272,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_hls_model: --block-rows must be 1..%u\n", PR_K_MAX_ROWS);
         return 2;
     }
-    printf("{\"bench\":\"hls_model\",\"kind\":\"piper_table4\",\"rows\":%.0f,\"seconds\":{"
-           "\"Neg2Zero\":0.23,\"Logarithm\":0.23,\"Hex2Int\":0.92,\"Modulus\":0.46,"
-           "\"VocabGen-8K\":0.92,\"VocabMap-8K\":0.46,\"VocabGen-512K\":2.15,\"VocabMap-512K\":2.96},"
-           "\"source\":\"Piper (seeds/001), Table 4, Alveo U55C at 200 MHz\"}\n",
-           PIPER_ROWS);
+    printf(
+        "{\"bench\":\"hls_model\",\"kind\":\"piper_table4\",\"rows\":%.0f,\"seconds\":{"
+        "\"Neg2Zero\":0.23,\"Logarithm\":0.23,\"Hex2Int\":0.92,\"Modulus\":0.46,"
+        "\"VocabGen-8K\":0.92,\"VocabMap-8K\":0.46,\"VocabGen-512K\":2.15,\"VocabMap-512K\":2.96},"
+        "\"source\":\"Piper (seeds/001), Table 4, Alveo U55C at 200 MHz\"}\n",
+        PIPER_ROWS);
     if (lanes == 0 || lanes > 26) {
         fprintf(stderr, "bench_hls_model: --lanes must be 1..26 (HBM pseudo-channels)\n");
         return 2;

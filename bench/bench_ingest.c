@@ -56,15 +56,16 @@ static size_t get_varint(const uint8_t *p, uint64_t *v)
 }
 
 static int produce_all(const char *bootstrap, const char *topic, pr_msg_format fmt,
-                       const bench_cfg *cfg, uint64_t row0, uint64_t *msgs_out,
-                       uint64_t *bytes_out)
+                       const bench_cfg *cfg, uint64_t row0, uint64_t *msgs_out, uint64_t *bytes_out)
 {
     char errstr[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap, errstr, sizeof(errstr));
     rd_kafka_conf_set(conf, "linger.ms", "10", errstr, sizeof(errstr));
     rd_kafka_conf_set(conf, "batch.num.messages", "10000", errstr, sizeof(errstr));
-    rd_kafka_conf_set(conf, "batch.size", getenv("BENCH_BATCH_SIZE") ? getenv("BENCH_BATCH_SIZE") : "1000000", errstr, sizeof(errstr));
+    rd_kafka_conf_set(conf, "batch.size",
+                      getenv("BENCH_BATCH_SIZE") ? getenv("BENCH_BATCH_SIZE") : "1000000", errstr,
+                      sizeof(errstr));
     rd_kafka_conf_set(conf, "queue.buffering.max.kbytes", "1048576", errstr, sizeof(errstr));
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
     if (!rk) {
@@ -101,10 +102,11 @@ static int produce_all(const char *bootstrap, const char *topic, pr_msg_format f
             }
         }
         for (;;) {
-            rd_kafka_resp_err_t err = rd_kafka_producev(
-                rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION((int32_t)(msgs % (uint64_t)cfg->partitions)),
-                RD_KAFKA_V_VALUE((void *)payload, len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                RD_KAFKA_V_END);
+            rd_kafka_resp_err_t err =
+                rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic),
+                                  RD_KAFKA_V_PARTITION((int32_t)(msgs % (uint64_t)cfg->partitions)),
+                                  RD_KAFKA_V_VALUE((void *)payload, len),
+                                  RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
             if (!err)
                 break;
             if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
@@ -146,15 +148,20 @@ static int run_format(pr_mock_broker *mb, pr_msg_format fmt, const bench_cfg *cf
     }
     pr_pipeline_spec spec;
     pr_pipeline_spec_default(&spec);
-    pr_kv_ref props[] = { { "bootstrap.servers", pr_mock_broker_bootstrap(mb) },
-                          { "auto.offset.reset", "earliest" },
-                          { "session.timeout.ms", "6000" },
-                          /* let prefetch run ahead: the bench measures the
-                           * consumer, not librdkafka's queue back-off */
-                          { "queued.max.messages.kbytes", "262144" } };
-    const char *topics[] = { topic };
-    pr_consumer_conf conf = { .topics = topics, .n_topics = 1, .group_id = group,
-                              .props = props, .n_props = 4, .format = fmt, .spec = &spec };
+    pr_kv_ref props[] = {{"bootstrap.servers", pr_mock_broker_bootstrap(mb)},
+                         {"auto.offset.reset", "earliest"},
+                         {"session.timeout.ms", "6000"},
+                         /* let prefetch run ahead: the bench measures the
+                          * consumer, not librdkafka's queue back-off */
+                         {"queued.max.messages.kbytes", "262144"}};
+    const char *topics[] = {topic};
+    pr_consumer_conf conf = {.topics = topics,
+                             .n_topics = 1,
+                             .group_id = group,
+                             .props = props,
+                             .n_props = 4,
+                             .format = fmt,
+                             .spec = &spec};
     pr_consumer *c = pr_consumer_new(&conf, errstr, sizeof(errstr));
     if (!c) {
         fprintf(stderr, "bench_ingest: %s\n", errstr);
@@ -198,8 +205,8 @@ static int run_format(pr_mock_broker *mb, pr_msg_format fmt, const bench_cfg *cf
             break;
         }
         eps[rounds] = (double)(round_rows - first_rows) / secs;
-        mbps[rounds] = (double)bytes * (double)(round_rows - first_rows) / (double)round_rows /
-                       secs / 1e6;
+        mbps[rounds] =
+            (double)bytes * (double)(round_rows - first_rows) / (double)round_rows / secs / 1e6;
         rounds++;
     }
     pr_consumer_stats st;
@@ -232,21 +239,26 @@ static int run_format(pr_mock_broker *mb, pr_msg_format fmt, const bench_cfg *cf
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        { "events", required_argument, NULL, 'n' },
-        { "batch", required_argument, NULL, 'k' },
-        { "partitions", required_argument, NULL, 'p' },
-        { "format", required_argument, NULL, 'f' },
-        { "rounds", required_argument, NULL, 'r' },
-        { NULL, 0, NULL, 0 },
+        {"events", required_argument, NULL, 'n'},     {"batch", required_argument, NULL, 'k'},
+        {"partitions", required_argument, NULL, 'p'}, {"format", required_argument, NULL, 'f'},
+        {"rounds", required_argument, NULL, 'r'},     {NULL, 0, NULL, 0},
     };
-    bench_cfg cfg = { .events = 100000, .rounds = 5, .batch = 256, .partitions = 0 };
+    bench_cfg cfg = {.events = 100000, .rounds = 5, .batch = 256, .partitions = 0};
     int ch, only = -1;
     while ((ch = getopt_long(argc, argv, "n:k:p:f:r:", opts, NULL)) != -1) {
         switch (ch) {
-        case 'n': cfg.events = strtoull(optarg, NULL, 10); break;
-        case 'k': cfg.batch = (uint32_t)strtoul(optarg, NULL, 10); break;
-        case 'p': cfg.partitions = atoi(optarg); break;
-        case 'r': cfg.rounds = atoi(optarg); break;
+        case 'n':
+            cfg.events = strtoull(optarg, NULL, 10);
+            break;
+        case 'k':
+            cfg.batch = (uint32_t)strtoul(optarg, NULL, 10);
+            break;
+        case 'p':
+            cfg.partitions = atoi(optarg);
+            break;
+        case 'r':
+            cfg.rounds = atoi(optarg);
+            break;
         case 'f':
             only = pr_msg_format_from_name(optarg);
             if (only < 0) {
@@ -256,7 +268,7 @@ int main(int argc, char **argv)
             break;
         default:
             fprintf(stderr, "usage: bench_ingest [--events N] [--rounds R] [--batch K] "
-                    "[--partitions P] [--format F]\n");
+                            "[--partitions P] [--format F]\n");
             return 2;
         }
     }
@@ -277,8 +289,8 @@ int main(int argc, char **argv)
         return 1;
     }
     int rc = 0;
-    const pr_msg_format fmts[] = { PR_MSG_CRITEO_TSV, PR_MSG_PROTOBUF_EVENT,
-                                   PR_MSG_PROTOBUF_EVENT_BATCH };
+    const pr_msg_format fmts[] = {PR_MSG_CRITEO_TSV, PR_MSG_PROTOBUF_EVENT,
+                                  PR_MSG_PROTOBUF_EVENT_BATCH};
     for (size_t i = 0; i < sizeof(fmts) / sizeof(fmts[0]); i++)
         if ((only < 0 || (int)fmts[i] == only) && run_format(mb, fmts[i], &cfg))
             rc = 1;

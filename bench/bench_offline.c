@@ -40,7 +40,8 @@ static double now_s(void)
     return pr_clock_mono_ns(pr_clock_real()) / 1e9;
 }
 
-static void emit(const char *name, const char *extra, uint64_t rows, uint64_t bytes, double s, int threads)
+static void emit(const char *name, const char *extra, uint64_t rows, uint64_t bytes, double s,
+                 int threads)
 {
     printf("{\"bench\": \"%s\", \"threads\": %d, \"rows\": %" PRIu64 ", \"seconds\": %.4f, "
            "\"rows_per_s\": %.0f, \"mb_per_s\": %.1f%s}\n",
@@ -54,7 +55,8 @@ static double cpu_s(void)
 {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
 static void count_reject(void *o, int reason, const char *d, const char *rec, size_t len, int64_t n)
@@ -85,8 +87,9 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--tmp"))
             tmp = argv[i + 1];
         else {
-            fprintf(stderr, "usage: bench_offline [--rows N] [--input FILE] [--tmp DIR] [--threads N] "
-                            "[--seed S] [--block-rows N]\n");
+            fprintf(stderr,
+                    "usage: bench_offline [--rows N] [--input FILE] [--tmp DIR] [--threads N] "
+                    "[--seed S] [--block-rows N]\n");
             return 2;
         }
     }
@@ -153,8 +156,8 @@ int main(int argc, char **argv)
     /* decode_tsv: hex into 16-byte slots (the engine's Hex2Int parses them);
      * decode_tsv_u64: fused Hex2Int (what the offline driver does). */
     for (int fused = 0; fused < 2; fused++) {
-        pr_decode_ctx ctx = { .spec = &spec, .on_reject = count_reject, .opaque = &rejects,
-                              .parse_hex = fused };
+        pr_decode_ctx ctx = {
+            .spec = &spec, .on_reject = count_reject, .opaque = &rejects, .parse_hex = fused};
         double a = now_s();
         size_t pos = 0;
         nrows = 0;
@@ -171,11 +174,12 @@ int main(int argc, char **argv)
     close(fd);
 
     /* end to end */
-    int tlist[2] = { 1, threads };
+    int tlist[2] = {1, threads};
     for (int k = 0; k < (threads == 1 ? 1 : 2); k++) {
-        pr_engine_opts eo = { .backend = "cpu", .threads = engine_threads ? engine_threads : tlist[k] };
-        pr_offline_opts oo = { .input = in, .output_dir = outdir, .threads = tlist[k],
-                               .block_rows = block_rows };
+        pr_engine_opts eo = {.backend = "cpu",
+                             .threads = engine_threads ? engine_threads : tlist[k]};
+        pr_offline_opts oo = {
+            .input = in, .output_dir = outdir, .threads = tlist[k], .block_rows = block_rows};
         pr_offline_result res;
         char err[512], extra[160];
         double c0 = cpu_s();
@@ -185,8 +189,9 @@ int main(int argc, char **argv)
         }
         double cpu = cpu_s() - c0;
         snprintf(extra, sizeof(extra),
-                 ", \"cpu_s\": %.3f, \"cpu_ns_per_row\": %.0f, \"pipeline\": \"tsv->npy dlrm mod 524288\"", cpu,
-                 res.rows ? cpu * 1e9 / (double)res.rows : 0.0);
+                 ", \"cpu_s\": %.3f, \"cpu_ns_per_row\": %.0f, \"pipeline\": \"tsv->npy dlrm mod "
+                 "524288\"",
+                 cpu, res.rows ? cpu * 1e9 / (double)res.rows : 0.0);
         emit("offline_e2e", extra, res.rows, res.bytes, res.seconds, tlist[k]);
     }
     char cmd[8300];

@@ -19,12 +19,21 @@ static int64_t real_wall_ms(void *ctx)
     return (int64_t)ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
 }
 
-static const pr_clock pr_real_clock = { real_mono_ns, real_wall_ms, NULL };
+static const pr_clock pr_real_clock = {real_mono_ns, real_wall_ms, NULL};
 
-const pr_clock *pr_clock_real(void) { return &pr_real_clock; }
+const pr_clock *pr_clock_real(void)
+{
+    return &pr_real_clock;
+}
 
-static int64_t manual_mono_ns(void *ctx) { return ((pr_manual_clock *)ctx)->mono_ns; }
-static int64_t manual_wall_ms(void *ctx) { return ((pr_manual_clock *)ctx)->wall_ms; }
+static int64_t manual_mono_ns(void *ctx)
+{
+    return ((pr_manual_clock *)ctx)->mono_ns;
+}
+static int64_t manual_wall_ms(void *ctx)
+{
+    return ((pr_manual_clock *)ctx)->wall_ms;
+}
 
 void pr_manual_clock_init(pr_manual_clock *mc, int64_t wall_ms)
 {

@@ -32,7 +32,13 @@ void pr_manual_clock_init(pr_manual_clock *mc, int64_t wall_ms);
 /* Advance both readings by `ms` milliseconds. */
 void pr_manual_clock_advance_ms(pr_manual_clock *mc, int64_t ms);
 
-static inline int64_t pr_clock_mono_ns(const pr_clock *c) { return c->mono_ns(c->ctx); }
-static inline int64_t pr_clock_wall_ms(const pr_clock *c) { return c->wall_ms(c->ctx); }
+static inline int64_t pr_clock_mono_ns(const pr_clock *c)
+{
+    return c->mono_ns(c->ctx);
+}
+static inline int64_t pr_clock_wall_ms(const pr_clock *c)
+{
+    return c->wall_ms(c->ctx);
+}
 
 #endif

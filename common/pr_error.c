@@ -5,18 +5,10 @@
 #include <stdio.h>
 
 static const char *const pr_error_text[] = {
-    [0] = "success",
-    [1] = "invalid argument",
-    [2] = "out of memory",
-    [3] = "I/O error",
-    [4] = "capacity exhausted",
-    [5] = "malformed record",
-    [6] = "not supported",
-    [7] = "no such device",
-    [8] = "invalid state",
-    [9] = "try again",
-    [10] = "timed out",
-    [11] = "kafka error",
+    [0] = "success",       [1] = "invalid argument",   [2] = "out of memory",
+    [3] = "I/O error",     [4] = "capacity exhausted", [5] = "malformed record",
+    [6] = "not supported", [7] = "no such device",     [8] = "invalid state",
+    [9] = "try again",     [10] = "timed out",         [11] = "kafka error",
 };
 
 const char *pr_strerror(int err)

@@ -14,17 +14,17 @@
 
 enum {
     PR_OK = 0,
-    PR_EINVAL = -1,   /* invalid argument or configuration */
-    PR_ENOMEM = -2,   /* allocation failed */
-    PR_EIO = -3,      /* read/write/socket failure */
-    PR_EFULL = -4,    /* a bounded structure is full (vocabulary under dlrm, queue) */
-    PR_EBADREC = -5,  /* malformed input record */
-    PR_ENOTSUP = -6,  /* feature not available in this build or on this machine */
-    PR_ENODEV = -7,   /* device (FPGA) not present */
-    PR_ESTATE = -8,   /* call not valid in the object's current state */
-    PR_EAGAIN = -9,   /* try again later (would block, no credit) */
+    PR_EINVAL = -1,  /* invalid argument or configuration */
+    PR_ENOMEM = -2,  /* allocation failed */
+    PR_EIO = -3,     /* read/write/socket failure */
+    PR_EFULL = -4,   /* a bounded structure is full (vocabulary under dlrm, queue) */
+    PR_EBADREC = -5, /* malformed input record */
+    PR_ENOTSUP = -6, /* feature not available in this build or on this machine */
+    PR_ENODEV = -7,  /* device (FPGA) not present */
+    PR_ESTATE = -8,  /* call not valid in the object's current state */
+    PR_EAGAIN = -9,  /* try again later (would block, no credit) */
     PR_ETIMEDOUT = -10,
-    PR_EKAFKA = -11,  /* librdkafka reported an error; errstr has its text */
+    PR_EKAFKA = -11, /* librdkafka reported an error; errstr has its text */
 };
 
 /* Static text for a PR_E* code; never NULL. */

@@ -6,9 +6,12 @@
 #include <time.h>
 
 static pr_log_level pr_log_level_cur = PR_LOG_INFO;
-static const char *const pr_log_names[] = { "error", "warn", "info", "debug" };
+static const char *const pr_log_names[] = {"error", "warn", "info", "debug"};
 
-void pr_log_set_level(pr_log_level lvl) { pr_log_level_cur = lvl; }
+void pr_log_set_level(pr_log_level lvl)
+{
+    pr_log_level_cur = lvl;
+}
 
 static void pr_vlog(pr_log_level lvl, const char *suffix, const char *fmt, va_list ap)
 {

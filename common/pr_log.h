@@ -21,14 +21,17 @@ typedef struct pr_ratelimit {
     uint64_t suppressed;
 } pr_ratelimit;
 
-#define PR_RATELIMIT_INIT(n) { (n), 0, 0, 0 }
+#define PR_RATELIMIT_INIT(n)                                                                       \
+    {                                                                                              \
+        (n), 0, 0, 0                                                                               \
+    }
 
 void pr_log_ratelimited(pr_ratelimit *rl, pr_log_level lvl, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-#define pr_err(...) pr_log(PR_LOG_ERROR, __VA_ARGS__)
-#define pr_warn(...) pr_log(PR_LOG_WARN, __VA_ARGS__)
-#define pr_info(...) pr_log(PR_LOG_INFO, __VA_ARGS__)
+#define pr_err(...)   pr_log(PR_LOG_ERROR, __VA_ARGS__)
+#define pr_warn(...)  pr_log(PR_LOG_WARN, __VA_ARGS__)
+#define pr_info(...)  pr_log(PR_LOG_INFO, __VA_ARGS__)
 #define pr_debug(...) pr_log(PR_LOG_DEBUG, __VA_ARGS__)
 
 #endif

@@ -35,10 +35,10 @@
 
 #include "engine_int.h"
 
-#define PR__DIRECT_MAX (1ULL << 24)
-#define PR__LOG_TBL 65536
-#define PR__PREFETCH 16
-#define PR__CHUNK 4096 /* rows per chunk: one column's values stay in L1/L2 */
+#define PR__DIRECT_MAX  (1ULL << 24)
+#define PR__LOG_TBL     65536
+#define PR__PREFETCH    16
+#define PR__CHUNK       4096 /* rows per chunk: one column's values stay in L1/L2 */
 #define PR__HSLOT_EMPTY INT64_MIN
 
 /* ---------------------------------------------------------------- helpers */
@@ -156,9 +156,9 @@ static inline uint64_t pr__hex_valid8(uint64_t x)
 {
     uint64_t ascii = ~x & PR__B(0x80);
     uint64_t xl = x & PR__B(0x7f);
-    uint64_t digit = (xl + PR__B(0x50)) & ~(xl + PR__B(0x46));  /* >= '0' and < ':' */
-    uint64_t y = xl | PR__B(0x20);                               /* fold case */
-    uint64_t letter = (y + PR__B(0x1f)) & ~(y + PR__B(0x19));   /* >= 'a' and < 'g' */
+    uint64_t digit = (xl + PR__B(0x50)) & ~(xl + PR__B(0x46)); /* >= '0' and < ':' */
+    uint64_t y = xl | PR__B(0x20);                             /* fold case */
+    uint64_t letter = (y + PR__B(0x1f)) & ~(y + PR__B(0x19));  /* >= 'a' and < 'g' */
     return ascii & (digit | letter) & PR__B(0x80);
 }
 
@@ -197,7 +197,8 @@ static void pr__hex2int_col(const char *slots, uint64_t *v, uint32_t rows, uint6
             ok = _mm_and_si128(ok, _mm_or_si128(digit, letter));
             __m128i nib = _mm_add_epi8(_mm_and_si128(x, m0f), _mm_and_si128(letter, nine));
             /* 16-bit lane = d0 | d1 << 8 (d0 more significant) -> d0 << 4 | d1 */
-            __m128i p = _mm_and_si128(_mm_or_si128(_mm_slli_epi16(nib, 4), _mm_srli_epi16(nib, 8)), m00ff);
+            __m128i p =
+                _mm_and_si128(_mm_or_si128(_mm_slli_epi16(nib, 4), _mm_srli_epi16(nib, 8)), m00ff);
             p = _mm_packus_epi16(p, p);
             v[r] = __builtin_bswap64((uint64_t)_mm_cvtsi128_si64(p));
         }
@@ -269,16 +270,17 @@ __attribute__((target("avx2"))) static void pr__hex2int_col_avx2(const char *slo
 /* Logarithm, 4 values at a time: when all 4 are table integers (the same
  * test as pr__log1p_one, lane by lane: truncate, convert back, compare; NaN
  * and out-of-range lanes fail it) one gather, else the scalar form. */
-__attribute__((target("avx2"))) static void pr__log1p_col_avx2(const double *src, float *o, uint32_t n)
+__attribute__((target("avx2"))) static void pr__log1p_col_avx2(const double *src, float *o,
+                                                               uint32_t n)
 {
     const __m256d zero = _mm256_setzero_pd(), lim = _mm256_set1_pd(PR__LOG_TBL);
     uint32_t r = 0;
     for (; r + 4 <= n; r += 4) {
         __m256d y = _mm256_loadu_pd(src + r);
         __m128i i = _mm256_cvttpd_epi32(y);
-        __m256d ok = _mm256_and_pd(_mm256_cmp_pd(_mm256_cvtepi32_pd(i), y, _CMP_EQ_OQ),
-                                   _mm256_and_pd(_mm256_cmp_pd(y, zero, _CMP_GE_OQ),
-                                                 _mm256_cmp_pd(y, lim, _CMP_LT_OQ)));
+        __m256d ok = _mm256_and_pd(
+            _mm256_cmp_pd(_mm256_cvtepi32_pd(i), y, _CMP_EQ_OQ),
+            _mm256_and_pd(_mm256_cmp_pd(y, zero, _CMP_GE_OQ), _mm256_cmp_pd(y, lim, _CMP_LT_OQ)));
         if (__builtin_expect(_mm256_movemask_pd(ok) == 0xf, 1)) {
             _mm_storeu_ps(o + r, _mm_i32gather_ps(pr__log1p_tbl, i, 4));
         } else {
@@ -328,18 +330,18 @@ typedef struct pr__hslot {
 
 typedef struct pr__vcol {
     int64_t base;
-    uint64_t cap;       /* max indices including reserved ones */
+    uint64_t cap; /* max indices including reserved ones */
     uint32_t min_count;
-    bool counting;      /* min_count > 1 */
+    bool counting; /* min_count > 1 */
     bool direct;
-    uint64_t dom;       /* direct: domain size M */
-    int32_t *dmap;      /* direct: [dom], index + 1; 0 = no index */
-    uint32_t *dcnt;     /* direct + counting: [dom] */
-    pr__hslot *ht;      /* hash: [1 << hbits] */
-    uint64_t *hcnt;     /* hash + counting: parallel to ht */
+    uint64_t dom;   /* direct: domain size M */
+    int32_t *dmap;  /* direct: [dom], index + 1; 0 = no index */
+    uint32_t *dcnt; /* direct + counting: [dom] */
+    pr__hslot *ht;  /* hash: [1 << hbits] */
+    uint64_t *hcnt; /* hash + counting: parallel to ht */
     unsigned hbits;
     uint64_t hused;
-    uint64_t *keys;     /* value of index base+i, i < n */
+    uint64_t *keys; /* value of index base+i, i < n */
     uint64_t n, keys_cap;
 } pr__vcol;
 
@@ -424,7 +426,10 @@ static pr__hslot *pr__ht_insert(pr__vcol *vc, uint64_t key, int64_t idx, uint64_
     return pr__ht_put(vc, key, idx, cnt);
 }
 
-static uint64_t *pr__ht_cnt(pr__vcol *vc, pr__hslot *s) { return &vc->hcnt[s - vc->ht]; }
+static uint64_t *pr__ht_cnt(pr__vcol *vc, pr__hslot *s)
+{
+    return &vc->hcnt[s - vc->ht];
+}
 
 static int pr__keys_push(pr__vcol *vc, uint64_t v)
 {
@@ -471,7 +476,7 @@ static int pr__vcol_init(pr__vcol *vc, const pr_pipeline_spec *spec, uint32_t c)
     return pr__ht_alloc(vc, 10);
 }
 
-#define PR__FULL (-1)
+#define PR__FULL  (-1)
 #define PR__NOMEM (-2)
 
 /* The general lookup-or-insert for one value (every case: direct or hash,
@@ -602,14 +607,16 @@ pr__vocab_col(pr__vcol *vc, const uint64_t *vals, uint32_t rows, const uint64_t 
     return -1;
 }
 
-static int64_t pr__vocab_col32(pr__vcol *vc, const uint64_t *vals, uint32_t rows, const uint64_t *rej,
-                               const uint64_t *miss, void *out, bool streaming, int *err)
+static int64_t pr__vocab_col32(pr__vcol *vc, const uint64_t *vals, uint32_t rows,
+                               const uint64_t *rej, const uint64_t *miss, void *out, bool streaming,
+                               int *err)
 {
     return pr__vocab_col(vc, vals, rows, rej, miss, out, 4, streaming, err);
 }
 
-static int64_t pr__vocab_col64(pr__vcol *vc, const uint64_t *vals, uint32_t rows, const uint64_t *rej,
-                               const uint64_t *miss, void *out, bool streaming, int *err)
+static int64_t pr__vocab_col64(pr__vcol *vc, const uint64_t *vals, uint32_t rows,
+                               const uint64_t *rej, const uint64_t *miss, void *out, bool streaming,
+                               int *err)
 {
     return pr__vocab_col(vc, vals, rows, rej, miss, out, 8, streaming, err);
 }
@@ -625,29 +632,29 @@ struct pr_backend {
     pr_pipeline_spec spec;
     uint8_t width;
     bool has[PR_OP__COUNT];
-    bool two_pass;   /* two-pass mode with some column counting */
+    bool two_pass; /* two-pass mode with some column counting */
     bool count_done;
     pr__pool *pool;
     int threads;
-    uint32_t chunk;  /* rows per chunk: a multiple of 64 */
+    uint32_t chunk; /* rows per chunk: a multiple of 64 */
     pr__vcol *cols;
     pr__divider *div;
     uint32_t *order2; /* vocab columns, most expensive first */
     uint32_t n_order2;
     /* scratch: block-sized bitmaps, chunk-sized value columns */
     uint32_t scap;
-    uint64_t *vals;   /* [n_sparse][chunk] values after Hex2Int/Modulus */
-    uint64_t *bad;    /* [n_sparse][words(scap)] */
-    uint64_t *rej;    /* [words(scap)] */
-    double *dtmp;     /* [threads][chunk] */
-    pr__wstats *ws;   /* [threads] */
+    uint64_t *vals;    /* [n_sparse][chunk] values after Hex2Int/Modulus */
+    uint64_t *bad;     /* [n_sparse][words(scap)] */
+    uint64_t *rej;     /* [words(scap)] */
+    double *dtmp;      /* [threads][chunk] */
+    pr__wstats *ws;    /* [threads] */
     int64_t *fail_row; /* [n_sparse] */
     int *fail_err;     /* [n_sparse] */
     /* the block and chunk being worked on */
     const pr_block *in;
     pr_out *out;
     bool counting_pass;
-    uint32_t r0, r1;   /* current chunk (pr__chunk_task) */
+    uint32_t r0, r1; /* current chunk (pr__chunk_task) */
     uint32_t n_rejected;
     void (*hex2int)(const char *slots, uint64_t *v, uint32_t rows, uint64_t *bad);
     void (*log1p)(const double *src, float *o, uint32_t n);
@@ -690,8 +697,8 @@ static uint32_t pr__chunk_rows(void)
     return (uint32_t)((v + 63) & ~63ul);
 }
 
-static int pr__cpu_create(const pr_pipeline_spec *spec, const pr_engine_opts *opts, pr_backend **out,
-                          char *errstr, size_t errstr_size)
+static int pr__cpu_create(const pr_pipeline_spec *spec, const pr_engine_opts *opts,
+                          pr_backend **out, char *errstr, size_t errstr_size)
 {
     pthread_once(&pr__log1p_once, pr__log1p_init);
     pr_backend *be = calloc(1, sizeof(*be));
@@ -719,7 +726,8 @@ static int pr__cpu_create(const pr_pipeline_spec *spec, const pr_engine_opts *op
     be->fail_err = calloc(ns ? ns : 1, sizeof(*be->fail_err));
     be->ws = pr__zalloc_aligned((size_t)be->threads * sizeof(pr__wstats));
     be->pool = pr__pool_new(be->threads);
-    if (!be->cols || !be->div || !be->order2 || !be->fail_row || !be->fail_err || !be->ws || !be->pool)
+    if (!be->cols || !be->div || !be->order2 || !be->fail_row || !be->fail_err || !be->ws ||
+        !be->pool)
         goto nomem;
     for (uint32_t c = 0; c < ns; c++) {
         if (be->has[PR_OP_MODULUS])
@@ -731,7 +739,8 @@ static int pr__cpu_create(const pr_pipeline_spec *spec, const pr_engine_opts *op
                 be->two_pass = true;
             /* insertion sort by cost, most expensive first; ties by column */
             uint32_t k = be->n_order2++;
-            while (k > 0 && pr__col_cost(&be->cols[be->order2[k - 1]]) < pr__col_cost(&be->cols[c])) {
+            while (k > 0 &&
+                   pr__col_cost(&be->cols[be->order2[k - 1]]) < pr__col_cost(&be->cols[c])) {
                 be->order2[k] = be->order2[k - 1];
                 k--;
             }
@@ -1022,7 +1031,8 @@ static int pr__cpu_process(pr_backend *be, const pr_block *in, pr_out *out, pr_e
     for (uint32_t c = 0; c < ns; c++) {
         int64_t fr = be->fail_row[c];
         if (fr >= 0) {
-            char *o = be->width == 4 ? (char *)pr_out_sparse32(out, c) : (char *)pr_out_sparse64(out, c);
+            char *o =
+                be->width == 4 ? (char *)pr_out_sparse32(out, c) : (char *)pr_out_sparse64(out, c);
             memset(o + (size_t)fr * be->width, 0, (size_t)(rows - fr) * be->width);
         }
     }
@@ -1055,12 +1065,13 @@ static int pr__cpu_process(pr_backend *be, const pr_block *in, pr_out *out, pr_e
                              "engine: out of memory growing the vocabulary of column %s",
                              be->spec.sparse[c].name);
         const char *nm = be->spec.sparse[c].name;
-        return pr_seterr(errstr, errstr_size, PR_EFULL,
-                         "engine: vocabulary of column %s is full (capacity %" PRIu64
-                         " indices, profile dlrm has no out-of-vocabulary index) at block row %" PRId64
-                         "; raise sparse.%s.capacity, bound the column with a smaller modulus, "
-                         "or use profile default to map overflow to the OOV index",
-                         nm, be->cols[c].cap, be->fail_row[c], nm);
+        return pr_seterr(
+            errstr, errstr_size, PR_EFULL,
+            "engine: vocabulary of column %s is full (capacity %" PRIu64
+            " indices, profile dlrm has no out-of-vocabulary index) at block row %" PRId64
+            "; raise sparse.%s.capacity, bound the column with a smaller modulus, "
+            "or use profile default to map overflow to the OOV index",
+            nm, be->cols[c].cap, be->fail_row[c], nm);
     }
     return 0;
 }

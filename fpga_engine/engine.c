@@ -29,7 +29,7 @@
 /* ---------------------------------------------------------------- name tables */
 
 static const char *const pr__op_names[PR_OP__COUNT] = {
-    [PR_OP_NEG2ZERO] = "neg2zero", [PR_OP_LOG1P] = "log1p",  [PR_OP_HEX2INT] = "hex2int",
+    [PR_OP_NEG2ZERO] = "neg2zero", [PR_OP_LOG1P] = "log1p", [PR_OP_HEX2INT] = "hex2int",
     [PR_OP_MODULUS] = "modulus",   [PR_OP_VOCAB] = "vocab",
 };
 
@@ -105,8 +105,8 @@ static bool pr__ops_has(const uint8_t *ops, unsigned n, pr_op op)
 
 bool pr_spec_has_op(const pr_pipeline_spec *spec, pr_op op)
 {
-    return pr__ops_has(spec->dense_ops, spec->n_dense_ops < PR_MAX_OPS ? spec->n_dense_ops : PR_MAX_OPS,
-                       op) ||
+    return pr__ops_has(spec->dense_ops,
+                       spec->n_dense_ops < PR_MAX_OPS ? spec->n_dense_ops : PR_MAX_OPS, op) ||
            pr__ops_has(spec->sparse_ops,
                        spec->n_sparse_ops < PR_MAX_OPS ? spec->n_sparse_ops : PR_MAX_OPS, op);
 }
@@ -157,11 +157,12 @@ static int pr__check_ops(const char *what, const uint8_t *ops, unsigned n, const
             if (ops[i] == order[k])
                 pos = (int)k;
         if (pos < 0)
-            return pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: operator '%s' does not apply here",
-                             what, pr_op_name((pr_op)ops[i]));
-        if (pos == last)
-            return pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: operator '%s' appears twice", what,
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "%s: operator '%s' does not apply here", what,
                              pr_op_name((pr_op)ops[i]));
+        if (pos == last)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: operator '%s' appears twice",
+                             what, pr_op_name((pr_op)ops[i]));
         if (pos < last)
             return pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: %s before %s", what,
                              pr_op_name(order[last]), pr_op_name((pr_op)ops[i]));
@@ -194,8 +195,8 @@ int pr_pipeline_spec_validate(const pr_pipeline_spec *spec, char *errstr, size_t
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "profile: %d is not dlrm or default",
                          (int)spec->profile);
     if ((unsigned)spec->count_mode > PR_COUNT_TWO_PASS)
-        return pr_seterr(errstr, errstr_size, PR_EINVAL, "count_mode: %d is not streaming or two_pass",
-                         (int)spec->count_mode);
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "count_mode: %d is not streaming or two_pass", (int)spec->count_mode);
 
     bool mod = pr_spec_has_op(spec, PR_OP_MODULUS);
     bool vocab = pr_spec_has_op(spec, PR_OP_VOCAB);
@@ -215,15 +216,17 @@ int pr_pipeline_spec_validate(const pr_pipeline_spec *spec, char *errstr, size_t
                 return pr_seterr(errstr, errstr_size, PR_EINVAL, "sparse.%s.name: used twice",
                                  s->name);
         if (mod && s->modulus == 0)
-            return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                             "sparse.%s.modulus: must be > 0 when the pipeline has the modulus operator",
-                             s->name);
+            return pr_seterr(
+                errstr, errstr_size, PR_EINVAL,
+                "sparse.%s.modulus: must be > 0 when the pipeline has the modulus operator",
+                s->name);
         if (s->min_count < 1)
             return pr_seterr(errstr, errstr_size, PR_EINVAL, "sparse.%s.min_count: must be >= 1",
                              s->name);
         if (s->min_count > 1 && !vocab)
             return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                             "sparse.%s.min_count: %u needs the vocab operator", s->name, s->min_count);
+                             "sparse.%s.min_count: %u needs the vocab operator", s->name,
+                             s->min_count);
         if (s->min_count > 1 && spec->profile != PR_VOCAB_DEFAULT)
             return pr_seterr(errstr, errstr_size, PR_EINVAL,
                              "sparse.%s.min_count: %u needs profile default (dlrm has no "
@@ -234,7 +237,8 @@ int pr_pipeline_spec_validate(const pr_pipeline_spec *spec, char *errstr, size_t
                 return pr_seterr(errstr, errstr_size, PR_EINVAL,
                                  "sparse.%s.capacity: %" PRIu64 " leaves no room for an index "
                                  "(at least %" PRIu64 " under profile %s)",
-                                 s->name, s->capacity, base + 1, pr_vocab_profile_name(spec->profile));
+                                 s->name, s->capacity, base + 1,
+                                 pr_vocab_profile_name(spec->profile));
             if (s->capacity > (uint64_t)INT64_MAX)
                 return pr_seterr(errstr, errstr_size, PR_EINVAL,
                                  "sparse.%s.capacity: at most %" PRId64, s->name, INT64_MAX);
@@ -503,19 +507,29 @@ void pr_engine_free(pr_engine *eng)
     free(eng);
 }
 
-const pr_pipeline_spec *pr_engine_spec(const pr_engine *eng) { return &eng->spec; }
-const char *pr_engine_backend_name(const pr_engine *eng) { return eng->ops->name; }
-uint8_t pr_engine_sparse_width(const pr_engine *eng) { return eng->sparse_width; }
+const pr_pipeline_spec *pr_engine_spec(const pr_engine *eng)
+{
+    return &eng->spec;
+}
+const char *pr_engine_backend_name(const pr_engine *eng)
+{
+    return eng->ops->name;
+}
+uint8_t pr_engine_sparse_width(const pr_engine *eng)
+{
+    return eng->sparse_width;
+}
 
-static int pr__check_block(const pr_engine *eng, const pr_block *in, char *errstr, size_t errstr_size)
+static int pr__check_block(const pr_engine *eng, const pr_block *in, char *errstr,
+                           size_t errstr_size)
 {
     if (!in)
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "engine: NULL block");
     if (in->n_dense != eng->spec.n_dense || in->n_sparse != eng->spec.n_sparse)
-        return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                         "engine: block has %u dense/%u sparse columns, pipeline '%s' expects %u/%u",
-                         in->n_dense, in->n_sparse, eng->spec.name, eng->spec.n_dense,
-                         eng->spec.n_sparse);
+        return pr_seterr(
+            errstr, errstr_size, PR_EINVAL,
+            "engine: block has %u dense/%u sparse columns, pipeline '%s' expects %u/%u",
+            in->n_dense, in->n_sparse, eng->spec.name, eng->spec.n_dense, eng->spec.n_sparse);
     if (in->rows > in->cap)
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "engine: block rows %u > cap %u", in->rows,
                          in->cap);
@@ -535,13 +549,14 @@ static int pr__check_block(const pr_engine *eng, const pr_block *in, char *errst
 
 static int pr__journal_append(pr_engine *eng, char *errstr, size_t errstr_size);
 
-int pr_engine_process(pr_engine *eng, const pr_block *in, pr_out *out, char *errstr, size_t errstr_size)
+int pr_engine_process(pr_engine *eng, const pr_block *in, pr_out *out, char *errstr,
+                      size_t errstr_size)
 {
     int rc = pr__check_block(eng, in, errstr, errstr_size);
     if (rc)
         return rc;
-    if (!out || out->cap < in->rows || out->n_dense != in->n_dense || out->n_sparse != in->n_sparse ||
-        out->sparse_width != eng->sparse_width)
+    if (!out || out->cap < in->rows || out->n_dense != in->n_dense ||
+        out->n_sparse != in->n_sparse || out->sparse_width != eng->sparse_width)
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
                          "engine: output tensors do not fit (need cap >= %u, %u/%u columns, "
                          "sparse width %u; allocate with pr_out_new and pr_engine_sparse_width)",
@@ -583,7 +598,10 @@ int pr_engine_count_done(pr_engine *eng)
     return eng->ops->count_done(eng->be);
 }
 
-void pr_engine_get_stats(const pr_engine *eng, pr_engine_stats *st) { *st = eng->stats; }
+void pr_engine_get_stats(const pr_engine *eng, pr_engine_stats *st)
+{
+    *st = eng->stats;
+}
 
 /* ---------------------------------------------------------------- vocabulary */
 
@@ -911,8 +929,8 @@ static int pr__jr_header_check(const pr_engine *eng, const unsigned char *hdr, c
     memcpy(&fp, hdr + 8, 8);
     memcpy(&ns, hdr + 16, 4);
     if (memcmp(hdr, pr__jr_magic, 8))
-        return pr_seterr(errstr, errstr_size, PR_EINVAL, "vocab journal: %s is not a piperec journal",
-                         path);
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "vocab journal: %s is not a piperec journal", path);
     if (fp != eng->fingerprint || ns != eng->spec.n_sparse)
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
                          "vocab journal: %s was written for a different pipeline spec "
@@ -954,7 +972,8 @@ int pr_engine_vocab_journal_open(pr_engine *eng, const char *path, char *errstr,
     pr_engine_vocab_journal_close(eng);
     int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0)
-        return pr_seterr(errstr, errstr_size, PR_EIO, "vocab journal: %s: %s", path, strerror(errno));
+        return pr_seterr(errstr, errstr_size, PR_EIO, "vocab journal: %s: %s", path,
+                         strerror(errno));
     struct stat st;
     unsigned char hdr[PR__JR_HDR];
     int rc = 0;
@@ -1023,8 +1042,8 @@ static int pr__jr_collect_cb(const pr_vocab_entry *e, void *opaque)
         b->recs = r;
         b->cap = nc;
     }
-    b->recs[b->n++] = (pr__jr_rec){b->col, pr__jr_check(b->col, e->value, e->index), e->value,
-                                   e->index};
+    b->recs[b->n++] =
+        (pr__jr_rec){b->col, pr__jr_check(b->col, e->value, e->index), e->value, e->index};
     return 0;
 }
 
@@ -1080,7 +1099,10 @@ static int pr__ents_push(pr__ents *v, const pr_vocab_entry *e)
     return 0;
 }
 
-static int pr__ents_cb(const pr_vocab_entry *e, void *opaque) { return pr__ents_push(opaque, e); }
+static int pr__ents_cb(const pr_vocab_entry *e, void *opaque)
+{
+    return pr__ents_push(opaque, e);
+}
 
 static int pr__u64_cmp(const void *a, const void *b)
 {
@@ -1096,14 +1118,16 @@ static int pr__jr_rec_cmp(const void *a, const void *b)
     return x->index < y->index ? -1 : x->index > y->index;
 }
 
-int pr_engine_vocab_journal_replay(pr_engine *eng, const char *path, char *errstr, size_t errstr_size)
+int pr_engine_vocab_journal_replay(pr_engine *eng, const char *path, char *errstr,
+                                   size_t errstr_size)
 {
     if (!eng->has_vocab)
         return pr_seterr(errstr, errstr_size, PR_ESTATE,
                          "vocab journal: pipeline '%s' has no vocab operator", eng->spec.name);
     FILE *f = fopen(path, "rb");
     if (!f)
-        return pr_seterr(errstr, errstr_size, PR_EIO, "vocab journal: %s: %s", path, strerror(errno));
+        return pr_seterr(errstr, errstr_size, PR_EIO, "vocab journal: %s: %s", path,
+                         strerror(errno));
     unsigned char hdr[PR__JR_HDR];
     int rc = 0;
     pr__jr_rec *recs = NULL;
@@ -1205,7 +1229,8 @@ int pr_engine_vocab_journal_replay(pr_engine *eng, const char *path, char *errst
         }
         qsort(newvals, n_new, sizeof(*newvals), pr__u64_cmp);
         for (size_t k = 0; k < n_pending && !cur.err; k++) {
-            if (n_new && bsearch(&pending[k].value, newvals, n_new, sizeof(*newvals), pr__u64_cmp)) {
+            if (n_new &&
+                bsearch(&pending[k].value, newvals, n_new, sizeof(*newvals), pr__u64_cmp)) {
                 /* Now assigned: keep its count on the assigned entry. */
                 for (size_t q = n_assigned; q < cur.n; q++)
                     if (cur.e[q].value == pending[k].value)

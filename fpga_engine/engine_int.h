@@ -15,7 +15,10 @@
 #include "pr_backend.h"
 
 /* First index handed to a value: 0 under dlrm, 2 under default. */
-static inline int64_t pr__profile_base(pr_vocab_profile p) { return p == PR_VOCAB_DEFAULT ? 2 : 0; }
+static inline int64_t pr__profile_base(pr_vocab_profile p)
+{
+    return p == PR_VOCAB_DEFAULT ? 2 : 0;
+}
 
 /* Output width (4 or 8 bytes per sparse index) for a validated spec. */
 uint8_t pr__spec_sparse_width(const pr_pipeline_spec *spec);

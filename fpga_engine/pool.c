@@ -55,7 +55,7 @@ struct pr__pool {
     _Alignas(64) atomic_uint gen;        /* futex word helpers sleep on */
     atomic_int sleepers;
     atomic_bool stop;
-    _Alignas(64) atomic_uint done;       /* tasks completed in the current run; futex word */
+    _Alignas(64) atomic_uint done; /* tasks completed in the current run; futex word */
     atomic_int caller_sleeping;
 };
 
@@ -171,7 +171,8 @@ void pr__pool_run(pr__pool *p, uint32_t n_tasks, pr__task_fn fn, void *ctx)
     p->ctx = ctx;
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
     unsigned g = atomic_load_explicit(&p->gen, memory_order_relaxed) + 1;
-    atomic_store_explicit(&p->claim, (uint64_t)g << 32 | (uint64_t)n_tasks << 16, memory_order_release);
+    atomic_store_explicit(&p->claim, (uint64_t)g << 32 | (uint64_t)n_tasks << 16,
+                          memory_order_release);
     atomic_store_explicit(&p->gen, g, memory_order_seq_cst);
     if (atomic_load_explicit(&p->sleepers, memory_order_seq_cst))
         pr__futex_wake(&p->gen);
@@ -189,7 +190,10 @@ void pr__pool_run(pr__pool *p, uint32_t n_tasks, pr__task_fn fn, void *ctx)
     }
 }
 
-int pr__pool_threads(const pr__pool *p) { return p->threads; }
+int pr__pool_threads(const pr__pool *p)
+{
+    return p->threads;
+}
 
 void pr__pool_free(pr__pool *p)
 {

@@ -38,11 +38,11 @@
 
 #include "pr_error.h"
 
-#define PR_MAX_DENSE 256
+#define PR_MAX_DENSE  256
 #define PR_MAX_SPARSE 256
-#define PR_MAX_OPS 8
-#define PR_HEX_SLOT 16   /* bytes per hex value in a block: up to 16 digits */
-#define PR_NAME_MAX 64
+#define PR_MAX_OPS    8
+#define PR_HEX_SLOT   16 /* bytes per hex value in a block: up to 16 digits */
+#define PR_NAME_MAX   64
 
 /* ---------------------------------------------------------------- operators */
 
@@ -51,7 +51,7 @@ typedef enum pr_op {
     PR_OP_LOG1P,
     PR_OP_HEX2INT,
     PR_OP_MODULUS,
-    PR_OP_VOCAB,   /* VocabGen + VocabMap, one operator */
+    PR_OP_VOCAB, /* VocabGen + VocabMap, one operator */
     PR_OP__COUNT
 } pr_op;
 
@@ -76,7 +76,7 @@ typedef enum pr_count_mode {
 
 /* Index reserved by the `default` profile. */
 #define PR_INDEX_MISSING 0
-#define PR_INDEX_OOV 1
+#define PR_INDEX_OOV     1
 
 /* ---------------------------------------------------------------- spec */
 
@@ -94,9 +94,9 @@ typedef struct pr_pipeline_spec {
     uint16_t n_dense;
     uint16_t n_sparse;
     uint8_t n_dense_ops;
-    uint8_t dense_ops[PR_MAX_OPS];   /* subsequence of neg2zero, log1p */
+    uint8_t dense_ops[PR_MAX_OPS]; /* subsequence of neg2zero, log1p */
     uint8_t n_sparse_ops;
-    uint8_t sparse_ops[PR_MAX_OPS];  /* subsequence of hex2int, modulus, vocab */
+    uint8_t sparse_ops[PR_MAX_OPS]; /* subsequence of hex2int, modulus, vocab */
     pr_vocab_profile profile;
     pr_count_mode count_mode;
     pr_sparse_col_spec sparse[PR_MAX_SPARSE];
@@ -122,15 +122,27 @@ typedef enum pr_sparse_enc {
 } pr_sparse_enc;
 
 /* Bitmaps: words of 64 bits, bit r of column c at words[c*pr_bitmap_words(cap) + r/64]. */
-static inline size_t pr_bitmap_words(uint32_t cap) { return ((size_t)cap + 63) / 64; }
-static inline bool pr_bit_test(const uint64_t *w, size_t i) { return (w[i >> 6] >> (i & 63)) & 1u; }
-static inline void pr_bit_set(uint64_t *w, size_t i) { w[i >> 6] |= (uint64_t)1 << (i & 63); }
-static inline void pr_bit_clear(uint64_t *w, size_t i) { w[i >> 6] &= ~((uint64_t)1 << (i & 63)); }
+static inline size_t pr_bitmap_words(uint32_t cap)
+{
+    return ((size_t)cap + 63) / 64;
+}
+static inline bool pr_bit_test(const uint64_t *w, size_t i)
+{
+    return (w[i >> 6] >> (i & 63)) & 1u;
+}
+static inline void pr_bit_set(uint64_t *w, size_t i)
+{
+    w[i >> 6] |= (uint64_t)1 << (i & 63);
+}
+static inline void pr_bit_clear(uint64_t *w, size_t i)
+{
+    w[i >> 6] &= ~((uint64_t)1 << (i & 63));
+}
 
 /* A columnar input row block. Decoders fill it; the engine only reads it. */
 typedef struct pr_block {
-    uint32_t rows;            /* rows filled */
-    uint32_t cap;             /* capacity of every column (multiple of 64) */
+    uint32_t rows; /* rows filled */
+    uint32_t cap;  /* capacity of every column (multiple of 64) */
     uint16_t n_dense;
     uint16_t n_sparse;
     int32_t *labels;          /* [cap] */
@@ -142,9 +154,9 @@ typedef struct pr_block {
     uint64_t *sparse_missing; /* n_sparse bitmaps; set bit = missing (empty field) */
     /* Row metadata; allocated when the block is created with_meta. Offline mode
      * keeps the 1-based input line number in `offset`. */
-    int32_t *partition;       /* [cap] */
-    int64_t *offset;          /* [cap] */
-    int64_t *event_time_ms;   /* [cap] */
+    int32_t *partition;     /* [cap] */
+    int64_t *offset;        /* [cap] */
+    int64_t *event_time_ms; /* [cap] */
 } pr_block;
 
 /* Allocate a block (cap is rounded up to a multiple of 64; all columns 64-byte
@@ -167,7 +179,7 @@ void pr_block_put_hex(pr_block *b, uint32_t col, uint32_t row, const char *s, si
 /* Reasons a row can be rejected by the engine. */
 typedef enum pr_reject_reason {
     PR_REJECT_NONE = 0,
-    PR_REJECT_BAD_HEX,      /* non-hex character in a sparse field */
+    PR_REJECT_BAD_HEX, /* non-hex character in a sparse field */
     PR_REJECT__ENGINE_COUNT
 } pr_reject_reason;
 
@@ -179,21 +191,27 @@ typedef struct pr_out {
     uint32_t cap;
     uint16_t n_dense;
     uint16_t n_sparse;
-    uint8_t sparse_width;     /* 4 (int32) or 8 (int64), fixed per engine */
+    uint8_t sparse_width; /* 4 (int32) or 8 (int64), fixed per engine */
     uint32_t n_rejected;
-    int32_t *labels;          /* [cap] (copied from the input) */
-    float *dense;             /* [n_dense][cap] */
-    void *sparse;             /* [n_sparse][cap] of int32_t or int64_t */
-    uint64_t *rejected;       /* bitmap over rows */
-    uint8_t *reject_reason;   /* [cap] pr_reject_reason */
-    uint16_t *reject_col;     /* [cap] sparse column index that failed */
+    int32_t *labels;        /* [cap] (copied from the input) */
+    float *dense;           /* [n_dense][cap] */
+    void *sparse;           /* [n_sparse][cap] of int32_t or int64_t */
+    uint64_t *rejected;     /* bitmap over rows */
+    uint8_t *reject_reason; /* [cap] pr_reject_reason */
+    uint16_t *reject_col;   /* [cap] sparse column index that failed */
 } pr_out;
 
 pr_out *pr_out_new(uint16_t n_dense, uint16_t n_sparse, uint32_t cap, uint8_t sparse_width);
 void pr_out_free(pr_out *o);
 
-static inline int32_t *pr_out_sparse32(pr_out *o, uint32_t col) { return (int32_t *)o->sparse + (size_t)col * o->cap; }
-static inline int64_t *pr_out_sparse64(pr_out *o, uint32_t col) { return (int64_t *)o->sparse + (size_t)col * o->cap; }
+static inline int32_t *pr_out_sparse32(pr_out *o, uint32_t col)
+{
+    return (int32_t *)o->sparse + (size_t)col * o->cap;
+}
+static inline int64_t *pr_out_sparse64(pr_out *o, uint32_t col)
+{
+    return (int64_t *)o->sparse + (size_t)col * o->cap;
+}
 /* Index of (col,row) widened to int64 whatever the width. */
 static inline int64_t pr_out_index(const pr_out *o, uint32_t col, uint32_t row)
 {
@@ -206,16 +224,16 @@ static inline int64_t pr_out_index(const pr_out *o, uint32_t col, uint32_t row)
 typedef struct pr_engine pr_engine;
 
 typedef struct pr_engine_opts {
-    const char *backend;   /* "cpu" (default when NULL), "hls-sim", "xrt", "auto" */
-    int threads;           /* worker threads for the cpu backend; <= 0 = 1 */
-    const char *xclbin;    /* xrt: path of the device binary */
-    int device;            /* xrt: device index */
+    const char *backend; /* "cpu" (default when NULL), "hls-sim", "xrt", "auto" */
+    int threads;         /* worker threads for the cpu backend; <= 0 = 1 */
+    const char *xclbin;  /* xrt: path of the device binary */
+    int device;          /* xrt: device index */
 } pr_engine_opts;
 
 /* Per-operator accounting, accumulated over the engine's life. */
 typedef struct pr_engine_stats {
-    uint64_t op_ns[PR_OP__COUNT];      /* wall time summed over workers */
-    uint64_t op_values[PR_OP__COUNT];  /* values that went through the operator */
+    uint64_t op_ns[PR_OP__COUNT];     /* wall time summed over workers */
+    uint64_t op_values[PR_OP__COUNT]; /* values that went through the operator */
     uint64_t rows_in;
     uint64_t rows_rejected;
     uint64_t blocks;
@@ -223,8 +241,8 @@ typedef struct pr_engine_stats {
 
 /* Compile `spec` (copied) for the chosen backend. On failure returns NULL and
  * writes why into errstr (unknown backend, no device, invalid spec...). */
-pr_engine *pr_engine_new(const pr_pipeline_spec *spec, const pr_engine_opts *opts,
-                         char *errstr, size_t errstr_size);
+pr_engine *pr_engine_new(const pr_pipeline_spec *spec, const pr_engine_opts *opts, char *errstr,
+                         size_t errstr_size);
 void pr_engine_free(pr_engine *eng);
 
 const pr_pipeline_spec *pr_engine_spec(const pr_engine *eng);
@@ -236,8 +254,8 @@ uint8_t pr_engine_sparse_width(const pr_engine *eng);     /* 4 or 8 */
  * is full under the dlrm profile (errstr names the column; the engine state is
  * then unchanged for rows after the failing one and the pipeline should stop),
  * or another PR_E* code. */
-int pr_engine_process(pr_engine *eng, const pr_block *in, pr_out *out,
-                      char *errstr, size_t errstr_size);
+int pr_engine_process(pr_engine *eng, const pr_block *in, pr_out *out, char *errstr,
+                      size_t errstr_size);
 
 /* Two-pass min_count (count_mode == PR_COUNT_TWO_PASS): feed every block once
  * through pr_engine_count(), then call pr_engine_count_done(), then process the
@@ -258,9 +276,9 @@ uint64_t pr_engine_vocab_size(const pr_engine *eng, uint32_t col);
  * min_count times so far (streaming mode), kept so counting resumes after a
  * restore. */
 typedef struct pr_vocab_entry {
-    uint64_t value;  /* key after Hex2Int and Modulus */
+    uint64_t value; /* key after Hex2Int and Modulus */
     int64_t index;
-    uint64_t count;  /* times seen (0 when the backend does not count) */
+    uint64_t count; /* times seen (0 when the backend does not count) */
 } pr_vocab_entry;
 
 /* Read a column's vocabulary: calls `cb` for every entry in increasing index
@@ -293,8 +311,10 @@ int pr_engine_vocab_load(pr_engine *eng, const char *path, char *errstr, size_t 
  * pr_engine_vocab_checkpoint saves a snapshot (as pr_engine_vocab_save) and
  * then truncates the journal at `journal_path` (NULL: the open journal) to
  * its header. pr_engine_free closes the journal. */
-int pr_engine_vocab_journal_open(pr_engine *eng, const char *path, char *errstr, size_t errstr_size);
-int pr_engine_vocab_journal_replay(pr_engine *eng, const char *path, char *errstr, size_t errstr_size);
+int pr_engine_vocab_journal_open(pr_engine *eng, const char *path, char *errstr,
+                                 size_t errstr_size);
+int pr_engine_vocab_journal_replay(pr_engine *eng, const char *path, char *errstr,
+                                   size_t errstr_size);
 int pr_engine_vocab_checkpoint(pr_engine *eng, const char *snapshot_path, const char *journal_path,
                                char *errstr, size_t errstr_size);
 void pr_engine_vocab_journal_close(pr_engine *eng);

@@ -27,7 +27,7 @@
 #include "pr_log.h"
 
 #define PR__ADD(field, n) __atomic_add_fetch(&(field), (n), __ATOMIC_RELAXED)
-#define PR__LOAD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+#define PR__LOAD(field)   __atomic_load_n(&(field), __ATOMIC_RELAXED)
 
 typedef struct pr__part {
     int tidx;
@@ -140,8 +140,12 @@ static ssize_t pr__part_get(pr_consumer *c, int tidx, int32_t partition)
         c->parts = np;
         c->cap_parts = nc;
     }
-    c->parts[c->n_parts] = (pr__part){ .tidx = tidx, .partition = partition, .key = key,
-                                       .consumed_next = -1, .stored = -1, .committed = -1 };
+    c->parts[c->n_parts] = (pr__part){.tidx = tidx,
+                                      .partition = partition,
+                                      .key = key,
+                                      .consumed_next = -1,
+                                      .stored = -1,
+                                      .committed = -1};
     i = (ssize_t)c->n_parts++;
     pthread_mutex_unlock(&c->lock);
     c->last_part = (size_t)i;
@@ -153,8 +157,10 @@ static ssize_t pr__part_get(pr_consumer *c, int tidx, int32_t partition)
 static void pr__log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
     (void)rk;
-    pr_log_level l = level <= 3 ? PR_LOG_ERROR : level <= 4 ? PR_LOG_WARN
-                   : level <= 6 ? PR_LOG_INFO : PR_LOG_DEBUG;
+    pr_log_level l = level <= 3   ? PR_LOG_ERROR
+                     : level <= 4 ? PR_LOG_WARN
+                     : level <= 6 ? PR_LOG_INFO
+                                  : PR_LOG_DEBUG;
     pr_log(l, "librdkafka %s: %s", fac, buf);
 }
 
@@ -203,8 +209,10 @@ static size_t pr__tps_from_list(pr_consumer *c, const rd_kafka_topic_partition_l
             p->stored = -1;
             p->committed = -1;
         }
-        out[n] = (pr_tp){ .topic = c->topics[tidx], .partition = p->partition, .key = p->key,
-                          .offset = assigned ? -1 : p->consumed_next };
+        out[n] = (pr_tp){.topic = c->topics[tidx],
+                         .partition = p->partition,
+                         .key = p->key,
+                         .offset = assigned ? -1 : p->consumed_next};
         if (assigned)
             p->assigned = true; /* revoked ones stay assigned until unassigned */
         pthread_mutex_unlock(&c->lock);
@@ -302,22 +310,28 @@ static void pr__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 }
 
 /* The decoders' reject callback: count, log, tell the owner, dead-letter. */
-static void pr__on_reject(void *opaque, int reason, const char *detail, const char *rec,
-                          size_t len, int64_t recno)
+static void pr__on_reject(void *opaque, int reason, const char *detail, const char *rec, size_t len,
+                          int64_t recno)
 {
     pr_consumer *c = opaque;
     if (reason < 0 || reason >= PR_DEC__COUNT)
         reason = 0;
     PR__ADD(c->st.rejects[reason], 1);
     PR__ADD(c->st.rejected_records, 1);
-    pr_log_ratelimited(&c->rl_reject, PR_LOG_WARN, "%s [%" PRId32 "] offset %" PRId64
-                       " record %" PRId64 ": %s: %s", c->cur.topic, c->cur.partition,
-                       c->cur.offset, recno, pr_decode_reason_name(reason), detail);
+    pr_log_ratelimited(&c->rl_reject, PR_LOG_WARN,
+                       "%s [%" PRId32 "] offset %" PRId64 " record %" PRId64 ": %s: %s",
+                       c->cur.topic, c->cur.partition, c->cur.offset, recno,
+                       pr_decode_reason_name(reason), detail);
     if (c->on_reject) {
-        pr_reject_info ri = { .reason = reason, .detail = detail, .topic = c->cur.topic,
-                              .partition = c->cur.partition, .key = c->cur.key,
-                              .offset = c->cur.offset, .record_index = recno, .rec = rec,
-                              .len = len };
+        pr_reject_info ri = {.reason = reason,
+                             .detail = detail,
+                             .topic = c->cur.topic,
+                             .partition = c->cur.partition,
+                             .key = c->cur.key,
+                             .offset = c->cur.offset,
+                             .record_index = recno,
+                             .rec = rec,
+                             .len = len};
         c->on_reject(c->opaque, c, &ri);
     }
     if (c->dlq)
@@ -389,8 +403,8 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
         goto out_conf;
     }
     static const pr_kv_ref forced[] = {
-        { "enable.auto.offset.store", "false" },
-        { "partition.assignment.strategy", "cooperative-sticky" },
+        {"enable.auto.offset.store", "false"},
+        {"partition.assignment.strategy", "cooperative-sticky"},
     };
     for (size_t i = 0; i < sizeof(forced) / sizeof(forced[0]); i++)
         if (rd_kafka_conf_set(kc, forced[i].key, forced[i].value, kerr, sizeof(kerr)))
@@ -403,8 +417,8 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
     rd_kafka_conf_set_opaque(kc, c);
 
     if (conf->dead_letter_topic && *conf->dead_letter_topic) {
-        c->dlq = pr_dlq_new(conf->dead_letter_topic, conf->props, conf->n_props, errstr,
-                            errstr_size);
+        c->dlq =
+            pr_dlq_new(conf->dead_letter_topic, conf->props, conf->n_props, errstr, errstr_size);
         if (!c->dlq)
             goto out_conf;
     }
@@ -423,8 +437,7 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
     rd_kafka_resp_err_t err = rd_kafka_subscribe(c->rk, sub);
     rd_kafka_topic_partition_list_destroy(sub);
     if (err) {
-        pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer: subscribe: %s",
-                  rd_kafka_err2str(err));
+        pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer: subscribe: %s", rd_kafka_err2str(err));
         goto out_rk;
     }
     return c;
@@ -513,13 +526,18 @@ static int pr__deliver(pr_consumer *c, pr_block *b, rd_kafka_message_t *m, int64
 
     rd_kafka_timestamp_type_t tst;
     int64_t ts = rd_kafka_message_timestamp(m, &tst);
-    c->cur = (pr__cur){ .topic = c->topics[tidx], .partition = m->partition,
-                        .key = PR_PART_KEY(tidx, m->partition), .offset = m->offset,
-                        .nrec = nrec };
-    pr_decode_ctx ctx = { .spec = c->spec, .on_reject = pr__on_reject, .opaque = c,
-                          .partition = c->cur.key, .offset = m->offset,
-                          .default_event_time_ms = ts > 0 ? ts : now_ms,
-                          .parse_hex = pr_decode_want_parse_hex(c->spec) };
+    c->cur = (pr__cur){.topic = c->topics[tidx],
+                       .partition = m->partition,
+                       .key = PR_PART_KEY(tidx, m->partition),
+                       .offset = m->offset,
+                       .nrec = nrec};
+    pr_decode_ctx ctx = {.spec = c->spec,
+                         .on_reject = pr__on_reject,
+                         .opaque = c,
+                         .partition = c->cur.key,
+                         .offset = m->offset,
+                         .default_event_time_ms = ts > 0 ? ts : now_ms,
+                         .parse_hex = pr_decode_want_parse_hex(c->spec)};
     uint32_t before = b->rows;
     if (!resuming)
         c->pending_rec = 0;
@@ -541,8 +559,7 @@ static int pr__deliver(pr_consumer *c, pr_block *b, rd_kafka_message_t *m, int64
     return added;
 }
 
-int pr_consumer_poll(pr_consumer *c, pr_block *b, int timeout_ms, char *errstr,
-                     size_t errstr_size)
+int pr_consumer_poll(pr_consumer *c, pr_block *b, int timeout_ms, char *errstr, size_t errstr_size)
 {
     if (c->closed)
         return pr_seterr(errstr, errstr_size, PR_ESTATE, "consumer: closed");
@@ -656,7 +673,8 @@ int pr_consumer_store_offset_key(pr_consumer *c, int32_t key, int64_t next_offse
     rd_kafka_topic_partition_list_destroy(l);
     if (err)
         return err == RD_KAFKA_RESP_ERR__STATE || err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION
-                   ? PR_ESTATE : PR_EKAFKA;
+                   ? PR_ESTATE
+                   : PR_EKAFKA;
     pthread_mutex_lock(&c->lock);
     c->parts[i].stored = next_offset;
     pthread_mutex_unlock(&c->lock);
@@ -757,9 +775,10 @@ size_t pr_consumer_assignment(const pr_consumer *c, pr_tp *out, size_t max)
         if (!c->parts[i].assigned)
             continue;
         if (n < max)
-            out[n] = (pr_tp){ .topic = c->topics[c->parts[i].tidx],
-                              .partition = c->parts[i].partition, .key = c->parts[i].key,
-                              .offset = -1 };
+            out[n] = (pr_tp){.topic = c->topics[c->parts[i].tidx],
+                             .partition = c->parts[i].partition,
+                             .key = c->parts[i].key,
+                             .offset = -1};
         n++;
     }
     pthread_mutex_unlock(&mc->lock);
@@ -774,10 +793,11 @@ size_t pr_consumer_lag(pr_consumer *c, pr_partition_lag *out, size_t max)
         if (!c->parts[i].assigned)
             continue;
         if (n < max) {
-            out[n] = (pr_partition_lag){
-                .tp = { .topic = c->topics[c->parts[i].tidx], .partition = c->parts[i].partition,
-                        .key = c->parts[i].key, .offset = -1 },
-                .committed = c->parts[i].committed };
+            out[n] = (pr_partition_lag){.tp = {.topic = c->topics[c->parts[i].tidx],
+                                               .partition = c->parts[i].partition,
+                                               .key = c->parts[i].key,
+                                               .offset = -1},
+                                        .committed = c->parts[i].committed};
             n++;
         }
         total++;
@@ -792,8 +812,8 @@ size_t pr_consumer_lag(pr_consumer *c, pr_partition_lag *out, size_t max)
     bool paused = pr_consumer_paused(c);
     for (size_t i = 0; i < n; i++) {
         int64_t lo = -1, hi = -1;
-        if (rd_kafka_get_watermark_offsets(c->rk, out[i].tp.topic, out[i].tp.partition, &lo,
-                                           &hi) || hi < 0)
+        if (rd_kafka_get_watermark_offsets(c->rk, out[i].tp.topic, out[i].tp.partition, &lo, &hi) ||
+            hi < 0)
             hi = -1;
         int64_t pos = l->elems[i].err || l->elems[i].offset < 0 ? -1 : l->elems[i].offset;
         out[i].high_watermark = hi;

@@ -39,7 +39,7 @@
 #endif
 
 #define PR__DETAIL_MAX 160
-#define PR__SHOW_MAX 40 /* characters of a bad value quoted in a reject detail */
+#define PR__SHOW_MAX   40 /* characters of a bad value quoted in a reject detail */
 
 static inline uint64_t pr__load64(const char *p)
 {
@@ -66,7 +66,8 @@ static inline unsigned pr__swar_digits(uint64_t x)
     const uint64_t hi = 0xf0f0f0f0f0f0f0f0ull, three = 0x3030303030303030ull;
     uint64_t bad = ((x & hi) ^ three) | (((x + 0x0606060606060606ull) & hi) ^ three);
     /* High bit of each byte set where bad is non-zero. */
-    uint64_t nz = (((bad & 0x7f7f7f7f7f7f7f7full) + 0x7f7f7f7f7f7f7f7full) | bad) & 0x8080808080808080ull;
+    uint64_t nz =
+        (((bad & 0x7f7f7f7f7f7f7f7full) + 0x7f7f7f7f7f7f7f7full) | bad) & 0x8080808080808080ull;
     return nz ? (unsigned)__builtin_ctzll(nz) >> 3 : 8;
 }
 
@@ -276,8 +277,9 @@ static int pr__decode_line(const pr_decode_ctx *ctx, pr_block *b, const char *li
         bool u64 = b->sparse_enc[c] == PR_SPARSE_U64;
         char *slot = u64 ? NULL : pr_block_hex(b, c, r);
         /* Fast path: exactly 8 characters, no tab among them. */
-        if (!u64 && end - p >= 8 && !pr__has_tab8(pr__load64(p)) && (end - p == 8 || p[8] == '\t')) {
-            static const char zeros[8] = { '0', '0', '0', '0', '0', '0', '0', '0' };
+        if (!u64 && end - p >= 8 && !pr__has_tab8(pr__load64(p)) &&
+            (end - p == 8 || p[8] == '\t')) {
+            static const char zeros[8] = {'0', '0', '0', '0', '0', '0', '0', '0'};
             memcpy(slot, zeros, 8);
             memcpy(slot + 8, p, 8);
             PR__NEXT(p + 8);
@@ -390,9 +392,16 @@ static inline bool pr__all_u64(const pr_block *b)
  * characters into nibbles, join nibble pairs into bytes, pack. */
 #if defined(__SSE2__)
 typedef __m128i pr__hexacc;
-static inline pr__hexacc pr__hexacc_init(void) { return _mm_set1_epi8(-1); }
-static inline bool pr__hexacc_ok(pr__hexacc ok) { return _mm_movemask_epi8(ok) == 0xffff; }
-static inline void pr__hex_pair(uint64_t w0, uint64_t w1, pr__hexacc *ok, uint64_t *v0, uint64_t *v1)
+static inline pr__hexacc pr__hexacc_init(void)
+{
+    return _mm_set1_epi8(-1);
+}
+static inline bool pr__hexacc_ok(pr__hexacc ok)
+{
+    return _mm_movemask_epi8(ok) == 0xffff;
+}
+static inline void pr__hex_pair(uint64_t w0, uint64_t w1, pr__hexacc *ok, uint64_t *v0,
+                                uint64_t *v1)
 {
     const __m128i lo0 = _mm_set1_epi8('0' - 1), hi9 = _mm_set1_epi8('9' + 1);
     const __m128i loa = _mm_set1_epi8('a' - 1), hif = _mm_set1_epi8('f' + 1);
@@ -412,9 +421,16 @@ static inline void pr__hex_pair(uint64_t w0, uint64_t w1, pr__hexacc *ok, uint64
 }
 #else
 typedef uint64_t pr__hexacc;
-static inline pr__hexacc pr__hexacc_init(void) { return PR__HB(0x80); }
-static inline bool pr__hexacc_ok(pr__hexacc ok) { return ok == PR__HB(0x80); }
-static inline void pr__hex_pair(uint64_t w0, uint64_t w1, pr__hexacc *ok, uint64_t *v0, uint64_t *v1)
+static inline pr__hexacc pr__hexacc_init(void)
+{
+    return PR__HB(0x80);
+}
+static inline bool pr__hexacc_ok(pr__hexacc ok)
+{
+    return ok == PR__HB(0x80);
+}
+static inline void pr__hex_pair(uint64_t w0, uint64_t w1, pr__hexacc *ok, uint64_t *v0,
+                                uint64_t *v1)
 {
     *ok &= pr__hex_valid8(w0) & pr__hex_valid8(w1);
     *v0 = pr__hex_pack8(w0);
@@ -551,7 +567,7 @@ static int pr__decode_fast(const pr_decode_ctx *ctx, pr_block *b, const char *li
         }
         char *slot = pr_block_hex(b, c, r);
         if (l == 8) {
-            static const char zeros[8] = { '0', '0', '0', '0', '0', '0', '0', '0' };
+            static const char zeros[8] = {'0', '0', '0', '0', '0', '0', '0', '0'};
             memcpy(slot, zeros, 8);
             memcpy(slot + 8, s, 8);
         } else if (l == 0) {
@@ -626,7 +642,8 @@ size_t pr_decode_criteo_lines(const pr_decode_ctx *ctx, pr_block *b, const char 
         if (!nl && !eof)
             break;
         const char *le = nl ? nl : end;
-        pr__decode_one(ctx, b, p, (size_t)(le - p), (size_t)(end - p), first_recno + lines, all_u64);
+        pr__decode_one(ctx, b, p, (size_t)(le - p), (size_t)(end - p), first_recno + lines,
+                       all_u64);
         lines++;
         p = nl ? nl + 1 : end;
     }

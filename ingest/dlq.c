@@ -26,13 +26,30 @@ struct pr_dlq {
 /* Properties of a consumer that make no sense to a producer: skipped so one
  * property list configures both (librdkafka would warn about each). */
 static const char *const pr__consumer_only[] = {
-    "group.id", "group.instance.id", "auto.offset.reset", "enable.auto.commit",
-    "enable.auto.offset.store", "auto.commit.interval.ms", "partition.assignment.strategy",
-    "session.timeout.ms", "heartbeat.interval.ms", "max.poll.interval.ms",
-    "enable.partition.eof", "fetch.min.bytes", "fetch.max.bytes", "fetch.wait.max.ms",
-    "max.partition.fetch.bytes", "fetch.message.max.bytes", "queued.min.messages",
-    "queued.max.messages.kbytes", "isolation.level", "check.crcs", "group.protocol.type",
-    "coordinator.query.interval.ms", "enable.idempotence", "acks",
+    "group.id",
+    "group.instance.id",
+    "auto.offset.reset",
+    "enable.auto.commit",
+    "enable.auto.offset.store",
+    "auto.commit.interval.ms",
+    "partition.assignment.strategy",
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
+    "max.poll.interval.ms",
+    "enable.partition.eof",
+    "fetch.min.bytes",
+    "fetch.max.bytes",
+    "fetch.wait.max.ms",
+    "max.partition.fetch.bytes",
+    "fetch.message.max.bytes",
+    "queued.min.messages",
+    "queued.max.messages.kbytes",
+    "isolation.level",
+    "check.crcs",
+    "group.protocol.type",
+    "coordinator.query.interval.ms",
+    "enable.idempotence",
+    "acks",
 };
 
 static bool pr__skip_prop(const char *key)
@@ -84,9 +101,9 @@ pr_dlq *pr_dlq_new(const char *topic, const pr_kv_ref *props, size_t n_props, ch
         }
     }
     static const pr_kv_ref forced[] = {
-        { "enable.idempotence", "true" },
-        { "acks", "all" },
-        { "linger.ms", "20" },
+        {"enable.idempotence", "true"},
+        {"acks", "all"},
+        {"linger.ms", "20"},
     };
     for (size_t i = 0; i < sizeof(forced) / sizeof(forced[0]); i++)
         if (rd_kafka_conf_set(conf, forced[i].key, forced[i].value, kerr, sizeof(kerr)) !=
@@ -111,9 +128,8 @@ out_free:
     return NULL;
 }
 
-int pr_dlq_send(pr_dlq *d, const void *payload, size_t len, const char *reason,
-                const char *detail, const char *src_topic, int32_t partition, int64_t offset,
-                int64_t record_index)
+int pr_dlq_send(pr_dlq *d, const void *payload, size_t len, const char *reason, const char *detail,
+                const char *src_topic, int32_t partition, int64_t offset, int64_t record_index)
 {
     char part[16], off[24], idx[24];
     snprintf(part, sizeof(part), "%" PRId32, partition);

@@ -85,7 +85,7 @@ static inline bool pr__hex_parse_safe(const char *s, size_t len, size_t avail, u
 {
     if (len >= 8 || avail >= 8)
         return pr__hex_parse_padded(s, len, out);
-    char tmp[8] = { 0 };
+    char tmp[8] = {0};
     memcpy(tmp, s, len);
     return pr__hex_parse_padded(tmp, len, out);
 }

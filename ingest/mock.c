@@ -21,16 +21,16 @@ struct pr_mock_broker {
     char *bootstrap;
 };
 
-int pr_mock_broker_create_topic(pr_mock_broker *mb, const char *topic, int partitions,
-                                char *errstr, size_t errstr_size)
+int pr_mock_broker_create_topic(pr_mock_broker *mb, const char *topic, int partitions, char *errstr,
+                                size_t errstr_size)
 {
     if (!topic || !*topic || partitions < 1)
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
                          "mock broker: topic needs a name and >= 1 partition");
     rd_kafka_resp_err_t err = rd_kafka_mock_topic_create(mb->mc, topic, partitions, 1);
     if (err)
-        return pr_seterr(errstr, errstr_size, PR_EKAFKA, "mock broker: create topic %s: %s",
-                         topic, rd_kafka_err2str(err));
+        return pr_seterr(errstr, errstr_size, PR_EKAFKA, "mock broker: create topic %s: %s", topic,
+                         rd_kafka_err2str(err));
     return 0;
 }
 

@@ -26,13 +26,13 @@
 
 typedef enum pr_decode_reason {
     PR_DEC_OK = 0,
-    PR_DEC_FIELD_COUNT,   /* wrong number of tab-separated fields */
-    PR_DEC_BAD_LABEL,     /* label not an integer */
-    PR_DEC_BAD_DENSE,     /* dense field not a number */
-    PR_DEC_BAD_HEX,       /* sparse field with a non-hex character */
-    PR_DEC_LONG_HEX,      /* sparse field longer than 16 hex digits */
-    PR_DEC_BAD_PROTOBUF,  /* protobuf payload does not parse */
-    PR_DEC_BAD_SHAPE,     /* protobuf event with the wrong number of values */
+    PR_DEC_FIELD_COUNT,  /* wrong number of tab-separated fields */
+    PR_DEC_BAD_LABEL,    /* label not an integer */
+    PR_DEC_BAD_DENSE,    /* dense field not a number */
+    PR_DEC_BAD_HEX,      /* sparse field with a non-hex character */
+    PR_DEC_LONG_HEX,     /* sparse field longer than 16 hex digits */
+    PR_DEC_BAD_PROTOBUF, /* protobuf payload does not parse */
+    PR_DEC_BAD_SHAPE,    /* protobuf event with the wrong number of values */
     PR_DEC__COUNT
 } pr_decode_reason;
 
@@ -46,7 +46,7 @@ typedef void (*pr_reject_cb)(void *opaque, int reason, const char *detail, const
                              size_t len, int64_t recno);
 
 typedef struct pr_decode_ctx {
-    const pr_pipeline_spec *spec;  /* shape: label, n_dense, n_sparse */
+    const pr_pipeline_spec *spec; /* shape: label, n_dense, n_sparse */
     pr_reject_cb on_reject;
     void *opaque;
     /* Row metadata written into blocks that have it. */
@@ -116,8 +116,8 @@ int pr_decode_protobuf_event_batch(const pr_decode_ctx *ctx, pr_block *b, const 
  * same rows, same reject decisions. A rejected event of a batch is passed to
  * the reject callback as its own bytes by the fast decoder, re-encoded by
  * the reference. With ctx->parse_hex an empty block gets u64 columns. */
-int pr_decode_protobuf_event_ref(const pr_decode_ctx *ctx, pr_block *b, const void *buf,
-                                 size_t len, uint32_t *next_rec, pr_arena *arena);
+int pr_decode_protobuf_event_ref(const pr_decode_ctx *ctx, pr_block *b, const void *buf, size_t len,
+                                 uint32_t *next_rec, pr_arena *arena);
 int pr_decode_protobuf_event_batch_ref(const pr_decode_ctx *ctx, pr_block *b, const void *buf,
                                        size_t len, uint32_t *next_rec, pr_arena *arena);
 

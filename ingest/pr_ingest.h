@@ -107,17 +107,18 @@ int pr_message_record_count(pr_msg_format fmt, const void *buf, size_t len, pr_a
 
 /* ---------------------------------------------------------------- keys */
 
-#define PR_PART_KEY(topic_idx, partition) ((int32_t)(((uint32_t)(topic_idx) << 16) | (uint32_t)(partition)))
-#define PR_PART_KEY_TOPIC(key) ((int)((uint32_t)(key) >> 16))
-#define PR_PART_KEY_PARTITION(key) ((int32_t)((uint32_t)(key) & 0xffffu))
+#define PR_PART_KEY(topic_idx, partition)                                                          \
+    ((int32_t)(((uint32_t)(topic_idx) << 16) | (uint32_t)(partition)))
+#define PR_PART_KEY_TOPIC(key)     ((int)((uint32_t)(key) >> 16))
+#define PR_PART_KEY_PARTITION(key) ((int32_t)((uint32_t)(key)&0xffffu))
 
 /* A topic-partition as seen by callbacks and listings. `topic` points into
  * the consumer's topic table and stays valid until pr_consumer_free. */
 typedef struct pr_tp {
     const char *topic;
     int32_t partition;
-    int32_t key;      /* PR_PART_KEY(topic index, partition) */
-    int64_t offset;   /* meaning depends on the call; -1 when not applicable */
+    int32_t key;    /* PR_PART_KEY(topic index, partition) */
+    int64_t offset; /* meaning depends on the call; -1 when not applicable */
 } pr_tp;
 
 /* ---------------------------------------------------------------- dead letters */
@@ -139,9 +140,8 @@ pr_dlq *pr_dlq_new(const char *topic, const pr_kv_ref *props, size_t n_props, ch
 /* One dead letter: the original bytes plus the reason headers. record_index
  * < 0 omits piperec-record-index. Non-blocking; PR_EAGAIN when the producer
  * queue is full (counted as failed). Any thread, but one at a time. */
-int pr_dlq_send(pr_dlq *d, const void *payload, size_t len, const char *reason,
-                const char *detail, const char *src_topic, int32_t partition, int64_t offset,
-                int64_t record_index);
+int pr_dlq_send(pr_dlq *d, const void *payload, size_t len, const char *reason, const char *detail,
+                const char *src_topic, int32_t partition, int64_t offset, int64_t record_index);
 
 /* Serve delivery reports (non-blocking); the consumer calls it in its poll. */
 void pr_dlq_poll(pr_dlq *d);
@@ -151,9 +151,9 @@ int pr_dlq_flush(pr_dlq *d, int timeout_ms);
 void pr_dlq_free(pr_dlq *d);
 
 typedef struct pr_dlq_stats {
-    uint64_t sent;     /* delivery confirmed by the broker */
-    uint64_t failed;   /* enqueue refused or delivery failed */
-    uint64_t pending;  /* enqueued, not yet confirmed */
+    uint64_t sent;    /* delivery confirmed by the broker */
+    uint64_t failed;  /* enqueue refused or delivery failed */
+    uint64_t pending; /* enqueued, not yet confirmed */
 } pr_dlq_stats;
 
 void pr_dlq_get_stats(const pr_dlq *d, pr_dlq_stats *st); /* any thread */
@@ -165,14 +165,14 @@ typedef struct pr_consumer pr_consumer;
 
 /* What a rejected record looked like. Pointers are valid only during the call. */
 typedef struct pr_reject_info {
-    int reason;            /* pr_decode_reason */
+    int reason; /* pr_decode_reason */
     const char *detail;
     const char *topic;
     int32_t partition;
     int32_t key;
     int64_t offset;
-    int64_t record_index;  /* record within the message (line / event), 0-based */
-    const void *rec;       /* the rejected record's bytes */
+    int64_t record_index; /* record within the message (line / event), 0-based */
+    const void *rec;      /* the rejected record's bytes */
     size_t len;
 } pr_reject_info;
 
@@ -180,17 +180,17 @@ typedef void (*pr_partitions_cb)(void *opaque, pr_consumer *c, const pr_tp *part
 typedef void (*pr_msg_reject_cb)(void *opaque, pr_consumer *c, const pr_reject_info *ri);
 
 typedef struct pr_consumer_conf {
-    const char *const *topics;  /* subscribed topics (a "^regex" works too) */
+    const char *const *topics; /* subscribed topics (a "^regex" works too) */
     size_t n_topics;
-    const char *group_id;       /* required */
-    const pr_kv_ref *props;     /* passed to librdkafka untouched (SASL, SSL, tuning...) */
-    size_t n_props;             /* except: enable.auto.offset.store=false and
-                                 * partition.assignment.strategy=cooperative-sticky
-                                 * are forced; enable.auto.commit defaults to true */
+    const char *group_id;   /* required */
+    const pr_kv_ref *props; /* passed to librdkafka untouched (SASL, SSL, tuning...) */
+    size_t n_props;         /* except: enable.auto.offset.store=false and
+                             * partition.assignment.strategy=cooperative-sticky
+                             * are forced; enable.auto.commit defaults to true */
     pr_msg_format format;
-    const pr_pipeline_spec *spec; /* shape (label, n_dense, n_sparse); borrowed for life */
+    const pr_pipeline_spec *spec;  /* shape (label, n_dense, n_sparse); borrowed for life */
     const char *dead_letter_topic; /* NULL = rejects are counted and logged only */
-    const pr_clock *clock;      /* event time fallback ("now"); NULL = real clock */
+    const pr_clock *clock;         /* event time fallback ("now"); NULL = real clock */
     /* Callbacks (all optional), run on the polling thread. on_assign gets the
      * newly assigned partitions (offset -1); on_revoke the partitions about
      * to be unassigned (offset = consumed_next, or -1), before the commit. */
@@ -211,8 +211,7 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
  * on a fatal consumer error (errstr says why). `b` must have the pipeline's
  * shape; with_meta blocks get partition key, offset and event time per row
  * (event's own time, else the message timestamp, else the clock's now). */
-int pr_consumer_poll(pr_consumer *c, pr_block *b, int timeout_ms, char *errstr,
-                     size_t errstr_size);
+int pr_consumer_poll(pr_consumer *c, pr_block *b, int timeout_ms, char *errstr, size_t errstr_size);
 
 /* Stop / restart fetching from every assigned partition (and from partitions
  * assigned while paused). Keep polling while paused: rebalances are served by
@@ -258,10 +257,10 @@ typedef struct pr_consumer_stats {
     uint64_t rejected_records;       /* sum of rejects[] */
     uint64_t dlq_sent;
     uint64_t dlq_failed;
-    uint64_t kafka_errors;           /* non-fatal consumer errors seen by poll */
-    uint64_t rebalances;             /* assign + revoke events */
+    uint64_t kafka_errors; /* non-fatal consumer errors seen by poll */
+    uint64_t rebalances;   /* assign + revoke events */
     uint32_t assigned_partitions;
-    uint32_t paused_partitions;      /* gauge */
+    uint32_t paused_partitions; /* gauge */
     bool paused;
 } pr_consumer_stats;
 
@@ -300,8 +299,8 @@ pr_mock_broker *pr_mock_broker_start(int partitions, const char *topics_csv, cha
                                      size_t errstr_size);
 /* "127.0.0.1:PORT", valid until stop. */
 const char *pr_mock_broker_bootstrap(const pr_mock_broker *mb);
-int pr_mock_broker_create_topic(pr_mock_broker *mb, const char *topic, int partitions,
-                                char *errstr, size_t errstr_size);
+int pr_mock_broker_create_topic(pr_mock_broker *mb, const char *topic, int partitions, char *errstr,
+                                size_t errstr_size);
 void pr_mock_broker_stop(pr_mock_broker *mb); /* NULL ok */
 
 #endif

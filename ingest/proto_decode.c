@@ -42,7 +42,7 @@ struct pr_arena {
     char *buf;
     size_t cap;
     size_t used;
-    pr__chunk *extra;     /* overflow chunks of the current message */
+    pr__chunk *extra; /* overflow chunks of the current message */
     size_t extra_bytes;
     ProtobufCAllocator pc; /* allocator_data = this arena */
 };
@@ -279,7 +279,8 @@ static void pr__put_event(const pr_decode_ctx *ctx, pr_block *b, const Piperec__
     if (b->offset)
         b->offset[r] = ctx->offset;
     if (b->event_time_ms)
-        b->event_time_ms[r] = ev->event_time_ms > 0 ? ev->event_time_ms : ctx->default_event_time_ms;
+        b->event_time_ms[r] =
+            ev->event_time_ms > 0 ? ev->event_time_ms : ctx->default_event_time_ms;
     b->rows = r + 1;
 }
 
@@ -315,8 +316,8 @@ static int pr__event(const pr_decode_ctx *ctx, pr_block *b, const Piperec__V1__E
 
 /* ---------------------------------------------------------------- decoders */
 
-int pr_decode_protobuf_event_ref(const pr_decode_ctx *ctx, pr_block *b, const void *buf,
-                                 size_t len, uint32_t *next_rec, pr_arena *arena)
+int pr_decode_protobuf_event_ref(const pr_decode_ctx *ctx, pr_block *b, const void *buf, size_t len,
+                                 uint32_t *next_rec, pr_arena *arena)
 {
     if (*next_rec >= 1)
         return 0;
@@ -439,7 +440,8 @@ static inline __attribute__((always_inline)) bool pr__pb_varint(const uint8_t **
 }
 
 /* Field number and wire type; p < end. */
-static inline bool pr__pb_tag(const uint8_t **pp, const uint8_t *end, uint32_t *field, unsigned *wire)
+static inline bool pr__pb_tag(const uint8_t **pp, const uint8_t *end, uint32_t *field,
+                              unsigned *wire)
 {
     const uint8_t *p = *pp;
     uint8_t c = p[0];
@@ -542,7 +544,8 @@ static bool pr__event_wire_ok(const uint8_t *p, const uint8_t *end)
         if (!pr__pb_tag(&p, end, &f, &w))
             return false;
         switch (f) {
-        case 1: case 2:
+        case 1:
+        case 2:
             if (w != PR__W_VARINT || !pr__pb_skip(&p, end, w))
                 return false;
             break;
@@ -555,7 +558,9 @@ static bool pr__event_wire_ok(const uint8_t *p, const uint8_t *end)
                 return false;
             }
             break;
-        case 4: case 6: case 7:
+        case 4:
+        case 6:
+        case 7:
             if (w == PR__W_LEN) {
                 if (!pr__pb_len(&p, end, &n) || !pr__pb_packed_ok(p, p + n))
                     return false;
@@ -604,12 +609,12 @@ typedef struct pr__ev {
     int64_t event_time_ms;
     size_t n_dense, n_hex, n_id;
     int64_t dmiss_bad, smiss_bad; /* first out-of-range index, -1 = none */
-    uint64_t dmiss[PR__BM_WORDS];  /* dense_missing indices */
-    uint64_t smiss[PR__BM_WORDS];  /* sparse_missing indices and empty hex strings */
-    int64_t hex_bad;               /* first sparse_hex index with a problem, -1 = none */
+    uint64_t dmiss[PR__BM_WORDS]; /* dense_missing indices */
+    uint64_t smiss[PR__BM_WORDS]; /* sparse_missing indices and empty hex strings */
+    int64_t hex_bad;              /* first sparse_hex index with a problem, -1 = none */
     int hex_bad_reason;
     size_t hex_bad_len;
-    bool enc_set;                  /* block column encodings fixed for this event */
+    bool enc_set; /* block column encodings fixed for this event */
 } pr__ev;
 
 /* Fix the column encodings of an empty block from the event's first sparse

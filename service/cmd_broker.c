@@ -20,29 +20,28 @@
 
 static void pr__broker_usage(FILE *f)
 {
-    fprintf(f,
-            "usage: piperec broker [--partitions N] [--topics a,b,...]\n"
-            "\n"
-            "Starts a TEST Kafka broker on 127.0.0.1 (librdkafka's mock cluster) and\n"
-            "prints `bootstrap=HOST:PORT` as the first line of stdout; runs until\n"
-            "SIGINT/SIGTERM. For tests and demos only: no durability (everything is\n"
-            "in memory and gone at exit), no SSL/SASL, and only the last ~5 MB of\n"
-            "each partition are kept, so consume while you produce. Production\n"
-            "uses a real Kafka cluster.\n"
-            "\n"
-            "  --partitions N   partitions per created topic (default 3)\n"
-            "  --topics LIST    comma-separated topics to create up front (default\n"
-            "                   \"events\"); other topics are auto-created on first use\n"
-            "                   with the mock's default partition count\n");
+    fprintf(f, "usage: piperec broker [--partitions N] [--topics a,b,...]\n"
+               "\n"
+               "Starts a TEST Kafka broker on 127.0.0.1 (librdkafka's mock cluster) and\n"
+               "prints `bootstrap=HOST:PORT` as the first line of stdout; runs until\n"
+               "SIGINT/SIGTERM. For tests and demos only: no durability (everything is\n"
+               "in memory and gone at exit), no SSL/SASL, and only the last ~5 MB of\n"
+               "each partition are kept, so consume while you produce. Production\n"
+               "uses a real Kafka cluster.\n"
+               "\n"
+               "  --partitions N   partitions per created topic (default 3)\n"
+               "  --topics LIST    comma-separated topics to create up front (default\n"
+               "                   \"events\"); other topics are auto-created on first use\n"
+               "                   with the mock's default partition count\n");
 }
 
 int pr_cmd_broker(int argc, char **argv)
 {
     static const struct option opts[] = {
-        { "partitions", required_argument, NULL, 'p' },
-        { "topics", required_argument, NULL, 't' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
+        {"partitions", required_argument, NULL, 'p'},
+        {"topics", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     int partitions = 3;
     const char *topics = "events";
@@ -90,7 +89,8 @@ int pr_cmd_broker(int argc, char **argv)
     printf("bootstrap=%s\n", pr_mock_broker_bootstrap(mb));
     fflush(stdout);
     pr_info("test broker up at %s: topics %s with %d partition(s) each (no durability, "
-            "~5 MB per partition)", pr_mock_broker_bootstrap(mb), topics, partitions);
+            "~5 MB per partition)",
+            pr_mock_broker_bootstrap(mb), topics, partitions);
     int sig;
     while (!(sig = pr_svc_wait_signal(&set, 1000)))
         ;

@@ -47,28 +47,29 @@ typedef struct consume_opts {
 } consume_opts;
 
 static const struct option consume_longopts[] = {
-    { "connect", required_argument, NULL, 'c' },
-    { "pipeline", required_argument, NULL, 'p' },
-    { "count", required_argument, NULL, 'n' },
-    { "credits", required_argument, NULL, 'k' },
-    { "output", required_argument, NULL, 'o' },
-    { "client-id", required_argument, NULL, 'i' },
-    { "idle-timeout-ms", required_argument, NULL, 't' },
-    { "quiet", no_argument, NULL, 'q' },
-    { "help", no_argument, NULL, 'h' },
-    { NULL, 0, NULL, 0 },
+    {"connect", required_argument, NULL, 'c'},
+    {"pipeline", required_argument, NULL, 'p'},
+    {"count", required_argument, NULL, 'n'},
+    {"credits", required_argument, NULL, 'k'},
+    {"output", required_argument, NULL, 'o'},
+    {"client-id", required_argument, NULL, 'i'},
+    {"idle-timeout-ms", required_argument, NULL, 't'},
+    {"quiet", no_argument, NULL, 'q'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
 };
 
 static void consume_usage(FILE *f)
 {
-    fprintf(f,
-            "usage: piperec consume --connect HOST:PORT --pipeline P [options]\n"
-            "  --count N            stop after N batches (default: until EOF or SIGINT)\n"
-            "  --credits K          credit window: unacked batches in flight (default 8)\n"
-            "  --output DIR         append every batch to DIR/{dense,sparse,labels}.npy + meta.json\n"
-            "  --client-id ID       name shown in the server's logs\n"
-            "  --idle-timeout-ms MS stop when no batch came for MS ms (default: wait forever)\n"
-            "  --quiet              only the summary\n");
+    fprintf(
+        f,
+        "usage: piperec consume --connect HOST:PORT --pipeline P [options]\n"
+        "  --count N            stop after N batches (default: until EOF or SIGINT)\n"
+        "  --credits K          credit window: unacked batches in flight (default 8)\n"
+        "  --output DIR         append every batch to DIR/{dense,sparse,labels}.npy + meta.json\n"
+        "  --client-id ID       name shown in the server's logs\n"
+        "  --idle-timeout-ms MS stop when no batch came for MS ms (default: wait forever)\n"
+        "  --quiet              only the summary\n");
 }
 
 static double mono_s(void)
@@ -99,8 +100,8 @@ static int out_open(npy_out *o, const char *dir, const pr_trainer_info *in, char
     if ((rc = pr_npy_open(&o->dense, p, PR_NPY_F32, in->n_dense, err, es)) < 0)
         return rc;
     snprintf(p, sizeof(p), "%s/sparse.npy", dir);
-    if ((rc = pr_npy_open(&o->sparse, p, in->sparse_width == 8 ? PR_NPY_I64 : PR_NPY_I32, in->n_sparse,
-                          err, es)) < 0)
+    if ((rc = pr_npy_open(&o->sparse, p, in->sparse_width == 8 ? PR_NPY_I64 : PR_NPY_I32,
+                          in->n_sparse, err, es)) < 0)
         return rc;
     snprintf(p, sizeof(p), "%s/labels.npy", dir);
     if ((rc = pr_npy_open(&o->labels, p, PR_NPY_I32, 0, err, es)) < 0)
@@ -143,22 +144,27 @@ static int out_write(npy_out *o, const pr_batch_view *v, char *err, size_t es)
             (rc = pr_npy_append_cols(o->labels, d, v->rows, v->rows, err, es)) < 0)
             return d ? rc : PR_ENOMEM;
     } else {
-        int32_t zero[256] = { 0 };
+        int32_t zero[256] = {0};
         for (uint32_t r = 0; r < v->rows; r += 256) {
             uint32_t k = v->rows - r < 256 ? v->rows - r : 256;
             if ((rc = pr_npy_append_cols(o->labels, zero, k, k, err, es)) < 0)
                 return rc;
         }
     }
-    fprintf(o->meta, "%s\n    {\"seq\": %llu, \"rows\": %u, \"row_start\": %llu, \"min_event_time_ms\": %lld, "
-                     "\"max_event_time_ms\": %lld, \"emit_time_ms\": %lld, \"offsets\": [",
-            o->batches ? "," : "", (unsigned long long)v->seq, v->rows, (unsigned long long)o->rows,
-            (long long)v->min_event_time_ms, (long long)v->max_event_time_ms, (long long)v->emit_time_ms);
+    fprintf(
+        o->meta,
+        "%s\n    {\"seq\": %llu, \"rows\": %u, \"row_start\": %llu, \"min_event_time_ms\": %lld, "
+        "\"max_event_time_ms\": %lld, \"emit_time_ms\": %lld, \"offsets\": [",
+        o->batches ? "," : "", (unsigned long long)v->seq, v->rows, (unsigned long long)o->rows,
+        (long long)v->min_event_time_ms, (long long)v->max_event_time_ms,
+        (long long)v->emit_time_ms);
     for (uint32_t i = 0; i < v->n_ranges; i++) {
         const pr_batch_view_range *r = &v->ranges[i];
-        fprintf(o->meta, "%s{\"topic\": \"%.*s\", \"partition\": %d, \"first\": %lld, \"last\": %lld, \"rows\": %u}",
-                i ? ", " : "", (int)r->topic_len, r->topic, r->partition, (long long)r->first_offset,
-                (long long)r->last_offset, r->rows);
+        fprintf(o->meta,
+                "%s{\"topic\": \"%.*s\", \"partition\": %d, \"first\": %lld, \"last\": %lld, "
+                "\"rows\": %u}",
+                i ? ", " : "", (int)r->topic_len, r->topic, r->partition,
+                (long long)r->first_offset, (long long)r->last_offset, r->rows);
     }
     fprintf(o->meta, "], \"vocab_sizes\": [");
     for (uint32_t i = 0; i < v->n_vocab_sizes; i++)
@@ -190,38 +196,61 @@ static int out_close(npy_out *o, char *err, size_t es)
 
 int pr_cmd_consume(int argc, char **argv)
 {
-    consume_opts opt = { .credits = 8, .idle_timeout_ms = -1 };
+    consume_opts opt = {.credits = 8, .idle_timeout_ms = -1};
     int ch;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "c:p:n:k:o:i:t:qh", consume_longopts, NULL)) != -1) {
         switch (ch) {
-        case 'c': opt.connect = optarg; break;
-        case 'p': opt.pipeline = optarg; break;
-        case 'n': opt.count = strtoull(optarg, NULL, 10); break;
-        case 'k': opt.credits = (uint32_t)strtoul(optarg, NULL, 10); break;
-        case 'o': opt.output = optarg; break;
-        case 'i': opt.client_id = optarg; break;
-        case 't': opt.idle_timeout_ms = strtoll(optarg, NULL, 10); break;
-        case 'q': opt.quiet = 1; break;
-        case 'h': consume_usage(stdout); return 0;
-        default: consume_usage(stderr); return 2;
+        case 'c':
+            opt.connect = optarg;
+            break;
+        case 'p':
+            opt.pipeline = optarg;
+            break;
+        case 'n':
+            opt.count = strtoull(optarg, NULL, 10);
+            break;
+        case 'k':
+            opt.credits = (uint32_t)strtoul(optarg, NULL, 10);
+            break;
+        case 'o':
+            opt.output = optarg;
+            break;
+        case 'i':
+            opt.client_id = optarg;
+            break;
+        case 't':
+            opt.idle_timeout_ms = strtoll(optarg, NULL, 10);
+            break;
+        case 'q':
+            opt.quiet = 1;
+            break;
+        case 'h':
+            consume_usage(stdout);
+            return 0;
+        default:
+            consume_usage(stderr);
+            return 2;
         }
     }
     if (!opt.connect || !opt.pipeline || opt.credits == 0) {
-        fprintf(stderr, "piperec consume: --connect and --pipeline are required (and --credits >= 1)\n");
+        fprintf(stderr,
+                "piperec consume: --connect and --pipeline are required (and --credits >= 1)\n");
         consume_usage(stderr);
         return 2;
     }
 
-    struct sigaction sa = { 0 };
+    struct sigaction sa = {0};
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     consume_stop = 0;
 
     char err[512];
-    pr_trainer_client_opts co = { .connect = opt.connect, .pipeline = opt.pipeline,
-                                  .credits = opt.credits, .client_id = opt.client_id };
+    pr_trainer_client_opts co = {.connect = opt.connect,
+                                 .pipeline = opt.pipeline,
+                                 .credits = opt.credits,
+                                 .client_id = opt.client_id};
     pr_trainer_client *c;
     if (pr_trainer_client_open(&co, &c, err, sizeof(err)) < 0) {
         fprintf(stderr, "piperec consume: %s\n", err);
@@ -229,10 +258,13 @@ int pr_cmd_consume(int argc, char **argv)
     }
     const pr_trainer_info *in = pr_trainer_client_info(c);
     if (!opt.quiet)
-        fprintf(stderr, "piperec consume: subscribed to %s at %s: %u dense, %u sparse (int%u), %u credits\n",
-                in->pipeline, opt.connect, in->n_dense, in->n_sparse, in->sparse_width * 8, in->credits);
+        fprintf(
+            stderr,
+            "piperec consume: subscribed to %s at %s: %u dense, %u sparse (int%u), %u credits\n",
+            in->pipeline, opt.connect, in->n_dense, in->n_sparse, in->sparse_width * 8,
+            in->credits);
 
-    npy_out out = { 0 };
+    npy_out out = {0};
     if (opt.output && out_open(&out, opt.output, in, err, sizeof(err)) < 0) {
         fprintf(stderr, "piperec consume: %s\n", err);
         out_close(&out, err, sizeof(err));
@@ -240,7 +272,8 @@ int pr_cmd_consume(int argc, char **argv)
         return 1;
     }
 
-    uint64_t batches = 0, rows = 0, first_seq = 0, last_seq = 0, max_seq = 0, out_of_order = 0, repeats = 0;
+    uint64_t batches = 0, rows = 0, first_seq = 0, last_seq = 0, max_seq = 0, out_of_order = 0,
+             repeats = 0;
     uint64_t *seen = NULL;
     size_t seen_cap = 0;
     int rc = 0;
@@ -250,7 +283,8 @@ int pr_cmd_consume(int argc, char **argv)
         pr_batch_view v;
         int r = pr_trainer_client_next(c, &v, 200, err, sizeof(err));
         if (r == 0) {
-            if (opt.idle_timeout_ms >= 0 && (mono_s() - idle_since) * 1e3 >= (double)opt.idle_timeout_ms) {
+            if (opt.idle_timeout_ms >= 0 &&
+                (mono_s() - idle_since) * 1e3 >= (double)opt.idle_timeout_ms) {
                 end = "idle timeout";
                 break;
             }
@@ -281,7 +315,8 @@ int pr_cmd_consume(int argc, char **argv)
         }
         if (seen[v.seq / 64] >> (v.seq % 64) & 1) {
             repeats++;
-            fprintf(stderr, "piperec consume: batch %llu received twice\n", (unsigned long long)v.seq);
+            fprintf(stderr, "piperec consume: batch %llu received twice\n",
+                    (unsigned long long)v.seq);
         }
         seen[v.seq / 64] |= (uint64_t)1 << (v.seq % 64);
         if (v.seq <= max_seq)
@@ -322,11 +357,13 @@ int pr_cmd_consume(int argc, char **argv)
     pr_trainer_client_close(c);
     free(seen);
     double span = t_last - t_first;
-    printf("piperec consume: %s: %llu batches, %llu rows, seq %llu..%llu (max %llu), %llu out of order, "
+    printf("piperec consume: %s: %llu batches, %llu rows, seq %llu..%llu (max %llu), %llu out of "
+           "order, "
            "%llu repeated, %.0f rows/s, %.2f s total\n",
-           end, (unsigned long long)batches, (unsigned long long)rows, (unsigned long long)first_seq,
-           (unsigned long long)last_seq, (unsigned long long)max_seq, (unsigned long long)out_of_order,
-           (unsigned long long)repeats, span > 0 ? (double)rows / span : 0.0, mono_s() - t0);
+           end, (unsigned long long)batches, (unsigned long long)rows,
+           (unsigned long long)first_seq, (unsigned long long)last_seq, (unsigned long long)max_seq,
+           (unsigned long long)out_of_order, (unsigned long long)repeats,
+           span > 0 ? (double)rows / span : 0.0, mono_s() - t0);
     if (repeats)
         rc = 1;
     return rc;

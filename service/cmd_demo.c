@@ -42,8 +42,8 @@
 #include "pr_svc_util.h"
 #include "pr_trainer_client.h"
 
-#define PR__DEMO_MAX_PARTS 64
-#define PR__DEMO_TOPIC "events"
+#define PR__DEMO_MAX_PARTS       64
+#define PR__DEMO_TOPIC           "events"
 #define PR__EVENTS_PER_BATCH_MSG 64
 /* Payload bytes the producer may run ahead of the pipeline, per partition:
  * well under the ~5 MB the mock broker keeps per partition. */
@@ -107,7 +107,7 @@ static int64_t pr__mono_ms(void)
 
 static void pr__sleep_ms(int ms)
 {
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
 }
 
@@ -176,15 +176,16 @@ static void *pr__producer_main(void *arg)
     char err[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     const char *props[][2] = {
-        { "bootstrap.servers", pr_mock_broker_bootstrap(d->broker) },
-        { "linger.ms", "5" },
-        { "batch.num.messages", "10000" },
-        { "queue.buffering.max.messages", "500000" },
-        { "acks", "all" },
-        { "enable.idempotence", "true" },
+        {"bootstrap.servers", pr_mock_broker_bootstrap(d->broker)},
+        {"linger.ms", "5"},
+        {"batch.num.messages", "10000"},
+        {"queue.buffering.max.messages", "500000"},
+        {"acks", "all"},
+        {"enable.idempotence", "true"},
     };
     for (size_t i = 0; i < sizeof(props) / sizeof(props[0]); i++)
-        if (rd_kafka_conf_set(conf, props[i][0], props[i][1], err, sizeof(err)) != RD_KAFKA_CONF_OK) {
+        if (rd_kafka_conf_set(conf, props[i][0], props[i][1], err, sizeof(err)) !=
+            RD_KAFKA_CONF_OK) {
             snprintf(d->prod_err, sizeof(d->prod_err), "%s", err);
             rd_kafka_conf_destroy(conf);
             return NULL;
@@ -244,10 +245,10 @@ static void *pr__producer_main(void *arg)
             int32_t part = (int32_t)(msgno % (uint64_t)d->partitions);
             rd_kafka_resp_err_t e;
             for (;;) {
-                e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(PR__DEMO_TOPIC),
-                                      RD_KAFKA_V_PARTITION(part), RD_KAFKA_V_VALUE(buf, len),
-                                      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                                      RD_KAFKA_V_OPAQUE((void *)(uintptr_t)per_msg), RD_KAFKA_V_END);
+                e = rd_kafka_producev(
+                    rk, RD_KAFKA_V_TOPIC(PR__DEMO_TOPIC), RD_KAFKA_V_PARTITION(part),
+                    RD_KAFKA_V_VALUE(buf, len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                    RD_KAFKA_V_OPAQUE((void *)(uintptr_t)per_msg), RD_KAFKA_V_END);
                 if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL || atomic_load(&d->prod_stop))
                     break;
                 rd_kafka_poll(rk, 5);
@@ -297,7 +298,7 @@ static void pr__record_batch(pr__demo *d, const pr_batch_view *v)
             l->v = nv;
             l->cap = nc;
         }
-        l->v[l->n++] = (pr__range){ r->first_offset, r->last_offset, r->rows };
+        l->v[l->n++] = (pr__range){r->first_offset, r->last_offset, r->rows};
     }
     pthread_mutex_unlock(&d->ranges_lock);
 }
@@ -306,16 +307,17 @@ static void *pr__trainer_main(void *arg)
 {
     pr__demo *d = arg;
     char connect[64];
-    snprintf(connect, sizeof(connect), "127.0.0.1:%u", (unsigned)pr_service_trainer_port(d->svc, 0));
+    snprintf(connect, sizeof(connect), "127.0.0.1:%u",
+             (unsigned)pr_service_trainer_port(d->svc, 0));
     pr_trainer_client *c = NULL;
     char err[256];
     while (!atomic_load(&d->trainer_stop)) {
         if (!c) {
-            pr_trainer_client_opts o = { .connect = connect,
-                                         .pipeline = d->cfg->pipelines[0].name,
-                                         .credits = 16,
-                                         .client_id = "piperec-demo-trainer",
-                                         .timeout_ms = 2000 };
+            pr_trainer_client_opts o = {.connect = connect,
+                                        .pipeline = d->cfg->pipelines[0].name,
+                                        .credits = 16,
+                                        .client_id = "piperec-demo-trainer",
+                                        .timeout_ms = 2000};
             if (pr_trainer_client_open(&o, &c, err, sizeof(err))) {
                 c = NULL;
                 snprintf(d->trainer_err, sizeof(d->trainer_err), "%s", err);
@@ -370,11 +372,12 @@ static bool pr__exactly_once(pr__demo *d, char *msg, size_t size)
         int64_t expect = 0;
         for (size_t i = 0; i < l->n; i++) {
             rows += l->v[i].rows;
-            bool contiguous = l->v[i].first == expect ||
-                              (split_ok && i > 0 && l->v[i].first == expect - 1);
+            bool contiguous =
+                l->v[i].first == expect || (split_ok && i > 0 && l->v[i].first == expect - 1);
             if (!contiguous) {
                 snprintf(msg, size,
-                         "partition %d: offsets %s at %" PRId64 " (next range starts at %" PRId64 ")",
+                         "partition %d: offsets %s at %" PRId64 " (next range starts at %" PRId64
+                         ")",
                          p, l->v[i].first > expect ? "missing" : "repeated", expect, l->v[i].first);
                 ok = false;
                 break;
@@ -395,8 +398,9 @@ static bool pr__exactly_once(pr__demo *d, char *msg, size_t size)
     }
     pthread_mutex_unlock(&d->ranges_lock);
     if (ok)
-        snprintf(msg, size, "OK: %" PRIu64 " events produced, %" PRIu64
-                 " acknowledged, each exactly once", total_events, total_rows);
+        snprintf(msg, size,
+                 "OK: %" PRIu64 " events produced, %" PRIu64 " acknowledged, each exactly once",
+                 total_events, total_rows);
     return ok;
 }
 
@@ -430,8 +434,8 @@ static void pr__status_line(pr__demo *d, pr__tick *prev, int64_t start_ms)
 {
     pr_pipeline_stats st;
     pr_service_pipeline_stats(d->svc, 0, &st);
-    pr__tick now = { pr__mono_ms(), atomic_load(&d->produced_events), st.records_in,
-                     st.batches_emitted, st.fresh_emit };
+    pr__tick now = {pr__mono_ms(), atomic_load(&d->produced_events), st.records_in,
+                    st.batches_emitted, st.fresh_emit};
     double dt = (double)(now.t_ms - prev->t_ms) / 1000.0;
     if (dt <= 0)
         dt = 1;
@@ -471,7 +475,8 @@ static void pr__demo_usage(FILE *f)
 {
     fprintf(f,
             "usage: piperec demo [--duration S] [--rate EV/S] [--backend cpu|hls-sim]\n"
-            "                    [--partitions N] [--format criteo_tsv|protobuf_event|protobuf_event_batch]\n"
+            "                    [--partitions N] [--format "
+            "criteo_tsv|protobuf_event|protobuf_event_batch]\n"
             "                    [--seed N] [--verbose]\n"
             "\n"
             "Embedded broker + producer of synthetic Criteo events + the pipeline on the\n"
@@ -532,8 +537,10 @@ static int pr__demo_args(pr__demo *d, int argc, char **argv)
         } else if (!strcmp(a, "--format")) {
             d->format = pr_source_format_from_name(v);
             if (d->format < 0) {
-                fprintf(stderr, "piperec demo: --format: expected criteo_tsv, protobuf_event or "
-                                "protobuf_event_batch, got '%s'\n", v);
+                fprintf(stderr,
+                        "piperec demo: --format: expected criteo_tsv, protobuf_event or "
+                        "protobuf_event_batch, got '%s'\n",
+                        v);
                 return -1;
             }
         } else if (!strcmp(a, "--backend")) {
@@ -565,15 +572,16 @@ static int pr__demo_config(pr__demo *d, char *err, size_t errsz)
     else
         snprintf(http, sizeof(http), "127.0.0.1:0");
     const char *sets[][2] = {
-        { "pipelines[*].source.kafka.properties.bootstrap.servers", pr_mock_broker_bootstrap(d->broker) },
-        { "pipelines[*].source.format", pr_source_format_name(d->format) },
-        { "pipelines[*].sinks.trainer.listen", "127.0.0.1:0" },
-        { "http.listen", http },
-        { "engine.backend", d->backend },
+        {"pipelines[*].source.kafka.properties.bootstrap.servers",
+         pr_mock_broker_bootstrap(d->broker)},
+        {"pipelines[*].source.format", pr_source_format_name(d->format)},
+        {"pipelines[*].sinks.trainer.listen", "127.0.0.1:0"},
+        {"http.listen", http},
+        {"engine.backend", d->backend},
         /* Freshness: answer fetches as soon as data is there, and do not
          * back off long after an empty fetch (both default to 500 ms). */
-        { "pipelines[*].source.kafka.properties.fetch.wait.max.ms", "10" },
-        { "pipelines[*].source.kafka.properties.fetch.error.backoff.ms", "10" },
+        {"pipelines[*].source.kafka.properties.fetch.wait.max.ms", "10"},
+        {"pipelines[*].source.kafka.properties.fetch.error.backoff.ms", "10"},
     };
     for (size_t i = 0; i < sizeof(sets) / sizeof(sets[0]); i++) {
         rc = pr_config_set(d->cfg, sets[i][0], sets[i][1], err, errsz);
@@ -623,7 +631,7 @@ int pr_cmd_demo(int argc, char **argv)
         fprintf(stderr, "piperec demo: out of memory\n");
         goto out;
     }
-    pr_service_opts so = { 0 };
+    pr_service_opts so = {0};
     if (pr_service_new(d->cfg, &so, &d->svc, err, sizeof(err)) ||
         pr_service_start(d->svc, err, sizeof(err))) {
         fprintf(stderr, "piperec demo: %s\n", err);
@@ -654,7 +662,7 @@ int pr_cmd_demo(int argc, char **argv)
     }
 
     int64_t start = pr__mono_ms();
-    pr__tick prev = { start, 0, 0, 0, { 0 } };
+    pr__tick prev = {start, 0, 0, 0, {0}};
     pr_pipeline_stats st0;
     pr_service_pipeline_stats(d->svc, 0, &st0);
     prev.fresh = st0.fresh_emit;
@@ -725,8 +733,8 @@ int pr_cmd_demo(int argc, char **argv)
     pr__fmt_ms(p99, sizeof(p99), pr_hist_snapshot_quantile(&st.fresh_emit, 0.99));
     pr__fmt_ms(a50, sizeof(a50), pr_hist_snapshot_quantile(&st.fresh_ack, 0.5));
     pr__fmt_ms(a99, sizeof(a99), pr_hist_snapshot_quantile(&st.fresh_ack, 0.99));
-    printf("  freshness     event->emit p50 %s p99 %s; emit->ack p50 %s p99 %s\n", p50, p99,
-           a50, a99);
+    printf("  freshness     event->emit p50 %s p99 %s; emit->ack p50 %s p99 %s\n", p50, p99, a50,
+           a99);
     printf("  vocabulary    %llu indices over %u columns\n",
            (unsigned long long)st.vocab_size_total, pc->spec.n_sparse);
     printf("  backpressure  %llu pauses, peak in flight %llu bytes\n",

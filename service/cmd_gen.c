@@ -20,14 +20,14 @@
 #include "pr_gen.h"
 
 #define PR__GEN_CHUNK_ROWS 16384u
-#define PR__GEN_SLOTS 8
+#define PR__GEN_SLOTS      8
 
 typedef enum { PR__GEN_TSV = 0, PR__GEN_BINARY = 1 } pr__gen_format;
 
-static const char *const pr__gen_formats[] = { "tsv", "binary" };
+static const char *const pr__gen_formats[] = {"tsv", "binary"};
 
 typedef struct pr__gen_slot {
-    uint64_t chunk;  /* chunk index held, valid when ready */
+    uint64_t chunk; /* chunk index held, valid when ready */
     bool ready;
     char *buf;
     size_t len;
@@ -42,8 +42,8 @@ typedef struct pr__gen_job {
     size_t buf_cap;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    uint64_t next_chunk;  /* next chunk a worker takes */
-    uint64_t written;     /* chunks written out so far */
+    uint64_t next_chunk; /* next chunk a worker takes */
+    uint64_t written;    /* chunks written out so far */
     pr__gen_slot slots[PR__GEN_SLOTS];
 } pr__gen_job;
 
@@ -137,10 +137,10 @@ int pr_cmd_gen(int argc, char **argv)
         uint64_t *u;
         const char **s;
     } opts[] = {
-        { "--rows", &rows, NULL },       { "--seed", &seed, NULL },
-        { "--threads", &threads, NULL }, { "--batch-events", &batch_events, NULL },
-        { "--first-row", &first_row, NULL }, { "--output", NULL, &output },
-        { "--format", NULL, &format },
+        {"--rows", &rows, NULL},           {"--seed", &seed, NULL},
+        {"--threads", &threads, NULL},     {"--batch-events", &batch_events, NULL},
+        {"--first-row", &first_row, NULL}, {"--output", NULL, &output},
+        {"--format", NULL, &format},
     };
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -151,8 +151,8 @@ int pr_cmd_gen(int argc, char **argv)
         while (k < nk && strcmp(argv[i], opts[k].name))
             k++;
         if (k == nk || i + 1 >= argc) {
-            fprintf(stderr, "piperec gen: %s '%s'\n", k == nk ? "unknown option" : "missing value for",
-                    argv[i]);
+            fprintf(stderr, "piperec gen: %s '%s'\n",
+                    k == nk ? "unknown option" : "missing value for", argv[i]);
             pr__gen_usage(stderr);
             return 2;
         }
@@ -174,9 +174,9 @@ int pr_cmd_gen(int argc, char **argv)
     if (!have_rows || !output || fmt < 0 || threads < 1 || threads > 64 || batch_events < 1 ||
         batch_events > 1u << 20) {
         fprintf(stderr, "piperec gen: %s\n",
-                !have_rows ? "--rows is required"
-                : !output  ? "--output is required"
-                : fmt < 0  ? "--format must be tsv or binary"
+                !have_rows                    ? "--rows is required"
+                : !output                     ? "--output is required"
+                : fmt < 0                     ? "--format must be tsv or binary"
                 : threads < 1 || threads > 64 ? "--threads must be 1..64"
                                               : "--batch-events must be 1..1048576");
         pr__gen_usage(stderr);
@@ -192,7 +192,7 @@ int pr_cmd_gen(int argc, char **argv)
         }
     }
 
-    pr__gen_job j = { 0 };
+    pr__gen_job j = {0};
     int rc = 0;
     j.gen = pr_gen_new(seed);
     j.format = (pr__gen_format)fmt;

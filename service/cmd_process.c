@@ -53,9 +53,9 @@ int pr_cmd_process(int argc, char **argv)
         const char *name;
         const char **val;
     } opts[] = {
-        { "--config", &config },     { "--input", &input },         { "--output", &output },
-        { "--pipeline", &pipeline }, { "--threads", &threads_s },   { "--block-rows", &block_rows_s },
-        { "--backend", &backend },
+        {"--config", &config},     {"--input", &input},       {"--output", &output},
+        {"--pipeline", &pipeline}, {"--threads", &threads_s}, {"--block-rows", &block_rows_s},
+        {"--backend", &backend},
     };
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -88,7 +88,8 @@ int pr_cmd_process(int argc, char **argv)
         return 2;
     }
     if (block_rows_s && pr__parse_int(block_rows_s, 64, 1 << 22, &block_rows) < 0) {
-        fprintf(stderr, "piperec process: --block-rows: expected 64..4194304, got '%s'\n", block_rows_s);
+        fprintf(stderr, "piperec process: --block-rows: expected 64..4194304, got '%s'\n",
+                block_rows_s);
         return 2;
     }
 

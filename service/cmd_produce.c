@@ -40,15 +40,15 @@ typedef struct pr__prod {
     const char *topic;
     int32_t partition;
     pr_msg_format format;
-    uint32_t per_msg;     /* lines or events per message */
-    double rate;          /* events/s, 0 = as fast as possible */
+    uint32_t per_msg; /* lines or events per message */
+    double rate;      /* events/s, 0 = as fast as possible */
     uint64_t events, messages, bytes;
     uint64_t delivered, failed;
     int64_t t0_ns;
     /* message under construction */
-    char *tsv;            /* criteo_tsv: lines joined by '\n' */
+    char *tsv; /* criteo_tsv: lines joined by '\n' */
     size_t tsv_len, tsv_cap;
-    uint32_t pending;     /* events in the message under construction */
+    uint32_t pending; /* events in the message under construction */
     Piperec__V1__Event *evs;
     Piperec__V1__Event **evp;
     struct pr__evbuf *bufs;
@@ -82,10 +82,10 @@ static void pr__dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 static int pr__send(pr__prod *p, const void *buf, size_t len)
 {
     for (;;) {
-        rd_kafka_resp_err_t err = rd_kafka_producev(
-            p->rk, RD_KAFKA_V_TOPIC(p->topic), RD_KAFKA_V_PARTITION(p->partition),
-            RD_KAFKA_V_VALUE((void *)buf, len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-            RD_KAFKA_V_END);
+        rd_kafka_resp_err_t err =
+            rd_kafka_producev(p->rk, RD_KAFKA_V_TOPIC(p->topic), RD_KAFKA_V_PARTITION(p->partition),
+                              RD_KAFKA_V_VALUE((void *)buf, len),
+                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
         if (!err)
             break;
         if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
@@ -114,7 +114,7 @@ static void pr__pace(pr__prod *p)
         int ms = (int)(wait / 1000000);
         rd_kafka_poll(p->rk, ms > 0 ? (ms > 100 ? 100 : ms) : 0);
         if (ms == 0) {
-            struct timespec ts = { 0, (long)wait };
+            struct timespec ts = {0, (long)wait};
             nanosleep(&ts, NULL);
         }
         now = pr_clock_mono_ns(c);
@@ -249,34 +249,35 @@ static int pr__add_gen_row(pr__prod *p, const pr_gen_row *r)
 
 static void pr__produce_usage(FILE *f)
 {
-    fprintf(f,
-            "usage: piperec produce --bootstrap ADDR --topic T (--input FILE|- | --gen N [--seed S])\n"
-            "                       [--format criteo_tsv|protobuf_event|protobuf_event_batch]\n"
-            "                       [--lines-per-message N] [--events-per-message N]\n"
-            "                       [--rate EVENTS_PER_S] [--partition P] [-X key=value]...\n"
-            "\n"
-            "Loads events into Kafka with an idempotent producer (acks=all) and prints\n"
-            "totals and events/s. --input reads Criteo TSV (label, 13 dense, 26 sparse\n"
-            "hex); --gen makes N synthetic Criteo-shaped rows (same data as `piperec gen`).\n"
-            "-X passes a librdkafka property (security.protocol, sasl.*, linger.ms...).\n"
-            "The test broker (`piperec broker`) keeps only ~5 MB per partition.\n");
+    fprintf(
+        f,
+        "usage: piperec produce --bootstrap ADDR --topic T (--input FILE|- | --gen N [--seed S])\n"
+        "                       [--format criteo_tsv|protobuf_event|protobuf_event_batch]\n"
+        "                       [--lines-per-message N] [--events-per-message N]\n"
+        "                       [--rate EVENTS_PER_S] [--partition P] [-X key=value]...\n"
+        "\n"
+        "Loads events into Kafka with an idempotent producer (acks=all) and prints\n"
+        "totals and events/s. --input reads Criteo TSV (label, 13 dense, 26 sparse\n"
+        "hex); --gen makes N synthetic Criteo-shaped rows (same data as `piperec gen`).\n"
+        "-X passes a librdkafka property (security.protocol, sasl.*, linger.ms...).\n"
+        "The test broker (`piperec broker`) keeps only ~5 MB per partition.\n");
 }
 
 int pr_cmd_produce(int argc, char **argv)
 {
     static const struct option opts[] = {
-        { "bootstrap", required_argument, NULL, 'b' },
-        { "topic", required_argument, NULL, 't' },
-        { "input", required_argument, NULL, 'i' },
-        { "format", required_argument, NULL, 'f' },
-        { "lines-per-message", required_argument, NULL, 'L' },
-        { "events-per-message", required_argument, NULL, 'E' },
-        { "rate", required_argument, NULL, 'r' },
-        { "gen", required_argument, NULL, 'g' },
-        { "seed", required_argument, NULL, 's' },
-        { "partition", required_argument, NULL, 'p' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
+        {"bootstrap", required_argument, NULL, 'b'},
+        {"topic", required_argument, NULL, 't'},
+        {"input", required_argument, NULL, 'i'},
+        {"format", required_argument, NULL, 'f'},
+        {"lines-per-message", required_argument, NULL, 'L'},
+        {"events-per-message", required_argument, NULL, 'E'},
+        {"rate", required_argument, NULL, 'r'},
+        {"gen", required_argument, NULL, 'g'},
+        {"seed", required_argument, NULL, 's'},
+        {"partition", required_argument, NULL, 'p'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     const char *bootstrap = NULL, *topic = NULL, *input = NULL;
     const char *props[PR__MAX_PROPS];
@@ -292,14 +293,22 @@ int pr_cmd_produce(int argc, char **argv)
     optind = 1;
     while ((ch = getopt_long(argc, argv, "b:t:i:f:r:g:s:p:X:h", opts, NULL)) != -1) {
         switch (ch) {
-        case 'b': bootstrap = optarg; break;
-        case 't': topic = optarg; break;
-        case 'i': input = optarg; break;
+        case 'b':
+            bootstrap = optarg;
+            break;
+        case 't':
+            topic = optarg;
+            break;
+        case 'i':
+            input = optarg;
+            break;
         case 'f':
             format = pr_msg_format_from_name(optarg);
             if (format < 0) {
-                fprintf(stderr, "piperec produce: --format: unknown '%s' (criteo_tsv, "
-                        "protobuf_event, protobuf_event_batch)\n", optarg);
+                fprintf(stderr,
+                        "piperec produce: --format: unknown '%s' (criteo_tsv, "
+                        "protobuf_event, protobuf_event_batch)\n",
+                        optarg);
                 return 2;
             }
             break;
@@ -364,10 +373,10 @@ int pr_cmd_produce(int argc, char **argv)
         return 2;
     }
 
-    pr__prod p = { .topic = topic, .partition = (int32_t)partition, .format = format,
-                   .rate = rate };
-    p.per_msg = format == PR_MSG_CRITEO_TSV ? (uint32_t)lines_per
-              : format == PR_MSG_PROTOBUF_EVENT ? 1 : (uint32_t)events_per;
+    pr__prod p = {.topic = topic, .partition = (int32_t)partition, .format = format, .rate = rate};
+    p.per_msg = format == PR_MSG_CRITEO_TSV       ? (uint32_t)lines_per
+                : format == PR_MSG_PROTOBUF_EVENT ? 1
+                                                  : (uint32_t)events_per;
     if (format == PR_MSG_CRITEO_TSV && gen >= 0)
         p.per_msg = (uint32_t)lines_per;
     if (format != PR_MSG_CRITEO_TSV) {
@@ -387,9 +396,12 @@ int pr_cmd_produce(int argc, char **argv)
     char errstr[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     const char *fixed[][2] = {
-        { "bootstrap.servers", bootstrap }, { "enable.idempotence", "true" },
-        { "acks", "all" }, { "linger.ms", "5" }, { "batch.num.messages", "10000" },
-        { "queue.buffering.max.kbytes", "262144" },
+        {"bootstrap.servers", bootstrap},
+        {"enable.idempotence", "true"},
+        {"acks", "all"},
+        {"linger.ms", "5"},
+        {"batch.num.messages", "10000"},
+        {"queue.buffering.max.kbytes", "262144"},
     };
     for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
         if (rd_kafka_conf_set(conf, fixed[i][0], fixed[i][1], errstr, sizeof(errstr))) {
@@ -474,8 +486,8 @@ out:
     if (rd_kafka_flush(p.rk, 60000))
         pr_err("produce: %d message(s) not delivered after 60 s", rd_kafka_outq_len(p.rk));
     double secs = (double)(pr_clock_mono_ns(pr_clock_real()) - p.t0_ns) / 1e9;
-    printf("produced events=%" PRIu64 " messages=%" PRIu64 " bytes=%" PRIu64
-           " delivered=%" PRIu64 " failed=%" PRIu64 " seconds=%.3f events_per_s=%.0f\n",
+    printf("produced events=%" PRIu64 " messages=%" PRIu64 " bytes=%" PRIu64 " delivered=%" PRIu64
+           " failed=%" PRIu64 " seconds=%.3f events_per_s=%.0f\n",
            p.events, p.messages, p.bytes, p.delivered, p.failed, secs,
            secs > 0 ? (double)p.events / secs : 0.0);
     fflush(stdout);

@@ -23,13 +23,12 @@
 
 static void pr__run_usage(FILE *f)
 {
-    fprintf(f,
-            "usage: piperec run --config FILE [--check]\n"
-            "\n"
-            "Run every pipeline of FILE (YAML, see docs/configuration.md) until SIGTERM or\n"
-            "SIGINT, then drain: emit partial batches, wait for acknowledgements, commit.\n"
-            "  --config FILE   the configuration (required)\n"
-            "  --check         validate the configuration and exit (0 = valid)\n");
+    fprintf(f, "usage: piperec run --config FILE [--check]\n"
+               "\n"
+               "Run every pipeline of FILE (YAML, see docs/configuration.md) until SIGTERM or\n"
+               "SIGINT, then drain: emit partial batches, wait for acknowledgements, commit.\n"
+               "  --config FILE   the configuration (required)\n"
+               "  --check         validate the configuration and exit (0 = valid)\n");
 }
 
 int pr_cmd_run(int argc, char **argv)
@@ -70,7 +69,8 @@ int pr_cmd_run(int argc, char **argv)
         return 2;
     }
     if (check_only) {
-        printf("%s: ok (%zu pipeline%s)\n", path, cfg->n_pipelines, cfg->n_pipelines == 1 ? "" : "s");
+        printf("%s: ok (%zu pipeline%s)\n", path, cfg->n_pipelines,
+               cfg->n_pipelines == 1 ? "" : "s");
         pr_config_free(cfg);
         return 0;
     }
@@ -80,7 +80,7 @@ int pr_cmd_run(int argc, char **argv)
     pr_svc_block_signals(&sigs);
 
     pr_service *svc = NULL;
-    pr_service_opts opts = { 0 };
+    pr_service_opts opts = {0};
     if (pr_service_new(cfg, &opts, &svc, err, sizeof(err))) {
         fprintf(stderr, "piperec run: %s\n", err);
         pr_config_free(cfg);
@@ -92,8 +92,8 @@ int pr_cmd_run(int argc, char **argv)
         pr_config_free(cfg);
         return 1;
     }
-    pr_info("piperec %s: %zu pipeline(s) running; http on port %u", PR_VERSION,
-            cfg->n_pipelines, (unsigned)pr_service_http_port(svc));
+    pr_info("piperec %s: %zu pipeline(s) running; http on port %u", PR_VERSION, cfg->n_pipelines,
+            (unsigned)pr_service_http_port(svc));
     for (size_t i = 0; i < pr_service_n_pipelines(svc); i++)
         if (pr_service_trainer_port(svc, i))
             pr_info("pipeline %s: trainers connect to port %u", cfg->pipelines[i].name,

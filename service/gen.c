@@ -20,31 +20,31 @@
 #define PR__QN 1024 /* quantile table resolution */
 
 const uint32_t pr_gen_cardinality[PR_GEN_N_SPARSE] = {
-    1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93145, 5683, 8351593, 3194,
-    27, 14992, 5461306, 10, 5652, 2173, 4, 7046547, 18, 15, 286181, 105, 142572,
+    1460, 583,   10131227, 2202608, 305,  24,   12517, 633,     3,  93145, 5683,   8351593, 3194,
+    27,   14992, 5461306,  10,      5652, 2173, 4,     7046547, 18, 15,    286181, 105,     142572,
 };
 
 /* Missing rates (about those of Criteo Kaggle). */
 static const float pr__sparse_missing[PR_GEN_N_SPARSE] = {
-    0, 0, 0.034f, 0.034f, 0, 0.12f, 0, 0, 0, 0, 0, 0.034f, 0,
-    0, 0, 0.034f, 0, 0, 0.44f, 0.44f, 0.034f, 0.76f, 0, 0.034f, 0.44f, 0.44f,
+    0, 0, 0.034f, 0.034f, 0, 0.12f, 0,     0,      0,     0, 0,      0.034f, 0,
+    0, 0, 0.034f, 0,      0, 0.44f, 0.44f, 0.034f, 0.76f, 0, 0.034f, 0.44f,  0.44f,
 };
 
 typedef struct pr__dense_model {
-    uint32_t max;      /* values in [0, max] before negatives */
-    float missing;     /* probability of an empty field */
-    float negative;    /* probability of -1/-2/-3 */
+    uint32_t max;   /* values in [0, max] before negatives */
+    float missing;  /* probability of an empty field */
+    float negative; /* probability of -1/-2/-3 */
 } pr__dense_model;
 
 static const pr__dense_model pr__dense[PR_GEN_N_DENSE] = {
-    { 200, 0.45f, 0 },   { 5000, 0, 0.08f }, { 3000, 0.21f, 0 }, { 100, 0.22f, 0 },
-    { 500000, 0.026f, 0 }, { 20000, 0.22f, 0 }, { 2000, 0.043f, 0 }, { 1000, 0.0005f, 0 },
-    { 5000, 0.043f, 0 }, { 10, 0.45f, 0 },   { 100, 0.043f, 0 }, { 300, 0.77f, 0 },
-    { 1000, 0.22f, 0 },
+    {200, 0.45f, 0},     {5000, 0, 0.08f},  {3000, 0.21f, 0},  {100, 0.22f, 0},
+    {500000, 0.026f, 0}, {20000, 0.22f, 0}, {2000, 0.043f, 0}, {1000, 0.0005f, 0},
+    {5000, 0.043f, 0},   {10, 0.45f, 0},    {100, 0.043f, 0},  {300, 0.77f, 0},
+    {1000, 0.22f, 0},
 };
 
-#define PR__SPARSE_ALPHA 1.1
-#define PR__DENSE_ALPHA 1.3
+#define PR__SPARSE_ALPHA   1.1
+#define PR__DENSE_ALPHA    1.3
 #define PR__LABEL_POSITIVE 0.03
 
 struct pr_gen {
@@ -171,15 +171,14 @@ void pr_gen_row_at(const pr_gen *g, uint64_t row, pr_gen_row *out)
 /* ---------------------------------------------------------------- TSV */
 
 /* Two characters per byte: hex pairs "00".."ff" and decimal pairs "00".."99". */
-static const char pr__hex2[] =
-    "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
-    "202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"
-    "404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f"
-    "606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f"
-    "808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f"
-    "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf"
-    "c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf"
-    "e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
+static const char pr__hex2[] = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+                               "202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"
+                               "404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f"
+                               "606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f"
+                               "808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f"
+                               "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf"
+                               "c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf"
+                               "e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
 static const char pr__dec2[] =
     "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"

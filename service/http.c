@@ -68,8 +68,8 @@ static enum MHD_Result pr__http_handle(void *cls, struct MHD_Connection *conn, c
 answer:
     if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
         static const char msg[] = "method not allowed\n";
-        return pr__http_reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain; charset=utf-8",
-                              msg, sizeof(msg) - 1);
+        return pr__http_reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain; charset=utf-8", msg,
+                              sizeof(msg) - 1);
     }
     for (size_t i = 0; i < h->n_routes; i++) {
         if (strcmp(url, h->routes[i].path))
@@ -83,8 +83,7 @@ answer:
             static const char msg[] = "out of memory\n";
             r = pr__http_reply(conn, 500, "text/plain; charset=utf-8", msg, sizeof(msg) - 1);
         } else {
-            r = pr__http_reply(conn, (unsigned)status, ctype, body.buf ? body.buf : "",
-                               body.len);
+            r = pr__http_reply(conn, (unsigned)status, ctype, body.buf ? body.buf : "", body.len);
         }
         pr_mbuf_free(&body);
         return r;
@@ -128,10 +127,10 @@ int pr_http_start(const char *listen_addr, const pr_http_route *routes, size_t n
     if (n_routes > PR_HTTP_MAX_ROUTES)
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "http: too many routes");
     if (!listen_addr || pr__split_hostport(listen_addr, host, sizeof(host), port, sizeof(port)))
-        return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                         "http.listen '%s': expected host:port", listen_addr ? listen_addr : "");
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "http.listen '%s': expected host:port",
+                         listen_addr ? listen_addr : "");
 
-    struct addrinfo hints = { 0 }, *ai = NULL;
+    struct addrinfo hints = {0}, *ai = NULL;
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;

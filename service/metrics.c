@@ -98,11 +98,21 @@ void pr_mbuf_json_str(pr_mbuf *mb, const char *s)
     pr_mbuf_append(mb, "\"", 1);
     for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
         switch (*p) {
-        case '"': pr_mbuf_append(mb, "\\\"", 2); break;
-        case '\\': pr_mbuf_append(mb, "\\\\", 2); break;
-        case '\n': pr_mbuf_append(mb, "\\n", 2); break;
-        case '\r': pr_mbuf_append(mb, "\\r", 2); break;
-        case '\t': pr_mbuf_append(mb, "\\t", 2); break;
+        case '"':
+            pr_mbuf_append(mb, "\\\"", 2);
+            break;
+        case '\\':
+            pr_mbuf_append(mb, "\\\\", 2);
+            break;
+        case '\n':
+            pr_mbuf_append(mb, "\\n", 2);
+            break;
+        case '\r':
+            pr_mbuf_append(mb, "\\r", 2);
+            break;
+        case '\t':
+            pr_mbuf_append(mb, "\\t", 2);
+            break;
         default:
             if (*p < 0x20)
                 pr_mbuf_printf(mb, "\\u%04x", *p);
@@ -219,11 +229,11 @@ void pr_metric_single(pr_mbuf *mb, const char *name, pr_metric_type type, const 
 
 /* ---------------------------------------------------------------- histogram */
 
-const double pr_buckets_freshness_s[] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1,
-                                          0.15,  0.2,    0.25,  0.3,  0.5,   0.75, 1,     2.5,
-                                          5,     10,     30,    60 };
+const double pr_buckets_freshness_s[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075,
+                                         0.1,   0.15,   0.2,   0.25, 0.3,   0.5,  0.75,
+                                         1,     2.5,    5,     10,   30,    60};
 const size_t pr_buckets_freshness_n = sizeof(pr_buckets_freshness_s) / sizeof(double);
-const double pr_buckets_ratio[] = { 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0 };
+const double pr_buckets_ratio[] = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0};
 const size_t pr_buckets_ratio_n = sizeof(pr_buckets_ratio) / sizeof(double);
 
 int pr_histogram_init(pr_histogram *h, const double *bounds, size_t n_bounds)

@@ -12,12 +12,11 @@
  * the engine works on the previous one. Decoders parse hex fields to uint64
  * themselves (pr_decode_ctx.parse_hex, when the sparse ops start with
  * hex2int): same output, one pass less over the block. On 2 cores 1 decoder
- * + 1 engine thread is the fastest arrangement measured (bench/RESULTS.md). A job owns its chunk's text until it
- * has been consumed, so rejects (decoder and engine ones) can quote the
- * original line without copying anything. Line numbers (block->offset,
- * rejects) are chunk-local, 1-based, since a decoder cannot know how many
- * lines came before; the consumer, which sees chunks in order, adds the
- * count of earlier lines when it reports them.
+ * + 1 engine thread is the fastest arrangement measured (bench/RESULTS.md). A job owns its chunk's
+ * text until it has been consumed, so rejects (decoder and engine ones) can quote the original line
+ * without copying anything. Line numbers (block->offset, rejects) are chunk-local, 1-based, since a
+ * decoder cannot know how many lines came before; the consumer, which sees chunks in order, adds
+ * the count of earlier lines when it reports them.
  */
 #define _GNU_SOURCE /* memrchr */
 #include <errno.h>
@@ -36,7 +35,7 @@
 #include "pr_offline.h"
 
 #define PR__BYTES_PER_ROW 200 /* chunk size = block_rows * this (Criteo ~240 B/line) */
-#define PR__ERR 512
+#define PR__ERR           512
 
 /* Engine reject reasons as decoder reasons (one vocabulary in rejects.tsv). */
 static const int pr__engine_reason[PR_REJECT__ENGINE_COUNT] = {
@@ -45,11 +44,11 @@ static const int pr__engine_reason[PR_REJECT__ENGINE_COUNT] = {
 };
 
 typedef struct pr__reject {
-    int64_t line;      /* chunk-local while in a job */
-    int reason;        /* pr_decode_reason */
+    int64_t line; /* chunk-local while in a job */
+    int reason;   /* pr_decode_reason */
     char *detail;
-    int col;           /* sparse column of an engine reject; -1 for decoder rejects */
-    const char *rec;   /* into the job's text; NULL until found (engine rejects) */
+    int col;         /* sparse column of an engine reject; -1 for decoder rejects */
+    const char *rec; /* into the job's text; NULL until found (engine rejects) */
     size_t len;
 } pr__reject;
 
@@ -60,7 +59,7 @@ typedef struct pr__job {
     uint64_t seq;
     const char *text;
     size_t len;
-    char *own;         /* read() buffer (stream source) */
+    char *own; /* read() buffer (stream source) */
     size_t own_cap;
     pr_block **blocks;
     uint32_t n_blocks, cap_blocks;
@@ -89,8 +88,8 @@ typedef struct pr__run {
     size_t carry_len, carry_cap;
     bool src_eof;
     bool src_done;
-    uint64_t next_seq;   /* next chunk a decoder takes */
-    uint64_t total_seq;  /* chunks in all, valid once src_done */
+    uint64_t next_seq;  /* next chunk a decoder takes */
+    uint64_t total_seq; /* chunks in all, valid once src_done */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -214,12 +213,12 @@ static int pr__add_reject(pr__job *job, int64_t line, int reason, const char *de
     char *d = strdup(detail ? detail : "");
     if (!d)
         return PR_ENOMEM;
-    job->rej[job->n_rej++] = (pr__reject){ line, reason, d, col, rec, len };
+    job->rej[job->n_rej++] = (pr__reject){line, reason, d, col, rec, len};
     return 0;
 }
 
-static void pr__on_reject(void *opaque, int reason, const char *detail, const char *rec,
-                          size_t len, int64_t recno)
+static void pr__on_reject(void *opaque, int reason, const char *detail, const char *rec, size_t len,
+                          int64_t recno)
 {
     pr__job *job = opaque;
     if (pr__add_reject(job, recno, reason, detail, -1, rec, len) < 0 && !job->err)
@@ -228,8 +227,10 @@ static void pr__on_reject(void *opaque, int reason, const char *detail, const ch
 
 static void pr__decode_job(pr__run *run, pr__job *job)
 {
-    pr_decode_ctx ctx = { .spec = run->spec, .on_reject = pr__on_reject, .opaque = job,
-                          .parse_hex = pr_decode_want_parse_hex(run->spec) };
+    pr_decode_ctx ctx = {.spec = run->spec,
+                         .on_reject = pr__on_reject,
+                         .opaque = job,
+                         .parse_hex = pr_decode_want_parse_hex(run->spec)};
     const char *p = job->text;
     size_t left = job->len;
     job->n_blocks = 0;
@@ -261,8 +262,8 @@ static void pr__decode_job(pr__run *run, pr__job *job)
     }
     return;
 oom:
-    job->err = pr_seterr(job->errstr, sizeof(job->errstr), PR_ENOMEM, "out of memory (blocks of %u rows)",
-                         run->block_rows);
+    job->err = pr_seterr(job->errstr, sizeof(job->errstr), PR_ENOMEM,
+                         "out of memory (blocks of %u rows)", run->block_rows);
 }
 
 static void *pr__decoder(void *arg)
@@ -422,17 +423,20 @@ static int pr__consume(pr__run *run, pr__job *job, char *errstr, size_t errstr_s
                 if (!pr_bit_test(o->rejected, r))
                     continue;
                 int why = o->reject_reason[r] < PR_REJECT__ENGINE_COUNT
-                              ? pr__engine_reason[o->reject_reason[r]] : PR_DEC_BAD_HEX;
+                              ? pr__engine_reason[o->reject_reason[r]]
+                              : PR_DEC_BAD_HEX;
                 int col = o->reject_col[r] < spec->n_sparse ? o->reject_col[r] : 0;
                 if (pr__add_reject(job, b->offset[r], why, NULL, col, NULL, 0) < 0)
                     return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
             }
             pr__compact(o, spec);
         }
-        if ((rc = pr_npy_append_cols(run->w_dense, o->dense, o->cap, o->rows, errstr, errstr_size)) ||
-            (rc = pr_npy_append_cols(run->w_sparse, o->sparse, o->cap, o->rows, errstr, errstr_size)) ||
-            (run->w_labels &&
-             (rc = pr_npy_append_cols(run->w_labels, o->labels, o->cap, o->rows, errstr, errstr_size))))
+        if ((rc = pr_npy_append_cols(run->w_dense, o->dense, o->cap, o->rows, errstr,
+                                     errstr_size)) ||
+            (rc = pr_npy_append_cols(run->w_sparse, o->sparse, o->cap, o->rows, errstr,
+                                     errstr_size)) ||
+            (run->w_labels && (rc = pr_npy_append_cols(run->w_labels, o->labels, o->cap, o->rows,
+                                                       errstr, errstr_size))))
             return rc;
         res->rows += o->rows;
     }
@@ -446,8 +450,9 @@ static int pr__consume(pr__run *run, pr__job *job, char *errstr, size_t errstr_s
                 if (r->col >= 0) {
                     char field[48];
                     pr__field(spec, r->rec, r->len, (uint32_t)r->col, field, sizeof(field));
-                    fprintf(run->rejects, "%" PRId64 "\t%s\t%s: '%s' is not hex\t", run->line_base + r->line,
-                            pr_decode_reason_name(r->reason), spec->sparse[r->col].name, field);
+                    fprintf(run->rejects, "%" PRId64 "\t%s\t%s: '%s' is not hex\t",
+                            run->line_base + r->line, pr_decode_reason_name(r->reason),
+                            spec->sparse[r->col].name, field);
                 } else
                     fprintf(run->rejects, "%" PRId64 "\t%s\t%s\t", run->line_base + r->line,
                             pr_decode_reason_name(r->reason), r->detail);
@@ -667,7 +672,8 @@ int pr_offline_run(const pr_pipeline_spec *spec, const pr_engine_opts *eopts,
         if (run.map_size > 0) {
             void *m = mmap(NULL, run.map_size, PROT_READ, MAP_PRIVATE, fd, 0);
             if (m == MAP_FAILED) {
-                rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s: mmap: %s", run.in_name, strerror(errno));
+                rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s: mmap: %s", run.in_name,
+                               strerror(errno));
                 goto out_close;
             }
             madvise(m, run.map_size, MADV_SEQUENTIAL);
@@ -738,7 +744,8 @@ int pr_offline_run(const pr_pipeline_spec *spec, const pr_engine_opts *eopts,
         rc = pr_npy_close(run.w_labels, errstr, errstr_size);
     run.w_labels = NULL;
     if (fclose(run.rejects) != 0 && !rc)
-        rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s/rejects.tsv: %s", opts->output_dir, strerror(errno));
+        rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s/rejects.tsv: %s", opts->output_dir,
+                       strerror(errno));
     run.rejects = NULL;
     if (rc)
         goto out_writers;

@@ -30,20 +30,20 @@
 #include <string.h>
 #include <yaml.h>
 
-#define PR__MAX_ERRORS 20
+#define PR__MAX_ERRORS      20
 #define PR__DEFAULT_MODULUS 524288u
-#define PR__PATH_MAX 512
+#define PR__PATH_MAX        512
 
 /* ---------------------------------------------------------------- enum names */
 
-static const char *const format_names[] = { "criteo_tsv", "protobuf_event",
-                                            "protobuf_event_batch", NULL };
-static const char *const ordering_names[] = { "partition", "event_time", NULL };
-static const char *const late_names[] = { "emit", "drop_to_dlq", NULL };
-static const char *const count_mode_names[] = { "streaming", "two_pass", NULL };
+static const char *const format_names[] = {"criteo_tsv", "protobuf_event", "protobuf_event_batch",
+                                           NULL};
+static const char *const ordering_names[] = {"partition", "event_time", NULL};
+static const char *const late_names[] = {"emit", "drop_to_dlq", NULL};
+static const char *const count_mode_names[] = {"streaming", "two_pass", NULL};
 /* Indexed by pr_log_level. */
-static const char *const log_level_names[] = { "error", "warn", "info", "debug", NULL };
-static const char *const backend_names[] = { "cpu", "hls-sim", "xrt", "auto", NULL };
+static const char *const log_level_names[] = {"error", "warn", "info", "debug", NULL};
+static const char *const backend_names[] = {"cpu", "hls-sim", "xrt", "auto", NULL};
 
 static int names_find(const char *const *names, const char *s)
 {
@@ -58,12 +58,30 @@ static const char *names_get(const char *const *names, int count, int v)
     return v >= 0 && v < count ? names[v] : "?";
 }
 
-const char *pr_source_format_name(pr_source_format f) { return names_get(format_names, PR_FORMAT__COUNT, (int)f); }
-int pr_source_format_from_name(const char *s) { return s ? names_find(format_names, s) : -1; }
-const char *pr_ordering_name(pr_ordering o) { return names_get(ordering_names, PR_ORDERING__COUNT, (int)o); }
-int pr_ordering_from_name(const char *s) { return s ? names_find(ordering_names, s) : -1; }
-const char *pr_late_policy_name(pr_late_policy p) { return names_get(late_names, PR_LATE__COUNT, (int)p); }
-int pr_late_policy_from_name(const char *s) { return s ? names_find(late_names, s) : -1; }
+const char *pr_source_format_name(pr_source_format f)
+{
+    return names_get(format_names, PR_FORMAT__COUNT, (int)f);
+}
+int pr_source_format_from_name(const char *s)
+{
+    return s ? names_find(format_names, s) : -1;
+}
+const char *pr_ordering_name(pr_ordering o)
+{
+    return names_get(ordering_names, PR_ORDERING__COUNT, (int)o);
+}
+int pr_ordering_from_name(const char *s)
+{
+    return s ? names_find(ordering_names, s) : -1;
+}
+const char *pr_late_policy_name(pr_late_policy p)
+{
+    return names_get(late_names, PR_LATE__COUNT, (int)p);
+}
+int pr_late_policy_from_name(const char *s)
+{
+    return s ? names_find(late_names, s) : -1;
+}
 
 const char *pr_kv_get(const pr_kv_list *l, const char *key)
 {
@@ -95,19 +113,23 @@ static const char default_yaml[] =
     "      vocab: { profile: dlrm, min_count: 1, capacity: 0, count_mode: streaming }\n"
     "    batch: { size: 4096, max_delay_ms: 100, ordering: partition }\n"
     "    sinks:\n"
-    "      trainer: { listen: \"127.0.0.1:7070\", max_unacked_batches: 64, ack_timeout_ms: 30000 }\n"
+    "      trainer: { listen: \"127.0.0.1:7070\", max_unacked_batches: 64, ack_timeout_ms: 30000 "
+    "}\n"
     "http: { listen: \"127.0.0.1:9464\" }\n"
     "engine: { backend: cpu, threads: 2 }\n"
     "limits: { max_inflight_bytes: 256MiB }\n"
     "log: { level: info }\n";
 
-const char *pr_config_default_yaml(void) { return default_yaml; }
+const char *pr_config_default_yaml(void)
+{
+    return default_yaml;
+}
 
 /* ---------------------------------------------------------------- context */
 
 typedef struct cfg_ctx {
     yaml_document_t *doc;
-    int n_loaded;            /* nodes from the text; later ones come from overrides */
+    int n_loaded; /* nodes from the text; later ones come from overrides */
     const char *origin;
     char *err;
     size_t errn;
@@ -115,11 +137,11 @@ typedef struct cfg_ctx {
     int n_errors;
     char path[PR__PATH_MAX];
     size_t pathlen;
-    yaml_node_t *map;        /* mapping being applied (for handlers that look at siblings) */
-    int line_hint;           /* line used when an error has no node (post-load checks) */
-    yaml_node_t synth;       /* scalar node used to apply a default */
+    yaml_node_t *map;  /* mapping being applied (for handlers that look at siblings) */
+    int line_hint;     /* line used when an error has no node (post-load checks) */
+    yaml_node_t synth; /* scalar node used to apply a default */
     pr_config *cfg;
-    pr_pipeline_cfg *pl;     /* pipeline being built */
+    pr_pipeline_cfg *pl; /* pipeline being built */
 } cfg_ctx;
 
 static int node_line(const cfg_ctx *c, const yaml_node_t *n)
@@ -170,8 +192,8 @@ cfg_error(cfg_ctx *c, const yaml_node_t *n, const char *sub, const char *fmt, ..
 static size_t path_push(cfg_ctx *c, const char *key)
 {
     size_t old = c->pathlen;
-    int w = snprintf(c->path + old, sizeof(c->path) - old, "%s%s",
-                     old && key[0] != '[' ? "." : "", key);
+    int w = snprintf(c->path + old, sizeof(c->path) - old, "%s%s", old && key[0] != '[' ? "." : "",
+                     key);
     if (w > 0)
         c->pathlen = old + (size_t)w < sizeof(c->path) ? old + (size_t)w : sizeof(c->path) - 1;
     return old;
@@ -192,9 +214,15 @@ static void path_pop(cfg_ctx *c, size_t old)
 
 /* ---------------------------------------------------------------- node helpers */
 
-static yaml_node_t *node_get(cfg_ctx *c, int idx) { return yaml_document_get_node(c->doc, idx); }
+static yaml_node_t *node_get(cfg_ctx *c, int idx)
+{
+    return yaml_document_get_node(c->doc, idx);
+}
 
-static const char *scalar(const yaml_node_t *n) { return (const char *)n->data.scalar.value; }
+static const char *scalar(const yaml_node_t *n)
+{
+    return (const char *)n->data.scalar.value;
+}
 
 static bool is_null(const yaml_node_t *n)
 {
@@ -208,9 +236,12 @@ static bool is_null(const yaml_node_t *n)
 static const char *node_kind(const yaml_node_t *n)
 {
     switch (n->type) {
-    case YAML_MAPPING_NODE: return "a mapping";
-    case YAML_SEQUENCE_NODE: return "a list";
-    default: return is_null(n) ? "nothing" : "a scalar";
+    case YAML_MAPPING_NODE:
+        return "a mapping";
+    case YAML_SEQUENCE_NODE:
+        return "a list";
+    default:
+        return is_null(n) ? "nothing" : "a scalar";
     }
 }
 
@@ -238,7 +269,8 @@ static yaml_node_t *map_find(cfg_ctx *c, yaml_node_t *map, const char *key)
 {
     if (!map || map->type != YAML_MAPPING_NODE)
         return NULL;
-    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+         p++) {
         yaml_node_t *k = node_get(c, p->key);
         if (k && k->type == YAML_SCALAR_NODE && strcmp(scalar(k), key) == 0)
             return node_get(c, p->value);
@@ -286,11 +318,11 @@ enum key_type {
     KT_CUSTOM,   /* fn */
 };
 
-#define KF_REQUIRED 1u    /* must be present (when the enclosing mapping is) */
-#define KF_DOC_DEFAULT 2u /* `def` documents a value set by init code */
-#define KF_LIST 4u        /* custom: a list of `sub` mappings (reference/set paths) */
-#define KF_DICT 8u        /* custom: a mapping of user names -> `sub` mappings */
-#define KF_NONEMPTY 16u   /* KT_STRLIST/KT_STR: at least one item / one char */
+#define KF_REQUIRED    1u  /* must be present (when the enclosing mapping is) */
+#define KF_DOC_DEFAULT 2u  /* `def` documents a value set by init code */
+#define KF_LIST        4u  /* custom: a list of `sub` mappings (reference/set paths) */
+#define KF_DICT        8u  /* custom: a mapping of user names -> `sub` mappings */
+#define KF_NONEMPTY    16u /* KT_STRLIST/KT_STR: at least one item / one char */
 
 typedef struct cfg_key cfg_key;
 typedef struct cfg_table cfg_table;
@@ -301,15 +333,15 @@ struct cfg_key {
     enum key_type type;
     unsigned flags;
     size_t off;
-    size_t off2;        /* KT_STRLIST count; KT_MAP: offset of `enabled` + 1 (0 = none) */
+    size_t off2; /* KT_STRLIST count; KT_MAP: offset of `enabled` + 1 (0 = none) */
     uint8_t width;
     bool is_signed;
     int64_t min;
-    uint64_t max;       /* 0 = the field's own limit */
+    uint64_t max; /* 0 = the field's own limit */
     const char *const *names;
     const cfg_table *sub;
     key_fn fn;
-    const char *def;    /* YAML text of the default; NULL = none */
+    const char *def;      /* YAML text of the default; NULL = none */
     const char *type_doc; /* custom keys: the type column of the reference */
     const char *doc;
 };
@@ -321,30 +353,57 @@ struct cfg_table {
     void (*finish)(cfg_ctx *c, yaml_node_t *map, void *base, bool present);
 };
 
-#define FSIZE(T, f) sizeof(((T *)0)->f)
+#define FSIZE(T, f)   sizeof(((T *)0)->f)
 #define FSIGNED(T, f) ((__typeof__(((T *)0)->f))-1 < (__typeof__(((T *)0)->f))1)
 
-#define K_INT(nm, T, f, lo, hi, d, dc)                                                     \
-    { .name = nm, .type = KT_INT, .off = offsetof(T, f), .width = FSIZE(T, f),             \
-      .is_signed = FSIGNED(T, f), .min = lo, .max = hi, .def = d, .doc = dc }
-#define K_BOOL(nm, T, f, d, dc) { .name = nm, .type = KT_BOOL, .off = offsetof(T, f), .def = d, .doc = dc }
-#define K_STR(nm, T, f, fl, d, dc)                                                         \
-    { .name = nm, .type = KT_STR, .flags = fl, .off = offsetof(T, f), .def = d, .doc = dc }
-#define K_CHOICE(nm, T, f, nms, d, dc)                                                     \
-    { .name = nm, .type = KT_STR, .off = offsetof(T, f), .names = nms, .def = d, .doc = dc }
-#define K_ENUM(nm, T, f, nms, d, dc)                                                       \
-    { .name = nm, .type = KT_ENUM, .off = offsetof(T, f), .names = nms, .def = d, .doc = dc }
-#define K_HOSTPORT(nm, T, f, d, dc)                                                        \
-    { .name = nm, .type = KT_HOSTPORT, .off = offsetof(T, f), .def = d, .doc = dc }
-#define K_MAP(nm, T, f, tab, dc) { .name = nm, .type = KT_MAP, .off = offsetof(T, f), .sub = &tab, .doc = dc }
+#define K_INT(nm, T, f, lo, hi, d, dc)                                                             \
+    {                                                                                              \
+        .name = nm, .type = KT_INT, .off = offsetof(T, f), .width = FSIZE(T, f),                   \
+        .is_signed = FSIGNED(T, f), .min = lo, .max = hi, .def = d, .doc = dc                      \
+    }
+#define K_BOOL(nm, T, f, d, dc)                                                                    \
+    {                                                                                              \
+        .name = nm, .type = KT_BOOL, .off = offsetof(T, f), .def = d, .doc = dc                    \
+    }
+#define K_STR(nm, T, f, fl, d, dc)                                                                 \
+    {                                                                                              \
+        .name = nm, .type = KT_STR, .flags = fl, .off = offsetof(T, f), .def = d, .doc = dc        \
+    }
+#define K_CHOICE(nm, T, f, nms, d, dc)                                                             \
+    {                                                                                              \
+        .name = nm, .type = KT_STR, .off = offsetof(T, f), .names = nms, .def = d, .doc = dc       \
+    }
+#define K_ENUM(nm, T, f, nms, d, dc)                                                               \
+    {                                                                                              \
+        .name = nm, .type = KT_ENUM, .off = offsetof(T, f), .names = nms, .def = d, .doc = dc      \
+    }
+#define K_HOSTPORT(nm, T, f, d, dc)                                                                \
+    {                                                                                              \
+        .name = nm, .type = KT_HOSTPORT, .off = offsetof(T, f), .def = d, .doc = dc                \
+    }
+#define K_MAP(nm, T, f, tab, dc)                                                                   \
+    {                                                                                              \
+        .name = nm, .type = KT_MAP, .off = offsetof(T, f), .sub = &tab, .doc = dc                  \
+    }
 /* A mapping level whose table addresses the same struct as its parent. */
-#define K_MAP_FLAT(nm, tab, dc) { .name = nm, .type = KT_MAP, .off = 0, .sub = &tab, .doc = dc }
-#define K_MAP_EN(nm, T, f, en, tab, dc)                                                    \
-    { .name = nm, .type = KT_MAP, .off = offsetof(T, f), .off2 = offsetof(T, en) + 1,      \
-      .sub = &tab, .doc = dc }
-#define K_CUSTOM(nm, fl, fnc, tdoc, d, dc)                                                 \
-    { .name = nm, .type = KT_CUSTOM, .flags = fl, .fn = fnc, .type_doc = tdoc, .def = d, .doc = dc }
-#define TABLE(arr, fin) { arr, sizeof(arr) / sizeof(arr[0]), fin }
+#define K_MAP_FLAT(nm, tab, dc)                                                                    \
+    {                                                                                              \
+        .name = nm, .type = KT_MAP, .off = 0, .sub = &tab, .doc = dc                               \
+    }
+#define K_MAP_EN(nm, T, f, en, tab, dc)                                                            \
+    {                                                                                              \
+        .name = nm, .type = KT_MAP, .off = offsetof(T, f), .off2 = offsetof(T, en) + 1,            \
+        .sub = &tab, .doc = dc                                                                     \
+    }
+#define K_CUSTOM(nm, fl, fnc, tdoc, d, dc)                                                         \
+    {                                                                                              \
+        .name = nm, .type = KT_CUSTOM, .flags = fl, .fn = fnc, .type_doc = tdoc, .def = d,         \
+        .doc = dc                                                                                  \
+    }
+#define TABLE(arr, fin)                                                                            \
+    {                                                                                              \
+        arr, sizeof(arr) / sizeof(arr[0]), fin                                                     \
+    }
 
 static void apply_map(cfg_ctx *c, yaml_node_t *map, const cfg_table *t, void *base);
 
@@ -352,10 +411,20 @@ static void apply_map(cfg_ctx *c, yaml_node_t *map, const cfg_table *t, void *ba
 
 int pr_config_parse_size(const char *s, uint64_t *out)
 {
-    static const struct { const char *unit; uint64_t mul; } units[] = {
-        { "", 1 },          { "B", 1 },
-        { "KiB", 1ull << 10 }, { "MiB", 1ull << 20 }, { "GiB", 1ull << 30 }, { "TiB", 1ull << 40 },
-        { "KB", 1000ull },  { "MB", 1000000ull }, { "GB", 1000000000ull }, { "TB", 1000000000000ull },
+    static const struct {
+        const char *unit;
+        uint64_t mul;
+    } units[] = {
+        {"", 1},
+        {"B", 1},
+        {"KiB", 1ull << 10},
+        {"MiB", 1ull << 20},
+        {"GiB", 1ull << 30},
+        {"TiB", 1ull << 40},
+        {"KB", 1000ull},
+        {"MB", 1000000ull},
+        {"GB", 1000000000ull},
+        {"TB", 1000000000000ull},
     };
     if (!s || !isdigit((unsigned char)s[0]))
         return PR_EINVAL;
@@ -426,11 +495,17 @@ int pr_config_parse_hostport(const char *s, char *host, size_t host_size, uint16
 
 static bool parse_bool(const char *s, bool *out)
 {
-    static const char *const yes[] = { "true", "yes", "on", NULL };
-    static const char *const no[] = { "false", "no", "off", NULL };
+    static const char *const yes[] = {"true", "yes", "on", NULL};
+    static const char *const no[] = {"false", "no", "off", NULL};
     for (int i = 0; yes[i]; i++) {
-        if (!strcasecmp(s, yes[i])) { *out = true; return true; }
-        if (!strcasecmp(s, no[i])) { *out = false; return true; }
+        if (!strcasecmp(s, yes[i])) {
+            *out = true;
+            return true;
+        }
+        if (!strcasecmp(s, no[i])) {
+            *out = false;
+            return true;
+        }
     }
     return false;
 }
@@ -438,10 +513,18 @@ static bool parse_bool(const char *s, bool *out)
 static void store_int(void *p, int width, uint64_t v)
 {
     switch (width) {
-    case 1: *(uint8_t *)p = (uint8_t)v; break;
-    case 2: *(uint16_t *)p = (uint16_t)v; break;
-    case 4: *(uint32_t *)p = (uint32_t)v; break;
-    default: *(uint64_t *)p = v; break;
+    case 1:
+        *(uint8_t *)p = (uint8_t)v;
+        break;
+    case 2:
+        *(uint16_t *)p = (uint16_t)v;
+        break;
+    case 4:
+        *(uint32_t *)p = (uint32_t)v;
+        break;
+    default:
+        *(uint64_t *)p = v;
+        break;
     }
 }
 
@@ -567,8 +650,7 @@ static void apply_key(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
         if (!(s = want_scalar(c, n, "a name")))
             return;
         if (!valid_name(s, k->width)) {
-            cfg_error(c, n, NULL,
-                      "invalid name '%.80s' (1..%d characters of A-Z a-z 0-9 _ -)", s,
+            cfg_error(c, n, NULL, "invalid name '%.80s' (1..%d characters of A-Z a-z 0-9 _ -)", s,
                       k->width - 1);
             return;
         }
@@ -593,7 +675,8 @@ static void apply_key(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
         if (pr_config_parse_size(s, &v) < 0) {
             cfg_error(c, n, NULL,
                       "expected a size (a number, optionally with B, KiB, MiB, GiB, TiB, KB, MB, "
-                      "GB or TB), got '%.80s'", s);
+                      "GB or TB), got '%.80s'",
+                      s);
             return;
         }
         if (v < (uint64_t)k->min || (k->max && v > k->max)) {
@@ -613,7 +696,8 @@ static void apply_key(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
         if (pr_config_parse_hostport(s, NULL, 0, NULL) < 0) {
             cfg_error(c, n, NULL,
                       "expected an address host:port (e.g. \"0.0.0.0:7070\" or \"[::1]:7070\"), "
-                      "got '%.80s'", s);
+                      "got '%.80s'",
+                      s);
             return;
         }
         set_str((char **)p, s);
@@ -733,7 +817,8 @@ static void apply_map(cfg_ctx *c, yaml_node_t *map, const cfg_table *t, void *ba
     c->map = map;
     /* Unknown and duplicate keys. */
     if (map) {
-        for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+        for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+             p++) {
             yaml_node_t *kn = node_get(c, p->key);
             if (kn->type != YAML_SCALAR_NODE) {
                 cfg_error(c, kn, NULL, "keys must be plain names, got %s", node_kind(kn));
@@ -794,15 +879,20 @@ static void finish_kafka_source(cfg_ctx *c, yaml_node_t *map, void *base, bool p
 }
 
 static const cfg_key kafka_source_keys[] = {
-    { .name = "topics", .type = KT_STRLIST, .flags = KF_NONEMPTY,
-      .off = offsetof(pr_kafka_source_cfg, topics), .off2 = offsetof(pr_kafka_source_cfg, n_topics),
-      .doc = "Topics to consume (a list, or one name). Required by `run`." },
+    {.name = "topics",
+     .type = KT_STRLIST,
+     .flags = KF_NONEMPTY,
+     .off = offsetof(pr_kafka_source_cfg, topics),
+     .off2 = offsetof(pr_kafka_source_cfg, n_topics),
+     .doc = "Topics to consume (a list, or one name). Required by `run`."},
     K_STR("group.id", pr_kafka_source_cfg, group_id, KF_NONEMPTY, NULL,
           "Consumer group; default piperec-NAME (NAME = the pipeline's name). Offsets are "
           "committed only after every batch holding a record is acknowledged."),
-    { .name = "properties", .type = KT_KV, .off = offsetof(pr_kafka_source_cfg, properties),
-      .doc = "librdkafka consumer properties, passed through untouched (numbers and booleans "
-             "become strings). `run` needs bootstrap.servers." },
+    {.name = "properties",
+     .type = KT_KV,
+     .off = offsetof(pr_kafka_source_cfg, properties),
+     .doc = "librdkafka consumer properties, passed through untouched (numbers and booleans "
+            "become strings). `run` needs bootstrap.servers."},
 };
 static const cfg_table kafka_source_tab = TABLE(kafka_source_keys, finish_kafka_source);
 
@@ -861,9 +951,11 @@ static const cfg_key kafka_sink_keys[] = {
            "Set false to keep the section but switch the sink off."),
     K_STR("topic", pr_kafka_sink_cfg, topic, KF_REQUIRED | KF_NONEMPTY, NULL,
           "Topic receiving piperec.Batch messages."),
-    { .name = "properties", .type = KT_KV, .off = offsetof(pr_kafka_sink_cfg, properties),
-      .doc = "librdkafka producer properties, passed through; bootstrap.servers defaults to "
-             "the source's." },
+    {.name = "properties",
+     .type = KT_KV,
+     .off = offsetof(pr_kafka_sink_cfg, properties),
+     .doc = "librdkafka producer properties, passed through; bootstrap.servers defaults to "
+            "the source's."},
 };
 static const cfg_table kafka_sink_tab = TABLE(kafka_sink_keys, NULL);
 
@@ -920,8 +1012,8 @@ static bool names_list(cfg_ctx *c, yaml_node_t *n, size_t max, char (*dst)[PR_NA
         size_t old = path_push_index(c, i);
         const char *s = want_scalar(c, it, "a name");
         if (s && !valid_name(s, PR_NAME_MAX)) {
-            cfg_error(c, it, NULL, "invalid name '%.80s' (1..%d characters of A-Z a-z 0-9 _ -)",
-                      s, PR_NAME_MAX - 1);
+            cfg_error(c, it, NULL, "invalid name '%.80s' (1..%d characters of A-Z a-z 0-9 _ -)", s,
+                      PR_NAME_MAX - 1);
             s = NULL;
         }
         for (size_t j = 0; s && j < i; j++) {
@@ -1053,8 +1145,8 @@ static void h_ops(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
             ok = false;
         } else {
             if (arg) {
-                static const cfg_key mod_key = { .name = "modulus", .type = KT_INT, .width = 8,
-                                                 .min = 1 };
+                static const cfg_key mod_key = {
+                    .name = "modulus", .type = KT_INT, .width = 8, .min = 1};
                 size_t o2 = path_push(c, "modulus");
                 if (!parse_int_key(c, arg, &mod_key, &modulus))
                     ok = false;
@@ -1096,8 +1188,8 @@ static void h_all_columns(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key 
 {
     pr_pipeline_cfg *pl = base;
     bool is_min = strcmp(k->name, "min_count") == 0;
-    static const cfg_key min_key = { .name = "min_count", .type = KT_INT, .width = 4, .min = 1 };
-    static const cfg_key cap_key = { .name = "capacity", .type = KT_INT, .width = 8, .min = 0 };
+    static const cfg_key min_key = {.name = "min_count", .type = KT_INT, .width = 4, .min = 1};
+    static const cfg_key cap_key = {.name = "capacity", .type = KT_INT, .width = 8, .min = 0};
     uint64_t v;
     if (!parse_int_key(c, n, is_min ? &min_key : &cap_key, &v))
         return;
@@ -1133,7 +1225,7 @@ static void finish_column(cfg_ctx *c, yaml_node_t *map, void *base, bool present
     if (map_find(c, map, "modulus") && !pr_spec_has_op(spec, PR_OP_MODULUS))
         cfg_error(c, map_find(c, map, "modulus"), "modulus",
                   "transform.sparse has no modulus operator");
-    static const char *const vocab_only[] = { "min_count", "capacity", NULL };
+    static const char *const vocab_only[] = {"min_count", "capacity", NULL};
     for (int i = 0; vocab_only[i]; i++)
         if (map_find(c, map, vocab_only[i]) && !pr_spec_has_op(spec, PR_OP_VOCAB))
             cfg_error(c, map_find(c, map, vocab_only[i]), vocab_only[i],
@@ -1201,10 +1293,14 @@ static const cfg_key transform_keys[] = {
              "written { modulus: N } (N > 0) to set it for every column (bare `modulus` keeps "
              "524288 or the per-column values)."),
     K_MAP_FLAT("vocab", vocab_tab, "Vocabulary (VocabGen + VocabMap) settings."),
-    { .name = "columns", .type = KT_CUSTOM, .flags = KF_DICT, .fn = h_columns, .sub = &column_tab,
-      .type_doc = "mapping",
-      .doc = "Per-column overrides keyed by sparse column name (C1.. or schema.sparse_names); "
-             "an unknown name is an error." },
+    {.name = "columns",
+     .type = KT_CUSTOM,
+     .flags = KF_DICT,
+     .fn = h_columns,
+     .sub = &column_tab,
+     .type_doc = "mapping",
+     .doc = "Per-column overrides keyed by sparse column name (C1.. or schema.sparse_names); "
+            "an unknown name is an error."},
 };
 static const cfg_table transform_tab = TABLE(transform_keys, NULL);
 
@@ -1237,10 +1333,13 @@ static void finish_pipeline(cfg_ctx *c, yaml_node_t *map, void *base, bool prese
 }
 
 static const cfg_key pipeline_keys[] = {
-    { .name = "name", .type = KT_NAME, .flags = KF_REQUIRED, .off = offsetof(pr_pipeline_cfg, name),
-      .width = PR_NAME_MAX,
-      .doc = "Unique pipeline name (A-Z a-z 0-9 _ -); used in metrics labels, file names and "
-             "the default group.id." },
+    {.name = "name",
+     .type = KT_NAME,
+     .flags = KF_REQUIRED,
+     .off = offsetof(pr_pipeline_cfg, name),
+     .width = PR_NAME_MAX,
+     .doc = "Unique pipeline name (A-Z a-z 0-9 _ -); used in metrics labels, file names and "
+            "the default group.id."},
     K_MAP("source", pr_pipeline_cfg, source, source_tab, "Where records come from."),
     K_MAP_FLAT("schema", schema_tab, "The record layout."),
     K_MAP_FLAT("transform", transform_tab, "The preprocessing operators."),
@@ -1323,17 +1422,21 @@ static const cfg_key engine_keys[] = {
     K_CHOICE("backend", pr_engine_cfg, backend, backend_names, "cpu",
              "Engine backend: cpu, hls-sim (the HLS kernel run as C), xrt (an FPGA), auto "
              "(xrt when a device is present, else cpu)."),
-    K_INT("threads", pr_engine_cfg, threads, 1, 64, "2", "Worker threads of the cpu backend (1..64)."),
+    K_INT("threads", pr_engine_cfg, threads, 1, 64, "2",
+          "Worker threads of the cpu backend (1..64)."),
     K_STR("xclbin", pr_engine_cfg, xclbin, 0, NULL, "xrt: path of the device binary."),
     K_INT("device", pr_engine_cfg, device, 0, 1024, "0", "xrt: device index."),
 };
 static const cfg_table engine_tab = TABLE(engine_keys, NULL);
 
 static const cfg_key limits_keys[] = {
-    { .name = "max_inflight_bytes", .type = KT_SIZE, .off = offsetof(pr_limits_cfg, max_inflight_bytes),
-      .min = 1 << 20, .def = "256MiB",
-      .doc = "Memory bound on blocks and batches in flight; when reached, consumption pauses "
-             "(backpressure). At least 1MiB; units B, KiB, MiB, GiB, TiB, KB, MB, GB, TB." },
+    {.name = "max_inflight_bytes",
+     .type = KT_SIZE,
+     .off = offsetof(pr_limits_cfg, max_inflight_bytes),
+     .min = 1 << 20,
+     .def = "256MiB",
+     .doc = "Memory bound on blocks and batches in flight; when reached, consumption pauses "
+            "(backpressure). At least 1MiB; units B, KiB, MiB, GiB, TiB, KB, MB, GB, TB."},
 };
 static const cfg_table limits_tab = TABLE(limits_keys, NULL);
 
@@ -1343,8 +1446,13 @@ static const cfg_key log_keys[] = {
 static const cfg_table log_tab = TABLE(log_keys, NULL);
 
 static const cfg_key root_keys[] = {
-    { .name = "pipelines", .type = KT_CUSTOM, .flags = KF_REQUIRED | KF_LIST, .fn = h_pipelines,
-      .sub = &pipeline_tab, .type_doc = "list", .doc = "The pipelines (at least one)." },
+    {.name = "pipelines",
+     .type = KT_CUSTOM,
+     .flags = KF_REQUIRED | KF_LIST,
+     .fn = h_pipelines,
+     .sub = &pipeline_tab,
+     .type_doc = "list",
+     .doc = "The pipelines (at least one)."},
     K_MAP("http", pr_config, http, http_tab, "The HTTP endpoint."),
     K_MAP("engine", pr_config, engine, engine_tab, "The preprocessing engine."),
     K_MAP("limits", pr_config, limits, limits_tab, "Resource bounds."),
@@ -1468,7 +1576,8 @@ static int copy_node(yaml_document_t *dst, yaml_document_t *src, int idx)
                                         n->data.scalar.style);
     case YAML_SEQUENCE_NODE:
         r = yaml_document_add_sequence(dst, NULL, YAML_FLOW_SEQUENCE_STYLE);
-        for (yaml_node_item_t *it = n->data.sequence.items.start; r && it < n->data.sequence.items.top; it++) {
+        for (yaml_node_item_t *it = n->data.sequence.items.start;
+             r && it < n->data.sequence.items.top; it++) {
             int ci = copy_node(dst, src, *it);
             if (!ci || !yaml_document_append_sequence_item(dst, r, ci))
                 return 0;
@@ -1477,7 +1586,8 @@ static int copy_node(yaml_document_t *dst, yaml_document_t *src, int idx)
         return r;
     case YAML_MAPPING_NODE:
         r = yaml_document_add_mapping(dst, NULL, YAML_FLOW_MAPPING_STYLE);
-        for (yaml_node_pair_t *p = n->data.mapping.pairs.start; r && p < n->data.mapping.pairs.top; p++) {
+        for (yaml_node_pair_t *p = n->data.mapping.pairs.start; r && p < n->data.mapping.pairs.top;
+             p++) {
             int ck = copy_node(dst, src, p->key);
             int cv = ck ? copy_node(dst, src, p->value) : 0;
             if (!cv || !yaml_document_append_mapping_pair(dst, r, ck, cv))
@@ -1546,7 +1656,8 @@ static bool ov_walk(cfg_ctx *c, int map_idx, const cfg_table *t, const char *p, 
         } else {
             char sel[PR_NAME_MAX + 1];
             size_t sl = (size_t)(close - rest - 1);
-            snprintf(sel, sizeof(sel), "%.*s", (int)(sl < PR_NAME_MAX ? sl : PR_NAME_MAX), rest + 1);
+            snprintf(sel, sizeof(sel), "%.*s", (int)(sl < PR_NAME_MAX ? sl : PR_NAME_MAX),
+                     rest + 1);
             char *end;
             long want = strtol(sel, &end, 10);
             bool by_index = sel[0] && !*end;
@@ -1645,9 +1756,9 @@ static int yaml_failed(yaml_parser_t *parser, yaml_document_t *doc, const char *
     return rc;
 }
 
-static int load_internal(const char *yaml, size_t len, const char *origin,
-                         char *const *ov_path, char *const *ov_value, size_t n_ov,
-                         pr_config **out, char *errstr, size_t errstr_size)
+static int load_internal(const char *yaml, size_t len, const char *origin, char *const *ov_path,
+                         char *const *ov_value, size_t n_ov, pr_config **out, char *errstr,
+                         size_t errstr_size)
 {
     *out = NULL;
     if (errstr && errstr_size)
@@ -1657,7 +1768,8 @@ static int load_internal(const char *yaml, size_t len, const char *origin,
     yaml_parser_t parser;
     yaml_document_t doc;
     if (!yaml_parser_initialize(&parser))
-        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "%s: cannot start the YAML parser", origin);
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "%s: cannot start the YAML parser",
+                         origin);
     yaml_parser_set_input_string(&parser, (const unsigned char *)yaml, len);
     if (!yaml_parser_load(&parser, &doc))
         return yaml_failed(&parser, NULL, origin, errstr, errstr_size);
@@ -1676,7 +1788,7 @@ static int load_internal(const char *yaml, size_t len, const char *origin,
                          origin, extra_line);
     }
 
-    cfg_ctx c = { .doc = &doc, .origin = origin, .err = errstr, .errn = errstr_size };
+    cfg_ctx c = {.doc = &doc, .origin = origin, .err = errstr, .errn = errstr_size};
     c.n_loaded = (int)(doc.nodes.top - doc.nodes.start);
     for (size_t i = 0; i < n_ov; i++)
         apply_override(&c, ov_path[i], ov_value[i]);
@@ -1720,8 +1832,8 @@ int pr_config_load_string(const char *yaml, size_t len, const char *origin, pr_c
 
 int pr_config_load_default(pr_config **out, char *errstr, size_t errstr_size)
 {
-    return load_internal(default_yaml, sizeof(default_yaml) - 1, "<default config>", NULL, NULL,
-                         0, out, errstr, errstr_size);
+    return load_internal(default_yaml, sizeof(default_yaml) - 1, "<default config>", NULL, NULL, 0,
+                         out, errstr, errstr_size);
 }
 
 int pr_config_load_file(const char *path, pr_config **out, char *errstr, size_t errstr_size)
@@ -1775,8 +1887,8 @@ int pr_config_set(pr_config *cfg, const char *path, const char *value, char *err
     paths[n - 1] = (char *)path;
     values[n - 1] = (char *)value;
     pr_config *nc;
-    int rc = load_internal(s->text, s->len, cfg->origin, paths, values, n, &nc, errstr,
-                           errstr_size);
+    int rc =
+        load_internal(s->text, s->len, cfg->origin, paths, values, n, &nc, errstr, errstr_size);
     free(paths);
     free(values);
     if (rc < 0)
@@ -1794,7 +1906,7 @@ int pr_config_check_streaming(const pr_config *cfg, char *errstr, size_t errstr_
 {
     if (errstr && errstr_size)
         errstr[0] = '\0';
-    cfg_ctx c = { .origin = cfg->origin, .err = errstr, .errn = errstr_size };
+    cfg_ctx c = {.origin = cfg->origin, .err = errstr, .errn = errstr_size};
     path_push(&c, "pipelines");
     for (size_t i = 0; i < cfg->n_pipelines; i++) {
         const pr_pipeline_cfg *pl = &cfg->pipelines[i];
@@ -1802,8 +1914,9 @@ int pr_config_check_streaming(const pr_config *cfg, char *errstr, size_t errstr_
         c.line_hint = pl->line;
         const pr_kafka_source_cfg *k = &pl->source.kafka;
         if (!k->enabled) {
-            cfg_error(&c, NULL, "source.kafka",
-                      "missing: streaming needs a Kafka source (topics, properties.bootstrap.servers)");
+            cfg_error(
+                &c, NULL, "source.kafka",
+                "missing: streaming needs a Kafka source (topics, properties.bootstrap.servers)");
         } else {
             if (k->n_topics == 0)
                 cfg_error(&c, NULL, "source.kafka.topics", "missing: at least one topic is needed");
@@ -1836,8 +1949,10 @@ const pr_pipeline_cfg *pr_config_pipeline(const pr_config *cfg, const char *name
 
 pr_engine_opts pr_config_engine_opts(const pr_config *cfg)
 {
-    pr_engine_opts o = { .backend = cfg->engine.backend, .threads = cfg->engine.threads,
-                         .xclbin = cfg->engine.xclbin, .device = cfg->engine.device };
+    pr_engine_opts o = {.backend = cfg->engine.backend,
+                        .threads = cfg->engine.threads,
+                        .xclbin = cfg->engine.xclbin,
+                        .device = cfg->engine.device};
     return o;
 }
 
@@ -1847,7 +1962,9 @@ static void type_doc(const cfg_key *k, char *b, size_t bn)
 {
     char names[256];
     switch (k->type) {
-    case KT_BOOL: snprintf(b, bn, "bool"); break;
+    case KT_BOOL:
+        snprintf(b, bn, "bool");
+        break;
     case KT_INT: {
         uint64_t fmax = k->is_signed ? (uint64_t)INT64_MAX >> (64 - 8 * k->width)
                                      : UINT64_MAX >> (64 - 8 * k->width);
@@ -1865,17 +1982,31 @@ static void type_doc(const cfg_key *k, char *b, size_t bn)
             snprintf(b, bn, "string");
         }
         break;
-    case KT_NAME: snprintf(b, bn, "name"); break;
+    case KT_NAME:
+        snprintf(b, bn, "name");
+        break;
     case KT_ENUM:
         join_names(k->names, names, sizeof(names));
         snprintf(b, bn, "one of: %s", names);
         break;
-    case KT_SIZE: snprintf(b, bn, "size"); break;
-    case KT_HOSTPORT: snprintf(b, bn, "host:port"); break;
-    case KT_STRLIST: snprintf(b, bn, "list of strings"); break;
-    case KT_KV: snprintf(b, bn, "mapping of strings"); break;
-    case KT_MAP: snprintf(b, bn, "mapping"); break;
-    case KT_CUSTOM: snprintf(b, bn, "%s", k->type_doc ? k->type_doc : ""); break;
+    case KT_SIZE:
+        snprintf(b, bn, "size");
+        break;
+    case KT_HOSTPORT:
+        snprintf(b, bn, "host:port");
+        break;
+    case KT_STRLIST:
+        snprintf(b, bn, "list of strings");
+        break;
+    case KT_KV:
+        snprintf(b, bn, "mapping of strings");
+        break;
+    case KT_MAP:
+        snprintf(b, bn, "mapping");
+        break;
+    case KT_CUSTOM:
+        snprintf(b, bn, "%s", k->type_doc ? k->type_doc : "");
+        break;
     }
 }
 

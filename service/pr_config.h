@@ -51,15 +51,15 @@ typedef enum pr_source_format {
 
 /* batch.ordering */
 typedef enum pr_ordering {
-    PR_ORDERING_PARTITION = 0,  /* "partition": offset order within a partition */
-    PR_ORDERING_EVENT_TIME,     /* "event_time": partitions merged by watermark */
+    PR_ORDERING_PARTITION = 0, /* "partition": offset order within a partition */
+    PR_ORDERING_EVENT_TIME,    /* "event_time": partitions merged by watermark */
     PR_ORDERING__COUNT
 } pr_ordering;
 
 /* batch.late_policy: records older than the watermark - allowed_lateness_ms. */
 typedef enum pr_late_policy {
-    PR_LATE_EMIT = 0,           /* "emit": put into the next batch anyway */
-    PR_LATE_DROP_TO_DLQ,        /* "drop_to_dlq": send to source.dead_letter_topic */
+    PR_LATE_EMIT = 0,    /* "emit": put into the next batch anyway */
+    PR_LATE_DROP_TO_DLQ, /* "drop_to_dlq": send to source.dead_letter_topic */
     PR_LATE__COUNT
 } pr_late_policy;
 
@@ -89,17 +89,17 @@ typedef struct pr_kv_list {
 const char *pr_kv_get(const pr_kv_list *l, const char *key);
 
 typedef struct pr_kafka_source_cfg {
-    bool enabled;            /* source.kafka present */
-    char **topics;           /* n_topics owned strings */
+    bool enabled;  /* source.kafka present */
+    char **topics; /* n_topics owned strings */
     size_t n_topics;
-    char *group_id;          /* default "piperec-<pipeline name>" */
-    pr_kv_list properties;   /* bootstrap.servers, auto.offset.reset, ... */
+    char *group_id;        /* default "piperec-<pipeline name>" */
+    pr_kv_list properties; /* bootstrap.servers, auto.offset.reset, ... */
 } pr_kafka_source_cfg;
 
 typedef struct pr_source_cfg {
     pr_kafka_source_cfg kafka;
-    pr_source_format format;     /* default criteo_tsv */
-    char *dead_letter_topic;     /* NULL = rejects are only counted and logged */
+    pr_source_format format; /* default criteo_tsv */
+    char *dead_letter_topic; /* NULL = rejects are only counted and logged */
 } pr_source_cfg;
 
 typedef struct pr_batch_cfg {
@@ -119,15 +119,15 @@ typedef struct pr_trainer_sink_cfg {
 
 typedef struct pr_kafka_sink_cfg {
     bool enabled;
-    char *topic;                  /* required when enabled */
-    pr_kv_list properties;        /* producer properties; bootstrap.servers
-                                   * falls back to the source's when absent */
+    char *topic;           /* required when enabled */
+    pr_kv_list properties; /* producer properties; bootstrap.servers
+                            * falls back to the source's when absent */
 } pr_kafka_sink_cfg;
 
 typedef struct pr_files_sink_cfg {
     bool enabled;
-    char *dir;                    /* required when enabled */
-    uint32_t roll_batches;        /* batches per file set; default 100 */
+    char *dir;             /* required when enabled */
+    uint32_t roll_batches; /* batches per file set; default 100 */
 } pr_files_sink_cfg;
 
 typedef struct pr_sinks_cfg {
@@ -144,42 +144,42 @@ typedef struct pr_state_cfg {
 } pr_state_cfg;
 
 typedef struct pr_pipeline_cfg {
-    char name[PR_NAME_MAX];        /* same as spec.name; unique across pipelines */
-    pr_pipeline_spec spec;         /* schema + transform, ready for pr_engine_new */
+    char name[PR_NAME_MAX];                      /* same as spec.name; unique across pipelines */
+    pr_pipeline_spec spec;                       /* schema + transform, ready for pr_engine_new */
     char dense_names[PR_MAX_DENSE][PR_NAME_MAX]; /* "I1".. or schema.dense_names */
     pr_source_cfg source;
     pr_batch_cfg batch;
     pr_sinks_cfg sinks;
     pr_state_cfg state;
-    int line;                      /* 1-based YAML line of this pipeline; 0 if none */
+    int line; /* 1-based YAML line of this pipeline; 0 if none */
 } pr_pipeline_cfg;
 
 typedef struct pr_http_cfg {
-    bool enabled;                  /* default true */
-    char *listen;                  /* default "127.0.0.1:9464" */
+    bool enabled; /* default true */
+    char *listen; /* default "127.0.0.1:9464" */
 } pr_http_cfg;
 
 /* pr_engine_opts with owned strings; see pr_config_engine_opts(). */
 typedef struct pr_engine_cfg {
-    char *backend;                 /* cpu | hls-sim | xrt | auto; default cpu */
-    int threads;                   /* 1..64; default 2 */
-    char *xclbin;                  /* NULL when not set */
-    int device;                    /* >= 0; default 0 */
+    char *backend; /* cpu | hls-sim | xrt | auto; default cpu */
+    int threads;   /* 1..64; default 2 */
+    char *xclbin;  /* NULL when not set */
+    int device;    /* >= 0; default 0 */
 } pr_engine_cfg;
 
 typedef struct pr_limits_cfg {
-    uint64_t max_inflight_bytes;   /* default 256 MiB */
+    uint64_t max_inflight_bytes; /* default 256 MiB */
 } pr_limits_cfg;
 
 typedef struct pr_config {
-    char *origin;                  /* file name or the origin given to load_string */
+    char *origin; /* file name or the origin given to load_string */
     pr_pipeline_cfg *pipelines;
-    size_t n_pipelines;            /* >= 1 */
+    size_t n_pipelines; /* >= 1 */
     pr_http_cfg http;
     pr_engine_cfg engine;
     pr_limits_cfg limits;
-    pr_log_level log_level;        /* log.level: error|warn|info|debug; default info */
-    struct pr__config_src *src;    /* internal: source text and overrides, for pr_config_set */
+    pr_log_level log_level;     /* log.level: error|warn|info|debug; default info */
+    struct pr__config_src *src; /* internal: source text and overrides, for pr_config_set */
 } pr_config;
 
 /* ---------------------------------------------------------------- API */

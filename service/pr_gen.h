@@ -28,7 +28,7 @@
 
 #include "pr_engine.h"
 
-#define PR_GEN_N_DENSE 13
+#define PR_GEN_N_DENSE  13
 #define PR_GEN_N_SPARSE 26
 
 /* The published per-column cardinalities of Criteo Kaggle (C1..C26). */

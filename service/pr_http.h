@@ -33,8 +33,8 @@ typedef struct pr_http_route {
  * interfaces). Routes are copied (n <= 16). Unknown paths answer 404, methods
  * other than GET/HEAD 405. On failure returns a negative PR_E* and a reason
  * ("http.listen 127.0.0.1:9464: Address already in use"). */
-int pr_http_start(const char *listen, const pr_http_route *routes, size_t n_routes,
-                  pr_http **out, char *errstr, size_t errstr_size);
+int pr_http_start(const char *listen, const pr_http_route *routes, size_t n_routes, pr_http **out,
+                  char *errstr, size_t errstr_size);
 /* The port actually bound. */
 uint16_t pr_http_port(const pr_http *h);
 /* Stop the listener and free it (NULL is fine). Waits for running handlers. */

@@ -111,7 +111,10 @@ int pr_histogram_init(pr_histogram *h, const double *bounds, size_t n_bounds);
 void pr_histogram_destroy(pr_histogram *h);
 /* Record `n` observations of value v (n > 1 for "these n rows all had v"). */
 void pr_histogram_observe_n(pr_histogram *h, double v, uint64_t n);
-static inline void pr_histogram_observe(pr_histogram *h, double v) { pr_histogram_observe_n(h, v, 1); }
+static inline void pr_histogram_observe(pr_histogram *h, double v)
+{
+    pr_histogram_observe_n(h, v, 1);
+}
 void pr_histogram_snapshot(pr_histogram *h, pr_hist_snapshot *out);
 
 /* out = a - b (counts of the window between two snapshots of one histogram). */
@@ -129,9 +132,9 @@ void pr_metric_histogram(pr_mbuf *mb, const char *name, const pr_label *labels, 
                          const pr_hist_snapshot *s);
 
 /* Standard bucket sets. */
-extern const double pr_buckets_freshness_s[];   /* 1 ms .. 60 s */
+extern const double pr_buckets_freshness_s[]; /* 1 ms .. 60 s */
 extern const size_t pr_buckets_freshness_n;
-extern const double pr_buckets_ratio[];         /* 0.1 .. 1.0 */
+extern const double pr_buckets_ratio[]; /* 0.1 .. 1.0 */
 extern const size_t pr_buckets_ratio_n;
 
 #endif

@@ -43,13 +43,13 @@ typedef struct pr_offline_opts {
 } pr_offline_opts;
 
 typedef struct pr_offline_result {
-    uint64_t lines;                        /* input lines seen */
-    uint64_t rows;                         /* rows written */
-    uint64_t rejected;                     /* lines rejected (all reasons) */
-    uint64_t rejected_by[PR_DEC__COUNT];   /* by pr_decode_reason */
-    uint64_t bytes;                        /* input bytes */
-    double seconds;                        /* wall time of the whole run */
-    uint8_t sparse_width;                  /* 4 or 8 */
+    uint64_t lines;                      /* input lines seen */
+    uint64_t rows;                       /* rows written */
+    uint64_t rejected;                   /* lines rejected (all reasons) */
+    uint64_t rejected_by[PR_DEC__COUNT]; /* by pr_decode_reason */
+    uint64_t bytes;                      /* input bytes */
+    double seconds;                      /* wall time of the whole run */
+    uint8_t sparse_width;                /* 4 or 8 */
 } pr_offline_result;
 
 /* Run the whole job. `eopts` configures the engine (backend, threads). */

@@ -46,38 +46,38 @@
 typedef struct pr_service pr_service;
 
 typedef struct pr_service_opts {
-    const pr_clock *clock;     /* NULL = pr_clock_real() */
-    int64_t drain_timeout_ms;  /* bounded wait for acks at shutdown; <= 0 = 10000 */
-    int64_t health_stall_ms;   /* /healthz fails when a loop has not turned for this
-                                * long; <= 0 = 5000 */
-    int64_t max_poll_wait_ms;  /* longest single consumer poll; <= 0 = 100. The loop
-                                * polls for less when a batch deadline is nearer. */
-    bool no_http;              /* do not start the HTTP endpoint even when configured */
+    const pr_clock *clock;    /* NULL = pr_clock_real() */
+    int64_t drain_timeout_ms; /* bounded wait for acks at shutdown; <= 0 = 10000 */
+    int64_t health_stall_ms;  /* /healthz fails when a loop has not turned for this
+                               * long; <= 0 = 5000 */
+    int64_t max_poll_wait_ms; /* longest single consumer poll; <= 0 = 100. The loop
+                               * polls for less when a batch deadline is nearer. */
+    bool no_http;             /* do not start the HTTP endpoint even when configured */
 } pr_service_opts;
 
 /* Per pipeline figures, a consistent-enough copy for status lines and tests
  * (each field read atomically; not all at the same instant). */
 typedef struct pr_pipeline_stats {
     char name[PR_NAME_MAX];
-    const char *backend;           /* engine backend in use (static string) */
-    uint64_t records_in;           /* rows decoded (accepted by the decoder) */
-    uint64_t messages_in;          /* Kafka messages consumed */
-    uint64_t bytes_in;             /* payload bytes consumed */
-    uint64_t rejected;             /* records rejected (decode + engine) */
-    uint64_t rows_out;             /* rows emitted in batches */
+    const char *backend;  /* engine backend in use (static string) */
+    uint64_t records_in;  /* rows decoded (accepted by the decoder) */
+    uint64_t messages_in; /* Kafka messages consumed */
+    uint64_t bytes_in;    /* payload bytes consumed */
+    uint64_t rejected;    /* records rejected (decode + engine) */
+    uint64_t rows_out;    /* rows emitted in batches */
     uint64_t batches_emitted;
     uint64_t batches_acked;
-    uint64_t inflight_bytes;       /* buffered + emitted-unacked */
-    uint64_t inflight_peak_bytes;  /* highest inflight_bytes seen */
+    uint64_t inflight_bytes;      /* buffered + emitted-unacked */
+    uint64_t inflight_peak_bytes; /* highest inflight_bytes seen */
     uint32_t assigned_partitions;
     uint32_t paused_partitions;
-    int64_t lag;                   /* sum over partitions of high watermark - position;
-                                    * -1 when not known yet */
-    uint64_t vocab_size_total;     /* sum over sparse columns */
-    uint64_t pauses;               /* times backpressure paused the partitions */
-    uint64_t loop_turns;           /* pipeline loop iterations (tests wait on it) */
-    pr_hist_snapshot fresh_emit;   /* event time -> batch emitted, seconds */
-    pr_hist_snapshot fresh_ack;    /* batch emitted -> acknowledged, seconds */
+    int64_t lag;                 /* sum over partitions of high watermark - position;
+                                  * -1 when not known yet */
+    uint64_t vocab_size_total;   /* sum over sparse columns */
+    uint64_t pauses;             /* times backpressure paused the partitions */
+    uint64_t loop_turns;         /* pipeline loop iterations (tests wait on it) */
+    pr_hist_snapshot fresh_emit; /* event time -> batch emitted, seconds */
+    pr_hist_snapshot fresh_ack;  /* batch emitted -> acknowledged, seconds */
 } pr_pipeline_stats;
 
 /* Build every pipeline (engines, consumers, batchers, sinks, state) from a

@@ -45,8 +45,8 @@
 #define PR_VERSION "0.0.0"
 #endif
 
-#define PR__BLOCK_ROWS 4096
-#define PR__MAX_PARTS 1024
+#define PR__BLOCK_ROWS  4096
+#define PR__MAX_PARTS   1024
 #define PR__ACK_POLL_MS 2
 
 typedef struct pr__pipe pr__pipe;
@@ -135,7 +135,7 @@ static int64_t pr__now_ns(void)
 
 static void pr__sleep_ms(int ms)
 {
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
 }
 
@@ -322,7 +322,7 @@ static void pr__dead_letter_engine_rejects(pr__pipe *p, const pr_block *in, cons
             atomic_fetch_add(&p->engine_rejects[reason], 1);
         uint16_t col = out->reject_col[r];
         const char *cname = col < p->cfg->spec.n_sparse ? p->cfg->spec.sparse[col].name : "?";
-        char slot[PR_HEX_SLOT + 1] = { 0 };
+        char slot[PR_HEX_SLOT + 1] = {0};
         if (col < in->n_sparse && in->sparse_enc[col] == PR_SPARSE_HEX)
             memcpy(slot, pr_block_hex((pr_block *)in, col, r), PR_HEX_SLOT);
         for (size_t i = 0; i < PR_HEX_SLOT; i++)
@@ -332,8 +332,8 @@ static void pr__dead_letter_engine_rejects(pr__pipe *p, const pr_block *in, cons
         const char *topic = pr_consumer_topic(p->cons, PR_PART_KEY_TOPIC(key));
         char detail[160];
         snprintf(detail, sizeof(detail), "%s: non-hex value '%s'", cname, slot);
-        pr_log_ratelimited(&rl, PR_LOG_WARN, "pipeline %s: rejected %s[%d]@%lld: %s",
-                           p->cfg->name, topic ? topic : "?", PR_PART_KEY_PARTITION(key),
+        pr_log_ratelimited(&rl, PR_LOG_WARN, "pipeline %s: rejected %s[%d]@%lld: %s", p->cfg->name,
+                           topic ? topic : "?", PR_PART_KEY_PARTITION(key),
                            (long long)in->offset[r], detail);
         if (d)
             pr_dlq_send(d, detail, strlen(detail), "bad_hex", detail, topic ? topic : "",
@@ -488,9 +488,9 @@ static int pr__sinks_open(pr__pipe *p, const pr_clock *clock, char *errstr, size
         const char *name;
         size_t enabled_off;
     } table[] = {
-        { "trainer", offsetof(pr_sinks_cfg, trainer.enabled) },
-        { "kafka", offsetof(pr_sinks_cfg, kafka.enabled) },
-        { "files", offsetof(pr_sinks_cfg, files.enabled) },
+        {"trainer", offsetof(pr_sinks_cfg, trainer.enabled)},
+        {"kafka", offsetof(pr_sinks_cfg, kafka.enabled)},
+        {"files", offsetof(pr_sinks_cfg, files.enabled)},
     };
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
         if (!*(const bool *)((const char *)&pc->sinks + table[i].enabled_off))
@@ -510,15 +510,14 @@ static int pr__sinks_open(pr__pipe *p, const pr_clock *clock, char *errstr, size
         rc = pr_sinkset_add(p->sinks, s);
         if (rc) {
             pr_sink_close(s);
-            return pr_seterr(errstr, errstr_size, rc, "pipelines[%s]: cannot add sink %s",
-                             pc->name, table[i].name);
+            return pr_seterr(errstr, errstr_size, rc, "pipelines[%s]: cannot add sink %s", pc->name,
+                             table[i].name);
         }
     }
     return 0;
 }
 
-static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr,
-                         size_t errstr_size)
+static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr, size_t errstr_size)
 {
     const pr_pipeline_cfg *pc = &svc->cfg->pipelines[idx];
     p->svc = svc;
@@ -551,8 +550,8 @@ static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr,
             block_rows = (uint32_t)(rows & ~63ull);
     }
     p->blk = pr_block_new(pc->spec.n_dense, pc->spec.n_sparse, block_rows, true);
-    p->out = pr_out_new(pc->spec.n_dense, pc->spec.n_sparse, block_rows,
-                        pr_engine_sparse_width(p->eng));
+    p->out =
+        pr_out_new(pc->spec.n_dense, pc->spec.n_sparse, block_rows, pr_engine_sparse_width(p->eng));
     if (!p->blk || !p->out)
         return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
 
@@ -911,10 +910,10 @@ int pr_service_start(pr_service *svc, char *errstr, size_t errstr_size)
         return pr_seterr(errstr, errstr_size, PR_ESTATE, "service already started");
     if (svc->cfg->http.enabled && !svc->opts.no_http) {
         const pr_http_route routes[] = {
-            { "/metrics", pr__h_metrics, svc },
-            { "/healthz", pr__h_healthz, svc },
-            { "/readyz", pr__h_readyz, svc },
-            { "/v1/status", pr__h_status, svc },
+            {"/metrics", pr__h_metrics, svc},
+            {"/healthz", pr__h_healthz, svc},
+            {"/readyz", pr__h_readyz, svc},
+            {"/v1/status", pr__h_status, svc},
         };
         int rc = pr_http_start(svc->cfg->http.listen, routes, 4, &svc->http, errstr, errstr_size);
         if (rc)
@@ -1116,8 +1115,7 @@ bool pr_service_ready(pr_service *svc, char *why, size_t why_size)
         bool ok = p->sinks_any_ready;
         pthread_mutex_unlock(&p->lock);
         if (!ok) {
-            snprintf(why, why_size, "pipeline %s has no sink able to accept batches",
-                     p->cfg->name);
+            snprintf(why, why_size, "pipeline %s has no sink able to accept batches", p->cfg->name);
             return false;
         }
     }
@@ -1138,8 +1136,10 @@ static const char *const pr__reason_labels[PR_BATCH__REASONS] = {
 static const char *pr__engine_reject_name(int r)
 {
     switch (r) {
-    case PR_REJECT_BAD_HEX: return pr_decode_reason_name(PR_DEC_BAD_HEX);
-    default: return "engine";
+    case PR_REJECT_BAD_HEX:
+        return pr_decode_reason_name(PR_DEC_BAD_HEX);
+    default:
+        return "engine";
     }
 }
 
@@ -1159,7 +1159,10 @@ typedef struct pr__scrape {
     bool has_dlq;
 } pr__scrape;
 
-#define PR__LBL_PIPE(sc) { "pipeline", (sc)->p->cfg->name }
+#define PR__LBL_PIPE(sc)                                                                           \
+    {                                                                                              \
+        "pipeline", (sc)->p->cfg->name                                                             \
+    }
 
 static void pr__fam_u64(pr_mbuf *mb, pr__scrape *sc, size_t n, const char *name,
                         pr_metric_type type, const char *help, size_t off_cs, size_t off_bs,
@@ -1167,7 +1170,7 @@ static void pr__fam_u64(pr_mbuf *mb, pr__scrape *sc, size_t n, const char *name,
 {
     pr_metric_family(mb, name, type, help);
     for (size_t i = 0; i < n; i++) {
-        pr_label l[] = { PR__LBL_PIPE(&sc[i]) };
+        pr_label l[] = {PR__LBL_PIPE(&sc[i])};
         const uint64_t *v = which == 0 ? (const uint64_t *)((const char *)&sc[i].cs + off_cs)
                                        : (const uint64_t *)((const char *)&sc[i].bs + off_bs);
         pr_metric_sample(mb, name, l, 1, (double)*v);
@@ -1184,38 +1187,37 @@ typedef struct pr__u64_metric {
 } pr__u64_metric;
 
 static const pr__u64_metric pr__u64_metrics[] = {
-    { "piperec_messages_in_total", PR_METRIC_COUNTER, "Kafka messages consumed.", 0,
-      offsetof(pr_consumer_stats, messages) },
-    { "piperec_bytes_in_total", PR_METRIC_COUNTER, "Kafka message payload bytes consumed.", 0,
-      offsetof(pr_consumer_stats, bytes) },
-    { "piperec_records_in_total", PR_METRIC_COUNTER,
-      "Records decoded from messages into row blocks.", 0, offsetof(pr_consumer_stats, records) },
-    { "piperec_consumer_errors_total", PR_METRIC_COUNTER,
-      "Non-fatal Kafka consumer errors seen by poll.", 0,
-      offsetof(pr_consumer_stats, kafka_errors) },
-    { "piperec_rebalances_total", PR_METRIC_COUNTER, "Partition assign and revoke events.", 0,
-      offsetof(pr_consumer_stats, rebalances) },
-    { "piperec_records_out_total", PR_METRIC_COUNTER, "Rows emitted in training batches.", 1,
-      offsetof(pr_batcher_stats, rows_out) },
-    { "piperec_batches_acked_total", PR_METRIC_COUNTER,
-      "Batches acknowledged by every sink (their offsets may be committed).", 1,
-      offsetof(pr_batcher_stats, batches_acked) },
-    { "piperec_late_records_total", PR_METRIC_COUNTER,
-      "Rows older than the event-time watermark (ordering event_time).", 1,
-      offsetof(pr_batcher_stats, rows_late) },
-    { "piperec_revoke_dropped_records_total", PR_METRIC_COUNTER,
-      "Buffered rows dropped because their partition was revoked (the new owner re-reads them).",
-      1, offsetof(pr_batcher_stats, rows_dropped_revoke) },
-    { "piperec_buffered_records", PR_METRIC_GAUGE, "Rows waiting in the batcher.", 1,
-      offsetof(pr_batcher_stats, buffered_rows) },
-    { "piperec_unacked_batches", PR_METRIC_GAUGE,
-      "Batches emitted and not yet acknowledged by every sink.", 1,
-      offsetof(pr_batcher_stats, unacked_batches) },
-    { "piperec_inflight_bytes", PR_METRIC_GAUGE,
-      "Bytes held for delivery: buffered rows plus unacknowledged batches.", 1,
-      offsetof(pr_batcher_stats, inflight_bytes) },
-    { "piperec_last_sequence", PR_METRIC_GAUGE, "Sequence number of the last emitted batch.", 1,
-      offsetof(pr_batcher_stats, last_seq) },
+    {"piperec_messages_in_total", PR_METRIC_COUNTER, "Kafka messages consumed.", 0,
+     offsetof(pr_consumer_stats, messages)},
+    {"piperec_bytes_in_total", PR_METRIC_COUNTER, "Kafka message payload bytes consumed.", 0,
+     offsetof(pr_consumer_stats, bytes)},
+    {"piperec_records_in_total", PR_METRIC_COUNTER,
+     "Records decoded from messages into row blocks.", 0, offsetof(pr_consumer_stats, records)},
+    {"piperec_consumer_errors_total", PR_METRIC_COUNTER,
+     "Non-fatal Kafka consumer errors seen by poll.", 0, offsetof(pr_consumer_stats, kafka_errors)},
+    {"piperec_rebalances_total", PR_METRIC_COUNTER, "Partition assign and revoke events.", 0,
+     offsetof(pr_consumer_stats, rebalances)},
+    {"piperec_records_out_total", PR_METRIC_COUNTER, "Rows emitted in training batches.", 1,
+     offsetof(pr_batcher_stats, rows_out)},
+    {"piperec_batches_acked_total", PR_METRIC_COUNTER,
+     "Batches acknowledged by every sink (their offsets may be committed).", 1,
+     offsetof(pr_batcher_stats, batches_acked)},
+    {"piperec_late_records_total", PR_METRIC_COUNTER,
+     "Rows older than the event-time watermark (ordering event_time).", 1,
+     offsetof(pr_batcher_stats, rows_late)},
+    {"piperec_revoke_dropped_records_total", PR_METRIC_COUNTER,
+     "Buffered rows dropped because their partition was revoked (the new owner re-reads them).", 1,
+     offsetof(pr_batcher_stats, rows_dropped_revoke)},
+    {"piperec_buffered_records", PR_METRIC_GAUGE, "Rows waiting in the batcher.", 1,
+     offsetof(pr_batcher_stats, buffered_rows)},
+    {"piperec_unacked_batches", PR_METRIC_GAUGE,
+     "Batches emitted and not yet acknowledged by every sink.", 1,
+     offsetof(pr_batcher_stats, unacked_batches)},
+    {"piperec_inflight_bytes", PR_METRIC_GAUGE,
+     "Bytes held for delivery: buffered rows plus unacknowledged batches.", 1,
+     offsetof(pr_batcher_stats, inflight_bytes)},
+    {"piperec_last_sequence", PR_METRIC_GAUGE, "Sequence number of the last emitted batch.", 1,
+     offsetof(pr_batcher_stats, last_seq)},
 };
 
 void pr_service_render_metrics(pr_service *svc, pr_mbuf *mb)
@@ -1253,7 +1255,7 @@ void pr_service_render_metrics(pr_service *svc, pr_mbuf *mb)
     /* Process-level. */
     pr_metric_family(mb, "piperec_build_info", PR_METRIC_GAUGE,
                      "Build information; the value is always 1.");
-    pr_label bl[] = { { "version", PR_VERSION } };
+    pr_label bl[] = {{"version", PR_VERSION}};
     pr_metric_sample(mb, "piperec_build_info", bl, 1, 1);
     pr_metric_single(mb, "piperec_start_time_seconds", PR_METRIC_GAUGE,
                      "Process start time, seconds since the Unix epoch.",
@@ -1265,21 +1267,21 @@ void pr_service_render_metrics(pr_service *svc, pr_mbuf *mb)
     pr_metric_family(mb, "piperec_engine_backend_info", PR_METRIC_GAUGE,
                      "Engine backend in use per pipeline; the value is always 1.");
     for (size_t i = 0; i < n; i++) {
-        pr_label l[] = { PR__LBL_PIPE(&sc[i]), { "backend", pr_engine_backend_name(sc[i].p->eng) } };
+        pr_label l[] = {PR__LBL_PIPE(&sc[i]), {"backend", pr_engine_backend_name(sc[i].p->eng)}};
         pr_metric_sample(mb, "piperec_engine_backend_info", l, 2, 1);
     }
     pr_metric_family(mb, "piperec_pipeline_up", PR_METRIC_GAUGE,
                      "1 while the pipeline loop runs, 0 after a fatal error or stop.");
     int64_t now = pr__now_ns();
     for (size_t i = 0; i < n; i++) {
-        pr_label l[] = { PR__LBL_PIPE(&sc[i]) };
+        pr_label l[] = {PR__LBL_PIPE(&sc[i])};
         bool up = !atomic_load(&sc[i].p->fatal) && !atomic_load(&sc[i].p->done);
         pr_metric_sample(mb, "piperec_pipeline_up", l, 1, up ? 1 : 0);
     }
     pr_metric_family(mb, "piperec_loop_age_seconds", PR_METRIC_GAUGE,
                      "Seconds since the pipeline loop last turned (/healthz uses it).");
     for (size_t i = 0; i < n; i++) {
-        pr_label l[] = { PR__LBL_PIPE(&sc[i]) };
+        pr_label l[] = {PR__LBL_PIPE(&sc[i])};
         pr_metric_sample(mb, "piperec_loop_age_seconds", l, 1,
                          (double)(now - atomic_load(&sc[i].p->last_turn_ns)) / 1e9);
     }
@@ -1293,7 +1295,7 @@ void pr_service_render_metrics(pr_service *svc, pr_mbuf *mb)
     pr_metric_family(mb, "piperec_inflight_peak_bytes", PR_METRIC_GAUGE,
                      "Highest in-flight bytes seen since start.");
     for (size_t i = 0; i < n; i++) {
-        pr_label l[] = { PR__LBL_PIPE(&sc[i]) };
+        pr_label l[] = {PR__LBL_PIPE(&sc[i])};
         pr_metric_sample(mb, "piperec_inflight_peak_bytes", l, 1,
                          (double)atomic_load(&sc[i].p->inflight_peak));
     }
@@ -1301,19 +1303,19 @@ void pr_service_render_metrics(pr_service *svc, pr_mbuf *mb)
     pr_metric_family(mb, "piperec_assigned_partitions", PR_METRIC_GAUGE,
                      "Partitions currently assigned to this process.");
     for (size_t i = 0; i < n; i++) {
-        pr_label l[] = { PR__LBL_PIPE(&sc[i]) };
+        pr_label l[] = {PR__LBL_PIPE(&sc[i])};
         pr_metric_sample(mb, "piperec_assigned_partitions", l, 1, sc[i].cs.assigned_partitions);
     }
     pr_metric_family(mb, "piperec_paused_partitions", PR_METRIC_GAUGE,
                      "Assigned partitions paused by backpressure.");
     for (size_t i = 0; i < n; i++) {
-        pr_label l[] = { PR__LBL_PIPE(&sc[i]) };
+        pr_label l[] = {PR__LBL_PIPE(&sc[i])};
         pr_metric_sample(mb, "piperec_paused_partitions", l, 1, sc[i].cs.paused_partitions);
     }
     pr_metric_family(mb, "piperec_backpressure_pauses_total", PR_METRIC_COUNTER,
                      "Times in-flight bytes went over the limit and fetching was paused.");
     for (size_t i = 0; i < n; i++) {
-        pr_label l[] = { PR__LBL_PIPE(&sc[i]) };
+        pr_label l[] = {PR__LBL_PIPE(&sc[i])};
         pr_metric_sample(mb, "piperec_backpressure_pauses_total", l, 1,
                          (double)atomic_load(&sc[i].p->pauses));
     }
@@ -1324,11 +1326,14 @@ void pr_service_render_metrics(pr_service *svc, pr_mbuf *mb)
         const char *help;
         int kind; /* 0 committed, 1 position, 2 high watermark, 3 committed offset */
     } lagf[] = {
-        { "piperec_consumer_lag_records", "High watermark minus committed offset, per partition.", 0 },
-        { "piperec_consumer_position_lag_records",
-          "High watermark minus the consumer's fetch position, per partition.", 1 },
-        { "piperec_consumer_high_watermark_offset", "Partition high watermark (next offset to be written).", 2 },
-        { "piperec_consumer_committed_offset", "Last committed offset (next offset to read after a restart).", 3 },
+        {"piperec_consumer_lag_records", "High watermark minus committed offset, per partition.",
+         0},
+        {"piperec_consumer_position_lag_records",
+         "High watermark minus the consumer's fetch position, per partition.", 1},
+        {"piperec_consumer_high_watermark_offset",
+         "Partition high watermark (next offset to be written).", 2},
+        {"piperec_consumer_committed_offset",
+         "Last committed offset (next offset to read after a restart).", 3},
     };
     for (size_t f = 0; f < sizeof(lagf) / sizeof(lagf[0]); f++) {
         pr_metric_family(mb, lagf[f].name, PR_METRIC_GAUGE, lagf[f].help);
@@ -1337,16 +1342,28 @@ void pr_service_render_metrics(pr_service *svc, pr_mbuf *mb)
                 const pr_partition_lag *L = &sc[i].lags[k];
                 int64_t v;
                 switch (lagf[f].kind) {
-                case 0: v = (L->high_watermark >= 0 && L->committed >= 0) ? L->high_watermark - L->committed : -1; break;
-                case 1: v = (L->high_watermark >= 0 && L->position >= 0) ? L->high_watermark - L->position : -1; break;
-                case 2: v = L->high_watermark; break;
-                default: v = L->committed; break;
+                case 0:
+                    v = (L->high_watermark >= 0 && L->committed >= 0)
+                            ? L->high_watermark - L->committed
+                            : -1;
+                    break;
+                case 1:
+                    v = (L->high_watermark >= 0 && L->position >= 0)
+                            ? L->high_watermark - L->position
+                            : -1;
+                    break;
+                case 2:
+                    v = L->high_watermark;
+                    break;
+                default:
+                    v = L->committed;
+                    break;
                 }
                 if (v < 0)
                     continue; /* unknown yet: absent rather than a fake number */
                 char part[16];
                 snprintf(part, sizeof(part), "%d", L->tp.partition);
-                pr_label l[] = { PR__LBL_PIPE(&sc[i]), { "topic", L->tp.topic }, { "partition", part } };
+                pr_label l[] = {PR__LBL_PIPE(&sc[i]), {"topic", L->tp.topic}, {"partition", part}};
                 pr_metric_sample(mb, lagf[f].name, l, 3, (double)v);
             }
         }
@@ -1357,7 +1374,7 @@ void pr_service_render_metrics(pr_service *svc, pr_mbuf *mb)
                      "Records rejected (malformed), by reason; each also goes to the dead-letter "
                      "topic when one is configured.");
     for (size_t i = 0; i < n; i++) {
-        uint64_t eng[PR_DEC__COUNT] = { 0 };
+        uint64_t eng[PR_DEC__COUNT] = {0};
         uint64_t eng_other = 0;
         for (int r = 1; r < PR_REJECT__ENGINE_COUNT; r++) {
             uint64_t v = atomic_load(&sc[i].p->engine_rejects[r]);
@@ -1367,15 +1384,15 @@ void pr_service_render_metrics(pr_service *svc, pr_mbuf *mb)
                 eng_other += v;
         }
         for (int r = 1; r < PR_DEC__COUNT; r++) {
-            pr_label l[] = { PR__LBL_PIPE(&sc[i]), { "reason", pr_decode_reason_name(r) } };
+            pr_label l[] = {PR__LBL_PIPE(&sc[i]), {"reason", pr_decode_reason_name(r)}};
             pr_metric_sample(mb, "piperec_rejected_records_total", l, 2,
                              (double)(sc[i].cs.rejects[r] + eng[r]));
         }
         if (eng_other) {
-            pr_label l[] = { PR__LBL_PIPE(&sc[i]), { "reason", pr__engine_reject_name(-1) } };
+            pr_label l[] = {PR__LBL_PIPE(&sc[i]), {"reason", pr__engine_reject_name(-1)}};
             pr_metric_sample(mb, "piperec_rejected_records_total", l, 2, (double)eng_other);
         }
-        pr_label l[] = { PR__LBL_PIPE(&sc[i]), { "reason", "late_dropped" } };
+        pr_label l[] = {PR__LBL_PIPE(&sc[i]), {"reason", "late_dropped"}};
         pr_metric_sample(mb, "piperec_rejected_records_total", l, 2,
                          (double)sc[i].bs.rows_late_dropped);
     }
@@ -1384,9 +1401,9 @@ void pr_service_render_metrics(pr_service *svc, pr_mbuf *mb)
     for (size_t i = 0; i < n; i++) {
         if (!sc[i].has_dlq)
             continue;
-        pr_label l1[] = { PR__LBL_PIPE(&sc[i]), { "result", "sent" } };
+        pr_label l1[] = {PR__LBL_PIPE(&sc[i]), {"result", "sent"}};
         pr_metric_sample(mb, "piperec_dead_letters_total", l1, 2, (double)sc[i].dq.sent);
-        pr_label l2[] = { PR__LBL_PIPE(&sc[i]), { "result", "failed" } };
+        pr_label l2[] = {PR__LBL_PIPE(&sc[i]), {"result", "failed"}};
         pr_metric_sample(mb, "piperec_dead_letters_total", l2, 2, (double)sc[i].dq.failed);
     }
 
@@ -1395,7 +1412,7 @@ void pr_service_render_metrics(pr_service *svc, pr_mbuf *mb)
                      "Training batches emitted, by reason: full, deadline (max_delay_ms), flush.");
     for (size_t i = 0; i < n; i++) {
         for (int r = 0; r < PR_BATCH__REASONS; r++) {
-            pr_label l[] = { PR__LBL_PIPE(&sc[i]), { "reason", pr__reason_labels[r] } };
+            pr_label l[] = {PR__LBL_PIPE(&sc[i]), {"reason", pr__reason_labels[r]}};
             pr_metric_sample(mb, "piperec_batches_emitted_total", l, 2,
                              (double)sc[i].bs.batches_by_reason[r]);
         }
@@ -1407,25 +1424,24 @@ void pr_service_render_metrics(pr_service *svc, pr_mbuf *mb)
         const char *help;
         size_t off;
     } hists[] = {
-        { "piperec_batch_fill_ratio", "Rows per emitted batch divided by batch.size.",
-          offsetof(pr_batcher_stats, fill_ratio) },
-        { "piperec_freshness_event_to_emit_seconds",
-          "Per batch: emit time minus the oldest event time in it (Kafka timestamp when the "
-          "event has none).",
-          offsetof(pr_batcher_stats, event_to_emit_s) },
-        { "piperec_batch_wait_seconds",
-          "Per batch: how long its oldest row waited in the batcher.",
-          offsetof(pr_batcher_stats, wait_s) },
-        { "piperec_freshness_emit_to_ack_seconds",
-          "Per batch: emission to acknowledgement by every sink.",
-          offsetof(pr_batcher_stats, emit_to_ack_s) },
+        {"piperec_batch_fill_ratio", "Rows per emitted batch divided by batch.size.",
+         offsetof(pr_batcher_stats, fill_ratio)},
+        {"piperec_freshness_event_to_emit_seconds",
+         "Per batch: emit time minus the oldest event time in it (Kafka timestamp when the "
+         "event has none).",
+         offsetof(pr_batcher_stats, event_to_emit_s)},
+        {"piperec_batch_wait_seconds", "Per batch: how long its oldest row waited in the batcher.",
+         offsetof(pr_batcher_stats, wait_s)},
+        {"piperec_freshness_emit_to_ack_seconds",
+         "Per batch: emission to acknowledgement by every sink.",
+         offsetof(pr_batcher_stats, emit_to_ack_s)},
     };
     for (size_t h = 0; h < sizeof(hists) / sizeof(hists[0]); h++) {
         pr_metric_family(mb, hists[h].name, PR_METRIC_HISTOGRAM, hists[h].help);
         for (size_t i = 0; i < n; i++) {
             pr_hist_snapshot s;
             pr__hist_copy((const pr_hist *)((const char *)&sc[i].bs + hists[h].off), &s);
-            pr_label l[] = { PR__LBL_PIPE(&sc[i]) };
+            pr_label l[] = {PR__LBL_PIPE(&sc[i])};
             pr_metric_histogram(mb, hists[h].name, l, 1, &s);
         }
     }
@@ -1438,14 +1454,14 @@ void pr_service_render_metrics(pr_service *svc, pr_mbuf *mb)
         if (!pr_spec_has_op(&sc[i].p->cfg->spec, PR_OP_VOCAB))
             continue;
         for (uint32_t c = 0; c < sc[i].p->cfg->spec.n_sparse; c++) {
-            pr_label l[] = { PR__LBL_PIPE(&sc[i]), { "column", sc[i].p->cfg->spec.sparse[c].name } };
+            pr_label l[] = {PR__LBL_PIPE(&sc[i]), {"column", sc[i].p->cfg->spec.sparse[c].name}};
             pr_metric_sample(mb, "piperec_vocab_size", l, 2, (double)sc[i].vocab[c]);
         }
     }
     pr_metric_family(mb, "piperec_vocab_checkpoints_total", PR_METRIC_COUNTER,
                      "Vocabulary snapshots written to state.dir.");
     for (size_t i = 0; i < n; i++) {
-        pr_label l[] = { PR__LBL_PIPE(&sc[i]) };
+        pr_label l[] = {PR__LBL_PIPE(&sc[i])};
         pr_metric_sample(mb, "piperec_vocab_checkpoints_total", l, 1,
                          (double)atomic_load(&sc[i].p->checkpoints));
     }
@@ -1457,7 +1473,7 @@ void pr_service_render_metrics(pr_service *svc, pr_mbuf *mb)
         for (int op = 0; op < PR_OP__COUNT; op++) {
             if (!pr_spec_has_op(&sc[i].p->cfg->spec, (pr_op)op))
                 continue;
-            pr_label l[] = { PR__LBL_PIPE(&sc[i]), { "operator", pr_op_name((pr_op)op) } };
+            pr_label l[] = {PR__LBL_PIPE(&sc[i]), {"operator", pr_op_name((pr_op)op)}};
             pr_metric_sample(mb, "piperec_engine_operator_seconds_total", l, 2,
                              (double)sc[i].est.op_ns[op] / 1e9);
         }
@@ -1467,20 +1483,20 @@ void pr_service_render_metrics(pr_service *svc, pr_mbuf *mb)
         for (int op = 0; op < PR_OP__COUNT; op++) {
             if (!pr_spec_has_op(&sc[i].p->cfg->spec, (pr_op)op))
                 continue;
-            pr_label l[] = { PR__LBL_PIPE(&sc[i]), { "operator", pr_op_name((pr_op)op) } };
+            pr_label l[] = {PR__LBL_PIPE(&sc[i]), {"operator", pr_op_name((pr_op)op)}};
             pr_metric_sample(mb, "piperec_engine_operator_values_total", l, 2,
                              (double)sc[i].est.op_values[op]);
         }
     pr_metric_family(mb, "piperec_engine_rows_total", PR_METRIC_COUNTER,
                      "Rows that went through the engine.");
     for (size_t i = 0; i < n; i++) {
-        pr_label l[] = { PR__LBL_PIPE(&sc[i]) };
+        pr_label l[] = {PR__LBL_PIPE(&sc[i])};
         pr_metric_sample(mb, "piperec_engine_rows_total", l, 1, (double)sc[i].est.rows_in);
     }
     pr_metric_family(mb, "piperec_engine_blocks_total", PR_METRIC_COUNTER,
                      "Row blocks processed by the engine.");
     for (size_t i = 0; i < n; i++) {
-        pr_label l[] = { PR__LBL_PIPE(&sc[i]) };
+        pr_label l[] = {PR__LBL_PIPE(&sc[i])};
         pr_metric_sample(mb, "piperec_engine_blocks_total", l, 1, (double)sc[i].est.blocks);
     }
 
@@ -1491,31 +1507,31 @@ void pr_service_render_metrics(pr_service *svc, pr_mbuf *mb)
         const char *help;
         size_t off;
     } sinkf[] = {
-        { "piperec_sink_batches_sent_total", PR_METRIC_COUNTER, "Batches accepted by the sink.",
-          offsetof(pr_sink_stats, batches_sent) },
-        { "piperec_sink_batches_acked_total", PR_METRIC_COUNTER,
-          "Batches the sink acknowledged.", offsetof(pr_sink_stats, batches_acked) },
-        { "piperec_sink_bytes_sent_total", PR_METRIC_COUNTER, "Bytes the sink wrote out.",
-          offsetof(pr_sink_stats, bytes_sent) },
-        { "piperec_sink_refused_total", PR_METRIC_COUNTER,
-          "Times the sink was full and a batch had to wait.",
-          offsetof(pr_sink_stats, batches_refused) },
-        { "piperec_sink_redeliveries_total", PR_METRIC_COUNTER,
-          "Batches sent again after a trainer went away unacknowledged.",
-          offsetof(pr_sink_stats, redeliveries) },
-        { "piperec_sink_errors_total", PR_METRIC_COUNTER, "Sink errors.",
-          offsetof(pr_sink_stats, errors) },
-        { "piperec_sink_queued_batches", PR_METRIC_GAUGE,
-          "Batches accepted by the sink and not yet acknowledged.",
-          offsetof(pr_sink_stats, queued_batches) },
-        { "piperec_sink_clients", PR_METRIC_GAUGE, "Connected trainers (trainer sink).",
-          offsetof(pr_sink_stats, clients) },
+        {"piperec_sink_batches_sent_total", PR_METRIC_COUNTER, "Batches accepted by the sink.",
+         offsetof(pr_sink_stats, batches_sent)},
+        {"piperec_sink_batches_acked_total", PR_METRIC_COUNTER, "Batches the sink acknowledged.",
+         offsetof(pr_sink_stats, batches_acked)},
+        {"piperec_sink_bytes_sent_total", PR_METRIC_COUNTER, "Bytes the sink wrote out.",
+         offsetof(pr_sink_stats, bytes_sent)},
+        {"piperec_sink_refused_total", PR_METRIC_COUNTER,
+         "Times the sink was full and a batch had to wait.",
+         offsetof(pr_sink_stats, batches_refused)},
+        {"piperec_sink_redeliveries_total", PR_METRIC_COUNTER,
+         "Batches sent again after a trainer went away unacknowledged.",
+         offsetof(pr_sink_stats, redeliveries)},
+        {"piperec_sink_errors_total", PR_METRIC_COUNTER, "Sink errors.",
+         offsetof(pr_sink_stats, errors)},
+        {"piperec_sink_queued_batches", PR_METRIC_GAUGE,
+         "Batches accepted by the sink and not yet acknowledged.",
+         offsetof(pr_sink_stats, queued_batches)},
+        {"piperec_sink_clients", PR_METRIC_GAUGE, "Connected trainers (trainer sink).",
+         offsetof(pr_sink_stats, clients)},
     };
     for (size_t f = 0; f < sizeof(sinkf) / sizeof(sinkf[0]); f++) {
         pr_metric_family(mb, sinkf[f].name, sinkf[f].type, sinkf[f].help);
         for (size_t i = 0; i < n; i++)
             for (size_t k = 0; k < sc[i].n_sinks; k++) {
-                pr_label l[] = { PR__LBL_PIPE(&sc[i]), { "sink", sc[i].sink_names[k] } };
+                pr_label l[] = {PR__LBL_PIPE(&sc[i]), {"sink", sc[i].sink_names[k]}};
                 const uint64_t *v = (const uint64_t *)((const char *)&sc[i].ss[k] + sinkf[f].off);
                 pr_metric_sample(mb, sinkf[f].name, l, 2, (double)*v);
             }
@@ -1561,7 +1577,8 @@ void pr_service_render_status(pr_service *svc, pr_mbuf *mb)
         pr_mbuf_json_str(mb, st.backend);
         pr_mbuf_puts(mb, ",\"format\":");
         pr_mbuf_json_str(mb, pr_source_format_name(p->cfg->source.format));
-        pr_mbuf_printf(mb, ",\"up\":%s", (!atomic_load(&p->fatal) && !atomic_load(&p->done)) ? "true" : "false");
+        pr_mbuf_printf(mb, ",\"up\":%s",
+                       (!atomic_load(&p->fatal) && !atomic_load(&p->done)) ? "true" : "false");
         if (atomic_load(&p->fatal)) {
             pr_mbuf_puts(mb, ",\"error\":");
             pr_mbuf_json_str(mb, p->fatal_msg);
@@ -1599,9 +1616,8 @@ void pr_service_render_status(pr_service *svc, pr_mbuf *mb)
                        (unsigned long long)st.records_in, (unsigned long long)st.messages_in,
                        (unsigned long long)st.bytes_in, (unsigned long long)st.rejected,
                        (unsigned long long)st.rows_out, (unsigned long long)st.batches_emitted,
-                       (unsigned long long)st.batches_acked,
-                       (unsigned long long)st.inflight_bytes, st.paused_partitions,
-                       (long long)st.lag);
+                       (unsigned long long)st.batches_acked, (unsigned long long)st.inflight_bytes,
+                       st.paused_partitions, (long long)st.lag);
         pr_mbuf_puts(mb, ",\"rates\":{\"records_in_per_second\":");
         pr__json_num(mb, rr);
         pr_mbuf_puts(mb, ",\"records_out_per_second\":");

@@ -28,7 +28,7 @@ void pr_svc_block_signals(sigset_t *set)
 
 int pr_svc_wait_signal(const sigset_t *set, int timeout_ms)
 {
-    struct timespec ts = { timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L };
+    struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
     int s = sigtimedwait(set, NULL, &ts);
     return s > 0 ? s : 0;
 }

@@ -63,8 +63,8 @@ static void pr__sim_destroy(pr_backend *be)
     free(be);
 }
 
-static int pr__sim_create(const pr_pipeline_spec *spec, const pr_engine_opts *opts, pr_backend **out,
-                          char *errstr, size_t errstr_size)
+static int pr__sim_create(const pr_pipeline_spec *spec, const pr_engine_opts *opts,
+                          pr_backend **out, char *errstr, size_t errstr_size)
 {
     (void)opts;
     pr_backend *be = calloc(1, sizeof(*be));
@@ -85,7 +85,8 @@ static int pr__sim_create(const pr_pipeline_spec *spec, const pr_engine_opts *op
             rc = PR_ENOMEM;
     if (!be->dev || rc) {
         pr__sim_destroy(be);
-        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "hls-sim: out of memory for device buffers");
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM,
+                         "hls-sim: out of memory for device buffers");
     }
     if ((rc = pr_khost_start(&be->h, 0, errstr, errstr_size))) {
         pr__sim_destroy(be);
@@ -101,11 +102,17 @@ static int pr__sim_process(pr_backend *be, const pr_block *in, pr_out *out, pr_e
     return pr_khost_process(&be->h, in, out, st, errstr, errstr_size);
 }
 
-static int pr__sim_count(pr_backend *be, const pr_block *in) { return pr_khost_count(&be->h, in); }
+static int pr__sim_count(pr_backend *be, const pr_block *in)
+{
+    return pr_khost_count(&be->h, in);
+}
 
 /* Two-pass: the counts are already in the tables; the process pass assigns
  * indices at first sight. Nothing to do on the device. */
-static int pr__sim_count_done(pr_backend *be) { return pr_khost_count_done(&be->h); }
+static int pr__sim_count_done(pr_backend *be)
+{
+    return pr_khost_count_done(&be->h);
+}
 
 static uint64_t pr__sim_vocab_size(const pr_backend *be, uint32_t col)
 {

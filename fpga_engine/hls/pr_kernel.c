@@ -53,9 +53,9 @@
 
 #include "pr_kernel.h"
 
-#define PR_K_GROUPS (PR_K_TILE_ROWS / 8) /* 8-value groups per tile */
+#define PR_K_GROUPS  (PR_K_TILE_ROWS / 8) /* 8-value groups per tile */
 #define PR_K_LANES_N PR_K_VOCAB_LANES
-#define PR_K_FWD 32 /* HBM lanes: updates in flight covered by the forwarding window */
+#define PR_K_FWD     32 /* HBM lanes: updates in flight covered by the forwarding window */
 
 /* A stream element: one word plus a 32-bit side channel (like AXI4-Stream
  * TUSER): flags of the 8 lanes of a value group, or a count. */
@@ -64,21 +64,21 @@ typedef struct pr_kvf {
     uint32_t f;
 } pr_kvf;
 
-#define PR_KF_MISSING(f) ((f)&0xffu)          /* lane value missing (empty field) */
-#define PR_KF_SKIP(f) (((f) >> 8) & 0xffu)    /* lane is padding (or rejected): no state change */
-#define PR_KF_BAD(f) (((f) >> 16) & 0xffu)    /* lane is not valid hex */
-#define PR_KF_LAST 0x100u                     /* new-index packet: last of a column tile */
+#define PR_KF_MISSING(f) ((f)&0xffu)           /* lane value missing (empty field) */
+#define PR_KF_SKIP(f)    (((f) >> 8) & 0xffu)  /* lane is padding (or rejected): no state change */
+#define PR_KF_BAD(f)     (((f) >> 16) & 0xffu) /* lane is not valid hex */
+#define PR_KF_LAST       0x100u                /* new-index packet: last of a column tile */
 
 /* ------------------------------------------------------------ streams */
 
 #ifdef __SYNTHESIS__
 typedef hls::stream<pr_kvf> pr_ks;
-#define PR_KS_PARAM(n) hls::stream<pr_kvf> &n
+#define PR_KS_PARAM(n)     hls::stream<pr_kvf> &n
 #define PR_KS_ARR_PARAM(n) hls::stream<pr_kvf> n[PR_K_LANES_N]
-#define PR_KS_ARG(n) n
-#define PR_KS_AT(n, i) n[i]
-#define PR_KS_WRITE(s, v) (s).write(v)
-#define PR_KS_READ(s) (s).read()
+#define PR_KS_ARG(n)       n
+#define PR_KS_AT(n, i)     n[i]
+#define PR_KS_WRITE(s, v)  (s).write(v)
+#define PR_KS_READ(s)      (s).read()
 #else
 /* Plain-C stand-in: a FIFO whose storage comes from the simulated device
  * (pr_ksim_dev.fifo), sized for what one tile puts through it. */
@@ -86,12 +86,12 @@ typedef struct pr_ks {
     pr_kvf *d;
     uint32_t cap, rd, wr;
 } pr_ks;
-#define PR_KS_PARAM(n) pr_ks *n
+#define PR_KS_PARAM(n)     pr_ks *n
 #define PR_KS_ARR_PARAM(n) pr_ks *n
-#define PR_KS_ARG(n) (&n)
-#define PR_KS_AT(n, i) (&(n)[i])
-#define PR_KS_WRITE(s, v) pr__ks_write(s, v)
-#define PR_KS_READ(s) pr__ks_read(s)
+#define PR_KS_ARG(n)       (&n)
+#define PR_KS_AT(n, i)     (&(n)[i])
+#define PR_KS_WRITE(s, v)  pr__ks_write(s, v)
+#define PR_KS_READ(s)      pr__ks_read(s)
 
 typedef char pr__kvf_is_9_words[sizeof(pr_kvf) == 9 * sizeof(uint64_t) ? 1 : -1];
 
@@ -118,17 +118,26 @@ static inline pr_kvf pr__ks_read(pr_ks *s)
 
 /* ------------------------------------------------------------ small helpers */
 
-static inline uint64_t pr__lane_get(const pr_kw *buf, uint64_t i) { return buf[i / 8].l[i % 8]; }
+static inline uint64_t pr__lane_get(const pr_kw *buf, uint64_t i)
+{
+    return buf[i / 8].l[i % 8];
+}
 
 static inline double pr__bits_f64(uint64_t b)
 {
-    union { uint64_t u; double d; } x;
+    union {
+        uint64_t u;
+        double d;
+    } x;
     x.u = b;
     return x.d;
 }
 static inline uint32_t pr__f32_bits(float f)
 {
-    union { float f; uint32_t u; } x;
+    union {
+        float f;
+        uint32_t u;
+    } x;
     x.f = f;
     return x.u;
 }
@@ -205,7 +214,7 @@ static int pr__read_cfg(const pr_kw *cfg, pr__kcfg *k)
         (k->width != 4 && k->width != 8))
         return -1;
     for (uint32_t c = 0; c < k->n_sparse; c++) {
-#pragma HLS PIPELINE II=1
+#pragma HLS PIPELINE II = 1
         pr_kw w = cfg[1 + c];
         pr__klcfg *lc = &k->lc[c % PR_K_LANES_N];
         uint32_t j = c / PR_K_LANES_N;
@@ -223,13 +232,16 @@ static int pr__read_cfg(const pr_kw *cfg, pr__kcfg *k)
 typedef struct pr__kgeo {
     uint32_t rows, rp, nd, ns, width, check_hex, mod_on, has_vocab, is_default, counting_pass,
         two_pass, dense_ops;
-    uint64_t enc[4];      /* bit c: sparse column c holds u64 values */
-    uint64_t sp_off;      /* in: first sparse word */
-    uint64_t miss_u64;    /* in: first missing-bitmap u64 */
+    uint64_t enc[4];   /* bit c: sparse column c holds u64 values */
+    uint64_t sp_off;   /* in: first sparse word */
+    uint64_t miss_u64; /* in: first missing-bitmap u64 */
     uint64_t out_sp, out_rej;
 } pr__kgeo;
 
-static inline uint32_t pr__is_hex(const pr__kgeo *g, uint32_t c) { return !(g->enc[c / 64] >> (c % 64) & 1u); }
+static inline uint32_t pr__is_hex(const pr__kgeo *g, uint32_t c)
+{
+    return !(g->enc[c / 64] >> (c % 64) & 1u);
+}
 static inline uint32_t pr__tile_rows(const pr__kgeo *g, uint32_t t0)
 {
     return g->rp - t0 < PR_K_TILE_ROWS ? g->rp - t0 : PR_K_TILE_ROWS;
@@ -248,7 +260,7 @@ static void pr__rd_in(const pr_kw *in, pr__kgeo g, uint32_t tb, uint32_t te, PR_
         uint32_t tr = pr__tile_rows(&g, t0);
         for (uint32_t d = 0; d < g.nd; d++) {
             for (uint32_t j = 0; j < tr / 8; j++) {
-#pragma HLS PIPELINE II=1
+#pragma HLS PIPELINE II = 1
                 pr_kvf x;
                 x.w = in[pr_k_in_dense() + (uint64_t)d * (g.rp / 8) + t0 / 8 + j];
                 x.f = 0;
@@ -262,7 +274,7 @@ static void pr__rd_in(const pr_kw *in, pr__kgeo g, uint32_t tb, uint32_t te, PR_
             uint64_t mword_at = ~0ull;
             pr_kw mword;
             for (uint32_t j = 0; j < tr / 8; j++) {
-#pragma HLS PIPELINE II=2
+#pragma HLS PIPELINE II = 2
                 uint32_t r0 = t0 + 8 * j;
                 uint64_t mi = mbase + r0 / 64;
                 if (mi / 8 != mword_at) {
@@ -303,7 +315,7 @@ static void pr__hex2int(pr__kgeo g, uint32_t tb, uint32_t te, PR_KS_PARAM(s_in),
         for (uint32_t c = 0; c < g.ns; c++) {
             uint32_t is_hex = pr__is_hex(&g, c);
             for (uint32_t j = 0; j < groups; j++) {
-#pragma HLS PIPELINE II=2
+#pragma HLS PIPELINE II = 2
                 pr_kvf a = PR_KS_READ(s_in);
                 pr_kvf y;
                 uint32_t bad = 0;
@@ -340,18 +352,18 @@ static void pr__validate(pr__kgeo g, uint32_t tb, uint32_t te, uint32_t *n_rej, 
                          PR_KS_ARR_PARAM(s_lane), PR_KS_ARR_PARAM(s_ok), PR_KS_PARAM(s_rej))
 {
     uint16_t rej[PR_K_TILE_ROWS];
-#pragma HLS ARRAY_PARTITION variable=rej cyclic factor=8
+#pragma HLS ARRAY_PARTITION variable = rej cyclic factor = 8
     uint32_t nr = 0;
     for (uint32_t t0 = tb; t0 < te; t0 += PR_K_TILE_ROWS) {
         uint32_t tr = pr__tile_rows(&g, t0);
         for (uint32_t r = 0; r < tr; r++) {
-#pragma HLS PIPELINE II=1
+#pragma HLS PIPELINE II = 1
             rej[r] = PR_K_NO_REJECT;
         }
         for (uint32_t c = 0; c < g.ns; c++) {
             uint32_t check = g.check_hex && pr__is_hex(&g, c);
             for (uint32_t j = 0; j < tr / 8; j++) {
-#pragma HLS PIPELINE II=1
+#pragma HLS PIPELINE II = 1
                 pr_kvf x = PR_KS_READ(s_in);
                 uint32_t bad = check ? PR_KF_BAD(x.f) : 0;
                 for (uint32_t k = 0; k < 8; k++) {
@@ -363,7 +375,7 @@ static void pr__validate(pr__kgeo g, uint32_t tb, uint32_t te, uint32_t *n_rej, 
             }
         }
         for (uint32_t j = 0; j < tr / 8; j++) {
-#pragma HLS PIPELINE II=1
+#pragma HLS PIPELINE II = 1
             pr_kvf m;
             for (uint32_t k = 0; k < 8; k++)
                 m.w.l[k] = 0;
@@ -379,13 +391,13 @@ static void pr__validate(pr__kgeo g, uint32_t tb, uint32_t te, uint32_t *n_rej, 
             }
         }
         for (uint32_t w = 0; w < tr / 32; w++) {
-#pragma HLS PIPELINE II=1
+#pragma HLS PIPELINE II = 1
             pr_kvf x;
             x.f = 0;
             for (uint32_t j = 0; j < 8; j++) {
                 uint32_t r = 32 * w + 4 * j;
-                x.w.l[j] = (uint64_t)rej[r] | (uint64_t)rej[r + 1] << 16 | (uint64_t)rej[r + 2] << 32 |
-                           (uint64_t)rej[r + 3] << 48;
+                x.w.l[j] = (uint64_t)rej[r] | (uint64_t)rej[r + 1] << 16 |
+                           (uint64_t)rej[r + 2] << 32 | (uint64_t)rej[r + 3] << 48;
             }
             for (uint32_t r = 32 * w; r < 32 * w + 32; r++)
                 nr += t0 + r < g.rows && rej[r] != PR_K_NO_REJECT;
@@ -459,57 +471,57 @@ static inline int64_t pr__vocab_one(pr__kvoc *s, uint64_t *e, uint32_t row, uint
  * table read-modify-write, then the index packed into output words (16
  * int32 or 8 int64) and new values into new-index packets of 8. LOOKUP and
  * UPDATE are statements on `key`/`ent` for the table memory at hand. */
-#define PR__LANE_LOOP(LOOKUP, UPDATE)                                                         \
-    pr_kvf x, y, nw;                                                                          \
-    uint32_t n_new = 0;                                                                       \
-    x.f = 0;                                                                                  \
-    y.f = 0;                                                                                  \
-    nw.f = 0;                                                                                 \
-    for (uint32_t i = 0; i < tr; i++) {                                                       \
-        uint32_t k = i % 8;                                                                   \
-        if (k == 0)                                                                           \
-            x = PR_KS_READ(s_in);                                                             \
-        uint64_t v = x.w.l[k];                                                                \
-        uint32_t skip = (PR_KF_SKIP(x.f) | okm[i / 8]) >> k & 1u;                             \
-        int64_t idx = 0;                                                                      \
-        if (s->mod_on)                                                                        \
-            v = v % s->mod;                                                                   \
-        if (s->stopped || skip) {                                                             \
-            idx = 0;                                                                          \
-        } else if ((PR_KF_MISSING(x.f) >> k & 1u) && s->is_default) {                        \
-            idx = 0; /* PR_INDEX_MISSING */                                                   \
-        } else if (!s->has_vocab) {                                                           \
-            idx = (int64_t)v;                                                                 \
-        } else {                                                                              \
-            uint64_t key = s->base + v, ent;                                                  \
-            uint32_t dirty, is_new;                                                           \
-            LOOKUP;                                                                           \
-            idx = pr__vocab_one(s, &ent, t0 + i, &dirty, &is_new);                            \
-            if (dirty) {                                                                      \
-                UPDATE;                                                                       \
-            }                                                                                 \
-            if (is_new) {                                                                     \
-                nw.w.l[n_new++] = v;                                                          \
-                if (n_new == 8) {                                                             \
-                    nw.f = 8;                                                                 \
-                    PR_KS_WRITE(s_new, nw);                                                   \
-                    n_new = 0;                                                                \
-                }                                                                             \
-            }                                                                                 \
-        }                                                                                     \
-        if (width == 8) {                                                                     \
-            y.w.l[k] = (uint64_t)idx;                                                         \
-            if (k == 7)                                                                       \
-                PR_KS_WRITE(s_out, y);                                                        \
-        } else {                                                                              \
-            uint32_t h = i % 16;                                                              \
-            uint64_t lo = (uint64_t)idx & 0xffffffffull;                                      \
-            y.w.l[h / 2] = h % 2 ? (y.w.l[h / 2] | lo << 32) : lo;                            \
-            if (h == 15)                                                                      \
-                PR_KS_WRITE(s_out, y);                                                        \
-        }                                                                                     \
-    }                                                                                         \
-    nw.f = n_new | PR_KF_LAST;                                                                \
+#define PR__LANE_LOOP(LOOKUP, UPDATE)                                                              \
+    pr_kvf x, y, nw;                                                                               \
+    uint32_t n_new = 0;                                                                            \
+    x.f = 0;                                                                                       \
+    y.f = 0;                                                                                       \
+    nw.f = 0;                                                                                      \
+    for (uint32_t i = 0; i < tr; i++) {                                                            \
+        uint32_t k = i % 8;                                                                        \
+        if (k == 0)                                                                                \
+            x = PR_KS_READ(s_in);                                                                  \
+        uint64_t v = x.w.l[k];                                                                     \
+        uint32_t skip = (PR_KF_SKIP(x.f) | okm[i / 8]) >> k & 1u;                                  \
+        int64_t idx = 0;                                                                           \
+        if (s->mod_on)                                                                             \
+            v = v % s->mod;                                                                        \
+        if (s->stopped || skip) {                                                                  \
+            idx = 0;                                                                               \
+        } else if ((PR_KF_MISSING(x.f) >> k & 1u) && s->is_default) {                              \
+            idx = 0; /* PR_INDEX_MISSING */                                                        \
+        } else if (!s->has_vocab) {                                                                \
+            idx = (int64_t)v;                                                                      \
+        } else {                                                                                   \
+            uint64_t key = s->base + v, ent;                                                       \
+            uint32_t dirty, is_new;                                                                \
+            LOOKUP;                                                                                \
+            idx = pr__vocab_one(s, &ent, t0 + i, &dirty, &is_new);                                 \
+            if (dirty) {                                                                           \
+                UPDATE;                                                                            \
+            }                                                                                      \
+            if (is_new) {                                                                          \
+                nw.w.l[n_new++] = v;                                                               \
+                if (n_new == 8) {                                                                  \
+                    nw.f = 8;                                                                      \
+                    PR_KS_WRITE(s_new, nw);                                                        \
+                    n_new = 0;                                                                     \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+        if (width == 8) {                                                                          \
+            y.w.l[k] = (uint64_t)idx;                                                              \
+            if (k == 7)                                                                            \
+                PR_KS_WRITE(s_out, y);                                                             \
+        } else {                                                                                   \
+            uint32_t h = i % 16;                                                                   \
+            uint64_t lo = (uint64_t)idx & 0xffffffffull;                                           \
+            y.w.l[h / 2] = h % 2 ? (y.w.l[h / 2] | lo << 32) : lo;                                 \
+            if (h == 15)                                                                           \
+                PR_KS_WRITE(s_out, y);                                                             \
+        }                                                                                          \
+    }                                                                                              \
+    nw.f = n_new | PR_KF_LAST;                                                                     \
     PR_KS_WRITE(s_new, nw);
 
 /* On-chip bank: a URAM read-modify-write per value; the read-after-write
@@ -518,7 +530,7 @@ static void pr__lane_onchip(pr__kvoc *s, uint64_t *bank, const uint8_t *okm, uin
                             uint32_t t0, uint32_t tr, PR_KS_PARAM(s_in), PR_KS_PARAM(s_out),
                             PR_KS_PARAM(s_new))
 {
-#pragma HLS PIPELINE II=2 style=flp
+#pragma HLS PIPELINE II = 2 style = flp
     PR__LANE_LOOP(ent = bank[key], bank[key] = ent)
 }
 
@@ -528,12 +540,12 @@ static void pr__lane_onchip(pr__kvoc *s, uint64_t *bank, const uint8_t *okm, uin
  * PR_K_FWD updates (newest wins), so the loop carries no memory dependence
  * and reaches II ~6 (Piper's off-chip figure). The window is exact in C
  * simulation too (write-through), so it is checked by every hls-sim test. */
-static void pr__lane_hbm(pr__kvoc *s, uint64_t *tab, const uint8_t *okm, uint32_t width, uint32_t t0,
-                         uint32_t tr, uint64_t *fkey, uint64_t *fent, PR_KS_PARAM(s_in),
-                         PR_KS_PARAM(s_out), PR_KS_PARAM(s_new))
+static void pr__lane_hbm(pr__kvoc *s, uint64_t *tab, const uint8_t *okm, uint32_t width,
+                         uint32_t t0, uint32_t tr, uint64_t *fkey, uint64_t *fent,
+                         PR_KS_PARAM(s_in), PR_KS_PARAM(s_out), PR_KS_PARAM(s_new))
 {
-#pragma HLS PIPELINE II=6 style=flp
-#pragma HLS DEPENDENCE variable=tab inter false
+#pragma HLS PIPELINE II = 6 style = flp
+#pragma HLS DEPENDENCE variable = tab inter false
     PR__LANE_LOOP(
         {
             ent = tab[key];
@@ -564,12 +576,12 @@ static void pr__lane(uint32_t lane, pr__kgeo g, const pr__klcfg *lc, uint64_t *b
 {
     uint8_t okm[PR_K_GROUPS];
     uint64_t fkey[PR_K_FWD], fent[PR_K_FWD];
-#pragma HLS ARRAY_PARTITION variable=fkey complete
-#pragma HLS ARRAY_PARTITION variable=fent complete
+#pragma HLS ARRAY_PARTITION variable = fkey complete
+#pragma HLS ARRAY_PARTITION variable = fent complete
     for (uint32_t t0 = tb; t0 < te; t0 += PR_K_TILE_ROWS) {
         uint32_t tr = pr__tile_rows(&g, t0);
         for (uint32_t j = 0; j < tr / 8; j++) {
-#pragma HLS PIPELINE II=1
+#pragma HLS PIPELINE II = 1
             okm[j] = (uint8_t)PR_KS_READ(s_ok).f;
         }
         for (uint32_t c = lane, j = 0; c < g.ns; c += PR_K_LANES_N, j++) {
@@ -603,13 +615,14 @@ static void pr__lane(uint32_t lane, pr__kgeo g, const pr__klcfg *lc, uint64_t *b
 
 /* ------------------------------------------------------------ dense stages */
 
-static void pr__neg2zero(pr__kgeo g, uint32_t tb, uint32_t te, PR_KS_PARAM(s_in), PR_KS_PARAM(s_out))
+static void pr__neg2zero(pr__kgeo g, uint32_t tb, uint32_t te, PR_KS_PARAM(s_in),
+                         PR_KS_PARAM(s_out))
 {
     uint32_t on = g.dense_ops & PR_KOP_NEG2ZERO;
     for (uint32_t t0 = tb; t0 < te; t0 += PR_K_TILE_ROWS) {
         uint32_t n = g.nd * (pr__tile_rows(&g, t0) / 8);
         for (uint32_t j = 0; j < n; j++) {
-#pragma HLS PIPELINE II=1
+#pragma HLS PIPELINE II = 1
             pr_kvf x = PR_KS_READ(s_in);
             if (on) {
                 for (uint32_t k = 0; k < 8; k++) {
@@ -631,7 +644,7 @@ static void pr__log1p(pr__kgeo g, uint32_t tb, uint32_t te, PR_KS_PARAM(s_in), P
     for (uint32_t t0 = tb; t0 < te; t0 += PR_K_TILE_ROWS) {
         uint32_t n = g.nd * (pr__tile_rows(&g, t0) / 8);
         for (uint32_t j = 0; j < n; j++) {
-#pragma HLS PIPELINE II=1
+#pragma HLS PIPELINE II = 1
             pr_kvf x = PR_KS_READ(s_in);
             for (uint32_t k = 0; k < 8; k++) {
 #pragma HLS UNROLL
@@ -661,7 +674,7 @@ static void pr__wr_out(pr_kw *out, uint64_t *newv, pr__kgeo g, uint32_t tb, uint
         for (uint32_t d = 0; d < g.nd; d++) {
             pr_kw acc;
             for (uint32_t j = 0; j < tr / 8; j++) {
-#pragma HLS PIPELINE II=1
+#pragma HLS PIPELINE II = 1
                 pr_kvf x = PR_KS_READ(s_dense);
                 uint32_t half = j & 1u;
                 for (uint32_t k = 0; k < 4; k++) {
@@ -677,7 +690,7 @@ static void pr__wr_out(pr_kw *out, uint64_t *newv, pr__kgeo g, uint32_t tb, uint
             uint32_t nw = tr * g.width / 64;
             uint64_t off = g.out_sp + (uint64_t)c * (g.rp * g.width / 64) + t0 * g.width / 64;
             for (uint32_t w = 0; w < nw; w++) {
-#pragma HLS PIPELINE II=1
+#pragma HLS PIPELINE II = 1
                 out[off + w] = PR_KS_READ(PR_KS_AT(s_idx, l)).w;
             }
             pr_kvf p;
@@ -690,7 +703,7 @@ static void pr__wr_out(pr_kw *out, uint64_t *newv, pr__kgeo g, uint32_t tb, uint
             } while (!(p.f & PR_KF_LAST));
         }
         for (uint32_t w = 0; w < tr / 32; w++) {
-#pragma HLS PIPELINE II=1
+#pragma HLS PIPELINE II = 1
             out[g.out_rej + t0 / 32 + w] = PR_KS_READ(s_rej).w;
         }
     }
@@ -699,8 +712,8 @@ static void pr__wr_out(pr_kw *out, uint64_t *newv, pr__kgeo g, uint32_t tb, uint
 /* ------------------------------------------------------------ the dataflow region */
 
 #define PR__KTAB_ARG(l) , tab##l
-#define PR__LANE_CALL(l)                                                                      \
-    pr__lane(l, g, &lc[l], onchip[l], tab##l, lnext[l], lstop[l], lfrow[l], tb, te,           \
+#define PR__LANE_CALL(l)                                                                           \
+    pr__lane(l, g, &lc[l], onchip[l], tab##l, lnext[l], lstop[l], lfrow[l], tb, te,                \
              PR_KS_AT(s_lane, l), PR_KS_AT(s_ok, l), PR_KS_AT(s_idx, l), PR_KS_AT(s_new, l));
 
 /* Tiles [tb, te) (row offsets) of a PROCESS/COUNT call. Synthesis runs it
@@ -715,19 +728,19 @@ static void pr__df(const pr_kw *in, pr_kw *out, uint64_t *newv, pr__kgeo g, cons
 #ifdef __SYNTHESIS__
     pr_ks s_dense, s_pos, s_log, s_raw, s_val, s_rej;
     pr_ks s_lane[PR_K_LANES_N], s_ok[PR_K_LANES_N], s_idx[PR_K_LANES_N], s_new[PR_K_LANES_N];
-#pragma HLS STREAM variable=s_dense depth=32
-#pragma HLS STREAM variable=s_pos depth=32
-#pragma HLS STREAM variable=s_log depth=32
-#pragma HLS STREAM variable=s_raw depth=32
-#pragma HLS STREAM variable=s_val depth=32
-#pragma HLS STREAM variable=s_rej depth=32
+#pragma HLS STREAM variable = s_dense depth = 32
+#pragma HLS STREAM variable = s_pos depth = 32
+#pragma HLS STREAM variable = s_log depth = 32
+#pragma HLS STREAM variable = s_raw depth = 32
+#pragma HLS STREAM variable = s_val depth = 32
+#pragma HLS STREAM variable = s_rej depth = 32
     /* A lane's input holds a whole tile of its columns: validation must see
      * every column of the tile before the lane may update its tables. */
-#pragma HLS STREAM variable=s_lane depth=1280 type=fifo
-#pragma HLS BIND_STORAGE variable=s_lane type=fifo impl=uram
-#pragma HLS STREAM variable=s_ok depth=128
-#pragma HLS STREAM variable=s_idx depth=64
-#pragma HLS STREAM variable=s_new depth=16
+#pragma HLS STREAM variable = s_lane depth = 1280 type = fifo
+#pragma HLS BIND_STORAGE variable = s_lane type = fifo impl = uram
+#pragma HLS STREAM variable = s_ok depth = 128
+#pragma HLS STREAM variable = s_idx depth = 64
+#pragma HLS STREAM variable = s_new depth = 16
 #else
     pr_ks s_dense, s_pos, s_log, s_raw, s_val, s_rej;
     pr_ks s_lane[PR_K_LANES_N], s_ok[PR_K_LANES_N], s_idx[PR_K_LANES_N], s_new[PR_K_LANES_N];
@@ -767,14 +780,14 @@ static void pr__mode_state(uint32_t mode, const pr__klcfg *lc, uint32_t j, uint6
     if (mode == PR_KMODE_READ) {
         pr_kw acc;
         for (uint32_t i = 0; i < count; i++) {
-#pragma HLS PIPELINE II=1
+#pragma HLS PIPELINE II = 1
             acc.l[i % 8] = hbm ? tab[base + first + i] : bank[base + first + i];
             if (i % 8 == 7 || i + 1 == count)
                 xfer[i / 8] = acc;
         }
     } else if (mode == PR_KMODE_LOAD) {
         for (uint32_t i = 0; i < count; i++) {
-#pragma HLS PIPELINE II=2
+#pragma HLS PIPELINE II = 2
             pr_kw w = xfer[i / 4];
             uint64_t v = w.l[2 * (i % 4)], e = w.l[2 * (i % 4) + 1];
             if (v >= lc->domain[j])
@@ -786,7 +799,7 @@ static void pr__mode_state(uint32_t mode, const pr__klcfg *lc, uint32_t j, uint6
         }
     } else {
         for (uint64_t i = 0; i < lc->domain[j]; i++) {
-#pragma HLS PIPELINE II=1
+#pragma HLS PIPELINE II = 1
             if (hbm)
                 tab[base + i] = 0;
             else
@@ -817,11 +830,12 @@ static void pr__write_header(pr_kw *out, uint32_t n_sparse, uint64_t (*lnext)[PR
 }
 
 #define PR__PRAGMA(x) _Pragma(#x)
-#define PR__KTAB_IFACE(l)                                                                     \
-    PR__PRAGMA(HLS INTERFACE m_axi port = tab##l offset = slave bundle = gmem_tab##l           \
-               num_read_outstanding = 32 num_write_outstanding = 32 max_widen_bitwidth = 64)
-#define PR__STATE_CALL(l)                                                                     \
-    if (lane == l)                                                                            \
+#define PR__KTAB_IFACE(l)                                                                          \
+    PR__PRAGMA(HLS INTERFACE m_axi port = tab##l offset = slave bundle =                           \
+                   gmem_tab##l num_read_outstanding = 32 num_write_outstanding =                   \
+                       32 max_widen_bitwidth = 64)
+#define PR__STATE_CALL(l)                                                                          \
+    if (lane == l)                                                                                 \
         pr__mode_state(mode, &k.lc[l], col / PR_K_LANES_N, onchip[l], tab##l, xfer, first, count);
 
 #ifdef __cplusplus
@@ -832,30 +846,30 @@ void pr_kernel(const pr_kw *in, pr_kw *out, const pr_kw *cfg, uint64_t *newv, pr
                uint32_t mode, uint32_t rows, uint32_t col, uint32_t first,
                uint32_t count PR_K_LANES(PR__KTAB_PARAM) PR_KSIM_PARAM)
 {
-#pragma HLS INTERFACE m_axi port=in offset=slave bundle=gmem_in max_read_burst_length=64
-#pragma HLS INTERFACE m_axi port=out offset=slave bundle=gmem_out max_write_burst_length=64
-#pragma HLS INTERFACE m_axi port=cfg offset=slave bundle=gmem_cfg
-#pragma HLS INTERFACE m_axi port=newv offset=slave bundle=gmem_new
-#pragma HLS INTERFACE m_axi port=xfer offset=slave bundle=gmem_xfer
+#pragma HLS INTERFACE m_axi port = in offset = slave bundle = gmem_in max_read_burst_length = 64
+#pragma HLS INTERFACE m_axi port = out offset = slave bundle = gmem_out max_write_burst_length = 64
+#pragma HLS INTERFACE m_axi port = cfg offset = slave bundle = gmem_cfg
+#pragma HLS INTERFACE m_axi port = newv offset = slave bundle = gmem_new
+#pragma HLS INTERFACE m_axi port = xfer offset = slave bundle = gmem_xfer
     PR_K_LANES(PR__KTAB_IFACE)
-#pragma HLS INTERFACE s_axilite port=mode
-#pragma HLS INTERFACE s_axilite port=rows
-#pragma HLS INTERFACE s_axilite port=col
-#pragma HLS INTERFACE s_axilite port=first
-#pragma HLS INTERFACE s_axilite port=count
-#pragma HLS INTERFACE s_axilite port=return
+#pragma HLS INTERFACE s_axilite port = mode
+#pragma HLS INTERFACE s_axilite port = rows
+#pragma HLS INTERFACE s_axilite port = col
+#pragma HLS INTERFACE s_axilite port = first
+#pragma HLS INTERFACE s_axilite port = count
+#pragma HLS INTERFACE s_axilite port = return
 #ifdef __SYNTHESIS__
     /* Device-resident state: persists across invocations; one bank and one
      * state row per lane (partitioned, so lanes never share a memory). */
     static uint64_t onchip[PR_K_LANES_N][PR_K_LANE_ONCHIP_ENTRIES];
-#pragma HLS ARRAY_PARTITION variable=onchip dim=1 complete
-#pragma HLS BIND_STORAGE variable=onchip type=ram_2p impl=uram
+#pragma HLS ARRAY_PARTITION variable = onchip dim = 1 complete
+#pragma HLS BIND_STORAGE variable = onchip type = ram_2p impl = uram
     static uint64_t lnext[PR_K_LANES_N][PR_K_LANE_COLS];
     static uint32_t lstop[PR_K_LANES_N][PR_K_LANE_COLS];
     static uint32_t lfrow[PR_K_LANES_N][PR_K_LANE_COLS];
-#pragma HLS ARRAY_PARTITION variable=lnext dim=1 complete
-#pragma HLS ARRAY_PARTITION variable=lstop dim=1 complete
-#pragma HLS ARRAY_PARTITION variable=lfrow dim=1 complete
+#pragma HLS ARRAY_PARTITION variable = lnext dim = 1 complete
+#pragma HLS ARRAY_PARTITION variable = lstop dim = 1 complete
+#pragma HLS ARRAY_PARTITION variable = lfrow dim = 1 complete
     static uint64_t npos[PR_K_MAX_SPARSE];
 #else
     uint64_t(*onchip)[PR_K_LANE_ONCHIP_ENTRIES] = ksim->onchip;
@@ -878,7 +892,8 @@ void pr_kernel(const pr_kw *in, pr_kw *out, const pr_kw *cfg, uint64_t *newv, pr
         uint32_t lane = col % PR_K_LANES_N;
         if (col >= k.n_sparse || k.lc[lane].mem[col / PR_K_LANES_N] == PR_KMEM_NONE ||
             count > PR_K_XFER_ENTRIES ||
-            (mode == PR_KMODE_READ && (uint64_t)first + count > k.lc[lane].domain[col / PR_K_LANES_N])) {
+            (mode == PR_KMODE_READ &&
+             (uint64_t)first + count > k.lc[lane].domain[col / PR_K_LANES_N])) {
             pr__write_header(out, k.n_sparse, lnext, PR_KST_BADARG, 1, 0, 0);
             return;
         }

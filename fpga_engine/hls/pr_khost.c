@@ -13,7 +13,10 @@
 
 #define PR__CHUNK PR_K_MAX_ROWS
 
-static inline uint64_t pr__lane(const pr_kw *w, uint64_t i) { return w[i / 8].l[i % 8]; }
+static inline uint64_t pr__lane(const pr_kw *w, uint64_t i)
+{
+    return w[i / 8].l[i % 8];
+}
 
 static uint64_t pr__now_ns(void)
 {
@@ -70,11 +73,12 @@ int pr_khost_plan(pr_khost *h, const pr_pipeline_spec *spec, char *errstr, size_
             h->onchip_used[l] += s->modulus;
         } else {
             if (h->hbm_used[l] + s->modulus > PR_K_LANE_HBM_ENTRIES)
-                return pr_seterr(errstr, errstr_size, PR_ENOTSUP,
-                                 "sparse.%s: vocabulary lane %u (columns %u, %u+%u, ...) needs more "
-                                 "than its HBM pseudo-channel's %" PRIu64 " entries (512 MiB); use "
-                                 "smaller moduli or engine.backend: cpu",
-                                 s->name, l, l, l, PR_K_VOCAB_LANES, (uint64_t)PR_K_LANE_HBM_ENTRIES);
+                return pr_seterr(
+                    errstr, errstr_size, PR_ENOTSUP,
+                    "sparse.%s: vocabulary lane %u (columns %u, %u+%u, ...) needs more "
+                    "than its HBM pseudo-channel's %" PRIu64 " entries (512 MiB); use "
+                    "smaller moduli or engine.backend: cpu",
+                    s->name, l, l, l, PR_K_VOCAB_LANES, (uint64_t)PR_K_LANE_HBM_ENTRIES);
             h->mem[c] = PR_KMEM_HBM;
             h->base[c] = h->hbm_used[l];
             h->hbm_used[l] += s->modulus;
@@ -83,10 +87,12 @@ int pr_khost_plan(pr_khost *h, const pr_pipeline_spec *spec, char *errstr, size_
 
     uint32_t rp = PR__CHUNK;
     for (int s = 0; s < 2; s++) {
-        h->size[PR_KBUF_IN0 + s] = pr_k_in_words(rp, spec->n_dense, spec->n_sparse) * PR_K_WORD_BYTES;
+        h->size[PR_KBUF_IN0 + s] =
+            pr_k_in_words(rp, spec->n_dense, spec->n_sparse) * PR_K_WORD_BYTES;
         h->size[PR_KBUF_OUT0 + s] =
             pr_k_out_words(rp, spec->n_dense, spec->n_sparse, h->width) * PR_K_WORD_BYTES;
-        h->size[PR_KBUF_NEWV0 + s] = pr_k_newv_words(rp, spec->n_sparse) * PR_K_WORD_BYTES + PR_K_WORD_BYTES;
+        h->size[PR_KBUF_NEWV0 + s] =
+            pr_k_newv_words(rp, spec->n_sparse) * PR_K_WORD_BYTES + PR_K_WORD_BYTES;
     }
     h->size[PR_KBUF_CFG] = pr_k_cfg_words(spec->n_sparse) * PR_K_WORD_BYTES;
     h->size[PR_KBUF_XFER] = pr_k_xfer_words() * PR_K_WORD_BYTES;
@@ -150,7 +156,8 @@ int pr_khost_start(pr_khost *h, int clear_tables, char *errstr, size_t errstr_si
             rc = pr__call(h, PR_KMODE_CLEAR, c, 0, 0);
     }
     if (rc)
-        return pr_seterr(errstr, errstr_size, rc, "fpga kernel: initialising the vocabulary tables failed (%s)",
+        return pr_seterr(errstr, errstr_size, rc,
+                         "fpga kernel: initialising the vocabulary tables failed (%s)",
                          pr_strerror(rc));
     return 0;
 }
@@ -226,7 +233,10 @@ static size_t pr__out_bytes(const pr_khost *h, uint32_t rows)
     return pr_k_out_words(pr_k_rows_pad(rows), h->spec.n_dense, h->spec.n_sparse, h->width) *
            PR_K_WORD_BYTES;
 }
-static size_t pr__hdr_bytes(const pr_khost *h) { return pr_k_out_dense(h->spec.n_sparse) * PR_K_WORD_BYTES; }
+static size_t pr__hdr_bytes(const pr_khost *h)
+{
+    return pr_k_out_dense(h->spec.n_sparse) * PR_K_WORD_BYTES;
+}
 
 /* After a call on `slot`: read the header, pull the new-index log into the
  * mirror. Returns the kernel status. */
@@ -268,8 +278,8 @@ static void pr__unpack(const pr_khost *h, int slot, uint32_t row0, uint32_t rows
     uint32_t nd = h->spec.n_dense, ns = h->spec.n_sparse, rp = pr_k_rows_pad(rows);
     const pr_kw *out = h->buf[PR_KBUF_OUT0 + slot];
     for (uint32_t d = 0; d < nd; d++)
-        memcpy(o->dense + (size_t)d * o->cap + row0, out + pr_k_out_dense(ns) + (size_t)d * (rp / 16),
-               (size_t)rows * sizeof(float));
+        memcpy(o->dense + (size_t)d * o->cap + row0,
+               out + pr_k_out_dense(ns) + (size_t)d * (rp / 16), (size_t)rows * sizeof(float));
     const unsigned char *sp = (const unsigned char *)(out + pr_k_out_sparse(rp, nd, ns));
     for (uint32_t c = 0; c < ns; c++)
         memcpy((unsigned char *)o->sparse + ((size_t)c * o->cap + row0) * h->width,
@@ -299,8 +309,8 @@ static int pr__full_err(const pr_khost *h, const uint64_t hdr[4], uint32_t row0,
                      "sparse.%s: vocabulary full (capacity %" PRIu64 ") at block row %" PRIu64
                      "; profile dlrm has no out-of-vocabulary index: raise capacity/modulus or use "
                      "profile default",
-                     c < h->spec.n_sparse ? h->spec.sparse[c].name : "?", h->cap[c < PR_MAX_SPARSE ? c : 0],
-                     (uint64_t)row0 + hdr[2]);
+                     c < h->spec.n_sparse ? h->spec.sparse[c].name : "?",
+                     h->cap[c < PR_MAX_SPARSE ? c : 0], (uint64_t)row0 + hdr[2]);
 }
 
 /* The call loop for PROCESS and COUNT: pack and send call i+1 while call i
@@ -344,7 +354,8 @@ static int pr__run_block(pr_khost *h, uint32_t mode, const pr_block *in, pr_out 
         }
         if (hdr[0] != PR_KST_OK)
             return pr_seterr(errstr, errstr_size, PR_EIO,
-                             "fpga kernel: call failed with status %" PRIu64 " (detail %" PRIu64 ")",
+                             "fpga kernel: call failed with status %" PRIu64 " (detail %" PRIu64
+                             ")",
                              hdr[0], hdr[1]);
         if (i + 1 < n_calls) {
             if ((rc = h->xp->start(h, !slot, mode, nn, 0, 0, 0)))
@@ -454,8 +465,9 @@ int pr_khost_vocab_read(const pr_khost *hc, uint32_t col, pr_vocab_cb cb, void *
     size_t n_pend = 0, pend_cap = 0;
     int rc = vals && cnts ? 0 : PR_ENOMEM;
     for (uint64_t first = 0; !rc && first < h->domain[col]; first += PR_K_XFER_ENTRIES) {
-        uint32_t cnt = (uint32_t)(h->domain[col] - first < PR_K_XFER_ENTRIES ? h->domain[col] - first
-                                                                              : PR_K_XFER_ENTRIES);
+        uint32_t cnt =
+            (uint32_t)(h->domain[col] - first < PR_K_XFER_ENTRIES ? h->domain[col] - first
+                                                                  : PR_K_XFER_ENTRIES);
         if ((rc = pr__call(h, PR_KMODE_READ, col, (uint32_t)first, cnt)) ||
             (rc = h->xp->from_dev(h, PR_KBUF_XFER, 0, (size_t)cnt * sizeof(uint64_t))))
             break;
@@ -520,8 +532,8 @@ int pr_khost_vocab_load(pr_khost *h, uint32_t col, const pr_vocab_entry *e, size
         if (v >= dom)
             rc = PR_EINVAL;
         else if (e[i].index >= 0) {
-            if (e[i].index != h->first_index + (int64_t)n_assigned || (uint64_t)e[i].index >= h->cap[col] ||
-                pr_bit_test(seen, v))
+            if (e[i].index != h->first_index + (int64_t)n_assigned ||
+                (uint64_t)e[i].index >= h->cap[col] || pr_bit_test(seen, v))
                 rc = PR_EINVAL;
             n_assigned++;
             pr_bit_set(seen, v);

@@ -4,9 +4,9 @@
  *
  * Everything a host does around pr_kernel() lives here once: checking a spec
  * against the hardware limits and placing each column's vocabulary (column c
- * in lane c % PR_K_VOCAB_LANES: that lane's on-chip bank or its HBM table), packing pr_block rows into the kernel's input words, splitting big
- * blocks into kernel calls, double buffering (pack and transfer call i+1
- * while call i runs), unpacking outputs into pr_out, and the vocabulary
+ * in lane c % PR_K_VOCAB_LANES: that lane's on-chip bank or its HBM table), packing pr_block rows
+ * into the kernel's input words, splitting big blocks into kernel calls, double buffering (pack and
+ * transfer call i+1 while call i runs), unpacking outputs into pr_out, and the vocabulary
  * read/load/clear protocol. A backend only supplies the transport: where the
  * buffers live and how a call reaches the kernel (a C call for hls-sim,
  * xrtKernelRun for xrt).
@@ -55,18 +55,18 @@ typedef struct pr_kxport_ops {
 
 struct pr_khost {
     const pr_kxport_ops *xp;
-    void *xp_ctx;                      /* the backend's transport state */
+    void *xp_ctx; /* the backend's transport state */
     pr_pipeline_spec spec;
-    uint8_t width;                     /* output index width, 4 or 8 */
+    uint8_t width; /* output index width, 4 or 8 */
     int has_vocab;
-    int64_t first_index;               /* 0 under dlrm, 2 under default */
-    int two_pass;                      /* two-pass count mode and some column counts */
+    int64_t first_index; /* 0 under dlrm, 2 under default */
+    int two_pass;        /* two-pass count mode and some column counts */
     int count_done;
     /* Placement, per sparse column. */
-    uint8_t mem[PR_MAX_SPARSE];        /* PR_KMEM_* */
-    uint64_t base[PR_MAX_SPARSE];      /* entry offset in its lane's on-chip bank or HBM table */
-    uint64_t domain[PR_MAX_SPARSE];    /* modulus: table entries */
-    uint64_t cap[PR_MAX_SPARSE];       /* capacity, clamped to domain + first_index */
+    uint8_t mem[PR_MAX_SPARSE];     /* PR_KMEM_* */
+    uint64_t base[PR_MAX_SPARSE];   /* entry offset in its lane's on-chip bank or HBM table */
+    uint64_t domain[PR_MAX_SPARSE]; /* modulus: table entries */
+    uint64_t cap[PR_MAX_SPARSE];    /* capacity, clamped to domain + first_index */
     uint64_t onchip_used[PR_K_VOCAB_LANES], hbm_used[PR_K_VOCAB_LANES]; /* entries, per lane */
     /* Buffers: host views and sizes in bytes (set by the backend, sized by
      * pr_khost_plan). */
@@ -74,7 +74,7 @@ struct pr_khost {
     size_t size[PR_KBUF__N];
     /* Device state mirror. */
     uint64_t n_assigned[PR_MAX_SPARSE];
-    uint64_t *mirror[PR_MAX_SPARSE];   /* values by index - first_index */
+    uint64_t *mirror[PR_MAX_SPARSE]; /* values by index - first_index */
     size_t mirror_cap[PR_MAX_SPARSE];
 };
 

@@ -36,7 +36,6 @@
 
 #define PR__KERNEL_NAME "pr_kernel"
 
-
 struct pr_backend {
     pr_khost h;
     xrtDeviceHandle dev;
@@ -127,25 +126,32 @@ static int pr__buf_arg(int buf)
 {
     switch (buf) {
     case PR_KBUF_IN0:
-    case PR_KBUF_IN1: return PR_KARG_IN;
+    case PR_KBUF_IN1:
+        return PR_KARG_IN;
     case PR_KBUF_OUT0:
-    case PR_KBUF_OUT1: return PR_KARG_OUT;
+    case PR_KBUF_OUT1:
+        return PR_KARG_OUT;
     case PR_KBUF_NEWV0:
-    case PR_KBUF_NEWV1: return PR_KARG_NEWV;
-    case PR_KBUF_CFG: return PR_KARG_CFG;
-    case PR_KBUF_XFER: return PR_KARG_XFER;
-    default: return PR_KARG_TAB0 + (buf - PR_KBUF_TAB0); /* lane tables */
+    case PR_KBUF_NEWV1:
+        return PR_KARG_NEWV;
+    case PR_KBUF_CFG:
+        return PR_KARG_CFG;
+    case PR_KBUF_XFER:
+        return PR_KARG_XFER;
+    default:
+        return PR_KARG_TAB0 + (buf - PR_KBUF_TAB0); /* lane tables */
     }
 }
 
-static int pr__xrt_create(const pr_pipeline_spec *spec, const pr_engine_opts *opts, pr_backend **out,
-                          char *errstr, size_t errstr_size)
+static int pr__xrt_create(const pr_pipeline_spec *spec, const pr_engine_opts *opts,
+                          pr_backend **out, char *errstr, size_t errstr_size)
 {
     int index = opts && opts->device > 0 ? opts->device : 0;
     unsigned n = xclProbe();
     if (n == 0)
-        return pr_seterr(errstr, errstr_size, PR_ENODEV,
-                         "no Alveo device found (xclProbe found 0); set engine.backend: cpu or auto");
+        return pr_seterr(
+            errstr, errstr_size, PR_ENODEV,
+            "no Alveo device found (xclProbe found 0); set engine.backend: cpu or auto");
     if ((unsigned)index >= n)
         return pr_seterr(errstr, errstr_size, PR_ENODEV,
                          "engine.device: Alveo device %d not present (xclProbe found %u); set "
@@ -225,8 +231,14 @@ static int pr__xrt_process(pr_backend *be, const pr_block *in, pr_out *out, pr_e
     return pr_khost_process(&be->h, in, out, st, errstr, errstr_size);
 }
 
-static int pr__xrt_count(pr_backend *be, const pr_block *in) { return pr_khost_count(&be->h, in); }
-static int pr__xrt_count_done(pr_backend *be) { return pr_khost_count_done(&be->h); }
+static int pr__xrt_count(pr_backend *be, const pr_block *in)
+{
+    return pr_khost_count(&be->h, in);
+}
+static int pr__xrt_count_done(pr_backend *be)
+{
+    return pr_khost_count_done(&be->h);
+}
 
 static uint64_t pr__xrt_vocab_size(const pr_backend *be, uint32_t col)
 {

@@ -38,7 +38,7 @@ static pr_batch *make_batch(uint64_t s)
             ((int32_t *)b->sparse)[c * ROWS + i] = (int32_t)(10 * g + (uint64_t)c);
     }
     b->ranges = calloc(1, sizeof(pr_batch_range));
-    b->ranges[0] = (pr_batch_range){ 0, (int64_t)g0, (int64_t)g0 + ROWS - 1, ROWS };
+    b->ranges[0] = (pr_batch_range){0, (int64_t)g0, (int64_t)g0 + ROWS - 1, ROWS};
     b->n_ranges = 1;
     b->topics = calloc(1, sizeof(char *));
     b->topics[0] = strdup("events");
@@ -64,8 +64,9 @@ static void on_ack(void *opaque, uint64_t seq)
 
 static int run_files(const char *dir, uint64_t n, uint32_t roll)
 {
-    const char *sn[] = { "C1", "C2" };
-    pr_sink_cfg cfg = { .pipeline = "bt", .n_dense = 3, .n_sparse = 2, .sparse_width = 4, .sparse_names = sn };
+    const char *sn[] = {"C1", "C2"};
+    pr_sink_cfg cfg = {
+        .pipeline = "bt", .n_dense = 3, .n_sparse = 2, .sparse_width = 4, .sparse_names = sn};
     cfg.files.dir = dir;
     cfg.files.roll_batches = roll;
     cfg.files.roll_max_ms = 1;
@@ -92,8 +93,8 @@ static int run_files(const char *dir, uint64_t n, uint32_t roll)
     }
     pr_sinkset_free(ss);
     if (n_acked != n || dup_acks) {
-        fprintf(stderr, "bt_serve: %llu of %llu batches acked (%llu twice)\n", (unsigned long long)n_acked,
-                (unsigned long long)n, (unsigned long long)dup_acks);
+        fprintf(stderr, "bt_serve: %llu of %llu batches acked (%llu twice)\n",
+                (unsigned long long)n_acked, (unsigned long long)n, (unsigned long long)dup_acks);
         return 1;
     }
     return 0;
@@ -101,7 +102,7 @@ static int run_files(const char *dir, uint64_t n, uint32_t roll)
 
 static int run_trainer(uint64_t n, char **cmd)
 {
-    pr_sink_cfg cfg = { .pipeline = "bt", .n_dense = 3, .n_sparse = 2, .sparse_width = 4 };
+    pr_sink_cfg cfg = {.pipeline = "bt", .n_dense = 3, .n_sparse = 2, .sparse_width = 4};
     cfg.trainer.listen = "127.0.0.1:0";
     cfg.trainer.keepalive_ms = 200; /* exercise pings */
     pr_sink *s;
@@ -148,8 +149,8 @@ static int run_trainer(uint64_t n, char **cmd)
         return 1;
     }
     if (n_acked != n || dup_acks) {
-        fprintf(stderr, "bt_serve: %llu of %llu batches acked (%llu twice)\n", (unsigned long long)n_acked,
-                (unsigned long long)n, (unsigned long long)dup_acks);
+        fprintf(stderr, "bt_serve: %llu of %llu batches acked (%llu twice)\n",
+                (unsigned long long)n_acked, (unsigned long long)n, (unsigned long long)dup_acks);
         return 1;
     }
     printf("bt_serve: all %llu batches acked exactly once\n", (unsigned long long)n);

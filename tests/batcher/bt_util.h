@@ -15,8 +15,14 @@
 #define BT_NS 2
 
 /* Value of dense column c / sparse column c for row (p, off). */
-static inline float bt_dense(int32_t p, int64_t off, int c) { return (float)(p * 100000 + off) + 0.25f * c; }
-static inline int32_t bt_sparse(int32_t p, int64_t off, int c) { return (int32_t)(p * 100000 + off + 7 * c); }
+static inline float bt_dense(int32_t p, int64_t off, int c)
+{
+    return (float)(p * 100000 + off) + 0.25f * c;
+}
+static inline int32_t bt_sparse(int32_t p, int64_t off, int c)
+{
+    return (int32_t)(p * 100000 + off + 7 * c);
+}
 
 typedef struct bt_io {
     pr_block in;
@@ -75,7 +81,8 @@ static inline void bt_row(bt_io *io, int32_t p, int64_t off, int64_t et, int rej
     for (int c = 0; c < BT_ND; c++)
         io->out.dense[(size_t)c * io->out.cap + r] = rejected ? 0 : bt_dense(p, off, c);
     for (int c = 0; c < BT_NS; c++)
-        ((int32_t *)io->out.sparse)[(size_t)c * io->out.cap + r] = rejected ? 0 : bt_sparse(p, off, c);
+        ((int32_t *)io->out.sparse)[(size_t)c * io->out.cap + r] =
+            rejected ? 0 : bt_sparse(p, off, c);
     if (rejected) {
         pr_bit_set(io->out.rejected, r);
         io->out.n_rejected++;

@@ -38,8 +38,8 @@ static pr_batch *sample_batch(uint8_t w)
     b->topics[1] = strdup("clicks");
     b->n_ranges = 2;
     b->ranges = calloc(2, sizeof(pr_batch_range));
-    b->ranges[0] = (pr_batch_range){ 3, 100, 102, 3 };
-    b->ranges[1] = (pr_batch_range){ (1 << 16) | 7, 5000000000LL, 5000000001LL, 2 };
+    b->ranges[0] = (pr_batch_range){3, 100, 102, 3};
+    b->ranges[1] = (pr_batch_range){(1 << 16) | 7, 5000000000LL, 5000000001LL, 2};
     b->min_event_time_ms = -5; /* negative int64: ten-byte varint */
     b->max_event_time_ms = 1700000000123LL;
     b->emit_time_ms = 1700000000999LL;
@@ -51,7 +51,7 @@ static pr_batch *sample_batch(uint8_t w)
 static void test_encode_matches_protobuf_c(void **state)
 {
     (void)state;
-    uint8_t widths[] = { 4, 8 };
+    uint8_t widths[] = {4, 8};
     for (int k = 0; k < 2; k++) {
         pr_batch *b = sample_batch(widths[k]);
         assert_int_equal(pr_batch_encode(b), 0);
@@ -137,19 +137,19 @@ static void test_decode_protobuf_c_output(void **state)
     (void)state;
     /* A message built by protobuf-c, unpacked vocab (not packed) is also accepted. */
     Piperec__V1__TrainingBatch m = PIPEREC__V1__TRAINING_BATCH__INIT;
-    int32_t labels[2] = { 1, 0 };
-    float dense[2] = { 1.5f, 2.5f };
-    int64_t sparse[2] = { 1LL << 40, 3 };
-    uint64_t vocab[1] = { 77 };
+    int32_t labels[2] = {1, 0};
+    float dense[2] = {1.5f, 2.5f};
+    int64_t sparse[2] = {1LL << 40, 3};
+    uint64_t vocab[1] = {77};
     m.pipeline = "p";
     m.sequence = 9;
     m.rows = 2;
     m.n_dense = 1;
     m.n_sparse = 1;
     m.sparse_width = 8;
-    m.labels = (ProtobufCBinaryData){ sizeof(labels), (uint8_t *)labels };
-    m.dense = (ProtobufCBinaryData){ sizeof(dense), (uint8_t *)dense };
-    m.sparse = (ProtobufCBinaryData){ sizeof(sparse), (uint8_t *)sparse };
+    m.labels = (ProtobufCBinaryData){sizeof(labels), (uint8_t *)labels};
+    m.dense = (ProtobufCBinaryData){sizeof(dense), (uint8_t *)dense};
+    m.sparse = (ProtobufCBinaryData){sizeof(sparse), (uint8_t *)sparse};
     m.n_vocab_sizes = 1;
     m.vocab_sizes = vocab;
     size_t n = piperec__v1__training_batch__get_packed_size(&m);
@@ -217,7 +217,7 @@ static void test_frames(void **state)
     free(frame);
     /* A control frame round trip. */
     Piperec__Trainer__V1__Ack ack = PIPEREC__TRAINER__V1__ACK__INIT;
-    uint64_t seqs[2] = { 5, 6 };
+    uint64_t seqs[2] = {5, 6};
     ack.n_sequences = 2;
     ack.sequences = seqs;
     Piperec__Trainer__V1__Frame af = PIPEREC__TRAINER__V1__FRAME__INIT;

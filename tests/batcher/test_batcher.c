@@ -159,7 +159,7 @@ static void test_partition_order_and_metadata(void **state)
     (void)state;
     fx *f = fx_new(7, 1000, PR_BATCH_ORDER_PARTITION, 0, PR_BATCH_LATE_EMIT);
     /* Interleaved partitions, several blocks, event times vary. */
-    int64_t next[3] = { 0, 100, 200 };
+    int64_t next[3] = {0, 100, 200};
     for (int blk = 0; blk < 6; blk++) {
         bt_io_reset(f->io);
         for (int i = 0; i < 5; i++) {
@@ -170,15 +170,15 @@ static void test_partition_order_and_metadata(void **state)
         assert_int_equal(pr_batcher_add(f->b, &f->io->in, &f->io->out), 0);
     }
     pr_batcher_flush(f->b);
-    int64_t last[3] = { -1, -1, -1 };
+    int64_t last[3] = {-1, -1, -1};
     uint64_t rows = 0;
     for (size_t k = 0; k < f->sink.n; k++) {
         const pr_batch *b = f->sink.b[k];
         assert_int_equal(b->seq, k + 1);
         assert_string_equal(b->pipeline, "t");
         int64_t mn = INT64_MAX, mx = INT64_MIN;
-        uint32_t rr[3] = { 0 };
-        int64_t first[3] = { -1, -1, -1 }, lst[3] = { -1, -1, -1 };
+        uint32_t rr[3] = {0};
+        int64_t first[3] = {-1, -1, -1}, lst[3] = {-1, -1, -1};
         for (uint32_t i = 0; i < b->rows; i++) {
             int32_t p;
             int64_t off;
@@ -323,7 +323,7 @@ static void test_safe_offsets_multi_and_inflight(void **state)
     assert_int_equal(pr_batcher_add(f->b, &f->io->in, &f->io->out), 0);
     assert_int_equal(pr_batcher_inflight_bytes(f->b), 4 * row_bytes);
     assert_int_equal(pr_batcher_unacked_batches(f->b), 1);
-    offs_seen s = { 0 };
+    offs_seen s = {0};
     pr_batcher_safe_offsets(f->b, offs_cb, &s);
     assert_int_equal(s.n, 2);
     for (int i = 0; i < 2; i++)
@@ -398,7 +398,7 @@ static void test_event_time_watermark(void **state)
     /* watermark = min(30, 25) = 25: rows 10, 15, 20, 25 released -> one full batch */
     assert_int_equal(f->sink.n, 1);
     const pr_batch *b = f->sink.b[0];
-    int64_t want_p[] = { 0, 1, 0, 1 }, want_off[] = { 0, 0, 1, 1 };
+    int64_t want_p[] = {0, 1, 0, 1}, want_off[] = {0, 0, 1, 1};
     for (uint32_t i = 0; i < 4; i++) {
         int32_t p;
         int64_t off;
@@ -449,7 +449,7 @@ static void test_event_time_drop_late(void **state)
     assert_int_equal(f->sink.n, 1);
     const pr_batch *b = f->sink.b[0];
     assert_int_equal(b->rows, 3);
-    int64_t want[] = { 0, 3, 1 }; /* event time order: 100, 195, 200 */
+    int64_t want[] = {0, 3, 1}; /* event time order: 100, 195, 200 */
     for (uint32_t i = 0; i < 3; i++) {
         int32_t p;
         int64_t off;
@@ -523,7 +523,8 @@ static void test_bad_config(void **state)
     (void)state;
     pr_batcher *b;
     char err[256];
-    pr_batcher_cfg cfg = { .pipeline = "t", .sparse_width = 4, .batch_size = 0, .on_emit = bt_on_emit };
+    pr_batcher_cfg cfg = {
+        .pipeline = "t", .sparse_width = 4, .batch_size = 0, .on_emit = bt_on_emit};
     assert_int_equal(pr_batcher_new(&cfg, &b, err, sizeof(err)), PR_EINVAL);
     assert_non_null(strstr(err, "batch.size"));
     cfg.batch_size = 4;

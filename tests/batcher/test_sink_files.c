@@ -60,8 +60,8 @@ static void test_roll_and_ack(void **state)
 
     pr_manual_clock mc;
     pr_manual_clock_init(&mc, 1700000000000LL);
-    pr_sink_cfg cfg = { .pipeline = "files", .n_dense = 2, .n_sparse = 1, .sparse_width = 8,
-                        .clock = &mc.clock };
+    pr_sink_cfg cfg = {
+        .pipeline = "files", .n_dense = 2, .n_sparse = 1, .sparse_width = 8, .clock = &mc.clock};
     cfg.files.dir = dir;
     cfg.files.roll_batches = 2;
     cfg.files.roll_max_ms = 500;
@@ -117,7 +117,7 @@ static void test_roll_and_ack(void **state)
 static void test_bad_dir(void **state)
 {
     (void)state;
-    pr_sink_cfg cfg = { .pipeline = "files", .n_dense = 1, .n_sparse = 1, .sparse_width = 4 };
+    pr_sink_cfg cfg = {.pipeline = "files", .n_dense = 1, .n_sparse = 1, .sparse_width = 4};
     pr_sink *s;
     char err[512];
     assert_int_equal(pr_sink_create(&pr_sink_files_ops, &cfg, &s, err, sizeof(err)), PR_EINVAL);

@@ -42,8 +42,8 @@ static void test_kafka_sink_mock(void **state)
     assert_int_equal(rd_kafka_mock_topic_create(mc, "batches", 1, 1), 0);
     const char *bootstrap = rd_kafka_mock_cluster_bootstraps(mc);
 
-    const char *props[] = { "bootstrap.servers", bootstrap, "linger.ms", "1" };
-    pr_sink_cfg cfg = { .pipeline = "criteo", .n_dense = 1, .n_sparse = 1, .sparse_width = 4 };
+    const char *props[] = {"bootstrap.servers", bootstrap, "linger.ms", "1"};
+    pr_sink_cfg cfg = {.pipeline = "criteo", .n_dense = 1, .n_sparse = 1, .sparse_width = 4};
     cfg.kafka.topic = "batches";
     cfg.kafka.props = props;
     cfg.kafka.n_props = 2;
@@ -54,7 +54,7 @@ static void test_kafka_sink_mock(void **state)
     assert_true(pr_sinkset_ready(ss));
 
     /* A bad property is reported by name. */
-    const char *bad[] = { "no.such.property", "1" };
+    const char *bad[] = {"no.such.property", "1"};
     cfg.kafka.props = bad;
     cfg.kafka.n_props = 1;
     pr_sink *s2;

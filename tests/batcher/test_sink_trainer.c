@@ -41,9 +41,13 @@ typedef struct tfx {
 static tfx *tfx_new_timeout(uint32_t max_window, int64_t ack_timeout_ms)
 {
     tfx *f = calloc(1, sizeof(*f));
-    const char *dn[] = { "I1", "I2" }, *sn[] = { "C1" };
-    pr_sink_cfg cfg = { .pipeline = "criteo", .n_dense = 2, .n_sparse = 1, .sparse_width = 4,
-                        .dense_names = dn, .sparse_names = sn };
+    const char *dn[] = {"I1", "I2"}, *sn[] = {"C1"};
+    pr_sink_cfg cfg = {.pipeline = "criteo",
+                       .n_dense = 2,
+                       .n_sparse = 1,
+                       .sparse_width = 4,
+                       .dense_names = dn,
+                       .sparse_names = sn};
     cfg.trainer.listen = "127.0.0.1:0";
     cfg.trainer.max_unacked_batches = max_window;
     cfg.trainer.ack_timeout_ms = ack_timeout_ms;
@@ -57,7 +61,10 @@ static tfx *tfx_new_timeout(uint32_t max_window, int64_t ack_timeout_ms)
     return f;
 }
 
-static tfx *tfx_new(uint32_t max_window) { return tfx_new_timeout(max_window, 0); }
+static tfx *tfx_new(uint32_t max_window)
+{
+    return tfx_new_timeout(max_window, 0);
+}
 
 static void tfx_free(tfx *f)
 {
@@ -111,8 +118,11 @@ static void wait_clients(tfx *f, uint64_t n)
 
 static pr_trainer_client *connect_client(tfx *f, uint32_t credits, const char *id)
 {
-    pr_trainer_client_opts o = { .connect = f->addr, .pipeline = "criteo", .credits = credits,
-                                 .client_id = id, .timeout_ms = 5000 };
+    pr_trainer_client_opts o = {.connect = f->addr,
+                                .pipeline = "criteo",
+                                .credits = credits,
+                                .client_id = id,
+                                .timeout_ms = 5000};
     pr_trainer_client *c;
     char err[256];
     int rc = pr_trainer_client_open(&o, &c, err, sizeof(err));
@@ -161,7 +171,7 @@ static void test_exactly_once(void **state)
     }
     assert_int_equal(last, 20);
     wait_acks(f, 20);
-    int seen[21] = { 0 };
+    int seen[21] = {0};
     for (size_t i = 0; i < f->n_acked; i++)
         seen[f->acked[i]]++;
     for (int s = 1; s <= 20; s++)
@@ -230,7 +240,7 @@ static void test_redelivery_after_disconnect(void **state)
         assert_int_equal(pr_trainer_client_ack(b, s), 0);
     }
     wait_acks(f, 8);
-    int seen[9] = { 0 };
+    int seen[9] = {0};
     for (size_t i = 0; i < f->n_acked; i++)
         seen[f->acked[i]]++;
     for (int s = 1; s <= 8; s++)
@@ -282,13 +292,13 @@ static void test_two_trainers_share(void **state)
 {
     (void)state;
     tfx *f = tfx_new(64);
-    pr_trainer_client *c[2] = { connect_client(f, 2, "a"), connect_client(f, 2, "b") };
+    pr_trainer_client *c[2] = {connect_client(f, 2, "a"), connect_client(f, 2, "b")};
     wait_clients(f, 2);
     const int N = 30;
     send_batches(f, N);
     int owner[31];
     memset(owner, -1, sizeof(owner));
-    int got[2] = { 0, 0 }, total = 0;
+    int got[2] = {0, 0}, total = 0;
     for (int spins = 0; total < N && spins < 10000; spins++) {
         for (int k = 0; k < 2; k++) {
             pr_batch_view v;
@@ -342,7 +352,7 @@ static void test_unknown_pipeline(void **state)
 {
     (void)state;
     tfx *f = tfx_new(64);
-    pr_trainer_client_opts o = { .connect = f->addr, .pipeline = "nope", .timeout_ms = 5000 };
+    pr_trainer_client_opts o = {.connect = f->addr, .pipeline = "nope", .timeout_ms = 5000};
     pr_trainer_client *c;
     char err[256];
     assert_int_equal(pr_trainer_client_open(&o, &c, err, sizeof(err)), PR_ESTATE);
@@ -361,10 +371,11 @@ static int raw_connect(tfx *f, uint32_t credits)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     assert_true(fd >= 0);
-    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)pr_sink_trainer_port(f->sink)) };
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)pr_sink_trainer_port(f->sink))};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    struct timeval tv = { 5, 0 }; /* a reply that never comes fails the test, not hangs it */
+    struct timeval tv = {5, 0}; /* a reply that never comes fails the test, not hangs it */
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     Piperec__Trainer__V1__Subscribe sub = PIPEREC__TRAINER__V1__SUBSCRIBE__INIT;
     sub.protocol_version = PR_TRAINER_PROTOCOL_VERSION;
@@ -447,7 +458,7 @@ static void test_acks_then_close_raw(void **state)
     close(fd); /* nothing unread: FIN, not RST */
     wait_clients(f, 0);
     wait_acks(f, N);
-    int seen[N + 1] = { 0 };
+    int seen[N + 1] = {0};
     for (size_t i = 0; i < f->n_acked; i++)
         seen[f->acked[i]]++;
     for (int s = 1; s <= N; s++)

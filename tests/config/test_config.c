@@ -82,7 +82,8 @@ static void test_default_loads(void **state)
     assert_int_equal(pl->source.kafka.n_topics, 1);
     assert_string_equal(pl->source.kafka.topics[0], "events");
     assert_string_equal(pl->source.kafka.group_id, "piperec-criteo");
-    assert_string_equal(pr_kv_get(&pl->source.kafka.properties, "bootstrap.servers"), "127.0.0.1:0");
+    assert_string_equal(pr_kv_get(&pl->source.kafka.properties, "bootstrap.servers"),
+                        "127.0.0.1:0");
     assert_int_equal(pl->source.format, PR_FORMAT_CRITEO_TSV);
     assert_null(pl->source.dead_letter_topic);
     assert_int_equal(pl->batch.size, 4096);
@@ -154,7 +155,8 @@ static const char full_yaml[] =
     "    batch: { size: 512, max_delay_ms: 0, ordering: event_time,\n"
     "             allowed_lateness_ms: 250, late_policy: drop_to_dlq }\n"
     "    sinks:\n"
-    "      trainer: { enabled: true, listen: \"0.0.0.0:7071\", max_unacked_batches: 8, ack_timeout_ms: 500 }\n"
+    "      trainer: { enabled: true, listen: \"0.0.0.0:7071\", max_unacked_batches: 8, "
+    "ack_timeout_ms: 500 }\n"
     "      kafka: { enabled: true, topic: out, properties: { linger.ms: 5 } }\n"
     "      files: { enabled: false, dir: /tmp/out, roll_batches: 7 }\n"
     "    state: { enabled: true, dir: /tmp/state, checkpoint_interval_s: 30 }\n"
@@ -240,7 +242,8 @@ static void test_full_config(void **state)
 static void test_group_id_default(void **state)
 {
     (void)state;
-    pr_config *cfg = load_ok("pipelines:\n  - name: clicks\n    source: { kafka: { topics: t } }\n");
+    pr_config *cfg =
+        load_ok("pipelines:\n  - name: clicks\n    source: { kafka: { topics: t } }\n");
     assert_string_equal(cfg->pipelines[0].source.kafka.group_id, "piperec-clicks");
     assert_int_equal(cfg->pipelines[0].source.kafka.n_topics, 1);
     assert_string_equal(cfg->pipelines[0].source.kafka.topics[0], "t");
@@ -256,106 +259,148 @@ typedef struct err_case {
 } err_case;
 
 static const err_case err_cases[] = {
-    { "unknown key", MINIMAL "    sorce: {}\n",
-      { "t.yaml:3: pipelines[0].sorce: unknown key", "valid: name, source, schema" } },
-    { "unknown nested key", MINIMAL "    batch: { size: 10, max_delay: 5 }\n",
-      { "t.yaml:3: pipelines[0].batch.max_delay: unknown key", "max_delay_ms" } },
-    { "unknown top-level key", MINIMAL "htp: {}\n", { "t.yaml:3: htp: unknown key", "http" } },
-    { "wrong type", MINIMAL "    batch:\n      size: abc\n",
-      { "t.yaml:4: pipelines[0].batch.size: expected an integer, got 'abc'" } },
-    { "map where a scalar goes", MINIMAL "    batch: { size: { a: 1 } }\n",
-      { "pipelines[0].batch.size: expected an integer, got a mapping" } },
-    { "scalar where a map goes", MINIMAL "    batch: 5\n",
-      { "pipelines[0].batch: expected a mapping, got '5'" } },
-    { "modulus 0", MINIMAL "    transform: { sparse: [hex2int, { modulus: 0 }, vocab] }\n",
-      { "pipelines[0].transform.sparse[1].modulus: must be >= 1, got 0" } },
-    { "column modulus 0", MINIMAL "    transform: { columns: { C3: { modulus: 0 } } }\n",
-      { "pipelines[0].transform.columns.C3.modulus: must be >= 1" } },
-    { "bad profile", MINIMAL "    transform: { vocab: { profile: torchrec } }\n",
-      { "pipelines[0].transform.vocab.profile: unknown profile 'torchrec'", "dlrm", "default" } },
-    { "bad format", MINIMAL "    source: { format: avro }\n",
-      { "pipelines[0].source.format: unknown value 'avro'",
-        "criteo_tsv, protobuf_event, protobuf_event_batch" } },
-    { "bad ordering", MINIMAL "    batch: { ordering: random }\n",
-      { "pipelines[0].batch.ordering: unknown value 'random'", "partition, event_time" } },
-    { "bad late policy", MINIMAL "    batch: { late_policy: ignore }\n",
-      { "pipelines[0].batch.late_policy: unknown value 'ignore'" } },
-    { "bad backend", MINIMAL "engine: { backend: gpu }\n",
-      { "t.yaml:3: engine.backend: unknown value 'gpu'", "cpu, hls-sim, xrt, auto" } },
-    { "bad log level", MINIMAL "log: { level: loud }\n", { "log.level: unknown value 'loud'" } },
-    { "batch size 0", MINIMAL "    batch: { size: 0 }\n",
-      { "pipelines[0].batch.size: must be between 1 and 1048576, got 0" } },
-    { "batch size too big", MINIMAL "    batch: { size: 1048577 }\n",
-      { "pipelines[0].batch.size: must be between 1 and 1048576" } },
-    { "negative delay", MINIMAL "    batch: { max_delay_ms: -1 }\n",
-      { "pipelines[0].batch.max_delay_ms: must be", "got -1" } },
-    { "threads", MINIMAL "engine: { threads: 65 }\n",
-      { "engine.threads: must be between 1 and 64, got 65" } },
-    { "threads 0", MINIMAL "engine: { threads: 0 }\n", { "engine.threads: must be between 1 and 64" } },
-    { "too many dense", MINIMAL "    schema: { dense: 257 }\n",
-      { "pipelines[0].schema.dense: must be between 0 and 256" } },
-    { "too many sparse", MINIMAL "    schema: { sparse: 1000 }\n",
-      { "pipelines[0].schema.sparse: must be between 0 and 256" } },
-    { "unknown column", MINIMAL "    transform: { columns: { C27: { modulus: 5 } } }\n",
-      { "t.yaml:3: pipelines[0].transform.columns.C27: unknown column", "C1 .. C26" } },
-    { "unknown named column", MINIMAL
-      "    schema: { sparse_names: [u, i] }\n    transform: { columns: { C1: { modulus: 5 } } }\n",
-      { "pipelines[0].transform.columns.C1: unknown column", "u .. i" } },
-    { "duplicate pipeline", MINIMAL "  - name: q\n  - name: p\n",
-      { "t.yaml:4: pipelines[2].name: duplicate pipeline name 'p' (also pipelines[0])" } },
-    { "malformed YAML", "pipelines:\n  - name: p\n    batch: { size: 1\n  - x\n",
-      { "t.yaml:", "malformed YAML" } },
-    { "malformed YAML line", "pipelines:\n  - name: p\n    batch: [\n    x: : y\n",
-      { "t.yaml:4: malformed YAML" } },
-    { "bad size unit", MINIMAL "limits: { max_inflight_bytes: 12 parsecs }\n",
-      { "limits.max_inflight_bytes: expected a size", "'12 parsecs'" } },
-    { "size too small", MINIMAL "limits: { max_inflight_bytes: 1KiB }\n",
-      { "limits.max_inflight_bytes: must be at least 1048576 bytes, got 1KiB" } },
-    { "integer overflow", MINIMAL "    transform: { columns: { C1: { capacity: 99999999999999999999 } } }\n",
-      { "pipelines[0].transform.columns.C1.capacity: 99999999999999999999 is out of range" } },
-    { "bad listen", MINIMAL "    sinks: { trainer: { listen: \"localhost\" } }\n",
-      { "pipelines[0].sinks.trainer.listen: expected an address host:port", "'localhost'" } },
-    { "bad port", MINIMAL "http: { listen: \"0.0.0.0:70000\" }\n", { "http.listen: expected an address" } },
-    { "sparse op order", MINIMAL "    transform: { sparse: [vocab, hex2int] }\n",
-      { "pipelines[0].transform.sparse[1]: 'hex2int' is out of order" } },
-    { "dense op twice", MINIMAL "    transform: { dense: [neg2zero, neg2zero] }\n",
-      { "pipelines[0].transform.dense[1]: 'neg2zero' appears twice" } },
-    { "dense op in sparse list", MINIMAL "    transform: { sparse: [log1p] }\n",
-      { "pipelines[0].transform.sparse[0]: unknown sparse operator 'log1p'",
-        "hex2int, modulus, vocab" } },
-    { "value on non-modulus op", MINIMAL "    transform: { sparse: [{ hex2int: 3 }] }\n",
-      { "pipelines[0].transform.sparse[0]: operator 'hex2int' takes no value" } },
-    { "missing name", "pipelines:\n  - schema: { dense: 1 }\n",
-      { "t.yaml:2: pipelines[0].name: missing (required)" } },
-    { "bad name", "pipelines:\n  - name: \"a b\"\n", { "pipelines[0].name: invalid name 'a b'" } },
-    { "no pipelines", "http: {}\n", { "t.yaml:1: pipelines: missing (required)" } },
-    { "empty pipelines", "pipelines: []\n", { "pipelines: at least one pipeline is needed" } },
-    { "top level not a map", "- a\n- b\n", { "t.yaml:1: expected a mapping, got a list" } },
-    { "two documents", MINIMAL "---\n" MINIMAL, { "t.yaml:3: a second YAML document" } },
-    { "bad second document", MINIMAL "---\n[a\n", { "t.yaml:", "malformed YAML" } },
-    { "empty document", "# nothing\n", { "t.yaml: empty config" } },
-    { "names/count mismatch", MINIMAL "    schema: { sparse: 3, sparse_names: [a, b] }\n",
-      { "pipelines[0].schema.sparse_names: 2 names but sparse is 3" } },
-    { "duplicate column name", MINIMAL "    schema: { sparse_names: [a, a] }\n",
-      { "pipelines[0].schema.sparse_names[1]: duplicate name 'a'" } },
-    { "drop_to_dlq without topic", MINIMAL "    batch: { late_policy: drop_to_dlq }\n",
-      { "pipelines[0].batch.late_policy: drop_to_dlq needs source.dead_letter_topic" } },
-    { "column modulus without op", MINIMAL
-      "    transform: { sparse: [hex2int, vocab], columns: { C2: { modulus: 9 } } }\n",
-      { "pipelines[0].transform.columns.C2.modulus: transform.sparse has no modulus operator" } },
-    { "engine rule: min_count under dlrm", MINIMAL "    transform: { vocab: { min_count: 2 } }\n",
-      { "t.yaml:3: pipelines[0].transform: ", "min_count", "profile default" } },
-    { "duplicate key", MINIMAL "    batch: { size: 1, size: 2 }\n",
-      { "pipelines[0].batch.size: duplicate key" } },
-    { "bad bool", MINIMAL "    schema: { label: maybe }\n",
-      { "pipelines[0].schema.label: expected true or false, got 'maybe'" } },
-    { "kafka sink without topic", MINIMAL "    sinks: { kafka: { properties: { a: b } } }\n",
-      { "pipelines[0].sinks.kafka.topic: missing (required)" } },
-    { "property value is a map", MINIMAL
-      "    source: { kafka: { properties: { a: { b: c } } } }\n",
-      { "pipelines[0].source.kafka.properties.a: expected a value" } },
-    { "topics not strings", MINIMAL "    source: { kafka: { topics: [[a]] } }\n",
-      { "pipelines[0].source.kafka.topics[0]: expected a string, got a list" } },
+    {"unknown key",
+     MINIMAL "    sorce: {}\n",
+     {"t.yaml:3: pipelines[0].sorce: unknown key", "valid: name, source, schema"}},
+    {"unknown nested key",
+     MINIMAL "    batch: { size: 10, max_delay: 5 }\n",
+     {"t.yaml:3: pipelines[0].batch.max_delay: unknown key", "max_delay_ms"}},
+    {"unknown top-level key", MINIMAL "htp: {}\n", {"t.yaml:3: htp: unknown key", "http"}},
+    {"wrong type",
+     MINIMAL "    batch:\n      size: abc\n",
+     {"t.yaml:4: pipelines[0].batch.size: expected an integer, got 'abc'"}},
+    {"map where a scalar goes",
+     MINIMAL "    batch: { size: { a: 1 } }\n",
+     {"pipelines[0].batch.size: expected an integer, got a mapping"}},
+    {"scalar where a map goes",
+     MINIMAL "    batch: 5\n",
+     {"pipelines[0].batch: expected a mapping, got '5'"}},
+    {"modulus 0",
+     MINIMAL "    transform: { sparse: [hex2int, { modulus: 0 }, vocab] }\n",
+     {"pipelines[0].transform.sparse[1].modulus: must be >= 1, got 0"}},
+    {"column modulus 0",
+     MINIMAL "    transform: { columns: { C3: { modulus: 0 } } }\n",
+     {"pipelines[0].transform.columns.C3.modulus: must be >= 1"}},
+    {"bad profile",
+     MINIMAL "    transform: { vocab: { profile: torchrec } }\n",
+     {"pipelines[0].transform.vocab.profile: unknown profile 'torchrec'", "dlrm", "default"}},
+    {"bad format",
+     MINIMAL "    source: { format: avro }\n",
+     {"pipelines[0].source.format: unknown value 'avro'",
+      "criteo_tsv, protobuf_event, protobuf_event_batch"}},
+    {"bad ordering",
+     MINIMAL "    batch: { ordering: random }\n",
+     {"pipelines[0].batch.ordering: unknown value 'random'", "partition, event_time"}},
+    {"bad late policy",
+     MINIMAL "    batch: { late_policy: ignore }\n",
+     {"pipelines[0].batch.late_policy: unknown value 'ignore'"}},
+    {"bad backend",
+     MINIMAL "engine: { backend: gpu }\n",
+     {"t.yaml:3: engine.backend: unknown value 'gpu'", "cpu, hls-sim, xrt, auto"}},
+    {"bad log level", MINIMAL "log: { level: loud }\n", {"log.level: unknown value 'loud'"}},
+    {"batch size 0",
+     MINIMAL "    batch: { size: 0 }\n",
+     {"pipelines[0].batch.size: must be between 1 and 1048576, got 0"}},
+    {"batch size too big",
+     MINIMAL "    batch: { size: 1048577 }\n",
+     {"pipelines[0].batch.size: must be between 1 and 1048576"}},
+    {"negative delay",
+     MINIMAL "    batch: { max_delay_ms: -1 }\n",
+     {"pipelines[0].batch.max_delay_ms: must be", "got -1"}},
+    {"threads",
+     MINIMAL "engine: { threads: 65 }\n",
+     {"engine.threads: must be between 1 and 64, got 65"}},
+    {"threads 0", MINIMAL "engine: { threads: 0 }\n", {"engine.threads: must be between 1 and 64"}},
+    {"too many dense",
+     MINIMAL "    schema: { dense: 257 }\n",
+     {"pipelines[0].schema.dense: must be between 0 and 256"}},
+    {"too many sparse",
+     MINIMAL "    schema: { sparse: 1000 }\n",
+     {"pipelines[0].schema.sparse: must be between 0 and 256"}},
+    {"unknown column",
+     MINIMAL "    transform: { columns: { C27: { modulus: 5 } } }\n",
+     {"t.yaml:3: pipelines[0].transform.columns.C27: unknown column", "C1 .. C26"}},
+    {"unknown named column",
+     MINIMAL
+     "    schema: { sparse_names: [u, i] }\n    transform: { columns: { C1: { modulus: 5 } } }\n",
+     {"pipelines[0].transform.columns.C1: unknown column", "u .. i"}},
+    {"duplicate pipeline",
+     MINIMAL "  - name: q\n  - name: p\n",
+     {"t.yaml:4: pipelines[2].name: duplicate pipeline name 'p' (also pipelines[0])"}},
+    {"malformed YAML",
+     "pipelines:\n  - name: p\n    batch: { size: 1\n  - x\n",
+     {"t.yaml:", "malformed YAML"}},
+    {"malformed YAML line",
+     "pipelines:\n  - name: p\n    batch: [\n    x: : y\n",
+     {"t.yaml:4: malformed YAML"}},
+    {"bad size unit",
+     MINIMAL "limits: { max_inflight_bytes: 12 parsecs }\n",
+     {"limits.max_inflight_bytes: expected a size", "'12 parsecs'"}},
+    {"size too small",
+     MINIMAL "limits: { max_inflight_bytes: 1KiB }\n",
+     {"limits.max_inflight_bytes: must be at least 1048576 bytes, got 1KiB"}},
+    {"integer overflow",
+     MINIMAL "    transform: { columns: { C1: { capacity: 99999999999999999999 } } }\n",
+     {"pipelines[0].transform.columns.C1.capacity: 99999999999999999999 is out of range"}},
+    {"bad listen",
+     MINIMAL "    sinks: { trainer: { listen: \"localhost\" } }\n",
+     {"pipelines[0].sinks.trainer.listen: expected an address host:port", "'localhost'"}},
+    {"bad port",
+     MINIMAL "http: { listen: \"0.0.0.0:70000\" }\n",
+     {"http.listen: expected an address"}},
+    {"sparse op order",
+     MINIMAL "    transform: { sparse: [vocab, hex2int] }\n",
+     {"pipelines[0].transform.sparse[1]: 'hex2int' is out of order"}},
+    {"dense op twice",
+     MINIMAL "    transform: { dense: [neg2zero, neg2zero] }\n",
+     {"pipelines[0].transform.dense[1]: 'neg2zero' appears twice"}},
+    {"dense op in sparse list",
+     MINIMAL "    transform: { sparse: [log1p] }\n",
+     {"pipelines[0].transform.sparse[0]: unknown sparse operator 'log1p'",
+      "hex2int, modulus, vocab"}},
+    {"value on non-modulus op",
+     MINIMAL "    transform: { sparse: [{ hex2int: 3 }] }\n",
+     {"pipelines[0].transform.sparse[0]: operator 'hex2int' takes no value"}},
+    {"missing name",
+     "pipelines:\n  - schema: { dense: 1 }\n",
+     {"t.yaml:2: pipelines[0].name: missing (required)"}},
+    {"bad name", "pipelines:\n  - name: \"a b\"\n", {"pipelines[0].name: invalid name 'a b'"}},
+    {"no pipelines", "http: {}\n", {"t.yaml:1: pipelines: missing (required)"}},
+    {"empty pipelines", "pipelines: []\n", {"pipelines: at least one pipeline is needed"}},
+    {"top level not a map", "- a\n- b\n", {"t.yaml:1: expected a mapping, got a list"}},
+    {"two documents", MINIMAL "---\n" MINIMAL, {"t.yaml:3: a second YAML document"}},
+    {"bad second document", MINIMAL "---\n[a\n", {"t.yaml:", "malformed YAML"}},
+    {"empty document", "# nothing\n", {"t.yaml: empty config"}},
+    {"names/count mismatch",
+     MINIMAL "    schema: { sparse: 3, sparse_names: [a, b] }\n",
+     {"pipelines[0].schema.sparse_names: 2 names but sparse is 3"}},
+    {"duplicate column name",
+     MINIMAL "    schema: { sparse_names: [a, a] }\n",
+     {"pipelines[0].schema.sparse_names[1]: duplicate name 'a'"}},
+    {"drop_to_dlq without topic",
+     MINIMAL "    batch: { late_policy: drop_to_dlq }\n",
+     {"pipelines[0].batch.late_policy: drop_to_dlq needs source.dead_letter_topic"}},
+    {"column modulus without op",
+     MINIMAL "    transform: { sparse: [hex2int, vocab], columns: { C2: { modulus: 9 } } }\n",
+     {"pipelines[0].transform.columns.C2.modulus: transform.sparse has no modulus operator"}},
+    {"engine rule: min_count under dlrm",
+     MINIMAL "    transform: { vocab: { min_count: 2 } }\n",
+     {"t.yaml:3: pipelines[0].transform: ", "min_count", "profile default"}},
+    {"duplicate key",
+     MINIMAL "    batch: { size: 1, size: 2 }\n",
+     {"pipelines[0].batch.size: duplicate key"}},
+    {"bad bool",
+     MINIMAL "    schema: { label: maybe }\n",
+     {"pipelines[0].schema.label: expected true or false, got 'maybe'"}},
+    {"kafka sink without topic",
+     MINIMAL "    sinks: { kafka: { properties: { a: b } } }\n",
+     {"pipelines[0].sinks.kafka.topic: missing (required)"}},
+    {"property value is a map",
+     MINIMAL "    source: { kafka: { properties: { a: { b: c } } } }\n",
+     {"pipelines[0].source.kafka.properties.a: expected a value"}},
+    {"topics not strings",
+     MINIMAL "    source: { kafka: { topics: [[a]] } }\n",
+     {"pipelines[0].source.kafka.topics[0]: expected a string, got a list"}},
 };
 
 static void test_errors(void **state)
@@ -395,13 +440,25 @@ static void test_errors_collected(void **state)
 static void test_size_units(void **state)
 {
     (void)state;
-    static const struct { const char *s; uint64_t v; } ok[] = {
-        { "0", 0 }, { "123", 123 }, { "5B", 5 }, { "1KiB", 1024 }, { "2 MiB", 2u << 20 },
-        { "3GiB", 3ull << 30 }, { "1TiB", 1ull << 40 }, { "1KB", 1000 }, { "7MB", 7000000 },
-        { "2GB", 2000000000ull }, { "1TB", 1000000000000ull },
+    static const struct {
+        const char *s;
+        uint64_t v;
+    } ok[] = {
+        {"0", 0},
+        {"123", 123},
+        {"5B", 5},
+        {"1KiB", 1024},
+        {"2 MiB", 2u << 20},
+        {"3GiB", 3ull << 30},
+        {"1TiB", 1ull << 40},
+        {"1KB", 1000},
+        {"7MB", 7000000},
+        {"2GB", 2000000000ull},
+        {"1TB", 1000000000000ull},
     };
-    static const char *const bad[] = { "", "MiB", "-1", "1.5GiB", "1 mib", "1XB", "1 MiB x",
-                                       "99999999999999999999", "20000000TiB" };
+    static const char *const bad[] = {"",           "MiB", "-1",      "1.5GiB",
+                                      "1 mib",      "1XB", "1 MiB x", "99999999999999999999",
+                                      "20000000TiB"};
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         uint64_t v = 1;
         if (pr_config_parse_size(ok[i].s, &v) != 0)
@@ -436,8 +493,8 @@ static void test_hostport(void **state)
     assert_string_equal(host, "");
     assert_int_equal(pr_config_parse_hostport("kafka-0.svc:65535", host, sizeof(host), &port), 0);
     assert_int_equal(port, 65535);
-    static const char *const bad[] = { "host", "host:", "host:65536", "host:12a", "::1:80",
-                                       "[::1]80", "a b:1", "h:123456" };
+    static const char *const bad[] = {"host",   "host:",   "host:65536", "host:12a",
+                                      "::1:80", "[::1]80", "a b:1",      "h:123456"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         if (pr_config_parse_hostport(bad[i], host, sizeof(host), &port) == 0)
             fail_msg("'%s' accepted", bad[i]);
@@ -447,16 +504,15 @@ static void test_hostport(void **state)
 static void test_properties_passthrough(void **state)
 {
     (void)state;
-    pr_config *cfg = load_ok(MINIMAL
-                             "    source:\n"
-                             "      kafka:\n"
-                             "        topics: [t]\n"
-                             "        properties:\n"
-                             "          bootstrap.servers: \"a:1,b:2\"\n"
-                             "          session.timeout.ms: 6000\n"
-                             "          enable.auto.commit: false\n"
-                             "          fetch.wait.max.ms: 0.5\n"
-                             "          client.id: \"007\"\n");
+    pr_config *cfg = load_ok(MINIMAL "    source:\n"
+                                     "      kafka:\n"
+                                     "        topics: [t]\n"
+                                     "        properties:\n"
+                                     "          bootstrap.servers: \"a:1,b:2\"\n"
+                                     "          session.timeout.ms: 6000\n"
+                                     "          enable.auto.commit: false\n"
+                                     "          fetch.wait.max.ms: 0.5\n"
+                                     "          client.id: \"007\"\n");
     const pr_kv_list *p = &cfg->pipelines[0].source.kafka.properties;
     assert_int_equal(p->n, 5);
     assert_string_equal(p->items[0].key, "bootstrap.servers");
@@ -479,13 +535,12 @@ static void test_properties_passthrough(void **state)
 static void test_column_overrides(void **state)
 {
     (void)state;
-    pr_config *cfg = load_ok(MINIMAL
-                             "    transform:\n"
-                             "      columns:\n"
-                             "        C3: { modulus: 10000000, capacity: 1000000 }\n"
-                             "        C26: { min_count: 4 }\n"
-                             "      vocab: { profile: default, min_count: 2 }\n"
-                             "      sparse: [hex2int, { modulus: 4096 }, vocab]\n");
+    pr_config *cfg = load_ok(MINIMAL "    transform:\n"
+                                     "      columns:\n"
+                                     "        C3: { modulus: 10000000, capacity: 1000000 }\n"
+                                     "        C26: { min_count: 4 }\n"
+                                     "      vocab: { profile: default, min_count: 2 }\n"
+                                     "      sparse: [hex2int, { modulus: 4096 }, vocab]\n");
     const pr_pipeline_spec *s = &cfg->pipelines[0].spec;
     assert_int_equal(s->profile, PR_VOCAB_DEFAULT);
     assert_int_equal(s->sparse[2].modulus, 10000000);
@@ -503,9 +558,8 @@ static void test_column_overrides(void **state)
     pr_config_free(cfg);
 
     /* With named columns, and schema written after transform. */
-    cfg = load_ok(MINIMAL
-                  "    transform: { columns: { item: { modulus: 3 } } }\n"
-                  "    schema: { dense: 1, sparse_names: [user, item] }\n");
+    cfg = load_ok(MINIMAL "    transform: { columns: { item: { modulus: 3 } } }\n"
+                          "    schema: { dense: 1, sparse_names: [user, item] }\n");
     s = &cfg->pipelines[0].spec;
     assert_int_equal(s->n_sparse, 2);
     assert_int_equal(s->sparse[0].modulus, 524288);
@@ -524,26 +578,30 @@ static void test_set(void **state)
     assert_int_equal(pr_config_set(cfg, "engine.backend", "hls-sim", err, sizeof(err)), 0);
     assert_string_equal(cfg->engine.backend, "hls-sim");
     assert_int_equal(pr_config_set(cfg, "pipelines[*].source.kafka.properties.bootstrap.servers",
-                                   "127.0.0.1:39092", err, sizeof(err)), 0);
+                                   "127.0.0.1:39092", err, sizeof(err)),
+                     0);
     assert_string_equal(pr_kv_get(&cfg->pipelines[0].source.kafka.properties, "bootstrap.servers"),
                         "127.0.0.1:39092");
     assert_string_equal(pr_kv_get(&cfg->pipelines[0].source.kafka.properties, "auto.offset.reset"),
                         "earliest");
     /* Earlier overrides survive later ones. */
-    assert_int_equal(pr_config_set(cfg, "pipelines[criteo].batch.size", "1024", err, sizeof(err)), 0);
+    assert_int_equal(pr_config_set(cfg, "pipelines[criteo].batch.size", "1024", err, sizeof(err)),
+                     0);
     assert_int_equal(cfg->pipelines[0].batch.size, 1024);
     assert_string_equal(cfg->engine.backend, "hls-sim");
-    assert_int_equal(pr_config_set(cfg, "pipelines[0].sinks.trainer.listen", "127.0.0.1:0", err,
-                                   sizeof(err)), 0);
+    assert_int_equal(
+        pr_config_set(cfg, "pipelines[0].sinks.trainer.listen", "127.0.0.1:0", err, sizeof(err)),
+        0);
     assert_string_equal(cfg->pipelines[0].sinks.trainer.listen, "127.0.0.1:0");
     /* New sections and lists. */
-    assert_int_equal(pr_config_set(cfg, "pipelines[0].sinks.files.dir", "/tmp/x", err, sizeof(err)), 0);
+    assert_int_equal(pr_config_set(cfg, "pipelines[0].sinks.files.dir", "/tmp/x", err, sizeof(err)),
+                     0);
     assert_true(cfg->pipelines[0].sinks.files.enabled);
-    assert_int_equal(pr_config_set(cfg, "pipelines[0].source.kafka.topics", "[a, b]", err,
-                                   sizeof(err)), 0);
+    assert_int_equal(
+        pr_config_set(cfg, "pipelines[0].source.kafka.topics", "[a, b]", err, sizeof(err)), 0);
     assert_int_equal(cfg->pipelines[0].source.kafka.n_topics, 2);
-    assert_int_equal(pr_config_set(cfg, "pipelines[0].transform.columns.C5.modulus", "17", err,
-                                   sizeof(err)), 0);
+    assert_int_equal(
+        pr_config_set(cfg, "pipelines[0].transform.columns.C5.modulus", "17", err, sizeof(err)), 0);
     assert_int_equal(cfg->pipelines[0].spec.sparse[4].modulus, 17);
     assert_int_equal(pr_config_set(cfg, "limits.max_inflight_bytes", "1GiB", err, sizeof(err)), 0);
     assert_int_equal(cfg->limits.max_inflight_bytes, 1ull << 30);
@@ -554,13 +612,16 @@ static void test_set(void **state)
     assert_string_equal(cfg->engine.backend, "hls-sim");
     assert_int_equal(pr_config_set(cfg, "engine.backnd", "cpu", err, sizeof(err)), PR_EINVAL);
     assert_non_null(strstr(err, "engine.backnd: unknown key (valid: backend, threads"));
-    assert_int_equal(pr_config_set(cfg, "pipelines[9].batch.size", "1", err, sizeof(err)), PR_EINVAL);
+    assert_int_equal(pr_config_set(cfg, "pipelines[9].batch.size", "1", err, sizeof(err)),
+                     PR_EINVAL);
     assert_non_null(strstr(err, "no item matches [9]"));
-    assert_int_equal(pr_config_set(cfg, "pipelines[0].batch.size", "0", err, sizeof(err)), PR_EINVAL);
+    assert_int_equal(pr_config_set(cfg, "pipelines[0].batch.size", "0", err, sizeof(err)),
+                     PR_EINVAL);
     assert_non_null(strstr(err, "(override): pipelines[0].batch.size: must be between 1"));
     assert_int_equal(pr_config_set(cfg, "engine.threads.x", "1", err, sizeof(err)), PR_EINVAL);
-    assert_int_equal(pr_config_set(cfg, "pipelines[0].transform.columns.C99.modulus", "1", err,
-                                   sizeof(err)), PR_EINVAL);
+    assert_int_equal(
+        pr_config_set(cfg, "pipelines[0].transform.columns.C99.modulus", "1", err, sizeof(err)),
+        PR_EINVAL);
     assert_non_null(strstr(err, "columns.C99: unknown column"));
     assert_int_equal(cfg->pipelines[0].batch.size, 1024);
     assert_string_equal(cfg->engine.backend, "hls-sim");
@@ -624,7 +685,8 @@ static void test_reference_documented(void **state)
             free(doc);
             free(ref);
             fail_msg("docs/configuration.md lacks or differs on this row (regenerate the table "
-                     "with pr_config_write_reference()):%s", row);
+                     "with pr_config_write_reference()):%s",
+                     row);
         }
         keys++;
     }

@@ -107,7 +107,10 @@ static int ref_row_values(const pr_block *b, uint32_t r, uint64_t *vals, bool *m
     return -1;
 }
 
-static bool ref_has(const pr_pipeline_spec *s, pr_op op) { return pr_spec_has_op(s, op); }
+static bool ref_has(const pr_pipeline_spec *s, pr_op op)
+{
+    return pr_spec_has_op(s, op);
+}
 
 static void ref_count(ref_engine *re, const pr_block *b)
 {
@@ -212,7 +215,8 @@ static void gen(pr_block *b, uint64_t *seed, uint32_t rows, int flavor)
         for (uint32_t d = 0; d < b->n_dense; d++) {
             uint64_t x = tu_rand(seed);
             b->dense[(size_t)d * b->cap + r] =
-                (double)tu_skewed(seed, 3000) * (x % 9 == 0 ? -1.0 : 1.0) + (x % 11 == 0 ? 0.25 : 0);
+                (double)tu_skewed(seed, 3000) * (x % 9 == 0 ? -1.0 : 1.0) +
+                (x % 11 == 0 ? 0.25 : 0);
             if (x % 23 == 0)
                 pr_bit_set(b->dense_missing + d * pr_bitmap_words(b->cap), r);
         }
@@ -232,7 +236,8 @@ static void gen(pr_block *b, uint64_t *seed, uint32_t rows, int flavor)
             } else {
                 tu_put_hex_u64(b, c, r, x % 3 == 0 ? v : v * 7);
                 if (x % 4 == 0) /* upper case some */
-                    for (char *p = pr_block_hex(b, c, r); p < pr_block_hex(b, c, r) + PR_HEX_SLOT; p++)
+                    for (char *p = pr_block_hex(b, c, r); p < pr_block_hex(b, c, r) + PR_HEX_SLOT;
+                         p++)
                         if (*p >= 'a' && *p <= 'f')
                             *p = (char)(*p - 'a' + 'A');
             }
@@ -258,7 +263,8 @@ static const contract_case cases[] = {
     {"dlrm mod 2^36 (hash)", PR_VOCAB_DLRM, 1ULL << 36, true, 1, PR_COUNT_STREAMING, 0},
     {"default mod 1000 capacity 300", PR_VOCAB_DEFAULT, 1000, true, 1, PR_COUNT_STREAMING, 300},
     {"default no modulus min_count 3", PR_VOCAB_DEFAULT, 0, true, 3, PR_COUNT_STREAMING, 0},
-    {"default mod 65536 two-pass min_count 2", PR_VOCAB_DEFAULT, 65536, true, 2, PR_COUNT_TWO_PASS, 0},
+    {"default mod 65536 two-pass min_count 2", PR_VOCAB_DEFAULT, 65536, true, 2, PR_COUNT_TWO_PASS,
+     0},
     {"stateless mod 1000003", PR_VOCAB_DLRM, 1000003, false, 1, PR_COUNT_STREAMING, 0},
 };
 #define N_CASES (sizeof(cases) / sizeof(cases[0]))
@@ -284,7 +290,7 @@ static pr_engine *try_engine(const char *backend, const pr_pipeline_spec *s, int
 }
 
 #define N_BLOCKS 6
-#define ROWS 3000
+#define ROWS     3000
 
 static void check_vocab_order(const pr_engine *e, uint32_t col, int64_t base)
 {
@@ -453,8 +459,14 @@ static void run_cross_snapshot(const char *backend)
     pr_engine_free(e);
 }
 
-static void test_contract(void **state) { run_backend((const char *)*state); }
-static void test_cross_snapshot(void **state) { run_cross_snapshot((const char *)*state); }
+static void test_contract(void **state)
+{
+    run_backend((const char *)*state);
+}
+static void test_cross_snapshot(void **state)
+{
+    run_cross_snapshot((const char *)*state);
+}
 
 int main(void)
 {
@@ -469,9 +481,10 @@ int main(void)
         labels[2 * i + 1] = malloc(128);
         snprintf(labels[2 * i], 128, "contract[%s]", names[i]);
         snprintf(labels[2 * i + 1], 128, "cross_snapshot[%s]", names[i]);
-        tests[2 * i] = (struct CMUnitTest){labels[2 * i], test_contract, NULL, NULL, (void *)names[i]};
-        tests[2 * i + 1] =
-            (struct CMUnitTest){labels[2 * i + 1], test_cross_snapshot, NULL, NULL, (void *)names[i]};
+        tests[2 * i] =
+            (struct CMUnitTest){labels[2 * i], test_contract, NULL, NULL, (void *)names[i]};
+        tests[2 * i + 1] = (struct CMUnitTest){labels[2 * i + 1], test_cross_snapshot, NULL, NULL,
+                                               (void *)names[i]};
     }
     int rc = _cmocka_run_group_tests("backend_contract", tests, 2 * n, NULL, NULL);
     for (size_t i = 0; i < 2 * n; i++)

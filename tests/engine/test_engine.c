@@ -280,8 +280,8 @@ static void test_modulus(void **state)
         for (uint32_t r = 0; r < b->rows; r++) {
             uint64_t v = tu_rand(&seed);
             if (r < 8)
-                v = (uint64_t[]){0, 1, UINT64_MAX, UINT64_MAX - 1, mods[m], mods[m] - 1,
-                                 mods[m] + 1, 1ULL << 63}[r];
+                v = (uint64_t[]){0,       1,           UINT64_MAX,  UINT64_MAX - 1,
+                                 mods[m], mods[m] - 1, mods[m] + 1, 1ULL << 63}[r];
             tu_set_u64(b, 0, r, v);
             tu_set_u64(b, 1, r, v >> (r % 64));
             tu_put_hex_u64(b, 2, r, v);
@@ -305,8 +305,8 @@ static void test_modulus(void **state)
 static void test_dense_ops(void **state)
 {
     (void)state;
-    const double in[] = {-5.0, -0.5, -1e300, 0.0, 1.0, 2.5, 3.0, 4095.0, 4096.0, 1e6, 123456789.0,
-                         0.25, 1e-9};
+    const double in[] = {-5.0,   -0.5,   -1e300, 0.0,         1.0,  2.5, 3.0,
+                         4095.0, 4096.0, 1e6,    123456789.0, 0.25, 1e-9};
     size_t n = sizeof(in) / sizeof(in[0]);
     for (int variant = 0; variant < 4; variant++) {
         pr_pipeline_spec s;
@@ -679,7 +679,8 @@ static void gen_block(pr_block *b, uint64_t *seed, uint32_t rows)
         b->labels[r] = (int32_t)(tu_rand(seed) & 1);
         for (uint32_t d = 0; d < b->n_dense; d++) {
             uint64_t x = tu_rand(seed);
-            double v = (double)tu_skewed(seed, 5000) - (x % 10 == 0 ? 3000 : 0) + (x % 7 == 0 ? 0.5 : 0);
+            double v =
+                (double)tu_skewed(seed, 5000) - (x % 10 == 0 ? 3000 : 0) + (x % 7 == 0 ? 0.5 : 0);
             b->dense[(size_t)d * b->cap + r] = v;
             if (x % 13 == 0)
                 pr_bit_set(b->dense_missing + d * pr_bitmap_words(b->cap), r);

@@ -75,7 +75,7 @@ static uint32_t stress_hash(uint32_t a, uint32_t b)
 
 static void nap_us(long us)
 {
-    struct timespec ts = { 0, us * 1000 };
+    struct timespec ts = {0, us * 1000};
     nanosleep(&ts, NULL);
 }
 
@@ -120,7 +120,7 @@ static void *watchdog_main(void *arg)
 static void test_pool_stress(void **state)
 {
     (void)state;
-    watchdog w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, "the pool stress" };
+    watchdog w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, "the pool stress"};
     pthread_t wt;
     assert_int_equal(pthread_create(&wt, NULL, watchdog_main, &w), 0);
     for (int threads = 2; threads <= 4; threads++) {

@@ -37,10 +37,10 @@ static uint64_t rnd(uint64_t *s)
 }
 
 typedef struct gen_opts {
-    uint64_t pool;    /* distinct sparse values drawn from (skewed) */
-    int bad_per_mil;  /* rows with a non-hex character somewhere */
-    int miss_pct;     /* missing fields */
-    int u64_cols;     /* the last u64_cols sparse columns hold u64 values */
+    uint64_t pool;   /* distinct sparse values drawn from (skewed) */
+    int bad_per_mil; /* rows with a non-hex character somewhere */
+    int miss_pct;    /* missing fields */
+    int u64_cols;    /* the last u64_cols sparse columns hold u64 values */
 } gen_opts;
 
 /* Fill `b` with `rows` rows. Sparse values are big 64-bit numbers from a
@@ -55,11 +55,21 @@ static void gen_block(pr_block *b, uint32_t rows, uint64_t *seed, const gen_opts
             uint64_t x = rnd(seed);
             double v;
             switch (x % 5) {
-            case 0: v = -(double)(x >> 40 & 255); break;          /* negatives */
-            case 1: v = (double)(x >> 20 & 4095); break;           /* small ints (table path) */
-            case 2: v = (double)(x >> 8 & 0xffffff) / 7.0; break;  /* fractions */
-            case 3: v = (double)(x >> 3 & 0xfffffffff); break;     /* large */
-            default: v = (double)(x >> 50); break;
+            case 0:
+                v = -(double)(x >> 40 & 255);
+                break; /* negatives */
+            case 1:
+                v = (double)(x >> 20 & 4095);
+                break; /* small ints (table path) */
+            case 2:
+                v = (double)(x >> 8 & 0xffffff) / 7.0;
+                break; /* fractions */
+            case 3:
+                v = (double)(x >> 3 & 0xfffffffff);
+                break; /* large */
+            default:
+                v = (double)(x >> 50);
+                break;
             }
             b->dense[(size_t)d * b->cap + r] = v;
             if ((int)(rnd(seed) % 100) < g->miss_pct)
@@ -289,7 +299,8 @@ static void test_lanes_shared(void **state)
     (void)state;
     for (int p = 0; p < 2; p++) {
         pr_pipeline_spec s;
-        uint16_t ns = 2 * PR_K_VOCAB_LANES + 8 < PR_MAX_SPARSE ? 2 * PR_K_VOCAB_LANES + 8 : PR_MAX_SPARSE;
+        uint16_t ns =
+            2 * PR_K_VOCAB_LANES + 8 < PR_MAX_SPARSE ? 2 * PR_K_VOCAB_LANES + 8 : PR_MAX_SPARSE;
         spec_of(&s, 2, ns, true, 40000, (pr_vocab_profile)p);
         for (uint32_t c = 0; c < ns; c++)
             s.sparse[c].modulus = c % 2 ? 100003 : c % 5 == 1 ? 300 : 40000;
@@ -350,7 +361,7 @@ static void test_index_stable_across_blocks(void **state)
     }
     b->rows = 4;
     assert_int_equal(pr_engine_process(e, b, o, err, sizeof(err)), 0);
-    assert_int_equal(pr_out_index(o, 0, 0), 4); /* 0x1b from block 0 */
+    assert_int_equal(pr_out_index(o, 0, 0), 4);          /* 0x1b from block 0 */
     assert_int_equal(pr_bit_test(o->rejected, 1), true); /* "new" is not hex */
     assert_int_equal(o->reject_col[1], 0);
     assert_int_equal(pr_out_index(o, 0, 2), 3);

@@ -55,8 +55,12 @@ static pr_pipeline_spec small_spec(void)
 
 static pr_decode_ctx make_ctx(const pr_pipeline_spec *spec, rej_log *l)
 {
-    pr_decode_ctx ctx = { .spec = spec, .on_reject = on_rej, .opaque = l, .partition = 7,
-                          .offset = 1234, .default_event_time_ms = 999 };
+    pr_decode_ctx ctx = {.spec = spec,
+                         .on_reject = on_rej,
+                         .opaque = l,
+                         .partition = 7,
+                         .offset = 1234,
+                         .default_event_time_ms = 999};
     return ctx;
 }
 
@@ -81,7 +85,7 @@ static void test_criteo_multi_line(void **state)
     (void)state;
     pr_pipeline_spec spec;
     pr_pipeline_spec_default(&spec);
-    rej_log rl = { 0 };
+    rej_log rl = {0};
     pr_decode_ctx ctx = make_ctx(&spec, &rl);
     FILE *f = fopen(PR_TEST_DATA "/criteo_sample_100.tsv", "r");
     assert_non_null(f);
@@ -122,7 +126,7 @@ static void test_criteo_split_across_blocks(void **state)
     (void)state;
     pr_pipeline_spec spec;
     pr_pipeline_spec_default(&spec);
-    rej_log rl = { 0 };
+    rej_log rl = {0};
     pr_decode_ctx ctx = make_ctx(&spec, &rl);
     FILE *f = fopen(PR_TEST_DATA "/criteo_sample_100.tsv", "r");
     assert_non_null(f);
@@ -153,14 +157,14 @@ static void test_event_hex(void **state)
 {
     (void)state;
     pr_pipeline_spec spec = small_spec();
-    rej_log rl = { 0 };
+    rej_log rl = {0};
     pr_decode_ctx ctx = make_ctx(&spec, &rl);
     pr_arena *arena = pr_arena_new(0);
     pr_block *b = pr_block_new(2, 3, 64, true);
 
-    double dense[2] = { 3.5, -2 };
-    uint32_t dmiss[1] = { 1 };
-    char *hex[3] = { "a1", "", "FFFFFFFFFFFFFFFF" };
+    double dense[2] = {3.5, -2};
+    uint32_t dmiss[1] = {1};
+    char *hex[3] = {"a1", "", "FFFFFFFFFFFFFFFF"};
     Piperec__V1__Event ev = PIPEREC__V1__EVENT__INIT;
     ev.label = 1;
     ev.event_time_ms = 5555;
@@ -206,14 +210,14 @@ static void test_event_ids_and_mixing(void **state)
 {
     (void)state;
     pr_pipeline_spec spec = small_spec();
-    rej_log rl = { 0 };
+    rej_log rl = {0};
     pr_decode_ctx ctx = make_ctx(&spec, &rl);
     pr_block *b = pr_block_new(2, 3, 64, true);
-    double dense[2] = { 1, 2 };
-    uint64_t ids[3] = { 42, 0xdeadbeefULL, 7 };
-    uint32_t smiss[1] = { 2 };
-    char *hex[3] = { "ff", "", "10" };
-    char *badhex[3] = { "zz", "1", "2" };
+    double dense[2] = {1, 2};
+    uint64_t ids[3] = {42, 0xdeadbeefULL, 7};
+    uint32_t smiss[1] = {2};
+    char *hex[3] = {"ff", "", "10"};
+    char *badhex[3] = {"zz", "1", "2"};
 
     Piperec__V1__Event idev = PIPEREC__V1__EVENT__INIT;
     idev.n_dense = 2;
@@ -273,26 +277,26 @@ static void test_event_rejects(void **state)
 {
     (void)state;
     pr_pipeline_spec spec = small_spec();
-    rej_log rl = { 0 };
+    rej_log rl = {0};
     pr_decode_ctx ctx = make_ctx(&spec, &rl);
     pr_block *b = pr_block_new(2, 3, 64, true);
-    double dense[3] = { 1, 2, 3 };
-    char *hex[3] = { "1", "2", "3" };
-    char *longhex[3] = { "1", "12345678901234567", "3" };
-    uint64_t ids[3] = { 1, 2, 3 };
-    uint32_t bad_idx[1] = { 9 };
+    double dense[3] = {1, 2, 3};
+    char *hex[3] = {"1", "2", "3"};
+    char *longhex[3] = {"1", "12345678901234567", "3"};
+    uint64_t ids[3] = {1, 2, 3};
+    uint32_t bad_idx[1] = {9};
 
     struct {
         int n_dense, n_hex, n_id, bad_dmiss, bad_smiss, longh, want;
     } cases[] = {
-        { 3, 3, 0, 0, 0, 0, PR_DEC_BAD_SHAPE },  /* too many dense */
-        { 0, 3, 0, 0, 0, 0, PR_DEC_BAD_SHAPE },  /* none */
-        { 2, 2, 0, 0, 0, 0, PR_DEC_BAD_SHAPE },  /* too few sparse */
-        { 2, 3, 3, 0, 0, 0, PR_DEC_BAD_SHAPE },  /* hex and id */
-        { 2, 0, 0, 0, 0, 0, PR_DEC_BAD_SHAPE },  /* no sparse */
-        { 2, 3, 0, 1, 0, 0, PR_DEC_BAD_SHAPE },  /* dense_missing out of range */
-        { 2, 0, 3, 0, 1, 0, PR_DEC_BAD_SHAPE },  /* sparse_missing out of range */
-        { 2, 3, 0, 0, 0, 1, PR_DEC_LONG_HEX },
+        {3, 3, 0, 0, 0, 0, PR_DEC_BAD_SHAPE}, /* too many dense */
+        {0, 3, 0, 0, 0, 0, PR_DEC_BAD_SHAPE}, /* none */
+        {2, 2, 0, 0, 0, 0, PR_DEC_BAD_SHAPE}, /* too few sparse */
+        {2, 3, 3, 0, 0, 0, PR_DEC_BAD_SHAPE}, /* hex and id */
+        {2, 0, 0, 0, 0, 0, PR_DEC_BAD_SHAPE}, /* no sparse */
+        {2, 3, 0, 1, 0, 0, PR_DEC_BAD_SHAPE}, /* dense_missing out of range */
+        {2, 0, 3, 0, 1, 0, PR_DEC_BAD_SHAPE}, /* sparse_missing out of range */
+        {2, 3, 0, 0, 0, 1, PR_DEC_LONG_HEX},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         Piperec__V1__Event ev = PIPEREC__V1__EVENT__INIT;
@@ -327,7 +331,7 @@ static void test_event_rejects(void **state)
         assert_false(bit(b->sparse_missing, b, c, 0));
 
     /* Unparsable payloads. */
-    const uint8_t junk[] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
+    const uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
     uint32_t next = 0;
     rl.n = 0;
     assert_int_equal(pr_decode_protobuf_event(&ctx, b, junk, sizeof(junk), &next, NULL), 0);
@@ -343,12 +347,12 @@ static void test_batch(void **state)
 {
     (void)state;
     pr_pipeline_spec spec = small_spec();
-    rej_log rl = { 0 };
+    rej_log rl = {0};
     pr_decode_ctx ctx = make_ctx(&spec, &rl);
     pr_arena *arena = pr_arena_new(0); /* tiny: forces overflow chunks and growth */
     enum { N = 1000 };
-    double dense[2] = { 1, 2 };
-    char *hex[3] = { "1", "2", "3" };
+    double dense[2] = {1, 2};
+    char *hex[3] = {"1", "2", "3"};
     Piperec__V1__Event *evs = calloc(N, sizeof(*evs));
     Piperec__V1__Event **ptrs = calloc(N, sizeof(*ptrs));
     for (int i = 0; i < N; i++) {
@@ -404,21 +408,21 @@ static void test_fuzz(void **state)
 {
     (void)state;
     pr_pipeline_spec spec = small_spec();
-    rej_log rl = { 0 };
+    rej_log rl = {0};
     pr_decode_ctx ctx = make_ctx(&spec, &rl);
     pr_arena *arena = pr_arena_new(1024);
     pr_block *b = pr_block_new(2, 3, 64, true);
     uint64_t seed = 12345;
     uint8_t buf[600];
 
-    double dense[2] = { 1, 2 };
-    char *hex[3] = { "abc", "", "0123456789abcdef" };
+    double dense[2] = {1, 2};
+    char *hex[3] = {"abc", "", "0123456789abcdef"};
     Piperec__V1__Event ev = PIPEREC__V1__EVENT__INIT;
     ev.n_dense = 2;
     ev.dense = dense;
     ev.n_sparse_hex = 3;
     ev.sparse_hex = hex;
-    Piperec__V1__Event *ptrs[4] = { &ev, &ev, &ev, &ev };
+    Piperec__V1__Event *ptrs[4] = {&ev, &ev, &ev, &ev};
     Piperec__V1__EventBatch eb = PIPEREC__V1__EVENT_BATCH__INIT;
     eb.n_events = 4;
     eb.events = ptrs;

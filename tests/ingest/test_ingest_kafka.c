@@ -49,17 +49,18 @@ static void produce_lines(const char *topic, int first, int n, int n_parts)
     char errstr[256];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     assert_int_equal(rd_kafka_conf_set(conf, "bootstrap.servers", pr_mock_broker_bootstrap(g_mb),
-                                       errstr, sizeof(errstr)), RD_KAFKA_CONF_OK);
+                                       errstr, sizeof(errstr)),
+                     RD_KAFKA_CONF_OK);
     rd_kafka_t *p = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
     assert_non_null(p);
     for (int i = first; i < first + n; i++) {
         char line[256];
         int len = make_line(line, sizeof(line), i);
-        assert_int_equal(rd_kafka_producev(p, RD_KAFKA_V_TOPIC(topic),
-                                           RD_KAFKA_V_PARTITION(i % n_parts),
-                                           RD_KAFKA_V_VALUE(line, (size_t)len),
-                                           RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                                           RD_KAFKA_V_END), 0);
+        assert_int_equal(
+            rd_kafka_producev(p, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(i % n_parts),
+                              RD_KAFKA_V_VALUE(line, (size_t)len),
+                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END),
+            0);
     }
     assert_int_equal(rd_kafka_flush(p, 10000), 0);
     rd_kafka_destroy(p);
@@ -74,11 +75,11 @@ static void produce_raw(const char *topic, const char *const *payloads, int n)
     rd_kafka_t *p = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
     assert_non_null(p);
     for (int i = 0; i < n; i++)
-        assert_int_equal(rd_kafka_producev(p, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(0),
-                                           RD_KAFKA_V_VALUE((void *)payloads[i],
-                                                            strlen(payloads[i])),
-                                           RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                                           RD_KAFKA_V_END), 0);
+        assert_int_equal(
+            rd_kafka_producev(p, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(0),
+                              RD_KAFKA_V_VALUE((void *)payloads[i], strlen(payloads[i])),
+                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END),
+            0);
     assert_int_equal(rd_kafka_flush(p, 10000), 0);
     rd_kafka_destroy(p);
 }
@@ -120,25 +121,32 @@ static void on_revoke(void *opaque, pr_consumer *c, const pr_tp *parts, size_t n
 static pr_consumer *new_consumer(const char *topic, const char *group, seen *s, const char *dlq)
 {
     static const pr_kv_ref props_tmpl[] = {
-        { "bootstrap.servers", NULL },
-        { "auto.offset.reset", "earliest" },
+        {"bootstrap.servers", NULL},
+        {"auto.offset.reset", "earliest"},
         /* the mock coordinator waits session.timeout.ms - 1 s for members
          * to rejoin after one leaves: keep it short */
-        { "session.timeout.ms", "4000" },
-        { "heartbeat.interval.ms", "300" },
-        { "log_level", "4" },
+        {"session.timeout.ms", "4000"},
+        {"heartbeat.interval.ms", "300"},
+        {"log_level", "4"},
     };
     pr_kv_ref props[6];
     memcpy(props, props_tmpl, sizeof(props_tmpl));
     props[0].value = pr_mock_broker_bootstrap(g_mb);
     size_t np = 5;
     if (getenv("PR_TEST_KAFKA_DEBUG")) /* e.g. "cgrp,topic" while investigating */
-        props[np++] = (pr_kv_ref){ "debug", getenv("PR_TEST_KAFKA_DEBUG") };
-    const char *topics[1] = { topic };
-    pr_consumer_conf conf = { .topics = topics, .n_topics = 1, .group_id = group,
-                              .props = props, .n_props = np, .format = PR_MSG_CRITEO_TSV,
-                              .spec = &g_spec, .dead_letter_topic = dlq,
-                              .on_assign = on_assign, .on_revoke = on_revoke, .opaque = s };
+        props[np++] = (pr_kv_ref){"debug", getenv("PR_TEST_KAFKA_DEBUG")};
+    const char *topics[1] = {topic};
+    pr_consumer_conf conf = {.topics = topics,
+                             .n_topics = 1,
+                             .group_id = group,
+                             .props = props,
+                             .n_props = np,
+                             .format = PR_MSG_CRITEO_TSV,
+                             .spec = &g_spec,
+                             .dead_letter_topic = dlq,
+                             .on_assign = on_assign,
+                             .on_revoke = on_revoke,
+                             .opaque = s};
     char errstr[512];
     pr_consumer *c = pr_consumer_new(&conf, errstr, sizeof(errstr));
     if (!c)
@@ -325,15 +333,19 @@ static void test_resume_from_stored_offset(void **state)
     pr_block *b = pr_block_new(g_spec.n_dense, g_spec.n_sparse, 64, true);
 
     const char *dbg = getenv("PR_TEST_KAFKA_DEBUG");
-    pr_kv_ref props[] = { { "bootstrap.servers", pr_mock_broker_bootstrap(g_mb) },
-                          { "auto.offset.reset", "earliest" },
-                          { "session.timeout.ms", "4000" },
-                          { "heartbeat.interval.ms", "300" },
-                          { "debug", dbg ? dbg : "generic" } };
-    const char *topics[] = { "t1" };
-    pr_consumer_conf conf = { .topics = topics, .n_topics = 1, .group_id = "g-stored",
-                              .props = props, .n_props = 5, .format = PR_MSG_CRITEO_TSV,
-                              .spec = &g_spec };
+    pr_kv_ref props[] = {{"bootstrap.servers", pr_mock_broker_bootstrap(g_mb)},
+                         {"auto.offset.reset", "earliest"},
+                         {"session.timeout.ms", "4000"},
+                         {"heartbeat.interval.ms", "300"},
+                         {"debug", dbg ? dbg : "generic"}};
+    const char *topics[] = {"t1"};
+    pr_consumer_conf conf = {.topics = topics,
+                             .n_topics = 1,
+                             .group_id = "g-stored",
+                             .props = props,
+                             .n_props = 5,
+                             .format = PR_MSG_CRITEO_TSV,
+                             .spec = &g_spec};
     pr_consumer *c = pr_consumer_new(&conf, errstr, sizeof(errstr));
     if (!c)
         fail_msg("%s", errstr);
@@ -465,20 +477,26 @@ static void test_dead_letters(void **state)
     make_line(good0, sizeof(good0), 0);
     make_line(good1, sizeof(good1), 1);
     snprintf(two, sizeof(two), "%s\n1\tx\t2\t3\t4\t5\n", good1); /* line 2: bad dense */
-    const char *msgs[] = { good0, "a\tb", two, "1\t2\t3\t4\t5\t123456789012345678" };
+    const char *msgs[] = {good0, "a\tb", two, "1\t2\t3\t4\t5\t123456789012345678"};
     produce_raw("bad", msgs, 4);
 
-    rejects rj = { 0 };
+    rejects rj = {0};
     seen *s = calloc(1, sizeof(*s));
     reset_seen(s);
-    pr_kv_ref props[] = { { "bootstrap.servers", pr_mock_broker_bootstrap(g_mb) },
-                          { "auto.offset.reset", "earliest" },
-                          { "enable.auto.commit", "false" } };
-    const char *topics[] = { "bad" };
-    pr_consumer_conf conf = { .topics = topics, .n_topics = 1, .group_id = "g-dlq",
-                              .props = props, .n_props = 3, .format = PR_MSG_CRITEO_TSV,
-                              .spec = &g_spec, .dead_letter_topic = "bad.dlq",
-                              .on_reject = on_reject, .opaque = &rj };
+    pr_kv_ref props[] = {{"bootstrap.servers", pr_mock_broker_bootstrap(g_mb)},
+                         {"auto.offset.reset", "earliest"},
+                         {"enable.auto.commit", "false"}};
+    const char *topics[] = {"bad"};
+    pr_consumer_conf conf = {.topics = topics,
+                             .n_topics = 1,
+                             .group_id = "g-dlq",
+                             .props = props,
+                             .n_props = 3,
+                             .format = PR_MSG_CRITEO_TSV,
+                             .spec = &g_spec,
+                             .dead_letter_topic = "bad.dlq",
+                             .on_reject = on_reject,
+                             .opaque = &rj};
     pr_consumer *c = pr_consumer_new(&conf, errstr, sizeof(errstr));
     if (!c)
         fail_msg("%s", errstr);
@@ -573,10 +591,10 @@ static void test_batches_fill_blocks(void **state)
     (void)state;
     char errstr[256];
     assert_int_equal(pr_mock_broker_create_topic(g_mb, "eb", 1, errstr, sizeof(errstr)), 0);
-    static const int sizes[] = { 50, 50, 200, 10, 64, 1 };
+    static const int sizes[] = {50, 50, 200, 10, 64, 1};
     enum { NMSG = sizeof(sizes) / sizeof(sizes[0]) };
     double dense[2];
-    uint64_t ids[3] = { 1, 2, 3 };
+    uint64_t ids[3] = {1, 2, 3};
     Piperec__V1__Event evs[200], *ptrs[200];
     char *payloads[NMSG];
     size_t lens[NMSG];
@@ -606,17 +624,22 @@ static void test_batches_fill_blocks(void **state)
         assert_int_equal(rd_kafka_producev(p, RD_KAFKA_V_TOPIC("eb"), RD_KAFKA_V_PARTITION(0),
                                            RD_KAFKA_V_VALUE(payloads[m], lens[m]),
                                            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_FREE),
-                                           RD_KAFKA_V_END), 0);
+                                           RD_KAFKA_V_END),
+                         0);
     assert_int_equal(rd_kafka_flush(p, 10000), 0);
     rd_kafka_destroy(p);
 
-    pr_kv_ref props[] = { { "bootstrap.servers", pr_mock_broker_bootstrap(g_mb) },
-                          { "auto.offset.reset", "earliest" },
-                          { "session.timeout.ms", "4000" } };
-    const char *topics[] = { "eb" };
-    pr_consumer_conf conf = { .topics = topics, .n_topics = 1, .group_id = "g-eb",
-                              .props = props, .n_props = 3,
-                              .format = PR_MSG_PROTOBUF_EVENT_BATCH, .spec = &g_spec };
+    pr_kv_ref props[] = {{"bootstrap.servers", pr_mock_broker_bootstrap(g_mb)},
+                         {"auto.offset.reset", "earliest"},
+                         {"session.timeout.ms", "4000"}};
+    const char *topics[] = {"eb"};
+    pr_consumer_conf conf = {.topics = topics,
+                             .n_topics = 1,
+                             .group_id = "g-eb",
+                             .props = props,
+                             .n_props = 3,
+                             .format = PR_MSG_PROTOBUF_EVENT_BATCH,
+                             .spec = &g_spec};
     pr_consumer *c = pr_consumer_new(&conf, errstr, sizeof(errstr));
     if (!c)
         fail_msg("%s", errstr);
@@ -659,10 +682,14 @@ static void test_bad_config(void **state)
 {
     (void)state;
     char errstr[256];
-    const char *topics[] = { "x" };
-    pr_kv_ref props[] = { { "bootstrap.servers", "127.0.0.1:1" }, { "no.such.property", "1" } };
-    pr_consumer_conf conf = { .topics = topics, .n_topics = 1, .group_id = "g",
-                              .props = props, .n_props = 2, .spec = &g_spec };
+    const char *topics[] = {"x"};
+    pr_kv_ref props[] = {{"bootstrap.servers", "127.0.0.1:1"}, {"no.such.property", "1"}};
+    pr_consumer_conf conf = {.topics = topics,
+                             .n_topics = 1,
+                             .group_id = "g",
+                             .props = props,
+                             .n_props = 2,
+                             .spec = &g_spec};
     assert_null(pr_consumer_new(&conf, errstr, sizeof(errstr)));
     assert_non_null(strstr(errstr, "no.such.property"));
     conf.n_props = 0;

@@ -37,7 +37,10 @@ static uint64_t rnd(void)
     rng_state ^= rng_state << 17;
     return rng_state;
 }
-static unsigned rn(unsigned n) { return (unsigned)(rnd() % n); }
+static unsigned rn(unsigned n)
+{
+    return (unsigned)(rnd() % n);
+}
 
 #define MAX_REJ 512
 typedef struct rej_log {
@@ -79,7 +82,10 @@ static void put(buf *b, const void *d, size_t n)
     memcpy(b->p + b->n, d, n);
     b->n += n;
 }
-static void put_byte(buf *b, uint8_t c) { put(b, &c, 1); }
+static void put_byte(buf *b, uint8_t c)
+{
+    put(b, &c, 1);
+}
 /* A varint, now and then padded with redundant continuation bytes. */
 static void put_varint(buf *b, uint64_t v, int pad)
 {
@@ -94,7 +100,10 @@ static void put_varint(buf *b, uint64_t v, int pad)
     tmp[len - 1] &= 0x7f;
     put(b, tmp, (size_t)len);
 }
-static void put_tag(buf *b, uint32_t field, unsigned wire) { put_varint(b, (uint64_t)field << 3 | wire, 0); }
+static void put_tag(buf *b, uint32_t field, unsigned wire)
+{
+    put_varint(b, (uint64_t)field << 3 | wire, 0);
+}
 
 /* ---------------------------------------------------------------- model */
 
@@ -206,7 +215,7 @@ static void enc_varints(chunk *ch, int *nch, uint32_t field, const uint64_t *v, 
         chunk *c = &ch[(*nch)++];
         c->field = field;
         if (packed) {
-            buf tmp = { 0 };
+            buf tmp = {0};
             for (size_t k = 0; k < take; k++)
                 put_varint(&tmp, v[i + k], rn(10) ? 0 : 1);
             put_tag(&c->b, field, 2);
@@ -369,8 +378,8 @@ static void compare_blocks(const pr_block *x, const pr_block *y)
             if (x->sparse_enc[c] == PR_SPARSE_U64)
                 assert_int_equal(x->sparse_u64[i], y->sparse_u64[i]);
             else
-                assert_memory_equal(x->sparse_hex + i * PR_HEX_SLOT, y->sparse_hex + i * PR_HEX_SLOT,
-                                    PR_HEX_SLOT);
+                assert_memory_equal(x->sparse_hex + i * PR_HEX_SLOT,
+                                    y->sparse_hex + i * PR_HEX_SLOT, PR_HEX_SLOT);
             assert_int_equal(pr_bit_test(x->sparse_missing + c * words, r),
                              pr_bit_test(y->sparse_missing + c * words, r));
         }
@@ -425,7 +434,7 @@ static void prefill(side *s, int state)
             m.hl[i] = 2;
         }
     }
-    buf e = { 0 };
+    buf e = {0};
     encode(&m, &e);
     uint32_t next = 0;
     pr_decode_ctx plain = s->ctx;
@@ -479,11 +488,15 @@ static void sides(side *ref, side *fast, uint32_t cap, bool parse_hex)
     memset(fast, 0, sizeof(*fast));
     ref->b = pr_block_new(ND, NS, cap, true);
     fast->b = pr_block_new(ND, NS, cap, true);
-    side *s[2] = { ref, fast };
+    side *s[2] = {ref, fast};
     for (int i = 0; i < 2; i++) {
-        s[i]->ctx = (pr_decode_ctx){ .spec = small_spec(), .on_reject = on_rej, .opaque = &s[i]->rl,
-                                     .partition = 3, .offset = 77, .default_event_time_ms = 1234,
-                                     .parse_hex = parse_hex };
+        s[i]->ctx = (pr_decode_ctx){.spec = small_spec(),
+                                    .on_reject = on_rej,
+                                    .opaque = &s[i]->rl,
+                                    .partition = 3,
+                                    .offset = 77,
+                                    .default_event_time_ms = 1234,
+                                    .parse_hex = parse_hex};
     }
 }
 
@@ -499,7 +512,7 @@ static void test_events_differential(void **state)
         for (int it = 0; it < 20000; it++) {
             model m;
             rand_model(&m);
-            buf e = { 0 };
+            buf e = {0};
             encode(&m, &e);
             if (rn(3) == 0)
                 mutate(&e);
@@ -519,7 +532,7 @@ static void test_batches_differential(void **state)
         sides(&ref, &fast, 64, mode);
         rng_state = 0x1234567ull + (uint64_t)mode;
         for (int it = 0; it < 3000; it++) {
-            buf msg = { 0 };
+            buf msg = {0};
             int n = rn(10) ? (int)rn(6) : 60 + (int)rn(100); /* some exceed a block */
             for (int k = 0; k < n; k++) {
                 model m;
@@ -535,7 +548,7 @@ static void test_batches_differential(void **state)
                         for (size_t k = 0; k < m.hl[c]; k++)
                             m.hex[c][k] = "0123456789abcdef"[m.hex[c][k] & 15];
                 }
-                buf e = { 0 };
+                buf e = {0};
                 encode(&m, &e);
                 put_tag(&msg, 1, 2);
                 put_varint(&msg, e.n, 0);
@@ -562,14 +575,15 @@ static void test_noise(void **state)
     sides(&ref, &fast, 64, true);
     rng_state = 42;
     for (int it = 0; it < 20000; it++) {
-        buf msg = { 0 };
+        buf msg = {0};
         size_t n = rn(40);
         for (size_t i = 0; i < n; i++)
-            put_byte(&msg, (rn(2) ? (uint8_t)rnd() : (uint8_t)"\x08\x10\x1a\x22\x2a\x30\x38\x0a\x80\x01"[rn(10)]));
+            put_byte(&msg, (rn(2) ? (uint8_t)rnd()
+                                  : (uint8_t) "\x08\x10\x1a\x22\x2a\x30\x38\x0a\x80\x01"[rn(10)]));
         if (n == 0)
             put_byte(&msg, 0); /* keep msg.p non-NULL */
-        run_event(&ref, &fast, &(buf){ msg.p, n, n }, 0);
-        run_batch(&ref, &fast, &(buf){ msg.p, n, n }, 0);
+        run_event(&ref, &fast, &(buf){msg.p, n, n}, 0);
+        run_batch(&ref, &fast, &(buf){msg.p, n, n}, 0);
         free(msg.p);
     }
     pr_block_free(ref.b);
@@ -584,7 +598,7 @@ static void test_tsv_parse_hex(void **state)
     (void)state;
     pr_pipeline_spec spec;
     pr_pipeline_spec_default(&spec);
-    pr_engine_opts eo = { .backend = "cpu", .threads = 1 };
+    pr_engine_opts eo = {.backend = "cpu", .threads = 1};
     char err[256];
     spec.n_sparse_ops = 1; /* hex2int only: the output is the value itself */
     spec.sparse_ops[0] = PR_OP_HEX2INT;
@@ -593,9 +607,9 @@ static void test_tsv_parse_hex(void **state)
     pr_block *b1 = pr_block_new(13, 26, 256, true), *b2 = pr_block_new(13, 26, 256, true);
     pr_out *o1 = pr_out_new(13, 26, 256, pr_engine_sparse_width(eng));
     pr_out *o2 = pr_out_new(13, 26, 256, pr_engine_sparse_width(eng));
-    rej_log rl1 = { 0 }, rl2 = { 0 };
-    pr_decode_ctx c1 = { .spec = &spec, .on_reject = on_rej, .opaque = &rl1 };
-    pr_decode_ctx c2 = { .spec = &spec, .on_reject = on_rej, .opaque = &rl2, .parse_hex = true };
+    rej_log rl1 = {0}, rl2 = {0};
+    pr_decode_ctx c1 = {.spec = &spec, .on_reject = on_rej, .opaque = &rl1};
+    pr_decode_ctx c2 = {.spec = &spec, .on_reject = on_rej, .opaque = &rl2, .parse_hex = true};
     rng_state = 7;
     static const char dig[] = "0123456789abcdefABCDEF";
     char text[200 * 600];
@@ -630,13 +644,14 @@ static void test_tsv_parse_hex(void **state)
     rl1.n = rl2.n = 0;
     pr_block_reset(b1);
     pr_block_reset(b2);
-    const char *bad = "1\t1\t2\t3\t4\t5\t6\t7\t8\t9\t10\t11\t12\t13\t"
-                      "a\tb\tc\td\te\tf\tzz\t1\t2\t3\t4\t5\t6\t7\t8\t9\t0\ta\tb\tc\td\te\tf\t1\t2\tq\n"
-                      "1\t1\t2\t3\t4\t5\t6\t7\t8\t9\t10\t11\t12\t13\t"
-                      "a\tb\tc\td\te\tf\tzz\t1\t2\t3\t4\t5\t6\t7\t8\t9\t0\ta\tb\tc\td\te\tf\t1\t2\t"
-                      "0123456789abcdef0\n"
-                      "1\t1\t2\t3\t4\t5\t6\t7\t8\t9\t10\t11\t12\t13\t"
-                      "a\tb\tc\td\te\tf\tzz\t1\t2\t3\t4\t5\t6\t7\t8\t9\t0\ta\tb\tc\td\te\tf\t1\t2\n";
+    const char *bad =
+        "1\t1\t2\t3\t4\t5\t6\t7\t8\t9\t10\t11\t12\t13\t"
+        "a\tb\tc\td\te\tf\tzz\t1\t2\t3\t4\t5\t6\t7\t8\t9\t0\ta\tb\tc\td\te\tf\t1\t2\tq\n"
+        "1\t1\t2\t3\t4\t5\t6\t7\t8\t9\t10\t11\t12\t13\t"
+        "a\tb\tc\td\te\tf\tzz\t1\t2\t3\t4\t5\t6\t7\t8\t9\t0\ta\tb\tc\td\te\tf\t1\t2\t"
+        "0123456789abcdef0\n"
+        "1\t1\t2\t3\t4\t5\t6\t7\t8\t9\t10\t11\t12\t13\t"
+        "a\tb\tc\td\te\tf\tzz\t1\t2\t3\t4\t5\t6\t7\t8\t9\t0\ta\tb\tc\td\te\tf\t1\t2\n";
     pr_decode_criteo_lines(&c2, b2, bad, strlen(bad), true, 1, &lines);
     assert_int_equal(lines, 3);
     assert_int_equal(b2->rows, 0);

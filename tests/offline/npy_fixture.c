@@ -48,7 +48,7 @@ int main(int argc, char **argv)
     rc |= pr_npy_append_cols(w, big, 5, 5, err, sizeof(err));
     rc |= pr_npy_close(w, err, sizeof(err));
 
-    int32_t one[3] = { 7, -8, 9 };
+    int32_t one[3] = {7, -8, 9};
     snprintf(path, sizeof(path), "%s/vec_i32.npy", argv[1]);
     rc |= pr_npy_write_array(path, PR_NPY_I32, one, 3, 0, false, err, sizeof(err));
     if (rc)

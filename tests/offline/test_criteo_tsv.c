@@ -68,9 +68,11 @@ static const char *good_line(char *buf, size_t n)
 {
     size_t k = (size_t)snprintf(buf, n, "1");
     for (int j = 0; j < 13; j++)
-        k += (size_t)(j == 1 ? snprintf(buf + k, n - k, "\t") : snprintf(buf + k, n - k, "\t%d", j));
+        k +=
+            (size_t)(j == 1 ? snprintf(buf + k, n - k, "\t") : snprintf(buf + k, n - k, "\t%d", j));
     for (int c = 0; c < 26; c++)
-        k += (size_t)(c == 2 ? snprintf(buf + k, n - k, "\t") : snprintf(buf + k, n - k, "\t%08x", 0xa0b0c0d0u + c));
+        k += (size_t)(c == 2 ? snprintf(buf + k, n - k, "\t")
+                             : snprintf(buf + k, n - k, "\t%08x", 0xa0b0c0d0u + c));
     return buf;
 }
 
@@ -108,10 +110,11 @@ static void test_values(void **state)
 {
     fixture *f = *state;
     /* Floats, negatives, short and 16-digit hex, CRLF. */
-    const char *line = "0\t1.5\t-3\t1e3\t-0.25\t007\t\t\t\t\t\t\t\t99999999999\t"
-                       "a\tABCDEF\t0123456789abcdef\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t1\r";
+    const char *line =
+        "0\t1.5\t-3\t1e3\t-0.25\t007\t\t\t\t\t\t\t\t99999999999\t"
+        "a\tABCDEF\t0123456789abcdef\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t1\r";
     assert_int_equal(pr_decode_criteo_line(&f->ctx, f->b, line, strlen(line), 1), 1);
-    double want[13] = { 1.5, -3, 1000, -0.25, 7, 0, 0, 0, 0, 0, 0, 0, 99999999999.0 };
+    double want[13] = {1.5, -3, 1000, -0.25, 7, 0, 0, 0, 0, 0, 0, 0, 99999999999.0};
     for (uint32_t j = 0; j < 13; j++)
         assert_true(f->b->dense[j * f->b->cap] == want[j]);
     assert_memory_equal(pr_block_hex(f->b, 0, 0), "000000000000000a", 16);

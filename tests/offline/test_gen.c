@@ -59,7 +59,7 @@ static void test_shape(void **state)
     enum { N = 200000 };
     pr_gen *g = pr_gen_new(1);
     uint32_t *vals = malloc(sizeof(uint32_t) * N * PR_GEN_N_SPARSE);
-    uint64_t miss_s[PR_GEN_N_SPARSE] = { 0 }, miss_d[PR_GEN_N_DENSE] = { 0 }, neg = 0, pos = 0;
+    uint64_t miss_s[PR_GEN_N_SPARSE] = {0}, miss_d[PR_GEN_N_DENSE] = {0}, neg = 0, pos = 0;
     pr_gen_row row;
     for (uint32_t r = 0; r < N; r++) {
         pr_gen_row_at(g, r, &row);
@@ -125,7 +125,7 @@ static void test_tsv_and_block_agree(void **state)
     assert_int_equal(n, N);
     pr_block *b = pr_block_new(13, 26, N, true), *b2 = pr_block_new(13, 26, N, true);
     int rejects = 0;
-    pr_decode_ctx ctx = { .spec = &spec, .on_reject = noop_reject, .opaque = &rejects };
+    pr_decode_ctx ctx = {.spec = &spec, .on_reject = noop_reject, .opaque = &rejects};
     int64_t lines;
     assert_int_equal(pr_decode_criteo_lines(&ctx, b, buf, len, false, 1, &lines), len);
     assert_int_equal(lines, N);
@@ -140,7 +140,8 @@ static void test_tsv_and_block_agree(void **state)
     }
     for (uint32_t c = 0; c < 26; c++) {
         assert_memory_equal(pr_block_hex(b, c, 0), pr_block_hex(b2, c, 0), (size_t)N * PR_HEX_SLOT);
-        assert_memory_equal(b->sparse_missing + c * words, b2->sparse_missing + c * words, words * 8);
+        assert_memory_equal(b->sparse_missing + c * words, b2->sparse_missing + c * words,
+                            words * 8);
     }
     assert_int_equal(pr_gen_fill_block(g, 0, b2->cap - b2->rows + 1, b2, false), PR_EFULL);
     pr_block_free(b);

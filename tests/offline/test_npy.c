@@ -117,9 +117,10 @@ static void test_rows_and_fortran_array(void **state)
 {
     (void)state;
     char path[512], err[256];
-    int32_t colmajor[2 * 4] = { 1, 2, 3, 4, 10, 20, 30, 40 }; /* [4, 2] */
+    int32_t colmajor[2 * 4] = {1, 2, 3, 4, 10, 20, 30, 40}; /* [4, 2] */
     path_of(path, sizeof(path), "fortran.npy");
-    assert_int_equal(pr_npy_write_array(path, PR_NPY_I32, colmajor, 4, 2, true, err, sizeof(err)), 0);
+    assert_int_equal(pr_npy_write_array(path, PR_NPY_I32, colmajor, 4, 2, true, err, sizeof(err)),
+                     0);
     pr_npy_array a;
     assert_int_equal(pr_npy_read(path, &a, err, sizeof(err)), 0);
     assert_true(a.fortran);
@@ -130,7 +131,7 @@ static void test_rows_and_fortran_array(void **state)
     pr_npy_array_free(&a);
 
     path_of(path, sizeof(path), "rows.npy");
-    int32_t rowmajor[] = { 1, 10, 2, 20, 3, 30 };
+    int32_t rowmajor[] = {1, 10, 2, 20, 3, 30};
     pr_npy_writer *w;
     assert_int_equal(pr_npy_open(&w, path, PR_NPY_I32, 2, err, sizeof(err)), 0);
     assert_int_equal(pr_npy_append_rows(w, rowmajor, 3, err, sizeof(err)), 0);
@@ -160,7 +161,8 @@ static void test_empty_abort_and_errors(void **state)
     pr_npy_abort(w);
     assert_int_not_equal(access(path, F_OK), 0);
 
-    assert_int_equal(pr_npy_open(&w, "/nonexistent-dir/x.npy", PR_NPY_F32, 1, err, sizeof(err)), PR_EIO);
+    assert_int_equal(pr_npy_open(&w, "/nonexistent-dir/x.npy", PR_NPY_F32, 1, err, sizeof(err)),
+                     PR_EIO);
     assert_non_null(strstr(err, "/nonexistent-dir/x.npy"));
     assert_int_equal(pr_npy_read("/nonexistent-dir/x.npy", &a, err, sizeof(err)), PR_EIO);
 

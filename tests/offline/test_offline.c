@@ -47,10 +47,21 @@ static char *make_input(uint64_t rows, size_t *len_out, uint64_t *bad_out)
         if (r % 97 == 5) {
             bad++;
             switch ((r / 97) % 4) {
-            case 0: line[0] = 'x'; break;                 /* bad_label */
-            case 1: l = 10; line[l - 1] = '\n'; break;    /* field_count */
-            case 2: line[l - 3] = 'g'; break;             /* bad_hex (engine) */
-            default: line[1] = '\t'; line[2] = '\t'; line[3] = '\t'; break; /* count or dense */
+            case 0:
+                line[0] = 'x';
+                break; /* bad_label */
+            case 1:
+                l = 10;
+                line[l - 1] = '\n';
+                break; /* field_count */
+            case 2:
+                line[l - 3] = 'g';
+                break; /* bad_hex (engine) */
+            default:
+                line[1] = '\t';
+                line[2] = '\t';
+                line[3] = '\t';
+                break; /* count or dense */
             }
         }
         memcpy(buf + len, line, l);
@@ -98,8 +109,9 @@ static void same_file(const char *a, const char *b)
 static int run(const char *in, const char *out, int threads, uint32_t block_rows,
                const pr_pipeline_spec *spec, pr_offline_result *res, char *err, size_t errn)
 {
-    pr_engine_opts eo = { .backend = "cpu", .threads = threads };
-    pr_offline_opts oo = { .input = in, .output_dir = out, .threads = threads, .block_rows = block_rows };
+    pr_engine_opts eo = {.backend = "cpu", .threads = threads};
+    pr_offline_opts oo = {
+        .input = in, .output_dir = out, .threads = threads, .block_rows = block_rows};
     return pr_offline_run(spec, &eo, &oo, res, err, errn);
 }
 
@@ -148,7 +160,7 @@ static void test_threads_rejects_fifo(void **state)
     assert_true(r1.rejected_by[PR_DEC_BAD_LABEL] > 0);
     assert_true(r1.rejected_by[PR_DEC_FIELD_COUNT] > 0);
     assert_int_equal(r3.rows, r1.rows);
-    const char *files[] = { "dense.npy", "sparse.npy", "labels.npy", "rejects.tsv", "vocab/C3.tsv" };
+    const char *files[] = {"dense.npy", "sparse.npy", "labels.npy", "rejects.tsv", "vocab/C3.tsv"};
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         snprintf(p1, sizeof(p1), "%s/%s", o1, files[i]);
         snprintf(p2, sizeof(p2), "%s/%s", o3, files[i]);
@@ -174,7 +186,7 @@ static void test_threads_rejects_fifo(void **state)
     char fifo[600];
     snprintf(fifo, sizeof(fifo), "%s/in.fifo", tmpdir);
     assert_int_equal(mkfifo(fifo, 0600), 0);
-    fifo_writer fw = { fifo, data, len };
+    fifo_writer fw = {fifo, data, len};
     pthread_t t;
     pthread_create(&t, NULL, fifo_write, &fw);
     assert_int_equal(run(fifo, of, 2, 256, &spec, &rf, err, sizeof(err)), 0);

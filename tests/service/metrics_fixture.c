@@ -13,16 +13,16 @@ int main(void)
     pr_mbuf mb;
     pr_mbuf_init(&mb);
     pr_metric_family(&mb, "piperec_build_info", PR_METRIC_GAUGE, "Build information; always 1.");
-    pr_label v[] = { { "version", "0.1.0" } };
+    pr_label v[] = {{"version", "0.1.0"}};
     pr_metric_sample(&mb, "piperec_build_info", v, 1, 1);
     pr_metric_family(&mb, "piperec_records_in_total", PR_METRIC_COUNTER, "Records decoded.");
-    pr_label p[] = { { "pipeline", "criteo" } };
+    pr_label p[] = {{"pipeline", "criteo"}};
     pr_metric_sample(&mb, "piperec_records_in_total", p, 1, 123456789);
     pr_metric_family(&mb, "piperec_consumer_lag_records", PR_METRIC_GAUGE, "Lag per partition.");
     for (int i = 0; i < 3; i++) {
         char part[8];
         snprintf(part, sizeof(part), "%d", i);
-        pr_label l[] = { { "pipeline", "criteo" }, { "topic", "ev\"ents" }, { "partition", part } };
+        pr_label l[] = {{"pipeline", "criteo"}, {"topic", "ev\"ents"}, {"partition", part}};
         pr_metric_sample(&mb, "piperec_consumer_lag_records", l, 3, i * 10);
     }
     pr_histogram h;

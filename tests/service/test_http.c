@@ -39,7 +39,7 @@ static void http_req(uint16_t port, const char *req, char *resp, size_t size)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     assert_true(fd >= 0);
-    struct sockaddr_in a = { 0 };
+    struct sockaddr_in a = {0};
     a.sin_family = AF_INET;
     a.sin_port = htons(port);
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -57,7 +57,7 @@ static void test_routes(void **state)
 {
     (void)state;
     int calls = 0;
-    pr_http_route routes[] = { { "/metrics", h_hello, &calls }, { "/readyz", h_down, NULL } };
+    pr_http_route routes[] = {{"/metrics", h_hello, &calls}, {"/readyz", h_down, NULL}};
     pr_http *h = NULL;
     char err[256];
     assert_int_equal(pr_http_start("127.0.0.1:0", routes, 2, &h, err, sizeof(err)), 0);

@@ -20,7 +20,7 @@ static void test_family_and_samples(void **state)
     pr_mbuf mb;
     pr_mbuf_init(&mb);
     pr_metric_family(&mb, "piperec_x_total", PR_METRIC_COUNTER, "Things.\nMore \\ text.");
-    pr_label l[] = { { "pipeline", "a\"b\\c\nd" }, { "partition", "3" } };
+    pr_label l[] = {{"pipeline", "a\"b\\c\nd"}, {"partition", "3"}};
     pr_metric_sample(&mb, "piperec_x_total", l, 2, 42);
     pr_metric_sample(&mb, "piperec_x_total", NULL, 0, 0.1);
     pr_metric_sample(&mb, "piperec_x_total", NULL, 0, INFINITY);
@@ -39,16 +39,16 @@ static void test_histogram_render(void **state)
 {
     (void)state;
     pr_histogram h;
-    const double b[] = { 0.5, 1, 2 };
+    const double b[] = {0.5, 1, 2};
     assert_int_equal(pr_histogram_init(&h, b, 3), 0);
     pr_histogram_observe(&h, 0.25);
-    pr_histogram_observe(&h, 1);    /* le semantics: lands in the 1 bucket */
+    pr_histogram_observe(&h, 1); /* le semantics: lands in the 1 bucket */
     pr_histogram_observe_n(&h, 5, 2);
     pr_hist_snapshot s;
     pr_histogram_snapshot(&h, &s);
     pr_mbuf mb;
     pr_mbuf_init(&mb);
-    pr_label l[] = { { "pipeline", "p" } };
+    pr_label l[] = {{"pipeline", "p"}};
     pr_metric_histogram(&mb, "piperec_h_seconds", l, 1, &s);
     assert_string_equal(mb.buf, "piperec_h_seconds_bucket{pipeline=\"p\",le=\"0.5\"} 1\n"
                                 "piperec_h_seconds_bucket{pipeline=\"p\",le=\"1\"} 2\n"
@@ -64,9 +64,9 @@ static void test_histogram_bad_bounds(void **state)
 {
     (void)state;
     pr_histogram h;
-    const double b[] = { 1, 1 };
+    const double b[] = {1, 1};
     assert_int_equal(pr_histogram_init(&h, b, 2), PR_EINVAL);
-    const double c[] = { 1, INFINITY };
+    const double c[] = {1, INFINITY};
     assert_int_equal(pr_histogram_init(&h, c, 2), PR_EINVAL);
 }
 
@@ -74,7 +74,7 @@ static void test_quantile_and_diff(void **state)
 {
     (void)state;
     pr_histogram h;
-    const double b[] = { 10, 20, 30, 40 };
+    const double b[] = {10, 20, 30, 40};
     assert_int_equal(pr_histogram_init(&h, b, 4), 0);
     pr_hist_snapshot empty, s0, s1, d;
     pr_histogram_snapshot(&h, &empty);
@@ -114,10 +114,8 @@ static void test_mbuf_growth_and_json(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_family_and_samples),
-        cmocka_unit_test(test_histogram_render),
-        cmocka_unit_test(test_histogram_bad_bounds),
-        cmocka_unit_test(test_quantile_and_diff),
+        cmocka_unit_test(test_family_and_samples),   cmocka_unit_test(test_histogram_render),
+        cmocka_unit_test(test_histogram_bad_bounds), cmocka_unit_test(test_quantile_and_diff),
         cmocka_unit_test(test_mbuf_growth_and_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -60,20 +60,20 @@ static int64_t now_ms(void)
 
 static void nap_ms(int ms)
 {
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
 }
 
 /* Poll `cond` every 5 ms until true or `ms` elapsed; the test fails with
  * `what` on timeout. */
-#define wait_for(cond, ms, what)                                                            \
-    do {                                                                                    \
-        int64_t wf_deadline_ = now_ms() + (ms);                                             \
-        while (!(cond)) {                                                                   \
-            if (now_ms() > wf_deadline_)                                                    \
-                fail_msg("timed out after %d ms waiting for %s", (int)(ms), (what));        \
-            nap_ms(5);                                                                      \
-        }                                                                                   \
+#define wait_for(cond, ms, what)                                                                   \
+    do {                                                                                           \
+        int64_t wf_deadline_ = now_ms() + (ms);                                                    \
+        while (!(cond)) {                                                                          \
+            if (now_ms() > wf_deadline_)                                                           \
+                fail_msg("timed out after %d ms waiting for %s", (int)(ms), (what));               \
+            nap_ms(5);                                                                             \
+        }                                                                                          \
     } while (0)
 
 static char *mk_tmpdir(void)
@@ -119,10 +119,10 @@ static rd_kafka_t *mk_producer(const char *bootstrap)
 static void produce(rd_kafka_t *rk, const char *topic, int32_t part, const char *buf, size_t len)
 {
     for (;;) {
-        rd_kafka_resp_err_t e = rd_kafka_producev(
-            rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(part),
-            RD_KAFKA_V_VALUE((void *)buf, len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-            RD_KAFKA_V_END);
+        rd_kafka_resp_err_t e =
+            rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(part),
+                              RD_KAFKA_V_VALUE((void *)buf, len),
+                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
         if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
             assert_int_equal(e, 0);
             return;
@@ -159,10 +159,10 @@ typedef struct svc_params {
     const char *group;
     uint32_t batch_size;
     int64_t max_delay_ms;
-    const char *limit;      /* "256MiB" */
-    const char *state_dir;  /* NULL = none */
-    const char *dlq;        /* NULL = none */
-    uint32_t credits;       /* trainer max_unacked_batches */
+    const char *limit;     /* "256MiB" */
+    const char *state_dir; /* NULL = none */
+    const char *dlq;       /* NULL = none */
+    uint32_t credits;      /* trainer max_unacked_batches */
     int64_t ack_timeout_ms;
 } svc_params;
 
@@ -194,14 +194,15 @@ static pr_config *mk_config(const svc_params *sp)
              "%s"
              "    batch: { size: %u, max_delay_ms: %lld }\n"
              "    sinks:\n"
-             "      trainer: { listen: \"127.0.0.1:0\", max_unacked_batches: %u, ack_timeout_ms: %lld }\n"
+             "      trainer: { listen: \"127.0.0.1:0\", max_unacked_batches: %u, ack_timeout_ms: "
+             "%lld }\n"
              "%s"
              "http: { enabled: false }\n"
              "engine: { backend: cpu, threads: 1 }\n"
              "limits: { max_inflight_bytes: %s }\n"
              "log: { level: warn }\n",
-             sp->topic, sp->group, sp->bootstrap, dlq, sp->batch_size,
-             (long long)sp->max_delay_ms, sp->credits ? sp->credits : 64,
+             sp->topic, sp->group, sp->bootstrap, dlq, sp->batch_size, (long long)sp->max_delay_ms,
+             sp->credits ? sp->credits : 64,
              (long long)(sp->ack_timeout_ms ? sp->ack_timeout_ms : 30000), state,
              sp->limit ? sp->limit : "256MiB");
     pr_config *cfg = NULL;
@@ -219,7 +220,7 @@ static pr_service *mk_service(const pr_config *cfg, const pr_clock *clock)
 {
     pr_service *svc = NULL;
     char err[2048];
-    pr_service_opts o = { 0 };
+    pr_service_opts o = {0};
     o.clock = clock;
     o.drain_timeout_ms = 5000;
     if (pr_service_new(cfg, &o, &svc, err, sizeof(err)) || pr_service_start(svc, err, sizeof(err)))
@@ -255,11 +256,11 @@ typedef struct collector {
     uint16_t port;
     bool keep_tensors;
     atomic_bool stop;
-    atomic_bool hold;          /* receive but do not ack while set */
-    int disconnect_after;      /* > 0: after this many batches, drop the connection unacked (once) */
+    atomic_bool hold;     /* receive but do not ack while set */
+    int disconnect_after; /* > 0: after this many batches, drop the connection unacked (once) */
     atomic_int disconnects;
     pthread_mutex_t lock;
-    rec_batch *v;              /* acknowledged batches, in ack order */
+    rec_batch *v; /* acknowledged batches, in ack order */
     size_t n, cap;
     _Atomic uint64_t acked_rows;
     _Atomic uint64_t received;
@@ -276,13 +277,16 @@ static void rec_free(rec_batch *b)
 
 static rec_batch rec_copy(const pr_batch_view *v, bool tensors)
 {
-    rec_batch b = { .seq = v->seq, .rows = v->rows, .n_dense = v->n_dense,
-                    .n_sparse = v->n_sparse, .width = v->sparse_width };
+    rec_batch b = {.seq = v->seq,
+                   .rows = v->rows,
+                   .n_dense = v->n_dense,
+                   .n_sparse = v->n_sparse,
+                   .width = v->sparse_width};
     b.ranges = calloc(v->n_ranges ? v->n_ranges : 1, sizeof(*b.ranges));
     b.n_ranges = v->n_ranges;
     for (uint32_t i = 0; i < v->n_ranges; i++)
-        b.ranges[i] = (rec_range){ v->ranges[i].partition, v->ranges[i].first_offset,
-                                   v->ranges[i].last_offset, v->ranges[i].rows };
+        b.ranges[i] = (rec_range){v->ranges[i].partition, v->ranges[i].first_offset,
+                                  v->ranges[i].last_offset, v->ranges[i].rows};
     if (tensors) {
         b.labels = malloc(v->labels_len + 1);
         b.dense = malloc(v->dense_len + 1);
@@ -305,8 +309,8 @@ static void *collector_main(void *arg)
     int since_connect = 0;
     while (!atomic_load(&c->stop)) {
         if (!cl) {
-            pr_trainer_client_opts o = { .connect = addr, .pipeline = "t", .credits = 8,
-                                         .timeout_ms = 2000 };
+            pr_trainer_client_opts o = {
+                .connect = addr, .pipeline = "t", .credits = 8, .timeout_ms = 2000};
             if (pr_trainer_client_open(&o, &cl, err, sizeof(err))) {
                 snprintf(c->err, sizeof(c->err), "%s", err);
                 cl = NULL;
@@ -361,7 +365,8 @@ static void *collector_main(void *arg)
             atomic_fetch_add(&c->disconnects, 1);
             continue;
         }
-        if (atomic_load(&c->hold) || (c->disconnect_after > 0 && atomic_load(&c->disconnects) == 0)) {
+        if (atomic_load(&c->hold) ||
+            (c->disconnect_after > 0 && atomic_load(&c->disconnects) == 0)) {
             if (n_held < sizeof(held) / sizeof(held[0]))
                 held[n_held++] = b;
             else
@@ -522,13 +527,13 @@ static void test_exactly_once_and_order(void **state)
     env *e = *state;
     const int parts = 3;
     mk_topic(e, "eo", parts);
-    svc_params sp = { .bootstrap = e->bs, .topic = "eo", .group = "g-eo", .batch_size = 500,
-                      .max_delay_ms = 50 };
+    svc_params sp = {
+        .bootstrap = e->bs, .topic = "eo", .group = "g-eo", .batch_size = 500, .max_delay_ms = 50};
     pr_config *cfg = mk_config(&sp);
     pr_service *svc = mk_service(cfg, NULL);
     collector *c = collector_start(pr_service_trainer_port(svc, 0), false, false, 0);
 
-    int64_t counts[3] = { 0 };
+    int64_t counts[3] = {0};
     const uint64_t n = 12000;
     produce_gen(e->prod, e->gen, "eo", parts, 0, n, counts);
     wait_for(atomic_load(&c->acked_rows) >= n, 60000, "every row acknowledged");
@@ -543,7 +548,7 @@ static void test_exactly_once_and_order(void **state)
 
     /* Sequence numbers 1, 2, 3... (one trainer sees them all, in order of
      * arrival); per partition the offsets only grow from batch to batch. */
-    int64_t last[3] = { -1, -1, -1 };
+    int64_t last[3] = {-1, -1, -1};
     for (size_t i = 0; i < c->n; i++) {
         assert_int_equal(c->v[i].seq, i + 1);
         for (uint32_t r = 0; r < c->v[i].n_ranges; r++) {
@@ -619,8 +624,11 @@ static void test_matches_offline(void **state)
     }
     fclose(f);
 
-    svc_params sp = { .bootstrap = e->bs, .topic = "off", .group = "g-off", .batch_size = 256,
-                      .max_delay_ms = 20 };
+    svc_params sp = {.bootstrap = e->bs,
+                     .topic = "off",
+                     .group = "g-off",
+                     .batch_size = 256,
+                     .max_delay_ms = 20};
     pr_config *cfg = mk_config(&sp);
     pr_service *svc = mk_service(cfg, NULL);
     collector *c = collector_start(pr_service_trainer_port(svc, 0), true, false, 0);
@@ -637,7 +645,7 @@ static void test_matches_offline(void **state)
     fclose(f);
     assert_int_equal(rd_kafka_flush(e->prod, 20000), 0);
 
-    pr_offline_opts oo = { .input = input, .output_dir = outdir, .threads = 1 };
+    pr_offline_opts oo = {.input = input, .output_dir = outdir, .threads = 1};
     pr_offline_result res;
     char err[1024];
     pr_engine_opts eo = pr_config_engine_opts(cfg);
@@ -673,8 +681,8 @@ static void test_matches_offline(void **state)
                 float sv = ((float *)b->dense)[(size_t)k * b->rows + r];
                 float ov = (float)pr_npy_get(&dense, row, k);
                 if (memcmp(&sv, &ov, sizeof(float)))
-                    fail_msg("dense row %" PRIu64 " col %u: stream %.9g offline %.9g", row, k,
-                             sv, ov);
+                    fail_msg("dense row %" PRIu64 " col %u: stream %.9g offline %.9g", row, k, sv,
+                             ov);
             }
             for (uint32_t k = 0; k < b->n_sparse; k++) {
                 int64_t sv = b->width == 8 ? ((int64_t *)b->sparse)[(size_t)k * b->rows + r]
@@ -703,13 +711,16 @@ static void test_max_delay_injected_clock(void **state)
     mk_topic(e, "md", 1);
     pr_manual_clock mc;
     pr_manual_clock_init(&mc, 1700000000000LL);
-    svc_params sp = { .bootstrap = e->bs, .topic = "md", .group = "g-md", .batch_size = 1000,
-                      .max_delay_ms = 200 };
+    svc_params sp = {.bootstrap = e->bs,
+                     .topic = "md",
+                     .group = "g-md",
+                     .batch_size = 1000,
+                     .max_delay_ms = 200};
     pr_config *cfg = mk_config(&sp);
     pr_service *svc = mk_service(cfg, &mc.clock);
     collector *c = collector_start(pr_service_trainer_port(svc, 0), false, false, 0);
 
-    int64_t counts[1] = { 0 };
+    int64_t counts[1] = {0};
     produce_gen(e->prod, e->gen, "md", 1, 0, 10, counts);
     wait_for(stats(svc).records_in == 10, 30000, "10 records consumed");
 
@@ -742,13 +753,18 @@ static void test_backpressure(void **state)
     /* 128 KiB limit; a batch of 128 rows is ~20 KB. */
     /* 1 MiB limit (the smallest the config allows); a batch of 512 rows is
      * ~80 KB, so ~13 unacked batches reach it. */
-    svc_params sp = { .bootstrap = e->bs, .topic = "bp", .group = "g-bp", .batch_size = 512,
-                      .max_delay_ms = 20, .limit = "1MiB", .credits = 2 };
+    svc_params sp = {.bootstrap = e->bs,
+                     .topic = "bp",
+                     .group = "g-bp",
+                     .batch_size = 512,
+                     .max_delay_ms = 20,
+                     .limit = "1MiB",
+                     .credits = 2};
     pr_config *cfg = mk_config(&sp);
     pr_service *svc = mk_service(cfg, NULL);
     collector *c = collector_start(pr_service_trainer_port(svc, 0), false, true, 0);
 
-    int64_t counts[2] = { 0 };
+    int64_t counts[2] = {0};
     const uint64_t n = 20000;
     produce_gen(e->prod, e->gen, "bp", 2, 0, n, counts);
     wait_for(stats(svc).paused_partitions == 2, 30000, "partitions paused by backpressure");
@@ -780,12 +796,12 @@ static void test_rebalance_two_consumers(void **state)
     env *e = *state;
     const int parts = 4;
     mk_topic(e, "rb", parts);
-    svc_params sp = { .bootstrap = e->bs, .topic = "rb", .group = "g-rb", .batch_size = 200,
-                      .max_delay_ms = 20 };
+    svc_params sp = {
+        .bootstrap = e->bs, .topic = "rb", .group = "g-rb", .batch_size = 200, .max_delay_ms = 20};
     pr_config *cfg = mk_config(&sp);
     pr_service *a = mk_service(cfg, NULL);
     collector *ca = collector_start(pr_service_trainer_port(a, 0), false, false, 0);
-    int64_t counts[4] = { 0 };
+    int64_t counts[4] = {0};
     produce_gen(e->prod, e->gen, "rb", parts, 0, 4000, counts);
     wait_for(stats(a).assigned_partitions == (uint32_t)parts, 30000, "A owns every partition");
 
@@ -795,7 +811,7 @@ static void test_rebalance_two_consumers(void **state)
     produce_gen(e->prod, e->gen, "rb", parts, 4000, 4000, counts);
     wait_for(stats(b).assigned_partitions > 0, 30000, "B gets partitions");
     produce_gen(e->prod, e->gen, "rb", parts, 8000, 4000, counts);
-    collector *both[2] = { ca, cb };
+    collector *both[2] = {ca, cb};
     wait_for(all_covered(both, 2, parts, counts), 60000, "every offset acknowledged by A or B");
 
     /* A leaves: B takes over everything and sees the rest. */
@@ -827,14 +843,14 @@ static void test_trainer_disconnect(void **state)
 {
     env *e = *state;
     mk_topic(e, "td", 2);
-    svc_params sp = { .bootstrap = e->bs, .topic = "td", .group = "g-td", .batch_size = 100,
-                      .max_delay_ms = 20 };
+    svc_params sp = {
+        .bootstrap = e->bs, .topic = "td", .group = "g-td", .batch_size = 100, .max_delay_ms = 20};
     pr_config *cfg = mk_config(&sp);
     pr_service *svc = mk_service(cfg, NULL);
     /* Receives 3 batches without acking, then drops the connection and
      * comes back (a crashed trainer being restarted). */
     collector *c = collector_start(pr_service_trainer_port(svc, 0), false, false, 3);
-    int64_t counts[2] = { 0 };
+    int64_t counts[2] = {0};
     const uint64_t n = 5000;
     produce_gen(e->prod, e->gen, "td", 2, 0, n, counts);
     wait_for(atomic_load(&c->disconnects) == 1, 30000, "the trainer disconnect");
@@ -856,7 +872,8 @@ static void test_trainer_disconnect(void **state)
                 twice++;
     if (twice || dups)
         print_message("trainer disconnect: %zu batch(es) delivered twice, %" PRIu64
-                      " duplicate rows\n", twice, dups);
+                      " duplicate rows\n",
+                      twice, dups);
     assert_int_equal(twice, 0);
     pr_service_free(svc);
     pr_config_free(cfg);
@@ -868,13 +885,17 @@ static void test_dead_letters(void **state)
     env *e = *state;
     mk_topic(e, "dl", 1);
     mk_topic(e, "dl-dlq", 1);
-    svc_params sp = { .bootstrap = e->bs, .topic = "dl", .group = "g-dl", .batch_size = 100,
-                      .max_delay_ms = 20, .dlq = "dl-dlq" };
+    svc_params sp = {.bootstrap = e->bs,
+                     .topic = "dl",
+                     .group = "g-dl",
+                     .batch_size = 100,
+                     .max_delay_ms = 20,
+                     .dlq = "dl-dlq"};
     pr_config *cfg = mk_config(&sp);
     pr_service *svc = mk_service(cfg, NULL);
     collector *c = collector_start(pr_service_trainer_port(svc, 0), false, false, 0);
 
-    int64_t counts[1] = { 0 };
+    int64_t counts[1] = {0};
     produce_gen(e->prod, e->gen, "dl", 1, 0, 50, counts);
     const char *bad_fields = "1\t2\t3";
     produce(e->prod, "dl", 0, bad_fields, strlen(bad_fields));
@@ -971,11 +992,15 @@ static void test_vocab_survives_restart(void **state)
     env *e = *state;
     mk_topic(e, "vr", 1);
     char *dir = mk_tmpdir();
-    svc_params sp = { .bootstrap = e->bs, .topic = "vr", .group = "g-vr", .batch_size = 1,
-                      .max_delay_ms = 10, .state_dir = dir };
+    svc_params sp = {.bootstrap = e->bs,
+                     .topic = "vr",
+                     .group = "g-vr",
+                     .batch_size = 1,
+                     .max_delay_ms = 10,
+                     .state_dir = dir};
     pr_config *cfg = mk_config(&sp);
     char line[1024];
-    const char *first[] = { "aaaa0001", "aaaa0002", "aaaa0003" };
+    const char *first[] = {"aaaa0001", "aaaa0002", "aaaa0003"};
     int64_t idx1[3];
     {
         pr_service *svc = mk_service(cfg, NULL);
@@ -999,7 +1024,7 @@ static void test_vocab_survives_restart(void **state)
          * ones again in another order; old values keep their indices. */
         pr_service *svc = mk_service(cfg, NULL);
         collector *c = collector_start(pr_service_trainer_port(svc, 0), true, false, 0);
-        const char *second[] = { "bbbb0001", "aaaa0003", "aaaa0001" };
+        const char *second[] = {"bbbb0001", "aaaa0003", "aaaa0001"};
         for (int i = 0; i < 3; i++) {
             size_t len = vocab_line(line, sizeof(line), second[i]);
             produce(e->prod, "vr", 0, line, len);
