@@ -964,6 +964,37 @@ static int pr__write_all(int fd, const void *p, size_t n)
     return 0;
 }
 
+static bool pr__jr_rec_valid(const pr_engine *eng, const pr__jr_rec *r)
+{
+    return r->col < eng->spec.n_sparse && r->index >= 0 &&
+           r->check == pr__jr_check(r->col, r->value, r->index);
+}
+
+/* End of the journal's valid prefix: header, then records up to the first
+ * torn or invalid one (the point where replay stops). -1 on a read error. */
+static off_t pr__jr_valid_end(const pr_engine *eng, int fd, off_t size)
+{
+    pr__jr_rec buf[1024];
+    off_t at = PR__JR_HDR;
+    while (at + (off_t)sizeof(pr__jr_rec) <= size) {
+        ssize_t got = pread(fd, buf, sizeof(buf), at);
+        if (got < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        size_t n = (size_t)got / sizeof(pr__jr_rec);
+        if (n == 0)
+            break;
+        for (size_t i = 0; i < n; i++) {
+            if (!pr__jr_rec_valid(eng, &buf[i]))
+                return at;
+            at += (off_t)sizeof(pr__jr_rec);
+        }
+    }
+    return at;
+}
+
 int pr_engine_vocab_journal_open(pr_engine *eng, const char *path, char *errstr, size_t errstr_size)
 {
     if (!eng->has_vocab)
@@ -990,10 +1021,14 @@ int pr_engine_vocab_journal_open(pr_engine *eng, const char *path, char *errstr,
         rc = pr_seterr(errstr, errstr_size, PR_EIO, "vocab journal: %s: %s", path, strerror(errno));
     } else {
         rc = pr__jr_header_check(eng, hdr, path, errstr, errstr_size);
-        /* Drop a torn tail so new records stay aligned. */
-        off_t whole = PR__JR_HDR + (st.st_size - PR__JR_HDR) / (off_t)sizeof(pr__jr_rec) *
-                                       (off_t)sizeof(pr__jr_rec);
-        if (!rc && whole != st.st_size && ftruncate(fd, whole))
+        /* Keep only the valid prefix (what replay reads): a torn tail, or a
+         * whole record of garbage left by a crash, would otherwise hide every
+         * record appended after it from the next replay. */
+        off_t whole = rc ? st.st_size : pr__jr_valid_end(eng, fd, st.st_size);
+        if (!rc && whole < 0)
+            rc = pr_seterr(errstr, errstr_size, PR_EIO, "vocab journal: %s: %s", path,
+                           strerror(errno));
+        else if (!rc && whole != st.st_size && ftruncate(fd, whole))
             rc = pr_seterr(errstr, errstr_size, PR_EIO, "vocab journal: %s: %s", path,
                            strerror(errno));
     }
@@ -1145,8 +1180,7 @@ int pr_engine_vocab_journal_replay(pr_engine *eng, const char *path, char *errst
     }
     pr__jr_rec r;
     while (fread(&r, 1, sizeof(r), f) == sizeof(r)) {
-        if (r.col >= eng->spec.n_sparse || r.check != pr__jr_check(r.col, r.value, r.index) ||
-            r.index < 0) {
+        if (!pr__jr_rec_valid(eng, &r)) {
             pr_warn("vocab journal: %s: invalid record %zu, ignoring it and the rest", path, n);
             break;
         }

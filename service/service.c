@@ -190,6 +190,20 @@ static void pr__late_cb(void *opaque, const pr_block *in, const pr_out *out, uin
                 topic ? topic : "", PR_PART_KEY_PARTITION(key), in->offset[row], -1);
 }
 
+/* Rows still in the pipeline's block have left the consumer (consumed_next
+ * is past them, and a reject later in the same poll may have moved the
+ * batcher past them too) but are not in the batcher yet: a revoke inside the
+ * poll, or a fatal error before the block was processed. Never store beyond
+ * the first of them. */
+static int64_t pr__cap_unprocessed(const pr__pipe *p, int32_t key, int64_t safe)
+{
+    const pr_block *b = p->blk;
+    for (uint32_t r = 0; r < b->rows; r++)
+        if (b->partition[r] == key && b->offset[r] < safe)
+            safe = b->offset[r];
+    return safe;
+}
+
 static void pr__store_cb(void *opaque, int32_t key, int64_t safe)
 {
     pr__pipe *p = opaque;
@@ -201,6 +215,7 @@ static void pr__store_cb(void *opaque, int32_t key, int64_t safe)
         return;
     if (safe > cn)
         safe = cn;
+    safe = pr__cap_unprocessed(p, key, safe);
     if (pr_consumer_store_offset_key(p->cons, key, safe) == 0) {
         atomic_fetch_add(&p->offsets_stored, 1);
         p->stored_since_commit = true;
@@ -231,9 +246,16 @@ static void pr__on_revoke(void *opaque, pr_consumer *c, const pr_tp *parts, size
         int64_t safe = -1;
         pr_batcher_revoke(p->bat, parts[i].key, &safe);
         /* parts[i].offset = the consumer's consumed_next: everything before
-         * it was handed out whole; the batcher knows what is still in flight. */
-        if (safe < 0 || (parts[i].offset >= 0 && parts[i].offset < safe))
+         * it was handed out whole; the batcher knows what is still in flight.
+         * When no message of the partition was handed out whole (-1), store
+         * nothing: the batcher's figure may cover only the acked head of a
+         * message split across blocks, whose tail is dropped here. */
+        if (parts[i].offset < 0)
+            safe = -1;
+        else if (safe < 0 || parts[i].offset < safe)
             safe = parts[i].offset;
+        if (safe >= 0)
+            safe = pr__cap_unprocessed(p, parts[i].key, safe);
         if (safe >= 0)
             pr_consumer_store_offset_key(c, parts[i].key, safe);
         if (p->n_revoked < sizeof(p->revoked_keys) / sizeof(p->revoked_keys[0]))
@@ -710,6 +732,8 @@ static void pr__store_safe_offsets(pr__pipe *p)
     size_t n = pr_consumer_assignment(p->cons, tps, sizeof(tps) / sizeof(tps[0]));
     for (size_t i = 0; i < n && i < sizeof(tps) / sizeof(tps[0]); i++) {
         int64_t cn = pr_consumer_consumed_next(p->cons, tps[i].key);
+        if (cn > 0)
+            cn = pr__cap_unprocessed(p, tps[i].key, cn);
         if (cn > 0)
             pr_batcher_note_consumed(p->bat, tps[i].key, cn);
     }

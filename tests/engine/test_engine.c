@@ -997,6 +997,56 @@ static void test_journal_crash_recovery(void **state)
     tu_rmdir(dir);
 }
 
+/* A crash can leave a whole record of garbage (zeros: the size reached the
+ * disk, the data did not) at the journal's end. Replay stops there; the
+ * journal opened after it must not keep it, or every index journaled after
+ * the restart sits behind it and is lost at the next crash. */
+static void test_journal_aligned_garbage_tail(void **state)
+{
+    (void)state;
+    pr_pipeline_spec s;
+    tu_spec(&s, 2, 4, PR_VOCAB_DLRM, 1 << 16, true, true);
+    pr_block *blocks[2];
+    uint64_t seed = 11;
+    for (int k = 0; k < 2; k++) {
+        blocks[k] = pr_block_new(2, 4, 2048, false);
+        gen_block(blocks[k], &seed, 2000);
+    }
+    char *dir = tu_tmpdir();
+    char jr[600], err[512] = "";
+    snprintf(jr, sizeof(jr), "%s/vocab.journal", dir);
+    pr_engine *ref = tu_engine(&s, NULL, 1);
+    pr_out *o = tu_out(ref, blocks[0]);
+    for (int k = 0; k < 2; k++)
+        tu_process(ref, blocks[k], o);
+
+    pr_engine *a = tu_engine(&s, NULL, 1);
+    assert_int_equal(pr_engine_vocab_journal_open(a, jr, err, sizeof(err)), 0);
+    tu_process(a, blocks[0], o);
+    pr_engine_free(a); /* crash */
+    static const unsigned char zeros[24];
+    FILE *f = fopen(jr, "ab");
+    assert_int_equal(fwrite(zeros, 1, sizeof(zeros), f), sizeof(zeros));
+    fclose(f);
+
+    pr_engine *b = tu_engine(&s, NULL, 1);
+    assert_int_equal(pr_engine_vocab_journal_replay(b, jr, err, sizeof(err)), 0);
+    assert_int_equal(pr_engine_vocab_journal_open(b, jr, err, sizeof(err)), 0);
+    tu_process(b, blocks[1], o);
+    pr_engine_free(b); /* crash again, no checkpoint */
+
+    pr_engine *c = tu_engine(&s, NULL, 1);
+    assert_int_equal(pr_engine_vocab_journal_replay(c, jr, err, sizeof(err)), 0);
+    tu_assert_same_vocab(ref, c);
+    pr_engine_free(c);
+
+    for (int k = 0; k < 2; k++)
+        pr_block_free(blocks[k]);
+    pr_out_free(o);
+    pr_engine_free(ref);
+    tu_rmdir(dir);
+}
+
 static void test_journal_gap_detected(void **state)
 {
     (void)state;
@@ -1053,6 +1103,7 @@ int main(void)
         cmocka_unit_test(test_vocab_export),
         cmocka_unit_test(test_snapshot_roundtrip),
         cmocka_unit_test(test_journal_crash_recovery),
+        cmocka_unit_test(test_journal_aligned_garbage_tail),
         cmocka_unit_test(test_journal_gap_detected),
         cmocka_unit_test(test_auto_backend),
     };

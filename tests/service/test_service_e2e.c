@@ -19,6 +19,8 @@
  *   - a trainer that disconnects mid-stream loses nothing;
  *   - malformed records go to the dead-letter topic and do not hold commits;
  *   - vocabulary survives a restart (same value -> same index).
+ *   - a pipeline stopped by an engine error commits no offset of the block
+ *     that failed (it never reached a trainer).
  *
  * Waiting is on conditions with a deadline (wait_for), never a bare sleep;
  * time-dependent behaviour uses the injected manual clock.
@@ -164,12 +166,15 @@ typedef struct svc_params {
     const char *dlq;       /* NULL = none */
     uint32_t credits;      /* trainer max_unacked_batches */
     int64_t ack_timeout_ms;
+    const char *transform; /* "{ sparse: [...] }" or NULL = defaults */
 } svc_params;
 
 static pr_config *mk_config(const svc_params *sp)
 {
     char y[4096];
-    char state[512] = "", dlq[256] = "";
+    char state[512] = "", dlq[256] = "", tr[512] = "";
+    if (sp->transform)
+        snprintf(tr, sizeof(tr), "    transform: %s\n", sp->transform);
     if (sp->state_dir)
         snprintf(state, sizeof(state), "    state: { dir: \"%s\", checkpoint_interval_s: 3600 }\n",
                  sp->state_dir);
@@ -192,6 +197,7 @@ static pr_config *mk_config(const svc_params *sp)
              "          heartbeat.interval.ms: 300\n"
              "      format: criteo_tsv\n"
              "%s"
+             "%s"
              "    batch: { size: %u, max_delay_ms: %lld }\n"
              "    sinks:\n"
              "      trainer: { listen: \"127.0.0.1:0\", max_unacked_batches: %u, ack_timeout_ms: "
@@ -201,8 +207,8 @@ static pr_config *mk_config(const svc_params *sp)
              "engine: { backend: cpu, threads: 1 }\n"
              "limits: { max_inflight_bytes: %s }\n"
              "log: { level: warn }\n",
-             sp->topic, sp->group, sp->bootstrap, dlq, sp->batch_size, (long long)sp->max_delay_ms,
-             sp->credits ? sp->credits : 64,
+             sp->topic, sp->group, sp->bootstrap, dlq, tr, sp->batch_size,
+             (long long)sp->max_delay_ms, sp->credits ? sp->credits : 64,
              (long long)(sp->ack_timeout_ms ? sp->ack_timeout_ms : 30000), state,
              sp->limit ? sp->limit : "256MiB");
     pr_config *cfg = NULL;
@@ -1045,6 +1051,49 @@ static void test_vocab_survives_restart(void **state)
     free(dir);
 }
 
+/* At-least-once when a pipeline stops on an engine error: the records of the
+ * block that failed never reach a trainer, so their offsets must not be
+ * committed (neither by the drain's last store nor by the revoke on close). */
+static void test_fatal_block_not_committed(void **state)
+{
+    env *e = *state;
+    mk_topic(e, "ff", 1);
+    svc_params sp = {.bootstrap = e->bs,
+                     .topic = "ff",
+                     .group = "g-ff",
+                     .batch_size = 1,
+                     .max_delay_ms = 10,
+                     .transform =
+                         "{ sparse: [hex2int, vocab], vocab: { profile: dlrm, capacity: 2 } }"};
+    pr_config *cfg = mk_config(&sp);
+    pr_service *svc = mk_service(cfg, NULL);
+    collector *c = collector_start(pr_service_trainer_port(svc, 0), false, false, 0);
+    char line[1024];
+    const char *vals[] = {"aaaa0001", "aaaa0002", "aaaa0003"};
+    for (int i = 0; i < 2; i++) {
+        size_t len = vocab_line(line, sizeof(line), vals[i]);
+        produce(e->prod, "ff", 0, line, len);
+    }
+    assert_int_equal(rd_kafka_flush(e->prod, 10000), 0);
+    wait_for(atomic_load(&c->acked_rows) == 2, 30000, "2 rows");
+    /* C1's third value overflows capacity 2 under dlrm: PR_EFULL, fatal. */
+    size_t len = vocab_line(line, sizeof(line), vals[2]);
+    produce(e->prod, "ff", 0, line, len);
+    assert_int_equal(rd_kafka_flush(e->prod, 10000), 0);
+    char why[256];
+    wait_for(!pr_service_healthy(svc, why, sizeof(why)), 30000, "the pipeline to stop");
+    assert_int_not_equal(pr_service_stop(svc), 0);
+    collector_stop(c);
+    assert_int_equal(atomic_load(&c->acked_rows), 2);
+    int64_t off[1];
+    committed(e->bs, "g-ff", "ff", 1, off);
+    /* Offset 2 never went out: a restart must read it again. */
+    assert_int_equal(off[0], 2);
+    pr_service_free(svc);
+    collector_free(c);
+    pr_config_free(cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1056,6 +1105,7 @@ int main(void)
         cmocka_unit_test(test_trainer_disconnect),
         cmocka_unit_test(test_dead_letters),
         cmocka_unit_test(test_vocab_survives_restart),
+        cmocka_unit_test(test_fatal_block_not_committed),
     };
     /* PR_TEST_FILTER=test_backpressure runs one test (debugging). */
     if (getenv("PR_TEST_FILTER"))
