@@ -87,17 +87,6 @@ static void nap_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-static size_t varint_get(const uint8_t *p, size_t len, uint64_t *v)
-{
-    *v = 0;
-    for (size_t i = 0; i < len && i < 10; i++) {
-        *v |= (uint64_t)(p[i] & 0x7f) << (7 * i);
-        if (!(p[i] & 0x80))
-            return i + 1;
-    }
-    return 0;
-}
-
 static uint32_t per_msg(const bench *b)
 {
     return b->format == PR_FORMAT_PROTOBUF_EVENT_BATCH ? b->batch_events : 1;
@@ -106,24 +95,7 @@ static uint32_t per_msg(const bench *b)
 /* One message with events [row, row+n) in b->format; returns its length. */
 static size_t make_msg(bench *b, uint64_t row, uint32_t n, uint8_t *buf, size_t cap)
 {
-    if (b->format == PR_FORMAT_CRITEO_TSV) {
-        uint64_t got = 0;
-        size_t len = pr_gen_tsv(b->gen, row, n, (char *)buf, cap, &got);
-        return got == n ? len : 0;
-    }
-    size_t len = pr_gen_pb_batch(b->gen, row, n, buf, cap);
-    uint64_t blen;
-    size_t hl = varint_get(buf, len, &blen);
-    if (!hl)
-        return 0;
-    if (b->format == PR_FORMAT_PROTOBUF_EVENT_BATCH) {
-        memmove(buf, buf + hl, blen);
-        return blen;
-    }
-    uint64_t elen;
-    size_t el = varint_get(buf + hl + 1, len - hl - 1, &elen);
-    memmove(buf, buf + hl + 1 + el, elen);
-    return elen;
+    return pr_gen_message(b->gen, b->format, row, n, buf, cap);
 }
 
 static void produce_one(bench *b, const uint8_t *buf, size_t len)

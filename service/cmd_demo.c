@@ -132,42 +132,10 @@ static void pr__dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
     atomic_fetch_add(&d->delivered_events, events);
 }
 
-/* Read a protobuf varint; returns bytes used or 0. */
-static size_t pr__varint_get(const uint8_t *p, size_t len, uint64_t *v)
-{
-    *v = 0;
-    for (size_t i = 0; i < len && i < 10; i++) {
-        *v |= (uint64_t)(p[i] & 0x7f) << (7 * i);
-        if (!(p[i] & 0x80))
-            return i + 1;
-    }
-    return 0;
-}
-
 /* One message for `format` holding events [row, row + n); returns its length. */
 static size_t pr__make_message(pr__demo *d, uint64_t row, uint32_t n, uint8_t *buf, size_t cap)
 {
-    if (d->format == PR_FORMAT_CRITEO_TSV) {
-        uint64_t got = 0;
-        size_t len = pr_gen_tsv(d->gen, row, n, (char *)buf, cap, &got);
-        return got == n ? len : 0;
-    }
-    size_t len = pr_gen_pb_batch(d->gen, row, n, buf, cap);
-    uint64_t blen;
-    size_t hl = pr__varint_get(buf, len, &blen);
-    if (!hl || hl + blen != len)
-        return 0;
-    if (d->format == PR_FORMAT_PROTOBUF_EVENT_BATCH) {
-        memmove(buf, buf + hl, blen);
-        return blen;
-    }
-    /* protobuf_event: unwrap the single event: tag 0x0a, length, Event bytes. */
-    uint64_t elen;
-    size_t el = pr__varint_get(buf + hl + 1, len - hl - 1, &elen);
-    if (buf[hl] != 0x0a || !el)
-        return 0;
-    memmove(buf, buf + hl + 1 + el, elen);
-    return elen;
+    return pr_gen_message(d->gen, d->format, row, n, buf, cap);
 }
 
 static void *pr__producer_main(void *arg)

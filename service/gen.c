@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "pr_gen.h"
+#include "pr_config.h"
 
 #define PR__QN 1024 /* quantile table resolution */
 
@@ -398,4 +399,44 @@ size_t pr_gen_pb_batch(const pr_gen *g, uint64_t row0, uint32_t n, uint8_t *buf,
     pr__varint(buf, blen);
     memmove(buf + hl, body, blen);
     return hl + blen;
+}
+
+/* ---------------------------------------------------------------- messages */
+
+static size_t pr__gen_varint_get(const uint8_t *p, size_t len, uint64_t *v)
+{
+    *v = 0;
+    for (size_t i = 0; i < len && i < 10; i++) {
+        *v |= (uint64_t)(p[i] & 0x7f) << (7 * i);
+        if (!(p[i] & 0x80))
+            return i + 1;
+    }
+    return 0;
+}
+
+size_t pr_gen_message(const pr_gen *g, int format, uint64_t row0, uint32_t n, uint8_t *buf,
+                      size_t cap)
+{
+    if (format == PR_FORMAT_CRITEO_TSV) {
+        uint64_t got = 0;
+        size_t len = pr_gen_tsv(g, row0, n, (char *)buf, cap, &got);
+        return got == n ? len : 0;
+    }
+    /* pr_gen_pb_batch writes varint length + EventBatch: strip the prefix. */
+    size_t len = pr_gen_pb_batch(g, row0, n, buf, cap);
+    uint64_t blen;
+    size_t hl = pr__gen_varint_get(buf, len, &blen);
+    if (!hl || hl + blen != len)
+        return 0;
+    if (format == PR_FORMAT_PROTOBUF_EVENT_BATCH) {
+        memmove(buf, buf + hl, blen);
+        return blen;
+    }
+    /* protobuf_event: unwrap the single event (tag 0x0a, length, Event bytes). */
+    uint64_t elen;
+    size_t el = pr__gen_varint_get(buf + hl + 1, len - hl - 1, &elen);
+    if (n != 1 || buf[hl] != 0x0a || !el)
+        return 0;
+    memmove(buf, buf + hl + 1 + el, elen);
+    return elen;
 }

@@ -72,4 +72,12 @@ int pr_gen_fill_block(const pr_gen *g, uint64_t row0, uint32_t n, pr_block *b, b
 size_t pr_gen_pb_max(uint32_t n);
 size_t pr_gen_pb_batch(const pr_gen *g, uint64_t row0, uint32_t n, uint8_t *buf, size_t cap);
 
+/* One Kafka message payload holding events [row0, row0 + n) in a source
+ * format (pr_source_format of pr_config.h): criteo_tsv = n TSV lines,
+ * protobuf_event = one bare Event (n must be 1), protobuf_event_batch = one
+ * EventBatch. Returns its length, or 0 when it does not fit in cap. Used by
+ * `piperec demo` and the streaming benchmarks. */
+size_t pr_gen_message(const pr_gen *g, int format, uint64_t row0, uint32_t n, uint8_t *buf,
+                      size_t cap);
+
 #endif
