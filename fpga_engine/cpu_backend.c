@@ -173,6 +173,22 @@ static inline uint64_t pr__hex_pack8(uint64_t x)
     return ((w << 16) | (w >> 32)) & 0xffffffffULL;
 }
 
+/* Rows of [r0, r1) (at most 64) whose slot holds a non-hex byte, as a bit
+ * mask relative to r0: the row-by-row re-check the vector loops fall back to
+ * only when their running check saw a bad byte somewhere in the group. */
+static inline uint64_t pr__hex_bad_rows(const char *slots, uint32_t r0, uint32_t r1)
+{
+    uint64_t badw = 0;
+    for (uint32_t r = r0; r < r1; r++) {
+        uint64_t a, b;
+        memcpy(&a, slots + (size_t)r * PR_HEX_SLOT, 8);
+        memcpy(&b, slots + (size_t)r * PR_HEX_SLOT + 8, 8);
+        if ((pr__hex_valid8(a) & pr__hex_valid8(b)) != PR__B(0x80))
+            badw |= 1ULL << (r - r0);
+    }
+    return badw;
+}
+
 /* Parse a column of slots into v[], set bit r of bad[] for invalid slots.
  * SSE2 (x86-64 baseline, so no dispatch): one 16-byte slot per register;
  * validity is AND-ed over 64 rows and only a failing group is re-checked
@@ -203,15 +219,8 @@ static void pr__hex2int_col(const char *slots, uint64_t *v, uint32_t rows, uint6
             v[r] = __builtin_bswap64((uint64_t)_mm_cvtsi128_si64(p));
         }
         uint64_t badw = 0;
-        if (_mm_movemask_epi8(ok) != 0xffff) {
-            for (uint32_t r = r0; r < r1; r++) {
-                uint64_t a, b;
-                memcpy(&a, slots + (size_t)r * PR_HEX_SLOT, 8);
-                memcpy(&b, slots + (size_t)r * PR_HEX_SLOT + 8, 8);
-                if ((pr__hex_valid8(a) & pr__hex_valid8(b)) != PR__B(0x80))
-                    badw |= 1ULL << (r - r0);
-            }
-        }
+        if (_mm_movemask_epi8(ok) != 0xffff)
+            badw |= pr__hex_bad_rows(slots, r0, r1);
         bad[w] = badw;
     }
 }
@@ -255,15 +264,8 @@ __attribute__((target("avx2"))) static void pr__hex2int_col_avx2(const char *slo
             if ((pr__hex_valid8(a) & pr__hex_valid8(b)) != PR__B(0x80))
                 badw |= 1ULL << (r - r0);
         }
-        if ((uint32_t)_mm256_movemask_epi8(ok) != 0xffffffffu) {
-            for (r = r0; r < r1; r++) {
-                uint64_t a, b;
-                memcpy(&a, slots + (size_t)r * PR_HEX_SLOT, 8);
-                memcpy(&b, slots + (size_t)r * PR_HEX_SLOT + 8, 8);
-                if ((pr__hex_valid8(a) & pr__hex_valid8(b)) != PR__B(0x80))
-                    badw |= 1ULL << (r - r0);
-            }
-        }
+        if ((uint32_t)_mm256_movemask_epi8(ok) != 0xffffffffu)
+            badw |= pr__hex_bad_rows(slots, r0, r1);
         bad[w] = badw;
     }
 }

@@ -170,6 +170,18 @@ static bool pr__parse_label(const char *s, size_t len, int32_t *out)
     return true;
 }
 
+/* Row r is complete: write its metadata (when the block keeps it) and count it. */
+static inline void pr__finish_row(const pr_decode_ctx *ctx, pr_block *b, uint32_t r, int64_t recno)
+{
+    if (b->offset)
+        b->offset[r] = recno;
+    if (b->partition)
+        b->partition[r] = ctx->partition;
+    if (b->event_time_ms)
+        b->event_time_ms[r] = ctx->default_event_time_ms;
+    b->rows = r + 1;
+}
+
 /* Undo the missing bits a partly decoded (then rejected) row left behind. */
 static void pr__clear_row(pr_block *b, uint32_t r)
 {
@@ -332,13 +344,7 @@ static int pr__decode_line(const pr_decode_ctx *ctx, pr_block *b, const char *li
         return PR_DEC_BAD_HEX;
     }
 
-    if (b->offset)
-        b->offset[r] = recno;
-    if (b->partition)
-        b->partition[r] = ctx->partition;
-    if (b->event_time_ms)
-        b->event_time_ms[r] = ctx->default_event_time_ms;
-    b->rows = r + 1;
+    pr__finish_row(ctx, b, r, recno);
     return PR_DEC_OK;
 
 reject:
@@ -581,13 +587,7 @@ static int pr__decode_fast(const pr_decode_ctx *ctx, pr_block *b, const char *li
         }
     }
 done:
-    if (b->offset)
-        b->offset[r] = recno;
-    if (b->partition)
-        b->partition[r] = ctx->partition;
-    if (b->event_time_ms)
-        b->event_time_ms[r] = ctx->default_event_time_ms;
-    b->rows = r + 1;
+    pr__finish_row(ctx, b, r, recno);
     return PR_DEC_OK;
 slow:
     pr__clear_row(b, r);
