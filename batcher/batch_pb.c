@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "batcher_int.h"
+#include "pr_varint.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "piperec tensors are little-endian on the wire; big-endian hosts need byte swapping"
@@ -46,81 +47,48 @@ enum {
 /* OffsetRange field numbers. */
 enum { R_TOPIC = 1, R_PARTITION, R_FIRST, R_LAST, R_ROWS };
 
-size_t pr__pb_varint_size(uint64_t v)
-{
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
-uint8_t *pr__pb_put_varint(uint8_t *p, uint64_t v)
-{
-    while (v >= 0x80) {
-        *p++ = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    *p++ = (uint8_t)v;
-    return p;
-}
-
-size_t pr__pb_get_varint(const uint8_t *p, const uint8_t *end, uint64_t *v)
-{
-    uint64_t r = 0;
-    for (size_t i = 0; i < 10 && p + i < end; i++) {
-        r |= (uint64_t)(p[i] & 0x7f) << (7 * i);
-        if (!(p[i] & 0x80)) {
-            *v = r;
-            return i + 1;
-        }
-    }
-    return 0;
-}
-
 static inline size_t tag_size(uint32_t field)
 {
-    return pr__pb_varint_size((uint64_t)field << 3);
+    return pr_varint_size((uint64_t)field << 3);
 }
 static inline size_t sz_varint_field(uint32_t f, uint64_t v)
 {
-    return v ? tag_size(f) + pr__pb_varint_size(v) : 0;
+    return v ? tag_size(f) + pr_varint_size(v) : 0;
 }
 static inline size_t sz_len_field(uint32_t f, size_t len)
 {
-    return len ? tag_size(f) + pr__pb_varint_size(len) + len : 0;
+    return len ? tag_size(f) + pr_varint_size(len) + len : 0;
 }
 
 static inline uint8_t *put_tag(uint8_t *p, uint32_t f, int wt)
 {
-    return pr__pb_put_varint(p, ((uint64_t)f << 3) | (unsigned)wt);
+    return pr_varint_put(p, ((uint64_t)f << 3) | (unsigned)wt);
 }
 static inline uint8_t *put_varint_field(uint8_t *p, uint32_t f, uint64_t v)
 {
     if (!v)
         return p;
-    return pr__pb_put_varint(put_tag(p, f, WT_VARINT), v);
+    return pr_varint_put(put_tag(p, f, WT_VARINT), v);
 }
 static inline uint8_t *put_len_field(uint8_t *p, uint32_t f, const void *data, size_t len)
 {
     if (!len)
         return p;
-    p = pr__pb_put_varint(put_tag(p, f, WT_LEN), len);
+    p = pr_varint_put(put_tag(p, f, WT_LEN), len);
     memcpy(p, data, len);
     return p + len;
 }
 
 static const char *range_topic(const pr_batch *b, const pr_batch_range *r)
 {
-    int ti = pr__key_topic(r->partition);
+    int ti = PR_PART_KEY_TOPIC(r->partition);
     return (uint32_t)ti < b->n_topics ? b->topics[ti] : "";
 }
 
 static size_t range_body_size(const pr_batch *b, const pr_batch_range *r)
 {
     return sz_len_field(R_TOPIC, strlen(range_topic(b, r))) +
-           sz_varint_field(R_PARTITION, (uint64_t)(int64_t)pr__key_partition(r->partition)) +
+           sz_varint_field(R_PARTITION, (uint64_t)(int64_t)PR_PART_KEY_PARTITION(r->partition)) +
            sz_varint_field(R_FIRST, (uint64_t)r->first_offset) +
            sz_varint_field(R_LAST, (uint64_t)r->last_offset) + sz_varint_field(R_ROWS, r->rows);
 }
@@ -131,7 +99,7 @@ static size_t vocab_body_size(const pr_batch *b)
     if (!b->vocab_sizes)
         return 0;
     for (uint32_t i = 0; i < b->n_sparse; i++)
-        n += pr__pb_varint_size(b->vocab_sizes[i]);
+        n += pr_varint_size(b->vocab_sizes[i]);
     return n;
 }
 
@@ -149,7 +117,7 @@ size_t pr_batch_pb_size(const pr_batch *b)
                sz_varint_field(F_EMIT, (uint64_t)b->emit_time_ms);
     for (uint32_t i = 0; i < b->n_ranges; i++) {
         size_t body = range_body_size(b, &b->ranges[i]);
-        n += tag_size(F_OFFSETS) + pr__pb_varint_size(body) + body;
+        n += tag_size(F_OFFSETS) + pr_varint_size(body) + body;
     }
     n += sz_len_field(F_VOCAB, vocab_body_size(b));
     return n;
@@ -170,9 +138,9 @@ size_t pr_batch_pb_write(const pr_batch *b, uint8_t *out)
     for (uint32_t i = 0; i < b->n_ranges; i++) {
         const pr_batch_range *r = &b->ranges[i];
         const char *topic = range_topic(b, r);
-        p = pr__pb_put_varint(put_tag(p, F_OFFSETS, WT_LEN), range_body_size(b, r));
+        p = pr_varint_put(put_tag(p, F_OFFSETS, WT_LEN), range_body_size(b, r));
         p = put_len_field(p, R_TOPIC, topic, strlen(topic));
-        p = put_varint_field(p, R_PARTITION, (uint64_t)(int64_t)pr__key_partition(r->partition));
+        p = put_varint_field(p, R_PARTITION, (uint64_t)(int64_t)PR_PART_KEY_PARTITION(r->partition));
         p = put_varint_field(p, R_FIRST, (uint64_t)r->first_offset);
         p = put_varint_field(p, R_LAST, (uint64_t)r->last_offset);
         p = put_varint_field(p, R_ROWS, r->rows);
@@ -182,9 +150,9 @@ size_t pr_batch_pb_write(const pr_batch *b, uint8_t *out)
     p = put_varint_field(p, F_EMIT, (uint64_t)b->emit_time_ms);
     size_t vb = vocab_body_size(b);
     if (vb) {
-        p = pr__pb_put_varint(put_tag(p, F_VOCAB, WT_LEN), vb);
+        p = pr_varint_put(put_tag(p, F_VOCAB, WT_LEN), vb);
         for (uint32_t i = 0; i < b->n_sparse; i++)
-            p = pr__pb_put_varint(p, b->vocab_sizes[i]);
+            p = pr_varint_put(p, b->vocab_sizes[i]);
     }
     return (size_t)(p - out);
 }
@@ -224,7 +192,7 @@ static int next_field(const uint8_t **pp, const uint8_t *end, pb_field *f)
     if (p >= end)
         return 0;
     uint64_t key;
-    size_t n = pr__pb_get_varint(p, end, &key);
+    size_t n = pr_varint_get(p, end, &key);
     if (!n || (key >> 3) == 0 || (key >> 3) > UINT32_MAX)
         return -1;
     p += n;
@@ -232,7 +200,7 @@ static int next_field(const uint8_t **pp, const uint8_t *end, pb_field *f)
     f->wt = (int)(key & 7);
     switch (f->wt) {
     case WT_VARINT:
-        if (!(n = pr__pb_get_varint(p, end, &f->v)))
+        if (!(n = pr_varint_get(p, end, &f->v)))
             return -1;
         p += n;
         break;
@@ -253,7 +221,7 @@ static int next_field(const uint8_t **pp, const uint8_t *end, pb_field *f)
     }
     case WT_LEN: {
         uint64_t len;
-        if (!(n = pr__pb_get_varint(p, end, &len)) || len > (uint64_t)(end - p - (ptrdiff_t)n))
+        if (!(n = pr_varint_get(p, end, &len)) || len > (uint64_t)(end - p - (ptrdiff_t)n))
             return -1;
         p += n;
         f->data = p;
@@ -405,7 +373,7 @@ int pr_batch_decode(const uint8_t *buf, size_t len, pr_batch_view *v, char *errs
             const uint8_t *q = f.data, *qe = f.data + f.len;
             while (q < qe) {
                 uint64_t x;
-                size_t n = pr__pb_get_varint(q, qe, &x);
+                size_t n = pr_varint_get(q, qe, &x);
                 if (!n) {
                     why = "malformed packed vocab_sizes";
                     goto bad;

@@ -59,49 +59,4 @@ int64_t pr__offsets_safe(const pr__offsets *o, int slot);
 /* Forget the slot's state (revoke): clears the queue, bumps gen, deactivates. */
 void pr__offsets_reset(pr__offsets *o, int slot);
 
-/* ---------------------------------------------------------------- batch_pb.c */
-
-/* Split a partition key into topic index and Kafka partition (PR_PART_KEY). */
-static inline int pr__key_topic(int32_t key)
-{
-    return (int)((uint32_t)key >> 16);
-}
-static inline int32_t pr__key_partition(int32_t key)
-{
-    return (int32_t)((uint32_t)key & 0xffffu);
-}
-
-/* Protobuf wire helpers (also used by the trainer protocol code). */
-size_t pr__pb_varint_size(uint64_t v);
-uint8_t *pr__pb_put_varint(uint8_t *p, uint64_t v);
-/* Read a varint; returns bytes used or 0 on error. */
-size_t pr__pb_get_varint(const uint8_t *p, const uint8_t *end, uint64_t *v);
-
-/* ---------------------------------------------------------------- trainer_wire.c */
-
-/* Frames on the trainer stream: u32 LE length + one piperec.trainer.v1.Frame message. */
-#define PR__FRAME_MAX_CTRL    (1u << 20) /* control frames (server side limit) */
-#define PR__FRAME_MAX         (1u << 31) /* any frame (client side limit) */
-#define PR__FRAME_FIELD_BATCH 3
-
-struct Piperec__Trainer__V1__Frame;
-
-/* Serialize a control frame with its length prefix into a new buffer. */
-int pr__frame_pack(const struct Piperec__Trainer__V1__Frame *f, uint8_t **out, size_t *out_len);
-
-/* Header of a batch frame (length prefix + Frame.batch tag + length):
- * the frame is these bytes followed by b->pb. Returns the header length (<= 16). */
-size_t pr__batch_frame_header(const pr_batch *b, uint8_t hdr[16]);
-
-/* Parse one frame body (without the length prefix). A batch frame gives the
- * TrainingBatch slice in *batch, *batch_len (zero copy) and *ctrl = NULL;
- * any other frame is unpacked with protobuf-c into *ctrl (free with
- * pr__frame_free). Returns 0 or PR_EBADREC. */
-int pr__frame_parse(const uint8_t *data, size_t len, const uint8_t **batch, size_t *batch_len,
-                    struct Piperec__Trainer__V1__Frame **ctrl);
-void pr__frame_free(struct Piperec__Trainer__V1__Frame *f);
-
-/* "host:port" / "[v6]:port" / ":port" -> host (may be "") and port. */
-int pr__parse_hostport(const char *s, char *host, size_t host_size, uint16_t *port);
-
 #endif

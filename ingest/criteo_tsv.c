@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hex_swar.h"
+#include "pr_hex.h"
 #include "pr_decode.h"
 
 #if defined(__SSE2__)

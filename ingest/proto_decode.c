@@ -24,8 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hex_swar.h"
+#include "pr_hex.h"
 #include "piperec.pb-c.h"
+#include "pr_varint.h"
 #include "pr_decode.h"
 #include "pr_ingest.h"
 
@@ -1072,19 +1073,13 @@ int pr_decode_message(pr_msg_format fmt, const pr_decode_ctx *ctx, pr_block *b, 
     }
 }
 
-/* Read a base-128 varint; false when truncated or longer than 10 bytes. */
+/* Read a base-128 varint and advance *p; false when truncated or longer
+ * than 10 bytes. */
 static bool pr__varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
 {
-    uint64_t x = 0;
-    for (int shift = 0; shift < 70 && *p < end; shift += 7) {
-        uint8_t byte = *(*p)++;
-        x |= (uint64_t)(byte & 0x7f) << shift;
-        if (!(byte & 0x80)) {
-            *v = x;
-            return true;
-        }
-    }
-    return false;
+    size_t n = pr_varint_get(*p, end, v);
+    *p += n;
+    return n != 0;
 }
 
 /* Count field-1 (events) entries of an EventBatch by walking its wire format,

@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "pr_hostport.h"
 #include "pr_log.h"
 
 #define PR_HTTP_MAX_ROUTES 16
@@ -93,42 +94,17 @@ answer:
                           sizeof(nf) - 1);
 }
 
-/* Split "host:port" / "[v6]:port"; host may be empty. */
-static int pr__split_hostport(const char *s, char *host, size_t host_size, char *port,
-                              size_t port_size)
-{
-    const char *colon;
-    if (s[0] == '[') {
-        const char *close = strchr(s, ']');
-        if (!close || close[1] != ':')
-            return PR_EINVAL;
-        if ((size_t)(close - s - 1) >= host_size)
-            return PR_EINVAL;
-        memcpy(host, s + 1, (size_t)(close - s - 1));
-        host[close - s - 1] = '\0';
-        colon = close + 1;
-    } else {
-        colon = strrchr(s, ':');
-        if (!colon || (size_t)(colon - s) >= host_size)
-            return PR_EINVAL;
-        memcpy(host, s, (size_t)(colon - s));
-        host[colon - s] = '\0';
-    }
-    if (strlen(colon + 1) == 0 || strlen(colon + 1) >= port_size)
-        return PR_EINVAL;
-    strcpy(port, colon + 1);
-    return 0;
-}
-
 int pr_http_start(const char *listen_addr, const pr_http_route *routes, size_t n_routes,
                   pr_http **out, char *errstr, size_t errstr_size)
 {
-    char host[256], port[16];
+    char host[256], port[8];
+    uint16_t portnum;
     if (n_routes > PR_HTTP_MAX_ROUTES)
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "http: too many routes");
-    if (!listen_addr || pr__split_hostport(listen_addr, host, sizeof(host), port, sizeof(port)))
+    if (!listen_addr || pr_hostport_parse(listen_addr, host, sizeof(host), &portnum))
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "http.listen '%s': expected host:port",
                          listen_addr ? listen_addr : "");
+    snprintf(port, sizeof(port), "%u", (unsigned)portnum);
 
     struct addrinfo hints = {0}, *ai = NULL;
     hints.ai_family = AF_UNSPEC;

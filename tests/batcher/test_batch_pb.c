@@ -13,6 +13,8 @@
 #include <cmocka.h>
 
 #include "batcher_int.h"
+#include "pr_hostport.h"
+#include "trainer_wire.h"
 #include "piperec.pb-c.h"
 #include "trainer.pb-c.h"
 
@@ -243,16 +245,16 @@ static void test_hostport(void **state)
     (void)state;
     char h[64];
     uint16_t p;
-    assert_int_equal(pr__parse_hostport("127.0.0.1:7070", h, sizeof(h), &p), 0);
+    assert_int_equal(pr_hostport_parse("127.0.0.1:7070", h, sizeof(h), &p), 0);
     assert_string_equal(h, "127.0.0.1");
     assert_int_equal(p, 7070);
-    assert_int_equal(pr__parse_hostport("[::1]:0", h, sizeof(h), &p), 0);
+    assert_int_equal(pr_hostport_parse("[::1]:0", h, sizeof(h), &p), 0);
     assert_string_equal(h, "::1");
-    assert_int_equal(pr__parse_hostport(":9", h, sizeof(h), &p), 0);
+    assert_int_equal(pr_hostport_parse(":9", h, sizeof(h), &p), 0);
     assert_string_equal(h, "");
-    assert_int_equal(pr__parse_hostport("host", h, sizeof(h), &p), PR_EINVAL);
-    assert_int_equal(pr__parse_hostport("host:70000", h, sizeof(h), &p), PR_EINVAL);
-    assert_int_equal(pr__parse_hostport("host:", h, sizeof(h), &p), PR_EINVAL);
+    assert_int_equal(pr_hostport_parse("host", h, sizeof(h), &p), PR_EINVAL);
+    assert_int_equal(pr_hostport_parse("host:70000", h, sizeof(h), &p), PR_EINVAL);
+    assert_int_equal(pr_hostport_parse("host:", h, sizeof(h), &p), PR_EINVAL);
 }
 
 int main(void)

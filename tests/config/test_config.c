@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "pr_config.h"
+#include "pr_hostport.h"
 
 static pr_config *load_ok(const char *yaml)
 {
@@ -483,20 +484,20 @@ static void test_hostport(void **state)
     (void)state;
     char host[64];
     uint16_t port = 1;
-    assert_int_equal(pr_config_parse_hostport("0.0.0.0:7070", host, sizeof(host), &port), 0);
+    assert_int_equal(pr_hostport_parse("0.0.0.0:7070", host, sizeof(host), &port), 0);
     assert_string_equal(host, "0.0.0.0");
     assert_int_equal(port, 7070);
-    assert_int_equal(pr_config_parse_hostport("[::1]:0", host, sizeof(host), &port), 0);
+    assert_int_equal(pr_hostport_parse("[::1]:0", host, sizeof(host), &port), 0);
     assert_string_equal(host, "::1");
     assert_int_equal(port, 0);
-    assert_int_equal(pr_config_parse_hostport(":9464", host, sizeof(host), &port), 0);
+    assert_int_equal(pr_hostport_parse(":9464", host, sizeof(host), &port), 0);
     assert_string_equal(host, "");
-    assert_int_equal(pr_config_parse_hostport("kafka-0.svc:65535", host, sizeof(host), &port), 0);
+    assert_int_equal(pr_hostport_parse("kafka-0.svc:65535", host, sizeof(host), &port), 0);
     assert_int_equal(port, 65535);
     static const char *const bad[] = {"host",   "host:",   "host:65536", "host:12a",
                                       "::1:80", "[::1]80", "a b:1",      "h:123456"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        if (pr_config_parse_hostport(bad[i], host, sizeof(host), &port) == 0)
+        if (pr_hostport_parse(bad[i], host, sizeof(host), &port) == 0)
             fail_msg("'%s' accepted", bad[i]);
 }
 

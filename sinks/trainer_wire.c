@@ -13,7 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "batcher_int.h"
+#include "pr_varint.h"
+#include "trainer_wire.h"
 #include "trainer.pb-c.h"
 
 int pr__frame_pack(const Piperec__Trainer__V1__Frame *f, uint8_t **out, size_t *out_len)
@@ -34,7 +35,7 @@ size_t pr__batch_frame_header(const pr_batch *b, uint8_t hdr[16])
 {
     uint8_t tmp[12];
     tmp[0] = (PR__FRAME_FIELD_BATCH << 3) | 2;
-    size_t t = (size_t)(pr__pb_put_varint(tmp + 1, b->pb_len) - tmp);
+    size_t t = (size_t)(pr_varint_put(tmp + 1, b->pb_len) - tmp);
     uint32_t le = (uint32_t)(t + b->pb_len);
     memcpy(hdr, &le, 4);
     memcpy(hdr + 4, tmp, t);
@@ -51,13 +52,13 @@ int pr__frame_parse(const uint8_t *data, size_t len, const uint8_t **batch, size
     const uint8_t *p = data, *end = data + len;
     while (p < end) {
         uint64_t key, v;
-        size_t n = pr__pb_get_varint(p, end, &key);
+        size_t n = pr_varint_get(p, end, &key);
         if (!n)
             return PR_EBADREC;
         p += n;
         switch (key & 7) {
         case 0:
-            if (!(n = pr__pb_get_varint(p, end, &v)))
+            if (!(n = pr_varint_get(p, end, &v)))
                 return PR_EBADREC;
             p += n;
             break;
@@ -72,7 +73,7 @@ int pr__frame_parse(const uint8_t *data, size_t len, const uint8_t **batch, size
             p += 4;
             break;
         case 2:
-            if (!(n = pr__pb_get_varint(p, end, &v)) || v > (uint64_t)(end - p) - n)
+            if (!(n = pr_varint_get(p, end, &v)) || v > (uint64_t)(end - p) - n)
                 return PR_EBADREC;
             p += n;
             if ((key >> 3) == PR__FRAME_FIELD_BATCH) {
@@ -96,34 +97,3 @@ void pr__frame_free(Piperec__Trainer__V1__Frame *f)
         piperec__trainer__v1__frame__free_unpacked(f, NULL);
 }
 
-int pr__parse_hostport(const char *s, char *host, size_t host_size, uint16_t *port)
-{
-    if (!s)
-        return PR_EINVAL;
-    const char *colon;
-    size_t hl;
-    const char *h = s;
-    if (s[0] == '[') {
-        const char *rb = strchr(s, ']');
-        if (!rb || rb[1] != ':')
-            return PR_EINVAL;
-        h = s + 1;
-        hl = (size_t)(rb - h);
-        colon = rb + 1;
-    } else {
-        colon = strrchr(s, ':');
-        if (!colon)
-            return PR_EINVAL;
-        hl = (size_t)(colon - s);
-    }
-    if (hl >= host_size)
-        return PR_EINVAL;
-    char *endp;
-    long p = strtol(colon + 1, &endp, 10);
-    if (colon[1] == 0 || *endp || p < 0 || p > 65535)
-        return PR_EINVAL;
-    memcpy(host, h, hl);
-    host[hl] = 0;
-    *port = (uint16_t)p;
-    return 0;
-}

@@ -17,6 +17,7 @@
 
 #include "pr_gen.h"
 #include "pr_config.h"
+#include "pr_varint.h"
 
 #define PR__QN 1024 /* quantile table resolution */
 
@@ -303,26 +304,6 @@ int pr_gen_fill_block(const pr_gen *g, uint64_t row0, uint32_t n, pr_block *b, b
  * layout is tiny and fixed, and protobuf-c's per-message allocations would
  * make the generator several times slower. */
 
-static inline uint8_t *pr__varint(uint8_t *p, uint64_t v)
-{
-    while (v >= 0x80) {
-        *p++ = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    *p++ = (uint8_t)v;
-    return p;
-}
-
-static size_t pr__varint_len(uint64_t v)
-{
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
 /* Worst case of one Event: label 11, dense 2 + 104, dense_missing 2 + 13,
  * sparse_id 2 + 26 * 5, sparse_missing 2 + 26; round up. */
 #define PR__PB_EVENT_MAX 320
@@ -336,7 +317,7 @@ static uint8_t *pr__pb_event(uint8_t *p, const pr_gen_row *row)
 {
     if (row->label) {
         *p++ = 0x08;
-        p = pr__varint(p, (uint64_t)(int64_t)row->label);
+        p = pr_varint_put(p, (uint64_t)(int64_t)row->label);
     }
     *p++ = 0x1a; /* 3: dense, packed double */
     *p++ = PR_GEN_N_DENSE * 8;
@@ -356,7 +337,7 @@ static uint8_t *pr__pb_event(uint8_t *p, const pr_gen_row *row)
     *p++ = 0x32; /* 6: sparse_id, packed uint64 */
     uint8_t *len = p++;
     for (int c = 0; c < PR_GEN_N_SPARSE; c++)
-        p = pr__varint(p, row->sparse[c]);
+        p = pr_varint_put(p, row->sparse[c]);
     *len = (uint8_t)(p - len - 1); /* <= 130: fits one byte only below 128 */
     if (p - len - 1 >= 0x80) {
         /* Two-byte length: shift the payload by one. */
@@ -390,29 +371,18 @@ size_t pr_gen_pb_batch(const pr_gen *g, uint64_t row0, uint32_t n, uint8_t *buf,
         pr_gen_row_at(g, row0 + i, &row);
         size_t elen = (size_t)(pr__pb_event(ev, &row) - ev);
         *p++ = 0x0a; /* EventBatch.events */
-        p = pr__varint(p, elen);
+        p = pr_varint_put(p, elen);
         memcpy(p, ev, elen);
         p += elen;
     }
     size_t blen = (size_t)(p - body);
-    size_t hl = pr__varint_len(blen);
-    pr__varint(buf, blen);
+    size_t hl = pr_varint_size(blen);
+    pr_varint_put(buf, blen);
     memmove(buf + hl, body, blen);
     return hl + blen;
 }
 
 /* ---------------------------------------------------------------- messages */
-
-static size_t pr__gen_varint_get(const uint8_t *p, size_t len, uint64_t *v)
-{
-    *v = 0;
-    for (size_t i = 0; i < len && i < 10; i++) {
-        *v |= (uint64_t)(p[i] & 0x7f) << (7 * i);
-        if (!(p[i] & 0x80))
-            return i + 1;
-    }
-    return 0;
-}
 
 size_t pr_gen_message(const pr_gen *g, int format, uint64_t row0, uint32_t n, uint8_t *buf,
                       size_t cap)
@@ -425,7 +395,7 @@ size_t pr_gen_message(const pr_gen *g, int format, uint64_t row0, uint32_t n, ui
     /* pr_gen_pb_batch writes varint length + EventBatch: strip the prefix. */
     size_t len = pr_gen_pb_batch(g, row0, n, buf, cap);
     uint64_t blen;
-    size_t hl = pr__gen_varint_get(buf, len, &blen);
+    size_t hl = pr_varint_get(buf, buf + len, &blen);
     if (!hl || hl + blen != len)
         return 0;
     if (format == PR_FORMAT_PROTOBUF_EVENT_BATCH) {
@@ -434,7 +404,7 @@ size_t pr_gen_message(const pr_gen *g, int format, uint64_t row0, uint32_t n, ui
     }
     /* protobuf_event: unwrap the single event (tag 0x0a, length, Event bytes). */
     uint64_t elen;
-    size_t el = pr__gen_varint_get(buf + hl + 1, len - hl - 1, &elen);
+    size_t el = pr_varint_get(buf + hl + 1, buf + len, &elen);
     if (n != 1 || buf[hl] != 0x0a || !el)
         return 0;
     memmove(buf, buf + hl + 1 + el, elen);

@@ -139,6 +139,14 @@ static inline void pr_bit_clear(uint64_t *w, size_t i)
     w[i >> 6] &= ~((uint64_t)1 << (i & 63));
 }
 
+/* Partition key of a row (pr_block.partition): which Kafka topic (its index
+ * in the pipeline's topic list) and partition the row came from. Written by
+ * ingest, read by the batcher and the sinks. */
+#define PR_PART_KEY(topic_idx, partition)                                                          \
+    ((int32_t)(((uint32_t)(topic_idx) << 16) | (uint32_t)(partition)))
+#define PR_PART_KEY_TOPIC(key)     ((int)((uint32_t)(key) >> 16))
+#define PR_PART_KEY_PARTITION(key) ((int32_t)((uint32_t)(key)&0xffffu))
+
 /* A columnar input row block. Decoders fill it; the engine only reads it. */
 typedef struct pr_block {
     uint32_t rows; /* rows filled */

@@ -105,13 +105,6 @@ int pr_decode_message(pr_msg_format fmt, const pr_decode_ctx *ctx, pr_block *b, 
  * number of events for protobuf_event_batch (0 when it does not parse). */
 int pr_message_record_count(pr_msg_format fmt, const void *buf, size_t len, pr_arena *arena);
 
-/* ---------------------------------------------------------------- keys */
-
-#define PR_PART_KEY(topic_idx, partition)                                                          \
-    ((int32_t)(((uint32_t)(topic_idx) << 16) | (uint32_t)(partition)))
-#define PR_PART_KEY_TOPIC(key)     ((int)((uint32_t)(key) >> 16))
-#define PR_PART_KEY_PARTITION(key) ((int32_t)((uint32_t)(key)&0xffffu))
-
 /* A topic-partition as seen by callbacks and listings. `topic` points into
  * the consumer's topic table and stays valid until pr_consumer_free. */
 typedef struct pr_tp {

@@ -28,7 +28,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "batcher_int.h"
 #include "pr_log.h"
 #include "pr_npy.h"
 #include "pr_sink.h"
@@ -264,12 +263,12 @@ static int write_batch(files_sink *f, const pr_batch *b, char *errstr, size_t es
             (long long)b->max_event_time_ms, (long long)b->emit_time_ms);
     for (uint32_t i = 0; i < b->n_ranges; i++) {
         const pr_batch_range *r = &b->ranges[i];
-        int ti = pr__key_topic(r->partition);
+        int ti = PR_PART_KEY_TOPIC(r->partition);
         const char *topic = (uint32_t)ti < b->n_topics ? b->topics[ti] : "";
         fprintf(o, "%s{\"topic\": ", i ? ", " : "");
         json_str(o, topic, strlen(topic));
         fprintf(o, ", \"partition\": %d, \"first\": %lld, \"last\": %lld, \"rows\": %u}",
-                pr__key_partition(r->partition), (long long)r->first_offset,
+                PR_PART_KEY_PARTITION(r->partition), (long long)r->first_offset,
                 (long long)r->last_offset, r->rows);
     }
     fprintf(o, "]}");

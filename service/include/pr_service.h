@@ -41,7 +41,8 @@
 #include "pr_clock.h"
 #include "pr_config.h"
 #include "pr_error.h"
-#include "pr_metrics.h"
+#include "pr_hist.h"
+#include "pr_mbuf.h"
 
 typedef struct pr_service pr_service;
 

@@ -32,7 +32,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "batcher_int.h"
+#include "pr_hostport.h"
+#include "trainer_wire.h"
 #include "pr_log.h"
 #include "pr_sink.h"
 #include "pr_trainer_client.h"
@@ -694,7 +695,7 @@ static int trainer_create(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, s
     char host[256];
     uint16_t port;
     int err;
-    if (pr__parse_hostport(listen_s, host, sizeof(host), &port) < 0) {
+    if (pr_hostport_parse(listen_s, host, sizeof(host), &port) < 0) {
         err = pr_seterr(errstr, errstr_size, PR_EINVAL,
                         "sinks.trainer.listen: '%s' is not host:port", listen_s);
         goto fail;

@@ -20,7 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "batcher_int.h"
+#include "pr_hostport.h"
+#include "trainer_wire.h"
 #include "pr_trainer_client.h"
 #include "trainer.pb-c.h"
 
@@ -158,7 +159,7 @@ int pr_trainer_client_open(const pr_trainer_client_opts *opts, pr_trainer_client
     *out = NULL;
     char host[256];
     uint16_t port;
-    if (!opts->connect || pr__parse_hostport(opts->connect, host, sizeof(host), &port) < 0 || !port)
+    if (!opts->connect || pr_hostport_parse(opts->connect, host, sizeof(host), &port) < 0 || !port)
         return pr_seterr(errstr, es, PR_EINVAL, "--connect: '%s' is not host:port",
                          opts->connect ? opts->connect : "");
     if (!opts->pipeline || !*opts->pipeline)

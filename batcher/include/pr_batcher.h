@@ -77,7 +77,7 @@ typedef enum pr_batch_reason {
  * exactly the kept offsets in [first_offset, last_offset]; under event_time
  * ordering first/last are the min/max offset of the partition's rows.
  * `partition` is the row's partition KEY as ingest writes it:
- * (topic_index << 16) | kafka_partition (ingest/pr_ingest.h PR_PART_KEY);
+ * (topic_index << 16) | kafka_partition (PR_PART_KEY in pr_engine.h);
  * the TrainingBatch encoding splits it into topic name + partition. */
 typedef struct pr_batch_range {
     int32_t partition;    /* partition key */

@@ -21,6 +21,7 @@
  * lines, and loading fails if there was any.
  */
 #include "pr_config.h"
+#include "pr_hostport.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -446,52 +447,6 @@ int pr_config_parse_size(const char *s, uint64_t *out)
     return PR_EINVAL;
 }
 
-int pr_config_parse_hostport(const char *s, char *host, size_t host_size, uint16_t *port)
-{
-    if (!s)
-        return PR_EINVAL;
-    const char *h = s, *colon;
-    size_t hlen;
-    if (s[0] == '[') {
-        const char *rb = strchr(s, ']');
-        if (!rb || rb[1] != ':')
-            return PR_EINVAL;
-        h = s + 1;
-        hlen = (size_t)(rb - h);
-        colon = rb + 1;
-        for (size_t i = 0; i < hlen; i++)
-            if (!isxdigit((unsigned char)h[i]) && h[i] != ':' && h[i] != '.')
-                return PR_EINVAL;
-    } else {
-        colon = strrchr(s, ':');
-        if (!colon)
-            return PR_EINVAL;
-        hlen = (size_t)(colon - s);
-        for (size_t i = 0; i < hlen; i++)
-            if (!isalnum((unsigned char)h[i]) && h[i] != '.' && h[i] != '-' && h[i] != '_')
-                return PR_EINVAL;
-    }
-    const char *p = colon + 1;
-    if (!*p || strlen(p) > 5)
-        return PR_EINVAL;
-    unsigned v = 0;
-    for (; *p; p++) {
-        if (!isdigit((unsigned char)*p))
-            return PR_EINVAL;
-        v = v * 10 + (unsigned)(*p - '0');
-    }
-    if (v > 65535)
-        return PR_EINVAL;
-    if (host) {
-        if (hlen >= host_size)
-            return PR_EINVAL;
-        memcpy(host, h, hlen);
-        host[hlen] = '\0';
-    }
-    if (port)
-        *port = (uint16_t)v;
-    return 0;
-}
 
 static bool parse_bool(const char *s, bool *out)
 {
@@ -693,7 +648,7 @@ static void apply_key(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
     case KT_HOSTPORT:
         if (!(s = want_scalar(c, n, "an address host:port")))
             return;
-        if (pr_config_parse_hostport(s, NULL, 0, NULL) < 0) {
+        if (pr_hostport_parse(s, NULL, 0, NULL) < 0) {
             cfg_error(c, n, NULL,
                       "expected an address host:port (e.g. \"0.0.0.0:7070\" or \"[::1]:7070\"), "
                       "got '%.80s'",
