@@ -4,7 +4,7 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run test test-asan bench clean
+.PHONY: all deps build run test test-asan bench image clean
 
 all: build
 
@@ -31,6 +31,11 @@ test-asan: deps
 
 bench: build
 	bench/run.sh $(BUILD)
+
+# OCI image FROM scratch with buildah (tools/build-image.sh; push: docs/operations.md).
+IMAGE ?= localhost/piperec
+image: build
+	tools/build-image.sh --binary $(BUILD)/piperec --tag $(IMAGE):$$($(BUILD)/piperec version | cut -d' ' -f2) --tag $(IMAGE):latest
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

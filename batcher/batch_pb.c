@@ -236,7 +236,7 @@ static int next_field(const uint8_t **pp, const uint8_t *end, pb_field *f)
     return 1;
 }
 
-void pr_batch_view_clear(pr_batch_view *v)
+void pr_batch_view_fini(pr_batch_view *v)
 {
     free(v->ranges);
     free(v->vocab_sizes);
@@ -414,10 +414,10 @@ int pr_batch_decode(const uint8_t *buf, size_t len, pr_batch_view *v, char *errs
     }
     return 0;
 bad:
-    pr_batch_view_clear(v);
+    pr_batch_view_fini(v);
     return pr_seterr(errstr, errstr_size, PR_EBADREC, "TrainingBatch: %s", why);
 nomem:
-    pr_batch_view_clear(v);
+    pr_batch_view_fini(v);
     return pr_seterr(errstr, errstr_size, PR_ENOMEM, "TrainingBatch: out of memory");
 }
 

@@ -2,7 +2,7 @@
  * batcher.c — the freshness-aware batcher (contract: pr_batcher.h).
  *
  * Shape: one batch under construction (`cur`, tensors with stride
- * batch_size) that rows are copied into column by column; at emission the
+ * batch.size) that rows are copied into column by column; at emission the
  * columns are compacted to stride `rows` so the tensors can go to protobuf
  * and .npy without another copy. Emitted batches wait in a ring indexed by
  * sequence number until every sink acknowledged them; each row carries a
@@ -109,23 +109,6 @@ static const double fill_bounds[] = {0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0};
 static const double sec_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                     0.5,   1.0,    2.5,   5.0,  10.0,  30.0, 60.0};
 
-static void hist_init(pr_hist *h, const double *bounds, uint32_t n)
-{
-    memset(h, 0, sizeof(*h));
-    h->n = n;
-    memcpy(h->bounds, bounds, n * sizeof(double));
-}
-
-void pr_hist_observe(pr_hist *h, double v)
-{
-    uint32_t i = 0;
-    while (i < h->n && v > h->bounds[i])
-        i++;
-    h->counts[i]++;
-    h->sum += v;
-    h->count++;
-}
-
 /* ---------------------------------------------------------------- batcher */
 
 typedef struct pend_meta {
@@ -153,7 +136,7 @@ struct pr_batcher {
     int64_t delay_ns;
     pr__offsets offs;
 
-    /* batch under construction: stride batch_size, `cur->rows` = rows filled */
+    /* batch under construction: stride batch.size, `cur->rows` = rows filled */
     pr_batch *cur;
     int32_t *c_key;
     int64_t *c_off;
@@ -229,8 +212,8 @@ static int ensure_cur(pr_batcher *b)
     const pr_batcher_cfg *c = &b->cfg;
     /* Not zeroed: every row is written before emission, and emission compacts. */
     b->cur =
-        batch_alloc(b->pipeline, c->batch_size, c->n_dense, c->n_sparse, c->sparse_width, false);
-    b->c_h = malloc((size_t)c->batch_size * sizeof(*b->c_h));
+        batch_alloc(b->pipeline, c->batch.size, c->n_dense, c->n_sparse, c->sparse_width, false);
+    b->c_h = malloc((size_t)c->batch.size * sizeof(*b->c_h));
     if (!b->cur || !b->c_h) {
         pr_batch_unref(b->cur);
         free(b->c_h);
@@ -247,17 +230,18 @@ int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, si
     *out = NULL;
     if (!cfg || !cfg->on_emit)
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "batcher: on_emit callback is required");
-    if (cfg->batch_size < 1)
+    if (cfg->batch.size < 1)
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "batch.size: must be >= 1");
-    if (cfg->max_delay_ms < 0)
+    if (cfg->batch.max_delay_ms < 0)
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "batch.max_delay_ms: must be >= 0");
     if (cfg->sparse_width != 4 && cfg->sparse_width != 8)
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
                          "batcher: sparse_width must be 4 or 8, got %u", cfg->sparse_width);
-    if (cfg->ordering != PR_BATCH_ORDER_PARTITION && cfg->ordering != PR_BATCH_ORDER_EVENT_TIME)
+    if (cfg->batch.ordering != PR_BATCH_ORDER_PARTITION &&
+        cfg->batch.ordering != PR_BATCH_ORDER_EVENT_TIME)
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "batch.ordering: unknown value %d",
-                         (int)cfg->ordering);
-    if (cfg->allowed_lateness_ms < 0)
+                         (int)cfg->batch.ordering);
+    if (cfg->batch.allowed_lateness_ms < 0)
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "batch.allowed_lateness_ms: must be >= 0");
 
     pr_batcher *b = calloc(1, sizeof(*b));
@@ -269,17 +253,19 @@ int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, si
     b->clock = cfg->clock ? cfg->clock : pr_clock_real();
     b->row_bytes = 4 + (size_t)cfg->n_dense * 4 + (size_t)cfg->n_sparse * cfg->sparse_width;
     b->prow_bytes = (b->row_bytes + 7) & ~(size_t)7;
-    b->delay_ns = cfg->max_delay_ms * NS_PER_MS;
+    b->delay_ns = cfg->batch.max_delay_ms * NS_PER_MS;
     b->next_seq = 1;
     b->ua_base = 1;
     pr__offsets_init(&b->offs);
     pthread_mutex_init(&b->mu, NULL);
-    hist_init(&b->st.fill_ratio, fill_bounds, sizeof(fill_bounds) / sizeof(fill_bounds[0]));
-    hist_init(&b->st.event_to_emit_s, sec_bounds, sizeof(sec_bounds) / sizeof(sec_bounds[0]));
-    hist_init(&b->st.wait_s, sec_bounds, sizeof(sec_bounds) / sizeof(sec_bounds[0]));
-    hist_init(&b->st.emit_to_ack_s, sec_bounds, sizeof(sec_bounds) / sizeof(sec_bounds[0]));
+    const size_t n_fill = sizeof(fill_bounds) / sizeof(fill_bounds[0]);
+    const size_t n_sec = sizeof(sec_bounds) / sizeof(sec_bounds[0]);
+    (void)pr_hist_snapshot_init(&b->st.fill_ratio, fill_bounds, n_fill);
+    (void)pr_hist_snapshot_init(&b->st.event_to_emit_s, sec_bounds, n_sec);
+    (void)pr_hist_snapshot_init(&b->st.wait_s, sec_bounds, n_sec);
+    (void)pr_hist_snapshot_init(&b->st.emit_to_ack_s, sec_bounds, n_sec);
 
-    size_t n = cfg->batch_size;
+    size_t n = cfg->batch.size;
     b->c_key = malloc(n * sizeof(*b->c_key));
     b->c_off = malloc(n * sizeof(*b->c_off));
     b->c_et = malloc(n * sizeof(*b->c_et));
@@ -326,7 +312,7 @@ void pr_batcher_free(pr_batcher *b)
     for (size_t i = 0; i < b->n_topics; i++)
         free(b->topics[i]);
     free(b->topics);
-    pr__offsets_free(&b->offs);
+    pr__offsets_fini(&b->offs);
     pthread_mutex_destroy(&b->mu);
     free(b);
 }
@@ -411,7 +397,7 @@ static int emit(pr_batcher *b, pr_batch_reason reason)
     if (!bt || bt->rows == 0)
         return 0;
     const pr_batcher_cfg *c = &b->cfg;
-    uint32_t n = bt->rows, cap = c->batch_size;
+    uint32_t n = bt->rows, cap = c->batch.size;
     size_t w = c->sparse_width;
 
     /* Compact columns to stride n (moving down, so memmove in column order is safe). */
@@ -463,9 +449,10 @@ static int emit(pr_batcher *b, pr_batch_reason reason)
     st->batches_emitted++;
     st->batches_by_reason[reason]++;
     st->rows_out += n;
-    pr_hist_observe(&st->fill_ratio, (double)n / cap);
-    pr_hist_observe(&st->event_to_emit_s, (double)(bt->emit_time_ms - bt->min_event_time_ms) / 1e3);
-    pr_hist_observe(&st->wait_s, (double)(bt->emit_mono_ns - b->c_oldest) / 1e9);
+    pr_hist_snapshot_observe(&st->fill_ratio, (double)n / cap);
+    pr_hist_snapshot_observe(&st->event_to_emit_s,
+                             (double)(bt->emit_time_ms - bt->min_event_time_ms) / 1e3);
+    pr_hist_snapshot_observe(&st->wait_s, (double)(bt->emit_mono_ns - b->c_oldest) / 1e9);
 
     int err = ensure_cur(b); /* before the callback: it may call back into us */
     pr_batch_ref(bt);
@@ -491,7 +478,7 @@ static inline void put_meta(pr_batcher *b, uint32_t n, int32_t key, int64_t off,
 static void copy_rows(pr_batcher *b, const pr_out *out, const uint32_t *idx, uint32_t k)
 {
     pr_batch *bt = b->cur;
-    uint32_t cap = b->cfg.batch_size, n0 = bt->rows;
+    uint32_t cap = b->cfg.batch.size, n0 = bt->rows;
     if (k == 0)
         return;
     if (idx[k - 1] - idx[0] == k - 1) {
@@ -552,7 +539,7 @@ static void out_to_pending(pr_batcher *b, const pr_out *out, uint32_t r, uint8_t
 static void pending_to_cur(pr_batcher *b, const uint8_t *src)
 {
     pr_batch *bt = b->cur;
-    uint32_t cap = b->cfg.batch_size, n = bt->rows;
+    uint32_t cap = b->cfg.batch.size, n = bt->rows;
     memcpy(&bt->labels[n], src, 4);
     const float *d = (const float *)(src + 4);
     for (uint32_t col = 0; col < b->cfg.n_dense; col++)
@@ -572,7 +559,7 @@ static int add_partition_order(pr_batcher *b, const pr_block *in, const pr_out *
         int err = ensure_cur(b);
         if (err < 0)
             return err;
-        uint32_t room = b->cfg.batch_size - b->cur->rows, k = 0;
+        uint32_t room = b->cfg.batch.size - b->cur->rows, k = 0;
         int slot = -1;
         int32_t slot_key = 0;
         for (; r < rows && k < room; r++) {
@@ -596,7 +583,7 @@ static int add_partition_order(pr_batcher *b, const pr_block *in, const pr_out *
         copy_rows(b, out, b->idx, k);
         b->cur->rows += k;
         b->st.rows_in += k;
-        if (b->cur->rows == b->cfg.batch_size && (err = emit(b, PR_BATCH_FULL)) < 0)
+        if (b->cur->rows == b->cfg.batch.size && (err = emit(b, PR_BATCH_FULL)) < 0)
             return err;
     }
     return 0;
@@ -729,7 +716,7 @@ static void update_watermark(pr_batcher *b)
     }
     if (!any)
         return;
-    int64_t cand = lo - b->cfg.allowed_lateness_ms;
+    int64_t cand = lo - b->cfg.batch.allowed_lateness_ms;
     if (!b->wm_set || cand > b->wm) {
         b->wm = cand;
         b->wm_set = true;
@@ -758,7 +745,7 @@ static int release(pr_batcher *b, bool all)
         if (b->heap_len)
             heap_down(b, 0);
         pend_free(b, slot);
-        if (b->cur->rows == b->cfg.batch_size && (err = emit(b, PR_BATCH_FULL)) < 0)
+        if (b->cur->rows == b->cfg.batch.size && (err = emit(b, PR_BATCH_FULL)) < 0)
             return err;
     }
     fifo_trim(b);
@@ -785,7 +772,7 @@ static int add_event_time(pr_batcher *b, const pr_block *in, const pr_out *out, 
         }
         if (b->wm_set && et < b->wm) {
             b->st.rows_late++;
-            if (b->cfg.late_policy == PR_BATCH_LATE_DROP_TO_DLQ) {
+            if (b->cfg.batch.late_policy == PR_BATCH_LATE_DROP_TO_DLQ) {
                 b->st.rows_late_dropped++;
                 pr__offsets_seen_done(&b->offs, slot, off);
                 if (b->cfg.on_late)
@@ -824,8 +811,9 @@ int pr_batcher_add(pr_batcher *b, const pr_block *in, const pr_out *out)
         (out->n_sparse && out->sparse_width != b->cfg.sparse_width))
         return PR_EINVAL;
     int64_t now = pr_clock_mono_ns(b->clock);
-    int err = b->cfg.ordering == PR_BATCH_ORDER_EVENT_TIME ? add_event_time(b, in, out, now)
-                                                           : add_partition_order(b, in, out, now);
+    int err = b->cfg.batch.ordering == PR_BATCH_ORDER_EVENT_TIME
+                  ? add_event_time(b, in, out, now)
+                  : add_partition_order(b, in, out, now);
     publish(b);
     return err;
 }
@@ -863,7 +851,7 @@ static int64_t ms_until(int64_t deadline_ns, int64_t now)
 int64_t pr_batcher_poll(pr_batcher *b)
 {
     int64_t now = pr_clock_mono_ns(b->clock);
-    if (b->cfg.ordering == PR_BATCH_ORDER_EVENT_TIME) {
+    if (b->cfg.batch.ordering == PR_BATCH_ORDER_EVENT_TIME) {
         fifo_trim(b);
         /* Rows whose deadline passed force the watermark up to their event time. */
         bool forced = false;
@@ -905,7 +893,7 @@ int64_t pr_batcher_poll(pr_batcher *b)
 
 void pr_batcher_flush(pr_batcher *b)
 {
-    if (b->cfg.ordering == PR_BATCH_ORDER_EVENT_TIME)
+    if (b->cfg.batch.ordering == PR_BATCH_ORDER_EVENT_TIME)
         (void)release(b, true);
     (void)emit(b, PR_BATCH_FLUSH);
     publish(b);
@@ -926,8 +914,8 @@ int pr_batcher_ack(pr_batcher *b, uint64_t seq)
     b->n_unacked--;
     b->unacked_bytes -= bt->bytes;
     b->st.batches_acked++;
-    pr_hist_observe(&b->st.emit_to_ack_s,
-                    (double)(pr_clock_mono_ns(b->clock) - bt->emit_mono_ns) / 1e9);
+    pr_hist_snapshot_observe(&b->st.emit_to_ack_s,
+                             (double)(pr_clock_mono_ns(b->clock) - bt->emit_mono_ns) / 1e9);
     while (b->ua_len && !b->ua[b->ua_head]) {
         b->ua_head = (b->ua_head + 1) % b->ua_cap;
         b->ua_len--;
@@ -963,7 +951,7 @@ static uint64_t drop_cur_rows(pr_batcher *b, int32_t key)
     pr_batch *bt = b->cur;
     if (!bt)
         return 0;
-    uint32_t n = bt->rows, cap = b->cfg.batch_size, j = 0;
+    uint32_t n = bt->rows, cap = b->cfg.batch.size, j = 0;
     size_t w = b->cfg.sparse_width;
     for (uint32_t i = 0; i < n; i++) {
         if (b->c_key[i] == key)
@@ -1018,11 +1006,11 @@ int pr_batcher_revoke(pr_batcher *b, int32_t partition, int64_t *safe_offset)
     if (safe_offset)
         *safe_offset = pr__offsets_safe(&b->offs, slot);
     uint64_t dropped = drop_cur_rows(b, partition);
-    if (b->cfg.ordering == PR_BATCH_ORDER_EVENT_TIME)
+    if (b->cfg.batch.ordering == PR_BATCH_ORDER_EVENT_TIME)
         dropped += drop_pending_rows(b, partition);
     b->st.rows_dropped_revoke += dropped;
     pr__offsets_reset(&b->offs, slot);
-    if (b->cfg.ordering == PR_BATCH_ORDER_EVENT_TIME)
+    if (b->cfg.batch.ordering == PR_BATCH_ORDER_EVENT_TIME)
         update_watermark(b);
     publish(b);
     return 0;

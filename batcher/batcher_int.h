@@ -45,7 +45,7 @@ typedef struct pr__offsets {
 } pr__offsets;
 
 void pr__offsets_init(pr__offsets *o);
-void pr__offsets_free(pr__offsets *o);
+void pr__offsets_fini(pr__offsets *o);
 /* Slot of partition key, creating (and activating) it when `create`; -1 when absent / ENOMEM. */
 int pr__offsets_slot(pr__offsets *o, int32_t key, bool create);
 /* A pending row: returns its handle (abs = -1 on ENOMEM). */

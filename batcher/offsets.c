@@ -22,7 +22,7 @@ void pr__offsets_init(pr__offsets *o)
     memset(o, 0, sizeof(*o));
 }
 
-void pr__offsets_free(pr__offsets *o)
+void pr__offsets_fini(pr__offsets *o)
 {
     for (size_t i = 0; i < o->n; i++) {
         free(o->parts[i].off);

@@ -149,7 +149,7 @@ static void *trainer_main(void *arg)
             pthread_mutex_unlock(&b->lock);
         }
         uint64_t seq = v.seq, rows = v.rows;
-        pr_batch_view_clear(&v);
+        pr_batch_view_fini(&v);
         pr_trainer_client_ack(c, seq);
         int64_t zero = 0;
         atomic_compare_exchange_strong(&b->first_ack_ns, &zero, now_ns());

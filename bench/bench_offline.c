@@ -5,7 +5,7 @@
  *                 [--block-rows N]
  *
  * Without --input it generates N rows (default 2M) of synthetic Criteo data
- * (service/pr_gen.h) into DIR (default /tmp). Stages, each printed as one JSON
+ * (tools/gen/include/pr_gen.h) into DIR (default /tmp). Stages, each printed as one JSON
  * line (the format bench/run.sh collects):
  *   gen_tsv       pr_gen_tsv into memory, 1 thread
  *   decode_tsv    pr_decode_criteo_lines over the whole file, 1 thread, hex
@@ -31,9 +31,9 @@
 #include <unistd.h>
 
 #include "pr_clock.h"
-#include "pr_decode.h"
+#include "pr_ingest.h"
 #include "pr_gen.h"
-#include "pr_offline.h"
+#include "pr_service.h"
 
 static double now_s(void)
 {

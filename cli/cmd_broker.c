@@ -16,7 +16,6 @@
 #include "pr_cli.h"
 #include "pr_ingest.h"
 #include "pr_log.h"
-#include "pr_svc_util.h"
 
 static void pr__broker_usage(FILE *f)
 {
@@ -35,7 +34,7 @@ static void pr__broker_usage(FILE *f)
                "                   with the mock's default partition count\n");
 }
 
-int pr_cmd_broker(int argc, char **argv)
+int pr_cli_cmd_broker(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"partitions", required_argument, NULL, 'p'},
@@ -79,7 +78,7 @@ int pr_cmd_broker(int argc, char **argv)
     /* Block the signals before librdkafka starts its threads, so they all
      * inherit the mask and this thread receives them. */
     sigset_t set;
-    pr_svc_block_signals(&set);
+    pr_cli_block_signals(&set);
     char errstr[512];
     pr_mock_broker *mb = pr_mock_broker_start(partitions, topics, errstr, sizeof(errstr));
     if (!mb) {
@@ -92,7 +91,7 @@ int pr_cmd_broker(int argc, char **argv)
             "~5 MB per partition)",
             pr_mock_broker_bootstrap(mb), topics, partitions);
     int sig;
-    while (!(sig = pr_svc_wait_signal(&set, 1000)))
+    while (!(sig = pr_cli_wait_signal(&set, 1000)))
         ;
     pr_info("broker: signal %d, stopping", sig);
     pr_mock_broker_stop(mb);

@@ -4,7 +4,7 @@
  *   piperec consume --connect HOST:PORT --pipeline P [--count N] [--credits K]
  *                   [--output DIR] [--client-id ID] [--idle-timeout-ms MS] [--quiet]
  *
- * Subscribes to a pipeline's trainer stream (batcher/pr_trainer_client.h),
+ * Subscribes to a pipeline's trainer stream (sinks/include/pr_trainer_client.h),
  * receives batches, checks their sequence numbers (a repeat is an error; a
  * lower number than one already seen is counted as out of order, which is
  * normal after another trainer's batches were redelivered to this one),
@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,51 +195,183 @@ static int out_close(npy_out *o, char *err, size_t es)
     return rc;
 }
 
-int pr_cmd_consume(int argc, char **argv)
+/* Parse argv into opt. Returns true when the command should run; otherwise
+ * *status is the exit code (0 after --help, 2 on a usage error). */
+static bool consume_parse(int argc, char **argv, consume_opts *opt, int *status)
 {
-    consume_opts opt = {.credits = 8, .idle_timeout_ms = -1};
+    *opt = (consume_opts){.credits = 8, .idle_timeout_ms = -1};
     int ch;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "c:p:n:k:o:i:t:qh", consume_longopts, NULL)) != -1) {
         switch (ch) {
         case 'c':
-            opt.connect = optarg;
+            opt->connect = optarg;
             break;
         case 'p':
-            opt.pipeline = optarg;
+            opt->pipeline = optarg;
             break;
         case 'n':
-            opt.count = strtoull(optarg, NULL, 10);
+            opt->count = strtoull(optarg, NULL, 10);
             break;
         case 'k':
-            opt.credits = (uint32_t)strtoul(optarg, NULL, 10);
+            opt->credits = (uint32_t)strtoul(optarg, NULL, 10);
             break;
         case 'o':
-            opt.output = optarg;
+            opt->output = optarg;
             break;
         case 'i':
-            opt.client_id = optarg;
+            opt->client_id = optarg;
             break;
         case 't':
-            opt.idle_timeout_ms = strtoll(optarg, NULL, 10);
+            opt->idle_timeout_ms = strtoll(optarg, NULL, 10);
             break;
         case 'q':
-            opt.quiet = 1;
+            opt->quiet = 1;
             break;
         case 'h':
             consume_usage(stdout);
-            return 0;
+            *status = 0;
+            return false;
         default:
             consume_usage(stderr);
-            return 2;
+            *status = 2;
+            return false;
         }
     }
-    if (!opt.connect || !opt.pipeline || opt.credits == 0) {
+    if (!opt->connect || !opt->pipeline || opt->credits == 0) {
         fprintf(stderr,
                 "piperec consume: --connect and --pipeline are required (and --credits >= 1)\n");
         consume_usage(stderr);
-        return 2;
+        *status = 2;
+        return false;
     }
+    return true;
+}
+
+/* What was received, for the sequence checks and the summary. */
+typedef struct consume_tally {
+    uint64_t batches, rows, first_seq, last_seq, max_seq, out_of_order, repeats;
+    uint64_t *seen; /* bitmap of sequences received: catches repeats */
+    size_t seen_cap;
+    double t_first, t_last;
+} consume_tally;
+
+/* Record sequence number seq: a repeat is reported, a number not above the
+ * highest seen counts as out of order. PR_ENOMEM when the bitmap cannot grow. */
+static int tally_seq(consume_tally *t, uint64_t seq)
+{
+    if (seq >= t->seen_cap * 64) {
+        size_t nc = (size_t)(seq / 64 + 1) * 2;
+        uint64_t *ns = realloc(t->seen, nc * sizeof(*ns));
+        if (!ns)
+            return PR_ENOMEM;
+        memset(ns + t->seen_cap, 0, (nc - t->seen_cap) * sizeof(*ns));
+        t->seen = ns;
+        t->seen_cap = nc;
+    }
+    if (t->seen[seq / 64] >> (seq % 64) & 1) {
+        t->repeats++;
+        fprintf(stderr, "piperec consume: batch %llu received twice\n", (unsigned long long)seq);
+    }
+    t->seen[seq / 64] |= (uint64_t)1 << (seq % 64);
+    if (seq <= t->max_seq)
+        t->out_of_order++;
+    else
+        t->max_seq = seq;
+    return 0;
+}
+
+/* One received batch: check its sequence, write it out, ack it. Clears v.
+ * Returns 0, or 1 after a runtime error. */
+static int consume_batch(pr_trainer_client *c, const consume_opts *opt, npy_out *out,
+                         consume_tally *t, pr_batch_view *v)
+{
+    char err[512];
+    if (tally_seq(t, v->seq) < 0) {
+        pr_batch_view_fini(v);
+        return 1;
+    }
+    if (!t->batches) {
+        t->first_seq = v->seq;
+        t->t_first = mono_s();
+    }
+    t->last_seq = v->seq;
+    if (opt->output && out_write(out, v, err, sizeof(err)) < 0) {
+        fprintf(stderr, "piperec consume: %s\n", err);
+        pr_batch_view_fini(v);
+        return 1;
+    }
+    t->batches++;
+    t->rows += v->rows;
+    t->t_last = mono_s();
+    uint64_t seq = v->seq;
+    pr_batch_view_fini(v);
+    /* Ack after the batch is written: the server may then commit its offsets. */
+    if (pr_trainer_client_ack(c, seq) < 0) {
+        fprintf(stderr, "piperec consume: cannot ack batch %llu\n", (unsigned long long)seq);
+        return 1;
+    }
+    return 0;
+}
+
+/* Receive until --count, EOF, the idle timeout, an error or a signal.
+ * *end says why it stopped; returns 0, or 1 after a runtime error. */
+static int consume_loop(pr_trainer_client *c, const consume_opts *opt, npy_out *out,
+                        consume_tally *t, const char **end)
+{
+    char err[512];
+    int rc = 0;
+    double idle_since = mono_s();
+    *end = "stopped";
+    while (!consume_stop && (opt->count == 0 || t->batches < opt->count)) {
+        pr_batch_view v;
+        int r = pr_trainer_client_next(c, &v, 200, err, sizeof(err));
+        if (r == 0) {
+            if (opt->idle_timeout_ms >= 0 &&
+                (mono_s() - idle_since) * 1e3 >= (double)opt->idle_timeout_ms) {
+                *end = "idle timeout";
+                break;
+            }
+            continue;
+        }
+        if (r < 0) {
+            if (r == PR_EIO && !strcmp(err, "server closed the connection")) {
+                *end = "server closed the connection";
+            } else {
+                fprintf(stderr, "piperec consume: %s\n", err);
+                rc = 1;
+            }
+            break;
+        }
+        idle_since = mono_s();
+        if ((rc = consume_batch(c, opt, out, t, &v)) != 0)
+            break;
+    }
+    if (consume_stop)
+        *end = "interrupted";
+    else if (opt->count && t->batches >= opt->count)
+        *end = "count reached";
+    return rc;
+}
+
+static void consume_summary(const char *end, const consume_tally *t, double t0)
+{
+    double span = t->t_last - t->t_first;
+    printf("piperec consume: %s: %llu batches, %llu rows, seq %llu..%llu (max %llu), %llu out of "
+           "order, "
+           "%llu repeated, %.0f rows/s, %.2f s total\n",
+           end, (unsigned long long)t->batches, (unsigned long long)t->rows,
+           (unsigned long long)t->first_seq, (unsigned long long)t->last_seq,
+           (unsigned long long)t->max_seq, (unsigned long long)t->out_of_order,
+           (unsigned long long)t->repeats, span > 0 ? (double)t->rows / span : 0.0, mono_s() - t0);
+}
+
+int pr_cli_cmd_consume(int argc, char **argv)
+{
+    consume_opts opt;
+    int status;
+    if (!consume_parse(argc, argv, &opt, &status))
+        return status;
 
     struct sigaction sa = {0};
     sa.sa_handler = on_signal;
@@ -272,99 +405,18 @@ int pr_cmd_consume(int argc, char **argv)
         return 1;
     }
 
-    uint64_t batches = 0, rows = 0, first_seq = 0, last_seq = 0, max_seq = 0, out_of_order = 0,
-             repeats = 0;
-    uint64_t *seen = NULL;
-    size_t seen_cap = 0;
-    int rc = 0;
-    double t0 = mono_s(), t_first = 0, t_last = 0, idle_since = mono_s();
-    const char *end = "stopped";
-    while (!consume_stop && (opt.count == 0 || batches < opt.count)) {
-        pr_batch_view v;
-        int r = pr_trainer_client_next(c, &v, 200, err, sizeof(err));
-        if (r == 0) {
-            if (opt.idle_timeout_ms >= 0 &&
-                (mono_s() - idle_since) * 1e3 >= (double)opt.idle_timeout_ms) {
-                end = "idle timeout";
-                break;
-            }
-            continue;
-        }
-        if (r < 0) {
-            if (r == PR_EIO && !strcmp(err, "server closed the connection")) {
-                end = "server closed the connection";
-            } else {
-                fprintf(stderr, "piperec consume: %s\n", err);
-                rc = 1;
-            }
-            break;
-        }
-        idle_since = mono_s();
-        /* Sequence checks: a bitmap of seen sequences catches repeats. */
-        if (v.seq >= seen_cap * 64) {
-            size_t nc = (size_t)(v.seq / 64 + 1) * 2;
-            uint64_t *ns = realloc(seen, nc * sizeof(*ns));
-            if (!ns) {
-                pr_batch_view_clear(&v);
-                rc = 1;
-                break;
-            }
-            memset(ns + seen_cap, 0, (nc - seen_cap) * sizeof(*ns));
-            seen = ns;
-            seen_cap = nc;
-        }
-        if (seen[v.seq / 64] >> (v.seq % 64) & 1) {
-            repeats++;
-            fprintf(stderr, "piperec consume: batch %llu received twice\n",
-                    (unsigned long long)v.seq);
-        }
-        seen[v.seq / 64] |= (uint64_t)1 << (v.seq % 64);
-        if (v.seq <= max_seq)
-            out_of_order++;
-        else
-            max_seq = v.seq;
-        if (!batches) {
-            first_seq = v.seq;
-            t_first = mono_s();
-        }
-        last_seq = v.seq;
-        if (opt.output && out_write(&out, &v, err, sizeof(err)) < 0) {
-            fprintf(stderr, "piperec consume: %s\n", err);
-            pr_batch_view_clear(&v);
-            rc = 1;
-            break;
-        }
-        batches++;
-        rows += v.rows;
-        t_last = mono_s();
-        uint64_t seq = v.seq;
-        pr_batch_view_clear(&v);
-        /* Ack after the batch is written: the server may then commit its offsets. */
-        if (pr_trainer_client_ack(c, seq) < 0) {
-            fprintf(stderr, "piperec consume: cannot ack batch %llu\n", (unsigned long long)seq);
-            rc = 1;
-            break;
-        }
-    }
-    if (consume_stop)
-        end = "interrupted";
-    else if (opt.count && batches >= opt.count)
-        end = "count reached";
+    consume_tally t = {0};
+    const char *end;
+    double t0 = mono_s();
+    int rc = consume_loop(c, &opt, &out, &t, &end);
     if (opt.output && out_close(&out, err, sizeof(err)) < 0) {
         fprintf(stderr, "piperec consume: %s\n", err);
         rc = 1;
     }
     pr_trainer_client_close(c);
-    free(seen);
-    double span = t_last - t_first;
-    printf("piperec consume: %s: %llu batches, %llu rows, seq %llu..%llu (max %llu), %llu out of "
-           "order, "
-           "%llu repeated, %.0f rows/s, %.2f s total\n",
-           end, (unsigned long long)batches, (unsigned long long)rows,
-           (unsigned long long)first_seq, (unsigned long long)last_seq, (unsigned long long)max_seq,
-           (unsigned long long)out_of_order, (unsigned long long)repeats,
-           span > 0 ? (double)rows / span : 0.0, mono_s() - t0);
-    if (repeats)
+    free(t.seen);
+    consume_summary(end, &t, t0);
+    if (t.repeats)
         rc = 1;
     return rc;
 }

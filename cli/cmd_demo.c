@@ -39,7 +39,6 @@
 #include "pr_ingest.h"
 #include "pr_log.h"
 #include "pr_service.h"
-#include "pr_svc_util.h"
 #include "pr_trainer_client.h"
 
 #define PR__DEMO_MAX_PARTS       64
@@ -298,7 +297,7 @@ static void *pr__trainer_main(void *arg)
         if (rc == 1) {
             pr__record_batch(d, &v);
             uint64_t seq = v.seq, rows = v.rows;
-            pr_batch_view_clear(&v);
+            pr_batch_view_fini(&v);
             if (pr_trainer_client_ack(c, seq) == 0) {
                 atomic_fetch_add(&d->acked_rows, rows);
                 atomic_fetch_add(&d->acked_batches, 1);
@@ -535,7 +534,7 @@ static int pr__demo_config(pr__demo *d, char *err, size_t errsz)
     if (rc)
         return rc;
     char http[64];
-    if (pr_svc_port_free("127.0.0.1", 9464))
+    if (pr_cli_port_free("127.0.0.1", 9464))
         snprintf(http, sizeof(http), "127.0.0.1:9464");
     else
         snprintf(http, sizeof(http), "127.0.0.1:0");
@@ -559,52 +558,48 @@ static int pr__demo_config(pr__demo *d, char *err, size_t errsz)
     return pr_config_check_streaming(d->cfg, err, errsz);
 }
 
-int pr_cmd_demo(int argc, char **argv)
+static void pr__demo_free(pr__demo *d)
 {
-    pr__demo *d = calloc(1, sizeof(*d));
-    if (!d)
-        return 1;
-    d->rate = 50000;
-    d->partitions = 3;
-    d->format = PR_FORMAT_CRITEO_TSV;
-    d->backend = "cpu";
-    d->seed = 1;
-    d->tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
-    pthread_mutex_init(&d->ranges_lock, NULL);
-    int exit_code = 1;
+    pr_service_free(d->svc);
+    pr_config_free(d->cfg);
+    pr_gen_free(d->gen);
+    pr_mock_broker_stop(d->broker);
+    for (int p = 0; p < PR__DEMO_MAX_PARTS; p++)
+        free(d->ranges[p].v);
+    pthread_mutex_destroy(&d->ranges_lock);
+    free(d);
+}
+
+/* Broker, config, generator, then the service, started. Returns 0, or the
+ * exit code after printing why. */
+static int pr__demo_setup(pr__demo *d)
+{
     char err[2048];
-
-    int a = pr__demo_args(d, argc, argv);
-    if (a) {
-        free(d);
-        return a > 0 ? 0 : 2;
-    }
-    pr_log_set_level(d->verbose ? PR_LOG_INFO : PR_LOG_WARN);
-
-    sigset_t sigs;
-    pr_svc_block_signals(&sigs);
-
     d->broker = pr_mock_broker_start(d->partitions, PR__DEMO_TOPIC, err, sizeof(err));
     if (!d->broker) {
         fprintf(stderr, "piperec demo: broker: %s\n", err);
-        goto out;
+        return 1;
     }
     if (pr__demo_config(d, err, sizeof(err))) {
         fprintf(stderr, "piperec demo: config: %s\n", err);
-        exit_code = 2;
-        goto out;
+        return 2;
     }
     d->gen = pr_gen_new(d->seed);
     if (!d->gen) {
         fprintf(stderr, "piperec demo: out of memory\n");
-        goto out;
+        return 1;
     }
     pr_service_opts so = {0};
     if (pr_service_new(d->cfg, &so, &d->svc, err, sizeof(err)) ||
         pr_service_start(d->svc, err, sizeof(err))) {
         fprintf(stderr, "piperec demo: %s\n", err);
-        goto out;
+        return 1;
     }
+    return 0;
+}
+
+static void pr__demo_banner(pr__demo *d)
+{
     const pr_pipeline_cfg *pc = &d->cfg->pipelines[0];
     printf("piperec demo: broker %s, topic '%s' (%d partitions, %s), rate %.0f events/s, "
            "batch %u rows / %lld ms, backend %s\n",
@@ -620,16 +615,12 @@ int pr_cmd_demo(int argc, char **argv)
     else
         printf("piperec demo: running until Ctrl-C\n");
     fflush(stdout);
+}
 
-    if (pthread_create(&d->trainer_thread, NULL, pr__trainer_main, d) ||
-        pthread_create(&d->prod_thread, NULL, pr__producer_main, d)) {
-        fprintf(stderr, "piperec demo: cannot start threads\n");
-        pr_service_free(d->svc);
-        d->svc = NULL;
-        goto out;
-    }
-
-    int64_t start = pr__mono_ms();
+/* A status line per second until --duration, a signal or a service stop.
+ * Returns true when a signal ended it. */
+static bool pr__demo_watch(pr__demo *d, sigset_t *sigs, int64_t start)
+{
     pr__tick prev = {start, 0, 0, 0, {0}};
     pr_pipeline_stats st0;
     pr_service_pipeline_stats(d->svc, 0, &st0);
@@ -643,7 +634,7 @@ int pr_cmd_demo(int argc, char **argv)
         if (pr_service_stopping(d->svc))
             break;
         int wait = (int)(next_tick - now);
-        if (wait > 0 && pr_svc_wait_signal(&sigs, wait) > 0) {
+        if (wait > 0 && pr_cli_wait_signal(sigs, wait) > 0) {
             interrupted = true;
             break;
         }
@@ -652,13 +643,13 @@ int pr_cmd_demo(int argc, char **argv)
             next_tick += 1000;
         }
     }
-    if (d->tty)
-        printf("\n");
-    printf("piperec demo: %s; stopping the producer and draining\n",
-           interrupted ? "interrupted" : "time is up");
-    fflush(stdout);
+    return interrupted;
+}
 
-    /* Producer first, then let the pipeline consume what was delivered. */
+/* Stop the producer, then let the pipeline consume what was delivered (up
+ * to 20 s, or until a second signal). Returns the delivered event count. */
+static uint64_t pr__demo_drain(pr__demo *d, sigset_t *sigs)
+{
     atomic_store(&d->prod_stop, true);
     pthread_join(d->prod_thread, NULL);
     uint64_t delivered = atomic_load(&d->delivered_events);
@@ -669,16 +660,18 @@ int pr_cmd_demo(int argc, char **argv)
         if (st.records_in + st.rejected >= delivered || pr__mono_ms() > catch_up ||
             pr_service_stopping(d->svc))
             break;
-        if (pr_svc_wait_signal(&sigs, 20) > 0)
+        if (pr_cli_wait_signal(sigs, 20) > 0)
             break; /* a second Ctrl-C: stop waiting for the backlog */
     }
-    int64_t end = pr__mono_ms();
-    int src = pr_service_stop(d->svc); /* emits partial batches, waits for acks, commits */
-    atomic_store(&d->trainer_stop, true);
-    pthread_join(d->trainer_thread, NULL);
-    pr_service_pipeline_stats(d->svc, 0, &st);
+    return delivered;
+}
 
-    double secs = (double)(end - start) / 1000.0;
+/* The end-of-run summary; returns whether the exactly-once check passed. */
+static bool pr__demo_summary(pr__demo *d, double secs, uint64_t delivered, int stop_rc)
+{
+    const pr_pipeline_cfg *pc = &d->cfg->pipelines[0];
+    pr_pipeline_stats st;
+    pr_service_pipeline_stats(d->svc, 0, &st);
     char check[512];
     bool ok = pr__exactly_once(d, check, sizeof(check));
     printf("\n== piperec demo summary (%.1f s, %s, backend %s) ==\n", secs,
@@ -709,19 +702,65 @@ int pr_cmd_demo(int argc, char **argv)
            (unsigned long long)st.pauses, (unsigned long long)st.inflight_peak_bytes);
     if (d->prod_err[0])
         printf("  producer      last error: %s\n", d->prod_err);
-    if (src && src != PR_ETIMEDOUT)
-        printf("  service       stopped with: %s\n", pr_strerror(src));
+    if (stop_rc && stop_rc != PR_ETIMEDOUT)
+        printf("  service       stopped with: %s\n", pr_strerror(stop_rc));
     printf("  exactly-once  %s\n", check);
-    exit_code = ok ? 0 : 1;
+    return ok;
+}
+
+int pr_cli_cmd_demo(int argc, char **argv)
+{
+    pr__demo *d = calloc(1, sizeof(*d));
+    if (!d)
+        return 1;
+    d->rate = 50000;
+    d->partitions = 3;
+    d->format = PR_FORMAT_CRITEO_TSV;
+    d->backend = "cpu";
+    d->seed = 1;
+    d->tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+    pthread_mutex_init(&d->ranges_lock, NULL);
+
+    int a = pr__demo_args(d, argc, argv);
+    if (a) {
+        free(d);
+        return a > 0 ? 0 : 2;
+    }
+    pr_log_set_level(d->verbose ? PR_LOG_INFO : PR_LOG_WARN);
+
+    sigset_t sigs;
+    pr_cli_block_signals(&sigs);
+
+    int exit_code = pr__demo_setup(d);
+    if (exit_code)
+        goto out;
+    pr__demo_banner(d);
+    if (pthread_create(&d->trainer_thread, NULL, pr__trainer_main, d) ||
+        pthread_create(&d->prod_thread, NULL, pr__producer_main, d)) {
+        fprintf(stderr, "piperec demo: cannot start threads\n");
+        pr_service_free(d->svc);
+        d->svc = NULL;
+        exit_code = 1;
+        goto out;
+    }
+
+    int64_t start = pr__mono_ms();
+    bool interrupted = pr__demo_watch(d, &sigs, start);
+    if (d->tty)
+        printf("\n");
+    printf("piperec demo: %s; stopping the producer and draining\n",
+           interrupted ? "interrupted" : "time is up");
+    fflush(stdout);
+
+    /* Producer first, then let the pipeline consume what was delivered. */
+    uint64_t delivered = pr__demo_drain(d, &sigs);
+    int64_t end = pr__mono_ms();
+    int src = pr_service_stop(d->svc); /* emits partial batches, waits for acks, commits */
+    atomic_store(&d->trainer_stop, true);
+    pthread_join(d->trainer_thread, NULL);
+    exit_code = pr__demo_summary(d, (double)(end - start) / 1000.0, delivered, src) ? 0 : 1;
 
 out:
-    pr_service_free(d->svc);
-    pr_config_free(d->cfg);
-    pr_gen_free(d->gen);
-    pr_mock_broker_stop(d->broker);
-    for (int p = 0; p < PR__DEMO_MAX_PARTS; p++)
-        free(d->ranges[p].v);
-    pthread_mutex_destroy(&d->ranges_lock);
-    free(d);
+    pr__demo_free(d);
     return exit_code;
 }

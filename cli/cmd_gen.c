@@ -1,7 +1,7 @@
 /*
  * cmd_gen.c — `piperec gen --rows N --seed S --output PATH|- [--format tsv|binary]
  * [--batch-events N] [--threads N] [--first-row R]`: synthetic Criteo-shaped
- * data (service/pr_gen.h; formats in docs/formats.md).
+ * data (tools/gen/include/pr_gen.h; formats in docs/formats.md).
  *
  * Rows are pure functions of (seed, row), so generation is split into fixed
  * chunks that worker threads fill in parallel while this thread writes them
@@ -126,7 +126,7 @@ static int pr__parse_u64(const char *s, uint64_t *out)
     return 0;
 }
 
-int pr_cmd_gen(int argc, char **argv)
+int pr_cli_cmd_gen(int argc, char **argv)
 {
     uint64_t rows = 0, seed = 1, threads = 2, batch_events = 256, first_row = 0;
     const char *output = NULL, *format = "tsv";

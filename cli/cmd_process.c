@@ -3,7 +3,7 @@
  * [--pipeline NAME] [--threads N] [--block-rows N] [--backend B] [--progress|--no-progress]`.
  *
  * Offline mode: raw Criteo TSV through the engine into .npy files
- * (service/pr_offline.h). Without --config the embedded default config is
+ * (service/include/pr_service.h). Without --config the embedded default config is
  * used. Exit codes: 0 done, 1 I/O or runtime failure (the path and strerror
  * are printed), 2 usage or config error (the config's own message).
  * Progress goes to stderr only when stderr is a terminal; the one-line
@@ -18,7 +18,7 @@
 
 #include "pr_cli.h"
 #include "pr_config.h"
-#include "pr_offline.h"
+#include "pr_service.h"
 
 static void pr__process_usage(FILE *f)
 {
@@ -44,7 +44,7 @@ static int pr__parse_int(const char *s, long lo, long hi, long *out)
     return 0;
 }
 
-int pr_cmd_process(int argc, char **argv)
+int pr_cli_cmd_process(int argc, char **argv)
 {
     const char *config = NULL, *input = NULL, *output = NULL, *pipeline = NULL, *backend = NULL;
     const char *threads_s = NULL, *block_rows_s = NULL;

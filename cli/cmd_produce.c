@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -263,7 +264,22 @@ static void pr__produce_usage(FILE *f)
         "The test broker (`piperec broker`) keeps only ~5 MB per partition.\n");
 }
 
-int pr_cmd_produce(int argc, char **argv)
+/* What the command line asked for. */
+typedef struct pr__produce_args {
+    const char *bootstrap, *topic, *input;
+    const char *props[PR__MAX_PROPS];
+    int n_props;
+    int format; /* pr_msg_format */
+    unsigned long lines_per, events_per;
+    double rate;
+    long long gen; /* rows to generate, -1 = read --input */
+    unsigned long long seed;
+    long partition;
+} pr__produce_args;
+
+/* Parse argv into a. Returns true when the command should run; otherwise
+ * *status is the exit code (0 after --help, 2 on a usage error). */
+static bool pr__produce_parse(int argc, char **argv, pr__produce_args *a, int *status)
 {
     static const struct option opts[] = {
         {"bootstrap", required_argument, NULL, 'b'},
@@ -279,37 +295,35 @@ int pr_cmd_produce(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *bootstrap = NULL, *topic = NULL, *input = NULL;
-    const char *props[PR__MAX_PROPS];
-    int n_props = 0;
-    int format = PR_MSG_CRITEO_TSV;
-    unsigned long lines_per = 1, events_per = 256;
-    double rate = 0;
-    long long gen = -1;
-    unsigned long long seed = 1;
-    long partition = RD_KAFKA_PARTITION_UA;
+    *a = (pr__produce_args){.format = PR_MSG_CRITEO_TSV,
+                            .lines_per = 1,
+                            .events_per = 256,
+                            .gen = -1,
+                            .seed = 1,
+                            .partition = RD_KAFKA_PARTITION_UA};
+    *status = 2;
     int ch;
     char *end;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "b:t:i:f:r:g:s:p:X:h", opts, NULL)) != -1) {
         switch (ch) {
         case 'b':
-            bootstrap = optarg;
+            a->bootstrap = optarg;
             break;
         case 't':
-            topic = optarg;
+            a->topic = optarg;
             break;
         case 'i':
-            input = optarg;
+            a->input = optarg;
             break;
         case 'f':
-            format = pr_msg_format_from_name(optarg);
-            if (format < 0) {
+            a->format = pr_msg_format_from_name(optarg);
+            if (a->format < 0) {
                 fprintf(stderr,
                         "piperec produce: --format: unknown '%s' (criteo_tsv, "
                         "protobuf_event, protobuf_event_batch)\n",
                         optarg);
-                return 2;
+                return false;
             }
             break;
         case 'L':
@@ -318,184 +332,250 @@ int pr_cmd_produce(int argc, char **argv)
             if (*end || v < 1 || v > 1000000) {
                 fprintf(stderr, "piperec produce: --%s: expected 1..1000000, got '%s'\n",
                         ch == 'L' ? "lines-per-message" : "events-per-message", optarg);
-                return 2;
+                return false;
             }
-            *(ch == 'L' ? &lines_per : &events_per) = v;
+            *(ch == 'L' ? &a->lines_per : &a->events_per) = v;
             break;
         }
         case 'r':
-            rate = strtod(optarg, &end);
-            if (*end || rate < 0) {
+            a->rate = strtod(optarg, &end);
+            if (*end || a->rate < 0) {
                 fprintf(stderr, "piperec produce: --rate: expected events/s >= 0, got '%s'\n",
                         optarg);
-                return 2;
+                return false;
             }
             break;
         case 'g':
-            gen = strtoll(optarg, &end, 10);
-            if (*end || gen < 0) {
+            a->gen = strtoll(optarg, &end, 10);
+            if (*end || a->gen < 0) {
                 fprintf(stderr, "piperec produce: --gen: expected a row count, got '%s'\n", optarg);
-                return 2;
+                return false;
             }
             break;
         case 's':
-            seed = strtoull(optarg, &end, 10);
+            a->seed = strtoull(optarg, &end, 10);
             if (*end) {
                 fprintf(stderr, "piperec produce: --seed: expected an integer, got '%s'\n", optarg);
-                return 2;
+                return false;
             }
             break;
         case 'p':
-            partition = strtol(optarg, &end, 10);
-            if (*end || partition < 0) {
+            a->partition = strtol(optarg, &end, 10);
+            if (*end || a->partition < 0) {
                 fprintf(stderr, "piperec produce: --partition: expected >= 0, got '%s'\n", optarg);
-                return 2;
+                return false;
             }
             break;
         case 'X':
-            if (n_props >= PR__MAX_PROPS || !strchr(optarg, '=')) {
+            if (a->n_props >= PR__MAX_PROPS || !strchr(optarg, '=')) {
                 fprintf(stderr, "piperec produce: -X: expected key=value, got '%s'\n", optarg);
-                return 2;
+                return false;
             }
-            props[n_props++] = optarg;
+            a->props[a->n_props++] = optarg;
             break;
         case 'h':
             pr__produce_usage(stdout);
-            return 0;
+            *status = 0;
+            return false;
         default:
             pr__produce_usage(stderr);
-            return 2;
+            return false;
         }
     }
-    if (!bootstrap || !topic || (!input && gen < 0) || (input && gen >= 0)) {
+    if (!a->bootstrap || !a->topic || (!a->input && a->gen < 0) || (a->input && a->gen >= 0)) {
         fprintf(stderr, "piperec produce: need --bootstrap, --topic and one of --input / --gen\n");
         pr__produce_usage(stderr);
-        return 2;
+        return false;
     }
+    return true;
+}
 
-    pr__prod p = {.topic = topic, .partition = (int32_t)partition, .format = format, .rate = rate};
-    p.per_msg = format == PR_MSG_CRITEO_TSV       ? (uint32_t)lines_per
-                : format == PR_MSG_PROTOBUF_EVENT ? 1
-                                                  : (uint32_t)events_per;
-    if (format == PR_MSG_CRITEO_TSV && gen >= 0)
-        p.per_msg = (uint32_t)lines_per;
-    if (format != PR_MSG_CRITEO_TSV) {
-        p.evs = calloc(p.per_msg, sizeof(*p.evs));
-        p.evp = calloc(p.per_msg, sizeof(*p.evp));
-        p.bufs = calloc(p.per_msg, sizeof(*p.bufs));
-        p.pb_cap = 64 * 1024;
-        p.pb = malloc(p.pb_cap);
-        if (!p.evs || !p.evp || !p.bufs || !p.pb) {
-            fprintf(stderr, "piperec produce: out of memory\n");
-            return 1;
-        }
-        for (uint32_t i = 0; i < p.per_msg; i++)
-            p.evp[i] = &p.evs[i];
-    }
+static void pr__prod_free(pr__prod *p)
+{
+    free(p->tsv);
+    free(p->evs);
+    free(p->evp);
+    free(p->bufs);
+    free(p->pb);
+}
 
+/* Size the message under construction; protobuf formats get per_msg events
+ * with their storage. */
+static int pr__prod_init(pr__prod *p, const pr__produce_args *a)
+{
+    *p = (pr__prod){.topic = a->topic,
+                    .partition = (int32_t)a->partition,
+                    .format = a->format,
+                    .rate = a->rate};
+    p->per_msg = a->format == PR_MSG_CRITEO_TSV       ? (uint32_t)a->lines_per
+                 : a->format == PR_MSG_PROTOBUF_EVENT ? 1
+                                                      : (uint32_t)a->events_per;
+    if (a->format == PR_MSG_CRITEO_TSV)
+        return 0;
+    p->evs = calloc(p->per_msg, sizeof(*p->evs));
+    p->evp = calloc(p->per_msg, sizeof(*p->evp));
+    p->bufs = calloc(p->per_msg, sizeof(*p->bufs));
+    p->pb_cap = 64 * 1024;
+    p->pb = malloc(p->pb_cap);
+    if (!p->evs || !p->evp || !p->bufs || !p->pb)
+        return PR_ENOMEM;
+    for (uint32_t i = 0; i < p->per_msg; i++)
+        p->evp[i] = &p->evs[i];
+    return 0;
+}
+
+/* The idempotent producer, with -X properties over the fixed ones. Returns
+ * NULL after printing why; *status is then the exit code. */
+static rd_kafka_t *pr__producer_new(const pr__produce_args *a, pr__prod *p, int *status)
+{
     char errstr[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     const char *fixed[][2] = {
-        {"bootstrap.servers", bootstrap},
+        {"bootstrap.servers", a->bootstrap},
         {"enable.idempotence", "true"},
         {"acks", "all"},
         {"linger.ms", "5"},
         {"batch.num.messages", "10000"},
         {"queue.buffering.max.kbytes", "262144"},
     };
+    *status = 2;
     for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
         if (rd_kafka_conf_set(conf, fixed[i][0], fixed[i][1], errstr, sizeof(errstr))) {
             fprintf(stderr, "piperec produce: %s\n", errstr);
             rd_kafka_conf_destroy(conf);
-            return 2;
+            return NULL;
         }
-    for (int i = 0; i < n_props; i++) {
+    for (int i = 0; i < a->n_props; i++) {
         char kv[1024];
-        snprintf(kv, sizeof(kv), "%s", props[i]);
+        snprintf(kv, sizeof(kv), "%s", a->props[i]);
         char *eq = strchr(kv, '=');
         *eq = 0;
         if (rd_kafka_conf_set(conf, kv, eq + 1, errstr, sizeof(errstr))) {
             fprintf(stderr, "piperec produce: -X %s: %s\n", kv, errstr);
             rd_kafka_conf_destroy(conf);
-            return 2;
+            return NULL;
         }
     }
     rd_kafka_conf_set_dr_msg_cb(conf, pr__dr);
-    rd_kafka_conf_set_opaque(conf, &p);
-    p.rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
-    if (!p.rk) {
+    rd_kafka_conf_set_opaque(conf, p);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+    if (!rk) {
         fprintf(stderr, "piperec produce: %s\n", errstr);
         rd_kafka_conf_destroy(conf);
+        *status = 1;
+    }
+    return rk;
+}
+
+/* Criteo TSV lines from a file or stdin ("-"); blank lines are skipped. */
+static int pr__produce_file(pr__prod *p, const char *input)
+{
+    FILE *f = strcmp(input, "-") ? fopen(input, "r") : stdin;
+    if (!f) {
+        fprintf(stderr, "piperec produce: %s: %s\n", input, strerror(errno));
         return 1;
     }
-
     int rc = 0;
-    p.t0_ns = pr_clock_mono_ns(pr_clock_real());
-    if (input) {
-        FILE *f = strcmp(input, "-") ? fopen(input, "r") : stdin;
-        if (!f) {
-            fprintf(stderr, "piperec produce: %s: %s\n", input, strerror(errno));
-            rc = 1;
-            goto out;
-        }
-        char *line = NULL;
-        size_t cap = 0;
-        ssize_t n;
-        while (!rc && (n = getline(&line, &cap, f)) >= 0) {
-            while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-                n--;
-            if (n == 0)
-                continue;
-            rc = pr__add_line(&p, line, (size_t)n);
-        }
-        free(line);
-        if (f != stdin)
-            fclose(f);
-    } else if (format == PR_MSG_CRITEO_TSV) {
-        pr_gen *g = pr_gen_new(seed);
-        char *buf = malloc((size_t)PR_GEN_TSV_LINE_MAX * 2);
-        if (!g || !buf) {
-            fprintf(stderr, "piperec produce: out of memory\n");
-            rc = 1;
-        }
-        for (long long r = 0; !rc && r < gen; r++) {
-            uint64_t got = 0;
-            size_t len = pr_gen_tsv(g, (uint64_t)r, 1, buf, (size_t)PR_GEN_TSV_LINE_MAX * 2, &got);
-            while (len && buf[len - 1] == '\n')
-                len--;
-            rc = pr__add_line(&p, buf, len);
-        }
-        free(buf);
-        pr_gen_free(g);
-    } else {
-        pr_gen *g = pr_gen_new(seed);
-        if (!g) {
-            fprintf(stderr, "piperec produce: out of memory\n");
-            rc = 1;
-        }
-        pr_gen_row row;
-        for (long long r = 0; !rc && r < gen; r++) {
-            pr_gen_row_at(g, (uint64_t)r, &row);
-            rc = pr__add_gen_row(&p, &row);
-        }
-        pr_gen_free(g);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    while (!rc && (n = getline(&line, &cap, f)) >= 0) {
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+            n--;
+        if (n == 0)
+            continue;
+        rc = pr__add_line(p, line, (size_t)n);
     }
-    if (!rc)
-        rc = pr__flush_msg(&p);
-out:
-    if (rd_kafka_flush(p.rk, 60000))
-        pr_err("produce: %d message(s) not delivered after 60 s", rd_kafka_outq_len(p.rk));
-    double secs = (double)(pr_clock_mono_ns(pr_clock_real()) - p.t0_ns) / 1e9;
+    free(line);
+    if (f != stdin)
+        fclose(f);
+    return rc;
+}
+
+/* `rows` generated rows as TSV lines (criteo_tsv). */
+static int pr__produce_gen_tsv(pr__prod *p, long long rows, unsigned long long seed)
+{
+    int rc = 0;
+    pr_gen *g = pr_gen_new(seed);
+    char *buf = malloc((size_t)PR_GEN_TSV_LINE_MAX * 2);
+    if (!g || !buf) {
+        fprintf(stderr, "piperec produce: out of memory\n");
+        rc = 1;
+    }
+    for (long long r = 0; !rc && r < rows; r++) {
+        uint64_t got = 0;
+        size_t len = pr_gen_tsv(g, (uint64_t)r, 1, buf, (size_t)PR_GEN_TSV_LINE_MAX * 2, &got);
+        while (len && buf[len - 1] == '\n')
+            len--;
+        rc = pr__add_line(p, buf, len);
+    }
+    free(buf);
+    pr_gen_free(g);
+    return rc;
+}
+
+/* `rows` generated rows as protobuf events (sparse_id). */
+static int pr__produce_gen_events(pr__prod *p, long long rows, unsigned long long seed)
+{
+    int rc = 0;
+    pr_gen *g = pr_gen_new(seed);
+    if (!g) {
+        fprintf(stderr, "piperec produce: out of memory\n");
+        rc = 1;
+    }
+    pr_gen_row row;
+    for (long long r = 0; !rc && r < rows; r++) {
+        pr_gen_row_at(g, (uint64_t)r, &row);
+        rc = pr__add_gen_row(p, &row);
+    }
+    pr_gen_free(g);
+    return rc;
+}
+
+/* Wait for delivery reports (up to 60 s) and print the totals line. */
+static void pr__produce_finish(pr__prod *p)
+{
+    if (rd_kafka_flush(p->rk, 60000))
+        pr_err("produce: %d message(s) not delivered after 60 s", rd_kafka_outq_len(p->rk));
+    double secs = (double)(pr_clock_mono_ns(pr_clock_real()) - p->t0_ns) / 1e9;
     printf("produced events=%" PRIu64 " messages=%" PRIu64 " bytes=%" PRIu64 " delivered=%" PRIu64
            " failed=%" PRIu64 " seconds=%.3f events_per_s=%.0f\n",
-           p.events, p.messages, p.bytes, p.delivered, p.failed, secs,
-           secs > 0 ? (double)p.events / secs : 0.0);
+           p->events, p->messages, p->bytes, p->delivered, p->failed, secs,
+           secs > 0 ? (double)p->events / secs : 0.0);
     fflush(stdout);
+}
+
+int pr_cli_cmd_produce(int argc, char **argv)
+{
+    pr__produce_args a;
+    int status;
+    if (!pr__produce_parse(argc, argv, &a, &status))
+        return status;
+
+    pr__prod p;
+    if (pr__prod_init(&p, &a)) {
+        fprintf(stderr, "piperec produce: out of memory\n");
+        pr__prod_free(&p);
+        return 1;
+    }
+    p.rk = pr__producer_new(&a, &p, &status);
+    if (!p.rk) {
+        pr__prod_free(&p);
+        return status;
+    }
+
+    int rc;
+    p.t0_ns = pr_clock_mono_ns(pr_clock_real());
+    if (a.input)
+        rc = pr__produce_file(&p, a.input);
+    else if (a.format == PR_MSG_CRITEO_TSV)
+        rc = pr__produce_gen_tsv(&p, a.gen, a.seed);
+    else
+        rc = pr__produce_gen_events(&p, a.gen, a.seed);
+    if (!rc)
+        rc = pr__flush_msg(&p);
+    pr__produce_finish(&p);
     rd_kafka_destroy(p.rk);
-    free(p.tsv);
-    free(p.evs);
-    free(p.evp);
-    free(p.bufs);
-    free(p.pb);
+    pr__prod_free(&p);
     return rc || p.failed || p.delivered != p.messages ? 1 : 0;
 }

@@ -19,7 +19,6 @@
 #include "pr_config.h"
 #include "pr_log.h"
 #include "pr_service.h"
-#include "pr_svc_util.h"
 
 static void pr__run_usage(FILE *f)
 {
@@ -31,7 +30,7 @@ static void pr__run_usage(FILE *f)
                "  --check         validate the configuration and exit (0 = valid)\n");
 }
 
-int pr_cmd_run(int argc, char **argv)
+int pr_cli_cmd_run(int argc, char **argv)
 {
     const char *path = NULL;
     bool check_only = false;
@@ -77,7 +76,7 @@ int pr_cmd_run(int argc, char **argv)
     pr_log_set_level(cfg->log_level);
 
     sigset_t sigs;
-    pr_svc_block_signals(&sigs);
+    pr_cli_block_signals(&sigs);
 
     pr_service *svc = NULL;
     pr_service_opts opts = {0};
@@ -101,7 +100,7 @@ int pr_cmd_run(int argc, char **argv)
 
     int sig = 0;
     while (!pr_service_stopping(svc)) {
-        sig = pr_svc_wait_signal(&sigs, 200);
+        sig = pr_cli_wait_signal(&sigs, 200);
         if (sig > 0)
             break;
     }

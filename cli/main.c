@@ -17,7 +17,7 @@ typedef struct pr_command {
     const char *help;
 } pr_command;
 
-static int pr_cmd_version(int argc, char **argv)
+static int pr__cmd_version(int argc, char **argv)
 {
     (void)argc;
     (void)argv;
@@ -26,14 +26,14 @@ static int pr_cmd_version(int argc, char **argv)
 }
 
 static const pr_command pr_commands[] = {
-    {"run", pr_cmd_run, "run the streaming service: --config FILE"},
-    {"demo", pr_cmd_demo, "live demo: embedded broker, producer, pipeline, trainer"},
-    {"process", pr_cmd_process, "offline: --config FILE --input PATH|- --output DIR"},
-    {"gen", pr_cmd_gen, "synthetic Criteo-shaped data: --rows N --seed S --output PATH"},
-    {"broker", pr_cmd_broker, "test broker (librdkafka mock cluster) on loopback"},
-    {"produce", pr_cmd_produce, "load events into Kafka: --bootstrap ADDR --topic T --input FILE"},
-    {"consume", pr_cmd_consume, "reference trainer client: --connect HOST:PORT --pipeline P"},
-    {"version", pr_cmd_version, "print the version"},
+    {"run", pr_cli_cmd_run, "run the streaming service: --config FILE"},
+    {"demo", pr_cli_cmd_demo, "live demo: embedded broker, producer, pipeline, trainer"},
+    {"process", pr_cli_cmd_process, "offline: --config FILE --input PATH|- --output DIR"},
+    {"gen", pr_cli_cmd_gen, "synthetic Criteo-shaped data: --rows N --seed S --output PATH"},
+    {"broker", pr_cli_cmd_broker, "test broker (librdkafka mock cluster) on loopback"},
+    {"produce", pr_cli_cmd_produce, "load events into Kafka: --bootstrap ADDR --topic T --input FILE"},
+    {"consume", pr_cli_cmd_consume, "reference trainer client: --connect HOST:PORT --pipeline P"},
+    {"version", pr__cmd_version, "print the version"},
 };
 
 static void pr_usage(FILE *f)

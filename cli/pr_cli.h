@@ -1,18 +1,40 @@
 /*
- * pr_cli.h — the `piperec` subcommands. main.c dispatches through a table of
- * these; each lives in its own service/cmd_<name>.c. Every command takes the
+ * pr_cli.h — internal to cli/: the `piperec` subcommands and the small
+ * helpers the long-running ones share (synchronous signal handling,
+ * free-port probing; cli_util.c). main.c dispatches through a table of
+ * the commands; each lives in its own cli/cmd_<name>.c. Every command takes the
  * arguments after its name (argv[0] is the command name) and returns the
  * process exit code: 0 success, 1 runtime failure, 2 usage/config error.
  */
 #ifndef PR_CLI_H
 #define PR_CLI_H
 
-int pr_cmd_process(int argc, char **argv); /* offline: TSV file -> .npy */
-int pr_cmd_gen(int argc, char **argv);     /* synthetic Criteo-shaped data */
-int pr_cmd_run(int argc, char **argv);     /* the streaming service */
-int pr_cmd_broker(int argc, char **argv);  /* librdkafka mock cluster on loopback */
-int pr_cmd_produce(int argc, char **argv); /* load events into Kafka */
-int pr_cmd_consume(int argc, char **argv); /* reference trainer-stream client */
-int pr_cmd_demo(int argc, char **argv);    /* one-command live demo */
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+int pr_cli_cmd_process(int argc, char **argv); /* offline: TSV file -> .npy */
+int pr_cli_cmd_gen(int argc, char **argv);     /* synthetic Criteo-shaped data */
+int pr_cli_cmd_run(int argc, char **argv);     /* the streaming service */
+int pr_cli_cmd_broker(int argc, char **argv);  /* librdkafka mock cluster on loopback */
+int pr_cli_cmd_produce(int argc, char **argv); /* load events into Kafka */
+int pr_cli_cmd_consume(int argc, char **argv); /* reference trainer-stream client */
+int pr_cli_cmd_demo(int argc, char **argv);    /* one-command live demo */
+
+/* ---------------------------------------------------------------- helpers */
+
+#ifndef PR_VERSION
+#define PR_VERSION "0.0.0"
+#endif
+
+/* Block SIGINT, SIGTERM and SIGPIPE in the calling thread (and so in every
+ * thread it creates afterwards); *set gets SIGINT+SIGTERM for waiting. */
+void pr_cli_block_signals(sigset_t *set);
+
+/* Wait up to timeout_ms for one of `set`; returns the signal or 0. */
+int pr_cli_wait_signal(const sigset_t *set, int timeout_ms);
+
+/* True when host:port can be bound right now (a hint, not a promise). */
+bool pr_cli_port_free(const char *host, uint16_t port);
 
 #endif

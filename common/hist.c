@@ -19,40 +19,67 @@ const size_t pr_buckets_freshness_n = sizeof(pr_buckets_freshness_s) / sizeof(do
 const double pr_buckets_ratio[] = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0};
 const size_t pr_buckets_ratio_n = sizeof(pr_buckets_ratio) / sizeof(double);
 
-int pr_histogram_init(pr_histogram *h, const double *bounds, size_t n_bounds)
+int pr_hist_snapshot_init(pr_hist_snapshot *s, const double *bounds, size_t n_bounds)
 {
     if (n_bounds > PR_METRIC_HIST_MAX_BUCKETS)
         return PR_EINVAL;
     for (size_t i = 0; i < n_bounds; i++)
         if (!isfinite(bounds[i]) || (i > 0 && bounds[i] <= bounds[i - 1]))
             return PR_EINVAL;
-    memset(h, 0, sizeof(*h));
-    pthread_mutex_init(&h->lock, NULL);
-    h->n_bounds = n_bounds;
-    memcpy(h->bounds, bounds, n_bounds * sizeof(double));
+    memset(s, 0, sizeof(*s));
+    s->n_bounds = n_bounds;
+    memcpy(s->bounds, bounds, n_bounds * sizeof(double));
     return 0;
 }
 
-void pr_histogram_destroy(pr_histogram *h)
+int pr_histogram_init(pr_histogram *h, const double *bounds, size_t n_bounds)
+{
+    pr_hist_snapshot s;
+    int rc = pr_hist_snapshot_init(&s, bounds, n_bounds);
+    if (rc < 0)
+        return rc;
+    memset(h, 0, sizeof(*h));
+    pthread_mutex_init(&h->lock, NULL);
+    h->n_bounds = s.n_bounds;
+    memcpy(h->bounds, s.bounds, sizeof(h->bounds));
+    return 0;
+}
+
+void pr_histogram_fini(pr_histogram *h)
 {
     pthread_mutex_destroy(&h->lock);
+}
+
+/* First bucket whose bound is >= v (le semantics); NaN goes to +Inf. */
+static size_t pr__hist_bucket(const double *bounds, size_t n_bounds, double v)
+{
+    size_t lo = 0, hi = n_bounds;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (v <= bounds[mid])
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+void pr_hist_snapshot_observe_n(pr_hist_snapshot *s, double v, uint64_t n)
+{
+    if (n == 0)
+        return;
+    s->counts[pr__hist_bucket(s->bounds, s->n_bounds, v)] += n;
+    s->count += n;
+    s->sum += v * (double)n;
 }
 
 void pr_histogram_observe_n(pr_histogram *h, double v, uint64_t n)
 {
     if (n == 0)
         return;
-    /* First bucket whose bound is >= v (le semantics); NaN goes to +Inf. */
-    size_t lo = 0, hi = h->n_bounds;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (v <= h->bounds[mid])
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
+    size_t b = pr__hist_bucket(h->bounds, h->n_bounds, v);
     pthread_mutex_lock(&h->lock);
-    h->counts[lo] += n;
+    h->counts[b] += n;
     h->count += n;
     h->sum += v * (double)n;
     pthread_mutex_unlock(&h->lock);

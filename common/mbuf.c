@@ -13,7 +13,7 @@ void pr_mbuf_init(pr_mbuf *mb)
     memset(mb, 0, sizeof(*mb));
 }
 
-void pr_mbuf_free(pr_mbuf *mb)
+void pr_mbuf_fini(pr_mbuf *mb)
 {
     free(mb->buf);
     memset(mb, 0, sizeof(*mb));

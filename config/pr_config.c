@@ -8,6 +8,13 @@
  * once, and the same tables generate the key reference
  * (pr_config_write_reference) and free owned strings.
  *
+ * A section that belongs to a component (batch, sinks.*, source, engine) is
+ * described by that component's own table (pr_cfgmap.h, exported from its
+ * public header) and filled straight into its struct, so its defaults exist
+ * once and the service only wires the structs through. This file keeps the
+ * structure (pipelines, schema, transform) and the service's sections (http,
+ * limits, state, log), whose owner sits above this layer.
+ *
  * Keys are applied in TABLE order, not document order: `schema` is read before
  * `transform` and `vocab` before `columns`, so a per-column override always
  * lands on top of the pipeline-wide values whatever order the user wrote.
@@ -37,21 +44,15 @@
 
 /* ---------------------------------------------------------------- enum names */
 
-static const char *const format_names[] = {"criteo_tsv", "protobuf_event", "protobuf_event_batch",
-                                           NULL};
-static const char *const ordering_names[] = {"partition", "event_time", NULL};
-static const char *const late_names[] = {"emit", "drop_to_dlq", NULL};
+/* source.format, batch.ordering and batch.late_policy names belong to the
+ * components: pr_msg_format_names (ingest), pr_batch_*_names (batcher). */
 static const char *const count_mode_names[] = {"streaming", "two_pass", NULL};
 /* Indexed by pr_log_level. */
 static const char *const log_level_names[] = {"error", "warn", "info", "debug", NULL};
-static const char *const backend_names[] = {"cpu", "hls-sim", "xrt", "auto", NULL};
 
 static int names_find(const char *const *names, const char *s)
 {
-    for (int i = 0; names[i]; i++)
-        if (strcmp(names[i], s) == 0)
-            return i;
-    return -1;
+    return pr_cfgmap_name_index(names, s);
 }
 
 static const char *names_get(const char *const *names, int count, int v)
@@ -61,36 +62,27 @@ static const char *names_get(const char *const *names, int count, int v)
 
 const char *pr_source_format_name(pr_source_format f)
 {
-    return names_get(format_names, PR_FORMAT__COUNT, (int)f);
+    return names_get(pr_msg_format_names, PR_FORMAT__COUNT, (int)f);
 }
 int pr_source_format_from_name(const char *s)
 {
-    return s ? names_find(format_names, s) : -1;
+    return s ? names_find(pr_msg_format_names, s) : -1;
 }
 const char *pr_ordering_name(pr_ordering o)
 {
-    return names_get(ordering_names, PR_ORDERING__COUNT, (int)o);
+    return names_get(pr_batch_ordering_names, PR_ORDERING__COUNT, (int)o);
 }
 int pr_ordering_from_name(const char *s)
 {
-    return s ? names_find(ordering_names, s) : -1;
+    return s ? names_find(pr_batch_ordering_names, s) : -1;
 }
 const char *pr_late_policy_name(pr_late_policy p)
 {
-    return names_get(late_names, PR_LATE__COUNT, (int)p);
+    return names_get(pr_batch_late_policy_names, PR_LATE__COUNT, (int)p);
 }
 int pr_late_policy_from_name(const char *s)
 {
-    return s ? names_find(late_names, s) : -1;
-}
-
-const char *pr_kv_get(const pr_kv_list *l, const char *key)
-{
-    const char *v = NULL;
-    for (size_t i = 0; i < l->n; i++)
-        if (strcmp(l->items[i].key, key) == 0)
-            v = l->items[i].value;
-    return v;
+    return s ? names_find(pr_batch_late_policy_names, s) : -1;
 }
 
 /* ---------------------------------------------------------------- the default config */
@@ -347,11 +339,14 @@ struct cfg_key {
     const char *doc;
 };
 
+/* A mapping level: the loader's own keys (structure, custom keys) followed by
+ * the keys of a component's table (pr_cfgmap.h), both addressing `base`. */
 struct cfg_table {
     const cfg_key *keys;
     size_t n;
     /* Cross-key checks after every key was applied; map is NULL when absent. */
     void (*finish)(cfg_ctx *c, yaml_node_t *map, void *base, bool present);
+    const pr_cfgmap *cmap; /* NULL = none */
 };
 
 #define FSIZE(T, f)   sizeof(((T *)0)->f)
@@ -403,8 +398,68 @@ struct cfg_table {
     }
 #define TABLE(arr, fin)                                                                            \
     {                                                                                              \
-        arr, sizeof(arr) / sizeof(arr[0]), fin                                                     \
+        arr, sizeof(arr) / sizeof(arr[0]), fin, NULL                                               \
     }
+/* A level described by a component's table, optionally after own keys. */
+#define CTABLE(cm, fin)                                                                            \
+    {                                                                                              \
+        NULL, 0, fin, &cm                                                                          \
+    }
+#define CTABLE_WITH(arr, cm, fin)                                                                  \
+    {                                                                                              \
+        arr, sizeof(arr) / sizeof(arr[0]), fin, &cm                                                \
+    }
+
+/* A component entry as a loader key. */
+static cfg_key key_from_entry(const pr_cfgmap_entry *e)
+{
+    static const enum key_type types[] = {
+        [PR_CFG_BOOL] = KT_BOOL,       [PR_CFG_INT] = KT_INT,   [PR_CFG_STR] = KT_STR,
+        [PR_CFG_ENUM] = KT_ENUM,       [PR_CFG_SIZE] = KT_SIZE, [PR_CFG_HOSTPORT] = KT_HOSTPORT,
+        [PR_CFG_STRLIST] = KT_STRLIST, [PR_CFG_KV] = KT_KV,
+    };
+    cfg_key k = {
+        .name = e->name,
+        .type = types[e->type],
+        .flags = ((e->flags & PR_CFG_REQUIRED) ? KF_REQUIRED : 0) |
+                 ((e->flags & PR_CFG_NONEMPTY) ? KF_NONEMPTY : 0),
+        .off = e->off,
+        .off2 = e->off2,
+        .width = e->width,
+        .is_signed = e->is_signed,
+        .min = e->min,
+        .max = e->max,
+        .names = e->names,
+        .def = e->def,
+        .doc = e->doc,
+    };
+    return k;
+}
+
+/* Keys of a level: its own, then the component's YAML keys (internal
+ * entries are not YAML keys). */
+static size_t table_n(const cfg_table *t)
+{
+    size_t n = t->n;
+    for (size_t i = 0; t->cmap && i < t->cmap->n; i++)
+        n += !(t->cmap->entries[i].flags & PR_CFG_INTERNAL);
+    return n;
+}
+
+static cfg_key table_key(const cfg_table *t, size_t i)
+{
+    if (i < t->n)
+        return t->keys[i];
+    i -= t->n;
+    for (size_t j = 0; t->cmap && j < t->cmap->n; j++) {
+        const pr_cfgmap_entry *e = &t->cmap->entries[j];
+        if (e->flags & PR_CFG_INTERNAL)
+            continue;
+        if (i-- == 0)
+            return key_from_entry(e);
+    }
+    abort(); /* i out of range: a bug in a caller */
+}
 
 static void apply_map(cfg_ctx *c, yaml_node_t *map, const cfg_table *t, void *base);
 
@@ -412,75 +467,12 @@ static void apply_map(cfg_ctx *c, yaml_node_t *map, const cfg_table *t, void *ba
 
 int pr_config_parse_size(const char *s, uint64_t *out)
 {
-    static const struct {
-        const char *unit;
-        uint64_t mul;
-    } units[] = {
-        {"", 1},
-        {"B", 1},
-        {"KiB", 1ull << 10},
-        {"MiB", 1ull << 20},
-        {"GiB", 1ull << 30},
-        {"TiB", 1ull << 40},
-        {"KB", 1000ull},
-        {"MB", 1000000ull},
-        {"GB", 1000000000ull},
-        {"TB", 1000000000000ull},
-    };
-    if (!s || !isdigit((unsigned char)s[0]))
-        return PR_EINVAL;
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno)
-        return PR_EINVAL;
-    while (*end == ' ')
-        end++;
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-        if (strcmp(end, units[i].unit) == 0) {
-            if (v > UINT64_MAX / units[i].mul)
-                return PR_EINVAL;
-            *out = (uint64_t)v * units[i].mul;
-            return 0;
-        }
-    }
-    return PR_EINVAL;
+    return pr_cfgmap_parse_size(s, out);
 }
-
 
 static bool parse_bool(const char *s, bool *out)
 {
-    static const char *const yes[] = {"true", "yes", "on", NULL};
-    static const char *const no[] = {"false", "no", "off", NULL};
-    for (int i = 0; yes[i]; i++) {
-        if (!strcasecmp(s, yes[i])) {
-            *out = true;
-            return true;
-        }
-        if (!strcasecmp(s, no[i])) {
-            *out = false;
-            return true;
-        }
-    }
-    return false;
-}
-
-static void store_int(void *p, int width, uint64_t v)
-{
-    switch (width) {
-    case 1:
-        *(uint8_t *)p = (uint8_t)v;
-        break;
-    case 2:
-        *(uint16_t *)p = (uint16_t)v;
-        break;
-    case 4:
-        *(uint32_t *)p = (uint32_t)v;
-        break;
-    default:
-        *(uint64_t *)p = v;
-        break;
-    }
+    return pr_cfgmap_parse_bool(s, out);
 }
 
 /* Parse an integer scalar and check it against k's range and field width. */
@@ -549,8 +541,8 @@ static void set_str(char **dst, const char *s)
 static void kv_free(pr_kv_list *l)
 {
     for (size_t i = 0; i < l->n; i++) {
-        free(l->items[i].key);
-        free(l->items[i].value);
+        free((void *)l->items[i].key);
+        free((void *)l->items[i].value);
     }
     free(l->items);
     l->items = NULL;
@@ -584,7 +576,7 @@ static void apply_key(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
     case KT_INT: {
         uint64_t v;
         if (parse_int_key(c, n, k, &v))
-            store_int(p, k->width, v);
+            pr_cfgmap_store_int(p, k->width, v);
         return;
     }
     case KT_STR:
@@ -750,8 +742,8 @@ static void list_keys(const cfg_table *t, char *b, size_t bn)
 {
     size_t len = 0;
     b[0] = '\0';
-    for (size_t i = 0; i < t->n && len < bn; i++) {
-        int w = snprintf(b + len, bn - len, "%s%s", i ? ", " : "", t->keys[i].name);
+    for (size_t i = 0; i < table_n(t) && len < bn; i++) {
+        int w = snprintf(b + len, bn - len, "%s%s", i ? ", " : "", table_key(t, i).name);
         if (w < 0)
             break;
         len += (size_t)w;
@@ -781,8 +773,8 @@ static void apply_map(cfg_ctx *c, yaml_node_t *map, const cfg_table *t, void *ba
             }
             const char *ks = scalar(kn);
             bool known = false;
-            for (size_t i = 0; i < t->n && !known; i++)
-                known = strcmp(t->keys[i].name, ks) == 0;
+            for (size_t i = 0; i < table_n(t) && !known; i++)
+                known = strcmp(table_key(t, i).name, ks) == 0;
             if (!known) {
                 char valid[512];
                 list_keys(t, valid, sizeof(valid));
@@ -798,8 +790,8 @@ static void apply_map(cfg_ctx *c, yaml_node_t *map, const cfg_table *t, void *ba
             }
         }
     }
-    for (size_t i = 0; i < t->n; i++) {
-        const cfg_key *k = &t->keys[i];
+    for (size_t i = 0; i < table_n(t); i++) {
+        const cfg_key key = table_key(t, i), *k = &key;
         yaml_node_t *v = map_find(c, map, k->name);
         size_t old = path_push(c, k->name);
         if (v) {
@@ -833,35 +825,14 @@ static void finish_kafka_source(cfg_ctx *c, yaml_node_t *map, void *base, bool p
     }
 }
 
-static const cfg_key kafka_source_keys[] = {
-    {.name = "topics",
-     .type = KT_STRLIST,
-     .flags = KF_NONEMPTY,
-     .off = offsetof(pr_kafka_source_cfg, topics),
-     .off2 = offsetof(pr_kafka_source_cfg, n_topics),
-     .doc = "Topics to consume (a list, or one name). Required by `run`."},
-    K_STR("group.id", pr_kafka_source_cfg, group_id, KF_NONEMPTY, NULL,
-          "Consumer group; default piperec-NAME (NAME = the pipeline's name). Offsets are "
-          "committed only after every batch holding a record is acknowledged."),
-    {.name = "properties",
-     .type = KT_KV,
-     .off = offsetof(pr_kafka_source_cfg, properties),
-     .doc = "librdkafka consumer properties, passed through untouched (numbers and booleans "
-            "become strings). `run` needs bootstrap.servers."},
-};
-static const cfg_table kafka_source_tab = TABLE(kafka_source_keys, finish_kafka_source);
+static const cfg_table kafka_source_tab = CTABLE(pr_kafka_source_cfgmap, finish_kafka_source);
 
 static const cfg_key source_keys[] = {
     K_MAP_EN("kafka", pr_source_cfg, kafka, kafka.enabled, kafka_source_tab,
              "The Kafka consumer. Needed by `run`; `process` reads a file instead."),
-    K_ENUM("format", pr_source_cfg, format, format_names, "criteo_tsv",
-           "Payload encoding: criteo_tsv (one TSV line per message), protobuf_event "
-           "(piperec.Event), protobuf_event_batch (piperec.EventBatch)."),
-    K_STR("dead_letter_topic", pr_source_cfg, dead_letter_topic, 0, NULL,
-          "Topic receiving records that fail to decode (and late ones under drop_to_dlq), "
-          "with the reason in a header. Unset: rejects are counted and logged only."),
 };
-static const cfg_table source_tab = TABLE(source_keys, NULL);
+/* kafka, then the component's keys: format, dead_letter_topic. */
+static const cfg_table source_tab = CTABLE_WITH(source_keys, pr_source_cfgmap, NULL);
 
 static void finish_batch(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
 {
@@ -872,57 +843,11 @@ static void finish_batch(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
                   "drop_to_dlq needs source.dead_letter_topic");
 }
 
-static const cfg_key batch_keys[] = {
-    K_INT("size", pr_batch_cfg, size, 1, 1048576, "4096", "Rows per batch (1..1048576)."),
-    K_INT("max_delay_ms", pr_batch_cfg, max_delay_ms, 0, INT32_MAX, "100",
-          "Freshness bound: a batch is emitted when full or when its oldest record has waited "
-          "this long (0 = no waiting)."),
-    K_ENUM("ordering", pr_batch_cfg, ordering, ordering_names, "partition",
-           "partition: records keep offset order within a partition; event_time: partitions "
-           "are merged by watermark."),
-    K_INT("allowed_lateness_ms", pr_batch_cfg, allowed_lateness_ms, 0, INT32_MAX, "1000",
-          "event_time only: how far behind the watermark a record may arrive before it is late."),
-    K_ENUM("late_policy", pr_batch_cfg, late_policy, late_names, "emit",
-           "event_time only: emit (late records go into the next batch) or drop_to_dlq (sent "
-           "to source.dead_letter_topic)."),
-};
-static const cfg_table batch_tab = TABLE(batch_keys, finish_batch);
+static const cfg_table batch_tab = CTABLE(pr_batch_cfgmap, finish_batch);
 
-static const cfg_key trainer_keys[] = {
-    K_BOOL("enabled", pr_trainer_sink_cfg, enabled, NULL,
-           "Set false to keep the section but switch the sink off."),
-    K_HOSTPORT("listen", pr_trainer_sink_cfg, listen, "127.0.0.1:7070",
-               "Address trainers connect to (host:port; port 0 = any free port)."),
-    K_INT("max_unacked_batches", pr_trainer_sink_cfg, max_unacked_batches, 1, 65536, "64",
-          "Credit window: batches sent to a trainer and not yet acknowledged."),
-    K_INT("ack_timeout_ms", pr_trainer_sink_cfg, ack_timeout_ms, 1, INT32_MAX, "30000",
-          "A trainer silent this long with batches outstanding is dropped and its batches "
-          "are re-sent to another trainer."),
-};
-static const cfg_table trainer_tab = TABLE(trainer_keys, NULL);
-
-static const cfg_key kafka_sink_keys[] = {
-    K_BOOL("enabled", pr_kafka_sink_cfg, enabled, NULL,
-           "Set false to keep the section but switch the sink off."),
-    K_STR("topic", pr_kafka_sink_cfg, topic, KF_REQUIRED | KF_NONEMPTY, NULL,
-          "Topic receiving piperec.Batch messages."),
-    {.name = "properties",
-     .type = KT_KV,
-     .off = offsetof(pr_kafka_sink_cfg, properties),
-     .doc = "librdkafka producer properties, passed through; bootstrap.servers defaults to "
-            "the source's."},
-};
-static const cfg_table kafka_sink_tab = TABLE(kafka_sink_keys, NULL);
-
-static const cfg_key files_keys[] = {
-    K_BOOL("enabled", pr_files_sink_cfg, enabled, NULL,
-           "Set false to keep the section but switch the sink off."),
-    K_STR("dir", pr_files_sink_cfg, dir, KF_REQUIRED | KF_NONEMPTY, NULL,
-          "Directory for .npy batch files (created if missing)."),
-    K_INT("roll_batches", pr_files_sink_cfg, roll_batches, 1, UINT32_MAX, "100",
-          "Batches written per file set before a new one is started."),
-};
-static const cfg_table files_tab = TABLE(files_keys, NULL);
+static const cfg_table trainer_tab = CTABLE(pr_sink_trainer_cfgmap, NULL);
+static const cfg_table kafka_sink_tab = CTABLE(pr_sink_kafka_cfgmap, NULL);
+static const cfg_table files_tab = CTABLE(pr_sink_files_cfgmap, NULL);
 
 static const cfg_key sinks_keys[] = {
     K_MAP_EN("trainer", pr_sinks_cfg, trainer, trainer.enabled, trainer_tab,
@@ -1373,16 +1298,7 @@ static const cfg_key http_keys[] = {
 };
 static const cfg_table http_tab = TABLE(http_keys, NULL);
 
-static const cfg_key engine_keys[] = {
-    K_CHOICE("backend", pr_engine_cfg, backend, backend_names, "cpu",
-             "Engine backend: cpu, hls-sim (the HLS kernel run as C), xrt (an FPGA), auto "
-             "(xrt when a device is present, else cpu)."),
-    K_INT("threads", pr_engine_cfg, threads, 1, 64, "2",
-          "Worker threads of the cpu backend (1..64)."),
-    K_STR("xclbin", pr_engine_cfg, xclbin, 0, NULL, "xrt: path of the device binary."),
-    K_INT("device", pr_engine_cfg, device, 0, 1024, "0", "xrt: device index."),
-};
-static const cfg_table engine_tab = TABLE(engine_keys, NULL);
+static const cfg_table engine_tab = CTABLE(pr_engine_cfgmap, NULL);
 
 static const cfg_key limits_keys[] = {
     {.name = "max_inflight_bytes",
@@ -1419,8 +1335,8 @@ static const cfg_table root_tab = TABLE(root_keys, NULL);
 
 static void free_by_table(const cfg_table *t, void *base)
 {
-    for (size_t i = 0; i < t->n; i++) {
-        const cfg_key *k = &t->keys[i];
+    for (size_t i = 0; i < table_n(t); i++) {
+        const cfg_key key = table_key(t, i), *k = &key;
         char *p = (char *)base + k->off;
         switch (k->type) {
         case KT_STR:
@@ -1556,14 +1472,16 @@ static int copy_node(yaml_document_t *dst, yaml_document_t *src, int idx)
 
 static bool ov_walk(cfg_ctx *c, int map_idx, const cfg_table *t, const char *p, int val)
 {
+    cfg_key bestkey;
     const cfg_key *best = NULL;
     size_t blen = 0;
-    for (size_t i = 0; i < t->n; i++) {
-        const cfg_key *k = &t->keys[i];
+    for (size_t i = 0; i < table_n(t); i++) {
+        const cfg_key key = table_key(t, i), *k = &key;
         size_t len = strlen(k->name);
         if (len > blen && strncmp(p, k->name, len) == 0 &&
             (p[len] == '\0' || p[len] == '.' || (p[len] == '[' && (k->flags & KF_LIST)))) {
-            best = k;
+            bestkey = key;
+            best = &bestkey;
             blen = len;
         }
     }
@@ -1904,11 +1822,7 @@ const pr_pipeline_cfg *pr_config_pipeline(const pr_config *cfg, const char *name
 
 pr_engine_opts pr_config_engine_opts(const pr_config *cfg)
 {
-    pr_engine_opts o = {.backend = cfg->engine.backend,
-                        .threads = cfg->engine.threads,
-                        .xclbin = cfg->engine.xclbin,
-                        .device = cfg->engine.device};
-    return o;
+    return cfg->engine;
 }
 
 /* ---------------------------------------------------------------- reference */
@@ -1967,8 +1881,8 @@ static void type_doc(const cfg_key *k, char *b, size_t bn)
 
 static void write_table(FILE *f, const cfg_table *t, const char *prefix)
 {
-    for (size_t i = 0; i < t->n; i++) {
-        const cfg_key *k = &t->keys[i];
+    for (size_t i = 0; i < table_n(t); i++) {
+        const cfg_key key = table_key(t, i), *k = &key;
         char path[256], type[320];
         snprintf(path, sizeof(path), "%s%s%s", prefix, prefix[0] ? "." : "", k->name);
         type_doc(k, type, sizeof(type));

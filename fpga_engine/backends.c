@@ -12,8 +12,8 @@
 #include "engine_int.h"
 
 static const pr_backend_ops *const pr__backend_table[] = {
-    &pr_backend_cpu, &pr_backend_hls_sim, /* fpga_engine/hls/ */
-    &pr_backend_xrt, /* fpga_engine/xrt/, or hls/xrt_absent.c in builds without XRT */
+    &pr__backend_cpu, &pr__backend_hls_sim, /* fpga_engine/hls/ */
+    &pr__backend_xrt, /* fpga_engine/xrt/, or hls/xrt_absent.c in builds without XRT */
 };
 #define PR__N_BACKENDS (sizeof(pr__backend_table) / sizeof(pr__backend_table[0]))
 

@@ -34,6 +34,7 @@
 #include <time.h>
 
 #include "engine_int.h"
+#include "pr_hex.h"
 
 #define PR__DIRECT_MAX  (1ULL << 24)
 #define PR__LOG_TBL     65536
@@ -149,29 +150,8 @@ static void pr__modulus_col(const pr__divider *dv, uint64_t *v, uint32_t rows)
 
 /* ---------------------------------------------------------------- hex2int */
 
-#define PR__B(x) (0x0101010101010101ULL * (x))
-
-/* 0x80 in each byte that is a hex digit [0-9a-fA-F], 0 elsewhere. */
-static inline uint64_t pr__hex_valid8(uint64_t x)
-{
-    uint64_t ascii = ~x & PR__B(0x80);
-    uint64_t xl = x & PR__B(0x7f);
-    uint64_t digit = (xl + PR__B(0x50)) & ~(xl + PR__B(0x46)); /* >= '0' and < ':' */
-    uint64_t y = xl | PR__B(0x20);                             /* fold case */
-    uint64_t letter = (y + PR__B(0x1f)) & ~(y + PR__B(0x19));  /* >= 'a' and < 'g' */
-    return ascii & (digit | letter) & PR__B(0x80);
-}
-
-/* 8 hex characters (first = most significant, little-endian load) -> 32 bits.
- * Garbage in for non-hex bytes, which the caller rejects. */
-static inline uint64_t pr__hex_pack8(uint64_t x)
-{
-    uint64_t letter = (x >> 6) & PR__B(0x01);
-    uint64_t nib = (x & PR__B(0x0f)) + letter * 9;
-    uint64_t w = ((nib << 4) | (nib >> 8)) & 0x00ff00ff00ff00ffULL;
-    w = ((w << 8) | (w >> 16)) & 0x0000ffff0000ffffULL;
-    return ((w << 16) | (w >> 32)) & 0xffffffffULL;
-}
+/* pr_hex_valid8 / pr_hex_pack8 (common/include/pr_hex.h) are the SWAR forms the
+ * vector loops fall back to; the SSE2/AVX2 loops below are engine-only. */
 
 /* Rows of [r0, r1) (at most 64) whose slot holds a non-hex byte, as a bit
  * mask relative to r0: the row-by-row re-check the vector loops fall back to
@@ -183,7 +163,7 @@ static inline uint64_t pr__hex_bad_rows(const char *slots, uint32_t r0, uint32_t
         uint64_t a, b;
         memcpy(&a, slots + (size_t)r * PR_HEX_SLOT, 8);
         memcpy(&b, slots + (size_t)r * PR_HEX_SLOT + 8, 8);
-        if ((pr__hex_valid8(a) & pr__hex_valid8(b)) != PR__B(0x80))
+        if ((pr_hex_valid8(a) & pr_hex_valid8(b)) != PR_HEX_SPLAT(0x80))
             badw |= 1ULL << (r - r0);
     }
     return badw;
@@ -260,8 +240,8 @@ __attribute__((target("avx2"))) static void pr__hex2int_col_avx2(const char *slo
             uint64_t a, b;
             memcpy(&a, slots + (size_t)r * PR_HEX_SLOT, 8);
             memcpy(&b, slots + (size_t)r * PR_HEX_SLOT + 8, 8);
-            v[r] = (pr__hex_pack8(a) << 32) | pr__hex_pack8(b);
-            if ((pr__hex_valid8(a) & pr__hex_valid8(b)) != PR__B(0x80))
+            v[r] = (pr_hex_pack8(a) << 32) | pr_hex_pack8(b);
+            if ((pr_hex_valid8(a) & pr_hex_valid8(b)) != PR_HEX_SPLAT(0x80))
                 badw |= 1ULL << (r - r0);
         }
         if ((uint32_t)_mm256_movemask_epi8(ok) != 0xffffffffu)
@@ -300,21 +280,21 @@ static void pr__hex2int_col(const char *slots, uint64_t *v, uint32_t rows, uint6
     size_t words = pr_bitmap_words(rows);
     for (size_t w = 0; w < words; w++) {
         uint32_t r0 = (uint32_t)(w * 64), r1 = r0 + 64 < rows ? r0 + 64 : rows;
-        uint64_t ok = PR__B(0x80);
+        uint64_t ok = PR_HEX_SPLAT(0x80);
         for (uint32_t r = r0; r < r1; r++) {
             uint64_t a, b;
             memcpy(&a, slots + (size_t)r * PR_HEX_SLOT, 8);
             memcpy(&b, slots + (size_t)r * PR_HEX_SLOT + 8, 8);
-            ok &= pr__hex_valid8(a) & pr__hex_valid8(b);
-            v[r] = (pr__hex_pack8(a) << 32) | pr__hex_pack8(b);
+            ok &= pr_hex_valid8(a) & pr_hex_valid8(b);
+            v[r] = (pr_hex_pack8(a) << 32) | pr_hex_pack8(b);
         }
         uint64_t badw = 0;
-        if (ok != PR__B(0x80)) {
+        if (ok != PR_HEX_SPLAT(0x80)) {
             for (uint32_t r = r0; r < r1; r++) {
                 uint64_t a, b;
                 memcpy(&a, slots + (size_t)r * PR_HEX_SLOT, 8);
                 memcpy(&b, slots + (size_t)r * PR_HEX_SLOT + 8, 8);
-                if ((pr__hex_valid8(a) & pr__hex_valid8(b)) != PR__B(0x80))
+                if ((pr_hex_valid8(a) & pr_hex_valid8(b)) != PR_HEX_SPLAT(0x80))
                     badw |= 1ULL << (r - r0);
             }
         }
@@ -461,7 +441,7 @@ static int pr__vcol_init(pr__vcol *vc, const pr_pipeline_spec *spec, uint32_t c)
 {
     memset(vc, 0, sizeof(*vc));
     vc->base = pr__profile_base(spec->profile);
-    vc->cap = pr_spec_col_capacity(spec, c);
+    vc->cap = pr__spec_col_capacity(spec, c);
     vc->min_count = spec->sparse[c].min_count;
     vc->counting = vc->min_count > 1;
     uint64_t m = spec->sparse[c].modulus;
@@ -662,7 +642,7 @@ struct pr_backend {
     void (*log1p)(const double *src, float *o, uint32_t n);
 };
 
-static void pr__cpu_destroy(pr_backend *be)
+static void pr__cpu_free(pr_backend *be)
 {
     if (!be)
         return;
@@ -699,7 +679,7 @@ static uint32_t pr__chunk_rows(void)
     return (uint32_t)((v + 63) & ~63ul);
 }
 
-static int pr__cpu_create(const pr_pipeline_spec *spec, const pr_engine_opts *opts,
+static int pr__cpu_new(const pr_pipeline_spec *spec, const pr_engine_opts *opts,
                           pr_backend **out, char *errstr, size_t errstr_size)
 {
     pthread_once(&pr__log1p_once, pr__log1p_init);
@@ -752,7 +732,7 @@ static int pr__cpu_create(const pr_pipeline_spec *spec, const pr_engine_opts *op
     *out = be;
     return 0;
 nomem:
-    pr__cpu_destroy(be);
+    pr__cpu_free(be);
     return pr_seterr(errstr, errstr_size, PR_ENOMEM,
                      "cpu backend: out of memory for %u columns (vocabulary tables)", ns);
 }
@@ -1233,10 +1213,10 @@ static int pr__cpu_vocab_load(pr_backend *be, uint32_t col, const pr_vocab_entry
     return 0;
 }
 
-const pr_backend_ops pr_backend_cpu = {
+const pr_backend_ops pr__backend_cpu = {
     .name = "cpu",
-    .create = pr__cpu_create,
-    .destroy = pr__cpu_destroy,
+    .new_ = pr__cpu_new,
+    .free_ = pr__cpu_free,
     .process = pr__cpu_process,
     .count = pr__cpu_count,
     .count_done = pr__cpu_count_done,

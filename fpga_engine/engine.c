@@ -111,7 +111,7 @@ bool pr_spec_has_op(const pr_pipeline_spec *spec, pr_op op)
                        spec->n_sparse_ops < PR_MAX_OPS ? spec->n_sparse_ops : PR_MAX_OPS, op);
 }
 
-uint64_t pr_spec_col_capacity(const pr_pipeline_spec *spec, uint32_t col)
+uint64_t pr__spec_col_capacity(const pr_pipeline_spec *spec, uint32_t col)
 {
     const pr_sparse_col_spec *c = &spec->sparse[col];
     if (c->capacity)
@@ -129,7 +129,7 @@ uint8_t pr__spec_sparse_width(const pr_pipeline_spec *spec)
     bool mod = pr_spec_has_op(spec, PR_OP_MODULUS);
     for (uint32_t c = 0; c < spec->n_sparse; c++) {
         if (vocab) {
-            if (pr_spec_col_capacity(spec, c) - 1 > (uint64_t)INT32_MAX)
+            if (pr__spec_col_capacity(spec, c) - 1 > (uint64_t)INT32_MAX)
                 return 8;
         } else if (!mod || spec->sparse[c].modulus - 1 > (uint64_t)INT32_MAX) {
             return 8;
@@ -269,7 +269,7 @@ uint64_t pr__spec_fingerprint(const pr_pipeline_spec *spec)
     bool mod = pr_spec_has_op(spec, PR_OP_MODULUS);
     for (uint32_t c = 0; c < spec->n_sparse; c++) {
         uint64_t w[3] = {mod ? spec->sparse[c].modulus : 0, spec->sparse[c].min_count,
-                         pr_spec_col_capacity(spec, c)};
+                         pr__spec_col_capacity(spec, c)};
         h = pr__fnv(h, w, sizeof(w));
     }
     return h;
@@ -433,11 +433,11 @@ struct pr_engine {
     int64_t jr_next[PR_MAX_SPARSE]; /* first index not yet journaled, per column */
 };
 
-static int pr__backend_create(pr_engine *eng, const pr_backend_ops *ops, const pr_engine_opts *opts,
+static int pr__backend_new(pr_engine *eng, const pr_backend_ops *ops, const pr_engine_opts *opts,
                               char *errstr, size_t errstr_size)
 {
     pr_backend *be = NULL;
-    int rc = ops->create(&eng->spec, opts, &be, errstr, errstr_size);
+    int rc = ops->new_(&eng->spec, opts, &be, errstr, errstr_size);
     if (rc)
         return rc;
     eng->ops = ops;
@@ -465,16 +465,22 @@ pr_engine *pr_engine_new(const pr_pipeline_spec *spec, const pr_engine_opts *opt
     eng->fingerprint = pr__spec_fingerprint(spec);
     eng->jr_fd = -1;
 
-    const char *name = opts->backend && opts->backend[0] ? opts->backend : "cpu";
+    /* Zero fields mean the documented defaults (pr_engine_cfgmap). */
+    pr_engine_opts o = *opts;
+    if (o.backend && !o.backend[0])
+        o.backend = NULL;
+    pr_cfgmap_default_zero(&pr_engine_cfgmap, &o);
+    opts = &o;
+    const char *name = o.backend;
     int rc;
     if (strcmp(name, "auto") == 0) {
         /* auto: the device when there is one, else the cpu backend. */
         const pr_backend_ops *xrt = pr__backend_lookup("xrt");
         char why[256] = "not built with XRT";
-        rc = xrt ? pr__backend_create(eng, xrt, opts, why, sizeof(why)) : PR_ENOTSUP;
+        rc = xrt ? pr__backend_new(eng, xrt, opts, why, sizeof(why)) : PR_ENOTSUP;
         if (rc) {
             pr_warn("engine: backend auto: xrt unavailable (%s); using cpu", why);
-            rc = pr__backend_create(eng, pr__backend_lookup("cpu"), opts, errstr, errstr_size);
+            rc = pr__backend_new(eng, pr__backend_lookup("cpu"), opts, errstr, errstr_size);
         }
     } else {
         const pr_backend_ops *ops = pr__backend_lookup(name);
@@ -488,7 +494,7 @@ pr_engine *pr_engine_new(const pr_pipeline_spec *spec, const pr_engine_opts *opt
             free(eng);
             return NULL;
         }
-        rc = pr__backend_create(eng, ops, opts, errstr, errstr_size);
+        rc = pr__backend_new(eng, ops, opts, errstr, errstr_size);
     }
     if (rc) {
         free(eng);
@@ -503,7 +509,7 @@ void pr_engine_free(pr_engine *eng)
         return;
     pr_engine_vocab_journal_close(eng);
     if (eng->ops)
-        eng->ops->destroy(eng->be);
+        eng->ops->free_(eng->be);
     free(eng);
 }
 

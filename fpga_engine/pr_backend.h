@@ -24,9 +24,9 @@ typedef struct pr_backend_ops {
     const char *name;
     /* Create backend state for a validated spec. On failure return a PR_E*
      * code and a reason in errstr; *out is untouched. */
-    int (*create)(const pr_pipeline_spec *spec, const pr_engine_opts *opts, pr_backend **out,
+    int (*new_)(const pr_pipeline_spec *spec, const pr_engine_opts *opts, pr_backend **out,
                   char *errstr, size_t errstr_size);
-    void (*destroy)(pr_backend *be);
+    void (*free_)(pr_backend *be);
     /* Process one block; add operator times and value counts into st. */
     int (*process)(pr_backend *be, const pr_block *in, pr_out *out, pr_engine_stats *st,
                    char *errstr, size_t errstr_size);
@@ -46,11 +46,11 @@ typedef struct pr_backend_ops {
                            void *opaque);
 } pr_backend_ops;
 
-extern const pr_backend_ops pr_backend_cpu;
-extern const pr_backend_ops pr_backend_hls_sim; /* fpga_engine/hls/ */
-extern const pr_backend_ops pr_backend_xrt;     /* fpga_engine/xrt/ (only when built with XRT) */
+extern const pr_backend_ops pr__backend_cpu;
+extern const pr_backend_ops pr__backend_hls_sim; /* fpga_engine/hls/ */
+extern const pr_backend_ops pr__backend_xrt;     /* fpga_engine/xrt/ (only when built with XRT) */
 
 /* Effective capacity of a sparse column (resolves capacity 0 = automatic). */
-uint64_t pr_spec_col_capacity(const pr_pipeline_spec *spec, uint32_t col);
+uint64_t pr__spec_col_capacity(const pr_pipeline_spec *spec, uint32_t col);
 
 #endif

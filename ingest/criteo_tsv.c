@@ -12,7 +12,7 @@
  *     compares 64 bytes at a time, dense integers of up to 8 digits are
  *     parsed branch-free (SWAR), 8-character hex fields are moved with two
  *     8-byte stores into their 16-byte slots — or, with fused Hex2Int
- *     (ctx->parse_hex, hex_swar.h), parsed to uint64 eight characters at a
+ *     (ctx->parse_hex, pr_hex.h), parsed to uint64 eight characters at a
  *     time while they are in cache, which halves a row's stores and saves
  *     the engine a pass. Anything unusual (a float, a long number, a wrong
  *     field count, a bad value) makes it give up;
@@ -22,7 +22,7 @@
  * memchr (vectorised in glibc); no strtok/sscanf, no allocation.
  * A row is only committed (rows++) once the whole line has decoded, and a
  * rejected line leaves no trace in the block (its missing bits are cleared).
- * Hex digits are validated here only with fused Hex2Int (pr_decode.h);
+ * Hex digits are validated here only with fused Hex2Int (pr_ingest.h);
  * otherwise the engine's Hex2Int rejects them.
  */
 #include <errno.h>
@@ -32,7 +32,7 @@
 #include <string.h>
 
 #include "pr_hex.h"
-#include "pr_decode.h"
+#include "pr_ingest.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -192,6 +192,136 @@ static void pr__clear_row(pr_block *b, uint32_t r)
         pr_bit_clear(b->sparse_missing + c * words, r);
 }
 
+/* The first sparse value that is not hex (fused Hex2Int): reported only once
+ * the rest of the line is known good. */
+typedef struct pr__bad_hex {
+    int col; /* -1 = none */
+    const char *field;
+    size_t len;
+} pr__bad_hex;
+
+/* Label field [p, fe): an integer. */
+static inline int pr__line_label(pr_block *b, uint32_t r, const char *p, const char *fe,
+                                 char *detail, size_t dsz)
+{
+    int32_t lab;
+    if (!pr__parse_label(p, (size_t)(fe - p), &lab)) {
+        char show[PR__SHOW_MAX + 8];
+        pr__show(show, sizeof(show), p, (size_t)(fe - p));
+        snprintf(detail, dsz, "label: '%s' is not an integer", show);
+        return PR_DEC_BAD_LABEL;
+    }
+    b->labels[r] = lab;
+    return PR_DEC_OK;
+}
+
+/* Dense column c of row r from the field at p (up to the next tab or end):
+ * empty = missing, else an integer or a float. *fe = the field's end. */
+static inline int pr__line_dense(pr_block *b, uint32_t c, uint32_t r, size_t words, const char *p,
+                                 const char *end, const char **fe, char *detail, size_t dsz)
+{
+    double *dst = b->dense + (size_t)c * b->cap + r;
+    if (p == end || *p == '\t') { /* empty: missing */
+        *dst = 0.0;
+        pr_bit_set(b->dense_missing + c * words, r);
+        *fe = p;
+        return PR_DEC_OK;
+    }
+    /* Fast path: optional '-' and up to 18 digits, then tab or end.
+     * With 8 bytes readable, up to 7 digits are found and converted
+     * branch-free (SWAR); the digit count varies row to row, so a
+     * per-digit loop would mispredict its exit on almost every field. */
+    const char *s = p;
+    const char *q = p + (*p == '-');
+    const char *digits = q;
+    int64_t v = 0;
+    unsigned n8 = end - q >= 8 ? pr__swar_digits(pr__load64(q)) : 8;
+    if (n8 < 8) {
+        v = (int64_t)pr__swar_value(pr__load64(q), n8);
+        q += n8;
+    } else {
+        while (q < end && (unsigned)(unsigned char)*q - '0' <= 9 && q - digits < 18)
+            v = v * 10 + (*q++ - '0');
+    }
+    if (q > digits && (q == end || *q == '\t')) {
+        *dst = (double)(*s == '-' ? -v : v);
+    } else {
+        const char *t = memchr(s, '\t', (size_t)(end - s));
+        q = t ? t : end;
+        if (!pr__parse_float(s, (size_t)(q - s), dst)) {
+            char show[PR__SHOW_MAX + 8];
+            pr__show(show, sizeof(show), s, (size_t)(q - s));
+            snprintf(detail, dsz, "I%u: '%s' is not a number", c + 1, show);
+            return PR_DEC_BAD_DENSE;
+        }
+    }
+    *fe = q;
+    return PR_DEC_OK;
+}
+
+/* Sparse column c of row r, a uint64 column (fused Hex2Int) from [p, p+flen).
+ * A non-hex value only notes itself in *bad (the first one). */
+static inline void pr__line_hex_u64(pr_block *b, uint32_t c, uint32_t r, size_t words,
+                                    const char *p, size_t flen, pr__bad_hex *bad)
+{
+    uint64_t v = 0;
+    size_t nb = pr_hex_first_bad(p, flen);
+    for (size_t k = 0; k < flen && k < nb; k++) {
+        unsigned char ch = (unsigned char)p[k];
+        v = (v << 4) | (uint64_t)(ch <= '9' ? ch - '0' : (ch | 0x20) - 'a' + 10);
+    }
+    if (nb < flen && bad->col < 0) {
+        bad->col = (int)c;
+        bad->field = p;
+        bad->len = flen;
+    }
+    b->sparse_u64[(size_t)c * b->cap + r] = v;
+    if (flen == 0)
+        pr_bit_set(b->sparse_missing + c * words, r);
+}
+
+/* Sparse column c of row r from the field at p: into its 16-byte hex slot,
+ * or parsed (uint64 columns). *fe = the field's end. */
+static inline int pr__line_sparse(const pr_pipeline_spec *spec, pr_block *b, uint32_t c, uint32_t r,
+                                  size_t words, const char *p, const char *end, const char **fe_out,
+                                  pr__bad_hex *bad, char *detail, size_t dsz)
+{
+    bool u64 = b->sparse_enc[c] == PR_SPARSE_U64;
+    char *slot = u64 ? NULL : pr_block_hex(b, c, r);
+    /* Fast path: exactly 8 characters, no tab among them. */
+    if (!u64 && end - p >= 8 && !pr__has_tab8(pr__load64(p)) && (end - p == 8 || p[8] == '\t')) {
+        static const char zeros[8] = {'0', '0', '0', '0', '0', '0', '0', '0'};
+        memcpy(slot, zeros, 8);
+        memcpy(slot + 8, p, 8);
+        *fe_out = p + 8;
+        return PR_DEC_OK;
+    }
+    const char *q = memchr(p, '\t', (size_t)(end - p));
+    const char *fe = q ? q : end;
+    size_t flen = (size_t)(fe - p);
+    if (flen > PR_HEX_SLOT) {
+        char show[PR__SHOW_MAX + 8];
+        pr__show(show, sizeof(show), p, flen);
+        snprintf(detail, dsz, "%s: %zu characters (at most %d hex digits): '%s'",
+                 spec->sparse[c].name, flen, PR_HEX_SLOT, show);
+        return PR_DEC_LONG_HEX;
+    }
+    if (u64) {
+        /* A non-hex value is only reported once the rest of the line is
+         * known good: a wrong field count or a bad field further on wins,
+         * as it did when the engine found the non-hex. */
+        pr__line_hex_u64(b, c, r, words, p, flen, bad);
+    } else if (flen == 0) {
+        memset(slot, '0', PR_HEX_SLOT);
+        pr_bit_set(b->sparse_missing + c * words, r);
+    } else {
+        memset(slot, '0', PR_HEX_SLOT - flen);
+        memcpy(slot + PR_HEX_SLOT - flen, p, flen);
+    }
+    *fe_out = fe;
+    return PR_DEC_OK;
+}
+
 /* Decode one line (no '\n'; a trailing '\r' is stripped) into row b->rows.
  * Returns PR_DEC_OK with the row committed, or a reason with `detail` set. */
 static int pr__decode_line(const pr_decode_ctx *ctx, pr_block *b, const char *line, size_t len,
@@ -201,15 +331,13 @@ static int pr__decode_line(const pr_decode_ctx *ctx, pr_block *b, const char *li
     const uint32_t r = b->rows;
     const size_t words = pr_bitmap_words(b->cap);
     const size_t want = (size_t)spec->has_label + spec->n_dense + spec->n_sparse;
-    char show[PR__SHOW_MAX + 8];
 
     if (len > 0 && line[len - 1] == '\r')
         len--;
     const char *p = line, *end = line + len;
+    const char *fe;
     int reason;
-    int bad_col = -1; /* first sparse column with a non-hex value (fused Hex2Int) */
-    const char *bad_field = NULL;
-    size_t bad_len = 0;
+    pr__bad_hex bad = {.col = -1};
 
     if (spec->n_dense != b->n_dense || spec->n_sparse != b->n_sparse) {
         snprintf(detail, dsz, "block shape %u/%u does not match the spec %u/%u", b->n_dense,
@@ -230,116 +358,33 @@ static int pr__decode_line(const pr_decode_ctx *ctx, pr_block *b, const char *li
 
     if (spec->has_label) {
         const char *q = memchr(p, '\t', (size_t)(end - p));
-        const char *fe = q ? q : end;
-        int32_t lab;
-        if (!pr__parse_label(p, (size_t)(fe - p), &lab)) {
-            pr__show(show, sizeof(show), p, (size_t)(fe - p));
-            snprintf(detail, dsz, "label: '%s' is not an integer", show);
-            reason = PR_DEC_BAD_LABEL;
+        fe = q ? q : end;
+        if ((reason = pr__line_label(b, r, p, fe, detail, dsz)) != PR_DEC_OK)
             goto reject;
-        }
-        b->labels[r] = lab;
         PR__NEXT(fe);
     }
-
     for (uint32_t c = 0; c < spec->n_dense; c++) {
-        double *dst = b->dense + (size_t)c * b->cap + r;
         if (!more)
             goto field_count;
-        if (p == end || *p == '\t') { /* empty: missing */
-            *dst = 0.0;
-            pr_bit_set(b->dense_missing + c * words, r);
-            PR__NEXT(p);
-            continue;
-        }
-        /* Fast path: optional '-' and up to 18 digits, then tab or end.
-         * With 8 bytes readable, up to 7 digits are found and converted
-         * branch-free (SWAR); the digit count varies row to row, so a
-         * per-digit loop would mispredict its exit on almost every field. */
-        const char *s = p;
-        const char *q = p + (*p == '-');
-        const char *digits = q;
-        int64_t v = 0;
-        unsigned n8 = end - q >= 8 ? pr__swar_digits(pr__load64(q)) : 8;
-        if (n8 < 8) {
-            v = (int64_t)pr__swar_value(pr__load64(q), n8);
-            q += n8;
-        } else {
-            while (q < end && (unsigned)(unsigned char)*q - '0' <= 9 && q - digits < 18)
-                v = v * 10 + (*q++ - '0');
-        }
-        if (q > digits && (q == end || *q == '\t')) {
-            *dst = (double)(*s == '-' ? -v : v);
-        } else {
-            const char *t = memchr(s, '\t', (size_t)(end - s));
-            q = t ? t : end;
-            if (!pr__parse_float(s, (size_t)(q - s), dst)) {
-                pr__show(show, sizeof(show), s, (size_t)(q - s));
-                snprintf(detail, dsz, "I%u: '%s' is not a number", c + 1, show);
-                reason = PR_DEC_BAD_DENSE;
-                goto reject;
-            }
-        }
-        PR__NEXT(q);
+        if ((reason = pr__line_dense(b, c, r, words, p, end, &fe, detail, dsz)) != PR_DEC_OK)
+            goto reject;
+        PR__NEXT(fe);
     }
-
     for (uint32_t c = 0; c < spec->n_sparse; c++) {
         if (!more)
             goto field_count;
-        bool u64 = b->sparse_enc[c] == PR_SPARSE_U64;
-        char *slot = u64 ? NULL : pr_block_hex(b, c, r);
-        /* Fast path: exactly 8 characters, no tab among them. */
-        if (!u64 && end - p >= 8 && !pr__has_tab8(pr__load64(p)) &&
-            (end - p == 8 || p[8] == '\t')) {
-            static const char zeros[8] = {'0', '0', '0', '0', '0', '0', '0', '0'};
-            memcpy(slot, zeros, 8);
-            memcpy(slot + 8, p, 8);
-            PR__NEXT(p + 8);
-            continue;
-        }
-        const char *q = memchr(p, '\t', (size_t)(end - p));
-        const char *fe = q ? q : end;
-        size_t flen = (size_t)(fe - p);
-        if (flen > PR_HEX_SLOT) {
-            pr__show(show, sizeof(show), p, flen);
-            snprintf(detail, dsz, "%s: %zu characters (at most %d hex digits): '%s'",
-                     spec->sparse[c].name, flen, PR_HEX_SLOT, show);
-            reason = PR_DEC_LONG_HEX;
+        reason = pr__line_sparse(spec, b, c, r, words, p, end, &fe, &bad, detail, dsz);
+        if (reason != PR_DEC_OK)
             goto reject;
-        }
-        if (u64) {
-            /* Fused Hex2Int. A non-hex value is only reported once the rest
-             * of the line is known good: a wrong field count or a bad field
-             * further on wins, as it did when the engine found the non-hex. */
-            uint64_t v = 0;
-            size_t bad = pr__hex_first_bad(p, flen);
-            for (size_t k = 0; k < flen && k < bad; k++) {
-                unsigned char ch = (unsigned char)p[k];
-                v = (v << 4) | (uint64_t)(ch <= '9' ? ch - '0' : (ch | 0x20) - 'a' + 10);
-            }
-            if (bad < flen && bad_col < 0) {
-                bad_col = (int)c;
-                bad_field = p;
-                bad_len = flen;
-            }
-            b->sparse_u64[(size_t)c * b->cap + r] = v;
-            if (flen == 0)
-                pr_bit_set(b->sparse_missing + c * words, r);
-        } else if (flen == 0) {
-            memset(slot, '0', PR_HEX_SLOT);
-            pr_bit_set(b->sparse_missing + c * words, r);
-        } else {
-            memset(slot, '0', PR_HEX_SLOT - flen);
-            memcpy(slot + PR_HEX_SLOT - flen, p, flen);
-        }
         PR__NEXT(fe);
     }
 #undef PR__NEXT
     if (more)
         goto field_count;
-    if (bad_col >= 0) {
-        pr__show_field(show, sizeof(show), bad_field, bad_len);
-        snprintf(detail, dsz, "%s: '%s' is not hex", spec->sparse[bad_col].name, show);
+    if (bad.col >= 0) {
+        char show[PR__SHOW_MAX + 8];
+        pr__show_field(show, sizeof(show), bad.field, bad.len);
+        snprintf(detail, dsz, "%s: '%s' is not hex", spec->sparse[bad.col].name, show);
         pr__clear_row(b, r);
         return PR_DEC_BAD_HEX;
     }
@@ -429,18 +474,18 @@ static inline void pr__hex_pair(uint64_t w0, uint64_t w1, pr__hexacc *ok, uint64
 typedef uint64_t pr__hexacc;
 static inline pr__hexacc pr__hexacc_init(void)
 {
-    return PR__HB(0x80);
+    return PR_HEX_SPLAT(0x80);
 }
 static inline bool pr__hexacc_ok(pr__hexacc ok)
 {
-    return ok == PR__HB(0x80);
+    return ok == PR_HEX_SPLAT(0x80);
 }
 static inline void pr__hex_pair(uint64_t w0, uint64_t w1, pr__hexacc *ok, uint64_t *v0,
                                 uint64_t *v1)
 {
-    *ok &= pr__hex_valid8(w0) & pr__hex_valid8(w1);
-    *v0 = pr__hex_pack8(w0);
-    *v1 = pr__hex_pack8(w1);
+    *ok &= pr_hex_valid8(w0) & pr_hex_valid8(w1);
+    *v0 = pr_hex_pack8(w0);
+    *v1 = pr_hex_pack8(w1);
 }
 #endif
 
@@ -528,13 +573,13 @@ static int pr__decode_fast(const pr_decode_ctx *ctx, pr_block *b, const char *li
             start = fe + 1;
             uint64_t w;
             if (l - 1 < 8) {
-                w = pr__hex_align8(pr__hex_load8(s), l);
+                w = pr_hex_align8(pr_hex_load8(s), l);
             } else if (l == 0) {
-                w = PR__HB('0');
+                w = PR_HEX_SPLAT('0');
                 pr_bit_set(b->sparse_missing + c * words, r);
             } else if (l <= PR_HEX_SLOT && n_long < 4) {
-                w = PR__HB('0'); /* converted to 0, then fixed up below */
-                if (!pr__hex_parse_padded(s, l, &long_vals[n_long]))
+                w = PR_HEX_SPLAT('0'); /* converted to 0, then fixed up below */
+                if (!pr_hex_parse_padded(s, l, &long_vals[n_long]))
                     goto slow;
                 long_cols[n_long++] = c;
             } else {
@@ -546,7 +591,7 @@ static int pr__decode_fast(const pr_decode_ctx *ctx, pr_block *b, const char *li
                 w0 = w;
         }
         if (spec->n_sparse & 1)
-            pr__hex_pair(w0, PR__HB('0'), &ok, &u[(spec->n_sparse - 1) * cap], &spare);
+            pr__hex_pair(w0, PR_HEX_SPLAT('0'), &ok, &u[(spec->n_sparse - 1) * cap], &spare);
         if (!pr__hexacc_ok(ok))
             goto slow; /* a non-hex character: the general decoder names it */
         for (uint32_t k = 0; k < n_long; k++)
@@ -561,7 +606,7 @@ static int pr__decode_fast(const pr_decode_ctx *ctx, pr_block *b, const char *li
         if (b->sparse_enc[c] == PR_SPARSE_U64) {
             uint64_t *dst = b->sparse_u64 + (size_t)c * cap + r;
             if (l - 1 < PR_HEX_SLOT) {
-                if (!pr__hex_parse_padded(s, l, dst))
+                if (!pr_hex_parse_padded(s, l, dst))
                     goto slow; /* the general decoder names the column */
             } else if (l == 0) {
                 *dst = 0;

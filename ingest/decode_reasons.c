@@ -1,5 +1,5 @@
 /* decode_reasons.c — names of the decoder reject reasons (metric labels, rejects.tsv). */
-#include "pr_decode.h"
+#include "pr_ingest.h"
 
 static const char *const pr_decode_reason_names[PR_DEC__COUNT] = {
     [PR_DEC_OK] = "ok",

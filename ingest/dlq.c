@@ -192,8 +192,3 @@ void pr_dlq_get_stats(const pr_dlq *d, pr_dlq_stats *st)
     st->failed = __atomic_load_n(&d->failed, __ATOMIC_RELAXED);
     st->pending = __atomic_load_n(&d->pending, __ATOMIC_RELAXED);
 }
-
-const char *pr_dlq_topic(const pr_dlq *d)
-{
-    return d ? d->topic : NULL;
-}

@@ -27,7 +27,6 @@
 #include "pr_hex.h"
 #include "piperec.pb-c.h"
 #include "pr_varint.h"
-#include "pr_decode.h"
 #include "pr_ingest.h"
 
 #define PR__DETAIL_MAX 160
@@ -138,16 +137,6 @@ static void pr__reject(const pr_decode_ctx *ctx, int reason, const char *detail,
         ctx->on_reject(ctx->opaque, reason, detail, rec, len, recno);
 }
 
-static int pr__hexval(unsigned char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    ch |= 0x20;
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    return -1;
-}
-
 static const char pr__hexdig[16] = "0123456789abcdef";
 
 static void pr__u64_to_slot(char *slot, uint64_t v)
@@ -207,12 +196,10 @@ static int pr__check_event(const pr_decode_ctx *ctx, const pr_block *b,
         }
         /* Hex headed for a u64 column is parsed here, so check it here. */
         bool to_u64 = b->rows > 0 ? b->sparse_enc[i] == PR_SPARSE_U64 : ctx->parse_hex;
-        if (to_u64)
-            for (size_t k = 0; k < l; k++)
-                if (pr__hexval((unsigned char)s[k]) < 0) {
-                    snprintf(detail, dsz, "sparse_hex[%zu]: non-hex character", i);
-                    return PR_DEC_BAD_HEX;
-                }
+        if (to_u64 && pr_hex_first_bad(s, l) < l) {
+            snprintf(detail, dsz, "sparse_hex[%zu]: non-hex character", i);
+            return PR_DEC_BAD_HEX;
+        }
     }
     return PR_DEC_OK;
 }
@@ -254,9 +241,9 @@ static void pr__put_event(const pr_decode_ctx *ctx, pr_block *b, const Piperec__
             if (enc == PR_SPARSE_HEX) {
                 pr_block_put_hex(b, c, r, s, l);
             } else {
-                uint64_t v = 0;
-                for (size_t k = 0; k < l; k++)
-                    v = (v << 4) | (uint64_t)pr__hexval((unsigned char)s[k]);
+                uint64_t v = 0; /* validated above; "" reads as missing */
+                if (l > 0)
+                    pr_hex_parse_safe(s, l, l, &v);
                 b->sparse_u64[(size_t)c * cap + r] = v;
                 if (l == 0)
                     pr_bit_set(miss, r);
@@ -664,9 +651,9 @@ static inline void pr__ev_hex(const pr_decode_ctx *ctx, pr_block *b, pr__ev *e, 
     uint32_t r = b->rows;
     if (b->sparse_enc[c] == PR_SPARSE_U64) {
         uint64_t *dst = b->sparse_u64 + c * b->cap + r;
-        if (l > 0 && !pr__hex_parse_safe(str, l, avail, dst)) {
+        if (l > 0 && !pr_hex_parse_safe(str, l, avail, dst)) {
             size_t l0 = strnlen(str, l); /* protobuf-c's C string ends at a NUL */
-            if (l0 == l || (l0 > 0 && !pr__hex_parse_safe(str, l0, avail, dst))) {
+            if (l0 == l || (l0 > 0 && !pr_hex_parse_safe(str, l0, avail, dst))) {
                 if (e->hex_bad < 0) {
                     e->hex_bad = (int64_t)c;
                     e->hex_bad_reason = PR_DEC_BAD_HEX;
@@ -724,146 +711,181 @@ static inline void pr__ev_index(uint64_t v, uint32_t n, uint64_t *bm, int64_t *b
         *bad = i;
 }
 
-/* Decode one Event [p, end) into row b->rows (< cap). Returns -1 when the
- * bytes are not an Event, PR_DEC_OK with the row committed, or a reject
- * reason with `detail` (same checks, order and words as pr__check_event). */
-static int pr__fast_event(const pr_decode_ctx *ctx, pr_block *b, const uint8_t *p,
-                          const uint8_t *end, char *detail, size_t dsz)
+/* Field 3, dense: packed doubles or one fixed64 into row b->rows (columns
+ * past nd are counted, not stored). False when malformed. */
+static inline bool pr__ev_dense(pr_block *b, pr__ev *e, uint32_t nd, unsigned w, const uint8_t **pp,
+                                const uint8_t *end)
+{
+    const uint8_t *p = *pp;
+    const uint32_t r = b->rows, cap = b->cap;
+    size_t n;
+    if (w == PR__W_LEN) {
+        if (!pr__pb_len(&p, end, &n) || n % 8)
+            return false;
+    } else if (w == PR__W_64 && end - p >= 8) {
+        n = 8;
+    } else {
+        return false;
+    }
+    for (const uint8_t *q = p, *qe = p + n; q < qe; q += 8) {
+        size_t c = e->n_dense++;
+        if (c < nd)
+            memcpy(b->dense + c * cap + r, q, 8);
+    }
+    *pp = p + n;
+    return true;
+}
+
+/* One varint of field 4 (dense_missing), 6 (sparse_id) or 7 (sparse_missing). */
+static inline void pr__ev_varint_field(const pr_decode_ctx *ctx, pr_block *b, pr__ev *e, uint32_t f,
+                                       uint64_t v)
+{
+    if (f == 6)
+        pr__ev_id(ctx, b, e, v);
+    else if (f == 4)
+        pr__ev_index(v, ctx->spec->n_dense, e->dmiss, &e->dmiss_bad);
+    else
+        pr__ev_index(v, ctx->spec->n_sparse, e->smiss, &e->smiss_bad);
+}
+
+/* Fields 4, 6, 7: packed (ids take the hot loop) or one varint. */
+static inline bool pr__ev_varints(const pr_decode_ctx *ctx, pr_block *b, pr__ev *e, uint32_t f,
+                                  unsigned w, const uint8_t **pp, const uint8_t *end)
+{
+    const uint8_t *p = *pp;
+    uint64_t v;
+    size_t n;
+    if (w == PR__W_LEN && f == 6) {
+        if (!pr__pb_len(&p, end, &n))
+            return false;
+        if (!pr__ev_ids_packed(ctx, b, e, &p, p + n))
+            return false;
+    } else if (w == PR__W_LEN) {
+        if (!pr__pb_len(&p, end, &n))
+            return false;
+        const uint8_t *qe = p + n;
+        while (p < qe) {
+            if (!pr__pb_varint(&p, qe, &v))
+                return false;
+            pr__ev_varint_field(ctx, b, e, f, v);
+        }
+    } else if (w == PR__W_VARINT) {
+        if (!pr__pb_varint(&p, end, &v))
+            return false;
+        pr__ev_varint_field(ctx, b, e, f, v);
+    } else {
+        return false;
+    }
+    *pp = p;
+    return true;
+}
+
+/* Walk the Event's fields [p, end), values straight into row b->rows; what
+ * needs checking afterwards is noted in e. False when the bytes are not an
+ * Event. */
+static inline bool pr__ev_parse(const pr_decode_ctx *ctx, pr_block *b, pr__ev *e, const uint8_t *p,
+                                const uint8_t *end)
 {
     const pr_pipeline_spec *spec = ctx->spec;
-    const uint32_t r = b->rows, cap = b->cap;
     const uint32_t nd = spec->n_dense < b->n_dense ? spec->n_dense : b->n_dense;
-    pr__ev e;
-    memset(&e, 0, sizeof(e));
-    e.dmiss_bad = e.smiss_bad = e.hex_bad = -1;
-    if (ctx->parse_hex)
-        pr__ev_enc(ctx, b, &e, false);
-
     while (p < end) {
         uint32_t f;
         unsigned w;
         uint64_t v;
         size_t n;
         if (!pr__pb_tag(&p, end, &f, &w))
-            return -1;
+            return false;
         switch (f) {
         case 1: /* label */
             if (w != PR__W_VARINT || !pr__pb_varint(&p, end, &v))
-                return -1;
-            e.label = (int32_t)(uint32_t)v;
+                return false;
+            e->label = (int32_t)(uint32_t)v;
             break;
         case 2: /* event_time_ms */
             if (w != PR__W_VARINT || !pr__pb_varint(&p, end, &v))
-                return -1;
-            e.event_time_ms = (int64_t)v;
+                return false;
+            e->event_time_ms = (int64_t)v;
             break;
         case 3: /* dense */
-            if (w == PR__W_LEN) {
-                if (!pr__pb_len(&p, end, &n) || n % 8)
-                    return -1;
-            } else if (w == PR__W_64 && end - p >= 8) {
-                n = 8;
-            } else {
-                return -1;
-            }
-            for (const uint8_t *q = p, *qe = p + n; q < qe; q += 8) {
-                size_t c = e.n_dense++;
-                if (c < nd)
-                    memcpy(b->dense + c * cap + r, q, 8);
-            }
-            p += n;
+            if (!pr__ev_dense(b, e, nd, w, &p, end))
+                return false;
             break;
         case 4: /* dense_missing */
         case 6: /* sparse_id */
         case 7: /* sparse_missing */
-            if (w == PR__W_LEN && f == 6) {
-                if (!pr__pb_len(&p, end, &n))
-                    return -1;
-                if (!pr__ev_ids_packed(ctx, b, &e, &p, p + n))
-                    return -1;
-            } else if (w == PR__W_LEN) {
-                if (!pr__pb_len(&p, end, &n))
-                    return -1;
-                const uint8_t *qe = p + n;
-                while (p < qe) {
-                    if (!pr__pb_varint(&p, qe, &v))
-                        return -1;
-                    if (f == 6)
-                        pr__ev_id(ctx, b, &e, v);
-                    else if (f == 4)
-                        pr__ev_index(v, spec->n_dense, e.dmiss, &e.dmiss_bad);
-                    else
-                        pr__ev_index(v, spec->n_sparse, e.smiss, &e.smiss_bad);
-                }
-            } else if (w == PR__W_VARINT) {
-                if (!pr__pb_varint(&p, end, &v))
-                    return -1;
-                if (f == 6)
-                    pr__ev_id(ctx, b, &e, v);
-                else if (f == 4)
-                    pr__ev_index(v, spec->n_dense, e.dmiss, &e.dmiss_bad);
-                else
-                    pr__ev_index(v, spec->n_sparse, e.smiss, &e.smiss_bad);
-            } else {
-                return -1;
-            }
+            if (!pr__ev_varints(ctx, b, e, f, w, &p, end))
+                return false;
             break;
         case 5: /* sparse_hex */
             if (w != PR__W_LEN || !pr__pb_len(&p, end, &n))
-                return -1;
-            pr__ev_hex(ctx, b, &e, p, n, (size_t)(end - p));
+                return false;
+            pr__ev_hex(ctx, b, e, p, n, (size_t)(end - p));
             p += n;
             break;
         default:
             if (!pr__pb_skip(&p, end, w))
-                return -1;
+                return false;
         }
     }
+    return true;
+}
 
-    if (e.n_dense != spec->n_dense) {
-        snprintf(detail, dsz, "%zu dense values, expected %u", e.n_dense, spec->n_dense);
+/* The shape checks, in pr__check_event's order and words: PR_DEC_OK or a
+ * reject reason with `detail`. */
+static inline int pr__ev_check(const pr_pipeline_spec *spec, const pr_block *b, const pr__ev *e,
+                               char *detail, size_t dsz)
+{
+    if (e->n_dense != spec->n_dense) {
+        snprintf(detail, dsz, "%zu dense values, expected %u", e->n_dense, spec->n_dense);
         return PR_DEC_BAD_SHAPE;
     }
-    if (e.dmiss_bad >= 0) {
+    if (e->dmiss_bad >= 0) {
         snprintf(detail, dsz, "dense_missing index %" PRIu32 " out of range (n_dense %u)",
-                 (uint32_t)e.dmiss_bad, spec->n_dense);
+                 (uint32_t)e->dmiss_bad, spec->n_dense);
         return PR_DEC_BAD_SHAPE;
     }
-    if (e.n_hex && e.n_id) {
-        snprintf(detail, dsz, "both sparse_hex (%zu) and sparse_id (%zu) set", e.n_hex, e.n_id);
+    if (e->n_hex && e->n_id) {
+        snprintf(detail, dsz, "both sparse_hex (%zu) and sparse_id (%zu) set", e->n_hex, e->n_id);
         return PR_DEC_BAD_SHAPE;
     }
-    size_t ns = e.n_hex ? e.n_hex : e.n_id;
+    size_t ns = e->n_hex ? e->n_hex : e->n_id;
     if (ns != spec->n_sparse || ns > b->n_sparse) {
         snprintf(detail, dsz, "%zu sparse values, expected %u", ns, spec->n_sparse);
         return PR_DEC_BAD_SHAPE;
     }
-    if (e.smiss_bad >= 0) {
+    if (e->smiss_bad >= 0) {
         snprintf(detail, dsz, "sparse_missing index %" PRIu32 " out of range (n_sparse %u)",
-                 (uint32_t)e.smiss_bad, spec->n_sparse);
+                 (uint32_t)e->smiss_bad, spec->n_sparse);
         return PR_DEC_BAD_SHAPE;
     }
-    if (e.hex_bad >= 0) {
-        if (e.hex_bad_reason == PR_DEC_LONG_HEX)
-            snprintf(detail, dsz, "sparse_hex[%zu]: %zu digits (max 16)", (size_t)e.hex_bad,
-                     e.hex_bad_len);
+    if (e->hex_bad >= 0) {
+        if (e->hex_bad_reason == PR_DEC_LONG_HEX)
+            snprintf(detail, dsz, "sparse_hex[%zu]: %zu digits (max 16)", (size_t)e->hex_bad,
+                     e->hex_bad_len);
         else
-            snprintf(detail, dsz, "sparse_hex[%zu]: non-hex character", (size_t)e.hex_bad);
-        return e.hex_bad_reason;
+            snprintf(detail, dsz, "sparse_hex[%zu]: non-hex character", (size_t)e->hex_bad);
+        return e->hex_bad_reason;
     }
+    return PR_DEC_OK;
+}
 
-    /* Commit. Missing values: dense 0.0; sparse key 0 / all-zero slot. */
+/* Commit row b->rows. Missing values: dense 0.0; sparse key 0 / all-zero slot. */
+static inline void pr__ev_commit(const pr_decode_ctx *ctx, pr_block *b, const pr__ev *e)
+{
+    const pr_pipeline_spec *spec = ctx->spec;
+    const uint32_t r = b->rows, cap = b->cap;
+    const uint32_t nd = spec->n_dense < b->n_dense ? spec->n_dense : b->n_dense;
     const size_t words = pr_bitmap_words(cap);
-    b->labels[r] = spec->has_label ? e.label : 0;
+    b->labels[r] = spec->has_label ? e->label : 0;
     for (size_t k = 0; k < PR__BM_WORDS; k++) {
-        for (uint64_t m = e.dmiss[k]; m; m &= m - 1) {
+        for (uint64_t m = e->dmiss[k]; m; m &= m - 1) {
             size_t c = k * 64 + (size_t)__builtin_ctzll(m);
             if (c >= nd)
                 break;
             b->dense[c * cap + r] = 0.0;
             pr_bit_set(b->dense_missing + c * words, r);
         }
-        for (uint64_t m = e.smiss[k]; m; m &= m - 1) {
+        for (uint64_t m = e->smiss[k]; m; m &= m - 1) {
             size_t c = k * 64 + (size_t)__builtin_ctzll(m);
             if (b->sparse_enc[c] == PR_SPARSE_U64)
                 b->sparse_u64[c * cap + r] = 0;
@@ -877,8 +899,27 @@ static int pr__fast_event(const pr_decode_ctx *ctx, pr_block *b, const uint8_t *
     if (b->offset)
         b->offset[r] = ctx->offset;
     if (b->event_time_ms)
-        b->event_time_ms[r] = e.event_time_ms > 0 ? e.event_time_ms : ctx->default_event_time_ms;
+        b->event_time_ms[r] = e->event_time_ms > 0 ? e->event_time_ms : ctx->default_event_time_ms;
     b->rows = r + 1;
+}
+
+/* Decode one Event [p, end) into row b->rows (< cap). Returns -1 when the
+ * bytes are not an Event, PR_DEC_OK with the row committed, or a reject
+ * reason with `detail` (same checks, order and words as pr__check_event). */
+static int pr__fast_event(const pr_decode_ctx *ctx, pr_block *b, const uint8_t *p,
+                          const uint8_t *end, char *detail, size_t dsz)
+{
+    pr__ev e;
+    memset(&e, 0, sizeof(e));
+    e.dmiss_bad = e.smiss_bad = e.hex_bad = -1;
+    if (ctx->parse_hex)
+        pr__ev_enc(ctx, b, &e, false);
+    if (!pr__ev_parse(ctx, b, &e, p, end))
+        return -1;
+    int reason = pr__ev_check(ctx->spec, b, &e, detail, dsz);
+    if (reason != PR_DEC_OK)
+        return reason;
+    pr__ev_commit(ctx, b, &e);
     return PR_DEC_OK;
 }
 
@@ -1034,23 +1075,17 @@ int pr_decode_criteo_message(const pr_decode_ctx *ctx, pr_block *b, const char *
 
 /* ---------------------------------------------------------------- dispatch */
 
-static const char *const pr__format_names[PR_MSG__COUNT] = {
-    [PR_MSG_CRITEO_TSV] = "criteo_tsv",
-    [PR_MSG_PROTOBUF_EVENT] = "protobuf_event",
-    [PR_MSG_PROTOBUF_EVENT_BATCH] = "protobuf_event_batch",
-};
-
 const char *pr_msg_format_name(int fmt)
 {
     if (fmt < 0 || fmt >= PR_MSG__COUNT)
         return "unknown";
-    return pr__format_names[fmt];
+    return pr_msg_format_names[fmt];
 }
 
 int pr_msg_format_from_name(const char *name)
 {
     for (int i = 0; name && i < PR_MSG__COUNT; i++)
-        if (!strcmp(name, pr__format_names[i]))
+        if (!strcmp(name, pr_msg_format_names[i]))
             return i;
     return -1;
 }

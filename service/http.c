@@ -29,7 +29,7 @@ struct pr_http {
     struct MHD_Daemon *daemon;
     uint16_t port;
     size_t n_routes;
-    pr_http_route routes[PR_HTTP_MAX_ROUTES];
+    pr__http_route routes[PR_HTTP_MAX_ROUTES];
 };
 
 static enum MHD_Result pr__http_reply(struct MHD_Connection *conn, unsigned status,
@@ -86,7 +86,7 @@ answer:
         } else {
             r = pr__http_reply(conn, (unsigned)status, ctype, body.buf ? body.buf : "", body.len);
         }
-        pr_mbuf_free(&body);
+        pr_mbuf_fini(&body);
         return r;
     }
     static const char nf[] = "not found (try /metrics, /healthz, /readyz, /v1/status)\n";
@@ -94,7 +94,7 @@ answer:
                           sizeof(nf) - 1);
 }
 
-int pr_http_start(const char *listen_addr, const pr_http_route *routes, size_t n_routes,
+int pr__http_start(const char *listen_addr, const pr__http_route *routes, size_t n_routes,
                   pr_http **out, char *errstr, size_t errstr_size)
 {
     char host[256], port[8];
@@ -166,12 +166,12 @@ int pr_http_start(const char *listen_addr, const pr_http_route *routes, size_t n
     return 0;
 }
 
-uint16_t pr_http_port(const pr_http *h)
+uint16_t pr__http_port(const pr_http *h)
 {
     return h ? h->port : 0;
 }
 
-void pr_http_stop(pr_http *h)
+void pr__http_stop(pr_http *h)
 {
     if (!h)
         return;

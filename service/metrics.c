@@ -1,8 +1,8 @@
 /*
  * metrics.c — Prometheus text exposition 0.0.4 (pr_metrics.h).
  *
- * Rendering writes straight into a growing buffer (common/pr_mbuf.h); there
- * is no registry. Histograms themselves live in common/pr_hist.h.
+ * Rendering writes straight into a growing buffer (common/include/pr_mbuf.h); there
+ * is no registry. Histograms themselves live in common/include/pr_hist.h.
  */
 #include "pr_metrics.h"
 
@@ -33,7 +33,7 @@ static void pr__help_escape(pr_mbuf *mb, const char *s)
     }
 }
 
-void pr_metric_family(pr_mbuf *mb, const char *name, pr_metric_type type, const char *help)
+void pr__metric_family(pr_mbuf *mb, const char *name, pr__metric_type type, const char *help)
 {
     pr_mbuf_printf(mb, "# HELP %s ", name);
     pr__help_escape(mb, help);
@@ -98,7 +98,7 @@ static void pr__labels(pr_mbuf *mb, const pr_label *labels, size_t n, const char
     pr_mbuf_append(mb, "}", 1);
 }
 
-void pr_metric_sample(pr_mbuf *mb, const char *name, const pr_label *labels, size_t n_labels,
+void pr__metric_sample(pr_mbuf *mb, const char *name, const pr_label *labels, size_t n_labels,
                       double value)
 {
     pr_mbuf_puts(mb, name);
@@ -108,16 +108,16 @@ void pr_metric_sample(pr_mbuf *mb, const char *name, const pr_label *labels, siz
     pr_mbuf_append(mb, "\n", 1);
 }
 
-void pr_metric_single(pr_mbuf *mb, const char *name, pr_metric_type type, const char *help,
+void pr__metric_single(pr_mbuf *mb, const char *name, pr__metric_type type, const char *help,
                       double value)
 {
-    pr_metric_family(mb, name, type, help);
-    pr_metric_sample(mb, name, NULL, 0, value);
+    pr__metric_family(mb, name, type, help);
+    pr__metric_sample(mb, name, NULL, 0, value);
 }
 
 /* ---------------------------------------------------------------- histogram */
 
-void pr_metric_histogram(pr_mbuf *mb, const char *name, const pr_label *labels, size_t n_labels,
+void pr__metric_histogram(pr_mbuf *mb, const char *name, const pr_label *labels, size_t n_labels,
                          const pr_hist_snapshot *s)
 {
     char le[64];

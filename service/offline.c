@@ -1,5 +1,5 @@
 /*
- * offline.c — the offline driver (contract: pr_offline.h).
+ * offline.c — the offline driver (contract: pr_service.h, "offline").
  *
  * Pipeline, per pass:
  *
@@ -32,7 +32,7 @@
 
 #include "pr_clock.h"
 #include "pr_npy.h"
-#include "pr_offline.h"
+#include "pr_service.h"
 
 #define PR__BYTES_PER_ROW 200 /* chunk size = block_rows * this (Criteo ~240 B/line) */
 #define PR__ERR           512
@@ -616,6 +616,173 @@ static bool pr__needs_two_pass(const pr_pipeline_spec *spec)
     return false;
 }
 
+/* Open the input: mmap regular files; stream pipes unless two passes are
+ * needed (then spool them to a file first). Sets run->fd and the mapping;
+ * on failure the caller still closes run->fd when it was set. */
+static int pr__open_input(pr__run *run, bool two_pass, char *errstr, size_t errstr_size)
+{
+    const pr_offline_opts *opts = run->opts;
+    int fd = !strcmp(opts->input, "-") ? 0 : open(opts->input, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", opts->input, strerror(errno));
+    int rc;
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", run->in_name, strerror(errno));
+        goto out_close;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", run->in_name, strerror(EISDIR));
+        goto out_close;
+    }
+    if (!S_ISREG(st.st_mode) && two_pass) {
+        int sfd = -1;
+        if ((rc = pr__spool(fd, opts->output_dir, &sfd, errstr, errstr_size)))
+            goto out_close;
+        if (fd != 0)
+            close(fd);
+        fd = sfd;
+        if (fstat(fd, &st) < 0) {
+            rc = pr_seterr(errstr, errstr_size, PR_EIO, "spool: %s", strerror(errno));
+            goto out_close;
+        }
+    }
+    run->fd = fd;
+    if (S_ISREG(st.st_mode)) {
+        run->mapped = true;
+        run->map_size = (size_t)st.st_size;
+        if (run->map_size > 0) {
+            void *m = mmap(NULL, run->map_size, PROT_READ, MAP_PRIVATE, fd, 0);
+            if (m == MAP_FAILED)
+                return pr_seterr(errstr, errstr_size, PR_EIO, "%s: mmap: %s", run->in_name,
+                                 strerror(errno));
+            madvise(m, run->map_size, MADV_SEQUENTIAL);
+            run->map = m;
+        }
+    }
+    return 0;
+
+out_close:
+    if (fd > 0)
+        close(fd);
+    return rc;
+}
+
+/* Engine, output block and one job slot per decoder thread plus two. */
+static int pr__run_engine(pr__run *run, const pr_engine_opts *eopts, char *errstr,
+                          size_t errstr_size)
+{
+    const pr_pipeline_spec *spec = run->spec;
+    run->eng = pr_engine_new(spec, eopts, errstr, errstr_size);
+    if (!run->eng)
+        return PR_EINVAL;
+    run->res->sparse_width = pr_engine_sparse_width(run->eng);
+    run->out = pr_out_new(spec->n_dense, spec->n_sparse, run->block_rows, run->res->sparse_width);
+    int threads = run->opts->threads > 0 ? run->opts->threads : 1;
+    run->n_slots = (uint32_t)threads + 2;
+    run->jobs = calloc(run->n_slots, sizeof(*run->jobs));
+    if (!run->out || !run->jobs)
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
+    return 0;
+}
+
+/* Pass 1 of two: the engine counts values (for ops that need totals first). */
+static int pr__count_pass(pr__run *run, char *errstr, size_t errstr_size)
+{
+    int rc;
+    run->counting = true;
+    if ((rc = pr__pass(run, errstr, errstr_size)))
+        return rc;
+    if ((rc = pr_engine_count_done(run->eng))) {
+        pr_seterr(errstr, errstr_size, rc, "engine count: %s", pr_strerror(rc));
+        return rc;
+    }
+    run->counting = false;
+    run->res->rows = 0;
+    return 0;
+}
+
+/* dense.npy, sparse.npy, labels.npy (when the spec has a label), rejects.tsv. */
+static int pr__open_outputs(pr__run *run, char *errstr, size_t errstr_size)
+{
+    const pr_pipeline_spec *spec = run->spec;
+    const char *dir = run->opts->output_dir;
+    char path[4200];
+    int rc;
+    snprintf(path, sizeof(path), "%s/dense.npy", dir);
+    if ((rc = pr_npy_open(&run->w_dense, path, PR_NPY_F32, spec->n_dense, errstr, errstr_size)))
+        return rc;
+    snprintf(path, sizeof(path), "%s/sparse.npy", dir);
+    if ((rc = pr_npy_open(&run->w_sparse, path,
+                          run->res->sparse_width == 8 ? PR_NPY_I64 : PR_NPY_I32, spec->n_sparse,
+                          errstr, errstr_size)))
+        return rc;
+    if (spec->has_label) {
+        snprintf(path, sizeof(path), "%s/labels.npy", dir);
+        if ((rc = pr_npy_open(&run->w_labels, path, PR_NPY_I32, 0, errstr, errstr_size)))
+            return rc;
+    }
+    snprintf(path, sizeof(path), "%s/rejects.tsv", dir);
+    run->rejects = fopen(path, "w");
+    if (!run->rejects)
+        return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", path, strerror(errno));
+    setvbuf(run->rejects, NULL, _IOFBF, 1 << 16);
+    return 0;
+}
+
+/* Finish the .npy headers and rejects.tsv; the first error wins. */
+static int pr__close_outputs(pr__run *run, char *errstr, size_t errstr_size)
+{
+    int rc = pr_npy_close(run->w_dense, errstr, errstr_size);
+    run->w_dense = NULL;
+    if (!rc)
+        rc = pr_npy_close(run->w_sparse, errstr, errstr_size);
+    run->w_sparse = NULL;
+    if (!rc)
+        rc = pr_npy_close(run->w_labels, errstr, errstr_size);
+    run->w_labels = NULL;
+    if (fclose(run->rejects) != 0 && !rc)
+        rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s/rejects.tsv: %s", run->opts->output_dir,
+                       strerror(errno));
+    run->rejects = NULL;
+    return rc;
+}
+
+/* After a failure: drop half-written .npy files, close rejects.tsv. */
+static void pr__abort_outputs(pr__run *run)
+{
+    pr_npy_abort(run->w_dense);
+    pr_npy_abort(run->w_sparse);
+    pr_npy_abort(run->w_labels);
+    if (run->rejects)
+        fclose(run->rejects);
+}
+
+/* DIR/vocab/, when the pipeline has a vocab operator. */
+static int pr__write_vocab(pr__run *run, char *errstr, size_t errstr_size)
+{
+    if (!pr_spec_has_op(run->spec, PR_OP_VOCAB))
+        return 0;
+    char path[4200];
+    int rc;
+    snprintf(path, sizeof(path), "%s/vocab", run->opts->output_dir);
+    if ((rc = pr__mkdir_p(path, errstr, errstr_size)))
+        return rc;
+    return pr_engine_vocab_export(run->eng, path, errstr, errstr_size);
+}
+
+static void pr__free_jobs(pr__run *run)
+{
+    for (uint32_t s = 0; s < run->n_slots; s++) {
+        pr__job *job = &run->jobs[s];
+        for (uint32_t i = 0; i < job->cap_blocks; i++)
+            pr_block_free(job->blocks[i]);
+        free(job->blocks);
+        free(job->rej);
+        free(job->own);
+    }
+}
+
 int pr_offline_run(const pr_pipeline_spec *spec, const pr_engine_opts *eopts,
                    const pr_offline_opts *opts, pr_offline_result *res, char *errstr,
                    size_t errstr_size)
@@ -631,162 +798,48 @@ int pr_offline_run(const pr_pipeline_spec *spec, const pr_engine_opts *eopts,
     run.block_rows = opts->block_rows ? opts->block_rows : PR_OFFLINE_BLOCK_ROWS;
     run.block_rows = (run.block_rows + 63) & ~63u;
     run.chunk_bytes = (size_t)run.block_rows * PR__BYTES_PER_ROW;
-    bool is_stdin = !strcmp(opts->input, "-");
-    run.in_name = is_stdin ? "<stdin>" : opts->input;
+    run.in_name = !strcmp(opts->input, "-") ? "<stdin>" : opts->input;
     bool two_pass = pr__needs_two_pass(spec);
     int rc;
-    char path[4200];
 
     if ((rc = pr__mkdir_p(opts->output_dir, errstr, errstr_size)))
         return rc;
-
-    /* Open the input: mmap regular files; stream pipes unless two passes are needed. */
-    int fd = is_stdin ? 0 : open(opts->input, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", opts->input, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) < 0) {
-        rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", run.in_name, strerror(errno));
-        goto out_close;
-    }
-    if (S_ISDIR(st.st_mode)) {
-        rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", run.in_name, strerror(EISDIR));
-        goto out_close;
-    }
-    if (!S_ISREG(st.st_mode) && two_pass) {
-        int sfd = -1;
-        if ((rc = pr__spool(fd, opts->output_dir, &sfd, errstr, errstr_size)))
-            goto out_close;
-        if (fd != 0)
-            close(fd);
-        fd = sfd;
-        if (fstat(fd, &st) < 0) {
-            rc = pr_seterr(errstr, errstr_size, PR_EIO, "spool: %s", strerror(errno));
-            goto out_close;
-        }
-    }
-    run.fd = fd;
-    if (S_ISREG(st.st_mode)) {
-        run.mapped = true;
-        run.map_size = (size_t)st.st_size;
-        if (run.map_size > 0) {
-            void *m = mmap(NULL, run.map_size, PROT_READ, MAP_PRIVATE, fd, 0);
-            if (m == MAP_FAILED) {
-                rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s: mmap: %s", run.in_name,
-                               strerror(errno));
-                goto out_close;
-            }
-            madvise(m, run.map_size, MADV_SEQUENTIAL);
-            run.map = m;
-        }
-    }
-
-    run.eng = pr_engine_new(spec, eopts, errstr, errstr_size);
-    if (!run.eng) {
-        rc = PR_EINVAL;
-        goto out_unmap;
-    }
-    res->sparse_width = pr_engine_sparse_width(run.eng);
-    run.out = pr_out_new(spec->n_dense, spec->n_sparse, run.block_rows, res->sparse_width);
-    int threads = opts->threads > 0 ? opts->threads : 1;
-    run.n_slots = (uint32_t)threads + 2;
-    run.jobs = calloc(run.n_slots, sizeof(*run.jobs));
-    if (!run.out || !run.jobs) {
-        rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
+    if ((rc = pr__open_input(&run, two_pass, errstr, errstr_size)))
+        goto out_input;
+    if ((rc = pr__run_engine(&run, eopts, errstr, errstr_size)))
         goto out_engine;
-    }
     pthread_mutex_init(&run.mu, NULL);
     pthread_cond_init(&run.cv, NULL);
 
-    if (two_pass) {
-        run.counting = true;
-        if ((rc = pr__pass(&run, errstr, errstr_size)))
-            goto out_jobs;
-        if ((rc = pr_engine_count_done(run.eng))) {
-            pr_seterr(errstr, errstr_size, rc, "engine count: %s", pr_strerror(rc));
-            goto out_jobs;
-        }
-        run.counting = false;
-        res->rows = 0;
-    }
-
-    snprintf(path, sizeof(path), "%s/dense.npy", opts->output_dir);
-    if ((rc = pr_npy_open(&run.w_dense, path, PR_NPY_F32, spec->n_dense, errstr, errstr_size)))
+    if (two_pass && (rc = pr__count_pass(&run, errstr, errstr_size)))
         goto out_jobs;
-    snprintf(path, sizeof(path), "%s/sparse.npy", opts->output_dir);
-    if ((rc = pr_npy_open(&run.w_sparse, path, res->sparse_width == 8 ? PR_NPY_I64 : PR_NPY_I32,
-                          spec->n_sparse, errstr, errstr_size)))
-        goto out_writers;
-    if (spec->has_label) {
-        snprintf(path, sizeof(path), "%s/labels.npy", opts->output_dir);
-        if ((rc = pr_npy_open(&run.w_labels, path, PR_NPY_I32, 0, errstr, errstr_size)))
-            goto out_writers;
-    }
-    snprintf(path, sizeof(path), "%s/rejects.tsv", opts->output_dir);
-    run.rejects = fopen(path, "w");
-    if (!run.rejects) {
-        rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", path, strerror(errno));
-        goto out_writers;
-    }
-    setvbuf(run.rejects, NULL, _IOFBF, 1 << 16);
-
-    if ((rc = pr__pass(&run, errstr, errstr_size)))
-        goto out_writers;
+    if ((rc = pr__open_outputs(&run, errstr, errstr_size)) ||
+        (rc = pr__pass(&run, errstr, errstr_size)))
+        goto out_outputs;
     if (opts->progress)
         pr__progress(&run, true);
-
-    rc = pr_npy_close(run.w_dense, errstr, errstr_size);
-    run.w_dense = NULL;
-    if (!rc)
-        rc = pr_npy_close(run.w_sparse, errstr, errstr_size);
-    run.w_sparse = NULL;
-    if (!rc)
-        rc = pr_npy_close(run.w_labels, errstr, errstr_size);
-    run.w_labels = NULL;
-    if (fclose(run.rejects) != 0 && !rc)
-        rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s/rejects.tsv: %s", opts->output_dir,
-                       strerror(errno));
-    run.rejects = NULL;
-    if (rc)
-        goto out_writers;
-    if (pr_spec_has_op(spec, PR_OP_VOCAB)) {
-        snprintf(path, sizeof(path), "%s/vocab", opts->output_dir);
-        if ((rc = pr__mkdir_p(path, errstr, errstr_size)) ||
-            (rc = pr_engine_vocab_export(run.eng, path, errstr, errstr_size)))
-            goto out_writers;
-    }
+    if ((rc = pr__close_outputs(&run, errstr, errstr_size)) ||
+        (rc = pr__write_vocab(&run, errstr, errstr_size)))
+        goto out_outputs;
     res->bytes = run.mapped ? run.map_size : run.bytes_done;
 
-out_writers:
-    if (rc) {
-        pr_npy_abort(run.w_dense);
-        pr_npy_abort(run.w_sparse);
-        pr_npy_abort(run.w_labels);
-    }
-    if (run.rejects)
-        fclose(run.rejects);
+out_outputs:
+    if (rc)
+        pr__abort_outputs(&run);
 out_jobs:
-    for (uint32_t s = 0; s < run.n_slots; s++) {
-        pr__job *job = &run.jobs[s];
-        for (uint32_t i = 0; i < job->cap_blocks; i++)
-            pr_block_free(job->blocks[i]);
-        free(job->blocks);
-        free(job->rej);
-        free(job->own);
-    }
+    pr__free_jobs(&run);
     pthread_mutex_destroy(&run.mu);
     pthread_cond_destroy(&run.cv);
 out_engine:
     free(run.jobs);
     pr_out_free(run.out);
     pr_engine_free(run.eng);
-out_unmap:
+out_input:
     if (run.map)
         munmap((void *)run.map, run.map_size);
     free(run.carry);
-out_close:
-    if (fd > 0)
-        close(fd);
+    if (run.fd > 0)
+        close(run.fd);
     res->seconds = (pr_clock_mono_ns(pr_clock_real()) - run.t0_ns) / 1e9;
     return rc;
 }

@@ -7,7 +7,7 @@
  * thread, so they must only read state that is safe to read concurrently
  * (stats under their own locks or atomics).
  *
- * Listening on port 0 picks a free port; pr_http_port() tells which.
+ * Listening on port 0 picks a free port; pr__http_port() tells which.
  */
 #ifndef PR_HTTP_H
 #define PR_HTTP_H
@@ -21,23 +21,23 @@ typedef struct pr_http pr_http;
 
 /* Fill `body` and return the HTTP status (200, 503...). *content_type may be
  * set to a static string; it defaults to "text/plain; charset=utf-8". */
-typedef int (*pr_http_handler)(void *opaque, pr_mbuf *body, const char **content_type);
+typedef int (*pr__http_handler)(void *opaque, pr_mbuf *body, const char **content_type);
 
-typedef struct pr_http_route {
+typedef struct pr__http_route {
     const char *path; /* exact match, e.g. "/metrics" */
-    pr_http_handler fn;
+    pr__http_handler fn;
     void *opaque;
-} pr_http_route;
+} pr__http_route;
 
 /* Start listening on "host:port" (host empty or "0.0.0.0" = all IPv4
  * interfaces). Routes are copied (n <= 16). Unknown paths answer 404, methods
  * other than GET/HEAD 405. On failure returns a negative PR_E* and a reason
  * ("http.listen 127.0.0.1:9464: Address already in use"). */
-int pr_http_start(const char *listen, const pr_http_route *routes, size_t n_routes, pr_http **out,
+int pr__http_start(const char *listen, const pr__http_route *routes, size_t n_routes, pr_http **out,
                   char *errstr, size_t errstr_size);
 /* The port actually bound. */
-uint16_t pr_http_port(const pr_http *h);
+uint16_t pr__http_port(const pr_http *h);
 /* Stop the listener and free it (NULL is fine). Waits for running handlers. */
-void pr_http_stop(pr_http *h);
+void pr__http_stop(pr_http *h);
 
 #endif

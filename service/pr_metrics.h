@@ -37,12 +37,12 @@
 
 /* ---------------------------------------------------------------- exposition */
 
-typedef enum pr_metric_type {
+typedef enum pr__metric_type {
     PR_METRIC_COUNTER = 0,
     PR_METRIC_GAUGE,
     PR_METRIC_HISTOGRAM,
     PR_METRIC_UNTYPED,
-} pr_metric_type;
+} pr__metric_type;
 
 /* One label pair. A NULL value is written as "". */
 typedef struct pr_label {
@@ -51,22 +51,31 @@ typedef struct pr_label {
 } pr_label;
 
 /* Write "# HELP name help" and "# TYPE name type". */
-void pr_metric_family(pr_mbuf *mb, const char *name, pr_metric_type type, const char *help);
+void pr__metric_family(pr_mbuf *mb, const char *name, pr__metric_type type, const char *help);
 
 /* Write one sample line: name{l1="v1",...} value. Label values are escaped
  * (backslash, quote, newline); values print as integers when they are, +Inf,
  * -Inf and NaN as the format wants. */
-void pr_metric_sample(pr_mbuf *mb, const char *name, const pr_label *labels, size_t n_labels,
+void pr__metric_sample(pr_mbuf *mb, const char *name, const pr_label *labels, size_t n_labels,
                       double value);
 
 /* Convenience: family + one unlabelled sample. */
-void pr_metric_single(pr_mbuf *mb, const char *name, pr_metric_type type, const char *help,
+void pr__metric_single(pr_mbuf *mb, const char *name, pr__metric_type type, const char *help,
                       double value);
 
 /* Write a histogram family's samples (_bucket with le, _sum, _count) with the
  * given extra labels (the family line must be written first with
  * PR_METRIC_HISTOGRAM). `name` is the base name without suffix. */
-void pr_metric_histogram(pr_mbuf *mb, const char *name, const pr_label *labels, size_t n_labels,
+void pr__metric_histogram(pr_mbuf *mb, const char *name, const pr_label *labels, size_t n_labels,
                          const pr_hist_snapshot *s);
+
+/* ---------------------------------------------------------------- process */
+
+/* Write the standard process collector families (process_cpu_seconds_total,
+ * process_resident_memory_bytes, process_virtual_memory_bytes,
+ * process_open_fds, process_max_fds, process_start_time_seconds) for the
+ * calling process, read from /proc at call time (process_metrics.c). A
+ * family whose source cannot be read is left out. Any thread. */
+void pr__process_metrics(pr_mbuf *mb);
 
 #endif

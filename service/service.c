@@ -67,7 +67,6 @@ struct pr__pipe {
     /* Names for sinks (borrowed from cfg). */
     const char *dense_names[PR_MAX_DENSE];
     const char *sparse_names[PR_MAX_SPARSE];
-    const char **kafka_props; /* key, value, ... */
 
     /* Partitions revoked during the current consumer poll: rows of theirs
      * already in the block must not reach the batcher. */
@@ -455,8 +454,6 @@ static void pr__pipe_free(pr__pipe *p)
         pr_out_free(p->out);
     p->blk = NULL;
     p->out = NULL;
-    free(p->kafka_props);
-    p->kafka_props = NULL;
     pthread_mutex_destroy(&p->lock);
 }
 
@@ -476,32 +473,11 @@ static int pr__sinks_open(pr__pipe *p, const pr_clock *clock, char *errstr, size
     sc.dense_names = p->dense_names;
     sc.sparse_names = p->sparse_names;
     sc.clock = clock;
-    sc.trainer.listen = pc->sinks.trainer.listen;
-    sc.trainer.max_unacked_batches = pc->sinks.trainer.max_unacked_batches;
-    sc.trainer.ack_timeout_ms = pc->sinks.trainer.ack_timeout_ms;
-    sc.files.dir = pc->sinks.files.dir;
-    sc.files.roll_batches = pc->sinks.files.roll_batches;
-    if (pc->sinks.kafka.enabled) {
-        const pr_kv_list *kp = &pc->sinks.kafka.properties;
-        const char *src_bs = pr_kv_get(&pc->source.kafka.properties, "bootstrap.servers");
-        bool has_bs = pr_kv_get(kp, "bootstrap.servers") != NULL;
-        size_t n = kp->n + (has_bs || !src_bs ? 0 : 1);
-        p->kafka_props = calloc(2 * n + 1, sizeof(char *));
-        if (!p->kafka_props)
-            return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
-        size_t k = 0;
-        for (size_t i = 0; i < kp->n; i++) {
-            p->kafka_props[k++] = kp->items[i].key;
-            p->kafka_props[k++] = kp->items[i].value;
-        }
-        if (!has_bs && src_bs) {
-            p->kafka_props[k++] = "bootstrap.servers";
-            p->kafka_props[k++] = src_bs;
-        }
-        sc.kafka.topic = pc->sinks.kafka.topic;
-        sc.kafka.props = p->kafka_props;
-        sc.kafka.n_props = k / 2;
-    }
+    /* The loader filled the sinks' own settings (defaults included; the
+     * Kafka sink's bootstrap.servers falls back to the source's there). */
+    sc.trainer = pc->sinks.trainer;
+    sc.kafka = pc->sinks.kafka;
+    sc.files = pc->sinks.files;
 
     p->sinks = pr_sinkset_new();
     if (!p->sinks)
@@ -523,7 +499,7 @@ static int pr__sinks_open(pr__pipe *p, const pr_clock *clock, char *errstr, size
                              pc->name, table[i].name);
         pr_sink *s = NULL;
         char e[256] = "";
-        int rc = pr_sink_create(ops, &sc, &s, e, sizeof(e));
+        int rc = pr_sink_new(ops, &sc, &s, e, sizeof(e));
         if (rc)
             return pr_seterr(errstr, errstr_size, rc, "pipelines[%s].sinks.%s: %s", pc->name,
                              table[i].name, e);
@@ -531,7 +507,7 @@ static int pr__sinks_open(pr__pipe *p, const pr_clock *clock, char *errstr, size
             p->trainer_port = pr_sink_trainer_port(s);
         rc = pr_sinkset_add(p->sinks, s);
         if (rc) {
-            pr_sink_close(s);
+            pr_sink_free(s);
             return pr_seterr(errstr, errstr_size, rc, "pipelines[%s]: cannot add sink %s", pc->name,
                              table[i].name);
         }
@@ -586,11 +562,7 @@ static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr,
     bc.n_dense = pc->spec.n_dense;
     bc.n_sparse = pc->spec.n_sparse;
     bc.sparse_width = pr_engine_sparse_width(p->eng);
-    bc.batch_size = pc->batch.size;
-    bc.max_delay_ms = pc->batch.max_delay_ms;
-    bc.ordering = (pr_batch_ordering)pc->batch.ordering;
-    bc.allowed_lateness_ms = pc->batch.allowed_lateness_ms;
-    bc.late_policy = (pr_batch_late_policy)pc->batch.late_policy;
+    bc.batch = pc->batch;
     bc.clock = svc->clock;
     bc.on_emit = pr__emit_cb;
     bc.on_late = pr__late_cb;
@@ -606,22 +578,14 @@ static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr,
 
     /* Consumer last: it joins the group, and should only do so once
      * everything downstream exists. */
-    const pr_kv_list *kp = &pc->source.kafka.properties;
-    pr_kv_ref *props = calloc(kp->n + 1, sizeof(*props));
-    if (!props)
-        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
-    for (size_t i = 0; i < kp->n; i++) {
-        props[i].key = kp->items[i].key;
-        props[i].value = kp->items[i].value;
-    }
     pr_consumer_conf cc;
     memset(&cc, 0, sizeof(cc));
     cc.topics = (const char *const *)pc->source.kafka.topics;
     cc.n_topics = pc->source.kafka.n_topics;
     cc.group_id = pc->source.kafka.group_id;
-    cc.props = props;
-    cc.n_props = kp->n;
-    cc.format = (pr_msg_format)pc->source.format;
+    cc.props = pc->source.kafka.properties.items;
+    cc.n_props = pc->source.kafka.properties.n;
+    cc.format = pc->source.format;
     cc.spec = &pc->spec;
     cc.dead_letter_topic = pc->source.dead_letter_topic;
     cc.clock = svc->clock;
@@ -630,7 +594,6 @@ static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr,
     cc.on_reject = pr__on_reject;
     cc.opaque = p;
     p->cons = pr_consumer_new(&cc, e, sizeof(e));
-    free(props);
     if (!p->cons)
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "pipelines[%s].source: %s", pc->name, e);
     atomic_store(&p->last_turn_ns, pr__now_ns());
@@ -933,13 +896,13 @@ int pr_service_start(pr_service *svc, char *errstr, size_t errstr_size)
     if (svc->started)
         return pr_seterr(errstr, errstr_size, PR_ESTATE, "service already started");
     if (svc->cfg->http.enabled && !svc->opts.no_http) {
-        const pr_http_route routes[] = {
+        const pr__http_route routes[] = {
             {"/metrics", pr__h_metrics, svc},
             {"/healthz", pr__h_healthz, svc},
             {"/readyz", pr__h_readyz, svc},
             {"/v1/status", pr__h_status, svc},
         };
-        int rc = pr_http_start(svc->cfg->http.listen, routes, 4, &svc->http, errstr, errstr_size);
+        int rc = pr__http_start(svc->cfg->http.listen, routes, 4, &svc->http, errstr, errstr_size);
         if (rc)
             return rc;
     }
@@ -991,7 +954,7 @@ int pr_service_stop(pr_service *svc)
             rc = p->drain_rc;
     }
     /* HTTP goes last so the final figures can still be scraped while draining. */
-    pr_http_stop(svc->http);
+    pr__http_stop(svc->http);
     svc->http = NULL;
     svc->stopped = true;
     svc->stop_rc = rc;
@@ -1004,7 +967,7 @@ void pr_service_free(pr_service *svc)
         return;
     if (svc->started)
         pr_service_stop(svc);
-    pr_http_stop(svc->http);
+    pr__http_stop(svc->http);
     for (size_t i = 0; i < svc->n_pipes; i++)
         pr__pipe_free(&svc->pipes[i]);
     free(svc->pipes);
@@ -1020,7 +983,7 @@ size_t pr_service_n_pipelines(const pr_service *svc)
 
 uint16_t pr_service_http_port(const pr_service *svc)
 {
-    return pr_http_port(svc->http);
+    return pr__http_port(svc->http);
 }
 
 uint16_t pr_service_trainer_port(const pr_service *svc, size_t pipeline)
@@ -1028,21 +991,6 @@ uint16_t pr_service_trainer_port(const pr_service *svc, size_t pipeline)
     if (pipeline >= svc->n_pipes || svc->pipes[pipeline].trainer_port < 0)
         return 0;
     return (uint16_t)svc->pipes[pipeline].trainer_port;
-}
-
-static void pr__hist_copy(const pr_hist *h, pr_hist_snapshot *s)
-{
-    memset(s, 0, sizeof(*s));
-    s->n_bounds = h->n <= PR_METRIC_HIST_MAX_BUCKETS ? h->n : PR_METRIC_HIST_MAX_BUCKETS;
-    for (size_t i = 0; i < s->n_bounds; i++) {
-        s->bounds[i] = h->bounds[i];
-        s->counts[i] = h->counts[i];
-    }
-    /* Anything past our bucket count lands in +Inf. */
-    for (size_t i = s->n_bounds; i <= h->n; i++)
-        s->counts[s->n_bounds] += h->counts[i];
-    s->count = h->count;
-    s->sum = h->sum;
 }
 
 int pr_service_pipeline_stats(pr_service *svc, size_t i, pr_pipeline_stats *st)
@@ -1090,8 +1038,8 @@ int pr_service_pipeline_stats(pr_service *svc, size_t i, pr_pipeline_stats *st)
     for (uint32_t c = 0; c < p->cfg->spec.n_sparse; c++)
         st->vocab_size_total += p->vocab[c];
     pthread_mutex_unlock(&p->lock);
-    pr__hist_copy(&bs.event_to_emit_s, &st->fresh_emit);
-    pr__hist_copy(&bs.emit_to_ack_s, &st->fresh_ack);
+    st->fresh_emit = bs.event_to_emit_s;
+    st->fresh_ack = bs.emit_to_ack_s;
     return 0;
 }
 
@@ -1170,6 +1118,7 @@ static const char *pr__engine_reject_name(int r)
 /* What each pipeline contributes, gathered once per scrape. */
 typedef struct pr__scrape {
     pr__pipe *p;
+    int64_t now_ns; /* scrape time, the same for every pipeline */
     pr_consumer_stats cs;
     pr_batcher_stats bs;
     pr_engine_stats est;
@@ -1183,65 +1132,441 @@ typedef struct pr__scrape {
     bool has_dlq;
 } pr__scrape;
 
-#define PR__LBL_PIPE(sc)                                                                           \
-    {                                                                                              \
-        "pipeline", (sc)->p->cfg->name                                                             \
-    }
-
-static void pr__fam_u64(pr_mbuf *mb, pr__scrape *sc, size_t n, const char *name,
-                        pr_metric_type type, const char *help, size_t off_cs, size_t off_bs,
-                        int which)
+/* Take one consistent read of pipeline p's stats. Lags stay empty when their
+ * array cannot be allocated (the lag families then have no sample). */
+static void pr__scrape_pipe(pr__pipe *p, pr__scrape *s)
 {
-    pr_metric_family(mb, name, type, help);
-    for (size_t i = 0; i < n; i++) {
-        pr_label l[] = {PR__LBL_PIPE(&sc[i])};
-        const uint64_t *v = which == 0 ? (const uint64_t *)((const char *)&sc[i].cs + off_cs)
-                                       : (const uint64_t *)((const char *)&sc[i].bs + off_bs);
-        pr_metric_sample(mb, name, l, 1, (double)*v);
+    s->p = p;
+    pr_consumer_get_stats(p->cons, &s->cs);
+    pr_batcher_get_stats(p->bat, &s->bs);
+    pthread_mutex_lock(&p->lock);
+    s->est = p->est;
+    memcpy(s->vocab, p->vocab, sizeof(s->vocab));
+    s->n_sinks = p->n_sink_stats;
+    memcpy(s->sink_names, p->sink_names, sizeof(s->sink_names));
+    memcpy(s->ss, p->sink_stats, sizeof(s->ss));
+    pthread_mutex_unlock(&p->lock);
+    s->lags = calloc(PR__MAX_PARTS, sizeof(pr_partition_lag));
+    if (s->lags)
+        s->n_lags = pr_consumer_lag(p->cons, s->lags, PR__MAX_PARTS);
+    if (s->n_lags > PR__MAX_PARTS)
+        s->n_lags = PR__MAX_PARTS;
+    pr_dlq *d = pr_consumer_dlq(p->cons);
+    if (d) {
+        pr_dlq_get_stats(d, &s->dq);
+        s->has_dlq = true;
     }
 }
 
-/* Per-pipeline u64 families, as a table: name, type, help, which struct, offset. */
-typedef struct pr__u64_metric {
-    const char *name;
-    pr_metric_type type;
-    const char *help;
-    int which; /* 0 = consumer stats, 1 = batcher stats */
-    size_t off;
-} pr__u64_metric;
+/*
+ * The /metrics page as a table of families, rendered in table order (the
+ * order docs/operations.md lists them in). Each family is announced once
+ * (HELP, TYPE), then:
+ *   - `proc` set: one process-wide sample set, written by proc;
+ *   - `emit` set: emit writes that pipeline's samples (labels, histograms,
+ *     one sample per partition, reason, operator, column or sink);
+ *   - neither: one sample per pipeline, {pipeline="..."}, whose value is the
+ *     integer at `off` in the struct `src` names, divided by `div` when set.
+ * `labels` names the family's labels in order; emitters take their label
+ * names from it, so the table is the one place they are spelled.
+ */
+typedef enum pr__src {
+    PR__SRC_CONSUMER,     /* uint64_t in pr_consumer_stats */
+    PR__SRC_CONSUMER_U32, /* uint32_t in pr_consumer_stats */
+    PR__SRC_BATCHER,      /* uint64_t in pr_batcher_stats */
+    PR__SRC_ENGINE,       /* uint64_t in pr_engine_stats */
+    PR__SRC_PIPE,         /* _Atomic uint64_t in pr__pipe, read at render time */
+} pr__src;
 
-static const pr__u64_metric pr__u64_metrics[] = {
-    {"piperec_messages_in_total", PR_METRIC_COUNTER, "Kafka messages consumed.", 0,
-     offsetof(pr_consumer_stats, messages)},
-    {"piperec_bytes_in_total", PR_METRIC_COUNTER, "Kafka message payload bytes consumed.", 0,
-     offsetof(pr_consumer_stats, bytes)},
+typedef struct pr__family pr__family;
+
+struct pr__family {
+    const char *name;
+    pr__metric_type type;
+    const char *help;
+    const char *labels[3];
+    pr__src src;
+    size_t off; /* value, histogram or per-operator array offset in src */
+    double div; /* 0: value as is */
+    int arg;    /* emitter-specific: lag kind; vocab 1 = capacity */
+    void (*emit)(pr_mbuf *mb, const pr__family *f, const pr__scrape *s);
+    void (*proc)(pr_mbuf *mb, const pr__family *f, const pr_service *svc);
+};
+
+static const char *pr__pipe_name(const pr__scrape *s)
+{
+    return s->p->cfg->name;
+}
+
+static double pr__scaled(const pr__family *f, double v)
+{
+    return f->div != 0 ? v / f->div : v;
+}
+
+/* The default emitter: one {pipeline} sample read from src + off. */
+static void pr__emit_value(pr_mbuf *mb, const pr__family *f, const pr__scrape *s)
+{
+    double v;
+    switch (f->src) {
+    case PR__SRC_CONSUMER:
+        v = (double)*(const uint64_t *)((const char *)&s->cs + f->off);
+        break;
+    case PR__SRC_CONSUMER_U32:
+        v = *(const uint32_t *)((const char *)&s->cs + f->off);
+        break;
+    case PR__SRC_BATCHER:
+        v = (double)*(const uint64_t *)((const char *)&s->bs + f->off);
+        break;
+    case PR__SRC_ENGINE:
+        v = (double)*(const uint64_t *)((const char *)&s->est + f->off);
+        break;
+    default:
+        v = (double)atomic_load((_Atomic uint64_t *)((char *)s->p + f->off));
+        break;
+    }
+    pr_label l[] = {{f->labels[0], pr__pipe_name(s)}};
+    pr__metric_sample(mb, f->name, l, 1, pr__scaled(f, v));
+}
+
+static void pr__proc_build_info(pr_mbuf *mb, const pr__family *f, const pr_service *svc)
+{
+    (void)svc;
+    pr_label l[] = {{f->labels[0], PR_VERSION}};
+    pr__metric_sample(mb, f->name, l, 1, 1);
+}
+
+static void pr__proc_start_time(pr_mbuf *mb, const pr__family *f, const pr_service *svc)
+{
+    pr__metric_sample(mb, f->name, NULL, 0, (double)svc->start_wall_ms / 1000.0);
+}
+
+static void pr__proc_inflight_limit(pr_mbuf *mb, const pr__family *f, const pr_service *svc)
+{
+    pr__metric_sample(mb, f->name, NULL, 0, (double)svc->cfg->limits.max_inflight_bytes);
+}
+
+static void pr__emit_backend(pr_mbuf *mb, const pr__family *f, const pr__scrape *s)
+{
+    pr_label l[] = {{f->labels[0], pr__pipe_name(s)},
+                    {f->labels[1], pr_engine_backend_name(s->p->eng)}};
+    pr__metric_sample(mb, f->name, l, 2, 1);
+}
+
+static void pr__emit_up(pr_mbuf *mb, const pr__family *f, const pr__scrape *s)
+{
+    bool up = !atomic_load(&s->p->fatal) && !atomic_load(&s->p->done);
+    pr_label l[] = {{f->labels[0], pr__pipe_name(s)}};
+    pr__metric_sample(mb, f->name, l, 1, up ? 1 : 0);
+}
+
+static void pr__emit_loop_age(pr_mbuf *mb, const pr__family *f, const pr__scrape *s)
+{
+    pr_label l[] = {{f->labels[0], pr__pipe_name(s)}};
+    pr__metric_sample(mb, f->name, l, 1,
+                      (double)(s->now_ns - atomic_load(&s->p->last_turn_ns)) / 1e9);
+}
+
+enum { PR__LAG_COMMITTED, PR__LAG_POSITION, PR__LAG_HIGH_WATERMARK, PR__LAG_COMMITTED_OFFSET };
+
+/* One sample per partition; a value not known yet (-1) has no sample rather
+ * than a fake number. */
+static void pr__emit_lag(pr_mbuf *mb, const pr__family *f, const pr__scrape *s)
+{
+    for (size_t k = 0; k < s->n_lags; k++) {
+        const pr_partition_lag *L = &s->lags[k];
+        int64_t v;
+        switch (f->arg) {
+        case PR__LAG_COMMITTED:
+            v = (L->high_watermark >= 0 && L->committed >= 0) ? L->high_watermark - L->committed
+                                                              : -1;
+            break;
+        case PR__LAG_POSITION:
+            v = (L->high_watermark >= 0 && L->position >= 0) ? L->high_watermark - L->position : -1;
+            break;
+        case PR__LAG_HIGH_WATERMARK:
+            v = L->high_watermark;
+            break;
+        default:
+            v = L->committed;
+            break;
+        }
+        if (v < 0)
+            continue;
+        char part[16];
+        snprintf(part, sizeof(part), "%d", L->tp.partition);
+        pr_label l[] = {
+            {f->labels[0], pr__pipe_name(s)}, {f->labels[1], L->tp.topic}, {f->labels[2], part}};
+        pr__metric_sample(mb, f->name, l, 3, (double)v);
+    }
+}
+
+/* Decoder reasons and engine reasons under one `reason` label (merged by
+ * name), then the batcher's late drops. */
+static void pr__emit_rejects(pr_mbuf *mb, const pr__family *f, const pr__scrape *s)
+{
+    uint64_t eng[PR_DEC__COUNT] = {0};
+    uint64_t eng_other = 0;
+    for (int r = 1; r < PR_REJECT__ENGINE_COUNT; r++) {
+        uint64_t v = atomic_load(&s->p->engine_rejects[r]);
+        if (r == PR_REJECT_BAD_HEX)
+            eng[PR_DEC_BAD_HEX] += v;
+        else
+            eng_other += v;
+    }
+    for (int r = 1; r < PR_DEC__COUNT; r++) {
+        pr_label l[] = {{f->labels[0], pr__pipe_name(s)}, {f->labels[1], pr_decode_reason_name(r)}};
+        pr__metric_sample(mb, f->name, l, 2, (double)(s->cs.rejects[r] + eng[r]));
+    }
+    if (eng_other) {
+        pr_label l[] = {{f->labels[0], pr__pipe_name(s)},
+                        {f->labels[1], pr__engine_reject_name(-1)}};
+        pr__metric_sample(mb, f->name, l, 2, (double)eng_other);
+    }
+    pr_label l[] = {{f->labels[0], pr__pipe_name(s)}, {f->labels[1], "late_dropped"}};
+    pr__metric_sample(mb, f->name, l, 2, (double)s->bs.rows_late_dropped);
+}
+
+static void pr__emit_dead_letters(pr_mbuf *mb, const pr__family *f, const pr__scrape *s)
+{
+    if (!s->has_dlq)
+        return;
+    pr_label l1[] = {{f->labels[0], pr__pipe_name(s)}, {f->labels[1], "sent"}};
+    pr__metric_sample(mb, f->name, l1, 2, (double)s->dq.sent);
+    pr_label l2[] = {{f->labels[0], pr__pipe_name(s)}, {f->labels[1], "failed"}};
+    pr__metric_sample(mb, f->name, l2, 2, (double)s->dq.failed);
+}
+
+static void pr__emit_batch_reasons(pr_mbuf *mb, const pr__family *f, const pr__scrape *s)
+{
+    for (int r = 0; r < PR_BATCH__REASONS; r++) {
+        pr_label l[] = {{f->labels[0], pr__pipe_name(s)}, {f->labels[1], pr__reason_labels[r]}};
+        pr__metric_sample(mb, f->name, l, 2, (double)s->bs.batches_by_reason[r]);
+    }
+}
+
+/* A pr_hist_snapshot at `off` in the batcher stats. */
+static void pr__emit_hist(pr_mbuf *mb, const pr__family *f, const pr__scrape *s)
+{
+    const pr_hist_snapshot *h = (const pr_hist_snapshot *)((const char *)&s->bs + f->off);
+    pr_label l[] = {{f->labels[0], pr__pipe_name(s)}};
+    pr__metric_histogram(mb, f->name, l, 1, h);
+}
+
+/* A column's vocabulary capacity by the rule pr_engine.h documents for
+ * pr_sparse_col_spec.capacity: the configured one, else modulus (+2 reserved
+ * indices under the default profile) when the column is bounded, else
+ * INT32_MAX. */
+static uint64_t pr__vocab_capacity(const pr_pipeline_spec *spec, uint32_t c)
+{
+    const pr_sparse_col_spec *col = &spec->sparse[c];
+    if (col->capacity)
+        return col->capacity;
+    if (pr_spec_has_op(spec, PR_OP_MODULUS) && col->modulus) {
+        uint64_t extra = spec->profile == PR_VOCAB_DEFAULT ? 2 : 0;
+        return col->modulus > UINT64_MAX - extra ? UINT64_MAX : col->modulus + extra;
+    }
+    return INT32_MAX;
+}
+
+/* One sample per sparse column, when the pipeline has a vocab operator. */
+static void pr__emit_vocab(pr_mbuf *mb, const pr__family *f, const pr__scrape *s)
+{
+    const pr_pipeline_spec *spec = &s->p->cfg->spec;
+    if (!pr_spec_has_op(spec, PR_OP_VOCAB))
+        return;
+    for (uint32_t c = 0; c < spec->n_sparse; c++) {
+        pr_label l[] = {{f->labels[0], pr__pipe_name(s)}, {f->labels[1], spec->sparse[c].name}};
+        /* arg 1: the column's capacity instead of its size (alerts use the ratio). */
+        double v = f->arg ? (double)pr__vocab_capacity(spec, c) : (double)s->vocab[c];
+        pr__metric_sample(mb, f->name, l, 2, v);
+    }
+}
+
+/* One sample per operator the pipeline uses, from the uint64_t[PR_OP__COUNT]
+ * array at `off` in the engine stats. */
+static void pr__emit_per_operator(pr_mbuf *mb, const pr__family *f, const pr__scrape *s)
+{
+    const uint64_t *v = (const uint64_t *)((const char *)&s->est + f->off);
+    for (int op = 0; op < PR_OP__COUNT; op++) {
+        if (!pr_spec_has_op(&s->p->cfg->spec, (pr_op)op))
+            continue;
+        pr_label l[] = {{f->labels[0], pr__pipe_name(s)}, {f->labels[1], pr_op_name((pr_op)op)}};
+        pr__metric_sample(mb, f->name, l, 2, pr__scaled(f, (double)v[op]));
+    }
+}
+
+/* One sample per sink, from the uint64_t at `off` in pr_sink_stats. */
+static void pr__emit_per_sink(pr_mbuf *mb, const pr__family *f, const pr__scrape *s)
+{
+    for (size_t k = 0; k < s->n_sinks; k++) {
+        pr_label l[] = {{f->labels[0], pr__pipe_name(s)}, {f->labels[1], s->sink_names[k]}};
+        const uint64_t *v = (const uint64_t *)((const char *)&s->ss[k] + f->off);
+        pr__metric_sample(mb, f->name, l, 2, (double)*v);
+    }
+}
+
+/* Label sets: "pipeline" first, then the family's own label. */
+/* clang-format off */
+#define PR__L_NONE        {0}
+#define PR__L_VERSION     {"version"}
+#define PR__L_PIPE        {"pipeline"}
+#define PR__L_PIPE_AND(x) {"pipeline", x}
+#define PR__L_PARTITION   {"pipeline", "topic", "partition"}
+/* clang-format on */
+#define PR__CS(field)   .src = PR__SRC_CONSUMER, .off = offsetof(pr_consumer_stats, field)
+#define PR__CS32(field) .src = PR__SRC_CONSUMER_U32, .off = offsetof(pr_consumer_stats, field)
+#define PR__BS(field)   .src = PR__SRC_BATCHER, .off = offsetof(pr_batcher_stats, field)
+#define PR__ES(field)   .src = PR__SRC_ENGINE, .off = offsetof(pr_engine_stats, field)
+#define PR__PIPE(field) .src = PR__SRC_PIPE, .off = offsetof(pr__pipe, field)
+#define PR__HIST(field) .emit = pr__emit_hist, .off = offsetof(pr_batcher_stats, field)
+#define PR__SINK(field) .emit = pr__emit_per_sink, .off = offsetof(pr_sink_stats, field)
+#define PR__LAG(kind)   .emit = pr__emit_lag, .arg = (kind)
+
+static const pr__family pr__families[] = {
+    /* Process. */
+    {"piperec_build_info", PR_METRIC_GAUGE, "Build information; the value is always 1.",
+     PR__L_VERSION, .proc = pr__proc_build_info},
+    {"piperec_start_time_seconds", PR_METRIC_GAUGE,
+     "Process start time, seconds since the Unix epoch.", PR__L_NONE, .proc = pr__proc_start_time},
+    {"piperec_inflight_limit_bytes", PR_METRIC_GAUGE,
+     "limits.max_inflight_bytes: above it every partition is paused.", PR__L_NONE,
+     .proc = pr__proc_inflight_limit},
+
+    /* Pipeline. */
+    {"piperec_engine_backend_info", PR_METRIC_GAUGE,
+     "Engine backend in use per pipeline; the value is always 1.", PR__L_PIPE_AND("backend"),
+     .emit = pr__emit_backend},
+    {"piperec_pipeline_up", PR_METRIC_GAUGE,
+     "1 while the pipeline loop runs, 0 after a fatal error or stop.", PR__L_PIPE,
+     .emit = pr__emit_up},
+    {"piperec_loop_age_seconds", PR_METRIC_GAUGE,
+     "Seconds since the pipeline loop last turned (/healthz uses it).", PR__L_PIPE,
+     .emit = pr__emit_loop_age},
+
+    /* Consumer and batcher counters and gauges. */
+    {"piperec_messages_in_total", PR_METRIC_COUNTER, "Kafka messages consumed.", PR__L_PIPE,
+     PR__CS(messages)},
+    {"piperec_bytes_in_total", PR_METRIC_COUNTER, "Kafka message payload bytes consumed.",
+     PR__L_PIPE, PR__CS(bytes)},
     {"piperec_records_in_total", PR_METRIC_COUNTER,
-     "Records decoded from messages into row blocks.", 0, offsetof(pr_consumer_stats, records)},
+     "Records decoded from messages into row blocks.", PR__L_PIPE, PR__CS(records)},
     {"piperec_consumer_errors_total", PR_METRIC_COUNTER,
-     "Non-fatal Kafka consumer errors seen by poll.", 0, offsetof(pr_consumer_stats, kafka_errors)},
-    {"piperec_rebalances_total", PR_METRIC_COUNTER, "Partition assign and revoke events.", 0,
-     offsetof(pr_consumer_stats, rebalances)},
-    {"piperec_records_out_total", PR_METRIC_COUNTER, "Rows emitted in training batches.", 1,
-     offsetof(pr_batcher_stats, rows_out)},
+     "Non-fatal Kafka consumer errors seen by poll.", PR__L_PIPE, PR__CS(kafka_errors)},
+    {"piperec_rebalances_total", PR_METRIC_COUNTER, "Partition assign and revoke events.",
+     PR__L_PIPE, PR__CS(rebalances)},
+    {"piperec_records_out_total", PR_METRIC_COUNTER, "Rows emitted in training batches.",
+     PR__L_PIPE, PR__BS(rows_out)},
     {"piperec_batches_acked_total", PR_METRIC_COUNTER,
-     "Batches acknowledged by every sink (their offsets may be committed).", 1,
-     offsetof(pr_batcher_stats, batches_acked)},
+     "Batches acknowledged by every sink (their offsets may be committed).", PR__L_PIPE,
+     PR__BS(batches_acked)},
     {"piperec_late_records_total", PR_METRIC_COUNTER,
-     "Rows older than the event-time watermark (ordering event_time).", 1,
-     offsetof(pr_batcher_stats, rows_late)},
+     "Rows older than the event-time watermark (ordering event_time).", PR__L_PIPE,
+     PR__BS(rows_late)},
     {"piperec_revoke_dropped_records_total", PR_METRIC_COUNTER,
-     "Buffered rows dropped because their partition was revoked (the new owner re-reads them).", 1,
-     offsetof(pr_batcher_stats, rows_dropped_revoke)},
-    {"piperec_buffered_records", PR_METRIC_GAUGE, "Rows waiting in the batcher.", 1,
-     offsetof(pr_batcher_stats, buffered_rows)},
+     "Buffered rows dropped because their partition was revoked (the new owner re-reads them).",
+     PR__L_PIPE, PR__BS(rows_dropped_revoke)},
+    {"piperec_buffered_records", PR_METRIC_GAUGE, "Rows waiting in the batcher.", PR__L_PIPE,
+     PR__BS(buffered_rows)},
     {"piperec_unacked_batches", PR_METRIC_GAUGE,
-     "Batches emitted and not yet acknowledged by every sink.", 1,
-     offsetof(pr_batcher_stats, unacked_batches)},
+     "Batches emitted and not yet acknowledged by every sink.", PR__L_PIPE,
+     PR__BS(unacked_batches)},
     {"piperec_inflight_bytes", PR_METRIC_GAUGE,
-     "Bytes held for delivery: buffered rows plus unacknowledged batches.", 1,
-     offsetof(pr_batcher_stats, inflight_bytes)},
-    {"piperec_last_sequence", PR_METRIC_GAUGE, "Sequence number of the last emitted batch.", 1,
-     offsetof(pr_batcher_stats, last_seq)},
+     "Bytes held for delivery: buffered rows plus unacknowledged batches.", PR__L_PIPE,
+     PR__BS(inflight_bytes)},
+    {"piperec_last_sequence", PR_METRIC_GAUGE, "Sequence number of the last emitted batch.",
+     PR__L_PIPE, PR__BS(last_seq)},
+    {"piperec_inflight_peak_bytes", PR_METRIC_GAUGE, "Highest in-flight bytes seen since start.",
+     PR__L_PIPE, PR__PIPE(inflight_peak)},
+    {"piperec_assigned_partitions", PR_METRIC_GAUGE,
+     "Partitions currently assigned to this process.", PR__L_PIPE, PR__CS32(assigned_partitions)},
+    {"piperec_paused_partitions", PR_METRIC_GAUGE, "Assigned partitions paused by backpressure.",
+     PR__L_PIPE, PR__CS32(paused_partitions)},
+    {"piperec_backpressure_pauses_total", PR_METRIC_COUNTER,
+     "Times in-flight bytes went over the limit and fetching was paused.", PR__L_PIPE,
+     PR__PIPE(pauses)},
+
+    /* Lag, per partition. */
+    {"piperec_consumer_lag_records", PR_METRIC_GAUGE,
+     "High watermark minus committed offset, per partition.", PR__L_PARTITION,
+     PR__LAG(PR__LAG_COMMITTED)},
+    {"piperec_consumer_position_lag_records", PR_METRIC_GAUGE,
+     "High watermark minus the consumer's fetch position, per partition.", PR__L_PARTITION,
+     PR__LAG(PR__LAG_POSITION)},
+    {"piperec_consumer_high_watermark_offset", PR_METRIC_GAUGE,
+     "Partition high watermark (next offset to be written).", PR__L_PARTITION,
+     PR__LAG(PR__LAG_HIGH_WATERMARK)},
+    {"piperec_consumer_committed_offset", PR_METRIC_GAUGE,
+     "Last committed offset (next offset to read after a restart).", PR__L_PARTITION,
+     PR__LAG(PR__LAG_COMMITTED_OFFSET)},
+
+    /* Rejects, dead letters, batches by reason. */
+    {"piperec_rejected_records_total", PR_METRIC_COUNTER,
+     "Records rejected (malformed), by reason; each also goes to the dead-letter "
+     "topic when one is configured.",
+     PR__L_PIPE_AND("reason"), .emit = pr__emit_rejects},
+    {"piperec_dead_letters_total", PR_METRIC_COUNTER,
+     "Dead letters by result: sent (delivery confirmed) or failed.", PR__L_PIPE_AND("result"),
+     .emit = pr__emit_dead_letters},
+    {"piperec_batches_emitted_total", PR_METRIC_COUNTER,
+     "Training batches emitted, by reason: full, deadline (max_delay_ms), flush.",
+     PR__L_PIPE_AND("reason"), .emit = pr__emit_batch_reasons},
+
+    /* Histograms (le is added by the writer). */
+    {"piperec_batch_fill_ratio", PR_METRIC_HISTOGRAM,
+     "Rows per emitted batch divided by batch.size.", PR__L_PIPE, PR__HIST(fill_ratio)},
+    {"piperec_freshness_event_to_emit_seconds", PR_METRIC_HISTOGRAM,
+     "Per batch: emit time minus the oldest event time in it (Kafka timestamp when the "
+     "event has none).",
+     PR__L_PIPE, PR__HIST(event_to_emit_s)},
+    {"piperec_batch_wait_seconds", PR_METRIC_HISTOGRAM,
+     "Per batch: how long its oldest row waited in the batcher.", PR__L_PIPE, PR__HIST(wait_s)},
+    {"piperec_freshness_emit_to_ack_seconds", PR_METRIC_HISTOGRAM,
+     "Per batch: emission to acknowledgement by every sink.", PR__L_PIPE, PR__HIST(emit_to_ack_s)},
+
+    /* Vocabulary. */
+    {"piperec_vocab_size", PR_METRIC_GAUGE,
+     "Indices handed out per sparse column, reserved ones included (embedding "
+     "rows a trainer needs).",
+     PR__L_PIPE_AND("column"), .emit = pr__emit_vocab},
+    {"piperec_vocab_capacity", PR_METRIC_GAUGE,
+     "Most indices a sparse column can hand out, reserved ones included (vocab capacity, or "
+     "the automatic one from modulus).",
+     PR__L_PIPE_AND("column"), .emit = pr__emit_vocab, .arg = 1},
+    {"piperec_vocab_checkpoints_total", PR_METRIC_COUNTER,
+     "Vocabulary snapshots written to state.dir.", PR__L_PIPE, PR__PIPE(checkpoints)},
+
+    /* Engine. */
+    {"piperec_engine_operator_seconds_total", PR_METRIC_COUNTER,
+     "Engine time per operator (summed over worker threads).", PR__L_PIPE_AND("operator"),
+     .emit = pr__emit_per_operator, .off = offsetof(pr_engine_stats, op_ns), .div = 1e9},
+    {"piperec_engine_operator_values_total", PR_METRIC_COUNTER, "Values processed per operator.",
+     PR__L_PIPE_AND("operator"), .emit = pr__emit_per_operator,
+     .off = offsetof(pr_engine_stats, op_values)},
+    {"piperec_engine_rows_total", PR_METRIC_COUNTER, "Rows that went through the engine.",
+     PR__L_PIPE, PR__ES(rows_in)},
+    {"piperec_engine_blocks_total", PR_METRIC_COUNTER, "Row blocks processed by the engine.",
+     PR__L_PIPE, PR__ES(blocks)},
+
+    /* Sinks, one sample per sink. */
+    {"piperec_sink_batches_sent_total", PR_METRIC_COUNTER, "Batches accepted by the sink.",
+     PR__L_PIPE_AND("sink"), PR__SINK(batches_sent)},
+    {"piperec_sink_batches_acked_total", PR_METRIC_COUNTER, "Batches the sink acknowledged.",
+     PR__L_PIPE_AND("sink"), PR__SINK(batches_acked)},
+    {"piperec_sink_bytes_sent_total", PR_METRIC_COUNTER, "Bytes the sink wrote out.",
+     PR__L_PIPE_AND("sink"), PR__SINK(bytes_sent)},
+    {"piperec_sink_refused_total", PR_METRIC_COUNTER,
+     "Times the sink was full and a batch had to wait.", PR__L_PIPE_AND("sink"),
+     PR__SINK(batches_refused)},
+    {"piperec_sink_redeliveries_total", PR_METRIC_COUNTER,
+     "Batches sent again after a trainer went away unacknowledged.", PR__L_PIPE_AND("sink"),
+     PR__SINK(redeliveries)},
+    {"piperec_sink_errors_total", PR_METRIC_COUNTER, "Sink errors.", PR__L_PIPE_AND("sink"),
+     PR__SINK(errors)},
+    {"piperec_sink_queued_batches", PR_METRIC_GAUGE,
+     "Batches accepted by the sink and not yet acknowledged.", PR__L_PIPE_AND("sink"),
+     PR__SINK(queued_batches)},
+    {"piperec_sink_clients", PR_METRIC_GAUGE, "Connected trainers (trainer sink).",
+     PR__L_PIPE_AND("sink"), PR__SINK(clients)},
 };
 
 void pr_service_render_metrics(pr_service *svc, pr_mbuf *mb)
@@ -1252,314 +1577,23 @@ void pr_service_render_metrics(pr_service *svc, pr_mbuf *mb)
         mb->err = PR_ENOMEM;
         return;
     }
-    for (size_t i = 0; i < n; i++) {
-        pr__pipe *p = &svc->pipes[i];
-        sc[i].p = p;
-        pr_consumer_get_stats(p->cons, &sc[i].cs);
-        pr_batcher_get_stats(p->bat, &sc[i].bs);
-        pthread_mutex_lock(&p->lock);
-        sc[i].est = p->est;
-        memcpy(sc[i].vocab, p->vocab, sizeof(sc[i].vocab));
-        sc[i].n_sinks = p->n_sink_stats;
-        memcpy(sc[i].sink_names, p->sink_names, sizeof(sc[i].sink_names));
-        memcpy(sc[i].ss, p->sink_stats, sizeof(sc[i].ss));
-        pthread_mutex_unlock(&p->lock);
-        sc[i].lags = calloc(PR__MAX_PARTS, sizeof(pr_partition_lag));
-        if (sc[i].lags)
-            sc[i].n_lags = pr_consumer_lag(p->cons, sc[i].lags, PR__MAX_PARTS);
-        if (sc[i].n_lags > PR__MAX_PARTS)
-            sc[i].n_lags = PR__MAX_PARTS;
-        pr_dlq *d = pr_consumer_dlq(p->cons);
-        if (d) {
-            pr_dlq_get_stats(d, &sc[i].dq);
-            sc[i].has_dlq = true;
-        }
-    }
-
-    /* Process-level. */
-    pr_metric_family(mb, "piperec_build_info", PR_METRIC_GAUGE,
-                     "Build information; the value is always 1.");
-    pr_label bl[] = {{"version", PR_VERSION}};
-    pr_metric_sample(mb, "piperec_build_info", bl, 1, 1);
-    pr_metric_single(mb, "piperec_start_time_seconds", PR_METRIC_GAUGE,
-                     "Process start time, seconds since the Unix epoch.",
-                     (double)svc->start_wall_ms / 1000.0);
-    pr_metric_single(mb, "piperec_inflight_limit_bytes", PR_METRIC_GAUGE,
-                     "limits.max_inflight_bytes: above it every partition is paused.",
-                     (double)svc->cfg->limits.max_inflight_bytes);
-
-    pr_metric_family(mb, "piperec_engine_backend_info", PR_METRIC_GAUGE,
-                     "Engine backend in use per pipeline; the value is always 1.");
-    for (size_t i = 0; i < n; i++) {
-        pr_label l[] = {PR__LBL_PIPE(&sc[i]), {"backend", pr_engine_backend_name(sc[i].p->eng)}};
-        pr_metric_sample(mb, "piperec_engine_backend_info", l, 2, 1);
-    }
-    pr_metric_family(mb, "piperec_pipeline_up", PR_METRIC_GAUGE,
-                     "1 while the pipeline loop runs, 0 after a fatal error or stop.");
+    for (size_t i = 0; i < n; i++)
+        pr__scrape_pipe(&svc->pipes[i], &sc[i]);
     int64_t now = pr__now_ns();
-    for (size_t i = 0; i < n; i++) {
-        pr_label l[] = {PR__LBL_PIPE(&sc[i])};
-        bool up = !atomic_load(&sc[i].p->fatal) && !atomic_load(&sc[i].p->done);
-        pr_metric_sample(mb, "piperec_pipeline_up", l, 1, up ? 1 : 0);
-    }
-    pr_metric_family(mb, "piperec_loop_age_seconds", PR_METRIC_GAUGE,
-                     "Seconds since the pipeline loop last turned (/healthz uses it).");
-    for (size_t i = 0; i < n; i++) {
-        pr_label l[] = {PR__LBL_PIPE(&sc[i])};
-        pr_metric_sample(mb, "piperec_loop_age_seconds", l, 1,
-                         (double)(now - atomic_load(&sc[i].p->last_turn_ns)) / 1e9);
-    }
-
-    /* Consumer / batcher counters and gauges from the table. */
-    for (size_t m = 0; m < sizeof(pr__u64_metrics) / sizeof(pr__u64_metrics[0]); m++) {
-        const pr__u64_metric *d = &pr__u64_metrics[m];
-        pr__fam_u64(mb, sc, n, d->name, d->type, d->help, d->off, d->off, d->which);
-    }
-
-    pr_metric_family(mb, "piperec_inflight_peak_bytes", PR_METRIC_GAUGE,
-                     "Highest in-flight bytes seen since start.");
-    for (size_t i = 0; i < n; i++) {
-        pr_label l[] = {PR__LBL_PIPE(&sc[i])};
-        pr_metric_sample(mb, "piperec_inflight_peak_bytes", l, 1,
-                         (double)atomic_load(&sc[i].p->inflight_peak));
-    }
-
-    pr_metric_family(mb, "piperec_assigned_partitions", PR_METRIC_GAUGE,
-                     "Partitions currently assigned to this process.");
-    for (size_t i = 0; i < n; i++) {
-        pr_label l[] = {PR__LBL_PIPE(&sc[i])};
-        pr_metric_sample(mb, "piperec_assigned_partitions", l, 1, sc[i].cs.assigned_partitions);
-    }
-    pr_metric_family(mb, "piperec_paused_partitions", PR_METRIC_GAUGE,
-                     "Assigned partitions paused by backpressure.");
-    for (size_t i = 0; i < n; i++) {
-        pr_label l[] = {PR__LBL_PIPE(&sc[i])};
-        pr_metric_sample(mb, "piperec_paused_partitions", l, 1, sc[i].cs.paused_partitions);
-    }
-    pr_metric_family(mb, "piperec_backpressure_pauses_total", PR_METRIC_COUNTER,
-                     "Times in-flight bytes went over the limit and fetching was paused.");
-    for (size_t i = 0; i < n; i++) {
-        pr_label l[] = {PR__LBL_PIPE(&sc[i])};
-        pr_metric_sample(mb, "piperec_backpressure_pauses_total", l, 1,
-                         (double)atomic_load(&sc[i].p->pauses));
-    }
-
-    /* Lag per partition. */
-    static const struct {
-        const char *name;
-        const char *help;
-        int kind; /* 0 committed, 1 position, 2 high watermark, 3 committed offset */
-    } lagf[] = {
-        {"piperec_consumer_lag_records", "High watermark minus committed offset, per partition.",
-         0},
-        {"piperec_consumer_position_lag_records",
-         "High watermark minus the consumer's fetch position, per partition.", 1},
-        {"piperec_consumer_high_watermark_offset",
-         "Partition high watermark (next offset to be written).", 2},
-        {"piperec_consumer_committed_offset",
-         "Last committed offset (next offset to read after a restart).", 3},
-    };
-    for (size_t f = 0; f < sizeof(lagf) / sizeof(lagf[0]); f++) {
-        pr_metric_family(mb, lagf[f].name, PR_METRIC_GAUGE, lagf[f].help);
-        for (size_t i = 0; i < n; i++) {
-            for (size_t k = 0; k < sc[i].n_lags; k++) {
-                const pr_partition_lag *L = &sc[i].lags[k];
-                int64_t v;
-                switch (lagf[f].kind) {
-                case 0:
-                    v = (L->high_watermark >= 0 && L->committed >= 0)
-                            ? L->high_watermark - L->committed
-                            : -1;
-                    break;
-                case 1:
-                    v = (L->high_watermark >= 0 && L->position >= 0)
-                            ? L->high_watermark - L->position
-                            : -1;
-                    break;
-                case 2:
-                    v = L->high_watermark;
-                    break;
-                default:
-                    v = L->committed;
-                    break;
-                }
-                if (v < 0)
-                    continue; /* unknown yet: absent rather than a fake number */
-                char part[16];
-                snprintf(part, sizeof(part), "%d", L->tp.partition);
-                pr_label l[] = {PR__LBL_PIPE(&sc[i]), {"topic", L->tp.topic}, {"partition", part}};
-                pr_metric_sample(mb, lagf[f].name, l, 3, (double)v);
-            }
-        }
-    }
-
-    /* Rejects by reason: decoder reasons + engine reasons (merged by name). */
-    pr_metric_family(mb, "piperec_rejected_records_total", PR_METRIC_COUNTER,
-                     "Records rejected (malformed), by reason; each also goes to the dead-letter "
-                     "topic when one is configured.");
-    for (size_t i = 0; i < n; i++) {
-        uint64_t eng[PR_DEC__COUNT] = {0};
-        uint64_t eng_other = 0;
-        for (int r = 1; r < PR_REJECT__ENGINE_COUNT; r++) {
-            uint64_t v = atomic_load(&sc[i].p->engine_rejects[r]);
-            if (r == PR_REJECT_BAD_HEX)
-                eng[PR_DEC_BAD_HEX] += v;
-            else
-                eng_other += v;
-        }
-        for (int r = 1; r < PR_DEC__COUNT; r++) {
-            pr_label l[] = {PR__LBL_PIPE(&sc[i]), {"reason", pr_decode_reason_name(r)}};
-            pr_metric_sample(mb, "piperec_rejected_records_total", l, 2,
-                             (double)(sc[i].cs.rejects[r] + eng[r]));
-        }
-        if (eng_other) {
-            pr_label l[] = {PR__LBL_PIPE(&sc[i]), {"reason", pr__engine_reject_name(-1)}};
-            pr_metric_sample(mb, "piperec_rejected_records_total", l, 2, (double)eng_other);
-        }
-        pr_label l[] = {PR__LBL_PIPE(&sc[i]), {"reason", "late_dropped"}};
-        pr_metric_sample(mb, "piperec_rejected_records_total", l, 2,
-                         (double)sc[i].bs.rows_late_dropped);
-    }
-    pr_metric_family(mb, "piperec_dead_letters_total", PR_METRIC_COUNTER,
-                     "Dead letters by result: sent (delivery confirmed) or failed.");
-    for (size_t i = 0; i < n; i++) {
-        if (!sc[i].has_dlq)
-            continue;
-        pr_label l1[] = {PR__LBL_PIPE(&sc[i]), {"result", "sent"}};
-        pr_metric_sample(mb, "piperec_dead_letters_total", l1, 2, (double)sc[i].dq.sent);
-        pr_label l2[] = {PR__LBL_PIPE(&sc[i]), {"result", "failed"}};
-        pr_metric_sample(mb, "piperec_dead_letters_total", l2, 2, (double)sc[i].dq.failed);
-    }
-
-    /* Batches by reason. */
-    pr_metric_family(mb, "piperec_batches_emitted_total", PR_METRIC_COUNTER,
-                     "Training batches emitted, by reason: full, deadline (max_delay_ms), flush.");
-    for (size_t i = 0; i < n; i++) {
-        for (int r = 0; r < PR_BATCH__REASONS; r++) {
-            pr_label l[] = {PR__LBL_PIPE(&sc[i]), {"reason", pr__reason_labels[r]}};
-            pr_metric_sample(mb, "piperec_batches_emitted_total", l, 2,
-                             (double)sc[i].bs.batches_by_reason[r]);
-        }
-    }
-
-    /* Histograms. */
-    static const struct {
-        const char *name;
-        const char *help;
-        size_t off;
-    } hists[] = {
-        {"piperec_batch_fill_ratio", "Rows per emitted batch divided by batch.size.",
-         offsetof(pr_batcher_stats, fill_ratio)},
-        {"piperec_freshness_event_to_emit_seconds",
-         "Per batch: emit time minus the oldest event time in it (Kafka timestamp when the "
-         "event has none).",
-         offsetof(pr_batcher_stats, event_to_emit_s)},
-        {"piperec_batch_wait_seconds", "Per batch: how long its oldest row waited in the batcher.",
-         offsetof(pr_batcher_stats, wait_s)},
-        {"piperec_freshness_emit_to_ack_seconds",
-         "Per batch: emission to acknowledgement by every sink.",
-         offsetof(pr_batcher_stats, emit_to_ack_s)},
-    };
-    for (size_t h = 0; h < sizeof(hists) / sizeof(hists[0]); h++) {
-        pr_metric_family(mb, hists[h].name, PR_METRIC_HISTOGRAM, hists[h].help);
-        for (size_t i = 0; i < n; i++) {
-            pr_hist_snapshot s;
-            pr__hist_copy((const pr_hist *)((const char *)&sc[i].bs + hists[h].off), &s);
-            pr_label l[] = {PR__LBL_PIPE(&sc[i])};
-            pr_metric_histogram(mb, hists[h].name, l, 1, &s);
-        }
-    }
-
-    /* Vocabulary. */
-    pr_metric_family(mb, "piperec_vocab_size", PR_METRIC_GAUGE,
-                     "Indices handed out per sparse column, reserved ones included (embedding "
-                     "rows a trainer needs).");
-    for (size_t i = 0; i < n; i++) {
-        if (!pr_spec_has_op(&sc[i].p->cfg->spec, PR_OP_VOCAB))
-            continue;
-        for (uint32_t c = 0; c < sc[i].p->cfg->spec.n_sparse; c++) {
-            pr_label l[] = {PR__LBL_PIPE(&sc[i]), {"column", sc[i].p->cfg->spec.sparse[c].name}};
-            pr_metric_sample(mb, "piperec_vocab_size", l, 2, (double)sc[i].vocab[c]);
-        }
-    }
-    pr_metric_family(mb, "piperec_vocab_checkpoints_total", PR_METRIC_COUNTER,
-                     "Vocabulary snapshots written to state.dir.");
-    for (size_t i = 0; i < n; i++) {
-        pr_label l[] = {PR__LBL_PIPE(&sc[i])};
-        pr_metric_sample(mb, "piperec_vocab_checkpoints_total", l, 1,
-                         (double)atomic_load(&sc[i].p->checkpoints));
-    }
-
-    /* Engine. */
-    pr_metric_family(mb, "piperec_engine_operator_seconds_total", PR_METRIC_COUNTER,
-                     "Engine time per operator (summed over worker threads).");
     for (size_t i = 0; i < n; i++)
-        for (int op = 0; op < PR_OP__COUNT; op++) {
-            if (!pr_spec_has_op(&sc[i].p->cfg->spec, (pr_op)op))
-                continue;
-            pr_label l[] = {PR__LBL_PIPE(&sc[i]), {"operator", pr_op_name((pr_op)op)}};
-            pr_metric_sample(mb, "piperec_engine_operator_seconds_total", l, 2,
-                             (double)sc[i].est.op_ns[op] / 1e9);
-        }
-    pr_metric_family(mb, "piperec_engine_operator_values_total", PR_METRIC_COUNTER,
-                     "Values processed per operator.");
-    for (size_t i = 0; i < n; i++)
-        for (int op = 0; op < PR_OP__COUNT; op++) {
-            if (!pr_spec_has_op(&sc[i].p->cfg->spec, (pr_op)op))
-                continue;
-            pr_label l[] = {PR__LBL_PIPE(&sc[i]), {"operator", pr_op_name((pr_op)op)}};
-            pr_metric_sample(mb, "piperec_engine_operator_values_total", l, 2,
-                             (double)sc[i].est.op_values[op]);
-        }
-    pr_metric_family(mb, "piperec_engine_rows_total", PR_METRIC_COUNTER,
-                     "Rows that went through the engine.");
-    for (size_t i = 0; i < n; i++) {
-        pr_label l[] = {PR__LBL_PIPE(&sc[i])};
-        pr_metric_sample(mb, "piperec_engine_rows_total", l, 1, (double)sc[i].est.rows_in);
-    }
-    pr_metric_family(mb, "piperec_engine_blocks_total", PR_METRIC_COUNTER,
-                     "Row blocks processed by the engine.");
-    for (size_t i = 0; i < n; i++) {
-        pr_label l[] = {PR__LBL_PIPE(&sc[i])};
-        pr_metric_sample(mb, "piperec_engine_blocks_total", l, 1, (double)sc[i].est.blocks);
-    }
+        sc[i].now_ns = now;
 
-    /* Sinks. */
-    static const struct {
-        const char *name;
-        pr_metric_type type;
-        const char *help;
-        size_t off;
-    } sinkf[] = {
-        {"piperec_sink_batches_sent_total", PR_METRIC_COUNTER, "Batches accepted by the sink.",
-         offsetof(pr_sink_stats, batches_sent)},
-        {"piperec_sink_batches_acked_total", PR_METRIC_COUNTER, "Batches the sink acknowledged.",
-         offsetof(pr_sink_stats, batches_acked)},
-        {"piperec_sink_bytes_sent_total", PR_METRIC_COUNTER, "Bytes the sink wrote out.",
-         offsetof(pr_sink_stats, bytes_sent)},
-        {"piperec_sink_refused_total", PR_METRIC_COUNTER,
-         "Times the sink was full and a batch had to wait.",
-         offsetof(pr_sink_stats, batches_refused)},
-        {"piperec_sink_redeliveries_total", PR_METRIC_COUNTER,
-         "Batches sent again after a trainer went away unacknowledged.",
-         offsetof(pr_sink_stats, redeliveries)},
-        {"piperec_sink_errors_total", PR_METRIC_COUNTER, "Sink errors.",
-         offsetof(pr_sink_stats, errors)},
-        {"piperec_sink_queued_batches", PR_METRIC_GAUGE,
-         "Batches accepted by the sink and not yet acknowledged.",
-         offsetof(pr_sink_stats, queued_batches)},
-        {"piperec_sink_clients", PR_METRIC_GAUGE, "Connected trainers (trainer sink).",
-         offsetof(pr_sink_stats, clients)},
-    };
-    for (size_t f = 0; f < sizeof(sinkf) / sizeof(sinkf[0]); f++) {
-        pr_metric_family(mb, sinkf[f].name, sinkf[f].type, sinkf[f].help);
+    for (size_t k = 0; k < sizeof(pr__families) / sizeof(pr__families[0]); k++) {
+        const pr__family *f = &pr__families[k];
+        pr__metric_family(mb, f->name, f->type, f->help);
+        if (f->proc) {
+            f->proc(mb, f, svc);
+            continue;
+        }
         for (size_t i = 0; i < n; i++)
-            for (size_t k = 0; k < sc[i].n_sinks; k++) {
-                pr_label l[] = {PR__LBL_PIPE(&sc[i]), {"sink", sc[i].sink_names[k]}};
-                const uint64_t *v = (const uint64_t *)((const char *)&sc[i].ss[k] + sinkf[f].off);
-                pr_metric_sample(mb, sinkf[f].name, l, 2, (double)*v);
-            }
+            (f->emit ? f->emit : pr__emit_value)(mb, f, &sc[i]);
     }
+    pr__process_metrics(mb); /* process_* families, the standard collector's names */
 
     for (size_t i = 0; i < n; i++)
         free(sc[i].lags);

@@ -356,7 +356,7 @@ out:
     return rc;
 }
 
-void pr_npy_array_free(pr_npy_array *a)
+void pr_npy_array_fini(pr_npy_array *a)
 {
     free(a->data);
     a->data = NULL;

@@ -5,7 +5,7 @@
  *     DIR/batches-<first_seq>-<last_seq>/{dense.npy, sparse.npy, labels.npy, meta.json}
  *
  * dense.npy is float32 [rows, n_dense], sparse.npy int32/int64 [rows,
- * n_sparse], labels.npy int32 [rows] (batcher/pr_npy.h's streaming writer,
+ * n_sparse], labels.npy int32 [rows] (sinks/include/pr_npy.h's streaming writer,
  * C order), meta.json lists every batch: sequence, row range in the files,
  * offset ranges, event-time bounds, vocabulary sizes.
  *
@@ -281,9 +281,9 @@ static int write_batch(files_sink *f, const pr_batch *b, char *errstr, size_t es
     return 0;
 }
 
-static void files_close(pr_sink *s);
+static void files_free(pr_sink *s);
 
-static int files_create(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, size_t es)
+static int files_new(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, size_t es)
 {
     if (!cfg->files.dir || !*cfg->files.dir)
         return pr_seterr(errstr, es, PR_EINVAL, "sinks.files.dir: required");
@@ -293,8 +293,10 @@ static int files_create(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, siz
     f->base.ops = &pr_sink_files_ops;
     pthread_mutex_init(&f->mu, NULL);
     f->dir = strdup(cfg->files.dir);
-    f->roll_batches = cfg->files.roll_batches ? cfg->files.roll_batches : 100;
-    f->roll_max_ns = (cfg->files.roll_max_ms > 0 ? cfg->files.roll_max_ms : 1000) * NS_PER_MS;
+    pr_files_sink_cfg fc = cfg->files;
+    pr_cfgmap_default_zero(&pr_sink_files_cfgmap, &fc); /* 0 = the documented default */
+    f->roll_batches = fc.roll_batches;
+    f->roll_max_ns = fc.roll_max_ms * NS_PER_MS;
     f->clock = cfg->clock ? cfg->clock : pr_clock_real();
     f->n_dense = cfg->n_dense;
     f->n_sparse = cfg->n_sparse;
@@ -306,17 +308,17 @@ static int files_create(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, siz
             f->sparse_names[i] = strdup(cfg->sparse_names[i] ? cfg->sparse_names[i] : "");
     }
     if (!f->dir || !f->last_vocab) {
-        files_close(&f->base);
+        files_free(&f->base);
         return pr_seterr(errstr, es, PR_ENOMEM, "files sink: out of memory");
     }
     if (mkdir(f->dir, 0755) < 0 && errno != EEXIST) {
         int e = errno;
-        files_close(&f->base);
+        files_free(&f->base);
         return pr_seterr(errstr, es, PR_EIO, "sinks.files.dir: cannot create %s: %s",
                          cfg->files.dir, strerror(e));
     }
     if (access(f->dir, W_OK) < 0) {
-        files_close(&f->base);
+        files_free(&f->base);
         return pr_seterr(errstr, es, PR_EIO, "sinks.files.dir: %s is not writable", cfg->files.dir);
     }
     *out = &f->base;
@@ -394,7 +396,7 @@ static void files_stats(pr_sink *s, pr_sink_stats *st)
     pthread_mutex_unlock(&f->mu);
 }
 
-static void files_close(pr_sink *s)
+static void files_free(pr_sink *s)
 {
     files_sink *f = (files_sink *)s;
     if (!f)
@@ -415,10 +417,10 @@ static void files_close(pr_sink *s)
 const pr_sink_ops pr_sink_files_ops = {
     .name = "files",
     .doc = ".npy rolls in DIR/batches-<first>-<last>/, acked once fsync'd and renamed",
-    .create = files_create,
+    .new_ = files_new,
     .send = files_send,
     .poll = files_poll,
     .ready = files_ready,
     .get_stats = files_stats,
-    .close = files_close,
+    .free_ = files_free,
 };

@@ -110,9 +110,9 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
     }
 }
 
-static void kafka_close(pr_sink *s);
+static void kafka_free(pr_sink *s);
 
-static int kafka_create(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, size_t es)
+static int kafka_new(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, size_t es)
 {
     if (!cfg->kafka.topic || !*cfg->kafka.topic)
         return pr_seterr(errstr, es, PR_EINVAL, "sinks.kafka.topic: required");
@@ -123,7 +123,9 @@ static int kafka_create(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, siz
     pthread_mutex_init(&k->mu, NULL);
     k->topic = strdup(cfg->kafka.topic);
     snprintf(k->pipeline, sizeof(k->pipeline), "%s", cfg->pipeline ? cfg->pipeline : "");
-    k->max_queued = cfg->kafka.max_queued_batches ? cfg->kafka.max_queued_batches : 10000;
+    pr_kafka_sink_cfg kc = cfg->kafka;
+    pr_cfgmap_default_zero(&pr_sink_kafka_cfgmap, &kc); /* 0 = the documented default */
+    k->max_queued = kc.max_queued_batches;
 
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     char e[512];
@@ -135,11 +137,11 @@ static int kafka_create(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, siz
     };
     for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++)
         rd_kafka_conf_set(conf, defaults[i][0], defaults[i][1], e, sizeof(e));
-    for (size_t i = 0; i < cfg->kafka.n_props; i++) {
-        const char *key = cfg->kafka.props[2 * i], *val = cfg->kafka.props[2 * i + 1];
+    for (size_t i = 0; i < kc.properties.n; i++) {
+        const char *key = kc.properties.items[i].key, *val = kc.properties.items[i].value;
         if (rd_kafka_conf_set(conf, key, val, e, sizeof(e)) != RD_KAFKA_CONF_OK) {
             rd_kafka_conf_destroy(conf);
-            kafka_close(&k->base);
+            kafka_free(&k->base);
             return pr_seterr(errstr, es, PR_EINVAL, "sinks.kafka.properties.%s: %s", key, e);
         }
     }
@@ -149,7 +151,7 @@ static int kafka_create(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, siz
     k->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, e, sizeof(e));
     if (!k->rk) {
         rd_kafka_conf_destroy(conf);
-        kafka_close(&k->base);
+        kafka_free(&k->base);
         return pr_seterr(errstr, es, PR_EKAFKA, "kafka sink: cannot create producer: %s", e);
     }
     *out = &k->base;
@@ -239,7 +241,7 @@ static void kafka_stats(pr_sink *s, pr_sink_stats *st)
     pthread_mutex_unlock(&k->mu);
 }
 
-static void kafka_close(pr_sink *s)
+static void kafka_free(pr_sink *s)
 {
     kafka_sink *k = (kafka_sink *)s;
     if (!k)
@@ -264,10 +266,10 @@ static void kafka_close(pr_sink *s)
 const pr_sink_ops pr_sink_kafka_ops = {
     .name = "kafka",
     .doc = "idempotent producer: one TrainingBatch message per batch, acked by delivery report",
-    .create = kafka_create,
+    .new_ = kafka_new,
     .send = kafka_send,
     .poll = kafka_poll,
     .ready = kafka_ready,
     .get_stats = kafka_stats,
-    .close = kafka_close,
+    .free_ = kafka_free,
 };

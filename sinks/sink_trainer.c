@@ -666,9 +666,9 @@ static char **names_dup(const char *const *src, size_t n)
     return v;
 }
 
-static void trainer_close(pr_sink *s);
+static void trainer_free(pr_sink *s);
 
-static int trainer_create(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, size_t errstr_size)
+static int trainer_new(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, size_t errstr_size)
 {
     trainer_sink *t = calloc(1, sizeof(*t));
     if (!t)
@@ -685,13 +685,17 @@ static int trainer_create(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, s
     t->dense_names = names_dup(cfg->dense_names, cfg->n_dense);
     t->sparse_names = names_dup(cfg->sparse_names, cfg->n_sparse);
     t->clock = cfg->clock ? cfg->clock : pr_clock_real();
-    t->max_window = cfg->trainer.max_unacked_batches ? cfg->trainer.max_unacked_batches : 64;
-    t->ack_timeout_ns = cfg->trainer.ack_timeout_ms * NS_PER_MS;
-    t->keepalive_ns =
-        (cfg->trainer.keepalive_ms > 0 ? cfg->trainer.keepalive_ms : 10000) * NS_PER_MS;
-    t->max_queued = cfg->trainer.max_queued_batches;
+    /* Zero fields take the documented defaults (pr_sink_trainer_cfgmap);
+     * ack_timeout_ms 0 keeps its own meaning, no timeout. */
+    pr_trainer_sink_cfg tc = cfg->trainer;
+    pr_cfgmap_default_zero(&pr_sink_trainer_cfgmap, &tc);
+    tc.ack_timeout_ms = cfg->trainer.ack_timeout_ms;
+    t->max_window = tc.max_unacked_batches;
+    t->ack_timeout_ns = tc.ack_timeout_ms * NS_PER_MS;
+    t->keepalive_ns = tc.keepalive_ms * NS_PER_MS;
+    t->max_queued = tc.max_queued_batches;
 
-    const char *listen_s = cfg->trainer.listen ? cfg->trainer.listen : "127.0.0.1:7070";
+    const char *listen_s = tc.listen;
     char host[256];
     uint16_t port;
     int err;
@@ -750,7 +754,7 @@ static int trainer_create(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, s
     *out = &t->base;
     return 0;
 fail:
-    trainer_close(&t->base);
+    trainer_free(&t->base);
     return err;
 }
 
@@ -814,7 +818,7 @@ static void trainer_stats(pr_sink *s, pr_sink_stats *st)
     pthread_mutex_unlock(&t->mu);
 }
 
-static void trainer_close(pr_sink *s)
+static void trainer_free(pr_sink *s)
 {
     trainer_sink *t = (trainer_sink *)s;
     if (!t)
@@ -855,10 +859,10 @@ int pr_sink_trainer_port(pr_sink *s)
 const pr_sink_ops pr_sink_trainer_ops = {
     .name = "trainer",
     .doc = "TCP stream to trainers: credit window, ack by sequence, redelivery to another trainer",
-    .create = trainer_create,
+    .new_ = trainer_new,
     .send = trainer_send,
     .poll = trainer_poll,
     .ready = trainer_ready,
     .get_stats = trainer_stats,
-    .close = trainer_close,
+    .free_ = trainer_free,
 };

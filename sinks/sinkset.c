@@ -18,11 +18,6 @@
 static const pr_sink_ops *const sink_table[] = {&pr_sink_trainer_ops, &pr_sink_kafka_ops,
                                                 &pr_sink_files_ops, NULL};
 
-const pr_sink_ops *const *pr_sink_table(void)
-{
-    return sink_table;
-}
-
 const pr_sink_ops *pr_sink_find(const char *name)
 {
     for (size_t i = 0; name && sink_table[i]; i++)
@@ -31,20 +26,20 @@ const pr_sink_ops *pr_sink_find(const char *name)
     return NULL;
 }
 
-int pr_sink_create(const pr_sink_ops *ops, const pr_sink_cfg *cfg, pr_sink **out, char *errstr,
+int pr_sink_new(const pr_sink_ops *ops, const pr_sink_cfg *cfg, pr_sink **out, char *errstr,
                    size_t errstr_size)
 {
     *out = NULL;
-    int err = ops->create(cfg, out, errstr, errstr_size);
+    int err = ops->new_(cfg, out, errstr, errstr_size);
     if (err == 0 && *out)
         (*out)->ops = ops;
     return err;
 }
 
-void pr_sink_close(pr_sink *s)
+void pr_sink_free(pr_sink *s)
 {
     if (s)
-        s->ops->close(s);
+        s->ops->free_(s);
 }
 
 /* ---------------------------------------------------------------- sink set */
@@ -96,10 +91,6 @@ size_t pr_sinkset_count(const pr_sinkset *ss)
 pr_sink *pr_sinkset_get(pr_sinkset *ss, size_t i)
 {
     return i < ss->n ? ss->sinks[i] : NULL;
-}
-size_t pr_sinkset_pending(const pr_sinkset *ss)
-{
-    return ss->n_pend;
 }
 
 static int q_push(ss_queue *q, pr_batch *b)
@@ -238,7 +229,7 @@ void pr_sinkset_free(pr_sinkset *ss)
         for (size_t k = 0; k < q->len; k++)
             pr_batch_unref(q->q[(q->head + k) % q->cap]);
         free(q->q);
-        pr_sink_close(ss->sinks[i]);
+        pr_sink_free(ss->sinks[i]);
     }
     for (size_t i = 0; i < ss->n_pend; i++)
         pr_batch_unref(ss->pend[i].b);

@@ -5,7 +5,7 @@
  * The pipeline thread feeds engine output (pr_block + pr_out) in; columnar
  * training batches (pr_batch) come out through the emit callback:
  *
- *   - a batch holds exactly cfg.batch_size rows, except a batch emitted
+ *   - a batch holds exactly cfg.batch.size rows, except a batch emitted
  *     because its oldest row waited max_delay_ms (pr_batcher_poll), or by
  *     pr_batcher_flush at shutdown;
  *   - sequence numbers are strictly increasing from 1, without gaps;
@@ -38,7 +38,7 @@
  * pr_batcher_get_stats(), which any thread may call. pr_batch_ref/unref are
  * atomic; a batch's content is read-only after emission.
  *
- * Errors: 0 or a negative PR_E* code (common/pr_error.h).
+ * Errors: 0 or a negative PR_E* code (common/include/pr_error.h).
  */
 #ifndef PR_BATCHER_H
 #define PR_BATCHER_H
@@ -47,21 +47,43 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pr_cfgmap.h"
 #include "pr_clock.h"
 #include "pr_engine.h"
 #include "pr_error.h"
+#include "pr_hist.h"
 
-/* Same values as pr_config.h's pr_ordering / pr_late_policy, so the service
- * can pass those through with a cast. */
+/* batch.ordering; config names in pr_batch_ordering_names. */
 typedef enum pr_batch_ordering {
-    PR_BATCH_ORDER_PARTITION = 0,
-    PR_BATCH_ORDER_EVENT_TIME = 1,
+    PR_BATCH_ORDER_PARTITION = 0,  /* "partition": offset order within a partition */
+    PR_BATCH_ORDER_EVENT_TIME = 1, /* "event_time": partitions merged by watermark */
 } pr_batch_ordering;
 
+/* batch.late_policy: rows older than the watermark - allowed_lateness_ms.
+ * Config names in pr_batch_late_policy_names. */
 typedef enum pr_batch_late_policy {
-    PR_BATCH_LATE_EMIT = 0,        /* put into the next batch, counted */
-    PR_BATCH_LATE_DROP_TO_DLQ = 1, /* counted and handed to on_late; offset done */
+    PR_BATCH_LATE_EMIT = 0,        /* "emit": put into the next batch, counted */
+    PR_BATCH_LATE_DROP_TO_DLQ = 1, /* "drop_to_dlq": counted and handed to on_late; offset done */
 } pr_batch_late_policy;
+
+/* ---------------------------------------------------------------- settings (batch_cfg.c) */
+
+/* The `batch` section of a pipeline. Its keys, ranges, defaults and docs are
+ * pr_batch_cfgmap (size 4096, max_delay_ms 100, ordering partition,
+ * allowed_lateness_ms 1000, late_policy emit); pr_cfgmap_set_defaults(
+ * &pr_batch_cfgmap, &cfg) gives exactly those. */
+typedef struct pr_batch_cfg {
+    uint32_t size;        /* rows per batch, >= 1 */
+    int64_t max_delay_ms; /* >= 0; 0 = a partial batch goes at the next poll */
+    pr_batch_ordering ordering;
+    int64_t allowed_lateness_ms;      /* >= 0; event_time only */
+    pr_batch_late_policy late_policy; /* event_time only */
+} pr_batch_cfg;
+
+extern const pr_cfgmap pr_batch_cfgmap;
+/* NULL-terminated config names, indexed by the enum values. */
+extern const char *const pr_batch_ordering_names[];
+extern const char *const pr_batch_late_policy_names[];
 
 /* Why a batch was emitted (stats; also in pr_batch.reason). */
 typedef enum pr_batch_reason {
@@ -159,7 +181,7 @@ size_t pr_batch_pb_write(const pr_batch *b, uint8_t *out);
 /* A decoded TrainingBatch that points into the encoded buffer (zero copy):
  * tensors are byte pointers (possibly unaligned: memcpy, or np.frombuffer on
  * the bytes); ranges and vocab sizes are decoded into owned arrays. Valid
- * while the buffer lives; free the arrays with pr_batch_view_clear. */
+ * while the buffer lives; free the arrays with pr_batch_view_fini. */
 typedef struct pr_batch_view_range {
     const char *topic;
     size_t topic_len;
@@ -196,7 +218,7 @@ typedef struct pr_batch_view {
  * On failure returns PR_EBADREC with a reason and leaves nothing to free. */
 int pr_batch_decode(const uint8_t *buf, size_t len, pr_batch_view *v, char *errstr,
                     size_t errstr_size);
-void pr_batch_view_clear(pr_batch_view *v);
+void pr_batch_view_fini(pr_batch_view *v);
 
 /* A pr_batch (owning copies) from a view, e.g. to feed a files sink. */
 pr_batch *pr_batch_from_view(const pr_batch_view *v);
@@ -223,12 +245,8 @@ typedef struct pr_batcher_cfg {
     size_t n_topics;           /* 0: ranges carry "" as topic */
     uint16_t n_dense;
     uint16_t n_sparse;
-    uint8_t sparse_width; /* 4 or 8 (pr_engine_sparse_width) */
-    uint32_t batch_size;  /* rows, >= 1 */
-    int64_t max_delay_ms; /* >= 0; 0 = a partial batch goes at the next poll */
-    pr_batch_ordering ordering;
-    int64_t allowed_lateness_ms; /* event_time only */
-    pr_batch_late_policy late_policy;
+    uint8_t sparse_width;         /* 4 or 8 (pr_engine_sparse_width) */
+    pr_batch_cfg batch;           /* size, deadline, ordering (see pr_batch_cfg) */
     const pr_clock *clock;        /* NULL = pr_clock_real() */
     pr_batch_emit_cb on_emit;     /* required */
     pr_batch_late_cb on_late;     /* drop_to_dlq; NULL = only counted */
@@ -290,18 +308,6 @@ int pr_batcher_revoke(pr_batcher *b, int32_t partition, int64_t *safe_offset);
 
 /* ---------------------------------------------------------------- stats */
 
-/* Fixed-bucket histogram (Prometheus style: counts[i] = observations <=
- * bounds[i], not cumulative here; the last bucket is +Inf). */
-#define PR_HIST_MAX_BUCKETS 16
-typedef struct pr_hist {
-    uint32_t n;                         /* finite bounds */
-    double bounds[PR_HIST_MAX_BUCKETS]; /* upper bounds, increasing */
-    uint64_t counts[PR_HIST_MAX_BUCKETS + 1];
-    double sum;
-    uint64_t count;
-} pr_hist;
-
-void pr_hist_observe(pr_hist *h, double v);
 
 typedef struct pr_batcher_stats {
     uint64_t batches_emitted;
@@ -322,10 +328,10 @@ typedef struct pr_batcher_stats {
     uint64_t last_seq;       /* last emitted sequence */
     int64_t watermark_ms;    /* event_time ordering; INT64_MIN when none */
     /* histograms (seconds / ratio) */
-    pr_hist fill_ratio;      /* rows / batch_size per batch */
-    pr_hist event_to_emit_s; /* per batch: emit_time - min_event_time */
-    pr_hist wait_s;          /* per batch: oldest row's wait in the batcher */
-    pr_hist emit_to_ack_s;   /* per batch: emit -> all sinks acked */
+    pr_hist_snapshot fill_ratio;      /* rows / batch_size per batch */
+    pr_hist_snapshot event_to_emit_s; /* per batch: emit_time - min_event_time */
+    pr_hist_snapshot wait_s;          /* per batch: oldest row's wait in the batcher */
+    pr_hist_snapshot emit_to_ack_s;   /* per batch: emit -> all sinks acked */
 } pr_batcher_stats;
 
 /* Snapshot (thread-safe). */

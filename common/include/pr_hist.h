@@ -25,7 +25,9 @@ typedef struct pr_histogram {
     double sum;
 } pr_histogram;
 
-/* A copy of a histogram's counters, e.g. for quantiles over a time window. */
+/* A copy of a histogram's counters, e.g. for quantiles over a time window.
+ * Also a histogram of its own, without a lock, for data one thread owns (the
+ * batcher's stats): pr_hist_snapshot_init, then pr_hist_snapshot_observe_n. */
 typedef struct pr_hist_snapshot {
     size_t n_bounds;
     double bounds[PR_METRIC_HIST_MAX_BUCKETS];
@@ -37,7 +39,7 @@ typedef struct pr_hist_snapshot {
 /* Bounds are copied; n_bounds <= PR_METRIC_HIST_MAX_BUCKETS and ascending, else
  * PR_EINVAL. */
 int pr_histogram_init(pr_histogram *h, const double *bounds, size_t n_bounds);
-void pr_histogram_destroy(pr_histogram *h);
+void pr_histogram_fini(pr_histogram *h);
 /* Record `n` observations of value v (n > 1 for "these n rows all had v"). */
 void pr_histogram_observe_n(pr_histogram *h, double v, uint64_t n);
 static inline void pr_histogram_observe(pr_histogram *h, double v)
@@ -45,6 +47,14 @@ static inline void pr_histogram_observe(pr_histogram *h, double v)
     pr_histogram_observe_n(h, v, 1);
 }
 void pr_histogram_snapshot(pr_histogram *h, pr_hist_snapshot *out);
+
+/* The unlocked form: same bounds rule and bucket choice as pr_histogram. */
+int pr_hist_snapshot_init(pr_hist_snapshot *s, const double *bounds, size_t n_bounds);
+void pr_hist_snapshot_observe_n(pr_hist_snapshot *s, double v, uint64_t n);
+static inline void pr_hist_snapshot_observe(pr_hist_snapshot *s, double v)
+{
+    pr_hist_snapshot_observe_n(s, v, 1);
+}
 
 /* out = a - b (counts of the window between two snapshots of one histogram). */
 void pr_hist_snapshot_diff(const pr_hist_snapshot *a, const pr_hist_snapshot *b,

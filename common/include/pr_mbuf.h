@@ -21,7 +21,7 @@ typedef struct pr_mbuf {
 } pr_mbuf;
 
 void pr_mbuf_init(pr_mbuf *mb);
-void pr_mbuf_free(pr_mbuf *mb);
+void pr_mbuf_fini(pr_mbuf *mb);
 void pr_mbuf_reset(pr_mbuf *mb); /* len = 0, keeps the memory */
 void pr_mbuf_append(pr_mbuf *mb, const char *s, size_t len);
 void pr_mbuf_puts(pr_mbuf *mb, const char *s);

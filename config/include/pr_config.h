@@ -10,8 +10,10 @@
  *
  * Loading collects several errors (one per line in errstr) before failing, so
  * a user fixes a file in one go. The reference of every key (type, default,
- * meaning) is docs/configuration.md; the key tables in pr_config.c are the
- * single source of truth for names, defaults and ranges.
+ * meaning) is docs/configuration.md, generated from the key tables: each
+ * component's own table (pr_cfgmap.h) for its section, pr_config.c's for the
+ * structure around them. They are the single source of truth for names,
+ * defaults and ranges.
  *
  * Two validation levels:
  *   - pr_config_load_*: everything `piperec process` (offline) needs: shape,
@@ -35,33 +37,36 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "pr_batcher.h"
+#include "pr_cfgmap.h"
 #include "pr_engine.h"
 #include "pr_error.h"
+#include "pr_ingest.h"
 #include "pr_log.h"
+#include "pr_sink.h"
 
 /* ---------------------------------------------------------------- enums */
 
-/* source.format: how Kafka message payloads (or offline input) are encoded. */
-typedef enum pr_source_format {
-    PR_FORMAT_CRITEO_TSV = 0,       /* "criteo_tsv": one TSV line per message */
-    PR_FORMAT_PROTOBUF_EVENT,       /* "protobuf_event": one piperec.Event */
-    PR_FORMAT_PROTOBUF_EVENT_BATCH, /* "protobuf_event_batch": one piperec.EventBatch */
-    PR_FORMAT__COUNT
-} pr_source_format;
+/* The enums of the config are the components' own (the names below are
+ * kept for callers of this header):
+ *   source.format      pr_msg_format (pr_ingest.h)
+ *   batch.ordering     pr_batch_ordering (pr_batcher.h)
+ *   batch.late_policy  pr_batch_late_policy (pr_batcher.h) */
+typedef pr_msg_format pr_source_format;
+#define PR_FORMAT_CRITEO_TSV           PR_MSG_CRITEO_TSV
+#define PR_FORMAT_PROTOBUF_EVENT       PR_MSG_PROTOBUF_EVENT
+#define PR_FORMAT_PROTOBUF_EVENT_BATCH PR_MSG_PROTOBUF_EVENT_BATCH
+#define PR_FORMAT__COUNT               PR_MSG__COUNT
 
-/* batch.ordering */
-typedef enum pr_ordering {
-    PR_ORDERING_PARTITION = 0, /* "partition": offset order within a partition */
-    PR_ORDERING_EVENT_TIME,    /* "event_time": partitions merged by watermark */
-    PR_ORDERING__COUNT
-} pr_ordering;
+typedef pr_batch_ordering pr_ordering;
+#define PR_ORDERING_PARTITION  PR_BATCH_ORDER_PARTITION
+#define PR_ORDERING_EVENT_TIME PR_BATCH_ORDER_EVENT_TIME
+#define PR_ORDERING__COUNT     2
 
-/* batch.late_policy: records older than the watermark - allowed_lateness_ms. */
-typedef enum pr_late_policy {
-    PR_LATE_EMIT = 0,    /* "emit": put into the next batch anyway */
-    PR_LATE_DROP_TO_DLQ, /* "drop_to_dlq": send to source.dead_letter_topic */
-    PR_LATE__COUNT
-} pr_late_policy;
+typedef pr_batch_late_policy pr_late_policy;
+#define PR_LATE_EMIT        PR_BATCH_LATE_EMIT
+#define PR_LATE_DROP_TO_DLQ PR_BATCH_LATE_DROP_TO_DLQ
+#define PR_LATE__COUNT      2
 
 /* Config names of the enum values; *_from_name returns -1 when unknown. */
 const char *pr_source_format_name(pr_source_format f);
@@ -73,68 +78,18 @@ int pr_late_policy_from_name(const char *name);
 
 /* ---------------------------------------------------------------- structs */
 
-/* Ordered string key/value pairs, passed through to librdkafka untouched
- * (YAML numbers and booleans arrive here as their text: "5", "true"). */
-typedef struct pr_kv {
-    char *key;
-    char *value;
-} pr_kv;
-
-typedef struct pr_kv_list {
-    pr_kv *items;
-    size_t n;
-} pr_kv_list;
-
-/* Value of `key`, or NULL. The last occurrence wins. */
-const char *pr_kv_get(const pr_kv_list *l, const char *key);
-
-typedef struct pr_kafka_source_cfg {
-    bool enabled;  /* source.kafka present */
-    char **topics; /* n_topics owned strings */
-    size_t n_topics;
-    char *group_id;        /* default "piperec-<pipeline name>" */
-    pr_kv_list properties; /* bootstrap.servers, auto.offset.reset, ... */
-} pr_kafka_source_cfg;
-
-typedef struct pr_source_cfg {
-    pr_kafka_source_cfg kafka;
-    pr_source_format format; /* default criteo_tsv */
-    char *dead_letter_topic; /* NULL = rejects are only counted and logged */
-} pr_source_cfg;
-
-typedef struct pr_batch_cfg {
-    uint32_t size;               /* rows per batch, 1..1048576; default 4096 */
-    int64_t max_delay_ms;        /* >= 0; default 100 */
-    pr_ordering ordering;        /* default partition */
-    int64_t allowed_lateness_ms; /* >= 0; event_time only; default 1000 */
-    pr_late_policy late_policy;  /* default emit */
-} pr_batch_cfg;
-
-typedef struct pr_trainer_sink_cfg {
-    bool enabled;                 /* sinks.trainer present (and enabled: true) */
-    char *listen;                 /* "host:port"; default "127.0.0.1:7070" */
-    uint32_t max_unacked_batches; /* credit window per trainer; default 64 */
-    int64_t ack_timeout_ms;       /* default 30000 */
-} pr_trainer_sink_cfg;
-
-typedef struct pr_kafka_sink_cfg {
-    bool enabled;
-    char *topic;           /* required when enabled */
-    pr_kv_list properties; /* producer properties; bootstrap.servers
-                            * falls back to the source's when absent */
-} pr_kafka_sink_cfg;
-
-typedef struct pr_files_sink_cfg {
-    bool enabled;
-    char *dir;             /* required when enabled */
-    uint32_t roll_batches; /* batches per file set; default 100 */
-} pr_files_sink_cfg;
-
-typedef struct pr_sinks_cfg {
-    pr_trainer_sink_cfg trainer;
-    pr_kafka_sink_cfg kafka;
-    pr_files_sink_cfg files;
-} pr_sinks_cfg;
+/* Sections owned by a component (struct, keys, defaults and docs in one
+ * table there), filled directly by the loader:
+ *   source          pr_source_cfg        pr_ingest.h   pr_source_cfgmap
+ *   source.kafka    pr_kafka_source_cfg  pr_ingest.h   pr_kafka_source_cfgmap
+ *   batch           pr_batch_cfg         pr_batcher.h  pr_batch_cfgmap
+ *   sinks.trainer   pr_trainer_sink_cfg  pr_sink.h     pr_sink_trainer_cfgmap
+ *   sinks.kafka     pr_kafka_sink_cfg    pr_sink.h     pr_sink_kafka_cfgmap
+ *   sinks.files     pr_files_sink_cfg    pr_sink.h     pr_sink_files_cfgmap
+ *   engine          pr_engine_opts       pr_engine.h   pr_engine_cfgmap
+ * The sections below (state, http, limits) belong to the service, which sits
+ * above this layer, so their tables live in pr_config.c. In a pr_config every
+ * string and list of those structs is owned by the config. */
 
 /* Vocabulary durability: snapshot + journal under dir. */
 typedef struct pr_state_cfg {
@@ -159,13 +114,8 @@ typedef struct pr_http_cfg {
     char *listen; /* default "127.0.0.1:9464" */
 } pr_http_cfg;
 
-/* pr_engine_opts with owned strings; see pr_config_engine_opts(). */
-typedef struct pr_engine_cfg {
-    char *backend; /* cpu | hls-sim | xrt | auto; default cpu */
-    int threads;   /* 1..64; default 2 */
-    char *xclbin;  /* NULL when not set */
-    int device;    /* >= 0; default 0 */
-} pr_engine_cfg;
+/* The engine section is pr_engine_opts itself (strings owned by the config). */
+typedef pr_engine_opts pr_engine_cfg;
 
 typedef struct pr_limits_cfg {
     uint64_t max_inflight_bytes; /* default 256 MiB */

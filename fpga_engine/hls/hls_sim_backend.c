@@ -17,17 +17,18 @@
 #include "pr_khost.h"
 
 struct pr_backend {
-    pr_khost h;
+    /* first: the shared ops (PR__KHOST_OPS) treat a pr_backend as its pr__khost */
+    pr__khost h;
     pr_ksim_dev *dev; /* the simulated card's on-chip memories */
 };
 
-static int pr__sim_to_dev(pr_khost *h, int buf, size_t off, size_t len)
+static int pr__sim_to_dev(pr__khost *h, int buf, size_t off, size_t len)
 {
     (void)h, (void)buf, (void)off, (void)len;
     return 0;
 }
 
-static int pr__sim_start(pr_khost *h, int slot, uint32_t mode, uint32_t rows, uint32_t col,
+static int pr__sim_start(pr__khost *h, int slot, uint32_t mode, uint32_t rows, uint32_t col,
                          uint32_t first, uint32_t count)
 {
     pr_backend *be = h->xp_ctx;
@@ -39,7 +40,7 @@ static int pr__sim_start(pr_khost *h, int slot, uint32_t mode, uint32_t rows, ui
     return 0;
 }
 
-static int pr__sim_wait(pr_khost *h, int slot)
+static int pr__sim_wait(pr__khost *h, int slot)
 {
     (void)h, (void)slot;
     return 0;
@@ -52,25 +53,25 @@ static const pr_kxport_ops pr__sim_xport = {
     .wait = pr__sim_wait,
 };
 
-static void pr__sim_destroy(pr_backend *be)
+static void pr__sim_free(pr_backend *be)
 {
     if (!be)
         return;
-    pr_khost_fini(&be->h);
+    pr__khost_fini(&be->h);
     for (int i = 0; i < PR_KBUF__N; i++)
         pr__free_aligned(be->h.buf[i]);
     pr__free_aligned(be->dev);
     free(be);
 }
 
-static int pr__sim_create(const pr_pipeline_spec *spec, const pr_engine_opts *opts,
+static int pr__sim_new(const pr_pipeline_spec *spec, const pr_engine_opts *opts,
                           pr_backend **out, char *errstr, size_t errstr_size)
 {
     (void)opts;
     pr_backend *be = calloc(1, sizeof(*be));
     if (!be)
         return pr_seterr(errstr, errstr_size, PR_ENOMEM, "hls-sim: out of memory");
-    int rc = pr_khost_plan(&be->h, spec, errstr, errstr_size);
+    int rc = pr__khost_plan(&be->h, spec, errstr, errstr_size);
     if (rc) {
         free(be);
         return rc;
@@ -84,66 +85,21 @@ static int pr__sim_create(const pr_pipeline_spec *spec, const pr_engine_opts *op
         if (!(be->h.buf[i] = pr__zalloc_aligned(be->h.size[i])))
             rc = PR_ENOMEM;
     if (!be->dev || rc) {
-        pr__sim_destroy(be);
+        pr__sim_free(be);
         return pr_seterr(errstr, errstr_size, PR_ENOMEM,
                          "hls-sim: out of memory for device buffers");
     }
-    if ((rc = pr_khost_start(&be->h, 0, errstr, errstr_size))) {
-        pr__sim_destroy(be);
+    if ((rc = pr__khost_start(&be->h, 0, errstr, errstr_size))) {
+        pr__sim_free(be);
         return rc;
     }
     *out = be;
     return 0;
 }
 
-static int pr__sim_process(pr_backend *be, const pr_block *in, pr_out *out, pr_engine_stats *st,
-                           char *errstr, size_t errstr_size)
-{
-    return pr_khost_process(&be->h, in, out, st, errstr, errstr_size);
-}
-
-static int pr__sim_count(pr_backend *be, const pr_block *in)
-{
-    return pr_khost_count(&be->h, in);
-}
-
-/* Two-pass: the counts are already in the tables; the process pass assigns
- * indices at first sight. Nothing to do on the device. */
-static int pr__sim_count_done(pr_backend *be)
-{
-    return pr_khost_count_done(&be->h);
-}
-
-static uint64_t pr__sim_vocab_size(const pr_backend *be, uint32_t col)
-{
-    return pr_khost_vocab_size(&be->h, col);
-}
-
-static int pr__sim_vocab_read(const pr_backend *be, uint32_t col, pr_vocab_cb cb, void *opaque)
-{
-    return pr_khost_vocab_read(&be->h, col, cb, opaque);
-}
-
-static int pr__sim_vocab_read_from(const pr_backend *be, uint32_t col, int64_t from_index,
-                                   pr_vocab_cb cb, void *opaque)
-{
-    return pr_khost_vocab_read_from(&be->h, col, from_index, cb, opaque);
-}
-
-static int pr__sim_vocab_load(pr_backend *be, uint32_t col, const pr_vocab_entry *e, size_t n)
-{
-    return pr_khost_vocab_load(&be->h, col, e, n);
-}
-
-const pr_backend_ops pr_backend_hls_sim = {
+const pr_backend_ops pr__backend_hls_sim = {
     .name = "hls-sim",
-    .create = pr__sim_create,
-    .destroy = pr__sim_destroy,
-    .process = pr__sim_process,
-    .count = pr__sim_count,
-    .count_done = pr__sim_count_done,
-    .vocab_size = pr__sim_vocab_size,
-    .vocab_read = pr__sim_vocab_read,
-    .vocab_load = pr__sim_vocab_load,
-    .vocab_read_from = pr__sim_vocab_read_from,
+    .new_ = pr__sim_new,
+    .free_ = pr__sim_free,
+    PR__KHOST_OPS,
 };

@@ -27,7 +27,7 @@ static uint64_t pr__now_ns(void)
 
 /* ------------------------------------------------------------ plan */
 
-int pr_khost_plan(pr_khost *h, const pr_pipeline_spec *spec, char *errstr, size_t errstr_size)
+int pr__khost_plan(pr__khost *h, const pr_pipeline_spec *spec, char *errstr, size_t errstr_size)
 {
     memset(h->mem, 0, sizeof(h->mem));
     h->spec = *spec;
@@ -63,7 +63,7 @@ int pr_khost_plan(pr_khost *h, const pr_pipeline_spec *spec, char *errstr, size_
                              "engine.backend: cpu",
                              s->name, s->modulus, (uint64_t)PR_K_HBM_MAX_DOMAIN);
         h->domain[c] = s->modulus;
-        uint64_t cap = pr_spec_col_capacity(spec, c);
+        uint64_t cap = pr__spec_col_capacity(spec, c);
         uint64_t most = s->modulus + (uint64_t)h->first_index;
         h->cap[c] = cap < most ? cap : most; /* more can never be handed out */
         if (s->modulus <= PR_K_ONCHIP_MAX_DOMAIN &&
@@ -102,7 +102,7 @@ int pr_khost_plan(pr_khost *h, const pr_pipeline_spec *spec, char *errstr, size_
     return 0;
 }
 
-static void pr__write_cfg(const pr_khost *h, pr_kw *cfg)
+static void pr__write_cfg(const pr__khost *h, pr_kw *cfg)
 {
     const pr_pipeline_spec *spec = &h->spec;
     memset(cfg, 0, h->size[PR_KBUF_CFG]);
@@ -128,7 +128,7 @@ static void pr__write_cfg(const pr_khost *h, pr_kw *cfg)
 }
 
 /* One synchronous kernel call on slot 0 (state modes); reads back the header. */
-static int pr__call(pr_khost *h, uint32_t mode, uint32_t col, uint32_t first, uint32_t count)
+static int pr__call(pr__khost *h, uint32_t mode, uint32_t col, uint32_t first, uint32_t count)
 {
     int rc = h->xp->start(h, 0, mode, 0, col, first, count);
     if (!rc)
@@ -146,7 +146,7 @@ static int pr__call(pr_khost *h, uint32_t mode, uint32_t col, uint32_t first, ui
     return 0;
 }
 
-int pr_khost_start(pr_khost *h, int clear_tables, char *errstr, size_t errstr_size)
+int pr__khost_start(pr__khost *h, int clear_tables, char *errstr, size_t errstr_size)
 {
     pr__write_cfg(h, h->buf[PR_KBUF_CFG]);
     int rc = h->xp->to_dev(h, PR_KBUF_CFG, 0, h->size[PR_KBUF_CFG]);
@@ -162,7 +162,7 @@ int pr_khost_start(pr_khost *h, int clear_tables, char *errstr, size_t errstr_si
     return 0;
 }
 
-void pr_khost_fini(pr_khost *h)
+void pr__khost_fini(pr__khost *h)
 {
     for (uint32_t c = 0; c < PR_MAX_SPARSE; c++) {
         free(h->mirror[c]);
@@ -173,7 +173,7 @@ void pr_khost_fini(pr_khost *h)
 
 /* ------------------------------------------------------------ packing */
 
-void pr_kpack_block(const pr_khost *h, const pr_block *b, uint32_t row0, uint32_t rows, pr_kw *in)
+void pr__kpack_block(const pr__khost *h, const pr_block *b, uint32_t row0, uint32_t rows, pr_kw *in)
 {
     uint32_t nd = h->spec.n_dense, ns = h->spec.n_sparse;
     uint32_t rp = pr_k_rows_pad(rows);
@@ -224,23 +224,23 @@ void pr_kpack_block(const pr_khost *h, const pr_block *b, uint32_t row0, uint32_
 
 /* ------------------------------------------------------------ process */
 
-static size_t pr__in_bytes(const pr_khost *h, uint32_t rows)
+static size_t pr__in_bytes(const pr__khost *h, uint32_t rows)
 {
     return pr_k_in_words(pr_k_rows_pad(rows), h->spec.n_dense, h->spec.n_sparse) * PR_K_WORD_BYTES;
 }
-static size_t pr__out_bytes(const pr_khost *h, uint32_t rows)
+static size_t pr__out_bytes(const pr__khost *h, uint32_t rows)
 {
     return pr_k_out_words(pr_k_rows_pad(rows), h->spec.n_dense, h->spec.n_sparse, h->width) *
            PR_K_WORD_BYTES;
 }
-static size_t pr__hdr_bytes(const pr_khost *h)
+static size_t pr__hdr_bytes(const pr__khost *h)
 {
     return pr_k_out_dense(h->spec.n_sparse) * PR_K_WORD_BYTES;
 }
 
 /* After a call on `slot`: read the header, pull the new-index log into the
  * mirror. Returns the kernel status. */
-static int pr__take_header(pr_khost *h, int slot, uint32_t rows, uint64_t hdr[4])
+static int pr__take_header(pr__khost *h, int slot, uint32_t rows, uint64_t hdr[4])
 {
     int rc = h->xp->from_dev(h, PR_KBUF_OUT0 + slot, 0, pr__hdr_bytes(h));
     if (rc)
@@ -273,7 +273,7 @@ static int pr__take_header(pr_khost *h, int slot, uint32_t rows, uint64_t hdr[4]
     return 0;
 }
 
-static void pr__unpack(const pr_khost *h, int slot, uint32_t row0, uint32_t rows, pr_out *o)
+static void pr__unpack(const pr__khost *h, int slot, uint32_t row0, uint32_t rows, pr_out *o)
 {
     uint32_t nd = h->spec.n_dense, ns = h->spec.n_sparse, rp = pr_k_rows_pad(rows);
     const pr_kw *out = h->buf[PR_KBUF_OUT0 + slot];
@@ -301,7 +301,7 @@ static void pr__unpack(const pr_khost *h, int slot, uint32_t row0, uint32_t rows
     }
 }
 
-static int pr__full_err(const pr_khost *h, const uint64_t hdr[4], uint32_t row0, char *errstr,
+static int pr__full_err(const pr__khost *h, const uint64_t hdr[4], uint32_t row0, char *errstr,
                         size_t errstr_size)
 {
     uint32_t c = (uint32_t)hdr[1];
@@ -317,7 +317,7 @@ static int pr__full_err(const pr_khost *h, const uint64_t hdr[4], uint32_t row0,
  * runs; unpack call i while call i+1 runs. A call starts only after the
  * previous one finished and reported OK, so a full dlrm vocabulary stops the
  * block exactly at the failing call. */
-static int pr__run_block(pr_khost *h, uint32_t mode, const pr_block *in, pr_out *out, char *errstr,
+static int pr__run_block(pr__khost *h, uint32_t mode, const pr_block *in, pr_out *out, char *errstr,
                          size_t errstr_size)
 {
     uint32_t rows = in->rows;
@@ -327,7 +327,7 @@ static int pr__run_block(pr_khost *h, uint32_t mode, const pr_block *in, pr_out 
     if (n_calls == 0)
         return 0;
     uint32_t n0 = rows < PR__CHUNK ? rows : PR__CHUNK;
-    pr_kpack_block(h, in, 0, n0, h->buf[PR_KBUF_IN0]);
+    pr__kpack_block(h, in, 0, n0, h->buf[PR_KBUF_IN0]);
     if ((rc = h->xp->to_dev(h, PR_KBUF_IN0, 0, pr__in_bytes(h, n0))) ||
         (rc = h->xp->start(h, 0, mode, n0, 0, 0, 0)))
         goto fail;
@@ -338,7 +338,7 @@ static int pr__run_block(pr_khost *h, uint32_t mode, const pr_block *in, pr_out 
         uint32_t nrow0 = row0 + n, nn = 0;
         if (i + 1 < n_calls) { /* overlaps call i */
             nn = rows - nrow0 < PR__CHUNK ? rows - nrow0 : PR__CHUNK;
-            pr_kpack_block(h, in, nrow0, nn, h->buf[PR_KBUF_IN0 + !slot]);
+            pr__kpack_block(h, in, nrow0, nn, h->buf[PR_KBUF_IN0 + !slot]);
             if ((rc = h->xp->to_dev(h, PR_KBUF_IN0 + !slot, 0, pr__in_bytes(h, nn))))
                 goto fail;
         }
@@ -375,7 +375,7 @@ fail:
     return pr_seterr(errstr, errstr_size, rc, "fpga kernel: %s", pr_strerror(rc));
 }
 
-int pr_khost_process(pr_khost *h, const pr_block *in, pr_out *out, pr_engine_stats *st,
+int pr__khost_process(pr__khost *h, const pr_block *in, pr_out *out, pr_engine_stats *st,
                      char *errstr, size_t errstr_size)
 {
     if (h->two_pass && !h->count_done)
@@ -407,7 +407,7 @@ int pr_khost_process(pr_khost *h, const pr_block *in, pr_out *out, pr_engine_sta
     return rc;
 }
 
-int pr_khost_count(pr_khost *h, const pr_block *in)
+int pr__khost_count(pr__khost *h, const pr_block *in)
 {
     if (h->count_done)
         return PR_ESTATE;
@@ -417,13 +417,13 @@ int pr_khost_count(pr_khost *h, const pr_block *in)
     return pr__run_block(h, PR_KMODE_COUNT, in, NULL, err, sizeof(err));
 }
 
-int pr_khost_count_done(pr_khost *h)
+int pr__khost_count_done(pr__khost *h)
 {
     h->count_done = 1;
     return 0;
 }
 
-uint64_t pr_khost_vocab_size(const pr_khost *h, uint32_t col)
+uint64_t pr__khost_vocab_size(const pr__khost *h, uint32_t col)
 {
     if (!h->has_vocab || col >= h->spec.n_sparse)
         return 0;
@@ -432,7 +432,7 @@ uint64_t pr_khost_vocab_size(const pr_khost *h, uint32_t col)
 
 /* ------------------------------------------------------------ vocabulary */
 
-int pr_khost_vocab_read_from(const pr_khost *h, uint32_t col, int64_t from_index, pr_vocab_cb cb,
+int pr__khost_vocab_read_from(const pr__khost *h, uint32_t col, int64_t from_index, pr_vocab_cb cb,
                              void *opaque)
 {
     if (!h->has_vocab || col >= h->spec.n_sparse)
@@ -452,9 +452,9 @@ typedef struct pr__pend {
     uint64_t value, count;
 } pr__pend;
 
-int pr_khost_vocab_read(const pr_khost *hc, uint32_t col, pr_vocab_cb cb, void *opaque)
+int pr__khost_vocab_read(const pr__khost *hc, uint32_t col, pr_vocab_cb cb, void *opaque)
 {
-    pr_khost *h = (pr_khost *)hc; /* reading runs kernel calls on the transport */
+    pr__khost *h = (pr__khost *)hc; /* reading runs kernel calls on the transport */
     if (!h->has_vocab || col >= h->spec.n_sparse)
         return 0;
     uint64_t n = h->n_assigned[col];
@@ -513,7 +513,7 @@ int pr_khost_vocab_read(const pr_khost *hc, uint32_t col, pr_vocab_cb cb, void *
     return rc;
 }
 
-int pr_khost_vocab_load(pr_khost *h, uint32_t col, const pr_vocab_entry *e, size_t n)
+int pr__khost_vocab_load(pr__khost *h, uint32_t col, const pr_vocab_entry *e, size_t n)
 {
     if (!h->has_vocab || col >= h->spec.n_sparse)
         return PR_EINVAL;
@@ -576,4 +576,49 @@ int pr_khost_vocab_load(pr_khost *h, uint32_t col, const pr_vocab_entry *e, size
     h->mirror_cap[col] = n_assigned;
     h->n_assigned[col] = n_assigned;
     return 0;
+}
+
+/* ---------------------------------------------------------------- backend ops */
+
+/* pr_backend starts with its pr__khost (see PR__KHOST_OPS). */
+#define PR__H(be) ((pr__khost *)(be))
+#define PR__CH(be) ((const pr__khost *)(be))
+
+int pr__khost_op_process(pr_backend *be, const pr_block *in, pr_out *out, pr_engine_stats *st,
+                         char *errstr, size_t errstr_size)
+{
+    return pr__khost_process(PR__H(be), in, out, st, errstr, errstr_size);
+}
+
+int pr__khost_op_count(pr_backend *be, const pr_block *in)
+{
+    return pr__khost_count(PR__H(be), in);
+}
+
+/* Two-pass: the counts are already in the tables; the process pass assigns
+ * indices at first sight. Nothing to do on the device. */
+int pr__khost_op_count_done(pr_backend *be)
+{
+    return pr__khost_count_done(PR__H(be));
+}
+
+uint64_t pr__khost_op_vocab_size(const pr_backend *be, uint32_t col)
+{
+    return pr__khost_vocab_size(PR__CH(be), col);
+}
+
+int pr__khost_op_vocab_read(const pr_backend *be, uint32_t col, pr_vocab_cb cb, void *opaque)
+{
+    return pr__khost_vocab_read(PR__CH(be), col, cb, opaque);
+}
+
+int pr__khost_op_vocab_read_from(const pr_backend *be, uint32_t col, int64_t from_index,
+                                 pr_vocab_cb cb, void *opaque)
+{
+    return pr__khost_vocab_read_from(PR__CH(be), col, from_index, cb, opaque);
+}
+
+int pr__khost_op_vocab_load(pr_backend *be, uint32_t col, const pr_vocab_entry *e, size_t n)
+{
+    return pr__khost_vocab_load(PR__H(be), col, e, n);
 }

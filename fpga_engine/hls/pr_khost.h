@@ -39,21 +39,21 @@ enum {
     PR_KBUF__N = PR_KBUF_TAB0 + PR_K_VOCAB_LANES
 };
 
-typedef struct pr_khost pr_khost;
+typedef struct pr__khost pr__khost;
 
 /* The transport. All return 0 or a PR_E* code. */
 typedef struct pr_kxport_ops {
     /* Make bytes [off, off+len) of buffer `buf` current on the device / host. */
-    int (*to_dev)(pr_khost *h, int buf, size_t off, size_t len);
-    int (*from_dev)(pr_khost *h, int buf, size_t off, size_t len);
+    int (*to_dev)(pr__khost *h, int buf, size_t off, size_t len);
+    int (*from_dev)(pr__khost *h, int buf, size_t off, size_t len);
     /* Start one kernel call on slot (0/1) buffers; may return before it ends. */
-    int (*start)(pr_khost *h, int slot, uint32_t mode, uint32_t rows, uint32_t col, uint32_t first,
+    int (*start)(pr__khost *h, int slot, uint32_t mode, uint32_t rows, uint32_t col, uint32_t first,
                  uint32_t count);
     /* Wait for the call started on `slot`. */
-    int (*wait)(pr_khost *h, int slot);
+    int (*wait)(pr__khost *h, int slot);
 } pr_kxport_ops;
 
-struct pr_khost {
+struct pr__khost {
     const pr_kxport_ops *xp;
     void *xp_ctx; /* the backend's transport state */
     pr_pipeline_spec spec;
@@ -69,7 +69,7 @@ struct pr_khost {
     uint64_t cap[PR_MAX_SPARSE];    /* capacity, clamped to domain + first_index */
     uint64_t onchip_used[PR_K_VOCAB_LANES], hbm_used[PR_K_VOCAB_LANES]; /* entries, per lane */
     /* Buffers: host views and sizes in bytes (set by the backend, sized by
-     * pr_khost_plan). */
+     * pr__khost_plan). */
     void *buf[PR_KBUF__N];
     size_t size[PR_KBUF__N];
     /* Device state mirror. */
@@ -81,26 +81,44 @@ struct pr_khost {
 /* Check `spec` against the device limits, place the tables and compute the
  * buffer sizes (h->size). Fails with PR_ENOTSUP and a reason naming the
  * column and the limit. Does not allocate device buffers. */
-int pr_khost_plan(pr_khost *h, const pr_pipeline_spec *spec, char *errstr, size_t errstr_size);
+int pr__khost_plan(pr__khost *h, const pr_pipeline_spec *spec, char *errstr, size_t errstr_size);
 
 /* After the backend set h->buf (zeroed host memory is fine): write and send
  * the config; with `clear_tables`, run CLEAR on every vocabulary column
  * (device memory that is not known to be zero). */
-int pr_khost_start(pr_khost *h, int clear_tables, char *errstr, size_t errstr_size);
-void pr_khost_fini(pr_khost *h);
+int pr__khost_start(pr__khost *h, int clear_tables, char *errstr, size_t errstr_size);
+void pr__khost_fini(pr__khost *h);
 
-int pr_khost_process(pr_khost *h, const pr_block *in, pr_out *out, pr_engine_stats *st,
-                     char *errstr, size_t errstr_size);
-int pr_khost_count(pr_khost *h, const pr_block *in);
-int pr_khost_count_done(pr_khost *h);
-uint64_t pr_khost_vocab_size(const pr_khost *h, uint32_t col);
-int pr_khost_vocab_read(const pr_khost *h, uint32_t col, pr_vocab_cb cb, void *opaque);
-int pr_khost_vocab_read_from(const pr_khost *h, uint32_t col, int64_t from_index, pr_vocab_cb cb,
-                             void *opaque);
-int pr_khost_vocab_load(pr_khost *h, uint32_t col, const pr_vocab_entry *e, size_t n);
+int pr__khost_process(pr__khost *h, const pr_block *in, pr_out *out, pr_engine_stats *st,
+                      char *errstr, size_t errstr_size);
+int pr__khost_count(pr__khost *h, const pr_block *in);
+int pr__khost_count_done(pr__khost *h);
+uint64_t pr__khost_vocab_size(const pr__khost *h, uint32_t col);
+int pr__khost_vocab_read(const pr__khost *h, uint32_t col, pr_vocab_cb cb, void *opaque);
+int pr__khost_vocab_read_from(const pr__khost *h, uint32_t col, int64_t from_index, pr_vocab_cb cb,
+                              void *opaque);
+int pr__khost_vocab_load(pr__khost *h, uint32_t col, const pr_vocab_entry *e, size_t n);
+
+/* The same calls as backend ops, for a struct pr_backend whose FIRST member
+ * is its pr__khost (hls-sim and xrt): everything but new_/free_ is host
+ * logic, so both backends fill their ops table with PR__KHOST_OPS. */
+int pr__khost_op_process(pr_backend *be, const pr_block *in, pr_out *out, pr_engine_stats *st,
+                         char *errstr, size_t errstr_size);
+int pr__khost_op_count(pr_backend *be, const pr_block *in);
+int pr__khost_op_count_done(pr_backend *be);
+uint64_t pr__khost_op_vocab_size(const pr_backend *be, uint32_t col);
+int pr__khost_op_vocab_read(const pr_backend *be, uint32_t col, pr_vocab_cb cb, void *opaque);
+int pr__khost_op_vocab_read_from(const pr_backend *be, uint32_t col, int64_t from_index,
+                                 pr_vocab_cb cb, void *opaque);
+int pr__khost_op_vocab_load(pr_backend *be, uint32_t col, const pr_vocab_entry *e, size_t n);
+#define PR__KHOST_OPS                                                                              \
+    .process = pr__khost_op_process, .count = pr__khost_op_count,                                 \
+    .count_done = pr__khost_op_count_done, .vocab_size = pr__khost_op_vocab_size,                 \
+    .vocab_read = pr__khost_op_vocab_read, .vocab_load = pr__khost_op_vocab_load,                 \
+    .vocab_read_from = pr__khost_op_vocab_read_from
 
 /* Packing (exposed for tests and the bench): kernel input words for rows
  * [row0, row0+rows) of `b`; `in` must hold pr_k_in_words(pad(rows), ...). */
-void pr_kpack_block(const pr_khost *h, const pr_block *b, uint32_t row0, uint32_t rows, pr_kw *in);
+void pr__kpack_block(const pr__khost *h, const pr_block *b, uint32_t row0, uint32_t rows, pr_kw *in);
 
 #endif

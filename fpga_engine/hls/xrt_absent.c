@@ -7,7 +7,7 @@
 #ifndef PR_HAVE_XRT
 #include "pr_backend.h"
 
-static int pr__xrt_absent_create(const pr_pipeline_spec *spec, const pr_engine_opts *opts,
+static int pr__xrt_absent_new(const pr_pipeline_spec *spec, const pr_engine_opts *opts,
                                  pr_backend **out, char *errstr, size_t errstr_size)
 {
     (void)spec, (void)opts, (void)out;
@@ -16,9 +16,9 @@ static int pr__xrt_absent_create(const pr_pipeline_spec *spec, const pr_engine_o
                      "libxrt-dev and rebuild); set engine.backend: cpu or auto");
 }
 
-const pr_backend_ops pr_backend_xrt = {
+const pr_backend_ops pr__backend_xrt = {
     .name = "xrt",
-    .create = pr__xrt_absent_create,
+    .new_ = pr__xrt_absent_new,
 };
 #else
 /* Built with XRT: the real backend is fpga_engine/xrt/xrt_backend.c. */

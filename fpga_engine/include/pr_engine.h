@@ -1,7 +1,7 @@
 /*
  * pr_engine.h — the preprocessing engine's contract.
  *
- * A pipeline spec (usually parsed from YAML by service/pr_config.h) is compiled
+ * A pipeline spec (usually parsed from YAML by config/include/pr_config.h) is compiled
  * into an operator dataflow:
  *
  *     dense : [Neg2Zero] -> [Logarithm]                    double -> float32
@@ -25,7 +25,7 @@
  * Threads: a pr_engine is not thread-safe; one driver thread calls it. It runs
  * its own worker threads inside pr_engine_process().
  *
- * Errors: 0 or a negative PR_E* code (common/pr_error.h); creation and
+ * Errors: 0 or a negative PR_E* code (common/include/pr_error.h); creation and
  * processing failures also write a readable reason into errstr.
  */
 #ifndef PR_ENGINE_H
@@ -36,6 +36,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "pr_cfgmap.h"
 #include "pr_error.h"
 
 #define PR_MAX_DENSE  256
@@ -231,12 +232,18 @@ static inline int64_t pr_out_index(const pr_out *o, uint32_t col, uint32_t row)
 
 typedef struct pr_engine pr_engine;
 
+/* The `engine` section of the config. Keys, ranges, defaults and docs are
+ * pr_engine_cfgmap (engine_cfg.c), which the YAML loader applies and
+ * docs/configuration.md is generated from. pr_engine_new treats a NULL
+ * backend or 0 threads as the table default (cpu, 2 threads). */
 typedef struct pr_engine_opts {
-    const char *backend; /* "cpu" (default when NULL), "hls-sim", "xrt", "auto" */
-    int threads;         /* worker threads for the cpu backend; <= 0 = 1 */
+    const char *backend; /* "cpu" (default), "hls-sim", "xrt", "auto" */
+    int threads;         /* worker threads for the cpu backend, 1..64; default 2 */
     const char *xclbin;  /* xrt: path of the device binary */
-    int device;          /* xrt: device index */
+    int device;          /* xrt: device index; default 0 */
 } pr_engine_opts;
+
+extern const pr_cfgmap pr_engine_cfgmap;
 
 /* Per-operator accounting, accumulated over the engine's life. */
 typedef struct pr_engine_stats {

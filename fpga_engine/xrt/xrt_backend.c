@@ -9,7 +9,7 @@
  *   - one buffer object per kernel buffer, in the HBM bank the kernel argument
  *     is connected to (xrtKernelArgGroupId; banks in hls/u55c.cfg), one table
  *     buffer per vocabulary lane on that lane's pseudo-channel; input,
- *     output and new-index log are double buffered so pr_khost can send call
+ *     output and new-index log are double buffered so pr__khost can send call
  *     i+1 and read call i back while the card runs;
  *   - the vocabulary tables are a device-only buffer: they never cross PCIe
  *     except through the kernel's READ/LOAD modes (snapshots, recovery);
@@ -37,14 +37,15 @@
 #define PR__KERNEL_NAME "pr_kernel"
 
 struct pr_backend {
-    pr_khost h;
+    /* first: the shared ops (PR__KHOST_OPS) treat a pr_backend as its pr__khost */
+    pr__khost h;
     xrtDeviceHandle dev;
     xrtKernelHandle krnl;
     xrtBufferHandle bo[PR_KBUF__N];
     xrtRunHandle run[2];
 };
 
-static int pr__xrt_sync(pr_khost *h, int buf, size_t off, size_t len, enum xclBOSyncDirection dir)
+static int pr__xrt_sync(pr__khost *h, int buf, size_t off, size_t len, enum xclBOSyncDirection dir)
 {
     pr_backend *be = h->xp_ctx;
     if (!len)
@@ -52,17 +53,17 @@ static int pr__xrt_sync(pr_khost *h, int buf, size_t off, size_t len, enum xclBO
     return xrtBOSync(be->bo[buf], dir, len, off) ? PR_EIO : 0;
 }
 
-static int pr__xrt_to_dev(pr_khost *h, int buf, size_t off, size_t len)
+static int pr__xrt_to_dev(pr__khost *h, int buf, size_t off, size_t len)
 {
     return pr__xrt_sync(h, buf, off, len, XCL_BO_SYNC_BO_TO_DEVICE);
 }
 
-static int pr__xrt_from_dev(pr_khost *h, int buf, size_t off, size_t len)
+static int pr__xrt_from_dev(pr__khost *h, int buf, size_t off, size_t len)
 {
     return pr__xrt_sync(h, buf, off, len, XCL_BO_SYNC_BO_FROM_DEVICE);
 }
 
-static int pr__xrt_start(pr_khost *h, int slot, uint32_t mode, uint32_t rows, uint32_t col,
+static int pr__xrt_start(pr__khost *h, int slot, uint32_t mode, uint32_t rows, uint32_t col,
                          uint32_t first, uint32_t count)
 {
     pr_backend *be = h->xp_ctx;
@@ -87,7 +88,7 @@ static int pr__xrt_start(pr_khost *h, int slot, uint32_t mode, uint32_t rows, ui
     return 0;
 }
 
-static int pr__xrt_wait(pr_khost *h, int slot)
+static int pr__xrt_wait(pr__khost *h, int slot)
 {
     pr_backend *be = h->xp_ctx;
     if (!be->run[slot])
@@ -105,13 +106,13 @@ static const pr_kxport_ops pr__xrt_xport = {
     .wait = pr__xrt_wait,
 };
 
-static void pr__xrt_destroy(pr_backend *be)
+static void pr__xrt_free(pr_backend *be)
 {
     if (!be)
         return;
     for (int s = 0; s < 2; s++)
         pr__xrt_wait(&be->h, s);
-    pr_khost_fini(&be->h);
+    pr__khost_fini(&be->h);
     for (int i = 0; i < PR_KBUF__N; i++)
         if (be->bo[i])
             xrtBOFree(be->bo[i]);
@@ -143,7 +144,7 @@ static int pr__buf_arg(int buf)
     }
 }
 
-static int pr__xrt_create(const pr_pipeline_spec *spec, const pr_engine_opts *opts,
+static int pr__xrt_new(const pr_pipeline_spec *spec, const pr_engine_opts *opts,
                           pr_backend **out, char *errstr, size_t errstr_size)
 {
     int index = opts && opts->device > 0 ? opts->device : 0;
@@ -172,7 +173,7 @@ static int pr__xrt_create(const pr_pipeline_spec *spec, const pr_engine_opts *op
     pr_backend *be = calloc(1, sizeof(*be));
     if (!be)
         return pr_seterr(errstr, errstr_size, PR_ENOMEM, "xrt: out of memory");
-    int rc = pr_khost_plan(&be->h, spec, errstr, errstr_size);
+    int rc = pr__khost_plan(&be->h, spec, errstr, errstr_size);
     if (rc) {
         free(be);
         return rc;
@@ -215,61 +216,19 @@ static int pr__xrt_create(const pr_pipeline_spec *spec, const pr_engine_opts *op
             memset(be->h.buf[i], 0, be->h.size[i]);
     }
     /* Device memory holds anything: clear every vocabulary table. */
-    if ((rc = pr_khost_start(&be->h, 1, errstr, errstr_size)))
+    if ((rc = pr__khost_start(&be->h, 1, errstr, errstr_size)))
         goto fail;
     pr_info("engine: xrt backend on Alveo device %d, %s", index, opts->xclbin);
     *out = be;
     return 0;
 fail:
-    pr__xrt_destroy(be);
+    pr__xrt_free(be);
     return rc;
 }
 
-static int pr__xrt_process(pr_backend *be, const pr_block *in, pr_out *out, pr_engine_stats *st,
-                           char *errstr, size_t errstr_size)
-{
-    return pr_khost_process(&be->h, in, out, st, errstr, errstr_size);
-}
-
-static int pr__xrt_count(pr_backend *be, const pr_block *in)
-{
-    return pr_khost_count(&be->h, in);
-}
-static int pr__xrt_count_done(pr_backend *be)
-{
-    return pr_khost_count_done(&be->h);
-}
-
-static uint64_t pr__xrt_vocab_size(const pr_backend *be, uint32_t col)
-{
-    return pr_khost_vocab_size(&be->h, col);
-}
-
-static int pr__xrt_vocab_read(const pr_backend *be, uint32_t col, pr_vocab_cb cb, void *opaque)
-{
-    return pr_khost_vocab_read(&be->h, col, cb, opaque);
-}
-
-static int pr__xrt_vocab_read_from(const pr_backend *be, uint32_t col, int64_t from_index,
-                                   pr_vocab_cb cb, void *opaque)
-{
-    return pr_khost_vocab_read_from(&be->h, col, from_index, cb, opaque);
-}
-
-static int pr__xrt_vocab_load(pr_backend *be, uint32_t col, const pr_vocab_entry *e, size_t n)
-{
-    return pr_khost_vocab_load(&be->h, col, e, n);
-}
-
-const pr_backend_ops pr_backend_xrt = {
+const pr_backend_ops pr__backend_xrt = {
     .name = "xrt",
-    .create = pr__xrt_create,
-    .destroy = pr__xrt_destroy,
-    .process = pr__xrt_process,
-    .count = pr__xrt_count,
-    .count_done = pr__xrt_count_done,
-    .vocab_size = pr__xrt_vocab_size,
-    .vocab_read = pr__xrt_vocab_read,
-    .vocab_load = pr__xrt_vocab_load,
-    .vocab_read_from = pr__xrt_vocab_read_from,
+    .new_ = pr__xrt_new,
+    .free_ = pr__xrt_free,
+    PR__KHOST_OPS,
 };

@@ -77,9 +77,9 @@ typedef struct pr_npy_array {
 } pr_npy_array;
 
 /* Read a .npy written by numpy or by this writer (v1.0/2.0, '<f4' '<i4'
- * '<i8', 1-D or 2-D). Free with pr_npy_array_free. */
+ * '<i8', 1-D or 2-D). Free with pr_npy_array_fini. */
 int pr_npy_read(const char *path, pr_npy_array *a, char *errstr, size_t errstr_size);
-void pr_npy_array_free(pr_npy_array *a);
+void pr_npy_array_fini(pr_npy_array *a);
 
 /* Element (r, c) of a loaded array widened to double, whatever its order. */
 double pr_npy_get(const pr_npy_array *a, uint64_t r, uint32_t c);

@@ -48,7 +48,7 @@ int pr_trainer_client_open(const pr_trainer_client_opts *opts, pr_trainer_client
 const pr_trainer_info *pr_trainer_client_info(const pr_trainer_client *c);
 
 /* Wait up to timeout_ms (-1 = forever) for the next batch. Returns 1 with *v
- * filled (clear it with pr_batch_view_clear), 0 on timeout, PR_EIO on EOF or
+ * filled (clear it with pr_batch_view_fini), 0 on timeout, PR_EIO on EOF or
  * socket error ("server closed the connection"), PR_EBADREC on a bad frame,
  * PR_ESTATE when the server sent an Error (quoted in errstr). Server pings
  * are answered inside. */

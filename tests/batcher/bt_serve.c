@@ -72,7 +72,7 @@ static int run_files(const char *dir, uint64_t n, uint32_t roll)
     cfg.files.roll_max_ms = 1;
     pr_sink *s;
     char err[512];
-    if (pr_sink_create(&pr_sink_files_ops, &cfg, &s, err, sizeof(err))) {
+    if (pr_sink_new(&pr_sink_files_ops, &cfg, &s, err, sizeof(err))) {
         fprintf(stderr, "bt_serve: %s\n", err);
         return 1;
     }
@@ -107,7 +107,7 @@ static int run_trainer(uint64_t n, char **cmd)
     cfg.trainer.keepalive_ms = 200; /* exercise pings */
     pr_sink *s;
     char err[512];
-    if (pr_sink_create(&pr_sink_trainer_ops, &cfg, &s, err, sizeof(err))) {
+    if (pr_sink_new(&pr_sink_trainer_ops, &cfg, &s, err, sizeof(err))) {
         fprintf(stderr, "bt_serve: %s\n", err);
         return 1;
     }

@@ -129,7 +129,7 @@ static void test_decode_zero_copy(void **state)
     assert_int_equal(pr_batch_encode(c), 0);
     assert_int_equal(c->pb_len, b->pb_len);
     assert_memory_equal(c->pb, b->pb, b->pb_len);
-    pr_batch_view_clear(&v);
+    pr_batch_view_fini(&v);
     pr_batch_unref(c);
     pr_batch_unref(b);
 }
@@ -166,13 +166,13 @@ static void test_decode_protobuf_c_output(void **state)
     memcpy(&s0, v.sparse, 8);
     assert_int_equal(s0, 1LL << 40);
     assert_int_equal(v.vocab_sizes[0], 77);
-    pr_batch_view_clear(&v);
+    pr_batch_view_fini(&v);
     /* Truncated: every prefix fails cleanly or decodes a shorter message
      * whose shape checks then fail. */
     for (size_t cut = 1; cut < n; cut++) {
         int rc = pr_batch_decode(buf, cut, &v, err, sizeof(err));
         if (rc == 0)
-            pr_batch_view_clear(&v);
+            pr_batch_view_fini(&v);
         else
             assert_int_equal(rc, PR_EBADREC);
     }

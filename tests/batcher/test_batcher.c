@@ -46,11 +46,11 @@ static fx *fx_new(uint32_t size, int64_t delay, pr_batch_ordering ord, int64_t l
         .n_dense = BT_ND,
         .n_sparse = BT_NS,
         .sparse_width = 4,
-        .batch_size = size,
-        .max_delay_ms = delay,
-        .ordering = ord,
-        .allowed_lateness_ms = lateness,
-        .late_policy = pol,
+        .batch = {.size = size,
+                  .max_delay_ms = delay,
+                  .ordering = ord,
+                  .allowed_lateness_ms = lateness,
+                  .late_policy = pol},
         .clock = &f->mc.clock,
         .on_emit = bt_on_emit,
         .on_late = late_cb,
@@ -524,12 +524,27 @@ static void test_bad_config(void **state)
     pr_batcher *b;
     char err[256];
     pr_batcher_cfg cfg = {
-        .pipeline = "t", .sparse_width = 4, .batch_size = 0, .on_emit = bt_on_emit};
+        .pipeline = "t", .sparse_width = 4, .batch = {.size = 0}, .on_emit = bt_on_emit};
     assert_int_equal(pr_batcher_new(&cfg, &b, err, sizeof(err)), PR_EINVAL);
     assert_non_null(strstr(err, "batch.size"));
-    cfg.batch_size = 4;
+    cfg.batch.size = 4;
     cfg.sparse_width = 3;
     assert_int_equal(pr_batcher_new(&cfg, &b, err, sizeof(err)), PR_EINVAL);
+}
+
+/* A batcher built in code gets the documented defaults from the same table
+ * the YAML loader and docs/configuration.md use. */
+static void test_default_table(void **state)
+{
+    (void)state;
+    pr_batch_cfg c;
+    memset(&c, 0xff, sizeof(c));
+    assert_int_equal(pr_cfgmap_set_defaults(&pr_batch_cfgmap, &c), 0);
+    assert_int_equal(c.size, 4096);
+    assert_int_equal(c.max_delay_ms, 100);
+    assert_int_equal(c.ordering, PR_BATCH_ORDER_PARTITION);
+    assert_int_equal(c.allowed_lateness_ms, 1000);
+    assert_int_equal(c.late_policy, PR_BATCH_LATE_EMIT);
 }
 
 int main(void)
@@ -548,6 +563,7 @@ int main(void)
         cmocka_unit_test(test_event_time_idle_partition),
         cmocka_unit_test(test_event_time_revoke),
         cmocka_unit_test(test_bad_config),
+        cmocka_unit_test(test_default_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

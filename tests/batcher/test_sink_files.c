@@ -67,7 +67,7 @@ static void test_roll_and_ack(void **state)
     cfg.files.roll_max_ms = 500;
     pr_sink *s;
     char err[512];
-    assert_int_equal(pr_sink_create(&pr_sink_files_ops, &cfg, &s, err, sizeof(err)), 0);
+    assert_int_equal(pr_sink_new(&pr_sink_files_ops, &cfg, &s, err, sizeof(err)), 0);
     assert_true(pr_sink_ready(s));
 
     for (uint64_t q = 1; q <= 3; q++) {
@@ -97,19 +97,19 @@ static void test_roll_and_ack(void **state)
     assert_int_equal(a.n, 6);
     assert_int_equal(a.cols, 2);
     assert_true(pr_npy_get(&a, 4, 0) == 2.0 && pr_npy_get(&a, 4, 1) == 1.0);
-    pr_npy_array_free(&a);
+    pr_npy_array_fini(&a);
     snprintf(p, sizeof(p), "%s/batches-1-2/sparse.npy", dir);
     assert_int_equal(pr_npy_read(p, &a, err, sizeof(err)), 0);
     assert_int_equal(a.dtype, PR_NPY_I64);
     assert_true(pr_npy_get(&a, 5, 0) == (double)(2LL << 33));
-    pr_npy_array_free(&a);
+    pr_npy_array_fini(&a);
 
     /* An open roll is thrown away at close, unacked. */
     pr_batch *b = batch(4, 1);
     assert_int_equal(pr_sink_send(s, b), 0);
     pr_batch_unref(b);
     assert_true(exists(dir, ".tmp-batches-4"));
-    pr_sink_close(s);
+    pr_sink_free(s);
     assert_false(exists(dir, ".tmp-batches-4"));
     assert_int_equal(n_acked, 3);
 }
@@ -120,9 +120,9 @@ static void test_bad_dir(void **state)
     pr_sink_cfg cfg = {.pipeline = "files", .n_dense = 1, .n_sparse = 1, .sparse_width = 4};
     pr_sink *s;
     char err[512];
-    assert_int_equal(pr_sink_create(&pr_sink_files_ops, &cfg, &s, err, sizeof(err)), PR_EINVAL);
+    assert_int_equal(pr_sink_new(&pr_sink_files_ops, &cfg, &s, err, sizeof(err)), PR_EINVAL);
     cfg.files.dir = "/proc/nonexistent/x";
-    assert_true(pr_sink_create(&pr_sink_files_ops, &cfg, &s, err, sizeof(err)) < 0);
+    assert_true(pr_sink_new(&pr_sink_files_ops, &cfg, &s, err, sizeof(err)) < 0);
     assert_non_null(strstr(err, "sinks.files.dir"));
 }
 

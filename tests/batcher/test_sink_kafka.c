@@ -42,23 +42,21 @@ static void test_kafka_sink_mock(void **state)
     assert_int_equal(rd_kafka_mock_topic_create(mc, "batches", 1, 1), 0);
     const char *bootstrap = rd_kafka_mock_cluster_bootstraps(mc);
 
-    const char *props[] = {"bootstrap.servers", bootstrap, "linger.ms", "1"};
+    pr_kv props[] = {{"bootstrap.servers", bootstrap}, {"linger.ms", "1"}};
     pr_sink_cfg cfg = {.pipeline = "criteo", .n_dense = 1, .n_sparse = 1, .sparse_width = 4};
     cfg.kafka.topic = "batches";
-    cfg.kafka.props = props;
-    cfg.kafka.n_props = 2;
+    cfg.kafka.properties = (pr_kv_list){props, 2};
     pr_sink *s;
-    assert_int_equal(pr_sink_create(&pr_sink_kafka_ops, &cfg, &s, err, sizeof(err)), 0);
+    assert_int_equal(pr_sink_new(&pr_sink_kafka_ops, &cfg, &s, err, sizeof(err)), 0);
     pr_sinkset *ss = pr_sinkset_new();
     assert_int_equal(pr_sinkset_add(ss, s), 0);
     assert_true(pr_sinkset_ready(ss));
 
     /* A bad property is reported by name. */
-    const char *bad[] = {"no.such.property", "1"};
-    cfg.kafka.props = bad;
-    cfg.kafka.n_props = 1;
+    pr_kv bad[] = {{"no.such.property", "1"}};
+    cfg.kafka.properties = (pr_kv_list){bad, 1};
     pr_sink *s2;
-    assert_int_equal(pr_sink_create(&pr_sink_kafka_ops, &cfg, &s2, err, sizeof(err)), PR_EINVAL);
+    assert_int_equal(pr_sink_new(&pr_sink_kafka_ops, &cfg, &s2, err, sizeof(err)), PR_EINVAL);
     assert_non_null(strstr(err, "no.such.property"));
 
     for (uint64_t q = 1; q <= 5; q++) {
@@ -121,7 +119,7 @@ static void test_kafka_sink_mock(void **state)
         memcpy(&d1, v.dense + 4, 4);
         assert_int_equal(lab, (int32_t)next);
         assert_true(d1 == 0.5f * (float)next);
-        pr_batch_view_clear(&v);
+        pr_batch_view_fini(&v);
         rd_kafka_message_destroy(m);
         next++;
     }

@@ -52,7 +52,7 @@ static tfx *tfx_new_timeout(uint32_t max_window, int64_t ack_timeout_ms)
     cfg.trainer.max_unacked_batches = max_window;
     cfg.trainer.ack_timeout_ms = ack_timeout_ms;
     char err[256];
-    assert_int_equal(pr_sink_create(&pr_sink_trainer_ops, &cfg, &f->sink, err, sizeof(err)), 0);
+    assert_int_equal(pr_sink_new(&pr_sink_trainer_ops, &cfg, &f->sink, err, sizeof(err)), 0);
     f->ss = pr_sinkset_new();
     assert_int_equal(pr_sinkset_add(f->ss, f->sink), 0);
     assert_true(pr_sinkset_ready(f->ss));
@@ -147,7 +147,7 @@ static uint64_t recv_one(pr_trainer_client *c)
     assert_int_equal((uint64_t)lab, v.seq);
     assert_int_equal((uint64_t)sp, v.seq * 10 + 2);
     uint64_t seq = v.seq;
-    pr_batch_view_clear(&v);
+    pr_batch_view_fini(&v);
     return seq;
 }
 
@@ -312,7 +312,7 @@ static void test_two_trainers_share(void **state)
                 got[k]++;
                 total++;
                 assert_int_equal(pr_trainer_client_ack(c[k], v.seq), 0);
-                pr_batch_view_clear(&v);
+                pr_batch_view_fini(&v);
             }
         }
     }

@@ -1,5 +1,5 @@
 /*
- * test_config.c — unit tests of the configuration layer (service/pr_config.c).
+ * test_config.c — unit tests of the configuration layer (config/pr_config.c).
  *
  * Errors are tested through a table: a YAML snippet and the fragments its
  * message must contain (the key path, the problem and, where the YAML has
@@ -710,6 +710,59 @@ static void test_reference_documented(void **state)
     free(ref);
 }
 
+/* A component built in code (pr_cfgmap_set_defaults) and one loaded from a
+ * config that leaves every key out get the same values: the defaults exist
+ * once, in the component's table. */
+static void test_component_defaults_match_loader(void **state)
+{
+    (void)state;
+    char err[1024];
+    pr_config *cfg = NULL;
+    const char *y = MINIMAL "    sinks: { trainer: {}, files: { dir: /tmp/x } }\n";
+    assert_int_equal(pr_config_load_string(y, strlen(y), "t.yaml", &cfg, err, sizeof(err)), 0);
+    const pr_pipeline_cfg *pl = &cfg->pipelines[0];
+
+    pr_batch_cfg b = {0};
+    assert_int_equal(pr_cfgmap_set_defaults(&pr_batch_cfgmap, &b), 0);
+    assert_memory_equal(&b, &pl->batch, sizeof(b));
+
+    pr_trainer_sink_cfg t = {.enabled = true};
+    assert_int_equal(pr_cfgmap_set_defaults(&pr_sink_trainer_cfgmap, &t), 0);
+    assert_string_equal(t.listen, pl->sinks.trainer.listen);
+    assert_int_equal(t.max_unacked_batches, pl->sinks.trainer.max_unacked_batches);
+    assert_int_equal(t.ack_timeout_ms, pl->sinks.trainer.ack_timeout_ms);
+    assert_int_equal(t.keepalive_ms, 10000); /* internal: not a YAML key */
+    assert_int_equal(pl->sinks.trainer.keepalive_ms, 0);
+
+    pr_files_sink_cfg f = {0};
+    assert_int_equal(pr_cfgmap_set_defaults(&pr_sink_files_cfgmap, &f), 0);
+    assert_int_equal(f.roll_batches, pl->sinks.files.roll_batches);
+
+    pr_source_cfg src = {0};
+    assert_int_equal(pr_cfgmap_set_defaults(&pr_source_cfgmap, &src), 0);
+    assert_int_equal(src.format, pl->source.format);
+
+    pr_engine_opts eo = {0};
+    assert_int_equal(pr_cfgmap_set_defaults(&pr_engine_cfgmap, &eo), 0);
+    assert_string_equal(eo.backend, cfg->engine.backend);
+    assert_int_equal(eo.threads, cfg->engine.threads);
+    assert_int_equal(eo.device, cfg->engine.device);
+
+    /* default_zero keeps what is set and fills only the rest. */
+    pr_batch_cfg z = {.size = 7};
+    assert_int_equal(pr_cfgmap_default_zero(&pr_batch_cfgmap, &z), 0);
+    assert_int_equal(z.size, 7);
+    assert_int_equal(z.max_delay_ms, 100);
+
+    /* Internal entries are neither keys nor documented. */
+    const char *bad = MINIMAL "    sinks: { trainer: { keepalive_ms: 5 } }\n";
+    pr_config *c2 = NULL;
+    assert_int_equal(pr_config_load_string(bad, strlen(bad), "t.yaml", &c2, err, sizeof(err)),
+                     PR_EINVAL);
+    assert_non_null(strstr(err, "sinks.trainer.keepalive_ms: unknown key"));
+    pr_config_free(cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -726,6 +779,7 @@ int main(void)
         cmocka_unit_test(test_set),
         cmocka_unit_test(test_load_file),
         cmocka_unit_test(test_reference_documented),
+        cmocka_unit_test(test_component_defaults_match_loader),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -189,7 +189,7 @@ static int ref_process(ref_engine *re, const pr_block *b, int64_t *sparse_out, f
                     continue;
                 }
             }
-            if ((uint64_t)(base + col->n_assigned) >= pr_spec_col_capacity(s, c)) {
+            if ((uint64_t)(base + col->n_assigned) >= pr__spec_col_capacity(s, c)) {
                 if (s->profile == PR_VOCAB_DEFAULT) {
                     *o = PR_INDEX_OOV;
                     continue;

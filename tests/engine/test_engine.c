@@ -116,9 +116,9 @@ static void test_capacity_and_width(void **state)
     (void)state;
     pr_pipeline_spec s;
     pr_pipeline_spec_default(&s);
-    assert_int_equal(pr_spec_col_capacity(&s, 0), 524288);
+    assert_int_equal(pr__spec_col_capacity(&s, 0), 524288);
     s.profile = PR_VOCAB_DEFAULT;
-    assert_int_equal(pr_spec_col_capacity(&s, 0), 524290);
+    assert_int_equal(pr__spec_col_capacity(&s, 0), 524290);
     pr_engine *e = tu_engine(&s, NULL, 1);
     assert_int_equal(pr_engine_sparse_width(e), 4);
     assert_string_equal(pr_engine_backend_name(e), "cpu");
@@ -126,7 +126,7 @@ static void test_capacity_and_width(void **state)
     pr_engine_free(e);
 
     tu_spec(&s, 0, 2, PR_VOCAB_DLRM, 0, false, true); /* no modulus: INT32_MAX */
-    assert_int_equal(pr_spec_col_capacity(&s, 1), INT32_MAX);
+    assert_int_equal(pr__spec_col_capacity(&s, 1), INT32_MAX);
     e = tu_engine(&s, NULL, 1);
     assert_int_equal(pr_engine_sparse_width(e), 4);
     pr_engine_free(e);

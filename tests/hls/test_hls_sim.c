@@ -21,7 +21,7 @@
 #include <cmocka.h>
 
 #include "engine_int.h"
-#include "pr_decode.h"
+#include "pr_ingest.h"
 #include "pr_engine.h"
 #include "pr_kernel.h"
 #include "pr_log.h"
@@ -552,14 +552,14 @@ static void test_limits(void **state)
     spec_of(&s, 1, 2, true, 1ull << 27, PR_VOCAB_DLRM);
     assert_null(pr_engine_new(&s, &o, err, sizeof(err)));
     assert_non_null(strstr(err, "2^26"));
-    assert_int_equal(ops->create(&s, &o, &be, err, sizeof(err)), PR_ENOTSUP);
+    assert_int_equal(ops->new_(&s, &o, &be, err, sizeof(err)), PR_ENOTSUP);
 
     spec_of(&s, 1, 2, true, 8192, PR_VOCAB_DLRM);
     s.n_sparse_ops = 2;
     s.sparse_ops[0] = PR_OP_HEX2INT;
     s.sparse_ops[1] = PR_OP_VOCAB; /* no modulus: unbounded domain */
     err[0] = 0;
-    assert_int_equal(ops->create(&s, &o, &be, err, sizeof(err)), PR_ENOTSUP);
+    assert_int_equal(ops->new_(&s, &o, &be, err, sizeof(err)), PR_ENOTSUP);
     assert_non_null(strstr(err, "modulus"));
     assert_null(be);
 
@@ -614,7 +614,7 @@ static void test_xrt_nodev(void **state)
     const pr_backend_ops *ops = pr__backend_lookup("xrt");
     assert_non_null(ops);
     pr_backend *be = NULL;
-    assert_int_equal(ops->create(&s, &o, &be, err, sizeof(err)), PR_ENODEV);
+    assert_int_equal(ops->new_(&s, &o, &be, err, sizeof(err)), PR_ENODEV);
     assert_null(be);
     assert_non_null(strstr(err, "no Alveo device"));
     assert_non_null(strstr(err, "engine.backend: cpu or auto"));

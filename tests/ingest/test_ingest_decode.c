@@ -15,7 +15,6 @@
 #include <cmocka.h>
 
 #include "piperec.pb-c.h"
-#include "pr_decode.h"
 #include "pr_ingest.h"
 
 typedef struct rej_log {

@@ -25,7 +25,7 @@
 
 #include <cmocka.h>
 
-#include "pr_decode.h"
+#include "pr_ingest.h"
 
 /* ---------------------------------------------------------------- helpers */
 

@@ -1,5 +1,5 @@
 /*
- * npy_fixture.c — writes .npy files with batcher/npy.c for the script test
+ * npy_fixture.c — writes .npy files with sinks/npy.c for the script test
  * test_offline_cli, which checks them with numpy (np.load): a Fortran-order
  * int32 [4, 3] array, a streamed float32 [70000, 2] array (several buffer
  * flushes, header rewritten at close), an int64 [5, 2] and a 1-D int32.

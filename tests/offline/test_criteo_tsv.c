@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "pr_decode.h"
+#include "pr_ingest.h"
 
 typedef struct rejects {
     int n;

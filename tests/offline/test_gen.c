@@ -1,5 +1,5 @@
 /*
- * test_gen.c — the synthetic data generator (service/gen.c): determinism for
+ * test_gen.c — the synthetic data generator (tools/gen/gen.c): determinism for
  * (seed, row), Criteo-like shape (cardinality bounds, missing values,
  * negatives, label rate), and that its three outputs agree: TSV decoded by
  * the Criteo decoder, blocks, and the binary EventBatch stream decoded by
@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "piperec.pb-c.h"
-#include "pr_decode.h"
+#include "pr_ingest.h"
 #include "pr_gen.h"
 
 static void test_deterministic(void **state)

@@ -1,5 +1,5 @@
 /*
- * test_npy.c — the .npy writer/reader (batcher/npy.c): streaming writes of
+ * test_npy.c — the .npy writer/reader (sinks/npy.c): streaming writes of
  * column-major blocks (stored C order), whole-array Fortran-order writes, 1-D
  * and int64 arrays, the reserved header rewritten at close, abort, and I/O
  * errors naming the path. numpy itself reads these files in the script test
@@ -66,7 +66,7 @@ static void test_stream_cols(void **state)
     for (uint32_t r = 0; r < 60; r++)
         for (uint32_t c = 0; c < COLS; c++)
             assert_true(pr_npy_get(&a, r, c) == r * 10 + c);
-    pr_npy_array_free(&a);
+    pr_npy_array_fini(&a);
     /* Data starts at a 64-byte aligned offset: header is 128 bytes. */
     FILE *f = fopen(path, "rb");
     fseek(f, 0, SEEK_END);
@@ -103,12 +103,12 @@ static void test_stream_large_i64_and_1d(void **state)
     for (uint32_t r = 0; r < ROWS; r += 997)
         for (uint32_t c = 0; c < COLS; c++)
             assert_true(((int64_t *)a.data)[(size_t)r * COLS + c] == m[(size_t)c * ROWS + r]);
-    pr_npy_array_free(&a);
+    pr_npy_array_fini(&a);
     assert_int_equal(pr_npy_read(path1, &a, err, sizeof(err)), 0);
     assert_int_equal(a.ndim, 1);
     assert_int_equal(a.n, ROWS);
     assert_memory_equal(a.data, l, sizeof(int32_t) * ROWS);
-    pr_npy_array_free(&a);
+    pr_npy_array_fini(&a);
     free(m);
     free(l);
 }
@@ -128,7 +128,7 @@ static void test_rows_and_fortran_array(void **state)
     assert_int_equal(a.cols, 2);
     assert_true(pr_npy_get(&a, 2, 1) == 30);
     assert_true(pr_npy_get(&a, 3, 0) == 4);
-    pr_npy_array_free(&a);
+    pr_npy_array_fini(&a);
 
     path_of(path, sizeof(path), "rows.npy");
     int32_t rowmajor[] = {1, 10, 2, 20, 3, 30};
@@ -139,7 +139,7 @@ static void test_rows_and_fortran_array(void **state)
     assert_int_equal(pr_npy_read(path, &a, err, sizeof(err)), 0);
     assert_int_equal(a.n, 3);
     assert_true(pr_npy_get(&a, 2, 1) == 30);
-    pr_npy_array_free(&a);
+    pr_npy_array_fini(&a);
 }
 
 static void test_empty_abort_and_errors(void **state)
@@ -154,7 +154,7 @@ static void test_empty_abort_and_errors(void **state)
     assert_int_equal(pr_npy_read(path, &a, err, sizeof(err)), 0);
     assert_int_equal(a.n, 0);
     assert_int_equal(a.cols, 13);
-    pr_npy_array_free(&a);
+    pr_npy_array_fini(&a);
 
     path_of(path, sizeof(path), "aborted.npy");
     assert_int_equal(pr_npy_open(&w, path, PR_NPY_F32, 1, err, sizeof(err)), 0);

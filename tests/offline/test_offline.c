@@ -21,7 +21,7 @@
 
 #include "pr_gen.h"
 #include "pr_npy.h"
-#include "pr_offline.h"
+#include "pr_service.h"
 
 static char tmpdir[512];
 
@@ -180,7 +180,7 @@ static void test_threads_rejects_fifo(void **state)
     assert_int_equal(pr_npy_read(p1, &a, err, sizeof(err)), 0);
     assert_int_equal(a.n, ROWS - bad);
     assert_int_equal(a.cols, 26);
-    pr_npy_array_free(&a);
+    pr_npy_array_fini(&a);
 
     /* The same through a FIFO: the read() path. */
     char fifo[600];
@@ -220,7 +220,7 @@ static void test_threads_rejects_fifo(void **state)
     for (uint64_t i = 0; i < a.n * a.cols; i++)
         oov += ((int32_t *)a.data)[i] == PR_INDEX_OOV;
     assert_true(oov > 0);
-    pr_npy_array_free(&a);
+    pr_npy_array_fini(&a);
     free(data);
 }
 
@@ -243,7 +243,7 @@ static void test_empty_and_errors(void **state)
     assert_int_equal(pr_npy_read(p, &a, err, sizeof(err)), 0);
     assert_int_equal(a.n, 0);
     assert_int_equal(a.cols, 13);
-    pr_npy_array_free(&a);
+    pr_npy_array_fini(&a);
 
     snprintf(in, sizeof(in), "%s/nope.tsv", tmpdir);
     assert_int_equal(run(in, out, 1, 0, &spec, &res, err, sizeof(err)), PR_EIO);

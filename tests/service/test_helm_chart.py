@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """test_helm_chart.py — checks the Helm chart in deploy/helm/piperec without helm.
 
-No helm binary can be installed here, so templates are not rendered. What is
-checked instead:
+The rendering itself (helm lint --strict, helm template with every option,
+the values schema) is tests/deploy/test_helm.py, with the real helm that
+tools/install-deps.sh installs. What this one checks, with no helm at all:
   - Chart.yaml and values.yaml are well-formed YAML with the required fields;
   - values.config (the piperec configuration the chart mounts) is accepted by
     `piperec run --config FILE --check` (the service's own validation);
@@ -11,7 +12,9 @@ checked instead:
     state.dir under persistence.mountPath);
   - every template has balanced {{ }} actions, every `include "x"` names a
     defined template, every `.Values.a.b` path exists in values.yaml, and the
-    probes point at /healthz and /readyz.
+    probes point at /healthz and /readyz;
+  - the optional templates exist and the chart's files/ (rules, dashboard)
+    resolve to deploy/prometheus and deploy/grafana.
 """
 import os
 import re
@@ -117,12 +120,21 @@ if "path: /healthz" not in sts or "path: /readyz" not in sts:
     fail("statefulset.yaml: liveness/readiness probes must use /healthz and /readyz")
 if "volumeClaimTemplates" not in sts:
     fail("statefulset.yaml: no PVC for the state dir")
-for needed in ("configmap.yaml", "service.yaml", "statefulset.yaml", "servicemonitor.yaml"):
+for needed in ("configmap.yaml", "service.yaml", "statefulset.yaml", "servicemonitor.yaml",
+               "networkpolicy.yaml", "poddisruptionbudget.yaml", "prometheusrule.yaml",
+               "grafana-dashboard.yaml"):
     if needed not in texts:
         fail("templates/%s missing" % needed)
+if "startupProbe" not in sts or "checksum/config" not in sts:
+    fail("statefulset.yaml: needs a startupProbe and the checksum/config annotation")
+for f, target in (("piperec-rules.yaml", "deploy/prometheus/piperec-rules.yaml"),
+                  ("piperec-dashboard.json", "deploy/grafana/piperec-dashboard.json")):
+    path = os.path.join(chart, "files", f)
+    if not os.path.exists(path) or os.path.realpath(path) != os.path.realpath(os.path.join(src, target)):
+        fail("files/%s must resolve to %s (one source for chart and plain files)" % (f, target))
 
 if errors:
     for e in errors:
         print("FAIL:", e)
     sys.exit(1)
-print("helm chart: ok (%d templates checked; rendering needs helm, not available here)" % len(texts))
+print("helm chart: ok (%d templates checked; rendering: test_helm)" % len(texts))

@@ -57,11 +57,11 @@ static void test_routes(void **state)
 {
     (void)state;
     int calls = 0;
-    pr_http_route routes[] = {{"/metrics", h_hello, &calls}, {"/readyz", h_down, NULL}};
+    pr__http_route routes[] = {{"/metrics", h_hello, &calls}, {"/readyz", h_down, NULL}};
     pr_http *h = NULL;
     char err[256];
-    assert_int_equal(pr_http_start("127.0.0.1:0", routes, 2, &h, err, sizeof(err)), 0);
-    uint16_t port = pr_http_port(h);
+    assert_int_equal(pr__http_start("127.0.0.1:0", routes, 2, &h, err, sizeof(err)), 0);
+    uint16_t port = pr__http_port(h);
     assert_true(port > 0);
 
     char resp[4096];
@@ -86,10 +86,10 @@ static void test_routes(void **state)
     char listen[64];
     snprintf(listen, sizeof(listen), "127.0.0.1:%u", (unsigned)port);
     pr_http *h2 = NULL;
-    assert_int_equal(pr_http_start(listen, routes, 2, &h2, err, sizeof(err)), PR_EIO);
+    assert_int_equal(pr__http_start(listen, routes, 2, &h2, err, sizeof(err)), PR_EIO);
     assert_non_null(strstr(err, "http.listen"));
     assert_null(h2);
-    pr_http_stop(h);
+    pr__http_stop(h);
 }
 
 static void test_bad_address(void **state)
@@ -97,9 +97,9 @@ static void test_bad_address(void **state)
     (void)state;
     pr_http *h = NULL;
     char err[256];
-    assert_int_equal(pr_http_start("nonsense", NULL, 0, &h, err, sizeof(err)), PR_EINVAL);
+    assert_int_equal(pr__http_start("nonsense", NULL, 0, &h, err, sizeof(err)), PR_EINVAL);
     assert_non_null(strstr(err, "host:port"));
-    pr_http_stop(NULL);
+    pr__http_stop(NULL);
 }
 
 int main(void)

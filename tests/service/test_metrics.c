@@ -19,12 +19,12 @@ static void test_family_and_samples(void **state)
     (void)state;
     pr_mbuf mb;
     pr_mbuf_init(&mb);
-    pr_metric_family(&mb, "piperec_x_total", PR_METRIC_COUNTER, "Things.\nMore \\ text.");
+    pr__metric_family(&mb, "piperec_x_total", PR_METRIC_COUNTER, "Things.\nMore \\ text.");
     pr_label l[] = {{"pipeline", "a\"b\\c\nd"}, {"partition", "3"}};
-    pr_metric_sample(&mb, "piperec_x_total", l, 2, 42);
-    pr_metric_sample(&mb, "piperec_x_total", NULL, 0, 0.1);
-    pr_metric_sample(&mb, "piperec_x_total", NULL, 0, INFINITY);
-    pr_metric_sample(&mb, "piperec_x_total", NULL, 0, NAN);
+    pr__metric_sample(&mb, "piperec_x_total", l, 2, 42);
+    pr__metric_sample(&mb, "piperec_x_total", NULL, 0, 0.1);
+    pr__metric_sample(&mb, "piperec_x_total", NULL, 0, INFINITY);
+    pr__metric_sample(&mb, "piperec_x_total", NULL, 0, NAN);
     assert_int_equal(mb.err, 0);
     assert_string_equal(mb.buf, "# HELP piperec_x_total Things.\\nMore \\\\ text.\n"
                                 "# TYPE piperec_x_total counter\n"
@@ -32,7 +32,7 @@ static void test_family_and_samples(void **state)
                                 "piperec_x_total 0.1\n"
                                 "piperec_x_total +Inf\n"
                                 "piperec_x_total NaN\n");
-    pr_mbuf_free(&mb);
+    pr_mbuf_fini(&mb);
 }
 
 static void test_histogram_render(void **state)
@@ -49,15 +49,15 @@ static void test_histogram_render(void **state)
     pr_mbuf mb;
     pr_mbuf_init(&mb);
     pr_label l[] = {{"pipeline", "p"}};
-    pr_metric_histogram(&mb, "piperec_h_seconds", l, 1, &s);
+    pr__metric_histogram(&mb, "piperec_h_seconds", l, 1, &s);
     assert_string_equal(mb.buf, "piperec_h_seconds_bucket{pipeline=\"p\",le=\"0.5\"} 1\n"
                                 "piperec_h_seconds_bucket{pipeline=\"p\",le=\"1\"} 2\n"
                                 "piperec_h_seconds_bucket{pipeline=\"p\",le=\"2\"} 2\n"
                                 "piperec_h_seconds_bucket{pipeline=\"p\",le=\"+Inf\"} 4\n"
                                 "piperec_h_seconds_sum{pipeline=\"p\"} 11.25\n"
                                 "piperec_h_seconds_count{pipeline=\"p\"} 4\n");
-    pr_mbuf_free(&mb);
-    pr_histogram_destroy(&h);
+    pr_mbuf_fini(&mb);
+    pr_histogram_fini(&h);
 }
 
 static void test_histogram_bad_bounds(void **state)
@@ -93,7 +93,7 @@ static void test_quantile_and_diff(void **state)
     pr_histogram_observe_n(&h, 1000, 1000); /* +Inf: clamps to the last bound */
     pr_histogram_snapshot(&h, &s1);
     assert_true(fabs(pr_hist_snapshot_quantile(&s1, 0.99) - 40.0) < 1e-9);
-    pr_histogram_destroy(&h);
+    pr_histogram_fini(&h);
 }
 
 static void test_mbuf_growth_and_json(void **state)
@@ -108,7 +108,7 @@ static void test_mbuf_growth_and_json(void **state)
     pr_mbuf_reset(&mb);
     pr_mbuf_json_str(&mb, "a\"\\\n\x01");
     assert_string_equal(mb.buf, "\"a\\\"\\\\\\n\\u0001\"");
-    pr_mbuf_free(&mb);
+    pr_mbuf_fini(&mb);
 }
 
 int main(void)

@@ -47,7 +47,6 @@
 #include "pr_gen.h"
 #include "pr_ingest.h"
 #include "pr_npy.h"
-#include "pr_offline.h"
 #include "pr_service.h"
 #include "pr_trainer_client.h"
 
@@ -357,7 +356,7 @@ static void *collector_main(void *arg)
         atomic_fetch_add(&c->received, 1);
         since_connect++;
         rec_batch b = rec_copy(&v, c->keep_tensors);
-        pr_batch_view_clear(&v);
+        pr_batch_view_fini(&v);
         if (c->disconnect_after > 0 && since_connect >= c->disconnect_after &&
             atomic_load(&c->disconnects) == 0) {
             /* A trainer that crashes: the last batch and everything held
@@ -597,7 +596,7 @@ static void test_exactly_once_and_order(void **state)
     for (size_t i = 0; i < sizeof(must) / sizeof(must[0]); i++)
         if (!strstr(mb.buf, must[i]))
             fail_msg("metrics lack '%s'", must[i]);
-    pr_mbuf_free(&mb);
+    pr_mbuf_fini(&mb);
 
     pr_service_free(svc);
     pr_config_free(cfg);
@@ -701,9 +700,9 @@ static void test_matches_offline(void **state)
         }
     }
     assert_int_equal(row, res.rows);
-    pr_npy_array_free(&dense);
-    pr_npy_array_free(&sparse);
-    pr_npy_array_free(&labels);
+    pr_npy_array_fini(&dense);
+    pr_npy_array_fini(&sparse);
+    pr_npy_array_fini(&labels);
     pr_service_free(svc);
     pr_config_free(cfg);
     collector_free(c);

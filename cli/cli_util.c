@@ -1,8 +1,8 @@
 /*
- * svc_util.c — signal and port helpers for the long-running commands
- * (pr_svc_util.h).
+ * cli_util.c — signal and port helpers for the long-running commands
+ * (pr_cli.h).
  */
-#include "pr_svc_util.h"
+#include "pr_cli.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-void pr_svc_block_signals(sigset_t *set)
+void pr_cli_block_signals(sigset_t *set)
 {
     sigset_t all;
     sigemptyset(&all);
@@ -26,14 +26,14 @@ void pr_svc_block_signals(sigset_t *set)
     sigaddset(set, SIGTERM);
 }
 
-int pr_svc_wait_signal(const sigset_t *set, int timeout_ms)
+int pr_cli_wait_signal(const sigset_t *set, int timeout_ms)
 {
     struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
     int s = sigtimedwait(set, NULL, &ts);
     return s > 0 ? s : 0;
 }
 
-bool pr_svc_port_free(const char *host, uint16_t port)
+bool pr_cli_port_free(const char *host, uint16_t port)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)

@@ -1,0 +1,31 @@
+/*
+ * batch_cfg.c — the `batch` keys of a pipeline: names, ranges, defaults and
+ * docs in one table (pr_batch_cfgmap, contract: pr_batcher.h).
+ *
+ * The YAML loader (config/) applies files through this table and
+ * docs/configuration.md is generated from it, so a default changed here is
+ * changed everywhere. Kept apart from batcher.c so that the loader links the
+ * table without the batcher itself.
+ */
+#include "pr_batcher.h"
+
+const char *const pr_batch_ordering_names[] = {"partition", "event_time", NULL};
+const char *const pr_batch_late_policy_names[] = {"emit", "drop_to_dlq", NULL};
+
+static const pr_cfgmap_entry batch_entries[] = {
+    PR_CFG_E_INT("size", 0, pr_batch_cfg, size, 1, 1048576, "4096", "Rows per batch (1..1048576)."),
+    PR_CFG_E_INT("max_delay_ms", 0, pr_batch_cfg, max_delay_ms, 0, INT32_MAX, "100",
+                 "Freshness bound: a batch is emitted when full or when its oldest record has "
+                 "waited this long (0 = no waiting)."),
+    PR_CFG_E_ENUM("ordering", pr_batch_cfg, ordering, pr_batch_ordering_names, "partition",
+                  "partition: records keep offset order within a partition; event_time: "
+                  "partitions are merged by watermark."),
+    PR_CFG_E_INT("allowed_lateness_ms", 0, pr_batch_cfg, allowed_lateness_ms, 0, INT32_MAX, "1000",
+                 "event_time only: how far behind the watermark a record may arrive before it is "
+                 "late."),
+    PR_CFG_E_ENUM("late_policy", pr_batch_cfg, late_policy, pr_batch_late_policy_names, "emit",
+                  "event_time only: emit (late records go into the next batch) or drop_to_dlq "
+                  "(sent to source.dead_letter_topic)."),
+};
+
+const pr_cfgmap pr_batch_cfgmap = PR_CFGMAP(batch_entries);

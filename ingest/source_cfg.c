@@ -1,0 +1,43 @@
+/*
+ * source_cfg.c — the keys of a pipeline's `source` section: names, defaults
+ * and docs in one table each for `source` and `source.kafka` (contract:
+ * pr_ingest.h).
+ *
+ * The YAML loader (config/) applies files through these tables and
+ * docs/configuration.md is generated from them. Kept apart from the consumer
+ * so that the loader links the tables without the consumer itself.
+ */
+#include "pr_ingest.h"
+
+const char *const pr_msg_format_names[PR_MSG__COUNT + 1] = {
+    [PR_MSG_CRITEO_TSV] = "criteo_tsv",
+    [PR_MSG_PROTOBUF_EVENT] = "protobuf_event",
+    [PR_MSG_PROTOBUF_EVENT_BATCH] = "protobuf_event_batch",
+    [PR_MSG__COUNT] = NULL,
+};
+
+static const pr_cfgmap_entry kafka_source_entries[] = {
+    {.name = "topics",
+     .type = PR_CFG_STRLIST,
+     .flags = PR_CFG_NONEMPTY,
+     .off = offsetof(pr_kafka_source_cfg, topics),
+     .off2 = offsetof(pr_kafka_source_cfg, n_topics),
+     .doc = "Topics to consume (a list, or one name). Required by `run`."},
+    PR_CFG_E_STR("group.id", PR_CFG_NONEMPTY, pr_kafka_source_cfg, group_id, NULL,
+                 "Consumer group; default piperec-NAME (NAME = the pipeline's name). Offsets are "
+                 "committed only after every batch holding a record is acknowledged."),
+    PR_CFG_E_KV("properties", pr_kafka_source_cfg, properties,
+                "librdkafka consumer properties, passed through untouched (numbers and booleans "
+                "become strings). `run` needs bootstrap.servers."),
+};
+const pr_cfgmap pr_kafka_source_cfgmap = PR_CFGMAP(kafka_source_entries);
+
+static const pr_cfgmap_entry source_entries[] = {
+    PR_CFG_E_ENUM("format", pr_source_cfg, format, pr_msg_format_names, "criteo_tsv",
+                  "Payload encoding: criteo_tsv (one TSV line per message), protobuf_event "
+                  "(piperec.Event), protobuf_event_batch (piperec.EventBatch)."),
+    PR_CFG_E_STR("dead_letter_topic", 0, pr_source_cfg, dead_letter_topic, NULL,
+                 "Topic receiving records that fail to decode (and late ones under drop_to_dlq), "
+                 "with the reason in a header. Unset: rejects are counted and logged only."),
+};
+const pr_cfgmap pr_source_cfgmap = PR_CFGMAP(source_entries);

@@ -1,0 +1,228 @@
+#!/usr/bin/python3
+"""test_helm.py — the Helm chart rendered by a real helm 3.
+
+helm comes from tools/install-deps.sh (unpacked from an npm package into
+/opt/piperec-tools/bin/helm; PR_HELM overrides). Checks:
+  - `helm lint --strict` passes with the default values and with every
+    optional feature on (PrometheusRule, dashboard, NetworkPolicy,
+    ServiceMonitor, TLS/token mounts);
+  - values.schema.json rejects wrong types and unknown keys (lint and template);
+  - `helm template` renders the expected objects: non-root, read-only root
+    filesystem, no capabilities, probes on /healthz and /readyz, resources, a
+    PodDisruptionBudget, the NetworkPolicy rules, the secret mounts read-only;
+  - the PrometheusRule is deploy/prometheus/piperec-rules.yaml and the
+    dashboard ConfigMap is deploy/grafana/piperec-dashboard.json, unchanged;
+  - the checksum/config annotation changes with the config (pods roll) and
+    not with anything else;
+  - the rendered config.yaml passes `piperec run --check`.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import yaml
+
+SRC = os.environ.get("PR_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+TMP = os.environ.get("PR_TMP", "/tmp/piperec-test-helm")
+PIPEREC = os.environ.get("PIPEREC")
+CHART = os.path.join(SRC, "deploy", "helm", "piperec")
+errors = []
+
+
+def fail(msg):
+    errors.append(msg)
+    print("FAIL:", msg)
+
+
+def find_helm():
+    for h in (os.environ.get("PR_HELM"), "/opt/piperec-tools/bin/helm", shutil.which("helm")):
+        if h and os.access(h, os.X_OK):
+            return h
+    print("FAIL: no helm: run tools/install-deps.sh (installs /opt/piperec-tools/bin/helm)")
+    sys.exit(1)
+
+
+HELM = find_helm()
+os.makedirs(TMP, exist_ok=True)
+ENV = dict(os.environ, HELM_CACHE_HOME=os.path.join(TMP, "cache"),
+           HELM_CONFIG_HOME=os.path.join(TMP, "config"), HELM_DATA_HOME=os.path.join(TMP, "data"))
+
+
+def helm(*args):
+    r = subprocess.run([HELM, *args], capture_output=True, text=True, env=ENV)
+    # helm notes the files/ symlinks on stderr; not an error.
+    r.stderr = "\n".join(l for l in r.stderr.splitlines() if "found symbolic link" not in l)
+    return r
+
+
+ALL_ON = {
+    "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
+    "grafanaDashboard": {"enabled": True},
+    "networkPolicy": {"enabled": True},
+    "serviceMonitor": {"enabled": True},
+    "tls": {"enabled": True, "secretName": "piperec-tls"},
+    "auth": {"token": {"enabled": True, "secretName": "piperec-token"}},
+}
+all_on = os.path.join(TMP, "all-on.yaml")
+with open(all_on, "w") as f:
+    yaml.safe_dump(ALL_ON, f)
+
+print(helm("version", "--short").stdout.strip())
+
+# ---- lint
+for name, extra in (("default", []), ("all features on", ["-f", all_on])):
+    r = helm("lint", "--strict", CHART, *extra)
+    if r.returncode != 0:
+        fail("helm lint --strict (%s): %s%s" % (name, r.stdout, r.stderr))
+    else:
+        print("helm lint --strict (%s): ok" % name)
+
+# ---- schema violations are rejected by lint and by template
+for args, what in ((["--set", "replicaCount=two"], "replicaCount"),
+                   (["--set-string", "service.trainerPort=abc"], "trainerPort"),
+                   (["--set", "probes.liveness.periodSeconds=-1"], "periodSeconds"),
+                   (["--set", "replicaCout=1"], "replicaCout"),
+                   (["--set", "tls.enabled=yes-please"], "enabled")):
+    r = helm("lint", "--strict", CHART, *args)
+    out = r.stdout + r.stderr
+    if r.returncode == 0 or "schema" not in out or what not in out:
+        fail("helm lint accepted %s (rc %d): %s" % (" ".join(args), r.returncode, out[-400:]))
+    r = helm("template", "rec", CHART, *args)
+    if r.returncode == 0:
+        fail("helm template accepted %s" % " ".join(args))
+print("schema: wrong types and unknown keys rejected")
+
+
+def render(*args):
+    r = helm("template", "rec", CHART, "--namespace", "ml", *args)
+    if r.returncode != 0:
+        fail("helm template %s: %s" % (" ".join(args), r.stderr))
+        return {}
+    objs = {}
+    for d in yaml.safe_load_all(r.stdout):
+        if d:
+            for k in ("apiVersion", "kind", "metadata"):
+                if k not in d:
+                    fail("rendered object without %s: %s" % (k, str(d)[:200]))
+            objs[(d["kind"], d["metadata"]["name"])] = d
+    return objs
+
+
+default = render()
+full = render("-f", all_on)
+kinds_default = sorted(k for k, _ in default)
+kinds_full = sorted(k for k, _ in full)
+print("default objects:", kinds_default)
+print("all-on objects: ", kinds_full)
+if kinds_default != ["ConfigMap", "PodDisruptionBudget", "Service", "Service", "StatefulSet"]:
+    fail("default render: unexpected objects %s" % kinds_default)
+for k in ("NetworkPolicy", "PrometheusRule", "ServiceMonitor"):
+    if k not in kinds_full:
+        fail("all-on render: no %s" % k)
+
+
+def one(objs, kind, suffix=""):
+    for (k, n), d in objs.items():
+        if k == kind and n.endswith(suffix):
+            return d
+    fail("no %s%s rendered" % (kind, suffix and " *" + suffix))
+    return {}
+
+
+# ---- StatefulSet
+sts = one(default, "StatefulSet")
+pod = sts.get("spec", {}).get("template", {}).get("spec", {})
+c = (pod.get("containers") or [{}])[0]
+if sts.get("spec", {}).get("replicas") != 1:
+    fail("replicas must default to 1")
+psc, csc = pod.get("securityContext", {}), c.get("securityContext", {})
+if not psc.get("runAsNonRoot") or psc.get("runAsUser", 0) == 0:
+    fail("pod securityContext must run as non-root: %s" % psc)
+if not csc.get("readOnlyRootFilesystem") or csc.get("allowPrivilegeEscalation") is not False \
+        or csc.get("capabilities", {}).get("drop") != ["ALL"]:
+    fail("container securityContext: read-only root, no escalation, drop ALL: %s" % csc)
+probes = {p: c.get(p, {}).get("httpGet", {}).get("path") for p in
+          ("startupProbe", "livenessProbe", "readinessProbe")}
+if probes != {"startupProbe": "/healthz", "livenessProbe": "/healthz", "readinessProbe": "/readyz"}:
+    fail("probes: %s" % probes)
+if not c.get("resources", {}).get("requests") or not c.get("resources", {}).get("limits"):
+    fail("container resources need requests and limits")
+mounts = {m["name"]: m for m in c.get("volumeMounts", [])}
+if "tmp" not in mounts or "state" not in mounts:
+    fail("need the state and /tmp mounts (read-only root filesystem): %s" % list(mounts))
+if "tls" in mounts or "token" in mounts:
+    fail("TLS/token mounts must be off by default")
+fpod = one(full, "StatefulSet").get("spec", {}).get("template", {}).get("spec", {})
+fmounts = {m["name"]: m for m in (fpod.get("containers") or [{}])[0].get("volumeMounts", [])}
+fvols = {v["name"]: v for v in fpod.get("volumes", [])}
+for n, secret in (("tls", "piperec-tls"), ("token", "piperec-token")):
+    if not fmounts.get(n, {}).get("readOnly") or fvols.get(n, {}).get("secret", {}).get("secretName") != secret:
+        fail("all-on: %s must be a read-only mount of Secret %s" % (n, secret))
+r = helm("template", "rec", CHART, "--set", "tls.enabled=true")
+if r.returncode == 0 or "tls.secretName" not in r.stderr:
+    fail("tls.enabled without tls.secretName must fail with a message naming it")
+
+# ---- PodDisruptionBudget
+pdb = one(default, "PodDisruptionBudget")
+if pdb.get("spec", {}).get("maxUnavailable") != 1 or not pdb.get("spec", {}).get("selector"):
+    fail("PDB: %s" % pdb.get("spec"))
+
+# ---- NetworkPolicy
+np_ = one(full, "NetworkPolicy").get("spec", {})
+ing = {tuple(p["port"] for p in rule["ports"]): rule["from"] for rule in np_.get("ingress", [])}
+if ing.get(("trainer",)) != [{"podSelector": {"matchLabels": {"piperec.io/trainer": "true"}}}]:
+    fail("NetworkPolicy trainer rule: %s" % ing.get(("trainer",)))
+if ing.get(("metrics",)) != [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]:
+    fail("NetworkPolicy metrics rule: %s" % ing.get(("metrics",)))
+if np_.get("policyTypes") != ["Ingress"]:
+    fail("NetworkPolicy must restrict ingress only")
+
+# ---- one source: rules and dashboard
+with open(os.path.join(SRC, "deploy", "prometheus", "piperec-rules.yaml")) as f:
+    rules = yaml.safe_load(f)
+pr = one(full, "PrometheusRule")
+if pr.get("spec") != rules:
+    fail("PrometheusRule spec differs from deploy/prometheus/piperec-rules.yaml")
+if pr.get("metadata", {}).get("labels", {}).get("release") != "kube-prometheus-stack":
+    fail("prometheusRule.labels not applied")
+with open(os.path.join(SRC, "deploy", "grafana", "piperec-dashboard.json")) as f:
+    dash = json.load(f)
+cm = one(full, "ConfigMap", "-dashboard")
+if cm.get("metadata", {}).get("labels", {}).get("grafana_dashboard") != "1":
+    fail("dashboard ConfigMap must carry grafana_dashboard: \"1\"")
+try:
+    if json.loads(cm.get("data", {}).get("piperec-dashboard.json", "")) != dash:
+        fail("dashboard ConfigMap differs from deploy/grafana/piperec-dashboard.json")
+except ValueError as e:
+    fail("dashboard ConfigMap is not JSON: %s" % e)
+
+# ---- config checksum: changes with the config, only with it
+def checksum(*args):
+    s = one(render(*args), "StatefulSet")
+    return s.get("spec", {}).get("template", {}).get("metadata", {}).get("annotations", {}).get("checksum/config")
+
+
+base = checksum()
+if not base:
+    fail("no checksum/config annotation")
+if checksum("--set", "config.log.level=debug") == base:
+    fail("checksum/config did not change with the config")
+if checksum("--set", "podAnnotations.x=y", "--set", "resources.limits.memory=3Gi") != base:
+    fail("checksum/config changed without a config change")
+
+# ---- the rendered config is a valid piperec config
+cfg_text = one(default, "ConfigMap").get("data", {}).get("config.yaml", "")
+if PIPEREC and cfg_text:
+    p = os.path.join(TMP, "rendered-config.yaml")
+    with open(p, "w") as f:
+        f.write(cfg_text)
+    r = subprocess.run([PIPEREC, "run", "--config", p, "--check"], capture_output=True, text=True)
+    if r.returncode != 0:
+        fail("rendered config.yaml rejected: %s" % (r.stderr or r.stdout))
+
+if errors:
+    print("%d failed" % len(errors))
+    sys.exit(1)
+print("helm: ok (lint, schema, %d + %d rendered objects)" % (len(default), len(full)))
