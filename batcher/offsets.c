@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "batcher_int.h"
+#include "pr_grow.h"
 
 void pr__offsets_init(pr__offsets *o)
 {
@@ -44,14 +45,8 @@ int pr__offsets_slot(pr__offsets *o, int32_t key, bool create)
     }
     if (!create)
         return -1;
-    if (o->n == o->cap) {
-        size_t nc = o->cap ? o->cap * 2 : 8;
-        pr__ptrack *np = realloc(o->parts, nc * sizeof(*np));
-        if (!np)
-            return -1;
-        o->parts = np;
-        o->cap = nc;
-    }
+    if (pr_grow((void **)&o->parts, &o->cap, o->n + 1, sizeof(*o->parts)) < 0)
+        return -1;
     pr__ptrack *t = &o->parts[o->n];
     memset(t, 0, sizeof(*t));
     t->key = key;
@@ -149,3 +144,4 @@ void pr__offsets_reset(pr__offsets *o, int slot)
     t->head = 0;
     t->len = 0;
 }
+

@@ -28,9 +28,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "pr_grow.h"
 #include "pr_log.h"
 #include "pr_npy.h"
 #include "pr_sink.h"
+#include "sink_acks.h"
 
 #define NS_PER_MS 1000000LL
 
@@ -58,8 +60,7 @@ typedef struct files_sink {
     uint64_t *last_vocab;
 
     /* closed rolls: acks not yet reported */
-    uint64_t *acked;
-    size_t n_acked, cap_acked;
+    pr__acks acked;
     bool failed;
     pr_sink_stats st; /* pipeline thread's copy */
     pthread_mutex_t mu;
@@ -228,16 +229,8 @@ static int roll_close(files_sink *f, char *errstr, size_t es)
     }
     f->open = false;
     /* The roll is durable: acknowledge its batches. */
-    if (f->n_acked + f->n_seqs > f->cap_acked) {
-        size_t nc = (f->n_acked + f->n_seqs) * 2;
-        uint64_t *na = realloc(f->acked, nc * sizeof(*na));
-        if (!na)
-            return PR_ENOMEM;
-        f->acked = na;
-        f->cap_acked = nc;
-    }
-    memcpy(f->acked + f->n_acked, f->seqs, f->n_seqs * sizeof(uint64_t));
-    f->n_acked += f->n_seqs;
+    if (pr__acks_push(&f->acked, f->seqs, f->n_seqs) < 0)
+        return PR_ENOMEM;
     f->n_seqs = 0;
     return 0;
 }
@@ -332,14 +325,8 @@ static int files_send(pr_sink *s, pr_batch *b)
     int rc;
     if (!f->open && (rc = roll_open(f, b->seq, err, sizeof(err))) < 0)
         goto fail;
-    if (f->n_seqs == f->cap_seqs) {
-        size_t nc = f->cap_seqs ? f->cap_seqs * 2 : 64;
-        uint64_t *n = realloc(f->seqs, nc * sizeof(*n));
-        if (!n)
-            return PR_ENOMEM;
-        f->seqs = n;
-        f->cap_seqs = nc;
-    }
+    if (pr_grow((void **)&f->seqs, &f->cap_seqs, f->n_seqs + 1, sizeof(*f->seqs)) < 0)
+        return PR_ENOMEM;
     if ((rc = write_batch(f, b, err, sizeof(err))) < 0)
         goto fail;
     f->seqs[f->n_seqs++] = b->seq;
@@ -373,10 +360,7 @@ static int files_poll(pr_sink *s, pr_sink_ack_cb cb, void *opaque)
             return PR_EIO;
         }
     }
-    size_t n = f->n_acked;
-    for (size_t i = 0; i < n; i++)
-        cb(opaque, f->acked[i]);
-    f->n_acked = 0;
+    size_t n = pr__acks_drain(&f->acked, cb, opaque);
     f->st.batches_acked += n;
     publish(f);
     return (int)n;
@@ -408,7 +392,7 @@ static void files_free(pr_sink *s)
     free(f->sparse_names);
     free(f->last_vocab);
     free(f->seqs);
-    free(f->acked);
+    pr__acks_fini(&f->acked);
     free(f->dir);
     pthread_mutex_destroy(&f->mu);
     free(f);

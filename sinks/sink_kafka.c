@@ -24,6 +24,7 @@
 
 #include "pr_log.h"
 #include "pr_sink.h"
+#include "sink_acks.h"
 
 typedef struct kafka_sink {
     pr_sink base;
@@ -33,8 +34,7 @@ typedef struct kafka_sink {
     uint32_t max_queued;
     uint64_t in_flight;
     /* filled by the delivery callback (inside rd_kafka_poll, pipeline thread) */
-    uint64_t *acked;
-    size_t n_acked, cap_acked;
+    pr__acks acked;
     pr_batch **retry;
     size_t n_retry, cap_retry;
     bool fatal;
@@ -52,20 +52,6 @@ static void publish(kafka_sink *k)
     pthread_mutex_unlock(&k->mu);
 }
 
-static int push_u64(uint64_t **v, size_t *n, size_t *cap, uint64_t x)
-{
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 64;
-        uint64_t *nv = realloc(*v, nc * sizeof(*nv));
-        if (!nv)
-            return PR_ENOMEM;
-        *v = nv;
-        *cap = nc;
-    }
-    (*v)[(*n)++] = x;
-    return 0;
-}
-
 static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
     (void)rk;
@@ -75,7 +61,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
         return;
     k->in_flight--;
     if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        if (push_u64(&k->acked, &k->n_acked, &k->cap_acked, b->seq) < 0)
+        if (pr__acks_push(&k->acked, &b->seq, 1) < 0)
             pr_err("kafka sink: out of memory recording the ack of batch %llu",
                    (unsigned long long)b->seq);
         pr_batch_unref(b);
@@ -218,10 +204,7 @@ static int kafka_poll(pr_sink *s, pr_sink_ack_cb cb, void *opaque)
         memmove(k->retry, k->retry + i, (k->n_retry - i) * sizeof(*k->retry));
         k->n_retry -= i;
     }
-    size_t n = k->n_acked;
-    for (size_t j = 0; j < n; j++)
-        cb(opaque, k->acked[j]);
-    k->n_acked = 0;
+    size_t n = pr__acks_drain(&k->acked, cb, opaque);
     k->st.batches_acked += n;
     publish(k);
     return (int)n;
@@ -257,7 +240,7 @@ static void kafka_free(pr_sink *s)
     for (size_t i = 0; i < k->n_retry; i++)
         pr_batch_unref(k->retry[i]);
     free(k->retry);
-    free(k->acked);
+    pr__acks_fini(&k->acked);
     free(k->topic);
     pthread_mutex_destroy(&k->mu);
     free(k);

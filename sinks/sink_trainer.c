@@ -32,10 +32,12 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "pr_grow.h"
 #include "pr_hostport.h"
 #include "trainer_wire.h"
 #include "pr_log.h"
 #include "pr_sink.h"
+#include "sink_acks.h"
 #include "pr_trainer_client.h"
 #include "trainer.pb-c.h"
 
@@ -103,8 +105,7 @@ typedef struct trainer_sink {
     /* under mu */
     pr_batch **queue; /* not yet given to a trainer, sorted by seq */
     size_t qlen, qcap;
-    uint64_t *acked;
-    size_t n_acked, cap_acked;
+    pr__acks acked; /* under mu */
     uint64_t n_assigned; /* batches in trainers' in-flight lists */
     pr_sink_stats st;
     uint64_t bytes_sent; /* atomic, outside mu: updated on every write */
@@ -119,14 +120,8 @@ typedef struct trainer_sink {
 
 static int queue_insert(trainer_sink *t, pr_batch *b)
 {
-    if (t->qlen == t->qcap) {
-        size_t nc = t->qcap ? t->qcap * 2 : 64;
-        pr_batch **n = realloc(t->queue, nc * sizeof(*n));
-        if (!n)
-            return PR_ENOMEM;
-        t->queue = n;
-        t->qcap = nc;
-    }
+    if (pr_grow((void **)&t->queue, &t->qcap, t->qlen + 1, sizeof(*t->queue)) < 0)
+        return PR_ENOMEM;
     size_t i = t->qlen;
     while (i > 0 && t->queue[i - 1]->seq > b->seq) {
         t->queue[i] = t->queue[i - 1];
@@ -197,15 +192,9 @@ static int send_batch(trainer_sink *t, tclient *c, pr_batch *b)
     out_item *it = calloc(1, sizeof(*it));
     if (!it)
         return PR_ENOMEM;
-    if (c->n_fl == c->cap_fl) {
-        size_t nc = c->cap_fl ? c->cap_fl * 2 : 16;
-        inflight *n = realloc(c->fl, nc * sizeof(*n));
-        if (!n) {
-            free(it);
-            return PR_ENOMEM;
-        }
-        c->fl = n;
-        c->cap_fl = nc;
+    if (pr_grow((void **)&c->fl, &c->cap_fl, c->n_fl + 1, sizeof(*c->fl)) < 0) {
+        free(it);
+        return PR_ENOMEM;
     }
     it->hlen = pr__batch_frame_header(b, it->hdr);
     it->ref = pr_batch_ref(b);
@@ -352,18 +341,10 @@ static void handle_ack(trainer_sink *t, tclient *c, const uint64_t *seqs, size_t
         memmove(&c->fl[i], &c->fl[i + 1], (c->n_fl - i - 1) * sizeof(*c->fl));
         c->n_fl--;
         t->n_assigned--;
-        if (t->n_acked == t->cap_acked) {
-            size_t nc = t->cap_acked ? t->cap_acked * 2 : 64;
-            uint64_t *na = realloc(t->acked, nc * sizeof(*na));
-            if (!na) {
-                pr_err("trainer sink: out of memory recording ack %llu",
-                       (unsigned long long)seqs[k]);
-                continue;
-            }
-            t->acked = na;
-            t->cap_acked = nc;
+        if (pr__acks_push(&t->acked, &seqs[k], 1) < 0) {
+            pr_err("trainer sink: out of memory recording ack %llu", (unsigned long long)seqs[k]);
+            continue;
         }
-        t->acked[t->n_acked++] = seqs[k];
         t->st.batches_acked++;
     }
     pthread_mutex_unlock(&t->mu);
@@ -787,11 +768,11 @@ static int trainer_poll(pr_sink *s, pr_sink_ack_cb cb, void *opaque)
     for (;;) {
         size_t n;
         pthread_mutex_lock(&t->mu);
-        n = t->n_acked < 256 ? t->n_acked : 256;
+        n = t->acked.n < 256 ? t->acked.n : 256;
         if (n) {
-            memcpy(local, t->acked, n * sizeof(uint64_t));
-            memmove(t->acked, t->acked + n, (t->n_acked - n) * sizeof(uint64_t));
-            t->n_acked -= n;
+            memcpy(local, t->acked.seq, n * sizeof(uint64_t));
+            memmove(t->acked.seq, t->acked.seq + n, (t->acked.n - n) * sizeof(uint64_t));
+            t->acked.n -= n;
         }
         pthread_mutex_unlock(&t->mu);
         for (size_t i = 0; i < n; i++)
@@ -836,7 +817,7 @@ static void trainer_free(pr_sink *s)
     for (size_t i = 0; i < t->qlen; i++)
         pr_batch_unref(t->queue[i]);
     free(t->queue);
-    free(t->acked);
+    pr__acks_fini(&t->acked);
     if (t->lfd >= 0)
         close(t->lfd);
     if (t->wake[0] >= 0)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pr_grow.h"
 #include "pr_log.h"
 #include "pr_sink.h"
 
@@ -132,14 +133,8 @@ int pr_sinkset_send(pr_sinkset *ss, pr_batch *b)
         return err;
     if (ss->n_pend && ss->pend[ss->n_pend - 1].seq >= b->seq)
         return PR_EINVAL; /* sequences must increase */
-    if (ss->n_pend == ss->cap_pend) {
-        size_t nc = ss->cap_pend ? ss->cap_pend * 2 : 64;
-        ss_entry *n = realloc(ss->pend, nc * sizeof(*n));
-        if (!n)
-            return PR_ENOMEM;
-        ss->pend = n;
-        ss->cap_pend = nc;
-    }
+    if (pr_grow((void **)&ss->pend, &ss->cap_pend, ss->n_pend + 1, sizeof(*ss->pend)) < 0)
+        return PR_ENOMEM;
     ss->pend[ss->n_pend++] = (ss_entry){b->seq, pr_batch_ref(b), (uint32_t)ss->n};
     int first_err = 0;
     for (size_t i = 0; i < ss->n; i++) {
