@@ -560,166 +560,210 @@ static void strlist_free(char ***v, size_t *n)
 
 /* ---------------------------------------------------------------- applying one key */
 
-static void apply_key(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+/* One setter per key type: parse node n (a YAML value) into the field of k
+ * at base, or report why not with cfg_error(). apply_key() dispatches
+ * through key_setters[]. */
+static void set_bool(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    char *p = (char *)base + k->off;
+    const char *s;
+    if (!(s = want_scalar(c, n, "true or false")))
+        return;
+    if (!parse_bool(s, (bool *)p))
+        cfg_error(c, n, NULL, "expected true or false, got '%.80s'", s);
+}
+
+static void set_int(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    char *p = (char *)base + k->off;
+    uint64_t v;
+    if (parse_int_key(c, n, k, &v))
+        pr_cfgmap_store_int(p, k->width, v);
+}
+
+static void set_str_key(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
 {
     char *p = (char *)base + k->off;
     const char *s;
     char b[256];
-    switch (k->type) {
-    case KT_BOOL: {
-        if (!(s = want_scalar(c, n, "true or false")))
-            return;
-        if (!parse_bool(s, (bool *)p))
-            cfg_error(c, n, NULL, "expected true or false, got '%.80s'", s);
+    if (n->type == YAML_SCALAR_NODE && is_null(n) && !(k->flags & KF_NONEMPTY) && !k->names) {
+        set_str((char **)p, NULL);
         return;
     }
-    case KT_INT: {
-        uint64_t v;
-        if (parse_int_key(c, n, k, &v))
-            pr_cfgmap_store_int(p, k->width, v);
+    if (!(s = want_scalar(c, n, "a string")))
+        return;
+    if (k->names && names_find(k->names, s) < 0) {
+        join_names(k->names, b, sizeof(b));
+        cfg_error(c, n, NULL, "unknown value '%.80s' (valid: %s)", s, b);
         return;
     }
-    case KT_STR:
-        if (n->type == YAML_SCALAR_NODE && is_null(n) && !(k->flags & KF_NONEMPTY) && !k->names) {
-            set_str((char **)p, NULL);
-            return;
-        }
-        if (!(s = want_scalar(c, n, "a string")))
-            return;
-        if (k->names && names_find(k->names, s) < 0) {
-            join_names(k->names, b, sizeof(b));
-            cfg_error(c, n, NULL, "unknown value '%.80s' (valid: %s)", s, b);
-            return;
-        }
-        set_str((char **)p, s);
+    set_str((char **)p, s);
+}
+
+static void set_name(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    char *p = (char *)base + k->off;
+    const char *s;
+    if (!(s = want_scalar(c, n, "a name")))
         return;
-    case KT_NAME:
-        if (!(s = want_scalar(c, n, "a name")))
-            return;
-        if (!valid_name(s, k->width)) {
-            cfg_error(c, n, NULL, "invalid name '%.80s' (1..%d characters of A-Z a-z 0-9 _ -)", s,
-                      k->width - 1);
-            return;
-        }
-        snprintf(p, k->width, "%s", s);
-        return;
-    case KT_ENUM: {
-        if (!(s = want_scalar(c, n, "a string")))
-            return;
-        int v = names_find(k->names, s);
-        if (v < 0) {
-            join_names(k->names, b, sizeof(b));
-            cfg_error(c, n, NULL, "unknown value '%.80s' (valid: %s)", s, b);
-            return;
-        }
-        *(int *)p = v;
+    if (!valid_name(s, k->width)) {
+        cfg_error(c, n, NULL, "invalid name '%.80s' (1..%d characters of A-Z a-z 0-9 _ -)", s,
+                  k->width - 1);
         return;
     }
-    case KT_SIZE: {
-        uint64_t v;
-        if (!(s = want_scalar(c, n, "a size")))
-            return;
-        if (pr_config_parse_size(s, &v) < 0) {
-            cfg_error(c, n, NULL,
-                      "expected a size (a number, optionally with B, KiB, MiB, GiB, TiB, KB, MB, "
-                      "GB or TB), got '%.80s'",
-                      s);
-            return;
-        }
-        if (v < (uint64_t)k->min || (k->max && v > k->max)) {
-            if (k->max)
-                cfg_error(c, n, NULL, "must be between %" PRId64 " and %" PRIu64 " bytes, got %s",
-                          k->min, k->max, s);
-            else
-                cfg_error(c, n, NULL, "must be at least %" PRId64 " bytes, got %s", k->min, s);
-            return;
-        }
-        *(uint64_t *)p = v;
+    snprintf(p, k->width, "%s", s);
+}
+
+static void set_enum(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    char *p = (char *)base + k->off;
+    const char *s;
+    char b[256];
+    if (!(s = want_scalar(c, n, "a string")))
+        return;
+    int v = names_find(k->names, s);
+    if (v < 0) {
+        join_names(k->names, b, sizeof(b));
+        cfg_error(c, n, NULL, "unknown value '%.80s' (valid: %s)", s, b);
         return;
     }
-    case KT_HOSTPORT:
-        if (!(s = want_scalar(c, n, "an address host:port")))
-            return;
-        if (pr_hostport_parse(s, NULL, 0, NULL) < 0) {
-            cfg_error(c, n, NULL,
-                      "expected an address host:port (e.g. \"0.0.0.0:7070\" or \"[::1]:7070\"), "
-                      "got '%.80s'",
-                      s);
-            return;
-        }
-        set_str((char **)p, s);
+    *(int *)p = v;
+}
+
+static void set_size(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    char *p = (char *)base + k->off;
+    const char *s;
+    uint64_t v;
+    if (!(s = want_scalar(c, n, "a size")))
         return;
-    case KT_STRLIST: {
-        char ***v = (char ***)p;
-        size_t *cnt = (size_t *)((char *)base + k->off2);
-        if (n->type == YAML_SCALAR_NODE && !is_null(n)) { /* one item: topics: events */
-            strlist_free(v, cnt);
-            *v = xcalloc(1, sizeof(char *));
-            (*v)[0] = xstrdup(scalar(n));
-            *cnt = 1;
-            return;
-        }
-        if (n->type != YAML_SEQUENCE_NODE) {
-            got(n, b, sizeof(b));
-            cfg_error(c, n, NULL, "expected a list of strings, got %s", b);
-            return;
-        }
-        size_t items = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
-        if (items == 0 && (k->flags & KF_NONEMPTY)) {
-            cfg_error(c, n, NULL, "must not be empty");
-            return;
-        }
+    if (pr_config_parse_size(s, &v) < 0) {
+        cfg_error(c, n, NULL,
+                  "expected a size (a number, optionally with B, KiB, MiB, GiB, TiB, KB, MB, "
+                  "GB or TB), got '%.80s'",
+                  s);
+        return;
+    }
+    if (v < (uint64_t)k->min || (k->max && v > k->max)) {
+        if (k->max)
+            cfg_error(c, n, NULL, "must be between %" PRId64 " and %" PRIu64 " bytes, got %s",
+                      k->min, k->max, s);
+        else
+            cfg_error(c, n, NULL, "must be at least %" PRId64 " bytes, got %s", k->min, s);
+        return;
+    }
+    *(uint64_t *)p = v;
+}
+
+static void set_hostport(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    char *p = (char *)base + k->off;
+    const char *s;
+    if (!(s = want_scalar(c, n, "an address host:port")))
+        return;
+    if (pr_hostport_parse(s, NULL, 0, NULL) < 0) {
+        cfg_error(c, n, NULL,
+                  "expected an address host:port (e.g. \"0.0.0.0:7070\" or \"[::1]:7070\"), "
+                  "got '%.80s'",
+                  s);
+        return;
+    }
+    set_str((char **)p, s);
+}
+
+static void set_strlist(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    char *p = (char *)base + k->off;
+    const char *s;
+    char b[256];
+    char ***v = (char ***)p;
+    size_t *cnt = (size_t *)((char *)base + k->off2);
+    if (n->type == YAML_SCALAR_NODE && !is_null(n)) { /* one item: topics: events */
         strlist_free(v, cnt);
-        *v = xcalloc(items, sizeof(char *));
-        for (size_t i = 0; i < items; i++) {
-            yaml_node_t *it = node_get(c, n->data.sequence.items.start[i]);
-            size_t old = path_push_index(c, i);
-            if ((s = want_scalar(c, it, "a string")))
-                (*v)[(*cnt)++] = xstrdup(s);
-            path_pop(c, old);
-        }
+        *v = xcalloc(1, sizeof(char *));
+        (*v)[0] = xstrdup(scalar(n));
+        *cnt = 1;
         return;
     }
-    case KT_KV: {
-        pr_kv_list *l = (pr_kv_list *)p;
-        if (n->type == YAML_SCALAR_NODE && is_null(n))
-            return;
-        if (n->type != YAML_MAPPING_NODE) {
-            got(n, b, sizeof(b));
-            cfg_error(c, n, NULL, "expected a mapping of name: value, got %s", b);
-            return;
-        }
-        kv_free(l);
-        size_t items = (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
-        l->items = xcalloc(items, sizeof(pr_kv));
-        for (size_t i = 0; i < items; i++) {
-            yaml_node_t *kn = node_get(c, n->data.mapping.pairs.start[i].key);
-            yaml_node_t *vn = node_get(c, n->data.mapping.pairs.start[i].value);
-            const char *ks = want_scalar(c, kn, "a property name");
-            if (!ks)
-                continue;
-            size_t old = path_push(c, ks);
-            /* Numbers and booleans keep their text: librdkafka wants strings. */
-            if ((s = want_scalar(c, vn, "a value (string, number or boolean)"))) {
-                l->items[l->n].key = xstrdup(ks);
-                l->items[l->n].value = xstrdup(s);
-                l->n++;
-            }
-            path_pop(c, old);
-        }
+    if (n->type != YAML_SEQUENCE_NODE) {
+        got(n, b, sizeof(b));
+        cfg_error(c, n, NULL, "expected a list of strings, got %s", b);
         return;
     }
-    case KT_MAP:
-        if (k->off2)
-            *(bool *)((char *)base + k->off2 - 1) = true;
-        if (n->type == YAML_SCALAR_NODE && is_null(n)) /* `trainer:` alone = all defaults */
-            n = NULL;
-        apply_map(c, n, k->sub, p);
-        return;
-    case KT_CUSTOM:
-        k->fn(c, n, base, k);
+    size_t items = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+    if (items == 0 && (k->flags & KF_NONEMPTY)) {
+        cfg_error(c, n, NULL, "must not be empty");
         return;
     }
+    strlist_free(v, cnt);
+    *v = xcalloc(items, sizeof(char *));
+    for (size_t i = 0; i < items; i++) {
+        yaml_node_t *it = node_get(c, n->data.sequence.items.start[i]);
+        size_t old = path_push_index(c, i);
+        if ((s = want_scalar(c, it, "a string")))
+            (*v)[(*cnt)++] = xstrdup(s);
+        path_pop(c, old);
+    }
+}
+
+static void set_kv(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    char *p = (char *)base + k->off;
+    const char *s;
+    char b[256];
+    pr_kv_list *l = (pr_kv_list *)p;
+    if (n->type == YAML_SCALAR_NODE && is_null(n))
+        return;
+    if (n->type != YAML_MAPPING_NODE) {
+        got(n, b, sizeof(b));
+        cfg_error(c, n, NULL, "expected a mapping of name: value, got %s", b);
+        return;
+    }
+    kv_free(l);
+    size_t items = (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
+    l->items = xcalloc(items, sizeof(pr_kv));
+    for (size_t i = 0; i < items; i++) {
+        yaml_node_t *kn = node_get(c, n->data.mapping.pairs.start[i].key);
+        yaml_node_t *vn = node_get(c, n->data.mapping.pairs.start[i].value);
+        const char *ks = want_scalar(c, kn, "a property name");
+        if (!ks)
+            continue;
+        size_t old = path_push(c, ks);
+        /* Numbers and booleans keep their text: librdkafka wants strings. */
+        if ((s = want_scalar(c, vn, "a value (string, number or boolean)"))) {
+            l->items[l->n].key = xstrdup(ks);
+            l->items[l->n].value = xstrdup(s);
+            l->n++;
+        }
+        path_pop(c, old);
+    }
+}
+
+static void set_map(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    char *p = (char *)base + k->off;
+    if (k->off2)
+        *(bool *)((char *)base + k->off2 - 1) = true;
+    if (n->type == YAML_SCALAR_NODE && is_null(n)) /* `trainer:` alone = all defaults */
+        n = NULL;
+    apply_map(c, n, k->sub, p);
+}
+
+static void set_custom(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    k->fn(c, n, base, k);
+}
+
+static void (*const key_setters[])(cfg_ctx *, yaml_node_t *, void *, const cfg_key *) = {
+    [KT_BOOL] = set_bool,         [KT_INT] = set_int,         [KT_STR] = set_str_key,
+    [KT_NAME] = set_name,         [KT_ENUM] = set_enum,       [KT_SIZE] = set_size,
+    [KT_HOSTPORT] = set_hostport, [KT_STRLIST] = set_strlist, [KT_KV] = set_kv,
+    [KT_MAP] = set_map,           [KT_CUSTOM] = set_custom,
+};
+
+static void apply_key(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    key_setters[k->type](c, n, base, k);
 }
 
 static bool key_takes_scalar_default(const cfg_key *k)
