@@ -1,10 +1,13 @@
 # Thin wrapper over CMake. `make run` and `make test` are the README's quick start.
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= criteo_tsv proto trainer_wire config http
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run test test-asan bench image clean
+.PHONY: all deps build run test test-asan fuzz-build test-fuzz fuzz bench image clean
 
 all: build
 
@@ -19,8 +22,9 @@ build: deps
 run: build
 	$(BUILD)/piperec demo
 
-# Every test: the normal build, then the unit tests again under ASan+UBSan.
-test: build test-asan
+# Every test: the normal build, the unit tests again under ASan+UBSan, and a
+# few seconds of each libFuzzer target (tests/fuzz/README.md).
+test: build test-asan test-fuzz
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
 
 test-asan: deps
@@ -28,6 +32,23 @@ test-asan: deps
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		ctest --output-on-failure -j $(JOBS) -L unit --timeout 900
+
+# libFuzzer targets (tests/fuzz/): clang, only the libraries they need.
+fuzz-build: deps
+	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+		-DPR_FUZZ=ON $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS)
+
+# The short smoke run (ctest label `fuzz`, FUZZ_SMOKE_SECONDS each, default 5).
+test-fuzz: fuzz-build
+	cd $(FUZZ_BUILD) && ctest --output-on-failure -j $(JOBS) -L fuzz --timeout 300
+
+# Each target for FUZZ_SECONDS on a copy of its corpus; prints executions reached.
+fuzz: fuzz-build
+	@rc=0; for t in $(FUZZ_TARGETS); do \
+		tests/fuzz/run_fuzz.sh $(FUZZ_BUILD)/tests/fuzz/fuzz_$$t tests/fuzz/corpus/$$t \
+			$(FUZZ_SECONDS) $(FUZZ_BUILD)/fuzz-work/$$t || rc=1; \
+	done; exit $$rc
 
 bench: build
 	bench/run.sh $(BUILD)
@@ -38,4 +59,4 @@ image: build
 	tools/build-image.sh --binary $(BUILD)/piperec --tag $(IMAGE):$$($(BUILD)/piperec version | cut -d' ' -f2) --tag $(IMAGE):latest
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -42,7 +42,8 @@ enum {
     F_MAX_ET,
     F_EMIT,
     F_VOCAB,
-    F_SPARSE_NAMES
+    F_SPARSE_NAMES,
+    F_EPOCH /* 16 */
 };
 /* OffsetRange field numbers. */
 enum { R_TOPIC = 1, R_PARTITION, R_FIRST, R_LAST, R_ROWS };
@@ -114,7 +115,8 @@ size_t pr_batch_pb_size(const pr_batch *b)
                sz_len_field(F_SPARSE, pr_batch_sparse_bytes(b)) +
                sz_varint_field(F_MIN_ET, (uint64_t)b->min_event_time_ms) +
                sz_varint_field(F_MAX_ET, (uint64_t)b->max_event_time_ms) +
-               sz_varint_field(F_EMIT, (uint64_t)b->emit_time_ms);
+               sz_varint_field(F_EMIT, (uint64_t)b->emit_time_ms) +
+               sz_varint_field(F_EPOCH, b->epoch);
     for (uint32_t i = 0; i < b->n_ranges; i++) {
         size_t body = range_body_size(b, &b->ranges[i]);
         n += tag_size(F_OFFSETS) + pr_varint_size(body) + body;
@@ -154,6 +156,7 @@ size_t pr_batch_pb_write(const pr_batch *b, uint8_t *out)
         for (uint32_t i = 0; i < b->n_sparse; i++)
             p = pr_varint_put(p, b->vocab_sizes[i]);
     }
+    p = put_varint_field(p, F_EPOCH, b->epoch); /* 0 is not written: old bytes */
     return (size_t)(p - out);
 }
 
@@ -305,6 +308,9 @@ int pr_batch_decode(const uint8_t *buf, size_t len, pr_batch_view *v, char *errs
             case F_SEQUENCE:
                 v->seq = f.v;
                 break;
+            case F_EPOCH:
+                v->epoch = f.v;
+                break;
             case F_ROWS:
                 v->rows = (uint32_t)f.v;
                 break;
@@ -396,6 +402,12 @@ int pr_batch_decode(const uint8_t *buf, size_t len, pr_batch_view *v, char *errs
         why = "sparse_width must be 4 or 8";
         goto bad;
     }
+    /* pr_batch holds 16-bit column counts; this also keeps the length
+     * products below from wrapping around (found by tests/fuzz). */
+    if (v->n_dense > UINT16_MAX || v->n_sparse > UINT16_MAX) {
+        why = "n_dense or n_sparse above 65535";
+        goto bad;
+    }
     if (v->labels_len != (size_t)v->rows * 4 && v->labels_len != 0) {
         why = "labels length does not match rows";
         goto bad;
@@ -432,10 +444,13 @@ pr_batch *pr_batch_from_view(const pr_batch_view *v)
     if (!b)
         return NULL;
     b->seq = v->seq;
+    b->epoch = v->epoch;
     if (v->labels_len)
         memcpy(b->labels, v->labels, v->labels_len);
-    memcpy(b->dense, v->dense, v->dense_len);
-    memcpy(b->sparse, v->sparse, v->sparse_len);
+    if (v->dense_len) /* absent tensors are NULL: no memcpy from NULL */
+        memcpy(b->dense, v->dense, v->dense_len);
+    if (v->sparse_len)
+        memcpy(b->sparse, v->sparse, v->sparse_len);
     for (uint32_t i = 0; i < v->n_vocab_sizes && i < v->n_sparse; i++)
         b->vocab_sizes[i] = v->vocab_sizes[i];
     b->min_event_time_ms = v->min_event_time_ms;

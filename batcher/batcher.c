@@ -435,6 +435,7 @@ static int emit(pr_batcher *b, pr_batch_reason reason)
         bt->vocab_sizes[col] = c->vocab_size ? c->vocab_size(c->opaque, col) : 0;
 
     bt->seq = b->next_seq++;
+    bt->epoch = c->epoch;
     bt->reason = (uint8_t)reason;
     bt->emit_time_ms = pr_clock_wall_ms(b->clock);
     bt->emit_mono_ns = pr_clock_mono_ns(b->clock);

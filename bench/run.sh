@@ -12,6 +12,11 @@
 #   5. the pandas/numpy baseline (bench/baseline_pandas.py, one core) on the
 #      first BENCH_BASELINE_ROWS rows (default 300K; it is ~100x slower),
 #      checked against piperec's output for the same rows
+#   7. bench/bench_trainer_py.py: Python trainer side into a do-nothing loop
+#      (numpy client, piperec.torch.StreamDataset, DataLoader workers; GPU
+#      copies only when torch.cuda.is_available()), when torch is installed
+#   8. examples/train_dlrm.py --spawn: DLRM on CPU from a live stream
+#      (training rows/s, held-out AUC)
 # then prints piperec rows/s divided by pandas rows/s. Data goes to a temp
 # dir under BENCH_TMP (default /tmp), removed at exit. Builds nothing.
 set -eu
@@ -89,6 +94,34 @@ $PY "$HERE/baseline_pandas.py" --input "$TMP/slice.tsv" --out "$TMP/slice-pandas
 
 [ -x "$BUILD/bench/bench_ingest" ] && { echo "== 5b. bench_ingest: Kafka consume + decode through the embedded broker (ingest only)" >&2; "$BUILD/bench/bench_ingest" | collect; }
 [ -x "$BUILD/bench/bench_e2e" ] && { echo "== 6. bench_e2e: streaming end to end (embedded broker -> service -> trainer)" >&2; timeout 900 "$BUILD/bench/bench_e2e" | collect; }
+if $PY -c "import torch" 2>/dev/null; then
+    # 7. Python trainer side: batches/s and rows/s into a do-nothing loop, numpy
+    # client beside piperec.torch.StreamDataset (GPU figures only with CUDA).
+    echo "== 7. trainer side in Python: numpy client vs StreamDataset (replay server)" >&2
+    $PY "$HERE/bench_trainer_py.py" --batches "${BENCH_TRAINER_BATCHES:-2000}" | collect
+    # 8. examples/train_dlrm.py on a live stream (broker + gen --signal 1 |
+    # produce + piperec run): training rows/s and held-out AUC.
+    echo "== 8. DLRM on a live stream (examples/train_dlrm.py, CPU)" >&2
+    t0=$(now)
+    $PY "$HERE/../examples/train_dlrm.py" --spawn --piperec "$PIPEREC" \
+        --train-rows "${BENCH_DLRM_ROWS:-1000000}" --heldout-rows 100000 --max-seconds 110 \
+        > "$TMP/dlrm.out" 2> "$TMP/dlrm.err" || { tail -20 "$TMP/dlrm.err" >&2; }
+    t1=$(now)
+    $PY - "$TMP/dlrm.out" "$(echo "$t1 - $t0" | bc -l)" <<'PYEOF' | collect
+import json, re, sys
+text = open(sys.argv[1]).read()
+kv = dict(re.findall(r"(\w+)=([0-9.]+)", text))
+if "heldout_auc" not in kv:
+    sys.exit("train_dlrm.py printed no result: %r" % text[-500:])
+print(json.dumps({"bench": "dlrm_stream_train", "threads": 1, "rows": int(kv["train_rows"]),
+                  "seconds": float(kv["train_seconds"]), "rows_per_s": float(kv["rows_per_s"]),
+                  "heldout_auc": float(kv["heldout_auc"]), "heldout_rows": int(kv["heldout_rows"]),
+                  "wall_seconds": round(float(sys.argv[2]), 1),
+                  "pipeline": "broker + gen --signal 1 | produce + piperec run -> StreamDataset -> DLRM (CPU)"}))
+PYEOF
+else
+    echo "== 7-8. trainer side in Python: no torch for $PY (apt-get install python3-torch), skipped" >&2
+fi
 echo "== results ($RESULTS)" >&2
 $PY - "$RESULTS" <<'EOF'
 import json, sys

@@ -2,7 +2,10 @@
  * cmd_consume.c — `piperec consume`: the reference trainer client.
  *
  *   piperec consume --connect HOST:PORT --pipeline P [--count N] [--credits K]
- *                   [--output DIR] [--client-id ID] [--idle-timeout-ms MS] [--quiet]
+ *                   [--output DIR] [--client-id ID] [--idle-timeout-ms MS]
+ *                   [--connect-timeout-ms MS] [--quiet]
+ *                   [--tls] [--tls-ca FILE] [--tls-cert FILE --tls-key FILE]
+ *                   [--token-file FILE]
  *
  * Subscribes to a pipeline's trainer stream (sinks/include/pr_trainer_client.h),
  * receives batches, checks their sequence numbers (a repeat is an error; a
@@ -12,6 +15,13 @@
  * .npy set in DIR (dense.npy, sparse.npy, labels.npy, meta.json), and prints
  * a summary. Stops after N batches, on EOF from the server, after an idle
  * timeout, or on SIGINT/SIGTERM. Exit: 0 ok, 1 runtime error, 2 usage.
+ *
+ * Connecting is retried with exponential backoff (100 ms doubling to 2 s)
+ * until --connect-timeout-ms, so a trainer started before piperec (or during
+ * its restart) waits instead of failing; a server Error (unknown pipeline,
+ * bad version) is not retried. The summary's rows/s is printed only over a
+ * window of at least one second and two batches ("n/a" otherwise): a rate
+ * taken over a few microseconds says nothing.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -44,7 +54,10 @@ typedef struct consume_opts {
     const char *output;
     const char *client_id;
     int64_t idle_timeout_ms;
+    int64_t connect_timeout_ms;
     int quiet;
+    int tls;
+    const char *tls_ca, *tls_cert, *tls_key, *token_file;
 } consume_opts;
 
 static const struct option consume_longopts[] = {
@@ -55,7 +68,13 @@ static const struct option consume_longopts[] = {
     {"output", required_argument, NULL, 'o'},
     {"client-id", required_argument, NULL, 'i'},
     {"idle-timeout-ms", required_argument, NULL, 't'},
+    {"connect-timeout-ms", required_argument, NULL, 'T'},
     {"quiet", no_argument, NULL, 'q'},
+    {"tls", no_argument, NULL, 'S'},
+    {"tls-ca", required_argument, NULL, 'A'},
+    {"tls-cert", required_argument, NULL, 'C'},
+    {"tls-key", required_argument, NULL, 'K'},
+    {"token-file", required_argument, NULL, 'F'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -70,7 +89,14 @@ static void consume_usage(FILE *f)
         "  --output DIR         append every batch to DIR/{dense,sparse,labels}.npy + meta.json\n"
         "  --client-id ID       name shown in the server's logs\n"
         "  --idle-timeout-ms MS stop when no batch came for MS ms (default: wait forever)\n"
-        "  --quiet              only the summary\n");
+        "  --connect-timeout-ms MS  keep retrying the connection for MS ms (default 30000;\n"
+        "                       0: try once)\n"
+        "  --quiet              only the summary\n"
+        "  --tls                TLS, server checked against the system CAs\n"
+        "  --tls-ca FILE        TLS, server checked against the CAs in FILE (PEM)\n"
+        "  --tls-cert FILE      client certificate for mutual TLS (with --tls-key)\n"
+        "  --tls-key FILE       its private key\n"
+        "  --token-file FILE    send the bearer token in FILE (first non-comment line)\n");
 }
 
 static double mono_s(void)
@@ -154,9 +180,9 @@ static int out_write(npy_out *o, const pr_batch_view *v, char *err, size_t es)
     }
     fprintf(
         o->meta,
-        "%s\n    {\"seq\": %llu, \"rows\": %u, \"row_start\": %llu, \"min_event_time_ms\": %lld, "
+        "%s\n    {\"epoch\": %llu, \"seq\": %llu, \"rows\": %u, \"row_start\": %llu, \"min_event_time_ms\": %lld, "
         "\"max_event_time_ms\": %lld, \"emit_time_ms\": %lld, \"offsets\": [",
-        o->batches ? "," : "", (unsigned long long)v->seq, v->rows, (unsigned long long)o->rows,
+        o->batches ? "," : "", (unsigned long long)v->epoch, (unsigned long long)v->seq, v->rows, (unsigned long long)o->rows,
         (long long)v->min_event_time_ms, (long long)v->max_event_time_ms,
         (long long)v->emit_time_ms);
     for (uint32_t i = 0; i < v->n_ranges; i++) {
@@ -199,10 +225,10 @@ static int out_close(npy_out *o, char *err, size_t es)
  * *status is the exit code (0 after --help, 2 on a usage error). */
 static bool consume_parse(int argc, char **argv, consume_opts *opt, int *status)
 {
-    *opt = (consume_opts){.credits = 8, .idle_timeout_ms = -1};
+    *opt = (consume_opts){.credits = 8, .idle_timeout_ms = -1, .connect_timeout_ms = 30000};
     int ch;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "c:p:n:k:o:i:t:qh", consume_longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "c:p:n:k:o:i:t:T:qSA:C:K:F:h", consume_longopts, NULL)) != -1) {
         switch (ch) {
         case 'c':
             opt->connect = optarg;
@@ -225,8 +251,26 @@ static bool consume_parse(int argc, char **argv, consume_opts *opt, int *status)
         case 't':
             opt->idle_timeout_ms = strtoll(optarg, NULL, 10);
             break;
+        case 'T':
+            opt->connect_timeout_ms = strtoll(optarg, NULL, 10);
+            break;
         case 'q':
             opt->quiet = 1;
+            break;
+        case 'S':
+            opt->tls = 1;
+            break;
+        case 'A':
+            opt->tls_ca = optarg;
+            break;
+        case 'C':
+            opt->tls_cert = optarg;
+            break;
+        case 'K':
+            opt->tls_key = optarg;
+            break;
+        case 'F':
+            opt->token_file = optarg;
             break;
         case 'h':
             consume_usage(stdout);
@@ -251,6 +295,7 @@ static bool consume_parse(int argc, char **argv, consume_opts *opt, int *status)
 /* What was received, for the sequence checks and the summary. */
 typedef struct consume_tally {
     uint64_t batches, rows, first_seq, last_seq, max_seq, out_of_order, repeats;
+    uint64_t epoch; /* of the batches being tallied: a higher one starts afresh */
     uint64_t *seen; /* bitmap of sequences received: catches repeats */
     size_t seen_cap;
     double t_first, t_last;
@@ -258,8 +303,22 @@ typedef struct consume_tally {
 
 /* Record sequence number seq: a repeat is reported, a number not above the
  * highest seen counts as out of order. PR_ENOMEM when the bitmap cannot grow. */
-static int tally_seq(consume_tally *t, uint64_t seq)
+static int tally_seq(consume_tally *t, uint64_t epoch, uint64_t seq)
 {
+    if (epoch < t->epoch) {
+        /* (epoch, seq) only grows: an older epoch is a replay from before a restart. */
+        t->out_of_order++;
+        return 0;
+    }
+    if (epoch > t->epoch) {
+        if (t->batches)
+            fprintf(stderr, "piperec consume: server restarted: epoch %llu -> %llu\n",
+                    (unsigned long long)t->epoch, (unsigned long long)epoch);
+        t->epoch = epoch;
+        t->max_seq = 0;
+        if (t->seen)
+            memset(t->seen, 0, t->seen_cap * sizeof(*t->seen));
+    }
     if (seq >= t->seen_cap * 64) {
         size_t nc = (size_t)(seq / 64 + 1) * 2;
         uint64_t *ns = realloc(t->seen, nc * sizeof(*ns));
@@ -287,7 +346,7 @@ static int consume_batch(pr_trainer_client *c, const consume_opts *opt, npy_out 
                          consume_tally *t, pr_batch_view *v)
 {
     char err[512];
-    if (tally_seq(t, v->seq) < 0) {
+    if (tally_seq(t, v->epoch, v->seq) < 0) {
         pr_batch_view_fini(v);
         return 1;
     }
@@ -354,16 +413,60 @@ static int consume_loop(pr_trainer_client *c, const consume_opts *opt, npy_out *
     return rc;
 }
 
-static void consume_summary(const char *end, const consume_tally *t, double t0)
+/* rows/s between the first and the last batch, or "n/a" when that window is
+ * too short to mean anything (one batch, or under a second). */
+static void consume_rate(const consume_tally *t, char *buf, size_t n)
 {
     double span = t->t_last - t->t_first;
+    if (t->batches < 2 || span < 1.0)
+        snprintf(buf, n, "n/a rows/s");
+    else
+        snprintf(buf, n, "%.0f rows/s", (double)t->rows / span);
+}
+
+static void consume_summary(const char *end, const consume_tally *t, double t0)
+{
+    char rate[48];
+    consume_rate(t, rate, sizeof(rate));
     printf("piperec consume: %s: %llu batches, %llu rows, seq %llu..%llu (max %llu), %llu out of "
            "order, "
-           "%llu repeated, %.0f rows/s, %.2f s total\n",
+           "%llu repeated, %s, %.2f s total, epoch %llu\n",
            end, (unsigned long long)t->batches, (unsigned long long)t->rows,
            (unsigned long long)t->first_seq, (unsigned long long)t->last_seq,
            (unsigned long long)t->max_seq, (unsigned long long)t->out_of_order,
-           (unsigned long long)t->repeats, span > 0 ? (double)t->rows / span : 0.0, mono_s() - t0);
+           (unsigned long long)t->repeats, rate, mono_s() - t0, (unsigned long long)t->epoch);
+}
+
+/* Open with retries: connection-level failures (refused, unreachable, name
+ * not resolved yet, no answer in time) are retried with backoff until the
+ * deadline; a server Error or a usage problem is final. */
+static int consume_open(const consume_opts *opt, const pr_trainer_client_opts *co,
+                        pr_trainer_client **c, char *err, size_t es)
+{
+    double deadline = mono_s() + (double)opt->connect_timeout_ms / 1e3;
+    int backoff_ms = 100, tries = 0;
+    for (;;) {
+        int rc = pr_trainer_client_open(co, c, err, es);
+        tries++;
+        if (rc == 0 || (rc != PR_EIO && rc != PR_ETIMEDOUT) || consume_stop)
+            return rc;
+        double left = deadline - mono_s();
+        if (left <= 0) {
+            if (tries > 1) {
+                size_t l = strlen(err);
+                snprintf(err + l, es - l, " (gave up after %d tries in %lld ms)", tries,
+                         (long long)opt->connect_timeout_ms);
+            }
+            return rc;
+        }
+        if (!opt->quiet && tries == 1)
+            fprintf(stderr, "piperec consume: %s; retrying for up to %lld ms\n", err,
+                    (long long)opt->connect_timeout_ms);
+        int ms = backoff_ms < left * 1e3 ? backoff_ms : (int)(left * 1e3) + 1;
+        struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        backoff_ms = backoff_ms * 2 > 2000 ? 2000 : backoff_ms * 2;
+    }
 }
 
 int pr_cli_cmd_consume(int argc, char **argv)
@@ -383,9 +486,26 @@ int pr_cli_cmd_consume(int argc, char **argv)
     pr_trainer_client_opts co = {.connect = opt.connect,
                                  .pipeline = opt.pipeline,
                                  .credits = opt.credits,
-                                 .client_id = opt.client_id};
+                                 .client_id = opt.client_id,
+                                 .tls = opt.tls,
+                                 .tls_ca = opt.tls_ca,
+                                 .tls_cert = opt.tls_cert,
+                                 .tls_key = opt.tls_key};
+    char token[4096];
+    if (opt.token_file) {
+        if (pr_trainer_client_read_token(opt.token_file, token, sizeof(token), err, sizeof(err)) <
+            0) {
+            fprintf(stderr, "piperec consume: --token-file: %s\n", err);
+            return 2;
+        }
+        co.token = token;
+    }
+    if ((opt.tls_cert != NULL) != (opt.tls_key != NULL)) {
+        fprintf(stderr, "piperec consume: --tls-cert and --tls-key go together\n");
+        return 2;
+    }
     pr_trainer_client *c;
-    if (pr_trainer_client_open(&co, &c, err, sizeof(err)) < 0) {
+    if (consume_open(&opt, &co, &c, err, sizeof(err)) < 0) {
         fprintf(stderr, "piperec consume: %s\n", err);
         return 1;
     }

@@ -1,7 +1,7 @@
 /*
  * cmd_gen.c — `piperec gen --rows N --seed S --output PATH|- [--format tsv|binary]
- * [--batch-events N] [--threads N] [--first-row R]`: synthetic Criteo-shaped
- * data (tools/gen/include/pr_gen.h; formats in docs/formats.md).
+ * [--batch-events N] [--threads N] [--first-row R] [--signal 0|1]`: synthetic
+ * Criteo-shaped data (tools/gen/include/pr_gen.h; formats in docs/formats.md).
  *
  * Rows are pure functions of (seed, row), so generation is split into fixed
  * chunks that worker threads fill in parallel while this thread writes them
@@ -107,10 +107,14 @@ static void pr__gen_usage(FILE *f)
 {
     fprintf(f, "usage: piperec gen --rows N --output PATH|- [--seed S] [--format tsv|binary]\n"
                "                   [--batch-events N] [--threads N] [--first-row R]\n"
+               "                   [--signal 0|1]\n"
                "  Criteo-Kaggle-shaped synthetic data, deterministic for (seed, row).\n"
                "  tsv: label, 13 ints, 26 hex (like the Kaggle train.txt).\n"
                "  binary: varint-length-delimited piperec.v1.EventBatch messages of\n"
-               "  --batch-events events each (default 256); see docs/formats.md.\n");
+               "  --batch-events events each (default 256); see docs/formats.md.\n"
+               "  --signal 1: labels depend on a few sparse and dense features plus\n"
+               "  noise (about 20%% positive, learnable: held-out AUC near 0.88) instead\n"
+               "  of an independent 3%% coin; features are unchanged. Default 0.\n");
 }
 
 static int pr__parse_u64(const char *s, uint64_t *out)
@@ -128,7 +132,7 @@ static int pr__parse_u64(const char *s, uint64_t *out)
 
 int pr_cli_cmd_gen(int argc, char **argv)
 {
-    uint64_t rows = 0, seed = 1, threads = 2, batch_events = 256, first_row = 0;
+    uint64_t rows = 0, seed = 1, threads = 2, batch_events = 256, first_row = 0, signal = 0;
     const char *output = NULL, *format = "tsv";
     bool have_rows = false;
 
@@ -140,7 +144,7 @@ int pr_cli_cmd_gen(int argc, char **argv)
         {"--rows", &rows, NULL},           {"--seed", &seed, NULL},
         {"--threads", &threads, NULL},     {"--batch-events", &batch_events, NULL},
         {"--first-row", &first_row, NULL}, {"--output", NULL, &output},
-        {"--format", NULL, &format},
+        {"--format", NULL, &format},       {"--signal", &signal, NULL},
     };
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -172,12 +176,13 @@ int pr_cli_cmd_gen(int argc, char **argv)
         if (!strcmp(format, pr__gen_formats[k]))
             fmt = k;
     if (!have_rows || !output || fmt < 0 || threads < 1 || threads > 64 || batch_events < 1 ||
-        batch_events > 1u << 20) {
+        batch_events > 1u << 20 || signal > PR_GEN_SIGNAL_MAX) {
         fprintf(stderr, "piperec gen: %s\n",
                 !have_rows                    ? "--rows is required"
                 : !output                     ? "--output is required"
                 : fmt < 0                     ? "--format must be tsv or binary"
                 : threads < 1 || threads > 64 ? "--threads must be 1..64"
+                : signal > PR_GEN_SIGNAL_MAX  ? "--signal must be 0 (none) or 1 (planted signal)"
                                               : "--batch-events must be 1..1048576");
         pr__gen_usage(stderr);
         return 2;
@@ -194,7 +199,10 @@ int pr_cli_cmd_gen(int argc, char **argv)
 
     pr__gen_job j = {0};
     int rc = 0;
-    j.gen = pr_gen_new(seed);
+    pr_gen *gen = pr_gen_new(seed);
+    if (gen)
+        pr_gen_set_signal(gen, (uint32_t)signal); /* range checked above */
+    j.gen = gen;
     j.format = (pr__gen_format)fmt;
     j.first_row = first_row;
     j.rows = rows;

@@ -679,6 +679,10 @@ static void set_strlist(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k
     char ***v = (char ***)p;
     size_t *cnt = (size_t *)((char *)base + k->off2);
     if (n->type == YAML_SCALAR_NODE && !is_null(n)) { /* one item: topics: events */
+        if (!*scalar(n) && (k->flags & KF_NONEMPTY)) {
+            cfg_error(c, n, NULL, "must not be an empty string");
+            return;
+        }
         strlist_free(v, cnt);
         *v = xcalloc(1, sizeof(char *));
         (*v)[0] = xstrdup(scalar(n));
@@ -700,8 +704,13 @@ static void set_strlist(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k
     for (size_t i = 0; i < items; i++) {
         yaml_node_t *it = node_get(c, n->data.sequence.items.start[i]);
         size_t old = path_push_index(c, i);
-        if ((s = want_scalar(c, it, "a string")))
-            (*v)[(*cnt)++] = xstrdup(s);
+        if ((s = want_scalar(c, it, "a string"))) {
+            /* topics: [''] would subscribe to nothing and fail only at run time. */
+            if (!*s && (k->flags & KF_NONEMPTY))
+                cfg_error(c, it, NULL, "must not be an empty string");
+            else
+                (*v)[(*cnt)++] = xstrdup(s);
+        }
         path_pop(c, old);
     }
 }
@@ -889,7 +898,17 @@ static void finish_batch(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
 
 static const cfg_table batch_tab = CTABLE(pr_batch_cfgmap, finish_batch);
 
-static const cfg_table trainer_tab = CTABLE(pr_sink_trainer_cfgmap, NULL);
+static const cfg_table trainer_tls_tab = CTABLE(pr_sink_trainer_tls_cfgmap, NULL);
+static const cfg_table trainer_auth_tab = CTABLE(pr_sink_trainer_auth_cfgmap, NULL);
+static const cfg_key trainer_keys[] = {
+    K_MAP_EN("tls", pr_trainer_sink_cfg, tls, tls.enabled, trainer_tls_tab,
+             "TLS on the trainer port (OpenSSL); off = plain TCP. See docs/operations.md, "
+             "Security."),
+    K_MAP("auth", pr_trainer_sink_cfg, auth, trainer_auth_tab,
+          "Who may subscribe: bearer tokens (and/or tls.ca_file for client certificates)."),
+};
+/* tls and auth, then the sink's own keys (listen, limits, timeouts). */
+static const cfg_table trainer_tab = CTABLE_WITH(trainer_keys, pr_sink_trainer_cfgmap, NULL);
 static const cfg_table kafka_sink_tab = CTABLE(pr_sink_kafka_cfgmap, NULL);
 static const cfg_table files_tab = CTABLE(pr_sink_files_cfgmap, NULL);
 

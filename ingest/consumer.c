@@ -26,6 +26,13 @@
 #include "pr_ingest.h"
 #include "pr_log.h"
 
+/* Default session.timeout.ms (librdkafka's is 45 s): a member killed with
+ * SIGKILL holds its partitions until its session expires, so this bounds the
+ * stall of a restart under dynamic membership. 6 s is the brokers' default
+ * group.min.session.timeout.ms. Heartbeats come from librdkafka's own thread,
+ * so a busy pipeline thread does not make the session expire. */
+#define PR__SESSION_TIMEOUT_MS 6000
+
 #define PR__ADD(field, n) __atomic_add_fetch(&(field), (n), __ATOMIC_RELAXED)
 #define PR__LOAD(field)   __atomic_load_n(&(field), __ATOMIC_RELAXED)
 
@@ -37,6 +44,7 @@ typedef struct pr__part {
     int64_t consumed_next; /* offset after the last message handed out completely */
     int64_t stored;        /* last next-offset stored */
     int64_t committed;     /* last next-offset committed */
+    uint64_t resets;       /* offset out of range -> jumped (on_offset_reset) */
 } pr__part;
 
 /* The message being decoded, for the reject callback. */
@@ -74,6 +82,11 @@ struct pr_consumer {
     pr__cur cur;
     bool paused;
     bool closed;
+    bool ever_assigned; /* an assignment arrived: librdkafka's sticky state exists */
+    bool leak_rk;       /* closed mid-join: destroying would abort (librdkafka #4312) */
+    pr_offset_reset on_offset_reset;
+    int64_t initial_reset; /* logical offset for a partition with no committed offset */
+    int session_timeout_ms;
     pr_ratelimit rl_reject, rl_err;
 
     pr_consumer_stats st; /* counters as atomics; gauges computed on read */
@@ -150,6 +163,20 @@ static ssize_t pr__part_get(pr_consumer *c, int tidx, int32_t partition)
     pthread_mutex_unlock(&c->lock);
     c->last_part = (size_t)i;
     return i;
+}
+
+/* auto.offset.reset value -> logical offset (librdkafka's names). */
+static int pr__reset_from_name(const char *v, int64_t *out)
+{
+    if (!strcmp(v, "earliest") || !strcmp(v, "smallest") || !strcmp(v, "beginning"))
+        *out = RD_KAFKA_OFFSET_BEGINNING;
+    else if (!strcmp(v, "latest") || !strcmp(v, "largest") || !strcmp(v, "end"))
+        *out = RD_KAFKA_OFFSET_END;
+    else if (!strcmp(v, "error"))
+        *out = RD_KAFKA_OFFSET_INVALID;
+    else
+        return PR_EINVAL;
+    return 0;
 }
 
 /* ---------------------------------------------------------------- callbacks */
@@ -246,6 +273,25 @@ static void pr__drop_pending_of(pr_consumer *c, const rd_kafka_topic_partition_l
         }
 }
 
+/* Start newly assigned partitions at their committed offset, or, for a group
+ * that has none, where auto.offset.reset says: librdkafka itself runs with
+ * auto.offset.reset=error (so an out-of-range offset reaches pr__offset_reset)
+ * and would otherwise take an error round trip for every new partition.
+ * When the lookup fails the offsets stay INVALID: librdkafka then fetches the
+ * committed ones itself and a missing one still ends in pr__offset_reset. */
+static void pr__start_offsets(pr_consumer *c, rd_kafka_t *rk, rd_kafka_topic_partition_list_t *parts)
+{
+    if (!parts->cnt || c->initial_reset == RD_KAFKA_OFFSET_INVALID)
+        return;
+    rd_kafka_topic_partition_list_t *q = rd_kafka_topic_partition_list_copy(parts);
+    if (!rd_kafka_committed(rk, q, 5000))
+        for (int i = 0; i < q->cnt && i < parts->cnt; i++)
+            if (!q->elems[i].err)
+                parts->elems[i].offset =
+                    q->elems[i].offset >= 0 ? q->elems[i].offset : c->initial_reset;
+    rd_kafka_topic_partition_list_destroy(q);
+}
+
 static void pr__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                              rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
@@ -259,8 +305,10 @@ static void pr__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 
     switch (err) {
     case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+        c->ever_assigned = true;
         if (tps)
             n = pr__tps_from_list(c, parts, tps, true);
+        pr__start_offsets(c, rk, parts);
         if (coop)
             e = rd_kafka_incremental_assign(rk, parts);
         else
@@ -335,7 +383,8 @@ static void pr__on_reject(void *opaque, int reason, const char *detail, const ch
         c->on_reject(c->opaque, c, &ri);
     }
     if (c->dlq)
-        pr_dlq_send(c->dlq, rec, len, pr_decode_reason_name(reason), detail, c->cur.topic,
+        pr_dlq_send(c->dlq, c->cur.key, rec, len, pr_decode_reason_name(reason), detail,
+                    c->cur.topic,
                     c->cur.partition, c->cur.offset, c->cur.nrec > 1 ? recno : -1);
 }
 
@@ -366,6 +415,9 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
     c->on_revoke = conf->on_revoke;
     c->on_reject = conf->on_reject;
     c->opaque = conf->opaque;
+    c->on_offset_reset = conf->on_offset_reset;
+    c->initial_reset = RD_KAFKA_OFFSET_END; /* librdkafka's default: latest */
+    c->session_timeout_ms = PR__SESSION_TIMEOUT_MS;
     c->rl_reject = (pr_ratelimit)PR_RATELIMIT_INIT(5);
     c->rl_err = (pr_ratelimit)PR_RATELIMIT_INIT(5);
     c->last_tidx = -1;
@@ -382,13 +434,29 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
         }
 
     rd_kafka_conf_t *kc = rd_kafka_conf_new();
-    bool have_bootstrap = false;
+    bool have_bootstrap = false, have_session = false, have_instance = false;
     if (rd_kafka_conf_set(kc, "enable.auto.commit", "true", kerr, sizeof(kerr)))
         goto out_kerr;
     for (size_t i = 0; i < conf->n_props; i++) {
         const char *k = conf->props[i].key, *v = conf->props[i].value;
         if (!strcmp(k, "bootstrap.servers") || !strcmp(k, "metadata.broker.list"))
             have_bootstrap = true;
+        if (!strcmp(k, "session.timeout.ms")) {
+            have_session = true;
+            c->session_timeout_ms = atoi(v);
+        }
+        if (!strcmp(k, "group.instance.id"))
+            have_instance = true;
+        if (!strcmp(k, "auto.offset.reset")) {
+            /* Kept for partitions with no committed offset; librdkafka itself
+             * gets "error" so that every reset passes through pr__offset_reset. */
+            if (pr__reset_from_name(v, &c->initial_reset)) {
+                pr_seterr(errstr, errstr_size, PR_EINVAL,
+                          "consumer: property auto.offset.reset: unknown value '%s'", v);
+                goto out_conf;
+            }
+            continue;
+        }
         if (!strcmp(k, "enable.auto.offset.store") || !strcmp(k, "partition.assignment.strategy")) {
             pr_warn("consumer: property %s=%s ignored: piperec sets it", k, v);
             continue;
@@ -405,7 +473,18 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
     static const pr_kv_ref forced[] = {
         {"enable.auto.offset.store", "false"},
         {"partition.assignment.strategy", "cooperative-sticky"},
+        {"auto.offset.reset", "error"},
     };
+    char sess[16];
+    snprintf(sess, sizeof(sess), "%d", PR__SESSION_TIMEOUT_MS);
+    if (!have_session && rd_kafka_conf_set(kc, "session.timeout.ms", sess, kerr, sizeof(kerr)))
+        goto out_kerr;
+    if (!have_instance && conf->group_instance_id && *conf->group_instance_id) {
+        if (rd_kafka_conf_set(kc, "group.instance.id", conf->group_instance_id, kerr,
+                              sizeof(kerr)))
+            goto out_kerr;
+        pr_info("consumer: static group membership as '%s'", conf->group_instance_id);
+    }
     for (size_t i = 0; i < sizeof(forced) / sizeof(forced[0]); i++)
         if (rd_kafka_conf_set(kc, forced[i].key, forced[i].value, kerr, sizeof(kerr)))
             goto out_kerr;
@@ -421,6 +500,10 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
             pr_dlq_new(conf->dead_letter_topic, conf->props, conf->n_props, errstr, errstr_size);
         if (!c->dlq)
             goto out_conf;
+        if (pr_dlq_set_file(c->dlq, conf->dead_letter_file)) {
+            pr_seterr(errstr, errstr_size, PR_ENOMEM, "consumer: out of memory");
+            goto out_conf;
+        }
     }
 
     c->rk = rd_kafka_new(RD_KAFKA_CONSUMER, kc, kerr, sizeof(kerr));
@@ -458,10 +541,45 @@ out_free:
     return NULL;
 }
 
+/* librdkafka 2.0.2 (fixed in 2.3.0, #4312/#4381): once a JoinGroup answer
+ * picked cooperative-sticky, destroying the handle before the first
+ * assignment (SyncGroup) arrived aborts in
+ * rd_kafka_sticky_assignor_state_destroy ("Assertion 'assignor_state'
+ * failed"). That is exactly a SIGTERM during the first join, e.g. while a
+ * second member joins. So a consumer that has a member id but never saw an
+ * assignment keeps serving its rebalance callback (the assignment is taken
+ * and, on close, revoked again) for up to 2 session timeouts; should that
+ * not be enough, the handle is not destroyed (left to process exit). */
+static void pr__finish_join(pr_consumer *c)
+{
+    if (c->ever_assigned)
+        return;
+    char *mid = rd_kafka_memberid(c->rk);
+    bool joined = mid && *mid;
+    free(mid); /* rd_kafka_memberid strdups; rd_kafka_mem_free is free here */
+    if (!joined)
+        return; /* no JoinGroup answer yet: no assignor chosen, destroy is safe */
+    const pr_clock *rt = pr_clock_real();
+    int64_t deadline = pr_clock_mono_ns(rt) + 2LL * c->session_timeout_ms * 1000000;
+    pr_info("consumer: closing mid-join; waiting for the assignment first (up to %d ms)",
+            2 * c->session_timeout_ms);
+    while (!c->ever_assigned && pr_clock_mono_ns(rt) < deadline) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, 100);
+        if (m)
+            rd_kafka_message_destroy(m); /* not handed out: its offset stays unstored */
+    }
+    if (!c->ever_assigned) {
+        c->leak_rk = true;
+        pr_warn("consumer: no assignment arrived while closing; the librdkafka handle is left "
+                "to process exit (destroying it would abort: librdkafka #4312)");
+    }
+}
+
 int pr_consumer_close(pr_consumer *c, char *errstr, size_t errstr_size)
 {
     if (!c || c->closed || !c->rk)
         return 0;
+    pr__finish_join(c);
     c->closed = true;
     /* Revokes everything through the rebalance callback (on_revoke, then
      * commit), then leaves the group. */
@@ -484,7 +602,8 @@ void pr_consumer_free(pr_consumer *c)
         char es[256];
         if (pr_consumer_close(c, es, sizeof(es)))
             pr_warn("%s", es);
-        rd_kafka_destroy(c->rk);
+        if (!c->leak_rk)
+            rd_kafka_destroy(c->rk);
     }
     if (c->pending)
         rd_kafka_message_destroy(c->pending);
@@ -500,6 +619,104 @@ void pr_consumer_free(pr_consumer *c)
 
 /* ---------------------------------------------------------------- poll */
 
+/* librdkafka runs with auto.offset.reset=error, so a partition whose position
+ * is not in the log stops with RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET (m->offset
+ * = the offset it could not fetch, or INVALID when the group has none) and its
+ * fetcher idles. Here the policy decides: a group with no committed offset
+ * starts where auto.offset.reset says (not counted: nothing is skipped); an
+ * out-of-range offset is logged and counted, then either fails the pipeline
+ * (on_offset_reset: fail) or restarts the partition at the log start or end.
+ * The restart is an incremental unassign + assign at that offset (a seek is
+ * refused in the fetcher's stopped state). Returns 0 or PR_EKAFKA (errstr). */
+static int pr__offset_reset(pr_consumer *c, const rd_kafka_message_t *m, char *errstr,
+                            size_t errstr_size)
+{
+    const char *topic = rd_kafka_topic_name(m->rkt);
+    int32_t part = m->partition;
+    int64_t lo = -1, hi = -1, target;
+    bool no_commit = m->offset < 0;
+    /* Only an out-of-range reset needs the log's bounds (a blocking query). */
+    rd_kafka_resp_err_t qerr =
+        no_commit ? RD_KAFKA_RESP_ERR_NO_ERROR
+                  : rd_kafka_query_watermark_offsets(c->rk, topic, part, &lo, &hi, 5000);
+    if (no_commit) {
+        if (c->initial_reset == RD_KAFKA_OFFSET_INVALID)
+            return pr_seterr(errstr, errstr_size, PR_EKAFKA,
+                             "consumer: %s [%" PRId32 "]: no committed offset and "
+                             "auto.offset.reset=error",
+                             topic, part);
+        target = c->initial_reset;
+        pr_info("consumer: %s [%" PRId32 "]: no committed offset for this group; starting at the "
+                "%s (auto.offset.reset)",
+                topic, part, target == RD_KAFKA_OFFSET_BEGINNING ? "log start" : "log end");
+    } else {
+        char avail[96];
+        if (qerr)
+            snprintf(avail, sizeof(avail), "unknown (%s)", rd_kafka_err2str(qerr));
+        else
+            snprintf(avail, sizeof(avail), "%" PRId64 "..%" PRId64, lo, hi);
+        if (c->on_offset_reset == PR_OFFSET_RESET_FAIL)
+            return pr_seterr(errstr, errstr_size, PR_EKAFKA,
+                             "consumer: %s [%" PRId32 "]: offset %" PRId64
+                             " is out of range (available offsets %s): the records were deleted "
+                             "(retention) or the topic was recreated; refusing to jump "
+                             "(source.kafka.on_offset_reset: fail). Set it to earliest or latest, "
+                             "or move the group's offset, to go on",
+                             topic, part, m->offset, avail);
+        bool earliest = c->on_offset_reset == PR_OFFSET_RESET_EARLIEST;
+        target = earliest ? RD_KAFKA_OFFSET_BEGINNING : RD_KAFKA_OFFSET_END;
+        pr_warn("consumer: %s [%" PRId32 "]: offset %" PRId64 " is out of range (available "
+                "offsets %s); resetting to the %s (source.kafka.on_offset_reset: %s)%s",
+                topic, part, m->offset, avail, earliest ? "log start" : "log end",
+                pr_offset_reset_names[c->on_offset_reset],
+                !qerr && earliest && m->offset < lo ? ": records in between were never read" : "");
+        int tidx = pr__topic_index(c, topic);
+        ssize_t k = tidx >= 0 ? pr__part_get(c, tidx, part) : -1;
+        if (k >= 0) {
+            pthread_mutex_lock(&c->lock);
+            c->parts[k].resets++;
+            pthread_mutex_unlock(&c->lock);
+        }
+        PR__ADD(c->st.offset_resets, 1);
+    }
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, topic, part);
+    rd_kafka_error_t *e = rd_kafka_incremental_unassign(c->rk, l);
+    if (!e) {
+        l->elems[0].offset = target;
+        e = rd_kafka_incremental_assign(c->rk, l);
+    }
+    if (!e && c->paused)
+        rd_kafka_pause_partitions(c->rk, l);
+    rd_kafka_topic_partition_list_destroy(l);
+    if (e) {
+        int rc = pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer: %s [%" PRId32 "]: reset: %s",
+                           topic, part, rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+        return rc;
+    }
+    return 0;
+}
+
+/* An empty payload (or a tombstone) holds no record: count it under its own
+ * reason, dead-letter it like any reject, and move on. */
+static void pr__deliver_empty(pr_consumer *c, rd_kafka_message_t *m, int tidx, ssize_t pi)
+{
+    c->cur = (pr__cur){.topic = c->topics[tidx],
+                       .partition = m->partition,
+                       .key = PR_PART_KEY(tidx, m->partition),
+                       .offset = m->offset,
+                       .nrec = 1};
+    pr__on_reject(c, PR_DEC_EMPTY, "empty message", "", 0, 0);
+    if (pi >= 0)
+        __atomic_store_n(&c->parts[pi].consumed_next, m->offset + 1, __ATOMIC_RELAXED);
+    if (c->pending == m) {
+        c->pending = NULL;
+        c->pending_rec = 0;
+    }
+    rd_kafka_message_destroy(m);
+}
+
 /* Decode message m (or continue it). Returns rows appended; sets *keep when
  * the message (or its rest) waits for the next block. */
 static int pr__deliver(pr_consumer *c, pr_block *b, rd_kafka_message_t *m, int64_t now_ms,
@@ -512,6 +729,10 @@ static int pr__deliver(pr_consumer *c, pr_block *b, rd_kafka_message_t *m, int64
     }
     int tidx = c->last_tidx < 0 ? 0 : c->last_tidx;
     ssize_t pi = pr__part_get(c, tidx, m->partition);
+    if (m->len == 0) {
+        pr__deliver_empty(c, m, tidx, pi);
+        return 0;
+    }
     /* A message already split over blocks continues where it stopped; any
      * other goes whole into this block, or waits for the next one. A message
      * larger than a whole block is split from an empty block. */
@@ -595,6 +816,13 @@ int pr_consumer_poll(pr_consumer *c, pr_block *b, int timeout_ms, char *errstr, 
                 continue; /* woken by a rebalance or log event: wait on */
             break;
         }
+        if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET && m->rkt) {
+            int rc = pr__offset_reset(c, m, errstr, errstr_size);
+            rd_kafka_message_destroy(m);
+            if (rc)
+                return rc;
+            continue;
+        }
         if (m->err) {
             rd_kafka_resp_err_t err = m->err;
             char es[512];
@@ -617,6 +845,9 @@ int pr_consumer_poll(pr_consumer *c, pr_block *b, int timeout_ms, char *errstr, 
             break;
     }
     pr_dlq_poll(c->dlq);
+    const char *df = pr_dlq_fatal(c->dlq);
+    if (df)
+        return pr_seterr(errstr, errstr_size, PR_EIO, "consumer: %s", df);
     return appended;
 }
 
@@ -754,16 +985,40 @@ void pr_consumer_get_stats(const pr_consumer *c, pr_consumer_stats *st)
     st->rejected_records = PR__LOAD(mc->st.rejected_records);
     st->kafka_errors = PR__LOAD(mc->st.kafka_errors);
     st->rebalances = PR__LOAD(mc->st.rebalances);
+    st->offset_resets = PR__LOAD(mc->st.offset_resets);
     pr_dlq_stats ds;
     pr_dlq_get_stats(c->dlq, &ds);
     st->dlq_sent = ds.sent;
     st->dlq_failed = ds.failed;
+    st->dlq_file = ds.to_file;
+    st->dlq_pending = ds.pending;
     st->paused = pr_consumer_paused(c);
     pthread_mutex_lock(&mc->lock);
     for (size_t i = 0; i < c->n_parts; i++)
         st->assigned_partitions += c->parts[i].assigned;
     pthread_mutex_unlock(&mc->lock);
     st->paused_partitions = st->paused ? st->assigned_partitions : 0;
+}
+
+size_t pr_consumer_offset_resets(const pr_consumer *c, pr_tp *out, uint64_t *counts, size_t max)
+{
+    pr_consumer *mc = (pr_consumer *)c;
+    size_t n = 0;
+    pthread_mutex_lock(&mc->lock);
+    for (size_t i = 0; i < c->n_parts; i++) {
+        if (!c->parts[i].resets)
+            continue;
+        if (n < max) {
+            out[n] = (pr_tp){.topic = c->topics[c->parts[i].tidx],
+                             .partition = c->parts[i].partition,
+                             .key = c->parts[i].key,
+                             .offset = -1};
+            counts[n] = c->parts[i].resets;
+        }
+        n++;
+    }
+    pthread_mutex_unlock(&mc->lock);
+    return n;
 }
 
 size_t pr_consumer_assignment(const pr_consumer *c, pr_tp *out, size_t max)

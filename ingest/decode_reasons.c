@@ -10,6 +10,7 @@ static const char *const pr_decode_reason_names[PR_DEC__COUNT] = {
     [PR_DEC_LONG_HEX] = "long_hex",
     [PR_DEC_BAD_PROTOBUF] = "bad_protobuf",
     [PR_DEC_BAD_SHAPE] = "bad_shape",
+    [PR_DEC_EMPTY] = "empty",
 };
 
 const char *pr_decode_reason_name(int reason)

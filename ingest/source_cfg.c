@@ -16,6 +16,13 @@ const char *const pr_msg_format_names[PR_MSG__COUNT + 1] = {
     [PR_MSG__COUNT] = NULL,
 };
 
+const char *const pr_offset_reset_names[] = {
+    [PR_OFFSET_RESET_FAIL] = "fail",
+    [PR_OFFSET_RESET_EARLIEST] = "earliest",
+    [PR_OFFSET_RESET_LATEST] = "latest",
+    NULL,
+};
+
 static const pr_cfgmap_entry kafka_source_entries[] = {
     {.name = "topics",
      .type = PR_CFG_STRLIST,
@@ -28,7 +35,22 @@ static const pr_cfgmap_entry kafka_source_entries[] = {
                  "committed only after every batch holding a record is acknowledged."),
     PR_CFG_E_KV("properties", pr_kafka_source_cfg, properties,
                 "librdkafka consumer properties, passed through untouched (numbers and booleans "
-                "become strings). `run` needs bootstrap.servers."),
+                "become strings). `run` needs bootstrap.servers. piperec defaults "
+                "session.timeout.ms to 6000 (librdkafka: 45000) so a restarted process gets its "
+                "partitions back within seconds; set it here to override."),
+    PR_CFG_E_ENUM("on_offset_reset", pr_kafka_source_cfg, on_offset_reset, pr_offset_reset_names,
+                  "fail",
+                  "When a partition's committed offset (or fetch position) is no longer in the "
+                  "log (retention deleted it, topic recreated): fail stops the pipeline naming "
+                  "topic, partition and offsets; earliest / latest jump there, logged and counted "
+                  "in piperec_offset_resets_total. A group with no committed offset starts where "
+                  "properties.auto.offset.reset says (default latest), without counting."),
+    PR_CFG_E_STR("group_instance_id", 0, pr_kafka_source_cfg, group_instance_id, NULL,
+                 "Static group membership (group.instance.id): a restarted member takes its "
+                 "partitions back without waiting for its old session to expire. Unset: "
+                 "$PIPEREC_INSTANCE_ID, else $POD_NAME (the Helm chart sets it), plus '-' and "
+                 "the pipeline name; neither set, or \"\": dynamic membership. Must be unique "
+                 "per live process of a group."),
 };
 const pr_cfgmap pr_kafka_source_cfgmap = PR_CFGMAP(kafka_source_entries);
 

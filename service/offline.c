@@ -22,6 +22,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +33,7 @@
 #include <unistd.h>
 
 #include "pr_clock.h"
+#include "pr_log.h"
 #include "pr_npy.h"
 #include "pr_service.h"
 
@@ -616,12 +619,32 @@ static bool pr__needs_two_pass(const pr_pipeline_spec *spec)
     return false;
 }
 
+/* An input given as a symlink is read (datasets are often linked into place),
+ * but never silently: when the link leads outside the directory it sits in,
+ * say where the bytes really come from. */
+static void pr__warn_symlink_input(const char *input)
+{
+    struct stat lst;
+    if (lstat(input, &lst) < 0 || !S_ISLNK(lst.st_mode))
+        return;
+    char target[PATH_MAX], dir_copy[PATH_MAX], dir[PATH_MAX];
+    snprintf(dir_copy, sizeof(dir_copy), "%s", input);
+    if (!realpath(input, target) || !realpath(dirname(dir_copy), dir))
+        return;
+    size_t n = strlen(dir);
+    if (!strncmp(target, dir, n) && target[n] == '/')
+        return;
+    pr_warn("process: input %s is a symlink to %s, outside %s; reading it", input, target, dir);
+}
+
 /* Open the input: mmap regular files; stream pipes unless two passes are
  * needed (then spool them to a file first). Sets run->fd and the mapping;
  * on failure the caller still closes run->fd when it was set. */
 static int pr__open_input(pr__run *run, bool two_pass, char *errstr, size_t errstr_size)
 {
     const pr_offline_opts *opts = run->opts;
+    if (strcmp(opts->input, "-"))
+        pr__warn_symlink_input(opts->input);
     int fd = !strcmp(opts->input, "-") ? 0 : open(opts->input, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", opts->input, strerror(errno));

@@ -23,6 +23,7 @@
 #include "pr_service.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
@@ -78,6 +79,9 @@ struct pr__pipe {
     char snap_path[PATH_MAX];
     char journal_path[PATH_MAX];
     int64_t next_ckpt_ns;
+    _Atomic uint64_t epoch; /* restart epoch stamped on every batch (pr__epoch_bump) */
+    char dead_letter_file[PATH_MAX]; /* <state.dir>/<name>.deadletters, or "" */
+    char instance_id[256];           /* group.instance.id, or "" */
 
     pthread_t thread;
     bool thread_started;
@@ -185,7 +189,7 @@ static void pr__late_cb(void *opaque, const pr_block *in, const pr_out *out, uin
                      (long long)in->event_time_ms[row]);
     int32_t key = in->partition[row];
     const char *topic = pr_consumer_topic(p->cons, PR_PART_KEY_TOPIC(key));
-    pr_dlq_send(d, payload, (size_t)n, "late", "event time older than the watermark",
+    pr_dlq_send(d, key, payload, (size_t)n, "late", "event time older than the watermark",
                 topic ? topic : "", PR_PART_KEY_PARTITION(key), in->offset[row], -1);
 }
 
@@ -200,6 +204,11 @@ static int64_t pr__cap_unprocessed(const pr__pipe *p, int32_t key, int64_t safe)
     for (uint32_t r = 0; r < b->rows; r++)
         if (b->partition[r] == key && b->offset[r] < safe)
             safe = b->offset[r];
+    /* A rejected record counts as done only once its dead letter is in the
+     * topic or the dead-letter file: until then it holds its offset. */
+    int64_t hold = pr_dlq_hold(pr_consumer_dlq(p->cons), key);
+    if (hold < safe)
+        safe = hold;
     return safe;
 }
 
@@ -357,7 +366,7 @@ static void pr__dead_letter_engine_rejects(pr__pipe *p, const pr_block *in, cons
                            topic ? topic : "?", PR_PART_KEY_PARTITION(key),
                            (long long)in->offset[r], detail);
         if (d)
-            pr_dlq_send(d, detail, strlen(detail), "bad_hex", detail, topic ? topic : "",
+            pr_dlq_send(d, key, detail, strlen(detail), "bad_hex", detail, topic ? topic : "",
                         PR_PART_KEY_PARTITION(key), in->offset[r], -1);
     }
 }
@@ -378,6 +387,70 @@ static int pr__mkdir_p(const char *dir)
     }
     if (mkdir(tmp, 0755) && errno != EEXIST)
         return -1;
+    return 0;
+}
+
+/* The restart epoch: <state.dir>/<pipeline>.epoch holds the last one (a
+ * decimal number). Each start reads it, writes +1 to a temporary file,
+ * fsyncs it, renames it over the old one and fsyncs the directory, all before
+ * the consumer joins, so no batch of this run can leave with an epoch that a
+ * crash could hand out again. Sequence numbers restart at 1 in every epoch;
+ * (epoch, seq) strictly increases across restarts. Without state.dir the
+ * epoch is 0 ("unknown") and a trainer cannot tell a restart from a gap. */
+static int pr__epoch_bump(pr__pipe *p, char *errstr, size_t errstr_size)
+{
+    const pr_state_cfg *st = &p->cfg->state;
+    p->epoch = 0;
+    if (!st->enabled || !st->dir) {
+        pr_warn("pipeline %s: no state.dir: batches carry epoch 0 and sequence numbers restart "
+                "at 1 on every start (a trainer cannot tell a replay from new data)",
+                p->cfg->name);
+        return 0;
+    }
+    if (pr__mkdir_p(st->dir))
+        return pr_seterr(errstr, errstr_size, PR_EIO, "state.dir '%s': %s", st->dir,
+                         strerror(errno));
+    char path[PATH_MAX], tmp[PATH_MAX + 8];
+    snprintf(path, sizeof(path), "%s/%s.epoch", st->dir, p->cfg->name);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    uint64_t last = 0;
+    FILE *f = fopen(path, "r");
+    if (f) {
+        char line[64] = "", *end = NULL;
+        bool ok = fgets(line, sizeof(line), f) != NULL;
+        fclose(f);
+        errno = 0;
+        if (ok)
+            last = strtoull(line, &end, 10);
+        if (!ok || errno || end == line || (*end && *end != '\n'))
+            return pr_seterr(errstr, errstr_size, PR_EIO,
+                             "%s: not an epoch number; restore it (the last epoch handed out) "
+                             "or set a higher one by hand: epochs must never go back",
+                             path);
+    } else if (errno != ENOENT) {
+        return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", path, strerror(errno));
+    }
+    uint64_t next = last + 1;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    char buf[32];
+    int n = snprintf(buf, sizeof(buf), "%llu\n", (unsigned long long)next);
+    bool ok = fd >= 0 && write(fd, buf, (size_t)n) == n && fsync(fd) == 0;
+    if (fd >= 0 && close(fd))
+        ok = false;
+    if (!ok || rename(tmp, path))
+        return pr_seterr(errstr, errstr_size, PR_EIO, "%s: cannot write the epoch: %s", path,
+                         strerror(errno));
+    int dfd = open(st->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || fsync(dfd))
+        ok = false;
+    if (dfd >= 0)
+        close(dfd);
+    if (!ok)
+        return pr_seterr(errstr, errstr_size, PR_EIO, "%s: cannot fsync: %s", st->dir,
+                         strerror(errno));
+    p->epoch = next;
+    pr_info("pipeline %s: epoch %llu (sequence numbers restart at 1)", p->cfg->name,
+            (unsigned long long)next);
     return 0;
 }
 
@@ -515,6 +588,24 @@ static int pr__sinks_open(pr__pipe *p, const pr_clock *clock, char *errstr, size
     return 0;
 }
 
+/* group.instance.id for static membership: the config's value as is ("" =
+ * dynamic), else $PIPEREC_INSTANCE_ID or $POD_NAME (the Helm chart sets it)
+ * with "-<pipeline>" appended (pipelines may share a group), else none. */
+static const char *pr__instance_id(pr__pipe *p, const pr_pipeline_cfg *pc)
+{
+    const char *v = pc->source.kafka.group_instance_id;
+    if (v)
+        snprintf(p->instance_id, sizeof(p->instance_id), "%s", v);
+    else {
+        const char *env = getenv("PIPEREC_INSTANCE_ID");
+        if (!env || !*env)
+            env = getenv("POD_NAME");
+        if (env && *env)
+            snprintf(p->instance_id, sizeof(p->instance_id), "%s-%s", env, pc->name);
+    }
+    return p->instance_id[0] ? p->instance_id : NULL;
+}
+
 static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr, size_t errstr_size)
 {
     const pr_pipeline_cfg *pc = &svc->cfg->pipelines[idx];
@@ -530,6 +621,9 @@ static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr,
     if (!p->eng)
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "pipelines[%s]: engine: %s", pc->name, e);
     rc = pr__state_open(p, e, sizeof(e));
+    if (rc)
+        return pr_seterr(errstr, errstr_size, rc, "pipelines[%s].state: %s", pc->name, e);
+    rc = pr__epoch_bump(p, e, sizeof(e));
     if (rc)
         return pr_seterr(errstr, errstr_size, rc, "pipelines[%s].state: %s", pc->name, e);
 
@@ -568,6 +662,7 @@ static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr,
     bc.on_late = pr__late_cb;
     bc.vocab_size = pr_spec_has_op(&pc->spec, PR_OP_VOCAB) ? pr__vocab_cb : NULL;
     bc.opaque = p;
+    bc.epoch = p->epoch;
     rc = pr_batcher_new(&bc, &p->bat, e, sizeof(e));
     if (rc)
         return pr_seterr(errstr, errstr_size, rc, "pipelines[%s].batch: %s", pc->name, e);
@@ -588,6 +683,13 @@ static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr,
     cc.format = pc->source.format;
     cc.spec = &pc->spec;
     cc.dead_letter_topic = pc->source.dead_letter_topic;
+    cc.on_offset_reset = pc->source.kafka.on_offset_reset;
+    cc.group_instance_id = pr__instance_id(p, pc);
+    if (pc->state.enabled && pc->state.dir) {
+        snprintf(p->dead_letter_file, sizeof(p->dead_letter_file), "%s/%s.deadletters",
+                 pc->state.dir, pc->name);
+        cc.dead_letter_file = p->dead_letter_file;
+    }
     cc.clock = svc->clock;
     cc.on_assign = pr__on_assign;
     cc.on_revoke = pr__on_revoke;
@@ -705,7 +807,9 @@ static void pr__store_safe_offsets(pr__pipe *p)
 
 static void pr__update_inflight(pr__pipe *p)
 {
-    uint64_t infl = pr_batcher_inflight_bytes(p->bat);
+    /* Batches, plus what trainer connections buffer (bounded by the sink's
+     * max_receive_buffer_bytes): both are memory a peer can make us hold. */
+    uint64_t infl = pr_batcher_inflight_bytes(p->bat) + pr_sinkset_buffered_bytes(p->sinks);
     atomic_store(&p->inflight, infl);
     uint64_t peak = atomic_load(&p->inflight_peak);
     if (infl > peak)
@@ -772,6 +876,11 @@ static void pr__drain(pr__pipe *p)
         pr__process_block(p);
     pr_batcher_flush(p->bat);
     int64_t deadline = pr__now_ns() + svc->opts.drain_timeout_ms * 1000000LL;
+    /* Dead letters hold their offsets: let them land before the final commit. */
+    if (pr_dlq_flush(pr_consumer_dlq(p->cons), (int)svc->opts.drain_timeout_ms))
+        pr_warn("pipeline %s: dead letters still pending at shutdown; their offsets stay "
+                "uncommitted (read again after restart)",
+                p->cfg->name);
     while (pr_batcher_unacked_batches(p->bat) > 0 && pr__now_ns() < deadline) {
         pr_sinkset_poll(p->sinks, pr__ack_cb, p);
         pr__store_safe_offsets(p);
@@ -1334,6 +1443,32 @@ static void pr__emit_dead_letters(pr_mbuf *mb, const pr__family *f, const pr__sc
     pr__metric_sample(mb, f->name, l1, 2, (double)s->dq.sent);
     pr_label l2[] = {{f->labels[0], pr__pipe_name(s)}, {f->labels[1], "failed"}};
     pr__metric_sample(mb, f->name, l2, 2, (double)s->dq.failed);
+    pr_label l3[] = {{f->labels[0], pr__pipe_name(s)}, {f->labels[1], "file"}};
+    pr__metric_sample(mb, f->name, l3, 2, (double)s->dq.to_file);
+}
+
+static void pr__emit_dead_letters_pending(pr_mbuf *mb, const pr__family *f, const pr__scrape *s)
+{
+    if (!s->has_dlq)
+        return;
+    pr_label l[] = {{f->labels[0], pr__pipe_name(s)}};
+    pr__metric_sample(mb, f->name, l, 1, (double)s->dq.pending);
+}
+
+/* One sample per partition that was ever reset (a counter that never moved
+ * has no sample: the family stays small). */
+static void pr__emit_offset_resets(pr_mbuf *mb, const pr__family *f, const pr__scrape *s)
+{
+    pr_tp tps[64];
+    uint64_t counts[64];
+    size_t n = pr_consumer_offset_resets(s->p->cons, tps, counts, 64);
+    for (size_t k = 0; k < n && k < 64; k++) {
+        char part[16];
+        snprintf(part, sizeof(part), "%d", tps[k].partition);
+        pr_label l[] = {
+            {f->labels[0], pr__pipe_name(s)}, {f->labels[1], tps[k].topic}, {f->labels[2], part}};
+        pr__metric_sample(mb, f->name, l, 3, (double)counts[k]);
+    }
 }
 
 static void pr__emit_batch_reasons(pr_mbuf *mb, const pr__family *f, const pr__scrape *s)
@@ -1402,6 +1537,38 @@ static void pr__emit_per_sink(pr_mbuf *mb, const pr__family *f, const pr__scrape
         pr_label l[] = {{f->labels[0], pr__pipe_name(s)}, {f->labels[1], s->sink_names[k]}};
         const uint64_t *v = (const uint64_t *)((const char *)&s->ss[k] + f->off);
         pr__metric_sample(mb, f->name, l, 2, (double)*v);
+    }
+}
+
+/* The trainer sink's per-reason counters: one sample per reason, from the
+ * uint64_t array at `off` in pr_sink_stats; `arg` picks the reason names
+ * (0 refused, 1 dropped, 2 auth). Only pipelines with a trainer sink. */
+static void pr__emit_trainer_reasons(pr_mbuf *mb, const pr__family *f, const pr__scrape *s)
+{
+    static const int counts[] = {PR_TRAINER_REFUSE__COUNT, PR_TRAINER_DROP__COUNT,
+                                 PR_TRAINER_AUTH__COUNT};
+    const char *(*const names[])(int) = {pr_trainer_refuse_reason_name, pr_trainer_drop_reason_name,
+                                         pr_trainer_auth_reason_name};
+    for (size_t k = 0; k < s->n_sinks; k++) {
+        if (strcmp(s->sink_names[k], "trainer") != 0)
+            continue;
+        const uint64_t *v = (const uint64_t *)((const char *)&s->ss[k] + f->off);
+        for (int r = 0; r < counts[f->arg]; r++) {
+            pr_label l[] = {{f->labels[0], pr__pipe_name(s)}, {f->labels[1], names[f->arg](r)}};
+            pr__metric_sample(mb, f->name, l, 2, (double)v[r]);
+        }
+    }
+}
+
+/* A trainer-sink value (uint64_t at `off` in pr_sink_stats), labelled by pipeline. */
+static void pr__emit_trainer_value(pr_mbuf *mb, const pr__family *f, const pr__scrape *s)
+{
+    for (size_t k = 0; k < s->n_sinks; k++) {
+        if (strcmp(s->sink_names[k], "trainer") != 0)
+            continue;
+        pr_label l[] = {{f->labels[0], pr__pipe_name(s)}};
+        const uint64_t *v = (const uint64_t *)((const char *)&s->ss[k] + f->off);
+        pr__metric_sample(mb, f->name, l, 1, (double)*v);
     }
 }
 
@@ -1475,6 +1642,9 @@ static const pr__family pr__families[] = {
      PR__BS(inflight_bytes)},
     {"piperec_last_sequence", PR_METRIC_GAUGE, "Sequence number of the last emitted batch.",
      PR__L_PIPE, PR__BS(last_seq)},
+    {"piperec_epoch", PR_METRIC_GAUGE,
+     "Restart epoch stamped on batches (bumped at every start; 0 without state.dir).", PR__L_PIPE,
+     PR__PIPE(epoch)},
     {"piperec_inflight_peak_bytes", PR_METRIC_GAUGE, "Highest in-flight bytes seen since start.",
      PR__L_PIPE, PR__PIPE(inflight_peak)},
     {"piperec_assigned_partitions", PR_METRIC_GAUGE,
@@ -1505,8 +1675,17 @@ static const pr__family pr__families[] = {
      "topic when one is configured.",
      PR__L_PIPE_AND("reason"), .emit = pr__emit_rejects},
     {"piperec_dead_letters_total", PR_METRIC_COUNTER,
-     "Dead letters by result: sent (delivery confirmed) or failed.", PR__L_PIPE_AND("result"),
-     .emit = pr__emit_dead_letters},
+     "Dead letters by result: sent (delivery confirmed), failed (attempts refused or failed; "
+     "retried), file (too large for the topic: written to the dead-letter file).",
+     PR__L_PIPE_AND("result"), .emit = pr__emit_dead_letters},
+    {"piperec_dead_letters_pending", PR_METRIC_GAUGE,
+     "Dead letters not yet confirmed by the topic nor written to the dead-letter file; each "
+     "holds its source offset uncommitted.",
+     PR__L_PIPE, .emit = pr__emit_dead_letters_pending},
+    {"piperec_offset_resets_total", PR_METRIC_COUNTER,
+     "Positions found out of range (retention, recreated topic) and reset per "
+     "source.kafka.on_offset_reset, per partition.",
+     PR__L_PARTITION, .emit = pr__emit_offset_resets},
     {"piperec_batches_emitted_total", PR_METRIC_COUNTER,
      "Training batches emitted, by reason: full, deadline (max_delay_ms), flush.",
      PR__L_PIPE_AND("reason"), .emit = pr__emit_batch_reasons},
@@ -1567,6 +1746,28 @@ static const pr__family pr__families[] = {
      PR__SINK(queued_batches)},
     {"piperec_sink_clients", PR_METRIC_GAUGE, "Connected trainers (trainer sink).",
      PR__L_PIPE_AND("sink"), PR__SINK(clients)},
+
+    /* Trainer port: the network surface (docs/operations.md, Security). */
+    {"piperec_trainer_connections", PR_METRIC_GAUGE, "Open trainer connections, subscribed or not.",
+     PR__L_PIPE, .emit = pr__emit_trainer_value, .off = offsetof(pr_sink_stats, connections)},
+    {"piperec_trainer_connections_refused_total", PR_METRIC_COUNTER,
+     "Trainer connections closed before the protocol started, by reason.", PR__L_PIPE_AND("reason"),
+     .emit = pr__emit_trainer_reasons, .off = offsetof(pr_sink_stats, refused), .arg = 0},
+    {"piperec_trainer_connections_dropped_total", PR_METRIC_COUNTER,
+     "Trainer connections closed by the server (timeouts, limits, protocol errors), by reason.",
+     PR__L_PIPE_AND("reason"), .emit = pr__emit_trainer_reasons,
+     .off = offsetof(pr_sink_stats, dropped), .arg = 1},
+    {"piperec_trainer_auth_failures_total", PR_METRIC_COUNTER,
+     "Trainer connections refused by authentication (token, client certificate), by reason.",
+     PR__L_PIPE_AND("reason"), .emit = pr__emit_trainer_reasons,
+     .off = offsetof(pr_sink_stats, auth_failures), .arg = 2},
+    {"piperec_trainer_receive_buffer_bytes", PR_METRIC_GAUGE,
+     "Bytes held by trainer connections' receive buffers (counted in the in-flight bytes).",
+     PR__L_PIPE, .emit = pr__emit_trainer_value,
+     .off = offsetof(pr_sink_stats, receive_buffer_bytes)},
+    {"piperec_trainer_io_wakeups_total", PR_METRIC_COUNTER,
+     "Turns of the trainer sink's I/O loop (about 10/s when idle; a busy loop shows here).",
+     PR__L_PIPE, .emit = pr__emit_trainer_value, .off = offsetof(pr_sink_stats, io_wakeups)},
 };
 
 void pr_service_render_metrics(pr_service *svc, pr_mbuf *mb)
@@ -1641,7 +1842,8 @@ void pr_service_render_status(pr_service *svc, pr_mbuf *mb)
             pr_mbuf_puts(mb, ",\"error\":");
             pr_mbuf_json_str(mb, p->fatal_msg);
         }
-        pr_mbuf_printf(mb, ",\"trainer_port\":%d", p->trainer_port);
+        pr_mbuf_printf(mb, ",\"trainer_port\":%d,\"epoch\":%llu", p->trainer_port,
+                       (unsigned long long)atomic_load(&p->epoch));
         pr_mbuf_puts(mb, ",\"assignment\":[");
         pr_partition_lag *lags = calloc(PR__MAX_PARTS, sizeof(*lags));
         size_t nl = lags ? pr_consumer_lag(p->cons, lags, PR__MAX_PARTS) : 0;

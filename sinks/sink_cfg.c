@@ -24,8 +24,84 @@ static const pr_cfgmap_entry trainer_entries[] = {
                  "are re-sent to another trainer."),
     PR_CFG_E_INT("keepalive_ms", PR_CFG_INTERNAL, pr_trainer_sink_cfg, keepalive_ms, 1, INT32_MAX,
                  "10000", "Interval of the server's Ping frames."),
+    PR_CFG_E_INT("max_connections", 0, pr_trainer_sink_cfg, max_connections, 1, 65536, "64",
+                 "Open connections (subscribed or not) at most; more are accepted and closed "
+                 "at once. Keep it well below the process's open-file limit."),
+    PR_CFG_E_INT("handshake_timeout_ms", 0, pr_trainer_sink_cfg, handshake_timeout_ms, 100,
+                 INT32_MAX, "10000",
+                 "A connection that has not completed Subscribe (TLS handshake included) this "
+                 "long after it was accepted is closed."),
+    PR_CFG_E_INT("idle_timeout_ms", 0, pr_trainer_sink_cfg, idle_timeout_ms, 1000, INT32_MAX,
+                 "60000",
+                 "A connection that sends nothing for this long is closed (trainers answer the "
+                 "server's pings every 10 s, so only dead or stuck peers reach it)."),
+    PR_CFG_E_INT("max_frame_bytes", 0, pr_trainer_sink_cfg, max_frame_bytes, 1024, 67108864,
+                 "1048576",
+                 "Largest frame a client may send (Subscribe, Ack, ...); a larger one closes the "
+                 "connection with Error BAD_FRAME."),
+    {.name = "max_receive_buffer_bytes",
+     .type = PR_CFG_SIZE,
+     .off = offsetof(pr_trainer_sink_cfg, max_receive_buffer_bytes),
+     .min = 65536,
+     .def = "16MiB",
+     .doc = "Receive buffer memory shared by all connections beyond each one's first 4 KiB; a "
+            "connection whose partial frame needs more is dropped. Counted in "
+            "limits.max_inflight_bytes."},
 };
 const pr_cfgmap pr_sink_trainer_cfgmap = PR_CFGMAP(trainer_entries);
+
+static const char *const tls_versions[] = {"1.2", "1.3", NULL};
+static const pr_cfgmap_entry trainer_tls_entries[] = {
+    PR_CFG_E_BOOL("enabled", pr_trainer_tls_cfg, enabled, NULL,
+                  "Set false to keep the section but serve plain TCP."),
+    PR_CFG_E_STR("cert_file", PR_CFG_REQUIRED | PR_CFG_NONEMPTY, pr_trainer_tls_cfg, cert_file,
+                 NULL, "PEM server certificate (chain) for the trainer port."),
+    PR_CFG_E_STR("key_file", PR_CFG_REQUIRED | PR_CFG_NONEMPTY, pr_trainer_tls_cfg, key_file, NULL,
+                 "PEM private key of cert_file."),
+    PR_CFG_E_STR("ca_file", 0, pr_trainer_tls_cfg, ca_file, NULL,
+                 "PEM CA bundle for client certificates; when set, every trainer must present a "
+                 "certificate signed by it (mutual TLS)."),
+    PR_CFG_E_CHOICE("min_version", pr_trainer_tls_cfg, min_version, tls_versions, "1.2",
+                    "Oldest TLS version accepted."),
+};
+const pr_cfgmap pr_sink_trainer_tls_cfgmap = PR_CFGMAP(trainer_tls_entries);
+
+static const pr_cfgmap_entry trainer_auth_entries[] = {
+    PR_CFG_E_STR("token_file", PR_CFG_NONEMPTY, pr_trainer_auth_cfg, token_file, NULL,
+                 "File of bearer tokens, one per line (# comments); when set, Subscribe must "
+                 "carry one of them. Re-read when the file changes (rotation without restart)."),
+};
+const pr_cfgmap pr_sink_trainer_auth_cfgmap = PR_CFGMAP(trainer_auth_entries);
+
+static const char *const refuse_names[PR_TRAINER_REFUSE__COUNT] = {
+    "max_connections", "fd_exhausted", "tls_handshake", "plaintext_on_tls"};
+static const char *const drop_names[PR_TRAINER_DROP__COUNT] = {
+    "handshake_timeout", "idle_timeout",        "ack_timeout",
+    "frame_too_large",   "receive_buffer_full", "protocol"};
+static const char *const auth_names[PR_TRAINER_AUTH__COUNT] = {"missing_token", "bad_token",
+                                                               "client_cert"};
+_Static_assert(PR_TRAINER_REFUSE__COUNT <= sizeof(((pr_sink_stats *)0)->refused) / sizeof(uint64_t),
+               "pr_sink_stats.refused too small");
+_Static_assert(PR_TRAINER_DROP__COUNT <= sizeof(((pr_sink_stats *)0)->dropped) / sizeof(uint64_t),
+               "pr_sink_stats.dropped too small");
+_Static_assert(PR_TRAINER_AUTH__COUNT <=
+                   sizeof(((pr_sink_stats *)0)->auth_failures) / sizeof(uint64_t),
+               "pr_sink_stats.auth_failures too small");
+
+const char *pr_trainer_refuse_reason_name(int r)
+{
+    return r >= 0 && r < PR_TRAINER_REFUSE__COUNT ? refuse_names[r] : "unknown";
+}
+
+const char *pr_trainer_drop_reason_name(int r)
+{
+    return r >= 0 && r < PR_TRAINER_DROP__COUNT ? drop_names[r] : "unknown";
+}
+
+const char *pr_trainer_auth_reason_name(int r)
+{
+    return r >= 0 && r < PR_TRAINER_AUTH__COUNT ? auth_names[r] : "unknown";
+}
 
 static const pr_cfgmap_entry kafka_entries[] = {
     PR_CFG_E_BOOL("enabled", pr_kafka_sink_cfg, enabled, NULL, PR__SINK_OFF_DOC),

@@ -16,7 +16,23 @@
  * into backpressure upstream.
  *
  * Batch frames are written with sendmsg() straight from the batch's encoded
- * protobuf (header + b->pb), no extra copy.
+ * protobuf (header + b->pb), no extra copy (with TLS: SSL_write of the same
+ * two pieces).
+ *
+ * The port faces the network, so every resource a peer can make it hold is
+ * bounded (docs/operations.md "Security"): connections (max_connections;
+ * beyond it, and when accept() hits EMFILE/ENFILE, connections are accepted
+ * and closed at once through a spare descriptor, so the listening socket
+ * never stays readable and the loop never spins), time (handshake_timeout_ms
+ * until SubscribeOk, idle_timeout_ms of silence, a closing peer that does not
+ * read gets CLOSE_LINGER_NS), frame size (max_frame_bytes) and receive memory
+ * (each connection owns RX_BASE bytes; growth for a large or partial frame
+ * comes out of one shared max_receive_buffer_bytes pool, and a connection
+ * that cannot get its share is dropped). Optional TLS (OpenSSL, mutual TLS
+ * with a CA file) and bearer tokens (a file re-read when it changes) guard
+ * who may subscribe. Every refusal is counted by reason (pr_sink_stats) and
+ * logged, at most LOG_BURST lines per LOG_WINDOW_NS per kind (descriptor
+ * exhaustion: one line per window).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -26,11 +42,22 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 #include "pr_grow.h"
 #include "pr_hostport.h"
@@ -41,7 +68,15 @@
 #include "pr_trainer_client.h"
 #include "trainer.pb-c.h"
 
-#define NS_PER_MS 1000000LL
+#define NS_PER_MS        1000000LL
+#define RX_BASE          4096u /* receive buffer every connection may hold outside the shared pool */
+#define RX_ROUNDS        16    /* reads per connection per loop turn (fairness) */
+#define ACCEPTS_PER_TURN 256
+#define CLOSE_LINGER_NS  (2000LL * NS_PER_MS) /* a closing peer that does not read */
+#define ACCEPT_PAUSE_NS  (100LL * NS_PER_MS)  /* no spare fd: stop polling the listener */
+#define LOG_WINDOW_NS    (10000LL * NS_PER_MS)
+#define LOG_BURST        5
+#define TOKEN_FILE_MAX   (64 * 1024)
 #ifndef PR_VERSION_STR
 #define PR_VERSION_STR "piperec/0.1"
 #endif
@@ -67,9 +102,17 @@ typedef struct tclient {
     int fd;
     uint64_t id;
     char client_id[64];
+    char peer[64]; /* "address:port", for logs */
     bool subscribed;
     bool closing; /* stop reading, close once the out queue is written */
     bool dead;
+    SSL *ssl;            /* NULL: plain TCP */
+    bool tls_ready;      /* handshake done */
+    bool tls_peeked;     /* first byte looked at (a TLS record or not) */
+    bool tls_want_write; /* the last SSL call needs the socket writable */
+    bool rx_more;        /* stopped reading with input left: read again without waiting */
+    int64_t accepted_ns;
+    int64_t closing_ns;
     uint32_t window;
     inflight *fl;
     size_t n_fl, cap_fl;
@@ -93,6 +136,14 @@ typedef struct trainer_sink {
     int64_t ack_timeout_ns;
     int64_t keepalive_ns;
     uint32_t max_queued;
+    uint32_t max_conns;
+    int64_t handshake_ns;
+    int64_t idle_ns;
+    uint32_t max_frame;
+    uint64_t rx_pool; /* max_receive_buffer_bytes */
+    SSL_CTX *ssl_ctx; /* NULL: plain TCP */
+    bool mtls;
+    char *token_path; /* NULL: no token auth */
 
     int lfd;
     int wake[2];
@@ -105,16 +156,35 @@ typedef struct trainer_sink {
     /* under mu */
     pr_batch **queue; /* not yet given to a trainer, sorted by seq */
     size_t qlen, qcap;
-    pr__acks acked; /* under mu */
+    pr__acks acked;      /* under mu */
     uint64_t n_assigned; /* batches in trainers' in-flight lists */
     pr_sink_stats st;
     uint64_t bytes_sent; /* atomic, outside mu: updated on every write */
 
+    uint64_t rx_bytes;   /* atomic: bytes held by receive buffers (pr_sink_buffered_bytes) */
+    uint64_t io_wakeups; /* atomic */
+
     /* I/O thread only */
     tclient *clients;
+    size_t n_conns;
+    uint64_t rx_pool_used;       /* receive buffer bytes beyond RX_BASE, over all connections */
+    int spare_fd;                /* /dev/null, given up to accept-and-close at EMFILE */
+    int64_t accept_paused_until; /* real monotonic ns; 0 = not paused */
     uint64_t next_client_id;
     uint64_t rr;
+    struct loglimit {
+        bool open;
+        int64_t win_ns;
+        unsigned n;
+        uint64_t suppressed;
+    } logs[5]; /* LOG_REFUSE, LOG_DROP, LOG_AUTH, LOG_TOKEN, LOG_FD */
+    /* token auth: SHA-256 of each accepted token, and what the file looked like */
+    uint8_t (*tokens)[32];
+    size_t n_tokens;
+    struct stat token_st;
 } trainer_sink;
+
+enum { LOG_REFUSE, LOG_DROP, LOG_AUTH, LOG_TOKEN, LOG_FD };
 
 /* ---------------------------------------------------------------- queue (under mu) */
 
@@ -139,7 +209,223 @@ static void wake(trainer_sink *t)
     (void)r; /* EAGAIN: a wake-up is already pending */
 }
 
+/* ---------------------------------------------------------------- limits, counters, logs */
+
+static void count(trainer_sink *t, uint64_t *ctr)
+{
+    pthread_mutex_lock(&t->mu);
+    (*ctr)++;
+    pthread_mutex_unlock(&t->mu);
+}
+
+static int64_t real_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* true: log this event. At most `burst` lines of a kind per LOG_WINDOW_NS;
+ * the next window starts by saying how many were left out. */
+static bool log_ok(trainer_sink *t, int kind, unsigned burst)
+{
+    struct loglimit *l = &t->logs[kind];
+    int64_t now = pr_clock_mono_ns(t->clock);
+    if (!l->open || now - l->win_ns >= LOG_WINDOW_NS) {
+        if (l->suppressed)
+            pr_warn("trainer sink: %llu more such events in the last %lld s were not logged",
+                    (unsigned long long)l->suppressed,
+                    (long long)((now - l->win_ns) / 1000000000LL));
+        *l = (struct loglimit){.open = true, .win_ns = now};
+    }
+    if (l->n < burst) {
+        l->n++;
+        return true;
+    }
+    l->suppressed++;
+    return false;
+}
+
+static void peer_name(const struct sockaddr_storage *ss, socklen_t sl, char *out, size_t n)
+{
+    char h[INET6_ADDRSTRLEN + 1], p[8];
+    if (getnameinfo((const struct sockaddr *)ss, sl, h, sizeof(h), p, sizeof(p),
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+        snprintf(out, n, "?");
+    else if (ss->ss_family == AF_INET6)
+        snprintf(out, n, "[%s]:%s", h, p);
+    else
+        snprintf(out, n, "%s:%s", h, p);
+}
+
+static const char *tls_errstr(char *buf, size_t n)
+{
+    unsigned long e = ERR_peek_last_error();
+    if (!e)
+        snprintf(buf, n, "connection closed");
+    else
+        ERR_error_string_n(e, buf, n);
+    return buf;
+}
+
+/* ---------------------------------------------------------------- token auth */
+
+/* Read the token file: one token per line, blank lines and # comments
+ * skipped, surrounding white space trimmed. Only SHA-256 digests are kept,
+ * compared in constant time. On failure the previous tokens stay. */
+static int tokens_load(trainer_sink *t, char *errstr, size_t es)
+{
+    FILE *f = fopen(t->token_path, "re");
+    if (!f)
+        return pr_seterr(errstr, es, PR_EIO, "sinks.trainer.auth.token_file: %s: %s", t->token_path,
+                         strerror(errno));
+    struct stat st;
+    char *buf = NULL;
+    size_t len = 0;
+    int err = 0;
+    if (fstat(fileno(f), &st) < 0 || st.st_size > TOKEN_FILE_MAX ||
+        !(buf = malloc(TOKEN_FILE_MAX + 1))) {
+        err = pr_seterr(errstr, es, PR_EINVAL,
+                        "sinks.trainer.auth.token_file: %s: unreadable or "
+                        "larger than %d bytes",
+                        t->token_path, TOKEN_FILE_MAX);
+        goto out;
+    }
+    len = fread(buf, 1, TOKEN_FILE_MAX, f);
+    buf[len] = '\0';
+    uint8_t(*tok)[32] = NULL;
+    size_t n = 0;
+    for (char *line = buf, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        while (*line == ' ' || *line == '\t' || *line == '\r')
+            line++;
+        size_t l = strlen(line);
+        while (l && (line[l - 1] == ' ' || line[l - 1] == '\t' || line[l - 1] == '\r'))
+            line[--l] = '\0';
+        if (!l || line[0] == '#')
+            continue;
+        void *nt = realloc(tok, (n + 1) * sizeof(*tok));
+        if (!nt) {
+            free(tok);
+            err = pr_seterr(errstr, es, PR_ENOMEM, "out of memory reading the token file");
+            goto out;
+        }
+        tok = nt;
+        unsigned dl = 32;
+        EVP_Digest(line, l, tok[n++], &dl, EVP_sha256(), NULL);
+    }
+    OPENSSL_cleanse(buf, len);
+    if (!n) {
+        err = pr_seterr(errstr, es, PR_EINVAL, "sinks.trainer.auth.token_file: %s holds no token",
+                        t->token_path);
+        goto out;
+    }
+    free(t->tokens);
+    t->tokens = tok;
+    t->n_tokens = n;
+    t->token_st = st;
+out:
+    free(buf);
+    fclose(f);
+    return err;
+}
+
+static bool same_file_state(const struct stat *a, const struct stat *b)
+{
+    return a->st_ino == b->st_ino && a->st_dev == b->st_dev && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+           a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/* Called for each Subscribe: re-read the token file when it changed (a new
+ * inode, as with Kubernetes secret updates, size, mtime or ctime). */
+static void tokens_refresh(trainer_sink *t)
+{
+    struct stat st;
+    char err[512];
+    if (stat(t->token_path, &st) < 0) {
+        if (log_ok(t, LOG_TOKEN, LOG_BURST))
+            pr_warn("trainer sink: token file %s: %s; the tokens read before stay valid",
+                    t->token_path, strerror(errno));
+        return;
+    }
+    if (same_file_state(&st, &t->token_st))
+        return;
+    if (tokens_load(t, err, sizeof(err)) < 0) {
+        if (log_ok(t, LOG_TOKEN, LOG_BURST))
+            pr_warn("trainer sink: %s; the tokens read before stay valid", err);
+        return;
+    }
+    pr_info("trainer sink: token file %s re-read: %zu token(s)", t->token_path, t->n_tokens);
+}
+
+static bool token_ok(const trainer_sink *t, const char *tok)
+{
+    uint8_t h[32];
+    unsigned dl = 32;
+    EVP_Digest(tok, strlen(tok), h, &dl, EVP_sha256(), NULL);
+    bool ok = false;
+    for (size_t i = 0; i < t->n_tokens; i++)
+        ok |= CRYPTO_memcmp(h, t->tokens[i], 32) == 0;
+    return ok;
+}
+
 /* ---------------------------------------------------------------- clients (I/O thread) */
+
+/* recv()/SSL_read(): > 0 bytes, 0 EOF, -1 with errno (EAGAIN: wait). */
+static ssize_t conn_recv(tclient *c, void *buf, size_t n)
+{
+    if (!c->ssl)
+        return recv(c->fd, buf, n, 0);
+    size_t got = 0;
+    c->tls_want_write = false;
+    ERR_clear_error();
+    int rc = SSL_read_ex(c->ssl, buf, n, &got);
+    if (rc == 1)
+        return (ssize_t)got;
+    switch (SSL_get_error(c->ssl, rc)) {
+    case SSL_ERROR_WANT_READ:
+        errno = EAGAIN;
+        return -1;
+    case SSL_ERROR_WANT_WRITE:
+        c->tls_want_write = true;
+        errno = EAGAIN;
+        return -1;
+    case SSL_ERROR_ZERO_RETURN:
+        return 0;
+    default:
+        errno = ECONNRESET;
+        return -1;
+    }
+}
+
+/* sendmsg()/SSL_write() of up to two pieces: bytes written or -1 with errno. */
+static ssize_t conn_send(tclient *c, struct iovec *iov, int n)
+{
+    if (!c->ssl) {
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        return sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+    }
+    size_t w = 0;
+    c->tls_want_write = false;
+    ERR_clear_error();
+    int rc = SSL_write_ex(c->ssl, iov[0].iov_base, iov[0].iov_len, &w);
+    if (rc == 1)
+        return (ssize_t)w;
+    switch (SSL_get_error(c->ssl, rc)) {
+    case SSL_ERROR_WANT_WRITE:
+        c->tls_want_write = true;
+        /* fallthrough */
+    case SSL_ERROR_WANT_READ:
+        errno = EAGAIN;
+        return -1;
+    default:
+        errno = EPIPE;
+        return -1;
+    }
+}
 
 static void oq_push(tclient *c, out_item *it)
 {
@@ -174,8 +460,21 @@ static int send_ctrl(tclient *c, const Piperec__Trainer__V1__Frame *f)
     return 0;
 }
 
-static void send_error(tclient *c, Piperec__Trainer__V1__Error__Code code, const char *msg)
+static void mark_closing(trainer_sink *t, tclient *c)
 {
+    if (!c->closing)
+        c->closing_ns = pr_clock_mono_ns(t->clock);
+    c->closing = true;
+}
+
+/* Queue an Error frame and close once it is written. */
+static void send_error(trainer_sink *t, tclient *c, Piperec__Trainer__V1__Error__Code code,
+                       const char *msg)
+{
+    if (c->ssl && !c->tls_ready) { /* no channel to say it on */
+        c->dead = true;
+        return;
+    }
     Piperec__Trainer__V1__Error e = PIPEREC__TRAINER__V1__ERROR__INIT;
     e.code = code;
     e.message = (char *)msg;
@@ -183,8 +482,63 @@ static void send_error(tclient *c, Piperec__Trainer__V1__Error__Code code, const
     f.msg_case = PIPEREC__TRAINER__V1__FRAME__MSG_ERROR;
     f.error = &e;
     (void)send_ctrl(c, &f);
-    c->closing = true;
-    pr_warn("trainer sink: client %s (#%llu): %s", c->client_id, (unsigned long long)c->id, msg);
+    mark_closing(t, c);
+}
+
+/* Close a connection for `reason`: counted, logged (rate-limited), told why. */
+static void drop(trainer_sink *t, tclient *c, pr_trainer_drop_reason reason,
+                 Piperec__Trainer__V1__Error__Code code, const char *msg)
+{
+    count(t, &t->st.dropped[reason]);
+    if (log_ok(t, LOG_DROP, LOG_BURST))
+        pr_warn("trainer sink: closing connection #%llu from %s (client %s): %s [%s]",
+                (unsigned long long)c->id, c->peer, c->client_id, msg,
+                pr_trainer_drop_reason_name(reason));
+    send_error(t, c, code, msg);
+}
+
+static void auth_fail(trainer_sink *t, tclient *c, pr_trainer_auth_reason reason, const char *msg)
+{
+    count(t, &t->st.auth_failures[reason]);
+    if (log_ok(t, LOG_AUTH, LOG_BURST))
+        pr_warn("trainer sink: authentication failed for connection #%llu from %s (client %s): "
+                "%s [%s]",
+                (unsigned long long)c->id, c->peer, c->client_id, msg,
+                pr_trainer_auth_reason_name(reason));
+    send_error(t, c, PIPEREC__TRAINER__V1__ERROR__CODE__UNAUTHENTICATED, msg);
+}
+
+/* Best effort, on a socket that is about to be closed: one plain-text Error
+ * frame, so a client learns why (too many connections, TLS required). */
+static void raw_error(int fd, Piperec__Trainer__V1__Error__Code code, const char *msg)
+{
+    Piperec__Trainer__V1__Error e = PIPEREC__TRAINER__V1__ERROR__INIT;
+    e.code = code;
+    e.message = (char *)msg;
+    Piperec__Trainer__V1__Frame f = PIPEREC__TRAINER__V1__FRAME__INIT;
+    f.msg_case = PIPEREC__TRAINER__V1__FRAME__MSG_ERROR;
+    f.error = &e;
+    uint8_t *buf;
+    size_t len;
+    if (pr__frame_pack(&f, &buf, &len) == 0) {
+        ssize_t w = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void)w;
+        free(buf);
+    }
+}
+
+static void refuse(trainer_sink *t, int fd, const char *peer, pr_trainer_refuse_reason reason,
+                   const char *msg)
+{
+    count(t, &t->st.refused[reason]);
+    if (log_ok(t, LOG_REFUSE, LOG_BURST))
+        pr_warn("trainer sink: refused connection from %s: %s [%s]", peer, msg,
+                pr_trainer_refuse_reason_name(reason));
+    if (fd >= 0) {
+        if (!t->ssl_ctx || reason == PR_TRAINER_REFUSE_PLAINTEXT)
+            raw_error(fd, PIPEREC__TRAINER__V1__ERROR__CODE__UNAVAILABLE, msg);
+        close(fd);
+    }
 }
 
 static int send_batch(trainer_sink *t, tclient *c, pr_batch *b)
@@ -210,9 +564,7 @@ static void dispatch(trainer_sink *t)
 {
     pthread_mutex_lock(&t->mu);
     while (t->qlen) {
-        size_t n = 0;
-        for (tclient *c = t->clients; c; c = c->next)
-            n++;
+        size_t n = t->n_conns;
         tclient *pick = NULL;
         for (size_t k = 0; k < n && !pick; k++) {
             size_t want = (size_t)((t->rr + k) % n), i = 0;
@@ -236,6 +588,42 @@ static void dispatch(trainer_sink *t)
     pthread_mutex_unlock(&t->mu);
 }
 
+/* ---------------------------------------------------------------- receive buffers */
+
+static size_t rx_extra(size_t cap)
+{
+    return cap > RX_BASE ? cap - RX_BASE : 0;
+}
+
+/* Resize c's buffer to `cap` bytes (>= c->rlen), charging growth beyond
+ * RX_BASE to the shared pool. false: the pool cannot give that much. */
+static bool rbuf_resize(trainer_sink *t, tclient *c, size_t cap)
+{
+    uint64_t used = t->rx_pool_used - rx_extra(c->rcap) + rx_extra(cap);
+    if (cap > c->rcap && rx_extra(cap) > rx_extra(c->rcap) && used > t->rx_pool)
+        return false;
+    uint8_t *n = realloc(c->rbuf, cap);
+    if (!n)
+        return cap < c->rcap; /* shrinking in place is fine */
+    c->rbuf = n;
+    t->rx_pool_used = used;
+    if (cap > c->rcap)
+        __atomic_add_fetch(&t->rx_bytes, cap - c->rcap, __ATOMIC_RELAXED);
+    else
+        __atomic_sub_fetch(&t->rx_bytes, c->rcap - cap, __ATOMIC_RELAXED);
+    c->rcap = cap;
+    return true;
+}
+
+static void rbuf_free(trainer_sink *t, tclient *c)
+{
+    t->rx_pool_used -= rx_extra(c->rcap);
+    __atomic_sub_fetch(&t->rx_bytes, c->rcap, __ATOMIC_RELAXED);
+    free(c->rbuf);
+    c->rbuf = NULL;
+    c->rcap = c->rlen = 0;
+}
+
 /* A trainer is gone: its unacked batches go back to the queue. */
 static void client_drop(trainer_sink *t, tclient *c)
 {
@@ -251,15 +639,22 @@ static void client_drop(trainer_sink *t, tclient *c)
     t->st.redeliveries += c->n_fl;
     if (c->subscribed)
         t->st.clients--;
+    t->n_conns--;
+    t->st.connections = t->n_conns;
     pthread_mutex_unlock(&t->mu);
     if (c->n_fl)
         pr_warn("trainer sink: client %s (#%llu) left with %zu unacked batches; they go to the "
                 "next trainer",
                 c->client_id, (unsigned long long)c->id, c->n_fl);
-    else
+    else if (c->subscribed)
         pr_info("trainer sink: client %s (#%llu) disconnected", c->client_id,
                 (unsigned long long)c->id);
     c->n_fl = 0;
+    if (c->ssl) {
+        if (c->tls_ready && !c->dead)
+            (void)SSL_shutdown(c->ssl); /* close_notify, best effort */
+        SSL_free(c->ssl);
+    }
     close(c->fd);
     while (c->oq_head) {
         out_item *it = c->oq_head;
@@ -267,7 +662,7 @@ static void client_drop(trainer_sink *t, tclient *c)
         item_free(it);
     }
     free(c->fl);
-    free(c->rbuf);
+    rbuf_free(t, c);
     free(c);
 }
 
@@ -275,21 +670,37 @@ static void handle_subscribe(trainer_sink *t, tclient *c, const Piperec__Trainer
 {
     char msg[256];
     if (c->subscribed) {
-        send_error(c, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL, "already subscribed");
+        drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL,
+             "already subscribed");
         return;
     }
     snprintf(c->client_id, sizeof(c->client_id), "%s",
              s->client_id && *s->client_id ? s->client_id : "anonymous");
+    /* Authentication first: an unknown client learns nothing about the server. */
+    if (t->token_path) {
+        tokens_refresh(t);
+        if (!s->token || !*s->token) {
+            auth_fail(t, c, PR_TRAINER_AUTH_MISSING_TOKEN,
+                      "authentication required: Subscribe carries no token");
+            return;
+        }
+        if (!token_ok(t, s->token)) {
+            auth_fail(t, c, PR_TRAINER_AUTH_BAD_TOKEN, "token not accepted");
+            return;
+        }
+    }
     if (s->protocol_version != PR_TRAINER_PROTOCOL_VERSION) {
         snprintf(msg, sizeof(msg), "protocol version %u not supported (server speaks %d)",
                  s->protocol_version, PR_TRAINER_PROTOCOL_VERSION);
-        send_error(c, PIPEREC__TRAINER__V1__ERROR__CODE__UNSUPPORTED_VERSION, msg);
+        drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__UNSUPPORTED_VERSION,
+             msg);
         return;
     }
     if (!s->pipeline || strcmp(s->pipeline, t->pipeline)) {
         snprintf(msg, sizeof(msg), "unknown pipeline '%s' (this server streams '%s')",
                  s->pipeline ? s->pipeline : "", t->pipeline);
-        send_error(c, PIPEREC__TRAINER__V1__ERROR__CODE__UNKNOWN_PIPELINE, msg);
+        drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__UNKNOWN_PIPELINE,
+             msg);
         return;
     }
     uint32_t w = s->credits ? s->credits : 8;
@@ -356,18 +767,20 @@ static void handle_frame(trainer_sink *t, tclient *c, const uint8_t *data, size_
     size_t bl;
     Piperec__Trainer__V1__Frame *f;
     if (pr__frame_parse(data, len, &bp, &bl, &f) < 0) {
-        send_error(c, PIPEREC__TRAINER__V1__ERROR__CODE__BAD_FRAME, "frame does not parse");
+        drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__BAD_FRAME,
+             "frame does not parse");
         return;
     }
     if (!f) {
-        send_error(c, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL, "clients do not send batches");
+        drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL,
+             "clients do not send batches");
         return;
     }
     if (!c->subscribed && f->msg_case != PIPEREC__TRAINER__V1__FRAME__MSG_SUBSCRIBE &&
         f->msg_case != PIPEREC__TRAINER__V1__FRAME__MSG_PING &&
         f->msg_case != PIPEREC__TRAINER__V1__FRAME__MSG_PONG) {
-        send_error(c, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL,
-                   "first message must be Subscribe");
+        drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL,
+             "first message must be Subscribe");
         pr__frame_free(f);
         return;
     }
@@ -401,30 +814,137 @@ static void handle_frame(trainer_sink *t, tclient *c, const uint8_t *data, size_
         c->dead = true;
         break;
     default:
-        send_error(c, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL,
-                   "unexpected message from a client");
+        drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL,
+             "unexpected message from a client");
         break;
     }
     pr__frame_free(f);
 }
 
+/* Handle the complete frames at the start of the buffer; keep the rest. */
+static void parse_frames(trainer_sink *t, tclient *c)
+{
+    size_t pos = 0;
+    while (!c->closing && !c->dead && c->rlen - pos >= 4) {
+        uint32_t n;
+        memcpy(&n, c->rbuf + pos, 4);
+        if (n > t->max_frame || c->rlen - pos - 4 < n)
+            break;
+        handle_frame(t, c, c->rbuf + pos + 4, n);
+        pos += 4 + (size_t)n;
+    }
+    if (pos) {
+        memmove(c->rbuf, c->rbuf + pos, c->rlen - pos);
+        c->rlen -= pos;
+    }
+}
+
+/* TLS: look at the first byte (a TLS handshake record starts with 0x16; a
+ * piperec frame on a TLS port does not), then drive SSL_accept. */
+static void tls_handshake(trainer_sink *t, tclient *c)
+{
+    char eb[256];
+    if (!c->tls_peeked) {
+        uint8_t b;
+        ssize_t r = recv(c->fd, &b, 1, MSG_PEEK);
+        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+            c->dead = true;
+        if (r <= 0)
+            return;
+        c->tls_peeked = true;
+        if (b != 0x16) {
+            refuse(t, -1, c->peer, PR_TRAINER_REFUSE_PLAINTEXT,
+                   "this port requires TLS (plain-text client)");
+            raw_error(c->fd, PIPEREC__TRAINER__V1__ERROR__CODE__UNAVAILABLE,
+                      "this port requires TLS");
+            c->dead = true;
+            return;
+        }
+    }
+    c->tls_want_write = false;
+    ERR_clear_error();
+    int rc = SSL_do_handshake(c->ssl);
+    if (rc == 1) {
+        c->tls_ready = true;
+        c->last_rx_ns = pr_clock_mono_ns(t->clock);
+        X509 *cert = SSL_get1_peer_certificate(c->ssl);
+        if (cert) {
+            char subj[256];
+            X509_NAME_oneline(X509_get_subject_name(cert), subj, sizeof(subj));
+            snprintf(c->client_id, sizeof(c->client_id), "%.63s", subj);
+            X509_free(cert);
+        }
+        pr_debug("trainer sink: connection #%llu from %s: %s established",
+                 (unsigned long long)c->id, c->peer, SSL_get_version(c->ssl));
+        return;
+    }
+    int e = SSL_get_error(c->ssl, rc);
+    if (e == SSL_ERROR_WANT_READ)
+        return;
+    if (e == SSL_ERROR_WANT_WRITE) {
+        c->tls_want_write = true;
+        return;
+    }
+    unsigned long err = ERR_peek_last_error();
+    int reason = ERR_GET_REASON(err);
+    long vr = SSL_get_verify_result(c->ssl);
+    c->dead = true;
+    if (t->mtls && (reason == SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE ||
+                    reason == SSL_R_CERTIFICATE_VERIFY_FAILED || vr != X509_V_OK)) {
+        char msg[320];
+        snprintf(msg, sizeof(msg), "client certificate refused: %s",
+                 vr != X509_V_OK ? X509_verify_cert_error_string(vr) : tls_errstr(eb, sizeof(eb)));
+        count(t, &t->st.auth_failures[PR_TRAINER_AUTH_CLIENT_CERT]);
+        if (log_ok(t, LOG_AUTH, LOG_BURST))
+            pr_warn("trainer sink: authentication failed for connection #%llu from %s: %s "
+                    "[client_cert]",
+                    (unsigned long long)c->id, c->peer, msg);
+        return;
+    }
+    char msg[320];
+    snprintf(msg, sizeof(msg), "TLS handshake failed: %s", tls_errstr(eb, sizeof(eb)));
+    refuse(t, -1, c->peer, PR_TRAINER_REFUSE_TLS_HANDSHAKE, msg);
+}
+
 static void client_read(trainer_sink *t, tclient *c)
 {
+    if (c->ssl && !c->tls_ready) {
+        tls_handshake(t, c);
+        if (!c->tls_ready || c->dead)
+            return;
+    }
     /* Frames that arrived before EOF/reset are still handled (a client's
-     * last acks often come in the same read as its FIN). */
+     * last acks often come in the same read as its FIN): each read is parsed
+     * before the next. */
     bool gone = false;
-    for (;;) {
-        if (c->rcap - c->rlen < 4096) {
-            size_t nc = c->rcap ? c->rcap * 2 : 8192;
-            uint8_t *n = realloc(c->rbuf, nc);
-            if (!n) {
-                c->dead = true;
-                return;
+    int rounds = 0;
+    c->rx_more = false;
+    for (; rounds < RX_ROUNDS && !c->closing && !c->dead; rounds++) {
+        size_t need = RX_BASE;
+        if (c->rlen >= 4) {
+            uint32_t n;
+            memcpy(&n, c->rbuf, 4);
+            if (n > t->max_frame) {
+                char msg[128];
+                snprintf(msg, sizeof(msg), "frame of %u bytes is larger than %u", n, t->max_frame);
+                drop(t, c, PR_TRAINER_DROP_FRAME_TOO_LARGE,
+                     PIPEREC__TRAINER__V1__ERROR__CODE__BAD_FRAME, msg);
+                break;
             }
-            c->rbuf = n;
-            c->rcap = nc;
+            if (4 + (size_t)n > need)
+                need = 4 + (size_t)n;
         }
-        ssize_t r = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, 0);
+        if (need > c->rcap && !rbuf_resize(t, c, need)) {
+            char msg[160];
+            snprintf(msg, sizeof(msg),
+                     "receive buffers full (max_receive_buffer_bytes %llu): a %zu-byte frame does "
+                     "not fit",
+                     (unsigned long long)t->rx_pool, need - 4);
+            drop(t, c, PR_TRAINER_DROP_RECEIVE_BUFFER,
+                 PIPEREC__TRAINER__V1__ERROR__CODE__UNAVAILABLE, msg);
+            break;
+        }
+        ssize_t r = conn_recv(c, c->rbuf + c->rlen, c->rcap - c->rlen);
         if (r == 0) {
             gone = true;
             break;
@@ -438,30 +958,21 @@ static void client_read(trainer_sink *t, tclient *c)
         }
         c->rlen += (size_t)r;
         c->last_rx_ns = pr_clock_mono_ns(t->clock);
+        parse_frames(t, c);
     }
-    size_t pos = 0;
-    while (!c->closing && !c->dead && c->rlen - pos >= 4) {
-        uint32_t n;
-        memcpy(&n, c->rbuf + pos, 4);
-        if (n > PR__FRAME_MAX_CTRL) {
-            send_error(c, PIPEREC__TRAINER__V1__ERROR__CODE__BAD_FRAME, "frame too large");
-            break;
-        }
-        if (c->rlen - pos - 4 < n)
-            break;
-        handle_frame(t, c, c->rbuf + pos + 4, n);
-        pos += 4 + (size_t)n;
-    }
-    if (pos) {
-        memmove(c->rbuf, c->rbuf + pos, c->rlen - pos);
-        c->rlen -= pos;
-    }
+    if (rounds == RX_ROUNDS || (c->ssl && !c->closing && SSL_pending(c->ssl) > 0))
+        c->rx_more = true; /* more input may be waiting: read again next turn */
+    /* Give a large buffer back once its frame is handled. */
+    if (c->rcap > RX_BASE && c->rlen <= RX_BASE && c->rbuf)
+        (void)rbuf_resize(t, c, RX_BASE);
     if (gone)
         c->dead = true;
 }
 
 static void client_flush(trainer_sink *t, tclient *c)
 {
+    if (c->ssl && !c->tls_ready)
+        return;
     while (c->oq_head && !c->dead) {
         out_item *it = c->oq_head;
         struct iovec iov[2];
@@ -471,8 +982,7 @@ static void client_flush(trainer_sink *t, tclient *c)
             iov[n++] = (struct iovec){it->hdr + it->done, it->hlen - it->done};
         size_t boff = it->done > it->hlen ? it->done - it->hlen : 0;
         iov[n++] = (struct iovec){(void *)(it->body + boff), it->blen - boff};
-        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-        ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+        ssize_t w = conn_send(c, iov, n);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
@@ -483,7 +993,7 @@ static void client_flush(trainer_sink *t, tclient *c)
         it->done += (size_t)w;
         __atomic_add_fetch(&t->bytes_sent, (uint64_t)w, __ATOMIC_RELAXED);
         if (it->done < total)
-            return;
+            continue; /* a partial write: try the rest (EAGAIN ends it) */
         c->oq_head = it->next;
         if (!c->oq_head)
             c->oq_tail = NULL;
@@ -493,41 +1003,125 @@ static void client_flush(trainer_sink *t, tclient *c)
         c->dead = true;
 }
 
+/* accept() failed with EMFILE/ENFILE: the pending connections would keep
+ * the listening socket readable and the loop spinning. Give up the spare
+ * descriptor, accept one and close it, take the spare back, until the
+ * backlog is empty. Without a spare, stop polling the listener for
+ * ACCEPT_PAUSE_NS (real time: a manual test clock must not wedge it). */
+static void accept_exhausted(trainer_sink *t, int first_errno)
+{
+    uint64_t n = 0;
+    while (t->spare_fd >= 0 && n < ACCEPTS_PER_TURN) {
+        close(t->spare_fd);
+        int fd = accept4(t->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int e = errno;
+        if (fd >= 0) {
+            raw_error(fd, PIPEREC__TRAINER__V1__ERROR__CODE__UNAVAILABLE,
+                      "server out of file descriptors");
+            close(fd);
+            n++;
+        }
+        t->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (fd < 0 && e != EINTR && e != ECONNABORTED)
+            break;
+    }
+    if (n) {
+        pthread_mutex_lock(&t->mu);
+        t->st.refused[PR_TRAINER_REFUSE_FD_EXHAUSTED] += n;
+        pthread_mutex_unlock(&t->mu);
+    }
+    if (t->spare_fd < 0)
+        t->accept_paused_until = real_mono_ns() + ACCEPT_PAUSE_NS;
+    if (log_ok(t, LOG_FD, 1)) /* once per burst: the count is in the metric */
+        pr_warn("trainer sink: accept: %s with %zu trainer connections open: refused %llu "
+                "connection(s) [fd_exhausted]; raise the open-file limit (ulimit -n) or lower "
+                "sinks.trainer.max_connections",
+                strerror(first_errno), t->n_conns, (unsigned long long)n);
+}
+
 static void accept_clients(trainer_sink *t)
 {
-    for (;;) {
-        int fd = accept4(t->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0)
+    for (int k = 0; k < ACCEPTS_PER_TURN; k++) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        int fd = accept4(t->lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                accept_exhausted(t, errno);
             return;
+        }
+        char peer[64];
+        peer_name(&ss, sl, peer, sizeof(peer));
+        if (t->n_conns >= t->max_conns) {
+            char msg[96];
+            snprintf(msg, sizeof(msg), "too many connections (max_connections %u)", t->max_conns);
+            refuse(t, fd, peer, PR_TRAINER_REFUSE_MAX_CONNECTIONS, msg);
+            continue;
+        }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
         tclient *c = calloc(1, sizeof(*c));
+        if (c && t->ssl_ctx) {
+            c->ssl = SSL_new(t->ssl_ctx);
+            if (!c->ssl || SSL_set_fd(c->ssl, fd) != 1) {
+                SSL_free(c->ssl);
+                free(c);
+                c = NULL;
+            } else {
+                SSL_set_accept_state(c->ssl);
+            }
+        }
         if (!c) {
+            pr_err("trainer sink: out of memory accepting a connection from %s", peer);
             close(fd);
             continue;
         }
         c->fd = fd;
         c->id = ++t->next_client_id;
+        snprintf(c->peer, sizeof(c->peer), "%s", peer);
         snprintf(c->client_id, sizeof(c->client_id), "unsubscribed");
-        c->last_rx_ns = c->last_ping_ns = pr_clock_mono_ns(t->clock);
+        c->accepted_ns = c->last_rx_ns = c->last_ping_ns = pr_clock_mono_ns(t->clock);
         c->next = t->clients;
         t->clients = c;
+        pthread_mutex_lock(&t->mu);
+        t->n_conns++;
+        t->st.connections = t->n_conns;
+        pthread_mutex_unlock(&t->mu);
     }
 }
 
 static void check_timers(trainer_sink *t, tclient *c, int64_t now)
 {
-    if (c->closing || c->dead || !c->subscribed)
+    if (c->dead)
         return;
-    if (t->ack_timeout_ns > 0 && c->n_fl && now - c->fl[0].sent_ns > t->ack_timeout_ns) {
-        send_error(c, PIPEREC__TRAINER__V1__ERROR__CODE__TIMEOUT,
-                   "batch not acknowledged within the ack timeout");
+    if (c->closing) {
+        if (now - c->closing_ns > CLOSE_LINGER_NS)
+            c->dead = true; /* the peer does not read its Error: close anyway */
         return;
     }
-    if (now - c->last_rx_ns > 6 * t->keepalive_ns) {
-        send_error(c, PIPEREC__TRAINER__V1__ERROR__CODE__TIMEOUT,
-                   "no message from the client within 6 keepalive intervals");
+    if (!c->subscribed) {
+        if (now - c->accepted_ns > t->handshake_ns) {
+            char msg[96];
+            snprintf(msg, sizeof(msg), "no Subscribe within %lld ms of connecting",
+                     (long long)(t->handshake_ns / NS_PER_MS));
+            drop(t, c, PR_TRAINER_DROP_HANDSHAKE_TIMEOUT,
+                 PIPEREC__TRAINER__V1__ERROR__CODE__TIMEOUT, msg);
+        }
+        return;
+    }
+    if (t->ack_timeout_ns > 0 && c->n_fl && now - c->fl[0].sent_ns > t->ack_timeout_ns) {
+        drop(t, c, PR_TRAINER_DROP_ACK_TIMEOUT, PIPEREC__TRAINER__V1__ERROR__CODE__TIMEOUT,
+             "batch not acknowledged within the ack timeout");
+        return;
+    }
+    if (now - c->last_rx_ns > t->idle_ns) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "nothing received from the client for %lld ms",
+                 (long long)(t->idle_ns / NS_PER_MS));
+        drop(t, c, PR_TRAINER_DROP_IDLE_TIMEOUT, PIPEREC__TRAINER__V1__ERROR__CODE__TIMEOUT, msg);
         return;
     }
     if (now - c->last_ping_ns >= t->keepalive_ns) {
@@ -548,10 +1142,14 @@ static void *io_thread(void *arg)
     struct pollfd *pfd = NULL;
     tclient **pc = NULL;
     size_t cap = 0;
+    /* SSL_write() writes with write(2): a peer that went away must give
+     * EPIPE, not kill the process. */
+    sigset_t pipe_set;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, NULL);
     while (!__atomic_load_n(&t->stop, __ATOMIC_ACQUIRE)) {
-        size_t n = 2;
-        for (tclient *c = t->clients; c; c = c->next)
-            n++;
+        size_t n = 2 + t->n_conns;
         if (n > cap) {
             size_t nc = n * 2;
             struct pollfd *np = realloc(pfd, nc * sizeof(*np));
@@ -566,15 +1164,31 @@ static void *io_thread(void *arg)
             pc = npc;
             cap = nc;
         }
-        pfd[0] = (struct pollfd){t->wake[0], POLLIN, 0};
-        pfd[1] = (struct pollfd){t->lfd, POLLIN, 0};
-        size_t i = 2;
-        for (tclient *c = t->clients; c; c = c->next, i++) {
-            pc[i] = c;
-            pfd[i] = (struct pollfd){
-                c->fd, (short)((c->closing ? 0 : POLLIN) | (c->oq_head ? POLLOUT : 0)), 0};
+        if (t->spare_fd < 0)
+            t->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        bool listen_on = true;
+        if (t->accept_paused_until) {
+            if (real_mono_ns() < t->accept_paused_until)
+                listen_on = false;
+            else
+                t->accept_paused_until = 0;
         }
-        int rc = poll(pfd, n, 100);
+        pfd[0] = (struct pollfd){t->wake[0], POLLIN, 0};
+        pfd[1] = (struct pollfd){t->lfd, (short)(listen_on ? POLLIN : 0), 0};
+        size_t i = 2;
+        int timeout = 100;
+        for (tclient *c = t->clients; c; c = c->next, i++) {
+            bool handshaking = c->ssl && !c->tls_ready;
+            short ev = (short)((!c->closing || handshaking) ? POLLIN : 0);
+            if ((c->oq_head && !handshaking) || c->tls_want_write)
+                ev |= POLLOUT;
+            pc[i] = c;
+            pfd[i] = (struct pollfd){c->fd, ev, 0};
+            if (c->rx_more)
+                timeout = 0;
+        }
+        int rc = poll(pfd, n, timeout);
+        __atomic_add_fetch(&t->io_wakeups, 1, __ATOMIC_RELAXED);
         if (rc < 0 && errno != EINTR)
             break;
         if (pfd[0].revents & POLLIN) {
@@ -586,9 +1200,15 @@ static void *io_thread(void *arg)
             accept_clients(t);
         for (size_t k = 2; k < n; k++) {
             tclient *c = pc[k];
-            if (pfd[k].revents & (POLLIN | POLLHUP | POLLERR))
+            short re = pfd[k].revents;
+            if (c->closing && (re & (POLLHUP | POLLERR)) && !(c->ssl && !c->tls_ready)) {
+                c->dead = true; /* nobody left to read our Error */
+                continue;
+            }
+            if ((re & (POLLIN | POLLHUP | POLLERR)) || c->rx_more ||
+                ((re & POLLOUT) && c->ssl && (!c->tls_ready || c->tls_want_write)))
                 client_read(t, c);
-            if (pfd[k].revents & POLLOUT)
+            if (re & POLLOUT)
                 client_flush(t, c);
         }
         int64_t now = pr_clock_mono_ns(t->clock);
@@ -611,7 +1231,7 @@ static void *io_thread(void *arg)
     /* Shutdown: tell subscribed clients, best effort. */
     for (tclient *c = t->clients; c; c = c->next) {
         if (c->subscribed && !c->closing) {
-            send_error(c, PIPEREC__TRAINER__V1__ERROR__CODE__SHUTDOWN, "server is stopping");
+            send_error(t, c, PIPEREC__TRAINER__V1__ERROR__CODE__SHUTDOWN, "server is stopping");
             client_flush(t, c);
         }
     }
@@ -649,6 +1269,45 @@ static char **names_dup(const char *const *src, size_t n)
 
 static void trainer_free(pr_sink *s);
 
+/* The server's TLS context: certificate and key, optional client CA (mutual
+ * TLS), TLS 1.2 or newer. Errors name the key and OpenSSL's reason. */
+static int tls_setup(trainer_sink *t, const pr_trainer_tls_cfg *tc, char *errstr, size_t es)
+{
+    char eb[256];
+    if (!tc->cert_file || !tc->key_file)
+        return pr_seterr(errstr, es, PR_EINVAL,
+                         "sinks.trainer.tls: cert_file and key_file are required");
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    if (!ctx)
+        return pr_seterr(errstr, es, PR_ENOMEM, "sinks.trainer.tls: %s",
+                         tls_errstr(eb, sizeof(eb)));
+    t->ssl_ctx = ctx;
+    bool v13 = tc->min_version && strcmp(tc->min_version, "1.3") == 0;
+    SSL_CTX_set_min_proto_version(ctx, v13 ? TLS1_3_VERSION : TLS1_2_VERSION);
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
+                              SSL_MODE_RELEASE_BUFFERS);
+    SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_RENEGOTIATION);
+    ERR_clear_error();
+    if (SSL_CTX_use_certificate_chain_file(ctx, tc->cert_file) != 1)
+        return pr_seterr(errstr, es, PR_EINVAL, "sinks.trainer.tls.cert_file: %s: %s",
+                         tc->cert_file, tls_errstr(eb, sizeof(eb)));
+    if (SSL_CTX_use_PrivateKey_file(ctx, tc->key_file, SSL_FILETYPE_PEM) != 1)
+        return pr_seterr(errstr, es, PR_EINVAL, "sinks.trainer.tls.key_file: %s: %s", tc->key_file,
+                         tls_errstr(eb, sizeof(eb)));
+    if (SSL_CTX_check_private_key(ctx) != 1)
+        return pr_seterr(errstr, es, PR_EINVAL,
+                         "sinks.trainer.tls: key_file %s does not match cert_file %s", tc->key_file,
+                         tc->cert_file);
+    if (tc->ca_file && *tc->ca_file) {
+        if (SSL_CTX_load_verify_locations(ctx, tc->ca_file, NULL) != 1)
+            return pr_seterr(errstr, es, PR_EINVAL, "sinks.trainer.tls.ca_file: %s: %s",
+                             tc->ca_file, tls_errstr(eb, sizeof(eb)));
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+        t->mtls = true;
+    }
+    return 0;
+}
+
 static int trainer_new(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, size_t errstr_size)
 {
     trainer_sink *t = calloc(1, sizeof(*t));
@@ -656,6 +1315,7 @@ static int trainer_new(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, size
         return pr_seterr(errstr, errstr_size, PR_ENOMEM, "trainer sink: out of memory");
     t->base.ops = &pr_sink_trainer_ops;
     t->lfd = -1;
+    t->spare_fd = -1;
     t->wake[0] = t->wake[1] = -1;
     t->port = -1;
     pthread_mutex_init(&t->mu, NULL);
@@ -675,11 +1335,37 @@ static int trainer_new(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, size
     t->ack_timeout_ns = tc.ack_timeout_ms * NS_PER_MS;
     t->keepalive_ns = tc.keepalive_ms * NS_PER_MS;
     t->max_queued = tc.max_queued_batches;
+    t->max_conns = tc.max_connections;
+    t->handshake_ns = tc.handshake_timeout_ms * NS_PER_MS;
+    /* Silence below two ping intervals would drop healthy trainers. */
+    t->idle_ns = tc.idle_timeout_ms * NS_PER_MS;
+    if (t->idle_ns < 2 * t->keepalive_ns)
+        t->idle_ns = 2 * t->keepalive_ns;
+    t->max_frame = tc.max_frame_bytes;
+    t->rx_pool = tc.max_receive_buffer_bytes;
+    t->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int err;
+    if (tc.tls.enabled && (err = tls_setup(t, &tc.tls, errstr, errstr_size)) < 0)
+        goto fail;
+    if (tc.auth.token_file) {
+        if (!(t->token_path = strdup(tc.auth.token_file))) {
+            err = pr_seterr(errstr, errstr_size, PR_ENOMEM, "trainer sink: out of memory");
+            goto fail;
+        }
+        if ((err = tokens_load(t, errstr, errstr_size)) < 0)
+            goto fail;
+    }
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (rlim_t)t->max_conns + 64 > rl.rlim_cur)
+        pr_warn("trainer sink: sinks.trainer.max_connections %u is close to the open-file limit "
+                "%llu: connections beyond the limit are refused, but HTTP and Kafka need "
+                "descriptors too; raise `ulimit -n` or lower max_connections",
+                t->max_conns, (unsigned long long)rl.rlim_cur);
 
     const char *listen_s = tc.listen;
     char host[256];
     uint16_t port;
-    int err;
     if (pr_hostport_parse(listen_s, host, sizeof(host), &port) < 0) {
         err = pr_seterr(errstr, errstr_size, PR_EINVAL,
                         "sinks.trainer.listen: '%s' is not host:port", listen_s);
@@ -731,7 +1417,9 @@ static int trainer_new(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, size
         goto fail;
     }
     t->started = true;
-    pr_info("trainer sink: pipeline %s listening on %s (port %d)", t->pipeline, listen_s, t->port);
+    pr_info("trainer sink: pipeline %s listening on %s (port %d, %s%s%s)", t->pipeline, listen_s,
+            t->port, t->ssl_ctx ? "TLS" : "plain TCP", t->mtls ? ", client certificates" : "",
+            t->token_path ? ", token" : "");
     *out = &t->base;
     return 0;
 fail:
@@ -797,6 +1485,15 @@ static void trainer_stats(pr_sink *s, pr_sink_stats *st)
     st->bytes_sent = __atomic_load_n(&t->bytes_sent, __ATOMIC_RELAXED);
     st->queued_batches = t->qlen + t->n_assigned;
     pthread_mutex_unlock(&t->mu);
+    st->receive_buffer_bytes = __atomic_load_n(&t->rx_bytes, __ATOMIC_RELAXED);
+    st->io_wakeups = __atomic_load_n(&t->io_wakeups, __ATOMIC_RELAXED);
+}
+
+uint64_t pr_sink_buffered_bytes(pr_sink *s)
+{
+    if (!s || s->ops != &pr_sink_trainer_ops)
+        return 0;
+    return __atomic_load_n(&((trainer_sink *)s)->rx_bytes, __ATOMIC_RELAXED);
 }
 
 static void trainer_free(pr_sink *s)
@@ -820,6 +1517,11 @@ static void trainer_free(pr_sink *s)
     pr__acks_fini(&t->acked);
     if (t->lfd >= 0)
         close(t->lfd);
+    if (t->spare_fd >= 0)
+        close(t->spare_fd);
+    SSL_CTX_free(t->ssl_ctx);
+    free(t->tokens);
+    free(t->token_path);
     if (t->wake[0] >= 0)
         close(t->wake[0]);
     if (t->wake[1] >= 0)

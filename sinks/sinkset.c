@@ -215,6 +215,14 @@ bool pr_sinkset_ready(pr_sinkset *ss)
     return true;
 }
 
+uint64_t pr_sinkset_buffered_bytes(pr_sinkset *ss)
+{
+    uint64_t t = 0;
+    for (size_t i = 0; ss && i < ss->n; i++)
+        t += pr_sink_buffered_bytes(ss->sinks[i]);
+    return t;
+}
+
 void pr_sinkset_free(pr_sinkset *ss)
 {
     if (!ss)

@@ -6,9 +6,16 @@
  * A frame is parsed in place: a batch comes back as a zero-copy view into
  * the buffer, which stays valid until the next call (the consumed frame is
  * dropped from the buffer at the start of that call). Server pings are
- * answered while waiting for batches.
+ * answered while waiting for batches. With TLS the same loop runs over
+ * SSL_read/SSL_write (WANT_READ/WANT_WRITE become poll events).
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <pthread.h>
+#include <signal.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -27,6 +34,9 @@
 
 struct pr_trainer_client {
     int fd;
+    SSL_CTX *ctx; /* TLS only */
+    SSL *ssl;
+    short want; /* TLS: the poll event the last SSL call waits for */
     pr_trainer_info info;
     uint8_t *buf;
     size_t len, cap;
@@ -58,15 +68,78 @@ static int wait_fd(int fd, short ev, int64_t deadline)
     }
 }
 
+/* SSL call result -> -1 with errno (EAGAIN: wait for c->want), 0 at EOF. */
+static ssize_t tls_result(pr_trainer_client *c, int rc, size_t n)
+{
+    if (rc == 1)
+        return (ssize_t)n;
+    switch (SSL_get_error(c->ssl, rc)) {
+    case SSL_ERROR_WANT_READ:
+        c->want = POLLIN;
+        errno = EAGAIN;
+        return -1;
+    case SSL_ERROR_WANT_WRITE:
+        c->want = POLLOUT;
+        errno = EAGAIN;
+        return -1;
+    case SSL_ERROR_ZERO_RETURN:
+        return 0;
+    default:
+        errno = ECONNRESET;
+        return -1;
+    }
+}
+
+static ssize_t c_recv(pr_trainer_client *c, void *buf, size_t n)
+{
+    c->want = POLLIN;
+    if (!c->ssl)
+        return recv(c->fd, buf, n, 0);
+    size_t got = 0;
+    ERR_clear_error();
+    int rc = SSL_read_ex(c->ssl, buf, n, &got);
+    return tls_result(c, rc, got);
+}
+
+/* SSL_write writes with write(2): keep a vanished server from raising
+ * SIGPIPE in the caller's thread (blocked around the call, a pending one
+ * is taken back). */
+static ssize_t c_send(pr_trainer_client *c, const void *buf, size_t n)
+{
+    c->want = POLLOUT;
+    if (!c->ssl)
+        return send(c->fd, buf, n, MSG_NOSIGNAL);
+    sigset_t pipe_set, old;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    sigset_t pending;
+    sigpending(&pending);
+    bool was_pending = sigismember(&pending, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    size_t w = 0;
+    ERR_clear_error();
+    int rc = SSL_write_ex(c->ssl, buf, n, &w);
+    ssize_t r = tls_result(c, rc, w);
+    int e = errno;
+    sigpending(&pending);
+    if (!was_pending && sigismember(&pending, SIGPIPE)) {
+        struct timespec zero = {0, 0};
+        sigtimedwait(&pipe_set, NULL, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = e;
+    return r;
+}
+
 static int write_all(pr_trainer_client *c, const uint8_t *p, size_t n)
 {
     while (n) {
-        ssize_t w = send(c->fd, p, n, MSG_NOSIGNAL);
+        ssize_t w = c_send(c, p, n);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                if (wait_fd(c->fd, POLLOUT, now_ms() + 30000) < 0)
+                if (wait_fd(c->fd, c->want, now_ms() + 30000) < 0)
                     return PR_EIO;
                 continue;
             }
@@ -116,18 +189,27 @@ static int read_frame(pr_trainer_client *c, int64_t deadline, uint32_t *n, char 
             c->buf = nb;
             c->cap = need;
         }
-        ssize_t r = recv(c->fd, c->buf + c->len, c->cap - c->len, 0);
+        ssize_t r = c_recv(c, c->buf + c->len, c->cap - c->len);
         if (r > 0) {
             c->len += (size_t)r;
             continue;
         }
         if (r == 0)
             return pr_seterr(errstr, es, PR_EIO, "server closed the connection");
+        if (c->ssl && errno == ECONNRESET) {
+            char eb[256];
+            unsigned long e = ERR_peek_last_error();
+            if (e) { /* an alert, e.g. the server refused our certificate: final */
+                ERR_error_string_n(e, eb, sizeof(eb));
+                return pr_seterr(errstr, es, PR_ESTATE, "TLS: %s", eb);
+            }
+            return pr_seterr(errstr, es, PR_EIO, "server closed the connection");
+        }
         if (errno == EINTR)
             continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK)
             return pr_seterr(errstr, es, PR_EIO, "recv: %s", strerror(errno));
-        int rc = wait_fd(c->fd, POLLIN, deadline);
+        int rc = wait_fd(c->fd, c->want, deadline);
         if (rc == PR_ETIMEDOUT)
             return PR_ETIMEDOUT;
         if (rc < 0)
@@ -151,6 +233,103 @@ static char **names_copy(char **src, size_t n)
     for (size_t i = 0; i < n; i++)
         v[i] = strdup(src[i]);
     return v;
+}
+
+/* A TLS failure: PR_EINVAL for our own files, PR_ESTATE when TLS said no
+ * (an alert: final, like a server Error), PR_EIO when the connection just
+ * ended (worth retrying). */
+static int tls_fail(const char *what, char *errstr, size_t es)
+{
+    char eb[256];
+    unsigned long e = ERR_peek_last_error();
+    int code = strcmp(what, "handshake") != 0 ? PR_EINVAL : e ? PR_ESTATE : PR_EIO;
+    if (e)
+        ERR_error_string_n(e, eb, sizeof(eb));
+    else
+        snprintf(eb, sizeof(eb), "connection closed by the server");
+    return pr_seterr(errstr, es, code, "TLS: %s: %s", what, eb);
+}
+
+/* TLS over the connected socket: verify the server against tls_ca (or the
+ * system CAs) and `host` (name or IP); present a client certificate when
+ * given. Blocks until the handshake is done or the deadline. */
+static int tls_connect(pr_trainer_client *c, const pr_trainer_client_opts *o, const char *host,
+                       int64_t deadline, char *errstr, size_t es)
+{
+    ERR_clear_error();
+    if (!(c->ctx = SSL_CTX_new(TLS_client_method())))
+        return tls_fail("context", errstr, es);
+    SSL_CTX_set_min_proto_version(c->ctx, TLS1_2_VERSION);
+    SSL_CTX_set_mode(c->ctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    SSL_CTX_set_options(c->ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+    SSL_CTX_set_verify(c->ctx, SSL_VERIFY_PEER, NULL);
+    if (o->tls_ca ? SSL_CTX_load_verify_locations(c->ctx, o->tls_ca, NULL) != 1
+                  : SSL_CTX_set_default_verify_paths(c->ctx) != 1)
+        return tls_fail(o->tls_ca ? o->tls_ca : "system CAs", errstr, es);
+    if ((o->tls_cert != NULL) != (o->tls_key != NULL))
+        return pr_seterr(errstr, es, PR_EINVAL, "TLS: a client certificate needs its key");
+    if (o->tls_cert && SSL_CTX_use_certificate_chain_file(c->ctx, o->tls_cert) != 1)
+        return tls_fail(o->tls_cert, errstr, es);
+    if (o->tls_key && SSL_CTX_use_PrivateKey_file(c->ctx, o->tls_key, SSL_FILETYPE_PEM) != 1)
+        return tls_fail(o->tls_key, errstr, es);
+    if (!(c->ssl = SSL_new(c->ctx)) || SSL_set_fd(c->ssl, c->fd) != 1)
+        return tls_fail("session", errstr, es);
+    const char *name = host[0] ? host : "127.0.0.1";
+    unsigned char ipbuf[16];
+    bool is_ip = inet_pton(AF_INET, name, ipbuf) == 1 || inet_pton(AF_INET6, name, ipbuf) == 1;
+    X509_VERIFY_PARAM *vp = SSL_get0_param(c->ssl);
+    if (is_ip) {
+        X509_VERIFY_PARAM_set1_ip_asc(vp, name);
+    } else {
+        SSL_set_tlsext_host_name(c->ssl, name);
+        SSL_set1_host(c->ssl, name);
+    }
+    SSL_set_connect_state(c->ssl);
+    for (;;) {
+        ERR_clear_error();
+        int rc = SSL_do_handshake(c->ssl);
+        if (rc == 1)
+            return 0;
+        if (tls_result(c, rc, 0) < 0 && errno == EAGAIN) {
+            if (wait_fd(c->fd, c->want, deadline) < 0)
+                return pr_seterr(errstr, es, PR_ETIMEDOUT,
+                                 "TLS handshake with the server timed out");
+            continue;
+        }
+        long vr = SSL_get_verify_result(c->ssl);
+        if (vr != X509_V_OK)
+            return pr_seterr(errstr, es, PR_EINVAL, "TLS: server certificate not trusted: %s",
+                             X509_verify_cert_error_string(vr));
+        return tls_fail("handshake", errstr, es);
+    }
+}
+
+int pr_trainer_client_read_token(const char *path, char *out, size_t n, char *errstr, size_t es)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return pr_seterr(errstr, es, PR_EIO, "token file %s: %s", path, strerror(errno));
+    char line[4096];
+    int err = pr_seterr(errstr, es, PR_EINVAL, "token file %s holds no token", path);
+    while (fgets(line, sizeof(line), f)) {
+        char *p = line;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        size_t l = strlen(p);
+        while (l && (p[l - 1] == '\n' || p[l - 1] == '\r' || p[l - 1] == ' ' || p[l - 1] == '\t'))
+            p[--l] = '\0';
+        if (!l || p[0] == '#')
+            continue;
+        if (l >= n) {
+            err = pr_seterr(errstr, es, PR_EINVAL, "token file %s: token too long", path);
+            break;
+        }
+        memcpy(out, p, l + 1);
+        err = 0;
+        break;
+    }
+    fclose(f);
+    return err;
 }
 
 int pr_trainer_client_open(const pr_trainer_client_opts *opts, pr_trainer_client **out,
@@ -205,6 +384,13 @@ int pr_trainer_client_open(const pr_trainer_client_opts *opts, pr_trainer_client
         return pr_seterr(errstr, es, PR_ENOMEM, "out of memory");
     }
     c->fd = fd;
+    if (opts->tls || opts->tls_ca || opts->tls_cert || opts->tls_key) {
+        int terr = tls_connect(c, opts, host, deadline, errstr, es);
+        if (terr < 0) {
+            pr_trainer_client_close(c);
+            return terr;
+        }
+    }
     char idbuf[64];
     snprintf(idbuf, sizeof(idbuf), "piperec-%d", (int)getpid());
     Piperec__Trainer__V1__Subscribe sub = PIPEREC__TRAINER__V1__SUBSCRIBE__INIT;
@@ -212,10 +398,21 @@ int pr_trainer_client_open(const pr_trainer_client_opts *opts, pr_trainer_client
     sub.pipeline = (char *)opts->pipeline;
     sub.credits = opts->credits ? opts->credits : 8;
     sub.client_id = (char *)(opts->client_id ? opts->client_id : idbuf);
+    sub.token = (char *)(opts->token ? opts->token : "");
     Piperec__Trainer__V1__Frame f = PIPEREC__TRAINER__V1__FRAME__INIT;
     f.msg_case = PIPEREC__TRAINER__V1__FRAME__MSG_SUBSCRIBE;
     f.subscribe = &sub;
     int err = send_frame(c, &f);
+    if (err < 0 && c->ssl) {
+        /* The server may have refused us with a TLS alert (mutual TLS without
+         * an accepted certificate): read it for a useful, final error. */
+        uint32_t n;
+        int rerr = read_frame(c, now_ms() + 1000, &n, errstr, es);
+        if (rerr == PR_ESTATE) {
+            pr_trainer_client_close(c);
+            return rerr;
+        }
+    }
     if (err < 0) {
         pr_trainer_client_close(c);
         return pr_seterr(errstr, es, err, "cannot send Subscribe to %s", opts->connect);
@@ -336,6 +533,7 @@ void pr_trainer_client_close(pr_trainer_client *c)
          * queue (pings, batches beyond --count) makes the kernel send RST, and
          * the server may then lose acks still queued on its side. Half-close,
          * drain until the server closes (bounded), then close. */
+        /* (No TLS close_notify: the server treats a plain EOF as the end.) */
         shutdown(c->fd, SHUT_WR);
         char sink[4096];
         struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
@@ -350,6 +548,8 @@ void pr_trainer_client_close(pr_trainer_client *c)
         free(c->info.sparse_names[i]);
     free(c->info.dense_names);
     free(c->info.sparse_names);
+    SSL_free(c->ssl);
+    SSL_CTX_free(c->ctx);
     free(c->buf);
     free(c);
 }

@@ -8,7 +8,9 @@
  *   - a batch holds exactly cfg.batch.size rows, except a batch emitted
  *     because its oldest row waited max_delay_ms (pr_batcher_poll), or by
  *     pr_batcher_flush at shutdown;
- *   - sequence numbers are strictly increasing from 1, without gaps;
+ *   - sequence numbers are strictly increasing from 1, without gaps, within
+ *     one epoch (cfg.epoch: the service bumps it at every start, so
+ *     (epoch, seq) strictly increases across restarts);
  *   - ordering PR_BATCH_ORDER_PARTITION: rows keep arrival order, so each
  *     partition's rows stay in offset order (batches may mix partitions);
  *   - ordering PR_BATCH_ORDER_EVENT_TIME: rows wait in a buffer and are
@@ -112,7 +114,8 @@ typedef struct pr_batch {
     char pipeline[PR_NAME_MAX];
     char **topics; /* topic names by topic index (copy of cfg.topics) */
     uint32_t n_topics;
-    uint64_t seq; /* 1, 2, 3, ... */
+    uint64_t seq;   /* 1, 2, 3, ... within the epoch */
+    uint64_t epoch; /* restart epoch (pr_batcher_cfg.epoch); 0 = none */
     uint32_t rows;
     uint16_t n_dense;
     uint16_t n_sparse;
@@ -195,6 +198,7 @@ typedef struct pr_batch_view {
     const char *pipeline;
     size_t pipeline_len;
     uint64_t seq;
+    uint64_t epoch; /* TrainingBatch.epoch; 0 when the server sent none */
     uint32_t rows;
     uint32_t n_dense;
     uint32_t n_sparse;
@@ -252,6 +256,7 @@ typedef struct pr_batcher_cfg {
     pr_batch_late_cb on_late;     /* drop_to_dlq; NULL = only counted */
     pr_batch_vocab_cb vocab_size; /* NULL = vocab sizes 0 */
     void *opaque;                 /* passed to the callbacks */
+    uint64_t epoch;               /* stamped on every batch; 0 = none (see pr_batch) */
 } pr_batcher_cfg;
 
 int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, size_t errstr_size);

@@ -39,6 +39,7 @@ F_SUBSCRIBE, F_SUBSCRIBE_OK, F_BATCH, F_ACK, F_CREDIT, F_PING, F_PONG, F_ERROR =
 ERROR_CODES = {
     0: "UNSPECIFIED", 1: "BAD_FRAME", 2: "UNSUPPORTED_VERSION", 3: "UNKNOWN_PIPELINE",
     4: "PROTOCOL", 5: "UNKNOWN_SEQUENCE", 6: "TIMEOUT", 7: "SHUTDOWN",
+    8: "UNAUTHENTICATED", 9: "UNAVAILABLE",
 }
 
 
@@ -132,9 +133,14 @@ def _frame(num, body):
 class Batch:
     """One TrainingBatch. Arrays are zero-copy views on the received frame:
     labels int32 [rows], dense float32 [rows, n_dense], sparse int32 or int64
-    [rows, n_sparse] (column-major underneath, so dense[:, c] is contiguous)."""
+    [rows, n_sparse] (column-major underneath, so dense[:, c] is contiguous).
 
-    __slots__ = ("pipeline", "sequence", "rows", "n_dense", "n_sparse", "sparse_width", "labels",
+    `epoch` is the server's restart epoch (0 when it keeps no state.dir):
+    `sequence` restarts at 1 in each epoch, so (epoch, sequence) strictly
+    increases across server restarts; a higher epoch means "restarted, what
+    follows may repeat rows you already saw (at-least-once)"."""
+
+    __slots__ = ("pipeline", "epoch", "sequence", "rows", "n_dense", "n_sparse", "sparse_width", "labels",
                  "dense", "sparse", "offsets", "min_event_time_ms", "max_event_time_ms",
                  "emit_time_ms", "vocab_sizes", "sparse_names")
 
@@ -148,7 +154,13 @@ class Batch:
         return conv(self.dense), conv(self.sparse), conv(self.labels)
 
     def __repr__(self):
-        return "Batch(pipeline=%r, sequence=%d, rows=%d)" % (self.pipeline, self.sequence, self.rows)
+        return "Batch(pipeline=%r, epoch=%d, sequence=%d, rows=%d)" % (
+            self.pipeline, self.epoch, self.sequence, self.rows)
+
+    @property
+    def position(self):
+        """(epoch, sequence): strictly increasing per pipeline across restarts."""
+        return (self.epoch, self.sequence)
 
 
 def _decode_range(buf, s, e):
@@ -167,6 +179,7 @@ def decode_batch(buf, start=0, end=None):
     mv = memoryview(buf)
     b = Batch()
     b.pipeline, b.sequence, b.rows, b.n_dense, b.n_sparse, b.sparse_width = "", 0, 0, 0, 0, 4
+    b.epoch = 0
     b.min_event_time_ms = b.max_event_time_ms = b.emit_time_ms = 0
     b.offsets, b.vocab_sizes, b.sparse_names = [], [], []
     spans = {}
@@ -181,6 +194,7 @@ def decode_batch(buf, start=0, end=None):
             elif num == 12: b.max_event_time_ms = _signed64(v)
             elif num == 13: b.emit_time_ms = _signed64(v)
             elif num == 14: b.vocab_sizes.append(v)
+            elif num == 16: b.epoch = v
         elif wt == 2:
             if num == 1: b.pipeline = bytes(buf[a:e]).decode()
             elif num in (7, 8, 9): spans[num] = (a, e)
@@ -214,20 +228,57 @@ def decode_batch(buf, start=0, end=None):
 
 # ---------------------------------------------------------------- client
 
+def read_token(path):
+    """The first line of a token file that is not blank or a # comment."""
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                return line
+    raise ValueError("token file %s holds no token" % path)
+
+
 class TrainerClient:
     """A subscription to one pipeline. Not thread-safe: use one per thread."""
 
-    def __init__(self, address, pipeline, credits=8, client_id=None, timeout=10.0):
+    def __init__(self, address, pipeline, credits=8, client_id=None, timeout=10.0,
+                 token=None, token_file=None, tls=False, ca_file=None, cert_file=None,
+                 key_file=None, ssl_context=None):
+        """Connect and subscribe.
+
+        Security (docs/operations.md, "Security"): ``token`` (or ``token_file``,
+        first non-comment line) is sent in Subscribe; TLS is used when ``tls``
+        is true, a ``ca_file`` (server CA, PEM), a ``cert_file``/``key_file``
+        pair (client certificate for mutual TLS) or an ``ssl_context`` is given.
+        The server certificate is checked against ``ca_file`` (else the system
+        CAs) and the host name or IP of ``address``."""
         host, _, port = address.rpartition(":")
         host = host.strip("[]") or "127.0.0.1"
         self.pipeline = pipeline
+        if token_file is not None and token is None:
+            token = read_token(token_file)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls or ca_file or cert_file or ssl_context is not None:
+            import ssl
+            ctx = ssl_context
+            if ctx is None:
+                ctx = ssl.create_default_context(cafile=ca_file)
+                ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+                if cert_file:
+                    ctx.load_cert_chain(cert_file, key_file)
+            try:
+                self.sock = ctx.wrap_socket(self.sock, server_hostname=host)
+            except BaseException:
+                self.sock.close()
+                raise
         self._buf = bytearray()
         self._frame, self._filled = None, 0
         cid = client_id or "python-%d" % os.getpid()
         body = (_field_varint(1, PROTOCOL_VERSION) + _field_bytes(2, pipeline.encode())
                 + _field_varint(3, credits) + _field_bytes(4, cid.encode()))
+        if token:
+            body += _field_bytes(5, token.encode())
         self.sock.sendall(_frame(F_SUBSCRIBE, body))
         deadline = time.monotonic() + timeout
         while True:
@@ -383,10 +434,17 @@ def main(argv=None):
     ap.add_argument("--count", type=int)
     ap.add_argument("--credits", type=int, default=8)
     ap.add_argument("--timeout", type=float, help="stop after this many idle seconds")
+    ap.add_argument("--tls", action="store_true", help="TLS, server checked against system CAs")
+    ap.add_argument("--tls-ca", help="TLS, server checked against this CA file (PEM)")
+    ap.add_argument("--tls-cert", help="client certificate (mutual TLS)")
+    ap.add_argument("--tls-key", help="client certificate key")
+    ap.add_argument("--token-file", help="bearer token file")
     args = ap.parse_args(argv)
     rows = batches = 0
     t0 = time.monotonic()
-    with TrainerClient(args.connect, args.pipeline, credits=args.credits) as c:
+    with TrainerClient(args.connect, args.pipeline, credits=args.credits, tls=args.tls,
+                       ca_file=args.tls_ca, cert_file=args.tls_cert, key_file=args.tls_key,
+                       token_file=args.token_file) as c:
         for b in c.batches(count=args.count, timeout=args.timeout):
             rows += b.rows
             batches += 1

@@ -546,11 +546,13 @@ static void pr__lane_hbm(pr__kvoc *s, uint64_t *tab, const uint8_t *okm, uint32_
 {
 #pragma HLS PIPELINE II = 6 style = flp
 #pragma HLS DEPENDENCE variable = tab inter false
+    /* clang-format would glue the _Pragma lines to the next statement. */
+    /* clang-format off */
     PR__LANE_LOOP(
         {
             ent = tab[key];
             for (uint32_t f = 0; f < PR_K_FWD; f++) {
-#pragma HLS UNROLL
+                _Pragma("HLS UNROLL") /* #pragma is not allowed in a macro argument (clang) */
                 if (fkey[f] == key + 1)
                     ent = fent[f]; /* slots are in age order: the newest match is last */
             }
@@ -558,13 +560,14 @@ static void pr__lane_hbm(pr__kvoc *s, uint64_t *tab, const uint8_t *okm, uint32_
         {
             tab[key] = ent;
             for (uint32_t f = 0; f + 1 < PR_K_FWD; f++) {
-#pragma HLS UNROLL
+                _Pragma("HLS UNROLL")
                 fkey[f] = fkey[f + 1];
                 fent[f] = fent[f + 1];
             }
             fkey[PR_K_FWD - 1] = key + 1;
             fent[PR_K_FWD - 1] = ent;
         })
+    /* clang-format on */
 }
 
 /* One vocabulary lane: its columns c = lane, lane + L, ... in order, per

@@ -108,6 +108,7 @@ typedef enum pr_decode_reason {
     PR_DEC_LONG_HEX,     /* sparse field longer than 16 hex digits */
     PR_DEC_BAD_PROTOBUF, /* protobuf payload does not parse */
     PR_DEC_BAD_SHAPE,    /* protobuf event with the wrong number of values */
+    PR_DEC_EMPTY,        /* Kafka message with an empty payload (no record at all) */
     PR_DEC__COUNT
 } pr_decode_reason;
 
@@ -249,23 +250,43 @@ typedef pr_kv pr_kv_ref;
 pr_dlq *pr_dlq_new(const char *topic, const pr_kv_ref *props, size_t n_props, char *errstr,
                    size_t errstr_size);
 
-/* One dead letter: the original bytes plus the reason headers. record_index
- * < 0 omits piperec-record-index. Non-blocking; PR_EAGAIN when the producer
- * queue is full (counted as failed). Any thread, but one at a time. */
-int pr_dlq_send(pr_dlq *d, const void *payload, size_t len, const char *reason, const char *detail,
-                const char *src_topic, int32_t partition, int64_t offset, int64_t record_index);
+/* One dead letter: the original bytes (copied) plus the reason headers, from
+ * source partition KEY `key` (PR_PART_KEY) at `offset`. record_index < 0
+ * omits piperec-record-index. Non-blocking. The letter is pending until the
+ * broker confirms it (or it is written to the dead-letter file), and while
+ * pending it holds its offset (pr_dlq_hold). A refused enqueue (queue full,
+ * broker down) or a failed delivery is retried from pr_dlq_poll; a letter
+ * too large for the topic goes to the file, or makes the producer fatal
+ * (pr_dlq_fatal) when there is none. Returns 0, PR_EAGAIN / PR_EKAFKA when
+ * not enqueued now (still pending: retried), PR_ENOMEM. Polling thread only. */
+int pr_dlq_send(pr_dlq *d, int32_t key, const void *payload, size_t len, const char *reason,
+                const char *detail, const char *src_topic, int32_t partition, int64_t offset,
+                int64_t record_index);
 
-/* Serve delivery reports (non-blocking); the consumer calls it in its poll. */
+/* Lowest source offset of partition key `key` whose dead letter is not yet
+ * confirmed (INT64_MAX when none; NULL d is fine): offsets at or past it must
+ * not be committed. Polling thread. */
+int64_t pr_dlq_hold(const pr_dlq *d, int32_t key);
+
+/* Where letters the topic can never take are appended (and fsync'd): the
+ * service passes <state.dir>/<pipeline>.deadletters. NULL = none. */
+int pr_dlq_set_file(pr_dlq *d, const char *path);
+
+/* Why the producer cannot go on (a letter that can go nowhere), or NULL. */
+const char *pr_dlq_fatal(const pr_dlq *d);
+
+/* Serve delivery reports and retries (non-blocking); the consumer calls it in its poll. */
 void pr_dlq_poll(pr_dlq *d);
-/* Wait up to timeout_ms for outstanding dead letters. PR_ETIMEDOUT if some remain. */
+/* Wait up to timeout_ms for pending dead letters. PR_ETIMEDOUT if some remain. */
 int pr_dlq_flush(pr_dlq *d, int timeout_ms);
 /* Flushes (up to 5 s) and frees. NULL is fine. */
 void pr_dlq_free(pr_dlq *d);
 
 typedef struct pr_dlq_stats {
     uint64_t sent;    /* delivery confirmed by the broker */
-    uint64_t failed;  /* enqueue refused or delivery failed */
-    uint64_t pending; /* enqueued, not yet confirmed */
+    uint64_t failed;  /* attempts refused at enqueue or failed at delivery (retried) */
+    uint64_t pending; /* not yet confirmed nor in the file: offsets held */
+    uint64_t to_file; /* written to the dead-letter file (the topic cannot take them) */
 } pr_dlq_stats;
 
 void pr_dlq_get_stats(const pr_dlq *d, pr_dlq_stats *st); /* any thread */
@@ -297,12 +318,25 @@ typedef void (*pr_msg_reject_cb)(void *opaque, pr_consumer *c, const pr_reject_i
  * (the `source.kafka` keys); the YAML loader applies them and
  * docs/configuration.md is generated from them. Strings and lists belong to
  * whoever filled the struct (pr_config for a loaded config). */
+/* What to do when the position of a partition (its committed offset at
+ * assignment, or the fetch position later) is no longer in the log: records
+ * were deleted by retention, or the topic was recreated. Config names in
+ * pr_offset_reset_names (source.kafka.on_offset_reset). */
+typedef enum pr_offset_reset {
+    PR_OFFSET_RESET_FAIL = 0, /* stop the pipeline with a message naming the offsets */
+    PR_OFFSET_RESET_EARLIEST, /* jump to the log start (re-read what is left) */
+    PR_OFFSET_RESET_LATEST,   /* jump to the log end (skip to new data) */
+} pr_offset_reset;
+extern const char *const pr_offset_reset_names[];
+
 typedef struct pr_kafka_source_cfg {
     bool enabled;  /* source.kafka present */
     char **topics; /* n_topics strings */
     size_t n_topics;
     const char *group_id;  /* default "piperec-<pipeline name>" (set by the loader) */
     pr_kv_list properties; /* bootstrap.servers, auto.offset.reset, ... */
+    pr_offset_reset on_offset_reset; /* default fail */
+    const char *group_instance_id;   /* static membership; NULL = from the environment */
 } pr_kafka_source_cfg;
 
 typedef struct pr_source_cfg {
@@ -325,6 +359,12 @@ typedef struct pr_consumer_conf {
     pr_msg_format format;
     const pr_pipeline_spec *spec;  /* shape (label, n_dense, n_sparse); borrowed for life */
     const char *dead_letter_topic; /* NULL = rejects are counted and logged only */
+    const char *dead_letter_file;  /* dead letters the topic can never take (too large)
+                                    * are appended here; NULL = none (then such a record
+                                    * stops the pipeline rather than being lost) */
+    pr_offset_reset on_offset_reset; /* position out of range; see pr_offset_reset */
+    const char *group_instance_id;   /* group.instance.id (static membership); NULL or ""
+                                      * = dynamic membership */
     const pr_clock *clock;         /* event time fallback ("now"); NULL = real clock */
     /* Callbacks (all optional), run on the polling thread. on_assign gets the
      * newly assigned partitions (offset -1); on_revoke the partitions about
@@ -394,12 +434,20 @@ typedef struct pr_consumer_stats {
     uint64_t dlq_failed;
     uint64_t kafka_errors; /* non-fatal consumer errors seen by poll */
     uint64_t rebalances;   /* assign + revoke events */
+    uint64_t offset_resets; /* out-of-range positions reset (on_offset_reset) */
+    uint64_t dlq_file;     /* dead letters written to the dead-letter file */
+    uint64_t dlq_pending;  /* dead letters not yet confirmed (they hold offsets back) */
     uint32_t assigned_partitions;
     uint32_t paused_partitions; /* gauge */
     bool paused;
 } pr_consumer_stats;
 
 void pr_consumer_get_stats(const pr_consumer *c, pr_consumer_stats *st); /* any thread */
+
+/* Partitions whose position was reset (out of range, on_offset_reset earliest
+ * or latest), with their reset counts; returns how many such partitions
+ * exist, fills up to max. Any thread. */
+size_t pr_consumer_offset_resets(const pr_consumer *c, pr_tp *out, uint64_t *counts, size_t max);
 
 /* Current assignment (offset -1); returns the count, fills up to max. Any thread. */
 size_t pr_consumer_assignment(const pr_consumer *c, pr_tp *out, size_t max);

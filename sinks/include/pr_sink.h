@@ -57,7 +57,26 @@ typedef struct pr_trainer_sink_cfg {
                                    * 30000; 0 = never (not reachable from YAML, which needs >= 1) */
     int64_t keepalive_ms;         /* internal: server Ping interval; default 10000 */
     uint32_t max_queued_batches;  /* send() refuses beyond this many unacked; 0 = unbounded */
+    /* Network hardening (docs/operations.md "Security"). */
+    uint32_t max_connections;          /* open connections, subscribed or not; default 64 */
+    int64_t handshake_timeout_ms;      /* accept -> SubscribeOk (TLS included); default 10000 */
+    int64_t idle_timeout_ms;           /* nothing received this long -> closed; default 60000 */
+    uint32_t max_frame_bytes;          /* largest client frame; default 1 MiB */
+    uint64_t max_receive_buffer_bytes; /* receive buffers over all connections beyond each
+                                        * one's first 4 KiB; default 16 MiB */
+    struct pr_trainer_tls_cfg {
+        bool enabled;            /* the `tls` section is present (and enabled: true) */
+        const char *cert_file;   /* PEM certificate chain; required */
+        const char *key_file;    /* PEM private key; required */
+        const char *ca_file;     /* PEM CAs for client certificates: set = mutual TLS */
+        const char *min_version; /* "1.2" (default) or "1.3" */
+    } tls;
+    struct pr_trainer_auth_cfg {
+        const char *token_file; /* bearer tokens, one per line; set = Subscribe needs one */
+    } auth;
 } pr_trainer_sink_cfg;
+typedef struct pr_trainer_tls_cfg pr_trainer_tls_cfg;
+typedef struct pr_trainer_auth_cfg pr_trainer_auth_cfg;
 
 typedef struct pr_kafka_sink_cfg {
     bool enabled;
@@ -81,6 +100,8 @@ typedef struct pr_sinks_cfg {
 } pr_sinks_cfg;
 
 extern const pr_cfgmap pr_sink_trainer_cfgmap;
+extern const pr_cfgmap pr_sink_trainer_tls_cfgmap;  /* sinks.trainer.tls */
+extern const pr_cfgmap pr_sink_trainer_auth_cfgmap; /* sinks.trainer.auth */
 extern const pr_cfgmap pr_sink_kafka_cfgmap;
 extern const pr_cfgmap pr_sink_files_cfgmap;
 
@@ -110,7 +131,47 @@ typedef struct pr_sink_stats {
     uint64_t errors;
     uint64_t queued_batches; /* gauge: accepted, not yet acked */
     uint64_t clients;        /* trainer: connected subscribed trainers */
+    /* Trainer sink only (zero for other sinks): the network surface. Arrays
+     * are indexed by the reason enums below; pr_trainer_*_reason_name()
+     * gives the metric label. */
+    uint64_t connections;          /* gauge: open sockets, subscribed or not */
+    uint64_t receive_buffer_bytes; /* gauge: bytes held by receive buffers */
+    uint64_t io_wakeups;           /* I/O thread loop turns (a spin shows here) */
+    uint64_t refused[6];           /* pr_trainer_refuse_reason */
+    uint64_t dropped[6];           /* pr_trainer_drop_reason */
+    uint64_t auth_failures[3];     /* pr_trainer_auth_reason */
 } pr_sink_stats;
+
+/* Connections the trainer sink closed before they reached the protocol. */
+typedef enum pr_trainer_refuse_reason {
+    PR_TRAINER_REFUSE_MAX_CONNECTIONS, /* sinks.trainer.max_connections reached */
+    PR_TRAINER_REFUSE_FD_EXHAUSTED,    /* accept() hit EMFILE/ENFILE: accepted and closed */
+    PR_TRAINER_REFUSE_TLS_HANDSHAKE,   /* TLS handshake failed (not a client-cert problem) */
+    PR_TRAINER_REFUSE_PLAINTEXT,       /* plain TCP client on a TLS port */
+    PR_TRAINER_REFUSE__COUNT
+} pr_trainer_refuse_reason;
+
+/* Connections the trainer sink dropped after accepting them. */
+typedef enum pr_trainer_drop_reason {
+    PR_TRAINER_DROP_HANDSHAKE_TIMEOUT, /* no Subscribe within handshake_timeout_ms */
+    PR_TRAINER_DROP_IDLE_TIMEOUT,      /* nothing received within idle_timeout_ms */
+    PR_TRAINER_DROP_ACK_TIMEOUT,       /* a batch unacked past ack_timeout_ms */
+    PR_TRAINER_DROP_FRAME_TOO_LARGE,   /* a frame above max_frame_bytes */
+    PR_TRAINER_DROP_RECEIVE_BUFFER,    /* max_receive_buffer_bytes exhausted */
+    PR_TRAINER_DROP_PROTOCOL,          /* bad frame, wrong message, version, pipeline */
+    PR_TRAINER_DROP__COUNT
+} pr_trainer_drop_reason;
+
+typedef enum pr_trainer_auth_reason {
+    PR_TRAINER_AUTH_MISSING_TOKEN, /* token required, Subscribe had none */
+    PR_TRAINER_AUTH_BAD_TOKEN,     /* not one of the token file's tokens */
+    PR_TRAINER_AUTH_CLIENT_CERT,   /* mutual TLS: no or untrusted client certificate */
+    PR_TRAINER_AUTH__COUNT
+} pr_trainer_auth_reason;
+
+const char *pr_trainer_refuse_reason_name(int r);
+const char *pr_trainer_drop_reason_name(int r);
+const char *pr_trainer_auth_reason_name(int r);
 
 typedef struct pr_sink_ops {
     const char *name; /* "trainer", "kafka", "files" */
@@ -162,6 +223,9 @@ void pr_sink_free(pr_sink *s); /* NULL-safe */
 
 /* Trainer sink: the TCP port actually bound (useful with port 0), or -1. */
 int pr_sink_trainer_port(pr_sink *s);
+/* Trainer sink: bytes its receive buffers hold now (lock-free; any thread),
+ * 0 for other sinks. The service counts them in limits.max_inflight_bytes. */
+uint64_t pr_sink_buffered_bytes(pr_sink *s);
 
 /* ---------------------------------------------------------------- sink set */
 
@@ -182,6 +246,8 @@ int pr_sinkset_send(pr_sinkset *ss, pr_batch *b);
 int pr_sinkset_poll(pr_sinkset *ss, pr_sink_ack_cb cb, void *opaque);
 /* All sinks ready (and at least one sink). */
 bool pr_sinkset_ready(pr_sinkset *ss);
+/* Sum of pr_sink_buffered_bytes() over the set (any thread). */
+uint64_t pr_sinkset_buffered_bytes(pr_sinkset *ss);
 void pr_sinkset_free(pr_sinkset *ss);
 
 #endif

@@ -6,7 +6,10 @@
  *
  * Blocking I/O with timeouts on one socket; one thread per client.
  * Received batches are zero-copy views into the client's frame buffer,
- * valid until the next pr_trainer_client_next() or close.
+ * valid until the next pr_trainer_client_next() or close. Each view carries
+ * `epoch` and `seq`: (epoch, seq) strictly increases per pipeline across
+ * server restarts (docs/trainer-protocol.md, "Epochs"); acks name seq only,
+ * which is unique within the connection's epoch.
  */
 #ifndef PR_TRAINER_CLIENT_H
 #define PR_TRAINER_CLIENT_H
@@ -27,7 +30,20 @@ typedef struct pr_trainer_client_opts {
     uint32_t credits;      /* credit window; 0 = 8 */
     const char *client_id; /* NULL = "piperec-<pid>" */
     int timeout_ms;        /* connect + handshake; 0 = 10000 */
+    /* Security (docs/operations.md "Security"). TLS is used when `tls` is set
+     * or any tls_* file is given; the server certificate is checked against
+     * tls_ca (else the system CAs) and the host name or IP of `connect`. */
+    bool tls;
+    const char *tls_ca;   /* PEM CA bundle that signed the server certificate */
+    const char *tls_cert; /* PEM client certificate, for mutual TLS */
+    const char *tls_key;  /* its private key */
+    const char *token;    /* bearer token sent in Subscribe, or NULL */
 } pr_trainer_client_opts;
+
+/* Read a token file (first non-empty, non-# line, trimmed) into out.
+ * Returns 0 or PR_EIO/PR_EINVAL with a reason. */
+int pr_trainer_client_read_token(const char *path, char *out, size_t out_size, char *errstr,
+                                 size_t errstr_size);
 
 /* What SubscribeOk said. Strings owned by the client. */
 typedef struct pr_trainer_info {

@@ -5,7 +5,9 @@
  *   bt_serve trainer N CMD [ARG..] serve N synthetic batches on a trainer sink
  *                                  (127.0.0.1, port in $BT_PORT for CMD), run CMD,
  *                                  exit 0 when CMD exits 0 and every batch was
- *                                  acked exactly once.
+ *                                  acked exactly once. BT_TLS_CERT/BT_TLS_KEY
+ *                                  (+ BT_TLS_CA: mutual TLS) and BT_TOKEN_FILE
+ *                                  turn on TLS and token auth.
  *
  * Synthetic batch `s` (pipeline "bt", 4 rows, 3 dense, 2 sparse int32): row i
  * has global index g = (s-1)*4 + i, label g % 2, dense[c] = g + 0.5*c,
@@ -105,6 +107,12 @@ static int run_trainer(uint64_t n, char **cmd)
     pr_sink_cfg cfg = {.pipeline = "bt", .n_dense = 3, .n_sparse = 2, .sparse_width = 4};
     cfg.trainer.listen = "127.0.0.1:0";
     cfg.trainer.keepalive_ms = 200; /* exercise pings */
+    /* TLS and token auth for the security script test (unset: plain TCP). */
+    cfg.trainer.tls.cert_file = getenv("BT_TLS_CERT");
+    cfg.trainer.tls.key_file = getenv("BT_TLS_KEY");
+    cfg.trainer.tls.ca_file = getenv("BT_TLS_CA");
+    cfg.trainer.tls.enabled = cfg.trainer.tls.cert_file != NULL;
+    cfg.trainer.auth.token_file = getenv("BT_TOKEN_FILE");
     pr_sink *s;
     char err[512];
     if (pr_sink_new(&pr_sink_trainer_ops, &cfg, &s, err, sizeof(err))) {

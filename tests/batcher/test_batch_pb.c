@@ -257,9 +257,81 @@ static void test_hostport(void **state)
     assert_int_equal(pr_hostport_parse("host:", h, sizeof(h), &p), PR_EINVAL);
 }
 
+/* Found by tests/fuzz (fuzz_trainer_wire): column counts whose length
+ * products wrap around size_t (2^31 rows x 2^31 dense x 4 = 0 bytes) were
+ * accepted, and pr_batch_from_view passed a NULL tensor to memcpy. */
+/* Issue 11: the restart epoch travels as TrainingBatch.epoch (field 16),
+ * read by protobuf-c and by our decoder; epoch 0 is not written, so a server
+ * without state.dir sends the same bytes as before. */
+static void test_epoch_field(void **state)
+{
+    (void)state;
+    pr_batch *b = sample_batch(4);
+    assert_int_equal(pr_batch_encode(b), 0);
+    size_t len0 = b->pb_len;
+    pr_batch_unref(b);
+
+    b = sample_batch(4);
+    b->epoch = 70000; /* multi-byte varint */
+    assert_int_equal(pr_batch_encode(b), 0);
+    assert_int_equal(b->pb_len, len0 + 2 + 3); /* tag 16 (2 bytes) + varint */
+    Piperec__V1__TrainingBatch *m = piperec__v1__training_batch__unpack(NULL, b->pb_len, b->pb);
+    assert_non_null(m);
+    assert_int_equal(m->epoch, 70000);
+    assert_int_equal(m->sequence, 300);
+    piperec__v1__training_batch__free_unpacked(m, NULL);
+    pr_batch_view v;
+    char err[256];
+    assert_int_equal(pr_batch_decode(b->pb, b->pb_len, &v, err, sizeof(err)), 0);
+    assert_int_equal(v.epoch, 70000);
+    assert_int_equal(v.seq, 300);
+    pr_batch *c = pr_batch_from_view(&v);
+    assert_non_null(c);
+    assert_int_equal(c->epoch, 70000);
+    pr_batch_unref(c);
+    pr_batch_view_fini(&v);
+    pr_batch_unref(b);
+}
+
+static void test_decode_hostile_shapes(void **state)
+{
+    (void)state;
+    Piperec__V1__TrainingBatch m = PIPEREC__V1__TRAINING_BATCH__INIT;
+    m.pipeline = "p";
+    m.rows = 1u << 31;
+    m.n_dense = 1u << 31;
+    size_t n = piperec__v1__training_batch__get_packed_size(&m);
+    uint8_t *buf = malloc(n);
+    piperec__v1__training_batch__pack(&m, buf);
+    pr_batch_view v;
+    char err[256];
+    assert_int_equal(pr_batch_decode(buf, n, &v, err, sizeof(err)), PR_EBADREC);
+    assert_non_null(strstr(err, "65535"));
+    free(buf);
+    /* Rows without dense or sparse tensors: a valid view with NULL tensors. */
+    m.rows = 2;
+    m.n_dense = 0;
+    int32_t labels[2] = {1, 0};
+    m.labels = (ProtobufCBinaryData){sizeof(labels), (uint8_t *)labels};
+    n = piperec__v1__training_batch__get_packed_size(&m);
+    buf = malloc(n);
+    piperec__v1__training_batch__pack(&m, buf);
+    assert_int_equal(pr_batch_decode(buf, n, &v, err, sizeof(err)), 0);
+    assert_null(v.dense);
+    pr_batch *b = pr_batch_from_view(&v);
+    assert_non_null(b);
+    assert_int_equal(b->rows, 2);
+    assert_int_equal(b->labels[0], 1);
+    pr_batch_unref(b);
+    pr_batch_view_fini(&v);
+    free(buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_decode_hostile_shapes),
+        cmocka_unit_test(test_epoch_field),
         cmocka_unit_test(test_encode_matches_protobuf_c),
         cmocka_unit_test(test_decode_zero_copy),
         cmocka_unit_test(test_decode_protobuf_c_output),

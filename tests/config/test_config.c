@@ -402,6 +402,13 @@ static const err_case err_cases[] = {
     {"topics not strings",
      MINIMAL "    source: { kafka: { topics: [[a]] } }\n",
      {"pipelines[0].source.kafka.topics[0]: expected a string, got a list"}},
+    /* Issue 11: topics: [''] used to pass --check and fail only at subscribe. */
+    {"empty topic name",
+     MINIMAL "    source: { kafka: { topics: ['ok', ''] } }\n",
+     {"pipelines[0].source.kafka.topics[1]: must not be an empty string"}},
+    {"empty topic scalar",
+     MINIMAL "    source: { kafka: { topics: '' } }\n",
+     {"pipelines[0].source.kafka.topics: must not be an empty string"}},
 };
 
 static void test_errors(void **state)

@@ -10,6 +10,8 @@ helm comes from tools/install-deps.sh (unpacked from an npm package into
   - `helm template` renders the expected objects: non-root, read-only root
     filesystem, no capabilities, probes on /healthz and /readyz, resources, a
     PodDisruptionBudget, the NetworkPolicy rules, the secret mounts read-only;
+  - trainer TLS + token on by default: the Secrets mounted and the rendered
+    config's sinks.trainer.tls / .auth pointing at them (off, clientAuth);
   - the PrometheusRule is deploy/prometheus/piperec-rules.yaml and the
     dashboard ConfigMap is deploy/grafana/piperec-dashboard.json, unchanged;
   - the checksum/config annotation changes with the config (pods roll) and
@@ -152,17 +154,39 @@ if not c.get("resources", {}).get("requests") or not c.get("resources", {}).get(
 mounts = {m["name"]: m for m in c.get("volumeMounts", [])}
 if "tmp" not in mounts or "state" not in mounts:
     fail("need the state and /tmp mounts (read-only root filesystem): %s" % list(mounts))
-if "tls" in mounts or "token" in mounts:
-    fail("TLS/token mounts must be off by default")
+# Trainer TLS + token are on by default: Secrets mounted read-only under the
+# derived names, and the rendered config points every trainer sink at them.
+for n, secret in (("tls", "rec-piperec-trainer-tls"), ("token", "rec-piperec-trainer-token")):
+    vol = {v["name"]: v for v in pod.get("volumes", [])}.get(n, {})
+    if not mounts.get(n, {}).get("readOnly") or vol.get("secret", {}).get("secretName") != secret:
+        fail("default: %s must be a read-only mount of Secret %s" % (n, secret))
+
+
+def trainer_cfg(docs):
+    cfg = yaml.safe_load(one(docs, "ConfigMap").get("data", {}).get("config.yaml", "") or "{}")
+    return cfg["pipelines"][0]["sinks"]["trainer"]
+
+
+tr = trainer_cfg(default)
+if tr.get("tls") != {"cert_file": "/etc/piperec-tls/tls.crt", "key_file": "/etc/piperec-tls/tls.key"}:
+    fail("default config: sinks.trainer.tls = %s" % tr.get("tls"))
+if tr.get("auth") != {"token_file": "/etc/piperec-token/token"}:
+    fail("default config: sinks.trainer.auth = %s" % tr.get("auth"))
+if tr.get("listen") != "0.0.0.0:7070":
+    fail("default config: the chart's own trainer keys must stay: %s" % tr)
+plain = render("--set", "tls.enabled=false", "--set", "auth.token.enabled=false")
+pmounts = {m["name"] for m in one(plain, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]}
+if "tls" in pmounts or "token" in pmounts or "tls" in trainer_cfg(plain) or "auth" in trainer_cfg(plain):
+    fail("tls/auth.token disabled: no mounts and no tls/auth keys expected")
+mt = trainer_cfg(render("--set", "tls.clientAuth=true"))
+if mt.get("tls", {}).get("ca_file") != "/etc/piperec-tls/ca.crt":
+    fail("tls.clientAuth: sinks.trainer.tls.ca_file expected: %s" % mt.get("tls"))
 fpod = one(full, "StatefulSet").get("spec", {}).get("template", {}).get("spec", {})
 fmounts = {m["name"]: m for m in (fpod.get("containers") or [{}])[0].get("volumeMounts", [])}
 fvols = {v["name"]: v for v in fpod.get("volumes", [])}
 for n, secret in (("tls", "piperec-tls"), ("token", "piperec-token")):
     if not fmounts.get(n, {}).get("readOnly") or fvols.get(n, {}).get("secret", {}).get("secretName") != secret:
         fail("all-on: %s must be a read-only mount of Secret %s" % (n, secret))
-r = helm("template", "rec", CHART, "--set", "tls.enabled=true")
-if r.returncode == 0 or "tls.secretName" not in r.stderr:
-    fail("tls.enabled without tls.secretName must fail with a message naming it")
 
 # ---- PodDisruptionBudget
 pdb = one(default, "PodDisruptionBudget")

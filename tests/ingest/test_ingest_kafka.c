@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -118,6 +119,10 @@ static void on_revoke(void *opaque, pr_consumer *c, const pr_tp *parts, size_t n
             pr_consumer_store_offset(c, parts[i].topic, parts[i].partition, parts[i].offset);
 }
 
+/* Consumer options the issue-11 tests vary (reset by each test that sets them). */
+static pr_offset_reset g_on_reset;
+static const char *g_dlq_file;
+
 static pr_consumer *new_consumer(const char *topic, const char *group, seen *s, const char *dlq)
 {
     static const pr_kv_ref props_tmpl[] = {
@@ -144,6 +149,8 @@ static pr_consumer *new_consumer(const char *topic, const char *group, seen *s, 
                              .format = PR_MSG_CRITEO_TSV,
                              .spec = &g_spec,
                              .dead_letter_topic = dlq,
+                             .dead_letter_file = g_dlq_file,
+                             .on_offset_reset = g_on_reset,
                              .on_assign = on_assign,
                              .on_revoke = on_revoke,
                              .opaque = s};
@@ -700,6 +707,152 @@ static void test_bad_config(void **state)
     assert_null(pr_consumer_new(&conf, errstr, sizeof(errstr)));
 }
 
+/* Commit `offset` for `group` on topic/0 before any member joined (the mock
+ * takes a commit for a group it does not know yet). */
+static void commit_for_group(const char *group, const char *topic, int64_t offset)
+{
+    char errstr[256];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "bootstrap.servers", pr_mock_broker_bootstrap(g_mb), errstr,
+                      sizeof(errstr));
+    rd_kafka_conf_set(conf, "group.id", group, errstr, sizeof(errstr));
+    rd_kafka_t *k = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
+    assert_non_null(k);
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, topic, 0)->offset = offset;
+    assert_int_equal(rd_kafka_commit(k, l, 0), 0);
+    rd_kafka_topic_partition_list_destroy(l);
+    rd_kafka_destroy(k);
+}
+
+/* Issue 11, point 6: a committed offset that is no longer in the log stops
+ * the consumer with the offsets named (fail, the default), or is reset to the
+ * log start, logged and counted (earliest). It used to jump silently. */
+static void test_offset_out_of_range(void **state)
+{
+    (void)state;
+    seen s;
+    reset_seen(&s);
+    char errstr[512];
+    produce_lines("oor", 0, 5, 1);
+    commit_for_group("oor-g", "oor", 100);
+    pr_block *b = pr_block_new(g_spec.n_dense, g_spec.n_sparse, 64, true);
+
+    g_on_reset = PR_OFFSET_RESET_FAIL;
+    pr_consumer *c = new_consumer("oor", "oor-g", &s, NULL);
+    int r = 0;
+    for (double end = now_s() + 20; r >= 0 && now_s() < end;)
+        r = pr_consumer_poll(c, b, 100, errstr, sizeof(errstr));
+    assert_true(r < 0);
+    assert_non_null(strstr(errstr, "oor [0]: offset 100 is out of range"));
+    assert_non_null(strstr(errstr, "available offsets 0..5"));
+    assert_non_null(strstr(errstr, "on_offset_reset"));
+    assert_int_equal(b->rows, 0);
+    pr_consumer_free(c);
+
+    g_on_reset = PR_OFFSET_RESET_EARLIEST;
+    reset_seen(&s);
+    c = new_consumer("oor", "oor-g", &s, NULL);
+    assert_int_equal(poll_rows(c, b, &s, 5, 20, false), 5);
+    pr_consumer_stats st;
+    pr_consumer_get_stats(c, &st);
+    assert_int_equal(st.offset_resets, 1);
+    pr_tp tp;
+    uint64_t n;
+    assert_int_equal(pr_consumer_offset_resets(c, &tp, &n, 1), 1);
+    assert_string_equal(tp.topic, "oor");
+    assert_int_equal(tp.partition, 0);
+    assert_int_equal(n, 1);
+    pr_consumer_free(c);
+    g_on_reset = PR_OFFSET_RESET_FAIL;
+    pr_block_free(b);
+}
+
+/* Produce one empty message and one of `big` bytes (a single broken TSV line). */
+static void produce_empty_and_big(const char *topic, size_t big)
+{
+    char errstr[256];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "bootstrap.servers", pr_mock_broker_bootstrap(g_mb), errstr,
+                      sizeof(errstr));
+    rd_kafka_conf_set(conf, "message.max.bytes", "4000000", errstr, sizeof(errstr));
+    rd_kafka_t *p = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+    assert_non_null(p);
+    char *buf = malloc(big);
+    assert_non_null(buf);
+    memset(buf, 'x', big);
+    assert_int_equal(rd_kafka_producev(p, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(0),
+                                       RD_KAFKA_V_VALUE(NULL, 0), RD_KAFKA_V_END),
+                     0);
+    assert_int_equal(rd_kafka_producev(p, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(0),
+                                       RD_KAFKA_V_VALUE(buf, big),
+                                       RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END),
+                     0);
+    assert_int_equal(rd_kafka_flush(p, 10000), 0);
+    rd_kafka_destroy(p);
+    free(buf);
+}
+
+/* Issue 11, point 7: an empty message is counted under reason "empty"; a bad
+ * record too large for the dead-letter topic holds its offset and goes to the
+ * dead-letter file, or (no file) stops the consumer: it used to be committed
+ * past while in neither place. */
+static void test_dead_letters_never_vanish(void **state)
+{
+    (void)state;
+    seen s;
+    reset_seen(&s);
+    char errstr[512], path[] = "/tmp/pr-dlq-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    produce_empty_and_big("big", 1200000);
+    pr_block *b = pr_block_new(g_spec.n_dense, g_spec.n_sparse, 64, true);
+
+    /* No file: the letter cannot go anywhere; its offset (1) stays held. */
+    g_dlq_file = NULL;
+    pr_consumer *c = new_consumer("big", "big-g1", &s, "big-dlq");
+    int r = 0;
+    for (double end = now_s() + 20; r >= 0 && now_s() < end;)
+        r = pr_consumer_poll(c, b, 100, errstr, sizeof(errstr));
+    assert_true(r < 0);
+    assert_non_null(strstr(errstr, "can reach neither topic big-dlq"));
+    /* Once the empty message's letter is confirmed, offset 1 alone is held. */
+    assert_int_equal(pr_dlq_flush(pr_consumer_dlq(c), 5000), PR_ETIMEDOUT);
+    assert_int_equal(pr_dlq_hold(pr_consumer_dlq(c), 0), 1);
+    pr_consumer_stats st;
+    pr_consumer_get_stats(c, &st);
+    assert_int_equal(st.rejects[PR_DEC_EMPTY], 1);
+    pr_consumer_free(c);
+
+    /* With a file: written there (fsync'd), counted, hold released. */
+    g_dlq_file = path;
+    c = new_consumer("big", "big-g2", &s, "big-dlq");
+    for (double end = now_s() + 20; now_s() < end;) {
+        r = pr_consumer_poll(c, b, 100, errstr, sizeof(errstr));
+        if (r < 0)
+            fail_msg("poll: %s", errstr);
+        pr_consumer_get_stats(c, &st);
+        if (st.dlq_file == 1 && st.dlq_sent == 1)
+            break;
+    }
+    assert_int_equal(st.dlq_file, 1);
+    assert_int_equal(st.dlq_sent, 1); /* the empty message's letter */
+    assert_int_equal(st.rejects[PR_DEC_EMPTY], 1);
+    assert_string_equal(pr_decode_reason_name(PR_DEC_EMPTY), "empty");
+    assert_int_equal(pr_dlq_hold(pr_consumer_dlq(c), 0), INT64_MAX);
+    pr_consumer_free(c);
+    g_dlq_file = NULL;
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[512];
+    assert_non_null(fgets(line, sizeof(line), f));
+    assert_non_null(strstr(line, "piperec-dead-letter\tfield_count\tbig\t0\t1\t-1\t1200000\t"));
+    fclose(f);
+    unlink(path);
+    pr_block_free(b);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -734,6 +887,8 @@ int main(void)
         cmocka_unit_test(test_cooperative_rebalance),
         cmocka_unit_test(test_dead_letters),
         cmocka_unit_test(test_batches_fill_blocks),
+        cmocka_unit_test(test_offset_out_of_range),
+        cmocka_unit_test(test_dead_letters_never_vanish),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -3,7 +3,7 @@
  * (seed, row), Criteo-like shape (cardinality bounds, missing values,
  * negatives, label rate), and that its three outputs agree: TSV decoded by
  * the Criteo decoder, blocks, and the binary EventBatch stream decoded by
- * protobuf-c.
+ * protobuf-c; the planted signal of `piperec gen --signal 1`.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -196,6 +196,49 @@ static void test_binary_is_event_batch(void **state)
     pr_gen_free(g);
 }
 
+/* The planted signal (pr_gen_set_signal): features unchanged, labels still
+ * a pure function of (seed, row), about 20% positive, and dependent on the
+ * planted columns: rows sharing C9's most frequent value differ in rate
+ * from the rest. Without it, the label rate stays at 3%. */
+static void test_signal(void **state)
+{
+    (void)state;
+    enum { N = 100000 };
+    pr_gen *plain = pr_gen_new(5), *sig = pr_gen_new(5), *sig2 = pr_gen_new(5);
+    assert_int_equal(pr_gen_set_signal(sig, 1), 0);
+    assert_int_equal(pr_gen_set_signal(sig2, 1), 0);
+    assert_int_equal(pr_gen_set_signal(sig2, PR_GEN_SIGNAL_MAX + 1), PR_EINVAL);
+    pr_gen_row a, b, c;
+    uint64_t pos = 0, plain_pos = 0;
+    uint32_t c9 = 0;
+    uint64_t n_c9 = 0, pos_c9 = 0;
+    for (uint64_t r = 0; r < N; r++) {
+        pr_gen_row_at(plain, r, &a);
+        pr_gen_row_at(sig, r, &b);
+        pr_gen_row_at(sig2, r, &c);
+        assert_memory_equal(a.dense, b.dense, sizeof(a.dense));
+        assert_memory_equal(a.sparse, b.sparse, sizeof(a.sparse));
+        assert_int_equal(b.label, c.label);
+        pos += (uint64_t)b.label;
+        plain_pos += (uint64_t)a.label;
+        if (r == 0)
+            c9 = b.sparse[8];
+        if (b.sparse[8] == c9) {
+            n_c9++;
+            pos_c9 += (uint64_t)b.label;
+        }
+    }
+    assert_true(plain_pos > N / 50 && plain_pos < N / 25); /* ~3% */
+    assert_true(pos > N * 15 / 100 && pos < N * 25 / 100); /* ~20% */
+    double rate_c9 = (double)pos_c9 / (double)n_c9;
+    double rate_rest = (double)(pos - pos_c9) / (double)(N - n_c9);
+    assert_true(n_c9 > 1000 && n_c9 < N - 1000);
+    assert_true(rate_c9 - rate_rest > 0.02 || rate_rest - rate_c9 > 0.02);
+    pr_gen_free(plain);
+    pr_gen_free(sig);
+    pr_gen_free(sig2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -203,6 +246,7 @@ int main(void)
         cmocka_unit_test(test_shape),
         cmocka_unit_test(test_tsv_and_block_agree),
         cmocka_unit_test(test_binary_is_event_batch),
+        cmocka_unit_test(test_signal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -126,4 +126,16 @@ grep -q "does-not-exist.tsv: No such file" "$T/rc.err" || fail "missing input me
 "$PIPEREC" process --input "$SAMPLE" 2>/dev/null; rc=$?
 [ $rc = 2 ] || fail "missing --output: exit $rc, want 2"
 set -e
+
+# ---- symlinked input (issue 11): read, with a warning naming the target ----
+mkdir -p "$T/indir"
+ln -sf "$SAMPLE" "$T/indir/linked.tsv"
+"$PIPEREC" process --input "$T/indir/linked.tsv" --output "$T/sym" 2> "$T/sym.err" ||
+    fail "symlinked input: $(cat "$T/sym.err")"
+grep -q "is a symlink to .*, outside .*indir; reading it" "$T/sym.err" ||
+    fail "symlinked input: no warning: $(cat "$T/sym.err")"
+cp "$SAMPLE" "$T/indir/real.tsv"
+ln -sf real.tsv "$T/indir/inside.tsv"
+"$PIPEREC" process --input "$T/indir/inside.tsv" --output "$T/sym2" 2> "$T/sym2.err"
+! grep -q "symlink" "$T/sym2.err" || fail "link inside the input dir warned: $(cat "$T/sym2.err")"
 echo "test_offline_cli: ok"

@@ -55,6 +55,7 @@ struct pr_gen {
     uint32_t dense_miss[PR_GEN_N_DENSE];
     uint32_t dense_neg[PR_GEN_N_DENSE];
     uint32_t label_pos;
+    uint32_t signal; /* planted-signal model, 0 = none */
     uint32_t sq[PR_GEN_N_SPARSE][PR__QN + 1];
     uint32_t dq[PR_GEN_N_DENSE][PR__QN + 1];
 };
@@ -124,6 +125,14 @@ void pr_gen_free(pr_gen *g)
     free(g);
 }
 
+int pr_gen_set_signal(pr_gen *g, uint32_t model)
+{
+    if (model > PR_GEN_SIGNAL_MAX)
+        return PR_EINVAL;
+    g->signal = model;
+    return 0;
+}
+
 /* Draw from a quantile table with 32 uniform bits: the top 10 bits pick the
  * segment, the low 22 interpolate inside it (integers only: fast). */
 static inline uint32_t pr__draw(const uint32_t *q, uint32_t bits)
@@ -138,6 +147,42 @@ static inline uint64_t pr__col_bits(uint64_t h, uint64_t col)
 {
     __uint128_t m = (__uint128_t)(h ^ (col * 0x9e3779b97f4a7c15ull)) * 0xd6e8feb86659fd93ull;
     return (uint64_t)m ^ (uint64_t)(m >> 64);
+}
+
+/* Planted signal, model 1 (pr_gen.h). Sparse columns with few values carry
+ * most of it, so a model sees each value often enough to learn its weight
+ * within a short run; C1 (1460 values, Zipf) adds a long tail. A value's
+ * weight is a hash of (column, value) mapped to [-1, 1), times the column's
+ * amplitude; a missing value (0) gets a weight like any other value. Dense
+ * terms use log1p of the clamped value (what Neg2Zero + Logarithm give a
+ * trainer), centred roughly. The bias puts about 20% of rows positive. */
+static const struct {
+    int col;
+    double amp;
+} pr__signal_sparse[] = {{0, 1.2}, {5, 1.4}, {8, 0.8}, {13, 1.2}, {16, 1.0}, {19, 0.8}};
+static const struct {
+    int col;
+    double w, centre;
+} pr__signal_dense[] = {{0, 0.6, 1.0}, {2, -0.5, 1.9}, {6, 0.4, 2.2}};
+#define PR__SIGNAL_BIAS (-1.45)
+
+static int32_t pr__signal_label(uint64_t h, const pr_gen_row *row)
+{
+    double logit = PR__SIGNAL_BIAS;
+    for (size_t k = 0; k < sizeof(pr__signal_sparse) / sizeof(pr__signal_sparse[0]); k++) {
+        int c = pr__signal_sparse[k].col;
+        uint64_t v = pr__mix64(((uint64_t)(c + 1) << 32 | row->sparse[c]) ^ 0x5349474e414c3031ull);
+        logit += pr__signal_sparse[k].amp * ((double)(v >> 11) * 0x1p-52 - 1.0);
+    }
+    for (size_t k = 0; k < sizeof(pr__signal_dense) / sizeof(pr__signal_dense[0]); k++) {
+        int64_t x = row->dense[pr__signal_dense[k].col];
+        double z = log1p(x > 0 ? (double)x : 0.0) - pr__signal_dense[k].centre;
+        logit += pr__signal_dense[k].w * z;
+    }
+    double p = 1.0 / (1.0 + exp(-logit));
+    /* The noise: the row's own bits, a stream no other column draws from. */
+    double u = (double)(pr__col_bits(h, 0x51) >> 11) * 0x1p-53;
+    return u < p;
 }
 
 void pr_gen_row_at(const pr_gen *g, uint64_t row, pr_gen_row *out)
@@ -168,6 +213,8 @@ void pr_gen_row_at(const pr_gen *g, uint64_t row, pr_gen_row *out)
             out->sparse[c] = pr__scramble(pr__draw(g->sq[c], hi), (uint32_t)c);
         }
     }
+    if (g->signal)
+        out->label = pr__signal_label(h, out);
 }
 
 /* ---------------------------------------------------------------- TSV */

@@ -23,3 +23,37 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 app.kubernetes.io/name: {{ include "piperec.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
+
+{{/* Secret names of the trainer TLS certificate and token ("" = derived from the fullname). */}}
+{{- define "piperec.tlsSecretName" -}}
+{{- .Values.tls.secretName | default (printf "%s-trainer-tls" (include "piperec.fullname" .)) -}}
+{{- end -}}
+
+{{- define "piperec.tokenSecretName" -}}
+{{- .Values.auth.token.secretName | default (printf "%s-trainer-token" (include "piperec.fullname" .)) -}}
+{{- end -}}
+
+{{/* .Values.config with sinks.trainer.tls / .auth of every pipeline pointing at
+     the mounted Secrets (tls.enabled, auth.token.enabled); keys the config
+     already sets win. */}}
+{{- define "piperec.config" -}}
+{{- $cfg := deepCopy .Values.config -}}
+{{- range $p := ($cfg.pipelines | default list) -}}
+{{- if and $p.sinks (hasKey $p.sinks "trainer") -}}
+{{- $tr := $p.sinks.trainer | default dict -}}
+{{- if $.Values.tls.enabled -}}
+{{- $tls := dict "cert_file" (printf "%s/tls.crt" $.Values.tls.mountPath) "key_file" (printf "%s/tls.key" $.Values.tls.mountPath) -}}
+{{- if $.Values.tls.clientAuth -}}
+{{- $_ := set $tls "ca_file" (printf "%s/ca.crt" $.Values.tls.mountPath) -}}
+{{- end -}}
+{{- $_ := set $tr "tls" (merge ($tr.tls | default dict) $tls) -}}
+{{- end -}}
+{{- if $.Values.auth.token.enabled -}}
+{{- $auth := dict "token_file" (printf "%s/token" $.Values.auth.token.mountPath) -}}
+{{- $_ := set $tr "auth" (merge ($tr.auth | default dict) $auth) -}}
+{{- end -}}
+{{- $_ := set $p.sinks "trainer" $tr -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $cfg -}}
+{{- end -}}

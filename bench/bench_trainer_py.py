@@ -1,0 +1,197 @@
+#!/usr/bin/python3
+"""bench_trainer_py.py — Python trainer-side throughput, batches into a loop
+that does nothing: the numpy client (piperec_client, zero copy) side by side
+with piperec.torch.StreamDataset (main process, and a StreamDataLoader with
+2 workers), plus pinned host-to-GPU copies when torch.cuda.is_available()
+(skipped, and said so, otherwise).
+
+The server is a replay server in a separate process speaking the trainer
+protocol: it sends one pre-encoded TrainingBatch (--rows rows, 13 dense
+float32, 26 sparse int32: the Criteo shape) again and again with increasing
+sequence numbers, honouring credits and acks. It costs little CPU, so the
+figures are the client's cost: what a trainer pays per batch in Python.
+Prints one JSON line per measurement (bench/run.sh collects them).
+"""
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import select
+import socket
+import struct
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "clients", "python"))
+
+import numpy as np  # noqa: E402
+
+import piperec_client as pc  # noqa: E402
+
+N_DENSE, N_SPARSE = 13, 26
+
+
+def encode_body(rows):
+    """TrainingBatch fields except the sequence (added per send)."""
+    rng = np.random.default_rng(1)
+    labels = (rng.random(rows) < 0.25).astype("<i4")
+    dense = rng.random((N_DENSE, rows), dtype=np.float32).astype("<f4")
+    sparse = rng.integers(0, 100000, (N_SPARSE, rows)).astype("<i4")
+    vocab = b"".join(pc._varint(100000) for _ in range(N_SPARSE))
+    return (pc._field_bytes(1, b"bench") + pc._field_varint(3, rows) + pc._field_varint(4, N_DENSE)
+            + pc._field_varint(5, N_SPARSE) + pc._field_varint(6, 4) + pc._field_bytes(7, labels.tobytes())
+            + pc._field_bytes(8, dense.tobytes()) + pc._field_bytes(9, sparse.tobytes())
+            + pc._field_bytes(14, vocab))
+
+
+def read_frame(sock, buf):
+    while True:
+        if len(buf) >= 4:
+            (n,) = struct.unpack_from("<I", buf, 0)
+            if len(buf) >= 4 + n:
+                frame = bytes(buf[4:4 + n])
+                del buf[:4 + n]
+                for num, wt, v, a, e in pc._fields(frame):
+                    return num, frame[a:e]
+                return 0, b""
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise EOFError
+        buf += chunk
+
+
+def serve_conn(sock, body, state, lock, total):
+    buf = bytearray()
+    kind, sub = read_frame(sock, buf)
+    credits = 8
+    for num, wt, v, a, e in pc._fields(sub):
+        if num == 3 and wt == 0 and v:
+            credits = min(v, 64)
+    ok = (pc._field_varint(1, 1) + pc._field_bytes(2, b"bench") + pc._field_varint(3, N_DENSE)
+          + pc._field_varint(4, N_SPARSE) + pc._field_varint(5, 4) + pc._field_varint(8, credits)
+          + pc._field_varint(9, 10000))
+    sock.sendall(pc._frame(pc.F_SUBSCRIBE_OK, ok))
+    inflight = 0
+    try:
+        while True:
+            with lock:
+                seq = state[0] + 1 if state[0] < total and inflight < credits else None
+                if seq is not None:
+                    state[0] = seq
+            if seq is not None:
+                tb_head = pc._field_varint(2, seq)
+                size = len(tb_head) + len(body)
+                msg_head = bytes([0x1A]) + pc._varint(size)
+                sock.sendall(struct.pack("<I", len(msg_head) + size) + msg_head + tb_head)
+                sock.sendall(body)
+                inflight += 1
+                if not select.select([sock], [], [], 0)[0] and not buf:
+                    continue
+            elif inflight == 0:
+                break  # all served and acked
+            kind, msg = read_frame(sock, buf)
+            if kind == pc.F_ACK:
+                for num, wt, v, a, e in pc._fields(msg):
+                    if num == 1 and wt == 2:
+                        p = a
+                        while p < e:
+                            _, p = pc._read_varint(msg, p)
+                            inflight -= 1
+                    elif num == 1 and wt == 0:
+                        inflight -= 1
+    except (EOFError, OSError):
+        pass
+    sock.close()
+
+
+def server_main(port_q, rows, total):
+    body = encode_body(rows)
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(16)
+    port_q.put(ls.getsockname()[1])
+    state, lock = [0], threading.Lock()
+    while True:
+        s, _ = ls.accept()
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        threading.Thread(target=serve_conn, args=(s, body, state, lock, total), daemon=True).start()
+
+
+def measure(name, rows, fn, extra=None):
+    t0 = time.perf_counter()
+    n_batches, n_rows = fn()
+    dt = time.perf_counter() - t0
+    bytes_per_row = 4 + 4 * N_DENSE + 4 * N_SPARSE
+    r = {"bench": name, "threads": 1, "rows": n_rows, "batches": n_batches, "seconds": round(dt, 4),
+         "rows_per_s": round(n_rows / dt), "batches_per_s": round(n_batches / dt, 1),
+         "mb_per_s": round(n_rows * bytes_per_row / dt / 1e6, 1), "batch_rows": rows}
+    r.update(extra or {})
+    print(json.dumps(r), flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=4096, help="rows per batch")
+    ap.add_argument("--batches", type=int, default=2000, help="batches per measurement")
+    args = ap.parse_args()
+    import torch
+    from piperec.torch import StreamDataLoader, StreamDataset
+
+    def run_server():
+        q = mp.Queue()
+        p = mp.Process(target=server_main, args=(q, args.rows, args.batches), daemon=True)
+        p.start()
+        return p, "127.0.0.1:%d" % q.get(timeout=30)
+
+    def loop(it):
+        # Stop at the last batch rather than at the stream's end: a dataset
+        # acks its last batch only when asked for one more.
+        n = r = 0
+        for b in it:
+            n += 1
+            r += b.rows
+            if n == args.batches:
+                break
+        return n, r
+
+    cases = [
+        ("trainer_py_numpy_client", lambda ep: loop(pc.TrainerClient(ep, "bench", credits=8).batches(
+            timeout=5)), {"client": "piperec_client (numpy views)"}),
+        ("trainer_py_stream_dataset", lambda ep: loop(StreamDataset(ep, "bench", idle_timeout=5,
+                                                                    pin_memory=False)),
+         {"client": "StreamDataset, main process"}),
+        ("trainer_py_dataloader_2w", lambda ep: loop(StreamDataLoader(
+            StreamDataset(ep, "bench", idle_timeout=5, pin_memory=False), num_workers=2)),
+         {"client": "StreamDataLoader, 2 workers"}),
+    ]
+    if torch.cuda.is_available():
+        def to_gpu(ep):
+            n = r = 0
+            for b in StreamDataset(ep, "bench", idle_timeout=5, pin_memory=True):
+                g = b.to("cuda", non_blocking=True)
+                n += 1
+                r += g.rows
+                if n == args.batches:
+                    break
+            torch.cuda.synchronize()
+            return n, r
+        cases.append(("trainer_py_stream_dataset_gpu", to_gpu,
+                      {"client": "StreamDataset pinned + .to(cuda)", "device": torch.cuda.get_device_name()}))
+    else:
+        print("bench_trainer_py: torch.cuda.is_available() is false: GPU figures (pinned copies to "
+              "the device) skipped", file=sys.stderr)
+    for name, fn, extra in cases:
+        p, ep = run_server()
+        try:
+            measure(name, args.rows, lambda: fn(ep), extra)
+        finally:
+            p.terminate()
+            p.join()
+
+
+if __name__ == "__main__":
+    main()

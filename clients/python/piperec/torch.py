@@ -1,0 +1,690 @@
+"""piperec.torch — the PyTorch side of piperec's trainer stream.
+
+``StreamDataset`` is an ``IterableDataset`` over one or more piperec trainer
+endpoints (docs/trainer-protocol.md). Every iterator — the main process, each
+``DataLoader`` worker, each DDP rank — opens its *own* connection to every
+endpoint, and the server deals each batch to exactly one connection with
+free credit. So batches are split between workers and ranks by piperec, not
+by the client: nothing is hashed or strided here, a slow worker simply gets
+fewer batches, and a worker that dies has its unacknowledged batches resent
+to the others.
+
+A yielded ``StreamBatch`` holds torch tensors: ``dense`` float32 [B, n_dense],
+``labels`` float32 [B], ``sparse`` int64 [B, n_sparse] (column c is
+``sparse[:, c]``) and ``sparse_features``: a torchrec ``KeyedJaggedTensor``
+when torchrec is importable, else a ``JaggedSparse(keys, values, lengths)``
+triple with the same layout (values key-major, one value per row and key
+since piperec columns are one-hot, so every length is 1).
+
+Positions: ``state_dict()`` records, per endpoint, the batch epoch (when the
+batch header carries one), the last sequence consumed and the exact set of
+sequences consumed near it; ``load_state_dict()`` makes a new run skip (and
+acknowledge) batches it already consumed. That turns piperec's at-least-once
+delivery into "no batch trained twice across a restore" for redelivered
+batches, but it is not exactly-once relative to a checkpoint: batches that
+were acknowledged after the checkpoint was taken are not sent again (see
+docs/pytorch.md; exactly-once needs the server-side checkpoint mode).
+
+``grow_embeddings`` grows nn.Embedding / nn.EmbeddingBag tables in place to
+the per-column vocabulary sizes each batch carries, keeping trained rows and
+(optionally) the optimizer state of those rows.
+"""
+
+import bisect
+import math
+import os
+import select
+import socket
+import time
+import warnings
+from collections import deque
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+from piperec_client import ServerError, TrainerClient
+
+try:  # optional: torchrec's KeyedJaggedTensor for sparse features
+    from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
+except Exception:  # ImportError, or a torchrec built for another torch
+    KeyedJaggedTensor = None
+
+__all__ = ["StreamDataset", "StreamDataLoader", "StreamBatch", "JaggedSparse", "grow_embeddings",
+           "merge_state_dicts", "STATE_VERSION"]
+
+STATE_VERSION = 1
+
+
+class JaggedSparse(NamedTuple):
+    """Sparse features without torchrec, laid out like a KeyedJaggedTensor:
+    ``values`` int64 [n_keys * B] key-major (all rows of key 0, then key 1,
+    ...), ``lengths`` int32 [n_keys * B] (all 1: one-hot columns)."""
+    keys: list
+    values: torch.Tensor
+    lengths: torch.Tensor
+
+
+class StreamBatch:
+    """One TrainingBatch as torch tensors, plus where it came from.
+
+    dense float32 [B, n_dense]; labels float32 [B]; sparse int64 [B, n_sparse];
+    sparse_features: KeyedJaggedTensor or JaggedSparse (shares ``sparse``'s
+    memory); vocab_sizes: list of int per sparse column (embedding rows
+    needed so far); keys: sparse column names; endpoint, epoch (None when the
+    header has none), sequence, rows: the batch's identity in the stream."""
+
+    __slots__ = ("dense", "labels", "sparse", "sparse_features", "vocab_sizes", "keys", "endpoint",
+                 "epoch", "sequence", "rows")
+
+    def __getstate__(self):
+        return {k: getattr(self, k) for k in self.__slots__}
+
+    def __setstate__(self, state):
+        for k, v in state.items():
+            setattr(self, k, v)
+
+    def _map(self, fn):
+        out = StreamBatch()
+        out.__setstate__(self.__getstate__())
+        out.dense, out.labels, out.sparse = fn(self.dense), fn(self.labels), fn(self.sparse)
+        sf = self.sparse_features
+        if isinstance(sf, JaggedSparse):
+            out.sparse_features = JaggedSparse(sf.keys, fn(sf.values), fn(sf.lengths))
+        elif hasattr(sf, "pin_memory") or hasattr(sf, "to"):
+            out.sparse_features = fn(sf)
+        return out
+
+    def pin_memory(self):
+        """Page-locked copy (what DataLoader(pin_memory=True) calls)."""
+        return self._map(lambda t: t.pin_memory())
+
+    def to(self, device, non_blocking=False):
+        return self._map(lambda t: t.to(device, non_blocking=non_blocking))
+
+    def __repr__(self):
+        return "StreamBatch(endpoint=%r, epoch=%r, sequence=%d, rows=%d)" % (
+            self.endpoint, self.epoch, self.sequence, self.rows)
+
+
+# ---------------------------------------------------------------- positions
+
+def _batch_epoch(b):
+    """The batch header's epoch, or None for servers whose header has none."""
+    e = getattr(b, "epoch", None)
+    return None if e is None else int(e)
+
+
+class _Position:
+    """What one trainer consumed from one endpoint in one epoch: every
+    sequence <= floor, plus the merged inclusive ranges above it."""
+
+    __slots__ = ("epoch", "last_seq", "floor", "ranges", "batches", "rows", "unacked")
+
+    def __init__(self, epoch=None):
+        self.epoch = epoch
+        self.last_seq = 0
+        self.floor = 0
+        self.ranges = []  # sorted, disjoint, non-adjacent [a, b] lists, all > floor
+        self.batches = self.rows = 0
+        self.unacked = []
+
+    def contains(self, seq):
+        if seq <= self.floor:
+            return True
+        i = bisect.bisect_right(self.ranges, [seq, math.inf]) - 1
+        return i >= 0 and self.ranges[i][0] <= seq <= self.ranges[i][1]
+
+    def add(self, seq):
+        """Record seq; False when it was already recorded."""
+        if self.contains(seq):
+            return False
+        r = self.ranges
+        i = bisect.bisect_left(r, [seq, seq])
+        left = i > 0 and r[i - 1][1] == seq - 1
+        right = i < len(r) and r[i][0] == seq + 1
+        if left and right:
+            r[i - 1][1] = r[i][1]
+            del r[i]
+        elif left:
+            r[i - 1][1] = seq
+        elif right:
+            r[i][0] = seq
+        else:
+            r.insert(i, [seq, seq])
+        if r and r[0][0] == self.floor + 1:
+            self.floor = r.pop(0)[1]
+        self.last_seq = max(self.last_seq, seq)
+        return True
+
+    def to_dict(self, window):
+        floor = max(self.floor, self.last_seq - window) if window is not None else self.floor
+        flat = []
+        for a, b in self.ranges:
+            if b > floor:
+                flat += [max(a, floor + 1), b]
+        return {"epoch": self.epoch, "last_seq": self.last_seq, "floor": floor, "ranges": flat,
+                "batches": self.batches, "rows": self.rows, "unacked": list(self.unacked)}
+
+    @classmethod
+    def from_dict(cls, d):
+        p = cls(d.get("epoch"))
+        p.last_seq, p.floor = int(d.get("last_seq", 0)), int(d.get("floor", 0))
+        flat = [int(x) for x in d.get("ranges", [])]
+        p.ranges = [[a, b] for a, b in zip(flat[0::2], flat[1::2]) if a <= b]
+        p._normalise()
+        p.batches, p.rows = int(d.get("batches", 0)), int(d.get("rows", 0))
+        p.unacked = [int(x) for x in d.get("unacked", [])]
+        return p
+
+    def _normalise(self):
+        rs = sorted(self.ranges)
+        out = []
+        for a, b in rs:
+            if b <= self.floor:
+                continue
+            a = max(a, self.floor + 1)
+            if out and a <= out[-1][1] + 1:
+                out[-1][1] = max(out[-1][1], b)
+            else:
+                out.append([a, b])
+        if out and out[0][0] == self.floor + 1:
+            self.floor = out.pop(0)[1]
+        self.ranges = out
+
+
+def merge_state_dicts(states):
+    """Union of several StreamDataset state dicts (one per DDP rank, say):
+    a batch consumed by any of them counts as consumed. Load the result on
+    every rank after a restore, with any world size."""
+    states = [s for s in states if s]
+    if not states:
+        return {}
+    out = {"version": STATE_VERSION, "pipeline": states[0].get("pipeline"), "endpoints": {}}
+    merged = {}
+    for s in states:
+        if s.get("pipeline") != out["pipeline"]:
+            raise ValueError("state dicts of different pipelines: %r, %r"
+                             % (out["pipeline"], s.get("pipeline")))
+        for ep, d in s.get("endpoints", {}).items():
+            p = _Position.from_dict(d)
+            m = merged.get(ep)
+            if m is None or _newer_epoch(p.epoch, m.epoch):
+                merged[ep] = p
+                continue
+            if p.epoch != m.epoch:
+                continue  # an older epoch: superseded
+            m.floor = max(m.floor, p.floor)
+            m.ranges += [list(r) for r in p.ranges]
+            m._normalise()
+            m.last_seq = max(m.last_seq, p.last_seq)
+            m.batches += p.batches
+            m.rows += p.rows
+            m.unacked = sorted(set(m.unacked) | set(p.unacked))
+    out["endpoints"] = {ep: p.to_dict(None) for ep, p in merged.items()}
+    return out
+
+
+def _newer_epoch(a, b):
+    return a is not None and (b is None or a > b)
+
+
+# ---------------------------------------------------------------- the dataset
+
+def _rank():
+    try:
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank()
+    except Exception:
+        pass
+    return int(os.environ.get("RANK", 0))
+
+
+class _Conn:
+    """One connection of one iterator: its client, endpoint and unacked
+    batches."""
+
+    def __init__(self, endpoint, client):
+        self.endpoint, self.client = endpoint, client
+
+    def buffered(self):
+        """True when the client already holds bytes of a next frame, which
+        select() on the socket would not report."""
+        return len(getattr(self.client, "_buf", b"")) >= 4
+
+
+class StreamDataset(IterableDataset):
+    """Batches of one piperec pipeline as torch tensors.
+
+    endpoints: "host:port" or a list of them (several piperec services of
+        the same pipeline, e.g. one per Kafka partition set): each iterator
+        connects to all and takes batches from whichever has one.
+    pipeline: the pipeline name (Subscribe).
+    credits: credit window asked per connection (capped by the server).
+    pin_memory: None (default) = pin when torch.cuda.is_available(); True =
+        pin (a warning, and no pinning, when torch has no CUDA); False = never.
+        Only the main process pins: inside DataLoader workers pinning is left
+        to DataLoader(pin_memory=...), which StreamDataLoader sets for you.
+    sparse_format: "auto" (KeyedJaggedTensor when torchrec is importable),
+        "kjt" (require torchrec) or "triple" (JaggedSparse).
+    max_batches: stop each iterator after this many batches (None: never).
+    idle_timeout: stop an iterator when no batch came for this many seconds
+        (None: wait forever; the iterator also ends when every server closes).
+    ack_lag: batches an iterator keeps unacknowledged behind the one it yields.
+        0 (in the main process) acks a batch when the next one is asked for,
+        i.e. after the training step on it. Under DataLoader workers the
+        DataLoader prefetches, so asking for the next batch does not mean the
+        last one was trained on; StreamDataLoader sets prefetch_factor + 1.
+    resume_window: sequences below (last consumed - resume_window) count as
+        consumed after a restore (0 = skip every sequence <= the restored
+        position, the simplest rule); above it the exact set is kept.
+    connect_timeout: keep retrying a refused connection this long (seconds).
+    client_id: prefix of the client id the server logs (rank and worker added).
+    """
+
+    def __init__(self, endpoints, pipeline, credits=8, pin_memory=None, sparse_format="auto",
+                 max_batches=None, idle_timeout=None, ack_lag=None, resume_window=4096,
+                 connect_timeout=10.0, client_id=None):
+        super().__init__()
+        self.endpoints = [endpoints] if isinstance(endpoints, str) else list(endpoints)
+        if not self.endpoints:
+            raise ValueError("StreamDataset: no endpoint")
+        if sparse_format not in ("auto", "kjt", "triple"):
+            raise ValueError("sparse_format must be auto, kjt or triple, not %r" % (sparse_format,))
+        if sparse_format == "kjt" and KeyedJaggedTensor is None:
+            raise ImportError("sparse_format='kjt' needs torchrec (torchrec.sparse.jagged_tensor)")
+        self.pipeline = pipeline
+        self.credits = credits
+        self.pin_memory = pin_memory
+        self.sparse_format = sparse_format
+        self.max_batches = max_batches
+        self.idle_timeout = idle_timeout
+        self.ack_lag = ack_lag
+        self.resume_window = resume_window
+        self.connect_timeout = connect_timeout
+        self.client_id = client_id or "torch-%d" % os.getpid()
+        self._loader_ack_lag = 3  # DataLoader default prefetch_factor 2, + 1
+        self._restored = {}   # endpoint -> _Position loaded by load_state_dict
+        self._positions = {}  # endpoint -> _Position consumed (this process's view)
+        self.info = None      # SubscribeOk of the first connection, once iterated
+        self.skipped = 0      # batches skipped as already consumed
+
+    # -- positions
+
+    def _record(self, b):
+        """Mark a StreamBatch as consumed (the iterator and StreamDataLoader
+        call this where the training loop receives the batch)."""
+        p = self._positions.get(b.endpoint)
+        if p is None or _newer_epoch(b.epoch, p.epoch):
+            p = self._positions[b.endpoint] = _Position(b.epoch)
+        elif b.epoch != p.epoch:
+            return  # a batch of an older epoch: nothing to record against
+        if p.add(b.sequence):
+            p.batches += 1
+            p.rows += b.rows
+
+    def _already_consumed(self, endpoint, epoch, seq):
+        r = self._restored.get(endpoint)
+        return r is not None and r.epoch == epoch and seq <= r.last_seq and r.contains(seq)
+
+    def state_dict(self):
+        """The data position: {"version", "pipeline", "endpoints": {endpoint:
+        {"epoch", "last_seq", "floor", "ranges", "batches", "rows",
+        "unacked"}}}. Plain ints and lists: torch.save and json both work."""
+        return {"version": STATE_VERSION, "pipeline": self.pipeline,
+                "endpoints": {ep: p.to_dict(self.resume_window)
+                              for ep, p in self._positions.items()}}
+
+    def load_state_dict(self, state):
+        """Resume from state_dict() (or merge_state_dicts()): iterators made
+        after this skip, and acknowledge, batches recorded there."""
+        if not state:
+            self._restored, self._positions = {}, {}
+            return
+        if state.get("version") != STATE_VERSION:
+            raise ValueError("unsupported StreamDataset state version %r" % (state.get("version"),))
+        if state.get("pipeline") != self.pipeline:
+            raise ValueError("state of pipeline %r loaded into a dataset of %r"
+                             % (state.get("pipeline"), self.pipeline))
+        eps = state.get("endpoints", {})
+        self._restored = {ep: _Position.from_dict(d) for ep, d in eps.items()}
+        self._positions = {ep: _Position.from_dict(d) for ep, d in eps.items()}
+
+    # -- iteration
+
+    def _want_pin(self):
+        if self.pin_memory is False:
+            return False
+        has_cuda = torch.cuda.is_available()
+        if self.pin_memory and not has_cuda:
+            warnings.warn("StreamDataset(pin_memory=True) but torch has no CUDA device: not pinning")
+        return has_cuda
+
+    def _connect(self, endpoint, cid):
+        deadline = time.monotonic() + self.connect_timeout
+        while True:
+            try:
+                return TrainerClient(endpoint, self.pipeline, credits=self.credits, client_id=cid)
+            except (ConnectionRefusedError, ConnectionResetError, socket.timeout):
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.1)
+
+    def __iter__(self):
+        wi = get_worker_info()
+        in_worker = wi is not None
+        cid = "%s-r%d-w%d" % (self.client_id, _rank(), wi.id if in_worker else 0)
+        lag = self.ack_lag if self.ack_lag is not None else (
+            self._loader_ack_lag if in_worker else 0)
+        return self._generate(cid, lag, self._want_pin() and not in_worker, not in_worker)
+
+    def _generate(self, cid, lag, pin, record):
+        conns = []
+        try:
+            for ep in self.endpoints:
+                conns.append(_Conn(ep, self._connect(ep, cid)))
+            info = conns[0].client.info
+            if self.info is None:
+                self.info = info
+            granted = min(int(c.client.info.get("credits", self.credits) or self.credits)
+                          for c in conns)
+            if lag > max(granted - 2, 0):
+                warnings.warn("ack_lag %d needs credits >= %d; the server granted %d: using %d"
+                              % (lag, lag + 2, granted, max(granted - 2, 0)))
+                lag = max(granted - 2, 0)
+            keys = list(info.get("sparse_names") or [])
+            n_sparse = int(info.get("n_sparse", 0))
+            if len(keys) != n_sparse:
+                keys = ["C%d" % (i + 1) for i in range(n_sparse)]
+            pending = deque()  # (conn, sequence) consumed, not yet acked, oldest first
+            live = list(conns)
+            rr = [0]
+            n = 0
+            while self.max_batches is None or n < self.max_batches:
+                got = self._recv_any(live, rr)
+                if got is None:
+                    break
+                conn, b = got
+                epoch = _batch_epoch(b)
+                if self._already_consumed(conn.endpoint, epoch, b.sequence):
+                    conn.client.ack(b.sequence)  # consumed before the restore: skip
+                    self.skipped += 1
+                    continue
+                out = self._to_torch(b, conn.endpoint, epoch, keys, pin)
+                while len(pending) > lag:
+                    self._ack(pending, 1)
+                pending.append((conn, b.sequence))
+                if record:
+                    self._record(out)
+                    self._note_unacked(pending)
+                n += 1
+                yield out
+            # Ended normally (count, idle, every server closed): the loop has
+            # (or, under a DataLoader, will have) every batch yielded so far.
+            self._ack(pending, len(pending))
+            if record:
+                self._note_unacked(pending)
+        finally:
+            # A generator closed early (GeneratorExit) lands here with
+            # batches unacked: the server resends them (at least once).
+            for c in conns:
+                try:
+                    c.client.close()
+                except OSError:
+                    pass
+
+    def _note_unacked(self, pending):
+        for p in self._positions.values():
+            p.unacked = []
+        for conn, seq in pending:
+            p = self._positions.get(conn.endpoint)
+            if p is not None:
+                p.unacked.append(seq)
+
+    @staticmethod
+    def _ack(pending, k):
+        by_conn = {}
+        for _ in range(min(k, len(pending))):
+            conn, seq = pending.popleft()
+            by_conn.setdefault(id(conn), (conn, []))[1].append(seq)
+        for conn, seqs in by_conn.values():
+            try:
+                conn.client.ack(*seqs)
+            except OSError:
+                pass  # connection gone: the server resends them elsewhere
+
+    def _recv_any(self, live, rr):
+        """Next (conn, numpy Batch) from any live connection, or None on idle
+        timeout / when every server has closed. Round robin between
+        connections that have a batch ready."""
+        deadline = None if self.idle_timeout is None else time.monotonic() + self.idle_timeout
+        while live:
+            if len(live) == 1:
+                ready = live
+            else:
+                ready = [c for c in live if c.buffered()]
+                if not ready:
+                    left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                    socks = select.select([c.client.sock for c in live], [], [], left)[0]
+                    ready = [c for c in live if c.client.sock in socks]
+                    if not ready:
+                        return None
+            start = rr[0] % len(ready)
+            for k in range(len(ready)):
+                c = ready[(start + k) % len(ready)]
+                if len(live) == 1:
+                    t = None if deadline is None else max(0.0, deadline - time.monotonic())
+                    if t == 0.0:
+                        return None
+                else:
+                    t = 0.05  # bytes are there; finish a frame or come back
+                try:
+                    b = c.client.recv(t)
+                except EOFError:
+                    live.remove(c)
+                    break
+                except ServerError as e:
+                    if e.code != "SHUTDOWN":
+                        raise
+                    live.remove(c)
+                    break
+                if b is not None:
+                    rr[0] += 1
+                    return c, b
+                if len(live) == 1:
+                    return None  # single connection timed out
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+        return None
+
+    def _to_torch(self, b, endpoint, epoch, keys, pin):
+        rows, nd, ns = b.rows, b.n_dense, b.n_sparse
+        dense = torch.empty((rows, nd), dtype=torch.float32, pin_memory=pin)
+        dense.numpy()[...] = b.dense  # one copy out of the frame (column-major on the wire)
+        labels = torch.empty(rows, dtype=torch.float32, pin_memory=pin)
+        labels.numpy()[...] = b.labels
+        values = torch.empty(ns * rows, dtype=torch.int64, pin_memory=pin)
+        values.numpy().reshape(ns, rows)[...] = b.sparse.T  # key-major, as a KJT wants
+        lengths = torch.ones(ns * rows, dtype=torch.int32, pin_memory=pin)
+        out = StreamBatch()
+        out.dense, out.labels = dense, labels
+        out.sparse = values.view(ns, rows).t()
+        use_kjt = KeyedJaggedTensor is not None and self.sparse_format != "triple"
+        if use_kjt:
+            out.sparse_features = KeyedJaggedTensor(keys=keys, values=values, lengths=lengths)
+        else:
+            out.sparse_features = JaggedSparse(keys, values, lengths)
+        out.vocab_sizes = [int(v) for v in b.vocab_sizes]
+        out.keys = keys
+        out.endpoint, out.epoch, out.sequence, out.rows = endpoint, epoch, b.sequence, rows
+        return out
+
+
+class StreamDataLoader(DataLoader):
+    """A DataLoader over a StreamDataset whose state_dict() is the position
+    of what the training loop received (not what workers prefetched).
+
+    batch_size is None (piperec makes the batches). With num_workers > 0 it
+    sets the dataset's ack lag to prefetch_factor + 1 and pins in the
+    DataLoader (pin_memory defaults to the dataset's setting)."""
+
+    def __init__(self, dataset, num_workers=0, pin_memory=None, prefetch_factor=2, **kwargs):
+        if not isinstance(dataset, StreamDataset):
+            raise TypeError("StreamDataLoader needs a StreamDataset")
+        kwargs.pop("batch_size", None)
+        if pin_memory is None:
+            pin_memory = dataset._want_pin() if num_workers > 0 else False
+        if num_workers > 0:
+            dataset._loader_ack_lag = prefetch_factor + 1
+            kwargs["prefetch_factor"] = prefetch_factor
+        super().__init__(dataset, batch_size=None, num_workers=num_workers, pin_memory=pin_memory,
+                         **kwargs)
+
+    def __iter__(self):
+        for b in super().__iter__():
+            self.dataset._record(b)
+            yield b
+
+    def state_dict(self):
+        return self.dataset.state_dict()
+
+    def load_state_dict(self, state):
+        self.dataset.load_state_dict(state)
+
+
+# ---------------------------------------------------------------- growing embeddings
+
+_EMB = (nn.Embedding, nn.EmbeddingBag)
+
+
+def _tables(module_or_tables):
+    m = module_or_tables
+    if isinstance(m, _EMB):
+        return [m]
+    if isinstance(m, (nn.ModuleDict, dict)):
+        return list(m.values())
+    if isinstance(m, (nn.ModuleList, list, tuple)):
+        return list(m)
+    if isinstance(m, nn.Module):
+        return [x for x in m.modules() if isinstance(x, _EMB)]
+    raise TypeError("grow_embeddings: expected an nn.Embedding/EmbeddingBag, a list or dict of "
+                    "them, or a module holding them; got %s" % type(m).__name__)
+
+
+def _init_rows(table, n, dim, dtype, device):
+    """n fresh rows initialised by the table's own reset_parameters (so a
+    subclass's init is honoured), run on a temporary weight."""
+    saved_w, saved_n = table.weight, table.num_embeddings
+    saved_pad = getattr(table, "padding_idx", None)
+    tmp = nn.Parameter(torch.empty(n, dim, dtype=dtype, device=device))
+    try:
+        table.weight, table.num_embeddings = tmp, n
+        if hasattr(table, "padding_idx"):
+            table.padding_idx = None
+        with torch.no_grad():
+            table.reset_parameters()
+        return tmp.detach()
+    finally:
+        table.weight, table.num_embeddings = saved_w, saved_n
+        if hasattr(table, "padding_idx"):
+            table.padding_idx = saved_pad
+
+
+def grow_embeddings(module_or_tables, vocab_sizes, optimizer=None, init=None, headroom=1.0):
+    """Grow embedding tables in place to hold vocab_sizes rows.
+
+    module_or_tables: an nn.Embedding/EmbeddingBag, a list/ModuleList of them,
+        a dict/ModuleDict of them, or any module (its Embedding/EmbeddingBag
+        submodules in registration order).
+    vocab_sizes: an int (one table), a list in table order (a batch's
+        ``vocab_sizes``), or a dict keyed like the ModuleDict.
+    optimizer: an optimizer (or a list of them) holding the tables' weights:
+        its param groups are pointed at the new weights, and per-parameter
+        state tensors shaped like the old weight (Adam/AdamW/SparseAdam
+        exp_avg and exp_avg_sq, Adagrad sum, SGD momentum_buffer, ...) grow
+        with it: trained rows keep their state, new rows get zeros (Adagrad:
+        the group's initial_accumulator_value); scalars such as Adam's step
+        are kept. An optimizer not passed here keeps training the old,
+        detached weight: rebuild its param groups after growing.
+    init: optional fn(tensor [n_new, dim]) to initialise new rows in place;
+        default: the table's own reset_parameters() (nn.Embedding: N(0, 1)).
+    headroom: grow to max(needed, ceil(old * headroom)) rows to grow less often.
+
+    A table only grows (never shrinks). Its weight becomes a new Parameter
+    (changing the shape of a Parameter in place breaks autograd while an old
+    graph still references it): anything else holding the old Parameter —
+    an optimizer not passed here, a DistributedDataParallel wrapper, an EMA
+    copy — must be rebuilt or updated. Call it between steps (after
+    optimizer.step(), before the next forward). Returns [(table index or
+    key, old rows, new rows)] for the tables that grew.
+    """
+    tables = _tables(module_or_tables)
+    if optimizer is None:
+        optimizers = []
+    elif isinstance(optimizer, (list, tuple)):
+        optimizers = list(optimizer)
+    else:
+        optimizers = [optimizer]
+    if isinstance(vocab_sizes, dict):
+        if not isinstance(module_or_tables, (nn.ModuleDict, dict)):
+            raise TypeError("vocab_sizes as a dict needs tables as a dict/ModuleDict")
+        names = list(module_or_tables.keys())
+        sizes = [vocab_sizes.get(k) for k in names]
+    else:
+        names = list(module_or_tables.keys()) if isinstance(
+            module_or_tables, (nn.ModuleDict, dict)) else list(range(len(tables)))
+        sizes = [vocab_sizes] if isinstance(vocab_sizes, int) else list(vocab_sizes)
+        if len(sizes) != len(tables):
+            raise ValueError("grow_embeddings: %d tables but %d vocabulary sizes"
+                             % (len(tables), len(sizes)))
+    grown = []
+    for name, table, need in zip(names, tables, sizes):
+        if need is None:
+            continue
+        old = table.num_embeddings
+        need = int(need)
+        if need <= old:
+            continue
+        new = max(need, int(math.ceil(old * headroom)))
+        w = table.weight
+        fresh = torch.empty(new - old, table.embedding_dim, dtype=w.dtype, device=w.device)
+        if init is not None:
+            with torch.no_grad():
+                init(fresh)
+        else:
+            fresh = _init_rows(table, new - old, table.embedding_dim, w.dtype, w.device)
+        with torch.no_grad():
+            nw = nn.Parameter(torch.cat([w.detach(), fresh], 0), requires_grad=w.requires_grad)
+        table.weight = nw
+        table.num_embeddings = new
+        for o in optimizers:
+            _swap_in_optimizer(o, w, nw, old, new)
+        grown.append((name, old, new))
+    return grown
+
+
+def _swap_in_optimizer(optimizer, old_p, new_p, old, new):
+    """Point the optimizer's param groups at new_p and grow old_p's state."""
+    found = False
+    fill = 0.0
+    for g in optimizer.param_groups:
+        for i, p in enumerate(g["params"]):
+            if p is old_p:
+                g["params"][i] = new_p
+                found = True
+                fill = float(g.get("initial_accumulator_value", 0.0))
+    if not found:
+        return
+    state = optimizer.state.pop(old_p, None)
+    if not state:
+        return
+    for k, v in list(state.items()):
+        if torch.is_tensor(v) and v.dim() >= 1 and v.shape[0] == old and \
+                tuple(v.shape[1:]) == tuple(old_p.shape[1:]):
+            pad = torch.full((new - old,) + tuple(v.shape[1:]), fill if k == "sum" else 0.0,
+                             dtype=v.dtype, device=v.device)
+            state[k] = torch.cat([v, pad], 0)
+    optimizer.state[new_p] = state

@@ -1,0 +1,50 @@
+"""Fixtures: `bt` runs a Python snippet as the client of bt_serve (a real
+trainer sink serving N synthetic batches, tests/batcher/bt_serve.c) and
+returns what the snippet stored in RESULT; bt_serve itself fails the test
+unless every batch was acked exactly once."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+SRC = os.environ.get("PR_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+
+PRELUDE = """
+import json, os, sys
+sys.path.insert(0, %r)
+import numpy as np
+import torch
+ADDR = "127.0.0.1:%%s" %% os.environ["BT_PORT"]
+RESULT = {}
+def expected(seq):
+    g = np.arange((seq - 1) * 4, seq * 4)
+    return g, (g[:, None] + 0.5 * np.arange(3)).astype(np.float32), 10 * g[:, None] + np.arange(2), g %% 2
+""" % os.path.join(SRC, "clients", "python")
+
+EPILOGUE = """
+with open(os.environ["BT_RESULT"], "w") as f:
+    json.dump(RESULT, f)
+"""
+
+
+@pytest.fixture
+def bt(tmp_path):
+    serve = os.environ.get("BT_SERVE")
+    if not serve or not os.path.exists(serve):
+        pytest.skip("BT_SERVE (tests/batcher/bt_serve) not set: run through ctest")
+
+    def run(n_batches, code, timeout=120):
+        script = tmp_path / "client.py"
+        script.write_text(PRELUDE + textwrap.dedent(code) + EPILOGUE)
+        out = tmp_path / "result.json"
+        env = dict(os.environ, BT_RESULT=str(out))
+        p = subprocess.run([serve, "trainer", str(n_batches), sys.executable, str(script)],
+                           env=env, capture_output=True, text=True, timeout=timeout)
+        assert p.returncode == 0, "bt_serve/client failed:\n%s\n%s" % (p.stdout, p.stderr)
+        assert "acked exactly once" in p.stdout
+        return json.loads(out.read_text())
+    return run

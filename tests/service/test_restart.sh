@@ -1,0 +1,101 @@
+#!/bin/sh
+# test_restart.sh — issue 11, points 5 and 8, on `piperec broker` (mock cluster):
+#   restart: `piperec run` is killed with SIGKILL and started again with
+#     DEFAULT group settings; its first batch must come within 15 s of the
+#     restart (it used to wait out the dead member's 45 s session). The real
+#     figure is printed ("restart: first batch after N ms"): ~11 s here. The
+#     mock cluster of librdkafka 2.0.2 ignores group.instance.id and elects
+#     the dead member leader, so a restart costs about 2 x session.timeout.ms
+#     - 1 s on it; a real broker with static membership hands the partitions
+#     back at once, and within ~session.timeout.ms (6 s) without it.
+#   SIGTERM during a rebalance: while one member runs, a second one joins and
+#     gets SIGTERM at several points of its join; each must drain and exit 0
+#     (librdkafka 2.0.2 used to abort in rd_kafka_sticky_assignor_state_destroy).
+# Env (from pr_script_test): PIPEREC, PR_TEST_DATA, PR_TMP.
+set -eu
+T="$PR_TMP"
+DATA="$PR_TEST_DATA/criteo_sample_100.tsv"
+fail() { echo "FAIL: $*" >&2; for f in "$T"/*.err; do echo "--- $f"; tail -20 "$f"; done >&2; exit 1; }
+pids=""
+cleanup() { for p in $pids; do kill -9 "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+ms() { echo $(( $(date +%s%N) / 1000000 )); }
+wait_until() { # seconds, description, command...
+    n=$(( $1 * 20 )); what=$2; shift 2
+    while ! "$@" >/dev/null 2>&1; do
+        n=$((n - 1)); [ $n -gt 0 ] || fail "timed out waiting for $what"
+        sleep 0.05
+    done
+}
+
+mkfifo "$T/broker.fifo"
+"$PIPEREC" broker --partitions 2 --topics events,other > "$T/broker.fifo" 2> "$T/broker.err" &
+pids="$pids $!"
+exec 3< "$T/broker.fifo"
+read -r first <&3 || fail "broker printed nothing"
+B="${first#bootstrap=}"
+kcat -P -b "$B" -t events -l "$DATA" 2>/dev/null || fail "kcat produce"
+
+# Default group settings on purpose: no session.timeout.ms, no instance id.
+config() { # name group dir
+    cat > "$T/$1.yaml" <<Y
+pipelines:
+  - name: p
+    source:
+      kafka:
+        topics: [events]
+        group.id: $2
+        properties: { bootstrap.servers: "$B", auto.offset.reset: earliest }
+    batch: { size: 8, max_delay_ms: 50 }
+    sinks:
+      files: { dir: "$T/$3" }
+    state: { dir: "$T/state-$3" }
+http: { listen: "127.0.0.1:0" }
+log: { level: info }
+Y
+}
+emitted() { # log -> succeeds once the run's /v1/status shows a batch
+    hp=$(sed -n 's/.*http on port \([0-9]*\).*/\1/p' "$1" | head -1)
+    [ -n "$hp" ] && curl -sf "http://127.0.0.1:$hp/v1/status" | grep -q '"batches_emitted":[1-9]'
+}
+unset PIPEREC_INSTANCE_ID POD_NAME || true
+
+# ---- point 5: restart after SIGKILL --------------------------------------
+config r1 restart-g out
+"$PIPEREC" run --config "$T/r1.yaml" 2> "$T/r1.err" &
+R1=$!; pids="$pids $R1"
+wait_until 30 "first run's first batch" emitted "$T/r1.err"
+kill -9 $R1; wait $R1 2>/dev/null || true
+kcat -P -b "$B" -t events -l "$DATA" 2>/dev/null || fail "kcat produce"
+t0=$(ms)
+"$PIPEREC" run --config "$T/r1.yaml" 2> "$T/r2.err" &
+R2=$!; pids="$pids $R2"
+wait_until 30 "restarted run's first batch" emitted "$T/r2.err"
+dt=$(( $(ms) - t0 ))
+echo "restart: first batch after $dt ms"
+[ "$dt" -lt 15000 ] || fail "restart took $dt ms (bound 15000)"
+grep -q "epoch 2 " "$T/r2.err" || fail "restarted run is not epoch 2"
+kill -TERM $R2; wait $R2 || fail "restarted run: exit $?"
+
+# ---- point 8: SIGTERM while a second member joins ------------------------
+config a sigterm-g outa
+"$PIPEREC" run --config "$T/a.yaml" 2> "$T/a.err" &
+A=$!; pids="$pids $A"
+wait_until 30 "member A's first batch" emitted "$T/a.err"
+i=0
+for delay in 0.2 1 2.5 4.5 5.2; do
+    i=$((i + 1))
+    config b$i sigterm-g outb$i
+    "$PIPEREC" run --config "$T/b$i.yaml" 2> "$T/b$i.err" &
+    BP=$!
+    sleep "$delay"
+    kill -TERM $BP
+    rc=0; wait $BP || rc=$?
+    if [ "$rc" -ne 0 ] || grep -q "Assertion" "$T/b$i.err"; then
+        fail "member B (SIGTERM after ${delay}s of its join) exited $rc"
+    fi
+    echo "sigterm during join after ${delay}s: exit 0"
+done
+kill -0 $A || fail "member A died"
+kill -TERM $A; wait $A || fail "member A: exit $?"
+echo "test_restart: ok"
