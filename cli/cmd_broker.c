@@ -4,11 +4,16 @@
  *
  * The first stdout line is `bootstrap=HOST:PORT`, flushed at once, so a
  * script can start it in the background and read the address; then it runs
- * until SIGINT/SIGTERM. Any Kafka client (kcat, confluent-kafka, piperec
+ * until SIGINT/SIGTERM. SIGUSR1 takes the broker down (connections closed,
+ * new ones refused) and SIGUSR2 brings it back, for outage tests
+ * (tests/fault/). Any Kafka client (kcat, confluent-kafka, piperec
  * itself) can produce and consume; it has no durability, no SSL/SASL and
  * keeps only ~5 MB per partition.
  */
 #include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +28,8 @@ static void pr__broker_usage(FILE *f)
                "\n"
                "Starts a TEST Kafka broker on 127.0.0.1 (librdkafka's mock cluster) and\n"
                "prints `bootstrap=HOST:PORT` as the first line of stdout; runs until\n"
-               "SIGINT/SIGTERM. For tests and demos only: no durability (everything is\n"
+               "SIGINT/SIGTERM; SIGUSR1 takes it down (an outage: connections closed,\n"
+               "new ones refused, data kept), SIGUSR2 brings it back. For tests and demos only: no durability (everything is\n"
                "in memory and gone at exit), no SSL/SASL, and only the last ~5 MB of\n"
                "each partition are kept, so consume while you produce. Production\n"
                "uses a real Kafka cluster.\n"
@@ -79,6 +85,13 @@ int pr_cli_cmd_broker(int argc, char **argv)
      * inherit the mask and this thread receives them. */
     sigset_t set;
     pr_cli_block_signals(&set);
+    sigset_t ctl;
+    sigemptyset(&ctl);
+    sigaddset(&ctl, SIGUSR1);
+    sigaddset(&ctl, SIGUSR2);
+    pthread_sigmask(SIG_BLOCK, &ctl, NULL);
+    sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGUSR2);
     char errstr[512];
     pr_mock_broker *mb = pr_mock_broker_start(partitions, topics, errstr, sizeof(errstr));
     if (!mb) {
@@ -91,8 +104,20 @@ int pr_cli_cmd_broker(int argc, char **argv)
             "~5 MB per partition)",
             pr_mock_broker_bootstrap(mb), topics, partitions);
     int sig;
-    while (!(sig = pr_cli_wait_signal(&set, 1000)))
-        ;
+    for (;;) {
+        sig = pr_cli_wait_signal(&set, 1000);
+        if (sig != SIGUSR1 && sig != SIGUSR2) {
+            if (sig)
+                break;
+            continue;
+        }
+        bool down = sig == SIGUSR1;
+        if (pr_mock_broker_set_down(mb, down, errstr, sizeof(errstr)))
+            pr_err("broker: %s", errstr);
+        else
+            pr_info("broker: %s", down ? "down (SIGUSR1): connections closed and refused"
+                                       : "up (SIGUSR2): accepting connections");
+    }
     pr_info("broker: signal %d, stopping", sig);
     pr_mock_broker_stop(mb);
     return 0;

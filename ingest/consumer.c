@@ -191,6 +191,20 @@ static void pr__log_cb(const rd_kafka_t *rk, int level, const char *fac, const c
     pr_log(l, "librdkafka %s: %s", fac, buf);
 }
 
+/* Client-level errors (a broker down, all brokers down, ...): once
+ * rd_kafka_poll_set_consumer() is on, librdkafka hands them to this callback
+ * from consumer_poll(), never as a message; without it they were only logged
+ * and piperec_consumer_errors_total did not show an outage (tests/fault/
+ * test_fault_broker.sh). Fatal errors still come as consumer errors. */
+static void pr__error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    (void)rk;
+    pr_consumer *c = opaque;
+    PR__ADD(c->st.kafka_errors, 1);
+    pr_log_ratelimited(&c->rl_err, PR_LOG_WARN, "consumer: %s: %s",
+                       rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+}
+
 static void pr__commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                           rd_kafka_topic_partition_list_t *offsets, void *opaque)
 {
@@ -273,25 +287,6 @@ static void pr__drop_pending_of(pr_consumer *c, const rd_kafka_topic_partition_l
         }
 }
 
-/* Start newly assigned partitions at their committed offset, or, for a group
- * that has none, where auto.offset.reset says: librdkafka itself runs with
- * auto.offset.reset=error (so an out-of-range offset reaches pr__offset_reset)
- * and would otherwise take an error round trip for every new partition.
- * When the lookup fails the offsets stay INVALID: librdkafka then fetches the
- * committed ones itself and a missing one still ends in pr__offset_reset. */
-static void pr__start_offsets(pr_consumer *c, rd_kafka_t *rk, rd_kafka_topic_partition_list_t *parts)
-{
-    if (!parts->cnt || c->initial_reset == RD_KAFKA_OFFSET_INVALID)
-        return;
-    rd_kafka_topic_partition_list_t *q = rd_kafka_topic_partition_list_copy(parts);
-    if (!rd_kafka_committed(rk, q, 5000))
-        for (int i = 0; i < q->cnt && i < parts->cnt; i++)
-            if (!q->elems[i].err)
-                parts->elems[i].offset =
-                    q->elems[i].offset >= 0 ? q->elems[i].offset : c->initial_reset;
-    rd_kafka_topic_partition_list_destroy(q);
-}
-
 static void pr__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                              rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
@@ -308,7 +303,6 @@ static void pr__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         c->ever_assigned = true;
         if (tps)
             n = pr__tps_from_list(c, parts, tps, true);
-        pr__start_offsets(c, rk, parts);
         if (coop)
             e = rd_kafka_incremental_assign(rk, parts);
         else
@@ -493,6 +487,7 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
     rd_kafka_conf_set_log_cb(kc, pr__log_cb);
     rd_kafka_conf_set_rebalance_cb(kc, pr__rebalance_cb);
     rd_kafka_conf_set_offset_commit_cb(kc, pr__commit_cb);
+    rd_kafka_conf_set_error_cb(kc, pr__error_cb);
     rd_kafka_conf_set_opaque(kc, c);
 
     if (conf->dead_letter_topic && *conf->dead_letter_topic) {

@@ -62,6 +62,10 @@ struct pr__pipe {
     pr_batcher *bat;
     pr_sinkset *sinks;
     int trainer_port;
+    pr_sink *ckpt_sink; /* the trainer sink in checkpoint delivery, else NULL */
+    uint8_t *skip;      /* per row of blk: in a checkpoint already (pr__skip_checkpointed) */
+    size_t skip_cap;
+    _Atomic uint64_t ckpt_skipped; /* rows skipped because a checkpoint holds them */
     pr_block *blk;
     pr_out *out;
 
@@ -292,13 +296,14 @@ static bool pr__key_revoked(const pr__pipe *p, int32_t key)
 }
 
 /* Remove rows of revoked partitions from the block (rare: only when a revoke
- * happened inside the poll that filled it). Keeps the order of the rest. */
-static void pr__block_drop_revoked(pr__pipe *p, pr_block *b)
+ * happened inside the poll that filled it), or with `skip`, the rows whose
+ * skip[r] is set. Keeps the order of the rest. */
+static void pr__block_drop_revoked(pr__pipe *p, pr_block *b, const uint8_t *skip)
 {
     uint32_t w = 0;
     const size_t bw = pr_bitmap_words(b->cap);
     for (uint32_t r = 0; r < b->rows; r++) {
-        bool drop = p->revoked_overflow || pr__key_revoked(p, b->partition[r]);
+        bool drop = skip ? skip[r] : p->revoked_overflow || pr__key_revoked(p, b->partition[r]);
         if (drop)
             continue;
         if (w != r) {
@@ -523,6 +528,7 @@ static void pr__pipe_free(pr__pipe *p)
     p->eng = NULL;
     if (p->blk)
         pr_block_free(p->blk);
+    free(p->skip);
     if (p->out)
         pr_out_free(p->out);
     p->blk = NULL;
@@ -576,8 +582,11 @@ static int pr__sinks_open(pr__pipe *p, const pr_clock *clock, char *errstr, size
         if (rc)
             return pr_seterr(errstr, errstr_size, rc, "pipelines[%s].sinks.%s: %s", pc->name,
                              table[i].name, e);
-        if (!strcmp(table[i].name, "trainer"))
+        if (!strcmp(table[i].name, "trainer")) {
             p->trainer_port = pr_sink_trainer_port(s);
+            if (pr_sink_trainer_checkpoint_mode(s))
+                p->ckpt_sink = s;
+        }
         rc = pr_sinkset_add(p->sinks, s);
         if (rc) {
             pr_sink_free(s);
@@ -839,13 +848,43 @@ static void pr__backpressure(pr__pipe *p)
     }
 }
 
+/* Checkpoint delivery: rows a trainer's durable checkpoint already holds
+ * (the resume position trainers send, docs/trainer-protocol.md) are neither
+ * batched nor sent again; their offsets count as done, like an empty
+ * message's. They come back after a crash that lost the commit of a
+ * checkpoint that did become durable. */
+static void pr__skip_checkpointed(pr__pipe *p)
+{
+    pr_block *b = p->blk;
+    if (!p->skip || p->skip_cap < b->rows) {
+        uint8_t *n = realloc(p->skip, b->cap);
+        if (!n)
+            return; /* nothing skipped: at-least-once still holds */
+        p->skip = n;
+        p->skip_cap = b->cap;
+    }
+    const pr_pipeline_cfg *pc = p->cfg;
+    uint32_t k = pr_sink_trainer_resume_filter(
+        p->ckpt_sink, (const char *const *)pc->source.kafka.topics, pc->source.kafka.n_topics,
+        b->partition, b->offset, b->rows, p->skip);
+    if (!k)
+        return;
+    for (uint32_t r = 0; r < b->rows; r++)
+        if (p->skip[r])
+            pr_batcher_note_consumed(p->bat, b->partition[r], b->offset[r] + 1);
+    pr__block_drop_revoked(p, b, p->skip);
+    atomic_fetch_add(&p->ckpt_skipped, k);
+}
+
 /* Engine + batcher for what the last poll put into the block. */
 static int pr__process_block(pr__pipe *p)
 {
     if (p->n_revoked || p->revoked_overflow)
-        pr__block_drop_revoked(p, p->blk);
+        pr__block_drop_revoked(p, p->blk, NULL);
     p->n_revoked = 0;
     p->revoked_overflow = false;
+    if (p->ckpt_sink && p->blk->rows)
+        pr__skip_checkpointed(p);
     if (p->blk->rows == 0)
         return 0;
     char e[512] = "";
@@ -922,6 +961,15 @@ static void *pr__pipe_main(void *arg)
         int64_t now = pr__now_ns();
         atomic_store(&p->last_turn_ns, now);
         atomic_fetch_add(&p->loop_turns, 1);
+
+        /* Checkpoint delivery: read nothing until a trainer has said where
+         * its checkpoint stands, or batches would be cut from rows it holds
+         * (a batch cannot be trimmed once cut). */
+        if (p->ckpt_sink && !pr_sink_trainer_resume_known(p->ckpt_sink)) {
+            pr__sleep_ms(20);
+            pr__refresh_cache(p, now, false);
+            continue;
+        }
 
         int64_t due = pr_batcher_poll(p->bat);
         int64_t wait = svc->opts.max_poll_wait_ms;

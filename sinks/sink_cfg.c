@@ -13,6 +13,8 @@
 
 #define PR__SINK_OFF_DOC "Set false to keep the section but switch the sink off."
 
+const char *const pr_trainer_delivery_names[] = {"ack", "checkpoint", NULL};
+
 static const pr_cfgmap_entry trainer_entries[] = {
     PR_CFG_E_BOOL("enabled", pr_trainer_sink_cfg, enabled, NULL, PR__SINK_OFF_DOC),
     PR_CFG_E_HOSTPORT("listen", pr_trainer_sink_cfg, listen, "127.0.0.1:7070",
@@ -47,6 +49,11 @@ static const pr_cfgmap_entry trainer_entries[] = {
      .doc = "Receive buffer memory shared by all connections beyond each one's first 4 KiB; a "
             "connection whose partial frame needs more is dropped. Counted in "
             "limits.max_inflight_bytes."},
+    PR_CFG_E_ENUM("delivery", pr_trainer_sink_cfg, delivery, pr_trainer_delivery_names, "ack",
+                  "When a batch's input offsets may be committed: ack = when its trainer acks it; "
+                  "checkpoint = when a trainer reports a durable checkpoint holding its rows "
+                  "(CheckpointCommit), and a restored trainer resumes exactly after its "
+                  "checkpoint (docs/trainer-protocol.md)."),
 };
 const pr_cfgmap pr_sink_trainer_cfgmap = PR_CFGMAP(trainer_entries);
 

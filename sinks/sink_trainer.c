@@ -65,6 +65,7 @@
 #include "pr_log.h"
 #include "pr_sink.h"
 #include "sink_acks.h"
+#include "trainer_ckpt.h"
 #include "pr_trainer_client.h"
 #include "trainer.pb-c.h"
 
@@ -116,6 +117,9 @@ typedef struct tclient {
     uint32_t window;
     inflight *fl;
     size_t n_fl, cap_fl;
+    /* checkpoint delivery: acked (trained on), not yet in a committed checkpoint */
+    inflight *tr;
+    size_t n_tr, cap_tr;
     uint8_t *rbuf;
     size_t rlen, rcap;
     out_item *oq_head, *oq_tail;
@@ -144,6 +148,7 @@ typedef struct trainer_sink {
     SSL_CTX *ssl_ctx; /* NULL: plain TCP */
     bool mtls;
     char *token_path; /* NULL: no token auth */
+    bool ckpt;        /* sinks.trainer.delivery: checkpoint */
 
     int lfd;
     int wake[2];
@@ -157,6 +162,8 @@ typedef struct trainer_sink {
     pr_batch **queue; /* not yet given to a trainer, sorted by seq */
     size_t qlen, qcap;
     pr__acks acked;      /* under mu */
+    pr__posset resume;   /* under mu: rows durable checkpoints hold (checkpoint delivery) */
+    bool resume_known;   /* under mu: a trainer subscribed (its resume position is in) */
     uint64_t n_assigned; /* batches in trainers' in-flight lists */
     pr_sink_stats st;
     uint64_t bytes_sent; /* atomic, outside mu: updated on every write */
@@ -637,19 +644,33 @@ static void client_drop(trainer_sink *t, tclient *c)
         t->n_assigned--;
     }
     t->st.redeliveries += c->n_fl;
+    /* Checkpoint delivery: what it trained on after its last committed
+     * checkpoint is not in any durable model either; a trainer restored from
+     * that checkpoint must get it again. */
+    for (size_t i = 0; i < c->n_tr; i++) {
+        if (queue_insert(t, c->tr[i].b) < 0) {
+            pr_err("trainer sink: out of memory requeueing batch %llu",
+                   (unsigned long long)c->tr[i].seq);
+            pr_batch_unref(c->tr[i].b);
+        }
+        t->n_assigned--;
+    }
+    t->st.redeliveries += c->n_tr;
     if (c->subscribed)
         t->st.clients--;
     t->n_conns--;
     t->st.connections = t->n_conns;
     pthread_mutex_unlock(&t->mu);
-    if (c->n_fl)
-        pr_warn("trainer sink: client %s (#%llu) left with %zu unacked batches; they go to the "
-                "next trainer",
-                c->client_id, (unsigned long long)c->id, c->n_fl);
+    if (c->n_fl || c->n_tr)
+        pr_warn("trainer sink: client %s (#%llu) left with %zu unacked batches and %zu not in a "
+                "committed checkpoint; they go to the next trainer",
+                c->client_id, (unsigned long long)c->id, c->n_fl, c->n_tr);
     else if (c->subscribed)
         pr_info("trainer sink: client %s (#%llu) disconnected", c->client_id,
                 (unsigned long long)c->id);
     c->n_fl = 0;
+    c->n_tr = 0;
+    free(c->tr);
     if (c->ssl) {
         if (c->tls_ready && !c->dead)
             (void)SSL_shutdown(c->ssl); /* close_notify, best effort */
@@ -664,6 +685,112 @@ static void client_drop(trainer_sink *t, tclient *c)
     free(c->fl);
     rbuf_free(t, c);
     free(c);
+}
+
+/* ---------------------------------------------------------------- checkpoint delivery */
+
+/* Release one batch whose rows a durable checkpoint holds: the sink set may
+ * now count it as acknowledged (its offsets can be committed). Under mu. */
+static void ckpt_release(trainer_sink *t, pr_batch *b)
+{
+    uint64_t seq = b->seq;
+    pr_batch_unref(b);
+    if (pr__acks_push(&t->acked, &seq, 1) < 0) {
+        pr_err("trainer sink: out of memory recording checkpointed batch %llu",
+               (unsigned long long)seq);
+        return;
+    }
+    t->st.batches_acked++;
+}
+
+static size_t ckpt_release_list(trainer_sink *t, const pr__posset *ps, inflight *v, size_t *n)
+{
+    size_t w = 0, released = 0;
+    for (size_t i = 0; i < *n; i++) {
+        if (pr__posset_covers_batch(ps, v[i].b)) {
+            ckpt_release(t, v[i].b);
+            t->n_assigned--;
+            released++;
+        } else {
+            v[w++] = v[i];
+        }
+    }
+    *n = w;
+    return released;
+}
+
+/* Release every batch, wherever it is (queued, in flight or trained on by
+ * any trainer), whose rows all lie in `ps`. Checkpoints of data-parallel
+ * ranks hold each other's batches, so all connections are searched. I/O
+ * thread; takes mu. */
+static size_t ckpt_release_covered(trainer_sink *t, const pr__posset *ps)
+{
+    size_t released = 0;
+    pthread_mutex_lock(&t->mu);
+    size_t w = 0;
+    for (size_t i = 0; i < t->qlen; i++) {
+        if (pr__posset_covers_batch(ps, t->queue[i])) {
+            ckpt_release(t, t->queue[i]);
+            released++;
+        } else {
+            t->queue[w++] = t->queue[i];
+        }
+    }
+    t->qlen = w;
+    for (tclient *c = t->clients; c; c = c->next) {
+        released += ckpt_release_list(t, ps, c->fl, &c->n_fl);
+        released += ckpt_release_list(t, ps, c->tr, &c->n_tr);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return released;
+}
+
+/* Add a position sent by a trainer (Subscribe.resume or CheckpointCommit)
+ * to `ps`. false: a range does not make sense (the caller drops the client). */
+static bool ckpt_add_ranges(pr__posset *ps, Piperec__V1__OffsetRange *const *r, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (r[i]->first_offset < 0 || r[i]->last_offset < r[i]->first_offset)
+            return false;
+        if (pr__posset_add(ps, r[i]->topic, r[i]->partition, r[i]->first_offset,
+                           r[i]->last_offset) < 0)
+            return false;
+    }
+    return true;
+}
+
+static void handle_checkpoint(trainer_sink *t, tclient *c,
+                              const Piperec__Trainer__V1__CheckpointCommit *cc)
+{
+    if (!t->ckpt)
+        return; /* ack delivery: acks already released everything */
+    pr__posset ps;
+    pr__posset_init(&ps);
+    bool ok = ckpt_add_ranges(&ps, cc->ranges, cc->n_ranges);
+    if (ok) {
+        /* A committed checkpoint is a resume position too: rows it holds are
+         * never delivered again, even if the consumer reads them twice. */
+        pthread_mutex_lock(&t->mu);
+        ok = ckpt_add_ranges(&t->resume, cc->ranges, cc->n_ranges);
+        pthread_mutex_unlock(&t->mu);
+    }
+    if (!ok) {
+        pr__posset_fini(&ps);
+        drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL,
+             "CheckpointCommit: bad offset range (or out of memory)");
+        return;
+    }
+    size_t released = ckpt_release_covered(t, &ps);
+    pr__posset_fini(&ps);
+    pr_debug("trainer sink: client %s (#%llu) committed checkpoint %llu: %zu batch(es) released",
+             c->client_id, (unsigned long long)c->id, (unsigned long long)cc->id, released);
+    Piperec__Trainer__V1__CheckpointOk okm = PIPEREC__TRAINER__V1__CHECKPOINT_OK__INIT;
+    okm.id = cc->id;
+    okm.released = (uint32_t)released;
+    Piperec__Trainer__V1__Frame f = PIPEREC__TRAINER__V1__FRAME__INIT;
+    f.msg_case = PIPEREC__TRAINER__V1__FRAME__MSG_CHECKPOINT_OK;
+    f.checkpoint_ok = &okm;
+    (void)send_ctrl(c, &f);
 }
 
 static void handle_subscribe(trainer_sink *t, tclient *c, const Piperec__Trainer__V1__Subscribe *s)
@@ -732,7 +859,24 @@ static void handle_subscribe(trainer_sink *t, tclient *c, const Piperec__Trainer
     c->subscribed = true;
     pthread_mutex_lock(&t->mu);
     t->st.clients++;
+    bool ok_resume = !t->ckpt || ckpt_add_ranges(&t->resume, s->resume, s->n_resume);
+    if (t->ckpt)
+        t->resume_known = true;
     pthread_mutex_unlock(&t->mu);
+    if (!ok_resume) {
+        drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL,
+             "Subscribe.resume: bad offset range (or out of memory)");
+        return;
+    }
+    if (t->ckpt && s->n_resume) {
+        /* Batches still held that the restored checkpoint holds (its
+         * CheckpointCommit was lost with the trainer) are done. */
+        pr__posset ps;
+        pr__posset_init(&ps);
+        if (ckpt_add_ranges(&ps, s->resume, s->n_resume))
+            ckpt_release_covered(t, &ps);
+        pr__posset_fini(&ps);
+    }
     pr_info("trainer sink: client %s (#%llu) subscribed to %s with %u credits", c->client_id,
             (unsigned long long)c->id, t->pipeline, c->window);
 }
@@ -740,6 +884,25 @@ static void handle_subscribe(trainer_sink *t, tclient *c, const Piperec__Trainer
 static void handle_ack(trainer_sink *t, tclient *c, const uint64_t *seqs, size_t n)
 {
     pthread_mutex_lock(&t->mu);
+    if (t->ckpt) {
+        /* Checkpoint delivery: an Ack returns the credit only; the batch
+         * waits on this connection for a CheckpointCommit that holds it. */
+        for (size_t k = 0; k < n; k++) {
+            size_t i;
+            for (i = 0; i < c->n_fl && c->fl[i].seq != seqs[k]; i++)
+                ;
+            if (i == c->n_fl ||
+                pr_grow((void **)&c->tr, &c->cap_tr, c->n_tr + 1, sizeof(*c->tr)) < 0) {
+                t->st.errors++;
+                continue;
+            }
+            c->tr[c->n_tr++] = c->fl[i];
+            memmove(&c->fl[i], &c->fl[i + 1], (c->n_fl - i - 1) * sizeof(*c->fl));
+            c->n_fl--;
+        }
+        pthread_mutex_unlock(&t->mu);
+        return;
+    }
     for (size_t k = 0; k < n; k++) {
         size_t i;
         for (i = 0; i < c->n_fl && c->fl[i].seq != seqs[k]; i++)
@@ -807,6 +970,9 @@ static void handle_frame(trainer_sink *t, tclient *c, const uint8_t *data, size_
         break;
     }
     case PIPEREC__TRAINER__V1__FRAME__MSG_PONG:
+        break;
+    case PIPEREC__TRAINER__V1__FRAME__MSG_CHECKPOINT_COMMIT:
+        handle_checkpoint(t, c, f->checkpoint_commit);
         break;
     case PIPEREC__TRAINER__V1__FRAME__MSG_ERROR:
         pr_warn("trainer sink: client %s (#%llu) reported error %d: %s", c->client_id,
@@ -1343,6 +1509,8 @@ static int trainer_new(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, size
         t->idle_ns = 2 * t->keepalive_ns;
     t->max_frame = tc.max_frame_bytes;
     t->rx_pool = tc.max_receive_buffer_bytes;
+    t->ckpt = tc.delivery == PR_TRAINER_DELIVERY_CHECKPOINT;
+    pr__posset_init(&t->resume);
     t->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     int err;
     if (tc.tls.enabled && (err = tls_setup(t, &tc.tls, errstr, errstr_size)) < 0)
@@ -1515,6 +1683,7 @@ static void trainer_free(pr_sink *s)
         pr_batch_unref(t->queue[i]);
     free(t->queue);
     pr__acks_fini(&t->acked);
+    pr__posset_fini(&t->resume);
     if (t->lfd >= 0)
         close(t->lfd);
     if (t->spare_fd >= 0)
@@ -1537,6 +1706,47 @@ int pr_sink_trainer_port(pr_sink *s)
     if (!s || s->ops != &pr_sink_trainer_ops)
         return -1;
     return ((trainer_sink *)s)->port;
+}
+
+bool pr_sink_trainer_checkpoint_mode(pr_sink *s)
+{
+    return s && s->ops == &pr_sink_trainer_ops && ((trainer_sink *)s)->ckpt;
+}
+
+bool pr_sink_trainer_resume_known(pr_sink *s)
+{
+    if (!pr_sink_trainer_checkpoint_mode(s))
+        return true;
+    trainer_sink *t = (trainer_sink *)s;
+    pthread_mutex_lock(&t->mu);
+    bool k = t->resume_known;
+    pthread_mutex_unlock(&t->mu);
+    return k;
+}
+
+uint32_t pr_sink_trainer_resume_filter(pr_sink *s, const char *const *topics, size_t n_topics,
+                                       const int32_t *keys, const int64_t *offsets, uint32_t n,
+                                       uint8_t *skip)
+{
+    memset(skip, 0, n);
+    if (!pr_sink_trainer_checkpoint_mode(s))
+        return 0;
+    trainer_sink *t = (trainer_sink *)s;
+    uint32_t k = 0;
+    pthread_mutex_lock(&t->mu);
+    if (t->resume.n) {
+        for (uint32_t r = 0; r < n; r++) {
+            int ti = PR_PART_KEY_TOPIC(keys[r]);
+            const char *topic = (size_t)ti < n_topics && topics ? topics[ti] : "";
+            if (pr__posset_covers(&t->resume, topic, PR_PART_KEY_PARTITION(keys[r]), offsets[r],
+                                  offsets[r])) {
+                skip[r] = 1;
+                k++;
+            }
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+    return k;
 }
 
 const pr_sink_ops pr_sink_trainer_ops = {

@@ -28,13 +28,14 @@ import time
 
 import numpy as np
 
-__all__ = ["TrainerClient", "Batch", "ServerError", "PROTOCOL_VERSION"]
+__all__ = ["TrainerClient", "Batch", "Position", "ServerError", "PROTOCOL_VERSION"]
 
 PROTOCOL_VERSION = 1
 MAX_FRAME = 1 << 31
 
 # Frame oneof field numbers (schemas/trainer.proto).
 F_SUBSCRIBE, F_SUBSCRIBE_OK, F_BATCH, F_ACK, F_CREDIT, F_PING, F_PONG, F_ERROR = range(1, 9)
+F_CHECKPOINT_COMMIT, F_CHECKPOINT_OK = 9, 10
 
 ERROR_CODES = {
     0: "UNSPECIFIED", 1: "BAD_FRAME", 2: "UNSUPPORTED_VERSION", 3: "UNKNOWN_PIPELINE",
@@ -226,6 +227,88 @@ def decode_batch(buf, start=0, end=None):
     return b
 
 
+# ---------------------------------------------------------------- positions (checkpoint delivery)
+
+class Position:
+    """The input rows a model has trained on, in input terms: per (topic,
+    partition) a sorted list of disjoint inclusive offset intervals, built
+    from the batches' ``offsets`` provenance. Batch boundaries depend on
+    timing; offsets do not, so this is what a checkpoint must store to be
+    resumed exactly (docs/trainer-protocol.md, "Checkpoint delivery").
+
+    ``add_batch(b)`` after training on b; ``to_dict()``/``from_dict()`` for
+    the checkpoint file; ``merge()`` for the union of data-parallel ranks;
+    pass it as ``TrainerClient(resume=...)`` and to ``commit_checkpoint()``."""
+
+    def __init__(self):
+        self.parts = {}  # (topic, partition) -> [[first, last], ...]
+
+    def add(self, topic, partition, first, last):
+        iv = self.parts.setdefault((topic, partition), [])
+        out, placed = [], False
+        for a, b in iv:
+            if b < first - 1:
+                out.append([a, b])
+            elif a > last + 1:
+                if not placed:
+                    out.append([first, last])
+                    placed = True
+                out.append([a, b])
+            else:
+                first, last = min(a, first), max(b, last)
+        if not placed:
+            out.append([first, last])
+        out.sort()
+        self.parts[(topic, partition)] = out
+
+    def add_batch(self, b):
+        for r in b.offsets:
+            self.add(r["topic"], r["partition"], r["first_offset"], r["last_offset"])
+
+    def merge(self, other):
+        for (t, p), iv in other.parts.items():
+            for a, b in iv:
+                self.add(t, p, a, b)
+        return self
+
+    def contains(self, topic, partition, offset):
+        return any(a <= offset <= b for a, b in self.parts.get((topic, partition), ()))
+
+    def ranges(self):
+        """[(topic, partition, first, last)] in a stable order."""
+        return [(t, p, a, b) for (t, p), iv in sorted(self.parts.items()) for a, b in iv]
+
+    def to_dict(self):
+        return {"%s/%d" % (t, p): [list(x) for x in iv] for (t, p), iv in sorted(self.parts.items())}
+
+    @classmethod
+    def from_dict(cls, d):
+        pos = cls()
+        for k, iv in (d or {}).items():
+            t, _, p = k.rpartition("/")
+            for a, b in iv:
+                pos.add(t, int(p), int(a), int(b))
+        return pos
+
+    def copy(self):
+        return Position().merge(self)
+
+    def __eq__(self, other):
+        return isinstance(other, Position) and self.parts == other.parts
+
+    def __repr__(self):
+        return "Position(%r)" % (self.to_dict(),)
+
+
+def _encode_ranges(field, position):
+    out = b""
+    for t, p, a, b in position.ranges():
+        r = (_field_bytes(1, t.encode()) + _field_varint(2, p) + _field_varint(3, a)
+             + _field_varint(4, b))
+        out += _varint((field << 3) | 2) + _varint(len(r)) + r
+    return out
+
+
 # ---------------------------------------------------------------- client
 
 def read_token(path):
@@ -243,8 +326,14 @@ class TrainerClient:
 
     def __init__(self, address, pipeline, credits=8, client_id=None, timeout=10.0,
                  token=None, token_file=None, tls=False, ca_file=None, cert_file=None,
-                 key_file=None, ssl_context=None):
+                 key_file=None, ssl_context=None, resume=None):
         """Connect and subscribe.
+
+        Checkpoint delivery (server ``sinks.trainer.delivery: checkpoint``):
+        ``resume`` is the :class:`Position` of the checkpoint the model was
+        restored from (None or empty for a fresh model); the server never
+        sends rows of it again. Call :meth:`commit_checkpoint` once a
+        checkpoint is durable.
 
         Security (docs/operations.md, "Security"): ``token`` (or ``token_file``,
         first non-comment line) is sent in Subscribe; TLS is used when ``tls``
@@ -279,6 +368,9 @@ class TrainerClient:
                 + _field_varint(3, credits) + _field_bytes(4, cid.encode()))
         if token:
             body += _field_bytes(5, token.encode())
+        if resume is not None:
+            body += _encode_ranges(6, resume)
+        self.checkpoint_ok = None  # (id, batches released) of the last CheckpointOk
         self.sock.sendall(_frame(F_SUBSCRIBE, body))
         deadline = time.monotonic() + timeout
         while True:
@@ -376,6 +468,12 @@ class TrainerClient:
                 if num == 1 and wt == 0: code = v
                 elif num == 2 and wt == 2: msg = bytes(buf[s:t]).decode()
             raise ServerError(code, msg)
+        elif kind == F_CHECKPOINT_OK:
+            cid = rel = 0
+            for num, wt, v, _, _ in _fields(buf, a, e):
+                if num == 1 and wt == 0: cid = v
+                elif num == 2 and wt == 0: rel = v
+            self.checkpoint_ok = (cid, rel)
         # Pong and message types from newer servers: ignored.
 
     # -- public API
@@ -396,6 +494,14 @@ class TrainerClient:
         """Acknowledge batches by sequence number (each returns one credit)."""
         body = b"".join(_varint(s) for s in sequences)
         self._send(F_ACK, _field_bytes(1, body))
+
+    def commit_checkpoint(self, position, checkpoint_id=0):
+        """Checkpoint delivery: a checkpoint holding every row of `position`
+        (a :class:`Position`, the whole position of the checkpoint) is
+        durable; the server may now commit those input offsets. Call it only
+        after the checkpoint file is fsync'd. The server's CheckpointOk lands
+        in ``self.checkpoint_ok`` while batches are read."""
+        self._send(F_CHECKPOINT_COMMIT, _encode_ranges(1, position) + _field_varint(2, checkpoint_id))
 
     def add_credits(self, n):
         self._send(F_CREDIT, _field_varint(1, n))

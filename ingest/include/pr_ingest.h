@@ -484,6 +484,10 @@ pr_mock_broker *pr_mock_broker_start(int partitions, const char *topics_csv, cha
 const char *pr_mock_broker_bootstrap(const pr_mock_broker *mb);
 int pr_mock_broker_create_topic(pr_mock_broker *mb, const char *topic, int partitions, char *errstr,
                                 size_t errstr_size);
+/* Take the broker down (true: every connection closed, new ones refused)
+ * or bring it back up (false), for outage tests. Data and group state are
+ * kept; librdkafka's mock does not move leadership. Returns 0 or PR_EKAFKA. */
+int pr_mock_broker_set_down(pr_mock_broker *mb, bool down, char *errstr, size_t errstr_size);
 void pr_mock_broker_stop(pr_mock_broker *mb); /* NULL ok */
 
 #endif

@@ -49,6 +49,13 @@
  * are not YAML keys. For API compatibility a sink treats a 0 / NULL field as
  * its table default (pr_cfgmap_default_zero), except where noted.
  * Strings are borrowed: they must outlive create(). */
+/* sinks.trainer.delivery; config names in pr_trainer_delivery_names. */
+typedef enum pr_trainer_delivery {
+    PR_TRAINER_DELIVERY_ACK = 0,        /* "ack": an Ack releases the batch's offsets */
+    PR_TRAINER_DELIVERY_CHECKPOINT = 1, /* "checkpoint": only a CheckpointCommit covering it does */
+} pr_trainer_delivery;
+extern const char *const pr_trainer_delivery_names[];
+
 typedef struct pr_trainer_sink_cfg {
     bool enabled;                 /* the section is present (and enabled: true) */
     const char *listen;           /* "host:port", port 0 = any; default 127.0.0.1:7070 */
@@ -64,6 +71,7 @@ typedef struct pr_trainer_sink_cfg {
     uint32_t max_frame_bytes;          /* largest client frame; default 1 MiB */
     uint64_t max_receive_buffer_bytes; /* receive buffers over all connections beyond each
                                         * one's first 4 KiB; default 16 MiB */
+    pr_trainer_delivery delivery;      /* ack (default) | checkpoint (docs/trainer-protocol.md) */
     struct pr_trainer_tls_cfg {
         bool enabled;            /* the `tls` section is present (and enabled: true) */
         const char *cert_file;   /* PEM certificate chain; required */
@@ -223,6 +231,28 @@ void pr_sink_free(pr_sink *s); /* NULL-safe */
 
 /* Trainer sink: the TCP port actually bound (useful with port 0), or -1. */
 int pr_sink_trainer_port(pr_sink *s);
+
+/* Trainer sink, checkpoint delivery (sinks.trainer.delivery: checkpoint;
+ * docs/trainer-protocol.md "Checkpoint delivery"). Any thread.
+ *
+ * pr_sink_trainer_checkpoint_mode: the sink runs in checkpoint delivery
+ * (false for other sinks and in ack mode).
+ *
+ * pr_sink_trainer_resume_known: a trainer has subscribed since the sink
+ * started, so the resume position (the union of the positions trainers sent
+ * in Subscribe) is known. Until then the service reads nothing, so that no
+ * batch is cut from rows a trainer's checkpoint already holds.
+ *
+ * pr_sink_trainer_resume_filter: for each of the `n` rows (topic name by
+ * topic index of its partition key, PR_PART_KEY in pr_engine.h; offset), set
+ * skip[r] to 1 when the row lies in the resume position (a durable
+ * checkpoint holds it: it must not be delivered again and its offset may be
+ * committed), else 0. Returns how many were set. */
+bool pr_sink_trainer_checkpoint_mode(pr_sink *s);
+bool pr_sink_trainer_resume_known(pr_sink *s);
+uint32_t pr_sink_trainer_resume_filter(pr_sink *s, const char *const *topics, size_t n_topics,
+                                       const int32_t *keys, const int64_t *offsets, uint32_t n,
+                                       uint8_t *skip);
 /* Trainer sink: bytes its receive buffers hold now (lock-free; any thread),
  * 0 for other sinks. The service counts them in limits.max_inflight_bytes. */
 uint64_t pr_sink_buffered_bytes(pr_sink *s);
