@@ -390,22 +390,10 @@ static ssize_t conn_recv(tclient *c, void *buf, size_t n)
     c->tls_want_write = false;
     ERR_clear_error();
     int rc = SSL_read_ex(c->ssl, buf, n, &got);
-    if (rc == 1)
-        return (ssize_t)got;
-    switch (SSL_get_error(c->ssl, rc)) {
-    case SSL_ERROR_WANT_READ:
-        errno = EAGAIN;
-        return -1;
-    case SSL_ERROR_WANT_WRITE:
-        c->tls_want_write = true;
-        errno = EAGAIN;
-        return -1;
-    case SSL_ERROR_ZERO_RETURN:
-        return 0;
-    default:
-        errno = ECONNRESET;
-        return -1;
-    }
+    short want = 0;
+    ssize_t r = pr__tls_result(c->ssl, rc, got, &want);
+    c->tls_want_write = want == POLLOUT;
+    return r;
 }
 
 /* sendmsg()/SSL_write() of up to two pieces: bytes written or -1 with errno. */
@@ -631,31 +619,29 @@ static void rbuf_free(trainer_sink *t, tclient *c)
     c->rcap = c->rlen = 0;
 }
 
+/* Batches of a trainer that left go back to the queue (under mu). */
+static void requeue(trainer_sink *t, const inflight *items, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (queue_insert(t, items[i].b) < 0) {
+            pr_err("trainer sink: out of memory requeueing batch %llu",
+                   (unsigned long long)items[i].seq);
+            pr_batch_unref(items[i].b);
+        }
+        t->n_assigned--;
+    }
+    t->st.redeliveries += n;
+}
+
 /* A trainer is gone: its unacked batches go back to the queue. */
 static void client_drop(trainer_sink *t, tclient *c)
 {
     pthread_mutex_lock(&t->mu);
-    for (size_t i = 0; i < c->n_fl; i++) {
-        if (queue_insert(t, c->fl[i].b) < 0) {
-            pr_err("trainer sink: out of memory requeueing batch %llu",
-                   (unsigned long long)c->fl[i].seq);
-            pr_batch_unref(c->fl[i].b);
-        }
-        t->n_assigned--;
-    }
-    t->st.redeliveries += c->n_fl;
+    requeue(t, c->fl, c->n_fl);
     /* Checkpoint delivery: what it trained on after its last committed
      * checkpoint is not in any durable model either; a trainer restored from
      * that checkpoint must get it again. */
-    for (size_t i = 0; i < c->n_tr; i++) {
-        if (queue_insert(t, c->tr[i].b) < 0) {
-            pr_err("trainer sink: out of memory requeueing batch %llu",
-                   (unsigned long long)c->tr[i].seq);
-            pr_batch_unref(c->tr[i].b);
-        }
-        t->n_assigned--;
-    }
-    t->st.redeliveries += c->n_tr;
+    requeue(t, c->tr, c->n_tr);
     if (c->subscribed)
         t->st.clients--;
     t->n_conns--;

@@ -71,23 +71,7 @@ static int wait_fd(int fd, short ev, int64_t deadline)
 /* SSL call result -> -1 with errno (EAGAIN: wait for c->want), 0 at EOF. */
 static ssize_t tls_result(pr_trainer_client *c, int rc, size_t n)
 {
-    if (rc == 1)
-        return (ssize_t)n;
-    switch (SSL_get_error(c->ssl, rc)) {
-    case SSL_ERROR_WANT_READ:
-        c->want = POLLIN;
-        errno = EAGAIN;
-        return -1;
-    case SSL_ERROR_WANT_WRITE:
-        c->want = POLLOUT;
-        errno = EAGAIN;
-        return -1;
-    case SSL_ERROR_ZERO_RETURN:
-        return 0;
-    default:
-        errno = ECONNRESET;
-        return -1;
-    }
+    return pr__tls_result(c->ssl, rc, n, &c->want);
 }
 
 static ssize_t c_recv(pr_trainer_client *c, void *buf, size_t n)

@@ -10,8 +10,12 @@
  * field 3 is byte-for-byte what protobuf would produce, so clients in other
  * languages just parse Frame.
  */
+#include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <openssl/ssl.h>
 
 #include "pr_varint.h"
 #include "trainer_wire.h"
@@ -97,3 +101,24 @@ void pr__frame_free(Piperec__Trainer__V1__Frame *f)
         piperec__trainer__v1__frame__free_unpacked(f, NULL);
 }
 
+
+long pr__tls_result(SSL *ssl, int rc, size_t n, short *want)
+{
+    if (rc == 1)
+        return (long)n;
+    switch (SSL_get_error(ssl, rc)) {
+    case SSL_ERROR_WANT_READ:
+        *want = POLLIN;
+        errno = EAGAIN;
+        return -1;
+    case SSL_ERROR_WANT_WRITE:
+        *want = POLLOUT;
+        errno = EAGAIN;
+        return -1;
+    case SSL_ERROR_ZERO_RETURN:
+        return 0;
+    default:
+        errno = ECONNRESET;
+        return -1;
+    }
+}

@@ -33,4 +33,11 @@ int pr__frame_parse(const uint8_t *data, size_t len, const uint8_t **batch, size
                     struct Piperec__Trainer__V1__Frame **ctrl);
 void pr__frame_free(struct Piperec__Trainer__V1__Frame *f);
 
+/* Map the result of an SSL_read_ex/SSL_write_ex (rc, n bytes) to the
+ * recv()/send() convention shared by the server and the client: n on success,
+ * 0 on a clean TLS close, -1 with errno EAGAIN (and *want = POLLIN or
+ * POLLOUT: what the socket must become before retrying) or ECONNRESET. */
+typedef struct ssl_st SSL;
+long pr__tls_result(SSL *ssl, int rc, size_t n, short *want);
+
 #endif
