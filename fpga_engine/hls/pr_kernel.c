@@ -118,11 +118,6 @@ static inline pr_kvf pr__ks_read(pr_ks *s)
 
 /* ------------------------------------------------------------ small helpers */
 
-static inline uint64_t pr__lane_get(const pr_kw *buf, uint64_t i)
-{
-    return buf[i / 8].l[i % 8];
-}
-
 static inline double pr__bits_f64(uint64_t b)
 {
     union {
