@@ -142,7 +142,8 @@ size_t pr_batch_pb_write(const pr_batch *b, uint8_t *out)
         const char *topic = range_topic(b, r);
         p = pr_varint_put(put_tag(p, F_OFFSETS, WT_LEN), range_body_size(b, r));
         p = put_len_field(p, R_TOPIC, topic, strlen(topic));
-        p = put_varint_field(p, R_PARTITION, (uint64_t)(int64_t)PR_PART_KEY_PARTITION(r->partition));
+        p = put_varint_field(p, R_PARTITION,
+                             (uint64_t)(int64_t)PR_PART_KEY_PARTITION(r->partition));
         p = put_varint_field(p, R_FIRST, (uint64_t)r->first_offset);
         p = put_varint_field(p, R_LAST, (uint64_t)r->last_offset);
         p = put_varint_field(p, R_ROWS, r->rows);

@@ -144,4 +144,3 @@ void pr__offsets_reset(pr__offsets *o, int slot)
     t->head = 0;
     t->len = 0;
 }
-

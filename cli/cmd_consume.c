@@ -178,13 +178,13 @@ static int out_write(npy_out *o, const pr_batch_view *v, char *err, size_t es)
                 return rc;
         }
     }
-    fprintf(
-        o->meta,
-        "%s\n    {\"epoch\": %llu, \"seq\": %llu, \"rows\": %u, \"row_start\": %llu, \"min_event_time_ms\": %lld, "
-        "\"max_event_time_ms\": %lld, \"emit_time_ms\": %lld, \"offsets\": [",
-        o->batches ? "," : "", (unsigned long long)v->epoch, (unsigned long long)v->seq, v->rows, (unsigned long long)o->rows,
-        (long long)v->min_event_time_ms, (long long)v->max_event_time_ms,
-        (long long)v->emit_time_ms);
+    fprintf(o->meta,
+            "%s\n    {\"epoch\": %llu, \"seq\": %llu, \"rows\": %u, \"row_start\": %llu, "
+            "\"min_event_time_ms\": %lld, "
+            "\"max_event_time_ms\": %lld, \"emit_time_ms\": %lld, \"offsets\": [",
+            o->batches ? "," : "", (unsigned long long)v->epoch, (unsigned long long)v->seq,
+            v->rows, (unsigned long long)o->rows, (long long)v->min_event_time_ms,
+            (long long)v->max_event_time_ms, (long long)v->emit_time_ms);
     for (uint32_t i = 0; i < v->n_ranges; i++) {
         const pr_batch_view_range *r = &v->ranges[i];
         fprintf(o->meta,
@@ -228,7 +228,8 @@ static bool consume_parse(int argc, char **argv, consume_opts *opt, int *status)
     *opt = (consume_opts){.credits = 8, .idle_timeout_ms = -1, .connect_timeout_ms = 30000};
     int ch;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "c:p:n:k:o:i:t:T:qSA:C:K:F:h", consume_longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "c:p:n:k:o:i:t:T:qSA:C:K:F:h", consume_longopts, NULL)) !=
+           -1) {
         switch (ch) {
         case 'c':
             opt->connect = optarg;

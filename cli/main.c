@@ -31,7 +31,8 @@ static const pr_command pr_commands[] = {
     {"process", pr_cli_cmd_process, "offline: --config FILE --input PATH|- --output DIR"},
     {"gen", pr_cli_cmd_gen, "synthetic Criteo-shaped data: --rows N --seed S --output PATH"},
     {"broker", pr_cli_cmd_broker, "test broker (librdkafka mock cluster) on loopback"},
-    {"produce", pr_cli_cmd_produce, "load events into Kafka: --bootstrap ADDR --topic T --input FILE"},
+    {"produce", pr_cli_cmd_produce,
+     "load events into Kafka: --bootstrap ADDR --topic T --input FILE"},
     {"consume", pr_cli_cmd_consume, "reference trainer client: --connect HOST:PORT --pipeline P"},
     {"version", pr__cmd_version, "print the version"},
 };

@@ -131,4 +131,3 @@ double pr_hist_snapshot_quantile(const pr_hist_snapshot *s, double q)
     }
     return s->n_bounds ? s->bounds[s->n_bounds - 1] : NAN;
 }
-

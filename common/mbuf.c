@@ -115,4 +115,3 @@ void pr_mbuf_json_str(pr_mbuf *mb, const char *s)
     }
     pr_mbuf_append(mb, "\"", 1);
 }
-

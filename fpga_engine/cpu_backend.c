@@ -679,8 +679,8 @@ static uint32_t pr__chunk_rows(void)
     return (uint32_t)((v + 63) & ~63ul);
 }
 
-static int pr__cpu_new(const pr_pipeline_spec *spec, const pr_engine_opts *opts,
-                          pr_backend **out, char *errstr, size_t errstr_size)
+static int pr__cpu_new(const pr_pipeline_spec *spec, const pr_engine_opts *opts, pr_backend **out,
+                       char *errstr, size_t errstr_size)
 {
     pthread_once(&pr__log1p_once, pr__log1p_init);
     pr_backend *be = calloc(1, sizeof(*be));

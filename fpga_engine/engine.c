@@ -434,7 +434,7 @@ struct pr_engine {
 };
 
 static int pr__backend_new(pr_engine *eng, const pr_backend_ops *ops, const pr_engine_opts *opts,
-                              char *errstr, size_t errstr_size)
+                           char *errstr, size_t errstr_size)
 {
     pr_backend *be = NULL;
     int rc = ops->new_(&eng->spec, opts, &be, errstr, errstr_size);

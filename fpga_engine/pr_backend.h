@@ -25,7 +25,7 @@ typedef struct pr_backend_ops {
     /* Create backend state for a validated spec. On failure return a PR_E*
      * code and a reason in errstr; *out is untouched. */
     int (*new_)(const pr_pipeline_spec *spec, const pr_engine_opts *opts, pr_backend **out,
-                  char *errstr, size_t errstr_size);
+                char *errstr, size_t errstr_size);
     void (*free_)(pr_backend *be);
     /* Process one block; add operator times and value counts into st. */
     int (*process)(pr_backend *be, const pr_block *in, pr_out *out, pr_engine_stats *st,

@@ -378,8 +378,7 @@ static void pr__on_reject(void *opaque, int reason, const char *detail, const ch
     }
     if (c->dlq)
         pr_dlq_send(c->dlq, c->cur.key, rec, len, pr_decode_reason_name(reason), detail,
-                    c->cur.topic,
-                    c->cur.partition, c->cur.offset, c->cur.nrec > 1 ? recno : -1);
+                    c->cur.topic, c->cur.partition, c->cur.offset, c->cur.nrec > 1 ? recno : -1);
 }
 
 /* ---------------------------------------------------------------- lifecycle */
@@ -474,8 +473,7 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
     if (!have_session && rd_kafka_conf_set(kc, "session.timeout.ms", sess, kerr, sizeof(kerr)))
         goto out_kerr;
     if (!have_instance && conf->group_instance_id && *conf->group_instance_id) {
-        if (rd_kafka_conf_set(kc, "group.instance.id", conf->group_instance_id, kerr,
-                              sizeof(kerr)))
+        if (rd_kafka_conf_set(kc, "group.instance.id", conf->group_instance_id, kerr, sizeof(kerr)))
             goto out_kerr;
         pr_info("consumer: static group membership as '%s'", conf->group_instance_id);
     }

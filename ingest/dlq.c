@@ -37,7 +37,7 @@ typedef struct pr__letter {
     char *reason, *detail, *src_topic;
     void *payload;
     size_t len;
-    bool in_queue;      /* handed to librdkafka, delivery report pending */
+    bool in_queue;       /* handed to librdkafka, delivery report pending */
     int64_t next_try_ns; /* retry not before (monotonic) */
 } pr__letter;
 
@@ -46,9 +46,9 @@ struct pr_dlq {
     char *topic;
     char *file; /* dead-letter file for letters the topic cannot take; NULL = none */
     uint64_t sent, failed, pending, to_file; /* atomics */
-    pr__letter *letters; /* pending list; polling thread only */
-    char fatal[512];     /* set when a letter can go nowhere */
-    bool closing;        /* pr_dlq_free: delivery reports no longer touch letters */
+    pr__letter *letters;                     /* pending list; polling thread only */
+    char fatal[512];                         /* set when a letter can go nowhere */
+    bool closing; /* pr_dlq_free: delivery reports no longer touch letters */
     pr_ratelimit rl;
 };
 
@@ -130,7 +130,8 @@ static int pr__to_file(pr_dlq *d, pr__letter *l, rd_kafka_resp_err_t why)
         return PR_EIO;
     char hdr[1024];
     int n = snprintf(hdr, sizeof(hdr),
-                     "piperec-dead-letter\t%s\t%s\t%" PRId32 "\t%" PRId64 "\t%" PRId64 "\t%zu\t%s\t%s\n",
+                     "piperec-dead-letter\t%s\t%s\t%" PRId32 "\t%" PRId64 "\t%" PRId64
+                     "\t%zu\t%s\t%s\n",
                      l->reason, l->src_topic, l->partition, l->offset, l->record_index, l->len,
                      l->detail, rd_kafka_err2str(why));
     if (n < 0 || n >= (int)sizeof(hdr))
@@ -190,10 +191,10 @@ static int pr__produce(pr_dlq *d, pr__letter *l)
         snprintf(idx, sizeof(idx), "%" PRId64, l->record_index);
         rd_kafka_header_add(h, "piperec-record-index", -1, idx, -1);
     }
-    rd_kafka_resp_err_t err = rd_kafka_producev(
-        d->rk, RD_KAFKA_V_TOPIC(d->topic), RD_KAFKA_V_VALUE(l->payload, l->len),
-        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_OPAQUE(l),
-        RD_KAFKA_V_END);
+    rd_kafka_resp_err_t err =
+        rd_kafka_producev(d->rk, RD_KAFKA_V_TOPIC(d->topic), RD_KAFKA_V_VALUE(l->payload, l->len),
+                          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h),
+                          RD_KAFKA_V_OPAQUE(l), RD_KAFKA_V_END);
     if (!err) {
         l->in_queue = true;
         return 0;
@@ -205,8 +206,8 @@ static int pr__produce(pr_dlq *d, pr__letter *l)
         return PR_EKAFKA;
     }
     pr_log_ratelimited(&d->rl, PR_LOG_WARN,
-                       "dead-letter topic %s: %s; will retry (the source offset is held)",
-                       d->topic, rd_kafka_err2str(err));
+                       "dead-letter topic %s: %s; will retry (the source offset is held)", d->topic,
+                       rd_kafka_err2str(err));
     l->next_try_ns = pr__mono_ns() + 1000000000LL;
     return err == RD_KAFKA_RESP_ERR__QUEUE_FULL ? PR_EAGAIN : PR_EKAFKA;
 }
@@ -317,8 +318,8 @@ int pr_dlq_send(pr_dlq *d, int32_t key, const void *payload, size_t len, const c
     if (!l->reason || !l->detail || !l->src_topic || !l->payload) {
         pr__letter_free(l);
         if (!d->fatal[0])
-            snprintf(d->fatal, sizeof(d->fatal), "dead letter of offset %" PRId64
-                     ": out of memory", offset);
+            snprintf(d->fatal, sizeof(d->fatal), "dead letter of offset %" PRId64 ": out of memory",
+                     offset);
         return PR_ENOMEM;
     }
     if (len)

@@ -95,8 +95,8 @@ const char *pr_mock_broker_bootstrap(const pr_mock_broker *mb)
 
 int pr_mock_broker_set_down(pr_mock_broker *mb, bool down, char *errstr, size_t errstr_size)
 {
-    rd_kafka_resp_err_t err = down ? rd_kafka_mock_broker_set_down(mb->mc, -1)
-                                   : rd_kafka_mock_broker_set_up(mb->mc, -1);
+    rd_kafka_resp_err_t err =
+        down ? rd_kafka_mock_broker_set_down(mb->mc, -1) : rd_kafka_mock_broker_set_up(mb->mc, -1);
     if (err)
         return pr_seterr(errstr, errstr_size, PR_EKAFKA, "mock broker: set %s: %s",
                          down ? "down" : "up", rd_kafka_err2str(err));

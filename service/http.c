@@ -95,7 +95,7 @@ answer:
 }
 
 int pr__http_start(const char *listen_addr, const pr__http_route *routes, size_t n_routes,
-                  pr_http **out, char *errstr, size_t errstr_size)
+                   pr_http **out, char *errstr, size_t errstr_size)
 {
     char host[256], port[8];
     uint16_t portnum;

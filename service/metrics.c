@@ -99,7 +99,7 @@ static void pr__labels(pr_mbuf *mb, const pr_label *labels, size_t n, const char
 }
 
 void pr__metric_sample(pr_mbuf *mb, const char *name, const pr_label *labels, size_t n_labels,
-                      double value)
+                       double value)
 {
     pr_mbuf_puts(mb, name);
     pr__labels(mb, labels, n_labels, NULL, NULL);
@@ -109,7 +109,7 @@ void pr__metric_sample(pr_mbuf *mb, const char *name, const pr_label *labels, si
 }
 
 void pr__metric_single(pr_mbuf *mb, const char *name, pr__metric_type type, const char *help,
-                      double value)
+                       double value)
 {
     pr__metric_family(mb, name, type, help);
     pr__metric_sample(mb, name, NULL, 0, value);
@@ -118,7 +118,7 @@ void pr__metric_single(pr_mbuf *mb, const char *name, pr__metric_type type, cons
 /* ---------------------------------------------------------------- histogram */
 
 void pr__metric_histogram(pr_mbuf *mb, const char *name, const pr_label *labels, size_t n_labels,
-                         const pr_hist_snapshot *s)
+                          const pr_hist_snapshot *s)
 {
     char le[64];
     uint64_t cum = 0;

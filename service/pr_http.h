@@ -34,7 +34,7 @@ typedef struct pr__http_route {
  * other than GET/HEAD 405. On failure returns a negative PR_E* and a reason
  * ("http.listen 127.0.0.1:9464: Address already in use"). */
 int pr__http_start(const char *listen, const pr__http_route *routes, size_t n_routes, pr_http **out,
-                  char *errstr, size_t errstr_size);
+                   char *errstr, size_t errstr_size);
 /* The port actually bound. */
 uint16_t pr__http_port(const pr_http *h);
 /* Stop the listener and free it (NULL is fine). Waits for running handlers. */

@@ -57,17 +57,17 @@ void pr__metric_family(pr_mbuf *mb, const char *name, pr__metric_type type, cons
  * (backslash, quote, newline); values print as integers when they are, +Inf,
  * -Inf and NaN as the format wants. */
 void pr__metric_sample(pr_mbuf *mb, const char *name, const pr_label *labels, size_t n_labels,
-                      double value);
+                       double value);
 
 /* Convenience: family + one unlabelled sample. */
 void pr__metric_single(pr_mbuf *mb, const char *name, pr__metric_type type, const char *help,
-                      double value);
+                       double value);
 
 /* Write a histogram family's samples (_bucket with le, _sum, _count) with the
  * given extra labels (the family line must be written first with
  * PR_METRIC_HISTOGRAM). `name` is the base name without suffix. */
 void pr__metric_histogram(pr_mbuf *mb, const char *name, const pr_label *labels, size_t n_labels,
-                         const pr_hist_snapshot *s);
+                          const pr_hist_snapshot *s);
 
 /* ---------------------------------------------------------------- process */
 

@@ -93,15 +93,15 @@ void pr__process_metrics(pr_mbuf *mb)
         }
         if (got >= 23) {
             pr__metric_single(mb, "process_cpu_seconds_total", PR_METRIC_COUNTER,
-                             "Total user and system CPU time spent in seconds.",
-                             (double)(f[14] + f[15]) / tck);
+                              "Total user and system CPU time spent in seconds.",
+                              (double)(f[14] + f[15]) / tck);
             double boot;
             if (pr__boot_time(&boot))
                 pr__metric_single(mb, "process_start_time_seconds", PR_METRIC_GAUGE,
-                                 "Start time of the process since unix epoch in seconds.",
-                                 boot + (double)f[22] / tck);
+                                  "Start time of the process since unix epoch in seconds.",
+                                  boot + (double)f[22] / tck);
             pr__metric_single(mb, "process_virtual_memory_bytes", PR_METRIC_GAUGE,
-                             "Virtual memory size in bytes.", (double)f[23]);
+                              "Virtual memory size in bytes.", (double)f[23]);
         }
     }
 
@@ -110,14 +110,14 @@ void pr__process_metrics(pr_mbuf *mb)
     if (pr__proc_read("/proc/self/statm", buf, sizeof(buf)) &&
         sscanf(buf, "%llu %llu", &size_pages, &rss_pages) == 2)
         pr__metric_single(mb, "process_resident_memory_bytes", PR_METRIC_GAUGE,
-                         "Resident memory size in bytes.", (double)rss_pages * page);
+                          "Resident memory size in bytes.", (double)rss_pages * page);
 
     long fds = pr__count_fds();
     if (fds >= 0)
         pr__metric_single(mb, "process_open_fds", PR_METRIC_GAUGE,
-                         "Number of open file descriptors.", (double)fds);
+                          "Number of open file descriptors.", (double)fds);
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
         pr__metric_single(mb, "process_max_fds", PR_METRIC_GAUGE,
-                         "Maximum number of open file descriptors.", (double)rl.rlim_cur);
+                          "Maximum number of open file descriptors.", (double)rl.rlim_cur);
 }

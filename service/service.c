@@ -83,7 +83,7 @@ struct pr__pipe {
     char snap_path[PATH_MAX];
     char journal_path[PATH_MAX];
     int64_t next_ckpt_ns;
-    _Atomic uint64_t epoch; /* restart epoch stamped on every batch (pr__epoch_bump) */
+    _Atomic uint64_t epoch;          /* restart epoch stamped on every batch (pr__epoch_bump) */
     char dead_letter_file[PATH_MAX]; /* <state.dir>/<name>.deadletters, or "" */
     char instance_id[256];           /* group.instance.id, or "" */
 

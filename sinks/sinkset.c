@@ -28,7 +28,7 @@ const pr_sink_ops *pr_sink_find(const char *name)
 }
 
 int pr_sink_new(const pr_sink_ops *ops, const pr_sink_cfg *cfg, pr_sink **out, char *errstr,
-                   size_t errstr_size)
+                size_t errstr_size)
 {
     *out = NULL;
     int err = ops->new_(cfg, out, errstr, errstr_size);

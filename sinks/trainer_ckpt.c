@@ -39,8 +39,7 @@ static pr__pospart *find(const pr__posset *s, const char *topic, int32_t partiti
     return NULL;
 }
 
-int pr__posset_add(pr__posset *s, const char *topic, int32_t partition, int64_t first,
-                   int64_t last)
+int pr__posset_add(pr__posset *s, const char *topic, int32_t partition, int64_t first, int64_t last)
 {
     if (!topic)
         topic = "";

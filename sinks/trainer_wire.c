@@ -101,7 +101,6 @@ void pr__frame_free(Piperec__Trainer__V1__Frame *f)
         piperec__trainer__v1__frame__free_unpacked(f, NULL);
 }
 
-
 long pr__tls_result(SSL *ssl, int rc, size_t n, short *want)
 {
     if (rc == 1)

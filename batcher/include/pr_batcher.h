@@ -313,7 +313,6 @@ int pr_batcher_revoke(pr_batcher *b, int32_t partition, int64_t *safe_offset);
 
 /* ---------------------------------------------------------------- stats */
 
-
 typedef struct pr_batcher_stats {
     uint64_t batches_emitted;
     uint64_t batches_by_reason[PR_BATCH__REASONS];

@@ -183,7 +183,6 @@ const pr_pipeline_cfg *pr_config_pipeline(const pr_config *cfg, const char *name
 /* Engine options borrowing cfg's strings (valid while cfg lives). */
 pr_engine_opts pr_config_engine_opts(const pr_config *cfg);
 
-
 /* Parse a size: plain number or with a unit B, KiB, MiB, GiB, TiB, KB, MB,
  * GB, TB (optional space before the unit). Returns 0 or PR_EINVAL. */
 int pr_config_parse_size(const char *s, uint64_t *out);

@@ -64,8 +64,8 @@ static void pr__sim_free(pr_backend *be)
     free(be);
 }
 
-static int pr__sim_new(const pr_pipeline_spec *spec, const pr_engine_opts *opts,
-                          pr_backend **out, char *errstr, size_t errstr_size)
+static int pr__sim_new(const pr_pipeline_spec *spec, const pr_engine_opts *opts, pr_backend **out,
+                       char *errstr, size_t errstr_size)
 {
     (void)opts;
     pr_backend *be = calloc(1, sizeof(*be));

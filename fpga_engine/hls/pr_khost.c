@@ -376,7 +376,7 @@ fail:
 }
 
 int pr__khost_process(pr__khost *h, const pr_block *in, pr_out *out, pr_engine_stats *st,
-                     char *errstr, size_t errstr_size)
+                      char *errstr, size_t errstr_size)
 {
     if (h->two_pass && !h->count_done)
         return pr_seterr(errstr, errstr_size, PR_ESTATE,
@@ -433,7 +433,7 @@ uint64_t pr__khost_vocab_size(const pr__khost *h, uint32_t col)
 /* ------------------------------------------------------------ vocabulary */
 
 int pr__khost_vocab_read_from(const pr__khost *h, uint32_t col, int64_t from_index, pr_vocab_cb cb,
-                             void *opaque)
+                              void *opaque)
 {
     if (!h->has_vocab || col >= h->spec.n_sparse)
         return 0;
@@ -581,7 +581,7 @@ int pr__khost_vocab_load(pr__khost *h, uint32_t col, const pr_vocab_entry *e, si
 /* ---------------------------------------------------------------- backend ops */
 
 /* pr_backend starts with its pr__khost (see PR__KHOST_OPS). */
-#define PR__H(be) ((pr__khost *)(be))
+#define PR__H(be)  ((pr__khost *)(be))
 #define PR__CH(be) ((const pr__khost *)(be))
 
 int pr__khost_op_process(pr_backend *be, const pr_block *in, pr_out *out, pr_engine_stats *st,

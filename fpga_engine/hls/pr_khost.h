@@ -112,13 +112,14 @@ int pr__khost_op_vocab_read_from(const pr_backend *be, uint32_t col, int64_t fro
                                  pr_vocab_cb cb, void *opaque);
 int pr__khost_op_vocab_load(pr_backend *be, uint32_t col, const pr_vocab_entry *e, size_t n);
 #define PR__KHOST_OPS                                                                              \
-    .process = pr__khost_op_process, .count = pr__khost_op_count,                                 \
-    .count_done = pr__khost_op_count_done, .vocab_size = pr__khost_op_vocab_size,                 \
-    .vocab_read = pr__khost_op_vocab_read, .vocab_load = pr__khost_op_vocab_load,                 \
+    .process = pr__khost_op_process, .count = pr__khost_op_count,                                  \
+    .count_done = pr__khost_op_count_done, .vocab_size = pr__khost_op_vocab_size,                  \
+    .vocab_read = pr__khost_op_vocab_read, .vocab_load = pr__khost_op_vocab_load,                  \
     .vocab_read_from = pr__khost_op_vocab_read_from
 
 /* Packing (exposed for tests and the bench): kernel input words for rows
  * [row0, row0+rows) of `b`; `in` must hold pr_k_in_words(pad(rows), ...). */
-void pr__kpack_block(const pr__khost *h, const pr_block *b, uint32_t row0, uint32_t rows, pr_kw *in);
+void pr__kpack_block(const pr__khost *h, const pr_block *b, uint32_t row0, uint32_t rows,
+                     pr_kw *in);
 
 #endif

@@ -8,7 +8,7 @@
 #include "pr_backend.h"
 
 static int pr__xrt_absent_new(const pr_pipeline_spec *spec, const pr_engine_opts *opts,
-                                 pr_backend **out, char *errstr, size_t errstr_size)
+                              pr_backend **out, char *errstr, size_t errstr_size)
 {
     (void)spec, (void)opts, (void)out;
     return pr_seterr(errstr, errstr_size, PR_ENODEV,

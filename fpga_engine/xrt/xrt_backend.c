@@ -144,8 +144,8 @@ static int pr__buf_arg(int buf)
     }
 }
 
-static int pr__xrt_new(const pr_pipeline_spec *spec, const pr_engine_opts *opts,
-                          pr_backend **out, char *errstr, size_t errstr_size)
+static int pr__xrt_new(const pr_pipeline_spec *spec, const pr_engine_opts *opts, pr_backend **out,
+                       char *errstr, size_t errstr_size)
 {
     int index = opts && opts->device > 0 ? opts->device : 0;
     unsigned n = xclProbe();

@@ -333,8 +333,8 @@ typedef struct pr_kafka_source_cfg {
     bool enabled;  /* source.kafka present */
     char **topics; /* n_topics strings */
     size_t n_topics;
-    const char *group_id;  /* default "piperec-<pipeline name>" (set by the loader) */
-    pr_kv_list properties; /* bootstrap.servers, auto.offset.reset, ... */
+    const char *group_id;            /* default "piperec-<pipeline name>" (set by the loader) */
+    pr_kv_list properties;           /* bootstrap.servers, auto.offset.reset, ... */
     pr_offset_reset on_offset_reset; /* default fail */
     const char *group_instance_id;   /* static membership; NULL = from the environment */
 } pr_kafka_source_cfg;
@@ -357,15 +357,15 @@ typedef struct pr_consumer_conf {
                              * partition.assignment.strategy=cooperative-sticky
                              * are forced; enable.auto.commit defaults to true */
     pr_msg_format format;
-    const pr_pipeline_spec *spec;  /* shape (label, n_dense, n_sparse); borrowed for life */
-    const char *dead_letter_topic; /* NULL = rejects are counted and logged only */
-    const char *dead_letter_file;  /* dead letters the topic can never take (too large)
-                                    * are appended here; NULL = none (then such a record
-                                    * stops the pipeline rather than being lost) */
+    const pr_pipeline_spec *spec;    /* shape (label, n_dense, n_sparse); borrowed for life */
+    const char *dead_letter_topic;   /* NULL = rejects are counted and logged only */
+    const char *dead_letter_file;    /* dead letters the topic can never take (too large)
+                                      * are appended here; NULL = none (then such a record
+                                      * stops the pipeline rather than being lost) */
     pr_offset_reset on_offset_reset; /* position out of range; see pr_offset_reset */
     const char *group_instance_id;   /* group.instance.id (static membership); NULL or ""
                                       * = dynamic membership */
-    const pr_clock *clock;         /* event time fallback ("now"); NULL = real clock */
+    const pr_clock *clock;           /* event time fallback ("now"); NULL = real clock */
     /* Callbacks (all optional), run on the polling thread. on_assign gets the
      * newly assigned partitions (offset -1); on_revoke the partitions about
      * to be unassigned (offset = consumed_next, or -1), before the commit. */
@@ -432,11 +432,11 @@ typedef struct pr_consumer_stats {
     uint64_t rejected_records;       /* sum of rejects[] */
     uint64_t dlq_sent;
     uint64_t dlq_failed;
-    uint64_t kafka_errors; /* non-fatal consumer errors seen by poll */
-    uint64_t rebalances;   /* assign + revoke events */
+    uint64_t kafka_errors;  /* non-fatal consumer errors seen by poll */
+    uint64_t rebalances;    /* assign + revoke events */
     uint64_t offset_resets; /* out-of-range positions reset (on_offset_reset) */
-    uint64_t dlq_file;     /* dead letters written to the dead-letter file */
-    uint64_t dlq_pending;  /* dead letters not yet confirmed (they hold offsets back) */
+    uint64_t dlq_file;      /* dead letters written to the dead-letter file */
+    uint64_t dlq_pending;   /* dead letters not yet confirmed (they hold offsets back) */
     uint32_t assigned_partitions;
     uint32_t paused_partitions; /* gauge */
     bool paused;

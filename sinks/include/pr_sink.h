@@ -206,7 +206,7 @@ const pr_sink_ops *pr_sink_find(const char *name);
 
 /* Convenience wrappers over s->ops. */
 int pr_sink_new(const pr_sink_ops *ops, const pr_sink_cfg *cfg, pr_sink **out, char *errstr,
-                   size_t errstr_size);
+                size_t errstr_size);
 static inline int pr_sink_send(pr_sink *s, pr_batch *b)
 {
     return s->ops->send(s, b);

@@ -86,8 +86,8 @@ static void report(const char *call, int e)
     static const char *const names[] = {"write", "fsync", "rename", "open", "ftruncate"};
     for (int i = 0; i < 5; i++)
         if (!strcmp(names[i], call) && !__atomic_exchange_n(&seen[i], 1, __ATOMIC_RELAXED)) {
-            fprintf(stderr, "fault_fs: failing %s under %s with %s\n", call,
-                    getenv("PR_FAULT_DIR"), strerror(e));
+            fprintf(stderr, "fault_fs: failing %s under %s with %s\n", call, getenv("PR_FAULT_DIR"),
+                    strerror(e));
             break;
         }
 }
@@ -113,9 +113,9 @@ static bool fail_path(const char *path, const char *call)
     return true;
 }
 
-#define REAL(ret, name, ...)                                                                 \
-    static ret (*real_##name)(__VA_ARGS__);                                                  \
-    if (!real_##name)                                                                        \
+#define REAL(ret, name, ...)                                                                       \
+    static ret (*real_##name)(__VA_ARGS__);                                                        \
+    if (!real_##name)                                                                              \
         real_##name = (ret(*)(__VA_ARGS__))dlsym(RTLD_NEXT, #name);
 
 ssize_t write(int fd, const void *buf, size_t n)

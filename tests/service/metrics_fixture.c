@@ -32,7 +32,7 @@ int main(void)
     pr_hist_snapshot s;
     pr_histogram_snapshot(&h, &s);
     pr__metric_family(&mb, "piperec_freshness_event_to_emit_seconds", PR_METRIC_HISTOGRAM,
-                     "Event time to batch emission.");
+                      "Event time to batch emission.");
     pr__metric_histogram(&mb, "piperec_freshness_event_to_emit_seconds", p, 1, &s);
     pr_histogram_fini(&h);
     fwrite(mb.buf, 1, mb.len, stdout);
