@@ -43,7 +43,8 @@ enum {
     F_EMIT,
     F_VOCAB,
     F_SPARSE_NAMES,
-    F_EPOCH /* 16 */
+    F_EPOCH, /* 16 */
+    F_REPLICA /* 17 */
 };
 /* OffsetRange field numbers. */
 enum { R_TOPIC = 1, R_PARTITION, R_FIRST, R_LAST, R_ROWS };
@@ -116,7 +117,7 @@ size_t pr_batch_pb_size(const pr_batch *b)
                sz_varint_field(F_MIN_ET, (uint64_t)b->min_event_time_ms) +
                sz_varint_field(F_MAX_ET, (uint64_t)b->max_event_time_ms) +
                sz_varint_field(F_EMIT, (uint64_t)b->emit_time_ms) +
-               sz_varint_field(F_EPOCH, b->epoch);
+               sz_varint_field(F_EPOCH, b->epoch) + sz_len_field(F_REPLICA, strlen(b->replica));
     for (uint32_t i = 0; i < b->n_ranges; i++) {
         size_t body = range_body_size(b, &b->ranges[i]);
         n += tag_size(F_OFFSETS) + pr_varint_size(body) + body;
@@ -158,6 +159,7 @@ size_t pr_batch_pb_write(const pr_batch *b, uint8_t *out)
             p = pr_varint_put(p, b->vocab_sizes[i]);
     }
     p = put_varint_field(p, F_EPOCH, b->epoch); /* 0 is not written: old bytes */
+    p = put_len_field(p, F_REPLICA, b->replica, strlen(b->replica)); /* "" is not written */
     return (size_t)(p - out);
 }
 
@@ -298,6 +300,7 @@ int pr_batch_decode(const uint8_t *buf, size_t len, pr_batch_view *v, char *errs
 {
     memset(v, 0, sizeof(*v));
     v->pipeline = "";
+    v->replica = "";
     const uint8_t *p = buf, *end = buf + len;
     pb_field f;
     int rc;
@@ -348,6 +351,10 @@ int pr_batch_decode(const uint8_t *buf, size_t len, pr_batch_view *v, char *errs
         case F_PIPELINE:
             v->pipeline = (const char *)f.data;
             v->pipeline_len = f.len;
+            break;
+        case F_REPLICA:
+            v->replica = (const char *)f.data;
+            v->replica_len = f.len;
             break;
         case F_LABELS:
             v->labels = f.data;
@@ -446,6 +453,10 @@ pr_batch *pr_batch_from_view(const pr_batch_view *v)
         return NULL;
     b->seq = v->seq;
     b->epoch = v->epoch;
+    size_t rl = v->replica_len < sizeof(b->replica) - 1 ? v->replica_len : sizeof(b->replica) - 1;
+    if (rl)
+        memcpy(b->replica, v->replica, rl);
+    b->replica[rl] = 0;
     if (v->labels_len)
         memcpy(b->labels, v->labels, v->labels_len);
     if (v->dense_len) /* absent tensors are NULL: no memcpy from NULL */

@@ -129,6 +129,7 @@ typedef struct fifo_ent {
 struct pr_batcher {
     pr_batcher_cfg cfg;
     char pipeline[PR_NAME_MAX];
+    char replica[PR_REPLICA_MAX];
     char **topics;
     size_t n_topics;
     const pr_clock *clock;
@@ -250,6 +251,8 @@ int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, si
     b->cfg = *cfg;
     snprintf(b->pipeline, sizeof(b->pipeline), "%s", cfg->pipeline ? cfg->pipeline : "");
     b->cfg.pipeline = b->pipeline;
+    snprintf(b->replica, sizeof(b->replica), "%s", cfg->replica ? cfg->replica : "");
+    b->cfg.replica = b->replica;
     b->clock = cfg->clock ? cfg->clock : pr_clock_real();
     b->row_bytes = 4 + (size_t)cfg->n_dense * 4 + (size_t)cfg->n_sparse * cfg->sparse_width;
     b->prow_bytes = (b->row_bytes + 7) & ~(size_t)7;
@@ -436,6 +439,7 @@ static int emit(pr_batcher *b, pr_batch_reason reason)
 
     bt->seq = b->next_seq++;
     bt->epoch = c->epoch;
+    memcpy(bt->replica, b->replica, sizeof(bt->replica));
     bt->reason = (uint8_t)reason;
     bt->emit_time_ms = pr_clock_wall_ms(b->clock);
     bt->emit_mono_ns = pr_clock_mono_ns(b->clock);

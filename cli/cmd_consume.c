@@ -193,7 +193,17 @@ static int out_write(npy_out *o, const pr_batch_view *v, char *err, size_t es)
                 i ? ", " : "", (int)r->topic_len, r->topic, r->partition,
                 (long long)r->first_offset, (long long)r->last_offset, r->rows);
     }
-    fprintf(o->meta, "], \"vocab_sizes\": [");
+    fprintf(o->meta, "], \"replica\": \"");
+    for (size_t i = 0; i < v->replica_len; i++) {
+        unsigned char ch = (unsigned char)v->replica[i];
+        if (ch == '"' || ch == '\\')
+            fprintf(o->meta, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(o->meta, "\\u%04x", ch);
+        else
+            fputc(ch, o->meta);
+    }
+    fprintf(o->meta, "\", \"vocab_sizes\": [");
     for (uint32_t i = 0; i < v->n_vocab_sizes; i++)
         fprintf(o->meta, "%s%llu", i ? ", " : "", (unsigned long long)v->vocab_sizes[i]);
     fprintf(o->meta, "]}");

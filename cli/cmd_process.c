@@ -127,6 +127,7 @@ int pr_cli_cmd_process(int argc, char **argv)
         .threads = (int)threads,
         .block_rows = (uint32_t)block_rows,
         .progress = progress >= 0 ? progress : isatty(2),
+        .vocab_seed = pc->vocab_seed,
     };
     pr_offline_result res;
     rc = pr_offline_run(&pc->spec, &eopts, &oo, &res, err, sizeof(err));

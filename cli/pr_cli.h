@@ -20,6 +20,7 @@ int pr_cli_cmd_broker(int argc, char **argv);  /* librdkafka mock cluster on loo
 int pr_cli_cmd_produce(int argc, char **argv); /* load events into Kafka */
 int pr_cli_cmd_consume(int argc, char **argv); /* reference trainer-stream client */
 int pr_cli_cmd_demo(int argc, char **argv);    /* one-command live demo */
+int pr_cli_cmd_vocab(int argc, char **argv);   /* vocabulary export/import */
 
 /* ---------------------------------------------------------------- helpers */
 

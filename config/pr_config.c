@@ -1157,6 +1157,11 @@ static const cfg_key vocab_keys[] = {
     K_ENUM("count_mode", pr_pipeline_cfg, spec.count_mode, count_mode_names, "streaming",
            "How min_count > 1 is applied: streaming (one pass) or two_pass (offline only: "
            "count all data first, TorchRec-exact)."),
+    K_STR("seed", pr_pipeline_cfg, vocab_seed, KF_NONEMPTY, NULL,
+          "Directory of <column>.tsv files (the vocab/ folder written by piperec process, or "
+          "piperec vocab export) to start the vocabularies from: their indices are kept and "
+          "new values continue after the largest. Used only while the state dir holds no "
+          "vocabulary yet (docs/formats.md)."),
 };
 static const cfg_table vocab_tab = TABLE(vocab_keys, NULL);
 
@@ -1374,6 +1379,18 @@ static const cfg_key limits_keys[] = {
 };
 static const cfg_table limits_tab = TABLE(limits_keys, NULL);
 
+static const cfg_key hot_keys[] = {
+    K_INT("top_k", pr_hot_cfg, top_k, 0, 65536, "0",
+          "Hot sets: per sparse column a decayed sketch of the most looked-up indices, served "
+          "by GET /v1/hot up to k = top_k (8 counters per k, about 330 KiB per column at 1024). "
+          "0 (the default) turns it off: the sketch costs ~86 ns per value in the pipeline "
+          "thread, ~2.2 us per Criteo row, so enable it where that is affordable."),
+    K_INT("half_life_records", pr_hot_cfg, half_life_records, 1000, 1000000000000LL, "10000000",
+          "Hot sets decay: a lookup this many records ago weighs half of one now (driven by "
+          "record counts, never by wall time)."),
+};
+static const cfg_table hot_tab = TABLE(hot_keys, NULL);
+
 static const cfg_key log_keys[] = {
     K_ENUM("level", pr_config, log_level, log_level_names, "info", "error, warn, info or debug."),
 };
@@ -1390,6 +1407,7 @@ static const cfg_key root_keys[] = {
     K_MAP("http", pr_config, http, http_tab, "The HTTP endpoint."),
     K_MAP("engine", pr_config, engine, engine_tab, "The preprocessing engine."),
     K_MAP("limits", pr_config, limits, limits_tab, "Resource bounds."),
+    K_MAP("hot", pr_config, hot, hot_tab, "Hot sets per sparse column (GET /v1/hot)."),
     K_MAP_FLAT("log", log_tab, "Logging."),
 };
 static const cfg_table root_tab = TABLE(root_keys, NULL);

@@ -32,6 +32,15 @@ struct pr_http {
     pr__http_route routes[PR_HTTP_MAX_ROUTES];
 };
 
+struct pr__http_query {
+    struct MHD_Connection *conn;
+};
+
+const char *pr__http_query_get(const pr__http_query *q, const char *key)
+{
+    return MHD_lookup_connection_value(q->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
 static enum MHD_Result pr__http_reply(struct MHD_Connection *conn, unsigned status,
                                       const char *ctype, const char *body, size_t len)
 {
@@ -78,7 +87,9 @@ answer:
         pr_mbuf body;
         pr_mbuf_init(&body);
         const char *ctype = "text/plain; charset=utf-8";
-        int status = h->routes[i].fn(h->routes[i].opaque, &body, &ctype);
+        pr__http_query q = {conn};
+        int status = h->routes[i].qfn ? h->routes[i].qfn(h->routes[i].opaque, &q, &body, &ctype)
+                                      : h->routes[i].fn(h->routes[i].opaque, &body, &ctype);
         enum MHD_Result r;
         if (body.err) {
             static const char msg[] = "out of memory\n";
@@ -89,7 +100,7 @@ answer:
         pr_mbuf_fini(&body);
         return r;
     }
-    static const char nf[] = "not found (try /metrics, /healthz, /readyz, /v1/status)\n";
+    static const char nf[] = "not found (try /metrics, /healthz, /readyz, /v1/status, /v1/hot)\n";
     return pr__http_reply(conn, MHD_HTTP_NOT_FOUND, "text/plain; charset=utf-8", nf,
                           sizeof(nf) - 1);
 }

@@ -699,6 +699,11 @@ static int pr__run_engine(pr__run *run, const pr_engine_opts *eopts, char *errst
     run->eng = pr_engine_new(spec, eopts, errstr, errstr_size);
     if (!run->eng)
         return PR_EINVAL;
+    if (run->opts->vocab_seed) {
+        int rc = pr_engine_vocab_import(run->eng, run->opts->vocab_seed, errstr, errstr_size);
+        if (rc)
+            return rc;
+    }
     run->res->sparse_width = pr_engine_sparse_width(run->eng);
     run->out = pr_out_new(spec->n_dense, spec->n_sparse, run->block_rows, run->res->sparse_width);
     int threads = run->opts->threads > 0 ? run->opts->threads : 1;

@@ -23,10 +23,18 @@ typedef struct pr_http pr_http;
  * set to a static string; it defaults to "text/plain; charset=utf-8". */
 typedef int (*pr__http_handler)(void *opaque, pr_mbuf *body, const char **content_type);
 
+/* A request's query string, for routes that read one (GET /v1/hot?...). */
+typedef struct pr__http_query pr__http_query;
+/* The value of `key` in the query string (URL-decoded), or NULL when absent. */
+const char *pr__http_query_get(const pr__http_query *q, const char *key);
+typedef int (*pr__http_query_handler)(void *opaque, const pr__http_query *q, pr_mbuf *body,
+                                      const char **content_type);
+
 typedef struct pr__http_route {
     const char *path; /* exact match, e.g. "/metrics" */
     pr__http_handler fn;
     void *opaque;
+    pr__http_query_handler qfn; /* used instead of fn when set */
 } pr__http_route;
 
 /* Start listening on "host:port" (host empty or "0.0.0.0" = all IPv4

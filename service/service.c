@@ -2,7 +2,8 @@
  * service.c — the streaming runtime (pr_service.h): per pipeline one thread
  * that polls the consumer, runs the engine, feeds the batcher and drives the
  * sinks, plus the at-least-once offset bookkeeping, backpressure, vocabulary
- * durability, and the HTTP views (/metrics, /healthz, /readyz, /v1/status).
+ * durability, the hot-set sketches (pr_hot.h), and the HTTP views (/metrics,
+ * /healthz, /readyz, /v1/status, /v1/hot).
  *
  * Why one thread per pipeline: the engine, the batcher, the sink set and the
  * consumer are all single-driver objects, and the order poll -> engine ->
@@ -37,6 +38,7 @@
 #include <unistd.h>
 
 #include "pr_batcher.h"
+#include "pr_hot.h"
 #include "pr_http.h"
 #include "pr_ingest.h"
 #include "pr_log.h"
@@ -119,6 +121,12 @@ struct pr__pipe {
     int64_t rate_t0_ns;
     uint64_t rate_records0, rate_rows0, rate_batches0;
     int drain_rc;
+
+    /* Hot sets: one sketch per sparse column, NULL when hot.top_k is 0. The
+     * pipeline thread updates them per block under hot_lock (its own lock so
+     * a /v1/hot sort never holds up the stats cache); readers take it too. */
+    pthread_mutex_t hot_lock;
+    pr_hot **hot;
 };
 
 struct pr_service {
@@ -462,16 +470,30 @@ static int pr__epoch_bump(pr__pipe *p, char *errstr, size_t errstr_size)
 static int pr__state_open(pr__pipe *p, char *errstr, size_t errstr_size)
 {
     const pr_state_cfg *st = &p->cfg->state;
+    const char *seed = p->cfg->vocab_seed;
+    /* transform.vocab.seed: without persistence, every start begins from it. */
     if (!st->enabled || !st->dir)
-        return 0;
+        return seed ? pr_engine_vocab_import(p->eng, seed, errstr, errstr_size) : 0;
     if (!pr_spec_has_op(&p->cfg->spec, PR_OP_VOCAB))
-        return 0;
+        return seed ? pr_engine_vocab_import(p->eng, seed, errstr, errstr_size) : 0;
     if (pr__mkdir_p(st->dir))
         return pr_seterr(errstr, errstr_size, PR_EIO, "pipelines[%s].state.dir '%s': %s",
                          p->cfg->name, st->dir, strerror(errno));
     snprintf(p->snap_path, sizeof(p->snap_path), "%s/%s.vocab", st->dir, p->cfg->name);
     snprintf(p->journal_path, sizeof(p->journal_path), "%s/%s.journal", st->dir, p->cfg->name);
     int rc;
+    /* With persistence the seed applies only while the state dir holds no
+     * vocabulary (no snapshot, no journal); it is saved as the first snapshot
+     * before the journal exists, so a crash cannot seed twice or lose it. */
+    if (seed && access(p->snap_path, F_OK) != 0 && access(p->journal_path, F_OK) != 0) {
+        if ((rc = pr_engine_vocab_import(p->eng, seed, errstr, errstr_size)) ||
+            (rc = pr_engine_vocab_save(p->eng, p->snap_path, errstr, errstr_size)))
+            return rc;
+        pr_info("pipeline %s: vocabulary seeded from %s", p->cfg->name, seed);
+    } else if (seed) {
+        pr_info("pipeline %s: %s already holds a vocabulary; vocab.seed %s not used", p->cfg->name,
+                st->dir, seed);
+    }
     if (access(p->snap_path, F_OK) == 0) {
         rc = pr_engine_vocab_load(p->eng, p->snap_path, errstr, errstr_size);
         if (rc)
@@ -534,6 +556,12 @@ static void pr__pipe_free(pr__pipe *p)
     p->blk = NULL;
     p->out = NULL;
     pthread_mutex_destroy(&p->lock);
+    if (p->hot)
+        for (uint32_t c = 0; c < p->cfg->spec.n_sparse; c++)
+            pr_hot_free(p->hot[c]);
+    free(p->hot);
+    p->hot = NULL;
+    pthread_mutex_destroy(&p->hot_lock);
 }
 
 static int pr__sinks_open(pr__pipe *p, const pr_clock *clock, char *errstr, size_t errstr_size)
@@ -615,6 +643,24 @@ static const char *pr__instance_id(pr__pipe *p, const pr_pipeline_cfg *pc)
     return p->instance_id[0] ? p->instance_id : NULL;
 }
 
+/* TrainingBatch.replica: the replica that builds this pipeline's batches —
+ * the source's group_instance_id when set (non-empty), else $POD_NAME, else
+ * the host name ("" when even that fails). */
+static void pr__replica_name(const pr_pipeline_cfg *pc, char *out, size_t n)
+{
+    const char *v = pc->source.kafka.group_instance_id;
+    if (!v || !*v)
+        v = getenv("POD_NAME");
+    if (v && *v) {
+        snprintf(out, n, "%s", v);
+        return;
+    }
+    out[0] = 0;
+    if (gethostname(out, n) != 0)
+        out[0] = 0;
+    out[n - 1] = 0;
+}
+
 static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr, size_t errstr_size)
 {
     const pr_pipeline_cfg *pc = &svc->cfg->pipelines[idx];
@@ -622,6 +668,7 @@ static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr,
     p->cfg = pc;
     p->idx = idx;
     pthread_mutex_init(&p->lock, NULL);
+    pthread_mutex_init(&p->hot_lock, NULL);
     char e[1024] = "";
     int rc;
 
@@ -635,6 +682,17 @@ static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr,
     rc = pr__epoch_bump(p, e, sizeof(e));
     if (rc)
         return pr_seterr(errstr, errstr_size, rc, "pipelines[%s].state: %s", pc->name, e);
+    if (svc->cfg->hot.top_k && pc->spec.n_sparse) {
+        p->hot = calloc(pc->spec.n_sparse, sizeof(*p->hot));
+        for (uint32_t c = 0; p->hot && c < pc->spec.n_sparse; c++)
+            if (!(p->hot[c] = pr_hot_new(svc->cfg->hot.top_k, svc->cfg->hot.half_life_records)))
+                return pr_seterr(errstr, errstr_size, PR_ENOMEM,
+                                 "pipelines[%s]: hot sets: out of memory (hot.top_k %u)", pc->name,
+                                 svc->cfg->hot.top_k);
+        if (!p->hot)
+            return pr_seterr(errstr, errstr_size, PR_ENOMEM, "pipelines[%s]: out of memory",
+                             pc->name);
+    }
 
     /* One block may overshoot the in-flight limit before the pause takes
      * effect, so a small limit gets small blocks: at most a quarter of this
@@ -672,6 +730,9 @@ static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr,
     bc.vocab_size = pr_spec_has_op(&pc->spec, PR_OP_VOCAB) ? pr__vocab_cb : NULL;
     bc.opaque = p;
     bc.epoch = p->epoch;
+    char replica[PR_REPLICA_MAX];
+    pr__replica_name(pc, replica, sizeof(replica));
+    bc.replica = replica; /* copied by the batcher */
     rc = pr_batcher_new(&bc, &p->bat, e, sizeof(e));
     if (rc)
         return pr_seterr(errstr, errstr_size, rc, "pipelines[%s].batch: %s", pc->name, e);
@@ -902,6 +963,12 @@ static int pr__process_block(pr__pipe *p)
         pr__set_fatal(p, rc, "batcher refused rows");
         return rc;
     }
+    if (p->hot) {
+        pthread_mutex_lock(&p->hot_lock);
+        for (uint32_t c = 0; c < p->out->n_sparse; c++)
+            pr_hot_observe_out(p->hot[c], p->out, c);
+        pthread_mutex_unlock(&p->hot_lock);
+    }
     pr_block_reset(p->blk);
     return 0;
 }
@@ -1046,6 +1113,89 @@ static int pr__h_status(void *opaque, pr_mbuf *body, const char **ctype)
     return 200;
 }
 
+/* GET /v1/hot?pipeline=P&column=C&k=K: the column's top k (default 10) from
+ * its hot-set sketch. Unknown pipeline or column, or hot sets off: 404; a
+ * missing parameter or k outside 1..hot.top_k: 400; errors are JSON. */
+static int pr__h_hot(void *opaque, const pr__http_query *q, pr_mbuf *body, const char **ctype)
+{
+    pr_service *svc = opaque;
+    *ctype = "application/json";
+    const char *pn = pr__http_query_get(q, "pipeline");
+    const char *cn = pr__http_query_get(q, "column");
+    const char *ks = pr__http_query_get(q, "k");
+    uint32_t top_k = svc->cfg->hot.top_k;
+    char msg[300];
+    int status = 400;
+    if (!pn || !cn) {
+        snprintf(msg, sizeof(msg), "pipeline and column are required (?pipeline=P&column=C&k=K)");
+        goto out_error;
+    }
+    pr__pipe *p = NULL;
+    for (size_t i = 0; i < svc->n_pipes && !p; i++)
+        if (!strcmp(svc->pipes[i].cfg->name, pn))
+            p = &svc->pipes[i];
+    status = 404;
+    if (!p) {
+        snprintf(msg, sizeof(msg), "unknown pipeline '%.100s'", pn);
+        goto out_error;
+    }
+    const pr_pipeline_spec *spec = &p->cfg->spec;
+    uint32_t col = spec->n_sparse;
+    for (uint32_t c = 0; c < spec->n_sparse && col == spec->n_sparse; c++)
+        if (!strcmp(spec->sparse[c].name, cn))
+            col = c;
+    if (col == spec->n_sparse) {
+        snprintf(msg, sizeof(msg), "pipeline '%.100s' has no sparse column '%.100s'", pn, cn);
+        goto out_error;
+    }
+    if (!p->hot) {
+        snprintf(msg, sizeof(msg), "hot sets are off (hot.top_k: 0)");
+        goto out_error;
+    }
+    status = 400;
+    unsigned long k = 10;
+    if (ks) {
+        char *end;
+        errno = 0;
+        k = strtoul(ks, &end, 10);
+        if (errno || end == ks || *end || ks[0] == '-' || k < 1 || k > top_k) {
+            snprintf(msg, sizeof(msg), "k must be an integer in 1..%u (hot.top_k), got '%.40s'",
+                     top_k, ks);
+            goto out_error;
+        }
+    } else if (k > top_k) {
+        k = top_k;
+    }
+    pr_hot_item *items = malloc(k * sizeof(*items));
+    if (!items) {
+        body->err = PR_ENOMEM;
+        return 500;
+    }
+    double coverage;
+    pthread_mutex_lock(&p->hot_lock);
+    uint64_t rows = pr_hot_rows_observed(p->hot[col]);
+    size_t n = pr_hot_top(p->hot[col], k, items, &coverage);
+    pthread_mutex_unlock(&p->hot_lock);
+    pr_mbuf_puts(body, "{\"pipeline\":");
+    pr_mbuf_json_str(body, p->cfg->name);
+    pr_mbuf_puts(body, ",\"column\":");
+    pr_mbuf_json_str(body, spec->sparse[col].name);
+    pr_mbuf_printf(body, ",\"k\":%lu,\"rows_observed\":%llu,\"items\":[", k,
+                   (unsigned long long)rows);
+    for (size_t i = 0; i < n; i++)
+        pr_mbuf_printf(body, "%s{\"index\":%lld,\"share\":%.6g}", i ? "," : "",
+                       (long long)items[i].index, items[i].share);
+    pr_mbuf_printf(body, "],\"coverage\":%.6g}\n", coverage);
+    free(items);
+    return 200;
+
+out_error:
+    pr_mbuf_puts(body, "{\"error\":");
+    pr_mbuf_json_str(body, msg);
+    pr_mbuf_puts(body, "}\n");
+    return status;
+}
+
 /* ---------------------------------------------------------------- lifecycle */
 
 int pr_service_start(pr_service *svc, char *errstr, size_t errstr_size)
@@ -1054,12 +1204,14 @@ int pr_service_start(pr_service *svc, char *errstr, size_t errstr_size)
         return pr_seterr(errstr, errstr_size, PR_ESTATE, "service already started");
     if (svc->cfg->http.enabled && !svc->opts.no_http) {
         const pr__http_route routes[] = {
-            {"/metrics", pr__h_metrics, svc},
-            {"/healthz", pr__h_healthz, svc},
-            {"/readyz", pr__h_readyz, svc},
-            {"/v1/status", pr__h_status, svc},
+            {"/metrics", pr__h_metrics, svc, NULL},
+            {"/healthz", pr__h_healthz, svc, NULL},
+            {"/readyz", pr__h_readyz, svc, NULL},
+            {"/v1/status", pr__h_status, svc, NULL},
+            {"/v1/hot", NULL, svc, pr__h_hot},
         };
-        int rc = pr__http_start(svc->cfg->http.listen, routes, 4, &svc->http, errstr, errstr_size);
+        int rc = pr__http_start(svc->cfg->http.listen, routes, sizeof(routes) / sizeof(routes[0]),
+                                &svc->http, errstr, errstr_size);
         if (rc)
             return rc;
     }
@@ -1620,6 +1772,33 @@ static void pr__emit_trainer_value(pr_mbuf *mb, const pr__family *f, const pr__s
     }
 }
 
+/* Hot-set coverage for a fixed few k (those <= hot.top_k), per sparse column:
+ * low cardinality whatever top_k is. */
+static void pr__emit_hot_coverage(pr_mbuf *mb, const pr__family *f, const pr__scrape *s)
+{
+    static const size_t ks[] = {100, 1000};
+    static const char *const kn[] = {"100", "1000"};
+    pr__pipe *p = s->p;
+    if (!p->hot)
+        return;
+    const pr_pipeline_spec *spec = &p->cfg->spec;
+    uint32_t top_k = p->svc->cfg->hot.top_k;
+    for (uint32_t c = 0; c < spec->n_sparse; c++) {
+        double cov[2];
+        pthread_mutex_lock(&p->hot_lock);
+        pr_hot_coverage(p->hot[c], ks, 2, cov);
+        pthread_mutex_unlock(&p->hot_lock);
+        for (size_t j = 0; j < 2; j++) {
+            if (ks[j] > top_k)
+                continue;
+            pr_label l[] = {{f->labels[0], pr__pipe_name(s)},
+                            {f->labels[1], spec->sparse[c].name},
+                            {f->labels[2], kn[j]}};
+            pr__metric_sample(mb, f->name, l, 3, cov[j]);
+        }
+    }
+}
+
 /* Label sets: "pipeline" first, then the family's own label. */
 /* clang-format off */
 #define PR__L_NONE        {0}
@@ -1761,6 +1940,10 @@ static const pr__family pr__families[] = {
      PR__L_PIPE_AND("column"), .emit = pr__emit_vocab, .arg = 1},
     {"piperec_vocab_checkpoints_total", PR_METRIC_COUNTER,
      "Vocabulary snapshots written to state.dir.", PR__L_PIPE, PR__PIPE(checkpoints)},
+    {"piperec_hot_coverage_ratio", PR_METRIC_GAUGE,
+     "Estimated share of a sparse column's lookups covered by its k hottest indices (decayed "
+     "hot-set sketch; k 100 and 1000, those <= hot.top_k).",
+     {"pipeline", "column", "k"}, .emit = pr__emit_hot_coverage},
 
     /* Engine. */
     {"piperec_engine_operator_seconds_total", PR_METRIC_COUNTER,

@@ -110,12 +110,16 @@ typedef struct pr_batch_range {
     uint32_t rows;
 } pr_batch_range;
 
+/* Longest TrainingBatch.replica kept (longer names are cut). */
+#define PR_REPLICA_MAX 256
+
 typedef struct pr_batch {
     char pipeline[PR_NAME_MAX];
     char **topics; /* topic names by topic index (copy of cfg.topics) */
     uint32_t n_topics;
     uint64_t seq;   /* 1, 2, 3, ... within the epoch */
     uint64_t epoch; /* restart epoch (pr_batcher_cfg.epoch); 0 = none */
+    char replica[PR_REPLICA_MAX]; /* the replica that built it (pr_batcher_cfg.replica); "" = none */
     uint32_t rows;
     uint16_t n_dense;
     uint16_t n_sparse;
@@ -199,6 +203,8 @@ typedef struct pr_batch_view {
     size_t pipeline_len;
     uint64_t seq;
     uint64_t epoch; /* TrainingBatch.epoch; 0 when the server sent none */
+    const char *replica; /* TrainingBatch.replica (not NUL-terminated); "" when none */
+    size_t replica_len;
     uint32_t rows;
     uint32_t n_dense;
     uint32_t n_sparse;
@@ -257,6 +263,7 @@ typedef struct pr_batcher_cfg {
     pr_batch_vocab_cb vocab_size; /* NULL = vocab sizes 0 */
     void *opaque;                 /* passed to the callbacks */
     uint64_t epoch;               /* stamped on every batch; 0 = none (see pr_batch) */
+    const char *replica;          /* stamped on every batch (copied); NULL/"" = none */
 } pr_batcher_cfg;
 
 int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, size_t errstr_size);

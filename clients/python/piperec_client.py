@@ -139,9 +139,13 @@ class Batch:
     `epoch` is the server's restart epoch (0 when it keeps no state.dir):
     `sequence` restarts at 1 in each epoch, so (epoch, sequence) strictly
     increases across server restarts; a higher epoch means "restarted, what
-    follows may repeat rows you already saw (at-least-once)"."""
+    follows may repeat rows you already saw (at-least-once)".
 
-    __slots__ = ("pipeline", "epoch", "sequence", "rows", "n_dense", "n_sparse", "sparse_width", "labels",
+    `replica` names the piperec replica that built the batch (its source's
+    group_instance_id, else $POD_NAME, else its host name; "" from servers
+    that predate it)."""
+
+    __slots__ = ("pipeline", "replica", "epoch", "sequence", "rows", "n_dense", "n_sparse", "sparse_width", "labels",
                  "dense", "sparse", "offsets", "min_event_time_ms", "max_event_time_ms",
                  "emit_time_ms", "vocab_sizes", "sparse_names")
 
@@ -181,6 +185,7 @@ def decode_batch(buf, start=0, end=None):
     b = Batch()
     b.pipeline, b.sequence, b.rows, b.n_dense, b.n_sparse, b.sparse_width = "", 0, 0, 0, 0, 4
     b.epoch = 0
+    b.replica = ""
     b.min_event_time_ms = b.max_event_time_ms = b.emit_time_ms = 0
     b.offsets, b.vocab_sizes, b.sparse_names = [], [], []
     spans = {}
@@ -206,6 +211,7 @@ def decode_batch(buf, start=0, end=None):
                     x, p = _read_varint(buf, p)
                     b.vocab_sizes.append(x)
             elif num == 15: b.sparse_names.append(bytes(buf[a:e]).decode())
+            elif num == 17: b.replica = bytes(buf[a:e]).decode(errors="replace")
     rows = b.rows
     sdt = np.int64 if b.sparse_width == 8 else np.int32
 

@@ -106,6 +106,7 @@ typedef struct pr_pipeline_cfg {
     pr_batch_cfg batch;
     pr_sinks_cfg sinks;
     pr_state_cfg state;
+    char *vocab_seed; /* transform.vocab.seed: directory of <col>.tsv, or NULL */
     int line; /* 1-based YAML line of this pipeline; 0 if none */
 } pr_pipeline_cfg;
 
@@ -121,6 +122,12 @@ typedef struct pr_limits_cfg {
     uint64_t max_inflight_bytes; /* default 256 MiB */
 } pr_limits_cfg;
 
+/* Hot sets (service/pr_hot.h): a decayed top-k sketch per sparse column. */
+typedef struct pr_hot_cfg {
+    uint32_t top_k;             /* largest k served; 0 = off; default 0 (off: it costs ~86 ns per value in the pipeline thread) */
+    uint64_t half_life_records; /* decay half-life in records; default 10000000 */
+} pr_hot_cfg;
+
 typedef struct pr_config {
     char *origin; /* file name or the origin given to load_string */
     pr_pipeline_cfg *pipelines;
@@ -128,6 +135,7 @@ typedef struct pr_config {
     pr_http_cfg http;
     pr_engine_cfg engine;
     pr_limits_cfg limits;
+    pr_hot_cfg hot;
     pr_log_level log_level;     /* log.level: error|warn|info|debug; default info */
     struct pr__config_src *src; /* internal: source text and overrides, for pr_config_set */
 } pr_config;

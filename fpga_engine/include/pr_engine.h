@@ -306,6 +306,24 @@ int pr_engine_vocab_read(const pr_engine *eng, uint32_t col, pr_vocab_cb cb, voi
  * lines "index<TAB>value_hex<TAB>count", header comment first. */
 int pr_engine_vocab_export(const pr_engine *eng, const char *dir, char *errstr, size_t errstr_size);
 
+/* Read vocabularies back from text (pr_engine_vocab_export's format, or
+ * another system's dictionary in it): DIR/<name>.tsv for every sparse column
+ * (a missing file is an error; a file with only comments means an empty
+ * column). Lines: "index<TAB>value_hex[<TAB>count]"; '#' lines and empty
+ * lines are skipped; value_hex is the key after Hex2Int and Modulus (1..16
+ * hex digits, below the column's modulus). Indices are kept exactly: they must
+ * be contiguous from the profile's first index (0 for dlrm, 2 for default,
+ * where 0 and 1 are reserved), in any line order, without duplicate values or
+ * indices, and within capacity; index -1 (a value still below min_count) is
+ * allowed only with min_count > 1 and count_mode streaming. New values then
+ * get the indices after the largest imported one. Every file is checked before
+ * anything is loaded; errors name file:line (PR_EBADREC for syntax, PR_EINVAL
+ * for a bad mapping, PR_EFULL past capacity). Fails with PR_ESTATE when a
+ * column already has entries (import into a fresh engine, before processing
+ * and before pr_engine_vocab_journal_open) and PR_ENOTSUP under count_mode
+ * two_pass. Imported indices are not journaled: save a snapshot after. */
+int pr_engine_vocab_import(pr_engine *eng, const char *dir, char *errstr, size_t errstr_size);
+
 /* Binary snapshot of all vocabulary state (for crash recovery): written to a
  * temp file, fsync'd and renamed over `path`. pr_engine_vocab_load restores it
  * into a fresh engine with the same spec; it fails with PR_EINVAL when the

@@ -163,6 +163,7 @@ typedef struct pr_offline_opts {
     int threads;            /* decoder threads, >= 1 */
     uint32_t block_rows;    /* rows per engine block; 0 = PR_OFFLINE_BLOCK_ROWS */
     bool progress;          /* progress line on stderr while running */
+    const char *vocab_seed; /* NULL, or a directory for pr_engine_vocab_import */
 } pr_offline_opts;
 
 typedef struct pr_offline_result {

@@ -293,6 +293,58 @@ static void test_epoch_field(void **state)
     pr_batch_unref(b);
 }
 
+/* TrainingBatch.replica (field 17): the replica that built the batch, read
+ * by protobuf-c and by our decoder, kept by pr_batch_from_view; "" is not
+ * written (offline output keeps its bytes), and a batch from protobuf-c
+ * with a replica decodes to it. */
+static void test_replica_field(void **state)
+{
+    (void)state;
+    pr_batch *b = sample_batch(4);
+    assert_int_equal(pr_batch_encode(b), 0);
+    size_t len0 = b->pb_len;
+    pr_batch_view v;
+    char err[256];
+    assert_int_equal(pr_batch_decode(b->pb, b->pb_len, &v, err, sizeof(err)), 0);
+    assert_int_equal(v.replica_len, 0);
+    assert_string_equal(v.replica, "");
+    pr_batch_view_fini(&v);
+    pr_batch_unref(b);
+
+    b = sample_batch(4);
+    snprintf(b->replica, sizeof(b->replica), "%s", "piperec-2");
+    assert_int_equal(pr_batch_encode(b), 0);
+    assert_int_equal(b->pb_len, len0 + 2 + 1 + 9); /* tag 17 (2 bytes) + length + bytes */
+    Piperec__V1__TrainingBatch *m = piperec__v1__training_batch__unpack(NULL, b->pb_len, b->pb);
+    assert_non_null(m);
+    assert_string_equal(m->replica, "piperec-2");
+    assert_int_equal(m->sequence, 300);
+    piperec__v1__training_batch__free_unpacked(m, NULL);
+    assert_int_equal(pr_batch_decode(b->pb, b->pb_len, &v, err, sizeof(err)), 0);
+    assert_int_equal(v.replica_len, 9);
+    assert_memory_equal(v.replica, "piperec-2", 9);
+    pr_batch *c = pr_batch_from_view(&v);
+    assert_non_null(c);
+    assert_string_equal(c->replica, "piperec-2");
+    pr_batch_unref(c);
+    pr_batch_view_fini(&v);
+    pr_batch_unref(b);
+
+    /* protobuf-c's bytes of a batch with a replica, through our decoder. */
+    Piperec__V1__TrainingBatch pm = PIPEREC__V1__TRAINING_BATCH__INIT;
+    pm.pipeline = "p";
+    pm.sequence = 7;
+    pm.replica = "pod-a";
+    size_t n = piperec__v1__training_batch__get_packed_size(&pm);
+    uint8_t *buf = malloc(n);
+    piperec__v1__training_batch__pack(&pm, buf);
+    assert_int_equal(pr_batch_decode(buf, n, &v, err, sizeof(err)), 0);
+    assert_int_equal(v.replica_len, 5);
+    assert_memory_equal(v.replica, "pod-a", 5);
+    pr_batch_view_fini(&v);
+    free(buf);
+}
+
 static void test_decode_hostile_shapes(void **state)
 {
     (void)state;
@@ -332,6 +384,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decode_hostile_shapes),
         cmocka_unit_test(test_epoch_field),
+        cmocka_unit_test(test_replica_field),
         cmocka_unit_test(test_encode_matches_protobuf_c),
         cmocka_unit_test(test_decode_zero_copy),
         cmocka_unit_test(test_decode_protobuf_c_output),

@@ -66,6 +66,7 @@ pipelines:
       trainer: { listen: "127.0.0.1:0" }
     state: { dir: "$T/state" }
 http: { listen: "127.0.0.1:0" }
+hot: { top_k: 128 }
 log: { level: info }
 Y
 "$PIPEREC" run --config "$T/run.yaml" --check | grep -q ok || fail "--check"
@@ -110,6 +111,22 @@ assert p["assignment"] and p["assignment"][0]["topic"] == "events", p
 assert sum(p["vocab_sizes"].values()) > 0, p
 print("status ok: %d records in, %d batches" % (p["records_in"], p["batches_emitted"]))
 ' || fail "/v1/status"
+
+# hot sets: GET /v1/hot and the coverage metric (hot.top_k 128 above)
+curl -sf "$U/v1/hot?pipeline=p&column=C1&k=5" | $PY -c '
+import json, sys
+h = json.load(sys.stdin)
+assert h["pipeline"] == "p" and h["column"] == "C1" and h["k"] == 5, h
+assert 1 <= len(h["items"]) <= 5 and h["rows_observed"] > 0, h
+shares = [i["share"] for i in h["items"]]
+assert shares == sorted(shares, reverse=True) and 0 < h["coverage"] <= 1.0 + 1e-9, h
+' || fail "/v1/hot"
+code=$(curl -s -o /dev/null -w '%{http_code}' "$U/v1/hot?pipeline=p&column=C1&k=0")
+[ "$code" = 400 ] || fail "/v1/hot with k=0 answered $code, want 400"
+code=$(curl -s -o /dev/null -w '%{http_code}' "$U/v1/hot?pipeline=nope&column=C1")
+[ "$code" = 404 ] || fail "/v1/hot for an unknown pipeline answered $code, want 404"
+grep -q '^piperec_hot_coverage_ratio{pipeline="p",column="C1",k="100"} ' "$T/metrics.txt" \
+    || fail "no hot coverage metric"
 
 # 7. the dead letter
 kcat -b "$B" -C -t events-dlq -o beginning -e -q -f '%h|%s\n' > "$T/dlq.txt"

@@ -45,7 +45,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from piperec_client import ServerError, TrainerClient
+from piperec_client import Position, ServerError, TrainerClient
 
 try:  # optional: torchrec's KeyedJaggedTensor for sparse features
     from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
@@ -74,10 +74,13 @@ class StreamBatch:
     sparse_features: KeyedJaggedTensor or JaggedSparse (shares ``sparse``'s
     memory); vocab_sizes: list of int per sparse column (embedding rows
     needed so far); keys: sparse column names; endpoint, epoch (None when the
-    header has none), sequence, rows: the batch's identity in the stream."""
+    header has none), sequence, rows: the batch's identity in the stream;
+    offsets: its input provenance, [{"topic", "partition", "first_offset",
+    "last_offset", "rows"}] (what checkpoint delivery's position is made of);
+    replica: the piperec replica that built it ("" from older servers)."""
 
     __slots__ = ("dense", "labels", "sparse", "sparse_features", "vocab_sizes", "keys", "endpoint",
-                 "epoch", "sequence", "rows")
+                 "epoch", "sequence", "rows", "offsets", "replica")
 
     def __getstate__(self):
         return {k: getattr(self, k) for k in self.__slots__}
@@ -283,12 +286,26 @@ class StreamDataset(IterableDataset):
         position, the simplest rule); above it the exact set is kept.
     connect_timeout: keep retrying a refused connection this long (seconds).
     client_id: prefix of the client id the server logs (rank and worker added).
+    delivery: "ack" (default; positions are batch sequences, see above) or
+        "checkpoint", for servers with ``sinks.trainer.delivery: checkpoint``
+        (docs/trainer-protocol.md, "Checkpoint delivery"): state_dict() is
+        then the offset-based position of the rows received by the training
+        loop (a ``piperec_client.Position`` as a dict, merged with the
+        restored one), load_state_dict() sends it as ``Subscribe.resume`` on
+        every (re)connect, and :meth:`commit_checkpoint` must be called once
+        the checkpoint holding that state is durable. A lost connection
+        raises ``ConnectionError`` instead of ending the iterator: the model
+        must be restored from its last checkpoint (rows trained since are
+        replayed).
     """
 
     def __init__(self, endpoints, pipeline, credits=8, pin_memory=None, sparse_format="auto",
                  max_batches=None, idle_timeout=None, ack_lag=None, resume_window=4096,
-                 connect_timeout=10.0, client_id=None):
+                 connect_timeout=10.0, client_id=None, delivery="ack"):
         super().__init__()
+        if delivery not in ("ack", "checkpoint"):
+            raise ValueError("delivery must be ack or checkpoint, not %r" % (delivery,))
+        self.delivery = delivery
         self.endpoints = [endpoints] if isinstance(endpoints, str) else list(endpoints)
         if not self.endpoints:
             raise ValueError("StreamDataset: no endpoint")
@@ -311,12 +328,20 @@ class StreamDataset(IterableDataset):
         self._positions = {}  # endpoint -> _Position consumed (this process's view)
         self.info = None      # SubscribeOk of the first connection, once iterated
         self.skipped = 0      # batches skipped as already consumed
+        self._resume = Position()    # checkpoint delivery: the restored checkpoint's position
+        self._position = Position()  # checkpoint delivery: rows received since (training loop)
+        self._live = []              # connections of this process's running iterator
+        self._ckpt_id = 0
 
     # -- positions
 
     def _record(self, b):
         """Mark a StreamBatch as consumed (the iterator and StreamDataLoader
         call this where the training loop receives the batch)."""
+        if self.delivery == "checkpoint":
+            for r in b.offsets or ():
+                self._position.add(r["topic"], r["partition"], r["first_offset"], r["last_offset"])
+            return
         p = self._positions.get(b.endpoint)
         if p is None or _newer_epoch(b.epoch, p.epoch):
             p = self._positions[b.endpoint] = _Position(b.epoch)
@@ -327,13 +352,22 @@ class StreamDataset(IterableDataset):
             p.rows += b.rows
 
     def _already_consumed(self, endpoint, epoch, seq):
+        if self.delivery == "checkpoint":
+            return False  # the server filters by the resume position
         r = self._restored.get(endpoint)
         return r is not None and r.epoch == epoch and seq <= r.last_seq and r.contains(seq)
 
     def state_dict(self):
         """The data position: {"version", "pipeline", "endpoints": {endpoint:
         {"epoch", "last_seq", "floor", "ranges", "batches", "rows",
-        "unacked"}}}. Plain ints and lists: torch.save and json both work."""
+        "unacked"}}}. Plain ints and lists: torch.save and json both work.
+
+        delivery="checkpoint": {"version", "pipeline", "delivery":
+        "checkpoint", "position": Position.to_dict()}, the restored position
+        merged with every row the training loop received since."""
+        if self.delivery == "checkpoint":
+            return {"version": STATE_VERSION, "pipeline": self.pipeline, "delivery": "checkpoint",
+                    "position": self._resume.copy().merge(self._position).to_dict()}
         return {"version": STATE_VERSION, "pipeline": self.pipeline,
                 "endpoints": {ep: p.to_dict(self.resume_window)
                               for ep, p in self._positions.items()}}
@@ -343,15 +377,65 @@ class StreamDataset(IterableDataset):
         after this skip, and acknowledge, batches recorded there."""
         if not state:
             self._restored, self._positions = {}, {}
+            self._resume, self._position = Position(), Position()
             return
         if state.get("version") != STATE_VERSION:
             raise ValueError("unsupported StreamDataset state version %r" % (state.get("version"),))
         if state.get("pipeline") != self.pipeline:
             raise ValueError("state of pipeline %r loaded into a dataset of %r"
                              % (state.get("pipeline"), self.pipeline))
+        if (state.get("delivery") or "ack") != self.delivery:
+            raise ValueError("a %s-delivery state loaded into a %s-delivery dataset"
+                             % (state.get("delivery") or "ack", self.delivery))
+        if self.delivery == "checkpoint":
+            self._resume = Position.from_dict(state.get("position"))
+            self._position = Position()
+            return
         eps = state.get("endpoints", {})
         self._restored = {ep: _Position.from_dict(d) for ep, d in eps.items()}
         self._positions = {ep: _Position.from_dict(d) for ep, d in eps.items()}
+
+    def commit_checkpoint(self, state, timeout=10.0):
+        """delivery="checkpoint": tell piperec that the checkpoint holding
+        ``state`` (this dataset's state_dict(), or merge_state_dicts() of
+        every rank's) is durable: call it after the checkpoint file is
+        fsync'd (and renamed into place), never before. piperec then commits
+        the input offsets the checkpoint holds.
+
+        It is sent on this process's running iterator's connections
+        (num_workers=0). When this process has none, e.g. under DataLoader
+        workers (each worker holds its own connections, which the main
+        process cannot reach), it opens a short connection per endpoint that
+        subscribes with ``resume=state`` and sends the commit: the server
+        releases the batches a checkpoint holds whichever connection trained
+        on them, so one commit per endpoint covers every worker and rank.
+        Such a connection may be dealt a batch before it closes; that batch
+        is unacked and goes back to the queue (not lost, not trained).
+        Returns the number of endpoints committed to."""
+        if self.delivery != "checkpoint":
+            raise RuntimeError("commit_checkpoint() needs StreamDataset(delivery='checkpoint')")
+        if (state or {}).get("delivery") != "checkpoint":
+            raise ValueError("commit_checkpoint(): not a checkpoint-delivery state_dict()")
+        pos = Position.from_dict(state.get("position"))
+        self._ckpt_id += 1
+        done = 0
+        if self._live:
+            for c in self._live:
+                c.client.commit_checkpoint(pos, self._ckpt_id)
+                done += 1
+        else:
+            for ep in self.endpoints:
+                with TrainerClient(ep, self.pipeline, credits=1, timeout=timeout, resume=pos,
+                                   client_id="%s-commit" % self.client_id) as c:
+                    c.commit_checkpoint(pos, self._ckpt_id)
+                    deadline = time.monotonic() + timeout
+                    while (c.checkpoint_ok is None or c.checkpoint_ok[0] != self._ckpt_id) \
+                            and time.monotonic() < deadline:
+                        c.recv(timeout=0.05)  # reads the CheckpointOk (a batch: left unacked)
+                done += 1
+        # A later (re)connect without load_state_dict resumes from here.
+        self._resume = self._resume.merge(pos)
+        return done
 
     # -- iteration
 
@@ -367,7 +451,9 @@ class StreamDataset(IterableDataset):
         deadline = time.monotonic() + self.connect_timeout
         while True:
             try:
-                return TrainerClient(endpoint, self.pipeline, credits=self.credits, client_id=cid)
+                resume = self._resume if self.delivery == "checkpoint" else None
+                return TrainerClient(endpoint, self.pipeline, credits=self.credits, client_id=cid,
+                                     resume=resume)
             except (ConnectionRefusedError, ConnectionResetError, socket.timeout):
                 if time.monotonic() >= deadline:
                     raise
@@ -386,6 +472,8 @@ class StreamDataset(IterableDataset):
         try:
             for ep in self.endpoints:
                 conns.append(_Conn(ep, self._connect(ep, cid)))
+            if record:
+                self._live = conns  # commit_checkpoint() sends on these
             info = conns[0].client.info
             if self.info is None:
                 self.info = info
@@ -430,6 +518,8 @@ class StreamDataset(IterableDataset):
         finally:
             # A generator closed early (GeneratorExit) lands here with
             # batches unacked: the server resends them (at least once).
+            if self._live is conns:
+                self._live = []
             for c in conns:
                 try:
                     c.client.close()
@@ -455,6 +545,12 @@ class StreamDataset(IterableDataset):
                 conn.client.ack(*seqs)
             except OSError:
                 pass  # connection gone: the server resends them elsewhere
+
+    def _lost(self, conn):
+        if self.delivery == "checkpoint":
+            raise ConnectionError(
+                "piperec at %s closed the trainer stream (checkpoint delivery): restore the last "
+                "checkpoint (model and load_state_dict) before training on" % conn.endpoint)
 
     def _recv_any(self, live, rr):
         """Next (conn, numpy Batch) from any live connection, or None on idle
@@ -485,11 +581,13 @@ class StreamDataset(IterableDataset):
                     b = c.client.recv(t)
                 except EOFError:
                     live.remove(c)
+                    self._lost(c)
                     break
                 except ServerError as e:
                     if e.code != "SHUTDOWN":
                         raise
                     live.remove(c)
+                    self._lost(c)
                     break
                 if b is not None:
                     rr[0] += 1
@@ -520,6 +618,8 @@ class StreamDataset(IterableDataset):
         out.vocab_sizes = [int(v) for v in b.vocab_sizes]
         out.keys = keys
         out.endpoint, out.epoch, out.sequence, out.rows = endpoint, epoch, b.sequence, rows
+        out.offsets = [dict(r) for r in getattr(b, "offsets", None) or ()]
+        out.replica = getattr(b, "replica", "")
         return out
 
 

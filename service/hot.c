@@ -1,0 +1,323 @@
+/*
+ * hot.c — the hot-set sketch (pr_hot.h): space-saving top-K with decay driven
+ * by record counts.
+ *
+ * Layout: K = PR_HOT_SLACK * top_k slots (index, count, error), a min-heap of slot numbers ordered by
+ * count (the slot to evict is heap[0]) and an open-addressing table from index
+ * to slot (linear probing, at most half full, backward-shift deletion so no
+ * tombstones pile up on a stream that evicts on most values).
+ *
+ * Decay: instead of multiplying K counters by 2^(-n/half_life) per block, new
+ * observations weigh w, and w grows by 2^(n/half_life) per block; shares are
+ * ratios to the decayed total, so only the ratio matters. When w passes 2^64
+ * every count, error and the total are divided by w (a uniform scaling keeps
+ * the heap order). The order of operations depends only on the values and
+ * block sizes, so the sketch is deterministic.
+ */
+#include "pr_hot.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PR__HOT_RESCALE 18446744073709551616.0 /* 2^64 */
+
+struct pr_hot {
+    uint32_t top_k;   /* largest k answered */
+    uint32_t k;       /* slots: PR_HOT_SLACK * top_k */
+    uint32_t used;    /* slots holding an index */
+    uint32_t tab_mask;
+    int tab_shift;    /* 64 - log2(table size) */
+    uint64_t half_life;
+    uint64_t rows;    /* values observed, not decayed */
+    double w;         /* weight of the next observation */
+    double total;     /* decayed sum of all weights observed */
+    int64_t *key;     /* [k] */
+    double *cnt;      /* [k] upper bound of the decayed count */
+    double *err;      /* [k] count inherited at takeover (over-estimation bound) */
+    uint32_t *heap;   /* [k] slot numbers, min-heap on cnt */
+    uint32_t *pos;    /* [k] position of a slot in heap */
+    uint32_t *tab;    /* [tab_mask+1] slot + 1, 0 = empty */
+};
+
+pr_hot *pr_hot_new(uint32_t top_k, uint64_t half_life)
+{
+    if (top_k == 0 || top_k > PR_HOT_MAX_TOP_K)
+        return NULL;
+    pr_hot *h = calloc(1, sizeof(*h));
+    if (!h)
+        return NULL;
+    h->top_k = top_k;
+    top_k *= PR_HOT_SLACK;
+    uint32_t ts = 4;
+    int bits = 2;
+    while (ts < 2 * top_k) {
+        ts <<= 1;
+        bits++;
+    }
+    h->k = top_k;
+    h->tab_mask = ts - 1;
+    h->tab_shift = 64 - bits;
+    h->half_life = half_life;
+    h->w = 1.0;
+    h->key = calloc(top_k, sizeof(*h->key));
+    h->cnt = calloc(top_k, sizeof(*h->cnt));
+    h->err = calloc(top_k, sizeof(*h->err));
+    h->heap = calloc(top_k, sizeof(*h->heap));
+    h->pos = calloc(top_k, sizeof(*h->pos));
+    h->tab = calloc(ts, sizeof(*h->tab));
+    if (!h->key || !h->cnt || !h->err || !h->heap || !h->pos || !h->tab) {
+        pr_hot_free(h);
+        return NULL;
+    }
+    return h;
+}
+
+void pr_hot_free(pr_hot *h)
+{
+    if (!h)
+        return;
+    free(h->key);
+    free(h->cnt);
+    free(h->err);
+    free(h->heap);
+    free(h->pos);
+    free(h->tab);
+    free(h);
+}
+
+uint32_t pr_hot_top_k(const pr_hot *h)
+{
+    return h->top_k;
+}
+
+uint64_t pr_hot_rows_observed(const pr_hot *h)
+{
+    return h->rows;
+}
+
+/* ---------------------------------------------------------------- table */
+
+static inline uint32_t pr__hot_hash(const pr_hot *h, int64_t key)
+{
+    return (uint32_t)(((uint64_t)key * 0x9E3779B97F4A7C15ull) >> h->tab_shift);
+}
+
+/* The table position holding `key`, or the empty position where it would go. */
+static inline uint32_t pr__hot_find(const pr_hot *h, int64_t key)
+{
+    uint32_t i = pr__hot_hash(h, key);
+    while (h->tab[i] && h->key[h->tab[i] - 1] != key)
+        i = (i + 1) & h->tab_mask;
+    return i;
+}
+
+/* Remove the entry at table position i, shifting later members of its probe
+ * run back so lookups never stop early. */
+static void pr__hot_tab_delete(pr_hot *h, uint32_t i)
+{
+    uint32_t j = i;
+    for (;;) {
+        h->tab[i] = 0;
+        for (;;) {
+            j = (j + 1) & h->tab_mask;
+            if (!h->tab[j])
+                return;
+            uint32_t home = pr__hot_hash(h, h->key[h->tab[j] - 1]);
+            /* Keep j where it is when its home lies cyclically in (i, j]. */
+            if (i <= j ? (i < home && home <= j) : (i < home || home <= j))
+                continue;
+            break;
+        }
+        h->tab[i] = h->tab[j];
+        i = j;
+    }
+}
+
+/* ---------------------------------------------------------------- heap */
+
+static inline void pr__hot_swap(pr_hot *h, uint32_t a, uint32_t b)
+{
+    uint32_t sa = h->heap[a], sb = h->heap[b];
+    h->heap[a] = sb;
+    h->heap[b] = sa;
+    h->pos[sb] = a;
+    h->pos[sa] = b;
+}
+
+static void pr__hot_sift_down(pr_hot *h, uint32_t i)
+{
+    uint32_t n = h->used;
+    for (;;) {
+        uint32_t l = 2 * i + 1, m = i;
+        if (l < n && h->cnt[h->heap[l]] < h->cnt[h->heap[m]])
+            m = l;
+        if (l + 1 < n && h->cnt[h->heap[l + 1]] < h->cnt[h->heap[m]])
+            m = l + 1;
+        if (m == i)
+            return;
+        pr__hot_swap(h, i, m);
+        i = m;
+    }
+}
+
+static void pr__hot_sift_up(pr_hot *h, uint32_t i)
+{
+    while (i > 0) {
+        uint32_t parent = (i - 1) / 2;
+        if (h->cnt[h->heap[parent]] <= h->cnt[h->heap[i]])
+            return;
+        pr__hot_swap(h, i, parent);
+        i = parent;
+    }
+}
+
+/* ---------------------------------------------------------------- observe */
+
+static inline void pr__hot_add(pr_hot *h, int64_t key)
+{
+    double w = h->w;
+    uint32_t t = pr__hot_find(h, key);
+    uint32_t s;
+    if (h->tab[t]) {
+        s = h->tab[t] - 1;
+        h->cnt[s] += w;
+        pr__hot_sift_down(h, h->pos[s]);
+        return;
+    }
+    if (h->used < h->k) {
+        s = h->used++;
+        h->key[s] = key;
+        h->cnt[s] = w;
+        h->err[s] = 0;
+        h->tab[t] = s + 1;
+        h->heap[s] = s;
+        h->pos[s] = s;
+        pr__hot_sift_up(h, s);
+        return;
+    }
+    /* Take over the smallest counter. */
+    s = h->heap[0];
+    pr__hot_tab_delete(h, pr__hot_find(h, h->key[s]));
+    h->key[s] = key;
+    h->err[s] = h->cnt[s];
+    h->cnt[s] += w;
+    h->tab[pr__hot_find(h, key)] = s + 1;
+    pr__hot_sift_down(h, 0);
+}
+
+/* Grow the weight by n records of decay; rescale when it gets large. */
+static void pr__hot_step(pr_hot *h, size_t n)
+{
+    if (h->half_life && n)
+        h->w *= exp2((double)n / (double)h->half_life);
+    if (h->w < PR__HOT_RESCALE)
+        return;
+    double inv = 1.0 / h->w;
+    for (uint32_t s = 0; s < h->used; s++) {
+        h->cnt[s] *= inv;
+        h->err[s] *= inv;
+    }
+    h->total *= inv;
+    h->w = 1.0;
+}
+
+void pr_hot_observe(pr_hot *h, const int64_t *idx, size_t n)
+{
+    pr__hot_step(h, n);
+    for (size_t i = 0; i < n; i++)
+        pr__hot_add(h, idx[i]);
+    h->rows += n;
+    h->total += h->w * (double)n;
+}
+
+void pr_hot_observe_out(pr_hot *h, const pr_out *o, uint32_t col)
+{
+    size_t n = o->rows - o->n_rejected;
+    pr__hot_step(h, n);
+    size_t base = (size_t)col * o->cap;
+    for (uint32_t r = 0; r < o->rows; r++) {
+        if (o->n_rejected && (o->rejected[r >> 6] >> (r & 63) & 1))
+            continue;
+        pr__hot_add(h, o->sparse_width == 8 ? ((const int64_t *)o->sparse)[base + r]
+                                            : ((const int32_t *)o->sparse)[base + r]);
+    }
+    h->rows += n;
+    h->total += h->w * (double)n;
+}
+
+/* ---------------------------------------------------------------- read */
+
+typedef struct pr__hot_ent {
+    int64_t key;
+    double est;
+} pr__hot_ent;
+
+static int pr__hot_cmp(const void *a, const void *b)
+{
+    const pr__hot_ent *x = a, *y = b;
+    if (x->est != y->est)
+        return x->est > y->est ? -1 : 1;
+    return (x->key > y->key) - (x->key < y->key);
+}
+
+/* The counters as (index, estimated decayed count), hottest first; NULL when
+ * out of memory or empty. The estimate is the middle of the space-saving
+ * bounds [cnt - err, cnt]. */
+static pr__hot_ent *pr__hot_sorted(const pr_hot *h)
+{
+    if (!h->used)
+        return NULL;
+    pr__hot_ent *e = malloc(h->used * sizeof(*e));
+    if (!e)
+        return NULL;
+    for (uint32_t s = 0; s < h->used; s++) {
+        e[s].key = h->key[s];
+        e[s].est = h->cnt[s] - 0.5 * h->err[s];
+    }
+    qsort(e, h->used, sizeof(*e), pr__hot_cmp);
+    return e;
+}
+
+size_t pr_hot_top(const pr_hot *h, size_t k, pr_hot_item *items, double *coverage)
+{
+    if (coverage)
+        *coverage = 0;
+    pr__hot_ent *e = pr__hot_sorted(h);
+    if (!e || h->total <= 0) {
+        free(e);
+        return 0;
+    }
+    if (k > h->top_k)
+        k = h->top_k;
+    if (k > h->used)
+        k = h->used;
+    double sum = 0;
+    for (size_t i = 0; i < k; i++) {
+        items[i].index = e[i].key;
+        items[i].share = e[i].est / h->total;
+        sum += e[i].est;
+    }
+    free(e);
+    if (coverage)
+        *coverage = sum / h->total > 1 ? 1 : sum / h->total;
+    return k;
+}
+
+void pr_hot_coverage(const pr_hot *h, const size_t *ks, size_t n, double *out)
+{
+    pr__hot_ent *e = pr__hot_sorted(h);
+    for (size_t j = 0; j < n; j++) {
+        double sum = 0;
+        if (e && h->total > 0) {
+            size_t k = ks[j] < h->top_k ? ks[j] : h->top_k;
+            if (k > h->used)
+                k = h->used;
+            for (size_t i = 0; i < k; i++)
+                sum += e[i].est;
+            sum /= h->total;
+        }
+        out[j] = sum > 1 ? 1 : sum;
+    }
+    free(e);
+}

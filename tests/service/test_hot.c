@@ -1,0 +1,249 @@
+/*
+ * test_hot.c — the hot-set sketch (service/hot.c) against exact counts: a
+ * Zipf-like stream (with and without decay), a shifting hot set under decay,
+ * rejected rows of an engine output, table churn and determinism.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "pr_hot.h"
+
+#define N_ITEMS 200000
+#define N_DRAWS 2000000
+#define BLOCK   4096
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
+}
+
+/* Zipf(s) over N_ITEMS ranks by inverse CDF; rank r is index r * 2654435761
+ * mod 2^31 so hot indices are not small and contiguous. */
+static int64_t *zipf_stream(double s, uint64_t seed)
+{
+    double *cdf = malloc(N_ITEMS * sizeof(*cdf));
+    int64_t *v = malloc(N_DRAWS * sizeof(*v));
+    assert_non_null(cdf);
+    assert_non_null(v);
+    double acc = 0;
+    for (int i = 0; i < N_ITEMS; i++)
+        cdf[i] = acc += pow(i + 1, -s);
+    for (size_t d = 0; d < N_DRAWS; d++) {
+        double u = (double)(rng_next(&seed) >> 11) / 9007199254740992.0 * acc;
+        size_t lo = 0, hi = N_ITEMS - 1;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (cdf[mid] < u)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        v[d] = (int64_t)((lo * 2654435761ull) & 0x7fffffff);
+    }
+    free(cdf);
+    return v;
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x < y) - (x > y);
+}
+
+/* Feed the stream in blocks; compare top-k coverage with the exact (decayed)
+ * counts for k = 10, 100, 1000: within 1% (relative). */
+static void check_coverage(uint64_t half_life)
+{
+    int64_t *v = zipf_stream(1.05, 42);
+    /* Exact decayed counts per rank-index, through a map from index to rank. */
+    double *exact = calloc(N_ITEMS, sizeof(*exact));
+    int64_t *idx_of = malloc(N_ITEMS * sizeof(*idx_of));
+    for (size_t r = 0; r < N_ITEMS; r++)
+        idx_of[r] = (int64_t)((r * 2654435761ull) & 0x7fffffff);
+    /* index -> rank: the multiplier is odd, so invert it modulo 2^31. */
+    uint64_t inv = 1;
+    for (int i = 0; i < 5; i++)
+        inv = (inv * (2 - 2654435761ull * inv)) & 0x7fffffff;
+
+    pr_hot *h = pr_hot_new(1024, half_life);
+    assert_non_null(h);
+    double w = 1, total = 0;
+    for (size_t off = 0; off < N_DRAWS; off += BLOCK) {
+        size_t n = N_DRAWS - off < BLOCK ? N_DRAWS - off : BLOCK;
+        if (half_life)
+            w *= exp2((double)n / (double)half_life);
+        pr_hot_observe(h, v + off, n);
+        for (size_t i = 0; i < n; i++) {
+            uint64_t r = ((uint64_t)v[off + i] * inv) & 0x7fffffff;
+            assert_true(r < N_ITEMS);
+            assert_int_equal(idx_of[r], v[off + i]);
+            exact[r] += w;
+        }
+        total += w * (double)n;
+    }
+    assert_int_equal(pr_hot_rows_observed(h), N_DRAWS);
+
+    double *sorted = malloc(N_ITEMS * sizeof(*sorted));
+    memcpy(sorted, exact, N_ITEMS * sizeof(*sorted));
+    qsort(sorted, N_ITEMS, sizeof(*sorted), cmp_desc);
+    size_t ks[] = {10, 100, 1024};
+    double est[3];
+    pr_hot_coverage(h, ks, 3, est);
+    for (int j = 0; j < 3; j++) {
+        double ex = 0;
+        for (size_t i = 0; i < ks[j]; i++)
+            ex += sorted[i];
+        ex /= total;
+        print_message("half_life %llu k %zu: exact %.5f sketch %.5f\n",
+                      (unsigned long long)half_life, ks[j], ex, est[j]);
+        assert_true(fabs(est[j] - ex) <= 0.01 * ex);
+    }
+
+    /* The top 10 are the 10 hottest ranks, in order, with their shares. */
+    pr_hot_item it[10];
+    double cov;
+    assert_int_equal(pr_hot_top(h, 10, it, &cov), 10);
+    assert_true(fabs(cov - est[0]) < 1e-12);
+    for (int i = 0; i < 10; i++) {
+        uint64_t r = ((uint64_t)it[i].index * inv) & 0x7fffffff;
+        assert_true(r < 12); /* rank noise among near-equal neighbours only */
+        assert_true(fabs(it[i].share - exact[r] / total) <= 0.01 * exact[r] / total);
+    }
+    pr_hot_free(h);
+    free(sorted);
+    free(idx_of);
+    free(exact);
+    free(v);
+}
+
+static void test_zipf_no_decay(void **state)
+{
+    (void)state;
+    check_coverage(0);
+}
+
+static void test_zipf_decay(void **state)
+{
+    (void)state;
+    /* Four half-lives over the stream: the weights span 16x; and a half-life
+     * short enough to rescale the weight several times. */
+    check_coverage(N_DRAWS / 4);
+    check_coverage(20000);
+}
+
+/* Under decay the hot set follows the stream: after a shift, the new hot
+ * indices lead and the old ones fade. */
+static void test_decay_follows_shift(void **state)
+{
+    (void)state;
+    pr_hot *h = pr_hot_new(64, 10000);
+    int64_t blk[1000];
+    uint64_t seed = 7;
+    for (int phase = 0; phase < 2; phase++) {
+        for (int b = 0; b < 200; b++) {
+            for (int i = 0; i < 1000; i++) {
+                uint64_t x = rng_next(&seed);
+                /* Half the values from 5 hot indices, half from a wide tail. */
+                blk[i] = (x & 1) ? phase * 1000 + (int64_t)(x >> 8) % 5
+                                 : 100000 + (int64_t)(x >> 8) % 50000;
+            }
+            pr_hot_observe(h, blk, 1000);
+        }
+        pr_hot_item it[5];
+        double cov;
+        assert_int_equal(pr_hot_top(h, 5, it, &cov), 5);
+        for (int i = 0; i < 5; i++) {
+            assert_true(it[i].index >= phase * 1000 && it[i].index < phase * 1000 + 5);
+            assert_true(fabs(it[i].share - 0.1) < 0.01);
+        }
+        assert_true(fabs(cov - 0.5) < 0.02);
+    }
+    pr_hot_free(h);
+}
+
+/* Rejected rows of an engine output are not counted; int32 and int64 widths. */
+static void test_observe_out(void **state)
+{
+    (void)state;
+    for (int width = 4; width <= 8; width += 4) {
+        pr_out *o = pr_out_new(0, 2, 128, (uint8_t)width);
+        assert_non_null(o);
+        o->rows = 100;
+        for (uint32_t r = 0; r < 100; r++) {
+            int64_t v = r < 50 ? 7 : 9;
+            if (width == 8)
+                pr_out_sparse64(o, 1)[r] = v;
+            else
+                pr_out_sparse32(o, 1)[r] = (int32_t)v;
+        }
+        /* Rows 60..99 rejected: 50 sevens and 10 nines remain. */
+        for (uint32_t r = 60; r < 100; r++)
+            o->rejected[r >> 6] |= 1ull << (r & 63);
+        o->n_rejected = 40;
+        pr_hot *h = pr_hot_new(4, 0);
+        assert_int_equal(pr_hot_top_k(h), 4);
+        pr_hot_observe_out(h, o, 1);
+        assert_int_equal(pr_hot_rows_observed(h), 60);
+        pr_hot_item it[4];
+        double cov;
+        assert_int_equal(pr_hot_top(h, 4, it, &cov), 2);
+        assert_int_equal(it[0].index, 7);
+        assert_true(fabs(it[0].share - 50.0 / 60) < 1e-9);
+        assert_int_equal(it[1].index, 9);
+        assert_true(fabs(cov - 1) < 1e-9);
+        pr_hot_free(h);
+        pr_out_free(o);
+    }
+}
+
+/* Constant churn through a small table (every value evicts) keeps lookups
+ * right: the backward-shift deletion leaves no broken probe runs. Two runs of
+ * the same stream give the same answer (no wall time, no randomness). */
+static void test_churn_deterministic(void **state)
+{
+    (void)state;
+    pr_hot_item a[16], b[16];
+    for (int run = 0; run < 2; run++) {
+        pr_hot *h = pr_hot_new(16, 5000);
+        uint64_t seed = 99;
+        int64_t blk[512];
+        for (int k = 0; k < 400; k++) {
+            for (int i = 0; i < 512; i++) {
+                uint64_t x = rng_next(&seed);
+                blk[i] = (x % 3 == 0) ? 42 : (int64_t)(x >> 20);
+            }
+            pr_hot_observe(h, blk, 512);
+        }
+        assert_int_equal(pr_hot_top(h, 16, run ? b : a, NULL), 16);
+        assert_int_equal((run ? b : a)[0].index, 42);
+        pr_hot_free(h);
+    }
+    assert_memory_equal(a, b, sizeof(a));
+    assert_null(pr_hot_new(0, 0));
+    pr_hot *empty = pr_hot_new(8, 0);
+    double cov = -1;
+    assert_int_equal(pr_hot_top(empty, 8, a, &cov), 0);
+    assert_true(cov == 0);
+    pr_hot_free(empty);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_zipf_no_decay),     cmocka_unit_test(test_zipf_decay),
+        cmocka_unit_test(test_decay_follows_shift), cmocka_unit_test(test_observe_out),
+        cmocka_unit_test(test_churn_deterministic),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
