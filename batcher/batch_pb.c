@@ -43,7 +43,7 @@ enum {
     F_EMIT,
     F_VOCAB,
     F_SPARSE_NAMES,
-    F_EPOCH, /* 16 */
+    F_EPOCH,  /* 16 */
     F_REPLICA /* 17 */
 };
 /* OffsetRange field numbers. */

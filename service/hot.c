@@ -2,10 +2,10 @@
  * hot.c — the hot-set sketch (pr_hot.h): space-saving top-K with decay driven
  * by record counts.
  *
- * Layout: K = PR_HOT_SLACK * top_k slots (index, count, error), a min-heap of slot numbers ordered by
- * count (the slot to evict is heap[0]) and an open-addressing table from index
- * to slot (linear probing, at most half full, backward-shift deletion so no
- * tombstones pile up on a stream that evicts on most values).
+ * Layout: K = PR_HOT_SLACK * top_k slots (index, count, error), a min-heap of slot numbers ordered
+ * by count (the slot to evict is heap[0]) and an open-addressing table from index to slot (linear
+ * probing, at most half full, backward-shift deletion so no tombstones pile up on a stream that
+ * evicts on most values).
  *
  * Decay: instead of multiplying K counters by 2^(-n/half_life) per block, new
  * observations weigh w, and w grows by 2^(n/half_life) per block; shares are
@@ -23,21 +23,21 @@
 #define PR__HOT_RESCALE 18446744073709551616.0 /* 2^64 */
 
 struct pr_hot {
-    uint32_t top_k;   /* largest k answered */
-    uint32_t k;       /* slots: PR_HOT_SLACK * top_k */
-    uint32_t used;    /* slots holding an index */
+    uint32_t top_k; /* largest k answered */
+    uint32_t k;     /* slots: PR_HOT_SLACK * top_k */
+    uint32_t used;  /* slots holding an index */
     uint32_t tab_mask;
-    int tab_shift;    /* 64 - log2(table size) */
+    int tab_shift; /* 64 - log2(table size) */
     uint64_t half_life;
-    uint64_t rows;    /* values observed, not decayed */
-    double w;         /* weight of the next observation */
-    double total;     /* decayed sum of all weights observed */
-    int64_t *key;     /* [k] */
-    double *cnt;      /* [k] upper bound of the decayed count */
-    double *err;      /* [k] count inherited at takeover (over-estimation bound) */
-    uint32_t *heap;   /* [k] slot numbers, min-heap on cnt */
-    uint32_t *pos;    /* [k] position of a slot in heap */
-    uint32_t *tab;    /* [tab_mask+1] slot + 1, 0 = empty */
+    uint64_t rows;  /* values observed, not decayed */
+    double w;       /* weight of the next observation */
+    double total;   /* decayed sum of all weights observed */
+    int64_t *key;   /* [k] */
+    double *cnt;    /* [k] upper bound of the decayed count */
+    double *err;    /* [k] count inherited at takeover (over-estimation bound) */
+    uint32_t *heap; /* [k] slot numbers, min-heap on cnt */
+    uint32_t *pos;  /* [k] position of a slot in heap */
+    uint32_t *tab;  /* [tab_mask+1] slot + 1, 0 = empty */
 };
 
 pr_hot *pr_hot_new(uint32_t top_k, uint64_t half_life)

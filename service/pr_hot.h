@@ -36,7 +36,7 @@
 
 typedef struct pr_hot pr_hot;
 
-#define PR_HOT_SLACK     8         /* counters kept per index reported */
+#define PR_HOT_SLACK     8 /* counters kept per index reported */
 #define PR_HOT_MAX_TOP_K (1u << 16)
 
 /* One entry of a top-k answer: the index and its estimated (decayed) share of

@@ -1204,10 +1204,8 @@ int pr_service_start(pr_service *svc, char *errstr, size_t errstr_size)
         return pr_seterr(errstr, errstr_size, PR_ESTATE, "service already started");
     if (svc->cfg->http.enabled && !svc->opts.no_http) {
         const pr__http_route routes[] = {
-            {"/metrics", pr__h_metrics, svc, NULL},
-            {"/healthz", pr__h_healthz, svc, NULL},
-            {"/readyz", pr__h_readyz, svc, NULL},
-            {"/v1/status", pr__h_status, svc, NULL},
+            {"/metrics", pr__h_metrics, svc, NULL}, {"/healthz", pr__h_healthz, svc, NULL},
+            {"/readyz", pr__h_readyz, svc, NULL},   {"/v1/status", pr__h_status, svc, NULL},
             {"/v1/hot", NULL, svc, pr__h_hot},
         };
         int rc = pr__http_start(svc->cfg->http.listen, routes, sizeof(routes) / sizeof(routes[0]),
@@ -1940,10 +1938,12 @@ static const pr__family pr__families[] = {
      PR__L_PIPE_AND("column"), .emit = pr__emit_vocab, .arg = 1},
     {"piperec_vocab_checkpoints_total", PR_METRIC_COUNTER,
      "Vocabulary snapshots written to state.dir.", PR__L_PIPE, PR__PIPE(checkpoints)},
-    {"piperec_hot_coverage_ratio", PR_METRIC_GAUGE,
+    {"piperec_hot_coverage_ratio",
+     PR_METRIC_GAUGE,
      "Estimated share of a sparse column's lookups covered by its k hottest indices (decayed "
      "hot-set sketch; k 100 and 1000, those <= hot.top_k).",
-     {"pipeline", "column", "k"}, .emit = pr__emit_hot_coverage},
+     {"pipeline", "column", "k"},
+     .emit = pr__emit_hot_coverage},
 
     /* Engine. */
     {"piperec_engine_operator_seconds_total", PR_METRIC_COUNTER,

@@ -119,7 +119,8 @@ typedef struct pr_batch {
     uint32_t n_topics;
     uint64_t seq;   /* 1, 2, 3, ... within the epoch */
     uint64_t epoch; /* restart epoch (pr_batcher_cfg.epoch); 0 = none */
-    char replica[PR_REPLICA_MAX]; /* the replica that built it (pr_batcher_cfg.replica); "" = none */
+    char
+        replica[PR_REPLICA_MAX]; /* the replica that built it (pr_batcher_cfg.replica); "" = none */
     uint32_t rows;
     uint16_t n_dense;
     uint16_t n_sparse;
@@ -202,7 +203,7 @@ typedef struct pr_batch_view {
     const char *pipeline;
     size_t pipeline_len;
     uint64_t seq;
-    uint64_t epoch; /* TrainingBatch.epoch; 0 when the server sent none */
+    uint64_t epoch;      /* TrainingBatch.epoch; 0 when the server sent none */
     const char *replica; /* TrainingBatch.replica (not NUL-terminated); "" when none */
     size_t replica_len;
     uint32_t rows;

@@ -107,7 +107,7 @@ typedef struct pr_pipeline_cfg {
     pr_sinks_cfg sinks;
     pr_state_cfg state;
     char *vocab_seed; /* transform.vocab.seed: directory of <col>.tsv, or NULL */
-    int line; /* 1-based YAML line of this pipeline; 0 if none */
+    int line;         /* 1-based YAML line of this pipeline; 0 if none */
 } pr_pipeline_cfg;
 
 typedef struct pr_http_cfg {
@@ -124,7 +124,8 @@ typedef struct pr_limits_cfg {
 
 /* Hot sets (service/pr_hot.h): a decayed top-k sketch per sparse column. */
 typedef struct pr_hot_cfg {
-    uint32_t top_k;             /* largest k served; 0 = off; default 0 (off: it costs ~86 ns per value in the pipeline thread) */
+    uint32_t top_k; /* largest k served; 0 = off; default 0 (off: it costs ~86 ns per value in the
+                       pipeline thread) */
     uint64_t half_life_records; /* decay half-life in records; default 10000000 */
 } pr_hot_cfg;
 

@@ -190,6 +190,19 @@ static void roundtrip(sfx *f, pr_trainer_client *c)
     pr_batch_view_fini(&v);
 }
 
+/* A plain trainer can connect, receive a batch and ack it. */
+static void assert_trainer_gets_in(sfx *f)
+{
+    pr_trainer_client_opts o = {0};
+    char err[256];
+    int rc;
+    pr_trainer_client *c = open_client(f, &o, err, sizeof(err), &rc);
+    if (rc)
+        fail_msg("%s", err);
+    roundtrip(f, c);
+    pr_trainer_client_close(c);
+}
+
 static int open_fds(void)
 {
     int n = 0;
@@ -224,14 +237,7 @@ static void test_max_connections(void **state)
         close(fds[i]);
     WAIT_FOR(f, st->connections == 0);
     /* Room again: a trainer gets in. */
-    pr_trainer_client_opts o = {0};
-    char err[256];
-    int rc;
-    pr_trainer_client *c = open_client(f, &o, err, sizeof(err), &rc);
-    if (rc)
-        fail_msg("%s", err);
-    roundtrip(f, c);
-    pr_trainer_client_close(c);
+    assert_trainer_gets_in(f);
     sfx_free(f);
 }
 
@@ -293,14 +299,7 @@ static void test_emfile_flood(void **state)
         close(fds[i]);
     WAIT_FOR(f, st->connections == 0);
     /* Descriptors back: a trainer gets in. */
-    pr_trainer_client_opts o = {0};
-    char err[256];
-    int rc;
-    pr_trainer_client *c = open_client(f, &o, err, sizeof(err), &rc);
-    if (rc)
-        fail_msg("%s", err);
-    roundtrip(f, c);
-    pr_trainer_client_close(c);
+    assert_trainer_gets_in(f);
     sfx_free(f);
 }
 

@@ -241,7 +241,7 @@ static void test_churn_deterministic(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_zipf_no_decay),     cmocka_unit_test(test_zipf_decay),
+        cmocka_unit_test(test_zipf_no_decay),       cmocka_unit_test(test_zipf_decay),
         cmocka_unit_test(test_decay_follows_shift), cmocka_unit_test(test_observe_out),
         cmocka_unit_test(test_churn_deterministic),
     };

@@ -57,7 +57,8 @@ static void test_routes(void **state)
 {
     (void)state;
     int calls = 0;
-    pr__http_route routes[] = {{"/metrics", h_hello, &calls, NULL}, {"/readyz", h_down, NULL, NULL}};
+    pr__http_route routes[] = {{"/metrics", h_hello, &calls, NULL},
+                               {"/readyz", h_down, NULL, NULL}};
     pr_http *h = NULL;
     char err[256];
     assert_int_equal(pr__http_start("127.0.0.1:0", routes, 2, &h, err, sizeof(err)), 0);
