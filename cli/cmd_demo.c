@@ -142,7 +142,7 @@ static void *pr__producer_main(void *arg)
     pr__demo *d = arg;
     char err[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    const char *props[][2] = {
+    const char *const props[][2] = {
         {"bootstrap.servers", pr_mock_broker_bootstrap(d->broker)},
         {"linger.ms", "5"},
         {"batch.num.messages", "10000"},
@@ -150,18 +150,17 @@ static void *pr__producer_main(void *arg)
         {"acks", "all"},
         {"enable.idempotence", "true"},
     };
-    for (size_t i = 0; i < sizeof(props) / sizeof(props[0]); i++)
-        if (rd_kafka_conf_set(conf, props[i][0], props[i][1], err, sizeof(err)) !=
-            RD_KAFKA_CONF_OK) {
-            snprintf(d->prod_err, sizeof(d->prod_err), "%s", err);
-            rd_kafka_conf_destroy(conf);
-            return NULL;
-        }
+    if (pr_cli_conf_set(conf, props, sizeof(props) / sizeof(props[0]), err, sizeof(err)) < 0) {
+        snprintf(d->prod_err, sizeof(d->prod_err), "%s", err);
+        rd_kafka_conf_destroy(conf);
+        return NULL;
+    }
     rd_kafka_conf_set_dr_msg_cb(conf, pr__dr_cb);
     rd_kafka_conf_set_opaque(conf, d);
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
     if (!rk) {
         snprintf(d->prod_err, sizeof(d->prod_err), "%s", err);
+        rd_kafka_conf_destroy(conf); /* rd_kafka_new takes it only on success */
         return NULL;
     }
     uint32_t per_msg = d->format == PR_FORMAT_PROTOBUF_EVENT_BATCH ? PR__EVENTS_PER_BATCH_MSG : 1;

@@ -430,7 +430,7 @@ static rd_kafka_t *pr__producer_new(const pr__produce_args *a, pr__prod *p, int 
 {
     char errstr[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    const char *fixed[][2] = {
+    const char *const fixed[][2] = {
         {"bootstrap.servers", a->bootstrap},
         {"enable.idempotence", "true"},
         {"acks", "all"},
@@ -439,12 +439,12 @@ static rd_kafka_t *pr__producer_new(const pr__produce_args *a, pr__prod *p, int 
         {"queue.buffering.max.kbytes", "262144"},
     };
     *status = 2;
-    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
-        if (rd_kafka_conf_set(conf, fixed[i][0], fixed[i][1], errstr, sizeof(errstr))) {
-            fprintf(stderr, "piperec produce: %s\n", errstr);
-            rd_kafka_conf_destroy(conf);
-            return NULL;
-        }
+    if (pr_cli_conf_set(conf, fixed, sizeof(fixed) / sizeof(fixed[0]), errstr, sizeof(errstr)) <
+        0) {
+        fprintf(stderr, "piperec produce: %s\n", errstr);
+        rd_kafka_conf_destroy(conf);
+        return NULL;
+    }
     for (int i = 0; i < a->n_props; i++) {
         char kv[1024];
         snprintf(kv, sizeof(kv), "%s", a->props[i]);
