@@ -7,7 +7,7 @@ FUZZ_TARGETS ?= criteo_tsv proto trainer_wire config http
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run test test-asan fuzz-build test-fuzz fuzz bench image clean
+.PHONY: all deps build run test test-asan fuzz-build test-fuzz fuzz fault-long bench image clean
 
 all: build
 
@@ -49,6 +49,14 @@ fuzz: fuzz-build
 		tests/fuzz/run_fuzz.sh $(FUZZ_BUILD)/tests/fuzz/fuzz_$$t tests/fuzz/corpus/$$t \
 			$(FUZZ_SECONDS) $(FUZZ_BUILD)/fuzz-work/$$t || rc=1; \
 	done; exit $$rc
+
+# The fault suite (tests/fault) at the issue's full durations: broker down
+# 30 s, 10x overload for 60 s (`make test` runs 15 s of each). About 6 min.
+FAULT_OUTAGE_S ?= 30
+FAULT_OVERLOAD_S ?= 60
+fault-long: build
+	cd $(BUILD) && FAULT_OUTAGE_S=$(FAULT_OUTAGE_S) FAULT_OVERLOAD_S=$(FAULT_OVERLOAD_S) \
+		ctest --output-on-failure -L fault -R 'test_fault_(broker|overload)'
 
 bench: build
 	bench/run.sh $(BUILD)

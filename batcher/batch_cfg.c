@@ -11,6 +11,7 @@
 
 const char *const pr_batch_ordering_names[] = {"partition", "event_time", NULL};
 const char *const pr_batch_late_policy_names[] = {"emit", "drop_to_dlq", NULL};
+const char *const pr_batch_split_names[] = {"none", "popular", NULL};
 
 static const pr_cfgmap_entry batch_entries[] = {
     PR_CFG_E_INT("size", 0, pr_batch_cfg, size, 1, 1048576, "4096", "Rows per batch (1..1048576)."),
@@ -26,6 +27,10 @@ static const pr_cfgmap_entry batch_entries[] = {
     PR_CFG_E_ENUM("late_policy", pr_batch_cfg, late_policy, pr_batch_late_policy_names, "emit",
                   "event_time only: emit (late records go into the next batch) or drop_to_dlq "
                   "(sent to source.dead_letter_topic)."),
+    PR_CFG_E_ENUM("split", pr_batch_cfg, split, pr_batch_split_names, "none",
+                  "popular: rows whose sparse indices all lie in the current hot sets (top "
+                  "hot.top_k per column, which must be > 0) go into batches of their own, "
+                  "flagged TrainingBatch.popular (Hotline); none: one stream."),
 };
 
 const pr_cfgmap pr_batch_cfgmap = PR_CFGMAP(batch_entries);

@@ -43,8 +43,9 @@ enum {
     F_EMIT,
     F_VOCAB,
     F_SPARSE_NAMES,
-    F_EPOCH,  /* 16 */
-    F_REPLICA /* 17 */
+    F_EPOCH,    /* 16 */
+    F_REPLICA,  /* 17 */
+    F_POPULAR = 20
 };
 /* OffsetRange field numbers. */
 enum { R_TOPIC = 1, R_PARTITION, R_FIRST, R_LAST, R_ROWS };
@@ -117,7 +118,8 @@ size_t pr_batch_pb_size(const pr_batch *b)
                sz_varint_field(F_MIN_ET, (uint64_t)b->min_event_time_ms) +
                sz_varint_field(F_MAX_ET, (uint64_t)b->max_event_time_ms) +
                sz_varint_field(F_EMIT, (uint64_t)b->emit_time_ms) +
-               sz_varint_field(F_EPOCH, b->epoch) + sz_len_field(F_REPLICA, strlen(b->replica));
+               sz_varint_field(F_EPOCH, b->epoch) + sz_len_field(F_REPLICA, strlen(b->replica)) +
+               sz_varint_field(F_POPULAR, b->popular);
     for (uint32_t i = 0; i < b->n_ranges; i++) {
         size_t body = range_body_size(b, &b->ranges[i]);
         n += tag_size(F_OFFSETS) + pr_varint_size(body) + body;
@@ -160,6 +162,7 @@ size_t pr_batch_pb_write(const pr_batch *b, uint8_t *out)
     }
     p = put_varint_field(p, F_EPOCH, b->epoch); /* 0 is not written: old bytes */
     p = put_len_field(p, F_REPLICA, b->replica, strlen(b->replica)); /* "" is not written */
+    p = put_varint_field(p, F_POPULAR, b->popular); /* false is not written: old bytes */
     return (size_t)(p - out);
 }
 
@@ -315,6 +318,9 @@ int pr_batch_decode(const uint8_t *buf, size_t len, pr_batch_view *v, char *errs
             case F_EPOCH:
                 v->epoch = f.v;
                 break;
+            case F_POPULAR:
+                v->popular = f.v != 0;
+                break;
             case F_ROWS:
                 v->rows = (uint32_t)f.v;
                 break;
@@ -453,6 +459,7 @@ pr_batch *pr_batch_from_view(const pr_batch_view *v)
         return NULL;
     b->seq = v->seq;
     b->epoch = v->epoch;
+    b->popular = v->popular;
     size_t rl = v->replica_len < sizeof(b->replica) - 1 ? v->replica_len : sizeof(b->replica) - 1;
     if (rl)
         memcpy(b->replica, v->replica, rl);

@@ -16,6 +16,14 @@
  * the ones whose max_delay_ms ran out, which force the watermark forward
  * (so a silent partition delays output by at most max_delay_ms).
  *
+ * Popular split (batch.split: popular, issue 14): the caller flags rows
+ * whose sparse indices all lie in the hot sets (pr_batcher_add_split). Such
+ * rows go to a second batch under construction, so there are two builds
+ * (regular, popular), each with its own deadline; both draw sequence
+ * numbers from the one counter and share the offset queues, which already
+ * take acks in any order. Rows are routed in arrival order, so each stream
+ * keeps offset order per partition, and a row enters exactly one build.
+ *
  * Single-threaded except the stats snapshot, which is published under a
  * mutex at the end of each public call.
  */
@@ -118,8 +126,24 @@ typedef struct pend_meta {
     int32_t key;
     uint32_t serial;
     bool in_use;
+    uint8_t cls; /* PR__REGULAR or PR__POPULAR */
     pr__rowh h;
 } pend_meta;
+
+/* The two streams of batch.split: popular. */
+enum { PR__REGULAR = 0, PR__POPULAR = 1, PR__NCLASS = 2 };
+
+/* One batch under construction: tensors with stride batch.size,
+ * `cur->rows` = rows filled, row metadata beside them. */
+typedef struct pr__build {
+    pr_batch *cur;
+    int32_t *key;
+    int64_t *off;
+    int64_t *et;
+    pr__rowh *h;
+    int64_t oldest; /* min arrival (mono ns) of the rows in cur */
+    uint32_t *idx;  /* scratch: rows of the current pr_out bound for cur */
+} pr__build;
 
 typedef struct fifo_ent {
     uint32_t slot;
@@ -137,14 +161,10 @@ struct pr_batcher {
     int64_t delay_ns;
     pr__offsets offs;
 
-    /* batch under construction: stride batch.size, `cur->rows` = rows filled */
-    pr_batch *cur;
-    int32_t *c_key;
-    int64_t *c_off;
-    int64_t *c_et;
-    pr__rowh *c_h;
-    int64_t c_oldest; /* min arrival (mono ns) of the rows in cur */
-    uint32_t *idx;    /* scratch: kept row indices */
+    /* batches under construction: [PR__REGULAR], and [PR__POPULAR] under
+     * batch.split popular (its arrays NULL otherwise) */
+    pr__build bld[PR__NCLASS];
+    int n_class;
 
     uint64_t next_seq;
 
@@ -174,14 +194,24 @@ struct pr_batcher {
     pr_batcher_stats pub; /* published under mu */
 };
 
+static uint64_t built_rows(const pr_batcher *b)
+{
+    uint64_t n = 0;
+    for (int k = 0; k < b->n_class; k++)
+        n += b->bld[k].cur ? b->bld[k].cur->rows : 0;
+    return n;
+}
+
 static void publish(pr_batcher *b)
 {
-    b->st.buffered_rows = (b->cur ? b->cur->rows : 0) + b->heap_len;
+    b->st.buffered_rows = built_rows(b) + b->heap_len;
     b->st.buffered_bytes = b->st.buffered_rows * b->row_bytes;
     b->st.unacked_batches = b->n_unacked;
     b->st.unacked_bytes = b->unacked_bytes;
     b->st.inflight_bytes = b->st.buffered_bytes + b->unacked_bytes;
     b->st.last_seq = b->next_seq - 1;
+    b->st.popular_share_ppm =
+        b->st.rows_out ? (uint64_t)((double)b->st.rows_out_popular * 1e6 / b->st.rows_out) : 0;
     b->st.watermark_ms = b->wm_set ? b->wm : INT64_MIN;
     pthread_mutex_lock(&b->mu);
     b->pub = b->st;
@@ -197,7 +227,7 @@ void pr_batcher_get_stats(pr_batcher *b, pr_batcher_stats *st)
 
 uint64_t pr_batcher_inflight_bytes(const pr_batcher *b)
 {
-    uint64_t buffered = (b->cur ? b->cur->rows : 0) + b->heap_len;
+    uint64_t buffered = built_rows(b) + b->heap_len;
     return buffered * b->row_bytes + b->unacked_bytes;
 }
 
@@ -206,24 +236,45 @@ uint64_t pr_batcher_unacked_batches(const pr_batcher *b)
     return b->n_unacked;
 }
 
-static int ensure_cur(pr_batcher *b)
+static int ensure_cur(pr_batcher *b, int cls)
 {
-    if (b->cur)
+    pr__build *bd = &b->bld[cls];
+    if (bd->cur)
         return 0;
     const pr_batcher_cfg *c = &b->cfg;
     /* Not zeroed: every row is written before emission, and emission compacts. */
-    b->cur =
+    bd->cur =
         batch_alloc(b->pipeline, c->batch.size, c->n_dense, c->n_sparse, c->sparse_width, false);
-    b->c_h = malloc((size_t)c->batch.size * sizeof(*b->c_h));
-    if (!b->cur || !b->c_h) {
-        pr_batch_unref(b->cur);
-        free(b->c_h);
-        b->cur = NULL;
-        b->c_h = NULL;
+    bd->h = malloc((size_t)c->batch.size * sizeof(*bd->h));
+    if (!bd->cur || !bd->h) {
+        pr_batch_unref(bd->cur);
+        free(bd->h);
+        bd->cur = NULL;
+        bd->h = NULL;
         return PR_ENOMEM;
     }
-    b->cur->rows = 0;
+    bd->cur->popular = cls == PR__POPULAR;
+    bd->cur->rows = 0;
     return 0;
+}
+
+static int build_init(pr__build *bd, size_t n)
+{
+    bd->key = malloc(n * sizeof(*bd->key));
+    bd->off = malloc(n * sizeof(*bd->off));
+    bd->et = malloc(n * sizeof(*bd->et));
+    bd->idx = malloc(n * sizeof(*bd->idx));
+    return bd->key && bd->off && bd->et && bd->idx ? 0 : PR_ENOMEM;
+}
+
+static void build_fini(pr__build *bd)
+{
+    pr_batch_unref(bd->cur);
+    free(bd->h);
+    free(bd->key);
+    free(bd->off);
+    free(bd->et);
+    free(bd->idx);
 }
 
 int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, size_t errstr_size)
@@ -244,6 +295,9 @@ int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, si
                          (int)cfg->batch.ordering);
     if (cfg->batch.allowed_lateness_ms < 0)
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "batch.allowed_lateness_ms: must be >= 0");
+    if (cfg->batch.split != PR_BATCH_SPLIT_NONE && cfg->batch.split != PR_BATCH_SPLIT_POPULAR)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "batch.split: unknown value %d",
+                         (int)cfg->batch.split);
 
     pr_batcher *b = calloc(1, sizeof(*b));
     if (!b)
@@ -269,10 +323,11 @@ int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, si
     (void)pr_hist_snapshot_init(&b->st.emit_to_ack_s, sec_bounds, n_sec);
 
     size_t n = cfg->batch.size;
-    b->c_key = malloc(n * sizeof(*b->c_key));
-    b->c_off = malloc(n * sizeof(*b->c_off));
-    b->c_et = malloc(n * sizeof(*b->c_et));
-    b->idx = malloc(n * sizeof(*b->idx));
+    b->n_class = cfg->batch.split == PR_BATCH_SPLIT_POPULAR ? PR__NCLASS : 1;
+    bool built = true;
+    for (int k = 0; k < b->n_class; k++)
+        if (build_init(&b->bld[k], n) < 0)
+            built = false;
     if (cfg->n_topics) {
         b->topics = calloc(cfg->n_topics, sizeof(char *));
         if (b->topics) {
@@ -283,8 +338,7 @@ int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, si
         }
     }
     b->cfg.topics = NULL;
-    if (!b->c_key || !b->c_off || !b->c_et || !b->idx || (cfg->n_topics && !b->topics) ||
-        ensure_cur(b) < 0)
+    if (!built || (cfg->n_topics && !b->topics) || ensure_cur(b, PR__REGULAR) < 0)
         goto nomem;
     publish(b);
     *out = b;
@@ -298,12 +352,8 @@ void pr_batcher_free(pr_batcher *b)
 {
     if (!b)
         return;
-    pr_batch_unref(b->cur);
-    free(b->c_h);
-    free(b->c_key);
-    free(b->c_off);
-    free(b->c_et);
-    free(b->idx);
+    for (int k = 0; k < PR__NCLASS; k++)
+        build_fini(&b->bld[k]);
     for (size_t i = 0; i < b->ua_len; i++)
         pr_batch_unref(b->ua[(b->ua_head + i) % b->ua_cap]);
     free(b->ua);
@@ -328,7 +378,7 @@ static int range_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static int build_ranges(pr_batcher *b, pr_batch *bt)
+static int build_ranges(const pr__build *bd, pr_batch *bt)
 {
     uint32_t n = bt->rows, nr = 0, cap = 4;
     pr_batch_range *r = malloc(cap * sizeof(*r));
@@ -336,8 +386,8 @@ static int build_ranges(pr_batcher *b, pr_batch *bt)
         return PR_ENOMEM;
     uint32_t last = 0;
     for (uint32_t i = 0; i < n; i++) {
-        int32_t k = b->c_key[i];
-        int64_t o = b->c_off[i];
+        int32_t k = bd->key[i];
+        int64_t o = bd->off[i];
         uint32_t j;
         if (nr && r[last].partition == k) {
             j = last;
@@ -393,10 +443,11 @@ static int ua_push(pr_batcher *b, pr_batch *bt)
     return 0;
 }
 
-/* Hand `cur` out as the next batch. */
-static int emit(pr_batcher *b, pr_batch_reason reason)
+/* Hand the class's `cur` out as the next batch. */
+static int emit(pr_batcher *b, int cls, pr_batch_reason reason)
 {
-    pr_batch *bt = b->cur;
+    pr__build *bd = &b->bld[cls];
+    pr_batch *bt = bd->cur;
     if (!bt || bt->rows == 0)
         return 0;
     const pr_batcher_cfg *c = &b->cfg;
@@ -412,15 +463,15 @@ static int emit(pr_batcher *b, pr_batch_reason reason)
             memmove(sp + (size_t)col * n * w, sp + (size_t)col * cap * w, (size_t)n * w);
     }
     bt->bytes = (size_t)n * b->row_bytes;
-    if (build_ranges(b, bt) < 0)
+    if (build_ranges(bd, bt) < 0)
         return PR_ENOMEM;
     bt->min_event_time_ms = INT64_MAX;
     bt->max_event_time_ms = INT64_MIN;
     for (uint32_t i = 0; i < n; i++) {
-        if (b->c_et[i] < bt->min_event_time_ms)
-            bt->min_event_time_ms = b->c_et[i];
-        if (b->c_et[i] > bt->max_event_time_ms)
-            bt->max_event_time_ms = b->c_et[i];
+        if (bd->et[i] < bt->min_event_time_ms)
+            bt->min_event_time_ms = bd->et[i];
+        if (bd->et[i] > bt->max_event_time_ms)
+            bt->max_event_time_ms = bd->et[i];
     }
     bt->vocab_sizes = calloc(c->n_sparse ? c->n_sparse : 1, sizeof(uint64_t));
     if (b->n_topics) {
@@ -443,10 +494,10 @@ static int emit(pr_batcher *b, pr_batch_reason reason)
     bt->reason = (uint8_t)reason;
     bt->emit_time_ms = pr_clock_wall_ms(b->clock);
     bt->emit_mono_ns = pr_clock_mono_ns(b->clock);
-    bt->oldest_mono_ns = b->c_oldest;
-    bt->priv_rows = b->c_h;
-    b->cur = NULL;
-    b->c_h = NULL;
+    bt->oldest_mono_ns = bd->oldest;
+    bt->priv_rows = bd->h;
+    bd->cur = NULL;
+    bd->h = NULL;
     b->n_unacked++;
     b->unacked_bytes += bt->bytes;
 
@@ -454,12 +505,16 @@ static int emit(pr_batcher *b, pr_batch_reason reason)
     st->batches_emitted++;
     st->batches_by_reason[reason]++;
     st->rows_out += n;
+    if (bt->popular) {
+        st->batches_popular++;
+        st->rows_out_popular += n;
+    }
     pr_hist_snapshot_observe(&st->fill_ratio, (double)n / cap);
     pr_hist_snapshot_observe(&st->event_to_emit_s,
                              (double)(bt->emit_time_ms - bt->min_event_time_ms) / 1e3);
-    pr_hist_snapshot_observe(&st->wait_s, (double)(bt->emit_mono_ns - b->c_oldest) / 1e9);
+    pr_hist_snapshot_observe(&st->wait_s, (double)(bt->emit_mono_ns - bd->oldest) / 1e9);
 
-    int err = ensure_cur(b); /* before the callback: it may call back into us */
+    int err = ensure_cur(b, cls); /* before the callback: it may call back into us */
     pr_batch_ref(bt);
     c->on_emit(c->opaque, bt);
     pr_batch_unref(bt);
@@ -468,21 +523,22 @@ static int emit(pr_batcher *b, pr_batch_reason reason)
 
 /* ---------------------------------------------------------------- copying rows */
 
-static inline void put_meta(pr_batcher *b, uint32_t n, int32_t key, int64_t off, int64_t et,
+static inline void put_meta(pr__build *bd, uint32_t n, int32_t key, int64_t off, int64_t et,
                             const pr__rowh *h, int64_t arrival)
 {
-    b->c_key[n] = key;
-    b->c_off[n] = off;
-    b->c_et[n] = et;
-    b->c_h[n] = *h;
-    if (n == 0 || arrival < b->c_oldest)
-        b->c_oldest = arrival;
+    bd->key[n] = key;
+    bd->off[n] = off;
+    bd->et[n] = et;
+    bd->h[n] = *h;
+    if (n == 0 || arrival < bd->oldest)
+        bd->oldest = arrival;
 }
 
-/* Copy rows idx[0..k) of `out` into cur (column by column). */
-static void copy_rows(pr_batcher *b, const pr_out *out, const uint32_t *idx, uint32_t k)
+/* Copy rows idx[0..k) of `out` into the build's cur (column by column). */
+static void copy_rows(pr_batcher *b, pr__build *bd, const pr_out *out, const uint32_t *idx,
+                      uint32_t k)
 {
-    pr_batch *bt = b->cur;
+    pr_batch *bt = bd->cur;
     uint32_t cap = b->cfg.batch.size, n0 = bt->rows;
     if (k == 0)
         return;
@@ -541,9 +597,9 @@ static void out_to_pending(pr_batcher *b, const pr_out *out, uint32_t r, uint8_t
         memcpy(s + col * w, (const uint8_t *)out->sparse + ((size_t)col * out->cap + r) * w, w);
 }
 
-static void pending_to_cur(pr_batcher *b, const uint8_t *src)
+static void pending_to_cur(pr_batcher *b, pr__build *bd, const uint8_t *src)
 {
-    pr_batch *bt = b->cur;
+    pr_batch *bt = bd->cur;
     uint32_t cap = b->cfg.batch.size, n = bt->rows;
     memcpy(&bt->labels[n], src, 4);
     const float *d = (const float *)(src + 4);
@@ -557,40 +613,61 @@ static void pending_to_cur(pr_batcher *b, const uint8_t *src)
 
 /* ---------------------------------------------------------------- partition ordering */
 
-static int add_partition_order(pr_batcher *b, const pr_block *in, const pr_out *out, int64_t now)
+/* Is row r of the block flagged popular (and does this batcher split)? */
+static inline int row_class(const pr_batcher *b, const uint64_t *popular, uint32_t r)
 {
-    uint32_t r = 0, rows = out->rows;
-    while (r < rows) {
-        int err = ensure_cur(b);
-        if (err < 0)
-            return err;
-        uint32_t room = b->cfg.batch.size - b->cur->rows, k = 0;
-        int slot = -1;
-        int32_t slot_key = 0;
-        for (; r < rows && k < room; r++) {
-            if (slot < 0 || in->partition[r] != slot_key) {
-                slot_key = in->partition[r];
-                if ((slot = pr__offsets_slot(&b->offs, slot_key, true)) < 0)
-                    return PR_ENOMEM;
-            }
-            if (out->rejected && pr_bit_test(out->rejected, r)) {
-                pr__offsets_seen_done(&b->offs, slot, in->offset[r]);
-                b->st.rows_rejected++;
-                continue;
-            }
-            pr__rowh h;
-            if (pr__offsets_push(&b->offs, slot, in->offset[r], &h) < 0)
+    return b->n_class > 1 && popular && pr_bit_test(popular, r) ? PR__POPULAR : PR__REGULAR;
+}
+
+/* Rows k of the build collected from `out` go into its cur. */
+static void commit_rows(pr_batcher *b, int cls, const pr_out *out, uint32_t *k)
+{
+    pr__build *bd = &b->bld[cls];
+    copy_rows(b, bd, out, bd->idx, *k);
+    bd->cur->rows += *k;
+    b->st.rows_in += *k;
+    *k = 0;
+}
+
+/* One pass in arrival order: offsets are pushed in offset order per
+ * partition (the queues need it) while each row's data goes to its class's
+ * build in runs, copied column by column when a build fills or at the end. */
+static int add_partition_order(pr_batcher *b, const pr_block *in, const pr_out *out,
+                               const uint64_t *popular, int64_t now)
+{
+    uint32_t k[PR__NCLASS] = {0};
+    int slot = -1, err;
+    int32_t slot_key = 0;
+    for (uint32_t r = 0; r < out->rows; r++) {
+        if (slot < 0 || in->partition[r] != slot_key) {
+            slot_key = in->partition[r];
+            if ((slot = pr__offsets_slot(&b->offs, slot_key, true)) < 0)
                 return PR_ENOMEM;
-            put_meta(b, b->cur->rows + k, in->partition[r], in->offset[r], in->event_time_ms[r], &h,
-                     now);
-            b->idx[k++] = r;
         }
-        copy_rows(b, out, b->idx, k);
-        b->cur->rows += k;
-        b->st.rows_in += k;
-        if (b->cur->rows == b->cfg.batch.size && (err = emit(b, PR_BATCH_FULL)) < 0)
+        if (out->rejected && pr_bit_test(out->rejected, r)) {
+            pr__offsets_seen_done(&b->offs, slot, in->offset[r]);
+            b->st.rows_rejected++;
+            continue;
+        }
+        int cls = row_class(b, popular, r);
+        pr__build *bd = &b->bld[cls];
+        if ((err = ensure_cur(b, cls)) < 0)
             return err;
+        pr__rowh h;
+        if (pr__offsets_push(&b->offs, slot, in->offset[r], &h) < 0)
+            return PR_ENOMEM;
+        put_meta(bd, bd->cur->rows + k[cls], in->partition[r], in->offset[r],
+                 in->event_time_ms[r], &h, now);
+        bd->idx[k[cls]++] = r;
+        if (bd->cur->rows + k[cls] == b->cfg.batch.size) {
+            commit_rows(b, cls, out, &k[cls]);
+            if ((err = emit(b, cls, PR_BATCH_FULL)) < 0)
+                return err;
+        }
     }
+    for (int c = 0; c < b->n_class; c++)
+        if (k[c])
+            commit_rows(b, c, out, &k[c]);
     return 0;
 }
 
@@ -737,11 +814,13 @@ static int release(pr_batcher *b, bool all)
         pend_meta *m = &b->p_meta[slot];
         if (!all && (!b->wm_set || m->et > b->wm))
             break;
-        if ((err = ensure_cur(b)) < 0)
+        int cls = m->cls;
+        pr__build *bd = &b->bld[cls];
+        if ((err = ensure_cur(b, cls)) < 0)
             return err;
-        pending_to_cur(b, b->p_data + (size_t)slot * b->prow_bytes);
-        put_meta(b, b->cur->rows, m->key, m->off, m->et, &m->h, m->arrival);
-        b->cur->rows++;
+        pending_to_cur(b, bd, b->p_data + (size_t)slot * b->prow_bytes);
+        put_meta(bd, bd->cur->rows, m->key, m->off, m->et, &m->h, m->arrival);
+        bd->cur->rows++;
         if (all && (!b->wm_set || m->et > b->wm)) {
             b->wm = m->et;
             b->wm_set = true;
@@ -750,14 +829,15 @@ static int release(pr_batcher *b, bool all)
         if (b->heap_len)
             heap_down(b, 0);
         pend_free(b, slot);
-        if (b->cur->rows == b->cfg.batch.size && (err = emit(b, PR_BATCH_FULL)) < 0)
+        if (bd->cur->rows == b->cfg.batch.size && (err = emit(b, cls, PR_BATCH_FULL)) < 0)
             return err;
     }
     fifo_trim(b);
     return 0;
 }
 
-static int add_event_time(pr_batcher *b, const pr_block *in, const pr_out *out, int64_t now)
+static int add_event_time(pr_batcher *b, const pr_block *in, const pr_out *out,
+                          const uint64_t *popular, int64_t now)
 {
     for (uint32_t r = 0; r < out->rows; r++) {
         int32_t key = in->partition[r];
@@ -794,6 +874,7 @@ static int add_event_time(pr_batcher *b, const pr_block *in, const pr_out *out, 
         m->key = key;
         m->arrival = now;
         m->in_use = true;
+        m->cls = (uint8_t)row_class(b, popular, r);
         if (pr__offsets_push(&b->offs, slot, off, &m->h) < 0 || fifo_push(b, ps, m->serial) < 0) {
             pend_free(b, ps);
             return PR_ENOMEM;
@@ -811,14 +892,20 @@ static int add_event_time(pr_batcher *b, const pr_block *in, const pr_out *out, 
 
 int pr_batcher_add(pr_batcher *b, const pr_block *in, const pr_out *out)
 {
+    return pr_batcher_add_split(b, in, out, NULL);
+}
+
+int pr_batcher_add_split(pr_batcher *b, const pr_block *in, const pr_out *out,
+                         const uint64_t *popular)
+{
     if (!in || !out || out->rows > in->rows || !in->partition || !in->offset ||
         !in->event_time_ms || out->n_dense != b->cfg.n_dense || out->n_sparse != b->cfg.n_sparse ||
         (out->n_sparse && out->sparse_width != b->cfg.sparse_width))
         return PR_EINVAL;
     int64_t now = pr_clock_mono_ns(b->clock);
     int err = b->cfg.batch.ordering == PR_BATCH_ORDER_EVENT_TIME
-                  ? add_event_time(b, in, out, now)
-                  : add_partition_order(b, in, out, now);
+                  ? add_event_time(b, in, out, popular, now)
+                  : add_partition_order(b, in, out, popular, now);
     publish(b);
     return err;
 }
@@ -880,12 +967,17 @@ int64_t pr_batcher_poll(pr_batcher *b)
             (void)release(b, false);
         }
     }
-    if (b->cur && b->cur->rows && b->c_oldest + b->delay_ns <= now)
-        (void)emit(b, PR_BATCH_DEADLINE);
-
     int64_t next = -1;
-    if (b->cur && b->cur->rows)
-        next = ms_until(b->c_oldest + b->delay_ns, now);
+    for (int k = 0; k < b->n_class; k++) {
+        pr__build *bd = &b->bld[k];
+        if (bd->cur && bd->cur->rows && bd->oldest + b->delay_ns <= now)
+            (void)emit(b, k, PR_BATCH_DEADLINE);
+        if (bd->cur && bd->cur->rows) {
+            int64_t t = ms_until(bd->oldest + b->delay_ns, now);
+            if (next < 0 || t < next)
+                next = t;
+        }
+    }
     fifo_trim(b);
     if (b->f_len) {
         int64_t t = ms_until(b->p_meta[b->fifo[b->f_head].slot].arrival + b->delay_ns, now);
@@ -900,7 +992,8 @@ void pr_batcher_flush(pr_batcher *b)
 {
     if (b->cfg.batch.ordering == PR_BATCH_ORDER_EVENT_TIME)
         (void)release(b, true);
-    (void)emit(b, PR_BATCH_FLUSH);
+    for (int k = 0; k < b->n_class; k++)
+        (void)emit(b, k, PR_BATCH_FLUSH);
     publish(b);
 }
 
@@ -950,16 +1043,16 @@ int64_t pr_batcher_safe_offset(pr_batcher *b, int32_t partition)
     return pr__offsets_safe(&b->offs, slot);
 }
 
-/* Remove the rows of partition `key` from cur, keeping the others in order. */
-static uint64_t drop_cur_rows(pr_batcher *b, int32_t key)
+/* Remove the rows of partition `key` from a build's cur, keeping the others in order. */
+static uint64_t drop_cur_rows(pr_batcher *b, pr__build *bd, int32_t key)
 {
-    pr_batch *bt = b->cur;
+    pr_batch *bt = bd->cur;
     if (!bt)
         return 0;
     uint32_t n = bt->rows, cap = b->cfg.batch.size, j = 0;
     size_t w = b->cfg.sparse_width;
     for (uint32_t i = 0; i < n; i++) {
-        if (b->c_key[i] == key)
+        if (bd->key[i] == key)
             continue;
         if (i != j) {
             bt->labels[j] = bt->labels[i];
@@ -968,15 +1061,15 @@ static uint64_t drop_cur_rows(pr_batcher *b, int32_t key)
             uint8_t *sp = bt->sparse;
             for (uint32_t col = 0; col < b->cfg.n_sparse; col++)
                 memcpy(sp + ((size_t)col * cap + j) * w, sp + ((size_t)col * cap + i) * w, w);
-            b->c_key[j] = b->c_key[i];
-            b->c_off[j] = b->c_off[i];
-            b->c_et[j] = b->c_et[i];
-            b->c_h[j] = b->c_h[i];
+            bd->key[j] = bd->key[i];
+            bd->off[j] = bd->off[i];
+            bd->et[j] = bd->et[i];
+            bd->h[j] = bd->h[i];
         }
         j++;
     }
     bt->rows = j;
-    /* c_oldest stays as the earliest arrival among rows that were there: it can
+    /* oldest stays as the earliest arrival among rows that were there: it can
      * only make the deadline earlier, never later, which keeps freshness. */
     return n - j;
 }
@@ -1010,7 +1103,9 @@ int pr_batcher_revoke(pr_batcher *b, int32_t partition, int64_t *safe_offset)
         return 0;
     if (safe_offset)
         *safe_offset = pr__offsets_safe(&b->offs, slot);
-    uint64_t dropped = drop_cur_rows(b, partition);
+    uint64_t dropped = 0;
+    for (int k = 0; k < b->n_class; k++)
+        dropped += drop_cur_rows(b, &b->bld[k], partition);
     if (b->cfg.batch.ordering == PR_BATCH_ORDER_EVENT_TIME)
         dropped += drop_pending_rows(b, partition);
     b->st.rows_dropped_revoke += dropped;

@@ -181,7 +181,7 @@ int main(int argc, char **argv)
         pr_offline_opts oo = {
             .input = in, .output_dir = outdir, .threads = tlist[k], .block_rows = block_rows};
         pr_offline_result res;
-        char err[512], extra[160];
+        char err[512], extra[320];
         double c0 = cpu_s();
         if (pr_offline_run(&spec, &eo, &oo, &res, err, sizeof(err))) {
             fprintf(stderr, "bench_offline: %s\n", err);
@@ -189,9 +189,11 @@ int main(int argc, char **argv)
         }
         double cpu = cpu_s() - c0;
         snprintf(extra, sizeof(extra),
-                 ", \"cpu_s\": %.3f, \"cpu_ns_per_row\": %.0f, \"pipeline\": \"tsv->npy dlrm mod "
-                 "524288\"",
-                 cpu, res.rows ? cpu * 1e9 / (double)res.rows : 0.0);
+                 ", \"cpu_s\": %.3f, \"cpu_ns_per_row\": %.0f, \"decode_s\": %.3f, "
+                 "\"engine_s\": %.3f, \"write_s\": %.3f, \"wait_s\": %.3f, \"pipeline\": "
+                 "\"tsv->npy dlrm mod 524288\"",
+                 cpu, res.rows ? cpu * 1e9 / (double)res.rows : 0.0, res.decode_s, res.engine_s,
+                 res.write_s, res.wait_s);
         emit("offline_e2e", extra, res.rows, res.bytes, res.seconds, tlist[k]);
     }
     char cmd[8300];

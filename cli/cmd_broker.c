@@ -37,7 +37,9 @@ static void pr__broker_usage(FILE *f)
                "\n"
                "  --partitions N   partitions per created topic (default 3)\n"
                "  --topics LIST    comma-separated topics to create up front (default\n"
-               "                   \"events\"); other topics are auto-created on first use\n"
+               "                   \"events\"); NAME:N gives one topic N partitions (a\n"
+               "                   vocab_log topic needs 1: --topics events,vocab:1); other\n"
+               "                   topics are auto-created on first use by producers\n"
                "                   with the mock's default partition count\n");
 }
 

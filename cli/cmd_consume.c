@@ -5,7 +5,8 @@
  *                   [--output DIR] [--client-id ID] [--idle-timeout-ms MS]
  *                   [--connect-timeout-ms MS] [--quiet]
  *                   [--tls] [--tls-ca FILE] [--tls-cert FILE --tls-key FILE]
- *                   [--token-file FILE]
+ *                   [--token-file FILE] [--verbose]
+ *                   [--checkpoint-file F [--checkpoint-every N]]
  *
  * Subscribes to a pipeline's trainer stream (sinks/include/pr_trainer_client.h),
  * receives batches, checks their sequence numbers (a repeat is an error; a
@@ -22,6 +23,22 @@
  * bad version) is not retried. The summary's rows/s is printed only over a
  * window of at least one second and two batches ("n/a" otherwise): a rate
  * taken over a few microseconds says nothing.
+ *
+ * Checkpoint delivery (server `sinks.trainer.delivery: checkpoint`,
+ * docs/trainer-protocol.md): with --checkpoint-file F, consume is a trainer
+ * whose "model" is its output. It keeps the position (input offsets) of
+ * every batch it wrote; every N batches and at a clean stop it makes a
+ * checkpoint: fsync the output (npy headers rewritten with the rows so
+ * far), write F (temporary file, fsync, rename, fsync the directory), then
+ * send CheckpointCommit and wait for CheckpointOk. At start it reads F,
+ * subscribes with its position as Subscribe.resume and, when F names the
+ * same --output directory, cuts the output back to F's rows and appends.
+ * So a consume killed (-9) between checkpoints and run again gets exactly
+ * the batches after its last checkpoint: none skipped, none twice, and its
+ * output holds every row once. F is JSON, {"version": 1, "pipeline",
+ * "delivery": "checkpoint", "checkpoint", "batches", "rows", "output",
+ * "position"}: the Python StreamDataset's checkpoint state_dict() plus
+ * consume's own fields, so either can resume from the other's position.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -30,8 +47,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <libgen.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "pr_cli.h"
 #include "pr_log.h"
@@ -58,6 +78,9 @@ typedef struct consume_opts {
     int quiet;
     int tls;
     const char *tls_ca, *tls_cert, *tls_key, *token_file;
+    int verbose;
+    const char *ckpt_file; /* checkpoint delivery: the position file */
+    uint64_t ckpt_every;   /* batches between checkpoints; 0 = only at a clean stop */
 } consume_opts;
 
 static const struct option consume_longopts[] = {
@@ -75,6 +98,9 @@ static const struct option consume_longopts[] = {
     {"tls-cert", required_argument, NULL, 'C'},
     {"tls-key", required_argument, NULL, 'K'},
     {"token-file", required_argument, NULL, 'F'},
+    {"verbose", no_argument, NULL, 'v'},
+    {"checkpoint-file", required_argument, NULL, 'P'},
+    {"checkpoint-every", required_argument, NULL, 'E'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -96,7 +122,12 @@ static void consume_usage(FILE *f)
         "  --tls-ca FILE        TLS, server checked against the CAs in FILE (PEM)\n"
         "  --tls-cert FILE      client certificate for mutual TLS (with --tls-key)\n"
         "  --tls-key FILE       its private key\n"
-        "  --token-file FILE    send the bearer token in FILE (first non-comment line)\n");
+        "  --token-file FILE    send the bearer token in FILE (first non-comment line)\n"
+        "  --verbose            one line per batch on stderr: epoch/seq, rows, offsets\n"
+        "  --checkpoint-file F  checkpoint delivery: resume from the position in F, and\n"
+        "                       write F (then CheckpointCommit) at each checkpoint and at a\n"
+        "                       clean stop; with --output, the output resumes too\n"
+        "  --checkpoint-every N checkpoint every N batches (needs --checkpoint-file)\n");
 }
 
 static double mono_s(void)
@@ -117,26 +148,63 @@ typedef struct npy_out {
     uint64_t batches;
 } npy_out;
 
-static int out_open(npy_out *o, const char *dir, const pr_trainer_info *in, char *err, size_t es)
+/* Where an output stood at a checkpoint: enough to cut it back there. */
+typedef struct out_mark {
+    uint64_t batches, rows;
+    uint64_t meta_bytes; /* meta.json up to the last batch, without the closing text */
+} out_mark;
+
+/* One array file: new, or (at != NULL) continued from a checkpoint's rows. */
+static int out_array(pr_npy_writer **w, const char *dir, const char *name, pr_npy_dtype dt,
+                     uint32_t cols, const out_mark *at, char *err, size_t es)
 {
     char p[4096];
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    return at ? pr_npy_open_append(w, p, dt, cols, at->rows, err, es)
+              : pr_npy_open(w, p, dt, cols, err, es);
+}
+
+/* Open DIR's files: new ones, or with `at` the ones a checkpoint left,
+ * cut back to it (what was written after it is not in the checkpoint). */
+static int out_open(npy_out *o, const char *dir, const pr_trainer_info *in, const out_mark *at,
+                    char *err, size_t es)
+{
     if (mkdir(dir, 0755) < 0 && errno != EEXIST)
         return pr_seterr(err, es, PR_EIO, "--output: cannot create %s: %s", dir, strerror(errno));
     int rc;
-    snprintf(p, sizeof(p), "%s/dense.npy", dir);
-    if ((rc = pr_npy_open(&o->dense, p, PR_NPY_F32, in->n_dense, err, es)) < 0)
-        return rc;
-    snprintf(p, sizeof(p), "%s/sparse.npy", dir);
-    if ((rc = pr_npy_open(&o->sparse, p, in->sparse_width == 8 ? PR_NPY_I64 : PR_NPY_I32,
-                          in->n_sparse, err, es)) < 0)
-        return rc;
-    snprintf(p, sizeof(p), "%s/labels.npy", dir);
-    if ((rc = pr_npy_open(&o->labels, p, PR_NPY_I32, 0, err, es)) < 0)
+    if ((rc = out_array(&o->dense, dir, "dense.npy", PR_NPY_F32, in->n_dense, at, err, es)) < 0 ||
+        (rc = out_array(&o->sparse, dir, "sparse.npy",
+                        in->sparse_width == 8 ? PR_NPY_I64 : PR_NPY_I32, in->n_sparse, at, err,
+                        es)) < 0 ||
+        (rc = out_array(&o->labels, dir, "labels.npy", PR_NPY_I32, 0, at, err, es)) < 0)
         return rc;
     snprintf(o->meta_path, sizeof(o->meta_path), "%s/meta.json", dir);
+    if (at) {
+        if (!(o->meta = fopen(o->meta_path, "r+")) ||
+            ftruncate(fileno(o->meta), (off_t)at->meta_bytes) < 0 ||
+            fseeko(o->meta, (off_t)at->meta_bytes, SEEK_SET) < 0)
+            return pr_seterr(err, es, PR_EIO, "%s: %s", o->meta_path, strerror(errno));
+        o->batches = at->batches;
+        o->rows = at->rows;
+        return 0;
+    }
     if (!(o->meta = fopen(o->meta_path, "w")))
         return pr_seterr(err, es, PR_EIO, "%s: %s", o->meta_path, strerror(errno));
     fprintf(o->meta, "{\n  \"pipeline\": \"%s\",\n  \"batches\": [", in->pipeline);
+    return 0;
+}
+
+/* Make everything written so far durable and say where the output stands. */
+static int out_sync(npy_out *o, out_mark *m, char *err, size_t es)
+{
+    int rc;
+    if ((rc = pr_npy_sync(o->dense, err, es)) < 0 || (rc = pr_npy_sync(o->sparse, err, es)) < 0 ||
+        (rc = pr_npy_sync(o->labels, err, es)) < 0)
+        return rc;
+    off_t at;
+    if (fflush(o->meta) != 0 || fsync(fileno(o->meta)) < 0 || (at = ftello(o->meta)) < 0)
+        return pr_seterr(err, es, PR_EIO, "%s: %s", o->meta_path, strerror(errno));
+    *m = (out_mark){o->batches, o->rows, (uint64_t)at};
     return 0;
 }
 
@@ -231,6 +299,288 @@ static int out_close(npy_out *o, char *err, size_t es)
     return rc;
 }
 
+/* ---------------------------------------------------------------- checkpoints */
+
+/* The checkpoint lineage: what the output ("the model") holds. */
+typedef struct consume_ckpt {
+    pr_trainer_position *pos; /* every row written: the restored checkpoint's and since */
+    uint64_t id;              /* checkpoints made so far (the CheckpointCommit id) */
+    uint64_t batches, rows;   /* totals in the lineage */
+    uint64_t since;           /* batches written since the last checkpoint */
+    bool have_out;            /* the last checkpoint holds an --output directory */
+    char out_dir[4096];
+    out_mark out;
+    bool no_ok; /* a commit went unanswered (server in ack delivery?): stop waiting */
+} consume_ckpt;
+
+/* A reader of the checkpoint file's JSON: exactly the shape ck_write makes
+ * (an object of integers, strings, "output" and "position" objects). */
+typedef struct ck_reader {
+    const char *s, *start, *path;
+    char *err;
+    size_t es;
+} ck_reader;
+
+static int ck_bad(ck_reader *r, const char *what)
+{
+    return pr_seterr(r->err, r->es, PR_EBADREC, "checkpoint file %s, byte %zu: %s", r->path,
+                     (size_t)(r->s - r->start), what);
+}
+
+static void ck_ws(ck_reader *r)
+{
+    while (*r->s == ' ' || *r->s == '\n' || *r->s == '\t' || *r->s == '\r')
+        r->s++;
+}
+
+static int ck_string(ck_reader *r, char *out, size_t n)
+{
+    ck_ws(r);
+    if (*r->s != '"')
+        return ck_bad(r, "expected a string");
+    r->s++;
+    size_t k = 0;
+    for (; *r->s != '"'; r->s++) {
+        if (!*r->s)
+            return ck_bad(r, "unterminated string");
+        if (*r->s == '\\' && *++r->s == '\0')
+            return ck_bad(r, "unterminated string");
+        if (k + 1 < n)
+            out[k++] = *r->s;
+    }
+    r->s++;
+    out[k] = '\0';
+    return 0;
+}
+
+static int ck_uint(ck_reader *r, uint64_t *v)
+{
+    ck_ws(r);
+    char *e;
+    errno = 0;
+    *v = strtoull(r->s, &e, 10);
+    if (e == r->s || errno || *r->s == '-')
+        return ck_bad(r, "expected an unsigned integer");
+    r->s = e;
+    return 0;
+}
+
+/* One object's members, at depth 0 (the file) or 1 ("output"). */
+static int ck_object(ck_reader *r, consume_ckpt *ck, char *pipeline, size_t pn, int depth)
+{
+    ck_ws(r);
+    if (*r->s++ != '{')
+        return ck_bad(r, "expected an object");
+    ck_ws(r);
+    if (*r->s == '}') {
+        r->s++;
+        return 0;
+    }
+    for (;;) {
+        char key[64], str[4096];
+        uint64_t v = 0;
+        int rc = ck_string(r, key, sizeof(key));
+        ck_ws(r);
+        if (rc < 0 || *r->s++ != ':')
+            return rc < 0 ? rc : ck_bad(r, "expected ':'");
+        ck_ws(r);
+        if (depth == 0 && !strcmp(key, "position")) {
+            if ((rc = pr_trainer_position_parse_json(ck->pos, r->s, &r->s, r->err, r->es)) < 0)
+                return rc;
+        } else if (depth == 0 && !strcmp(key, "output")) {
+            ck->have_out = true;
+            if ((rc = ck_object(r, ck, pipeline, pn, 1)) < 0)
+                return rc;
+        } else if (*r->s == '"') {
+            if ((rc = ck_string(r, str, sizeof(str))) < 0)
+                return rc;
+            if (depth == 0 && !strcmp(key, "pipeline")) {
+                size_t l = strnlen(str, pn - 1);
+                memcpy(pipeline, str, l);
+                pipeline[l] = '\0';
+            } else if (depth == 0 && !strcmp(key, "delivery") && strcmp(str, "checkpoint") != 0)
+                return ck_bad(r, "not a checkpoint-delivery position");
+            else if (depth == 1 && !strcmp(key, "dir"))
+                snprintf(ck->out_dir, sizeof(ck->out_dir), "%s", str);
+        } else {
+            if ((rc = ck_uint(r, &v)) < 0)
+                return rc;
+            if (depth == 0 && !strcmp(key, "version") && v != 1)
+                return ck_bad(r, "unsupported version");
+            uint64_t *dst = depth == 0 ? (!strcmp(key, "checkpoint") ? &ck->id
+                                          : !strcmp(key, "batches")  ? &ck->batches
+                                          : !strcmp(key, "rows")     ? &ck->rows
+                                                                     : NULL)
+                                       : (!strcmp(key, "batches")      ? &ck->out.batches
+                                          : !strcmp(key, "rows")       ? &ck->out.rows
+                                          : !strcmp(key, "meta_bytes") ? &ck->out.meta_bytes
+                                                                       : NULL);
+            if (dst)
+                *dst = v;
+        }
+        ck_ws(r);
+        if (*r->s == ',') {
+            r->s++;
+            continue;
+        }
+        if (*r->s++ != '}')
+            return ck_bad(r, "expected ',' or '}'");
+        return 0;
+    }
+}
+
+/* Read the checkpoint file, if there is one: 0 (ck filled or fresh), or a
+ * PR_E* code for an unreadable file or another pipeline's. */
+static int ck_load(consume_ckpt *ck, const char *path, const char *pipeline, char *err, size_t es)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return errno == ENOENT ? 0 : pr_seterr(err, es, PR_EIO, "%s: %s", path, strerror(errno));
+    char *text = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    for (;;) {
+        if (n + 65537 > cap) {
+            char *nt = realloc(text, cap = cap * 2 + 65537);
+            if (!nt) {
+                rc = pr_seterr(err, es, PR_ENOMEM, "%s: out of memory", path);
+                break;
+            }
+            text = nt;
+        }
+        size_t k = fread(text + n, 1, 65536, f);
+        n += k;
+        if (k < 65536)
+            break;
+    }
+    if (!rc && ferror(f))
+        rc = pr_seterr(err, es, PR_EIO, "%s: %s", path, strerror(errno));
+    fclose(f);
+    if (!rc) {
+        text[n] = '\0';
+        char pl[PR_NAME_MAX] = "";
+        ck_reader r = {text, text, path, err, es};
+        rc = ck_object(&r, ck, pl, sizeof(pl), 0);
+        if (!rc && strcmp(pl, pipeline) != 0)
+            rc = pr_seterr(err, es, PR_EINVAL, "%s holds a position of pipeline '%s', not '%s'",
+                           path, pl, pipeline);
+    }
+    free(text);
+    return rc;
+}
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fputc('\\', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+/* Write the checkpoint file durably: a temporary file, fsync, rename over
+ * `path`, fsync the directory (else the rename itself may be lost). */
+static int ck_write(const consume_ckpt *ck, const char *path, const char *pipeline, char *err,
+                    size_t es)
+{
+    char tmp[4200], dir[4200];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return pr_seterr(err, es, PR_EIO, "%s: %s", tmp, strerror(errno));
+    fprintf(f, "{\"version\": 1, \"pipeline\": ");
+    json_str(f, pipeline);
+    fprintf(f,
+            ", \"delivery\": \"checkpoint\", \"checkpoint\": %llu, \"batches\": %llu, "
+            "\"rows\": %llu,\n",
+            (unsigned long long)ck->id, (unsigned long long)ck->batches,
+            (unsigned long long)ck->rows);
+    if (ck->have_out) {
+        fprintf(f, " \"output\": {\"dir\": ");
+        json_str(f, ck->out_dir);
+        fprintf(f, ", \"batches\": %llu, \"rows\": %llu, \"meta_bytes\": %llu},\n",
+                (unsigned long long)ck->out.batches, (unsigned long long)ck->out.rows,
+                (unsigned long long)ck->out.meta_bytes);
+    }
+    fprintf(f, " \"position\": ");
+    int rc = pr_trainer_position_write_json(ck->pos, f);
+    fprintf(f, "}\n");
+    if (rc < 0 || fflush(f) != 0 || fsync(fileno(f)) < 0) {
+        rc = pr_seterr(err, es, PR_EIO, "%s: %s", tmp, strerror(errno));
+        fclose(f);
+        return rc;
+    }
+    if (fclose(f) != 0 || rename(tmp, path) < 0)
+        return pr_seterr(err, es, PR_EIO, "%s: %s", path, strerror(errno));
+    snprintf(dir, sizeof(dir), "%s", path);
+    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || fsync(dfd) < 0) {
+        rc = pr_seterr(err, es, PR_EIO, "%s: %s", dir, strerror(errno));
+        if (dfd >= 0)
+            close(dfd);
+        return rc;
+    }
+    close(dfd);
+    return 0;
+}
+
+/* Make a checkpoint: output durable, then the position file, then (when
+ * the connection c is still up) CheckpointCommit. Returns 0, or 1 after a
+ * runtime error. */
+static int consume_checkpoint(pr_trainer_client *c, const consume_opts *opt, npy_out *out,
+                              consume_ckpt *ck)
+{
+    char err[512];
+    if (opt->output) {
+        if (out_sync(out, &ck->out, err, sizeof(err)) < 0) {
+            fprintf(stderr, "piperec consume: checkpoint: %s\n", err);
+            return 1;
+        }
+        ck->have_out = true;
+        snprintf(ck->out_dir, sizeof(ck->out_dir), "%s", opt->output);
+    }
+    ck->id++;
+    if (ck_write(ck, opt->ckpt_file, opt->pipeline, err, sizeof(err)) < 0) {
+        fprintf(stderr, "piperec consume: checkpoint: %s\n", err);
+        return 1;
+    }
+    ck->since = 0;
+    const pr_trainer_range *r;
+    int64_t n = pr_trainer_position_ranges(ck->pos, &r);
+    uint32_t released = 0;
+    int got = 0;
+    if (c && n >= 0) {
+        got = pr_trainer_client_checkpoint(c, r, (size_t)n, ck->id, ck->no_ok ? 0 : 10000,
+                                           &released, err, sizeof(err));
+        if (got < 0) {
+            /* F is durable: the next start resumes from it whatever happened here. */
+            fprintf(stderr, "piperec consume: checkpoint %llu is durable, its commit failed: %s\n",
+                    (unsigned long long)ck->id, err);
+            return 1;
+        }
+        if (got == 0 && !ck->no_ok) {
+            fprintf(stderr, "piperec consume: no CheckpointOk in 10 s: is the server's "
+                            "sinks.trainer.delivery 'checkpoint'? (not waiting any more)\n");
+            ck->no_ok = true;
+        }
+    }
+    if (!opt->quiet) {
+        char rel[48] = "not committed (no connection)";
+        if (c)
+            snprintf(rel, sizeof(rel), got ? "server released %u batches" : "commit sent",
+                     released);
+        fprintf(stderr,
+                "piperec consume: checkpoint %llu: %llu batches, %llu rows, %llu offsets in "
+                "%lld ranges; %s\n",
+                (unsigned long long)ck->id, (unsigned long long)ck->batches,
+                (unsigned long long)ck->rows,
+                (unsigned long long)pr_trainer_position_count(ck->pos), (long long)n, rel);
+    }
+    return 0;
+}
+
 /* Parse argv into opt. Returns true when the command should run; otherwise
  * *status is the exit code (0 after --help, 2 on a usage error). */
 static bool consume_parse(int argc, char **argv, consume_opts *opt, int *status)
@@ -238,8 +588,8 @@ static bool consume_parse(int argc, char **argv, consume_opts *opt, int *status)
     *opt = (consume_opts){.credits = 8, .idle_timeout_ms = -1, .connect_timeout_ms = 30000};
     int ch;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "c:p:n:k:o:i:t:T:qSA:C:K:F:h", consume_longopts, NULL)) !=
-           -1) {
+    while ((ch = getopt_long(argc, argv, "c:p:n:k:o:i:t:T:qSA:C:K:F:vP:E:h", consume_longopts,
+                             NULL)) != -1) {
         switch (ch) {
         case 'c':
             opt->connect = optarg;
@@ -283,6 +633,23 @@ static bool consume_parse(int argc, char **argv, consume_opts *opt, int *status)
         case 'F':
             opt->token_file = optarg;
             break;
+        case 'v':
+            opt->verbose = 1;
+            break;
+        case 'P':
+            opt->ckpt_file = optarg;
+            break;
+        case 'E': {
+            char *e;
+            opt->ckpt_every = strtoull(optarg, &e, 10);
+            if (*e || !opt->ckpt_every || *optarg == '-') {
+                fprintf(stderr, "piperec consume: --checkpoint-every: '%s' is not a count >= 1\n",
+                        optarg);
+                *status = 2;
+                return false;
+            }
+            break;
+        }
         case 'h':
             consume_usage(stdout);
             *status = 0;
@@ -297,6 +664,11 @@ static bool consume_parse(int argc, char **argv, consume_opts *opt, int *status)
         fprintf(stderr,
                 "piperec consume: --connect and --pipeline are required (and --credits >= 1)\n");
         consume_usage(stderr);
+        *status = 2;
+        return false;
+    }
+    if (opt->ckpt_every && !opt->ckpt_file) {
+        fprintf(stderr, "piperec consume: --checkpoint-every needs --checkpoint-file\n");
         *status = 2;
         return false;
     }
@@ -351,10 +723,24 @@ static int tally_seq(consume_tally *t, uint64_t epoch, uint64_t seq)
     return 0;
 }
 
-/* One received batch: check its sequence, write it out, ack it. Clears v.
- * Returns 0, or 1 after a runtime error. */
+/* --verbose: the batch's provenance, one line. */
+static void print_batch(const pr_batch_view *v)
+{
+    fprintf(stderr, "piperec consume: batch %llu/%llu: %u rows, offsets",
+            (unsigned long long)v->epoch, (unsigned long long)v->seq, v->rows);
+    for (uint32_t i = 0; i < v->n_ranges; i++)
+        fprintf(stderr, " %.*s/%d:%lld..%lld", (int)v->ranges[i].topic_len, v->ranges[i].topic,
+                v->ranges[i].partition, (long long)v->ranges[i].first_offset,
+                (long long)v->ranges[i].last_offset);
+    fputc('\n', stderr);
+}
+
+/* One received batch: check its sequence, write it out, add it to the
+ * checkpoint position (ck, when checkpointing), ack it, and checkpoint
+ * every --checkpoint-every batches. Clears v. Returns 0, or 1 after a
+ * runtime error. */
 static int consume_batch(pr_trainer_client *c, const consume_opts *opt, npy_out *out,
-                         consume_tally *t, pr_batch_view *v)
+                         consume_tally *t, consume_ckpt *ck, pr_batch_view *v)
 {
     char err[512];
     if (tally_seq(t, v->epoch, v->seq) < 0) {
@@ -371,6 +757,19 @@ static int consume_batch(pr_trainer_client *c, const consume_opts *opt, npy_out 
         pr_batch_view_fini(v);
         return 1;
     }
+    if (opt->verbose)
+        print_batch(v);
+    if (ck) {
+        if (pr_trainer_position_add_batch(ck->pos, v) < 0) {
+            fprintf(stderr, "piperec consume: batch %llu: bad offset ranges, or out of memory\n",
+                    (unsigned long long)v->seq);
+            pr_batch_view_fini(v);
+            return 1;
+        }
+        ck->batches++;
+        ck->rows += v->rows;
+        ck->since++;
+    }
     t->batches++;
     t->rows += v->rows;
     t->t_last = mono_s();
@@ -381,13 +780,15 @@ static int consume_batch(pr_trainer_client *c, const consume_opts *opt, npy_out 
         fprintf(stderr, "piperec consume: cannot ack batch %llu\n", (unsigned long long)seq);
         return 1;
     }
+    if (ck && opt->ckpt_every && ck->since >= opt->ckpt_every)
+        return consume_checkpoint(c, opt, out, ck);
     return 0;
 }
 
 /* Receive until --count, EOF, the idle timeout, an error or a signal.
  * *end says why it stopped; returns 0, or 1 after a runtime error. */
 static int consume_loop(pr_trainer_client *c, const consume_opts *opt, npy_out *out,
-                        consume_tally *t, const char **end)
+                        consume_tally *t, consume_ckpt *ck, const char **end)
 {
     char err[512];
     int rc = 0;
@@ -414,7 +815,7 @@ static int consume_loop(pr_trainer_client *c, const consume_opts *opt, npy_out *
             break;
         }
         idle_since = mono_s();
-        if ((rc = consume_batch(c, opt, out, t, &v)) != 0)
+        if ((rc = consume_batch(c, opt, out, t, ck, &v)) != 0)
             break;
     }
     if (consume_stop)
@@ -515,9 +916,48 @@ int pr_cli_cmd_consume(int argc, char **argv)
         fprintf(stderr, "piperec consume: --tls-cert and --tls-key go together\n");
         return 2;
     }
+    consume_ckpt ckst = {0}, *ck = NULL;
+    const out_mark *out_at = NULL;
+    if (opt.ckpt_file) {
+        ck = &ckst;
+        if (!(ck->pos = pr_trainer_position_new())) {
+            fprintf(stderr, "piperec consume: out of memory\n");
+            return 1;
+        }
+        int lrc = ck_load(ck, opt.ckpt_file, opt.pipeline, err, sizeof(err));
+        if (lrc < 0) {
+            fprintf(stderr, "piperec consume: --checkpoint-file: %s\n", err);
+            pr_trainer_position_free(ck->pos);
+            return lrc == PR_EIO || lrc == PR_ENOMEM ? 1 : 2;
+        }
+        const pr_trainer_range *r;
+        int64_t n = pr_trainer_position_ranges(ck->pos, &r);
+        if (n < 0) {
+            fprintf(stderr, "piperec consume: out of memory\n");
+            pr_trainer_position_free(ck->pos);
+            return 1;
+        }
+        co.resume = r;
+        co.n_resume = (size_t)n;
+        /* The output resumes with the position only when it is the same one. */
+        if (ck->have_out && opt.output && !strcmp(ck->out_dir, opt.output))
+            out_at = &ck->out;
+        else if (ck->have_out && opt.output)
+            fprintf(stderr, "piperec consume: checkpoint %llu wrote to %s; starting %s afresh\n",
+                    (unsigned long long)ck->id, ck->out_dir, opt.output);
+        if (!opt.quiet)
+            fprintf(stderr,
+                    "piperec consume: resuming after checkpoint %llu of %s: %llu batches, %llu "
+                    "rows, %lld offset ranges\n",
+                    (unsigned long long)ck->id, opt.ckpt_file, (unsigned long long)ck->batches,
+                    (unsigned long long)ck->rows, (long long)n);
+        if (!out_at) /* a fresh output holds nothing yet */
+            ck->have_out = false;
+    }
     pr_trainer_client *c;
     if (consume_open(&opt, &co, &c, err, sizeof(err)) < 0) {
         fprintf(stderr, "piperec consume: %s\n", err);
+        pr_trainer_position_free(ckst.pos);
         return 1;
     }
     const pr_trainer_info *in = pr_trainer_client_info(c);
@@ -529,22 +969,30 @@ int pr_cli_cmd_consume(int argc, char **argv)
             in->credits);
 
     npy_out out = {0};
-    if (opt.output && out_open(&out, opt.output, in, err, sizeof(err)) < 0) {
+    if (opt.output && out_open(&out, opt.output, in, out_at, err, sizeof(err)) < 0) {
         fprintf(stderr, "piperec consume: %s\n", err);
         out_close(&out, err, sizeof(err));
         pr_trainer_client_close(c);
+        pr_trainer_position_free(ckst.pos);
         return 1;
     }
 
     consume_tally t = {0};
     const char *end;
     double t0 = mono_s();
-    int rc = consume_loop(c, &opt, &out, &t, &end);
+    int rc = consume_loop(c, &opt, &out, &t, ck, &end);
+    /* A clean stop is a checkpoint too (a runtime error is not: what was
+     * written may not be whole). Without a connection the commit is left to
+     * the next start's Subscribe.resume. */
+    if (ck && rc == 0 && ck->since)
+        rc = consume_checkpoint(strcmp(end, "server closed the connection") ? c : NULL, &opt, &out,
+                                ck);
     if (opt.output && out_close(&out, err, sizeof(err)) < 0) {
         fprintf(stderr, "piperec consume: %s\n", err);
         rc = 1;
     }
     pr_trainer_client_close(c);
+    pr_trainer_position_free(ckst.pos);
     free(t.seen);
     consume_summary(end, &t, t0);
     if (t.repeats)

@@ -28,9 +28,9 @@ static void pr__process_usage(FILE *f)
             "                       [--backend cpu|hls-sim|xrt|auto] [--progress|--no-progress]\n"
             "  Raw Criteo TSV (label, dense ints, sparse hex) -> DIR/dense.npy, sparse.npy,\n"
             "  labels.npy, vocab/<col>.tsv, rejects.tsv. Without --config the embedded\n"
-            "  default config is used. --threads N: N decoder threads and N engine\n"
-            "  threads (default: half the online CPUs, at least 1: the decoders and the\n"
-            "  engine then each have half the machine).\n");
+            "  default config is used. --threads N: N workers sharing decoding, the engine\n"
+            "  and writing (default: the online CPUs); the engine itself uses 1 thread\n"
+            "  below 8 workers, N/4 from 8 on. Results do not depend on N.\n");
 }
 
 static int pr__parse_int(const char *s, long lo, long hi, long *out)
@@ -107,17 +107,20 @@ int pr_cli_cmd_process(int argc, char **argv)
         pr_config_free(cfg);
         return 2;
     }
-    /* Offline, decoding and the engine run side by side: give each half the
-     * CPUs unless told otherwise (measured on 2 cores: 1 decoder + 1 engine
-     * thread beats 2 + 2, which oversubscribes). */
+    /* Offline, N workers share decoding and the in-order engine and write
+     * stages (service/offline.c), so by default there is one per CPU. The
+     * engine stage runs beside decoding on the other workers, so the engine's
+     * own pool stays at one thread up to 7 workers (its helpers would only
+     * take cores from decoding), then grows with N / 4: on 16 cores the
+     * single-threaded engine stage would be the bottleneck. */
     if (!threads) {
         long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = ncpu >= 4 ? ncpu / 2 : 1;
+        threads = ncpu >= 1 ? ncpu : 1;
         if (threads > 64)
             threads = 64;
     }
     pr_engine_opts eopts = pr_config_engine_opts(cfg);
-    eopts.threads = (int)threads;
+    eopts.threads = threads >= 8 ? (int)threads / 4 : 1;
     if (backend)
         eopts.backend = backend;
 
@@ -152,6 +155,10 @@ int pr_cli_cmd_process(int argc, char **argv)
             res.rows, res.rejected, by, res.seconds,
             res.seconds > 0 ? res.lines / res.seconds : 0.0,
             res.seconds > 0 ? res.bytes / res.seconds / 1e6 : 0.0, output);
+    fprintf(stderr,
+            "piperec process: thread-seconds per stage: decode %.2f, engine %.2f, write %.2f, "
+            "in-order wait %.2f\n",
+            res.decode_s, res.engine_s, res.write_s, res.wait_s);
     pr_config_free(cfg);
     return 0;
 }

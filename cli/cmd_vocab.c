@@ -1,5 +1,5 @@
 /*
- * cmd_vocab.c — `piperec vocab export|import`: move a pipeline's vocabulary
+ * cmd_vocab.c — `piperec vocab export|import|hot`: move a pipeline's vocabulary
  * between a state dir (snapshot <P>.vocab + journal <P>.journal, as the
  * service keeps them) and the text format of docs/formats.md
  * (<column>.tsv per sparse column, the same files `piperec process` writes
@@ -14,6 +14,7 @@
  *
  * The pipeline's spec (profile, modulus, capacity, min_count) comes from
  * --config (default: the embedded config), because snapshots are tied to it.
+ *   hot:    the hottest indices per column (cmd_vocab_hot.c).
  * Exit codes: 0 done, 1 I/O or runtime failure, 2 usage, config or bad input.
  */
 #include <errno.h>
@@ -38,7 +39,9 @@ static void pr__vocab_usage(FILE *f)
         "  import: INDIR/<column>.tsv -> DIR/P.vocab; refuses when DIR already holds\n"
         "          a vocabulary for P unless --force (the journal is then removed).\n"
         "          Stop the service first.\n"
-        "  --state defaults to the pipeline's state.dir; --pipeline to the first one.\n");
+        "  --state defaults to the pipeline's state.dir; --pipeline to the first one.\n"
+        "       piperec vocab hot --top K (--url http://HOST:PORT | --input DIR) ...\n"
+        "  hot:    the K hottest indices per column (piperec vocab hot --help).\n");
 }
 
 static int pr__rc_exit(int rc)
@@ -52,6 +55,8 @@ int pr_cli_cmd_vocab(int argc, char **argv)
         pr__vocab_usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    if (!strcmp(argv[1], "hot"))
+        return pr_cli_vocab_hot(argc, argv);
     bool is_export = !strcmp(argv[1], "export");
     if (!is_export && strcmp(argv[1], "import")) {
         fprintf(stderr, "piperec vocab: unknown subcommand '%s'\n", argv[1]);
@@ -119,8 +124,16 @@ int pr_cli_cmd_vocab(int argc, char **argv)
         goto out;
     }
     char snap[4096], journal[4096];
-    snprintf(snap, sizeof(snap), "%s/%s.vocab", state, pc->name);
+    /* A shared vocabulary (vocab_log) keeps one tagged snapshot, no journal. */
+    bool shared = pc->vocab_log.enabled;
+    snprintf(snap, sizeof(snap), "%s/%s.%s", state, pc->name, shared ? "vocablog" : "vocab");
     snprintf(journal, sizeof(journal), "%s/%s.journal", state, pc->name);
+    if (shared && !is_export) {
+        fprintf(stderr, "piperec vocab import: pipeline %s shares its vocabulary through "
+                        "vocab_log: the log decides every index (docs/vocab-log.md)\n",
+                pc->name);
+        goto out;
+    }
     /* One thread is plenty: nothing is processed. */
     pr_engine_opts eo = pr_config_engine_opts(cfg);
     eo.threads = 1;
@@ -137,7 +150,12 @@ int pr_cli_cmd_vocab(int argc, char **argv)
                     pc->name, snap);
             goto out;
         }
-        if ((have_snap && (rc = pr_engine_vocab_load(eng, snap, err, sizeof(err)))) ||
+        unsigned char tag[PR_SNAPSHOT_TAG_MAX];
+        uint32_t tag_len = 0;
+        if (shared)
+            have_journal = false;
+        if ((have_snap && (rc = pr_engine_vocab_load_tagged(eng, snap, tag, sizeof(tag), &tag_len,
+                                                            err, sizeof(err)))) ||
             (have_journal &&
              (rc = pr_engine_vocab_journal_replay(eng, journal, err, sizeof(err)))) ||
             (rc = pr_engine_vocab_export(eng, dir, err, sizeof(err)))) {

@@ -21,7 +21,8 @@ int pr_cli_cmd_broker(int argc, char **argv);  /* librdkafka mock cluster on loo
 int pr_cli_cmd_produce(int argc, char **argv); /* load events into Kafka */
 int pr_cli_cmd_consume(int argc, char **argv); /* reference trainer-stream client */
 int pr_cli_cmd_demo(int argc, char **argv);    /* one-command live demo */
-int pr_cli_cmd_vocab(int argc, char **argv);   /* vocabulary export/import */
+int pr_cli_cmd_vocab(int argc, char **argv);   /* vocabulary export/import/hot */
+int pr_cli_vocab_hot(int argc, char **argv);   /* `vocab hot` (cmd_vocab_hot.c) */
 
 /* ---------------------------------------------------------------- helpers */
 

@@ -932,6 +932,7 @@ static const cfg_key state_keys[] = {
           "Seconds between vocabulary snapshots; the journal covers the time in between."),
 };
 static const cfg_table state_tab = TABLE(state_keys, NULL);
+static const cfg_table vocab_log_tab = CTABLE(pr_vocablog_cfgmap, NULL);
 
 /* ---------------------------------------------------------------- schema */
 
@@ -1271,6 +1272,33 @@ static void finish_pipeline(cfg_ctx *c, yaml_node_t *map, void *base, bool prese
         sp->items[sp->n].value = xstrdup(bs);
         sp->n++;
     }
+    /* The vocabulary log talks to the source's cluster unless told otherwise:
+     * without properties of its own it gets a copy of the source's. */
+    pr_kv_list *vp = &pl->vocab_log.properties;
+    const pr_kv_list *srcp = &pl->source.kafka.properties;
+    if (pl->vocab_log.enabled && vp->n == 0 && srcp->n) {
+        vp->items = calloc(srcp->n, sizeof(pr_kv));
+        if (!vp->items)
+            abort();
+        for (size_t i = 0; i < srcp->n; i++) {
+            vp->items[i].key = xstrdup(srcp->items[i].key);
+            vp->items[i].value = xstrdup(srcp->items[i].value);
+        }
+        vp->n = srcp->n;
+    }
+    if (pl->vocab_log.enabled) {
+        if (!pr_spec_has_op(&pl->spec, PR_OP_VOCAB))
+            cfg_error(c, map_find(c, map, "vocab_log"), "vocab_log",
+                      "transform.sparse has no vocab operator to share");
+        else if (pl->spec.count_mode != PR_COUNT_STREAMING)
+            cfg_error(c, map_find(c, map, "vocab_log"), "vocab_log",
+                      "needs transform.vocab.count_mode streaming");
+        if (pl->vocab_seed)
+            cfg_error(c, map_find(c, map, "vocab_log"), "vocab_log",
+                      "cannot be combined with transform.vocab.seed yet: replicas would seed "
+                      "differently; start one replica with the seed and no vocab_log, or seed "
+                      "the log's first replica (docs/vocab-log.md)");
+    }
     /* The engine's own checks (min_count vs profile, capacity room...), once
      * everything else is right so that its message is not a consequence. */
     if (c->n_errors == 0) {
@@ -1296,6 +1324,9 @@ static const cfg_key pipeline_keys[] = {
           "Where batches go; `run` needs at least one enabled sink."),
     K_MAP_EN("state", pr_pipeline_cfg, state, state.enabled, state_tab,
              "Vocabulary persistence. Without it, indices restart from scratch after a restart."),
+    K_MAP_EN("vocab_log", pr_pipeline_cfg, vocab_log, vocab_log.enabled, vocab_log_tab,
+             "Share the vocabulary with the other replicas of this pipeline through a Kafka log "
+             "(docs/vocab-log.md). Without it each process owns its vocabulary (one replica)."),
 };
 static const cfg_table pipeline_tab = TABLE(pipeline_keys, finish_pipeline);
 
@@ -1360,9 +1391,25 @@ static void h_pipelines(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k
 
 /* ---------------------------------------------------------------- top level */
 
+static const cfg_key http_tls_keys[] = {
+    K_BOOL("enabled", pr_http_tls_cfg, enabled, NULL,
+           "Set false to keep the section but serve plain HTTP."),
+    K_STR("cert_file", pr_http_tls_cfg, cert_file, KF_REQUIRED | KF_NONEMPTY, NULL,
+          "PEM server certificate (chain) for HTTPS; read at start (restart to replace)."),
+    K_STR("key_file", pr_http_tls_cfg, key_file, KF_REQUIRED | KF_NONEMPTY, NULL,
+          "PEM private key of cert_file."),
+    K_STR("ca_file", pr_http_tls_cfg, ca_file, 0, NULL,
+          "PEM CA bundle; when set, every request needs a client certificate signed by it "
+          "(mutual TLS), else 403."),
+};
+static const cfg_table http_tls_tab = TABLE(http_tls_keys, NULL);
+
 static const cfg_key http_keys[] = {
     K_BOOL("enabled", pr_http_cfg, enabled, "true", "Serve /metrics, /healthz and /readyz."),
     K_HOSTPORT("listen", pr_http_cfg, listen, "127.0.0.1:9464", "HTTP address (host:port)."),
+    K_MAP_EN("tls", pr_http_cfg, tls, tls.enabled, http_tls_tab,
+             "HTTPS on the HTTP endpoint (libmicrohttpd with GnuTLS, TLS 1.2+); off = plain "
+             "HTTP. Prometheus then scrapes with scheme https. See docs/operations.md, Security."),
 };
 static const cfg_table http_tab = TABLE(http_keys, NULL);
 

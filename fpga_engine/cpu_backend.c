@@ -72,10 +72,17 @@ static inline float pr__log1p_one(double y)
     return (float)log1p(y);
 }
 
-static void pr__log1p_col(const double *src, float *o, uint32_t n)
+/* Logarithm of a column; with n2z, Neg2Zero first (x < 0 -> 0) in the same
+ * pass, so the common dense pipeline [neg2zero, log1p] reads its input once
+ * and needs no temporary column. */
+static void pr__log1p_col(const double *src, float *o, uint32_t n, bool n2z)
 {
-    for (uint32_t r = 0; r < n; r++)
-        o[r] = pr__log1p_one(src[r]);
+    if (n2z)
+        for (uint32_t r = 0; r < n; r++)
+            o[r] = pr__log1p_one(src[r] < 0 ? 0.0 : src[r]);
+    else
+        for (uint32_t r = 0; r < n; r++)
+            o[r] = pr__log1p_one(src[r]);
 }
 
 /* ---------------------------------------------------------------- modulus */
@@ -120,7 +127,9 @@ static inline uint64_t pr__mulhi(uint64_t a, uint64_t b)
     return (uint64_t)(((unsigned __int128)a * b) >> 64);
 }
 
-static void pr__modulus_col(const pr__divider *dv, uint64_t *v, uint32_t rows)
+/* v[r] = src[r] mod d (src may be v: in place; a separate src saves the copy
+ * of a column decoders already parsed to uint64). */
+static void pr__modulus_col(const pr__divider *dv, const uint64_t *src, uint64_t *v, uint32_t rows)
 {
     uint64_t d = dv->d, magic = dv->magic;
     unsigned sh = dv->shift;
@@ -128,18 +137,19 @@ static void pr__modulus_col(const pr__divider *dv, uint64_t *v, uint32_t rows)
     case 0: {
         uint64_t mask = d - 1;
         for (uint32_t r = 0; r < rows; r++)
-            v[r] &= mask;
+            v[r] = src[r] & mask;
         break;
     }
     case 1:
         for (uint32_t r = 0; r < rows; r++) {
-            uint64_t q = pr__mulhi(v[r], magic) >> sh;
-            v[r] -= q * d;
+            uint64_t x = src[r];
+            uint64_t q = pr__mulhi(x, magic) >> sh;
+            v[r] = x - q * d;
         }
         break;
     default:
         for (uint32_t r = 0; r < rows; r++) {
-            uint64_t x = v[r];
+            uint64_t x = src[r];
             uint64_t q = pr__mulhi(x, magic);
             q = (((x - q) >> 1) + q) >> sh;
             v[r] = x - q * d;
@@ -252,13 +262,15 @@ __attribute__((target("avx2"))) static void pr__hex2int_col_avx2(const char *slo
 /* Logarithm, 4 values at a time: when all 4 are table integers (the same
  * test as pr__log1p_one, lane by lane: truncate, convert back, compare; NaN
  * and out-of-range lanes fail it) one gather, else the scalar form. */
-__attribute__((target("avx2"))) static void pr__log1p_col_avx2(const double *src, float *o,
-                                                               uint32_t n)
+__attribute__((target("avx2"), always_inline)) static inline void
+pr__log1p_avx2_body(const double *src, float *o, uint32_t n, const bool n2z)
 {
     const __m256d zero = _mm256_setzero_pd(), lim = _mm256_set1_pd(PR__LOG_TBL);
     uint32_t r = 0;
     for (; r + 4 <= n; r += 4) {
         __m256d y = _mm256_loadu_pd(src + r);
+        if (n2z) /* x < 0 -> 0, exactly as Neg2Zero: -0.0 and NaN stay */
+            y = _mm256_blendv_pd(y, zero, _mm256_cmp_pd(y, zero, _CMP_LT_OQ));
         __m128i i = _mm256_cvttpd_epi32(y);
         __m256d ok = _mm256_and_pd(
             _mm256_cmp_pd(_mm256_cvtepi32_pd(i), y, _CMP_EQ_OQ),
@@ -267,11 +279,19 @@ __attribute__((target("avx2"))) static void pr__log1p_col_avx2(const double *src
             _mm_storeu_ps(o + r, _mm_i32gather_ps(pr__log1p_tbl, i, 4));
         } else {
             for (uint32_t k = r; k < r + 4; k++)
-                o[k] = pr__log1p_one(src[k]);
+                o[k] = pr__log1p_one(n2z && src[k] < 0 ? 0.0 : src[k]);
         }
     }
     for (; r < n; r++)
-        o[r] = pr__log1p_one(src[r]);
+        o[r] = pr__log1p_one(n2z && src[r] < 0 ? 0.0 : src[r]);
+}
+__attribute__((target("avx2"))) static void pr__log1p_col_avx2(const double *src, float *o,
+                                                               uint32_t n, bool n2z)
+{
+    if (n2z)
+        pr__log1p_avx2_body(src, o, n, true);
+    else
+        pr__log1p_avx2_body(src, o, n, false);
 }
 #define PR__HAVE_AVX2_PATH 1
 #else
@@ -325,6 +345,7 @@ typedef struct pr__vcol {
     uint64_t hused;
     uint64_t *keys; /* value of index base+i, i < n */
     uint64_t n, keys_cap;
+    bool frozen; /* shared vocabulary: lookups never insert or count (pr__vocab_peek) */
 } pr__vcol;
 
 static inline uint64_t pr__hash(uint64_t k, unsigned bits)
@@ -458,14 +479,39 @@ static int pr__vcol_init(pr__vcol *vc, const pr_pipeline_spec *spec, uint32_t c)
     return pr__ht_alloc(vc, 10);
 }
 
-#define PR__FULL  (-1)
-#define PR__NOMEM (-2)
+#define PR__FULL      (-1)
+#define PR__NOMEM     (-2)
+#define PR__UNDECIDED (-3)
+
+/* Frozen lookup (a vocabulary decided elsewhere, pr_engine_vocab_set_shared):
+ * the value's index; OOV when it has none yet but cannot get one here (below
+ * min_count, or the table is full: PR__FULL under dlrm); PR__UNDECIDED when
+ * it was never seen at all (the caller should have had it decided first). */
+static int64_t pr__vocab_peek(const pr__vcol *vc, uint64_t v)
+{
+    bool full = (uint64_t)vc->base + vc->n >= vc->cap;
+    if (vc->direct) {
+        if (vc->dmap[v])
+            return (int64_t)vc->dmap[v] - 1;
+        if (full)
+            return vc->base ? PR_INDEX_OOV : PR__FULL;
+        return vc->counting && vc->dcnt[v] ? PR_INDEX_OOV : PR__UNDECIDED;
+    }
+    const pr__hslot *s = pr__ht_find(vc, v);
+    if (s && s->idx >= 0)
+        return s->idx;
+    if (full)
+        return vc->base ? PR_INDEX_OOV : PR__FULL;
+    return s ? PR_INDEX_OOV : PR__UNDECIDED;
+}
 
 /* The general lookup-or-insert for one value (every case: direct or hash,
  * counting or not, two-pass or streaming, table full). Returns the index to
  * output, PR__FULL when a dlrm table is full, PR__NOMEM. */
 static int64_t pr__vocab_one(pr__vcol *vc, uint64_t v, bool streaming)
 {
+    if (vc->frozen)
+        return pr__vocab_peek(vc, v);
     int64_t oov = vc->base ? PR_INDEX_OOV : PR__FULL;
     bool room = (uint64_t)vc->base + vc->n < vc->cap;
     if (vc->direct) {
@@ -639,7 +685,7 @@ struct pr_backend {
     uint32_t r0, r1; /* current chunk (pr__chunk_task) */
     uint32_t n_rejected;
     void (*hex2int)(const char *slots, uint64_t *v, uint32_t rows, uint64_t *bad);
-    void (*log1p)(const double *src, float *o, uint32_t n);
+    void (*log1p)(const double *src, float *o, uint32_t n, bool n2z);
 };
 
 static void pr__cpu_free(pr_backend *be)
@@ -779,10 +825,18 @@ static void pr__sparse_chunk(pr_backend *be, uint32_t c, uint32_t r0, uint32_t r
     const uint64_t *miss = in->sparse_missing + c * pr_bitmap_words(in->cap) + w0;
 
     uint64_t t0 = pr__now_ns();
+    /* Values parsed by the decoder (uint64) go through Modulus straight from
+     * the block: no copy first (time booked to Modulus; missing rows are
+     * zeroed afterwards, which is the same since 0 mod M = 0). */
+    bool fused = in->sparse_enc[c] != PR_SPARSE_HEX && be->has[PR_OP_MODULUS];
     if (in->sparse_enc[c] == PR_SPARSE_HEX) {
         be->hex2int(in->sparse_hex + ((size_t)c * in->cap + r0) * PR_HEX_SLOT, v, n, bad);
     } else {
-        memcpy(v, in->sparse_u64 + (size_t)c * in->cap + r0, (size_t)n * sizeof(uint64_t));
+        const uint64_t *src = in->sparse_u64 + (size_t)c * in->cap + r0;
+        if (fused)
+            pr__modulus_col(&be->div[c], src, v, n);
+        else
+            memcpy(v, src, (size_t)n * sizeof(uint64_t));
         memset(bad, 0, words * sizeof(uint64_t));
     }
     /* Missing = key 0 (dlrm; under default it never reaches the vocabulary
@@ -798,12 +852,18 @@ static void pr__sparse_chunk(pr_backend *be, uint32_t c, uint32_t r0, uint32_t r
         }
     }
     uint64_t t1 = pr__now_ns();
-    if (be->has[PR_OP_HEX2INT])
-        pr__acc(ws, PR_OP_HEX2INT, t0, t1, n);
-    if (be->has[PR_OP_MODULUS]) {
-        pr__modulus_col(&be->div[c], v, n);
-        uint64_t t2 = pr__now_ns();
-        pr__acc(ws, PR_OP_MODULUS, t1, t2, n);
+    if (fused) {
+        if (be->has[PR_OP_HEX2INT])
+            pr__acc(ws, PR_OP_HEX2INT, t0, t0, n);
+        pr__acc(ws, PR_OP_MODULUS, t0, t1, n);
+    } else {
+        if (be->has[PR_OP_HEX2INT])
+            pr__acc(ws, PR_OP_HEX2INT, t0, t1, n);
+        if (be->has[PR_OP_MODULUS]) {
+            pr__modulus_col(&be->div[c], v, v, n);
+            uint64_t t2 = pr__now_ns();
+            pr__acc(ws, PR_OP_MODULUS, t1, t2, n);
+        }
     }
     if (!be->has[PR_OP_VOCAB] && !be->counting_pass) {
         /* The (modded) value is the output; rejected rows are zeroed later. */
@@ -828,20 +888,31 @@ static void pr__dense_chunk(pr_backend *be, uint32_t d, uint32_t r0, uint32_t r1
     uint32_t n = r1 - r0;
     const double *src = in->dense + (size_t)d * in->cap + r0;
     float *o = be->out->dense + (size_t)d * be->out->cap + r0;
-    for (unsigned k = 0; k < be->spec.n_dense_ops; k++) {
+    if (be->spec.n_dense_ops == 2 && be->spec.dense_ops[0] == PR_OP_NEG2ZERO &&
+        be->spec.dense_ops[1] == PR_OP_LOG1P) {
+        /* The usual pipeline, fused: one pass, no temporary column. Its time
+         * is booked to Logarithm; Neg2Zero counts its values at 0 ns. */
         uint64_t t0 = pr__now_ns();
-        if (be->spec.dense_ops[k] == PR_OP_NEG2ZERO) {
-            double *t = be->dtmp + (size_t)worker * be->chunk;
-            for (uint32_t r = 0; r < n; r++)
-                t[r] = src[r] < 0 ? 0.0 : src[r];
-            src = t;
-            pr__acc(ws, PR_OP_NEG2ZERO, t0, pr__now_ns(), n);
-        } else { /* PR_OP_LOG1P */
-            be->log1p(src, o, n);
-            src = NULL;
-            pr__acc(ws, PR_OP_LOG1P, t0, pr__now_ns(), n);
+        be->log1p(src, o, n, true);
+        uint64_t t1 = pr__now_ns();
+        pr__acc(ws, PR_OP_NEG2ZERO, t0, t0, n);
+        pr__acc(ws, PR_OP_LOG1P, t0, t1, n);
+        src = NULL;
+    } else
+        for (unsigned k = 0; k < be->spec.n_dense_ops; k++) {
+            uint64_t t0 = pr__now_ns();
+            if (be->spec.dense_ops[k] == PR_OP_NEG2ZERO) {
+                double *t = be->dtmp + (size_t)worker * be->chunk;
+                for (uint32_t r = 0; r < n; r++)
+                    t[r] = src[r] < 0 ? 0.0 : src[r];
+                src = t;
+                pr__acc(ws, PR_OP_NEG2ZERO, t0, pr__now_ns(), n);
+            } else { /* PR_OP_LOG1P */
+                be->log1p(src, o, n, false);
+                src = NULL;
+                pr__acc(ws, PR_OP_LOG1P, t0, pr__now_ns(), n);
+            }
         }
-    }
     if (src)
         for (uint32_t r = 0; r < n; r++)
             o[r] = (float)src[r];
@@ -1046,6 +1117,12 @@ static int pr__cpu_process(pr_backend *be, const pr_block *in, pr_out *out, pr_e
             return pr_seterr(errstr, errstr_size, PR_ENOMEM,
                              "engine: out of memory growing the vocabulary of column %s",
                              be->spec.sparse[c].name);
+        if (be->fail_err[c] == PR__UNDECIDED)
+            return pr_seterr(errstr, errstr_size, PR_ESTATE,
+                             "engine: column %s: a value at block row %" PRId64
+                             " has no index yet and the vocabulary is shared (decide it with "
+                             "pr_engine_vocab_apply before processing)",
+                             be->spec.sparse[c].name, be->fail_row[c]);
         const char *nm = be->spec.sparse[c].name;
         return pr_seterr(
             errstr, errstr_size, PR_EFULL,
@@ -1213,6 +1290,100 @@ static int pr__cpu_vocab_load(pr_backend *be, uint32_t col, const pr_vocab_entry
     return 0;
 }
 
+/* ---------------------------------------------------------------- shared vocabulary */
+
+/* The value's own index (not OOV), or -1. */
+static int64_t pr__vocab_own(const pr__vcol *vc, uint64_t v)
+{
+    if (vc->direct)
+        return (int64_t)vc->dmap[v] - 1;
+    const pr__hslot *s = pr__ht_find(vc, v);
+    return s && s->idx >= 0 ? s->idx : -1;
+}
+
+/* The values of `in` a frozen lookup could not answer: every occurrence, per
+ * chunk column by column in row order, of a value without an index in a
+ * column that still has room (rejected rows, and missing values under
+ * default, are skipped as processing skips them). Runs Hex2Int and Modulus
+ * on the workers, then looks up in this thread. */
+static int pr__cpu_vocab_misses(pr_backend *be, const pr_block *in, pr_vocab_miss_cb cb,
+                                void *opaque)
+{
+    if (!be->has[PR_OP_VOCAB])
+        return 0;
+    if (pr__cpu_scratch(be, in->cap))
+        return PR_ENOMEM;
+    be->in = in;
+    be->out = NULL;
+    be->counting_pass = true; /* phase A only writes be->vals, never the output */
+    uint32_t ns = be->spec.n_sparse;
+    size_t ibw = pr_bitmap_words(in->cap);
+    int rc = 0;
+    for (uint32_t r0 = 0; r0 < in->rows && !rc; r0 += be->chunk) {
+        be->r0 = r0;
+        be->r1 = in->rows - r0 > be->chunk ? r0 + be->chunk : in->rows;
+        memset(be->ws, 0, (size_t)be->threads * sizeof(pr__wstats));
+        pr__pool_run(be->pool, ns, pr__chunk_a_task, be);
+        pr__collect_rejects(be, be->r0, be->r1, NULL);
+        uint32_t n = be->r1 - r0;
+        for (uint32_t c = 0; c < ns && !rc; c++) {
+            pr__vcol *vc = &be->cols[c];
+            if ((uint64_t)vc->base + vc->n >= vc->cap)
+                continue; /* full: what it lacks is OOV (or a dlrm error) everywhere */
+            const uint64_t *v = be->vals + (size_t)c * be->chunk;
+            const uint64_t *miss = be->spec.profile == PR_VOCAB_DEFAULT
+                                       ? in->sparse_missing + c * ibw + r0 / 64
+                                       : NULL;
+            const uint64_t *rej = be->rej + r0 / 64;
+            for (uint32_t r = 0; r < n && !rc; r++) {
+                uint64_t skip = rej[r / 64] | (miss ? miss[r / 64] : 0);
+                if ((skip >> (r % 64)) & 1)
+                    continue;
+                if (pr__vocab_own(vc, v[r]) < 0)
+                    rc = cb(c, v[r], opaque);
+            }
+        }
+    }
+    be->counting_pass = false;
+    return rc;
+}
+
+/* Lookup-or-insert of `count` occurrences of one decided value, exactly as
+ * streaming processing would do them (counting, min_count, capacity), with
+ * the column unfrozen for the call. *index: the value's index after, or -1. */
+static int pr__cpu_vocab_apply(pr_backend *be, uint32_t col, uint64_t key, uint32_t count,
+                               int64_t *index)
+{
+    if (!be->has[PR_OP_VOCAB] || col >= be->spec.n_sparse)
+        return PR_EINVAL;
+    pr__vcol *vc = &be->cols[col];
+    if (vc->direct && key >= vc->dom)
+        return PR_EINVAL;
+    /* Past min_count more occurrences change nothing but a statistic. */
+    uint32_t k = vc->counting ? (count < vc->min_count ? count : vc->min_count) : 1;
+    bool frozen = vc->frozen;
+    vc->frozen = false;
+    int64_t i = -1;
+    for (uint32_t j = 0; j < k; j++)
+        if ((i = pr__vocab_one(vc, key, true)) < 0)
+            break;
+    vc->frozen = frozen;
+    if (i == PR__NOMEM)
+        return PR_ENOMEM;
+    if (i == PR__FULL)
+        return PR_EFULL;
+    *index = pr__vocab_own(vc, key);
+    return 0;
+}
+
+static void pr__cpu_vocab_freeze(pr_backend *be, bool frozen)
+{
+    if (!be->has[PR_OP_VOCAB])
+        return;
+    for (uint32_t c = 0; c < be->spec.n_sparse; c++)
+        be->cols[c].frozen = frozen;
+}
+
 const pr_backend_ops pr__backend_cpu = {
     .name = "cpu",
     .new_ = pr__cpu_new,
@@ -1224,4 +1395,7 @@ const pr_backend_ops pr__backend_cpu = {
     .vocab_read = pr__cpu_vocab_read,
     .vocab_load = pr__cpu_vocab_load,
     .vocab_read_from = pr__cpu_vocab_read_from,
+    .vocab_misses = pr__cpu_vocab_misses,
+    .vocab_apply = pr__cpu_vocab_apply,
+    .vocab_freeze = pr__cpu_vocab_freeze,
 };

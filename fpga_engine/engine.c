@@ -584,6 +584,71 @@ int pr_engine_process(pr_engine *eng, const pr_block *in, pr_out *out, char *err
     return rc;
 }
 
+/* ---------------------------------------------------------------- shared vocabulary */
+
+static int pr__shared_supported(const pr_engine *eng, char *errstr, size_t errstr_size)
+{
+    if (!eng->has_vocab)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "engine: pipeline '%s' has no vocab operator to share", eng->spec.name);
+    if (!eng->ops->vocab_misses || !eng->ops->vocab_apply || !eng->ops->vocab_freeze)
+        return pr_seterr(errstr, errstr_size, PR_ENOTSUP,
+                         "engine: backend %s cannot share its vocabulary (use engine.backend cpu)",
+                         eng->ops->name);
+    if (eng->spec.count_mode != PR_COUNT_STREAMING)
+        return pr_seterr(errstr, errstr_size, PR_ENOTSUP,
+                         "engine: a shared vocabulary needs count_mode streaming");
+    return 0;
+}
+
+int pr_engine_vocab_set_shared(pr_engine *eng, bool shared, char *errstr, size_t errstr_size)
+{
+    int rc = pr__shared_supported(eng, errstr, errstr_size);
+    if (rc)
+        return rc;
+    eng->ops->vocab_freeze(eng->be, shared);
+    return 0;
+}
+
+int pr_engine_vocab_misses(pr_engine *eng, const pr_block *in, pr_vocab_miss_cb cb, void *opaque,
+                           char *errstr, size_t errstr_size)
+{
+    int rc = pr__shared_supported(eng, errstr, errstr_size);
+    if (!rc)
+        rc = pr__check_block(eng, in, errstr, errstr_size);
+    if (rc)
+        return rc;
+    rc = eng->ops->vocab_misses(eng->be, in, cb, opaque);
+    if (rc == PR_ENOMEM)
+        return pr_seterr(errstr, errstr_size, rc, "engine: out of memory for scratch");
+    return rc;
+}
+
+int pr_engine_vocab_apply(pr_engine *eng, uint32_t col, uint64_t key, uint32_t count,
+                          int64_t *index, char *errstr, size_t errstr_size)
+{
+    int rc = pr__shared_supported(eng, errstr, errstr_size);
+    if (rc)
+        return rc;
+    if (col >= eng->spec.n_sparse || count == 0)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "engine: no sparse column %u", col);
+    const pr_sparse_col_spec *cs = &eng->spec.sparse[col];
+    if (pr_spec_has_op(&eng->spec, PR_OP_MODULUS) && key >= cs->modulus)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "engine: column %s: value %" PRIx64 " is not below its modulus %" PRIu64,
+                         cs->name, key, cs->modulus);
+    rc = eng->ops->vocab_apply(eng->be, col, key, count, index);
+    if (rc == PR_EFULL)
+        return pr_seterr(errstr, errstr_size, rc,
+                         "engine: vocabulary of column %s is full (capacity %" PRIu64
+                         ", profile dlrm has no out-of-vocabulary index)",
+                         cs->name, pr__spec_col_capacity(&eng->spec, col));
+    if (rc)
+        return pr_seterr(errstr, errstr_size, rc, "engine: column %s: cannot apply value %" PRIx64
+                         " (%s)", cs->name, key, pr_strerror(rc));
+    return 0;
+}
+
 int pr_engine_count(pr_engine *eng, const pr_block *in)
 {
     if (eng->spec.count_mode != PR_COUNT_TWO_PASS)
@@ -956,7 +1021,8 @@ int pr_engine_vocab_import(pr_engine *eng, const char *dir, char *errstr, size_t
 
 /* --- binary snapshot
  *
- *   "PRVSNAP1" u32 version=1 u32 n_sparse u64 fingerprint
+ *   "PRVSNAP1" u32 version (1 or 2) u32 n_sparse u64 fingerprint
+ *   version 2 only: u32 tag_len, tag_len bytes of the caller's tag
  *   per column: u64 n, then n x {u64 value, i64 index, u64 count}
  *   u64 FNV-1a of everything before it
  */
@@ -1000,6 +1066,15 @@ static int pr__snap_entry_cb(const pr_vocab_entry *e, void *opaque)
 
 int pr_engine_vocab_save(const pr_engine *eng, const char *path, char *errstr, size_t errstr_size)
 {
+    return pr_engine_vocab_save_tagged(eng, path, NULL, 0, errstr, errstr_size);
+}
+
+int pr_engine_vocab_save_tagged(const pr_engine *eng, const char *path, const void *tag,
+                                uint32_t tag_len, char *errstr, size_t errstr_size)
+{
+    if (tag_len > PR_SNAPSHOT_TAG_MAX)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "vocab save: tag of %u bytes (max %d)",
+                         tag_len, PR_SNAPSHOT_TAG_MAX);
     char tmp[4096];
     if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "vocab save: path too long");
@@ -1007,10 +1082,14 @@ int pr_engine_vocab_save(const pr_engine *eng, const char *path, char *errstr, s
     if (!f)
         return pr_seterr(errstr, errstr_size, PR_EIO, "vocab save: %s: %s", tmp, strerror(errno));
     pr__writer w = {f, PR__FNV_INIT, 0};
-    uint32_t hdr[2] = {1, eng->spec.n_sparse};
+    uint32_t hdr[2] = {tag_len ? 2 : 1, eng->spec.n_sparse};
     pr__w(&w, pr__snap_magic, sizeof(pr__snap_magic));
     pr__w(&w, hdr, sizeof(hdr));
     pr__w(&w, &eng->fingerprint, 8);
+    if (tag_len) {
+        pr__w(&w, &tag_len, 4);
+        pr__w(&w, tag, tag_len);
+    }
     int rc = 0;
     for (uint32_t c = 0; c < eng->spec.n_sparse && !rc && !w.err; c++) {
         pr__count_ctx cc = {&w, 0};
@@ -1052,6 +1131,14 @@ static int pr__read_exact(FILE *f, void *p, size_t n, uint64_t *h)
 
 int pr_engine_vocab_load(pr_engine *eng, const char *path, char *errstr, size_t errstr_size)
 {
+    uint32_t len;
+    return pr_engine_vocab_load_tagged(eng, path, NULL, 0, &len, errstr, errstr_size);
+}
+
+int pr_engine_vocab_load_tagged(pr_engine *eng, const char *path, void *tag, uint32_t tag_cap,
+                                uint32_t *tag_len, char *errstr, size_t errstr_size)
+{
+    *tag_len = 0;
     FILE *f = fopen(path, "rb");
     if (!f)
         return pr_seterr(errstr, errstr_size, PR_EIO, "vocab load: %s: %s", path, strerror(errno));
@@ -1062,7 +1149,8 @@ int pr_engine_vocab_load(pr_engine *eng, const char *path, char *errstr, size_t 
     uint32_t hdr[2];
     uint64_t fp;
     if (pr__read_exact(f, magic, 8, &h) || memcmp(magic, pr__snap_magic, 8) ||
-        pr__read_exact(f, hdr, sizeof(hdr), &h) || hdr[0] != 1 || pr__read_exact(f, &fp, 8, &h)) {
+        pr__read_exact(f, hdr, sizeof(hdr), &h) || (hdr[0] != 1 && hdr[0] != 2) ||
+        pr__read_exact(f, &fp, 8, &h)) {
         rc = pr_seterr(errstr, errstr_size, PR_EINVAL, "vocab load: %s is not a piperec snapshot",
                        path);
         goto out;
@@ -1075,6 +1163,24 @@ int pr_engine_vocab_load(pr_engine *eng, const char *path, char *errstr, size_t 
                        "the indices it holds do not apply",
                        path, fp, eng->fingerprint);
         goto out;
+    }
+    if (hdr[0] == 2) {
+        uint32_t n = 0;
+        unsigned char tb[PR_SNAPSHOT_TAG_MAX];
+        if (pr__read_exact(f, &n, 4, &h) || n > PR_SNAPSHOT_TAG_MAX ||
+            pr__read_exact(f, tb, n, &h)) {
+            rc = pr_seterr(errstr, errstr_size, PR_EINVAL, "vocab load: %s: bad tag", path);
+            goto out;
+        }
+        if (n > tag_cap) {
+            rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
+                           "vocab load: %s carries a %u-byte tag this reader does not expect "
+                           "(a snapshot of a shared vocabulary: vocab_log)",
+                           path, n);
+            goto out;
+        }
+        memcpy(tag, tb, n);
+        *tag_len = n;
     }
     /* Pass 1: verify the checksum before touching any state. */
     long body = ftell(f);

@@ -44,6 +44,14 @@ typedef struct pr_backend_ops {
      * without it the engine filters vocab_read. */
     int (*vocab_read_from)(const pr_backend *be, uint32_t col, int64_t from_index, pr_vocab_cb cb,
                            void *opaque);
+    /* Optional, all three or none: a vocabulary decided outside the engine
+     * (pr_engine_vocab_set_shared). vocab_misses reports every occurrence of
+     * a value without an index; vocab_apply does `count` streaming
+     * lookup-or-inserts of one value; vocab_freeze(true) makes processing
+     * lookup-only. */
+    int (*vocab_misses)(pr_backend *be, const pr_block *in, pr_vocab_miss_cb cb, void *opaque);
+    int (*vocab_apply)(pr_backend *be, uint32_t col, uint64_t key, uint32_t count, int64_t *index);
+    void (*vocab_freeze)(pr_backend *be, bool frozen);
 } pr_backend_ops;
 
 extern const pr_backend_ops pr__backend_cpu;

@@ -407,6 +407,9 @@ out:
 /* ---------------------------------------------------------------- fast path */
 
 #define PR__FAST_MAX 448 /* longest line (bytes) the fast path takes */
+/* Tab positions of a fast-path line: at most PR__FAST_MAX, plus the line end,
+ * plus the 64 a vector scan may store past the last one. */
+#define PR__TP_MAX (PR__FAST_MAX + 2 + 64)
 
 /* Bit i set when p[i] is a tab, for 64 bytes. */
 static inline uint64_t pr__tabs64(const char *p)
@@ -496,6 +499,9 @@ static inline void pr__hex_pair(uint64_t w0, uint64_t w1, pr__hexacc *ok, uint64
  * into a padded local buffer first. Returns PR_DEC_OK with the row
  * committed, or -1 (the row's missing bits cleared) for anything else; the
  * general decoder then handles the line and writes any reject detail. */
+static int pr__decode_fields(const pr_decode_ctx *ctx, pr_block *b, const char *line, size_t len,
+                             uint16_t *tp, uint32_t nt, int64_t recno, bool all_u64);
+
 static int pr__decode_fast(const pr_decode_ctx *ctx, pr_block *b, const char *line, size_t len,
                            size_t avail, int64_t recno, bool all_u64)
 {
@@ -514,7 +520,7 @@ static int pr__decode_fast(const pr_decode_ctx *ctx, pr_block *b, const char *li
     }
     /* Every tab position first (one tight loop), so the field count is
      * checked once and field f is simply [tp[f-1] + 1, tp[f]). */
-    uint16_t tp[PR__FAST_MAX + 2];
+    uint16_t tp[PR__TP_MAX];
     uint32_t nt = 0;
     for (size_t base = 0; base < len; base += 64) {
         uint64_t m = pr__tabs64(line + base);
@@ -523,7 +529,19 @@ static int pr__decode_fast(const pr_decode_ctx *ctx, pr_block *b, const char *li
         for (; m; m &= m - 1)
             tp[nt++] = (uint16_t)(base + (size_t)__builtin_ctzll(m));
     }
-    if (nt != want - 1)
+    return pr__decode_fields(ctx, b, line, len, tp, nt, recno, all_u64);
+}
+
+/* The fields of a line whose nt tab positions are tp[0..nt) (tp has room
+ * for one more); len excludes any '\r', and len + 64 bytes are readable at
+ * line. Returns PR_DEC_OK with the row committed, or -1 as pr__decode_fast. */
+static int pr__decode_fields(const pr_decode_ctx *ctx, pr_block *b, const char *line, size_t len,
+                             uint16_t *tp, uint32_t nt, int64_t recno, bool all_u64)
+{
+    const pr_pipeline_spec *spec = ctx->spec;
+    const uint32_t want = (uint32_t)spec->has_label + spec->n_dense + spec->n_sparse;
+    if (nt != want - 1 || spec->n_dense != b->n_dense || spec->n_sparse != b->n_sparse ||
+        want < 2)
         return -1; /* wrong field count: the general decoder reports it */
     tp[nt] = (uint16_t)len;
     const uint16_t *fend = tp;
@@ -639,6 +657,81 @@ slow:
     return -1;
 }
 
+/* One pass over a line for its end and its tabs together (AVX-512: one
+ * compare per 64 bytes for each, the tab positions of a window compressed
+ * into place with VBMI2 instead of a bit-by-bit loop). Reads whole 64-byte
+ * windows, so it needs `avail` >= the window after the line end; returns
+ * false when it cannot tell (line longer than PR__FAST_MAX or too close to
+ * the end of the buffer): the caller then finds the line end with memchr.
+ * On success *len is the line length without '\n' and tp[0..*nt) the tab
+ * positions in it. */
+typedef bool (*pr__scan_fn)(const char *line, size_t avail, uint16_t *tp, uint32_t *nt,
+                            size_t *len);
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+__attribute__((target("avx512f,avx512bw,avx512vbmi2,bmi,popcnt"))) static bool
+pr__scan_line_avx512(const char *line, size_t avail, uint16_t *tp, uint32_t *nt_out, size_t *len)
+{
+    const __m512i tab = _mm512_set1_epi8('\t'), nl = _mm512_set1_epi8('\n');
+    const __m512i iota = _mm512_set_epi8(
+        63, 62, 61, 60, 59, 58, 57, 56, 55, 54, 53, 52, 51, 50, 49, 48, 47, 46, 45, 44, 43, 42, 41,
+        40, 39, 38, 37, 36, 35, 34, 33, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18,
+        17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    uint32_t nt = 0;
+    for (size_t base = 0; base <= PR__FAST_MAX; base += 64) {
+        if (avail < base + 128)
+            return false; /* keep 64 bytes after the line readable, too */
+        __m512i v = _mm512_loadu_si512((const void *)(line + base));
+        uint64_t mt = _mm512_cmpeq_epi8_mask(v, tab);
+        uint64_t mn = _mm512_cmpeq_epi8_mask(v, nl);
+        if (mn)
+            mt &= (mn & (0 - mn)) - 1; /* tabs before the newline only */
+        __m512i pos = _mm512_maskz_compress_epi8(mt, iota);
+        __m512i off = _mm512_set1_epi16((short)base);
+        _mm512_storeu_si512((void *)(tp + nt),
+                            _mm512_add_epi16(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(pos)), off));
+        unsigned k = (unsigned)__builtin_popcountll(mt);
+        if (k > 32)
+            _mm512_storeu_si512(
+                (void *)(tp + nt + 32),
+                _mm512_add_epi16(_mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(pos, 1)), off));
+        nt += k;
+        if (mn) {
+            size_t l = base + (size_t)__builtin_ctzll(mn);
+            if (l > PR__FAST_MAX)
+                return false;
+            *len = l;
+            *nt_out = nt;
+            return true;
+        }
+    }
+    return false;
+}
+#endif
+
+/* The scanner for this CPU, or NULL (memchr, then the tab loop). */
+static pr__scan_fn pr__scanner(void)
+{
+    static int chosen; /* 0 unknown, 1 none, 2 avx512 */
+    int c = __atomic_load_n(&chosen, __ATOMIC_RELAXED);
+    if (!c) {
+        c = 1;
+#if defined(__x86_64__) && defined(__GNUC__)
+        const char *off = getenv("PR_DECODE_NO_AVX512");
+        if (!(off && *off == '1') && __builtin_cpu_supports("avx512bw") &&
+            __builtin_cpu_supports("avx512vbmi2"))
+            c = 2;
+#endif
+        __atomic_store_n(&chosen, c, __ATOMIC_RELAXED);
+    }
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (c == 2)
+        return pr__scan_line_avx512;
+#endif
+    return NULL;
+}
+
 /* Fix the column encodings of a block this context starts; true when all
  * sparse columns then take uint64 values (fused Hex2Int for the line). */
 static bool pr__prepare(const pr_decode_ctx *ctx, pr_block *b)
@@ -648,16 +741,12 @@ static bool pr__prepare(const pr_decode_ctx *ctx, pr_block *b)
     return pr__all_u64(b);
 }
 
-/* Decode one line with `avail` bytes readable at `line` (>= len);
- * `all_u64` is pr__prepare's answer for the block. */
-static int pr__decode_one(const pr_decode_ctx *ctx, pr_block *b, const char *line, size_t len,
-                          size_t avail, int64_t recno, bool all_u64)
+/* A line the fast path did not take: the general decoder, then the reject
+ * callback. Returns 1 when the row was committed, else 0. */
+static int pr__decode_one_slow(const pr_decode_ctx *ctx, pr_block *b, const char *line, size_t len,
+                               int64_t recno)
 {
     char detail[PR__DETAIL_MAX];
-    if (b->rows >= b->cap)
-        return PR_EFULL;
-    if (pr__decode_fast(ctx, b, line, len, avail, recno, all_u64) == PR_DEC_OK)
-        return 1;
     int reason = pr__decode_line(ctx, b, line, len, recno, detail, sizeof(detail));
     if (reason == PR_DEC_OK)
         return 1;
@@ -666,6 +755,18 @@ static int pr__decode_one(const pr_decode_ctx *ctx, pr_block *b, const char *lin
         ctx->on_reject(ctx->opaque, reason, detail, line, rl, recno);
     }
     return 0;
+}
+
+/* Decode one line with `avail` bytes readable at `line` (>= len);
+ * `all_u64` is pr__prepare's answer for the block. */
+static int pr__decode_one(const pr_decode_ctx *ctx, pr_block *b, const char *line, size_t len,
+                          size_t avail, int64_t recno, bool all_u64)
+{
+    if (b->rows >= b->cap)
+        return PR_EFULL;
+    if (pr__decode_fast(ctx, b, line, len, avail, recno, all_u64) == PR_DEC_OK)
+        return 1;
+    return pr__decode_one_slow(ctx, b, line, len, recno);
 }
 
 int pr_decode_criteo_line(const pr_decode_ctx *ctx, pr_block *b, const char *line, size_t len,
@@ -682,7 +783,22 @@ size_t pr_decode_criteo_lines(const pr_decode_ctx *ctx, pr_block *b, const char 
     const char *p = buf, *end = buf + len;
     int64_t lines = 0;
     const bool all_u64 = b->rows < b->cap && pr__prepare(ctx, b);
+    const pr__scan_fn scan = pr__scanner();
+    uint16_t tp[PR__TP_MAX];
+    uint32_t nt;
+    size_t ll;
     while (p < end && b->rows < b->cap) {
+        if (scan && scan(p, (size_t)(end - p), tp, &nt, &ll)) {
+            /* Line end and tabs found in one pass; a '\r' before the '\n'
+             * is no tab, so only the length changes. */
+            size_t fl = ll > 0 && p[ll - 1] == '\r' ? ll - 1 : ll;
+            if (pr__decode_fields(ctx, b, p, fl, tp, nt, first_recno + lines, all_u64) !=
+                PR_DEC_OK)
+                pr__decode_one_slow(ctx, b, p, ll, first_recno + lines);
+            lines++;
+            p += ll + 1;
+            continue;
+        }
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         if (!nl && !eof)
             break;

@@ -81,7 +81,7 @@ static const char *const pr__consumer_only[] = {
     "acks",
 };
 
-static bool pr__skip_prop(const char *key)
+bool pr_kafka_prop_consumer_only(const char *key)
 {
     for (size_t i = 0; i < sizeof(pr__consumer_only) / sizeof(pr__consumer_only[0]); i++)
         if (!strcmp(key, pr__consumer_only[i]))
@@ -257,7 +257,7 @@ pr_dlq *pr_dlq_new(const char *topic, const pr_kv_ref *props, size_t n_props, ch
     if (!d->topic || !conf)
         goto out_free;
     for (size_t i = 0; i < n_props; i++) {
-        if (pr__skip_prop(props[i].key))
+        if (pr_kafka_prop_consumer_only(props[i].key))
             continue;
         if (rd_kafka_conf_set(conf, props[i].key, props[i].value, kerr, sizeof(kerr)) !=
             RD_KAFKA_CONF_OK) {

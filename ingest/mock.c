@@ -69,7 +69,20 @@ pr_mock_broker *pr_mock_broker_start(int partitions, const char *topics_csv, cha
                 t++;
             if (!*t)
                 continue;
-            if (pr_mock_broker_create_topic(mb, t, partitions, errstr, errstr_size)) {
+            /* "name:N" gives one topic its own partition count. */
+            int np = partitions;
+            char *colon = strchr(t, ':');
+            if (colon) {
+                *colon = '\0';
+                np = atoi(colon + 1);
+                if (np < 1 || np > 10000) {
+                    pr_seterr(errstr, errstr_size, PR_EINVAL,
+                              "mock broker: topic %s: bad partition count '%s'", t, colon + 1);
+                    free(list);
+                    goto out_mc;
+                }
+            }
+            if (pr_mock_broker_create_topic(mb, t, np, errstr, errstr_size)) {
                 free(list);
                 goto out_mc;
             }

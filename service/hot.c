@@ -13,6 +13,10 @@
  * every count, error and the total are divided by w (a uniform scaling keeps
  * the heap order). The order of operations depends only on the values and
  * block sizes, so the sketch is deterministic.
+ *
+ * Hot sets (pr_hot_popular_rows): a snapshot of the sketch's top, rebuilt
+ * every few thousand values, in a table of its own so that a membership
+ * test never touches the sketch (whose contents change on every value).
  */
 #include "pr_hot.h"
 
@@ -38,7 +42,17 @@ struct pr_hot {
     uint32_t *heap; /* [k] slot numbers, min-heap on cnt */
     uint32_t *pos;  /* [k] position of a slot in heap */
     uint32_t *tab;  /* [tab_mask+1] slot + 1, 0 = empty */
+
+    /* hot set: open addressing over set_mask+1 indices, PR__HOT_NONE = empty */
+    bool set_on;       /* kept (pr_hot_popular_rows asked for it) */
+    uint64_t set_rows; /* rows observed at the last rebuild */
+    uint32_t set_n;
+    uint32_t set_mask;
+    int set_shift;
+    int64_t *set_key;
 };
+
+#define PR__HOT_NONE INT64_MIN /* indices are >= 0 */
 
 pr_hot *pr_hot_new(uint32_t top_k, uint64_t half_life)
 {
@@ -66,7 +80,20 @@ pr_hot *pr_hot_new(uint32_t top_k, uint64_t half_life)
     h->heap = calloc(top_k, sizeof(*h->heap));
     h->pos = calloc(top_k, sizeof(*h->pos));
     h->tab = calloc(ts, sizeof(*h->tab));
-    if (!h->key || !h->cnt || !h->err || !h->heap || !h->pos || !h->tab) {
+    /* Hot set: at most top_k of the K counters, table at most half full. */
+    uint32_t ss = 4;
+    int sbits = 2;
+    while (ss < 2 * h->top_k) {
+        ss <<= 1;
+        sbits++;
+    }
+    h->set_mask = ss - 1;
+    h->set_shift = 64 - sbits;
+    h->set_key = malloc(ss * sizeof(*h->set_key));
+    if (h->set_key)
+        for (uint32_t i = 0; i < ss; i++)
+            h->set_key[i] = PR__HOT_NONE;
+    if (!h->key || !h->cnt || !h->err || !h->heap || !h->pos || !h->tab || !h->set_key) {
         pr_hot_free(h);
         return NULL;
     }
@@ -83,6 +110,7 @@ void pr_hot_free(pr_hot *h)
     free(h->heap);
     free(h->pos);
     free(h->tab);
+    free(h->set_key);
     free(h);
 }
 
@@ -222,6 +250,8 @@ static void pr__hot_step(pr_hot *h, size_t n)
     h->w = 1.0;
 }
 
+static void pr__hot_set_maybe_refresh(pr_hot *h);
+
 void pr_hot_observe(pr_hot *h, const int64_t *idx, size_t n)
 {
     pr__hot_step(h, n);
@@ -229,6 +259,7 @@ void pr_hot_observe(pr_hot *h, const int64_t *idx, size_t n)
         pr__hot_add(h, idx[i]);
     h->rows += n;
     h->total += h->w * (double)n;
+    pr__hot_set_maybe_refresh(h);
 }
 
 void pr_hot_observe_out(pr_hot *h, const pr_out *o, uint32_t col)
@@ -244,6 +275,7 @@ void pr_hot_observe_out(pr_hot *h, const pr_out *o, uint32_t col)
     }
     h->rows += n;
     h->total += h->w * (double)n;
+    pr__hot_set_maybe_refresh(h);
 }
 
 /* ---------------------------------------------------------------- read */
@@ -320,4 +352,100 @@ void pr_hot_coverage(const pr_hot *h, const size_t *ks, size_t n, double *out)
         out[j] = sum > 1 ? 1 : sum;
     }
     free(e);
+}
+
+/* ---------------------------------------------------------------- hot sets */
+
+static inline uint32_t pr__hot_set_hash(const pr_hot *h, int64_t key)
+{
+    return (uint32_t)(((uint64_t)key * 0x9E3779B97F4A7C15ull) >> h->set_shift);
+}
+
+void pr_hot_set_refresh(pr_hot *h)
+{
+    h->set_on = true;
+    h->set_rows = h->rows;
+    for (uint32_t i = 0; i <= h->set_mask; i++)
+        h->set_key[i] = PR__HOT_NONE;
+    h->set_n = 0;
+    pr__hot_ent *e = pr__hot_sorted(h);
+    if (!e)
+        return; /* empty, or out of memory: an empty set is always safe */
+    /* est = cnt - err/2 and err <= cnt, so est >= floor means cnt - err may
+     * still be below it: test the guaranteed part directly. */
+    double floor = PR_HOT_SET_MIN_COUNT * h->w;
+    for (uint32_t i = 0; i < h->used && h->set_n < h->top_k; i++) {
+        uint32_t s = h->tab[pr__hot_find(h, e[i].key)] - 1;
+        if (h->cnt[s] - h->err[s] < floor)
+            continue;
+        uint32_t j = pr__hot_set_hash(h, e[i].key);
+        while (h->set_key[j] != PR__HOT_NONE)
+            j = (j + 1) & h->set_mask;
+        h->set_key[j] = e[i].key;
+        h->set_n++;
+    }
+    free(e);
+}
+
+static void pr__hot_set_maybe_refresh(pr_hot *h)
+{
+    if (!h->set_on)
+        return;
+    uint64_t period = h->set_rows / 4;
+    if (period < PR_HOT_SET_REFRESH_MIN)
+        period = PR_HOT_SET_REFRESH_MIN;
+    if (period > PR_HOT_SET_REFRESH_MAX)
+        period = PR_HOT_SET_REFRESH_MAX;
+    if (h->rows - h->set_rows >= period)
+        pr_hot_set_refresh(h);
+}
+
+bool pr_hot_is_hot(const pr_hot *h, int64_t index)
+{
+    if (!h->set_n)
+        return false;
+    uint32_t j = pr__hot_set_hash(h, index);
+    for (;;) {
+        int64_t k = h->set_key[j];
+        if (k == index)
+            return true;
+        if (k == PR__HOT_NONE)
+            return false;
+        j = (j + 1) & h->set_mask;
+    }
+}
+
+size_t pr_hot_set_size(const pr_hot *h)
+{
+    return h->set_n;
+}
+
+uint64_t *pr_hot_popular_rows(pr_hot *const *hot, const pr_out *o)
+{
+    size_t words = pr_bitmap_words(o->rows ? o->rows : 1);
+    uint64_t *pop = malloc(words * sizeof(*pop));
+    if (!pop)
+        return NULL;
+    memset(pop, 0xff, words * sizeof(*pop));
+    for (uint32_t c = 0; c < o->n_sparse; c++) {
+        pr_hot *h = hot[c];
+        if (!h->set_on)
+            pr_hot_set_refresh(h);
+        size_t base = (size_t)c * o->cap;
+        /* Word by word: once a word has no popular row left, skip it. */
+        for (size_t wi = 0; wi < words; wi++) {
+            uint64_t w = pop[wi];
+            while (w) {
+                uint32_t r = (uint32_t)(wi * 64 + (size_t)__builtin_ctzll(w));
+                w &= w - 1;
+                if (r >= o->rows)
+                    break;
+                int64_t idx = o->sparse_width == 8 ? ((const int64_t *)o->sparse)[base + r]
+                                                   : ((const int32_t *)o->sparse)[base + r];
+                if (!pr_hot_is_hot(h, idx))
+                    pop[wi] &= ~(1ull << (r & 63));
+            }
+        }
+    }
+    return pop;
 }

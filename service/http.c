@@ -6,14 +6,22 @@
  * keeps handlers from running concurrently with each other. The listening
  * socket is bound by libmicrohttpd from a sockaddr we resolve ourselves, so
  * "host:port" parsing and error messages stay ours.
+ *
+ * HTTPS uses libmicrohttpd's own TLS (GnuTLS): the PEM files are read and
+ * checked here with GnuTLS first, so a bad file gets a message naming the
+ * http.tls key instead of libmicrohttpd's bare "cannot start". libmicrohttpd
+ * only *requests* a client certificate when given a trust list; verifying it
+ * against that list is ours, once per request, before any route runs.
  */
 #include "pr_http.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <gnutls/gnutls.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,12 +32,18 @@
 #include "pr_log.h"
 
 #define PR_HTTP_MAX_ROUTES 16
+#define PR_HTTP_PEM_MAX    (1 << 20) /* larger is not a certificate file */
+/* TLS 1.2 and 1.3 only, GnuTLS's default ciphers for them. */
+#define PR_HTTP_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
 
 struct pr_http {
     struct MHD_Daemon *daemon;
     uint16_t port;
     size_t n_routes;
     pr__http_route routes[PR_HTTP_MAX_ROUTES];
+    /* HTTPS: the PEM texts libmicrohttpd was given (kept for its lifetime). */
+    char *tls_cert, *tls_key, *tls_ca;
+    pr_ratelimit refused_log; /* client certificate refusals (handler thread only) */
 };
 
 struct pr__http_query {
@@ -55,6 +69,35 @@ static enum MHD_Result pr__http_reply(struct MHD_Connection *conn, unsigned stat
     return r;
 }
 
+/* Mutual TLS: the request's connection must carry a certificate that one of
+ * http.tls.ca_file's CAs signed. Logs the peer on refusal. */
+static bool pr__http_client_ok(pr_http *h, struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    unsigned status = 0;
+    int rc = ci && ci->tls_session
+                 ? gnutls_certificate_verify_peers2((gnutls_session_t)ci->tls_session, &status)
+                 : GNUTLS_E_INVALID_SESSION;
+    if (rc == 0 && status == 0)
+        return true;
+    char peer[INET6_ADDRSTRLEN] = "?";
+    const union MHD_ConnectionInfo *ai =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (ai && ai->client_addr) {
+        const struct sockaddr *sa = ai->client_addr;
+        if (sa->sa_family == AF_INET)
+            inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, peer, sizeof(peer));
+        else if (sa->sa_family == AF_INET6)
+            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, peer, sizeof(peer));
+    }
+    pr_log_ratelimited(&h->refused_log, PR_LOG_WARN, "http: %s refused: %s", peer,
+                       rc == GNUTLS_E_NO_CERTIFICATE_FOUND ? "no client certificate"
+                       : rc                                ? gnutls_strerror(rc)
+                                                           : "client certificate not trusted");
+    return false;
+}
+
 static enum MHD_Result pr__http_handle(void *cls, struct MHD_Connection *conn, const char *url,
                                        const char *method, const char *version,
                                        const char *upload_data, size_t *upload_data_size,
@@ -76,6 +119,11 @@ static enum MHD_Result pr__http_handle(void *cls, struct MHD_Connection *conn, c
         return MHD_YES;
     }
 answer:
+    if (h->tls_ca && !pr__http_client_ok(h, conn)) {
+        static const char msg[] = "client certificate required (http.tls.ca_file)\n";
+        return pr__http_reply(conn, MHD_HTTP_FORBIDDEN, "text/plain; charset=utf-8", msg,
+                              sizeof(msg) - 1);
+    }
     if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
         static const char msg[] = "method not allowed\n";
         return pr__http_reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain; charset=utf-8", msg,
@@ -105,8 +153,90 @@ answer:
                           sizeof(nf) - 1);
 }
 
+int pr__http_tls_supported(void)
+{
+    return MHD_is_feature_supported(MHD_FEATURE_TLS) == MHD_YES;
+}
+
+/* Read a PEM file whole (NUL-terminated) into *out. */
+static int pr__http_read_pem(const char *key, const char *path, char **out, char *errstr,
+                             size_t errstr_size)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "http.tls.%s: %s: %s", key, path,
+                         strerror(errno));
+    char *buf = malloc(PR_HTTP_PEM_MAX + 1);
+    size_t n = buf ? fread(buf, 1, PR_HTTP_PEM_MAX + 1, f) : 0;
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf)
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "http: out of memory");
+    if (bad || n == 0 || n > PR_HTTP_PEM_MAX) {
+        free(buf);
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "http.tls.%s: %s: unreadable, empty or over 1 MiB", key, path);
+    }
+    buf[n] = '\0';
+    *out = buf;
+    return 0;
+}
+
+/* Read the http.tls files and check them with GnuTLS: the key fits the
+ * certificate, the CA file holds at least one certificate. */
+static int pr__http_load_tls(pr_http *h, const pr__http_tls *tls, char *errstr, size_t errstr_size)
+{
+    if (!pr__http_tls_supported())
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "http.tls: this libmicrohttpd was built without TLS");
+    if (!tls->cert_file || !*tls->cert_file || !tls->key_file || !*tls->key_file)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "http.tls: cert_file and key_file are required");
+    int rc = pr__http_read_pem("cert_file", tls->cert_file, &h->tls_cert, errstr, errstr_size);
+    if (!rc)
+        rc = pr__http_read_pem("key_file", tls->key_file, &h->tls_key, errstr, errstr_size);
+    if (!rc && tls->ca_file && *tls->ca_file)
+        rc = pr__http_read_pem("ca_file", tls->ca_file, &h->tls_ca, errstr, errstr_size);
+    if (rc)
+        return rc;
+    gnutls_certificate_credentials_t cred;
+    if (gnutls_certificate_allocate_credentials(&cred) < 0)
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "http.tls: out of memory");
+    gnutls_datum_t c = {(unsigned char *)h->tls_cert, (unsigned)strlen(h->tls_cert)};
+    gnutls_datum_t k = {(unsigned char *)h->tls_key, (unsigned)strlen(h->tls_key)};
+    int g = gnutls_certificate_set_x509_key_mem(cred, &c, &k, GNUTLS_X509_FMT_PEM);
+    if (g < 0)
+        rc =
+            pr_seterr(errstr, errstr_size, PR_EINVAL, "http.tls: cert_file %s with key_file %s: %s",
+                      tls->cert_file, tls->key_file, gnutls_strerror(g));
+    if (!rc && h->tls_ca) {
+        gnutls_datum_t a = {(unsigned char *)h->tls_ca, (unsigned)strlen(h->tls_ca)};
+        g = gnutls_certificate_set_x509_trust_mem(cred, &a, GNUTLS_X509_FMT_PEM);
+        if (g <= 0)
+            rc = pr_seterr(errstr, errstr_size, PR_EINVAL, "http.tls.ca_file: %s: %s", tls->ca_file,
+                           g < 0 ? gnutls_strerror(g) : "no certificate in it");
+    }
+    gnutls_certificate_free_credentials(cred);
+    return rc;
+}
+
+static void pr__http_free(pr_http *h)
+{
+    free(h->tls_cert);
+    free(h->tls_key);
+    free(h->tls_ca);
+    free(h);
+}
+
 int pr__http_start(const char *listen_addr, const pr__http_route *routes, size_t n_routes,
                    pr_http **out, char *errstr, size_t errstr_size)
+{
+    return pr__http_start_tls(listen_addr, NULL, routes, n_routes, out, errstr, errstr_size);
+}
+
+int pr__http_start_tls(const char *listen_addr, const pr__http_tls *tls,
+                       const pr__http_route *routes, size_t n_routes, pr_http **out, char *errstr,
+                       size_t errstr_size)
 {
     char host[256], port[8];
     uint16_t portnum;
@@ -164,14 +294,33 @@ int pr__http_start(const char *listen_addr, const pr__http_route *routes, size_t
     h->n_routes = n_routes;
     memcpy(h->routes, routes, n_routes * sizeof(*routes));
     h->port = bound;
-    h->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL, NULL,
-                                 pr__http_handle, h, MHD_OPTION_LISTEN_SOCKET, fd,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
+    h->refused_log = (pr_ratelimit)PR_RATELIMIT_INIT(1);
+    if (tls) {
+        int rc = pr__http_load_tls(h, tls, errstr, errstr_size);
+        if (rc) {
+            close(fd);
+            pr__http_free(h);
+            return rc;
+        }
+    }
+    /* Unused options are passed as MHD_OPTION_ARRAY with nothing in it. */
+    struct MHD_OptionItem none[] = {{MHD_OPTION_END, 0, NULL}};
+    struct MHD_OptionItem tls_opts[] = {
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, h->tls_cert},
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, h->tls_key},
+        {MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)PR_HTTP_TLS_PRIORITIES},
+        {h->tls_ca ? MHD_OPTION_HTTPS_MEM_TRUST : MHD_OPTION_END, 0, h->tls_ca},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    h->daemon = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | (tls ? MHD_USE_TLS : 0), 0, NULL, NULL,
+        pr__http_handle, h, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)10, MHD_OPTION_ARRAY, tls ? tls_opts : none, MHD_OPTION_END);
     if (!h->daemon) {
         close(fd);
-        free(h);
-        return pr_seterr(errstr, errstr_size, PR_EIO, "http.listen '%s': cannot start server",
-                         listen_addr);
+        pr__http_free(h);
+        return pr_seterr(errstr, errstr_size, PR_EIO, "http.listen '%s': cannot start server%s",
+                         listen_addr, tls ? " (TLS)" : "");
     }
     *out = h;
     return 0;
@@ -188,5 +337,5 @@ void pr__http_stop(pr_http *h)
         return;
     /* MHD_stop_daemon closes the listening socket it was given. */
     MHD_stop_daemon(h->daemon);
-    free(h);
+    pr__http_free(h);
 }

@@ -1,22 +1,29 @@
 /*
  * offline.c — the offline driver (contract: pr_service.h, "offline").
  *
- * Pipeline, per pass:
+ * Pipeline, per pass, over a ring of job slots (slot = seq % n_slots):
  *
- *   source (mmap or read()) --chunks of whole lines--> N decoder threads
- *       --> job ring (slot = seq % n_slots) --> this thread, in seq order:
- *           engine (process or count) -> .npy writers, rejects.tsv
+ *   source (mmap or read()) --chunks of whole lines--> decode (any worker,
+ *       in parallel) --> engine stage (one worker at a time, chunks in input
+ *       order: the vocabulary needs that order) --> write stage (one worker at
+ *       a time, in order: .npy appends with the transpose to row order,
+ *       rejects.tsv)
  *
- * Decoding is the expensive step (Criteo lines are ~240 bytes, the engine
- * touches ~40 values), so decoders run in parallel on different chunks while
- * the engine works on the previous one. Decoders parse hex fields to uint64
- * themselves (pr_decode_ctx.parse_hex, when the sparse ops start with
- * hex2int): same output, one pass less over the block. On 2 cores 1 decoder
- * + 1 engine thread is the fastest arrangement measured (bench/RESULTS.md). A job owns its chunk's
- * text until it has been consumed, so rejects (decoder and engine ones) can quote the original line
- * without copying anything. Line numbers (block->offset, rejects) are chunk-local, 1-based, since a
- * decoder cannot know how many lines came before; the consumer, which sees chunks in order, adds
- * the count of earlier lines when it reports them.
+ * N workers (the calling thread and N - 1 more) each take whatever is ready,
+ * in that priority: the engine stage, the write stage, else decode the next
+ * chunk (pr__worker). The two serial stages therefore overlap each other and
+ * decoding, and no thread sits idle while another has queued work: before,
+ * N decoder threads + a consumer thread + the engine's own pool oversubscribed
+ * a 2-core machine and the consumer (engine + writing) was the long pole.
+ * Decoders parse hex fields to uint64 themselves (pr_decode_ctx.parse_hex,
+ * when the sparse ops start with hex2int): same output, one pass less over the
+ * block. A job owns its chunk's text until it has been written, so rejects
+ * (decoder and engine ones) can quote the original line without copying
+ * anything, and its own engine output tensors, so the engine can run ahead of
+ * the writer. Line numbers (block->offset, rejects) are chunk-local, 1-based,
+ * since a decoder cannot know how many lines came before; the write stage,
+ * which sees chunks in order, adds the count of earlier lines. Per-stage
+ * thread-seconds go to pr_offline_result (decode, engine, write, wait).
  */
 #define _GNU_SOURCE /* memrchr */
 #include <errno.h>
@@ -55,7 +62,14 @@ typedef struct pr__reject {
     size_t len;
 } pr__reject;
 
-typedef enum { PR__SLOT_FREE = 0, PR__SLOT_BUSY, PR__SLOT_READY } pr__slot_state;
+/* A slot's life: FREE -> BUSY (a worker decodes into it) -> DECODED -> (engine
+ * stage) ENGINED -> (write stage) FREE. */
+typedef enum {
+    PR__SLOT_FREE = 0,
+    PR__SLOT_BUSY,
+    PR__SLOT_DECODED,
+    PR__SLOT_ENGINED
+} pr__slot_state;
 
 typedef struct pr__job {
     pr__slot_state state;
@@ -66,9 +80,12 @@ typedef struct pr__job {
     size_t own_cap;
     pr_block **blocks;
     uint32_t n_blocks, cap_blocks;
+    pr_out **outs; /* engine output of blocks[i] (allocated on first use) */
+    uint32_t cap_outs;
     int64_t lines;
     pr__reject *rej;
     size_t n_rej, cap_rej;
+    int64_t decode_ns; /* time this job spent decoding */
     int err;
     char errstr[PR__ERR];
 } pr__job;
@@ -93,6 +110,11 @@ typedef struct pr__run {
     bool src_done;
     uint64_t next_seq;  /* next chunk a decoder takes */
     uint64_t total_seq; /* chunks in all, valid once src_done */
+    uint64_t eng_seq;   /* next chunk for the engine stage */
+    uint64_t wr_seq;    /* next chunk for the write stage */
+    bool eng_busy, wr_busy;
+    int rc; /* first failure of the pass */
+    char errstr[PR__ERR];
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -100,15 +122,20 @@ typedef struct pr__run {
     pr__job *jobs;
     uint32_t n_slots;
 
-    /* Consumer side. */
-    pr_out *out;
+    /* In-order stages. */
     pr_npy_writer *w_dense, *w_sparse, *w_labels;
     FILE *rejects;
     pr_offline_result *res;
     int64_t line_base;
     int64_t t0_ns, last_progress_ns;
     uint64_t bytes_done;
+    int64_t decode_ns, engine_ns, write_ns, wait_ns; /* stage timers, pr_offline_result */
 } pr__run;
+
+static inline int64_t pr__now_ns(void)
+{
+    return pr_clock_mono_ns(pr_clock_real());
+}
 
 /* ---------------------------------------------------------------- source */
 
@@ -269,46 +296,6 @@ oom:
                          "out of memory (blocks of %u rows)", run->block_rows);
 }
 
-static void *pr__decoder(void *arg)
-{
-    pr__run *run = arg;
-    pthread_mutex_lock(&run->mu);
-    for (;;) {
-        pr__job *job;
-        while (!run->stop && !run->src_done &&
-               (job = &run->jobs[run->next_seq % run->n_slots])->state != PR__SLOT_FREE)
-            pthread_cond_wait(&run->cv, &run->mu);
-        if (run->stop || run->src_done)
-            break;
-        int got = pr__take_chunk(run, job);
-        if (got == 0) {
-            run->total_seq = run->next_seq;
-            pthread_cond_broadcast(&run->cv);
-            break;
-        }
-        job->seq = run->next_seq++;
-        job->state = PR__SLOT_BUSY;
-        if (got < 0) {
-            job->err = got;
-            job->text = NULL;
-            job->len = 0;
-            job->n_blocks = 0;
-            job->lines = 0;
-            /* Make the consumer see the error, then let nobody read on. */
-            run->src_done = true;
-            run->total_seq = run->next_seq;
-        } else {
-            pthread_mutex_unlock(&run->mu);
-            pr__decode_job(run, job);
-            pthread_mutex_lock(&run->mu);
-        }
-        job->state = PR__SLOT_READY;
-        pthread_cond_broadcast(&run->cv);
-    }
-    pthread_mutex_unlock(&run->mu);
-    return NULL;
-}
-
 /* ---------------------------------------------------------------- consuming */
 
 static int pr__cmp_reject(const void *a, const void *b)
@@ -400,13 +387,24 @@ static void pr__progress(pr__run *run, bool final)
         fputc('\n', stderr);
 }
 
-static int pr__consume(pr__run *run, pr__job *job, char *errstr, size_t errstr_size)
+/* Engine stage (one thread at a time, jobs in input order): every block of the
+ * job through the engine into the job's own output tensors; engine rejects
+ * join the job's decoder rejects, their rows are dropped from the output. */
+static int pr__engine_job(pr__run *run, pr__job *job, char *errstr, size_t errstr_size)
 {
     const pr_pipeline_spec *spec = run->spec;
-    pr_offline_result *res = run->res;
     int rc = 0;
     if (job->err)
         return pr_seterr(errstr, errstr_size, job->err, "%s", job->errstr);
+    if (!run->counting && job->cap_outs < job->n_blocks) {
+        pr_out **no = realloc(job->outs, job->n_blocks * sizeof(*no));
+        if (!no)
+            return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
+        for (uint32_t i = job->cap_outs; i < job->n_blocks; i++)
+            no[i] = NULL;
+        job->outs = no;
+        job->cap_outs = job->n_blocks;
+    }
     for (uint32_t i = 0; i < job->n_blocks; i++) {
         pr_block *b = job->blocks[i];
         if (b->rows == 0)
@@ -417,7 +415,13 @@ static int pr__consume(pr__run *run, pr__job *job, char *errstr, size_t errstr_s
                 return pr_seterr(errstr, errstr_size, rc, "engine count: %s", pr_strerror(rc));
             continue;
         }
-        pr_out *o = run->out;
+        pr_out *o = job->outs[i];
+        if (!o) {
+            o = pr_out_new(spec->n_dense, spec->n_sparse, run->block_rows, run->res->sparse_width);
+            if (!o)
+                return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
+            job->outs[i] = o;
+        }
         rc = pr_engine_process(run->eng, b, o, errstr, errstr_size);
         if (rc)
             return rc;
@@ -434,6 +438,22 @@ static int pr__consume(pr__run *run, pr__job *job, char *errstr, size_t errstr_s
             }
             pr__compact(o, spec);
         }
+    }
+    return 0;
+}
+
+/* Write stage (one thread at a time, jobs in input order, after the engine
+ * stage): the job's tensors appended to the .npy files (transposed to row
+ * order there), its rejects to rejects.tsv with file-wide line numbers. */
+static int pr__write_job(pr__run *run, pr__job *job, char *errstr, size_t errstr_size)
+{
+    const pr_pipeline_spec *spec = run->spec;
+    pr_offline_result *res = run->res;
+    int rc = 0;
+    for (uint32_t i = 0; i < job->n_blocks && !run->counting; i++) {
+        pr_out *o = job->outs[i];
+        if (job->blocks[i]->rows == 0 || !o)
+            continue;
         if ((rc = pr_npy_append_cols(run->w_dense, o->dense, o->cap, o->rows, errstr,
                                      errstr_size)) ||
             (rc = pr_npy_append_cols(run->w_sparse, o->sparse, o->cap, o->rows, errstr,
@@ -480,7 +500,109 @@ static int pr__consume(pr__run *run, pr__job *job, char *errstr, size_t errstr_s
     return 0;
 }
 
-/* One pass over the input: decoders + in-order consumer. */
+/* Record the first failure of a pass and stop every worker (mu held). */
+static void pr__fail(pr__run *run, int rc, const char *msg)
+{
+    if (!run->rc) {
+        run->rc = rc;
+        snprintf(run->errstr, sizeof(run->errstr), "%s", msg);
+    }
+    run->stop = true;
+    pthread_cond_broadcast(&run->cv);
+}
+
+/* A pass worker (the calling thread is one too). Under mu it picks, in this
+ * order: the engine stage for the next job in input order when that job is
+ * decoded and no one else holds the stage; the write stage likewise; else
+ * decoding the next chunk into a free slot; else it waits. So the two
+ * serial stages always have a thread when they have work, and decoding
+ * fills every other moment: with N workers on N cores no thread spins or
+ * waits while there is work (1 worker runs every stage in turn). */
+static void *pr__worker(void *arg)
+{
+    pr__run *run = arg;
+    char err[PR__ERR];
+    pthread_mutex_lock(&run->mu);
+    while (!run->stop) {
+        pr__job *je = &run->jobs[run->eng_seq % run->n_slots];
+        pr__job *jw = &run->jobs[run->wr_seq % run->n_slots];
+        pr__job *jd = &run->jobs[run->next_seq % run->n_slots];
+        if (run->wr_seq >= run->total_seq)
+            break; /* everything written */
+        if (!run->eng_busy && run->eng_seq < run->total_seq && je->state == PR__SLOT_DECODED &&
+            je->seq == run->eng_seq) {
+            run->eng_busy = true;
+            pthread_mutex_unlock(&run->mu);
+            int64_t t0 = pr__now_ns();
+            int rc = pr__engine_job(run, je, err, sizeof(err));
+            int64_t t1 = pr__now_ns();
+            pthread_mutex_lock(&run->mu);
+            run->engine_ns += t1 - t0;
+            run->decode_ns += je->decode_ns;
+            run->eng_busy = false;
+            je->state = PR__SLOT_ENGINED;
+            run->eng_seq++;
+            pthread_cond_broadcast(&run->cv);
+            if (rc)
+                pr__fail(run, rc, err);
+            continue;
+        }
+        if (!run->wr_busy && jw->state == PR__SLOT_ENGINED && jw->seq == run->wr_seq) {
+            run->wr_busy = true;
+            pthread_mutex_unlock(&run->mu);
+            int64_t t0 = pr__now_ns();
+            int rc = pr__write_job(run, jw, err, sizeof(err));
+            int64_t t1 = pr__now_ns();
+            pthread_mutex_lock(&run->mu);
+            run->write_ns += t1 - t0;
+            run->wr_busy = false;
+            jw->state = PR__SLOT_FREE;
+            run->wr_seq++;
+            pthread_cond_broadcast(&run->cv);
+            if (rc)
+                pr__fail(run, rc, err);
+            continue;
+        }
+        if (!run->src_done && jd->state == PR__SLOT_FREE) {
+            int got = pr__take_chunk(run, jd);
+            if (got == 0) {
+                run->total_seq = run->next_seq;
+                pthread_cond_broadcast(&run->cv);
+                continue;
+            }
+            jd->seq = run->next_seq++;
+            jd->state = PR__SLOT_BUSY;
+            if (got < 0) {
+                /* The engine stage reports it in order; nobody reads on. */
+                jd->err = got;
+                jd->text = NULL;
+                jd->len = 0;
+                jd->n_blocks = 0;
+                jd->lines = 0;
+                jd->decode_ns = 0;
+                run->src_done = true;
+                run->total_seq = run->next_seq;
+            } else {
+                pthread_mutex_unlock(&run->mu);
+                int64_t t0 = pr__now_ns();
+                pr__decode_job(run, jd);
+                jd->decode_ns = pr__now_ns() - t0;
+                pthread_mutex_lock(&run->mu);
+            }
+            jd->state = PR__SLOT_DECODED;
+            pthread_cond_broadcast(&run->cv);
+            continue;
+        }
+        int64_t w0 = pr__now_ns();
+        pthread_cond_wait(&run->cv, &run->mu);
+        run->wait_ns += pr__now_ns() - w0;
+    }
+    pthread_mutex_unlock(&run->mu);
+    return NULL;
+}
+
+/* One pass over the input: `threads` workers (this thread and threads - 1
+ * more) share decoding and the two in-order stages (pr__worker). */
 static int pr__pass(pr__run *run, char *errstr, size_t errstr_size)
 {
     int threads = run->opts->threads > 0 ? run->opts->threads : 1;
@@ -491,8 +613,13 @@ static int pr__pass(pr__run *run, char *errstr, size_t errstr_size)
     run->src_eof = false;
     run->carry_len = 0;
     run->next_seq = 0;
+    run->eng_seq = 0;
+    run->wr_seq = 0;
+    run->eng_busy = false;
+    run->wr_busy = false;
     run->total_seq = UINT64_MAX;
     run->stop = false;
+    run->rc = 0;
     run->line_base = 0;
     run->bytes_done = 0;
     for (uint32_t s = 0; s < run->n_slots; s++)
@@ -500,31 +627,10 @@ static int pr__pass(pr__run *run, char *errstr, size_t errstr_size)
 
     pthread_t tids[64];
     int started = 0;
-    for (int t = 0; t < threads; t++)
-        if (pthread_create(&tids[started], NULL, pr__decoder, run) == 0)
+    for (int t = 1; t < threads; t++)
+        if (pthread_create(&tids[started], NULL, pr__worker, run) == 0)
             started++;
-    if (started == 0)
-        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "cannot start decoder threads");
-
-    int rc = 0;
-    pthread_mutex_lock(&run->mu);
-    for (uint64_t seq = 0;; seq++) {
-        pr__job *job = &run->jobs[seq % run->n_slots];
-        while (!(job->state == PR__SLOT_READY && job->seq == seq) && seq < run->total_seq)
-            pthread_cond_wait(&run->cv, &run->mu);
-        if (seq >= run->total_seq)
-            break;
-        pthread_mutex_unlock(&run->mu);
-        rc = pr__consume(run, job, errstr, errstr_size);
-        pthread_mutex_lock(&run->mu);
-        job->state = PR__SLOT_FREE;
-        pthread_cond_broadcast(&run->cv);
-        if (rc)
-            break;
-    }
-    run->stop = true;
-    pthread_cond_broadcast(&run->cv);
-    pthread_mutex_unlock(&run->mu);
+    pr__worker(run);
     for (int t = 0; t < started; t++)
         pthread_join(tids[t], NULL);
     for (uint32_t s = 0; s < run->n_slots; s++) {
@@ -533,7 +639,9 @@ static int pr__pass(pr__run *run, char *errstr, size_t errstr_size)
             free(job->rej[i].detail);
         job->n_rej = 0;
     }
-    return rc;
+    if (run->rc)
+        return pr_seterr(errstr, errstr_size, run->rc, "%s", run->errstr);
+    return 0;
 }
 
 /* ---------------------------------------------------------------- setup */
@@ -691,7 +799,7 @@ out_close:
     return rc;
 }
 
-/* Engine, output block and one job slot per decoder thread plus two. */
+/* The engine and the job slots. */
 static int pr__run_engine(pr__run *run, const pr_engine_opts *eopts, char *errstr,
                           size_t errstr_size)
 {
@@ -705,11 +813,14 @@ static int pr__run_engine(pr__run *run, const pr_engine_opts *eopts, char *errst
             return rc;
     }
     run->res->sparse_width = pr_engine_sparse_width(run->eng);
-    run->out = pr_out_new(spec->n_dense, spec->n_sparse, run->block_rows, run->res->sparse_width);
     int threads = run->opts->threads > 0 ? run->opts->threads : 1;
-    run->n_slots = (uint32_t)threads + 2;
+    if (threads > 64)
+        threads = 64;
+    /* Room for a chunk decoding per worker plus one in each in-order stage
+     * and as many waiting for them, so decoders rarely find no free slot. */
+    run->n_slots = 2 * (uint32_t)threads + 2;
     run->jobs = calloc(run->n_slots, sizeof(*run->jobs));
-    if (!run->out || !run->jobs)
+    if (!run->jobs)
         return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
     return 0;
 }
@@ -805,7 +916,10 @@ static void pr__free_jobs(pr__run *run)
         pr__job *job = &run->jobs[s];
         for (uint32_t i = 0; i < job->cap_blocks; i++)
             pr_block_free(job->blocks[i]);
+        for (uint32_t i = 0; i < job->cap_outs; i++)
+            pr_out_free(job->outs[i]);
         free(job->blocks);
+        free(job->outs);
         free(job->rej);
         free(job->own);
     }
@@ -860,7 +974,6 @@ out_jobs:
     pthread_cond_destroy(&run.cv);
 out_engine:
     free(run.jobs);
-    pr_out_free(run.out);
     pr_engine_free(run.eng);
 out_input:
     if (run.map)
@@ -869,5 +982,9 @@ out_input:
     if (run.fd > 0)
         close(run.fd);
     res->seconds = (pr_clock_mono_ns(pr_clock_real()) - run.t0_ns) / 1e9;
+    res->decode_s = run.decode_ns / 1e9;
+    res->engine_s = run.engine_ns / 1e9;
+    res->write_s = run.write_ns / 1e9;
+    res->wait_s = run.wait_ns / 1e9;
     return rc;
 }

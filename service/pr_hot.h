@@ -22,6 +22,17 @@
  * at worst, O(1) for values already hot). Memory about 40 bytes per counter:
  * 330 KiB per column at top_k 1024.
  *
+ * Hot set (batch.split popular, Hotline): the indices a trainer may treat as
+ * hot right now, for a membership test per value. It is the top top_k by
+ * estimate among counters whose guaranteed count (count - error, in units of
+ * a current observation) is at least PR_HOT_SET_MIN_COUNT, so a value seen
+ * once never makes a set, however young the stream. It is rebuilt from the
+ * sketch every PR_HOT_SET_REFRESH_MIN..MAX values (a quarter of the values
+ * seen so far, in that range): one sort of the counters (~0.5 ms at top_k
+ * 1024) per rebuild, a probe of a small open-addressing table (2 x top_k
+ * slots, cache resident) per test. Kept only once pr_hot_popular_rows has
+ * asked for it: without a split it costs nothing.
+ *
  * Threads: one writer (the pipeline thread); readers need the writer's lock
  * (service.c holds pr__pipe.hot_lock around observe and read). Nothing here
  * locks.
@@ -29,6 +40,7 @@
 #ifndef PR_HOT_H
 #define PR_HOT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,6 +50,10 @@ typedef struct pr_hot pr_hot;
 
 #define PR_HOT_SLACK     8 /* counters kept per index reported */
 #define PR_HOT_MAX_TOP_K (1u << 16)
+
+#define PR_HOT_SET_MIN_COUNT   4.0     /* guaranteed sightings to enter a hot set */
+#define PR_HOT_SET_REFRESH_MIN 4096u   /* values between hot-set rebuilds, at least */
+#define PR_HOT_SET_REFRESH_MAX 65536u  /* and at most */
 
 /* One entry of a top-k answer: the index and its estimated (decayed) share of
  * the lookups, 0..1. */
@@ -70,5 +86,23 @@ size_t pr_hot_top(const pr_hot *h, size_t k, pr_hot_item *items, double *coverag
 
 /* Estimated coverage of the top k for each of ks[0..n) in one pass (one sort). */
 void pr_hot_coverage(const pr_hot *h, const size_t *ks, size_t n, double *out);
+
+/* ---------------------------------------------------------------- hot sets */
+
+/* Is `index` in the column's current hot set (false before the set was
+ * first asked for)? */
+bool pr_hot_is_hot(const pr_hot *h, int64_t index);
+/* Indices in the current hot set (<= top_k). */
+size_t pr_hot_set_size(const pr_hot *h);
+/* Rebuild the hot set from the sketch now (tests; observe does it when due). */
+void pr_hot_set_refresh(pr_hot *h);
+
+/* Which rows of `o` are popular: every sparse column's index in its
+ * column's hot set (hot[c] for c < o->n_sparse, after observing `o`).
+ * Returns a bitmap of pr_bitmap_words(o->rows) words, bit r = row r popular
+ * (rejected rows: unspecified), for pr_batcher_add_split; the caller frees
+ * it. NULL when out of memory (then no row is popular). The first call
+ * turns hot-set upkeep on for these sketches. */
+uint64_t *pr_hot_popular_rows(pr_hot *const *hot, const pr_out *o);
 
 #endif

@@ -8,6 +8,10 @@
  * (stats under their own locks or atomics).
  *
  * Listening on port 0 picks a free port; pr__http_port() tells which.
+ *
+ * Optional HTTPS (http.tls): libmicrohttpd's GnuTLS backend serves a PEM
+ * certificate and key read once at start; with a client CA every request
+ * must come with a certificate that CA signed (mutual TLS), else 403.
  */
 #ifndef PR_HTTP_H
 #define PR_HTTP_H
@@ -37,12 +41,27 @@ typedef struct pr__http_route {
     pr__http_query_handler qfn; /* used instead of fn when set */
 } pr__http_route;
 
+/* HTTPS settings (http.tls): PEM files, read when the listener starts. */
+typedef struct pr__http_tls {
+    const char *cert_file; /* server certificate (chain); required */
+    const char *key_file;  /* its private key; required */
+    const char *ca_file;   /* CAs for client certificates, or NULL: no client check */
+} pr__http_tls;
+
+/* Whether this libmicrohttpd was built with TLS (Debian's is, with GnuTLS). */
+int pr__http_tls_supported(void);
+
 /* Start listening on "host:port" (host empty or "0.0.0.0" = all IPv4
  * interfaces). Routes are copied (n <= 16). Unknown paths answer 404, methods
  * other than GET/HEAD 405. On failure returns a negative PR_E* and a reason
  * ("http.listen 127.0.0.1:9464: Address already in use"). */
 int pr__http_start(const char *listen, const pr__http_route *routes, size_t n_routes, pr_http **out,
                    char *errstr, size_t errstr_size);
+/* The same with HTTPS when tls is not NULL. A file that cannot be read or a
+ * key that does not fit the certificate fails with PR_EINVAL and a reason
+ * naming the http.tls key. */
+int pr__http_start_tls(const char *listen, const pr__http_tls *tls, const pr__http_route *routes,
+                       size_t n_routes, pr_http **out, char *errstr, size_t errstr_size);
 /* The port actually bound. */
 uint16_t pr__http_port(const pr_http *h);
 /* Stop the listener and free it (NULL is fine). Waits for running handlers. */

@@ -43,6 +43,7 @@
 #include "pr_ingest.h"
 #include "pr_log.h"
 #include "pr_sink.h"
+#include "pr_vocablog.h"
 
 #ifndef PR_VERSION
 #define PR_VERSION "0.0.0"
@@ -51,6 +52,7 @@
 #define PR__BLOCK_ROWS  4096
 #define PR__MAX_PARTS   1024
 #define PR__ACK_POLL_MS 2
+#define PR__VLOG_WAIT_MS 5 /* per loop turn while a block waits for the vocab log */
 
 typedef struct pr__pipe pr__pipe;
 
@@ -70,6 +72,11 @@ struct pr__pipe {
     _Atomic uint64_t ckpt_skipped; /* rows skipped because a checkpoint holds them */
     pr_block *blk;
     pr_out *out;
+    /* Shared vocabulary (vocab_log): NULL when this process owns its own.
+     * blk_pending: the block waits for the log to decide its new values;
+     * nothing else touches the block (no consumer poll) until it is done. */
+    pr_vocablog *vlog;
+    bool blk_pending;
 
     /* Names for sinks (borrowed from cfg). */
     const char *dense_names[PR_MAX_DENSE];
@@ -471,6 +478,18 @@ static int pr__state_open(pr__pipe *p, char *errstr, size_t errstr_size)
 {
     const pr_state_cfg *st = &p->cfg->state;
     const char *seed = p->cfg->vocab_seed;
+    if (p->cfg->vocab_log.enabled) {
+        /* The log is the journal; the state dir keeps only a snapshot with
+         * the log position it reflects (pr__vocablog_open). */
+        if (!st->enabled || !st->dir)
+            return 0;
+        if (pr__mkdir_p(st->dir))
+            return pr_seterr(errstr, errstr_size, PR_EIO, "pipelines[%s].state.dir '%s': %s",
+                             p->cfg->name, st->dir, strerror(errno));
+        snprintf(p->snap_path, sizeof(p->snap_path), "%s/%s.vocablog", st->dir, p->cfg->name);
+        p->next_ckpt_ns = pr__now_ns() + st->checkpoint_interval_s * 1000000000LL;
+        return 0;
+    }
     /* transform.vocab.seed: without persistence, every start begins from it. */
     if (!st->enabled || !st->dir)
         return seed ? pr_engine_vocab_import(p->eng, seed, errstr, errstr_size) : 0;
@@ -525,7 +544,8 @@ static void pr__checkpoint(pr__pipe *p)
     if (!p->snap_path[0])
         return;
     char err[256];
-    int rc = pr_engine_vocab_checkpoint(p->eng, p->snap_path, NULL, err, sizeof(err));
+    int rc = p->vlog ? pr_vocablog_checkpoint(p->vlog, err, sizeof(err))
+                     : pr_engine_vocab_checkpoint(p->eng, p->snap_path, NULL, err, sizeof(err));
     if (rc)
         pr_err("pipeline %s: vocabulary checkpoint failed: %s (the journal keeps the state)",
                p->cfg->name, err);
@@ -541,6 +561,8 @@ static void pr__pipe_free(pr__pipe *p)
     if (p->cons)
         pr_consumer_free(p->cons);
     p->cons = NULL;
+    pr_vocablog_free(p->vlog);
+    p->vlog = NULL;
     pr_sinkset_free(p->sinks);
     p->sinks = NULL;
     if (p->bat)
@@ -682,6 +704,19 @@ static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr,
     rc = pr__epoch_bump(p, e, sizeof(e));
     if (rc)
         return pr_seterr(errstr, errstr_size, rc, "pipelines[%s].state: %s", pc->name, e);
+    char replica[PR_REPLICA_MAX];
+    pr__replica_name(pc, replica, sizeof(replica));
+    if (pc->vocab_log.enabled) {
+        pr_vocablog_opts vo = {.cfg = &pc->vocab_log,
+                               .pipeline = pc->name,
+                               .replica = replica,
+                               .epoch = p->epoch,
+                               .eng = p->eng,
+                               .snapshot_path = p->snap_path[0] ? p->snap_path : NULL};
+        rc = pr_vocablog_new(&vo, &p->vlog, e, sizeof(e));
+        if (rc)
+            return pr_seterr(errstr, errstr_size, rc, "pipelines[%s].vocab_log: %s", pc->name, e);
+    }
     if (svc->cfg->hot.top_k && pc->spec.n_sparse) {
         p->hot = calloc(pc->spec.n_sparse, sizeof(*p->hot));
         for (uint32_t c = 0; p->hot && c < pc->spec.n_sparse; c++)
@@ -730,8 +765,6 @@ static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr,
     bc.vocab_size = pr_spec_has_op(&pc->spec, PR_OP_VOCAB) ? pr__vocab_cb : NULL;
     bc.opaque = p;
     bc.epoch = p->epoch;
-    char replica[PR_REPLICA_MAX];
-    pr__replica_name(pc, replica, sizeof(replica));
     bc.replica = replica; /* copied by the batcher */
     rc = pr_batcher_new(&bc, &p->bat, e, sizeof(e));
     if (rc)
@@ -937,19 +970,36 @@ static void pr__skip_checkpointed(pr__pipe *p)
     atomic_fetch_add(&p->ckpt_skipped, k);
 }
 
-/* Engine + batcher for what the last poll put into the block. */
+/* Engine + batcher for what the last poll put into the block. With a shared
+ * vocabulary PR_EAGAIN while the block's new values wait for the log
+ * (p->blk_pending): call again, each call waits a few milliseconds. */
 static int pr__process_block(pr__pipe *p)
 {
-    if (p->n_revoked || p->revoked_overflow)
-        pr__block_drop_revoked(p, p->blk, NULL);
-    p->n_revoked = 0;
-    p->revoked_overflow = false;
-    if (p->ckpt_sink && p->blk->rows)
-        pr__skip_checkpointed(p);
-    if (p->blk->rows == 0)
-        return 0;
     char e[512] = "";
-    int rc = pr_engine_process(p->eng, p->blk, p->out, e, sizeof(e));
+    int rc;
+    if (!p->blk_pending) {
+        if (p->n_revoked || p->revoked_overflow)
+            pr__block_drop_revoked(p, p->blk, NULL);
+        p->n_revoked = 0;
+        p->revoked_overflow = false;
+        if (p->ckpt_sink && p->blk->rows)
+            pr__skip_checkpointed(p);
+        if (p->blk->rows == 0)
+            return 0;
+    }
+    if (p->vlog) {
+        rc = pr_vocablog_resolve(p->vlog, p->blk, PR__VLOG_WAIT_MS, e, sizeof(e));
+        p->blk_pending = rc == PR_EAGAIN;
+        if (rc == PR_EAGAIN)
+            return rc;
+        if (rc) {
+            char msg[600];
+            snprintf(msg, sizeof(msg), "vocab log: %s (%s)", e, pr_strerror(rc));
+            pr__set_fatal(p, rc, msg);
+            return rc;
+        }
+    }
+    rc = pr_engine_process(p->eng, p->blk, p->out, e, sizeof(e));
     if (rc) {
         char msg[600];
         snprintf(msg, sizeof(msg), "engine: %s (%s)", e, pr_strerror(rc));
@@ -958,16 +1008,24 @@ static int pr__process_block(pr__pipe *p)
     }
     if (p->out->n_rejected)
         pr__dead_letter_engine_rejects(p, p->blk, p->out);
-    rc = pr_batcher_add(p->bat, p->blk, p->out);
-    if (rc) {
-        pr__set_fatal(p, rc, "batcher refused rows");
-        return rc;
-    }
+    /* Hot sets first, so that batch.split popular classifies each row
+     * against sets that have seen its block (pr_hot.h). */
+    uint64_t *popular = NULL;
     if (p->hot) {
         pthread_mutex_lock(&p->hot_lock);
         for (uint32_t c = 0; c < p->out->n_sparse; c++)
             pr_hot_observe_out(p->hot[c], p->out, c);
+        /* Checkpoint delivery needs exact offset ranges per batch, which two
+         * interleaved streams cannot give: it keeps one stream. */
+        if (p->cfg->batch.split == PR_BATCH_SPLIT_POPULAR && !p->ckpt_sink)
+            popular = pr_hot_popular_rows(p->hot, p->out); /* NULL: none popular */
         pthread_mutex_unlock(&p->hot_lock);
+    }
+    rc = pr_batcher_add_split(p->bat, p->blk, p->out, popular);
+    free(popular);
+    if (rc) {
+        pr__set_fatal(p, rc, "batcher refused rows");
+        return rc;
     }
     pr_block_reset(p->blk);
     return 0;
@@ -978,10 +1036,24 @@ static void pr__drain(pr__pipe *p)
     pr_service *svc = p->svc;
     /* Stop fetching; what is in the block still goes out. */
     pr_consumer_pause(p->cons);
-    if (!atomic_load(&p->fatal))
-        pr__process_block(p);
-    pr_batcher_flush(p->bat);
     int64_t deadline = pr__now_ns() + svc->opts.drain_timeout_ms * 1000000LL;
+    if (!atomic_load(&p->fatal)) {
+        int rc = pr__process_block(p);
+        while (rc == PR_EAGAIN && pr__now_ns() < deadline && !atomic_load(&p->fatal)) {
+            atomic_store(&p->last_turn_ns, pr__now_ns());
+            rc = pr__process_block(p);
+        }
+        if (rc == PR_EAGAIN) {
+            /* Its rows stay in the block, which holds their offsets back:
+             * they are read again after the restart. */
+            pr_vocablog_abandon(p->vlog);
+            p->blk_pending = false;
+            pr_warn("pipeline %s: %u row(s) still wait for the vocab log at shutdown; they "
+                    "will be read again after restart",
+                    p->cfg->name, p->blk->rows);
+        }
+    }
+    pr_batcher_flush(p->bat);
     /* Dead letters hold their offsets: let them land before the final commit. */
     if (pr_dlq_flush(pr_consumer_dlq(p->cons), (int)svc->opts.drain_timeout_ms))
         pr_warn("pipeline %s: dead letters still pending at shutdown; their offsets stay "
@@ -1046,16 +1118,35 @@ static void *pr__pipe_main(void *arg)
             wait = PR__ACK_POLL_MS;
 
         e[0] = '\0';
-        int n = pr_consumer_poll(p->cons, p->blk, (int)wait, e, sizeof(e));
-        if (n < 0) {
-            char msg[600];
-            snprintf(msg, sizeof(msg), "consumer: %s", e);
-            pr__set_fatal(p, n, msg);
-            break;
-        }
-        if (p->blk->rows > 0 || p->n_revoked)
-            if (pr__process_block(p))
+        if (p->blk_pending) {
+            /* The block waits for the vocab log: no new rows meanwhile. */
+            int rc = pr__process_block(p);
+            if (rc && rc != PR_EAGAIN)
                 break;
+        } else {
+            if (p->vlog) {
+                /* Learn the other replicas' values between blocks. */
+                int rc = pr_vocablog_poll(p->vlog, 0, e, sizeof(e));
+                if (rc) {
+                    char msg[600];
+                    snprintf(msg, sizeof(msg), "vocab log: %s", e);
+                    pr__set_fatal(p, rc, msg);
+                    break;
+                }
+            }
+            int n = pr_consumer_poll(p->cons, p->blk, (int)wait, e, sizeof(e));
+            if (n < 0) {
+                char msg[600];
+                snprintf(msg, sizeof(msg), "consumer: %s", e);
+                pr__set_fatal(p, n, msg);
+                break;
+            }
+            if (p->blk->rows > 0 || p->n_revoked) {
+                int rc = pr__process_block(p);
+                if (rc && rc != PR_EAGAIN)
+                    break;
+            }
+        }
 
         if (pr_sinkset_poll(p->sinks, pr__ack_cb, p) > 0 || now - last_store_ns > 100000000LL) {
             pr__store_safe_offsets(p);
@@ -1437,6 +1528,8 @@ typedef struct pr__scrape {
     size_t n_lags;
     pr_dlq_stats dq;
     bool has_dlq;
+    pr_vocablog_stats vls;
+    bool has_vlog;
 } pr__scrape;
 
 /* Take one consistent read of pipeline p's stats. Lags stay empty when their
@@ -1462,6 +1555,10 @@ static void pr__scrape_pipe(pr__pipe *p, pr__scrape *s)
     if (d) {
         pr_dlq_get_stats(d, &s->dq);
         s->has_dlq = true;
+    }
+    if (p->vlog) {
+        pr_vocablog_get_stats(p->vlog, &s->vls);
+        s->has_vlog = true;
     }
 }
 
@@ -1797,6 +1894,42 @@ static void pr__emit_hot_coverage(pr_mbuf *mb, const pr__family *f, const pr__sc
     }
 }
 
+/* Shared vocabulary (vocab_log) families, only for pipelines that have one:
+ * arg 0 the uint64_t at off in pr_vocablog_stats, 1 the log lag, 2 up,
+ * 3 errors by kind, 4 the wait histogram. */
+static void pr__emit_vlog(pr_mbuf *mb, const pr__family *f, const pr__scrape *s)
+{
+    if (!s->has_vlog)
+        return;
+    const pr_vocablog_stats *v = &s->vls;
+    pr_label l[] = {{f->labels[0], pr__pipe_name(s)}, {f->labels[1], NULL}};
+    switch (f->arg) {
+    case 1: {
+        int64_t lag = v->end_offset > v->applied_offset ? v->end_offset - v->applied_offset : 0;
+        pr__metric_sample(mb, f->name, l, 1, (double)lag);
+        break;
+    }
+    case 2:
+        pr__metric_sample(mb, f->name, l, 1, v->up ? 1 : 0);
+        break;
+    case 3: {
+        static const char *const kinds[] = {"corrupt", "produce", "fetch"};
+        const uint64_t vals[] = {v->corrupt_records, v->produce_errors, v->consume_errors};
+        for (size_t k = 0; k < 3; k++) {
+            l[1].value = kinds[k];
+            pr__metric_sample(mb, f->name, l, 2, (double)vals[k]);
+        }
+        break;
+    }
+    case 4:
+        pr__metric_histogram(mb, f->name, l, 1, &v->wait);
+        break;
+    default:
+        pr__metric_sample(mb, f->name, l, 1,
+                          (double)*(const uint64_t *)((const char *)v + f->off));
+    }
+}
+
 /* Label sets: "pipeline" first, then the family's own label. */
 /* clang-format off */
 #define PR__L_NONE        {0}
@@ -1813,6 +1946,7 @@ static void pr__emit_hot_coverage(pr_mbuf *mb, const pr__family *f, const pr__sc
 #define PR__HIST(field) .emit = pr__emit_hist, .off = offsetof(pr_batcher_stats, field)
 #define PR__SINK(field) .emit = pr__emit_per_sink, .off = offsetof(pr_sink_stats, field)
 #define PR__LAG(kind)   .emit = pr__emit_lag, .arg = (kind)
+#define PR__VLOG(field) .emit = pr__emit_vlog, .off = offsetof(pr_vocablog_stats, field)
 
 static const pr__family pr__families[] = {
     /* Process. */
@@ -1914,6 +2048,16 @@ static const pr__family pr__families[] = {
     {"piperec_batches_emitted_total", PR_METRIC_COUNTER,
      "Training batches emitted, by reason: full, deadline (max_delay_ms), flush.",
      PR__L_PIPE_AND("reason"), .emit = pr__emit_batch_reasons},
+    {"piperec_popular_batches_total", PR_METRIC_COUNTER,
+     "Popular batches emitted (batch.split popular; included in piperec_batches_emitted_total).",
+     PR__L_PIPE, PR__BS(batches_popular)},
+    {"piperec_popular_records_total", PR_METRIC_COUNTER,
+     "Rows emitted in popular batches (included in piperec_records_out_total).", PR__L_PIPE,
+     PR__BS(rows_out_popular)},
+    {"piperec_popular_share_ratio", PR_METRIC_GAUGE,
+     "Share of the rows emitted since start that went out in popular batches (batch.split "
+     "popular; 0 otherwise).",
+     PR__L_PIPE, PR__BS(popular_share_ppm), .div = 1e6},
 
     /* Histograms (le is added by the writer). */
     {"piperec_batch_fill_ratio", PR_METRIC_HISTOGRAM,
@@ -1936,6 +2080,34 @@ static const pr__family pr__families[] = {
      "Most indices a sparse column can hand out, reserved ones included (vocab capacity, or "
      "the automatic one from modulus).",
      PR__L_PIPE_AND("column"), .emit = pr__emit_vocab, .arg = 1},
+    {"piperec_vocab_log_lag_records", PR_METRIC_GAUGE,
+     "Records of the shared vocabulary log not applied yet (vocab_log only).", PR__L_PIPE,
+     .emit = pr__emit_vlog, .arg = 1},
+    {"piperec_vocab_log_up", PR_METRIC_GAUGE,
+     "1 when the vocabulary log answered in the last 5 s (vocab_log only).", PR__L_PIPE,
+     .emit = pr__emit_vlog, .arg = 2},
+    {"piperec_vocab_log_records_total", PR_METRIC_COUNTER,
+     "Vocabulary log records applied (from every replica).", PR__L_PIPE,
+     PR__VLOG(records_applied)},
+    {"piperec_vocab_log_indices_assigned_total", PR_METRIC_COUNTER,
+     "Indices the vocabulary log assigned (to values proposed by any replica).", PR__L_PIPE,
+     PR__VLOG(indices_assigned)},
+    {"piperec_vocab_log_proposals_total", PR_METRIC_COUNTER,
+     "Values this replica proposed to the vocabulary log (rate: proposals/s).", PR__L_PIPE,
+     PR__VLOG(proposals)},
+    {"piperec_vocab_log_blocks_waited_total", PR_METRIC_COUNTER,
+     "Blocks that waited for the vocabulary log to decide new values.", PR__L_PIPE,
+     PR__VLOG(blocks_waited)},
+    {"piperec_vocab_log_values_waiting", PR_METRIC_GAUGE,
+     "Distinct values of the block now waiting for the vocabulary log.", PR__L_PIPE,
+     PR__VLOG(values_waiting)},
+    {"piperec_vocab_log_wait_seconds", PR_METRIC_HISTOGRAM,
+     "Time from proposing a block's new values to their indices being known.", PR__L_PIPE,
+     .emit = pr__emit_vlog, .arg = 4},
+    {"piperec_vocab_log_errors_total", PR_METRIC_COUNTER,
+     "Vocabulary log problems: corrupt (records or entries skipped), produce (proposals sent "
+     "again), fetch (read errors, e.g. broker down).",
+     PR__L_PIPE_AND("kind"), .emit = pr__emit_vlog, .arg = 3},
     {"piperec_vocab_checkpoints_total", PR_METRIC_COUNTER,
      "Vocabulary snapshots written to state.dir.", PR__L_PIPE, PR__PIPE(checkpoints)},
     {"piperec_hot_coverage_ratio",

@@ -232,6 +232,67 @@ int pr_npy_close(pr_npy_writer *w, char *errstr, size_t errstr_size)
     return rc;
 }
 
+int pr_npy_sync(pr_npy_writer *w, char *errstr, size_t errstr_size)
+{
+    int rc = pr__npy_flush(w, errstr, errstr_size);
+    if (rc < 0)
+        return rc;
+    char hdr[PR__NPY_HDR];
+    pr__npy_header(hdr, w->dt, w->rows, w->cols, false);
+    if (pr__write_all(w->fd, hdr, sizeof(hdr), 0, true) < 0 || fsync(w->fd) < 0) {
+        w->failed = true;
+        return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", w->path, strerror(errno));
+    }
+    return 0;
+}
+
+int pr_npy_open_append(pr_npy_writer **out, const char *path, pr_npy_dtype dt, uint32_t cols,
+                       uint64_t keep_rows, char *errstr, size_t errstr_size)
+{
+    *out = NULL;
+    if ((unsigned)dt > PR_NPY_I64)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: unknown npy dtype %d", path, (int)dt);
+    /* The file must be one of ours: the 128-byte header of this dtype and
+     * width (any N), and at least keep_rows rows of data after it. */
+    char want[PR__NPY_HDR], have[PR__NPY_HDR];
+    pr__npy_header(want, dt, 0, cols, false);
+    size_t same = (size_t)(strstr(want + 10, "'shape'") - want);
+    size_t row_bytes = pr_npy_dtype_size(dt) * (cols ? cols : 1);
+    off_t keep = PR__NPY_HDR + (off_t)(keep_rows * row_bytes);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", path, strerror(errno));
+    ssize_t got = pread(fd, have, sizeof(have), 0);
+    off_t size = lseek(fd, 0, SEEK_END);
+    int rc = 0;
+    if (got != (ssize_t)sizeof(have) || memcmp(want, have, same) != 0)
+        rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
+                       "%s: not a .npy file of this dtype and width written by piperec", path);
+    else if (size < keep)
+        rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
+                       "%s: %lld bytes, too short for the %llu rows to keep", path, (long long)size,
+                       (unsigned long long)keep_rows);
+    else if (ftruncate(fd, keep) < 0 || lseek(fd, keep, SEEK_SET) != keep)
+        rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", path, strerror(errno));
+    pr_npy_writer *w = rc ? NULL : calloc(1, sizeof(*w));
+    if (!rc && (!w || !(w->path = strdup(path)) || !(w->buf = malloc(PR__NPY_BUF)))) {
+        if (w)
+            pr__npy_free(w);
+        rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "%s: out of memory", path);
+    }
+    if (rc) {
+        close(fd);
+        return rc;
+    }
+    w->fd = fd;
+    w->dt = dt;
+    w->esz = pr_npy_dtype_size(dt);
+    w->cols = cols;
+    w->rows = keep_rows;
+    *out = w;
+    return 0;
+}
+
 void pr_npy_abort(pr_npy_writer *w)
 {
     if (!w)

@@ -29,10 +29,11 @@
  * (each connection owns RX_BASE bytes; growth for a large or partial frame
  * comes out of one shared max_receive_buffer_bytes pool, and a connection
  * that cannot get its share is dropped). Optional TLS (OpenSSL, mutual TLS
- * with a CA file) and bearer tokens (a file re-read when it changes) guard
- * who may subscribe. Every refusal is counted by reason (pr_sink_stats) and
- * logged, at most LOG_BURST lines per LOG_WINDOW_NS per kind (descriptor
- * exhaustion: one line per window).
+ * with a CA file; certificate, key and CA re-read when a file changes, for
+ * connections accepted after) and bearer tokens (a file re-read when it
+ * changes) guard who may subscribe. Every refusal is counted by reason
+ * (pr_sink_stats) and logged, at most LOG_BURST lines per LOG_WINDOW_NS per
+ * kind (descriptor exhaustion: one line per window).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -145,10 +146,13 @@ typedef struct trainer_sink {
     int64_t idle_ns;
     uint32_t max_frame;
     uint64_t rx_pool; /* max_receive_buffer_bytes */
-    SSL_CTX *ssl_ctx; /* NULL: plain TCP */
+    SSL_CTX *ssl_ctx; /* NULL: plain TCP; replaced by tls_refresh (I/O thread) */
     bool mtls;
-    char *token_path; /* NULL: no token auth */
-    bool ckpt;        /* sinks.trainer.delivery: checkpoint */
+    pr_trainer_tls_cfg tls;    /* copies of the paths, for tls_refresh */
+    struct stat tls_st[3];     /* cert, key, CA files as of the context in use */
+    struct stat tls_bad_st[3]; /* ... as of the last set that failed to load */
+    char *token_path;          /* NULL: no token auth */
+    bool ckpt;                 /* sinks.trainer.delivery: checkpoint */
 
     int lfd;
     int wake[2];
@@ -274,6 +278,8 @@ static const char *tls_errstr(char *buf, size_t n)
         ERR_error_string_n(e, buf, n);
     return buf;
 }
+
+static void tls_refresh(trainer_sink *t);
 
 /* ---------------------------------------------------------------- token auth */
 
@@ -1215,6 +1221,8 @@ static void accept_clients(trainer_sink *t)
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+        if (t->ssl_ctx)
+            tls_refresh(t);
         tclient *c = calloc(1, sizeof(*c));
         if (c && t->ssl_ctx) {
             c->ssl = SSL_new(t->ssl_ctx);
@@ -1421,11 +1429,13 @@ static char **names_dup(const char *const *src, size_t n)
 
 static void trainer_free(pr_sink *s);
 
-/* The server's TLS context: certificate and key, optional client CA (mutual
- * TLS), TLS 1.2 or newer. Errors name the key and OpenSSL's reason. */
-static int tls_setup(trainer_sink *t, const pr_trainer_tls_cfg *tc, char *errstr, size_t es)
+/* A server TLS context from the files of tc: certificate and key, optional
+ * client CA (mutual TLS), TLS 1.2 or newer. Errors name the key and
+ * OpenSSL's reason; *out is set only on success. */
+static int tls_ctx_new(const pr_trainer_tls_cfg *tc, SSL_CTX **out, char *errstr, size_t es)
 {
     char eb[256];
+    int err = 0;
     if (!tc->cert_file || !tc->key_file)
         return pr_seterr(errstr, es, PR_EINVAL,
                          "sinks.trainer.tls: cert_file and key_file are required");
@@ -1433,7 +1443,6 @@ static int tls_setup(trainer_sink *t, const pr_trainer_tls_cfg *tc, char *errstr
     if (!ctx)
         return pr_seterr(errstr, es, PR_ENOMEM, "sinks.trainer.tls: %s",
                          tls_errstr(eb, sizeof(eb)));
-    t->ssl_ctx = ctx;
     bool v13 = tc->min_version && strcmp(tc->min_version, "1.3") == 0;
     SSL_CTX_set_min_proto_version(ctx, v13 ? TLS1_3_VERSION : TLS1_2_VERSION);
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
@@ -1441,22 +1450,91 @@ static int tls_setup(trainer_sink *t, const pr_trainer_tls_cfg *tc, char *errstr
     SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_RENEGOTIATION);
     ERR_clear_error();
     if (SSL_CTX_use_certificate_chain_file(ctx, tc->cert_file) != 1)
-        return pr_seterr(errstr, es, PR_EINVAL, "sinks.trainer.tls.cert_file: %s: %s",
-                         tc->cert_file, tls_errstr(eb, sizeof(eb)));
-    if (SSL_CTX_use_PrivateKey_file(ctx, tc->key_file, SSL_FILETYPE_PEM) != 1)
-        return pr_seterr(errstr, es, PR_EINVAL, "sinks.trainer.tls.key_file: %s: %s", tc->key_file,
-                         tls_errstr(eb, sizeof(eb)));
-    if (SSL_CTX_check_private_key(ctx) != 1)
-        return pr_seterr(errstr, es, PR_EINVAL,
-                         "sinks.trainer.tls: key_file %s does not match cert_file %s", tc->key_file,
-                         tc->cert_file);
-    if (tc->ca_file && *tc->ca_file) {
+        err = pr_seterr(errstr, es, PR_EINVAL, "sinks.trainer.tls.cert_file: %s: %s", tc->cert_file,
+                        tls_errstr(eb, sizeof(eb)));
+    else if (SSL_CTX_use_PrivateKey_file(ctx, tc->key_file, SSL_FILETYPE_PEM) != 1)
+        err = pr_seterr(errstr, es, PR_EINVAL, "sinks.trainer.tls.key_file: %s: %s", tc->key_file,
+                        tls_errstr(eb, sizeof(eb)));
+    else if (SSL_CTX_check_private_key(ctx) != 1)
+        err = pr_seterr(errstr, es, PR_EINVAL,
+                        "sinks.trainer.tls: key_file %s does not match cert_file %s", tc->key_file,
+                        tc->cert_file);
+    else if (tc->ca_file && *tc->ca_file) {
         if (SSL_CTX_load_verify_locations(ctx, tc->ca_file, NULL) != 1)
-            return pr_seterr(errstr, es, PR_EINVAL, "sinks.trainer.tls.ca_file: %s: %s",
-                             tc->ca_file, tls_errstr(eb, sizeof(eb)));
-        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
-        t->mtls = true;
+            err = pr_seterr(errstr, es, PR_EINVAL, "sinks.trainer.tls.ca_file: %s: %s", tc->ca_file,
+                            tls_errstr(eb, sizeof(eb)));
+        else
+            SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
     }
+    if (err) {
+        SSL_CTX_free(ctx);
+        return err;
+    }
+    *out = ctx;
+    return 0;
+}
+
+/* What the TLS files looked like (stat before reading them); a file that
+ * cannot be stat'ed reads as all zero, which differs from any real state. */
+static void tls_files_state(const trainer_sink *t, struct stat st[3])
+{
+    const char *paths[3] = {t->tls.cert_file, t->tls.key_file, t->tls.ca_file};
+    for (int i = 0; i < 3; i++)
+        if (!paths[i] || stat(paths[i], &st[i]) < 0)
+            memset(&st[i], 0, sizeof(st[i]));
+}
+
+static bool tls_files_same(const struct stat a[3], const struct stat b[3])
+{
+    for (int i = 0; i < 3; i++)
+        if (!same_file_state(&a[i], &b[i]))
+            return false;
+    return true;
+}
+
+/* I/O thread, before each accepted connection: when the certificate, key or
+ * CA file changed (a new inode, as with Kubernetes secret updates, size,
+ * mtime or ctime), build a new context and use it for connections accepted
+ * from now on; connections already open keep theirs (OpenSSL counts the
+ * references). A set that does not load (say, the certificate replaced but
+ * not yet its key) keeps the previous context and is warned about once; it
+ * is tried again when a file changes again. */
+static void tls_refresh(trainer_sink *t)
+{
+    struct stat st[3];
+    tls_files_state(t, st);
+    if (tls_files_same(st, t->tls_st) || tls_files_same(st, t->tls_bad_st))
+        return;
+    char err[512];
+    SSL_CTX *ctx = NULL;
+    if (tls_ctx_new(&t->tls, &ctx, err, sizeof(err)) < 0) {
+        memcpy(t->tls_bad_st, st, sizeof(t->tls_bad_st));
+        pr_warn("trainer sink: TLS files changed but do not load (%s); the previous certificate "
+                "stays in use",
+                err);
+        return;
+    }
+    SSL_CTX_free(t->ssl_ctx);
+    t->ssl_ctx = ctx;
+    memcpy(t->tls_st, st, sizeof(t->tls_st));
+    pr_info("trainer sink: TLS certificate %s re-read; new connections use it", t->tls.cert_file);
+}
+
+/* Load the TLS context at start, keeping copies of the paths for reloads. */
+static int tls_setup(trainer_sink *t, const pr_trainer_tls_cfg *tc, char *errstr, size_t es)
+{
+    const char *src[4] = {tc->cert_file, tc->key_file, tc->ca_file, tc->min_version};
+    char **dst[4] = {(char **)&t->tls.cert_file, (char **)&t->tls.key_file,
+                     (char **)&t->tls.ca_file, (char **)&t->tls.min_version};
+    t->tls.enabled = true;
+    for (int i = 0; i < 4; i++)
+        if (src[i] && *src[i] && !(*dst[i] = strdup(src[i])))
+            return pr_seterr(errstr, es, PR_ENOMEM, "trainer sink: out of memory");
+    tls_files_state(t, t->tls_st);
+    int err = tls_ctx_new(&t->tls, &t->ssl_ctx, errstr, es);
+    if (err)
+        return err;
+    t->mtls = t->tls.ca_file != NULL;
     return 0;
 }
 
@@ -1675,6 +1753,10 @@ static void trainer_free(pr_sink *s)
     if (t->spare_fd >= 0)
         close(t->spare_fd);
     SSL_CTX_free(t->ssl_ctx);
+    free((char *)t->tls.cert_file);
+    free((char *)t->tls.key_file);
+    free((char *)t->tls.ca_file);
+    free((char *)t->tls.min_version);
     free(t->tokens);
     free(t->token_path);
     if (t->wake[0] >= 0)

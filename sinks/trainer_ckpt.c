@@ -67,9 +67,10 @@ int pr__posset_add(pr__posset *s, const char *topic, int32_t partition, int64_t 
         else
             hi = mid;
     }
-    /* Swallow every interval that starts at or before last+1. */
+    /* Swallow every interval that starts at or before last+1 (no overflow:
+     * a range may end at INT64_MAX, e.g. from a hostile Subscribe.resume). */
     size_t end = lo;
-    while (end < p->n && p->iv[end].first <= last + 1) {
+    while (end < p->n && (last == INT64_MAX || p->iv[end].first <= last + 1)) {
         if (p->iv[end].first < first)
             first = p->iv[end].first;
         if (p->iv[end].last > last)

@@ -8,6 +8,12 @@
  * dropped from the buffer at the start of that call). Server pings are
  * answered while waiting for batches. With TLS the same loop runs over
  * SSL_read/SSL_write (WANT_READ/WANT_WRITE become poll events).
+ *
+ * Checkpoint delivery: waiting for a CheckpointOk reads ahead of batches
+ * that are already buffered; those frames stay where they are (the buffer
+ * is a queue of whole frames from offset 0), and only the control frames
+ * read on the way (Ping, CheckpointOk) are cut out of it, so _next() later
+ * returns the batches in arrival order.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -147,25 +153,32 @@ static int send_frame(pr_trainer_client *c, const Piperec__Trainer__V1__Frame *f
     return err;
 }
 
-/* Make sure a whole frame is buffered; returns its body length via *n. */
-static int read_frame(pr_trainer_client *c, int64_t deadline, uint32_t *n, char *errstr, size_t es)
+/* Drop the frame returned last (its view is no longer in use). */
+static void drop_consumed(pr_trainer_client *c)
 {
     if (c->consumed) {
         memmove(c->buf, c->buf + c->consumed, c->len - c->consumed);
         c->len -= c->consumed;
         c->consumed = 0;
     }
+}
+
+/* Make sure a whole frame is buffered at byte `at` (the start of a frame);
+ * returns its body length via *n. */
+static int fill_frame_at(pr_trainer_client *c, size_t at, int64_t deadline, uint32_t *n,
+                         char *errstr, size_t es)
+{
     for (;;) {
-        if (c->len >= 4) {
-            memcpy(n, c->buf, 4);
+        if (c->len - at >= 4) {
+            memcpy(n, c->buf + at, 4);
             if (*n > PR__FRAME_MAX)
                 return pr_seterr(errstr, es, PR_EBADREC, "frame of %u bytes is too large", *n);
-            if (c->len - 4 >= *n)
+            if (c->len - at - 4 >= *n)
                 return 0;
         }
-        size_t need = c->len >= 4 ? 4 + (size_t)*n : 65536;
+        size_t need = at + (c->len - at >= 4 ? 4 + (size_t)*n : 65536);
         if (need < 65536)
-            need = 65536;
+            need = 65536; /* always > c->len: the frame at `at` is incomplete */
         if (c->cap < need) {
             uint8_t *nb = realloc(c->buf, need);
             if (!nb)
@@ -199,6 +212,13 @@ static int read_frame(pr_trainer_client *c, int64_t deadline, uint32_t *n, char 
         if (rc < 0)
             return pr_seterr(errstr, es, PR_EIO, "poll: %s", strerror(errno));
     }
+}
+
+/* Make sure a whole frame is buffered at the front; its body length in *n. */
+static int read_frame(pr_trainer_client *c, int64_t deadline, uint32_t *n, char *errstr, size_t es)
+{
+    drop_consumed(c);
+    return fill_frame_at(c, 0, deadline, n, errstr, es);
 }
 
 static int server_error(const Piperec__Trainer__V1__Frame *f, char *errstr, size_t es)
@@ -286,6 +306,43 @@ static int tls_connect(pr_trainer_client *c, const pr_trainer_client_opts *o, co
                              X509_verify_cert_error_string(vr));
         return tls_fail("handshake", errstr, es);
     }
+}
+
+/* Protobuf OffsetRanges for n ranges (checked: 0 <= first <= last): *rv
+ * holds them, *rp points at each; free both. */
+static int ranges_build(const pr_trainer_range *r, size_t n, Piperec__V1__OffsetRange **rv,
+                        Piperec__V1__OffsetRange ***rp, char *errstr, size_t es)
+{
+    *rv = NULL;
+    *rp = NULL;
+    if (!n)
+        return 0;
+    if (!r)
+        return pr_seterr(errstr, es, PR_EINVAL, "%zu offset ranges given as NULL", n);
+    for (size_t i = 0; i < n; i++)
+        if (r[i].first < 0 || r[i].first > r[i].last)
+            return pr_seterr(errstr, es, PR_EINVAL, "offset range %s/%d [%lld, %lld] is not valid",
+                             r[i].topic ? r[i].topic : "", (int)r[i].partition,
+                             (long long)r[i].first, (long long)r[i].last);
+    *rv = calloc(n, sizeof(**rv));
+    *rp = calloc(n, sizeof(**rp));
+    if (!*rv || !*rp) {
+        free(*rv);
+        free(*rp);
+        *rv = NULL;
+        *rp = NULL;
+        return pr_seterr(errstr, es, PR_ENOMEM, "out of memory for %zu offset ranges", n);
+    }
+    for (size_t i = 0; i < n; i++) {
+        Piperec__V1__OffsetRange init = PIPEREC__V1__OFFSET_RANGE__INIT;
+        (*rv)[i] = init;
+        (*rv)[i].topic = (char *)(r[i].topic ? r[i].topic : "");
+        (*rv)[i].partition = r[i].partition;
+        (*rv)[i].first_offset = r[i].first;
+        (*rv)[i].last_offset = r[i].last;
+        (*rp)[i] = &(*rv)[i];
+    }
+    return 0;
 }
 
 int pr_trainer_client_read_token(const char *path, char *out, size_t n, char *errstr, size_t es)
@@ -383,10 +440,20 @@ int pr_trainer_client_open(const pr_trainer_client_opts *opts, pr_trainer_client
     sub.credits = opts->credits ? opts->credits : 8;
     sub.client_id = (char *)(opts->client_id ? opts->client_id : idbuf);
     sub.token = (char *)(opts->token ? opts->token : "");
+    Piperec__V1__OffsetRange *rv = NULL, **rp = NULL;
+    int err = ranges_build(opts->resume, opts->n_resume, &rv, &rp, errstr, es);
+    if (err < 0) {
+        pr_trainer_client_close(c);
+        return err;
+    }
+    sub.n_resume = opts->n_resume;
+    sub.resume = rp;
     Piperec__Trainer__V1__Frame f = PIPEREC__TRAINER__V1__FRAME__INIT;
     f.msg_case = PIPEREC__TRAINER__V1__FRAME__MSG_SUBSCRIBE;
     f.subscribe = &sub;
-    int err = send_frame(c, &f);
+    err = send_frame(c, &f);
+    free(rv);
+    free(rp);
     if (err < 0 && c->ssl) {
         /* The server may have refused us with a TLS alert (mutual TLS without
          * an accepted certificate): read it for a useful, final error. */
@@ -451,6 +518,25 @@ const pr_trainer_info *pr_trainer_client_info(const pr_trainer_client *c)
     return &c->info;
 }
 
+/* Answer a server Ping with the same nonce. */
+static int answer_ping(pr_trainer_client *c, const Piperec__Trainer__V1__Ping *ping)
+{
+    Piperec__Trainer__V1__Pong pong = PIPEREC__TRAINER__V1__PONG__INIT;
+    pong.nonce = ping->nonce;
+    pong.time_ms = ping->time_ms;
+    Piperec__Trainer__V1__Frame r = PIPEREC__TRAINER__V1__FRAME__INIT;
+    r.msg_case = PIPEREC__TRAINER__V1__FRAME__MSG_PONG;
+    r.pong = &pong;
+    return send_frame(c, &r);
+}
+
+/* Cut the frame of `size` bytes at `at` out of the buffer. */
+static void cut_frame(pr_trainer_client *c, size_t at, size_t size)
+{
+    memmove(c->buf + at, c->buf + at + size, c->len - at - size);
+    c->len -= size;
+}
+
 int pr_trainer_client_next(pr_trainer_client *c, pr_batch_view *v, int timeout_ms, char *errstr,
                            size_t es)
 {
@@ -474,13 +560,7 @@ int pr_trainer_client_next(pr_trainer_client *c, pr_batch_view *v, int timeout_m
         }
         switch (f->msg_case) {
         case PIPEREC__TRAINER__V1__FRAME__MSG_PING: {
-            Piperec__Trainer__V1__Pong pong = PIPEREC__TRAINER__V1__PONG__INIT;
-            pong.nonce = f->ping->nonce;
-            pong.time_ms = f->ping->time_ms;
-            Piperec__Trainer__V1__Frame r = PIPEREC__TRAINER__V1__FRAME__INIT;
-            r.msg_case = PIPEREC__TRAINER__V1__FRAME__MSG_PONG;
-            r.pong = &pong;
-            err = send_frame(c, &r);
+            err = answer_ping(c, f->ping);
             pr__frame_free(f);
             if (err < 0)
                 return pr_seterr(errstr, es, PR_EIO, "cannot answer a ping");
@@ -506,6 +586,76 @@ int pr_trainer_client_ack(pr_trainer_client *c, uint64_t seq)
     f.msg_case = PIPEREC__TRAINER__V1__FRAME__MSG_ACK;
     f.ack = &ack;
     return send_frame(c, &f);
+}
+
+int pr_trainer_client_checkpoint(pr_trainer_client *c, const pr_trainer_range *ranges, size_t n,
+                                 uint64_t id, int timeout_ms, uint32_t *released, char *errstr,
+                                 size_t es)
+{
+    Piperec__V1__OffsetRange *rv, **rp;
+    int err = ranges_build(ranges, n, &rv, &rp, errstr, es);
+    if (err < 0)
+        return err;
+    Piperec__Trainer__V1__CheckpointCommit cc = PIPEREC__TRAINER__V1__CHECKPOINT_COMMIT__INIT;
+    cc.n_ranges = n;
+    cc.ranges = rp;
+    cc.id = id;
+    Piperec__Trainer__V1__Frame f = PIPEREC__TRAINER__V1__FRAME__INIT;
+    f.msg_case = PIPEREC__TRAINER__V1__FRAME__MSG_CHECKPOINT_COMMIT;
+    f.checkpoint_commit = &cc;
+    err = send_frame(c, &f);
+    free(rv);
+    free(rp);
+    if (err < 0)
+        return pr_seterr(errstr, es, PR_EIO, "cannot send CheckpointCommit %llu",
+                         (unsigned long long)id);
+    if (timeout_ms == 0)
+        return 0;
+    int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+    drop_consumed(c);
+    size_t at = 0; /* frames before `at` are batches left for _next() */
+    for (;;) {
+        uint32_t fn;
+        err = fill_frame_at(c, at, deadline, &fn, errstr, es);
+        if (err == PR_ETIMEDOUT)
+            return 0;
+        if (err < 0)
+            return err;
+        const uint8_t *bp;
+        size_t bl;
+        Piperec__Trainer__V1__Frame *r = NULL;
+        if (pr__frame_parse(c->buf + at + 4, fn, &bp, &bl, &r) < 0)
+            return pr_seterr(errstr, es, PR_EBADREC, "frame does not parse");
+        if (bp) { /* a batch: stays buffered, in order */
+            at += 4 + (size_t)fn;
+            continue;
+        }
+        int done = 0;
+        switch (r->msg_case) {
+        case PIPEREC__TRAINER__V1__FRAME__MSG_PING:
+            if (answer_ping(c, r->ping) < 0)
+                done = pr_seterr(errstr, es, PR_EIO, "cannot answer a ping");
+            break;
+        case PIPEREC__TRAINER__V1__FRAME__MSG_ERROR:
+            done = server_error(r, errstr, es);
+            break;
+        case PIPEREC__TRAINER__V1__FRAME__MSG_CHECKPOINT_OK:
+            if (r->checkpoint_ok->id == id) {
+                if (released)
+                    *released = r->checkpoint_ok->released;
+                done = 1;
+            } /* else: the answer to an earlier commit that was not waited for */
+            break;
+        default:
+            break; /* Pong or newer messages: ignored */
+        }
+        pr__frame_free(r);
+        if (done < 0)
+            return done; /* the Error frame stays: _next() reports it too */
+        cut_frame(c, at, 4 + (size_t)fn);
+        if (done)
+            return 1;
+    }
 }
 
 void pr_trainer_client_close(pr_trainer_client *c)

@@ -20,6 +20,14 @@
  *     arrives is late (late_policy). A row never waits more than max_delay_ms
  *     for the watermark: at its deadline the watermark is forced up to it,
  *     so an idle partition cannot stall the stream.
+ *   - split PR_BATCH_SPLIT_POPULAR (Hotline's popular mini-batches): rows
+ *     the caller flags as popular (pr_batcher_add_split: every sparse index
+ *     in the hot sets) go into batches of their own, pr_batch.popular = 1,
+ *     the rest into regular batches. Each stream has its own max_delay_ms
+ *     deadline and keeps the ordering above within itself; both take
+ *     sequence numbers from the one counter (so the merged stream is still
+ *     strictly increasing, and each stream alone increases with gaps). Every
+ *     row goes into exactly one batch of one stream.
  *
  * Offsets: for every partition the batcher knows which offsets are still in
  * flight (buffered, or emitted but not acknowledged by every sink).
@@ -68,11 +76,17 @@ typedef enum pr_batch_late_policy {
     PR_BATCH_LATE_DROP_TO_DLQ = 1, /* "drop_to_dlq": counted and handed to on_late; offset done */
 } pr_batch_late_policy;
 
+/* batch.split; config names in pr_batch_split_names. */
+typedef enum pr_batch_split {
+    PR_BATCH_SPLIT_NONE = 0,    /* "none": one stream */
+    PR_BATCH_SPLIT_POPULAR = 1, /* "popular": popular rows in batches of their own */
+} pr_batch_split;
+
 /* ---------------------------------------------------------------- settings (batch_cfg.c) */
 
 /* The `batch` section of a pipeline. Its keys, ranges, defaults and docs are
  * pr_batch_cfgmap (size 4096, max_delay_ms 100, ordering partition,
- * allowed_lateness_ms 1000, late_policy emit); pr_cfgmap_set_defaults(
+ * allowed_lateness_ms 1000, late_policy emit, split none); pr_cfgmap_set_defaults(
  * &pr_batch_cfgmap, &cfg) gives exactly those. */
 typedef struct pr_batch_cfg {
     uint32_t size;        /* rows per batch, >= 1 */
@@ -80,12 +94,14 @@ typedef struct pr_batch_cfg {
     pr_batch_ordering ordering;
     int64_t allowed_lateness_ms;      /* >= 0; event_time only */
     pr_batch_late_policy late_policy; /* event_time only */
+    pr_batch_split split;             /* popular: two streams (see the top of this file) */
 } pr_batch_cfg;
 
 extern const pr_cfgmap pr_batch_cfgmap;
 /* NULL-terminated config names, indexed by the enum values. */
 extern const char *const pr_batch_ordering_names[];
 extern const char *const pr_batch_late_policy_names[];
+extern const char *const pr_batch_split_names[];
 
 /* Why a batch was emitted (stats; also in pr_batch.reason). */
 typedef enum pr_batch_reason {
@@ -126,6 +142,8 @@ typedef struct pr_batch {
     uint16_t n_sparse;
     uint8_t sparse_width; /* 4 = int32, 8 = int64 */
     uint8_t reason;       /* pr_batch_reason */
+    uint8_t popular;      /* 1: a popular batch (batch.split popular): every row's sparse
+                             indices were in the hot sets when it was batched */
 
     /* Tensors, column-major with stride `rows`; one 64-byte aligned block each. */
     int32_t *labels; /* [rows] */
@@ -206,6 +224,7 @@ typedef struct pr_batch_view {
     uint64_t epoch;      /* TrainingBatch.epoch; 0 when the server sent none */
     const char *replica; /* TrainingBatch.replica (not NUL-terminated); "" when none */
     size_t replica_len;
+    bool popular; /* TrainingBatch.popular; false when the server sent none */
     uint32_t rows;
     uint32_t n_dense;
     uint32_t n_sparse;
@@ -277,6 +296,12 @@ void pr_batcher_free(pr_batcher *b);
  * during the call. */
 int pr_batcher_add(pr_batcher *b, const pr_block *in, const pr_out *out);
 
+/* The same, with per-row flags: bit r of `popular` (pr_bitmap_words(out->rows)
+ * words; NULL = none set) marks row r popular. Under split popular those rows
+ * go to the popular stream; under split none the flags are ignored. */
+int pr_batcher_add_split(pr_batcher *b, const pr_block *in, const pr_out *out,
+                         const uint64_t *popular);
+
 /* A record rejected before the engine (decode error, sent to the DLQ): its
  * offset is done and must not hold commits back. */
 void pr_batcher_note_done(pr_batcher *b, int32_t partition, int64_t offset);
@@ -331,6 +356,8 @@ typedef struct pr_batcher_stats {
     uint64_t rows_late;           /* late rows (both policies) */
     uint64_t rows_late_dropped;   /* late rows sent to on_late */
     uint64_t rows_dropped_revoke; /* buffered rows dropped by revoke */
+    uint64_t batches_popular;     /* emitted popular batches (in batches_emitted) */
+    uint64_t rows_out_popular;    /* rows emitted in popular batches (in rows_out) */
     /* gauges */
     uint64_t buffered_rows;
     uint64_t buffered_bytes;
@@ -338,6 +365,7 @@ typedef struct pr_batcher_stats {
     uint64_t unacked_bytes;
     uint64_t inflight_bytes; /* buffered + unacked */
     uint64_t last_seq;       /* last emitted sequence */
+    uint64_t popular_share_ppm; /* rows_out_popular / rows_out, in millionths (0 when none) */
     int64_t watermark_ms;    /* event_time ordering; INT64_MIN when none */
     /* histograms (seconds / ratio) */
     pr_hist_snapshot fill_ratio;      /* rows / batch_size per batch */

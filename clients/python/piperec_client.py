@@ -143,9 +143,16 @@ class Batch:
 
     `replica` names the piperec replica that built the batch (its source's
     group_instance_id, else $POD_NAME, else its host name; "" from servers
-    that predate it)."""
+    that predate it).
 
-    __slots__ = ("pipeline", "replica", "epoch", "sequence", "rows", "n_dense", "n_sparse", "sparse_width", "labels",
+    `popular` is True for a popular batch (the pipeline's batch.split is
+    popular): every row's sparse indices were in the server's hot sets, so a
+    Hotline-style trainer can run it against GPU-resident embeddings only.
+    Popular and regular batches share one `sequence` (each stream alone has
+    gaps) and each keeps per-partition order; every row comes in exactly one
+    of them (docs/trainer-protocol.md, "Popular batches")."""
+
+    __slots__ = ("pipeline", "replica", "popular", "epoch", "sequence", "rows", "n_dense", "n_sparse", "sparse_width", "labels",
                  "dense", "sparse", "offsets", "min_event_time_ms", "max_event_time_ms",
                  "emit_time_ms", "vocab_sizes", "sparse_names")
 
@@ -159,8 +166,8 @@ class Batch:
         return conv(self.dense), conv(self.sparse), conv(self.labels)
 
     def __repr__(self):
-        return "Batch(pipeline=%r, epoch=%d, sequence=%d, rows=%d)" % (
-            self.pipeline, self.epoch, self.sequence, self.rows)
+        return "Batch(pipeline=%r, epoch=%d, sequence=%d, rows=%d%s)" % (
+            self.pipeline, self.epoch, self.sequence, self.rows, ", popular" if self.popular else "")
 
     @property
     def position(self):
@@ -186,6 +193,7 @@ def decode_batch(buf, start=0, end=None):
     b.pipeline, b.sequence, b.rows, b.n_dense, b.n_sparse, b.sparse_width = "", 0, 0, 0, 0, 4
     b.epoch = 0
     b.replica = ""
+    b.popular = False
     b.min_event_time_ms = b.max_event_time_ms = b.emit_time_ms = 0
     b.offsets, b.vocab_sizes, b.sparse_names = [], [], []
     spans = {}
@@ -201,6 +209,7 @@ def decode_batch(buf, start=0, end=None):
             elif num == 13: b.emit_time_ms = _signed64(v)
             elif num == 14: b.vocab_sizes.append(v)
             elif num == 16: b.epoch = v
+            elif num == 20: b.popular = v != 0
         elif wt == 2:
             if num == 1: b.pipeline = bytes(buf[a:e]).decode()
             elif num in (7, 8, 9): spans[num] = (a, e)

@@ -44,6 +44,7 @@
 #include "pr_ingest.h"
 #include "pr_log.h"
 #include "pr_sink.h"
+#include "pr_vocablog.h"
 
 /* ---------------------------------------------------------------- enums */
 
@@ -87,6 +88,7 @@ int pr_late_policy_from_name(const char *name);
  *   sinks.kafka     pr_kafka_sink_cfg    pr_sink.h     pr_sink_kafka_cfgmap
  *   sinks.files     pr_files_sink_cfg    pr_sink.h     pr_sink_files_cfgmap
  *   engine          pr_engine_opts       pr_engine.h   pr_engine_cfgmap
+ *   vocab_log       pr_vocablog_cfg      pr_vocablog.h pr_vocablog_cfgmap
  * The sections below (state, http, limits) belong to the service, which sits
  * above this layer, so their tables live in pr_config.c. In a pr_config every
  * string and list of those structs is owned by the config. */
@@ -106,13 +108,22 @@ typedef struct pr_pipeline_cfg {
     pr_batch_cfg batch;
     pr_sinks_cfg sinks;
     pr_state_cfg state;
+    pr_vocablog_cfg vocab_log; /* vocab_log section (pr_vocablog.h); enabled = present */
     char *vocab_seed; /* transform.vocab.seed: directory of <col>.tsv, or NULL */
     int line;         /* 1-based YAML line of this pipeline; 0 if none */
 } pr_pipeline_cfg;
 
+typedef struct pr_http_tls_cfg {
+    bool enabled;    /* the `tls` section is present (and enabled: true) */
+    char *cert_file; /* PEM server certificate (chain); required */
+    char *key_file;  /* PEM private key; required */
+    char *ca_file;   /* PEM CAs for client certificates: set = mutual TLS */
+} pr_http_tls_cfg;
+
 typedef struct pr_http_cfg {
-    bool enabled; /* default true */
-    char *listen; /* default "127.0.0.1:9464" */
+    bool enabled;        /* default true */
+    char *listen;        /* default "127.0.0.1:9464" */
+    pr_http_tls_cfg tls; /* HTTPS (service/pr_http.h) */
 } pr_http_cfg;
 
 /* The engine section is pr_engine_opts itself (strings owned by the config). */

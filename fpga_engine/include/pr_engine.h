@@ -352,6 +352,54 @@ int pr_engine_vocab_checkpoint(pr_engine *eng, const char *snapshot_path, const 
                                char *errstr, size_t errstr_size);
 void pr_engine_vocab_journal_close(pr_engine *eng);
 
+/* ---------------------------------------------------------------- shared vocabulary */
+
+/* A vocabulary decided outside this engine, the same on several engines
+ * (vocablog/include/pr_vocablog.h: replicas agree through a Kafka log). The
+ * driver, per block:
+ *
+ *   1. pr_engine_vocab_misses(): the values the block would have to insert;
+ *   2. has them decided elsewhere, then applies every decision in the agreed
+ *      order with pr_engine_vocab_apply() (its own and other engines');
+ *   3. pr_engine_process(), which in shared mode only looks values up: it
+ *      never inserts or counts, so every index comes from step 2.
+ *
+ * Only the cpu backend supports it (PR_ENOTSUP from the others). Not
+ * journaled: the shared log is the journal; snapshots work as usual. */
+
+/* Switch shared mode on or off (off: processing inserts as usual). In shared
+ * mode pr_engine_process fails with PR_ESTATE, naming the column, when a
+ * value was never applied (OOV for values below min_count or past a full
+ * default-profile table, as usual). */
+int pr_engine_vocab_set_shared(pr_engine *eng, bool shared, char *errstr, size_t errstr_size);
+
+/* Called for every occurrence (in row order within a column, block chunk by
+ * chunk) of a value without an index in a column with room left; a non-zero
+ * return stops the scan and is returned. Rows Hex2Int rejects, and missing
+ * values under profile default, are not reported. */
+typedef int (*pr_vocab_miss_cb)(uint32_t col, uint64_t key, void *opaque);
+int pr_engine_vocab_misses(pr_engine *eng, const pr_block *in, pr_vocab_miss_cb cb, void *opaque,
+                           char *errstr, size_t errstr_size);
+
+/* Apply one decision: `count` occurrences (>= 1) of `key` (after Hex2Int and
+ * Modulus; below the column's modulus) in column `col`, as streaming
+ * processing would count and insert them. *index is the value's own index
+ * afterwards, or -1 (below min_count, or no room: OOV). PR_EINVAL for a bad
+ * column or key, PR_EFULL when a dlrm column is full (the pipeline must
+ * stop, as in processing), PR_ENOMEM. */
+int pr_engine_vocab_apply(pr_engine *eng, uint32_t col, uint64_t key, uint32_t count,
+                          int64_t *index, char *errstr, size_t errstr_size);
+
+/* Snapshots that carry the caller's position with them (e.g. the log offset
+ * the vocabulary reflects), written and read in one atomic file: `tag` is
+ * up to PR_SNAPSHOT_TAG_MAX opaque bytes. pr_engine_vocab_load_tagged fills
+ * tag (capacity tag_cap) and *tag_len (0 for an untagged snapshot). */
+#define PR_SNAPSHOT_TAG_MAX 4096
+int pr_engine_vocab_save_tagged(const pr_engine *eng, const char *path, const void *tag,
+                                uint32_t tag_len, char *errstr, size_t errstr_size);
+int pr_engine_vocab_load_tagged(pr_engine *eng, const char *path, void *tag, uint32_t tag_cap,
+                                uint32_t *tag_len, char *errstr, size_t errstr_size);
+
 /* ---------------------------------------------------------------- backends */
 
 /* Names of the compiled-in backends, NULL-terminated. */

@@ -243,6 +243,11 @@ typedef struct pr_dlq pr_dlq;
  * be passed as is). */
 typedef pr_kv pr_kv_ref;
 
+/* True for a librdkafka property only a consumer understands (group.id,
+ * auto.offset.reset, session.timeout.ms, fetch.*...): producers built from a
+ * consumer's property list skip them. */
+bool pr_kafka_prop_consumer_only(const char *key);
+
 /* A dead-letter producer for `topic`: idempotent, acks=all. `props` are
  * librdkafka properties (bootstrap.servers, security...); consumer-only
  * properties (group.id, auto.offset.reset, ...) are skipped so one property

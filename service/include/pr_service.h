@@ -174,6 +174,12 @@ typedef struct pr_offline_result {
     uint64_t bytes;                      /* input bytes */
     double seconds;                      /* wall time of the whole run */
     uint8_t sparse_width;                /* 4 or 8 */
+    /* Where the time went, in thread-seconds (stages overlap, so they can sum
+     * to more than `seconds`): decoding (all decoder threads), the engine
+     * (its calls, pool workers included), .npy/rejects writing, and the
+     * in-order consumer waiting for the next decoded chunk. Both passes of a
+     * two_pass run. */
+    double decode_s, engine_s, write_s, wait_s;
 } pr_offline_result;
 
 /* Run the whole job. `eopts` configures the engine (backend, threads). */

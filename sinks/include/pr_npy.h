@@ -54,6 +54,18 @@ int pr_npy_append_rows(pr_npy_writer *w, const void *data, uint32_t rows, char *
 
 uint64_t pr_npy_rows(const pr_npy_writer *w);
 
+/* Make what was appended durable: flush, write the header with the rows so
+ * far, fsync. A process killed afterwards leaves a file that numpy loads
+ * with at least those rows (data appended later lies beyond the header's
+ * shape). */
+int pr_npy_sync(pr_npy_writer *w, char *errstr, size_t errstr_size);
+
+/* Continue a file this writer made: check its header (dtype, width), cut it
+ * to its first `keep_rows` rows and append after them. PR_EINVAL when the
+ * file is not such a file or holds fewer rows. */
+int pr_npy_open_append(pr_npy_writer **out, const char *path, pr_npy_dtype dt, uint32_t cols,
+                       uint64_t keep_rows, char *errstr, size_t errstr_size);
+
 /* Flush, write the final header, close and free. The writer is freed even on
  * failure. */
 int pr_npy_close(pr_npy_writer *w, char *errstr, size_t errstr_size);

@@ -345,6 +345,36 @@ static void test_replica_field(void **state)
     free(buf);
 }
 
+/* TrainingBatch.popular (field 20, batch.split popular): read by protobuf-c,
+ * our decoder and pr_batch_from_view; false is not written, so a regular
+ * batch keeps the bytes older clients know. */
+static void test_popular_field(void **state)
+{
+    (void)state;
+    pr_batch *b = sample_batch(4);
+    assert_int_equal(pr_batch_encode(b), 0);
+    size_t len0 = b->pb_len;
+    pr_batch_unref(b);
+    b = sample_batch(4);
+    b->popular = 1;
+    assert_int_equal(pr_batch_encode(b), 0);
+    assert_int_equal(b->pb_len, len0 + 2 + 1); /* tag 20 (2 bytes) + varint 1 */
+    Piperec__V1__TrainingBatch *m = piperec__v1__training_batch__unpack(NULL, b->pb_len, b->pb);
+    assert_non_null(m);
+    assert_true(m->popular);
+    piperec__v1__training_batch__free_unpacked(m, NULL);
+    pr_batch_view v;
+    char err[256];
+    assert_int_equal(pr_batch_decode(b->pb, b->pb_len, &v, err, sizeof(err)), 0);
+    assert_true(v.popular);
+    pr_batch *c = pr_batch_from_view(&v);
+    assert_non_null(c);
+    assert_int_equal(c->popular, 1);
+    pr_batch_unref(c);
+    pr_batch_view_fini(&v);
+    pr_batch_unref(b);
+}
+
 static void test_decode_hostile_shapes(void **state)
 {
     (void)state;
@@ -385,6 +415,7 @@ int main(void)
         cmocka_unit_test(test_decode_hostile_shapes),
         cmocka_unit_test(test_epoch_field),
         cmocka_unit_test(test_replica_field),
+        cmocka_unit_test(test_popular_field),
         cmocka_unit_test(test_encode_matches_protobuf_c),
         cmocka_unit_test(test_decode_zero_copy),
         cmocka_unit_test(test_decode_protobuf_c_output),

@@ -2,7 +2,8 @@
  * test_batcher.c — the batcher's contract with a manual clock: batch sizes,
  * max_delay deadlines, sequence numbers, per-partition order, metadata,
  * safe offsets under in-order and out-of-order acks, rejects, revoke, and
- * event-time ordering with watermark, lateness policies and idle partitions.
+ * event-time ordering with watermark, lateness policies and idle partitions;
+ * the popular split (batch.split popular): two streams, every row once.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -36,8 +37,8 @@ static void late_cb(void *opaque, const pr_block *in, const pr_out *out, uint32_
     f->late_off[f->n_late++] = in->offset[row];
 }
 
-static fx *fx_new(uint32_t size, int64_t delay, pr_batch_ordering ord, int64_t lateness,
-                  pr_batch_late_policy pol)
+static fx *fx_new_split(uint32_t size, int64_t delay, pr_batch_ordering ord, int64_t lateness,
+                        pr_batch_late_policy pol, pr_batch_split split)
 {
     fx *f = calloc(1, sizeof(*f));
     pr_manual_clock_init(&f->mc, 1700000000000LL);
@@ -50,7 +51,8 @@ static fx *fx_new(uint32_t size, int64_t delay, pr_batch_ordering ord, int64_t l
                   .max_delay_ms = delay,
                   .ordering = ord,
                   .allowed_lateness_ms = lateness,
-                  .late_policy = pol},
+                  .late_policy = pol,
+                  .split = split},
         .clock = &f->mc.clock,
         .on_emit = bt_on_emit,
         .on_late = late_cb,
@@ -61,6 +63,12 @@ static fx *fx_new(uint32_t size, int64_t delay, pr_batch_ordering ord, int64_t l
     assert_int_equal(pr_batcher_new(&cfg, &f->b, err, sizeof(err)), 0);
     f->io = bt_io_new(1024);
     return f;
+}
+
+static fx *fx_new(uint32_t size, int64_t delay, pr_batch_ordering ord, int64_t lateness,
+                  pr_batch_late_policy pol)
+{
+    return fx_new_split(size, delay, ord, lateness, pol, PR_BATCH_SPLIT_NONE);
 }
 
 static void fx_free(fx *f)
@@ -518,6 +526,176 @@ static void test_event_time_revoke(void **state)
     fx_free(f);
 }
 
+/* ------------------------------------------------------------------ popular split */
+
+/* The test's popularity rule: a pure function of the row. */
+static int is_pop(int32_t p, int64_t off)
+{
+    return (off * 7 + p) % 3 == 0;
+}
+
+/* Rows [first, first + n) of partitions 0 and 1 interleaved, flagged by
+ * is_pop, every 11th row an engine reject (never batched). */
+static void add_split_rows(fx *f, int64_t first, int n, int64_t et)
+{
+    bt_io_reset(f->io);
+    uint64_t pop[16] = {0};
+    for (int i = 0; i < n; i++)
+        for (int32_t p = 0; p < 2; p++) {
+            int64_t off = first + i;
+            if (is_pop(p, off))
+                pr_bit_set(pop, f->io->in.rows);
+            bt_row(f->io, p, off, et + off, off % 11 == 5);
+        }
+    assert_int_equal(pr_batcher_add_split(f->b, &f->io->in, &f->io->out, pop), 0);
+}
+
+/* Every kept row exactly once; a popular batch holds only flagged rows and a
+ * regular one only unflagged rows; per stream and partition, offsets (or
+ * event times) increase; sequence numbers 1..n without gaps. */
+static void check_split_streams(fx *f, int64_t n_off, bool split)
+{
+    uint8_t seen[2][256] = {{0}};
+    int64_t last[2][2] = {{-1, -1}, {-1, -1}}; /* [stream][partition] */
+    uint64_t pop_rows = 0, pop_batches = 0, rows = 0;
+    for (size_t i = 0; i < f->sink.n; i++) {
+        const pr_batch *b = f->sink.b[i];
+        assert_int_equal(b->seq, i + 1);
+        assert_true(split || !b->popular);
+        pop_batches += b->popular;
+        for (uint32_t r = 0; r < b->rows; r++) {
+            int32_t p;
+            int64_t off;
+            assert_int_equal(bt_row_id(b, r, &p, &off), 0);
+            assert_true(p >= 0 && p < 2 && off >= 0 && off < n_off);
+            assert_int_equal(seen[p][off]++, 0);
+            if (split)
+                assert_int_equal(b->popular, is_pop(p, off));
+            assert_true(off > last[b->popular][p]);
+            last[b->popular][p] = off;
+            pop_rows += b->popular;
+            rows++;
+        }
+    }
+    for (int32_t p = 0; p < 2; p++)
+        for (int64_t off = 0; off < n_off; off++)
+            assert_int_equal(seen[p][off], off % 11 == 5 ? 0 : 1);
+    pr_batcher_stats st;
+    pr_batcher_get_stats(f->b, &st);
+    assert_int_equal(st.rows_out, rows);
+    assert_int_equal(st.rows_out_popular, pop_rows);
+    assert_int_equal(st.batches_popular, pop_batches);
+    assert_int_equal(st.batches_emitted, f->sink.n);
+    assert_true(!split || (pop_rows > 0 && pop_rows < rows));
+}
+
+static void test_split_popular(void **state)
+{
+    (void)state;
+    fx *f = fx_new_split(4, 1000, PR_BATCH_ORDER_PARTITION, 0, PR_BATCH_LATE_EMIT,
+                         PR_BATCH_SPLIT_POPULAR);
+    /* Blocks of uneven sizes, so builds fill in the middle of a block. */
+    int64_t first = 0;
+    for (int n = 1; first + n <= 120; n = n % 7 + 2) {
+        add_split_rows(f, first, n, 0);
+        first += n;
+    }
+    pr_batcher_flush(f->b);
+    check_split_streams(f, first, true);
+
+    /* Commits: the regular stream acked alone holds the offset at the first
+     * popular row still unacked; acking the rest releases everything. */
+    int64_t first_pop = -1;
+    for (size_t i = 0; i < f->sink.n; i++)
+        if (!f->sink.b[i]->popular)
+            assert_int_equal(pr_batcher_ack(f->b, f->sink.b[i]->seq), 0);
+    for (int64_t off = 0; off < first && first_pop < 0; off++)
+        if (is_pop(0, off) && off % 11 != 5)
+            first_pop = off;
+    assert_int_equal(pr_batcher_safe_offset(f->b, 0), first_pop);
+    for (size_t i = 0; i < f->sink.n; i++)
+        if (f->sink.b[i]->popular)
+            assert_int_equal(pr_batcher_ack(f->b, f->sink.b[i]->seq), 0);
+    assert_int_equal(pr_batcher_safe_offset(f->b, 0), first);
+    assert_int_equal(pr_batcher_safe_offset(f->b, 1), first);
+    fx_free(f);
+}
+
+/* Each stream has its own max_delay_ms deadline; revoke drops a partition's
+ * rows from both builds. */
+static void test_split_deadlines_and_revoke(void **state)
+{
+    (void)state;
+    fx *f = fx_new_split(8, 1000, PR_BATCH_ORDER_PARTITION, 0, PR_BATCH_LATE_EMIT,
+                         PR_BATCH_SPLIT_POPULAR);
+    uint64_t pop = 1;
+    bt_io_reset(f->io);
+    bt_row(f->io, 0, 0, 0, 0);
+    assert_int_equal(pr_batcher_add_split(f->b, &f->io->in, &f->io->out, &pop), 0);
+    pr_manual_clock_advance_ms(&f->mc, 400);
+    pop = 0;
+    bt_io_reset(f->io);
+    bt_row(f->io, 0, 1, 0, 0);
+    assert_int_equal(pr_batcher_add_split(f->b, &f->io->in, &f->io->out, &pop), 0);
+    assert_int_equal(pr_batcher_poll(f->b), 600); /* the popular row's deadline */
+    pr_manual_clock_advance_ms(&f->mc, 600);
+    assert_int_equal(pr_batcher_poll(f->b), 400);
+    assert_int_equal(f->sink.n, 1);
+    assert_int_equal(f->sink.b[0]->popular, 1);
+    assert_int_equal(f->sink.b[0]->reason, PR_BATCH_DEADLINE);
+    pr_manual_clock_advance_ms(&f->mc, 400);
+    assert_int_equal(pr_batcher_poll(f->b), -1);
+    assert_int_equal(f->sink.n, 2);
+    assert_int_equal(f->sink.b[1]->popular, 0);
+    assert_int_equal(f->sink.b[1]->ranges[0].first_offset, 1);
+
+    /* Revoke: partition 1's buffered rows leave both builds, partition 2's stay. */
+    bt_io_reset(f->io);
+    uint64_t bits = 0;
+    for (int i = 0; i < 6; i++) {
+        if (i % 2)
+            bits |= 1ull << i;
+        bt_row(f->io, 1 + i / 3, 10 + i, 0, 0);
+    }
+    assert_int_equal(pr_batcher_add_split(f->b, &f->io->in, &f->io->out, &bits), 0);
+    int64_t safe;
+    assert_int_equal(pr_batcher_revoke(f->b, 1, &safe), 0);
+    assert_int_equal(safe, 10);
+    pr_batcher_flush(f->b);
+    uint32_t kept = 0;
+    for (size_t i = 2; i < f->sink.n; i++) {
+        assert_int_equal(f->sink.b[i]->ranges[0].partition, 2);
+        kept += f->sink.b[i]->rows;
+    }
+    assert_int_equal(kept, 3);
+    pr_batcher_stats st;
+    pr_batcher_get_stats(f->b, &st);
+    assert_int_equal(st.rows_dropped_revoke, 3);
+    fx_free(f);
+}
+
+/* Event-time ordering splits the same way; split none ignores the flags. */
+static void test_split_event_time_and_none(void **state)
+{
+    (void)state;
+    fx *f = fx_new_split(4, 1000, PR_BATCH_ORDER_EVENT_TIME, 0, PR_BATCH_LATE_EMIT,
+                         PR_BATCH_SPLIT_POPULAR);
+    int64_t first = 0;
+    for (int n = 3; first + n <= 60; n = n % 5 + 3) {
+        add_split_rows(f, first, n, 1000);
+        first += n;
+    }
+    pr_batcher_flush(f->b);
+    check_split_streams(f, first, true);
+    fx_free(f);
+
+    f = fx_new(4, 1000, PR_BATCH_ORDER_PARTITION, 0, PR_BATCH_LATE_EMIT);
+    add_split_rows(f, 0, 40, 0);
+    pr_batcher_flush(f->b);
+    check_split_streams(f, 40, false);
+    fx_free(f);
+}
+
 static void test_bad_config(void **state)
 {
     (void)state;
@@ -545,6 +723,7 @@ static void test_default_table(void **state)
     assert_int_equal(c.ordering, PR_BATCH_ORDER_PARTITION);
     assert_int_equal(c.allowed_lateness_ms, 1000);
     assert_int_equal(c.late_policy, PR_BATCH_LATE_EMIT);
+    assert_int_equal(c.split, PR_BATCH_SPLIT_NONE);
 }
 
 int main(void)
@@ -562,6 +741,9 @@ int main(void)
         cmocka_unit_test(test_event_time_drop_late),
         cmocka_unit_test(test_event_time_idle_partition),
         cmocka_unit_test(test_event_time_revoke),
+        cmocka_unit_test(test_split_popular),
+        cmocka_unit_test(test_split_deadlines_and_revoke),
+        cmocka_unit_test(test_split_event_time_and_none),
         cmocka_unit_test(test_bad_config),
         cmocka_unit_test(test_default_table),
     };

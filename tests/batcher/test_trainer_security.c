@@ -4,7 +4,8 @@
  * handshake and idle timeouts (manual clock), frame size limit, partial
  * frames against the shared receive-buffer pool, bearer tokens (missing,
  * wrong, rotated) and TLS (right CA, wrong CA, plain text to a TLS port,
- * mutual TLS with and without a client certificate). Every refusal must be
+ * mutual TLS with and without a client certificate, a certificate replaced
+ * on disk while running). Every refusal must be
  * counted under its reason.
  *
  * Waiting for the sink's I/O thread is condition-based (poll the stats
@@ -617,6 +618,61 @@ static void test_mtls_and_token(void **state)
     sfx_free(f);
 }
 
+/* The certificate and key are re-read when their files change: connections
+ * accepted after a rotation get the new certificate and a client that
+ * trusts only the old CA is refused; a half-done rotation (certificate
+ * replaced, key not yet) keeps the old certificate in use. */
+static void test_tls_cert_reload(void **state)
+{
+    (void)state;
+    if (!cert_dir[0])
+        skip();
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd),
+             "set -e; cd %s; exec >/dev/null 2>&1\n"
+             "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout server2.key "
+             "-out server2.csr -subj /CN=server2\n"
+             "printf 'subjectAltName=IP:127.0.0.1\\nextendedKeyUsage=serverAuth\\n' > server2.ext\n"
+             "openssl x509 -req -in server2.csr -CA rogue.crt -CAkey rogue.key -CAcreateserial "
+             "-out server2.crt -days 2 -extfile server2.ext\n"
+             "cp server.crt live.crt; cp server.key live.key\n",
+             cert_dir);
+    assert_int_equal(system(cmd), 0);
+    pr_trainer_sink_cfg tc = {0};
+    tc.tls.enabled = true;
+    tc.tls.cert_file = cpath("live.crt");
+    tc.tls.key_file = cpath("live.key");
+    sfx *f = sfx_new(&tc, NULL);
+    char err[256];
+    int rc;
+    pr_trainer_client_opts old_ca = {.tls_ca = cpath("ca.crt")};
+    pr_trainer_client_opts new_ca = {.tls_ca = cpath("rogue.crt")};
+    pr_trainer_client *c = open_client(f, &old_ca, err, sizeof(err), &rc);
+    if (rc)
+        fail_msg("%s", err);
+    roundtrip(f, c);
+    pr_trainer_client_close(c);
+    /* Half a rotation: the new certificate with the old key does not load. */
+    snprintf(cmd, sizeof(cmd), "cp %s %s", cpath("server2.crt"), cpath("live.crt"));
+    assert_int_equal(system(cmd), 0);
+    c = open_client(f, &old_ca, err, sizeof(err), &rc);
+    if (rc)
+        fail_msg("half-done rotation: %s", err);
+    pr_trainer_client_close(c);
+    assert_null(open_client(f, &new_ca, err, sizeof(err), &rc));
+    /* The key too: the new certificate is served, the old CA no longer fits. */
+    snprintf(cmd, sizeof(cmd), "cp %s %s", cpath("server2.key"), cpath("live.key"));
+    assert_int_equal(system(cmd), 0);
+    c = open_client(f, &new_ca, err, sizeof(err), &rc);
+    if (rc)
+        fail_msg("after rotation: %s", err);
+    roundtrip(f, c);
+    pr_trainer_client_close(c);
+    assert_null(open_client(f, &old_ca, err, sizeof(err), &rc));
+    assert_non_null(strstr(err, "not trusted"));
+    sfx_free(f);
+}
+
 static void test_tls_bad_config(void **state)
 {
     (void)state;
@@ -650,6 +706,7 @@ int main(void)
         cmocka_unit_test(test_token_auth),
         cmocka_unit_test(test_tls),
         cmocka_unit_test(test_mtls_and_token),
+        cmocka_unit_test(test_tls_cert_reload),
         cmocka_unit_test(test_tls_bad_config),
     };
     return cmocka_run_group_tests(tests, make_certs, remove_certs);

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """fault_check.py — checks what fault_trainer.py recorded against the input.
 
-  fault_check.py --log L --input TSV [--input TSV...] --rows N --modulus M
-                 [--epochs-min K] [--skip-indices]
+  fault_check.py --log L [--log L...] --input TSV [--input TSV...] --rows N --modulus M
+                 [--epochs-min K] [--skip-indices] [--per-log-seq] [--contiguous]
 
 The inputs are the TSV files produced to Kafka, whose dense column 0 (field
 2) is the row id 0..N-1. Checks, exiting 1 on the first failure:
@@ -10,8 +10,15 @@ The inputs are the TSV files produced to Kafka, whose dense column 0 (field
   * index stability: in every sparse column, each raw value got one index in
     every delivery (first-seen mapping over all epochs), and each index
     stands for one key hex2int(raw) mod M (dlrm profile: missing = key 0);
-  * (epoch, seq): strictly increasing in arrival order (one trainer);
+  * (epoch, seq): strictly increasing in arrival order (one trainer; with
+    several logs, one per replica's trainer, only with --per-log-seq, which
+    checks each log and allows a restart from an empty state dir to begin
+    again at epoch 1);
+  * --contiguous: in every column the indices received are exactly
+    0..max (no index skipped: the dlrm profile's first index is 0);
   * at least --epochs-min distinct epochs were seen.
+Several --log files (replicas sharing a vocab_log) are checked as one
+stream: a row may arrive through any replica.
 Prints "rows N received R duplicates D epochs E batches B".
 """
 import argparse
@@ -65,6 +72,15 @@ def read_inputs(paths, n_rows, n_sparse):
     return keys
 
 
+def check_contiguous(sparse):
+    for c in range(sparse.shape[1]):
+        u = np.unique(sparse[:, c])
+        if u[0] != 0 or u[-1] != len(u) - 1:
+            missing = np.setdiff1d(np.arange(u[-1] + 1), u)[:5]
+            fail("column %d: indices not contiguous from 0: %d distinct, max %d, e.g. missing %s"
+                 % (c, len(u), u[-1], missing.tolist()))
+
+
 def check_indices(ids, sparse, keys, modulus):
     """Each raw value got one index in every delivery; each index stands for
     one key (hex2int mod M, missing = 0 under the dlrm profile)."""
@@ -89,23 +105,32 @@ def check_indices(ids, sparse, keys, modulus):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--log", required=True)
+    ap.add_argument("--log", action="append", required=True)
     ap.add_argument("--input", action="append", required=True)
     ap.add_argument("--rows", type=int, required=True)
     ap.add_argument("--modulus", type=int, required=True)
     ap.add_argument("--epochs-min", type=int, default=1)
     ap.add_argument("--skip-indices", action="store_true")
+    ap.add_argument("--per-log-seq", action="store_true")
+    ap.add_argument("--contiguous", action="store_true")
     a = ap.parse_args()
+    if len(a.log) > 1 and not a.per_log_seq:
+        fail("several --log need --per-log-seq")
 
-    batches, ids, sparse = read_log(a.log)
-    n_sparse = sparse.shape[1]
+    parts = [read_log(p) for p in a.log]
+    batches = [b for p in parts for b in p[0]]
+    ids = np.concatenate([p[1] for p in parts])
+    sparse = np.concatenate([p[2] for p in parts])
 
-    # (epoch, seq) strictly increasing in arrival order.
-    prev = (0, 0)
-    for epoch, seq, _ in batches:
-        if (epoch, seq) <= prev:
-            fail("(epoch, seq) went from %s to %s" % (prev, (epoch, seq)))
-        prev = (epoch, seq)
+    # (epoch, seq) strictly increasing in arrival order, per trainer; with
+    # --per-log-seq a drop back to epoch 1 is a replica restarted empty.
+    for p in parts:
+        prev = (0, 0)
+        for epoch, seq, _ in p[0]:
+            if (epoch, seq) <= prev and not (a.per_log_seq and epoch == 1 and prev[0] >= 1
+                                             and seq == 1):
+                fail("(epoch, seq) went from %s to %s" % (prev, (epoch, seq)))
+            prev = (epoch, seq)
     epochs = sorted({b[0] for b in batches})
     if len(epochs) < a.epochs_min:
         fail("saw %d epoch(s) %s, expected at least %d" % (len(epochs), epochs, a.epochs_min))
@@ -125,6 +150,8 @@ def main():
                                 a.modulus)
         if changes:
             fail("%d index change(s)" % changes)
+    if a.contiguous:
+        check_contiguous(sparse)
     print("rows %d received %d duplicates %d epochs %d (%d..%d) batches %d%s"
           % (a.rows, len(ids), dups, len(epochs), epochs[0], epochs[-1], len(batches),
              "" if a.skip_indices else " index-changes 0"))

@@ -30,10 +30,11 @@ free_port() {
 }
 unset PIPEREC_INSTANCE_ID POD_NAME || true
 
-# start_broker PARTITIONS: sets B (bootstrap) and BROKER (pid).
+# start_broker PARTITIONS [TOPICS]: sets B (bootstrap) and BROKER (pid).
 start_broker() {
     mkfifo "$T/broker.fifo"
-    "$PIPEREC" broker --partitions "$1" --topics events > "$T/broker.fifo" 2> "$T/broker.err" &
+    "$PIPEREC" broker --partitions "$1" --topics "${2:-events}" > "$T/broker.fifo" \
+        2> "$T/broker.err" &
     BROKER=$!; pids="$pids $BROKER"
     exec 3< "$T/broker.fifo"
     read -r _first <&3 || fail "broker printed nothing"

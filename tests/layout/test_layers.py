@@ -27,15 +27,18 @@ LAYERS = {
     "schemas": ("schemas", "pr_schemas", []),
     "engine": ("fpga_engine", "pr_engine", ["common"]),
     "ingest": ("ingest", "pr_ingest", ["engine", "schemas", "common"]),
+    "vocablog": ("vocablog", "pr_vocablog", ["ingest", "engine", "schemas", "common"]),
     "batcher": ("batcher", "pr_batcher", ["engine", "schemas", "common"]),
     "sinks": ("sinks", "pr_sinks", ["batcher", "engine", "schemas", "common"]),
-    "config": ("config", "pr_config", ["sinks", "batcher", "ingest", "engine", "common"]),
+    "config": ("config", "pr_config",
+               ["sinks", "batcher", "vocablog", "ingest", "engine", "common"]),
     "service": ("service", "pr_service",
-                ["sinks", "batcher", "ingest", "config", "engine", "schemas", "common"]),
+                ["sinks", "batcher", "vocablog", "ingest", "config", "engine", "schemas",
+                 "common"]),
     "gen": ("tools/gen", "pr_gen", ["config", "engine", "schemas", "common"]),
     "cli": ("cli", "pr_cli",
-            ["service", "gen", "sinks", "batcher", "ingest", "config", "engine", "schemas",
-             "common"]),
+            ["service", "gen", "sinks", "batcher", "vocablog", "ingest", "config", "engine",
+             "schemas", "common"]),
 }
 
 errors = []

@@ -29,6 +29,18 @@ def _free_port():
     return p
 
 
+def _released(tmp_path):
+    """Batches the trainer sink has let go of (piperec_sink_batches_acked_total):
+    in checkpoint delivery, those a committed checkpoint (or a resume) holds."""
+    import urllib.request
+    port = (tmp_path / "http.port").read_text()
+    text = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % port, timeout=5).read().decode()
+    for line in text.splitlines():
+        if line.startswith("piperec_sink_batches_acked_total") and 'sink="trainer"' in line:
+            return int(float(line.split()[-1]))
+    raise AssertionError("no piperec_sink_batches_acked_total{sink=\"trainer\"} in /metrics")
+
+
 def _ids(b):
     d = b.dense.numpy()
     return [round(math.expm1(float(d[r, 0]))) * 1000 + round(math.expm1(float(d[r, 1])))
@@ -58,7 +70,8 @@ def checkpoint_service(tmp_path):
         r = subprocess.run([piperec, "produce", "--bootstrap", bootstrap, "--topic", "ck",
                             "--input", str(rows)], capture_output=True, text=True, timeout=30)
         assert r.returncode == 0, r.stderr
-        port = _free_port()
+        port, http = _free_port(), _free_port()
+        (tmp_path / "http.port").write_text(str(http))
         cfg = tmp_path / "ck.yaml"
         cfg.write_text("""pipelines:
   - name: p
@@ -71,11 +84,11 @@ def checkpoint_service(tmp_path):
                       auto.commit.interval.ms: "200" }
     batch: { size: 16, max_delay_ms: 20 }
     sinks:
-      trainer: { listen: "127.0.0.1:%d", max_unacked_batches: 4, delivery: checkpoint }
+      trainer: { listen: "127.0.0.1:%d", max_unacked_batches: 8, delivery: checkpoint }
     state: { dir: "%s/state" }
-http: { listen: "127.0.0.1:0" }
+http: { listen: "127.0.0.1:%d" }
 log: { level: info }
-""" % (bootstrap, port, tmp_path))
+""" % (bootstrap, port, tmp_path, http))
         procs.append(subprocess.Popen([piperec, "run", "--config", str(cfg)],
                                       stderr=open(tmp_path / "run.err", "w")))
         yield "127.0.0.1:%d" % port
@@ -142,6 +155,79 @@ def test_checkpoint_restore_exactly_once(checkpoint_service, tmp_path, commit):
     assert set(after_ckpt) <= set(restored)
     end = ds2.state_dict()["position"]
     assert sum(b - a + 1 for iv in end.values() for a, b in iv) == TOTAL
+
+
+def test_checkpoint_commit_from_dataloader_workers(checkpoint_service, tmp_path):
+    """num_workers=2: each worker holds its own connection, so
+    commit_checkpoint() in the main process goes over a short connection of
+    its own. The server must release exactly the batches the training loop
+    received (not the ones workers prefetched), and after a crash (loader
+    and dataset dropped) a restore from the state_dict gets exactly the
+    rows after the checkpoint."""
+    from piperec.torch import StreamDataLoader, StreamDataset
+
+    addr = checkpoint_service
+    ckpt = tmp_path / "model.ckpt.json"
+    ds = StreamDataset(addr, "p", credits=6, delivery="checkpoint", connect_timeout=20,
+                       idle_timeout=15, sparse_format="triple")
+    loader = StreamDataLoader(ds, num_workers=2, prefetch_factor=2)
+    it = iter(loader)
+    before, after_ckpt = [], []
+    for _ in range(10):
+        before.extend(_ids(next(it)))
+    state = loader.state_dict()
+    covered = sum(b - a + 1 for iv in state["position"].values() for a, b in iv)
+    assert covered == len(before)  # what the loop got, not what workers prefetched
+    tmp = str(ckpt) + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"data": state, "ids": before}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.rename(tmp, ckpt)
+    assert ds._live == []  # the main process holds no connection of its own
+    assert _released(tmp_path) == 0  # acks from workers release nothing
+    assert ds.commit_checkpoint(state) == 1
+    assert addr in ds.checkpoint_released  # CheckpointOk came back
+    # Exactly the 10 batches the loop received, whichever worker's connection
+    # had them (the short connection's resume releases them, the commit
+    # confirms), not the ones workers prefetched.
+    deadline = time.monotonic() + 5  # the service loop counts them at its next poll
+    while _released(tmp_path) < 10 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)
+    assert _released(tmp_path) == 10
+    for _ in range(3):  # trained on after the checkpoint, then lost with the crash
+        after_ckpt.extend(_ids(next(it)))
+    assert set(after_ckpt).isdisjoint(before)
+    del it, loader, ds  # "crash": workers and their connections go
+
+    with open(ckpt) as f:
+        saved = json.load(f)
+    ds2 = StreamDataset(addr, "p", credits=6, delivery="checkpoint", connect_timeout=20,
+                        idle_timeout=3, sparse_format="triple")
+    loader2 = StreamDataLoader(ds2, num_workers=2, prefetch_factor=2)
+    loader2.load_state_dict(saved["data"])
+    restored = list(saved["ids"])
+    deadline = time.monotonic() + 40
+    for b in loader2:
+        restored.extend(_ids(b))
+        if len(restored) >= TOTAL or time.monotonic() > deadline:
+            break
+    assert sorted(restored) == list(range(TOTAL)), (
+        "%d rows, %d distinct, %d missing" % (len(restored), len(set(restored)),
+                                              TOTAL - len(set(restored) & set(range(TOTAL)))))
+    assert set(after_ckpt) <= set(restored)
+    # A second checkpoint through the short connection covers the rest.
+    st2 = loader2.state_dict()
+    assert sum(b - a + 1 for iv in st2["position"].values() for a, b in iv) == TOTAL
+    n_batches = _released(tmp_path)
+    assert ds2.commit_checkpoint(st2) == 1
+    # Everything the restored loop received is released now: no batch is held.
+    deadline = time.monotonic() + 5
+    while _released(tmp_path) == n_batches and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _released(tmp_path) > n_batches
+    del loader2
 
 
 def test_checkpoint_state_validation():

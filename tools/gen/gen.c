@@ -10,6 +10,16 @@
  * value would cost ~26 x 20 ns a row, so each column's inverse CDF is
  * tabulated at PR__QN + 1 quantiles once and interpolated linearly; that keeps
  * generation well above 2M rows/s on one core.
+ *
+ * Exact Zipf (pr_gen_set_zipf, `piperec gen --zipf S`): P(rank r) is
+ * proportional to (r + 1)^-S over [0, card). The head (the PR__ZIPF_HEAD most
+ * frequent ranks, most of the mass) is drawn from a tabulated CDF through a
+ * guide table (O(1) expected); the tail by rejection-inversion (Hoermann and
+ * Derflinger 1996), exact for any card without tables, a few transcendental
+ * calls per draw and rarely a retry. The head/tail split needs the tail's
+ * total mass, which Euler-Maclaurin gives to ~1e-10 relative for ranks past
+ * the head. Retries draw fresh bits from a hash of (row bits, attempt), so a
+ * row stays a pure function of (seed, row).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -19,7 +29,8 @@
 #include "pr_config.h"
 #include "pr_varint.h"
 
-#define PR__QN 1024 /* quantile table resolution */
+#define PR__QN        1024 /* quantile table resolution */
+#define PR__ZIPF_HEAD 2048 /* ranks drawn from a table under --zipf */
 
 const uint32_t pr_gen_cardinality[PR_GEN_N_SPARSE] = {
     1460, 583,   10131227, 2202608, 305,  24,   12517, 633,     3,  93145, 5683,   8351593, 3194,
@@ -49,8 +60,20 @@ static const pr__dense_model pr__dense[PR_GEN_N_DENSE] = {
 #define PR__DENSE_ALPHA    1.3
 #define PR__LABEL_POSITIVE 0.03
 
+/* One column's exact Zipf sampler (k = rank + 1 in [1, card]). */
+typedef struct pr__zipf_col {
+    uint32_t card;
+    uint32_t head;     /* k in [1, head] from the table */
+    double p_head;     /* P(k <= head) */
+    double *cdf;       /* [head] P(k <= i + 1), cdf[head - 1] = p_head */
+    uint32_t *guide;   /* [head] first i with cdf[i] > j * p_head / head */
+    double t_lo, t_hi; /* tail: u range of rejection-inversion over [head + 1, card] */
+} pr__zipf_col;
+
 struct pr_gen {
     uint64_t seed;
+    double zipf_s;      /* 0 = the default power law */
+    pr__zipf_col *zipf; /* [PR_GEN_N_SPARSE] when zipf_s > 0 */
     uint32_t sparse_miss[PR_GEN_N_SPARSE]; /* thresholds on 32 random bits */
     uint32_t dense_miss[PR_GEN_N_DENSE];
     uint32_t dense_neg[PR_GEN_N_DENSE];
@@ -120,9 +143,142 @@ pr_gen *pr_gen_new(uint64_t seed)
     return g;
 }
 
+static void pr__zipf_free(pr_gen *g)
+{
+    if (!g->zipf)
+        return;
+    for (int c = 0; c < PR_GEN_N_SPARSE; c++) {
+        free(g->zipf[c].cdf);
+        free(g->zipf[c].guide);
+    }
+    free(g->zipf);
+    g->zipf = NULL;
+}
+
 void pr_gen_free(pr_gen *g)
 {
+    if (!g)
+        return;
+    pr__zipf_free(g);
     free(g);
+}
+
+/* ---------------------------------------------------------------- exact Zipf */
+
+/* log1p(x) / x and expm1(x) / x, continuous at 0. */
+static double pr__zh1(double x)
+{
+    return fabs(x) > 1e-8 ? log1p(x) / x : 1.0 - x * (0.5 - x * (1.0 / 3.0 - 0.25 * x));
+}
+static double pr__zh2(double x)
+{
+    return fabs(x) > 1e-8 ? expm1(x) / x : 1.0 + x * 0.5 * (1.0 + x / 3.0 * (1.0 + 0.25 * x));
+}
+/* h(x) = x^-s, its antiderivative H(x) = (x^(1-s) - 1) / (1 - s) (log x at
+ * s = 1), and the inverse of H. */
+static double pr__zh(double s, double x)
+{
+    return exp(-s * log(x));
+}
+static double pr__zH(double s, double x)
+{
+    double lx = log(x);
+    return pr__zh2((1.0 - s) * lx) * lx;
+}
+static double pr__zHinv(double s, double y)
+{
+    double t = y * (1.0 - s);
+    if (t < -1.0)
+        t = -1.0;
+    return exp(pr__zh1(t) * y);
+}
+
+int pr_gen_set_zipf(pr_gen *g, double s)
+{
+    if (!(s >= 0) || s > PR_GEN_ZIPF_MAX)
+        return PR_EINVAL;
+    pr__zipf_free(g);
+    g->zipf_s = 0;
+    if (s == 0)
+        return 0;
+    g->zipf = calloc(PR_GEN_N_SPARSE, sizeof(*g->zipf));
+    if (!g->zipf)
+        return PR_ENOMEM;
+    for (int c = 0; c < PR_GEN_N_SPARSE; c++) {
+        pr__zipf_col *z = &g->zipf[c];
+        uint32_t card = pr_gen_cardinality[c];
+        z->card = card;
+        z->head = card < PR__ZIPF_HEAD ? card : PR__ZIPF_HEAD;
+        z->cdf = malloc(z->head * sizeof(*z->cdf));
+        z->guide = malloc(z->head * sizeof(*z->guide));
+        if (!z->cdf || !z->guide) {
+            pr__zipf_free(g);
+            return PR_ENOMEM;
+        }
+        double sum = 0;
+        for (uint32_t i = 0; i < z->head; i++)
+            z->cdf[i] = sum += pr__zh(s, i + 1.0);
+        double tail = 0;
+        if (card > z->head) {
+            /* Euler-Maclaurin: sum_{k=a}^{b} h(k) = int_a^b h + (h(a) + h(b)) / 2
+             * + (h'(b) - h'(a)) / 12 + smaller terms, with h'(x) = -s x^(-s-1). */
+            double a = z->head + 1.0, b = card;
+            tail = pr__zH(s, b) - pr__zH(s, a) + 0.5 * (pr__zh(s, a) + pr__zh(s, b)) +
+                   s * (pr__zh(s, a) / a - pr__zh(s, b) / b) / 12.0;
+            z->t_lo = pr__zH(s, a + 0.5) - pr__zh(s, a);
+            z->t_hi = pr__zH(s, b + 0.5);
+        }
+        double total = sum + tail;
+        for (uint32_t i = 0; i < z->head; i++)
+            z->cdf[i] /= total;
+        z->p_head = card > z->head ? z->cdf[z->head - 1] : 1.0;
+        z->cdf[z->head - 1] = z->p_head; /* no rounding gap at the top */
+        uint32_t i = 0;
+        for (uint32_t j = 0; j < z->head; j++) {
+            double lo = z->p_head * j / z->head;
+            while (i + 1 < z->head && z->cdf[i] <= lo)
+                i++;
+            z->guide[j] = i;
+        }
+    }
+    g->zipf_s = s;
+    return 0;
+}
+
+double pr_gen_zipf(const pr_gen *g)
+{
+    return g->zipf_s;
+}
+
+static inline double pr__unit53(uint64_t x)
+{
+    return (double)(x >> 11) * 0x1p-53;
+}
+
+/* A rank in [0, card) with P(r) ~ (r + 1)^-s, from the 64 bits x. */
+static uint32_t pr__zipf_draw(const pr__zipf_col *z, double s, uint64_t x)
+{
+    double u = pr__unit53(pr__mix64(x));
+    if (u < z->p_head) {
+        uint32_t i = z->guide[(uint32_t)(u / z->p_head * z->head)];
+        while (z->cdf[i] <= u && i + 1 < z->head)
+            i++;
+        return i;
+    }
+    /* Tail, k in [head + 1, card]: y uniform on [t_lo, t_hi]; H^-1(y) rounds
+     * to k, accepted when y >= H(k + 1/2) - h(k): an interval of length h(k)
+     * inside k's rounding interval (h is convex), so P(k) ~ h(k) exactly. */
+    for (uint64_t attempt = 1;; attempt++) {
+        double v = pr__unit53(pr__mix64(x + attempt * 0x9e3779b97f4a7c15ull));
+        double y = z->t_lo + v * (z->t_hi - z->t_lo);
+        uint64_t k = (uint64_t)(pr__zHinv(s, y) + 0.5);
+        if (k <= z->head)
+            k = z->head + 1;
+        else if (k > z->card)
+            k = z->card;
+        if (y >= pr__zH(s, k + 0.5) - pr__zh(s, (double)k))
+            return (uint32_t)(k - 1);
+    }
 }
 
 int pr_gen_set_signal(pr_gen *g, uint32_t model)
@@ -210,7 +366,9 @@ void pr_gen_row_at(const pr_gen *g, uint64_t row, pr_gen_row *out)
             out->sparse[c] = 0;
             out->sparse_missing |= 1u << c;
         } else {
-            out->sparse[c] = pr__scramble(pr__draw(g->sq[c], hi), (uint32_t)c);
+            uint32_t rank = g->zipf ? pr__zipf_draw(&g->zipf[c], g->zipf_s, x)
+                                    : pr__draw(g->sq[c], hi);
+            out->sparse[c] = pr__scramble(rank, (uint32_t)c);
         }
     }
     if (g->signal)

@@ -332,6 +332,7 @@ class StreamDataset(IterableDataset):
         self._position = Position()  # checkpoint delivery: rows received since (training loop)
         self._live = []              # connections of this process's running iterator
         self._ckpt_id = 0
+        self.checkpoint_released = {}  # endpoint -> batches the last short-connection commit released
 
     # -- positions
 
@@ -410,7 +411,10 @@ class StreamDataset(IterableDataset):
         releases the batches a checkpoint holds whichever connection trained
         on them, so one commit per endpoint covers every worker and rank.
         Such a connection may be dealt a batch before it closes; that batch
-        is unacked and goes back to the queue (not lost, not trained).
+        is unacked and goes back to the queue (not lost, not trained); it
+        waits for the server's CheckpointOk (TimeoutError after `timeout`
+        seconds: a server not in checkpoint delivery never answers), and
+        ``self.checkpoint_released[endpoint]`` says how many batches it let go.
         Returns the number of endpoints committed to."""
         if self.delivery != "checkpoint":
             raise RuntimeError("commit_checkpoint() needs StreamDataset(delivery='checkpoint')")
@@ -432,6 +436,10 @@ class StreamDataset(IterableDataset):
                     while (c.checkpoint_ok is None or c.checkpoint_ok[0] != self._ckpt_id) \
                             and time.monotonic() < deadline:
                         c.recv(timeout=0.05)  # reads the CheckpointOk (a batch: left unacked)
+                    if c.checkpoint_ok is None or c.checkpoint_ok[0] != self._ckpt_id:
+                        raise TimeoutError("%s: no CheckpointOk in %.0f s (is the server's "
+                                           "sinks.trainer.delivery 'checkpoint'?)" % (ep, timeout))
+                    self.checkpoint_released[ep] = c.checkpoint_ok[1]
                 done += 1
         # A later (re)connect without load_state_dict resumes from here.
         self._resume = self._resume.merge(pos)

@@ -26,8 +26,14 @@
  * something to measure. Dense and sparse values are the same as without it;
  * without it the output is unchanged (3% positive, independent of features).
  *
- * Threads: a pr_gen is read-only after pr_gen_new (and pr_gen_set_signal);
- * share it freely.
+ * Exact Zipf (pr_gen_set_zipf, `piperec gen --zipf S`): sparse column c draws
+ * its rank r from P(r) = (r + 1)^-S / sum_{k=1}^{card[c]} k^-S instead of the
+ * power law above (same scramble, same missing rates; dense values and
+ * labels unchanged), e.g. for hot-set tests and benches, where a column's
+ * exact top-k share is known.
+ *
+ * Threads: a pr_gen is read-only after pr_gen_new (and pr_gen_set_signal,
+ * pr_gen_set_zipf); share it freely.
  */
 #ifndef PR_GEN_H
 #define PR_GEN_H
@@ -63,6 +69,14 @@ void pr_gen_free(pr_gen *g);
  * above. Returns PR_EINVAL for other values. Call before sharing g. */
 #define PR_GEN_SIGNAL_MAX 1
 int pr_gen_set_signal(pr_gen *g, uint32_t model);
+
+/* Sparse ranks from an exact Zipf with exponent s (0 < s <= PR_GEN_ZIPF_MAX;
+ * 0 = back to the default power law). PR_EINVAL out of range, PR_ENOMEM.
+ * Builds per-column tables (about 24 KiB each); call before sharing g. */
+#define PR_GEN_ZIPF_MAX 10.0
+int pr_gen_set_zipf(pr_gen *g, double s);
+/* The exponent set, 0 when none. */
+double pr_gen_zipf(const pr_gen *g);
 
 void pr_gen_row_at(const pr_gen *g, uint64_t row, pr_gen_row *out);
 

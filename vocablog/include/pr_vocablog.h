@@ -1,0 +1,116 @@
+/*
+ * pr_vocablog.h — a vocabulary shared by several replicas through a Kafka
+ * log (docs/vocab-log.md).
+ *
+ * Every replica of a pipeline keeps its own engine vocabulary, but none of
+ * them invents an index: a value an engine does not know is appended to a
+ * single-partition topic (a Proposals record, schemas/vocablog.proto), and
+ * every replica applies the log's records in log order to its engine with
+ * pr_engine_vocab_apply. Because the apply is a deterministic function of
+ * the records in order, every replica computes the same (column, value) ->
+ * index mapping: the first proposal of a value decides its index (the one
+ * that brings its count to min_count when min_count > 1); later duplicates
+ * change nothing. Kafka is the sequencer; nothing else coordinates.
+ *
+ * Per block, the driver (the pipeline thread) calls pr_vocablog_resolve
+ * until it returns 0, then processes the block with pr_engine_process (the
+ * engine is in shared mode: lookups only). Values the engine already knows
+ * cost no log round trip; a block with new values waits until the log has
+ * applied its proposals (read-your-writes), so no batch ever carries an
+ * index the log did not decide.
+ *
+ * Startup (pr_vocablog_new): checks the topic (exists, one partition), loads
+ * the snapshot (state dir) with the log position it reflects, checks that
+ * position against the log (records deleted by retention, or a recreated
+ * topic, are errors), writes the Settings record when the log is empty,
+ * checks this pipeline's settings against the log's first Settings record,
+ * and reads the log up to its end.
+ *
+ * Threads: one driver thread calls everything except pr_vocablog_get_stats,
+ * which any thread may call. The engine is borrowed and driven only from the
+ * driver thread.
+ *
+ * Errors: 0 or a negative PR_E* code (pr_error.h) with a reason in errstr.
+ */
+#ifndef PR_VOCABLOG_H
+#define PR_VOCABLOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pr_cfgmap.h"
+#include "pr_engine.h"
+#include "pr_error.h"
+#include "pr_hist.h"
+
+/* A pipeline's `vocab_log` section (keys, defaults and docs:
+ * pr_vocablog_cfgmap, vocablog_cfg.c). */
+typedef struct pr_vocablog_cfg {
+    bool enabled;               /* the section is present */
+    const char *topic;          /* required: one partition, unlimited retention */
+    pr_kv_list properties;      /* librdkafka properties; the loader copies the source's
+                                 * when none are given */
+    int64_t startup_timeout_ms; /* how long startup waits for the log; default 60000 */
+} pr_vocablog_cfg;
+
+extern const pr_cfgmap pr_vocablog_cfgmap;
+
+typedef struct pr_vocablog_opts {
+    const pr_vocablog_cfg *cfg; /* borrowed for the call */
+    const char *pipeline;       /* for messages and the Settings record */
+    const char *replica;        /* written into the records (audit) */
+    uint64_t epoch;             /* this start's epoch, written into proposals */
+    pr_engine *eng;             /* borrowed for life; put in shared mode */
+    const char *snapshot_path;  /* NULL: no snapshot (rebuild from the log on every start) */
+} pr_vocablog_opts;
+
+typedef struct pr_vocablog pr_vocablog;
+
+/* Connect, check, load, catch up (see the file comment). On failure *out is
+ * NULL and errstr says what is wrong and what to do. */
+int pr_vocablog_new(const pr_vocablog_opts *o, pr_vocablog **out, char *errstr, size_t errstr_size);
+void pr_vocablog_free(pr_vocablog *vl);
+
+/* Decide the new values of block `in`: 0 when it may be processed now;
+ * PR_EAGAIN while its proposals wait for the log (call again with the same,
+ * unchanged block: the first call proposes, the later ones only wait, each
+ * for at most timeout_ms); another PR_E* code is fatal for the pipeline
+ * (e.g. a dlrm column full, a settings conflict). */
+int pr_vocablog_resolve(pr_vocablog *vl, const pr_block *in, int timeout_ms, char *errstr,
+                        size_t errstr_size);
+
+/* Forget a block that waits (the driver drops it, e.g. at shutdown). Its
+ * proposals still reach the log and are applied like any others. */
+void pr_vocablog_abandon(pr_vocablog *vl);
+
+/* Apply what the log holds now (other replicas' values), waiting up to
+ * timeout_ms for the first record. Errors as pr_vocablog_resolve. */
+int pr_vocablog_poll(pr_vocablog *vl, int timeout_ms, char *errstr, size_t errstr_size);
+
+/* Save the engine's vocabulary with the log position it reflects (atomic;
+ * the next start reads only the log after it). No-op without a snapshot
+ * path. */
+int pr_vocablog_checkpoint(pr_vocablog *vl, char *errstr, size_t errstr_size);
+
+/* Counters for metrics; any thread. */
+typedef struct pr_vocablog_stats {
+    int64_t applied_offset;    /* next log offset to apply */
+    int64_t end_offset;        /* log end (high watermark) last seen; -1 unknown */
+    uint64_t records_applied;  /* records read and applied (or skipped) */
+    uint64_t values_applied;   /* proposal entries applied */
+    uint64_t indices_assigned; /* indices the log assigned (all replicas) */
+    uint64_t proposals;        /* entries this replica proposed */
+    uint64_t proposal_records; /* records this replica appended */
+    uint64_t blocks_waited;    /* blocks that had to wait for the log */
+    uint64_t corrupt_records;  /* records (or entries) skipped: undecodable or invalid */
+    uint64_t produce_errors;   /* proposals that failed and were sent again */
+    uint64_t consume_errors;   /* fetch errors (broker down...) */
+    uint64_t values_waiting;   /* distinct values of the waiting block */
+    bool up;                   /* the log answered in the last few seconds */
+    pr_hist_snapshot wait;     /* seconds from proposal to decided, per waiting block */
+} pr_vocablog_stats;
+
+void pr_vocablog_get_stats(pr_vocablog *vl, pr_vocablog_stats *st);
+
+#endif

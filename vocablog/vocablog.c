@@ -1,0 +1,1024 @@
+/*
+ * vocablog.c — pr_vocablog: replicas share one vocabulary through a
+ * single-partition Kafka topic (contract: pr_vocablog.h; the argument why it
+ * is correct: docs/vocab-log.md).
+ *
+ * Shape: an idempotent producer (acks=all, retried forever) appends
+ * Proposals; a reader assigned to partition 0 (no consumer group) applies
+ * every record in offset order to the engine. Both are driven from the
+ * pipeline thread, so the engine is only ever touched by that thread and a
+ * record is applied whole before anything else looks at the vocabulary.
+ *
+ * A waiting block: its distinct unknown values (deduplicated, occurrences
+ * counted, in first-appearance order per column) go out as one or more
+ * records; the block is ready once every record was acknowledged by the
+ * broker (which gives its offset) and the reader has applied the log past
+ * the largest of those offsets. A record that failed to deliver (only
+ * permanent errors: the producer retries transient ones forever) is sent
+ * again, with the values still unknown.
+ */
+#define _GNU_SOURCE
+#include "pr_vocablog.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "pr_ingest.h"
+#include "pr_log.h"
+#include "vocablog.pb-c.h"
+
+#define PR__REC_MAX_ENTRIES 16384 /* entries per Proposals record (~200 KB at most) */
+#define PR__UP_WINDOW_NS    5000000000LL
+#define PR__TAG_MAGIC       "PRVLOG1"
+
+/* Deduplicated misses of one block: open addressing over (col, key). */
+typedef struct pr__miss {
+    uint64_t key;
+    uint32_t col;
+    uint32_t count;
+} pr__miss;
+
+struct pr_vocablog {
+    char *pipeline, *replica, *topic, *snap_path;
+    uint64_t epoch;
+    int64_t startup_timeout_ms;
+    pr_engine *eng;
+    const pr_pipeline_spec *spec;
+    rd_kafka_t *prod;
+    rd_kafka_t *cons;
+
+    bool have_settings;
+    uint64_t log_id;
+    int64_t next; /* next offset to apply */
+
+    /* the waiting block */
+    bool pending;
+    bool resend;         /* a record of it failed: propose what is still unknown */
+    int inflight;        /* records without a delivery report */
+    int64_t max_offset;  /* largest offset of its delivered records */
+    int64_t t_submit_ns; /* first proposal */
+
+    /* misses of the current block */
+    pr__miss *miss; /* entries in first-appearance order */
+    size_t n_miss, miss_cap;
+    uint32_t *slots; /* hash slots: entry index + 1, 0 = free */
+    size_t n_slots;  /* power of two */
+
+    pr_ratelimit rl;
+    pr_histogram wait; /* has its own lock */
+    _Atomic int64_t st_applied, st_end;
+    _Atomic uint64_t st_records, st_values, st_assigned, st_proposals, st_prop_records,
+        st_blocks_waited, st_corrupt, st_produce_err, st_consume_err, st_waiting;
+    _Atomic int64_t last_ok_ns, last_err_ns;
+};
+
+static int64_t pr__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* ---------------------------------------------------------------- settings */
+
+static void pr__log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    (void)rk;
+    pr_log_level l = level <= 3 ? PR_LOG_ERROR : level <= 4 ? PR_LOG_WARN : PR_LOG_DEBUG;
+    pr_log(l, "vocab log: librdkafka %s: %s", fac, buf);
+}
+
+static void pr__error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    (void)rk;
+    pr_vocablog *vl = opaque;
+    atomic_fetch_add(&vl->st_consume_err, 1);
+    atomic_store(&vl->last_err_ns, pr__now_ns());
+    pr_log_ratelimited(&vl->rl, PR_LOG_WARN, "pipeline %s: vocab log %s: %s: %s", vl->pipeline,
+                       vl->topic, rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+}
+
+static void pr__dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    (void)rk;
+    pr_vocablog *vl = opaque;
+    if (vl->inflight > 0)
+        vl->inflight--;
+    if (m->err) {
+        vl->resend = true;
+        atomic_fetch_add(&vl->st_produce_err, 1);
+        atomic_store(&vl->last_err_ns, pr__now_ns());
+        pr_log_ratelimited(&vl->rl, PR_LOG_WARN,
+                           "pipeline %s: vocab log %s: a proposal was not stored (%s); proposing "
+                           "again",
+                           vl->pipeline, vl->topic, rd_kafka_err2str(m->err));
+        return;
+    }
+    atomic_store(&vl->last_ok_ns, pr__now_ns());
+    if (m->offset > vl->max_offset)
+        vl->max_offset = m->offset;
+}
+
+/* A librdkafka handle with the user's properties (`skip` filters those that
+ * belong to the other role) and ours on top. */
+static rd_kafka_t *pr__handle(pr_vocablog *vl, rd_kafka_type_t type, const pr_kv_list *props,
+                              const pr_kv *forced, size_t n_forced, char *errstr,
+                              size_t errstr_size)
+{
+    char kerr[512];
+    const char *role = type == RD_KAFKA_PRODUCER ? "producer" : "reader";
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    if (!conf) {
+        pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < props->n; i++) {
+        if (type == RD_KAFKA_PRODUCER && pr_kafka_prop_consumer_only(props->items[i].key))
+            continue;
+        if (rd_kafka_conf_set(conf, props->items[i].key, props->items[i].value, kerr,
+                              sizeof(kerr)) != RD_KAFKA_CONF_OK) {
+            pr_seterr(errstr, errstr_size, PR_EINVAL, "vocab_log.properties.%s: %s",
+                      props->items[i].key, kerr);
+            rd_kafka_conf_destroy(conf);
+            return NULL;
+        }
+    }
+    for (size_t i = 0; i < n_forced; i++)
+        if (rd_kafka_conf_set(conf, forced[i].key, forced[i].value, kerr, sizeof(kerr)) !=
+            RD_KAFKA_CONF_OK) {
+            pr_seterr(errstr, errstr_size, PR_EINVAL, "vocab log %s: %s", role, kerr);
+            rd_kafka_conf_destroy(conf);
+            return NULL;
+        }
+    rd_kafka_conf_set_opaque(conf, vl);
+    rd_kafka_conf_set_log_cb(conf, pr__log_cb);
+    rd_kafka_conf_set_error_cb(conf, pr__error_cb);
+    if (type == RD_KAFKA_PRODUCER)
+        rd_kafka_conf_set_dr_msg_cb(conf, pr__dr_cb);
+    rd_kafka_t *rk = rd_kafka_new(type, conf, kerr, sizeof(kerr));
+    if (!rk) {
+        pr_seterr(errstr, errstr_size, PR_EKAFKA, "vocab log %s: %s", role, kerr);
+        rd_kafka_conf_destroy(conf);
+    }
+    return rk;
+}
+
+/* The Settings record this pipeline would write. Strings point into spec. */
+typedef struct pr__settings {
+    Piperec__Vocablog__V1__Settings s;
+    Piperec__Vocablog__V1__Column cols[PR_MAX_SPARSE];
+    Piperec__Vocablog__V1__Column *colp[PR_MAX_SPARSE];
+    char *ops[PR_MAX_OPS];
+} pr__settings;
+
+static void pr__settings_build(const pr_vocablog *vl, pr__settings *ps)
+{
+    const pr_pipeline_spec *sp = vl->spec;
+    piperec__vocablog__v1__settings__init(&ps->s);
+    ps->s.format_version = 1;
+    ps->s.pipeline = vl->pipeline;
+    ps->s.profile = (char *)pr_vocab_profile_name(sp->profile);
+    for (unsigned i = 0; i < sp->n_sparse_ops; i++)
+        ps->ops[i] = (char *)pr_op_name((pr_op)sp->sparse_ops[i]);
+    ps->s.n_sparse_ops = sp->n_sparse_ops;
+    ps->s.sparse_ops = ps->ops;
+    bool mod = pr_spec_has_op(sp, PR_OP_MODULUS);
+    for (uint32_t c = 0; c < sp->n_sparse; c++) {
+        piperec__vocablog__v1__column__init(&ps->cols[c]);
+        ps->cols[c].name = (char *)sp->sparse[c].name;
+        ps->cols[c].modulus = mod ? sp->sparse[c].modulus : 0;
+        ps->cols[c].min_count = sp->sparse[c].min_count;
+        ps->cols[c].capacity = sp->sparse[c].capacity;
+        ps->colp[c] = &ps->cols[c];
+    }
+    ps->s.n_columns = sp->n_sparse;
+    ps->s.columns = ps->colp;
+    ps->s.created_by = vl->replica;
+}
+
+/* First difference between the log's settings and ours, or "" when none. */
+static void pr__settings_diff(const Piperec__Vocablog__V1__Settings *log,
+                              const Piperec__Vocablog__V1__Settings *mine, char *out, size_t n)
+{
+    out[0] = 0;
+    if (strcmp(log->profile, mine->profile)) {
+        snprintf(out, n, "profile is %s in the log, %s here", log->profile, mine->profile);
+        return;
+    }
+    char a[128] = "", b[128] = "";
+    for (size_t i = 0; i < log->n_sparse_ops; i++)
+        snprintf(a + strlen(a), sizeof(a) - strlen(a), "%s%s", i ? "," : "", log->sparse_ops[i]);
+    for (size_t i = 0; i < mine->n_sparse_ops; i++)
+        snprintf(b + strlen(b), sizeof(b) - strlen(b), "%s%s", i ? "," : "", mine->sparse_ops[i]);
+    if (strcmp(a, b)) {
+        snprintf(out, n, "transform.sparse is [%s] in the log, [%s] here", a, b);
+        return;
+    }
+    if (log->n_columns != mine->n_columns) {
+        snprintf(out, n, "%zu sparse columns in the log, %zu here", log->n_columns,
+                 mine->n_columns);
+        return;
+    }
+    for (size_t c = 0; c < log->n_columns; c++) {
+        const Piperec__Vocablog__V1__Column *l = log->columns[c], *m = mine->columns[c];
+        if (strcmp(l->name, m->name))
+            snprintf(out, n, "sparse column %zu is %s in the log, %s here", c + 1, l->name,
+                     m->name);
+        else if (l->modulus != m->modulus)
+            snprintf(out, n, "column %s modulus is %" PRIu64 " in the log, %" PRIu64 " here",
+                     l->name, l->modulus, m->modulus);
+        else if (l->min_count != m->min_count)
+            snprintf(out, n, "column %s min_count is %u in the log, %u here", l->name, l->min_count,
+                     m->min_count);
+        else if (l->capacity != m->capacity)
+            snprintf(out, n, "column %s capacity is %" PRIu64 " in the log, %" PRIu64 " here",
+                     l->name, l->capacity, m->capacity);
+        if (out[0])
+            return;
+    }
+}
+
+/* ---------------------------------------------------------------- applying */
+
+static int pr__apply_settings(pr_vocablog *vl, const Piperec__Vocablog__V1__Settings *s,
+                              int64_t off, char *errstr, size_t errstr_size)
+{
+    pr__settings mine;
+    pr__settings_build(vl, &mine);
+    char diff[512];
+    pr__settings_diff(s, &mine.s, diff, sizeof(diff));
+    if (vl->have_settings) {
+        if (diff[0] || s->log_id != vl->log_id)
+            pr_info("pipeline %s: vocab log %s offset %" PRId64
+                    ": another Settings record (from replica '%s'%s%s) ignored: the first "
+                    "one fixes the log",
+                    vl->pipeline, vl->topic, off, s->created_by, diff[0] ? "; " : "", diff);
+        return 0;
+    }
+    if (diff[0])
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "pipelines[%s].vocab_log: this replica's vocabulary settings differ "
+                         "from the log's (topic %s, first record, written by replica '%s'): %s. "
+                         "Replicas sharing a log need the same transform settings: fix the "
+                         "config, or give this pipeline its own vocab_log.topic",
+                         vl->pipeline, vl->topic, s->created_by, diff);
+    vl->have_settings = true;
+    vl->log_id = s->log_id;
+    pr_info("pipeline %s: vocab log %s: settings from replica '%s' match (log id %016" PRIx64 ")",
+            vl->pipeline, vl->topic, s->created_by, s->log_id);
+    return 0;
+}
+
+static int pr__apply_proposals(pr_vocablog *vl, const Piperec__Vocablog__V1__Proposals *p,
+                               int64_t off, char *errstr, size_t errstr_size)
+{
+    if (!vl->have_settings || p->n_column != p->n_value ||
+        (p->n_count && p->n_count != p->n_value)) {
+        atomic_fetch_add(&vl->st_corrupt, 1);
+        pr_log_ratelimited(&vl->rl, PR_LOG_ERROR,
+                           "pipeline %s: vocab log %s offset %" PRId64 ": %s; skipped (every "
+                           "replica skips it alike)",
+                           vl->pipeline, vl->topic, off,
+                           vl->have_settings ? "malformed proposals (array lengths differ)"
+                                             : "proposals before any Settings record");
+        return 0;
+    }
+    uint64_t assigned = 0;
+    for (size_t i = 0; i < p->n_value; i++) {
+        uint32_t col = p->column[i];
+        uint32_t cnt = p->n_count ? p->count[i] : 1;
+        if (col >= vl->spec->n_sparse || cnt == 0) {
+            atomic_fetch_add(&vl->st_corrupt, 1);
+            continue;
+        }
+        uint64_t before = pr_engine_vocab_size(vl->eng, col);
+        int64_t idx;
+        char e[256];
+        int rc = pr_engine_vocab_apply(vl->eng, col, p->value[i], cnt, &idx, e, sizeof(e));
+        if (rc == PR_EINVAL) {
+            atomic_fetch_add(&vl->st_corrupt, 1);
+            pr_log_ratelimited(&vl->rl, PR_LOG_ERROR,
+                               "pipeline %s: vocab log %s offset %" PRId64
+                               ": entry %zu skipped: %s",
+                               vl->pipeline, vl->topic, off, i, e);
+            continue;
+        }
+        if (rc)
+            return pr_seterr(errstr, errstr_size, rc, "vocab log %s offset %" PRId64 ": %s",
+                             vl->topic, off, e);
+        assigned += pr_engine_vocab_size(vl->eng, col) - before;
+    }
+    atomic_fetch_add(&vl->st_values, p->n_value);
+    atomic_fetch_add(&vl->st_assigned, assigned);
+    return 0;
+}
+
+/* Apply one fetched message (or note an error). Returns a fatal code only. */
+static int pr__apply_msg(pr_vocablog *vl, const rd_kafka_message_t *m, char *errstr,
+                         size_t errstr_size)
+{
+    if (m->err) {
+        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            atomic_store(&vl->st_end, m->offset);
+            atomic_store(&vl->last_ok_ns, pr__now_ns());
+            return 0;
+        }
+        atomic_fetch_add(&vl->st_consume_err, 1);
+        atomic_store(&vl->last_err_ns, pr__now_ns());
+        if (m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE ||
+            m->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+            return pr_seterr(errstr, errstr_size, PR_EKAFKA,
+                             "vocab log %s: %s at offset %" PRId64
+                             ": the log lost records this replica still needs (retention, or "
+                             "the topic was deleted); see docs/vocab-log.md, Recovery",
+                             vl->topic, rd_kafka_err2str(m->err), vl->next);
+        pr_log_ratelimited(&vl->rl, PR_LOG_WARN, "pipeline %s: vocab log %s: %s", vl->pipeline,
+                           vl->topic, rd_kafka_message_errstr(m));
+        return 0;
+    }
+    atomic_store(&vl->last_ok_ns, pr__now_ns());
+    if (m->offset < vl->next)
+        return 0; /* already applied (a re-delivery after a seek) */
+    int rc = 0;
+    Piperec__Vocablog__V1__Record *r =
+        piperec__vocablog__v1__record__unpack(NULL, m->len, (const uint8_t *)m->payload);
+    if (!r || r->kind_case == PIPEREC__VOCABLOG__V1__RECORD__KIND__NOT_SET) {
+        atomic_fetch_add(&vl->st_corrupt, 1);
+        pr_log_ratelimited(&vl->rl, PR_LOG_ERROR,
+                           "pipeline %s: vocab log %s offset %" PRId64
+                           ": not a vocabulary record (%zu bytes); skipped (every replica "
+                           "skips it alike)",
+                           vl->pipeline, vl->topic, m->offset, m->len);
+    } else if (r->kind_case == PIPEREC__VOCABLOG__V1__RECORD__KIND_SETTINGS) {
+        rc = pr__apply_settings(vl, r->settings, m->offset, errstr, errstr_size);
+    } else {
+        rc = pr__apply_proposals(vl, r->proposals, m->offset, errstr, errstr_size);
+    }
+    if (r)
+        piperec__vocablog__v1__record__free_unpacked(r, NULL);
+    if (rc)
+        return rc;
+    vl->next = m->offset + 1;
+    atomic_store(&vl->st_applied, vl->next);
+    atomic_fetch_add(&vl->st_records, 1);
+    if (atomic_load(&vl->st_end) < vl->next)
+        atomic_store(&vl->st_end, vl->next);
+    return 0;
+}
+
+/* Read and apply; wait up to timeout_ms for the first message, then take
+ * what is already there (bounded, so a long log does not starve the loop). */
+static int pr__read(pr_vocablog *vl, int timeout_ms, char *errstr, size_t errstr_size)
+{
+    for (int i = 0; i < 4096; i++) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(vl->cons, i ? 0 : timeout_ms);
+        if (!m)
+            break;
+        int rc = pr__apply_msg(vl, m, errstr, errstr_size);
+        rd_kafka_message_destroy(m);
+        if (rc)
+            return rc;
+    }
+    int64_t lo, hi;
+    if (rd_kafka_get_watermark_offsets(vl->cons, vl->topic, 0, &lo, &hi) ==
+            RD_KAFKA_RESP_ERR_NO_ERROR &&
+        hi >= 0)
+        atomic_store(&vl->st_end, hi > vl->next ? hi : vl->next);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- proposing */
+
+static int pr__miss_cb(uint32_t col, uint64_t key, void *opaque)
+{
+    pr_vocablog *vl = opaque;
+    if ((vl->n_miss + 1) * 2 > vl->n_slots) {
+        size_t ns = vl->n_slots ? vl->n_slots * 2 : 4096;
+        uint32_t *s = calloc(ns, sizeof(*s));
+        if (!s)
+            return PR_ENOMEM;
+        for (size_t i = 0; i < vl->n_miss; i++) {
+            uint64_t h = (vl->miss[i].key * 0x9E3779B97F4A7C15ULL) ^ vl->miss[i].col;
+            size_t j = (size_t)(h >> 17) & (ns - 1);
+            while (s[j])
+                j = (j + 1) & (ns - 1);
+            s[j] = (uint32_t)i + 1;
+        }
+        free(vl->slots);
+        vl->slots = s;
+        vl->n_slots = ns;
+    }
+    uint64_t h = (key * 0x9E3779B97F4A7C15ULL) ^ col;
+    size_t j = (size_t)(h >> 17) & (vl->n_slots - 1);
+    for (; vl->slots[j]; j = (j + 1) & (vl->n_slots - 1)) {
+        pr__miss *e = &vl->miss[vl->slots[j] - 1];
+        if (e->key == key && e->col == col) {
+            if (e->count < UINT32_MAX)
+                e->count++;
+            return 0;
+        }
+    }
+    if (vl->n_miss == vl->miss_cap) {
+        size_t nc = vl->miss_cap ? vl->miss_cap * 2 : 4096;
+        pr__miss *n = realloc(vl->miss, nc * sizeof(*n));
+        if (!n)
+            return PR_ENOMEM;
+        vl->miss = n;
+        vl->miss_cap = nc;
+    }
+    vl->miss[vl->n_miss] = (pr__miss){key, col, 1};
+    vl->slots[j] = (uint32_t)++vl->n_miss;
+    return 0;
+}
+
+static int pr__collect(pr_vocablog *vl, const pr_block *in, char *errstr, size_t errstr_size)
+{
+    if (vl->n_slots)
+        memset(vl->slots, 0, vl->n_slots * sizeof(*vl->slots));
+    vl->n_miss = 0;
+    int rc = pr_engine_vocab_misses(vl->eng, in, pr__miss_cb, vl, errstr, errstr_size);
+    if (rc == PR_ENOMEM)
+        return pr_seterr(errstr, errstr_size, rc, "vocab log: out of memory for new values");
+    return rc;
+}
+
+static int pr__produce(pr_vocablog *vl, const void *buf, size_t len, char *errstr,
+                       size_t errstr_size)
+{
+    rd_kafka_resp_err_t err;
+    for (;;) {
+        err = rd_kafka_producev(vl->prod, RD_KAFKA_V_TOPIC(vl->topic), RD_KAFKA_V_PARTITION(0),
+                                RD_KAFKA_V_VALUE((void *)buf, len),
+                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+        if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL)
+            break;
+        rd_kafka_poll(vl->prod, 10);
+    }
+    if (err)
+        return pr_seterr(errstr, errstr_size, PR_EKAFKA, "vocab log %s: cannot append: %s",
+                         vl->topic, rd_kafka_err2str(err));
+    vl->inflight++;
+    return 0;
+}
+
+/* Send the collected misses as Proposals records. */
+static int pr__propose(pr_vocablog *vl, char *errstr, size_t errstr_size)
+{
+    size_t n = vl->n_miss;
+    uint32_t *cols = malloc((n ? n : 1) * sizeof(*cols));
+    uint32_t *cnts = malloc((n ? n : 1) * sizeof(*cnts));
+    uint64_t *vals = malloc((n ? n : 1) * sizeof(*vals));
+    uint8_t *buf = NULL;
+    int rc = 0;
+    if (!cols || !cnts || !vals) {
+        rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "vocab log: out of memory");
+        goto out;
+    }
+    /* Column by column, first appearance order inside each: the order a
+     * single process would have inserted them in. */
+    size_t k = 0;
+    for (uint32_t c = 0; c < vl->spec->n_sparse; c++)
+        for (size_t i = 0; i < n; i++)
+            if (vl->miss[i].col == c) {
+                cols[k] = c;
+                vals[k] = vl->miss[i].key;
+                cnts[k] = vl->miss[i].count;
+                k++;
+            }
+    bool counting = false;
+    for (uint32_t c = 0; c < vl->spec->n_sparse; c++)
+        counting |= vl->spec->sparse[c].min_count > 1;
+    for (size_t off = 0; off < n; off += PR__REC_MAX_ENTRIES) {
+        size_t m = n - off < PR__REC_MAX_ENTRIES ? n - off : PR__REC_MAX_ENTRIES;
+        Piperec__Vocablog__V1__Proposals p = PIPEREC__VOCABLOG__V1__PROPOSALS__INIT;
+        p.replica = vl->replica;
+        p.epoch = vl->epoch;
+        p.n_column = m;
+        p.column = cols + off;
+        p.n_value = m;
+        p.value = vals + off;
+        if (counting) {
+            p.n_count = m;
+            p.count = cnts + off;
+        }
+        Piperec__Vocablog__V1__Record r = PIPEREC__VOCABLOG__V1__RECORD__INIT;
+        r.kind_case = PIPEREC__VOCABLOG__V1__RECORD__KIND_PROPOSALS;
+        r.proposals = &p;
+        size_t len = piperec__vocablog__v1__record__get_packed_size(&r);
+        uint8_t *nb = realloc(buf, len ? len : 1);
+        if (!nb) {
+            rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "vocab log: out of memory");
+            goto out;
+        }
+        buf = nb;
+        piperec__vocablog__v1__record__pack(&r, buf);
+        if ((rc = pr__produce(vl, buf, len, errstr, errstr_size)))
+            goto out;
+        atomic_fetch_add(&vl->st_prop_records, 1);
+    }
+    atomic_fetch_add(&vl->st_proposals, n);
+    rd_kafka_poll(vl->prod, 0);
+out:
+    free(cols);
+    free(cnts);
+    free(vals);
+    free(buf);
+    return rc;
+}
+
+int pr_vocablog_resolve(pr_vocablog *vl, const pr_block *in, int timeout_ms, char *errstr,
+                        size_t errstr_size)
+{
+    int rc;
+    if (!vl->pending) {
+        if ((rc = pr__collect(vl, in, errstr, errstr_size)))
+            return rc;
+        if (vl->n_miss == 0)
+            return 0; /* every value known: no round trip */
+        vl->pending = true;
+        vl->resend = false;
+        vl->inflight = 0;
+        vl->max_offset = -1;
+        vl->t_submit_ns = pr__now_ns();
+        atomic_store(&vl->st_waiting, vl->n_miss);
+        atomic_fetch_add(&vl->st_blocks_waited, 1);
+        if ((rc = pr__propose(vl, errstr, errstr_size)))
+            return rc;
+    }
+    int64_t deadline = pr__now_ns() + (int64_t)timeout_ms * 1000000LL;
+    for (;;) {
+        rd_kafka_poll(vl->prod, 0);
+        if (vl->resend && vl->inflight == 0) {
+            /* Propose again what the log has not decided meanwhile. */
+            vl->resend = false;
+            if ((rc = pr__collect(vl, in, errstr, errstr_size)))
+                return rc;
+            if (vl->n_miss && (rc = pr__propose(vl, errstr, errstr_size)))
+                return rc;
+        }
+        if (vl->inflight == 0 && !vl->resend && vl->next > vl->max_offset) {
+            vl->pending = false;
+            atomic_store(&vl->st_waiting, 0);
+            pr_histogram_observe(&vl->wait, (double)(pr__now_ns() - vl->t_submit_ns) / 1e9);
+            return 0;
+        }
+        int64_t left = (deadline - pr__now_ns()) / 1000000LL;
+        if (left <= 0)
+            return PR_EAGAIN;
+        /* The reader waits for the broker's fetch answer; delivery reports
+         * come from the producer's own poll above. */
+        if ((rc = pr__read(vl, vl->inflight ? 1 : (int)(left < 5 ? left : 5), errstr, errstr_size)))
+            return rc;
+    }
+}
+
+void pr_vocablog_abandon(pr_vocablog *vl)
+{
+    vl->pending = false;
+    atomic_store(&vl->st_waiting, 0);
+}
+
+int pr_vocablog_poll(pr_vocablog *vl, int timeout_ms, char *errstr, size_t errstr_size)
+{
+    rd_kafka_poll(vl->prod, 0);
+    return pr__read(vl, timeout_ms, errstr, errstr_size);
+}
+
+/* ---------------------------------------------------------------- snapshots */
+
+/* Tag: magic[8] u64 log_id i64 next u32 topic_len topic. */
+int pr_vocablog_checkpoint(pr_vocablog *vl, char *errstr, size_t errstr_size)
+{
+    if (!vl->snap_path)
+        return 0;
+    unsigned char tag[8 + 8 + 8 + 4 + 256];
+    uint32_t tl = (uint32_t)strlen(vl->topic);
+    if (tl > 255)
+        tl = 255;
+    memcpy(tag, PR__TAG_MAGIC, 8);
+    memcpy(tag + 8, &vl->log_id, 8);
+    memcpy(tag + 16, &vl->next, 8);
+    memcpy(tag + 24, &tl, 4);
+    memcpy(tag + 28, vl->topic, tl);
+    return pr_engine_vocab_save_tagged(vl->eng, vl->snap_path, tag, 28 + tl, errstr, errstr_size);
+}
+
+/* Load the snapshot when there is one: *found, and the position it read to. */
+static int pr__snap_load(pr_vocablog *vl, bool *found, char *errstr, size_t errstr_size)
+{
+    *found = false;
+    if (!vl->snap_path || access(vl->snap_path, F_OK) != 0)
+        return 0;
+    unsigned char tag[PR_SNAPSHOT_TAG_MAX];
+    uint32_t tl = 0;
+    char e[512];
+    int rc =
+        pr_engine_vocab_load_tagged(vl->eng, vl->snap_path, tag, sizeof(tag), &tl, e, sizeof(e));
+    if (rc)
+        return pr_seterr(errstr, errstr_size, rc, "%s", e);
+    uint32_t topic_len = 0;
+    if (tl >= 28)
+        memcpy(&topic_len, tag + 24, 4);
+    if (tl < 28 || memcmp(tag, PR__TAG_MAGIC, 8) || 28 + topic_len != tl)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "%s is not a snapshot of a shared vocabulary (vocab_log); move it away "
+                         "to rebuild from the log",
+                         vl->snap_path);
+    if (topic_len != strlen(vl->topic) || memcmp(tag + 28, vl->topic, topic_len))
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "%s was read from vocab log topic '%.*s', the config names '%s': empty "
+                         "the state dir to rebuild from the new topic",
+                         vl->snap_path, (int)topic_len, (const char *)tag + 28, vl->topic);
+    memcpy(&vl->log_id, tag + 8, 8);
+    memcpy(&vl->next, tag + 16, 8);
+    vl->have_settings = true;
+    *found = true;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- startup */
+
+/* Metadata: the topic exists and has exactly one partition. */
+static int pr__check_topic(pr_vocablog *vl, int64_t deadline, char *errstr, size_t errstr_size)
+{
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(vl->cons, vl->topic, NULL);
+    if (!rkt)
+        return pr_seterr(errstr, errstr_size, PR_EKAFKA, "vocab log: topic handle: %s",
+                         rd_kafka_err2str(rd_kafka_last_error()));
+    int rc = 0;
+    for (;;) {
+        const struct rd_kafka_metadata *md = NULL;
+        rd_kafka_resp_err_t err = rd_kafka_metadata(vl->cons, 0, rkt, &md, 2000);
+        if (!err && md->topic_cnt == 1) {
+            rd_kafka_resp_err_t terr = md->topics[0].err;
+            int parts = md->topics[0].partition_cnt;
+            rd_kafka_metadata_destroy(md);
+            if (terr == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+                rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
+                               "vocab_log.topic '%s' does not exist: create it with one "
+                               "partition and unlimited retention (retention.ms=-1, "
+                               "retention.bytes=-1; docs/vocab-log.md)",
+                               vl->topic);
+            else if (terr == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE) {
+                usleep(200000);
+                if (pr__now_ns() < deadline)
+                    continue;
+                rc = pr_seterr(errstr, errstr_size, PR_EKAFKA,
+                               "vocab_log.topic '%s': no leader (%s)", vl->topic,
+                               rd_kafka_err2str(terr));
+            } else if (terr)
+                rc = pr_seterr(errstr, errstr_size, PR_EKAFKA, "vocab_log.topic '%s': %s",
+                               vl->topic, rd_kafka_err2str(terr));
+            else if (parts != 1)
+                rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
+                               "vocab_log.topic '%s' has %d partitions; a vocabulary log needs "
+                               "exactly 1 (one total order of proposals)",
+                               vl->topic, parts);
+            break;
+        }
+        if (md)
+            rd_kafka_metadata_destroy(md);
+        if (pr__now_ns() >= deadline) {
+            rc = pr_seterr(errstr, errstr_size, PR_EKAFKA,
+                           "vocab log %s unreachable for %lld ms (%s): check "
+                           "vocab_log.properties.bootstrap.servers",
+                           vl->topic, (long long)vl->startup_timeout_ms, rd_kafka_err2str(err));
+            break;
+        }
+        pr_log_ratelimited(&vl->rl, PR_LOG_WARN, "pipeline %s: vocab log %s: %s; retrying",
+                           vl->pipeline, vl->topic, rd_kafka_err2str(err));
+        usleep(200000);
+    }
+    rd_kafka_topic_destroy(rkt);
+    return rc;
+}
+
+static int pr__watermarks(pr_vocablog *vl, int64_t deadline, int64_t *lo, int64_t *hi, char *errstr,
+                          size_t errstr_size)
+{
+    for (;;) {
+        rd_kafka_resp_err_t err =
+            rd_kafka_query_watermark_offsets(vl->cons, vl->topic, 0, lo, hi, 2000);
+        if (!err)
+            return 0;
+        if (pr__now_ns() >= deadline)
+            return pr_seterr(errstr, errstr_size, PR_EKAFKA,
+                             "vocab log %s: cannot read its offsets: %s", vl->topic,
+                             rd_kafka_err2str(err));
+        usleep(200000);
+    }
+}
+
+static int pr__assign(pr_vocablog *vl, int64_t offset, char *errstr, size_t errstr_size)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, vl->topic, 0)->offset = offset;
+    rd_kafka_resp_err_t err = rd_kafka_assign(vl->cons, l);
+    rd_kafka_topic_partition_list_destroy(l);
+    if (err)
+        return pr_seterr(errstr, errstr_size, PR_EKAFKA, "vocab log %s: assign: %s", vl->topic,
+                         rd_kafka_err2str(err));
+    return 0;
+}
+
+/* The Settings record of an empty log (a random log id names it). */
+static int pr__write_settings(pr_vocablog *vl, char *errstr, size_t errstr_size)
+{
+    pr__settings ps;
+    pr__settings_build(vl, &ps);
+    uint64_t id = 0;
+    if (getrandom(&id, sizeof(id), 0) != (ssize_t)sizeof(id))
+        id = (uint64_t)pr__now_ns() ^ ((uint64_t)getpid() << 32);
+    ps.s.log_id = id;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ps.s.created_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    Piperec__Vocablog__V1__Record r = PIPEREC__VOCABLOG__V1__RECORD__INIT;
+    r.kind_case = PIPEREC__VOCABLOG__V1__RECORD__KIND_SETTINGS;
+    r.settings = &ps.s;
+    size_t len = piperec__vocablog__v1__record__get_packed_size(&r);
+    uint8_t *buf = malloc(len ? len : 1);
+    if (!buf)
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
+    piperec__vocablog__v1__record__pack(&r, buf);
+    int rc = pr__produce(vl, buf, len, errstr, errstr_size);
+    free(buf);
+    if (rc)
+        return rc;
+    pr_info("pipeline %s: vocab log %s is empty: wrote its Settings record (log id %016" PRIx64 ")",
+            vl->pipeline, vl->topic, id);
+    return 0;
+}
+
+/* Where to start reading, after checking the snapshot's position against
+ * the log's offsets. Reads the first record first when it is still there,
+ * so a settings conflict shows at every start. */
+static int pr__position(pr_vocablog *vl, bool snap, int64_t lo, int64_t hi, char *errstr,
+                        size_t errstr_size)
+{
+    if (snap) {
+        if (vl->next < lo)
+            return pr_seterr(
+                errstr, errstr_size, PR_ESTATE,
+                "vocab log %s starts at offset %" PRId64 " but the snapshot %s was read to %" PRId64
+                ": the records in between were deleted (retention?). The vocabulary cannot be "
+                "completed: restore a newer snapshot from another replica's state dir, and set "
+                "retention.ms=-1 and retention.bytes=-1 on the topic (docs/vocab-log.md)",
+                vl->topic, lo, vl->snap_path, vl->next);
+        if (vl->next > hi)
+            return pr_seterr(errstr, errstr_size, PR_ESTATE,
+                             "the snapshot %s was read to offset %" PRId64
+                             " of vocab log %s, but the log ends at %" PRId64
+                             ": the topic was recreated or is another one. Empty the state dir "
+                             "to rebuild from this log (indices already sent would change), or "
+                             "point vocab_log.topic at the original log",
+                             vl->snap_path, vl->next, vl->topic, hi);
+        return 0;
+    }
+    if (lo > 0)
+        return pr_seterr(errstr, errstr_size, PR_ESTATE,
+                         "vocab log %s starts at offset %" PRId64
+                         " (earlier records were deleted, retention?) and this replica has no "
+                         "snapshot: the vocabulary cannot be rebuilt. Copy a snapshot from "
+                         "another replica's state dir (%s.vocablog), and set retention.ms=-1 and "
+                         "retention.bytes=-1 on the topic",
+                         vl->topic, lo, vl->pipeline);
+    vl->next = 0;
+    return 0;
+}
+
+static int pr__catch_up(pr_vocablog *vl, int64_t target, int64_t deadline, char *errstr,
+                        size_t errstr_size)
+{
+    while (vl->next < target || !vl->have_settings) {
+        int rc = pr__read(vl, 100, errstr, errstr_size);
+        if (rc)
+            return rc;
+        rd_kafka_poll(vl->prod, 0);
+        if (pr__now_ns() >= deadline)
+            return pr_seterr(errstr, errstr_size, PR_ETIMEDOUT,
+                             "vocab log %s: read to offset %" PRId64 " of %" PRId64
+                             " within vocab_log.startup_timeout_ms (%lld ms)%s",
+                             vl->topic, vl->next, target, (long long)vl->startup_timeout_ms,
+                             vl->have_settings ? "" : "; no Settings record seen");
+    }
+    return 0;
+}
+
+/* Check the log's first record against this config when the snapshot is
+ * ahead of it: read offset 0 alone, then go on from the snapshot. */
+static int pr__check_first(pr_vocablog *vl, int64_t deadline, char *errstr, size_t errstr_size)
+{
+    int64_t keep = vl->next;
+    vl->next = 0;
+    vl->have_settings = false;
+    uint64_t id = vl->log_id;
+    int rc = pr__assign(vl, 0, errstr, errstr_size);
+    while (!rc && !vl->have_settings && vl->next == 0) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(vl->cons, 100);
+        if (m) {
+            if (!m->err && m->offset == 0) {
+                /* apply only a Settings record: proposals are in the snapshot */
+                Piperec__Vocablog__V1__Record *r = piperec__vocablog__v1__record__unpack(
+                    NULL, m->len, (const uint8_t *)m->payload);
+                if (r && r->kind_case == PIPEREC__VOCABLOG__V1__RECORD__KIND_SETTINGS)
+                    rc = pr__apply_settings(vl, r->settings, 0, errstr, errstr_size);
+                if (r)
+                    piperec__vocablog__v1__record__free_unpacked(r, NULL);
+                vl->next = 1;
+            } else if (m->err && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+                pr_log_ratelimited(&vl->rl, PR_LOG_WARN, "pipeline %s: vocab log %s: %s",
+                                   vl->pipeline, vl->topic, rd_kafka_message_errstr(m));
+            }
+            rd_kafka_message_destroy(m);
+        }
+        if (!rc && pr__now_ns() >= deadline)
+            rc = pr_seterr(errstr, errstr_size, PR_ETIMEDOUT,
+                           "vocab log %s: cannot read its first record", vl->topic);
+    }
+    if (!rc && vl->have_settings && vl->log_id != id)
+        rc = pr_seterr(errstr, errstr_size, PR_ESTATE,
+                       "the snapshot %s was read from another log (log id %016" PRIx64
+                       ", topic %s holds log %016" PRIx64
+                       "): the topic was recreated. Empty the state dir to rebuild from it",
+                       vl->snap_path, id, vl->topic, vl->log_id);
+    vl->have_settings = true;
+    vl->log_id = id;
+    vl->next = keep;
+    return rc;
+}
+
+static char *pr__dup(const char *s)
+{
+    return strdup(s ? s : "");
+}
+
+int pr_vocablog_new(const pr_vocablog_opts *o, pr_vocablog **out, char *errstr, size_t errstr_size)
+{
+    *out = NULL;
+    const pr_vocablog_cfg *cfg = o->cfg;
+    if (!cfg || !cfg->topic || !*cfg->topic)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "vocab_log.topic: missing");
+    pr_vocablog *vl = calloc(1, sizeof(*vl));
+    if (!vl)
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
+    vl->rl = (pr_ratelimit)PR_RATELIMIT_INIT(5);
+    pr_histogram_init(&vl->wait, pr_buckets_freshness_s, pr_buckets_freshness_n);
+    vl->pipeline = pr__dup(o->pipeline);
+    vl->replica = pr__dup(o->replica);
+    vl->topic = pr__dup(cfg->topic);
+    vl->snap_path = o->snapshot_path ? strdup(o->snapshot_path) : NULL;
+    vl->epoch = o->epoch;
+    vl->eng = o->eng;
+    vl->spec = pr_engine_spec(o->eng);
+    vl->startup_timeout_ms = cfg->startup_timeout_ms > 0 ? cfg->startup_timeout_ms : 60000;
+    atomic_store(&vl->st_end, -1);
+    int rc = 0;
+    if (!vl->pipeline || !vl->replica || !vl->topic || (o->snapshot_path && !vl->snap_path)) {
+        rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if ((rc = pr_engine_vocab_set_shared(vl->eng, true, errstr, errstr_size)))
+        goto fail;
+
+    /* Proposals must never be lost or reordered, and a broker outage must
+     * make blocks wait, not fail: idempotence, acks=all, no timeout. The
+     * reader fetches eagerly: a waiting block's latency is its round trip. */
+    static const pr_kv prod_forced[] = {
+        {"enable.idempotence", "true"}, {"acks", "all"},
+        {"message.timeout.ms", "0"},    {"linger.ms", "0"},
+        {"max.in.flight", "5"},
+    };
+    static const pr_kv cons_forced[] = {
+        {"enable.auto.commit", "false"},  {"enable.partition.eof", "true"},
+        {"auto.offset.reset", "error"},   {"fetch.wait.max.ms", "10"},
+        {"fetch.error.backoff.ms", "20"},
+    };
+    vl->prod = pr__handle(vl, RD_KAFKA_PRODUCER, &cfg->properties, prod_forced,
+                          sizeof(prod_forced) / sizeof(prod_forced[0]), errstr, errstr_size);
+    if (!vl->prod) {
+        rc = PR_EKAFKA;
+        goto fail;
+    }
+    pr_kv_list cprops = cfg->properties;
+    pr_kv *filtered = calloc(cprops.n + 1, sizeof(*filtered));
+    if (!filtered) {
+        rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
+        goto fail;
+    }
+    /* The reader only assigns (never joins a group or commits); librdkafka's
+     * consumer API still wants a group id, so it gets its own name. */
+    char gid[PR_NAME_MAX + 32];
+    snprintf(gid, sizeof(gid), "piperec-vocablog-%s", vl->pipeline);
+    size_t nf = 0;
+    for (size_t i = 0; i < cprops.n; i++)
+        if (strcmp(cprops.items[i].key, "group.id") &&
+            strcmp(cprops.items[i].key, "group.instance.id"))
+            filtered[nf++] = cprops.items[i];
+    filtered[nf++] = (pr_kv){"group.id", gid};
+    pr_kv_list fl = {filtered, nf};
+    vl->cons = pr__handle(vl, RD_KAFKA_CONSUMER, &fl, cons_forced,
+                          sizeof(cons_forced) / sizeof(cons_forced[0]), errstr, errstr_size);
+    free(filtered);
+    if (!vl->cons) {
+        rc = PR_EKAFKA;
+        goto fail;
+    }
+    rd_kafka_poll_set_consumer(vl->cons);
+
+    int64_t deadline = pr__now_ns() + vl->startup_timeout_ms * 1000000LL;
+    int64_t lo, hi;
+    bool snap;
+    if ((rc = pr__check_topic(vl, deadline, errstr, errstr_size)) ||
+        (rc = pr__snap_load(vl, &snap, errstr, errstr_size)) ||
+        (rc = pr__watermarks(vl, deadline, &lo, &hi, errstr, errstr_size)) ||
+        (rc = pr__position(vl, snap, lo, hi, errstr, errstr_size)))
+        goto fail;
+    if (snap && lo == 0 && vl->next > 0 &&
+        (rc = pr__check_first(vl, deadline, errstr, errstr_size)))
+        goto fail;
+    if (!snap && hi == 0) {
+        if ((rc = pr__write_settings(vl, errstr, errstr_size)))
+            goto fail;
+        while (vl->inflight > 0 && pr__now_ns() < deadline)
+            rd_kafka_poll(vl->prod, 50);
+        if (vl->inflight > 0 || vl->resend) {
+            rc = pr_seterr(errstr, errstr_size, PR_EKAFKA,
+                           "vocab log %s: cannot write the Settings record", vl->topic);
+            goto fail;
+        }
+        if ((rc = pr__watermarks(vl, deadline, &lo, &hi, errstr, errstr_size)))
+            goto fail;
+    }
+    if ((rc = pr__assign(vl, vl->next, errstr, errstr_size)) ||
+        (rc = pr__catch_up(vl, hi, deadline, errstr, errstr_size)))
+        goto fail;
+    atomic_store(&vl->st_applied, vl->next);
+    uint64_t total = 0;
+    for (uint32_t c = 0; c < vl->spec->n_sparse; c++)
+        total += pr_engine_vocab_size(vl->eng, c);
+    pr_info("pipeline %s: vocab log %s read to offset %" PRId64 " (%s; %" PRIu64
+            " indices); replica '%s'",
+            vl->pipeline, vl->topic, vl->next, snap ? "from the snapshot on" : "from its start",
+            total, vl->replica);
+    *out = vl;
+    return 0;
+fail:
+    pr_vocablog_free(vl);
+    return rc;
+}
+
+void pr_vocablog_free(pr_vocablog *vl)
+{
+    if (!vl)
+        return;
+    if (vl->prod) {
+        rd_kafka_flush(vl->prod, 2000);
+        rd_kafka_destroy(vl->prod);
+    }
+    if (vl->cons) {
+        rd_kafka_consumer_close(vl->cons);
+        rd_kafka_destroy(vl->cons);
+    }
+    if (vl->eng)
+        pr_engine_vocab_set_shared(vl->eng, false, NULL, 0);
+    pr_histogram_fini(&vl->wait);
+    free(vl->miss);
+    free(vl->slots);
+    free(vl->pipeline);
+    free(vl->replica);
+    free(vl->topic);
+    free(vl->snap_path);
+    free(vl);
+}
+
+void pr_vocablog_get_stats(pr_vocablog *vl, pr_vocablog_stats *st)
+{
+    memset(st, 0, sizeof(*st));
+    st->applied_offset = atomic_load(&vl->st_applied);
+    st->end_offset = atomic_load(&vl->st_end);
+    st->records_applied = atomic_load(&vl->st_records);
+    st->values_applied = atomic_load(&vl->st_values);
+    st->indices_assigned = atomic_load(&vl->st_assigned);
+    st->proposals = atomic_load(&vl->st_proposals);
+    st->proposal_records = atomic_load(&vl->st_prop_records);
+    st->blocks_waited = atomic_load(&vl->st_blocks_waited);
+    st->corrupt_records = atomic_load(&vl->st_corrupt);
+    st->produce_errors = atomic_load(&vl->st_produce_err);
+    st->consume_errors = atomic_load(&vl->st_consume_err);
+    st->values_waiting = atomic_load(&vl->st_waiting);
+    int64_t now = pr__now_ns(), ok = atomic_load(&vl->last_ok_ns);
+    int64_t err = atomic_load(&vl->last_err_ns);
+    st->up = ok && now - ok < PR__UP_WINDOW_NS && ok >= err;
+    pr_histogram_snapshot(&vl->wait, &st->wait);
+}
