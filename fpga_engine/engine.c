@@ -644,8 +644,9 @@ int pr_engine_vocab_apply(pr_engine *eng, uint32_t col, uint64_t key, uint32_t c
                          ", profile dlrm has no out-of-vocabulary index)",
                          cs->name, pr__spec_col_capacity(&eng->spec, col));
     if (rc)
-        return pr_seterr(errstr, errstr_size, rc, "engine: column %s: cannot apply value %" PRIx64
-                         " (%s)", cs->name, key, pr_strerror(rc));
+        return pr_seterr(errstr, errstr_size, rc,
+                         "engine: column %s: cannot apply value %" PRIx64 " (%s)", cs->name, key,
+                         pr_strerror(rc));
     return 0;
 }
 

@@ -49,9 +49,9 @@
 #define PR_VERSION "0.0.0"
 #endif
 
-#define PR__BLOCK_ROWS  4096
-#define PR__MAX_PARTS   1024
-#define PR__ACK_POLL_MS 2
+#define PR__BLOCK_ROWS   4096
+#define PR__MAX_PARTS    1024
+#define PR__ACK_POLL_MS  2
 #define PR__VLOG_WAIT_MS 5 /* per loop turn while a block waits for the vocab log */
 
 typedef struct pr__pipe pr__pipe;
@@ -1925,8 +1925,7 @@ static void pr__emit_vlog(pr_mbuf *mb, const pr__family *f, const pr__scrape *s)
         pr__metric_histogram(mb, f->name, l, 1, &v->wait);
         break;
     default:
-        pr__metric_sample(mb, f->name, l, 1,
-                          (double)*(const uint64_t *)((const char *)v + f->off));
+        pr__metric_sample(mb, f->name, l, 1, (double)*(const uint64_t *)((const char *)v + f->off));
     }
 }
 
@@ -2087,8 +2086,7 @@ static const pr__family pr__families[] = {
      "1 when the vocabulary log answered in the last 5 s (vocab_log only).", PR__L_PIPE,
      .emit = pr__emit_vlog, .arg = 2},
     {"piperec_vocab_log_records_total", PR_METRIC_COUNTER,
-     "Vocabulary log records applied (from every replica).", PR__L_PIPE,
-     PR__VLOG(records_applied)},
+     "Vocabulary log records applied (from every replica).", PR__L_PIPE, PR__VLOG(records_applied)},
     {"piperec_vocab_log_indices_assigned_total", PR_METRIC_COUNTER,
      "Indices the vocabulary log assigned (to values proposed by any replica).", PR__L_PIPE,
      PR__VLOG(indices_assigned)},

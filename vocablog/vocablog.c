@@ -755,7 +755,8 @@ static int pr__write_settings(pr_vocablog *vl, char *errstr, size_t errstr_size)
     free(buf);
     if (rc)
         return rc;
-    pr_info("pipeline %s: vocab log %s is empty: wrote its Settings record (log id %016" PRIx64 ")",
+    pr_info("pipeline %s: vocab log %s has no Settings record yet: wrote one (log id %016" PRIx64
+            ")",
             vl->pipeline, vl->topic, id);
     return 0;
 }
@@ -797,10 +798,10 @@ static int pr__position(pr_vocablog *vl, bool snap, int64_t lo, int64_t hi, char
     return 0;
 }
 
-static int pr__catch_up(pr_vocablog *vl, int64_t target, int64_t deadline, char *errstr,
-                        size_t errstr_size)
+static int pr__catch_up(pr_vocablog *vl, int64_t target, bool need_settings, int64_t deadline,
+                        char *errstr, size_t errstr_size)
 {
-    while (vl->next < target || !vl->have_settings) {
+    while (vl->next < target || (need_settings && !vl->have_settings)) {
         int rc = pr__read(vl, 100, errstr, errstr_size);
         if (rc)
             return rc;
@@ -947,7 +948,13 @@ int pr_vocablog_new(const pr_vocablog_opts *o, pr_vocablog **out, char *errstr, 
     if (snap && lo == 0 && vl->next > 0 &&
         (rc = pr__check_first(vl, deadline, errstr, errstr_size)))
         goto fail;
-    if (!snap && hi == 0) {
+    /* Read what is there; a log without a Settings record yet (empty, or
+     * only junk) gets ours. Replicas that start together may all write
+     * one: the first in the log counts, the others are ignored. */
+    if ((rc = pr__assign(vl, vl->next, errstr, errstr_size)) ||
+        (rc = pr__catch_up(vl, hi, false, deadline, errstr, errstr_size)))
+        goto fail;
+    if (!vl->have_settings) {
         if ((rc = pr__write_settings(vl, errstr, errstr_size)))
             goto fail;
         while (vl->inflight > 0 && pr__now_ns() < deadline)
@@ -957,12 +964,10 @@ int pr_vocablog_new(const pr_vocablog_opts *o, pr_vocablog **out, char *errstr, 
                            "vocab log %s: cannot write the Settings record", vl->topic);
             goto fail;
         }
-        if ((rc = pr__watermarks(vl, deadline, &lo, &hi, errstr, errstr_size)))
+        if ((rc = pr__watermarks(vl, deadline, &lo, &hi, errstr, errstr_size)) ||
+            (rc = pr__catch_up(vl, hi, true, deadline, errstr, errstr_size)))
             goto fail;
     }
-    if ((rc = pr__assign(vl, vl->next, errstr, errstr_size)) ||
-        (rc = pr__catch_up(vl, hi, deadline, errstr, errstr_size)))
-        goto fail;
     atomic_store(&vl->st_applied, vl->next);
     uint64_t total = 0;
     for (uint32_t c = 0; c < vl->spec->n_sparse; c++)

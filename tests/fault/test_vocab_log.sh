@@ -90,7 +90,7 @@ done
 for i in 1 2 3; do start_replica $i; done
 for i in 1 2 3; do wait_until 60 "replica $i's http port" has_port $i; done
 for i in 1 2 3; do start_trainer_i $i; done
-grep -l "wrote its Settings record" "$T"/r?.err | wc -l | grep -q '^[1-3]$' ||
+grep -l "has no Settings record yet: wrote one" "$T"/r?.err | wc -l | grep -q '^[1-3]$' ||
     fail "no replica wrote the log's Settings record"
 
 produce_step() {
