@@ -43,8 +43,8 @@ enum {
     F_EMIT,
     F_VOCAB,
     F_SPARSE_NAMES,
-    F_EPOCH,    /* 16 */
-    F_REPLICA,  /* 17 */
+    F_EPOCH,   /* 16 */
+    F_REPLICA, /* 17 */
     F_POPULAR = 20
 };
 /* OffsetRange field numbers. */

@@ -656,8 +656,8 @@ static int add_partition_order(pr_batcher *b, const pr_block *in, const pr_out *
         pr__rowh h;
         if (pr__offsets_push(&b->offs, slot, in->offset[r], &h) < 0)
             return PR_ENOMEM;
-        put_meta(bd, bd->cur->rows + k[cls], in->partition[r], in->offset[r],
-                 in->event_time_ms[r], &h, now);
+        put_meta(bd, bd->cur->rows + k[cls], in->partition[r], in->offset[r], in->event_time_ms[r],
+                 &h, now);
         bd->idx[k[cls]++] = r;
         if (bd->cur->rows + k[cls] == b->cfg.batch.size) {
             commit_rows(b, cls, out, &k[cls]);

@@ -24,7 +24,9 @@
 #      of the same data), timed the same way (first message to last row);
 #   5. one JSON line each, then the ratio piperec / python.
 # Env: BENCH_STREAM_ROWS, BENCH_STREAM_PARTITIONS, BENCH_STREAM_THREADS
-# (engine.threads), BENCH_STREAM_CONFIG (a config template to use instead,
+# (engine.threads), BENCH_STREAM_PROPS ("key: value; key: value" librdkafka
+# consumer properties added to the source), BENCH_STREAM_NO_PYTHON=1 (piperec
+# only, for trying settings), BENCH_STREAM_CONFIG (a config template to use instead,
 # with @BOOTSTRAP@, @TRAINER@ and @HTTP@ placeholders: to try other runtime
 # settings), BENCH_TMP. JSON lines go to stdout; progress to stderr.
 set -eu
@@ -40,10 +42,17 @@ $PY -c "import confluent_kafka, pandas" 2>/dev/null ||
     { echo "bench_stream.sh: $PY lacks confluent_kafka/pandas (apt-get install python3-confluent-kafka python3-pandas)" >&2; exit 1; }
 TMP=$(mktemp -d "${BENCH_TMP:-/tmp}/piperec-stream.XXXXXX")
 BPID=""; RPID=""
+# Stop `piperec run` before the broker (it commits while draining); give it
+# 10 s, then SIGKILL, so a failed run never leaves the script waiting.
+stop_pid() {
+    kill -TERM "$1" 2>/dev/null || return 0
+    i=0
+    while kill -0 "$1" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.2; i=$((i + 1)); done
+    kill -KILL "$1" 2>/dev/null || true
+}
 cleanup() {
-    [ -n "$RPID" ] && kill "$RPID" 2>/dev/null || true
-    [ -n "$BPID" ] && kill "$BPID" 2>/dev/null || true
-    wait 2>/dev/null || true
+    [ -n "$RPID" ] && stop_pid "$RPID"
+    [ -n "$BPID" ] && stop_pid "$BPID"
     rm -rf "$TMP"
 }
 trap cleanup EXIT INT TERM
@@ -59,7 +68,12 @@ B=${first#bootstrap=}
 
 echo "== stream: gen + produce $ROWS rows, one line per message" >&2
 "$PIPEREC" gen --rows "$ROWS" --seed 1 --threads 2 --output "$TMP/data.tsv"
-"$PIPEREC" produce --bootstrap "$B" --topic events --input "$TMP/data.tsv" >&2
+# Keyless messages: without sticky.partitioning.linger.ms=0 librdkafka fills
+# one partition per batch, some partitions pass the mock broker's ~5 MB and
+# lose their oldest records (measured: 792K of 1M kept); per-message random
+# partitions spread them evenly (7.6K-8.1K per partition at 1M rows).
+"$PIPEREC" produce --bootstrap "$B" --topic events --input "$TMP/data.tsv" \
+    -X sticky.partitioning.linger.ms=0 >&2
 
 # --- piperec run + piperec consume
 TPORT=$(free_port); HPORT=$(free_port)
@@ -77,6 +91,7 @@ pipelines:
         properties:
           bootstrap.servers: "$B"
           auto.offset.reset: earliest
+$(printf '%s' "${BENCH_STREAM_PROPS:-}" | tr ';' '\n' | sed -e '/^ *$/d' -e 's/^ */          /')
       format: criteo_tsv
     schema: { label: true, dense: 13, sparse: 26 }
     transform:
@@ -99,10 +114,10 @@ RPID=$!
 # (piperec_records_out_total) from the first poll that sees rows to the one
 # that sees all of them; plus the engine's per-operator seconds and the
 # process CPU time, to show where the time goes.
-$PY - "127.0.0.1:$HPORT" "$ROWS" "$RPID" > "$TMP/poll.json" 2> "$TMP/poll.err" <<'PYEOF' &
+$PY - "127.0.0.1:$HPORT" "$ROWS" "$RPID" "$BPID" > "$TMP/poll.json" 2> "$TMP/poll.err" <<'PYEOF' &
 import json, re, sys, time, urllib.request
-url, want, pid = "http://%s/metrics" % sys.argv[1], int(sys.argv[2]), sys.argv[3]
-def cpu():
+url, want, pid, bpid = "http://%s/metrics" % sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+def cpu(pid=pid):
     f = open("/proc/%s/stat" % pid).read().rsplit(")", 1)[1].split()
     return (int(f[11]) + int(f[12])) / 100.0  # utime + stime, clock ticks
 def scrape():
@@ -118,9 +133,9 @@ while time.time() < deadline:
     n = int(m.group(1)) if m else 0
     now = time.perf_counter()
     if n > 0 and t_first is None:
-        t_first, n_first, c_first = now, n, cpu()
+        t_first, n_first, c_first, b_first = now, n, cpu(), cpu(bpid)
     if n >= want:
-        t_last, c_last = now, cpu()
+        t_last, c_last, b_last = now, cpu(), cpu(bpid)
         break
     time.sleep(0.02)
 if t_last is None:
@@ -128,7 +143,8 @@ if t_last is None:
 ops = {o: float(v) for o, v in re.findall(
     r'^piperec_engine_operator_seconds_total\{[^}]*operator="(\w+)"[^}]*\} ([0-9.e+-]+)', text, re.M)}
 print(json.dumps({"rows": want - n_first, "seconds": t_last - t_first,
-                  "cpu_seconds": c_last - c_first, "engine_op_seconds": ops}))
+                  "cpu_seconds": c_last - c_first, "broker_cpu_seconds": b_last - b_first,
+                  "engine_op_seconds": ops}))
 PYEOF
 PPID_POLL=$!
 "$PIPEREC" consume --connect "127.0.0.1:$TPORT" --pipeline bench --credits 64 --quiet \
@@ -136,7 +152,7 @@ PPID_POLL=$!
     { tail -5 "$TMP/run.err" "$TMP/consume.err" >&2; exit 1; }
 wait "$PPID_POLL" || { cat "$TMP/poll.err" >&2; tail -5 "$TMP/run.err" >&2; exit 1; }
 RSS_KB=$(awk '/^VmHWM/ {print $2}' "/proc/$RPID/status" 2>/dev/null || echo 0)
-kill -TERM "$RPID"; wait "$RPID" || true; RPID=""
+stop_pid "$RPID"; RPID=""
 cat "$TMP/consume.out" >&2
 $PY - "$TMP/consume.out" "$TMP/poll.json" "$ROWS" "$PARTS" "$RSS_KB" "$THREADS" > "$TMP/piperec.json" <<'PYEOF'
 import json, re, sys
@@ -152,6 +168,8 @@ print(json.dumps({"bench": "stream_piperec", "threads": int(sys.argv[6]), "rows"
                   "partitions": int(sys.argv[4]),
                   "peak_rss_mb": round(int(sys.argv[5]) / 1024, 1),
                   "cpu_seconds": round(poll["cpu_seconds"], 2),
+                  "cpu_busy_share": round(poll["cpu_seconds"] / s, 2),
+                  "broker_cpu_seconds": round(poll["broker_cpu_seconds"], 2),
                   "cpu_us_per_row": round(poll["cpu_seconds"] / poll["rows"] * 1e6, 2),
                   "engine_seconds_by_op": {k: round(v, 3) for k, v in ops.items()},
                   "delivered_to_trainer": rows,
@@ -159,6 +177,7 @@ print(json.dumps({"bench": "stream_piperec", "threads": int(sys.argv[6]), "rows"
 PYEOF
 
 # --- the Python baseline, checked first against piperec process on a slice
+if [ -n "${BENCH_STREAM_NO_PYTHON:-}" ]; then cat "$TMP/piperec.json"; exit 0; fi
 echo "== stream: Python baseline (confluent-kafka + pandas)" >&2
 head -n 20000 "$TMP/data.tsv" > "$TMP/slice.tsv"
 "$PIPEREC" process --input "$TMP/slice.tsv" --output "$TMP/slice-out" --no-progress 2>/dev/null
@@ -176,5 +195,5 @@ print(json.dumps({"bench": "stream_ratio", "threads": a["threads"], "rows": a["r
                   "goals_met": a["rows_per_s"] >= 600000 and r >= 10}))
 PYEOF
 
-kill -TERM "$BPID"; wait "$BPID" 2>/dev/null || true; BPID=""
+stop_pid "$BPID"; BPID=""
 exec 3<&-

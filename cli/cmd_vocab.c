@@ -129,8 +129,9 @@ int pr_cli_cmd_vocab(int argc, char **argv)
     snprintf(snap, sizeof(snap), "%s/%s.%s", state, pc->name, shared ? "vocablog" : "vocab");
     snprintf(journal, sizeof(journal), "%s/%s.journal", state, pc->name);
     if (shared && !is_export) {
-        fprintf(stderr, "piperec vocab import: pipeline %s shares its vocabulary through "
-                        "vocab_log: the log decides every index (docs/vocab-log.md)\n",
+        fprintf(stderr,
+                "piperec vocab import: pipeline %s shares its vocabulary through "
+                "vocab_log: the log decides every index (docs/vocab-log.md)\n",
                 pc->name);
         goto out;
     }

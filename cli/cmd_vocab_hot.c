@@ -35,20 +35,19 @@ typedef struct pr__hot_ent {
 
 static void pr__hot_usage(FILE *f)
 {
-    fprintf(f,
-            "usage: piperec vocab hot --top K (--url http://HOST:PORT | --input DIR)\n"
-            "                         [--pipeline P] [--config FILE] [--output PATH|-]\n"
-            "  The K hottest indices per sparse column, for a trainer to pin on the GPU.\n"
-            "  --url: a running service's hot-set sketch (GET /v1/hot; hot.top_k >= K).\n"
-            "  --input: a vocab export / offline vocab/ dir: the exact top K by count\n"
-            "           (columns from --config, default the embedded config).\n"
-            "  Output (default -): TSV column, rank, index, share (docs/formats.md).\n");
+    fprintf(f, "usage: piperec vocab hot --top K (--url http://HOST:PORT | --input DIR)\n"
+               "                         [--pipeline P] [--config FILE] [--output PATH|-]\n"
+               "  The K hottest indices per sparse column, for a trainer to pin on the GPU.\n"
+               "  --url: a running service's hot-set sketch (GET /v1/hot; hot.top_k >= K).\n"
+               "  --input: a vocab export / offline vocab/ dir: the exact top K by count\n"
+               "           (columns from --config, default the embedded config).\n"
+               "  Output (default -): TSV column, rank, index, share (docs/formats.md).\n");
 }
 
 /* GET path from host:port; *body gets the response body. 0, or PR_EIO with
  * a reason (connection, status other than 200). */
-static int pr__http_get(const char *host, uint16_t port, const char *path, pr_mbuf *body,
-                        char *err, size_t err_size)
+static int pr__http_get(const char *host, uint16_t port, const char *path, pr_mbuf *body, char *err,
+                        size_t err_size)
 {
     char ps[8];
     snprintf(ps, sizeof(ps), "%u", port);
@@ -111,8 +110,8 @@ out:
 /* The sparse column names of pipeline `pl` (NULL = the first) in /v1/status:
  * the keys of its "vocab_sizes" object, in column order. Returns how many
  * (at most max), or -1 with *pl_out unset when the pipeline is not there. */
-static int pr__status_columns(const char *json, const char **pl, char (*cols)[PR_NAME_MAX],
-                              int max, char *pl_name, size_t pl_size)
+static int pr__status_columns(const char *json, const char **pl, char (*cols)[PR_NAME_MAX], int max,
+                              char *pl_name, size_t pl_size)
 {
     const char *p = json;
     while ((p = strstr(p, "{\"name\":\""))) {
@@ -246,8 +245,8 @@ int pr_cli_vocab_hot(int argc, char **argv)
     struct {
         const char *name;
         const char **val;
-    } opts[] = {{"--url", &url},           {"--input", &dir},   {"--pipeline", &pipeline},
-                {"--config", &config},     {"--output", &output}, {"--top", &top}};
+    } opts[] = {{"--url", &url},       {"--input", &dir},     {"--pipeline", &pipeline},
+                {"--config", &config}, {"--output", &output}, {"--top", &top}};
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             pr__hot_usage(stdout);
@@ -282,8 +281,7 @@ int pr_cli_vocab_hot(int argc, char **argv)
         if (slash)
             *slash = '\0';
         if (!hp || pr_hostport_parse(hpbuf, host, sizeof(host), &port)) {
-            fprintf(stderr, "piperec vocab hot: --url: expected http://HOST:PORT, got '%s'\n",
-                    url);
+            fprintf(stderr, "piperec vocab hot: --url: expected http://HOST:PORT, got '%s'\n", url);
             return 2;
         }
     }
@@ -307,8 +305,8 @@ int pr_cli_vocab_hot(int argc, char **argv)
             fprintf(stderr, "piperec vocab hot: %s\n", err);
             goto out;
         }
-        n_cols = pr__status_columns(body.buf, &pipeline, cols, PR_MAX_SPARSE, pl_name,
-                                    sizeof(pl_name));
+        n_cols =
+            pr__status_columns(body.buf, &pipeline, cols, PR_MAX_SPARSE, pl_name, sizeof(pl_name));
         if (n_cols < 0) {
             fprintf(stderr, "piperec vocab hot: %s: no pipeline %s%s%s in /v1/status\n", url,
                     pipeline ? "'" : "", pipeline ? pipeline : "at all", pipeline ? "'" : "");
@@ -362,8 +360,8 @@ int pr_cli_vocab_hot(int argc, char **argv)
         }
         pr_mbuf_printf(&tsv, "# %s: %ld indices, coverage %.6g\n", cols[c], n, coverage);
         for (long i = 0; i < n; i++)
-            pr_mbuf_printf(&tsv, "%s\t%ld\t%lld\t%.6g\n", cols[c], i + 1,
-                           (long long)ents[i].index, ents[i].share);
+            pr_mbuf_printf(&tsv, "%s\t%ld\t%lld\t%.6g\n", cols[c], i + 1, (long long)ents[i].index,
+                           ents[i].share);
     }
     if (tsv.err) {
         fprintf(stderr, "piperec vocab hot: out of memory\n");

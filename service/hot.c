@@ -361,6 +361,38 @@ static inline uint32_t pr__hot_set_hash(const pr_hot *h, int64_t key)
     return (uint32_t)(((uint64_t)key * 0x9E3779B97F4A7C15ull) >> h->set_shift);
 }
 
+/* Move the k largest est of e[0..n) to e[0..k) (any order): quickselect
+ * with a three-way partition, O(n) expected; the pivot rule is fixed, so the
+ * result is deterministic. Invariant: e[0..lo) >= e[lo..n), e[0..hi) >=
+ * e[hi..n), lo <= k <= hi. */
+static void pr__hot_select(pr__hot_ent *e, size_t n, size_t k)
+{
+    size_t lo = 0, hi = n;
+    while (hi - lo > 1) {
+        double piv = e[lo + (hi - lo) / 2].est;
+        size_t lt = lo, i = lo, gt = hi;
+        while (i < gt) {
+            pr__hot_ent t = e[i];
+            if (t.est > piv) {
+                e[i++] = e[lt];
+                e[lt++] = t;
+            } else if (t.est < piv) {
+                e[i] = e[--gt];
+                e[gt] = t;
+            } else {
+                i++;
+            }
+        }
+        /* e[lo..lt) > piv, e[lt..gt) == piv, e[gt..hi) < piv */
+        if (k <= lt)
+            hi = lt;
+        else if (k <= gt)
+            return;
+        else
+            lo = gt;
+    }
+}
+
 void pr_hot_set_refresh(pr_hot *h)
 {
     h->set_on = true;
@@ -368,22 +400,30 @@ void pr_hot_set_refresh(pr_hot *h)
     for (uint32_t i = 0; i <= h->set_mask; i++)
         h->set_key[i] = PR__HOT_NONE;
     h->set_n = 0;
-    pr__hot_ent *e = pr__hot_sorted(h);
+    if (!h->used)
+        return;
+    pr__hot_ent *e = malloc(h->used * sizeof(*e));
     if (!e)
-        return; /* empty, or out of memory: an empty set is always safe */
-    /* est = cnt - err/2 and err <= cnt, so est >= floor means cnt - err may
-     * still be below it: test the guaranteed part directly. */
+        return; /* out of memory: an empty set is always safe */
+    /* Candidates: counters whose guaranteed part (cnt - err) reaches the
+     * floor; then the top_k of them by estimate (cnt - err/2), selected in
+     * linear time (a sort of all K counters per column per rebuild cost a
+     * third of the pipeline's throughput). */
     double floor = PR_HOT_SET_MIN_COUNT * h->w;
-    for (uint32_t i = 0; i < h->used && h->set_n < h->top_k; i++) {
-        uint32_t s = h->tab[pr__hot_find(h, e[i].key)] - 1;
-        if (h->cnt[s] - h->err[s] < floor)
-            continue;
+    size_t n = 0;
+    for (uint32_t s = 0; s < h->used; s++)
+        if (h->cnt[s] - h->err[s] >= floor)
+            e[n++] = (pr__hot_ent){h->key[s], h->cnt[s] - 0.5 * h->err[s]};
+    size_t k = n < h->top_k ? n : h->top_k;
+    if (k < n)
+        pr__hot_select(e, n, k);
+    for (size_t i = 0; i < k; i++) {
         uint32_t j = pr__hot_set_hash(h, e[i].key);
         while (h->set_key[j] != PR__HOT_NONE)
             j = (j + 1) & h->set_mask;
         h->set_key[j] = e[i].key;
-        h->set_n++;
     }
+    h->set_n = (uint32_t)k;
     free(e);
 }
 

@@ -28,9 +28,9 @@
  * a current observation) is at least PR_HOT_SET_MIN_COUNT, so a value seen
  * once never makes a set, however young the stream. It is rebuilt from the
  * sketch every PR_HOT_SET_REFRESH_MIN..MAX values (a quarter of the values
- * seen so far, in that range): one sort of the counters (~0.5 ms at top_k
- * 1024) per rebuild, a probe of a small open-addressing table (2 x top_k
- * slots, cache resident) per test. Kept only once pr_hot_popular_rows has
+ * seen so far, in that range): a linear-time selection over the counters
+ * per rebuild, a probe of a small open-addressing table (2 x top_k slots,
+ * cache resident) per test. Kept only once pr_hot_popular_rows has
  * asked for it: without a split it costs nothing.
  *
  * Threads: one writer (the pipeline thread); readers need the writer's lock
@@ -51,9 +51,9 @@ typedef struct pr_hot pr_hot;
 #define PR_HOT_SLACK     8 /* counters kept per index reported */
 #define PR_HOT_MAX_TOP_K (1u << 16)
 
-#define PR_HOT_SET_MIN_COUNT   4.0     /* guaranteed sightings to enter a hot set */
-#define PR_HOT_SET_REFRESH_MIN 4096u   /* values between hot-set rebuilds, at least */
-#define PR_HOT_SET_REFRESH_MAX 65536u  /* and at most */
+#define PR_HOT_SET_MIN_COUNT   4.0    /* guaranteed sightings to enter a hot set */
+#define PR_HOT_SET_REFRESH_MIN 4096u  /* values between hot-set rebuilds, at least */
+#define PR_HOT_SET_REFRESH_MAX 65536u /* and at most */
 
 /* One entry of a top-k answer: the index and its estimated (decayed) share of
  * the lookups, 0..1. */

@@ -363,10 +363,10 @@ typedef struct pr_batcher_stats {
     uint64_t buffered_bytes;
     uint64_t unacked_batches;
     uint64_t unacked_bytes;
-    uint64_t inflight_bytes; /* buffered + unacked */
-    uint64_t last_seq;       /* last emitted sequence */
+    uint64_t inflight_bytes;    /* buffered + unacked */
+    uint64_t last_seq;          /* last emitted sequence */
     uint64_t popular_share_ppm; /* rows_out_popular / rows_out, in millionths (0 when none) */
-    int64_t watermark_ms;    /* event_time ordering; INT64_MIN when none */
+    int64_t watermark_ms;       /* event_time ordering; INT64_MIN when none */
     /* histograms (seconds / ratio) */
     pr_hist_snapshot fill_ratio;      /* rows / batch_size per batch */
     pr_hist_snapshot event_to_emit_s; /* per batch: emit_time - min_event_time */

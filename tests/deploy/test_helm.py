@@ -188,6 +188,31 @@ for n, secret in (("tls", "piperec-tls"), ("token", "piperec-token")):
     if not fmounts.get(n, {}).get("readOnly") or fvols.get(n, {}).get("secret", {}).get("secretName") != secret:
         fail("all-on: %s must be a read-only mount of Secret %s" % (n, secret))
 
+# ---- Scale-out: replicaCount > 1 with a shared vocabulary (docs/vocab-log.md)
+cfg0 = yaml.safe_load(one(default, "ConfigMap").get("data", {}).get("config.yaml", "") or "{}")
+if not cfg0["pipelines"][0].get("vocab_log", {}).get("topic"):
+    fail("default config: pipelines[0].vocab_log.topic expected (replicas share the vocabulary)")
+three = render("--set", "replicaCount=3")
+if one(three, "StatefulSet").get("spec", {}).get("replicas") != 3:
+    fail("replicaCount=3 not rendered")
+hl = one(three, "Service", "-headless").get("spec", {})
+if hl.get("clusterIP") != "None" or one(three, "StatefulSet")["spec"].get("serviceName") != "rec-piperec-headless":
+    fail("replicas need the headless Service as the StatefulSet's serviceName: %s" % hl)
+nolog = os.path.join(TMP, "nolog.yaml")
+cfg_nolog = dict(cfg0)
+cfg_nolog["pipelines"] = [dict(cfg0["pipelines"][0])]
+del cfg_nolog["pipelines"][0]["vocab_log"]
+for k in ("tls", "auth"):
+    cfg_nolog["pipelines"][0]["sinks"]["trainer"].pop(k, None)
+with open(nolog, "w") as f:
+    yaml.safe_dump({"config": cfg_nolog}, f)
+r = helm("template", "rec", CHART, "-f", nolog, "--set", "replicaCount=2")
+if r.returncode == 0 or "has no vocab_log" not in r.stderr:
+    fail("replicaCount 2 without vocab_log must fail to render: %s" % r.stderr[-300:])
+if helm("template", "rec", CHART, "-f", nolog).returncode != 0:
+    fail("one replica without vocab_log must render")
+print("scale-out: 3 replicas render with the headless Service; no vocab_log refused")
+
 # ---- PodDisruptionBudget
 pdb = one(default, "PodDisruptionBudget")
 if pdb.get("spec", {}).get("maxUnavailable") != 1 or not pdb.get("spec", {}).get("selector"):

@@ -207,6 +207,83 @@ static void test_observe_out(void **state)
     }
 }
 
+/* Hot sets (batch.split popular): the top top_k by estimate among values
+ * seen at least PR_HOT_SET_MIN_COUNT times for sure; nothing before the set
+ * is asked for; pr_hot_popular_rows marks a row popular only when every
+ * column's index is in its set, and the set follows the stream at rebuilds. */
+static void test_hot_set(void **state)
+{
+    (void)state;
+    enum { TOP = 16 };
+    pr_hot *h = pr_hot_new(TOP, 0);
+    /* Value v < 40 seen 60 - v times (60..21), 3000 values seen once each,
+     * 3 values (1000..1002) seen 3 times: below the floor. Interleaved. */
+    int64_t *v = malloc(8000 * sizeof(*v));
+    size_t n = 0;
+    for (int round = 0; round < 60; round++) {
+        for (int64_t x = 0; x < 40; x++)
+            if (round < 60 - x)
+                v[n++] = x;
+        if (round < 3)
+            for (int64_t x = 1000; x < 1003; x++)
+                v[n++] = x;
+        for (int k = 0; k < 50; k++)
+            v[n++] = 100000 + round * 50 + k;
+    }
+    pr_hot_observe(h, v, n);
+    assert_false(pr_hot_is_hot(h, 0)); /* not asked for yet */
+    assert_int_equal(pr_hot_set_size(h), 0);
+    pr_hot_set_refresh(h);
+    assert_int_equal(pr_hot_set_size(h), TOP);
+    for (int64_t x = 0; x < 40; x++)
+        assert_int_equal(pr_hot_is_hot(h, x), x < TOP);
+    for (int64_t x = 1000; x < 1003; x++)
+        assert_false(pr_hot_is_hot(h, x));
+    assert_false(pr_hot_is_hot(h, 100000));
+
+    /* Two columns; popular = both indices hot. */
+    pr_hot *h2 = pr_hot_new(TOP, 0);
+    pr_hot_observe(h2, v, n);
+    pr_out *o = pr_out_new(0, 2, 256, 4);
+    o->rows = 200;
+    for (uint32_t r = 0; r < 200; r++) {
+        pr_out_sparse32(o, 0)[r] = (int32_t)(r % 20); /* hot when < 16 */
+        pr_out_sparse32(o, 1)[r] = (int32_t)(r % 7 == 0 ? 100000 : r % 16);
+    }
+    pr_hot *cols[2] = {h, h2};
+    uint64_t *pop = pr_hot_popular_rows(cols, o);
+    assert_non_null(pop);
+    uint32_t n_pop = 0;
+    for (uint32_t r = 0; r < 200; r++) {
+        bool want = r % 20 < 16 && r % 7 != 0;
+        assert_int_equal(pr_bit_test(pop, r), want);
+        n_pop += want;
+    }
+    assert_true(n_pop > 100);
+    free(pop);
+    assert_int_equal(pr_hot_set_size(h2), TOP); /* turned on by the call */
+
+    /* The stream moves to values 500..515, 100 times each: after enough values
+     * a rebuild (due by itself during observe) holds the new ones only. */
+    n = 0;
+    for (int round = 0; round < 100; round++)
+        for (int64_t x = 500; x < 516; x++)
+            v[n++] = x;
+    pr_hot *h3 = pr_hot_new(TOP, 1000); /* decay, so the old values fade */
+    pr_hot_observe(h3, v, 100);
+    pr_hot_set_refresh(h3);
+    for (int i = 0; i < 40; i++)
+        pr_hot_observe(h3, v, n);
+    for (int64_t x = 500; x < 516; x++)
+        assert_true(pr_hot_is_hot(h3, x));
+    assert_int_equal(pr_hot_set_size(h3), TOP);
+    free(v);
+    pr_out_free(o);
+    pr_hot_free(h);
+    pr_hot_free(h2);
+    pr_hot_free(h3);
+}
+
 /* Constant churn through a small table (every value evicts) keeps lookups
  * right: the backward-shift deletion leaves no broken probe runs. Two runs of
  * the same stream give the same answer (no wall time, no randomness). */
@@ -243,7 +320,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_zipf_no_decay),       cmocka_unit_test(test_zipf_decay),
         cmocka_unit_test(test_decay_follows_shift), cmocka_unit_test(test_observe_out),
-        cmocka_unit_test(test_churn_deterministic),
+        cmocka_unit_test(test_churn_deterministic), cmocka_unit_test(test_hot_set),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -72,8 +72,8 @@ typedef struct pr__zipf_col {
 
 struct pr_gen {
     uint64_t seed;
-    double zipf_s;      /* 0 = the default power law */
-    pr__zipf_col *zipf; /* [PR_GEN_N_SPARSE] when zipf_s > 0 */
+    double zipf_s;                         /* 0 = the default power law */
+    pr__zipf_col *zipf;                    /* [PR_GEN_N_SPARSE] when zipf_s > 0 */
     uint32_t sparse_miss[PR_GEN_N_SPARSE]; /* thresholds on 32 random bits */
     uint32_t dense_miss[PR_GEN_N_DENSE];
     uint32_t dense_neg[PR_GEN_N_DENSE];
@@ -366,8 +366,8 @@ void pr_gen_row_at(const pr_gen *g, uint64_t row, pr_gen_row *out)
             out->sparse[c] = 0;
             out->sparse_missing |= 1u << c;
         } else {
-            uint32_t rank = g->zipf ? pr__zipf_draw(&g->zipf[c], g->zipf_s, x)
-                                    : pr__draw(g->sq[c], hi);
+            uint32_t rank =
+                g->zipf ? pr__zipf_draw(&g->zipf[c], g->zipf_s, x) : pr__draw(g->sq[c], hi);
             out->sparse[c] = pr__scramble(rank, (uint32_t)c);
         }
     }
