@@ -51,7 +51,7 @@ fuzz: fuzz-build
 	done; exit $$rc
 
 # The fault suite (tests/fault) at the issue's full durations: broker down
-# 30 s, 10x overload for 60 s (`make test` runs 15 s of each). About 6 min.
+# 30 s, 10x overload for 60 s (`make test` runs 15 s of each). About 7 min.
 FAULT_OUTAGE_S ?= 30
 FAULT_OVERLOAD_S ?= 60
 fault-long: build

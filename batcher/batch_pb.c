@@ -43,10 +43,13 @@ enum {
     F_EMIT,
     F_VOCAB,
     F_SPARSE_NAMES,
-    F_EPOCH,   /* 16 */
-    F_REPLICA, /* 17 */
+    F_EPOCH,         /* 16 */
+    F_REPLICA,       /* 17 */
+    F_RECYCLED = 18, /* RecycledIndices */
     F_POPULAR = 20
 };
+/* RecycledIndices field numbers (packed parallel arrays). */
+enum { N_COLUMN = 1, N_INDEX, N_ROW, N_NUMBER };
 /* OffsetRange field numbers. */
 enum { R_TOPIC = 1, R_PARTITION, R_FIRST, R_LAST, R_ROWS };
 
@@ -106,6 +109,41 @@ static size_t vocab_body_size(const pr_batch *b)
     return n;
 }
 
+/* One packed array of the notices: field f of every notice. */
+static uint64_t notice_field(const pr_recycled *r, int f)
+{
+    switch (f) {
+    case N_COLUMN:
+        return r->col;
+    case N_INDEX:
+        return (uint64_t)r->index;
+    case N_ROW:
+        return r->row;
+    default:
+        return r->number;
+    }
+}
+
+static size_t packed_size(const pr_batch *b, int f)
+{
+    size_t n = 0;
+    for (uint32_t i = 0; i < b->n_recycled; i++)
+        n += pr_varint_size(notice_field(&b->recycled[i], f));
+    return n;
+}
+
+static size_t recycled_body_size(const pr_batch *b)
+{
+    size_t n = 0;
+    if (!b->n_recycled)
+        return 0;
+    for (int f = N_COLUMN; f <= N_NUMBER; f++) {
+        size_t len = packed_size(b, f); /* >= 1 byte per notice: never empty */
+        n += tag_size((uint32_t)f) + pr_varint_size(len) + len;
+    }
+    return n;
+}
+
 size_t pr_batch_pb_size(const pr_batch *b)
 {
     size_t n = sz_len_field(F_PIPELINE, strlen(b->pipeline)) + sz_varint_field(F_SEQUENCE, b->seq) +
@@ -125,6 +163,7 @@ size_t pr_batch_pb_size(const pr_batch *b)
         n += tag_size(F_OFFSETS) + pr_varint_size(body) + body;
     }
     n += sz_len_field(F_VOCAB, vocab_body_size(b));
+    n += sz_len_field(F_RECYCLED, recycled_body_size(b));
     return n;
 }
 
@@ -162,6 +201,15 @@ size_t pr_batch_pb_write(const pr_batch *b, uint8_t *out)
     }
     p = put_varint_field(p, F_EPOCH, b->epoch); /* 0 is not written: old bytes */
     p = put_len_field(p, F_REPLICA, b->replica, strlen(b->replica)); /* "" is not written */
+    size_t rb = recycled_body_size(b); /* none: not written, old bytes */
+    if (rb) {
+        p = pr_varint_put(put_tag(p, F_RECYCLED, WT_LEN), rb);
+        for (int f = N_COLUMN; f <= N_NUMBER; f++) {
+            p = pr_varint_put(put_tag(p, (uint32_t)f, WT_LEN), packed_size(b, f));
+            for (uint32_t i = 0; i < b->n_recycled; i++)
+                p = pr_varint_put(p, notice_field(&b->recycled[i], f));
+        }
+    }
     p = put_varint_field(p, F_POPULAR, b->popular); /* false is not written: old bytes */
     return (size_t)(p - out);
 }
@@ -249,6 +297,7 @@ void pr_batch_view_fini(pr_batch_view *v)
 {
     free(v->ranges);
     free(v->vocab_sizes);
+    free(v->recycled);
     memset(v, 0, sizeof(*v));
 }
 
@@ -296,6 +345,64 @@ static int push_vocab(pr_batch_view *v, uint32_t *cap, uint64_t x)
     }
     v->vocab_sizes[v->n_vocab_sizes++] = x;
     return 0;
+}
+
+/* RecycledIndices: four arrays, each packed or not, of equal length. */
+static int decode_recycled(const uint8_t *p, const uint8_t *end, pr_batch_view *v)
+{
+    uint64_t *arr[4] = {NULL, NULL, NULL, NULL};
+    uint32_t cnt[4] = {0}, cap[4] = {0};
+    pb_field f;
+    int rc, err = 0;
+    while ((rc = next_field(&p, end, &f)) > 0 && !err) {
+        if (f.num < N_COLUMN || f.num > N_NUMBER)
+            continue;
+        int k = (int)f.num - 1;
+        const uint8_t *q = f.data, *qe = f.data + f.len;
+        uint64_t x = f.v;
+        for (;;) {
+            if (f.wt == WT_LEN) {
+                if (q >= qe)
+                    break;
+                size_t n = pr_varint_get(q, qe, &x);
+                if (!n) {
+                    err = -1;
+                    break;
+                }
+                q += n;
+            } else if (f.wt != WT_VARINT) {
+                break;
+            }
+            if (cnt[k] == cap[k]) {
+                uint32_t nc = cap[k] ? cap[k] * 2 : 64;
+                uint64_t *a = realloc(arr[k], nc * sizeof(*a));
+                if (!a) {
+                    err = -2;
+                    break;
+                }
+                arr[k] = a;
+                cap[k] = nc;
+            }
+            arr[k][cnt[k]++] = x;
+            if (f.wt == WT_VARINT)
+                break;
+        }
+    }
+    if (rc < 0 || (!err && (cnt[1] != cnt[0] || cnt[2] != cnt[0] || cnt[3] != cnt[0])))
+        err = -1;
+    if (!err && cnt[0]) {
+        v->recycled = malloc((size_t)cnt[0] * sizeof(*v->recycled));
+        if (!v->recycled)
+            err = -2;
+        for (uint32_t i = 0; !err && i < cnt[0]; i++)
+            v->recycled[i] = (pr_recycled){(uint32_t)arr[0][i], (uint32_t)arr[2][i],
+                                           (int64_t)arr[1][i], arr[3][i]};
+        if (!err)
+            v->n_recycled = cnt[0];
+    }
+    for (int k = 0; k < 4; k++)
+        free(arr[k]);
+    return err;
 }
 
 int pr_batch_decode(const uint8_t *buf, size_t len, pr_batch_view *v, char *errstr,
@@ -389,6 +496,19 @@ int pr_batch_decode(const uint8_t *buf, size_t len, pr_batch_view *v, char *errs
             }
             v->n_ranges++;
             break;
+        case F_RECYCLED: {
+            free(v->recycled); /* a repeated message field: the last one wins */
+            v->recycled = NULL;
+            v->n_recycled = 0;
+            int e = decode_recycled(f.data, f.data + f.len, v);
+            if (e == -2)
+                goto nomem;
+            if (e) {
+                why = "malformed RecycledIndices";
+                goto bad;
+            }
+            break;
+        }
         case F_VOCAB: {
             const uint8_t *q = f.data, *qe = f.data + f.len;
             while (q < qe) {
@@ -438,6 +558,11 @@ int pr_batch_decode(const uint8_t *buf, size_t len, pr_batch_view *v, char *errs
         why = "vocab_sizes count does not match n_sparse";
         goto bad;
     }
+    for (uint32_t i = 0; i < v->n_recycled; i++)
+        if (v->recycled[i].col >= v->n_sparse || v->recycled[i].row > v->rows) {
+            why = "recycled notice names a column or row the batch does not have";
+            goto bad;
+        }
     return 0;
 bad:
     pr_batch_view_fini(v);
@@ -472,6 +597,14 @@ pr_batch *pr_batch_from_view(const pr_batch_view *v)
         memcpy(b->sparse, v->sparse, v->sparse_len);
     for (uint32_t i = 0; i < v->n_vocab_sizes && i < v->n_sparse; i++)
         b->vocab_sizes[i] = v->vocab_sizes[i];
+    if (v->n_recycled) {
+        if (!(b->recycled = malloc((size_t)v->n_recycled * sizeof(*b->recycled)))) {
+            pr_batch_unref(b);
+            return NULL;
+        }
+        memcpy(b->recycled, v->recycled, (size_t)v->n_recycled * sizeof(*b->recycled));
+        b->n_recycled = v->n_recycled;
+    }
     b->min_event_time_ms = v->min_event_time_ms;
     b->max_event_time_ms = v->max_event_time_ms;
     b->emit_time_ms = v->emit_time_ms;

@@ -24,6 +24,11 @@
  * take acks in any order. Rows are routed in arrival order, so each stream
  * keeps offset order per partition, and a row enters exactly one build.
  *
+ * Recycled-index notices (issue 14) ride with the rows: in the exact mode
+ * (partition order, one stream) each build keeps the notices met while its
+ * rows were appended, with the build row they precede; otherwise they wait in
+ * `loose` and go, at row 0, into whichever batch is emitted next.
+ *
  * Single-threaded except the stats snapshot, which is published under a
  * mutex at the end of each public call.
  */
@@ -106,6 +111,7 @@ void pr_batch_unref(pr_batch *b)
     free(b->topics);
     free(b->ranges);
     free(b->vocab_sizes);
+    free(b->recycled);
     free(b->pb);
     free(b->priv_rows);
     free(b);
@@ -130,6 +136,27 @@ typedef struct pend_meta {
     pr__rowh h;
 } pend_meta;
 
+/* A growable list of notices. */
+typedef struct pr__notes {
+    pr_recycled *v;
+    uint32_t n, cap;
+} pr__notes;
+
+static int notes_push(pr__notes *l, const pr_recycled *r, uint32_t row)
+{
+    if (l->n == l->cap) {
+        uint32_t nc = l->cap ? l->cap * 2 : 64;
+        pr_recycled *p = realloc(l->v, (size_t)nc * sizeof(*p));
+        if (!p)
+            return PR_ENOMEM;
+        l->v = p;
+        l->cap = nc;
+    }
+    l->v[l->n] = *r;
+    l->v[l->n++].row = row;
+    return 0;
+}
+
 /* The two streams of batch.split: popular. */
 enum { PR__REGULAR = 0, PR__POPULAR = 1, PR__NCLASS = 2 };
 
@@ -141,8 +168,9 @@ typedef struct pr__build {
     int64_t *off;
     int64_t *et;
     pr__rowh *h;
-    int64_t oldest; /* min arrival (mono ns) of the rows in cur */
-    uint32_t *idx;  /* scratch: rows of the current pr_out bound for cur */
+    int64_t oldest;  /* min arrival (mono ns) of the rows in cur */
+    uint32_t *idx;   /* scratch: rows of the current pr_out bound for cur */
+    pr__notes notes; /* notices for cur, row = row of cur they precede */
 } pr__build;
 
 typedef struct fifo_ent {
@@ -165,6 +193,7 @@ struct pr_batcher {
      * batch.split popular (its arrays NULL otherwise) */
     pr__build bld[PR__NCLASS];
     int n_class;
+    pr__notes loose; /* notices for the next emitted batch (not the exact mode) */
 
     uint64_t next_seq;
 
@@ -275,6 +304,7 @@ static void build_fini(pr__build *bd)
     free(bd->off);
     free(bd->et);
     free(bd->idx);
+    free(bd->notes.v);
 }
 
 int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, size_t errstr_size)
@@ -365,6 +395,7 @@ void pr_batcher_free(pr_batcher *b)
     for (size_t i = 0; i < b->n_topics; i++)
         free(b->topics[i]);
     free(b->topics);
+    free(b->loose.v);
     pr__offsets_fini(&b->offs);
     pthread_mutex_destroy(&b->mu);
     free(b);
@@ -487,6 +518,22 @@ static int emit(pr_batcher *b, int cls, pr_batch_reason reason)
         return PR_ENOMEM;
     for (uint32_t col = 0; col < c->n_sparse; col++)
         bt->vocab_sizes[col] = c->vocab_size ? c->vocab_size(c->opaque, col) : 0;
+    /* Notices: the loose ones first (row 0), then the build's own. */
+    uint32_t nn = b->loose.n + bd->notes.n;
+    if (nn) {
+        bt->recycled = malloc((size_t)nn * sizeof(*bt->recycled));
+        if (!bt->recycled)
+            return PR_ENOMEM;
+        if (b->loose.n)
+            memcpy(bt->recycled, b->loose.v, (size_t)b->loose.n * sizeof(pr_recycled));
+        if (bd->notes.n)
+            memcpy(bt->recycled + b->loose.n, bd->notes.v,
+                   (size_t)bd->notes.n * sizeof(pr_recycled));
+        bt->n_recycled = nn;
+        b->loose.n = 0;
+        bd->notes.n = 0;
+        b->st.recycled_out += nn;
+    }
 
     bt->seq = b->next_seq++;
     bt->epoch = c->epoch;
@@ -619,6 +666,15 @@ static inline int row_class(const pr_batcher *b, const uint64_t *popular, uint32
     return b->n_class > 1 && popular && pr_bit_test(popular, r) ? PR__POPULAR : PR__REGULAR;
 }
 
+/* Not the exact mode: the block's notices wait for the next batch (row 0). */
+static int add_loose(pr_batcher *b, const pr_out *out)
+{
+    for (uint32_t i = 0; i < out->n_recycled; i++)
+        if (notes_push(&b->loose, &out->recycled[i], 0) < 0)
+            return PR_ENOMEM;
+    return 0;
+}
+
 /* Rows k of the build collected from `out` go into its cur. */
 static void commit_rows(pr_batcher *b, int cls, const pr_out *out, uint32_t *k)
 {
@@ -638,6 +694,10 @@ static int add_partition_order(pr_batcher *b, const pr_block *in, const pr_out *
     uint32_t k[PR__NCLASS] = {0};
     int slot = -1, err;
     int32_t slot_key = 0;
+    uint32_t ni = 0; /* next notice of out->recycled (exact mode) */
+    bool exact = b->n_class == 1;
+    if (!exact && (err = add_loose(b, out)) < 0)
+        return err;
     for (uint32_t r = 0; r < out->rows; r++) {
         if (slot < 0 || in->partition[r] != slot_key) {
             slot_key = in->partition[r];
@@ -653,6 +713,9 @@ static int add_partition_order(pr_batcher *b, const pr_block *in, const pr_out *
         pr__build *bd = &b->bld[cls];
         if ((err = ensure_cur(b, cls)) < 0)
             return err;
+        for (; exact && ni < out->n_recycled && out->recycled[ni].row <= r; ni++)
+            if (notes_push(&bd->notes, &out->recycled[ni], bd->cur->rows + k[cls]) < 0)
+                return PR_ENOMEM;
         pr__rowh h;
         if (pr__offsets_push(&b->offs, slot, in->offset[r], &h) < 0)
             return PR_ENOMEM;
@@ -668,6 +731,14 @@ static int add_partition_order(pr_batcher *b, const pr_block *in, const pr_out *
     for (int c = 0; c < b->n_class; c++)
         if (k[c])
             commit_rows(b, c, out, &k[c]);
+    /* Notices past the last kept row precede the next row to come. */
+    for (; ni < out->n_recycled; ni++) {
+        if ((err = ensure_cur(b, PR__REGULAR)) < 0)
+            return err;
+        pr__build *bd = &b->bld[PR__REGULAR];
+        if (notes_push(&bd->notes, &out->recycled[ni], bd->cur->rows) < 0)
+            return PR_ENOMEM;
+    }
     return 0;
 }
 
@@ -839,6 +910,8 @@ static int release(pr_batcher *b, bool all)
 static int add_event_time(pr_batcher *b, const pr_block *in, const pr_out *out,
                           const uint64_t *popular, int64_t now)
 {
+    if (add_loose(b, out) < 0)
+        return PR_ENOMEM;
     for (uint32_t r = 0; r < out->rows; r++) {
         int32_t key = in->partition[r];
         int64_t off = in->offset[r], et = in->event_time_ms[r];

@@ -11,7 +11,8 @@
  *   decode_tsv    pr_decode_criteo_lines over the whole file, 1 thread, hex
  *                 fields into 16-byte slots
  *   decode_tsv_u64  the same with fused Hex2Int (pr_decode_ctx.parse_hex),
- *                 as the offline driver decodes
+ *                 as the offline driver decodes (both: best of --decode-rounds
+ *                 passes; --decode-only 1 stops after them)
  *   offline_e2e   pr_offline_run TSV -> .npy with 1 and with --threads threads
  *                 (default config: dlrm profile, modulus 524288); also the
  *                 process CPU time (user + sys) per row, steadier than wall
@@ -68,7 +69,8 @@ static void count_reject(void *o, int reason, const char *d, const char *rec, si
 int main(int argc, char **argv)
 {
     uint64_t rows = 2000000, seed = 1;
-    int threads = 2, engine_threads = 0;
+    int threads = 2, engine_threads = 0, decode_rounds = 1;
+    bool decode_only = false;
     uint32_t block_rows = PR_OFFLINE_BLOCK_ROWS;
     const char *input = NULL, *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -86,10 +88,14 @@ int main(int argc, char **argv)
             block_rows = (uint32_t)strtoul(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--tmp"))
             tmp = argv[i + 1];
+        else if (!strcmp(argv[i], "--decode-rounds"))
+            decode_rounds = atoi(argv[i + 1]) > 0 ? atoi(argv[i + 1]) : 1;
+        else if (!strcmp(argv[i], "--decode-only"))
+            decode_only = atoi(argv[i + 1]) != 0;
         else {
             fprintf(stderr,
                     "usage: bench_offline [--rows N] [--input FILE] [--tmp DIR] [--threads N] "
-                    "[--seed S] [--block-rows N]\n");
+                    "[--seed S] [--block-rows N] [--decode-rounds K] [--decode-only 0|1]\n");
             return 2;
         }
     }
@@ -158,42 +164,63 @@ int main(int argc, char **argv)
     for (int fused = 0; fused < 2; fused++) {
         pr_decode_ctx ctx = {
             .spec = &spec, .on_reject = count_reject, .opaque = &rejects, .parse_hex = fused};
-        double a = now_s();
-        size_t pos = 0;
-        nrows = 0;
-        while (pos < size) {
-            pr_block_reset(b);
-            int64_t lines;
-            pos += pr_decode_criteo_lines(&ctx, b, map + pos, size - pos, true, 1, &lines);
-            nrows += b->rows;
+        /* best of --decode-rounds passes: on a shared machine the quickest
+         * pass is the one least disturbed by other processes */
+        double best = 0;
+        for (int round = 0; round < decode_rounds; round++) {
+            double a = now_s();
+            size_t pos = 0;
+            nrows = 0;
+            while (pos < size) {
+                pr_block_reset(b);
+                int64_t lines;
+                pos += pr_decode_criteo_lines(&ctx, b, map + pos, size - pos, true, 1, &lines);
+                nrows += b->rows;
+            }
+            double t = now_s() - a;
+            if (round == 0 || t < best)
+                best = t;
         }
-        emit(fused ? "decode_tsv_u64" : "decode_tsv", NULL, nrows, size, now_s() - a, 1);
+        emit(fused ? "decode_tsv_u64" : "decode_tsv", NULL, nrows, size, best, 1);
     }
     pr_block_free(b);
     munmap((void *)map, size);
     close(fd);
 
+    if (decode_only) {
+        if (!input)
+            unlink(path);
+        return 0;
+    }
     /* end to end */
     int tlist[2] = {1, threads};
     for (int k = 0; k < (threads == 1 ? 1 : 2); k++) {
         pr_engine_opts eo = {.backend = "cpu",
-                             .threads = engine_threads ? engine_threads : tlist[k]};
+                             .threads = engine_threads ? engine_threads
+                                                       : pr_offline_engine_threads(tlist[k])};
         pr_offline_opts oo = {
             .input = in, .output_dir = outdir, .threads = tlist[k], .block_rows = block_rows};
         pr_offline_result res;
-        char err[512], extra[320];
+        char err[512], extra[320], rm[8300];
+        /* a fresh directory each time: truncating the previous run's files
+         * would add the kernel's page-cache freeing to this run */
+        snprintf(rm, sizeof(rm), "rm -rf '%s'", outdir);
+        if (system(rm) != 0)
+            fprintf(stderr, "bench_offline: could not remove %s\n", outdir);
         double c0 = cpu_s();
         if (pr_offline_run(&spec, &eo, &oo, &res, err, sizeof(err))) {
             fprintf(stderr, "bench_offline: %s\n", err);
             return 1;
         }
         double cpu = cpu_s() - c0;
-        snprintf(extra, sizeof(extra),
-                 ", \"cpu_s\": %.3f, \"cpu_ns_per_row\": %.0f, \"decode_s\": %.3f, "
-                 "\"engine_s\": %.3f, \"write_s\": %.3f, \"wait_s\": %.3f, \"pipeline\": "
-                 "\"tsv->npy dlrm mod 524288\"",
-                 cpu, res.rows ? cpu * 1e9 / (double)res.rows : 0.0, res.decode_s, res.engine_s,
-                 res.write_s, res.wait_s);
+        snprintf(
+            extra, sizeof(extra),
+            ", \"cpu_s\": %.3f, \"cpu_ns_per_row\": %.0f, \"decode_s\": %.3f, "
+            "\"engine_s\": %.3f, \"write_s\": %.3f, \"idle_s\": %.3f, \"vocab_export_s\": %.3f, "
+            "\"pipeline\": "
+            "\"tsv->npy dlrm mod 524288\"",
+            cpu, res.rows ? cpu * 1e9 / (double)res.rows : 0.0, res.decode_s, res.engine_s,
+            res.write_s, res.idle_s, res.vocab_s);
         emit("offline_e2e", extra, res.rows, res.bytes, res.seconds, tlist[k]);
     }
     char cmd[8300];

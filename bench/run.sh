@@ -5,13 +5,21 @@
 #
 # Steps (each prints JSON lines, collected into BUILD_DIR/bench-results.jsonl):
 #   1. piperec gen: BENCH_ROWS rows (default 10M) of synthetic Criteo TSV
-#   2. build/bench/bench_engine  (engine only, in memory; when built)
+#   2. build/bench/bench_engine  (engine only, in memory; when built): P-I..P-III
+#      at 1 and 2 threads (BENCH_ENGINE_THREADS, e.g. 1-16 on a bigger
+#      machine), hex-slot and uint64 layouts, with the memory-bandwidth bound
+#      measured in the same process and the fraction of it reached
 #   3. build/bench/bench_offline --input DATA  (decode only; TSV->npy in-process)
 #   4. piperec process DATA: the CLI end to end (TSV -> .npy), default
-#      threads and --threads 2
+#      threads (one worker per CPU) and --threads 1, with its per-stage
+#      thread-seconds (decode, engine, write, wait)
 #   5. the pandas/numpy baseline (bench/baseline_pandas.py, one core) on the
 #      first BENCH_BASELINE_ROWS rows (default 300K; it is ~100x slower),
 #      checked against piperec's output for the same rows
+#   6b. bench/bench_stream.sh: streaming, one Criteo line per message over
+#      128 partitions, `piperec run` (default and tuned consumer properties)
+#      beside bench/baseline_stream.py (confluent-kafka + pandas) on the same
+#      records; rows/s, the ratio, peak RSS
 #   7. bench/bench_trainer_py.py: Python trainer side into a do-nothing loop
 #      (numpy client, piperec.torch.StreamDataset, DataLoader workers; GPU
 #      copies only when torch.cuda.is_available()), when torch is installed
@@ -53,12 +61,14 @@ json gen_tsv "$ROWS" "$(stat -c %s "$TMP/data.tsv")" "$(echo "$t1 - $t0" | bc -l
 
 if [ -x "$BUILD/bench/bench_engine" ]; then
     echo "== 2. bench_engine" >&2
-    "$BUILD/bench/bench_engine" --rows "${BENCH_ENGINE_ROWS:-10000000}" | collect
+    "$BUILD/bench/bench_engine" --rows "${BENCH_ENGINE_ROWS:-10000000}" \
+        --threads "${BENCH_ENGINE_THREADS:-1,2}" | collect
     # The HLS kernel in C simulation beside cpu (much slower: a correctness
     # model, not a fast path), then the device cycle model next to Piper's
     # published Table 4 figures.
     echo "== 2b. bench_engine --backend hls-sim" >&2
-    "$BUILD/bench/bench_engine" --rows "${BENCH_HLS_ROWS:-300000}" --backend hls-sim --threads 1 | collect
+    "$BUILD/bench/bench_engine" --rows "${BENCH_HLS_ROWS:-300000}" --backend hls-sim --threads 1 \
+        --slots hex | collect
 fi
 if [ -x "$BUILD/bench/bench_hls_model" ]; then
     echo "== 2c. bench_hls_model: device cycle model at 200 MHz vs Piper Table 4" >&2
@@ -72,17 +82,20 @@ if [ -x "$BUILD/bench/bench_offline" ]; then
     "$BUILD/bench/bench_offline" --input "$TMP/data.tsv" --tmp "$TMP" --threads "$THREADS" | collect
 fi
 
-# Default threads (half the CPUs each for decoding and the engine), then 2.
+# Default threads (one worker per CPU), then 1. The per-stage thread-seconds
+# come from the CLI's second summary line.
 NCPU=$(nproc)
-for thr in default 2; do
+for thr in default 1; do
     echo "== 4. piperec process: $ROWS rows, threads $thr" >&2
-    if [ $thr = default ]; then opt=""; n=$(( NCPU >= 4 ? NCPU / 2 : 1 )); else opt="--threads $thr"; n=$thr; fi
+    if [ $thr = default ]; then opt=""; n=$NCPU; else opt="--threads $thr"; n=$thr; fi
     t0=$(now)
     # shellcheck disable=SC2086
-    "$PIPEREC" process --input "$TMP/data.tsv" --output "$TMP/out" $opt --no-progress
+    "$PIPEREC" process --input "$TMP/data.tsv" --output "$TMP/out" $opt --no-progress 2> "$TMP/process.err"
     t1=$(now)
+    cat "$TMP/process.err" >&2
+    stages=$(sed -n 's/.*decode \([0-9.]*\), engine \([0-9.]*\), write \([0-9.]*\), idle \([0-9.]*\), vocab export \([0-9.]*\).*/, "decode_s": \1, "engine_s": \2, "write_s": \3, "idle_s": \4, "vocab_export_s": \5/p' "$TMP/process.err")
     json piperec_process "$ROWS" "$(stat -c %s "$TMP/data.tsv")" "$(echo "$t1 - $t0" | bc -l)" "$n" \
-        ", \"pipeline\": \"tsv->npy dlrm mod 524288\", \"threads_option\": \"$thr\"" | collect
+        ", \"pipeline\": \"tsv->npy dlrm mod 524288\", \"threads_option\": \"$thr\"$stages" | collect
     rm -rf "$TMP/out"
 done
 
@@ -94,6 +107,12 @@ $PY "$HERE/baseline_pandas.py" --input "$TMP/slice.tsv" --out "$TMP/slice-pandas
 
 [ -x "$BUILD/bench/bench_ingest" ] && { echo "== 5b. bench_ingest: Kafka consume + decode through the embedded broker (ingest only)" >&2; "$BUILD/bench/bench_ingest" | collect; }
 [ -x "$BUILD/bench/bench_e2e" ] && { echo "== 6. bench_e2e: streaming end to end (embedded broker -> service -> trainer)" >&2; timeout 900 "$BUILD/bench/bench_e2e" | collect; }
+if $PY -c "import confluent_kafka" 2>/dev/null; then
+    echo "== 6b. bench_stream.sh: 1 line/message, 128 partitions, piperec run vs Python (confluent-kafka + pandas)" >&2
+    BENCH_TMP=${BENCH_TMP:-/tmp} timeout 900 sh "$HERE/bench_stream.sh" "$BUILD" | collect
+else
+    echo "== 6b. bench_stream.sh: no confluent_kafka for $PY, skipped" >&2
+fi
 if $PY -c "import torch" 2>/dev/null; then
     # 7. Python trainer side: batches/s and rows/s into a do-nothing loop, numpy
     # client beside piperec.torch.StreamDataset (GPU figures only with CUDA).
@@ -134,7 +153,13 @@ print("%-44s %14s %10s" % ("benchmark", "rows/s", "x pandas"))
 for r in rows:
     name = r.get("bench", "?")
     if name == "engine":
-        name = "engine %s %s" % (r.get("pipeline", ""), r.get("backend", ""))
+        name = "engine %s %s %s" % (r.get("pipeline", ""), r.get("backend", ""), r.get("slots", ""))
+    if name == "stream_piperec":
+        name = "stream_piperec %s" % r.get("variant", "")
+    if name == "stream_ratio":
+        print("%-44s %14s %10s   piperec/python %.1fx (goal 10x), peak RSS %.0f MB"
+              % ("stream %s vs python" % r.get("variant", ""), "", "",
+                 r["ratio_piperec_over_python"], r["peak_rss_mb"]))
     if "rows_per_s" not in r:
         continue
     name += " (%s thr)" % r.get("threads", "?")

@@ -108,11 +108,8 @@ int pr_cli_cmd_process(int argc, char **argv)
         return 2;
     }
     /* Offline, N workers share decoding and the in-order engine and write
-     * stages (service/offline.c), so by default there is one per CPU. The
-     * engine stage runs beside decoding on the other workers, so the engine's
-     * own pool stays at one thread up to 7 workers (its helpers would only
-     * take cores from decoding), then grows with N / 4: on 16 cores the
-     * single-threaded engine stage would be the bottleneck. */
+     * stages (service/offline.c), so by default there is one per CPU; the
+     * engine's own threads follow pr_offline_engine_threads. */
     if (!threads) {
         long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
         threads = ncpu >= 1 ? ncpu : 1;
@@ -120,7 +117,7 @@ int pr_cli_cmd_process(int argc, char **argv)
             threads = 64;
     }
     pr_engine_opts eopts = pr_config_engine_opts(cfg);
-    eopts.threads = threads >= 8 ? (int)threads / 4 : 1;
+    eopts.threads = pr_offline_engine_threads((int)threads);
     if (backend)
         eopts.backend = backend;
 
@@ -157,8 +154,8 @@ int pr_cli_cmd_process(int argc, char **argv)
             res.seconds > 0 ? res.bytes / res.seconds / 1e6 : 0.0, output);
     fprintf(stderr,
             "piperec process: thread-seconds per stage: decode %.2f, engine %.2f, write %.2f, "
-            "in-order wait %.2f\n",
-            res.decode_s, res.engine_s, res.write_s, res.wait_s);
+            "idle %.2f, vocab export %.2f\n",
+            res.decode_s, res.engine_s, res.write_s, res.idle_s, res.vocab_s);
     pr_config_free(cfg);
     return 0;
 }

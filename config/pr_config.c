@@ -1127,21 +1127,39 @@ static void h_profile(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
     pl->spec.profile = (pr_vocab_profile)p;
 }
 
-/* vocab.min_count / vocab.capacity: the value for every column. */
+/* vocab.min_count / capacity / eviction / ttl_records / decay_records: the
+ * value for every column (transform.columns.<C> overrides it). */
 static void h_all_columns(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
 {
     pr_pipeline_cfg *pl = base;
+    if (strcmp(k->name, "eviction") == 0) {
+        const char *s = want_scalar(c, n, "an eviction policy");
+        int e = s ? names_find(pr_vocab_eviction_names, s) : -1;
+        if (s && e < 0) {
+            char b[128];
+            join_names(pr_vocab_eviction_names, b, sizeof(b));
+            cfg_error(c, n, NULL, "unknown value '%.80s' (valid: %s)", s, b);
+        }
+        for (size_t i = 0; e >= 0 && i < PR_MAX_SPARSE; i++)
+            pl->spec.sparse[i].eviction = (pr_vocab_eviction)e;
+        return;
+    }
     bool is_min = strcmp(k->name, "min_count") == 0;
-    static const cfg_key min_key = {.name = "min_count", .type = KT_INT, .width = 4, .min = 1};
-    static const cfg_key cap_key = {.name = "capacity", .type = KT_INT, .width = 8, .min = 0};
+    const cfg_key ik = {
+        .name = k->name, .type = KT_INT, .width = is_min ? 4 : 8, .min = is_min ? 1 : 0};
     uint64_t v;
-    if (!parse_int_key(c, n, is_min ? &min_key : &cap_key, &v))
+    if (!parse_int_key(c, n, &ik, &v))
         return;
     for (size_t i = 0; i < PR_MAX_SPARSE; i++) {
+        pr_sparse_col_spec *cs = &pl->spec.sparse[i];
         if (is_min)
-            pl->spec.sparse[i].min_count = (uint32_t)v;
+            cs->min_count = (uint32_t)v;
+        else if (strcmp(k->name, "capacity") == 0)
+            cs->capacity = v;
+        else if (strcmp(k->name, "ttl_records") == 0)
+            cs->ttl_records = v;
         else
-            pl->spec.sparse[i].capacity = v;
+            cs->decay_records = v;
     }
 }
 
@@ -1155,6 +1173,18 @@ static const cfg_key vocab_keys[] = {
     K_CUSTOM("capacity", 0, h_all_columns, "integer >= 0", "0",
              "Maximum indices per column, reserved ones included; 0 = automatic (modulus, +2 "
              "under default, when bounded). For all columns."),
+    K_CUSTOM("eviction", 0, h_all_columns, "one of: none, lru, lfu, ttl", "none",
+             "What a full column does with a new value: none = OOV (default) or an error "
+             "(dlrm); lru / lfu / ttl evict a value and recycle its index for the new one (the "
+             "batch carries a recycled-index notice). Needs an explicit capacity; cpu backend; "
+             "not with vocab_log. For all columns (docs/formats.md)."),
+    K_CUSTOM("ttl_records", 0, h_all_columns, "integer >= 0", "0",
+             "eviction ttl: a value may be evicted once it was not looked up for this many "
+             "lookups of its column (the record clock, never wall time); a full column of "
+             "younger values maps new ones to OOV (profile default). For all columns."),
+    K_CUSTOM("decay_records", 0, h_all_columns, "integer >= 0", "0",
+             "eviction lfu: use counts halve every this many lookups of the column, so values "
+             "that went cold can be evicted; 0 = no decay. For all columns."),
     K_ENUM("count_mode", pr_pipeline_cfg, spec.count_mode, count_mode_names, "streaming",
            "How min_count > 1 is applied: streaming (one pass) or two_pass (offline only: "
            "count all data first, TorchRec-exact)."),
@@ -1174,7 +1204,8 @@ static void finish_column(cfg_ctx *c, yaml_node_t *map, void *base, bool present
     if (map_find(c, map, "modulus") && !pr_spec_has_op(spec, PR_OP_MODULUS))
         cfg_error(c, map_find(c, map, "modulus"), "modulus",
                   "transform.sparse has no modulus operator");
-    static const char *const vocab_only[] = {"min_count", "capacity", NULL};
+    static const char *const vocab_only[] = {"min_count",   "capacity",      "eviction",
+                                             "ttl_records", "decay_records", NULL};
     for (int i = 0; vocab_only[i]; i++)
         if (map_find(c, map, vocab_only[i]) && !pr_spec_has_op(spec, PR_OP_VOCAB))
             cfg_error(c, map_find(c, map, vocab_only[i]), vocab_only[i],
@@ -1188,6 +1219,12 @@ static const cfg_key column_keys[] = {
           "This column's min_count, instead of vocab.min_count."),
     K_INT("capacity", pr_sparse_col_spec, capacity, 0, 0, NULL,
           "This column's capacity, instead of vocab.capacity."),
+    K_ENUM("eviction", pr_sparse_col_spec, eviction, pr_vocab_eviction_names, NULL,
+           "This column's eviction (none, lru, lfu, ttl), instead of vocab.eviction."),
+    K_INT("ttl_records", pr_sparse_col_spec, ttl_records, 0, 0, NULL,
+          "This column's ttl_records, instead of vocab.ttl_records."),
+    K_INT("decay_records", pr_sparse_col_spec, decay_records, 0, 0, NULL,
+          "This column's decay_records, instead of vocab.decay_records."),
 };
 static const cfg_table column_tab = TABLE(column_keys, finish_column);
 
@@ -1298,6 +1335,17 @@ static void finish_pipeline(cfg_ctx *c, yaml_node_t *map, void *base, bool prese
                       "cannot be combined with transform.vocab.seed yet: replicas would seed "
                       "differently; start one replica with the seed and no vocab_log, or seed "
                       "the log's first replica (docs/vocab-log.md)");
+        for (uint32_t i = 0; i < pl->spec.n_sparse; i++)
+            if (pl->spec.sparse[i].eviction != PR_EVICT_NONE) {
+                cfg_error(c, map_find(c, map, "vocab_log"), "vocab_log",
+                          "cannot be combined with eviction %s (column %s) yet: every replica "
+                          "would have to make the same evictions, and they are not decided "
+                          "through the log; use eviction none with vocab_log "
+                          "(docs/vocab-log.md)",
+                          pr_vocab_eviction_names[pl->spec.sparse[i].eviction],
+                          pl->spec.sparse[i].name);
+                break;
+            }
     }
     /* The engine's own checks (min_count vs profile, capacity room...), once
      * everything else is right so that its message is not a consequence. */

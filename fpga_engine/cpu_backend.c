@@ -24,6 +24,16 @@
  *   only when min_count > 1.
  * - Logarithm is log1p in double, rounded to float; integer inputs below 65536
  *   (most Criteo counts) come from a table holding exactly those results.
+ * - Bounded vocabularies (eviction lru/lfu/ttl) take a separate per-value
+ *   path (pr__ev_lookup), so columns without eviction keep the loops above
+ *   unchanged. Per index "slot" (index - base) they keep the record clock of
+ *   the last lookup and a use count; lru/ttl keep a doubly linked list (most
+ *   recent first), lfu a min-heap on (count, last lookup) which is a total
+ *   order, so the victim does not depend on the heap's layout and a snapshot
+ *   restores the exact same future choices. The clock is the column's count
+ *   of lookups: decisions follow the data order, never time or threads. An
+ *   evicted value's index goes straight to the new value (no free list), and
+ *   the assignment is logged for the engine's journal and notices.
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -346,6 +356,17 @@ typedef struct pr__vcol {
     uint64_t *keys; /* value of index base+i, i < n */
     uint64_t n, keys_cap;
     bool frozen; /* shared vocabulary: lookups never insert or count (pr__vocab_peek) */
+    /* bounded vocabularies (pr_vocab_eviction); slot = index - base */
+    uint8_t evict;
+    uint64_t ttl, decay;
+    uint64_t clock;       /* lookups so far (the record clock) */
+    uint64_t *last;       /* [slots] clock at the last lookup */
+    uint32_t *ecnt;       /* [slots] lookups since admission (lfu: halved every decay) */
+    int32_t *prev, *next; /* lru/ttl: list of slots, head = most recent */
+    int32_t head, tail;   /* -1 when empty */
+    int32_t *heap, *hpos; /* lfu: min-heap of slots on (ecnt, last), slot -> position */
+    pr__vasg *log;        /* this block's assignments (pr_backend_ops.vocab_block_log) */
+    size_t n_log, log_cap;
 } pr__vcol;
 
 static inline uint64_t pr__hash(uint64_t k, unsigned bits)
@@ -455,7 +476,39 @@ static void pr__vcol_free(pr__vcol *vc)
     free(vc->ht);
     free(vc->hcnt);
     free(vc->keys);
+    free(vc->last);
+    free(vc->ecnt);
+    free(vc->prev);
+    free(vc->next);
+    free(vc->heap);
+    free(vc->hpos);
+    free(vc->log);
     memset(vc, 0, sizeof(*vc));
+}
+
+/* Remove slot s from an open-addressing table (backward-shift deletion:
+ * later entries of the probe run move up, so lookups need no tombstones). */
+static void pr__ht_del(pr__vcol *vc, pr__hslot *s)
+{
+    uint64_t mask = (1ULL << vc->hbits) - 1;
+    uint64_t i = (uint64_t)(s - vc->ht), j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (vc->ht[j].idx == PR__HSLOT_EMPTY)
+            break;
+        uint64_t k = pr__hash(vc->ht[j].key, vc->hbits);
+        bool stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
+        if (stays)
+            continue;
+        vc->ht[i] = vc->ht[j];
+        if (vc->hcnt)
+            vc->hcnt[i] = vc->hcnt[j];
+        i = j;
+    }
+    vc->ht[i].idx = PR__HSLOT_EMPTY;
+    if (vc->hcnt)
+        vc->hcnt[i] = 0;
+    vc->hused--;
 }
 
 static int pr__vcol_init(pr__vcol *vc, const pr_pipeline_spec *spec, uint32_t c)
@@ -465,6 +518,29 @@ static int pr__vcol_init(pr__vcol *vc, const pr_pipeline_spec *spec, uint32_t c)
     vc->cap = pr__spec_col_capacity(spec, c);
     vc->min_count = spec->sparse[c].min_count;
     vc->counting = vc->min_count > 1;
+    vc->evict = (uint8_t)spec->sparse[c].eviction;
+    if (vc->evict) {
+        size_t slots = (size_t)(vc->cap - (uint64_t)vc->base);
+        vc->ttl = spec->sparse[c].ttl_records;
+        vc->decay = spec->sparse[c].decay_records;
+        vc->head = vc->tail = -1;
+        /* calloc: pages of slots never used cost no memory */
+        vc->last = calloc(slots, sizeof(*vc->last));
+        vc->ecnt = calloc(slots, sizeof(*vc->ecnt));
+        if (!vc->last || !vc->ecnt)
+            return PR_ENOMEM;
+        if (vc->evict == PR_EVICT_LFU) {
+            vc->heap = calloc(slots, sizeof(*vc->heap));
+            vc->hpos = calloc(slots, sizeof(*vc->hpos));
+            if (!vc->heap || !vc->hpos)
+                return PR_ENOMEM;
+        } else {
+            vc->prev = calloc(slots, sizeof(*vc->prev));
+            vc->next = calloc(slots, sizeof(*vc->next));
+            if (!vc->prev || !vc->next)
+                return PR_ENOMEM;
+        }
+    }
     uint64_t m = spec->sparse[c].modulus;
     vc->direct = pr_spec_has_op(spec, PR_OP_MODULUS) && m <= PR__DIRECT_MAX;
     if (vc->direct) {
@@ -582,6 +658,275 @@ static int pr__vocab_count_one(pr__vcol *vc, uint64_t v)
     return 0;
 }
 
+/* ---------------------------------------------------------------- bounded vocabularies */
+
+/* lru/ttl list: head = most recently used. */
+static void pr__lru_unlink(pr__vcol *vc, int32_t s)
+{
+    int32_t p = vc->prev[s], n = vc->next[s];
+    if (p >= 0)
+        vc->next[p] = n;
+    else
+        vc->head = n;
+    if (n >= 0)
+        vc->prev[n] = p;
+    else
+        vc->tail = p;
+}
+
+static void pr__lru_push_front(pr__vcol *vc, int32_t s)
+{
+    vc->prev[s] = -1;
+    vc->next[s] = vc->head;
+    if (vc->head >= 0)
+        vc->prev[vc->head] = s;
+    vc->head = s;
+    if (vc->tail < 0)
+        vc->tail = s;
+}
+
+/* lfu heap order: fewer uses first, then older last lookup (unique per slot). */
+static inline bool pr__lfu_less(const pr__vcol *vc, int32_t a, int32_t b)
+{
+    if (vc->ecnt[a] != vc->ecnt[b])
+        return vc->ecnt[a] < vc->ecnt[b];
+    return vc->last[a] < vc->last[b];
+}
+
+static void pr__lfu_set(pr__vcol *vc, size_t pos, int32_t s)
+{
+    vc->heap[pos] = s;
+    vc->hpos[s] = (int32_t)pos;
+}
+
+static void pr__lfu_up(pr__vcol *vc, size_t pos)
+{
+    int32_t s = vc->heap[pos];
+    while (pos > 0) {
+        size_t par = (pos - 1) / 2;
+        if (!pr__lfu_less(vc, s, vc->heap[par]))
+            break;
+        pr__lfu_set(vc, pos, vc->heap[par]);
+        pos = par;
+    }
+    pr__lfu_set(vc, pos, s);
+}
+
+static void pr__lfu_down(pr__vcol *vc, size_t pos)
+{
+    size_t n = vc->n;
+    int32_t s = vc->heap[pos];
+    for (;;) {
+        size_t l = 2 * pos + 1, m = pos;
+        int32_t best = s;
+        if (l < n && pr__lfu_less(vc, vc->heap[l], best))
+            m = l, best = vc->heap[l];
+        if (l + 1 < n && pr__lfu_less(vc, vc->heap[l + 1], best))
+            m = l + 1, best = vc->heap[l + 1];
+        if (m == pos)
+            break;
+        pr__lfu_set(vc, pos, best);
+        pos = m;
+    }
+    pr__lfu_set(vc, pos, s);
+}
+
+static void pr__lfu_heapify(pr__vcol *vc)
+{
+    for (size_t i = vc->n / 2; i-- > 0;)
+        pr__lfu_down(vc, i);
+}
+
+/* Every decay lookups all counts halve; (ecnt, last) ties change, so the
+ * heap is rebuilt (O(n) once per `decay` lookups). */
+static void pr__lfu_decay(pr__vcol *vc)
+{
+    for (uint64_t i = 0; i < vc->n; i++)
+        vc->ecnt[i] >>= 1;
+    pr__lfu_heapify(vc);
+}
+
+/* Rebuild the eviction order of a column from last/ecnt (after a load). */
+static int pr__ev_rebuild(pr__vcol *vc)
+{
+    if (vc->evict == PR_EVICT_LFU) {
+        for (uint64_t i = 0; i < vc->n; i++)
+            pr__lfu_set(vc, i, (int32_t)i);
+        pr__lfu_heapify(vc);
+        return 0;
+    }
+    int32_t *order = malloc((vc->n ? vc->n : 1) * sizeof(*order));
+    if (!order)
+        return PR_ENOMEM;
+    for (uint64_t i = 0; i < vc->n; i++)
+        order[i] = (int32_t)i;
+    /* push oldest first, so the newest ends at the head: sort slots by last
+     * lookup (unique per slot), a shell sort */
+    const uint64_t *last = vc->last;
+    size_t n = vc->n;
+    for (size_t gap = n / 2; gap > 0; gap /= 2)
+        for (size_t i = gap; i < n; i++) {
+            int32_t t = order[i];
+            size_t j = i;
+            while (j >= gap && last[order[j - gap]] > last[t]) {
+                order[j] = order[j - gap];
+                j -= gap;
+            }
+            order[j] = t;
+        }
+    vc->head = vc->tail = -1;
+    for (size_t i = 0; i < n; i++)
+        pr__lru_push_front(vc, order[i]);
+    free(order);
+    return 0;
+}
+
+/* A looked-up value that has an index: record the use. */
+static inline void pr__ev_touch(pr__vcol *vc, int32_t s, uint64_t now)
+{
+    vc->last[s] = now;
+    if (vc->ecnt[s] != UINT32_MAX)
+        vc->ecnt[s]++;
+    if (vc->evict == PR_EVICT_LFU) {
+        pr__lfu_down(vc, (size_t)vc->hpos[s]);
+    } else if (vc->head != s) {
+        pr__lru_unlink(vc, s);
+        pr__lru_push_front(vc, s);
+    }
+}
+
+/* The slot to recycle, or -1 (ttl: the least recently used value is younger
+ * than ttl lookups). */
+static inline int32_t pr__ev_victim(const pr__vcol *vc, uint64_t now)
+{
+    if (vc->evict == PR_EVICT_LFU)
+        return vc->n ? vc->heap[0] : -1;
+    int32_t t = vc->tail;
+    if (t >= 0 && vc->evict == PR_EVICT_TTL && now - vc->last[t] < vc->ttl)
+        return -1;
+    return t;
+}
+
+static int pr__ev_log(pr__vcol *vc, uint32_t row, bool recycled, int64_t i, uint64_t v,
+                      uint64_t now)
+{
+    if (vc->n_log == vc->log_cap) {
+        size_t nc = vc->log_cap ? vc->log_cap * 2 : 256;
+        pr__vasg *p = realloc(vc->log, nc * sizeof(*p));
+        if (!p)
+            return PR_ENOMEM;
+        vc->log = p;
+        vc->log_cap = nc;
+    }
+    vc->log[vc->n_log++] = (pr__vasg){row, recycled, i, v, now};
+    return 0;
+}
+
+/* Lookup-or-insert in a bounded column (block row `row`, for the log).
+ * Returns the index, OOV, PR__FULL (dlrm, ttl with no expired value: not
+ * reachable, validation needs profile default for ttl) or PR__NOMEM. */
+static int64_t pr__ev_lookup(pr__vcol *vc, uint64_t v, uint32_t row)
+{
+    uint64_t now = ++vc->clock;
+    if (vc->evict == PR_EVICT_LFU && vc->decay && now % vc->decay == 0)
+        pr__lfu_decay(vc);
+    pr__hslot *s = NULL;
+    int64_t i;
+    if (vc->direct) {
+        i = (int64_t)vc->dmap[v] - 1;
+    } else {
+        s = pr__ht_find(vc, v);
+        i = s && s->idx >= 0 ? s->idx : -1;
+    }
+    if (i >= 0) {
+        pr__ev_touch(vc, (int32_t)(i - vc->base), now);
+        return i;
+    }
+    if (vc->counting) { /* min_count admission, as without eviction */
+        if (vc->direct) {
+            if (vc->dcnt[v] != UINT32_MAX)
+                vc->dcnt[v]++;
+            if (vc->dcnt[v] < vc->min_count)
+                return PR_INDEX_OOV;
+        } else {
+            if (!s && !(s = pr__ht_insert(vc, v, -1, 0)))
+                return PR__NOMEM;
+            if (++*pr__ht_cnt(vc, s) < vc->min_count)
+                return PR_INDEX_OOV;
+        }
+    }
+    int32_t slot;
+    bool recycled = false;
+    if ((uint64_t)vc->base + vc->n < vc->cap) {
+        if (pr__keys_push(vc, v))
+            return PR__NOMEM;
+        slot = (int32_t)(vc->n - 1);
+        if (vc->evict == PR_EVICT_LFU)
+            pr__lfu_set(vc, (size_t)slot, slot); /* placed below, with its key */
+    } else {
+        slot = pr__ev_victim(vc, now);
+        if (slot < 0)
+            return vc->base ? PR_INDEX_OOV : PR__FULL;
+        recycled = true;
+        uint64_t old = vc->keys[slot];
+        if (vc->direct) {
+            vc->dmap[old] = 0;
+            if (vc->counting)
+                vc->dcnt[old] = 0; /* it must earn its admission again */
+        } else {
+            pr__ht_del(vc, pr__ht_find(vc, old));
+        }
+        vc->keys[slot] = v;
+        if (vc->evict != PR_EVICT_LFU)
+            pr__lru_unlink(vc, slot);
+    }
+    i = vc->base + slot;
+    if (vc->direct) {
+        vc->dmap[v] = (int32_t)(i + 1);
+    } else if (vc->counting) {
+        pr__ht_find(vc, v)->idx = i; /* its pending slot (may have moved) */
+    } else if (!pr__ht_insert(vc, v, i, 0)) {
+        return PR__NOMEM;
+    }
+    vc->last[slot] = now;
+    vc->ecnt[slot] = 1;
+    if (vc->evict == PR_EVICT_LFU) {
+        size_t pos = (size_t)vc->hpos[slot];
+        pr__lfu_up(vc, pos);
+        pr__lfu_down(vc, (size_t)vc->hpos[slot]);
+    } else {
+        pr__lru_push_front(vc, slot);
+    }
+    if (pr__ev_log(vc, row, recycled, i, v, now))
+        return PR__NOMEM;
+    return i;
+}
+
+/* Map a bounded column's chunk (rows row0.. of the block). */
+static int64_t pr__vocab_col_ev(pr__vcol *vc, const uint64_t *vals, uint32_t rows,
+                                const uint64_t *rej, const uint64_t *miss, void *outp, int width,
+                                uint32_t row0, int *err)
+{
+    int32_t *o32 = outp;
+    int64_t *o64 = outp;
+    for (uint32_t r = 0; r < rows; r++) {
+        uint64_t skip = (rej ? rej[r / 64] : 0) | (miss ? miss[r / 64] : 0);
+        int64_t i = 0;
+        if (!((skip >> (r % 64)) & 1)) {
+            i = pr__ev_lookup(vc, vals[r], row0 + r);
+            if (i < 0) {
+                *err = (int)i;
+                return r;
+            }
+        }
+        if (width == 4)
+            o32[r] = (int32_t)i;
+        else
+            o64[r] = i;
+    }
+    return -1;
+}
+
 /* Map a column. skip(w) = rows to leave alone (output 0). Returns -1 when all
  * rows were done, else the failing row (and *err). Inlined twice, once per
  * output width. */
@@ -661,6 +1006,7 @@ struct pr_backend {
     uint8_t width;
     bool has[PR_OP__COUNT];
     bool two_pass; /* two-pass mode with some column counting */
+    bool evicting; /* some column has eviction lru/lfu/ttl */
     bool count_done;
     pr__pool *pool;
     int threads;
@@ -765,6 +1111,8 @@ static int pr__cpu_new(const pr_pipeline_spec *spec, const pr_engine_opts *opts,
                 goto nomem;
             if (be->cols[c].counting && spec->count_mode == PR_COUNT_TWO_PASS)
                 be->two_pass = true;
+            if (be->cols[c].evict)
+                be->evicting = true;
             /* insertion sort by cost, most expensive first; ties by column */
             uint32_t k = be->n_order2++;
             while (k > 0 &&
@@ -959,8 +1307,12 @@ static void pr__vocab_chunk(pr_backend *be, uint32_t c, uint32_t r0, uint32_t r1
     void *o = be->width == 4 ? (void *)(pr_out_sparse32(be->out, c) + r0)
                              : (void *)(pr_out_sparse64(be->out, c) + r0);
     bool streaming = !be->two_pass;
-    int64_t fr = be->width == 4 ? pr__vocab_col32(vc, v, n, rej, miss, o, streaming, &err)
-                                : pr__vocab_col64(vc, v, n, rej, miss, o, streaming, &err);
+    int64_t fr;
+    if (vc->evict)
+        fr = pr__vocab_col_ev(vc, v, n, rej, miss, o, be->width, r0, &err);
+    else
+        fr = be->width == 4 ? pr__vocab_col32(vc, v, n, rej, miss, o, streaming, &err)
+                            : pr__vocab_col64(vc, v, n, rej, miss, o, streaming, &err);
     if (fr >= 0) {
         be->fail_row[c] = r0 + fr;
         be->fail_err[c] = err;
@@ -982,6 +1334,28 @@ static void pr__column_task(void *ctx, uint32_t task, int worker)
             pr__sparse_chunk(be, task, r0, r1, ws);
         else
             pr__dense_chunk(be, task - be->spec.n_sparse, r0, r1, worker, ws);
+    }
+}
+
+/* With a vocabulary and every sparse column already uint64 (decoders with
+ * fused Hex2Int): no value can be rejected here, so no column waits for the
+ * others' reject bits. One task per column runs the whole block chunk by
+ * chunk, Modulus then VocabGen+Map (most expensive columns first, then the
+ * dense columns as fillers): one pool run per block instead of two per chunk,
+ * and each column's values stay in cache between the two operators. */
+static void pr__fused_column_task(void *ctx, uint32_t task, int worker)
+{
+    pr_backend *be = ctx;
+    pr__wstats *ws = &be->ws[worker];
+    uint32_t rows = be->in->rows;
+    for (uint32_t r0 = 0; r0 < rows; r0 += be->chunk) {
+        uint32_t r1 = rows - r0 > be->chunk ? r0 + be->chunk : rows;
+        if (task < be->n_order2) {
+            pr__sparse_chunk(be, be->order2[task], r0, r1, ws);
+            pr__vocab_chunk(be, be->order2[task], r0, r1, ws);
+        } else {
+            pr__dense_chunk(be, task - be->n_order2, r0, r1, worker, ws);
+        }
     }
 }
 
@@ -1043,6 +1417,14 @@ static void pr__run_block(pr_backend *be, pr_out *out)
         be->n_rejected = pr__collect_rejects(be, 0, rows, out);
         return;
     }
+    bool all_u64 = be->n_order2 == ns;
+    for (uint32_t c = 0; c < ns && all_u64; c++)
+        all_u64 = be->in->sparse_enc[c] != PR_SPARSE_HEX;
+    if (all_u64) {
+        memset(be->rej, 0, pr_bitmap_words(rows) * sizeof(uint64_t)); /* nothing rejected */
+        pr__pool_run(be->pool, be->n_order2 + nd, pr__fused_column_task, be);
+        return;
+    }
     for (uint32_t r0 = 0; r0 < rows; r0 += be->chunk) {
         be->r0 = r0;
         be->r1 = rows - r0 > be->chunk ? r0 + be->chunk : rows;
@@ -1050,6 +1432,37 @@ static void pr__run_block(pr_backend *be, pr_out *out)
         be->n_rejected += pr__collect_rejects(be, be->r0, be->r1, out);
         pr__pool_run(be->pool, be->n_order2 + nd, pr__chunk_b_task, be);
     }
+}
+
+/* The block's recycled indices into out->recycled, in (row, col) order:
+ * a merge of the columns' logs (each in row order). */
+static int pr__cpu_notices(pr_backend *be, pr_out *out)
+{
+    uint32_t ns = be->spec.n_sparse;
+    size_t *at = calloc(ns ? ns : 1, sizeof(*at));
+    if (!at)
+        return PR_ENOMEM;
+    int rc = 0;
+    for (;;) {
+        uint32_t best = UINT32_MAX, brow = UINT32_MAX;
+        for (uint32_t c = 0; c < ns; c++) {
+            const pr__vcol *vc = &be->cols[c];
+            while (at[c] < vc->n_log && !vc->log[at[c]].recycled)
+                at[c]++;
+            if (at[c] < vc->n_log && vc->log[at[c]].row < brow) {
+                brow = vc->log[at[c]].row;
+                best = c;
+            }
+        }
+        if (best == UINT32_MAX)
+            break;
+        pr_recycled r = {best, brow, be->cols[best].log[at[best]].index, 0};
+        if ((rc = pr__out_recycled_push(out, &r)))
+            break;
+        at[best]++;
+    }
+    free(at);
+    return rc;
 }
 
 static int pr__cpu_process(pr_backend *be, const pr_block *in, pr_out *out, pr_engine_stats *st,
@@ -1072,7 +1485,12 @@ static int pr__cpu_process(pr_backend *be, const pr_block *in, pr_out *out, pr_e
 
     size_t words = pr_bitmap_words(rows);
     memset(out->reject_reason, 0, rows);
+    if (be->has[PR_OP_VOCAB])
+        for (uint32_t c = 0; c < ns; c++)
+            be->cols[c].n_log = 0;
     pr__run_block(be, out);
+    if (be->evicting && pr__cpu_notices(be, out))
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "cpu backend: out of memory for notices");
     out->n_rejected = be->n_rejected;
     memcpy(out->rejected, be->rej, words * sizeof(uint64_t));
     if (be->spec.has_label && in->labels)
@@ -1190,7 +1608,12 @@ static int pr__cpu_vocab_read_from(const pr_backend *be, uint32_t col, int64_t f
     const pr__vcol *vc = &be->cols[col];
     uint64_t i0 = from > vc->base ? (uint64_t)(from - vc->base) : 0;
     for (uint64_t i = i0; i < vc->n; i++) {
-        pr_vocab_entry e = {vc->keys[i], vc->base + (int64_t)i, pr__vcol_count_of(vc, vc->keys[i])};
+        pr_vocab_entry e = {vc->keys[i], vc->base + (int64_t)i, pr__vcol_count_of(vc, vc->keys[i]),
+                            0};
+        if (vc->evict) {
+            e.count = vc->ecnt[i];
+            e.last_use = vc->last[i];
+        }
         int rc = cb(&e, opaque);
         if (rc)
             return rc;
@@ -1216,7 +1639,7 @@ static int pr__cpu_vocab_read(const pr_backend *be, uint32_t col, pr_vocab_cb cb
     if (vc->direct) {
         for (uint64_t v = 0; v < vc->dom; v++) {
             if (vc->dcnt[v] && !vc->dmap[v]) {
-                pr_vocab_entry e = {v, -1, vc->dcnt[v]};
+                pr_vocab_entry e = {v, -1, vc->dcnt[v], 0};
                 if ((rc = cb(&e, opaque)))
                     return rc;
             }
@@ -1237,7 +1660,7 @@ static int pr__cpu_vocab_read(const pr_backend *be, uint32_t col, pr_vocab_cb cb
             keys[n++] = vc->ht[i].key;
     qsort(keys, n, sizeof(*keys), pr__u64cmp);
     for (size_t i = 0; i < n && !rc; i++) {
-        pr_vocab_entry e = {keys[i], -1, pr__vcol_count_of(vc, keys[i])};
+        pr_vocab_entry e = {keys[i], -1, pr__vcol_count_of(vc, keys[i]), 0};
         rc = cb(&e, opaque);
     }
     free(keys);
@@ -1274,6 +1697,10 @@ static int pr__cpu_vocab_load(pr_backend *be, uint32_t col, const pr_vocab_entry
             }
             if (pr__keys_push(vc, v))
                 return PR_ENOMEM;
+            if (vc->evict) {
+                vc->ecnt[vc->n - 1] = e[k].count > UINT32_MAX ? UINT32_MAX : (uint32_t)e[k].count;
+                vc->last[vc->n - 1] = e[k].last_use;
+            }
         } else if (vc->counting) {
             if (vc->direct) {
                 if (vc->dmap[v] || vc->dcnt[v])
@@ -1287,7 +1714,7 @@ static int pr__cpu_vocab_load(pr_backend *be, uint32_t col, const pr_vocab_entry
             }
         }
     }
-    return 0;
+    return vc->evict ? pr__ev_rebuild(vc) : 0;
 }
 
 /* ---------------------------------------------------------------- shared vocabulary */
@@ -1384,6 +1811,32 @@ static void pr__cpu_vocab_freeze(pr_backend *be, bool frozen)
         be->cols[c].frozen = frozen;
 }
 
+/* ---------------------------------------------------------------- bounded vocabularies */
+
+static void pr__cpu_vocab_block_log(const pr_backend *be, uint32_t col, const pr__vasg **log,
+                                    size_t *n)
+{
+    *log = NULL;
+    *n = 0;
+    if (!be->has[PR_OP_VOCAB] || col >= be->spec.n_sparse)
+        return;
+    *log = be->cols[col].log;
+    *n = be->cols[col].n_log;
+}
+
+static uint64_t pr__cpu_vocab_clock(const pr_backend *be, uint32_t col)
+{
+    if (!be->has[PR_OP_VOCAB] || col >= be->spec.n_sparse)
+        return 0;
+    return be->cols[col].clock;
+}
+
+static void pr__cpu_vocab_set_clock(pr_backend *be, uint32_t col, uint64_t clock)
+{
+    if (be->has[PR_OP_VOCAB] && col < be->spec.n_sparse)
+        be->cols[col].clock = clock;
+}
+
 const pr_backend_ops pr__backend_cpu = {
     .name = "cpu",
     .new_ = pr__cpu_new,
@@ -1398,4 +1851,7 @@ const pr_backend_ops pr__backend_cpu = {
     .vocab_misses = pr__cpu_vocab_misses,
     .vocab_apply = pr__cpu_vocab_apply,
     .vocab_freeze = pr__cpu_vocab_freeze,
+    .vocab_block_log = pr__cpu_vocab_block_log,
+    .vocab_clock = pr__cpu_vocab_clock,
+    .vocab_set_clock = pr__cpu_vocab_set_clock,
 };

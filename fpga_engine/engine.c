@@ -39,6 +39,11 @@ static const char *const pr__profile_names[] = {
 };
 #define PR__N_PROFILES (sizeof(pr__profile_names) / sizeof(pr__profile_names[0]))
 
+const char *const pr_vocab_eviction_names[] = {
+    [PR_EVICT_NONE] = "none", [PR_EVICT_LRU] = "lru",   [PR_EVICT_LFU] = "lfu",
+    [PR_EVICT_TTL] = "ttl",   [PR_EVICT__COUNT] = NULL,
+};
+
 const char *pr_op_name(pr_op op)
 {
     if ((unsigned)op >= PR_OP__COUNT)
@@ -232,6 +237,42 @@ int pr_pipeline_spec_validate(const pr_pipeline_spec *spec, char *errstr, size_t
                              "sparse.%s.min_count: %u needs profile default (dlrm has no "
                              "out-of-vocabulary index); use min_count 1 or profile default",
                              s->name, s->min_count);
+        if (s->eviction != PR_EVICT_NONE) {
+            const char *en = (unsigned)s->eviction < PR_EVICT__COUNT
+                                 ? pr_vocab_eviction_names[s->eviction]
+                                 : "?";
+            if ((unsigned)s->eviction >= PR_EVICT__COUNT)
+                return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                                 "sparse.%s.eviction: %d is not none, lru, lfu or ttl", s->name,
+                                 (int)s->eviction);
+            if (!vocab)
+                return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                                 "sparse.%s.eviction: %s needs the vocab operator", s->name, en);
+            if (!s->capacity)
+                return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                                 "sparse.%s.eviction: %s needs an explicit capacity (the bound "
+                                 "the table is kept under)",
+                                 s->name, en);
+            if (s->capacity - base > (uint64_t)INT32_MAX)
+                return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                                 "sparse.%s.capacity: at most %" PRIu64 " with eviction %s",
+                                 s->name, (uint64_t)INT32_MAX + base, en);
+            if (spec->count_mode != PR_COUNT_STREAMING)
+                return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                                 "sparse.%s.eviction: %s needs count_mode streaming (two_pass "
+                                 "fixes the vocabulary before mapping)",
+                                 s->name, en);
+            if (s->eviction == PR_EVICT_TTL && !s->ttl_records)
+                return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                                 "sparse.%s.ttl_records: eviction ttl needs ttl_records > 0",
+                                 s->name);
+            if (s->eviction == PR_EVICT_TTL && spec->profile != PR_VOCAB_DEFAULT)
+                return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                                 "sparse.%s.eviction: ttl needs profile default (a full table "
+                                 "of values younger than ttl_records maps new values to OOV, "
+                                 "which dlrm does not have); use lru or lfu under dlrm",
+                                 s->name);
+        }
         if (vocab && s->capacity) {
             if (s->capacity < base + 1)
                 return pr_seterr(errstr, errstr_size, PR_EINVAL,
@@ -271,8 +312,26 @@ uint64_t pr__spec_fingerprint(const pr_pipeline_spec *spec)
         uint64_t w[3] = {mod ? spec->sparse[c].modulus : 0, spec->sparse[c].min_count,
                          pr__spec_col_capacity(spec, c)};
         h = pr__fnv(h, w, sizeof(w));
+        /* Only when set, so fingerprints without eviction stay what they were. */
+        const pr_sparse_col_spec *cs = &spec->sparse[c];
+        if (cs->eviction != PR_EVICT_NONE) {
+            uint64_t e[3] = {(uint64_t)cs->eviction,
+                             cs->eviction == PR_EVICT_TTL ? cs->ttl_records : 0,
+                             cs->eviction == PR_EVICT_LFU ? cs->decay_records : 0};
+            h = pr__fnv(h, e, sizeof(e));
+        }
     }
     return h;
+}
+
+bool pr__spec_has_eviction(const pr_pipeline_spec *spec)
+{
+    if (!pr_spec_has_op(spec, PR_OP_VOCAB))
+        return false;
+    for (uint32_t c = 0; c < spec->n_sparse; c++)
+        if (spec->sparse[c].eviction != PR_EVICT_NONE)
+            return true;
+    return false;
 }
 
 /* ---------------------------------------------------------------- aligned memory */
@@ -413,7 +472,22 @@ void pr_out_free(pr_out *o)
     pr__free_aligned(o->rejected);
     pr__free_aligned(o->reject_reason);
     pr__free_aligned(o->reject_col);
+    free(o->recycled);
     free(o);
+}
+
+int pr__out_recycled_push(pr_out *o, const pr_recycled *r)
+{
+    if (o->n_recycled == o->recycled_cap) {
+        uint32_t nc = o->recycled_cap ? o->recycled_cap * 2 : 64;
+        pr_recycled *p = realloc(o->recycled, (size_t)nc * sizeof(*p));
+        if (!p)
+            return PR_ENOMEM;
+        o->recycled = p;
+        o->recycled_cap = nc;
+    }
+    o->recycled[o->n_recycled++] = *r;
+    return 0;
 }
 
 /* ---------------------------------------------------------------- engine */
@@ -431,6 +505,11 @@ struct pr_engine {
     int jr_fd;
     char *jr_path;
     int64_t jr_next[PR_MAX_SPARSE]; /* first index not yet journaled, per column */
+    /* bounded vocabularies (pr_vocab_eviction) */
+    bool evict;                /* some column evicts: journal v2, snapshot v3 */
+    uint64_t notice_next;      /* number of the next recycled-index notice (from 1) */
+    pr_recycled *pend;         /* notices replayed from the journal, re-announced by */
+    uint32_t n_pend, pend_cap; /* the next pr_engine_process (row 0) */
 };
 
 static int pr__backend_new(pr_engine *eng, const pr_backend_ops *ops, const pr_engine_opts *opts,
@@ -464,6 +543,8 @@ pr_engine *pr_engine_new(const pr_pipeline_spec *spec, const pr_engine_opts *opt
     eng->has_hex2int = pr_spec_has_op(spec, PR_OP_HEX2INT);
     eng->fingerprint = pr__spec_fingerprint(spec);
     eng->jr_fd = -1;
+    eng->evict = pr__spec_has_eviction(spec);
+    eng->notice_next = 1;
 
     /* Zero fields mean the documented defaults (pr_engine_cfgmap). */
     pr_engine_opts o = *opts;
@@ -500,6 +581,14 @@ pr_engine *pr_engine_new(const pr_pipeline_spec *spec, const pr_engine_opts *opt
         free(eng);
         return NULL;
     }
+    if (eng->evict && (!eng->ops->vocab_block_log || !eng->ops->vocab_clock)) {
+        pr_seterr(errstr, errstr_size, PR_ENOTSUP,
+                  "engine: backend %s has no bounded vocabularies (transform eviction lru, lfu "
+                  "or ttl); use engine.backend cpu, or eviction none",
+                  eng->ops->name);
+        pr_engine_free(eng);
+        return NULL;
+    }
     return eng;
 }
 
@@ -510,6 +599,7 @@ void pr_engine_free(pr_engine *eng)
     pr_engine_vocab_journal_close(eng);
     if (eng->ops)
         eng->ops->free_(eng->be);
+    free(eng->pend);
     free(eng);
 }
 
@@ -555,6 +645,46 @@ static int pr__check_block(const pr_engine *eng, const pr_block *in, char *errst
 
 static int pr__journal_append(pr_engine *eng, char *errstr, size_t errstr_size);
 
+/* Number the block's notices (the backend lists them in (row, col) order)
+ * and put the re-announcements of a journal replay first, at row 0. */
+static int pr__number_notices(pr_engine *eng, pr_out *out)
+{
+    for (uint32_t i = 0; i < out->n_recycled; i++)
+        out->recycled[i].number = eng->notice_next++;
+    if (!eng->n_pend)
+        return 0;
+    uint32_t n = out->n_recycled;
+    for (uint32_t i = 0; i < eng->n_pend; i++) /* grow by n_pend */
+        if (pr__out_recycled_push(out, &eng->pend[i]))
+            return PR_ENOMEM;
+    memmove(out->recycled + eng->n_pend, out->recycled, (size_t)n * sizeof(pr_recycled));
+    for (uint32_t i = 0; i < eng->n_pend; i++) {
+        out->recycled[i] = eng->pend[i];
+        out->recycled[i].row = 0;
+    }
+    eng->n_pend = 0;
+    return 0;
+}
+
+static int pr__pend_push(pr_engine *eng, const pr_recycled *r)
+{
+    if (eng->n_pend == eng->pend_cap) {
+        uint32_t nc = eng->pend_cap ? eng->pend_cap * 2 : 64;
+        pr_recycled *p = realloc(eng->pend, (size_t)nc * sizeof(*p));
+        if (!p)
+            return PR_ENOMEM;
+        eng->pend = p;
+        eng->pend_cap = nc;
+    }
+    eng->pend[eng->n_pend++] = *r;
+    return 0;
+}
+
+uint64_t pr_engine_vocab_recycled_total(const pr_engine *eng)
+{
+    return eng->notice_next - 1;
+}
+
 int pr_engine_process(pr_engine *eng, const pr_block *in, pr_out *out, char *errstr,
                       size_t errstr_size)
 {
@@ -569,7 +699,13 @@ int pr_engine_process(pr_engine *eng, const pr_block *in, pr_out *out, char *err
                          in->rows, in->n_dense, in->n_sparse, eng->sparse_width);
     out->rows = in->rows;
     out->n_rejected = 0;
+    out->n_recycled = 0;
     rc = eng->ops->process(eng->be, in, out, &eng->stats, errstr, errstr_size);
+    if (eng->evict) {
+        int nrc = pr__number_notices(eng, out);
+        if (nrc && !rc)
+            rc = pr_seterr(errstr, errstr_size, nrc, "engine: out of memory for notices");
+    }
     eng->stats.rows_in += in->rows;
     eng->stats.rows_rejected += out->n_rejected;
     eng->stats.blocks++;
@@ -598,6 +734,10 @@ static int pr__shared_supported(const pr_engine *eng, char *errstr, size_t errst
     if (eng->spec.count_mode != PR_COUNT_STREAMING)
         return pr_seterr(errstr, errstr_size, PR_ENOTSUP,
                          "engine: a shared vocabulary needs count_mode streaming");
+    if (eng->evict)
+        return pr_seterr(errstr, errstr_size, PR_ENOTSUP,
+                         "engine: a shared vocabulary cannot evict yet (eviction must be none: "
+                         "replicas would have to agree on every eviction through the log)");
     return 0;
 }
 
@@ -1001,7 +1141,8 @@ int pr_engine_vocab_import(pr_engine *eng, const char *dir, char *errstr, size_t
             break;
         }
         for (size_t i = 0; i < cols[c].n; i++)
-            ents[i] = (pr_vocab_entry){cols[c].e[i].value, cols[c].e[i].index, cols[c].e[i].count};
+            ents[i] =
+                (pr_vocab_entry){cols[c].e[i].value, cols[c].e[i].index, cols[c].e[i].count, 0};
         if ((rc = eng->ops->vocab_load(eng->be, c, ents, cols[c].n))) {
             rc = pr_seterr(errstr, errstr_size, rc,
                            "vocab import: %s/%s.tsv: entries rejected by backend %s (%s)", dir,
@@ -1025,6 +1166,12 @@ int pr_engine_vocab_import(pr_engine *eng, const char *dir, char *errstr, size_t
  *   "PRVSNAP1" u32 version (1 or 2) u32 n_sparse u64 fingerprint
  *   version 2 only: u32 tag_len, tag_len bytes of the caller's tag
  *   per column: u64 n, then n x {u64 value, i64 index, u64 count}
+ *   u64 FNV-1a of everything before it
+ *
+ * Version 3, written (only) when some column evicts (pr_vocab_eviction):
+ *   "PRVSNAP1" u32 3 u32 n_sparse u64 fingerprint u32 tag_len, tag
+ *   u64 notice_next, u32 n_pend, n_pend x {u32 col, u32 0, i64 index, u64 number}
+ *   per column: u64 clock, u64 n, then n x {u64 value, i64 index, u64 count, u64 last_use}
  *   u64 FNV-1a of everything before it
  */
 
@@ -1065,6 +1212,14 @@ static int pr__snap_entry_cb(const pr_vocab_entry *e, void *opaque)
     return w->err;
 }
 
+static int pr__snap_entry4_cb(const pr_vocab_entry *e, void *opaque)
+{
+    pr__writer *w = opaque;
+    uint64_t rec[4] = {e->value, (uint64_t)e->index, e->count, e->last_use};
+    pr__w(w, rec, sizeof(rec));
+    return w->err;
+}
+
 int pr_engine_vocab_save(const pr_engine *eng, const char *path, char *errstr, size_t errstr_size)
 {
     return pr_engine_vocab_save_tagged(eng, path, NULL, 0, errstr, errstr_size);
@@ -1083,22 +1238,37 @@ int pr_engine_vocab_save_tagged(const pr_engine *eng, const char *path, const vo
     if (!f)
         return pr_seterr(errstr, errstr_size, PR_EIO, "vocab save: %s: %s", tmp, strerror(errno));
     pr__writer w = {f, PR__FNV_INIT, 0};
-    uint32_t hdr[2] = {tag_len ? 2 : 1, eng->spec.n_sparse};
+    uint32_t hdr[2] = {eng->evict ? 3 : tag_len ? 2 : 1, eng->spec.n_sparse};
     pr__w(&w, pr__snap_magic, sizeof(pr__snap_magic));
     pr__w(&w, hdr, sizeof(hdr));
     pr__w(&w, &eng->fingerprint, 8);
-    if (tag_len) {
+    if (tag_len || eng->evict) {
         pr__w(&w, &tag_len, 4);
         pr__w(&w, tag, tag_len);
+    }
+    if (eng->evict) {
+        pr__w(&w, &eng->notice_next, 8);
+        pr__w(&w, &eng->n_pend, 4);
+        for (uint32_t i = 0; i < eng->n_pend; i++) {
+            uint32_t cz[2] = {eng->pend[i].col, 0};
+            pr__w(&w, cz, 8);
+            pr__w(&w, &eng->pend[i].index, 8);
+            pr__w(&w, &eng->pend[i].number, 8);
+        }
     }
     int rc = 0;
     for (uint32_t c = 0; c < eng->spec.n_sparse && !rc && !w.err; c++) {
         pr__count_ctx cc = {&w, 0};
+        if (eng->evict) {
+            uint64_t clock = eng->ops->vocab_clock(eng->be, c);
+            pr__w(&w, &clock, 8);
+        }
         if (eng->has_vocab)
             rc = eng->ops->vocab_read(eng->be, c, pr__count_cb, &cc);
         pr__w(&w, &cc.n, 8);
         if (!rc && eng->has_vocab)
-            rc = eng->ops->vocab_read(eng->be, c, pr__snap_entry_cb, &w);
+            rc = eng->ops->vocab_read(eng->be, c,
+                                      eng->evict ? pr__snap_entry4_cb : pr__snap_entry_cb, &w);
     }
     uint64_t sum = w.h;
     pr__w(&w, &sum, 8);
@@ -1150,7 +1320,7 @@ int pr_engine_vocab_load_tagged(pr_engine *eng, const char *path, void *tag, uin
     uint32_t hdr[2];
     uint64_t fp;
     if (pr__read_exact(f, magic, 8, &h) || memcmp(magic, pr__snap_magic, 8) ||
-        pr__read_exact(f, hdr, sizeof(hdr), &h) || (hdr[0] != 1 && hdr[0] != 2) ||
+        pr__read_exact(f, hdr, sizeof(hdr), &h) || hdr[0] < 1 || hdr[0] > 3 ||
         pr__read_exact(f, &fp, 8, &h)) {
         rc = pr_seterr(errstr, errstr_size, PR_EINVAL, "vocab load: %s is not a piperec snapshot",
                        path);
@@ -1165,7 +1335,14 @@ int pr_engine_vocab_load_tagged(pr_engine *eng, const char *path, void *tag, uin
                        path, fp, eng->fingerprint);
         goto out;
     }
-    if (hdr[0] == 2) {
+    if ((hdr[0] == 3) != eng->evict) { /* the fingerprint already differs; be explicit */
+        rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
+                       "vocab load: %s: snapshot version %u does not match this pipeline's "
+                       "eviction settings",
+                       path, hdr[0]);
+        goto out;
+    }
+    if (hdr[0] >= 2) {
         uint32_t n = 0;
         unsigned char tb[PR_SNAPSHOT_TAG_MAX];
         if (pr__read_exact(f, &n, 4, &h) || n > PR_SNAPSHOT_TAG_MAX ||
@@ -1216,9 +1393,34 @@ int pr_engine_vocab_load_tagged(pr_engine *eng, const char *path, void *tag, uin
         }
     }
     /* Pass 2: load column by column. */
+    if (hdr[0] == 3) {
+        uint64_t nn;
+        uint32_t np;
+        if (pr__read_exact(f, &nn, 8, NULL) || pr__read_exact(f, &np, 4, NULL) || nn == 0) {
+            rc = PR_EIO;
+            goto bad;
+        }
+        eng->notice_next = nn;
+        eng->n_pend = 0;
+        for (uint32_t i = 0; i < np; i++) {
+            uint32_t cz[2];
+            pr_recycled r = {0};
+            if (pr__read_exact(f, cz, 8, NULL) || pr__read_exact(f, &r.index, 8, NULL) ||
+                pr__read_exact(f, &r.number, 8, NULL)) {
+                rc = PR_EIO;
+                goto bad;
+            }
+            r.col = cz[0];
+            if (pr__pend_push(eng, &r)) {
+                rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "vocab load: out of memory");
+                goto out;
+            }
+        }
+    }
     for (uint32_t c = 0; c < eng->spec.n_sparse; c++) {
-        uint64_t n;
-        if (pr__read_exact(f, &n, 8, NULL) || n > (uint64_t)SIZE_MAX / sizeof(*ents)) {
+        uint64_t n, clock = 0;
+        if ((hdr[0] == 3 && pr__read_exact(f, &clock, 8, NULL)) || pr__read_exact(f, &n, 8, NULL) ||
+            n > (uint64_t)SIZE_MAX / sizeof(*ents)) {
             rc = PR_EIO;
             goto bad;
         }
@@ -1229,14 +1431,15 @@ int pr_engine_vocab_load_tagged(pr_engine *eng, const char *path, void *tag, uin
             goto out;
         }
         for (uint64_t i = 0; i < n; i++) {
-            uint64_t rec[3];
-            if (pr__read_exact(f, rec, sizeof(rec), NULL)) {
+            uint64_t rec[4] = {0};
+            if (pr__read_exact(f, rec, hdr[0] == 3 ? 32 : 24, NULL)) {
                 rc = PR_EIO;
                 goto bad;
             }
             ents[i].value = rec[0];
             ents[i].index = (int64_t)rec[1];
             ents[i].count = rec[2];
+            ents[i].last_use = rec[3];
         }
         if (eng->has_vocab && (rc = eng->ops->vocab_load(eng->be, c, ents, n))) {
             rc = pr_seterr(errstr, errstr_size, rc,
@@ -1244,6 +1447,8 @@ int pr_engine_vocab_load_tagged(pr_engine *eng, const char *path, void *tag, uin
                            eng->spec.sparse[c].name, eng->ops->name, pr_strerror(rc));
             goto out;
         }
+        if (eng->evict)
+            eng->ops->vocab_set_clock(eng->be, c, clock);
         eng->jr_next[c] = (int64_t)pr_engine_vocab_size(eng, c);
     }
     goto out;
@@ -1267,6 +1472,43 @@ out:
 static const char pr__jr_magic[8] = {'P', 'R', 'V', 'J', 'R', 'N', 'L', '1'};
 #define PR__JR_HDR 24
 
+/* Version 2 (only when some column evicts): the same header with magic
+ * "PRVJRNL2", then 40-byte records
+ *   u32 kind << 28 | col, u32 check, u64 value, i64 index, u64 tick, u64 number
+ * kind 0 ASSIGN: `index` of column `col` now holds `value` (a fresh index, or
+ *   a recycled one when number > 0: the notice's number), looked up at record
+ *   clock `tick`;
+ * kind 1 COMMIT: end of one block's records (number = the next notice number).
+ * check = low 32 bits of FNV-1a over the other 36 bytes. A block's records go
+ * out in one write; replay applies whole blocks only (up to the last COMMIT),
+ * in file order, so an index recycled twice ends with its last value. */
+static const char pr__jr2_magic[8] = {'P', 'R', 'V', 'J', 'R', 'N', 'L', '2'};
+enum { PR__JR2_ASSIGN = 0, PR__JR2_COMMIT = 1 };
+
+typedef struct {
+    uint32_t kc;
+    uint32_t check;
+    uint64_t value;
+    int64_t index;
+    uint64_t tick;
+    uint64_t number;
+} pr__jr2_rec;
+
+static uint32_t pr__jr2_check(const pr__jr2_rec *r)
+{
+    uint64_t h = pr__fnv(PR__FNV_INIT, &r->kc, 4);
+    h = pr__fnv(h, &r->value, 32);
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+static pr__jr2_rec pr__jr2_make(uint32_t kind, uint32_t col, uint64_t value, int64_t index,
+                                uint64_t tick, uint64_t number)
+{
+    pr__jr2_rec r = {kind << 28 | col, 0, value, index, tick, number};
+    r.check = pr__jr2_check(&r);
+    return r;
+}
+
 typedef struct {
     uint32_t col;
     uint32_t check;
@@ -1289,9 +1531,16 @@ static int pr__jr_header_check(const pr_engine *eng, const unsigned char *hdr, c
     uint32_t ns;
     memcpy(&fp, hdr + 8, 8);
     memcpy(&ns, hdr + 16, 4);
-    if (memcmp(hdr, pr__jr_magic, 8))
+    if (memcmp(hdr, eng->evict ? pr__jr2_magic : pr__jr_magic, 8)) {
+        if (!memcmp(hdr, eng->evict ? pr__jr_magic : pr__jr2_magic, 8))
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "vocab journal: %s was written %s eviction, this pipeline has %s "
+                             "(the indices it holds do not apply)",
+                             path, eng->evict ? "without" : "with",
+                             eng->evict ? "eviction" : "none");
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
                          "vocab journal: %s is not a piperec journal", path);
+    }
     if (fp != eng->fingerprint || ns != eng->spec.n_sparse)
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
                          "vocab journal: %s was written for a different pipeline spec "
@@ -1303,7 +1552,7 @@ static int pr__jr_header_check(const pr_engine *eng, const unsigned char *hdr, c
 static void pr__jr_header(const pr_engine *eng, unsigned char *hdr)
 {
     memset(hdr, 0, PR__JR_HDR);
-    memcpy(hdr, pr__jr_magic, 8);
+    memcpy(hdr, eng->evict ? pr__jr2_magic : pr__jr_magic, 8);
     memcpy(hdr + 8, &eng->fingerprint, 8);
     uint32_t ns = eng->spec.n_sparse;
     memcpy(hdr + 16, &ns, 4);
@@ -1331,10 +1580,48 @@ static bool pr__jr_rec_valid(const pr_engine *eng, const pr__jr_rec *r)
            r->check == pr__jr_check(r->col, r->value, r->index);
 }
 
+static bool pr__jr2_rec_valid(const pr_engine *eng, const pr__jr2_rec *r)
+{
+    uint32_t kind = r->kc >> 28, col = r->kc & 0x0fffffffu;
+    if (r->check != pr__jr2_check(r))
+        return false;
+    if (kind == PR__JR2_COMMIT)
+        return true;
+    return kind == PR__JR2_ASSIGN && col < eng->spec.n_sparse && r->index >= 0;
+}
+
+/* Version 2: the end of the last whole block (its COMMIT record). */
+static off_t pr__jr2_valid_end(const pr_engine *eng, int fd, off_t size)
+{
+    pr__jr2_rec buf[512];
+    off_t at = PR__JR_HDR, end = PR__JR_HDR;
+    while (at + (off_t)sizeof(pr__jr2_rec) <= size) {
+        ssize_t got = pread(fd, buf, sizeof(buf), at);
+        if (got < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        size_t n = (size_t)got / sizeof(pr__jr2_rec);
+        if (n == 0)
+            break;
+        for (size_t i = 0; i < n; i++) {
+            if (!pr__jr2_rec_valid(eng, &buf[i]))
+                return end;
+            at += (off_t)sizeof(pr__jr2_rec);
+            if (buf[i].kc >> 28 == PR__JR2_COMMIT)
+                end = at;
+        }
+    }
+    return end;
+}
+
 /* End of the journal's valid prefix: header, then records up to the first
  * torn or invalid one (the point where replay stops). -1 on a read error. */
 static off_t pr__jr_valid_end(const pr_engine *eng, int fd, off_t size)
 {
+    if (eng->evict)
+        return pr__jr2_valid_end(eng, fd, size);
     pr__jr_rec buf[1024];
     off_t at = PR__JR_HDR;
     while (at + (off_t)sizeof(pr__jr_rec) <= size) {
@@ -1443,8 +1730,12 @@ static int pr__jr_collect_cb(const pr_vocab_entry *e, void *opaque)
     return 0;
 }
 
+static int pr__journal_append2(pr_engine *eng, char *errstr, size_t errstr_size);
+
 static int pr__journal_append(pr_engine *eng, char *errstr, size_t errstr_size)
 {
+    if (eng->evict)
+        return pr__journal_append2(eng, errstr, errstr_size);
     pr__jr_buf b = {0};
     for (uint32_t c = 0; c < eng->spec.n_sparse; c++) {
         int64_t size = (int64_t)eng->ops->vocab_size(eng->be, c);
@@ -1514,6 +1805,9 @@ static int pr__jr_rec_cmp(const void *a, const void *b)
     return x->index < y->index ? -1 : x->index > y->index;
 }
 
+static int pr__journal_replay2(pr_engine *eng, const char *path, FILE *f, char *errstr,
+                               size_t errstr_size);
+
 int pr_engine_vocab_journal_replay(pr_engine *eng, const char *path, char *errstr,
                                    size_t errstr_size)
 {
@@ -1536,6 +1830,11 @@ int pr_engine_vocab_journal_replay(pr_engine *eng, const char *path, char *errst
         return 0;
     }
     if ((rc = pr__jr_header_check(eng, hdr, path, errstr, errstr_size))) {
+        fclose(f);
+        return rc;
+    }
+    if (eng->evict) {
+        rc = pr__journal_replay2(eng, path, f, errstr, errstr_size);
         fclose(f);
         return rc;
     }
@@ -1613,7 +1912,7 @@ int pr_engine_vocab_journal_replay(pr_engine *eng, const char *path, char *errst
                                path, eng->spec.sparse[c].name, next, recs[k].index);
                 goto out;
             }
-            pr_vocab_entry e = {recs[k].value, recs[k].index, 0};
+            pr_vocab_entry e = {recs[k].value, recs[k].index, 0, 0};
             if (pr__ents_push(&cur, &e)) {
                 free(pending);
                 rc = PR_ENOMEM;
@@ -1653,6 +1952,290 @@ out:
     free(cur.e);
     free(recs);
     fclose(f);
+    return rc;
+}
+
+/* --- journal version 2 (evicting columns) */
+
+typedef struct {
+    pr__jr2_rec *r;
+    size_t n, cap;
+    uint32_t col;
+    int64_t from;
+    int err;
+} pr__jr2_buf;
+
+static void pr__jr2_push(pr__jr2_buf *b, pr__jr2_rec r)
+{
+    if (b->err)
+        return;
+    if (b->n == b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 1024;
+        pr__jr2_rec *p = realloc(b->r, nc * sizeof(*p));
+        if (!p) {
+            b->err = PR_ENOMEM;
+            return;
+        }
+        b->r = p;
+        b->cap = nc;
+    }
+    b->r[b->n++] = r;
+}
+
+static int pr__jr2_fresh_cb(const pr_vocab_entry *e, void *opaque)
+{
+    pr__jr2_buf *b = opaque;
+    if (e->index < 0)
+        return 1;
+    if (e->index >= b->from)
+        pr__jr2_push(b, pr__jr2_make(PR__JR2_ASSIGN, b->col, e->value, e->index, e->last_use, 0));
+    return b->err;
+}
+
+typedef struct {
+    uint32_t row, col;
+    size_t pos;
+} pr__jr2_note;
+
+static int pr__jr2_note_cmp(const void *a, const void *b)
+{
+    const pr__jr2_note *x = a, *y = b;
+    if (x->row != y->row)
+        return x->row < y->row ? -1 : 1;
+    return x->col < y->col ? -1 : x->col > y->col;
+}
+
+/* One block: the evicting columns' assignments from the backend's block log
+ * (recycled ones numbered as pr__number_notices numbered them: (row, col)
+ * order, ending at notice_next - 1), the other columns' new indices, then a
+ * COMMIT; one write, one fdatasync, nothing when the block assigned nothing. */
+static int pr__journal_append2(pr_engine *eng, char *errstr, size_t errstr_size)
+{
+    pr__jr2_buf b = {0};
+    pr__jr2_note *notes = NULL;
+    size_t n_notes = 0, notes_cap = 0;
+    int rc = 0;
+    for (uint32_t c = 0; c < eng->spec.n_sparse && !b.err && !rc; c++) {
+        int64_t size = (int64_t)eng->ops->vocab_size(eng->be, c);
+        if (eng->spec.sparse[c].eviction == PR_EVICT_NONE) {
+            if (size > eng->jr_next[c]) {
+                b.col = c;
+                b.from = eng->jr_next[c];
+                eng->ops->vocab_read_from
+                    ? eng->ops->vocab_read_from(eng->be, c, b.from, pr__jr2_fresh_cb, &b)
+                    : eng->ops->vocab_read(eng->be, c, pr__jr2_fresh_cb, &b);
+            }
+            eng->jr_next[c] = size;
+            continue;
+        }
+        const pr__vasg *log;
+        size_t n;
+        eng->ops->vocab_block_log(eng->be, c, &log, &n);
+        for (size_t i = 0; i < n && !b.err; i++) {
+            if (log[i].recycled) {
+                if (n_notes == notes_cap) {
+                    notes_cap = notes_cap ? notes_cap * 2 : 256;
+                    pr__jr2_note *p = realloc(notes, notes_cap * sizeof(*p));
+                    if (!p) {
+                        rc = PR_ENOMEM;
+                        break;
+                    }
+                    notes = p;
+                }
+                notes[n_notes++] = (pr__jr2_note){log[i].row, c, b.n};
+            }
+            pr__jr2_push(
+                &b, pr__jr2_make(PR__JR2_ASSIGN, c, log[i].value, log[i].index, log[i].tick, 0));
+        }
+        eng->jr_next[c] = size;
+    }
+    if (!rc)
+        rc = b.err;
+    if (!rc && b.n) {
+        if (n_notes)
+            qsort(notes, n_notes, sizeof(*notes), pr__jr2_note_cmp);
+        uint64_t first = eng->notice_next - n_notes;
+        for (size_t k = 0; k < n_notes; k++) {
+            pr__jr2_rec *r = &b.r[notes[k].pos];
+            r->number = first + k;
+            r->check = pr__jr2_check(r);
+        }
+        pr__jr2_push(&b, pr__jr2_make(PR__JR2_COMMIT, 0, 0, 0, 0, eng->notice_next));
+        rc = b.err;
+        if (!rc && (pr__write_all(eng->jr_fd, b.r, b.n * sizeof(*b.r)) || fdatasync(eng->jr_fd)))
+            rc = PR_EIO;
+    }
+    free(b.r);
+    free(notes);
+    if (rc)
+        return pr_seterr(errstr, errstr_size, rc,
+                         "vocab journal: %s: append failed (%s); indices of this block are not "
+                         "durable, stop the pipeline",
+                         eng->jr_path, rc == PR_EIO ? strerror(errno) : pr_strerror(rc));
+    return 0;
+}
+
+static int pr__ent_value_cmp(const void *a, const void *b)
+{
+    uint64_t x = ((const pr_vocab_entry *)a)->value, y = ((const pr_vocab_entry *)b)->value;
+    return x < y ? -1 : x > y;
+}
+
+static int pr__recycled_number_cmp(const void *a, const void *b)
+{
+    uint64_t x = ((const pr_recycled *)a)->number, y = ((const pr_recycled *)b)->number;
+    return x < y ? -1 : x > y;
+}
+
+/* Replay a version-2 journal (f is past the header): whole blocks only, each
+ * ASSIGN overwriting its index in file order, then one vocab_load per
+ * column; notices newer than the snapshot's counter are queued for
+ * re-announcement. Records already in the snapshot (a crash between a
+ * checkpoint's rename and its truncation) rewrite the same final values. */
+static int pr__journal_replay2(pr_engine *eng, const char *path, FILE *f, char *errstr,
+                               size_t errstr_size)
+{
+    pr__jr2_rec *recs = NULL;
+    size_t n = 0, cap = 0, n_ok = 0;
+    pr__ents cur = {0};
+    pr_vocab_entry *sorted = NULL;
+    pr_recycled *notes = NULL;
+    size_t n_notes = 0;
+    uint64_t next_number = eng->notice_next;
+    int rc = 0;
+    pr__jr2_rec r;
+    while (fread(&r, 1, sizeof(r), f) == sizeof(r)) {
+        if (!pr__jr2_rec_valid(eng, &r)) {
+            pr_warn("vocab journal: %s: invalid record %zu, ignoring it and the rest", path, n);
+            break;
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 4096;
+            pr__jr2_rec *p = realloc(recs, cap * sizeof(*p));
+            if (!p) {
+                rc = PR_ENOMEM;
+                goto fail;
+            }
+            recs = p;
+        }
+        recs[n++] = r;
+        if (r.kc >> 28 == PR__JR2_COMMIT) {
+            n_ok = n;
+            if (r.number > next_number)
+                next_number = r.number;
+        }
+    }
+    if (n_ok < n)
+        pr_warn("vocab journal: %s: %zu records of an unfinished block ignored", path, n - n_ok);
+    notes = malloc((n_ok ? n_ok : 1) * sizeof(*notes));
+    if (!notes) {
+        rc = PR_ENOMEM;
+        goto fail;
+    }
+    int64_t base = pr__profile_base(eng->spec.profile);
+    for (uint32_t c = 0; c < eng->spec.n_sparse; c++) {
+        bool touched = false;
+        for (size_t i = 0; i < n_ok && !touched; i++)
+            touched = recs[i].kc == ((uint32_t)PR__JR2_ASSIGN << 28 | c);
+        if (!touched)
+            continue;
+        cur.n = 0;
+        if ((rc = eng->ops->vocab_read(eng->be, c, pr__ents_cb, &cur)) || (rc = cur.err))
+            goto fail;
+        size_t n_assigned = 0;
+        while (n_assigned < cur.n && cur.e[n_assigned].index >= 0)
+            n_assigned++;
+        size_t n_pending = cur.n - n_assigned;
+        pr_vocab_entry *pending = NULL;
+        if (n_pending) {
+            if (!(pending = malloc(n_pending * sizeof(*pending)))) {
+                rc = PR_ENOMEM;
+                goto fail;
+            }
+            memcpy(pending, cur.e + n_assigned, n_pending * sizeof(*pending));
+        }
+        cur.n = n_assigned;
+        uint64_t clock = eng->evict ? eng->ops->vocab_clock(eng->be, c) : 0;
+        for (size_t i = 0; i < n_ok; i++) {
+            const pr__jr2_rec *q = &recs[i];
+            if (q->kc != ((uint32_t)PR__JR2_ASSIGN << 28 | c))
+                continue;
+            if (q->tick > clock)
+                clock = q->tick;
+            if (q->number >= eng->notice_next)
+                notes[n_notes++] = (pr_recycled){c, 0, q->index, q->number};
+            pr_vocab_entry e = {q->value, q->index, 1, q->tick};
+            size_t at = (size_t)(q->index - base);
+            if (q->index < base || at > cur.n) {
+                free(pending);
+                rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
+                               "vocab journal: %s: column %s jumps to index %" PRId64
+                               " (the vocabulary has %zu); the snapshot is older than the "
+                               "journal's start",
+                               path, eng->spec.sparse[c].name, q->index, cur.n);
+                goto out;
+            }
+            if (at == cur.n) {
+                pr__ents_push(&cur, &e);
+            } else if (cur.e[at].value == q->value) {
+                if (q->tick > cur.e[at].last_use)
+                    cur.e[at].last_use = q->tick;
+            } else {
+                cur.e[at] = e;
+            }
+        }
+        /* Each value at one index; values now assigned are no longer pending. */
+        free(sorted);
+        sorted = malloc((cur.n ? cur.n : 1) * sizeof(*sorted));
+        if (!sorted || cur.err) {
+            free(pending);
+            rc = PR_ENOMEM;
+            goto fail;
+        }
+        memcpy(sorted, cur.e, cur.n * sizeof(*sorted));
+        qsort(sorted, cur.n, sizeof(*sorted), pr__ent_value_cmp);
+        for (size_t k = 1; k < cur.n; k++)
+            if (sorted[k].value == sorted[k - 1].value) {
+                free(pending);
+                rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
+                               "vocab journal: %s: column %s: value %" PRIx64
+                               " ends up at two indices; wrong snapshot for this journal?",
+                               path, eng->spec.sparse[c].name, sorted[k].value);
+                goto out;
+            }
+        size_t n_assigned_now = cur.n;
+        for (size_t k = 0; k < n_pending; k++)
+            if (!bsearch(&pending[k], sorted, n_assigned_now, sizeof(*sorted), pr__ent_value_cmp))
+                pr__ents_push(&cur, &pending[k]);
+        free(pending);
+        if ((rc = cur.err))
+            goto fail;
+        if ((rc = eng->ops->vocab_load(eng->be, c, cur.e, cur.n))) {
+            rc = pr_seterr(errstr, errstr_size, rc, "vocab journal: column %s: backend %s: %s",
+                           eng->spec.sparse[c].name, eng->ops->name, pr_strerror(rc));
+            goto out;
+        }
+        if (eng->evict)
+            eng->ops->vocab_set_clock(eng->be, c, clock);
+        eng->jr_next[c] = (int64_t)pr_engine_vocab_size(eng, c);
+    }
+    /* Re-announce, in number order, what the journal recycled. */
+    if (n_notes)
+        qsort(notes, n_notes, sizeof(*notes), pr__recycled_number_cmp);
+    for (size_t k = 0; k < n_notes; k++)
+        if (pr__pend_push(eng, &notes[k])) {
+            rc = PR_ENOMEM;
+            goto fail;
+        }
+    eng->notice_next = next_number;
+    goto out;
+fail:
+    pr_seterr(errstr, errstr_size, rc, "vocab journal: replaying %s: %s", path, pr_strerror(rc));
+out:
+    free(sorted);
+    free(notes);
+    free(cur.e);
+    free(recs);
     return rc;
 }
 

@@ -18,5 +18,10 @@ static const pr_cfgmap_entry engine_entries[] = {
                  "Worker threads of the cpu backend (1..64)."),
     PR_CFG_E_STR("xclbin", 0, pr_engine_opts, xclbin, NULL, "xrt: path of the device binary."),
     PR_CFG_E_INT("device", 0, pr_engine_opts, device, 0, 1024, "0", "xrt: device index."),
+    PR_CFG_E_BOOL("overlap", pr_engine_opts, overlap, "true",
+                  "Streaming (`run`): one more thread per pipeline reads and decodes the next "
+                  "block while the engine and batcher work on the current one. Blocks are still "
+                  "processed one at a time in arrival order, so results are the same with it "
+                  "off; off = one thread does both (fewer threads, less throughput)."),
 };
 const pr_cfgmap pr_engine_cfgmap = PR_CFGMAP(engine_entries);

@@ -10,6 +10,7 @@
 #ifndef PR_ENGINE_INT_H
 #define PR_ENGINE_INT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "pr_backend.h"
@@ -27,6 +28,12 @@ uint8_t pr__spec_sparse_width(const pr_pipeline_spec *spec);
  * meaning (sparse ops, profile, count mode, per-column modulus, min_count,
  * capacity). Snapshots and journals carry it. */
 uint64_t pr__spec_fingerprint(const pr_pipeline_spec *spec);
+
+/* Does some column of a spec with the vocab operator evict (pr_vocab_eviction)? */
+bool pr__spec_has_eviction(const pr_pipeline_spec *spec);
+
+/* Append a notice to out->recycled, growing it. PR_ENOMEM. */
+int pr__out_recycled_push(pr_out *o, const pr_recycled *r);
 
 /* 64-byte aligned, zeroed memory. Large requests come straight from fresh
  * pages (calloc), so untouched parts cost no resident memory. */

@@ -20,6 +20,16 @@
 
 typedef struct pr_backend pr_backend; /* each backend defines its own struct */
 
+/* One index handed out by the last process() call in an evicting column, in
+ * row order: fresh (the next index) or recycled (an evicted value's index). */
+typedef struct pr__vasg {
+    uint32_t row;
+    bool recycled;
+    int64_t index;
+    uint64_t value;
+    uint64_t tick; /* the column's record clock at the assignment */
+} pr__vasg;
+
 typedef struct pr_backend_ops {
     const char *name;
     /* Create backend state for a validated spec. On failure return a PR_E*
@@ -52,6 +62,17 @@ typedef struct pr_backend_ops {
     int (*vocab_misses)(pr_backend *be, const pr_block *in, pr_vocab_miss_cb cb, void *opaque);
     int (*vocab_apply)(pr_backend *be, uint32_t col, uint64_t key, uint32_t count, int64_t *index);
     void (*vocab_freeze)(pr_backend *be, bool frozen);
+    /* Optional, all three or none: bounded vocabularies (pr_vocab_eviction).
+     * process() then appends the block's recycled indices to out->recycled
+     * in (row, col) order with number 0 (the engine numbers them);
+     * vocab_block_log gives column `col`'s assignments of the last process()
+     * call (valid until the next one; none for a column that does not evict);
+     * vocab_clock/vocab_set_clock read and restore a column's record clock
+     * (snapshots). vocab_read reports count and last_use; vocab_load takes
+     * them back and rebuilds the eviction order from them. */
+    void (*vocab_block_log)(const pr_backend *be, uint32_t col, const pr__vasg **log, size_t *n);
+    uint64_t (*vocab_clock)(const pr_backend *be, uint32_t col);
+    void (*vocab_set_clock)(pr_backend *be, uint32_t col, uint64_t clock);
 } pr_backend_ops;
 
 extern const pr_backend_ops pr__backend_cpu;

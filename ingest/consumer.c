@@ -32,6 +32,9 @@
  * group.min.session.timeout.ms. Heartbeats come from librdkafka's own thread,
  * so a busy pipeline thread does not make the session expire. */
 #define PR__SESSION_TIMEOUT_MS 6000
+/* With that session, heartbeat every 2 s (librdkafka: 3 s): a third of the
+ * session, as Kafka advises, so one late heartbeat does not end the session. */
+#define PR__HEARTBEAT_MS 2000
 
 #define PR__ADD(field, n) __atomic_add_fetch(&(field), (n), __ATOMIC_RELAXED)
 #define PR__LOAD(field)   __atomic_load_n(&(field), __ATOMIC_RELAXED)
@@ -427,7 +430,7 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
         }
 
     rd_kafka_conf_t *kc = rd_kafka_conf_new();
-    bool have_bootstrap = false, have_session = false, have_instance = false;
+    bool have_bootstrap = false, have_session = false, have_instance = false, have_hb = false;
     if (rd_kafka_conf_set(kc, "enable.auto.commit", "true", kerr, sizeof(kerr)))
         goto out_kerr;
     for (size_t i = 0; i < conf->n_props; i++) {
@@ -440,6 +443,8 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
         }
         if (!strcmp(k, "group.instance.id"))
             have_instance = true;
+        if (!strcmp(k, "heartbeat.interval.ms"))
+            have_hb = true;
         if (!strcmp(k, "auto.offset.reset")) {
             /* Kept for partitions with no committed offset; librdkafka itself
              * gets "error" so that every reset passes through pr__offset_reset. */
@@ -471,6 +476,10 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
     char sess[16];
     snprintf(sess, sizeof(sess), "%d", PR__SESSION_TIMEOUT_MS);
     if (!have_session && rd_kafka_conf_set(kc, "session.timeout.ms", sess, kerr, sizeof(kerr)))
+        goto out_kerr;
+    snprintf(sess, sizeof(sess), "%d", PR__HEARTBEAT_MS);
+    if (!have_session && !have_hb &&
+        rd_kafka_conf_set(kc, "heartbeat.interval.ms", sess, kerr, sizeof(kerr)))
         goto out_kerr;
     if (!have_instance && conf->group_instance_id && *conf->group_instance_id) {
         if (rd_kafka_conf_set(kc, "group.instance.id", conf->group_instance_id, kerr, sizeof(kerr)))

@@ -129,7 +129,7 @@ typedef struct pr__run {
     int64_t line_base;
     int64_t t0_ns, last_progress_ns;
     uint64_t bytes_done;
-    int64_t decode_ns, engine_ns, write_ns, wait_ns; /* stage timers, pr_offline_result */
+    int64_t decode_ns, engine_ns, write_ns, idle_ns; /* stage timers, pr_offline_result */
 } pr__run;
 
 static inline int64_t pr__now_ns(void)
@@ -595,7 +595,7 @@ static void *pr__worker(void *arg)
         }
         int64_t w0 = pr__now_ns();
         pthread_cond_wait(&run->cv, &run->mu);
-        run->wait_ns += pr__now_ns() - w0;
+        run->idle_ns += pr__now_ns() - w0;
     }
     pthread_mutex_unlock(&run->mu);
     return NULL;
@@ -925,6 +925,11 @@ static void pr__free_jobs(pr__run *run)
     }
 }
 
+int pr_offline_engine_threads(int workers)
+{
+    return workers >= 8 ? workers / 4 : 1;
+}
+
 int pr_offline_run(const pr_pipeline_spec *spec, const pr_engine_opts *eopts,
                    const pr_offline_opts *opts, pr_offline_result *res, char *errstr,
                    size_t errstr_size)
@@ -960,8 +965,12 @@ int pr_offline_run(const pr_pipeline_spec *spec, const pr_engine_opts *eopts,
         goto out_outputs;
     if (opts->progress)
         pr__progress(&run, true);
-    if ((rc = pr__close_outputs(&run, errstr, errstr_size)) ||
-        (rc = pr__write_vocab(&run, errstr, errstr_size)))
+    if ((rc = pr__close_outputs(&run, errstr, errstr_size)))
+        goto out_outputs;
+    int64_t v0 = pr__now_ns();
+    rc = pr__write_vocab(&run, errstr, errstr_size);
+    res->vocab_s = (pr__now_ns() - v0) / 1e9;
+    if (rc)
         goto out_outputs;
     res->bytes = run.mapped ? run.map_size : run.bytes_done;
 
@@ -985,6 +994,6 @@ out_input:
     res->decode_s = run.decode_ns / 1e9;
     res->engine_s = run.engine_ns / 1e9;
     res->write_s = run.write_ns / 1e9;
-    res->wait_s = run.wait_ns / 1e9;
+    res->idle_s = run.idle_ns / 1e9;
     return rc;
 }

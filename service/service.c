@@ -54,6 +54,14 @@
 #define PR__ACK_POLL_MS  2
 #define PR__VLOG_WAIT_MS 5 /* per loop turn while a block waits for the vocab log */
 
+/* The worker's state (pr__pipe.wstate). */
+enum pr__wstate {
+    PR__W_IDLE,    /* wblk empty */
+    PR__W_RUNNING, /* the worker runs wblk */
+    PR__W_DONE,    /* run finished (wrc); the pipeline thread collects it */
+    PR__W_HELD,    /* wblk waits for the vocab log: run again */
+};
+
 typedef struct pr__pipe pr__pipe;
 
 struct pr__pipe {
@@ -70,13 +78,30 @@ struct pr__pipe {
     uint8_t *skip;      /* per row of blk: in a checkpoint already (pr__skip_checkpointed) */
     size_t skip_cap;
     _Atomic uint64_t ckpt_skipped; /* rows skipped because a checkpoint holds them */
+    /* Two row blocks (see "The loop"): the consumer fills `blk` on the
+     * pipeline thread while the worker runs engine + batcher on `wblk`
+     * (into `wout`); they swap when the worker is done. */
     pr_block *blk;
-    pr_out *out;
-    /* Shared vocabulary (vocab_log): NULL when this process owns its own.
-     * blk_pending: the block waits for the log to decide its new values;
-     * nothing else touches the block (no consumer poll) until it is done. */
+    pr_block *wblk;
+    pr_out *wout;
+    pthread_t wthread;
+    bool wthread_started;
+    pthread_mutex_t wlock;
+    pthread_cond_t wcond;
+    int wstate;       /* pr__wstate, under wlock */
+    int wrc;          /* the last run's result, under wlock */
+    bool wquit;       /* under wlock */
+    bool w_vlog_wait; /* wblk waits for the vocab log: no polling meanwhile */
+    bool w_skip_done; /* checkpoint filter already applied to wblk */
+    /* Rows the batcher dropped as late while the worker ran: dead-lettered
+     * by the pipeline thread when it collects the block. */
+    struct pr__late {
+        int32_t key;
+        int64_t offset, event_time_ms;
+    } * late;
+    size_t n_late, late_cap;
+    /* Shared vocabulary (vocab_log): NULL when this process owns its own. */
     pr_vocablog *vlog;
-    bool blk_pending;
 
     /* Names for sinks (borrowed from cfg). */
     const char *dense_names[PR_MAX_DENSE];
@@ -196,20 +221,46 @@ static void pr__ack_cb(void *opaque, uint64_t seq)
     pr_batcher_ack(p->bat, seq);
 }
 
+/* A late row (batcher, in the worker): queued; the pipeline thread, which
+ * owns the consumer and its dead-letter producer, sends it when it collects
+ * the block (before any offset is stored again). */
 static void pr__late_cb(void *opaque, const pr_block *in, const pr_out *out, uint32_t row)
 {
     (void)out;
     pr__pipe *p = opaque;
-    pr_dlq *d = pr_consumer_dlq(p->cons);
-    if (!d)
+    if (!pr_consumer_dlq(p->cons))
         return;
-    char payload[128];
-    int n = snprintf(payload, sizeof(payload), "late row: event_time_ms=%lld",
-                     (long long)in->event_time_ms[row]);
-    int32_t key = in->partition[row];
-    const char *topic = pr_consumer_topic(p->cons, PR_PART_KEY_TOPIC(key));
-    pr_dlq_send(d, key, payload, (size_t)n, "late", "event time older than the watermark",
-                topic ? topic : "", PR_PART_KEY_PARTITION(key), in->offset[row], -1);
+    if (p->n_late == p->late_cap) {
+        size_t nc = p->late_cap ? p->late_cap * 2 : 64;
+        struct pr__late *n = realloc(p->late, nc * sizeof(*n));
+        if (!n) {
+            static pr_ratelimit rl = PR_RATELIMIT_INIT(1);
+            pr_log_ratelimited(&rl, PR_LOG_ERROR,
+                               "pipeline %s: late row not dead-lettered: out of "
+                               "memory",
+                               p->cfg->name);
+            return;
+        }
+        p->late = n;
+        p->late_cap = nc;
+    }
+    p->late[p->n_late++] =
+        (struct pr__late){in->partition[row], in->offset[row], in->event_time_ms[row]};
+}
+
+static void pr__send_late(pr__pipe *p)
+{
+    pr_dlq *d = pr_consumer_dlq(p->cons);
+    for (size_t i = 0; d && i < p->n_late; i++) {
+        char payload[128];
+        int n = snprintf(payload, sizeof(payload), "late row: event_time_ms=%lld",
+                         (long long)p->late[i].event_time_ms);
+        int32_t key = p->late[i].key;
+        const char *topic = pr_consumer_topic(p->cons, PR_PART_KEY_TOPIC(key));
+        pr_dlq_send(d, key, payload, (size_t)n, "late", "event time older than the watermark",
+                    topic ? topic : "", PR_PART_KEY_PARTITION(key), p->late[i].offset, -1);
+    }
+    p->n_late = 0;
 }
 
 /* Rows still in the pipeline's block have left the consumer (consumed_next
@@ -219,10 +270,13 @@ static void pr__late_cb(void *opaque, const pr_block *in, const pr_out *out, uin
  * the first of them. */
 static int64_t pr__cap_unprocessed(const pr__pipe *p, int32_t key, int64_t safe)
 {
-    const pr_block *b = p->blk;
-    for (uint32_t r = 0; r < b->rows; r++)
-        if (b->partition[r] == key && b->offset[r] < safe)
-            safe = b->offset[r];
+    const pr_block *blocks[2] = {p->blk, p->wblk};
+    for (int i = 0; i < 2; i++) {
+        const pr_block *b = blocks[i];
+        for (uint32_t r = 0; b && r < b->rows; r++)
+            if (b->partition[r] == key && b->offset[r] < safe)
+                safe = b->offset[r];
+    }
     /* A rejected record counts as done only once its dead letter is in the
      * topic or the dead-letter file: until then it holds its offset. */
     int64_t hold = pr_dlq_hold(pr_consumer_dlq(p->cons), key);
@@ -249,10 +303,13 @@ static void pr__store_cb(void *opaque, int32_t key, int64_t safe)
     }
 }
 
+static void pr__worker_join(pr__pipe *p);
+
 static void pr__on_assign(void *opaque, pr_consumer *c, const pr_tp *parts, size_t n)
 {
     (void)c;
     pr__pipe *p = opaque;
+    pr__worker_join(p); /* the batcher is the worker's while it runs */
     for (size_t i = 0; i < n; i++) {
         pr_batcher_assign(p->bat, parts[i].key);
         /* A partition that comes back is no longer "revoked" for the rows of
@@ -267,6 +324,7 @@ static void pr__on_assign(void *opaque, pr_consumer *c, const pr_tp *parts, size
 static void pr__on_revoke(void *opaque, pr_consumer *c, const pr_tp *parts, size_t n)
 {
     pr__pipe *p = opaque;
+    pr__worker_join(p);
     /* Collect acks that already arrived so fewer batches are redelivered. */
     pr_sinkset_poll(p->sinks, pr__ack_cb, p);
     for (size_t i = 0; i < n; i++) {
@@ -297,6 +355,7 @@ static void pr__on_reject(void *opaque, pr_consumer *c, const pr_reject_info *ri
 {
     (void)c;
     pr__pipe *p = opaque;
+    pr__worker_join(p); /* rows before it, in wblk, enter the batcher first */
     pr_batcher_note_done(p->bat, ri->key, ri->offset);
 }
 
@@ -572,11 +631,16 @@ static void pr__pipe_free(pr__pipe *p)
     p->eng = NULL;
     if (p->blk)
         pr_block_free(p->blk);
+    if (p->wblk)
+        pr_block_free(p->wblk);
     free(p->skip);
-    if (p->out)
-        pr_out_free(p->out);
-    p->blk = NULL;
-    p->out = NULL;
+    free(p->late);
+    if (p->wout)
+        pr_out_free(p->wout);
+    p->blk = p->wblk = NULL;
+    p->wout = NULL;
+    pthread_mutex_destroy(&p->wlock);
+    pthread_cond_destroy(&p->wcond);
     pthread_mutex_destroy(&p->lock);
     if (p->hot)
         for (uint32_t c = 0; c < p->cfg->spec.n_sparse; c++)
@@ -691,6 +755,8 @@ static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr,
     p->idx = idx;
     pthread_mutex_init(&p->lock, NULL);
     pthread_mutex_init(&p->hot_lock, NULL);
+    pthread_mutex_init(&p->wlock, NULL);
+    pthread_cond_init(&p->wcond, NULL);
     char e[1024] = "";
     int rc;
 
@@ -730,23 +796,27 @@ static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr,
     }
 
     /* One block may overshoot the in-flight limit before the pause takes
-     * effect, so a small limit gets small blocks: at most a quarter of this
-     * pipeline's share of the limit (batch-format bytes per row). */
+     * effect (two with engine.overlap: the worker's and the one read
+     * meanwhile), so a small limit gets small blocks: together at most a
+     * quarter of this pipeline's share of the limit (batch-format bytes per
+     * row). */
     uint32_t block_rows = PR__BLOCK_ROWS;
     uint64_t limit = svc->cfg->limits.max_inflight_bytes;
     if (limit) {
         uint64_t row_bytes = 4 + 4ull * pc->spec.n_dense +
                              (uint64_t)pr_engine_sparse_width(p->eng) * pc->spec.n_sparse + 24;
-        uint64_t rows = limit / svc->cfg->n_pipelines / 4 / row_bytes;
+        uint64_t rows =
+            limit / svc->cfg->n_pipelines / (svc->cfg->engine.overlap ? 8 : 4) / row_bytes;
         if (rows < 64)
             rows = 64;
         if (rows < block_rows)
             block_rows = (uint32_t)(rows & ~63ull);
     }
     p->blk = pr_block_new(pc->spec.n_dense, pc->spec.n_sparse, block_rows, true);
-    p->out =
+    p->wblk = pr_block_new(pc->spec.n_dense, pc->spec.n_sparse, block_rows, true);
+    p->wout =
         pr_out_new(pc->spec.n_dense, pc->spec.n_sparse, block_rows, pr_engine_sparse_width(p->eng));
-    if (!p->blk || !p->out)
+    if (!p->blk || !p->wblk || !p->wout)
         return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
 
     pr_batcher_cfg bc;
@@ -947,9 +1017,8 @@ static void pr__backpressure(pr__pipe *p)
  * batched nor sent again; their offsets count as done, like an empty
  * message's. They come back after a crash that lost the commit of a
  * checkpoint that did become durable. */
-static void pr__skip_checkpointed(pr__pipe *p)
+static void pr__skip_checkpointed(pr__pipe *p, pr_block *b)
 {
-    pr_block *b = p->blk;
     if (!p->skip || p->skip_cap < b->rows) {
         uint8_t *n = realloc(p->skip, b->cap);
         if (!n)
@@ -970,26 +1039,34 @@ static void pr__skip_checkpointed(pr__pipe *p)
     atomic_fetch_add(&p->ckpt_skipped, k);
 }
 
-/* Engine + batcher for what the last poll put into the block. With a shared
- * vocabulary PR_EAGAIN while the block's new values wait for the log
- * (p->blk_pending): call again, each call waits a few milliseconds. */
-static int pr__process_block(pr__pipe *p)
+/* A block the consumer filled, before it goes to the worker (pipeline
+ * thread): rows of partitions revoked during the polls that filled it go. */
+static void pr__block_prepare(pr__pipe *p, pr_block *b)
+{
+    if (p->n_revoked || p->revoked_overflow)
+        pr__block_drop_revoked(p, b, NULL);
+    p->n_revoked = 0;
+    p->revoked_overflow = false;
+}
+
+/* Engine + batcher for one block (the worker, or the pipeline thread when
+ * engine.overlap is off). With a shared vocabulary PR_EAGAIN while the
+ * block's new values wait for the log (each call waits a few ms): run it
+ * again. Dead letters are left to pr__worker_collect (pipeline thread). */
+static int pr__block_run(pr__pipe *p, pr_block *b, pr_out *o)
 {
     char e[512] = "";
     int rc;
-    if (!p->blk_pending) {
-        if (p->n_revoked || p->revoked_overflow)
-            pr__block_drop_revoked(p, p->blk, NULL);
-        p->n_revoked = 0;
-        p->revoked_overflow = false;
-        if (p->ckpt_sink && p->blk->rows)
-            pr__skip_checkpointed(p);
-        if (p->blk->rows == 0)
-            return 0;
+    if (p->ckpt_sink && !p->w_skip_done) {
+        p->w_skip_done = true;
+        if (b->rows)
+            pr__skip_checkpointed(p, b);
     }
+    if (b->rows == 0)
+        return 0;
     if (p->vlog) {
-        rc = pr_vocablog_resolve(p->vlog, p->blk, PR__VLOG_WAIT_MS, e, sizeof(e));
-        p->blk_pending = rc == PR_EAGAIN;
+        rc = pr_vocablog_resolve(p->vlog, b, PR__VLOG_WAIT_MS, e, sizeof(e));
+        p->w_vlog_wait = rc == PR_EAGAIN;
         if (rc == PR_EAGAIN)
             return rc;
         if (rc) {
@@ -999,36 +1076,152 @@ static int pr__process_block(pr__pipe *p)
             return rc;
         }
     }
-    rc = pr_engine_process(p->eng, p->blk, p->out, e, sizeof(e));
+    rc = pr_engine_process(p->eng, b, o, e, sizeof(e));
     if (rc) {
         char msg[600];
         snprintf(msg, sizeof(msg), "engine: %s (%s)", e, pr_strerror(rc));
         pr__set_fatal(p, rc, msg);
         return rc;
     }
-    if (p->out->n_rejected)
-        pr__dead_letter_engine_rejects(p, p->blk, p->out);
     /* Hot sets first, so that batch.split popular classifies each row
      * against sets that have seen its block (pr_hot.h). */
     uint64_t *popular = NULL;
     if (p->hot) {
         pthread_mutex_lock(&p->hot_lock);
-        for (uint32_t c = 0; c < p->out->n_sparse; c++)
-            pr_hot_observe_out(p->hot[c], p->out, c);
+        for (uint32_t c = 0; c < o->n_sparse; c++)
+            pr_hot_observe_out(p->hot[c], o, c);
         /* Checkpoint delivery needs exact offset ranges per batch, which two
          * interleaved streams cannot give: it keeps one stream. */
         if (p->cfg->batch.split == PR_BATCH_SPLIT_POPULAR && !p->ckpt_sink)
-            popular = pr_hot_popular_rows(p->hot, p->out); /* NULL: none popular */
+            popular = pr_hot_popular_rows(p->hot, o); /* NULL: none popular */
         pthread_mutex_unlock(&p->hot_lock);
     }
-    rc = pr_batcher_add_split(p->bat, p->blk, p->out, popular);
+    rc = pr_batcher_add_split(p->bat, b, o, popular);
     free(popular);
     if (rc) {
         pr__set_fatal(p, rc, "batcher refused rows");
         return rc;
     }
-    pr_block_reset(p->blk);
     return 0;
+}
+
+/* ---------------------------------------------------------------- the worker
+ *
+ * One block at a time goes from the pipeline thread (which owns the
+ * consumer, its dead-letter producer and every offset decision) to the
+ * worker (engine, batcher, sinks' send path) and back; the pipeline thread
+ * touches the engine, the batcher and the sinks only while the worker is
+ * not running (its duties, the rebalance callbacks after pr__worker_join).
+ * So the order of blocks, and with it every result, is that of one thread;
+ * the overlap is reading and decoding the next block meanwhile. */
+
+static void *pr__worker_main(void *arg)
+{
+    pr__pipe *p = arg;
+    char tname[16];
+    snprintf(tname, sizeof(tname), "pr:%.9s-w", p->cfg->name);
+    pthread_setname_np(pthread_self(), tname);
+    pthread_mutex_lock(&p->wlock);
+    for (;;) {
+        while (p->wstate != PR__W_RUNNING && !p->wquit)
+            pthread_cond_wait(&p->wcond, &p->wlock);
+        if (p->wquit)
+            break;
+        pthread_mutex_unlock(&p->wlock);
+        int rc = pr__block_run(p, p->wblk, p->wout);
+        pthread_mutex_lock(&p->wlock);
+        p->wrc = rc;
+        p->wstate = PR__W_DONE;
+        pthread_cond_broadcast(&p->wcond);
+    }
+    pthread_mutex_unlock(&p->wlock);
+    return NULL;
+}
+
+static int pr__wstate(pr__pipe *p)
+{
+    pthread_mutex_lock(&p->wlock);
+    int st = p->wstate;
+    pthread_mutex_unlock(&p->wlock);
+    return st;
+}
+
+/* A finished run, on the pipeline thread: dead letters of its engine
+ * rejects and late rows, then the block is free again (or held, when it
+ * waits for the vocab log; or kept, rows and all, after a fatal error so
+ * that its offsets are never stored). */
+static void pr__worker_collect(pr__pipe *p)
+{
+    pthread_mutex_lock(&p->wlock);
+    if (p->wstate != PR__W_DONE) {
+        pthread_mutex_unlock(&p->wlock);
+        return;
+    }
+    int rc = p->wrc;
+    p->wstate = rc == PR_EAGAIN ? PR__W_HELD : PR__W_IDLE;
+    pthread_mutex_unlock(&p->wlock);
+    if (rc == PR_EAGAIN)
+        return;
+    if (p->n_late)
+        pr__send_late(p);
+    if (rc)
+        return;
+    if (p->wout->n_rejected && p->wblk->rows)
+        pr__dead_letter_engine_rejects(p, p->wblk, p->wout);
+    pr_block_reset(p->wblk);
+    p->wout->n_rejected = 0;
+    p->w_vlog_wait = false;
+}
+
+/* Hand wblk to the worker (or run it here when engine.overlap is off). */
+static void pr__worker_dispatch(pr__pipe *p)
+{
+    if (!p->wthread_started) {
+        p->wrc = pr__block_run(p, p->wblk, p->wout);
+        p->wstate = PR__W_DONE;
+        pr__worker_collect(p);
+        return;
+    }
+    pthread_mutex_lock(&p->wlock);
+    p->wstate = PR__W_RUNNING;
+    pthread_cond_broadcast(&p->wcond);
+    pthread_mutex_unlock(&p->wlock);
+}
+
+/* Wait until the worker is not running, up to timeout_ms (< 0: for good),
+ * and collect what it finished. */
+static void pr__worker_wait(pr__pipe *p, int timeout_ms)
+{
+    pthread_mutex_lock(&p->wlock);
+    if (timeout_ms < 0) {
+        while (p->wstate == PR__W_RUNNING)
+            pthread_cond_wait(&p->wcond, &p->wlock);
+    } else if (p->wstate == PR__W_RUNNING) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += (long)timeout_ms * 1000000L;
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&p->wcond, &p->wlock, &ts);
+    }
+    pthread_mutex_unlock(&p->wlock);
+    pr__worker_collect(p);
+}
+
+static void pr__worker_join(pr__pipe *p)
+{
+    pr__worker_wait(p, -1);
+}
+
+/* Swap the filled block in as the worker's and start it. */
+static void pr__worker_start_block(pr__pipe *p)
+{
+    pr_block *t = p->wblk;
+    p->wblk = p->blk;
+    p->blk = t;
+    p->w_skip_done = false;
+    p->w_vlog_wait = false;
+    pr__worker_dispatch(p);
 }
 
 static void pr__drain(pr__pipe *p)
@@ -1037,21 +1230,27 @@ static void pr__drain(pr__pipe *p)
     /* Stop fetching; what is in the block still goes out. */
     pr_consumer_pause(p->cons);
     int64_t deadline = pr__now_ns() + svc->opts.drain_timeout_ms * 1000000LL;
-    if (!atomic_load(&p->fatal)) {
-        int rc = pr__process_block(p);
-        while (rc == PR_EAGAIN && pr__now_ns() < deadline && !atomic_load(&p->fatal)) {
-            atomic_store(&p->last_turn_ns, pr__now_ns());
-            rc = pr__process_block(p);
+    pr__worker_join(p);
+    if (!atomic_load(&p->fatal) && pr__wstate(p) == PR__W_IDLE && (p->blk->rows || p->n_revoked)) {
+        pr__block_prepare(p, p->blk);
+        if (p->blk->rows) {
+            pr__worker_start_block(p);
+            pr__worker_join(p);
         }
-        if (rc == PR_EAGAIN) {
-            /* Its rows stay in the block, which holds their offsets back:
-             * they are read again after the restart. */
-            pr_vocablog_abandon(p->vlog);
-            p->blk_pending = false;
-            pr_warn("pipeline %s: %u row(s) still wait for the vocab log at shutdown; they "
-                    "will be read again after restart",
-                    p->cfg->name, p->blk->rows);
-        }
+    }
+    /* A block waiting for the vocab log gets until the drain deadline. */
+    while (pr__wstate(p) == PR__W_HELD && pr__now_ns() < deadline && !atomic_load(&p->fatal)) {
+        atomic_store(&p->last_turn_ns, pr__now_ns());
+        pr__worker_dispatch(p);
+        pr__worker_join(p);
+    }
+    if (pr__wstate(p) == PR__W_HELD) {
+        /* Its rows stay in the block, which holds their offsets back: they
+         * are read again after the restart. */
+        pr_vocablog_abandon(p->vlog);
+        pr_warn("pipeline %s: %u row(s) still wait for the vocab log at shutdown; they "
+                "will be read again after restart",
+                p->cfg->name, p->wblk->rows);
     }
     pr_batcher_flush(p->bat);
     /* Dead letters hold their offsets: let them land before the final commit. */
@@ -1096,6 +1295,9 @@ static void *pr__pipe_main(void *arg)
     char tname[16];
     snprintf(tname, sizeof(tname), "pr:%.12s", p->cfg->name);
     pthread_setname_np(pthread_self(), tname);
+    /* engine.overlap: a worker runs engine + batcher while this thread reads. */
+    if (svc->cfg->engine.overlap && pthread_create(&p->wthread, NULL, pr__worker_main, p) == 0)
+        p->wthread_started = true;
     while (!svc->stop_requested && !atomic_load(&p->fatal)) {
         int64_t now = pr__now_ns();
         atomic_store(&p->last_turn_ns, now);
@@ -1110,21 +1312,15 @@ static void *pr__pipe_main(void *arg)
             continue;
         }
 
-        int64_t due = pr_batcher_poll(p->bat);
-        int64_t wait = svc->opts.max_poll_wait_ms;
-        if (due >= 0 && due < wait)
-            wait = due;
-        if (pr_batcher_unacked_batches(p->bat) > 0 && wait > PR__ACK_POLL_MS)
-            wait = PR__ACK_POLL_MS;
-
+        /* The worker's finished block: dead letters, block free again. */
+        pr__worker_collect(p);
+        if (atomic_load(&p->fatal))
+            break;
+        int ws = pr__wstate(p);
         e[0] = '\0';
-        if (p->blk_pending) {
-            /* The block waits for the vocab log: no new rows meanwhile. */
-            int rc = pr__process_block(p);
-            if (rc && rc != PR_EAGAIN)
-                break;
-        } else {
-            if (p->vlog) {
+        if (ws != PR__W_RUNNING) {
+            /* Duties: engine, batcher and sinks are free now. */
+            if (p->vlog && ws == PR__W_IDLE) {
                 /* Learn the other replicas' values between blocks. */
                 int rc = pr_vocablog_poll(p->vlog, 0, e, sizeof(e));
                 if (rc) {
@@ -1134,32 +1330,69 @@ static void *pr__pipe_main(void *arg)
                     break;
                 }
             }
-            int n = pr_consumer_poll(p->cons, p->blk, (int)wait, e, sizeof(e));
-            if (n < 0) {
-                char msg[600];
-                snprintf(msg, sizeof(msg), "consumer: %s", e);
-                pr__set_fatal(p, n, msg);
+            if (pr_sinkset_poll(p->sinks, pr__ack_cb, p) > 0 || now - last_store_ns > 100000000LL) {
+                pr__store_safe_offsets(p);
+                last_store_ns = now;
+            }
+            pr_batcher_poll(p->bat);
+            pr__update_inflight(p);
+            pr__backpressure(p);
+            if (p->snap_path[0] && now >= p->next_ckpt_ns)
+                pr__checkpoint(p);
+            pr__refresh_cache(p, now, false);
+            /* Next run: the held block again, or the block the polls filled. */
+            if (ws == PR__W_HELD) {
+                pr__worker_dispatch(p);
+            } else if (p->blk->rows > 0 || p->n_revoked) {
+                pr__block_prepare(p, p->blk);
+                if (p->blk->rows > 0)
+                    pr__worker_start_block(p);
+            }
+            if (atomic_load(&p->fatal))
                 break;
-            }
-            if (p->blk->rows > 0 || p->n_revoked) {
-                int rc = pr__process_block(p);
-                if (rc && rc != PR_EAGAIN)
-                    break;
-            }
+            ws = pr__wstate(p);
         }
 
-        if (pr_sinkset_poll(p->sinks, pr__ack_cb, p) > 0 || now - last_store_ns > 100000000LL) {
-            pr__store_safe_offsets(p);
-            last_store_ns = now;
+        if (ws == PR__W_RUNNING && (p->w_vlog_wait || p->blk->rows == p->blk->cap)) {
+            /* Nothing to read into (or a block waits for the vocab log: a
+             * revoke now would find its rows nowhere): wait for the worker. */
+            pr__worker_wait(p, PR__ACK_POLL_MS);
+            continue;
         }
-        pr_batcher_poll(p->bat);
-        pr__update_inflight(p);
-        pr__backpressure(p);
-        if (p->snap_path[0] && now >= p->next_ckpt_ns)
-            pr__checkpoint(p);
-        pr__refresh_cache(p, now, false);
+        if (ws == PR__W_HELD) {
+            /* engine.overlap off: the block still waits for the vocab log
+             * (each run above waited a few ms); duties, then again. */
+            continue;
+        }
+        /* Read: briefly while the worker runs (its end is the next event),
+         * else until the next batch deadline or ack poll. */
+        int64_t wait = svc->opts.max_poll_wait_ms;
+        if (ws == PR__W_RUNNING) {
+            wait = 1;
+        } else {
+            int64_t due = pr_batcher_poll(p->bat);
+            if (due >= 0 && due < wait)
+                wait = due;
+            if (pr_batcher_unacked_batches(p->bat) > 0 && wait > PR__ACK_POLL_MS)
+                wait = PR__ACK_POLL_MS;
+        }
+        int n = pr_consumer_poll(p->cons, p->blk, (int)wait, e, sizeof(e));
+        if (n < 0) {
+            char msg[600];
+            snprintf(msg, sizeof(msg), "consumer: %s", e);
+            pr__set_fatal(p, n, msg);
+            break;
+        }
     }
     pr__drain(p);
+    if (p->wthread_started) {
+        pthread_mutex_lock(&p->wlock);
+        p->wquit = true;
+        pthread_cond_broadcast(&p->wcond);
+        pthread_mutex_unlock(&p->wlock);
+        pthread_join(p->wthread, NULL);
+        p->wthread_started = false;
+    }
     atomic_store(&p->done, true);
     return NULL;
 }
@@ -1299,8 +1532,11 @@ int pr_service_start(pr_service *svc, char *errstr, size_t errstr_size)
             {"/readyz", pr__h_readyz, svc, NULL},   {"/v1/status", pr__h_status, svc, NULL},
             {"/v1/hot", NULL, svc, pr__h_hot},
         };
-        int rc = pr__http_start(svc->cfg->http.listen, routes, sizeof(routes) / sizeof(routes[0]),
-                                &svc->http, errstr, errstr_size);
+        const pr_http_tls_cfg *ht = &svc->cfg->http.tls;
+        const pr__http_tls tls = {ht->cert_file, ht->key_file, ht->ca_file};
+        int rc =
+            pr__http_start_tls(svc->cfg->http.listen, ht->enabled ? &tls : NULL, routes,
+                               sizeof(routes) / sizeof(routes[0]), &svc->http, errstr, errstr_size);
         if (rc)
             return rc;
     }

@@ -28,6 +28,16 @@
  *     sequence numbers from the one counter (so the merged stream is still
  *     strictly increasing, and each stream alone increases with gaps). Every
  *     row goes into exactly one batch of one stream.
+ *   - recycled-index notices (bounded vocabularies, pr_out.recycled): every
+ *     notice travels in exactly one batch, in pr_batch.recycled, before any
+ *     row that uses the index with its new meaning. Under ordering partition
+ *     and split none the notice sits at its exact place: `row` is the first
+ *     row of the batch that read the index anew (rows before it used the old
+ *     value; a notice whose block row was rejected moves to the next kept
+ *     row). Otherwise (event_time, or split popular, where rows are reordered
+ *     or split between streams) the notices go into the next batch emitted,
+ *     either stream, at row 0: before every row of the new meaning, though
+ *     rows of the old meaning may still follow.
  *
  * Offsets: for every partition the batcher knows which offsets are still in
  * flight (buffered, or emitted but not acknowledged by every sink).
@@ -158,6 +168,10 @@ typedef struct pr_batch {
     int64_t emit_mono_ns;   /* monotonic clock at emission (for emit -> ack) */
     int64_t oldest_mono_ns; /* arrival of the row that waited longest */
     uint64_t *vocab_sizes;  /* [n_sparse], from the caller at emission */
+    /* Recycled-index notices (TrainingBatch.recycled): `row` is a row of this
+     * batch (see the top of this file); owned, freed with the batch. */
+    pr_recycled *recycled;
+    uint32_t n_recycled;
 
     /* Encoded piperec.v1.TrainingBatch, set once by pr_batch_encode(). */
     uint8_t *pb;
@@ -242,6 +256,8 @@ typedef struct pr_batch_view {
     uint32_t n_ranges;
     uint64_t *vocab_sizes;
     uint32_t n_vocab_sizes;
+    pr_recycled *recycled; /* TrainingBatch.recycled, decoded (owned); NULL when none */
+    uint32_t n_recycled;
 } pr_batch_view;
 
 /* Decode and check shapes (tensor lengths must match rows x columns x width).
@@ -358,6 +374,7 @@ typedef struct pr_batcher_stats {
     uint64_t rows_dropped_revoke; /* buffered rows dropped by revoke */
     uint64_t batches_popular;     /* emitted popular batches (in batches_emitted) */
     uint64_t rows_out_popular;    /* rows emitted in popular batches (in rows_out) */
+    uint64_t recycled_out;        /* recycled-index notices emitted in batches */
     /* gauges */
     uint64_t buffered_rows;
     uint64_t buffered_bytes;

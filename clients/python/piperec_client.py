@@ -150,9 +150,18 @@ class Batch:
     Hotline-style trainer can run it against GPU-resident embeddings only.
     Popular and regular batches share one `sequence` (each stream alone has
     gaps) and each keeps per-partition order; every row comes in exactly one
-    of them (docs/trainer-protocol.md, "Popular batches")."""
+    of them (docs/trainer-protocol.md, "Popular batches").
 
-    __slots__ = ("pipeline", "replica", "popular", "epoch", "sequence", "rows", "n_dense", "n_sparse", "sparse_width", "labels",
+    `recycled` lists the recycled-index notices of a bounded vocabulary
+    (transform eviction lru/lfu/ttl) as (column, index, row, number) tuples:
+    from batch row `row` on, embedding row `index` of sparse column `column`
+    belongs to a new value, so reset it (weights and optimizer state) before
+    training on that row. `number` counts the pipeline's notices from 1; after
+    a server restart journaled notices come again with their numbers: apply
+    each number once (`RecycledTracker`, piperec.torch.reset_recycled). []
+    when none, and from servers without eviction."""
+
+    __slots__ = ("pipeline", "replica", "popular", "recycled", "epoch", "sequence", "rows", "n_dense", "n_sparse", "sparse_width", "labels",
                  "dense", "sparse", "offsets", "min_event_time_ms", "max_event_time_ms",
                  "emit_time_ms", "vocab_sizes", "sparse_names")
 
@@ -186,6 +195,58 @@ def _decode_range(buf, s, e):
     return r
 
 
+def _decode_recycled(buf, s, e):
+    """RecycledIndices: parallel arrays (packed or not) -> [(column, index, row, number)]."""
+    cols = {1: [], 2: [], 3: [], 4: []}
+    for num, wt, v, a, b in _fields(buf, s, e):
+        if num not in cols:
+            continue
+        if wt == 0:
+            cols[num].append(v)
+        elif wt == 2:
+            p = a
+            while p < b:
+                x, p = _read_varint(buf, p)
+                cols[num].append(x)
+    n = len(cols[1])
+    if any(len(cols[k]) != n for k in (2, 3, 4)):
+        raise ValueError("RecycledIndices: arrays of different lengths")
+    return [(cols[1][i], _signed64(cols[2][i]), cols[3][i], cols[4][i]) for i in range(n)]
+
+
+class RecycledTracker:
+    """Applies each recycled-index notice once, in order.
+
+    ``fresh(batch)`` returns the notices of `batch` not seen before (by
+    number), for the caller to reset; notices re-sent after a server restart
+    (same numbers) are dropped. ``last`` is the highest number applied; keep
+    it in the trainer checkpoint (``state_dict``/``load_state_dict``)."""
+
+    def __init__(self, last=0):
+        self.last = last
+        self._seen = set()
+
+    def fresh(self, batch):
+        out = []
+        for n in getattr(batch, "recycled", None) or ():
+            num = n[3]
+            if num <= self.last or num in self._seen:
+                continue  # applied already (a re-announcement after a restart)
+            self._seen.add(num)
+            out.append(n)
+        while (self.last + 1) in self._seen:  # keep the set small: numbers are dense
+            self.last += 1
+            self._seen.discard(self.last)
+        return out
+
+    def state_dict(self):
+        return {"last": self.last, "seen": sorted(self._seen)}
+
+    def load_state_dict(self, st):
+        self.last = int(st.get("last", 0))
+        self._seen = set(int(x) for x in st.get("seen", ()))
+
+
 def decode_batch(buf, start=0, end=None):
     """Decode a TrainingBatch from buf[start:end] (buf: bytes or bytearray)."""
     mv = memoryview(buf)
@@ -194,6 +255,7 @@ def decode_batch(buf, start=0, end=None):
     b.epoch = 0
     b.replica = ""
     b.popular = False
+    b.recycled = []
     b.min_event_time_ms = b.max_event_time_ms = b.emit_time_ms = 0
     b.offsets, b.vocab_sizes, b.sparse_names = [], [], []
     spans = {}
@@ -221,6 +283,7 @@ def decode_batch(buf, start=0, end=None):
                     b.vocab_sizes.append(x)
             elif num == 15: b.sparse_names.append(bytes(buf[a:e]).decode())
             elif num == 17: b.replica = bytes(buf[a:e]).decode(errors="replace")
+            elif num == 18: b.recycled = _decode_recycled(buf, a, e)
     rows = b.rows
     sdt = np.int64 if b.sparse_width == 8 else np.int32
 

@@ -75,6 +75,29 @@ typedef enum pr_count_mode {
     PR_COUNT_TWO_PASS = 1,  /* offline: pr_engine_count() over all data, then process */
 } pr_count_mode;
 
+/* Bounded vocabularies (per column): what makes room when a column is at
+ * capacity and a new value is admitted. With anything but NONE the evicted
+ * value's index is recycled at once for the new value (the table never holds
+ * more than `capacity` indices) and the engine reports the recycled index in
+ * pr_out.recycled, so that a trainer resets that embedding row before using
+ * it again. Every decision depends only on the data order: the clock is the
+ * column's count of looked-up values ("records"), never wall time, and each
+ * column is processed in row order by one worker, so results do not depend
+ * on the thread count. cpu backend only (PR_ENOTSUP from the others). */
+typedef enum pr_vocab_eviction {
+    PR_EVICT_NONE = 0, /* full table: OOV (default) or PR_EFULL (dlrm), as always */
+    PR_EVICT_LRU = 1,  /* the least recently used value */
+    PR_EVICT_LFU = 2,  /* the least frequently used value; counts halve every
+                        * decay_records lookups of the column (0 = never) */
+    PR_EVICT_TTL = 3,  /* the least recently used value, only once it has not been
+                        * seen for ttl_records lookups; a full table of younger
+                        * values maps new ones to OOV (needs profile default) */
+    PR_EVICT__COUNT
+} pr_vocab_eviction;
+
+/* Config names ("none", "lru", "lfu", "ttl"), NULL-terminated, by enum value. */
+extern const char *const pr_vocab_eviction_names[];
+
 /* Index reserved by the `default` profile. */
 #define PR_INDEX_MISSING 0
 #define PR_INDEX_OOV     1
@@ -82,11 +105,14 @@ typedef enum pr_count_mode {
 /* ---------------------------------------------------------------- spec */
 
 typedef struct pr_sparse_col_spec {
-    char name[PR_NAME_MAX]; /* "C1".. by default */
-    uint64_t modulus;       /* used when the pipeline has the modulus op; must be > 0 */
-    uint32_t min_count;     /* >= 1; 1 = every value gets an index at first sight */
-    uint64_t capacity;      /* max indices including reserved ones; 0 = automatic:
-                             * modulus (+2 under default) if bounded, else INT32_MAX */
+    char name[PR_NAME_MAX];     /* "C1".. by default */
+    uint64_t modulus;           /* used when the pipeline has the modulus op; must be > 0 */
+    uint32_t min_count;         /* >= 1; 1 = every value gets an index at first sight */
+    uint64_t capacity;          /* max indices including reserved ones; 0 = automatic:
+                                 * modulus (+2 under default) if bounded, else INT32_MAX */
+    pr_vocab_eviction eviction; /* PR_EVICT_NONE (default); others need a capacity */
+    uint64_t ttl_records;       /* PR_EVICT_TTL: idle lookups before a value may go (> 0) */
+    uint64_t decay_records;     /* PR_EVICT_LFU: lookups between halvings; 0 = no decay */
 } pr_sparse_col_spec;
 
 typedef struct pr_pipeline_spec {
@@ -192,6 +218,19 @@ typedef enum pr_reject_reason {
     PR_REJECT__ENGINE_COUNT
 } pr_reject_reason;
 
+/* A recycled index (bounded vocabularies, pr_vocab_eviction): from block row
+ * `row` on, `index` of sparse column `col` means a new value; rows before it
+ * (and earlier blocks) used it for the evicted one. `number` counts the
+ * pipeline's notices from 1, in (row, column) order, and survives restarts:
+ * a notice re-announced after a restart (journal replay) keeps its number, so
+ * a consumer applies each number once. */
+typedef struct pr_recycled {
+    uint32_t col;
+    uint32_t row;
+    int64_t index;
+    uint64_t number;
+} pr_recycled;
+
 /* Engine output for one block: columnar tensors, stride = cap. Rows the engine
  * rejected have their bit set in `rejected`, a reason and the column that
  * failed; their tensor values are 0 and they did not touch any vocabulary. */
@@ -208,6 +247,12 @@ typedef struct pr_out {
     uint64_t *rejected;     /* bitmap over rows */
     uint8_t *reject_reason; /* [cap] pr_reject_reason */
     uint16_t *reject_col;   /* [cap] sparse column index that failed */
+    /* Recycled indices of this block, in (row, col) order (pr_recycled);
+     * pr_engine_process empties and refills the list (owned by the pr_out,
+     * grown as needed, freed by pr_out_free). Always empty without eviction. */
+    pr_recycled *recycled;
+    uint32_t n_recycled;
+    uint32_t recycled_cap;
 } pr_out;
 
 pr_out *pr_out_new(uint16_t n_dense, uint16_t n_sparse, uint32_t cap, uint8_t sparse_width);
@@ -241,6 +286,9 @@ typedef struct pr_engine_opts {
     int threads;         /* worker threads for the cpu backend, 1..64; default 2 */
     const char *xclbin;  /* xrt: path of the device binary */
     int device;          /* xrt: device index; default 0 */
+    bool overlap;        /* streaming (`run`): decode the next block while the engine and
+                          * batcher work on this one (a second thread per pipeline); not
+                          * used by the engine itself. Default true from the table. */
 } pr_engine_opts;
 
 extern const pr_cfgmap pr_engine_cfgmap;
@@ -293,7 +341,10 @@ uint64_t pr_engine_vocab_size(const pr_engine *eng, uint32_t col);
 typedef struct pr_vocab_entry {
     uint64_t value; /* key after Hex2Int and Modulus */
     int64_t index;
-    uint64_t count; /* times seen (0 when the backend does not count) */
+    uint64_t count;    /* times seen (0 when the backend does not count); under
+                        * eviction lfu the (decayed) use count */
+    uint64_t last_use; /* eviction lru/lfu/ttl: the column's record clock at the
+                        * value's last lookup (orders lru, breaks lfu ties); else 0 */
 } pr_vocab_entry;
 
 /* Read a column's vocabulary: calls `cb` for every entry in increasing index
@@ -351,6 +402,23 @@ int pr_engine_vocab_journal_replay(pr_engine *eng, const char *path, char *errst
 int pr_engine_vocab_checkpoint(pr_engine *eng, const char *snapshot_path, const char *journal_path,
                                char *errstr, size_t errstr_size);
 void pr_engine_vocab_journal_close(pr_engine *eng);
+
+/* Bounded vocabularies (pr_vocab_eviction) and persistence. Snapshots keep
+ * the usage statistics (last_use, lfu counts, each column's record clock) and
+ * the notice counter, so loading one and processing the same blocks gives
+ * the same indices and notices as the saved engine would have. The journal
+ * (a second record format, "PRVJRNL2", used only when a column evicts)
+ * records every index handed out or recycled, with its notice number, and
+ * one commit record per block; replay stops at the last complete block.
+ * Replay restores the mapping exactly and queues the notices it replayed: the
+ * next pr_engine_process puts them first in pr_out.recycled (row 0, same
+ * numbers), so a consumer that lost them with an unacknowledged batch gets
+ * them again (apply each number once). Usage statistics of values looked up
+ * after the snapshot are not journaled (only assignments are): after a replay
+ * later eviction choices follow the snapshot's statistics plus assignments. */
+
+/* Number of the last recycled-index notice handed out (0 = none yet). */
+uint64_t pr_engine_vocab_recycled_total(const pr_engine *eng);
 
 /* ---------------------------------------------------------------- shared vocabulary */
 

@@ -142,9 +142,10 @@ void pr_service_render_status(pr_service *svc, pr_mbuf *mb);
  * accepted rows only; row i of every array is the i-th accepted line.
  *
  * Shape of the run: the input is cut into chunks of whole lines; `threads`
- * decoder threads decode chunks into blocks in parallel, and the calling
- * thread hands the blocks to the engine strictly in input order and writes
- * the results, so output never depends on the thread count. With count_mode
+ * workers (the calling thread and threads - 1 more) decode chunks into
+ * blocks in parallel and take turns at two serial stages, each strictly in
+ * input order: the engine, then writing; so output never depends on the
+ * thread count. With count_mode
  * two_pass (and min_count > 1) the input is read twice: a pass of
  * pr_engine_count, then the real pass; stdin is first spooled to an unlinked
  * temporary file for that. Regular files are mmap'd.
@@ -160,7 +161,7 @@ void pr_service_render_status(pr_service *svc, pr_mbuf *mb);
 typedef struct pr_offline_opts {
     const char *input;      /* path, or "-" for stdin */
     const char *output_dir; /* created when missing */
-    int threads;            /* decoder threads, >= 1 */
+    int threads;            /* workers (decode, engine and write stages), >= 1 */
     uint32_t block_rows;    /* rows per engine block; 0 = PR_OFFLINE_BLOCK_ROWS */
     bool progress;          /* progress line on stderr while running */
     const char *vocab_seed; /* NULL, or a directory for pr_engine_vocab_import */
@@ -175,12 +176,18 @@ typedef struct pr_offline_result {
     double seconds;                      /* wall time of the whole run */
     uint8_t sparse_width;                /* 4 or 8 */
     /* Where the time went, in thread-seconds (stages overlap, so they can sum
-     * to more than `seconds`): decoding (all decoder threads), the engine
-     * (its calls, pool workers included), .npy/rejects writing, and the
-     * in-order consumer waiting for the next decoded chunk. Both passes of a
-     * two_pass run. */
-    double decode_s, engine_s, write_s, wait_s;
+     * to more than `seconds`): decoding (all workers), the engine stage, the
+     * write stage (.npy transposes and write(2), rejects.tsv), the
+     * workers waiting for work; then the vocabulary export (one thread,
+     * after the pass). Both passes of a two_pass run. */
+    double decode_s, engine_s, write_s, idle_s, vocab_s;
 } pr_offline_result;
+
+/* Engine threads that suit `workers` offline workers: the engine stage runs
+ * beside decoding on the other workers, so its own pool stays at 1 thread
+ * below 8 workers (helpers would only take cores from decoding), then
+ * workers / 4 (one engine thread could not keep up with 8+ decoders). */
+int pr_offline_engine_threads(int workers);
 
 /* Run the whole job. `eopts` configures the engine (backend, threads). */
 int pr_offline_run(const pr_pipeline_spec *spec, const pr_engine_opts *eopts,

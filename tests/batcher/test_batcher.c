@@ -726,6 +726,110 @@ static void test_default_table(void **state)
     assert_int_equal(c.split, PR_BATCH_SPLIT_NONE);
 }
 
+/* ------------------------------------------------------------------ notices */
+
+static void set_notices(fx *f, pr_recycled *n, uint32_t k)
+{
+    f->io->out.recycled = n;
+    f->io->out.n_recycled = k;
+}
+
+/* Exact mode (partition order, one stream): each notice lands in the batch
+ * holding the first kept row at or after its block row, at that row's place;
+ * a rejected row passes its notices to the next kept row, and notices past
+ * the block's last kept row precede the next block's first row. */
+static void test_notices_exact_place(void **state)
+{
+    (void)state;
+    fx *f = fx_new(4, 1000, PR_BATCH_ORDER_PARTITION, 0, PR_BATCH_LATE_EMIT);
+    bt_io_reset(f->io);
+    for (int i = 0; i < 11; i++)
+        bt_row(f->io, 0, i, 5, i == 5 || i == 10);
+    pr_recycled n[] = {{0, 0, 7, 1}, {1, 5, 8, 2}, {0, 6, 9, 3}, {1, 9, 10, 4}, {0, 10, 11, 5}};
+    set_notices(f, n, 5);
+    assert_int_equal(pr_batcher_add(f->b, &f->io->in, &f->io->out), 0);
+    set_notices(f, NULL, 0);
+    /* kept rows 0-3 | 4 6 7 8 | 9 (+ next block) */
+    assert_int_equal(f->sink.n, 2);
+    const pr_batch *b1 = f->sink.b[0], *b2 = f->sink.b[1];
+    assert_int_equal(b1->n_recycled, 1);
+    assert_int_equal(b1->recycled[0].row, 0);
+    assert_int_equal(b1->recycled[0].number, 1);
+    assert_int_equal(b2->n_recycled, 2);
+    assert_int_equal(b2->recycled[0].number, 2); /* block row 5 rejected -> row 6 */
+    assert_int_equal(b2->recycled[0].row, 1);
+    assert_int_equal(b2->recycled[0].col, 1);
+    assert_int_equal(b2->recycled[0].index, 8);
+    assert_int_equal(b2->recycled[1].number, 3);
+    assert_int_equal(b2->recycled[1].row, 1);
+    add_rows(f, 0, 11, 2, 5); /* next block: rows 11, 12 */
+    pr_batcher_flush(f->b);
+    assert_int_equal(f->sink.n, 3);
+    const pr_batch *b3 = f->sink.b[2];
+    assert_int_equal(b3->rows, 3); /* 9, 11, 12 */
+    assert_int_equal(b3->n_recycled, 2);
+    assert_int_equal(b3->recycled[0].number, 4);
+    assert_int_equal(b3->recycled[0].row, 0);
+    assert_int_equal(b3->recycled[1].number, 5); /* after row 9, before row 11 */
+    assert_int_equal(b3->recycled[1].row, 1);
+    /* and they travel on the wire */
+    pr_batch *b3m = (pr_batch *)b3;
+    assert_int_equal(pr_batch_encode(b3m), 0);
+    pr_batch_view v;
+    char err[256];
+    assert_int_equal(pr_batch_decode(b3m->pb, b3m->pb_len, &v, err, sizeof(err)), 0);
+    assert_int_equal(v.n_recycled, 2);
+    assert_memory_equal(v.recycled, b3->recycled, 2 * sizeof(pr_recycled));
+    pr_batch_view_fini(&v);
+    pr_batcher_stats st;
+    pr_batcher_get_stats(f->b, &st);
+    assert_int_equal(st.recycled_out, 5);
+    fx_free(f);
+}
+
+/* event_time (rows reordered) and split popular: notices go into the next
+ * batch emitted, at row 0, each exactly once. */
+static void test_notices_loose_modes(void **state)
+{
+    (void)state;
+    fx *f = fx_new(4, 1000, PR_BATCH_ORDER_EVENT_TIME, 0, PR_BATCH_LATE_EMIT);
+    pr_batcher_assign(f->b, 0);
+    bt_io_reset(f->io);
+    for (int i = 0; i < 3; i++)
+        bt_row(f->io, 0, i, 100 + i, 0);
+    pr_recycled n[] = {{0, 2, 7, 1}, {1, 2, 8, 2}};
+    set_notices(f, n, 2);
+    assert_int_equal(pr_batcher_add(f->b, &f->io->in, &f->io->out), 0);
+    set_notices(f, NULL, 0);
+    assert_int_equal(f->sink.n, 0);
+    pr_batcher_flush(f->b);
+    assert_int_equal(f->sink.n, 1);
+    assert_int_equal(f->sink.b[0]->n_recycled, 2);
+    assert_int_equal(f->sink.b[0]->recycled[0].row, 0);
+    assert_int_equal(f->sink.b[0]->recycled[1].row, 0);
+    assert_int_equal(f->sink.b[0]->recycled[1].number, 2);
+    fx_free(f);
+
+    f = fx_new_split(2, 1000, PR_BATCH_ORDER_PARTITION, 0, PR_BATCH_LATE_EMIT,
+                     PR_BATCH_SPLIT_POPULAR);
+    bt_io_reset(f->io);
+    for (int i = 0; i < 3; i++)
+        bt_row(f->io, 0, i, 5, 0);
+    uint64_t pop = 1; /* row 0 popular */
+    set_notices(f, n, 2);
+    assert_int_equal(pr_batcher_add_split(f->b, &f->io->in, &f->io->out, &pop), 0);
+    set_notices(f, NULL, 0);
+    pr_batcher_flush(f->b);
+    uint32_t total = 0;
+    for (size_t i = 0; i < f->sink.n; i++) {
+        if (i == 0)
+            assert_int_equal(f->sink.b[i]->n_recycled, 2); /* the first emitted */
+        total += f->sink.b[i]->n_recycled;
+    }
+    assert_int_equal(total, 2);
+    fx_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -746,6 +850,8 @@ int main(void)
         cmocka_unit_test(test_split_event_time_and_none),
         cmocka_unit_test(test_bad_config),
         cmocka_unit_test(test_default_table),
+        cmocka_unit_test(test_notices_exact_place),
+        cmocka_unit_test(test_notices_loose_modes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

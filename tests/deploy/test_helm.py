@@ -188,6 +188,31 @@ for n, secret in (("tls", "piperec-tls"), ("token", "piperec-token")):
     if not fmounts.get(n, {}).get("readOnly") or fvols.get(n, {}).get("secret", {}).get("secretName") != secret:
         fail("all-on: %s must be a read-only mount of Secret %s" % (n, secret))
 
+# HTTPS on the HTTP port (httpTls): off by default; on, the config gets
+# http.tls, the Secret is mounted, probes use HTTPS and scrapes https.
+if "tls" in (yaml.safe_load(one(default, "ConfigMap")["data"]["config.yaml"]).get("http") or {}):
+    fail("default config: http.tls must be off")
+if any(c.get(p, {}).get("httpGet", {}).get("scheme") for p in ("startupProbe", "livenessProbe", "readinessProbe")):
+    fail("default probes must stay plain HTTP")
+hs = render("--set", "httpTls.enabled=true", "--set", "serviceMonitor.enabled=true")
+hcfg = yaml.safe_load(one(hs, "ConfigMap")["data"]["config.yaml"])
+if hcfg.get("http", {}).get("tls") != {"cert_file": "/etc/piperec-http-tls/tls.crt",
+                                       "key_file": "/etc/piperec-http-tls/tls.key"}:
+    fail("httpTls: http.tls = %s" % hcfg.get("http"))
+htpl = one(hs, "StatefulSet")["spec"]["template"]
+hc = htpl["spec"]["containers"][0]
+if [hc[p]["httpGet"].get("scheme") for p in ("startupProbe", "livenessProbe", "readinessProbe")] != ["HTTPS"] * 3:
+    fail("httpTls: probes must use scheme HTTPS")
+hvol = {v["name"]: v for v in htpl["spec"]["volumes"]}.get("http-tls", {})
+if hvol.get("secret", {}).get("secretName") != "rec-piperec-http-tls" or \
+        not {m["name"]: m for m in hc["volumeMounts"]}.get("http-tls", {}).get("readOnly"):
+    fail("httpTls: Secret rec-piperec-http-tls must be mounted read-only")
+if htpl["metadata"].get("annotations", {}).get("prometheus.io/scheme") != "https":
+    fail("httpTls: pod annotation prometheus.io/scheme: https expected")
+ep = one(hs, "ServiceMonitor")["spec"]["endpoints"][0]
+if ep.get("scheme") != "https" or "tlsConfig" not in ep:
+    fail("httpTls: ServiceMonitor endpoint needs scheme https and a tlsConfig: %s" % ep)
+
 # ---- Scale-out: replicaCount > 1 with a shared vocabulary (docs/vocab-log.md)
 cfg0 = yaml.safe_load(one(default, "ConfigMap").get("data", {}).get("config.yaml", "") or "{}")
 if not cfg0["pipelines"][0].get("vocab_log", {}).get("topic"):

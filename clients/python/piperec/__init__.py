@@ -8,7 +8,8 @@ torch): ``StreamDataset``, ``StreamDataLoader``, ``grow_embeddings``.
 """
 
 from piperec.client import (PROTOCOL_VERSION, Batch, ServerError, TrainerClient,  # noqa: F401
-                            decode_batch)
+                            RecycledTracker, decode_batch)
 
-__all__ = ["TrainerClient", "Batch", "ServerError", "PROTOCOL_VERSION", "decode_batch"]
+__all__ = ["TrainerClient", "Batch", "ServerError", "PROTOCOL_VERSION", "decode_batch",
+           "RecycledTracker"]
 __version__ = "0.1.0"

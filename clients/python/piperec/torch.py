@@ -52,7 +52,7 @@ try:  # optional: torchrec's KeyedJaggedTensor for sparse features
 except Exception:  # ImportError, or a torchrec built for another torch
     KeyedJaggedTensor = None
 
-__all__ = ["StreamDataset", "StreamDataLoader", "StreamBatch", "JaggedSparse", "grow_embeddings",
+__all__ = ["StreamDataset", "StreamDataLoader", "StreamBatch", "JaggedSparse", "grow_embeddings", "reset_recycled",
            "merge_state_dicts", "STATE_VERSION"]
 
 STATE_VERSION = 1
@@ -77,10 +77,12 @@ class StreamBatch:
     header has none), sequence, rows: the batch's identity in the stream;
     offsets: its input provenance, [{"topic", "partition", "first_offset",
     "last_offset", "rows"}] (what checkpoint delivery's position is made of);
-    replica: the piperec replica that built it ("" from older servers)."""
+    replica: the piperec replica that built it ("" from older servers);
+    recycled: recycled-index notices [(column, index, row, number)] of a
+    bounded vocabulary: reset those rows first (``reset_recycled``)."""
 
     __slots__ = ("dense", "labels", "sparse", "sparse_features", "vocab_sizes", "keys", "endpoint",
-                 "epoch", "sequence", "rows", "offsets", "replica")
+                 "epoch", "sequence", "rows", "offsets", "replica", "recycled")
 
     def __getstate__(self):
         return {k: getattr(self, k) for k in self.__slots__}
@@ -628,6 +630,7 @@ class StreamDataset(IterableDataset):
         out.endpoint, out.epoch, out.sequence, out.rows = endpoint, epoch, b.sequence, rows
         out.offsets = [dict(r) for r in getattr(b, "offsets", None) or ()]
         out.replica = getattr(b, "replica", "")
+        out.recycled = list(getattr(b, "recycled", None) or ())
         return out
 
 
@@ -699,6 +702,82 @@ def _init_rows(table, n, dim, dtype, device):
         table.weight, table.num_embeddings = saved_w, saved_n
         if hasattr(table, "padding_idx"):
             table.padding_idx = saved_pad
+
+
+def reset_recycled(module_or_tables, notices, optimizer=None, init=None, tracker=None):
+    """Reset the embedding rows a bounded vocabulary recycled.
+
+    module_or_tables: as for grow_embeddings (tables in sparse column order,
+        or a dict/ModuleDict keyed by column name; then pass notices with
+        names: use ``keys`` of the batch to map column numbers).
+    notices: a batch (``.recycled``) or a list of (column, index, row,
+        number) tuples.
+    optimizer: optimizers (one or a list) whose per-parameter state shaped
+        like the weight (Adam/AdamW exp_avg and exp_avg_sq, Adagrad sum, SGD
+        momentum_buffer) gets those rows zeroed (Adagrad: the group's
+        initial_accumulator_value): the new value starts with no history.
+        Scalar state such as Adam's `step` is per table and is left alone.
+    init: optional fn(tensor [n, dim]) for the new rows; default: the
+        table's reset_parameters() on fresh rows (nn.Embedding: N(0, 1)); pass
+        ``torch.nn.init.zeros_`` to zero them.
+    tracker: a piperec.RecycledTracker: notices it already applied (re-sent
+        after a server restart) are skipped.
+
+    Rows beyond a table's size are grown first (grow_embeddings). Call it
+    before the batch's forward pass: the whole batch then sees the new rows
+    (rows of the batch before a notice's `row` used the old value; a trainer
+    that wants them exact splits the batch at `row`). Returns the number of
+    rows reset."""
+    if tracker is not None:
+        notices = tracker.fresh(notices)
+    elif hasattr(notices, "recycled"):
+        notices = notices.recycled
+    notices = list(notices or ())
+    if not notices:
+        return 0
+    tables = _tables(module_or_tables)
+    if isinstance(module_or_tables, (nn.ModuleDict, dict)):
+        tables = list(module_or_tables.values())
+    if optimizer is None:
+        optimizers = []
+    elif isinstance(optimizer, (list, tuple)):
+        optimizers = list(optimizer)
+    else:
+        optimizers = [optimizer]
+    by_col = {}
+    for n in notices:
+        by_col.setdefault(int(n[0]), []).append(int(n[1]))
+    done = 0
+    for col, idx in by_col.items():
+        if col >= len(tables):
+            raise ValueError("reset_recycled: notice for column %d, only %d tables" %
+                             (col, len(tables)))
+        table = tables[col]
+        need = max(idx) + 1
+        if need > table.num_embeddings:
+            grow_embeddings(table, need, optimizer=optimizer, init=init)
+        w = table.weight
+        rows = torch.tensor(sorted(set(idx)), dtype=torch.long, device=w.device)
+        if init is not None:
+            fresh = torch.empty(len(rows), table.embedding_dim, dtype=w.dtype, device=w.device)
+            with torch.no_grad():
+                init(fresh)
+        else:
+            fresh = _init_rows(table, len(rows), table.embedding_dim, w.dtype, w.device)
+        with torch.no_grad():
+            w.index_copy_(0, rows, fresh)
+        for o in optimizers:
+            for g in o.param_groups:
+                if not any(p is w for p in g["params"]):
+                    continue
+                fill = float(g.get("initial_accumulator_value", 0.0))
+                st = o.state.get(w, {})
+                for k, v in st.items():
+                    if torch.is_tensor(v) and v.dim() >= 1 and v.shape[0] == w.shape[0]:
+                        with torch.no_grad():
+                            v.index_fill_(0, rows, fill if k == "sum" else 0.0)
+        done += len(rows)
+    return done
 
 
 def grow_embeddings(module_or_tables, vocab_sizes, optimizer=None, init=None, headroom=1.0):

@@ -34,8 +34,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{/* .Values.config with sinks.trainer.tls / .auth of every pipeline pointing at
-     the mounted Secrets (tls.enabled, auth.token.enabled); keys the config
-     already sets win. */}}
+     the mounted Secrets (tls.enabled, auth.token.enabled), and http.tls when
+     httpTls.enabled; keys the config already sets win. */}}
 {{- define "piperec.config" -}}
 {{- $cfg := deepCopy .Values.config -}}
 {{- range $p := ($cfg.pipelines | default list) -}}
@@ -55,5 +55,20 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- $_ := set $p.sinks "trainer" $tr -}}
 {{- end -}}
 {{- end -}}
+{{- if .Values.httpTls.enabled -}}
+{{- $http := $cfg.http | default dict -}}
+{{- $htls := dict "cert_file" (printf "%s/tls.crt" .Values.httpTls.mountPath) "key_file" (printf "%s/tls.key" .Values.httpTls.mountPath) -}}
+{{- $_ := set $http "tls" (merge ($http.tls | default dict) $htls) -}}
+{{- $_ := set $cfg "http" $http -}}
+{{- end -}}
 {{- toYaml $cfg -}}
+{{- end -}}
+
+{{- define "piperec.httpTlsSecretName" -}}
+{{- .Values.httpTls.secretName | default (printf "%s-http-tls" (include "piperec.fullname" .)) -}}
+{{- end -}}
+
+{{/* The probes' scheme: HTTPS when httpTls.enabled. */}}
+{{- define "piperec.probeScheme" -}}
+{{- if .Values.httpTls.enabled }}, scheme: HTTPS{{ end -}}
 {{- end -}}
