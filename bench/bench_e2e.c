@@ -13,7 +13,7 @@
  *      each stays under the ~5 MB the mock broker keeps), then the service
  *      starts on the default config; the clock runs from the first
  *      acknowledged row to the last (so the ~3 s group join is not counted).
- *   2. freshness at 50% and 90% of that rate: a paced producer thread runs
+ *   2. freshness at 50%, 80% and 90% of that rate: a paced producer thread runs
  *      for S seconds at the target rate while the service consumes; every
  *      batch's emit_time - min(event time) (event time = the Kafka message
  *      timestamp set when produced) is collected exactly at the trainer, and
@@ -308,8 +308,9 @@ static int run_format(bench *b)
     fflush(stdout);
 
     /* 2. freshness under paced load */
-    for (int li = 0; li < 2 && max_rate > 0; li++) {
-        double load = li == 0 ? 0.5 : 0.9;
+    static const double loads[] = {0.5, 0.8, 0.9}; /* 0.8: the freshness point */
+    for (size_t li = 0; li < sizeof(loads) / sizeof(loads[0]) && max_rate > 0; li++) {
+        double load = loads[li];
         pthread_mutex_lock(&b->lock);
         b->n_fresh = 0;
         pthread_mutex_unlock(&b->lock);

@@ -80,7 +80,7 @@ echo "== stream: gen + produce $ROWS rows, one line per message" >&2
 # --- piperec run + piperec consume, once per variant:
 # run_piperec NAME "PROPS" -> $TMP/piperec-NAME.json
 run_piperec() {
-VARIANT=$1; PROPS=$2
+VARIANT=$1; PROPS=$2; OVERLAP=${3:-true}
 TPORT=$(free_port); HPORT=$(free_port)
 if [ -n "${BENCH_STREAM_CONFIG:-}" ]; then
     sed -e "s/@BOOTSTRAP@/$B/" -e "s/@TRAINER@/127.0.0.1:$TPORT/" -e "s/@HTTP@/127.0.0.1:$HPORT/" \
@@ -108,7 +108,7 @@ $(printf '%s' "$PROPS" | tr ';' '\n' | sed -e '/^ *$/d' -e 's/^ */          /')
     sinks:
       trainer: { listen: "127.0.0.1:$TPORT", max_unacked_batches: 64 }
 http: { listen: "127.0.0.1:$HPORT" }
-engine: { backend: cpu, threads: $THREADS }
+engine: { backend: cpu, threads: $THREADS, overlap: $OVERLAP }
 limits: { max_inflight_bytes: 256MiB }
 log: { level: warn }
 EOF
@@ -160,7 +160,7 @@ wait "$PPID_POLL" || { cat "$TMP/poll.err" >&2; tail -5 "$TMP/run.err" >&2; exit
 RSS_KB=$(awk '/^VmHWM/ {print $2}' "/proc/$RPID/status" 2>/dev/null || echo 0)
 stop_pid "$RPID"; RPID=""
 cat "$TMP/consume.out" >&2
-$PY - "$TMP/consume.out" "$TMP/poll.json" "$ROWS" "$PARTS" "$RSS_KB" "$THREADS" "$VARIANT" "$PROPS" > "$TMP/piperec-$VARIANT.json" <<'PYEOF'
+$PY - "$TMP/consume.out" "$TMP/poll.json" "$ROWS" "$PARTS" "$RSS_KB" "$THREADS" "$VARIANT" "$PROPS" "$OVERLAP" > "$TMP/piperec-$VARIANT.json" <<'PYEOF'
 import json, re, sys
 text = open(sys.argv[1]).read()
 poll = json.load(open(sys.argv[2]))
@@ -170,6 +170,7 @@ if rows < int(sys.argv[3]):
 s = poll["seconds"]
 ops = poll["engine_op_seconds"]
 print(json.dumps({"bench": "stream_piperec", "variant": sys.argv[7], "consumer_props": sys.argv[8],
+                  "overlap": sys.argv[9] == "true",
                   "threads": int(sys.argv[6]), "rows": rows,
                   "seconds": round(s, 3), "rows_per_s": round(poll["rows"] / s),
                   "partitions": int(sys.argv[4]),
@@ -185,13 +186,15 @@ PYEOF
 cat "$TMP/piperec-$VARIANT.json"
 }
 
-# default: the config as a user would write it; tuned: with consumer
-# properties that measured faster here (BENCH_STREAM_PROPS overrides them).
-# librdkafka 2.0.2 stops fetching a partition whose local queue holds
-# queued.min.messages; at 100000 (its default) the fetcher idles between
-# fetch round trips and piperec ran 20-40% busy.
+# default: the config as a user would write it (piperec now defaults
+# queued.min.messages to 1000000: at librdkafka's 100000 the fetcher idled
+# between fetch round trips and piperec ran 20-40% busy); tuned: with
+# BENCH_STREAM_PROPS (default fetch.wait.max.ms: 10) to try more settings.
+# one-thread: engine.overlap off (one thread polls, decodes, runs the
+# engine and batches: the runtime before the worker thread), for the ratio.
+run_piperec one-thread "" false
 run_piperec default ""
-run_piperec tuned "${BENCH_STREAM_PROPS:-queued.min.messages: 1000000}"
+run_piperec tuned "${BENCH_STREAM_PROPS:-fetch.wait.max.ms: 10}"
 
 # --- the Python baseline, checked first against piperec process on a slice
 [ -n "${BENCH_STREAM_NO_PYTHON:-}" ] && exit 0
