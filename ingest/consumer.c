@@ -492,8 +492,8 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
     if (!have_session && !have_hb &&
         rd_kafka_conf_set(kc, "heartbeat.interval.ms", sess, kerr, sizeof(kerr)))
         goto out_kerr;
-    if (!have_qmin && rd_kafka_conf_set(kc, "queued.min.messages", PR__QUEUED_MIN_MESSAGES, kerr,
-                                        sizeof(kerr)))
+    if (!have_qmin &&
+        rd_kafka_conf_set(kc, "queued.min.messages", PR__QUEUED_MIN_MESSAGES, kerr, sizeof(kerr)))
         goto out_kerr;
     if (!have_instance && conf->group_instance_id && *conf->group_instance_id) {
         if (rd_kafka_conf_set(kc, "group.instance.id", conf->group_instance_id, kerr, sizeof(kerr)))

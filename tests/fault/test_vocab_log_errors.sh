@@ -12,7 +12,10 @@
 #   * the broker goes down mid-stream: piperec_vocab_log_up drops to 0, no
 #     batch leaves with an invented index, and everything resumes after;
 #   * a snapshot that is ahead of the log (the topic was recreated: here a
-#     fresh broker): the replica refuses to start and says so.
+#     fresh broker): the replica refuses to start and says so;
+#   * a log whose first records were deleted (retention; the test broker
+#     keeps ~5 MB per partition): a replica with an empty state dir refuses
+#     to rebuild from it and says so.
 # Then fault_check.py proves every row arrived with one index per value.
 . "$(dirname "$0")/fault_lib.sh"
 
@@ -78,4 +81,14 @@ vl_config "$T/run.yaml" vocab
 "$PIPEREC" run --config "$T/run.yaml" 2> "$T/recreated.err" && fail "ran on a recreated log"
 grep -q "the topic was recreated or is another one" "$T/recreated.err" ||
     fail "recreated log not named: $(tail -2 "$T/recreated.err")"
+
+# Retention: the test broker keeps only the last ~5 MB of a partition, so
+# 8 MB of records push the log's first offset past 0. A replica with an
+# empty state dir cannot rebuild from such a log and says why.
+$PY -c 'import sys; sys.stdout.write(("x" * 999 + "\n") * 8192)' > "$T/junk.txt"
+kcat -b "$B" -P -t vocab -l "$T/junk.txt"
+rm -rf "$STATE"
+"$PIPEREC" run --config "$T/run.yaml" 2> "$T/truncated.err" && fail "rebuilt from a truncated log"
+grep -q "earlier records were deleted, retention" "$T/truncated.err" ||
+    fail "truncated log not named: $(tail -2 "$T/truncated.err")"
 echo "OK"
