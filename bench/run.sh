@@ -25,6 +25,13 @@
 #      copies only when torch.cuda.is_available()), when torch is installed
 #   8. examples/train_dlrm.py --spawn: DLRM on CPU from a live stream
 #      (training rows/s, held-out AUC)
+#   9. bench/bench_replicas.sh: 1 replica without vocab_log beside 1, 2, 3
+#      replicas sharing one (BENCH_REPLICAS), new-value wait p50/p99, and the
+#      kill -9 takeover time with default settings
+#  10. bench/bench_hot.sh: hot-set coverage vs K on a Zipf stream, rows/s
+#      with batch.split popular vs none
+#  11. bench/bench_evict.sh: rows/s with eviction lru/lfu/ttl vs none and
+#      memory per column at capacity (a markdown table on stderr)
 # then prints piperec rows/s divided by pandas rows/s. Data goes to a temp
 # dir under BENCH_TMP (default /tmp), removed at exit. Builds nothing.
 set -eu
@@ -141,6 +148,14 @@ PYEOF
 else
     echo "== 7-8. trainer side in Python: no torch for $PY (apt-get install python3-torch), skipped" >&2
 fi
+if $PY -c "import confluent_kafka" 2>/dev/null; then
+    echo "== 9. scale-out: replicas sharing one vocabulary (bench_replicas.sh)" >&2
+    timeout 1500 sh "$HERE/bench_replicas.sh" "$BUILD" "${BENCH_REPLICAS:-1 2 3}" | collect
+fi
+echo "== 10. hot sets and popular batches (bench_hot.sh)" >&2
+timeout 900 sh "$HERE/bench_hot.sh" "$BUILD" | collect
+echo "== 11. bounded vocabularies: eviction vs none (bench_evict.sh)" >&2
+timeout 900 sh "$HERE/bench_evict.sh" "$PIPEREC" "${BENCH_EVICT_ROWS:-2000000}" 100002 >&2
 echo "== results ($RESULTS)" >&2
 $PY - "$RESULTS" <<'EOF'
 import json, sys
@@ -156,6 +171,8 @@ for r in rows:
         name = "engine %s %s %s" % (r.get("pipeline", ""), r.get("backend", ""), r.get("slots", ""))
     if name == "stream_piperec":
         name = "stream_piperec %s" % r.get("variant", "")
+    if name == "replicas":
+        name = "replicas %s" % r.get("name", "")
     if name == "stream_ratio":
         print("%-44s %14s %10s   piperec/python %.1fx (goal 10x), peak RSS %.0f MB"
               % ("stream %s vs python" % r.get("variant", ""), "", "",
