@@ -1,19 +1,25 @@
 /*
- * service.c — the streaming runtime (pr_service.h): per pipeline one thread
- * that polls the consumer, runs the engine, feeds the batcher and drives the
- * sinks, plus the at-least-once offset bookkeeping, backpressure, vocabulary
- * durability, the hot-set sketches (pr_hot.h), and the HTTP views (/metrics,
- * /healthz, /readyz, /v1/status, /v1/hot).
+ * service.c — the streaming runtime (pr_service.h): per pipeline a thread
+ * that polls the consumer and decodes, and a worker thread that runs the
+ * engine, feeds the batcher and drives the sinks' send path, plus the
+ * at-least-once offset bookkeeping, backpressure, vocabulary durability (or
+ * the shared vocabulary log, pr_vocablog.h), the hot-set sketches
+ * (pr_hot.h), and the HTTP views (/metrics, /healthz, /readyz, /v1/status,
+ * /v1/hot).
  *
- * Why one thread per pipeline: the engine, the batcher, the sink set and the
- * consumer are all single-driver objects, and the order poll -> engine ->
- * batcher is the order the vocabulary and the offsets need. Parallelism comes
- * from the engine's own workers, librdkafka's threads and the sinks' I/O
- * threads. Other threads (HTTP, the demo's status line) only read: component
- * stats through their thread-safe getters, and a small cache (engine stats,
- * vocab sizes, readiness, rates) that the pipeline thread refreshes under a
- * mutex, because the engine and the sinks' ready() may not be called from
- * other threads.
+ * Why this shape: the engine, the batcher, the sink set and the consumer are
+ * all single-driver objects, and the order poll -> engine -> batcher is the
+ * order the vocabulary and the offsets need. The worker takes one block at a
+ * time, in read order, and the pipeline thread touches the engine, batcher
+ * and sinks only while the worker is idle ("the worker" below), so every
+ * result is that of one thread; the overlap is reading and decoding the next
+ * block meanwhile (engine.overlap; off = both on the pipeline thread). More
+ * parallelism comes from the engine's own workers, librdkafka's threads and
+ * the sinks' I/O threads. Other threads (HTTP, the demo's status line) only
+ * read: component stats through their thread-safe getters, and a small cache
+ * (engine stats, vocab sizes, readiness, rates) that the pipeline thread
+ * refreshes under a mutex, because the engine and the sinks' ready() may not
+ * be called from other threads.
  *
  * Time: the injected clock (opts.clock) drives everything with semantics
  * (batch deadlines, event-time fallback, ack timeouts); liveness, rates and
