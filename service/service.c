@@ -2384,6 +2384,10 @@ static const pr__family pr__families[] = {
      "Most indices a sparse column can hand out, reserved ones included (vocab capacity, or "
      "the automatic one from modulus).",
      PR__L_PIPE_AND("column"), .emit = pr__emit_vocab, .arg = 1},
+    {"piperec_vocab_recycled_total", PR_METRIC_COUNTER,
+     "Recycled-index notices sent in batches (bounded vocabularies with eviction): indices "
+     "reused for a new value, whose embedding rows a trainer resets.",
+     PR__L_PIPE, PR__BS(recycled_out)},
     {"piperec_vocab_log_lag_records", PR_METRIC_GAUGE,
      "Records of the shared vocabulary log not applied yet (vocab_log only).", PR__L_PIPE,
      .emit = pr__emit_vlog, .arg = 1},
