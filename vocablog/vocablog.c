@@ -33,6 +33,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "pr_grow.h"
 #include "pr_ingest.h"
 #include "pr_log.h"
 #include "vocablog.pb-c.h"
@@ -428,14 +429,8 @@ static int pr__miss_cb(uint32_t col, uint64_t key, void *opaque)
             return 0;
         }
     }
-    if (vl->n_miss == vl->miss_cap) {
-        size_t nc = vl->miss_cap ? vl->miss_cap * 2 : 4096;
-        pr__miss *n = realloc(vl->miss, nc * sizeof(*n));
-        if (!n)
-            return PR_ENOMEM;
-        vl->miss = n;
-        vl->miss_cap = nc;
-    }
+    if (pr_grow((void **)&vl->miss, &vl->miss_cap, vl->n_miss + 1, sizeof(*vl->miss)) < 0)
+        return PR_ENOMEM;
     vl->miss[vl->n_miss] = (pr__miss){key, col, 1};
     vl->slots[j] = (uint32_t)++vl->n_miss;
     return 0;

@@ -125,3 +125,15 @@ stop_trainer() {
 check() { # ARGS for fault_check.py
     $PY "$FAULT_DIR/fault_check.py" --log "$T/trainer.log" --rows "$NROWS" --modulus "$MODULUS" "$@"
 }
+
+# Replicas (tests with several `piperec run` on $T/rI.yaml, stderr to
+# $T/rI.err; POD_NAME=rI names each; RUN_I = pid).
+start_replica() {
+    POD_NAME="r$1" "$PIPEREC" run --config "$T/r$1.yaml" 2>> "$T/r$1.err" &
+    eval "RUN_$1=$!"
+    pids="$pids $!"
+}
+http_port() { sed -n 's/.*http on port \([0-9]*\).*/\1/p' "$T/r$1.err" | tail -1; }
+has_port() { [ -n "$(http_port "$1")" ]; }
+scrape() { curl -sf "http://127.0.0.1:$(http_port "$1")/metrics"; }
+lag_zero() { scrape "$1" | grep -q '^piperec_vocab_log_lag_records{pipeline="p"} 0$'; }

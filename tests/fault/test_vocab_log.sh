@@ -53,18 +53,6 @@ http: { listen: "127.0.0.1:0" }
 log: { level: info }
 Y
 }
-# start_replica I: `piperec run` as POD_NAME=rI; RUN_I = pid, HP_I = http port.
-start_replica() {
-    POD_NAME="r$1" "$PIPEREC" run --config "$T/r$1.yaml" 2>> "$T/r$1.err" &
-    eval "RUN_$1=$!"
-    pids="$pids $!"
-}
-http_port() { sed -n 's/.*http on port \([0-9]*\).*/\1/p' "$T/r$1.err" | tail -1; }
-has_port() { [ -n "$(http_port "$1")" ]; }
-lag_zero() {
-    _hp=$(http_port "$1")
-    curl -sf "http://127.0.0.1:$_hp/metrics" | grep -q '^piperec_vocab_log_lag_records{pipeline="p"} 0$'
-}
 # start_trainer_i I: fault_trainer.py on replica I's trainer port.
 start_trainer_i() {
     _port=$(eval echo "\${TPORT_$1}")

@@ -45,15 +45,6 @@ http: { listen: "127.0.0.1:0" }
 log: { level: info }
 Y
 }
-start_replica() {
-    POD_NAME="r$1" "$PIPEREC" run --config "$T/r$1.yaml" 2>> "$T/r$1.err" &
-    eval "RUN_$1=$!"
-    pids="$pids $!"
-}
-http_port() { sed -n 's/.*http on port \([0-9]*\).*/\1/p' "$T/r$1.err" | tail -1; }
-has_port() { [ -n "$(http_port "$1")" ]; }
-scrape() { curl -sf "http://127.0.0.1:$(http_port "$1")/metrics"; }
-lag_zero() { scrape "$1" | grep -q '^piperec_vocab_log_lag_records{pipeline="p"} 0$'; }
 rows_out() { scrape "$1" | awk '$1 == "piperec_records_out_total{pipeline=\"p\"}" { print $2 }'; }
 all_out() { _a=$(rows_out 1); _b=$(rows_out 2); [ $(( ${_a:-0} + ${_b:-0} )) -ge "$NROWS" ]; }
 split_done() { grep -q "partition(s) assigned" "$T/r2.err" && grep -q "partition(s) revoked" "$T/r1.err"; }
