@@ -1185,8 +1185,8 @@ typedef struct {
 
 static void pr__w(pr__writer *w, const void *p, size_t n)
 {
-    if (w->err)
-        return;
+    if (w->err || n == 0)
+        return; /* (p may be NULL for an empty section: fwrite must not see it) */
     w->h = pr__fnv(w->h, p, n);
     if (fwrite(p, 1, n, w->f) != n)
         w->err = PR_EIO;
@@ -1357,7 +1357,8 @@ int pr_engine_vocab_load_tagged(pr_engine *eng, const char *path, void *tag, uin
                            path, n);
             goto out;
         }
-        memcpy(tag, tb, n);
+        if (n)
+            memcpy(tag, tb, n);
         *tag_len = n;
     }
     /* Pass 1: verify the checksum before touching any state. */

@@ -292,7 +292,8 @@ int pr__http_start_tls(const char *listen_addr, const pr__http_tls *tls,
         return pr_seterr(errstr, errstr_size, PR_ENOMEM, "http: out of memory");
     }
     h->n_routes = n_routes;
-    memcpy(h->routes, routes, n_routes * sizeof(*routes));
+    if (n_routes)
+        memcpy(h->routes, routes, n_routes * sizeof(*routes));
     h->port = bound;
     h->refused_log = (pr_ratelimit)PR_RATELIMIT_INIT(1);
     if (tls) {
