@@ -1981,6 +1981,17 @@ int pr_config_check_streaming(const pr_config *cfg, char *errstr, size_t errstr_
         if (pl->spec.count_mode == PR_COUNT_TWO_PASS)
             cfg_error(&c, NULL, "transform.vocab.count_mode",
                       "two_pass needs all data up front; streaming supports only `streaming`");
+        /* Popular batches are cut by the hot sets; checkpoint delivery needs
+         * exact offset ranges per batch, which two streams cannot give. */
+        if (pl->batch.split == PR_BATCH_SPLIT_POPULAR && cfg->hot.top_k == 0)
+            cfg_error(&c, NULL, "batch.split",
+                      "popular needs hot sets: set hot.top_k > 0 (the hot sets decide which rows "
+                      "are popular)");
+        if (pl->batch.split == PR_BATCH_SPLIT_POPULAR && s->trainer.enabled &&
+            s->trainer.delivery == PR_TRAINER_DELIVERY_CHECKPOINT)
+            cfg_error(&c, NULL, "batch.split",
+                      "popular cannot be combined with sinks.trainer.delivery: checkpoint (a "
+                      "checkpoint needs one stream of exact offset ranges)");
         path_pop(&c, old);
     }
     return c.n_errors ? PR_EINVAL : 0;

@@ -538,6 +538,34 @@ static void test_properties_passthrough(void **state)
     pr_config_free(cfg);
 }
 
+/* batch.split popular needs hot sets, and cannot go with checkpoint delivery;
+ * vocab_log cannot go with a seed. Each mistake names its key. */
+static void test_combinations_refused(void **state)
+{
+    (void)state;
+#define SRC "    source: { kafka: { topics: [t], properties: { bootstrap.servers: \"a:1\" } } }\n"
+    char err[1024];
+    pr_config *cfg = load_ok(MINIMAL SRC "    batch: { split: popular }\n"
+                                         "    sinks: { trainer: { delivery: checkpoint } }\n");
+    assert_int_equal(pr_config_check_streaming(cfg, err, sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "pipelines[0].batch.split: popular needs hot sets"));
+    assert_non_null(strstr(err, "delivery: checkpoint"));
+    pr_config_free(cfg);
+    cfg = load_ok(MINIMAL SRC "    batch: { split: popular }\n"
+                              "    sinks: { trainer: {} }\n"
+                              "hot: { top_k: 64 }\n");
+    assert_int_equal(pr_config_check_streaming(cfg, err, sizeof(err)), 0);
+    pr_config_free(cfg);
+    pr_config *bad = NULL;
+    const char *y = MINIMAL SRC "    transform: { vocab: { seed: /tmp } }\n"
+                                "    vocab_log: { topic: v }\n";
+    assert_int_equal(pr_config_load_string(y, strlen(y), "t.yaml", &bad, err, sizeof(err)),
+                     PR_EINVAL);
+    assert_null(bad);
+    assert_non_null(strstr(err, "vocab_log: cannot be combined with transform.vocab.seed"));
+#undef SRC
+}
+
 /* Overrides land on the named column only, after the pipeline-wide values,
  * whatever order the keys are written in. */
 static void test_column_overrides(void **state)
@@ -786,6 +814,7 @@ int main(void)
         cmocka_unit_test(test_set),
         cmocka_unit_test(test_load_file),
         cmocka_unit_test(test_reference_documented),
+        cmocka_unit_test(test_combinations_refused),
         cmocka_unit_test(test_component_defaults_match_loader),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
