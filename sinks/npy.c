@@ -5,19 +5,8 @@
  * of 64; the longest dict we write, with a 20-digit N, fits in 118), so the
  * streaming writer can reserve it, write data after it and rewrite it with
  * the final N at close without moving anything. Data goes through one 1 MiB
- * buffer and pwrite(2): the offline driver writes gigabytes, and stdio's
+ * buffer and plain write(2): the offline driver writes gigabytes, and stdio's
  * small buffer would cost a syscall per 4 KiB.
- *
- * PR_NPY_DIRECT writes that buffer with O_DIRECT. Filling the page cache
- * with a new file costs the kernel more than the data itself (measured: 0.71 s
- * of system time for 320 MB into a new file, 0.04 s with O_DIRECT), and the
- * offline outputs are written once and not read back by this process. The
- * buffer is 4 KiB-aligned and holds file offset `off` at buf[0] (the header
- * included), so every flush writes whole 4 KiB blocks from an aligned address
- * at an aligned offset and keeps the partial block for the next one; at close
- * O_DIRECT is switched off for the tail and the header rewrite. Where the
- * file is not a regular file or the filesystem refuses O_DIRECT (tmpfs before
- * Linux 6.6, some FUSE), the writer silently uses buffered writes.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,9 +20,6 @@
 
 #define PR__NPY_HDR 128
 #define PR__NPY_BUF (1u << 20)
-/* O_DIRECT alignment of offsets, lengths and addresses: the page size covers
- * every logical block size in use (512 B and 4 KiB). */
-#define PR__NPY_ALIGN 4096u
 
 struct pr_npy_writer {
     int fd;
@@ -42,10 +28,8 @@ struct pr_npy_writer {
     size_t esz;
     uint32_t cols;
     uint64_t rows;
-    char *buf;   /* PR__NPY_BUF bytes, PR__NPY_ALIGN-aligned */
-    size_t used; /* bytes in buf */
-    off_t off;   /* file offset of buf[0] */
-    bool direct; /* fd has O_DIRECT; off is PR__NPY_ALIGN-aligned */
+    char *buf;
+    size_t used;
     bool failed;
 };
 
@@ -56,11 +40,11 @@ size_t pr_npy_dtype_size(pr_npy_dtype dt)
     return dt == PR_NPY_I64 ? 8 : 4;
 }
 
-static int pr__write_all(int fd, const void *p, size_t n, off_t at)
+static int pr__write_all(int fd, const void *p, size_t n, off_t at, bool positioned)
 {
     const char *c = p;
     while (n > 0) {
-        ssize_t k = pwrite(fd, c, n, at);
+        ssize_t k = positioned ? pwrite(fd, c, n, at) : write(fd, c, n);
         if (k < 0) {
             if (errno == EINTR)
                 continue;
@@ -71,21 +55,6 @@ static int pr__write_all(int fd, const void *p, size_t n, off_t at)
         at += k;
     }
     return 0;
-}
-
-/* Switch O_DIRECT on or off for w->fd; on is refused (false) unless the fd
- * is a regular file (O_DIRECT on a pipe means packet mode) and the
- * filesystem accepts it. */
-static bool pr__npy_set_direct(pr_npy_writer *w, bool on)
-{
-    struct stat st;
-    int fl = fcntl(w->fd, F_GETFL);
-    if (fl < 0 || (on && (fstat(w->fd, &st) < 0 || !S_ISREG(st.st_mode))))
-        return false;
-    if (fcntl(w->fd, F_SETFL, on ? fl | O_DIRECT : fl & ~O_DIRECT) < 0)
-        return false;
-    w->direct = on;
-    return true;
 }
 
 /* Build the 128-byte header for shape (n,) or (n, cols). */
