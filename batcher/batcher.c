@@ -265,6 +265,27 @@ uint64_t pr_batcher_unacked_batches(const pr_batcher *b)
     return b->n_unacked;
 }
 
+static uint64_t notes_min(const pr_recycled *v, uint32_t n, uint64_t m)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (v[i].number < m)
+            m = v[i].number;
+    return m;
+}
+
+uint64_t pr_batcher_notice_floor(const pr_batcher *b)
+{
+    uint64_t m = notes_min(b->loose.v, b->loose.n, UINT64_MAX);
+    for (int k = 0; k < b->n_class; k++)
+        m = notes_min(b->bld[k].notes.v, b->bld[k].notes.n, m);
+    for (size_t i = 0; i < b->ua_len; i++) {
+        const pr_batch *bt = b->ua[(b->ua_head + i) % b->ua_cap];
+        if (bt)
+            m = notes_min(bt->recycled, bt->n_recycled, m);
+    }
+    return m;
+}
+
 static int ensure_cur(pr_batcher *b, int cls)
 {
     pr__build *bd = &b->bld[cls];

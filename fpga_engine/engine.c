@@ -506,10 +506,13 @@ struct pr_engine {
     char *jr_path;
     int64_t jr_next[PR_MAX_SPARSE]; /* first index not yet journaled, per column */
     /* bounded vocabularies (pr_vocab_eviction) */
-    bool evict;                /* some column evicts: journal v2, snapshot v3 */
-    uint64_t notice_next;      /* number of the next recycled-index notice (from 1) */
-    pr_recycled *pend;         /* notices replayed from the journal, re-announced by */
-    uint32_t n_pend, pend_cap; /* the next pr_engine_process (row 0) */
+    bool evict;                    /* some column evicts: journal v2, snapshot v3 */
+    uint64_t notice_next;          /* number of the next recycled-index notice (from 1) */
+    pr_recycled *pend;             /* notices replayed from the journal, re-announced by */
+    uint32_t n_pend, pend_cap;     /* the next pr_engine_process (row 0) */
+    pr_recycled *recent;           /* notices handed out and not yet known delivered */
+    uint32_t n_recent, recent_cap; /* (pr_engine_vocab_notices_delivered): snapshots keep
+                                    * them, so a restart announces them again */
 };
 
 static int pr__backend_new(pr_engine *eng, const pr_backend_ops *ops, const pr_engine_opts *opts,
@@ -600,6 +603,7 @@ void pr_engine_free(pr_engine *eng)
     if (eng->ops)
         eng->ops->free_(eng->be);
     free(eng->pend);
+    free(eng->recent);
     free(eng);
 }
 
@@ -647,10 +651,30 @@ static int pr__journal_append(pr_engine *eng, char *errstr, size_t errstr_size);
 
 /* Number the block's notices (the backend lists them in (row, col) order)
  * and put the re-announcements of a journal replay first, at row 0. */
+static int pr__recent_push(pr_engine *eng, const pr_recycled *r)
+{
+    if (eng->n_recent == eng->recent_cap) {
+        uint32_t nc = eng->recent_cap ? eng->recent_cap * 2 : 64;
+        pr_recycled *p = realloc(eng->recent, (size_t)nc * sizeof(*p));
+        if (!p)
+            return PR_ENOMEM;
+        eng->recent = p;
+        eng->recent_cap = nc;
+    }
+    eng->recent[eng->n_recent++] = *r;
+    return 0;
+}
+
 static int pr__number_notices(pr_engine *eng, pr_out *out)
 {
-    for (uint32_t i = 0; i < out->n_recycled; i++)
+    for (uint32_t i = 0; i < out->n_recycled; i++) {
         out->recycled[i].number = eng->notice_next++;
+        if (pr__recent_push(eng, &out->recycled[i]))
+            return PR_ENOMEM;
+    }
+    for (uint32_t i = 0; i < eng->n_pend; i++) /* announced again: not delivered yet */
+        if (pr__recent_push(eng, &eng->pend[i]))
+            return PR_ENOMEM;
     if (!eng->n_pend)
         return 0;
     uint32_t n = out->n_recycled;
@@ -678,6 +702,15 @@ static int pr__pend_push(pr_engine *eng, const pr_recycled *r)
     }
     eng->pend[eng->n_pend++] = *r;
     return 0;
+}
+
+void pr_engine_vocab_notices_delivered(pr_engine *eng, uint64_t floor)
+{
+    uint32_t w = 0;
+    for (uint32_t i = 0; i < eng->n_recent; i++)
+        if (eng->recent[i].number >= floor)
+            eng->recent[w++] = eng->recent[i];
+    eng->n_recent = w;
 }
 
 uint64_t pr_engine_vocab_recycled_total(const pr_engine *eng)
@@ -1247,13 +1280,18 @@ int pr_engine_vocab_save_tagged(const pr_engine *eng, const char *path, const vo
         pr__w(&w, tag, tag_len);
     }
     if (eng->evict) {
+        /* To announce after a restart: the replayed ones not sent yet, and
+         * those sent but not known delivered (they may sit in a batch the
+         * crash loses, while the snapshot already holds their effect). */
+        uint32_t n = eng->n_pend + eng->n_recent;
         pr__w(&w, &eng->notice_next, 8);
-        pr__w(&w, &eng->n_pend, 4);
-        for (uint32_t i = 0; i < eng->n_pend; i++) {
-            uint32_t cz[2] = {eng->pend[i].col, 0};
+        pr__w(&w, &n, 4);
+        for (uint32_t i = 0; i < n; i++) {
+            const pr_recycled *r = i < eng->n_pend ? &eng->pend[i] : &eng->recent[i - eng->n_pend];
+            uint32_t cz[2] = {r->col, 0};
             pr__w(&w, cz, 8);
-            pr__w(&w, &eng->pend[i].index, 8);
-            pr__w(&w, &eng->pend[i].number, 8);
+            pr__w(&w, &r->index, 8);
+            pr__w(&w, &r->number, 8);
         }
     }
     int rc = 0;

@@ -1045,6 +1045,12 @@ static void pr__store_safe_offsets(pr__pipe *p)
     }
     pr_batcher_safe_offsets(p->bat, pr__store_cb, p);
     p->unproc_valid = false;
+    /* Recycled-index notices acknowledged with their batches need no
+     * re-announcement after a restart (pr_engine_vocab_notices_delivered). */
+    uint64_t floor = pr_batcher_notice_floor(p->bat);
+    if (floor == UINT64_MAX)
+        floor = pr_engine_vocab_recycled_total(p->eng) + 1;
+    pr_engine_vocab_notices_delivered(p->eng, floor);
 }
 
 static void pr__update_inflight(pr__pipe *p)

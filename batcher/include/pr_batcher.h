@@ -398,5 +398,10 @@ void pr_batcher_get_stats(pr_batcher *b, pr_batcher_stats *st);
  * thread only, cheap. */
 uint64_t pr_batcher_inflight_bytes(const pr_batcher *b);
 uint64_t pr_batcher_unacked_batches(const pr_batcher *b);
+/* The lowest number of a recycled-index notice the batcher still holds (in a
+ * batch being built, or emitted and not acknowledged), or UINT64_MAX when it
+ * holds none: every notice below it was acknowledged with its batch. For
+ * pr_engine_vocab_notices_delivered. */
+uint64_t pr_batcher_notice_floor(const pr_batcher *b);
 
 #endif

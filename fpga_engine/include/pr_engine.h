@@ -420,6 +420,14 @@ void pr_engine_vocab_journal_close(pr_engine *eng);
 /* Number of the last recycled-index notice handed out (0 = none yet). */
 uint64_t pr_engine_vocab_recycled_total(const pr_engine *eng);
 
+/* The caller knows every notice numbered below `floor` reached its consumer
+ * (e.g. its batch was acknowledged). Notices handed out and not yet known
+ * delivered are kept in every snapshot and announced again (same numbers,
+ * row 0 of the next block) after a restart from it, so a notice is never
+ * lost with a batch the crash dropped while the snapshot holds its effect.
+ * Without calls the list grows until the engine is freed. */
+void pr_engine_vocab_notices_delivered(pr_engine *eng, uint64_t floor);
+
 /* ---------------------------------------------------------------- shared vocabulary */
 
 /* A vocabulary decided outside this engine, the same on several engines
