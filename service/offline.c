@@ -846,19 +846,23 @@ static int pr__open_outputs(pr__run *run, char *errstr, size_t errstr_size)
 {
     const pr_pipeline_spec *spec = run->spec;
     const char *dir = run->opts->output_dir;
+    /* The outputs are written once and not read back here: O_DIRECT spares
+     * the kernel the page cache for them (pr_npy.h). */
+    unsigned fl = run->opts->buffered_io ? 0 : PR_NPY_DIRECT;
     char path[4200];
     int rc;
     snprintf(path, sizeof(path), "%s/dense.npy", dir);
-    if ((rc = pr_npy_open(&run->w_dense, path, PR_NPY_F32, spec->n_dense, errstr, errstr_size)))
+    if ((rc = pr_npy_open_flags(&run->w_dense, path, PR_NPY_F32, spec->n_dense, fl, errstr,
+                                errstr_size)))
         return rc;
     snprintf(path, sizeof(path), "%s/sparse.npy", dir);
-    if ((rc = pr_npy_open(&run->w_sparse, path,
-                          run->res->sparse_width == 8 ? PR_NPY_I64 : PR_NPY_I32, spec->n_sparse,
-                          errstr, errstr_size)))
+    if ((rc = pr_npy_open_flags(&run->w_sparse, path,
+                                run->res->sparse_width == 8 ? PR_NPY_I64 : PR_NPY_I32,
+                                spec->n_sparse, fl, errstr, errstr_size)))
         return rc;
     if (spec->has_label) {
         snprintf(path, sizeof(path), "%s/labels.npy", dir);
-        if ((rc = pr_npy_open(&run->w_labels, path, PR_NPY_I32, 0, errstr, errstr_size)))
+        if ((rc = pr_npy_open_flags(&run->w_labels, path, PR_NPY_I32, 0, fl, errstr, errstr_size)))
             return rc;
     }
     snprintf(path, sizeof(path), "%s/rejects.tsv", dir);
@@ -869,21 +873,34 @@ static int pr__open_outputs(pr__run *run, char *errstr, size_t errstr_size)
     return 0;
 }
 
-/* Finish the .npy headers and rejects.tsv; the first error wins. */
+/* Finish the .npy headers and rejects.tsv; the first error wins. After an
+ * error the writers not yet closed stay for pr__abort_outputs, and the .npy
+ * files already closed are removed too (a write handed to an O_DIRECT writer's
+ * I/O thread can fail as late as its close), so a failed run leaves none. */
 static int pr__close_outputs(pr__run *run, char *errstr, size_t errstr_size)
 {
     int rc = pr_npy_close(run->w_dense, errstr, errstr_size);
     run->w_dense = NULL;
-    if (!rc)
+    if (!rc) {
         rc = pr_npy_close(run->w_sparse, errstr, errstr_size);
-    run->w_sparse = NULL;
-    if (!rc)
+        run->w_sparse = NULL;
+    }
+    if (!rc) {
         rc = pr_npy_close(run->w_labels, errstr, errstr_size);
-    run->w_labels = NULL;
+        run->w_labels = NULL;
+    }
     if (fclose(run->rejects) != 0 && !rc)
         rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s/rejects.tsv: %s", run->opts->output_dir,
                        strerror(errno));
     run->rejects = NULL;
+    if (rc) {
+        static const char *const names[] = {"dense.npy", "sparse.npy", "labels.npy"};
+        char path[4200];
+        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+            snprintf(path, sizeof(path), "%s/%s", run->opts->output_dir, names[i]);
+            unlink(path);
+        }
+    }
     return rc;
 }
 

@@ -5,21 +5,40 @@
  * of 64; the longest dict we write, with a 20-digit N, fits in 118), so the
  * streaming writer can reserve it, write data after it and rewrite it with
  * the final N at close without moving anything. Data goes through one 1 MiB
- * buffer and plain write(2): the offline driver writes gigabytes, and stdio's
+ * buffer and pwrite(2): the offline driver writes gigabytes, and stdio's
  * small buffer would cost a syscall per 4 KiB.
+ *
+ * PR_NPY_DIRECT writes with O_DIRECT. Filling the page cache with a new file
+ * costs the kernel more than copying the data, and the offline outputs are
+ * written once and not read back by this process. The buffers are 4 KiB-
+ * aligned and hold file offset `off` at their start (the header included),
+ * so every flush writes whole 4 KiB blocks from an aligned address at an
+ * aligned offset and carries the partial block over; at close O_DIRECT is
+ * switched off for the tail and the header rewrite. An O_DIRECT write waits
+ * for the device, so it runs on a helper thread of the writer while the
+ * caller fills the second buffer (double buffering): the caller waits only
+ * when the device is slower than it. Where the file is not a regular file or
+ * the filesystem refuses O_DIRECT (tmpfs before Linux 6.6, some FUSE), the
+ * writer silently uses buffered writes.
  */
+#define _GNU_SOURCE /* O_DIRECT */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "pr_npy.h"
 
 #define PR__NPY_HDR 128
 #define PR__NPY_BUF (1u << 20)
+/* O_DIRECT alignment of offsets, lengths and addresses: the page size covers
+ * every logical block size in use (512 B and 4 KiB). */
+#define PR__NPY_ALIGN 4096u
 
 struct pr_npy_writer {
     int fd;
@@ -28,9 +47,23 @@ struct pr_npy_writer {
     size_t esz;
     uint32_t cols;
     uint64_t rows;
-    char *buf;
-    size_t used;
+    char *buf;   /* PR__NPY_BUF bytes, PR__NPY_ALIGN-aligned, being filled */
+    size_t used; /* bytes in buf */
+    off_t off;   /* file offset of buf[0] */
+    bool direct; /* fd has O_DIRECT; off is PR__NPY_ALIGN-aligned */
     bool failed;
+    /* Direct mode's I/O thread (started at the first direct flush): it writes
+     * io_buf[io_len] at io_off while the caller fills buf. Under mu: io_busy
+     * (a write handed over, not done), io_errno (its failure), io_stop. The
+     * thread touches fd, io_* and direct only while io_busy. */
+    char *io_buf;
+    size_t io_len;
+    off_t io_off;
+    pthread_t io_thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool io_started, io_busy, io_stop;
+    int io_errno;
 };
 
 static const char *const pr__npy_descr[] = {"<f4", "<i4", "<i8"};
@@ -40,11 +73,11 @@ size_t pr_npy_dtype_size(pr_npy_dtype dt)
     return dt == PR_NPY_I64 ? 8 : 4;
 }
 
-static int pr__write_all(int fd, const void *p, size_t n, off_t at, bool positioned)
+static int pr__write_all(int fd, const void *p, size_t n, off_t at)
 {
     const char *c = p;
     while (n > 0) {
-        ssize_t k = positioned ? pwrite(fd, c, n, at) : write(fd, c, n);
+        ssize_t k = pwrite(fd, c, n, at);
         if (k < 0) {
             if (errno == EINTR)
                 continue;
@@ -55,6 +88,21 @@ static int pr__write_all(int fd, const void *p, size_t n, off_t at, bool positio
         at += k;
     }
     return 0;
+}
+
+/* Switch O_DIRECT on or off for w->fd; on is refused (false) unless the fd
+ * is a regular file (O_DIRECT on a pipe means packet mode) and the
+ * filesystem accepts it. */
+static bool pr__npy_set_direct(pr_npy_writer *w, bool on)
+{
+    struct stat st;
+    int fl = fcntl(w->fd, F_GETFL);
+    if (fl < 0 || (on && (fstat(w->fd, &st) < 0 || !S_ISREG(st.st_mode))))
+        return false;
+    if (fcntl(w->fd, F_SETFL, on ? fl | O_DIRECT : fl & ~O_DIRECT) < 0)
+        return false;
+    w->direct = on;
+    return true;
 }
 
 /* Build the 128-byte header for shape (n,) or (n, cols). */
@@ -81,34 +129,137 @@ static void pr__npy_header(char hdr[PR__NPY_HDR], pr_npy_dtype dt, uint64_t n, u
     hdr[PR__NPY_HDR - 1] = '\n';
 }
 
-int pr_npy_open(pr_npy_writer **out, const char *path, pr_npy_dtype dt, uint32_t cols, char *errstr,
-                size_t errstr_size)
+/* A writer with its buffer and path, fd not yet set. */
+static pr_npy_writer *pr__npy_alloc(const char *path, pr_npy_dtype dt, uint32_t cols)
+{
+    pr_npy_writer *w = calloc(1, sizeof(*w));
+    if (!w)
+        return NULL;
+    void *buf = NULL;
+    w->path = strdup(path);
+    if (!w->path || posix_memalign(&buf, PR__NPY_ALIGN, PR__NPY_BUF) != 0) {
+        free(w->path);
+        free(w);
+        return NULL;
+    }
+    w->buf = buf;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    w->fd = -1;
+    w->dt = dt;
+    w->esz = pr_npy_dtype_size(dt);
+    w->cols = cols;
+    return w;
+}
+
+/* Write n bytes at `at`, redone buffered when O_DIRECT refuses them
+ * (EINVAL: an alignment this filesystem does not take). 0 or an errno. */
+static int pr__npy_pwrite(pr_npy_writer *w, const char *p, size_t n, off_t at)
+{
+    if (pr__write_all(w->fd, p, n, at) == 0)
+        return 0;
+    int e = errno;
+    if (e != EINVAL || !w->direct || !pr__npy_set_direct(w, false))
+        return e;
+    return pr__write_all(w->fd, p, n, at) == 0 ? 0 : errno;
+}
+
+static void *pr__npy_io_main(void *arg)
+{
+    pr_npy_writer *w = arg;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->io_busy && !w->io_stop)
+            pthread_cond_wait(&w->cv, &w->mu);
+        if (!w->io_busy)
+            break;
+        pthread_mutex_unlock(&w->mu);
+        int e = pr__npy_pwrite(w, w->io_buf, w->io_len, w->io_off);
+        pthread_mutex_lock(&w->mu);
+        if (e && !w->io_errno)
+            w->io_errno = e;
+        w->io_busy = false;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+/* Start the I/O thread and its buffer; false (stay synchronous) when either
+ * cannot be had. */
+static bool pr__npy_io_start(pr_npy_writer *w)
+{
+    if (w->io_started)
+        return true;
+    void *buf = NULL;
+    if (posix_memalign(&buf, PR__NPY_ALIGN, PR__NPY_BUF) != 0)
+        return false;
+    w->io_buf = buf;
+    if (pthread_create(&w->io_thread, NULL, pr__npy_io_main, w) != 0) {
+        free(w->io_buf);
+        w->io_buf = NULL;
+        return false;
+    }
+    w->io_started = true;
+    return true;
+}
+
+/* Wait for the write in flight: 0 or the errno of a failed one. */
+static int pr__npy_io_wait(pr_npy_writer *w)
+{
+    if (!w->io_started)
+        return 0;
+    pthread_mutex_lock(&w->mu);
+    while (w->io_busy)
+        pthread_cond_wait(&w->cv, &w->mu);
+    int e = w->io_errno;
+    pthread_mutex_unlock(&w->mu);
+    return e;
+}
+
+/* Let the write in flight finish and end the thread (before fd is closed). */
+static void pr__npy_io_stop(pr_npy_writer *w)
+{
+    if (!w->io_started)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->io_stop = true;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->io_thread, NULL);
+    w->io_started = false;
+}
+
+static void pr__npy_free(pr_npy_writer *w)
+{
+    pr__npy_io_stop(w);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    free(w->path);
+    free(w->buf);
+    free(w->io_buf);
+    free(w);
+}
+
+int pr_npy_open_flags(pr_npy_writer **out, const char *path, pr_npy_dtype dt, uint32_t cols,
+                      unsigned flags, char *errstr, size_t errstr_size)
 {
     *out = NULL;
     if ((unsigned)dt > PR_NPY_I64)
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: unknown npy dtype %d", path, (int)dt);
-    pr_npy_writer *w = calloc(1, sizeof(*w));
+    if (flags & ~PR_NPY_DIRECT)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: unknown npy flags 0x%x", path, flags);
+    pr_npy_writer *w = pr__npy_alloc(path, dt, cols);
     if (!w)
         return pr_seterr(errstr, errstr_size, PR_ENOMEM, "%s: out of memory", path);
-    w->path = strdup(path);
-    w->buf = malloc(PR__NPY_BUF);
-    if (!w->path || !w->buf) {
-        free(w->path);
-        free(w->buf);
-        free(w);
-        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "%s: out of memory", path);
-    }
-    w->dt = dt;
-    w->esz = pr_npy_dtype_size(dt);
-    w->cols = cols;
     w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (w->fd < 0) {
         int e = errno;
-        free(w->path);
-        free(w->buf);
-        free(w);
+        pr__npy_free(w);
         return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", path, strerror(e));
     }
+    if (flags & PR_NPY_DIRECT)
+        pr__npy_set_direct(w, true); /* else buffered */
     /* Reserve the header; a valid (empty) array until the first close. */
     pr__npy_header(w->buf, dt, 0, cols, false);
     w->used = PR__NPY_HDR;
@@ -116,15 +267,73 @@ int pr_npy_open(pr_npy_writer **out, const char *path, pr_npy_dtype dt, uint32_t
     return 0;
 }
 
-static int pr__npy_flush(pr_npy_writer *w, char *errstr, size_t errstr_size)
+int pr_npy_open(pr_npy_writer **out, const char *path, pr_npy_dtype dt, uint32_t cols, char *errstr,
+                size_t errstr_size)
+{
+    return pr_npy_open_flags(out, path, dt, cols, 0, errstr, errstr_size);
+}
+
+/* Write the buffer out at w->off. In direct mode without `all`, only its
+ * whole blocks, handed to the I/O thread (the partial last block moves to the
+ * front of the other buffer, with w->off still aligned); `all` waits for the
+ * thread, writes everything here and leaves direct mode when the buffer does
+ * not end on a block. */
+static int pr__npy_flush(pr_npy_writer *w, bool all, char *errstr, size_t errstr_size)
 {
     if (w->failed)
         return pr_seterr(errstr, errstr_size, PR_EIO, "%s: an earlier write failed", w->path);
-    if (w->used && pr__write_all(w->fd, w->buf, w->used, 0, false) < 0) {
+    int e = pr__npy_io_wait(w); /* from here on the thread is idle */
+    if (e) {
+        w->failed = true;
+        return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", w->path, strerror(e));
+    }
+    size_t n = w->used;
+    if (w->direct && !all)
+        n &= ~(size_t)(PR__NPY_ALIGN - 1);
+    else if (w->direct && n % PR__NPY_ALIGN)
+        pr__npy_set_direct(w, false);
+    if (n == 0)
+        return 0;
+    if (w->direct && !all && pr__npy_io_start(w)) {
+        char *full = w->buf;
+        w->buf = w->io_buf;
+        memcpy(w->buf, full + n, w->used - n);
+        pthread_mutex_lock(&w->mu);
+        w->io_buf = full;
+        w->io_len = n;
+        w->io_off = w->off;
+        w->io_busy = true;
+        pthread_cond_broadcast(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+    } else {
+        if ((e = pr__npy_pwrite(w, w->buf, n, w->off)) != 0) {
+            w->failed = true;
+            return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", w->path, strerror(e));
+        }
+        memmove(w->buf, w->buf + n, w->used - n);
+    }
+    w->used -= n;
+    w->off += (off_t)n;
+    return 0;
+}
+
+/* Flush everything and rewrite the header with the rows so far (buffered,
+ * like the last partial block: 128 bytes at offset 0 cannot go through
+ * O_DIRECT). */
+static int pr__npy_finish(pr_npy_writer *w, char *errstr, size_t errstr_size)
+{
+    int rc = pr__npy_flush(w, false, errstr, errstr_size); /* whole blocks direct */
+    if (rc == 0)
+        rc = pr__npy_flush(w, true, errstr, errstr_size);
+    if (rc < 0)
+        return rc;
+    char hdr[PR__NPY_HDR];
+    pr__npy_header(hdr, w->dt, w->rows, w->cols, false);
+    if ((w->direct && !pr__npy_set_direct(w, false)) ||
+        pr__write_all(w->fd, hdr, sizeof(hdr), 0) < 0) {
         w->failed = true;
         return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", w->path, strerror(errno));
     }
-    w->used = 0;
     return 0;
 }
 
@@ -158,7 +367,9 @@ int pr_npy_append_cols(pr_npy_writer *w, const void *data, size_t stride, uint32
     uint32_t r = 0;
     while (r < rows) {
         if (PR__NPY_BUF - w->used < row_bytes) {
-            int rc = pr__npy_flush(w, errstr, errstr_size);
+            int rc = pr__npy_flush(w, false, errstr, errstr_size);
+            if (!rc && PR__NPY_BUF - w->used < row_bytes) /* a row wider than buf - 4 KiB */
+                rc = pr__npy_flush(w, true, errstr, errstr_size);
             if (rc)
                 return rc;
         }
@@ -187,7 +398,7 @@ int pr_npy_append_rows(pr_npy_writer *w, const void *data, uint32_t rows, char *
     const char *p = data;
     while (bytes > 0) {
         if (w->used == PR__NPY_BUF) {
-            int rc = pr__npy_flush(w, errstr, errstr_size);
+            int rc = pr__npy_flush(w, false, errstr, errstr_size);
             if (rc)
                 return rc;
         }
@@ -208,24 +419,12 @@ uint64_t pr_npy_rows(const pr_npy_writer *w)
     return w->rows;
 }
 
-static void pr__npy_free(pr_npy_writer *w)
-{
-    free(w->path);
-    free(w->buf);
-    free(w);
-}
-
 int pr_npy_close(pr_npy_writer *w, char *errstr, size_t errstr_size)
 {
     if (!w)
         return 0;
-    int rc = pr__npy_flush(w, errstr, errstr_size);
-    if (rc == 0) {
-        char hdr[PR__NPY_HDR];
-        pr__npy_header(hdr, w->dt, w->rows, w->cols, false);
-        if (pr__write_all(w->fd, hdr, sizeof(hdr), 0, true) < 0)
-            rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", w->path, strerror(errno));
-    }
+    int rc = pr__npy_finish(w, errstr, errstr_size);
+    pr__npy_io_stop(w); /* idle after finish, even on failure */
     if (close(w->fd) < 0 && rc == 0)
         rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", w->path, strerror(errno));
     pr__npy_free(w);
@@ -234,12 +433,10 @@ int pr_npy_close(pr_npy_writer *w, char *errstr, size_t errstr_size)
 
 int pr_npy_sync(pr_npy_writer *w, char *errstr, size_t errstr_size)
 {
-    int rc = pr__npy_flush(w, errstr, errstr_size);
+    int rc = pr__npy_finish(w, errstr, errstr_size);
     if (rc < 0)
         return rc;
-    char hdr[PR__NPY_HDR];
-    pr__npy_header(hdr, w->dt, w->rows, w->cols, false);
-    if (pr__write_all(w->fd, hdr, sizeof(hdr), 0, true) < 0 || fsync(w->fd) < 0) {
+    if (fsync(w->fd) < 0) {
         w->failed = true;
         return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", w->path, strerror(errno));
     }
@@ -274,20 +471,15 @@ int pr_npy_open_append(pr_npy_writer **out, const char *path, pr_npy_dtype dt, u
                        (unsigned long long)keep_rows);
     else if (ftruncate(fd, keep) < 0 || lseek(fd, keep, SEEK_SET) != keep)
         rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", path, strerror(errno));
-    pr_npy_writer *w = rc ? NULL : calloc(1, sizeof(*w));
-    if (!rc && (!w || !(w->path = strdup(path)) || !(w->buf = malloc(PR__NPY_BUF)))) {
-        if (w)
-            pr__npy_free(w);
+    pr_npy_writer *w = rc ? NULL : pr__npy_alloc(path, dt, cols);
+    if (!rc && !w)
         rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "%s: out of memory", path);
-    }
     if (rc) {
         close(fd);
         return rc;
     }
     w->fd = fd;
-    w->dt = dt;
-    w->esz = pr_npy_dtype_size(dt);
-    w->cols = cols;
+    w->off = keep;
     w->rows = keep_rows;
     *out = w;
     return 0;
@@ -297,6 +489,7 @@ void pr_npy_abort(pr_npy_writer *w)
 {
     if (!w)
         return;
+    pr__npy_io_stop(w);
     close(w->fd);
     unlink(w->path);
     pr__npy_free(w);
@@ -314,8 +507,8 @@ int pr_npy_write_array(const char *path, pr_npy_dtype dt, const void *data, uint
     pr__npy_header(hdr, dt, n, cols, fortran);
     size_t bytes = (size_t)n * pr_npy_dtype_size(dt) * (cols ? cols : 1);
     int rc = 0;
-    if (pr__write_all(fd, hdr, sizeof(hdr), 0, false) < 0 ||
-        pr__write_all(fd, data, bytes, 0, false) < 0)
+    if (pr__write_all(fd, hdr, sizeof(hdr), 0) < 0 ||
+        pr__write_all(fd, data, bytes, PR__NPY_HDR) < 0)
         rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", path, strerror(errno));
     if (close(fd) < 0 && rc == 0)
         rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", path, strerror(errno));

@@ -165,6 +165,8 @@ typedef struct pr_offline_opts {
     uint32_t block_rows;    /* rows per engine block; 0 = PR_OFFLINE_BLOCK_ROWS */
     bool progress;          /* progress line on stderr while running */
     const char *vocab_seed; /* NULL, or a directory for pr_engine_vocab_import */
+    bool buffered_io;       /* .npy files through the page cache; default O_DIRECT
+                             * where the filesystem takes it (PR_NPY_DIRECT) */
 } pr_offline_opts;
 
 typedef struct pr_offline_result {
@@ -177,9 +179,9 @@ typedef struct pr_offline_result {
     uint8_t sparse_width;                /* 4 or 8 */
     /* Where the time went, in thread-seconds (stages overlap, so they can sum
      * to more than `seconds`): decoding (all workers), the engine stage, the
-     * write stage (.npy transposes and write(2), rejects.tsv), the
-     * workers waiting for work; then the vocabulary export (one thread,
-     * after the pass). Both passes of a two_pass run. */
+     * write stage (.npy transposes, writes or waiting for the O_DIRECT
+     * ones, rejects.tsv), the workers waiting for work; then the vocabulary
+     * export (one thread, after the pass). Both passes of a two_pass run. */
     double decode_s, engine_s, write_s, idle_s, vocab_s;
 } pr_offline_result;
 

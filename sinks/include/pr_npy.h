@@ -15,7 +15,8 @@
  *     DLRM/TorchRec loaders expect. The header is reserved with room for any
  *     N and rewritten with the final shape at close.
  *
- * Threads: a writer is used by one thread at a time. Errors: 0 or a negative
+ * Threads: a writer is used by one thread at a time (a PR_NPY_DIRECT writer
+ * also runs its own I/O thread, joined at close or abort). Errors: 0 or a negative
  * PR_E* code with a reason (path and strerror) in errstr.
  */
 #ifndef PR_NPY_H
@@ -41,6 +42,18 @@ typedef struct pr_npy_writer pr_npy_writer;
 /* Create (truncate) `path` for an array of `cols` columns (0 = 1-D). */
 int pr_npy_open(pr_npy_writer **out, const char *path, pr_npy_dtype dt, uint32_t cols, char *errstr,
                 size_t errstr_size);
+
+/* pr_npy_open with flags:
+ *   PR_NPY_DIRECT: write the data with O_DIRECT (whole 4 KiB blocks from the
+ *   writer's buffer; the last partial block and the header buffered, at
+ *   close), which spares the kernel filling the page cache with a file
+ *   nobody reads back soon. Each flush then waits for the device. Buffered
+ *   writes instead, silently, where O_DIRECT is refused (not a regular file,
+ *   a filesystem without it), and from pr_npy_sync on.
+ * The file's bytes are the same with or without flags. */
+#define PR_NPY_DIRECT 0x1u
+int pr_npy_open_flags(pr_npy_writer **out, const char *path, pr_npy_dtype dt, uint32_t cols,
+                      unsigned flags, char *errstr, size_t errstr_size);
 
 /* Append `rows` rows given column-major: element (r, c) at
  * data[c*stride + r] (in elements of the writer's dtype; stride >= rows).

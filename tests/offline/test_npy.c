@@ -2,7 +2,8 @@
  * test_npy.c — the .npy writer/reader (sinks/npy.c): streaming writes of
  * column-major blocks (stored C order), whole-array Fortran-order writes, 1-D
  * and int64 arrays, the reserved header rewritten at close, abort, and I/O
- * errors naming the path. numpy itself reads these files in the script test
+ * errors naming the path; PR_NPY_DIRECT (O_DIRECT, whole blocks) giving the
+ * same bytes as buffered writes. numpy itself reads these files in the script test
  * test_offline_cli (np.load on the process output and on npy_fixture files).
  */
 #include <setjmp.h>
@@ -173,6 +174,80 @@ static void test_empty_abort_and_errors(void **state)
     assert_int_equal(pr_npy_read(path, &a, err, sizeof(err)), PR_EINVAL);
 }
 
+/* Read a whole file (test helper; aborts the test on failure). */
+static unsigned char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *p = malloc(n ? (size_t)n : 1);
+    assert_non_null(p);
+    assert_int_equal(fread(p, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return p;
+}
+
+/* The same blocks through a buffered and a PR_NPY_DIRECT writer: row widths
+ * that do not divide 4 KiB, blocks of 1 row to several MiB (so the direct
+ * writer carries partial blocks from flush to flush), a sync in the middle
+ * (direct mode ends there) and append_rows; the files must be identical. */
+static void test_direct_same_bytes(void **state)
+{
+    (void)state;
+    static const struct {
+        pr_npy_dtype dt;
+        uint32_t cols;
+        bool sync;
+    } shapes[] = {
+        {PR_NPY_F32, 13, false}, {PR_NPY_I32, 26, false}, {PR_NPY_I64, 26, false},
+        {PR_NPY_I32, 0, false},  {PR_NPY_F32, 13, true},
+    };
+    static const uint32_t blocks[] = {1, 63, 64, 65, 4097, 40000, 1, 100000, 7};
+    enum { STRIDE = 100003 };
+    char err[256];
+    uint64_t *data = malloc(sizeof(uint64_t) * 26 * (size_t)STRIDE);
+    assert_non_null(data);
+    for (size_t i = 0; i < 26 * (size_t)STRIDE; i++)
+        data[i] = i * 0x9e3779b97f4a7c15ull;
+    for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+        char path[2][512];
+        for (int direct = 0; direct < 2; direct++) {
+            snprintf(path[direct], sizeof(path[direct]), "%s/direct-%zu-%d.npy", tmpdir, s, direct);
+            pr_npy_writer *w;
+            assert_int_equal(pr_npy_open_flags(&w, path[direct], shapes[s].dt, shapes[s].cols,
+                                               direct ? PR_NPY_DIRECT : 0, err, sizeof(err)),
+                             0);
+            for (size_t b = 0; b < sizeof(blocks) / sizeof(blocks[0]); b++) {
+                assert_int_equal(pr_npy_append_cols(w, data, STRIDE, blocks[b], err, sizeof(err)),
+                                 0);
+                if (shapes[s].sync && b == 4)
+                    assert_int_equal(pr_npy_sync(w, err, sizeof(err)), 0);
+            }
+            assert_int_equal(pr_npy_append_rows(w, data, 3, err, sizeof(err)), 0);
+            assert_int_equal(pr_npy_close(w, err, sizeof(err)), 0);
+        }
+        size_t n0, n1;
+        unsigned char *a = slurp(path[0], &n0), *b = slurp(path[1], &n1);
+        size_t esz = pr_npy_dtype_size(shapes[s].dt) * (shapes[s].cols ? shapes[s].cols : 1);
+        assert_int_equal(n0, 128 + esz * 144301);
+        assert_int_equal(n1, n0);
+        assert_memory_equal(a, b, n0);
+        free(a);
+        free(b);
+        pr_npy_array arr;
+        assert_int_equal(pr_npy_read(path[1], &arr, err, sizeof(err)), 0);
+        assert_int_equal(arr.n, 144301);
+        pr_npy_array_fini(&arr);
+    }
+    free(data);
+    pr_npy_writer *w;
+    assert_int_equal(pr_npy_open_flags(&w, tmpdir, PR_NPY_F32, 1, 0x80, err, sizeof(err)),
+                     PR_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -180,6 +255,7 @@ int main(void)
         cmocka_unit_test(test_stream_large_i64_and_1d),
         cmocka_unit_test(test_rows_and_fortran_array),
         cmocka_unit_test(test_empty_abort_and_errors),
+        cmocka_unit_test(test_direct_same_bytes),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
