@@ -358,7 +358,7 @@ static int decode_recycled(const uint8_t *p, const uint8_t *end, pr_batch_view *
         if (f.num < N_COLUMN || f.num > N_NUMBER)
             continue;
         int k = (int)f.num - 1;
-        const uint8_t *q = f.data, *qe = f.data + f.len;
+        const uint8_t *q = f.data, *qe = f.data ? f.data + f.len : NULL;
         uint64_t x = f.v;
         for (;;) {
             if (f.wt == WT_LEN) {
@@ -510,7 +510,7 @@ int pr_batch_decode(const uint8_t *buf, size_t len, pr_batch_view *v, char *errs
             break;
         }
         case F_VOCAB: {
-            const uint8_t *q = f.data, *qe = f.data + f.len;
+            const uint8_t *q = f.data, *qe = f.data ? f.data + f.len : NULL;
             while (q < qe) {
                 uint64_t x;
                 size_t n = pr_varint_get(q, qe, &x);
