@@ -704,6 +704,11 @@ static int pr__pend_push(pr_engine *eng, const pr_recycled *r)
     return 0;
 }
 
+uint32_t pr_engine_vocab_notices_pending(const pr_engine *eng)
+{
+    return eng->n_pend;
+}
+
 void pr_engine_vocab_notices_delivered(pr_engine *eng, uint64_t floor)
 {
     uint32_t w = 0;

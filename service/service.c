@@ -656,8 +656,10 @@ static int pr__state_open(pr__pipe *p, char *errstr, size_t errstr_size)
     uint64_t total = 0;
     for (uint32_t c = 0; c < p->cfg->spec.n_sparse; c++)
         total += pr_engine_vocab_size(p->eng, c);
-    pr_info("pipeline %s: vocabulary state in %s (%llu entries restored)", p->cfg->name, st->dir,
-            (unsigned long long)total);
+    pr_info("pipeline %s: vocabulary state in %s (%llu entries restored; %u recycled-index "
+            "notice(s) to announce again)",
+            p->cfg->name, st->dir, (unsigned long long)total,
+            pr_engine_vocab_notices_pending(p->eng));
     p->next_ckpt_ns = pr__now_ns() + st->checkpoint_interval_s * 1000000000LL;
     return 0;
 }

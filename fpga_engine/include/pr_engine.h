@@ -427,6 +427,9 @@ uint64_t pr_engine_vocab_recycled_total(const pr_engine *eng);
  * lost with a batch the crash dropped while the snapshot holds its effect.
  * Without calls the list grows until the engine is freed. */
 void pr_engine_vocab_notices_delivered(pr_engine *eng, uint64_t floor);
+/* Notices restored (snapshot, journal) that the next pr_engine_process
+ * announces again at row 0. */
+uint32_t pr_engine_vocab_notices_pending(const pr_engine *eng);
 
 /* ---------------------------------------------------------------- shared vocabulary */
 

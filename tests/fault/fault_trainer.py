@@ -14,6 +14,7 @@ produced row arrived. --slow-file FILE: while it exists, sleep --slow-ms
 after each batch (the overload test's slow trainer).
 """
 import argparse
+import json
 import os
 import struct
 import sys
@@ -38,11 +39,14 @@ def main():
     ap.add_argument("--credits", type=int, default=8)
     ap.add_argument("--slow-file")
     ap.add_argument("--slow-ms", type=float, default=0)
+    ap.add_argument("--notices", help="also write each batch's recycled-index notices here: "
+                    "one JSON line per batch, in the order of --log")
     a = ap.parse_args()
 
     seen = np.zeros(a.max_rows, dtype=bool)
     total = batches = connects = last_epoch = 0
     log = open(a.log, "ab")
+    notes = open(a.notices, "a") if a.notices else None
     last_status = 0.0
 
     def write_status(force=False):
@@ -76,6 +80,11 @@ def main():
                 log.write(HDR.pack(b.epoch, b.sequence, b.rows, b.n_sparse))
                 log.write(ids.tobytes())
                 log.write(sparse.tobytes())
+                if notes:
+                    # written before the batch's log flush: a line per logged batch
+                    notes.write(json.dumps({"epoch": b.epoch, "seq": b.sequence,
+                                            "recycled": [list(n) for n in b.recycled]}) + "\n")
+                    notes.flush()
                 log.flush()
                 ok = (ids >= 0) & (ids < a.max_rows)
                 seen[ids[ok]] = True
