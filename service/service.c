@@ -94,11 +94,11 @@ struct pr__pipe {
     bool wthread_started;
     pthread_mutex_t wlock;
     pthread_cond_t wcond;
-    int wstate;       /* pr__wstate, under wlock */
-    int wrc;          /* the last run's result, under wlock */
-    bool wquit;       /* under wlock */
-    bool w_vlog_wait; /* wblk waits for the vocab log: no polling meanwhile */
-    bool w_skip_done; /* checkpoint filter already applied to wblk */
+    int wstate;               /* pr__wstate, under wlock */
+    int wrc;                  /* the last run's result, under wlock */
+    bool wquit;               /* under wlock */
+    _Atomic bool w_vlog_wait; /* wblk waits for the vocab log: no polling meanwhile */
+    bool w_skip_done;         /* checkpoint filter already applied to wblk */
     /* Rows the batcher dropped as late while the worker ran: dead-lettered
      * by the pipeline thread when it collects the block. */
     struct pr__late {
@@ -1143,7 +1143,7 @@ static int pr__block_run(pr__pipe *p, pr_block *b, pr_out *o)
         return 0;
     if (p->vlog) {
         rc = pr_vocablog_resolve(p->vlog, b, PR__VLOG_WAIT_MS, e, sizeof(e));
-        p->w_vlog_wait = rc == PR_EAGAIN;
+        atomic_store(&p->w_vlog_wait, rc == PR_EAGAIN);
         if (rc == PR_EAGAIN)
             return rc;
         if (rc) {
@@ -1247,7 +1247,7 @@ static void pr__worker_collect(pr__pipe *p)
         pr__dead_letter_engine_rejects(p, p->wblk, p->wout);
     pr_block_reset(p->wblk);
     p->wout->n_rejected = 0;
-    p->w_vlog_wait = false;
+    atomic_store(&p->w_vlog_wait, false);
 }
 
 /* Hand wblk to the worker (or run it here when engine.overlap is off). */
@@ -1297,7 +1297,7 @@ static void pr__worker_start_block(pr__pipe *p)
     p->wblk = p->blk;
     p->blk = t;
     p->w_skip_done = false;
-    p->w_vlog_wait = false;
+    atomic_store(&p->w_vlog_wait, false);
     pr__worker_dispatch(p);
 }
 
@@ -1430,7 +1430,7 @@ static void *pr__pipe_main(void *arg)
             ws = pr__wstate(p);
         }
 
-        if (ws == PR__W_RUNNING && (p->w_vlog_wait || p->blk->rows == p->blk->cap)) {
+        if (ws == PR__W_RUNNING && (atomic_load(&p->w_vlog_wait) || p->blk->rows == p->blk->cap)) {
             /* Nothing to read into (or a block waits for the vocab log: a
              * revoke now would find its rows nowhere): wait for the worker. */
             pr__worker_wait(p, PR__ACK_POLL_MS);
