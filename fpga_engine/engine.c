@@ -649,22 +649,28 @@ static int pr__check_block(const pr_engine *eng, const pr_block *in, char *errst
 
 static int pr__journal_append(pr_engine *eng, char *errstr, size_t errstr_size);
 
-/* Number the block's notices (the backend lists them in (row, col) order)
- * and put the re-announcements of a journal replay first, at row 0. */
-static int pr__recent_push(pr_engine *eng, const pr_recycled *r)
+/* Append a notice to a growable list (the engine's pending and recent lists). */
+static int pr__notice_push(pr_recycled **v, uint32_t *n, uint32_t *cap, const pr_recycled *r)
 {
-    if (eng->n_recent == eng->recent_cap) {
-        uint32_t nc = eng->recent_cap ? eng->recent_cap * 2 : 64;
-        pr_recycled *p = realloc(eng->recent, (size_t)nc * sizeof(*p));
+    if (*n == *cap) {
+        uint32_t nc = *cap ? *cap * 2 : 64;
+        pr_recycled *p = realloc(*v, (size_t)nc * sizeof(*p));
         if (!p)
             return PR_ENOMEM;
-        eng->recent = p;
-        eng->recent_cap = nc;
+        *v = p;
+        *cap = nc;
     }
-    eng->recent[eng->n_recent++] = *r;
+    (*v)[(*n)++] = *r;
     return 0;
 }
 
+static int pr__recent_push(pr_engine *eng, const pr_recycled *r)
+{
+    return pr__notice_push(&eng->recent, &eng->n_recent, &eng->recent_cap, r);
+}
+
+/* Number the block's notices (the backend lists them in (row, col) order)
+ * and put the re-announcements of a journal replay first, at row 0. */
 static int pr__number_notices(pr_engine *eng, pr_out *out)
 {
     for (uint32_t i = 0; i < out->n_recycled; i++) {
@@ -692,16 +698,7 @@ static int pr__number_notices(pr_engine *eng, pr_out *out)
 
 static int pr__pend_push(pr_engine *eng, const pr_recycled *r)
 {
-    if (eng->n_pend == eng->pend_cap) {
-        uint32_t nc = eng->pend_cap ? eng->pend_cap * 2 : 64;
-        pr_recycled *p = realloc(eng->pend, (size_t)nc * sizeof(*p));
-        if (!p)
-            return PR_ENOMEM;
-        eng->pend = p;
-        eng->pend_cap = nc;
-    }
-    eng->pend[eng->n_pend++] = *r;
-    return 0;
+    return pr__notice_push(&eng->pend, &eng->n_pend, &eng->pend_cap, r);
 }
 
 uint32_t pr_engine_vocab_notices_pending(const pr_engine *eng)
