@@ -1631,57 +1631,54 @@ static bool pr__jr2_rec_valid(const pr_engine *eng, const pr__jr2_rec *r)
     return kind == PR__JR2_ASSIGN && col < eng->spec.n_sparse && r->index >= 0;
 }
 
-/* Version 2: the end of the last whole block (its COMMIT record). */
-static off_t pr__jr2_valid_end(const pr_engine *eng, int fd, off_t size)
+/* What one journal record means for the valid prefix: the scan stops at a
+ * BAD one; replay may end after an END one (every record of version 1, a
+ * COMMIT of version 2: a whole block). */
+enum { PR__JR_BAD, PR__JR_MID, PR__JR_END };
+
+static int pr__jr_kind(const pr_engine *eng, const void *rec)
 {
-    pr__jr2_rec buf[512];
+    return pr__jr_rec_valid(eng, rec) ? PR__JR_END : PR__JR_BAD;
+}
+
+static int pr__jr2_kind(const pr_engine *eng, const void *rec)
+{
+    const pr__jr2_rec *r = rec;
+    if (!pr__jr2_rec_valid(eng, r))
+        return PR__JR_BAD;
+    return r->kc >> 28 == PR__JR2_COMMIT ? PR__JR_END : PR__JR_MID;
+}
+
+/* End of the journal's valid prefix: header, then records up to the last
+ * END before the first torn or invalid one (the point where replay stops).
+ * -1 on a read error. */
+static off_t pr__jr_valid_end(const pr_engine *eng, int fd, off_t size)
+{
+    size_t rec_size = eng->evict ? sizeof(pr__jr2_rec) : sizeof(pr__jr_rec);
+    int (*kind)(const pr_engine *, const void *) = eng->evict ? pr__jr2_kind : pr__jr_kind;
+    uint64_t buf[3 * 1024]; /* 24 KiB: whole records of either size, 8-byte aligned */
+    size_t per = sizeof(buf) / rec_size;
     off_t at = PR__JR_HDR, end = PR__JR_HDR;
-    while (at + (off_t)sizeof(pr__jr2_rec) <= size) {
-        ssize_t got = pread(fd, buf, sizeof(buf), at);
+    while (at + (off_t)rec_size <= size) {
+        ssize_t got = pread(fd, buf, per * rec_size, at);
         if (got < 0) {
             if (errno == EINTR)
                 continue;
             return -1;
         }
-        size_t n = (size_t)got / sizeof(pr__jr2_rec);
+        size_t n = (size_t)got / rec_size;
         if (n == 0)
             break;
         for (size_t i = 0; i < n; i++) {
-            if (!pr__jr2_rec_valid(eng, &buf[i]))
+            int k = kind(eng, (const char *)buf + i * rec_size);
+            if (k == PR__JR_BAD)
                 return end;
-            at += (off_t)sizeof(pr__jr2_rec);
-            if (buf[i].kc >> 28 == PR__JR2_COMMIT)
+            at += (off_t)rec_size;
+            if (k == PR__JR_END)
                 end = at;
         }
     }
     return end;
-}
-
-/* End of the journal's valid prefix: header, then records up to the first
- * torn or invalid one (the point where replay stops). -1 on a read error. */
-static off_t pr__jr_valid_end(const pr_engine *eng, int fd, off_t size)
-{
-    if (eng->evict)
-        return pr__jr2_valid_end(eng, fd, size);
-    pr__jr_rec buf[1024];
-    off_t at = PR__JR_HDR;
-    while (at + (off_t)sizeof(pr__jr_rec) <= size) {
-        ssize_t got = pread(fd, buf, sizeof(buf), at);
-        if (got < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        size_t n = (size_t)got / sizeof(pr__jr_rec);
-        if (n == 0)
-            break;
-        for (size_t i = 0; i < n; i++) {
-            if (!pr__jr_rec_valid(eng, &buf[i]))
-                return at;
-            at += (off_t)sizeof(pr__jr_rec);
-        }
-    }
-    return at;
 }
 
 int pr_engine_vocab_journal_open(pr_engine *eng, const char *path, char *errstr, size_t errstr_size)

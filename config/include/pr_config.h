@@ -109,8 +109,8 @@ typedef struct pr_pipeline_cfg {
     pr_sinks_cfg sinks;
     pr_state_cfg state;
     pr_vocablog_cfg vocab_log; /* vocab_log section (pr_vocablog.h); enabled = present */
-    char *vocab_seed; /* transform.vocab.seed: directory of <col>.tsv, or NULL */
-    int line;         /* 1-based YAML line of this pipeline; 0 if none */
+    char *vocab_seed;          /* transform.vocab.seed: directory of <col>.tsv, or NULL */
+    int line;                  /* 1-based YAML line of this pipeline; 0 if none */
 } pr_pipeline_cfg;
 
 typedef struct pr_http_tls_cfg {
