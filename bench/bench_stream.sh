@@ -27,10 +27,12 @@
 # Env: BENCH_STREAM_ROWS, BENCH_STREAM_PARTITIONS, BENCH_STREAM_THREADS
 # (engine.threads), BENCH_STREAM_PROPS ("key: value; key: value" librdkafka
 # consumer properties added to the source), BENCH_STREAM_NO_PYTHON=1 (piperec
-# only, for trying settings), BENCH_STREAM_CONFIG (a config template to use instead,
-# with @BOOTSTRAP@, @TRAINER@, @HTTP@ and @GROUP@ (group.id) placeholders, the
-# pipeline named bench: to try other runtime
-# settings), BENCH_TMP. JSON lines go to stdout; progress to stderr.
+# only, for trying settings), BENCH_STREAM_CONFIG (your own config file to run
+# instead of the generated one, to try other runtime settings: the script
+# substitutes the run's broker address, trainer and HTTP listen addresses and
+# group id for the tokens @BOOTSTRAP@, @TRAINER@, @HTTP@ and @GROUP@ in it with
+# sed; its pipeline must be named bench), BENCH_TMP. JSON lines go to stdout;
+# progress to stderr.
 set -eu
 BUILD=${1:-build}
 ROWS=${BENCH_STREAM_ROWS:-1000000}
