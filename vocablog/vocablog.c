@@ -16,6 +16,12 @@
  * the largest of those offsets. A record that failed to deliver (only
  * permanent errors: the producer retries transient ones forever) is sent
  * again, with the values still unknown.
+ *
+ * Liveness: an idle replica fetches nothing new, so deliveries and reads
+ * alone cannot tell "up" from "quietly down". A probe thread asks the
+ * broker for the log's end offset once a second (librdkafka handles are
+ * thread-safe; the probe touches only atomics of ours), which keeps
+ * piperec_vocab_log_up and the log lag true while no block is waiting.
  */
 #define _GNU_SOURCE
 #include "pr_vocablog.h"
@@ -40,6 +46,7 @@
 
 #define PR__REC_MAX_ENTRIES 16384 /* entries per Proposals record (~200 KB at most) */
 #define PR__UP_WINDOW_NS    5000000000LL
+#define PR__PROBE_EVERY_MS  1000
 #define PR__TAG_MAGIC       "PRVLOG1"
 
 /* Deduplicated misses of one block: open addressing over (col, key). */
@@ -81,6 +88,13 @@ struct pr_vocablog {
     _Atomic uint64_t st_records, st_values, st_assigned, st_proposals, st_prop_records,
         st_blocks_waited, st_corrupt, st_produce_err, st_consume_err, st_waiting;
     _Atomic int64_t last_ok_ns, last_err_ns;
+
+    /* the liveness probe */
+    pthread_t probe;
+    bool probe_started;
+    pthread_mutex_t probe_mu;
+    pthread_cond_t probe_cv;
+    bool probe_stop; /* under probe_mu */
 };
 
 static int64_t pr__now_ns(void)
@@ -854,6 +868,69 @@ static int pr__check_first(pr_vocablog *vl, int64_t deadline, char *errstr, size
     return rc;
 }
 
+/* The liveness probe: the log's end offset once a second (see the top). */
+static void *pr__probe_main(void *arg)
+{
+    pr_vocablog *vl = arg;
+    pthread_mutex_lock(&vl->probe_mu);
+    while (!vl->probe_stop) {
+        pthread_mutex_unlock(&vl->probe_mu);
+        int64_t lo, hi;
+        rd_kafka_resp_err_t err =
+            rd_kafka_query_watermark_offsets(vl->cons, vl->topic, 0, &lo, &hi, PR__PROBE_EVERY_MS);
+        if (!err) {
+            atomic_store(&vl->last_ok_ns, pr__now_ns());
+            int64_t end = atomic_load(&vl->st_end);
+            while (hi > end && !atomic_compare_exchange_weak(&vl->st_end, &end, hi))
+                ;
+        } else {
+            atomic_store(&vl->last_err_ns, pr__now_ns());
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += PR__PROBE_EVERY_MS / 1000;
+        pthread_mutex_lock(&vl->probe_mu);
+        while (!vl->probe_stop &&
+               pthread_cond_timedwait(&vl->probe_cv, &vl->probe_mu, &ts) != ETIMEDOUT)
+            ;
+    }
+    pthread_mutex_unlock(&vl->probe_mu);
+    return NULL;
+}
+
+static int pr__probe_start(pr_vocablog *vl, char *errstr, size_t errstr_size)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    int e = pthread_cond_init(&vl->probe_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (e || pthread_mutex_init(&vl->probe_mu, NULL))
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "vocab log: probe lock: %s", strerror(e));
+    if ((e = pthread_create(&vl->probe, NULL, pr__probe_main, vl))) {
+        pthread_cond_destroy(&vl->probe_cv);
+        pthread_mutex_destroy(&vl->probe_mu);
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "vocab log: probe thread: %s",
+                         strerror(e));
+    }
+    vl->probe_started = true;
+    return 0;
+}
+
+static void pr__probe_stop(pr_vocablog *vl)
+{
+    if (!vl->probe_started)
+        return;
+    pthread_mutex_lock(&vl->probe_mu);
+    vl->probe_stop = true;
+    pthread_cond_signal(&vl->probe_cv);
+    pthread_mutex_unlock(&vl->probe_mu);
+    pthread_join(vl->probe, NULL);
+    pthread_cond_destroy(&vl->probe_cv);
+    pthread_mutex_destroy(&vl->probe_mu);
+    vl->probe_started = false;
+}
+
 static char *pr__dup(const char *s)
 {
     return strdup(s ? s : "");
@@ -964,6 +1041,8 @@ int pr_vocablog_new(const pr_vocablog_opts *o, pr_vocablog **out, char *errstr, 
             goto fail;
     }
     atomic_store(&vl->st_applied, vl->next);
+    if ((rc = pr__probe_start(vl, errstr, errstr_size)))
+        goto fail;
     uint64_t total = 0;
     for (uint32_t c = 0; c < vl->spec->n_sparse; c++)
         total += pr_engine_vocab_size(vl->eng, c);
@@ -982,6 +1061,7 @@ void pr_vocablog_free(pr_vocablog *vl)
 {
     if (!vl)
         return;
+    pr__probe_stop(vl);
     if (vl->prod) {
         rd_kafka_flush(vl->prod, 2000);
         rd_kafka_destroy(vl->prod);

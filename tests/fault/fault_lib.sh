@@ -19,9 +19,9 @@ trap 'exit 130' INT TERM
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
 # wait_until SECONDS DESCRIPTION COMMAND...: poll every 50 ms.
 wait_until() {
-    _deadline=$(( $(ms) + $1 * 1000 )); _what=$2; shift 2
+    _secs=$1; _deadline=$(( $(ms) + $1 * 1000 )); _what=$2; shift 2
     while ! "$@" >/dev/null 2>&1; do
-        [ "$(ms)" -lt "$_deadline" ] || fail "timed out after ${_deadline}ms-deadline waiting for $_what"
+        [ "$(ms)" -lt "$_deadline" ] || fail "timed out after ${_secs} s waiting for $_what"
         sleep 0.05
     done
 }

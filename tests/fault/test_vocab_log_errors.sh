@@ -65,6 +65,12 @@ kill -USR2 "$BROKER"
 log_up() { [ "$(metric piperec_vocab_log_up)" = 1 ]; }
 wait_until 60 "piperec_vocab_log_up back to 1" log_up
 wait_until 120 "every row at the trainer" trainer_has_all
+# And an outage while idle: no block waits, nothing is fetched, yet the
+# gauge must fall and come back (the liveness probe, not traffic, says so).
+kill -USR1 "$BROKER"
+wait_until 30 "piperec_vocab_log_up 0 while idle and the broker is down" log_down
+kill -USR2 "$BROKER"
+wait_until 30 "piperec_vocab_log_up back to 1 while idle" log_up
 kill -TERM "$RUN"
 wait "$RUN" || fail "run exited $?"
 stop_trainer
