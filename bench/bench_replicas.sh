@@ -17,7 +17,11 @@
 # piperec_vocab_log_wait_seconds), blocks that waited, values proposed.
 # Then HA: 3 replicas with the DEFAULT consumer settings, rows produced at a
 # steady rate, one replica killed with -9: seconds until the survivors have
-# its partitions (their next "partition(s) assigned").
+# its partitions (their next "partition(s) assigned"). And HA by restart, as
+# a supervisor does it: 3 replicas with state dirs and dynamic membership,
+# one killed with -9 and started again at once on its state dir: seconds
+# from the kill until the restarted replica holds partitions again (it drops
+# its predecessor's group member, so the group need not wait out the session).
 #
 # Prints one JSON line per figure (collected by bench/run.sh) and ratios
 # against the no-log baseline. On a 16-core machine pass "1 2 4 8".
@@ -41,7 +45,7 @@ unset PIPEREC_INSTANCE_ID POD_NAME || true
 
 # Every vocab_log run gets a fresh single-partition log topic, created up
 # front (the test broker would auto-create a missing one with $PARTS).
-topics="events,vocab-ha:1"
+topics="events,vocab-ha:1,vocab-har:1"
 for n in $COUNTS; do topics="$topics,vocab-$n:1"; done
 mkfifo "$T/broker.fifo"
 "$PIPEREC" broker --partitions "$PARTS" --topics "$topics" > "$T/broker.fifo" 2> "$T/broker.err" &
@@ -214,3 +218,41 @@ kill "$PROD" 2>/dev/null || true
 for i in 2 3; do kill -TERM "$(eval echo "\$HA_$i")"; done
 for i in 2 3; do wait "$(eval echo "\$HA_$i")" || true; done
 echo "{\"bench\": \"replicas_ha\", \"name\": \"kill9_takeover\", \"replicas\": 3, \"default_settings\": true, \"seconds\": $(awk -v t="$t_take" 'BEGIN { printf "%.2f", t / 1000 }')}"
+
+# HA by restart: dynamic membership (group_instance_id ""), state dirs.
+i=1
+while [ $i -le 3 ]; do
+    config "har-$i" g-har vocab-har $i '        group_instance_id: ""'
+    sed -i "s|^\(    sinks:\)|    state: { dir: \"$T/state-har-$i\" }\n\1|" "$T/har-$i.yaml"
+    POD_NAME="har-$i" "$PIPEREC" run --config "$T/har-$i.yaml" 2> "$T/har-$i.err" &
+    pids="$pids $!"; eval "HAR_$i=$!"
+    i=$((i + 1))
+done
+"$PIPEREC" produce --bootstrap "$B" --topic events --gen 2000000 --seed 9 --rate 20000 \
+    > /dev/null 2>&1 &
+PROD=$!; pids="$pids $PROD"
+deadline=$(( $(ms) + 120000 ))
+while :; do
+    ok=1
+    for i in 1 2 3; do grep -q "partition(s) assigned" "$T/har-$i.err" || ok=0; done
+    [ $ok = 1 ] && break
+    [ "$(ms)" -lt "$deadline" ] || { echo "bench_replicas: HA restart group never formed" >&2; exit 1; }
+    sleep 0.2
+done
+sleep 8
+t_kill=$(ms)
+kill -9 "$HAR_1"
+wait "$HAR_1" 2>/dev/null || true
+POD_NAME="har-1" "$PIPEREC" run --config "$T/har-1.yaml" 2> "$T/har-1b.err" &
+HAR_1=$!; pids="$pids $HAR_1"
+while ! grep -q "partition(s) assigned" "$T/har-1b.err"; do
+    [ $(( $(ms) - t_kill )) -lt 120000 ] || break
+    sleep 0.05
+done
+t_back=$(( $(ms) - t_kill ))
+grep -q "was dropped on its behalf" "$T/har-1b.err" ||
+    echo "bench_replicas: the restarted replica did not drop its predecessor's member" >&2
+kill "$PROD" 2>/dev/null || true
+for i in 1 2 3; do kill -TERM "$(eval echo "\$HAR_$i")"; done
+for i in 1 2 3; do wait "$(eval echo "\$HAR_$i")" || true; done
+echo "{\"bench\": \"replicas_ha\", \"name\": \"kill9_restart\", \"replicas\": 3, \"default_settings\": true, \"seconds\": $(awk -v t="$t_back" 'BEGIN { printf "%.2f", t / 1000 }')}"

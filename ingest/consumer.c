@@ -17,11 +17,13 @@
  *     it and the topic table are guarded by `lock` for readers on other
  *     threads (metrics); counters are relaxed atomics.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pr_ingest.h"
 #include "pr_log.h"
@@ -99,6 +101,9 @@ struct pr_consumer {
     int64_t initial_reset; /* logical offset for a partition with no committed offset */
     int session_timeout_ms;
     pr_ratelimit rl_reject, rl_err;
+    char *member_file;  /* see pr_consumer_conf.member_file; NULL = off */
+    char *group_id;     /* for the member file */
+    char *member_saved; /* the member id in member_file */
 
     pr_consumer_stats st; /* counters as atomics; gauges computed on read */
 };
@@ -298,6 +303,99 @@ static void pr__drop_pending_of(pr_consumer *c, const rd_kafka_topic_partition_l
         }
 }
 
+/* ---------------------------------------------------------------- member file */
+
+/* Under dynamic membership a SIGKILLed process leaves its member in the group
+ * until the session expires, and the coordinator holds the next rebalance
+ * for it (on librdkafka's mock, twice). So the member id is kept in a small
+ * file (one line: "piperec-member 1 TAB group TAB member-id"), rewritten when
+ * an assignment comes with a new id and removed by a clean close (which sent
+ * LeaveGroup itself). A new consumer that finds the file sends the
+ * predecessor's LeaveGroup for it (pr_kafka_leave_group) before joining. */
+#define PR__MEMBER_MAGIC    "piperec-member 1"
+#define PR__MEMBER_LEAVE_MS 3000
+
+static void pr__member_save(pr_consumer *c, rd_kafka_t *rk)
+{
+    if (!c->member_file)
+        return;
+    char *mid = rd_kafka_memberid(rk);
+    if (!mid || !*mid || (c->member_saved && !strcmp(c->member_saved, mid))) {
+        free(mid);
+        return;
+    }
+    char tmp[4200];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", c->member_file);
+    FILE *f = fopen(tmp, "w");
+    bool ok = f && fprintf(f, "%s\t%s\t%s\n", PR__MEMBER_MAGIC, c->group_id, mid) > 0;
+    if (f && fclose(f))
+        ok = false;
+    if (ok && rename(tmp, c->member_file) == 0) {
+        free(c->member_saved);
+        c->member_saved = mid;
+        return;
+    }
+    pr_warn("consumer: cannot keep the member id in %s: %s (a restart after SIGKILL will wait "
+            "out the old session)",
+            c->member_file, strerror(errno));
+    unlink(tmp);
+    free(mid);
+}
+
+static void pr__member_forget(pr_consumer *c)
+{
+    if (c->member_file && unlink(c->member_file) && errno != ENOENT)
+        pr_warn("consumer: cannot remove %s: %s", c->member_file, strerror(errno));
+    free(c->member_saved);
+    c->member_saved = NULL;
+}
+
+/* The predecessor's member, when its file is there: ask the coordinator to
+ * drop it. Never fatal: the worst case is the old wait. */
+static void pr__member_leave_old(pr_consumer *c, const pr_consumer_conf *conf)
+{
+    FILE *f = fopen(c->member_file, "r");
+    if (!f)
+        return;
+    char line[2048] = "";
+    bool got = fgets(line, sizeof(line), f) != NULL;
+    fclose(f);
+    line[strcspn(line, "\n")] = 0;
+    char *grp = strchr(line, '\t'), *mid = grp ? strchr(grp + 1, '\t') : NULL;
+    if (!got || !grp || !mid || strncmp(line, PR__MEMBER_MAGIC, strlen(PR__MEMBER_MAGIC))) {
+        pr_warn("consumer: %s: not a member file; ignored", c->member_file);
+        return;
+    }
+    *grp++ = 0;
+    *mid++ = 0;
+    if (strcmp(grp, c->group_id)) {
+        pr_info("consumer: %s names group '%s', not '%s'; ignored", c->member_file, grp,
+                c->group_id);
+        unlink(c->member_file);
+        return;
+    }
+    char es[512];
+    bool was = false;
+    int64_t t0 = pr_clock_mono_ns(pr_clock_real());
+    int rc = pr_kafka_leave_group(conf->props, conf->n_props, c->group_id, mid, PR__MEMBER_LEAVE_MS,
+                                  &was, es, sizeof(es));
+    int ms = (int)((pr_clock_mono_ns(pr_clock_real()) - t0) / 1000000);
+    if (rc)
+        pr_warn("consumer: the previous process (member %s of group %s) did not leave the group, "
+                "and asking its coordinator to drop it failed: %s; its partitions come back when "
+                "its session expires (session.timeout.ms %d)",
+                mid, c->group_id, es, c->session_timeout_ms);
+    else if (was)
+        pr_info("consumer: the previous process did not leave group %s; its member %s was "
+                "dropped on its behalf (%d ms), so the group rebalances now",
+                c->group_id, mid, ms);
+    else
+        pr_info("consumer: the previous process's member %s is no longer in group %s", mid,
+                c->group_id);
+    PR__ADD(c->st.stale_members[rc ? PR_STALE_FAILED : was ? PR_STALE_DROPPED : PR_STALE_GONE], 1);
+    unlink(c->member_file);
+}
+
 static void pr__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                              rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
@@ -312,6 +410,7 @@ static void pr__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     switch (err) {
     case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
         c->ever_assigned = true;
+        pr__member_save(c, rk);
         if (tps)
             n = pr__tps_from_list(c, parts, tps, true);
         if (coop)
@@ -522,6 +621,17 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
         }
     }
 
+    bool dynamic = !have_instance && !(conf->group_instance_id && *conf->group_instance_id);
+    if (dynamic && conf->member_file && *conf->member_file) {
+        c->member_file = strdup(conf->member_file);
+        c->group_id = strdup(conf->group_id);
+        if (!c->member_file || !c->group_id) {
+            pr_seterr(errstr, errstr_size, PR_ENOMEM, "consumer: out of memory");
+            goto out_conf;
+        }
+        pr__member_leave_old(c, conf);
+    }
+
     c->rk = rd_kafka_new(RD_KAFKA_CONSUMER, kc, kerr, sizeof(kerr));
     if (!c->rk) {
         pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer: %s", kerr);
@@ -607,6 +717,7 @@ int pr_consumer_close(pr_consumer *c, char *errstr, size_t errstr_size)
     if (err)
         return pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer close: %s",
                          rd_kafka_err2str(err));
+    pr__member_forget(c); /* left the group itself */
     return 0;
 }
 
@@ -629,6 +740,9 @@ void pr_consumer_free(pr_consumer *c)
         free(c->topics[i]);
     free(c->topics);
     free(c->parts);
+    free(c->member_file);
+    free(c->group_id);
+    free(c->member_saved);
     pthread_mutex_destroy(&c->lock);
     free(c);
 }
@@ -1002,6 +1116,8 @@ void pr_consumer_get_stats(const pr_consumer *c, pr_consumer_stats *st)
     st->kafka_errors = PR__LOAD(mc->st.kafka_errors);
     st->rebalances = PR__LOAD(mc->st.rebalances);
     st->offset_resets = PR__LOAD(mc->st.offset_resets);
+    for (int i = 0; i < PR_STALE__COUNT; i++)
+        st->stale_members[i] = PR__LOAD(mc->st.stale_members[i]);
     pr_dlq_stats ds;
     pr_dlq_get_stats(c->dlq, &ds);
     st->dlq_sent = ds.sent;

@@ -130,6 +130,7 @@ struct pr__pipe {
     int64_t next_ckpt_ns;
     _Atomic uint64_t epoch;          /* restart epoch stamped on every batch (pr__epoch_bump) */
     char dead_letter_file[PATH_MAX]; /* <state.dir>/<name>.deadletters, or "" */
+    char member_file[PATH_MAX];      /* <state.dir>/<name>.member (consumer member id), or "" */
     char instance_id[256];           /* group.instance.id, or "" */
 
     pthread_t thread;
@@ -931,6 +932,8 @@ static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr,
         snprintf(p->dead_letter_file, sizeof(p->dead_letter_file), "%s/%s.deadletters",
                  pc->state.dir, pc->name);
         cc.dead_letter_file = p->dead_letter_file;
+        snprintf(p->member_file, sizeof(p->member_file), "%s/%s.member", pc->state.dir, pc->name);
+        cc.member_file = p->member_file;
     }
     cc.clock = svc->clock;
     cc.on_assign = pr__on_assign;
@@ -2017,6 +2020,17 @@ static void pr__emit_lag(pr_mbuf *mb, const pr__family *f, const pr__scrape *s)
     }
 }
 
+/* A killed predecessor's group member, by what became of it. */
+static void pr__emit_stale_members(pr_mbuf *mb, const pr__family *f, const pr__scrape *s)
+{
+    static const char *const names[PR_STALE__COUNT] = {
+        [PR_STALE_DROPPED] = "dropped", [PR_STALE_GONE] = "gone", [PR_STALE_FAILED] = "failed"};
+    for (int r = 0; r < PR_STALE__COUNT; r++) {
+        pr_label l[] = {{f->labels[0], pr__pipe_name(s)}, {f->labels[1], names[r]}};
+        pr__metric_sample(mb, f->name, l, 2, (double)s->cs.stale_members[r]);
+    }
+}
+
 /* Decoder reasons and engine reasons under one `reason` label (merged by
  * name), then the batcher's late drops. */
 static void pr__emit_rejects(pr_mbuf *mb, const pr__family *f, const pr__scrape *s)
@@ -2292,6 +2306,11 @@ static const pr__family pr__families[] = {
      "Non-fatal Kafka consumer errors seen by poll.", PR__L_PIPE, PR__CS(kafka_errors)},
     {"piperec_rebalances_total", PR_METRIC_COUNTER, "Partition assign and revoke events.",
      PR__L_PIPE, PR__CS(rebalances)},
+    {"piperec_stale_members_total", PR_METRIC_COUNTER,
+     "Group members of a killed predecessor found at startup (state dir), by result: dropped "
+     "(LeaveGroup sent on its behalf), gone (its session had expired), failed (the restart "
+     "waits out its session).",
+     PR__L_PIPE_AND("result"), .emit = pr__emit_stale_members},
     {"piperec_records_out_total", PR_METRIC_COUNTER, "Rows emitted in training batches.",
      PR__L_PIPE, PR__BS(rows_out)},
     {"piperec_batches_acked_total", PR_METRIC_COUNTER,

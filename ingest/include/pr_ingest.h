@@ -296,6 +296,19 @@ typedef struct pr_dlq_stats {
 
 void pr_dlq_get_stats(const pr_dlq *d, pr_dlq_stats *st); /* any thread */
 
+/* ---------------------------------------------------------------- group leave */
+
+/* Ask the coordinator of consumer group `group` to drop member `member_id`
+ * (a dynamic member: no group.instance.id), as its own LeaveGroup would: a
+ * restart uses it for its killed predecessor, so the group rebalances now
+ * rather than after that member's session expires. `props` give
+ * bootstrap.servers; only PLAINTEXT listeners (PR_ENOTSUP otherwise).
+ * *was_member is false when the coordinator no longer knew the member.
+ * Blocks up to timeout_ms. 0, PR_EINVAL, PR_ENOTSUP, PR_ETIMEDOUT, PR_EKAFKA. */
+int pr_kafka_leave_group(const pr_kv_ref *props, size_t n_props, const char *group,
+                         const char *member_id, int timeout_ms, bool *was_member, char *errstr,
+                         size_t errstr_size);
+
 /* ---------------------------------------------------------------- consumer */
 
 typedef struct pr_consumer pr_consumer;
@@ -370,6 +383,11 @@ typedef struct pr_consumer_conf {
     pr_offset_reset on_offset_reset; /* position out of range; see pr_offset_reset */
     const char *group_instance_id;   /* group.instance.id (static membership); NULL or ""
                                       * = dynamic membership */
+    const char *member_file;         /* dynamic membership: where the member id is kept
+                                      * (written at each assignment, removed by a clean
+                                      * close); a new consumer that finds one asks the
+                                      * coordinator to drop that member first (fast
+                                      * restart after SIGKILL). NULL = off */
     const pr_clock *clock;           /* event time fallback ("now"); NULL = real clock */
     /* Callbacks (all optional), run on the polling thread. on_assign gets the
      * newly assigned partitions (offset -1); on_revoke the partitions about
@@ -429,6 +447,14 @@ rd_kafka_t *pr_consumer_handle(pr_consumer *c);
  * through it. Owned by c. */
 pr_dlq *pr_consumer_dlq(pr_consumer *c);
 
+/* What became of a SIGKILLed predecessor's group member (member_file). */
+typedef enum pr_stale_member {
+    PR_STALE_DROPPED, /* the coordinator dropped it on our request */
+    PR_STALE_GONE,    /* it had already left (its session expired) */
+    PR_STALE_FAILED,  /* the request failed: its session must expire */
+    PR_STALE__COUNT
+} pr_stale_member;
+
 typedef struct pr_consumer_stats {
     uint64_t messages;               /* Kafka messages received */
     uint64_t bytes;                  /* their payload bytes */
@@ -442,6 +468,8 @@ typedef struct pr_consumer_stats {
     uint64_t offset_resets; /* out-of-range positions reset (on_offset_reset) */
     uint64_t dlq_file;      /* dead letters written to the dead-letter file */
     uint64_t dlq_pending;   /* dead letters not yet confirmed (they hold offsets back) */
+    uint64_t stale_members[PR_STALE__COUNT]; /* a killed predecessor's member at startup, by
+                                                pr_stale_member */
     uint32_t assigned_partitions;
     uint32_t paused_partitions; /* gauge */
     bool paused;

@@ -11,6 +11,7 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -853,6 +854,127 @@ static void test_dead_letters_never_vanish(void **state)
     pr_block_free(b);
 }
 
+/* Read the member id from a member file ("piperec-member 1 TAB group TAB id"). */
+static bool read_member(const char *path, char *id, size_t n)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    char line[512] = "";
+    bool ok = fgets(line, sizeof(line), f) != NULL;
+    fclose(f);
+    line[strcspn(line, "\n")] = 0;
+    char *t = strrchr(line, '\t');
+    if (!ok || !t || strncmp(line, "piperec-member 1\tg-leave\t", 25))
+        return false;
+    snprintf(id, n, "%s", t + 1);
+    return true;
+}
+
+/* Issue 11, restart: the member file follows the consumer's member id, a
+ * clean close removes it, pr_kafka_leave_group drops a member by id (and
+ * says when it was gone already), a stale file is acted on at startup, and
+ * the call refuses what it cannot do (TLS/SASL listeners, no bootstrap). */
+static void test_leave_for_predecessor(void **state)
+{
+    (void)state;
+    char errstr[512], dir[] = "/tmp/pr-leave-XXXXXX", path[600], id[256], id2[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/p.member", dir);
+    assert_int_equal(pr_mock_broker_create_topic(g_mb, "lv", 1, errstr, sizeof(errstr)), 0);
+    produce_lines("lv", 0, 10, 1);
+    seen *s = calloc(1, sizeof(*s));
+    reset_seen(s);
+    pr_block *b = pr_block_new(g_spec.n_dense, g_spec.n_sparse, 64, true);
+
+    /* A stale file from a predecessor whose member the group never had. */
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "piperec-member 1\tg-leave\tno-such-member\n");
+    fclose(f);
+
+    pr_kv_ref props[] = {{"bootstrap.servers", pr_mock_broker_bootstrap(g_mb)},
+                         {"auto.offset.reset", "earliest"},
+                         {"session.timeout.ms", "4000"},
+                         {"heartbeat.interval.ms", "300"}};
+    const char *topics[] = {"lv"};
+    pr_consumer_conf conf = {.topics = topics,
+                             .n_topics = 1,
+                             .group_id = "g-leave",
+                             .props = props,
+                             .n_props = 4,
+                             .format = PR_MSG_CRITEO_TSV,
+                             .spec = &g_spec,
+                             .member_file = path};
+    pr_consumer *c = pr_consumer_new(&conf, errstr, sizeof(errstr));
+    if (!c)
+        fail_msg("%s", errstr);
+    pr_consumer_stats st;
+    pr_consumer_get_stats(c, &st);
+    assert_int_equal(st.stale_members[PR_STALE_GONE], 1);
+    assert_int_equal(st.stale_members[PR_STALE_DROPPED], 0);
+    assert_int_equal(access(path, F_OK), -1); /* acted on, then removed */
+
+    assert_int_equal(poll_rows(c, b, s, 10, 30, false), 10);
+    assert_true(read_member(path, id, sizeof(id)));
+    char *mid = rd_kafka_memberid(pr_consumer_handle(c));
+    assert_string_equal(id, mid);
+    free(mid);
+
+    /* Drop the live member by id, as a restart does for a killed one. */
+    bool was = false;
+    assert_int_equal(
+        pr_kafka_leave_group(props, 4, "g-leave", id, 5000, &was, errstr, sizeof(errstr)), 0);
+    assert_true(was);
+    assert_int_equal(
+        pr_kafka_leave_group(props, 4, "g-leave", id, 5000, &was, errstr, sizeof(errstr)), 0);
+    assert_false(was); /* no longer a member */
+
+    /* The consumer finds itself dropped and rejoins (revoke + assign); the
+     * file names its member id then (the mock may hand out the same id
+     * again: it prints the member's address). */
+    pr_consumer_get_stats(c, &st);
+    uint64_t rb0 = st.rebalances;
+    double end = now_s() + 30;
+    while (now_s() < end && st.rebalances < rb0 + 2) {
+        assert_true(pr_consumer_poll(c, b, 100, errstr, sizeof(errstr)) >= 0);
+        pr_block_reset(b);
+        pr_consumer_get_stats(c, &st);
+    }
+    assert_true(st.rebalances >= rb0 + 2);
+    assert_true(read_member(path, id2, sizeof(id2)));
+    mid = rd_kafka_memberid(pr_consumer_handle(c));
+    assert_string_equal(id2, mid);
+    free(mid);
+
+    /* A clean close left the group itself: no file. */
+    pr_consumer_free(c);
+    assert_int_equal(access(path, F_OK), -1);
+
+    /* Refusals. */
+    pr_kv_ref tls[] = {{"bootstrap.servers", pr_mock_broker_bootstrap(g_mb)},
+                       {"security.protocol", "SASL_SSL"}};
+    assert_int_equal(
+        pr_kafka_leave_group(tls, 2, "g-leave", "m", 1000, &was, errstr, sizeof(errstr)),
+        PR_ENOTSUP);
+    assert_non_null(strstr(errstr, "SASL_SSL"));
+    pr_kv_ref plain[] = {{"security.protocol", "plaintext"}};
+    assert_int_equal(
+        pr_kafka_leave_group(plain, 1, "g-leave", "m", 1000, &was, errstr, sizeof(errstr)),
+        PR_EINVAL); /* no bootstrap.servers */
+    pr_kv_ref nobody[] = {{"bootstrap.servers", "127.0.0.1:1"}};
+    double t0 = now_s();
+    assert_int_equal(
+        pr_kafka_leave_group(nobody, 1, "g-leave", "m", 500, &was, errstr, sizeof(errstr)),
+        PR_ETIMEDOUT);
+    assert_true(now_s() - t0 < 3);
+    assert_non_null(strstr(errstr, "127.0.0.1:1"));
+
+    rmdir(dir);
+    pr_block_free(b);
+    free(s);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -889,6 +1011,7 @@ int main(void)
         cmocka_unit_test(test_batches_fill_blocks),
         cmocka_unit_test(test_offset_out_of_range),
         cmocka_unit_test(test_dead_letters_never_vanish),
+        cmocka_unit_test(test_leave_for_predecessor),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
