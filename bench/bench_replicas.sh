@@ -182,31 +182,48 @@ print(json.dumps({"bench": "replicas_ratio", "name": d["name"], "replicas": d["r
                   "rows_per_s_vs_1_replica_without_log": round(d["rows_per_s"] / base, 3)}))' "$base_rate"
 done
 
+# ha_start TAG GROUP VOCAB [SOURCE_LINE [STATE]]: 3 replicas TAG-1..3 (pids in
+# TAG_1..3, with "-" in TAG read as "_") and a steady producer ($PROD); returns
+# once all three hold partitions and the group has settled.
+ha_start() {
+    _v=$(echo "$1" | tr - _)
+    for i in 1 2 3; do
+        config "$1-$i" "$2" "$3" $i "${4:-}"
+        [ -n "${5:-}" ] &&
+            sed -i "s|^\(    sinks:\)|    state: { dir: \"$T/state-$1-$i\" }\n\1|" "$T/$1-$i.yaml"
+        POD_NAME="$1-$i" "$PIPEREC" run --config "$T/$1-$i.yaml" 2> "$T/$1-$i.err" &
+        pids="$pids $!"; eval "${_v}_$i=$!"
+    done
+    "$PIPEREC" produce --bootstrap "$B" --topic events --gen 2000000 --seed 9 --rate 20000 \
+        > /dev/null 2>&1 &
+    PROD=$!; pids="$pids $PROD"
+    _deadline=$(( $(ms) + 120000 ))
+    while :; do
+        _ok=1
+        for i in 1 2 3; do grep -q "partition(s) assigned" "$T/$1-$i.err" || _ok=0; done
+        [ $_ok = 1 ] && break
+        [ "$(ms)" -lt "$_deadline" ] || { echo "bench_replicas: HA group $1 never formed" >&2; exit 1; }
+        sleep 0.2
+    done
+    sleep 8
+}
+# ha_stop TAG I...: stop the producer and the named replicas.
+ha_stop() {
+    _v=$(echo "$1" | tr - _); shift
+    kill "$PROD" 2>/dev/null || true
+    for i in "$@"; do kill -TERM "$(eval echo "\$${_v}_$i")"; done
+    for i in "$@"; do wait "$(eval echo "\$${_v}_$i")" || true; done
+}
+ha_json() { # NAME MS
+    echo "{\"bench\": \"replicas_ha\", \"name\": \"$1\", \"replicas\": 3, \"default_settings\": true, \"seconds\": $(awk -v t="$2" 'BEGIN { printf "%.2f", t / 1000 }')}"
+}
+
 # HA: default consumer settings, steady input, kill -9 one of three.
-i=1
-while [ $i -le 3 ]; do
-    config "ha-$i" g-ha vocab-ha $i
-    POD_NAME="ha-$i" "$PIPEREC" run --config "$T/ha-$i.yaml" 2> "$T/ha-$i.err" &
-    pids="$pids $!"; eval "HA_$i=$!"
-    i=$((i + 1))
-done
-"$PIPEREC" produce --bootstrap "$B" --topic events --gen 2000000 --seed 9 --rate 20000 \
-    > /dev/null 2>&1 &
-PROD=$!; pids="$pids $PROD"
-# wait until all three hold partitions and the group has settled
-deadline=$(( $(ms) + 120000 ))
-while :; do
-    ok=1
-    for i in 1 2 3; do grep -q "partition(s) assigned" "$T/ha-$i.err" || ok=0; done
-    [ $ok = 1 ] && break
-    [ "$(ms)" -lt "$deadline" ] || { echo "bench_replicas: HA group never formed" >&2; exit 1; }
-    sleep 0.2
-done
-sleep 8
+ha_start ha g-ha vocab-ha
 a2=$(grep -c "partition(s) assigned" "$T/ha-2.err")
 a3=$(grep -c "partition(s) assigned" "$T/ha-3.err")
 t_kill=$(ms)
-kill -9 "$HA_1"
+kill -9 "$ha_1"
 while :; do
     n2=$(grep -c "partition(s) assigned" "$T/ha-2.err"); n3=$(grep -c "partition(s) assigned" "$T/ha-3.err")
     [ "$n2" -gt "$a2" ] || [ "$n3" -gt "$a3" ] && break
@@ -214,37 +231,16 @@ while :; do
     sleep 0.05
 done
 t_take=$(( $(ms) - t_kill ))
-kill "$PROD" 2>/dev/null || true
-for i in 2 3; do kill -TERM "$(eval echo "\$HA_$i")"; done
-for i in 2 3; do wait "$(eval echo "\$HA_$i")" || true; done
-echo "{\"bench\": \"replicas_ha\", \"name\": \"kill9_takeover\", \"replicas\": 3, \"default_settings\": true, \"seconds\": $(awk -v t="$t_take" 'BEGIN { printf "%.2f", t / 1000 }')}"
+ha_stop ha 2 3
+ha_json kill9_takeover "$t_take"
 
 # HA by restart: dynamic membership (group_instance_id ""), state dirs.
-i=1
-while [ $i -le 3 ]; do
-    config "har-$i" g-har vocab-har $i '        group_instance_id: ""'
-    sed -i "s|^\(    sinks:\)|    state: { dir: \"$T/state-har-$i\" }\n\1|" "$T/har-$i.yaml"
-    POD_NAME="har-$i" "$PIPEREC" run --config "$T/har-$i.yaml" 2> "$T/har-$i.err" &
-    pids="$pids $!"; eval "HAR_$i=$!"
-    i=$((i + 1))
-done
-"$PIPEREC" produce --bootstrap "$B" --topic events --gen 2000000 --seed 9 --rate 20000 \
-    > /dev/null 2>&1 &
-PROD=$!; pids="$pids $PROD"
-deadline=$(( $(ms) + 120000 ))
-while :; do
-    ok=1
-    for i in 1 2 3; do grep -q "partition(s) assigned" "$T/har-$i.err" || ok=0; done
-    [ $ok = 1 ] && break
-    [ "$(ms)" -lt "$deadline" ] || { echo "bench_replicas: HA restart group never formed" >&2; exit 1; }
-    sleep 0.2
-done
-sleep 8
+ha_start har g-har vocab-har '        group_instance_id: ""' state
 t_kill=$(ms)
-kill -9 "$HAR_1"
-wait "$HAR_1" 2>/dev/null || true
+kill -9 "$har_1"
+wait "$har_1" 2>/dev/null || true
 POD_NAME="har-1" "$PIPEREC" run --config "$T/har-1.yaml" 2> "$T/har-1b.err" &
-HAR_1=$!; pids="$pids $HAR_1"
+har_1=$!; pids="$pids $har_1"
 while ! grep -q "partition(s) assigned" "$T/har-1b.err"; do
     [ $(( $(ms) - t_kill )) -lt 120000 ] || break
     sleep 0.05
@@ -252,7 +248,5 @@ done
 t_back=$(( $(ms) - t_kill ))
 grep -q "was dropped on its behalf" "$T/har-1b.err" ||
     echo "bench_replicas: the restarted replica did not drop its predecessor's member" >&2
-kill "$PROD" 2>/dev/null || true
-for i in 1 2 3; do kill -TERM "$(eval echo "\$HAR_$i")"; done
-for i in 1 2 3; do wait "$(eval echo "\$HAR_$i")" || true; done
-echo "{\"bench\": \"replicas_ha\", \"name\": \"kill9_restart\", \"replicas\": 3, \"default_settings\": true, \"seconds\": $(awk -v t="$t_back" 'BEGIN { printf "%.2f", t / 1000 }')}"
+ha_stop har 1 2 3
+ha_json kill9_restart "$t_back"
