@@ -1229,28 +1229,35 @@ static int pr__wstate(pr__pipe *p)
 /* A finished run, on the pipeline thread: dead letters of its engine
  * rejects and late rows, then the block is free again (or held, when it
  * waits for the vocab log; or kept, rows and all, after a fatal error so
- * that its offsets are never stored). */
-static void pr__worker_collect(pr__pipe *p)
+ * that its offsets are never stored). Returns the worker's state after
+ * that: IDLE, HELD or RUNNING, never DONE. The caller must act on this
+ * value, not on a second look at wstate: a run that ends between the two
+ * would read DONE, and treating DONE as "not running" swapped in the
+ * finished block before it was reset, so its rows ran twice. */
+static int pr__worker_collect(pr__pipe *p)
 {
     pthread_mutex_lock(&p->wlock);
     if (p->wstate != PR__W_DONE) {
+        int st = p->wstate;
         pthread_mutex_unlock(&p->wlock);
-        return;
+        return st;
     }
     int rc = p->wrc;
-    p->wstate = rc == PR_EAGAIN ? PR__W_HELD : PR__W_IDLE;
+    int st = rc == PR_EAGAIN ? PR__W_HELD : PR__W_IDLE;
+    p->wstate = st;
     pthread_mutex_unlock(&p->wlock);
     if (rc == PR_EAGAIN)
-        return;
+        return st;
     if (p->n_late)
         pr__send_late(p);
     if (rc)
-        return;
+        return st;
     if (p->wout->n_rejected && p->wblk->rows)
         pr__dead_letter_engine_rejects(p, p->wblk, p->wout);
     pr_block_reset(p->wblk);
     p->wout->n_rejected = 0;
     atomic_store(&p->w_vlog_wait, false);
+    return st;
 }
 
 /* Hand wblk to the worker (or run it here when engine.overlap is off). */
@@ -1393,10 +1400,9 @@ static void *pr__pipe_main(void *arg)
         }
 
         /* The worker's finished block: dead letters, block free again. */
-        pr__worker_collect(p);
+        int ws = pr__worker_collect(p);
         if (atomic_load(&p->fatal))
             break;
-        int ws = pr__wstate(p);
         e[0] = '\0';
         if (ws != PR__W_RUNNING) {
             /* Duties: engine, batcher and sinks are free now. */
@@ -1430,7 +1436,7 @@ static void *pr__pipe_main(void *arg)
             }
             if (atomic_load(&p->fatal))
                 break;
-            ws = pr__wstate(p);
+            ws = pr__worker_collect(p); /* a run may have ended already */
         }
 
         if (ws == PR__W_RUNNING && (atomic_load(&p->w_vlog_wait) || p->blk->rows == p->blk->cap)) {
