@@ -4,11 +4,12 @@
  * [--buffered-io]`.
  *
  * Offline mode: raw Criteo TSV through the engine into .npy files
- * (service/include/pr_service.h). Without --config the embedded default config is
- * used. Exit codes: 0 done, 1 I/O or runtime failure (the path and strerror
- * are printed), 2 usage or config error (the config's own message).
- * Progress goes to stderr only when stderr is a terminal; the one-line
- * summary is always printed to stderr.
+ * (service/include/pr_service.h), plus recycled.npy, the recycled-index
+ * notices, when a column evicts (docs/formats.md). Without --config the
+ * embedded default config is used. Exit codes: 0 done, 1 I/O or runtime
+ * failure (the path and strerror are printed), 2 usage or config error (the
+ * config's own message). Progress goes to stderr only when stderr is a
+ * terminal; the one-line summary is always printed to stderr.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -29,7 +30,9 @@ static void pr__process_usage(FILE *f)
             "                       [--backend cpu|hls-sim|xrt|auto] [--progress|--no-progress]\n"
             "                       [--buffered-io]\n"
             "  Raw Criteo TSV (label, dense ints, sparse hex) -> DIR/dense.npy, sparse.npy,\n"
-            "  labels.npy, vocab/<col>.tsv, rejects.tsv. Without --config the embedded\n"
+            "  labels.npy, vocab/<col>.tsv, rejects.tsv, and recycled.npy when a column\n"
+            "  evicts (int64 [K, 4]: column, output row, index, notice number; reset\n"
+            "  that embedding row before that row). Without --config the embedded\n"
             "  default config is used. --threads N: N workers sharing decoding, the engine\n"
             "  and writing (default: the online CPUs); the engine itself uses 1 thread\n"
             "  below 8 workers, N/4 from 8 on. Results do not depend on N.\n"
@@ -118,6 +121,18 @@ int pr_cli_cmd_process(int argc, char **argv)
         pr_config_free(cfg);
         return 2;
     }
+    /* Event-time TTL needs event times, which offline files do not have:
+     * refuse before any output is written. */
+    for (uint32_t c = 0; c < pc->spec.n_sparse; c++)
+        if (pc->spec.sparse[c].eviction == PR_EVICT_TTL && pc->spec.sparse[c].ttl_s) {
+            fprintf(stderr,
+                    "piperec process: pipelines[%s] column %s: eviction ttl with ttl_s needs "
+                    "event times, which offline input has none of; use ttl_records for "
+                    "process\n",
+                    pc->name, pc->spec.sparse[c].name);
+            pr_config_free(cfg);
+            return 2;
+        }
     /* Offline, N workers share decoding and the in-order engine and write
      * stages (service/offline.c), so by default there is one per CPU; the
      * engine's own threads follow pr_offline_engine_threads. */

@@ -1127,8 +1127,8 @@ static void h_profile(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
     pl->spec.profile = (pr_vocab_profile)p;
 }
 
-/* vocab.min_count / capacity / eviction / ttl_records / decay_records: the
- * value for every column (transform.columns.<C> overrides it). */
+/* vocab.min_count / capacity / eviction / ttl_records / ttl_s / decay_records:
+ * the value for every column (transform.columns.<C> overrides it). */
 static void h_all_columns(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
 {
     pr_pipeline_cfg *pl = base;
@@ -1158,6 +1158,8 @@ static void h_all_columns(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key 
             cs->capacity = v;
         else if (strcmp(k->name, "ttl_records") == 0)
             cs->ttl_records = v;
+        else if (strcmp(k->name, "ttl_s") == 0)
+            cs->ttl_s = v;
         else
             cs->decay_records = v;
     }
@@ -1182,6 +1184,12 @@ static const cfg_key vocab_keys[] = {
              "eviction ttl: a value may be evicted once it was not looked up for this many "
              "lookups of its column (the record clock, never wall time); a full column of "
              "younger values maps new ones to OOV (profile default). For all columns."),
+    K_CUSTOM("ttl_s", 0, h_all_columns, "integer >= 0", "0",
+             "eviction ttl by event time, instead of ttl_records (set exactly one): a value may "
+             "be evicted once its column's event clock (the newest event time the column has "
+             "looked up; late rows do not move it back) is this many seconds past the clock at "
+             "the value's last lookup. Never wall time. Needs event times: `run` only (offline "
+             "files have none; `process` refuses it). 0 = not set. For all columns."),
     K_CUSTOM("decay_records", 0, h_all_columns, "integer >= 0", "0",
              "eviction lfu: use counts halve every this many lookups of the column, so values "
              "that went cold can be evicted; 0 = no decay. For all columns."),
@@ -1204,8 +1212,8 @@ static void finish_column(cfg_ctx *c, yaml_node_t *map, void *base, bool present
     if (map_find(c, map, "modulus") && !pr_spec_has_op(spec, PR_OP_MODULUS))
         cfg_error(c, map_find(c, map, "modulus"), "modulus",
                   "transform.sparse has no modulus operator");
-    static const char *const vocab_only[] = {"min_count",   "capacity",      "eviction",
-                                             "ttl_records", "decay_records", NULL};
+    static const char *const vocab_only[] = {
+        "min_count", "capacity", "eviction", "ttl_records", "ttl_s", "decay_records", NULL};
     for (int i = 0; vocab_only[i]; i++)
         if (map_find(c, map, vocab_only[i]) && !pr_spec_has_op(spec, PR_OP_VOCAB))
             cfg_error(c, map_find(c, map, vocab_only[i]), vocab_only[i],
@@ -1223,6 +1231,8 @@ static const cfg_key column_keys[] = {
            "This column's eviction (none, lru, lfu, ttl), instead of vocab.eviction."),
     K_INT("ttl_records", pr_sparse_col_spec, ttl_records, 0, 0, NULL,
           "This column's ttl_records, instead of vocab.ttl_records."),
+    K_INT("ttl_s", pr_sparse_col_spec, ttl_s, 0, 0, NULL,
+          "This column's ttl_s, instead of vocab.ttl_s (0 = not set)."),
     K_INT("decay_records", pr_sparse_col_spec, decay_records, 0, 0, NULL,
           "This column's decay_records, instead of vocab.decay_records."),
 };

@@ -34,6 +34,11 @@
  *   of lookups: decisions follow the data order, never time or threads. An
  *   evicted value's index goes straight to the new value (no free list), and
  *   the assignment is logged for the engine's journal and notices.
+ * - ttl by event time (ttl_s) adds a second clock per column, the newest
+ *   event_time_ms it looked up (a maximum, so late rows never move it back),
+ *   and stamps each slot with it at every lookup. The list stays ordered by
+ *   the record clock; since the stamps only grow along it, the tail also has
+ *   the oldest stamp, so checking the tail alone is still exact.
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -359,8 +364,11 @@ typedef struct pr__vcol {
     /* bounded vocabularies (pr_vocab_eviction); slot = index - base */
     uint8_t evict;
     uint64_t ttl, decay;
+    int64_t ttl_ms;       /* ttl by event time (ttl_s * 1000); 0 = by records */
     uint64_t clock;       /* lookups so far (the record clock) */
+    int64_t clock_ms;     /* ttl_ms: newest event time looked up (the event clock) */
     uint64_t *last;       /* [slots] clock at the last lookup */
+    int64_t *last_ms;     /* ttl_ms: [slots] event clock at the last lookup */
     uint32_t *ecnt;       /* [slots] lookups since admission (lfu: halved every decay) */
     int32_t *prev, *next; /* lru/ttl: list of slots, head = most recent */
     int32_t head, tail;   /* -1 when empty */
@@ -477,6 +485,7 @@ static void pr__vcol_free(pr__vcol *vc)
     free(vc->hcnt);
     free(vc->keys);
     free(vc->last);
+    free(vc->last_ms);
     free(vc->ecnt);
     free(vc->prev);
     free(vc->next);
@@ -523,11 +532,15 @@ static int pr__vcol_init(pr__vcol *vc, const pr_pipeline_spec *spec, uint32_t c)
         size_t slots = (size_t)(vc->cap - (uint64_t)vc->base);
         vc->ttl = spec->sparse[c].ttl_records;
         vc->decay = spec->sparse[c].decay_records;
+        if (vc->evict == PR_EVICT_TTL)
+            vc->ttl_ms = (int64_t)spec->sparse[c].ttl_s * 1000; /* validated to fit */
         vc->head = vc->tail = -1;
         /* calloc: pages of slots never used cost no memory */
         vc->last = calloc(slots, sizeof(*vc->last));
         vc->ecnt = calloc(slots, sizeof(*vc->ecnt));
         if (!vc->last || !vc->ecnt)
+            return PR_ENOMEM;
+        if (vc->ttl_ms && !(vc->last_ms = calloc(slots, sizeof(*vc->last_ms))))
             return PR_ENOMEM;
         if (vc->evict == PR_EVICT_LFU) {
             vc->heap = calloc(slots, sizeof(*vc->heap));
@@ -785,6 +798,8 @@ static int pr__ev_rebuild(pr__vcol *vc)
 static inline void pr__ev_touch(pr__vcol *vc, int32_t s, uint64_t now)
 {
     vc->last[s] = now;
+    if (vc->last_ms)
+        vc->last_ms[s] = vc->clock_ms;
     if (vc->ecnt[s] != UINT32_MAX)
         vc->ecnt[s]++;
     if (vc->evict == PR_EVICT_LFU) {
@@ -796,13 +811,14 @@ static inline void pr__ev_touch(pr__vcol *vc, int32_t s, uint64_t now)
 }
 
 /* The slot to recycle, or -1 (ttl: the least recently used value is younger
- * than ttl lookups). */
+ * than ttl lookups, or than ttl_ms of event time). */
 static inline int32_t pr__ev_victim(const pr__vcol *vc, uint64_t now)
 {
     if (vc->evict == PR_EVICT_LFU)
         return vc->n ? vc->heap[0] : -1;
     int32_t t = vc->tail;
-    if (t >= 0 && vc->evict == PR_EVICT_TTL && now - vc->last[t] < vc->ttl)
+    if (t >= 0 && vc->evict == PR_EVICT_TTL &&
+        (vc->ttl_ms ? vc->clock_ms - vc->last_ms[t] < vc->ttl_ms : now - vc->last[t] < vc->ttl))
         return -1;
     return t;
 }
@@ -818,16 +834,19 @@ static int pr__ev_log(pr__vcol *vc, uint32_t row, bool recycled, int64_t i, uint
         vc->log = p;
         vc->log_cap = nc;
     }
-    vc->log[vc->n_log++] = (pr__vasg){row, recycled, i, v, now};
+    vc->log[vc->n_log++] = (pr__vasg){row, recycled, i, v, now, vc->clock_ms};
     return 0;
 }
 
-/* Lookup-or-insert in a bounded column (block row `row`, for the log).
- * Returns the index, OOV, PR__FULL (dlrm, ttl with no expired value: not
- * reachable, validation needs profile default for ttl) or PR__NOMEM. */
-static int64_t pr__ev_lookup(pr__vcol *vc, uint64_t v, uint32_t row)
+/* Lookup-or-insert in a bounded column (block row `row`, for the log; `ms`
+ * its event time, read only by ttl_ms columns). Returns the index, OOV,
+ * PR__FULL (dlrm, ttl with no expired value: not reachable, validation needs
+ * profile default for ttl) or PR__NOMEM. */
+static int64_t pr__ev_lookup(pr__vcol *vc, uint64_t v, uint32_t row, int64_t ms)
 {
     uint64_t now = ++vc->clock;
+    if (ms > vc->clock_ms)
+        vc->clock_ms = ms; /* the newest event time so far: late rows keep it */
     if (vc->evict == PR_EVICT_LFU && vc->decay && now % vc->decay == 0)
         pr__lfu_decay(vc);
     pr__hslot *s = NULL;
@@ -889,6 +908,8 @@ static int64_t pr__ev_lookup(pr__vcol *vc, uint64_t v, uint32_t row)
         return PR__NOMEM;
     }
     vc->last[slot] = now;
+    if (vc->last_ms)
+        vc->last_ms[slot] = vc->clock_ms;
     vc->ecnt[slot] = 1;
     if (vc->evict == PR_EVICT_LFU) {
         size_t pos = (size_t)vc->hpos[slot];
@@ -902,10 +923,11 @@ static int64_t pr__ev_lookup(pr__vcol *vc, uint64_t v, uint32_t row)
     return i;
 }
 
-/* Map a bounded column's chunk (rows row0.. of the block). */
+/* Map a bounded column's chunk (rows row0.. of the block; ms: their event
+ * times, NULL unless the column evicts by event time). */
 static int64_t pr__vocab_col_ev(pr__vcol *vc, const uint64_t *vals, uint32_t rows,
-                                const uint64_t *rej, const uint64_t *miss, void *outp, int width,
-                                uint32_t row0, int *err)
+                                const uint64_t *rej, const uint64_t *miss, const int64_t *ms,
+                                void *outp, int width, uint32_t row0, int *err)
 {
     int32_t *o32 = outp;
     int64_t *o64 = outp;
@@ -913,7 +935,7 @@ static int64_t pr__vocab_col_ev(pr__vcol *vc, const uint64_t *vals, uint32_t row
         uint64_t skip = (rej ? rej[r / 64] : 0) | (miss ? miss[r / 64] : 0);
         int64_t i = 0;
         if (!((skip >> (r % 64)) & 1)) {
-            i = pr__ev_lookup(vc, vals[r], row0 + r);
+            i = pr__ev_lookup(vc, vals[r], row0 + r, ms ? ms[r] : 0);
             if (i < 0) {
                 *err = (int)i;
                 return r;
@@ -1308,11 +1330,13 @@ static void pr__vocab_chunk(pr_backend *be, uint32_t c, uint32_t r0, uint32_t r1
                              : (void *)(pr_out_sparse64(be->out, c) + r0);
     bool streaming = !be->two_pass;
     int64_t fr;
-    if (vc->evict)
-        fr = pr__vocab_col_ev(vc, v, n, rej, miss, o, be->width, r0, &err);
-    else
+    if (vc->evict) {
+        const int64_t *ms = vc->ttl_ms && in->event_time_ms ? in->event_time_ms + r0 : NULL;
+        fr = pr__vocab_col_ev(vc, v, n, rej, miss, ms, o, be->width, r0, &err);
+    } else {
         fr = be->width == 4 ? pr__vocab_col32(vc, v, n, rej, miss, o, streaming, &err)
                             : pr__vocab_col64(vc, v, n, rej, miss, o, streaming, &err);
+    }
     if (fr >= 0) {
         be->fail_row[c] = r0 + fr;
         be->fail_err[c] = err;
@@ -1609,10 +1633,11 @@ static int pr__cpu_vocab_read_from(const pr_backend *be, uint32_t col, int64_t f
     uint64_t i0 = from > vc->base ? (uint64_t)(from - vc->base) : 0;
     for (uint64_t i = i0; i < vc->n; i++) {
         pr_vocab_entry e = {vc->keys[i], vc->base + (int64_t)i, pr__vcol_count_of(vc, vc->keys[i]),
-                            0};
+                            0, 0};
         if (vc->evict) {
             e.count = vc->ecnt[i];
             e.last_use = vc->last[i];
+            e.last_use_ms = vc->last_ms ? vc->last_ms[i] : 0;
         }
         int rc = cb(&e, opaque);
         if (rc)
@@ -1639,7 +1664,7 @@ static int pr__cpu_vocab_read(const pr_backend *be, uint32_t col, pr_vocab_cb cb
     if (vc->direct) {
         for (uint64_t v = 0; v < vc->dom; v++) {
             if (vc->dcnt[v] && !vc->dmap[v]) {
-                pr_vocab_entry e = {v, -1, vc->dcnt[v], 0};
+                pr_vocab_entry e = {v, -1, vc->dcnt[v], 0, 0};
                 if ((rc = cb(&e, opaque)))
                     return rc;
             }
@@ -1660,7 +1685,7 @@ static int pr__cpu_vocab_read(const pr_backend *be, uint32_t col, pr_vocab_cb cb
             keys[n++] = vc->ht[i].key;
     qsort(keys, n, sizeof(*keys), pr__u64cmp);
     for (size_t i = 0; i < n && !rc; i++) {
-        pr_vocab_entry e = {keys[i], -1, pr__vcol_count_of(vc, keys[i]), 0};
+        pr_vocab_entry e = {keys[i], -1, pr__vcol_count_of(vc, keys[i]), 0, 0};
         rc = cb(&e, opaque);
     }
     free(keys);
@@ -1700,6 +1725,8 @@ static int pr__cpu_vocab_load(pr_backend *be, uint32_t col, const pr_vocab_entry
             if (vc->evict) {
                 vc->ecnt[vc->n - 1] = e[k].count > UINT32_MAX ? UINT32_MAX : (uint32_t)e[k].count;
                 vc->last[vc->n - 1] = e[k].last_use;
+                if (vc->last_ms)
+                    vc->last_ms[vc->n - 1] = e[k].last_use_ms;
             }
         } else if (vc->counting) {
             if (vc->direct) {
@@ -1824,17 +1851,19 @@ static void pr__cpu_vocab_block_log(const pr_backend *be, uint32_t col, const pr
     *n = be->cols[col].n_log;
 }
 
-static uint64_t pr__cpu_vocab_clock(const pr_backend *be, uint32_t col)
+static pr__vclock pr__cpu_vocab_clock(const pr_backend *be, uint32_t col)
 {
     if (!be->has[PR_OP_VOCAB] || col >= be->spec.n_sparse)
-        return 0;
-    return be->cols[col].clock;
+        return (pr__vclock){0, 0};
+    return (pr__vclock){be->cols[col].clock, be->cols[col].clock_ms};
 }
 
-static void pr__cpu_vocab_set_clock(pr_backend *be, uint32_t col, uint64_t clock)
+static void pr__cpu_vocab_set_clock(pr_backend *be, uint32_t col, pr__vclock clock)
 {
-    if (be->has[PR_OP_VOCAB] && col < be->spec.n_sparse)
-        be->cols[col].clock = clock;
+    if (!be->has[PR_OP_VOCAB] || col >= be->spec.n_sparse)
+        return;
+    be->cols[col].clock = clock.records;
+    be->cols[col].clock_ms = clock.event_ms;
 }
 
 const pr_backend_ops pr__backend_cpu = {

@@ -237,10 +237,14 @@ int pr_pipeline_spec_validate(const pr_pipeline_spec *spec, char *errstr, size_t
                              "sparse.%s.min_count: %u needs profile default (dlrm has no "
                              "out-of-vocabulary index); use min_count 1 or profile default",
                              s->name, s->min_count);
+        const char *en =
+            (unsigned)s->eviction < PR_EVICT__COUNT ? pr_vocab_eviction_names[s->eviction] : "?";
+        if (s->ttl_s && s->eviction != PR_EVICT_TTL)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "sparse.%s.ttl_s: %" PRIu64 " needs eviction ttl (the column's "
+                             "eviction is %s); remove it or set it to 0 for this column",
+                             s->name, s->ttl_s, en);
         if (s->eviction != PR_EVICT_NONE) {
-            const char *en = (unsigned)s->eviction < PR_EVICT__COUNT
-                                 ? pr_vocab_eviction_names[s->eviction]
-                                 : "?";
             if ((unsigned)s->eviction >= PR_EVICT__COUNT)
                 return pr_seterr(errstr, errstr_size, PR_EINVAL,
                                  "sparse.%s.eviction: %d is not none, lru, lfu or ttl", s->name,
@@ -262,14 +266,25 @@ int pr_pipeline_spec_validate(const pr_pipeline_spec *spec, char *errstr, size_t
                                  "sparse.%s.eviction: %s needs count_mode streaming (two_pass "
                                  "fixes the vocabulary before mapping)",
                                  s->name, en);
-            if (s->eviction == PR_EVICT_TTL && !s->ttl_records)
+            if (s->eviction == PR_EVICT_TTL && s->ttl_records && s->ttl_s)
                 return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                                 "sparse.%s.ttl_records: eviction ttl needs ttl_records > 0",
+                                 "sparse.%s.ttl_s: eviction ttl takes ttl_records (lookups) or "
+                                 "ttl_s (seconds of event time), not both (ttl_records %" PRIu64
+                                 ", ttl_s %" PRIu64 "); set the other to 0 for this column",
+                                 s->name, s->ttl_records, s->ttl_s);
+            if (s->eviction == PR_EVICT_TTL && !s->ttl_records && !s->ttl_s)
+                return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                                 "sparse.%s.ttl_records: eviction ttl needs ttl_records > 0 "
+                                 "(lookups of the column) or ttl_s > 0 (seconds of event time)",
                                  s->name);
+            if (s->ttl_s > (uint64_t)INT64_MAX / 1000)
+                return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                                 "sparse.%s.ttl_s: at most %" PRIu64 " seconds", s->name,
+                                 (uint64_t)INT64_MAX / 1000);
             if (s->eviction == PR_EVICT_TTL && spec->profile != PR_VOCAB_DEFAULT)
                 return pr_seterr(errstr, errstr_size, PR_EINVAL,
                                  "sparse.%s.eviction: ttl needs profile default (a full table "
-                                 "of values younger than ttl_records maps new values to OOV, "
+                                 "of values younger than the ttl maps new values to OOV, "
                                  "which dlrm does not have); use lru or lfu under dlrm",
                                  s->name);
         }
@@ -319,6 +334,11 @@ uint64_t pr__spec_fingerprint(const pr_pipeline_spec *spec)
                              cs->eviction == PR_EVICT_TTL ? cs->ttl_records : 0,
                              cs->eviction == PR_EVICT_LFU ? cs->decay_records : 0};
             h = pr__fnv(h, e, sizeof(e));
+            /* Likewise ttl_s: fingerprints of ttl_records columns are unchanged. */
+            if (cs->eviction == PR_EVICT_TTL && cs->ttl_s) {
+                uint64_t t[2] = {0x74746c5f73 /* "ttl_s" */, cs->ttl_s};
+                h = pr__fnv(h, t, sizeof(t));
+            }
         }
     }
     return h;
@@ -330,6 +350,16 @@ bool pr__spec_has_eviction(const pr_pipeline_spec *spec)
         return false;
     for (uint32_t c = 0; c < spec->n_sparse; c++)
         if (spec->sparse[c].eviction != PR_EVICT_NONE)
+            return true;
+    return false;
+}
+
+bool pr__spec_has_event_ttl(const pr_pipeline_spec *spec)
+{
+    if (!pr_spec_has_op(spec, PR_OP_VOCAB))
+        return false;
+    for (uint32_t c = 0; c < spec->n_sparse; c++)
+        if (spec->sparse[c].eviction == PR_EVICT_TTL && spec->sparse[c].ttl_s)
             return true;
     return false;
 }
@@ -507,6 +537,7 @@ struct pr_engine {
     int64_t jr_next[PR_MAX_SPARSE]; /* first index not yet journaled, per column */
     /* bounded vocabularies (pr_vocab_eviction) */
     bool evict;                    /* some column evicts: journal v2, snapshot v3 */
+    bool event_ttl;                /* some column evicts by ttl_s: journal v3, snapshot v4 */
     uint64_t notice_next;          /* number of the next recycled-index notice (from 1) */
     pr_recycled *pend;             /* notices replayed from the journal, re-announced by */
     uint32_t n_pend, pend_cap;     /* the next pr_engine_process (row 0) */
@@ -547,6 +578,7 @@ pr_engine *pr_engine_new(const pr_pipeline_spec *spec, const pr_engine_opts *opt
     eng->fingerprint = pr__spec_fingerprint(spec);
     eng->jr_fd = -1;
     eng->evict = pr__spec_has_eviction(spec);
+    eng->event_ttl = pr__spec_has_event_ttl(spec);
     eng->notice_next = 1;
 
     /* Zero fields mean the documented defaults (pr_engine_cfgmap). */
@@ -649,6 +681,27 @@ static int pr__check_block(const pr_engine *eng, const pr_block *in, char *errst
 
 static int pr__journal_append(pr_engine *eng, char *errstr, size_t errstr_size);
 
+/* Eviction by ttl_s reads every row's event time: a block without them
+ * (offline TSV has none, `piperec process` leaves them 0) is refused before
+ * anything changes, rather than never expiring a value. */
+static int pr__check_event_times(const pr_engine *eng, const pr_block *in, char *errstr,
+                                 size_t errstr_size)
+{
+    uint32_t c = 0;
+    while (c < eng->spec.n_sparse &&
+           !(eng->spec.sparse[c].eviction == PR_EVICT_TTL && eng->spec.sparse[c].ttl_s))
+        c++;
+    const char *nm = c < eng->spec.n_sparse ? eng->spec.sparse[c].name : "?";
+    for (uint32_t r = 0; r < in->rows; r++)
+        if (!in->event_time_ms || in->event_time_ms[r] <= 0)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "engine: column %s evicts by event time (ttl_s) but block row %u "
+                             "has no event time (%s); offline files (piperec process) carry "
+                             "none: use ttl_records there, or eviction lru or lfu",
+                             nm, r, in->event_time_ms ? "event_time_ms <= 0" : "no row metadata");
+    return 0;
+}
+
 /* Append a notice to a growable list (the engine's pending and recent lists). */
 static int pr__notice_push(pr_recycled **v, uint32_t *n, uint32_t *cap, const pr_recycled *r)
 {
@@ -724,6 +777,8 @@ int pr_engine_process(pr_engine *eng, const pr_block *in, pr_out *out, char *err
                       size_t errstr_size)
 {
     int rc = pr__check_block(eng, in, errstr, errstr_size);
+    if (!rc && eng->event_ttl)
+        rc = pr__check_event_times(eng, in, errstr, errstr_size);
     if (rc)
         return rc;
     if (!out || out->cap < in->rows || out->n_dense != in->n_dense ||
@@ -1177,7 +1232,7 @@ int pr_engine_vocab_import(pr_engine *eng, const char *dir, char *errstr, size_t
         }
         for (size_t i = 0; i < cols[c].n; i++)
             ents[i] =
-                (pr_vocab_entry){cols[c].e[i].value, cols[c].e[i].index, cols[c].e[i].count, 0};
+                (pr_vocab_entry){cols[c].e[i].value, cols[c].e[i].index, cols[c].e[i].count, 0, 0};
         if ((rc = eng->ops->vocab_load(eng->be, c, ents, cols[c].n))) {
             rc = pr_seterr(errstr, errstr_size, rc,
                            "vocab import: %s/%s.tsv: entries rejected by backend %s (%s)", dir,
@@ -1208,6 +1263,12 @@ int pr_engine_vocab_import(pr_engine *eng, const char *dir, char *errstr, size_t
  *   u64 notice_next, u32 n_pend, n_pend x {u32 col, u32 0, i64 index, u64 number}
  *   per column: u64 clock, u64 n, then n x {u64 value, i64 index, u64 count, u64 last_use}
  *   u64 FNV-1a of everything before it
+ *
+ * Version 4, written (only) when some column evicts by event time (ttl_s):
+ * version 3 with the event clocks added (0 in columns that do not use them)
+ *   per column: u64 clock, i64 event clock, u64 n, then
+ *   n x {u64 value, i64 index, u64 count, u64 last_use, i64 last_use_ms}
+ * so files of pipelines without ttl_s stay byte-for-byte what they were.
  */
 
 static const char pr__snap_magic[8] = {'P', 'R', 'V', 'S', 'N', 'A', 'P', '1'};
@@ -1255,6 +1316,15 @@ static int pr__snap_entry4_cb(const pr_vocab_entry *e, void *opaque)
     return w->err;
 }
 
+static int pr__snap_entry5_cb(const pr_vocab_entry *e, void *opaque)
+{
+    pr__writer *w = opaque;
+    uint64_t rec[5] = {e->value, (uint64_t)e->index, e->count, e->last_use,
+                       (uint64_t)e->last_use_ms};
+    pr__w(w, rec, sizeof(rec));
+    return w->err;
+}
+
 int pr_engine_vocab_save(const pr_engine *eng, const char *path, char *errstr, size_t errstr_size)
 {
     return pr_engine_vocab_save_tagged(eng, path, NULL, 0, errstr, errstr_size);
@@ -1273,7 +1343,7 @@ int pr_engine_vocab_save_tagged(const pr_engine *eng, const char *path, const vo
     if (!f)
         return pr_seterr(errstr, errstr_size, PR_EIO, "vocab save: %s: %s", tmp, strerror(errno));
     pr__writer w = {f, PR__FNV_INIT, 0};
-    uint32_t hdr[2] = {eng->evict ? 3 : tag_len ? 2 : 1, eng->spec.n_sparse};
+    uint32_t hdr[2] = {eng->event_ttl ? 4 : eng->evict ? 3 : tag_len ? 2 : 1, eng->spec.n_sparse};
     pr__w(&w, pr__snap_magic, sizeof(pr__snap_magic));
     pr__w(&w, hdr, sizeof(hdr));
     pr__w(&w, &eng->fingerprint, 8);
@@ -1300,15 +1370,19 @@ int pr_engine_vocab_save_tagged(const pr_engine *eng, const char *path, const vo
     for (uint32_t c = 0; c < eng->spec.n_sparse && !rc && !w.err; c++) {
         pr__count_ctx cc = {&w, 0};
         if (eng->evict) {
-            uint64_t clock = eng->ops->vocab_clock(eng->be, c);
-            pr__w(&w, &clock, 8);
+            pr__vclock clock = eng->ops->vocab_clock(eng->be, c);
+            pr__w(&w, &clock.records, 8);
+            if (eng->event_ttl)
+                pr__w(&w, &clock.event_ms, 8);
         }
         if (eng->has_vocab)
             rc = eng->ops->vocab_read(eng->be, c, pr__count_cb, &cc);
         pr__w(&w, &cc.n, 8);
+        pr_vocab_cb entry_cb = eng->event_ttl ? pr__snap_entry5_cb
+                               : eng->evict   ? pr__snap_entry4_cb
+                                              : pr__snap_entry_cb;
         if (!rc && eng->has_vocab)
-            rc = eng->ops->vocab_read(eng->be, c,
-                                      eng->evict ? pr__snap_entry4_cb : pr__snap_entry_cb, &w);
+            rc = eng->ops->vocab_read(eng->be, c, entry_cb, &w);
     }
     uint64_t sum = w.h;
     pr__w(&w, &sum, 8);
@@ -1360,7 +1434,7 @@ int pr_engine_vocab_load_tagged(pr_engine *eng, const char *path, void *tag, uin
     uint32_t hdr[2];
     uint64_t fp;
     if (pr__read_exact(f, magic, 8, &h) || memcmp(magic, pr__snap_magic, 8) ||
-        pr__read_exact(f, hdr, sizeof(hdr), &h) || hdr[0] < 1 || hdr[0] > 3 ||
+        pr__read_exact(f, hdr, sizeof(hdr), &h) || hdr[0] < 1 || hdr[0] > 4 ||
         pr__read_exact(f, &fp, 8, &h)) {
         rc = pr_seterr(errstr, errstr_size, PR_EINVAL, "vocab load: %s is not a piperec snapshot",
                        path);
@@ -1370,12 +1444,14 @@ int pr_engine_vocab_load_tagged(pr_engine *eng, const char *path, void *tag, uin
         rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
                        "vocab load: %s was written for a different pipeline spec (fingerprint "
                        "%016" PRIx64 ", this pipeline %016" PRIx64
-                       "): sparse ops, profile, modulus, min_count or capacity changed; "
+                       "): sparse ops, profile, modulus, min_count, capacity or eviction "
+                       "settings (eviction, ttl_records, ttl_s, decay_records) changed; "
                        "the indices it holds do not apply",
                        path, fp, eng->fingerprint);
         goto out;
     }
-    if ((hdr[0] == 3) != eng->evict) { /* the fingerprint already differs; be explicit */
+    if ((hdr[0] >= 3) != eng->evict || (hdr[0] == 4) != eng->event_ttl) {
+        /* the fingerprint already differs; be explicit */
         rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
                        "vocab load: %s: snapshot version %u does not match this pipeline's "
                        "eviction settings",
@@ -1434,7 +1510,7 @@ int pr_engine_vocab_load_tagged(pr_engine *eng, const char *path, void *tag, uin
         }
     }
     /* Pass 2: load column by column. */
-    if (hdr[0] == 3) {
+    if (hdr[0] >= 3) {
         uint64_t nn;
         uint32_t np;
         if (pr__read_exact(f, &nn, 8, NULL) || pr__read_exact(f, &np, 4, NULL) || nn == 0) {
@@ -1459,9 +1535,11 @@ int pr_engine_vocab_load_tagged(pr_engine *eng, const char *path, void *tag, uin
         }
     }
     for (uint32_t c = 0; c < eng->spec.n_sparse; c++) {
-        uint64_t n, clock = 0;
-        if ((hdr[0] == 3 && pr__read_exact(f, &clock, 8, NULL)) || pr__read_exact(f, &n, 8, NULL) ||
-            n > (uint64_t)SIZE_MAX / sizeof(*ents)) {
+        uint64_t n;
+        pr__vclock clock = {0, 0};
+        if ((hdr[0] >= 3 && pr__read_exact(f, &clock.records, 8, NULL)) ||
+            (hdr[0] == 4 && pr__read_exact(f, &clock.event_ms, 8, NULL)) ||
+            pr__read_exact(f, &n, 8, NULL) || n > (uint64_t)SIZE_MAX / sizeof(*ents)) {
             rc = PR_EIO;
             goto bad;
         }
@@ -1471,9 +1549,10 @@ int pr_engine_vocab_load_tagged(pr_engine *eng, const char *path, void *tag, uin
             rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "vocab load: out of memory");
             goto out;
         }
+        size_t rec_size = hdr[0] == 4 ? 40 : hdr[0] == 3 ? 32 : 24;
         for (uint64_t i = 0; i < n; i++) {
-            uint64_t rec[4] = {0};
-            if (pr__read_exact(f, rec, hdr[0] == 3 ? 32 : 24, NULL)) {
+            uint64_t rec[5] = {0};
+            if (pr__read_exact(f, rec, rec_size, NULL)) {
                 rc = PR_EIO;
                 goto bad;
             }
@@ -1481,6 +1560,7 @@ int pr_engine_vocab_load_tagged(pr_engine *eng, const char *path, void *tag, uin
             ents[i].index = (int64_t)rec[1];
             ents[i].count = rec[2];
             ents[i].last_use = rec[3];
+            ents[i].last_use_ms = (int64_t)rec[4];
         }
         if (eng->has_vocab && (rc = eng->ops->vocab_load(eng->be, c, ents, n))) {
             rc = pr_seterr(errstr, errstr_size, rc,
@@ -1522,10 +1602,17 @@ static const char pr__jr_magic[8] = {'P', 'R', 'V', 'J', 'R', 'N', 'L', '1'};
  * kind 1 COMMIT: end of one block's records (number = the next notice number).
  * check = low 32 bits of FNV-1a over the other 36 bytes. A block's records go
  * out in one write; replay applies whole blocks only (up to the last COMMIT),
- * in file order, so an index recycled twice ends with its last value. */
+ * in file order, so an index recycled twice ends with its last value.
+ *
+ * Version 3 (only when some column evicts by event time, ttl_s): magic
+ * "PRVJRNL3", 48-byte records: version 2's plus i64 tick_ms, the column's
+ * event clock at the assignment (0 in columns without ttl_s); check covers
+ * the other 44 bytes. Version 2 journals stay byte-for-byte what they were. */
 static const char pr__jr2_magic[8] = {'P', 'R', 'V', 'J', 'R', 'N', 'L', '2'};
+static const char pr__jr3_magic[8] = {'P', 'R', 'V', 'J', 'R', 'N', 'L', '3'};
 enum { PR__JR2_ASSIGN = 0, PR__JR2_COMMIT = 1 };
 
+/* A version 2 or 3 record in memory; on disk version 2 ends before tick_ms. */
 typedef struct {
     uint32_t kc;
     uint32_t check;
@@ -1533,21 +1620,40 @@ typedef struct {
     int64_t index;
     uint64_t tick;
     uint64_t number;
+    int64_t tick_ms;
 } pr__jr2_rec;
 
-static uint32_t pr__jr2_check(const pr__jr2_rec *r)
+/* Journal version of an engine: 1 without eviction, 2 with, 3 with ttl_s. */
+static int pr__jr_version(const pr_engine *eng)
+{
+    return eng->event_ttl ? 3 : eng->evict ? 2 : 1;
+}
+
+static const char *pr__jr_magic_of(int version)
+{
+    return version == 3 ? pr__jr3_magic : version == 2 ? pr__jr2_magic : pr__jr_magic;
+}
+
+/* Bytes per record on disk. */
+static size_t pr__jr_rec_size(const pr_engine *eng)
+{
+    static const size_t size[] = {0, 24, 40, sizeof(pr__jr2_rec)};
+    return size[pr__jr_version(eng)];
+}
+
+/* Check of a version 2 or 3 record of `size` bytes on disk. */
+static uint32_t pr__jr2_check(const pr__jr2_rec *r, size_t size)
 {
     uint64_t h = pr__fnv(PR__FNV_INIT, &r->kc, 4);
-    h = pr__fnv(h, &r->value, 32);
+    h = pr__fnv(h, &r->value, size - 8);
     return (uint32_t)(h ^ (h >> 32));
 }
 
+/* (check is filled in when the block is written: pr__journal_append2) */
 static pr__jr2_rec pr__jr2_make(uint32_t kind, uint32_t col, uint64_t value, int64_t index,
-                                uint64_t tick, uint64_t number)
+                                uint64_t tick, uint64_t number, int64_t tick_ms)
 {
-    pr__jr2_rec r = {kind << 28 | col, 0, value, index, tick, number};
-    r.check = pr__jr2_check(&r);
-    return r;
+    return (pr__jr2_rec){kind << 28 | col, 0, value, index, tick, number, tick_ms};
 }
 
 typedef struct {
@@ -1572,13 +1678,19 @@ static int pr__jr_header_check(const pr_engine *eng, const unsigned char *hdr, c
     uint32_t ns;
     memcpy(&fp, hdr + 8, 8);
     memcpy(&ns, hdr + 16, 4);
-    if (memcmp(hdr, eng->evict ? pr__jr2_magic : pr__jr_magic, 8)) {
-        if (!memcmp(hdr, eng->evict ? pr__jr_magic : pr__jr2_magic, 8))
-            return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                             "vocab journal: %s was written %s eviction, this pipeline has %s "
-                             "(the indices it holds do not apply)",
-                             path, eng->evict ? "without" : "with",
-                             eng->evict ? "eviction" : "none");
+    static const char *const what[] = {"", "without eviction", "with eviction by lookups",
+                                       "with eviction by event time (ttl_s)"};
+    int want = pr__jr_version(eng);
+    if (memcmp(hdr, pr__jr_magic_of(want), 8)) {
+        for (int v = 1; v <= 3; v++)
+            if (!memcmp(hdr, pr__jr_magic_of(v), 8))
+                return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                                 "vocab journal: %s was written %s, this pipeline evicts %s "
+                                 "(the indices it holds do not apply)",
+                                 path, what[v],
+                                 want == 1   ? "nothing"
+                                 : want == 2 ? "by lookups"
+                                             : "by event time (ttl_s)");
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
                          "vocab journal: %s is not a piperec journal", path);
     }
@@ -1593,7 +1705,7 @@ static int pr__jr_header_check(const pr_engine *eng, const unsigned char *hdr, c
 static void pr__jr_header(const pr_engine *eng, unsigned char *hdr)
 {
     memset(hdr, 0, PR__JR_HDR);
-    memcpy(hdr, eng->evict ? pr__jr2_magic : pr__jr_magic, 8);
+    memcpy(hdr, pr__jr_magic_of(pr__jr_version(eng)), 8);
     memcpy(hdr + 8, &eng->fingerprint, 8);
     uint32_t ns = eng->spec.n_sparse;
     memcpy(hdr + 16, &ns, 4);
@@ -1624,7 +1736,7 @@ static bool pr__jr_rec_valid(const pr_engine *eng, const pr__jr_rec *r)
 static bool pr__jr2_rec_valid(const pr_engine *eng, const pr__jr2_rec *r)
 {
     uint32_t kind = r->kc >> 28, col = r->kc & 0x0fffffffu;
-    if (r->check != pr__jr2_check(r))
+    if (r->check != pr__jr2_check(r, pr__jr_rec_size(eng)))
         return false;
     if (kind == PR__JR2_COMMIT)
         return true;
@@ -1633,7 +1745,7 @@ static bool pr__jr2_rec_valid(const pr_engine *eng, const pr__jr2_rec *r)
 
 /* What one journal record means for the valid prefix: the scan stops at a
  * BAD one; replay may end after an END one (every record of version 1, a
- * COMMIT of version 2: a whole block). */
+ * COMMIT of versions 2 and 3: a whole block). */
 enum { PR__JR_BAD, PR__JR_MID, PR__JR_END };
 
 static int pr__jr_kind(const pr_engine *eng, const void *rec)
@@ -1643,10 +1755,11 @@ static int pr__jr_kind(const pr_engine *eng, const void *rec)
 
 static int pr__jr2_kind(const pr_engine *eng, const void *rec)
 {
-    const pr__jr2_rec *r = rec;
-    if (!pr__jr2_rec_valid(eng, r))
+    pr__jr2_rec r = {0}; /* a version 2 record is shorter than the struct */
+    memcpy(&r, rec, pr__jr_rec_size(eng));
+    if (!pr__jr2_rec_valid(eng, &r))
         return PR__JR_BAD;
-    return r->kc >> 28 == PR__JR2_COMMIT ? PR__JR_END : PR__JR_MID;
+    return r.kc >> 28 == PR__JR2_COMMIT ? PR__JR_END : PR__JR_MID;
 }
 
 /* End of the journal's valid prefix: header, then records up to the last
@@ -1654,9 +1767,9 @@ static int pr__jr2_kind(const pr_engine *eng, const void *rec)
  * -1 on a read error. */
 static off_t pr__jr_valid_end(const pr_engine *eng, int fd, off_t size)
 {
-    size_t rec_size = eng->evict ? sizeof(pr__jr2_rec) : sizeof(pr__jr_rec);
+    size_t rec_size = pr__jr_rec_size(eng);
     int (*kind)(const pr_engine *, const void *) = eng->evict ? pr__jr2_kind : pr__jr_kind;
-    uint64_t buf[3 * 1024]; /* 24 KiB: whole records of either size, 8-byte aligned */
+    uint64_t buf[3 * 1024]; /* 24 KiB: whole records of any size, 8-byte aligned */
     size_t per = sizeof(buf) / rec_size;
     off_t at = PR__JR_HDR, end = PR__JR_HDR;
     while (at + (off_t)rec_size <= size) {
@@ -1950,7 +2063,7 @@ int pr_engine_vocab_journal_replay(pr_engine *eng, const char *path, char *errst
                                path, eng->spec.sparse[c].name, next, recs[k].index);
                 goto out;
             }
-            pr_vocab_entry e = {recs[k].value, recs[k].index, 0, 0};
+            pr_vocab_entry e = {recs[k].value, recs[k].index, 0, 0, 0};
             if (pr__ents_push(&cur, &e)) {
                 free(pending);
                 rc = PR_ENOMEM;
@@ -2026,7 +2139,8 @@ static int pr__jr2_fresh_cb(const pr_vocab_entry *e, void *opaque)
     if (e->index < 0)
         return 1;
     if (e->index >= b->from)
-        pr__jr2_push(b, pr__jr2_make(PR__JR2_ASSIGN, b->col, e->value, e->index, e->last_use, 0));
+        pr__jr2_push(b, pr__jr2_make(PR__JR2_ASSIGN, b->col, e->value, e->index, e->last_use, 0,
+                                     e->last_use_ms));
     return b->err;
 }
 
@@ -2082,8 +2196,8 @@ static int pr__journal_append2(pr_engine *eng, char *errstr, size_t errstr_size)
                 }
                 notes[n_notes++] = (pr__jr2_note){log[i].row, c, b.n};
             }
-            pr__jr2_push(
-                &b, pr__jr2_make(PR__JR2_ASSIGN, c, log[i].value, log[i].index, log[i].tick, 0));
+            pr__jr2_push(&b, pr__jr2_make(PR__JR2_ASSIGN, c, log[i].value, log[i].index,
+                                          log[i].tick, 0, log[i].tick_ms));
         }
         eng->jr_next[c] = size;
     }
@@ -2093,14 +2207,19 @@ static int pr__journal_append2(pr_engine *eng, char *errstr, size_t errstr_size)
         if (n_notes)
             qsort(notes, n_notes, sizeof(*notes), pr__jr2_note_cmp);
         uint64_t first = eng->notice_next - n_notes;
-        for (size_t k = 0; k < n_notes; k++) {
-            pr__jr2_rec *r = &b.r[notes[k].pos];
-            r->number = first + k;
-            r->check = pr__jr2_check(r);
-        }
-        pr__jr2_push(&b, pr__jr2_make(PR__JR2_COMMIT, 0, 0, 0, 0, eng->notice_next));
+        for (size_t k = 0; k < n_notes; k++)
+            b.r[notes[k].pos].number = first + k;
+        pr__jr2_push(&b, pr__jr2_make(PR__JR2_COMMIT, 0, 0, 0, 0, eng->notice_next, 0));
         rc = b.err;
-        if (!rc && (pr__write_all(eng->jr_fd, b.r, b.n * sizeof(*b.r)) || fdatasync(eng->jr_fd)))
+        /* Checks, then the on-disk layout: version 2 records are packed to
+         * their 40 bytes in place (each moves down, never over a later one). */
+        size_t rec_size = pr__jr_rec_size(eng);
+        for (size_t i = 0; i < b.n && !rc; i++) {
+            b.r[i].check = pr__jr2_check(&b.r[i], rec_size);
+            if (rec_size != sizeof(*b.r))
+                memmove((char *)b.r + i * rec_size, &b.r[i], rec_size);
+        }
+        if (!rc && (pr__write_all(eng->jr_fd, b.r, b.n * rec_size) || fdatasync(eng->jr_fd)))
             rc = PR_EIO;
     }
     free(b.r);
@@ -2125,9 +2244,10 @@ static int pr__recycled_number_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Replay a version-2 journal (f is past the header): whole blocks only, each
- * ASSIGN overwriting its index in file order, then one vocab_load per
- * column; notices newer than the snapshot's counter are queued for
+/* Replay a version-2 or 3 journal (f is past the header): whole blocks
+ * only, each ASSIGN overwriting its index in file order, then one vocab_load
+ * per column; the clocks become the newest of the snapshot's and the
+ * records'; notices newer than the snapshot's counter are queued for
  * re-announcement. Records already in the snapshot (a crash between a
  * checkpoint's rename and its truncation) rewrite the same final values. */
 static int pr__journal_replay2(pr_engine *eng, const char *path, FILE *f, char *errstr,
@@ -2141,8 +2261,9 @@ static int pr__journal_replay2(pr_engine *eng, const char *path, FILE *f, char *
     size_t n_notes = 0;
     uint64_t next_number = eng->notice_next;
     int rc = 0;
-    pr__jr2_rec r;
-    while (fread(&r, 1, sizeof(r), f) == sizeof(r)) {
+    size_t rec_size = pr__jr_rec_size(eng);
+    pr__jr2_rec r = {0}; /* tick_ms stays 0 in version 2 records */
+    while (fread(&r, 1, rec_size, f) == rec_size) {
         if (!pr__jr2_rec_valid(eng, &r)) {
             pr_warn("vocab journal: %s: invalid record %zu, ignoring it and the rest", path, n);
             break;
@@ -2193,16 +2314,18 @@ static int pr__journal_replay2(pr_engine *eng, const char *path, FILE *f, char *
             memcpy(pending, cur.e + n_assigned, n_pending * sizeof(*pending));
         }
         cur.n = n_assigned;
-        uint64_t clock = eng->evict ? eng->ops->vocab_clock(eng->be, c) : 0;
+        pr__vclock clock = eng->ops->vocab_clock(eng->be, c);
         for (size_t i = 0; i < n_ok; i++) {
             const pr__jr2_rec *q = &recs[i];
             if (q->kc != ((uint32_t)PR__JR2_ASSIGN << 28 | c))
                 continue;
-            if (q->tick > clock)
-                clock = q->tick;
+            if (q->tick > clock.records)
+                clock.records = q->tick;
+            if (q->tick_ms > clock.event_ms)
+                clock.event_ms = q->tick_ms;
             if (q->number >= eng->notice_next)
                 notes[n_notes++] = (pr_recycled){c, 0, q->index, q->number};
-            pr_vocab_entry e = {q->value, q->index, 1, q->tick};
+            pr_vocab_entry e = {q->value, q->index, 1, q->tick, q->tick_ms};
             size_t at = (size_t)(q->index - base);
             if (q->index < base || at > cur.n) {
                 free(pending);
@@ -2218,6 +2341,8 @@ static int pr__journal_replay2(pr_engine *eng, const char *path, FILE *f, char *
             } else if (cur.e[at].value == q->value) {
                 if (q->tick > cur.e[at].last_use)
                     cur.e[at].last_use = q->tick;
+                if (q->tick_ms > cur.e[at].last_use_ms)
+                    cur.e[at].last_use_ms = q->tick_ms;
             } else {
                 cur.e[at] = e;
             }

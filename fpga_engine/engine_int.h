@@ -26,11 +26,14 @@ uint8_t pr__spec_sparse_width(const pr_pipeline_spec *spec);
 
 /* Fingerprint of everything in a spec that gives vocabulary indices their
  * meaning (sparse ops, profile, count mode, per-column modulus, min_count,
- * capacity). Snapshots and journals carry it. */
+ * capacity, and when a column evicts its eviction, ttl_records, ttl_s and
+ * decay_records). Snapshots and journals carry it. */
 uint64_t pr__spec_fingerprint(const pr_pipeline_spec *spec);
 
 /* Does some column of a spec with the vocab operator evict (pr_vocab_eviction)? */
 bool pr__spec_has_eviction(const pr_pipeline_spec *spec);
+/* ... and does one evict by event time (eviction ttl with ttl_s)? */
+bool pr__spec_has_event_ttl(const pr_pipeline_spec *spec);
 
 /* Append a notice to out->recycled, growing it. PR_ENOMEM. */
 int pr__out_recycled_push(pr_out *o, const pr_recycled *r);

@@ -27,8 +27,16 @@ typedef struct pr__vasg {
     bool recycled;
     int64_t index;
     uint64_t value;
-    uint64_t tick; /* the column's record clock at the assignment */
+    uint64_t tick;   /* the column's record clock at the assignment */
+    int64_t tick_ms; /* its event clock (eviction ttl with ttl_s; else 0) */
 } pr__vasg;
+
+/* A bounded column's clocks: lookups so far, and the newest event time
+ * (ms) looked up (eviction ttl with ttl_s; else 0). Both only grow. */
+typedef struct pr__vclock {
+    uint64_t records;
+    int64_t event_ms;
+} pr__vclock;
 
 typedef struct pr_backend_ops {
     const char *name;
@@ -67,12 +75,12 @@ typedef struct pr_backend_ops {
      * in (row, col) order with number 0 (the engine numbers them);
      * vocab_block_log gives column `col`'s assignments of the last process()
      * call (valid until the next one; none for a column that does not evict);
-     * vocab_clock/vocab_set_clock read and restore a column's record clock
-     * (snapshots). vocab_read reports count and last_use; vocab_load takes
-     * them back and rebuilds the eviction order from them. */
+     * vocab_clock/vocab_set_clock read and restore a column's clocks
+     * (snapshots). vocab_read reports count, last_use and last_use_ms;
+     * vocab_load takes them back and rebuilds the eviction order from them. */
     void (*vocab_block_log)(const pr_backend *be, uint32_t col, const pr__vasg **log, size_t *n);
-    uint64_t (*vocab_clock)(const pr_backend *be, uint32_t col);
-    void (*vocab_set_clock)(pr_backend *be, uint32_t col, uint64_t clock);
+    pr__vclock (*vocab_clock)(const pr_backend *be, uint32_t col);
+    void (*vocab_set_clock)(pr_backend *be, uint32_t col, pr__vclock clock);
 } pr_backend_ops;
 
 extern const pr_backend_ops pr__backend_cpu;

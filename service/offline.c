@@ -24,6 +24,15 @@
  * since a decoder cannot know how many lines came before; the write stage,
  * which sees chunks in order, adds the count of earlier lines. Per-stage
  * thread-seconds go to pr_offline_result (decode, engine, write, wait).
+ *
+ * Bounded vocabularies (some column with eviction lru/lfu/ttl): the engine
+ * lists each block's recycled indices (pr_out.recycled, block rows); the
+ * engine stage moves their rows past the rejected rows it drops, and the
+ * write stage, which knows how many rows came before, appends them to
+ * recycled.npy as (column, output row, index, number). Both stages run in
+ * input order, so the file, like the tensors, never depends on --threads.
+ * No run ever restarts from a snapshot here, so the engine stage tells the
+ * engine every notice is delivered (it would keep them all otherwise).
  */
 #define _GNU_SOURCE /* memrchr */
 #include <errno.h>
@@ -124,6 +133,7 @@ typedef struct pr__run {
 
     /* In-order stages. */
     pr_npy_writer *w_dense, *w_sparse, *w_labels;
+    pr_npy_writer *w_recycled; /* recycled.npy; NULL when no column evicts */
     FILE *rejects;
     pr_offline_result *res;
     int64_t line_base;
@@ -345,6 +355,21 @@ static void pr__field(const pr_pipeline_spec *spec, const char *rec, size_t len,
     dst[j] = '\0';
 }
 
+/* Before pr__compact: a notice's row becomes the row its block row will have
+ * once the rejected rows are gone (the first kept row at or after it; a
+ * rejected row touches no vocabulary, so that is where the new value is first
+ * used). The notices are in row order: one sweep. */
+static void pr__remap_recycled(pr_out *o)
+{
+    uint32_t kept = 0, r = 0;
+    for (uint32_t i = 0; i < o->n_recycled; i++) {
+        pr_recycled *n = &o->recycled[i];
+        for (; r < n->row && r < o->rows; r++)
+            kept += !pr_bit_test(o->rejected, r);
+        n->row = kept;
+    }
+}
+
 /* Drop rejected rows from the engine output, keeping order. */
 static void pr__compact(pr_out *o, const pr_pipeline_spec *spec)
 {
@@ -425,6 +450,9 @@ static int pr__engine_job(pr__run *run, pr__job *job, char *errstr, size_t errst
         rc = pr_engine_process(run->eng, b, o, errstr, errstr_size);
         if (rc)
             return rc;
+        if (o->n_recycled) /* recycled.npy holds them: nothing to re-announce */
+            pr_engine_vocab_notices_delivered(run->eng,
+                                              pr_engine_vocab_recycled_total(run->eng) + 1);
         if (o->n_rejected) {
             for (uint32_t r = 0; r < o->rows; r++) {
                 if (!pr_bit_test(o->rejected, r))
@@ -436,7 +464,31 @@ static int pr__engine_job(pr__run *run, pr__job *job, char *errstr, size_t errst
                 if (pr__add_reject(job, b->offset[r], why, NULL, col, NULL, 0) < 0)
                     return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
             }
+            pr__remap_recycled(o);
             pr__compact(o, spec);
+        }
+    }
+    return 0;
+}
+
+/* A block's notices to recycled.npy, rows made global: `row0` is the number
+ * of rows written before the block. */
+static int pr__write_recycled(pr__run *run, const pr_out *o, uint64_t row0, char *errstr,
+                              size_t errstr_size)
+{
+    int64_t buf[64][4];
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < o->n_recycled; i++) {
+        const pr_recycled *r = &o->recycled[i];
+        buf[n][0] = r->col;
+        buf[n][1] = (int64_t)(row0 + r->row);
+        buf[n][2] = r->index;
+        buf[n][3] = (int64_t)r->number;
+        if (++n == 64 || i + 1 == o->n_recycled) {
+            int rc = pr_npy_append_rows(run->w_recycled, buf, n, errstr, errstr_size);
+            if (rc)
+                return rc;
+            n = 0;
         }
     }
     return 0;
@@ -444,7 +496,8 @@ static int pr__engine_job(pr__run *run, pr__job *job, char *errstr, size_t errst
 
 /* Write stage (one thread at a time, jobs in input order, after the engine
  * stage): the job's tensors appended to the .npy files (transposed to row
- * order there), its rejects to rejects.tsv with file-wide line numbers. */
+ * order there), its notices to recycled.npy, its rejects to rejects.tsv with
+ * file-wide line numbers. */
 static int pr__write_job(pr__run *run, pr__job *job, char *errstr, size_t errstr_size)
 {
     const pr_pipeline_spec *spec = run->spec;
@@ -459,7 +512,8 @@ static int pr__write_job(pr__run *run, pr__job *job, char *errstr, size_t errstr
             (rc = pr_npy_append_cols(run->w_sparse, o->sparse, o->cap, o->rows, errstr,
                                      errstr_size)) ||
             (run->w_labels && (rc = pr_npy_append_cols(run->w_labels, o->labels, o->cap, o->rows,
-                                                       errstr, errstr_size))))
+                                                       errstr, errstr_size))) ||
+            (run->w_recycled && (rc = pr__write_recycled(run, o, res->rows, errstr, errstr_size))))
             return rc;
         res->rows += o->rows;
     }
@@ -841,7 +895,20 @@ static int pr__count_pass(pr__run *run, char *errstr, size_t errstr_size)
     return 0;
 }
 
-/* dense.npy, sparse.npy, labels.npy (when the spec has a label), rejects.tsv. */
+/* Some column evicts (so the engine recycles indices). */
+static bool pr__spec_evicts(const pr_pipeline_spec *spec)
+{
+    if (!pr_spec_has_op(spec, PR_OP_VOCAB))
+        return false;
+    for (uint32_t c = 0; c < spec->n_sparse; c++)
+        if (spec->sparse[c].eviction != PR_EVICT_NONE)
+            return true;
+    return false;
+}
+
+/* dense.npy, sparse.npy, labels.npy (when the spec has a label), recycled.npy
+ * (when a column evicts; else a stale one from an earlier run is removed, so
+ * that its absence always means no eviction), rejects.tsv. */
 static int pr__open_outputs(pr__run *run, char *errstr, size_t errstr_size)
 {
     const pr_pipeline_spec *spec = run->spec;
@@ -865,6 +932,13 @@ static int pr__open_outputs(pr__run *run, char *errstr, size_t errstr_size)
         if ((rc = pr_npy_open_flags(&run->w_labels, path, PR_NPY_I32, 0, fl, errstr, errstr_size)))
             return rc;
     }
+    snprintf(path, sizeof(path), "%s/recycled.npy", dir);
+    if (!pr__spec_evicts(spec)) {
+        if (unlink(path) < 0 && errno != ENOENT)
+            return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", path, strerror(errno));
+    } else if ((rc = pr_npy_open_flags(&run->w_recycled, path, PR_NPY_I64, 4, fl, errstr,
+                                       errstr_size)))
+        return rc;
     snprintf(path, sizeof(path), "%s/rejects.tsv", dir);
     run->rejects = fopen(path, "w");
     if (!run->rejects)
@@ -889,12 +963,17 @@ static int pr__close_outputs(pr__run *run, char *errstr, size_t errstr_size)
         rc = pr_npy_close(run->w_labels, errstr, errstr_size);
         run->w_labels = NULL;
     }
+    if (!rc) {
+        rc = pr_npy_close(run->w_recycled, errstr, errstr_size);
+        run->w_recycled = NULL;
+    }
     if (fclose(run->rejects) != 0 && !rc)
         rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s/rejects.tsv: %s", run->opts->output_dir,
                        strerror(errno));
     run->rejects = NULL;
     if (rc) {
-        static const char *const names[] = {"dense.npy", "sparse.npy", "labels.npy"};
+        static const char *const names[] = {"dense.npy", "sparse.npy", "labels.npy",
+                                            "recycled.npy"};
         char path[4200];
         for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
             snprintf(path, sizeof(path), "%s/%s", run->opts->output_dir, names[i]);
@@ -910,6 +989,7 @@ static void pr__abort_outputs(pr__run *run)
     pr_npy_abort(run->w_dense);
     pr_npy_abort(run->w_sparse);
     pr_npy_abort(run->w_labels);
+    pr_npy_abort(run->w_recycled);
     if (run->rejects)
         fclose(run->rejects);
 }

@@ -7,7 +7,12 @@
  * dense.npy is float32 [rows, n_dense], sparse.npy int32/int64 [rows,
  * n_sparse], labels.npy int32 [rows] (sinks/include/pr_npy.h's streaming writer,
  * C order), meta.json lists every batch: sequence, row range in the files,
- * offset ranges, event-time bounds, vocabulary sizes.
+ * offset ranges, event-time bounds, vocabulary sizes, and (bounded
+ * vocabularies) its recycled-index notices as "recycled": [[column, row,
+ * index, number], ...] with `row` numbered like row_start (a row of the
+ * roll's files), so a reader resets the index before that row. The key is
+ * left out of a batch without notices, so without eviction meta.json is what
+ * it always was.
  *
  * Acknowledgement (what keeps at-least-once honest): a roll is written into
  * DIR/.tmp-batches-<first_seq>/; when it has roll_batches batches (or is
@@ -264,7 +269,18 @@ static int write_batch(files_sink *f, const pr_batch *b, char *errstr, size_t es
                 PR_PART_KEY_PARTITION(r->partition), (long long)r->first_offset,
                 (long long)r->last_offset, r->rows);
     }
-    fprintf(o, "]}");
+    fprintf(o, "]");
+    if (b->n_recycled) {
+        fprintf(o, ", \"recycled\": [");
+        for (uint32_t i = 0; i < b->n_recycled; i++) {
+            const pr_recycled *r = &b->recycled[i];
+            fprintf(o, "%s[%u, %llu, %lld, %llu]", i ? ", " : "", r->col,
+                    (unsigned long long)(f->rows + r->row), (long long)r->index,
+                    (unsigned long long)r->number);
+        }
+        fprintf(o, "]");
+    }
+    fprintf(o, "}");
     if (ferror(o))
         return pr_seterr(errstr, es, PR_EIO, "files sink: %s: write failed", f->meta_path);
     if (b->vocab_sizes && f->last_vocab)

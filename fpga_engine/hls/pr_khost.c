@@ -440,7 +440,7 @@ int pr__khost_vocab_read_from(const pr__khost *h, uint32_t col, int64_t from_ind
     uint64_t i = from_index > h->first_index ? (uint64_t)(from_index - h->first_index) : 0;
     for (; i < h->n_assigned[col]; i++) {
         /* Counts live on the device; the journal only needs value and index. */
-        pr_vocab_entry e = {h->mirror[col][i], h->first_index + (int64_t)i, 0, 0};
+        pr_vocab_entry e = {h->mirror[col][i], h->first_index + (int64_t)i, 0, 0, 0};
         int rc = cb(&e, opaque);
         if (rc)
             return rc;
@@ -500,11 +500,11 @@ int pr__khost_vocab_read(const pr__khost *hc, uint32_t col, pr_vocab_cb cb, void
         }
     }
     for (uint64_t k = 0; !rc && k < n; k++) {
-        pr_vocab_entry e = {vals[k], h->first_index + (int64_t)k, cnts[k], 0};
+        pr_vocab_entry e = {vals[k], h->first_index + (int64_t)k, cnts[k], 0, 0};
         rc = cb(&e, opaque);
     }
     for (size_t k = 0; !rc && k < n_pend; k++) {
-        pr_vocab_entry e = {pend[k].value, -1, pend[k].count, 0};
+        pr_vocab_entry e = {pend[k].value, -1, pend[k].count, 0, 0};
         rc = cb(&e, opaque);
     }
     free(vals);

@@ -81,17 +81,20 @@ typedef enum pr_count_mode {
  * more than `capacity` indices) and the engine reports the recycled index in
  * pr_out.recycled, so that a trainer resets that embedding row before using
  * it again. Every decision depends only on the data order: the clock is the
- * column's count of looked-up values ("records"), never wall time, and each
- * column is processed in row order by one worker, so results do not depend
- * on the thread count. cpu backend only (PR_ENOTSUP from the others). */
+ * column's count of looked-up values ("records"), or for ttl with ttl_s the
+ * newest event time the column has looked up (pr_block.event_time_ms), never
+ * wall time, and each column is processed in row order by one worker, so
+ * results do not depend on the thread count. cpu backend only (PR_ENOTSUP
+ * from the others). */
 typedef enum pr_vocab_eviction {
     PR_EVICT_NONE = 0, /* full table: OOV (default) or PR_EFULL (dlrm), as always */
     PR_EVICT_LRU = 1,  /* the least recently used value */
     PR_EVICT_LFU = 2,  /* the least frequently used value; counts halve every
                         * decay_records lookups of the column (0 = never) */
     PR_EVICT_TTL = 3,  /* the least recently used value, only once it has not been
-                        * seen for ttl_records lookups; a full table of younger
-                        * values maps new ones to OOV (needs profile default) */
+                        * seen for ttl_records lookups (or ttl_s seconds of event
+                        * time); a full table of younger values maps new ones to
+                        * OOV (needs profile default) */
     PR_EVICT__COUNT
 } pr_vocab_eviction;
 
@@ -112,6 +115,11 @@ typedef struct pr_sparse_col_spec {
                                  * modulus (+2 under default) if bounded, else INT32_MAX */
     pr_vocab_eviction eviction; /* PR_EVICT_NONE (default); others need a capacity */
     uint64_t ttl_records;       /* PR_EVICT_TTL: idle lookups before a value may go (> 0) */
+    uint64_t ttl_s;             /* PR_EVICT_TTL instead of ttl_records (exactly one is set):
+                                 * a value may go once the column's event clock (the newest
+                                 * event_time_ms it looked up, so late rows never move it
+                                 * back) is ttl_s seconds past the clock at its last lookup.
+                                 * Every processed row needs event_time_ms > 0. */
     uint64_t decay_records;     /* PR_EVICT_LFU: lookups between halvings; 0 = no decay */
 } pr_sparse_col_spec;
 
@@ -188,10 +196,11 @@ typedef struct pr_block {
     uint64_t *sparse_u64;     /* [n_sparse][cap] */
     uint64_t *sparse_missing; /* n_sparse bitmaps; set bit = missing (empty field) */
     /* Row metadata; allocated when the block is created with_meta. Offline mode
-     * keeps the 1-based input line number in `offset`. */
+     * keeps the 1-based input line number in `offset` and has no event time
+     * (0). The engine reads event_time_ms only for eviction ttl with ttl_s. */
     int32_t *partition;     /* [cap] */
     int64_t *offset;        /* [cap] */
-    int64_t *event_time_ms; /* [cap] */
+    int64_t *event_time_ms; /* [cap] ms since the epoch; <= 0 = none */
 } pr_block;
 
 /* Allocate a block (cap is rounded up to a multiple of 64; all columns 64-byte
@@ -316,7 +325,9 @@ uint8_t pr_engine_sparse_width(const pr_engine *eng);     /* 4 or 8 */
  * widths, cap >= in->rows). Returns 0, or PR_EFULL when a column's vocabulary
  * is full under the dlrm profile (errstr names the column; the engine state is
  * then unchanged for rows after the failing one and the pipeline should stop),
- * or another PR_E* code. */
+ * PR_EINVAL when a column evicts by ttl_s and a row has no event time
+ * (event_time_ms missing or <= 0; nothing is processed), or another PR_E*
+ * code. */
 int pr_engine_process(pr_engine *eng, const pr_block *in, pr_out *out, char *errstr,
                       size_t errstr_size);
 
@@ -341,10 +352,12 @@ uint64_t pr_engine_vocab_size(const pr_engine *eng, uint32_t col);
 typedef struct pr_vocab_entry {
     uint64_t value; /* key after Hex2Int and Modulus */
     int64_t index;
-    uint64_t count;    /* times seen (0 when the backend does not count); under
-                        * eviction lfu the (decayed) use count */
-    uint64_t last_use; /* eviction lru/lfu/ttl: the column's record clock at the
-                        * value's last lookup (orders lru, breaks lfu ties); else 0 */
+    uint64_t count;      /* times seen (0 when the backend does not count); under
+                          * eviction lfu the (decayed) use count */
+    uint64_t last_use;   /* eviction lru/lfu/ttl: the column's record clock at the
+                          * value's last lookup (orders lru, breaks lfu ties); else 0 */
+    int64_t last_use_ms; /* eviction ttl with ttl_s: the column's event clock (ms) at
+                          * the value's last lookup; else 0 */
 } pr_vocab_entry;
 
 /* Read a column's vocabulary: calls `cb` for every entry in increasing index
@@ -404,18 +417,20 @@ int pr_engine_vocab_checkpoint(pr_engine *eng, const char *snapshot_path, const 
 void pr_engine_vocab_journal_close(pr_engine *eng);
 
 /* Bounded vocabularies (pr_vocab_eviction) and persistence. Snapshots keep
- * the usage statistics (last_use, lfu counts, each column's record clock) and
- * the notice counter, so loading one and processing the same blocks gives
- * the same indices and notices as the saved engine would have. The journal
- * (a second record format, "PRVJRNL2", used only when a column evicts)
- * records every index handed out or recycled, with its notice number, and
- * one commit record per block; replay stops at the last complete block.
- * Replay restores the mapping exactly and queues the notices it replayed: the
- * next pr_engine_process puts them first in pr_out.recycled (row 0, same
- * numbers), so a consumer that lost them with an unacknowledged batch gets
- * them again (apply each number once). Usage statistics of values looked up
- * after the snapshot are not journaled (only assignments are): after a replay
- * later eviction choices follow the snapshot's statistics plus assignments. */
+ * the usage statistics (last_use, last_use_ms, lfu counts, each column's
+ * record and event clocks) and the notice counter, so loading one and
+ * processing the same blocks gives the same indices and notices as the saved
+ * engine would have. The journal (a second record format, "PRVJRNL2", or
+ * "PRVJRNL3" when some column evicts by ttl_s, used only when a column
+ * evicts) records every index handed out or recycled, with its notice number
+ * and the clocks of the assignment, and one commit record per block; replay
+ * stops at the last complete block. Replay restores the mapping exactly and
+ * queues the notices it replayed: the next pr_engine_process puts them first
+ * in pr_out.recycled (row 0, same numbers), so a consumer that lost them with
+ * an unacknowledged batch gets them again (apply each number once). Usage
+ * statistics of values looked up after the snapshot are not journaled (only
+ * assignments are): after a replay later eviction choices follow the
+ * snapshot's statistics plus assignments (and the clocks those carry). */
 
 /* Number of the last recycled-index notice handed out (0 = none yet). */
 uint64_t pr_engine_vocab_recycled_total(const pr_engine *eng);

@@ -138,8 +138,10 @@ void pr_service_render_status(pr_service *svc, pr_mbuf *mb);
  * [N, n_sparse], as pr_engine_sparse_width), labels.npy (int32 [N], when the
  * spec has a label), vocab/<col>.tsv (pr_engine_vocab_export) and rejects.tsv
  * (one line per rejected input line: "line<TAB>reason<TAB>detail<TAB>original
- * line", in line order, reasons named by pr_decode_reason_name). N counts
- * accepted rows only; row i of every array is the i-th accepted line.
+ * line", in line order, reasons named by pr_decode_reason_name), and, only
+ * when some column evicts, recycled.npy (int64 [K, 4]: column, output row,
+ * index, number of each recycled-index notice, in row order; docs/formats.md).
+ * N counts accepted rows only; row i of every array is the i-th accepted line.
  *
  * Shape of the run: the input is cut into chunks of whole lines; `threads`
  * workers (the calling thread and threads - 1 more) decode chunks into

@@ -259,6 +259,8 @@ typedef struct err_case {
     const char *want[3]; /* fragments the message must contain */
 } err_case;
 
+#define TTL_VOCAB "    transform: { vocab: { profile: default, capacity: 100, eviction: ttl"
+
 static const err_case err_cases[] = {
     {"unknown key",
      MINIMAL "    sorce: {}\n",
@@ -387,6 +389,29 @@ static const err_case err_cases[] = {
     {"engine rule: min_count under dlrm",
      MINIMAL "    transform: { vocab: { min_count: 2 } }\n",
      {"t.yaml:3: pipelines[0].transform: ", "min_count", "profile default"}},
+    /* Issue 14: eviction ttl takes exactly one of ttl_records and ttl_s. */
+    {"ttl_records and ttl_s",
+     MINIMAL TTL_VOCAB ", ttl_records: 5, ttl_s: 60 } }\n",
+     {"t.yaml:3: pipelines[0].transform: ", "sparse.C1.ttl_s", "not both"}},
+    {"ttl_records and a column's ttl_s",
+     MINIMAL TTL_VOCAB ", ttl_records: 5 }, columns: { C7: { ttl_s: 60 } } }\n",
+     {"pipelines[0].transform: ", "sparse.C7.ttl_s", "not both"}},
+    {"eviction ttl without a ttl",
+     MINIMAL TTL_VOCAB " } }\n",
+     {"pipelines[0].transform: ", "ttl_records > 0", "ttl_s > 0"}},
+    {"ttl_s with eviction lru",
+     MINIMAL "    transform: { vocab: { profile: default, capacity: 100, eviction: lru, "
+             "ttl_s: 60 } }\n",
+     {"pipelines[0].transform: ", "sparse.C1.ttl_s", "needs eviction ttl"}},
+    {"ttl_s without eviction",
+     MINIMAL "    transform: { columns: { C2: { ttl_s: 60 } } }\n",
+     {"pipelines[0].transform: ", "sparse.C2.ttl_s: 60 needs eviction ttl", "none"}},
+    {"ttl_s negative",
+     MINIMAL "    transform: { vocab: { ttl_s: -1 } }\n",
+     {"pipelines[0].transform.vocab.ttl_s: ", "got -1"}},
+    {"column ttl_s without vocab op",
+     MINIMAL "    transform: { sparse: [hex2int, modulus], columns: { C2: { ttl_s: 9 } } }\n",
+     {"pipelines[0].transform.columns.C2.ttl_s: transform.sparse has no vocab operator"}},
     {"duplicate key",
      MINIMAL "    batch: { size: 1, size: 2 }\n",
      {"pipelines[0].batch.size: duplicate key"}},
@@ -603,6 +628,31 @@ static void test_column_overrides(void **state)
     pr_config_free(cfg);
 }
 
+/* ttl_s (issue 14): for all columns under transform.vocab, per column under
+ * transform.columns, and 0 = not set, so a column can switch to ttl_records
+ * or another eviction. */
+static void test_ttl_s(void **state)
+{
+    (void)state;
+    pr_config *cfg =
+        load_ok(MINIMAL "    transform:\n"
+                        "      vocab: { profile: default, capacity: 1000, eviction: ttl, "
+                        "ttl_s: 3600 }\n"
+                        "      columns:\n"
+                        "        C3: { ttl_s: 60 }\n"
+                        "        C4: { ttl_s: 0, ttl_records: 500 }\n"
+                        "        C5: { eviction: lru, ttl_s: 0 }\n");
+    const pr_pipeline_spec *s = &cfg->pipelines[0].spec;
+    for (int c = 0; c < 26; c++) {
+        const pr_sparse_col_spec *cs = &s->sparse[c];
+        uint64_t want_s = c == 2 ? 60 : c == 3 || c == 4 ? 0 : 3600;
+        assert_int_equal(cs->ttl_s, want_s);
+        assert_int_equal(cs->ttl_records, c == 3 ? 500 : 0);
+        assert_int_equal(cs->eviction, c == 4 ? PR_EVICT_LRU : PR_EVICT_TTL);
+    }
+    pr_config_free(cfg);
+}
+
 /* ---------------------------------------------------------------- overrides */
 
 static void test_set(void **state)
@@ -811,6 +861,7 @@ int main(void)
         cmocka_unit_test(test_hostport),
         cmocka_unit_test(test_properties_passthrough),
         cmocka_unit_test(test_column_overrides),
+        cmocka_unit_test(test_ttl_s),
         cmocka_unit_test(test_set),
         cmocka_unit_test(test_load_file),
         cmocka_unit_test(test_reference_documented),

@@ -1,6 +1,7 @@
 /*
  * test_engine_evict.c — bounded vocabularies (issue 14 items 1-3): eviction
- * lru / lfu / ttl, recycled-index notices, determinism, persistence.
+ * lru / lfu / ttl (by lookups, ttl_records, or by event time, ttl_s),
+ * recycled-index notices, determinism, persistence.
  *
  * The central check is the trainer's view: a shadow mapping index -> value
  * per column, built only from the output rows and the notices (a notice at
@@ -26,6 +27,7 @@ typedef struct {
     uint32_t min_count;
     uint64_t capacity; /* including reserved */
     pr_vocab_profile prof;
+    uint64_t ttl_s; /* ttl by event time (else ttl_records 300) */
 } scen;
 
 /* Value domain of column c: keys spread over [0, M) so that hash columns
@@ -43,7 +45,8 @@ static void spec_for(pr_pipeline_spec *s, const scen *sc)
         s->sparse[c].capacity = sc->capacity + (uint64_t)c * 7; /* differ per column */
         s->sparse[c].eviction = sc->ev;
         s->sparse[c].min_count = sc->min_count;
-        s->sparse[c].ttl_records = 300;
+        s->sparse[c].ttl_records = sc->ttl_s ? 0 : 300;
+        s->sparse[c].ttl_s = sc->ttl_s;
         s->sparse[c].decay_records = sc->ev == PR_EVICT_LFU ? 1000 : 0;
     }
 }
@@ -53,7 +56,17 @@ static uint64_t key_of(const scen *sc, uint64_t k)
     return sc->hash ? k * STRIDE : k;
 }
 
-/* Fill block number `blk` deterministically. */
+/* Event time of row r of block blk: 100 ms per row, every fifth row 20 s
+ * late (out of order), so ttl_s 30 is about 300 lookups. */
+#define T0_MS 1700000000000LL
+static int64_t event_ms(int blk, uint32_t r)
+{
+    int64_t t = T0_MS + ((int64_t)blk * ROWS + r) * 100;
+    return r % 5 == 3 ? t - 20000 : t;
+}
+
+/* Fill block number `blk` deterministically (event times when the block
+ * has row metadata). */
 static void fill_block(pr_block *b, const scen *sc, uint64_t seed, int blk)
 {
     pr_block_reset(b);
@@ -61,6 +74,8 @@ static void fill_block(pr_block *b, const scen *sc, uint64_t seed, int blk)
     for (uint32_t r = 0; r < ROWS; r++) {
         b->labels[r] = (int32_t)(r & 1);
         b->dense[r] = (double)r;
+        if (b->event_time_ms)
+            b->event_time_ms[r] = event_ms(blk, r);
         for (uint32_t c = 0; c < NCOL; c++) {
             /* a drifting hot set: new values keep arriving */
             uint64_t k = (tu_skewed(&st, DOMAIN / 4) + (uint64_t)blk * 37 * (c + 1)) % DOMAIN;
@@ -158,7 +173,7 @@ static void run_scenario(const scen *sc, int blocks, int threads)
     pr_pipeline_spec s;
     spec_for(&s, sc);
     pr_engine *e = tu_engine(&s, "cpu", threads);
-    pr_block *b = pr_block_new(1, NCOL, ROWS, false);
+    pr_block *b = pr_block_new(1, NCOL, ROWS, true);
     pr_out *o = tu_out(e, b);
     shadow_col sh[NCOL];
     shadow_init(sh, &s);
@@ -177,10 +192,16 @@ static void run_scenario(const scen *sc, int blocks, int threads)
 }
 
 static const scen scenarios[] = {
-    {PR_EVICT_LRU, false, 1, 202, PR_VOCAB_DEFAULT}, {PR_EVICT_LRU, true, 1, 200, PR_VOCAB_DLRM},
-    {PR_EVICT_LFU, false, 1, 200, PR_VOCAB_DLRM},    {PR_EVICT_LFU, true, 2, 202, PR_VOCAB_DEFAULT},
-    {PR_EVICT_TTL, false, 1, 202, PR_VOCAB_DEFAULT}, {PR_EVICT_TTL, true, 3, 402, PR_VOCAB_DEFAULT},
-    {PR_EVICT_LRU, false, 2, 150, PR_VOCAB_DEFAULT},
+    {PR_EVICT_LRU, false, 1, 202, PR_VOCAB_DEFAULT, 0},
+    {PR_EVICT_LRU, true, 1, 200, PR_VOCAB_DLRM, 0},
+    {PR_EVICT_LFU, false, 1, 200, PR_VOCAB_DLRM, 0},
+    {PR_EVICT_LFU, true, 2, 202, PR_VOCAB_DEFAULT, 0},
+    {PR_EVICT_TTL, false, 1, 202, PR_VOCAB_DEFAULT, 0},
+    {PR_EVICT_TTL, true, 3, 402, PR_VOCAB_DEFAULT, 0},
+    {PR_EVICT_LRU, false, 2, 150, PR_VOCAB_DEFAULT, 0},
+    /* ttl by event time, rows partly out of order (event_ms) */
+    {PR_EVICT_TTL, false, 1, 202, PR_VOCAB_DEFAULT, 30},
+    {PR_EVICT_TTL, true, 2, 302, PR_VOCAB_DEFAULT, 30},
 };
 #define N_SCEN (sizeof(scenarios) / sizeof(scenarios[0]))
 
@@ -250,7 +271,7 @@ static void run_trace(const scen *sc, int threads, int blocks, trace *t)
     pr_pipeline_spec s;
     spec_for(&s, sc);
     pr_engine *e = tu_engine(&s, "cpu", threads);
-    pr_block *b = pr_block_new(1, NCOL, ROWS, false);
+    pr_block *b = pr_block_new(1, NCOL, ROWS, true);
     pr_out *o = tu_out(e, b);
     for (int i = 0; i < blocks; i++) {
         fill_block(b, sc, 2, i);
@@ -295,7 +316,7 @@ static void test_snapshot_restore_same_notices(void **state)
 
         pr_pipeline_spec s;
         spec_for(&s, sc);
-        pr_block *b = pr_block_new(1, NCOL, ROWS, false);
+        pr_block *b = pr_block_new(1, NCOL, ROWS, true);
         pr_engine *e1 = tu_engine(&s, "cpu", 2);
         pr_out *o = tu_out(e1, b);
         char err[512];
@@ -341,7 +362,7 @@ static void test_snapshot_keeps_undelivered_notices(void **state)
     const scen *sc = &scenarios[0];
     pr_pipeline_spec s;
     spec_for(&s, sc);
-    pr_block *b = pr_block_new(1, NCOL, ROWS, false);
+    pr_block *b = pr_block_new(1, NCOL, ROWS, true);
     pr_engine *e1 = tu_engine(&s, "cpu", 1);
     pr_out *o = tu_out(e1, b);
     for (int j = 0; j < 12; j++) {
@@ -395,7 +416,7 @@ static void test_journal_replay_same_notices(void **state)
         unlink(jr);
         pr_pipeline_spec s;
         spec_for(&s, sc);
-        pr_block *b = pr_block_new(1, NCOL, ROWS, false);
+        pr_block *b = pr_block_new(1, NCOL, ROWS, true);
         pr_engine *e1 = tu_engine(&s, "cpu", 2);
         pr_out *o = tu_out(e1, b);
         trace t = trace_new(20);
@@ -545,6 +566,346 @@ static void test_policies_by_hand(void **state)
     pr_block_free(b);
 }
 
+/* ---------------------------------------------------------------- ttl by event time */
+
+/* Event times in whole seconds, as ms. */
+#define AT(sec) ((int64_t)(sec)*1000)
+
+/* One column, profile default, capacity 4 (indices 2 and 3), eviction ttl
+ * by event time. */
+static void ttl_s_spec(pr_pipeline_spec *s, uint64_t ttl_s)
+{
+    tu_spec(s, 0, 1, PR_VOCAB_DEFAULT, 100, true, true);
+    s->sparse[0].capacity = 4;
+    s->sparse[0].eviction = PR_EVICT_TTL;
+    s->sparse[0].ttl_s = ttl_s;
+}
+
+static void one_col_at(pr_engine *e, pr_block *b, pr_out *o, const uint64_t *keys,
+                       const int64_t *ms, uint32_t n)
+{
+    pr_block_reset(b);
+    for (uint32_t r = 0; r < n; r++) {
+        tu_set_u64(b, 0, r, keys[r]);
+        b->event_time_ms[r] = ms[r];
+    }
+    b->rows = n;
+    tu_process(e, b, o);
+}
+
+static int64_t last_use_ms_of(const pr_engine *e, int64_t index)
+{
+    tu_vocab v = tu_vocab_get(e, 0);
+    int64_t ms = -1;
+    for (size_t i = 0; i < v.n; i++)
+        if (v.e[i].index == index)
+            ms = v.e[i].last_use_ms;
+    free(v.e);
+    return ms;
+}
+
+/* A value idle for less than ttl_s of event time stays, one idle for
+ * ttl_s or more goes; the number of lookups in between does not matter. */
+static void test_ttl_s_threshold(void **state)
+{
+    (void)state;
+    pr_pipeline_spec s;
+    ttl_s_spec(&s, 10);
+    pr_engine *e = tu_engine(&s, "cpu", 1);
+    pr_block *b = pr_block_new(0, 1, 128, true);
+    pr_out *o = tu_out(e, b);
+    uint64_t keys[66];
+    int64_t ms[66];
+    keys[0] = 10, ms[0] = AT(1000);   /* -> 2 */
+    keys[1] = 11, ms[1] = AT(1001);   /* -> 3 */
+    for (uint32_t r = 2; r < 62; r++) /* 60 lookups of 11 within 6 s */
+        keys[r] = 11, ms[r] = AT(1001) + (r - 2) * 100;
+    keys[62] = 12, ms[62] = AT(1010) - 1;   /* 10 idle 9.999 s: OOV */
+    keys[63] = 12, ms[63] = AT(1010);       /* 10 idle 10 s: evicted, 12 -> 2 */
+    keys[64] = 13, ms[64] = AT(1016);       /* 11 idle 9.1 s (last 1006.9): OOV */
+    keys[65] = 13, ms[65] = AT(1016) + 900; /* 11 idle 10 s: evicted, 13 -> 3 */
+    one_col_at(e, b, o, keys, ms, 66);
+    assert_int_equal(pr_out_index(o, 0, 0), 2);
+    assert_int_equal(pr_out_index(o, 0, 1), 3);
+    for (uint32_t r = 2; r < 62; r++)
+        assert_int_equal(pr_out_index(o, 0, r), 3);
+    assert_int_equal(pr_out_index(o, 0, 62), PR_INDEX_OOV);
+    assert_int_equal(pr_out_index(o, 0, 63), 2);
+    assert_int_equal(pr_out_index(o, 0, 64), PR_INDEX_OOV);
+    assert_int_equal(pr_out_index(o, 0, 65), 3);
+    assert_int_equal(o->n_recycled, 2);
+    assert_int_equal(o->recycled[0].row, 63);
+    assert_int_equal(o->recycled[0].index, 2);
+    assert_int_equal(o->recycled[1].row, 65);
+    assert_int_equal(o->recycled[1].index, 3);
+    /* the event clock at the last lookup is what vocab_read reports */
+    assert_int_equal(last_use_ms_of(e, 2), AT(1010));
+    assert_int_equal(last_use_ms_of(e, 3), AT(1016) + 900);
+    pr_out_free(o);
+    pr_engine_free(e);
+
+    /* ttl_records 3 on the same rows would have evicted 10 long before */
+    s.sparse[0].ttl_s = 0;
+    s.sparse[0].ttl_records = 3;
+    e = tu_engine(&s, "cpu", 1);
+    o = tu_out(e, b);
+    one_col_at(e, b, o, keys, ms, 66);
+    assert_int_equal(pr_out_index(o, 0, 62), 2);
+    pr_out_free(o);
+    pr_engine_free(e);
+    pr_block_free(b);
+}
+
+/* Out-of-order event times: "now" is the newest event time the column has
+ * seen, and a late row's lookup counts as a use now, not in the past. */
+static void test_ttl_s_out_of_order(void **state)
+{
+    (void)state;
+    pr_pipeline_spec s;
+    ttl_s_spec(&s, 10);
+    pr_engine *e = tu_engine(&s, "cpu", 2);
+    pr_block *b = pr_block_new(0, 1, 64, true);
+    pr_out *o = tu_out(e, b);
+    one_col_at(e, b, o, (const uint64_t[]){10, 11, 12, 11, 12, 13, 13},
+               (const int64_t[]){AT(1000), AT(1030),
+                                 AT(1005),  /* late: the clock stays 1030, 10 idle 30 s */
+                                 AT(990),   /* late use of 11: stamped 1030 */
+                                 AT(1031),  /* 12 used: 11 is least recent */
+                                 AT(1035),  /* 11 idle 5 s (45 s by its own late time) */
+                                 AT(1040)}, /* 11 idle 10 s */
+               7);
+    assert_int_equal(pr_out_index(o, 0, 0), 2);
+    assert_int_equal(pr_out_index(o, 0, 1), 3);
+    assert_int_equal(pr_out_index(o, 0, 2), 2); /* 10 evicted for 12 */
+    assert_int_equal(pr_out_index(o, 0, 3), 3);
+    assert_int_equal(pr_out_index(o, 0, 4), 2);
+    assert_int_equal(pr_out_index(o, 0, 5), PR_INDEX_OOV);
+    assert_int_equal(pr_out_index(o, 0, 6), 3); /* 11 evicted for 13 */
+    assert_int_equal(o->n_recycled, 2);
+    assert_int_equal(o->recycled[0].row, 2);
+    assert_int_equal(o->recycled[1].row, 6);
+    pr_out_free(o);
+    pr_engine_free(e);
+    pr_block_free(b);
+}
+
+static uint32_t file_u32_at(const char *path, long off)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    uint32_t v = 0;
+    assert_int_equal(fseek(f, off, SEEK_SET), 0);
+    assert_int_equal(fread(&v, 1, 4, f), 4);
+    fclose(f);
+    return v;
+}
+
+static void file_magic(const char *path, char *magic)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fread(magic, 1, 8, f), 8);
+    magic[8] = 0;
+    fclose(f);
+}
+
+/* The event clock and each value's last-use event time survive a restart:
+ * a snapshot load and a journal replay continue with exactly the evictions
+ * of the engine that kept running. Without them the first late row below
+ * (900 s, after a clock of 1020 s) would not evict, and 12 at 1025 s would
+ * find 11 long expired. */
+static void test_ttl_s_restart(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir();
+    char snap0[512], snap1[512], jr[512], err[512], magic[9];
+    snprintf(snap0, sizeof(snap0), "%s/start.snap", dir);
+    snprintf(snap1, sizeof(snap1), "%s/v.snap", dir);
+    snprintf(jr, sizeof(jr), "%s/v.journal", dir);
+    pr_pipeline_spec s;
+    ttl_s_spec(&s, 10);
+    pr_block *b = pr_block_new(0, 1, 64, true);
+    pr_engine *e1 = tu_engine(&s, "cpu", 1);
+    pr_out *o1 = tu_out(e1, b);
+    assert_int_equal(pr_engine_vocab_journal_open(e1, jr, err, sizeof(err)), 0);
+    assert_int_equal(pr_engine_vocab_checkpoint(e1, snap0, NULL, err, sizeof(err)), 0);
+    one_col_at(e1, b, o1, (const uint64_t[]){10, 11}, (const int64_t[]){AT(1000), AT(1020)}, 2);
+    assert_int_equal(pr_engine_vocab_save(e1, snap1, err, sizeof(err)), 0);
+    assert_int_equal(file_u32_at(snap1, 8), 4); /* snapshot version 4 */
+    file_magic(jr, magic);
+    assert_string_equal(magic, "PRVJRNL3");
+
+    pr_engine *e2 = tu_engine(&s, "cpu", 1); /* from the snapshot */
+    assert_int_equal(pr_engine_vocab_load(e2, snap1, err, sizeof(err)), 0);
+    pr_engine *e3 = tu_engine(&s, "cpu", 2); /* from the empty snapshot + the journal */
+    assert_int_equal(pr_engine_vocab_load(e3, snap0, err, sizeof(err)), 0);
+    assert_int_equal(pr_engine_vocab_journal_replay(e3, jr, err, sizeof(err)), 0);
+    for (int64_t i = 2; i <= 3; i++) {
+        assert_int_equal(last_use_ms_of(e2, i), last_use_ms_of(e1, i));
+        assert_int_equal(last_use_ms_of(e3, i), last_use_ms_of(e1, i));
+    }
+    pr_out *o2 = tu_out(e2, b), *o3 = tu_out(e3, b);
+    const uint64_t keys[] = {12, 13, 13};
+    const int64_t ms[] = {AT(900), AT(1025), AT(1030)};
+    one_col_at(e1, b, o1, keys, ms, 3);
+    one_col_at(e2, b, o2, keys, ms, 3);
+    one_col_at(e3, b, o3, keys, ms, 3);
+    assert_int_equal(pr_out_index(o1, 0, 0), 2);            /* clock 1020: 10 idle 20 s */
+    assert_int_equal(pr_out_index(o1, 0, 1), PR_INDEX_OOV); /* 11 idle 5 s */
+    assert_int_equal(pr_out_index(o1, 0, 2), 3);            /* 11 idle 10 s */
+    assert_int_equal(o1->n_recycled, 2);
+    tu_assert_same_out(o1, o2);
+    tu_assert_same_out(o1, o3);
+    assert_int_equal(o2->n_recycled, o1->n_recycled);
+    assert_memory_equal(o2->recycled, o1->recycled, o1->n_recycled * sizeof(pr_recycled));
+    /* e3 first re-announces nothing (nothing was recycled before the crash) */
+    assert_int_equal(o3->n_recycled, o1->n_recycled);
+    assert_memory_equal(o3->recycled, o1->recycled, o1->n_recycled * sizeof(pr_recycled));
+    tu_assert_same_vocab(e1, e2);
+    tu_assert_same_vocab(e1, e3);
+    pr_out_free(o1);
+    pr_out_free(o2);
+    pr_out_free(o3);
+    pr_engine_free(e1);
+    pr_engine_free(e2);
+    pr_engine_free(e3);
+    pr_block_free(b);
+    tu_rmdir(dir);
+}
+
+/* A snapshot or journal written under another ttl (or ttl kind) does not
+ * load: the fingerprint covers ttl_s; pipelines without ttl_s keep writing
+ * snapshot version 3 and journal PRVJRNL2. */
+static void test_ttl_s_files_refused(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir();
+    char snap[512], jr[512], err[512], magic[9];
+    snprintf(snap, sizeof(snap), "%s/v.snap", dir);
+    snprintf(jr, sizeof(jr), "%s/v.journal", dir);
+    pr_pipeline_spec s10, s20, srec;
+    ttl_s_spec(&s10, 10);
+    ttl_s_spec(&s20, 20);
+    ttl_s_spec(&srec, 0);
+    srec.sparse[0].ttl_records = 10;
+    pr_block *b = pr_block_new(0, 1, 64, true);
+    pr_engine *e = tu_engine(&s10, "cpu", 1);
+    pr_out *o = tu_out(e, b);
+    assert_int_equal(pr_engine_vocab_journal_open(e, jr, err, sizeof(err)), 0);
+    one_col_at(e, b, o, (const uint64_t[]){10}, (const int64_t[]){AT(1000)}, 1);
+    assert_int_equal(pr_engine_vocab_save(e, snap, err, sizeof(err)), 0);
+    pr_out_free(o);
+    pr_engine_free(e);
+
+    e = tu_engine(&s20, "cpu", 1);
+    assert_int_equal(pr_engine_vocab_load(e, snap, err, sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "different pipeline spec"));
+    assert_non_null(strstr(err, "ttl_s"));
+    assert_int_equal(pr_engine_vocab_journal_replay(e, jr, err, sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "different pipeline spec"));
+    assert_int_equal(pr_engine_vocab_journal_open(e, jr, err, sizeof(err)), PR_EINVAL);
+    pr_engine_free(e);
+
+    e = tu_engine(&srec, "cpu", 1);
+    assert_int_equal(pr_engine_vocab_load(e, snap, err, sizeof(err)), PR_EINVAL);
+    assert_int_equal(pr_engine_vocab_journal_replay(e, jr, err, sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "by event time (ttl_s)"));
+    /* ttl_records: the formats of before */
+    char snap2[600], jr2[600];
+    snprintf(snap2, sizeof(snap2), "%s.rec", snap);
+    snprintf(jr2, sizeof(jr2), "%s.rec", jr);
+    assert_int_equal(pr_engine_vocab_journal_open(e, jr2, err, sizeof(err)), 0);
+    o = tu_out(e, b);
+    one_col_at(e, b, o, (const uint64_t[]){10}, (const int64_t[]){0}, 1); /* no time needed */
+    assert_int_equal(pr_engine_vocab_save(e, snap2, err, sizeof(err)), 0);
+    assert_int_equal(file_u32_at(snap2, 8), 3);
+    file_magic(jr2, magic);
+    assert_string_equal(magic, "PRVJRNL2");
+    pr_out_free(o);
+    pr_engine_free(e);
+    e = tu_engine(&s10, "cpu", 1);
+    assert_int_equal(pr_engine_vocab_journal_replay(e, jr2, err, sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "eviction by lookups"));
+    pr_engine_free(e);
+    pr_block_free(b);
+    tu_rmdir(dir);
+}
+
+/* ttl_s needs every row's event time: a block without them is refused
+ * before anything changes (offline files have none). */
+static void test_ttl_s_needs_event_times(void **state)
+{
+    (void)state;
+    pr_pipeline_spec s;
+    char err[512];
+    ttl_s_spec(&s, 10);
+    pr_engine *e = tu_engine(&s, "cpu", 1);
+    pr_block *nometa = pr_block_new(0, 1, 64, false);
+    pr_block *b = pr_block_new(0, 1, 64, true);
+    pr_out *o = tu_out(e, b);
+    tu_set_u64(nometa, 0, 0, 10);
+    nometa->rows = 1;
+    assert_int_equal(pr_engine_process(e, nometa, o, err, sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "ttl_s"));
+    assert_non_null(strstr(err, "no row metadata"));
+    pr_block_reset(b);
+    tu_set_u64(b, 0, 0, 10);
+    tu_set_u64(b, 0, 1, 11);
+    b->event_time_ms[0] = AT(1000);
+    b->event_time_ms[1] = 0; /* what piperec process leaves there */
+    b->rows = 2;
+    assert_int_equal(pr_engine_process(e, b, o, err, sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "block row 1"));
+    assert_non_null(strstr(err, "ttl_records"));
+    assert_int_equal(pr_engine_vocab_size(e, 0), 2); /* row 0 did not go in either */
+    b->event_time_ms[1] = AT(1001);
+    tu_process(e, b, o);
+    assert_int_equal(pr_engine_vocab_size(e, 0), 4);
+    pr_out_free(o);
+    pr_block_free(b);
+    pr_block_free(nometa);
+    pr_engine_free(e);
+}
+
+/* Exactly one of ttl_records and ttl_s with eviction ttl; ttl_s only with
+ * eviction ttl; each refusal names its key. */
+static void test_ttl_s_spec_errors(void **state)
+{
+    (void)state;
+    pr_pipeline_spec s;
+    char err[512];
+    ttl_s_spec(&s, 60);
+    assert_int_equal(pr_pipeline_spec_validate(&s, err, sizeof(err)), 0);
+    s.sparse[0].ttl_records = 100;
+    assert_int_equal(pr_pipeline_spec_validate(&s, err, sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "sparse.C1.ttl_s"));
+    assert_non_null(strstr(err, "not both"));
+    s.sparse[0].ttl_records = 0;
+    s.sparse[0].ttl_s = 0;
+    assert_int_equal(pr_pipeline_spec_validate(&s, err, sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "ttl_records > 0"));
+    assert_non_null(strstr(err, "ttl_s > 0"));
+    s.sparse[0].ttl_s = (uint64_t)INT64_MAX / 1000 + 1;
+    assert_int_equal(pr_pipeline_spec_validate(&s, err, sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "ttl_s: at most"));
+    s.sparse[0].ttl_s = 60;
+    for (int ev = PR_EVICT_NONE; ev <= PR_EVICT_LFU; ev++) {
+        s.sparse[0].eviction = (pr_vocab_eviction)ev;
+        assert_int_equal(pr_pipeline_spec_validate(&s, err, sizeof(err)), PR_EINVAL);
+        assert_non_null(strstr(err, "sparse.C1.ttl_s"));
+        assert_non_null(strstr(err, "needs eviction ttl"));
+    }
+    s.sparse[0].eviction = PR_EVICT_TTL;
+    s.profile = PR_VOCAB_DLRM;
+    assert_int_equal(pr_pipeline_spec_validate(&s, err, sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "profile default"));
+    s.profile = PR_VOCAB_DEFAULT;
+    /* hls-sim: no eviction at all, said so */
+    pr_engine_opts o = {.backend = "hls-sim", .threads = 1};
+    assert_null(pr_engine_new(&s, &o, err, sizeof(err)));
+    assert_non_null(strstr(err, "eviction"));
+}
+
 /* Settings that cannot work are refused with a reason; eviction none keeps
  * the old fingerprint (old snapshots and journals still load). */
 static void test_spec_errors(void **state)
@@ -613,6 +974,12 @@ int main(void)
         cmocka_unit_test(test_snapshot_keeps_undelivered_notices),
         cmocka_unit_test(test_journal_replay_same_notices),
         cmocka_unit_test(test_spec_errors),
+        cmocka_unit_test(test_ttl_s_threshold),
+        cmocka_unit_test(test_ttl_s_out_of_order),
+        cmocka_unit_test(test_ttl_s_restart),
+        cmocka_unit_test(test_ttl_s_files_refused),
+        cmocka_unit_test(test_ttl_s_needs_event_times),
+        cmocka_unit_test(test_ttl_s_spec_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

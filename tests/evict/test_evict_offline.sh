@@ -4,6 +4,12 @@
 # depend on --threads (eviction follows the data order only), eviction none
 # gives the same output as a config without the keys (bit-identical), and the
 # combinations that cannot work are config errors naming the reason.
+# recycled.npy (issue 14 point 2): with lru / lfu it holds the notices, and
+# replaying them over sparse.npy keeps every index to one value between two
+# notices of it, each notice at the first row of its new value
+# (check_notices.py --offline, also with rejected lines in the input); it is
+# the same for --threads 1 and 3, and absent without eviction (a stale one
+# left by an earlier run in the same directory is removed).
 set -eu
 T="$PR_TMP"
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -32,6 +38,37 @@ for c in none none2 lru lfu; do
     done
     cmp -s "$T/$c.1/sparse.npy" "$T/$c.3/sparse.npy" || fail "$c: --threads changes sparse.npy"
 done
+for c in none none2; do
+    [ ! -e "$T/$c.1/recycled.npy" ] || fail "$c: recycled.npy written without eviction"
+done
+# eviction none over a directory holding an earlier run's recycled.npy: gone.
+cp "$T/none.1/sparse.npy" "$T/none.1/recycled.npy"
+"$PIPEREC" process --config "$T/none.yaml" --input "$T/in.tsv" --output "$T/none.1" \
+    --block-rows 4096 --no-progress 2> "$T/none.again.err" || fail "process none again"
+[ ! -e "$T/none.1/recycled.npy" ] || fail "a stale recycled.npy survived a run without eviction"
+
+# The notices: consistent with sparse.npy, independent of --threads.
+MODULUS=524288 # the embedded default's transform.sparse modulus
+for c in lru lfu; do
+    for th in 1 3; do
+        [ -f "$T/$c.$th/recycled.npy" ] || fail "$c threads $th: no recycled.npy"
+    done
+    cmp -s "$T/$c.1/recycled.npy" "$T/$c.3/recycled.npy" || fail "$c: --threads changes recycled.npy"
+    out=$(/usr/bin/python3 "$(dirname "$0")/check_notices.py" --offline "$T/$c.1" \
+        --input "$T/in.tsv" --modulus $MODULUS --capacity 1002) || fail "$c: check_notices"
+    echo "$c: $out"
+done
+# Rejected lines (bad hex, wrong field count) between the rows: the notices'
+# rows count accepted lines only.
+awk 'BEGIN { FS = OFS = "\t" } NR % 97 == 0 { $20 = "zzq1" } NR % 131 == 0 { print "1\t2" } { print }' \
+    "$T/in.tsv" > "$T/inbad.tsv"
+"$PIPEREC" process --config "$T/lru.yaml" --input "$T/inbad.tsv" --output "$T/lrubad" \
+    --threads 3 --block-rows 4096 --no-progress 2> "$T/lrubad.err" ||
+    { cat "$T/lrubad.err"; fail "process lru with rejects"; }
+[ -s "$T/lrubad/rejects.tsv" ] || fail "no rejected line"
+out=$(/usr/bin/python3 "$(dirname "$0")/check_notices.py" --offline "$T/lrubad" \
+    --input "$T/inbad.tsv" --modulus $MODULUS --capacity 1002) || fail "lru with rejects: check_notices"
+echo "lru with rejects: $out"
 cmp -s "$T/none.1/sparse.npy" "$T/none2.1/sparse.npy" || fail "eviction none is not bit-identical"
 cmp -s "$T/none.1/sparse.npy" "$T/lru.1/sparse.npy" && fail "eviction lru changed nothing"
 
@@ -76,4 +113,9 @@ if "$PIPEREC" process --config "$T/lru.yaml" --backend hls-sim --input "$T/in.ts
     fail "hls-sim with eviction accepted"
 fi
 grep -q "eviction" "$T/bad3.out" || { cat "$T/bad3.out"; fail "no reason for hls-sim"; }
-echo "ok: eviction offline (lru, lfu), thread invariance, capacity, config errors"
+cfg bad4 ", eviction: ttl, ttl_s: 60"
+"$PIPEREC" process --config "$T/bad4.yaml" --input "$T/in.tsv" --output "$T/bad4" \
+    --no-progress > "$T/bad4.out" 2>&1 && fail "process accepted ttl_s (offline has no event time)"
+grep -q "ttl_s needs event times" "$T/bad4.out" || { cat "$T/bad4.out"; fail "no reason for ttl_s"; }
+[ ! -e "$T/bad4" ] || fail "process wrote $T/bad4 before refusing ttl_s"
+echo "ok: eviction offline (lru, lfu), thread invariance, capacity, recycled.npy, config errors"
