@@ -226,9 +226,11 @@ static void pr__commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 {
     (void)rk;
     pr_consumer *c = opaque;
-    if (err && err != RD_KAFKA_RESP_ERR__NO_OFFSET)
+    if (err && err != RD_KAFKA_RESP_ERR__NO_OFFSET) {
+        PR__ADD(c->st.commit_failures, 1);
         pr_log_ratelimited(&c->rl_err, PR_LOG_WARN, "consumer: commit failed: %s",
                            rd_kafka_err2str(err));
+    }
     if (!offsets)
         return;
     pthread_mutex_lock(&c->lock);
@@ -1116,6 +1118,7 @@ void pr_consumer_get_stats(const pr_consumer *c, pr_consumer_stats *st)
     st->kafka_errors = PR__LOAD(mc->st.kafka_errors);
     st->rebalances = PR__LOAD(mc->st.rebalances);
     st->offset_resets = PR__LOAD(mc->st.offset_resets);
+    st->commit_failures = PR__LOAD(mc->st.commit_failures);
     for (int i = 0; i < PR_STALE__COUNT; i++)
         st->stale_members[i] = PR__LOAD(mc->st.stale_members[i]);
     pr_dlq_stats ds;

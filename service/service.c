@@ -2312,6 +2312,10 @@ static const pr__family pr__families[] = {
      "Non-fatal Kafka consumer errors seen by poll.", PR__L_PIPE, PR__CS(kafka_errors)},
     {"piperec_rebalances_total", PR_METRIC_COUNTER, "Partition assign and revoke events.",
      PR__L_PIPE, PR__CS(rebalances)},
+    {"piperec_commit_failures_total", PR_METRIC_COUNTER,
+     "Offset commits the broker refused (e.g. during a rebalance); rows after the last "
+     "successful commit may be delivered again.",
+     PR__L_PIPE, PR__CS(commit_failures)},
     {"piperec_stale_members_total", PR_METRIC_COUNTER,
      "Group members of a killed predecessor found at startup (state dir), by result: dropped "
      "(LeaveGroup sent on its behalf), gone (its session had expired), failed (the restart "

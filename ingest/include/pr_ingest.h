@@ -463,11 +463,13 @@ typedef struct pr_consumer_stats {
     uint64_t rejected_records;       /* sum of rejects[] */
     uint64_t dlq_sent;
     uint64_t dlq_failed;
-    uint64_t kafka_errors;  /* non-fatal consumer errors seen by poll */
-    uint64_t rebalances;    /* assign + revoke events */
-    uint64_t offset_resets; /* out-of-range positions reset (on_offset_reset) */
-    uint64_t dlq_file;      /* dead letters written to the dead-letter file */
-    uint64_t dlq_pending;   /* dead letters not yet confirmed (they hold offsets back) */
+    uint64_t kafka_errors;    /* non-fatal consumer errors seen by poll */
+    uint64_t rebalances;      /* assign + revoke events */
+    uint64_t offset_resets;   /* out-of-range positions reset (on_offset_reset) */
+    uint64_t commit_failures; /* offset commits the broker refused (e.g. mid-rebalance):
+                               * their rows may be read again (at-least-once) */
+    uint64_t dlq_file;        /* dead letters written to the dead-letter file */
+    uint64_t dlq_pending;     /* dead letters not yet confirmed (they hold offsets back) */
     uint64_t stale_members[PR_STALE__COUNT]; /* a killed predecessor's member at startup, by
                                                 pr_stale_member */
     uint32_t assigned_partitions;
