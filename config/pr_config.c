@@ -1179,7 +1179,8 @@ static const cfg_key vocab_keys[] = {
              "What a full column does with a new value: none = OOV (default) or an error "
              "(dlrm); lru / lfu / ttl evict a value and recycle its index for the new one (the "
              "batch carries a recycled-index notice). Needs an explicit capacity; cpu backend; "
-             "not with vocab_log. For all columns (docs/formats.md)."),
+             "with vocab_log decided through the log (profile default, not ttl_s). For all "
+             "columns (docs/formats.md)."),
     K_CUSTOM("ttl_records", 0, h_all_columns, "integer >= 0", "0",
              "eviction ttl: a value may be evicted once it was not looked up for this many "
              "lookups of its column (the record clock, never wall time); a full column of "
@@ -1345,17 +1346,30 @@ static void finish_pipeline(cfg_ctx *c, yaml_node_t *map, void *base, bool prese
                       "cannot be combined with transform.vocab.seed yet: replicas would seed "
                       "differently; start one replica with the seed and no vocab_log, or seed "
                       "the log's first replica (docs/vocab-log.md)");
-        for (uint32_t i = 0; i < pl->spec.n_sparse; i++)
-            if (pl->spec.sparse[i].eviction != PR_EVICT_NONE) {
+        /* Eviction through the log: decided when each replica applies the
+         * log, so it needs an OOV index (profile default: a value that
+         * cannot keep an index through its round trip maps there) and a
+         * clock the log carries (records, not event time). */
+        for (uint32_t i = 0; i < pl->spec.n_sparse; i++) {
+            const pr_sparse_col_spec *cs = &pl->spec.sparse[i];
+            if (cs->eviction == PR_EVICT_NONE)
+                continue;
+            if (pl->spec.profile != PR_VOCAB_DEFAULT) {
                 cfg_error(c, map_find(c, map, "vocab_log"), "vocab_log",
-                          "cannot be combined with eviction %s (column %s) yet: every replica "
-                          "would have to make the same evictions, and they are not decided "
-                          "through the log; use eviction none with vocab_log "
-                          "(docs/vocab-log.md)",
-                          pr_vocab_eviction_names[pl->spec.sparse[i].eviction],
-                          pl->spec.sparse[i].name);
+                          "with eviction %s (column %s) needs transform.vocab.profile default: "
+                          "a value evicted again before its proposal came back maps to OOV, "
+                          "which profile dlrm does not have (docs/vocab-log.md)",
+                          pr_vocab_eviction_names[cs->eviction], cs->name);
                 break;
             }
+            if (cs->eviction == PR_EVICT_TTL && cs->ttl_s) {
+                cfg_error(c, map_find(c, map, "vocab_log"), "vocab_log",
+                          "cannot be combined with ttl_s (column %s): event times do not "
+                          "travel through the log; use ttl_records (docs/vocab-log.md)",
+                          cs->name);
+                break;
+            }
+        }
     }
     /* The engine's own checks (min_count vs profile, capacity room...), once
      * everything else is right so that its message is not a consequence. */

@@ -39,6 +39,10 @@
  *   and stamps each slot with it at every lookup. The list stays ordered by
  *   the record clock; since the stamps only grow along it, the tail also has
  *   the oldest stamp, so checking the tail alone is still exact.
+ * - A bounded column in a shared vocabulary (frozen): processing only looks
+ *   up (pr__ev_peek) and counts uses per slot in pend_use, leaving clock and
+ *   statistics to the log (vocab_apply evicts through pr__ev_lookup,
+ *   vocab_touch records the drained uses), so replicas stay identical.
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -375,6 +379,12 @@ typedef struct pr__vcol {
     int32_t *heap, *hpos; /* lfu: min-heap of slots on (ecnt, last), slot -> position */
     pr__vasg *log;        /* this block's assignments (pr_backend_ops.vocab_block_log) */
     size_t n_log, log_cap;
+    /* bounded and shared (frozen): frozen lookups leave the statistics alone
+     * and count uses here instead, for the log (pr_engine_vocab_drain_usage) */
+    uint32_t *pend_use;   /* [slots] uses since the last drain, saturating */
+    bool pend_any;        /* some pend_use[] may be non-zero */
+    bool undec_oov;       /* frozen: a value without an index maps to OOV */
+    uint64_t n_undec_oov; /* ... how many did in this process() call */
 } pr__vcol;
 
 static inline uint64_t pr__hash(uint64_t k, unsigned bits)
@@ -492,6 +502,7 @@ static void pr__vcol_free(pr__vcol *vc)
     free(vc->heap);
     free(vc->hpos);
     free(vc->log);
+    free(vc->pend_use);
     memset(vc, 0, sizeof(*vc));
 }
 
@@ -538,7 +549,8 @@ static int pr__vcol_init(pr__vcol *vc, const pr_pipeline_spec *spec, uint32_t c)
         /* calloc: pages of slots never used cost no memory */
         vc->last = calloc(slots, sizeof(*vc->last));
         vc->ecnt = calloc(slots, sizeof(*vc->ecnt));
-        if (!vc->last || !vc->ecnt)
+        vc->pend_use = calloc(slots, sizeof(*vc->pend_use));
+        if (!vc->last || !vc->ecnt || !vc->pend_use)
             return PR_ENOMEM;
         if (vc->ttl_ms && !(vc->last_ms = calloc(slots, sizeof(*vc->last_ms))))
             return PR_ENOMEM;
@@ -592,6 +604,25 @@ static int64_t pr__vocab_peek(const pr__vcol *vc, uint64_t v)
     if (full)
         return vc->base ? PR_INDEX_OOV : PR__FULL;
     return s ? PR_INDEX_OOV : PR__UNDECIDED;
+}
+
+/* The value's own index (not OOV), or -1. */
+static int64_t pr__vocab_own(const pr__vcol *vc, uint64_t v)
+{
+    if (vc->direct)
+        return (int64_t)vc->dmap[v] - 1;
+    const pr__hslot *s = pr__ht_find(vc, v);
+    return s && s->idx >= 0 ? s->idx : -1;
+}
+
+/* Has a value without an index been counted (min_count > 1, still below it)? */
+static bool pr__vocab_counted(const pr__vcol *vc, uint64_t v)
+{
+    if (!vc->counting)
+        return false;
+    if (vc->direct)
+        return vc->dcnt[v] != 0;
+    return pr__ht_find(vc, v) != NULL;
 }
 
 /* The general lookup-or-insert for one value (every case: direct or hash,
@@ -794,20 +825,24 @@ static int pr__ev_rebuild(pr__vcol *vc)
     return 0;
 }
 
-/* A looked-up value that has an index: record the use. */
-static inline void pr__ev_touch(pr__vcol *vc, int32_t s, uint64_t now)
+/* A looked-up value that has an index: record `uses` uses at clock `now`. */
+static inline void pr__ev_touch_n(pr__vcol *vc, int32_t s, uint64_t now, uint32_t uses)
 {
     vc->last[s] = now;
     if (vc->last_ms)
         vc->last_ms[s] = vc->clock_ms;
-    if (vc->ecnt[s] != UINT32_MAX)
-        vc->ecnt[s]++;
+    vc->ecnt[s] = uses > UINT32_MAX - vc->ecnt[s] ? UINT32_MAX : vc->ecnt[s] + uses;
     if (vc->evict == PR_EVICT_LFU) {
         pr__lfu_down(vc, (size_t)vc->hpos[s]);
     } else if (vc->head != s) {
         pr__lru_unlink(vc, s);
         pr__lru_push_front(vc, s);
     }
+}
+
+static inline void pr__ev_touch(pr__vcol *vc, int32_t s, uint64_t now)
+{
+    pr__ev_touch_n(vc, s, now, 1);
 }
 
 /* The slot to recycle, or -1 (ttl: the least recently used value is younger
@@ -838,17 +873,25 @@ static int pr__ev_log(pr__vcol *vc, uint32_t row, bool recycled, int64_t i, uint
     return 0;
 }
 
+/* One record of a bounded column: the clock advances (lfu: counts halve
+ * every `decay` records). Returns the new clock. */
+static inline uint64_t pr__ev_tick(pr__vcol *vc)
+{
+    uint64_t now = ++vc->clock;
+    if (vc->evict == PR_EVICT_LFU && vc->decay && now % vc->decay == 0)
+        pr__lfu_decay(vc);
+    return now;
+}
+
 /* Lookup-or-insert in a bounded column (block row `row`, for the log; `ms`
  * its event time, read only by ttl_ms columns). Returns the index, OOV,
  * PR__FULL (dlrm, ttl with no expired value: not reachable, validation needs
  * profile default for ttl) or PR__NOMEM. */
 static int64_t pr__ev_lookup(pr__vcol *vc, uint64_t v, uint32_t row, int64_t ms)
 {
-    uint64_t now = ++vc->clock;
     if (ms > vc->clock_ms)
         vc->clock_ms = ms; /* the newest event time so far: late rows keep it */
-    if (vc->evict == PR_EVICT_LFU && vc->decay && now % vc->decay == 0)
-        pr__lfu_decay(vc);
+    uint64_t now = pr__ev_tick(vc);
     pr__hslot *s = NULL;
     int64_t i;
     if (vc->direct) {
@@ -887,6 +930,7 @@ static int64_t pr__ev_lookup(pr__vcol *vc, uint64_t v, uint32_t row, int64_t ms)
         if (slot < 0)
             return vc->base ? PR_INDEX_OOV : PR__FULL;
         recycled = true;
+        vc->pend_use[slot] = 0; /* uses of the evicted value, not of the new one */
         uint64_t old = vc->keys[slot];
         if (vc->direct) {
             vc->dmap[old] = 0;
@@ -923,6 +967,31 @@ static int64_t pr__ev_lookup(pr__vcol *vc, uint64_t v, uint32_t row, int64_t ms)
     return i;
 }
 
+/* Frozen lookup in a bounded column (shared vocabulary): only the log may
+ * change the statistics and the clock (pr_engine_vocab_apply/touch), so that
+ * replicas stay identical; a use is counted in pend_use for the log instead.
+ * A value without an index is PR__UNDECIDED even in a full table (the log
+ * may evict to make room), OOV while min_count is still counting it, and OOV
+ * (counted) under undec_oov. */
+static int64_t pr__ev_peek(pr__vcol *vc, uint64_t v)
+{
+    int64_t i = pr__vocab_own(vc, v);
+    if (i >= 0) {
+        uint32_t *u = &vc->pend_use[i - vc->base];
+        if (*u != UINT32_MAX)
+            (*u)++;
+        vc->pend_any = true;
+        return i;
+    }
+    if (pr__vocab_counted(vc, v))
+        return PR_INDEX_OOV;
+    if (vc->undec_oov) {
+        vc->n_undec_oov++;
+        return PR_INDEX_OOV;
+    }
+    return PR__UNDECIDED;
+}
+
 /* Map a bounded column's chunk (rows row0.. of the block; ms: their event
  * times, NULL unless the column evicts by event time). */
 static int64_t pr__vocab_col_ev(pr__vcol *vc, const uint64_t *vals, uint32_t rows,
@@ -935,7 +1004,8 @@ static int64_t pr__vocab_col_ev(pr__vcol *vc, const uint64_t *vals, uint32_t row
         uint64_t skip = (rej ? rej[r / 64] : 0) | (miss ? miss[r / 64] : 0);
         int64_t i = 0;
         if (!((skip >> (r % 64)) & 1)) {
-            i = pr__ev_lookup(vc, vals[r], row0 + r, ms ? ms[r] : 0);
+            i = vc->frozen ? pr__ev_peek(vc, vals[r])
+                           : pr__ev_lookup(vc, vals[r], row0 + r, ms ? ms[r] : 0);
             if (i < 0) {
                 *err = (int)i;
                 return r;
@@ -1510,9 +1580,14 @@ static int pr__cpu_process(pr_backend *be, const pr_block *in, pr_out *out, pr_e
     size_t words = pr_bitmap_words(rows);
     memset(out->reject_reason, 0, rows);
     if (be->has[PR_OP_VOCAB])
-        for (uint32_t c = 0; c < ns; c++)
+        for (uint32_t c = 0; c < ns; c++) {
             be->cols[c].n_log = 0;
+            be->cols[c].n_undec_oov = 0;
+        }
     pr__run_block(be, out);
+    if (be->evicting)
+        for (uint32_t c = 0; c < ns; c++)
+            st->undecided_oov += be->cols[c].n_undec_oov;
     if (be->evicting && pr__cpu_notices(be, out))
         return pr_seterr(errstr, errstr_size, PR_ENOMEM, "cpu backend: out of memory for notices");
     out->n_rejected = be->n_rejected;
@@ -1697,8 +1772,11 @@ static int pr__cpu_vocab_load(pr_backend *be, uint32_t col, const pr_vocab_entry
     if (!be->has[PR_OP_VOCAB] || col >= be->spec.n_sparse)
         return PR_EINVAL;
     pr__vcol *vc = &be->cols[col];
+    bool frozen = vc->frozen, undec_oov = vc->undec_oov; /* modes, not state */
     pr__vcol_free(vc);
     int rc = pr__vcol_init(vc, &be->spec, col);
+    vc->frozen = frozen;
+    vc->undec_oov = undec_oov;
     if (rc)
         return rc;
     for (size_t k = 0; k < n; k++) {
@@ -1746,15 +1824,6 @@ static int pr__cpu_vocab_load(pr_backend *be, uint32_t col, const pr_vocab_entry
 
 /* ---------------------------------------------------------------- shared vocabulary */
 
-/* The value's own index (not OOV), or -1. */
-static int64_t pr__vocab_own(const pr__vcol *vc, uint64_t v)
-{
-    if (vc->direct)
-        return (int64_t)vc->dmap[v] - 1;
-    const pr__hslot *s = pr__ht_find(vc, v);
-    return s && s->idx >= 0 ? s->idx : -1;
-}
-
 /* The values of `in` a frozen lookup could not answer: every occurrence, per
  * chunk column by column in row order, of a value without an index in a
  * column that still has room (rejected rows, and missing values under
@@ -1782,7 +1851,7 @@ static int pr__cpu_vocab_misses(pr_backend *be, const pr_block *in, pr_vocab_mis
         uint32_t n = be->r1 - r0;
         for (uint32_t c = 0; c < ns && !rc; c++) {
             pr__vcol *vc = &be->cols[c];
-            if ((uint64_t)vc->base + vc->n >= vc->cap)
+            if (!vc->evict && (uint64_t)vc->base + vc->n >= vc->cap)
                 continue; /* full: what it lacks is OOV (or a dlrm error) everywhere */
             const uint64_t *v = be->vals + (size_t)c * be->chunk;
             const uint64_t *miss = be->spec.profile == PR_VOCAB_DEFAULT
@@ -1804,7 +1873,12 @@ static int pr__cpu_vocab_misses(pr_backend *be, const pr_block *in, pr_vocab_mis
 
 /* Lookup-or-insert of `count` occurrences of one decided value, exactly as
  * streaming processing would do them (counting, min_count, capacity), with
- * the column unfrozen for the call. *index: the value's index after, or -1. */
+ * the column unfrozen for the call. *index: the value's index after, or -1.
+ * A bounded column does its lookups with eviction (pr__ev_lookup: the clock
+ * advances, a full table recycles its victim, a value with an index is
+ * touched once) and stops at admission; the
+ * column's block log then holds this call's assignment alone (row 0), which
+ * is how the engine learns of a recycle. */
 static int pr__cpu_vocab_apply(pr_backend *be, uint32_t col, uint64_t key, uint32_t count,
                                int64_t *index)
 {
@@ -1815,6 +1889,19 @@ static int pr__cpu_vocab_apply(pr_backend *be, uint32_t col, uint64_t key, uint3
         return PR_EINVAL;
     /* Past min_count more occurrences change nothing but a statistic. */
     uint32_t k = vc->counting ? (count < vc->min_count ? count : vc->min_count) : 1;
+    if (vc->evict) {
+        vc->n_log = 0;
+        int64_t i = 0;
+        for (uint32_t j = 0; j < k; j++) /* at least one: a value with an index is touched */
+            if ((i = pr__ev_lookup(vc, key, 0, 0)) < 0 || pr__vocab_own(vc, key) >= 0)
+                break;
+        if (i == PR__NOMEM)
+            return PR_ENOMEM;
+        if (i < 0)
+            return PR_EFULL; /* dlrm: refused by pr_engine_vocab_set_shared */
+        *index = pr__vocab_own(vc, key);
+        return 0;
+    }
     bool frozen = vc->frozen;
     vc->frozen = false;
     int64_t i = -1;
@@ -1836,6 +1923,59 @@ static void pr__cpu_vocab_freeze(pr_backend *be, bool frozen)
         return;
     for (uint32_t c = 0; c < be->spec.n_sparse; c++)
         be->cols[c].frozen = frozen;
+}
+
+/* Uses of a value reported through the log: one record of the column's
+ * clock and `count` uses, as a lookup with an index records them. A value
+ * without an index (evicted since) changes nothing, not even the clock. */
+static int pr__cpu_vocab_touch(pr_backend *be, uint32_t col, uint64_t key, uint32_t count)
+{
+    if (!be->has[PR_OP_VOCAB] || col >= be->spec.n_sparse)
+        return PR_EINVAL;
+    pr__vcol *vc = &be->cols[col];
+    if (vc->direct && key >= vc->dom)
+        return PR_EINVAL;
+    if (!vc->evict)
+        return 0;
+    int64_t i = pr__vocab_own(vc, key);
+    if (i < 0)
+        return 0;
+    uint64_t now = pr__ev_tick(vc);
+    pr__ev_touch_n(vc, (int32_t)(i - vc->base), now, count);
+    return 0;
+}
+
+/* Every bounded column's pending uses, column then slot ascending. A slot is
+ * cleared once its callback returned 0; after a non-zero return it and the
+ * later ones stay for the next drain. Walks the used slots of columns with
+ * something pending (O(slots in use) per such column). */
+static int pr__cpu_vocab_drain_usage(pr_backend *be, pr_vocab_usage_cb cb, void *opaque)
+{
+    if (!be->has[PR_OP_VOCAB])
+        return 0;
+    for (uint32_t c = 0; c < be->spec.n_sparse; c++) {
+        pr__vcol *vc = &be->cols[c];
+        if (!vc->evict || !vc->pend_any)
+            continue;
+        for (uint64_t s = 0; s < vc->n; s++) {
+            if (!vc->pend_use[s])
+                continue;
+            int rc = cb(c, vc->keys[s], vc->pend_use[s], opaque);
+            if (rc)
+                return rc;
+            vc->pend_use[s] = 0;
+        }
+        vc->pend_any = false;
+    }
+    return 0;
+}
+
+static void pr__cpu_vocab_undecided_oov(pr_backend *be, bool on)
+{
+    if (!be->has[PR_OP_VOCAB])
+        return;
+    for (uint32_t c = 0; c < be->spec.n_sparse; c++)
+        be->cols[c].undec_oov = on;
 }
 
 /* ---------------------------------------------------------------- bounded vocabularies */
@@ -1883,4 +2023,7 @@ const pr_backend_ops pr__backend_cpu = {
     .vocab_block_log = pr__cpu_vocab_block_log,
     .vocab_clock = pr__cpu_vocab_clock,
     .vocab_set_clock = pr__cpu_vocab_set_clock,
+    .vocab_touch = pr__cpu_vocab_touch,
+    .vocab_drain_usage = pr__cpu_vocab_drain_usage,
+    .vocab_undecided_oov = pr__cpu_vocab_undecided_oov,
 };

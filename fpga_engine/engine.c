@@ -537,6 +537,7 @@ struct pr_engine {
     int64_t jr_next[PR_MAX_SPARSE]; /* first index not yet journaled, per column */
     /* bounded vocabularies (pr_vocab_eviction) */
     bool evict;                    /* some column evicts: journal v2, snapshot v3 */
+    bool shared;                   /* pr_engine_vocab_set_shared(true) */
     bool event_ttl;                /* some column evicts by ttl_s: journal v3, snapshot v4 */
     uint64_t notice_next;          /* number of the next recycled-index notice (from 1) */
     pr_recycled *pend;             /* notices replayed from the journal, re-announced by */
@@ -824,10 +825,23 @@ static int pr__shared_supported(const pr_engine *eng, char *errstr, size_t errst
     if (eng->spec.count_mode != PR_COUNT_STREAMING)
         return pr_seterr(errstr, errstr_size, PR_ENOTSUP,
                          "engine: a shared vocabulary needs count_mode streaming");
-    if (eng->evict)
+    if (!eng->evict)
+        return 0;
+    if (eng->spec.profile != PR_VOCAB_DEFAULT)
         return pr_seterr(errstr, errstr_size, PR_ENOTSUP,
-                         "engine: a shared vocabulary cannot evict yet (eviction must be none: "
-                         "replicas would have to agree on every eviction through the log)");
+                         "engine: a shared vocabulary with eviction needs profile default "
+                         "(profile dlrm has no out-of-vocabulary index for values the log has "
+                         "not decided); use profile default, or eviction none");
+    if (eng->event_ttl)
+        return pr_seterr(errstr, errstr_size, PR_ENOTSUP,
+                         "engine: a shared vocabulary cannot evict by event time (ttl_s: event "
+                         "times would have to travel in the log); use ttl_records, or eviction "
+                         "lru or lfu");
+    if (!eng->ops->vocab_touch || !eng->ops->vocab_drain_usage || !eng->ops->vocab_undecided_oov)
+        return pr_seterr(errstr, errstr_size, PR_ENOTSUP,
+                         "engine: backend %s cannot share a vocabulary that evicts (use "
+                         "engine.backend cpu)",
+                         eng->ops->name);
     return 0;
 }
 
@@ -836,7 +850,41 @@ int pr_engine_vocab_set_shared(pr_engine *eng, bool shared, char *errstr, size_t
     int rc = pr__shared_supported(eng, errstr, errstr_size);
     if (rc)
         return rc;
+    if (shared && eng->evict && eng->jr_fd >= 0)
+        return pr_seterr(errstr, errstr_size, PR_ESTATE,
+                         "engine: a shared vocabulary that evicts is not journaled (the log is "
+                         "the journal); close the vocabulary journal first");
     eng->ops->vocab_freeze(eng->be, shared);
+    eng->shared = shared;
+    return 0;
+}
+
+int pr_engine_vocab_set_undecided_oov(pr_engine *eng, bool on, char *errstr, size_t errstr_size)
+{
+    int rc = pr__shared_supported(eng, errstr, errstr_size);
+    if (rc)
+        return rc;
+    if (eng->evict)
+        eng->ops->vocab_undecided_oov(eng->be, on);
+    return 0;
+}
+
+/* Number the recycle a vocab_apply just made in column col (the backend's
+ * block log then holds that call's assignment alone) and queue its notice
+ * for the next pr_engine_process, in apply order. */
+static int pr__apply_notices(pr_engine *eng, uint32_t col)
+{
+    const pr__vasg *log;
+    size_t n;
+    eng->ops->vocab_block_log(eng->be, col, &log, &n);
+    for (size_t i = 0; i < n; i++) {
+        if (!log[i].recycled)
+            continue;
+        pr_recycled r = {col, 0, log[i].index, eng->notice_next};
+        if (pr__pend_push(eng, &r))
+            return PR_ENOMEM;
+        eng->notice_next++;
+    }
     return 0;
 }
 
@@ -868,6 +916,8 @@ int pr_engine_vocab_apply(pr_engine *eng, uint32_t col, uint64_t key, uint32_t c
                          "engine: column %s: value %" PRIx64 " is not below its modulus %" PRIu64,
                          cs->name, key, cs->modulus);
     rc = eng->ops->vocab_apply(eng->be, col, key, count, index);
+    if (!rc && cs->eviction != PR_EVICT_NONE)
+        rc = pr__apply_notices(eng, col);
     if (rc == PR_EFULL)
         return pr_seterr(errstr, errstr_size, rc,
                          "engine: vocabulary of column %s is full (capacity %" PRIu64
@@ -878,6 +928,37 @@ int pr_engine_vocab_apply(pr_engine *eng, uint32_t col, uint64_t key, uint32_t c
                          "engine: column %s: cannot apply value %" PRIx64 " (%s)", cs->name, key,
                          pr_strerror(rc));
     return 0;
+}
+
+int pr_engine_vocab_touch(pr_engine *eng, uint32_t col, uint64_t key, uint32_t count, char *errstr,
+                          size_t errstr_size)
+{
+    int rc = pr__shared_supported(eng, errstr, errstr_size);
+    if (rc)
+        return rc;
+    if (col >= eng->spec.n_sparse || count == 0)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "engine: vocab touch: no sparse column %u, or count 0", col);
+    const pr_sparse_col_spec *cs = &eng->spec.sparse[col];
+    if (pr_spec_has_op(&eng->spec, PR_OP_MODULUS) && key >= cs->modulus)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "engine: column %s: value %" PRIx64 " is not below its modulus %" PRIu64,
+                         cs->name, key, cs->modulus);
+    if (cs->eviction == PR_EVICT_NONE)
+        return 0;
+    rc = eng->ops->vocab_touch(eng->be, col, key, count);
+    if (rc)
+        return pr_seterr(errstr, errstr_size, rc,
+                         "engine: column %s: cannot record uses of value %" PRIx64 " (%s)",
+                         cs->name, key, pr_strerror(rc));
+    return 0;
+}
+
+int pr_engine_vocab_drain_usage(pr_engine *eng, pr_vocab_usage_cb cb, void *opaque)
+{
+    if (!eng->evict || !eng->ops->vocab_drain_usage)
+        return 0;
+    return eng->ops->vocab_drain_usage(eng->be, cb, opaque);
 }
 
 int pr_engine_count(pr_engine *eng, const pr_block *in)
@@ -1799,6 +1880,11 @@ int pr_engine_vocab_journal_open(pr_engine *eng, const char *path, char *errstr,
     if (!eng->has_vocab)
         return pr_seterr(errstr, errstr_size, PR_ESTATE,
                          "vocab journal: pipeline '%s' has no vocab operator", eng->spec.name);
+    if (eng->shared && eng->evict)
+        return pr_seterr(errstr, errstr_size, PR_ESTATE,
+                         "vocab journal: pipeline '%s' shares a vocabulary that evicts; the "
+                         "shared log is its journal",
+                         eng->spec.name);
     pr_engine_vocab_journal_close(eng);
     int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0)

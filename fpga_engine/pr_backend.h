@@ -74,13 +74,26 @@ typedef struct pr_backend_ops {
      * process() then appends the block's recycled indices to out->recycled
      * in (row, col) order with number 0 (the engine numbers them);
      * vocab_block_log gives column `col`'s assignments of the last process()
-     * call (valid until the next one; none for a column that does not evict);
+     * call, or of the last vocab_apply() on that column when one came after
+     * it (valid until the next of either; none for a column that does not
+     * evict);
      * vocab_clock/vocab_set_clock read and restore a column's clocks
      * (snapshots). vocab_read reports count, last_use and last_use_ms;
      * vocab_load takes them back and rebuilds the eviction order from them. */
     void (*vocab_block_log)(const pr_backend *be, uint32_t col, const pr__vasg **log, size_t *n);
     pr__vclock (*vocab_clock)(const pr_backend *be, uint32_t col);
     void (*vocab_set_clock)(pr_backend *be, uint32_t col, pr__vclock clock);
+    /* Optional, all three or none: a shared vocabulary that evicts. Frozen
+     * processing of a bounded column leaves its statistics and clock alone and
+     * counts uses per slot instead; vocab_drain_usage reports and clears them
+     * (pr_engine_vocab_drain_usage); vocab_touch records uses from the log
+     * (pr_engine_vocab_touch); vocab_undecided_oov(true) makes frozen
+     * processing map a bounded column's undecided values to OOV, adding them
+     * to pr_engine_stats.undecided_oov. vocab_apply on a bounded column
+     * evicts as processing would, its recycle reported by vocab_block_log. */
+    int (*vocab_touch)(pr_backend *be, uint32_t col, uint64_t key, uint32_t count);
+    int (*vocab_drain_usage)(pr_backend *be, pr_vocab_usage_cb cb, void *opaque);
+    void (*vocab_undecided_oov)(pr_backend *be, bool on);
 } pr_backend_ops;
 
 extern const pr_backend_ops pr__backend_cpu;

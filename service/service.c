@@ -2445,6 +2445,17 @@ static const pr__family pr__families[] = {
     {"piperec_vocab_log_values_waiting", PR_METRIC_GAUGE,
      "Distinct values of the block now waiting for the vocabulary log.", PR__L_PIPE,
      PR__VLOG(values_waiting)},
+    {"piperec_vocab_log_usage_records_total", PR_METRIC_COUNTER,
+     "Usage records this replica appended (columns with eviction: the uses that keep every "
+     "replica's eviction statistics alike).",
+     PR__L_PIPE, PR__VLOG(usage_records)},
+    {"piperec_vocab_log_oov_blocks_total", PR_METRIC_COUNTER,
+     "Blocks (columns with eviction) whose new values were evicted again in every proposal "
+     "round while they waited: those values went out as OOV in that block.",
+     PR__L_PIPE, PR__VLOG(rounds_exhausted)},
+    {"piperec_vocab_log_oov_values_total", PR_METRIC_COUNTER,
+     "Values of such blocks that went out as OOV (columns with eviction and vocab_log).",
+     PR__L_PIPE, PR__ES(undecided_oov)},
     {"piperec_vocab_log_wait_seconds", PR_METRIC_HISTOGRAM,
      "Time from proposing a block's new values to their indices being known.", PR__L_PIPE,
      .emit = pr__emit_vlog, .arg = 4},

@@ -17,6 +17,16 @@
  * permanent errors: the producer retries transient ones forever) is sent
  * again, with the values still unknown.
  *
+ * Eviction (columns with eviction lru/lfu/ttl): the log decides it too.
+ * Applying a proposal into a full column evicts by the column's statistics,
+ * and those statistics change only through the log: lookups while
+ * processing count uses per slot, which go out every usage_interval_ms as
+ * a Usage record that every replica applies (pr_engine_vocab_touch). So all
+ * replicas make the same evictions at the same log positions and number the
+ * same recycled-index notices alike. A value evicted again while its block
+ * waited is proposed again (PR__MAX_ROUNDS rounds); past that the block is
+ * processed with it as OOV (counted), never with an invented index.
+ *
  * Liveness: an idle replica fetches nothing new, so deliveries and reads
  * alone cannot tell "up" from "quietly down". A probe thread asks the
  * broker for the log's end offset once a second (librdkafka handles are
@@ -47,6 +57,7 @@
 #define PR__REC_MAX_ENTRIES 16384 /* entries per Proposals record (~200 KB at most) */
 #define PR__UP_WINDOW_NS    5000000000LL
 #define PR__PROBE_EVERY_MS  1000
+#define PR__MAX_ROUNDS      8 /* proposal rounds of one block (evicting columns) */
 #define PR__TAG_MAGIC       "PRVLOG1"
 
 /* Deduplicated misses of one block: open addressing over (col, key). */
@@ -69,6 +80,16 @@ struct pr_vocablog {
     uint64_t log_id;
     int64_t next; /* next offset to apply */
 
+    /* eviction through the log */
+    bool evict;                /* some column evicts */
+    int64_t usage_interval_ns; /* Usage records this often */
+    int64_t last_usage_ns;
+    int rounds;              /* proposal rounds of the waiting block */
+    bool oov_set;            /* undecided values map to OOV for the block being processed */
+    uint32_t *u_col, *u_cnt; /* drained usage, then packed */
+    uint64_t *u_val;
+    size_t n_usage, usage_cap;
+
     /* the waiting block */
     bool pending;
     bool resend;         /* a record of it failed: propose what is still unknown */
@@ -86,7 +107,8 @@ struct pr_vocablog {
     pr_histogram wait; /* has its own lock */
     _Atomic int64_t st_applied, st_end;
     _Atomic uint64_t st_records, st_values, st_assigned, st_proposals, st_prop_records,
-        st_blocks_waited, st_corrupt, st_produce_err, st_consume_err, st_waiting;
+        st_blocks_waited, st_corrupt, st_produce_err, st_consume_err, st_waiting, st_usage_records,
+        st_usage_values, st_rounds_exhausted;
     _Atomic int64_t last_ok_ns, last_err_ns;
 
     /* the liveness probe */
@@ -123,10 +145,27 @@ static void pr__error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaq
                        vl->topic, rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
 }
 
+/* The per-message opaque of Usage records: they are not a waiting block's. */
+static char pr__usage_tag;
+
 static void pr__dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
     (void)rk;
     pr_vocablog *vl = opaque;
+    if (m->_private == &pr__usage_tag) {
+        /* A lost Usage record is lost for every replica alike: statistics
+         * stay identical, only less precise. Counted, not sent again. */
+        if (m->err) {
+            atomic_fetch_add(&vl->st_produce_err, 1);
+            atomic_store(&vl->last_err_ns, pr__now_ns());
+            pr_log_ratelimited(&vl->rl, PR_LOG_WARN,
+                               "pipeline %s: vocab log %s: a Usage record was not stored (%s)",
+                               vl->pipeline, vl->topic, rd_kafka_err2str(m->err));
+        } else {
+            atomic_store(&vl->last_ok_ns, pr__now_ns());
+        }
+        return;
+    }
     if (vl->inflight > 0)
         vl->inflight--;
     if (m->err) {
@@ -214,6 +253,11 @@ static void pr__settings_build(const pr_vocablog *vl, pr__settings *ps)
         ps->cols[c].modulus = mod ? sp->sparse[c].modulus : 0;
         ps->cols[c].min_count = sp->sparse[c].min_count;
         ps->cols[c].capacity = sp->sparse[c].capacity;
+        if (sp->sparse[c].eviction != PR_EVICT_NONE) {
+            ps->cols[c].eviction = (char *)pr_vocab_eviction_names[sp->sparse[c].eviction];
+            ps->cols[c].ttl_records = sp->sparse[c].ttl_records;
+            ps->cols[c].decay_records = sp->sparse[c].decay_records;
+        }
         ps->colp[c] = &ps->cols[c];
     }
     ps->s.n_columns = sp->n_sparse;
@@ -258,6 +302,15 @@ static void pr__settings_diff(const Piperec__Vocablog__V1__Settings *log,
         else if (l->capacity != m->capacity)
             snprintf(out, n, "column %s capacity is %" PRIu64 " in the log, %" PRIu64 " here",
                      l->name, l->capacity, m->capacity);
+        else if (strcmp(l->eviction, m->eviction))
+            snprintf(out, n, "column %s eviction is %s in the log, %s here", l->name,
+                     *l->eviction ? l->eviction : "none", *m->eviction ? m->eviction : "none");
+        else if (l->ttl_records != m->ttl_records)
+            snprintf(out, n, "column %s ttl_records is %" PRIu64 " in the log, %" PRIu64 " here",
+                     l->name, l->ttl_records, m->ttl_records);
+        else if (l->decay_records != m->decay_records)
+            snprintf(out, n, "column %s decay_records is %" PRIu64 " in the log, %" PRIu64 " here",
+                     l->name, l->decay_records, m->decay_records);
         if (out[0])
             return;
     }
@@ -338,6 +391,37 @@ static int pr__apply_proposals(pr_vocablog *vl, const Piperec__Vocablog__V1__Pro
     return 0;
 }
 
+/* A Usage record: uses of values that have an index, as statistics. */
+static int pr__apply_usage(pr_vocablog *vl, const Piperec__Vocablog__V1__Usage *u, int64_t off,
+                           char *errstr, size_t errstr_size)
+{
+    if (!vl->have_settings || u->n_column != u->n_value || u->n_count != u->n_value) {
+        atomic_fetch_add(&vl->st_corrupt, 1);
+        pr_log_ratelimited(&vl->rl, PR_LOG_ERROR,
+                           "pipeline %s: vocab log %s offset %" PRId64 ": %s; skipped (every "
+                           "replica skips it alike)",
+                           vl->pipeline, vl->topic, off,
+                           vl->have_settings ? "malformed usage (array lengths differ)"
+                                             : "usage before any Settings record");
+        return 0;
+    }
+    for (size_t i = 0; i < u->n_value; i++) {
+        char e[256];
+        int rc = u->column[i] < vl->spec->n_sparse && u->count[i]
+                     ? pr_engine_vocab_touch(vl->eng, u->column[i], u->value[i], u->count[i], e,
+                                             sizeof(e))
+                     : PR_EINVAL;
+        if (rc == PR_EINVAL) {
+            atomic_fetch_add(&vl->st_corrupt, 1);
+            continue;
+        }
+        if (rc)
+            return pr_seterr(errstr, errstr_size, rc, "vocab log %s offset %" PRId64 ": %s",
+                             vl->topic, off, e);
+    }
+    return 0;
+}
+
 /* Apply one fetched message (or note an error). Returns a fatal code only. */
 static int pr__apply_msg(pr_vocablog *vl, const rd_kafka_message_t *m, char *errstr,
                          size_t errstr_size)
@@ -376,6 +460,8 @@ static int pr__apply_msg(pr_vocablog *vl, const rd_kafka_message_t *m, char *err
                            vl->pipeline, vl->topic, m->offset, m->len);
     } else if (r->kind_case == PIPEREC__VOCABLOG__V1__RECORD__KIND_SETTINGS) {
         rc = pr__apply_settings(vl, r->settings, m->offset, errstr, errstr_size);
+    } else if (r->kind_case == PIPEREC__VOCABLOG__V1__RECORD__KIND_USAGE) {
+        rc = pr__apply_usage(vl, r->usage, m->offset, errstr, errstr_size);
     } else {
         rc = pr__apply_proposals(vl, r->proposals, m->offset, errstr, errstr_size);
     }
@@ -461,14 +547,16 @@ static int pr__collect(pr_vocablog *vl, const pr_block *in, char *errstr, size_t
     return rc;
 }
 
-static int pr__produce(pr_vocablog *vl, const void *buf, size_t len, char *errstr,
+/* Append one record. `usage`: a Usage record (not part of a waiting block). */
+static int pr__produce(pr_vocablog *vl, const void *buf, size_t len, bool usage, char *errstr,
                        size_t errstr_size)
 {
     rd_kafka_resp_err_t err;
     for (;;) {
         err = rd_kafka_producev(vl->prod, RD_KAFKA_V_TOPIC(vl->topic), RD_KAFKA_V_PARTITION(0),
                                 RD_KAFKA_V_VALUE((void *)buf, len),
-                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                RD_KAFKA_V_OPAQUE(usage ? &pr__usage_tag : NULL), RD_KAFKA_V_END);
         if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL)
             break;
         rd_kafka_poll(vl->prod, 10);
@@ -476,7 +564,8 @@ static int pr__produce(pr_vocablog *vl, const void *buf, size_t len, char *errst
     if (err)
         return pr_seterr(errstr, errstr_size, PR_EKAFKA, "vocab log %s: cannot append: %s",
                          vl->topic, rd_kafka_err2str(err));
-    vl->inflight++;
+    if (!usage)
+        vl->inflight++;
     return 0;
 }
 
@@ -531,7 +620,7 @@ static int pr__propose(pr_vocablog *vl, char *errstr, size_t errstr_size)
         }
         buf = nb;
         piperec__vocablog__v1__record__pack(&r, buf);
-        if ((rc = pr__produce(vl, buf, len, errstr, errstr_size)))
+        if ((rc = pr__produce(vl, buf, len, false, errstr, errstr_size)))
             goto out;
         atomic_fetch_add(&vl->st_prop_records, 1);
     }
@@ -545,16 +634,86 @@ out:
     return rc;
 }
 
+static int pr__usage_cb(uint32_t col, uint64_t key, uint32_t count, void *opaque)
+{
+    pr_vocablog *vl = opaque;
+    size_t cap = vl->usage_cap;
+    if (pr_grow((void **)&vl->u_col, &cap, vl->n_usage + 1, sizeof(*vl->u_col)) < 0)
+        return PR_ENOMEM;
+    cap = vl->usage_cap;
+    if (pr_grow((void **)&vl->u_cnt, &cap, vl->n_usage + 1, sizeof(*vl->u_cnt)) < 0)
+        return PR_ENOMEM;
+    cap = vl->usage_cap;
+    if (pr_grow((void **)&vl->u_val, &cap, vl->n_usage + 1, sizeof(*vl->u_val)) < 0)
+        return PR_ENOMEM;
+    vl->usage_cap = cap;
+    vl->u_col[vl->n_usage] = col;
+    vl->u_val[vl->n_usage] = key;
+    vl->u_cnt[vl->n_usage] = count;
+    vl->n_usage++;
+    return 0;
+}
+
+/* Evicting columns: every usage_interval_ms, the uses this replica looked up
+ * go out as Usage records (engine thread, between blocks). */
+static int pr__flush_usage(pr_vocablog *vl, char *errstr, size_t errstr_size)
+{
+    int64_t now = pr__now_ns();
+    if (!vl->evict || now - vl->last_usage_ns < vl->usage_interval_ns)
+        return 0;
+    vl->last_usage_ns = now;
+    vl->n_usage = 0;
+    int rc = pr_engine_vocab_drain_usage(vl->eng, pr__usage_cb, vl);
+    if (rc)
+        return pr_seterr(errstr, errstr_size, rc, "vocab log: usage: %s", pr_strerror(rc));
+    uint8_t *buf = NULL;
+    for (size_t off = 0; off < vl->n_usage && !rc; off += PR__REC_MAX_ENTRIES) {
+        size_t m =
+            vl->n_usage - off < PR__REC_MAX_ENTRIES ? vl->n_usage - off : PR__REC_MAX_ENTRIES;
+        Piperec__Vocablog__V1__Usage u = PIPEREC__VOCABLOG__V1__USAGE__INIT;
+        u.replica = vl->replica;
+        u.n_column = u.n_value = u.n_count = m;
+        u.column = vl->u_col + off;
+        u.value = vl->u_val + off;
+        u.count = vl->u_cnt + off;
+        Piperec__Vocablog__V1__Record r = PIPEREC__VOCABLOG__V1__RECORD__INIT;
+        r.kind_case = PIPEREC__VOCABLOG__V1__RECORD__KIND_USAGE;
+        r.usage = &u;
+        size_t len = piperec__vocablog__v1__record__get_packed_size(&r);
+        uint8_t *nb = realloc(buf, len ? len : 1);
+        if (!nb) {
+            rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "vocab log: out of memory");
+            break;
+        }
+        buf = nb;
+        piperec__vocablog__v1__record__pack(&r, buf);
+        if (!(rc = pr__produce(vl, buf, len, true, errstr, errstr_size))) {
+            atomic_fetch_add(&vl->st_usage_records, 1);
+            atomic_fetch_add(&vl->st_usage_values, m);
+        }
+    }
+    free(buf);
+    return rc;
+}
+
 int pr_vocablog_resolve(pr_vocablog *vl, const pr_block *in, int timeout_ms, char *errstr,
                         size_t errstr_size)
 {
     int rc;
+    if (vl->oov_set) { /* the previous block's fallback is over */
+        vl->oov_set = false;
+        if ((rc = pr_engine_vocab_set_undecided_oov(vl->eng, false, errstr, errstr_size)))
+            return rc;
+    }
+    if (!vl->pending && (rc = pr__flush_usage(vl, errstr, errstr_size)))
+        return rc;
     if (!vl->pending) {
         if ((rc = pr__collect(vl, in, errstr, errstr_size)))
             return rc;
         if (vl->n_miss == 0)
             return 0; /* every value known: no round trip */
         vl->pending = true;
+        vl->rounds = 0;
         vl->resend = false;
         vl->inflight = 0;
         vl->max_offset = -1;
@@ -574,6 +733,29 @@ int pr_vocablog_resolve(pr_vocablog *vl, const pr_block *in, int timeout_ms, cha
                 return rc;
             if (vl->n_miss && (rc = pr__propose(vl, errstr, errstr_size)))
                 return rc;
+        }
+        if (vl->inflight == 0 && !vl->resend && vl->next > vl->max_offset && vl->evict) {
+            /* Decided, but the log may have evicted some of them again
+             * meanwhile (other replicas' values): propose those again. */
+            if ((rc = pr__collect(vl, in, errstr, errstr_size)))
+                return rc;
+            if (vl->n_miss && ++vl->rounds < PR__MAX_ROUNDS) {
+                vl->max_offset = -1;
+                if ((rc = pr__propose(vl, errstr, errstr_size)))
+                    return rc;
+                continue;
+            }
+            if (vl->n_miss) {
+                atomic_fetch_add(&vl->st_rounds_exhausted, 1);
+                pr_log_ratelimited(&vl->rl, PR_LOG_WARN,
+                                   "pipeline %s: vocab log %s: %zu value(s) of a block were "
+                                   "evicted again in each of %d rounds; they map to OOV in this "
+                                   "block (capacity too small for the rate of new values?)",
+                                   vl->pipeline, vl->topic, vl->n_miss, PR__MAX_ROUNDS);
+                if ((rc = pr_engine_vocab_set_undecided_oov(vl->eng, true, errstr, errstr_size)))
+                    return rc;
+                vl->oov_set = true;
+            }
         }
         if (vl->inflight == 0 && !vl->resend && vl->next > vl->max_offset) {
             vl->pending = false;
@@ -599,6 +781,11 @@ void pr_vocablog_abandon(pr_vocablog *vl)
 
 int pr_vocablog_poll(pr_vocablog *vl, int timeout_ms, char *errstr, size_t errstr_size)
 {
+    if (!vl->pending) {
+        int rc = pr__flush_usage(vl, errstr, errstr_size);
+        if (rc)
+            return rc;
+    }
     rd_kafka_poll(vl->prod, 0);
     return pr__read(vl, timeout_ms, errstr, errstr_size);
 }
@@ -760,7 +947,7 @@ static int pr__write_settings(pr_vocablog *vl, char *errstr, size_t errstr_size)
     if (!buf)
         return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
     piperec__vocablog__v1__record__pack(&r, buf);
-    int rc = pr__produce(vl, buf, len, errstr, errstr_size);
+    int rc = pr__produce(vl, buf, len, false, errstr, errstr_size);
     free(buf);
     if (rc)
         return rc;
@@ -955,6 +1142,10 @@ int pr_vocablog_new(const pr_vocablog_opts *o, pr_vocablog **out, char *errstr, 
     vl->eng = o->eng;
     vl->spec = pr_engine_spec(o->eng);
     vl->startup_timeout_ms = cfg->startup_timeout_ms > 0 ? cfg->startup_timeout_ms : 60000;
+    vl->usage_interval_ns =
+        (cfg->usage_interval_ms > 0 ? cfg->usage_interval_ms : 1000) * 1000000LL;
+    for (uint32_t c = 0; c < vl->spec->n_sparse; c++)
+        vl->evict |= vl->spec->sparse[c].eviction != PR_EVICT_NONE;
     atomic_store(&vl->st_end, -1);
     int rc = 0;
     if (!vl->pipeline || !vl->replica || !vl->topic || (o->snapshot_path && !vl->snap_path)) {
@@ -1075,6 +1266,9 @@ void pr_vocablog_free(pr_vocablog *vl)
     pr_histogram_fini(&vl->wait);
     free(vl->miss);
     free(vl->slots);
+    free(vl->u_col);
+    free(vl->u_cnt);
+    free(vl->u_val);
     free(vl->pipeline);
     free(vl->replica);
     free(vl->topic);
@@ -1097,6 +1291,9 @@ void pr_vocablog_get_stats(pr_vocablog *vl, pr_vocablog_stats *st)
     st->produce_errors = atomic_load(&vl->st_produce_err);
     st->consume_errors = atomic_load(&vl->st_consume_err);
     st->values_waiting = atomic_load(&vl->st_waiting);
+    st->usage_records = atomic_load(&vl->st_usage_records);
+    st->usage_values = atomic_load(&vl->st_usage_values);
+    st->rounds_exhausted = atomic_load(&vl->st_rounds_exhausted);
     int64_t now = pr__now_ns(), ok = atomic_load(&vl->last_ok_ns);
     int64_t err = atomic_load(&vl->last_err_ns);
     st->up = ok && now - ok < PR__UP_WINDOW_NS && ok >= err;

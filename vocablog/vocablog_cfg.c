@@ -18,5 +18,9 @@ static const pr_cfgmap_entry vocablog_entries[] = {
                  "60000",
                  "How long a start waits for the log (metadata, watermarks, reading it to its "
                  "end) before it exits with the reason."),
+    PR_CFG_E_INT("usage_interval_ms", 0, pr_vocablog_cfg, usage_interval_ms, 10, 3600000, "1000",
+                 "Columns with eviction only: how often a replica appends the uses of values it "
+                 "looked up (a Usage record) so that every replica's eviction statistics agree. "
+                 "Shorter: evictions follow recent use more closely; longer: a smaller log."),
 };
 const pr_cfgmap pr_vocablog_cfgmap = PR_CFGMAP(vocablog_entries);

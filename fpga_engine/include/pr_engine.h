@@ -232,7 +232,9 @@ typedef enum pr_reject_reason {
  * (and earlier blocks) used it for the evicted one. `number` counts the
  * pipeline's notices from 1, in (row, column) order, and survives restarts:
  * a notice re-announced after a restart (journal replay) keeps its number, so
- * a consumer applies each number once. */
+ * a consumer applies each number once. A shared vocabulary that evicts
+ * recycles in pr_engine_vocab_apply: those notices come at row 0 of the next
+ * block, in apply order (see "shared vocabulary"). */
 typedef struct pr_recycled {
     uint32_t col;
     uint32_t row;
@@ -309,6 +311,9 @@ typedef struct pr_engine_stats {
     uint64_t rows_in;
     uint64_t rows_rejected;
     uint64_t blocks;
+    uint64_t undecided_oov; /* shared vocabulary with eviction: values mapped to OOV
+                             * because the log had not given them an index
+                             * (pr_engine_vocab_set_undecided_oov) */
 } pr_engine_stats;
 
 /* Compile `spec` (copied) for the chosen backend. On failure returns NULL and
@@ -442,8 +447,9 @@ uint64_t pr_engine_vocab_recycled_total(const pr_engine *eng);
  * lost with a batch the crash dropped while the snapshot holds its effect.
  * Without calls the list grows until the engine is freed. */
 void pr_engine_vocab_notices_delivered(pr_engine *eng, uint64_t floor);
-/* Notices restored (snapshot, journal) that the next pr_engine_process
- * announces again at row 0. */
+/* Notices the next pr_engine_process announces at row 0: those restored
+ * (snapshot, journal) and those pr_engine_vocab_apply made (shared
+ * vocabulary with eviction). */
 uint32_t pr_engine_vocab_notices_pending(const pr_engine *eng);
 
 /* ---------------------------------------------------------------- shared vocabulary */
@@ -459,18 +465,55 @@ uint32_t pr_engine_vocab_notices_pending(const pr_engine *eng);
  *      never inserts or counts, so every index comes from step 2.
  *
  * Only the cpu backend supports it (PR_ENOTSUP from the others). Not
- * journaled: the shared log is the journal; snapshots work as usual. */
+ * journaled: the shared log is the journal; snapshots work as usual.
+ *
+ * Bounded vocabularies (pr_vocab_eviction) can be shared too, under profile
+ * default (whose OOV index can answer a value the log could not keep) and
+ * without ttl_s (event time would have to travel in the log): PR_ENOTSUP
+ * otherwise, naming the reason. Every change to a bounded column's state
+ * then comes from the log, so replicas applying the same log hold the same
+ * vocabulary and hand out the same recycled-index notices:
+ *
+ *   - processing only looks up: a value with an index gets it and its use is
+ *     counted per index ("pending usage", saturating at UINT32_MAX) without
+ *     touching the eviction statistics or the column's record clock; a value
+ *     without one fails the block (PR_ESTATE) even when the table is full,
+ *     since the log may evict to make room (OOV while min_count is still
+ *     counting it, as usual), unless pr_engine_vocab_set_undecided_oov;
+ *   - pr_engine_vocab_misses reports such values even in a full column;
+ *   - pr_engine_vocab_apply inserts with eviction (below), and
+ *     pr_engine_vocab_touch records uses: the driver drains the pending usage
+ *     (pr_engine_vocab_drain_usage) after processing, puts it in the log, and
+ *     applies it from there like the proposals;
+ *   - a recycle made by pr_engine_vocab_apply is numbered at once, in apply
+ *     order (pr_engine_vocab_recycled_total counts it), and announced by the
+ *     next pr_engine_process at row 0 of pr_out.recycled: rows before that
+ *     call used the evicted value. Snapshots keep such notices until they are
+ *     announced (pr_engine_vocab_notices_pending), like restored ones.
+ *
+ * Pending usage is not in snapshots (it only steers future evictions, and
+ * only once it reaches the log). A vocabulary journal cannot be open in
+ * shared mode when a column evicts (PR_ESTATE from whichever call comes
+ * second). */
 
 /* Switch shared mode on or off (off: processing inserts as usual). In shared
  * mode pr_engine_process fails with PR_ESTATE, naming the column, when a
  * value was never applied (OOV for values below min_count or past a full
- * default-profile table, as usual). */
+ * default-profile table without eviction, as usual). */
 int pr_engine_vocab_set_shared(pr_engine *eng, bool shared, char *errstr, size_t errstr_size);
 
+/* While on (default off), shared-mode processing maps a value of a bounded
+ * column that has no index to PR_INDEX_OOV instead of failing, and counts it
+ * in pr_engine_stats.undecided_oov: for a value that several proposal rounds
+ * could not keep in a full table. Columns without eviction are not
+ * affected. Errors as pr_engine_vocab_set_shared. */
+int pr_engine_vocab_set_undecided_oov(pr_engine *eng, bool on, char *errstr, size_t errstr_size);
+
 /* Called for every occurrence (in row order within a column, block chunk by
- * chunk) of a value without an index in a column with room left; a non-zero
- * return stops the scan and is returned. Rows Hex2Int rejects, and missing
- * values under profile default, are not reported. */
+ * chunk) of a value without an index in a column with room left (or one that
+ * evicts, full or not); a non-zero return stops the scan and is returned.
+ * Rows Hex2Int rejects, and missing values under profile default, are not
+ * reported. */
 typedef int (*pr_vocab_miss_cb)(uint32_t col, uint64_t key, void *opaque);
 int pr_engine_vocab_misses(pr_engine *eng, const pr_block *in, pr_vocab_miss_cb cb, void *opaque,
                            char *errstr, size_t errstr_size);
@@ -480,9 +523,35 @@ int pr_engine_vocab_misses(pr_engine *eng, const pr_block *in, pr_vocab_miss_cb 
  * processing would count and insert them. *index is the value's own index
  * afterwards, or -1 (below min_count, or no room: OOV). PR_EINVAL for a bad
  * column or key, PR_EFULL when a dlrm column is full (the pipeline must
- * stop, as in processing), PR_ENOMEM. */
+ * stop, as in processing), PR_ENOMEM.
+ * A column that evicts does what processing one occurrence does, with
+ * eviction: the record clock advances, a value with an index is touched, a
+ * new one takes a free index or, in a full table, the victim's of the
+ * column's policy (ttl: OOV, *index -1, while no value is old enough), whose
+ * pending usage is dropped; with min_count > 1 up to min(count, min_count)
+ * such lookups, stopping once the value has an index (later uses travel as
+ * pr_engine_vocab_touch). */
 int pr_engine_vocab_apply(pr_engine *eng, uint32_t col, uint64_t key, uint32_t count,
                           int64_t *index, char *errstr, size_t errstr_size);
+
+/* Uses from the log: when `key` has an index in evicting column `col`, one
+ * tick of the column's record clock and `count` (>= 1) uses at it, as a
+ * processed lookup records one (lru/ttl: most recent now; lfu: its count
+ * grows by `count`, saturating). A key without an index (evicted since it
+ * was used) changes nothing, clock included. A column that does not evict:
+ * nothing, 0. PR_EINVAL for a bad column, key or count; errors as
+ * pr_engine_vocab_set_shared. */
+int pr_engine_vocab_touch(pr_engine *eng, uint32_t col, uint64_t key, uint32_t count, char *errstr,
+                          size_t errstr_size);
+
+/* Report the pending usage of every evicting column (counted by shared-mode
+ * processing since the last drain): cb(col, key, count) per index with
+ * count > 0, by column then index ascending, `key` being the value now at
+ * that index; each is cleared once cb returned 0. A non-zero return stops
+ * the drain and is returned (that entry and the later ones stay). 0 when no
+ * column evicts. */
+typedef int (*pr_vocab_usage_cb)(uint32_t col, uint64_t key, uint32_t count, void *opaque);
+int pr_engine_vocab_drain_usage(pr_engine *eng, pr_vocab_usage_cb cb, void *opaque);
 
 /* Snapshots that carry the caller's position with them (e.g. the log offset
  * the vocabulary reflects), written and read in one atomic file: `tag` is

@@ -180,11 +180,13 @@ def main_offline(a):
     finish(sparse, keys, notes, a.capacity, a.first_index)
 
 
-def main_files(a):
-    rolls = sorted(glob.glob(os.path.join(a.files, "batches-*-*")),
+def read_files(d, n_rows):
+    """A files sink's rolls in sequence order: (sparse, row ids, notices with
+    rows numbered over the concatenated rolls)."""
+    rolls = sorted(glob.glob(os.path.join(d, "batches-*-*")),
                    key=lambda p: int(os.path.basename(p).split("-")[1]))
     if not rolls:
-        fail("%s: no roll" % a.files)
+        fail("%s: no roll" % d)
     sparse, ids, notes, base = [], [], [], 0
     for r in rolls:
         with open(os.path.join(r, "meta.json")) as f:
@@ -212,12 +214,16 @@ def main_files(a):
     sparse = np.concatenate(sparse)
     fid = np.concatenate(ids)
     ids = fid.astype(np.int64)
-    if (ids != fid).any() or ids.min() < 0 or ids.max() >= a.rows:
-        fail("dense column 0 is not a row id 0..%d" % (a.rows - 1))
+    if (ids != fid).any() or ids.min() < 0 or ids.max() >= n_rows:
+        fail("dense column 0 is not a row id 0..%d" % (n_rows - 1))
+    return sparse, ids, np.array(notes, dtype=np.int64).reshape(-1, 4)
+
+
+def main_files(a):
+    sparse, ids, notes = read_files(a.files, a.rows)
     lost = np.flatnonzero(np.bincount(ids, minlength=a.rows) == 0)
     if len(lost):
         fail("%d row(s) never written, e.g. %s" % (len(lost), lost[:10].tolist()))
-    notes = np.array(notes, dtype=np.int64).reshape(-1, 4)
     raw = read_inputs(a.input, a.rows, sparse.shape[1])
     keys = np.where(raw < 0, -1, raw % a.modulus).T[ids]
     check_exact(sparse, notes)

@@ -95,13 +95,21 @@ cat > "$T/bad1.yaml" <<'YAML'
 pipelines:
   - name: criteo
     source: { kafka: { topics: [e], properties: { bootstrap.servers: "127.0.0.1:1" } } }
-    transform: { vocab: { profile: default, capacity: 1002, eviction: lru } }
+    transform: { vocab: { profile: dlrm, capacity: 1002, eviction: lru } }
     vocab_log: { topic: v }
 YAML
 if "$PIPEREC" run --config "$T/bad1.yaml" --check > "$T/bad1.out" 2>&1; then
-    fail "vocab_log + eviction accepted"
+    fail "vocab_log + eviction under profile dlrm accepted"
 fi
-grep -q "eviction" "$T/bad1.out" || { cat "$T/bad1.out"; fail "no reason for vocab_log + eviction"; }
+grep -q "eviction lru (column C1) needs transform.vocab.profile default" "$T/bad1.out" ||
+    { cat "$T/bad1.out"; fail "no reason for vocab_log + eviction under dlrm"; }
+sed 's/profile: dlrm, capacity: 1002, eviction: lru/profile: default, capacity: 1002, eviction: ttl, ttl_s: 60/' \
+    "$T/bad1.yaml" > "$T/bad1b.yaml"
+if "$PIPEREC" run --config "$T/bad1b.yaml" --check > "$T/bad1b.out" 2>&1; then
+    fail "vocab_log + ttl_s accepted"
+fi
+grep -q "cannot be combined with ttl_s (column C1)" "$T/bad1b.out" ||
+    { cat "$T/bad1b.out"; fail "no reason for vocab_log + ttl_s"; }
 cfg bad2 ", eviction: ttl"
 if "$PIPEREC" process --config "$T/bad2.yaml" --input "$T/in.tsv" --output "$T/bad2" \
     --no-progress > "$T/bad2.out" 2>&1; then

@@ -52,6 +52,7 @@ typedef struct pr_vocablog_cfg {
     pr_kv_list properties;      /* librdkafka properties; the loader copies the source's
                                  * when none are given */
     int64_t startup_timeout_ms; /* how long startup waits for the log; default 60000 */
+    int64_t usage_interval_ms;  /* evicting columns: Usage records this often; default 1000 */
 } pr_vocablog_cfg;
 
 extern const pr_cfgmap pr_vocablog_cfgmap;
@@ -107,6 +108,10 @@ typedef struct pr_vocablog_stats {
     uint64_t produce_errors;   /* proposals that failed and were sent again */
     uint64_t consume_errors;   /* fetch errors (broker down...) */
     uint64_t values_waiting;   /* distinct values of the waiting block */
+    uint64_t usage_records;    /* Usage records this replica appended (evicting columns) */
+    uint64_t usage_values;     /* entries in them */
+    uint64_t rounds_exhausted; /* blocks whose values kept being evicted while they waited:
+                                * processed with those values as OOV */
     bool up;                   /* the log answered in the last few seconds */
     pr_hist_snapshot wait;     /* seconds from proposal to decided, per waiting block */
 } pr_vocablog_stats;

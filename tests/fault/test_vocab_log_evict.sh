@@ -1,0 +1,80 @@
+#!/bin/sh
+# test_vocab_log_evict.sh — issue 14 point 3 with issue 9: bounded
+# vocabularies shared by replicas, every eviction decided through the vocab
+# log. Two `piperec run` replicas in one group (4 partitions), eviction lru
+# with a small capacity on a Zipf stream, each writing a files sink. Then
+# check_vocab_log_evict.py over both outputs: every row at some replica; a
+# notice number names the same (column, index) on both; and each (column,
+# index, epoch) held one value across BOTH replicas' rows — the replicas
+# never used an index for two values. Second part: a replica whose eviction
+# settings differ from the log's first Settings record exits naming the key.
+. "$(dirname "$0")/fault_lib.sh"
+
+NROWS=16000
+CAP=402
+MODULUS=100000
+start_broker 4 "events,vocab:1"
+"$PIPEREC" gen --rows $NROWS --seed 5 --zipf 1.1 --output - 2>/dev/null |
+    awk 'BEGIN { FS = OFS = "\t" } { $2 = NR - 1; print }' > "$T/in.tsv"
+
+replica_config() { # I EVICTION
+    cat > "$T/r$1.yaml" <<Y
+pipelines:
+  - name: p
+    source:
+      kafka:
+        topics: [events]
+        group.id: shared-evict
+        properties:
+          bootstrap.servers: "$B"
+          auto.offset.reset: earliest
+          session.timeout.ms: "3000"
+          heartbeat.interval.ms: "500"
+          fetch.wait.max.ms: "10"
+      format: criteo_tsv
+    schema: { label: true, dense: 13, sparse: 26 }
+    transform:
+      dense: []
+      sparse: [hex2int, { modulus: $MODULUS }, vocab]
+      vocab: { profile: default, capacity: $CAP, $2 }
+    batch: { size: 256, max_delay_ms: 50 }
+    sinks:
+      files: { dir: "$T/out$1", roll_batches: 8 }
+    state: { dir: "$T/state$1" }
+    vocab_log: { topic: vocab, usage_interval_ms: 200 }
+http: { listen: "127.0.0.1:0" }
+log: { level: info }
+Y
+}
+rows_in() { # DIR: rows in closed rolls
+    cat "$1"/batches-*/meta.json 2>/dev/null |
+        awk '/^  "rows": / { sub(",", "", $2); s += $2 } END { print s + 0 }'
+}
+all_written() { [ $(( $(rows_in "$T/out1") + $(rows_in "$T/out2") )) -ge $NROWS ]; }
+both_assigned() { grep -q "partition(s) assigned" "$T/r1.err" && grep -q "partition(s) assigned" "$T/r2.err"; }
+
+for i in 1 2; do replica_config $i "eviction: lru"; start_replica $i; done
+for i in 1 2; do wait_until 60 "replica $i's http port" has_port $i; done
+wait_until 60 "both replicas in the group" both_assigned
+"$PIPEREC" produce --bootstrap "$B" --topic events --input "$T/in.tsv" --rate 8000 \
+    -X sticky.partitioning.linger.ms=0 > "$T/produce.out" 2> "$T/produce.err" ||
+    fail "producer exited $?"
+wait_until 120 "every row in a closed roll" all_written
+usage=$(scrape 1 | awk '$1 == "piperec_vocab_log_usage_records_total{pipeline=\"p\"}" { print $2 }')
+for i in 1 2; do kill -TERM "$(eval echo "\$RUN_$i")"; done
+for i in 1 2; do wait "$(eval echo "\$RUN_$i")" || fail "replica $i exited $?"; done
+[ "${usage:-0}" -gt 0 ] || fail "replica 1 sent no Usage record"
+for i in 1 2; do [ "$(rows_in "$T/out$i")" -gt 0 ] || fail "replica $i wrote no row"; done
+out=$($PY "$(dirname "$0")/check_vocab_log_evict.py" --files "$T/out1" --files "$T/out2" \
+      --input "$T/in.tsv" --rows $NROWS --modulus $MODULUS --capacity $CAP) ||
+    fail "check_vocab_log_evict"
+echo "2 replicas, eviction lru through the log: $out; replica 1 sent $usage Usage records"
+
+# A replica that disagrees with the log's eviction settings exits, naming it.
+replica_config 3 "eviction: lfu"
+if "$PIPEREC" run --config "$T/r3.yaml" 2> "$T/r3.err"; then
+    fail "a replica with eviction lfu joined a log written with lru"
+fi
+grep -q "eviction is lru in the log, lfu here" "$T/r3.err" ||
+    fail "settings difference not named: $(tail -2 "$T/r3.err")"
+echo "OK"
