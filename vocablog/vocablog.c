@@ -347,20 +347,26 @@ static int pr__apply_settings(pr_vocablog *vl, const Piperec__Vocablog__V1__Sett
     return 0;
 }
 
+/* A Proposals or Usage record that cannot be applied (arrays of different
+ * lengths, or before any Settings record): counted and skipped, alike on
+ * every replica. Returns 0. */
+static int pr__skip_record(pr_vocablog *vl, int64_t off, const char *kind)
+{
+    atomic_fetch_add(&vl->st_corrupt, 1);
+    pr_log_ratelimited(&vl->rl, PR_LOG_ERROR,
+                       "pipeline %s: vocab log %s offset %" PRId64
+                       ": %s record %s; skipped (every replica skips it alike)",
+                       vl->pipeline, vl->topic, off, kind,
+                       vl->have_settings ? "with arrays of different lengths"
+                                         : "before any Settings record");
+    return 0;
+}
+
 static int pr__apply_proposals(pr_vocablog *vl, const Piperec__Vocablog__V1__Proposals *p,
                                int64_t off, char *errstr, size_t errstr_size)
 {
-    if (!vl->have_settings || p->n_column != p->n_value ||
-        (p->n_count && p->n_count != p->n_value)) {
-        atomic_fetch_add(&vl->st_corrupt, 1);
-        pr_log_ratelimited(&vl->rl, PR_LOG_ERROR,
-                           "pipeline %s: vocab log %s offset %" PRId64 ": %s; skipped (every "
-                           "replica skips it alike)",
-                           vl->pipeline, vl->topic, off,
-                           vl->have_settings ? "malformed proposals (array lengths differ)"
-                                             : "proposals before any Settings record");
-        return 0;
-    }
+    if (!vl->have_settings || p->n_column != p->n_value || (p->n_count && p->n_count != p->n_value))
+        return pr__skip_record(vl, off, "proposals");
     uint64_t assigned = 0;
     for (size_t i = 0; i < p->n_value; i++) {
         uint32_t col = p->column[i];
@@ -395,16 +401,8 @@ static int pr__apply_proposals(pr_vocablog *vl, const Piperec__Vocablog__V1__Pro
 static int pr__apply_usage(pr_vocablog *vl, const Piperec__Vocablog__V1__Usage *u, int64_t off,
                            char *errstr, size_t errstr_size)
 {
-    if (!vl->have_settings || u->n_column != u->n_value || u->n_count != u->n_value) {
-        atomic_fetch_add(&vl->st_corrupt, 1);
-        pr_log_ratelimited(&vl->rl, PR_LOG_ERROR,
-                           "pipeline %s: vocab log %s offset %" PRId64 ": %s; skipped (every "
-                           "replica skips it alike)",
-                           vl->pipeline, vl->topic, off,
-                           vl->have_settings ? "malformed usage (array lengths differ)"
-                                             : "usage before any Settings record");
-        return 0;
-    }
+    if (!vl->have_settings || u->n_column != u->n_value || u->n_count != u->n_value)
+        return pr__skip_record(vl, off, "usage");
     for (size_t i = 0; i < u->n_value; i++) {
         char e[256];
         int rc = u->column[i] < vl->spec->n_sparse && u->count[i]

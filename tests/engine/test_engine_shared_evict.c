@@ -306,31 +306,32 @@ static void se_two_replicas(pr_vocab_eviction ev, bool mod, uint32_t min_count, 
     se_replica_free(&b);
 }
 
+/* Each policy under thrashing (tables far too small) and mostly fitting,
+ * direct and hash tables, min_count 1 and 2. */
+static void se_two_replicas_all(pr_vocab_eviction ev)
+{
+    se_two_replicas(ev, true, 1, 40);
+    se_two_replicas(ev, false, 2, 40);
+    se_two_replicas(ev, true, 2, 14);
+    se_two_replicas(ev, false, 1, 14);
+}
+
 static void test_two_replicas_lru(void **state)
 {
     (void)state;
-    se_two_replicas(PR_EVICT_LRU, true, 1, 40); /* thrashing: tables far too small */
-    se_two_replicas(PR_EVICT_LRU, false, 2, 40);
-    se_two_replicas(PR_EVICT_LRU, true, 2, 14); /* mostly fits */
-    se_two_replicas(PR_EVICT_LRU, false, 1, 14);
+    se_two_replicas_all(PR_EVICT_LRU);
 }
 
 static void test_two_replicas_lfu(void **state)
 {
     (void)state;
-    se_two_replicas(PR_EVICT_LFU, true, 1, 40); /* thrashing: tables far too small */
-    se_two_replicas(PR_EVICT_LFU, false, 2, 40);
-    se_two_replicas(PR_EVICT_LFU, true, 2, 14); /* mostly fits */
-    se_two_replicas(PR_EVICT_LFU, false, 1, 14);
+    se_two_replicas_all(PR_EVICT_LFU);
 }
 
 static void test_two_replicas_ttl(void **state)
 {
     (void)state;
-    se_two_replicas(PR_EVICT_TTL, true, 1, 40); /* thrashing: tables far too small */
-    se_two_replicas(PR_EVICT_TTL, false, 2, 40);
-    se_two_replicas(PR_EVICT_TTL, true, 2, 14); /* mostly fits */
-    se_two_replicas(PR_EVICT_TTL, false, 1, 14);
+    se_two_replicas_all(PR_EVICT_TTL);
 }
 
 static void se_spec1(pr_pipeline_spec *s, uint16_t n_sparse, pr_vocab_eviction ev)
