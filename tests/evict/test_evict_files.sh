@@ -51,12 +51,7 @@ pipelines:
 http: { listen: "127.0.0.1:0" }
 log: { level: info }
 Y
-# Rows in closed rolls (a roll open at shutdown is dropped, unacknowledged).
-files_rows() {
-    cat "$OUT"/batches-*/meta.json 2>/dev/null |
-        awk '/^  "rows": / { sub(",", "", $2); s += $2 } END { print s + 0 }'
-}
-all_written() { [ "$(files_rows)" -ge $NROWS ]; }
+all_written() { [ "$(files_rows "$OUT")" -ge $NROWS ]; }
 
 start_run "$1"
 wait_until 60 "every row in a closed roll" all_written

@@ -137,3 +137,9 @@ http_port() { sed -n 's/.*http on port \([0-9]*\).*/\1/p' "$T/r$1.err" | tail -1
 has_port() { [ -n "$(http_port "$1")" ]; }
 scrape() { curl -sf "http://127.0.0.1:$(http_port "$1")/metrics"; }
 lag_zero() { scrape "$1" | grep -q '^piperec_vocab_log_lag_records{pipeline="p"} 0$'; }
+# files_rows DIR: rows in the closed rolls of a files sink (a roll still open
+# at shutdown is dropped, unacknowledged, so it does not count).
+files_rows() {
+    cat "$1"/batches-*/meta.json 2>/dev/null |
+        awk '/^  "rows": / { sub(",", "", $2); s += $2 } END { print s + 0 }'
+}

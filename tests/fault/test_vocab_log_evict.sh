@@ -46,11 +46,7 @@ http: { listen: "127.0.0.1:0" }
 log: { level: info }
 Y
 }
-rows_in() { # DIR: rows in closed rolls
-    cat "$1"/batches-*/meta.json 2>/dev/null |
-        awk '/^  "rows": / { sub(",", "", $2); s += $2 } END { print s + 0 }'
-}
-all_written() { [ $(( $(rows_in "$T/out1") + $(rows_in "$T/out2") )) -ge $NROWS ]; }
+all_written() { [ $(( $(files_rows "$T/out1") + $(files_rows "$T/out2") )) -ge $NROWS ]; }
 both_assigned() { grep -q "partition(s) assigned" "$T/r1.err" && grep -q "partition(s) assigned" "$T/r2.err"; }
 
 for i in 1 2; do replica_config $i "eviction: lru"; start_replica $i; done
@@ -64,7 +60,7 @@ usage=$(scrape 1 | awk '$1 == "piperec_vocab_log_usage_records_total{pipeline=\"
 for i in 1 2; do kill -TERM "$(eval echo "\$RUN_$i")"; done
 for i in 1 2; do wait "$(eval echo "\$RUN_$i")" || fail "replica $i exited $?"; done
 [ "${usage:-0}" -gt 0 ] || fail "replica 1 sent no Usage record"
-for i in 1 2; do [ "$(rows_in "$T/out$i")" -gt 0 ] || fail "replica $i wrote no row"; done
+for i in 1 2; do [ "$(files_rows "$T/out$i")" -gt 0 ] || fail "replica $i wrote no row"; done
 out=$($PY "$(dirname "$0")/check_vocab_log_evict.py" --files "$T/out1" --files "$T/out2" \
       --input "$T/in.tsv" --rows $NROWS --modulus $MODULUS --capacity $CAP) ||
     fail "check_vocab_log_evict"
