@@ -881,6 +881,21 @@ static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr,
         if (rows < block_rows)
             block_rows = (uint32_t)(rows & ~63ull);
     }
+    /* Eviction through the vocab log maps a block at one point of the log,
+     * so all its values must fit in a column at once: a block holds at most
+     * a quarter of the smallest evicting capacity (values evicted again
+     * while it waits would otherwise go around the proposal rounds and end
+     * as OOV; docs/vocab-log.md). */
+    if (pc->vocab_log.enabled)
+        for (uint32_t c = 0; c < pc->spec.n_sparse; c++) {
+            if (pc->spec.sparse[c].eviction == PR_EVICT_NONE)
+                continue;
+            uint64_t rows = pc->spec.sparse[c].capacity / 4;
+            if (rows < 64)
+                rows = 64;
+            if (rows < block_rows)
+                block_rows = (uint32_t)(rows & ~63ull);
+        }
     p->blk = pr_block_new(pc->spec.n_dense, pc->spec.n_sparse, block_rows, true);
     p->wblk = pr_block_new(pc->spec.n_dense, pc->spec.n_sparse, block_rows, true);
     p->unproc = calloc(1, sizeof(*p->unproc)); /* NULL is fine: the slow path */

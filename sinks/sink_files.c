@@ -2,7 +2,12 @@
  * sink_files.c — the files sink: batches written in the offline .npy layout,
  * one directory per roll of batches:
  *
- *     DIR/batches-<first_seq>-<last_seq>/{dense.npy, sparse.npy, labels.npy, meta.json}
+ *     DIR/batches-<epoch>-<first_seq>-<last_seq>/{dense.npy, sparse.npy, labels.npy,
+ *                                                 meta.json}
+ *
+ * The epoch (pr_batch.epoch: bumped at every start with a state dir, 0
+ * without one) keeps the rolls of successive runs apart, since sequence
+ * numbers restart at 1 in each epoch; readers order rolls by (epoch, first).
  *
  * dense.npy is float32 [rows, n_dense], sparse.npy int32/int64 [rows,
  * n_sparse], labels.npy int32 [rows] (sinks/include/pr_npy.h's streaming writer,
@@ -15,7 +20,7 @@
  * it always was.
  *
  * Acknowledgement (what keeps at-least-once honest): a roll is written into
- * DIR/.tmp-batches-<first_seq>/; when it has roll_batches batches (or is
+ * DIR/.tmp-batches-<epoch>-<first_seq>/; when it has roll_batches batches (or is
  * older than roll_max_ms at a poll, so commits do not wait forever) the
  * files are closed and fsync'd, the directory is renamed to its final name
  * and DIR is fsync'd; only then are its batches acknowledged. A crash before
@@ -54,7 +59,7 @@ typedef struct files_sink {
     /* open roll */
     bool open;
     char tmp[4096];
-    uint64_t first_seq, last_seq;
+    uint64_t epoch, first_seq, last_seq;
     int64_t opened_ns;
     uint64_t rows;
     pr_npy_writer *w_dense, *w_sparse, *w_labels;
@@ -123,13 +128,15 @@ static void roll_abort(files_sink *f)
     f->n_seqs = 0;
 }
 
-static int roll_open(files_sink *f, uint64_t first_seq, char *errstr, size_t es)
+static int roll_open(files_sink *f, uint64_t epoch, uint64_t first_seq, char *errstr, size_t es)
 {
-    snprintf(f->tmp, sizeof(f->tmp), "%s/.tmp-batches-%llu", f->dir, (unsigned long long)first_seq);
+    snprintf(f->tmp, sizeof(f->tmp), "%s/.tmp-batches-%llu-%llu", f->dir, (unsigned long long)epoch,
+             (unsigned long long)first_seq);
     rm_tree(f->tmp); /* leftover of a crash */
     if (mkdir(f->tmp, 0755) < 0)
         return pr_seterr(errstr, es, PR_EIO, "files sink: mkdir %s: %s", f->tmp, strerror(errno));
     f->open = true;
+    f->epoch = epoch;
     f->first_seq = first_seq;
     f->rows = 0;
     f->n_seqs = 0;
@@ -187,9 +194,11 @@ static int roll_close(files_sink *f, char *errstr, size_t es)
     FILE *o = f->meta;
     f->meta = NULL;
     if (o) {
-        fprintf(o, "\n  ],\n  \"first_seq\": %llu,\n  \"last_seq\": %llu,\n  \"rows\": %llu,\n",
-                (unsigned long long)f->first_seq, (unsigned long long)f->last_seq,
-                (unsigned long long)f->rows);
+        fprintf(o,
+                "\n  ],\n  \"epoch\": %llu,\n  \"first_seq\": %llu,\n  \"last_seq\": %llu,\n  "
+                "\"rows\": %llu,\n",
+                (unsigned long long)f->epoch, (unsigned long long)f->first_seq,
+                (unsigned long long)f->last_seq, (unsigned long long)f->rows);
         fprintf(o, "  \"n_dense\": %u,\n  \"n_sparse\": %u,\n  \"sparse_width\": %u,\n", f->n_dense,
                 f->n_sparse, f->sparse_width);
         fprintf(o, "  \"vocab_sizes\": [");
@@ -220,12 +229,19 @@ static int roll_close(files_sink *f, char *errstr, size_t es)
             err = pr_seterr(errstr, es, PR_EIO, "files sink: fsync %s: %s", p, strerror(errno));
     }
     char final[4200];
-    snprintf(final, sizeof(final), "%s/batches-%llu-%llu", f->dir, (unsigned long long)f->first_seq,
+    snprintf(final, sizeof(final), "%s/batches-%llu-%llu-%llu", f->dir,
+             (unsigned long long)f->epoch, (unsigned long long)f->first_seq,
              (unsigned long long)f->last_seq);
     if (err == 0 && fsync_path(f->tmp) < 0)
         err = pr_seterr(errstr, es, PR_EIO, "files sink: fsync %s: %s", f->tmp, strerror(errno));
     if (err == 0 && rename(f->tmp, final) < 0)
-        err = pr_seterr(errstr, es, PR_EIO, "files sink: rename to %s: %s", final, strerror(errno));
+        err =
+            pr_seterr(errstr, es, PR_EIO, "files sink: rename to %s: %s%s", final, strerror(errno),
+                      errno == ENOTEMPTY || errno == EEXIST
+                          ? " (a roll of an earlier run: without state.dir every start is "
+                            "epoch 0 and numbers batches from 1; give the pipeline a "
+                            "state.dir, or a fresh sink dir per run)"
+                          : "");
     if (err == 0 && fsync_path(f->dir) < 0)
         err = pr_seterr(errstr, es, PR_EIO, "files sink: fsync %s: %s", f->dir, strerror(errno));
     if (err < 0) {
@@ -339,7 +355,7 @@ static int files_send(pr_sink *s, pr_batch *b)
     files_sink *f = (files_sink *)s;
     char err[512];
     int rc;
-    if (!f->open && (rc = roll_open(f, b->seq, err, sizeof(err))) < 0)
+    if (!f->open && (rc = roll_open(f, b->epoch, b->seq, err, sizeof(err))) < 0)
         goto fail;
     if (pr_grow((void **)&f->seqs, &f->cap_seqs, f->n_seqs + 1, sizeof(*f->seqs)) < 0)
         return PR_ENOMEM;
@@ -416,7 +432,7 @@ static void files_free(pr_sink *s)
 
 const pr_sink_ops pr_sink_files_ops = {
     .name = "files",
-    .doc = ".npy rolls in DIR/batches-<first>-<last>/, acked once fsync'd and renamed",
+    .doc = ".npy rolls in DIR/batches-<epoch>-<first>-<last>/, acked once fsync'd and renamed",
     .new_ = files_new,
     .send = files_send,
     .poll = files_poll,

@@ -10,7 +10,7 @@
  *   kafka    idempotent producer (enable.idempotence=true, acks=all); value =
  *            TrainingBatch, key = pipeline, header "piperec.sequence"; a batch
  *            is acked by its delivery report.
- *   files    the offline .npy layout, DIR/batches-<first>-<last>/ rolled every
+ *   files    the offline .npy layout, DIR/batches-<epoch>-<first>-<last>/ rolled every
  *            roll_batches batches; batches are acked only once their roll is
  *            written, fsync'd and renamed into place (see sink_files.c).
  *

@@ -1,6 +1,6 @@
 #!/bin/sh
 # files_numpy.sh — the files sink's output loads with numpy: 10 synthetic
-# batches in rolls of 4 -> batches-1-4, batches-5-8, batches-9-10, every value
+# batches in rolls of 4 -> batches-0-1-4, batches-0-5-8, batches-0-9-10 (epoch 0), every value
 # and every meta.json entry checked (bt_serve.c defines the values).
 set -eu
 "$BT_SERVE" files "$PR_TMP/out" 10 4
@@ -9,9 +9,9 @@ import json, os, sys
 import numpy as np
 out = sys.argv[1]
 dirs = sorted(d for d in os.listdir(out))
-assert dirs == ["batches-1-4", "batches-5-8", "batches-9-10"], dirs
+assert dirs == ["batches-0-1-4", "batches-0-5-8", "batches-0-9-10"], dirs
 g_next = 0
-for d in sorted(dirs, key=lambda s: int(s.split("-")[1])):
+for d in sorted(dirs, key=lambda s: [int(x) for x in s.split("-")[1:3]]):
     p = os.path.join(out, d)
     dense = np.load(os.path.join(p, "dense.npy"))
     sparse = np.load(os.path.join(p, "sparse.npy"))
@@ -25,7 +25,8 @@ for d in sorted(dirs, key=lambda s: int(s.split("-")[1])):
     assert (labels == g % 2).all()
     assert np.array_equal(dense, (g[:, None] + 0.5 * np.arange(3)[None, :]).astype(np.float32))
     assert np.array_equal(sparse, 10 * g[:, None] + np.arange(2)[None, :])
-    first, last = int(d.split("-")[1]), int(d.split("-")[2])
+    epoch, first, last = (int(x) for x in d.split("-")[1:4])
+    assert epoch == 0 and meta["epoch"] == 0
     assert meta["pipeline"] == "bt" and meta["first_seq"] == first and meta["last_seq"] == last
     assert meta["rows"] == n and [b["seq"] for b in meta["batches"]] == list(range(first, last + 1))
     for b in meta["batches"]:

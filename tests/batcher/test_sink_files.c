@@ -1,7 +1,7 @@
 /*
  * test_sink_files.c — the files sink's acknowledgement rule: batches are
  * acked only when their roll is closed (full, or older than roll_max_ms at
- * a poll: manual clock), fsync'd and renamed to batches-<first>-<last>; an
+ * a poll: manual clock), fsync'd and renamed to batches-<epoch>-<first>-<last>; an
  * open roll is invisible (.tmp- prefix) and removed when the sink closes.
  * Content is read back with pr_npy_read. (numpy reads it in files_numpy.sh.)
  */
@@ -40,6 +40,7 @@ static pr_batch *batch(uint64_t seq, uint32_t rows)
 {
     pr_batch *b = pr_batch_new("files", rows, 2, 1, 8);
     b->seq = seq;
+    b->epoch = 7; /* roll names carry it: batches-7-<first>-<last> */
     for (uint32_t r = 0; r < rows; r++) {
         b->labels[r] = (int32_t)(seq * 100 + r);
         b->dense[r] = (float)seq;
@@ -80,25 +81,25 @@ static void test_roll_and_ack(void **state)
     assert_int_equal(pr_sink_poll(s, on_ack, NULL), 2);
     assert_int_equal(acked[0], 1);
     assert_int_equal(acked[1], 2);
-    assert_true(exists(dir, "batches-1-2/meta.json"));
-    assert_true(exists(dir, ".tmp-batches-3/dense.npy"));
+    assert_true(exists(dir, "batches-7-1-2/meta.json"));
+    assert_true(exists(dir, ".tmp-batches-7-3/dense.npy"));
     mc.mono_ns += 499 * 1000000LL;
     assert_int_equal(pr_sink_poll(s, on_ack, NULL), 0);
     mc.mono_ns += 1000000LL;
     assert_int_equal(pr_sink_poll(s, on_ack, NULL), 1); /* roll_max_ms reached */
     assert_int_equal(acked[2], 3);
-    assert_true(exists(dir, "batches-3-3/labels.npy"));
-    assert_false(exists(dir, ".tmp-batches-3"));
+    assert_true(exists(dir, "batches-7-3-3/labels.npy"));
+    assert_false(exists(dir, ".tmp-batches-7-3"));
 
     pr_npy_array a;
     char p[1024];
-    snprintf(p, sizeof(p), "%s/batches-1-2/dense.npy", dir);
+    snprintf(p, sizeof(p), "%s/batches-7-1-2/dense.npy", dir);
     assert_int_equal(pr_npy_read(p, &a, err, sizeof(err)), 0);
     assert_int_equal(a.n, 6);
     assert_int_equal(a.cols, 2);
     assert_true(pr_npy_get(&a, 4, 0) == 2.0 && pr_npy_get(&a, 4, 1) == 1.0);
     pr_npy_array_fini(&a);
-    snprintf(p, sizeof(p), "%s/batches-1-2/sparse.npy", dir);
+    snprintf(p, sizeof(p), "%s/batches-7-1-2/sparse.npy", dir);
     assert_int_equal(pr_npy_read(p, &a, err, sizeof(err)), 0);
     assert_int_equal(a.dtype, PR_NPY_I64);
     assert_true(pr_npy_get(&a, 5, 0) == (double)(2LL << 33));
@@ -108,9 +109,9 @@ static void test_roll_and_ack(void **state)
     pr_batch *b = batch(4, 1);
     assert_int_equal(pr_sink_send(s, b), 0);
     pr_batch_unref(b);
-    assert_true(exists(dir, ".tmp-batches-4"));
+    assert_true(exists(dir, ".tmp-batches-7-4"));
     pr_sink_free(s);
-    assert_false(exists(dir, ".tmp-batches-4"));
+    assert_false(exists(dir, ".tmp-batches-7-4"));
     assert_int_equal(n_acked, 3);
 }
 

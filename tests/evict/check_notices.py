@@ -29,7 +29,7 @@ The same replay for the two outputs that carry notices in files:
 i-th accepted input line; rejects.tsv names the others) and recycled.npy,
 int64 [N, 4] (column, output row, index, number), which must exist, number
 its notices 1..N in order and list them in row order. --files reads a files
-sink's DIR/batches-<first>-<last>/ rolls (first sequence order): every
+sink's DIR/batches-<epoch>-<first>-<last>/ rolls ((epoch, first) order): every
 meta.json must be valid JSON, each batch's "recycled" entries (column, row
 of the roll's files, index, number) lie within the batch, and dense column 0
 is the row id (transform dense: [], input rows numbered as for --log), so
@@ -183,8 +183,8 @@ def main_offline(a):
 def read_files(d, n_rows):
     """A files sink's rolls in sequence order: (sparse, row ids, notices with
     rows numbered over the concatenated rolls)."""
-    rolls = sorted(glob.glob(os.path.join(d, "batches-*-*")),
-                   key=lambda p: int(os.path.basename(p).split("-")[1]))
+    rolls = sorted(glob.glob(os.path.join(d, "batches-*-*-*")),
+                   key=lambda p: [int(x) for x in os.path.basename(p).split("-")[1:3]])
     if not rolls:
         fail("%s: no roll" % d)
     sparse, ids, notes, base = [], [], [], 0

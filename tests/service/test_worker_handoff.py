@@ -54,8 +54,8 @@ def read_rolls(d):
     """Every committed roll of a files sink dir, in batch-sequence order."""
     rolls = []
     for r in glob.glob(os.path.join(d, "batches-*")):
-        first = int(os.path.basename(r).split("-")[1])
-        rolls.append((first, r))
+        epoch, first = (int(x) for x in os.path.basename(r).split("-")[1:3])
+        rolls.append(((epoch, first), r))
     rolls.sort()
     if not rolls:
         return None
