@@ -84,10 +84,9 @@ struct pr_vocablog {
     bool evict;                /* some column evicts */
     int64_t usage_interval_ns; /* Usage records this often */
     int64_t last_usage_ns;
-    int rounds;              /* proposal rounds of the waiting block */
-    bool oov_set;            /* undecided values map to OOV for the block being processed */
-    uint32_t *u_col, *u_cnt; /* drained usage, then packed */
-    uint64_t *u_val;
+    int rounds;      /* proposal rounds of the waiting block */
+    bool oov_set;    /* undecided values map to OOV for the block being processed */
+    pr__miss *usage; /* drained usage (col, key, count), then packed */
     size_t n_usage, usage_cap;
 
     /* the waiting block */
@@ -567,19 +566,78 @@ static int pr__produce(pr_vocablog *vl, const void *buf, size_t len, bool usage,
     return 0;
 }
 
+/* Entries (column, value, count) as records of PR__REC_MAX_ENTRIES at most:
+ * Proposals (counts only when `counts`), or Usage records (`usage`, always
+ * with counts; not part of a waiting block). Counts the records sent. */
+static int pr__send_entries(pr_vocablog *vl, bool usage, bool counts, uint32_t *cols,
+                            uint64_t *vals, uint32_t *cnts, size_t n, char *errstr,
+                            size_t errstr_size)
+{
+    uint8_t *buf = NULL;
+    int rc = 0;
+    for (size_t off = 0; off < n && !rc; off += PR__REC_MAX_ENTRIES) {
+        size_t m = n - off < PR__REC_MAX_ENTRIES ? n - off : PR__REC_MAX_ENTRIES;
+        Piperec__Vocablog__V1__Proposals p = PIPEREC__VOCABLOG__V1__PROPOSALS__INIT;
+        Piperec__Vocablog__V1__Usage u = PIPEREC__VOCABLOG__V1__USAGE__INIT;
+        Piperec__Vocablog__V1__Record r = PIPEREC__VOCABLOG__V1__RECORD__INIT;
+        if (usage) {
+            u.replica = vl->replica;
+            u.n_column = u.n_value = u.n_count = m;
+            u.column = cols + off;
+            u.value = vals + off;
+            u.count = cnts + off;
+            r.kind_case = PIPEREC__VOCABLOG__V1__RECORD__KIND_USAGE;
+            r.usage = &u;
+        } else {
+            p.replica = vl->replica;
+            p.epoch = vl->epoch;
+            p.n_column = p.n_value = m;
+            p.column = cols + off;
+            p.value = vals + off;
+            if (counts) {
+                p.n_count = m;
+                p.count = cnts + off;
+            }
+            r.kind_case = PIPEREC__VOCABLOG__V1__RECORD__KIND_PROPOSALS;
+            r.proposals = &p;
+        }
+        size_t len = piperec__vocablog__v1__record__get_packed_size(&r);
+        uint8_t *nb = realloc(buf, len ? len : 1);
+        if (!nb) {
+            rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "vocab log: out of memory");
+            break;
+        }
+        buf = nb;
+        piperec__vocablog__v1__record__pack(&r, buf);
+        if (!(rc = pr__produce(vl, buf, len, usage, errstr, errstr_size)))
+            atomic_fetch_add(usage ? &vl->st_usage_records : &vl->st_prop_records, 1);
+    }
+    free(buf);
+    return rc;
+}
+
+/* The parallel arrays of n entries (NULL on failure, all freed). */
+static bool pr__entry_arrays(size_t n, uint32_t **cols, uint64_t **vals, uint32_t **cnts)
+{
+    *cols = malloc((n ? n : 1) * sizeof(**cols));
+    *vals = malloc((n ? n : 1) * sizeof(**vals));
+    *cnts = malloc((n ? n : 1) * sizeof(**cnts));
+    if (*cols && *vals && *cnts)
+        return true;
+    free(*cols);
+    free(*vals);
+    free(*cnts);
+    return false;
+}
+
 /* Send the collected misses as Proposals records. */
 static int pr__propose(pr_vocablog *vl, char *errstr, size_t errstr_size)
 {
     size_t n = vl->n_miss;
-    uint32_t *cols = malloc((n ? n : 1) * sizeof(*cols));
-    uint32_t *cnts = malloc((n ? n : 1) * sizeof(*cnts));
-    uint64_t *vals = malloc((n ? n : 1) * sizeof(*vals));
-    uint8_t *buf = NULL;
-    int rc = 0;
-    if (!cols || !cnts || !vals) {
-        rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "vocab log: out of memory");
-        goto out;
-    }
+    uint32_t *cols, *cnts;
+    uint64_t *vals;
+    if (!pr__entry_arrays(n, &cols, &vals, &cnts))
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "vocab log: out of memory");
     /* Column by column, first appearance order inside each: the order a
      * single process would have inserted them in. */
     size_t k = 0;
@@ -594,61 +652,23 @@ static int pr__propose(pr_vocablog *vl, char *errstr, size_t errstr_size)
     bool counting = false;
     for (uint32_t c = 0; c < vl->spec->n_sparse; c++)
         counting |= vl->spec->sparse[c].min_count > 1;
-    for (size_t off = 0; off < n; off += PR__REC_MAX_ENTRIES) {
-        size_t m = n - off < PR__REC_MAX_ENTRIES ? n - off : PR__REC_MAX_ENTRIES;
-        Piperec__Vocablog__V1__Proposals p = PIPEREC__VOCABLOG__V1__PROPOSALS__INIT;
-        p.replica = vl->replica;
-        p.epoch = vl->epoch;
-        p.n_column = m;
-        p.column = cols + off;
-        p.n_value = m;
-        p.value = vals + off;
-        if (counting) {
-            p.n_count = m;
-            p.count = cnts + off;
-        }
-        Piperec__Vocablog__V1__Record r = PIPEREC__VOCABLOG__V1__RECORD__INIT;
-        r.kind_case = PIPEREC__VOCABLOG__V1__RECORD__KIND_PROPOSALS;
-        r.proposals = &p;
-        size_t len = piperec__vocablog__v1__record__get_packed_size(&r);
-        uint8_t *nb = realloc(buf, len ? len : 1);
-        if (!nb) {
-            rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "vocab log: out of memory");
-            goto out;
-        }
-        buf = nb;
-        piperec__vocablog__v1__record__pack(&r, buf);
-        if ((rc = pr__produce(vl, buf, len, false, errstr, errstr_size)))
-            goto out;
-        atomic_fetch_add(&vl->st_prop_records, 1);
+    int rc = pr__send_entries(vl, false, counting, cols, vals, cnts, n, errstr, errstr_size);
+    if (!rc) {
+        atomic_fetch_add(&vl->st_proposals, n);
+        rd_kafka_poll(vl->prod, 0);
     }
-    atomic_fetch_add(&vl->st_proposals, n);
-    rd_kafka_poll(vl->prod, 0);
-out:
     free(cols);
     free(cnts);
     free(vals);
-    free(buf);
     return rc;
 }
 
 static int pr__usage_cb(uint32_t col, uint64_t key, uint32_t count, void *opaque)
 {
     pr_vocablog *vl = opaque;
-    size_t cap = vl->usage_cap;
-    if (pr_grow((void **)&vl->u_col, &cap, vl->n_usage + 1, sizeof(*vl->u_col)) < 0)
+    if (pr_grow((void **)&vl->usage, &vl->usage_cap, vl->n_usage + 1, sizeof(*vl->usage)) < 0)
         return PR_ENOMEM;
-    cap = vl->usage_cap;
-    if (pr_grow((void **)&vl->u_cnt, &cap, vl->n_usage + 1, sizeof(*vl->u_cnt)) < 0)
-        return PR_ENOMEM;
-    cap = vl->usage_cap;
-    if (pr_grow((void **)&vl->u_val, &cap, vl->n_usage + 1, sizeof(*vl->u_val)) < 0)
-        return PR_ENOMEM;
-    vl->usage_cap = cap;
-    vl->u_col[vl->n_usage] = col;
-    vl->u_val[vl->n_usage] = key;
-    vl->u_cnt[vl->n_usage] = count;
-    vl->n_usage++;
+    vl->usage[vl->n_usage++] = (pr__miss){key, col, count};
     return 0;
 }
 
@@ -664,33 +684,22 @@ static int pr__flush_usage(pr_vocablog *vl, char *errstr, size_t errstr_size)
     int rc = pr_engine_vocab_drain_usage(vl->eng, pr__usage_cb, vl);
     if (rc)
         return pr_seterr(errstr, errstr_size, rc, "vocab log: usage: %s", pr_strerror(rc));
-    uint8_t *buf = NULL;
-    for (size_t off = 0; off < vl->n_usage && !rc; off += PR__REC_MAX_ENTRIES) {
-        size_t m =
-            vl->n_usage - off < PR__REC_MAX_ENTRIES ? vl->n_usage - off : PR__REC_MAX_ENTRIES;
-        Piperec__Vocablog__V1__Usage u = PIPEREC__VOCABLOG__V1__USAGE__INIT;
-        u.replica = vl->replica;
-        u.n_column = u.n_value = u.n_count = m;
-        u.column = vl->u_col + off;
-        u.value = vl->u_val + off;
-        u.count = vl->u_cnt + off;
-        Piperec__Vocablog__V1__Record r = PIPEREC__VOCABLOG__V1__RECORD__INIT;
-        r.kind_case = PIPEREC__VOCABLOG__V1__RECORD__KIND_USAGE;
-        r.usage = &u;
-        size_t len = piperec__vocablog__v1__record__get_packed_size(&r);
-        uint8_t *nb = realloc(buf, len ? len : 1);
-        if (!nb) {
-            rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "vocab log: out of memory");
-            break;
-        }
-        buf = nb;
-        piperec__vocablog__v1__record__pack(&r, buf);
-        if (!(rc = pr__produce(vl, buf, len, true, errstr, errstr_size))) {
-            atomic_fetch_add(&vl->st_usage_records, 1);
-            atomic_fetch_add(&vl->st_usage_values, m);
-        }
+    size_t n = vl->n_usage;
+    uint32_t *cols, *cnts;
+    uint64_t *vals;
+    if (!pr__entry_arrays(n, &cols, &vals, &cnts))
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "vocab log: out of memory");
+    for (size_t i = 0; i < n; i++) {
+        cols[i] = vl->usage[i].col;
+        vals[i] = vl->usage[i].key;
+        cnts[i] = vl->usage[i].count;
     }
-    free(buf);
+    rc = pr__send_entries(vl, true, true, cols, vals, cnts, n, errstr, errstr_size);
+    if (!rc)
+        atomic_fetch_add(&vl->st_usage_values, n);
+    free(cols);
+    free(cnts);
+    free(vals);
     return rc;
 }
 
@@ -1264,9 +1273,7 @@ void pr_vocablog_free(pr_vocablog *vl)
     pr_histogram_fini(&vl->wait);
     free(vl->miss);
     free(vl->slots);
-    free(vl->u_col);
-    free(vl->u_cnt);
-    free(vl->u_val);
+    free(vl->usage);
     free(vl->pipeline);
     free(vl->replica);
     free(vl->topic);
