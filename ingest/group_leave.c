@@ -27,11 +27,12 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <librdkafka/rdkafka.h>
 
+#include "pr_clock.h"
+#include "pr_hostport.h"
 #include "pr_ingest.h"
 #include "pr_log.h"
 
@@ -133,9 +134,7 @@ static void pr__getstr(pr__rd *r, char *out, size_t cap)
 
 static int64_t pr__ms_now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return pr_clock_mono_ns(pr_clock_real()) / 1000000;
 }
 
 static int pr__left(int64_t deadline)
@@ -383,7 +382,8 @@ static int pr__leave(int fd, int ver, const char *group, const char *member_id, 
     return -1;
 }
 
-/* "host:port", "[v6]:port", an optional "PLAINTEXT://" in front. */
+/* One bootstrap.servers entry (len bytes at s): an optional "PLAINTEXT://"
+ * in front, then what pr_hostport_parse takes; port as a string. */
 static int pr__split_hostport(const char *s, size_t len, char *host, size_t host_size, char *port,
                               size_t port_size)
 {
@@ -392,21 +392,16 @@ static int pr__split_hostport(const char *s, size_t len, char *host, size_t host
         len -= (size_t)(sep + 3 - s);
         s = sep + 3;
     }
-    const char *end = s + len, *colon;
-    if (len && *s == '[') {
-        const char *rb = memchr(s, ']', len);
-        if (!rb || rb + 1 >= end || rb[1] != ':')
-            return -1;
-        snprintf(host, host_size, "%.*s", (int)(rb - s - 1), s + 1);
-        colon = rb + 1;
-    } else {
-        colon = memrchr(s, ':', len);
-        if (!colon)
-            return -1;
-        snprintf(host, host_size, "%.*s", (int)(colon - s), s);
-    }
-    snprintf(port, port_size, "%.*s", (int)(end - colon - 1), colon + 1);
-    return host[0] && port[0] ? 0 : -1;
+    char entry[300];
+    uint16_t p;
+    if (len >= sizeof(entry))
+        return -1;
+    memcpy(entry, s, len);
+    entry[len] = 0;
+    if (pr_hostport_parse(entry, host, host_size, &p) || !host[0] || !p)
+        return -1;
+    snprintf(port, port_size, "%u", p);
+    return 0;
 }
 
 int pr_kafka_leave_group(const pr_kv_ref *props, size_t n_props, const char *group,
