@@ -255,6 +255,9 @@ static int next_field(const uint8_t **pp, const uint8_t *end, pb_field *f)
     p += n;
     f->num = (uint32_t)(key >> 3);
     f->wt = (int)(key & 7);
+    f->v = 0;
+    f->data = NULL;
+    f->len = 0;
     switch (f->wt) {
     case WT_VARINT:
         if (!(n = pr_varint_get(p, end, &f->v)))
@@ -358,7 +361,11 @@ static int decode_recycled(const uint8_t *p, const uint8_t *end, pr_batch_view *
         if (f.num < N_COLUMN || f.num > N_NUMBER)
             continue;
         int k = (int)f.num - 1;
-        const uint8_t *q = f.data, *qe = f.data ? f.data + f.len : NULL;
+        const uint8_t *q = NULL, *qe = NULL;
+        if (f.wt == WT_LEN) {
+            q = f.data;
+            qe = f.data + f.len;
+        }
         uint64_t x = f.v;
         for (;;) {
             if (f.wt == WT_LEN) {

@@ -432,6 +432,36 @@ static void test_recycled_field(void **state)
     pr_batch_unref(b);
 }
 
+/* Repeated scalars may arrive unpacked (one varint field per element, as
+ * older protobuf writers emit them): the recycled notices decode the same,
+ * and a varint field never feeds the length-delimited path (the fuzzer
+ * found pointer arithmetic on a varint field's unset data pointer). */
+static void test_recycled_unpacked(void **state)
+{
+    (void)state;
+    pr_batch *b = sample_batch(4);
+    assert_int_equal(pr_batch_encode(b), 0);
+    static const uint8_t notice[] = {0x92, 0x01, 8, 0x08, 0x01, 0x10, 0x07, 0x18, 0x03, 0x20, 0x02};
+    size_t n = b->pb_len + sizeof(notice);
+    uint8_t *buf = malloc(n);
+    memcpy(buf, b->pb, b->pb_len);
+    memcpy(buf + b->pb_len, notice, sizeof(notice));
+    pr_batch_view v;
+    char err[256];
+    assert_int_equal(pr_batch_decode(buf, n, &v, err, sizeof(err)), 0);
+    assert_int_equal(v.n_recycled, 1);
+    assert_int_equal(v.recycled[0].col, 1);
+    assert_int_equal(v.recycled[0].row, 3);
+    assert_int_equal(v.recycled[0].index, 7);
+    assert_int_equal(v.recycled[0].number, 2);
+    pr_batch_view_fini(&v);
+    /* unequal array lengths are refused */
+    buf[b->pb_len + 2] = 6;
+    assert_int_equal(pr_batch_decode(buf, b->pb_len + 9, &v, err, sizeof(err)), PR_EBADREC);
+    free(buf);
+    pr_batch_unref(b);
+}
+
 static void test_decode_hostile_shapes(void **state)
 {
     (void)state;
@@ -474,6 +504,7 @@ int main(void)
         cmocka_unit_test(test_replica_field),
         cmocka_unit_test(test_popular_field),
         cmocka_unit_test(test_recycled_field),
+        cmocka_unit_test(test_recycled_unpacked),
         cmocka_unit_test(test_encode_matches_protobuf_c),
         cmocka_unit_test(test_decode_zero_copy),
         cmocka_unit_test(test_decode_protobuf_c_output),
