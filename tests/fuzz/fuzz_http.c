@@ -89,6 +89,26 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
+/* A connect interrupted by a signal goes on in the background: wait for it
+ * to finish and take its result (0, or -1 with errno set). */
+static int connect_finish(int fd)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+    int pr;
+    while ((pr = poll(&pfd, 1, 5000)) < 0 && errno == EINTR)
+        ;
+    if (pr == 0) {
+        errno = ETIMEDOUT;
+        return -1;
+    }
+    int soerr = 0;
+    socklen_t sl = sizeof(soerr);
+    if (pr < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0)
+        return -1;
+    errno = soerr;
+    return soerr ? -1 : 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size > 65536)
@@ -115,6 +135,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         errno == EADDRNOTAVAIL && tries < 500;
          tries++)
         usleep(10000);
+    if (cr != 0 && errno == EINTR)
+        cr = connect_finish(fd); /* libFuzzer's timer signal interrupted it */
     if (cr != 0) {
         fprintf(stderr, "fuzz_http: connect to 127.0.0.1:%u: %s\n", (unsigned)port,
                 strerror(errno));
@@ -125,6 +147,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t off = 0;
     while (off < size) {
         ssize_t n = send(fd, data + off, size - off, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
         if (n <= 0)
             break;
         off += (size_t)n;
@@ -142,6 +166,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (pr < 0 && errno == EINTR)
             continue;
         ssize_t n = recv(fd, buf, sizeof(buf), 0);
+        if (n < 0 && errno == EINTR)
+            continue;
         if (n <= 0)
             break; /* EOF, or a reset after an early answer */
         for (ssize_t i = 0; i < n && len + (size_t)i < sizeof(head); i++)
