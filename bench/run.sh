@@ -177,7 +177,7 @@ for r in rows:
         print("%-44s %14s %10s   piperec/python %.1fx (goal 10x), peak RSS %.0f MB"
               % ("stream %s vs python" % r.get("variant", ""), "", "",
                  r["ratio_piperec_over_python"], r["peak_rss_mb"]))
-    if "rows_per_s" not in r:
+    if r.get("rows_per_s") is None:
         continue
     name += " (%s thr)" % r.get("threads", "?")
     print("%-44s %14.0f %10.1f" % (name, r["rows_per_s"], r["rows_per_s"] / b))
