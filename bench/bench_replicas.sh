@@ -149,6 +149,7 @@ for line in open(path):
         le = re.search(r'le="([^"]+)"', labels).group(1)
         buckets[le] = buckets.get(le, 0) + v
     elif name in ("piperec_vocab_log_blocks_waited_total", "piperec_vocab_log_proposals_total",
+                  "piperec_vocab_log_ahead_proposals_total",
                   "piperec_vocab_log_indices_assigned_total"):
         tot[name] = tot.get(name, 0) + v
 
@@ -172,6 +173,8 @@ if vt != "-":
     out.update({"wait_p50_ms": None if p50 is None else round(p50 * 1000, 2),
                 "wait_p99_ms": None if p99 is None else round(p99 * 1000, 2),
                 "blocks_waited": int(tot.get("piperec_vocab_log_blocks_waited_total", 0)),
+                "values_proposed_ahead":
+                    int(tot.get("piperec_vocab_log_ahead_proposals_total", 0)),
                 "values_proposed": int(tot.get("piperec_vocab_log_proposals_total", 0))})
 print(json.dumps(out))
 PY

@@ -47,6 +47,7 @@
 #include "pr_hot.h"
 #include "pr_http.h"
 #include "pr_ingest.h"
+#include "pr_grow.h"
 #include "pr_log.h"
 #include "pr_sink.h"
 #include "pr_vocablog.h"
@@ -99,6 +100,7 @@ struct pr__pipe {
     bool wquit;               /* under wlock */
     _Atomic bool w_vlog_wait; /* wblk waits for the vocab log: no polling meanwhile */
     bool w_skip_done;         /* checkpoint filter already applied to wblk */
+    uint32_t ahead_rows;      /* rows of blk whose values were proposed ahead (vocab log) */
     /* Rows the batcher dropped as late while the worker ran: dead-lettered
      * by the pipeline thread when it collects the block. */
     struct pr__late {
@@ -118,10 +120,14 @@ struct pr__pipe {
     const char *dense_names[PR_MAX_DENSE];
     const char *sparse_names[PR_MAX_SPARSE];
 
-    /* Partitions revoked during the current consumer poll: rows of theirs
-     * already in the block must not reach the batcher. */
-    int32_t revoked_keys[64];
-    size_t n_revoked;
+    /* Partitions revoked since the block was last prepared: rows of theirs
+     * already in a block must not reach the batcher. As many as were
+     * revoked (a fixed-size list once dropped every row of the block past
+     * 64 keys, partitions still owned included, whose offsets could then be
+     * committed unprocessed); overflow only when memory runs out, and then
+     * the pipeline stops. */
+    int32_t *revoked_keys;
+    size_t n_revoked, cap_revoked;
     bool revoked_overflow;
 
     /* State files (empty when state is disabled). */
@@ -408,10 +414,13 @@ static void pr__on_revoke(void *opaque, pr_consumer *c, const pr_tp *parts, size
             safe = pr__cap_unprocessed(p, parts[i].key, safe);
         if (safe >= 0)
             pr_consumer_store_offset_key(c, parts[i].key, safe);
-        if (p->n_revoked < sizeof(p->revoked_keys) / sizeof(p->revoked_keys[0]))
+        if (pr_grow((void **)&p->revoked_keys, &p->cap_revoked, p->n_revoked + 1,
+                    sizeof(*p->revoked_keys)) == 0) {
             p->revoked_keys[p->n_revoked++] = parts[i].key;
-        else
+        } else if (!p->revoked_overflow) {
             p->revoked_overflow = true;
+            pr__set_fatal(p, PR_ENOMEM, "out of memory for the list of revoked partitions");
+        }
     }
     pr_info("pipeline %s: %zu partition(s) revoked", p->cfg->name, n);
 }
@@ -442,7 +451,7 @@ static void pr__block_drop_revoked(pr__pipe *p, pr_block *b, const uint8_t *skip
     uint32_t w = 0;
     const size_t bw = pr_bitmap_words(b->cap);
     for (uint32_t r = 0; r < b->rows; r++) {
-        bool drop = skip ? skip[r] : p->revoked_overflow || pr__key_revoked(p, b->partition[r]);
+        bool drop = skip ? skip[r] : pr__key_revoked(p, b->partition[r]);
         if (drop)
             continue;
         if (w != r) {
@@ -703,6 +712,7 @@ static void pr__pipe_free(pr__pipe *p)
     free(p->skip);
     free(p->late);
     free(p->unproc);
+    free(p->revoked_keys);
     p->unproc = NULL;
     if (p->wout)
         pr_out_free(p->wout);
@@ -1138,8 +1148,10 @@ static void pr__skip_checkpointed(pr__pipe *p, pr_block *b)
  * thread): rows of partitions revoked during the polls that filled it go. */
 static void pr__block_prepare(pr__pipe *p, pr_block *b)
 {
-    if (p->n_revoked || p->revoked_overflow)
+    if (p->n_revoked || p->revoked_overflow) {
         pr__block_drop_revoked(p, b, NULL);
+        p->ahead_rows = 0; /* rows moved: proposing some twice is harmless */
+    }
     p->n_revoked = 0;
     p->revoked_overflow = false;
 }
@@ -1321,6 +1333,7 @@ static void pr__worker_start_block(pr__pipe *p)
     pr_block *t = p->wblk;
     p->wblk = p->blk;
     p->blk = t;
+    p->ahead_rows = 0;
     p->w_skip_done = false;
     atomic_store(&p->w_vlog_wait, false);
     pr__worker_dispatch(p);
@@ -1443,6 +1456,19 @@ static void *pr__pipe_main(void *arg)
             pr__refresh_cache(p, now, false);
             /* Next run: the held block again, or the block the polls filled. */
             if (ws == PR__W_HELD) {
+                /* While it waits, the next block's new values can go to the
+                 * log already (the engine is idle between runs). */
+                if (p->vlog && p->blk->rows > p->ahead_rows) {
+                    int rc =
+                        pr_vocablog_propose_ahead(p->vlog, p->blk, p->ahead_rows, e, sizeof(e));
+                    if (rc) {
+                        char msg[600];
+                        snprintf(msg, sizeof(msg), "vocab log: %s", e);
+                        pr__set_fatal(p, rc, msg);
+                        break;
+                    }
+                    p->ahead_rows = p->blk->rows;
+                }
                 pr__worker_dispatch(p);
             } else if (p->blk->rows > 0 || p->n_revoked) {
                 pr__block_prepare(p, p->blk);
@@ -2454,6 +2480,11 @@ static const pr__family pr__families[] = {
     {"piperec_vocab_log_proposals_total", PR_METRIC_COUNTER,
      "Values this replica proposed to the vocabulary log (rate: proposals/s).", PR__L_PIPE,
      PR__VLOG(proposals)},
+    {"piperec_vocab_log_ahead_proposals_total", PR_METRIC_COUNTER,
+     "Values proposed ahead: the next block's new values, sent while the block before it "
+     "waited for the log (part of piperec_vocab_log_proposals_total; only without min_count "
+     "> 1 and eviction).",
+     PR__L_PIPE, PR__VLOG(ahead_values)},
     {"piperec_vocab_log_blocks_waited_total", PR_METRIC_COUNTER,
      "Blocks that waited for the vocabulary log to decide new values.", PR__L_PIPE,
      PR__VLOG(blocks_waited)},

@@ -89,6 +89,13 @@ struct pr_vocablog {
     pr__miss *usage; /* drained usage (col, key, count), then packed */
     size_t n_usage, usage_cap;
 
+    /* look-ahead: the next block's values, proposed while this one waits
+     * (only where proposals are idempotent: no counting, no eviction) */
+    bool counting;            /* some column has min_count > 1 */
+    int ahead_inflight;       /* look-ahead records without a delivery report */
+    int64_t ahead_max_offset; /* largest offset of a delivered look-ahead record */
+    int64_t t_ahead_wait_ns;  /* when the next block began waiting for them; 0 = not */
+
     /* the waiting block */
     bool pending;
     bool resend;         /* a record of it failed: propose what is still unknown */
@@ -106,8 +113,8 @@ struct pr_vocablog {
     pr_histogram wait; /* has its own lock */
     _Atomic int64_t st_applied, st_end;
     _Atomic uint64_t st_records, st_values, st_assigned, st_proposals, st_prop_records,
-        st_blocks_waited, st_corrupt, st_produce_err, st_consume_err, st_waiting, st_usage_records,
-        st_usage_values, st_rounds_exhausted;
+        st_blocks_waited, st_ahead_values, st_corrupt, st_produce_err, st_consume_err, st_waiting,
+        st_usage_records, st_usage_values, st_rounds_exhausted;
     _Atomic int64_t last_ok_ns, last_err_ns;
 
     /* the liveness probe */
@@ -146,11 +153,28 @@ static void pr__error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaq
 
 /* The per-message opaque of Usage records: they are not a waiting block's. */
 static char pr__usage_tag;
+static char pr__ahead_tag;
 
 static void pr__dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
     (void)rk;
     pr_vocablog *vl = opaque;
+    if (m->_private == &pr__ahead_tag) {
+        /* A look-ahead proposal: the block it was for proposes whatever the
+         * log has not decided when its turn comes, so a lost one costs only
+         * that round trip. Its offset is what that block waits for first. */
+        if (vl->ahead_inflight > 0)
+            vl->ahead_inflight--;
+        if (m->err) {
+            atomic_fetch_add(&vl->st_produce_err, 1);
+            atomic_store(&vl->last_err_ns, pr__now_ns());
+        } else {
+            atomic_store(&vl->last_ok_ns, pr__now_ns());
+            if (m->offset > vl->ahead_max_offset)
+                vl->ahead_max_offset = m->offset;
+        }
+        return;
+    }
     if (m->_private == &pr__usage_tag) {
         /* A lost Usage record is lost for every replica alike: statistics
          * stay identical, only less precise. Counted, not sent again. */
@@ -544,16 +568,28 @@ static int pr__collect(pr_vocablog *vl, const pr_block *in, char *errstr, size_t
     return rc;
 }
 
-/* Append one record. `usage`: a Usage record (not part of a waiting block). */
-static int pr__produce(pr_vocablog *vl, const void *buf, size_t len, bool usage, char *errstr,
-                       size_t errstr_size)
+/* What a record is to its sender: part of the waiting block (the block is
+ * ready once it is applied), a look-ahead proposal for the next block, or a
+ * Usage record. The delivery report tells them apart by the opaque tag. */
+enum pr__rec_kind { PR__REC_BLOCK, PR__REC_AHEAD, PR__REC_USAGE };
+
+static void *pr__rec_tag(enum pr__rec_kind kind)
+{
+    return kind == PR__REC_USAGE   ? (void *)&pr__usage_tag
+           : kind == PR__REC_AHEAD ? (void *)&pr__ahead_tag
+                                   : NULL;
+}
+
+/* Append one record of the given kind. */
+static int pr__produce(pr_vocablog *vl, const void *buf, size_t len, enum pr__rec_kind kind,
+                       char *errstr, size_t errstr_size)
 {
     rd_kafka_resp_err_t err;
     for (;;) {
         err = rd_kafka_producev(vl->prod, RD_KAFKA_V_TOPIC(vl->topic), RD_KAFKA_V_PARTITION(0),
                                 RD_KAFKA_V_VALUE((void *)buf, len),
                                 RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                                RD_KAFKA_V_OPAQUE(usage ? &pr__usage_tag : NULL), RD_KAFKA_V_END);
+                                RD_KAFKA_V_OPAQUE(pr__rec_tag(kind)), RD_KAFKA_V_END);
         if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL)
             break;
         rd_kafka_poll(vl->prod, 10);
@@ -561,18 +597,21 @@ static int pr__produce(pr_vocablog *vl, const void *buf, size_t len, bool usage,
     if (err)
         return pr_seterr(errstr, errstr_size, PR_EKAFKA, "vocab log %s: cannot append: %s",
                          vl->topic, rd_kafka_err2str(err));
-    if (!usage)
+    if (kind == PR__REC_BLOCK)
         vl->inflight++;
+    else if (kind == PR__REC_AHEAD)
+        vl->ahead_inflight++;
     return 0;
 }
 
 /* Entries (column, value, count) as records of PR__REC_MAX_ENTRIES at most:
- * Proposals (counts only when `counts`), or Usage records (`usage`, always
- * with counts; not part of a waiting block). Counts the records sent. */
-static int pr__send_entries(pr_vocablog *vl, bool usage, bool counts, uint32_t *cols,
+ * Proposals (counts only when `counts`), or Usage records (PR__REC_USAGE,
+ * always with counts). Counts the records sent. */
+static int pr__send_entries(pr_vocablog *vl, enum pr__rec_kind kind, bool counts, uint32_t *cols,
                             uint64_t *vals, uint32_t *cnts, size_t n, char *errstr,
                             size_t errstr_size)
 {
+    bool usage = kind == PR__REC_USAGE;
     uint8_t *buf = NULL;
     int rc = 0;
     for (size_t off = 0; off < n && !rc; off += PR__REC_MAX_ENTRIES) {
@@ -609,7 +648,7 @@ static int pr__send_entries(pr_vocablog *vl, bool usage, bool counts, uint32_t *
         }
         buf = nb;
         piperec__vocablog__v1__record__pack(&r, buf);
-        if (!(rc = pr__produce(vl, buf, len, usage, errstr, errstr_size)))
+        if (!(rc = pr__produce(vl, buf, len, kind, errstr, errstr_size)))
             atomic_fetch_add(usage ? &vl->st_usage_records : &vl->st_prop_records, 1);
     }
     free(buf);
@@ -649,10 +688,8 @@ static int pr__propose(pr_vocablog *vl, char *errstr, size_t errstr_size)
                 cnts[k] = vl->miss[i].count;
                 k++;
             }
-    bool counting = false;
-    for (uint32_t c = 0; c < vl->spec->n_sparse; c++)
-        counting |= vl->spec->sparse[c].min_count > 1;
-    int rc = pr__send_entries(vl, false, counting, cols, vals, cnts, n, errstr, errstr_size);
+    int rc =
+        pr__send_entries(vl, PR__REC_BLOCK, vl->counting, cols, vals, cnts, n, errstr, errstr_size);
     if (!rc) {
         atomic_fetch_add(&vl->st_proposals, n);
         rd_kafka_poll(vl->prod, 0);
@@ -694,7 +731,7 @@ static int pr__flush_usage(pr_vocablog *vl, char *errstr, size_t errstr_size)
         vals[i] = vl->usage[i].key;
         cnts[i] = vl->usage[i].count;
     }
-    rc = pr__send_entries(vl, true, true, cols, vals, cnts, n, errstr, errstr_size);
+    rc = pr__send_entries(vl, PR__REC_USAGE, true, cols, vals, cnts, n, errstr, errstr_size);
     if (!rc)
         atomic_fetch_add(&vl->st_usage_values, n);
     free(cols);
@@ -714,17 +751,41 @@ int pr_vocablog_resolve(pr_vocablog *vl, const pr_block *in, int timeout_ms, cha
     }
     if (!vl->pending && (rc = pr__flush_usage(vl, errstr, errstr_size)))
         return rc;
+    if (!vl->pending && (vl->ahead_inflight > 0 || vl->next <= vl->ahead_max_offset)) {
+        /* Look-ahead proposals were sent for this block while the one before
+         * waited: let the log decide them before looking for misses, or the
+         * values would be proposed a second time. */
+        if (!vl->t_ahead_wait_ns)
+            vl->t_ahead_wait_ns = pr__now_ns();
+        int64_t deadline = pr__now_ns() + (int64_t)timeout_ms * 1000000LL;
+        while (vl->ahead_inflight > 0 || vl->next <= vl->ahead_max_offset) {
+            rd_kafka_poll(vl->prod, 0);
+            int64_t left = (deadline - pr__now_ns()) / 1000000LL;
+            if (left <= 0)
+                return PR_EAGAIN;
+            if ((rc = pr__read(vl, vl->ahead_inflight ? 1 : (int)(left < 5 ? left : 5), errstr,
+                               errstr_size)))
+                return rc;
+        }
+    }
     if (!vl->pending) {
+        int64_t t_ahead = vl->t_ahead_wait_ns;
+        vl->t_ahead_wait_ns = 0;
         if ((rc = pr__collect(vl, in, errstr, errstr_size)))
             return rc;
-        if (vl->n_miss == 0)
-            return 0; /* every value known: no round trip */
+        if (vl->n_miss == 0) {
+            if (t_ahead) { /* it waited, for its look-ahead proposals */
+                atomic_fetch_add(&vl->st_blocks_waited, 1);
+                pr_histogram_observe(&vl->wait, (double)(pr__now_ns() - t_ahead) / 1e9);
+            }
+            return 0; /* every value known: no (further) round trip */
+        }
         vl->pending = true;
         vl->rounds = 0;
         vl->resend = false;
         vl->inflight = 0;
         vl->max_offset = -1;
-        vl->t_submit_ns = pr__now_ns();
+        vl->t_submit_ns = t_ahead ? t_ahead : pr__now_ns();
         atomic_store(&vl->st_waiting, vl->n_miss);
         atomic_fetch_add(&vl->st_blocks_waited, 1);
         if ((rc = pr__propose(vl, errstr, errstr_size)))
@@ -784,6 +845,68 @@ void pr_vocablog_abandon(pr_vocablog *vl)
 {
     vl->pending = false;
     atomic_store(&vl->st_waiting, 0);
+}
+
+int pr_vocablog_propose_ahead(pr_vocablog *vl, const pr_block *next, uint32_t from_row,
+                              char *errstr, size_t errstr_size)
+{
+    if (!vl->pending || vl->counting || vl->evict || !next)
+        return 0;
+    /* Rows [r0, rows) as a view of the same block: columns keep their
+     * stride (cap), so only the starting points move; r0 is a multiple of
+     * 64 so the bitmaps move by whole words and alignment holds. */
+    uint32_t r0 = from_row & ~63u;
+    if (r0 >= next->rows)
+        return 0;
+    pr_block v = *next;
+    v.rows = next->rows - r0;
+    if (next->labels)
+        v.labels = next->labels + r0;
+    if (next->dense)
+        v.dense = next->dense + r0;
+    if (next->dense_missing)
+        v.dense_missing = next->dense_missing + r0 / 64;
+    if (next->sparse_hex)
+        v.sparse_hex = next->sparse_hex + (size_t)r0 * PR_HEX_SLOT;
+    if (next->sparse_u64)
+        v.sparse_u64 = next->sparse_u64 + r0;
+    if (next->sparse_missing)
+        v.sparse_missing = next->sparse_missing + r0 / 64;
+    if (next->partition)
+        v.partition = next->partition + r0;
+    if (next->offset)
+        v.offset = next->offset + r0;
+    if (next->event_time_ms)
+        v.event_time_ms = next->event_time_ms + r0;
+    /* The waiting block's misses are collected again whenever they are
+     * needed (a resend), so the list may be reused here. */
+    int rc = pr__collect(vl, &v, errstr, errstr_size);
+    if (rc || vl->n_miss == 0)
+        return rc;
+    size_t n = vl->n_miss;
+    uint32_t *cols, *cnts;
+    uint64_t *vals;
+    if (!pr__entry_arrays(n, &cols, &vals, &cnts))
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "vocab log: out of memory");
+    size_t k = 0;
+    for (uint32_t c = 0; c < vl->spec->n_sparse; c++)
+        for (size_t i = 0; i < n; i++)
+            if (vl->miss[i].col == c) {
+                cols[k] = c;
+                vals[k] = vl->miss[i].key;
+                cnts[k] = vl->miss[i].count;
+                k++;
+            }
+    rc = pr__send_entries(vl, PR__REC_AHEAD, false, cols, vals, cnts, n, errstr, errstr_size);
+    if (!rc) {
+        atomic_fetch_add(&vl->st_proposals, n);
+        atomic_fetch_add(&vl->st_ahead_values, n);
+        rd_kafka_poll(vl->prod, 0);
+    }
+    free(cols);
+    free(cnts);
+    free(vals);
+    return rc;
 }
 
 int pr_vocablog_poll(pr_vocablog *vl, int timeout_ms, char *errstr, size_t errstr_size)
@@ -954,7 +1077,7 @@ static int pr__write_settings(pr_vocablog *vl, char *errstr, size_t errstr_size)
     if (!buf)
         return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
     piperec__vocablog__v1__record__pack(&r, buf);
-    int rc = pr__produce(vl, buf, len, false, errstr, errstr_size);
+    int rc = pr__produce(vl, buf, len, PR__REC_BLOCK, errstr, errstr_size);
     free(buf);
     if (rc)
         return rc;
@@ -1151,8 +1274,11 @@ int pr_vocablog_new(const pr_vocablog_opts *o, pr_vocablog **out, char *errstr, 
     vl->startup_timeout_ms = cfg->startup_timeout_ms > 0 ? cfg->startup_timeout_ms : 60000;
     vl->usage_interval_ns =
         (cfg->usage_interval_ms > 0 ? cfg->usage_interval_ms : 1000) * 1000000LL;
-    for (uint32_t c = 0; c < vl->spec->n_sparse; c++)
+    for (uint32_t c = 0; c < vl->spec->n_sparse; c++) {
         vl->evict |= vl->spec->sparse[c].eviction != PR_EVICT_NONE;
+        vl->counting |= vl->spec->sparse[c].min_count > 1;
+    }
+    vl->ahead_max_offset = -1;
     atomic_store(&vl->st_end, -1);
     int rc = 0;
     if (!vl->pipeline || !vl->replica || !vl->topic || (o->snapshot_path && !vl->snap_path)) {
@@ -1292,6 +1418,7 @@ void pr_vocablog_get_stats(pr_vocablog *vl, pr_vocablog_stats *st)
     st->proposals = atomic_load(&vl->st_proposals);
     st->proposal_records = atomic_load(&vl->st_prop_records);
     st->blocks_waited = atomic_load(&vl->st_blocks_waited);
+    st->ahead_values = atomic_load(&vl->st_ahead_values);
     st->corrupt_records = atomic_load(&vl->st_corrupt);
     st->produce_errors = atomic_load(&vl->st_produce_err);
     st->consume_errors = atomic_load(&vl->st_consume_err);

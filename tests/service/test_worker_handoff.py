@@ -15,7 +15,10 @@ reads (so most blocks are small), tiny batches, the files sink. Several
 rounds on fresh consumer groups. Each round's output, in sequence order,
 must equal `piperec process` over the same input row for row: same count,
 same order, same values (one partition: the stream order is the file order,
-and both drivers share the engine).
+and both drivers share the engine). The last round adds a vocab_log: new
+values are decided through the log, and while a block waits the next one's
+values are proposed ahead; one replica must still number every value in
+first-appearance order, exactly as the offline run does.
 Env (pr_script_test): PIPEREC, PR_TMP.
 """
 import glob
@@ -31,7 +34,7 @@ import numpy as np
 PIPEREC = os.environ["PIPEREC"]
 T = os.environ["PR_TMP"]
 N = 12000          # rows per round (about 2.4 MB of TSV: under the broker's 5 MB)
-ROUNDS = 4
+ROUNDS = 5       # the last one with a vocab_log
 procs = []
 
 
@@ -50,6 +53,12 @@ def out_rows(hp):
     return int(float(m.group(1))) if m else 0
 
 
+def metric(hp, name):
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % hp, timeout=10) as r:
+        m = re.search(r'^%s\{pipeline="p"\} (\S+)$' % name, r.read().decode(), re.M)
+    return int(float(m.group(1))) if m else 0
+
+
 def read_rolls(d):
     """Every committed roll of a files sink dir, in batch-sequence order."""
     rolls = []
@@ -65,7 +74,7 @@ def read_rolls(d):
 
 try:
     berr = open(os.path.join(T, "broker.err"), "w")
-    topics = ",".join("events%d" % i for i in range(ROUNDS))
+    topics = ",".join("events%d" % i for i in range(ROUNDS)) + ",vocab"
     broker = subprocess.Popen([PIPEREC, "broker", "--partitions", "1", "--topics", topics],
                               stdout=subprocess.PIPE, stderr=berr, text=True)
     procs.append(broker)
@@ -99,10 +108,12 @@ try:
     batch: { size: 32, max_delay_ms: 5 }
     sinks:
       files: { dir: "%s", roll_batches: 50 }
+%s
 engine: { overlap: true }
 http: { listen: "127.0.0.1:0" }
 log: { level: info }
-""" % (rnd, rnd, bootstrap, outdir))
+""" % (rnd, rnd, bootstrap, outdir,
+       "    vocab_log: { topic: vocab }" if rnd == ROUNDS - 1 else ""))
         rerr = os.path.join(T, "run%d.err" % rnd)
         run = subprocess.Popen([PIPEREC, "run", "--config", cfg], stderr=open(rerr, "w"))
         procs.append(run)
@@ -131,6 +142,7 @@ log: { level: info }
         got_out = out_rows(hp)
         time.sleep(0.3)  # anything extra would show up now
         got_out = out_rows(hp)
+        ahead = metric(hp, "piperec_vocab_log_ahead_proposals_total")
         run.terminate()
         if run.wait(30) != 0:
             fail("round %d: run exited %d" % (rnd, run.returncode))
@@ -146,7 +158,12 @@ log: { level: info }
                 bad = next(i for i in range(N) if not np.array_equal(a[i], b[i]))
                 fail("round %d: %s differ from the offline output first at row %d" %
                      (rnd, name, bad))
-        print("round %d: %d rows exactly once, in order" % (rnd, N))
+        if rnd == ROUNDS - 1 and ahead == 0:
+            fail("round %d: no value was proposed ahead: the look-ahead path was not "
+                 "exercised" % rnd)
+        print("round %d: %d rows exactly once, in order%s" %
+              (rnd, N, " (vocab_log; %d values proposed ahead)" % ahead
+               if rnd == ROUNDS - 1 else ""))
     print("test_worker_handoff: ok")
 finally:
     for p in procs:

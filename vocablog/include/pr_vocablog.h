@@ -85,6 +85,18 @@ int pr_vocablog_resolve(pr_vocablog *vl, const pr_block *in, int timeout_ms, cha
  * proposals still reach the log and are applied like any others. */
 void pr_vocablog_abandon(pr_vocablog *vl);
 
+/* While the current block waits (PR_EAGAIN from pr_vocablog_resolve), the
+ * block that will be resolved next may have its new values proposed already
+ * (the driver calls this with the engine idle, on the thread that resolves):
+ * rows [from_row, rows) of `next` (from_row is rounded down to a multiple of
+ * 64; rows before it were proposed ahead by an earlier call). Nothing waits
+ * here; when `next` comes to pr_vocablog_resolve, it first lets the log
+ * decide these proposals, then proposes only what is still unknown. A no-op
+ * without a waiting block, or when proposals are not idempotent (a column
+ * with min_count > 1 counts occurrences; an evicting column needs rounds). */
+int pr_vocablog_propose_ahead(pr_vocablog *vl, const pr_block *next, uint32_t from_row,
+                              char *errstr, size_t errstr_size);
+
 /* Apply what the log holds now (other replicas' values), waiting up to
  * timeout_ms for the first record. Errors as pr_vocablog_resolve. */
 int pr_vocablog_poll(pr_vocablog *vl, int timeout_ms, char *errstr, size_t errstr_size);
@@ -104,6 +116,7 @@ typedef struct pr_vocablog_stats {
     uint64_t proposals;        /* entries this replica proposed */
     uint64_t proposal_records; /* records this replica appended */
     uint64_t blocks_waited;    /* blocks that had to wait for the log */
+    uint64_t ahead_values;     /* entries proposed ahead, for the next block (in proposals) */
     uint64_t corrupt_records;  /* records (or entries) skipped: undecodable or invalid */
     uint64_t produce_errors;   /* proposals that failed and were sent again */
     uint64_t consume_errors;   /* fetch errors (broker down...) */
