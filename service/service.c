@@ -95,12 +95,11 @@ struct pr__pipe {
     bool wthread_started;
     pthread_mutex_t wlock;
     pthread_cond_t wcond;
-    int wstate;               /* pr__wstate, under wlock */
-    int wrc;                  /* the last run's result, under wlock */
-    bool wquit;               /* under wlock */
-    _Atomic bool w_vlog_wait; /* wblk waits for the vocab log: no polling meanwhile */
-    bool w_skip_done;         /* checkpoint filter already applied to wblk */
-    uint32_t ahead_rows;      /* rows of blk whose values were proposed ahead (vocab log) */
+    int wstate;          /* pr__wstate, under wlock */
+    int wrc;             /* the last run's result, under wlock */
+    bool wquit;          /* under wlock */
+    bool w_skip_done;    /* checkpoint filter already applied to wblk */
+    uint32_t ahead_rows; /* rows of blk whose values were proposed ahead (vocab log) */
     /* Rows the batcher dropped as late while the worker ran: dead-lettered
      * by the pipeline thread when it collects the block. */
     struct pr__late {
@@ -375,6 +374,8 @@ static void pr__store_cb(void *opaque, int32_t key, int64_t safe)
 }
 
 static void pr__worker_join(pr__pipe *p);
+static int pr__wstate(pr__pipe *p);
+static void pr__block_drop_revoked(pr__pipe *p, pr_block *b, const uint8_t *skip);
 
 static void pr__on_assign(void *opaque, pr_consumer *c, const pr_tp *parts, size_t n)
 {
@@ -421,6 +422,16 @@ static void pr__on_revoke(void *opaque, pr_consumer *c, const pr_tp *parts, size
             p->revoked_overflow = true;
             pr__set_fatal(p, PR_ENOMEM, "out of memory for the list of revoked partitions");
         }
+    }
+    /* A block that waits for the vocab log (rows are read meanwhile, so a
+     * revoke can come now): its rows of these partitions go too; the new
+     * owner reads them again from the offsets stored above. What is left
+     * of it is a different block, so its new values are looked for again. */
+    if (pr__wstate(p) == PR__W_HELD && p->wblk->rows) {
+        uint32_t before = p->wblk->rows;
+        pr__block_drop_revoked(p, p->wblk, NULL);
+        if (p->wblk->rows != before && p->vlog)
+            pr_vocablog_abandon(p->vlog);
     }
     pr_info("pipeline %s: %zu partition(s) revoked", p->cfg->name, n);
 }
@@ -1173,7 +1184,6 @@ static int pr__block_run(pr__pipe *p, pr_block *b, pr_out *o)
         return 0;
     if (p->vlog) {
         rc = pr_vocablog_resolve(p->vlog, b, PR__VLOG_WAIT_MS, e, sizeof(e));
-        atomic_store(&p->w_vlog_wait, rc == PR_EAGAIN);
         if (rc == PR_EAGAIN)
             return rc;
         if (rc) {
@@ -1283,7 +1293,6 @@ static int pr__worker_collect(pr__pipe *p)
         pr__dead_letter_engine_rejects(p, p->wblk, p->wout);
     pr_block_reset(p->wblk);
     p->wout->n_rejected = 0;
-    atomic_store(&p->w_vlog_wait, false);
     return st;
 }
 
@@ -1335,7 +1344,6 @@ static void pr__worker_start_block(pr__pipe *p)
     p->blk = t;
     p->ahead_rows = 0;
     p->w_skip_done = false;
-    atomic_store(&p->w_vlog_wait, false);
     pr__worker_dispatch(p);
 }
 
@@ -1345,27 +1353,32 @@ static void pr__drain(pr__pipe *p)
     /* Stop fetching; what is in the block still goes out. */
     pr_consumer_pause(p->cons);
     int64_t deadline = pr__now_ns() + svc->opts.drain_timeout_ms * 1000000LL;
-    pr__worker_join(p);
-    if (!atomic_load(&p->fatal) && pr__wstate(p) == PR__W_IDLE && (p->blk->rows || p->n_revoked)) {
-        pr__block_prepare(p, p->blk);
-        if (p->blk->rows) {
-            pr__worker_start_block(p);
+    /* The worker's block, then the one read meanwhile (rows may have been
+     * read while the worker's block waited for the vocab log); a block
+     * waiting for the vocab log gets until the drain deadline. */
+    for (;;) {
+        pr__worker_join(p);
+        while (pr__wstate(p) == PR__W_HELD && pr__now_ns() < deadline && !atomic_load(&p->fatal)) {
+            atomic_store(&p->last_turn_ns, pr__now_ns());
+            pr__worker_dispatch(p);
             pr__worker_join(p);
         }
-    }
-    /* A block waiting for the vocab log gets until the drain deadline. */
-    while (pr__wstate(p) == PR__W_HELD && pr__now_ns() < deadline && !atomic_load(&p->fatal)) {
-        atomic_store(&p->last_turn_ns, pr__now_ns());
-        pr__worker_dispatch(p);
-        pr__worker_join(p);
+        if (atomic_load(&p->fatal) || pr__wstate(p) != PR__W_IDLE ||
+            !(p->blk->rows || p->n_revoked))
+            break;
+        pr__block_prepare(p, p->blk);
+        if (!p->blk->rows)
+            break;
+        pr__worker_start_block(p);
     }
     if (pr__wstate(p) == PR__W_HELD) {
-        /* Its rows stay in the block, which holds their offsets back: they
-         * are read again after the restart. */
+        /* Its rows stay in the block, which holds their offsets back (as
+         * do the rows read after it): they are read again after the
+         * restart. */
         pr_vocablog_abandon(p->vlog);
-        pr_warn("pipeline %s: %u row(s) still wait for the vocab log at shutdown; they "
-                "will be read again after restart",
-                p->cfg->name, p->wblk->rows);
+        pr_warn("pipeline %s: %u row(s) still wait for the vocab log at shutdown (and %u "
+                "read after them); they will be read again after restart",
+                p->cfg->name, p->wblk->rows, p->blk->rows);
     }
     pr_batcher_flush(p->bat);
     /* Dead letters hold their offsets: let them land before the final commit. */
@@ -1480,9 +1493,10 @@ static void *pr__pipe_main(void *arg)
             ws = pr__worker_collect(p); /* a run may have ended already */
         }
 
-        if (ws == PR__W_RUNNING && (atomic_load(&p->w_vlog_wait) || p->blk->rows == p->blk->cap)) {
-            /* Nothing to read into (or a block waits for the vocab log: a
-             * revoke now would find its rows nowhere): wait for the worker. */
+        if (ws == PR__W_RUNNING && p->blk->rows == p->blk->cap) {
+            /* Nothing to read into: wait for the worker. (While its block
+             * waits for the vocab log, reading goes on: a revoke then drops
+             * the waiting block's rows of those partitions too.) */
             pr__worker_wait(p, PR__ACK_POLL_MS);
             continue;
         }

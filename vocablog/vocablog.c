@@ -751,39 +751,47 @@ int pr_vocablog_resolve(pr_vocablog *vl, const pr_block *in, int timeout_ms, cha
     }
     if (!vl->pending && (rc = pr__flush_usage(vl, errstr, errstr_size)))
         return rc;
-    if (!vl->pending && (vl->ahead_inflight > 0 || vl->next <= vl->ahead_max_offset)) {
-        /* Look-ahead proposals were sent for this block while the one before
-         * waited: let the log decide them before looking for misses, or the
-         * values would be proposed a second time. */
-        if (!vl->t_ahead_wait_ns)
-            vl->t_ahead_wait_ns = pr__now_ns();
-        int64_t deadline = pr__now_ns() + (int64_t)timeout_ms * 1000000LL;
-        while (vl->ahead_inflight > 0 || vl->next <= vl->ahead_max_offset) {
-            rd_kafka_poll(vl->prod, 0);
-            int64_t left = (deadline - pr__now_ns()) / 1000000LL;
-            if (left <= 0)
-                return PR_EAGAIN;
-            if ((rc = pr__read(vl, vl->ahead_inflight ? 1 : (int)(left < 5 ? left : 5), errstr,
-                               errstr_size)))
-                return rc;
-        }
-    }
     if (!vl->pending) {
         int64_t t_ahead = vl->t_ahead_wait_ns;
-        vl->t_ahead_wait_ns = 0;
         if ((rc = pr__collect(vl, in, errstr, errstr_size)))
             return rc;
+        if (vl->n_miss && (vl->ahead_inflight > 0 || vl->next <= vl->ahead_max_offset)) {
+            /* Look-ahead proposals went out for this block while the one
+             * before waited: let the log decide them before proposing, or
+             * the same values would go out a second time. */
+            if (!t_ahead)
+                vl->t_ahead_wait_ns = t_ahead = pr__now_ns();
+            atomic_store(&vl->st_waiting, vl->n_miss);
+            int64_t deadline = pr__now_ns() + (int64_t)timeout_ms * 1000000LL;
+            while (vl->ahead_inflight > 0 || vl->next <= vl->ahead_max_offset) {
+                rd_kafka_poll(vl->prod, 0);
+                int64_t left = (deadline - pr__now_ns()) / 1000000LL;
+                if (left <= 0)
+                    return PR_EAGAIN;
+                if ((rc = pr__read(vl, vl->ahead_inflight ? 1 : (int)(left < 5 ? left : 5), errstr,
+                                   errstr_size)))
+                    return rc;
+            }
+            if ((rc = pr__collect(vl, in, errstr, errstr_size)))
+                return rc;
+        }
+        vl->t_ahead_wait_ns = 0;
         if (vl->n_miss == 0) {
             if (t_ahead) { /* it waited, for its look-ahead proposals */
+                atomic_store(&vl->st_waiting, 0);
                 atomic_fetch_add(&vl->st_blocks_waited, 1);
                 pr_histogram_observe(&vl->wait, (double)(pr__now_ns() - t_ahead) / 1e9);
             }
             return 0; /* every value known: no (further) round trip */
         }
+        /* vl->inflight is not reset: records of a block given up on
+         * (pr_vocablog_abandon, e.g. after a revoke took some of its rows)
+         * may still be in flight, and their reports must not be taken for
+         * this block's. Waiting for them too costs nothing: they are ahead
+         * of this block's records in the log. */
         vl->pending = true;
         vl->rounds = 0;
         vl->resend = false;
-        vl->inflight = 0;
         vl->max_offset = -1;
         vl->t_submit_ns = t_ahead ? t_ahead : pr__now_ns();
         atomic_store(&vl->st_waiting, vl->n_miss);

@@ -3,10 +3,13 @@
 
   fault_check.py --log L [--log L...] --input TSV [--input TSV...] --rows N --modulus M
                  [--epochs-min K] [--skip-indices] [--per-log-seq] [--contiguous]
+                 [--also-ids FILE]
 
 The inputs are the TSV files produced to Kafka, whose dense column 0 (field
 2) is the row id 0..N-1. Checks, exiting 1 on the first failure:
-  * lost rows: every row id 0..N-1 was received at least once;
+  * lost rows: every row id 0..N-1 was received at least once (--also-ids:
+    a text file of row ids, one per line, that a plain Kafka consumer in
+    the same group read instead; they count as received, without indices);
   * index stability: in every sparse column, each raw value got one index in
     every delivery (first-seen mapping over all epochs), and each index
     stands for one key hex2int(raw) mod M (dlrm profile: missing = key 0);
@@ -113,6 +116,7 @@ def main():
     ap.add_argument("--skip-indices", action="store_true")
     ap.add_argument("--per-log-seq", action="store_true")
     ap.add_argument("--contiguous", action="store_true")
+    ap.add_argument("--also-ids")
     a = ap.parse_args()
     if len(a.log) > 1 and not a.per_log_seq:
         fail("several --log need --per-log-seq")
@@ -139,10 +143,15 @@ def main():
     if ids.min() < 0 or ids.max() >= a.rows:
         fail("received a row id outside 0..%d" % (a.rows - 1))
     counts = np.bincount(ids, minlength=a.rows)
+    if a.also_ids:
+        other = np.loadtxt(a.also_ids, dtype=np.int64, ndmin=1)
+        if len(other) and (other.min() < 0 or other.max() >= a.rows):
+            fail("--also-ids: a row id outside 0..%d" % (a.rows - 1))
+        counts = counts + np.bincount(other, minlength=a.rows)
     lost = np.flatnonzero(counts == 0)
     if len(lost):
         fail("%d row(s) never received, e.g. %s" % (len(lost), lost[:10].tolist()))
-    dups = int(len(ids) - a.rows)
+    dups = int(counts.sum() - a.rows)
 
     # Index stability.
     if not a.skip_indices:
