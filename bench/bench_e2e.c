@@ -23,10 +23,13 @@
  *      timestamp set when produced) is collected exactly at the trainer, and
  *      emit -> ack from the service's histogram. The producer shares the two
  *      cores with the pipeline here, which a real deployment would not.
+ *   1b. where that run's time went: CPU seconds per thread kind (e2e_cpu).
  *   4. peak RSS of the process (getrusage) after the format's runs.
  *
  * Not a test: no pass/fail, no assertion on time.
  */
+#include <ctype.h>
+#include <dirent.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
@@ -37,6 +40,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <librdkafka/rdkafka.h>
 
@@ -270,6 +274,86 @@ static void paced_run(bench *b, double rate, double seconds, paced *r)
     r->ack_p99 = pr_hist_snapshot_quantile(&ack, 0.99) * 1000.0;
 }
 
+/* CPU seconds per thread name of this process (/proc/self/task), to show
+ * where a run's time goes: the test broker (rdk:mock), librdkafka's client
+ * threads, the pipeline thread and its worker, the engine workers, the
+ * trainer client. Trailing digits are dropped so that threads of one kind
+ * (rdk:broker3, rdk:broker4) add up. Threads that ended are not counted. */
+#define TCPU_MAX 48
+typedef struct tcpu {
+    char name[20];
+    double s;
+} tcpu;
+
+static size_t thread_cpu(tcpu *t)
+{
+    size_t n = 0;
+    long hz = sysconf(_SC_CLK_TCK);
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[288], name[32] = "", buf[1024];
+        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        if (!fgets(name, sizeof(name), f))
+            name[0] = 0;
+        fclose(f);
+        size_t nl = strcspn(name, "\n");
+        while (nl > 0 && isdigit((unsigned char)name[nl - 1]))
+            nl--;
+        name[nl] = 0;
+        snprintf(path, sizeof(path), "/proc/self/task/%s/stat", e->d_name);
+        if (!(f = fopen(path, "r")))
+            continue;
+        size_t len = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[len] = 0;
+        char *p = strrchr(buf, ')');
+        unsigned long ut = 0, st = 0;
+        if (!p ||
+            sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+            continue;
+        size_t i = 0;
+        while (i < n && strcmp(t[i].name, name))
+            i++;
+        if (i == n) {
+            if (n == TCPU_MAX)
+                continue;
+            snprintf(t[n].name, sizeof(t[n].name), "%s", name);
+            t[n++].s = 0;
+        }
+        t[i].s += (double)(ut + st) / (double)hz;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* Print the CPU each thread kind used between two snapshots. */
+static void print_thread_cpu(const char *format, const tcpu *a, size_t na, const tcpu *b, size_t nb,
+                             double secs)
+{
+    printf("{\"bench\": \"e2e_cpu\", \"format\": \"%s\", \"seconds\": %.3f, "
+           "\"cores\": %ld, \"cpu_seconds_by_thread\": {",
+           format, secs, sysconf(_SC_NPROCESSORS_ONLN));
+    double total = 0;
+    for (size_t i = 0; i < nb; i++) {
+        double before = 0;
+        for (size_t j = 0; j < na; j++)
+            if (!strcmp(a[j].name, b[i].name))
+                before = a[j].s;
+        double d = b[i].s - before;
+        total += d;
+        printf("%s\"%s\": %.2f", i ? ", " : "", b[i].name, d);
+    }
+    printf("}, \"cpu_seconds\": %.2f}\n", total);
+    fflush(stdout);
+}
+
 static int run_format(bench *b)
 {
     char err[2048];
@@ -335,11 +419,18 @@ static int run_format(bench *b)
     /* wait for N acked rows, or no progress for 5 s */
     uint64_t last = 0;
     int64_t last_change = now_ns(), t_end = 0;
+    tcpu cpu0[TCPU_MAX], cpu1[TCPU_MAX];
+    size_t ncpu0 = 0;
+    bool have_cpu0 = false;
     for (;;) {
         uint64_t a = atomic_load(&b->acked_rows);
         if (a >= n) {
             t_end = now_ns();
             break;
+        }
+        if (a > 0 && !have_cpu0) { /* the clock starts at the first ack */
+            ncpu0 = thread_cpu(cpu0);
+            have_cpu0 = true;
         }
         if (a != last) {
             last = a;
@@ -352,6 +443,7 @@ static int run_format(bench *b)
         }
         nap_ms(1);
     }
+    size_t ncpu1 = thread_cpu(cpu1);
     uint64_t got = atomic_load(&b->acked_rows);
     double secs = t_end ? (double)(t_end - atomic_load(&b->first_ack_ns)) / 1e9 : NAN;
     double max_rate = secs > 0 ? (double)got / secs : 0;
@@ -363,6 +455,8 @@ static int run_format(bench *b)
            secs > 0 ? (double)bytes * ((double)got / (double)n) / secs / 1e6 : 0.0,
            b->cfg->engine.threads);
     fflush(stdout);
+    if (have_cpu0)
+        print_thread_cpu(pr_source_format_name(b->format), cpu0, ncpu0, cpu1, ncpu1, secs);
 
     /* 2. the maximum rate with the producer running beside the pipeline
      * (it shares the two cores here): the freshness loads are fractions of
