@@ -669,8 +669,10 @@ static bool pr__entry_arrays(size_t n, uint32_t **cols, uint64_t **vals, uint32_
     return false;
 }
 
-/* Send the collected misses as Proposals records. */
-static int pr__propose(pr_vocablog *vl, char *errstr, size_t errstr_size)
+/* Send the collected misses as Proposals records: the waiting block's
+ * (PR__REC_BLOCK, with counts when a column counts) or look-ahead ones
+ * (PR__REC_AHEAD, never counting: look-ahead is off where columns count). */
+static int pr__propose(pr_vocablog *vl, enum pr__rec_kind kind, char *errstr, size_t errstr_size)
 {
     size_t n = vl->n_miss;
     uint32_t *cols, *cnts;
@@ -688,10 +690,12 @@ static int pr__propose(pr_vocablog *vl, char *errstr, size_t errstr_size)
                 cnts[k] = vl->miss[i].count;
                 k++;
             }
-    int rc =
-        pr__send_entries(vl, PR__REC_BLOCK, vl->counting, cols, vals, cnts, n, errstr, errstr_size);
+    int rc = pr__send_entries(vl, kind, kind == PR__REC_BLOCK && vl->counting, cols, vals, cnts, n,
+                              errstr, errstr_size);
     if (!rc) {
         atomic_fetch_add(&vl->st_proposals, n);
+        if (kind == PR__REC_AHEAD)
+            atomic_fetch_add(&vl->st_ahead_values, n);
         rd_kafka_poll(vl->prod, 0);
     }
     free(cols);
@@ -796,7 +800,7 @@ int pr_vocablog_resolve(pr_vocablog *vl, const pr_block *in, int timeout_ms, cha
         vl->t_submit_ns = t_ahead ? t_ahead : pr__now_ns();
         atomic_store(&vl->st_waiting, vl->n_miss);
         atomic_fetch_add(&vl->st_blocks_waited, 1);
-        if ((rc = pr__propose(vl, errstr, errstr_size)))
+        if ((rc = pr__propose(vl, PR__REC_BLOCK, errstr, errstr_size)))
             return rc;
     }
     int64_t deadline = pr__now_ns() + (int64_t)timeout_ms * 1000000LL;
@@ -807,7 +811,7 @@ int pr_vocablog_resolve(pr_vocablog *vl, const pr_block *in, int timeout_ms, cha
             vl->resend = false;
             if ((rc = pr__collect(vl, in, errstr, errstr_size)))
                 return rc;
-            if (vl->n_miss && (rc = pr__propose(vl, errstr, errstr_size)))
+            if (vl->n_miss && (rc = pr__propose(vl, PR__REC_BLOCK, errstr, errstr_size)))
                 return rc;
         }
         if (vl->inflight == 0 && !vl->resend && vl->next > vl->max_offset && vl->evict) {
@@ -817,7 +821,7 @@ int pr_vocablog_resolve(pr_vocablog *vl, const pr_block *in, int timeout_ms, cha
                 return rc;
             if (vl->n_miss && ++vl->rounds < PR__MAX_ROUNDS) {
                 vl->max_offset = -1;
-                if ((rc = pr__propose(vl, errstr, errstr_size)))
+                if ((rc = pr__propose(vl, PR__REC_BLOCK, errstr, errstr_size)))
                     return rc;
                 continue;
             }
@@ -891,30 +895,7 @@ int pr_vocablog_propose_ahead(pr_vocablog *vl, const pr_block *next, uint32_t fr
     int rc = pr__collect(vl, &v, errstr, errstr_size);
     if (rc || vl->n_miss == 0)
         return rc;
-    size_t n = vl->n_miss;
-    uint32_t *cols, *cnts;
-    uint64_t *vals;
-    if (!pr__entry_arrays(n, &cols, &vals, &cnts))
-        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "vocab log: out of memory");
-    size_t k = 0;
-    for (uint32_t c = 0; c < vl->spec->n_sparse; c++)
-        for (size_t i = 0; i < n; i++)
-            if (vl->miss[i].col == c) {
-                cols[k] = c;
-                vals[k] = vl->miss[i].key;
-                cnts[k] = vl->miss[i].count;
-                k++;
-            }
-    rc = pr__send_entries(vl, PR__REC_AHEAD, false, cols, vals, cnts, n, errstr, errstr_size);
-    if (!rc) {
-        atomic_fetch_add(&vl->st_proposals, n);
-        atomic_fetch_add(&vl->st_ahead_values, n);
-        rd_kafka_poll(vl->prod, 0);
-    }
-    free(cols);
-    free(cnts);
-    free(vals);
-    return rc;
+    return pr__propose(vl, PR__REC_AHEAD, errstr, errstr_size);
 }
 
 int pr_vocablog_poll(pr_vocablog *vl, int timeout_ms, char *errstr, size_t errstr_size)
