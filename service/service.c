@@ -376,12 +376,25 @@ static void pr__store_cb(void *opaque, int32_t key, int64_t safe)
 static void pr__worker_join(pr__pipe *p);
 static int pr__wstate(pr__pipe *p);
 static void pr__block_drop_revoked(pr__pipe *p, pr_block *b, const uint8_t *skip);
+static bool pr__key_revoked(const pr__pipe *p, int32_t key);
 
 static void pr__on_assign(void *opaque, pr_consumer *c, const pr_tp *parts, size_t n)
 {
     (void)c;
     pr__pipe *p = opaque;
     pr__worker_join(p); /* the batcher is the worker's while it runs */
+    /* A partition that comes back while the block still holds rows read
+     * before its revoke (the block is prepared only when the worker's block
+     * is done, which may take long while that one waits for the vocab log):
+     * those rows go now, or they would be kept beside the same rows read
+     * again from the committed offset. */
+    bool back = false;
+    for (size_t i = 0; i < n && !back; i++)
+        back = pr__key_revoked(p, parts[i].key);
+    if (back && p->blk->rows) {
+        pr__block_drop_revoked(p, p->blk, NULL);
+        p->ahead_rows = 0;
+    }
     for (size_t i = 0; i < n; i++) {
         pr_batcher_assign(p->bat, parts[i].key);
         /* A partition that comes back is no longer "revoked" for the rows of
