@@ -333,9 +333,10 @@ static size_t thread_cpu(tcpu *t)
     return n;
 }
 
-/* Print the CPU each thread kind used between two snapshots. */
+/* Print the CPU each thread kind used between two snapshots, and where the
+ * pipeline thread's wall time went meanwhile (pr_pipeline_stats). */
 static void print_thread_cpu(const char *format, const tcpu *a, size_t na, const tcpu *b, size_t nb,
-                             double secs)
+                             double secs, const pr_pipeline_stats *s0, const pr_pipeline_stats *s1)
 {
     printf("{\"bench\": \"e2e_cpu\", \"format\": \"%s\", \"seconds\": %.3f, "
            "\"cores\": %ld, \"cpu_seconds_by_thread\": {",
@@ -350,7 +351,11 @@ static void print_thread_cpu(const char *format, const tcpu *a, size_t na, const
         total += d;
         printf("%s\"%s\": %.2f", i ? ", " : "", b[i].name, d);
     }
-    printf("}, \"cpu_seconds\": %.2f}\n", total);
+    printf("}, \"cpu_seconds\": %.2f, \"pipeline_thread_wall_s\": {\"poll_no_rows\": %.2f, "
+           "\"poll_rows\": %.2f, \"wait_worker\": %.2f}}\n",
+           total, (double)(s1->poll_empty_ns - s0->poll_empty_ns) / 1e9,
+           (double)(s1->poll_rows_ns - s0->poll_rows_ns) / 1e9,
+           (double)(s1->worker_wait_ns - s0->worker_wait_ns) / 1e9);
     fflush(stdout);
 }
 
@@ -420,6 +425,7 @@ static int run_format(bench *b)
     uint64_t last = 0;
     int64_t last_change = now_ns(), t_end = 0;
     tcpu cpu0[TCPU_MAX], cpu1[TCPU_MAX];
+    pr_pipeline_stats ps0, ps1;
     size_t ncpu0 = 0;
     bool have_cpu0 = false;
     for (;;) {
@@ -430,6 +436,7 @@ static int run_format(bench *b)
         }
         if (a > 0 && !have_cpu0) { /* the clock starts at the first ack */
             ncpu0 = thread_cpu(cpu0);
+            pr_service_pipeline_stats(b->svc, 0, &ps0);
             have_cpu0 = true;
         }
         if (a != last) {
@@ -444,6 +451,7 @@ static int run_format(bench *b)
         nap_ms(1);
     }
     size_t ncpu1 = thread_cpu(cpu1);
+    pr_service_pipeline_stats(b->svc, 0, &ps1);
     uint64_t got = atomic_load(&b->acked_rows);
     double secs = t_end ? (double)(t_end - atomic_load(&b->first_ack_ns)) / 1e9 : NAN;
     double max_rate = secs > 0 ? (double)got / secs : 0;
@@ -456,7 +464,8 @@ static int run_format(bench *b)
            b->cfg->engine.threads);
     fflush(stdout);
     if (have_cpu0)
-        print_thread_cpu(pr_source_format_name(b->format), cpu0, ncpu0, cpu1, ncpu1, secs);
+        print_thread_cpu(pr_source_format_name(b->format), cpu0, ncpu0, cpu1, ncpu1, secs, &ps0,
+                         &ps1);
 
     /* 2. the maximum rate with the producer running beside the pipeline
      * (it shares the two cores here): the freshness loads are fractions of

@@ -146,6 +146,7 @@ struct pr__pipe {
 
     _Atomic int64_t last_turn_ns;
     _Atomic uint64_t loop_turns;
+    _Atomic uint64_t poll_empty_ns, poll_rows_ns, worker_wait_ns; /* pr_pipeline_stats */
     _Atomic uint64_t inflight;
     _Atomic uint64_t inflight_peak;
     _Atomic uint64_t pauses;
@@ -1510,7 +1511,9 @@ static void *pr__pipe_main(void *arg)
             /* Nothing to read into: wait for the worker. (While its block
              * waits for the vocab log, reading goes on: a revoke then drops
              * the waiting block's rows of those partitions too.) */
+            int64_t t0 = pr__now_ns();
             pr__worker_wait(p, PR__ACK_POLL_MS);
+            atomic_fetch_add(&p->worker_wait_ns, (uint64_t)(pr__now_ns() - t0));
             continue;
         }
         if (ws == PR__W_HELD) {
@@ -1530,7 +1533,10 @@ static void *pr__pipe_main(void *arg)
             if (pr_batcher_unacked_batches(p->bat) > 0 && wait > PR__ACK_POLL_MS)
                 wait = PR__ACK_POLL_MS;
         }
+        int64_t t_poll = pr__now_ns();
         int n = pr_consumer_poll(p->cons, p->blk, (int)wait, e, sizeof(e));
+        atomic_fetch_add(n > 0 ? &p->poll_rows_ns : &p->poll_empty_ns,
+                         (uint64_t)(pr__now_ns() - t_poll));
         if (n < 0) {
             char msg[600];
             snprintf(msg, sizeof(msg), "consumer: %s", e);
@@ -1808,6 +1814,9 @@ int pr_service_pipeline_stats(pr_service *svc, size_t i, pr_pipeline_stats *st)
     st->paused_partitions = cs.paused_partitions;
     st->pauses = atomic_load(&p->pauses);
     st->loop_turns = atomic_load(&p->loop_turns);
+    st->poll_empty_ns = atomic_load(&p->poll_empty_ns);
+    st->poll_rows_ns = atomic_load(&p->poll_rows_ns);
+    st->worker_wait_ns = atomic_load(&p->worker_wait_ns);
     pr_partition_lag *lags = calloc(PR__MAX_PARTS, sizeof(*lags));
     size_t nl = lags ? pr_consumer_lag(p->cons, lags, PR__MAX_PARTS) : 0;
     st->lag = nl ? 0 : -1;

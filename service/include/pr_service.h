@@ -76,11 +76,16 @@ typedef struct pr_pipeline_stats {
     uint64_t inflight_peak_bytes; /* highest inflight_bytes seen */
     uint32_t assigned_partitions;
     uint32_t paused_partitions;
-    int64_t lag;                 /* sum over partitions of high watermark - position;
-                                  * -1 when not known yet */
-    uint64_t vocab_size_total;   /* sum over sparse columns */
-    uint64_t pauses;             /* times backpressure paused the partitions */
-    uint64_t loop_turns;         /* pipeline loop iterations (tests wait on it) */
+    int64_t lag;               /* sum over partitions of high watermark - position;
+                                * -1 when not known yet */
+    uint64_t vocab_size_total; /* sum over sparse columns */
+    uint64_t pauses;           /* times backpressure paused the partitions */
+    uint64_t loop_turns;       /* pipeline loop iterations (tests wait on it) */
+    /* Where the pipeline thread's wall time goes (ns; benches read it):
+     * consumer polls that brought no row (starved: nothing fetched yet),
+     * polls that brought rows, and waits for the worker (its block busy or
+     * waiting for the vocab log while the next block is full). */
+    uint64_t poll_empty_ns, poll_rows_ns, worker_wait_ns;
     pr_hist_snapshot fresh_emit; /* event time -> batch emitted, seconds */
     pr_hist_snapshot fresh_ack;  /* batch emitted -> acknowledged, seconds */
 } pr_pipeline_stats;
