@@ -344,7 +344,7 @@ uint64_t pr__spec_fingerprint(const pr_pipeline_spec *spec)
     return h;
 }
 
-bool pr__spec_has_eviction(const pr_pipeline_spec *spec)
+bool pr_spec_has_eviction(const pr_pipeline_spec *spec)
 {
     if (!pr_spec_has_op(spec, PR_OP_VOCAB))
         return false;
@@ -578,7 +578,7 @@ pr_engine *pr_engine_new(const pr_pipeline_spec *spec, const pr_engine_opts *opt
     eng->has_hex2int = pr_spec_has_op(spec, PR_OP_HEX2INT);
     eng->fingerprint = pr__spec_fingerprint(spec);
     eng->jr_fd = -1;
-    eng->evict = pr__spec_has_eviction(spec);
+    eng->evict = pr_spec_has_eviction(spec);
     eng->event_ttl = pr__spec_has_event_ttl(spec);
     eng->notice_next = 1;
 

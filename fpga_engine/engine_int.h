@@ -30,9 +30,8 @@ uint8_t pr__spec_sparse_width(const pr_pipeline_spec *spec);
  * decay_records). Snapshots and journals carry it. */
 uint64_t pr__spec_fingerprint(const pr_pipeline_spec *spec);
 
-/* Does some column of a spec with the vocab operator evict (pr_vocab_eviction)? */
-bool pr__spec_has_eviction(const pr_pipeline_spec *spec);
-/* ... and does one evict by event time (eviction ttl with ttl_s)? */
+/* Does some column evict by event time (eviction ttl with ttl_s)? (Any
+ * eviction: pr_spec_has_eviction, pr_engine.h.) */
 bool pr__spec_has_event_ttl(const pr_pipeline_spec *spec);
 
 /* Append a notice to out->recycled, growing it. PR_ENOMEM. */

@@ -895,17 +895,6 @@ static int pr__count_pass(pr__run *run, char *errstr, size_t errstr_size)
     return 0;
 }
 
-/* Some column evicts (so the engine recycles indices). */
-static bool pr__spec_evicts(const pr_pipeline_spec *spec)
-{
-    if (!pr_spec_has_op(spec, PR_OP_VOCAB))
-        return false;
-    for (uint32_t c = 0; c < spec->n_sparse; c++)
-        if (spec->sparse[c].eviction != PR_EVICT_NONE)
-            return true;
-    return false;
-}
-
 /* dense.npy, sparse.npy, labels.npy (when the spec has a label), recycled.npy
  * (when a column evicts; else a stale one from an earlier run is removed, so
  * that its absence always means no eviction), rejects.tsv. */
@@ -933,7 +922,7 @@ static int pr__open_outputs(pr__run *run, char *errstr, size_t errstr_size)
             return rc;
     }
     snprintf(path, sizeof(path), "%s/recycled.npy", dir);
-    if (!pr__spec_evicts(spec)) {
+    if (!pr_spec_has_eviction(spec)) {
         if (unlink(path) < 0 && errno != ENOENT)
             return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", path, strerror(errno));
     } else if ((rc = pr_npy_open_flags(&run->w_recycled, path, PR_NPY_I64, 4, fl, errstr,

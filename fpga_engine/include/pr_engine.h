@@ -147,6 +147,9 @@ void pr_pipeline_spec_default(pr_pipeline_spec *spec);
 int pr_pipeline_spec_validate(const pr_pipeline_spec *spec, char *errstr, size_t errstr_size);
 
 bool pr_spec_has_op(const pr_pipeline_spec *spec, pr_op op);
+/* Does some column of a spec with the vocab operator evict (eviction other
+ * than none), so that the engine recycles indices? */
+bool pr_spec_has_eviction(const pr_pipeline_spec *spec);
 
 /* ---------------------------------------------------------------- blocks */
 
