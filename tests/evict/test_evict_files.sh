@@ -26,24 +26,9 @@ start_broker 4
 # one_run NAME EVICTION: run into $T/NAME, check the notices.
 one_run() {
 OUT="$T/$1"
-cat > "$T/run.yaml" <<Y
-pipelines:
-  - name: p
-    source:
-      kafka:
-        topics: [events]
-        group.id: evict-files-$1
-        properties:
-          bootstrap.servers: "$B"
-          auto.offset.reset: earliest
-          session.timeout.ms: "3000"
-          heartbeat.interval.ms: "500"
-          fetch.wait.max.ms: "10"
-      format: criteo_tsv
-    schema: { label: true, dense: 13, sparse: 26 }
-    transform:
-      dense: []
-      sparse: [hex2int, { modulus: $MODULUS }, vocab]
+{
+    pipeline_head "evict-files-$1" "earliest" "$MODULUS"
+    cat <<Y
       vocab: { profile: default, capacity: $CAP, $2 }
     batch: { size: 256, max_delay_ms: 50 }
     sinks:
@@ -51,6 +36,7 @@ pipelines:
 http: { listen: "127.0.0.1:0" }
 log: { level: info }
 Y
+} > "$T/run.yaml"
 all_written() { [ "$(files_rows "$OUT")" -ge $NROWS ]; }
 
 start_run "$1"

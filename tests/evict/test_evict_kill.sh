@@ -25,25 +25,9 @@ zipf_rows() { # FIRST COUNT FILE
     "$PIPEREC" gen --rows "$2" --seed 5 --first-row "$1" --zipf 1.1 --output - 2>/dev/null |
         awk -v r="$1" 'BEGIN { FS = OFS = "\t" } { $2 = r + NR - 1; print }' > "$3"
 }
-cat > "$T/run.yaml" <<Y
-pipelines:
-  - name: p
-    source:
-      kafka:
-        topics: [events]
-        group.id: evict
-        properties:
-          bootstrap.servers: "$B"
-          auto.offset.reset: earliest
-          session.timeout.ms: "3000"
-          heartbeat.interval.ms: "500"
-          fetch.wait.max.ms: "10"
-          auto.commit.interval.ms: "3000"
-      format: criteo_tsv
-    schema: { label: true, dense: 13, sparse: 26 }
-    transform:
-      dense: []
-      sparse: [hex2int, { modulus: $MODULUS }, vocab]
+{
+    pipeline_head "evict" "earliest" "$MODULUS" "auto.commit.interval.ms: \"3000\""
+    cat <<Y
       vocab: { profile: default, capacity: $CAP, eviction: lru }
     batch: { size: 256, max_delay_ms: 50 }
     sinks:
@@ -52,6 +36,7 @@ pipelines:
 http: { listen: "127.0.0.1:0" }
 log: { level: info }
 Y
+} > "$T/run.yaml"
 start_trainer --notices "$T/notices.jsonl"
 
 i=0

@@ -49,29 +49,43 @@ rows() {
 }
 
 MODULUS=100000
-# write_config FILE [EXTRA_LIMITS_YAML]: one pipeline `p` into a trainer sink
-# on $TPORT with the state dir $STATE. Short sessions so that a restart on
-# the mock broker (no static membership there) costs ~2 x 3 s, not 2 x 6 s.
-write_config() {
-    cat > "$1" <<Y
+# pipeline_head GROUP [RESET [MODULUS [KAFKA_PROPERTY_LINE]]]: the start of
+# the config the fault and eviction tests share, to stdout: pipeline `p`
+# reading `events` on $B in group GROUP from RESET (default earliest), with
+# short sessions and eager fetches; Criteo TSV, 13 dense + 26 sparse; dense
+# columns kept as they are (the row id in column 0 stays exact); sparse
+# hex2int -> modulus (default $MODULUS) -> vocab. The caller goes on with the
+# `vocab:` line of `transform` and the rest of the pipeline.
+pipeline_head() {
+    cat <<Y
 pipelines:
   - name: p
     source:
       kafka:
         topics: [events]
-        group.id: fault
+        group.id: $1
         properties:
           bootstrap.servers: "$B"
-          auto.offset.reset: earliest
+          auto.offset.reset: ${2:-earliest}
           session.timeout.ms: "3000"
           heartbeat.interval.ms: "500"
           fetch.wait.max.ms: "10"
-          ${KAFKA_EXTRA:-}
+          ${4:-}
       format: criteo_tsv
     schema: { label: true, dense: 13, sparse: 26 }
     transform:
       dense: []
-      sparse: [hex2int, { modulus: $MODULUS }, vocab]
+      sparse: [hex2int, { modulus: ${3:-$MODULUS} }, vocab]
+Y
+}
+
+# write_config FILE [EXTRA_LIMITS_YAML]: one pipeline `p` into a trainer sink
+# on $TPORT with the state dir $STATE. Short sessions so that a restart on
+# the mock broker (no static membership there) costs ~2 x 3 s, not 2 x 6 s.
+write_config() {
+    {
+        pipeline_head "fault" "earliest" "$MODULUS" "${KAFKA_EXTRA:-}"
+        cat <<Y
       vocab: { profile: dlrm }
     batch: { size: ${BATCH_SIZE:-512}, max_delay_ms: 50 }
     sinks:
@@ -81,6 +95,7 @@ http: { listen: "127.0.0.1:0" }
 log: { level: info }
 ${2:-}
 Y
+    } > "$1"
 }
 
 # start_run NAME [ENV=VAL...]: `piperec run` on $T/run.yaml, stderr to

@@ -25,24 +25,9 @@ start_broker 8 events,vocab:1
 # TPORT_I, state dir $T/state$I.
 replica_config() {
     _port=$(eval echo "\${TPORT_$1}")
-    cat > "$T/r$1.yaml" <<Y
-pipelines:
-  - name: p
-    source:
-      kafka:
-        topics: [events]
-        group.id: ${2:-shared}
-        properties:
-          bootstrap.servers: "$B"
-          auto.offset.reset: ${4:-earliest}
-          session.timeout.ms: "3000"
-          heartbeat.interval.ms: "500"
-          fetch.wait.max.ms: "10"
-      format: criteo_tsv
-    schema: { label: true, dense: 13, sparse: 26 }
-    transform:
-      dense: []
-      sparse: [hex2int, { modulus: ${3:-$MODULUS} }, vocab]
+    {
+        pipeline_head "${2:-shared}" "${4:-earliest}" "${3:-$MODULUS}"
+        cat <<Y
       vocab: { profile: dlrm }
     batch: { size: 512, max_delay_ms: 50 }
     sinks:
@@ -52,6 +37,7 @@ pipelines:
 http: { listen: "127.0.0.1:0" }
 log: { level: info }
 Y
+    } > "$T/r$1.yaml"
 }
 # start_trainer_i I: fault_trainer.py on replica I's trainer port.
 start_trainer_i() {

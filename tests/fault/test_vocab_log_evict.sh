@@ -20,24 +20,9 @@ start_broker 4 "events,vocab:1"
     awk 'BEGIN { FS = OFS = "\t" } { $2 = NR - 1; print }' > "$T/in.tsv"
 
 replica_config() { # I EVICTION
-    cat > "$T/r$1.yaml" <<Y
-pipelines:
-  - name: p
-    source:
-      kafka:
-        topics: [events]
-        group.id: shared-evict
-        properties:
-          bootstrap.servers: "$B"
-          auto.offset.reset: earliest
-          session.timeout.ms: "3000"
-          heartbeat.interval.ms: "500"
-          fetch.wait.max.ms: "10"
-      format: criteo_tsv
-    schema: { label: true, dense: 13, sparse: 26 }
-    transform:
-      dense: []
-      sparse: [hex2int, { modulus: $MODULUS }, vocab]
+    {
+        pipeline_head "shared-evict" "earliest" "$MODULUS"
+        cat <<Y
       vocab: { profile: default, capacity: $CAP, $2 }
     batch: { size: 256, max_delay_ms: 50 }
     sinks:
@@ -47,6 +32,7 @@ pipelines:
 http: { listen: "127.0.0.1:0" }
 log: { level: info }
 Y
+    } > "$T/r$1.yaml"
 }
 # Every row id (dense column 0) in some closed roll: after the kill, rows are
 # read again, so a row count alone would be reached early.

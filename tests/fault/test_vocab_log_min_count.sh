@@ -17,24 +17,9 @@ MOD=20000
 start_broker 8 events,vocab:1
 
 replica_config() { # I GROUP RESET
-    cat > "$T/r$1.yaml" <<Y
-pipelines:
-  - name: p
-    source:
-      kafka:
-        topics: [events]
-        group.id: $2
-        properties:
-          bootstrap.servers: "$B"
-          auto.offset.reset: $3
-          session.timeout.ms: "3000"
-          heartbeat.interval.ms: "500"
-          fetch.wait.max.ms: "10"
-      format: criteo_tsv
-    schema: { label: true, dense: 13, sparse: 26 }
-    transform:
-      dense: []
-      sparse: [hex2int, { modulus: $MOD }, vocab]
+    {
+        pipeline_head "$2" "$3" "$MOD"
+        cat <<Y
       vocab: { profile: default, min_count: 3 }
     batch: { size: 512, max_delay_ms: 50 }
     sinks:
@@ -44,6 +29,7 @@ pipelines:
 http: { listen: "127.0.0.1:0" }
 log: { level: info }
 Y
+    } > "$T/r$1.yaml"
 }
 rows_out() { scrape "$1" | awk '$1 == "piperec_records_out_total{pipeline=\"p\"}" { print $2 }'; }
 all_out() { _a=$(rows_out 1); _b=$(rows_out 2); [ $(( ${_a:-0} + ${_b:-0} )) -ge "$NROWS" ]; }
