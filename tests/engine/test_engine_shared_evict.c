@@ -356,6 +356,15 @@ static void se_block_values(pr_block *b, const uint64_t *v, uint32_t n)
     b->rows = n;
 }
 
+/* A cpu engine with `threads` workers in shared mode (as a vocab log runs it). */
+static pr_engine *se_shared(const pr_pipeline_spec *s, int threads)
+{
+    char err[256];
+    pr_engine *e = tu_engine(s, "cpu", threads);
+    assert_int_equal(pr_engine_vocab_set_shared(e, true, err, sizeof(err)), 0);
+    return e;
+}
+
 static void se_apply(pr_engine *e, uint32_t col, uint64_t key, int64_t want)
 {
     char err[256];
@@ -385,8 +394,7 @@ static void test_frozen_lookups_keep_state(void **state)
     for (int p = 0; p < 3; p++) {
         pr_pipeline_spec s;
         se_spec1(&s, 1, evs[p]);
-        pr_engine *e = tu_engine(&s, "cpu", 2);
-        assert_int_equal(pr_engine_vocab_set_shared(e, true, err, sizeof(err)), 0);
+        pr_engine *e = se_shared(&s, 2);
         for (uint64_t v = 100; v < 108; v++) /* full: 8 slots */
             se_apply(e, 0, v, (int64_t)(v - 100 + 2));
         pr_block *blk = pr_block_new(0, 1, 64, false);
@@ -460,8 +468,7 @@ static void test_apply_notices_in_apply_order(void **state)
     char err[256];
     pr_pipeline_spec s;
     se_spec1(&s, 2, PR_EVICT_LRU);
-    pr_engine *e = tu_engine(&s, "cpu", 2);
-    assert_int_equal(pr_engine_vocab_set_shared(e, true, err, sizeof(err)), 0);
+    pr_engine *e = se_shared(&s, 2);
     for (uint64_t v = 0; v < 8; v++) {
         se_apply(e, 0, 100 + v, (int64_t)v + 2);
         se_apply(e, 1, 200 + v, (int64_t)v + 2);
@@ -520,8 +527,7 @@ static void test_touch_steers_victim(void **state)
     for (int p = 0; p < 3; p++) {
         pr_pipeline_spec s;
         se_spec1(&s, 1, evs[p]);
-        pr_engine *e = tu_engine(&s, "cpu", 1);
-        assert_int_equal(pr_engine_vocab_set_shared(e, true, err, sizeof(err)), 0);
+        pr_engine *e = se_shared(&s, 1);
         for (uint64_t v = 0; v < 8; v++)
             se_apply(e, 0, 100 + v, (int64_t)v + 2);
         tu_vocab before = tu_vocab_get(e, 0);
@@ -552,8 +558,7 @@ static void test_touch_steers_victim(void **state)
     /* a column without eviction: touch does nothing */
     pr_pipeline_spec s;
     tu_spec(&s, 0, 1, PR_VOCAB_DEFAULT, 1000, true, true);
-    pr_engine *e = tu_engine(&s, "cpu", 1);
-    assert_int_equal(pr_engine_vocab_set_shared(e, true, err, sizeof(err)), 0);
+    pr_engine *e = se_shared(&s, 1);
     se_apply(e, 0, 7, 2);
     assert_int_equal(pr_engine_vocab_touch(e, 0, 7, 1, err, sizeof(err)), 0);
     se_log u = {0};
@@ -571,8 +576,7 @@ static void test_snapshot_keeps_apply_notices(void **state)
     pr_pipeline_spec s;
     se_spec1(&s, 1, PR_EVICT_LFU);
     s.sparse[0].decay_records = 5;
-    pr_engine *e = tu_engine(&s, "cpu", 1);
-    assert_int_equal(pr_engine_vocab_set_shared(e, true, err, sizeof(err)), 0);
+    pr_engine *e = se_shared(&s, 1);
     for (uint64_t v = 0; v < 9; v++) /* the ninth recycles */
         se_apply(e, 0, 100 + v, -2);
     assert_int_equal(pr_engine_vocab_notices_pending(e), 1);
