@@ -46,17 +46,14 @@ def fail(msg):
     sys.exit(1)
 
 
-def out_rows(hp):
-    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % hp, timeout=10) as r:
-        m = re.search(r'^piperec_records_out_total\{pipeline="p"\} (\S+)$', r.read().decode(),
-                      re.M)
-    return int(float(m.group(1))) if m else 0
-
-
 def metric(hp, name):
     with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % hp, timeout=10) as r:
         m = re.search(r'^%s\{pipeline="p"\} (\S+)$' % name, r.read().decode(), re.M)
     return int(float(m.group(1))) if m else 0
+
+
+def out_rows(hp):
+    return metric(hp, "piperec_records_out_total")
 
 
 def read_rolls(d):
