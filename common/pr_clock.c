@@ -3,15 +3,20 @@
 
 #include <time.h>
 
-static int64_t real_mono_ns(void *ctx)
+int64_t pr_mono_ns(void)
 {
-    (void)ctx;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-static int64_t real_wall_ms(void *ctx)
+static int64_t pr__real_mono_ns(void *ctx)
+{
+    (void)ctx;
+    return pr_mono_ns();
+}
+
+static int64_t pr__real_wall_ms(void *ctx)
 {
     (void)ctx;
     struct timespec ts;
@@ -19,7 +24,7 @@ static int64_t real_wall_ms(void *ctx)
     return (int64_t)ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
 }
 
-static const pr_clock pr_real_clock = {real_mono_ns, real_wall_ms, NULL};
+static const pr_clock pr_real_clock = {pr__real_mono_ns, pr__real_wall_ms, NULL};
 
 const pr_clock *pr_clock_real(void)
 {

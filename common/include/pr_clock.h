@@ -18,6 +18,10 @@ typedef struct pr_clock {
     void *ctx;
 } pr_clock;
 
+/* CLOCK_MONOTONIC in nanoseconds: the one reading for code that times itself
+ * (statistics, benchmarks, kernel timing) and takes no injected clock. */
+int64_t pr_mono_ns(void);
+
 /* The process clock; a static object, never freed. */
 const pr_clock *pr_clock_real(void);
 
