@@ -44,6 +44,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "pr_clock.h"
 #include "pr_config.h"
 #include "pr_gen.h"
 #include "pr_ingest.h"
@@ -83,11 +84,6 @@ typedef struct bench {
     double pace_rate;
     _Atomic uint64_t paced_events;
 } bench;
-
-static int64_t now_ns(void)
-{
-    return pr_clock_mono_ns(pr_clock_real());
-}
 
 static void nap_ms(int ms)
 {
@@ -160,7 +156,7 @@ static void *trainer_main(void *arg)
         pr_batch_view_fini(&v);
         pr_trainer_client_ack(c, seq);
         int64_t zero = 0;
-        atomic_compare_exchange_strong(&b->first_ack_ns, &zero, now_ns());
+        atomic_compare_exchange_strong(&b->first_ack_ns, &zero, pr_mono_ns());
         atomic_fetch_add(&b->acked_rows, rows);
     }
     if (c)
@@ -174,10 +170,10 @@ static void *pacer_main(void *arg)
     uint32_t k = per_msg(b);
     size_t cap = pr_gen_pb_max(k) + (size_t)k * PR_GEN_TSV_LINE_MAX + 64;
     uint8_t *buf = malloc(cap);
-    int64_t t0 = now_ns();
+    int64_t t0 = pr_mono_ns();
     uint64_t sent = 0;
     while (!atomic_load(&b->pacer_stop)) {
-        double due = (double)(now_ns() - t0) / 1e9 * b->pace_rate;
+        double due = (double)(pr_mono_ns() - t0) / 1e9 * b->pace_rate;
         if ((double)(sent + k) > due) {
             rd_kafka_poll(b->prod, 0);
             nap_ms(1);
@@ -245,18 +241,18 @@ static void paced_run(bench *b, double rate, double seconds, paced *r)
     pthread_create(&b->pacer, NULL, pacer_main, b);
     nap_ms(500);
     atomic_store(&b->record_fresh, true);
-    int64_t t0 = now_ns();
+    int64_t t0 = pr_mono_ns();
     uint64_t a0 = atomic_load(&b->acked_rows);
     nap_ms((int)(seconds * 1000));
     uint64_t a1 = atomic_load(&b->acked_rows);
-    double dt = (double)(now_ns() - t0) / 1e9;
+    double dt = (double)(pr_mono_ns() - t0) / 1e9;
     atomic_store(&b->record_fresh, false);
     atomic_store(&b->pacer_stop, true);
     pthread_join(b->pacer, NULL);
     rd_kafka_flush(b->prod, 30000);
     uint64_t sent = atomic_load(&b->paced_events);
-    int64_t deadline = now_ns() + 20000000000LL;
-    while (atomic_load(&b->acked_rows) < acked0 + sent && now_ns() < deadline)
+    int64_t deadline = pr_mono_ns() + 20000000000LL;
+    while (atomic_load(&b->acked_rows) < acked0 + sent && pr_mono_ns() < deadline)
         nap_ms(5);
     pr_service_pipeline_stats(b->svc, 0, &s1);
     pr_hist_snapshot ack;
@@ -368,12 +364,13 @@ static int run_format(bench *b)
         fprintf(stderr, "bench_e2e: broker: %s\n", err);
         return 1;
     }
-    rd_kafka_conf_t *pc = rd_kafka_conf_new();
-    rd_kafka_conf_set(pc, "bootstrap.servers", pr_mock_broker_bootstrap(b->mb), err, sizeof(err));
-    rd_kafka_conf_set(pc, "linger.ms", "5", err, sizeof(err));
-    rd_kafka_conf_set(pc, "batch.num.messages", "10000", err, sizeof(err));
-    rd_kafka_conf_set(pc, "queue.buffering.max.messages", "1000000", err, sizeof(err));
-    b->prod = rd_kafka_new(RD_KAFKA_PRODUCER, pc, err, sizeof(err));
+    const pr_kv props[] = {
+        {"linger.ms", "5"},
+        {"batch.num.messages", "10000"},
+        {"queue.buffering.max.messages", "1000000"},
+    };
+    b->prod = pr_kafka_new_simple(PR_KAFKA_PLAIN_PRODUCER, pr_mock_broker_bootstrap(b->mb), props,
+                                  sizeof(props) / sizeof(props[0]), err, sizeof(err));
     b->next_row = 0;
     b->msgno = 0;
 
@@ -423,7 +420,7 @@ static int run_format(bench *b)
 
     /* wait for N acked rows, or no progress for 5 s */
     uint64_t last = 0;
-    int64_t last_change = now_ns(), t_end = 0;
+    int64_t last_change = pr_mono_ns(), t_end = 0;
     tcpu cpu0[TCPU_MAX], cpu1[TCPU_MAX];
     pr_pipeline_stats ps0, ps1;
     size_t ncpu0 = 0;
@@ -431,7 +428,7 @@ static int run_format(bench *b)
     for (;;) {
         uint64_t a = atomic_load(&b->acked_rows);
         if (a >= n) {
-            t_end = now_ns();
+            t_end = pr_mono_ns();
             break;
         }
         if (a > 0 && !have_cpu0) { /* the clock starts at the first ack */
@@ -441,11 +438,11 @@ static int run_format(bench *b)
         }
         if (a != last) {
             last = a;
-            last_change = now_ns();
-        } else if (now_ns() - last_change > 5000000000LL && a > 0) {
+            last_change = pr_mono_ns();
+        } else if (pr_mono_ns() - last_change > 5000000000LL && a > 0) {
             t_end = last_change;
             break;
-        } else if (now_ns() - last_change > 30000000000LL) {
+        } else if (pr_mono_ns() - last_change > 30000000000LL) {
             break;
         }
         nap_ms(1);

@@ -46,6 +46,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "pr_clock.h"
 #include "pr_engine.h"
 
 #define N_DENSE  13
@@ -90,13 +91,6 @@ static double cpu_s(void)
     getrusage(RUSAGE_SELF, &ru);
     return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
            (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static inline uint64_t mix(uint64_t x)
@@ -203,7 +197,7 @@ static double bw_measure(uint64_t *buf, size_t bytes, int threads, int write)
     for (int rep = 0; rep < 3; rep++) {
         pthread_t tid[MAX_THREADS];
         bw_arg a[MAX_THREADS];
-        double t0 = now_s();
+        double t0 = pr_mono_ns() / 1e9;
         for (int t = 0; t < threads; t++) {
             a[t] = (bw_arg){buf + (size_t)t * words, words, write, 0};
             if (t > 0)
@@ -212,7 +206,7 @@ static double bw_measure(uint64_t *buf, size_t bytes, int threads, int write)
         bw_worker(&a[0]);
         for (int t = 1; t < threads; t++)
             pthread_join(tid[t], NULL);
-        double secs = now_s() - t0;
+        double secs = pr_mono_ns() / 1e9 - t0;
         double gbs = (double)(words * 8 * (size_t)threads) / secs / 1e9;
         if (a[0].sum == 1) /* keep the sums alive */
             gbs += 0;
@@ -315,7 +309,7 @@ int main(int argc, char **argv)
     uint64_t n_blocks = (rows + block - 1) / block;
     uint64_t n_distinct = ring && ring < n_blocks ? ring : n_blocks;
     pr_block **blocks = calloc(n_distinct, sizeof(*blocks));
-    double t0 = now_s();
+    double t0 = pr_mono_ns() / 1e9;
     for (uint64_t k = 0; k < n_distinct; k++) {
         blocks[k] = pr_block_new(N_DENSE, N_SPARSE, block, false);
         if (!blocks[k]) {
@@ -326,7 +320,7 @@ int main(int argc, char **argv)
         gen_block(blocks[k], &seed, left < block ? (uint32_t)left : block);
     }
     fprintf(stderr, "bench_engine: generated %" PRIu64 " distinct blocks of %u rows in %.1f s\n",
-            n_distinct, block, now_s() - t0);
+            n_distinct, block, pr_mono_ns() / 1e9 - t0);
 
     /* Memory bandwidth at each thread count, measured here, now: the same
      * machine state (other processes included) as the pipelines below. */
@@ -379,7 +373,7 @@ int main(int argc, char **argv)
                     return 1;
                 }
                 pr_out *out = pr_out_new(N_DENSE, N_SPARSE, block, pr_engine_sparse_width(eng));
-                double start = now_s(), cpu0 = cpu_s();
+                double start = pr_mono_ns() / 1e9, cpu0 = cpu_s();
                 uint64_t done = 0, dig = 0xcbf29ce484222325ULL;
                 for (uint64_t k = 0; k < n_blocks; k++) {
                     const pr_block *b = blocks[k % n_distinct];
@@ -395,7 +389,7 @@ int main(int argc, char **argv)
                     if (digest)
                         dig = out_digest(dig, out);
                 }
-                double secs = now_s() - start, cpu = cpu_s() - cpu0;
+                double secs = pr_mono_ns() / 1e9 - start, cpu = cpu_s() - cpu0;
                 pr_engine_stats st;
                 pr_engine_get_stats(eng, &st);
                 rps[ti] = (double)done / secs;

@@ -36,11 +36,6 @@ typedef struct bench_cfg {
     int partitions;
 } bench_cfg;
 
-static int64_t now_ns(void)
-{
-    return pr_clock_mono_ns(pr_clock_real());
-}
-
 /* Read a varint; returns bytes used. */
 static size_t get_varint(const uint8_t *p, uint64_t *v)
 {
@@ -59,15 +54,14 @@ static int produce_all(const char *bootstrap, const char *topic, pr_msg_format f
                        const bench_cfg *cfg, uint64_t row0, uint64_t *msgs_out, uint64_t *bytes_out)
 {
     char errstr[512];
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap, errstr, sizeof(errstr));
-    rd_kafka_conf_set(conf, "linger.ms", "10", errstr, sizeof(errstr));
-    rd_kafka_conf_set(conf, "batch.num.messages", "10000", errstr, sizeof(errstr));
-    rd_kafka_conf_set(conf, "batch.size",
-                      getenv("BENCH_BATCH_SIZE") ? getenv("BENCH_BATCH_SIZE") : "1000000", errstr,
-                      sizeof(errstr));
-    rd_kafka_conf_set(conf, "queue.buffering.max.kbytes", "1048576", errstr, sizeof(errstr));
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+    const pr_kv props[] = {
+        {"linger.ms", "10"},
+        {"batch.num.messages", "10000"},
+        {"batch.size", getenv("BENCH_BATCH_SIZE") ? getenv("BENCH_BATCH_SIZE") : "1000000"},
+        {"queue.buffering.max.kbytes", "1048576"},
+    };
+    rd_kafka_t *rk = pr_kafka_new_simple(PR_KAFKA_PLAIN_PRODUCER, bootstrap, props,
+                                         sizeof(props) / sizeof(props[0]), errstr, sizeof(errstr));
     if (!rk) {
         fprintf(stderr, "bench_ingest: %s\n", errstr);
         return -1;
@@ -181,8 +175,8 @@ static int run_format(pr_mock_broker *mb, pr_msg_format fmt, const bench_cfg *cf
         msgs_total += msgs;
         bytes_total += bytes;
         uint64_t first_rows = 0, round_rows = 0;
-        int64_t t0 = 0, give_up = now_ns() + (int64_t)120 * 1000000000;
-        while (rows < want && now_ns() < give_up) {
+        int64_t t0 = 0, give_up = pr_mono_ns() + (int64_t)120 * 1000000000;
+        while (rows < want && pr_mono_ns() < give_up) {
             int n = pr_consumer_poll(c, b, 100, errstr, sizeof(errstr));
             if (n < 0) {
                 fprintf(stderr, "bench_ingest: %s\n", errstr);
@@ -190,7 +184,7 @@ static int run_format(pr_mock_broker *mb, pr_msg_format fmt, const bench_cfg *cf
                 break;
             }
             if (n > 0 && !t0) {
-                t0 = now_ns();
+                t0 = pr_mono_ns();
                 first_rows = (uint64_t)n;
             }
             if (t0 && n == 0)
@@ -199,7 +193,7 @@ static int run_format(pr_mock_broker *mb, pr_msg_format fmt, const bench_cfg *cf
             round_rows += (uint64_t)n;
             pr_block_reset(b);
         }
-        double secs = (double)(now_ns() - t0) / 1e9;
+        double secs = (double)(pr_mono_ns() - t0) / 1e9;
         if (rows != want || secs <= 0) {
             rc = -1;
             break;

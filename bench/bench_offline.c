@@ -36,11 +36,6 @@
 #include "pr_gen.h"
 #include "pr_service.h"
 
-static double now_s(void)
-{
-    return pr_clock_mono_ns(pr_clock_real()) / 1e9;
-}
-
 static void emit(const char *name, const char *extra, uint64_t rows, uint64_t bytes, double s,
                  int threads)
 {
@@ -118,12 +113,12 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    double t0 = now_s(), gen_s = 0;
+    double t0 = pr_mono_ns() / 1e9, gen_s = 0;
     while (done < rows) {
         uint64_t n;
-        double a = now_s();
+        double a = pr_mono_ns() / 1e9;
         size_t len = pr_gen_tsv(g, done, rows - done, buf, cap, &n);
-        gen_s += now_s() - a;
+        gen_s += pr_mono_ns() / 1e9 - a;
         if (f && fwrite(buf, 1, len, f) != len) {
             fprintf(stderr, "bench_offline: %s: %s\n", path, strerror(errno));
             return 1;
@@ -168,7 +163,7 @@ int main(int argc, char **argv)
          * pass is the one least disturbed by other processes */
         double best = 0;
         for (int round = 0; round < decode_rounds; round++) {
-            double a = now_s();
+            double a = pr_mono_ns() / 1e9;
             size_t pos = 0;
             nrows = 0;
             while (pos < size) {
@@ -177,7 +172,7 @@ int main(int argc, char **argv)
                 pos += pr_decode_criteo_lines(&ctx, b, map + pos, size - pos, true, 1, &lines);
                 nrows += b->rows;
             }
-            double t = now_s() - a;
+            double t = pr_mono_ns() / 1e9 - a;
             if (round == 0 || t < best)
                 best = t;
         }

@@ -13,8 +13,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <librdkafka/rdkafka.h>
-
 void pr_cli_block_signals(sigset_t *set)
 {
     sigset_t all;
@@ -53,14 +51,4 @@ bool pr_cli_port_free(const char *host, uint16_t port)
     bool ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
     close(fd);
     return ok;
-}
-
-int pr_cli_conf_set(rd_kafka_conf_t *conf, const char *const (*pairs)[2], size_t n, char *errstr,
-                    size_t errstr_size)
-{
-    for (size_t i = 0; i < n; i++)
-        if (rd_kafka_conf_set(conf, pairs[i][0], pairs[i][1], errstr, errstr_size) !=
-            RD_KAFKA_CONF_OK)
-            return -1;
-    return 0;
 }

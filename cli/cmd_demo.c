@@ -36,6 +36,7 @@
 #include "pr_cli.h"
 #include "pr_config.h"
 #include "pr_gen.h"
+#include "pr_kafka.h"
 #include "pr_ingest.h"
 #include "pr_log.h"
 #include "pr_service.h"
@@ -141,26 +142,16 @@ static void *pr__producer_main(void *arg)
 {
     pr__demo *d = arg;
     char err[512];
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    const char *const props[][2] = {
-        {"bootstrap.servers", pr_mock_broker_bootstrap(d->broker)},
-        {"linger.ms", "5"},
-        {"batch.num.messages", "10000"},
-        {"queue.buffering.max.messages", "500000"},
-        {"acks", "all"},
-        {"enable.idempotence", "true"},
-    };
-    if (pr_cli_conf_set(conf, props, sizeof(props) / sizeof(props[0]), err, sizeof(err)) < 0) {
+    /* Idempotent, acks=all, large batches (pr_kafka.h's PR_KAFKA_DEMO_PRODUCER). */
+    pr_kv boot = {"bootstrap.servers", pr_mock_broker_bootstrap(d->broker)};
+    pr_kafka_client_conf cc = {.role = PR_KAFKA_DEMO_PRODUCER,
+                               .defaults = &boot,
+                               .n_defaults = 1,
+                               .opaque = d,
+                               .dr_msg_cb = pr__dr_cb};
+    rd_kafka_t *rk;
+    if (pr_kafka_client_new(&cc, &rk, err, sizeof(err))) {
         snprintf(d->prod_err, sizeof(d->prod_err), "%s", err);
-        rd_kafka_conf_destroy(conf);
-        return NULL;
-    }
-    rd_kafka_conf_set_dr_msg_cb(conf, pr__dr_cb);
-    rd_kafka_conf_set_opaque(conf, d);
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
-    if (!rk) {
-        snprintf(d->prod_err, sizeof(d->prod_err), "%s", err);
-        rd_kafka_conf_destroy(conf); /* rd_kafka_new takes it only on success */
         return NULL;
     }
     uint32_t per_msg = d->format == PR_FORMAT_PROTOBUF_EVENT_BATCH ? PR__EVENTS_PER_BATCH_MSG : 1;

@@ -32,6 +32,7 @@
 #include "pr_clock.h"
 #include "pr_gen.h"
 #include "pr_ingest.h"
+#include "pr_kafka.h"
 #include "pr_log.h"
 
 #define PR__MAX_PROPS 64
@@ -424,40 +425,34 @@ static int pr__prod_init(pr__prod *p, const pr__produce_args *a)
     return 0;
 }
 
-/* The idempotent producer, with -X properties over the fixed ones. Returns
- * NULL after printing why; *status is then the exit code. */
+/* The idempotent producer (pr_kafka.h's PR_KAFKA_CLI_PRODUCER), with -X
+ * properties over its defaults and --bootstrap. Returns NULL after printing
+ * why; *status is then the exit code. */
 static rd_kafka_t *pr__producer_new(const pr__produce_args *a, pr__prod *p, int *status)
 {
     char errstr[512];
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    const char *const fixed[][2] = {
-        {"bootstrap.servers", a->bootstrap},
-        {"enable.idempotence", "true"},
-        {"acks", "all"},
-        {"linger.ms", "5"},
-        {"batch.num.messages", "10000"},
-        {"queue.buffering.max.kbytes", "262144"},
-    };
+    char kv[PR__MAX_PROPS][1024];
+    pr_kv props[PR__MAX_PROPS];
+    for (int i = 0; i < a->n_props; i++) {
+        snprintf(kv[i], sizeof(kv[i]), "%s", a->props[i]);
+        char *eq = strchr(kv[i], '=');
+        *eq = 0;
+        props[i] = (pr_kv){kv[i], eq + 1};
+    }
+    pr_kv boot = {"bootstrap.servers", a->bootstrap};
+    pr_kafka_client_conf cc = {.role = PR_KAFKA_CLI_PRODUCER,
+                               .props = props,
+                               .n_props = (size_t)a->n_props,
+                               .defaults = &boot,
+                               .n_defaults = 1,
+                               .opaque = p,
+                               .dr_msg_cb = pr__dr};
+    rd_kafka_conf_t *conf;
     *status = 2;
-    if (pr_cli_conf_set(conf, fixed, sizeof(fixed) / sizeof(fixed[0]), errstr, sizeof(errstr)) <
-        0) {
+    if (pr_kafka_conf_new(&cc, &conf, errstr, sizeof(errstr))) {
         fprintf(stderr, "piperec produce: %s\n", errstr);
-        rd_kafka_conf_destroy(conf);
         return NULL;
     }
-    for (int i = 0; i < a->n_props; i++) {
-        char kv[1024];
-        snprintf(kv, sizeof(kv), "%s", a->props[i]);
-        char *eq = strchr(kv, '=');
-        *eq = 0;
-        if (rd_kafka_conf_set(conf, kv, eq + 1, errstr, sizeof(errstr))) {
-            fprintf(stderr, "piperec produce: -X %s: %s\n", kv, errstr);
-            rd_kafka_conf_destroy(conf);
-            return NULL;
-        }
-    }
-    rd_kafka_conf_set_dr_msg_cb(conf, pr__dr);
-    rd_kafka_conf_set_opaque(conf, p);
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
     if (!rk) {
         fprintf(stderr, "piperec produce: %s\n", errstr);

@@ -40,10 +40,4 @@ int pr_cli_wait_signal(const sigset_t *set, int timeout_ms);
 /* True when host:port can be bound right now (a hint, not a promise). */
 bool pr_cli_port_free(const char *host, uint16_t port);
 
-/* Set n (name, value) pairs on a librdkafka conf. Returns 0, or -1 with
- * librdkafka's reason in errstr (the conf is left to the caller). */
-struct rd_kafka_conf_s;
-int pr_cli_conf_set(struct rd_kafka_conf_s *conf, const char *const (*pairs)[2], size_t n,
-                    char *errstr, size_t errstr_size);
-
 #endif

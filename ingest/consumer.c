@@ -6,6 +6,8 @@
  *   - rd_kafka_consumer_poll only; a message that does not fit the block's
  *     remaining rows is kept as `pending` and goes first next time, so a poll
  *     never loses or reorders one;
+ *   - the librdkafka client comes from the builder (pr_kafka.h, role
+ *     PR_KAFKA_GROUP_CONSUMER), which holds its forced properties;
  *   - offsets: enable.auto.offset.store=false (the service stores offset + 1
  *     of acknowledged rows), enable.auto.commit=true commits what was stored,
  *     pr_consumer_commit() commits synchronously on revoke and shutdown;
@@ -28,23 +30,9 @@
 #include "pr_ingest.h"
 #include "pr_log.h"
 
-/* Default session.timeout.ms (librdkafka's is 45 s): a member killed with
- * SIGKILL holds its partitions until its session expires, so this bounds the
- * stall of a restart under dynamic membership. 6 s is the brokers' default
- * group.min.session.timeout.ms. Heartbeats come from librdkafka's own thread,
- * so a busy pipeline thread does not make the session expire. */
-#define PR__SESSION_TIMEOUT_MS 6000
-/* With that session, heartbeat every 2 s (librdkafka: 3 s): a third of the
- * session, as Kafka advises, so one late heartbeat does not end the session. */
-#define PR__HEARTBEAT_MS 2000
-/* Default queued.min.messages (librdkafka's is 100000). librdkafka 2.0.2
- * stops fetching a partition while its local queue holds this many messages
- * and idles between fetch round trips; with small messages (one Criteo line
- * each) the pipeline then ran ~40% busy. Memory stays bounded by
- * queued.max.messages.kbytes (64 MiB by default), which still caps the
- * prefetch (bench/bench_stream.sh: peak RSS ~220 MB instead of ~135 MB at
- * 1M rows over 128 partitions, rows/s x2). */
-#define PR__QUEUED_MIN_MESSAGES "1000000"
+/* The client's properties (enable.auto.offset.store=false, cooperative-sticky,
+ * session.timeout.ms 6 s, queued.min.messages ...) are pr_kafka.h's group
+ * consumer role: kafka/kafka.c lists them with the reasons. */
 
 #define PR__ADD(field, n) __atomic_add_fetch(&(field), (n), __ATOMIC_RELAXED)
 #define PR__LOAD(field)   __atomic_load_n(&(field), __ATOMIC_RELAXED)
@@ -522,7 +510,6 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
     c->opaque = conf->opaque;
     c->on_offset_reset = conf->on_offset_reset;
     c->initial_reset = RD_KAFKA_OFFSET_END; /* librdkafka's default: latest */
-    c->session_timeout_ms = PR__SESSION_TIMEOUT_MS;
     c->rl_reject = (pr_ratelimit)PR_RATELIMIT_INIT(5);
     c->rl_err = (pr_ratelimit)PR_RATELIMIT_INIT(5);
     c->last_tidx = -1;
@@ -538,79 +525,45 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
             goto out_free;
         }
 
-    rd_kafka_conf_t *kc = rd_kafka_conf_new();
-    bool have_bootstrap = false, have_session = false, have_instance = false, have_hb = false;
-    bool have_qmin = false;
-    if (rd_kafka_conf_set(kc, "enable.auto.commit", "true", kerr, sizeof(kerr)))
-        goto out_kerr;
-    for (size_t i = 0; i < conf->n_props; i++) {
-        const char *k = conf->props[i].key, *v = conf->props[i].value;
-        if (!strcmp(k, "bootstrap.servers") || !strcmp(k, "metadata.broker.list"))
-            have_bootstrap = true;
-        if (!strcmp(k, "session.timeout.ms")) {
-            have_session = true;
-            c->session_timeout_ms = atoi(v);
+    /* auto.offset.reset is kept here for partitions with no committed offset;
+     * librdkafka itself gets "error" (pr_kafka.h's group consumer role) so
+     * that every reset passes through pr__offset_reset. */
+    for (size_t i = 0; i < conf->n_props; i++)
+        if (!strcmp(conf->props[i].key, "auto.offset.reset") &&
+            pr__reset_from_name(conf->props[i].value, &c->initial_reset)) {
+            pr_seterr(errstr, errstr_size, PR_EINVAL,
+                      "consumer: property auto.offset.reset: unknown value '%s'",
+                      conf->props[i].value);
+            goto out_free;
         }
-        if (!strcmp(k, "group.instance.id"))
-            have_instance = true;
-        if (!strcmp(k, "heartbeat.interval.ms"))
-            have_hb = true;
-        if (!strcmp(k, "queued.min.messages"))
-            have_qmin = true;
-        if (!strcmp(k, "auto.offset.reset")) {
-            /* Kept for partitions with no committed offset; librdkafka itself
-             * gets "error" so that every reset passes through pr__offset_reset. */
-            if (pr__reset_from_name(v, &c->initial_reset)) {
-                pr_seterr(errstr, errstr_size, PR_EINVAL,
-                          "consumer: property auto.offset.reset: unknown value '%s'", v);
-                goto out_conf;
-            }
-            continue;
-        }
-        if (!strcmp(k, "enable.auto.offset.store") || !strcmp(k, "partition.assignment.strategy")) {
-            pr_warn("consumer: property %s=%s ignored: piperec sets it", k, v);
-            continue;
-        }
-        if (rd_kafka_conf_set(kc, k, v, kerr, sizeof(kerr)) != RD_KAFKA_CONF_OK) {
-            pr_seterr(errstr, errstr_size, PR_EINVAL, "consumer: property %s: %s", k, kerr);
-            goto out_conf;
-        }
-    }
-    if (!have_bootstrap) {
-        pr_seterr(errstr, errstr_size, PR_EINVAL, "consumer: bootstrap.servers is not set");
-        goto out_conf;
-    }
-    static const pr_kv_ref forced[] = {
-        {"enable.auto.offset.store", "false"},
-        {"partition.assignment.strategy", "cooperative-sticky"},
-        {"auto.offset.reset", "error"},
-    };
-    char sess[16];
-    snprintf(sess, sizeof(sess), "%d", PR__SESSION_TIMEOUT_MS);
-    if (!have_session && rd_kafka_conf_set(kc, "session.timeout.ms", sess, kerr, sizeof(kerr)))
-        goto out_kerr;
-    snprintf(sess, sizeof(sess), "%d", PR__HEARTBEAT_MS);
-    if (!have_session && !have_hb &&
-        rd_kafka_conf_set(kc, "heartbeat.interval.ms", sess, kerr, sizeof(kerr)))
-        goto out_kerr;
-    if (!have_qmin &&
-        rd_kafka_conf_set(kc, "queued.min.messages", PR__QUEUED_MIN_MESSAGES, kerr, sizeof(kerr)))
-        goto out_kerr;
-    if (!have_instance && conf->group_instance_id && *conf->group_instance_id) {
-        if (rd_kafka_conf_set(kc, "group.instance.id", conf->group_instance_id, kerr, sizeof(kerr)))
-            goto out_kerr;
+    pr_kv_list user = {(pr_kv *)conf->props, conf->n_props};
+    bool have_instance = pr_kv_get(&user, "group.instance.id") != NULL;
+    pr_kv instance = {"group.instance.id", conf->group_instance_id};
+    bool static_member = !have_instance && conf->group_instance_id && *conf->group_instance_id;
+    pr_kv group = {"group.id", conf->group_id};
+    pr_kafka_client_conf cc = {.role = PR_KAFKA_GROUP_CONSUMER,
+                               .props = conf->props,
+                               .n_props = conf->n_props,
+                               .defaults = &instance,
+                               .n_defaults = static_member ? 1 : 0,
+                               .set = &group,
+                               .n_set = 1,
+                               .opaque = c,
+                               .log_cb = pr__log_cb,
+                               .error_cb = pr__error_cb,
+                               .rebalance_cb = pr__rebalance_cb,
+                               .offset_commit_cb = pr__commit_cb};
+    rd_kafka_conf_t *kc = NULL;
+    if (pr_kafka_conf_new(&cc, &kc, errstr, errstr_size))
+        goto out_free;
+    if (static_member)
         pr_info("consumer: static group membership as '%s'", conf->group_instance_id);
-    }
-    for (size_t i = 0; i < sizeof(forced) / sizeof(forced[0]); i++)
-        if (rd_kafka_conf_set(kc, forced[i].key, forced[i].value, kerr, sizeof(kerr)))
-            goto out_kerr;
-    if (rd_kafka_conf_set(kc, "group.id", conf->group_id, kerr, sizeof(kerr)))
-        goto out_kerr;
-    rd_kafka_conf_set_log_cb(kc, pr__log_cb);
-    rd_kafka_conf_set_rebalance_cb(kc, pr__rebalance_cb);
-    rd_kafka_conf_set_offset_commit_cb(kc, pr__commit_cb);
-    rd_kafka_conf_set_error_cb(kc, pr__error_cb);
-    rd_kafka_conf_set_opaque(kc, c);
+    /* The session the builder settled on (piperec's default or the user's):
+     * it bounds how long a close waits for a first assignment. */
+    char sess[32];
+    size_t sess_size = sizeof(sess);
+    if (rd_kafka_conf_get(kc, "session.timeout.ms", sess, &sess_size) == RD_KAFKA_CONF_OK)
+        c->session_timeout_ms = atoi(sess);
 
     if (conf->dead_letter_topic && *conf->dead_letter_topic) {
         c->dlq =
@@ -653,8 +606,6 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
     }
     return c;
 
-out_kerr:
-    pr_seterr(errstr, errstr_size, PR_EINVAL, "consumer: %s", kerr);
 out_conf:
     if (kc)
         rd_kafka_conf_destroy(kc);

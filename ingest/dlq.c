@@ -52,43 +52,6 @@ struct pr_dlq {
     pr_ratelimit rl;
 };
 
-/* Properties of a consumer that make no sense to a producer: skipped so one
- * property list configures both (librdkafka would warn about each). */
-static const char *const pr__consumer_only[] = {
-    "group.id",
-    "group.instance.id",
-    "auto.offset.reset",
-    "enable.auto.commit",
-    "enable.auto.offset.store",
-    "auto.commit.interval.ms",
-    "partition.assignment.strategy",
-    "session.timeout.ms",
-    "heartbeat.interval.ms",
-    "max.poll.interval.ms",
-    "enable.partition.eof",
-    "fetch.min.bytes",
-    "fetch.max.bytes",
-    "fetch.wait.max.ms",
-    "max.partition.fetch.bytes",
-    "fetch.message.max.bytes",
-    "queued.min.messages",
-    "queued.max.messages.kbytes",
-    "isolation.level",
-    "check.crcs",
-    "group.protocol.type",
-    "coordinator.query.interval.ms",
-    "enable.idempotence",
-    "acks",
-};
-
-bool pr_kafka_prop_consumer_only(const char *key)
-{
-    for (size_t i = 0; i < sizeof(pr__consumer_only) / sizeof(pr__consumer_only[0]); i++)
-        if (!strcmp(key, pr__consumer_only[i]))
-            return true;
-    return false;
-}
-
 static void pr__letter_free(pr__letter *l)
 {
     free(l->reason);
@@ -243,7 +206,6 @@ static void pr__dlq_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque
 pr_dlq *pr_dlq_new(const char *topic, const pr_kv_ref *props, size_t n_props, char *errstr,
                    size_t errstr_size)
 {
-    char kerr[512];
     if (!topic || !*topic) {
         pr_seterr(errstr, errstr_size, PR_EINVAL, "dead-letter topic: empty name");
         return NULL;
@@ -253,41 +215,21 @@ pr_dlq *pr_dlq_new(const char *topic, const pr_kv_ref *props, size_t n_props, ch
         return NULL;
     d->rl = (pr_ratelimit)PR_RATELIMIT_INIT(5);
     d->topic = strdup(topic);
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    if (!d->topic || !conf)
+    if (!d->topic) {
+        pr_seterr(errstr, errstr_size, PR_ENOMEM, "dead-letter producer: out of memory");
         goto out_free;
-    for (size_t i = 0; i < n_props; i++) {
-        if (pr_kafka_prop_consumer_only(props[i].key))
-            continue;
-        if (rd_kafka_conf_set(conf, props[i].key, props[i].value, kerr, sizeof(kerr)) !=
-            RD_KAFKA_CONF_OK) {
-            pr_seterr(errstr, errstr_size, PR_EINVAL, "dead-letter producer: property %s: %s",
-                      props[i].key, kerr);
-            goto out_conf;
-        }
     }
-    static const pr_kv_ref forced[] = {
-        {"enable.idempotence", "true"},
-        {"acks", "all"},
-        {"linger.ms", "20"},
-    };
-    for (size_t i = 0; i < sizeof(forced) / sizeof(forced[0]); i++)
-        if (rd_kafka_conf_set(conf, forced[i].key, forced[i].value, kerr, sizeof(kerr)) !=
-            RD_KAFKA_CONF_OK) {
-            pr_seterr(errstr, errstr_size, PR_EINVAL, "dead-letter producer: %s", kerr);
-            goto out_conf;
-        }
-    rd_kafka_conf_set_dr_msg_cb(conf, pr__dlq_dr);
-    rd_kafka_conf_set_opaque(conf, d);
-    d->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, kerr, sizeof(kerr));
-    if (!d->rk) {
-        pr_seterr(errstr, errstr_size, PR_EKAFKA, "dead-letter producer: %s", kerr);
-        goto out_conf;
-    }
+    /* Idempotent, acks=all, linger 20 ms; the consumer's list without its
+     * consumer properties (pr_kafka.h's PR_KAFKA_DLQ_PRODUCER). */
+    pr_kafka_client_conf cc = {.role = PR_KAFKA_DLQ_PRODUCER,
+                               .props = props,
+                               .n_props = n_props,
+                               .opaque = d,
+                               .dr_msg_cb = pr__dlq_dr};
+    if (pr_kafka_client_new(&cc, &d->rk, errstr, errstr_size))
+        goto out_free;
     return d;
 
-out_conf:
-    rd_kafka_conf_destroy(conf);
 out_free:
     free(d->topic);
     free(d);

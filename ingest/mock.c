@@ -37,21 +37,15 @@ int pr_mock_broker_create_topic(pr_mock_broker *mb, const char *topic, int parti
 pr_mock_broker *pr_mock_broker_start(int partitions, const char *topics_csv, char *errstr,
                                      size_t errstr_size)
 {
-    char kerr[512];
     pr_mock_broker *mb = calloc(1, sizeof(*mb));
     if (!mb) {
         pr_seterr(errstr, errstr_size, PR_ENOMEM, "mock broker: out of memory");
         return NULL;
     }
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    /* The host handle talks to nobody; keep its logs quiet. */
-    rd_kafka_conf_set(conf, "log_level", "3", kerr, sizeof(kerr));
-    mb->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, kerr, sizeof(kerr));
-    if (!mb->rk) {
-        rd_kafka_conf_destroy(conf);
-        pr_seterr(errstr, errstr_size, PR_EKAFKA, "mock broker: %s", kerr);
+    /* The host handle talks to nobody (pr_kafka.h's PR_KAFKA_TEST_BROKER). */
+    pr_kafka_client_conf cc = {.role = PR_KAFKA_TEST_BROKER};
+    if (pr_kafka_client_new(&cc, &mb->rk, errstr, errstr_size))
         goto out_free;
-    }
     mb->mc = rd_kafka_mock_cluster_new(mb->rk, 1);
     if (!mb->mc) {
         pr_seterr(errstr, errstr_size, PR_EKAFKA, "mock broker: cannot start the mock cluster");

@@ -22,6 +22,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "pr_kafka.h"
 #include "pr_log.h"
 #include "pr_sink.h"
 #include "sink_acks.h"
@@ -113,32 +114,18 @@ static int kafka_new(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, size_t
     pr_cfgmap_default_zero(&pr_sink_kafka_cfgmap, &kc); /* 0 = the documented default */
     k->max_queued = kc.max_queued_batches;
 
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    char e[512];
-    static const char *const defaults[][2] = {
-        {"enable.idempotence", "true"},
-        {"acks", "all"},
-        {"linger.ms", "5"},
-        {"message.max.bytes", "67108864"},
-    };
-    for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++)
-        rd_kafka_conf_set(conf, defaults[i][0], defaults[i][1], e, sizeof(e));
-    for (size_t i = 0; i < kc.properties.n; i++) {
-        const char *key = kc.properties.items[i].key, *val = kc.properties.items[i].value;
-        if (rd_kafka_conf_set(conf, key, val, e, sizeof(e)) != RD_KAFKA_CONF_OK) {
-            rd_kafka_conf_destroy(conf);
-            kafka_free(&k->base);
-            return pr_seterr(errstr, es, PR_EINVAL, "sinks.kafka.properties.%s: %s", key, e);
-        }
-    }
-    rd_kafka_conf_set_opaque(conf, k);
-    rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
-    rd_kafka_conf_set_error_cb(conf, error_cb);
-    k->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, e, sizeof(e));
-    if (!k->rk) {
-        rd_kafka_conf_destroy(conf);
+    /* enable.idempotence=true, acks=all, linger.ms=5, message.max.bytes=64 MiB
+     * under the user's properties (pr_kafka.h's PR_KAFKA_SINK_PRODUCER). */
+    pr_kafka_client_conf cc = {.role = PR_KAFKA_SINK_PRODUCER,
+                               .props = kc.properties.items,
+                               .n_props = kc.properties.n,
+                               .opaque = k,
+                               .dr_msg_cb = dr_cb,
+                               .error_cb = error_cb};
+    int rc = pr_kafka_client_new(&cc, &k->rk, errstr, es);
+    if (rc) {
         kafka_free(&k->base);
-        return pr_seterr(errstr, es, PR_EKAFKA, "kafka sink: cannot create producer: %s", e);
+        return rc;
     }
     *out = &k->base;
     return 0;

@@ -79,6 +79,7 @@
 #include "pr_clock.h"
 #include "pr_engine.h"
 #include "pr_error.h"
+#include "pr_kafka.h" /* pr_kafka_prop_consumer_only (deprecated) and the client builder */
 
 /* ---------------------------------------------------------------- decoders
  *
@@ -243,15 +244,11 @@ typedef struct pr_dlq pr_dlq;
  * be passed as is). */
 typedef pr_kv pr_kv_ref;
 
-/* True for a librdkafka property only a consumer understands (group.id,
- * auto.offset.reset, session.timeout.ms, fetch.*...): producers built from a
- * consumer's property list skip them. */
-bool pr_kafka_prop_consumer_only(const char *key);
-
-/* A dead-letter producer for `topic`: idempotent, acks=all. `props` are
- * librdkafka properties (bootstrap.servers, security...); consumer-only
- * properties (group.id, auto.offset.reset, ...) are skipped so one property
- * list serves both. Returns NULL and a reason on failure. */
+/* A dead-letter producer for `topic` (pr_kafka.h's PR_KAFKA_DLQ_PRODUCER:
+ * idempotent, acks=all). `props` are the consumer's librdkafka properties
+ * (bootstrap.servers, security...); consumer-only properties (group.id,
+ * auto.offset.reset, ...) are skipped so one property list serves both.
+ * Returns NULL and a reason on failure. */
 pr_dlq *pr_dlq_new(const char *topic, const pr_kv_ref *props, size_t n_props, char *errstr,
                    size_t errstr_size);
 

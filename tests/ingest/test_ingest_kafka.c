@@ -49,11 +49,8 @@ static int make_line(char *buf, size_t sz, int i)
 static void produce_lines(const char *topic, int first, int n, int n_parts)
 {
     char errstr[256];
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    assert_int_equal(rd_kafka_conf_set(conf, "bootstrap.servers", pr_mock_broker_bootstrap(g_mb),
-                                       errstr, sizeof(errstr)),
-                     RD_KAFKA_CONF_OK);
-    rd_kafka_t *p = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+    rd_kafka_t *p = pr_kafka_new_simple(PR_KAFKA_PLAIN_PRODUCER, pr_mock_broker_bootstrap(g_mb),
+                                        NULL, 0, errstr, sizeof(errstr));
     assert_non_null(p);
     for (int i = first; i < first + n; i++) {
         char line[256];
@@ -71,10 +68,8 @@ static void produce_lines(const char *topic, int first, int n, int n_parts)
 static void produce_raw(const char *topic, const char *const *payloads, int n)
 {
     char errstr[256];
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    rd_kafka_conf_set(conf, "bootstrap.servers", pr_mock_broker_bootstrap(g_mb), errstr,
-                      sizeof(errstr));
-    rd_kafka_t *p = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+    rd_kafka_t *p = pr_kafka_new_simple(PR_KAFKA_PLAIN_PRODUCER, pr_mock_broker_bootstrap(g_mb),
+                                        NULL, 0, errstr, sizeof(errstr));
     assert_non_null(p);
     for (int i = 0; i < n; i++)
         assert_int_equal(
@@ -544,11 +539,9 @@ static void test_dead_letters(void **state)
     pr_consumer_free(c);
 
     /* Read the dead-letter topic back (plain assign, no group). */
-    rd_kafka_conf_t *kc = rd_kafka_conf_new();
-    rd_kafka_conf_set(kc, "bootstrap.servers", pr_mock_broker_bootstrap(g_mb), errstr,
-                      sizeof(errstr));
-    rd_kafka_conf_set(kc, "group.id", "dlq-reader", errstr, sizeof(errstr));
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, kc, errstr, sizeof(errstr));
+    const pr_kv reader[] = {{"group.id", "dlq-reader"}};
+    rd_kafka_t *rk = pr_kafka_new_simple(PR_KAFKA_PLAIN_CONSUMER, pr_mock_broker_bootstrap(g_mb),
+                                         reader, 1, errstr, sizeof(errstr));
     assert_non_null(rk);
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(l, "bad.dlq", 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
@@ -634,10 +627,8 @@ static void test_batches_fill_blocks(void **state)
         payloads[m] = malloc(lens[m]);
         piperec__v1__event_batch__pack(&eb, (uint8_t *)payloads[m]);
     }
-    rd_kafka_conf_t *kc = rd_kafka_conf_new();
-    rd_kafka_conf_set(kc, "bootstrap.servers", pr_mock_broker_bootstrap(g_mb), errstr,
-                      sizeof(errstr));
-    rd_kafka_t *p = rd_kafka_new(RD_KAFKA_PRODUCER, kc, errstr, sizeof(errstr));
+    rd_kafka_t *p = pr_kafka_new_simple(PR_KAFKA_PLAIN_PRODUCER, pr_mock_broker_bootstrap(g_mb),
+                                        NULL, 0, errstr, sizeof(errstr));
     for (int m = 0; m < NMSG; m++)
         assert_int_equal(rd_kafka_producev(p, RD_KAFKA_V_TOPIC("eb"), RD_KAFKA_V_PARTITION(0),
                                            RD_KAFKA_V_VALUE(payloads[m], lens[m]),
@@ -723,11 +714,9 @@ static void test_bad_config(void **state)
 static void commit_for_group(const char *group, const char *topic, int64_t offset)
 {
     char errstr[256];
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    rd_kafka_conf_set(conf, "bootstrap.servers", pr_mock_broker_bootstrap(g_mb), errstr,
-                      sizeof(errstr));
-    rd_kafka_conf_set(conf, "group.id", group, errstr, sizeof(errstr));
-    rd_kafka_t *k = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
+    const pr_kv props[] = {{"group.id", group}};
+    rd_kafka_t *k = pr_kafka_new_simple(PR_KAFKA_PLAIN_CONSUMER, pr_mock_broker_bootstrap(g_mb),
+                                        props, 1, errstr, sizeof(errstr));
     assert_non_null(k);
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(l, topic, 0)->offset = offset;
@@ -783,11 +772,9 @@ static void test_offset_out_of_range(void **state)
 static void produce_empty_and_big(const char *topic, size_t big)
 {
     char errstr[256];
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    rd_kafka_conf_set(conf, "bootstrap.servers", pr_mock_broker_bootstrap(g_mb), errstr,
-                      sizeof(errstr));
-    rd_kafka_conf_set(conf, "message.max.bytes", "4000000", errstr, sizeof(errstr));
-    rd_kafka_t *p = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+    const pr_kv props[] = {{"message.max.bytes", "4000000"}};
+    rd_kafka_t *p = pr_kafka_new_simple(PR_KAFKA_PLAIN_PRODUCER, pr_mock_broker_bootstrap(g_mb),
+                                        props, 1, errstr, sizeof(errstr));
     assert_non_null(p);
     char *buf = malloc(big);
     assert_non_null(buf);

@@ -25,11 +25,12 @@ BUILD = os.path.dirname(os.environ["PIPEREC"]) if "PIPEREC" in os.environ else N
 LAYERS = {
     "common": ("common", "pr_common", []),
     "schemas": ("schemas", "pr_schemas", []),
+    "kafka": ("kafka", "pr_kafka", ["common"]),
     "engine": ("fpga_engine", "pr_engine", ["common"]),
-    "ingest": ("ingest", "pr_ingest", ["engine", "schemas", "common"]),
+    "ingest": ("ingest", "pr_ingest", ["kafka", "engine", "schemas", "common"]),
     "vocablog": ("vocablog", "pr_vocablog", ["ingest", "engine", "schemas", "common"]),
     "batcher": ("batcher", "pr_batcher", ["engine", "schemas", "common"]),
-    "sinks": ("sinks", "pr_sinks", ["batcher", "engine", "schemas", "common"]),
+    "sinks": ("sinks", "pr_sinks", ["batcher", "kafka", "engine", "schemas", "common"]),
     "config": ("config", "pr_config",
                ["sinks", "batcher", "vocablog", "ingest", "engine", "common"]),
     "service": ("service", "pr_service",
@@ -37,8 +38,8 @@ LAYERS = {
                  "common"]),
     "gen": ("tools/gen", "pr_gen", ["config", "engine", "schemas", "common"]),
     "cli": ("cli", "pr_cli",
-            ["service", "gen", "sinks", "batcher", "vocablog", "ingest", "config", "engine",
-             "schemas", "common"]),
+            ["service", "gen", "sinks", "batcher", "vocablog", "ingest", "kafka", "config",
+             "engine", "schemas", "common"]),
 }
 
 errors = []
