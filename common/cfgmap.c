@@ -32,14 +32,6 @@ int pr_cfgmap_name_index(const char *const *names, const char *s)
     return -1;
 }
 
-const pr_cfgmap_entry *pr_cfgmap_find(const pr_cfgmap *m, const char *name)
-{
-    for (size_t i = 0; i < m->n; i++)
-        if (strcmp(m->entries[i].name, name) == 0)
-            return &m->entries[i];
-    return NULL;
-}
-
 int pr_cfgmap_parse_size(const char *s, uint64_t *out)
 {
     static const struct {

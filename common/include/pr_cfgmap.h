@@ -130,9 +130,6 @@ int pr_cfgmap_set_defaults(const pr_cfgmap *m, void *base);
  * values. Booleans and enums are left alone (0 is a real value there). */
 int pr_cfgmap_default_zero(const pr_cfgmap *m, void *base);
 
-/* The entry named `name`, or NULL. */
-const pr_cfgmap_entry *pr_cfgmap_find(const pr_cfgmap *m, const char *name);
-
 /* Index of `s` in a NULL-terminated list of names, or -1. */
 int pr_cfgmap_name_index(const char *const *names, const char *s);
 
