@@ -188,15 +188,9 @@ int pr_decode_protobuf_event(const pr_decode_ctx *ctx, pr_block *b, const void *
 int pr_decode_protobuf_event_batch(const pr_decode_ctx *ctx, pr_block *b, const void *buf,
                                    size_t len, uint32_t *next_rec, pr_arena *arena);
 /* The two above are hand-written wire-format decoders (no allocation; the
- * arena is unused). The *_ref forms do the same through protobuf-c's
- * unpack (with the arena) and are the reference they are tested against:
- * same rows, same reject decisions. A rejected event of a batch is passed to
- * the reject callback as its own bytes by the fast decoder, re-encoded by
- * the reference. With ctx->parse_hex an empty block gets u64 columns. */
-int pr_decode_protobuf_event_ref(const pr_decode_ctx *ctx, pr_block *b, const void *buf, size_t len,
-                                 uint32_t *next_rec, pr_arena *arena);
-int pr_decode_protobuf_event_batch_ref(const pr_decode_ctx *ctx, pr_block *b, const void *buf,
-                                       size_t len, uint32_t *next_rec, pr_arena *arena);
+ * arena is unused). Their reference, over protobuf-c's unpack, is test code
+ * (tests/ingest/proto_ref.h): same rows, same reject decisions. With
+ * ctx->parse_hex an empty block gets u64 columns. */
 
 /* ---------------------------------------------------------------- formats */
 

@@ -24,6 +24,7 @@
 #include "fuzz_util.h"
 #include "pr_ingest.h"
 #include "pr_log.h"
+#include "proto_ref.h" /* tests/ingest/: the reference decoders */
 
 static pr_arena *arena;
 

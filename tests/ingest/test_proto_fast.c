@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "pr_ingest.h"
+#include "proto_ref.h"
 
 /* ---------------------------------------------------------------- helpers */
 
