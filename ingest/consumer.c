@@ -483,6 +483,54 @@ static void pr__on_reject(void *opaque, int reason, const char *detail, const ch
 
 /* ---------------------------------------------------------------- lifecycle */
 
+/* The librdkafka configuration of c's client (pr_kafka.h's group consumer
+ * role) from conf's properties; *have_instance: the user set
+ * group.instance.id. NULL and a reason on failure. */
+static rd_kafka_conf_t *pr__client_conf(pr_consumer *c, const pr_consumer_conf *conf,
+                                        bool *have_instance, char *errstr, size_t errstr_size)
+{
+    /* auto.offset.reset is kept here for partitions with no committed offset;
+     * librdkafka itself gets "error" (pr_kafka.h's group consumer role) so
+     * that every reset passes through pr__offset_reset. */
+    for (size_t i = 0; i < conf->n_props; i++)
+        if (!strcmp(conf->props[i].key, "auto.offset.reset") &&
+            pr__reset_from_name(conf->props[i].value, &c->initial_reset)) {
+            pr_seterr(errstr, errstr_size, PR_EINVAL,
+                      "consumer: property auto.offset.reset: unknown value '%s'",
+                      conf->props[i].value);
+            return NULL;
+        }
+    pr_kv_list user = {(pr_kv *)conf->props, conf->n_props};
+    *have_instance = pr_kv_get(&user, "group.instance.id") != NULL;
+    pr_kv instance = {"group.instance.id", conf->group_instance_id};
+    bool static_member = !*have_instance && conf->group_instance_id && *conf->group_instance_id;
+    pr_kv group = {"group.id", conf->group_id};
+    pr_kafka_client_conf cc = {.role = PR_KAFKA_GROUP_CONSUMER,
+                               .props = conf->props,
+                               .n_props = conf->n_props,
+                               .defaults = &instance,
+                               .n_defaults = static_member ? 1 : 0,
+                               .set = &group,
+                               .n_set = 1,
+                               .opaque = c,
+                               .log_cb = pr__log_cb,
+                               .error_cb = pr__error_cb,
+                               .rebalance_cb = pr__rebalance_cb,
+                               .offset_commit_cb = pr__commit_cb};
+    rd_kafka_conf_t *kc = NULL;
+    if (pr_kafka_conf_new(&cc, &kc, errstr, errstr_size))
+        return NULL;
+    if (static_member)
+        pr_info("consumer: static group membership as '%s'", conf->group_instance_id);
+    /* The session the builder settled on (piperec's default or the user's):
+     * it bounds how long a close waits for a first assignment. */
+    char sess[32];
+    size_t sess_size = sizeof(sess);
+    if (rd_kafka_conf_get(kc, "session.timeout.ms", sess, &sess_size) == RD_KAFKA_CONF_OK)
+        c->session_timeout_ms = atoi(sess);
+    return kc;
+}
+
 pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t errstr_size)
 {
     char kerr[512];
@@ -525,45 +573,10 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
             goto out_free;
         }
 
-    /* auto.offset.reset is kept here for partitions with no committed offset;
-     * librdkafka itself gets "error" (pr_kafka.h's group consumer role) so
-     * that every reset passes through pr__offset_reset. */
-    for (size_t i = 0; i < conf->n_props; i++)
-        if (!strcmp(conf->props[i].key, "auto.offset.reset") &&
-            pr__reset_from_name(conf->props[i].value, &c->initial_reset)) {
-            pr_seterr(errstr, errstr_size, PR_EINVAL,
-                      "consumer: property auto.offset.reset: unknown value '%s'",
-                      conf->props[i].value);
-            goto out_free;
-        }
-    pr_kv_list user = {(pr_kv *)conf->props, conf->n_props};
-    bool have_instance = pr_kv_get(&user, "group.instance.id") != NULL;
-    pr_kv instance = {"group.instance.id", conf->group_instance_id};
-    bool static_member = !have_instance && conf->group_instance_id && *conf->group_instance_id;
-    pr_kv group = {"group.id", conf->group_id};
-    pr_kafka_client_conf cc = {.role = PR_KAFKA_GROUP_CONSUMER,
-                               .props = conf->props,
-                               .n_props = conf->n_props,
-                               .defaults = &instance,
-                               .n_defaults = static_member ? 1 : 0,
-                               .set = &group,
-                               .n_set = 1,
-                               .opaque = c,
-                               .log_cb = pr__log_cb,
-                               .error_cb = pr__error_cb,
-                               .rebalance_cb = pr__rebalance_cb,
-                               .offset_commit_cb = pr__commit_cb};
-    rd_kafka_conf_t *kc = NULL;
-    if (pr_kafka_conf_new(&cc, &kc, errstr, errstr_size))
+    bool have_instance;
+    rd_kafka_conf_t *kc = pr__client_conf(c, conf, &have_instance, errstr, errstr_size);
+    if (!kc)
         goto out_free;
-    if (static_member)
-        pr_info("consumer: static group membership as '%s'", conf->group_instance_id);
-    /* The session the builder settled on (piperec's default or the user's):
-     * it bounds how long a close waits for a first assignment. */
-    char sess[32];
-    size_t sess_size = sizeof(sess);
-    if (rd_kafka_conf_get(kc, "session.timeout.ms", sess, &sess_size) == RD_KAFKA_CONF_OK)
-        c->session_timeout_ms = atoi(sess);
 
     if (conf->dead_letter_topic && *conf->dead_letter_topic) {
         c->dlq =

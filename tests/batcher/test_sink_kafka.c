@@ -18,6 +18,7 @@
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 
+#include "pr_kafka.h"
 #include "pr_sink.h"
 
 static uint64_t acked[64];
@@ -33,9 +34,7 @@ static void test_kafka_sink_mock(void **state)
 {
     (void)state;
     char err[512];
-    rd_kafka_conf_t *hc = rd_kafka_conf_new();
-    rd_kafka_conf_set(hc, "log_level", "3", err, sizeof(err));
-    rd_kafka_t *host = rd_kafka_new(RD_KAFKA_PRODUCER, hc, err, sizeof(err));
+    rd_kafka_t *host = pr_kafka_new_simple(PR_KAFKA_TEST_BROKER, NULL, NULL, 0, err, sizeof(err));
     assert_non_null(host);
     rd_kafka_mock_cluster_t *mc = rd_kafka_mock_cluster_new(host, 1);
     assert_non_null(mc);
@@ -79,11 +78,9 @@ static void test_kafka_sink_mock(void **state)
     assert_int_equal(st.queued_batches, 0);
 
     /* Read the topic back. */
-    rd_kafka_conf_t *cc = rd_kafka_conf_new();
-    rd_kafka_conf_set(cc, "bootstrap.servers", bootstrap, err, sizeof(err));
-    rd_kafka_conf_set(cc, "group.id", "verify", err, sizeof(err));
-    rd_kafka_conf_set(cc, "enable.auto.commit", "false", err, sizeof(err));
-    rd_kafka_t *cons = rd_kafka_new(RD_KAFKA_CONSUMER, cc, err, sizeof(err));
+    const pr_kv verify[] = {{"group.id", "verify"}, {"enable.auto.commit", "false"}};
+    rd_kafka_t *cons =
+        pr_kafka_new_simple(PR_KAFKA_PLAIN_CONSUMER, bootstrap, verify, 2, err, sizeof(err));
     assert_non_null(cons);
     rd_kafka_topic_partition_list_t *tp = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(tp, "batches", 0)->offset = RD_KAFKA_OFFSET_BEGINNING;

@@ -108,11 +108,9 @@ static void rm_rf(const char *path)
 static rd_kafka_t *mk_producer(const char *bootstrap)
 {
     char err[512];
-    rd_kafka_conf_t *c = rd_kafka_conf_new();
-    assert_int_equal(rd_kafka_conf_set(c, "bootstrap.servers", bootstrap, err, sizeof(err)), 0);
-    assert_int_equal(rd_kafka_conf_set(c, "enable.idempotence", "true", err, sizeof(err)), 0);
-    assert_int_equal(rd_kafka_conf_set(c, "linger.ms", "2", err, sizeof(err)), 0);
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, err, sizeof(err));
+    const pr_kv props[] = {{"enable.idempotence", "true"}, {"linger.ms", "2"}};
+    rd_kafka_t *rk =
+        pr_kafka_new_simple(PR_KAFKA_PLAIN_PRODUCER, bootstrap, props, 2, err, sizeof(err));
     assert_non_null(rk);
     return rk;
 }
@@ -468,10 +466,9 @@ static void committed(const char *bootstrap, const char *group, const char *topi
                       int64_t *out)
 {
     char err[512];
-    rd_kafka_conf_t *c = rd_kafka_conf_new();
-    rd_kafka_conf_set(c, "bootstrap.servers", bootstrap, err, sizeof(err));
-    rd_kafka_conf_set(c, "group.id", group, err, sizeof(err));
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, err, sizeof(err));
+    const pr_kv props[] = {{"group.id", group}};
+    rd_kafka_t *rk =
+        pr_kafka_new_simple(PR_KAFKA_PLAIN_CONSUMER, bootstrap, props, 1, err, sizeof(err));
     assert_non_null(rk);
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(parts);
     for (int p = 0; p < parts; p++)
@@ -932,10 +929,9 @@ static void test_dead_letters(void **state)
 
     /* Read the dead-letter topic. */
     char err[512];
-    rd_kafka_conf_t *kc = rd_kafka_conf_new();
-    rd_kafka_conf_set(kc, "bootstrap.servers", e->bs, err, sizeof(err));
-    rd_kafka_conf_set(kc, "group.id", "dlq-reader", err, sizeof(err));
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, kc, err, sizeof(err));
+    const pr_kv reader[] = {{"group.id", "dlq-reader"}};
+    rd_kafka_t *rk =
+        pr_kafka_new_simple(PR_KAFKA_PLAIN_CONSUMER, e->bs, reader, 1, err, sizeof(err));
     assert_non_null(rk);
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(l, "dl-dlq", 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
