@@ -15,9 +15,9 @@
 #include "pr_kafka.h"
 #include "pr_log.h"
 
-#define PR__C PR_KAFKA_SCOPE_CONSUMER
-#define PR__P PR_KAFKA_SCOPE_PRODUCER
-#define PR__CP PR_KAFKA_SCOPE_BOTH
+#define PR__C    PR_KAFKA_SCOPE_CONSUMER
+#define PR__P    PR_KAFKA_SCOPE_PRODUCER
+#define PR__CP   PR_KAFKA_SCOPE_BOTH
 #define PR__N(a) (sizeof(a) / sizeof((a)[0]))
 
 /* ---------------------------------------------------------------- scopes */
@@ -141,10 +141,8 @@ static const pr__setting pr__sink_producer[] = {
 /* Proposals are never lost or reordered, and an outage makes blocks wait
  * instead of failing them: no message timeout. */
 static const pr__setting pr__vocab_producer[] = {
-    {"enable.idempotence", "true", PR__OWNED, NULL},
-    {"acks", "all", PR__OWNED, NULL},
-    {"message.timeout.ms", "0", PR__FORCED, NULL},
-    {"linger.ms", "0", PR__FORCED, NULL},
+    {"enable.idempotence", "true", PR__OWNED, NULL}, {"acks", "all", PR__OWNED, NULL},
+    {"message.timeout.ms", "0", PR__FORCED, NULL},   {"linger.ms", "0", PR__FORCED, NULL},
     {"max.in.flight", "5", PR__FORCED, NULL},
 };
 
@@ -182,8 +180,10 @@ static const pr__setting pr__test_broker[] = {
     {"log_level", "3", PR__DEFAULT, NULL},
 };
 
-#define PR__ROLE(name, prefix, type, shared, boot, settings)                                    \
-    {name, prefix, type, shared, boot, settings, PR__N(settings)}
+#define PR__ROLE(name, prefix, type, shared, boot, settings)                                       \
+    {                                                                                              \
+        name, prefix, type, shared, boot, settings, PR__N(settings)                                \
+    }
 
 static const pr__role pr__roles[PR_KAFKA_ROLE__COUNT] = {
     [PR_KAFKA_GROUP_CONSUMER] = PR__ROLE("consumer", "consumer: property ", RD_KAFKA_CONSUMER,
@@ -196,8 +196,8 @@ static const pr__role pr__roles[PR_KAFKA_ROLE__COUNT] = {
                                          RD_KAFKA_PRODUCER, true, false, pr__vocab_producer),
     [PR_KAFKA_VOCAB_READER] = PR__ROLE("vocab log reader", "vocab_log.properties.",
                                        RD_KAFKA_CONSUMER, false, false, pr__vocab_reader),
-    [PR_KAFKA_CLI_PRODUCER] = PR__ROLE("producer", "-X ", RD_KAFKA_PRODUCER, false, false,
-                                       pr__cli_producer),
+    [PR_KAFKA_CLI_PRODUCER] =
+        PR__ROLE("producer", "-X ", RD_KAFKA_PRODUCER, false, false, pr__cli_producer),
     [PR_KAFKA_DEMO_PRODUCER] = PR__ROLE("demo producer", "demo producer: property ",
                                         RD_KAFKA_PRODUCER, false, false, pr__demo_producer),
     [PR_KAFKA_TEST_BROKER] = PR__ROLE("mock broker", "mock broker: property ", RD_KAFKA_PRODUCER,
@@ -303,8 +303,8 @@ static int pr__apply_role(const pr__role *r, const pr_kafka_client_conf *cc, boo
 }
 
 /* Step 2: the user's properties through the role's filter. */
-static int pr__apply_user(const pr__role *r, const pr_kafka_client_conf *cc,
-                          rd_kafka_conf_t *conf, char *errstr, size_t errstr_size)
+static int pr__apply_user(const pr__role *r, const pr_kafka_client_conf *cc, rd_kafka_conf_t *conf,
+                          char *errstr, size_t errstr_size)
 {
     for (size_t i = 0; i < cc->n_props; i++) {
         const char *k = cc->props[i].key, *v = cc->props[i].value;
@@ -361,8 +361,7 @@ int pr_kafka_conf_new(const pr_kafka_client_conf *cc, rd_kafka_conf_t **out, cha
     if (!rc)
         rc = pr__apply_user(r, cc, conf, errstr, errstr_size);
     if (!rc && r->need_bootstrap && !pr__has_bootstrap(cc))
-        rc = pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: bootstrap.servers is not set",
-                       r->name);
+        rc = pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: bootstrap.servers is not set", r->name);
     if (!rc)
         rc = pr__apply_role(r, cc, true, conf, errstr, errstr_size);
     if (rc) {

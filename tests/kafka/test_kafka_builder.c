@@ -84,8 +84,7 @@ static void same_dump(const char **a, size_t na, const char **b, size_t nb, cons
         if (!strncmp(a[i + 1], "0x", 2) && !strncmp(b[i + 1], "0x", 2))
             continue; /* a pointer (default_topic_conf, a callback): set in both */
         if (strcmp(a[i + 1], b[i + 1]))
-            fail_msg("%s: %s is '%s' today, '%s' from the builder", what, a[i], a[i + 1],
-                     b[i + 1]);
+            fail_msg("%s: %s is '%s' today, '%s' from the builder", what, a[i], a[i + 1], b[i + 1]);
     }
 }
 
@@ -233,9 +232,12 @@ static void test_sink_producer(void **state)
     const pr_kv props[] = {
         {"bootstrap.servers", "127.0.0.1:9"}, {"linger.ms", "50"}, {"group.id", "x"}};
     const pr_kv want[] = {
-        {"enable.idempotence", "true"},   {"acks", "all"},
-        {"linger.ms", "5"},               {"message.max.bytes", "67108864"},
-        {"bootstrap.servers", "127.0.0.1:9"}, {"linger.ms", "50"},
+        {"enable.idempotence", "true"},
+        {"acks", "all"},
+        {"linger.ms", "5"},
+        {"message.max.bytes", "67108864"},
+        {"bootstrap.servers", "127.0.0.1:9"},
+        {"linger.ms", "50"},
         {"group.id", "x"},
     };
     pr_kafka_client_conf cc = {.role = PR_KAFKA_SINK_PRODUCER, .props = props, .n_props = N(props)};
@@ -271,8 +273,8 @@ static void test_vocab_clients(void **state)
             want[n++] = source_props[i];
     want[n++] = (pr_kv){"group.id", "piperec-vocablog-p"};
     static const pr_kv cons_forced[] = {
-        {"enable.auto.commit", "false"}, {"enable.partition.eof", "true"},
-        {"auto.offset.reset", "error"},  {"fetch.wait.max.ms", "10"},
+        {"enable.auto.commit", "false"},  {"enable.partition.eof", "true"},
+        {"auto.offset.reset", "error"},   {"fetch.wait.max.ms", "10"},
         {"fetch.error.backoff.ms", "20"},
     };
     for (size_t i = 0; i < N(cons_forced); i++)
@@ -318,8 +320,7 @@ static void test_cli_and_test_clients(void **state)
         {"acks", "all"},
         {"enable.idempotence", "true"},
     };
-    pr_kafka_client_conf dc = {
-        .role = PR_KAFKA_DEMO_PRODUCER, .defaults = &boot, .n_defaults = 1};
+    pr_kafka_client_conf dc = {.role = PR_KAFKA_DEMO_PRODUCER, .defaults = &boot, .n_defaults = 1};
     check(demo, N(demo), &dc);
 
     const pr_kv host[] = {{"log_level", "3"}};
@@ -343,7 +344,7 @@ static void test_dropped(void **state)
         assert_true(pr_kafka_prop_consumer_only(old_consumer_only[i]));
     }
     assert_true(pr_kafka_prop_dropped(PR_KAFKA_DLQ_PRODUCER, "fetch.error.backoff.ms"));
-    static const char *const kept[] = {"bootstrap.servers", "client.id", "linger.ms",
+    static const char *const kept[] = {"bootstrap.servers", "client.id",         "linger.ms",
                                        "message.max.bytes", "security.protocol", "sasl.mechanism",
                                        "no.such.property"};
     for (size_t i = 0; i < N(kept); i++) {
@@ -385,11 +386,16 @@ static void test_scope_table(void **state)
         found++;
     }
     free(text);
-    static const char *const set_by_roles[] = {
-        "bootstrap.servers",  "log_level",          "message.max.bytes",
-        "max.in.flight",      "linger.ms",          "message.timeout.ms",
-        "batch.num.messages", "queue.buffering.max.messages", "queue.buffering.max.kbytes",
-        "fetch.error.backoff.ms"};
+    static const char *const set_by_roles[] = {"bootstrap.servers",
+                                               "log_level",
+                                               "message.max.bytes",
+                                               "max.in.flight",
+                                               "linger.ms",
+                                               "message.timeout.ms",
+                                               "batch.num.messages",
+                                               "queue.buffering.max.messages",
+                                               "queue.buffering.max.kbytes",
+                                               "fetch.error.backoff.ms"};
     for (size_t i = 0; i < N(old_consumer_only); i++)
         known += pr_kafka_prop_scope(old_consumer_only[i]) != 0;
     for (size_t i = 0; i < N(set_by_roles); i++)
@@ -441,14 +447,10 @@ static void test_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_group_consumer),
-        cmocka_unit_test(test_dlq_producer),
-        cmocka_unit_test(test_sink_producer),
-        cmocka_unit_test(test_vocab_clients),
-        cmocka_unit_test(test_cli_and_test_clients),
-        cmocka_unit_test(test_dropped),
-        cmocka_unit_test(test_scope_table),
-        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_group_consumer),       cmocka_unit_test(test_dlq_producer),
+        cmocka_unit_test(test_sink_producer),        cmocka_unit_test(test_vocab_clients),
+        cmocka_unit_test(test_cli_and_test_clients), cmocka_unit_test(test_dropped),
+        cmocka_unit_test(test_scope_table),          cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
