@@ -72,10 +72,6 @@ typedef pr_batch_late_policy pr_late_policy;
 /* Config names of the enum values; *_from_name returns -1 when unknown. */
 const char *pr_source_format_name(pr_source_format f);
 int pr_source_format_from_name(const char *name);
-const char *pr_ordering_name(pr_ordering o);
-int pr_ordering_from_name(const char *name);
-const char *pr_late_policy_name(pr_late_policy p);
-int pr_late_policy_from_name(const char *name);
 
 /* ---------------------------------------------------------------- structs */
 
