@@ -1979,7 +1979,11 @@ static void pr__finish_column(cfg_ctx *c, yaml_node_t *map, void *base, bool pre
     (void)base;
     (void)present;
     const pr_pipeline_spec *spec = &c->pl->spec;
-    if (pr__map_find(c, map, "modulus") && !pr_spec_has_op(spec, PR_OP_MODULUS))
+    if (pr__map_find(c, map, "modulus") && c->pl->features.declared)
+        pr__cfg_error(c, pr__map_find(c, map, "modulus"), "modulus",
+                      "a declared schema gives the modulus in the feature's chain "
+                      "({ modulus: N })");
+    else if (pr__map_find(c, map, "modulus") && !pr_spec_has_op(spec, PR_OP_MODULUS))
         pr__cfg_error(c, pr__map_find(c, map, "modulus"), "modulus",
                       "transform.sparse has no modulus operator");
     static const char *const vocab_only[] = {
@@ -2808,6 +2812,12 @@ int pr_config_check_streaming(const pr_config *cfg, char *errstr, size_t errstr_
                 pr__cfg_error(&c, NULL, "source.kafka.properties.bootstrap.servers",
                               "missing: the Kafka brokers to connect to");
         }
+        /* The streaming engine runs the Criteo layout only, for now: a declared
+         * schema would be read as Criteo columns. */
+        if (pl->features.declared)
+            pr__cfg_error(&c, NULL, "schema",
+                          "streaming does not run a declared feature schema yet (JSON decoding "
+                          "and jagged batches come next, issue 20); `piperec explain` shows it");
         const pr_sinks_cfg *s = &pl->sinks;
         if (!s->trainer.enabled && !s->kafka.enabled && !s->files.enabled)
             pr__cfg_error(&c, NULL, "sinks",
