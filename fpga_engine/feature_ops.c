@@ -20,6 +20,7 @@
 #include <xxhash.h>
 
 #include "pr_engine.h"
+#include "pr_kernel.h" /* the kernel's limits (PR_K_HBM_MAX_DOMAIN) */
 
 /* ---------------------------------------------------------------- names and the table */
 
@@ -233,7 +234,13 @@ int pr_feature_place(const pr_feature_spec *f, const char *backend, uint32_t cpu
             continue;
         const char *why = NULL;
         int pos = pr__kernel_pos(f, op, &why);
-        if (pos >= 0 && !prefix) {
+        if (pos >= 0 && op == PR_FOP_VOCAB &&
+            (i == 0 || f->ops[i - 1].op != PR_FOP_MODULUS || strcmp(on[i - 1], "cpu") == 0 ||
+             f->ops[i - 1].n > PR_K_HBM_MAX_DOMAIN)) {
+            why = "the kernel's vocabularies are direct-indexed tables: vocab needs a modulus "
+                  "of at most 2^26 right before it on the kernel";
+            pos = -1;
+        } else if (pos >= 0 && !prefix) {
             why = "it follows an operator that runs on the cpu (the kernel reads the raw column)";
             pos = -1;
         } else if (pos >= 0 && pos <= last) {

@@ -737,7 +737,8 @@ unsigned pr_feature_input_type(const pr_feature_spec *f);
  * kernel runs: the dense chain (neg2zero then log1p) of a dense feature and
  * the hex chain (hex2int, modulus, vocab, in that order) of a single-valued
  * sparse feature, each as a prefix of the feature's chain (the kernel reads
- * the raw column). Every other operator goes to the cpu only when its bit is
+ * the raw column); its vocab needs a modulus <= 2^26 right before it (the
+ * kernel's vocabularies are direct-indexed tables). Every other operator goes to the cpu only when its bit is
  * in cpu_ops; otherwise PR_ENOTSUP and errstr names the feature, the operator,
  * the backend and why. On success on[i] is the name of the backend running
  * step i ("cpu" or `backend`). */

@@ -1122,7 +1122,8 @@ static void test_schema_placement(void **state)
     (void)state;
     static const char yaml[] =
         MINIMAL "    schema:\n      dense: [ { name: p, path: p, ops: [ neg2zero, { clip: [0, "
-                "1] } ] } ]\n      sparse: [ { name: s, path: s, ops: [hex2int, vocab] } ]\n";
+                "1] } ] } ]\n      sparse: [ { name: s, path: s, ops: [hex2int, { modulus: 9 }, "
+                "vocab] } ]\n";
     pr_config *cfg = load_ok(yaml);
     char err[2048];
     assert_int_equal(pr_config_set(cfg, "engine.backend", "xrt", err, sizeof(err)), PR_EINVAL);

@@ -576,6 +576,17 @@ static void test_placement(void **state)
     f = feature(PR_FEAT_SPARSE, mv, 2);
     assert_int_equal(pr_feature_place(&f, "hls-sim", 0, on, err, sizeof(err)), 0);
     assert_string_equal(on[1], "hls-sim");
+    /* The kernel's vocab needs its modulus (direct-indexed tables, <= 2^26). */
+    const pr_fop hxv[] = {PR_FOP_HEX2INT, PR_FOP_VOCAB};
+    f = feature(PR_FEAT_SPARSE, hxv, 2);
+    assert_int_equal(pr_feature_place(&f, "xrt", 0, on, err, sizeof(err)), PR_ENOTSUP);
+    assert_non_null(strstr(err, "operator 'vocab'"));
+    assert_non_null(strstr(err, "modulus of at most 2^26"));
+    f = feature(PR_FEAT_SPARSE, mv, 2);
+    f.ops[0].n = (1ull << 26) + 1;
+    assert_int_equal(pr_feature_place(&f, "xrt", 0, on, err, sizeof(err)), PR_ENOTSUP);
+    f.ops[0].n = 1ull << 26;
+    assert_int_equal(pr_feature_place(&f, "xrt", 0, on, err, sizeof(err)), 0);
     free(fs);
 }
 
