@@ -112,7 +112,8 @@ static int pr__explain_pipeline(const pr_config *cfg, const pr_pipeline_cfg *pl)
         char err[600];
         pr__feature_line(f);
         if (pr_feature_place(f, backend, fs->cpu_ops, on, err, sizeof(err)) < 0) {
-            /* The loader refuses such a config; kept for safety. */
+            /* Only the Criteo preset gets here (the loader refuses a declared
+             * schema the backend cannot run); the engine refuses it at start. */
             fprintf(stderr, "piperec explain: pipeline %s: %s\n", pl->name, err);
             return 2;
         }

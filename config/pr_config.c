@@ -1453,7 +1453,9 @@ static void pr__finish_root(cfg_ctx *c, yaml_node_t *map, void *base, bool prese
         char sub[64], e[600];
         snprintf(sub, sizeof(sub), "pipelines[%zu].schema", i);
         c->line_hint = pl->line;
-        for (uint32_t f = 0; f < pl->features.n_features; f++)
+        /* The Criteo preset keeps today's behaviour: the engine checks its
+         * backend when it starts (pr_engine_new); explain shows placement. */
+        for (uint32_t f = 0; pl->features.declared && f < pl->features.n_features; f++)
             if (pr_feature_place(&pl->features.features[f], backend, pl->features.cpu_ops, on, e,
                                  sizeof(e)) < 0)
                 pr__cfg_error(c, NULL, sub, "%s (engine.backend: %s)", e, backend);

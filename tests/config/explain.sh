@@ -53,6 +53,21 @@ sed 's/^engine:.*/engine: { backend: hls-sim }/' "$PR_TMP/refused.yaml" |
 "$PIPEREC" explain --config "$PR_TMP/allowed.yaml" > "$PR_TMP/allowed.txt" || fail "cpu_ops allowed"
 grep -q 'clip \[0, 100\]  *on cpu' "$PR_TMP/allowed.txt" || fail "clip on cpu"
 
+# The Criteo preset loads as before (the engine checks it at start), and explain
+# reports what the kernel cannot run.
+cat > "$PR_TMP/preset.yaml" <<'YAML'
+pipelines:
+  - name: p
+    transform: { sparse: [hex2int, vocab] }
+engine: { backend: hls-sim }
+YAML
+if "$PIPEREC" explain --config "$PR_TMP/preset.yaml" > /dev/null 2> "$PR_TMP/err3.txt"; then
+    fail "preset vocab without modulus placed on hls-sim"
+fi
+grep -q "pipeline p: feature 'C1': operator 'vocab' cannot run on backend hls-sim" "$PR_TMP/err3.txt" ||
+    fail "preset message: $(cat "$PR_TMP/err3.txt")"
+"$PIPEREC" explain --config "$PR_TMP/preset.yaml" --backend cpu > /dev/null || fail "preset on cpu"
+
 # A chain that makes no sense is a config error naming the key.
 cat > "$PR_TMP/bad.yaml" <<'YAML'
 pipelines:

@@ -1134,8 +1134,12 @@ static void test_schema_placement(void **state)
     assert_int_equal(pr_config_set(cfg, "engine.backend", "xrt", err, sizeof(err)), 0);
     assert_int_equal(cfg->pipelines[0].features.cpu_ops, 1u << PR_FOP_CLIP);
     pr_config_free(cfg);
-    /* The Criteo preset runs on every backend. */
+    /* The Criteo preset runs on every backend, and loads as before even where
+     * the kernel cannot run it (the engine refuses it when it starts). */
     cfg = load_ok(MINIMAL "engine: { backend: hls-sim }\n");
+    pr_config_free(cfg);
+    cfg =
+        load_ok(MINIMAL "    transform: { sparse: [hex2int, vocab] }\nengine: { backend: xrt }\n");
     pr_config_free(cfg);
     /* Overrides before validation make a refused file load. */
     char path[] = "/tmp/pr_test_schema_XXXXXX";
