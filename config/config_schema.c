@@ -272,12 +272,13 @@ static const pr_feature_spec *pr__event_time(const cfg_ctx *c)
     return NULL;
 }
 
-static void pr__fop_names(char *b, size_t bn)
+/* Operator names for messages; `cross` only where it can be named (cpu_ops). */
+static void pr__fop_names(bool with_cross, char *b, size_t bn)
 {
     size_t len = 0;
     b[0] = '\0';
     for (int op = 0; op < PR_FOP__COUNT; op++)
-        if (op != PR_FOP_CROSS)
+        if (op != PR_FOP_CROSS || with_cross)
             len += (size_t)snprintf(b + len, len < bn ? bn - len : 0, "%s%s", len ? ", " : "",
                                     pr_fop_table[op].name);
 }
@@ -297,7 +298,7 @@ static bool pr__feat_op(cfg_ctx *c, yaml_node_t *it, const pr_feature_spec *f, p
         name = pr__scalar(it);
     }
     int op = pr_fop_from_name(name);
-    pr__fop_names(valid, sizeof(valid));
+    pr__fop_names(false, valid, sizeof(valid));
     if (!name) {
         pr__got(it, g, sizeof(g));
         pr__cfg_error(c, it, NULL, "expected an operator name or { operator: argument }, got %s",
@@ -654,7 +655,7 @@ void pr__h_cpu_ops(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
         pr__cfg_error(c, n, NULL, "expected `all` or a list of operators, got %s", g);
         return;
     }
-    pr__fop_names(valid, sizeof(valid));
+    pr__fop_names(true, valid, sizeof(valid));
     size_t items = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
     for (size_t i = 0; i < items; i++) {
         yaml_node_t *it = pr__node_get(c, n->data.sequence.items.start[i]);

@@ -1299,7 +1299,9 @@ static const cfg_key pipeline_keys[] = {
      .doc = "Unique pipeline name (A-Z a-z 0-9 _ -); used in metrics labels, file names and "
             "the default group.id."},
     K_MAP("source", pr_pipeline_cfg, source, source_tab, "Where records come from."),
-    K_MAP_FLAT("schema", schema_tab, "The record layout."),
+    K_MAP_FLAT("schema", schema_tab,
+               "The record layout: the Criteo counts, or the declared features (see Feature "
+               "schema)."),
     K_MAP_FLAT("transform", transform_tab, "The preprocessing operators."),
     K_MAP("batch", pr_pipeline_cfg, batch, batch_tab, "Batching, freshness and ordering."),
     K_MAP("sinks", pr_pipeline_cfg, sinks, sinks_tab,
