@@ -35,6 +35,7 @@ static const pr_command pr_commands[] = {
      "load events into Kafka: --bootstrap ADDR --topic T --input FILE"},
     {"consume", pr_cli_cmd_consume, "reference trainer client: --connect HOST:PORT --pipeline P"},
     {"vocab", pr_cli_cmd_vocab, "vocabulary export|import: --state DIR --pipeline P"},
+    {"explain", pr_cli_cmd_explain, "features, operator chains and their backends: --config FILE"},
     {"version", pr__cmd_version, "print the version"},
 };
 

@@ -23,6 +23,7 @@ int pr_cli_cmd_consume(int argc, char **argv); /* reference trainer-stream clien
 int pr_cli_cmd_demo(int argc, char **argv);    /* one-command live demo */
 int pr_cli_cmd_vocab(int argc, char **argv);   /* vocabulary export/import/hot */
 int pr_cli_vocab_hot(int argc, char **argv);   /* `vocab hot` (cmd_vocab_hot.c) */
+int pr_cli_cmd_explain(int argc, char **argv); /* features and operator placement */
 
 /* ---------------------------------------------------------------- helpers */
 

@@ -15,6 +15,12 @@
  * structure (pipelines, schema, transform) and the service's sections (http,
  * limits, state, log), whose owner sits above this layer.
  *
+ * The declared feature schema (schema.event_time / labels / dense: [...] /
+ * sparse: [...] / cpu_ops) is read by config_schema.c through the same walker
+ * (pr_config_int.h); without one, finish_pipeline builds the Criteo preset
+ * of the spec, and the root's finish checks operator placement against
+ * engine.backend.
+ *
  * Keys are applied in TABLE order, not document order: `schema` is read before
  * `transform` and `vocab` before `columns`, so a per-column override always
  * lands on top of the pipeline-wide values whatever order the user wrote.
@@ -28,11 +34,13 @@
  * lines, and loading fails if there was any.
  */
 #include "pr_config.h"
+#include "pr_config_int.h"
 #include "pr_hostport.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +48,6 @@
 
 #define PR__MAX_ERRORS      20
 #define PR__DEFAULT_MODULUS 524288u
-#define PR__PATH_MAX        512
 
 /* ---------------------------------------------------------------- enum names */
 
@@ -50,39 +57,23 @@ static const char *const count_mode_names[] = {"streaming", "two_pass", NULL};
 /* Indexed by pr_log_level. */
 static const char *const log_level_names[] = {"error", "warn", "info", "debug", NULL};
 
-static int names_find(const char *const *names, const char *s)
+int pr__names_find(const char *const *names, const char *s)
 {
     return pr_cfgmap_name_index(names, s);
 }
 
-static const char *names_get(const char *const *names, int count, int v)
+static const char *pr__names_get(const char *const *names, int count, int v)
 {
     return v >= 0 && v < count ? names[v] : "?";
 }
 
 const char *pr_source_format_name(pr_source_format f)
 {
-    return names_get(pr_msg_format_names, PR_FORMAT__COUNT, (int)f);
+    return pr__names_get(pr_msg_format_names, PR_FORMAT__COUNT, (int)f);
 }
 int pr_source_format_from_name(const char *s)
 {
-    return s ? names_find(pr_msg_format_names, s) : -1;
-}
-const char *pr_ordering_name(pr_ordering o)
-{
-    return names_get(pr_batch_ordering_names, PR_ORDERING__COUNT, (int)o);
-}
-int pr_ordering_from_name(const char *s)
-{
-    return s ? names_find(pr_batch_ordering_names, s) : -1;
-}
-const char *pr_late_policy_name(pr_late_policy p)
-{
-    return names_get(pr_batch_late_policy_names, PR_LATE__COUNT, (int)p);
-}
-int pr_late_policy_from_name(const char *s)
-{
-    return s ? names_find(pr_batch_late_policy_names, s) : -1;
+    return s ? pr__names_find(pr_msg_format_names, s) : -1;
 }
 
 /* ---------------------------------------------------------------- the default config */
@@ -118,26 +109,9 @@ const char *pr_config_default_yaml(void)
     return default_yaml;
 }
 
-/* ---------------------------------------------------------------- context */
+/* The loader context (cfg_ctx) and the key-table types are in pr_config_int.h. */
 
-typedef struct cfg_ctx {
-    yaml_document_t *doc;
-    int n_loaded; /* nodes from the text; later ones come from overrides */
-    const char *origin;
-    char *err;
-    size_t errn;
-    size_t errlen;
-    int n_errors;
-    char path[PR__PATH_MAX];
-    size_t pathlen;
-    yaml_node_t *map;  /* mapping being applied (for handlers that look at siblings) */
-    int line_hint;     /* line used when an error has no node (post-load checks) */
-    yaml_node_t synth; /* scalar node used to apply a default */
-    pr_config *cfg;
-    pr_pipeline_cfg *pl; /* pipeline being built */
-} cfg_ctx;
-
-static int node_line(const cfg_ctx *c, const yaml_node_t *n)
+int pr__node_line(const cfg_ctx *c, const yaml_node_t *n)
 {
     if (!n || n == &c->synth || !c->doc)
         return 0;
@@ -148,8 +122,7 @@ static int node_line(const cfg_ctx *c, const yaml_node_t *n)
 }
 
 /* Record one error for the current path (or `sub` appended to it). */
-static void __attribute__((format(printf, 4, 5)))
-cfg_error(cfg_ctx *c, const yaml_node_t *n, const char *sub, const char *fmt, ...)
+void pr__cfg_error(cfg_ctx *c, const yaml_node_t *n, const char *sub, const char *fmt, ...)
 {
     c->n_errors++;
     if (!c->err || c->errn == 0 || c->n_errors > PR__MAX_ERRORS + 1)
@@ -159,7 +132,7 @@ cfg_error(cfg_ctx *c, const yaml_node_t *n, const char *sub, const char *fmt, ..
         snprintf(msg, sizeof(msg), "(more errors not shown)");
     } else {
         char where[64] = "";
-        int line = n ? node_line(c, n) : c->line_hint;
+        int line = n ? pr__node_line(c, n) : c->line_hint;
         if (line > 0)
             snprintf(where, sizeof(where), ":%d", line);
         else if (n && n != &c->synth && c->doc && n - c->doc->nodes.start >= c->n_loaded)
@@ -182,7 +155,7 @@ cfg_error(cfg_ctx *c, const yaml_node_t *n, const char *sub, const char *fmt, ..
         c->errlen += (size_t)w < c->errn - c->errlen ? (size_t)w : c->errn - c->errlen - 1;
 }
 
-static size_t path_push(cfg_ctx *c, const char *key)
+size_t pr__path_push(cfg_ctx *c, const char *key)
 {
     size_t old = c->pathlen;
     int w = snprintf(c->path + old, sizeof(c->path) - old, "%s%s", old && key[0] != '[' ? "." : "",
@@ -192,14 +165,14 @@ static size_t path_push(cfg_ctx *c, const char *key)
     return old;
 }
 
-static size_t path_push_index(cfg_ctx *c, size_t i)
+size_t pr__path_push_index(cfg_ctx *c, size_t i)
 {
     char b[32];
     snprintf(b, sizeof(b), "[%zu]", i);
-    return path_push(c, b);
+    return pr__path_push(c, b);
 }
 
-static void path_pop(cfg_ctx *c, size_t old)
+void pr__path_pop(cfg_ctx *c, size_t old)
 {
     c->pathlen = old;
     c->path[old] = '\0';
@@ -207,26 +180,26 @@ static void path_pop(cfg_ctx *c, size_t old)
 
 /* ---------------------------------------------------------------- node helpers */
 
-static yaml_node_t *node_get(cfg_ctx *c, int idx)
+yaml_node_t *pr__node_get(cfg_ctx *c, int idx)
 {
     return yaml_document_get_node(c->doc, idx);
 }
 
-static const char *scalar(const yaml_node_t *n)
+const char *pr__scalar(const yaml_node_t *n)
 {
     return (const char *)n->data.scalar.value;
 }
 
-static bool is_null(const yaml_node_t *n)
+bool pr__is_null(const yaml_node_t *n)
 {
     if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
         return false;
-    const char *s = scalar(n);
+    const char *s = pr__scalar(n);
     return !s[0] || !strcmp(s, "~") || !strcmp(s, "null") || !strcmp(s, "Null") ||
            !strcmp(s, "NULL");
 }
 
-static const char *node_kind(const yaml_node_t *n)
+static const char *pr__node_kind(const yaml_node_t *n)
 {
     switch (n->type) {
     case YAML_MAPPING_NODE:
@@ -234,45 +207,45 @@ static const char *node_kind(const yaml_node_t *n)
     case YAML_SEQUENCE_NODE:
         return "a list";
     default:
-        return is_null(n) ? "nothing" : "a scalar";
+        return pr__is_null(n) ? "nothing" : "a scalar";
     }
 }
 
 /* Describe what was found: 'abc' for scalars, "a list" otherwise. */
-static void got(const yaml_node_t *n, char *b, size_t bn)
+void pr__got(const yaml_node_t *n, char *b, size_t bn)
 {
-    if (n->type == YAML_SCALAR_NODE && !is_null(n))
-        snprintf(b, bn, "'%.80s'", scalar(n));
+    if (n->type == YAML_SCALAR_NODE && !pr__is_null(n))
+        snprintf(b, bn, "'%.80s'", pr__scalar(n));
     else
-        snprintf(b, bn, "%s", node_kind(n));
+        snprintf(b, bn, "%s", pr__node_kind(n));
 }
 
 /* Scalar text of n, or NULL after recording "expected <what>, got ...". */
-static const char *want_scalar(cfg_ctx *c, yaml_node_t *n, const char *what)
+const char *pr__want_scalar(cfg_ctx *c, yaml_node_t *n, const char *what)
 {
-    if (n->type == YAML_SCALAR_NODE && !is_null(n))
-        return scalar(n);
+    if (n->type == YAML_SCALAR_NODE && !pr__is_null(n))
+        return pr__scalar(n);
     char g[96];
-    got(n, g, sizeof(g));
-    cfg_error(c, n, NULL, "expected %s, got %s", what, g);
+    pr__got(n, g, sizeof(g));
+    pr__cfg_error(c, n, NULL, "expected %s, got %s", what, g);
     return NULL;
 }
 
-static yaml_node_t *map_find(cfg_ctx *c, yaml_node_t *map, const char *key)
+yaml_node_t *pr__map_find(cfg_ctx *c, yaml_node_t *map, const char *key)
 {
     if (!map || map->type != YAML_MAPPING_NODE)
         return NULL;
     for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
          p++) {
-        yaml_node_t *k = node_get(c, p->key);
-        if (k && k->type == YAML_SCALAR_NODE && strcmp(scalar(k), key) == 0)
-            return node_get(c, p->value);
+        yaml_node_t *k = pr__node_get(c, p->key);
+        if (k && k->type == YAML_SCALAR_NODE && strcmp(pr__scalar(k), key) == 0)
+            return pr__node_get(c, p->value);
     }
     return NULL;
 }
 
 /* A name for pipelines and columns: used in metric labels, file names, paths. */
-static bool valid_name(const char *s, size_t cap)
+static bool pr__valid_name(const char *s, size_t cap)
 {
     size_t n = strlen(s);
     if (n == 0 || n >= cap)
@@ -283,7 +256,7 @@ static bool valid_name(const char *s, size_t cap)
     return true;
 }
 
-static void join_names(const char *const *names, char *b, size_t bn)
+static void pr__join_names(const char *const *names, char *b, size_t bn)
 {
     size_t len = 0;
     b[0] = '\0';
@@ -295,123 +268,8 @@ static void join_names(const char *const *names, char *b, size_t bn)
     }
 }
 
-/* ---------------------------------------------------------------- key tables */
-
-enum key_type {
-    KT_BOOL,
-    KT_INT,      /* signed or unsigned integer field of `width` bytes */
-    KT_STR,      /* owned char *; `names` restricts the values */
-    KT_NAME,     /* char[width] holding a valid_name() */
-    KT_ENUM,     /* int-sized enum; value = index in `names` */
-    KT_SIZE,     /* uint64_t bytes, with units */
-    KT_HOSTPORT, /* owned char * "host:port" */
-    KT_STRLIST,  /* owned char ** at off, size_t count at off2 */
-    KT_KV,       /* pr_kv_list of scalar pairs */
-    KT_MAP,      /* sub-table applied to base + off */
-    KT_CUSTOM,   /* fn */
-};
-
-#define KF_REQUIRED    1u  /* must be present (when the enclosing mapping is) */
-#define KF_DOC_DEFAULT 2u  /* `def` documents a value set by init code */
-#define KF_LIST        4u  /* custom: a list of `sub` mappings (reference/set paths) */
-#define KF_DICT        8u  /* custom: a mapping of user names -> `sub` mappings */
-#define KF_NONEMPTY    16u /* KT_STRLIST/KT_STR: at least one item / one char */
-
-typedef struct cfg_key cfg_key;
-typedef struct cfg_table cfg_table;
-typedef void (*key_fn)(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k);
-
-struct cfg_key {
-    const char *name;
-    enum key_type type;
-    unsigned flags;
-    size_t off;
-    size_t off2; /* KT_STRLIST count; KT_MAP: offset of `enabled` + 1 (0 = none) */
-    uint8_t width;
-    bool is_signed;
-    int64_t min;
-    uint64_t max; /* 0 = the field's own limit */
-    const char *const *names;
-    const cfg_table *sub;
-    key_fn fn;
-    const char *def;      /* YAML text of the default; NULL = none */
-    const char *type_doc; /* custom keys: the type column of the reference */
-    const char *doc;
-};
-
-/* A mapping level: the loader's own keys (structure, custom keys) followed by
- * the keys of a component's table (pr_cfgmap.h), both addressing `base`. */
-struct cfg_table {
-    const cfg_key *keys;
-    size_t n;
-    /* Cross-key checks after every key was applied; map is NULL when absent. */
-    void (*finish)(cfg_ctx *c, yaml_node_t *map, void *base, bool present);
-    const pr_cfgmap *cmap; /* NULL = none */
-};
-
-#define FSIZE(T, f)   sizeof(((T *)0)->f)
-#define FSIGNED(T, f) ((__typeof__(((T *)0)->f))-1 < (__typeof__(((T *)0)->f))1)
-
-#define K_INT(nm, T, f, lo, hi, d, dc)                                                             \
-    {                                                                                              \
-        .name = nm, .type = KT_INT, .off = offsetof(T, f), .width = FSIZE(T, f),                   \
-        .is_signed = FSIGNED(T, f), .min = lo, .max = hi, .def = d, .doc = dc                      \
-    }
-#define K_BOOL(nm, T, f, d, dc)                                                                    \
-    {                                                                                              \
-        .name = nm, .type = KT_BOOL, .off = offsetof(T, f), .def = d, .doc = dc                    \
-    }
-#define K_STR(nm, T, f, fl, d, dc)                                                                 \
-    {                                                                                              \
-        .name = nm, .type = KT_STR, .flags = fl, .off = offsetof(T, f), .def = d, .doc = dc        \
-    }
-#define K_CHOICE(nm, T, f, nms, d, dc)                                                             \
-    {                                                                                              \
-        .name = nm, .type = KT_STR, .off = offsetof(T, f), .names = nms, .def = d, .doc = dc       \
-    }
-#define K_ENUM(nm, T, f, nms, d, dc)                                                               \
-    {                                                                                              \
-        .name = nm, .type = KT_ENUM, .off = offsetof(T, f), .names = nms, .def = d, .doc = dc      \
-    }
-#define K_HOSTPORT(nm, T, f, d, dc)                                                                \
-    {                                                                                              \
-        .name = nm, .type = KT_HOSTPORT, .off = offsetof(T, f), .def = d, .doc = dc                \
-    }
-#define K_MAP(nm, T, f, tab, dc)                                                                   \
-    {                                                                                              \
-        .name = nm, .type = KT_MAP, .off = offsetof(T, f), .sub = &tab, .doc = dc                  \
-    }
-/* A mapping level whose table addresses the same struct as its parent. */
-#define K_MAP_FLAT(nm, tab, dc)                                                                    \
-    {                                                                                              \
-        .name = nm, .type = KT_MAP, .off = 0, .sub = &tab, .doc = dc                               \
-    }
-#define K_MAP_EN(nm, T, f, en, tab, dc)                                                            \
-    {                                                                                              \
-        .name = nm, .type = KT_MAP, .off = offsetof(T, f), .off2 = offsetof(T, en) + 1,            \
-        .sub = &tab, .doc = dc                                                                     \
-    }
-#define K_CUSTOM(nm, fl, fnc, tdoc, d, dc)                                                         \
-    {                                                                                              \
-        .name = nm, .type = KT_CUSTOM, .flags = fl, .fn = fnc, .type_doc = tdoc, .def = d,         \
-        .doc = dc                                                                                  \
-    }
-#define TABLE(arr, fin)                                                                            \
-    {                                                                                              \
-        arr, sizeof(arr) / sizeof(arr[0]), fin, NULL                                               \
-    }
-/* A level described by a component's table, optionally after own keys. */
-#define CTABLE(cm, fin)                                                                            \
-    {                                                                                              \
-        NULL, 0, fin, &cm                                                                          \
-    }
-#define CTABLE_WITH(arr, cm, fin)                                                                  \
-    {                                                                                              \
-        arr, sizeof(arr) / sizeof(arr[0]), fin, &cm                                                \
-    }
-
 /* A component entry as a loader key. */
-static cfg_key key_from_entry(const pr_cfgmap_entry *e)
+static cfg_key pr__key_from_entry(const pr_cfgmap_entry *e)
 {
     static const enum key_type types[] = {
         [PR_CFG_BOOL] = KT_BOOL,       [PR_CFG_INT] = KT_INT,   [PR_CFG_STR] = KT_STR,
@@ -438,7 +296,7 @@ static cfg_key key_from_entry(const pr_cfgmap_entry *e)
 
 /* Keys of a level: its own, then the component's YAML keys (internal
  * entries are not YAML keys). */
-static size_t table_n(const cfg_table *t)
+static size_t pr__table_n(const cfg_table *t)
 {
     size_t n = t->n;
     for (size_t i = 0; t->cmap && i < t->cmap->n; i++)
@@ -446,7 +304,7 @@ static size_t table_n(const cfg_table *t)
     return n;
 }
 
-static cfg_key table_key(const cfg_table *t, size_t i)
+static cfg_key pr__table_key(const cfg_table *t, size_t i)
 {
     if (i < t->n)
         return t->keys[i];
@@ -456,12 +314,10 @@ static cfg_key table_key(const cfg_table *t, size_t i)
         if (e->flags & PR_CFG_INTERNAL)
             continue;
         if (i-- == 0)
-            return key_from_entry(e);
+            return pr__key_from_entry(e);
     }
     abort(); /* i out of range: a bug in a caller */
 }
-
-static void apply_map(cfg_ctx *c, yaml_node_t *map, const cfg_table *t, void *base);
 
 /* ---------------------------------------------------------------- scalar parsers */
 
@@ -470,15 +326,15 @@ int pr_config_parse_size(const char *s, uint64_t *out)
     return pr_cfgmap_parse_size(s, out);
 }
 
-static bool parse_bool(const char *s, bool *out)
+static bool pr__parse_bool(const char *s, bool *out)
 {
     return pr_cfgmap_parse_bool(s, out);
 }
 
 /* Parse an integer scalar and check it against k's range and field width. */
-static bool parse_int_key(cfg_ctx *c, yaml_node_t *n, const cfg_key *k, uint64_t *out)
+bool pr__parse_int_key(cfg_ctx *c, yaml_node_t *n, const cfg_key *k, uint64_t *out)
 {
-    const char *s = want_scalar(c, n, "an integer");
+    const char *s = pr__want_scalar(c, n, "an integer");
     if (!s)
         return false;
     char *end;
@@ -491,11 +347,11 @@ static bool parse_int_key(cfg_ctx *c, yaml_node_t *n, const cfg_key *k, uint64_t
     else
         uv = strtoull(s, &end, 10);
     if (end == s || *end || !(isdigit((unsigned char)s[0]) || s[0] == '-' || s[0] == '+')) {
-        cfg_error(c, n, NULL, "expected an integer, got '%.80s'", s);
+        pr__cfg_error(c, n, NULL, "expected an integer, got '%.80s'", s);
         return false;
     }
     if (errno) {
-        cfg_error(c, n, NULL, "%.80s is out of range", s);
+        pr__cfg_error(c, n, NULL, "%.80s is out of range", s);
         return false;
     }
     uint64_t fmax = k->is_signed ? (uint64_t)INT64_MAX >> (64 - 8 * k->width)
@@ -504,19 +360,19 @@ static bool parse_int_key(cfg_ctx *c, yaml_node_t *n, const cfg_key *k, uint64_t
     bool low = neg ? sv < k->min : (k->min > 0 && uv < (uint64_t)k->min);
     if (low || (!neg && uv > max)) {
         if (max == fmax && k->min == 0)
-            cfg_error(c, n, NULL, "must be >= 0 and <= %" PRIu64 ", got %s", max, s);
+            pr__cfg_error(c, n, NULL, "must be >= 0 and <= %" PRIu64 ", got %s", max, s);
         else if (max == fmax)
-            cfg_error(c, n, NULL, "must be >= %" PRId64 ", got %s", k->min, s);
+            pr__cfg_error(c, n, NULL, "must be >= %" PRId64 ", got %s", k->min, s);
         else
-            cfg_error(c, n, NULL, "must be between %" PRId64 " and %" PRIu64 ", got %s", k->min,
-                      max, s);
+            pr__cfg_error(c, n, NULL, "must be between %" PRId64 " and %" PRIu64 ", got %s", k->min,
+                          max, s);
         return false;
     }
     *out = neg ? (uint64_t)sv : uv;
     return true;
 }
 
-static char *xstrdup(const char *s)
+static char *pr__xstrdup(const char *s)
 {
     char *d = strdup(s);
     if (!d)
@@ -524,7 +380,7 @@ static char *xstrdup(const char *s)
     return d;
 }
 
-static void *xcalloc(size_t n, size_t sz)
+static void *pr__xcalloc(size_t n, size_t sz)
 {
     void *p = calloc(n ? n : 1, sz);
     if (!p)
@@ -532,13 +388,13 @@ static void *xcalloc(size_t n, size_t sz)
     return p;
 }
 
-static void set_str(char **dst, const char *s)
+static void pr__set_str(char **dst, const char *s)
 {
     free(*dst);
-    *dst = s ? xstrdup(s) : NULL;
+    *dst = s ? pr__xstrdup(s) : NULL;
 }
 
-static void kv_free(pr_kv_list *l)
+static void pr__kv_free(pr_kv_list *l)
 {
     for (size_t i = 0; i < l->n; i++) {
         free((void *)l->items[i].key);
@@ -549,7 +405,7 @@ static void kv_free(pr_kv_list *l)
     l->n = 0;
 }
 
-static void strlist_free(char ***v, size_t *n)
+static void pr__strlist_free(char ***v, size_t *n)
 {
     for (size_t i = 0; i < *n; i++)
         free((*v)[i]);
@@ -561,242 +417,242 @@ static void strlist_free(char ***v, size_t *n)
 /* ---------------------------------------------------------------- applying one key */
 
 /* One setter per key type: parse node n (a YAML value) into the field of k
- * at base, or report why not with cfg_error(). apply_key() dispatches
+ * at base, or report why not with pr__cfg_error(). pr__apply_key() dispatches
  * through key_setters[]. */
-static void set_bool(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+static void pr__set_bool(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
 {
     char *p = (char *)base + k->off;
     const char *s;
-    if (!(s = want_scalar(c, n, "true or false")))
+    if (!(s = pr__want_scalar(c, n, "true or false")))
         return;
-    if (!parse_bool(s, (bool *)p))
-        cfg_error(c, n, NULL, "expected true or false, got '%.80s'", s);
+    if (!pr__parse_bool(s, (bool *)p))
+        pr__cfg_error(c, n, NULL, "expected true or false, got '%.80s'", s);
 }
 
-static void set_int(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+static void pr__set_int(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
 {
     char *p = (char *)base + k->off;
     uint64_t v;
-    if (parse_int_key(c, n, k, &v))
+    if (pr__parse_int_key(c, n, k, &v))
         pr_cfgmap_store_int(p, k->width, v);
 }
 
-static void set_str_key(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+static void pr__set_str_key(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
 {
     char *p = (char *)base + k->off;
     const char *s;
     char b[256];
-    if (n->type == YAML_SCALAR_NODE && is_null(n) && !(k->flags & KF_NONEMPTY) && !k->names) {
-        set_str((char **)p, NULL);
+    if (n->type == YAML_SCALAR_NODE && pr__is_null(n) && !(k->flags & KF_NONEMPTY) && !k->names) {
+        pr__set_str((char **)p, NULL);
         return;
     }
-    if (!(s = want_scalar(c, n, "a string")))
+    if (!(s = pr__want_scalar(c, n, "a string")))
         return;
-    if (k->names && names_find(k->names, s) < 0) {
-        join_names(k->names, b, sizeof(b));
-        cfg_error(c, n, NULL, "unknown value '%.80s' (valid: %s)", s, b);
+    if (k->names && pr__names_find(k->names, s) < 0) {
+        pr__join_names(k->names, b, sizeof(b));
+        pr__cfg_error(c, n, NULL, "unknown value '%.80s' (valid: %s)", s, b);
         return;
     }
-    set_str((char **)p, s);
+    pr__set_str((char **)p, s);
 }
 
-static void set_name(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+static void pr__set_name(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
 {
     char *p = (char *)base + k->off;
     const char *s;
-    if (!(s = want_scalar(c, n, "a name")))
+    if (!(s = pr__want_scalar(c, n, "a name")))
         return;
-    if (!valid_name(s, k->width)) {
-        cfg_error(c, n, NULL, "invalid name '%.80s' (1..%d characters of A-Z a-z 0-9 _ -)", s,
-                  k->width - 1);
+    if (!pr__valid_name(s, k->width)) {
+        pr__cfg_error(c, n, NULL, "invalid name '%.80s' (1..%d characters of A-Z a-z 0-9 _ -)", s,
+                      k->width - 1);
         return;
     }
     snprintf(p, k->width, "%s", s);
 }
 
-static void set_enum(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+static void pr__set_enum(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
 {
     char *p = (char *)base + k->off;
     const char *s;
     char b[256];
-    if (!(s = want_scalar(c, n, "a string")))
+    if (!(s = pr__want_scalar(c, n, "a string")))
         return;
-    int v = names_find(k->names, s);
+    int v = pr__names_find(k->names, s);
     if (v < 0) {
-        join_names(k->names, b, sizeof(b));
-        cfg_error(c, n, NULL, "unknown value '%.80s' (valid: %s)", s, b);
+        pr__join_names(k->names, b, sizeof(b));
+        pr__cfg_error(c, n, NULL, "unknown value '%.80s' (valid: %s)", s, b);
         return;
     }
     *(int *)p = v;
 }
 
-static void set_size(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+static void pr__set_size(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
 {
     char *p = (char *)base + k->off;
     const char *s;
     uint64_t v;
-    if (!(s = want_scalar(c, n, "a size")))
+    if (!(s = pr__want_scalar(c, n, "a size")))
         return;
     if (pr_config_parse_size(s, &v) < 0) {
-        cfg_error(c, n, NULL,
-                  "expected a size (a number, optionally with B, KiB, MiB, GiB, TiB, KB, MB, "
-                  "GB or TB), got '%.80s'",
-                  s);
+        pr__cfg_error(c, n, NULL,
+                      "expected a size (a number, optionally with B, KiB, MiB, GiB, TiB, KB, MB, "
+                      "GB or TB), got '%.80s'",
+                      s);
         return;
     }
     if (v < (uint64_t)k->min || (k->max && v > k->max)) {
         if (k->max)
-            cfg_error(c, n, NULL, "must be between %" PRId64 " and %" PRIu64 " bytes, got %s",
-                      k->min, k->max, s);
+            pr__cfg_error(c, n, NULL, "must be between %" PRId64 " and %" PRIu64 " bytes, got %s",
+                          k->min, k->max, s);
         else
-            cfg_error(c, n, NULL, "must be at least %" PRId64 " bytes, got %s", k->min, s);
+            pr__cfg_error(c, n, NULL, "must be at least %" PRId64 " bytes, got %s", k->min, s);
         return;
     }
     *(uint64_t *)p = v;
 }
 
-static void set_hostport(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+static void pr__set_hostport(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
 {
     char *p = (char *)base + k->off;
     const char *s;
-    if (!(s = want_scalar(c, n, "an address host:port")))
+    if (!(s = pr__want_scalar(c, n, "an address host:port")))
         return;
     if (pr_hostport_parse(s, NULL, 0, NULL) < 0) {
-        cfg_error(c, n, NULL,
-                  "expected an address host:port (e.g. \"0.0.0.0:7070\" or \"[::1]:7070\"), "
-                  "got '%.80s'",
-                  s);
+        pr__cfg_error(c, n, NULL,
+                      "expected an address host:port (e.g. \"0.0.0.0:7070\" or \"[::1]:7070\"), "
+                      "got '%.80s'",
+                      s);
         return;
     }
-    set_str((char **)p, s);
+    pr__set_str((char **)p, s);
 }
 
-static void set_strlist(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+static void pr__set_strlist(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
 {
     char *p = (char *)base + k->off;
     const char *s;
     char b[256];
     char ***v = (char ***)p;
     size_t *cnt = (size_t *)((char *)base + k->off2);
-    if (n->type == YAML_SCALAR_NODE && !is_null(n)) { /* one item: topics: events */
-        if (!*scalar(n) && (k->flags & KF_NONEMPTY)) {
-            cfg_error(c, n, NULL, "must not be an empty string");
+    if (n->type == YAML_SCALAR_NODE && !pr__is_null(n)) { /* one item: topics: events */
+        if (!*pr__scalar(n) && (k->flags & KF_NONEMPTY)) {
+            pr__cfg_error(c, n, NULL, "must not be an empty string");
             return;
         }
-        strlist_free(v, cnt);
-        *v = xcalloc(1, sizeof(char *));
-        (*v)[0] = xstrdup(scalar(n));
+        pr__strlist_free(v, cnt);
+        *v = pr__xcalloc(1, sizeof(char *));
+        (*v)[0] = pr__xstrdup(pr__scalar(n));
         *cnt = 1;
         return;
     }
     if (n->type != YAML_SEQUENCE_NODE) {
-        got(n, b, sizeof(b));
-        cfg_error(c, n, NULL, "expected a list of strings, got %s", b);
+        pr__got(n, b, sizeof(b));
+        pr__cfg_error(c, n, NULL, "expected a list of strings, got %s", b);
         return;
     }
     size_t items = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
     if (items == 0 && (k->flags & KF_NONEMPTY)) {
-        cfg_error(c, n, NULL, "must not be empty");
+        pr__cfg_error(c, n, NULL, "must not be empty");
         return;
     }
-    strlist_free(v, cnt);
-    *v = xcalloc(items, sizeof(char *));
+    pr__strlist_free(v, cnt);
+    *v = pr__xcalloc(items, sizeof(char *));
     for (size_t i = 0; i < items; i++) {
-        yaml_node_t *it = node_get(c, n->data.sequence.items.start[i]);
-        size_t old = path_push_index(c, i);
-        if ((s = want_scalar(c, it, "a string"))) {
+        yaml_node_t *it = pr__node_get(c, n->data.sequence.items.start[i]);
+        size_t old = pr__path_push_index(c, i);
+        if ((s = pr__want_scalar(c, it, "a string"))) {
             /* topics: [''] would subscribe to nothing and fail only at run time. */
             if (!*s && (k->flags & KF_NONEMPTY))
-                cfg_error(c, it, NULL, "must not be an empty string");
+                pr__cfg_error(c, it, NULL, "must not be an empty string");
             else
-                (*v)[(*cnt)++] = xstrdup(s);
+                (*v)[(*cnt)++] = pr__xstrdup(s);
         }
-        path_pop(c, old);
+        pr__path_pop(c, old);
     }
 }
 
-static void set_kv(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+static void pr__set_kv(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
 {
     char *p = (char *)base + k->off;
     const char *s;
     char b[256];
     pr_kv_list *l = (pr_kv_list *)p;
-    if (n->type == YAML_SCALAR_NODE && is_null(n))
+    if (n->type == YAML_SCALAR_NODE && pr__is_null(n))
         return;
     if (n->type != YAML_MAPPING_NODE) {
-        got(n, b, sizeof(b));
-        cfg_error(c, n, NULL, "expected a mapping of name: value, got %s", b);
+        pr__got(n, b, sizeof(b));
+        pr__cfg_error(c, n, NULL, "expected a mapping of name: value, got %s", b);
         return;
     }
-    kv_free(l);
+    pr__kv_free(l);
     size_t items = (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
-    l->items = xcalloc(items, sizeof(pr_kv));
+    l->items = pr__xcalloc(items, sizeof(pr_kv));
     for (size_t i = 0; i < items; i++) {
-        yaml_node_t *kn = node_get(c, n->data.mapping.pairs.start[i].key);
-        yaml_node_t *vn = node_get(c, n->data.mapping.pairs.start[i].value);
-        const char *ks = want_scalar(c, kn, "a property name");
+        yaml_node_t *kn = pr__node_get(c, n->data.mapping.pairs.start[i].key);
+        yaml_node_t *vn = pr__node_get(c, n->data.mapping.pairs.start[i].value);
+        const char *ks = pr__want_scalar(c, kn, "a property name");
         if (!ks)
             continue;
-        size_t old = path_push(c, ks);
+        size_t old = pr__path_push(c, ks);
         /* Numbers and booleans keep their text: librdkafka wants strings. */
-        if ((s = want_scalar(c, vn, "a value (string, number or boolean)"))) {
-            l->items[l->n].key = xstrdup(ks);
-            l->items[l->n].value = xstrdup(s);
+        if ((s = pr__want_scalar(c, vn, "a value (string, number or boolean)"))) {
+            l->items[l->n].key = pr__xstrdup(ks);
+            l->items[l->n].value = pr__xstrdup(s);
             l->n++;
         }
-        path_pop(c, old);
+        pr__path_pop(c, old);
     }
 }
 
-static void set_map(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+static void pr__set_map(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
 {
     char *p = (char *)base + k->off;
     if (k->off2)
         *(bool *)((char *)base + k->off2 - 1) = true;
-    if (n->type == YAML_SCALAR_NODE && is_null(n)) /* `trainer:` alone = all defaults */
+    if (n->type == YAML_SCALAR_NODE && pr__is_null(n)) /* `trainer:` alone = all defaults */
         n = NULL;
-    apply_map(c, n, k->sub, p);
+    pr__apply_map(c, n, k->sub, p);
 }
 
-static void set_custom(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+static void pr__set_custom(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
 {
     k->fn(c, n, base, k);
 }
 
 static void (*const key_setters[])(cfg_ctx *, yaml_node_t *, void *, const cfg_key *) = {
-    [KT_BOOL] = set_bool,         [KT_INT] = set_int,         [KT_STR] = set_str_key,
-    [KT_NAME] = set_name,         [KT_ENUM] = set_enum,       [KT_SIZE] = set_size,
-    [KT_HOSTPORT] = set_hostport, [KT_STRLIST] = set_strlist, [KT_KV] = set_kv,
-    [KT_MAP] = set_map,           [KT_CUSTOM] = set_custom,
+    [KT_BOOL] = pr__set_bool,         [KT_INT] = pr__set_int,         [KT_STR] = pr__set_str_key,
+    [KT_NAME] = pr__set_name,         [KT_ENUM] = pr__set_enum,       [KT_SIZE] = pr__set_size,
+    [KT_HOSTPORT] = pr__set_hostport, [KT_STRLIST] = pr__set_strlist, [KT_KV] = pr__set_kv,
+    [KT_MAP] = pr__set_map,           [KT_CUSTOM] = pr__set_custom,
 };
 
-static void apply_key(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+static void pr__apply_key(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
 {
     key_setters[k->type](c, n, base, k);
 }
 
-static bool key_takes_scalar_default(const cfg_key *k)
+static bool pr__key_takes_scalar_default(const cfg_key *k)
 {
     return k->def && !(k->flags & KF_DOC_DEFAULT) && k->type != KT_MAP && k->type != KT_KV &&
            k->type != KT_STRLIST;
 }
 
-static void apply_default(cfg_ctx *c, void *base, const cfg_key *k)
+static void pr__apply_default(cfg_ctx *c, void *base, const cfg_key *k)
 {
     memset(&c->synth, 0, sizeof(c->synth));
     c->synth.type = YAML_SCALAR_NODE;
     c->synth.data.scalar.value = (yaml_char_t *)k->def;
     c->synth.data.scalar.length = strlen(k->def);
     c->synth.data.scalar.style = YAML_PLAIN_SCALAR_STYLE;
-    apply_key(c, &c->synth, base, k);
+    pr__apply_key(c, &c->synth, base, k);
 }
 
-static void list_keys(const cfg_table *t, char *b, size_t bn)
+static void pr__list_keys(const cfg_table *t, char *b, size_t bn)
 {
     size_t len = 0;
     b[0] = '\0';
-    for (size_t i = 0; i < table_n(t) && len < bn; i++) {
-        int w = snprintf(b + len, bn - len, "%s%s", i ? ", " : "", table_key(t, i).name);
+    for (size_t i = 0; i < pr__table_n(t) && len < bn; i++) {
+        int w = snprintf(b + len, bn - len, "%s%s", i ? ", " : "", pr__table_key(t, i).name);
         if (w < 0)
             break;
         len += (size_t)w;
@@ -804,13 +660,13 @@ static void list_keys(const cfg_table *t, char *b, size_t bn)
 }
 
 /* Apply mapping `map` (NULL = absent: defaults only) to `base` through `t`. */
-static void apply_map(cfg_ctx *c, yaml_node_t *map, const cfg_table *t, void *base)
+void pr__apply_map(cfg_ctx *c, yaml_node_t *map, const cfg_table *t, void *base)
 {
     bool present = map != NULL;
     if (map && map->type != YAML_MAPPING_NODE) {
         char g[96];
-        got(map, g, sizeof(g));
-        cfg_error(c, map, NULL, "expected a mapping, got %s", g);
+        pr__got(map, g, sizeof(g));
+        pr__cfg_error(c, map, NULL, "expected a mapping, got %s", g);
         return;
     }
     yaml_node_t *saved_map = c->map;
@@ -819,44 +675,45 @@ static void apply_map(cfg_ctx *c, yaml_node_t *map, const cfg_table *t, void *ba
     if (map) {
         for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
              p++) {
-            yaml_node_t *kn = node_get(c, p->key);
+            yaml_node_t *kn = pr__node_get(c, p->key);
             if (kn->type != YAML_SCALAR_NODE) {
-                cfg_error(c, kn, NULL, "keys must be plain names, got %s", node_kind(kn));
+                pr__cfg_error(c, kn, NULL, "keys must be plain names, got %s", pr__node_kind(kn));
                 continue;
             }
-            const char *ks = scalar(kn);
+            const char *ks = pr__scalar(kn);
             bool known = false;
-            for (size_t i = 0; i < table_n(t) && !known; i++)
-                known = strcmp(table_key(t, i).name, ks) == 0;
+            for (size_t i = 0; i < pr__table_n(t) && !known; i++)
+                known = strcmp(pr__table_key(t, i).name, ks) == 0;
             if (!known) {
                 char valid[512];
-                list_keys(t, valid, sizeof(valid));
-                cfg_error(c, kn, ks, "unknown key (valid: %s)", valid);
+                pr__list_keys(t, valid, sizeof(valid));
+                pr__cfg_error(c, kn, ks, "unknown key (valid: %s)", valid);
                 continue;
             }
             for (yaml_node_pair_t *q = map->data.mapping.pairs.start; q < p; q++) {
-                yaml_node_t *qk = node_get(c, q->key);
-                if (qk->type == YAML_SCALAR_NODE && strcmp(scalar(qk), ks) == 0) {
-                    cfg_error(c, kn, ks, "duplicate key (first at line %d)", node_line(c, qk));
+                yaml_node_t *qk = pr__node_get(c, q->key);
+                if (qk->type == YAML_SCALAR_NODE && strcmp(pr__scalar(qk), ks) == 0) {
+                    pr__cfg_error(c, kn, ks, "duplicate key (first at line %d)",
+                                  pr__node_line(c, qk));
                     break;
                 }
             }
         }
     }
-    for (size_t i = 0; i < table_n(t); i++) {
-        const cfg_key key = table_key(t, i), *k = &key;
-        yaml_node_t *v = map_find(c, map, k->name);
-        size_t old = path_push(c, k->name);
+    for (size_t i = 0; i < pr__table_n(t); i++) {
+        const cfg_key key = pr__table_key(t, i), *k = &key;
+        yaml_node_t *v = pr__map_find(c, map, k->name);
+        size_t old = pr__path_push(c, k->name);
         if (v) {
-            apply_key(c, v, base, k);
+            pr__apply_key(c, v, base, k);
         } else if ((k->flags & KF_REQUIRED) && present) {
-            cfg_error(c, map, NULL, "missing (required)");
+            pr__cfg_error(c, map, NULL, "missing (required)");
         } else if (k->type == KT_MAP) {
-            apply_map(c, NULL, k->sub, (char *)base + k->off);
-        } else if (key_takes_scalar_default(k)) {
-            apply_default(c, base, k);
+            pr__apply_map(c, NULL, k->sub, (char *)base + k->off);
+        } else if (pr__key_takes_scalar_default(k)) {
+            pr__apply_default(c, base, k);
         }
-        path_pop(c, old);
+        pr__path_pop(c, old);
         c->map = map;
     }
     if (t->finish)
@@ -866,7 +723,7 @@ static void apply_map(cfg_ctx *c, yaml_node_t *map, const cfg_table *t, void *ba
 
 /* ---------------------------------------------------------------- source, batch, sinks, state */
 
-static void finish_kafka_source(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
+static void pr__finish_kafka_source(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
 {
     (void)map;
     (void)present;
@@ -874,11 +731,11 @@ static void finish_kafka_source(cfg_ctx *c, yaml_node_t *map, void *base, bool p
     if (!k->group_id && c->pl) {
         char b[PR_NAME_MAX + 16];
         snprintf(b, sizeof(b), "piperec-%s", c->pl->name);
-        k->group_id = xstrdup(b);
+        k->group_id = pr__xstrdup(b);
     }
 }
 
-static const cfg_table kafka_source_tab = CTABLE(pr_kafka_source_cfgmap, finish_kafka_source);
+static const cfg_table kafka_source_tab = CTABLE(pr_kafka_source_cfgmap, pr__finish_kafka_source);
 
 static const cfg_key source_keys[] = {
     K_MAP_EN("kafka", pr_source_cfg, kafka, kafka.enabled, kafka_source_tab,
@@ -887,16 +744,16 @@ static const cfg_key source_keys[] = {
 /* kafka, then the component's keys: format, dead_letter_topic. */
 static const cfg_table source_tab = CTABLE_WITH(source_keys, pr_source_cfgmap, NULL);
 
-static void finish_batch(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
+static void pr__finish_batch(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
 {
     (void)present;
     pr_batch_cfg *b = base;
     if (b->late_policy == PR_LATE_DROP_TO_DLQ && c->pl && !c->pl->source.dead_letter_topic)
-        cfg_error(c, map_find(c, map, "late_policy"), "late_policy",
-                  "drop_to_dlq needs source.dead_letter_topic");
+        pr__cfg_error(c, pr__map_find(c, map, "late_policy"), "late_policy",
+                      "drop_to_dlq needs source.dead_letter_topic");
 }
 
-static const cfg_table batch_tab = CTABLE(pr_batch_cfgmap, finish_batch);
+static const cfg_table batch_tab = CTABLE(pr_batch_cfgmap, pr__finish_batch);
 
 static const cfg_table trainer_tls_tab = CTABLE(pr_sink_trainer_tls_cfgmap, NULL);
 static const cfg_table trainer_auth_tab = CTABLE(pr_sink_trainer_auth_cfgmap, NULL);
@@ -936,33 +793,33 @@ static const cfg_table vocab_log_tab = CTABLE(pr_vocablog_cfgmap, NULL);
 
 /* ---------------------------------------------------------------- schema */
 
-static bool names_list(cfg_ctx *c, yaml_node_t *n, size_t max, char (*dst)[PR_NAME_MAX],
-                       size_t *count)
+static bool pr__names_list(cfg_ctx *c, yaml_node_t *n, size_t max, char (*dst)[PR_NAME_MAX],
+                           size_t *count)
 {
     char g[96];
     if (n->type != YAML_SEQUENCE_NODE) {
-        got(n, g, sizeof(g));
-        cfg_error(c, n, NULL, "expected a list of names, got %s", g);
+        pr__got(n, g, sizeof(g));
+        pr__cfg_error(c, n, NULL, "expected a list of names, got %s", g);
         return false;
     }
     size_t items = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
     if (items > max) {
-        cfg_error(c, n, NULL, "%zu names, at most %zu allowed", items, max);
+        pr__cfg_error(c, n, NULL, "%zu names, at most %zu allowed", items, max);
         return false;
     }
     bool ok = true;
     for (size_t i = 0; i < items; i++) {
-        yaml_node_t *it = node_get(c, n->data.sequence.items.start[i]);
-        size_t old = path_push_index(c, i);
-        const char *s = want_scalar(c, it, "a name");
-        if (s && !valid_name(s, PR_NAME_MAX)) {
-            cfg_error(c, it, NULL, "invalid name '%.80s' (1..%d characters of A-Z a-z 0-9 _ -)", s,
-                      PR_NAME_MAX - 1);
+        yaml_node_t *it = pr__node_get(c, n->data.sequence.items.start[i]);
+        size_t old = pr__path_push_index(c, i);
+        const char *s = pr__want_scalar(c, it, "a name");
+        if (s && !pr__valid_name(s, PR_NAME_MAX)) {
+            pr__cfg_error(c, it, NULL, "invalid name '%.80s' (1..%d characters of A-Z a-z 0-9 _ -)",
+                          s, PR_NAME_MAX - 1);
             s = NULL;
         }
         for (size_t j = 0; s && j < i; j++) {
             if (strcmp(dst[j], s) == 0) {
-                cfg_error(c, it, NULL, "duplicate name '%s'", s);
+                pr__cfg_error(c, it, NULL, "duplicate name '%s'", s);
                 s = NULL;
             }
         }
@@ -970,35 +827,35 @@ static bool names_list(cfg_ctx *c, yaml_node_t *n, size_t max, char (*dst)[PR_NA
             snprintf(dst[i], PR_NAME_MAX, "%s", s);
         else
             ok = false;
-        path_pop(c, old);
+        pr__path_pop(c, old);
     }
     *count = items;
     return ok;
 }
 
-static void h_dense_names(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+static void pr__h_dense_names(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
 {
     (void)k;
     pr_pipeline_cfg *pl = base;
     size_t cnt;
-    if (!names_list(c, n, PR_MAX_DENSE, pl->dense_names, &cnt))
+    if (!pr__names_list(c, n, PR_MAX_DENSE, pl->dense_names, &cnt))
         return;
-    if (map_find(c, c->map, "dense") && cnt != pl->spec.n_dense)
-        cfg_error(c, n, NULL, "%zu names but dense is %u", cnt, (unsigned)pl->spec.n_dense);
+    if (pr__map_find(c, c->map, "dense") && cnt != pl->spec.n_dense)
+        pr__cfg_error(c, n, NULL, "%zu names but dense is %u", cnt, (unsigned)pl->spec.n_dense);
     else
         pl->spec.n_dense = (uint16_t)cnt;
 }
 
-static void h_sparse_names(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+static void pr__h_sparse_names(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
 {
     (void)k;
     pr_pipeline_cfg *pl = base;
     size_t cnt;
     char tmp[PR_MAX_SPARSE][PR_NAME_MAX];
-    if (!names_list(c, n, PR_MAX_SPARSE, tmp, &cnt))
+    if (!pr__names_list(c, n, PR_MAX_SPARSE, tmp, &cnt))
         return;
-    if (map_find(c, c->map, "sparse") && cnt != pl->spec.n_sparse) {
-        cfg_error(c, n, NULL, "%zu names but sparse is %u", cnt, (unsigned)pl->spec.n_sparse);
+    if (pr__map_find(c, c->map, "sparse") && cnt != pl->spec.n_sparse) {
+        pr__cfg_error(c, n, NULL, "%zu names but sparse is %u", cnt, (unsigned)pl->spec.n_sparse);
         return;
     }
     pl->spec.n_sparse = (uint16_t)cnt;
@@ -1007,23 +864,54 @@ static void h_sparse_names(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key
 }
 
 static const cfg_key schema_keys[] = {
+    {.name = "event_time",
+     .type = KT_CUSTOM,
+     .flags = KF_SUB,
+     .fn = pr__h_event_time,
+     .sub = &pr__event_time_tab,
+     .type_doc = "mapping",
+     .doc = "Declared schema: the record's event time (at most one)."},
+    {.name = "labels",
+     .type = KT_CUSTOM,
+     .flags = KF_LIST,
+     .fn = pr__h_labels,
+     .sub = &pr__label_item_tab,
+     .type_doc = "list of labels",
+     .doc = "Declared schema: the labels (several allowed), float32."},
     K_BOOL("label", pr_pipeline_cfg, spec.has_label, "true",
            "Records carry a label (the first TSV field)."),
-    K_INT("dense", pr_pipeline_cfg, spec.n_dense, 0, PR_MAX_DENSE, "13",
-          "Number of dense (numeric) features, named I1..In."),
-    K_INT("sparse", pr_pipeline_cfg, spec.n_sparse, 0, PR_MAX_SPARSE, "26",
-          "Number of sparse (categorical, hex) features, named C1..Cn."),
-    K_CUSTOM("dense_names", 0, h_dense_names, "list of names", NULL,
+    {.name = "dense",
+     .type = KT_CUSTOM,
+     .flags = KF_LIST | KF_DOC_DEFAULT,
+     .fn = pr__h_schema_count,
+     .sub = &pr__dense_item_tab,
+     .type_doc = "integer 0..256, or list of features",
+     .def = "13",
+     .doc = "Number of dense (numeric) features, named I1..In; or, declared, the dense "
+            "features."},
+    {.name = "sparse",
+     .type = KT_CUSTOM,
+     .flags = KF_LIST | KF_DOC_DEFAULT,
+     .fn = pr__h_schema_count,
+     .sub = &pr__sparse_item_tab,
+     .type_doc = "integer 0..256, or list of features",
+     .def = "26",
+     .doc = "Number of sparse (categorical, hex) features, named C1..Cn; or, declared, the "
+            "sparse features (single values, lists, crosses)."},
+    K_CUSTOM("dense_names", 0, pr__h_dense_names, "list of names", NULL,
              "Names of the dense features instead of I1..In (sets `dense` when it is absent)."),
-    K_CUSTOM("sparse_names", 0, h_sparse_names, "list of names", NULL,
+    K_CUSTOM("sparse_names", 0, pr__h_sparse_names, "list of names", NULL,
              "Names of the sparse features instead of C1..Cn (sets `sparse` when it is "
              "absent); transform.columns keys on them."),
+    K_CUSTOM("cpu_ops", 0, pr__h_cpu_ops, "`all` or list of operators", NULL,
+             "Operators the cpu may run when engine.backend (hls-sim, xrt) cannot; without it "
+             "such an operator is an error (no silent fallback)."),
 };
-static const cfg_table schema_tab = TABLE(schema_keys, NULL);
+static const cfg_table schema_tab = TABLE(schema_keys, pr__finish_schema);
 
 /* ---------------------------------------------------------------- transform */
 
-static void op_names(bool sparse, char *b, size_t bn)
+static void pr__op_names(bool sparse, char *b, size_t bn)
 {
     size_t len = 0;
     b[0] = '\0';
@@ -1039,17 +927,24 @@ static void op_names(bool sparse, char *b, size_t bn)
 }
 
 /* An operator list: names in the order of the dataflow, each at most once. */
-static void h_ops(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+static void pr__h_ops(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
 {
     pr_pipeline_cfg *pl = base;
     bool sparse = strcmp(k->name, "sparse") == 0;
     uint8_t *ops = sparse ? pl->spec.sparse_ops : pl->spec.dense_ops;
     uint8_t *nops = sparse ? &pl->spec.n_sparse_ops : &pl->spec.n_dense_ops;
     char g[96], valid[128];
-    op_names(sparse, valid, sizeof(valid));
+    pr__op_names(sparse, valid, sizeof(valid));
+    if (pl->features.declared) {
+        pr__cfg_error(c, n, NULL,
+                      "a declared schema gives each feature its own chain "
+                      "(schema.%s[].ops); transform.%s is for the Criteo layout",
+                      k->name, k->name);
+        return;
+    }
     if (n->type != YAML_SEQUENCE_NODE) {
-        got(n, g, sizeof(g));
-        cfg_error(c, n, NULL, "expected a list of operators (%s), got %s", valid, g);
+        pr__got(n, g, sizeof(g));
+        pr__cfg_error(c, n, NULL, "expected a list of operators (%s), got %s", valid, g);
         return;
     }
     uint8_t out[PR_MAX_OPS];
@@ -1059,48 +954,48 @@ static void h_ops(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
     uint64_t modulus = 0;
     size_t items = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
     for (size_t i = 0; i < items; i++) {
-        yaml_node_t *it = node_get(c, n->data.sequence.items.start[i]);
-        size_t old = path_push_index(c, i);
+        yaml_node_t *it = pr__node_get(c, n->data.sequence.items.start[i]);
+        size_t old = pr__path_push_index(c, i);
         yaml_node_t *arg = NULL;
         const char *name = NULL;
         if (it->type == YAML_MAPPING_NODE &&
             it->data.mapping.pairs.top - it->data.mapping.pairs.start == 1) {
-            yaml_node_t *kn = node_get(c, it->data.mapping.pairs.start[0].key);
-            arg = node_get(c, it->data.mapping.pairs.start[0].value);
-            name = kn->type == YAML_SCALAR_NODE ? scalar(kn) : NULL;
-        } else if (it->type == YAML_SCALAR_NODE && !is_null(it)) {
-            name = scalar(it);
+            yaml_node_t *kn = pr__node_get(c, it->data.mapping.pairs.start[0].key);
+            arg = pr__node_get(c, it->data.mapping.pairs.start[0].value);
+            name = kn->type == YAML_SCALAR_NODE ? pr__scalar(kn) : NULL;
+        } else if (it->type == YAML_SCALAR_NODE && !pr__is_null(it)) {
+            name = pr__scalar(it);
         }
         int op = name ? pr_op_from_name(name) : -1;
         if (!name) {
-            got(it, g, sizeof(g));
-            cfg_error(c, it, NULL, "expected an operator name or { modulus: N }, got %s", g);
+            pr__got(it, g, sizeof(g));
+            pr__cfg_error(c, it, NULL, "expected an operator name or { modulus: N }, got %s", g);
             ok = false;
         } else if (op < 0 || (op >= PR_OP_HEX2INT) != sparse) {
-            cfg_error(c, it, NULL, "unknown %s operator '%.80s' (valid: %s)",
-                      sparse ? "sparse" : "dense", name, valid);
+            pr__cfg_error(c, it, NULL, "unknown %s operator '%.80s' (valid: %s)",
+                          sparse ? "sparse" : "dense", name, valid);
             ok = false;
         } else if (arg && op != PR_OP_MODULUS) {
-            cfg_error(c, it, NULL, "operator '%s' takes no value", name);
+            pr__cfg_error(c, it, NULL, "operator '%s' takes no value", name);
             ok = false;
         } else if (op <= prev) {
-            cfg_error(c, it, NULL, "'%s' %s (the order is %s, each at most once)", name,
-                      op == prev ? "appears twice" : "is out of order", valid);
+            pr__cfg_error(c, it, NULL, "'%s' %s (the order is %s, each at most once)", name,
+                          op == prev ? "appears twice" : "is out of order", valid);
             ok = false;
         } else {
             if (arg) {
                 static const cfg_key mod_key = {
                     .name = "modulus", .type = KT_INT, .width = 8, .min = 1};
-                size_t o2 = path_push(c, "modulus");
-                if (!parse_int_key(c, arg, &mod_key, &modulus))
+                size_t o2 = pr__path_push(c, "modulus");
+                if (!pr__parse_int_key(c, arg, &mod_key, &modulus))
                     ok = false;
-                path_pop(c, o2);
+                pr__path_pop(c, o2);
             }
             if (cnt < PR_MAX_OPS)
                 out[cnt++] = (uint8_t)op;
             prev = op;
         }
-        path_pop(c, old);
+        pr__path_pop(c, old);
     }
     if (!ok)
         return;
@@ -1111,17 +1006,18 @@ static void h_ops(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
             pl->spec.sparse[i].modulus = modulus;
 }
 
-static void h_profile(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+static void pr__h_profile(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
 {
     (void)k;
     pr_pipeline_cfg *pl = base;
-    const char *s = want_scalar(c, n, "a vocabulary profile");
+    const char *s = pr__want_scalar(c, n, "a vocabulary profile");
     if (!s)
         return;
     int p = pr_vocab_profile_from_name(s);
     if (p < 0) {
-        cfg_error(c, n, NULL, "unknown profile '%.80s' (valid: %s, %s)", s,
-                  pr_vocab_profile_name(PR_VOCAB_DLRM), pr_vocab_profile_name(PR_VOCAB_DEFAULT));
+        pr__cfg_error(c, n, NULL, "unknown profile '%.80s' (valid: %s, %s)", s,
+                      pr_vocab_profile_name(PR_VOCAB_DLRM),
+                      pr_vocab_profile_name(PR_VOCAB_DEFAULT));
         return;
     }
     pl->spec.profile = (pr_vocab_profile)p;
@@ -1129,16 +1025,16 @@ static void h_profile(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
 
 /* vocab.min_count / capacity / eviction / ttl_records / ttl_s / decay_records:
  * the value for every column (transform.columns.<C> overrides it). */
-static void h_all_columns(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+static void pr__h_all_columns(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
 {
     pr_pipeline_cfg *pl = base;
     if (strcmp(k->name, "eviction") == 0) {
-        const char *s = want_scalar(c, n, "an eviction policy");
-        int e = s ? names_find(pr_vocab_eviction_names, s) : -1;
+        const char *s = pr__want_scalar(c, n, "an eviction policy");
+        int e = s ? pr__names_find(pr_vocab_eviction_names, s) : -1;
         if (s && e < 0) {
             char b[128];
-            join_names(pr_vocab_eviction_names, b, sizeof(b));
-            cfg_error(c, n, NULL, "unknown value '%.80s' (valid: %s)", s, b);
+            pr__join_names(pr_vocab_eviction_names, b, sizeof(b));
+            pr__cfg_error(c, n, NULL, "unknown value '%.80s' (valid: %s)", s, b);
         }
         for (size_t i = 0; e >= 0 && i < PR_MAX_SPARSE; i++)
             pl->spec.sparse[i].eviction = (pr_vocab_eviction)e;
@@ -1148,7 +1044,7 @@ static void h_all_columns(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key 
     const cfg_key ik = {
         .name = k->name, .type = KT_INT, .width = is_min ? 4 : 8, .min = is_min ? 1 : 0};
     uint64_t v;
-    if (!parse_int_key(c, n, &ik, &v))
+    if (!pr__parse_int_key(c, n, &ik, &v))
         return;
     for (size_t i = 0; i < PR_MAX_SPARSE; i++) {
         pr_sparse_col_spec *cs = &pl->spec.sparse[i];
@@ -1166,32 +1062,32 @@ static void h_all_columns(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key 
 }
 
 static const cfg_key vocab_keys[] = {
-    K_CUSTOM("profile", 0, h_profile, "one of: dlrm, default", "dlrm",
+    K_CUSTOM("profile", 0, pr__h_profile, "one of: dlrm, default", "dlrm",
              "dlrm: missing = key 0, indices from 0, no reserved index (Meta DLRM). default: "
              "0 = missing, 1 = out-of-vocabulary, first appearances from 2 (TorchRec)."),
-    K_CUSTOM("min_count", 0, h_all_columns, "integer >= 1", "1",
+    K_CUSTOM("min_count", 0, pr__h_all_columns, "integer >= 1", "1",
              "Occurrences before a value gets its own index (OOV until then; > 1 needs profile "
              "default). For all columns."),
-    K_CUSTOM("capacity", 0, h_all_columns, "integer >= 0", "0",
+    K_CUSTOM("capacity", 0, pr__h_all_columns, "integer >= 0", "0",
              "Maximum indices per column, reserved ones included; 0 = automatic (modulus, +2 "
              "under default, when bounded). For all columns."),
-    K_CUSTOM("eviction", 0, h_all_columns, "one of: none, lru, lfu, ttl", "none",
+    K_CUSTOM("eviction", 0, pr__h_all_columns, "one of: none, lru, lfu, ttl", "none",
              "What a full column does with a new value: none = OOV (default) or an error "
              "(dlrm); lru / lfu / ttl evict a value and recycle its index for the new one (the "
              "batch carries a recycled-index notice). Needs an explicit capacity; cpu backend; "
              "with vocab_log decided through the log (profile default, not ttl_s). For all "
              "columns (docs/formats.md)."),
-    K_CUSTOM("ttl_records", 0, h_all_columns, "integer >= 0", "0",
+    K_CUSTOM("ttl_records", 0, pr__h_all_columns, "integer >= 0", "0",
              "eviction ttl: a value may be evicted once it was not looked up for this many "
              "lookups of its column (the record clock, never wall time); a full column of "
              "younger values maps new ones to OOV (profile default). For all columns."),
-    K_CUSTOM("ttl_s", 0, h_all_columns, "integer >= 0", "0",
+    K_CUSTOM("ttl_s", 0, pr__h_all_columns, "integer >= 0", "0",
              "eviction ttl by event time, instead of ttl_records (set exactly one): a value may "
              "be evicted once its column's event clock (the newest event time the column has "
              "looked up; late rows do not move it back) is this many seconds past the clock at "
              "the value's last lookup. Never wall time. Needs event times: `run` only (offline "
              "files have none; `process` refuses it). 0 = not set. For all columns."),
-    K_CUSTOM("decay_records", 0, h_all_columns, "integer >= 0", "0",
+    K_CUSTOM("decay_records", 0, pr__h_all_columns, "integer >= 0", "0",
              "eviction lfu: use counts halve every this many lookups of the column, so values "
              "that went cold can be evicted; 0 = no decay. For all columns."),
     K_ENUM("count_mode", pr_pipeline_cfg, spec.count_mode, count_mode_names, "streaming",
@@ -1205,20 +1101,24 @@ static const cfg_key vocab_keys[] = {
 };
 static const cfg_table vocab_tab = TABLE(vocab_keys, NULL);
 
-static void finish_column(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
+static void pr__finish_column(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
 {
     (void)base;
     (void)present;
     const pr_pipeline_spec *spec = &c->pl->spec;
-    if (map_find(c, map, "modulus") && !pr_spec_has_op(spec, PR_OP_MODULUS))
-        cfg_error(c, map_find(c, map, "modulus"), "modulus",
-                  "transform.sparse has no modulus operator");
+    if (pr__map_find(c, map, "modulus") && c->pl->features.declared)
+        pr__cfg_error(c, pr__map_find(c, map, "modulus"), "modulus",
+                      "a declared schema gives the modulus in the feature's chain "
+                      "({ modulus: N })");
+    else if (pr__map_find(c, map, "modulus") && !pr_spec_has_op(spec, PR_OP_MODULUS))
+        pr__cfg_error(c, pr__map_find(c, map, "modulus"), "modulus",
+                      "transform.sparse has no modulus operator");
     static const char *const vocab_only[] = {
         "min_count", "capacity", "eviction", "ttl_records", "ttl_s", "decay_records", NULL};
     for (int i = 0; vocab_only[i]; i++)
-        if (map_find(c, map, vocab_only[i]) && !pr_spec_has_op(spec, PR_OP_VOCAB))
-            cfg_error(c, map_find(c, map, vocab_only[i]), vocab_only[i],
-                      "transform.sparse has no vocab operator");
+        if (pr__map_find(c, map, vocab_only[i]) && !pr_spec_has_op(spec, PR_OP_VOCAB))
+            pr__cfg_error(c, pr__map_find(c, map, vocab_only[i]), vocab_only[i],
+                          "transform.sparse has no vocab operator");
 }
 
 static const cfg_key column_keys[] = {
@@ -1237,23 +1137,23 @@ static const cfg_key column_keys[] = {
     K_INT("decay_records", pr_sparse_col_spec, decay_records, 0, 0, NULL,
           "This column's decay_records, instead of vocab.decay_records."),
 };
-static const cfg_table column_tab = TABLE(column_keys, finish_column);
+static const cfg_table column_tab = TABLE(column_keys, pr__finish_column);
 
-static void h_columns(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+static void pr__h_columns(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
 {
     (void)k;
     pr_pipeline_cfg *pl = base;
     char g[96];
-    if (n->type == YAML_SCALAR_NODE && is_null(n))
+    if (n->type == YAML_SCALAR_NODE && pr__is_null(n))
         return;
     if (n->type != YAML_MAPPING_NODE) {
-        got(n, g, sizeof(g));
-        cfg_error(c, n, NULL, "expected a mapping of column name: overrides, got %s", g);
+        pr__got(n, g, sizeof(g));
+        pr__cfg_error(c, n, NULL, "expected a mapping of column name: overrides, got %s", g);
         return;
     }
     for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
-        yaml_node_t *kn = node_get(c, p->key);
-        const char *name = want_scalar(c, kn, "a column name");
+        yaml_node_t *kn = pr__node_get(c, p->key);
+        const char *name = pr__want_scalar(c, kn, "a column name");
         if (!name)
             continue;
         size_t col = 0;
@@ -1261,30 +1161,31 @@ static void h_columns(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
             col++;
         if (col == pl->spec.n_sparse) {
             if (pl->spec.n_sparse == 0)
-                cfg_error(c, kn, name, "unknown column (the schema has no sparse columns)");
+                pr__cfg_error(c, kn, name, "unknown column (the schema has no sparse columns)");
             else
-                cfg_error(c, kn, name, "unknown column (sparse columns are %s .. %s)",
-                          pl->spec.sparse[0].name, pl->spec.sparse[pl->spec.n_sparse - 1].name);
+                pr__cfg_error(c, kn, name, "unknown column (sparse columns are %s .. %s)",
+                              pl->spec.sparse[0].name, pl->spec.sparse[pl->spec.n_sparse - 1].name);
             continue;
         }
         for (yaml_node_pair_t *q = n->data.mapping.pairs.start; q < p; q++) {
-            yaml_node_t *qk = node_get(c, q->key);
-            if (qk->type == YAML_SCALAR_NODE && strcmp(scalar(qk), name) == 0)
-                cfg_error(c, kn, name, "duplicate column (first at line %d)", node_line(c, qk));
+            yaml_node_t *qk = pr__node_get(c, q->key);
+            if (qk->type == YAML_SCALAR_NODE && strcmp(pr__scalar(qk), name) == 0)
+                pr__cfg_error(c, kn, name, "duplicate column (first at line %d)",
+                              pr__node_line(c, qk));
         }
-        size_t old = path_push(c, name);
-        yaml_node_t *v = node_get(c, p->value);
-        if (is_null(v))
+        size_t old = pr__path_push(c, name);
+        yaml_node_t *v = pr__node_get(c, p->value);
+        if (pr__is_null(v))
             v = NULL;
-        apply_map(c, v, &column_tab, &pl->spec.sparse[col]);
-        path_pop(c, old);
+        pr__apply_map(c, v, &column_tab, &pl->spec.sparse[col]);
+        pr__path_pop(c, old);
     }
 }
 
 static const cfg_key transform_keys[] = {
-    K_CUSTOM("dense", KF_DOC_DEFAULT, h_ops, "list of operators", "[neg2zero, log1p]",
+    K_CUSTOM("dense", KF_DOC_DEFAULT, pr__h_ops, "list of operators", "[neg2zero, log1p]",
              "Dense operators, a subsequence of [neg2zero, log1p]. [] = values cast to float32."),
-    K_CUSTOM("sparse", KF_DOC_DEFAULT, h_ops, "list of operators",
+    K_CUSTOM("sparse", KF_DOC_DEFAULT, pr__h_ops, "list of operators",
              "[hex2int, {modulus: 524288}, vocab]",
              "Sparse operators, a subsequence of [hex2int, modulus, vocab]; modulus may be "
              "written { modulus: N } (N > 0) to set it for every column (bare `modulus` keeps "
@@ -1293,7 +1194,7 @@ static const cfg_key transform_keys[] = {
     {.name = "columns",
      .type = KT_CUSTOM,
      .flags = KF_DICT,
-     .fn = h_columns,
+     .fn = pr__h_columns,
      .sub = &column_tab,
      .type_doc = "mapping",
      .doc = "Per-column overrides keyed by sparse column name (C1.. or schema.sparse_names); "
@@ -1303,7 +1204,7 @@ static const cfg_table transform_tab = TABLE(transform_keys, NULL);
 
 /* ---------------------------------------------------------------- pipelines */
 
-static void finish_pipeline(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
+static void pr__finish_pipeline(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
 {
     (void)present;
     pr_pipeline_cfg *pl = base;
@@ -1316,8 +1217,8 @@ static void finish_pipeline(cfg_ctx *c, yaml_node_t *map, void *base, bool prese
         if (!items)
             abort();
         sp->items = items;
-        sp->items[sp->n].key = xstrdup("bootstrap.servers");
-        sp->items[sp->n].value = xstrdup(bs);
+        sp->items[sp->n].key = pr__xstrdup("bootstrap.servers");
+        sp->items[sp->n].value = pr__xstrdup(bs);
         sp->n++;
     }
     /* The vocabulary log talks to the source's cluster unless told otherwise:
@@ -1329,23 +1230,23 @@ static void finish_pipeline(cfg_ctx *c, yaml_node_t *map, void *base, bool prese
         if (!vp->items)
             abort();
         for (size_t i = 0; i < srcp->n; i++) {
-            vp->items[i].key = xstrdup(srcp->items[i].key);
-            vp->items[i].value = xstrdup(srcp->items[i].value);
+            vp->items[i].key = pr__xstrdup(srcp->items[i].key);
+            vp->items[i].value = pr__xstrdup(srcp->items[i].value);
         }
         vp->n = srcp->n;
     }
     if (pl->vocab_log.enabled) {
         if (!pr_spec_has_op(&pl->spec, PR_OP_VOCAB))
-            cfg_error(c, map_find(c, map, "vocab_log"), "vocab_log",
-                      "transform.sparse has no vocab operator to share");
+            pr__cfg_error(c, pr__map_find(c, map, "vocab_log"), "vocab_log",
+                          "transform.sparse has no vocab operator to share");
         else if (pl->spec.count_mode != PR_COUNT_STREAMING)
-            cfg_error(c, map_find(c, map, "vocab_log"), "vocab_log",
-                      "needs transform.vocab.count_mode streaming");
+            pr__cfg_error(c, pr__map_find(c, map, "vocab_log"), "vocab_log",
+                          "needs transform.vocab.count_mode streaming");
         if (pl->vocab_seed)
-            cfg_error(c, map_find(c, map, "vocab_log"), "vocab_log",
-                      "cannot be combined with transform.vocab.seed yet: replicas would seed "
-                      "differently; start one replica with the seed and no vocab_log, or seed "
-                      "the log's first replica (docs/vocab-log.md)");
+            pr__cfg_error(c, pr__map_find(c, map, "vocab_log"), "vocab_log",
+                          "cannot be combined with transform.vocab.seed yet: replicas would seed "
+                          "differently; start one replica with the seed and no vocab_log, or seed "
+                          "the log's first replica (docs/vocab-log.md)");
         /* Eviction through the log: decided when each replica applies the
          * log, so it needs an OOV index (profile default: a value that
          * cannot keep an index through its round trip maps there) and a
@@ -1355,28 +1256,37 @@ static void finish_pipeline(cfg_ctx *c, yaml_node_t *map, void *base, bool prese
             if (cs->eviction == PR_EVICT_NONE)
                 continue;
             if (pl->spec.profile != PR_VOCAB_DEFAULT) {
-                cfg_error(c, map_find(c, map, "vocab_log"), "vocab_log",
-                          "with eviction %s (column %s) needs transform.vocab.profile default: "
-                          "a value evicted again before its proposal came back maps to OOV, "
-                          "which profile dlrm does not have (docs/vocab-log.md)",
-                          pr_vocab_eviction_names[cs->eviction], cs->name);
+                pr__cfg_error(c, pr__map_find(c, map, "vocab_log"), "vocab_log",
+                              "with eviction %s (column %s) needs transform.vocab.profile default: "
+                              "a value evicted again before its proposal came back maps to OOV, "
+                              "which profile dlrm does not have (docs/vocab-log.md)",
+                              pr_vocab_eviction_names[cs->eviction], cs->name);
                 break;
             }
             if (cs->eviction == PR_EVICT_TTL && cs->ttl_s) {
-                cfg_error(c, map_find(c, map, "vocab_log"), "vocab_log",
-                          "cannot be combined with ttl_s (column %s): event times do not "
-                          "travel through the log; use ttl_records (docs/vocab-log.md)",
-                          cs->name);
+                pr__cfg_error(c, pr__map_find(c, map, "vocab_log"), "vocab_log",
+                              "cannot be combined with ttl_s (column %s): event times do not "
+                              "travel through the log; use ttl_records (docs/vocab-log.md)",
+                              cs->name);
                 break;
             }
         }
+    }
+    /* Without a declared schema, the features are the Criteo preset of the
+     * final spec (transform and per-column values applied). */
+    if (!pl->features.declared) {
+        free(pl->features.features);
+        pl->features.features =
+            pr__xcalloc(1u + pl->spec.n_dense + pl->spec.n_sparse, sizeof(pr_feature_spec));
+        pl->features.n_features = pr_feature_criteo_preset(
+            &pl->spec, (const char(*)[PR_NAME_MAX])pl->dense_names, pl->features.features);
     }
     /* The engine's own checks (min_count vs profile, capacity room...), once
      * everything else is right so that its message is not a consequence. */
     if (c->n_errors == 0) {
         char e[400];
         if (pr_pipeline_spec_validate(&pl->spec, e, sizeof(e)) < 0)
-            cfg_error(c, map_find(c, map, "transform"), "transform", "%s", e);
+            pr__cfg_error(c, pr__map_find(c, map, "transform"), "transform", "%s", e);
     }
 }
 
@@ -1389,7 +1299,9 @@ static const cfg_key pipeline_keys[] = {
      .doc = "Unique pipeline name (A-Z a-z 0-9 _ -); used in metrics labels, file names and "
             "the default group.id."},
     K_MAP("source", pr_pipeline_cfg, source, source_tab, "Where records come from."),
-    K_MAP_FLAT("schema", schema_tab, "The record layout."),
+    K_MAP_FLAT("schema", schema_tab,
+               "The record layout: the Criteo counts, or the declared features (see Feature "
+               "schema)."),
     K_MAP_FLAT("transform", transform_tab, "The preprocessing operators."),
     K_MAP("batch", pr_pipeline_cfg, batch, batch_tab, "Batching, freshness and ordering."),
     K_MAP("sinks", pr_pipeline_cfg, sinks, sinks_tab,
@@ -1400,9 +1312,9 @@ static const cfg_key pipeline_keys[] = {
              "Share the vocabulary with the other replicas of this pipeline through a Kafka log "
              "(docs/vocab-log.md). Without it each process owns its vocabulary (one replica)."),
 };
-static const cfg_table pipeline_tab = TABLE(pipeline_keys, finish_pipeline);
+static const cfg_table pipeline_tab = TABLE(pipeline_keys, pr__finish_pipeline);
 
-static void pipeline_init(pr_pipeline_cfg *pl)
+static void pr__pipeline_init(pr_pipeline_cfg *pl)
 {
     pr_pipeline_spec_default(&pl->spec);
     pl->spec.has_label = true;
@@ -1427,37 +1339,37 @@ static void pipeline_init(pr_pipeline_cfg *pl)
         snprintf(pl->dense_names[i], PR_NAME_MAX, "I%d", i + 1);
 }
 
-static void h_pipelines(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+static void pr__h_pipelines(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
 {
     (void)k;
     pr_config *cfg = base;
     char g[96];
     if (n->type != YAML_SEQUENCE_NODE) {
-        got(n, g, sizeof(g));
-        cfg_error(c, n, NULL, "expected a list of pipelines, got %s", g);
+        pr__got(n, g, sizeof(g));
+        pr__cfg_error(c, n, NULL, "expected a list of pipelines, got %s", g);
         return;
     }
     size_t items = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
     if (items == 0) {
-        cfg_error(c, n, NULL, "at least one pipeline is needed");
+        pr__cfg_error(c, n, NULL, "at least one pipeline is needed");
         return;
     }
-    cfg->pipelines = xcalloc(items, sizeof(pr_pipeline_cfg));
+    cfg->pipelines = pr__xcalloc(items, sizeof(pr_pipeline_cfg));
     cfg->n_pipelines = items;
     for (size_t i = 0; i < items; i++) {
-        yaml_node_t *it = node_get(c, n->data.sequence.items.start[i]);
+        yaml_node_t *it = pr__node_get(c, n->data.sequence.items.start[i]);
         pr_pipeline_cfg *pl = &cfg->pipelines[i];
-        size_t old = path_push_index(c, i);
-        pipeline_init(pl);
-        pl->line = node_line(c, it);
+        size_t old = pr__path_push_index(c, i);
+        pr__pipeline_init(pl);
+        pl->line = pr__node_line(c, it);
         c->pl = pl;
-        apply_map(c, it, &pipeline_tab, pl);
+        pr__apply_map(c, it, &pipeline_tab, pl);
         c->pl = NULL;
         for (size_t j = 0; j < i && pl->name[0]; j++)
             if (strcmp(cfg->pipelines[j].name, pl->name) == 0)
-                cfg_error(c, map_find(c, it, "name"), "name",
-                          "duplicate pipeline name '%s' (also pipelines[%zu])", pl->name, j);
-        path_pop(c, old);
+                pr__cfg_error(c, pr__map_find(c, it, "name"), "name",
+                              "duplicate pipeline name '%s' (also pipelines[%zu])", pl->name, j);
+        pr__path_pop(c, old);
     }
 }
 
@@ -1519,7 +1431,7 @@ static const cfg_key root_keys[] = {
     {.name = "pipelines",
      .type = KT_CUSTOM,
      .flags = KF_REQUIRED | KF_LIST,
-     .fn = h_pipelines,
+     .fn = pr__h_pipelines,
      .sub = &pipeline_tab,
      .type_doc = "list",
      .doc = "The pipelines (at least one)."},
@@ -1529,28 +1441,51 @@ static const cfg_key root_keys[] = {
     K_MAP("hot", pr_config, hot, hot_tab, "Hot sets per sparse column (GET /v1/hot)."),
     K_MAP_FLAT("log", log_tab, "Logging."),
 };
-static const cfg_table root_tab = TABLE(root_keys, NULL);
+/* Placement: every operator of every feature runs on the configured engine
+ * backend, or on the cpu where schema.cpu_ops allows it (no silent fallback). */
+static void pr__finish_root(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
+{
+    (void)map;
+    (void)present;
+    pr_config *cfg = base;
+    const char *backend = cfg->engine.backend ? cfg->engine.backend : "cpu";
+    const char *on[PR_FEAT_MAX_OPS];
+    for (size_t i = 0; i < cfg->n_pipelines && c->n_errors == 0; i++) {
+        const pr_pipeline_cfg *pl = &cfg->pipelines[i];
+        char sub[64], e[600];
+        snprintf(sub, sizeof(sub), "pipelines[%zu].schema", i);
+        c->line_hint = pl->line;
+        /* The Criteo preset keeps today's behaviour: the engine checks its
+         * backend when it starts (pr_engine_new); explain shows placement. */
+        for (uint32_t f = 0; pl->features.declared && f < pl->features.n_features; f++)
+            if (pr_feature_place(&pl->features.features[f], backend, pl->features.cpu_ops, on, e,
+                                 sizeof(e)) < 0)
+                pr__cfg_error(c, NULL, sub, "%s (engine.backend: %s)", e, backend);
+    }
+}
+
+static const cfg_table root_tab = TABLE(root_keys, pr__finish_root);
 
 /* ---------------------------------------------------------------- freeing */
 
-static void free_by_table(const cfg_table *t, void *base)
+static void pr__free_by_table(const cfg_table *t, void *base)
 {
-    for (size_t i = 0; i < table_n(t); i++) {
-        const cfg_key key = table_key(t, i), *k = &key;
+    for (size_t i = 0; i < pr__table_n(t); i++) {
+        const cfg_key key = pr__table_key(t, i), *k = &key;
         char *p = (char *)base + k->off;
         switch (k->type) {
         case KT_STR:
         case KT_HOSTPORT:
-            set_str((char **)p, NULL);
+            pr__set_str((char **)p, NULL);
             break;
         case KT_STRLIST:
-            strlist_free((char ***)p, (size_t *)((char *)base + k->off2));
+            pr__strlist_free((char ***)p, (size_t *)((char *)base + k->off2));
             break;
         case KT_KV:
-            kv_free((pr_kv_list *)p);
+            pr__kv_free((pr_kv_list *)p);
             break;
         case KT_MAP:
-            free_by_table(k->sub, p);
+            pr__free_by_table(k->sub, p);
             break;
         default:
             break;
@@ -1566,7 +1501,7 @@ struct pr__config_src {
     size_t n_ov;
 };
 
-static void src_free(struct pr__config_src *s)
+static void pr__src_free(struct pr__config_src *s)
 {
     if (!s)
         return;
@@ -1584,34 +1519,36 @@ void pr_config_free(pr_config *cfg)
 {
     if (!cfg)
         return;
-    for (size_t i = 0; i < cfg->n_pipelines; i++)
-        free_by_table(&pipeline_tab, &cfg->pipelines[i]);
+    for (size_t i = 0; i < cfg->n_pipelines; i++) {
+        pr__free_by_table(&pipeline_tab, &cfg->pipelines[i]);
+        free(cfg->pipelines[i].features.features);
+    }
     free(cfg->pipelines);
-    free_by_table(&root_tab, cfg);
+    pr__free_by_table(&root_tab, cfg);
     free(cfg->origin);
-    src_free(cfg->src);
+    pr__src_free(cfg->src);
     free(cfg);
 }
 
 /* ---------------------------------------------------------------- overrides (edit the tree) */
 
-static int pair_value(cfg_ctx *c, int map_idx, const char *key)
+static int pr__pair_value(cfg_ctx *c, int map_idx, const char *key)
 {
-    yaml_node_t *m = node_get(c, map_idx);
+    yaml_node_t *m = pr__node_get(c, map_idx);
     for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = node_get(c, p->key);
-        if (k->type == YAML_SCALAR_NODE && strcmp(scalar(k), key) == 0)
+        yaml_node_t *k = pr__node_get(c, p->key);
+        if (k->type == YAML_SCALAR_NODE && strcmp(pr__scalar(k), key) == 0)
             return p->value;
     }
     return 0;
 }
 
-static bool set_pair(cfg_ctx *c, int map_idx, const char *key, int val_idx)
+static bool pr__set_pair(cfg_ctx *c, int map_idx, const char *key, int val_idx)
 {
-    yaml_node_t *m = node_get(c, map_idx);
+    yaml_node_t *m = pr__node_get(c, map_idx);
     for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = node_get(c, p->key);
-        if (k->type == YAML_SCALAR_NODE && strcmp(scalar(k), key) == 0) {
+        yaml_node_t *k = pr__node_get(c, p->key);
+        if (k->type == YAML_SCALAR_NODE && strcmp(pr__scalar(k), key) == 0) {
             p->value = val_idx;
             return true;
         }
@@ -1622,22 +1559,22 @@ static bool set_pair(cfg_ctx *c, int map_idx, const char *key, int val_idx)
 }
 
 /* The mapping under `key` in map_idx, created when absent or null; 0 on error. */
-static int ensure_map(cfg_ctx *c, int map_idx, const char *key)
+static int pr__ensure_map(cfg_ctx *c, int map_idx, const char *key)
 {
-    int v = pair_value(c, map_idx, key);
-    if (v && node_get(c, v)->type == YAML_MAPPING_NODE)
+    int v = pr__pair_value(c, map_idx, key);
+    if (v && pr__node_get(c, v)->type == YAML_MAPPING_NODE)
         return v;
-    if (v && !is_null(node_get(c, v))) {
-        cfg_error(c, NULL, key, "is not a mapping in the config; cannot set a key below it");
+    if (v && !pr__is_null(pr__node_get(c, v))) {
+        pr__cfg_error(c, NULL, key, "is not a mapping in the config; cannot set a key below it");
         return 0;
     }
     int m = yaml_document_add_mapping(c->doc, NULL, YAML_BLOCK_MAPPING_STYLE);
-    if (!m || !set_pair(c, map_idx, key, m))
+    if (!m || !pr__set_pair(c, map_idx, key, m))
         return 0;
     return m;
 }
 
-static int copy_node(yaml_document_t *dst, yaml_document_t *src, int idx)
+static int pr__copy_node(yaml_document_t *dst, yaml_document_t *src, int idx)
 {
     yaml_node_t *n = yaml_document_get_node(src, idx);
     int r = 0;
@@ -1649,7 +1586,7 @@ static int copy_node(yaml_document_t *dst, yaml_document_t *src, int idx)
         r = yaml_document_add_sequence(dst, NULL, YAML_FLOW_SEQUENCE_STYLE);
         for (yaml_node_item_t *it = n->data.sequence.items.start;
              r && it < n->data.sequence.items.top; it++) {
-            int ci = copy_node(dst, src, *it);
+            int ci = pr__copy_node(dst, src, *it);
             if (!ci || !yaml_document_append_sequence_item(dst, r, ci))
                 return 0;
             n = yaml_document_get_node(src, idx);
@@ -1659,8 +1596,8 @@ static int copy_node(yaml_document_t *dst, yaml_document_t *src, int idx)
         r = yaml_document_add_mapping(dst, NULL, YAML_FLOW_MAPPING_STYLE);
         for (yaml_node_pair_t *p = n->data.mapping.pairs.start; r && p < n->data.mapping.pairs.top;
              p++) {
-            int ck = copy_node(dst, src, p->key);
-            int cv = ck ? copy_node(dst, src, p->value) : 0;
+            int ck = pr__copy_node(dst, src, p->key);
+            int cv = ck ? pr__copy_node(dst, src, p->value) : 0;
             if (!cv || !yaml_document_append_mapping_pair(dst, r, ck, cv))
                 return 0;
         }
@@ -1670,13 +1607,13 @@ static int copy_node(yaml_document_t *dst, yaml_document_t *src, int idx)
     }
 }
 
-static bool ov_walk(cfg_ctx *c, int map_idx, const cfg_table *t, const char *p, int val)
+static bool pr__ov_walk(cfg_ctx *c, int map_idx, const cfg_table *t, const char *p, int val)
 {
     cfg_key bestkey;
     const cfg_key *best = NULL;
     size_t blen = 0;
-    for (size_t i = 0; i < table_n(t); i++) {
-        const cfg_key key = table_key(t, i), *k = &key;
+    for (size_t i = 0; i < pr__table_n(t); i++) {
+        const cfg_key key = pr__table_key(t, i), *k = &key;
         size_t len = strlen(k->name);
         if (len > blen && strncmp(p, k->name, len) == 0 &&
             (p[len] == '\0' || p[len] == '.' || (p[len] == '[' && (k->flags & KF_LIST)))) {
@@ -1687,45 +1624,45 @@ static bool ov_walk(cfg_ctx *c, int map_idx, const cfg_table *t, const char *p, 
     }
     if (!best) {
         char valid[512];
-        list_keys(t, valid, sizeof(valid));
+        pr__list_keys(t, valid, sizeof(valid));
         size_t n = strcspn(p, ".[");
         char key[128];
         snprintf(key, sizeof(key), "%.*s", (int)(n < 120 ? n : 120), p);
-        cfg_error(c, NULL, key, "unknown key (valid: %s)", valid);
+        pr__cfg_error(c, NULL, key, "unknown key (valid: %s)", valid);
         return false;
     }
     const char *rest = p + blen;
-    size_t old = path_push(c, best->name);
+    size_t old = pr__path_push(c, best->name);
     bool ok = false;
     if (*rest == '\0') {
-        ok = set_pair(c, map_idx, best->name, val);
+        ok = pr__set_pair(c, map_idx, best->name, val);
     } else if (best->type == KT_MAP && *rest == '.') {
-        int m = ensure_map(c, map_idx, best->name);
-        ok = m && ov_walk(c, m, best->sub, rest + 1, val);
+        int m = pr__ensure_map(c, map_idx, best->name);
+        ok = m && pr__ov_walk(c, m, best->sub, rest + 1, val);
     } else if (best->type == KT_KV && rest[1]) {
-        int m = ensure_map(c, map_idx, best->name);
-        ok = m && set_pair(c, m, rest + 1, val);
+        int m = pr__ensure_map(c, map_idx, best->name);
+        ok = m && pr__set_pair(c, m, rest + 1, val);
     } else if ((best->flags & KF_DICT) && rest[1]) {
         const char *name = rest + 1;
         size_t nlen = strcspn(name, ".");
         char col[PR_NAME_MAX + 1];
         snprintf(col, sizeof(col), "%.*s", (int)(nlen < PR_NAME_MAX ? nlen : PR_NAME_MAX), name);
-        int m = ensure_map(c, map_idx, best->name);
+        int m = pr__ensure_map(c, map_idx, best->name);
         if (m && name[nlen] == '\0') {
-            ok = set_pair(c, m, col, val);
+            ok = pr__set_pair(c, m, col, val);
         } else if (m) {
-            int cm = ensure_map(c, m, col);
-            size_t o2 = path_push(c, col);
-            ok = cm && ov_walk(c, cm, best->sub, name + nlen + 1, val);
-            path_pop(c, o2);
+            int cm = pr__ensure_map(c, m, col);
+            size_t o2 = pr__path_push(c, col);
+            ok = cm && pr__ov_walk(c, cm, best->sub, name + nlen + 1, val);
+            pr__path_pop(c, o2);
         }
     } else if ((best->flags & KF_LIST) && *rest == '[') {
         const char *close = strchr(rest, ']');
-        int seq = pair_value(c, map_idx, best->name);
+        int seq = pr__pair_value(c, map_idx, best->name);
         if (!close || close[1] != '.' || !close[2]) {
-            cfg_error(c, NULL, NULL, "expected [INDEX], [NAME] or [*] followed by .key");
-        } else if (!seq || node_get(c, seq)->type != YAML_SEQUENCE_NODE) {
-            cfg_error(c, NULL, NULL, "no list in the config to select from");
+            pr__cfg_error(c, NULL, NULL, "expected [INDEX], [NAME] or [*] followed by .key");
+        } else if (!seq || pr__node_get(c, seq)->type != YAML_SEQUENCE_NODE) {
+            pr__cfg_error(c, NULL, NULL, "no list in the config to select from");
         } else {
             char sel[PR_NAME_MAX + 1];
             size_t sl = (size_t)(close - rest - 1);
@@ -1734,47 +1671,48 @@ static bool ov_walk(cfg_ctx *c, int map_idx, const cfg_table *t, const char *p, 
             char *end;
             long want = strtol(sel, &end, 10);
             bool by_index = sel[0] && !*end;
-            yaml_node_t *s = node_get(c, seq);
+            yaml_node_t *s = pr__node_get(c, seq);
             size_t items = (size_t)(s->data.sequence.items.top - s->data.sequence.items.start);
             size_t hits = 0;
             ok = true;
             for (size_t i = 0; i < items && ok; i++) {
-                int item = node_get(c, seq)->data.sequence.items.start[i];
-                yaml_node_t *in = node_get(c, item);
+                int item = pr__node_get(c, seq)->data.sequence.items.start[i];
+                yaml_node_t *in = pr__node_get(c, item);
                 bool match;
                 if (by_index) {
                     match = (long)i == want;
                 } else if (strcmp(sel, "*") == 0) {
                     match = true;
                 } else {
-                    yaml_node_t *nm = map_find(c, in, "name");
-                    match = nm && nm->type == YAML_SCALAR_NODE && strcmp(scalar(nm), sel) == 0;
+                    yaml_node_t *nm = pr__map_find(c, in, "name");
+                    match = nm && nm->type == YAML_SCALAR_NODE && strcmp(pr__scalar(nm), sel) == 0;
                 }
                 if (!match)
                     continue;
                 if (in->type != YAML_MAPPING_NODE) {
-                    cfg_error(c, NULL, NULL, "item %zu is not a mapping", i);
+                    pr__cfg_error(c, NULL, NULL, "item %zu is not a mapping", i);
                     ok = false;
                     break;
                 }
-                size_t o2 = path_push_index(c, i);
-                ok = ov_walk(c, item, best->sub, close + 2, val);
-                path_pop(c, o2);
+                size_t o2 = pr__path_push_index(c, i);
+                ok = pr__ov_walk(c, item, best->sub, close + 2, val);
+                pr__path_pop(c, o2);
                 hits++;
             }
             if (ok && hits == 0) {
-                cfg_error(c, NULL, NULL, "no item matches [%s] (%zu in the config)", sel, items);
+                pr__cfg_error(c, NULL, NULL, "no item matches [%s] (%zu in the config)", sel,
+                              items);
                 ok = false;
             }
         }
     } else {
-        cfg_error(c, NULL, NULL, "holds a single value; '%s' cannot go below it", rest + 1);
+        pr__cfg_error(c, NULL, NULL, "holds a single value; '%s' cannot go below it", rest + 1);
     }
-    path_pop(c, old);
+    pr__path_pop(c, old);
     return ok;
 }
 
-static bool apply_override(cfg_ctx *c, const char *path, const char *value)
+static bool pr__apply_override(cfg_ctx *c, const char *path, const char *value)
 {
     yaml_parser_t parser;
     yaml_document_t vdoc;
@@ -1783,26 +1721,26 @@ static bool apply_override(cfg_ctx *c, const char *path, const char *value)
         return false;
     yaml_parser_set_input_string(&parser, (const unsigned char *)value, strlen(value));
     if (!yaml_parser_load(&parser, &vdoc)) {
-        cfg_error(c, NULL, path, "cannot read value '%.80s' as YAML: %s", value,
-                  parser.problem ? parser.problem : "error");
+        pr__cfg_error(c, NULL, path, "cannot read value '%.80s' as YAML: %s", value,
+                      parser.problem ? parser.problem : "error");
         yaml_parser_delete(&parser);
         return false;
     }
     int val;
     if (yaml_document_get_root_node(&vdoc))
-        val = copy_node(c->doc, &vdoc, 1);
+        val = pr__copy_node(c->doc, &vdoc, 1);
     else
         val = yaml_document_add_scalar(c->doc, NULL, (const yaml_char_t *)"", 0,
                                        YAML_PLAIN_SCALAR_STYLE);
     if (!yaml_document_get_root_node(c->doc)) {
-        cfg_error(c, NULL, path, "the config is empty; nothing to override");
+        pr__cfg_error(c, NULL, path, "the config is empty; nothing to override");
     } else if (val) {
         /* Problems with the path itself are not in the file. */
         const char *origin = c->origin;
         c->origin = "override";
         size_t old = c->pathlen;
-        ok = ov_walk(c, 1, &root_tab, path, val);
-        path_pop(c, old);
+        ok = pr__ov_walk(c, 1, &root_tab, path, val);
+        pr__path_pop(c, old);
         c->origin = origin;
     }
     yaml_document_delete(&vdoc);
@@ -1813,8 +1751,8 @@ static bool apply_override(cfg_ctx *c, const char *path, const char *value)
 /* ---------------------------------------------------------------- loading */
 
 /* Report a libyaml parse error and release the parser (and `doc`, if any). */
-static int yaml_failed(yaml_parser_t *parser, yaml_document_t *doc, const char *origin,
-                       char *errstr, size_t errstr_size)
+static int pr__yaml_failed(yaml_parser_t *parser, yaml_document_t *doc, const char *origin,
+                           char *errstr, size_t errstr_size)
 {
     char ctx[160] = "";
     if (parser->context)
@@ -1829,9 +1767,9 @@ static int yaml_failed(yaml_parser_t *parser, yaml_document_t *doc, const char *
     return rc;
 }
 
-static int load_internal(const char *yaml, size_t len, const char *origin, char *const *ov_path,
-                         char *const *ov_value, size_t n_ov, pr_config **out, char *errstr,
-                         size_t errstr_size)
+static int pr__load_internal(const char *yaml, size_t len, const char *origin, char *const *ov_path,
+                             char *const *ov_value, size_t n_ov, pr_config **out, char *errstr,
+                             size_t errstr_size)
 {
     *out = NULL;
     if (errstr && errstr_size)
@@ -1845,11 +1783,11 @@ static int load_internal(const char *yaml, size_t len, const char *origin, char 
                          origin);
     yaml_parser_set_input_string(&parser, (const unsigned char *)yaml, len);
     if (!yaml_parser_load(&parser, &doc))
-        return yaml_failed(&parser, NULL, origin, errstr, errstr_size);
+        return pr__yaml_failed(&parser, NULL, origin, errstr, errstr_size);
     /* A second document would be silently ignored: refuse it. */
     yaml_document_t extra;
     if (!yaml_parser_load(&parser, &extra))
-        return yaml_failed(&parser, &doc, origin, errstr, errstr_size);
+        return pr__yaml_failed(&parser, &doc, origin, errstr, errstr_size);
     bool more = yaml_document_get_root_node(&extra) != NULL;
     size_t extra_line = extra.start_mark.line + 1;
     yaml_document_delete(&extra);
@@ -1864,32 +1802,32 @@ static int load_internal(const char *yaml, size_t len, const char *origin, char 
     cfg_ctx c = {.doc = &doc, .origin = origin, .err = errstr, .errn = errstr_size};
     c.n_loaded = (int)(doc.nodes.top - doc.nodes.start);
     for (size_t i = 0; i < n_ov; i++)
-        apply_override(&c, ov_path[i], ov_value[i]);
+        pr__apply_override(&c, ov_path[i], ov_value[i]);
 
-    pr_config *cfg = xcalloc(1, sizeof(*cfg));
-    cfg->origin = xstrdup(origin);
+    pr_config *cfg = pr__xcalloc(1, sizeof(*cfg));
+    cfg->origin = pr__xstrdup(origin);
     c.cfg = cfg;
     yaml_node_t *root = yaml_document_get_root_node(&doc);
     if (c.n_errors == 0) {
         if (!root)
-            cfg_error(&c, NULL, NULL, "empty config (at least `pipelines` is needed)");
+            pr__cfg_error(&c, NULL, NULL, "empty config (at least `pipelines` is needed)");
         else
-            apply_map(&c, root, &root_tab, cfg);
+            pr__apply_map(&c, root, &root_tab, cfg);
     }
     yaml_document_delete(&doc);
     if (c.n_errors) {
         pr_config_free(cfg);
         return PR_EINVAL;
     }
-    struct pr__config_src *src = xcalloc(1, sizeof(*src));
-    src->text = xcalloc(len + 1, 1);
+    struct pr__config_src *src = pr__xcalloc(1, sizeof(*src));
+    src->text = pr__xcalloc(len + 1, 1);
     memcpy(src->text, yaml, len);
     src->len = len;
-    src->ov_path = xcalloc(n_ov, sizeof(char *));
-    src->ov_value = xcalloc(n_ov, sizeof(char *));
+    src->ov_path = pr__xcalloc(n_ov, sizeof(char *));
+    src->ov_value = pr__xcalloc(n_ov, sizeof(char *));
     for (size_t i = 0; i < n_ov; i++) {
-        src->ov_path[i] = xstrdup(ov_path[i]);
-        src->ov_value[i] = xstrdup(ov_value[i]);
+        src->ov_path[i] = pr__xstrdup(ov_path[i]);
+        src->ov_value[i] = pr__xstrdup(ov_value[i]);
     }
     src->n_ov = n_ov;
     cfg->src = src;
@@ -1900,16 +1838,17 @@ static int load_internal(const char *yaml, size_t len, const char *origin, char 
 int pr_config_load_string(const char *yaml, size_t len, const char *origin, pr_config **out,
                           char *errstr, size_t errstr_size)
 {
-    return load_internal(yaml, len, origin, NULL, NULL, 0, out, errstr, errstr_size);
+    return pr__load_internal(yaml, len, origin, NULL, NULL, 0, out, errstr, errstr_size);
 }
 
 int pr_config_load_default(pr_config **out, char *errstr, size_t errstr_size)
 {
-    return load_internal(default_yaml, sizeof(default_yaml) - 1, "<default config>", NULL, NULL, 0,
-                         out, errstr, errstr_size);
+    return pr__load_internal(default_yaml, sizeof(default_yaml) - 1, "<default config>", NULL, NULL,
+                             0, out, errstr, errstr_size);
 }
 
-int pr_config_load_file(const char *path, pr_config **out, char *errstr, size_t errstr_size)
+int pr_config_load_file_with(const char *path, char *const *ov_path, char *const *ov_value,
+                             size_t n_ov, pr_config **out, char *errstr, size_t errstr_size)
 {
     *out = NULL;
     FILE *f = fopen(path, "rb");
@@ -1939,9 +1878,14 @@ int pr_config_load_file(const char *path, pr_config **out, char *errstr, size_t 
         free(buf);
         return pr_seterr(errstr, errstr_size, PR_EIO, "%s: read error", path);
     }
-    int rc = load_internal(buf, len, path, NULL, NULL, 0, out, errstr, errstr_size);
+    int rc = pr__load_internal(buf, len, path, ov_path, ov_value, n_ov, out, errstr, errstr_size);
     free(buf);
     return rc;
+}
+
+int pr_config_load_file(const char *path, pr_config **out, char *errstr, size_t errstr_size)
+{
+    return pr_config_load_file_with(path, NULL, NULL, 0, out, errstr, errstr_size);
 }
 
 int pr_config_set(pr_config *cfg, const char *path, const char *value, char *errstr,
@@ -1951,8 +1895,8 @@ int pr_config_set(pr_config *cfg, const char *path, const char *value, char *err
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "pr_config_set: bad arguments");
     struct pr__config_src *s = cfg->src;
     size_t n = s->n_ov + 1;
-    char **paths = xcalloc(n, sizeof(char *));
-    char **values = xcalloc(n, sizeof(char *));
+    char **paths = pr__xcalloc(n, sizeof(char *));
+    char **values = pr__xcalloc(n, sizeof(char *));
     for (size_t i = 0; i < s->n_ov; i++) {
         paths[i] = s->ov_path[i];
         values[i] = s->ov_value[i];
@@ -1961,7 +1905,7 @@ int pr_config_set(pr_config *cfg, const char *path, const char *value, char *err
     values[n - 1] = (char *)value;
     pr_config *nc;
     int rc =
-        load_internal(s->text, s->len, cfg->origin, paths, values, n, &nc, errstr, errstr_size);
+        pr__load_internal(s->text, s->len, cfg->origin, paths, values, n, &nc, errstr, errstr_size);
     free(paths);
     free(values);
     if (rc < 0)
@@ -1980,43 +1924,51 @@ int pr_config_check_streaming(const pr_config *cfg, char *errstr, size_t errstr_
     if (errstr && errstr_size)
         errstr[0] = '\0';
     cfg_ctx c = {.origin = cfg->origin, .err = errstr, .errn = errstr_size};
-    path_push(&c, "pipelines");
+    pr__path_push(&c, "pipelines");
     for (size_t i = 0; i < cfg->n_pipelines; i++) {
         const pr_pipeline_cfg *pl = &cfg->pipelines[i];
-        size_t old = path_push_index(&c, i);
+        size_t old = pr__path_push_index(&c, i);
         c.line_hint = pl->line;
         const pr_kafka_source_cfg *k = &pl->source.kafka;
         if (!k->enabled) {
-            cfg_error(
+            pr__cfg_error(
                 &c, NULL, "source.kafka",
                 "missing: streaming needs a Kafka source (topics, properties.bootstrap.servers)");
         } else {
             if (k->n_topics == 0)
-                cfg_error(&c, NULL, "source.kafka.topics", "missing: at least one topic is needed");
+                pr__cfg_error(&c, NULL, "source.kafka.topics",
+                              "missing: at least one topic is needed");
             const char *bs = pr_kv_get(&k->properties, "bootstrap.servers");
             if (!bs || !bs[0])
-                cfg_error(&c, NULL, "source.kafka.properties.bootstrap.servers",
-                          "missing: the Kafka brokers to connect to");
+                pr__cfg_error(&c, NULL, "source.kafka.properties.bootstrap.servers",
+                              "missing: the Kafka brokers to connect to");
         }
+        /* The streaming engine runs the Criteo layout only, for now: a declared
+         * schema would be read as Criteo columns. */
+        if (pl->features.declared)
+            pr__cfg_error(&c, NULL, "schema",
+                          "streaming does not run a declared feature schema yet (JSON decoding "
+                          "and jagged batches come next, issue 20); `piperec explain` shows it");
         const pr_sinks_cfg *s = &pl->sinks;
         if (!s->trainer.enabled && !s->kafka.enabled && !s->files.enabled)
-            cfg_error(&c, NULL, "sinks",
-                      "no enabled sink: configure at least one of trainer, kafka, files");
+            pr__cfg_error(&c, NULL, "sinks",
+                          "no enabled sink: configure at least one of trainer, kafka, files");
         if (pl->spec.count_mode == PR_COUNT_TWO_PASS)
-            cfg_error(&c, NULL, "transform.vocab.count_mode",
-                      "two_pass needs all data up front; streaming supports only `streaming`");
+            pr__cfg_error(&c, NULL, "transform.vocab.count_mode",
+                          "two_pass needs all data up front; streaming supports only `streaming`");
         /* Popular batches are cut by the hot sets; checkpoint delivery needs
          * exact offset ranges per batch, which two streams cannot give. */
         if (pl->batch.split == PR_BATCH_SPLIT_POPULAR && cfg->hot.top_k == 0)
-            cfg_error(&c, NULL, "batch.split",
-                      "popular needs hot sets: set hot.top_k > 0 (the hot sets decide which rows "
-                      "are popular)");
+            pr__cfg_error(
+                &c, NULL, "batch.split",
+                "popular needs hot sets: set hot.top_k > 0 (the hot sets decide which rows "
+                "are popular)");
         if (pl->batch.split == PR_BATCH_SPLIT_POPULAR && s->trainer.enabled &&
             s->trainer.delivery == PR_TRAINER_DELIVERY_CHECKPOINT)
-            cfg_error(&c, NULL, "batch.split",
-                      "popular cannot be combined with sinks.trainer.delivery: checkpoint (a "
-                      "checkpoint needs one stream of exact offset ranges)");
-        path_pop(&c, old);
+            pr__cfg_error(&c, NULL, "batch.split",
+                          "popular cannot be combined with sinks.trainer.delivery: checkpoint (a "
+                          "checkpoint needs one stream of exact offset ranges)");
+        pr__path_pop(&c, old);
     }
     return c.n_errors ? PR_EINVAL : 0;
 }
@@ -2038,7 +1990,7 @@ pr_engine_opts pr_config_engine_opts(const pr_config *cfg)
 
 /* ---------------------------------------------------------------- reference */
 
-static void type_doc(const cfg_key *k, char *b, size_t bn)
+static void pr__type_doc(const cfg_key *k, char *b, size_t bn)
 {
     char names[256];
     switch (k->type) {
@@ -2056,7 +2008,7 @@ static void type_doc(const cfg_key *k, char *b, size_t bn)
     }
     case KT_STR:
         if (k->names) {
-            join_names(k->names, names, sizeof(names));
+            pr__join_names(k->names, names, sizeof(names));
             snprintf(b, bn, "one of: %s", names);
         } else {
             snprintf(b, bn, "string");
@@ -2066,7 +2018,7 @@ static void type_doc(const cfg_key *k, char *b, size_t bn)
         snprintf(b, bn, "name");
         break;
     case KT_ENUM:
-        join_names(k->names, names, sizeof(names));
+        pr__join_names(k->names, names, sizeof(names));
         snprintf(b, bn, "one of: %s", names);
         break;
     case KT_SIZE:
@@ -2090,25 +2042,25 @@ static void type_doc(const cfg_key *k, char *b, size_t bn)
     }
 }
 
-static void write_table(FILE *f, const cfg_table *t, const char *prefix)
+static void pr__write_table(FILE *f, const cfg_table *t, const char *prefix)
 {
-    for (size_t i = 0; i < table_n(t); i++) {
-        const cfg_key key = table_key(t, i), *k = &key;
+    for (size_t i = 0; i < pr__table_n(t); i++) {
+        const cfg_key key = pr__table_key(t, i), *k = &key;
         char path[256], type[320];
         snprintf(path, sizeof(path), "%s%s%s", prefix, prefix[0] ? "." : "", k->name);
-        type_doc(k, type, sizeof(type));
+        pr__type_doc(k, type, sizeof(type));
         fprintf(f, "| `%s` | %s | %s%s%s | %s%s |\n", path, type, k->def ? "`" : "",
                 k->def ? k->def : (k->flags & KF_REQUIRED ? "required" : "-"), k->def ? "`" : "",
                 k->doc ? k->doc : "", k->off2 && k->type == KT_MAP ? " Enabled when present." : "");
         char sub[300];
         if (k->flags & KF_LIST) {
             snprintf(sub, sizeof(sub), "%s[]", path);
-            write_table(f, k->sub, sub);
+            pr__write_table(f, k->sub, sub);
         } else if (k->flags & KF_DICT) {
             snprintf(sub, sizeof(sub), "%s.<column>", path);
-            write_table(f, k->sub, sub);
-        } else if (k->type == KT_MAP) {
-            write_table(f, k->sub, path);
+            pr__write_table(f, k->sub, sub);
+        } else if (k->type == KT_MAP || (k->flags & KF_SUB)) {
+            pr__write_table(f, k->sub, path);
         }
     }
 }
@@ -2116,5 +2068,5 @@ static void write_table(FILE *f, const cfg_table *t, const char *prefix)
 void pr_config_write_reference(FILE *f)
 {
     fprintf(f, "| key | type | default | meaning |\n|---|---|---|---|\n");
-    write_table(f, &root_tab, "");
+    pr__write_table(f, &root_tab, "");
 }

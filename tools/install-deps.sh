@@ -8,7 +8,7 @@ set -eu
 
 PKGS="build-essential cmake pkg-config \
 librdkafka-dev libprotobuf-c-dev protobuf-c-compiler libmicrohttpd-dev libssl-dev openssl \
-libcmocka-dev libxrt-dev libyaml-dev \
+libcmocka-dev libxrt-dev libyaml-dev libxxhash-dev \
 clang libclang-rt-14-dev \
 kcat prometheus curl bc \
 buildah ca-certificates unzip \

@@ -72,10 +72,6 @@ typedef pr_batch_late_policy pr_late_policy;
 /* Config names of the enum values; *_from_name returns -1 when unknown. */
 const char *pr_source_format_name(pr_source_format f);
 int pr_source_format_from_name(const char *name);
-const char *pr_ordering_name(pr_ordering o);
-int pr_ordering_from_name(const char *name);
-const char *pr_late_policy_name(pr_late_policy p);
-int pr_late_policy_from_name(const char *name);
 
 /* ---------------------------------------------------------------- structs */
 
@@ -110,6 +106,11 @@ typedef struct pr_pipeline_cfg {
     pr_state_cfg state;
     pr_vocablog_cfg vocab_log; /* vocab_log section (pr_vocablog.h); enabled = present */
     char *vocab_seed;          /* transform.vocab.seed: directory of <col>.tsv, or NULL */
+    /* The features (pr_engine.h): the declared schema (features.declared) or
+     * the Criteo preset of `spec`; event time, labels, dense, sparse in that
+     * order; the array is owned by the config. A declared schema also sets
+     * spec's counts and names (dense_names, sparse[].name) from its features. */
+    pr_feature_schema features;
     int line;                  /* 1-based YAML line of this pipeline; 0 if none */
 } pr_pipeline_cfg;
 
@@ -161,6 +162,13 @@ int pr_config_load_file(const char *path, pr_config **out, char *errstr, size_t 
 int pr_config_load_string(const char *yaml, size_t len, const char *origin, pr_config **out,
                           char *errstr, size_t errstr_size);
 void pr_config_free(pr_config *cfg);
+/* pr_config_load_file with overrides applied before validation, as
+ * pr_config_set would apply them (paths and values as there), so that an
+ * override can make a file valid (e.g. engine.backend for a config whose
+ * backend cannot run its operators). The overrides are kept for later
+ * pr_config_set calls. */
+int pr_config_load_file_with(const char *path, char *const *ov_path, char *const *ov_value,
+                             size_t n_ov, pr_config **out, char *errstr, size_t errstr_size);
 
 /* The embedded default config (Criteo: label, 13 dense, 26 sparse, dense
  * [neg2zero, log1p], sparse [hex2int, {modulus: 524288}, vocab], profile

@@ -571,4 +571,257 @@ int pr_engine_vocab_load_tagged(pr_engine *eng, const char *path, void *tag, uin
 /* Names of the compiled-in backends, NULL-terminated. */
 const char *const *pr_engine_backends(void);
 
+/* ================================================================ feature schema (issue 20)
+ *
+ * A pipeline's features, as declared by the config's `schema:` (or the
+ * built-in Criteo preset): each has a name, a kind, a source path into the
+ * event and an ordered operator chain. This block is the contract between the
+ * config (which parses and validates it), the operator library
+ * (feature_ops.c: pure, deterministic column functions, the CPU's
+ * implementation of every operator) and placement (which backend runs which
+ * operator; `piperec explain`). The streaming engine does not execute it yet:
+ * today's execution path is the pr_pipeline_spec above.
+ *
+ * Values flow through a chain as pr_fval columns; a value's type is one of
+ * the PR_FTYPE_* bits. An operator accepts a set of types and produces one
+ * (pr_fop_table). The static type of a chain's input follows the kind:
+ * dense and label read a number, sparse reads a string or an integer id, a
+ * cross starts with the implicit `cross` operator. A chain is valid when every
+ * operator accepts some type its input may have; a value of a type the
+ * operator does not accept rejects its record at run time. Dense chains end
+ * in a number, sparse chains in an integer. */
+
+#define PR_FEAT_PATH_MAX  128  /* a path ("user.id"), NUL included */
+#define PR_FEAT_MAX_CROSS 8    /* paths of one cross */
+#define PR_FEAT_MAX_OPS   8    /* operators of one feature, the implicit cross included */
+#define PR_FOP_MAX_BOUNDS 64   /* bucketize boundaries */
+#define PR_FOP_STR_MAX    64   /* a string fill / default value, NUL included */
+#define PR_FEAT_MAX_LIST  4096 /* max_len of a list feature */
+
+/* Seed of every hash the operators compute (hash, cross): the ASCII bytes
+ * "piperec" followed by a zero byte, read as a big-endian 64-bit number. */
+#define PR_FOP_HASH_SEED 0x7069706572656300ull
+
+/* Value types (bits, so that a set of possible types is a mask). */
+#define PR_FTYPE_NUM 1u /* float64 number */
+#define PR_FTYPE_INT 2u /* 64-bit integer: an id, a hash, a bucket, an index */
+#define PR_FTYPE_STR 4u /* byte string (UTF-8 as the event has it) */
+
+typedef enum pr_feature_kind {
+    PR_FEAT_LABEL = 0,  /* float32 target; several allowed; no operators */
+    PR_FEAT_DENSE,      /* float32 feature */
+    PR_FEAT_SPARSE,     /* one categorical value per record (string or integer id) */
+    PR_FEAT_LIST,       /* zero or more categorical values (multi-hot), max_len kept */
+    PR_FEAT_EVENT_TIME, /* the record's event time; at most one; no operators */
+    PR_FEAT__COUNT
+} pr_feature_kind;
+
+/* "label", "dense", "sparse", "list", "event_time"; NULL-terminated. */
+extern const char *const pr_feature_kind_names[];
+
+typedef enum pr_time_unit {
+    PR_TIME_S = 0,   /* integer or number of seconds since the epoch */
+    PR_TIME_MS,      /* milliseconds */
+    PR_TIME_US,      /* microseconds */
+    PR_TIME_RFC3339, /* string, e.g. "2024-02-29T23:59:60.5+01:00" */
+    PR_TIME__COUNT
+} pr_time_unit;
+
+/* "s", "ms", "us", "rfc3339"; NULL-terminated. */
+extern const char *const pr_time_unit_names[];
+
+typedef enum pr_fop {
+    PR_FOP_FILL = 0,    /* missing -> value */
+    PR_FOP_CLIP,        /* [lo, hi] */
+    PR_FOP_NEG2ZERO,    /* x < 0 -> 0 */
+    PR_FOP_LOG1P,       /* log(x + 1) */
+    PR_FOP_STANDARDIZE, /* (x - mean) / std */
+    PR_FOP_BUCKETIZE,   /* 1 + count of boundaries <= x */
+    PR_FOP_HASH,        /* XXH64 of the value's bytes mod N */
+    PR_FOP_MODULUS,     /* v mod N */
+    PR_FOP_HEX2INT,     /* hex string -> integer */
+    PR_FOP_CROSS,       /* XXH64 of several values (implicit first op of a cross) */
+    PR_FOP_HOUR_OF_DAY, /* 1 + UTC hour (1..24) */
+    PR_FOP_DAY_OF_WEEK, /* ISO weekday, Monday 1 .. Sunday 7 (UTC) */
+    PR_FOP_VOCAB,       /* the continuous vocabulary: value -> stable index */
+    PR_FOP__COUNT
+} pr_fop;
+
+/* What an operator's argument is. */
+typedef enum pr_fop_arg {
+    PR_FARG_NONE = 0, /* `neg2zero` */
+    PR_FARG_VALUE,    /* `{ fill: 0 }`, `{ fill: "none" }`: a number, integer or string */
+    PR_FARG_RANGE,    /* `{ clip: [lo, hi] }`, lo <= hi, numbers */
+    PR_FARG_STATS,    /* `{ standardize: { mean: M, std: S } }`, S > 0 */
+    PR_FARG_BOUNDS,   /* `{ bucketize: [b1, b2, ...] }`, strictly increasing, finite */
+    PR_FARG_COUNT,    /* `{ hash: N }`, integer N >= 1 */
+    PR_FARG_UNIT,     /* optional: `hour_of_day` or `{ hour_of_day: ms }` (else event_time.unit) */
+} pr_fop_arg;
+
+/* Backends, as bits (placement). */
+#define PR_BACKEND_BIT_CPU     1u
+#define PR_BACKEND_BIT_HLS_SIM 2u
+#define PR_BACKEND_BIT_XRT     4u
+#define PR_BACKEND_BITS_FPGA   (PR_BACKEND_BIT_HLS_SIM | PR_BACKEND_BIT_XRT)
+
+/* One row of the operator table: the single source of its name, argument,
+ * types, backends and documentation (docs/configuration.md is generated from
+ * it by pr_fop_write_reference). */
+typedef struct pr_fop_info {
+    const char *name;   /* config name */
+    pr_fop_arg arg;     /* argument form */
+    bool arg_required;  /* false: bare name allowed (PR_FARG_NONE or UNIT) */
+    unsigned accepts;   /* PR_FTYPE_* mask of input types */
+    unsigned output;    /* PR_FTYPE_* of the result; 0 = the input's type */
+    unsigned backends;  /* PR_BACKEND_BIT_* that can run it (the FPGA ones only
+                         * inside their fixed chains, see pr_feature_place) */
+    const char *syntax; /* how it is written in `ops:` */
+    const char *doc;    /* exact semantics */
+} pr_fop_info;
+
+extern const pr_fop_info pr_fop_table[PR_FOP__COUNT];
+
+/* -1 when unknown. */
+int pr_fop_from_name(const char *name);
+
+/* One operator of a chain with its argument. */
+typedef struct pr_fop_step {
+    pr_fop op;
+    uint8_t value_type;               /* fill: PR_FTYPE_NUM, _INT or _STR */
+    pr_time_unit unit;                /* hour_of_day, day_of_week */
+    uint16_t n_bounds;                /* bucketize */
+    double a, b;                      /* fill (NUM), clip lo/hi, standardize mean/std */
+    uint64_t n;                       /* hash buckets, modulus, fill (INT) */
+    char str[PR_FOP_STR_MAX];         /* fill (STR) */
+    double bounds[PR_FOP_MAX_BOUNDS]; /* bucketize, strictly increasing */
+} pr_fop_step;
+
+typedef struct pr_feature_spec {
+    char name[PR_NAME_MAX];
+    pr_feature_kind kind;
+    uint8_t n_paths;                                 /* 1, or 2.. for a cross */
+    char paths[PR_FEAT_MAX_CROSS][PR_FEAT_PATH_MAX]; /* dotted paths into the event */
+    uint32_t max_len;  /* PR_FEAT_LIST: values kept, 1..PR_FEAT_MAX_LIST */
+    bool keep_last;    /* PR_FEAT_LIST: keep the last max_len values (else the first) */
+    bool has_default;  /* a missing field takes `deflt` (a fill step) */
+    pr_fop_step deflt; /* PR_FOP_FILL with the default value */
+    pr_time_unit unit; /* PR_FEAT_EVENT_TIME */
+    uint8_t n_ops;
+    pr_fop_step ops[PR_FEAT_MAX_OPS];
+} pr_feature_spec;
+
+/* A pipeline's features. `features` is owned by whoever built it (the config
+ * frees its own). */
+typedef struct pr_feature_schema {
+    pr_feature_spec *features;
+    uint32_t n_features;
+    bool declared;    /* true: the config's `schema:` list; false: the Criteo preset */
+    uint32_t cpu_ops; /* bit (1u << op): this operator may run on the cpu when the engine
+                       * backend cannot run it (schema.cpu_ops); 0 = no fallback */
+} pr_feature_schema;
+
+/* Check a chain's types and order for the feature's kind. On failure returns
+ * PR_EINVAL, *bad_op is the index of the offending step (n_ops when the
+ * chain's end is the problem) and errstr says why, naming the operator and
+ * the type, e.g. "'log1p' needs a number, but the value here is a string or
+ * an integer". */
+int pr_feature_check_chain(const pr_feature_spec *f, uint32_t *bad_op, char *errstr,
+                           size_t errstr_size);
+
+/* The PR_FTYPE_* mask of a feature's raw value (before its operators). */
+unsigned pr_feature_input_type(const pr_feature_spec *f);
+
+/* Placement: which backend runs each operator of `f` when the engine's
+ * backend is `backend` ("cpu", "hls-sim", "xrt"; "auto" is placed as xrt, the
+ * backend it prefers). The cpu runs everything. An FPGA backend runs what its
+ * kernel runs: the dense chain (neg2zero then log1p) of a dense feature and
+ * the hex chain (hex2int, modulus, vocab, in that order) of a single-valued
+ * sparse feature, each as a prefix of the feature's chain (the kernel reads
+ * the raw column); its vocab needs a modulus <= 2^26 right before it (the
+ * kernel's vocabularies are direct-indexed tables). Every other operator goes to the cpu only when its bit is
+ * in cpu_ops; otherwise PR_ENOTSUP and errstr names the feature, the operator,
+ * the backend and why. On success on[i] is the name of the backend running
+ * step i ("cpu" or `backend`). */
+int pr_feature_place(const pr_feature_spec *f, const char *backend, uint32_t cpu_ops,
+                     const char **on, char *errstr, size_t errstr_size);
+
+/* The Criteo layout as features, from today's spec: "label" (when has_label),
+ * dense dense_names[i] with spec->dense_ops, sparse spec->sparse[i].name with
+ * spec->sparse_ops (modulus per column). Paths are the names (the TSV field
+ * of that name). `out` holds room for 1 + n_dense + n_sparse features;
+ * returns the count. dense_names NULL = I1..In. */
+uint32_t pr_feature_criteo_preset(const pr_pipeline_spec *spec,
+                                  const char (*dense_names)[PR_NAME_MAX], pr_feature_spec *out);
+
+/* ---------------------------------------------------------------- operator library
+ *
+ * The CPU implementation of every operator, over columns of values. Pure and
+ * deterministic: the result depends only on the inputs (no state, no time, no
+ * threads). A row's value is a pr_fval; PR_FVAL_MISSING marks an absent
+ * value (operators keep it missing, except fill). Rejections: a value whose
+ * type the operator does not accept, or that it cannot read (a bad hex
+ * string, an unreadable time), becomes missing and, when `reason` is given
+ * and reason[row] is still 0, gets a pr_fop_reject; the functions return the
+ * number of rows they rejected. */
+
+typedef enum pr_fval_type {
+    PR_FVAL_MISSING = 0,
+    PR_FVAL_NUM = PR_FTYPE_NUM,
+    PR_FVAL_INT = PR_FTYPE_INT,
+    PR_FVAL_STR = PR_FTYPE_STR,
+} pr_fval_type;
+
+typedef struct pr_fval {
+    uint8_t type; /* pr_fval_type */
+    uint32_t len; /* PR_FVAL_STR: bytes */
+    union {
+        double num;      /* PR_FVAL_NUM */
+        uint64_t u;      /* PR_FVAL_INT (an int64 as its two's complement bits) */
+        const char *str; /* PR_FVAL_STR: not NUL-terminated; owned by the caller */
+    };
+} pr_fval;
+
+typedef enum pr_fop_reject {
+    PR_FOP_OK = 0,
+    PR_FOP_REJECT_TYPE, /* the operator does not take this type */
+    PR_FOP_REJECT_HEX,  /* hex2int: not hex, or more than 16 digits */
+    PR_FOP_REJECT_TIME, /* hour_of_day / day_of_week: not a time, or out of range */
+} pr_fop_reject;
+
+/* Apply one step to a column of n values, in place. `vocab` is not a library
+ * operator (it is the engine's stateful vocabulary): PR_EINVAL. */
+int pr_fop_apply(const pr_fop_step *step, pr_fval *v, size_t n, uint8_t *reason);
+
+/* cross: out[r] = PR_FOP_HASH_SEED-seeded XXH64 over the values of the k
+ * columns at row r (byte layout in pr_fop_cross_bytes); missing when any of
+ * them is missing. */
+int pr_fop_cross(const pr_fval *const *cols, size_t k, size_t n, pr_fval *out, uint8_t *reason);
+
+/* The bytes that hash and cross feed XXH64 (documented in
+ * docs/configuration.md): writes up to cap bytes, returns the full length.
+ *   pr_fop_value_bytes: NUM 8 bytes little-endian IEEE 754 binary64 (-0.0 as
+ *   +0.0, every NaN as 0x7ff8000000000000); INT 8 bytes little-endian; STR its
+ *   bytes, no terminator.
+ *   pr_fop_cross_bytes: per value in order a tag byte (1 NUM, 2 INT, 3 STR),
+ *   for STR a 4-byte little-endian length, then its value bytes. */
+size_t pr_fop_value_bytes(const pr_fval *v, uint8_t *buf, size_t cap);
+size_t pr_fop_cross_bytes(const pr_fval *vals, size_t k, uint8_t *buf, size_t cap);
+uint64_t pr_fop_hash64(const void *p, size_t len); /* XXH64(p, len, PR_FOP_HASH_SEED) */
+
+/* Times: microseconds since 1970-01-01T00:00:00Z (negative before). */
+/* RFC 3339 date-time ("YYYY-MM-DDTHH:MM:SS[.frac](Z|+HH:MM|-HH:MM)"; 't'/'z'
+ * and a space for 'T' accepted; second 60 (a leap second) reads as 59.999999;
+ * fraction digits past microseconds are truncated). PR_EINVAL when malformed. */
+int pr_fop_parse_rfc3339(const char *s, size_t len, int64_t *us);
+/* A value in `unit` as microseconds: INT (int64), NUM (floored to a whole
+ * microsecond), STR under rfc3339. PR_EINVAL for another type, an
+ * unreadable string or a time past +-2^63 us. */
+int pr_fop_time_us(const pr_fval *v, pr_time_unit unit, int64_t *us);
+int pr_fop_hour_of_day(int64_t us); /* 1..24 = 1 + UTC hour */
+int pr_fop_day_of_week(int64_t us); /* 1..7 = ISO weekday (Monday 1), UTC */
+
+/* Write the operator reference (a Markdown table from pr_fop_table: operator,
+ * syntax, input, output, backends, semantics). */
+void pr_fop_write_reference(FILE *f);
+
 #endif

@@ -45,6 +45,7 @@ static void load_fail(const char *yaml, char *err, size_t n)
 }
 
 #define MINIMAL "pipelines:\n  - name: p\n"
+#define SCHEMA  MINIMAL "    schema:\n"
 
 /* ---------------------------------------------------------------- default */
 
@@ -434,6 +435,122 @@ static const err_case err_cases[] = {
     {"empty topic scalar",
      MINIMAL "    source: { kafka: { topics: '' } }\n",
      {"pipelines[0].source.kafka.topics: must not be an empty string"}},
+    /* Declared feature schema (issue 20). */
+    {"duplicate feature name",
+     SCHEMA "      dense: [ { name: price, path: p } ]\n"
+            "      sparse: [ { name: price, path: q, ops: [vocab] } ]\n",
+     {"t.yaml:5: pipelines[0].schema.sparse[0].name: duplicate feature name 'price' (also a "
+      "dense feature)"}},
+    {"op not valid for the kind",
+     SCHEMA "      sparse:\n        - { name: user, path: user.id, ops: [log1p] }\n",
+     {"t.yaml:5: pipelines[0].schema.sparse[0].ops[0]: 'log1p' needs a number, but the value "
+      "here is a string or an integer"}},
+    {"op after vocab makes no sense",
+     SCHEMA "      sparse: [ { name: u, path: u, ops: [vocab, { clip: [0, 1] }] } ]\n",
+     {"schema.sparse[0].ops[1]: 'clip' needs a number", "(after 'vocab')"}},
+    {"dense chain ending in a bucket",
+     SCHEMA "      dense: [ { name: a, path: a, ops: [ { bucketize: [1, 2] } ] } ]\n",
+     {"schema.dense[0].ops: a dense feature must end in a number"}},
+    {"sparse chain ending in a string",
+     SCHEMA "      sparse: [ { name: a, path: a } ]\n",
+     {"schema.sparse[0]: a sparse feature must end in an integer id", "vocab, hash"}},
+    {"vocab twice",
+     SCHEMA "      sparse: [ { name: a, path: a, ops: [vocab, vocab] } ]\n",
+     {"schema.sparse[0].ops[1]: 'vocab' appears twice"}},
+    {"missing path",
+     SCHEMA "      dense: [ { name: a, ops: [log1p] } ]\n",
+     {"t.yaml:4: pipelines[0].schema.dense[0].path: missing (required)"}},
+    {"sparse without path or cross",
+     SCHEMA "      sparse: [ { name: a, ops: [vocab] } ]\n",
+     {"pipelines[0].schema.sparse[0]: missing path (or cross: [path, path, ...])"}},
+    {"bad path", SCHEMA "      dense: [ { name: a, path: a..b } ]\n", {"invalid path 'a..b'"}},
+    {"boundaries not increasing",
+     SCHEMA "      sparse: [ { name: a, path: a, ops: [ { bucketize: [30, 90, 90] } ] } ]\n",
+     {"schema.sparse[0].ops[0].bucketize[2]: boundaries must be strictly increasing: 90 comes "
+      "after 90"}},
+    {"boundaries not numbers",
+     SCHEMA "      sparse: [ { name: a, path: a, ops: [ { bucketize: [1, x] } ] } ]\n",
+     {"ops[0].bucketize[1]: expected a finite number, got 'x'"}},
+    {"hash 0",
+     SCHEMA "      sparse: [ { name: a, path: a, ops: [ { hash: 0 } ] } ]\n",
+     {"schema.sparse[0].ops[0].hash: must be >= 1, got 0"}},
+    {"clip lo > hi",
+     SCHEMA "      dense: [ { name: a, path: a, ops: [ { clip: [5, 1] } ] } ]\n",
+     {"ops[0].clip: [lo, hi] needs lo <= hi, got [5, 1]"}},
+    {"standardize std 0",
+     SCHEMA
+     "      dense: [ { name: a, path: a, ops: [ { standardize: { mean: 1, std: 0 } } ] } ]\n",
+     {"ops[0].standardize.std: must be > 0, got 0"}},
+    {"standardize unknown key",
+     SCHEMA "      dense: [ { name: a, path: a, ops: [ { standardize: { mu: 1, std: 1 } } ] } ]\n",
+     {"ops[0].standardize: unknown key (valid: mean, std)"}},
+    {"fill without its value",
+     SCHEMA "      dense: [ { name: a, path: a, ops: [fill] } ]\n",
+     {"ops[0]: 'fill' needs an argument: { fill: V }"}},
+    {"fill with a string on a dense feature",
+     SCHEMA "      dense: [ { name: a, path: a, ops: [ { fill: none } ] } ]\n",
+     {"ops[0].fill: expected a finite number, got 'none'"}},
+    {"argument to neg2zero",
+     SCHEMA "      dense: [ { name: a, path: a, ops: [ { neg2zero: 1 } ] } ]\n",
+     {"ops[0].neg2zero: 'neg2zero' takes no argument"}},
+    {"unknown operator",
+     SCHEMA "      dense: [ { name: a, path: a, ops: [logg] } ]\n",
+     {"ops[0]: unknown operator 'logg'", "log1p"}},
+    {"cross in ops",
+     SCHEMA "      sparse: [ { name: a, path: a, ops: [cross] } ]\n",
+     {"ops[0]: not an operator in ops: 'cross'"}},
+    {"cross of one path",
+     SCHEMA "      sparse: [ { name: a, cross: [a], ops: [ { hash: 8 } ] } ]\n",
+     {"schema.sparse[0].cross: expected a list of 2..8 paths"}},
+    {"cross as a list",
+     SCHEMA
+     "      sparse: [ { name: a, cross: [a, b], list: { max_len: 3 }, ops: [ { hash: 8 } ] } ]\n",
+     {"schema.sparse[0].list: a cross is single-valued"}},
+    {"list without max_len",
+     SCHEMA "      sparse: [ { name: a, path: a, list: { keep: last }, ops: [vocab] } ]\n",
+     {"schema.sparse[0].list.max_len: missing (required)"}},
+    {"list default",
+     SCHEMA
+     "      sparse: [ { name: a, path: a, list: { max_len: 3 }, default: x, ops: [vocab] } ]\n",
+     {"schema.sparse[0].default: a list has no default"}},
+    {"sparse default not a string or integer",
+     SCHEMA "      sparse: [ { name: a, path: a, default: 1.5, ops: [vocab] } ]\n",
+     {"schema.sparse[0].default: a sparse value is a string or an integer"}},
+    {"unknown feature key",
+     SCHEMA "      dense: [ { name: a, pth: a } ]\n",
+     {"schema.dense[0].pth: unknown key (valid: name, path, default, ops)"}},
+    {"hour_of_day without a unit",
+     SCHEMA "      sparse: [ { name: h, path: ts, ops: [hour_of_day, vocab] } ]\n",
+     {"ops[0]: 'hour_of_day' needs a time unit", "{ hour_of_day: ms }"}},
+    {"bad event time unit",
+     SCHEMA "      event_time: { path: ts, unit: ns }\n      dense: [ { name: a, path: a } ]\n",
+     {"schema.event_time.unit: unknown value 'ns'"}},
+    {"Criteo key in a declared schema",
+     SCHEMA "      label: true\n      dense: [ { name: a, path: a } ]\n",
+     {"t.yaml:4: pipelines[0].schema.label: belongs to the Criteo layout"}},
+    {"Criteo count beside a feature list",
+     SCHEMA "      dense: 13\n      sparse: [ { name: a, path: a, ops: [vocab] } ]\n",
+     {"pipelines[0].schema.dense: belongs to the Criteo layout"}},
+    {"transform chain in a declared schema",
+     SCHEMA "      dense: [ { name: a, path: a } ]\n    transform: { dense: [log1p] }\n",
+     {"pipelines[0].transform.dense: a declared schema gives each feature its own chain"}},
+    {"column modulus in a declared schema",
+     SCHEMA "      sparse: [ { name: a, path: a, ops: [ { modulus: 5 }, vocab ] } ]\n"
+            "    transform: { columns: { a: { modulus: 7 } } }\n",
+     {"transform.columns.a.modulus: a declared schema gives the modulus in the feature's "
+      "chain"}},
+    {"no feature",
+     SCHEMA "      labels: [ { name: click, path: c } ]\n",
+     {"pipelines[0].schema: declares no dense or sparse feature"}},
+    {"unknown cpu_ops operator",
+     SCHEMA "      cpu_ops: [clip, vocabb]\n      dense: [ { name: a, path: a } ]\n",
+     {"schema.cpu_ops[1]: unknown operator 'vocabb'"}},
+    {"operator the backend cannot run",
+     SCHEMA "      dense: [ { name: price, path: p, ops: [ { clip: [0, 1] } ] } ]\n"
+            "engine: { backend: hls-sim }\n",
+     {"t.yaml:2: pipelines[0].schema: feature 'price': operator 'clip' cannot run on backend "
+      "hls-sim",
+      "schema.cpu_ops"}},
 };
 
 static void test_errors(void **state)
@@ -848,6 +965,198 @@ static void test_component_defaults_match_loader(void **state)
     pr_config_free(cfg);
 }
 
+/* ---------------------------------------------------------------- feature schema (issue 20) */
+
+static const pr_feature_spec *feat(const pr_pipeline_cfg *pl, const char *name)
+{
+    for (uint32_t i = 0; i < pl->features.n_features; i++)
+        if (strcmp(pl->features.features[i].name, name) == 0)
+            return &pl->features.features[i];
+    fail_msg("no feature %s", name);
+    return NULL;
+}
+
+/* examples/clickstream.yaml: every kind, argument and option lands in the spec. */
+static void test_schema_declared(void **state)
+{
+    (void)state;
+    char err[4096];
+    pr_config *cfg = NULL;
+    if (pr_config_load_file(PR_SOURCE_DIR "/examples/clickstream.yaml", &cfg, err, sizeof(err)))
+        fail_msg("example: %s", err);
+    const pr_pipeline_cfg *pl = &cfg->pipelines[0];
+    const pr_feature_schema *fs = &pl->features;
+    assert_true(fs->declared);
+    assert_int_equal(fs->n_features, 15);
+    /* Event time, labels, dense, sparse, each in file order. */
+    static const char *const order[] = {"event_time", "click",   "purchase",    "price",
+                                        "age_days",   "price_z", "user",        "item",
+                                        "category",   "tags",    "history",     "age_bucket",
+                                        "hour",       "weekday", "cat_x_device"};
+    for (int i = 0; i < 15; i++)
+        assert_string_equal(fs->features[i].name, order[i]);
+    const pr_feature_spec *f = feat(pl, "event_time");
+    assert_int_equal(f->kind, PR_FEAT_EVENT_TIME);
+    assert_string_equal(f->paths[0], "ts");
+    assert_int_equal(f->unit, PR_TIME_MS);
+    f = feat(pl, "purchase");
+    assert_int_equal(f->kind, PR_FEAT_LABEL);
+    assert_true(f->has_default && f->deflt.value_type == PR_FTYPE_NUM && f->deflt.a == 0);
+    assert_false(feat(pl, "click")->has_default);
+    f = feat(pl, "price");
+    assert_string_equal(f->paths[0], "item.price");
+    assert_int_equal(f->n_ops, 2);
+    assert_int_equal(f->ops[0].op, PR_FOP_CLIP);
+    assert_true(f->ops[0].a == 0 && f->ops[0].b == 10000);
+    assert_int_equal(f->ops[1].op, PR_FOP_LOG1P);
+    f = feat(pl, "price_z");
+    assert_int_equal(f->ops[0].op, PR_FOP_FILL);
+    assert_true(f->ops[0].a == 20);
+    assert_true(f->ops[1].a == 20 && f->ops[1].b == 15);
+    f = feat(pl, "item");
+    assert_int_equal(f->ops[0].op, PR_FOP_MODULUS);
+    assert_int_equal(f->ops[0].n, 1000000);
+    f = feat(pl, "category");
+    assert_true(f->has_default && f->deflt.value_type == PR_FTYPE_STR);
+    assert_string_equal(f->deflt.str, "unknown");
+    f = feat(pl, "tags");
+    assert_int_equal(f->kind, PR_FEAT_LIST);
+    assert_int_equal(f->max_len, 8);
+    assert_false(f->keep_last);
+    assert_int_equal(f->ops[0].n, 4096);
+    f = feat(pl, "history");
+    assert_int_equal(f->kind, PR_FEAT_LIST);
+    assert_int_equal(f->max_len, 10);
+    assert_true(f->keep_last);
+    f = feat(pl, "age_bucket");
+    assert_int_equal(f->ops[0].n_bounds, 4);
+    assert_true(f->ops[0].bounds[3] == 1000);
+    f = feat(pl, "hour");
+    assert_int_equal(f->ops[0].op, PR_FOP_HOUR_OF_DAY);
+    assert_int_equal(f->ops[0].unit, PR_TIME_MS); /* from event_time */
+    f = feat(pl, "cat_x_device");
+    assert_int_equal(f->n_paths, 2);
+    assert_string_equal(f->paths[1], "context.device");
+    assert_int_equal(f->n_ops, 2);
+    assert_int_equal(f->ops[0].op, PR_FOP_CROSS);
+    assert_int_equal(f->ops[1].n, 65536);
+    assert_true(fs->cpu_ops & (1u << PR_FOP_CROSS));
+    assert_false(fs->cpu_ops & (1u << PR_FOP_NEG2ZERO));
+    /* Today's spec follows: counts, names, the engine ops in use, moduli. */
+    assert_true(pl->spec.has_label);
+    assert_int_equal(pl->spec.n_dense, 3);
+    assert_string_equal(pl->dense_names[2], "price_z");
+    assert_int_equal(pl->spec.n_sparse, 9);
+    assert_string_equal(pl->spec.sparse[0].name, "user");
+    assert_int_equal(pl->spec.sparse[1].modulus, 1000000);
+    assert_int_equal(pl->spec.n_dense_ops, 0);
+    assert_int_equal(pl->spec.n_sparse_ops, 2);
+    assert_int_equal(pl->spec.sparse_ops[0], PR_OP_MODULUS);
+    assert_int_equal(pl->spec.sparse_ops[1], PR_OP_VOCAB);
+    /* Not executed by the streaming engine yet: refused, not misread as Criteo. */
+    assert_int_equal(pr_config_check_streaming(cfg, err, sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "pipelines[0].schema: streaming does not run a declared"));
+    pr_config_free(cfg);
+
+    /* Integer and string values on sparse features; keep/unit forms. */
+    cfg = load_ok(MINIMAL "    schema:\n      sparse:\n"
+                          "        - { name: a, path: a, default: 18446744073709551615, "
+                          "ops: [ { fill: 7 }, vocab ] }\n"
+                          "        - { name: b, path: b, default: '12', ops: [ { day_of_week: "
+                          "rfc3339 } ] }\n"
+                          "        - { name: c, path: c, default: -3, ops: [ { hash: 5 } ] }\n");
+    pl = &cfg->pipelines[0];
+    f = feat(pl, "a");
+    assert_int_equal(f->deflt.value_type, PR_FTYPE_INT);
+    assert_true(f->deflt.n == UINT64_MAX);
+    assert_int_equal(f->ops[0].value_type, PR_FTYPE_INT);
+    f = feat(pl, "b");
+    assert_int_equal(f->deflt.value_type, PR_FTYPE_STR); /* quoted: a string */
+    assert_int_equal(f->ops[0].unit, PR_TIME_RFC3339);
+    assert_true(feat(pl, "c")->deflt.n == (uint64_t)-3);
+    assert_false(pl->spec.has_label);
+    pr_config_free(cfg);
+}
+
+/* No declared schema: the Criteo preset of the final spec. */
+static void test_schema_preset(void **state)
+{
+    (void)state;
+    char err[1024];
+    pr_config *cfg = NULL;
+    assert_int_equal(pr_config_load_default(&cfg, err, sizeof(err)), 0);
+    const pr_pipeline_cfg *pl = &cfg->pipelines[0];
+    assert_false(pl->features.declared);
+    assert_int_equal(pl->features.n_features, 40);
+    assert_int_equal(pl->features.features[0].kind, PR_FEAT_LABEL);
+    assert_string_equal(pl->features.features[1].name, "I1");
+    assert_string_equal(pl->features.features[39].name, "C26");
+    assert_int_equal(pl->features.features[39].ops[1].n, 524288);
+    pr_config_free(cfg);
+    cfg = load_ok(MINIMAL "    schema: { label: false, dense_names: [x, y], sparse: 2 }\n"
+                          "    transform:\n      dense: [log1p]\n      sparse: [hex2int, vocab]\n");
+    pl = &cfg->pipelines[0];
+    assert_int_equal(pl->features.n_features, 4);
+    assert_string_equal(pl->features.features[0].name, "x");
+    assert_string_equal(pl->features.features[0].paths[0], "x");
+    assert_int_equal(pl->features.features[0].n_ops, 1);
+    assert_int_equal(pl->features.features[0].ops[0].op, PR_FOP_LOG1P);
+    assert_int_equal(pl->features.features[3].n_ops, 2);
+    assert_int_equal(pl->features.features[3].ops[1].op, PR_FOP_VOCAB);
+    pr_config_free(cfg);
+    cfg = load_ok(MINIMAL "    transform: { columns: { C3: { modulus: 77 } } }\n");
+    assert_int_equal(feat(&cfg->pipelines[0], "C3")->ops[1].n, 77);
+    /* The counts still take overrides, and the preset follows them. */
+    assert_int_equal(pr_config_set(cfg, "pipelines[0].schema.sparse", "3", err, sizeof(err)), 0);
+    assert_int_equal(cfg->pipelines[0].spec.n_sparse, 3);
+    assert_int_equal(cfg->pipelines[0].features.n_features, 1 + 13 + 3);
+    assert_int_equal(pr_config_set(cfg, "pipelines[0].schema.dense", "x", err, sizeof(err)),
+                     PR_EINVAL);
+    assert_non_null(strstr(err, "pipelines[0].schema.dense: expected an integer, got 'x'"));
+    pr_config_free(cfg);
+}
+
+/* Placement is checked against engine.backend, also after an override. */
+static void test_schema_placement(void **state)
+{
+    (void)state;
+    static const char yaml[] =
+        MINIMAL "    schema:\n      dense: [ { name: p, path: p, ops: [ neg2zero, { clip: [0, "
+                "1] } ] } ]\n      sparse: [ { name: s, path: s, ops: [hex2int, { modulus: 9 }, "
+                "vocab] } ]\n";
+    pr_config *cfg = load_ok(yaml);
+    char err[2048];
+    assert_int_equal(pr_config_set(cfg, "engine.backend", "xrt", err, sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "feature 'p': operator 'clip' cannot run on backend xrt"));
+    assert_string_equal(cfg->engine.backend, "cpu"); /* unchanged */
+    assert_int_equal(pr_config_set(cfg, "pipelines[0].schema.cpu_ops", "[clip]", err, sizeof(err)),
+                     0);
+    assert_int_equal(pr_config_set(cfg, "engine.backend", "xrt", err, sizeof(err)), 0);
+    assert_int_equal(cfg->pipelines[0].features.cpu_ops, 1u << PR_FOP_CLIP);
+    pr_config_free(cfg);
+    /* The Criteo preset runs on every backend, and loads as before even where
+     * the kernel cannot run it (the engine refuses it when it starts). */
+    cfg = load_ok(MINIMAL "engine: { backend: hls-sim }\n");
+    pr_config_free(cfg);
+    cfg =
+        load_ok(MINIMAL "    transform: { sparse: [hex2int, vocab] }\nengine: { backend: xrt }\n");
+    pr_config_free(cfg);
+    /* Overrides before validation make a refused file load. */
+    char path[] = "/tmp/pr_test_schema_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    static const char bad[] = MINIMAL "    schema:\n      dense: [ { name: p, path: p, ops: [ "
+                                      "{ clip: [0, 1] } ] } ]\nengine: { backend: hls-sim }\n";
+    assert_int_equal(write(fd, bad, sizeof(bad) - 1), (ssize_t)(sizeof(bad) - 1));
+    close(fd);
+    assert_int_equal(pr_config_load_file(path, &cfg, err, sizeof(err)), PR_EINVAL);
+    char *ovp[1] = {"engine.backend"}, *ovv[1] = {"cpu"};
+    assert_int_equal(pr_config_load_file_with(path, ovp, ovv, 1, &cfg, err, sizeof(err)), 0);
+    assert_string_equal(cfg->engine.backend, "cpu");
+    pr_config_free(cfg);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -867,6 +1176,9 @@ int main(void)
         cmocka_unit_test(test_reference_documented),
         cmocka_unit_test(test_combinations_refused),
         cmocka_unit_test(test_component_defaults_match_loader),
+        cmocka_unit_test(test_schema_declared),
+        cmocka_unit_test(test_schema_preset),
+        cmocka_unit_test(test_schema_placement),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

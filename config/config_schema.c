@@ -1,0 +1,755 @@
+/*
+ * config_schema.c — the declared feature schema (issue 20).
+ *
+ * schema.event_time / labels / dense: [...] / sparse: [...] / cpu_ops fill
+ * pl->features (pr_engine.h's pr_feature_schema) one item at a time through
+ * the item tables below; the engine's own pr_feature_check_chain then checks
+ * each chain's types, so the rules live once, beside the operator table.
+ * Without a declared schema finish_pipeline (pr_config.c) builds the Criteo
+ * preset. Split from pr_config.c, whose walker and helpers it uses through
+ * pr_config_int.h.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pr_config_int.h"
+
+/* A finite number. */
+static bool pr__parse_number(cfg_ctx *c, yaml_node_t *n, double *out)
+{
+    const char *s = pr__want_scalar(c, n, "a number");
+    if (!s)
+        return false;
+    char *end;
+    errno = 0;
+    double d = strtod(s, &end);
+    if (end == s || *end || errno == ERANGE || !isfinite(d)) {
+        pr__cfg_error(c, n, NULL, "expected a finite number, got '%.80s'", s);
+        return false;
+    }
+    *out = d;
+    return true;
+}
+
+static bool pr__is_int_text(const char *s)
+{
+    size_t i = s[0] == '-' || s[0] == '+';
+    if (!s[i])
+        return false;
+    for (; s[i]; i++)
+        if (!isdigit((unsigned char)s[i]))
+            return false;
+    return true;
+}
+
+/* A fill or default value for a feature of `kind`, as a fill step: a number
+ * for labels and dense features; an integer (plain) or a string otherwise. */
+static bool pr__parse_value(cfg_ctx *c, yaml_node_t *n, pr_feature_kind kind, pr_fop_step *st)
+{
+    st->op = PR_FOP_FILL;
+    if (kind == PR_FEAT_LABEL || kind == PR_FEAT_DENSE) {
+        st->value_type = PR_FTYPE_NUM;
+        return pr__parse_number(c, n, &st->a);
+    }
+    const char *s = pr__want_scalar(c, n, "a string or an integer");
+    if (!s)
+        return false;
+    bool plain = n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+    if (plain && pr__is_int_text(s)) {
+        static const cfg_key ik = {
+            .name = "value", .type = KT_INT, .width = 8, .is_signed = true, .min = INT64_MIN};
+        uint64_t v;
+        if (s[0] != '-' && strtoull(s, NULL, 10) > (uint64_t)INT64_MAX) {
+            errno = 0;
+            v = strtoull(s, NULL, 10); /* ids up to 2^64-1 */
+            if (errno) {
+                pr__cfg_error(c, n, NULL, "%.80s is out of range", s);
+                return false;
+            }
+        } else if (!pr__parse_int_key(c, n, &ik, &v)) {
+            return false;
+        }
+        st->value_type = PR_FTYPE_INT;
+        st->n = v;
+        return true;
+    }
+    char *end;
+    if (plain && (strtod(s, &end), end != s && !*end)) {
+        pr__cfg_error(c, n, NULL,
+                      "a sparse value is a string or an integer, got '%.80s' (quote it to "
+                      "mean the string)",
+                      s);
+        return false;
+    }
+    if (strlen(s) >= PR_FOP_STR_MAX) {
+        pr__cfg_error(c, n, NULL, "at most %d bytes, got %zu", PR_FOP_STR_MAX - 1, strlen(s));
+        return false;
+    }
+    st->value_type = PR_FTYPE_STR;
+    snprintf(st->str, sizeof(st->str), "%s", s);
+    return true;
+}
+
+/* A dotted path into the event: segments non-empty, no spaces or controls. */
+static bool pr__parse_path(cfg_ctx *c, yaml_node_t *n, char *dst)
+{
+    const char *s = pr__want_scalar(c, n, "a path (e.g. user.id)");
+    if (!s)
+        return false;
+    size_t len = strlen(s);
+    bool ok =
+        len > 0 && len < PR_FEAT_PATH_MAX && s[0] != '.' && s[len - 1] != '.' && !strstr(s, "..");
+    for (size_t i = 0; ok && i < len; i++)
+        ok = (unsigned char)s[i] > 0x20 && s[i] != 0x7f;
+    if (!ok) {
+        pr__cfg_error(c, n, NULL,
+                      "invalid path '%.80s' (dotted keys such as user.id: 1..%d characters, "
+                      "no empty segment, no spaces)",
+                      s, PR_FEAT_PATH_MAX - 1);
+        return false;
+    }
+    snprintf(dst, PR_FEAT_PATH_MAX, "%s", s);
+    return true;
+}
+
+/* ---- operator arguments, one parser per pr_fop_arg */
+
+typedef bool (*pr__farg_fn)(cfg_ctx *c, yaml_node_t *arg, const pr_feature_spec *f,
+                            pr_fop_step *st);
+
+static bool pr__farg_none(cfg_ctx *c, yaml_node_t *arg, const pr_feature_spec *f, pr_fop_step *st)
+{
+    (void)f;
+    pr__cfg_error(c, arg, NULL, "'%s' takes no argument", pr_fop_table[st->op].name);
+    return false;
+}
+
+static bool pr__farg_value(cfg_ctx *c, yaml_node_t *arg, const pr_feature_spec *f, pr_fop_step *st)
+{
+    return pr__parse_value(c, arg, f->kind, st);
+}
+
+/* A list of numbers: exactly `want` of them, or 1..max when want is 0. */
+static bool pr__num_list(cfg_ctx *c, yaml_node_t *n, size_t want, size_t max, double *out,
+                         size_t *count)
+{
+    char g[96];
+    size_t items = n->type == YAML_SEQUENCE_NODE
+                       ? (size_t)(n->data.sequence.items.top - n->data.sequence.items.start)
+                       : 0;
+    if (n->type != YAML_SEQUENCE_NODE || (want && items != want) || (!want && !items) ||
+        items > max) {
+        pr__got(n, g, sizeof(g));
+        if (want)
+            pr__cfg_error(c, n, NULL, "expected a list of %zu numbers, got %s%s", want,
+                          n->type == YAML_SEQUENCE_NODE ? "a list of another length" : g, "");
+        else
+            pr__cfg_error(c, n, NULL, "expected a list of 1..%zu numbers, got %s", max,
+                          n->type == YAML_SEQUENCE_NODE && items ? "more" : g);
+        return false;
+    }
+    bool ok = true;
+    for (size_t i = 0; i < items; i++) {
+        size_t old = pr__path_push_index(c, i);
+        ok &= pr__parse_number(c, pr__node_get(c, n->data.sequence.items.start[i]), &out[i]);
+        pr__path_pop(c, old);
+    }
+    *count = items;
+    return ok;
+}
+
+static bool pr__farg_range(cfg_ctx *c, yaml_node_t *arg, const pr_feature_spec *f, pr_fop_step *st)
+{
+    (void)f;
+    double v[2];
+    size_t n;
+    if (!pr__num_list(c, arg, 2, 2, v, &n))
+        return false;
+    if (v[0] > v[1]) {
+        pr__cfg_error(c, arg, NULL, "[lo, hi] needs lo <= hi, got [%g, %g]", v[0], v[1]);
+        return false;
+    }
+    st->a = v[0];
+    st->b = v[1];
+    return true;
+}
+
+static bool pr__farg_stats(cfg_ctx *c, yaml_node_t *arg, const pr_feature_spec *f, pr_fop_step *st)
+{
+    (void)f;
+    char g[96];
+    if (arg->type != YAML_MAPPING_NODE) {
+        pr__got(arg, g, sizeof(g));
+        pr__cfg_error(c, arg, NULL, "expected { mean: M, std: S }, got %s", g);
+        return false;
+    }
+    bool ok = true;
+    for (yaml_node_pair_t *p = arg->data.mapping.pairs.start; p < arg->data.mapping.pairs.top;
+         p++) {
+        yaml_node_t *kn = pr__node_get(c, p->key);
+        if (kn->type != YAML_SCALAR_NODE ||
+            (strcmp(pr__scalar(kn), "mean") != 0 && strcmp(pr__scalar(kn), "std") != 0)) {
+            pr__cfg_error(c, kn, NULL, "unknown key (valid: mean, std)");
+            ok = false;
+        }
+    }
+    yaml_node_t *mean = pr__map_find(c, arg, "mean"), *std = pr__map_find(c, arg, "std");
+    if (!ok)
+        return false;
+    if (!mean || !std) {
+        pr__cfg_error(c, arg, NULL, "needs both mean and std");
+        return false;
+    }
+    size_t old = pr__path_push(c, "mean");
+    ok &= pr__parse_number(c, mean, &st->a);
+    pr__path_pop(c, old);
+    old = pr__path_push(c, "std");
+    if (pr__parse_number(c, std, &st->b) && !(st->b > 0)) {
+        pr__cfg_error(c, std, NULL, "must be > 0, got %g", st->b);
+        ok = false;
+    }
+    pr__path_pop(c, old);
+    return ok;
+}
+
+static bool pr__farg_bounds(cfg_ctx *c, yaml_node_t *arg, const pr_feature_spec *f, pr_fop_step *st)
+{
+    (void)f;
+    size_t n;
+    if (!pr__num_list(c, arg, 0, PR_FOP_MAX_BOUNDS, st->bounds, &n))
+        return false;
+    for (size_t i = 1; i < n; i++) {
+        if (!(st->bounds[i] > st->bounds[i - 1])) {
+            yaml_node_t *it = pr__node_get(c, arg->data.sequence.items.start[i]);
+            size_t old = pr__path_push_index(c, i);
+            pr__cfg_error(c, it, NULL, "boundaries must be strictly increasing: %g comes after %g",
+                          st->bounds[i], st->bounds[i - 1]);
+            pr__path_pop(c, old);
+            return false;
+        }
+    }
+    st->n_bounds = (uint16_t)n;
+    return true;
+}
+
+static bool pr__farg_count(cfg_ctx *c, yaml_node_t *arg, const pr_feature_spec *f, pr_fop_step *st)
+{
+    (void)f;
+    static const cfg_key nk = {.name = "N", .type = KT_INT, .width = 8, .min = 1};
+    return pr__parse_int_key(c, arg, &nk, &st->n);
+}
+
+static bool pr__farg_unit(cfg_ctx *c, yaml_node_t *arg, const pr_feature_spec *f, pr_fop_step *st)
+{
+    (void)f;
+    const char *s = pr__want_scalar(c, arg, "a time unit (s, ms, us, rfc3339)");
+    int u = s ? pr__names_find(pr_time_unit_names, s) : -1;
+    if (s && u < 0)
+        pr__cfg_error(c, arg, NULL, "unknown unit '%.80s' (valid: s, ms, us, rfc3339)", s);
+    if (u < 0)
+        return false;
+    st->unit = (pr_time_unit)u;
+    return true;
+}
+
+static const pr__farg_fn pr__farg_parsers[] = {
+    [PR_FARG_NONE] = pr__farg_none,     [PR_FARG_VALUE] = pr__farg_value,
+    [PR_FARG_RANGE] = pr__farg_range,   [PR_FARG_STATS] = pr__farg_stats,
+    [PR_FARG_BOUNDS] = pr__farg_bounds, [PR_FARG_COUNT] = pr__farg_count,
+    [PR_FARG_UNIT] = pr__farg_unit,
+};
+
+/* The event time of the pipeline being read (declared before the features). */
+static const pr_feature_spec *pr__event_time(const cfg_ctx *c)
+{
+    for (uint32_t i = 0; c->pl && i < c->pl->features.n_features; i++)
+        if (c->pl->features.features[i].kind == PR_FEAT_EVENT_TIME)
+            return &c->pl->features.features[i];
+    return NULL;
+}
+
+/* Operator names for messages; `cross` only where it can be named (cpu_ops). */
+static void pr__fop_names(bool with_cross, char *b, size_t bn)
+{
+    size_t len = 0;
+    b[0] = '\0';
+    for (int op = 0; op < PR_FOP__COUNT; op++)
+        if (op != PR_FOP_CROSS || with_cross)
+            len += (size_t)snprintf(b + len, len < bn ? bn - len : 0, "%s%s", len ? ", " : "",
+                                    pr_fop_table[op].name);
+}
+
+/* One item of `ops:`: a name, or { name: argument }. */
+static bool pr__feat_op(cfg_ctx *c, yaml_node_t *it, const pr_feature_spec *f, pr_fop_step *st)
+{
+    char g[96], valid[256];
+    yaml_node_t *arg = NULL;
+    const char *name = NULL;
+    if (it->type == YAML_MAPPING_NODE &&
+        it->data.mapping.pairs.top - it->data.mapping.pairs.start == 1) {
+        yaml_node_t *kn = pr__node_get(c, it->data.mapping.pairs.start[0].key);
+        arg = pr__node_get(c, it->data.mapping.pairs.start[0].value);
+        name = kn->type == YAML_SCALAR_NODE ? pr__scalar(kn) : NULL;
+    } else if (it->type == YAML_SCALAR_NODE && !pr__is_null(it)) {
+        name = pr__scalar(it);
+    }
+    int op = pr_fop_from_name(name);
+    pr__fop_names(false, valid, sizeof(valid));
+    if (!name) {
+        pr__got(it, g, sizeof(g));
+        pr__cfg_error(c, it, NULL, "expected an operator name or { operator: argument }, got %s",
+                      g);
+        return false;
+    }
+    if (op < 0 || op == PR_FOP_CROSS) {
+        pr__cfg_error(c, it, NULL, "%s '%.80s' (valid: %s)",
+                      op < 0 ? "unknown operator" : "not an operator in ops:", name, valid);
+        return false;
+    }
+    memset(st, 0, sizeof(*st));
+    st->op = (pr_fop)op;
+    const pr_fop_info *in = &pr_fop_table[op];
+    if (arg) {
+        size_t old = pr__path_push(c, name);
+        bool ok = pr__farg_parsers[in->arg](c, arg, f, st);
+        pr__path_pop(c, old);
+        return ok;
+    }
+    if (in->arg_required) {
+        pr__cfg_error(c, it, NULL, "'%s' needs an argument: %s", name, in->syntax);
+        return false;
+    }
+    if (in->arg == PR_FARG_UNIT) {
+        const pr_feature_spec *et = pr__event_time(c);
+        if (!et) {
+            pr__cfg_error(c, it, NULL,
+                          "'%s' needs a time unit: declare schema.event_time or write "
+                          "{ %s: ms } (s, ms, us, rfc3339)",
+                          name, name);
+            return false;
+        }
+        st->unit = et->unit;
+    }
+    return true;
+}
+
+static void pr__h_feat_ops(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    (void)k;
+    pr_feature_spec *f = base;
+    char g[96];
+    if (n->type != YAML_SEQUENCE_NODE) {
+        pr__got(n, g, sizeof(g));
+        pr__cfg_error(c, n, NULL, "expected a list of operators, got %s", g);
+        return;
+    }
+    size_t items = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+    if (items + f->n_ops > PR_FEAT_MAX_OPS) {
+        pr__cfg_error(c, n, NULL, "%zu operators, at most %d", items, PR_FEAT_MAX_OPS - f->n_ops);
+        return;
+    }
+    for (size_t i = 0; i < items; i++) {
+        yaml_node_t *it = pr__node_get(c, n->data.sequence.items.start[i]);
+        size_t old = pr__path_push_index(c, i);
+        pr_fop_step st;
+        if (pr__feat_op(c, it, f, &st))
+            f->ops[f->n_ops++] = st;
+        else
+            f->n_ops = PR_FEAT_MAX_OPS + 1; /* poisoned: no chain check on top */
+        pr__path_pop(c, old);
+        if (f->n_ops > PR_FEAT_MAX_OPS)
+            break;
+    }
+}
+
+static void pr__h_feat_path(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    (void)k;
+    pr_feature_spec *f = base;
+    if (pr__parse_path(c, n, f->paths[0]))
+        f->n_paths = 1;
+}
+
+static void pr__h_feat_cross(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    (void)k;
+    pr_feature_spec *f = base;
+    char g[96];
+    size_t items = n->type == YAML_SEQUENCE_NODE
+                       ? (size_t)(n->data.sequence.items.top - n->data.sequence.items.start)
+                       : 0;
+    if (items < 2 || items > PR_FEAT_MAX_CROSS) {
+        pr__got(n, g, sizeof(g));
+        pr__cfg_error(c, n, NULL, "expected a list of 2..%d paths, got %s", PR_FEAT_MAX_CROSS,
+                      n->type == YAML_SEQUENCE_NODE ? "another length" : g);
+        return;
+    }
+    if (f->n_paths) {
+        pr__cfg_error(c, n, NULL, "give either path or cross, not both");
+        return;
+    }
+    bool ok = true;
+    for (size_t i = 0; i < items; i++) {
+        size_t old = pr__path_push_index(c, i);
+        ok &= pr__parse_path(c, pr__node_get(c, n->data.sequence.items.start[i]), f->paths[i]);
+        pr__path_pop(c, old);
+    }
+    if (!ok)
+        return;
+    f->n_paths = (uint8_t)items;
+    memset(&f->ops[0], 0, sizeof(f->ops[0]));
+    f->ops[0].op = PR_FOP_CROSS;
+    f->n_ops = 1;
+}
+
+static void pr__h_feat_default(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    (void)k;
+    pr_feature_spec *f = base;
+    if (f->kind == PR_FEAT_LIST) {
+        pr__cfg_error(c, n, NULL, "a list has no default: an absent list has length 0");
+        return;
+    }
+    if (f->n_paths > 1) {
+        pr__cfg_error(c, n, NULL, "a cross has no default: it is missing when a value is");
+        return;
+    }
+    f->has_default = pr__parse_value(c, n, f->kind, &f->deflt);
+}
+
+static void pr__h_feat_keep(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    (void)k;
+    static const char *const keep_names[] = {"first", "last", NULL};
+    pr_feature_spec *f = base;
+    const char *s = pr__want_scalar(c, n, "first or last");
+    int v = s ? pr__names_find(keep_names, s) : -1;
+    if (s && v < 0)
+        pr__cfg_error(c, n, NULL, "unknown value '%.80s' (valid: first, last)", s);
+    f->keep_last = v == 1;
+}
+
+static void pr__finish_list(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
+{
+    (void)c;
+    (void)map;
+    if (present)
+        ((pr_feature_spec *)base)->kind = PR_FEAT_LIST;
+}
+
+static const cfg_key list_keys[] = {
+    {.name = "max_len",
+     .type = KT_INT,
+     .flags = KF_REQUIRED,
+     .off = offsetof(pr_feature_spec, max_len),
+     .width = FSIZE(pr_feature_spec, max_len),
+     .min = 1,
+     .max = PR_FEAT_MAX_LIST,
+     .doc = "Values kept per record (1..4096); longer lists are cut."},
+    K_CUSTOM("keep", 0, pr__h_feat_keep, "one of: first, last", "first",
+             "Which end of a longer list is kept."),
+};
+static const cfg_table pr__list_tab = TABLE(list_keys, pr__finish_list);
+
+/* Cross-key checks of one feature, then its chain's types (the engine's). */
+static void pr__finish_feature(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
+{
+    pr_feature_spec *f = base;
+    if (!present || f->n_ops > PR_FEAT_MAX_OPS)
+        return;
+    if (!f->n_paths) {
+        if ((f->kind == PR_FEAT_SPARSE || f->kind == PR_FEAT_LIST) &&
+            !pr__map_find(c, map, "path") && !pr__map_find(c, map, "cross"))
+            pr__cfg_error(c, map, NULL, "missing path%s",
+                          f->kind == PR_FEAT_SPARSE ? " (or cross: [path, path, ...])" : "");
+        return;
+    }
+    if (f->kind == PR_FEAT_LIST && f->n_paths > 1) {
+        pr__cfg_error(c, map, "list", "a cross is single-valued; it cannot be a list");
+        return;
+    }
+    if (!f->name[0])
+        return;
+    uint32_t bad;
+    char e[300];
+    if (pr_feature_check_chain(f, &bad, e, sizeof(e)) == 0)
+        return;
+    yaml_node_t *ops = pr__map_find(c, map, "ops");
+    uint32_t first = f->n_paths > 1; /* the implicit cross step is not in ops: */
+    if (ops && bad >= first && bad < f->n_ops) {
+        char sub[32];
+        snprintf(sub, sizeof(sub), "ops[%u]", bad - first);
+        pr__cfg_error(c, pr__node_get(c, ops->data.sequence.items.start[bad - first]), sub, "%s",
+                      e);
+    } else {
+        pr__cfg_error(c, ops ? ops : map, ops ? "ops" : NULL, "%s", e);
+    }
+}
+
+#define FEAT_NAME_KEY                                                                              \
+    {                                                                                              \
+        .name = "name", .type = KT_NAME, .flags = KF_REQUIRED,                                     \
+        .off = offsetof(pr_feature_spec, name), .width = PR_NAME_MAX,                              \
+        .doc = "Unique feature name (A-Z a-z 0-9 _ -): tensor keys, file and vocabulary names."    \
+    }
+#define FEAT_PATH_KEY(fl)                                                                          \
+    K_CUSTOM("path", fl, pr__h_feat_path, "path", NULL,                                            \
+             "Dotted path of the field in the event, e.g. user.id.")
+#define FEAT_DEFAULT_KEY(tdoc, dc) K_CUSTOM("default", 0, pr__h_feat_default, tdoc, NULL, dc)
+#define FEAT_OPS_KEY                                                                               \
+    K_CUSTOM("ops", KF_DOC_DEFAULT, pr__h_feat_ops, "list of operators", "[]",                     \
+             "The feature's operator chain, in order (see Feature schema, Operators).")
+
+static const cfg_key label_item_keys[] = {
+    FEAT_NAME_KEY,
+    FEAT_PATH_KEY(KF_REQUIRED),
+    FEAT_DEFAULT_KEY("number", "Value of a missing label; without it the label is missing."),
+};
+const cfg_table pr__label_item_tab = TABLE(label_item_keys, pr__finish_feature);
+
+static const cfg_key dense_item_keys[] = {
+    FEAT_NAME_KEY,
+    FEAT_PATH_KEY(KF_REQUIRED),
+    FEAT_DEFAULT_KEY("number", "Value of a missing field, before the operators."),
+    FEAT_OPS_KEY,
+};
+const cfg_table pr__dense_item_tab = TABLE(dense_item_keys, pr__finish_feature);
+
+static const cfg_key sparse_item_keys[] = {
+    FEAT_NAME_KEY,
+    FEAT_PATH_KEY(0),
+    K_CUSTOM("cross", 0, pr__h_feat_cross, "list of 2..8 paths", NULL,
+             "Instead of path: the values at these paths crossed (hashed together) into one "
+             "64-bit id, then ops."),
+    {.name = "list",
+     .type = KT_MAP,
+     .off = 0,
+     .sub = &pr__list_tab,
+     .doc = "Present: the field is a list (multi-hot), each element through ops."},
+    FEAT_DEFAULT_KEY("string or integer",
+                     "Value of a missing field, before the operators (not for lists or "
+                     "crosses)."),
+    FEAT_OPS_KEY,
+};
+const cfg_table pr__sparse_item_tab = TABLE(sparse_item_keys, pr__finish_feature);
+
+static const cfg_key event_time_keys[] = {
+    FEAT_PATH_KEY(KF_REQUIRED),
+    {.name = "unit",
+     .type = KT_ENUM,
+     .flags = KF_REQUIRED,
+     .off = offsetof(pr_feature_spec, unit),
+     .names = pr_time_unit_names,
+     .doc = "s, ms, us (since the epoch) or rfc3339 (a string with an offset)."},
+};
+const cfg_table pr__event_time_tab = TABLE(event_time_keys, pr__finish_feature);
+
+/* Add a parsed feature to the pipeline; names are unique across the schema. */
+static void pr__feature_add(cfg_ctx *c, yaml_node_t *it, pr_pipeline_cfg *pl,
+                            const pr_feature_spec *f)
+{
+    pr_feature_schema *fs = &pl->features;
+    for (uint32_t i = 0; f->name[0] && i < fs->n_features; i++)
+        if (strcmp(fs->features[i].name, f->name) == 0) {
+            pr__cfg_error(c, pr__map_find(c, it, "name"), "name",
+                          "duplicate feature name '%s' (also a %s feature)", f->name,
+                          pr_feature_kind_names[fs->features[i].kind]);
+            return;
+        }
+    pr_feature_spec *a = realloc(fs->features, (fs->n_features + 1) * sizeof(*a));
+    if (!a)
+        abort(); /* startup only, as pr__xcalloc */
+    fs->features = a;
+    fs->features[fs->n_features++] = *f;
+}
+
+void pr__h_event_time(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    (void)k;
+    pr_pipeline_cfg *pl = base;
+    pr_feature_spec f;
+    memset(&f, 0, sizeof(f));
+    f.kind = PR_FEAT_EVENT_TIME;
+    snprintf(f.name, sizeof(f.name), "event_time");
+    pl->features.declared = true;
+    int before = c->n_errors;
+    pr__apply_map(c, n, &pr__event_time_tab, &f);
+    if (c->n_errors == before)
+        pr__feature_add(c, n, pl, &f);
+}
+
+/* schema.labels, and schema.dense / schema.sparse as lists of features. */
+static void pr__feature_list(cfg_ctx *c, yaml_node_t *n, pr_pipeline_cfg *pl, pr_feature_kind kind)
+{
+    static const cfg_table *const tabs[] = {[PR_FEAT_LABEL] = &pr__label_item_tab,
+                                            [PR_FEAT_DENSE] = &pr__dense_item_tab,
+                                            [PR_FEAT_SPARSE] = &pr__sparse_item_tab};
+    char g[96];
+    if (n->type != YAML_SEQUENCE_NODE) {
+        pr__got(n, g, sizeof(g));
+        pr__cfg_error(c, n, NULL, "expected a list of features ({ name, path, ... }), got %s", g);
+        return;
+    }
+    pl->features.declared = true;
+    size_t items = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+    for (size_t i = 0; i < items; i++) {
+        yaml_node_t *it = pr__node_get(c, n->data.sequence.items.start[i]);
+        size_t old = pr__path_push_index(c, i);
+        pr_feature_spec f;
+        memset(&f, 0, sizeof(f));
+        f.kind = kind;
+        int before = c->n_errors;
+        if (it->type != YAML_MAPPING_NODE) {
+            pr__got(it, g, sizeof(g));
+            pr__cfg_error(c, it, NULL, "expected a feature { name, path, ... }, got %s", g);
+        } else {
+            pr__apply_map(c, it, tabs[kind], &f);
+        }
+        if (c->n_errors == before)
+            pr__feature_add(c, it, pl, &f);
+        pr__path_pop(c, old);
+    }
+}
+
+void pr__h_labels(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    (void)k;
+    pr__feature_list(c, n, base, PR_FEAT_LABEL);
+}
+
+/* schema.dense / schema.sparse: a count (the Criteo layout) or a feature list. */
+void pr__h_schema_count(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    pr_pipeline_cfg *pl = base;
+    bool sparse = strcmp(k->name, "sparse") == 0;
+    if (n->type == YAML_SEQUENCE_NODE) {
+        pr__feature_list(c, n, pl, sparse ? PR_FEAT_SPARSE : PR_FEAT_DENSE);
+        return;
+    }
+    const cfg_key ik = {
+        .name = k->name, .type = KT_INT, .width = 2, .max = sparse ? PR_MAX_SPARSE : PR_MAX_DENSE};
+    uint64_t v;
+    if (!pr__parse_int_key(c, n, &ik, &v))
+        return;
+    if (sparse)
+        pl->spec.n_sparse = (uint16_t)v;
+    else
+        pl->spec.n_dense = (uint16_t)v;
+}
+
+void pr__h_cpu_ops(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    (void)k;
+    pr_pipeline_cfg *pl = base;
+    char g[96], valid[256];
+    if (n->type == YAML_SCALAR_NODE && !pr__is_null(n) && strcmp(pr__scalar(n), "all") == 0) {
+        pl->features.cpu_ops = (1u << PR_FOP__COUNT) - 1;
+        return;
+    }
+    if (n->type != YAML_SEQUENCE_NODE) {
+        pr__got(n, g, sizeof(g));
+        pr__cfg_error(c, n, NULL, "expected `all` or a list of operators, got %s", g);
+        return;
+    }
+    pr__fop_names(true, valid, sizeof(valid));
+    size_t items = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+    for (size_t i = 0; i < items; i++) {
+        yaml_node_t *it = pr__node_get(c, n->data.sequence.items.start[i]);
+        size_t old = pr__path_push_index(c, i);
+        const char *s = pr__want_scalar(c, it, "an operator name");
+        int op = s ? pr_fop_from_name(s) : -1;
+        if (s && op < 0)
+            pr__cfg_error(c, it, NULL, "unknown operator '%.80s' (valid: %s)", s, valid);
+        if (op >= 0)
+            pl->features.cpu_ops |= 1u << op;
+        pr__path_pop(c, old);
+    }
+}
+
+static int pr__kind_rank(pr_feature_kind k)
+{
+    static const int rank[PR_FEAT__COUNT] = {[PR_FEAT_EVENT_TIME] = 0,
+                                             [PR_FEAT_LABEL] = 1,
+                                             [PR_FEAT_DENSE] = 2,
+                                             [PR_FEAT_SPARSE] = 3,
+                                             [PR_FEAT_LIST] = 3};
+    return rank[k];
+}
+
+/* A declared schema drives today's spec: counts, names and the union of the
+ * engine operators its sparse features use (for the vocabulary settings and
+ * their checks). */
+static void pr__spec_from_features(cfg_ctx *c, yaml_node_t *map, pr_pipeline_cfg *pl)
+{
+    pr_feature_schema *fs = &pl->features;
+    pr_pipeline_spec *sp = &pl->spec;
+    uint32_t nd = 0, ns = 0;
+    bool has[PR_FOP__COUNT] = {false};
+    sp->has_label = false;
+    for (uint32_t i = 0; i < fs->n_features; i++) {
+        const pr_feature_spec *f = &fs->features[i];
+        sp->has_label |= f->kind == PR_FEAT_LABEL;
+        if (f->kind == PR_FEAT_DENSE && nd < PR_MAX_DENSE)
+            snprintf(pl->dense_names[nd], PR_NAME_MAX, "%s", f->name);
+        nd += f->kind == PR_FEAT_DENSE;
+        if (f->kind != PR_FEAT_SPARSE && f->kind != PR_FEAT_LIST)
+            continue;
+        for (uint32_t k = 0; k < f->n_ops; k++) {
+            has[f->ops[k].op] = true;
+            if (f->ops[k].op == PR_FOP_MODULUS && ns < PR_MAX_SPARSE)
+                sp->sparse[ns].modulus = f->ops[k].n;
+        }
+        if (ns < PR_MAX_SPARSE)
+            snprintf(sp->sparse[ns].name, PR_NAME_MAX, "%s", f->name);
+        ns++;
+    }
+    if (nd > PR_MAX_DENSE || ns > PR_MAX_SPARSE)
+        pr__cfg_error(c, map, NULL, "%u dense and %u sparse features, at most %d of each", nd, ns,
+                      PR_MAX_DENSE);
+    if (nd + ns == 0 && c->n_errors == 0) /* not when the features had errors */
+        pr__cfg_error(c, map, NULL, "declares no dense or sparse feature");
+    sp->n_dense = (uint16_t)(nd < PR_MAX_DENSE ? nd : PR_MAX_DENSE);
+    sp->n_sparse = (uint16_t)(ns < PR_MAX_SPARSE ? ns : PR_MAX_SPARSE);
+    sp->n_dense_ops = 0;
+    sp->n_sparse_ops = 0;
+    static const struct {
+        pr_fop fop;
+        pr_op op;
+    } engine_ops[] = {{PR_FOP_HEX2INT, PR_OP_HEX2INT},
+                      {PR_FOP_MODULUS, PR_OP_MODULUS},
+                      {PR_FOP_VOCAB, PR_OP_VOCAB}};
+    for (size_t i = 0; i < 3; i++)
+        if (has[engine_ops[i].fop])
+            sp->sparse_ops[sp->n_sparse_ops++] = (uint8_t)engine_ops[i].op;
+}
+
+void pr__finish_schema(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
+{
+    (void)present;
+    pr_pipeline_cfg *pl = base;
+    pr_feature_schema *fs = &pl->features;
+    if (!fs->declared)
+        return;
+    static const char *const criteo_keys[] = {"label",       "dense",        "sparse",
+                                              "dense_names", "sparse_names", NULL};
+    for (int i = 0; criteo_keys[i]; i++) {
+        yaml_node_t *v = pr__map_find(c, map, criteo_keys[i]);
+        if (v && (i == 0 || i >= 3 || v->type != YAML_SEQUENCE_NODE))
+            pr__cfg_error(c, v, criteo_keys[i],
+                          "belongs to the Criteo layout; a declared schema lists its features "
+                          "(dense: [ { name, path, ops } ], ...)");
+    }
+    /* Event time, labels, dense, sparse: the order of tensors and of explain. */
+    for (uint32_t i = 1; i < fs->n_features; i++) {
+        pr_feature_spec f = fs->features[i];
+        uint32_t j = i;
+        for (; j > 0 && pr__kind_rank(fs->features[j - 1].kind) > pr__kind_rank(f.kind); j--)
+            fs->features[j] = fs->features[j - 1];
+        fs->features[j] = f;
+    }
+    pr__spec_from_features(c, map, pl);
+}

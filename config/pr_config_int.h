@@ -1,0 +1,196 @@
+/*
+ * pr_config_int.h — internal to config/: the loader's context and key-table
+ * types, and the helpers every part of the loader uses (pr_config.c: the
+ * walker, the structure and the service's sections; config_schema.c: the
+ * declared feature schema). Not part of the public contract (pr_config.h).
+ *
+ * A handler (key_fn) parses one YAML value into its struct through these
+ * helpers and reports problems with pr__cfg_error(), which prefixes the
+ * file, line and key path. Loading is single-threaded.
+ */
+#ifndef PR_CONFIG_INT_H
+#define PR_CONFIG_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <yaml.h>
+
+#include "pr_config.h"
+
+#define PR__PATH_MAX 512
+
+typedef struct cfg_ctx {
+    yaml_document_t *doc;
+    int n_loaded; /* nodes from the text; later ones come from overrides */
+    const char *origin;
+    char *err;
+    size_t errn;
+    size_t errlen;
+    int n_errors;
+    char path[PR__PATH_MAX];
+    size_t pathlen;
+    yaml_node_t *map;  /* mapping being applied (for handlers that look at siblings) */
+    int line_hint;     /* line used when an error has no node (post-load checks) */
+    yaml_node_t synth; /* scalar node used to apply a default */
+    pr_config *cfg;
+    pr_pipeline_cfg *pl; /* pipeline being built */
+} cfg_ctx;
+
+/* ---------------------------------------------------------------- key tables */
+
+enum key_type {
+    KT_BOOL,
+    KT_INT,      /* signed or unsigned integer field of `width` bytes */
+    KT_STR,      /* owned char *; `names` restricts the values */
+    KT_NAME,     /* char[width] holding a pr__valid_name() */
+    KT_ENUM,     /* int-sized enum; value = index in `names` */
+    KT_SIZE,     /* uint64_t bytes, with units */
+    KT_HOSTPORT, /* owned char * "host:port" */
+    KT_STRLIST,  /* owned char ** at off, size_t count at off2 */
+    KT_KV,       /* pr_kv_list of scalar pairs */
+    KT_MAP,      /* sub-table applied to base + off */
+    KT_CUSTOM,   /* fn */
+};
+
+#define KF_REQUIRED    1u  /* must be present (when the enclosing mapping is) */
+#define KF_DOC_DEFAULT 2u  /* `def` documents a value set by init code */
+#define KF_LIST        4u  /* custom: a list of `sub` mappings (reference/set paths) */
+#define KF_DICT        8u  /* custom: a mapping of user names -> `sub` mappings */
+#define KF_NONEMPTY    16u /* KT_STRLIST/KT_STR: at least one item / one char */
+#define KF_SUB         32u /* custom: one `sub` mapping (reference paths) */
+
+typedef struct cfg_key cfg_key;
+typedef struct cfg_table cfg_table;
+typedef void (*key_fn)(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k);
+
+struct cfg_key {
+    const char *name;
+    enum key_type type;
+    unsigned flags;
+    size_t off;
+    size_t off2; /* KT_STRLIST count; KT_MAP: offset of `enabled` + 1 (0 = none) */
+    uint8_t width;
+    bool is_signed;
+    int64_t min;
+    uint64_t max; /* 0 = the field's own limit */
+    const char *const *names;
+    const cfg_table *sub;
+    key_fn fn;
+    const char *def;      /* YAML text of the default; NULL = none */
+    const char *type_doc; /* custom keys: the type column of the reference */
+    const char *doc;
+};
+
+/* A mapping level: the loader's own keys (structure, custom keys) followed by
+ * the keys of a component's table (pr_cfgmap.h), both addressing `base`. */
+struct cfg_table {
+    const cfg_key *keys;
+    size_t n;
+    /* Cross-key checks after every key was applied; map is NULL when absent. */
+    void (*finish)(cfg_ctx *c, yaml_node_t *map, void *base, bool present);
+    const pr_cfgmap *cmap; /* NULL = none */
+};
+
+#define FSIZE(T, f)   sizeof(((T *)0)->f)
+#define FSIGNED(T, f) ((__typeof__(((T *)0)->f))-1 < (__typeof__(((T *)0)->f))1)
+
+#define K_INT(nm, T, f, lo, hi, d, dc)                                                             \
+    {                                                                                              \
+        .name = nm, .type = KT_INT, .off = offsetof(T, f), .width = FSIZE(T, f),                   \
+        .is_signed = FSIGNED(T, f), .min = lo, .max = hi, .def = d, .doc = dc                      \
+    }
+#define K_BOOL(nm, T, f, d, dc)                                                                    \
+    {                                                                                              \
+        .name = nm, .type = KT_BOOL, .off = offsetof(T, f), .def = d, .doc = dc                    \
+    }
+#define K_STR(nm, T, f, fl, d, dc)                                                                 \
+    {                                                                                              \
+        .name = nm, .type = KT_STR, .flags = fl, .off = offsetof(T, f), .def = d, .doc = dc        \
+    }
+#define K_CHOICE(nm, T, f, nms, d, dc)                                                             \
+    {                                                                                              \
+        .name = nm, .type = KT_STR, .off = offsetof(T, f), .names = nms, .def = d, .doc = dc       \
+    }
+#define K_ENUM(nm, T, f, nms, d, dc)                                                               \
+    {                                                                                              \
+        .name = nm, .type = KT_ENUM, .off = offsetof(T, f), .names = nms, .def = d, .doc = dc      \
+    }
+#define K_HOSTPORT(nm, T, f, d, dc)                                                                \
+    {                                                                                              \
+        .name = nm, .type = KT_HOSTPORT, .off = offsetof(T, f), .def = d, .doc = dc                \
+    }
+#define K_MAP(nm, T, f, tab, dc)                                                                   \
+    {                                                                                              \
+        .name = nm, .type = KT_MAP, .off = offsetof(T, f), .sub = &tab, .doc = dc                  \
+    }
+/* A mapping level whose table addresses the same struct as its parent. */
+#define K_MAP_FLAT(nm, tab, dc)                                                                    \
+    {                                                                                              \
+        .name = nm, .type = KT_MAP, .off = 0, .sub = &tab, .doc = dc                               \
+    }
+#define K_MAP_EN(nm, T, f, en, tab, dc)                                                            \
+    {                                                                                              \
+        .name = nm, .type = KT_MAP, .off = offsetof(T, f), .off2 = offsetof(T, en) + 1,            \
+        .sub = &tab, .doc = dc                                                                     \
+    }
+#define K_CUSTOM(nm, fl, fnc, tdoc, d, dc)                                                         \
+    {                                                                                              \
+        .name = nm, .type = KT_CUSTOM, .flags = fl, .fn = fnc, .type_doc = tdoc, .def = d,         \
+        .doc = dc                                                                                  \
+    }
+#define TABLE(arr, fin)                                                                            \
+    {                                                                                              \
+        arr, sizeof(arr) / sizeof(arr[0]), fin, NULL                                               \
+    }
+/* A level described by a component's table, optionally after own keys. */
+#define CTABLE(cm, fin)                                                                            \
+    {                                                                                              \
+        NULL, 0, fin, &cm                                                                          \
+    }
+#define CTABLE_WITH(arr, cm, fin)                                                                  \
+    {                                                                                              \
+        arr, sizeof(arr) / sizeof(arr[0]), fin, &cm                                                \
+    }
+
+/* ---------------------------------------------------------------- helpers (pr_config.c) */
+
+/* Record one error for the current path (or `sub` appended to it) at n's line. */
+void pr__cfg_error(cfg_ctx *c, const yaml_node_t *n, const char *sub, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+int pr__node_line(const cfg_ctx *c, const yaml_node_t *n);
+/* Path of the value being read: push returns the old length for pop. */
+size_t pr__path_push(cfg_ctx *c, const char *key);
+size_t pr__path_push_index(cfg_ctx *c, size_t i);
+void pr__path_pop(cfg_ctx *c, size_t old);
+yaml_node_t *pr__node_get(cfg_ctx *c, int idx);
+const char *pr__scalar(const yaml_node_t *n);
+bool pr__is_null(const yaml_node_t *n);
+/* Describe what was found ('abc', "a list") for "expected X, got Y". */
+void pr__got(const yaml_node_t *n, char *b, size_t bn);
+/* Scalar text of n, or NULL after recording "expected <what>, got ...". */
+const char *pr__want_scalar(cfg_ctx *c, yaml_node_t *n, const char *what);
+yaml_node_t *pr__map_find(cfg_ctx *c, yaml_node_t *map, const char *key);
+int pr__names_find(const char *const *names, const char *s);
+/* An integer scalar checked against k's range and field width. */
+bool pr__parse_int_key(cfg_ctx *c, yaml_node_t *n, const cfg_key *k, uint64_t *out);
+/* Apply mapping `map` (NULL = absent: defaults only) to `base` through `t`. */
+void pr__apply_map(cfg_ctx *c, yaml_node_t *map, const cfg_table *t, void *base);
+
+/* ---------------------------------------------------------------- the declared schema
+ * (config_schema.c) */
+
+/* Keys of schema.* that make a schema declared, and their item tables. */
+extern const cfg_table pr__event_time_tab;
+extern const cfg_table pr__label_item_tab;
+extern const cfg_table pr__dense_item_tab;
+extern const cfg_table pr__sparse_item_tab;
+void pr__h_event_time(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k);
+void pr__h_labels(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k);
+/* schema.dense / schema.sparse: a Criteo count or a list of features. */
+void pr__h_schema_count(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k);
+void pr__h_cpu_ops(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k);
+/* The schema level's cross-key checks; a declared schema sets the spec. */
+void pr__finish_schema(cfg_ctx *c, yaml_node_t *map, void *base, bool present);
+
+#endif
