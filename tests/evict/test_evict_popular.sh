@@ -44,5 +44,12 @@ stop_trainer
 out=$($PY "$(dirname "$0")/check_notices.py" --once --log "$T/trainer.log" \
       --notices "$T/notices.jsonl" --input "$T/in.tsv" --rows "$NROWS" \
       --modulus "$MODULUS" --capacity "$CAP") || fail "check_notices"
+# Batch.hot_version (item 6): TrainingBatch field 21, 0 when absent.
+PYTHONPATH="$PR_SOURCE_DIR/clients/python" $PY - <<'PY' || fail "Batch.hot_version"
+import piperec_client as pc
+b = pc.decode_batch(bytes([0x10, 0x05, 0xA8, 0x01, 0xAC, 0x02]))  # sequence 5, field 21 = 300
+assert (b.sequence, b.hot_version) == (5, 300), (b.sequence, b.hot_version)
+assert pc.decode_batch(bytes([0x10, 0x05])).hot_version == 0
+PY
 echo "split popular + eviction lru: $out; $popular popular rows, $recycled notices sent"
 echo "OK"
