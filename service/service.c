@@ -138,6 +138,7 @@ struct pr__pipe {
     char member_file[PATH_MAX];      /* <state.dir>/<name>.member (consumer member id), or "" */
     char floor_file[PATH_MAX]; /* <state.dir>/<name>.notices (pr_batcher_notice_floor), or "" */
     uint64_t floor_saved;      /* the floor last written there */
+    int64_t floor_saved_ns;    /* when (pr__now_ns) */
     char instance_id[256];           /* group.instance.id, or "" */
 
     pthread_t thread;
@@ -1143,13 +1144,18 @@ static void pr__store_safe_offsets(pr__pipe *p)
     if (floor > top)
         floor = top;
     pr_engine_vocab_notices_delivered(p->eng, floor);
-    /* Saved for the next start, which then re-announces only those above. */
+    /* Saved for the next start, which then re-announces only those above;
+     * at most every 200 ms while acks stream in (a stale floor only
+     * re-announces more), at once when everything is acknowledged. */
     char e[512];
-    if (p->floor_file[0] && floor != p->floor_saved) {
+    int64_t now = pr__now_ns();
+    if (p->floor_file[0] && floor != p->floor_saved &&
+        (floor == top || now - p->floor_saved_ns >= 200000000LL)) {
         if (pr_batcher_notice_floor_save(p->floor_file, floor, e, sizeof(e)))
             pr_warn("pipeline %s: %s", p->cfg->name, e);
         else
             p->floor_saved = floor;
+        p->floor_saved_ns = now;
     }
 }
 
