@@ -1545,9 +1545,12 @@ static uint64_t drop_cur_rows(pr_batcher *b, pr__build *bd, int32_t key)
     pr_batch *bt = bd->cur;
     if (!bt)
         return 0;
-    uint32_t n = bt->rows, cap = b->cfg.batch.size, j = 0;
+    uint32_t n = bt->rows, cap = b->cfg.batch.size, j = 0, x = 0;
     size_t w = b->cfg.sparse_width;
+    pr__notes *nt = &bd->notes; /* in row order: each keeps its place among the rows left */
     for (uint32_t i = 0; i < n; i++) {
+        for (; x < nt->n && nt->v[x].row <= i; x++)
+            nt->v[x].row = j;
         if (bd->key[i] == key)
             continue;
         if (i != j) {
@@ -1561,9 +1564,12 @@ static uint64_t drop_cur_rows(pr_batcher *b, pr__build *bd, int32_t key)
             bd->off[j] = bd->off[i];
             bd->et[j] = bd->et[i];
             bd->h[j] = bd->h[i];
+            bd->ser[j] = bd->ser[i];
         }
         j++;
     }
+    for (; x < nt->n; x++)
+        nt->v[x].row = j;
     bt->rows = j;
     /* oldest stays as the earliest arrival among rows that were there: it can
      * only make the deadline earlier, never later, which keeps freshness. */

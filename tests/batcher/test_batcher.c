@@ -1177,6 +1177,30 @@ static void test_hot_version_stamp(void **state)
     fx_free(f);
 }
 
+/* A revoke drops buffered rows of a partition: the notices of the build
+ * keep their place among the rows left (row 3 of 4 became row 1 of 2; it
+ * stayed 3, past the batch's end, before). */
+static void test_notices_after_revoke(void **state)
+{
+    (void)state;
+    fx *f = fx_new(8, 1000, PR_BATCH_ORDER_PARTITION, 0, PR_BATCH_LATE_EMIT);
+    bt_io_reset(f->io);
+    for (int i = 0; i < 2; i++)
+        for (int32_t p = 0; p < 2; p++)
+            bt_row(f->io, p, i, 5, 0);
+    pr_recycled n[] = {{1, 3, 9, 1}};
+    set_notices(f, n, 1);
+    assert_int_equal(pr_batcher_add(f->b, &f->io->in, &f->io->out), 0);
+    set_notices(f, NULL, 0);
+    assert_int_equal(pr_batcher_revoke(f->b, 0, NULL), 0);
+    pr_batcher_flush(f->b);
+    assert_int_equal(f->sink.n, 1);
+    assert_int_equal(f->sink.b[0]->rows, 2);
+    assert_int_equal(f->sink.b[0]->n_recycled, 1);
+    assert_int_equal(f->sink.b[0]->recycled[0].row, 1);
+    fx_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1203,6 +1227,7 @@ int main(void)
         cmocka_unit_test(test_notices_restart_spread),
         cmocka_unit_test(test_notice_floor_file),
         cmocka_unit_test(test_hot_version_stamp),
+        cmocka_unit_test(test_notices_after_revoke),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
