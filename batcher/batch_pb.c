@@ -46,7 +46,8 @@ enum {
     F_EPOCH,         /* 16 */
     F_REPLICA,       /* 17 */
     F_RECYCLED = 18, /* RecycledIndices */
-    F_POPULAR = 20
+    F_POPULAR = 20,
+    F_HOT_VERSION = 21
 };
 /* RecycledIndices field numbers (packed parallel arrays). */
 enum { N_COLUMN = 1, N_INDEX, N_ROW, N_NUMBER };
@@ -157,7 +158,8 @@ size_t pr_batch_pb_size(const pr_batch *b)
                sz_varint_field(F_MAX_ET, (uint64_t)b->max_event_time_ms) +
                sz_varint_field(F_EMIT, (uint64_t)b->emit_time_ms) +
                sz_varint_field(F_EPOCH, b->epoch) + sz_len_field(F_REPLICA, strlen(b->replica)) +
-               sz_varint_field(F_POPULAR, b->popular);
+               sz_varint_field(F_POPULAR, b->popular) +
+               sz_varint_field(F_HOT_VERSION, b->hot_version);
     for (uint32_t i = 0; i < b->n_ranges; i++) {
         size_t body = range_body_size(b, &b->ranges[i]);
         n += tag_size(F_OFFSETS) + pr_varint_size(body) + body;
@@ -211,6 +213,7 @@ size_t pr_batch_pb_write(const pr_batch *b, uint8_t *out)
         }
     }
     p = put_varint_field(p, F_POPULAR, b->popular); /* false is not written: old bytes */
+    p = put_varint_field(p, F_HOT_VERSION, b->hot_version); /* 0 is not written: old bytes */
     return (size_t)(p - out);
 }
 
@@ -435,6 +438,9 @@ int pr_batch_decode(const uint8_t *buf, size_t len, pr_batch_view *v, char *errs
             case F_POPULAR:
                 v->popular = f.v != 0;
                 break;
+            case F_HOT_VERSION:
+                v->hot_version = f.v;
+                break;
             case F_ROWS:
                 v->rows = (uint32_t)f.v;
                 break;
@@ -592,6 +598,7 @@ pr_batch *pr_batch_from_view(const pr_batch_view *v)
     b->seq = v->seq;
     b->epoch = v->epoch;
     b->popular = v->popular;
+    b->hot_version = v->hot_version;
     size_t rl = v->replica_len < sizeof(b->replica) - 1 ? v->replica_len : sizeof(b->replica) - 1;
     if (rl)
         memcpy(b->replica, v->replica, rl);

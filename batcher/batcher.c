@@ -24,10 +24,27 @@
  * take acks in any order. Rows are routed in arrival order, so each stream
  * keeps offset order per partition, and a row enters exactly one build.
  *
- * Recycled-index notices (issue 14) ride with the rows: in the exact mode
- * (partition order, one stream) each build keeps the notices met while its
- * rows were appended, with the build row they precede; otherwise they wait in
+ * Recycled-index notices (issue 14) ride with the rows. Under partition
+ * order they are exact in the merged stream (issue 19): every notice goes
+ * into the regular build, at the build row it precedes. With the popular
+ * split two things keep that exact: a row flagged popular that uses an index
+ * whose notice still waits in the regular build (`pend_keys`) is demoted to
+ * the regular stream, so it cannot go out before its notice; and a popular
+ * build holding rows of the old value when a notice arrives is emitted at
+ * once, so those rows go out before it. Under event_time the notices wait in
  * `loose` and go, at row 0, into whichever batch is emitted next.
+ *
+ * Restored notices (a restart: cfg.notice_restart_next) that were
+ * acknowledged before it (cfg.notice_floor) are dropped; the others wait in
+ * a backlog sorted by (column, index) and go out at most
+ * PR_BATCH_REANNOUNCE_MAX per batch at row 0, or earlier, in front of the
+ * first row that uses their index (a binary search per value while the
+ * backlog lasts).
+ *
+ * batch.popular_min_rows: a popular build that reaches its deadline (or a
+ * flush) with fewer rows is merged into the regular build in arrival order
+ * (`ser`, a counter stamped on every row as it enters a build), which keeps
+ * each stream's per-partition order, and the regular build goes out.
  *
  * Single-threaded except the stats snapshot, which is published under a
  * mutex at the end of each public call.
@@ -133,6 +150,7 @@ typedef struct pend_meta {
     uint32_t serial;
     bool in_use;
     uint8_t cls; /* PR__REGULAR or PR__POPULAR */
+    uint64_t hv; /* hot-set version the row was judged against */
     pr__rowh h;
 } pend_meta;
 
@@ -157,6 +175,62 @@ static int notes_push(pr__notes *l, const pr_recycled *r, uint32_t row)
     return 0;
 }
 
+/* A set of (column, index) keys: open addressing, linear probing, the key
+ * + 1 stored so that 0 marks an empty slot. Keys of indices beyond 2^48
+ * may collide; a false hit only demotes a row or cuts a batch early. */
+typedef struct pr__kset {
+    uint64_t *k;
+    uint32_t cap, n; /* cap: 0 or a power of two */
+} pr__kset;
+
+static uint64_t kset_key(uint32_t col, int64_t index)
+{
+    return ((uint64_t)col << 48 ^ (uint64_t)index) + 1;
+}
+
+static uint32_t kset_slot(const pr__kset *s, uint64_t key)
+{
+    uint32_t m = s->cap - 1, i = (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & m;
+    while (s->k[i] && s->k[i] != key)
+        i = (i + 1) & m;
+    return i;
+}
+
+static int kset_add(pr__kset *s, uint64_t key)
+{
+    if ((s->n + 1) * 2 > s->cap) {
+        pr__kset g = {calloc(s->cap ? s->cap * 2 : 64, sizeof(uint64_t)), s->cap ? s->cap * 2 : 64,
+                      0};
+        if (!g.k)
+            return PR_ENOMEM;
+        for (uint32_t i = 0; i < s->cap; i++)
+            if (s->k[i]) {
+                g.k[kset_slot(&g, s->k[i])] = s->k[i];
+                g.n++;
+            }
+        free(s->k);
+        *s = g;
+    }
+    uint32_t i = kset_slot(s, key);
+    if (!s->k[i]) {
+        s->k[i] = key;
+        s->n++;
+    }
+    return 0;
+}
+
+static bool kset_has(const pr__kset *s, uint64_t key)
+{
+    return s->n && s->k[kset_slot(s, key)] == key;
+}
+
+static void kset_clear(pr__kset *s)
+{
+    if (s->n)
+        memset(s->k, 0, (size_t)s->cap * sizeof(uint64_t));
+    s->n = 0;
+}
+
 /* The two streams of batch.split: popular. */
 enum { PR__REGULAR = 0, PR__POPULAR = 1, PR__NCLASS = 2 };
 
@@ -168,6 +242,8 @@ typedef struct pr__build {
     int64_t *off;
     int64_t *et;
     pr__rowh *h;
+    uint64_t *ser;   /* per row: order of entry into a build (batch.popular_min_rows merge) */
+    uint64_t hot_version; /* latest hot-set version of the rows in cur */
     int64_t oldest;  /* min arrival (mono ns) of the rows in cur */
     uint32_t *idx;   /* scratch: rows of the current pr_out bound for cur */
     pr__notes notes; /* notices for cur, row = row of cur they precede */
@@ -193,7 +269,15 @@ struct pr_batcher {
      * batch.split popular (its arrays NULL otherwise) */
     pr__build bld[PR__NCLASS];
     int n_class;
-    pr__notes loose; /* notices for the next emitted batch (not the exact mode) */
+    pr__notes loose; /* notices for the next emitted batch (event_time) */
+    pr__kset pend_keys; /* split: (column, index) of the notices in the regular build */
+    pr__notes backlog;  /* restored notices not sent yet, by (column, index, number);
+                           number 0 = sent */
+    uint32_t bl_next, bl_live; /* backlog: where the row-0 spreading goes on; live entries */
+    pr__notes scratch;         /* a block's notices without the restored ones */
+    bool hint_live;            /* no block added yet: notice_floor also holds the restored */
+    uint64_t next_ser;
+    uint64_t hot_version; /* pr_batcher_hot_version */
 
     uint64_t next_seq;
 
@@ -276,6 +360,11 @@ static uint64_t notes_min(const pr_recycled *v, uint32_t n, uint64_t m)
 uint64_t pr_batcher_notice_floor(const pr_batcher *b)
 {
     uint64_t m = notes_min(b->loose.v, b->loose.n, UINT64_MAX);
+    if (b->hint_live)
+        m = b->cfg.notice_floor > 1 ? b->cfg.notice_floor : 1;
+    for (uint32_t i = 0; b->bl_live && i < b->backlog.n; i++)
+        if (b->backlog.v[i].number && b->backlog.v[i].number < m)
+            m = b->backlog.v[i].number;
     for (int k = 0; k < b->n_class; k++)
         m = notes_min(b->bld[k].notes.v, b->bld[k].notes.n, m);
     for (size_t i = 0; i < b->ua_len; i++) {
@@ -314,7 +403,8 @@ static int build_init(pr__build *bd, size_t n)
     bd->off = malloc(n * sizeof(*bd->off));
     bd->et = malloc(n * sizeof(*bd->et));
     bd->idx = malloc(n * sizeof(*bd->idx));
-    return bd->key && bd->off && bd->et && bd->idx ? 0 : PR_ENOMEM;
+    bd->ser = malloc(n * sizeof(*bd->ser));
+    return bd->key && bd->off && bd->et && bd->idx && bd->ser ? 0 : PR_ENOMEM;
 }
 
 static void build_fini(pr__build *bd)
@@ -325,6 +415,7 @@ static void build_fini(pr__build *bd)
     free(bd->off);
     free(bd->et);
     free(bd->idx);
+    free(bd->ser);
     free(bd->notes.v);
 }
 
@@ -349,6 +440,11 @@ int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, si
     if (cfg->batch.split != PR_BATCH_SPLIT_NONE && cfg->batch.split != PR_BATCH_SPLIT_POPULAR)
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "batch.split: unknown value %d",
                          (int)cfg->batch.split);
+    if (cfg->batch.popular_min_rows > cfg->batch.size)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "batch.popular_min_rows: %u is more than batch.size %u (a popular "
+                         "batch could never go out)",
+                         cfg->batch.popular_min_rows, cfg->batch.size);
 
     pr_batcher *b = calloc(1, sizeof(*b));
     if (!b)
@@ -364,6 +460,7 @@ int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, si
     b->delay_ns = cfg->batch.max_delay_ms * NS_PER_MS;
     b->next_seq = 1;
     b->ua_base = 1;
+    b->hint_live = cfg->notice_restart_next > 0;
     pr__offsets_init(&b->offs);
     pthread_mutex_init(&b->mu, NULL);
     const size_t n_fill = sizeof(fill_bounds) / sizeof(fill_bounds[0]);
@@ -417,6 +514,9 @@ void pr_batcher_free(pr_batcher *b)
         free(b->topics[i]);
     free(b->topics);
     free(b->loose.v);
+    free(b->pend_keys.k);
+    free(b->backlog.v);
+    free(b->scratch.v);
     pr__offsets_fini(&b->offs);
     pthread_mutex_destroy(&b->mu);
     free(b);
@@ -495,6 +595,40 @@ static int ua_push(pr_batcher *b, pr_batch *bt)
     return 0;
 }
 
+/* The batch's notices: the loose ones and up to PR_BATCH_REANNOUNCE_MAX of
+ * the backlog, at row 0, then the build's own in row order. */
+static int notes_to_batch(pr_batcher *b, pr__build *bd, pr_batch *bt)
+{
+    uint32_t nb = b->bl_live < PR_BATCH_REANNOUNCE_MAX ? b->bl_live : PR_BATCH_REANNOUNCE_MAX;
+    uint32_t nn = b->loose.n + nb + bd->notes.n, o = b->loose.n;
+    if (!nn)
+        return 0;
+    bt->recycled = malloc((size_t)nn * sizeof(*bt->recycled));
+    if (!bt->recycled)
+        return PR_ENOMEM;
+    if (b->loose.n)
+        memcpy(bt->recycled, b->loose.v, (size_t)b->loose.n * sizeof(pr_recycled));
+    for (; nb && b->bl_next < b->backlog.n; b->bl_next++) {
+        pr_recycled *r = &b->backlog.v[b->bl_next];
+        if (!r->number)
+            continue;
+        bt->recycled[o] = *r;
+        bt->recycled[o++].row = 0;
+        r->number = 0;
+        b->bl_live--;
+        nb--;
+    }
+    if (!b->bl_live)
+        b->backlog.n = b->bl_next = 0;
+    if (bd->notes.n)
+        memcpy(bt->recycled + o, bd->notes.v, (size_t)bd->notes.n * sizeof(pr_recycled));
+    bt->n_recycled = o + bd->notes.n;
+    b->loose.n = 0;
+    bd->notes.n = 0;
+    b->st.recycled_out += bt->n_recycled;
+    return 0;
+}
+
 /* Hand the class's `cur` out as the next batch. */
 static int emit(pr_batcher *b, int cls, pr_batch_reason reason)
 {
@@ -539,22 +673,12 @@ static int emit(pr_batcher *b, int cls, pr_batch_reason reason)
         return PR_ENOMEM;
     for (uint32_t col = 0; col < c->n_sparse; col++)
         bt->vocab_sizes[col] = c->vocab_size ? c->vocab_size(c->opaque, col) : 0;
-    /* Notices: the loose ones first (row 0), then the build's own. */
-    uint32_t nn = b->loose.n + bd->notes.n;
-    if (nn) {
-        bt->recycled = malloc((size_t)nn * sizeof(*bt->recycled));
-        if (!bt->recycled)
-            return PR_ENOMEM;
-        if (b->loose.n)
-            memcpy(bt->recycled, b->loose.v, (size_t)b->loose.n * sizeof(pr_recycled));
-        if (bd->notes.n)
-            memcpy(bt->recycled + b->loose.n, bd->notes.v,
-                   (size_t)bd->notes.n * sizeof(pr_recycled));
-        bt->n_recycled = nn;
-        b->loose.n = 0;
-        bd->notes.n = 0;
-        b->st.recycled_out += nn;
-    }
+    if (notes_to_batch(b, bd, bt) < 0)
+        return PR_ENOMEM;
+    if (cls == PR__REGULAR)
+        kset_clear(&b->pend_keys); /* their notices leave now: no row needs demoting */
+    bt->hot_version = bd->hot_version;
+    bd->hot_version = 0;
 
     bt->seq = b->next_seq++;
     bt->epoch = c->epoch;
@@ -591,9 +715,12 @@ static int emit(pr_batcher *b, int cls, pr_batch_reason reason)
 
 /* ---------------------------------------------------------------- copying rows */
 
-static inline void put_meta(pr__build *bd, uint32_t n, int32_t key, int64_t off, int64_t et,
-                            const pr__rowh *h, int64_t arrival)
+static inline void put_meta(pr_batcher *b, pr__build *bd, uint32_t n, int32_t key, int64_t off,
+                            int64_t et, const pr__rowh *h, int64_t arrival, uint64_t hv)
 {
+    bd->ser[n] = b->next_ser++;
+    if (hv > bd->hot_version)
+        bd->hot_version = hv;
     bd->key[n] = key;
     bd->off[n] = off;
     bd->et[n] = et;
@@ -687,11 +814,11 @@ static inline int row_class(const pr_batcher *b, const uint64_t *popular, uint32
     return b->n_class > 1 && popular && pr_bit_test(popular, r) ? PR__POPULAR : PR__REGULAR;
 }
 
-/* Not the exact mode: the block's notices wait for the next batch (row 0). */
-static int add_loose(pr_batcher *b, const pr_out *out)
+/* event_time: the block's notices wait for the next batch (row 0). */
+static int add_loose(pr_batcher *b, const pr_recycled *nv, uint32_t nn)
 {
-    for (uint32_t i = 0; i < out->n_recycled; i++)
-        if (notes_push(&b->loose, &out->recycled[i], 0) < 0)
+    for (uint32_t i = 0; i < nn; i++)
+        if (notes_push(&b->loose, &nv[i], 0) < 0)
             return PR_ENOMEM;
     return 0;
 }
@@ -706,19 +833,151 @@ static void commit_rows(pr_batcher *b, int cls, const pr_out *out, uint32_t *k)
     *k = 0;
 }
 
+/* The index of sparse column `col` in row r of an engine output. */
+static inline int64_t out_index(const pr_out *out, uint32_t col, uint32_t r)
+{
+    size_t i = (size_t)col * out->cap + r;
+    return out->sparse_width == 8 ? ((const int64_t *)out->sparse)[i]
+                                  : ((const int32_t *)out->sparse)[i];
+}
+
+/* Does the build's cur hold a row with `index` in column `col`? */
+static bool build_uses(const pr_batcher *b, const pr__build *bd, uint32_t col, int64_t index)
+{
+    size_t base = (size_t)col * b->cfg.batch.size;
+    for (uint32_t i = 0; i < bd->cur->rows; i++) {
+        int64_t v = b->cfg.sparse_width == 8 ? ((const int64_t *)bd->cur->sparse)[base + i]
+                                             : ((const int32_t *)bd->cur->sparse)[base + i];
+        if (v == index)
+            return true;
+    }
+    return false;
+}
+
+static int demote_popular(pr_batcher *b, pr_batch_reason reason);
+
+/* Notice n precedes the next row of the regular build (k: rows collected
+ * from the current block and not yet copied). Under the split, rows of the
+ * old value in the popular build go out first, and the key is remembered so
+ * that popular rows of the new value are demoted until the notice is out. */
+static int place_notice(pr_batcher *b, const pr_recycled *n, uint32_t *k, const pr_out *out)
+{
+    pr__build *rb = &b->bld[PR__REGULAR], *pb = &b->bld[PR__POPULAR];
+    int err = ensure_cur(b, PR__REGULAR);
+    if (err < 0)
+        return err;
+    if (notes_push(&rb->notes, n, rb->cur->rows + k[PR__REGULAR]) < 0)
+        return PR_ENOMEM;
+    if (b->n_class == 1)
+        return 0;
+    if (kset_add(&b->pend_keys, kset_key(n->col, n->index)) < 0)
+        return PR_ENOMEM;
+    if (k[PR__POPULAR])
+        commit_rows(b, PR__POPULAR, out, &k[PR__POPULAR]);
+    if (!pb->cur || !build_uses(b, pb, n->col, n->index))
+        return 0;
+    if (pb->cur->rows >= b->cfg.batch.popular_min_rows)
+        return emit(b, PR__POPULAR, PR_BATCH_DEADLINE); /* counted with the early ones */
+    if (k[PR__REGULAR])
+        commit_rows(b, PR__REGULAR, out, &k[PR__REGULAR]);
+    return demote_popular(b, PR_BATCH_DEADLINE);
+}
+
+/* First entry of the backlog at or after (col, index). */
+static uint32_t backlog_lower(const pr_batcher *b, uint32_t col, int64_t index)
+{
+    uint32_t lo = 0, hi = b->backlog.n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        const pr_recycled *r = &b->backlog.v[mid];
+        if (r->col < col || (r->col == col && r->index < index))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The backlog's notices for (col, index) leave now, in front of a row that
+ * uses the index: before the next regular row (k, out: partition order) or
+ * in `loose` (k NULL: event_time). */
+static int backlog_take(pr_batcher *b, uint32_t col, int64_t index, uint32_t *k, const pr_out *out)
+{
+    for (uint32_t i = backlog_lower(b, col, index); i < b->backlog.n; i++) {
+        pr_recycled r = b->backlog.v[i];
+        if (r.col != col || r.index != index)
+            break;
+        if (!r.number)
+            continue;
+        b->backlog.v[i].number = 0; /* before placing: an emission spreads the backlog */
+        b->bl_live--;
+        int err = k ? place_notice(b, &r, k, out) : notes_push(&b->loose, &r, 0);
+        if (err < 0)
+            return err;
+    }
+    return 0;
+}
+
+static int backlog_row(pr_batcher *b, const pr_out *out, uint32_t r, uint32_t *k)
+{
+    int err = 0;
+    for (uint32_t c = 0; c < out->n_sparse && b->bl_live && !err; c++)
+        err = backlog_take(b, c, out_index(out, c, r), k, out);
+    return err;
+}
+
+/* The same for a pending row (event_time layout, see out_to_pending). */
+static int backlog_pending_row(pr_batcher *b, const uint8_t *src)
+{
+    const uint8_t *s = src + 4 + (size_t)b->cfg.n_dense * 4;
+    int err = 0;
+    for (uint32_t c = 0; c < b->cfg.n_sparse && b->bl_live && !err; c++) {
+        int64_t v;
+        if (b->cfg.sparse_width == 8) {
+            memcpy(&v, s + (size_t)c * 8, 8);
+        } else {
+            int32_t v32;
+            memcpy(&v32, s + (size_t)c * 4, 4);
+            v = v32;
+        }
+        err = backlog_take(b, c, v, NULL, NULL);
+    }
+    return err;
+}
+
+/* Does row r use an index whose notice waits in the regular build? */
+static bool row_pending(const pr_batcher *b, const pr_out *out, uint32_t r)
+{
+    for (uint32_t c = 0; c < out->n_sparse; c++)
+        if (kset_has(&b->pend_keys, kset_key(c, out_index(out, c, r))))
+            return true;
+    return false;
+}
+
+/* The stream of kept row r: its flag, unless it must follow a notice that
+ * waits in the regular build. */
+static int route_row(pr_batcher *b, const uint64_t *popular, const pr_out *out, uint32_t r)
+{
+    int cls = row_class(b, popular, r);
+    if (cls == PR__POPULAR && b->pend_keys.n && row_pending(b, out, r)) {
+        b->st.rows_demoted++;
+        return PR__REGULAR;
+    }
+    return cls;
+}
+
 /* One pass in arrival order: offsets are pushed in offset order per
  * partition (the queues need it) while each row's data goes to its class's
- * build in runs, copied column by column when a build fills or at the end. */
+ * build in runs, copied column by column when a build fills or at the end.
+ * Notices (nv, in row order) are placed in front of their row. */
 static int add_partition_order(pr_batcher *b, const pr_block *in, const pr_out *out,
-                               const uint64_t *popular, int64_t now)
+                               const uint64_t *popular, const pr_recycled *nv, uint32_t nn,
+                               int64_t now)
 {
     uint32_t k[PR__NCLASS] = {0};
     int slot = -1, err;
     int32_t slot_key = 0;
-    uint32_t ni = 0; /* next notice of out->recycled (exact mode) */
-    bool exact = b->n_class == 1;
-    if (!exact && (err = add_loose(b, out)) < 0)
-        return err;
+    uint32_t ni = 0; /* next notice of nv */
     for (uint32_t r = 0; r < out->rows; r++) {
         if (slot < 0 || in->partition[r] != slot_key) {
             slot_key = in->partition[r];
@@ -730,18 +989,20 @@ static int add_partition_order(pr_batcher *b, const pr_block *in, const pr_out *
             b->st.rows_rejected++;
             continue;
         }
-        int cls = row_class(b, popular, r);
+        if (b->bl_live && (err = backlog_row(b, out, r, k)) < 0)
+            return err;
+        for (; ni < nn && nv[ni].row <= r; ni++)
+            if ((err = place_notice(b, &nv[ni], k, out)) < 0)
+                return err;
+        int cls = route_row(b, popular, out, r);
         pr__build *bd = &b->bld[cls];
         if ((err = ensure_cur(b, cls)) < 0)
             return err;
-        for (; exact && ni < out->n_recycled && out->recycled[ni].row <= r; ni++)
-            if (notes_push(&bd->notes, &out->recycled[ni], bd->cur->rows + k[cls]) < 0)
-                return PR_ENOMEM;
         pr__rowh h;
         if (pr__offsets_push(&b->offs, slot, in->offset[r], &h) < 0)
             return PR_ENOMEM;
-        put_meta(bd, bd->cur->rows + k[cls], in->partition[r], in->offset[r], in->event_time_ms[r],
-                 &h, now);
+        put_meta(b, bd, bd->cur->rows + k[cls], in->partition[r], in->offset[r],
+                 in->event_time_ms[r], &h, now, b->hot_version);
         bd->idx[k[cls]++] = r;
         if (bd->cur->rows + k[cls] == b->cfg.batch.size) {
             commit_rows(b, cls, out, &k[cls]);
@@ -753,13 +1014,9 @@ static int add_partition_order(pr_batcher *b, const pr_block *in, const pr_out *
         if (k[c])
             commit_rows(b, c, out, &k[c]);
     /* Notices past the last kept row precede the next row to come. */
-    for (; ni < out->n_recycled; ni++) {
-        if ((err = ensure_cur(b, PR__REGULAR)) < 0)
+    for (; ni < nn; ni++)
+        if ((err = place_notice(b, &nv[ni], k, out)) < 0)
             return err;
-        pr__build *bd = &b->bld[PR__REGULAR];
-        if (notes_push(&bd->notes, &out->recycled[ni], bd->cur->rows) < 0)
-            return PR_ENOMEM;
-    }
     return 0;
 }
 
@@ -911,7 +1168,9 @@ static int release(pr_batcher *b, bool all)
         if ((err = ensure_cur(b, cls)) < 0)
             return err;
         pending_to_cur(b, bd, b->p_data + (size_t)slot * b->prow_bytes);
-        put_meta(bd, bd->cur->rows, m->key, m->off, m->et, &m->h, m->arrival);
+        if (b->bl_live && (err = backlog_pending_row(b, b->p_data + (size_t)slot * b->prow_bytes)) < 0)
+            return err;
+        put_meta(b, bd, bd->cur->rows, m->key, m->off, m->et, &m->h, m->arrival, m->hv);
         bd->cur->rows++;
         if (all && (!b->wm_set || m->et > b->wm)) {
             b->wm = m->et;
@@ -929,9 +1188,9 @@ static int release(pr_batcher *b, bool all)
 }
 
 static int add_event_time(pr_batcher *b, const pr_block *in, const pr_out *out,
-                          const uint64_t *popular, int64_t now)
+                          const uint64_t *popular, const pr_recycled *nv, uint32_t nn, int64_t now)
 {
-    if (add_loose(b, out) < 0)
+    if (add_loose(b, nv, nn) < 0)
         return PR_ENOMEM;
     for (uint32_t r = 0; r < out->rows; r++) {
         int32_t key = in->partition[r];
@@ -969,6 +1228,7 @@ static int add_event_time(pr_batcher *b, const pr_block *in, const pr_out *out,
         m->arrival = now;
         m->in_use = true;
         m->cls = (uint8_t)row_class(b, popular, r);
+        m->hv = b->hot_version;
         if (pr__offsets_push(&b->offs, slot, off, &m->h) < 0 || fifo_push(b, ps, m->serial) < 0) {
             pend_free(b, ps);
             return PR_ENOMEM;
@@ -984,6 +1244,55 @@ static int add_event_time(pr_batcher *b, const pr_block *in, const pr_out *out,
 
 /* ---------------------------------------------------------------- public calls */
 
+static int backlog_cmp(const void *x, const void *y)
+{
+    const pr_recycled *p = x, *q = y;
+    if (p->col != q->col)
+        return p->col < q->col ? -1 : 1;
+    if (p->index != q->index)
+        return p->index < q->index ? -1 : 1;
+    return (p->number > q->number) - (p->number < q->number);
+}
+
+/* The block's notices without the restored ones (numbered below
+ * cfg.notice_restart_next): those acknowledged before the start
+ * (cfg.notice_floor) are dropped, the others join the backlog. *nv points
+ * into out->recycled or b->scratch. */
+static int take_restored(pr_batcher *b, const pr_out *out, const pr_recycled **nv, uint32_t *nn)
+{
+    *nv = out->recycled;
+    *nn = out->n_recycled;
+    uint64_t next = b->cfg.notice_restart_next;
+    bool any = false;
+    for (uint32_t i = 0; next && i < out->n_recycled && !any; i++)
+        any = out->recycled[i].number < next;
+    if (!any)
+        return 0;
+    b->scratch.n = 0;
+    for (uint32_t i = 0; i < out->n_recycled; i++) {
+        const pr_recycled *r = &out->recycled[i];
+        int err = 0;
+        if (r->number >= next)
+            err = notes_push(&b->scratch, r, r->row);
+        else if (r->number < b->cfg.notice_floor)
+            b->st.recycled_skipped++;
+        else if ((err = notes_push(&b->backlog, r, 0)) == 0)
+            b->bl_live++;
+        if (err < 0)
+            return err;
+    }
+    qsort(b->backlog.v, b->backlog.n, sizeof(pr_recycled), backlog_cmp);
+    uint32_t w = 0; /* drop the entries already sent (number 0) */
+    for (uint32_t i = 0; i < b->backlog.n; i++)
+        if (b->backlog.v[i].number)
+            b->backlog.v[w++] = b->backlog.v[i];
+    b->backlog.n = w;
+    b->bl_next = 0;
+    *nv = b->scratch.v;
+    *nn = b->scratch.n;
+    return 0;
+}
+
 int pr_batcher_add(pr_batcher *b, const pr_block *in, const pr_out *out)
 {
     return pr_batcher_add_split(b, in, out, NULL);
@@ -997,11 +1306,22 @@ int pr_batcher_add_split(pr_batcher *b, const pr_block *in, const pr_out *out,
         (out->n_sparse && out->sparse_width != b->cfg.sparse_width))
         return PR_EINVAL;
     int64_t now = pr_clock_mono_ns(b->clock);
-    int err = b->cfg.batch.ordering == PR_BATCH_ORDER_EVENT_TIME
-                  ? add_event_time(b, in, out, popular, now)
-                  : add_partition_order(b, in, out, popular, now);
+    const pr_recycled *nv;
+    uint32_t nn;
+    int err = take_restored(b, out, &nv, &nn);
+    if (!err)
+        err = b->cfg.batch.ordering == PR_BATCH_ORDER_EVENT_TIME
+                  ? add_event_time(b, in, out, popular, nv, nn, now)
+                  : add_partition_order(b, in, out, popular, nv, nn, now);
+    b->hint_live = false; /* the engine hands restored notices to its first block */
     publish(b);
     return err;
+}
+
+void pr_batcher_hot_version(pr_batcher *b, uint64_t version)
+{
+    if (version > b->hot_version)
+        b->hot_version = version;
 }
 
 void pr_batcher_note_done(pr_batcher *b, int32_t partition, int64_t offset)
@@ -1025,6 +1345,80 @@ void pr_batcher_note_consumed(pr_batcher *b, int32_t partition, int64_t next)
 void pr_batcher_assign(pr_batcher *b, int32_t partition)
 {
     (void)pr__offsets_slot(&b->offs, partition, true);
+}
+
+/* Append row i of build `src` to build `dst`'s cur: tensors and row metadata. */
+static void move_row(pr_batcher *b, pr__build *dst, const pr__build *src, uint32_t i)
+{
+    pr_batch *d = dst->cur;
+    const pr_batch *s = src->cur;
+    uint32_t cap = b->cfg.batch.size, n = d->rows;
+    size_t w = b->cfg.sparse_width;
+    d->labels[n] = s->labels[i];
+    for (uint32_t col = 0; col < b->cfg.n_dense; col++)
+        d->dense[(size_t)col * cap + n] = s->dense[(size_t)col * cap + i];
+    for (uint32_t col = 0; col < b->cfg.n_sparse; col++)
+        memcpy((uint8_t *)d->sparse + ((size_t)col * cap + n) * w,
+               (const uint8_t *)s->sparse + ((size_t)col * cap + i) * w, w);
+    dst->key[n] = src->key[i];
+    dst->off[n] = src->off[i];
+    dst->et[n] = src->et[i];
+    dst->h[n] = src->h[i];
+    dst->ser[n] = src->ser[i];
+    d->rows++;
+}
+
+/* batch.popular_min_rows: the popular build is too small to go out alone.
+ * Its rows and the regular build's, merged in the order they entered the
+ * builds (each stream's per-partition order holds), fill fresh regular
+ * builds, and the regular stream goes out (`reason`). The regular build's
+ * notices keep their place in front of their rows; popular rows never use a
+ * pending notice's index (route_row), so they may pass them. */
+static int demote_popular(pr_batcher *b, pr_batch_reason reason)
+{
+    pr__build *pb = &b->bld[PR__POPULAR], *rb = &b->bld[PR__REGULAR];
+    pr__build old = *rb;
+    memset(rb, 0, sizeof(*rb));
+    int err = build_init(rb, b->cfg.batch.size);
+    if (err < 0) {
+        build_fini(rb);
+        *rb = old;
+        return err;
+    }
+    uint32_t nr = old.cur ? old.cur->rows : 0, np = pb->cur->rows, i = 0, j = 0, ni = 0;
+    int64_t oldest = nr && old.oldest < pb->oldest ? old.oldest : pb->oldest;
+    uint64_t hv = old.hot_version > pb->hot_version ? old.hot_version : pb->hot_version;
+    while (!err && (i < nr || j < np || ni < old.notes.n)) {
+        if ((err = ensure_cur(b, PR__REGULAR)) < 0)
+            break;
+        rb->oldest = oldest;
+        rb->hot_version = hv;
+        /* A notice goes in front of its regular row; those after the last
+         * one after every row (popular rows never use their index, but may
+         * hold rows of the old value) */
+        for (; ni < old.notes.n && !err; ni++) {
+            uint32_t at = old.notes.v[ni].row;
+            if (at < nr ? at > i : (i < nr || j < np))
+                break;
+            err = notes_push(&rb->notes, &old.notes.v[ni], rb->cur->rows);
+            err = err < 0 ? err : kset_add(&b->pend_keys, kset_key(old.notes.v[ni].col,
+                                                                   old.notes.v[ni].index));
+        }
+        if (err || (i == nr && j == np))
+            break;
+        if (j == np || (i < nr && old.ser[i] < pb->ser[j])) {
+            move_row(b, rb, &old, i++);
+        } else {
+            move_row(b, rb, pb, j++);
+            b->st.rows_demoted++;
+        }
+        if (rb->cur->rows == b->cfg.batch.size)
+            err = emit(b, PR__REGULAR, PR_BATCH_FULL);
+    }
+    pb->cur->rows = 0;
+    pb->hot_version = 0;
+    build_fini(&old);
+    return err < 0 ? err : emit(b, PR__REGULAR, reason);
 }
 
 static int64_t ms_until(int64_t deadline_ns, int64_t now)
@@ -1064,8 +1458,12 @@ int64_t pr_batcher_poll(pr_batcher *b)
     int64_t next = -1;
     for (int k = 0; k < b->n_class; k++) {
         pr__build *bd = &b->bld[k];
-        if (bd->cur && bd->cur->rows && bd->oldest + b->delay_ns <= now)
-            (void)emit(b, k, PR_BATCH_DEADLINE);
+        if (bd->cur && bd->cur->rows && bd->oldest + b->delay_ns <= now) {
+            if (k == PR__POPULAR && bd->cur->rows < b->cfg.batch.popular_min_rows)
+                (void)demote_popular(b, PR_BATCH_DEADLINE);
+            else
+                (void)emit(b, k, PR_BATCH_DEADLINE);
+        }
         if (bd->cur && bd->cur->rows) {
             int64_t t = ms_until(bd->oldest + b->delay_ns, now);
             if (next < 0 || t < next)
@@ -1086,6 +1484,10 @@ void pr_batcher_flush(pr_batcher *b)
 {
     if (b->cfg.batch.ordering == PR_BATCH_ORDER_EVENT_TIME)
         (void)release(b, true);
+    const pr__build *pb = &b->bld[PR__POPULAR];
+    if (b->n_class > 1 && pb->cur && pb->cur->rows &&
+        pb->cur->rows < b->cfg.batch.popular_min_rows)
+        (void)demote_popular(b, PR_BATCH_FLUSH);
     for (int k = 0; k < b->n_class; k++)
         (void)emit(b, k, PR_BATCH_FLUSH);
     publish(b);
@@ -1143,9 +1545,12 @@ static uint64_t drop_cur_rows(pr_batcher *b, pr__build *bd, int32_t key)
     pr_batch *bt = bd->cur;
     if (!bt)
         return 0;
-    uint32_t n = bt->rows, cap = b->cfg.batch.size, j = 0;
+    uint32_t n = bt->rows, cap = b->cfg.batch.size, j = 0, x = 0;
     size_t w = b->cfg.sparse_width;
+    pr__notes *nt = &bd->notes; /* in row order: each keeps its place among the rows left */
     for (uint32_t i = 0; i < n; i++) {
+        for (; x < nt->n && nt->v[x].row <= i; x++)
+            nt->v[x].row = j;
         if (bd->key[i] == key)
             continue;
         if (i != j) {
@@ -1159,9 +1564,12 @@ static uint64_t drop_cur_rows(pr_batcher *b, pr__build *bd, int32_t key)
             bd->off[j] = bd->off[i];
             bd->et[j] = bd->et[i];
             bd->h[j] = bd->h[i];
+            bd->ser[j] = bd->ser[i];
         }
         j++;
     }
+    for (; x < nt->n; x++)
+        nt->v[x].row = j;
     bt->rows = j;
     /* oldest stays as the earliest arrival among rows that were there: it can
      * only make the deadline earlier, never later, which keeps freshness. */

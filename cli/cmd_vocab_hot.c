@@ -40,7 +40,8 @@ static void pr__hot_usage(FILE *f)
                "  The K hottest indices per sparse column, for a trainer to pin on the GPU.\n"
                "  --url: a running service's hot-set sketch (GET /v1/hot; hot.top_k >= K).\n"
                "  --input: a vocab export / offline vocab/ dir: the exact top K by count\n"
-               "           (columns from --config, default the embedded config).\n"
+               "           (columns from --config, default the embedded config; refused\n"
+               "           when a column evicts: the export lacks the evicted values).\n"
                "  Output (default -): TSV column, rank, index, share (docs/formats.md).\n");
 }
 
@@ -330,6 +331,20 @@ int pr_cli_vocab_hot(int argc, char **argv)
             goto out;
         }
         snprintf(pl_name, sizeof(pl_name), "%s", pc->name);
+        /* An evicting column's export holds only the values it kept: their
+         * counts leave out every lookup of an evicted value, so shares and
+         * coverage would be far too high (issue 19 item 4). */
+        for (uint32_t c = 0; c < pc->spec.n_sparse; c++)
+            if (pc->spec.sparse[c].eviction != PR_EVICT_NONE) {
+                fprintf(stderr,
+                        "piperec vocab hot: --input: column %s of pipeline %s evicts "
+                        "(transform.vocab.eviction): an export holds only the values it kept, "
+                        "so its counts cannot give shares; ask the live sketch (--url), which "
+                        "counts values, not recycled indices\n",
+                        pc->spec.sparse[c].name, pc->name);
+                ret = 2;
+                goto out;
+            }
         n_cols = (int)pc->spec.n_sparse;
         for (int c = 0; c < n_cols; c++)
             snprintf(cols[c], PR_NAME_MAX, "%s", pc->spec.sparse[c].name);

@@ -47,6 +47,7 @@ struct pr_hot {
     bool set_on;       /* kept (pr_hot_popular_rows asked for it) */
     uint64_t set_rows; /* rows observed at the last rebuild */
     uint32_t set_n;
+    uint64_t set_version; /* rebuilds so far (pr_hot_set_version) */
     uint32_t set_mask;
     int set_shift;
     int64_t *set_key;
@@ -262,20 +263,47 @@ void pr_hot_observe(pr_hot *h, const int64_t *idx, size_t n)
     pr__hot_set_maybe_refresh(h);
 }
 
+/* A recycled index names a new value: its counter starts again from 0
+ * (the sketch counts values, not slots). The counter stays, the smallest
+ * now, so the next new index takes it over. True when the index was in the
+ * hot set (which must then be rebuilt without it). */
+static bool pr__hot_forget(pr_hot *h, int64_t index)
+{
+    uint32_t t = pr__hot_find(h, index);
+    if (!h->tab[t])
+        return false;
+    uint32_t s = h->tab[t] - 1;
+    h->cnt[s] = 0;
+    h->err[s] = 0;
+    pr__hot_sift_up(h, h->pos[s]);
+    return pr_hot_is_hot(h, index);
+}
+
 void pr_hot_observe_out(pr_hot *h, const pr_out *o, uint32_t col)
 {
     size_t n = o->rows - o->n_rejected;
     pr__hot_step(h, n);
     size_t base = (size_t)col * o->cap;
+    uint32_t ni = 0; /* o->recycled is in row order */
+    bool was_hot = false;
     for (uint32_t r = 0; r < o->rows; r++) {
+        for (; ni < o->n_recycled && o->recycled[ni].row <= r; ni++)
+            if (o->recycled[ni].col == col)
+                was_hot |= pr__hot_forget(h, o->recycled[ni].index);
         if (o->n_rejected && (o->rejected[r >> 6] >> (r & 63) & 1))
             continue;
         pr__hot_add(h, o->sparse_width == 8 ? ((const int64_t *)o->sparse)[base + r]
                                             : ((const int32_t *)o->sparse)[base + r]);
     }
+    for (; ni < o->n_recycled; ni++)
+        if (o->recycled[ni].col == col)
+            was_hot |= pr__hot_forget(h, o->recycled[ni].index);
     h->rows += n;
     h->total += h->w * (double)n;
-    pr__hot_set_maybe_refresh(h);
+    if (was_hot)
+        pr_hot_set_refresh(h); /* a recycled index is not hot for its new value */
+    else
+        pr__hot_set_maybe_refresh(h);
 }
 
 /* ---------------------------------------------------------------- read */
@@ -396,6 +424,7 @@ static void pr__hot_select(pr__hot_ent *e, size_t n, size_t k)
 void pr_hot_set_refresh(pr_hot *h)
 {
     h->set_on = true;
+    h->set_version++;
     h->set_rows = h->rows;
     for (uint32_t i = 0; i <= h->set_mask; i++)
         h->set_key[i] = PR__HOT_NONE;
@@ -458,6 +487,19 @@ bool pr_hot_is_hot(const pr_hot *h, int64_t index)
 size_t pr_hot_set_size(const pr_hot *h)
 {
     return h->set_n;
+}
+
+uint64_t pr_hot_set_version(const pr_hot *h)
+{
+    return h->set_version;
+}
+
+uint64_t pr_hot_sets_version(pr_hot *const *hot, uint32_t n)
+{
+    uint64_t v = 0;
+    for (uint32_t c = 0; hot && c < n; c++)
+        v += hot[c]->set_version;
+    return v;
 }
 
 uint64_t *pr_hot_popular_rows(pr_hot *const *hot, const pr_out *o)

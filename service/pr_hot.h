@@ -71,7 +71,11 @@ void pr_hot_free(pr_hot *h); /* NULL is fine */
 /* Count n values as one step of decay (the weight grows once per call, by
  * n records: blocks of a few thousand rows against half-lives of millions). */
 void pr_hot_observe(pr_hot *h, const int64_t *idx, size_t n);
-/* The same for column `col` of an engine output, rejected rows left out. */
+/* The same for column `col` of an engine output, rejected rows left out.
+ * Heat belongs to values, not indices: at each of the output's recycled-
+ * index notices for the column (pr_out.recycled, bounded vocabularies) the
+ * index's counter restarts from 0 before the rows that use it anew, and an
+ * index that was in the hot set leaves it at once (the set is rebuilt). */
 void pr_hot_observe_out(pr_hot *h, const pr_out *o, uint32_t col);
 
 /* The largest k answered, and values observed since creation (not decayed). */
@@ -96,6 +100,13 @@ bool pr_hot_is_hot(const pr_hot *h, int64_t index);
 size_t pr_hot_set_size(const pr_hot *h);
 /* Rebuild the hot set from the sketch now (tests; observe does it when due). */
 void pr_hot_set_refresh(pr_hot *h);
+/* Hot-set version: how many times the set was rebuilt (0 = never asked for).
+ * A pipeline's version is the sum over its columns (pr_hot_sets_version; 0
+ * for hot NULL): it grows whenever any column's set may have changed, and
+ * equal versions mean the same sets. Batches carry it (TrainingBatch.
+ * hot_set_version) and GET /v1/hot reports it. */
+uint64_t pr_hot_set_version(const pr_hot *h);
+uint64_t pr_hot_sets_version(pr_hot *const *hot, uint32_t n);
 
 /* Which rows of `o` are popular: every sparse column's index in its
  * column's hot set (hot[c] for c < o->n_sparse, after observing `o`).

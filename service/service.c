@@ -136,6 +136,9 @@ struct pr__pipe {
     _Atomic uint64_t epoch;          /* restart epoch stamped on every batch (pr__epoch_bump) */
     char dead_letter_file[PATH_MAX]; /* <state.dir>/<name>.deadletters, or "" */
     char member_file[PATH_MAX];      /* <state.dir>/<name>.member (consumer member id), or "" */
+    char floor_file[PATH_MAX]; /* <state.dir>/<name>.notices (pr_batcher_notice_floor), or "" */
+    uint64_t floor_saved;      /* the floor last written there */
+    int64_t floor_saved_ns;    /* when (pr__now_ns) */
     char instance_id[256];           /* group.instance.id, or "" */
 
     pthread_t thread;
@@ -688,10 +691,14 @@ static int pr__state_open(pr__pipe *p, char *errstr, size_t errstr_size)
     rc = pr_engine_vocab_checkpoint(p->eng, p->snap_path, NULL, errstr, errstr_size);
     if (rc)
         return rc;
-    uint64_t total = 0;
-    for (uint32_t c = 0; c < p->cfg->spec.n_sparse; c++)
-        total += pr_engine_vocab_size(p->eng, c);
-    pr_info("pipeline %s: vocabulary state in %s (%llu entries restored; %u recycled-index "
+    /* Values, not embedding rows: the profile's reserved indices (missing,
+     * OOV) are in every vocabulary size, restored or not. */
+    uint64_t total = 0, reserved = p->cfg->spec.profile == PR_VOCAB_DEFAULT ? PR_INDEX_OOV + 1 : 0;
+    for (uint32_t c = 0; c < p->cfg->spec.n_sparse; c++) {
+        uint64_t n = pr_engine_vocab_size(p->eng, c);
+        total += n > reserved ? n - reserved : 0;
+    }
+    pr_info("pipeline %s: vocabulary state in %s (%llu values restored; %u recycled-index "
             "notice(s) to announce again)",
             p->cfg->name, st->dir, (unsigned long long)total,
             pr_engine_vocab_notices_pending(p->eng));
@@ -851,6 +858,33 @@ static void pr__replica_name(const pr_pipeline_cfg *pc, char *out, size_t n)
     out[n - 1] = 0;
 }
 
+/* Recycled-index notices across restarts (issue 19 item 5): those restored
+ * by the vocabulary (numbered up to its counter) go out again, except the
+ * ones the last run saw acknowledged, below the floor in
+ * <state.dir>/<name>.notices (written at every offset store, pr__store). */
+static int pr__notice_floor_open(pr__pipe *p, pr_batcher_cfg *bc, char *errstr, size_t errstr_size)
+{
+    const pr_state_cfg *st = &p->cfg->state;
+    if (!pr_spec_has_eviction(&p->cfg->spec))
+        return 0;
+    bc->notice_restart_next = pr_engine_vocab_recycled_total(p->eng) + 1;
+    if (!st->enabled || !st->dir)
+        return 0;
+    snprintf(p->floor_file, sizeof(p->floor_file), "%s/%s.notices", st->dir, p->cfg->name);
+    int rc = pr_batcher_notice_floor_load(p->floor_file, &bc->notice_floor, errstr, errstr_size);
+    if (rc)
+        return rc;
+    p->floor_saved = bc->notice_floor;
+    uint32_t pend = pr_engine_vocab_notices_pending(p->eng);
+    if (pend)
+        pr_info("pipeline %s: %u restored recycled-index notice(s); those below #%llu were "
+                "acknowledged before and are not sent again, the others go out spread over the "
+                "first batches (at most %u per batch besides those a row needs first)",
+                p->cfg->name, pend, (unsigned long long)bc->notice_floor,
+                PR_BATCH_REANNOUNCE_MAX);
+    return 0;
+}
+
 static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr, size_t errstr_size)
 {
     const pr_pipeline_cfg *pc = &svc->cfg->pipelines[idx];
@@ -956,6 +990,8 @@ static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr,
     bc.opaque = p;
     bc.epoch = p->epoch;
     bc.replica = replica; /* copied by the batcher */
+    if ((rc = pr__notice_floor_open(p, &bc, e, sizeof(e))))
+        return pr_seterr(errstr, errstr_size, rc, "pipelines[%s].state: %s", pc->name, e);
     rc = pr_batcher_new(&bc, &p->bat, e, sizeof(e));
     if (rc)
         return pr_seterr(errstr, errstr_size, rc, "pipelines[%s].batch: %s", pc->name, e);
@@ -1103,9 +1139,24 @@ static void pr__store_safe_offsets(pr__pipe *p)
     /* Recycled-index notices acknowledged with their batches need no
      * re-announcement after a restart (pr_engine_vocab_notices_delivered). */
     uint64_t floor = pr_batcher_notice_floor(p->bat);
-    if (floor == UINT64_MAX)
-        floor = pr_engine_vocab_recycled_total(p->eng) + 1;
+    uint64_t top = pr_engine_vocab_recycled_total(p->eng) + 1 -
+                   pr_engine_vocab_notices_pending(p->eng); /* pending: the newest ones */
+    if (floor > top)
+        floor = top;
     pr_engine_vocab_notices_delivered(p->eng, floor);
+    /* Saved for the next start, which then re-announces only those above;
+     * at most every 200 ms while acks stream in (a stale floor only
+     * re-announces more), at once when everything is acknowledged. */
+    char e[512];
+    int64_t now = pr__now_ns();
+    if (p->floor_file[0] && floor != p->floor_saved &&
+        (floor == top || now - p->floor_saved_ns >= 200000000LL)) {
+        if (pr_batcher_notice_floor_save(p->floor_file, floor, e, sizeof(e)))
+            pr_warn("pipeline %s: %s", p->cfg->name, e);
+        else
+            p->floor_saved = floor;
+        p->floor_saved_ns = now;
+    }
 }
 
 static void pr__update_inflight(pr__pipe *p)
@@ -1223,8 +1274,10 @@ static int pr__block_run(pr__pipe *p, pr_block *b, pr_out *o)
             pr_hot_observe_out(p->hot[c], o, c);
         /* Checkpoint delivery needs exact offset ranges per batch, which two
          * interleaved streams cannot give: it keeps one stream. */
-        if (p->cfg->batch.split == PR_BATCH_SPLIT_POPULAR && !p->ckpt_sink)
+        if (p->cfg->batch.split == PR_BATCH_SPLIT_POPULAR && !p->ckpt_sink) {
             popular = pr_hot_popular_rows(p->hot, o); /* NULL: none popular */
+            pr_batcher_hot_version(p->bat, pr_hot_sets_version(p->hot, o->n_sparse));
+        }
         pthread_mutex_unlock(&p->hot_lock);
     }
     rc = pr_batcher_add_split(p->bat, b, o, popular);
@@ -1659,6 +1712,7 @@ static int pr__h_hot(void *opaque, const pr__http_query *q, pr_mbuf *body, const
     pthread_mutex_lock(&p->hot_lock);
     uint64_t rows = pr_hot_rows_observed(p->hot[col]);
     size_t n = pr_hot_top(p->hot[col], k, items, &coverage);
+    uint64_t version = pr_hot_sets_version(p->hot, spec->n_sparse);
     pthread_mutex_unlock(&p->hot_lock);
     pr_mbuf_puts(body, "{\"pipeline\":");
     pr_mbuf_json_str(body, p->cfg->name);
@@ -1669,7 +1723,8 @@ static int pr__h_hot(void *opaque, const pr__http_query *q, pr_mbuf *body, const
     for (size_t i = 0; i < n; i++)
         pr_mbuf_printf(body, "%s{\"index\":%lld,\"share\":%.6g}", i ? "," : "",
                        (long long)items[i].index, items[i].share);
-    pr_mbuf_printf(body, "],\"coverage\":%.6g}\n", coverage);
+    pr_mbuf_printf(body, "],\"coverage\":%.6g,\"version\":%llu}\n", coverage,
+                   (unsigned long long)version);
     free(items);
     return 200;
 

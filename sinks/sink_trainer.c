@@ -60,6 +60,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include "pr_clock.h"
 #include "pr_grow.h"
 #include "pr_hostport.h"
 #include "trainer_wire.h"
@@ -146,7 +147,7 @@ typedef struct trainer_sink {
     int64_t idle_ns;
     uint32_t max_frame;
     uint64_t rx_pool; /* max_receive_buffer_bytes */
-    SSL_CTX *ssl_ctx; /* NULL: plain TCP; replaced by tls_refresh (I/O thread) */
+    SSL_CTX *ssl_ctx; /* NULL: plain TCP; replaced by pr__tls_refresh (I/O thread) */
     bool mtls;
     pr_trainer_tls_cfg tls;    /* copies of the paths, for tls_refresh */
     struct stat tls_st[3];     /* cert, key, CA files as of the context in use */
@@ -199,7 +200,7 @@ enum { LOG_REFUSE, LOG_DROP, LOG_AUTH, LOG_TOKEN, LOG_FD };
 
 /* ---------------------------------------------------------------- queue (under mu) */
 
-static int queue_insert(trainer_sink *t, pr_batch *b)
+static int pr__queue_insert(trainer_sink *t, pr_batch *b)
 {
     if (pr_grow((void **)&t->queue, &t->qcap, t->qlen + 1, sizeof(*t->queue)) < 0)
         return PR_ENOMEM;
@@ -213,7 +214,7 @@ static int queue_insert(trainer_sink *t, pr_batch *b)
     return 0;
 }
 
-static void wake(trainer_sink *t)
+static void pr__wake(trainer_sink *t)
 {
     char c = 1;
     ssize_t r = write(t->wake[1], &c, 1);
@@ -222,23 +223,16 @@ static void wake(trainer_sink *t)
 
 /* ---------------------------------------------------------------- limits, counters, logs */
 
-static void count(trainer_sink *t, uint64_t *ctr)
+static void pr__count(trainer_sink *t, uint64_t *ctr)
 {
     pthread_mutex_lock(&t->mu);
     (*ctr)++;
     pthread_mutex_unlock(&t->mu);
 }
 
-static int64_t real_mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 /* true: log this event. At most `burst` lines of a kind per LOG_WINDOW_NS;
  * the next window starts by saying how many were left out. */
-static bool log_ok(trainer_sink *t, int kind, unsigned burst)
+static bool pr__log_ok(trainer_sink *t, int kind, unsigned burst)
 {
     struct loglimit *l = &t->logs[kind];
     int64_t now = pr_clock_mono_ns(t->clock);
@@ -257,7 +251,7 @@ static bool log_ok(trainer_sink *t, int kind, unsigned burst)
     return false;
 }
 
-static void peer_name(const struct sockaddr_storage *ss, socklen_t sl, char *out, size_t n)
+static void pr__peer_name(const struct sockaddr_storage *ss, socklen_t sl, char *out, size_t n)
 {
     char h[INET6_ADDRSTRLEN + 1], p[8];
     if (getnameinfo((const struct sockaddr *)ss, sl, h, sizeof(h), p, sizeof(p),
@@ -269,7 +263,7 @@ static void peer_name(const struct sockaddr_storage *ss, socklen_t sl, char *out
         snprintf(out, n, "%s:%s", h, p);
 }
 
-static const char *tls_errstr(char *buf, size_t n)
+static const char *pr__tls_errstr(char *buf, size_t n)
 {
     unsigned long e = ERR_peek_last_error();
     if (!e)
@@ -279,14 +273,14 @@ static const char *tls_errstr(char *buf, size_t n)
     return buf;
 }
 
-static void tls_refresh(trainer_sink *t);
+static void pr__tls_refresh(trainer_sink *t);
 
 /* ---------------------------------------------------------------- token auth */
 
 /* Read the token file: one token per line, blank lines and # comments
  * skipped, surrounding white space trimmed. Only SHA-256 digests are kept,
  * compared in constant time. On failure the previous tokens stay. */
-static int tokens_load(trainer_sink *t, char *errstr, size_t es)
+static int pr__tokens_load(trainer_sink *t, char *errstr, size_t es)
 {
     FILE *f = fopen(t->token_path, "re");
     if (!f)
@@ -345,7 +339,7 @@ out:
     return err;
 }
 
-static bool same_file_state(const struct stat *a, const struct stat *b)
+static bool pr__same_file_state(const struct stat *a, const struct stat *b)
 {
     return a->st_ino == b->st_ino && a->st_dev == b->st_dev && a->st_size == b->st_size &&
            a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
@@ -354,27 +348,27 @@ static bool same_file_state(const struct stat *a, const struct stat *b)
 
 /* Called for each Subscribe: re-read the token file when it changed (a new
  * inode, as with Kubernetes secret updates, size, mtime or ctime). */
-static void tokens_refresh(trainer_sink *t)
+static void pr__tokens_refresh(trainer_sink *t)
 {
     struct stat st;
     char err[512];
     if (stat(t->token_path, &st) < 0) {
-        if (log_ok(t, LOG_TOKEN, LOG_BURST))
+        if (pr__log_ok(t, LOG_TOKEN, LOG_BURST))
             pr_warn("trainer sink: token file %s: %s; the tokens read before stay valid",
                     t->token_path, strerror(errno));
         return;
     }
-    if (same_file_state(&st, &t->token_st))
+    if (pr__same_file_state(&st, &t->token_st))
         return;
-    if (tokens_load(t, err, sizeof(err)) < 0) {
-        if (log_ok(t, LOG_TOKEN, LOG_BURST))
+    if (pr__tokens_load(t, err, sizeof(err)) < 0) {
+        if (pr__log_ok(t, LOG_TOKEN, LOG_BURST))
             pr_warn("trainer sink: %s; the tokens read before stay valid", err);
         return;
     }
     pr_info("trainer sink: token file %s re-read: %zu token(s)", t->token_path, t->n_tokens);
 }
 
-static bool token_ok(const trainer_sink *t, const char *tok)
+static bool pr__token_ok(const trainer_sink *t, const char *tok)
 {
     uint8_t h[32];
     unsigned dl = 32;
@@ -388,7 +382,7 @@ static bool token_ok(const trainer_sink *t, const char *tok)
 /* ---------------------------------------------------------------- clients (I/O thread) */
 
 /* recv()/SSL_read(): > 0 bytes, 0 EOF, -1 with errno (EAGAIN: wait). */
-static ssize_t conn_recv(tclient *c, void *buf, size_t n)
+static ssize_t pr__conn_recv(tclient *c, void *buf, size_t n)
 {
     if (!c->ssl)
         return recv(c->fd, buf, n, 0);
@@ -403,7 +397,7 @@ static ssize_t conn_recv(tclient *c, void *buf, size_t n)
 }
 
 /* sendmsg()/SSL_write() of up to two pieces: bytes written or -1 with errno. */
-static ssize_t conn_send(tclient *c, struct iovec *iov, int n)
+static ssize_t pr__conn_send(tclient *c, struct iovec *iov, int n)
 {
     if (!c->ssl) {
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
@@ -428,7 +422,7 @@ static ssize_t conn_send(tclient *c, struct iovec *iov, int n)
     }
 }
 
-static void oq_push(tclient *c, out_item *it)
+static void pr__oq_push(tclient *c, out_item *it)
 {
     it->next = NULL;
     if (c->oq_tail)
@@ -438,14 +432,14 @@ static void oq_push(tclient *c, out_item *it)
     c->oq_tail = it;
 }
 
-static void item_free(out_item *it)
+static void pr__item_free(out_item *it)
 {
     pr_batch_unref(it->ref);
     free(it->owned);
     free(it);
 }
 
-static int send_ctrl(tclient *c, const Piperec__Trainer__V1__Frame *f)
+static int pr__send_ctrl(tclient *c, const Piperec__Trainer__V1__Frame *f)
 {
     out_item *it = calloc(1, sizeof(*it));
     if (!it)
@@ -457,11 +451,11 @@ static int send_ctrl(tclient *c, const Piperec__Trainer__V1__Frame *f)
     }
     it->body = it->owned;
     it->blen = len;
-    oq_push(c, it);
+    pr__oq_push(c, it);
     return 0;
 }
 
-static void mark_closing(trainer_sink *t, tclient *c)
+static void pr__mark_closing(trainer_sink *t, tclient *c)
 {
     if (!c->closing)
         c->closing_ns = pr_clock_mono_ns(t->clock);
@@ -469,7 +463,7 @@ static void mark_closing(trainer_sink *t, tclient *c)
 }
 
 /* Queue an Error frame and close once it is written. */
-static void send_error(trainer_sink *t, tclient *c, Piperec__Trainer__V1__Error__Code code,
+static void pr__send_error(trainer_sink *t, tclient *c, Piperec__Trainer__V1__Error__Code code,
                        const char *msg)
 {
     if (c->ssl && !c->tls_ready) { /* no channel to say it on */
@@ -482,36 +476,37 @@ static void send_error(trainer_sink *t, tclient *c, Piperec__Trainer__V1__Error_
     Piperec__Trainer__V1__Frame f = PIPEREC__TRAINER__V1__FRAME__INIT;
     f.msg_case = PIPEREC__TRAINER__V1__FRAME__MSG_ERROR;
     f.error = &e;
-    (void)send_ctrl(c, &f);
-    mark_closing(t, c);
+    (void)pr__send_ctrl(c, &f);
+    pr__mark_closing(t, c);
 }
 
 /* Close a connection for `reason`: counted, logged (rate-limited), told why. */
-static void drop(trainer_sink *t, tclient *c, pr_trainer_drop_reason reason,
+static void pr__drop(trainer_sink *t, tclient *c, pr_trainer_drop_reason reason,
                  Piperec__Trainer__V1__Error__Code code, const char *msg)
 {
-    count(t, &t->st.dropped[reason]);
-    if (log_ok(t, LOG_DROP, LOG_BURST))
+    pr__count(t, &t->st.dropped[reason]);
+    if (pr__log_ok(t, LOG_DROP, LOG_BURST))
         pr_warn("trainer sink: closing connection #%llu from %s (client %s): %s [%s]",
                 (unsigned long long)c->id, c->peer, c->client_id, msg,
                 pr_trainer_drop_reason_name(reason));
-    send_error(t, c, code, msg);
+    pr__send_error(t, c, code, msg);
 }
 
-static void auth_fail(trainer_sink *t, tclient *c, pr_trainer_auth_reason reason, const char *msg)
+static void pr__auth_fail(trainer_sink *t, tclient *c, pr_trainer_auth_reason reason,
+                          const char *msg)
 {
-    count(t, &t->st.auth_failures[reason]);
-    if (log_ok(t, LOG_AUTH, LOG_BURST))
+    pr__count(t, &t->st.auth_failures[reason]);
+    if (pr__log_ok(t, LOG_AUTH, LOG_BURST))
         pr_warn("trainer sink: authentication failed for connection #%llu from %s (client %s): "
                 "%s [%s]",
                 (unsigned long long)c->id, c->peer, c->client_id, msg,
                 pr_trainer_auth_reason_name(reason));
-    send_error(t, c, PIPEREC__TRAINER__V1__ERROR__CODE__UNAUTHENTICATED, msg);
+    pr__send_error(t, c, PIPEREC__TRAINER__V1__ERROR__CODE__UNAUTHENTICATED, msg);
 }
 
 /* Best effort, on a socket that is about to be closed: one plain-text Error
  * frame, so a client learns why (too many connections, TLS required). */
-static void raw_error(int fd, Piperec__Trainer__V1__Error__Code code, const char *msg)
+static void pr__raw_error(int fd, Piperec__Trainer__V1__Error__Code code, const char *msg)
 {
     Piperec__Trainer__V1__Error e = PIPEREC__TRAINER__V1__ERROR__INIT;
     e.code = code;
@@ -528,21 +523,21 @@ static void raw_error(int fd, Piperec__Trainer__V1__Error__Code code, const char
     }
 }
 
-static void refuse(trainer_sink *t, int fd, const char *peer, pr_trainer_refuse_reason reason,
+static void pr__refuse(trainer_sink *t, int fd, const char *peer, pr_trainer_refuse_reason reason,
                    const char *msg)
 {
-    count(t, &t->st.refused[reason]);
-    if (log_ok(t, LOG_REFUSE, LOG_BURST))
+    pr__count(t, &t->st.refused[reason]);
+    if (pr__log_ok(t, LOG_REFUSE, LOG_BURST))
         pr_warn("trainer sink: refused connection from %s: %s [%s]", peer, msg,
                 pr_trainer_refuse_reason_name(reason));
     if (fd >= 0) {
         if (!t->ssl_ctx || reason == PR_TRAINER_REFUSE_PLAINTEXT)
-            raw_error(fd, PIPEREC__TRAINER__V1__ERROR__CODE__UNAVAILABLE, msg);
+            pr__raw_error(fd, PIPEREC__TRAINER__V1__ERROR__CODE__UNAVAILABLE, msg);
         close(fd);
     }
 }
 
-static int send_batch(trainer_sink *t, tclient *c, pr_batch *b)
+static int pr__send_batch(trainer_sink *t, tclient *c, pr_batch *b)
 {
     out_item *it = calloc(1, sizeof(*it));
     if (!it)
@@ -555,13 +550,13 @@ static int send_batch(trainer_sink *t, tclient *c, pr_batch *b)
     it->ref = pr_batch_ref(b);
     it->body = b->pb;
     it->blen = b->pb_len;
-    oq_push(c, it);
+    pr__oq_push(c, it);
     c->fl[c->n_fl++] = (inflight){b->seq, b, pr_clock_mono_ns(t->clock)};
     return 0;
 }
 
 /* Give queued batches to trainers with credit, round robin. Takes mu. */
-static void dispatch(trainer_sink *t)
+static void pr__dispatch(trainer_sink *t)
 {
     pthread_mutex_lock(&t->mu);
     while (t->qlen) {
@@ -580,7 +575,7 @@ static void dispatch(trainer_sink *t)
             break;
         t->rr++;
         pr_batch *b = t->queue[0];
-        if (send_batch(t, pick, b) < 0)
+        if (pr__send_batch(t, pick, b) < 0)
             break;
         memmove(t->queue, t->queue + 1, (t->qlen - 1) * sizeof(*t->queue));
         t->qlen--;
@@ -591,17 +586,17 @@ static void dispatch(trainer_sink *t)
 
 /* ---------------------------------------------------------------- receive buffers */
 
-static size_t rx_extra(size_t cap)
+static size_t pr__rx_extra(size_t cap)
 {
     return cap > RX_BASE ? cap - RX_BASE : 0;
 }
 
 /* Resize c's buffer to `cap` bytes (>= c->rlen), charging growth beyond
  * RX_BASE to the shared pool. false: the pool cannot give that much. */
-static bool rbuf_resize(trainer_sink *t, tclient *c, size_t cap)
+static bool pr__rbuf_resize(trainer_sink *t, tclient *c, size_t cap)
 {
-    uint64_t used = t->rx_pool_used - rx_extra(c->rcap) + rx_extra(cap);
-    if (cap > c->rcap && rx_extra(cap) > rx_extra(c->rcap) && used > t->rx_pool)
+    uint64_t used = t->rx_pool_used - pr__rx_extra(c->rcap) + pr__rx_extra(cap);
+    if (cap > c->rcap && pr__rx_extra(cap) > pr__rx_extra(c->rcap) && used > t->rx_pool)
         return false;
     uint8_t *n = realloc(c->rbuf, cap);
     if (!n)
@@ -616,9 +611,9 @@ static bool rbuf_resize(trainer_sink *t, tclient *c, size_t cap)
     return true;
 }
 
-static void rbuf_free(trainer_sink *t, tclient *c)
+static void pr__rbuf_free(trainer_sink *t, tclient *c)
 {
-    t->rx_pool_used -= rx_extra(c->rcap);
+    t->rx_pool_used -= pr__rx_extra(c->rcap);
     __atomic_sub_fetch(&t->rx_bytes, c->rcap, __ATOMIC_RELAXED);
     free(c->rbuf);
     c->rbuf = NULL;
@@ -626,10 +621,10 @@ static void rbuf_free(trainer_sink *t, tclient *c)
 }
 
 /* Batches of a trainer that left go back to the queue (under mu). */
-static void requeue(trainer_sink *t, const inflight *items, size_t n)
+static void pr__requeue(trainer_sink *t, const inflight *items, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        if (queue_insert(t, items[i].b) < 0) {
+        if (pr__queue_insert(t, items[i].b) < 0) {
             pr_err("trainer sink: out of memory requeueing batch %llu",
                    (unsigned long long)items[i].seq);
             pr_batch_unref(items[i].b);
@@ -640,14 +635,14 @@ static void requeue(trainer_sink *t, const inflight *items, size_t n)
 }
 
 /* A trainer is gone: its unacked batches go back to the queue. */
-static void client_drop(trainer_sink *t, tclient *c)
+static void pr__client_drop(trainer_sink *t, tclient *c)
 {
     pthread_mutex_lock(&t->mu);
-    requeue(t, c->fl, c->n_fl);
+    pr__requeue(t, c->fl, c->n_fl);
     /* Checkpoint delivery: what it trained on after its last committed
      * checkpoint is not in any durable model either; a trainer restored from
      * that checkpoint must get it again. */
-    requeue(t, c->tr, c->n_tr);
+    pr__requeue(t, c->tr, c->n_tr);
     if (c->subscribed)
         t->st.clients--;
     t->n_conns--;
@@ -672,10 +667,10 @@ static void client_drop(trainer_sink *t, tclient *c)
     while (c->oq_head) {
         out_item *it = c->oq_head;
         c->oq_head = it->next;
-        item_free(it);
+        pr__item_free(it);
     }
     free(c->fl);
-    rbuf_free(t, c);
+    pr__rbuf_free(t, c);
     free(c);
 }
 
@@ -683,7 +678,7 @@ static void client_drop(trainer_sink *t, tclient *c)
 
 /* Release one batch whose rows a durable checkpoint holds: the sink set may
  * now count it as acknowledged (its offsets can be committed). Under mu. */
-static void ckpt_release(trainer_sink *t, pr_batch *b)
+static void pr__ckpt_release(trainer_sink *t, pr_batch *b)
 {
     uint64_t seq = b->seq;
     pr_batch_unref(b);
@@ -700,7 +695,7 @@ static size_t ckpt_release_list(trainer_sink *t, const pr__posset *ps, inflight 
     size_t w = 0, released = 0;
     for (size_t i = 0; i < *n; i++) {
         if (pr__posset_covers_batch(ps, v[i].b)) {
-            ckpt_release(t, v[i].b);
+            pr__ckpt_release(t, v[i].b);
             t->n_assigned--;
             released++;
         } else {
@@ -722,7 +717,7 @@ static size_t ckpt_release_covered(trainer_sink *t, const pr__posset *ps)
     size_t w = 0;
     for (size_t i = 0; i < t->qlen; i++) {
         if (pr__posset_covers_batch(ps, t->queue[i])) {
-            ckpt_release(t, t->queue[i]);
+            pr__ckpt_release(t, t->queue[i]);
             released++;
         } else {
             t->queue[w++] = t->queue[i];
@@ -751,7 +746,7 @@ static bool ckpt_add_ranges(pr__posset *ps, Piperec__V1__OffsetRange *const *r, 
     return true;
 }
 
-static void handle_checkpoint(trainer_sink *t, tclient *c,
+static void pr__handle_checkpoint(trainer_sink *t, tclient *c,
                               const Piperec__Trainer__V1__CheckpointCommit *cc)
 {
     if (!t->ckpt)
@@ -768,7 +763,7 @@ static void handle_checkpoint(trainer_sink *t, tclient *c,
     }
     if (!ok) {
         pr__posset_fini(&ps);
-        drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL,
+        pr__drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL,
              "CheckpointCommit: bad offset range (or out of memory)");
         return;
     }
@@ -782,14 +777,15 @@ static void handle_checkpoint(trainer_sink *t, tclient *c,
     Piperec__Trainer__V1__Frame f = PIPEREC__TRAINER__V1__FRAME__INIT;
     f.msg_case = PIPEREC__TRAINER__V1__FRAME__MSG_CHECKPOINT_OK;
     f.checkpoint_ok = &okm;
-    (void)send_ctrl(c, &f);
+    (void)pr__send_ctrl(c, &f);
 }
 
-static void handle_subscribe(trainer_sink *t, tclient *c, const Piperec__Trainer__V1__Subscribe *s)
+static void pr__handle_subscribe(trainer_sink *t, tclient *c,
+                                 const Piperec__Trainer__V1__Subscribe *s)
 {
     char msg[256];
     if (c->subscribed) {
-        drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL,
+        pr__drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL,
              "already subscribed");
         return;
     }
@@ -797,28 +793,30 @@ static void handle_subscribe(trainer_sink *t, tclient *c, const Piperec__Trainer
              s->client_id && *s->client_id ? s->client_id : "anonymous");
     /* Authentication first: an unknown client learns nothing about the server. */
     if (t->token_path) {
-        tokens_refresh(t);
+        pr__tokens_refresh(t);
         if (!s->token || !*s->token) {
-            auth_fail(t, c, PR_TRAINER_AUTH_MISSING_TOKEN,
+            pr__auth_fail(t, c, PR_TRAINER_AUTH_MISSING_TOKEN,
                       "authentication required: Subscribe carries no token");
             return;
         }
-        if (!token_ok(t, s->token)) {
-            auth_fail(t, c, PR_TRAINER_AUTH_BAD_TOKEN, "token not accepted");
+        if (!pr__token_ok(t, s->token)) {
+            pr__auth_fail(t, c, PR_TRAINER_AUTH_BAD_TOKEN, "token not accepted");
             return;
         }
     }
     if (s->protocol_version != PR_TRAINER_PROTOCOL_VERSION) {
         snprintf(msg, sizeof(msg), "protocol version %u not supported (server speaks %d)",
                  s->protocol_version, PR_TRAINER_PROTOCOL_VERSION);
-        drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__UNSUPPORTED_VERSION,
+        pr__drop(t, c, PR_TRAINER_DROP_PROTOCOL,
+                 PIPEREC__TRAINER__V1__ERROR__CODE__UNSUPPORTED_VERSION,
              msg);
         return;
     }
     if (!s->pipeline || strcmp(s->pipeline, t->pipeline)) {
         snprintf(msg, sizeof(msg), "unknown pipeline '%s' (this server streams '%s')",
                  s->pipeline ? s->pipeline : "", t->pipeline);
-        drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__UNKNOWN_PIPELINE,
+        pr__drop(t, c, PR_TRAINER_DROP_PROTOCOL,
+                 PIPEREC__TRAINER__V1__ERROR__CODE__UNKNOWN_PIPELINE,
              msg);
         return;
     }
@@ -844,7 +842,7 @@ static void handle_subscribe(trainer_sink *t, tclient *c, const Piperec__Trainer
     Piperec__Trainer__V1__Frame f = PIPEREC__TRAINER__V1__FRAME__INIT;
     f.msg_case = PIPEREC__TRAINER__V1__FRAME__MSG_SUBSCRIBE_OK;
     f.subscribe_ok = &ok;
-    if (send_ctrl(c, &f) < 0) {
+    if (pr__send_ctrl(c, &f) < 0) {
         c->dead = true;
         return;
     }
@@ -856,7 +854,7 @@ static void handle_subscribe(trainer_sink *t, tclient *c, const Piperec__Trainer
         t->resume_known = true;
     pthread_mutex_unlock(&t->mu);
     if (!ok_resume) {
-        drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL,
+        pr__drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL,
              "Subscribe.resume: bad offset range (or out of memory)");
         return;
     }
@@ -873,7 +871,7 @@ static void handle_subscribe(trainer_sink *t, tclient *c, const Piperec__Trainer
             (unsigned long long)c->id, t->pipeline, c->window);
 }
 
-static void handle_ack(trainer_sink *t, tclient *c, const uint64_t *seqs, size_t n)
+static void pr__handle_ack(trainer_sink *t, tclient *c, const uint64_t *seqs, size_t n)
 {
     pthread_mutex_lock(&t->mu);
     if (t->ckpt) {
@@ -916,35 +914,35 @@ static void handle_ack(trainer_sink *t, tclient *c, const uint64_t *seqs, size_t
     pthread_mutex_unlock(&t->mu);
 }
 
-static void handle_frame(trainer_sink *t, tclient *c, const uint8_t *data, size_t len)
+static void pr__handle_frame(trainer_sink *t, tclient *c, const uint8_t *data, size_t len)
 {
     const uint8_t *bp;
     size_t bl;
     Piperec__Trainer__V1__Frame *f;
     if (pr__frame_parse(data, len, &bp, &bl, &f) < 0) {
-        drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__BAD_FRAME,
+        pr__drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__BAD_FRAME,
              "frame does not parse");
         return;
     }
     if (!f) {
-        drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL,
+        pr__drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL,
              "clients do not send batches");
         return;
     }
     if (!c->subscribed && f->msg_case != PIPEREC__TRAINER__V1__FRAME__MSG_SUBSCRIBE &&
         f->msg_case != PIPEREC__TRAINER__V1__FRAME__MSG_PING &&
         f->msg_case != PIPEREC__TRAINER__V1__FRAME__MSG_PONG) {
-        drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL,
+        pr__drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL,
              "first message must be Subscribe");
         pr__frame_free(f);
         return;
     }
     switch (f->msg_case) {
     case PIPEREC__TRAINER__V1__FRAME__MSG_SUBSCRIBE:
-        handle_subscribe(t, c, f->subscribe);
+        pr__handle_subscribe(t, c, f->subscribe);
         break;
     case PIPEREC__TRAINER__V1__FRAME__MSG_ACK:
-        handle_ack(t, c, f->ack->sequences, f->ack->n_sequences);
+        pr__handle_ack(t, c, f->ack->sequences, f->ack->n_sequences);
         break;
     case PIPEREC__TRAINER__V1__FRAME__MSG_CREDIT: {
         uint64_t w = (uint64_t)c->window + f->credit->credits;
@@ -958,13 +956,13 @@ static void handle_frame(trainer_sink *t, tclient *c, const uint8_t *data, size_
         Piperec__Trainer__V1__Frame r = PIPEREC__TRAINER__V1__FRAME__INIT;
         r.msg_case = PIPEREC__TRAINER__V1__FRAME__MSG_PONG;
         r.pong = &pong;
-        (void)send_ctrl(c, &r);
+        (void)pr__send_ctrl(c, &r);
         break;
     }
     case PIPEREC__TRAINER__V1__FRAME__MSG_PONG:
         break;
     case PIPEREC__TRAINER__V1__FRAME__MSG_CHECKPOINT_COMMIT:
-        handle_checkpoint(t, c, f->checkpoint_commit);
+        pr__handle_checkpoint(t, c, f->checkpoint_commit);
         break;
     case PIPEREC__TRAINER__V1__FRAME__MSG_ERROR:
         pr_warn("trainer sink: client %s (#%llu) reported error %d: %s", c->client_id,
@@ -972,7 +970,7 @@ static void handle_frame(trainer_sink *t, tclient *c, const uint8_t *data, size_
         c->dead = true;
         break;
     default:
-        drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL,
+        pr__drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL,
              "unexpected message from a client");
         break;
     }
@@ -980,7 +978,7 @@ static void handle_frame(trainer_sink *t, tclient *c, const uint8_t *data, size_
 }
 
 /* Handle the complete frames at the start of the buffer; keep the rest. */
-static void parse_frames(trainer_sink *t, tclient *c)
+static void pr__parse_frames(trainer_sink *t, tclient *c)
 {
     size_t pos = 0;
     while (!c->closing && !c->dead && c->rlen - pos >= 4) {
@@ -988,7 +986,7 @@ static void parse_frames(trainer_sink *t, tclient *c)
         memcpy(&n, c->rbuf + pos, 4);
         if (n > t->max_frame || c->rlen - pos - 4 < n)
             break;
-        handle_frame(t, c, c->rbuf + pos + 4, n);
+        pr__handle_frame(t, c, c->rbuf + pos + 4, n);
         pos += 4 + (size_t)n;
     }
     if (pos) {
@@ -999,7 +997,7 @@ static void parse_frames(trainer_sink *t, tclient *c)
 
 /* TLS: look at the first byte (a TLS handshake record starts with 0x16; a
  * piperec frame on a TLS port does not), then drive SSL_accept. */
-static void tls_handshake(trainer_sink *t, tclient *c)
+static void pr__tls_handshake(trainer_sink *t, tclient *c)
 {
     char eb[256];
     if (!c->tls_peeked) {
@@ -1011,9 +1009,9 @@ static void tls_handshake(trainer_sink *t, tclient *c)
             return;
         c->tls_peeked = true;
         if (b != 0x16) {
-            refuse(t, -1, c->peer, PR_TRAINER_REFUSE_PLAINTEXT,
+            pr__refuse(t, -1, c->peer, PR_TRAINER_REFUSE_PLAINTEXT,
                    "this port requires TLS (plain-text client)");
-            raw_error(c->fd, PIPEREC__TRAINER__V1__ERROR__CODE__UNAVAILABLE,
+            pr__raw_error(c->fd, PIPEREC__TRAINER__V1__ERROR__CODE__UNAVAILABLE,
                       "this port requires TLS");
             c->dead = true;
             return;
@@ -1051,23 +1049,24 @@ static void tls_handshake(trainer_sink *t, tclient *c)
                     reason == SSL_R_CERTIFICATE_VERIFY_FAILED || vr != X509_V_OK)) {
         char msg[320];
         snprintf(msg, sizeof(msg), "client certificate refused: %s",
-                 vr != X509_V_OK ? X509_verify_cert_error_string(vr) : tls_errstr(eb, sizeof(eb)));
-        count(t, &t->st.auth_failures[PR_TRAINER_AUTH_CLIENT_CERT]);
-        if (log_ok(t, LOG_AUTH, LOG_BURST))
+                 vr != X509_V_OK ? X509_verify_cert_error_string(vr)
+                                 : pr__tls_errstr(eb, sizeof(eb)));
+        pr__count(t, &t->st.auth_failures[PR_TRAINER_AUTH_CLIENT_CERT]);
+        if (pr__log_ok(t, LOG_AUTH, LOG_BURST))
             pr_warn("trainer sink: authentication failed for connection #%llu from %s: %s "
                     "[client_cert]",
                     (unsigned long long)c->id, c->peer, msg);
         return;
     }
     char msg[320];
-    snprintf(msg, sizeof(msg), "TLS handshake failed: %s", tls_errstr(eb, sizeof(eb)));
-    refuse(t, -1, c->peer, PR_TRAINER_REFUSE_TLS_HANDSHAKE, msg);
+    snprintf(msg, sizeof(msg), "TLS handshake failed: %s", pr__tls_errstr(eb, sizeof(eb)));
+    pr__refuse(t, -1, c->peer, PR_TRAINER_REFUSE_TLS_HANDSHAKE, msg);
 }
 
-static void client_read(trainer_sink *t, tclient *c)
+static void pr__client_read(trainer_sink *t, tclient *c)
 {
     if (c->ssl && !c->tls_ready) {
-        tls_handshake(t, c);
+        pr__tls_handshake(t, c);
         if (!c->tls_ready || c->dead)
             return;
     }
@@ -1085,24 +1084,24 @@ static void client_read(trainer_sink *t, tclient *c)
             if (n > t->max_frame) {
                 char msg[128];
                 snprintf(msg, sizeof(msg), "frame of %u bytes is larger than %u", n, t->max_frame);
-                drop(t, c, PR_TRAINER_DROP_FRAME_TOO_LARGE,
+                pr__drop(t, c, PR_TRAINER_DROP_FRAME_TOO_LARGE,
                      PIPEREC__TRAINER__V1__ERROR__CODE__BAD_FRAME, msg);
                 break;
             }
             if (4 + (size_t)n > need)
                 need = 4 + (size_t)n;
         }
-        if (need > c->rcap && !rbuf_resize(t, c, need)) {
+        if (need > c->rcap && !pr__rbuf_resize(t, c, need)) {
             char msg[160];
             snprintf(msg, sizeof(msg),
                      "receive buffers full (max_receive_buffer_bytes %llu): a %zu-byte frame does "
                      "not fit",
                      (unsigned long long)t->rx_pool, need - 4);
-            drop(t, c, PR_TRAINER_DROP_RECEIVE_BUFFER,
+            pr__drop(t, c, PR_TRAINER_DROP_RECEIVE_BUFFER,
                  PIPEREC__TRAINER__V1__ERROR__CODE__UNAVAILABLE, msg);
             break;
         }
-        ssize_t r = conn_recv(c, c->rbuf + c->rlen, c->rcap - c->rlen);
+        ssize_t r = pr__conn_recv(c, c->rbuf + c->rlen, c->rcap - c->rlen);
         if (r == 0) {
             gone = true;
             break;
@@ -1116,18 +1115,18 @@ static void client_read(trainer_sink *t, tclient *c)
         }
         c->rlen += (size_t)r;
         c->last_rx_ns = pr_clock_mono_ns(t->clock);
-        parse_frames(t, c);
+        pr__parse_frames(t, c);
     }
     if (rounds == RX_ROUNDS || (c->ssl && !c->closing && SSL_pending(c->ssl) > 0))
         c->rx_more = true; /* more input may be waiting: read again next turn */
     /* Give a large buffer back once its frame is handled. */
     if (c->rcap > RX_BASE && c->rlen <= RX_BASE && c->rbuf)
-        (void)rbuf_resize(t, c, RX_BASE);
+        (void)pr__rbuf_resize(t, c, RX_BASE);
     if (gone)
         c->dead = true;
 }
 
-static void client_flush(trainer_sink *t, tclient *c)
+static void pr__client_flush(trainer_sink *t, tclient *c)
 {
     if (c->ssl && !c->tls_ready)
         return;
@@ -1140,7 +1139,7 @@ static void client_flush(trainer_sink *t, tclient *c)
             iov[n++] = (struct iovec){it->hdr + it->done, it->hlen - it->done};
         size_t boff = it->done > it->hlen ? it->done - it->hlen : 0;
         iov[n++] = (struct iovec){(void *)(it->body + boff), it->blen - boff};
-        ssize_t w = conn_send(c, iov, n);
+        ssize_t w = pr__conn_send(c, iov, n);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
@@ -1155,7 +1154,7 @@ static void client_flush(trainer_sink *t, tclient *c)
         c->oq_head = it->next;
         if (!c->oq_head)
             c->oq_tail = NULL;
-        item_free(it);
+        pr__item_free(it);
     }
     if (!c->oq_head && c->closing)
         c->dead = true;
@@ -1166,7 +1165,7 @@ static void client_flush(trainer_sink *t, tclient *c)
  * descriptor, accept one and close it, take the spare back, until the
  * backlog is empty. Without a spare, stop polling the listener for
  * ACCEPT_PAUSE_NS (real time: a manual test clock must not wedge it). */
-static void accept_exhausted(trainer_sink *t, int first_errno)
+static void pr__accept_exhausted(trainer_sink *t, int first_errno)
 {
     uint64_t n = 0;
     while (t->spare_fd >= 0 && n < ACCEPTS_PER_TURN) {
@@ -1174,7 +1173,7 @@ static void accept_exhausted(trainer_sink *t, int first_errno)
         int fd = accept4(t->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         int e = errno;
         if (fd >= 0) {
-            raw_error(fd, PIPEREC__TRAINER__V1__ERROR__CODE__UNAVAILABLE,
+            pr__raw_error(fd, PIPEREC__TRAINER__V1__ERROR__CODE__UNAVAILABLE,
                       "server out of file descriptors");
             close(fd);
             n++;
@@ -1189,15 +1188,15 @@ static void accept_exhausted(trainer_sink *t, int first_errno)
         pthread_mutex_unlock(&t->mu);
     }
     if (t->spare_fd < 0)
-        t->accept_paused_until = real_mono_ns() + ACCEPT_PAUSE_NS;
-    if (log_ok(t, LOG_FD, 1)) /* once per burst: the count is in the metric */
+        t->accept_paused_until = pr_mono_ns() + ACCEPT_PAUSE_NS;
+    if (pr__log_ok(t, LOG_FD, 1)) /* once per burst: the count is in the metric */
         pr_warn("trainer sink: accept: %s with %zu trainer connections open: refused %llu "
                 "connection(s) [fd_exhausted]; raise the open-file limit (ulimit -n) or lower "
                 "sinks.trainer.max_connections",
                 strerror(first_errno), t->n_conns, (unsigned long long)n);
 }
 
-static void accept_clients(trainer_sink *t)
+static void pr__accept_clients(trainer_sink *t)
 {
     for (int k = 0; k < ACCEPTS_PER_TURN; k++) {
         struct sockaddr_storage ss;
@@ -1207,22 +1206,22 @@ static void accept_clients(trainer_sink *t)
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-                accept_exhausted(t, errno);
+                pr__accept_exhausted(t, errno);
             return;
         }
         char peer[64];
-        peer_name(&ss, sl, peer, sizeof(peer));
+        pr__peer_name(&ss, sl, peer, sizeof(peer));
         if (t->n_conns >= t->max_conns) {
             char msg[96];
             snprintf(msg, sizeof(msg), "too many connections (max_connections %u)", t->max_conns);
-            refuse(t, fd, peer, PR_TRAINER_REFUSE_MAX_CONNECTIONS, msg);
+            pr__refuse(t, fd, peer, PR_TRAINER_REFUSE_MAX_CONNECTIONS, msg);
             continue;
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
         if (t->ssl_ctx)
-            tls_refresh(t);
+            pr__tls_refresh(t);
         tclient *c = calloc(1, sizeof(*c));
         if (c && t->ssl_ctx) {
             c->ssl = SSL_new(t->ssl_ctx);
@@ -1253,7 +1252,7 @@ static void accept_clients(trainer_sink *t)
     }
 }
 
-static void check_timers(trainer_sink *t, tclient *c, int64_t now)
+static void pr__check_timers(trainer_sink *t, tclient *c, int64_t now)
 {
     if (c->dead)
         return;
@@ -1267,13 +1266,13 @@ static void check_timers(trainer_sink *t, tclient *c, int64_t now)
             char msg[96];
             snprintf(msg, sizeof(msg), "no Subscribe within %lld ms of connecting",
                      (long long)(t->handshake_ns / NS_PER_MS));
-            drop(t, c, PR_TRAINER_DROP_HANDSHAKE_TIMEOUT,
+            pr__drop(t, c, PR_TRAINER_DROP_HANDSHAKE_TIMEOUT,
                  PIPEREC__TRAINER__V1__ERROR__CODE__TIMEOUT, msg);
         }
         return;
     }
     if (t->ack_timeout_ns > 0 && c->n_fl && now - c->fl[0].sent_ns > t->ack_timeout_ns) {
-        drop(t, c, PR_TRAINER_DROP_ACK_TIMEOUT, PIPEREC__TRAINER__V1__ERROR__CODE__TIMEOUT,
+        pr__drop(t, c, PR_TRAINER_DROP_ACK_TIMEOUT, PIPEREC__TRAINER__V1__ERROR__CODE__TIMEOUT,
              "batch not acknowledged within the ack timeout");
         return;
     }
@@ -1281,7 +1280,8 @@ static void check_timers(trainer_sink *t, tclient *c, int64_t now)
         char msg[96];
         snprintf(msg, sizeof(msg), "nothing received from the client for %lld ms",
                  (long long)(t->idle_ns / NS_PER_MS));
-        drop(t, c, PR_TRAINER_DROP_IDLE_TIMEOUT, PIPEREC__TRAINER__V1__ERROR__CODE__TIMEOUT, msg);
+        pr__drop(t, c, PR_TRAINER_DROP_IDLE_TIMEOUT, PIPEREC__TRAINER__V1__ERROR__CODE__TIMEOUT,
+                 msg);
         return;
     }
     if (now - c->last_ping_ns >= t->keepalive_ns) {
@@ -1291,12 +1291,12 @@ static void check_timers(trainer_sink *t, tclient *c, int64_t now)
         Piperec__Trainer__V1__Frame f = PIPEREC__TRAINER__V1__FRAME__INIT;
         f.msg_case = PIPEREC__TRAINER__V1__FRAME__MSG_PING;
         f.ping = &ping;
-        (void)send_ctrl(c, &f);
+        (void)pr__send_ctrl(c, &f);
         c->last_ping_ns = now;
     }
 }
 
-static void *io_thread(void *arg)
+static void *pr__io_thread(void *arg)
 {
     trainer_sink *t = arg;
     struct pollfd *pfd = NULL;
@@ -1328,7 +1328,7 @@ static void *io_thread(void *arg)
             t->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
         bool listen_on = true;
         if (t->accept_paused_until) {
-            if (real_mono_ns() < t->accept_paused_until)
+            if (pr_mono_ns() < t->accept_paused_until)
                 listen_on = false;
             else
                 t->accept_paused_until = 0;
@@ -1357,7 +1357,7 @@ static void *io_thread(void *arg)
                 ;
         }
         if (pfd[1].revents & POLLIN)
-            accept_clients(t);
+            pr__accept_clients(t);
         for (size_t k = 2; k < n; k++) {
             tclient *c = pc[k];
             short re = pfd[k].revents;
@@ -1367,32 +1367,32 @@ static void *io_thread(void *arg)
             }
             if ((re & (POLLIN | POLLHUP | POLLERR)) || c->rx_more ||
                 ((re & POLLOUT) && c->ssl && (!c->tls_ready || c->tls_want_write)))
-                client_read(t, c);
+                pr__client_read(t, c);
             if (re & POLLOUT)
-                client_flush(t, c);
+                pr__client_flush(t, c);
         }
         int64_t now = pr_clock_mono_ns(t->clock);
         for (tclient *c = t->clients; c; c = c->next)
-            check_timers(t, c, now);
+            pr__check_timers(t, c, now);
         /* Reap dead clients first so their batches are dealt out again right away. */
         for (tclient **pp = &t->clients; *pp;) {
             tclient *c = *pp;
             if (c->dead) {
                 *pp = c->next;
-                client_drop(t, c);
+                pr__client_drop(t, c);
             } else {
                 pp = &c->next;
             }
         }
-        dispatch(t);
+        pr__dispatch(t);
         for (tclient *c = t->clients; c; c = c->next)
-            client_flush(t, c);
+            pr__client_flush(t, c);
     }
     /* Shutdown: tell subscribed clients, best effort. */
     for (tclient *c = t->clients; c; c = c->next) {
         if (c->subscribed && !c->closing) {
-            send_error(t, c, PIPEREC__TRAINER__V1__ERROR__CODE__SHUTDOWN, "server is stopping");
-            client_flush(t, c);
+            pr__send_error(t, c, PIPEREC__TRAINER__V1__ERROR__CODE__SHUTDOWN, "server is stopping");
+            pr__client_flush(t, c);
         }
     }
     free(pfd);
@@ -1402,7 +1402,7 @@ static void *io_thread(void *arg)
 
 /* ---------------------------------------------------------------- ops */
 
-static void names_free(char **v, size_t n)
+static void pr__names_free(char **v, size_t n)
 {
     if (!v)
         return;
@@ -1411,7 +1411,7 @@ static void names_free(char **v, size_t n)
     free(v);
 }
 
-static char **names_dup(const char *const *src, size_t n)
+static char **pr__names_dup(const char *const *src, size_t n)
 {
     if (!src || !n)
         return NULL;
@@ -1420,7 +1420,7 @@ static char **names_dup(const char *const *src, size_t n)
         return NULL;
     for (size_t i = 0; i < n; i++) {
         if (!(v[i] = strdup(src[i] ? src[i] : ""))) {
-            names_free(v, n);
+            pr__names_free(v, n);
             return NULL;
         }
     }
@@ -1432,7 +1432,7 @@ static void trainer_free(pr_sink *s);
 /* A server TLS context from the files of tc: certificate and key, optional
  * client CA (mutual TLS), TLS 1.2 or newer. Errors name the key and
  * OpenSSL's reason; *out is set only on success. */
-static int tls_ctx_new(const pr_trainer_tls_cfg *tc, SSL_CTX **out, char *errstr, size_t es)
+static int pr__tls_ctx_new(const pr_trainer_tls_cfg *tc, SSL_CTX **out, char *errstr, size_t es)
 {
     char eb[256];
     int err = 0;
@@ -1442,7 +1442,7 @@ static int tls_ctx_new(const pr_trainer_tls_cfg *tc, SSL_CTX **out, char *errstr
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
     if (!ctx)
         return pr_seterr(errstr, es, PR_ENOMEM, "sinks.trainer.tls: %s",
-                         tls_errstr(eb, sizeof(eb)));
+                         pr__tls_errstr(eb, sizeof(eb)));
     bool v13 = tc->min_version && strcmp(tc->min_version, "1.3") == 0;
     SSL_CTX_set_min_proto_version(ctx, v13 ? TLS1_3_VERSION : TLS1_2_VERSION);
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
@@ -1451,10 +1451,10 @@ static int tls_ctx_new(const pr_trainer_tls_cfg *tc, SSL_CTX **out, char *errstr
     ERR_clear_error();
     if (SSL_CTX_use_certificate_chain_file(ctx, tc->cert_file) != 1)
         err = pr_seterr(errstr, es, PR_EINVAL, "sinks.trainer.tls.cert_file: %s: %s", tc->cert_file,
-                        tls_errstr(eb, sizeof(eb)));
+                        pr__tls_errstr(eb, sizeof(eb)));
     else if (SSL_CTX_use_PrivateKey_file(ctx, tc->key_file, SSL_FILETYPE_PEM) != 1)
         err = pr_seterr(errstr, es, PR_EINVAL, "sinks.trainer.tls.key_file: %s: %s", tc->key_file,
-                        tls_errstr(eb, sizeof(eb)));
+                        pr__tls_errstr(eb, sizeof(eb)));
     else if (SSL_CTX_check_private_key(ctx) != 1)
         err = pr_seterr(errstr, es, PR_EINVAL,
                         "sinks.trainer.tls: key_file %s does not match cert_file %s", tc->key_file,
@@ -1462,7 +1462,7 @@ static int tls_ctx_new(const pr_trainer_tls_cfg *tc, SSL_CTX **out, char *errstr
     else if (tc->ca_file && *tc->ca_file) {
         if (SSL_CTX_load_verify_locations(ctx, tc->ca_file, NULL) != 1)
             err = pr_seterr(errstr, es, PR_EINVAL, "sinks.trainer.tls.ca_file: %s: %s", tc->ca_file,
-                            tls_errstr(eb, sizeof(eb)));
+                            pr__tls_errstr(eb, sizeof(eb)));
         else
             SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
     }
@@ -1476,7 +1476,7 @@ static int tls_ctx_new(const pr_trainer_tls_cfg *tc, SSL_CTX **out, char *errstr
 
 /* What the TLS files looked like (stat before reading them); a file that
  * cannot be stat'ed reads as all zero, which differs from any real state. */
-static void tls_files_state(const trainer_sink *t, struct stat st[3])
+static void pr__tls_files_state(const trainer_sink *t, struct stat st[3])
 {
     const char *paths[3] = {t->tls.cert_file, t->tls.key_file, t->tls.ca_file};
     for (int i = 0; i < 3; i++)
@@ -1484,10 +1484,10 @@ static void tls_files_state(const trainer_sink *t, struct stat st[3])
             memset(&st[i], 0, sizeof(st[i]));
 }
 
-static bool tls_files_same(const struct stat a[3], const struct stat b[3])
+static bool pr__tls_files_same(const struct stat a[3], const struct stat b[3])
 {
     for (int i = 0; i < 3; i++)
-        if (!same_file_state(&a[i], &b[i]))
+        if (!pr__same_file_state(&a[i], &b[i]))
             return false;
     return true;
 }
@@ -1499,15 +1499,15 @@ static bool tls_files_same(const struct stat a[3], const struct stat b[3])
  * references). A set that does not load (say, the certificate replaced but
  * not yet its key) keeps the previous context and is warned about once; it
  * is tried again when a file changes again. */
-static void tls_refresh(trainer_sink *t)
+static void pr__tls_refresh(trainer_sink *t)
 {
     struct stat st[3];
-    tls_files_state(t, st);
-    if (tls_files_same(st, t->tls_st) || tls_files_same(st, t->tls_bad_st))
+    pr__tls_files_state(t, st);
+    if (pr__tls_files_same(st, t->tls_st) || pr__tls_files_same(st, t->tls_bad_st))
         return;
     char err[512];
     SSL_CTX *ctx = NULL;
-    if (tls_ctx_new(&t->tls, &ctx, err, sizeof(err)) < 0) {
+    if (pr__tls_ctx_new(&t->tls, &ctx, err, sizeof(err)) < 0) {
         memcpy(t->tls_bad_st, st, sizeof(t->tls_bad_st));
         pr_warn("trainer sink: TLS files changed but do not load (%s); the previous certificate "
                 "stays in use",
@@ -1521,7 +1521,7 @@ static void tls_refresh(trainer_sink *t)
 }
 
 /* Load the TLS context at start, keeping copies of the paths for reloads. */
-static int tls_setup(trainer_sink *t, const pr_trainer_tls_cfg *tc, char *errstr, size_t es)
+static int pr__tls_setup(trainer_sink *t, const pr_trainer_tls_cfg *tc, char *errstr, size_t es)
 {
     const char *src[4] = {tc->cert_file, tc->key_file, tc->ca_file, tc->min_version};
     char **dst[4] = {(char **)&t->tls.cert_file, (char **)&t->tls.key_file,
@@ -1530,8 +1530,8 @@ static int tls_setup(trainer_sink *t, const pr_trainer_tls_cfg *tc, char *errstr
     for (int i = 0; i < 4; i++)
         if (src[i] && *src[i] && !(*dst[i] = strdup(src[i])))
             return pr_seterr(errstr, es, PR_ENOMEM, "trainer sink: out of memory");
-    tls_files_state(t, t->tls_st);
-    int err = tls_ctx_new(&t->tls, &t->ssl_ctx, errstr, es);
+    pr__tls_files_state(t, t->tls_st);
+    int err = pr__tls_ctx_new(&t->tls, &t->ssl_ctx, errstr, es);
     if (err)
         return err;
     t->mtls = t->tls.ca_file != NULL;
@@ -1553,8 +1553,8 @@ static int trainer_new(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, size
     t->n_dense = cfg->n_dense;
     t->n_sparse = cfg->n_sparse;
     t->sparse_width = cfg->sparse_width;
-    t->dense_names = names_dup(cfg->dense_names, cfg->n_dense);
-    t->sparse_names = names_dup(cfg->sparse_names, cfg->n_sparse);
+    t->dense_names = pr__names_dup(cfg->dense_names, cfg->n_dense);
+    t->sparse_names = pr__names_dup(cfg->sparse_names, cfg->n_sparse);
     t->clock = cfg->clock ? cfg->clock : pr_clock_real();
     /* Zero fields take the documented defaults (pr_sink_trainer_cfgmap);
      * ack_timeout_ms 0 keeps its own meaning, no timeout. */
@@ -1577,14 +1577,14 @@ static int trainer_new(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, size
     pr__posset_init(&t->resume);
     t->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     int err;
-    if (tc.tls.enabled && (err = tls_setup(t, &tc.tls, errstr, errstr_size)) < 0)
+    if (tc.tls.enabled && (err = pr__tls_setup(t, &tc.tls, errstr, errstr_size)) < 0)
         goto fail;
     if (tc.auth.token_file) {
         if (!(t->token_path = strdup(tc.auth.token_file))) {
             err = pr_seterr(errstr, errstr_size, PR_ENOMEM, "trainer sink: out of memory");
             goto fail;
         }
-        if ((err = tokens_load(t, errstr, errstr_size)) < 0)
+        if ((err = pr__tokens_load(t, errstr, errstr_size)) < 0)
             goto fail;
     }
     struct rlimit rl;
@@ -1644,7 +1644,7 @@ static int trainer_new(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, size
         err = pr_seterr(errstr, errstr_size, PR_EIO, "trainer sink: pipe: %s", strerror(errno));
         goto fail;
     }
-    if (pthread_create(&t->th, NULL, io_thread, t) != 0) {
+    if (pthread_create(&t->th, NULL, pr__io_thread, t) != 0) {
         err = pr_seterr(errstr, errstr_size, PR_EIO, "trainer sink: cannot start the I/O thread");
         goto fail;
     }
@@ -1670,13 +1670,13 @@ static int trainer_send(pr_sink *s, pr_batch *b)
         pthread_mutex_unlock(&t->mu);
         return PR_EAGAIN;
     }
-    int err = queue_insert(t, pr_batch_ref(b));
+    int err = pr__queue_insert(t, pr_batch_ref(b));
     if (err < 0)
         pr_batch_unref(b);
     else
         t->st.batches_sent++;
     pthread_mutex_unlock(&t->mu);
-    wake(t);
+    pr__wake(t);
     return err;
 }
 
@@ -1735,13 +1735,13 @@ static void trainer_free(pr_sink *s)
         return;
     if (t->started) {
         __atomic_store_n(&t->stop, 1, __ATOMIC_RELEASE);
-        wake(t);
+        pr__wake(t);
         pthread_join(t->th, NULL);
     }
     while (t->clients) {
         tclient *c = t->clients;
         t->clients = c->next;
-        client_drop(t, c);
+        pr__client_drop(t, c);
     }
     for (size_t i = 0; i < t->qlen; i++)
         pr_batch_unref(t->queue[i]);
@@ -1763,8 +1763,8 @@ static void trainer_free(pr_sink *s)
         close(t->wake[0]);
     if (t->wake[1] >= 0)
         close(t->wake[1]);
-    names_free(t->dense_names, t->n_dense);
-    names_free(t->sparse_names, t->n_sparse);
+    pr__names_free(t->dense_names, t->n_dense);
+    pr__names_free(t->sparse_names, t->n_sparse);
     pthread_mutex_destroy(&t->mu);
     free(t);
 }

@@ -80,7 +80,7 @@ int pr_trainer_position_merge(pr_trainer_position *p, const pr_trainer_position 
     return 0;
 }
 
-static int part_cmp(const void *a, const void *b)
+static int pr__part_cmp(const void *a, const void *b)
 {
     const pr__pospart *x = *(const pr__pospart *const *)a, *y = *(const pr__pospart *const *)b;
     int c = strcmp(x->topic, y->topic);
@@ -98,7 +98,7 @@ int64_t pr_trainer_position_ranges(pr_trainer_position *p, const pr_trainer_rang
             order[i] = &p->set.parts[i];
             total += p->set.parts[i].n;
         }
-        qsort(order, p->set.n, sizeof(*order), part_cmp);
+        qsort(order, p->set.n, sizeof(*order), pr__part_cmp);
         if (pr_grow((void **)&p->list, &p->cap_list, total ? total : 1, sizeof(*p->list)) < 0) {
             free(order);
             return PR_ENOMEM;
@@ -161,63 +161,63 @@ typedef struct jp {
     size_t es;
 } jp;
 
-static void ws(jp *j)
+static void pr__ws(jp *j)
 {
     while (isspace((unsigned char)*j->s))
         j->s++;
 }
 
-static int jerr(jp *j, const char *what)
+static int pr__jerr(jp *j, const char *what)
 {
     return pr_seterr(j->errstr, j->es, PR_EBADREC, "position JSON, byte %zu: %s",
                      (size_t)(j->s - j->start), what);
 }
 
-static int expect(jp *j, char ch)
+static int pr__expect(jp *j, char ch)
 {
-    ws(j);
+    pr__ws(j);
     if (*j->s != ch) {
         char m[32];
         snprintf(m, sizeof(m), "expected '%c'", ch);
-        return jerr(j, m);
+        return pr__jerr(j, m);
     }
     j->s++;
     return 0;
 }
 
 /* A string without \u escapes into out[n]. */
-static int jstring(jp *j, char *out, size_t n)
+static int pr__jstring(jp *j, char *out, size_t n)
 {
-    if (expect(j, '"') < 0)
+    if (pr__expect(j, '"') < 0)
         return PR_EBADREC;
     size_t k = 0;
     for (;;) {
         char ch = *j->s++;
         if (!ch)
-            return jerr(j, "unterminated string");
+            return pr__jerr(j, "unterminated string");
         if (ch == '"')
             break;
         if (ch == '\\') {
             ch = *j->s++;
             if (ch != '"' && ch != '\\' && ch != '/')
-                return jerr(j, "unsupported escape in a key");
+                return pr__jerr(j, "unsupported escape in a key");
         }
         if (k + 1 >= n)
-            return jerr(j, "key too long");
+            return pr__jerr(j, "key too long");
         out[k++] = ch;
     }
     out[k] = '\0';
     return 0;
 }
 
-static int jint(jp *j, int64_t *v)
+static int pr__jint(jp *j, int64_t *v)
 {
-    ws(j);
+    pr__ws(j);
     char *e;
     errno = 0;
     long long x = strtoll(j->s, &e, 10);
     if (e == j->s || errno)
-        return jerr(j, "expected an integer");
+        return pr__jerr(j, "expected an integer");
     j->s = e;
     *v = x;
     return 0;
@@ -227,54 +227,54 @@ int pr_trainer_position_parse_json(pr_trainer_position *p, const char *s, const 
                                    char *errstr, size_t es)
 {
     jp j = {s, s, errstr, es};
-    if (expect(&j, '{') < 0)
+    if (pr__expect(&j, '{') < 0)
         return PR_EBADREC;
-    ws(&j);
+    pr__ws(&j);
     if (*j.s == '}') {
         j.s++;
         goto out_done;
     }
     for (;;) {
         char key[512];
-        if (jstring(&j, key, sizeof(key)) < 0)
+        if (pr__jstring(&j, key, sizeof(key)) < 0)
             return PR_EBADREC;
         char *slash = strrchr(key, '/'), *pe;
         long part = slash ? strtol(slash + 1, &pe, 10) : 0;
         if (!slash || pe == slash + 1 || *pe || part < 0 || part > INT32_MAX)
-            return jerr(&j, "a key is not \"topic/partition\"");
+            return pr__jerr(&j, "a key is not \"topic/partition\"");
         *slash = '\0';
-        if (expect(&j, ':') < 0 || expect(&j, '[') < 0)
+        if (pr__expect(&j, ':') < 0 || pr__expect(&j, '[') < 0)
             return PR_EBADREC;
-        ws(&j);
+        pr__ws(&j);
         if (*j.s == ']') {
             j.s++;
         } else {
             for (;;) {
                 int64_t a, b;
-                if (expect(&j, '[') < 0 || jint(&j, &a) < 0 || expect(&j, ',') < 0 ||
-                    jint(&j, &b) < 0 || expect(&j, ']') < 0)
+                if (pr__expect(&j, '[') < 0 || pr__jint(&j, &a) < 0 || pr__expect(&j, ',') < 0 ||
+                    pr__jint(&j, &b) < 0 || pr__expect(&j, ']') < 0)
                     return PR_EBADREC;
                 int err = pr_trainer_position_add(p, key, (int32_t)part, a, b);
                 if (err == PR_ENOMEM)
                     return pr_seterr(errstr, es, err, "out of memory");
                 if (err < 0)
-                    return jerr(&j, "a range is not [first, last] with 0 <= first <= last");
-                ws(&j);
+                    return pr__jerr(&j, "a range is not [first, last] with 0 <= first <= last");
+                pr__ws(&j);
                 if (*j.s == ',') {
                     j.s++;
                     continue;
                 }
-                if (expect(&j, ']') < 0)
+                if (pr__expect(&j, ']') < 0)
                     return PR_EBADREC;
                 break;
             }
         }
-        ws(&j);
+        pr__ws(&j);
         if (*j.s == ',') {
             j.s++;
             continue;
         }
-        if (expect(&j, '}') < 0)
+        if (pr__expect(&j, '}') < 0)
             return PR_EBADREC;
         break;
     }

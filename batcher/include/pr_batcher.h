@@ -31,13 +31,28 @@
  *   - recycled-index notices (bounded vocabularies, pr_out.recycled): every
  *     notice travels in exactly one batch, in pr_batch.recycled, before any
  *     row that uses the index with its new meaning. Under ordering partition
- *     and split none the notice sits at its exact place: `row` is the first
- *     row of the batch that read the index anew (rows before it used the old
- *     value; a notice whose block row was rejected moves to the next kept
- *     row). Otherwise (event_time, or split popular, where rows are reordered
- *     or split between streams) the notices go into the next batch emitted,
- *     either stream, at row 0: before every row of the new meaning, though
- *     rows of the old meaning may still follow.
+ *     (split none or popular) the notice sits at its exact place: `row` is
+ *     the first row of the batch that reads the index anew, and in the
+ *     merged stream (batches in sequence order, rows in order) every row
+ *     before it used the old value and every row after it the new one (a
+ *     notice whose block row was rejected moves to the next kept row). Under
+ *     split popular the notices ride in regular batches only: a row that
+ *     uses an index whose notice is still in the regular build goes to the
+ *     regular stream even when flagged popular, and a popular build holding
+ *     rows of the old value is emitted first. Under ordering event_time rows
+ *     are reordered, so the notices go into the next batch emitted, either
+ *     stream, at row 0: before every row of the new meaning, though rows of
+ *     the old meaning may still follow.
+ *   - re-announced notices (cfg.notice_restart_next): notices numbered
+ *     below cfg.notice_floor were acknowledged before this start and are
+ *     dropped; the other restored ones wait in a backlog and go out spread
+ *     over batches, at most PR_BATCH_REANNOUNCE_MAX per batch at row 0, but
+ *     always before the first row that uses their index.
+ *   - popular_min_rows (split popular): a popular build with fewer rows when
+ *     its deadline passes (or at a flush) is merged, in arrival order, into
+ *     the regular build, which is emitted then: no tiny popular batches.
+ *   - hot-set version (pr_batcher_hot_version): every batch carries the
+ *     latest version its rows were judged against (pr_batch.hot_version).
  *
  * Offsets: for every partition the batcher knows which offsets are still in
  * flight (buffered, or emitted but not acknowledged by every sink).
@@ -105,6 +120,9 @@ typedef struct pr_batch_cfg {
     int64_t allowed_lateness_ms;      /* >= 0; event_time only */
     pr_batch_late_policy late_policy; /* event_time only */
     pr_batch_split split;             /* popular: two streams (see the top of this file) */
+    uint32_t popular_min_rows;        /* split popular: a popular build with fewer rows at
+                                         its deadline (or a flush) joins the regular stream
+                                         instead; 0 = off; <= size */
 } pr_batch_cfg;
 
 extern const pr_cfgmap pr_batch_cfgmap;
@@ -154,6 +172,8 @@ typedef struct pr_batch {
     uint8_t reason;       /* pr_batch_reason */
     uint8_t popular;      /* 1: a popular batch (batch.split popular): every row's sparse
                              indices were in the hot sets when it was batched */
+    uint64_t hot_version; /* hot-set version the rows were judged against (the latest
+                             of its rows; pr_batcher_hot_version); 0 = none */
 
     /* Tensors, column-major with stride `rows`; one 64-byte aligned block each. */
     int32_t *labels; /* [rows] */
@@ -239,6 +259,7 @@ typedef struct pr_batch_view {
     const char *replica; /* TrainingBatch.replica (not NUL-terminated); "" when none */
     size_t replica_len;
     bool popular; /* TrainingBatch.popular; false when the server sent none */
+    uint64_t hot_version; /* TrainingBatch.hot_set_version; 0 when the server sent none */
     uint32_t rows;
     uint32_t n_dense;
     uint32_t n_sparse;
@@ -300,7 +321,18 @@ typedef struct pr_batcher_cfg {
     void *opaque;                 /* passed to the callbacks */
     uint64_t epoch;               /* stamped on every batch; 0 = none (see pr_batch) */
     const char *replica;          /* stamped on every batch (copied); NULL/"" = none */
+    /* Restart re-announcement of recycled-index notices (0 = none): notices
+     * numbered below notice_restart_next were handed out before this start
+     * (pr_engine_vocab_recycled_total + 1 after the vocabulary restore);
+     * those below notice_floor were acknowledged then (the previous run's
+     * pr_batcher_notice_floor, saved with pr_batcher_notice_floor_save). */
+    uint64_t notice_restart_next;
+    uint64_t notice_floor;
 } pr_batcher_cfg;
+
+/* Most re-announced notices a batch carries at row 0 (besides those forced
+ * in front of the first row using their index). */
+#define PR_BATCH_REANNOUNCE_MAX 1024u
 
 int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, size_t errstr_size);
 /* Frees the batcher; batches still referenced elsewhere stay valid. */
@@ -317,6 +349,10 @@ int pr_batcher_add(pr_batcher *b, const pr_block *in, const pr_out *out);
  * go to the popular stream; under split none the flags are ignored. */
 int pr_batcher_add_split(pr_batcher *b, const pr_block *in, const pr_out *out,
                          const uint64_t *popular);
+
+/* The hot-set version that rows added from now on are judged against
+ * (batch.split popular; service: pr_hot_sets_version). Non-decreasing. */
+void pr_batcher_hot_version(pr_batcher *b, uint64_t version);
 
 /* A record rejected before the engine (decode error, sent to the DLQ): its
  * offset is done and must not hold commits back. */
@@ -375,6 +411,9 @@ typedef struct pr_batcher_stats {
     uint64_t batches_popular;     /* emitted popular batches (in batches_emitted) */
     uint64_t rows_out_popular;    /* rows emitted in popular batches (in rows_out) */
     uint64_t recycled_out;        /* recycled-index notices emitted in batches */
+    uint64_t recycled_skipped;    /* restored notices dropped: acknowledged before the start */
+    uint64_t rows_demoted;        /* split popular: flagged rows sent in regular batches
+                                     (notice order, popular_min_rows) */
     /* gauges */
     uint64_t buffered_rows;
     uint64_t buffered_bytes;
@@ -403,5 +442,14 @@ uint64_t pr_batcher_unacked_batches(const pr_batcher *b);
  * holds none: every notice below it was acknowledged with its batch. For
  * pr_engine_vocab_notices_delivered. */
 uint64_t pr_batcher_notice_floor(const pr_batcher *b);
+
+/* The notice floor across restarts (notice_floor.c): a one-line text file
+ * written with a temporary file and a rename (no fsync: a stale file holds
+ * a lower floor, which only re-announces more). _load gives 0 when the file
+ * does not exist; PR_EBADREC with a reason when it holds no number. */
+int pr_batcher_notice_floor_load(const char *path, uint64_t *floor, char *errstr,
+                                 size_t errstr_size);
+int pr_batcher_notice_floor_save(const char *path, uint64_t floor, char *errstr,
+                                 size_t errstr_size);
 
 #endif

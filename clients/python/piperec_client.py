@@ -152,6 +152,11 @@ class Batch:
     gaps) and each keeps per-partition order; every row comes in exactly one
     of them (docs/trainer-protocol.md, "Popular batches").
 
+    `hot_version` is the hot-set version the batch's rows were judged
+    against (split popular; the latest of its rows'): compare it with the
+    `version` of GET /v1/hot to know whether pinned rows are current. 0 when
+    the pipeline does not split, and from servers that predate it.
+
     `recycled` lists the recycled-index notices of a bounded vocabulary
     (transform eviction lru/lfu/ttl) as (column, index, row, number) tuples:
     from batch row `row` on, embedding row `index` of sparse column `column`
@@ -161,7 +166,7 @@ class Batch:
     each number once (`RecycledTracker`, piperec.torch.reset_recycled). []
     when none, and from servers without eviction."""
 
-    __slots__ = ("pipeline", "replica", "popular", "recycled", "epoch", "sequence", "rows", "n_dense", "n_sparse", "sparse_width", "labels",
+    __slots__ = ("pipeline", "replica", "popular", "hot_version", "recycled", "epoch", "sequence", "rows", "n_dense", "n_sparse", "sparse_width", "labels",
                  "dense", "sparse", "offsets", "min_event_time_ms", "max_event_time_ms",
                  "emit_time_ms", "vocab_sizes", "sparse_names")
 
@@ -255,6 +260,7 @@ def decode_batch(buf, start=0, end=None):
     b.epoch = 0
     b.replica = ""
     b.popular = False
+    b.hot_version = 0
     b.recycled = []
     b.min_event_time_ms = b.max_event_time_ms = b.emit_time_ms = 0
     b.offsets, b.vocab_sizes, b.sparse_names = [], [], []
@@ -272,6 +278,7 @@ def decode_batch(buf, start=0, end=None):
             elif num == 14: b.vocab_sizes.append(v)
             elif num == 16: b.epoch = v
             elif num == 20: b.popular = v != 0
+            elif num == 21: b.hot_version = v
         elif wt == 2:
             if num == 1: b.pipeline = bytes(buf[a:e]).decode()
             elif num in (7, 8, 9): spans[num] = (a, e)

@@ -375,6 +375,36 @@ static void test_popular_field(void **state)
     pr_batch_unref(b);
 }
 
+/* TrainingBatch.hot_set_version (field 21, issue 19 item 6): read by
+ * protobuf-c, our decoder and pr_batch_from_view; 0 is not written, so a
+ * batch without a split keeps the bytes older clients know. */
+static void test_hot_version_field(void **state)
+{
+    (void)state;
+    pr_batch *b = sample_batch(4);
+    assert_int_equal(pr_batch_encode(b), 0);
+    size_t len0 = b->pb_len;
+    pr_batch_unref(b);
+    b = sample_batch(4);
+    b->hot_version = 300;
+    assert_int_equal(pr_batch_encode(b), 0);
+    assert_int_equal(b->pb_len, len0 + 2 + 2); /* tag 21 (2 bytes) + varint 300 */
+    Piperec__V1__TrainingBatch *m = piperec__v1__training_batch__unpack(NULL, b->pb_len, b->pb);
+    assert_non_null(m);
+    assert_int_equal(m->hot_set_version, 300);
+    piperec__v1__training_batch__free_unpacked(m, NULL);
+    pr_batch_view v;
+    char err[256];
+    assert_int_equal(pr_batch_decode(b->pb, b->pb_len, &v, err, sizeof(err)), 0);
+    assert_int_equal(v.hot_version, 300);
+    pr_batch *c = pr_batch_from_view(&v);
+    assert_non_null(c);
+    assert_int_equal(c->hot_version, 300);
+    pr_batch_unref(c);
+    pr_batch_view_fini(&v);
+    pr_batch_unref(b);
+}
+
 /* TrainingBatch.recycled (field 18, issue 14): packed parallel arrays that
  * protobuf-c reads as we wrote them, that protobuf-c's own (packed) output
  * decodes to the same notices, and that survive pr_batch_from_view; absent
@@ -503,6 +533,7 @@ int main(void)
         cmocka_unit_test(test_epoch_field),
         cmocka_unit_test(test_replica_field),
         cmocka_unit_test(test_popular_field),
+        cmocka_unit_test(test_hot_version_field),
         cmocka_unit_test(test_recycled_field),
         cmocka_unit_test(test_recycled_unpacked),
         cmocka_unit_test(test_encode_matches_protobuf_c),

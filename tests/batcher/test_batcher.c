@@ -9,6 +9,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -787,8 +789,8 @@ static void test_notices_exact_place(void **state)
     fx_free(f);
 }
 
-/* event_time (rows reordered) and split popular: notices go into the next
- * batch emitted, at row 0, each exactly once. */
+/* event_time (rows reordered): notices go into the next batch emitted, at
+ * row 0, each exactly once; split popular: at their exact row. */
 static void test_notices_loose_modes(void **state)
 {
     (void)state;
@@ -810,6 +812,7 @@ static void test_notices_loose_modes(void **state)
     assert_int_equal(f->sink.b[0]->recycled[1].number, 2);
     fx_free(f);
 
+    /* split popular (issue 19): exact, in the regular stream, once */
     f = fx_new_split(2, 1000, PR_BATCH_ORDER_PARTITION, 0, PR_BATCH_LATE_EMIT,
                      PR_BATCH_SPLIT_POPULAR);
     bt_io_reset(f->io);
@@ -820,13 +823,381 @@ static void test_notices_loose_modes(void **state)
     assert_int_equal(pr_batcher_add_split(f->b, &f->io->in, &f->io->out, &pop), 0);
     set_notices(f, NULL, 0);
     pr_batcher_flush(f->b);
-    uint32_t total = 0;
-    for (size_t i = 0; i < f->sink.n; i++) {
-        if (i == 0)
-            assert_int_equal(f->sink.b[i]->n_recycled, 2); /* the first emitted */
-        total += f->sink.b[i]->n_recycled;
+    assert_int_equal(f->sink.n, 2);
+    assert_false(f->sink.b[0]->popular); /* rows 1, 2: full during the add */
+    assert_int_equal(f->sink.b[0]->n_recycled, 2);
+    assert_int_equal(f->sink.b[0]->recycled[0].row, 1); /* in front of row 2 */
+    assert_int_equal(f->sink.b[0]->recycled[1].row, 1);
+    assert_true(f->sink.b[1]->popular);
+    assert_int_equal(f->sink.b[1]->n_recycled, 0);
+    fx_free(f);
+}
+
+
+/* ------------------------------------------------------------------ notices, simulated
+ *
+ * An engine stand-in: per sparse column an LRU vocabulary of SIM_CAP indices
+ * over SIM_KEYS values, numbering a notice for every recycle. Rows carry
+ * their global number in dense column 0; sim_replay then plays the emitted
+ * batches as a trainer would (sequence order, each notice applied at its
+ * `row`) and checks that every index holds one value between its notices. */
+
+#define SIM_CAP  4
+#define SIM_KEYS 11
+#define SIM_ROWS 3000
+
+typedef struct sim {
+    uint32_t rng;
+    int32_t key[BT_NS][SIM_CAP];   /* value held by each index, -1 = none */
+    uint32_t last[BT_NS][SIM_CAP]; /* LRU clock */
+    uint32_t clock;
+    uint64_t number;                /* notices handed out */
+    int32_t row_key[SIM_ROWS][BT_NS];
+    uint8_t rejected[SIM_ROWS];
+    uint32_t next_row;
+    pr_recycled notes[SIM_ROWS * BT_NS];
+} sim;
+
+static uint32_t sim_rand(sim *m)
+{
+    m->rng = m->rng * 1103515245u + 12345u;
+    return (m->rng >> 8) & 0xffffff;
+}
+
+/* Index of value `key` in column c, recycling the least recently used index
+ * when full (a notice at block row r). */
+static int32_t sim_lookup(sim *m, int c, int32_t key, uint32_t r, pr_recycled *n, uint32_t *nn)
+{
+    int32_t lru = 0;
+    m->clock++;
+    for (int32_t i = 0; i < SIM_CAP; i++) {
+        if (m->key[c][i] == key) {
+            m->last[c][i] = m->clock;
+            return i;
+        }
+        if (m->key[c][i] < 0) {
+            m->key[c][i] = key;
+            m->last[c][i] = m->clock;
+            return i;
+        }
+        if (m->last[c][i] < m->last[c][lru])
+            lru = i;
     }
-    assert_int_equal(total, 2);
+    m->key[c][lru] = key;
+    m->last[c][lru] = m->clock;
+    n[(*nn)++] = (pr_recycled){(uint32_t)c, r, lru, ++m->number};
+    return lru;
+}
+
+/* One block of n rows (partition n % 2 ... alternating), every 13th row
+ * rejected, rows flagged popular at random (pop_pct percent). */
+static void sim_block(fx *f, sim *m, uint32_t n, int pop_pct)
+{
+    bt_io_reset(f->io);
+    uint64_t pop[16] = {0};
+    uint32_t nn = 0;
+    for (uint32_t r = 0; r < n && m->next_row < SIM_ROWS; r++) {
+        uint32_t id = m->next_row++;
+        int32_t p = (int32_t)(id % 2);
+        bt_row(f->io, p, id, 5, id % 13 == 6);
+        m->rejected[id] = id % 13 == 6;
+        f->io->out.dense[r] = (float)id;
+        for (int c = 0; c < BT_NS && !m->rejected[id]; c++) {
+            /* skewed: low keys are frequent */
+            int32_t key = (int32_t)(sim_rand(m) % SIM_KEYS);
+            key = key > (int32_t)(sim_rand(m) % SIM_KEYS) ? key / 2 : key;
+            m->row_key[id][c] = key;
+            ((int32_t *)f->io->out.sparse)[(size_t)c * f->io->out.cap + r] =
+                sim_lookup(m, c, key, r, m->notes, &nn);
+        }
+        if ((int)(sim_rand(m) % 100) < pop_pct)
+            pr_bit_set(pop, r);
+    }
+    set_notices(f, nn ? m->notes : NULL, nn);
+    assert_int_equal(pr_batcher_add_split(f->b, &f->io->in, &f->io->out, pop), 0);
+    set_notices(f, NULL, 0);
+}
+
+/* Feed SIM_ROWS rows in blocks of 1..40, polling at random clock steps. */
+static void sim_run(fx *f, sim *m, int pop_pct)
+{
+    memset(m, 0, sizeof(*m));
+    m->rng = 12345;
+    memset(m->key, 0xff, sizeof(m->key));
+    while (m->next_row < SIM_ROWS) {
+        sim_block(f, m, 1 + sim_rand(m) % 40, pop_pct);
+        pr_manual_clock_advance_ms(&f->mc, (int64_t)(sim_rand(m) % 40));
+        (void)pr_batcher_poll(f->b);
+    }
+    pr_batcher_flush(f->b);
+}
+
+/* Replay the batches: every notice number 1..m->number exactly once, every
+ * row once, `row` within its batch, and each index holds one value between
+ * two of its notices (a trainer resetting the row at the notice trains every
+ * embedding row for one value at a time). Returns the popular rows. */
+static uint64_t sim_replay(fx *f, const sim *m)
+{
+    static uint8_t seen_note[SIM_ROWS * BT_NS + 1], seen_row[SIM_ROWS];
+    memset(seen_note, 0, sizeof(seen_note));
+    memset(seen_row, 0, sizeof(seen_row));
+    int32_t held[BT_NS][SIM_CAP];
+    memset(held, 0xff, sizeof(held));
+    uint64_t popular = 0;
+    for (size_t bi = 0; bi < f->sink.n; bi++) {
+        const pr_batch *b = f->sink.b[bi];
+        assert_int_equal(b->seq, bi + 1);
+        uint32_t ni = 0;
+        for (uint32_t i = 0; i <= b->rows; i++) {
+            for (; ni < b->n_recycled && b->recycled[ni].row <= i; ni++) {
+                const pr_recycled *n = &b->recycled[ni];
+                assert_int_equal(n->row, i); /* notices in row order */
+                assert_true(n->number >= 1 && n->number <= m->number);
+                assert_int_equal(seen_note[n->number]++, 0); /* each number once */
+                held[n->col][n->index] = -1;
+            }
+            if (i == b->rows)
+                break;
+            uint32_t id = (uint32_t)b->dense[i];
+            assert_false(m->rejected[id]);
+            assert_int_equal(seen_row[id]++, 0);
+            popular += b->popular;
+            for (int c = 0; c < BT_NS; c++) {
+                int32_t idx = ((const int32_t *)b->sparse)[(size_t)c * b->rows + i];
+                if (held[c][idx] < 0)
+                    held[c][idx] = m->row_key[id][c];
+                else
+                    assert_int_equal(held[c][idx], m->row_key[id][c]);
+            }
+        }
+        assert_int_equal(ni, b->n_recycled); /* every notice within the batch */
+    }
+    for (uint64_t n = 1; n <= m->number; n++)
+        assert_int_equal(seen_note[n], 1);
+    for (uint32_t id = 0; id < SIM_ROWS; id++)
+        assert_int_equal(seen_row[id], !m->rejected[id]);
+    return popular;
+}
+
+/* Issue 19 items 1 and 2: under batch.split popular every notice came twice
+ * (the second copy in a later regular batch at a wrong row) and at row 0 of
+ * the next batch, so rows of the old value could follow it; both failed
+ * this test before. Now each number comes once, at its exact row in the
+ * merged stream, in split and unsplit streams, with popular_min_rows too. */
+static void test_notices_exact_split(void **state)
+{
+    (void)state;
+    static sim m;
+    const struct {
+        pr_batch_split split;
+        uint32_t min_rows;
+        int pop_pct;
+    } cases[] = {{PR_BATCH_SPLIT_NONE, 0, 50},
+                 {PR_BATCH_SPLIT_POPULAR, 0, 50},
+                 {PR_BATCH_SPLIT_POPULAR, 0, 90},
+                 {PR_BATCH_SPLIT_POPULAR, 6, 90}};
+    for (size_t t = 0; t < sizeof(cases) / sizeof(cases[0]); t++) {
+        fx *f = fx_new_split(8, 20, PR_BATCH_ORDER_PARTITION, 0, PR_BATCH_LATE_EMIT,
+                             cases[t].split);
+        if (cases[t].min_rows) { /* the batcher copied cfg: rebuild with the minimum */
+            pr_batcher_free(f->b);
+            pr_batcher_cfg cfg = {.pipeline = "t",
+                                  .n_dense = BT_ND,
+                                  .n_sparse = BT_NS,
+                                  .sparse_width = 4,
+                                  .batch = {.size = 8,
+                                            .max_delay_ms = 20,
+                                            .split = PR_BATCH_SPLIT_POPULAR,
+                                            .popular_min_rows = cases[t].min_rows},
+                                  .clock = &f->mc.clock,
+                                  .on_emit = bt_on_emit,
+                                  .opaque = &f->sink};
+            char err[256];
+            assert_int_equal(pr_batcher_new(&cfg, &f->b, err, sizeof(err)), 0);
+        }
+        sim_run(f, &m, cases[t].pop_pct);
+        assert_true(m.number > 500); /* the test recycles a lot */
+        uint64_t pop = sim_replay(f, &m);
+        pr_batcher_stats st;
+        pr_batcher_get_stats(f->b, &st);
+        assert_int_equal(st.recycled_out, m.number);
+        if (cases[t].split == PR_BATCH_SPLIT_POPULAR)
+            assert_true(pop > 0 && st.batches_popular > 0);
+        if (cases[t].min_rows) /* no popular batch below the minimum */
+            for (size_t i = 0; i < f->sink.n; i++)
+                if (f->sink.b[i]->popular)
+                    assert_true(f->sink.b[i]->rows >= cases[t].min_rows);
+        fx_free(f);
+    }
+}
+
+
+/* Issue 19 item 5: after a restart the engine hands every restored notice
+ * to the first block at row 0 (562K in one batch in the acceptance run).
+ * Now those below the saved floor (acknowledged before) are dropped, and
+ * the others go out spread, at most PR_BATCH_REANNOUNCE_MAX per batch, but
+ * always before the first row that uses their index; the floor stays at the
+ * lowest one not yet sent. Before, the first batch carried all 3000. */
+#define RS_NOTES 3000
+#define RS_FLOOR 501
+static void restart_case(pr_batch_ordering ord, pr_batch_split split)
+{
+    fx *f = fx_new_split(8, 1000, ord, 0, PR_BATCH_LATE_EMIT, split);
+    pr_batcher_free(f->b);
+    pr_batcher_cfg cfg = {.pipeline = "t",
+                          .n_dense = BT_ND,
+                          .n_sparse = BT_NS,
+                          .sparse_width = 4,
+                          .batch = {.size = 8, .max_delay_ms = 1000, .ordering = ord, .split = split},
+                          .clock = &f->mc.clock,
+                          .on_emit = bt_on_emit,
+                          .opaque = &f->sink,
+                          .notice_restart_next = RS_NOTES + 1,
+                          .notice_floor = RS_FLOOR};
+    char err[256];
+    assert_int_equal(pr_batcher_new(&cfg, &f->b, err, sizeof(err)), 0);
+    pr_batcher_assign(f->b, 0);
+    assert_int_equal(pr_batcher_notice_floor(f->b), RS_FLOOR); /* nothing seen yet */
+    /* notice n: column n % 2, index (n - 1) / 2; one new notice (3001) too */
+    static pr_recycled n[RS_NOTES + 1];
+    for (uint32_t i = 0; i < RS_NOTES; i++)
+        n[i] = (pr_recycled){(i + 1) % 2, 0, i / 2, i + 1};
+    n[RS_NOTES] = (pr_recycled){0, 3, 1499, RS_NOTES + 1};
+    uint32_t rng = 7, id = 0;
+    for (int blk = 0; blk < 50; blk++) {
+        bt_io_reset(f->io);
+        uint64_t pop[1] = {0};
+        for (uint32_t r = 0; r < 8; r++, id++) {
+            bt_row(f->io, 0, id, id, 0);
+            f->io->out.dense[r] = (float)id;
+            for (int c = 0; c < BT_NS; c++) {
+                rng = rng * 1103515245u + 12345u;
+                ((int32_t *)f->io->out.sparse)[(size_t)c * f->io->out.cap + r] =
+                    (int32_t)((rng >> 8) % 1500);
+            }
+            if (r % 2)
+                pr_bit_set(pop, r);
+        }
+        set_notices(f, blk ? NULL : n, blk ? 0 : RS_NOTES + 1);
+        assert_int_equal(pr_batcher_add_split(f->b, &f->io->in, &f->io->out, pop), 0);
+        set_notices(f, NULL, 0);
+        if (blk == 0)
+            assert_true(pr_batcher_notice_floor(f->b) >= RS_FLOOR);
+    }
+    pr_batcher_flush(f->b);
+    /* Replay: an index whose notice is >= the floor still holds the old
+     * value (-2) in the trainer; every row after the restart uses the new
+     * one (-3): the notice must come first. */
+    static uint8_t seen[RS_NOTES + 2];
+    memset(seen, 0, sizeof(seen));
+    int32_t held[BT_NS][1500];
+    for (uint32_t i = 0; i < RS_NOTES; i++)
+        held[(i + 1) % 2][i / 2] = i + 1 < RS_FLOOR ? -3 : -2;
+    for (size_t bi = 0; bi < f->sink.n; bi++) {
+        const pr_batch *b = f->sink.b[bi];
+        assert_true(b->n_recycled <= PR_BATCH_REANNOUNCE_MAX + (size_t)b->rows * BT_NS + 1);
+        uint32_t ni = 0;
+        for (uint32_t i = 0; i <= b->rows; i++) {
+            for (; ni < b->n_recycled && b->recycled[ni].row <= i; ni++) {
+                const pr_recycled *x = &b->recycled[ni];
+                assert_true(x->number >= RS_FLOOR && x->number <= RS_NOTES + 1);
+                assert_int_equal(seen[x->number]++, 0);
+                held[x->col][x->index] = -1;
+            }
+            for (int c = 0; i < b->rows && c < BT_NS; c++) {
+                int32_t idx = ((const int32_t *)b->sparse)[(size_t)c * b->rows + i];
+                if (held[c][idx] == -1)
+                    held[c][idx] = -3;
+                assert_int_equal(held[c][idx], -3);
+            }
+        }
+    }
+    for (uint32_t x = RS_FLOOR; x <= RS_NOTES + 1; x++)
+        assert_int_equal(seen[x], 1);
+    assert_true(f->sink.b[0]->n_recycled < RS_NOTES - RS_FLOOR); /* spread */
+    pr_batcher_stats st;
+    pr_batcher_get_stats(f->b, &st);
+    assert_int_equal(st.recycled_skipped, RS_FLOOR - 1);
+    assert_int_equal(pr_batcher_notice_floor(f->b), RS_FLOOR); /* none acked yet: the oldest held */
+    for (size_t bi = 0; bi < f->sink.n; bi++)
+        assert_int_equal(pr_batcher_ack(f->b, f->sink.b[bi]->seq), 0);
+    assert_int_equal(pr_batcher_notice_floor(f->b), UINT64_MAX);
+    fx_free(f);
+}
+
+static void test_notices_restart_spread(void **state)
+{
+    (void)state;
+    restart_case(PR_BATCH_ORDER_PARTITION, PR_BATCH_SPLIT_NONE);
+    restart_case(PR_BATCH_ORDER_PARTITION, PR_BATCH_SPLIT_POPULAR);
+    restart_case(PR_BATCH_ORDER_EVENT_TIME, PR_BATCH_SPLIT_NONE);
+}
+
+/* The notice floor file: missing = 0, round trip, junk refused. */
+static void test_notice_floor_file(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/pr_floor_XXXXXX", path[64], err[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/p.notices", dir);
+    uint64_t v = 9;
+    assert_int_equal(pr_batcher_notice_floor_load(path, &v, err, sizeof(err)), 0);
+    assert_int_equal(v, 0);
+    assert_int_equal(pr_batcher_notice_floor_save(path, 284433, err, sizeof(err)), 0);
+    assert_int_equal(pr_batcher_notice_floor_load(path, &v, err, sizeof(err)), 0);
+    assert_int_equal(v, 284433);
+    FILE *fp = fopen(path, "w");
+    fputs("x\n", fp);
+    fclose(fp);
+    assert_int_equal(pr_batcher_notice_floor_load(path, &v, err, sizeof(err)), PR_EBADREC);
+    assert_non_null(strstr(err, "not a notice number"));
+    remove(path);
+    rmdir(dir);
+}
+
+/* Issue 19 item 6: every batch carries the hot-set version its rows were
+ * judged against (the latest of its rows'), popular and regular alike. */
+static void test_hot_version_stamp(void **state)
+{
+    (void)state;
+    fx *f = fx_new_split(4, 1000, PR_BATCH_ORDER_PARTITION, 0, PR_BATCH_LATE_EMIT,
+                         PR_BATCH_SPLIT_POPULAR);
+    pr_batcher_hot_version(f->b, 5);
+    add_split_rows(f, 0, 1, 5);  /* (0,0) popular, (1,0) regular */
+    pr_batcher_hot_version(f->b, 7);
+    add_split_rows(f, 1, 1, 5);  /* (0,1) regular, (1,1) regular */
+    pr_batcher_hot_version(f->b, 6); /* never goes back */
+    pr_batcher_flush(f->b);
+    assert_int_equal(f->sink.n, 2);
+    for (size_t i = 0; i < f->sink.n; i++)
+        assert_int_equal(f->sink.b[i]->hot_version, f->sink.b[i]->popular ? 5 : 7);
+    add_split_rows(f, 2, 1, 5);
+    pr_batcher_flush(f->b);
+    assert_int_equal(f->sink.b[f->sink.n - 1]->hot_version, 7);
+    fx_free(f);
+}
+
+/* A revoke drops buffered rows of a partition: the notices of the build
+ * keep their place among the rows left (row 3 of 4 became row 1 of 2; it
+ * stayed 3, past the batch's end, before). */
+static void test_notices_after_revoke(void **state)
+{
+    (void)state;
+    fx *f = fx_new(8, 1000, PR_BATCH_ORDER_PARTITION, 0, PR_BATCH_LATE_EMIT);
+    bt_io_reset(f->io);
+    for (int i = 0; i < 2; i++)
+        for (int32_t p = 0; p < 2; p++)
+            bt_row(f->io, p, i, 5, 0);
+    pr_recycled n[] = {{1, 3, 9, 1}};
+    set_notices(f, n, 1);
+    assert_int_equal(pr_batcher_add(f->b, &f->io->in, &f->io->out), 0);
+    set_notices(f, NULL, 0);
+    assert_int_equal(pr_batcher_revoke(f->b, 0, NULL), 0);
+    pr_batcher_flush(f->b);
+    assert_int_equal(f->sink.n, 1);
+    assert_int_equal(f->sink.b[0]->rows, 2);
+    assert_int_equal(f->sink.b[0]->n_recycled, 1);
+    assert_int_equal(f->sink.b[0]->recycled[0].row, 1);
     fx_free(f);
 }
 
@@ -852,6 +1223,11 @@ int main(void)
         cmocka_unit_test(test_default_table),
         cmocka_unit_test(test_notices_exact_place),
         cmocka_unit_test(test_notices_loose_modes),
+        cmocka_unit_test(test_notices_exact_split),
+        cmocka_unit_test(test_notices_restart_spread),
+        cmocka_unit_test(test_notice_floor_file),
+        cmocka_unit_test(test_hot_version_stamp),
+        cmocka_unit_test(test_notices_after_revoke),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,6 +18,8 @@ Also: indices stay below the capacity, every row 0..R-1 arrived, and at
 least one notice was seen (so the test exercised eviction). Profile default:
 index 0 (missing) and 1 (OOV) are not values.
 Prints "batches B rows R notices N (applied A, repeated D) violations 0".
+With --once (a run without restarts, issue 19) every notice number must come
+exactly once and every `row` must lie within its batch (0..rows).
 
 The same replay for the two outputs that carry notices in files:
 
@@ -240,6 +242,8 @@ def main():
     ap.add_argument("--rows", type=int)
     ap.add_argument("--modulus", type=int, required=True)
     ap.add_argument("--capacity", type=int, required=True)
+    ap.add_argument("--once", action="store_true",
+                    help="--log: every notice number once, every row within its batch")
     ap.add_argument("--first-index", type=int, default=2,
                     help="the profile's first value index: 2 (default), 0 (dlrm)")
     a = ap.parse_args()
@@ -277,6 +281,8 @@ def main():
         by_row = {}
         for col, idx, row, num in notes[bi]["recycled"]:
             n_notes += 1
+            if a.once and not 0 <= row <= rows:
+                fail("batch (%d, %d) of %d rows: notice %d at row %d" % (epoch, seq, rows, num, row))
             if num in seen_numbers:
                 repeated += 1
                 continue
@@ -311,6 +317,10 @@ def main():
         fail("%d row(s) found their index holding another value" % violations)
     if applied == 0:
         fail("no recycled-index notice: the test did not make the vocabulary evict")
+    if a.once and repeated:
+        fail("%d notice(s) came more than once" % repeated)
+    if a.once and sorted(seen_numbers) != list(range(1, len(seen_numbers) + 1)):
+        fail("notice numbers are not 1..%d" % len(seen_numbers))
     print("batches %d rows %d notices %d (applied %d, repeated %d) violations 0"
           % (len(batches), len(ids), n_notes, applied, repeated))
 

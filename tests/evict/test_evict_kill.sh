@@ -69,6 +69,16 @@ out=$($PY "$(dirname "$0")/check_notices.py" --log "$T/trainer.log" --notices "$
 # notices of the journal (or not yet acknowledged) announced again.
 grep -q "[1-9][0-9]* recycled-index notice(s) to announce again" "$T/run1.err" "$T/run2.err" ||
     fail "no restart announced notices again: the kills missed the journal"
+# Issue 19 item 7: an empty state dir restores nothing (it said "52 entries
+# restored": the reserved indices of 26 columns).
+grep -q "(0 values restored; 0 recycled-index" "$T/run0.err" || fail "run0: not 0 values restored"
+# Issue 19 item 5: a restart re-announces only what was not acknowledged:
+# the state dir keeps the notice floor, and the restarts read it.
+floors=$(sed -n 's/.* those below #\([0-9]*\) were acknowledged before.*/\1/p' \
+    "$T/run1.err" "$T/run2.err")
+echo "restart floors: $floors"
+for f in $floors; do [ "$f" -gt 1 ] && found=1; done
+[ -n "${found:-}" ] || fail "no restart knew a notice floor above 1 (state dir evict.notices)"
 got=$(echo "$out" | sed -n 's/.* rows \([0-9]*\) .*/\1/p')
 [ "${got:-0}" -gt "$NROWS" ] || fail "no row was delivered twice: the kills missed the stream ($out)"
 echo "eviction lru, 2 x kill -9: $out; last run sent $recycled notices"
