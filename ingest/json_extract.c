@@ -41,6 +41,7 @@ typedef struct jnode {
     uint32_t child0, n_children; /* children: nodes[child0, child0 + n_children) */
     uint32_t slot_lo, slot_hi;   /* leaves below: slot_path[slot_lo, slot_hi) */
     uint32_t name_path, name_len; /* full dotted name = paths[name_path].path[0, name_len) */
+    uint64_t k8;                  /* the key's first 8 bytes, zero-padded */
 } jnode;
 
 struct pr_json_extractor {
@@ -90,6 +91,20 @@ const char *pr_json_reason_name(int reason)
     if (reason < 0 || reason >= PR_JSON__REASONS)
         return "unknown";
     return pr_json_reason_names[reason];
+}
+
+/* A key's first 8 bytes, zero-padded (reads stay inside [key, end)). */
+static inline uint64_t key_word(const char *key, size_t len, const char *end)
+{
+    uint64_t w = 0;
+    if (end - key >= 8) {
+        memcpy(&w, key, 8);
+        if (len < 8)
+            w &= (1ULL << (8 * len)) - 1;
+    } else {
+        memcpy(&w, key, len < 8 ? len : 8);
+    }
+    return w;
 }
 
 /* ------------------------------------------------------------ compiling */
@@ -176,6 +191,7 @@ static int trie_flatten(pr_json_extractor *x, const tnode *t, uint32_t n_t)
         jnode *nd = &x->nodes[fi];
         *nd = (jnode){.key = t[ti].key, .key_len = t[ti].key_len, .path = t[ti].path,
                       .child0 = tail, .name_path = t[ti].name_path, .name_len = t[ti].name_len};
+        nd->k8 = key_word(nd->key, nd->key_len, nd->key + nd->key_len);
         for (uint32_t c = t[ti].first; c != NO_NODE; c = t[c].next) {
             queue[tail++] = c;
             nd->n_children++;
@@ -533,37 +549,53 @@ static int unescape(jp *j, const uint8_t **pp, char **dd)
 
 /* The string whose opening quote is just before j->p: validated, and
  * unescaped into dst when dst is non-NULL (room for the raw length is the
- * caller's job). On return j->p is past the closing quote. */
-static int scan_string(jp *j, char *dst, size_t *out_len, bool *had_escape)
+ * caller's job). On return j->p is past the closing quote. Plain bytes go
+ * eight at a time: each word is stored before it is checked (dst has room:
+ * the arena holds the rest of the document), and the first special byte of
+ * a word is found from its mask (the lowest flagged byte is always a real one). */
+static inline __attribute__((always_inline)) int scan_string_inl(jp *j, char *dst, size_t *out_len,
+                                                                 bool *had_escape, const bool copy)
 {
     const uint8_t *p = j->p, *end = j->end;
     char *d = dst;
     for (;;) {
-        const uint8_t *run = p;
         while (end - p >= 8) {
             uint64_t w;
             memcpy(&w, p, 8);
-            if (swar_special(w))
-                break;
+            if (copy)
+                memcpy(d, &w, 8);
+            uint64_t m = swar_special(w);
+            if (m) {
+                unsigned k = (unsigned)__builtin_ctzll(m) >> 3;
+                p += k;
+                if (copy)
+                    d += k;
+                goto special;
+            }
             p += 8;
+            if (copy)
+                d += 8;
         }
-        while (p < end && plain_byte(*p))
+        while (p < end && plain_byte(*p)) {
+            if (copy)
+                *d++ = (char)*p;
             p++;
-        if (d && p > run) {
-            memcpy(d, run, (size_t)(p - run));
-            d += p - run;
         }
         if (p >= end)
             return fail(j, PR_JSON_TRUNCATED, p, -1, "document ends inside a string");
+    special:;
         uint8_t c = *p;
         if (c == '"')
             break;
         if (c == '\\') {
             if (had_escape)
                 *had_escape = true;
-            int r = unescape(j, &p, &d);
+            char *dd = copy ? d : NULL;
+            int r = unescape(j, &p, &dd);
             if (r)
                 return r;
+            if (copy)
+                d = dd;
         } else if (c < 0x20) {
             return fail(j, PR_JSON_NOT_JSON, p, -1, "control character in a string");
         } else {
@@ -572,7 +604,7 @@ static int scan_string(jp *j, char *dst, size_t *out_len, bool *had_escape)
                 return fail(j, PR_JSON_TRUNCATED, p, -1, "document ends inside a string");
             if (n == 0)
                 return fail(j, PR_JSON_BAD_UTF8, p, -1, "invalid UTF-8");
-            if (d) {
+            if (copy) {
                 memcpy(d, p, (size_t)n);
                 d += n;
             }
@@ -583,6 +615,16 @@ static int scan_string(jp *j, char *dst, size_t *out_len, bool *had_escape)
     if (out_len)
         *out_len = (size_t)(d - dst);
     return 0;
+}
+
+static int scan_string_copy(jp *j, char *dst, size_t *out_len)
+{
+    return scan_string_inl(j, dst, out_len, NULL, true);
+}
+
+static int scan_string(jp *j, bool *had_escape)
+{
+    return scan_string_inl(j, NULL, NULL, had_escape, false);
 }
 
 static int literal(jp *j, const char *word, size_t n)
@@ -695,6 +737,51 @@ static int parse_number(jp *j, jnum *out)
     return number_strtod(j, s, (size_t)(p - s), &out->d);
 }
 
+/* Count of leading ASCII digits in the 8 bytes of w (8 when all are). A byte
+ * is a digit when its high nibble is 3 and adding 6 keeps it 3; a carry out of
+ * a non-digit byte can only disturb bytes after it. */
+static inline unsigned swar_digits(uint64_t w)
+{
+    uint64_t bad = ((w & (ONES * 0xf0)) ^ (ONES * 0x30)) |
+                   (((w + ONES * 0x06) & (ONES * 0xf0)) ^ (ONES * 0x30));
+    return bad ? (unsigned)__builtin_ctzll(bad) >> 3 : 8;
+}
+
+/* The value of 8 digit bytes (first digit in the lowest byte), pairwise:
+ * 8 x 1 digit -> 4 x 2 -> 2 x 4 -> 1 x 8. */
+static inline uint64_t swar_value8(uint64_t w)
+{
+    w &= ONES * 0x0f;
+    w = (w * 10 + (w >> 8)) & 0x00ff00ff00ff00ffULL;
+    w = (w * 100 + (w >> 16)) & 0x0000ffff0000ffffULL;
+    return (w * 10000 + (w >> 32)) & 0xffffffffULL;
+}
+
+/* parse_number for the common case, an integer of 1 to 7 digits away from
+ * the end of the input, read as one word. Anything else (and every error)
+ * takes the full parser. */
+static inline int parse_number_fast(jp *j, jnum *out)
+{
+    const uint8_t *p = j->p;
+    if (j->end - p >= 10) {
+        bool neg = *p == '-';
+        p += neg;
+        uint64_t w;
+        memcpy(&w, p, 8);
+        unsigned n = swar_digits(w);
+        uint8_t c = p[n];
+        if (n > 0 && n < 8 && (p[0] != '0' || n == 1) && c != '.' && (c | 0x20) != 'e') {
+            uint64_t m = swar_value8(w << (8 * (8 - n)));
+            out->kind = NUM_INT;
+            out->i = neg ? -(int64_t)m : (int64_t)m;
+            out->d = (double)out->i;
+            j->p = p + n;
+            return 0;
+        }
+    }
+    return parse_number(j, out);
+}
+
 static int skip_value(jp *j, uint32_t depth);
 
 /* Skip the rest of a container opened at depth `depth` (j->p after '{' or
@@ -714,7 +801,7 @@ static int skip_container(jp *j, uint32_t depth, bool object)
             if (j->p >= j->end || *j->p != '"')
                 return fail_end_or(j, PR_JSON_NOT_JSON, "key expected");
             j->p++;
-            if ((r = scan_string(j, NULL, NULL, NULL)))
+            if ((r = scan_string(j, NULL)))
                 return r;
             skip_ws(j);
             if (j->p >= j->end || *j->p != ':')
@@ -745,7 +832,7 @@ static int skip_value(jp *j, uint32_t depth)
     switch (*j->p) {
     case '"':
         j->p++;
-        return scan_string(j, NULL, NULL, NULL);
+        return scan_string(j, NULL);
     case '{':
     case '[':
         if (depth > j->x->max_depth)
@@ -768,7 +855,7 @@ static int skip_value(jp *j, uint32_t depth)
 
 enum { VK_BAD, VK_STRING, VK_NUMBER, VK_BOOL, VK_NULL, VK_ARRAY, VK_OBJECT };
 
-static int value_kind(uint8_t c)
+static inline int value_kind(uint8_t c)
 {
     switch (c) {
     case '"':
@@ -831,7 +918,7 @@ static int take_scalar(jp *j, uint32_t pi, uint32_t node)
     if (vk == VK_STRING) {
         size_t len;
         j->p++;
-        if ((r = scan_string(j, b->arena + b->arena_len, &len, NULL)))
+        if ((r = scan_string_copy(j, b->arena + b->arena_len, &len)))
             return r;
         c->str[c->n_values++] = (pr_json_str){(uint32_t)b->arena_len, (uint32_t)len};
         b->arena_len += len;
@@ -846,7 +933,7 @@ static int take_scalar(jp *j, uint32_t pi, uint32_t node)
     }
     const uint8_t *at = j->p;
     jnum num;
-    if ((r = parse_number(j, &num)))
+    if ((r = parse_number_fast(j, &num)))
         return r;
     if (pa->type == PR_JSON_DOUBLE) {
         c->f64[c->n_values++] = num.d;
@@ -938,12 +1025,18 @@ static void reset_subtree(jp *j, const jnode *nd)
     }
 }
 
-static uint32_t find_child(const pr_json_extractor *x, uint32_t node, const char *key, size_t len)
+/* Children are compared on (length, first 8 bytes) first: one compare each
+ * for the short keys events are made of. */
+static uint32_t find_child(const pr_json_extractor *x, uint32_t node, const char *key, size_t len,
+                           const char *end)
 {
     const jnode *nd = &x->nodes[node];
+    if (!nd->n_children)
+        return NO_NODE;
+    uint64_t w = key_word(key, len, end);
     for (uint32_t i = 0; i < nd->n_children; i++) {
         const jnode *c = &x->nodes[nd->child0 + i];
-        if (c->key_len == len && !memcmp(c->key, key, len))
+        if (c->k8 == w && c->key_len == len && (len <= 8 || !memcmp(c->key + 8, key + 8, len - 8)))
             return nd->child0 + i;
     }
     return NO_NODE;
@@ -979,7 +1072,7 @@ static int read_key(jp *j, const char **key, size_t *len)
 {
     const uint8_t *ks = ++j->p;
     bool esc = false;
-    int r = scan_string(j, NULL, NULL, &esc);
+    int r = scan_string(j, &esc);
     if (r)
         return r;
     *key = (const char *)ks;
@@ -987,7 +1080,7 @@ static int read_key(jp *j, const char **key, size_t *len)
     if (!esc)
         return 0;
     pr__json_scratch *s = j->s;
-    if (*len > s->key_cap) {
+    if (*len + 8 > s->key_cap) {
         char *kb = realloc(s->key_buf, *len + 64);
         if (!kb)
             return E_NOMEM;
@@ -995,7 +1088,7 @@ static int read_key(jp *j, const char **key, size_t *len)
         s->key_cap = *len + 64;
     }
     j->p = ks;
-    r = scan_string(j, s->key_buf, len, NULL);
+    r = scan_string_copy(j, s->key_buf, len);
     *key = s->key_buf;
     return r;
 }
@@ -1018,7 +1111,9 @@ static int walk_object(jp *j, uint32_t node, uint32_t depth)
             return fail_end_or(j, PR_JSON_NOT_JSON, "key expected");
         if ((r = read_key(j, &key, &klen)))
             return r;
-        uint32_t child = find_child(j->x, node, key, klen);
+        uint32_t child = find_child(j->x, node, key, klen,
+                                    key == (const char *)j->p - klen - 1 ? (const char *)j->end
+                                                                         : key + klen);
         skip_ws(j);
         if (j->p >= j->end || *j->p != ':')
             return fail_end_or(j, PR_JSON_NOT_JSON, "':' expected");
