@@ -191,7 +191,8 @@ static int trie_flatten(pr_json_extractor *x, const tnode *t, uint32_t n_t)
         jnode *nd = &x->nodes[fi];
         *nd = (jnode){.key = t[ti].key, .key_len = t[ti].key_len, .path = t[ti].path,
                       .child0 = tail, .name_path = t[ti].name_path, .name_len = t[ti].name_len};
-        nd->k8 = key_word(nd->key, nd->key_len, nd->key + nd->key_len);
+        if (nd->key) /* not the root */
+            nd->k8 = key_word(nd->key, nd->key_len, nd->key + nd->key_len);
         for (uint32_t c = t[ti].first; c != NO_NODE; c = t[c].next) {
             queue[tail++] = c;
             nd->n_children++;
