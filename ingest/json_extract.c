@@ -758,29 +758,35 @@ static inline uint64_t swar_value8(uint64_t w)
     return (w * 10000 + (w >> 32)) & 0xffffffffULL;
 }
 
-/* parse_number for the common case, an integer of 1 to 7 digits away from
- * the end of the input, read as one word. Anything else (and every error)
- * takes the full parser. */
+/* The common case of a number: an integer of 1 to 7 digits, read as one
+ * word, with at least 10 bytes of input left. Returns the bytes it took, or
+ * 0 for anything else (every error included: the full parser decides). */
+static inline size_t fast_int(const uint8_t *p, const uint8_t *end, int64_t *v)
+{
+    if (end - p < 10)
+        return 0;
+    bool neg = *p == '-';
+    const uint8_t *q = p + neg;
+    uint64_t w;
+    memcpy(&w, q, 8);
+    unsigned n = swar_digits(w);
+    uint8_t c = q[n];
+    if (n == 0 || n == 8 || (q[0] == '0' && n > 1) || c == '.' || (c | 0x20) == 'e')
+        return 0;
+    uint64_t m = swar_value8(w << (8 * (8 - n)));
+    *v = neg ? -(int64_t)m : (int64_t)m;
+    return neg + n;
+}
+
 static inline int parse_number_fast(jp *j, jnum *out)
 {
-    const uint8_t *p = j->p;
-    if (j->end - p >= 10) {
-        bool neg = *p == '-';
-        p += neg;
-        uint64_t w;
-        memcpy(&w, p, 8);
-        unsigned n = swar_digits(w);
-        uint8_t c = p[n];
-        if (n > 0 && n < 8 && (p[0] != '0' || n == 1) && c != '.' && (c | 0x20) != 'e') {
-            uint64_t m = swar_value8(w << (8 * (8 - n)));
-            out->kind = NUM_INT;
-            out->i = neg ? -(int64_t)m : (int64_t)m;
-            out->d = (double)out->i;
-            j->p = p + n;
-            return 0;
-        }
-    }
-    return parse_number(j, out);
+    size_t n = fast_int(j->p, j->end, &out->i);
+    if (!n)
+        return parse_number(j, out);
+    out->kind = NUM_INT;
+    out->d = (double)out->i;
+    j->p += n;
+    return 0;
 }
 
 static int skip_value(jp *j, uint32_t depth);
@@ -995,8 +1001,16 @@ static int take_leaf(jp *j, uint32_t node, uint32_t pi, uint32_t depth)
                 return fail_end_or(j, PR_JSON_NOT_JSON, "value expected");
             if (++n > pa->max_list)
                 return fail(j, PR_JSON_LIST_TOO_LONG, j->p, node, "list too long");
-            if ((r = take_scalar(j, pi, node)))
+            pr_json_col *c = &j->b->cols[pi];
+            int64_t v;
+            size_t len;
+            if (pa->type == PR_JSON_INT64 && c->n_values < c->values_cap &&
+                (len = fast_int(j->p, j->end, &v))) { /* int lists (histories) */
+                c->i64[c->n_values++] = v;
+                j->p += len;
+            } else if ((r = take_scalar(j, pi, node))) {
                 return r;
+            }
             skip_ws(j);
             if (j->p < j->end && *j->p == ',') {
                 j->p++;
