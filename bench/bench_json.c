@@ -52,9 +52,10 @@ static uint64_t rnd(uint64_t *s)
 }
 
 static const char *const categories[] = {"electronics/audio", "home/kitchen", "books/fiction",
-                                         "fashion/shoes", "toys", "garden/tools"};
-static const char *const tags[] = {"sale", "new", "bestseller", "eco", "caf\\u00e9", "gift",
-                                   "limited", "b\xc3\xbcro", "\\\"quoted\\\"", "refurb"};
+                                         "fashion/shoes",     "toys",         "garden/tools"};
+static const char *const tags[] = {"sale",           "new",   "bestseller", "eco",
+                                   "caf\\u00e9",     "gift",  "limited",    "b\xc3\xbcro",
+                                   "\\\"quoted\\\"", "refurb"};
 static const char *const devices[] = {"mobile", "desktop", "tablet", "tv"};
 
 /* One clickstream event into out (at least 2048 bytes); returns its length. */
@@ -242,15 +243,26 @@ static void dom_release(dom_lib *l, void *d)
 }
 
 static dom_lib dom_libs[] = {
-    {.name = "jansson", .soname = "libjansson.so.4", .syms = {"json_loadb", "json_delete"},
-     .parse = jansson_parse, .release = dom_release},
-    {.name = "cjson", .soname = "libcjson.so.1", .syms = {"cJSON_ParseWithLength", "cJSON_Delete"},
-     .parse = cjson_parse, .release = dom_release},
-    {.name = "json-c", .soname = "libjson-c.so.5",
+    {.name = "jansson",
+     .soname = "libjansson.so.4",
+     .syms = {"json_loadb", "json_delete"},
+     .parse = jansson_parse,
+     .release = dom_release},
+    {.name = "cjson",
+     .soname = "libcjson.so.1",
+     .syms = {"cJSON_ParseWithLength", "cJSON_Delete"},
+     .parse = cjson_parse,
+     .release = dom_release},
+    {.name = "json-c",
+     .soname = "libjson-c.so.5",
      .syms = {"json_tokener_parse_ex", "json_object_put", "json_tokener_reset", "json_tokener_new"},
-     .parse = jsonc_parse, .release = dom_release},
-    {.name = "yajl", .soname = "libyajl.so.2", .syms = {"yajl_tree_parse", "yajl_tree_free"},
-     .parse = yajl_parse, .release = dom_release},
+     .parse = jsonc_parse,
+     .release = dom_release},
+    {.name = "yajl",
+     .soname = "libyajl.so.2",
+     .syms = {"yajl_tree_parse", "yajl_tree_free"},
+     .parse = yajl_parse,
+     .release = dom_release},
 };
 
 static bool dom_open(dom_lib *l)
@@ -365,7 +377,8 @@ int main(int argc, char **argv)
          ", \"pipeline\": \"pr_decode_criteo_lines, fused Hex2Int\"");
     double json_mb = (double)c.bytes / tj / 1e6;
     printf("{\"bench\": \"json_vs_tsv\", \"json_mb_per_s\": %.1f, \"tsv_mb_per_s\": %.1f, "
-           "\"ratio_json_over_tsv\": %.3f, \"ratio_json_over_tsv_u64\": %.3f, \"goal_mb_per_s\": 400}\n",
+           "\"ratio_json_over_tsv\": %.3f, \"ratio_json_over_tsv_u64\": %.3f, \"goal_mb_per_s\": "
+           "400}\n",
            json_mb, (double)tsv_bytes / tt / 1e6, json_mb / ((double)tsv_bytes / tt / 1e6),
            json_mb / ((double)tsv_bytes / tu / 1e6));
     fflush(stdout);

@@ -37,9 +37,9 @@
 typedef struct jnode {
     const char *key; /* segment, inside a path string the extractor owns */
     uint32_t key_len;
-    int32_t path;               /* leaf: index of its path; -1 for an inner node */
-    uint32_t child0, n_children; /* children: nodes[child0, child0 + n_children) */
-    uint32_t slot_lo, slot_hi;   /* leaves below: slot_path[slot_lo, slot_hi) */
+    int32_t path;                 /* leaf: index of its path; -1 for an inner node */
+    uint32_t child0, n_children;  /* children: nodes[child0, child0 + n_children) */
+    uint32_t slot_lo, slot_hi;    /* leaves below: slot_path[slot_lo, slot_hi) */
     uint32_t name_path, name_len; /* full dotted name = paths[name_path].path[0, name_len) */
     uint64_t k8;                  /* the key's first 8 bytes, zero-padded */
 } jnode;
@@ -130,7 +130,8 @@ static int trie_insert(tnode *t, uint32_t *n_t, const char *path, uint32_t pi, c
             return pr_seterr(errstr, errstr_size, PR_EINVAL, "json path '%s': empty segment", path);
         if (t[cur].path >= 0)
             return pr_seterr(errstr, errstr_size, PR_EINVAL, "json path '%s': '%.*s' is a path too",
-                             path, (int)t[cur].name_len, t[cur].key - (t[cur].name_len - t[cur].key_len));
+                             path, (int)t[cur].name_len,
+                             t[cur].key - (t[cur].name_len - t[cur].key_len));
         uint32_t c = t[cur].first, last = NO_NODE;
         while (c != NO_NODE && !(t[c].key_len == len && !memcmp(t[c].key, seg, len))) {
             last = c;
@@ -138,8 +139,12 @@ static int trie_insert(tnode *t, uint32_t *n_t, const char *path, uint32_t pi, c
         }
         if (c == NO_NODE) {
             c = (*n_t)++;
-            t[c] = (tnode){.key = seg, .key_len = (uint32_t)len, .path = -1, .first = NO_NODE,
-                           .next = NO_NODE, .name_path = pi,
+            t[c] = (tnode){.key = seg,
+                           .key_len = (uint32_t)len,
+                           .path = -1,
+                           .first = NO_NODE,
+                           .next = NO_NODE,
+                           .name_path = pi,
                            .name_len = (uint32_t)(seg + len - path)};
             if (last == NO_NODE)
                 t[cur].first = c;
@@ -189,8 +194,12 @@ static int trie_flatten(pr_json_extractor *x, const tnode *t, uint32_t n_t)
     while (head < tail) {
         uint32_t ti = queue[head], fi = head++;
         jnode *nd = &x->nodes[fi];
-        *nd = (jnode){.key = t[ti].key, .key_len = t[ti].key_len, .path = t[ti].path,
-                      .child0 = tail, .name_path = t[ti].name_path, .name_len = t[ti].name_len};
+        *nd = (jnode){.key = t[ti].key,
+                      .key_len = t[ti].key_len,
+                      .path = t[ti].path,
+                      .child0 = tail,
+                      .name_path = t[ti].name_path,
+                      .name_len = t[ti].name_len};
         if (nd->key) /* not the root */
             nd->k8 = key_word(nd->key, nd->key_len, nd->key + nd->key_len);
         for (uint32_t c = t[ti].first; c != NO_NODE; c = t[c].next) {
@@ -429,7 +438,7 @@ static inline bool plain_byte(uint8_t c)
     return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
 }
 
-#define ONES 0x0101010101010101ULL
+#define ONES  0x0101010101010101ULL
 #define HIGHS 0x8080808080808080ULL
 
 /* Non-zero when any of the 8 bytes is '"', '\', < 0x20 or >= 0x80 (the
@@ -493,7 +502,7 @@ static int hex4(jp *j, const uint8_t *p, uint32_t *out)
 /* One escape at *pp (a backslash); writes its UTF-8 to *dd when non-NULL. */
 static int unescape(jp *j, const uint8_t **pp, char **dd)
 {
-    static const char simple[256] = {['"'] = '"', ['\\'] = '\\', ['/'] = '/', ['b'] = '\b',
+    static const char simple[256] = {['"'] = '"',  ['\\'] = '\\', ['/'] = '/',  ['b'] = '\b',
                                      ['f'] = '\f', ['n'] = '\n',  ['r'] = '\r', ['t'] = '\t'};
     const uint8_t *p = *pp;
     if (p + 1 >= j->end)
@@ -721,7 +730,8 @@ static int parse_number(jp *j, jnum *out)
     j->p = p;
     if (!out)
         return 0;
-    if (!is_float && n_int <= 19 && (m <= (uint64_t)INT64_MAX || (neg && m == (uint64_t)INT64_MAX + 1))) {
+    if (!is_float && n_int <= 19 &&
+        (m <= (uint64_t)INT64_MAX || (neg && m == (uint64_t)INT64_MAX + 1))) {
         out->kind = NUM_INT;
         out->i = neg ? (int64_t)(0 - m) : (int64_t)m;
         out->d = (double)out->i;
@@ -827,7 +837,8 @@ static int skip_container(jp *j, uint32_t depth, bool object)
             j->p++;
             return 0;
         }
-        return fail_end_or(j, PR_JSON_NOT_JSON, object ? "',' or '}' expected" : "',' or ']' expected");
+        return fail_end_or(j, PR_JSON_NOT_JSON,
+                           object ? "',' or '}' expected" : "',' or ']' expected");
     }
 }
 
@@ -913,7 +924,8 @@ static int take_scalar(jp *j, uint32_t pi, uint32_t node)
     pr_json_col *c = &j->b->cols[pi];
     int vk = value_kind(*j->p), r;
     bool want_str = pa->type == PR_JSON_STRING || pa->type == PR_JSON_KEY;
-    bool want_num = pa->type == PR_JSON_INT64 || pa->type == PR_JSON_DOUBLE || pa->type == PR_JSON_KEY;
+    bool want_num =
+        pa->type == PR_JSON_INT64 || pa->type == PR_JSON_DOUBLE || pa->type == PR_JSON_KEY;
     if (vk == VK_BAD)
         return fail(j, PR_JSON_NOT_JSON, j->p, -1, "value expected");
     if ((vk == VK_STRING && !want_str) || (vk == VK_NUMBER && !want_num) ||
@@ -1126,9 +1138,9 @@ static int walk_object(jp *j, uint32_t node, uint32_t depth)
             return fail_end_or(j, PR_JSON_NOT_JSON, "key expected");
         if ((r = read_key(j, &key, &klen)))
             return r;
-        uint32_t child = find_child(j->x, node, key, klen,
-                                    key == (const char *)j->p - klen - 1 ? (const char *)j->end
-                                                                         : key + klen);
+        uint32_t child =
+            find_child(j->x, node, key, klen,
+                       key == (const char *)j->p - klen - 1 ? (const char *)j->end : key + klen);
         skip_ws(j);
         if (j->p >= j->end || *j->p != ':')
             return fail_end_or(j, PR_JSON_NOT_JSON, "':' expected");
@@ -1223,8 +1235,12 @@ int pr_json_extract(const pr_json_extractor *x, pr_json_block *b, const char *do
         s->count[i] = 0;
     }
     const size_t arena0 = b->arena_len;
-    jp j = {.p = (const uint8_t *)doc, .end = (const uint8_t *)doc + len,
-            .start = (const uint8_t *)doc, .x = x, .b = b, .s = s};
+    jp j = {.p = (const uint8_t *)doc,
+            .end = (const uint8_t *)doc + len,
+            .start = (const uint8_t *)doc,
+            .x = x,
+            .b = b,
+            .s = s};
     r = parse_document(&j);
     if (r) {
         for (size_t i = 0; i < x->n_paths; i++)

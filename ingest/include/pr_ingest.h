@@ -611,8 +611,8 @@ typedef enum pr_json_shape {
 enum { PR_JSON_ABSENT = 0, PR_JSON_NULL = 1, PR_JSON_PRESENT = 2 };
 
 #define PR_JSON_DEFAULT_MAX_DEPTH 64
-#define PR_JSON_MAX_DEPTH_LIMIT 1024
-#define PR_JSON_DEFAULT_MAX_LIST 1024
+#define PR_JSON_MAX_DEPTH_LIMIT   1024
+#define PR_JSON_DEFAULT_MAX_LIST  1024
 
 typedef struct pr_json_path {
     const char *path; /* dotted, e.g. "user.id"; copied */

@@ -29,22 +29,27 @@
 #include "pr_log.h"
 
 static const pr_json_path set0[] = {
-    {"ts", PR_JSON_INT64, PR_JSON_SCALAR, 0},       {"user.id", PR_JSON_KEY, PR_JSON_SCALAR, 0},
-    {"user.age_days", PR_JSON_INT64, 0, 0},         {"item.id", PR_JSON_KEY, PR_JSON_SCALAR, 0},
-    {"item.category", PR_JSON_STRING, 0, 0},        {"item.price", PR_JSON_DOUBLE, 0, 0},
+    {"ts", PR_JSON_INT64, PR_JSON_SCALAR, 0},        {"user.id", PR_JSON_KEY, PR_JSON_SCALAR, 0},
+    {"user.age_days", PR_JSON_INT64, 0, 0},          {"item.id", PR_JSON_KEY, PR_JSON_SCALAR, 0},
+    {"item.category", PR_JSON_STRING, 0, 0},         {"item.price", PR_JSON_DOUBLE, 0, 0},
     {"item.tags", PR_JSON_STRING, PR_JSON_LIST, 16}, {"history", PR_JSON_INT64, PR_JSON_LIST, 64},
-    {"label.click", PR_JSON_DOUBLE, 0, 0},          {"label.purchase", PR_JSON_DOUBLE, 0, 0},
+    {"label.click", PR_JSON_DOUBLE, 0, 0},           {"label.purchase", PR_JSON_DOUBLE, 0, 0},
     {"context.device", PR_JSON_STRING, 0, 0},
 };
 static const pr_json_path set1[] = {
-    {"a", PR_JSON_INT64, PR_JSON_SCALAR_OR_LIST, 3}, {"b", PR_JSON_DOUBLE, PR_JSON_SCALAR_OR_LIST, 3},
-    {"c", PR_JSON_BOOL, PR_JSON_SCALAR_OR_LIST, 3},  {"d", PR_JSON_STRING, PR_JSON_SCALAR_OR_LIST, 3},
-    {"e", PR_JSON_KEY, PR_JSON_SCALAR_OR_LIST, 3},   {"f.a", PR_JSON_INT64, 0, 0},
+    {"a", PR_JSON_INT64, PR_JSON_SCALAR_OR_LIST, 3},
+    {"b", PR_JSON_DOUBLE, PR_JSON_SCALAR_OR_LIST, 3},
+    {"c", PR_JSON_BOOL, PR_JSON_SCALAR_OR_LIST, 3},
+    {"d", PR_JSON_STRING, PR_JSON_SCALAR_OR_LIST, 3},
+    {"e", PR_JSON_KEY, PR_JSON_SCALAR_OR_LIST, 3},
+    {"f.a", PR_JSON_INT64, 0, 0},
     {"f.f.a", PR_JSON_STRING, PR_JSON_LIST, 2},
 };
 static const pr_json_path set2[] = {
-    {"a.b.c.d.e", PR_JSON_INT64, PR_JSON_LIST, 1000}, {"a.b.x", PR_JSON_DOUBLE, PR_JSON_LIST, 5},
-    {"a.y", PR_JSON_STRING, PR_JSON_LIST, 1},         {"z", PR_JSON_BOOL, PR_JSON_LIST, 4},
+    {"a.b.c.d.e", PR_JSON_INT64, PR_JSON_LIST, 1000},
+    {"a.b.x", PR_JSON_DOUBLE, PR_JSON_LIST, 5},
+    {"a.y", PR_JSON_STRING, PR_JSON_LIST, 1},
+    {"z", PR_JSON_BOOL, PR_JSON_LIST, 4},
 };
 static const pr_json_path set3[] = {{"k", PR_JSON_KEY, PR_JSON_SCALAR_OR_LIST, 8}};
 
@@ -65,7 +70,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     pr_log_set_level(PR_LOG_ERROR);
     char err[256];
     for (int i = 0; i < 8; i++) {
-        xs[i] = pr_json_extractor_new(sets[i & 3].p, sets[i & 3].n, (i & 4) ? 4 : 0, err, sizeof(err));
+        xs[i] =
+            pr_json_extractor_new(sets[i & 3].p, sets[i & 3].n, (i & 4) ? 4 : 0, err, sizeof(err));
         FUZZ_CHECK(xs[i] != NULL);
     }
     return 0;

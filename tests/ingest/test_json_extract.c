@@ -105,9 +105,12 @@ static uint32_t last_count(fx *f, uint32_t col)
 }
 
 static const pr_json_path P_ONE_OF_EACH[] = {
-    {"i", PR_JSON_INT64, PR_JSON_SCALAR, 0},   {"d", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0},
-    {"b", PR_JSON_BOOL, PR_JSON_SCALAR, 0},    {"s", PR_JSON_STRING, PR_JSON_SCALAR, 0},
-    {"k", PR_JSON_KEY, PR_JSON_SCALAR, 0},     {"l", PR_JSON_INT64, PR_JSON_LIST, 3},
+    {"i", PR_JSON_INT64, PR_JSON_SCALAR, 0},
+    {"d", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0},
+    {"b", PR_JSON_BOOL, PR_JSON_SCALAR, 0},
+    {"s", PR_JSON_STRING, PR_JSON_SCALAR, 0},
+    {"k", PR_JSON_KEY, PR_JSON_SCALAR, 0},
+    {"l", PR_JSON_INT64, PR_JSON_LIST, 3},
     {"e", PR_JSON_STRING, PR_JSON_SCALAR_OR_LIST, 0},
 };
 enum { C_I, C_D, C_B, C_S, C_K, C_L, C_E };
@@ -195,12 +198,12 @@ static void test_wrong_types(void **state)
     fx f;
     fx_open(&f, P_ONE_OF_EACH, N_ONE, 0);
     static const char *const bad[] = {
-        "{\"i\":1.5}",       "{\"i\":1e2}",      "{\"i\":true}",      "{\"i\":{}}",
-        "{\"i\":[1]}",       "{\"d\":\"1\"}",    "{\"d\":false}",     "{\"b\":1}",
-        "{\"b\":\"true\"}",  "{\"s\":1}",        "{\"s\":[\"a\"]}",   "{\"s\":{\"a\":1}}",
-        "{\"k\":1.5}",       "{\"k\":true}",     "{\"k\":[\"a\"]}",   "{\"l\":1}",
-        "{\"l\":[1,null]}",  "{\"l\":[[1]]}",    "{\"l\":[{}]}",      "{\"l\":[1,\"2\"]}",
-        "{\"e\":[\"a\",1]}", "{\"e\":{}}",       "{\"l\":{}}",        "{\"l\":\"1,2\"}",
+        "{\"i\":1.5}",       "{\"i\":1e2}",   "{\"i\":true}",    "{\"i\":{}}",
+        "{\"i\":[1]}",       "{\"d\":\"1\"}", "{\"d\":false}",   "{\"b\":1}",
+        "{\"b\":\"true\"}",  "{\"s\":1}",     "{\"s\":[\"a\"]}", "{\"s\":{\"a\":1}}",
+        "{\"k\":1.5}",       "{\"k\":true}",  "{\"k\":[\"a\"]}", "{\"l\":1}",
+        "{\"l\":[1,null]}",  "{\"l\":[[1]]}", "{\"l\":[{}]}",    "{\"l\":[1,\"2\"]}",
+        "{\"e\":[\"a\",1]}", "{\"e\":{}}",    "{\"l\":{}}",      "{\"l\":\"1,2\"}",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         int r = ex(&f, bad[i]);
@@ -247,7 +250,8 @@ static void test_nesting(void **state)
     static const pr_json_path prefix[] = {{"a", PR_JSON_INT64, 0, 0}, {"a.b", PR_JSON_INT64, 0, 0}};
     assert_null(pr_json_extractor_new(prefix, 2, 0, err, sizeof(err)));
     assert_non_null(strstr(err, "'a'"));
-    static const pr_json_path prefix2[] = {{"a.b", PR_JSON_INT64, 0, 0}, {"a", PR_JSON_INT64, 0, 0}};
+    static const pr_json_path prefix2[] = {{"a.b", PR_JSON_INT64, 0, 0},
+                                           {"a", PR_JSON_INT64, 0, 0}};
     assert_null(pr_json_extractor_new(prefix2, 2, 0, err, sizeof(err)));
     static const pr_json_path dup[] = {{"a.b", PR_JSON_INT64, 0, 0}, {"a.b", PR_JSON_BOOL, 0, 0}};
     assert_null(pr_json_extractor_new(dup, 2, 0, err, sizeof(err)));
@@ -308,10 +312,12 @@ static void test_escapes(void **state)
     assert_string_equal(last_str(&f, 0, 0), "0123456789abcdefghijklmnopqrstuvwxyz\n");
     uint32_t rows = f.b->rows;
     static const char *const bad[] = {
-        "{\"s\":\"\\ud800\"}",        "{\"s\":\"\\ud800x\"}",     "{\"s\":\"\\ud800\\n\"}",
-        "{\"s\":\"\\ud800\\u0041\"}", "{\"s\":\"\\udc00\"}",      "{\"s\":\"\\udfff\\ud800\"}",
-        "{\"s\":\"\\u12g4\"}",        "{\"s\":\"\\x41\"}",        "{\"s\":\"\\U0041\"}",
-        "{\"s\":\"\\'\"}",            "{\"t\":\"\\ud800\"}",      "{\"\\ud800\":1}",
+        "{\"s\":\"\\ud800\"}",    "{\"s\":\"\\ud800x\"}",
+        "{\"s\":\"\\ud800\\n\"}", "{\"s\":\"\\ud800\\u0041\"}",
+        "{\"s\":\"\\udc00\"}",    "{\"s\":\"\\udfff\\ud800\"}",
+        "{\"s\":\"\\u12g4\"}",    "{\"s\":\"\\x41\"}",
+        "{\"s\":\"\\U0041\"}",    "{\"s\":\"\\'\"}",
+        "{\"t\":\"\\ud800\"}",    "{\"\\ud800\":1}",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         int r = ex(&f, bad[i]);
@@ -346,12 +352,25 @@ static void test_bad_utf8(void **state)
     fx f;
     fx_open(&f, paths, 1, 0);
     static const char *const bad[] = {
-        "\xc0\x80",         "\xc1\xbf",         "\xe0\x80\x80", "\xe0\x9f\xbf", /* overlongs */
-        "\xf0\x80\x80\x80", "\xf0\x8f\xbf\xbf",                                 /* overlongs */
-        "\xed\xa0\x80",     "\xed\xbf\xbf",     "\xed\xa0\x80\xed\xb0\x80",     /* surrogates */
-        "\xe2\x82",         "\xc3",             "\xf0\x9f\x98",                 /* truncated */
-        "\x80",             "\xbf",             "\xf5\x80\x80\x80", "\xff",     /* never valid */
-        "\xf4\x90\x80\x80", "\xe2\x28\xa1",     "\xc3\x28",                     /* > U+10FFFF, bad */
+        "\xc0\x80",
+        "\xc1\xbf",
+        "\xe0\x80\x80",
+        "\xe0\x9f\xbf", /* overlongs */
+        "\xf0\x80\x80\x80",
+        "\xf0\x8f\xbf\xbf", /* overlongs */
+        "\xed\xa0\x80",
+        "\xed\xbf\xbf",
+        "\xed\xa0\x80\xed\xb0\x80", /* surrogates */
+        "\xe2\x82",
+        "\xc3",
+        "\xf0\x9f\x98", /* truncated */
+        "\x80",
+        "\xbf",
+        "\xf5\x80\x80\x80",
+        "\xff", /* never valid */
+        "\xf4\x90\x80\x80",
+        "\xe2\x28\xa1",
+        "\xc3\x28", /* > U+10FFFF, bad */
     };
     char doc[64];
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -362,14 +381,15 @@ static void test_bad_utf8(void **state)
             snprintf(doc, sizeof(doc), fmt, bad[i]);
             int r = ex(&f, doc);
             if (r != PR_JSON_BAD_UTF8)
-                fail_msg("case %zu/%d: got %s (%s)", i, where, pr_json_reason_name(r), f.rej.detail);
+                fail_msg("case %zu/%d: got %s (%s)", i, where, pr_json_reason_name(r),
+                         f.rej.detail);
         }
     }
     /* raw bytes outside strings */
     assert_int_equal(ex(&f, "{\"s\":\"a\"\xc3\xa9}"), PR_JSON_NOT_JSON);
-    static const char *const good[] = {"\x7f", "\xc2\x80", "\xdf\xbf", "\xe0\xa0\x80",
-                                       "\xed\x9f\xbf", "\xee\x80\x80", "\xef\xbf\xbf",
-                                       "\xf0\x90\x80\x80", "\xf4\x8f\xbf\xbf"};
+    static const char *const good[] = {"\x7f",         "\xc2\x80",         "\xdf\xbf",
+                                       "\xe0\xa0\x80", "\xed\x9f\xbf",     "\xee\x80\x80",
+                                       "\xef\xbf\xbf", "\xf0\x90\x80\x80", "\xf4\x8f\xbf\xbf"};
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
         snprintf(doc, sizeof(doc), "{\"s\":\"%s\",\"k%s\":\"%s\"}", good[i], good[i], good[i]);
         assert_int_equal(ex(&f, doc), 0);
@@ -381,8 +401,8 @@ static void test_bad_utf8(void **state)
 static void test_numbers(void **state)
 {
     (void)state;
-    static const pr_json_path paths[] = {{"i", PR_JSON_INT64, 0, 0}, {"d", PR_JSON_DOUBLE, 0, 0},
-                                         {"k", PR_JSON_KEY, 0, 0}};
+    static const pr_json_path paths[] = {
+        {"i", PR_JSON_INT64, 0, 0}, {"d", PR_JSON_DOUBLE, 0, 0}, {"k", PR_JSON_KEY, 0, 0}};
     fx f;
     fx_open(&f, paths, 3, 0);
     assert_int_equal(ex(&f, "{\"i\":-0,\"d\":-0,\"k\":-0}"), 0);
@@ -432,8 +452,9 @@ static void test_numbers(void **state)
         if (last_f64(&f, 1) != dbl[i].want)
             fail_msg("%s: got %.17g", dbl[i].lit, last_f64(&f, 1));
     }
-    static const char *const syntax[] = {"01", "-01", "00", "1.", ".5", "+1", "1e", "1e+",
-                                         "-", "1.e5", "0x10", "--1", "1ee2", "Infinity", "-Infinity"};
+    static const char *const syntax[] = {"01",   "-01", "00",   "1.",       ".5",
+                                         "+1",   "1e",  "1e+",  "-",        "1.e5",
+                                         "0x10", "--1", "1ee2", "Infinity", "-Infinity"};
     for (size_t i = 0; i < sizeof(syntax) / sizeof(syntax[0]); i++) {
         for (int skipped = 0; skipped < 2; skipped++) {
             snprintf(doc, sizeof(doc), "{\"%s\":%s}", skipped ? "x" : "d", syntax[i]);
@@ -487,7 +508,8 @@ static void test_lists_null_absent(void **state)
     assert_int_equal(last_count(&f, C_I), 0);
     assert_int_equal(last_present(&f, C_D), PR_JSON_ABSENT);
     assert_int_equal(last_count(&f, C_D), 0);
-    assert_int_equal(ex(&f, "{\"l\":[7,8,9],\"e\":[\"a\",\"b\"],\"l2\":[1,2,3,4,5],\"b\":false}"), 0);
+    assert_int_equal(ex(&f, "{\"l\":[7,8,9],\"e\":[\"a\",\"b\"],\"l2\":[1,2,3,4,5],\"b\":false}"),
+                     0);
     assert_int_equal(last_count(&f, C_L), 3);
     assert_int_equal(last_i64(&f, C_L, 2), 9);
     assert_int_equal(last_count(&f, C_E), 2);
@@ -609,11 +631,15 @@ static void test_block_full_and_growth(void **state)
 /* ---- cross-check against Python's json module ---- */
 
 static const pr_json_path REF_PATHS[] = {
-    {"a", PR_JSON_INT64, PR_JSON_SCALAR, 0},     {"b", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0},
-    {"s", PR_JSON_STRING, PR_JSON_SCALAR, 0},    {"k", PR_JSON_KEY, PR_JSON_SCALAR_OR_LIST, 0},
-    {"t", PR_JSON_BOOL, PR_JSON_SCALAR, 0},      {"l", PR_JSON_INT64, PR_JSON_LIST, 5},
+    {"a", PR_JSON_INT64, PR_JSON_SCALAR, 0},
+    {"b", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0},
+    {"s", PR_JSON_STRING, PR_JSON_SCALAR, 0},
+    {"k", PR_JSON_KEY, PR_JSON_SCALAR_OR_LIST, 0},
+    {"t", PR_JSON_BOOL, PR_JSON_SCALAR, 0},
+    {"l", PR_JSON_INT64, PR_JSON_LIST, 5},
     {"o.x", PR_JSON_STRING, PR_JSON_SCALAR_OR_LIST, 0},
-    {"o.y.z", PR_JSON_DOUBLE, PR_JSON_LIST, 4},  {"o.k", PR_JSON_KEY, PR_JSON_SCALAR, 0},
+    {"o.y.z", PR_JSON_DOUBLE, PR_JSON_LIST, 4},
+    {"o.k", PR_JSON_KEY, PR_JSON_SCALAR, 0},
 };
 #define N_REF (sizeof(REF_PATHS) / sizeof(REF_PATHS[0]))
 
@@ -663,8 +689,10 @@ static void test_cross_check_python(void **state)
     (void)state;
     const char *out = PR_BINARY_DIR "/test-tmp/json_reference.txt";
     char cmd[1024];
-    snprintf(cmd, sizeof(cmd), "mkdir -p " PR_BINARY_DIR "/test-tmp && /usr/bin/python3 "
-             PR_SOURCE_DIR "/tests/ingest/json_reference.py %s 4000 20261126", out);
+    snprintf(cmd, sizeof(cmd),
+             "mkdir -p " PR_BINARY_DIR "/test-tmp && /usr/bin/python3 " PR_SOURCE_DIR
+             "/tests/ingest/json_reference.py %s 4000 20261126",
+             out);
     assert_int_equal(system(cmd), 0);
     FILE *fp = fopen(out, "r");
     assert_non_null(fp);
