@@ -13,17 +13,19 @@
  *
  * Shape: the paths are compiled into a trie (node 0 = the top-level object;
  * the children of a node are contiguous, so a key lookup is a short scan
- * comparing lengths first). Objects under trie nodes are walked by
- * parse_object(); any other value goes to skip_value(), which validates it
- * fully (syntax, UTF-8, escapes, depth) but stores nothing. Strings are
- * scanned eight bytes at a time (SWAR) until a quote, backslash, control or
- * non-ASCII byte; those take the slow path. Values are appended to their
+ * comparing (length, first 8 bytes) in one go). Objects under trie nodes
+ * are walked by walk_object(); any other value goes to skip_value(), which
+ * validates it fully (syntax, UTF-8, escapes, depth) but stores nothing.
+ * Strings are scanned eight bytes at a time (SWAR) until a quote,
+ * backslash, control or non-ASCII byte, which take the slow path; integers
+ * of up to 7 digits are read as one word. A repeated key resets the leaves
+ * below its trie node (each node remembers the row that last saw it), so
+ * the last occurrence wins. Values are appended to their
  * columns as they are read; a rejected document is undone by resetting each
  * column's value count and the arena to where the row began. The arena is
  * reserved for the whole document up front (an unescaped string is never
  * longer than its JSON form), so string scanning never checks room.
  */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
