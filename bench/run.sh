@@ -10,6 +10,9 @@
 #      machine), hex-slot and uint64 layouts, with the memory-bandwidth bound
 #      measured in the same process and the fraction of it reached
 #   3. build/bench/bench_offline --input DATA  (decode only; TSV->npy in-process)
+#   3b. build/bench/bench_json: JSON decode + extract of a clickstream event,
+#      MB/s per core, beside the TSV decoder in the same process (and the
+#      DOM libraries, for the record)
 #   4. piperec process DATA: the CLI end to end (TSV -> .npy), default
 #      threads (one worker per CPU) and --threads 1, with its per-stage
 #      thread-seconds (decode, engine, write, wait)
@@ -87,6 +90,11 @@ fi
 if [ -x "$BUILD/bench/bench_offline" ]; then
     echo "== 3. bench_offline (decode; TSV->npy in-process)" >&2
     "$BUILD/bench/bench_offline" --input "$TMP/data.tsv" --tmp "$TMP" --threads "$THREADS" | collect
+fi
+
+if [ -x "$BUILD/bench/bench_json" ]; then
+    echo "== 3b. bench_json (JSON decode + extract vs TSV decode, 1 core)" >&2
+    "$BUILD/bench/bench_json" | collect
 fi
 
 # Default threads (one worker per CPU), then 1. The per-stage thread-seconds

@@ -516,4 +516,161 @@ int pr_mock_broker_create_topic(pr_mock_broker *mb, const char *topic, int parti
 int pr_mock_broker_set_down(pr_mock_broker *mb, bool down, char *errstr, size_t errstr_size);
 void pr_mock_broker_stop(pr_mock_broker *mb); /* NULL ok */
 
+/* ================================================================ JSON field extractor
+ * (ingest/json_extract.c, owner: ingest JSON; issue 20 item 3)
+ *
+ * Extracts a compiled set of dotted paths ("user.id", "label.click",
+ * "history") from one JSON object (one Kafka message, one JSON line) in ONE
+ * pass, without building a tree, into a columnar, jagged pr_json_block.
+ * Everything else in the document is skipped but still validated: JSON syntax
+ * (RFC 8259), UTF-8 (no overlongs, no surrogates, no truncated sequences),
+ * escapes (\uXXXX, surrogate pairs must pair up), nesting depth.
+ *
+ * Values. Each path declares a type and a shape:
+ *   PR_JSON_INT64   a number written as an integer in int64 range ("-0" is 0);
+ *                   1.5 or 1e3 -> wrong_type, 9223372036854775808 ->
+ *                   number_out_of_range
+ *   PR_JSON_DOUBLE  any number: integers in int64 range convert as (double),
+ *                   others parse correctly rounded; beyond +-DBL_MAX ->
+ *                   number_out_of_range (underflow gives 0 or a subnormal)
+ *   PR_JSON_BOOL    true / false
+ *   PR_JSON_STRING  a string, unescaped, into the block's arena
+ *   PR_JSON_KEY     a string or an int64 integer, both as string bytes (an id
+ *                   for a vocabulary: "42" and 42 are the same key, -0 is "0")
+ *   shapes: PR_JSON_SCALAR (an array -> wrong_type), PR_JSON_LIST (an array of
+ *   scalars of the type; a scalar -> wrong_type), PR_JSON_SCALAR_OR_LIST.
+ *   Inside a list, null and nested arrays/objects -> wrong_type; more than
+ *   max_list elements -> list_too_long. An object at a path -> wrong_type.
+ *   A non-object, non-null value where a path needs an object (path "user.id",
+ *   document {"user": 5}) -> wrong_type; null there means the path is absent.
+ *   One path may not be a prefix of another ("user" and "user.id").
+ *   Keys are matched after unescaping ("\u0069d" matches "id"); a key that
+ *   contains '.' cannot be addressed.
+ *
+ * Duplicate keys: the LAST occurrence wins, as in most JSON readers
+ * (Python's json, JavaScript): a repeated key drops what its earlier
+ * occurrence gave, for the whole subtree under it. Every occurrence is still
+ * type-checked, so a bad earlier one rejects the row.
+ *
+ * Rejects. The first problem in document order names the reason. A rejected
+ * document appends nothing: no row, no values, no arena bytes. Numbers inside
+ * skipped (unconfigured) fields are checked for syntax only.
+ *
+ * Output (per path i, cols[i]), rows appended in order:
+ *   present[r]  PR_JSON_ABSENT, PR_JSON_NULL (the key is there, value null)
+ *               or PR_JSON_PRESENT (a scalar or a list, an empty list too)
+ *   count[r]    0 (absent, null, []), 1 (a scalar), n (a list of n)
+ *   values      key-major: row r's values start at count[0] + .. + count[r-1];
+ *               in i64 (INT64), f64 (DOUBLE), b (BOOL) or str (STRING, KEY:
+ *               offset + length into arena; not NUL-terminated).
+ *
+ * Threads: a pr_json_extractor is immutable once built and may be shared;
+ * a pr_json_block belongs to one thread at a time.
+ */
+
+typedef enum pr_json_reason {
+    PR_JSON_OK = 0,
+    PR_JSON_NOT_JSON,            /* syntax error, or bytes after the object */
+    PR_JSON_NOT_OBJECT,          /* the document is a JSON value but not an object */
+    PR_JSON_TRUNCATED,           /* the input ends inside the object */
+    PR_JSON_BAD_UTF8,            /* invalid UTF-8 (overlong, surrogate, truncated sequence) */
+    PR_JSON_BAD_ESCAPE,          /* bad \ escape, or an unpaired \uD800-\uDFFF */
+    PR_JSON_TOO_DEEP,            /* nesting deeper than max_depth */
+    PR_JSON_NUMBER_OUT_OF_RANGE, /* number beyond double, or int64 for an INT64 path */
+    PR_JSON_LIST_TOO_LONG,       /* a list with more than max_list elements */
+    PR_JSON_WRONG_TYPE,          /* a configured path holds the wrong kind of value */
+    PR_JSON__REASONS
+} pr_json_reason;
+
+/* Short snake_case name ("not_json", "wrong_type", ...); "unknown" if out of range. */
+const char *pr_json_reason_name(int reason);
+
+typedef enum pr_json_type {
+    PR_JSON_INT64 = 1,
+    PR_JSON_DOUBLE,
+    PR_JSON_BOOL,
+    PR_JSON_STRING,
+    PR_JSON_KEY,
+} pr_json_type;
+
+typedef enum pr_json_shape {
+    PR_JSON_SCALAR = 0,
+    PR_JSON_LIST,
+    PR_JSON_SCALAR_OR_LIST,
+} pr_json_shape;
+
+enum { PR_JSON_ABSENT = 0, PR_JSON_NULL = 1, PR_JSON_PRESENT = 2 };
+
+#define PR_JSON_DEFAULT_MAX_DEPTH 64
+#define PR_JSON_MAX_DEPTH_LIMIT   1024
+#define PR_JSON_DEFAULT_MAX_LIST  1024
+
+typedef struct pr_json_path {
+    const char *path; /* dotted, e.g. "user.id"; copied */
+    pr_json_type type;
+    pr_json_shape shape;
+    uint32_t max_list; /* lists only; 0 = PR_JSON_DEFAULT_MAX_LIST */
+} pr_json_path;
+
+typedef struct pr_json_extractor pr_json_extractor;
+
+/* Compile `n` paths (1..65535). max_depth 0 = PR_JSON_DEFAULT_MAX_DEPTH,
+ * at most PR_JSON_MAX_DEPTH_LIMIT (the top-level object is depth 1).
+ * Returns NULL with errstr on a bad path (empty segment, duplicate, prefix
+ * of another), a bad type/shape, or no memory. */
+pr_json_extractor *pr_json_extractor_new(const pr_json_path *paths, size_t n, uint32_t max_depth,
+                                         char *errstr, size_t errstr_size);
+void pr_json_extractor_free(pr_json_extractor *x); /* NULL ok */
+size_t pr_json_extractor_paths(const pr_json_extractor *x);
+
+typedef struct pr_json_str {
+    uint32_t off, len; /* into pr_json_block.arena */
+} pr_json_str;
+
+typedef struct pr_json_col {
+    uint8_t *present;  /* [cap] rows */
+    uint32_t *count;   /* [cap] rows */
+    uint32_t n_values; /* values appended so far (all rows) */
+    uint32_t values_cap;
+    int64_t *i64;     /* PR_JSON_INT64, else NULL */
+    double *f64;      /* PR_JSON_DOUBLE */
+    uint8_t *b;       /* PR_JSON_BOOL (0 / 1) */
+    pr_json_str *str; /* PR_JSON_STRING, PR_JSON_KEY */
+} pr_json_col;
+
+typedef struct pr__json_scratch pr__json_scratch;
+
+/* A batch of extracted rows for one extractor: cols[i] is path i as given to
+ * pr_json_extractor_new. Value arrays and the arena grow as needed; the
+ * per-row arrays hold `cap` rows. */
+typedef struct pr_json_block {
+    uint32_t rows, cap;
+    uint32_t n_cols;
+    pr_json_col *cols;
+    char *arena; /* string bytes, unescaped */
+    size_t arena_len, arena_cap;
+    pr__json_scratch *scratch; /* per-row state (internal) */
+} pr_json_block;
+
+/* A block shaped for `x` (which must outlive it), `cap` rows (>= 1). */
+pr_json_block *pr_json_block_new(const pr_json_extractor *x, uint32_t cap);
+void pr_json_block_reset(pr_json_block *b); /* rows, values, arena to 0; memory kept */
+void pr_json_block_free(pr_json_block *b);  /* NULL ok */
+
+/* Where and why a document was rejected. */
+typedef struct pr_json_reject {
+    int reason;    /* pr_json_reason */
+    size_t offset; /* byte offset in the document where the problem was seen */
+    char detail[160];
+} pr_json_reject;
+
+/* Extract one document doc[0, len) (need not be NUL-terminated; leading and
+ * trailing JSON whitespace allowed) as the next row of `b`.
+ * Returns 0 when a row was appended; a pr_json_reason (> 0) when the document
+ * was rejected (nothing appended; *rej filled when rej is non-NULL);
+ * PR_EFULL when the block has no free row, PR_ENOMEM when growing failed
+ * (both: nothing appended, the document was not looked at / is to be retried). */
+int pr_json_extract(const pr_json_extractor *x, pr_json_block *b, const char *doc, size_t len,
+                    pr_json_reject *rej);
+
 #endif

@@ -15,6 +15,9 @@ target's flags byte where it has one, see each fuzz_*.c):
   config        the embedded default config, the YAML examples of
                 docs/configuration.md and README.md, with overrides
   http          requests for every route, methods, HTTP/1.0, pipelining
+  json          clickstream events of BUILD_DIR/bench/bench_json --emit, under
+                each path set, and small documents for escapes, numbers,
+                lists, nesting and duplicate keys
 Crash regressions (files named crash-*/regress-*) are kept as they are.
 """
 import os
@@ -254,6 +257,29 @@ def http():
     write("http", "query", b"GET /metrics?name[]=a&x=%00 HTTP/1.1\r\nHost: x\r\nAccept: */*\r\n\r\n")
 
 
+# ------------------------------------------------------------------ json
+def json_docs(build):
+    clean("json")
+    events = subprocess.run([os.path.join(build, "bench", "bench_json"), "--emit", "8"],
+                            check=True, capture_output=True).stdout.split(b"\n")
+    for i, ev in enumerate(e for e in events if e):
+        write("json", "event%d" % i, bytes([0]) + ev)
+        if i < 2:
+            write("json", "event%d_depth4_full" % i, bytes([4 | 8]) + ev)
+    small = [
+        b'{"a":[1,-0,9223372036854775807],"b":[1.5e308,-0.0,2.5E-3],"c":[true,false],"d":null}',
+        b'{"d":["caf\\u00e9","\\ud83d\\ude00","\xc3\xa9\xe2\x82\xac","\\"\\\\\\/\\b\\f\\n\\r\\t"],"e":-9223372036854775808}',
+        b'{"f":{"a":1,"f":{"a":["x","y"]}},"f":{"a":2},"\\u0061":3}',
+        b' {"x":{"y":[{"z":[]},null,"s",1e-400]},"e":["k",42],"a":1} \r\n',
+        b'{"a":1e309}',
+        b'{"b":123456789012345678901234567890}',
+    ]
+    for i, d in enumerate(small):
+        write("json", "small%d" % i, bytes([1]) + d)
+    write("json", "deep", bytes([2]) + b'{"a":{"b":{"c":{"d":{"e":[1,2,3]}},"x":[0.5]},"y":["q"]},"z":[true]}')
+    write("json", "key", bytes([3]) + b'{"k":["u1",7,"\\u00e9"]}')
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["--trainer-client"]:
         trainer_client()
@@ -266,3 +292,4 @@ if __name__ == "__main__":
     trainer(build)
     config()
     http()
+    json_docs(build)
