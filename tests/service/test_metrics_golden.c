@@ -41,9 +41,9 @@
 #include "pr_service.h"
 #include "pr_trainer_client.h"
 
-#define GOLDEN PR_SOURCE_DIR "/tests/service/metrics_golden.txt"
-#define N_ROWS 2000 /* good rows: 4 full batches of 500 */
-#define N_PARTS 1 /* one read order: the hot-set sketches' sums are exact */
+#define GOLDEN  PR_SOURCE_DIR "/tests/service/metrics_golden.txt"
+#define N_ROWS  2000 /* good rows: 4 full batches of 500 */
+#define N_PARTS 1    /* one read order: the hot-set sketches' sums are exact */
 
 static int64_t now_ms(void)
 {
