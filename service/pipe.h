@@ -5,6 +5,7 @@
  * up the runtime:
  *
  *   service.c        construction, lifecycle, state dir (pr_service.h)
+ *   pipe_ends.c      a pipeline's consumer and sinks
  *   pipeline.c       the pipeline thread: poll, offsets, rebalances, drain
  *   worker.c         the worker and its state machine (pr__wstate)
  *   http_views.c     /metrics, /healthz, /readyz, /v1/status, /v1/hot
@@ -210,6 +211,12 @@ void pr__worker_wait(pr__pipe *p, int timeout_ms);
 void pr__worker_join(pr__pipe *p);
 void pr__worker_start_block(pr__pipe *p);
 void pr__worker_quit(pr__pipe *p);
+
+/* ---- pipe_ends.c: the consumer and the sinks of a pipeline */
+int pr__sinks_open(pr__pipe *p, const pr_clock *clock, char *errstr, size_t errstr_size);
+int pr__consumer_open(pr_service *svc, pr__pipe *p, char *errstr, size_t errstr_size);
+/* TrainingBatch.replica (see pipe_ends.c). */
+void pr__replica_name(const pr_pipeline_cfg *pc, char *out, size_t n);
 
 /* ---- service.c: the state dir */
 void pr__pipe_checkpoint(pr__pipe *p);
