@@ -26,6 +26,7 @@
 #include "pr_cli.h"
 #include "pr_config.h"
 #include "pr_engine.h"
+#include "pr_vocab.h"
 
 static void pr__vocab_usage(FILE *f)
 {
@@ -155,11 +156,10 @@ int pr_cli_cmd_vocab(int argc, char **argv)
         uint32_t tag_len = 0;
         if (shared)
             have_journal = false;
-        if ((have_snap && (rc = pr_engine_vocab_load_tagged(eng, snap, tag, sizeof(tag), &tag_len,
-                                                            err, sizeof(err)))) ||
-            (have_journal &&
-             (rc = pr_engine_vocab_journal_replay(eng, journal, err, sizeof(err)))) ||
-            (rc = pr_engine_vocab_export(eng, dir, err, sizeof(err)))) {
+        if ((have_snap && (rc = pr_vocab_load_tagged(eng, snap, tag, sizeof(tag), &tag_len, err,
+                                                     sizeof(err)))) ||
+            (have_journal && (rc = pr_vocab_journal_replay(eng, journal, err, sizeof(err)))) ||
+            (rc = pr_vocab_export(eng, dir, err, sizeof(err)))) {
             fprintf(stderr, "piperec vocab export: %s\n", err);
             ret = pr__rc_exit(rc);
             goto out;
@@ -174,7 +174,7 @@ int pr_cli_cmd_vocab(int argc, char **argv)
                     state, pc->name, have_snap ? snap : journal);
             goto out;
         }
-        if ((rc = pr_engine_vocab_import(eng, dir, err, sizeof(err)))) {
+        if ((rc = pr_vocab_import(eng, dir, err, sizeof(err)))) {
             fprintf(stderr, "piperec vocab import: %s\n", err);
             ret = pr__rc_exit(rc);
             goto out;
@@ -190,7 +190,7 @@ int pr_cli_cmd_vocab(int argc, char **argv)
             ret = 1;
             goto out;
         }
-        if ((rc = pr_engine_vocab_save(eng, snap, err, sizeof(err)))) {
+        if ((rc = pr_vocab_save(eng, snap, err, sizeof(err)))) {
             fprintf(stderr, "piperec vocab import: %s\n", err);
             ret = 1;
             goto out;

@@ -52,6 +52,7 @@
 #include "pr_log.h"
 #include "pr_npy.h"
 #include "pr_service.h"
+#include "pr_vocab.h"
 
 #define PR__BYTES_PER_ROW 200 /* chunk size = block_rows * this (Criteo ~240 B/line) */
 #define PR__ERR           512
@@ -862,7 +863,7 @@ static int pr__run_engine(pr__run *run, const pr_engine_opts *eopts, char *errst
     if (!run->eng)
         return PR_EINVAL;
     if (run->opts->vocab_seed) {
-        int rc = pr_engine_vocab_import(run->eng, run->opts->vocab_seed, errstr, errstr_size);
+        int rc = pr_vocab_import(run->eng, run->opts->vocab_seed, errstr, errstr_size);
         if (rc)
             return rc;
     }
@@ -993,7 +994,7 @@ static int pr__write_vocab(pr__run *run, char *errstr, size_t errstr_size)
     snprintf(path, sizeof(path), "%s/vocab", run->opts->output_dir);
     if ((rc = pr__mkdir_p(path, errstr, errstr_size)))
         return rc;
-    return pr_engine_vocab_export(run->eng, path, errstr, errstr_size);
+    return pr_vocab_export(run->eng, path, errstr, errstr_size);
 }
 
 static void pr__free_jobs(pr__run *run)

@@ -50,7 +50,7 @@
 #include "pr_grow.h"
 #include "pr_log.h"
 #include "pr_sink.h"
-#include "pr_vocablog.h"
+#include "pr_vocab.h"
 
 #ifndef PR_VERSION
 #define PR_VERSION "0.0.0"
@@ -650,9 +650,9 @@ static int pr__state_open(pr__pipe *p, char *errstr, size_t errstr_size)
     }
     /* transform.vocab.seed: without persistence, every start begins from it. */
     if (!st->enabled || !st->dir)
-        return seed ? pr_engine_vocab_import(p->eng, seed, errstr, errstr_size) : 0;
+        return seed ? pr_vocab_import(p->eng, seed, errstr, errstr_size) : 0;
     if (!pr_spec_has_op(&p->cfg->spec, PR_OP_VOCAB))
-        return seed ? pr_engine_vocab_import(p->eng, seed, errstr, errstr_size) : 0;
+        return seed ? pr_vocab_import(p->eng, seed, errstr, errstr_size) : 0;
     if (pr__mkdir_p(st->dir))
         return pr_seterr(errstr, errstr_size, PR_EIO, "pipelines[%s].state.dir '%s': %s",
                          p->cfg->name, st->dir, strerror(errno));
@@ -663,8 +663,8 @@ static int pr__state_open(pr__pipe *p, char *errstr, size_t errstr_size)
      * vocabulary (no snapshot, no journal); it is saved as the first snapshot
      * before the journal exists, so a crash cannot seed twice or lose it. */
     if (seed && access(p->snap_path, F_OK) != 0 && access(p->journal_path, F_OK) != 0) {
-        if ((rc = pr_engine_vocab_import(p->eng, seed, errstr, errstr_size)) ||
-            (rc = pr_engine_vocab_save(p->eng, p->snap_path, errstr, errstr_size)))
+        if ((rc = pr_vocab_import(p->eng, seed, errstr, errstr_size)) ||
+            (rc = pr_vocab_save(p->eng, p->snap_path, errstr, errstr_size)))
             return rc;
         pr_info("pipeline %s: vocabulary seeded from %s", p->cfg->name, seed);
     } else if (seed) {
@@ -672,20 +672,20 @@ static int pr__state_open(pr__pipe *p, char *errstr, size_t errstr_size)
                 st->dir, seed);
     }
     if (access(p->snap_path, F_OK) == 0) {
-        rc = pr_engine_vocab_load(p->eng, p->snap_path, errstr, errstr_size);
+        rc = pr_vocab_load(p->eng, p->snap_path, errstr, errstr_size);
         if (rc)
             return rc;
     }
     if (access(p->journal_path, F_OK) == 0) {
-        rc = pr_engine_vocab_journal_replay(p->eng, p->journal_path, errstr, errstr_size);
+        rc = pr_vocab_journal_replay(p->eng, p->journal_path, errstr, errstr_size);
         if (rc)
             return rc;
     }
-    rc = pr_engine_vocab_journal_open(p->eng, p->journal_path, errstr, errstr_size);
+    rc = pr_vocab_journal_open(p->eng, p->journal_path, errstr, errstr_size);
     if (rc)
         return rc;
     /* Fold the replayed journal into a fresh snapshot right away. */
-    rc = pr_engine_vocab_checkpoint(p->eng, p->snap_path, NULL, errstr, errstr_size);
+    rc = pr_vocab_checkpoint(p->eng, p->snap_path, NULL, errstr, errstr_size);
     if (rc)
         return rc;
     uint64_t total = 0;
@@ -705,7 +705,7 @@ static void pr__checkpoint(pr__pipe *p)
         return;
     char err[256];
     int rc = p->vlog ? pr_vocablog_checkpoint(p->vlog, err, sizeof(err))
-                     : pr_engine_vocab_checkpoint(p->eng, p->snap_path, NULL, err, sizeof(err));
+                     : pr_vocab_checkpoint(p->eng, p->snap_path, NULL, err, sizeof(err));
     if (rc)
         pr_err("pipeline %s: vocabulary checkpoint failed: %s (the journal keeps the state)",
                p->cfg->name, err);

@@ -44,7 +44,7 @@
 #include "pr_ingest.h"
 #include "pr_log.h"
 #include "pr_sink.h"
-#include "pr_vocablog.h"
+#include "pr_vocab.h"
 
 /* ---------------------------------------------------------------- enums */
 

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "pr_backend.h"
+#include "pr_vocab.h"
 
 /* ------------------------------------------------------------ names and spec */
 
@@ -797,7 +798,7 @@ static void test_vocab_export(void **state)
     char *dir = tu_tmpdir();
     char sub[512], path[600], err[256];
     snprintf(sub, sizeof(sub), "%s/vocab", dir);
-    assert_int_equal(pr_engine_vocab_export(e, sub, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_export(e, sub, err, sizeof(err)), 0);
     snprintf(path, sizeof(path), "%s/C1.tsv", sub);
     FILE *f = fopen(path, "r");
     assert_non_null(f);
@@ -855,15 +856,15 @@ static void test_vocab_import_roundtrip(void **state)
     char *dir = tu_tmpdir();
     char sub[512], err[512] = "";
     snprintf(sub, sizeof(sub), "%s/vocab", dir);
-    assert_int_equal(pr_engine_vocab_export(e, sub, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_export(e, sub, err, sizeof(err)), 0);
     pr_engine *f = tu_engine(&s, NULL, 1);
-    int rc = pr_engine_vocab_import(f, sub, err, sizeof(err));
+    int rc = pr_vocab_import(f, sub, err, sizeof(err));
     if (rc)
         print_error("import: %s\n", err);
     assert_int_equal(rc, 0);
     tu_assert_same_vocab(e, f);
     /* A second import into a populated engine is refused. */
-    assert_int_equal(pr_engine_vocab_import(f, sub, err, sizeof(err)), PR_ESTATE);
+    assert_int_equal(pr_vocab_import(f, sub, err, sizeof(err)), PR_ESTATE);
     for (uint32_t r = 0; r < 64; r++)
         for (uint32_t c = 0; c < 4; c++)
             tu_put_hex_u64(b, c, r, tu_skewed(&seed, 3000));
@@ -894,7 +895,7 @@ static void test_vocab_import_seed(void **state)
     assert_non_null(fp);
     fputs("# another system's dictionary\n4\t3E7\n2\t10\n3\t5\n", fp);
     fclose(fp);
-    assert_int_equal(pr_engine_vocab_import(e, dir, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_import(e, dir, err, sizeof(err)), 0);
     assert_int_equal(pr_engine_vocab_size(e, 0), 5);
     pr_block *b = pr_block_new(0, 1, 64, false);
     const char *v[] = {"5", "63", "3e7", "10", ""};
@@ -911,7 +912,7 @@ static void test_vocab_import_seed(void **state)
     assert_non_null(fp);
     fputs("2\t10\n4\t5\n", fp);
     fclose(fp);
-    assert_int_equal(pr_engine_vocab_import(g, dir, err, sizeof(err)), PR_EINVAL);
+    assert_int_equal(pr_vocab_import(g, dir, err, sizeof(err)), PR_EINVAL);
     assert_non_null(strstr(err, "C1.tsv:2: index 4 leaves a gap: index 3 is missing"));
     assert_int_equal(pr_engine_vocab_size(g, 0), 2);
     pr_engine_free(g);
@@ -936,14 +937,14 @@ static void test_snapshot_roundtrip(void **state)
     char *dir = tu_tmpdir();
     char path[600], err[512] = "";
     snprintf(path, sizeof(path), "%s/vocab.snap", dir);
-    assert_int_equal(pr_engine_vocab_save(a, path, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_save(a, path, err, sizeof(err)), 0);
     struct stat st;
     char tmp[700];
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     assert_int_not_equal(stat(tmp, &st), 0); /* renamed away */
 
     pr_engine *bb = tu_engine(&s, NULL, 1);
-    assert_int_equal(pr_engine_vocab_load(bb, path, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_load(bb, path, err, sizeof(err)), 0);
     tu_assert_same_vocab(a, bb);
     for (int k = 0; k < 3; k++) {
         gen_block(b, &seed, 4000);
@@ -959,7 +960,7 @@ static void test_snapshot_roundtrip(void **state)
     s2.sparse[2].modulus = 999;
     pr_engine *c = tu_engine(&s2, NULL, 1);
     err[0] = 0;
-    assert_int_equal(pr_engine_vocab_load(c, path, err, sizeof(err)), PR_EINVAL);
+    assert_int_equal(pr_vocab_load(c, path, err, sizeof(err)), PR_EINVAL);
     assert_non_null(strstr(err, "different pipeline spec"));
     pr_engine_free(c);
 
@@ -972,7 +973,7 @@ static void test_snapshot_roundtrip(void **state)
     fputc(0x5a ^ byte, f);
     fclose(f);
     c = tu_engine(&s, NULL, 1);
-    assert_int_not_equal(pr_engine_vocab_load(c, path, err, sizeof(err)), 0);
+    assert_int_not_equal(pr_vocab_load(c, path, err, sizeof(err)), 0);
     assert_non_null(strstr(err, "corrupt"));
     assert_int_equal(pr_engine_vocab_size(c, 0), 2);
     pr_engine_free(c);
@@ -981,7 +982,7 @@ static void test_snapshot_roundtrip(void **state)
     f = fopen(path, "wb");
     fputs("hello", f);
     fclose(f);
-    assert_int_equal(pr_engine_vocab_load(c, path, err, sizeof(err)), PR_EINVAL);
+    assert_int_equal(pr_vocab_load(c, path, err, sizeof(err)), PR_EINVAL);
     assert_non_null(strstr(err, "not a piperec snapshot"));
     pr_engine_free(c);
 
@@ -1020,13 +1021,13 @@ static void test_journal_crash_recovery(void **state)
 
     /* crashing run */
     pr_engine *a = tu_engine(&s, NULL, 2);
-    assert_int_equal(pr_engine_vocab_journal_open(a, jr, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_journal_open(a, jr, err, sizeof(err)), 0);
     pr_out *o = tu_out(a, blocks[0]);
     for (int k = 0; k < crash_after; k++) {
         tu_process(a, blocks[k], o);
         tu_assert_same_out(o, oref[k]);
         if (k + 1 == checkpoint_after)
-            assert_int_equal(pr_engine_vocab_checkpoint(a, snap, NULL, err, sizeof(err)), 0);
+            assert_int_equal(pr_vocab_checkpoint(a, snap, NULL, err, sizeof(err)), 0);
     }
     pr_engine_free(a); /* crash: nothing saved after the checkpoint */
     /* and a torn record at the end */
@@ -1035,11 +1036,11 @@ static void test_journal_crash_recovery(void **state)
     fclose(f);
 
     pr_engine *b = tu_engine(&s, NULL, 1);
-    assert_int_equal(pr_engine_vocab_load(b, snap, err, sizeof(err)), 0);
-    assert_int_equal(pr_engine_vocab_journal_replay(b, jr, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_load(b, snap, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_journal_replay(b, jr, err, sizeof(err)), 0);
     /* replaying twice is harmless (records already present are checked) */
-    assert_int_equal(pr_engine_vocab_journal_replay(b, jr, err, sizeof(err)), 0);
-    assert_int_equal(pr_engine_vocab_journal_open(b, jr, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_journal_replay(b, jr, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_journal_open(b, jr, err, sizeof(err)), 0);
     for (int k = crash_after; k < n_blocks; k++) {
         tu_process(b, blocks[k], o);
         tu_assert_same_out(o, oref[k]);
@@ -1049,8 +1050,8 @@ static void test_journal_crash_recovery(void **state)
 
     /* a second crash right away: snapshot (old) + journal (now longer) */
     pr_engine *c = tu_engine(&s, NULL, 3);
-    assert_int_equal(pr_engine_vocab_load(c, snap, err, sizeof(err)), 0);
-    assert_int_equal(pr_engine_vocab_journal_replay(c, jr, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_load(c, snap, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_journal_replay(c, jr, err, sizeof(err)), 0);
     tu_assert_same_vocab(ref, c);
     pr_engine_free(c);
 
@@ -1058,15 +1059,15 @@ static void test_journal_crash_recovery(void **state)
     pr_pipeline_spec s2 = s;
     s2.sparse[0].modulus = 77;
     c = tu_engine(&s2, NULL, 1);
-    assert_int_equal(pr_engine_vocab_journal_replay(c, jr, err, sizeof(err)), PR_EINVAL);
-    assert_int_equal(pr_engine_vocab_journal_open(c, jr, err, sizeof(err)), PR_EINVAL);
+    assert_int_equal(pr_vocab_journal_replay(c, jr, err, sizeof(err)), PR_EINVAL);
+    assert_int_equal(pr_vocab_journal_open(c, jr, err, sizeof(err)), PR_EINVAL);
     pr_engine_free(c);
 
     /* checkpoint truncates the journal to its header */
     pr_engine *d = tu_engine(&s, NULL, 1);
-    assert_int_equal(pr_engine_vocab_journal_open(d, jr, err, sizeof(err)), 0);
-    assert_int_equal(pr_engine_vocab_checkpoint(d, snap, jr, err, sizeof(err)), 0); /* truncates */
-    pr_engine_vocab_journal_close(d);
+    assert_int_equal(pr_vocab_journal_open(d, jr, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_checkpoint(d, snap, jr, err, sizeof(err)), 0); /* truncates */
+    pr_vocab_journal_close(d);
     struct stat st;
     assert_int_equal(stat(jr, &st), 0);
     assert_int_equal(st.st_size, 24);
@@ -1105,7 +1106,7 @@ static void test_journal_aligned_garbage_tail(void **state)
         tu_process(ref, blocks[k], o);
 
     pr_engine *a = tu_engine(&s, NULL, 1);
-    assert_int_equal(pr_engine_vocab_journal_open(a, jr, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_journal_open(a, jr, err, sizeof(err)), 0);
     tu_process(a, blocks[0], o);
     pr_engine_free(a); /* crash */
     static const unsigned char zeros[24];
@@ -1114,13 +1115,13 @@ static void test_journal_aligned_garbage_tail(void **state)
     fclose(f);
 
     pr_engine *b = tu_engine(&s, NULL, 1);
-    assert_int_equal(pr_engine_vocab_journal_replay(b, jr, err, sizeof(err)), 0);
-    assert_int_equal(pr_engine_vocab_journal_open(b, jr, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_journal_replay(b, jr, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_journal_open(b, jr, err, sizeof(err)), 0);
     tu_process(b, blocks[1], o);
     pr_engine_free(b); /* crash again, no checkpoint */
 
     pr_engine *c = tu_engine(&s, NULL, 1);
-    assert_int_equal(pr_engine_vocab_journal_replay(c, jr, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_journal_replay(c, jr, err, sizeof(err)), 0);
     tu_assert_same_vocab(ref, c);
     pr_engine_free(c);
 
@@ -1143,12 +1144,12 @@ static void test_journal_gap_detected(void **state)
     const char *v1[] = {"1", "2"}, *v2[] = {"3"};
     int64_t got[2];
     run_column(a, v1, 2, got); /* before the journal: only in a snapshot */
-    assert_int_equal(pr_engine_vocab_journal_open(a, jr, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_journal_open(a, jr, err, sizeof(err)), 0);
     run_column(a, v2, 1, got);
     assert_int_equal(got[0], 2);
     pr_engine_free(a);
     pr_engine *b = tu_engine(&s, NULL, 1);
-    assert_int_equal(pr_engine_vocab_journal_replay(b, jr, err, sizeof(err)), PR_EINVAL);
+    assert_int_equal(pr_vocab_journal_replay(b, jr, err, sizeof(err)), PR_EINVAL);
     assert_non_null(strstr(err, "jumps from index 0 to 2"));
     pr_engine_free(b);
     tu_rmdir(dir);

@@ -11,6 +11,7 @@
  * are fed as uint64 below the modulus, so the test knows each row's key.
  */
 #include "engine_test_util.h"
+#include "pr_vocab.h"
 
 #define NCOL 3
 #define ROWS 512
@@ -326,9 +327,9 @@ static void test_snapshot_restore_same_notices(void **state)
         }
         /* every notice so far delivered: nothing to announce again */
         pr_engine_vocab_notices_delivered(e1, pr_engine_vocab_recycled_total(e1) + 1);
-        assert_int_equal(pr_engine_vocab_save(e1, snap, err, sizeof(err)), 0);
+        assert_int_equal(pr_vocab_save(e1, snap, err, sizeof(err)), 0);
         pr_engine *e2 = tu_engine(&s, "cpu", 1);
-        assert_int_equal(pr_engine_vocab_load(e2, snap, err, sizeof(err)), 0);
+        assert_int_equal(pr_vocab_load(e2, snap, err, sizeof(err)), 0);
         tu_assert_same_vocab(e1, e2);
         assert_int_equal(pr_engine_vocab_recycled_total(e1), pr_engine_vocab_recycled_total(e2));
         pr_engine_free(e1);
@@ -375,9 +376,9 @@ static void test_snapshot_keeps_undelivered_notices(void **state)
     for (int round = 0; round < 2; round++) {
         if (round == 1)
             pr_engine_vocab_notices_delivered(e1, floor);
-        assert_int_equal(pr_engine_vocab_save(e1, snap, err, sizeof(err)), 0);
+        assert_int_equal(pr_vocab_save(e1, snap, err, sizeof(err)), 0);
         pr_engine *e2 = tu_engine(&s, "cpu", 1);
-        assert_int_equal(pr_engine_vocab_load(e2, snap, err, sizeof(err)), 0);
+        assert_int_equal(pr_vocab_load(e2, snap, err, sizeof(err)), 0);
         fill_block(b, sc, 2, 12);
         tu_process(e2, b, o);
         /* round 0: every notice handed out is announced again, in order;
@@ -420,14 +421,14 @@ static void test_journal_replay_same_notices(void **state)
         pr_engine *e1 = tu_engine(&s, "cpu", 2);
         pr_out *o = tu_out(e1, b);
         trace t = trace_new(20);
-        assert_int_equal(pr_engine_vocab_journal_open(e1, jr, err, sizeof(err)), 0);
+        assert_int_equal(pr_vocab_journal_open(e1, jr, err, sizeof(err)), 0);
         for (int j = 0; j < 5; j++) {
             fill_block(b, sc, 3, j);
             tu_process(e1, b, o);
         }
         /* the batches of blocks 0-4 were acknowledged before the checkpoint */
         pr_engine_vocab_notices_delivered(e1, pr_engine_vocab_recycled_total(e1) + 1);
-        assert_int_equal(pr_engine_vocab_checkpoint(e1, snap, NULL, err, sizeof(err)), 0);
+        assert_int_equal(pr_vocab_checkpoint(e1, snap, NULL, err, sizeof(err)), 0);
         uint64_t before = pr_engine_vocab_recycled_total(e1);
         for (int j = 5; j < 15; j++) {
             fill_block(b, sc, 3, j);
@@ -443,9 +444,9 @@ static void test_journal_replay_same_notices(void **state)
         fclose(f);
 
         pr_engine *e2 = tu_engine(&s, "cpu", 1);
-        assert_int_equal(pr_engine_vocab_load(e2, snap, err, sizeof(err)), 0);
+        assert_int_equal(pr_vocab_load(e2, snap, err, sizeof(err)), 0);
         assert_int_equal(pr_engine_vocab_recycled_total(e2), before);
-        assert_int_equal(pr_engine_vocab_journal_replay(e2, jr, err, sizeof(err)), 0);
+        assert_int_equal(pr_vocab_journal_replay(e2, jr, err, sizeof(err)), 0);
         for (uint32_t c = 0; c < NCOL; c++) { /* same mapping (usage stats may differ) */
             tu_vocab va = tu_vocab_get(e1, c), vb = tu_vocab_get(e2, c);
             size_t na = 0, nb = 0;
@@ -466,10 +467,10 @@ static void test_journal_replay_same_notices(void **state)
         /* Replaying again onto a snapshot of the replayed state: idempotent. */
         char snap2[600];
         snprintf(snap2, sizeof(snap2), "%s.2", snap);
-        assert_int_equal(pr_engine_vocab_save(e2, snap2, err, sizeof(err)), 0);
+        assert_int_equal(pr_vocab_save(e2, snap2, err, sizeof(err)), 0);
         pr_engine *e3 = tu_engine(&s, "cpu", 1);
-        assert_int_equal(pr_engine_vocab_load(e3, snap2, err, sizeof(err)), 0);
-        assert_int_equal(pr_engine_vocab_journal_replay(e3, jr, err, sizeof(err)), 0);
+        assert_int_equal(pr_vocab_load(e3, snap2, err, sizeof(err)), 0);
+        assert_int_equal(pr_vocab_journal_replay(e3, jr, err, sizeof(err)), 0);
         tu_assert_same_vocab(e2, e3);
 
         /* The next block re-announces exactly the journaled notices first. */
@@ -727,19 +728,19 @@ static void test_ttl_s_restart(void **state)
     pr_block *b = pr_block_new(0, 1, 64, true);
     pr_engine *e1 = tu_engine(&s, "cpu", 1);
     pr_out *o1 = tu_out(e1, b);
-    assert_int_equal(pr_engine_vocab_journal_open(e1, jr, err, sizeof(err)), 0);
-    assert_int_equal(pr_engine_vocab_checkpoint(e1, snap0, NULL, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_journal_open(e1, jr, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_checkpoint(e1, snap0, NULL, err, sizeof(err)), 0);
     one_col_at(e1, b, o1, (const uint64_t[]){10, 11}, (const int64_t[]){AT(1000), AT(1020)}, 2);
-    assert_int_equal(pr_engine_vocab_save(e1, snap1, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_save(e1, snap1, err, sizeof(err)), 0);
     assert_int_equal(file_u32_at(snap1, 8), 4); /* snapshot version 4 */
     file_magic(jr, magic);
     assert_string_equal(magic, "PRVJRNL3");
 
     pr_engine *e2 = tu_engine(&s, "cpu", 1); /* from the snapshot */
-    assert_int_equal(pr_engine_vocab_load(e2, snap1, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_load(e2, snap1, err, sizeof(err)), 0);
     pr_engine *e3 = tu_engine(&s, "cpu", 2); /* from the empty snapshot + the journal */
-    assert_int_equal(pr_engine_vocab_load(e3, snap0, err, sizeof(err)), 0);
-    assert_int_equal(pr_engine_vocab_journal_replay(e3, jr, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_load(e3, snap0, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_journal_replay(e3, jr, err, sizeof(err)), 0);
     for (int64_t i = 2; i <= 3; i++) {
         assert_int_equal(last_use_ms_of(e2, i), last_use_ms_of(e1, i));
         assert_int_equal(last_use_ms_of(e3, i), last_use_ms_of(e1, i));
@@ -791,40 +792,40 @@ static void test_ttl_s_files_refused(void **state)
     pr_block *b = pr_block_new(0, 1, 64, true);
     pr_engine *e = tu_engine(&s10, "cpu", 1);
     pr_out *o = tu_out(e, b);
-    assert_int_equal(pr_engine_vocab_journal_open(e, jr, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_journal_open(e, jr, err, sizeof(err)), 0);
     one_col_at(e, b, o, (const uint64_t[]){10}, (const int64_t[]){AT(1000)}, 1);
-    assert_int_equal(pr_engine_vocab_save(e, snap, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_save(e, snap, err, sizeof(err)), 0);
     pr_out_free(o);
     pr_engine_free(e);
 
     e = tu_engine(&s20, "cpu", 1);
-    assert_int_equal(pr_engine_vocab_load(e, snap, err, sizeof(err)), PR_EINVAL);
+    assert_int_equal(pr_vocab_load(e, snap, err, sizeof(err)), PR_EINVAL);
     assert_non_null(strstr(err, "different pipeline spec"));
     assert_non_null(strstr(err, "ttl_s"));
-    assert_int_equal(pr_engine_vocab_journal_replay(e, jr, err, sizeof(err)), PR_EINVAL);
+    assert_int_equal(pr_vocab_journal_replay(e, jr, err, sizeof(err)), PR_EINVAL);
     assert_non_null(strstr(err, "different pipeline spec"));
-    assert_int_equal(pr_engine_vocab_journal_open(e, jr, err, sizeof(err)), PR_EINVAL);
+    assert_int_equal(pr_vocab_journal_open(e, jr, err, sizeof(err)), PR_EINVAL);
     pr_engine_free(e);
 
     e = tu_engine(&srec, "cpu", 1);
-    assert_int_equal(pr_engine_vocab_load(e, snap, err, sizeof(err)), PR_EINVAL);
-    assert_int_equal(pr_engine_vocab_journal_replay(e, jr, err, sizeof(err)), PR_EINVAL);
+    assert_int_equal(pr_vocab_load(e, snap, err, sizeof(err)), PR_EINVAL);
+    assert_int_equal(pr_vocab_journal_replay(e, jr, err, sizeof(err)), PR_EINVAL);
     assert_non_null(strstr(err, "by event time (ttl_s)"));
     /* ttl_records: the formats of before */
     char snap2[600], jr2[600];
     snprintf(snap2, sizeof(snap2), "%s.rec", snap);
     snprintf(jr2, sizeof(jr2), "%s.rec", jr);
-    assert_int_equal(pr_engine_vocab_journal_open(e, jr2, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_journal_open(e, jr2, err, sizeof(err)), 0);
     o = tu_out(e, b);
     one_col_at(e, b, o, (const uint64_t[]){10}, (const int64_t[]){0}, 1); /* no time needed */
-    assert_int_equal(pr_engine_vocab_save(e, snap2, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_save(e, snap2, err, sizeof(err)), 0);
     assert_int_equal(file_u32_at(snap2, 8), 3);
     file_magic(jr2, magic);
     assert_string_equal(magic, "PRVJRNL2");
     pr_out_free(o);
     pr_engine_free(e);
     e = tu_engine(&s10, "cpu", 1);
-    assert_int_equal(pr_engine_vocab_journal_replay(e, jr2, err, sizeof(err)), PR_EINVAL);
+    assert_int_equal(pr_vocab_journal_replay(e, jr2, err, sizeof(err)), PR_EINVAL);
     assert_non_null(strstr(err, "eviction by lookups"));
     pr_engine_free(e);
     pr_block_free(b);
@@ -949,7 +950,7 @@ static void test_spec_errors(void **state)
     snprintf(snap, sizeof(snap), "%s/v.snap", dir);
     tu_spec(&s, 0, 1, PR_VOCAB_DLRM, 100, true, true);
     e = tu_engine(&s, "cpu", 1);
-    assert_int_equal(pr_engine_vocab_save(e, snap, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_save(e, snap, err, sizeof(err)), 0);
     FILE *f = fopen(snap, "rb");
     unsigned char hdr[12];
     assert_int_equal(fread(hdr, 1, 12, f), 12);
@@ -959,7 +960,7 @@ static void test_spec_errors(void **state)
     s.sparse[0].capacity = 10;
     s.sparse[0].eviction = PR_EVICT_LRU;
     pr_engine *e2 = tu_engine(&s, "cpu", 1);
-    assert_int_equal(pr_engine_vocab_load(e2, snap, err, sizeof(err)), PR_EINVAL);
+    assert_int_equal(pr_vocab_load(e2, snap, err, sizeof(err)), PR_EINVAL);
     pr_engine_free(e2);
     pr_engine_free(e);
     tu_rmdir(dir);

@@ -4,7 +4,7 @@
  * docs/configuration.md is generated from it. Kept apart from vocablog.c so
  * the loader links the table without librdkafka code.
  */
-#include "pr_vocablog.h"
+#include "pr_vocab.h"
 
 static const pr_cfgmap_entry vocablog_entries[] = {
     PR_CFG_E_STR("topic", PR_CFG_REQUIRED | PR_CFG_NONEMPTY, pr_vocablog_cfg, topic, NULL,
