@@ -1865,6 +1865,28 @@ static int pr__cpu_vocab_misses(pr_backend *be, const pr_block *in, pr_vocab_mis
     return rc;
 }
 
+/* pr__cpu_vocab_misses for one column of decided keys (after Hex2Int and
+ * Modulus): every occurrence without an index, in key order, unless the
+ * column is full and does not evict. A key outside the column's domain
+ * stops the scan (PR_EINVAL). */
+static int pr__cpu_vocab_misses_keys(pr_backend *be, uint32_t col, const uint64_t *keys, size_t n,
+                                     pr_vocab_miss_cb cb, void *opaque)
+{
+    if (!be->has[PR_OP_VOCAB] || col >= be->spec.n_sparse)
+        return be->has[PR_OP_VOCAB] ? PR_EINVAL : 0;
+    const pr__vcol *vc = &be->cols[col];
+    if (!vc->evict && (uint64_t)vc->base + vc->n >= vc->cap)
+        return 0;
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        if (vc->direct && keys[i] >= vc->dom)
+            return PR_EINVAL;
+        if (pr__vocab_own(vc, keys[i]) < 0)
+            rc = cb(col, keys[i], opaque);
+    }
+    return rc;
+}
+
 /* Lookup-or-insert of `count` occurrences of one decided value, exactly as
  * streaming processing would do them (counting, min_count, capacity), with
  * the column unfrozen for the call. *index: the value's index after, or -1.
@@ -2012,6 +2034,7 @@ const pr_backend_ops pr__backend_cpu = {
     .vocab_load = pr__cpu_vocab_load,
     .vocab_read_from = pr__cpu_vocab_read_from,
     .vocab_misses = pr__cpu_vocab_misses,
+    .vocab_misses_keys = pr__cpu_vocab_misses_keys,
     .vocab_apply = pr__cpu_vocab_apply,
     .vocab_freeze = pr__cpu_vocab_freeze,
     .vocab_block_log = pr__cpu_vocab_block_log,

@@ -898,6 +898,26 @@ int pr_engine_vocab_misses(pr_engine *eng, const pr_block *in, pr_vocab_miss_cb 
     return rc;
 }
 
+int pr_engine_vocab_misses_keys(pr_engine *eng, uint32_t col, const uint64_t *keys, size_t n,
+                                pr_vocab_miss_cb cb, void *opaque, char *errstr, size_t errstr_size)
+{
+    int rc = pr__shared_supported(eng, errstr, errstr_size);
+    if (rc)
+        return rc;
+    if (col >= eng->spec.n_sparse)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "engine: no sparse column %u", col);
+    if (!eng->ops->vocab_misses_keys)
+        return pr_seterr(errstr, errstr_size, PR_ENOTSUP,
+                         "engine: backend %s cannot look up key columns (use engine.backend cpu)",
+                         eng->ops->name);
+    rc = eng->ops->vocab_misses_keys(eng->be, col, keys, n, cb, opaque);
+    if (rc == PR_EINVAL)
+        return pr_seterr(errstr, errstr_size, rc,
+                         "engine: column %s: a key is not below its modulus %" PRIu64,
+                         eng->spec.sparse[col].name, eng->spec.sparse[col].modulus);
+    return rc;
+}
+
 int pr_engine_vocab_apply(pr_engine *eng, uint32_t col, uint64_t key, uint32_t count,
                           int64_t *index, char *errstr, size_t errstr_size)
 {

@@ -56,6 +56,10 @@ typedef struct pr_backend_ops {
      * lookup-or-inserts of one value; vocab_freeze(true) makes processing
      * lookup-only. */
     int (*vocab_misses)(pr_backend *be, const pr_block *in, pr_vocab_miss_cb cb, void *opaque);
+    /* Optional: vocab_misses for one column of keys after Hex2Int and
+     * Modulus, any number of them (pr_engine_vocab_misses_keys). */
+    int (*vocab_misses_keys)(pr_backend *be, uint32_t col, const uint64_t *keys, size_t n,
+                             pr_vocab_miss_cb cb, void *opaque);
     int (*vocab_apply)(pr_backend *be, uint32_t col, uint64_t key, uint32_t count, int64_t *index);
     void (*vocab_freeze)(pr_backend *be, bool frozen);
     /* Optional, all three or none: bounded vocabularies (pr_vocab_eviction).

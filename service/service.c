@@ -107,8 +107,9 @@ struct pr__pipe {
         int64_t offset, event_time_ms;
     } * late;
     size_t n_late, late_cap;
-    /* Shared vocabulary (vocab_log): NULL when this process owns its own. */
-    pr_vocablog *vlog;
+    /* The vocabulary's durability and sharing (pr_vocab.h): local journal +
+     * snapshot, or the shared vocab log. */
+    pr_vocab_store *vs;
     /* Lowest offset per partition key of the rows still in blk/wblk, built
      * once per round of offset stores (pr__unproc_build): a scan of both
      * blocks per partition was 6% of the pipeline thread at 144 partitions. */
@@ -129,10 +130,7 @@ struct pr__pipe {
     size_t n_revoked, cap_revoked;
     bool revoked_overflow;
 
-    /* State files (empty when state is disabled). */
-    char snap_path[PATH_MAX];
-    char journal_path[PATH_MAX];
-    int64_t next_ckpt_ns;
+    int64_t next_ckpt_ns;            /* next vocabulary checkpoint (pr_vocab_store_persistent) */
     _Atomic uint64_t epoch;          /* restart epoch stamped on every batch (pr__epoch_bump) */
     char dead_letter_file[PATH_MAX]; /* <state.dir>/<name>.deadletters, or "" */
     char member_file[PATH_MAX];      /* <state.dir>/<name>.member (consumer member id), or "" */
@@ -444,8 +442,8 @@ static void pr__on_revoke(void *opaque, pr_consumer *c, const pr_tp *parts, size
     if (pr__wstate(p) == PR__W_HELD && p->wblk->rows) {
         uint32_t before = p->wblk->rows;
         pr__block_drop_revoked(p, p->wblk, NULL);
-        if (p->wblk->rows != before && p->vlog)
-            pr_vocablog_abandon(p->vlog);
+        if (p->wblk->rows != before)
+            pr_vocab_store_abandon(p->vs);
     }
     pr_info("pipeline %s: %zu partition(s) revoked", p->cfg->name, n);
 }
@@ -632,80 +630,31 @@ static int pr__epoch_bump(pr__pipe *p, char *errstr, size_t errstr_size)
     return 0;
 }
 
-static int pr__state_open(pr__pipe *p, char *errstr, size_t errstr_size)
+/* The vocabulary store (local or shared, pr_vocab.h) and its recovery; the
+ * checkpoint timer starts when it has a state dir to write to. */
+static int pr__vocab_open(pr__pipe *p, const char *replica, char *errstr, size_t errstr_size)
 {
     const pr_state_cfg *st = &p->cfg->state;
-    const char *seed = p->cfg->vocab_seed;
-    if (p->cfg->vocab_log.enabled) {
-        /* The log is the journal; the state dir keeps only a snapshot with
-         * the log position it reflects (pr__vocablog_open). */
-        if (!st->enabled || !st->dir)
-            return 0;
-        if (pr__mkdir_p(st->dir))
-            return pr_seterr(errstr, errstr_size, PR_EIO, "pipelines[%s].state.dir '%s': %s",
-                             p->cfg->name, st->dir, strerror(errno));
-        snprintf(p->snap_path, sizeof(p->snap_path), "%s/%s.vocablog", st->dir, p->cfg->name);
+    pr_vocab_store_opts vo = {.eng = p->eng,
+                              .pipeline = p->cfg->name,
+                              .state_dir = st->enabled ? st->dir : NULL,
+                              .seed = p->cfg->vocab_seed,
+                              .log = &p->cfg->vocab_log,
+                              .replica = replica};
+    int rc = pr_vocab_store_new(&vo, &p->vs, errstr, errstr_size);
+    if (!rc)
+        rc = pr_vocab_store_recover(p->vs, p->epoch, errstr, errstr_size);
+    if (!rc && pr_vocab_store_persistent(p->vs))
         p->next_ckpt_ns = pr__now_ns() + st->checkpoint_interval_s * 1000000000LL;
-        return 0;
-    }
-    /* transform.vocab.seed: without persistence, every start begins from it. */
-    if (!st->enabled || !st->dir)
-        return seed ? pr_vocab_import(p->eng, seed, errstr, errstr_size) : 0;
-    if (!pr_spec_has_op(&p->cfg->spec, PR_OP_VOCAB))
-        return seed ? pr_vocab_import(p->eng, seed, errstr, errstr_size) : 0;
-    if (pr__mkdir_p(st->dir))
-        return pr_seterr(errstr, errstr_size, PR_EIO, "pipelines[%s].state.dir '%s': %s",
-                         p->cfg->name, st->dir, strerror(errno));
-    snprintf(p->snap_path, sizeof(p->snap_path), "%s/%s.vocab", st->dir, p->cfg->name);
-    snprintf(p->journal_path, sizeof(p->journal_path), "%s/%s.journal", st->dir, p->cfg->name);
-    int rc;
-    /* With persistence the seed applies only while the state dir holds no
-     * vocabulary (no snapshot, no journal); it is saved as the first snapshot
-     * before the journal exists, so a crash cannot seed twice or lose it. */
-    if (seed && access(p->snap_path, F_OK) != 0 && access(p->journal_path, F_OK) != 0) {
-        if ((rc = pr_vocab_import(p->eng, seed, errstr, errstr_size)) ||
-            (rc = pr_vocab_save(p->eng, p->snap_path, errstr, errstr_size)))
-            return rc;
-        pr_info("pipeline %s: vocabulary seeded from %s", p->cfg->name, seed);
-    } else if (seed) {
-        pr_info("pipeline %s: %s already holds a vocabulary; vocab.seed %s not used", p->cfg->name,
-                st->dir, seed);
-    }
-    if (access(p->snap_path, F_OK) == 0) {
-        rc = pr_vocab_load(p->eng, p->snap_path, errstr, errstr_size);
-        if (rc)
-            return rc;
-    }
-    if (access(p->journal_path, F_OK) == 0) {
-        rc = pr_vocab_journal_replay(p->eng, p->journal_path, errstr, errstr_size);
-        if (rc)
-            return rc;
-    }
-    rc = pr_vocab_journal_open(p->eng, p->journal_path, errstr, errstr_size);
-    if (rc)
-        return rc;
-    /* Fold the replayed journal into a fresh snapshot right away. */
-    rc = pr_vocab_checkpoint(p->eng, p->snap_path, NULL, errstr, errstr_size);
-    if (rc)
-        return rc;
-    uint64_t total = 0;
-    for (uint32_t c = 0; c < p->cfg->spec.n_sparse; c++)
-        total += pr_engine_vocab_size(p->eng, c);
-    pr_info("pipeline %s: vocabulary state in %s (%llu entries restored; %u recycled-index "
-            "notice(s) to announce again)",
-            p->cfg->name, st->dir, (unsigned long long)total,
-            pr_engine_vocab_notices_pending(p->eng));
-    p->next_ckpt_ns = pr__now_ns() + st->checkpoint_interval_s * 1000000000LL;
-    return 0;
+    return rc;
 }
 
 static void pr__checkpoint(pr__pipe *p)
 {
-    if (!p->snap_path[0])
+    if (!pr_vocab_store_persistent(p->vs))
         return;
     char err[256];
-    int rc = p->vlog ? pr_vocablog_checkpoint(p->vlog, err, sizeof(err))
-                     : pr_vocab_checkpoint(p->eng, p->snap_path, NULL, err, sizeof(err));
+    int rc = pr_vocab_store_checkpoint(p->vs, err, sizeof(err));
     if (rc)
         pr_err("pipeline %s: vocabulary checkpoint failed: %s (the journal keeps the state)",
                p->cfg->name, err);
@@ -721,8 +670,8 @@ static void pr__pipe_free(pr__pipe *p)
     if (p->cons)
         pr_consumer_free(p->cons);
     p->cons = NULL;
-    pr_vocablog_free(p->vlog);
-    p->vlog = NULL;
+    pr_vocab_store_free(p->vs);
+    p->vs = NULL;
     pr_sinkset_free(p->sinks);
     p->sinks = NULL;
     if (p->bat)
@@ -868,25 +817,15 @@ static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr,
     p->eng = pr_engine_new(&pc->spec, &eo, e, sizeof(e));
     if (!p->eng)
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "pipelines[%s]: engine: %s", pc->name, e);
-    rc = pr__state_open(p, e, sizeof(e));
-    if (rc)
-        return pr_seterr(errstr, errstr_size, rc, "pipelines[%s].state: %s", pc->name, e);
     rc = pr__epoch_bump(p, e, sizeof(e));
     if (rc)
         return pr_seterr(errstr, errstr_size, rc, "pipelines[%s].state: %s", pc->name, e);
     char replica[PR_REPLICA_MAX];
     pr__replica_name(pc, replica, sizeof(replica));
-    if (pc->vocab_log.enabled) {
-        pr_vocablog_opts vo = {.cfg = &pc->vocab_log,
-                               .pipeline = pc->name,
-                               .replica = replica,
-                               .epoch = p->epoch,
-                               .eng = p->eng,
-                               .snapshot_path = p->snap_path[0] ? p->snap_path : NULL};
-        rc = pr_vocablog_new(&vo, &p->vlog, e, sizeof(e));
-        if (rc)
-            return pr_seterr(errstr, errstr_size, rc, "pipelines[%s].vocab_log: %s", pc->name, e);
-    }
+    rc = pr__vocab_open(p, replica, e, sizeof(e));
+    if (rc)
+        return pr_seterr(errstr, errstr_size, rc, "pipelines[%s].%s: %s", pc->name,
+                         pc->vocab_log.enabled ? "vocab_log" : "state", e);
     if (svc->cfg->hot.top_k && pc->spec.n_sparse) {
         p->hot = calloc(pc->spec.n_sparse, sizeof(*p->hot));
         for (uint32_t c = 0; p->hot && c < pc->spec.n_sparse; c++)
@@ -1105,7 +1044,7 @@ static void pr__store_safe_offsets(pr__pipe *p)
     uint64_t floor = pr_batcher_notice_floor(p->bat);
     if (floor == UINT64_MAX)
         floor = pr_engine_vocab_recycled_total(p->eng) + 1;
-    pr_engine_vocab_notices_delivered(p->eng, floor);
+    pr_vocab_store_commit(p->vs, floor);
 }
 
 static void pr__update_inflight(pr__pipe *p)
@@ -1196,16 +1135,14 @@ static int pr__block_run(pr__pipe *p, pr_block *b, pr_out *o)
     }
     if (b->rows == 0)
         return 0;
-    if (p->vlog) {
-        rc = pr_vocablog_resolve(p->vlog, b, PR__VLOG_WAIT_MS, e, sizeof(e));
-        if (rc == PR_EAGAIN)
-            return rc;
-        if (rc) {
-            char msg[600];
-            snprintf(msg, sizeof(msg), "vocab log: %s (%s)", e, pr_strerror(rc));
-            pr__set_fatal(p, rc, msg);
-            return rc;
-        }
+    rc = pr_vocab_store_resolve(p->vs, b, PR__VLOG_WAIT_MS, e, sizeof(e));
+    if (rc == PR_EAGAIN)
+        return rc;
+    if (rc) {
+        char msg[600];
+        snprintf(msg, sizeof(msg), "vocab log: %s (%s)", e, pr_strerror(rc));
+        pr__set_fatal(p, rc, msg);
+        return rc;
     }
     rc = pr_engine_process(p->eng, b, o, e, sizeof(e));
     if (rc) {
@@ -1389,7 +1326,7 @@ static void pr__drain(pr__pipe *p)
         /* Its rows stay in the block, which holds their offsets back (as
          * do the rows read after it): they are read again after the
          * restart. */
-        pr_vocablog_abandon(p->vlog);
+        pr_vocab_store_abandon(p->vs);
         pr_warn("pipeline %s: %u row(s) still wait for the vocab log at shutdown (and %u "
                 "read after them); they will be read again after restart",
                 p->cfg->name, p->wblk->rows, p->blk->rows);
@@ -1461,9 +1398,9 @@ static void *pr__pipe_main(void *arg)
         e[0] = '\0';
         if (ws != PR__W_RUNNING) {
             /* Duties: engine, batcher and sinks are free now. */
-            if (p->vlog && ws == PR__W_IDLE) {
+            if (ws == PR__W_IDLE) {
                 /* Learn the other replicas' values between blocks. */
-                int rc = pr_vocablog_poll(p->vlog, 0, e, sizeof(e));
+                int rc = pr_vocab_store_poll(p->vs, 0, e, sizeof(e));
                 if (rc) {
                     char msg[600];
                     snprintf(msg, sizeof(msg), "vocab log: %s", e);
@@ -1478,16 +1415,16 @@ static void *pr__pipe_main(void *arg)
             pr_batcher_poll(p->bat);
             pr__update_inflight(p);
             pr__backpressure(p);
-            if (p->snap_path[0] && now >= p->next_ckpt_ns)
+            if (pr_vocab_store_persistent(p->vs) && now >= p->next_ckpt_ns)
                 pr__checkpoint(p);
             pr__refresh_cache(p, now, false);
             /* Next run: the held block again, or the block the polls filled. */
             if (ws == PR__W_HELD) {
                 /* While it waits, the next block's new values can go to the
                  * log already (the engine is idle between runs). */
-                if (p->vlog && p->blk->rows > p->ahead_rows) {
+                if (p->blk->rows > p->ahead_rows) {
                     int rc =
-                        pr_vocablog_propose_ahead(p->vlog, p->blk, p->ahead_rows, e, sizeof(e));
+                        pr_vocab_store_propose_ahead(p->vs, p->blk, p->ahead_rows, e, sizeof(e));
                     if (rc) {
                         char msg[600];
                         snprintf(msg, sizeof(msg), "vocab log: %s", e);
@@ -1955,10 +1892,7 @@ static void pr__scrape_pipe(pr__pipe *p, pr__scrape *s)
         pr_dlq_get_stats(d, &s->dq);
         s->has_dlq = true;
     }
-    if (p->vlog) {
-        pr_vocablog_get_stats(p->vlog, &s->vls);
-        s->has_vlog = true;
-    }
+    s->has_vlog = pr_vocab_store_log_stats(p->vs, &s->vls);
 }
 
 /*

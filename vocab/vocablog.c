@@ -551,12 +551,25 @@ static int pr__miss_cb(uint32_t col, uint64_t key, void *opaque)
     return 0;
 }
 
-static int pr__collect(pr_vocablog *vl, const pr_block *in, char *errstr, size_t errstr_size)
+/* What a resolve decides: the sparse values of a row block, or columns of
+ * keys already through Hex2Int and Modulus (any number per column). */
+typedef struct pr__want {
+    const pr_block *block;
+    const pr_vocab_keys *cols;
+    size_t n_cols;
+} pr__want;
+
+static int pr__collect(pr_vocablog *vl, const pr__want *w, char *errstr, size_t errstr_size)
 {
     if (vl->n_slots)
         memset(vl->slots, 0, vl->n_slots * sizeof(*vl->slots));
     vl->n_miss = 0;
-    int rc = pr_engine_vocab_misses(vl->eng, in, pr__miss_cb, vl, errstr, errstr_size);
+    int rc = 0;
+    if (w->block)
+        rc = pr_engine_vocab_misses(vl->eng, w->block, pr__miss_cb, vl, errstr, errstr_size);
+    for (size_t i = 0; i < w->n_cols && !rc; i++)
+        rc = pr_engine_vocab_misses_keys(vl->eng, w->cols[i].col, w->cols[i].key, w->cols[i].n,
+                                         pr__miss_cb, vl, errstr, errstr_size);
     if (rc == PR_ENOMEM)
         return pr_seterr(errstr, errstr_size, rc, "vocab log: out of memory for new values");
     return rc;
@@ -738,8 +751,8 @@ static int pr__flush_usage(pr_vocablog *vl, char *errstr, size_t errstr_size)
     return rc;
 }
 
-int pr_vocablog_resolve(pr_vocablog *vl, const pr_block *in, int timeout_ms, char *errstr,
-                        size_t errstr_size)
+static int pr__resolve(pr_vocablog *vl, const pr__want *in, int timeout_ms, char *errstr,
+                       size_t errstr_size)
 {
     int rc;
     if (vl->oov_set) { /* the previous block's fallback is over */
@@ -847,6 +860,20 @@ int pr_vocablog_resolve(pr_vocablog *vl, const pr_block *in, int timeout_ms, cha
     }
 }
 
+int pr_vocablog_resolve(pr_vocablog *vl, const pr_block *in, int timeout_ms, char *errstr,
+                        size_t errstr_size)
+{
+    pr__want w = {in, NULL, 0};
+    return pr__resolve(vl, &w, timeout_ms, errstr, errstr_size);
+}
+
+int pr_vocablog_resolve_keys(pr_vocablog *vl, const pr_vocab_keys *cols, size_t n_cols,
+                             int timeout_ms, char *errstr, size_t errstr_size)
+{
+    pr__want w = {NULL, cols, n_cols};
+    return pr__resolve(vl, &w, timeout_ms, errstr, errstr_size);
+}
+
 void pr_vocablog_abandon(pr_vocablog *vl)
 {
     vl->pending = false;
@@ -886,7 +913,8 @@ int pr_vocablog_propose_ahead(pr_vocablog *vl, const pr_block *next, uint32_t fr
         v.event_time_ms = next->event_time_ms + r0;
     /* The waiting block's misses are collected again whenever they are
      * needed (a resend), so the list may be reused here. */
-    int rc = pr__collect(vl, &v, errstr, errstr_size);
+    pr__want w = {&v, NULL, 0};
+    int rc = pr__collect(vl, &w, errstr, errstr_size);
     if (rc || vl->n_miss == 0)
         return rc;
     return pr__propose(vl, PR__REC_AHEAD, errstr, errstr_size);

@@ -459,6 +459,16 @@ typedef int (*pr_vocab_miss_cb)(uint32_t col, uint64_t key, void *opaque);
 int pr_engine_vocab_misses(pr_engine *eng, const pr_block *in, pr_vocab_miss_cb cb, void *opaque,
                            char *errstr, size_t errstr_size);
 
+/* pr_engine_vocab_misses for one column of keys already through Hex2Int
+ * and Modulus, any number of them (a block's column, or the elements of a
+ * list feature): cb(col, key) for every occurrence without an index, in
+ * order, unless the column is full and does not evict. Missing values are
+ * the caller's to leave out. PR_EINVAL (naming the column) for a key not
+ * below the column's modulus; PR_ENOTSUP from a backend without it. */
+int pr_engine_vocab_misses_keys(pr_engine *eng, uint32_t col, const uint64_t *keys, size_t n,
+                                pr_vocab_miss_cb cb, void *opaque, char *errstr,
+                                size_t errstr_size);
+
 /* Apply one decision: `count` occurrences (>= 1) of `key` (after Hex2Int and
  * Modulus; below the column's modulus) in column `col`, as streaming
  * processing would count and insert them. *index is the value's own index

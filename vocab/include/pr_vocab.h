@@ -38,6 +38,15 @@
 #include "pr_error.h"
 #include "pr_hist.h"
 
+/* Keys of one sparse column to resolve, already through Hex2Int and Modulus:
+ * any number, repeats allowed (a block's column is one case, the elements of
+ * a jagged list feature another). Borrowed for the call. */
+typedef struct pr_vocab_keys {
+    uint32_t col;
+    const uint64_t *key;
+    size_t n;
+} pr_vocab_keys;
+
 /* ---------------------------------------------------------------- text files */
 
 /* Write all vocabularies as text: one file per sparse column, DIR/<name>.tsv,
@@ -184,6 +193,13 @@ void pr_vocablog_free(pr_vocablog *vl);
 int pr_vocablog_resolve(pr_vocablog *vl, const pr_block *in, int timeout_ms, char *errstr,
                         size_t errstr_size);
 
+/* pr_vocablog_resolve for columns of keys already through Hex2Int and
+ * Modulus (pr_vocab_keys: any number per column, e.g. a list feature's
+ * elements); the same waiting rules, with the same, unchanged columns on
+ * every call. Needs a backend with pr_engine_vocab_misses_keys. */
+int pr_vocablog_resolve_keys(pr_vocablog *vl, const pr_vocab_keys *cols, size_t n_cols,
+                             int timeout_ms, char *errstr, size_t errstr_size);
+
 /* Forget a block that waits (the driver drops it, e.g. at shutdown). Its
  * proposals still reach the log and are applied like any others. */
 void pr_vocablog_abandon(pr_vocablog *vl);
@@ -233,5 +249,85 @@ typedef struct pr_vocablog_stats {
 } pr_vocablog_stats;
 
 void pr_vocablog_get_stats(pr_vocablog *vl, pr_vocablog_stats *st);
+
+/* ---------------------------------------------------------------- the store
+ *
+ * One interface over the two ways to keep the promise; a driver holds a
+ * pr_vocab_store and never asks which:
+ *
+ *   local  — the engine decides while it processes; the journal (the
+ *            engine's block hook) makes each block's new indices durable
+ *            before pr_engine_process returns; checkpoints write a snapshot
+ *            and truncate the journal (state dir: <pipeline>.vocab,
+ *            <pipeline>.journal). Without a state dir nothing persists.
+ *   shared — the Kafka log decides (pr_vocablog_*); the engine only looks
+ *            up; checkpoints write a snapshot tagged with the log position
+ *            (<pipeline>.vocablog).
+ *
+ * Per block the driver calls resolve until it returns 0 (PR_EAGAIN: wait,
+ * call again with the same block), then pr_engine_process, then releases
+ * the output; commit tells the store which recycled-index notices reached
+ * their consumer. checkpoint on its timer and at shutdown, poll while idle.
+ *
+ * Threads: the driver thread, like the engine; pr_vocab_store_log_stats
+ * from any thread. */
+typedef struct pr_vocab_store pr_vocab_store;
+
+typedef struct pr_vocab_store_opts {
+    pr_engine *eng;             /* borrowed for the store's life (free the store first) */
+    const char *pipeline;       /* names state files and messages */
+    const char *state_dir;      /* NULL: nothing persists across starts */
+    const char *seed;           /* transform.vocab.seed (a pr_vocab_export dir) or NULL:
+                                 * used while the state dir holds no vocabulary */
+    const pr_vocablog_cfg *log; /* enabled: shared through the log (borrowed for life);
+                                 * NULL or disabled: local */
+    const char *replica;        /* shared: written into the log's records */
+} pr_vocab_store_opts;
+
+/* Create (no I/O). *out is NULL on failure. */
+int pr_vocab_store_new(const pr_vocab_store_opts *o, pr_vocab_store **out, char *errstr,
+                       size_t errstr_size);
+void pr_vocab_store_free(pr_vocab_store *vs);
+
+/* Bring the engine's vocabulary back: local = seed (first start only),
+ * snapshot, journal replay, journal open and a fresh snapshot; shared =
+ * pr_vocablog_new (epoch: this start's, written into proposals). */
+int pr_vocab_store_recover(pr_vocab_store *vs, uint64_t epoch, char *errstr, size_t errstr_size);
+
+/* Decide the new values of block `in` before it is processed: 0 ready,
+ * PR_EAGAIN wait (at most timeout_ms per call; call again with the same,
+ * unchanged block), another PR_E* code is fatal for the pipeline. Always 0
+ * for a local store. */
+int pr_vocab_store_resolve(pr_vocab_store *vs, const pr_block *in, int timeout_ms, char *errstr,
+                           size_t errstr_size);
+/* The same for columns of keys already through Hex2Int and Modulus, of any
+ * length (e.g. the elements of jagged list features). */
+int pr_vocab_store_resolve_keys(pr_vocab_store *vs, const pr_vocab_keys *cols, size_t n_cols,
+                                int timeout_ms, char *errstr, size_t errstr_size);
+/* While a block waits, propose the next one's values ahead
+ * (pr_vocablog_propose_ahead); no-op for a local store. */
+int pr_vocab_store_propose_ahead(pr_vocab_store *vs, const pr_block *next, uint32_t from_row,
+                                 char *errstr, size_t errstr_size);
+/* Forget a waiting block (dropped by the driver). */
+void pr_vocab_store_abandon(pr_vocab_store *vs);
+
+/* Every recycled-index notice numbered below delivered_floor reached its
+ * consumer (its batch was acknowledged): snapshots stop keeping them
+ * (pr_engine_vocab_notices_delivered). */
+void pr_vocab_store_commit(pr_vocab_store *vs, uint64_t delivered_floor);
+
+/* Has somewhere to checkpoint to (a state dir, after recover). */
+bool pr_vocab_store_persistent(const pr_vocab_store *vs);
+/* Snapshot now (local: then truncate the journal; shared: with the log
+ * position). No-op when not persistent. */
+int pr_vocab_store_checkpoint(pr_vocab_store *vs, char *errstr, size_t errstr_size);
+/* Apply what others decided meanwhile (shared: the log's new records,
+ * waiting up to timeout_ms). 0 at once for a local store. */
+int pr_vocab_store_poll(pr_vocab_store *vs, int timeout_ms, char *errstr, size_t errstr_size);
+
+/* Shared through the log? */
+bool pr_vocab_store_shared(const pr_vocab_store *vs);
+/* The log's counters (true), or false for a local store (or NULL). */
+bool pr_vocab_store_log_stats(pr_vocab_store *vs, pr_vocablog_stats *st);
 
 #endif
