@@ -732,7 +732,8 @@ static void test_ttl_s_restart(void **state)
     assert_int_equal(pr_vocab_checkpoint(e1, snap0, NULL, err, sizeof(err)), 0);
     one_col_at(e1, b, o1, (const uint64_t[]){10, 11}, (const int64_t[]){AT(1000), AT(1020)}, 2);
     assert_int_equal(pr_vocab_save(e1, snap1, err, sizeof(err)), 0);
-    assert_int_equal(file_u32_at(snap1, 8), 4); /* snapshot version 4 */
+    assert_int_equal(file_u32_at(snap1, 8), 5);  /* the one snapshot version */
+    assert_int_equal(file_u32_at(snap1, 24), 3); /* fields: clocks and event clocks */
     file_magic(jr, magic);
     assert_string_equal(magic, "PRVJRNL3");
 
@@ -819,7 +820,8 @@ static void test_ttl_s_files_refused(void **state)
     o = tu_out(e, b);
     one_col_at(e, b, o, (const uint64_t[]){10}, (const int64_t[]){0}, 1); /* no time needed */
     assert_int_equal(pr_vocab_save(e, snap2, err, sizeof(err)), 0);
-    assert_int_equal(file_u32_at(snap2, 8), 3);
+    assert_int_equal(file_u32_at(snap2, 8), 5);
+    assert_int_equal(file_u32_at(snap2, 24), 1); /* fields: clocks, no event clocks */
     file_magic(jr2, magic);
     assert_string_equal(magic, "PRVJRNL2");
     pr_out_free(o);
@@ -944,7 +946,7 @@ static void test_spec_errors(void **state)
     assert_int_equal(pr_engine_vocab_set_shared(e, true, err, sizeof(err)), 0);
     pr_engine_free(e);
 
-    /* none: a snapshot stays version 1 (bit-identical to before) */
+    /* none: the one snapshot version, without eviction fields */
     char *dir = tu_tmpdir();
     char snap[512];
     snprintf(snap, sizeof(snap), "%s/v.snap", dir);
@@ -955,7 +957,8 @@ static void test_spec_errors(void **state)
     unsigned char hdr[12];
     assert_int_equal(fread(hdr, 1, 12, f), 12);
     fclose(f);
-    assert_int_equal(hdr[8], 1);
+    assert_int_equal(hdr[8], 5);
+    assert_int_equal(file_u32_at(snap, 24), 0);
     /* ... and an evicting engine refuses it (different meaning) */
     s.sparse[0].capacity = 10;
     s.sparse[0].eviction = PR_EVICT_LRU;

@@ -50,6 +50,17 @@ static void copy_file(const char *from, const char *to)
     free(buf);
 }
 
+static uint32_t file_u32_at(const char *path, long off)
+{
+    uint32_t v = 0;
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, off, SEEK_SET), 0);
+    assert_int_equal(fread(&v, 4, 1, f), 1);
+    fclose(f);
+    return v;
+}
+
 static pr_engine *new_engine(const cs_case *cc)
 {
     pr_pipeline_spec spec;
@@ -145,6 +156,7 @@ static void check_upgraded(const cs_case *cc)
             fail_msg("%s: %s", cc->name, err);
     }
     pr_engine_free(eng);
+    assert_int_equal(file_u32_at(snap, 8), 5); /* upgraded to the one snapshot version */
 
     char *text = NULL;
     size_t len = 0;
