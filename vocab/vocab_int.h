@@ -66,6 +66,29 @@ int pr__vocab_fsync_dir_of(const char *path);
 /* write(2) all of it, across EINTR and short writes. PR_EIO. */
 int pr__vocab_write_all(int fd, const void *p, size_t n);
 
+/* One journal record in memory, whatever the version on disk (the layout
+ * of versions 2-4 on disk, tick_ms last: vocab_journal.c). */
+typedef struct pr__jrec {
+    uint32_t kc; /* kind << 28 | column */
+    uint32_t check;
+    uint64_t value;
+    int64_t index;
+    uint64_t tick;
+    uint64_t number;
+    int64_t tick_ms;
+} pr__jrec;
+enum { PR__JR_ASSIGN = 0, PR__JR_COMMIT = 1 };
+#define PR__JR_KIND(r) ((r)->kc >> 28)
+#define PR__JR_COL(r)  ((r)->kc & 0x0fffffffu)
+
+/* Apply a journal's complete records over the restored tables
+ * (vocab_replay.c): append-only for a pipeline without eviction, whole
+ * blocks for one with. Errors name the file and column. */
+int pr__replay_append_only(pr_engine *eng, const char *path, const pr__jrec *recs, size_t n,
+                           char *errstr, size_t errstr_size);
+int pr__replay_blocks(pr_engine *eng, const char *path, const pr__jrec *recs, size_t n,
+                      char *errstr, size_t errstr_size);
+
 /* A restore changed column `col` (or every column): the open journal, if
  * any, starts its next append after the table's current size. */
 void pr__journal_sync_col(pr_engine *eng, uint32_t col);

@@ -3,7 +3,9 @@
  * out, appended and fdatasync'd from the engine's block hook before
  * pr_engine_process returns (so no index leaves the engine before it is
  * durable), replayed over the last snapshot after a crash, truncated to its
- * header by a checkpoint. Formats (versions 1-3) are described below.
+ * header by a checkpoint. One format is written (version 4); the formats of
+ * earlier releases (1-3) are read, and converted to version 4 when a journal
+ * is opened for appending. Replay semantics: vocab_replay.c.
  */
 #define _GNU_SOURCE
 #include "pr_vocab.h"
@@ -66,88 +68,76 @@ int pr__vocab_write_all(int fd, const void *p, size_t n)
     return 0;
 }
 
-/* --- journal
+/* --- formats
  *
- *   header: "PRVJRNL1" u64 fingerprint u32 n_sparse u32 0            (24 bytes)
- *   record: u32 col u32 check u64 value i64 index                   (24 bytes)
- * check = low 32 bits of FNV-1a over (col, value, index): a torn or
- * garbage tail record fails it and ends the replay there.
+ * Written from now on (version 4):
+ *   header: "PRVJRNL4" u64 fingerprint u32 n_sparse u32 fields       (24 bytes)
+ *   record: u32 kind << 28 | col, u32 check, u64 value, i64 index, u64 tick,
+ *           u64 number, [i64 tick_ms]                         (40 or 48 bytes)
+ * fields: PR__JF_EVICT (some column evicts: replay whole blocks, see
+ * vocab_replay.c) and PR__JF_EVENT (some column evicts by ttl_s: records
+ * carry tick_ms, the column's event clock at the assignment).
+ * kind 0 ASSIGN: `index` of column `col` now holds `value` (a fresh index,
+ *   or a recycled one when number > 0: the notice's number), looked up at
+ *   record clock `tick` (0 without eviction);
+ * kind 1 COMMIT: end of one block's records (number = the next notice
+ *   number). A block's records go out in one write and one fdatasync;
+ *   replay applies whole blocks only (up to the last COMMIT).
+ * check = low 32 bits of FNV-1a over the other 36 (or 44) bytes: a torn or
+ * garbage record fails it and ends the valid prefix there.
+ *
+ * Read as well (earlier releases), the same header with another magic and
+ * the last word 0:
+ *   1 "PRVJRNL1" no eviction; 24-byte records u32 col, u32 check, u64 value,
+ *     i64 index, check over (col, value, index); every record complete;
+ *   2 "PRVJRNL2" eviction by lookups; version 4's 40-byte records;
+ *   3 "PRVJRNL3" eviction by ttl_s; version 4's 48-byte records.
  */
 
-static const char pr__jr_magic[8] = {'P', 'R', 'V', 'J', 'R', 'N', 'L', '1'};
-#define PR__JR_HDR 24
+static const char pr__jr_magics[5][8] = {
+    {0},
+    {'P', 'R', 'V', 'J', 'R', 'N', 'L', '1'},
+    {'P', 'R', 'V', 'J', 'R', 'N', 'L', '2'},
+    {'P', 'R', 'V', 'J', 'R', 'N', 'L', '3'},
+    {'P', 'R', 'V', 'J', 'R', 'N', 'L', '4'},
+};
+#define PR__JR_HDR     24
+#define PR__JR_VERSION 4
+enum { PR__JF_EVICT = 1, PR__JF_EVENT = 2 };
 
-/* Version 2 (only when some column evicts): the same header with magic
- * "PRVJRNL2", then 40-byte records
- *   u32 kind << 28 | col, u32 check, u64 value, i64 index, u64 tick, u64 number
- * kind 0 ASSIGN: `index` of column `col` now holds `value` (a fresh index, or
- *   a recycled one when number > 0: the notice's number), looked up at record
- *   clock `tick`;
- * kind 1 COMMIT: end of one block's records (number = the next notice number).
- * check = low 32 bits of FNV-1a over the other 36 bytes. A block's records go
- * out in one write; replay applies whole blocks only (up to the last COMMIT),
- * in file order, so an index recycled twice ends with its last value.
- *
- * Version 3 (only when some column evicts by event time, ttl_s): magic
- * "PRVJRNL3", 48-byte records: version 2's plus i64 tick_ms, the column's
- * event clock at the assignment (0 in columns without ttl_s); check covers
- * the other 44 bytes. Version 2 journals stay byte-for-byte what they were. */
-static const char pr__jr2_magic[8] = {'P', 'R', 'V', 'J', 'R', 'N', 'L', '2'};
-static const char pr__jr3_magic[8] = {'P', 'R', 'V', 'J', 'R', 'N', 'L', '3'};
-enum { PR__JR2_ASSIGN = 0, PR__JR2_COMMIT = 1 };
-
-/* A version 2 or 3 record in memory; on disk version 2 ends before tick_ms. */
+/* A journal file's format: its version, fields and record size. */
 typedef struct {
-    uint32_t kc;
-    uint32_t check;
-    uint64_t value;
-    int64_t index;
-    uint64_t tick;
-    uint64_t number;
-    int64_t tick_ms;
-} pr__jr2_rec;
+    int version;
+    uint32_t fields;
+    size_t rec_size;
+} pr__jr_fmt;
 
-/* Journal version of an engine: 1 without eviction, 2 with, 3 with ttl_s. */
-static int pr__jr_version(const pr_engine *eng)
+static pr__jr_fmt pr__jr_fmt_make(int version, uint32_t fields)
 {
-    return pr__event_ttl(eng) ? 3 : pr__evicts(eng) ? 2 : 1;
+    size_t size = version == 1 ? 24 : fields & PR__JF_EVENT ? sizeof(pr__jrec) : 40;
+    return (pr__jr_fmt){version, fields, size};
 }
 
-static const char *pr__jr_magic_of(int version)
+static uint32_t pr__jr_fields(const pr_engine *eng)
 {
-    return version == 3 ? pr__jr3_magic : version == 2 ? pr__jr2_magic : pr__jr_magic;
+    return (pr__evicts(eng) ? PR__JF_EVICT : 0) | (pr__event_ttl(eng) ? PR__JF_EVENT : 0);
 }
 
-/* Bytes per record on disk. */
-static size_t pr__jr_rec_size(const pr_engine *eng)
+static pr__jr_fmt pr__jr_fmt_of_engine(const pr_engine *eng)
 {
-    static const size_t size[] = {0, 24, 40, sizeof(pr__jr2_rec)};
-    return size[pr__jr_version(eng)];
+    return pr__jr_fmt_make(PR__JR_VERSION, pr__jr_fields(eng));
 }
 
-/* Check of a version 2 or 3 record of `size` bytes on disk. */
-static uint32_t pr__jr2_check(const pr__jr2_rec *r, size_t size)
+/* Check of a version 2-4 record of `size` bytes on disk. */
+static uint32_t pr__jr_check(const pr__jrec *r, size_t size)
 {
     uint64_t h = pr__fnv(PR__FNV_INIT, &r->kc, 4);
     h = pr__fnv(h, &r->value, size - 8);
     return (uint32_t)(h ^ (h >> 32));
 }
 
-/* (check is filled in when the block is written: pr__journal_append2) */
-static pr__jr2_rec pr__jr2_make(uint32_t kind, uint32_t col, uint64_t value, int64_t index,
-                                uint64_t tick, uint64_t number, int64_t tick_ms)
-{
-    return (pr__jr2_rec){kind << 28 | col, 0, value, index, tick, number, tick_ms};
-}
-
-typedef struct {
-    uint32_t col;
-    uint32_t check;
-    uint64_t value;
-    int64_t index;
-} pr__jr_rec;
-
-static uint32_t pr__jr_check(uint32_t col, uint64_t value, int64_t index)
+/* Check of a version 1 record. */
+static uint32_t pr__jr1_check(uint32_t col, uint64_t value, int64_t index)
 {
     uint64_t h = pr__fnv(PR__FNV_INIT, &col, 4);
     h = pr__fnv(h, &value, 8);
@@ -155,29 +145,41 @@ static uint32_t pr__jr_check(uint32_t col, uint64_t value, int64_t index)
     return (uint32_t)(h ^ (h >> 32));
 }
 
-static int pr__jr_header_check(const pr_engine *eng, const unsigned char *hdr, const char *path,
-                               char *errstr, size_t errstr_size)
+/* (check is filled in when the block is written: pr__journal_append) */
+static pr__jrec pr__jr_make(uint32_t kind, uint32_t col, uint64_t value, int64_t index,
+                            uint64_t tick, uint64_t number, int64_t tick_ms)
 {
+    return (pr__jrec){kind << 28 | col, 0, value, index, tick, number, tick_ms};
+}
+
+/* The format of a header, checked against this engine. */
+static int pr__jr_header_check(const pr_engine *eng, const unsigned char *hdr, const char *path,
+                               pr__jr_fmt *fmt, char *errstr, size_t errstr_size)
+{
+    static const uint32_t legacy_fields[] = {0, 0, PR__JF_EVICT, PR__JF_EVICT | PR__JF_EVENT};
+    static const char *const what[] = {"without eviction", "with eviction by lookups", "",
+                                       "with eviction by event time (ttl_s)"};
     uint64_t fp;
-    uint32_t ns;
+    uint32_t ns, fields;
     memcpy(&fp, hdr + 8, 8);
     memcpy(&ns, hdr + 16, 4);
-    static const char *const what[] = {"", "without eviction", "with eviction by lookups",
-                                       "with eviction by event time (ttl_s)"};
-    int want = pr__jr_version(eng);
-    if (memcmp(hdr, pr__jr_magic_of(want), 8)) {
-        for (int v = 1; v <= 3; v++)
-            if (!memcmp(hdr, pr__jr_magic_of(v), 8))
-                return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                                 "vocab journal: %s was written %s, this pipeline evicts %s "
-                                 "(the indices it holds do not apply)",
-                                 path, what[v],
-                                 want == 1   ? "nothing"
-                                 : want == 2 ? "by lookups"
-                                             : "by event time (ttl_s)");
+    memcpy(&fields, hdr + 20, 4);
+    int v = 1;
+    while (v <= PR__JR_VERSION && memcmp(hdr, pr__jr_magics[v], 8))
+        v++;
+    if (v > PR__JR_VERSION || (v == PR__JR_VERSION && fields > 3))
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
                          "vocab journal: %s is not a piperec journal", path);
-    }
+    *fmt = pr__jr_fmt_make(v, v < PR__JR_VERSION ? legacy_fields[v] : fields);
+    uint32_t want = pr__jr_fields(eng);
+    if (fmt->fields != want)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "vocab journal: %s was written %s, this pipeline evicts %s "
+                         "(the indices it holds do not apply)",
+                         path, what[fmt->fields],
+                         want == 0              ? "nothing"
+                         : want == PR__JF_EVICT ? "by lookups"
+                                                : "by event time (ttl_s)");
     if (fp != pr_engine_vocab_fingerprint(eng) || ns != pr_engine_spec(eng)->n_sparse)
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
                          "vocab journal: %s was written for a different pipeline spec "
@@ -189,78 +191,160 @@ static int pr__jr_header_check(const pr_engine *eng, const unsigned char *hdr, c
 static void pr__jr_header(const pr_engine *eng, unsigned char *hdr)
 {
     memset(hdr, 0, PR__JR_HDR);
-    memcpy(hdr, pr__jr_magic_of(pr__jr_version(eng)), 8);
+    memcpy(hdr, pr__jr_magics[PR__JR_VERSION], 8);
     uint64_t fp = pr_engine_vocab_fingerprint(eng);
+    uint32_t ns = pr_engine_spec(eng)->n_sparse, fields = pr__jr_fields(eng);
     memcpy(hdr + 8, &fp, 8);
-    uint32_t ns = pr_engine_spec(eng)->n_sparse;
     memcpy(hdr + 16, &ns, 4);
+    memcpy(hdr + 20, &fields, 4);
 }
 
-static bool pr__jr_rec_valid(const pr_engine *eng, const pr__jr_rec *r)
-{
-    return r->col < pr_engine_spec(eng)->n_sparse && r->index >= 0 &&
-           r->check == pr__jr_check(r->col, r->value, r->index);
-}
-
-static bool pr__jr2_rec_valid(const pr_engine *eng, const pr__jr2_rec *r)
-{
-    uint32_t kind = r->kc >> 28, col = r->kc & 0x0fffffffu;
-    if (r->check != pr__jr2_check(r, pr__jr_rec_size(eng)))
-        return false;
-    if (kind == PR__JR2_COMMIT)
-        return true;
-    return kind == PR__JR2_ASSIGN && col < pr_engine_spec(eng)->n_sparse && r->index >= 0;
-}
-
-/* What one journal record means for the valid prefix: the scan stops at a
+/* What one record on disk means for the valid prefix: the scan stops at a
  * BAD one; replay may end after an END one (every record of version 1, a
- * COMMIT of versions 2 and 3: a whole block). */
+ * COMMIT of the others: a whole block). *out: the record in memory. */
 enum { PR__JR_BAD, PR__JR_MID, PR__JR_END };
 
-static int pr__jr_kind(const pr_engine *eng, const void *rec)
+static int pr__jr_decode(const pr_engine *eng, const pr__jr_fmt *fmt, const void *raw,
+                         pr__jrec *out)
 {
-    return pr__jr_rec_valid(eng, rec) ? PR__JR_END : PR__JR_BAD;
-}
-
-static int pr__jr2_kind(const pr_engine *eng, const void *rec)
-{
-    pr__jr2_rec r = {0}; /* a version 2 record is shorter than the struct */
-    memcpy(&r, rec, pr__jr_rec_size(eng));
-    if (!pr__jr2_rec_valid(eng, &r))
+    uint32_t ns = pr_engine_spec(eng)->n_sparse;
+    if (fmt->version == 1) {
+        struct {
+            uint32_t col, check;
+            uint64_t value;
+            int64_t index;
+        } r;
+        memcpy(&r, raw, sizeof(r));
+        if (r.col >= ns || r.index < 0 || r.check != pr__jr1_check(r.col, r.value, r.index))
+            return PR__JR_BAD;
+        *out = pr__jr_make(PR__JR_ASSIGN, r.col, r.value, r.index, 0, 0, 0);
+        return PR__JR_END;
+    }
+    memset(out, 0, sizeof(*out)); /* a 40-byte record has no tick_ms */
+    memcpy(out, raw, fmt->rec_size);
+    if (out->check != pr__jr_check(out, fmt->rec_size))
         return PR__JR_BAD;
-    return r.kc >> 28 == PR__JR2_COMMIT ? PR__JR_END : PR__JR_MID;
+    if (PR__JR_KIND(out) == PR__JR_COMMIT)
+        return PR__JR_END;
+    return PR__JR_KIND(out) == PR__JR_ASSIGN && PR__JR_COL(out) < ns && out->index >= 0
+               ? PR__JR_MID
+               : PR__JR_BAD;
 }
 
-/* End of the journal's valid prefix: header, then records up to the last
- * END before the first torn or invalid one (the point where replay stops).
- * -1 on a read error. */
-static off_t pr__jr_valid_end(const pr_engine *eng, int fd, off_t size)
+/* --- reading */
+
+/* Records of the valid prefix from `at` (past the header): *recs (grown,
+ * caller frees), *n read, *n_ok up to the last END; *end the file offset
+ * after that END. PR_EIO on a read error (errno), PR_ENOMEM. */
+static int pr__jr_read(const pr_engine *eng, int fd, const pr__jr_fmt *fmt, pr__jrec **recs,
+                       size_t *n, size_t *n_ok, off_t *end)
 {
-    size_t rec_size = pr__jr_rec_size(eng);
-    int (*kind)(const pr_engine *, const void *) = pr__evicts(eng) ? pr__jr2_kind : pr__jr_kind;
     uint64_t buf[3 * 1024]; /* 24 KiB: whole records of any size, 8-byte aligned */
-    size_t per = sizeof(buf) / rec_size;
-    off_t at = PR__JR_HDR, end = PR__JR_HDR;
-    while (at + (off_t)rec_size <= size) {
-        ssize_t got = pread(fd, buf, per * rec_size, at);
-        if (got < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        size_t n = (size_t)got / rec_size;
-        if (n == 0)
-            break;
-        for (size_t i = 0; i < n; i++) {
-            int k = kind(eng, (const char *)buf + i * rec_size);
-            if (k == PR__JR_BAD)
-                return end;
-            at += (off_t)rec_size;
-            if (k == PR__JR_END)
-                end = at;
+    size_t per = sizeof(buf) / fmt->rec_size, cap = 0;
+    off_t at = PR__JR_HDR;
+    *n = *n_ok = 0;
+    *end = PR__JR_HDR;
+    for (;;) {
+        ssize_t got = pread(fd, buf, per * fmt->rec_size, at);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            return PR_EIO;
+        size_t k = (size_t)got / fmt->rec_size;
+        if (k == 0)
+            return 0;
+        for (size_t i = 0; i < k; i++) {
+            pr__jrec r;
+            int kind = pr__jr_decode(eng, fmt, (const char *)buf + i * fmt->rec_size, &r);
+            if (kind == PR__JR_BAD)
+                return 0;
+            if (*n == cap) {
+                cap = cap ? cap * 2 : 4096;
+                pr__jrec *p = realloc(*recs, cap * sizeof(*p));
+                if (!p)
+                    return PR_ENOMEM;
+                *recs = p;
+            }
+            (*recs)[(*n)++] = r;
+            at += (off_t)fmt->rec_size;
+            if (kind == PR__JR_END) {
+                *n_ok = *n;
+                *end = at;
+            }
         }
     }
-    return end;
+}
+
+/* --- open */
+
+/* Rewrite a journal of an earlier release as version 4 (its complete
+ * records; version 1's, which had none, get one COMMIT after them) through
+ * "<path>.tmp", fsync and rename, so a crash leaves one or the other. */
+static int pr__jr_convert(const pr_engine *eng, const char *path, const pr__jrec *recs, size_t n,
+                          bool add_commit)
+{
+    pr__jr_fmt fmt = pr__jr_fmt_of_engine(eng);
+    char tmp[4096];
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+        return PR_EINVAL;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return PR_EIO;
+    unsigned char hdr[PR__JR_HDR];
+    pr__jr_header(eng, hdr);
+    int rc = pr__vocab_write_all(fd, hdr, sizeof(hdr));
+    for (size_t i = 0; i <= n && !rc; i++) {
+        pr__jrec r;
+        if (i < n)
+            r = recs[i];
+        else if (add_commit && n)
+            r = pr__jr_make(PR__JR_COMMIT, 0, 0, 0, 0, pr__notice_next(eng), 0);
+        else
+            break;
+        r.check = pr__jr_check(&r, fmt.rec_size);
+        rc = pr__vocab_write_all(fd, &r, fmt.rec_size);
+    }
+    if (!rc && fdatasync(fd))
+        rc = PR_EIO;
+    if (close(fd) && !rc)
+        rc = PR_EIO;
+    if (!rc && rename(tmp, path))
+        rc = PR_EIO;
+    if (!rc)
+        rc = pr__vocab_fsync_dir_of(path);
+    if (rc)
+        unlink(tmp);
+    return rc;
+}
+
+/* An existing journal: check its header, keep only its valid prefix (a torn
+ * tail, or a whole record of garbage left by a crash, would otherwise hide
+ * every record appended after it from the next replay), and convert one of
+ * an earlier release. */
+static int pr__jr_open_existing(const pr_engine *eng, int fd, const char *path, off_t size,
+                                char *errstr, size_t errstr_size)
+{
+    unsigned char hdr[PR__JR_HDR];
+    pr__jr_fmt fmt;
+    if (pread(fd, hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr))
+        return pr_seterr(errstr, errstr_size, PR_EIO, "vocab journal: %s: %s", path,
+                         strerror(errno));
+    int rc = pr__jr_header_check(eng, hdr, path, &fmt, errstr, errstr_size);
+    if (rc)
+        return rc;
+    pr__jrec *recs = NULL;
+    size_t n, n_ok;
+    off_t whole;
+    rc = pr__jr_read(eng, fd, &fmt, &recs, &n, &n_ok, &whole);
+    if (!rc && fmt.version != PR__JR_VERSION)
+        rc = pr__jr_convert(eng, path, recs, n_ok, fmt.version == 1);
+    else if (!rc && whole != size && ftruncate(fd, whole))
+        rc = PR_EIO;
+    free(recs);
+    if (rc)
+        return pr_seterr(errstr, errstr_size, rc, "vocab journal: %s: %s", path,
+                         rc == PR_EIO ? strerror(errno) : pr_strerror(rc));
+    return 0;
 }
 
 int pr_vocab_journal_open(pr_engine *eng, const char *path, char *errstr, size_t errstr_size)
@@ -275,41 +359,30 @@ int pr_vocab_journal_open(pr_engine *eng, const char *path, char *errstr, size_t
                          "shared log is its journal",
                          pr_engine_spec(eng)->name);
     pr_vocab_journal_close(eng);
-    int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return pr_seterr(errstr, errstr_size, PR_EIO, "vocab journal: %s: %s", path,
-                         strerror(errno));
     struct stat st;
-    unsigned char hdr[PR__JR_HDR];
-    int rc = 0;
-    if (fstat(fd, &st)) {
+    int rc = 0, fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0 || fstat(fd, &st)) {
         rc = pr_seterr(errstr, errstr_size, PR_EIO, "vocab journal: %s: %s", path, strerror(errno));
     } else if (st.st_size < PR__JR_HDR) {
         /* New (or header torn by a crash at creation): start it afresh. */
+        unsigned char hdr[PR__JR_HDR];
         pr__jr_header(eng, hdr);
         if (ftruncate(fd, 0) || pr__vocab_write_all(fd, hdr, sizeof(hdr)) || fdatasync(fd) ||
             pr__vocab_fsync_dir_of(path))
             rc = pr_seterr(errstr, errstr_size, PR_EIO, "vocab journal: %s: %s", path,
                            strerror(errno));
-    } else if (pread(fd, hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr)) {
-        rc = pr_seterr(errstr, errstr_size, PR_EIO, "vocab journal: %s: %s", path, strerror(errno));
     } else {
-        rc = pr__jr_header_check(eng, hdr, path, errstr, errstr_size);
-        /* Keep only the valid prefix (what replay reads): a torn tail, or a
-         * whole record of garbage left by a crash, would otherwise hide every
-         * record appended after it from the next replay. */
-        off_t whole = rc ? st.st_size : pr__jr_valid_end(eng, fd, st.st_size);
-        if (!rc && whole < 0)
-            rc = pr_seterr(errstr, errstr_size, PR_EIO, "vocab journal: %s: %s", path,
-                           strerror(errno));
-        else if (!rc && whole != st.st_size && ftruncate(fd, whole))
-            rc = pr_seterr(errstr, errstr_size, PR_EIO, "vocab journal: %s: %s", path,
-                           strerror(errno));
+        rc = pr__jr_open_existing(eng, fd, path, st.st_size, errstr, errstr_size);
     }
-    if (rc) {
+    if (fd >= 0)
         close(fd);
+    /* Appends go through O_APPEND on the file now at `path` (a conversion
+     * renamed a new one there). */
+    fd = rc ? -1 : open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (!rc && fd < 0)
+        rc = pr_seterr(errstr, errstr_size, PR_EIO, "vocab journal: %s: %s", path, strerror(errno));
+    if (rc)
         return rc;
-    }
     pr__journal *j = calloc(1, sizeof(*j));
     if (!j || !(j->path = strdup(path))) {
         free(j);
@@ -328,110 +401,7 @@ void pr_vocab_journal_close(pr_engine *eng)
         pr_engine_set_block_hook(eng, NULL, NULL, NULL);
 }
 
-typedef struct {
-    pr__jr_rec *recs;
-    size_t n, cap;
-    uint32_t col;
-    int64_t from;
-    int err;
-} pr__jr_buf;
-
-static int pr__jr_collect_cb(const pr_vocab_entry *e, void *opaque)
-{
-    pr__jr_buf *b = opaque;
-    if (e->index < 0)
-        return 1; /* pending entries follow the assigned ones: done */
-    if (e->index < b->from)
-        return 0;
-    if (b->n == b->cap) {
-        size_t nc = b->cap ? b->cap * 2 : 1024;
-        pr__jr_rec *r = realloc(b->recs, nc * sizeof(*r));
-        if (!r) {
-            b->err = PR_ENOMEM;
-            return 1;
-        }
-        b->recs = r;
-        b->cap = nc;
-    }
-    b->recs[b->n++] =
-        (pr__jr_rec){b->col, pr__jr_check(b->col, e->value, e->index), e->value, e->index};
-    return 0;
-}
-
-static int pr__journal_append2(pr_engine *eng, pr__journal *j, char *errstr, size_t errstr_size);
-
-static int pr__journal_append(pr_engine *eng, pr__journal *j, char *errstr, size_t errstr_size)
-{
-    if (pr__evicts(eng))
-        return pr__journal_append2(eng, j, errstr, errstr_size);
-    pr__jr_buf b = {0};
-    for (uint32_t c = 0; c < pr_engine_spec(eng)->n_sparse; c++) {
-        int64_t size = (int64_t)pr_engine_vocab_size(eng, c);
-        if (size <= j->next[c])
-            continue;
-        b.col = c;
-        b.from = j->next[c];
-        pr_engine_vocab_read_from(eng, c, b.from, pr__jr_collect_cb, &b);
-        if (b.err)
-            break;
-        j->next[c] = size;
-    }
-    int rc = b.err;
-    if (!rc && b.n) {
-        if (pr__vocab_write_all(j->fd, b.recs, b.n * sizeof(*b.recs)) || fdatasync(j->fd))
-            rc = PR_EIO;
-    }
-    free(b.recs);
-    if (rc)
-        return pr_seterr(errstr, errstr_size, rc,
-                         "vocab journal: %s: append failed (%s); indices of this block are not "
-                         "durable, stop the pipeline",
-                         j->path, rc == PR_EIO ? strerror(errno) : pr_strerror(rc));
-    return 0;
-}
-
-/* Collect a column's current entries. */
-typedef struct {
-    pr_vocab_entry *e;
-    size_t n, cap;
-    int err;
-} pr__ents;
-
-static int pr__ents_push(pr__ents *v, const pr_vocab_entry *e)
-{
-    if (v->n == v->cap) {
-        size_t nc = v->cap ? v->cap * 2 : 1024;
-        pr_vocab_entry *p = realloc(v->e, nc * sizeof(*p));
-        if (!p)
-            return v->err = PR_ENOMEM;
-        v->e = p;
-        v->cap = nc;
-    }
-    v->e[v->n++] = *e;
-    return 0;
-}
-
-static int pr__ents_cb(const pr_vocab_entry *e, void *opaque)
-{
-    return pr__ents_push(opaque, e);
-}
-
-static int pr__u64_cmp(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static int pr__jr_rec_cmp(const void *a, const void *b)
-{
-    const pr__jr_rec *x = a, *y = b;
-    if (x->col != y->col)
-        return x->col < y->col ? -1 : 1;
-    return x->index < y->index ? -1 : x->index > y->index;
-}
-
-static int pr__journal_replay2(pr_engine *eng, const char *path, FILE *f, char *errstr,
-                               size_t errstr_size);
+/* --- replay */
 
 int pr_vocab_journal_replay(pr_engine *eng, const char *path, char *errstr, size_t errstr_size)
 {
@@ -439,165 +409,57 @@ int pr_vocab_journal_replay(pr_engine *eng, const char *path, char *errstr, size
         return pr_seterr(errstr, errstr_size, PR_ESTATE,
                          "vocab journal: pipeline '%s' has no vocab operator",
                          pr_engine_spec(eng)->name);
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
         return pr_seterr(errstr, errstr_size, PR_EIO, "vocab journal: %s: %s", path,
                          strerror(errno));
     unsigned char hdr[PR__JR_HDR];
+    pr__jr_fmt fmt;
+    pr__jrec *recs = NULL;
+    size_t n = 0, n_ok = 0;
+    off_t end;
     int rc = 0;
-    pr__jr_rec *recs = NULL;
-    size_t n = 0, cap = 0;
-    pr__ents cur = {0};
-    uint64_t *newvals = NULL;
-    if (fread(hdr, 1, sizeof(hdr), f) != sizeof(hdr)) {
-        /* A crash while creating it: nothing was ever journaled. */
-        fclose(f);
-        return 0;
+    if (pread(fd, hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr))
+        goto out; /* a crash while creating it: nothing was ever journaled */
+    if ((rc = pr__jr_header_check(eng, hdr, path, &fmt, errstr, errstr_size)))
+        goto out;
+    rc = pr__jr_read(eng, fd, &fmt, &recs, &n, &n_ok, &end);
+    if (rc) {
+        rc = pr_seterr(errstr, errstr_size, rc, "vocab journal: replaying %s: %s", path,
+                       rc == PR_EIO ? strerror(errno) : pr_strerror(rc));
+        goto out;
     }
-    if ((rc = pr__jr_header_check(eng, hdr, path, errstr, errstr_size))) {
-        fclose(f);
-        return rc;
-    }
-    if (pr__evicts(eng)) {
-        rc = pr__journal_replay2(eng, path, f, errstr, errstr_size);
-        fclose(f);
-        return rc;
-    }
-    pr__jr_rec r;
-    while (fread(&r, 1, sizeof(r), f) == sizeof(r)) {
-        if (!pr__jr_rec_valid(eng, &r)) {
-            pr_warn("vocab journal: %s: invalid record %zu, ignoring it and the rest", path, n);
-            break;
-        }
-        if (n == cap) {
-            cap = cap ? cap * 2 : 4096;
-            pr__jr_rec *p = realloc(recs, cap * sizeof(*p));
-            if (!p) {
-                rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "vocab journal: out of memory");
-                goto out;
-            }
-            recs = p;
-        }
-        recs[n++] = r;
-    }
-    /* Records of one column are in index order already; a stable grouping by
-     * column keeps that (indices are unique per column). */
-    if (n) /* qsort(NULL, 0) is undefined: an empty journal has no records */
-        qsort(recs, n, sizeof(*recs), pr__jr_rec_cmp);
-    int64_t base = pr__vbase(pr_engine_spec(eng)->profile);
-    for (size_t i = 0; i < n;) {
-        uint32_t c = recs[i].col;
-        size_t j = i;
-        while (j < n && recs[j].col == c)
-            j++;
-        cur.n = 0;
-        if ((rc = pr_engine_vocab_read(eng, c, pr__ents_cb, &cur)) || (rc = cur.err))
-            goto fail;
-        size_t n_assigned = 0;
-        while (n_assigned < cur.n && cur.e[n_assigned].index >= 0)
-            n_assigned++;
-        int64_t next = base + (int64_t)n_assigned;
-        size_t n_new = 0;
-        free(newvals);
-        newvals = malloc((j - i) * sizeof(*newvals));
-        if (!newvals) {
-            rc = PR_ENOMEM;
-            goto fail;
-        }
-        /* Split: pending entries move behind the new assigned ones. */
-        size_t n_pending = cur.n - n_assigned;
-        pr_vocab_entry *pending = NULL;
-        if (n_pending) {
-            pending = malloc(n_pending * sizeof(*pending));
-            if (!pending) {
-                rc = PR_ENOMEM;
-                goto fail;
-            }
-            memcpy(pending, cur.e + n_assigned, n_pending * sizeof(*pending));
-        }
-        cur.n = n_assigned;
-        for (size_t k = i; k < j; k++) {
-            if (recs[k].index < next) {
-                size_t at = (size_t)(recs[k].index - base);
-                if (recs[k].index < base || cur.e[at].value != recs[k].value) {
-                    free(pending);
-                    rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
-                                   "vocab journal: %s: column %s index %" PRId64
-                                   " disagrees with the snapshot; wrong snapshot for this journal?",
-                                   path, pr_engine_spec(eng)->sparse[c].name, recs[k].index);
-                    goto out;
-                }
-                continue;
-            }
-            if (recs[k].index > next) {
-                free(pending);
-                rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
-                               "vocab journal: %s: column %s jumps from index %" PRId64
-                               " to %" PRId64 "; the snapshot is older than the journal's start",
-                               path, pr_engine_spec(eng)->sparse[c].name, next, recs[k].index);
-                goto out;
-            }
-            pr_vocab_entry e = {recs[k].value, recs[k].index, 0, 0, 0};
-            if (pr__ents_push(&cur, &e)) {
-                free(pending);
-                rc = PR_ENOMEM;
-                goto fail;
-            }
-            newvals[n_new++] = recs[k].value;
-            next++;
-        }
-        qsort(newvals, n_new, sizeof(*newvals), pr__u64_cmp);
-        for (size_t k = 0; k < n_pending && !cur.err; k++) {
-            if (n_new &&
-                bsearch(&pending[k].value, newvals, n_new, sizeof(*newvals), pr__u64_cmp)) {
-                /* Now assigned: keep its count on the assigned entry. */
-                for (size_t q = n_assigned; q < cur.n; q++)
-                    if (cur.e[q].value == pending[k].value)
-                        cur.e[q].count = pending[k].count;
-                continue;
-            }
-            pr__ents_push(&cur, &pending[k]);
-        }
-        free(pending);
-        if ((rc = cur.err))
-            goto fail;
-        if (n_new && (rc = pr_engine_vocab_load_column(eng, c, cur.e, cur.n))) {
-            rc = pr_seterr(errstr, errstr_size, rc, "vocab journal: column %s: backend %s: %s",
-                           pr_engine_spec(eng)->sparse[c].name, pr_engine_backend_name(eng),
-                           pr_strerror(rc));
-            goto out;
-        }
-        pr__journal_sync_col(eng, c);
-        i = j;
-    }
-    goto out;
-fail:
-    pr_seterr(errstr, errstr_size, rc, "vocab journal: replaying %s: %s", path, pr_strerror(rc));
+    off_t size = lseek(fd, 0, SEEK_END);
+    if (size >= (off_t)(PR__JR_HDR + (n + 1) * fmt.rec_size))
+        pr_warn("vocab journal: %s: invalid record %zu, ignoring it and the rest", path, n);
+    if (n_ok < n)
+        pr_warn("vocab journal: %s: %zu records of an unfinished block ignored", path, n - n_ok);
+    rc = fmt.fields & PR__JF_EVICT
+             ? pr__replay_blocks(eng, path, recs, n_ok, errstr, errstr_size)
+             : pr__replay_append_only(eng, path, recs, n_ok, errstr, errstr_size);
 out:
-    free(newvals);
-    free(cur.e);
     free(recs);
-    fclose(f);
+    close(fd);
     return rc;
 }
 
-/* --- journal version 2 (evicting columns) */
+/* --- append */
 
 typedef struct {
-    pr__jr2_rec *r;
+    pr__jrec *r;
     size_t n, cap;
     uint32_t col;
     int64_t from;
     int err;
-} pr__jr2_buf;
+} pr__jr_buf;
 
-static void pr__jr2_push(pr__jr2_buf *b, pr__jr2_rec r)
+static void pr__jr_push(pr__jr_buf *b, pr__jrec r)
 {
     if (b->err)
         return;
     if (b->n == b->cap) {
         size_t nc = b->cap ? b->cap * 2 : 1024;
-        pr__jr2_rec *p = realloc(b->r, nc * sizeof(*p));
+        pr__jrec *p = realloc(b->r, nc * sizeof(*p));
         if (!p) {
             b->err = PR_ENOMEM;
             return;
@@ -608,25 +470,25 @@ static void pr__jr2_push(pr__jr2_buf *b, pr__jr2_rec r)
     b->r[b->n++] = r;
 }
 
-static int pr__jr2_fresh_cb(const pr_vocab_entry *e, void *opaque)
+static int pr__jr_fresh_cb(const pr_vocab_entry *e, void *opaque)
 {
-    pr__jr2_buf *b = opaque;
+    pr__jr_buf *b = opaque;
     if (e->index < 0)
         return 1;
     if (e->index >= b->from)
-        pr__jr2_push(b, pr__jr2_make(PR__JR2_ASSIGN, b->col, e->value, e->index, e->last_use, 0,
-                                     e->last_use_ms));
+        pr__jr_push(b, pr__jr_make(PR__JR_ASSIGN, b->col, e->value, e->index, e->last_use, 0,
+                                   e->last_use_ms));
     return b->err;
 }
 
 typedef struct {
     uint32_t row, col;
     size_t pos;
-} pr__jr2_note;
+} pr__jr_note;
 
-static int pr__jr2_note_cmp(const void *a, const void *b)
+static int pr__jr_note_cmp(const void *a, const void *b)
 {
-    const pr__jr2_note *x = a, *y = b;
+    const pr__jr_note *x = a, *y = b;
     if (x->row != y->row)
         return x->row < y->row ? -1 : 1;
     return x->col < y->col ? -1 : x->col > y->col;
@@ -636,10 +498,10 @@ static int pr__jr2_note_cmp(const void *a, const void *b)
  * (recycled ones numbered as pr__number_notices numbered them: (row, col)
  * order, ending at notice_next - 1), the other columns' new indices, then a
  * COMMIT; one write, one fdatasync, nothing when the block assigned nothing. */
-static int pr__journal_append2(pr_engine *eng, pr__journal *j, char *errstr, size_t errstr_size)
+static int pr__journal_append(pr_engine *eng, pr__journal *j, char *errstr, size_t errstr_size)
 {
-    pr__jr2_buf b = {0};
-    pr__jr2_note *notes = NULL;
+    pr__jr_buf b = {0};
+    pr__jr_note *notes = NULL;
     size_t n_notes = 0, notes_cap = 0;
     int rc = 0;
     for (uint32_t c = 0; c < pr_engine_spec(eng)->n_sparse && !b.err && !rc; c++) {
@@ -648,7 +510,7 @@ static int pr__journal_append2(pr_engine *eng, pr__journal *j, char *errstr, siz
             if (size > j->next[c]) {
                 b.col = c;
                 b.from = j->next[c];
-                pr_engine_vocab_read_from(eng, c, b.from, pr__jr2_fresh_cb, &b);
+                pr_engine_vocab_read_from(eng, c, b.from, pr__jr_fresh_cb, &b);
             }
             j->next[c] = size;
             continue;
@@ -660,17 +522,17 @@ static int pr__journal_append2(pr_engine *eng, pr__journal *j, char *errstr, siz
             if (log[i].recycled) {
                 if (n_notes == notes_cap) {
                     notes_cap = notes_cap ? notes_cap * 2 : 256;
-                    pr__jr2_note *p = realloc(notes, notes_cap * sizeof(*p));
+                    pr__jr_note *p = realloc(notes, notes_cap * sizeof(*p));
                     if (!p) {
                         rc = PR_ENOMEM;
                         break;
                     }
                     notes = p;
                 }
-                notes[n_notes++] = (pr__jr2_note){log[i].row, c, b.n};
+                notes[n_notes++] = (pr__jr_note){log[i].row, c, b.n};
             }
-            pr__jr2_push(&b, pr__jr2_make(PR__JR2_ASSIGN, c, log[i].value, log[i].index,
-                                          log[i].tick, 0, log[i].tick_ms));
+            pr__jr_push(&b, pr__jr_make(PR__JR_ASSIGN, c, log[i].value, log[i].index, log[i].tick,
+                                        0, log[i].tick_ms));
         }
         j->next[c] = size;
     }
@@ -678,17 +540,17 @@ static int pr__journal_append2(pr_engine *eng, pr__journal *j, char *errstr, siz
         rc = b.err;
     if (!rc && b.n) {
         if (n_notes)
-            qsort(notes, n_notes, sizeof(*notes), pr__jr2_note_cmp);
+            qsort(notes, n_notes, sizeof(*notes), pr__jr_note_cmp);
         uint64_t first = pr__notice_next(eng) - n_notes;
         for (size_t k = 0; k < n_notes; k++)
             b.r[notes[k].pos].number = first + k;
-        pr__jr2_push(&b, pr__jr2_make(PR__JR2_COMMIT, 0, 0, 0, 0, pr__notice_next(eng), 0));
+        pr__jr_push(&b, pr__jr_make(PR__JR_COMMIT, 0, 0, 0, 0, pr__notice_next(eng), 0));
         rc = b.err;
         /* Checks, then the on-disk layout: version 2 records are packed to
          * their 40 bytes in place (each moves down, never over a later one). */
-        size_t rec_size = pr__jr_rec_size(eng);
+        size_t rec_size = pr__jr_fmt_of_engine(eng).rec_size;
         for (size_t i = 0; i < b.n && !rc; i++) {
-            b.r[i].check = pr__jr2_check(&b.r[i], rec_size);
+            b.r[i].check = pr__jr_check(&b.r[i], rec_size);
             if (rec_size != sizeof(*b.r))
                 memmove((char *)b.r + i * rec_size, &b.r[i], rec_size);
         }
@@ -703,177 +565,6 @@ static int pr__journal_append2(pr_engine *eng, pr__journal *j, char *errstr, siz
                          "durable, stop the pipeline",
                          j->path, rc == PR_EIO ? strerror(errno) : pr_strerror(rc));
     return 0;
-}
-
-static int pr__ent_value_cmp(const void *a, const void *b)
-{
-    uint64_t x = ((const pr_vocab_entry *)a)->value, y = ((const pr_vocab_entry *)b)->value;
-    return x < y ? -1 : x > y;
-}
-
-static int pr__recycled_number_cmp(const void *a, const void *b)
-{
-    uint64_t x = ((const pr_recycled *)a)->number, y = ((const pr_recycled *)b)->number;
-    return x < y ? -1 : x > y;
-}
-
-/* Replay a version-2 or 3 journal (f is past the header): whole blocks
- * only, each ASSIGN overwriting its index in file order, then one vocab_load
- * per column; the clocks become the newest of the snapshot's and the
- * records'; notices newer than the snapshot's counter are queued for
- * re-announcement. Records already in the snapshot (a crash between a
- * checkpoint's rename and its truncation) rewrite the same final values. */
-static int pr__journal_replay2(pr_engine *eng, const char *path, FILE *f, char *errstr,
-                               size_t errstr_size)
-{
-    pr__jr2_rec *recs = NULL;
-    size_t n = 0, cap = 0, n_ok = 0;
-    pr__ents cur = {0};
-    pr_vocab_entry *sorted = NULL;
-    pr_recycled *notes = NULL;
-    size_t n_notes = 0;
-    uint64_t next_number = pr__notice_next(eng);
-    int rc = 0;
-    size_t rec_size = pr__jr_rec_size(eng);
-    pr__jr2_rec r = {0}; /* tick_ms stays 0 in version 2 records */
-    while (fread(&r, 1, rec_size, f) == rec_size) {
-        if (!pr__jr2_rec_valid(eng, &r)) {
-            pr_warn("vocab journal: %s: invalid record %zu, ignoring it and the rest", path, n);
-            break;
-        }
-        if (n == cap) {
-            cap = cap ? cap * 2 : 4096;
-            pr__jr2_rec *p = realloc(recs, cap * sizeof(*p));
-            if (!p) {
-                rc = PR_ENOMEM;
-                goto fail;
-            }
-            recs = p;
-        }
-        recs[n++] = r;
-        if (r.kc >> 28 == PR__JR2_COMMIT) {
-            n_ok = n;
-            if (r.number > next_number)
-                next_number = r.number;
-        }
-    }
-    if (n_ok < n)
-        pr_warn("vocab journal: %s: %zu records of an unfinished block ignored", path, n - n_ok);
-    notes = malloc((n_ok ? n_ok : 1) * sizeof(*notes));
-    if (!notes) {
-        rc = PR_ENOMEM;
-        goto fail;
-    }
-    int64_t base = pr__vbase(pr_engine_spec(eng)->profile);
-    for (uint32_t c = 0; c < pr_engine_spec(eng)->n_sparse; c++) {
-        bool touched = false;
-        for (size_t i = 0; i < n_ok && !touched; i++)
-            touched = recs[i].kc == ((uint32_t)PR__JR2_ASSIGN << 28 | c);
-        if (!touched)
-            continue;
-        cur.n = 0;
-        if ((rc = pr_engine_vocab_read(eng, c, pr__ents_cb, &cur)) || (rc = cur.err))
-            goto fail;
-        size_t n_assigned = 0;
-        while (n_assigned < cur.n && cur.e[n_assigned].index >= 0)
-            n_assigned++;
-        size_t n_pending = cur.n - n_assigned;
-        pr_vocab_entry *pending = NULL;
-        if (n_pending) {
-            if (!(pending = malloc(n_pending * sizeof(*pending)))) {
-                rc = PR_ENOMEM;
-                goto fail;
-            }
-            memcpy(pending, cur.e + n_assigned, n_pending * sizeof(*pending));
-        }
-        cur.n = n_assigned;
-        pr_vocab_clock clock = pr_engine_vocab_clock(eng, c);
-        for (size_t i = 0; i < n_ok; i++) {
-            const pr__jr2_rec *q = &recs[i];
-            if (q->kc != ((uint32_t)PR__JR2_ASSIGN << 28 | c))
-                continue;
-            if (q->tick > clock.records)
-                clock.records = q->tick;
-            if (q->tick_ms > clock.event_ms)
-                clock.event_ms = q->tick_ms;
-            if (q->number >= pr__notice_next(eng))
-                notes[n_notes++] = (pr_recycled){c, 0, q->index, q->number};
-            pr_vocab_entry e = {q->value, q->index, 1, q->tick, q->tick_ms};
-            size_t at = (size_t)(q->index - base);
-            if (q->index < base || at > cur.n) {
-                free(pending);
-                rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
-                               "vocab journal: %s: column %s jumps to index %" PRId64
-                               " (the vocabulary has %zu); the snapshot is older than the "
-                               "journal's start",
-                               path, pr_engine_spec(eng)->sparse[c].name, q->index, cur.n);
-                goto out;
-            }
-            if (at == cur.n) {
-                pr__ents_push(&cur, &e);
-            } else if (cur.e[at].value == q->value) {
-                if (q->tick > cur.e[at].last_use)
-                    cur.e[at].last_use = q->tick;
-                if (q->tick_ms > cur.e[at].last_use_ms)
-                    cur.e[at].last_use_ms = q->tick_ms;
-            } else {
-                cur.e[at] = e;
-            }
-        }
-        /* Each value at one index; values now assigned are no longer pending. */
-        free(sorted);
-        sorted = malloc((cur.n ? cur.n : 1) * sizeof(*sorted));
-        if (!sorted || cur.err) {
-            free(pending);
-            rc = PR_ENOMEM;
-            goto fail;
-        }
-        memcpy(sorted, cur.e, cur.n * sizeof(*sorted));
-        qsort(sorted, cur.n, sizeof(*sorted), pr__ent_value_cmp);
-        for (size_t k = 1; k < cur.n; k++)
-            if (sorted[k].value == sorted[k - 1].value) {
-                free(pending);
-                rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
-                               "vocab journal: %s: column %s: value %" PRIx64
-                               " ends up at two indices; wrong snapshot for this journal?",
-                               path, pr_engine_spec(eng)->sparse[c].name, sorted[k].value);
-                goto out;
-            }
-        size_t n_assigned_now = cur.n;
-        for (size_t k = 0; k < n_pending; k++)
-            if (!bsearch(&pending[k], sorted, n_assigned_now, sizeof(*sorted), pr__ent_value_cmp))
-                pr__ents_push(&cur, &pending[k]);
-        free(pending);
-        if ((rc = cur.err))
-            goto fail;
-        if ((rc = pr_engine_vocab_load_column(eng, c, cur.e, cur.n))) {
-            rc = pr_seterr(errstr, errstr_size, rc, "vocab journal: column %s: backend %s: %s",
-                           pr_engine_spec(eng)->sparse[c].name, pr_engine_backend_name(eng),
-                           pr_strerror(rc));
-            goto out;
-        }
-        if (pr__evicts(eng))
-            pr_engine_vocab_set_clock(eng, c, clock);
-        pr__journal_sync_col(eng, c);
-    }
-    /* Re-announce, in number order, what the journal recycled. */
-    if (n_notes)
-        qsort(notes, n_notes, sizeof(*notes), pr__recycled_number_cmp);
-    for (size_t k = 0; k < n_notes; k++)
-        if (pr_engine_vocab_notices_queue(eng, &notes[k])) {
-            rc = PR_ENOMEM;
-            goto fail;
-        }
-    pr_engine_vocab_notices_set_next(eng, next_number);
-    goto out;
-fail:
-    pr_seterr(errstr, errstr_size, rc, "vocab journal: replaying %s: %s", path, pr_strerror(rc));
-out:
-    free(sorted);
-    free(notes);
-    free(cur.e);
-    free(recs);
-    return rc;
 }
 
 int pr_vocab_checkpoint(pr_engine *eng, const char *snapshot_path, const char *journal_path,

@@ -735,7 +735,8 @@ static void test_ttl_s_restart(void **state)
     assert_int_equal(file_u32_at(snap1, 8), 5);  /* the one snapshot version */
     assert_int_equal(file_u32_at(snap1, 24), 3); /* fields: clocks and event clocks */
     file_magic(jr, magic);
-    assert_string_equal(magic, "PRVJRNL3");
+    assert_string_equal(magic, "PRVJRNL4");   /* the one journal version */
+    assert_int_equal(file_u32_at(jr, 20), 3); /* fields: eviction, event times */
 
     pr_engine *e2 = tu_engine(&s, "cpu", 1); /* from the snapshot */
     assert_int_equal(pr_vocab_load(e2, snap1, err, sizeof(err)), 0);
@@ -823,7 +824,8 @@ static void test_ttl_s_files_refused(void **state)
     assert_int_equal(file_u32_at(snap2, 8), 5);
     assert_int_equal(file_u32_at(snap2, 24), 1); /* fields: clocks, no event clocks */
     file_magic(jr2, magic);
-    assert_string_equal(magic, "PRVJRNL2");
+    assert_string_equal(magic, "PRVJRNL4");
+    assert_int_equal(file_u32_at(jr2, 20), 1); /* fields: eviction, no event times */
     pr_out_free(o);
     pr_engine_free(e);
     e = tu_engine(&s10, "cpu", 1);
@@ -941,7 +943,7 @@ static void test_spec_errors(void **state)
     assert_null(pr_engine_new(&s, &o, err, sizeof(err)));
     assert_non_null(strstr(err, "eviction"));
     /* shared vocabulary: with eviction under profile default and ttl_records
-     * (the refusals are in test_engine_shared_evict.c) */
+     * (the refusals are in tests/vocab/test_vocab_shared_evict.c) */
     pr_engine *e = tu_engine(&s, "cpu", 1);
     assert_int_equal(pr_engine_vocab_set_shared(e, true, err, sizeof(err)), 0);
     pr_engine_free(e);

@@ -157,6 +157,8 @@ static void check_upgraded(const cs_case *cc)
     }
     pr_engine_free(eng);
     assert_int_equal(file_u32_at(snap, 8), 5); /* upgraded to the one snapshot version */
+    if (!cc->tagged)
+        assert_int_equal(file_u32_at(jr, 0), 0x4a565250); /* "PRVJ" */
 
     char *text = NULL;
     size_t len = 0;
@@ -169,12 +171,49 @@ static void check_upgraded(const cs_case *cc)
     rmdir(dir);
 }
 
+/* Open the release's journal for appending (which rewrites it in today's
+ * format, records kept), then restore the release's snapshot with it. */
+static void check_converted_journal(const cs_case *cc)
+{
+    if (cc->tagged)
+        return;
+    char dir[] = "/tmp/pr_vocab_compat_XXXXXX", snap[1024], jr[1024], from[1024], err[512];
+    assert_non_null(mkdtemp(dir));
+    snprintf(snap, sizeof(snap), "%s/%s.vocab", dir, cc->name);
+    snprintf(jr, sizeof(jr), "%s/%s.journal", dir, cc->name);
+    snprintf(from, sizeof(from), "%s/%s.vocab", FIX_DIR, cc->name);
+    copy_file(from, snap);
+    snprintf(from, sizeof(from), "%s/%s.journal", FIX_DIR, cc->name);
+    copy_file(from, jr);
+    pr_engine *eng = new_engine(cc);
+    if (pr_vocab_journal_open(eng, jr, err, sizeof(err)))
+        fail_msg("%s: %s", cc->name, err);
+    pr_engine_free(eng);
+    char magic[9] = "";
+    FILE *f = fopen(jr, "rb");
+    assert_non_null(f);
+    assert_int_equal(fread(magic, 1, 8, f), 8);
+    fclose(f);
+    assert_string_equal(magic, "PRVJRNL4");
+
+    char *text = NULL;
+    size_t len = 0;
+    FILE *dump = open_memstream(&text, &len);
+    eng = restore(cc, dir, dump);
+    finish_and_compare(cc, eng, dump, &text, "with its journal converted");
+    pr_engine_free(eng);
+    unlink(snap);
+    unlink(jr);
+    rmdir(dir);
+}
+
 static void test_compat(void **state)
 {
     (void)state;
     for (size_t i = 0; i < CS_N_CASES; i++) {
         check_direct(&cs_cases[i]);
         check_upgraded(&cs_cases[i]);
+        check_converted_journal(&cs_cases[i]);
     }
 }
 
