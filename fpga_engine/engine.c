@@ -175,6 +175,58 @@ static int pr__check_ops(const char *what, const uint8_t *ops, unsigned n, const
     return 0;
 }
 
+/* A bounded column's eviction settings (eviction other than none). */
+static int pr__check_eviction(const pr_pipeline_spec *spec, const pr_sparse_col_spec *s, bool vocab,
+                              char *errstr, size_t errstr_size)
+{
+    uint64_t base = (uint64_t)pr__profile_base(spec->profile);
+    const char *en =
+        (unsigned)s->eviction < PR_EVICT__COUNT ? pr_vocab_eviction_names[s->eviction] : "?";
+    if ((unsigned)s->eviction >= PR_EVICT__COUNT)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "sparse.%s.eviction: %d is not none, lru, lfu or ttl", s->name,
+                         (int)s->eviction);
+    if (!vocab)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "sparse.%s.eviction: %s needs the vocab operator", s->name, en);
+    if (!s->capacity)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "sparse.%s.eviction: %s needs an explicit capacity (the bound "
+                         "the table is kept under)",
+                         s->name, en);
+    if (s->capacity - base > (uint64_t)INT32_MAX)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "sparse.%s.capacity: at most %" PRIu64 " with eviction %s", s->name,
+                         (uint64_t)INT32_MAX + base, en);
+    if (spec->count_mode != PR_COUNT_STREAMING)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "sparse.%s.eviction: %s needs count_mode streaming (two_pass "
+                         "fixes the vocabulary before mapping)",
+                         s->name, en);
+    if (s->eviction == PR_EVICT_TTL && s->ttl_records && s->ttl_s)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "sparse.%s.ttl_s: eviction ttl takes ttl_records (lookups) or "
+                         "ttl_s (seconds of event time), not both (ttl_records %" PRIu64
+                         ", ttl_s %" PRIu64 "); set the other to 0 for this column",
+                         s->name, s->ttl_records, s->ttl_s);
+    if (s->eviction == PR_EVICT_TTL && !s->ttl_records && !s->ttl_s)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "sparse.%s.ttl_records: eviction ttl needs ttl_records > 0 "
+                         "(lookups of the column) or ttl_s > 0 (seconds of event time)",
+                         s->name);
+    if (s->ttl_s > (uint64_t)INT64_MAX / 1000)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "sparse.%s.ttl_s: at most %" PRIu64 " seconds", s->name,
+                         (uint64_t)INT64_MAX / 1000);
+    if (s->eviction == PR_EVICT_TTL && spec->profile != PR_VOCAB_DEFAULT)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "sparse.%s.eviction: ttl needs profile default (a full table "
+                         "of values younger than the ttl maps new values to OOV, "
+                         "which dlrm does not have); use lru or lfu under dlrm",
+                         s->name);
+    return 0;
+}
+
 int pr_pipeline_spec_validate(const pr_pipeline_spec *spec, char *errstr, size_t errstr_size)
 {
     static const pr_op dense_order[] = {PR_OP_NEG2ZERO, PR_OP_LOG1P};
@@ -243,50 +295,9 @@ int pr_pipeline_spec_validate(const pr_pipeline_spec *spec, char *errstr, size_t
                              "sparse.%s.ttl_s: %" PRIu64 " needs eviction ttl (the column's "
                              "eviction is %s); remove it or set it to 0 for this column",
                              s->name, s->ttl_s, en);
-        if (s->eviction != PR_EVICT_NONE) {
-            if ((unsigned)s->eviction >= PR_EVICT__COUNT)
-                return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                                 "sparse.%s.eviction: %d is not none, lru, lfu or ttl", s->name,
-                                 (int)s->eviction);
-            if (!vocab)
-                return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                                 "sparse.%s.eviction: %s needs the vocab operator", s->name, en);
-            if (!s->capacity)
-                return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                                 "sparse.%s.eviction: %s needs an explicit capacity (the bound "
-                                 "the table is kept under)",
-                                 s->name, en);
-            if (s->capacity - base > (uint64_t)INT32_MAX)
-                return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                                 "sparse.%s.capacity: at most %" PRIu64 " with eviction %s",
-                                 s->name, (uint64_t)INT32_MAX + base, en);
-            if (spec->count_mode != PR_COUNT_STREAMING)
-                return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                                 "sparse.%s.eviction: %s needs count_mode streaming (two_pass "
-                                 "fixes the vocabulary before mapping)",
-                                 s->name, en);
-            if (s->eviction == PR_EVICT_TTL && s->ttl_records && s->ttl_s)
-                return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                                 "sparse.%s.ttl_s: eviction ttl takes ttl_records (lookups) or "
-                                 "ttl_s (seconds of event time), not both (ttl_records %" PRIu64
-                                 ", ttl_s %" PRIu64 "); set the other to 0 for this column",
-                                 s->name, s->ttl_records, s->ttl_s);
-            if (s->eviction == PR_EVICT_TTL && !s->ttl_records && !s->ttl_s)
-                return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                                 "sparse.%s.ttl_records: eviction ttl needs ttl_records > 0 "
-                                 "(lookups of the column) or ttl_s > 0 (seconds of event time)",
-                                 s->name);
-            if (s->ttl_s > (uint64_t)INT64_MAX / 1000)
-                return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                                 "sparse.%s.ttl_s: at most %" PRIu64 " seconds", s->name,
-                                 (uint64_t)INT64_MAX / 1000);
-            if (s->eviction == PR_EVICT_TTL && spec->profile != PR_VOCAB_DEFAULT)
-                return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                                 "sparse.%s.eviction: ttl needs profile default (a full table "
-                                 "of values younger than the ttl maps new values to OOV, "
-                                 "which dlrm does not have); use lru or lfu under dlrm",
-                                 s->name);
-        }
+        if (s->eviction != PR_EVICT_NONE &&
+            (rc = pr__check_eviction(spec, s, vocab, errstr, errstr_size)))
+            return rc;
         if (vocab && s->capacity) {
             if (s->capacity < base + 1)
                 return pr_seterr(errstr, errstr_size, PR_EINVAL,

@@ -1263,6 +1263,44 @@ static char *pr__dup(const char *s)
     return strdup(s ? s : "");
 }
 
+/* Startup's reading: the topic, the snapshot (*snap: found) and the log's
+ * position checked against each other, the log read to its end, and our
+ * Settings record written when the log has none. */
+static int pr__startup_read(pr_vocablog *vl, bool *snap, char *errstr, size_t errstr_size)
+{
+    int rc;
+    int64_t deadline = pr_mono_ns() + vl->startup_timeout_ms * 1000000LL;
+    int64_t lo, hi;
+    if ((rc = pr__check_topic(vl, deadline, errstr, errstr_size)) ||
+        (rc = pr__snap_load(vl, snap, errstr, errstr_size)) ||
+        (rc = pr__watermarks(vl, deadline, &lo, &hi, errstr, errstr_size)) ||
+        (rc = pr__position(vl, *snap, lo, hi, errstr, errstr_size)))
+        return rc;
+    if (*snap && lo == 0 && vl->next > 0 &&
+        (rc = pr__check_first(vl, deadline, errstr, errstr_size)))
+        return rc;
+    /* Read what is there; a log without a Settings record yet (empty, or
+     * only junk) gets ours. Replicas that start together may all write
+     * one: the first in the log counts, the others are ignored. */
+    if ((rc = pr__assign(vl, vl->next, errstr, errstr_size)) ||
+        (rc = pr__catch_up(vl, hi, false, deadline, errstr, errstr_size)))
+        return rc;
+    if (!vl->have_settings) {
+        if ((rc = pr__write_settings(vl, errstr, errstr_size)))
+            return rc;
+        while (vl->inflight > 0 && pr_mono_ns() < deadline)
+            rd_kafka_poll(vl->prod, 50);
+        if (vl->inflight > 0 || vl->resend) {
+            return pr_seterr(errstr, errstr_size, PR_EKAFKA,
+                             "vocab log %s: cannot write the Settings record", vl->topic);
+        }
+        if ((rc = pr__watermarks(vl, deadline, &lo, &hi, errstr, errstr_size)) ||
+            (rc = pr__catch_up(vl, hi, true, deadline, errstr, errstr_size)))
+            return rc;
+    }
+    return 0;
+}
+
 int pr_vocablog_new(const pr_vocablog_opts *o, pr_vocablog **out, char *errstr, size_t errstr_size)
 {
     *out = NULL;
@@ -1343,37 +1381,9 @@ int pr_vocablog_new(const pr_vocablog_opts *o, pr_vocablog **out, char *errstr, 
     }
     rd_kafka_poll_set_consumer(vl->cons);
 
-    int64_t deadline = pr_mono_ns() + vl->startup_timeout_ms * 1000000LL;
-    int64_t lo, hi;
     bool snap;
-    if ((rc = pr__check_topic(vl, deadline, errstr, errstr_size)) ||
-        (rc = pr__snap_load(vl, &snap, errstr, errstr_size)) ||
-        (rc = pr__watermarks(vl, deadline, &lo, &hi, errstr, errstr_size)) ||
-        (rc = pr__position(vl, snap, lo, hi, errstr, errstr_size)))
+    if ((rc = pr__startup_read(vl, &snap, errstr, errstr_size)))
         goto fail;
-    if (snap && lo == 0 && vl->next > 0 &&
-        (rc = pr__check_first(vl, deadline, errstr, errstr_size)))
-        goto fail;
-    /* Read what is there; a log without a Settings record yet (empty, or
-     * only junk) gets ours. Replicas that start together may all write
-     * one: the first in the log counts, the others are ignored. */
-    if ((rc = pr__assign(vl, vl->next, errstr, errstr_size)) ||
-        (rc = pr__catch_up(vl, hi, false, deadline, errstr, errstr_size)))
-        goto fail;
-    if (!vl->have_settings) {
-        if ((rc = pr__write_settings(vl, errstr, errstr_size)))
-            goto fail;
-        while (vl->inflight > 0 && pr_mono_ns() < deadline)
-            rd_kafka_poll(vl->prod, 50);
-        if (vl->inflight > 0 || vl->resend) {
-            rc = pr_seterr(errstr, errstr_size, PR_EKAFKA,
-                           "vocab log %s: cannot write the Settings record", vl->topic);
-            goto fail;
-        }
-        if ((rc = pr__watermarks(vl, deadline, &lo, &hi, errstr, errstr_size)) ||
-            (rc = pr__catch_up(vl, hi, true, deadline, errstr, errstr_size)))
-            goto fail;
-    }
     atomic_store(&vl->st_applied, vl->next);
     if ((rc = pr__probe_start(vl, errstr, errstr_size)))
         goto fail;

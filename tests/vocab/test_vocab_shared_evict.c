@@ -1,5 +1,5 @@
 /*
- * test_engine_shared_evict.c — a shared vocabulary that evicts (pr_engine.h,
+ * test_vocab_shared_evict.c — a shared vocabulary that evicts (pr_engine.h,
  * "shared vocabulary"): replicas agree on every eviction through one ordered
  * log of proposals (pr_engine_vocab_apply) and usage (pr_engine_vocab_touch).
  *

@@ -1,6 +1,6 @@
 /*
- * test_engine_shared.c — the engine's shared-vocabulary mode (pr_engine.h,
- * "shared vocabulary"), driven the way vocablog/ drives it but with an
+ * test_vocab_shared.c — the engine's shared-vocabulary mode (pr_engine.h,
+ * "shared vocabulary"), driven the way vocab/vocablog.c drives it but with an
  * in-memory log: engines report their misses, append them to one ordered
  * list, apply the whole list in order, then process.
  *
