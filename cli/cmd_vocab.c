@@ -127,8 +127,7 @@ int pr_cli_cmd_vocab(int argc, char **argv)
     char snap[4096], journal[4096];
     /* A shared vocabulary (vocab_log) keeps one tagged snapshot, no journal. */
     bool shared = pc->vocab_log.enabled;
-    snprintf(snap, sizeof(snap), "%s/%s.%s", state, pc->name, shared ? "vocablog" : "vocab");
-    snprintf(journal, sizeof(journal), "%s/%s.journal", state, pc->name);
+    pr_vocab_state_paths(state, pc->name, shared, snap, sizeof(snap), journal, sizeof(journal));
     if (shared && !is_export) {
         fprintf(stderr,
                 "piperec vocab import: pipeline %s shares its vocabulary through "

@@ -76,6 +76,13 @@ static int pr__state_dir(pr_vocab_store *vs, char *errstr, size_t errstr_size)
     return 0;
 }
 
+void pr_vocab_state_paths(const char *dir, const char *pipeline, bool shared, char *snap,
+                          size_t snap_size, char *journal, size_t journal_size)
+{
+    snprintf(snap, snap_size, "%s/%s.%s", dir, pipeline, shared ? "vocablog" : "vocab");
+    snprintf(journal, journal_size, "%s/%s.journal", dir, pipeline);
+}
+
 /* ---------------------------------------------------------------- local */
 
 /* Seed a state dir that holds no vocabulary yet (no snapshot, no journal):
@@ -107,9 +114,8 @@ static int pr__local_recover(pr_vocab_store *vs, char *errstr, size_t errstr_siz
     int rc = pr__state_dir(vs, errstr, errstr_size);
     if (rc)
         return rc;
-    snprintf(vs->snap_path, sizeof(vs->snap_path), "%s/%s.vocab", vs->state_dir, vs->pipeline);
-    snprintf(vs->journal_path, sizeof(vs->journal_path), "%s/%s.journal", vs->state_dir,
-             vs->pipeline);
+    pr_vocab_state_paths(vs->state_dir, vs->pipeline, false, vs->snap_path, sizeof(vs->snap_path),
+                         vs->journal_path, sizeof(vs->journal_path));
     if (vs->seed && (rc = pr__local_seed(vs, errstr, errstr_size)))
         return rc;
     if (access(vs->snap_path, F_OK) == 0 &&
@@ -183,8 +189,8 @@ static int pr__shared_recover(pr_vocab_store *vs, char *errstr, size_t errstr_si
     if (vs->state_dir) {
         if ((rc = pr__state_dir(vs, errstr, errstr_size)))
             return rc;
-        snprintf(vs->snap_path, sizeof(vs->snap_path), "%s/%s.vocablog", vs->state_dir,
-                 vs->pipeline);
+        pr_vocab_state_paths(vs->state_dir, vs->pipeline, true, vs->snap_path,
+                             sizeof(vs->snap_path), vs->journal_path, sizeof(vs->journal_path));
     }
     pr_vocablog_opts vo = {.cfg = vs->log_cfg,
                            .pipeline = vs->pipeline,

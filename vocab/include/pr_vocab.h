@@ -284,6 +284,12 @@ typedef struct pr_vocab_store_opts {
     const char *replica;        /* shared: written into the log's records */
 } pr_vocab_store_opts;
 
+/* The state dir's file names for a pipeline: the snapshot ("<dir>/<p>.vocab",
+ * or "<dir>/<p>.vocablog" for a shared vocabulary, which keeps no journal)
+ * and the journal ("<dir>/<p>.journal"). */
+void pr_vocab_state_paths(const char *dir, const char *pipeline, bool shared, char *snap,
+                          size_t snap_size, char *journal, size_t journal_size);
+
 /* Create (no I/O). *out is NULL on failure. */
 int pr_vocab_store_new(const pr_vocab_store_opts *o, pr_vocab_store **out, char *errstr,
                        size_t errstr_size);
