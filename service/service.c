@@ -2,8 +2,8 @@
  * service.c — the streaming runtime (pr_service.h): per pipeline a thread
  * that polls the consumer and decodes, and a worker thread that runs the
  * engine, feeds the batcher and drives the sinks' send path, plus the
- * at-least-once offset bookkeeping, backpressure, vocabulary durability (or
- * the shared vocabulary log, pr_vocablog.h), the hot-set sketches
+ * at-least-once offset bookkeeping, backpressure, the vocabulary store
+ * (pr_vocab.h: local journal and snapshot, or the shared log), the hot-set sketches
  * (pr_hot.h), and the HTTP views (/metrics, /healthz, /readyz, /v1/status,
  * /v1/hot).
  *

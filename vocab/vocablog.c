@@ -1,6 +1,6 @@
 /*
  * vocablog.c — pr_vocablog: replicas share one vocabulary through a
- * single-partition Kafka topic (contract: pr_vocablog.h; the argument why it
+ * single-partition Kafka topic (contract: pr_vocab.h, "shared log"; the argument why it
  * is correct: docs/vocab-log.md).
  *
  * Shape: an idempotent producer (acks=all, retried forever) appends

@@ -1,6 +1,6 @@
 /*
  * vocablog_cfg.c — the keys of a pipeline's `vocab_log` section (contract:
- * pr_vocablog.h). The YAML loader applies files through this table and
+ * pr_vocab.h). The YAML loader applies files through this table and
  * docs/configuration.md is generated from it. Kept apart from vocablog.c so
  * the loader links the table without librdkafka code.
  */
