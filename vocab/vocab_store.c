@@ -328,11 +328,6 @@ int pr_vocab_store_poll(pr_vocab_store *vs, int timeout_ms, char *errstr, size_t
     return vs->ops->poll(vs, timeout_ms, errstr, errstr_size);
 }
 
-bool pr_vocab_store_shared(const pr_vocab_store *vs)
-{
-    return vs->ops == &pr__vstore_shared;
-}
-
 bool pr_vocab_store_log_stats(pr_vocab_store *vs, pr_vocablog_stats *st)
 {
     if (!vs || !vs->vl)

@@ -41,7 +41,6 @@ static void test_local_recovers_after_crash(void **state)
     pr_engine *a = tu_engine(&s, "cpu", 2);
     pr_vocab_store *vs = st_open(a, dir, NULL);
     assert_true(pr_vocab_store_persistent(vs));
-    assert_false(pr_vocab_store_shared(vs));
     pr_vocablog_stats ls;
     assert_false(pr_vocab_store_log_stats(vs, &ls));
     pr_block *b = pr_block_new(1, 3, 512, true);

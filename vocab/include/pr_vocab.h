@@ -331,8 +331,6 @@ int pr_vocab_store_checkpoint(pr_vocab_store *vs, char *errstr, size_t errstr_si
  * waiting up to timeout_ms). 0 at once for a local store. */
 int pr_vocab_store_poll(pr_vocab_store *vs, int timeout_ms, char *errstr, size_t errstr_size);
 
-/* Shared through the log? */
-bool pr_vocab_store_shared(const pr_vocab_store *vs);
 /* The log's counters (true), or false for a local store (or NULL). */
 bool pr_vocab_store_log_stats(pr_vocab_store *vs, pr_vocablog_stats *st);
 
