@@ -17,7 +17,10 @@
  * tensors are [n_cols][rows] with stride `cap`. The .npy writer stores them
  * with fortran_order=True, so numpy sees the usual [N, n_cols] arrays.
  *
- * State: the engine owns the vocabularies. Blocks must be processed in stream
+ * State: the engine holds and executes the vocabulary tables (lookup-or-
+ * insert, eviction, recycled-index notices); it never writes a file. Making
+ * them durable or sharing them is vocab/'s (pr_vocab.h), through the
+ * primitives at the end of this header. Blocks must be processed in stream
  * order; a value first seen in block k keeps its index in every later block.
  * Results never depend on the thread count: each column is processed in row
  * order by exactly one worker per block.
