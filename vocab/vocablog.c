@@ -200,48 +200,23 @@ static void pr__dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
         vl->max_offset = m->offset;
 }
 
-/* A librdkafka handle with the user's properties (`skip` filters those that
- * belong to the other role) and ours on top. */
-static rd_kafka_t *pr__handle(pr_vocablog *vl, rd_kafka_type_t type, const pr_kv_list *props,
-                              const pr_kv *forced, size_t n_forced, char *errstr,
-                              size_t errstr_size)
+/* A librdkafka client of `role` (pr_kafka.h: PR_KAFKA_VOCAB_PRODUCER or
+ * PR_KAFKA_VOCAB_READER) from the vocab log's properties; `set` (the
+ * reader's group.id) goes last. */
+static rd_kafka_t *pr__handle(pr_vocablog *vl, pr_kafka_role role, const pr_kv_list *props,
+                              const pr_kv *set, size_t n_set, char *errstr, size_t errstr_size)
 {
-    char kerr[512];
-    const char *role = type == RD_KAFKA_PRODUCER ? "producer" : "reader";
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    if (!conf) {
-        pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
-        return NULL;
-    }
-    for (size_t i = 0; i < props->n; i++) {
-        if (type == RD_KAFKA_PRODUCER && pr_kafka_prop_consumer_only(props->items[i].key))
-            continue;
-        if (rd_kafka_conf_set(conf, props->items[i].key, props->items[i].value, kerr,
-                              sizeof(kerr)) != RD_KAFKA_CONF_OK) {
-            pr_seterr(errstr, errstr_size, PR_EINVAL, "vocab_log.properties.%s: %s",
-                      props->items[i].key, kerr);
-            rd_kafka_conf_destroy(conf);
-            return NULL;
-        }
-    }
-    for (size_t i = 0; i < n_forced; i++)
-        if (rd_kafka_conf_set(conf, forced[i].key, forced[i].value, kerr, sizeof(kerr)) !=
-            RD_KAFKA_CONF_OK) {
-            pr_seterr(errstr, errstr_size, PR_EINVAL, "vocab log %s: %s", role, kerr);
-            rd_kafka_conf_destroy(conf);
-            return NULL;
-        }
-    rd_kafka_conf_set_opaque(conf, vl);
-    rd_kafka_conf_set_log_cb(conf, pr__log_cb);
-    rd_kafka_conf_set_error_cb(conf, pr__error_cb);
-    if (type == RD_KAFKA_PRODUCER)
-        rd_kafka_conf_set_dr_msg_cb(conf, pr__dr_cb);
-    rd_kafka_t *rk = rd_kafka_new(type, conf, kerr, sizeof(kerr));
-    if (!rk) {
-        pr_seterr(errstr, errstr_size, PR_EKAFKA, "vocab log %s: %s", role, kerr);
-        rd_kafka_conf_destroy(conf);
-    }
-    return rk;
+    pr_kafka_client_conf cc = {.role = role,
+                               .props = props->items,
+                               .n_props = props->n,
+                               .set = set,
+                               .n_set = n_set,
+                               .opaque = vl,
+                               .log_cb = pr__log_cb,
+                               .error_cb = pr__error_cb,
+                               .dr_msg_cb = role == PR_KAFKA_VOCAB_PRODUCER ? pr__dr_cb : NULL};
+    rd_kafka_t *rk;
+    return pr_kafka_client_new(&cc, &rk, errstr, errstr_size) ? NULL : rk;
 }
 
 /* The Settings record this pipeline would write. Strings point into spec. */
@@ -1336,45 +1311,21 @@ int pr_vocablog_new(const pr_vocablog_opts *o, pr_vocablog **out, char *errstr, 
     if ((rc = pr_engine_vocab_set_shared(vl->eng, true, errstr, errstr_size)))
         goto fail;
 
-    /* Proposals must never be lost or reordered, and a broker outage must
-     * make blocks wait, not fail: idempotence, acks=all, no timeout. The
-     * reader fetches eagerly: a waiting block's latency is its round trip. */
-    static const pr_kv prod_forced[] = {
-        {"enable.idempotence", "true"}, {"acks", "all"},
-        {"message.timeout.ms", "0"},    {"linger.ms", "0"},
-        {"max.in.flight", "5"},
-    };
-    static const pr_kv cons_forced[] = {
-        {"enable.auto.commit", "false"},  {"enable.partition.eof", "true"},
-        {"auto.offset.reset", "error"},   {"fetch.wait.max.ms", "10"},
-        {"fetch.error.backoff.ms", "20"},
-    };
-    vl->prod = pr__handle(vl, RD_KAFKA_PRODUCER, &cfg->properties, prod_forced,
-                          sizeof(prod_forced) / sizeof(prod_forced[0]), errstr, errstr_size);
+    /* Proposals: idempotent, acks=all, no message timeout; the reader
+     * fetches eagerly (pr_kafka.h's vocab-log roles). The reader only assigns
+     * (never joins a group or commits); librdkafka's consumer API still wants
+     * a group id, so it gets its own name. */
+    vl->prod = pr__handle(vl, PR_KAFKA_VOCAB_PRODUCER, &cfg->properties, NULL, 0, errstr,
+                          errstr_size);
     if (!vl->prod) {
         rc = PR_EKAFKA;
         goto fail;
     }
-    pr_kv_list cprops = cfg->properties;
-    pr_kv *filtered = calloc(cprops.n + 1, sizeof(*filtered));
-    if (!filtered) {
-        rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
-        goto fail;
-    }
-    /* The reader only assigns (never joins a group or commits); librdkafka's
-     * consumer API still wants a group id, so it gets its own name. */
     char gid[PR_NAME_MAX + 32];
     snprintf(gid, sizeof(gid), "piperec-vocablog-%s", vl->pipeline);
-    size_t nf = 0;
-    for (size_t i = 0; i < cprops.n; i++)
-        if (strcmp(cprops.items[i].key, "group.id") &&
-            strcmp(cprops.items[i].key, "group.instance.id"))
-            filtered[nf++] = cprops.items[i];
-    filtered[nf++] = (pr_kv){"group.id", gid};
-    pr_kv_list fl = {filtered, nf};
-    vl->cons = pr__handle(vl, RD_KAFKA_CONSUMER, &fl, cons_forced,
-                          sizeof(cons_forced) / sizeof(cons_forced[0]), errstr, errstr_size);
-    free(filtered);
+    pr_kv group = {"group.id", gid};
+    vl->cons = pr__handle(vl, PR_KAFKA_VOCAB_READER, &cfg->properties, &group, 1, errstr,
+                          errstr_size);
     if (!vl->cons) {
         rc = PR_EKAFKA;
         goto fail;
