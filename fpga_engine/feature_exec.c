@@ -249,8 +249,7 @@ int pr_feature_engine_spec(const pr_feature_schema *schema, const pr_pipeline_sp
 /* Apply the steps after vocab (from step k0 on) to n indices in place: as
  * INT values through the operator library. An index is never missing; a
  * step that leaves a value missing gives 0. */
-static int pr__post_vocab(const pr_feature_spec *f, int k0, int64_t *v, uint32_t n,
-                          pr_fval *tmp)
+static int pr__post_vocab(const pr_feature_spec *f, int k0, int64_t *v, uint32_t n, pr_fval *tmp)
 {
     if (k0 >= f->n_ops || n == 0)
         return 0;
@@ -402,8 +401,7 @@ int pr_feature_finish(const pr_feature_schema *schema, const pr_block *in, pr_ou
         uint32_t n = is->n_values[fi];
         os->n_values[fi] = 0;
         if (pr_fside_reserve(os, (uint16_t)fi, n))
-            return pr_seterr(errstr, errstr_size, PR_ENOMEM, "feature %s: out of memory",
-                             f->name);
+            return pr_seterr(errstr, errstr_size, PR_ENOMEM, "feature %s: out of memory", f->name);
         memcpy(os->values[fi], is->values[fi], (size_t)n * sizeof(int64_t));
         os->n_values[fi] = n;
     }

@@ -84,8 +84,8 @@ static void pr__sdec_free(pr__sdec *d)
 static int pr__add_path(pr__sdec *d, pr_json_path *paths, size_t *n, const pr_feature_spec *f,
                         const char *path, uint32_t *col, char *errstr, size_t errstr_size)
 {
-    pr_json_type t = f->kind == PR_FEAT_LABEL || f->kind == PR_FEAT_DENSE ? PR_JSON_DOUBLE
-                                                                           : PR_JSON_KEY;
+    pr_json_type t =
+        f->kind == PR_FEAT_LABEL || f->kind == PR_FEAT_DENSE ? PR_JSON_DOUBLE : PR_JSON_KEY;
     pr_json_shape sh = f->kind == PR_FEAT_LIST ? PR_JSON_LIST : PR_JSON_SCALAR;
     for (size_t j = 0; j < *n; j++)
         if (strcmp(paths[j].path, path) == 0) {
@@ -147,8 +147,7 @@ static int pr__sdec_new(const pr_feature_schema *schema, pr__sdec **out, char *e
         rc = PR_ENOMEM;
     if (rc) {
         pr__sdec_free(d);
-        return rc == PR_ENOMEM ? pr_seterr(errstr, errstr_size, rc, "offline: out of memory")
-                               : rc;
+        return rc == PR_ENOMEM ? pr_seterr(errstr, errstr_size, rc, "offline: out of memory") : rc;
     }
     *out = d;
     return 0;
@@ -218,8 +217,8 @@ static int pr__run_steps(pr__sdec *d, const pr_feature_spec *f, pr_fval *v, uint
             while (r < n && !d->reason[r])
                 r++;
             rej->reason = pr__fop_reject_name(r < n ? d->reason[r] : PR_FOP_REJECT_TYPE);
-            snprintf(rej->detail, sizeof(rej->detail), "%s: '%s' cannot take the value",
-                     f->name, pr_fop_table[f->ops[k].op].name);
+            snprintf(rej->detail, sizeof(rej->detail), "%s: '%s' cannot take the value", f->name,
+                     pr_fop_table[f->ops[k].op].name);
             return 1;
         }
     }
@@ -350,7 +349,7 @@ static int pr__sdec_commit(const pr__sdec *d, pr_block *b, int64_t line)
         const pr_fval *v = d->vals[i];
         uint32_t n = d->n_vals[i];
         if (f->kind == PR_FEAT_LABEL || f->kind == PR_FEAT_DENSE) {
-            float x = v[0].type == PR_FVAL_NUM ? (float)v[0].num
+            float x = v[0].type == PR_FVAL_NUM   ? (float)v[0].num
                       : v[0].type == PR_FVAL_INT ? (float)(int64_t)v[0].u
                                                  : 0.0f;
             if (f->kind == PR_FEAT_LABEL)
@@ -376,8 +375,7 @@ static int pr__sdec_commit(const pr__sdec *d, pr_block *b, int64_t line)
             if (pr_fside_reserve(s, (uint16_t)fi, n))
                 return PR_ENOMEM;
             for (uint32_t k = 0; k < n; k++)
-                s->values[fi][s->n_values[fi]++] =
-                    v[k].type == PR_FVAL_INT ? (int64_t)v[k].u : 0;
+                s->values[fi][s->n_values[fi]++] = v[k].type == PR_FVAL_INT ? (int64_t)v[k].u : 0;
         }
         fi++;
     }
@@ -412,8 +410,7 @@ static int pr__srun_recycled(pr__srun *run, char *errstr, size_t errstr_size)
     const pr_out *o = run->out;
     for (uint32_t i = 0; i < o->n_recycled; i++) {
         const pr_recycled *r = &o->recycled[i];
-        int64_t row[4] = {r->col, (int64_t)(run->res->rows + r->row), r->index,
-                          (int64_t)r->number};
+        int64_t row[4] = {r->col, (int64_t)(run->res->rows + r->row), r->index, (int64_t)r->number};
         int rc = pr_npy_append_rows(run->w_recycled, row, 1, errstr, errstr_size);
         if (rc)
             return rc;
@@ -459,8 +456,8 @@ static bool pr__blank(const char *s, size_t n)
 }
 
 /* One line: decode, then reject it or append it (flushing a full block). */
-static int pr__srun_line(pr__srun *run, const char *line, size_t len, int64_t lineno,
-                         char *errstr, size_t errstr_size)
+static int pr__srun_line(pr__srun *run, const char *line, size_t len, int64_t lineno, char *errstr,
+                         size_t errstr_size)
 {
     pr__srej rej = {0};
     int rc = pr__sdec_record(run->dec, line, len, &rej);
@@ -519,7 +516,7 @@ static int pr__srun_pass(pr__srun *run, char *errstr, size_t errstr_size)
             run->res->lines++;
             run->res->bytes += (uint64_t)n;
         }
-            if (pr__blank(line, len))
+        if (pr__blank(line, len))
             continue;
         if (!seen_object && !(seen_object = pr__starts_object(line, len)))
             rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
@@ -611,8 +608,8 @@ static int pr__srun_close(pr__srun *run, int rc, char *errstr, size_t errstr_siz
     return rc;
 }
 
-static int pr__srun_setup(pr__srun *run, const pr_pipeline_spec *spec,
-                          const pr_engine_opts *eopts, char *errstr, size_t errstr_size)
+static int pr__srun_setup(pr__srun *run, const pr_pipeline_spec *spec, const pr_engine_opts *eopts,
+                          char *errstr, size_t errstr_size)
 {
     const pr_feature_schema *schema = run->schema;
     if (!(run->eng = pr_engine_new(spec, eopts, errstr, errstr_size)))

@@ -672,9 +672,9 @@ int pr_layout_open(pr_layout_writer **out, const char *dir, const pr_fside *shap
     w->n_feat = shape->n_feat;
     w->values = calloc((size_t)w->n_feat + 1, sizeof(*w->values));
     w->lengths = calloc((size_t)w->n_feat + 1, sizeof(*w->lengths));
-    int rc = w->values && w->lengths ? 0
-                                     : pr_seterr(errstr, errstr_size, PR_ENOMEM,
-                                                 "layout writer: out of memory");
+    int rc = w->values && w->lengths
+                 ? 0
+                 : pr_seterr(errstr, errstr_size, PR_ENOMEM, "layout writer: out of memory");
     if (!rc && w->n_labels) {
         snprintf(path, sizeof(path), "%s/labels.npy", dir);
         rc = pr_npy_open_flags(&w->labels, path, PR_NPY_F32, w->n_labels, flags, errstr,
@@ -682,16 +682,14 @@ int pr_layout_open(pr_layout_writer **out, const char *dir, const pr_fside *shap
     }
     if (!rc && w->n_dense) {
         snprintf(path, sizeof(path), "%s/dense.npy", dir);
-        rc = pr_npy_open_flags(&w->dense, path, PR_NPY_F32, w->n_dense, flags, errstr,
-                               errstr_size);
+        rc = pr_npy_open_flags(&w->dense, path, PR_NPY_F32, w->n_dense, flags, errstr, errstr_size);
     }
     for (uint16_t f = 0; !rc && f < w->n_feat; f++) {
         snprintf(path, sizeof(path), "%s/sparse/%s.values.npy", dir, names[f]);
         rc = pr_npy_open_flags(&w->values[f], path, PR_NPY_I64, 0, flags, errstr, errstr_size);
         snprintf(path, sizeof(path), "%s/sparse/%s.lengths.npy", dir, names[f]);
         if (!rc)
-            rc = pr_npy_open_flags(&w->lengths[f], path, PR_NPY_I32, 0, flags, errstr,
-                                   errstr_size);
+            rc = pr_npy_open_flags(&w->lengths[f], path, PR_NPY_I32, 0, flags, errstr, errstr_size);
     }
     if (rc) {
         pr__layout_free(w, true);
@@ -704,15 +702,15 @@ int pr_layout_open(pr_layout_writer **out, const char *dir, const pr_fside *shap
 int pr_layout_append(pr_layout_writer *w, const pr_fside *side, uint32_t r0, uint32_t rows,
                      char *errstr, size_t errstr_size)
 {
-    if (side->n_labels != w->n_labels || side->n_dense != w->n_dense ||
-        side->n_feat != w->n_feat || (uint64_t)r0 + rows > side->cap)
+    if (side->n_labels != w->n_labels || side->n_dense != w->n_dense || side->n_feat != w->n_feat ||
+        (uint64_t)r0 + rows > side->cap)
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                         "layout writer: side tables of another shape, or rows %u+%u past %u",
-                         r0, rows, side->cap);
+                         "layout writer: side tables of another shape, or rows %u+%u past %u", r0,
+                         rows, side->cap);
     int rc = 0;
     if (w->labels)
-        rc = pr_npy_append_rows(w->labels, side->labels + (size_t)r0 * w->n_labels, rows,
-                                errstr, errstr_size);
+        rc = pr_npy_append_rows(w->labels, side->labels + (size_t)r0 * w->n_labels, rows, errstr,
+                                errstr_size);
     if (!rc && w->dense)
         rc = pr_npy_append_rows(w->dense, side->dense + (size_t)r0 * w->n_dense, rows, errstr,
                                 errstr_size);
