@@ -22,7 +22,9 @@ schema"; pr_engine.h):
   - dense: fill/default, clip, log1p, float32; missing without default 0
 Checks labels.npy, dense.npy, sparse/<f>.values.npy / .lengths.npy, the
 rejected line numbers, and that --threads 1 and 4 and two block sizes give
-byte-identical files. Both vocabulary profiles.
+byte-identical files. Both vocabulary profiles, and eviction lru on the list
+feature (values and recycled.npy: feature, row, index, number, against a
+Python LRU).
 
 usage: schema_reference.py   ($PIPEREC, $PR_TMP)
 """
@@ -255,6 +257,57 @@ def files(out):
     return res
 
 
+def lru_reference(events, cap):
+    """history's values and notices under eviction lru with `cap` indices
+    (profile default: 2 reserved). A new value takes the next index while
+    there is room, else the least recently used value's index (a notice:
+    feature, row, index); a known value becomes the most recent."""
+    order, vals, notices, nxt = {}, [], [], 2
+    row = 0
+    for e in events:
+        if e is None:
+            continue
+        for h in (get(e, "history") or [])[-5:]:
+            k = key_of(as_id(h))
+            if k in order:
+                idx = order.pop(k)
+            elif nxt < cap:
+                idx, nxt = nxt, nxt + 1
+            else:
+                old = next(iter(order))
+                idx = order.pop(old)
+                notices.append((4, row, idx))
+            order[k] = idx
+            vals.append(idx)
+        row += 1
+    return vals, notices
+
+
+def check_lru(piperec, tmp, inp, events):
+    """Bounded vocabulary on a list feature: values and recycled.npy."""
+    cfg = os.path.join(tmp, "clicks-lru.yaml")
+    text = CONFIG.format(profile="default").replace(
+        "      vocab: { profile: default }\n",
+        "      vocab: { profile: default }\n"
+        "      columns: { history: { eviction: lru, capacity: 22 } }\n")
+    with open(cfg, "w") as f:
+        f.write(text)
+    outs = []
+    for threads, block_rows in ((1, 8192), (4, 100)):
+        out = os.path.join(tmp, "out-lru-%d-%d" % (threads, block_rows))
+        run(piperec, cfg, inp, out, threads, block_rows)
+        outs.append(out)
+    vals, notices = lru_reference(events, 22)
+    got = np.load(os.path.join(outs[0], "sparse", "history.values.npy"))
+    assert np.array_equal(got, np.array(vals, dtype=np.int64)), "lru history values differ"
+    rec = np.load(os.path.join(outs[0], "recycled.npy"))
+    assert rec.shape == (len(notices), 4), (rec.shape, len(notices))
+    assert [tuple(r[:3]) for r in rec.tolist()] == notices, "notices differ"
+    assert rec[:, 3].tolist() == list(range(1, len(notices) + 1)), "notice numbers"
+    assert files(outs[0]) == files(outs[1]), "lru outputs depend on threads/blocks"
+    print("ok: lru on a list feature, %d notices, threads 1/4 identical" % len(notices))
+
+
 def main():
     piperec = os.environ["PIPEREC"]
     tmp = os.environ.get("PR_TMP", "/tmp/schema_reference")
@@ -281,6 +334,7 @@ def main():
                 assert base[k] == other[k], "%s/%s differs from %s" % (o, k, outs[0])
         print("ok: profile %s, %d events, %d rows, threads 1/4/2 identical"
               % (profile, len(events), sum(1 for e in events if e is not None)))
+    check_lru(piperec, tmp, inp, events)
     # Criteo TSV given to a declared schema: refused, nothing half-done.
     tsv = os.path.join(tmp, "criteo.tsv")
     with open(tsv, "w") as f:
