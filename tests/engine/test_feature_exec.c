@@ -4,7 +4,8 @@
  * schema (per-feature vocabulary options, the ttl_s refusal on lists),
  * jagged blocks through the cpu backend (col_rows keys, first-appearance
  * order across block boundaries and thread counts), pr_feature_finish
- * (lengths, values, operators after vocab, notices per feature and row) and
+ * (lengths, values, operators after vocab, notices per feature and row), a
+ * shared vocabulary (misses, apply, lookup-only processing) over jagged blocks
  * the refusal of jagged blocks by a backend that cannot run them.
  */
 #include "engine_test_util.h"
@@ -256,6 +257,62 @@ static void test_notices_per_feature(void **state)
     pr_engine_free(eng);
 }
 
+/* Shared vocabulary (vocab_log) over jagged blocks: every miss of every
+ * element reported, applied in report order, then lookup-only processing
+ * gives what a local engine gives. */
+typedef struct {
+    pr_engine *eng;
+    int err;
+} apply_ctx;
+
+static int apply_miss(uint32_t col, uint64_t key, void *opaque)
+{
+    apply_ctx *a = opaque;
+    int64_t idx;
+    char err[256];
+    if (pr_engine_vocab_apply(a->eng, col, key, 1, &idx, err, sizeof(err)))
+        a->err++;
+    return 0;
+}
+
+static void test_shared_jagged(void **state)
+{
+    (void)state;
+    pr_pipeline_spec base, spec;
+    pr_pipeline_spec_default(&base);
+    base.profile = PR_VOCAB_DEFAULT;
+    base.n_sparse = 0;
+    char err[512] = "";
+    assert_int_equal(pr_feature_engine_spec(&g_schema, &base, &spec, err, sizeof(err)), 0);
+    pr_engine_opts eo = {.backend = "cpu", .threads = 2};
+    pr_engine *loc = pr_engine_new(&spec, &eo, err, sizeof(err));
+    pr_engine *sh = pr_engine_new(&spec, &eo, err, sizeof(err));
+    assert_non_null(loc);
+    assert_non_null(sh);
+    assert_int_equal(pr_engine_vocab_set_shared(sh, true, err, sizeof(err)), 0);
+    pr_block *b = pr_feature_block_new(&g_schema, 64, true);
+    pr_out *o1 = pr_feature_out_new(&g_schema, 64, pr_engine_sparse_width(loc));
+    pr_out *o2 = pr_feature_out_new(&g_schema, 64, pr_engine_sparse_width(sh));
+    for (uint32_t r = 0; r < 200;) {
+        pr_block_reset(b);
+        for (uint32_t k = 0; k < 50 && r < 200; k++)
+            fill_row(b, r++);
+        assert_int_equal(pr_engine_process(loc, b, o1, err, sizeof(err)), 0);
+        apply_ctx a = {sh, 0};
+        assert_int_equal(pr_engine_vocab_misses(sh, b, apply_miss, &a, err, sizeof(err)), 0);
+        assert_int_equal(a.err, 0);
+        assert_int_equal(pr_engine_process(sh, b, o2, err, sizeof(err)), 0);
+        for (uint32_t c = 0; c < b->n_sparse; c++)
+            for (uint32_t e = 0; e < b->col_rows[c]; e++)
+                assert_int_equal(pr_out_index(o1, c, e), pr_out_index(o2, c, e));
+    }
+    pr_block_free(b);
+    pr_out_free(o1);
+    pr_out_free(o2);
+    pr_engine_free(loc);
+    pr_engine_free(sh);
+}
+
 static void test_fpga_refuses_jagged(void **state)
 {
     (void)state;
@@ -292,6 +349,7 @@ int main(void)
         cmocka_unit_test(test_shapes_and_spec),
         cmocka_unit_test(test_jagged_blocks),
         cmocka_unit_test(test_notices_per_feature),
+        cmocka_unit_test(test_shared_jagged),
         cmocka_unit_test(test_fpga_refuses_jagged),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
