@@ -52,6 +52,7 @@
 #include "pr_log.h"
 #include "pr_npy.h"
 #include "pr_service.h"
+#include "pr_vocab.h"
 
 #define PR__BYTES_PER_ROW 200 /* chunk size = block_rows * this (Criteo ~240 B/line) */
 #define PR__ERR           512
@@ -102,6 +103,7 @@ typedef struct pr__job {
 typedef struct pr__run {
     const pr_pipeline_spec *spec;
     pr_engine *eng;
+    pr_vocab_store *vs; /* local, nothing persists: the seed, notices */
     const pr_offline_opts *opts;
     const char *in_name;
     uint32_t block_rows;
@@ -141,11 +143,6 @@ typedef struct pr__run {
     uint64_t bytes_done;
     int64_t decode_ns, engine_ns, write_ns, idle_ns; /* stage timers, pr_offline_result */
 } pr__run;
-
-static inline int64_t pr__now_ns(void)
-{
-    return pr_clock_mono_ns(pr_clock_real());
-}
 
 /* ---------------------------------------------------------------- source */
 
@@ -451,8 +448,7 @@ static int pr__engine_job(pr__run *run, pr__job *job, char *errstr, size_t errst
         if (rc)
             return rc;
         if (o->n_recycled) /* recycled.npy holds them: nothing to re-announce */
-            pr_engine_vocab_notices_delivered(run->eng,
-                                              pr_engine_vocab_recycled_total(run->eng) + 1);
+            pr_vocab_store_commit(run->vs, pr_engine_vocab_recycled_total(run->eng) + 1);
         if (o->n_rejected) {
             for (uint32_t r = 0; r < o->rows; r++) {
                 if (!pr_bit_test(o->rejected, r))
@@ -587,9 +583,9 @@ static void *pr__worker(void *arg)
             je->seq == run->eng_seq) {
             run->eng_busy = true;
             pthread_mutex_unlock(&run->mu);
-            int64_t t0 = pr__now_ns();
+            int64_t t0 = pr_mono_ns();
             int rc = pr__engine_job(run, je, err, sizeof(err));
-            int64_t t1 = pr__now_ns();
+            int64_t t1 = pr_mono_ns();
             pthread_mutex_lock(&run->mu);
             run->engine_ns += t1 - t0;
             run->decode_ns += je->decode_ns;
@@ -604,9 +600,9 @@ static void *pr__worker(void *arg)
         if (!run->wr_busy && jw->state == PR__SLOT_ENGINED && jw->seq == run->wr_seq) {
             run->wr_busy = true;
             pthread_mutex_unlock(&run->mu);
-            int64_t t0 = pr__now_ns();
+            int64_t t0 = pr_mono_ns();
             int rc = pr__write_job(run, jw, err, sizeof(err));
-            int64_t t1 = pr__now_ns();
+            int64_t t1 = pr_mono_ns();
             pthread_mutex_lock(&run->mu);
             run->write_ns += t1 - t0;
             run->wr_busy = false;
@@ -638,18 +634,18 @@ static void *pr__worker(void *arg)
                 run->total_seq = run->next_seq;
             } else {
                 pthread_mutex_unlock(&run->mu);
-                int64_t t0 = pr__now_ns();
+                int64_t t0 = pr_mono_ns();
                 pr__decode_job(run, jd);
-                jd->decode_ns = pr__now_ns() - t0;
+                jd->decode_ns = pr_mono_ns() - t0;
                 pthread_mutex_lock(&run->mu);
             }
             jd->state = PR__SLOT_DECODED;
             pthread_cond_broadcast(&run->cv);
             continue;
         }
-        int64_t w0 = pr__now_ns();
+        int64_t w0 = pr_mono_ns();
         pthread_cond_wait(&run->cv, &run->mu);
-        run->idle_ns += pr__now_ns() - w0;
+        run->idle_ns += pr_mono_ns() - w0;
     }
     pthread_mutex_unlock(&run->mu);
     return NULL;
@@ -861,11 +857,13 @@ static int pr__run_engine(pr__run *run, const pr_engine_opts *eopts, char *errst
     run->eng = pr_engine_new(spec, eopts, errstr, errstr_size);
     if (!run->eng)
         return PR_EINVAL;
-    if (run->opts->vocab_seed) {
-        int rc = pr_engine_vocab_import(run->eng, run->opts->vocab_seed, errstr, errstr_size);
-        if (rc)
-            return rc;
-    }
+    pr_vocab_store_opts vo = {
+        .eng = run->eng, .pipeline = spec->name, .seed = run->opts->vocab_seed};
+    int rc = pr_vocab_store_new(&vo, &run->vs, errstr, errstr_size);
+    if (!rc)
+        rc = pr_vocab_store_recover(run->vs, 0, errstr, errstr_size);
+    if (rc)
+        return rc;
     run->res->sparse_width = pr_engine_sparse_width(run->eng);
     int threads = run->opts->threads > 0 ? run->opts->threads : 1;
     if (threads > 64)
@@ -993,7 +991,7 @@ static int pr__write_vocab(pr__run *run, char *errstr, size_t errstr_size)
     snprintf(path, sizeof(path), "%s/vocab", run->opts->output_dir);
     if ((rc = pr__mkdir_p(path, errstr, errstr_size)))
         return rc;
-    return pr_engine_vocab_export(run->eng, path, errstr, errstr_size);
+    return pr_vocab_export(run->eng, path, errstr, errstr_size);
 }
 
 static void pr__free_jobs(pr__run *run)
@@ -1053,9 +1051,9 @@ int pr_offline_run(const pr_pipeline_spec *spec, const pr_engine_opts *eopts,
         pr__progress(&run, true);
     if ((rc = pr__close_outputs(&run, errstr, errstr_size)))
         goto out_outputs;
-    int64_t v0 = pr__now_ns();
+    int64_t v0 = pr_mono_ns();
     rc = pr__write_vocab(&run, errstr, errstr_size);
-    res->vocab_s = (pr__now_ns() - v0) / 1e9;
+    res->vocab_s = (pr_mono_ns() - v0) / 1e9;
     if (rc)
         goto out_outputs;
     res->bytes = run.mapped ? run.map_size : run.bytes_done;
@@ -1069,6 +1067,7 @@ out_jobs:
     pthread_cond_destroy(&run.cv);
 out_engine:
     free(run.jobs);
+    pr_vocab_store_free(run.vs);
     pr_engine_free(run.eng);
 out_input:
     if (run.map)

@@ -35,6 +35,7 @@
 #include "pr_ingest.h"
 #include "pr_npy.h"
 #include "pr_service.h"
+#include "pr_vocab.h"
 
 #define PR__DETAIL 200
 
@@ -603,7 +604,7 @@ static int pr__srun_close(pr__srun *run, int rc, char *errstr, size_t errstr_siz
         snprintf(path, sizeof(path), "%s/vocab", run->opts->output_dir);
         rc = pr__mkdirs(path, errstr, errstr_size);
         if (!rc)
-            rc = pr_engine_vocab_export(run->eng, path, errstr, errstr_size);
+            rc = pr_vocab_export(run->eng, path, errstr, errstr_size);
     }
     return rc;
 }
@@ -615,7 +616,7 @@ static int pr__srun_setup(pr__srun *run, const pr_pipeline_spec *spec, const pr_
     if (!(run->eng = pr_engine_new(spec, eopts, errstr, errstr_size)))
         return PR_EINVAL;
     if (run->opts->vocab_seed) {
-        int rc = pr_engine_vocab_import(run->eng, run->opts->vocab_seed, errstr, errstr_size);
+        int rc = pr_vocab_import(run->eng, run->opts->vocab_seed, errstr, errstr_size);
         if (rc)
             return rc;
     }
