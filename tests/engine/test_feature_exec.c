@@ -313,6 +313,54 @@ static void test_shared_jagged(void **state)
     pr_engine_free(sh);
 }
 
+/* pr_fside_copy_rows: rows regrouped into another side table, in order and
+ * with a walking offset, equal the source rows. */
+static void test_fside_copy_rows(void **state)
+{
+    (void)state;
+    pr_fside *src = pr_fside_new(1, 1, 2, 64), *dst = pr_fside_new(1, 1, 2, 64);
+    assert_non_null(src);
+    assert_non_null(dst);
+    for (uint32_t r = 0; r < 10; r++) {
+        src->labels[r] = (float)r;
+        src->dense[r] = (float)r * 2;
+        for (uint16_t f = 0; f < 2; f++) {
+            uint32_t n = (r + f) % 3;
+            pr_fside_lengths(src, f)[r] = (int32_t)n;
+            assert_int_equal(pr_fside_reserve(src, f, n), 0);
+            for (uint32_t k = 0; k < n; k++)
+                src->values[f][src->n_values[f]++] = r * 100 + f * 10 + k;
+        }
+    }
+    /* rows 3..9 in pieces of 1, 2, 4 with a walking offset */
+    uint32_t off[2] = {0, 0};
+    for (uint16_t f = 0; f < 2; f++)
+        for (uint32_t r = 0; r < 3; r++)
+            off[f] += (uint32_t)pr_fside_lengths(src, f)[r];
+    assert_int_equal(pr_fside_copy_rows(dst, 0, src, 3, 1, off), 0);
+    assert_int_equal(pr_fside_copy_rows(dst, 1, src, 4, 2, off), 0);
+    assert_int_equal(pr_fside_copy_rows(dst, 3, src, 6, 4, NULL), 0);
+    for (uint32_t r = 0; r < 7; r++) {
+        assert_true(dst->labels[r] == (float)(r + 3));
+        assert_true(dst->dense[r] == (float)(r + 3) * 2);
+    }
+    for (uint16_t f = 0; f < 2; f++) {
+        uint32_t at = 0;
+        for (uint32_t r = 0; r < 7; r++) {
+            uint32_t n = (r + 3 + f) % 3;
+            assert_int_equal(pr_fside_lengths(dst, f)[r], n);
+            for (uint32_t k = 0; k < n; k++)
+                assert_int_equal(dst->values[f][at++], (r + 3) * 100 + f * 10 + k);
+        }
+        assert_int_equal(dst->n_values[f], at);
+    }
+    pr_fside *other = pr_fside_new(2, 1, 2, 64);
+    assert_int_equal(pr_fside_copy_rows(other, 0, src, 0, 1, NULL), PR_EINVAL);
+    pr_fside_free(other);
+    pr_fside_free(src);
+    pr_fside_free(dst);
+}
+
 static void test_fpga_refuses_jagged(void **state)
 {
     (void)state;
@@ -346,11 +394,9 @@ static void test_fpga_refuses_jagged(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_shapes_and_spec),
-        cmocka_unit_test(test_jagged_blocks),
-        cmocka_unit_test(test_notices_per_feature),
-        cmocka_unit_test(test_shared_jagged),
-        cmocka_unit_test(test_fpga_refuses_jagged),
+        cmocka_unit_test(test_shapes_and_spec),     cmocka_unit_test(test_jagged_blocks),
+        cmocka_unit_test(test_notices_per_feature), cmocka_unit_test(test_shared_jagged),
+        cmocka_unit_test(test_fside_copy_rows),     cmocka_unit_test(test_fpga_refuses_jagged),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
