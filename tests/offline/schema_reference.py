@@ -382,6 +382,11 @@ def main():
                         os.path.join(tmp, "out-tsv")], capture_output=True, text=True)
     assert p.returncode == 2 and "not a JSON object" in p.stderr, (p.returncode, p.stderr)
     print("ok: TSV input refused for a declared schema")
+    p = subprocess.run([piperec, "process", "--config", cfg, "--input", inp, "--output",
+                        os.path.join(tmp, "out-hls"), "--backend", "hls-sim"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "run on the cpu backend" in p.stderr, (p.returncode, p.stderr)
+    print("ok: --backend hls-sim refused for a declared schema, saying why")
 
 
 if __name__ == "__main__":
