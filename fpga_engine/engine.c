@@ -396,27 +396,34 @@ void pr__free_aligned(void *p)
 
 /* ---------------------------------------------------------------- blocks */
 
-pr_block *pr_block_new(uint16_t n_dense, uint16_t n_sparse, uint32_t cap, bool with_meta)
+static pr_block *pr__block_new(uint16_t n_dense, uint16_t n_sparse, uint32_t cap, uint32_t scap,
+                               bool with_meta, bool jagged)
 {
-    if (cap == 0 || cap > UINT32_MAX - 63)
+    if (cap == 0 || cap > UINT32_MAX - 63 || scap > UINT32_MAX - 63)
         return NULL;
     cap = (cap + 63) & ~63u;
+    scap = scap < cap ? cap : (scap + 63) & ~63u;
     pr_block *b = calloc(1, sizeof(*b));
     if (!b)
         return NULL;
     b->cap = cap;
+    b->scap = scap;
     b->n_dense = n_dense;
     b->n_sparse = n_sparse;
-    size_t bw = pr_bitmap_words(cap);
+    size_t bw = pr_bitmap_words(cap), sbw = pr_bitmap_words(scap);
     b->labels = pr__zalloc_aligned((size_t)cap * sizeof(int32_t));
     b->dense = pr__zalloc_aligned((size_t)n_dense * cap * sizeof(double) + 8);
     b->dense_missing = pr__zalloc_aligned((size_t)n_dense * bw * 8 + 8);
     b->sparse_enc = pr__zalloc_aligned((size_t)n_sparse + 8);
-    b->sparse_hex = pr__zalloc_aligned((size_t)n_sparse * cap * PR_HEX_SLOT + 8);
-    b->sparse_u64 = pr__zalloc_aligned((size_t)n_sparse * cap * sizeof(uint64_t) + 8);
-    b->sparse_missing = pr__zalloc_aligned((size_t)n_sparse * bw * 8 + 8);
+    b->sparse_hex = pr__zalloc_aligned((size_t)n_sparse * scap * PR_HEX_SLOT + 8);
+    b->sparse_u64 = pr__zalloc_aligned((size_t)n_sparse * scap * sizeof(uint64_t) + 8);
+    b->sparse_missing = pr__zalloc_aligned((size_t)n_sparse * sbw * 8 + 8);
     bool ok = b->labels && b->dense && b->dense_missing && b->sparse_enc && b->sparse_hex &&
               b->sparse_u64 && b->sparse_missing;
+    if (jagged) {
+        b->col_rows = calloc((size_t)n_sparse + 1, sizeof(uint32_t));
+        ok = ok && b->col_rows;
+    }
     if (with_meta) {
         b->partition = pr__zalloc_aligned((size_t)cap * sizeof(int32_t));
         b->offset = pr__zalloc_aligned((size_t)cap * sizeof(int64_t));
@@ -428,6 +435,17 @@ pr_block *pr_block_new(uint16_t n_dense, uint16_t n_sparse, uint32_t cap, bool w
         return NULL;
     }
     return b;
+}
+
+pr_block *pr_block_new_jagged(uint16_t n_dense, uint16_t n_sparse, uint32_t cap, uint32_t scap,
+                              bool with_meta)
+{
+    return pr__block_new(n_dense, n_sparse, cap, scap, with_meta, true);
+}
+
+pr_block *pr_block_new(uint16_t n_dense, uint16_t n_sparse, uint32_t cap, bool with_meta)
+{
+    return pr__block_new(n_dense, n_sparse, cap, 0, with_meta, false);
 }
 
 void pr_block_free(pr_block *b)
@@ -444,6 +462,8 @@ void pr_block_free(pr_block *b)
     pr__free_aligned(b->partition);
     pr__free_aligned(b->offset);
     pr__free_aligned(b->event_time_ms);
+    free(b->col_rows);
+    pr_fside_free(b->side);
     free(b);
 }
 
@@ -452,14 +472,29 @@ void pr_block_reset(pr_block *b)
     size_t bw = pr_bitmap_words(b->cap);
     b->rows = 0;
     memset(b->dense_missing, 0, (size_t)b->n_dense * bw * 8);
-    memset(b->sparse_missing, 0, (size_t)b->n_sparse * bw * 8);
-    memset(b->sparse_enc, PR_SPARSE_HEX, b->n_sparse);
+    memset(b->sparse_missing, 0, (size_t)b->n_sparse * pr_bitmap_words(b->scap) * 8);
+    /* A declared schema's block (side tables) holds keys, never hex. */
+    memset(b->sparse_enc, b->side ? PR_SPARSE_U64 : PR_SPARSE_HEX, b->n_sparse);
+    if (b->col_rows)
+        memset(b->col_rows, 0, (size_t)b->n_sparse * sizeof(uint32_t));
+    if (b->side)
+        pr_fside_reset(b->side);
+}
+
+bool pr_block_fits(const pr_block *b, const uint32_t *need)
+{
+    if (b->rows >= b->cap)
+        return false;
+    for (uint32_t c = 0; c < b->n_sparse; c++)
+        if ((uint64_t)pr_block_col_rows(b, c) + (need ? need[c] : 1) > b->scap)
+            return false;
+    return true;
 }
 
 void pr_block_put_hex(pr_block *b, uint32_t col, uint32_t row, const char *s, size_t len)
 {
     char *slot = pr_block_hex(b, col, row);
-    uint64_t *miss = b->sparse_missing + (size_t)col * pr_bitmap_words(b->cap);
+    uint64_t *miss = b->sparse_missing + (size_t)col * pr_bitmap_words(b->scap);
     if (len == 0) {
         memset(slot, '0', PR_HEX_SLOT);
         pr_bit_set(miss, row);
@@ -476,30 +511,47 @@ void pr_block_put_hex(pr_block *b, uint32_t col, uint32_t row, const char *s, si
     memcpy(slot + PR_HEX_SLOT - len, s, len);
 }
 
-pr_out *pr_out_new(uint16_t n_dense, uint16_t n_sparse, uint32_t cap, uint8_t sparse_width)
+static pr_out *pr__out_new(uint16_t n_dense, uint16_t n_sparse, uint32_t cap, uint32_t scap,
+                           uint8_t sparse_width, bool jagged)
 {
-    if (cap == 0 || cap > UINT32_MAX - 63 || (sparse_width != 4 && sparse_width != 8))
+    if (cap == 0 || cap > UINT32_MAX - 63 || scap > UINT32_MAX - 63 ||
+        (sparse_width != 4 && sparse_width != 8))
         return NULL;
     cap = (cap + 63) & ~63u;
+    scap = scap < cap ? cap : (scap + 63) & ~63u;
     pr_out *o = calloc(1, sizeof(*o));
     if (!o)
         return NULL;
     o->cap = cap;
+    o->scap = scap;
     o->n_dense = n_dense;
     o->n_sparse = n_sparse;
     o->sparse_width = sparse_width;
     o->labels = pr__zalloc_aligned((size_t)cap * sizeof(int32_t));
     o->dense = pr__zalloc_aligned((size_t)n_dense * cap * sizeof(float) + 8);
-    o->sparse = pr__zalloc_aligned((size_t)n_sparse * cap * sparse_width + 8);
+    o->sparse = pr__zalloc_aligned((size_t)n_sparse * scap * sparse_width + 8);
     o->rejected = pr__zalloc_aligned(pr_bitmap_words(cap) * 8);
     o->reject_reason = pr__zalloc_aligned(cap);
     o->reject_col = pr__zalloc_aligned((size_t)cap * sizeof(uint16_t));
+    if (jagged)
+        o->col_rows = calloc((size_t)n_sparse + 1, sizeof(uint32_t));
     if (!o->labels || !o->dense || !o->sparse || !o->rejected || !o->reject_reason ||
-        !o->reject_col) {
+        !o->reject_col || (jagged && !o->col_rows)) {
         pr_out_free(o);
         return NULL;
     }
     return o;
+}
+
+pr_out *pr_out_new_jagged(uint16_t n_dense, uint16_t n_sparse, uint32_t cap, uint32_t scap,
+                          uint8_t sparse_width)
+{
+    return pr__out_new(n_dense, n_sparse, cap, scap, sparse_width, true);
+}
+
+pr_out *pr_out_new(uint16_t n_dense, uint16_t n_sparse, uint32_t cap, uint8_t sparse_width)
+{
+    return pr__out_new(n_dense, n_sparse, cap, 0, sparse_width, false);
 }
 
 void pr_out_free(pr_out *o)
@@ -513,6 +565,8 @@ void pr_out_free(pr_out *o)
     pr__free_aligned(o->reject_reason);
     pr__free_aligned(o->reject_col);
     free(o->recycled);
+    free(o->col_rows);
+    pr_fside_free(o->side);
     free(o);
 }
 
@@ -662,6 +716,35 @@ uint8_t pr_engine_sparse_width(const pr_engine *eng)
     return eng->sparse_width;
 }
 
+/* A jagged block (col_rows, declared schemas): a backend that takes them,
+ * uint64 keys only (Hex2Int rejects would be per element, not per row), and
+ * element counts within the block's stride. */
+static int pr__check_jagged(const pr_engine *eng, const pr_block *in, char *errstr,
+                            size_t errstr_size)
+{
+    if (!eng->ops->jagged)
+        return pr_seterr(errstr, errstr_size, PR_ENOTSUP,
+                         "engine: backend %s cannot run jagged sparse columns (a declared "
+                         "schema's list features and vocab keys: its kernel reads one value per "
+                         "row and column); use engine.backend cpu",
+                         eng->ops->name);
+    if (in->scap < in->cap)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "engine: block element capacity %u below its row capacity %u", in->scap,
+                         in->cap);
+    for (uint32_t c = 0; c < in->n_sparse; c++) {
+        const char *nm = eng->spec.sparse[c].name;
+        if (in->sparse_enc[c] != PR_SPARSE_U64)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "engine: jagged column %s must hold uint64 keys (PR_SPARSE_U64)", nm);
+        if (in->col_rows[c] > in->scap)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "engine: column %s holds %u elements, past its capacity %u", nm,
+                             in->col_rows[c], in->scap);
+    }
+    return 0;
+}
+
 static int pr__check_block(const pr_engine *eng, const pr_block *in, char *errstr,
                            size_t errstr_size)
 {
@@ -686,7 +769,7 @@ static int pr__check_block(const pr_engine *eng, const pr_block *in, char *errst
                              "operator; add hex2int to sparse_ops",
                              eng->spec.sparse[c].name, eng->spec.name);
     }
-    return 0;
+    return in->col_rows ? pr__check_jagged(eng, in, errstr, errstr_size) : 0;
 }
 
 /* Eviction by ttl_s reads every row's event time: a block without them
@@ -700,6 +783,16 @@ static int pr__check_event_times(const pr_engine *eng, const pr_block *in, char 
            !(eng->spec.sparse[c].eviction == PR_EVICT_TTL && eng->spec.sparse[c].ttl_s))
         c++;
     const char *nm = c < eng->spec.n_sparse ? eng->spec.sparse[c].name : "?";
+    /* The clock reads the event time of element i as that of row i: only a
+     * column with one element per row can evict by time. */
+    for (uint32_t k = c; in->col_rows && k < eng->spec.n_sparse; k++)
+        if (eng->spec.sparse[k].eviction == PR_EVICT_TTL && eng->spec.sparse[k].ttl_s &&
+            in->col_rows[k] != in->rows)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "engine: column %s evicts by event time (ttl_s) but holds %u "
+                             "elements for %u rows (a list feature has no per-element time); "
+                             "use ttl_records, or eviction lru or lfu",
+                             eng->spec.sparse[k].name, in->col_rows[k], in->rows);
     for (uint32_t r = 0; r < in->rows; r++)
         if (!in->event_time_ms || in->event_time_ms[r] <= 0)
             return pr_seterr(errstr, errstr_size, PR_EINVAL,
@@ -790,12 +883,16 @@ int pr_engine_process(pr_engine *eng, const pr_block *in, pr_out *out, char *err
     if (rc)
         return rc;
     if (!out || out->cap < in->rows || out->n_dense != in->n_dense ||
-        out->n_sparse != in->n_sparse || out->sparse_width != eng->sparse_width)
+        out->n_sparse != in->n_sparse || out->sparse_width != eng->sparse_width ||
+        (in->col_rows && (!out->col_rows || out->scap < in->scap)))
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
                          "engine: output tensors do not fit (need cap >= %u, %u/%u columns, "
-                         "sparse width %u; allocate with pr_out_new and pr_engine_sparse_width)",
-                         in->rows, in->n_dense, in->n_sparse, eng->sparse_width);
+                         "sparse width %u%s; allocate with pr_out_new and pr_engine_sparse_width)",
+                         in->rows, in->n_dense, in->n_sparse, eng->sparse_width,
+                         in->col_rows ? ", jagged columns of the block's scap" : "");
     out->rows = in->rows;
+    if (in->col_rows)
+        memcpy(out->col_rows, in->col_rows, (size_t)in->n_sparse * sizeof(uint32_t));
     out->n_rejected = 0;
     out->n_recycled = 0;
     rc = eng->ops->process(eng->be, in, out, &eng->stats, errstr, errstr_size);

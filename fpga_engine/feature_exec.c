@@ -1,0 +1,443 @@
+/*
+ * feature_exec.c — executing a declared feature schema on the engine (issue
+ * 20): the side tables (pr_fside) that carry labels, dense values and jagged
+ * sparse/list features next to the engine's columns, the blocks and outputs
+ * shaped for a schema, the engine spec derived from it, and
+ * pr_feature_finish, which turns the engine's per-element indices back into
+ * per-feature lengths and values.
+ *
+ * Why a separate side: the engine's hot path (cpu_backend.c) stays the
+ * Criteo one (fixed-width columns); a declared schema only gives it the
+ * vocabulary work, one U64 column per vocab feature with col_rows elements,
+ * and everything else travels in the side tables untouched by the engine.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_int.h"
+#include "pr_engine.h"
+
+/* ---------------------------------------------------------------- side tables */
+
+pr_fside *pr_fside_new(uint16_t n_labels, uint16_t n_dense, uint16_t n_feat, uint32_t cap)
+{
+    if (cap == 0)
+        return NULL;
+    pr_fside *s = calloc(1, sizeof(*s));
+    if (!s)
+        return NULL;
+    s->n_labels = n_labels;
+    s->n_dense = n_dense;
+    s->n_feat = n_feat;
+    s->cap = cap;
+    s->labels = calloc((size_t)cap * n_labels + 1, sizeof(float));
+    s->dense = calloc((size_t)cap * n_dense + 1, sizeof(float));
+    s->lengths = calloc((size_t)cap * n_feat + 1, sizeof(int32_t));
+    s->vocab_col = malloc(((size_t)n_feat + 1) * sizeof(int16_t));
+    s->values = calloc((size_t)n_feat + 1, sizeof(int64_t *));
+    s->n_values = calloc((size_t)n_feat + 1, sizeof(uint32_t));
+    s->values_cap = calloc((size_t)n_feat + 1, sizeof(uint32_t));
+    bool ok = s->labels && s->dense && s->lengths && s->vocab_col && s->values && s->n_values &&
+              s->values_cap;
+    for (uint16_t f = 0; ok && f < n_feat; f++) {
+        s->vocab_col[f] = -1;
+        s->values[f] = malloc((size_t)cap * sizeof(int64_t));
+        s->values_cap[f] = cap;
+        ok = s->values[f] != NULL;
+    }
+    if (!ok) {
+        pr_fside_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void pr_fside_free(pr_fside *s)
+{
+    if (!s)
+        return;
+    for (uint16_t f = 0; s->values && f < s->n_feat; f++)
+        free(s->values[f]);
+    free(s->labels);
+    free(s->dense);
+    free(s->lengths);
+    free(s->vocab_col);
+    free(s->values);
+    free(s->n_values);
+    free(s->values_cap);
+    free(s);
+}
+
+void pr_fside_reset(pr_fside *s)
+{
+    memset(s->lengths, 0, (size_t)s->cap * s->n_feat * sizeof(int32_t));
+    memset(s->n_values, 0, (size_t)s->n_feat * sizeof(uint32_t));
+}
+
+int pr_fside_reserve(pr_fside *s, uint16_t f, uint32_t more)
+{
+    uint64_t need = (uint64_t)s->n_values[f] + more;
+    if (need <= s->values_cap[f])
+        return 0;
+    if (need > UINT32_MAX)
+        return PR_ENOMEM;
+    uint64_t nc = (uint64_t)s->values_cap[f] * 2;
+    if (nc < need)
+        nc = need;
+    if (nc > UINT32_MAX)
+        nc = UINT32_MAX;
+    int64_t *p = realloc(s->values[f], (size_t)nc * sizeof(int64_t));
+    if (!p)
+        return PR_ENOMEM;
+    s->values[f] = p;
+    s->values_cap[f] = (uint32_t)nc;
+    return 0;
+}
+
+int pr_fside_copy_rows(pr_fside *dst, uint32_t d0, const pr_fside *src, uint32_t s0, uint32_t n,
+                       uint32_t *src_off)
+{
+    if (dst->n_labels != src->n_labels || dst->n_dense != src->n_dense ||
+        dst->n_feat != src->n_feat || (uint64_t)d0 + n > dst->cap || (uint64_t)s0 + n > src->cap)
+        return PR_EINVAL;
+    memcpy(dst->labels + (size_t)d0 * dst->n_labels, src->labels + (size_t)s0 * src->n_labels,
+           (size_t)n * src->n_labels * sizeof(float));
+    memcpy(dst->dense + (size_t)d0 * dst->n_dense, src->dense + (size_t)s0 * src->n_dense,
+           (size_t)n * src->n_dense * sizeof(float));
+    for (uint16_t f = 0; f < src->n_feat; f++) {
+        const int32_t *sl = src->lengths + (size_t)f * src->cap;
+        uint64_t off = 0, k = 0;
+        if (src_off)
+            off = src_off[f];
+        else
+            for (uint32_t r = 0; r < s0; r++)
+                off += (uint32_t)sl[r];
+        for (uint32_t r = s0; r < s0 + n; r++)
+            k += (uint32_t)sl[r];
+        if (off + k > src->n_values[f])
+            return PR_EINVAL;
+        if (pr_fside_reserve(dst, f, (uint32_t)k))
+            return PR_ENOMEM;
+        memcpy(dst->lengths + (size_t)f * dst->cap + d0, sl + s0, (size_t)n * sizeof(int32_t));
+        memcpy(dst->values[f] + dst->n_values[f], src->values[f] + off, k * sizeof(int64_t));
+        dst->n_values[f] += (uint32_t)k;
+        if (src_off)
+            src_off[f] = (uint32_t)(off + k);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- schema shapes */
+
+static bool pr__feat_is_sparse(const pr_feature_spec *f)
+{
+    return f->kind == PR_FEAT_SPARSE || f->kind == PR_FEAT_LIST;
+}
+
+int pr_feature_side_index(const pr_feature_schema *schema, uint32_t i)
+{
+    if (i >= schema->n_features || !pr__feat_is_sparse(&schema->features[i]))
+        return -1;
+    int k = 0;
+    for (uint32_t j = 0; j < i; j++)
+        k += pr__feat_is_sparse(&schema->features[j]);
+    return k;
+}
+
+int pr_feature_vocab_step(const pr_feature_spec *f)
+{
+    for (uint8_t k = 0; k < f->n_ops; k++)
+        if (f->ops[k].op == PR_FOP_VOCAB)
+            return k;
+    return -1;
+}
+
+/* Counts of a schema's labels, dense, sparse+list and vocab features. */
+typedef struct pr__shape {
+    uint16_t labels, dense, feat, vocab;
+    uint32_t max_list; /* the largest max_len of a vocab list feature */
+} pr__shape;
+
+static pr__shape pr__schema_shape(const pr_feature_schema *schema)
+{
+    pr__shape sh = {0};
+    for (uint32_t i = 0; i < schema->n_features; i++) {
+        const pr_feature_spec *f = &schema->features[i];
+        if (f->kind == PR_FEAT_LABEL)
+            sh.labels++;
+        else if (f->kind == PR_FEAT_DENSE)
+            sh.dense++;
+        else if (pr__feat_is_sparse(f)) {
+            sh.feat++;
+            if (pr_feature_vocab_step(f) >= 0) {
+                sh.vocab++;
+                if (f->kind == PR_FEAT_LIST && f->max_len > sh.max_list)
+                    sh.max_list = f->max_len;
+            }
+        }
+    }
+    return sh;
+}
+
+pr_fside *pr_feature_side_new(const pr_feature_schema *schema, uint32_t cap)
+{
+    pr__shape sh = pr__schema_shape(schema);
+    pr_fside *s = pr_fside_new(sh.labels, sh.dense, sh.feat, cap);
+    if (!s)
+        return NULL;
+    int16_t col = 0;
+    for (uint32_t i = 0; i < schema->n_features; i++) {
+        int f = pr_feature_side_index(schema, i);
+        if (f >= 0 && pr_feature_vocab_step(&schema->features[i]) >= 0)
+            s->vocab_col[f] = col++;
+    }
+    return s;
+}
+
+uint32_t pr_feature_block_scap(const pr_feature_schema *schema, uint32_t cap)
+{
+    pr__shape sh = pr__schema_shape(schema);
+    uint64_t avg = sh.max_list < 8 ? sh.max_list : 8;
+    uint64_t scap = (uint64_t)cap * (avg > 1 ? avg : 1);
+    if (scap < sh.max_list)
+        scap = sh.max_list;
+    if (scap > UINT32_MAX - 63)
+        scap = UINT32_MAX - 63;
+    return (uint32_t)scap;
+}
+
+pr_block *pr_feature_block_new(const pr_feature_schema *schema, uint32_t cap, bool with_meta)
+{
+    pr__shape sh = pr__schema_shape(schema);
+    pr_block *b =
+        pr_block_new_jagged(0, sh.vocab, cap, pr_feature_block_scap(schema, cap), with_meta);
+    if (!b)
+        return NULL;
+    b->side = pr_feature_side_new(schema, b->cap);
+    if (!b->side) {
+        pr_block_free(b);
+        return NULL;
+    }
+    memset(b->sparse_enc, PR_SPARSE_U64, sh.vocab);
+    return b;
+}
+
+pr_out *pr_feature_out_new(const pr_feature_schema *schema, uint32_t cap, uint8_t sparse_width)
+{
+    pr__shape sh = pr__schema_shape(schema);
+    return pr_out_new_jagged(0, sh.vocab, cap, pr_feature_block_scap(schema, cap), sparse_width);
+}
+
+/* ---------------------------------------------------------------- engine spec */
+
+/* base's column named `name`, or NULL. */
+static const pr_sparse_col_spec *pr__base_col(const pr_pipeline_spec *base, const char *name)
+{
+    for (uint32_t c = 0; base && c < base->n_sparse && c < PR_MAX_SPARSE; c++)
+        if (strcmp(base->sparse[c].name, name) == 0)
+            return &base->sparse[c];
+    return NULL;
+}
+
+int pr_feature_engine_spec(const pr_feature_schema *schema, const pr_pipeline_spec *base,
+                           pr_pipeline_spec *spec, char *errstr, size_t errstr_size)
+{
+    pr_pipeline_spec def;
+    pr_pipeline_spec_default(&def);
+    memset(spec, 0, sizeof(*spec));
+    snprintf(spec->name, sizeof(spec->name), "%s", base ? base->name : def.name);
+    spec->profile = base ? base->profile : def.profile;
+    spec->count_mode = base ? base->count_mode : def.count_mode;
+    spec->has_label = false;
+    spec->n_dense = 0;
+    spec->n_sparse_ops = 1;
+    spec->sparse_ops[0] = PR_OP_VOCAB;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < schema->n_features; i++) {
+        const pr_feature_spec *f = &schema->features[i];
+        if (!pr__feat_is_sparse(f) || pr_feature_vocab_step(f) < 0)
+            continue;
+        if (n == PR_MAX_SPARSE)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "schema: more than %d features with a vocabulary", PR_MAX_SPARSE);
+        pr_sparse_col_spec *cs = &spec->sparse[n++];
+        const pr_sparse_col_spec *bc = pr__base_col(base, f->name);
+        *cs = bc ? *bc : def.sparse[0];
+        snprintf(cs->name, sizeof(cs->name), "%s", f->name);
+        cs->modulus = def.sparse[0].modulus; /* unused: no modulus operator */
+        if (f->kind == PR_FEAT_LIST && cs->eviction == PR_EVICT_TTL && cs->ttl_s)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "transform.columns.%s.ttl_s: list feature '%s' cannot evict by "
+                             "event time (its elements have no time of their own yet); use "
+                             "ttl_records, or eviction lru or lfu",
+                             f->name, f->name);
+    }
+    spec->n_sparse = (uint16_t)n;
+    return pr_pipeline_spec_validate(spec, errstr, errstr_size);
+}
+
+/* ---------------------------------------------------------------- finish */
+
+/* Apply the steps after vocab (from step k0 on) to n indices in place: as
+ * INT values through the operator library. An index is never missing; a
+ * step that leaves a value missing gives 0. */
+static int pr__post_vocab(const pr_feature_spec *f, int k0, int64_t *v, uint32_t n, pr_fval *tmp)
+{
+    if (k0 >= f->n_ops || n == 0)
+        return 0;
+    for (uint32_t j = 0; j < n; j++)
+        tmp[j] = (pr_fval){.type = PR_FVAL_INT, .u = (uint64_t)v[j]};
+    for (int k = k0; k < f->n_ops; k++) {
+        int rc = pr_fop_apply(&f->ops[k], tmp, n, NULL);
+        if (rc < 0)
+            return rc;
+    }
+    for (uint32_t j = 0; j < n; j++)
+        v[j] = tmp[j].type == PR_FVAL_INT ? (int64_t)tmp[j].u : 0;
+    return 0;
+}
+
+/* Element e of vocab column c: the row holding it, from the feature's lengths
+ * (a running cursor over rows, elements come in row order). */
+typedef struct pr__elem_row {
+    const int32_t *len;
+    uint32_t rows, row, end; /* end: first element past `row` */
+} pr__elem_row;
+
+static uint32_t pr__row_of(pr__elem_row *er, uint32_t e)
+{
+    while (er->row < er->rows && e >= er->end) {
+        er->row++;
+        if (er->row < er->rows)
+            er->end += (uint32_t)er->len[er->row];
+    }
+    return er->row;
+}
+
+/* A vocab feature's values: the engine's indices of its column, then the
+ * operators after vocab. */
+static int pr__finish_vocab_feat(const pr_feature_spec *f, const pr_block *in, pr_out *out,
+                                 uint16_t fi, int col, char *errstr, size_t errstr_size)
+{
+    pr_fside *os = out->side;
+    uint32_t n = pr_block_col_rows(in, (uint32_t)col);
+    uint64_t sum = 0;
+    const int32_t *len = pr_fside_lengths(in->side, fi);
+    for (uint32_t r = 0; r < in->rows; r++)
+        sum += (uint32_t)len[r];
+    if (sum != n)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "feature %s: lengths sum to %" PRIu64 " but its column holds %u keys",
+                         f->name, sum, n);
+    os->n_values[fi] = 0;
+    if (pr_fside_reserve(os, fi, n))
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "feature %s: out of memory", f->name);
+    int64_t *v = os->values[fi];
+    for (uint32_t e = 0; e < n; e++)
+        v[e] = pr_out_index(out, (uint32_t)col, e);
+    os->n_values[fi] = n;
+    int k = pr_feature_vocab_step(f);
+    if (k + 1 < f->n_ops && n) {
+        pr_fval *tmp = malloc((size_t)n * sizeof(*tmp));
+        int rc = tmp ? pr__post_vocab(f, k + 1, v, n, tmp) : PR_ENOMEM;
+        free(tmp);
+        if (rc)
+            return pr_seterr(errstr, errstr_size, rc, "feature %s: operators after vocab: %s",
+                             f->name, pr_strerror(rc));
+    }
+    return 0;
+}
+
+/* Re-express the engine's notices (col = engine column, row = element) as
+ * (col = side feature index, row = block row), keeping their order, then
+ * order them by (row, col) with a stable insertion sort (notices are few). */
+static void pr__finish_notices(const pr_block *in, pr_out *out, const int16_t *feat_of_col)
+{
+    for (uint32_t i = 0; i < out->n_recycled; i++) {
+        pr_recycled *r = &out->recycled[i];
+        uint16_t fi = (uint16_t)feat_of_col[r->col];
+        pr__elem_row er = {pr_fside_lengths(in->side, fi), in->rows, 0,
+                           in->rows ? (uint32_t)pr_fside_lengths(in->side, fi)[0] : 0};
+        r->row = pr__row_of(&er, r->row);
+        if (r->row >= in->rows && in->rows)
+            r->row = in->rows - 1;
+        r->col = fi;
+    }
+    for (uint32_t i = 1; i < out->n_recycled; i++) {
+        pr_recycled x = out->recycled[i];
+        uint32_t j = i;
+        for (; j > 0 && (out->recycled[j - 1].row > x.row ||
+                         (out->recycled[j - 1].row == x.row && out->recycled[j - 1].col > x.col));
+             j--)
+            out->recycled[j] = out->recycled[j - 1];
+        out->recycled[j] = x;
+    }
+}
+
+static int pr__finish_check(const pr_feature_schema *schema, const pr_block *in, pr_out *out,
+                            char *errstr, size_t errstr_size)
+{
+    if (!in->side)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "pr_feature_finish: the block has no side tables (not a declared "
+                         "schema's block)");
+    pr__shape sh = pr__schema_shape(schema);
+    const pr_fside *is = in->side;
+    if (is->n_labels != sh.labels || is->n_dense != sh.dense || is->n_feat != sh.feat ||
+        in->n_sparse != sh.vocab || out->n_sparse != sh.vocab || in->rows > is->cap)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "pr_feature_finish: block shaped for another schema (%u labels, %u "
+                         "dense, %u features, %u vocab columns; the schema has %u, %u, %u, %u)",
+                         is->n_labels, is->n_dense, is->n_feat, in->n_sparse, sh.labels, sh.dense,
+                         sh.feat, sh.vocab);
+    if (out->side && out->side->cap < in->rows) {
+        pr_fside_free(out->side);
+        out->side = NULL;
+    }
+    if (!out->side) {
+        out->side = pr_feature_side_new(schema, in->cap > out->cap ? in->cap : out->cap);
+        if (!out->side)
+            return pr_seterr(errstr, errstr_size, PR_ENOMEM,
+                             "pr_feature_finish: out of memory for side tables");
+    }
+    return 0;
+}
+
+int pr_feature_finish(const pr_feature_schema *schema, const pr_block *in, pr_out *out,
+                      char *errstr, size_t errstr_size)
+{
+    int rc = pr__finish_check(schema, in, out, errstr, errstr_size);
+    if (rc)
+        return rc;
+    const pr_fside *is = in->side;
+    pr_fside *os = out->side;
+    uint32_t rows = in->rows;
+    memcpy(os->labels, is->labels, (size_t)rows * is->n_labels * sizeof(float));
+    memcpy(os->dense, is->dense, (size_t)rows * is->n_dense * sizeof(float));
+    int16_t feat_of_col[PR_MAX_SPARSE];
+    for (uint32_t i = 0; i < schema->n_features; i++) {
+        int fi = pr_feature_side_index(schema, i);
+        if (fi < 0)
+            continue;
+        const pr_feature_spec *f = &schema->features[i];
+        memcpy(pr_fside_lengths(os, (uint16_t)fi), pr_fside_lengths((pr_fside *)is, (uint16_t)fi),
+               (size_t)rows * sizeof(int32_t));
+        int col = is->vocab_col[fi];
+        if (col >= 0) {
+            feat_of_col[col] = (int16_t)fi;
+            rc = pr__finish_vocab_feat(f, in, out, (uint16_t)fi, col, errstr, errstr_size);
+            if (rc)
+                return rc;
+            continue;
+        }
+        uint32_t n = is->n_values[fi];
+        os->n_values[fi] = 0;
+        if (pr_fside_reserve(os, (uint16_t)fi, n))
+            return pr_seterr(errstr, errstr_size, PR_ENOMEM, "feature %s: out of memory", f->name);
+        memcpy(os->values[fi], is->values[fi], (size_t)n * sizeof(int64_t));
+        os->n_values[fi] = n;
+    }
+    pr__finish_notices(in, out, feat_of_col);
+    return 0;
+}
