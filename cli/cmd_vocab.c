@@ -39,7 +39,8 @@ static void pr__vocab_usage(FILE *f)
         "          -> OUTDIR/<column>.tsv (index, value_hex, count; docs/formats.md).\n"
         "  import: INDIR/<column>.tsv -> DIR/P.vocab; refuses when DIR already holds\n"
         "          a vocabulary for P unless --force (the journal is then removed).\n"
-        "          Stop the service first.\n"
+        "          Stop the service first. With eviction both keep the notice counter\n"
+        "          and the eviction statistics (the import continues the same notices).\n"
         "  --state defaults to the pipeline's state.dir; --pipeline to the first one.\n"
         "       piperec vocab hot --top K (--url http://HOST:PORT | --input DIR) ...\n"
         "  hot:    the K hottest indices per column (piperec vocab hot --help).\n");
