@@ -398,7 +398,8 @@ static void test_export_import_same_notices(void **state)
 
 /* An export's eviction state is refused, with the way out, by a pipeline
  * with other eviction settings; its first three columns alone still import
- * (fresh statistics, notice numbers from 1). */
+ * (fresh statistics, notice numbers from 1). Files of different exports and
+ * a second state line are refused, leaving the engine as it was. */
 static void test_export_state_refused_elsewhere(void **state)
 {
     (void)state;
@@ -439,6 +440,19 @@ static void test_export_state_refused_elsewhere(void **state)
         fail_msg("plain import: %s", err);
     assert_int_equal(pr_engine_vocab_recycled_total(e3), 0);
     pr_engine_free(e3);
+    /* files of different exports; a state line twice */
+    const char *edits[] = {"s/notice_next [0-9]*/notice_next 7/", "2p"};
+    const char *why[] = {"come from different exports", "must come once, before the entries"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof(cmd), "sed -i '%s' '%s/C2.tsv'", edits[i], sub);
+        assert_int_equal(system(cmd), 0);
+        pr_engine *e4 = tu_engine(&s, "cpu", 1);
+        assert_int_not_equal(pr_vocab_import(e4, sub, err, sizeof(err)), 0);
+        if (!strstr(err, why[i]))
+            fail_msg("edit %d: %s", i, err);
+        assert_int_equal(pr_engine_vocab_recycled_total(e4), 0);
+        pr_engine_free(e4);
+    }
     pr_out_free(o);
     pr_engine_free(e);
     pr_block_free(b);
