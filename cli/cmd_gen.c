@@ -134,6 +134,52 @@ static int pr__parse_u64(const char *s, uint64_t *out)
     return 0;
 }
 
+/* --zipf S: 0 < S <= PR_GEN_ZIPF_MAX, or -1. */
+static int pr__parse_zipf(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v <= 0 || v > PR_GEN_ZIPF_MAX)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Start `threads` generators on j and write their chunks to fd in order
+ * (all here when no thread starts). 0, or 1 after a write error. */
+static int pr__gen_run(pr__gen_job *j, uint64_t threads, int fd, const char *output)
+{
+    int rc = 0;
+    pthread_t tids[64];
+    int started = 0;
+    for (uint64_t t = 0; t < threads; t++)
+        if (pthread_create(&tids[started], NULL, pr__gen_worker, j) == 0)
+            started++;
+    if (!started)
+        pr__gen_worker(j); /* no threads: generate everything here, in order */
+    pthread_mutex_lock(&j->mu);
+    while (j->written < j->n_chunks) {
+        pr__gen_slot *s = &j->slots[j->written % PR__GEN_SLOTS];
+        while (!(s->ready && s->chunk == j->written))
+            pthread_cond_wait(&j->cv, &j->mu);
+        pthread_mutex_unlock(&j->mu);
+        int wr = rc ? 0 : pr__write_all(fd, s->buf, s->len);
+        if (wr < 0 && !rc) {
+            fprintf(stderr, "piperec gen: %s: %s\n", output, strerror(errno));
+            rc = 1;
+        }
+        pthread_mutex_lock(&j->mu);
+        s->ready = false;
+        j->written++;
+        pthread_cond_broadcast(&j->cv);
+    }
+    pthread_mutex_unlock(&j->mu);
+    for (int t = 0; t < started; t++)
+        pthread_join(tids[t], NULL);
+    return rc;
+}
+
 int pr_cli_cmd_gen(int argc, char **argv)
 {
     uint64_t rows = 0, seed = 1, threads = 2, batch_events = 256, first_row = 0, signal = 0;
@@ -194,16 +240,10 @@ int pr_cli_cmd_gen(int argc, char **argv)
     }
 
     double zipf_s = 0;
-    if (zipf) {
-        char *end;
-        errno = 0;
-        zipf_s = strtod(zipf, &end);
-        if (errno || end == zipf || *end || !isfinite(zipf_s) || zipf_s <= 0 ||
-            zipf_s > PR_GEN_ZIPF_MAX) {
-            fprintf(stderr, "piperec gen: --zipf: expected an exponent in (0, %g], got '%s'\n",
-                    PR_GEN_ZIPF_MAX, zipf);
-            return 2;
-        }
+    if (zipf && pr__parse_zipf(zipf, &zipf_s)) {
+        fprintf(stderr, "piperec gen: --zipf: expected an exponent in (0, %g], got '%s'\n",
+                PR_GEN_ZIPF_MAX, zipf);
+        return 2;
     }
 
     int fd = 1;
@@ -245,32 +285,7 @@ int pr_cli_cmd_gen(int argc, char **argv)
         goto out;
     }
 
-    pthread_t tids[64];
-    int started = 0;
-    for (uint64_t t = 0; t < threads; t++)
-        if (pthread_create(&tids[started], NULL, pr__gen_worker, &j) == 0)
-            started++;
-    if (!started)
-        pr__gen_worker(&j); /* no threads: generate everything here, in order */
-    pthread_mutex_lock(&j.mu);
-    while (j.written < j.n_chunks) {
-        pr__gen_slot *s = &j.slots[j.written % PR__GEN_SLOTS];
-        while (!(s->ready && s->chunk == j.written))
-            pthread_cond_wait(&j.cv, &j.mu);
-        pthread_mutex_unlock(&j.mu);
-        int wr = rc ? 0 : pr__write_all(fd, s->buf, s->len);
-        if (wr < 0 && !rc) {
-            fprintf(stderr, "piperec gen: %s: %s\n", output, strerror(errno));
-            rc = 1;
-        }
-        pthread_mutex_lock(&j.mu);
-        s->ready = false;
-        j.written++;
-        pthread_cond_broadcast(&j.cv);
-    }
-    pthread_mutex_unlock(&j.mu);
-    for (int t = 0; t < started; t++)
-        pthread_join(tids[t], NULL);
+    rc = pr__gen_run(&j, threads, fd, output);
 out:
     if (fd != 1 && close(fd) < 0 && !rc) {
         fprintf(stderr, "piperec gen: %s: %s\n", output, strerror(errno));

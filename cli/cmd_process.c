@@ -121,6 +121,45 @@ static int pr__process_schema(const pr_pipeline_cfg *pc, const pr_config *cfg, c
     return 0;
 }
 
+/* Event-time TTL needs event times, which offline files do not have:
+ * refuse (with a message) before any output is written. */
+static int pr__process_refuse_ttl_s(const pr_pipeline_cfg *pc)
+{
+    for (uint32_t c = 0; c < pc->spec.n_sparse; c++)
+        if (pc->spec.sparse[c].eviction == PR_EVICT_TTL && pc->spec.sparse[c].ttl_s) {
+            fprintf(stderr,
+                    "piperec process: pipelines[%s] column %s: eviction ttl with ttl_s needs "
+                    "event times, which offline input has none of; use ttl_records for "
+                    "process\n",
+                    pc->name, pc->spec.sparse[c].name);
+            return -1;
+        }
+    return 0;
+}
+
+/* The run's summary on stderr: rows, rejects by reason, rates, stage times. */
+static void pr__process_report(const pr_offline_result *res, const char *output)
+{
+    char by[512] = "";
+    size_t n = 0;
+    for (int r = 1; r < PR_DEC__COUNT; r++)
+        if (res->rejected_by[r] && n < sizeof(by))
+            n += (size_t)snprintf(by + n, sizeof(by) - n, "%s%s=%" PRIu64, n ? " " : " (",
+                                  pr_decode_reason_name(r), res->rejected_by[r]);
+    if (n && n < sizeof(by))
+        snprintf(by + n, sizeof(by) - n, ")");
+    fprintf(stderr,
+            "piperec process: %" PRIu64 " rows, %" PRIu64 " rejected%s, %.2f s, %.0f rows/s, "
+            "%.1f MB/s -> %s\n",
+            res->rows, res->rejected, by, res->seconds,
+            res->seconds > 0 ? res->lines / res->seconds : 0.0,
+            res->seconds > 0 ? res->bytes / res->seconds / 1e6 : 0.0, output);
+    fprintf(stderr,
+            "piperec process: thread-seconds per stage: decode %.2f, engine %.2f, write %.2f, "
+            "idle %.2f, vocab export %.2f\n",
+            res->decode_s, res->engine_s, res->write_s, res->idle_s, res->vocab_s);
+}
+
 int pr_cli_cmd_process(int argc, char **argv)
 {
     const char *config = NULL, *input = NULL, *output = NULL, *pipeline = NULL, *backend = NULL;
@@ -195,18 +234,10 @@ int pr_cli_cmd_process(int argc, char **argv)
         pr_config_free(cfg);
         return rc;
     }
-    /* Event-time TTL needs event times, which offline files do not have:
-     * refuse before any output is written. */
-    for (uint32_t c = 0; c < pc->spec.n_sparse; c++)
-        if (pc->spec.sparse[c].eviction == PR_EVICT_TTL && pc->spec.sparse[c].ttl_s) {
-            fprintf(stderr,
-                    "piperec process: pipelines[%s] column %s: eviction ttl with ttl_s needs "
-                    "event times, which offline input has none of; use ttl_records for "
-                    "process\n",
-                    pc->name, pc->spec.sparse[c].name);
-            pr_config_free(cfg);
-            return 2;
-        }
+    if (pr__process_refuse_ttl_s(pc)) {
+        pr_config_free(cfg);
+        return 2;
+    }
     /* Offline, N workers share decoding and the in-order engine and write
      * stages (service/offline.c), so by default there is one per CPU; the
      * engine's own threads follow pr_offline_engine_threads. */
@@ -239,24 +270,7 @@ int pr_cli_cmd_process(int argc, char **argv)
         return rc == PR_EINVAL || rc == PR_ENOTSUP || rc == PR_ENODEV ? 2 : 1;
     }
 
-    char by[512] = "";
-    size_t n = 0;
-    for (int r = 1; r < PR_DEC__COUNT; r++)
-        if (res.rejected_by[r] && n < sizeof(by))
-            n += (size_t)snprintf(by + n, sizeof(by) - n, "%s%s=%" PRIu64, n ? " " : " (",
-                                  pr_decode_reason_name(r), res.rejected_by[r]);
-    if (n && n < sizeof(by))
-        snprintf(by + n, sizeof(by) - n, ")");
-    fprintf(stderr,
-            "piperec process: %" PRIu64 " rows, %" PRIu64 " rejected%s, %.2f s, %.0f rows/s, "
-            "%.1f MB/s -> %s\n",
-            res.rows, res.rejected, by, res.seconds,
-            res.seconds > 0 ? res.lines / res.seconds : 0.0,
-            res.seconds > 0 ? res.bytes / res.seconds / 1e6 : 0.0, output);
-    fprintf(stderr,
-            "piperec process: thread-seconds per stage: decode %.2f, engine %.2f, write %.2f, "
-            "idle %.2f, vocab export %.2f\n",
-            res.decode_s, res.engine_s, res.write_s, res.idle_s, res.vocab_s);
+    pr__process_report(&res, output);
     pr_config_free(cfg);
     return 0;
 }

@@ -39,7 +39,8 @@ static void pr__vocab_usage(FILE *f)
         "          -> OUTDIR/<column>.tsv (index, value_hex, count; docs/formats.md).\n"
         "  import: INDIR/<column>.tsv -> DIR/P.vocab; refuses when DIR already holds\n"
         "          a vocabulary for P unless --force (the journal is then removed).\n"
-        "          Stop the service first.\n"
+        "          Stop the service first. With eviction both keep the notice counter\n"
+        "          and the eviction statistics (the import continues the same notices).\n"
         "  --state defaults to the pipeline's state.dir; --pipeline to the first one.\n"
         "       piperec vocab hot --top K (--url http://HOST:PORT | --input DIR) ...\n"
         "  hot:    the K hottest indices per column (piperec vocab hot --help).\n");
@@ -48,6 +49,74 @@ static void pr__vocab_usage(FILE *f)
 static int pr__rc_exit(int rc)
 {
     return rc == PR_EIO || rc == PR_ENOMEM ? 1 : 2;
+}
+
+/* Where a pipeline's vocabulary lives, as `piperec vocab` found it. */
+typedef struct {
+    const pr_pipeline_cfg *pc;
+    const char *state, *snap, *journal;
+    bool have_snap, have_journal;
+    bool shared;     /* vocab_log: one tagged snapshot, no journal to replay */
+    const char *dir; /* --output or --input */
+} pr__vocab_where;
+
+/* export: snapshot + journal replay -> w->dir. Returns the exit code. */
+static int pr__vocab_export_state(pr_engine *eng, const pr__vocab_where *w)
+{
+    char err[4096];
+    int rc;
+    if (!w->have_snap && !w->have_journal) {
+        fprintf(stderr, "piperec vocab export: %s holds no vocabulary for pipeline %s (no %s)\n",
+                w->state, w->pc->name, w->snap);
+        return 2;
+    }
+    unsigned char tag[PR_SNAPSHOT_TAG_MAX];
+    uint32_t tag_len = 0;
+    if ((w->have_snap &&
+         (rc = pr_vocab_load_tagged(eng, w->snap, tag, sizeof(tag), &tag_len, err, sizeof(err)))) ||
+        (w->have_journal && !w->shared &&
+         (rc = pr_vocab_journal_replay(eng, w->journal, err, sizeof(err)))) ||
+        (rc = pr_vocab_export(eng, w->dir, err, sizeof(err)))) {
+        fprintf(stderr, "piperec vocab export: %s\n", err);
+        return pr__rc_exit(rc);
+    }
+    fprintf(stderr, "piperec vocab export: pipeline %s: %u columns -> %s\n", w->pc->name,
+            (unsigned)w->pc->spec.n_sparse, w->dir);
+    return 0;
+}
+
+/* import: w->dir -> a new snapshot (the old journal removed). Returns the
+ * exit code. */
+static int pr__vocab_import_state(pr_engine *eng, const pr__vocab_where *w, bool force)
+{
+    char err[4096];
+    int rc;
+    if ((w->have_snap || w->have_journal) && !force) {
+        fprintf(stderr,
+                "piperec vocab import: %s already holds a vocabulary for pipeline %s (%s); "
+                "use --force to replace it\n",
+                w->state, w->pc->name, w->have_snap ? w->snap : w->journal);
+        return 2;
+    }
+    if ((rc = pr_vocab_import(eng, w->dir, err, sizeof(err)))) {
+        fprintf(stderr, "piperec vocab import: %s\n", err);
+        return pr__rc_exit(rc);
+    }
+    if (access(w->state, F_OK) != 0 && mkdir(w->state, 0777) && errno != EEXIST) {
+        fprintf(stderr, "piperec vocab import: mkdir %s: %s\n", w->state, strerror(errno));
+        return 1;
+    }
+    /* The old journal's indices belong to the replaced vocabulary. */
+    if (w->have_journal && unlink(w->journal)) {
+        fprintf(stderr, "piperec vocab import: %s: %s\n", w->journal, strerror(errno));
+        return 1;
+    }
+    if ((rc = pr_vocab_save(eng, w->snap, err, sizeof(err)))) {
+        fprintf(stderr, "piperec vocab import: %s\n", err);
+        return 1;
+    }
+    fprintf(stderr, "piperec vocab import: pipeline %s: %s -> %s\n", w->pc->name, w->dir, w->snap);
+    return 0;
 }
 
 int pr_cli_cmd_vocab(int argc, char **argv)
@@ -144,59 +213,8 @@ int pr_cli_cmd_vocab(int argc, char **argv)
         goto out;
     }
     bool have_snap = access(snap, F_OK) == 0, have_journal = access(journal, F_OK) == 0;
-    if (is_export) {
-        if (!have_snap && !have_journal) {
-            fprintf(stderr,
-                    "piperec vocab export: %s holds no vocabulary for pipeline %s (no %s)\n", state,
-                    pc->name, snap);
-            goto out;
-        }
-        unsigned char tag[PR_SNAPSHOT_TAG_MAX];
-        uint32_t tag_len = 0;
-        if (shared)
-            have_journal = false;
-        if ((have_snap && (rc = pr_vocab_load_tagged(eng, snap, tag, sizeof(tag), &tag_len, err,
-                                                     sizeof(err)))) ||
-            (have_journal && (rc = pr_vocab_journal_replay(eng, journal, err, sizeof(err)))) ||
-            (rc = pr_vocab_export(eng, dir, err, sizeof(err)))) {
-            fprintf(stderr, "piperec vocab export: %s\n", err);
-            ret = pr__rc_exit(rc);
-            goto out;
-        }
-        fprintf(stderr, "piperec vocab export: pipeline %s: %u columns -> %s\n", pc->name,
-                (unsigned)pc->spec.n_sparse, dir);
-    } else {
-        if ((have_snap || have_journal) && !force) {
-            fprintf(stderr,
-                    "piperec vocab import: %s already holds a vocabulary for pipeline %s (%s); "
-                    "use --force to replace it\n",
-                    state, pc->name, have_snap ? snap : journal);
-            goto out;
-        }
-        if ((rc = pr_vocab_import(eng, dir, err, sizeof(err)))) {
-            fprintf(stderr, "piperec vocab import: %s\n", err);
-            ret = pr__rc_exit(rc);
-            goto out;
-        }
-        if (access(state, F_OK) != 0 && mkdir(state, 0777) && errno != EEXIST) {
-            fprintf(stderr, "piperec vocab import: mkdir %s: %s\n", state, strerror(errno));
-            ret = 1;
-            goto out;
-        }
-        /* The old journal's indices belong to the replaced vocabulary. */
-        if (have_journal && unlink(journal)) {
-            fprintf(stderr, "piperec vocab import: %s: %s\n", journal, strerror(errno));
-            ret = 1;
-            goto out;
-        }
-        if ((rc = pr_vocab_save(eng, snap, err, sizeof(err)))) {
-            fprintf(stderr, "piperec vocab import: %s\n", err);
-            ret = 1;
-            goto out;
-        }
-        fprintf(stderr, "piperec vocab import: pipeline %s: %s -> %s\n", pc->name, dir, snap);
-    }
-    ret = 0;
+    pr__vocab_where w = {pc, state, snap, journal, have_snap, have_journal, shared, dir};
+    ret = is_export ? pr__vocab_export_state(eng, &w) : pr__vocab_import_state(eng, &w, force);
 out:
     pr_engine_free(eng);
     pr_config_free(cfg);

@@ -12,7 +12,7 @@
  *                           count over everything the export saw.
  * Plain HTTP/1.0 over a socket: the two endpoints answer small JSON bodies
  * and the CLI should not need an HTTP library. The JSON is piperec's own
- * (service/service.c), so a scanner for the few keys used is enough.
+ * (service/http_views.c), so a scanner for the few keys used is enough.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -239,6 +239,71 @@ out:
     return rc;
 }
 
+/* "http://HOST:PORT[/...]" -> host, port. 0, or -1 when it is not one. */
+static int pr__hot_parse_url(const char *url, char *host, size_t host_size, uint16_t *port)
+{
+    const char *hp = strncmp(url, "http://", 7) ? NULL : url + 7;
+    char hpbuf[300];
+    snprintf(hpbuf, sizeof(hpbuf), "%s", hp ? hp : "");
+    char *slash = strchr(hpbuf, '/');
+    if (slash)
+        *slash = '\0';
+    return !hp || pr_hostport_parse(hpbuf, host, host_size, port) ? -1 : 0;
+}
+
+/* --input: the pipeline (from --config, default the embedded config) and
+ * its sparse column names. 0, or the exit code with a message. *cfg is the
+ * caller's to free. */
+static int pr__hot_input_columns(const char *config, const char *pipeline, pr_config **cfg,
+                                 char (*cols)[PR_NAME_MAX], char *pl_name, int *n_cols)
+{
+    char err[4096];
+    int rc = config ? pr_config_load_file(config, cfg, err, sizeof(err))
+                    : pr_config_load_default(cfg, err, sizeof(err));
+    if (rc) {
+        fprintf(stderr, "piperec vocab hot: %s\n", err);
+        return rc == PR_EIO ? 1 : 2;
+    }
+    const pr_pipeline_cfg *pc =
+        pipeline ? pr_config_pipeline(*cfg, pipeline) : &(*cfg)->pipelines[0];
+    if (!pc) {
+        fprintf(stderr, "piperec vocab hot: no pipeline named '%s' in %s\n", pipeline,
+                (*cfg)->origin);
+        return 2;
+    }
+    snprintf(pl_name, PR_NAME_MAX, "%s", pc->name);
+    /* An evicting column's export holds only the values it kept: their
+     * counts leave out every lookup of an evicted value, so shares and
+     * coverage would be far too high (issue 19 item 4). */
+    for (uint32_t c = 0; c < pc->spec.n_sparse; c++)
+        if (pc->spec.sparse[c].eviction != PR_EVICT_NONE) {
+            fprintf(stderr,
+                    "piperec vocab hot: --input: column %s of pipeline %s evicts "
+                    "(transform.vocab.eviction): an export holds only the values it kept, "
+                    "so its counts cannot give shares; ask the live sketch (--url), which "
+                    "counts values, not recycled indices\n",
+                    pc->spec.sparse[c].name, pc->name);
+            return 2;
+        }
+    *n_cols = (int)pc->spec.n_sparse;
+    for (int c = 0; c < *n_cols; c++)
+        snprintf(cols[c], PR_NAME_MAX, "%s", pc->spec.sparse[c].name);
+    return 0;
+}
+
+/* The TSV to `output` ("-": stdout). 0, or -1 with a message. */
+static int pr__hot_write(const char *output, const pr_mbuf *tsv)
+{
+    FILE *f = strcmp(output, "-") ? fopen(output, "w") : stdout;
+    if (!f || fwrite(tsv->buf, 1, tsv->len, f) != tsv->len || (f != stdout && fclose(f))) {
+        fprintf(stderr, "piperec vocab hot: %s: %s\n", output, strerror(errno));
+        return -1;
+    }
+    if (f == stdout)
+        fflush(stdout);
+    return 0;
+}
+
 int pr_cli_vocab_hot(int argc, char **argv)
 {
     const char *url = NULL, *dir = NULL, *pipeline = NULL, *config = NULL, *output = "-",
@@ -274,17 +339,9 @@ int pr_cli_vocab_hot(int argc, char **argv)
     }
     char host[256] = "";
     uint16_t port = 0;
-    if (url) {
-        const char *hp = strncmp(url, "http://", 7) ? NULL : url + 7;
-        char hpbuf[300];
-        snprintf(hpbuf, sizeof(hpbuf), "%s", hp ? hp : "");
-        char *slash = strchr(hpbuf, '/');
-        if (slash)
-            *slash = '\0';
-        if (!hp || pr_hostport_parse(hpbuf, host, sizeof(host), &port)) {
-            fprintf(stderr, "piperec vocab hot: --url: expected http://HOST:PORT, got '%s'\n", url);
-            return 2;
-        }
+    if (url && pr__hot_parse_url(url, host, sizeof(host), &port)) {
+        fprintf(stderr, "piperec vocab hot: --url: expected http://HOST:PORT, got '%s'\n", url);
+        return 2;
     }
 
     char err[4096];
@@ -314,41 +371,10 @@ int pr_cli_vocab_hot(int argc, char **argv)
             ret = 2;
             goto out;
         }
-    } else {
-        int rc = config ? pr_config_load_file(config, &cfg, err, sizeof(err))
-                        : pr_config_load_default(&cfg, err, sizeof(err));
-        if (rc) {
-            fprintf(stderr, "piperec vocab hot: %s\n", err);
-            ret = rc == PR_EIO ? 1 : 2;
-            goto out;
-        }
-        const pr_pipeline_cfg *pc =
-            pipeline ? pr_config_pipeline(cfg, pipeline) : &cfg->pipelines[0];
-        if (!pc) {
-            fprintf(stderr, "piperec vocab hot: no pipeline named '%s' in %s\n", pipeline,
-                    cfg->origin);
-            ret = 2;
-            goto out;
-        }
-        snprintf(pl_name, sizeof(pl_name), "%s", pc->name);
-        /* An evicting column's export holds only the values it kept: their
-         * counts leave out every lookup of an evicted value, so shares and
-         * coverage would be far too high (issue 19 item 4). */
-        for (uint32_t c = 0; c < pc->spec.n_sparse; c++)
-            if (pc->spec.sparse[c].eviction != PR_EVICT_NONE) {
-                fprintf(stderr,
-                        "piperec vocab hot: --input: column %s of pipeline %s evicts "
-                        "(transform.vocab.eviction): an export holds only the values it kept, "
-                        "so its counts cannot give shares; ask the live sketch (--url), which "
-                        "counts values, not recycled indices\n",
-                        pc->spec.sparse[c].name, pc->name);
-                ret = 2;
-                goto out;
-            }
-        n_cols = (int)pc->spec.n_sparse;
-        for (int c = 0; c < n_cols; c++)
-            snprintf(cols[c], PR_NAME_MAX, "%s", pc->spec.sparse[c].name);
+    } else if ((ret = pr__hot_input_columns(config, pipeline, &cfg, cols, pl_name, &n_cols))) {
+        goto out;
     }
+    ret = 1; /* from here on, failures are I/O */
 
     pr_mbuf_printf(&tsv, "# piperec hot indices: pipeline %s top %ld source %s (%s)\n", pl_name,
                    top_k, url ? url : dir,
@@ -382,13 +408,8 @@ int pr_cli_vocab_hot(int argc, char **argv)
         fprintf(stderr, "piperec vocab hot: out of memory\n");
         goto out;
     }
-    FILE *f = strcmp(output, "-") ? fopen(output, "w") : stdout;
-    if (!f || fwrite(tsv.buf, 1, tsv.len, f) != tsv.len || (f != stdout && fclose(f))) {
-        fprintf(stderr, "piperec vocab hot: %s: %s\n", output, strerror(errno));
+    if (pr__hot_write(output, &tsv))
         goto out;
-    }
-    if (f == stdout)
-        fflush(stdout);
     fprintf(stderr, "piperec vocab hot: pipeline %s: %d columns, top %ld -> %s\n", pl_name, n_cols,
             top_k, output);
     ret = 0;

@@ -33,9 +33,11 @@
  * cache resident) per test. Kept only once pr_hot_popular_rows has
  * asked for it: without a split it costs nothing.
  *
- * Threads: one writer (the pipeline thread); readers need the writer's lock
- * (service.c holds pr__pipe.hot_lock around observe and read). Nothing here
- * locks.
+ * Threads: one writer (the block's runner: service/worker.c, on the worker
+ * or, without overlap, the pipeline thread); readers need the writer's lock
+ * (pr__pipe.hot_lock, service/pipe.h: held by worker.c around observe and by
+ * the readers, service/http_views.c for /v1/hot and metrics_pipeline.c for
+ * the coverage gauge). Nothing here locks.
  */
 #ifndef PR_HOT_H
 #define PR_HOT_H

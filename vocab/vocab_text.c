@@ -1,7 +1,8 @@
 /*
  * vocab_text.c — vocabularies as text: export (one DIR/<column>.tsv per
- * sparse column, "index<TAB>value_hex<TAB>count") and import (the same
- * format read back, or another system's dictionary written in it).
+ * sparse column, "index<TAB>value_hex<TAB>count", plus the eviction state
+ * when the pipeline evicts) and import (the same format read back, or
+ * another system's dictionary written in it).
  *
  * Import checks every file in full before any table changes, so a bad file
  * leaves the engine as it was; errors name file:line.
@@ -21,10 +22,45 @@
 #include "pr_log.h"
 #include "vocab_int.h"
 
+/* --- the eviction state in text
+ *
+ * A pipeline that evicts writes its state with the entries, so an import
+ * continues with the same evictions and notice numbers (issue 19):
+ *
+ *   #! piperec-state notice_next N clock R [event_ms E]
+ *   index<TAB>value_hex<TAB>count<TAB>last_use[<TAB>last_use_ms]
+ *
+ * The state line is a '#' line (older importers skip it); the extra columns
+ * make older importers refuse the file ("4 fields") rather than load it
+ * without its statistics. A pipeline without eviction writes neither (its
+ * export is byte for byte what it was), and files without a state line,
+ * such as other systems' dictionaries, import as before: fresh statistics,
+ * notice numbers unchanged. */
+
+#define PR__STATE_TAG "#! piperec-state"
+enum { PR__TX_CLOCK = 1, PR__TX_EVENT = 2 }; /* state a file carries */
+
+static uint32_t pr__text_fields(const pr_engine *eng)
+{
+    return (pr__evicts(eng) ? PR__TX_CLOCK : 0) | (pr__event_ttl(eng) ? PR__TX_EVENT : 0);
+}
+
+static const char *pr__text_fields_name(uint32_t fields)
+{
+    static const char *const names[] = {
+        [0] = "no eviction",
+        [PR__TX_CLOCK] = "eviction by lookups (lru, lfu, ttl_records)",
+        [PR__TX_EVENT] = "eviction by event time (ttl_s)",
+        [PR__TX_CLOCK | PR__TX_EVENT] = "eviction by event time (ttl_s)",
+    };
+    return names[fields & 3];
+}
+
 /* --- text export */
 
 typedef struct {
     FILE *f;
+    uint32_t fields; /* PR__TX_*: the statistics columns written */
 } pr__export_ctx;
 
 /* Digits of v in `base` (10 or 16, lowercase), written backwards ending at
@@ -40,19 +76,57 @@ static char *pr__fmt_u64(char *end, uint64_t v, unsigned base)
     return end;
 }
 
+/* The same for a signed decimal. */
+static char *pr__fmt_i64(char *end, int64_t v)
+{
+    char *p = pr__fmt_u64(end, v < 0 ? 0 - (uint64_t)v : (uint64_t)v, 10);
+    if (v < 0)
+        *--p = '-';
+    return p;
+}
+
 static int pr__export_cb(const pr_vocab_entry *e, void *opaque)
 {
     pr__export_ctx *x = opaque;
-    char line[80], *end = line + sizeof(line), *p = end;
+    char line[128], *end = line + sizeof(line), *p = end;
     *--p = '\n';
+    if (x->fields & PR__TX_EVENT) {
+        p = pr__fmt_i64(p, e->last_use_ms);
+        *--p = '\t';
+    }
+    if (x->fields & PR__TX_CLOCK) {
+        p = pr__fmt_u64(p, e->last_use, 10);
+        *--p = '\t';
+    }
     p = pr__fmt_u64(p, e->count, 10);
     *--p = '\t';
     p = pr__fmt_u64(p, e->value, 16);
     *--p = '\t';
-    p = pr__fmt_u64(p, e->index < 0 ? 0 - (uint64_t)e->index : (uint64_t)e->index, 10);
-    if (e->index < 0)
-        *--p = '-';
+    p = pr__fmt_i64(p, e->index);
     return fwrite(p, 1, (size_t)(end - p), x->f) == (size_t)(end - p) ? 0 : PR_EIO;
+}
+
+/* The comment lines above a column's entries (and its state line). */
+static void pr__export_header(const pr_engine *eng, uint32_t c, uint32_t fields, FILE *f)
+{
+    const pr_pipeline_spec *spec = pr_engine_spec(eng);
+    const pr_sparse_col_spec *s = &spec->sparse[c];
+    fprintf(
+        f, "# piperec vocabulary: pipeline %s column %s profile %s min_count %u size %" PRIu64 "\n",
+        spec->name, s->name, pr_vocab_profile_name(spec->profile), s->min_count,
+        pr_engine_vocab_size(eng, c));
+    if (!fields) {
+        fputs("# index\tvalue_hex\tcount\n", f);
+        return;
+    }
+    pr_vocab_clock clock = pr_engine_vocab_clock(eng, c);
+    fprintf(f, PR__STATE_TAG " notice_next %" PRIu64 " clock %" PRIu64, pr__notice_next(eng),
+            clock.records);
+    if (fields & PR__TX_EVENT)
+        fprintf(f, " event_ms %" PRId64, clock.event_ms);
+    fputs(fields & PR__TX_EVENT ? "\n# index\tvalue_hex\tcount\tlast_use\tlast_use_ms\n"
+                                : "\n# index\tvalue_hex\tcount\tlast_use\n",
+          f);
 }
 
 int pr_vocab_export(const pr_engine *eng, const char *dir, char *errstr, size_t errstr_size)
@@ -64,6 +138,7 @@ int pr_vocab_export(const pr_engine *eng, const char *dir, char *errstr, size_t 
     if (mkdir(dir, 0777) && errno != EEXIST)
         return pr_seterr(errstr, errstr_size, PR_EIO, "vocab export: mkdir %s: %s", dir,
                          strerror(errno));
+    uint32_t fields = pr__text_fields(eng);
     for (uint32_t c = 0; c < pr_engine_spec(eng)->n_sparse; c++) {
         const pr_sparse_col_spec *s = &pr_engine_spec(eng)->sparse[c];
         char path[4096];
@@ -72,13 +147,8 @@ int pr_vocab_export(const pr_engine *eng, const char *dir, char *errstr, size_t 
         if (!f)
             return pr_seterr(errstr, errstr_size, PR_EIO, "vocab export: %s: %s", path,
                              strerror(errno));
-        fprintf(f,
-                "# piperec vocabulary: pipeline %s column %s profile %s min_count %u size %" PRIu64
-                "\n# index\tvalue_hex\tcount\n",
-                pr_engine_spec(eng)->name, s->name,
-                pr_vocab_profile_name(pr_engine_spec(eng)->profile), s->min_count,
-                pr_engine_vocab_size(eng, c));
-        pr__export_ctx x = {f};
+        pr__export_header(eng, c, fields, f);
+        pr__export_ctx x = {f, fields};
         int rc = pr_engine_vocab_read(eng, c, pr__export_cb, &x);
         if (fclose(f) && !rc)
             rc = PR_EIO;
@@ -93,19 +163,39 @@ int pr_vocab_export(const pr_engine *eng, const char *dir, char *errstr, size_t 
  * Every column is parsed and checked in full before any state changes, so a
  * bad file leaves the engine as it was. Checks name file:line: field syntax,
  * values not below the modulus, indices reserved by the profile, duplicate
- * values, duplicate indices, gaps, and the column's capacity. */
+ * values, duplicate indices, gaps, the column's capacity, and a state line
+ * that does not fit this pipeline's eviction settings. */
 
 typedef struct {
     uint64_t value;
     int64_t index;
     uint64_t count;
+    uint64_t last_use;
+    int64_t last_use_ms;
     size_t line;
 } pr__imp_ent;
 
 typedef struct {
     pr__imp_ent *e;
     size_t n, cap;
+    /* the state line, when the file has one */
+    bool stateful;
+    uint32_t fields; /* PR__TX_*: statistics columns on every line */
+    uint64_t notice_next;
+    pr_vocab_clock clock;
+    size_t state_line;
 } pr__imp_col;
+
+/* What pr__imp_parse checks a line against. */
+typedef struct {
+    const char *path;
+    const pr_sparse_col_spec *s;
+    int64_t base;
+    uint64_t cap;
+    bool mod;
+    bool pending_ok;
+    uint32_t fields; /* this pipeline's: pr__text_fields */
+} pr__imp_rules;
 
 static int pr__imp_by_value(const void *a, const void *b)
 {
@@ -152,96 +242,220 @@ static bool pr__imp_u64(const char *s, size_t len, unsigned base, uint64_t *out)
     return true;
 }
 
+/* A signed decimal that fits int64_t. */
+static bool pr__imp_i64(const char *s, size_t len, int64_t *out)
+{
+    bool neg = len > 0 && s[0] == '-';
+    uint64_t v;
+    if (!pr__imp_u64(s + neg, len - neg, 10, &v) || v > (uint64_t)INT64_MAX)
+        return false;
+    *out = neg ? -(int64_t)v : (int64_t)v;
+    return true;
+}
+
+/* "#! piperec-state notice_next N clock R [event_ms E]" into ic. */
+static int pr__imp_state(const pr__imp_rules *r, char *text, size_t line, pr__imp_col *ic,
+                         char *errstr, size_t errstr_size)
+{
+    static const struct {
+        const char *key;
+        uint32_t field; /* the PR__TX_* it stands for (0: always there) */
+    } keys[] = {{"notice_next", 0}, {"clock", PR__TX_CLOCK}, {"event_ms", PR__TX_EVENT}};
+    int64_t val[3];
+    bool seen[3] = {false, false, false};
+    char *save = NULL;
+    if (ic->stateful || ic->n)
+        return pr_seterr(errstr, errstr_size, PR_EBADREC,
+                         "%s:%zu: the state line must come once, before the entries", r->path,
+                         line);
+    for (char *k = strtok_r(text, " ", &save); k; k = strtok_r(NULL, " ", &save)) {
+        char *v = strtok_r(NULL, " ", &save);
+        size_t i = 0;
+        while (i < 3 && strcmp(k, keys[i].key))
+            i++;
+        if (i == 3 || !v || seen[i] || !pr__imp_i64(v, strlen(v), &val[i]) || (i < 2 && val[i] < 0))
+            return pr_seterr(errstr, errstr_size, PR_EBADREC,
+                             "%s:%zu: bad state line at '%s' (expected notice_next N clock R "
+                             "[event_ms E])",
+                             r->path, line, k);
+        seen[i] = true;
+        ic->fields |= keys[i].field;
+    }
+    if (!seen[0] || !seen[1] || val[0] < 1)
+        return pr_seterr(errstr, errstr_size, PR_EBADREC,
+                         "%s:%zu: the state line needs notice_next (>= 1) and clock", r->path,
+                         line);
+    if (ic->fields != r->fields)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "%s:%zu: the file carries the eviction state of a pipeline with %s, "
+                         "column %s here has %s; to import the dictionary alone, with fresh "
+                         "statistics, drop the state line and keep 3 columns (cut -f1-3)",
+                         r->path, line, pr__text_fields_name(ic->fields), r->s->name,
+                         pr__text_fields_name(r->fields));
+    ic->stateful = true;
+    ic->state_line = line;
+    ic->notice_next = (uint64_t)val[0];
+    ic->clock = (pr_vocab_clock){(uint64_t)val[1], seen[2] ? val[2] : 0};
+    return 0;
+}
+
+/* Split a line at tabs: up to 6 fields kept, *nf the real count. */
+static void pr__imp_split(char *buf, const char **fld, size_t *fl, size_t *nf)
+{
+    *nf = 0;
+    for (char *p = buf;; (*nf)++) {
+        char *t = strchr(p, '\t');
+        if (*nf < 6) {
+            fld[*nf] = p;
+            fl[*nf] = t ? (size_t)(t - p) : strlen(p);
+        }
+        if (!t) {
+            (*nf)++;
+            return;
+        }
+        p = t + 1;
+    }
+}
+
+/* One entry line into *e, checked against the rules and the state line. */
+static int pr__imp_entry(const pr__imp_rules *r, const pr__imp_col *ic, char *buf, size_t line,
+                         pr__imp_ent *e, char *errstr, size_t errstr_size)
+{
+    const char *fld[6];
+    size_t fl[6], nf;
+    pr__imp_split(buf, fld, fl, &nf);
+    *e = (pr__imp_ent){0, 0, 0, 0, 0, line};
+    uint64_t iv;
+    bool neg = fl[0] > 0 && fld[0][0] == '-';
+    size_t want = 3 + !!(ic->fields & PR__TX_CLOCK) + !!(ic->fields & PR__TX_EVENT);
+    const char *path = r->path;
+#define PR__FLD(i) (int)(fl[i] > 40 ? 40 : fl[i]), fld[i]
+    if (ic->stateful && nf != want)
+        return pr_seterr(errstr, errstr_size, PR_EBADREC,
+                         "%s:%zu: %zu fields, expected %zu (index, value_hex, count, last_use%s: "
+                         "the state line on line %zu says the entries carry their statistics)",
+                         path, line, nf, want, want == 5 ? ", last_use_ms" : "", ic->state_line);
+    if (!ic->stateful && (nf < 2 || nf > 3))
+        return pr_seterr(errstr, errstr_size, PR_EBADREC,
+                         "%s:%zu: %zu fields, expected index<TAB>value_hex[<TAB>count]%s", path,
+                         line, nf,
+                         nf > 3 ? " (statistics columns need the '" PR__STATE_TAG "' line)" : "");
+    if (!pr__imp_u64(fld[0] + neg, fl[0] - neg, 10, &iv) || iv > (uint64_t)INT64_MAX)
+        return pr_seterr(errstr, errstr_size, PR_EBADREC, "%s:%zu: index '%.*s' is not an integer",
+                         path, line, PR__FLD(0));
+    if (!pr__imp_u64(fld[1], fl[1], 16, &e->value))
+        return pr_seterr(errstr, errstr_size, PR_EBADREC,
+                         "%s:%zu: value '%.*s' is not 1 to 16 hex digits", path, line, PR__FLD(1));
+    if (nf >= 3 && !pr__imp_u64(fld[2], fl[2], 10, &e->count))
+        return pr_seterr(errstr, errstr_size, PR_EBADREC, "%s:%zu: count '%.*s' is not an integer",
+                         path, line, PR__FLD(2));
+    if (nf >= 4 &&
+        (!pr__imp_u64(fld[3], fl[3], 10, &e->last_use) || e->last_use > ic->clock.records))
+        return pr_seterr(errstr, errstr_size, PR_EBADREC,
+                         "%s:%zu: last_use '%.*s' is not an integer up to the clock %" PRIu64, path,
+                         line, PR__FLD(3), ic->clock.records);
+    if (nf >= 5 && !pr__imp_i64(fld[4], fl[4], &e->last_use_ms))
+        return pr_seterr(errstr, errstr_size, PR_EBADREC,
+                         "%s:%zu: last_use_ms '%.*s' is not an integer", path, line, PR__FLD(4));
+#undef PR__FLD
+    if (r->mod && e->value >= r->s->modulus)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "%s:%zu: value %" PRIx64 " is not below column %s's modulus %" PRIu64
+                         " (values are keys after Hex2Int and Modulus)",
+                         path, line, e->value, r->s->name, r->s->modulus);
+    if (neg && (iv != 1 || !r->pending_ok))
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "%s:%zu: index -%" PRIu64 ": only -1 is allowed (a value still below "
+                         "min_count), and only when min_count > 1 with count_mode streaming",
+                         path, line, iv);
+    if (!neg && (int64_t)iv < r->base)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "%s:%zu: index %" PRIu64 " is reserved by profile default (0 = missing, "
+                         "1 = out-of-vocabulary); vocabulary indices start at 2",
+                         path, line, iv);
+    if (!neg && iv >= r->cap)
+        return pr_seterr(errstr, errstr_size, PR_EFULL,
+                         "%s:%zu: index %" PRIu64 " does not fit column %s's capacity %" PRIu64,
+                         path, line, iv, r->s->name, r->cap);
+    e->index = neg ? -1 : (int64_t)iv;
+    return 0;
+}
+
+static int pr__imp_push(pr__imp_col *ic, const pr__imp_ent *e)
+{
+    if (ic->n == ic->cap) {
+        size_t nc = ic->cap ? ic->cap * 2 : 1024;
+        pr__imp_ent *p = realloc(ic->e, nc * sizeof(*p));
+        if (!p)
+            return PR_ENOMEM;
+        ic->e = p;
+        ic->cap = nc;
+    }
+    ic->e[ic->n++] = *e;
+    return 0;
+}
+
+/* The column as a whole: no duplicate values or indices, no gaps. */
+static int pr__imp_check(const pr__imp_rules *r, pr__imp_col *ic, char *errstr, size_t errstr_size)
+{
+    qsort(ic->e, ic->n, sizeof(*ic->e), pr__imp_by_value);
+    for (size_t i = 1; i < ic->n; i++)
+        if (ic->e[i].value == ic->e[i - 1].value)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "%s:%zu: duplicate value %" PRIx64 " (also on line %zu)", r->path,
+                             ic->e[i].line, ic->e[i].value, ic->e[i - 1].line);
+    qsort(ic->e, ic->n, sizeof(*ic->e), pr__imp_by_index);
+    int64_t want = r->base;
+    for (size_t i = 0; i < ic->n && ic->e[i].index >= 0; i++, want++) {
+        const pr__imp_ent *x = &ic->e[i];
+        if (i && x->index == ic->e[i - 1].index)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "%s:%zu: duplicate index %" PRId64 " (also on line %zu)", r->path,
+                             x->line, x->index, ic->e[i - 1].line);
+        if (x->index != want)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "%s:%zu: index %" PRId64 " leaves a gap: index %" PRId64
+                             " is missing (indices must be contiguous from %" PRId64 ")",
+                             r->path, x->line, x->index, want, r->base);
+    }
+    return 0;
+}
+
 /* Parse DIR/<col>.tsv into *ic and check it against the spec. */
 static int pr__imp_parse(const pr_engine *eng, uint32_t c, const char *path, pr__imp_col *ic,
                          char *errstr, size_t errstr_size)
 {
     const pr_pipeline_spec *spec = pr_engine_spec(eng);
     const pr_sparse_col_spec *s = &spec->sparse[c];
-    int64_t base = pr__vbase(spec->profile);
-    uint64_t cap = pr_spec_col_capacity(spec, c);
-    bool mod = pr_spec_has_op(spec, PR_OP_MODULUS);
-    bool pending_ok = s->min_count > 1 && spec->count_mode == PR_COUNT_STREAMING;
+    pr__imp_rules r = {path,
+                       s,
+                       pr__vbase(spec->profile),
+                       pr_spec_col_capacity(spec, c),
+                       pr_spec_has_op(spec, PR_OP_MODULUS),
+                       s->min_count > 1 && spec->count_mode == PR_COUNT_STREAMING,
+                       pr__text_fields(eng)};
     FILE *f = fopen(path, "r");
     if (!f)
         return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s (every sparse column needs a file)",
                          path, strerror(errno));
     char *buf = NULL;
-    size_t bufcap = 0, line = 0;
+    size_t bufcap = 0, line = 0, tag_len = strlen(PR__STATE_TAG);
     ssize_t len;
     int rc = 0;
     while (!rc && (len = getline(&buf, &bufcap, f)) >= 0) {
         line++;
         while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
             buf[--len] = 0;
+        if (!strncmp(buf, PR__STATE_TAG " ", tag_len + 1)) {
+            rc = pr__imp_state(&r, buf + tag_len + 1, line, ic, errstr, errstr_size);
+            continue;
+        }
         if (len == 0 || buf[0] == '#')
             continue;
-        const char *fld[4];
-        size_t fl[4], nf = 0;
-        for (char *p = buf;; nf++) {
-            char *t = strchr(p, '\t');
-            if (nf < 4) {
-                fld[nf] = p;
-                fl[nf] = t ? (size_t)(t - p) : strlen(p);
-            }
-            if (!t) {
-                nf++;
-                break;
-            }
-            p = t + 1;
-        }
-        pr__imp_ent e = {0, 0, 0, line};
-        uint64_t iv;
-        bool neg = fl[0] > 0 && fld[0][0] == '-';
-        if (nf < 2 || nf > 3) {
-            rc = pr_seterr(errstr, errstr_size, PR_EBADREC,
-                           "%s:%zu: %zu fields, expected index<TAB>value_hex[<TAB>count]", path,
-                           line, nf);
-        } else if (!pr__imp_u64(fld[0] + neg, fl[0] - neg, 10, &iv) || iv > (uint64_t)INT64_MAX) {
-            rc =
-                pr_seterr(errstr, errstr_size, PR_EBADREC, "%s:%zu: index '%.*s' is not an integer",
-                          path, line, (int)(fl[0] > 40 ? 40 : fl[0]), fld[0]);
-        } else if (!pr__imp_u64(fld[1], fl[1], 16, &e.value)) {
-            rc = pr_seterr(errstr, errstr_size, PR_EBADREC,
-                           "%s:%zu: value '%.*s' is not 1 to 16 hex digits", path, line,
-                           (int)(fl[1] > 40 ? 40 : fl[1]), fld[1]);
-        } else if (nf == 3 && !pr__imp_u64(fld[2], fl[2], 10, &e.count)) {
-            rc =
-                pr_seterr(errstr, errstr_size, PR_EBADREC, "%s:%zu: count '%.*s' is not an integer",
-                          path, line, (int)(fl[2] > 40 ? 40 : fl[2]), fld[2]);
-        } else if (mod && e.value >= s->modulus) {
-            rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
-                           "%s:%zu: value %" PRIx64 " is not below column %s's modulus %" PRIu64
-                           " (values are keys after Hex2Int and Modulus)",
-                           path, line, e.value, s->name, s->modulus);
-        } else if (neg && (iv != 1 || !pending_ok)) {
-            rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
-                           "%s:%zu: index -%" PRIu64 ": only -1 is allowed (a value still below "
-                           "min_count), and only when min_count > 1 with count_mode streaming",
-                           path, line, iv);
-        } else if (!neg && (int64_t)iv < base) {
-            rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
-                           "%s:%zu: index %" PRIu64 " is reserved by profile default (0 = missing, "
-                           "1 = out-of-vocabulary); vocabulary indices start at 2",
-                           path, line, iv);
-        } else if (!neg && iv >= cap) {
-            rc = pr_seterr(errstr, errstr_size, PR_EFULL,
-                           "%s:%zu: index %" PRIu64 " does not fit column %s's capacity %" PRIu64,
-                           path, line, iv, s->name, cap);
-        } else {
-            e.index = neg ? -1 : (int64_t)iv;
-            if (ic->n == ic->cap) {
-                size_t nc = ic->cap ? ic->cap * 2 : 1024;
-                pr__imp_ent *p = realloc(ic->e, nc * sizeof(*p));
-                if (!p) {
-                    rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "%s: out of memory", path);
-                    break;
-                }
-                ic->e = p;
-                ic->cap = nc;
-            }
-            ic->e[ic->n++] = e;
-        }
+        pr__imp_ent e;
+        if (!(rc = pr__imp_entry(&r, ic, buf, line, &e, errstr, errstr_size)) &&
+            (rc = pr__imp_push(ic, &e)))
+            rc = pr_seterr(errstr, errstr_size, rc, "%s: out of memory", path);
     }
     if (!rc && ferror(f))
         rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s: read error: %s", path, strerror(errno));
@@ -249,26 +463,22 @@ static int pr__imp_parse(const pr_engine *eng, uint32_t c, const char *path, pr_
     fclose(f);
     if (rc || !ic->n)
         return rc;
-    qsort(ic->e, ic->n, sizeof(*ic->e), pr__imp_by_value);
-    for (size_t i = 1; i < ic->n; i++)
-        if (ic->e[i].value == ic->e[i - 1].value)
+    return pr__imp_check(&r, ic, errstr, errstr_size);
+}
+
+/* Every column's file carries the same notice counter, or none does. */
+static int pr__imp_same_state(const pr_engine *eng, const char *dir, const pr__imp_col *cols,
+                              uint32_t ns, char *errstr, size_t errstr_size)
+{
+    for (uint32_t c = 1; c < ns; c++)
+        if (cols[c].stateful != cols[0].stateful || cols[c].notice_next != cols[0].notice_next)
             return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                             "%s:%zu: duplicate value %" PRIx64 " (also on line %zu)", path,
-                             ic->e[i].line, ic->e[i].value, ic->e[i - 1].line);
-    qsort(ic->e, ic->n, sizeof(*ic->e), pr__imp_by_index);
-    int64_t want = base;
-    for (size_t i = 0; i < ic->n && ic->e[i].index >= 0; i++, want++) {
-        const pr__imp_ent *x = &ic->e[i];
-        if (i && x->index == ic->e[i - 1].index)
-            return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                             "%s:%zu: duplicate index %" PRId64 " (also on line %zu)", path,
-                             x->line, x->index, ic->e[i - 1].line);
-        if (x->index != want)
-            return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                             "%s:%zu: index %" PRId64 " leaves a gap: index %" PRId64
-                             " is missing (indices must be contiguous from %" PRId64 ")",
-                             path, x->line, x->index, want, base);
-    }
+                             "vocab import: %s/%s.tsv and %s.tsv come from different exports "
+                             "(state line: notice_next %" PRIu64 " vs %" PRIu64
+                             ", 0 = none); import the files of one export",
+                             dir, pr_engine_spec(eng)->sparse[0].name,
+                             pr_engine_spec(eng)->sparse[c].name, cols[0].notice_next,
+                             cols[c].notice_next);
     return 0;
 }
 
@@ -277,6 +487,46 @@ static int pr__nonempty_cb(const pr_vocab_entry *e, void *opaque)
     (void)e;
     (void)opaque;
     return 1;
+}
+
+/* Load the parsed columns, their clocks and the notice counter; on a
+ * backend's refusal leave every column empty again. */
+static int pr__imp_load(pr_engine *eng, const char *dir, const pr__imp_col *cols, char *errstr,
+                        size_t errstr_size)
+{
+    uint32_t ns = pr_engine_spec(eng)->n_sparse;
+    pr_vocab_entry *ents = NULL;
+    int rc = 0;
+    for (uint32_t c = 0; c < ns && !rc; c++) {
+        free(ents);
+        ents = malloc((cols[c].n ? cols[c].n : 1) * sizeof(*ents));
+        if (!ents)
+            return pr_seterr(errstr, errstr_size, PR_ENOMEM, "vocab import: out of memory");
+        for (size_t i = 0; i < cols[c].n; i++) {
+            const pr__imp_ent *x = &cols[c].e[i];
+            ents[i] = (pr_vocab_entry){x->value, x->index, x->count, x->last_use, x->last_use_ms};
+        }
+        if ((rc = pr_engine_vocab_load_column(eng, c, ents, cols[c].n))) {
+            rc = pr_seterr(errstr, errstr_size, rc,
+                           "vocab import: %s/%s.tsv: entries rejected by backend %s (%s)", dir,
+                           pr_engine_spec(eng)->sparse[c].name, pr_engine_backend_name(eng),
+                           pr_strerror(rc));
+            /* Leave no half-imported column behind. */
+            for (uint32_t k = 0; k <= c; k++) {
+                pr_engine_vocab_load_column(eng, k, NULL, 0);
+                if (cols[k].stateful)
+                    pr_engine_vocab_set_clock(eng, k, (pr_vocab_clock){0, 0});
+            }
+            break;
+        }
+        if (cols[c].stateful)
+            pr_engine_vocab_set_clock(eng, c, cols[c].clock);
+        pr__journal_sync_col(eng, c);
+    }
+    free(ents);
+    if (!rc && ns && cols[0].stateful)
+        pr_engine_vocab_notices_set_next(eng, cols[0].notice_next);
+    return rc;
 }
 
 int pr_vocab_import(pr_engine *eng, const char *dir, char *errstr, size_t errstr_size)
@@ -298,7 +548,6 @@ int pr_vocab_import(pr_engine *eng, const char *dir, char *errstr, size_t errstr
                              pr_engine_spec(eng)->sparse[c].name);
     uint32_t ns = pr_engine_spec(eng)->n_sparse;
     pr__imp_col *cols = calloc(ns ? ns : 1, sizeof(*cols));
-    pr_vocab_entry *ents = NULL;
     if (!cols)
         return pr_seterr(errstr, errstr_size, PR_ENOMEM, "vocab import: out of memory");
     int rc = 0;
@@ -310,29 +559,10 @@ int pr_vocab_import(pr_engine *eng, const char *dir, char *errstr, size_t errstr
         else
             rc = pr__imp_parse(eng, c, path, &cols[c], errstr, errstr_size);
     }
-    for (uint32_t c = 0; c < ns && !rc; c++) {
-        free(ents);
-        ents = malloc((cols[c].n ? cols[c].n : 1) * sizeof(*ents));
-        if (!ents) {
-            rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "vocab import: out of memory");
-            break;
-        }
-        for (size_t i = 0; i < cols[c].n; i++)
-            ents[i] =
-                (pr_vocab_entry){cols[c].e[i].value, cols[c].e[i].index, cols[c].e[i].count, 0, 0};
-        if ((rc = pr_engine_vocab_load_column(eng, c, ents, cols[c].n))) {
-            rc = pr_seterr(errstr, errstr_size, rc,
-                           "vocab import: %s/%s.tsv: entries rejected by backend %s (%s)", dir,
-                           pr_engine_spec(eng)->sparse[c].name, pr_engine_backend_name(eng),
-                           pr_strerror(rc));
-            /* Leave no half-imported column behind. */
-            for (uint32_t k = 0; k <= c; k++)
-                pr_engine_vocab_load_column(eng, k, NULL, 0);
-            break;
-        }
-        pr__journal_sync_col(eng, c);
-    }
-    free(ents);
+    if (!rc)
+        rc = pr__imp_same_state(eng, dir, cols, ns, errstr, errstr_size);
+    if (!rc)
+        rc = pr__imp_load(eng, dir, cols, errstr, errstr_size);
     for (uint32_t c = 0; c < ns; c++)
         free(cols[c].e);
     free(cols);

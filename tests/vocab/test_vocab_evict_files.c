@@ -335,6 +335,130 @@ static void test_ttl_s_files_refused(void **state)
     tu_rmdir(dir);
 }
 
+/* Issue 19 finding 3: `piperec vocab import` of an export taken mid-stream
+ * from an evicting engine continues exactly as the engine that kept running:
+ * the same indices and the same notice numbers (the counter goes on from
+ * where the export left it, not from #1), because the export carries the
+ * notice counter, the column clocks and every value's last use (time) and
+ * count (what lru, lfu with decay and ttl decide on). */
+static void test_export_import_same_notices(void **state)
+{
+    (void)state;
+    const int blocks = 30, k = 12;
+    char *dir = tu_tmpdir();
+    char sub[512], err[512];
+    snprintf(sub, sizeof(sub), "%s/export", dir);
+    for (size_t i = 0; i < N_SCEN; i++) {
+        const scen *sc = &scenarios[i];
+        trace full = trace_new(blocks), resumed = trace_new(blocks), kept = trace_new(blocks);
+        run_trace(sc, 2, blocks, &full);
+
+        pr_pipeline_spec s;
+        spec_for(&s, sc);
+        pr_block *b = pr_block_new(1, NCOL, ROWS, true);
+        pr_engine *e1 = tu_engine(&s, "cpu", 2);
+        pr_out *o = tu_out(e1, b);
+        for (int j = 0; j < k; j++) {
+            fill_block(b, sc, 2, j);
+            tu_process(e1, b, o);
+        }
+        uint64_t total = pr_engine_vocab_recycled_total(e1);
+        assert_true(total > 0); /* it recycled before the export */
+        assert_int_equal(pr_vocab_export(e1, sub, err, sizeof(err)), 0);
+        pr_engine *e2 = tu_engine(&s, "cpu", 1);
+        if (pr_vocab_import(e2, sub, err, sizeof(err)))
+            fail_msg("scenario %zu: import: %s", i, err);
+        tu_assert_same_vocab(e1, e2);
+        assert_int_equal(pr_engine_vocab_recycled_total(e2), total);
+        for (int j = k; j < blocks; j++) { /* the same stream goes on in both */
+            fill_block(b, sc, 2, j);
+            tu_process(e1, b, o);
+            trace_block(&kept, j, o);
+            tu_process(e2, b, o);
+            trace_block(&resumed, j, o);
+        }
+        for (int j = k; j < blocks; j++) {
+            assert_same_block(&full, &kept, j);
+            assert_same_block(&full, &resumed, j);
+        }
+        assert_true(full.first[blocks] > full.first[k]); /* it recycled after the import */
+        assert_true(resumed.n[resumed.first[k]].number > total);
+        tu_assert_same_vocab(e1, e2);
+        trace_free(&full);
+        trace_free(&resumed);
+        trace_free(&kept);
+        pr_out_free(o);
+        pr_block_free(b);
+        pr_engine_free(e1);
+        pr_engine_free(e2);
+        tu_rmdir(strdup(sub));
+    }
+    tu_rmdir(dir);
+}
+
+/* An export's eviction state is refused, with the way out, by a pipeline
+ * with other eviction settings; its first three columns alone still import
+ * (fresh statistics, notice numbers from 1). Files of different exports and
+ * a second state line are refused, leaving the engine as it was. */
+static void test_export_state_refused_elsewhere(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir();
+    char sub[512], plain[600], cmd[2048], err[512];
+    snprintf(sub, sizeof(sub), "%s/export", dir);
+    snprintf(plain, sizeof(plain), "%s/plain", dir);
+    const scen *sc = &scenarios[0]; /* lru */
+    pr_pipeline_spec s, sttl, snone;
+    spec_for(&s, sc);
+    spec_for(&sttl, &scenarios[7]); /* ttl_s */
+    spec_for(&snone, sc);
+    for (int c = 0; c < NCOL; c++)
+        snone.sparse[c].eviction = PR_EVICT_NONE;
+    pr_block *b = pr_block_new(1, NCOL, ROWS, true);
+    pr_engine *e = tu_engine(&s, "cpu", 1);
+    pr_out *o = tu_out(e, b);
+    for (int j = 0; j < 3; j++) {
+        fill_block(b, sc, 2, j);
+        tu_process(e, b, o);
+    }
+    assert_int_equal(pr_vocab_export(e, sub, err, sizeof(err)), 0);
+    const pr_pipeline_spec *other[] = {&sttl, &snone};
+    for (int i = 0; i < 2; i++) {
+        pr_engine *e2 = tu_engine(other[i], "cpu", 1);
+        assert_int_equal(pr_vocab_import(e2, sub, err, sizeof(err)), PR_EINVAL);
+        assert_non_null(strstr(err, "eviction state of a pipeline with eviction by lookups"));
+        assert_non_null(strstr(err, "cut -f1-3"));
+        pr_engine_free(e2);
+    }
+    snprintf(cmd, sizeof(cmd),
+             "mkdir -p '%s' && for f in '%s'/*.tsv; do grep -v '^#!' \"$f\" | cut -f1-3 > "
+             "'%s'/$(basename \"$f\"); done",
+             plain, sub, plain);
+    assert_int_equal(system(cmd), 0);
+    pr_engine *e3 = tu_engine(&sttl, "cpu", 1);
+    if (pr_vocab_import(e3, plain, err, sizeof(err)))
+        fail_msg("plain import: %s", err);
+    assert_int_equal(pr_engine_vocab_recycled_total(e3), 0);
+    pr_engine_free(e3);
+    /* files of different exports; a state line twice */
+    const char *edits[] = {"s/notice_next [0-9]*/notice_next 7/", "2p"};
+    const char *why[] = {"come from different exports", "must come once, before the entries"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof(cmd), "sed -i '%s' '%s/C2.tsv'", edits[i], sub);
+        assert_int_equal(system(cmd), 0);
+        pr_engine *e4 = tu_engine(&s, "cpu", 1);
+        assert_int_not_equal(pr_vocab_import(e4, sub, err, sizeof(err)), 0);
+        if (!strstr(err, why[i]))
+            fail_msg("edit %d: %s", i, err);
+        assert_int_equal(pr_engine_vocab_recycled_total(e4), 0);
+        pr_engine_free(e4);
+    }
+    pr_out_free(o);
+    pr_engine_free(e);
+    pr_block_free(b);
+    tu_rmdir(dir);
+}
+
 /* ttl_s needs every row's event time: a block without them is refused
  * before anything changes (offline files have none). */
 
@@ -346,6 +470,8 @@ int main(void)
         cmocka_unit_test(test_journal_replay_same_notices),
         cmocka_unit_test(test_ttl_s_restart),
         cmocka_unit_test(test_ttl_s_files_refused),
+        cmocka_unit_test(test_export_import_same_notices),
+        cmocka_unit_test(test_export_state_refused_elsewhere),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

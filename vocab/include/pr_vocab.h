@@ -50,7 +50,10 @@ typedef struct pr_vocab_keys {
 /* ---------------------------------------------------------------- text files */
 
 /* Write all vocabularies as text: one file per sparse column, DIR/<name>.tsv,
- * lines "index<TAB>value_hex<TAB>count", header comment first. */
+ * lines "index<TAB>value_hex<TAB>count", header comment first. A pipeline
+ * that evicts also writes its eviction state: a "#! piperec-state
+ * notice_next N clock R [event_ms E]" line and last_use[, last_use_ms]
+ * columns (docs/formats.md), which pr_vocab_import restores. */
 int pr_vocab_export(const pr_engine *eng, const char *dir, char *errstr, size_t errstr_size);
 
 /* Read vocabularies back from text (pr_vocab_export's format, or
@@ -68,7 +71,14 @@ int pr_vocab_export(const pr_engine *eng, const char *dir, char *errstr, size_t 
  * for a bad mapping, PR_EFULL past capacity). Fails with PR_ESTATE when a
  * column already has entries (import into a fresh engine, before processing
  * and before pr_vocab_journal_open) and PR_ENOTSUP under count_mode
- * two_pass. Imported indices are not journaled: save a snapshot after. */
+ * two_pass. A file with the eviction state (pr_vocab_export of an evicting
+ * pipeline) also restores the column clocks, every value's last use and the
+ * notice counter, so processing continues with the same indices and notice
+ * numbers; it must fit this pipeline's eviction settings and every file must
+ * carry the same counter (PR_EINVAL otherwise). Files without it import with
+ * fresh statistics and the counter unchanged. Notices not yet known
+ * delivered are not carried. Imported indices are not journaled: save a
+ * snapshot after. */
 int pr_vocab_import(pr_engine *eng, const char *dir, char *errstr, size_t errstr_size);
 
 /* ---------------------------------------------------------------- snapshot and journal */
