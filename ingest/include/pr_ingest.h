@@ -110,6 +110,18 @@ typedef enum pr_decode_reason {
     PR_DEC_BAD_PROTOBUF, /* protobuf payload does not parse */
     PR_DEC_BAD_SHAPE,    /* protobuf event with the wrong number of values */
     PR_DEC_EMPTY,        /* Kafka message with an empty payload (no record at all) */
+    /* JSON (source.format json, pr_json_decoder): the extractor's reasons
+     * (pr_json_reason, same names), then the schema's own. */
+    PR_DEC_NOT_JSON,            /* syntax error, or bytes after the object */
+    PR_DEC_NOT_OBJECT,          /* a JSON value, but not an object */
+    PR_DEC_TRUNCATED,           /* the input ends inside the object */
+    PR_DEC_BAD_UTF8,            /* invalid UTF-8 */
+    PR_DEC_BAD_ESCAPE,          /* bad \ escape or unpaired surrogate */
+    PR_DEC_TOO_DEEP,            /* nesting deeper than the bound */
+    PR_DEC_NUMBER_OUT_OF_RANGE, /* number beyond double (or int64 where an id is read) */
+    PR_DEC_LIST_TOO_LONG,       /* a list longer than the wire limit (PR_FEAT_MAX_LIST) */
+    PR_DEC_WRONG_TYPE,          /* a configured path (or an operator) got the wrong type */
+    PR_DEC_BAD_TIME,            /* an unreadable time (event time, hour_of_day, ...) */
     PR_DEC__COUNT
 } pr_decode_reason;
 
@@ -117,13 +129,20 @@ typedef enum pr_decode_reason {
  * rejects.tsv / dead-letter headers ("field_count", "bad_hex", ...). */
 const char *pr_decode_reason_name(int reason);
 
+/* The pr_decode_reason of a pr_json_reason (PR_DEC_NOT_JSON.. by name);
+ * PR_DEC_NOT_JSON for anything unknown. */
+int pr_decode_reason_of_json(int json_reason);
+
 /* Called once per rejected record. `rec`/`len` is the raw record (one TSV line
  * without its newline, or the whole message payload). */
 typedef void (*pr_reject_cb)(void *opaque, int reason, const char *detail, const char *rec,
                              size_t len, int64_t recno);
 
+typedef struct pr_json_decoder pr_json_decoder; /* JSON through a declared schema (below) */
+
 typedef struct pr_decode_ctx {
     const pr_pipeline_spec *spec; /* shape: label, n_dense, n_sparse */
+    pr_json_decoder *json;        /* PR_MSG_JSON: the decoder (one per thread); else NULL */
     pr_reject_cb on_reject;
     void *opaque;
     /* Row metadata written into blocks that have it. */
@@ -192,6 +211,11 @@ int pr_decode_protobuf_event_batch(const pr_decode_ctx *ctx, pr_block *b, const 
  * (tests/ingest/proto_ref.h): same rows, same reject decisions. With
  * ctx->parse_hex an empty block gets u64 columns. */
 
+/* One JSON object (one Kafka message) through ctx->json (PR_MSG_JSON);
+ * returns as pr_decode_message. */
+int pr_json_decode_message(const pr_decode_ctx *ctx, pr_block *b, const void *buf, size_t len,
+                           uint32_t *next_rec);
+
 /* ---------------------------------------------------------------- formats */
 
 /* Message payload formats. Values match pr_source_format in
@@ -200,6 +224,8 @@ typedef enum pr_msg_format {
     PR_MSG_CRITEO_TSV = 0,           /* one or more '\n'-separated Criteo TSV lines */
     PR_MSG_PROTOBUF_EVENT = 1,       /* one piperec.v1.Event */
     PR_MSG_PROTOBUF_EVENT_BATCH = 2, /* one piperec.v1.EventBatch */
+    PR_MSG_JSON = 3,                 /* one JSON object, read through the declared schema
+                                      * (pr_json_decoder; pr_decode_ctx.json) */
     PR_MSG__COUNT
 } pr_msg_format;
 
@@ -217,7 +243,7 @@ int pr_decode_message(pr_msg_format fmt, const pr_decode_ctx *ctx, pr_block *b, 
                       size_t len, uint32_t *next_rec, pr_arena *arena);
 
 /* Records in a message without decoding its values: lines for criteo_tsv
- * (a trailing newline does not start a record), 1 for protobuf_event, the
+ * (a trailing newline does not start a record), 1 for protobuf_event and json, the
  * number of events for protobuf_event_batch (0 when it does not parse). */
 int pr_message_record_count(pr_msg_format fmt, const void *buf, size_t len, pr_arena *arena);
 
@@ -367,6 +393,8 @@ typedef struct pr_consumer_conf {
                              * are forced; enable.auto.commit defaults to true */
     pr_msg_format format;
     const pr_pipeline_spec *spec;    /* shape (label, n_dense, n_sparse); borrowed for life */
+    pr_json_decoder *json;           /* format json: the decoder, used by the polling thread
+                                      * only; borrowed for life; NULL otherwise */
     const char *dead_letter_topic;   /* NULL = rejects are counted and logged only */
     const char *dead_letter_file;    /* dead letters the topic can never take (too large)
                                       * are appended here; NULL = none (then such a record
