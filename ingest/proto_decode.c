@@ -891,7 +891,7 @@ int pr_decode_message(pr_msg_format fmt, const pr_decode_ctx *ctx, pr_block *b, 
     case PR_MSG_PROTOBUF_EVENT_BATCH:
         return pr_decode_protobuf_event_batch(ctx, b, buf, len, next_rec, arena);
     case PR_MSG_JSON:
-        return pr_json_decode_message(ctx, b, buf, len, next_rec);
+        return pr_decode_json_message(ctx, b, buf, len, next_rec);
     default:
         return PR_EINVAL;
     }
