@@ -1282,10 +1282,16 @@ static void pr__finish_pipeline(cfg_ctx *c, yaml_node_t *map, void *base, bool p
             &pl->spec, (const char(*)[PR_NAME_MAX])pl->dense_names, pl->features.features);
     }
     /* The engine's own checks (min_count vs profile, capacity room...), once
-     * everything else is right so that its message is not a consequence. */
+     * everything else is right so that its message is not a consequence. A
+     * declared schema runs the engine spec pr_feature_engine_spec derives
+     * (its vocab features' transform.columns.<feature> options); that also
+     * refuses eviction ttl_s on a list feature (no per-element event time). */
     if (c->n_errors == 0) {
         char e[400];
-        if (pr_pipeline_spec_validate(&pl->spec, e, sizeof(e)) < 0)
+        pr_pipeline_spec es;
+        if (pr_pipeline_spec_validate(&pl->spec, e, sizeof(e)) < 0 ||
+            (pl->features.declared &&
+             pr_feature_engine_spec(&pl->features, &pl->spec, &es, e, sizeof(e)) < 0))
             pr__cfg_error(c, pr__map_find(c, map, "transform"), "transform", "%s", e);
     }
 }

@@ -539,6 +539,11 @@ static const err_case err_cases[] = {
             "    transform: { columns: { a: { modulus: 7 } } }\n",
      {"transform.columns.a.modulus: a declared schema gives the modulus in the feature's "
       "chain"}},
+    {"ttl_s eviction on a list feature",
+     SCHEMA "      sparse: [ { name: h, path: h, list: { max_len: 4 }, ops: [vocab] } ]\n"
+            "    transform:\n      vocab: { profile: default }\n"
+            "      columns: { h: { eviction: ttl, ttl_s: 60, capacity: 100 } }\n",
+     {"transform.columns.h.ttl_s: list feature 'h' cannot evict by event time"}},
     {"no feature",
      SCHEMA "      labels: [ { name: click, path: c } ]\n",
      {"pipelines[0].schema: declares no dense or sparse feature"}},
