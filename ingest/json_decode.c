@@ -389,7 +389,7 @@ static int pr__features(pr_json_decoder *d, const pr_decode_ctx *ctx)
             break;
         case PR_FEAT_LABEL:
             if (!(rc = pr__numeric(d, jf, &v)))
-                d->labels[jf->slot] = v.type == PR_FVAL_NUM ? (float)v.num : NAN;
+                d->labels[jf->slot] = v.type == PR_FVAL_NUM ? (float)v.num : 0.0f;
             break;
         case PR_FEAT_DENSE:
             if (!(rc = pr__numeric(d, jf, &v)) && !(rc = pr__chain(d, jf->f, 0, jf->f->n_ops, &v, 1)))

@@ -736,7 +736,7 @@ int pr_json_extract(const pr_json_extractor *x, pr_json_block *b, const char *do
  *     rfc3339: string) into the row's event_time_ms (floored to the ms);
  *     absent or null: ctx->default_event_time_ms; unreadable: bad_time;
  *   - labels: a number (true/false are 1/0); absent or null: the default,
- *     else NaN (a trainer masks it); a string: wrong_type;
+ *     else 0 (as offline); a string: wrong_type;
  *   - dense: the same value rules, then the chain; missing at the end: 0;
  *   - sparse (one value; a cross reads each path and starts with `cross`):
  *     a string, an integer (a bool is 0/1) or a number; absent or null: the
