@@ -26,6 +26,7 @@
 #include "pr_cli.h"
 #include "pr_config.h"
 #include "pr_engine.h"
+#include "pr_vocab.h"
 
 static void pr__vocab_usage(FILE *f)
 {
@@ -126,8 +127,7 @@ int pr_cli_cmd_vocab(int argc, char **argv)
     char snap[4096], journal[4096];
     /* A shared vocabulary (vocab_log) keeps one tagged snapshot, no journal. */
     bool shared = pc->vocab_log.enabled;
-    snprintf(snap, sizeof(snap), "%s/%s.%s", state, pc->name, shared ? "vocablog" : "vocab");
-    snprintf(journal, sizeof(journal), "%s/%s.journal", state, pc->name);
+    pr_vocab_state_paths(state, pc->name, shared, snap, sizeof(snap), journal, sizeof(journal));
     if (shared && !is_export) {
         fprintf(stderr,
                 "piperec vocab import: pipeline %s shares its vocabulary through "
@@ -162,11 +162,10 @@ int pr_cli_cmd_vocab(int argc, char **argv)
         uint32_t tag_len = 0;
         if (shared)
             have_journal = false;
-        if ((have_snap && (rc = pr_engine_vocab_load_tagged(eng, snap, tag, sizeof(tag), &tag_len,
-                                                            err, sizeof(err)))) ||
-            (have_journal &&
-             (rc = pr_engine_vocab_journal_replay(eng, journal, err, sizeof(err)))) ||
-            (rc = pr_engine_vocab_export(eng, dir, err, sizeof(err)))) {
+        if ((have_snap && (rc = pr_vocab_load_tagged(eng, snap, tag, sizeof(tag), &tag_len, err,
+                                                     sizeof(err)))) ||
+            (have_journal && (rc = pr_vocab_journal_replay(eng, journal, err, sizeof(err)))) ||
+            (rc = pr_vocab_export(eng, dir, err, sizeof(err)))) {
             fprintf(stderr, "piperec vocab export: %s\n", err);
             ret = pr__rc_exit(rc);
             goto out;
@@ -181,7 +180,7 @@ int pr_cli_cmd_vocab(int argc, char **argv)
                     state, pc->name, have_snap ? snap : journal);
             goto out;
         }
-        if ((rc = pr_engine_vocab_import(eng, dir, err, sizeof(err)))) {
+        if ((rc = pr_vocab_import(eng, dir, err, sizeof(err)))) {
             fprintf(stderr, "piperec vocab import: %s\n", err);
             ret = pr__rc_exit(rc);
             goto out;
@@ -197,7 +196,7 @@ int pr_cli_cmd_vocab(int argc, char **argv)
             ret = 1;
             goto out;
         }
-        if ((rc = pr_engine_vocab_save(eng, snap, err, sizeof(err)))) {
+        if ((rc = pr_vocab_save(eng, snap, err, sizeof(err)))) {
             fprintf(stderr, "piperec vocab import: %s\n", err);
             ret = 1;
             goto out;

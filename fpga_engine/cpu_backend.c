@@ -4,7 +4,7 @@
  * Shape (chosen for throughput, see DESIGN.md "Numbers to design for"):
  * - Column-major, operator-at-a-time: each operator is one tight loop over a
  *   column of the block, so loops stay simple enough for the compiler and the
- *   per-operator time can be measured (clock_gettime around each loop).
+ *   per-operator time can be measured (pr_mono_ns around each loop).
  * - Two phases per block. Phase 1 (parallel by column): Hex2Int (+ validation)
  *   and Modulus for every sparse column into a u64 scratch column, and the
  *   dense operators. Then, serially, the per-column "bad hex" bits are OR-ed
@@ -53,6 +53,7 @@
 #include <time.h>
 
 #include "engine_int.h"
+#include "pr_clock.h"
 #include "pr_hex.h"
 
 #define PR__DIRECT_MAX  (1ULL << 24)
@@ -62,13 +63,6 @@
 #define PR__HSLOT_EMPTY INT64_MIN
 
 /* ---------------------------------------------------------------- helpers */
-
-static inline uint64_t pr__now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static float pr__log1p_tbl[PR__LOG_TBL];
 static pthread_once_t pr__log1p_once = PTHREAD_ONCE_INIT;
@@ -1264,7 +1258,7 @@ static void pr__sparse_chunk(pr_backend *be, uint32_t c, uint32_t r0, uint32_t r
     uint64_t *bad = be->bad + c * pr_bitmap_words(be->scap) + w0;
     const uint64_t *miss = in->sparse_missing + c * pr_bitmap_words(in->scap) + w0;
 
-    uint64_t t0 = pr__now_ns();
+    uint64_t t0 = pr_mono_ns();
     /* Values parsed by the decoder (uint64) go through Modulus straight from
      * the block: no copy first (time booked to Modulus; missing rows are
      * zeroed afterwards, which is the same since 0 mod M = 0). */
@@ -1291,7 +1285,7 @@ static void pr__sparse_chunk(pr_backend *be, uint32_t c, uint32_t r0, uint32_t r
             m &= m - 1;
         }
     }
-    uint64_t t1 = pr__now_ns();
+    uint64_t t1 = pr_mono_ns();
     if (fused) {
         if (be->has[PR_OP_HEX2INT])
             pr__acc(ws, PR_OP_HEX2INT, t0, t0, n);
@@ -1301,7 +1295,7 @@ static void pr__sparse_chunk(pr_backend *be, uint32_t c, uint32_t r0, uint32_t r
             pr__acc(ws, PR_OP_HEX2INT, t0, t1, n);
         if (be->has[PR_OP_MODULUS]) {
             pr__modulus_col(&be->div[c], v, v, n);
-            uint64_t t2 = pr__now_ns();
+            uint64_t t2 = pr_mono_ns();
             pr__acc(ws, PR_OP_MODULUS, t1, t2, n);
         }
     }
@@ -1332,25 +1326,25 @@ static void pr__dense_chunk(pr_backend *be, uint32_t d, uint32_t r0, uint32_t r1
         be->spec.dense_ops[1] == PR_OP_LOG1P) {
         /* The usual pipeline, fused: one pass, no temporary column. Its time
          * is booked to Logarithm; Neg2Zero counts its values at 0 ns. */
-        uint64_t t0 = pr__now_ns();
+        uint64_t t0 = pr_mono_ns();
         be->log1p(src, o, n, true);
-        uint64_t t1 = pr__now_ns();
+        uint64_t t1 = pr_mono_ns();
         pr__acc(ws, PR_OP_NEG2ZERO, t0, t0, n);
         pr__acc(ws, PR_OP_LOG1P, t0, t1, n);
         src = NULL;
     } else
         for (unsigned k = 0; k < be->spec.n_dense_ops; k++) {
-            uint64_t t0 = pr__now_ns();
+            uint64_t t0 = pr_mono_ns();
             if (be->spec.dense_ops[k] == PR_OP_NEG2ZERO) {
                 double *t = be->dtmp + (size_t)worker * be->chunk;
                 for (uint32_t r = 0; r < n; r++)
                     t[r] = src[r] < 0 ? 0.0 : src[r];
                 src = t;
-                pr__acc(ws, PR_OP_NEG2ZERO, t0, pr__now_ns(), n);
+                pr__acc(ws, PR_OP_NEG2ZERO, t0, pr_mono_ns(), n);
             } else { /* PR_OP_LOG1P */
                 be->log1p(src, o, n, false);
                 src = NULL;
-                pr__acc(ws, PR_OP_LOG1P, t0, pr__now_ns(), n);
+                pr__acc(ws, PR_OP_LOG1P, t0, pr_mono_ns(), n);
             }
         }
     if (src)
@@ -1378,7 +1372,7 @@ static void pr__vocab_chunk(pr_backend *be, uint32_t c, uint32_t r0, uint32_t r1
                                : NULL;
     if (be->fail_row[c] >= 0)
         return; /* failed in an earlier chunk: leave the rest of the column alone */
-    uint64_t t0 = pr__now_ns();
+    uint64_t t0 = pr_mono_ns();
     if (be->counting_pass) {
         if (!vc->counting)
             return;
@@ -1411,7 +1405,7 @@ static void pr__vocab_chunk(pr_backend *be, uint32_t c, uint32_t r0, uint32_t r1
         be->fail_row[c] = r0 + fr;
         be->fail_err[c] = err;
     }
-    pr__acc(ws, PR_OP_VOCAB, t0, pr__now_ns(), fr >= 0 ? (uint64_t)fr : n);
+    pr__acc(ws, PR_OP_VOCAB, t0, pr_mono_ns(), fr >= 0 ? (uint64_t)fr : n);
 }
 
 /* Without a vocabulary there is no cross-column dependency: one task per
@@ -1889,6 +1883,28 @@ static int pr__cpu_vocab_misses(pr_backend *be, const pr_block *in, pr_vocab_mis
     return rc;
 }
 
+/* pr__cpu_vocab_misses for one column of decided keys (after Hex2Int and
+ * Modulus): every occurrence without an index, in key order, unless the
+ * column is full and does not evict. A key outside the column's domain
+ * stops the scan (PR_EINVAL). */
+static int pr__cpu_vocab_misses_keys(pr_backend *be, uint32_t col, const uint64_t *keys, size_t n,
+                                     pr_vocab_miss_cb cb, void *opaque)
+{
+    if (!be->has[PR_OP_VOCAB] || col >= be->spec.n_sparse)
+        return be->has[PR_OP_VOCAB] ? PR_EINVAL : 0;
+    const pr__vcol *vc = &be->cols[col];
+    if (!vc->evict && (uint64_t)vc->base + vc->n >= vc->cap)
+        return 0;
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        if (vc->direct && keys[i] >= vc->dom)
+            return PR_EINVAL;
+        if (pr__vocab_own(vc, keys[i]) < 0)
+            rc = cb(col, keys[i], opaque);
+    }
+    return rc;
+}
+
 /* Lookup-or-insert of `count` occurrences of one decided value, exactly as
  * streaming processing would do them (counting, min_count, capacity), with
  * the column unfrozen for the call. *index: the value's index after, or -1.
@@ -2036,6 +2052,7 @@ const pr_backend_ops pr__backend_cpu = {
     .vocab_load = pr__cpu_vocab_load,
     .vocab_read_from = pr__cpu_vocab_read_from,
     .vocab_misses = pr__cpu_vocab_misses,
+    .vocab_misses_keys = pr__cpu_vocab_misses_keys,
     .vocab_apply = pr__cpu_vocab_apply,
     .vocab_freeze = pr__cpu_vocab_freeze,
     .vocab_block_log = pr__cpu_vocab_block_log,

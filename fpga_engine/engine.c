@@ -1,27 +1,21 @@
 /*
  * engine.c — the engine core: name tables, spec defaults and validation,
  * block/output allocation, the pr_engine object (which delegates the work to
- * a backend through pr_backend_ops), statistics, and every vocabulary file
- * format: text export and import, binary snapshot, and the append-only journal.
+ * a backend through pr_backend_ops), statistics, recycled-index notices,
+ * and the vocabulary primitives vocab/ builds durability and sharing on.
  *
- * File formats live here, not in the backends, so that a snapshot written by
- * one backend loads into another: backends only expose vocab_read/vocab_load
- * in index order. Snapshots are written to "<path>.tmp", fsync'd, renamed over
- * <path> and the directory fsync'd, so a crash leaves either the old or the
- * new snapshot, never a torn one. Binary files are little-endian (the only
- * byte order piperec builds for) and end with an FNV-1a checksum.
+ * The engine executes; it never writes a file. Every vocabulary file format
+ * (text export/import, snapshot, journal) lives in vocab/ (pr_vocab.h), which
+ * reads and restores tables through the primitives at the end of this file
+ * and makes a block's new indices durable from the block hook that
+ * pr_engine_process calls before it returns.
  */
 #define _GNU_SOURCE
 #include "pr_engine.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "engine_int.h"
 #include "pr_log.h"
@@ -128,6 +122,11 @@ uint64_t pr__spec_col_capacity(const pr_pipeline_spec *spec, uint32_t col)
     return INT32_MAX;
 }
 
+uint64_t pr_spec_col_capacity(const pr_pipeline_spec *spec, uint32_t col)
+{
+    return pr__spec_col_capacity(spec, col);
+}
+
 uint8_t pr__spec_sparse_width(const pr_pipeline_spec *spec)
 {
     bool vocab = pr_spec_has_op(spec, PR_OP_VOCAB);
@@ -173,6 +172,58 @@ static int pr__check_ops(const char *what, const uint8_t *ops, unsigned n, const
                              pr_op_name(order[last]), pr_op_name((pr_op)ops[i]));
         last = pos;
     }
+    return 0;
+}
+
+/* A bounded column's eviction settings (eviction other than none). */
+static int pr__check_eviction(const pr_pipeline_spec *spec, const pr_sparse_col_spec *s, bool vocab,
+                              char *errstr, size_t errstr_size)
+{
+    uint64_t base = (uint64_t)pr__profile_base(spec->profile);
+    const char *en =
+        (unsigned)s->eviction < PR_EVICT__COUNT ? pr_vocab_eviction_names[s->eviction] : "?";
+    if ((unsigned)s->eviction >= PR_EVICT__COUNT)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "sparse.%s.eviction: %d is not none, lru, lfu or ttl", s->name,
+                         (int)s->eviction);
+    if (!vocab)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "sparse.%s.eviction: %s needs the vocab operator", s->name, en);
+    if (!s->capacity)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "sparse.%s.eviction: %s needs an explicit capacity (the bound "
+                         "the table is kept under)",
+                         s->name, en);
+    if (s->capacity - base > (uint64_t)INT32_MAX)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "sparse.%s.capacity: at most %" PRIu64 " with eviction %s", s->name,
+                         (uint64_t)INT32_MAX + base, en);
+    if (spec->count_mode != PR_COUNT_STREAMING)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "sparse.%s.eviction: %s needs count_mode streaming (two_pass "
+                         "fixes the vocabulary before mapping)",
+                         s->name, en);
+    if (s->eviction == PR_EVICT_TTL && s->ttl_records && s->ttl_s)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "sparse.%s.ttl_s: eviction ttl takes ttl_records (lookups) or "
+                         "ttl_s (seconds of event time), not both (ttl_records %" PRIu64
+                         ", ttl_s %" PRIu64 "); set the other to 0 for this column",
+                         s->name, s->ttl_records, s->ttl_s);
+    if (s->eviction == PR_EVICT_TTL && !s->ttl_records && !s->ttl_s)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "sparse.%s.ttl_records: eviction ttl needs ttl_records > 0 "
+                         "(lookups of the column) or ttl_s > 0 (seconds of event time)",
+                         s->name);
+    if (s->ttl_s > (uint64_t)INT64_MAX / 1000)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "sparse.%s.ttl_s: at most %" PRIu64 " seconds", s->name,
+                         (uint64_t)INT64_MAX / 1000);
+    if (s->eviction == PR_EVICT_TTL && spec->profile != PR_VOCAB_DEFAULT)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "sparse.%s.eviction: ttl needs profile default (a full table "
+                         "of values younger than the ttl maps new values to OOV, "
+                         "which dlrm does not have); use lru or lfu under dlrm",
+                         s->name);
     return 0;
 }
 
@@ -244,50 +295,9 @@ int pr_pipeline_spec_validate(const pr_pipeline_spec *spec, char *errstr, size_t
                              "sparse.%s.ttl_s: %" PRIu64 " needs eviction ttl (the column's "
                              "eviction is %s); remove it or set it to 0 for this column",
                              s->name, s->ttl_s, en);
-        if (s->eviction != PR_EVICT_NONE) {
-            if ((unsigned)s->eviction >= PR_EVICT__COUNT)
-                return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                                 "sparse.%s.eviction: %d is not none, lru, lfu or ttl", s->name,
-                                 (int)s->eviction);
-            if (!vocab)
-                return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                                 "sparse.%s.eviction: %s needs the vocab operator", s->name, en);
-            if (!s->capacity)
-                return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                                 "sparse.%s.eviction: %s needs an explicit capacity (the bound "
-                                 "the table is kept under)",
-                                 s->name, en);
-            if (s->capacity - base > (uint64_t)INT32_MAX)
-                return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                                 "sparse.%s.capacity: at most %" PRIu64 " with eviction %s",
-                                 s->name, (uint64_t)INT32_MAX + base, en);
-            if (spec->count_mode != PR_COUNT_STREAMING)
-                return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                                 "sparse.%s.eviction: %s needs count_mode streaming (two_pass "
-                                 "fixes the vocabulary before mapping)",
-                                 s->name, en);
-            if (s->eviction == PR_EVICT_TTL && s->ttl_records && s->ttl_s)
-                return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                                 "sparse.%s.ttl_s: eviction ttl takes ttl_records (lookups) or "
-                                 "ttl_s (seconds of event time), not both (ttl_records %" PRIu64
-                                 ", ttl_s %" PRIu64 "); set the other to 0 for this column",
-                                 s->name, s->ttl_records, s->ttl_s);
-            if (s->eviction == PR_EVICT_TTL && !s->ttl_records && !s->ttl_s)
-                return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                                 "sparse.%s.ttl_records: eviction ttl needs ttl_records > 0 "
-                                 "(lookups of the column) or ttl_s > 0 (seconds of event time)",
-                                 s->name);
-            if (s->ttl_s > (uint64_t)INT64_MAX / 1000)
-                return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                                 "sparse.%s.ttl_s: at most %" PRIu64 " seconds", s->name,
-                                 (uint64_t)INT64_MAX / 1000);
-            if (s->eviction == PR_EVICT_TTL && spec->profile != PR_VOCAB_DEFAULT)
-                return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                                 "sparse.%s.eviction: ttl needs profile default (a full table "
-                                 "of values younger than the ttl maps new values to OOV, "
-                                 "which dlrm does not have); use lru or lfu under dlrm",
-                                 s->name);
-        }
+        if (s->eviction != PR_EVICT_NONE &&
+            (rc = pr__check_eviction(spec, s, vocab, errstr, errstr_size)))
+            return rc;
         if (vocab && s->capacity) {
             if (s->capacity < base + 1)
                 return pr_seterr(errstr, errstr_size, PR_EINVAL,
@@ -585,10 +595,10 @@ struct pr_engine {
     bool has_hex2int;
     pr_engine_stats stats;
     uint64_t fingerprint;
-    /* journal */
-    int jr_fd;
-    char *jr_path;
-    int64_t jr_next[PR_MAX_SPARSE]; /* first index not yet journaled, per column */
+    /* durability hook (pr_engine_set_block_hook): vocab/'s journal */
+    pr_engine_block_hook hook;
+    void (*hook_release)(void *opaque);
+    void *hook_data;
     /* bounded vocabularies (pr_vocab_eviction) */
     bool evict;                    /* some column evicts: journal v2, snapshot v3 */
     bool shared;                   /* pr_engine_vocab_set_shared(true) */
@@ -631,7 +641,6 @@ pr_engine *pr_engine_new(const pr_pipeline_spec *spec, const pr_engine_opts *opt
     eng->has_vocab = pr_spec_has_op(spec, PR_OP_VOCAB);
     eng->has_hex2int = pr_spec_has_op(spec, PR_OP_HEX2INT);
     eng->fingerprint = pr__spec_fingerprint(spec);
-    eng->jr_fd = -1;
     eng->evict = pr_spec_has_eviction(spec);
     eng->event_ttl = pr__spec_has_event_ttl(spec);
     eng->notice_next = 1;
@@ -686,7 +695,7 @@ void pr_engine_free(pr_engine *eng)
 {
     if (!eng)
         return;
-    pr_engine_vocab_journal_close(eng);
+    pr_engine_set_block_hook(eng, NULL, NULL, NULL);
     if (eng->ops)
         eng->ops->free_(eng->be);
     free(eng->pend);
@@ -762,8 +771,6 @@ static int pr__check_block(const pr_engine *eng, const pr_block *in, char *errst
     }
     return in->col_rows ? pr__check_jagged(eng, in, errstr, errstr_size) : 0;
 }
-
-static int pr__journal_append(pr_engine *eng, char *errstr, size_t errstr_size);
 
 /* Eviction by ttl_s reads every row's event time: a block without them
  * (offline TSV has none, `piperec process` leaves them 0) is refused before
@@ -897,11 +904,11 @@ int pr_engine_process(pr_engine *eng, const pr_block *in, pr_out *out, char *err
     eng->stats.rows_in += in->rows;
     eng->stats.rows_rejected += out->n_rejected;
     eng->stats.blocks++;
-    if (eng->jr_fd >= 0) {
-        /* Indices handed out before a failure are journaled too: they may
+    if (eng->hook) {
+        /* Indices handed out before a failure are made durable too: they may
          * already sit in the caller's output. */
         char jerr[256];
-        int jrc = pr__journal_append(eng, jerr, sizeof(jerr));
+        int jrc = eng->hook(eng, eng->hook_data, jerr, sizeof(jerr));
         if (jrc && !rc)
             rc = pr_seterr(errstr, errstr_size, jrc, "%s", jerr);
     }
@@ -947,7 +954,7 @@ int pr_engine_vocab_set_shared(pr_engine *eng, bool shared, char *errstr, size_t
     int rc = pr__shared_supported(eng, errstr, errstr_size);
     if (rc)
         return rc;
-    if (shared && eng->evict && eng->jr_fd >= 0)
+    if (shared && eng->evict && eng->hook)
         return pr_seterr(errstr, errstr_size, PR_ESTATE,
                          "engine: a shared vocabulary that evicts is not journaled (the log is "
                          "the journal); close the vocabulary journal first");
@@ -996,6 +1003,26 @@ int pr_engine_vocab_misses(pr_engine *eng, const pr_block *in, pr_vocab_miss_cb 
     rc = eng->ops->vocab_misses(eng->be, in, cb, opaque);
     if (rc == PR_ENOMEM)
         return pr_seterr(errstr, errstr_size, rc, "engine: out of memory for scratch");
+    return rc;
+}
+
+int pr_engine_vocab_misses_keys(pr_engine *eng, uint32_t col, const uint64_t *keys, size_t n,
+                                pr_vocab_miss_cb cb, void *opaque, char *errstr, size_t errstr_size)
+{
+    int rc = pr__shared_supported(eng, errstr, errstr_size);
+    if (rc)
+        return rc;
+    if (col >= eng->spec.n_sparse)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "engine: no sparse column %u", col);
+    if (!eng->ops->vocab_misses_keys)
+        return pr_seterr(errstr, errstr_size, PR_ENOTSUP,
+                         "engine: backend %s cannot look up key columns (use engine.backend cpu)",
+                         eng->ops->name);
+    rc = eng->ops->vocab_misses_keys(eng->be, col, keys, n, cb, opaque);
+    if (rc == PR_EINVAL)
+        return pr_seterr(errstr, errstr_size, rc,
+                         "engine: column %s: a key is not below its modulus %" PRIu64,
+                         eng->spec.sparse[col].name, eng->spec.sparse[col].modulus);
     return rc;
 }
 
@@ -1101,1512 +1128,104 @@ int pr_engine_vocab_read(const pr_engine *eng, uint32_t col, pr_vocab_cb cb, voi
     return eng->ops->vocab_read(eng->be, col, cb, opaque);
 }
 
-static int pr__fsync_dir_of(const char *path)
+/* ---------------------------------------------------------------- primitives for vocab/ */
+
+uint64_t pr_engine_vocab_fingerprint(const pr_engine *eng)
 {
-    char *dup = strdup(path);
-    if (!dup)
-        return PR_ENOMEM;
-    int fd = open(dirname(dup), O_RDONLY | O_DIRECTORY);
-    free(dup);
-    if (fd < 0)
-        return PR_EIO;
-    int rc = fsync(fd) ? PR_EIO : 0;
-    close(fd);
-    return rc;
+    return eng->fingerprint;
 }
 
-/* --- text export */
-
-typedef struct {
-    FILE *f;
-} pr__export_ctx;
-
-/* Digits of v in `base` (10 or 16, lowercase), written backwards ending at
- * `end`; returns the first character. (Hand-formatted: fprintf's format
- * parsing was ~300 instructions a line and an offline run exports up to
- * n_sparse * modulus lines, serially, after the last block.) */
-static char *pr__fmt_u64(char *end, uint64_t v, unsigned base)
+int pr_engine_vocab_read_from(const pr_engine *eng, uint32_t col, int64_t from_index,
+                              pr_vocab_cb cb, void *opaque)
 {
-    do {
-        *--end = "0123456789abcdef"[v % base];
-        v /= base;
-    } while (v);
-    return end;
-}
-
-static int pr__export_cb(const pr_vocab_entry *e, void *opaque)
-{
-    pr__export_ctx *x = opaque;
-    char line[80], *end = line + sizeof(line), *p = end;
-    *--p = '\n';
-    p = pr__fmt_u64(p, e->count, 10);
-    *--p = '\t';
-    p = pr__fmt_u64(p, e->value, 16);
-    *--p = '\t';
-    p = pr__fmt_u64(p, e->index < 0 ? 0 - (uint64_t)e->index : (uint64_t)e->index, 10);
-    if (e->index < 0)
-        *--p = '-';
-    return fwrite(p, 1, (size_t)(end - p), x->f) == (size_t)(end - p) ? 0 : PR_EIO;
-}
-
-int pr_engine_vocab_export(const pr_engine *eng, const char *dir, char *errstr, size_t errstr_size)
-{
+    if (col >= eng->spec.n_sparse)
+        return PR_EINVAL;
     if (!eng->has_vocab)
-        return pr_seterr(errstr, errstr_size, PR_ESTATE,
-                         "vocab export: pipeline '%s' has no vocab operator", eng->spec.name);
-    if (mkdir(dir, 0777) && errno != EEXIST)
-        return pr_seterr(errstr, errstr_size, PR_EIO, "vocab export: mkdir %s: %s", dir,
-                         strerror(errno));
-    for (uint32_t c = 0; c < eng->spec.n_sparse; c++) {
-        const pr_sparse_col_spec *s = &eng->spec.sparse[c];
-        char path[4096];
-        snprintf(path, sizeof(path), "%s/%s.tsv", dir, s->name);
-        FILE *f = fopen(path, "w");
-        if (!f)
-            return pr_seterr(errstr, errstr_size, PR_EIO, "vocab export: %s: %s", path,
-                             strerror(errno));
-        fprintf(f,
-                "# piperec vocabulary: pipeline %s column %s profile %s min_count %u size %" PRIu64
-                "\n# index\tvalue_hex\tcount\n",
-                eng->spec.name, s->name, pr_vocab_profile_name(eng->spec.profile), s->min_count,
-                pr_engine_vocab_size(eng, c));
-        pr__export_ctx x = {f};
-        int rc = eng->ops->vocab_read(eng->be, c, pr__export_cb, &x);
-        if (fclose(f) && !rc)
-            rc = PR_EIO;
-        if (rc)
-            return pr_seterr(errstr, errstr_size, rc, "vocab export: writing %s failed", path);
-    }
-    return 0;
-}
-
-/* --- text import (the export format read back; also seeds from other systems)
- *
- * Every column is parsed and checked in full before any state changes, so a
- * bad file leaves the engine as it was. Checks name file:line: field syntax,
- * values not below the modulus, indices reserved by the profile, duplicate
- * values, duplicate indices, gaps, and the column's capacity. */
-
-typedef struct {
-    uint64_t value;
-    int64_t index;
-    uint64_t count;
-    size_t line;
-} pr__imp_ent;
-
-typedef struct {
-    pr__imp_ent *e;
-    size_t n, cap;
-} pr__imp_col;
-
-static int pr__imp_by_value(const void *a, const void *b)
-{
-    const pr__imp_ent *x = a, *y = b;
-    return x->value < y->value   ? -1
-           : x->value > y->value ? 1
-                                 : (x->line > y->line) - (x->line < y->line);
-}
-
-/* Assigned entries by index, then pending (index < 0) ones by value. */
-static int pr__imp_by_index(const void *a, const void *b)
-{
-    const pr__imp_ent *x = a, *y = b;
-    if ((x->index < 0) != (y->index < 0))
-        return x->index < 0 ? 1 : -1;
-    if (x->index < 0)
-        return x->value < y->value ? -1 : x->value > y->value;
-    return x->index < y->index   ? -1
-           : x->index > y->index ? 1
-                                 : (x->line > y->line) - (x->line < y->line);
-}
-
-static bool pr__imp_u64(const char *s, size_t len, unsigned base, uint64_t *out)
-{
-    if (!len || (base == 16 && len > 16) || (base == 10 && len > 20))
-        return false;
-    uint64_t v = 0;
-    for (size_t i = 0; i < len; i++) {
-        int d;
-        char ch = s[i];
-        if (ch >= '0' && ch <= '9')
-            d = ch - '0';
-        else if (base == 16 && ch >= 'a' && ch <= 'f')
-            d = ch - 'a' + 10;
-        else if (base == 16 && ch >= 'A' && ch <= 'F')
-            d = ch - 'A' + 10;
-        else
-            return false;
-        if (v > (UINT64_MAX - (uint64_t)d) / base)
-            return false;
-        v = v * base + (uint64_t)d;
-    }
-    *out = v;
-    return true;
-}
-
-/* Parse DIR/<col>.tsv into *ic and check it against the spec. */
-static int pr__imp_parse(const pr_engine *eng, uint32_t c, const char *path, pr__imp_col *ic,
-                         char *errstr, size_t errstr_size)
-{
-    const pr_pipeline_spec *spec = &eng->spec;
-    const pr_sparse_col_spec *s = &spec->sparse[c];
-    int64_t base = pr__profile_base(spec->profile);
-    uint64_t cap = pr__spec_col_capacity(spec, c);
-    bool mod = pr_spec_has_op(spec, PR_OP_MODULUS);
-    bool pending_ok = s->min_count > 1 && spec->count_mode == PR_COUNT_STREAMING;
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s (every sparse column needs a file)",
-                         path, strerror(errno));
-    char *buf = NULL;
-    size_t bufcap = 0, line = 0;
-    ssize_t len;
-    int rc = 0;
-    while (!rc && (len = getline(&buf, &bufcap, f)) >= 0) {
-        line++;
-        while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
-            buf[--len] = 0;
-        if (len == 0 || buf[0] == '#')
-            continue;
-        const char *fld[4];
-        size_t fl[4], nf = 0;
-        for (char *p = buf;; nf++) {
-            char *t = strchr(p, '\t');
-            if (nf < 4) {
-                fld[nf] = p;
-                fl[nf] = t ? (size_t)(t - p) : strlen(p);
-            }
-            if (!t) {
-                nf++;
-                break;
-            }
-            p = t + 1;
-        }
-        pr__imp_ent e = {0, 0, 0, line};
-        uint64_t iv;
-        bool neg = fl[0] > 0 && fld[0][0] == '-';
-        if (nf < 2 || nf > 3) {
-            rc = pr_seterr(errstr, errstr_size, PR_EBADREC,
-                           "%s:%zu: %zu fields, expected index<TAB>value_hex[<TAB>count]", path,
-                           line, nf);
-        } else if (!pr__imp_u64(fld[0] + neg, fl[0] - neg, 10, &iv) || iv > (uint64_t)INT64_MAX) {
-            rc =
-                pr_seterr(errstr, errstr_size, PR_EBADREC, "%s:%zu: index '%.*s' is not an integer",
-                          path, line, (int)(fl[0] > 40 ? 40 : fl[0]), fld[0]);
-        } else if (!pr__imp_u64(fld[1], fl[1], 16, &e.value)) {
-            rc = pr_seterr(errstr, errstr_size, PR_EBADREC,
-                           "%s:%zu: value '%.*s' is not 1 to 16 hex digits", path, line,
-                           (int)(fl[1] > 40 ? 40 : fl[1]), fld[1]);
-        } else if (nf == 3 && !pr__imp_u64(fld[2], fl[2], 10, &e.count)) {
-            rc =
-                pr_seterr(errstr, errstr_size, PR_EBADREC, "%s:%zu: count '%.*s' is not an integer",
-                          path, line, (int)(fl[2] > 40 ? 40 : fl[2]), fld[2]);
-        } else if (mod && e.value >= s->modulus) {
-            rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
-                           "%s:%zu: value %" PRIx64 " is not below column %s's modulus %" PRIu64
-                           " (values are keys after Hex2Int and Modulus)",
-                           path, line, e.value, s->name, s->modulus);
-        } else if (neg && (iv != 1 || !pending_ok)) {
-            rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
-                           "%s:%zu: index -%" PRIu64 ": only -1 is allowed (a value still below "
-                           "min_count), and only when min_count > 1 with count_mode streaming",
-                           path, line, iv);
-        } else if (!neg && (int64_t)iv < base) {
-            rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
-                           "%s:%zu: index %" PRIu64 " is reserved by profile default (0 = missing, "
-                           "1 = out-of-vocabulary); vocabulary indices start at 2",
-                           path, line, iv);
-        } else if (!neg && iv >= cap) {
-            rc = pr_seterr(errstr, errstr_size, PR_EFULL,
-                           "%s:%zu: index %" PRIu64 " does not fit column %s's capacity %" PRIu64,
-                           path, line, iv, s->name, cap);
-        } else {
-            e.index = neg ? -1 : (int64_t)iv;
-            if (ic->n == ic->cap) {
-                size_t nc = ic->cap ? ic->cap * 2 : 1024;
-                pr__imp_ent *p = realloc(ic->e, nc * sizeof(*p));
-                if (!p) {
-                    rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "%s: out of memory", path);
-                    break;
-                }
-                ic->e = p;
-                ic->cap = nc;
-            }
-            ic->e[ic->n++] = e;
-        }
-    }
-    if (!rc && ferror(f))
-        rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s: read error: %s", path, strerror(errno));
-    free(buf);
-    fclose(f);
-    if (rc || !ic->n)
-        return rc;
-    qsort(ic->e, ic->n, sizeof(*ic->e), pr__imp_by_value);
-    for (size_t i = 1; i < ic->n; i++)
-        if (ic->e[i].value == ic->e[i - 1].value)
-            return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                             "%s:%zu: duplicate value %" PRIx64 " (also on line %zu)", path,
-                             ic->e[i].line, ic->e[i].value, ic->e[i - 1].line);
-    qsort(ic->e, ic->n, sizeof(*ic->e), pr__imp_by_index);
-    int64_t want = base;
-    for (size_t i = 0; i < ic->n && ic->e[i].index >= 0; i++, want++) {
-        const pr__imp_ent *x = &ic->e[i];
-        if (i && x->index == ic->e[i - 1].index)
-            return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                             "%s:%zu: duplicate index %" PRId64 " (also on line %zu)", path,
-                             x->line, x->index, ic->e[i - 1].line);
-        if (x->index != want)
-            return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                             "%s:%zu: index %" PRId64 " leaves a gap: index %" PRId64
-                             " is missing (indices must be contiguous from %" PRId64 ")",
-                             path, x->line, x->index, want, base);
-    }
-    return 0;
-}
-
-static int pr__nonempty_cb(const pr_vocab_entry *e, void *opaque)
-{
-    (void)e;
-    (void)opaque;
-    return 1;
-}
-
-int pr_engine_vocab_import(pr_engine *eng, const char *dir, char *errstr, size_t errstr_size)
-{
-    if (!eng->has_vocab)
-        return pr_seterr(errstr, errstr_size, PR_ESTATE,
-                         "vocab import: pipeline '%s' has no vocab operator", eng->spec.name);
-    if (eng->spec.count_mode == PR_COUNT_TWO_PASS)
-        return pr_seterr(errstr, errstr_size, PR_ENOTSUP,
-                         "vocab import: pipeline '%s' uses count_mode two_pass, which assigns "
-                         "indices from its own counting pass; importing is only supported with "
-                         "count_mode streaming",
-                         eng->spec.name);
-    for (uint32_t c = 0; c < eng->spec.n_sparse; c++)
-        if (eng->ops->vocab_read(eng->be, c, pr__nonempty_cb, NULL))
-            return pr_seterr(errstr, errstr_size, PR_ESTATE,
-                             "vocab import: column %s already has a vocabulary",
-                             eng->spec.sparse[c].name);
-    uint32_t ns = eng->spec.n_sparse;
-    pr__imp_col *cols = calloc(ns ? ns : 1, sizeof(*cols));
-    pr_vocab_entry *ents = NULL;
-    if (!cols)
-        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "vocab import: out of memory");
-    int rc = 0;
-    char path[4096];
-    for (uint32_t c = 0; c < ns && !rc; c++) {
-        if (snprintf(path, sizeof(path), "%s/%s.tsv", dir, eng->spec.sparse[c].name) >=
-            (int)sizeof(path))
-            rc = pr_seterr(errstr, errstr_size, PR_EINVAL, "vocab import: path too long");
-        else
-            rc = pr__imp_parse(eng, c, path, &cols[c], errstr, errstr_size);
-    }
-    for (uint32_t c = 0; c < ns && !rc; c++) {
-        free(ents);
-        ents = malloc((cols[c].n ? cols[c].n : 1) * sizeof(*ents));
-        if (!ents) {
-            rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "vocab import: out of memory");
-            break;
-        }
-        for (size_t i = 0; i < cols[c].n; i++)
-            ents[i] =
-                (pr_vocab_entry){cols[c].e[i].value, cols[c].e[i].index, cols[c].e[i].count, 0, 0};
-        if ((rc = eng->ops->vocab_load(eng->be, c, ents, cols[c].n))) {
-            rc = pr_seterr(errstr, errstr_size, rc,
-                           "vocab import: %s/%s.tsv: entries rejected by backend %s (%s)", dir,
-                           eng->spec.sparse[c].name, eng->ops->name, pr_strerror(rc));
-            /* Leave no half-imported column behind. */
-            for (uint32_t k = 0; k <= c; k++)
-                eng->ops->vocab_load(eng->be, k, NULL, 0);
-            break;
-        }
-        eng->jr_next[c] = (int64_t)pr_engine_vocab_size(eng, c);
-    }
-    free(ents);
-    for (uint32_t c = 0; c < ns; c++)
-        free(cols[c].e);
-    free(cols);
-    return rc;
-}
-
-/* --- binary snapshot
- *
- *   "PRVSNAP1" u32 version (1 or 2) u32 n_sparse u64 fingerprint
- *   version 2 only: u32 tag_len, tag_len bytes of the caller's tag
- *   per column: u64 n, then n x {u64 value, i64 index, u64 count}
- *   u64 FNV-1a of everything before it
- *
- * Version 3, written (only) when some column evicts (pr_vocab_eviction):
- *   "PRVSNAP1" u32 3 u32 n_sparse u64 fingerprint u32 tag_len, tag
- *   u64 notice_next, u32 n_pend, n_pend x {u32 col, u32 0, i64 index, u64 number}
- *   per column: u64 clock, u64 n, then n x {u64 value, i64 index, u64 count, u64 last_use}
- *   u64 FNV-1a of everything before it
- *
- * Version 4, written (only) when some column evicts by event time (ttl_s):
- * version 3 with the event clocks added (0 in columns that do not use them)
- *   per column: u64 clock, i64 event clock, u64 n, then
- *   n x {u64 value, i64 index, u64 count, u64 last_use, i64 last_use_ms}
- * so files of pipelines without ttl_s stay byte-for-byte what they were.
- */
-
-static const char pr__snap_magic[8] = {'P', 'R', 'V', 'S', 'N', 'A', 'P', '1'};
-
-typedef struct {
-    FILE *f;
-    uint64_t h;
-    int err;
-} pr__writer;
-
-static void pr__w(pr__writer *w, const void *p, size_t n)
-{
-    if (w->err || n == 0)
-        return; /* (p may be NULL for an empty section: fwrite must not see it) */
-    w->h = pr__fnv(w->h, p, n);
-    if (fwrite(p, 1, n, w->f) != n)
-        w->err = PR_EIO;
-}
-
-typedef struct {
-    pr__writer *w;
-    uint64_t n;
-} pr__count_ctx;
-
-static int pr__count_cb(const pr_vocab_entry *e, void *opaque)
-{
-    (void)e;
-    ((pr__count_ctx *)opaque)->n++;
-    return 0;
-}
-
-static int pr__snap_entry_cb(const pr_vocab_entry *e, void *opaque)
-{
-    pr__writer *w = opaque;
-    uint64_t rec[3] = {e->value, (uint64_t)e->index, e->count};
-    pr__w(w, rec, sizeof(rec));
-    return w->err;
-}
-
-static int pr__snap_entry4_cb(const pr_vocab_entry *e, void *opaque)
-{
-    pr__writer *w = opaque;
-    uint64_t rec[4] = {e->value, (uint64_t)e->index, e->count, e->last_use};
-    pr__w(w, rec, sizeof(rec));
-    return w->err;
-}
-
-static int pr__snap_entry5_cb(const pr_vocab_entry *e, void *opaque)
-{
-    pr__writer *w = opaque;
-    uint64_t rec[5] = {e->value, (uint64_t)e->index, e->count, e->last_use,
-                       (uint64_t)e->last_use_ms};
-    pr__w(w, rec, sizeof(rec));
-    return w->err;
-}
-
-int pr_engine_vocab_save(const pr_engine *eng, const char *path, char *errstr, size_t errstr_size)
-{
-    return pr_engine_vocab_save_tagged(eng, path, NULL, 0, errstr, errstr_size);
-}
-
-int pr_engine_vocab_save_tagged(const pr_engine *eng, const char *path, const void *tag,
-                                uint32_t tag_len, char *errstr, size_t errstr_size)
-{
-    if (tag_len > PR_SNAPSHOT_TAG_MAX)
-        return pr_seterr(errstr, errstr_size, PR_EINVAL, "vocab save: tag of %u bytes (max %d)",
-                         tag_len, PR_SNAPSHOT_TAG_MAX);
-    char tmp[4096];
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
-        return pr_seterr(errstr, errstr_size, PR_EINVAL, "vocab save: path too long");
-    FILE *f = fopen(tmp, "wb");
-    if (!f)
-        return pr_seterr(errstr, errstr_size, PR_EIO, "vocab save: %s: %s", tmp, strerror(errno));
-    pr__writer w = {f, PR__FNV_INIT, 0};
-    uint32_t hdr[2] = {eng->event_ttl ? 4 : eng->evict ? 3 : tag_len ? 2 : 1, eng->spec.n_sparse};
-    pr__w(&w, pr__snap_magic, sizeof(pr__snap_magic));
-    pr__w(&w, hdr, sizeof(hdr));
-    pr__w(&w, &eng->fingerprint, 8);
-    if (tag_len || eng->evict) {
-        pr__w(&w, &tag_len, 4);
-        pr__w(&w, tag, tag_len);
-    }
-    if (eng->evict) {
-        /* To announce after a restart: the replayed ones not sent yet, and
-         * those sent but not known delivered (they may sit in a batch the
-         * crash loses, while the snapshot already holds their effect). */
-        uint32_t n = eng->n_pend + eng->n_recent;
-        pr__w(&w, &eng->notice_next, 8);
-        pr__w(&w, &n, 4);
-        for (uint32_t i = 0; i < n; i++) {
-            const pr_recycled *r = i < eng->n_pend ? &eng->pend[i] : &eng->recent[i - eng->n_pend];
-            uint32_t cz[2] = {r->col, 0};
-            pr__w(&w, cz, 8);
-            pr__w(&w, &r->index, 8);
-            pr__w(&w, &r->number, 8);
-        }
-    }
-    int rc = 0;
-    for (uint32_t c = 0; c < eng->spec.n_sparse && !rc && !w.err; c++) {
-        pr__count_ctx cc = {&w, 0};
-        if (eng->evict) {
-            pr__vclock clock = eng->ops->vocab_clock(eng->be, c);
-            pr__w(&w, &clock.records, 8);
-            if (eng->event_ttl)
-                pr__w(&w, &clock.event_ms, 8);
-        }
-        if (eng->has_vocab)
-            rc = eng->ops->vocab_read(eng->be, c, pr__count_cb, &cc);
-        pr__w(&w, &cc.n, 8);
-        pr_vocab_cb entry_cb = eng->event_ttl ? pr__snap_entry5_cb
-                               : eng->evict   ? pr__snap_entry4_cb
-                                              : pr__snap_entry_cb;
-        if (!rc && eng->has_vocab)
-            rc = eng->ops->vocab_read(eng->be, c, entry_cb, &w);
-    }
-    uint64_t sum = w.h;
-    pr__w(&w, &sum, 8);
-    if (!rc)
-        rc = w.err;
-    if (!rc && (fflush(f) || fsync(fileno(f))))
-        rc = PR_EIO;
-    if (fclose(f) && !rc)
-        rc = PR_EIO;
-    if (!rc && rename(tmp, path))
-        rc = PR_EIO;
-    if (!rc)
-        rc = pr__fsync_dir_of(path);
-    if (rc) {
-        int e = errno;
-        unlink(tmp);
-        return pr_seterr(errstr, errstr_size, rc, "vocab save: %s: %s", path,
-                         rc == PR_EIO ? strerror(e) : pr_strerror(rc));
-    }
-    return 0;
-}
-
-static int pr__read_exact(FILE *f, void *p, size_t n, uint64_t *h)
-{
-    if (fread(p, 1, n, f) != n)
-        return PR_EIO;
-    if (h)
-        *h = pr__fnv(*h, p, n);
-    return 0;
-}
-
-int pr_engine_vocab_load(pr_engine *eng, const char *path, char *errstr, size_t errstr_size)
-{
-    uint32_t len;
-    return pr_engine_vocab_load_tagged(eng, path, NULL, 0, &len, errstr, errstr_size);
-}
-
-int pr_engine_vocab_load_tagged(pr_engine *eng, const char *path, void *tag, uint32_t tag_cap,
-                                uint32_t *tag_len, char *errstr, size_t errstr_size)
-{
-    *tag_len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return pr_seterr(errstr, errstr_size, PR_EIO, "vocab load: %s: %s", path, strerror(errno));
-    int rc = 0;
-    pr_vocab_entry *ents = NULL;
-    uint64_t h = PR__FNV_INIT;
-    char magic[8];
-    uint32_t hdr[2];
-    uint64_t fp;
-    if (pr__read_exact(f, magic, 8, &h) || memcmp(magic, pr__snap_magic, 8) ||
-        pr__read_exact(f, hdr, sizeof(hdr), &h) || hdr[0] < 1 || hdr[0] > 4 ||
-        pr__read_exact(f, &fp, 8, &h)) {
-        rc = pr_seterr(errstr, errstr_size, PR_EINVAL, "vocab load: %s is not a piperec snapshot",
-                       path);
-        goto out;
-    }
-    if (fp != eng->fingerprint || hdr[1] != eng->spec.n_sparse) {
-        rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
-                       "vocab load: %s was written for a different pipeline spec (fingerprint "
-                       "%016" PRIx64 ", this pipeline %016" PRIx64
-                       "): sparse ops, profile, modulus, min_count, capacity or eviction "
-                       "settings (eviction, ttl_records, ttl_s, decay_records) changed; "
-                       "the indices it holds do not apply",
-                       path, fp, eng->fingerprint);
-        goto out;
-    }
-    if ((hdr[0] >= 3) != eng->evict || (hdr[0] == 4) != eng->event_ttl) {
-        /* the fingerprint already differs; be explicit */
-        rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
-                       "vocab load: %s: snapshot version %u does not match this pipeline's "
-                       "eviction settings",
-                       path, hdr[0]);
-        goto out;
-    }
-    if (hdr[0] >= 2) {
-        uint32_t n = 0;
-        unsigned char tb[PR_SNAPSHOT_TAG_MAX];
-        if (pr__read_exact(f, &n, 4, &h) || n > PR_SNAPSHOT_TAG_MAX ||
-            pr__read_exact(f, tb, n, &h)) {
-            rc = pr_seterr(errstr, errstr_size, PR_EINVAL, "vocab load: %s: bad tag", path);
-            goto out;
-        }
-        if (n > tag_cap) {
-            rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
-                           "vocab load: %s carries a %u-byte tag this reader does not expect "
-                           "(a snapshot of a shared vocabulary: vocab_log)",
-                           path, n);
-            goto out;
-        }
-        if (n)
-            memcpy(tag, tb, n);
-        *tag_len = n;
-    }
-    /* Pass 1: verify the checksum before touching any state. */
-    long body = ftell(f);
-    unsigned char buf[1 << 16];
-    uint64_t sum;
-    {
-        if (fseek(f, -8, SEEK_END) || (sum = 0, 0)) {
-            rc = PR_EIO;
-            goto bad;
-        }
-        long end = ftell(f);
-        if (end < body || pr__read_exact(f, &sum, 8, NULL) || fseek(f, body, SEEK_SET)) {
-            rc = PR_EIO;
-            goto bad;
-        }
-        long left = end - body;
-        while (left > 0) {
-            size_t n = left > (long)sizeof(buf) ? sizeof(buf) : (size_t)left;
-            if (pr__read_exact(f, buf, n, &h)) {
-                rc = PR_EIO;
-                goto bad;
-            }
-            left -= (long)n;
-        }
-        if (h != sum) {
-            rc = PR_EINVAL;
-            goto bad;
-        }
-        if (fseek(f, body, SEEK_SET)) {
-            rc = PR_EIO;
-            goto bad;
-        }
-    }
-    /* Pass 2: load column by column. */
-    if (hdr[0] >= 3) {
-        uint64_t nn;
-        uint32_t np;
-        if (pr__read_exact(f, &nn, 8, NULL) || pr__read_exact(f, &np, 4, NULL) || nn == 0) {
-            rc = PR_EIO;
-            goto bad;
-        }
-        eng->notice_next = nn;
-        eng->n_pend = 0;
-        for (uint32_t i = 0; i < np; i++) {
-            uint32_t cz[2];
-            pr_recycled r = {0};
-            if (pr__read_exact(f, cz, 8, NULL) || pr__read_exact(f, &r.index, 8, NULL) ||
-                pr__read_exact(f, &r.number, 8, NULL)) {
-                rc = PR_EIO;
-                goto bad;
-            }
-            r.col = cz[0];
-            if (pr__pend_push(eng, &r)) {
-                rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "vocab load: out of memory");
-                goto out;
-            }
-        }
-    }
-    for (uint32_t c = 0; c < eng->spec.n_sparse; c++) {
-        uint64_t n;
-        pr__vclock clock = {0, 0};
-        if ((hdr[0] >= 3 && pr__read_exact(f, &clock.records, 8, NULL)) ||
-            (hdr[0] == 4 && pr__read_exact(f, &clock.event_ms, 8, NULL)) ||
-            pr__read_exact(f, &n, 8, NULL) || n > (uint64_t)SIZE_MAX / sizeof(*ents)) {
-            rc = PR_EIO;
-            goto bad;
-        }
-        free(ents);
-        ents = malloc((n ? n : 1) * sizeof(*ents));
-        if (!ents) {
-            rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "vocab load: out of memory");
-            goto out;
-        }
-        size_t rec_size = hdr[0] == 4 ? 40 : hdr[0] == 3 ? 32 : 24;
-        for (uint64_t i = 0; i < n; i++) {
-            uint64_t rec[5] = {0};
-            if (pr__read_exact(f, rec, rec_size, NULL)) {
-                rc = PR_EIO;
-                goto bad;
-            }
-            ents[i].value = rec[0];
-            ents[i].index = (int64_t)rec[1];
-            ents[i].count = rec[2];
-            ents[i].last_use = rec[3];
-            ents[i].last_use_ms = (int64_t)rec[4];
-        }
-        if (eng->has_vocab && (rc = eng->ops->vocab_load(eng->be, c, ents, n))) {
-            rc = pr_seterr(errstr, errstr_size, rc,
-                           "vocab load: %s: column %s: entries rejected by backend %s (%s)", path,
-                           eng->spec.sparse[c].name, eng->ops->name, pr_strerror(rc));
-            goto out;
-        }
-        if (eng->evict)
-            eng->ops->vocab_set_clock(eng->be, c, clock);
-        eng->jr_next[c] = (int64_t)pr_engine_vocab_size(eng, c);
-    }
-    goto out;
-bad:
-    pr_seterr(errstr, errstr_size, rc, "vocab load: %s is truncated or corrupt (%s)", path,
-              pr_strerror(rc));
-out:
-    free(ents);
-    fclose(f);
-    return rc;
-}
-
-/* --- journal
- *
- *   header: "PRVJRNL1" u64 fingerprint u32 n_sparse u32 0            (24 bytes)
- *   record: u32 col u32 check u64 value i64 index                   (24 bytes)
- * check = low 32 bits of FNV-1a over (col, value, index): a torn or
- * garbage tail record fails it and ends the replay there.
- */
-
-static const char pr__jr_magic[8] = {'P', 'R', 'V', 'J', 'R', 'N', 'L', '1'};
-#define PR__JR_HDR 24
-
-/* Version 2 (only when some column evicts): the same header with magic
- * "PRVJRNL2", then 40-byte records
- *   u32 kind << 28 | col, u32 check, u64 value, i64 index, u64 tick, u64 number
- * kind 0 ASSIGN: `index` of column `col` now holds `value` (a fresh index, or
- *   a recycled one when number > 0: the notice's number), looked up at record
- *   clock `tick`;
- * kind 1 COMMIT: end of one block's records (number = the next notice number).
- * check = low 32 bits of FNV-1a over the other 36 bytes. A block's records go
- * out in one write; replay applies whole blocks only (up to the last COMMIT),
- * in file order, so an index recycled twice ends with its last value.
- *
- * Version 3 (only when some column evicts by event time, ttl_s): magic
- * "PRVJRNL3", 48-byte records: version 2's plus i64 tick_ms, the column's
- * event clock at the assignment (0 in columns without ttl_s); check covers
- * the other 44 bytes. Version 2 journals stay byte-for-byte what they were. */
-static const char pr__jr2_magic[8] = {'P', 'R', 'V', 'J', 'R', 'N', 'L', '2'};
-static const char pr__jr3_magic[8] = {'P', 'R', 'V', 'J', 'R', 'N', 'L', '3'};
-enum { PR__JR2_ASSIGN = 0, PR__JR2_COMMIT = 1 };
-
-/* A version 2 or 3 record in memory; on disk version 2 ends before tick_ms. */
-typedef struct {
-    uint32_t kc;
-    uint32_t check;
-    uint64_t value;
-    int64_t index;
-    uint64_t tick;
-    uint64_t number;
-    int64_t tick_ms;
-} pr__jr2_rec;
-
-/* Journal version of an engine: 1 without eviction, 2 with, 3 with ttl_s. */
-static int pr__jr_version(const pr_engine *eng)
-{
-    return eng->event_ttl ? 3 : eng->evict ? 2 : 1;
-}
-
-static const char *pr__jr_magic_of(int version)
-{
-    return version == 3 ? pr__jr3_magic : version == 2 ? pr__jr2_magic : pr__jr_magic;
-}
-
-/* Bytes per record on disk. */
-static size_t pr__jr_rec_size(const pr_engine *eng)
-{
-    static const size_t size[] = {0, 24, 40, sizeof(pr__jr2_rec)};
-    return size[pr__jr_version(eng)];
-}
-
-/* Check of a version 2 or 3 record of `size` bytes on disk. */
-static uint32_t pr__jr2_check(const pr__jr2_rec *r, size_t size)
-{
-    uint64_t h = pr__fnv(PR__FNV_INIT, &r->kc, 4);
-    h = pr__fnv(h, &r->value, size - 8);
-    return (uint32_t)(h ^ (h >> 32));
-}
-
-/* (check is filled in when the block is written: pr__journal_append2) */
-static pr__jr2_rec pr__jr2_make(uint32_t kind, uint32_t col, uint64_t value, int64_t index,
-                                uint64_t tick, uint64_t number, int64_t tick_ms)
-{
-    return (pr__jr2_rec){kind << 28 | col, 0, value, index, tick, number, tick_ms};
-}
-
-typedef struct {
-    uint32_t col;
-    uint32_t check;
-    uint64_t value;
-    int64_t index;
-} pr__jr_rec;
-
-static uint32_t pr__jr_check(uint32_t col, uint64_t value, int64_t index)
-{
-    uint64_t h = pr__fnv(PR__FNV_INIT, &col, 4);
-    h = pr__fnv(h, &value, 8);
-    h = pr__fnv(h, &index, 8);
-    return (uint32_t)(h ^ (h >> 32));
-}
-
-static int pr__jr_header_check(const pr_engine *eng, const unsigned char *hdr, const char *path,
-                               char *errstr, size_t errstr_size)
-{
-    uint64_t fp;
-    uint32_t ns;
-    memcpy(&fp, hdr + 8, 8);
-    memcpy(&ns, hdr + 16, 4);
-    static const char *const what[] = {"", "without eviction", "with eviction by lookups",
-                                       "with eviction by event time (ttl_s)"};
-    int want = pr__jr_version(eng);
-    if (memcmp(hdr, pr__jr_magic_of(want), 8)) {
-        for (int v = 1; v <= 3; v++)
-            if (!memcmp(hdr, pr__jr_magic_of(v), 8))
-                return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                                 "vocab journal: %s was written %s, this pipeline evicts %s "
-                                 "(the indices it holds do not apply)",
-                                 path, what[v],
-                                 want == 1   ? "nothing"
-                                 : want == 2 ? "by lookups"
-                                             : "by event time (ttl_s)");
-        return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                         "vocab journal: %s is not a piperec journal", path);
-    }
-    if (fp != eng->fingerprint || ns != eng->spec.n_sparse)
-        return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                         "vocab journal: %s was written for a different pipeline spec "
-                         "(fingerprint %016" PRIx64 ", this pipeline %016" PRIx64 ")",
-                         path, fp, eng->fingerprint);
-    return 0;
-}
-
-static void pr__jr_header(const pr_engine *eng, unsigned char *hdr)
-{
-    memset(hdr, 0, PR__JR_HDR);
-    memcpy(hdr, pr__jr_magic_of(pr__jr_version(eng)), 8);
-    memcpy(hdr + 8, &eng->fingerprint, 8);
-    uint32_t ns = eng->spec.n_sparse;
-    memcpy(hdr + 16, &ns, 4);
-}
-
-static int pr__write_all(int fd, const void *p, size_t n)
-{
-    const char *c = p;
-    while (n) {
-        ssize_t w = write(fd, c, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return PR_EIO;
-        }
-        c += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-static bool pr__jr_rec_valid(const pr_engine *eng, const pr__jr_rec *r)
-{
-    return r->col < eng->spec.n_sparse && r->index >= 0 &&
-           r->check == pr__jr_check(r->col, r->value, r->index);
-}
-
-static bool pr__jr2_rec_valid(const pr_engine *eng, const pr__jr2_rec *r)
-{
-    uint32_t kind = r->kc >> 28, col = r->kc & 0x0fffffffu;
-    if (r->check != pr__jr2_check(r, pr__jr_rec_size(eng)))
-        return false;
-    if (kind == PR__JR2_COMMIT)
-        return true;
-    return kind == PR__JR2_ASSIGN && col < eng->spec.n_sparse && r->index >= 0;
-}
-
-/* What one journal record means for the valid prefix: the scan stops at a
- * BAD one; replay may end after an END one (every record of version 1, a
- * COMMIT of versions 2 and 3: a whole block). */
-enum { PR__JR_BAD, PR__JR_MID, PR__JR_END };
-
-static int pr__jr_kind(const pr_engine *eng, const void *rec)
-{
-    return pr__jr_rec_valid(eng, rec) ? PR__JR_END : PR__JR_BAD;
-}
-
-static int pr__jr2_kind(const pr_engine *eng, const void *rec)
-{
-    pr__jr2_rec r = {0}; /* a version 2 record is shorter than the struct */
-    memcpy(&r, rec, pr__jr_rec_size(eng));
-    if (!pr__jr2_rec_valid(eng, &r))
-        return PR__JR_BAD;
-    return r.kc >> 28 == PR__JR2_COMMIT ? PR__JR_END : PR__JR_MID;
-}
-
-/* End of the journal's valid prefix: header, then records up to the last
- * END before the first torn or invalid one (the point where replay stops).
- * -1 on a read error. */
-static off_t pr__jr_valid_end(const pr_engine *eng, int fd, off_t size)
-{
-    size_t rec_size = pr__jr_rec_size(eng);
-    int (*kind)(const pr_engine *, const void *) = eng->evict ? pr__jr2_kind : pr__jr_kind;
-    uint64_t buf[3 * 1024]; /* 24 KiB: whole records of any size, 8-byte aligned */
-    size_t per = sizeof(buf) / rec_size;
-    off_t at = PR__JR_HDR, end = PR__JR_HDR;
-    while (at + (off_t)rec_size <= size) {
-        ssize_t got = pread(fd, buf, per * rec_size, at);
-        if (got < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        size_t n = (size_t)got / rec_size;
-        if (n == 0)
-            break;
-        for (size_t i = 0; i < n; i++) {
-            int k = kind(eng, (const char *)buf + i * rec_size);
-            if (k == PR__JR_BAD)
-                return end;
-            at += (off_t)rec_size;
-            if (k == PR__JR_END)
-                end = at;
-        }
-    }
-    return end;
-}
-
-int pr_engine_vocab_journal_open(pr_engine *eng, const char *path, char *errstr, size_t errstr_size)
-{
-    if (!eng->has_vocab)
-        return pr_seterr(errstr, errstr_size, PR_ESTATE,
-                         "vocab journal: pipeline '%s' has no vocab operator", eng->spec.name);
-    if (eng->shared && eng->evict)
-        return pr_seterr(errstr, errstr_size, PR_ESTATE,
-                         "vocab journal: pipeline '%s' shares a vocabulary that evicts; the "
-                         "shared log is its journal",
-                         eng->spec.name);
-    pr_engine_vocab_journal_close(eng);
-    int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return pr_seterr(errstr, errstr_size, PR_EIO, "vocab journal: %s: %s", path,
-                         strerror(errno));
-    struct stat st;
-    unsigned char hdr[PR__JR_HDR];
-    int rc = 0;
-    if (fstat(fd, &st)) {
-        rc = pr_seterr(errstr, errstr_size, PR_EIO, "vocab journal: %s: %s", path, strerror(errno));
-    } else if (st.st_size < PR__JR_HDR) {
-        /* New (or header torn by a crash at creation): start it afresh. */
-        pr__jr_header(eng, hdr);
-        if (ftruncate(fd, 0) || pr__write_all(fd, hdr, sizeof(hdr)) || fdatasync(fd) ||
-            pr__fsync_dir_of(path))
-            rc = pr_seterr(errstr, errstr_size, PR_EIO, "vocab journal: %s: %s", path,
-                           strerror(errno));
-    } else if (pread(fd, hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr)) {
-        rc = pr_seterr(errstr, errstr_size, PR_EIO, "vocab journal: %s: %s", path, strerror(errno));
-    } else {
-        rc = pr__jr_header_check(eng, hdr, path, errstr, errstr_size);
-        /* Keep only the valid prefix (what replay reads): a torn tail, or a
-         * whole record of garbage left by a crash, would otherwise hide every
-         * record appended after it from the next replay. */
-        off_t whole = rc ? st.st_size : pr__jr_valid_end(eng, fd, st.st_size);
-        if (!rc && whole < 0)
-            rc = pr_seterr(errstr, errstr_size, PR_EIO, "vocab journal: %s: %s", path,
-                           strerror(errno));
-        else if (!rc && whole != st.st_size && ftruncate(fd, whole))
-            rc = pr_seterr(errstr, errstr_size, PR_EIO, "vocab journal: %s: %s", path,
-                           strerror(errno));
-    }
-    if (rc) {
-        close(fd);
-        return rc;
-    }
-    eng->jr_path = strdup(path);
-    eng->jr_fd = fd;
-    for (uint32_t c = 0; c < eng->spec.n_sparse; c++)
-        eng->jr_next[c] = (int64_t)pr_engine_vocab_size(eng, c);
-    return 0;
-}
-
-void pr_engine_vocab_journal_close(pr_engine *eng)
-{
-    if (eng->jr_fd >= 0)
-        close(eng->jr_fd);
-    eng->jr_fd = -1;
-    free(eng->jr_path);
-    eng->jr_path = NULL;
-}
-
-typedef struct {
-    pr__jr_rec *recs;
-    size_t n, cap;
-    uint32_t col;
-    int64_t from;
-    int err;
-} pr__jr_buf;
-
-static int pr__jr_collect_cb(const pr_vocab_entry *e, void *opaque)
-{
-    pr__jr_buf *b = opaque;
-    if (e->index < 0)
-        return 1; /* pending entries follow the assigned ones: done */
-    if (e->index < b->from)
         return 0;
-    if (b->n == b->cap) {
-        size_t nc = b->cap ? b->cap * 2 : 1024;
-        pr__jr_rec *r = realloc(b->recs, nc * sizeof(*r));
-        if (!r) {
-            b->err = PR_ENOMEM;
-            return 1;
-        }
-        b->recs = r;
-        b->cap = nc;
-    }
-    b->recs[b->n++] =
-        (pr__jr_rec){b->col, pr__jr_check(b->col, e->value, e->index), e->value, e->index};
-    return 0;
+    if (eng->ops->vocab_read_from)
+        return eng->ops->vocab_read_from(eng->be, col, from_index, cb, opaque);
+    return eng->ops->vocab_read(eng->be, col, cb, opaque);
 }
 
-static int pr__journal_append2(pr_engine *eng, char *errstr, size_t errstr_size);
-
-static int pr__journal_append(pr_engine *eng, char *errstr, size_t errstr_size)
+int pr_engine_vocab_load_column(pr_engine *eng, uint32_t col, const pr_vocab_entry *e, size_t n)
 {
-    if (eng->evict)
-        return pr__journal_append2(eng, errstr, errstr_size);
-    pr__jr_buf b = {0};
-    for (uint32_t c = 0; c < eng->spec.n_sparse; c++) {
-        int64_t size = (int64_t)eng->ops->vocab_size(eng->be, c);
-        if (size <= eng->jr_next[c])
-            continue;
-        b.col = c;
-        b.from = eng->jr_next[c];
-        if (eng->ops->vocab_read_from)
-            eng->ops->vocab_read_from(eng->be, c, b.from, pr__jr_collect_cb, &b);
-        else
-            eng->ops->vocab_read(eng->be, c, pr__jr_collect_cb, &b);
-        if (b.err)
-            break;
-        eng->jr_next[c] = size;
-    }
-    int rc = b.err;
-    if (!rc && b.n) {
-        if (pr__write_all(eng->jr_fd, b.recs, b.n * sizeof(*b.recs)) || fdatasync(eng->jr_fd))
-            rc = PR_EIO;
-    }
-    free(b.recs);
-    if (rc)
-        return pr_seterr(errstr, errstr_size, rc,
-                         "vocab journal: %s: append failed (%s); indices of this block are not "
-                         "durable, stop the pipeline",
-                         eng->jr_path, rc == PR_EIO ? strerror(errno) : pr_strerror(rc));
-    return 0;
-}
-
-/* Collect a column's current entries. */
-typedef struct {
-    pr_vocab_entry *e;
-    size_t n, cap;
-    int err;
-} pr__ents;
-
-static int pr__ents_push(pr__ents *v, const pr_vocab_entry *e)
-{
-    if (v->n == v->cap) {
-        size_t nc = v->cap ? v->cap * 2 : 1024;
-        pr_vocab_entry *p = realloc(v->e, nc * sizeof(*p));
-        if (!p)
-            return v->err = PR_ENOMEM;
-        v->e = p;
-        v->cap = nc;
-    }
-    v->e[v->n++] = *e;
-    return 0;
-}
-
-static int pr__ents_cb(const pr_vocab_entry *e, void *opaque)
-{
-    return pr__ents_push(opaque, e);
-}
-
-static int pr__u64_cmp(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static int pr__jr_rec_cmp(const void *a, const void *b)
-{
-    const pr__jr_rec *x = a, *y = b;
-    if (x->col != y->col)
-        return x->col < y->col ? -1 : 1;
-    return x->index < y->index ? -1 : x->index > y->index;
-}
-
-static int pr__journal_replay2(pr_engine *eng, const char *path, FILE *f, char *errstr,
-                               size_t errstr_size);
-
-int pr_engine_vocab_journal_replay(pr_engine *eng, const char *path, char *errstr,
-                                   size_t errstr_size)
-{
+    if (col >= eng->spec.n_sparse)
+        return PR_EINVAL;
     if (!eng->has_vocab)
-        return pr_seterr(errstr, errstr_size, PR_ESTATE,
-                         "vocab journal: pipeline '%s' has no vocab operator", eng->spec.name);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return pr_seterr(errstr, errstr_size, PR_EIO, "vocab journal: %s: %s", path,
-                         strerror(errno));
-    unsigned char hdr[PR__JR_HDR];
-    int rc = 0;
-    pr__jr_rec *recs = NULL;
-    size_t n = 0, cap = 0;
-    pr__ents cur = {0};
-    uint64_t *newvals = NULL;
-    if (fread(hdr, 1, sizeof(hdr), f) != sizeof(hdr)) {
-        /* A crash while creating it: nothing was ever journaled. */
-        fclose(f);
         return 0;
-    }
-    if ((rc = pr__jr_header_check(eng, hdr, path, errstr, errstr_size))) {
-        fclose(f);
-        return rc;
-    }
-    if (eng->evict) {
-        rc = pr__journal_replay2(eng, path, f, errstr, errstr_size);
-        fclose(f);
-        return rc;
-    }
-    pr__jr_rec r;
-    while (fread(&r, 1, sizeof(r), f) == sizeof(r)) {
-        if (!pr__jr_rec_valid(eng, &r)) {
-            pr_warn("vocab journal: %s: invalid record %zu, ignoring it and the rest", path, n);
-            break;
-        }
-        if (n == cap) {
-            cap = cap ? cap * 2 : 4096;
-            pr__jr_rec *p = realloc(recs, cap * sizeof(*p));
-            if (!p) {
-                rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "vocab journal: out of memory");
-                goto out;
-            }
-            recs = p;
-        }
-        recs[n++] = r;
-    }
-    /* Records of one column are in index order already; a stable grouping by
-     * column keeps that (indices are unique per column). */
-    if (n) /* qsort(NULL, 0) is undefined: an empty journal has no records */
-        qsort(recs, n, sizeof(*recs), pr__jr_rec_cmp);
-    int64_t base = pr__profile_base(eng->spec.profile);
-    for (size_t i = 0; i < n;) {
-        uint32_t c = recs[i].col;
-        size_t j = i;
-        while (j < n && recs[j].col == c)
-            j++;
-        cur.n = 0;
-        if ((rc = eng->ops->vocab_read(eng->be, c, pr__ents_cb, &cur)) || (rc = cur.err))
-            goto fail;
-        size_t n_assigned = 0;
-        while (n_assigned < cur.n && cur.e[n_assigned].index >= 0)
-            n_assigned++;
-        int64_t next = base + (int64_t)n_assigned;
-        size_t n_new = 0;
-        free(newvals);
-        newvals = malloc((j - i) * sizeof(*newvals));
-        if (!newvals) {
-            rc = PR_ENOMEM;
-            goto fail;
-        }
-        /* Split: pending entries move behind the new assigned ones. */
-        size_t n_pending = cur.n - n_assigned;
-        pr_vocab_entry *pending = NULL;
-        if (n_pending) {
-            pending = malloc(n_pending * sizeof(*pending));
-            if (!pending) {
-                rc = PR_ENOMEM;
-                goto fail;
-            }
-            memcpy(pending, cur.e + n_assigned, n_pending * sizeof(*pending));
-        }
-        cur.n = n_assigned;
-        for (size_t k = i; k < j; k++) {
-            if (recs[k].index < next) {
-                size_t at = (size_t)(recs[k].index - base);
-                if (recs[k].index < base || cur.e[at].value != recs[k].value) {
-                    free(pending);
-                    rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
-                                   "vocab journal: %s: column %s index %" PRId64
-                                   " disagrees with the snapshot; wrong snapshot for this journal?",
-                                   path, eng->spec.sparse[c].name, recs[k].index);
-                    goto out;
-                }
-                continue;
-            }
-            if (recs[k].index > next) {
-                free(pending);
-                rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
-                               "vocab journal: %s: column %s jumps from index %" PRId64
-                               " to %" PRId64 "; the snapshot is older than the journal's start",
-                               path, eng->spec.sparse[c].name, next, recs[k].index);
-                goto out;
-            }
-            pr_vocab_entry e = {recs[k].value, recs[k].index, 0, 0, 0};
-            if (pr__ents_push(&cur, &e)) {
-                free(pending);
-                rc = PR_ENOMEM;
-                goto fail;
-            }
-            newvals[n_new++] = recs[k].value;
-            next++;
-        }
-        qsort(newvals, n_new, sizeof(*newvals), pr__u64_cmp);
-        for (size_t k = 0; k < n_pending && !cur.err; k++) {
-            if (n_new &&
-                bsearch(&pending[k].value, newvals, n_new, sizeof(*newvals), pr__u64_cmp)) {
-                /* Now assigned: keep its count on the assigned entry. */
-                for (size_t q = n_assigned; q < cur.n; q++)
-                    if (cur.e[q].value == pending[k].value)
-                        cur.e[q].count = pending[k].count;
-                continue;
-            }
-            pr__ents_push(&cur, &pending[k]);
-        }
-        free(pending);
-        if ((rc = cur.err))
-            goto fail;
-        if (n_new && (rc = eng->ops->vocab_load(eng->be, c, cur.e, cur.n))) {
-            rc = pr_seterr(errstr, errstr_size, rc, "vocab journal: column %s: backend %s: %s",
-                           eng->spec.sparse[c].name, eng->ops->name, pr_strerror(rc));
-            goto out;
-        }
-        eng->jr_next[c] = (int64_t)pr_engine_vocab_size(eng, c);
-        i = j;
-    }
-    goto out;
-fail:
-    pr_seterr(errstr, errstr_size, rc, "vocab journal: replaying %s: %s", path, pr_strerror(rc));
-out:
-    free(newvals);
-    free(cur.e);
-    free(recs);
-    fclose(f);
+    return eng->ops->vocab_load(eng->be, col, e, n);
+}
+
+pr_vocab_clock pr_engine_vocab_clock(const pr_engine *eng, uint32_t col)
+{
+    pr_vocab_clock zero = {0, 0};
+    if (!eng->evict || col >= eng->spec.n_sparse)
+        return zero;
+    return eng->ops->vocab_clock(eng->be, col);
+}
+
+void pr_engine_vocab_set_clock(pr_engine *eng, uint32_t col, pr_vocab_clock clock)
+{
+    if (eng->evict && col < eng->spec.n_sparse)
+        eng->ops->vocab_set_clock(eng->be, col, clock);
+}
+
+void pr_engine_vocab_block_log(const pr_engine *eng, uint32_t col, const pr_vocab_assignment **log,
+                               size_t *n)
+{
+    *log = NULL;
+    *n = 0;
+    if (eng->evict && col < eng->spec.n_sparse)
+        eng->ops->vocab_block_log(eng->be, col, log, n);
+}
+
+int pr_engine_vocab_notices_each(const pr_engine *eng, pr_notice_cb cb, void *opaque)
+{
+    int rc = 0;
+    for (uint32_t i = 0; i < eng->n_pend && !rc; i++)
+        rc = cb(&eng->pend[i], opaque);
+    for (uint32_t i = 0; i < eng->n_recent && !rc; i++)
+        rc = cb(&eng->recent[i], opaque);
     return rc;
 }
 
-/* --- journal version 2 (evicting columns) */
-
-typedef struct {
-    pr__jr2_rec *r;
-    size_t n, cap;
-    uint32_t col;
-    int64_t from;
-    int err;
-} pr__jr2_buf;
-
-static void pr__jr2_push(pr__jr2_buf *b, pr__jr2_rec r)
+uint32_t pr_engine_vocab_notices_held(const pr_engine *eng)
 {
-    if (b->err)
-        return;
-    if (b->n == b->cap) {
-        size_t nc = b->cap ? b->cap * 2 : 1024;
-        pr__jr2_rec *p = realloc(b->r, nc * sizeof(*p));
-        if (!p) {
-            b->err = PR_ENOMEM;
-            return;
-        }
-        b->r = p;
-        b->cap = nc;
-    }
-    b->r[b->n++] = r;
+    return eng->n_pend + eng->n_recent;
 }
 
-static int pr__jr2_fresh_cb(const pr_vocab_entry *e, void *opaque)
+void pr_engine_vocab_notices_clear(pr_engine *eng)
 {
-    pr__jr2_buf *b = opaque;
-    if (e->index < 0)
-        return 1;
-    if (e->index >= b->from)
-        pr__jr2_push(b, pr__jr2_make(PR__JR2_ASSIGN, b->col, e->value, e->index, e->last_use, 0,
-                                     e->last_use_ms));
-    return b->err;
+    eng->n_pend = 0;
 }
 
-typedef struct {
-    uint32_t row, col;
-    size_t pos;
-} pr__jr2_note;
-
-static int pr__jr2_note_cmp(const void *a, const void *b)
+int pr_engine_vocab_notices_queue(pr_engine *eng, const pr_recycled *r)
 {
-    const pr__jr2_note *x = a, *y = b;
-    if (x->row != y->row)
-        return x->row < y->row ? -1 : 1;
-    return x->col < y->col ? -1 : x->col > y->col;
+    return pr__pend_push(eng, r);
 }
 
-/* One block: the evicting columns' assignments from the backend's block log
- * (recycled ones numbered as pr__number_notices numbered them: (row, col)
- * order, ending at notice_next - 1), the other columns' new indices, then a
- * COMMIT; one write, one fdatasync, nothing when the block assigned nothing. */
-static int pr__journal_append2(pr_engine *eng, char *errstr, size_t errstr_size)
+void pr_engine_vocab_notices_set_next(pr_engine *eng, uint64_t next)
 {
-    pr__jr2_buf b = {0};
-    pr__jr2_note *notes = NULL;
-    size_t n_notes = 0, notes_cap = 0;
-    int rc = 0;
-    for (uint32_t c = 0; c < eng->spec.n_sparse && !b.err && !rc; c++) {
-        int64_t size = (int64_t)eng->ops->vocab_size(eng->be, c);
-        if (eng->spec.sparse[c].eviction == PR_EVICT_NONE) {
-            if (size > eng->jr_next[c]) {
-                b.col = c;
-                b.from = eng->jr_next[c];
-                eng->ops->vocab_read_from
-                    ? eng->ops->vocab_read_from(eng->be, c, b.from, pr__jr2_fresh_cb, &b)
-                    : eng->ops->vocab_read(eng->be, c, pr__jr2_fresh_cb, &b);
-            }
-            eng->jr_next[c] = size;
-            continue;
-        }
-        const pr__vasg *log;
-        size_t n;
-        eng->ops->vocab_block_log(eng->be, c, &log, &n);
-        for (size_t i = 0; i < n && !b.err; i++) {
-            if (log[i].recycled) {
-                if (n_notes == notes_cap) {
-                    notes_cap = notes_cap ? notes_cap * 2 : 256;
-                    pr__jr2_note *p = realloc(notes, notes_cap * sizeof(*p));
-                    if (!p) {
-                        rc = PR_ENOMEM;
-                        break;
-                    }
-                    notes = p;
-                }
-                notes[n_notes++] = (pr__jr2_note){log[i].row, c, b.n};
-            }
-            pr__jr2_push(&b, pr__jr2_make(PR__JR2_ASSIGN, c, log[i].value, log[i].index,
-                                          log[i].tick, 0, log[i].tick_ms));
-        }
-        eng->jr_next[c] = size;
-    }
-    if (!rc)
-        rc = b.err;
-    if (!rc && b.n) {
-        if (n_notes)
-            qsort(notes, n_notes, sizeof(*notes), pr__jr2_note_cmp);
-        uint64_t first = eng->notice_next - n_notes;
-        for (size_t k = 0; k < n_notes; k++)
-            b.r[notes[k].pos].number = first + k;
-        pr__jr2_push(&b, pr__jr2_make(PR__JR2_COMMIT, 0, 0, 0, 0, eng->notice_next, 0));
-        rc = b.err;
-        /* Checks, then the on-disk layout: version 2 records are packed to
-         * their 40 bytes in place (each moves down, never over a later one). */
-        size_t rec_size = pr__jr_rec_size(eng);
-        for (size_t i = 0; i < b.n && !rc; i++) {
-            b.r[i].check = pr__jr2_check(&b.r[i], rec_size);
-            if (rec_size != sizeof(*b.r))
-                memmove((char *)b.r + i * rec_size, &b.r[i], rec_size);
-        }
-        if (!rc && (pr__write_all(eng->jr_fd, b.r, b.n * rec_size) || fdatasync(eng->jr_fd)))
-            rc = PR_EIO;
-    }
-    free(b.r);
-    free(notes);
-    if (rc)
-        return pr_seterr(errstr, errstr_size, rc,
-                         "vocab journal: %s: append failed (%s); indices of this block are not "
-                         "durable, stop the pipeline",
-                         eng->jr_path, rc == PR_EIO ? strerror(errno) : pr_strerror(rc));
-    return 0;
+    if (next)
+        eng->notice_next = next;
 }
 
-static int pr__ent_value_cmp(const void *a, const void *b)
+bool pr_engine_vocab_is_shared(const pr_engine *eng)
 {
-    uint64_t x = ((const pr_vocab_entry *)a)->value, y = ((const pr_vocab_entry *)b)->value;
-    return x < y ? -1 : x > y;
+    return eng->shared;
 }
 
-static int pr__recycled_number_cmp(const void *a, const void *b)
+void pr_engine_set_block_hook(pr_engine *eng, pr_engine_block_hook hook,
+                              void (*release)(void *opaque), void *opaque)
 {
-    uint64_t x = ((const pr_recycled *)a)->number, y = ((const pr_recycled *)b)->number;
-    return x < y ? -1 : x > y;
+    if (eng->hook_release)
+        eng->hook_release(eng->hook_data);
+    eng->hook = hook;
+    eng->hook_release = hook ? release : NULL;
+    eng->hook_data = hook ? opaque : NULL;
 }
 
-/* Replay a version-2 or 3 journal (f is past the header): whole blocks
- * only, each ASSIGN overwriting its index in file order, then one vocab_load
- * per column; the clocks become the newest of the snapshot's and the
- * records'; notices newer than the snapshot's counter are queued for
- * re-announcement. Records already in the snapshot (a crash between a
- * checkpoint's rename and its truncation) rewrite the same final values. */
-static int pr__journal_replay2(pr_engine *eng, const char *path, FILE *f, char *errstr,
-                               size_t errstr_size)
+void *pr_engine_block_hook_data(const pr_engine *eng, pr_engine_block_hook hook)
 {
-    pr__jr2_rec *recs = NULL;
-    size_t n = 0, cap = 0, n_ok = 0;
-    pr__ents cur = {0};
-    pr_vocab_entry *sorted = NULL;
-    pr_recycled *notes = NULL;
-    size_t n_notes = 0;
-    uint64_t next_number = eng->notice_next;
-    int rc = 0;
-    size_t rec_size = pr__jr_rec_size(eng);
-    pr__jr2_rec r = {0}; /* tick_ms stays 0 in version 2 records */
-    while (fread(&r, 1, rec_size, f) == rec_size) {
-        if (!pr__jr2_rec_valid(eng, &r)) {
-            pr_warn("vocab journal: %s: invalid record %zu, ignoring it and the rest", path, n);
-            break;
-        }
-        if (n == cap) {
-            cap = cap ? cap * 2 : 4096;
-            pr__jr2_rec *p = realloc(recs, cap * sizeof(*p));
-            if (!p) {
-                rc = PR_ENOMEM;
-                goto fail;
-            }
-            recs = p;
-        }
-        recs[n++] = r;
-        if (r.kc >> 28 == PR__JR2_COMMIT) {
-            n_ok = n;
-            if (r.number > next_number)
-                next_number = r.number;
-        }
-    }
-    if (n_ok < n)
-        pr_warn("vocab journal: %s: %zu records of an unfinished block ignored", path, n - n_ok);
-    notes = malloc((n_ok ? n_ok : 1) * sizeof(*notes));
-    if (!notes) {
-        rc = PR_ENOMEM;
-        goto fail;
-    }
-    int64_t base = pr__profile_base(eng->spec.profile);
-    for (uint32_t c = 0; c < eng->spec.n_sparse; c++) {
-        bool touched = false;
-        for (size_t i = 0; i < n_ok && !touched; i++)
-            touched = recs[i].kc == ((uint32_t)PR__JR2_ASSIGN << 28 | c);
-        if (!touched)
-            continue;
-        cur.n = 0;
-        if ((rc = eng->ops->vocab_read(eng->be, c, pr__ents_cb, &cur)) || (rc = cur.err))
-            goto fail;
-        size_t n_assigned = 0;
-        while (n_assigned < cur.n && cur.e[n_assigned].index >= 0)
-            n_assigned++;
-        size_t n_pending = cur.n - n_assigned;
-        pr_vocab_entry *pending = NULL;
-        if (n_pending) {
-            if (!(pending = malloc(n_pending * sizeof(*pending)))) {
-                rc = PR_ENOMEM;
-                goto fail;
-            }
-            memcpy(pending, cur.e + n_assigned, n_pending * sizeof(*pending));
-        }
-        cur.n = n_assigned;
-        pr__vclock clock = eng->ops->vocab_clock(eng->be, c);
-        for (size_t i = 0; i < n_ok; i++) {
-            const pr__jr2_rec *q = &recs[i];
-            if (q->kc != ((uint32_t)PR__JR2_ASSIGN << 28 | c))
-                continue;
-            if (q->tick > clock.records)
-                clock.records = q->tick;
-            if (q->tick_ms > clock.event_ms)
-                clock.event_ms = q->tick_ms;
-            if (q->number >= eng->notice_next)
-                notes[n_notes++] = (pr_recycled){c, 0, q->index, q->number};
-            pr_vocab_entry e = {q->value, q->index, 1, q->tick, q->tick_ms};
-            size_t at = (size_t)(q->index - base);
-            if (q->index < base || at > cur.n) {
-                free(pending);
-                rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
-                               "vocab journal: %s: column %s jumps to index %" PRId64
-                               " (the vocabulary has %zu); the snapshot is older than the "
-                               "journal's start",
-                               path, eng->spec.sparse[c].name, q->index, cur.n);
-                goto out;
-            }
-            if (at == cur.n) {
-                pr__ents_push(&cur, &e);
-            } else if (cur.e[at].value == q->value) {
-                if (q->tick > cur.e[at].last_use)
-                    cur.e[at].last_use = q->tick;
-                if (q->tick_ms > cur.e[at].last_use_ms)
-                    cur.e[at].last_use_ms = q->tick_ms;
-            } else {
-                cur.e[at] = e;
-            }
-        }
-        /* Each value at one index; values now assigned are no longer pending. */
-        free(sorted);
-        sorted = malloc((cur.n ? cur.n : 1) * sizeof(*sorted));
-        if (!sorted || cur.err) {
-            free(pending);
-            rc = PR_ENOMEM;
-            goto fail;
-        }
-        memcpy(sorted, cur.e, cur.n * sizeof(*sorted));
-        qsort(sorted, cur.n, sizeof(*sorted), pr__ent_value_cmp);
-        for (size_t k = 1; k < cur.n; k++)
-            if (sorted[k].value == sorted[k - 1].value) {
-                free(pending);
-                rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
-                               "vocab journal: %s: column %s: value %" PRIx64
-                               " ends up at two indices; wrong snapshot for this journal?",
-                               path, eng->spec.sparse[c].name, sorted[k].value);
-                goto out;
-            }
-        size_t n_assigned_now = cur.n;
-        for (size_t k = 0; k < n_pending; k++)
-            if (!bsearch(&pending[k], sorted, n_assigned_now, sizeof(*sorted), pr__ent_value_cmp))
-                pr__ents_push(&cur, &pending[k]);
-        free(pending);
-        if ((rc = cur.err))
-            goto fail;
-        if ((rc = eng->ops->vocab_load(eng->be, c, cur.e, cur.n))) {
-            rc = pr_seterr(errstr, errstr_size, rc, "vocab journal: column %s: backend %s: %s",
-                           eng->spec.sparse[c].name, eng->ops->name, pr_strerror(rc));
-            goto out;
-        }
-        if (eng->evict)
-            eng->ops->vocab_set_clock(eng->be, c, clock);
-        eng->jr_next[c] = (int64_t)pr_engine_vocab_size(eng, c);
-    }
-    /* Re-announce, in number order, what the journal recycled. */
-    if (n_notes)
-        qsort(notes, n_notes, sizeof(*notes), pr__recycled_number_cmp);
-    for (size_t k = 0; k < n_notes; k++)
-        if (pr__pend_push(eng, &notes[k])) {
-            rc = PR_ENOMEM;
-            goto fail;
-        }
-    eng->notice_next = next_number;
-    goto out;
-fail:
-    pr_seterr(errstr, errstr_size, rc, "vocab journal: replaying %s: %s", path, pr_strerror(rc));
-out:
-    free(sorted);
-    free(notes);
-    free(cur.e);
-    free(recs);
-    return rc;
-}
-
-int pr_engine_vocab_checkpoint(pr_engine *eng, const char *snapshot_path, const char *journal_path,
-                               char *errstr, size_t errstr_size)
-{
-    int rc = pr_engine_vocab_save(eng, snapshot_path, errstr, errstr_size);
-    if (rc)
-        return rc;
-    if (!journal_path)
-        journal_path = eng->jr_path;
-    if (!journal_path)
-        return 0;
-    /* The snapshot is durable: the journal's records are all in it now. */
-    int fd = open(journal_path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return 0;
-        return pr_seterr(errstr, errstr_size, PR_EIO, "vocab checkpoint: %s: %s", journal_path,
-                         strerror(errno));
-    }
-    rc = (ftruncate(fd, PR__JR_HDR) || fdatasync(fd)) ? PR_EIO : 0;
-    close(fd);
-    if (rc)
-        return pr_seterr(errstr, errstr_size, rc, "vocab checkpoint: truncating %s: %s",
-                         journal_path, strerror(errno));
-    return 0;
+    return eng->hook && eng->hook == hook ? eng->hook_data : NULL;
 }

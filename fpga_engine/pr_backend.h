@@ -1,8 +1,9 @@
 /*
  * pr_backend.h — the backend interface (internal to fpga_engine/).
  *
- * pr_engine (engine.c) validates the spec, owns stats and the file formats of
- * vocabulary export/snapshot; a backend does the work. Backends: cpu
+ * pr_engine (engine.c) validates the spec and owns stats; a backend does the
+ * work. Vocabulary files are vocab/'s (pr_vocab.h), through the engine's
+ * primitives over vocab_read/vocab_load. Backends: cpu
  * (cpu_backend.c, default), hls-sim (hls/, the HLS kernel compiled as plain C
  * and called block by block as the host would call the device), xrt (xrt/,
  * Alveo cards). Each is one const pr_backend_ops table.
@@ -20,23 +21,10 @@
 
 typedef struct pr_backend pr_backend; /* each backend defines its own struct */
 
-/* One index handed out by the last process() call in an evicting column, in
- * row order: fresh (the next index) or recycled (an evicted value's index). */
-typedef struct pr__vasg {
-    uint32_t row;
-    bool recycled;
-    int64_t index;
-    uint64_t value;
-    uint64_t tick;   /* the column's record clock at the assignment */
-    int64_t tick_ms; /* its event clock (eviction ttl with ttl_s; else 0) */
-} pr__vasg;
-
-/* A bounded column's clocks: lookups so far, and the newest event time
- * (ms) looked up (eviction ttl with ttl_s; else 0). Both only grow. */
-typedef struct pr__vclock {
-    uint64_t records;
-    int64_t event_ms;
-} pr__vclock;
+/* A block's assignments and a column's clocks (pr_engine.h's vocabulary
+ * primitives), under the names the backends use. */
+typedef pr_vocab_assignment pr__vasg;
+typedef pr_vocab_clock pr__vclock;
 
 typedef struct pr_backend_ops {
     const char *name;
@@ -68,6 +56,10 @@ typedef struct pr_backend_ops {
      * lookup-or-inserts of one value; vocab_freeze(true) makes processing
      * lookup-only. */
     int (*vocab_misses)(pr_backend *be, const pr_block *in, pr_vocab_miss_cb cb, void *opaque);
+    /* Optional: vocab_misses for one column of keys after Hex2Int and
+     * Modulus, any number of them (pr_engine_vocab_misses_keys). */
+    int (*vocab_misses_keys)(pr_backend *be, uint32_t col, const uint64_t *keys, size_t n,
+                             pr_vocab_miss_cb cb, void *opaque);
     int (*vocab_apply)(pr_backend *be, uint32_t col, uint64_t key, uint32_t count, int64_t *index);
     void (*vocab_freeze)(pr_backend *be, bool frozen);
     /* Optional, all three or none: bounded vocabularies (pr_vocab_eviction).

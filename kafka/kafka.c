@@ -250,11 +250,6 @@ bool pr_kafka_prop_dropped(pr_kafka_role role, const char *key)
     return r && key && pr__drop_reason(r, key);
 }
 
-bool pr_kafka_prop_consumer_only(const char *key)
-{
-    return pr_kafka_prop_dropped(PR_KAFKA_VOCAB_PRODUCER, key);
-}
-
 /* ---------------------------------------------------------------- building */
 
 static bool pr__has(const pr_kv *kv, size_t n, const char *key)

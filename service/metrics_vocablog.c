@@ -2,7 +2,7 @@
  * metrics_vocablog.c — the shared vocabulary log's families
  * (metric_families.h), only for pipelines that have one (vocab_log): lag,
  * liveness, records, proposals, waits and errors. Stats: pr_vocablog_stats
- * (pr_vocablog.h).
+ * (pr_vocab.h).
  */
 #include "metric_families.h"
 
@@ -14,10 +14,7 @@ typedef struct pr__vlog_snap {
 static void pr__vlog_scrape(pr__pipe *p, void *snap)
 {
     pr__vlog_snap *s = snap;
-    if (p->vlog) {
-        pr_vocablog_get_stats(p->vlog, &s->vls);
-        s->has_vlog = true;
-    }
+    s->has_vlog = pr_vocab_store_log_stats(p->vs, &s->vls);
 }
 
 enum { PR__VL_VALUE, PR__VL_LAG, PR__VL_UP, PR__VL_ERRORS, PR__VL_WAIT };

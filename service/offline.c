@@ -52,6 +52,7 @@
 #include "pr_log.h"
 #include "pr_npy.h"
 #include "pr_service.h"
+#include "pr_vocab.h"
 
 #define PR__BYTES_PER_ROW 200 /* chunk size = block_rows * this (Criteo ~240 B/line) */
 #define PR__ERR           512
@@ -102,6 +103,7 @@ typedef struct pr__job {
 typedef struct pr__run {
     const pr_pipeline_spec *spec;
     pr_engine *eng;
+    pr_vocab_store *vs; /* local, nothing persists: the seed, notices */
     const pr_offline_opts *opts;
     const char *in_name;
     uint32_t block_rows;
@@ -446,8 +448,7 @@ static int pr__engine_job(pr__run *run, pr__job *job, char *errstr, size_t errst
         if (rc)
             return rc;
         if (o->n_recycled) /* recycled.npy holds them: nothing to re-announce */
-            pr_engine_vocab_notices_delivered(run->eng,
-                                              pr_engine_vocab_recycled_total(run->eng) + 1);
+            pr_vocab_store_commit(run->vs, pr_engine_vocab_recycled_total(run->eng) + 1);
         if (o->n_rejected) {
             for (uint32_t r = 0; r < o->rows; r++) {
                 if (!pr_bit_test(o->rejected, r))
@@ -856,11 +857,13 @@ static int pr__run_engine(pr__run *run, const pr_engine_opts *eopts, char *errst
     run->eng = pr_engine_new(spec, eopts, errstr, errstr_size);
     if (!run->eng)
         return PR_EINVAL;
-    if (run->opts->vocab_seed) {
-        int rc = pr_engine_vocab_import(run->eng, run->opts->vocab_seed, errstr, errstr_size);
-        if (rc)
-            return rc;
-    }
+    pr_vocab_store_opts vo = {
+        .eng = run->eng, .pipeline = spec->name, .seed = run->opts->vocab_seed};
+    int rc = pr_vocab_store_new(&vo, &run->vs, errstr, errstr_size);
+    if (!rc)
+        rc = pr_vocab_store_recover(run->vs, 0, errstr, errstr_size);
+    if (rc)
+        return rc;
     run->res->sparse_width = pr_engine_sparse_width(run->eng);
     int threads = run->opts->threads > 0 ? run->opts->threads : 1;
     if (threads > 64)
@@ -988,7 +991,7 @@ static int pr__write_vocab(pr__run *run, char *errstr, size_t errstr_size)
     snprintf(path, sizeof(path), "%s/vocab", run->opts->output_dir);
     if ((rc = pr__mkdir_p(path, errstr, errstr_size)))
         return rc;
-    return pr_engine_vocab_export(run->eng, path, errstr, errstr_size);
+    return pr_vocab_export(run->eng, path, errstr, errstr_size);
 }
 
 static void pr__free_jobs(pr__run *run)
@@ -1064,6 +1067,7 @@ out_jobs:
     pthread_cond_destroy(&run.cv);
 out_engine:
     free(run.jobs);
+    pr_vocab_store_free(run.vs);
     pr_engine_free(run.eng);
 out_input:
     if (run.map)

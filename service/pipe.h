@@ -31,7 +31,7 @@
 #include "pr_ingest.h"
 #include "pr_service.h"
 #include "pr_sink.h"
-#include "pr_vocablog.h"
+#include "pr_vocab.h"
 
 #ifndef PR_VERSION
 #define PR_VERSION "0.0.0"
@@ -103,8 +103,9 @@ struct pr__pipe {
         int64_t offset, event_time_ms;
     } * late;
     size_t n_late, late_cap;
-    /* Shared vocabulary (vocab_log): NULL when this process owns its own. */
-    pr_vocablog *vlog;
+    /* The vocabulary's durability and sharing (pr_vocab.h): local journal +
+     * snapshot, or the shared vocab log. */
+    pr_vocab_store *vs;
     /* Lowest offset per partition key of the rows still in blk/wblk, built
      * once per round of offset stores (pr__unproc_build): a scan of both
      * blocks per partition was 6% of the pipeline thread at 144 partitions. */
@@ -125,10 +126,7 @@ struct pr__pipe {
     size_t n_revoked, cap_revoked;
     bool revoked_overflow;
 
-    /* State files (empty when state is disabled). */
-    char snap_path[PATH_MAX];
-    char journal_path[PATH_MAX];
-    int64_t next_ckpt_ns;
+    int64_t next_ckpt_ns;            /* next vocabulary checkpoint (pr_vocab_store_persistent) */
     _Atomic uint64_t epoch;          /* restart epoch stamped on every batch (pr__epoch_bump) */
     char dead_letter_file[PATH_MAX]; /* <state.dir>/<name>.deadletters, or "" */
     char member_file[PATH_MAX];      /* <state.dir>/<name>.member (consumer member id), or "" */

@@ -273,8 +273,8 @@ void pr__on_revoke(void *opaque, pr_consumer *c, const pr_tp *parts, size_t n)
     if (pr__wstate_get(p) == PR__W_HELD && p->wblk->rows) {
         uint32_t before = p->wblk->rows;
         pr__block_drop_revoked(p, p->wblk, NULL);
-        if (p->wblk->rows != before && p->vlog)
-            pr_vocablog_abandon(p->vlog);
+        if (p->wblk->rows != before)
+            pr_vocab_store_abandon(p->vs);
     }
     pr_info("pipeline %s: %zu partition(s) revoked", p->cfg->name, n);
 }
@@ -466,13 +466,13 @@ static void pr__store_safe_offsets(pr__pipe *p)
     pr_batcher_safe_offsets(p->bat, pr__store_cb, p);
     p->unproc_valid = false;
     /* Recycled-index notices acknowledged with their batches need no
-     * re-announcement after a restart (pr_engine_vocab_notices_delivered). */
+     * re-announcement after a restart (pr_vocab_store_commit). */
     uint64_t floor = pr_batcher_notice_floor(p->bat);
     uint64_t top = pr_engine_vocab_recycled_total(p->eng) + 1 -
                    pr_engine_vocab_notices_pending(p->eng); /* pending: the newest ones */
     if (floor > top)
         floor = top;
-    pr_engine_vocab_notices_delivered(p->eng, floor);
+    pr_vocab_store_commit(p->vs, floor);
     /* Saved for the next start, which then re-announces only those above;
      * at most every 200 ms while acks stream in (a stale floor only
      * re-announces more), at once when everything is acknowledged. */
@@ -565,7 +565,7 @@ static void pr__drain(pr__pipe *p)
         /* Its rows stay in the block, which holds their offsets back (as
          * do the rows read after it): they are read again after the
          * restart. */
-        pr_vocablog_abandon(p->vlog);
+        pr_vocab_store_abandon(p->vs);
         pr_warn("pipeline %s: %u row(s) still wait for the vocab log at shutdown (and %u "
                 "read after them); they will be read again after restart",
                 p->cfg->name, p->wblk->rows, p->blk->rows);
@@ -616,7 +616,7 @@ static void pr__duties(pr__pipe *p, int64_t now, int64_t *last_store_ns)
     pr_batcher_poll(p->bat);
     pr__update_inflight(p);
     pr__backpressure(p);
-    if (p->snap_path[0] && now >= p->next_ckpt_ns)
+    if (pr_vocab_store_persistent(p->vs) && now >= p->next_ckpt_ns)
         pr__pipe_checkpoint(p);
     pr__refresh_cache(p, now, false);
 }
@@ -682,9 +682,9 @@ void *pr__pipe_main(void *arg)
         e[0] = '\0';
         if (ws != PR__W_RUNNING) {
             /* Duties: engine, batcher and sinks are free now. */
-            if (p->vlog && ws == PR__W_IDLE) {
+            if (ws == PR__W_IDLE) {
                 /* Learn the other replicas' values between blocks. */
-                int rc = pr_vocablog_poll(p->vlog, 0, e, sizeof(e));
+                int rc = pr_vocab_store_poll(p->vs, 0, e, sizeof(e));
                 if (rc) {
                     char msg[600];
                     snprintf(msg, sizeof(msg), "vocab log: %s", e);
@@ -697,9 +697,9 @@ void *pr__pipe_main(void *arg)
             if (ws == PR__W_HELD) {
                 /* While it waits, the next block's new values can go to the
                  * log already (the engine is idle between runs). */
-                if (p->vlog && p->blk->rows > p->ahead_rows) {
+                if (p->blk->rows > p->ahead_rows) {
                     int rc =
-                        pr_vocablog_propose_ahead(p->vlog, p->blk, p->ahead_rows, e, sizeof(e));
+                        pr_vocab_store_propose_ahead(p->vs, p->blk, p->ahead_rows, e, sizeof(e));
                     if (rc) {
                         char msg[600];
                         snprintf(msg, sizeof(msg), "vocab log: %s", e);

@@ -133,84 +133,31 @@ static int pr__epoch_bump(pr__pipe *p, char *errstr, size_t errstr_size)
     return 0;
 }
 
-static int pr__state_open(pr__pipe *p, char *errstr, size_t errstr_size)
+/* The vocabulary store (local or shared, pr_vocab.h) and its recovery; the
+ * checkpoint timer starts when it has a state dir to write to. */
+static int pr__vocab_open(pr__pipe *p, const char *replica, char *errstr, size_t errstr_size)
 {
     const pr_state_cfg *st = &p->cfg->state;
-    const char *seed = p->cfg->vocab_seed;
-    if (p->cfg->vocab_log.enabled) {
-        /* The log is the journal; the state dir keeps only a snapshot with
-         * the log position it reflects (pr__vocablog_open). */
-        if (!st->enabled || !st->dir)
-            return 0;
-        if (pr__mkdir_p(st->dir))
-            return pr_seterr(errstr, errstr_size, PR_EIO, "pipelines[%s].state.dir '%s': %s",
-                             p->cfg->name, st->dir, strerror(errno));
-        snprintf(p->snap_path, sizeof(p->snap_path), "%s/%s.vocablog", st->dir, p->cfg->name);
+    pr_vocab_store_opts vo = {.eng = p->eng,
+                              .pipeline = p->cfg->name,
+                              .state_dir = st->enabled ? st->dir : NULL,
+                              .seed = p->cfg->vocab_seed,
+                              .log = &p->cfg->vocab_log,
+                              .replica = replica};
+    int rc = pr_vocab_store_new(&vo, &p->vs, errstr, errstr_size);
+    if (!rc)
+        rc = pr_vocab_store_recover(p->vs, p->epoch, errstr, errstr_size);
+    if (!rc && pr_vocab_store_persistent(p->vs))
         p->next_ckpt_ns = pr__now_ns() + st->checkpoint_interval_s * 1000000000LL;
-        return 0;
-    }
-    /* transform.vocab.seed: without persistence, every start begins from it. */
-    if (!st->enabled || !st->dir)
-        return seed ? pr_engine_vocab_import(p->eng, seed, errstr, errstr_size) : 0;
-    if (!pr_spec_has_op(p->spec, PR_OP_VOCAB))
-        return seed ? pr_engine_vocab_import(p->eng, seed, errstr, errstr_size) : 0;
-    if (pr__mkdir_p(st->dir))
-        return pr_seterr(errstr, errstr_size, PR_EIO, "pipelines[%s].state.dir '%s': %s",
-                         p->cfg->name, st->dir, strerror(errno));
-    snprintf(p->snap_path, sizeof(p->snap_path), "%s/%s.vocab", st->dir, p->cfg->name);
-    snprintf(p->journal_path, sizeof(p->journal_path), "%s/%s.journal", st->dir, p->cfg->name);
-    int rc;
-    /* With persistence the seed applies only while the state dir holds no
-     * vocabulary (no snapshot, no journal); it is saved as the first snapshot
-     * before the journal exists, so a crash cannot seed twice or lose it. */
-    if (seed && access(p->snap_path, F_OK) != 0 && access(p->journal_path, F_OK) != 0) {
-        if ((rc = pr_engine_vocab_import(p->eng, seed, errstr, errstr_size)) ||
-            (rc = pr_engine_vocab_save(p->eng, p->snap_path, errstr, errstr_size)))
-            return rc;
-        pr_info("pipeline %s: vocabulary seeded from %s", p->cfg->name, seed);
-    } else if (seed) {
-        pr_info("pipeline %s: %s already holds a vocabulary; vocab.seed %s not used", p->cfg->name,
-                st->dir, seed);
-    }
-    if (access(p->snap_path, F_OK) == 0) {
-        rc = pr_engine_vocab_load(p->eng, p->snap_path, errstr, errstr_size);
-        if (rc)
-            return rc;
-    }
-    if (access(p->journal_path, F_OK) == 0) {
-        rc = pr_engine_vocab_journal_replay(p->eng, p->journal_path, errstr, errstr_size);
-        if (rc)
-            return rc;
-    }
-    rc = pr_engine_vocab_journal_open(p->eng, p->journal_path, errstr, errstr_size);
-    if (rc)
-        return rc;
-    /* Fold the replayed journal into a fresh snapshot right away. */
-    rc = pr_engine_vocab_checkpoint(p->eng, p->snap_path, NULL, errstr, errstr_size);
-    if (rc)
-        return rc;
-    /* Values, not embedding rows: the profile's reserved indices (missing,
-     * OOV) are in every vocabulary size, restored or not. */
-    uint64_t total = 0, reserved = p->spec->profile == PR_VOCAB_DEFAULT ? PR_INDEX_OOV + 1 : 0;
-    for (uint32_t c = 0; c < p->spec->n_sparse; c++) {
-        uint64_t n = pr_engine_vocab_size(p->eng, c);
-        total += n > reserved ? n - reserved : 0;
-    }
-    pr_info("pipeline %s: vocabulary state in %s (%llu values restored; %u recycled-index "
-            "notice(s) to announce again)",
-            p->cfg->name, st->dir, (unsigned long long)total,
-            pr_engine_vocab_notices_pending(p->eng));
-    p->next_ckpt_ns = pr__now_ns() + st->checkpoint_interval_s * 1000000000LL;
-    return 0;
+    return rc;
 }
 
 static void pr__checkpoint(pr__pipe *p)
 {
-    if (!p->snap_path[0])
+    if (!pr_vocab_store_persistent(p->vs))
         return;
     char err[256];
-    int rc = p->vlog ? pr_vocablog_checkpoint(p->vlog, err, sizeof(err))
-                     : pr_engine_vocab_checkpoint(p->eng, p->snap_path, NULL, err, sizeof(err));
+    int rc = pr_vocab_store_checkpoint(p->vs, err, sizeof(err));
     if (rc)
         pr_err("pipeline %s: vocabulary checkpoint failed: %s (the journal keeps the state)",
                p->cfg->name, err);
@@ -232,8 +179,8 @@ static void pr__pipe_free(pr__pipe *p)
     if (p->cons)
         pr_consumer_free(p->cons);
     p->cons = NULL;
-    pr_vocablog_free(p->vlog);
-    p->vlog = NULL;
+    pr_vocab_store_free(p->vs);
+    p->vs = NULL;
     pr_sinkset_free(p->sinks);
     p->sinks = NULL;
     if (p->bat)
@@ -353,25 +300,15 @@ static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr,
     p->eng = pr_engine_new(p->spec, &eo, e, sizeof(e));
     if (!p->eng)
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "pipelines[%s]: engine: %s", pc->name, e);
-    rc = pr__state_open(p, e, sizeof(e));
-    if (rc)
-        return pr_seterr(errstr, errstr_size, rc, "pipelines[%s].state: %s", pc->name, e);
     rc = pr__epoch_bump(p, e, sizeof(e));
     if (rc)
         return pr_seterr(errstr, errstr_size, rc, "pipelines[%s].state: %s", pc->name, e);
     char replica[PR_REPLICA_MAX];
     pr__replica_name(pc, replica, sizeof(replica));
-    if (pc->vocab_log.enabled) {
-        pr_vocablog_opts vo = {.cfg = &pc->vocab_log,
-                               .pipeline = pc->name,
-                               .replica = replica,
-                               .epoch = p->epoch,
-                               .eng = p->eng,
-                               .snapshot_path = p->snap_path[0] ? p->snap_path : NULL};
-        rc = pr_vocablog_new(&vo, &p->vlog, e, sizeof(e));
-        if (rc)
-            return pr_seterr(errstr, errstr_size, rc, "pipelines[%s].vocab_log: %s", pc->name, e);
-    }
+    rc = pr__vocab_open(p, replica, e, sizeof(e));
+    if (rc)
+        return pr_seterr(errstr, errstr_size, rc, "pipelines[%s].%s: %s", pc->name,
+                         pc->vocab_log.enabled ? "vocab_log" : "state", e);
     /* Hot sets observe the Criteo layout's columns; a declared schema has
      * none for now (docs/operations.md). */
     if (svc->cfg->hot.top_k && p->spec->n_sparse && !p->json) {

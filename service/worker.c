@@ -90,16 +90,14 @@ static int pr__block_run(pr__pipe *p, pr_block *b, pr_out *o)
     }
     if (b->rows == 0)
         return 0;
-    if (p->vlog) {
-        rc = pr_vocablog_resolve(p->vlog, b, PR__VLOG_WAIT_MS, e, sizeof(e));
-        if (rc == PR_EAGAIN)
-            return rc;
-        if (rc) {
-            char msg[600];
-            snprintf(msg, sizeof(msg), "vocab log: %s (%s)", e, pr_strerror(rc));
-            pr__set_fatal(p, rc, msg);
-            return rc;
-        }
+    rc = pr_vocab_store_resolve(p->vs, b, PR__VLOG_WAIT_MS, e, sizeof(e));
+    if (rc == PR_EAGAIN)
+        return rc;
+    if (rc) {
+        char msg[600];
+        snprintf(msg, sizeof(msg), "vocab log: %s (%s)", e, pr_strerror(rc));
+        pr__set_fatal(p, rc, msg);
+        return rc;
     }
     rc = pr_engine_process(p->eng, b, o, e, sizeof(e));
     if (!rc)

@@ -44,7 +44,7 @@
 #include "pr_ingest.h"
 #include "pr_log.h"
 #include "pr_sink.h"
-#include "pr_vocablog.h"
+#include "pr_vocab.h"
 
 /* ---------------------------------------------------------------- enums */
 
@@ -85,7 +85,7 @@ int pr_source_format_from_name(const char *name);
  *   sinks.kafka     pr_kafka_sink_cfg    pr_sink.h     pr_sink_kafka_cfgmap
  *   sinks.files     pr_files_sink_cfg    pr_sink.h     pr_sink_files_cfgmap
  *   engine          pr_engine_opts       pr_engine.h   pr_engine_cfgmap
- *   vocab_log       pr_vocablog_cfg      pr_vocablog.h pr_vocablog_cfgmap
+ *   vocab_log       pr_vocablog_cfg      pr_vocab.h    pr_vocablog_cfgmap
  * The sections below (state, http, limits) belong to the service, which sits
  * above this layer, so their tables live in pr_config.c. In a pr_config every
  * string and list of those structs is owned by the config. */
@@ -105,7 +105,7 @@ typedef struct pr_pipeline_cfg {
     pr_batch_cfg batch;
     pr_sinks_cfg sinks;
     pr_state_cfg state;
-    pr_vocablog_cfg vocab_log; /* vocab_log section (pr_vocablog.h); enabled = present */
+    pr_vocablog_cfg vocab_log; /* vocab_log section (pr_vocab.h); enabled = present */
     char *vocab_seed;          /* transform.vocab.seed: directory of <col>.tsv, or NULL */
     /* The features (pr_engine.h): the declared schema (features.declared) or
      * the Criteo preset of `spec`; event time, labels, dense, sparse in that

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "engine_int.h"
+#include "pr_clock.h"
 #include "pr_khost.h"
 
 #define PR__CHUNK PR_K_MAX_ROWS
@@ -16,13 +17,6 @@
 static inline uint64_t pr__lane(const pr_kw *w, uint64_t i)
 {
     return w[i / 8].l[i % 8];
-}
-
-static uint64_t pr__now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* ------------------------------------------------------------ plan */
@@ -382,7 +376,7 @@ int pr__khost_process(pr__khost *h, const pr_block *in, pr_out *out, pr_engine_s
         return pr_seterr(errstr, errstr_size, PR_ESTATE,
                          "engine: count_mode two_pass: call pr_engine_count on every block and "
                          "pr_engine_count_done before processing");
-    uint64_t t0 = pr__now_ns();
+    uint64_t t0 = pr_mono_ns();
     /* Labels never go to the device. */
     if (h->spec.has_label && in->labels)
         memcpy(out->labels, in->labels, (size_t)in->rows * sizeof(int32_t));
@@ -390,7 +384,7 @@ int pr__khost_process(pr__khost *h, const pr_block *in, pr_out *out, pr_engine_s
         memset(out->labels, 0, (size_t)in->rows * sizeof(int32_t));
     memset(out->rejected, 0, pr_bitmap_words(in->rows) * sizeof(uint64_t));
     int rc = pr__run_block(h, PR_KMODE_PROCESS, in, out, errstr, errstr_size);
-    uint64_t dt = pr__now_ns() - t0;
+    uint64_t dt = pr_mono_ns() - t0;
     /* The kernel is one dataflow: its time is shared out over the operators
      * that ran, in proportion to the values each one saw. */
     uint64_t vals[PR_OP__COUNT] = {0}, total = 0;

@@ -17,7 +17,10 @@
  * tensors are [n_cols][rows] with stride `cap`. The .npy writer stores them
  * with fortran_order=True, so numpy sees the usual [N, n_cols] arrays.
  *
- * State: the engine owns the vocabularies. Blocks must be processed in stream
+ * State: the engine holds and executes the vocabulary tables (lookup-or-
+ * insert, eviction, recycled-index notices); it never writes a file. Making
+ * them durable or sharing them is vocab/'s (pr_vocab.h), through the
+ * primitives at the end of this header. Blocks must be processed in stream
  * order; a value first seen in block k keeps its index in every later block.
  * Results never depend on the thread count: each column is processed in row
  * order by exactly one worker per block.
@@ -150,6 +153,10 @@ bool pr_spec_has_op(const pr_pipeline_spec *spec, pr_op op);
 /* Does some column of a spec with the vocab operator evict (eviction other
  * than none), so that the engine recycles indices? */
 bool pr_spec_has_eviction(const pr_pipeline_spec *spec);
+/* Most indices column `col` can hand out, reserved ones included: its
+ * capacity, or when 0 (automatic) the modulus (+2 under default) with the
+ * modulus operator, else INT32_MAX. */
+uint64_t pr_spec_col_capacity(const pr_pipeline_spec *spec, uint32_t col);
 
 /* ---------------------------------------------------------------- blocks */
 
@@ -453,72 +460,6 @@ typedef struct pr_vocab_entry {
 typedef int (*pr_vocab_cb)(const pr_vocab_entry *e, void *opaque);
 int pr_engine_vocab_read(const pr_engine *eng, uint32_t col, pr_vocab_cb cb, void *opaque);
 
-/* Write all vocabularies as text: one file per sparse column, DIR/<name>.tsv,
- * lines "index<TAB>value_hex<TAB>count", header comment first. */
-int pr_engine_vocab_export(const pr_engine *eng, const char *dir, char *errstr, size_t errstr_size);
-
-/* Read vocabularies back from text (pr_engine_vocab_export's format, or
- * another system's dictionary in it): DIR/<name>.tsv for every sparse column
- * (a missing file is an error; a file with only comments means an empty
- * column). Lines: "index<TAB>value_hex[<TAB>count]"; '#' lines and empty
- * lines are skipped; value_hex is the key after Hex2Int and Modulus (1..16
- * hex digits, below the column's modulus). Indices are kept exactly: they must
- * be contiguous from the profile's first index (0 for dlrm, 2 for default,
- * where 0 and 1 are reserved), in any line order, without duplicate values or
- * indices, and within capacity; index -1 (a value still below min_count) is
- * allowed only with min_count > 1 and count_mode streaming. New values then
- * get the indices after the largest imported one. Every file is checked before
- * anything is loaded; errors name file:line (PR_EBADREC for syntax, PR_EINVAL
- * for a bad mapping, PR_EFULL past capacity). Fails with PR_ESTATE when a
- * column already has entries (import into a fresh engine, before processing
- * and before pr_engine_vocab_journal_open) and PR_ENOTSUP under count_mode
- * two_pass. Imported indices are not journaled: save a snapshot after. */
-int pr_engine_vocab_import(pr_engine *eng, const char *dir, char *errstr, size_t errstr_size);
-
-/* Binary snapshot of all vocabulary state (for crash recovery): written to a
- * temp file, fsync'd and renamed over `path`. pr_engine_vocab_load restores it
- * into a fresh engine with the same spec; it fails with PR_EINVAL when the
- * snapshot's spec fingerprint differs. */
-int pr_engine_vocab_save(const pr_engine *eng, const char *path, char *errstr, size_t errstr_size);
-int pr_engine_vocab_load(pr_engine *eng, const char *path, char *errstr, size_t errstr_size);
-
-/* Vocabulary journal (crash-safe index stability between snapshots). After
- * pr_engine_vocab_journal_open, every index pr_engine_process hands out is
- * appended to the journal as (column, value, index), and the file is
- * fdatasync'd before pr_engine_process returns (only when something was
- * appended), so no index leaves the engine before it is durable. Recovery:
- * pr_engine_vocab_load(snapshot) then pr_engine_vocab_journal_replay(journal)
- * restores every index ever handed out (a torn last record is ignored).
- * A missing journal file is created; an existing one must carry the same spec
- * fingerprint (PR_EINVAL otherwise). Counts of values still below min_count
- * are not journaled: after a crash they restart from the snapshot's counts.
- * pr_engine_vocab_checkpoint saves a snapshot (as pr_engine_vocab_save) and
- * then truncates the journal at `journal_path` (NULL: the open journal) to
- * its header. pr_engine_free closes the journal. */
-int pr_engine_vocab_journal_open(pr_engine *eng, const char *path, char *errstr,
-                                 size_t errstr_size);
-int pr_engine_vocab_journal_replay(pr_engine *eng, const char *path, char *errstr,
-                                   size_t errstr_size);
-int pr_engine_vocab_checkpoint(pr_engine *eng, const char *snapshot_path, const char *journal_path,
-                               char *errstr, size_t errstr_size);
-void pr_engine_vocab_journal_close(pr_engine *eng);
-
-/* Bounded vocabularies (pr_vocab_eviction) and persistence. Snapshots keep
- * the usage statistics (last_use, last_use_ms, lfu counts, each column's
- * record and event clocks) and the notice counter, so loading one and
- * processing the same blocks gives the same indices and notices as the saved
- * engine would have. The journal (a second record format, "PRVJRNL2", or
- * "PRVJRNL3" when some column evicts by ttl_s, used only when a column
- * evicts) records every index handed out or recycled, with its notice number
- * and the clocks of the assignment, and one commit record per block; replay
- * stops at the last complete block. Replay restores the mapping exactly and
- * queues the notices it replayed: the next pr_engine_process puts them first
- * in pr_out.recycled (row 0, same numbers), so a consumer that lost them with
- * an unacknowledged batch gets them again (apply each number once). Usage
- * statistics of values looked up after the snapshot are not journaled (only
- * assignments are): after a replay later eviction choices follow the
- * snapshot's statistics plus assignments (and the clocks those carry). */
-
 /* Number of the last recycled-index notice handed out (0 = none yet). */
 uint64_t pr_engine_vocab_recycled_total(const pr_engine *eng);
 
@@ -537,7 +478,7 @@ uint32_t pr_engine_vocab_notices_pending(const pr_engine *eng);
 /* ---------------------------------------------------------------- shared vocabulary */
 
 /* A vocabulary decided outside this engine, the same on several engines
- * (vocablog/include/pr_vocablog.h: replicas agree through a Kafka log). The
+ * (vocab/include/pr_vocab.h: replicas agree through a Kafka log). The
  * driver, per block:
  *
  *   1. pr_engine_vocab_misses(): the values the block would have to insert;
@@ -547,7 +488,7 @@ uint32_t pr_engine_vocab_notices_pending(const pr_engine *eng);
  *      never inserts or counts, so every index comes from step 2.
  *
  * Only the cpu backend supports it (PR_ENOTSUP from the others). Not
- * journaled: the shared log is the journal; snapshots work as usual.
+ * journaled: the shared log is the journal; snapshots (pr_vocab.h) work as usual.
  *
  * Bounded vocabularies (pr_vocab_eviction) can be shared too, under profile
  * default (whose OOV index can answer a value the log could not keep) and
@@ -600,6 +541,16 @@ typedef int (*pr_vocab_miss_cb)(uint32_t col, uint64_t key, void *opaque);
 int pr_engine_vocab_misses(pr_engine *eng, const pr_block *in, pr_vocab_miss_cb cb, void *opaque,
                            char *errstr, size_t errstr_size);
 
+/* pr_engine_vocab_misses for one column of keys already through Hex2Int
+ * and Modulus, any number of them (a block's column, or the elements of a
+ * list feature): cb(col, key) for every occurrence without an index, in
+ * order, unless the column is full and does not evict. Missing values are
+ * the caller's to leave out. PR_EINVAL (naming the column) for a key not
+ * below the column's modulus; PR_ENOTSUP from a backend without it. */
+int pr_engine_vocab_misses_keys(pr_engine *eng, uint32_t col, const uint64_t *keys, size_t n,
+                                pr_vocab_miss_cb cb, void *opaque, char *errstr,
+                                size_t errstr_size);
+
 /* Apply one decision: `count` occurrences (>= 1) of `key` (after Hex2Int and
  * Modulus; below the column's modulus) in column `col`, as streaming
  * processing would count and insert them. *index is the value's own index
@@ -635,15 +586,85 @@ int pr_engine_vocab_touch(pr_engine *eng, uint32_t col, uint64_t key, uint32_t c
 typedef int (*pr_vocab_usage_cb)(uint32_t col, uint64_t key, uint32_t count, void *opaque);
 int pr_engine_vocab_drain_usage(pr_engine *eng, pr_vocab_usage_cb cb, void *opaque);
 
-/* Snapshots that carry the caller's position with them (e.g. the log offset
- * the vocabulary reflects), written and read in one atomic file: `tag` is
- * up to PR_SNAPSHOT_TAG_MAX opaque bytes. pr_engine_vocab_load_tagged fills
- * tag (capacity tag_cap) and *tag_len (0 for an untagged snapshot). */
-#define PR_SNAPSHOT_TAG_MAX 4096
-int pr_engine_vocab_save_tagged(const pr_engine *eng, const char *path, const void *tag,
-                                uint32_t tag_len, char *errstr, size_t errstr_size);
-int pr_engine_vocab_load_tagged(pr_engine *eng, const char *path, void *tag, uint32_t tag_cap,
-                                uint32_t *tag_len, char *errstr, size_t errstr_size);
+/* ---------------------------------------------------------------- primitives for vocab/
+ *
+ * The engine executes; vocab/ (pr_vocab.h) decides durability and sharing:
+ * it writes and reads every vocabulary file (snapshot, journal, text) and
+ * talks to the shared log. These calls are what it needs to read a table
+ * out and put one back exactly. One driver thread, like everything else. */
+
+/* Fingerprint of everything in the spec that gives indices their meaning
+ * (sparse ops, profile, count mode, per-column modulus, min_count, capacity
+ * and eviction settings); vocabulary files carry it. */
+uint64_t pr_engine_vocab_fingerprint(const pr_engine *eng);
+
+/* Like pr_engine_vocab_read, but only assigned entries with index >=
+ * from_index (the backend may still report earlier ones: filter). */
+int pr_engine_vocab_read_from(const pr_engine *eng, uint32_t col, int64_t from_index,
+                              pr_vocab_cb cb, void *opaque);
+
+/* Replace column `col`'s table with n entries: assigned ones in index order,
+ * then pending ones (index < 0), usage statistics included. Returns the
+ * backend's PR_E* code (no errstr: the caller names the file). */
+int pr_engine_vocab_load_column(pr_engine *eng, uint32_t col, const pr_vocab_entry *e, size_t n);
+
+/* A bounded column's clocks: lookups so far, and the newest event time (ms)
+ * looked up (eviction ttl with ttl_s; else 0). Both only grow. {0, 0} and a
+ * no-op for columns of an engine that does not evict. */
+typedef struct pr_vocab_clock {
+    uint64_t records;
+    int64_t event_ms;
+} pr_vocab_clock;
+pr_vocab_clock pr_engine_vocab_clock(const pr_engine *eng, uint32_t col);
+void pr_engine_vocab_set_clock(pr_engine *eng, uint32_t col, pr_vocab_clock clock);
+
+/* One index handed out in an evicting column, in row order: fresh (the next
+ * index) or recycled (an evicted value's index). */
+typedef struct pr_vocab_assignment {
+    uint32_t row;
+    bool recycled;
+    int64_t index;
+    uint64_t value;
+    uint64_t tick;   /* the column's record clock at the assignment */
+    int64_t tick_ms; /* its event clock (eviction ttl with ttl_s; else 0) */
+} pr_vocab_assignment;
+
+/* Column `col`'s assignments of the last pr_engine_process, or of the last
+ * pr_engine_vocab_apply on it when one came after (valid until the next of
+ * either). Empty for a column that does not evict. */
+void pr_engine_vocab_block_log(const pr_engine *eng, uint32_t col, const pr_vocab_assignment **log,
+                               size_t *n);
+
+/* Notices a snapshot must keep: the pending ones (announced by the next
+ * pr_engine_process), then the ones handed out and not known delivered;
+ * cb's non-zero return stops the walk and is returned. */
+typedef int (*pr_notice_cb)(const pr_recycled *r, void *opaque);
+int pr_engine_vocab_notices_each(const pr_engine *eng, pr_notice_cb cb, void *opaque);
+uint32_t pr_engine_vocab_notices_held(const pr_engine *eng);
+/* Restore notices: empty the pending list, queue one (announced at row 0 of
+ * the next block, its number kept; PR_ENOMEM), set the next number (0: keep). */
+void pr_engine_vocab_notices_clear(pr_engine *eng);
+int pr_engine_vocab_notices_queue(pr_engine *eng, const pr_recycled *r);
+void pr_engine_vocab_notices_set_next(pr_engine *eng, uint64_t next);
+
+/* pr_engine_vocab_set_shared(true) is in force. */
+bool pr_engine_vocab_is_shared(const pr_engine *eng);
+
+/* The durability hook: pr_engine_process calls hook(eng, opaque) after the
+ * block (also after a failed one: indices handed out before the failure may
+ * already sit in the output) and before it returns, so a block's new indices
+ * are durable before its output is released; the hook reads them with
+ * pr_engine_vocab_read_from / pr_engine_vocab_block_log. A non-zero return
+ * fails the block with the hook's errstr. One hook at a time: setting one
+ * (or NULL) first calls the previous one's release(opaque); pr_engine_free
+ * releases the last. vocab/'s journal (pr_vocab_journal_open) is the user;
+ * a shared vocabulary that evicts refuses it (PR_ESTATE from
+ * pr_engine_vocab_set_shared while a hook is set). */
+typedef int (*pr_engine_block_hook)(pr_engine *eng, void *opaque, char *errstr, size_t errstr_size);
+void pr_engine_set_block_hook(pr_engine *eng, pr_engine_block_hook hook,
+                              void (*release)(void *opaque), void *opaque);
+/* The hook's opaque when `hook` is the one set; else NULL. */
+void *pr_engine_block_hook_data(const pr_engine *eng, pr_engine_block_hook hook);
 
 /* ---------------------------------------------------------------- backends */
 

@@ -79,7 +79,7 @@
 #include "pr_clock.h"
 #include "pr_engine.h"
 #include "pr_error.h"
-#include "pr_kafka.h" /* pr_kafka_prop_consumer_only (deprecated) and the client builder */
+#include "pr_kafka.h" /* the client builder (pr_dlq_new takes its role settings) */
 
 /* ---------------------------------------------------------------- decoders
  *

@@ -124,9 +124,4 @@ unsigned pr_kafka_prop_scope(const char *key);
  * role, or of the other scope in a shared list). */
 bool pr_kafka_prop_dropped(pr_kafka_role role, const char *key);
 
-/* Deprecated, for the vocab log until it builds its clients here: true when
- * a producer built from a consumer's list drops `key`
- * (= pr_kafka_prop_dropped(PR_KAFKA_VOCAB_PRODUCER, key)). */
-bool pr_kafka_prop_consumer_only(const char *key);
-
 #endif

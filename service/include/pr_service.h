@@ -141,7 +141,7 @@ void pr_service_render_status(pr_service *svc, pr_mbuf *mb);
  *
  * Output in DIR: dense.npy (float32 [N, n_dense]), sparse.npy (int32 or int64
  * [N, n_sparse], as pr_engine_sparse_width), labels.npy (int32 [N], when the
- * spec has a label), vocab/<col>.tsv (pr_engine_vocab_export) and rejects.tsv
+ * spec has a label), vocab/<col>.tsv (pr_vocab_export) and rejects.tsv
  * (one line per rejected input line: "line<TAB>reason<TAB>detail<TAB>original
  * line", in line order, reasons named by pr_decode_reason_name), and, only
  * when some column evicts, recycled.npy (int64 [K, 4]: column, output row,
@@ -171,7 +171,7 @@ typedef struct pr_offline_opts {
     int threads;            /* workers (decode, engine and write stages), >= 1 */
     uint32_t block_rows;    /* rows per engine block; 0 = PR_OFFLINE_BLOCK_ROWS */
     bool progress;          /* progress line on stderr while running */
-    const char *vocab_seed; /* NULL, or a directory for pr_engine_vocab_import */
+    const char *vocab_seed; /* NULL, or a directory for pr_vocab_import */
     bool buffered_io;       /* .npy files through the page cache; default O_DIRECT
                              * where the filesystem takes it (PR_NPY_DIRECT) */
 } pr_offline_opts;

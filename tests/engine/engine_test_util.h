@@ -178,4 +178,49 @@ static inline void tu_rmdir(char *d)
     free(d);
 }
 
+/* One sparse column, modulus 10, values given as hex strings ("" = missing). */
+static inline void tu_run_column(pr_engine *e, const char *const *vals, size_t n, int64_t *got)
+{
+    pr_block *b = pr_block_new(0, 1, (uint32_t)n, false);
+    for (size_t i = 0; i < n; i++)
+        pr_block_put_hex(b, 0, (uint32_t)i, vals[i], strlen(vals[i]));
+    b->rows = (uint32_t)n;
+    pr_out *o = tu_out(e, b);
+    tu_process(e, b, o);
+    for (size_t i = 0; i < n; i++)
+        got[i] = pr_out_index(o, 0, (uint32_t)i);
+    pr_out_free(o);
+    pr_block_free(b);
+}
+
+/* A pseudo-random block: skewed values, some missing, a few bad hex rows,
+ * negative and missing dense values. */
+static inline void tu_gen_block(pr_block *b, uint64_t *seed, uint32_t rows)
+{
+    pr_block_reset(b);
+    for (uint32_t r = 0; r < rows; r++) {
+        b->labels[r] = (int32_t)(tu_rand(seed) & 1);
+        for (uint32_t d = 0; d < b->n_dense; d++) {
+            uint64_t x = tu_rand(seed);
+            double v =
+                (double)tu_skewed(seed, 5000) - (x % 10 == 0 ? 3000 : 0) + (x % 7 == 0 ? 0.5 : 0);
+            b->dense[(size_t)d * b->cap + r] = v;
+            if (x % 13 == 0)
+                pr_bit_set(b->dense_missing + d * pr_bitmap_words(b->cap), r);
+        }
+        for (uint32_t c = 0; c < b->n_sparse; c++) {
+            uint64_t x = tu_rand(seed);
+            uint64_t span = c % 3 == 0 ? 100 : c % 3 == 1 ? 100000 : 1ULL << 40;
+            uint64_t v = tu_skewed(seed, span) * 0x9E3779B1ULL;
+            if (x % 17 == 0)
+                tu_put_missing(b, c, r);
+            else if (x % 5003 == 0)
+                pr_block_put_hex(b, c, r, "nothex", 6);
+            else
+                tu_put_hex_u64(b, c, r, v);
+        }
+    }
+    b->rows = rows;
+}
+
 #endif

@@ -17,6 +17,7 @@
 #include <search.h>
 
 #include "pr_backend.h"
+#include "pr_vocab.h"
 
 /* ------------------------------------------------------------ reference */
 
@@ -380,10 +381,10 @@ static void run_backend(const char *backend)
                 tu_assert_same_out(o, oc);
             }
             if (i == 2 && k->vocab) {
-                assert_int_equal(pr_engine_vocab_save(e, snap, err, sizeof(err)), 0);
+                assert_int_equal(pr_vocab_save(e, snap, err, sizeof(err)), 0);
                 cont = try_engine(backend, &s, 1);
                 assert_non_null(cont);
-                assert_int_equal(pr_engine_vocab_load(cont, snap, err, sizeof(err)), 0);
+                assert_int_equal(pr_vocab_load(cont, snap, err, sizeof(err)), 0);
                 /* counts travel in the snapshot; the count pass is over */
                 if (k->mode == PR_COUNT_TWO_PASS)
                     assert_int_equal(pr_engine_count_done(cont), 0);
@@ -445,8 +446,8 @@ static void run_cross_snapshot(const char *backend)
     int fd = mkstemp(snap);
     close(fd);
     char err[512];
-    assert_int_equal(pr_engine_vocab_save(e, snap, err, sizeof(err)), 0);
-    assert_int_equal(pr_engine_vocab_load(c, snap, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_save(e, snap, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_load(c, snap, err, sizeof(err)), 0);
     gen(b, &seed, ROWS, 0);
     tu_process(e, b, o);
     tu_process(c, b, o2);

@@ -25,6 +25,7 @@
 #include "pr_engine.h"
 #include "pr_kernel.h"
 #include "pr_log.h"
+#include "pr_vocab.h"
 
 /* ------------------------------------------------------------ data */
 
@@ -510,10 +511,10 @@ static void test_snapshot_roundtrip(void **state)
         assert_true(fd >= 0);
         close(fd);
         char err[512];
-        assert_int_equal(pr_engine_vocab_save(hls, path, err, sizeof(err)), 0);
+        assert_int_equal(pr_vocab_save(hls, path, err, sizeof(err)), 0);
         pr_engine *h2 = mk(&s, "hls-sim"), *c2 = mk(&s, "cpu");
-        assert_int_equal(pr_engine_vocab_load(h2, path, err, sizeof(err)), 0);
-        assert_int_equal(pr_engine_vocab_load(c2, path, err, sizeof(err)), 0);
+        assert_int_equal(pr_vocab_load(h2, path, err, sizeof(err)), 0);
+        assert_int_equal(pr_vocab_load(c2, path, err, sizeof(err)), 0);
         assert_same_vocab(hls, h2);
         assert_same_vocab(cpu, c2);
         /* continue all four on the same new block */

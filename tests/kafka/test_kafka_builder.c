@@ -341,7 +341,6 @@ static void test_dropped(void **state)
     for (size_t i = 0; i < N(old_consumer_only); i++) {
         assert_true(pr_kafka_prop_dropped(PR_KAFKA_DLQ_PRODUCER, old_consumer_only[i]));
         assert_true(pr_kafka_prop_dropped(PR_KAFKA_VOCAB_PRODUCER, old_consumer_only[i]));
-        assert_true(pr_kafka_prop_consumer_only(old_consumer_only[i]));
     }
     assert_true(pr_kafka_prop_dropped(PR_KAFKA_DLQ_PRODUCER, "fetch.error.backoff.ms"));
     static const char *const kept[] = {"bootstrap.servers", "client.id",         "linger.ms",
@@ -349,7 +348,6 @@ static void test_dropped(void **state)
                                        "no.such.property"};
     for (size_t i = 0; i < N(kept); i++) {
         assert_false(pr_kafka_prop_dropped(PR_KAFKA_DLQ_PRODUCER, kept[i]));
-        assert_false(pr_kafka_prop_consumer_only(kept[i]));
     }
     assert_false(pr_kafka_prop_dropped(PR_KAFKA_SINK_PRODUCER, "group.id"));
     assert_false(pr_kafka_prop_dropped(PR_KAFKA_CLI_PRODUCER, "session.timeout.ms"));

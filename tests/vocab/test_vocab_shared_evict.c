@@ -1,5 +1,5 @@
 /*
- * test_engine_shared_evict.c — a shared vocabulary that evicts (pr_engine.h,
+ * test_vocab_shared_evict.c — a shared vocabulary that evicts (pr_engine.h,
  * "shared vocabulary"): replicas agree on every eviction through one ordered
  * log of proposals (pr_engine_vocab_apply) and usage (pr_engine_vocab_touch).
  *
@@ -14,6 +14,7 @@
  * refused with a reason.
  */
 #include "engine_test_util.h"
+#include "pr_vocab.h"
 
 #define SE_CAP  10 /* per evicting column: 8 slots under profile default */
 #define SE_ROWS 16 /* rows per block */
@@ -232,8 +233,8 @@ static void se_assert_same_state(se_replica *a, se_replica *b)
     char pa[512], pb[512], err[256];
     snprintf(pa, sizeof(pa), "%s/a.snap", dir);
     snprintf(pb, sizeof(pb), "%s/b.snap", dir);
-    assert_int_equal(pr_engine_vocab_save(a->e, pa, err, sizeof(err)), 0);
-    assert_int_equal(pr_engine_vocab_save(b->e, pb, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_save(a->e, pa, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_save(b->e, pb, err, sizeof(err)), 0);
     char cmd[1200];
     snprintf(cmd, sizeof(cmd), "cmp -s '%s' '%s'", pa, pb);
     assert_int_equal(system(cmd), 0);
@@ -405,14 +406,14 @@ static void test_frozen_lookups_keep_state(void **state)
         char p1[512], p2[512], cmd[1200];
         snprintf(p1, sizeof(p1), "%s/1.snap", dir);
         snprintf(p2, sizeof(p2), "%s/2.snap", dir);
-        assert_int_equal(pr_engine_vocab_save(e, p1, err, sizeof(err)), 0);
+        assert_int_equal(pr_vocab_save(e, p1, err, sizeof(err)), 0);
         tu_process(e, blk, o1);
         tu_process(e, blk, o2);
         tu_assert_same_out(o1, o2);
         assert_int_equal(o1->n_recycled, 0);
         assert_int_equal(pr_out_index(o1, 0, 0), 5);
         assert_int_equal(pr_out_index(o1, 0, 1), 2);
-        assert_int_equal(pr_engine_vocab_save(e, p2, err, sizeof(err)), 0);
+        assert_int_equal(pr_vocab_save(e, p2, err, sizeof(err)), 0);
         snprintf(cmd, sizeof(cmd), "cmp -s '%s' '%s'", p1, p2);
         assert_int_equal(system(cmd), 0); /* clocks, last_use, counts unchanged */
         /* the uses wait for the log: slot order, counts of both blocks */
@@ -510,7 +511,7 @@ static void test_apply_notices_in_apply_order(void **state)
     char *dir = tu_tmpdir();
     char jp[512];
     snprintf(jp, sizeof(jp), "%s/j", dir);
-    assert_int_equal(pr_engine_vocab_journal_open(e, jp, err, sizeof(err)), PR_ESTATE);
+    assert_int_equal(pr_vocab_journal_open(e, jp, err, sizeof(err)), PR_ESTATE);
     tu_rmdir(dir);
     pr_out_free(o);
     pr_block_free(blk);
@@ -584,12 +585,11 @@ static void test_snapshot_keeps_apply_notices(void **state)
     char path[512];
     snprintf(path, sizeof(path), "%s/t.snap", dir);
     const char tag[] = "log offset 9";
-    assert_int_equal(pr_engine_vocab_save_tagged(e, path, tag, sizeof(tag), err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_save_tagged(e, path, tag, sizeof(tag), err, sizeof(err)), 0);
     pr_engine *f = tu_engine(&s, "cpu", 2);
     char back[64];
     uint32_t len = 0;
-    assert_int_equal(
-        pr_engine_vocab_load_tagged(f, path, back, sizeof(back), &len, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_load_tagged(f, path, back, sizeof(back), &len, err, sizeof(err)), 0);
     assert_int_equal(len, sizeof(tag));
     assert_int_equal(pr_engine_vocab_set_shared(f, true, err, sizeof(err)), 0);
     tu_assert_same_vocab(e, f);
@@ -656,9 +656,9 @@ static void test_refusals(void **state)
     char *dir = tu_tmpdir();
     char jp[512];
     snprintf(jp, sizeof(jp), "%s/j", dir);
-    assert_int_equal(pr_engine_vocab_journal_open(e, jp, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_journal_open(e, jp, err, sizeof(err)), 0);
     assert_int_equal(pr_engine_vocab_set_shared(e, true, err, sizeof(err)), PR_ESTATE);
-    pr_engine_vocab_journal_close(e);
+    pr_vocab_journal_close(e);
     assert_int_equal(pr_engine_vocab_set_shared(e, true, err, sizeof(err)), 0);
     pr_engine_free(e);
     tu_rmdir(dir);

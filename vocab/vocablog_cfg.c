@@ -1,10 +1,10 @@
 /*
  * vocablog_cfg.c — the keys of a pipeline's `vocab_log` section (contract:
- * pr_vocablog.h). The YAML loader applies files through this table and
+ * pr_vocab.h). The YAML loader applies files through this table and
  * docs/configuration.md is generated from it. Kept apart from vocablog.c so
  * the loader links the table without librdkafka code.
  */
-#include "pr_vocablog.h"
+#include "pr_vocab.h"
 
 static const pr_cfgmap_entry vocablog_entries[] = {
     PR_CFG_E_STR("topic", PR_CFG_REQUIRED | PR_CFG_NONEMPTY, pr_vocablog_cfg, topic, NULL,

@@ -1,6 +1,6 @@
 /*
- * test_engine_shared.c — the engine's shared-vocabulary mode (pr_engine.h,
- * "shared vocabulary"), driven the way vocablog/ drives it but with an
+ * test_vocab_shared.c — the engine's shared-vocabulary mode (pr_engine.h,
+ * "shared vocabulary"), driven the way vocab/vocablog.c drives it but with an
  * in-memory log: engines report their misses, append them to one ordered
  * list, apply the whole list in order, then process.
  *
@@ -11,6 +11,7 @@
  * streaming; processing never invents an index; tagged snapshots round-trip.
  */
 #include "engine_test_util.h"
+#include "pr_vocab.h"
 
 /* The in-memory log: (col, key, count) records in order. */
 typedef struct {
@@ -327,22 +328,20 @@ static void test_tagged_snapshot(void **state)
     for (uint64_t v = 10; v < 20; v++)
         assert_int_equal(pr_engine_vocab_apply(e, 0, v, 1, &idx, err, sizeof(err)), 0);
     const char tag[] = "position 1234";
-    assert_int_equal(pr_engine_vocab_save_tagged(e, path, tag, sizeof(tag), err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_save_tagged(e, path, tag, sizeof(tag), err, sizeof(err)), 0);
     pr_engine *f = tu_engine(&s, "cpu", 1);
     char back[64];
     uint32_t len = 0;
-    assert_int_equal(
-        pr_engine_vocab_load_tagged(f, path, back, sizeof(back), &len, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_load_tagged(f, path, back, sizeof(back), &len, err, sizeof(err)), 0);
     assert_int_equal(len, sizeof(tag));
     assert_memory_equal(back, tag, sizeof(tag));
     tu_assert_same_vocab(e, f);
     /* a reader that expects no tag refuses a tagged snapshot */
     pr_engine *g = tu_engine(&s, "cpu", 1);
-    assert_int_equal(pr_engine_vocab_load(g, path, err, sizeof(err)), PR_EINVAL);
+    assert_int_equal(pr_vocab_load(g, path, err, sizeof(err)), PR_EINVAL);
     /* and an untagged snapshot has an empty tag */
-    assert_int_equal(pr_engine_vocab_save(e, path, err, sizeof(err)), 0);
-    assert_int_equal(
-        pr_engine_vocab_load_tagged(g, path, back, sizeof(back), &len, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_save(e, path, err, sizeof(err)), 0);
+    assert_int_equal(pr_vocab_load_tagged(g, path, back, sizeof(back), &len, err, sizeof(err)), 0);
     assert_int_equal(len, 0);
     pr_engine_free(e);
     pr_engine_free(f);

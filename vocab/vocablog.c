@@ -1,6 +1,6 @@
 /*
  * vocablog.c — pr_vocablog: replicas share one vocabulary through a
- * single-partition Kafka topic (contract: pr_vocablog.h; the argument why it
+ * single-partition Kafka topic (contract: pr_vocab.h, "shared log"; the argument why it
  * is correct: docs/vocab-log.md).
  *
  * Shape: an idempotent producer (acks=all, retried forever) appends
@@ -34,7 +34,7 @@
  * piperec_vocab_log_up and the log lag true while no block is waiting.
  */
 #define _GNU_SOURCE
-#include "pr_vocablog.h"
+#include "pr_vocab.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -49,6 +49,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "pr_clock.h"
 #include "pr_grow.h"
 #include "pr_ingest.h"
 #include "pr_log.h"
@@ -125,13 +126,6 @@ struct pr_vocablog {
     bool probe_stop; /* under probe_mu */
 };
 
-static int64_t pr__now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 /* ---------------------------------------------------------------- settings */
 
 static void pr__log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
@@ -146,7 +140,7 @@ static void pr__error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaq
     (void)rk;
     pr_vocablog *vl = opaque;
     atomic_fetch_add(&vl->st_consume_err, 1);
-    atomic_store(&vl->last_err_ns, pr__now_ns());
+    atomic_store(&vl->last_err_ns, pr_mono_ns());
     pr_log_ratelimited(&vl->rl, PR_LOG_WARN, "pipeline %s: vocab log %s: %s: %s", vl->pipeline,
                        vl->topic, rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
 }
@@ -167,9 +161,9 @@ static void pr__dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
             vl->ahead_inflight--;
         if (m->err) {
             atomic_fetch_add(&vl->st_produce_err, 1);
-            atomic_store(&vl->last_err_ns, pr__now_ns());
+            atomic_store(&vl->last_err_ns, pr_mono_ns());
         } else {
-            atomic_store(&vl->last_ok_ns, pr__now_ns());
+            atomic_store(&vl->last_ok_ns, pr_mono_ns());
             if (m->offset > vl->ahead_max_offset)
                 vl->ahead_max_offset = m->offset;
         }
@@ -180,12 +174,12 @@ static void pr__dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
          * stay identical, only less precise. Counted, not sent again. */
         if (m->err) {
             atomic_fetch_add(&vl->st_produce_err, 1);
-            atomic_store(&vl->last_err_ns, pr__now_ns());
+            atomic_store(&vl->last_err_ns, pr_mono_ns());
             pr_log_ratelimited(&vl->rl, PR_LOG_WARN,
                                "pipeline %s: vocab log %s: a Usage record was not stored (%s)",
                                vl->pipeline, vl->topic, rd_kafka_err2str(m->err));
         } else {
-            atomic_store(&vl->last_ok_ns, pr__now_ns());
+            atomic_store(&vl->last_ok_ns, pr_mono_ns());
         }
         return;
     }
@@ -194,60 +188,35 @@ static void pr__dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
     if (m->err) {
         vl->resend = true;
         atomic_fetch_add(&vl->st_produce_err, 1);
-        atomic_store(&vl->last_err_ns, pr__now_ns());
+        atomic_store(&vl->last_err_ns, pr_mono_ns());
         pr_log_ratelimited(&vl->rl, PR_LOG_WARN,
                            "pipeline %s: vocab log %s: a proposal was not stored (%s); proposing "
                            "again",
                            vl->pipeline, vl->topic, rd_kafka_err2str(m->err));
         return;
     }
-    atomic_store(&vl->last_ok_ns, pr__now_ns());
+    atomic_store(&vl->last_ok_ns, pr_mono_ns());
     if (m->offset > vl->max_offset)
         vl->max_offset = m->offset;
 }
 
-/* A librdkafka handle with the user's properties (`skip` filters those that
- * belong to the other role) and ours on top. */
-static rd_kafka_t *pr__handle(pr_vocablog *vl, rd_kafka_type_t type, const pr_kv_list *props,
-                              const pr_kv *forced, size_t n_forced, char *errstr,
-                              size_t errstr_size)
+/* A librdkafka client of `role` (pr_kafka.h: PR_KAFKA_VOCAB_PRODUCER or
+ * PR_KAFKA_VOCAB_READER) from the vocab log's properties; `set` (the
+ * reader's group.id) goes last. */
+static rd_kafka_t *pr__handle(pr_vocablog *vl, pr_kafka_role role, const pr_kv_list *props,
+                              const pr_kv *set, size_t n_set, char *errstr, size_t errstr_size)
 {
-    char kerr[512];
-    const char *role = type == RD_KAFKA_PRODUCER ? "producer" : "reader";
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    if (!conf) {
-        pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
-        return NULL;
-    }
-    for (size_t i = 0; i < props->n; i++) {
-        if (type == RD_KAFKA_PRODUCER && pr_kafka_prop_consumer_only(props->items[i].key))
-            continue;
-        if (rd_kafka_conf_set(conf, props->items[i].key, props->items[i].value, kerr,
-                              sizeof(kerr)) != RD_KAFKA_CONF_OK) {
-            pr_seterr(errstr, errstr_size, PR_EINVAL, "vocab_log.properties.%s: %s",
-                      props->items[i].key, kerr);
-            rd_kafka_conf_destroy(conf);
-            return NULL;
-        }
-    }
-    for (size_t i = 0; i < n_forced; i++)
-        if (rd_kafka_conf_set(conf, forced[i].key, forced[i].value, kerr, sizeof(kerr)) !=
-            RD_KAFKA_CONF_OK) {
-            pr_seterr(errstr, errstr_size, PR_EINVAL, "vocab log %s: %s", role, kerr);
-            rd_kafka_conf_destroy(conf);
-            return NULL;
-        }
-    rd_kafka_conf_set_opaque(conf, vl);
-    rd_kafka_conf_set_log_cb(conf, pr__log_cb);
-    rd_kafka_conf_set_error_cb(conf, pr__error_cb);
-    if (type == RD_KAFKA_PRODUCER)
-        rd_kafka_conf_set_dr_msg_cb(conf, pr__dr_cb);
-    rd_kafka_t *rk = rd_kafka_new(type, conf, kerr, sizeof(kerr));
-    if (!rk) {
-        pr_seterr(errstr, errstr_size, PR_EKAFKA, "vocab log %s: %s", role, kerr);
-        rd_kafka_conf_destroy(conf);
-    }
-    return rk;
+    pr_kafka_client_conf cc = {.role = role,
+                               .props = props->items,
+                               .n_props = props->n,
+                               .set = set,
+                               .n_set = n_set,
+                               .opaque = vl,
+                               .log_cb = pr__log_cb,
+                               .error_cb = pr__error_cb,
+                               .dr_msg_cb = role == PR_KAFKA_VOCAB_PRODUCER ? pr__dr_cb : NULL};
+    rd_kafka_t *rk;
+    return pr_kafka_client_new(&cc, &rk, errstr, errstr_size) ? NULL : rk;
 }
 
 /* The Settings record this pipeline would write. Strings point into spec. */
@@ -450,11 +419,11 @@ static int pr__apply_msg(pr_vocablog *vl, const rd_kafka_message_t *m, char *err
     if (m->err) {
         if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
             atomic_store(&vl->st_end, m->offset);
-            atomic_store(&vl->last_ok_ns, pr__now_ns());
+            atomic_store(&vl->last_ok_ns, pr_mono_ns());
             return 0;
         }
         atomic_fetch_add(&vl->st_consume_err, 1);
-        atomic_store(&vl->last_err_ns, pr__now_ns());
+        atomic_store(&vl->last_err_ns, pr_mono_ns());
         if (m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE ||
             m->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
             return pr_seterr(errstr, errstr_size, PR_EKAFKA,
@@ -466,7 +435,7 @@ static int pr__apply_msg(pr_vocablog *vl, const rd_kafka_message_t *m, char *err
                            vl->topic, rd_kafka_message_errstr(m));
         return 0;
     }
-    atomic_store(&vl->last_ok_ns, pr__now_ns());
+    atomic_store(&vl->last_ok_ns, pr_mono_ns());
     if (m->offset < vl->next)
         return 0; /* already applied (a re-delivery after a seek) */
     int rc = 0;
@@ -557,12 +526,25 @@ static int pr__miss_cb(uint32_t col, uint64_t key, void *opaque)
     return 0;
 }
 
-static int pr__collect(pr_vocablog *vl, const pr_block *in, char *errstr, size_t errstr_size)
+/* What a resolve decides: the sparse values of a row block, or columns of
+ * keys already through Hex2Int and Modulus (any number per column). */
+typedef struct pr__want {
+    const pr_block *block;
+    const pr_vocab_keys *cols;
+    size_t n_cols;
+} pr__want;
+
+static int pr__collect(pr_vocablog *vl, const pr__want *w, char *errstr, size_t errstr_size)
 {
     if (vl->n_slots)
         memset(vl->slots, 0, vl->n_slots * sizeof(*vl->slots));
     vl->n_miss = 0;
-    int rc = pr_engine_vocab_misses(vl->eng, in, pr__miss_cb, vl, errstr, errstr_size);
+    int rc = 0;
+    if (w->block)
+        rc = pr_engine_vocab_misses(vl->eng, w->block, pr__miss_cb, vl, errstr, errstr_size);
+    for (size_t i = 0; i < w->n_cols && !rc; i++)
+        rc = pr_engine_vocab_misses_keys(vl->eng, w->cols[i].col, w->cols[i].key, w->cols[i].n,
+                                         pr__miss_cb, vl, errstr, errstr_size);
     if (rc == PR_ENOMEM)
         return pr_seterr(errstr, errstr_size, rc, "vocab log: out of memory for new values");
     return rc;
@@ -717,7 +699,7 @@ static int pr__usage_cb(uint32_t col, uint64_t key, uint32_t count, void *opaque
  * go out as Usage records (engine thread, between blocks). */
 static int pr__flush_usage(pr_vocablog *vl, char *errstr, size_t errstr_size)
 {
-    int64_t now = pr__now_ns();
+    int64_t now = pr_mono_ns();
     if (!vl->evict || now - vl->last_usage_ns < vl->usage_interval_ns)
         return 0;
     vl->last_usage_ns = now;
@@ -744,8 +726,8 @@ static int pr__flush_usage(pr_vocablog *vl, char *errstr, size_t errstr_size)
     return rc;
 }
 
-int pr_vocablog_resolve(pr_vocablog *vl, const pr_block *in, int timeout_ms, char *errstr,
-                        size_t errstr_size)
+static int pr__resolve(pr_vocablog *vl, const pr__want *in, int timeout_ms, char *errstr,
+                       size_t errstr_size)
 {
     int rc;
     if (vl->oov_set) { /* the previous block's fallback is over */
@@ -764,12 +746,12 @@ int pr_vocablog_resolve(pr_vocablog *vl, const pr_block *in, int timeout_ms, cha
              * before waited: let the log decide them before proposing, or
              * the same values would go out a second time. */
             if (!t_ahead)
-                vl->t_ahead_wait_ns = t_ahead = pr__now_ns();
+                vl->t_ahead_wait_ns = t_ahead = pr_mono_ns();
             atomic_store(&vl->st_waiting, vl->n_miss);
-            int64_t deadline = pr__now_ns() + (int64_t)timeout_ms * 1000000LL;
+            int64_t deadline = pr_mono_ns() + (int64_t)timeout_ms * 1000000LL;
             while (vl->ahead_inflight > 0 || vl->next <= vl->ahead_max_offset) {
                 rd_kafka_poll(vl->prod, 0);
-                int64_t left = (deadline - pr__now_ns()) / 1000000LL;
+                int64_t left = (deadline - pr_mono_ns()) / 1000000LL;
                 if (left <= 0)
                     return PR_EAGAIN;
                 if ((rc = pr__read(vl, vl->ahead_inflight ? 1 : (int)(left < 5 ? left : 5), errstr,
@@ -784,7 +766,7 @@ int pr_vocablog_resolve(pr_vocablog *vl, const pr_block *in, int timeout_ms, cha
             if (t_ahead) { /* it waited, for its look-ahead proposals */
                 atomic_store(&vl->st_waiting, 0);
                 atomic_fetch_add(&vl->st_blocks_waited, 1);
-                pr_histogram_observe(&vl->wait, (double)(pr__now_ns() - t_ahead) / 1e9);
+                pr_histogram_observe(&vl->wait, (double)(pr_mono_ns() - t_ahead) / 1e9);
             }
             return 0; /* every value known: no (further) round trip */
         }
@@ -797,13 +779,13 @@ int pr_vocablog_resolve(pr_vocablog *vl, const pr_block *in, int timeout_ms, cha
         vl->rounds = 0;
         vl->resend = false;
         vl->max_offset = -1;
-        vl->t_submit_ns = t_ahead ? t_ahead : pr__now_ns();
+        vl->t_submit_ns = t_ahead ? t_ahead : pr_mono_ns();
         atomic_store(&vl->st_waiting, vl->n_miss);
         atomic_fetch_add(&vl->st_blocks_waited, 1);
         if ((rc = pr__propose(vl, PR__REC_BLOCK, errstr, errstr_size)))
             return rc;
     }
-    int64_t deadline = pr__now_ns() + (int64_t)timeout_ms * 1000000LL;
+    int64_t deadline = pr_mono_ns() + (int64_t)timeout_ms * 1000000LL;
     for (;;) {
         rd_kafka_poll(vl->prod, 0);
         if (vl->resend && vl->inflight == 0) {
@@ -840,10 +822,10 @@ int pr_vocablog_resolve(pr_vocablog *vl, const pr_block *in, int timeout_ms, cha
         if (vl->inflight == 0 && !vl->resend && vl->next > vl->max_offset) {
             vl->pending = false;
             atomic_store(&vl->st_waiting, 0);
-            pr_histogram_observe(&vl->wait, (double)(pr__now_ns() - vl->t_submit_ns) / 1e9);
+            pr_histogram_observe(&vl->wait, (double)(pr_mono_ns() - vl->t_submit_ns) / 1e9);
             return 0;
         }
-        int64_t left = (deadline - pr__now_ns()) / 1000000LL;
+        int64_t left = (deadline - pr_mono_ns()) / 1000000LL;
         if (left <= 0)
             return PR_EAGAIN;
         /* The reader waits for the broker's fetch answer; delivery reports
@@ -851,6 +833,20 @@ int pr_vocablog_resolve(pr_vocablog *vl, const pr_block *in, int timeout_ms, cha
         if ((rc = pr__read(vl, vl->inflight ? 1 : (int)(left < 5 ? left : 5), errstr, errstr_size)))
             return rc;
     }
+}
+
+int pr_vocablog_resolve(pr_vocablog *vl, const pr_block *in, int timeout_ms, char *errstr,
+                        size_t errstr_size)
+{
+    pr__want w = {in, NULL, 0};
+    return pr__resolve(vl, &w, timeout_ms, errstr, errstr_size);
+}
+
+int pr_vocablog_resolve_keys(pr_vocablog *vl, const pr_vocab_keys *cols, size_t n_cols,
+                             int timeout_ms, char *errstr, size_t errstr_size)
+{
+    pr__want w = {NULL, cols, n_cols};
+    return pr__resolve(vl, &w, timeout_ms, errstr, errstr_size);
 }
 
 void pr_vocablog_abandon(pr_vocablog *vl)
@@ -892,7 +888,8 @@ int pr_vocablog_propose_ahead(pr_vocablog *vl, const pr_block *next, uint32_t fr
         v.event_time_ms = next->event_time_ms + r0;
     /* The waiting block's misses are collected again whenever they are
      * needed (a resend), so the list may be reused here. */
-    int rc = pr__collect(vl, &v, errstr, errstr_size);
+    pr__want w = {&v, NULL, 0};
+    int rc = pr__collect(vl, &w, errstr, errstr_size);
     if (rc || vl->n_miss == 0)
         return rc;
     return pr__propose(vl, PR__REC_AHEAD, errstr, errstr_size);
@@ -925,7 +922,7 @@ int pr_vocablog_checkpoint(pr_vocablog *vl, char *errstr, size_t errstr_size)
     memcpy(tag + 16, &vl->next, 8);
     memcpy(tag + 24, &tl, 4);
     memcpy(tag + 28, vl->topic, tl);
-    return pr_engine_vocab_save_tagged(vl->eng, vl->snap_path, tag, 28 + tl, errstr, errstr_size);
+    return pr_vocab_save_tagged(vl->eng, vl->snap_path, tag, 28 + tl, errstr, errstr_size);
 }
 
 /* Load the snapshot when there is one: *found, and the position it read to. */
@@ -937,8 +934,7 @@ static int pr__snap_load(pr_vocablog *vl, bool *found, char *errstr, size_t errs
     unsigned char tag[PR_SNAPSHOT_TAG_MAX];
     uint32_t tl = 0;
     char e[512];
-    int rc =
-        pr_engine_vocab_load_tagged(vl->eng, vl->snap_path, tag, sizeof(tag), &tl, e, sizeof(e));
+    int rc = pr_vocab_load_tagged(vl->eng, vl->snap_path, tag, sizeof(tag), &tl, e, sizeof(e));
     if (rc)
         return pr_seterr(errstr, errstr_size, rc, "%s", e);
     uint32_t topic_len = 0;
@@ -986,7 +982,7 @@ static int pr__check_topic(pr_vocablog *vl, int64_t deadline, char *errstr, size
                                vl->topic);
             else if (terr == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE) {
                 usleep(200000);
-                if (pr__now_ns() < deadline)
+                if (pr_mono_ns() < deadline)
                     continue;
                 rc = pr_seterr(errstr, errstr_size, PR_EKAFKA,
                                "vocab_log.topic '%s': no leader (%s)", vl->topic,
@@ -1003,7 +999,7 @@ static int pr__check_topic(pr_vocablog *vl, int64_t deadline, char *errstr, size
         }
         if (md)
             rd_kafka_metadata_destroy(md);
-        if (pr__now_ns() >= deadline) {
+        if (pr_mono_ns() >= deadline) {
             rc = pr_seterr(errstr, errstr_size, PR_EKAFKA,
                            "vocab log %s unreachable for %lld ms (%s): check "
                            "vocab_log.properties.bootstrap.servers",
@@ -1026,7 +1022,7 @@ static int pr__watermarks(pr_vocablog *vl, int64_t deadline, int64_t *lo, int64_
             rd_kafka_query_watermark_offsets(vl->cons, vl->topic, 0, lo, hi, 2000);
         if (!err)
             return 0;
-        if (pr__now_ns() >= deadline)
+        if (pr_mono_ns() >= deadline)
             return pr_seterr(errstr, errstr_size, PR_EKAFKA,
                              "vocab log %s: cannot read its offsets: %s", vl->topic,
                              rd_kafka_err2str(err));
@@ -1053,7 +1049,7 @@ static int pr__write_settings(pr_vocablog *vl, char *errstr, size_t errstr_size)
     pr__settings_build(vl, &ps);
     uint64_t id = 0;
     if (getrandom(&id, sizeof(id), 0) != (ssize_t)sizeof(id))
-        id = (uint64_t)pr__now_ns() ^ ((uint64_t)getpid() << 32);
+        id = (uint64_t)pr_mono_ns() ^ ((uint64_t)getpid() << 32);
     ps.s.log_id = id;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -1121,7 +1117,7 @@ static int pr__catch_up(pr_vocablog *vl, int64_t target, bool need_settings, int
         if (rc)
             return rc;
         rd_kafka_poll(vl->prod, 0);
-        if (pr__now_ns() >= deadline)
+        if (pr_mono_ns() >= deadline)
             return pr_seterr(errstr, errstr_size, PR_ETIMEDOUT,
                              "vocab log %s: read to offset %" PRId64 " of %" PRId64
                              " within vocab_log.startup_timeout_ms (%lld ms)%s",
@@ -1158,7 +1154,7 @@ static int pr__check_first(pr_vocablog *vl, int64_t deadline, char *errstr, size
             }
             rd_kafka_message_destroy(m);
         }
-        if (!rc && pr__now_ns() >= deadline)
+        if (!rc && pr_mono_ns() >= deadline)
             rc = pr_seterr(errstr, errstr_size, PR_ETIMEDOUT,
                            "vocab log %s: cannot read its first record", vl->topic);
     }
@@ -1185,12 +1181,12 @@ static void *pr__probe_main(void *arg)
         rd_kafka_resp_err_t err =
             rd_kafka_query_watermark_offsets(vl->cons, vl->topic, 0, &lo, &hi, PR__PROBE_EVERY_MS);
         if (!err) {
-            atomic_store(&vl->last_ok_ns, pr__now_ns());
+            atomic_store(&vl->last_ok_ns, pr_mono_ns());
             int64_t end = atomic_load(&vl->st_end);
             while (hi > end && !atomic_compare_exchange_weak(&vl->st_end, &end, hi))
                 ;
         } else {
-            atomic_store(&vl->last_err_ns, pr__now_ns());
+            atomic_store(&vl->last_err_ns, pr_mono_ns());
         }
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -1242,6 +1238,44 @@ static char *pr__dup(const char *s)
     return strdup(s ? s : "");
 }
 
+/* Startup's reading: the topic, the snapshot (*snap: found) and the log's
+ * position checked against each other, the log read to its end, and our
+ * Settings record written when the log has none. */
+static int pr__startup_read(pr_vocablog *vl, bool *snap, char *errstr, size_t errstr_size)
+{
+    int rc;
+    int64_t deadline = pr_mono_ns() + vl->startup_timeout_ms * 1000000LL;
+    int64_t lo, hi;
+    if ((rc = pr__check_topic(vl, deadline, errstr, errstr_size)) ||
+        (rc = pr__snap_load(vl, snap, errstr, errstr_size)) ||
+        (rc = pr__watermarks(vl, deadline, &lo, &hi, errstr, errstr_size)) ||
+        (rc = pr__position(vl, *snap, lo, hi, errstr, errstr_size)))
+        return rc;
+    if (*snap && lo == 0 && vl->next > 0 &&
+        (rc = pr__check_first(vl, deadline, errstr, errstr_size)))
+        return rc;
+    /* Read what is there; a log without a Settings record yet (empty, or
+     * only junk) gets ours. Replicas that start together may all write
+     * one: the first in the log counts, the others are ignored. */
+    if ((rc = pr__assign(vl, vl->next, errstr, errstr_size)) ||
+        (rc = pr__catch_up(vl, hi, false, deadline, errstr, errstr_size)))
+        return rc;
+    if (!vl->have_settings) {
+        if ((rc = pr__write_settings(vl, errstr, errstr_size)))
+            return rc;
+        while (vl->inflight > 0 && pr_mono_ns() < deadline)
+            rd_kafka_poll(vl->prod, 50);
+        if (vl->inflight > 0 || vl->resend) {
+            return pr_seterr(errstr, errstr_size, PR_EKAFKA,
+                             "vocab log %s: cannot write the Settings record", vl->topic);
+        }
+        if ((rc = pr__watermarks(vl, deadline, &lo, &hi, errstr, errstr_size)) ||
+            (rc = pr__catch_up(vl, hi, true, deadline, errstr, errstr_size)))
+            return rc;
+    }
+    return 0;
+}
+
 int pr_vocablog_new(const pr_vocablog_opts *o, pr_vocablog **out, char *errstr, size_t errstr_size)
 {
     *out = NULL;
@@ -1277,82 +1311,30 @@ int pr_vocablog_new(const pr_vocablog_opts *o, pr_vocablog **out, char *errstr, 
     if ((rc = pr_engine_vocab_set_shared(vl->eng, true, errstr, errstr_size)))
         goto fail;
 
-    /* Proposals must never be lost or reordered, and a broker outage must
-     * make blocks wait, not fail: idempotence, acks=all, no timeout. The
-     * reader fetches eagerly: a waiting block's latency is its round trip. */
-    static const pr_kv prod_forced[] = {
-        {"enable.idempotence", "true"}, {"acks", "all"},
-        {"message.timeout.ms", "0"},    {"linger.ms", "0"},
-        {"max.in.flight", "5"},
-    };
-    static const pr_kv cons_forced[] = {
-        {"enable.auto.commit", "false"},  {"enable.partition.eof", "true"},
-        {"auto.offset.reset", "error"},   {"fetch.wait.max.ms", "10"},
-        {"fetch.error.backoff.ms", "20"},
-    };
-    vl->prod = pr__handle(vl, RD_KAFKA_PRODUCER, &cfg->properties, prod_forced,
-                          sizeof(prod_forced) / sizeof(prod_forced[0]), errstr, errstr_size);
+    /* Proposals: idempotent, acks=all, no message timeout; the reader
+     * fetches eagerly (pr_kafka.h's vocab-log roles). The reader only assigns
+     * (never joins a group or commits); librdkafka's consumer API still wants
+     * a group id, so it gets its own name. */
+    vl->prod = pr__handle(vl, PR_KAFKA_VOCAB_PRODUCER, &cfg->properties, NULL, 0, errstr,
+                          errstr_size);
     if (!vl->prod) {
         rc = PR_EKAFKA;
         goto fail;
     }
-    pr_kv_list cprops = cfg->properties;
-    pr_kv *filtered = calloc(cprops.n + 1, sizeof(*filtered));
-    if (!filtered) {
-        rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
-        goto fail;
-    }
-    /* The reader only assigns (never joins a group or commits); librdkafka's
-     * consumer API still wants a group id, so it gets its own name. */
     char gid[PR_NAME_MAX + 32];
     snprintf(gid, sizeof(gid), "piperec-vocablog-%s", vl->pipeline);
-    size_t nf = 0;
-    for (size_t i = 0; i < cprops.n; i++)
-        if (strcmp(cprops.items[i].key, "group.id") &&
-            strcmp(cprops.items[i].key, "group.instance.id"))
-            filtered[nf++] = cprops.items[i];
-    filtered[nf++] = (pr_kv){"group.id", gid};
-    pr_kv_list fl = {filtered, nf};
-    vl->cons = pr__handle(vl, RD_KAFKA_CONSUMER, &fl, cons_forced,
-                          sizeof(cons_forced) / sizeof(cons_forced[0]), errstr, errstr_size);
-    free(filtered);
+    pr_kv group = {"group.id", gid};
+    vl->cons = pr__handle(vl, PR_KAFKA_VOCAB_READER, &cfg->properties, &group, 1, errstr,
+                          errstr_size);
     if (!vl->cons) {
         rc = PR_EKAFKA;
         goto fail;
     }
     rd_kafka_poll_set_consumer(vl->cons);
 
-    int64_t deadline = pr__now_ns() + vl->startup_timeout_ms * 1000000LL;
-    int64_t lo, hi;
     bool snap;
-    if ((rc = pr__check_topic(vl, deadline, errstr, errstr_size)) ||
-        (rc = pr__snap_load(vl, &snap, errstr, errstr_size)) ||
-        (rc = pr__watermarks(vl, deadline, &lo, &hi, errstr, errstr_size)) ||
-        (rc = pr__position(vl, snap, lo, hi, errstr, errstr_size)))
+    if ((rc = pr__startup_read(vl, &snap, errstr, errstr_size)))
         goto fail;
-    if (snap && lo == 0 && vl->next > 0 &&
-        (rc = pr__check_first(vl, deadline, errstr, errstr_size)))
-        goto fail;
-    /* Read what is there; a log without a Settings record yet (empty, or
-     * only junk) gets ours. Replicas that start together may all write
-     * one: the first in the log counts, the others are ignored. */
-    if ((rc = pr__assign(vl, vl->next, errstr, errstr_size)) ||
-        (rc = pr__catch_up(vl, hi, false, deadline, errstr, errstr_size)))
-        goto fail;
-    if (!vl->have_settings) {
-        if ((rc = pr__write_settings(vl, errstr, errstr_size)))
-            goto fail;
-        while (vl->inflight > 0 && pr__now_ns() < deadline)
-            rd_kafka_poll(vl->prod, 50);
-        if (vl->inflight > 0 || vl->resend) {
-            rc = pr_seterr(errstr, errstr_size, PR_EKAFKA,
-                           "vocab log %s: cannot write the Settings record", vl->topic);
-            goto fail;
-        }
-        if ((rc = pr__watermarks(vl, deadline, &lo, &hi, errstr, errstr_size)) ||
-            (rc = pr__catch_up(vl, hi, true, deadline, errstr, errstr_size)))
-            goto fail;
-    }
     atomic_store(&vl->st_applied, vl->next);
     if ((rc = pr__probe_start(vl, errstr, errstr_size)))
         goto fail;
@@ -1415,7 +1397,7 @@ void pr_vocablog_get_stats(pr_vocablog *vl, pr_vocablog_stats *st)
     st->usage_records = atomic_load(&vl->st_usage_records);
     st->usage_values = atomic_load(&vl->st_usage_values);
     st->rounds_exhausted = atomic_load(&vl->st_rounds_exhausted);
-    int64_t now = pr__now_ns(), ok = atomic_load(&vl->last_ok_ns);
+    int64_t now = pr_mono_ns(), ok = atomic_load(&vl->last_ok_ns);
     int64_t err = atomic_load(&vl->last_err_ns);
     st->up = ok && now - ok < PR__UP_WINDOW_NS && ok >= err;
     pr_histogram_snapshot(&vl->wait, &st->wait);
