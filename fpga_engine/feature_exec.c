@@ -95,6 +95,39 @@ int pr_fside_reserve(pr_fside *s, uint16_t f, uint32_t more)
     return 0;
 }
 
+int pr_fside_copy_rows(pr_fside *dst, uint32_t d0, const pr_fside *src, uint32_t s0, uint32_t n,
+                       uint32_t *src_off)
+{
+    if (dst->n_labels != src->n_labels || dst->n_dense != src->n_dense ||
+        dst->n_feat != src->n_feat || (uint64_t)d0 + n > dst->cap || (uint64_t)s0 + n > src->cap)
+        return PR_EINVAL;
+    memcpy(dst->labels + (size_t)d0 * dst->n_labels, src->labels + (size_t)s0 * src->n_labels,
+           (size_t)n * src->n_labels * sizeof(float));
+    memcpy(dst->dense + (size_t)d0 * dst->n_dense, src->dense + (size_t)s0 * src->n_dense,
+           (size_t)n * src->n_dense * sizeof(float));
+    for (uint16_t f = 0; f < src->n_feat; f++) {
+        const int32_t *sl = src->lengths + (size_t)f * src->cap;
+        uint64_t off = 0, k = 0;
+        if (src_off)
+            off = src_off[f];
+        else
+            for (uint32_t r = 0; r < s0; r++)
+                off += (uint32_t)sl[r];
+        for (uint32_t r = s0; r < s0 + n; r++)
+            k += (uint32_t)sl[r];
+        if (off + k > src->n_values[f])
+            return PR_EINVAL;
+        if (pr_fside_reserve(dst, f, (uint32_t)k))
+            return PR_ENOMEM;
+        memcpy(dst->lengths + (size_t)f * dst->cap + d0, sl + s0, (size_t)n * sizeof(int32_t));
+        memcpy(dst->values[f] + dst->n_values[f], src->values[f] + off, k * sizeof(int64_t));
+        dst->n_values[f] += (uint32_t)k;
+        if (src_off)
+            src_off[f] = (uint32_t)(off + k);
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- schema shapes */
 
 static bool pr__feat_is_sparse(const pr_feature_spec *f)

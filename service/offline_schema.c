@@ -35,6 +35,7 @@
 #include "pr_ingest.h"
 #include "pr_npy.h"
 #include "pr_service.h"
+#include "pr_vocab.h"
 
 #define PR__DETAIL 200
 
@@ -603,7 +604,7 @@ static int pr__srun_close(pr__srun *run, int rc, char *errstr, size_t errstr_siz
         snprintf(path, sizeof(path), "%s/vocab", run->opts->output_dir);
         rc = pr__mkdirs(path, errstr, errstr_size);
         if (!rc)
-            rc = pr_engine_vocab_export(run->eng, path, errstr, errstr_size);
+            rc = pr_vocab_export(run->eng, path, errstr, errstr_size);
     }
     return rc;
 }
@@ -612,10 +613,22 @@ static int pr__srun_setup(pr__srun *run, const pr_pipeline_spec *spec, const pr_
                           char *errstr, size_t errstr_size)
 {
     const pr_feature_schema *schema = run->schema;
+    const char *be = eopts && eopts->backend && eopts->backend[0] ? eopts->backend : "cpu";
+    if (strcmp(be, "cpu") != 0 && strcmp(be, "auto") != 0)
+        return pr_seterr(errstr, errstr_size, PR_ENOTSUP,
+                         "offline: a declared schema's vocabularies run on the cpu backend (list "
+                         "features and id keys make jagged columns, which the %s kernel cannot "
+                         "read); use engine.backend cpu",
+                         be);
     if (!(run->eng = pr_engine_new(spec, eopts, errstr, errstr_size)))
         return PR_EINVAL;
+    if (strcmp(pr_engine_backend_name(run->eng), "cpu") != 0)
+        return pr_seterr(errstr, errstr_size, PR_ENOTSUP,
+                         "offline: engine.backend auto chose %s, but a declared schema's "
+                         "vocabularies run on the cpu backend; use engine.backend cpu",
+                         pr_engine_backend_name(run->eng));
     if (run->opts->vocab_seed) {
-        int rc = pr_engine_vocab_import(run->eng, run->opts->vocab_seed, errstr, errstr_size);
+        int rc = pr_vocab_import(run->eng, run->opts->vocab_seed, errstr, errstr_size);
         if (rc)
             return rc;
     }

@@ -229,6 +229,16 @@ void pr_fside_free(pr_fside *s);
 void pr_fside_reset(pr_fside *s);
 /* Make room for `more` values of feature f past n_values[f]: 0 or PR_ENOMEM. */
 int pr_fside_reserve(pr_fside *s, uint16_t f, uint32_t more);
+/* Append rows [s0, s0 + n) of src as rows [d0, d0 + n) of dst (same shape):
+ * labels, dense and lengths copied; each feature's values of those rows
+ * appended after dst->n_values[f] (so dst's rows before d0 must hold exactly
+ * dst->n_values[f] values, as when rows are appended in order). src_off, when
+ * not NULL, is [n_feat] value offsets of row s0 in src (saves summing the
+ * lengths of the rows before it; pr_fside_copy_rows advances it past the
+ * copied rows, so a caller walking src in order passes the same array again).
+ * PR_EINVAL for another shape or rows past a capacity, PR_ENOMEM. */
+int pr_fside_copy_rows(pr_fside *dst, uint32_t d0, const pr_fside *src, uint32_t s0, uint32_t n,
+                       uint32_t *src_off);
 /* Lengths of feature f (pointer to [cap]). */
 static inline int32_t *pr_fside_lengths(pr_fside *s, uint16_t f)
 {

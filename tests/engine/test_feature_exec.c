@@ -4,7 +4,8 @@
  * schema (per-feature vocabulary options, the ttl_s refusal on lists),
  * jagged blocks through the cpu backend (col_rows keys, first-appearance
  * order across block boundaries and thread counts), pr_feature_finish
- * (lengths, values, operators after vocab, notices per feature and row) and
+ * (lengths, values, operators after vocab, notices per feature and row), a
+ * shared vocabulary (misses, apply, lookup-only processing) over jagged blocks
  * the refusal of jagged blocks by a backend that cannot run them.
  */
 #include "engine_test_util.h"
@@ -256,6 +257,110 @@ static void test_notices_per_feature(void **state)
     pr_engine_free(eng);
 }
 
+/* Shared vocabulary (vocab_log) over jagged blocks: every miss of every
+ * element reported, applied in report order, then lookup-only processing
+ * gives what a local engine gives. */
+typedef struct {
+    pr_engine *eng;
+    int err;
+} apply_ctx;
+
+static int apply_miss(uint32_t col, uint64_t key, void *opaque)
+{
+    apply_ctx *a = opaque;
+    int64_t idx;
+    char err[256];
+    if (pr_engine_vocab_apply(a->eng, col, key, 1, &idx, err, sizeof(err)))
+        a->err++;
+    return 0;
+}
+
+static void test_shared_jagged(void **state)
+{
+    (void)state;
+    pr_pipeline_spec base, spec;
+    pr_pipeline_spec_default(&base);
+    base.profile = PR_VOCAB_DEFAULT;
+    base.n_sparse = 0;
+    char err[512] = "";
+    assert_int_equal(pr_feature_engine_spec(&g_schema, &base, &spec, err, sizeof(err)), 0);
+    pr_engine_opts eo = {.backend = "cpu", .threads = 2};
+    pr_engine *loc = pr_engine_new(&spec, &eo, err, sizeof(err));
+    pr_engine *sh = pr_engine_new(&spec, &eo, err, sizeof(err));
+    assert_non_null(loc);
+    assert_non_null(sh);
+    assert_int_equal(pr_engine_vocab_set_shared(sh, true, err, sizeof(err)), 0);
+    pr_block *b = pr_feature_block_new(&g_schema, 64, true);
+    pr_out *o1 = pr_feature_out_new(&g_schema, 64, pr_engine_sparse_width(loc));
+    pr_out *o2 = pr_feature_out_new(&g_schema, 64, pr_engine_sparse_width(sh));
+    for (uint32_t r = 0; r < 200;) {
+        pr_block_reset(b);
+        for (uint32_t k = 0; k < 50 && r < 200; k++)
+            fill_row(b, r++);
+        assert_int_equal(pr_engine_process(loc, b, o1, err, sizeof(err)), 0);
+        apply_ctx a = {sh, 0};
+        assert_int_equal(pr_engine_vocab_misses(sh, b, apply_miss, &a, err, sizeof(err)), 0);
+        assert_int_equal(a.err, 0);
+        assert_int_equal(pr_engine_process(sh, b, o2, err, sizeof(err)), 0);
+        for (uint32_t c = 0; c < b->n_sparse; c++)
+            for (uint32_t e = 0; e < b->col_rows[c]; e++)
+                assert_int_equal(pr_out_index(o1, c, e), pr_out_index(o2, c, e));
+    }
+    pr_block_free(b);
+    pr_out_free(o1);
+    pr_out_free(o2);
+    pr_engine_free(loc);
+    pr_engine_free(sh);
+}
+
+/* pr_fside_copy_rows: rows regrouped into another side table, in order and
+ * with a walking offset, equal the source rows. */
+static void test_fside_copy_rows(void **state)
+{
+    (void)state;
+    pr_fside *src = pr_fside_new(1, 1, 2, 64), *dst = pr_fside_new(1, 1, 2, 64);
+    assert_non_null(src);
+    assert_non_null(dst);
+    for (uint32_t r = 0; r < 10; r++) {
+        src->labels[r] = (float)r;
+        src->dense[r] = (float)r * 2;
+        for (uint16_t f = 0; f < 2; f++) {
+            uint32_t n = (r + f) % 3;
+            pr_fside_lengths(src, f)[r] = (int32_t)n;
+            assert_int_equal(pr_fside_reserve(src, f, n), 0);
+            for (uint32_t k = 0; k < n; k++)
+                src->values[f][src->n_values[f]++] = r * 100 + f * 10 + k;
+        }
+    }
+    /* rows 3..9 in pieces of 1, 2, 4 with a walking offset */
+    uint32_t off[2] = {0, 0};
+    for (uint16_t f = 0; f < 2; f++)
+        for (uint32_t r = 0; r < 3; r++)
+            off[f] += (uint32_t)pr_fside_lengths(src, f)[r];
+    assert_int_equal(pr_fside_copy_rows(dst, 0, src, 3, 1, off), 0);
+    assert_int_equal(pr_fside_copy_rows(dst, 1, src, 4, 2, off), 0);
+    assert_int_equal(pr_fside_copy_rows(dst, 3, src, 6, 4, NULL), 0);
+    for (uint32_t r = 0; r < 7; r++) {
+        assert_true(dst->labels[r] == (float)(r + 3));
+        assert_true(dst->dense[r] == (float)(r + 3) * 2);
+    }
+    for (uint16_t f = 0; f < 2; f++) {
+        uint32_t at = 0;
+        for (uint32_t r = 0; r < 7; r++) {
+            uint32_t n = (r + 3 + f) % 3;
+            assert_int_equal(pr_fside_lengths(dst, f)[r], n);
+            for (uint32_t k = 0; k < n; k++)
+                assert_int_equal(dst->values[f][at++], (r + 3) * 100 + f * 10 + k);
+        }
+        assert_int_equal(dst->n_values[f], at);
+    }
+    pr_fside *other = pr_fside_new(2, 1, 2, 64);
+    assert_int_equal(pr_fside_copy_rows(other, 0, src, 0, 1, NULL), PR_EINVAL);
+    pr_fside_free(other);
+    pr_fside_free(src);
+    pr_fside_free(dst);
+}
+
 static void test_fpga_refuses_jagged(void **state)
 {
     (void)state;
@@ -289,10 +394,9 @@ static void test_fpga_refuses_jagged(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_shapes_and_spec),
-        cmocka_unit_test(test_jagged_blocks),
-        cmocka_unit_test(test_notices_per_feature),
-        cmocka_unit_test(test_fpga_refuses_jagged),
+        cmocka_unit_test(test_shapes_and_spec),     cmocka_unit_test(test_jagged_blocks),
+        cmocka_unit_test(test_notices_per_feature), cmocka_unit_test(test_shared_jagged),
+        cmocka_unit_test(test_fside_copy_rows),     cmocka_unit_test(test_fpga_refuses_jagged),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

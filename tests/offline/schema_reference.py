@@ -24,7 +24,7 @@ Checks labels.npy, dense.npy, sparse/<f>.values.npy / .lengths.npy, the
 rejected line numbers, and that --threads 1 and 4 and two block sizes give
 byte-identical files. Both vocabulary profiles, and eviction lru on the list
 feature (values and recycled.npy: feature, row, index, number, against a
-Python LRU).
+Python LRU), and count_mode two_pass with min_count 3.
 
 usage: schema_reference.py   ($PIPEREC, $PR_TMP)
 """
@@ -283,6 +283,44 @@ def lru_reference(events, cap):
     return vals, notices
 
 
+def check_two_pass(piperec, tmp, inp, events):
+    """count_mode two_pass, min_count 3 (profile default): a value seen at
+    least 3 times in the whole file gets an index (first appearance order
+    among those), others OOV (1), missing 0. user and history checked."""
+    text = CONFIG.format(profile="default").replace(
+        "      vocab: { profile: default }\n",
+        "      vocab: { profile: default, min_count: 3, count_mode: two_pass }\n")
+    cfg = os.path.join(tmp, "clicks-2pass.yaml")
+    with open(cfg, "w") as f:
+        f.write(text)
+    out = os.path.join(tmp, "out-2pass")
+    run(piperec, cfg, inp, out, 2, 500)
+    seq = {"user": [], "history": []}
+    for e in events:
+        if e is None:
+            continue
+        u = get(e, "user.id")
+        seq["user"].append(None if u is None else key_of(as_id(u)))
+        seq["history"].extend(key_of(as_id(h)) for h in (get(e, "history") or [])[-5:])
+    for f, keys in seq.items():
+        counts = {}
+        for k in keys:
+            if k is not None:
+                counts[k] = counts.get(k, 0) + 1
+        idx, want = {}, []
+        for k in keys:
+            if k is None:
+                want.append(0)
+            elif counts[k] < 3:
+                want.append(1)
+            else:
+                idx.setdefault(k, 2 + len(idx))
+                want.append(idx[k])
+        got = np.load(os.path.join(out, "sparse", f + ".values.npy"))
+        assert np.array_equal(got, np.array(want, dtype=np.int64)), "two_pass " + f
+    print("ok: two_pass min_count 3 (user, history)")
+
+
 def check_lru(piperec, tmp, inp, events):
     """Bounded vocabulary on a list feature: values and recycled.npy."""
     cfg = os.path.join(tmp, "clicks-lru.yaml")
@@ -335,6 +373,7 @@ def main():
         print("ok: profile %s, %d events, %d rows, threads 1/4/2 identical"
               % (profile, len(events), sum(1 for e in events if e is not None)))
     check_lru(piperec, tmp, inp, events)
+    check_two_pass(piperec, tmp, inp, events)
     # Criteo TSV given to a declared schema: refused, nothing half-done.
     tsv = os.path.join(tmp, "criteo.tsv")
     with open(tsv, "w") as f:
@@ -343,6 +382,11 @@ def main():
                         os.path.join(tmp, "out-tsv")], capture_output=True, text=True)
     assert p.returncode == 2 and "not a JSON object" in p.stderr, (p.returncode, p.stderr)
     print("ok: TSV input refused for a declared schema")
+    p = subprocess.run([piperec, "process", "--config", cfg, "--input", inp, "--output",
+                        os.path.join(tmp, "out-hls"), "--backend", "hls-sim"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "run on the cpu backend" in p.stderr, (p.returncode, p.stderr)
+    print("ok: --backend hls-sim refused for a declared schema, saying why")
 
 
 if __name__ == "__main__":
