@@ -83,9 +83,8 @@ static int pr__paths(pr_json_decoder *d, const pr_feature_schema *fs, pr_json_pa
             if (j == n) {
                 if (n >= sizeof(uses))
                     return PR_EINVAL;
-                paths[n++] = (pr_json_path){.path = f->paths[k],
-                                            .type = PR_JSON_ANY,
-                                            .max_list = PR_FEAT_MAX_LIST};
+                paths[n++] = (pr_json_path){
+                    .path = f->paths[k], .type = PR_JSON_ANY, .max_list = PR_FEAT_MAX_LIST};
             }
             uses[j] |= f->kind == PR_FEAT_LIST ? 2 : 1;
             d->feat[i].col[k] = (uint32_t)j;
@@ -124,8 +123,7 @@ static int pr__stage_alloc(pr_json_decoder *d, const pr_feature_schema *fs)
     return 0;
 }
 
-pr_json_decoder *pr_json_decoder_new(const pr_feature_schema *fs, char *errstr,
-                                     size_t errstr_size)
+pr_json_decoder *pr_json_decoder_new(const pr_feature_schema *fs, char *errstr, size_t errstr_size)
 {
     if (!fs || !fs->declared || fs->n_features == 0) {
         pr_seterr(errstr, errstr_size, PR_EINVAL, "json: needs a declared feature schema");
@@ -196,7 +194,7 @@ void pr_json_decoder_free(pr_json_decoder *d)
 /* A pr_fop_reject as the record's reason. */
 static int pr__reason_of_fop(int why)
 {
-    return why == PR_FOP_REJECT_HEX ? PR_DEC_BAD_HEX
+    return why == PR_FOP_REJECT_HEX    ? PR_DEC_BAD_HEX
            : why == PR_FOP_REJECT_TIME ? PR_DEC_BAD_TIME
                                        : PR_DEC_WRONG_TYPE;
 }
@@ -392,7 +390,8 @@ static int pr__features(pr_json_decoder *d, const pr_decode_ctx *ctx)
                 d->labels[jf->slot] = v.type == PR_FVAL_NUM ? (float)v.num : 0.0f;
             break;
         case PR_FEAT_DENSE:
-            if (!(rc = pr__numeric(d, jf, &v)) && !(rc = pr__chain(d, jf->f, 0, jf->f->n_ops, &v, 1)))
+            if (!(rc = pr__numeric(d, jf, &v)) &&
+                !(rc = pr__chain(d, jf->f, 0, jf->f->n_ops, &v, 1)))
                 d->dense[jf->slot] = v.type == PR_FVAL_NUM ? (float)v.num : 0.0f;
             break;
         case PR_FEAT_SPARSE:

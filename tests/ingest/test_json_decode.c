@@ -237,7 +237,8 @@ static void test_rejects(void **state)
     };
     size_t n = sizeof(cases) / sizeof(cases[0]);
     /* a good row first, so that "nothing left behind" is visible */
-    assert_int_equal(decode(&t, "{\"user\":{\"id\":\"a\"},\"history\":[5],\"item\":{\"tags\":[\"q\"]}}"), 1);
+    assert_int_equal(
+        decode(&t, "{\"user\":{\"id\":\"a\"},\"history\":[5],\"item\":{\"tags\":[\"q\"]}}"), 1);
     for (size_t i = 0; i < n; i++) {
         t.rl.n = 0;
         assert_int_equal(decode(&t, cases[i].doc), 0);
@@ -351,7 +352,8 @@ static void test_gen_clickstream(void **state)
             }
             for (uint32_t c = 0; c < b->n_sparse; c++)
                 for (uint32_t e = 0; e < b->col_rows[c]; e++)
-                    acc[k][PR_MAX_SPARSE + c] = acc[k][PR_MAX_SPARSE + c] * 31 + key_at(b, (int)c, e);
+                    acc[k][PR_MAX_SPARSE + c] =
+                        acc[k][PR_MAX_SPARSE + c] * 31 + key_at(b, (int)c, e);
         }
         assert_int_equal(rows, N);
         pr_block_free(b);

@@ -23,16 +23,16 @@
 
 #include "pr_gen.h"
 
-#define PR__GJ_CATS           24
-#define PR__GJ_ITEMS_PER_CAT  4000
-#define PR__GJ_USERS          200000
-#define PR__GJ_HISTORY_MAX    20
-#define PR__GJ_TS0            1732600000000ull /* 2024-11-26T05:46:40Z, ms */
+#define PR__GJ_CATS          24
+#define PR__GJ_ITEMS_PER_CAT 4000
+#define PR__GJ_USERS         200000
+#define PR__GJ_HISTORY_MAX   20
+#define PR__GJ_TS0           1732600000000ull /* 2024-11-26T05:46:40Z, ms */
 
 static const char *const pr__gj_cats[PR__GJ_CATS] = {
-    "electronics", "books",   "fashion", "shoes",  "home",    "kitchen", "garden",  "toys",
-    "sports",      "beauty",  "health",  "grocery", "music",  "movies",  "games",   "office",
-    "pets",        "baby",    "auto",    "tools",  "jewelry", "outdoor", "crafts",  "travel"};
+    "electronics", "books",  "fashion", "shoes",   "home",    "kitchen", "garden", "toys",
+    "sports",      "beauty", "health",  "grocery", "music",   "movies",  "games",  "office",
+    "pets",        "baby",   "auto",    "tools",   "jewelry", "outdoor", "crafts", "travel"};
 
 static const char *const pr__gj_tags[] = {
     "sale",  "new",     "bestseller", "eco",   "gift",   "limited", "refurb", "bundle",
@@ -141,8 +141,8 @@ static void pr__gj_draw(uint64_t seed, uint64_t row, pr__gj_event *e)
     e->ts = PR__GJ_TS0 + row * 50 + pr__gj_next(&r) % 50;
     e->user = 1 + pr__gj_rank(&r, PR__GJ_USERS);
     e->fav1 = (unsigned)(pr__gj_fact(seed, e->user, 1) % PR__GJ_CATS);
-    e->fav2 = (unsigned)((e->fav1 + 1 + pr__gj_fact(seed, e->user, 2) % (PR__GJ_CATS - 1)) %
-                         PR__GJ_CATS);
+    e->fav2 =
+        (unsigned)((e->fav1 + 1 + pr__gj_fact(seed, e->user, 2) % (PR__GJ_CATS - 1)) % PR__GJ_CATS);
     e->age_days = pr__gj_fact(seed, e->user, 3) % 3650;
     e->has_age = pr__gj_unit(&r) >= 0.10;
     e->cat = pr__gj_pick_cat(&r, e->fav1, e->fav2, 0.45, 0.20);
@@ -182,11 +182,12 @@ static void pr__gj_item_obj(pr__gj_buf *b, uint64_t seed, const pr__gj_event *e)
     double price = (double)(1 + h % 20000) / 100.0 * (1 + e->cat % 5);
     pr__gj_put(b, "\"item\":{\"id\":%" PRIu64 ",\"category\":\"%s\",\"price\":%.2f", e->item,
                pr__gj_cats[e->cat], price);
-    if (h % 7 != 0) { /* one item in seven has no tags key */
+    if (h % 7 != 0) {                        /* one item in seven has no tags key */
         unsigned n = (unsigned)(h >> 8) % 4; /* 0..3: some lists are empty */
         pr__gj_put(b, ",\"tags\":[");
         for (unsigned i = 0; i < n; i++)
-            pr__gj_put(b, "%s\"%s\"", i ? "," : "", pr__gj_tags[(h >> (16 + 5 * i)) % PR__GJ_N_TAGS]);
+            pr__gj_put(b, "%s\"%s\"", i ? "," : "",
+                       pr__gj_tags[(h >> (16 + 5 * i)) % PR__GJ_N_TAGS]);
         pr__gj_put(b, "]");
     }
     pr__gj_put(b, "}");
@@ -202,8 +203,8 @@ size_t pr_gen_json_event(uint64_t seed, uint64_t row, char *buf, size_t cap)
         pr__gj_labels(&b, &e);
         pr__gj_put(&b, ",");
     }
-    pr__gj_put(&b, "\"event_id\":\"e%016" PRIx64 "\",\"ts\":%" PRIu64 ",", pr__gj_mix(seed * 0x9e3779b97f4a7c15ull + row),
-               e.ts);
+    pr__gj_put(&b, "\"event_id\":\"e%016" PRIx64 "\",\"ts\":%" PRIu64 ",",
+               pr__gj_mix(seed * 0x9e3779b97f4a7c15ull + row), e.ts);
     pr__gj_put(&b, "\"user\":{\"id\":\"u%" PRIu64 "\"", e.user);
     if (e.has_age)
         pr__gj_put(&b, ",\"age_days\":%" PRIu64, e.age_days);
