@@ -81,7 +81,7 @@ static int pr__vocab_export_state(pr_engine *eng, const pr__vocab_where *w)
         return pr__rc_exit(rc);
     }
     fprintf(stderr, "piperec vocab export: pipeline %s: %u columns -> %s\n", w->pc->name,
-            (unsigned)w->pc->spec.n_sparse, w->dir);
+            (unsigned)pr_engine_spec(eng)->n_sparse, w->dir);
     return 0;
 }
 
@@ -207,7 +207,14 @@ int pr_cli_cmd_vocab(int argc, char **argv)
     /* One thread is plenty: nothing is processed. */
     pr_engine_opts eo = pr_config_engine_opts(cfg);
     eo.threads = 1;
-    eng = pr_engine_new(&pc->spec, &eo, err, sizeof(err));
+    /* A declared schema's engine has one column per vocab feature. */
+    pr_pipeline_spec espec = pc->spec;
+    if (pc->features.declared &&
+        pr_feature_engine_spec(&pc->features, &pc->spec, &espec, err, sizeof(err)) < 0) {
+        fprintf(stderr, "piperec vocab %s: pipeline %s: %s\n", argv[1], pc->name, err);
+        goto out;
+    }
+    eng = pr_engine_new(&espec, &eo, err, sizeof(err));
     if (!eng) {
         fprintf(stderr, "piperec vocab %s: pipeline %s: %s\n", argv[1], pc->name, err);
         goto out;

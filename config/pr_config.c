@@ -1949,12 +1949,21 @@ int pr_config_check_streaming(const pr_config *cfg, char *errstr, size_t errstr_
                 pr__cfg_error(&c, NULL, "source.kafka.properties.bootstrap.servers",
                               "missing: the Kafka brokers to connect to");
         }
-        /* The streaming engine runs the Criteo layout only, for now: a declared
-         * schema would be read as Criteo columns. */
-        if (pl->features.declared)
-            pr__cfg_error(&c, NULL, "schema",
-                          "streaming does not run a declared feature schema yet (JSON decoding "
-                          "and jagged batches come next, issue 20); `piperec explain` shows it");
+        /* A declared schema reads JSON events (the JSON decoder applies it);
+         * the other formats are the Criteo layout. */
+        if (pl->features.declared && pl->source.format != PR_FORMAT_JSON)
+            pr__cfg_error(&c, NULL, "source.format",
+                          "a declared schema reads JSON events: set source.format: json (%s is "
+                          "the Criteo layout)",
+                          pr_source_format_name(pl->source.format));
+        if (!pl->features.declared && pl->source.format == PR_FORMAT_JSON)
+            pr__cfg_error(&c, NULL, "source.format",
+                          "json needs a declared schema (schema: { event_time, labels, dense: "
+                          "[...], sparse: [...] }) to say which fields to read");
+        if (pl->features.declared && pl->vocab_log.enabled)
+            pr__cfg_error(&c, NULL, "vocab_log",
+                          "a shared vocabulary log does not run a declared schema yet (its "
+                          "blocks have jagged columns); leave vocab_log out");
         const pr_sinks_cfg *s = &pl->sinks;
         if (!s->trainer.enabled && !s->kafka.enabled && !s->files.enabled)
             pr__cfg_error(&c, NULL, "sinks",
