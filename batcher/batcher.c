@@ -112,6 +112,62 @@ pr_batch *pr_batch_new(const char *pipeline, uint32_t rows, uint16_t n_dense, ui
     return bt;
 }
 
+/* A jagged batch whose row tensors (label_mat | dense_mat | lengths, one
+ * 64-byte aligned block starting at label_mat) hold `cap` rows and whose
+ * values hold `vcap` values; rows = cap, n_values = 0, names zeroed. */
+static pr_batch *jagged_alloc(const char *pipeline, uint32_t cap, uint16_t n_labels,
+                              uint16_t n_dense, uint16_t n_feat, uint64_t vcap, bool zero)
+{
+    pr_batch *bt = calloc(1, sizeof(*bt));
+    if (!bt)
+        return NULL;
+    size_t lab = align64((size_t)cap * n_labels * 4);
+    size_t den = align64((size_t)cap * n_dense * 4);
+    size_t len = align64((size_t)cap * n_feat * 4);
+    size_t total = lab + den + len;
+    uint8_t *mem = aligned_alloc(64, total ? total : 64);
+    bt->values = malloc((vcap ? vcap : 1) * sizeof(int64_t));
+    bt->feature_keys = calloc(n_feat ? n_feat : 1, PR_NAME_MAX);
+    bt->label_mat = (float *)mem;
+    if (!mem || !bt->values || !bt->feature_keys) {
+        bt->refcnt = 1;
+        pr_batch_unref(bt);
+        return NULL;
+    }
+    if (zero) {
+        memset(mem, 0, total);
+        memset(bt->values, 0, vcap * sizeof(int64_t));
+    }
+    snprintf(bt->pipeline, sizeof(bt->pipeline), "%s", pipeline ? pipeline : "");
+    bt->dense_mat = (float *)(mem + lab);
+    bt->lengths = (int32_t *)(mem + lab + den);
+    bt->jagged = 1;
+    bt->rows = cap;
+    bt->n_labels = n_labels;
+    bt->n_dense = n_dense;
+    bt->n_sparse = n_feat;
+    bt->sparse_width = 8;
+    bt->refcnt = 1;
+    return bt;
+}
+
+pr_batch *pr_batch_new_jagged(const char *pipeline, uint32_t rows, uint16_t n_labels,
+                              uint16_t n_dense, uint16_t n_feat, uint64_t n_values)
+{
+    pr_batch *bt = jagged_alloc(pipeline, rows, n_labels, n_dense, n_feat, n_values, true);
+    if (!bt)
+        return NULL;
+    bt->n_values = n_values;
+    bt->vocab_sizes = calloc(n_feat ? n_feat : 1, sizeof(uint64_t));
+    if (!bt->vocab_sizes) {
+        pr_batch_unref(bt);
+        return NULL;
+    }
+    bt->bytes = pr_batch_label_mat_bytes(bt) + pr_batch_dense_mat_bytes(bt) +
+                pr_batch_lengths_bytes(bt) + pr_batch_values_bytes(bt);
+    return bt;
+}
+
 pr_batch *pr_batch_ref(pr_batch *b)
 {
     __atomic_add_fetch(&b->refcnt, 1, __ATOMIC_RELAXED);
@@ -122,7 +178,12 @@ void pr_batch_unref(pr_batch *b)
 {
     if (!b || __atomic_sub_fetch(&b->refcnt, 1, __ATOMIC_ACQ_REL) != 0)
         return;
-    free(b->labels); /* the tensor block starts with labels */
+    free(b->labels);    /* the tensor block starts with labels (Criteo) */
+    free(b->label_mat); /* ... or with label_mat (jagged) */
+    free(b->values);
+    free(b->feature_keys);
+    free(b->label_names);
+    free(b->dense_names);
     for (uint32_t i = 0; i < b->n_topics; i++)
         free(b->topics[i]);
     free(b->topics);
