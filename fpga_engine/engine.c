@@ -386,27 +386,34 @@ void pr__free_aligned(void *p)
 
 /* ---------------------------------------------------------------- blocks */
 
-pr_block *pr_block_new(uint16_t n_dense, uint16_t n_sparse, uint32_t cap, bool with_meta)
+static pr_block *pr__block_new(uint16_t n_dense, uint16_t n_sparse, uint32_t cap, uint32_t scap,
+                               bool with_meta, bool jagged)
 {
-    if (cap == 0 || cap > UINT32_MAX - 63)
+    if (cap == 0 || cap > UINT32_MAX - 63 || scap > UINT32_MAX - 63)
         return NULL;
     cap = (cap + 63) & ~63u;
+    scap = scap < cap ? cap : (scap + 63) & ~63u;
     pr_block *b = calloc(1, sizeof(*b));
     if (!b)
         return NULL;
     b->cap = cap;
+    b->scap = scap;
     b->n_dense = n_dense;
     b->n_sparse = n_sparse;
-    size_t bw = pr_bitmap_words(cap);
+    size_t bw = pr_bitmap_words(cap), sbw = pr_bitmap_words(scap);
     b->labels = pr__zalloc_aligned((size_t)cap * sizeof(int32_t));
     b->dense = pr__zalloc_aligned((size_t)n_dense * cap * sizeof(double) + 8);
     b->dense_missing = pr__zalloc_aligned((size_t)n_dense * bw * 8 + 8);
     b->sparse_enc = pr__zalloc_aligned((size_t)n_sparse + 8);
-    b->sparse_hex = pr__zalloc_aligned((size_t)n_sparse * cap * PR_HEX_SLOT + 8);
-    b->sparse_u64 = pr__zalloc_aligned((size_t)n_sparse * cap * sizeof(uint64_t) + 8);
-    b->sparse_missing = pr__zalloc_aligned((size_t)n_sparse * bw * 8 + 8);
+    b->sparse_hex = pr__zalloc_aligned((size_t)n_sparse * scap * PR_HEX_SLOT + 8);
+    b->sparse_u64 = pr__zalloc_aligned((size_t)n_sparse * scap * sizeof(uint64_t) + 8);
+    b->sparse_missing = pr__zalloc_aligned((size_t)n_sparse * sbw * 8 + 8);
     bool ok = b->labels && b->dense && b->dense_missing && b->sparse_enc && b->sparse_hex &&
               b->sparse_u64 && b->sparse_missing;
+    if (jagged) {
+        b->col_rows = calloc((size_t)n_sparse + 1, sizeof(uint32_t));
+        ok = ok && b->col_rows;
+    }
     if (with_meta) {
         b->partition = pr__zalloc_aligned((size_t)cap * sizeof(int32_t));
         b->offset = pr__zalloc_aligned((size_t)cap * sizeof(int64_t));
@@ -418,6 +425,17 @@ pr_block *pr_block_new(uint16_t n_dense, uint16_t n_sparse, uint32_t cap, bool w
         return NULL;
     }
     return b;
+}
+
+pr_block *pr_block_new_jagged(uint16_t n_dense, uint16_t n_sparse, uint32_t cap, uint32_t scap,
+                              bool with_meta)
+{
+    return pr__block_new(n_dense, n_sparse, cap, scap, with_meta, true);
+}
+
+pr_block *pr_block_new(uint16_t n_dense, uint16_t n_sparse, uint32_t cap, bool with_meta)
+{
+    return pr__block_new(n_dense, n_sparse, cap, 0, with_meta, false);
 }
 
 void pr_block_free(pr_block *b)
@@ -434,6 +452,8 @@ void pr_block_free(pr_block *b)
     pr__free_aligned(b->partition);
     pr__free_aligned(b->offset);
     pr__free_aligned(b->event_time_ms);
+    free(b->col_rows);
+    pr_fside_free(b->side);
     free(b);
 }
 
@@ -442,14 +462,29 @@ void pr_block_reset(pr_block *b)
     size_t bw = pr_bitmap_words(b->cap);
     b->rows = 0;
     memset(b->dense_missing, 0, (size_t)b->n_dense * bw * 8);
-    memset(b->sparse_missing, 0, (size_t)b->n_sparse * bw * 8);
-    memset(b->sparse_enc, PR_SPARSE_HEX, b->n_sparse);
+    memset(b->sparse_missing, 0, (size_t)b->n_sparse * pr_bitmap_words(b->scap) * 8);
+    /* A declared schema's block (side tables) holds keys, never hex. */
+    memset(b->sparse_enc, b->side ? PR_SPARSE_U64 : PR_SPARSE_HEX, b->n_sparse);
+    if (b->col_rows)
+        memset(b->col_rows, 0, (size_t)b->n_sparse * sizeof(uint32_t));
+    if (b->side)
+        pr_fside_reset(b->side);
+}
+
+bool pr_block_fits(const pr_block *b, const uint32_t *need)
+{
+    if (b->rows >= b->cap)
+        return false;
+    for (uint32_t c = 0; c < b->n_sparse; c++)
+        if ((uint64_t)pr_block_col_rows(b, c) + (need ? need[c] : 1) > b->scap)
+            return false;
+    return true;
 }
 
 void pr_block_put_hex(pr_block *b, uint32_t col, uint32_t row, const char *s, size_t len)
 {
     char *slot = pr_block_hex(b, col, row);
-    uint64_t *miss = b->sparse_missing + (size_t)col * pr_bitmap_words(b->cap);
+    uint64_t *miss = b->sparse_missing + (size_t)col * pr_bitmap_words(b->scap);
     if (len == 0) {
         memset(slot, '0', PR_HEX_SLOT);
         pr_bit_set(miss, row);
@@ -466,30 +501,47 @@ void pr_block_put_hex(pr_block *b, uint32_t col, uint32_t row, const char *s, si
     memcpy(slot + PR_HEX_SLOT - len, s, len);
 }
 
-pr_out *pr_out_new(uint16_t n_dense, uint16_t n_sparse, uint32_t cap, uint8_t sparse_width)
+static pr_out *pr__out_new(uint16_t n_dense, uint16_t n_sparse, uint32_t cap, uint32_t scap,
+                           uint8_t sparse_width, bool jagged)
 {
-    if (cap == 0 || cap > UINT32_MAX - 63 || (sparse_width != 4 && sparse_width != 8))
+    if (cap == 0 || cap > UINT32_MAX - 63 || scap > UINT32_MAX - 63 ||
+        (sparse_width != 4 && sparse_width != 8))
         return NULL;
     cap = (cap + 63) & ~63u;
+    scap = scap < cap ? cap : (scap + 63) & ~63u;
     pr_out *o = calloc(1, sizeof(*o));
     if (!o)
         return NULL;
     o->cap = cap;
+    o->scap = scap;
     o->n_dense = n_dense;
     o->n_sparse = n_sparse;
     o->sparse_width = sparse_width;
     o->labels = pr__zalloc_aligned((size_t)cap * sizeof(int32_t));
     o->dense = pr__zalloc_aligned((size_t)n_dense * cap * sizeof(float) + 8);
-    o->sparse = pr__zalloc_aligned((size_t)n_sparse * cap * sparse_width + 8);
+    o->sparse = pr__zalloc_aligned((size_t)n_sparse * scap * sparse_width + 8);
     o->rejected = pr__zalloc_aligned(pr_bitmap_words(cap) * 8);
     o->reject_reason = pr__zalloc_aligned(cap);
     o->reject_col = pr__zalloc_aligned((size_t)cap * sizeof(uint16_t));
+    if (jagged)
+        o->col_rows = calloc((size_t)n_sparse + 1, sizeof(uint32_t));
     if (!o->labels || !o->dense || !o->sparse || !o->rejected || !o->reject_reason ||
-        !o->reject_col) {
+        !o->reject_col || (jagged && !o->col_rows)) {
         pr_out_free(o);
         return NULL;
     }
     return o;
+}
+
+pr_out *pr_out_new_jagged(uint16_t n_dense, uint16_t n_sparse, uint32_t cap, uint32_t scap,
+                          uint8_t sparse_width)
+{
+    return pr__out_new(n_dense, n_sparse, cap, scap, sparse_width, true);
+}
+
+pr_out *pr_out_new(uint16_t n_dense, uint16_t n_sparse, uint32_t cap, uint8_t sparse_width)
+{
+    return pr__out_new(n_dense, n_sparse, cap, 0, sparse_width, false);
 }
 
 void pr_out_free(pr_out *o)
@@ -503,6 +555,8 @@ void pr_out_free(pr_out *o)
     pr__free_aligned(o->reject_reason);
     pr__free_aligned(o->reject_col);
     free(o->recycled);
+    free(o->col_rows);
+    pr_fside_free(o->side);
     free(o);
 }
 

@@ -185,12 +185,64 @@ static inline void pr_bit_clear(uint64_t *w, size_t i)
 #define PR_PART_KEY_TOPIC(key)     ((int)((uint32_t)(key) >> 16))
 #define PR_PART_KEY_PARTITION(key) ((int32_t)((uint32_t)(key)&0xffffu))
 
+/* Side tables of a declared schema's block or output (issue 20; NULL for the
+ * Criteo layout). Labels and dense values are float32 row-major; every sparse
+ * or list feature f (schema order, index f among them) has lengths[f][r], the
+ * number of values row r has, and values[f], those values row-major (their
+ * count n_values[f] is the sum of the lengths).
+ *   In a pr_block (filled by the decoder): lengths for EVERY feature; values
+ *   only for a feature without vocab (vocab_col[f] < 0): its final int64
+ *   values. A feature with vocab has its keys in engine sparse column
+ *   vocab_col[f] instead (PR_SPARSE_U64, col_rows[c] keys, row-major, the same
+ *   count as the sum of its lengths).
+ *   In a pr_out (filled by pr_feature_finish): lengths and values for every
+ *   feature; a vocab feature's values are its indices (after any operators
+ *   that follow vocab).
+ * A single-valued feature always has length 1 (a missing value is key 0 under
+ * dlrm, PR_INDEX_MISSING under default; the engine's missing bitmap marks it);
+ * an absent list has length 0. */
+typedef struct pr_fside {
+    uint16_t n_labels, n_dense, n_feat; /* n_feat: sparse + list features, schema order */
+    uint32_t cap;                       /* row capacity */
+    float *labels;                      /* [cap][n_labels] row-major */
+    float *dense;                       /* [cap][n_dense] row-major */
+    int32_t *lengths;                   /* [n_feat][cap]: values of feature f in row r */
+    int16_t *vocab_col;                 /* [n_feat]: engine sparse column of a vocab feature,
+                                         * -1 none */
+    int64_t **values;                   /* [n_feat]: row-major values (sum of lengths) */
+    uint32_t *n_values, *values_cap;    /* [n_feat] */
+} pr_fside;
+
+/* Allocate side tables for `cap` rows (values of each feature start with room
+ * for cap values and grow with pr_fside_reserve); vocab_col all -1. NULL on
+ * allocation failure. pr_fside_reset empties it (n_values = 0, lengths 0);
+ * pr_fside_free frees it (NULL is fine). */
+pr_fside *pr_fside_new(uint16_t n_labels, uint16_t n_dense, uint16_t n_feat, uint32_t cap);
+void pr_fside_free(pr_fside *s);
+void pr_fside_reset(pr_fside *s);
+/* Make room for `more` values of feature f past n_values[f]: 0 or PR_ENOMEM. */
+int pr_fside_reserve(pr_fside *s, uint16_t f, uint32_t more);
+/* Lengths of feature f (pointer to [cap]). */
+static inline int32_t *pr_fside_lengths(pr_fside *s, uint16_t f)
+{
+    return s->lengths + (size_t)f * s->cap;
+}
+
 /* A columnar input row block. Decoders fill it; the engine only reads it. */
 typedef struct pr_block {
     uint32_t rows; /* rows filled */
-    uint32_t cap;  /* capacity of every column (multiple of 64) */
+    uint32_t cap;  /* capacity of every row column (multiple of 64) */
     uint16_t n_dense;
     uint16_t n_sparse;
+    /* Jagged sparse columns (declared schemas, issue 20). scap is the element
+     * capacity (stride) of every sparse column: sparse column c starts at
+     * element c*scap of sparse_hex / sparse_u64, its missing bitmap at word
+     * c*pr_bitmap_words(scap). col_rows[c] is the number of elements column c
+     * holds (row-major over the rows). For the Criteo layout scap == cap and
+     * col_rows is NULL: every column holds `rows` elements. */
+    uint32_t scap;
+    uint32_t *col_rows; /* [n_sparse] or NULL */
+    pr_fside *side;     /* owned by the block; NULL for the Criteo layout */
     int32_t *labels;          /* [cap] */
     double *dense;            /* [n_dense][cap] */
     uint64_t *dense_missing;  /* n_dense bitmaps; set bit = missing (value treated as 0) */
@@ -209,13 +261,28 @@ typedef struct pr_block {
 /* Allocate a block (cap is rounded up to a multiple of 64; all columns 64-byte
  * aligned). Returns NULL on allocation failure. Free with pr_block_free. */
 pr_block *pr_block_new(uint16_t n_dense, uint16_t n_sparse, uint32_t cap, bool with_meta);
+/* A block with jagged sparse columns: each holds up to `scap` elements (>= cap,
+ * rounded up to a multiple of 64); col_rows allocated (all 0); side NULL (the
+ * caller attaches one, which the block then owns: pr_feature_block_new does
+ * both from a schema). */
+pr_block *pr_block_new_jagged(uint16_t n_dense, uint16_t n_sparse, uint32_t cap, uint32_t scap,
+                              bool with_meta);
 void pr_block_free(pr_block *b);
-/* Empty the block for reuse: rows = 0, bitmaps cleared, encodings reset to HEX. */
+/* Empty the block for reuse: rows = 0, bitmaps cleared, encodings reset to HEX
+ * (to U64 for a block with side tables), col_rows 0, side reset. */
 void pr_block_reset(pr_block *b);
+/* Does one more row fit, needing need[c] more elements in sparse column c
+ * (need NULL: 1 each)? Rows below cap and col_rows[c] + need[c] <= scap. */
+bool pr_block_fits(const pr_block *b, const uint32_t *need);
+/* Elements held by sparse column c. */
+static inline uint32_t pr_block_col_rows(const pr_block *b, uint32_t c)
+{
+    return b->col_rows ? b->col_rows[c] : b->rows;
+}
 
 static inline char *pr_block_hex(pr_block *b, uint32_t col, uint32_t row)
 {
-    return b->sparse_hex + ((size_t)col * b->cap + row) * PR_HEX_SLOT;
+    return b->sparse_hex + ((size_t)col * b->scap + row) * PR_HEX_SLOT;
 }
 
 /* Store `len` (<= 16) hex characters as slot (col,row): right-aligned,
@@ -251,6 +318,14 @@ typedef struct pr_recycled {
 typedef struct pr_out {
     uint32_t rows;
     uint32_t cap;
+    /* As in pr_block: sparse column c has col_rows[c] indices (NULL: rows) at
+     * stride scap (== cap for the Criteo layout), in the block's element
+     * order; notices' `row` is then the element position in the column until
+     * pr_feature_finish re-expresses them. side: filled by pr_feature_finish
+     * (allocated on first use, owned by the pr_out, freed by pr_out_free). */
+    uint32_t scap;
+    uint32_t *col_rows;
+    pr_fside *side;
     uint16_t n_dense;
     uint16_t n_sparse;
     uint8_t sparse_width; /* 4 (int32) or 8 (int64), fixed per engine */
@@ -270,20 +345,24 @@ typedef struct pr_out {
 } pr_out;
 
 pr_out *pr_out_new(uint16_t n_dense, uint16_t n_sparse, uint32_t cap, uint8_t sparse_width);
+/* An output for jagged blocks: sparse columns of `scap` elements (as
+ * pr_block_new_jagged), col_rows allocated. */
+pr_out *pr_out_new_jagged(uint16_t n_dense, uint16_t n_sparse, uint32_t cap, uint32_t scap,
+                          uint8_t sparse_width);
 void pr_out_free(pr_out *o);
 
 static inline int32_t *pr_out_sparse32(pr_out *o, uint32_t col)
 {
-    return (int32_t *)o->sparse + (size_t)col * o->cap;
+    return (int32_t *)o->sparse + (size_t)col * o->scap;
 }
 static inline int64_t *pr_out_sparse64(pr_out *o, uint32_t col)
 {
-    return (int64_t *)o->sparse + (size_t)col * o->cap;
+    return (int64_t *)o->sparse + (size_t)col * o->scap;
 }
-/* Index of (col,row) widened to int64 whatever the width. */
+/* Index of (col,element) widened to int64 whatever the width. */
 static inline int64_t pr_out_index(const pr_out *o, uint32_t col, uint32_t row)
 {
-    size_t i = (size_t)col * o->cap + row;
+    size_t i = (size_t)col * o->scap + row;
     return o->sparse_width == 8 ? ((const int64_t *)o->sparse)[i] : ((const int32_t *)o->sparse)[i];
 }
 
@@ -823,5 +902,62 @@ int pr_fop_day_of_week(int64_t us); /* 1..7 = ISO weekday (Monday 1), UTC */
 /* Write the operator reference (a Markdown table from pr_fop_table: operator,
  * syntax, input, output, backends, semantics). */
 void pr_fop_write_reference(FILE *f);
+
+/* ---------------------------------------------------------------- declared schemas: execution
+ *
+ * How a declared schema runs on the engine (issue 20):
+ *   decoder (ingest: pr_json_decoder) -> pr_block with side tables -> the
+ *   engine (vocabularies only) -> pr_feature_finish -> pr_out.side.
+ * Vocabulary keys: an integer id is its int64 value's bits (exact); a string
+ * id is pr_fop_hash64 of its bytes (two distinct strings collide with
+ * probability about n^2 / 2^65 for n distinct strings). */
+
+/* Index among the sparse and list features (the side tables' f) of feature
+ * i of the schema, or -1 when feature i is not sparse or list. */
+int pr_feature_side_index(const pr_feature_schema *schema, uint32_t i);
+/* Index of the vocab step in a feature's chain, or -1 when it has none. */
+int pr_feature_vocab_step(const pr_feature_spec *f);
+
+/* The engine spec for a declared schema: name, profile and count_mode from
+ * `base` (the config's transform), n_dense 0, no label, sparse_ops [vocab]
+ * (U64 columns: no hex2int, no modulus; the schema's own operators ran in the
+ * decoder), one sparse column per feature with a vocab step, in schema order,
+ * named after the feature, its vocabulary options (min_count, capacity,
+ * eviction, ttl_records/ttl_s, decay_records) taken from base's column of the
+ * same name when base has one (the config's transform.columns), else the
+ * defaults. PR_EINVAL (errstr says why) when the result does not validate,
+ * e.g. eviction ttl_s on a list feature (ttl_s reads per-row event time). */
+int pr_feature_engine_spec(const pr_feature_schema *schema, const pr_pipeline_spec *base,
+                           pr_pipeline_spec *spec, char *errstr, size_t errstr_size);
+
+/* Side tables shaped for a schema (labels, dense, sparse+list features,
+ * vocab_col from the schema's vocab features in order). NULL on failure. */
+pr_fside *pr_feature_side_new(const pr_feature_schema *schema, uint32_t cap);
+
+/* Sparse element capacity (scap) of a block of `cap` rows for a schema: at
+ * least cap and at least the largest max_len of a vocab list feature, so that
+ * any one record fits an empty block; lists add room for an average of
+ * min(max_len, 8) values per row. */
+uint32_t pr_feature_block_scap(const pr_feature_schema *schema, uint32_t cap);
+
+/* A block for a declared schema: one U64 sparse column per vocab feature, no
+ * engine dense columns, scap from pr_feature_block_scap, side from
+ * pr_feature_side_new. NULL on failure. */
+pr_block *pr_feature_block_new(const pr_feature_schema *schema, uint32_t cap, bool with_meta);
+/* The matching engine output (sparse_width from pr_engine_sparse_width). */
+pr_out *pr_feature_out_new(const pr_feature_schema *schema, uint32_t cap, uint8_t sparse_width);
+
+/* After pr_engine_process(in, out) of a declared schema's block: run the
+ * operators that follow vocab (on the indices) and assemble out->side
+ * (allocated on first use): labels and dense copied from in->side; for every
+ * sparse/list feature its lengths and values (vocab features: the engine's
+ * indices in element order; others: in->side's values); and re-express
+ * out->recycled with `row` = the block row holding the element and `col` =
+ * the feature's side index (order kept: by element, then column, so the
+ * list stays in (row, col) order after a stable sort the function does).
+ * Rows the engine rejected keep their lengths and 0 values. 0 or a negative
+ * PR_E* code with errstr. */
+int pr_feature_finish(const pr_feature_schema *schema, const pr_block *in, pr_out *out,
+                      char *errstr, size_t errstr_size);
 
 #endif
