@@ -369,6 +369,31 @@ typedef void (*pr_batch_late_cb)(void *opaque, const pr_block *in, const pr_out 
 /* Vocabulary size of sparse column `col` at emission (pr_engine_vocab_size). */
 typedef uint64_t (*pr_batch_vocab_cb)(void *opaque, uint32_t col);
 
+/* A declared schema's batch shape (issue 20): the batcher reads the rows'
+ * pr_out.side (labels, dense, every sparse/list feature's lengths and values)
+ * and emits jagged batches (pr_batch.jagged). The names are copied by
+ * pr_batcher_new. vocab_sizes[f] of a batch is vocab_size(vocab_col[f]) for a
+ * feature with a vocabulary, else sizes[f] (the embedding rows its last
+ * operator can produce: hash / modulus N, bucketize, hour_of_day ...; 0 when
+ * not bounded). Notices (pr_out.recycled after pr_feature_finish) have
+ * col = feature index and row = block row. */
+typedef struct pr_batch_schema {
+    uint16_t n_labels, n_dense, n_feat;
+    const char *const *label_names;   /* [n_labels]; NULL = not sent */
+    const char *const *dense_names;   /* [n_dense]; NULL = not sent */
+    const char *const *feature_names; /* [n_feat]: the KeyedJaggedTensor keys */
+    const int16_t *vocab_col;         /* [n_feat]: engine sparse column, -1 = none */
+    const uint64_t *sizes;            /* [n_feat]; NULL = all 0 */
+} pr_batch_schema;
+
+/* The batch shape of a declared feature schema (batch_jagged.c): names point
+ * into `fs` (which must outlive `out` until pr_batcher_new copied them),
+ * vocab_col numbers the features with a vocab step in schema order (the
+ * engine's columns, pr_feature_engine_spec), sizes from each chain's last
+ * operator. Free with pr_batch_schema_fini. 0 or PR_ENOMEM. */
+int pr_batch_schema_from_features(const pr_feature_schema *fs, pr_batch_schema *out);
+void pr_batch_schema_fini(pr_batch_schema *s);
+
 typedef struct pr_batcher_cfg {
     const char *pipeline;
     const char *const *topics; /* topic names by topic index (partition key >> 16) */
@@ -391,6 +416,11 @@ typedef struct pr_batcher_cfg {
      * pr_batcher_notice_floor, saved with pr_batcher_notice_floor_save). */
     uint64_t notice_restart_next;
     uint64_t notice_floor;
+    /* Declared schema (NULL = the Criteo layout): jagged batches, see
+     * pr_batch_schema. n_dense / n_sparse / sparse_width above are then the
+     * engine's (0 / its vocab columns / its width) and are not checked;
+     * batch.split popular is refused (no hot sets for jagged rows yet). */
+    const pr_batch_schema *schema;
 } pr_batcher_cfg;
 
 /* Most re-announced notices a batch carries at row 0 (besides those forced
