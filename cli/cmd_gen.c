@@ -1,7 +1,8 @@
 /*
- * cmd_gen.c — `piperec gen --rows N --seed S --output PATH|- [--format tsv|binary]
+ * cmd_gen.c — `piperec gen --rows N --seed S --output PATH|- [--format tsv|binary|json]
  * [--batch-events N] [--threads N] [--first-row R] [--signal 0|1] [--zipf S]`: synthetic
- * Criteo-shaped data (tools/gen/include/pr_gen.h; formats in docs/formats.md).
+ * Criteo-shaped data, or a JSON clickstream (tools/gen/include/pr_gen.h; formats in
+ * docs/formats.md).
  *
  * Rows are pure functions of (seed, row), so generation is split into fixed
  * chunks that worker threads fill in parallel while this thread writes them
@@ -23,9 +24,9 @@
 #define PR__GEN_CHUNK_ROWS 16384u
 #define PR__GEN_SLOTS      8
 
-typedef enum { PR__GEN_TSV = 0, PR__GEN_BINARY = 1 } pr__gen_format;
+typedef enum { PR__GEN_TSV = 0, PR__GEN_BINARY = 1, PR__GEN_JSON = 2, PR__GEN__COUNT } pr__gen_format;
 
-static const char *const pr__gen_formats[] = {"tsv", "binary"};
+static const char *const pr__gen_formats[PR__GEN__COUNT] = {"tsv", "binary", "json"};
 
 typedef struct pr__gen_slot {
     uint64_t chunk; /* chunk index held, valid when ready */
@@ -36,6 +37,7 @@ typedef struct pr__gen_slot {
 
 typedef struct pr__gen_job {
     const pr_gen *gen;
+    uint64_t seed; /* json */
     pr__gen_format format;
     uint64_t first_row, rows;
     uint32_t batch_events;
@@ -56,6 +58,8 @@ static size_t pr__gen_chunk(pr__gen_job *j, uint64_t k, char *buf)
         n = PR__GEN_CHUNK_ROWS;
     if (j->format == PR__GEN_TSV)
         return pr_gen_tsv(j->gen, r0, n, buf, j->buf_cap, NULL);
+    if (j->format == PR__GEN_JSON)
+        return pr_gen_json_lines(j->seed, r0, n, buf, j->buf_cap, NULL);
     size_t len = 0;
     for (uint64_t i = 0; i < n; i += j->batch_events) {
         uint32_t m = (uint32_t)(n - i < j->batch_events ? n - i : j->batch_events);
@@ -106,13 +110,17 @@ static int pr__write_all(int fd, const char *p, size_t n)
 
 static void pr__gen_usage(FILE *f)
 {
-    fprintf(f, "usage: piperec gen --rows N --output PATH|- [--seed S] [--format tsv|binary]\n"
+    fprintf(f, "usage: piperec gen --rows N --output PATH|- [--seed S] [--format tsv|binary|json]\n"
                "                   [--batch-events N] [--threads N] [--first-row R]\n"
                "                   [--signal 0|1] [--zipf S]\n"
                "  Criteo-Kaggle-shaped synthetic data, deterministic for (seed, row).\n"
                "  tsv: label, 13 ints, 26 hex (like the Kaggle train.txt).\n"
                "  binary: varint-length-delimited piperec.v1.EventBatch messages of\n"
                "  --batch-events events each (default 256); see docs/formats.md.\n"
+               "  json: a clickstream, one JSON object per line (users, items,\n"
+               "  categories, tags, histories, labels click/purchase/dwell_s, missing\n"
+               "  fields, a planted user x category and history signal), for\n"
+               "  examples/clickstream.yaml; --signal and --zipf do not apply.\n"
                "  --signal 1: labels depend on a few sparse and dense features plus\n"
                "  noise (about 20%% positive, learnable: held-out AUC near 0.88) instead\n"
                "  of an independent 3%% coin; features are unchanged. Default 0.\n"
@@ -177,7 +185,7 @@ int pr_cli_cmd_gen(int argc, char **argv)
             have_rows = true;
     }
     int fmt = -1;
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < PR__GEN__COUNT; k++)
         if (!strcmp(format, pr__gen_formats[k]))
             fmt = k;
     if (!have_rows || !output || fmt < 0 || threads < 1 || threads > 64 || batch_events < 1 ||
@@ -185,7 +193,7 @@ int pr_cli_cmd_gen(int argc, char **argv)
         fprintf(stderr, "piperec gen: %s\n",
                 !have_rows                    ? "--rows is required"
                 : !output                     ? "--output is required"
-                : fmt < 0                     ? "--format must be tsv or binary"
+                : fmt < 0                     ? "--format must be tsv, binary or json"
                 : threads < 1 || threads > 64 ? "--threads must be 1..64"
                 : signal > PR_GEN_SIGNAL_MAX  ? "--signal must be 0 (none) or 1 (planted signal)"
                                               : "--batch-events must be 1..1048576");
@@ -225,14 +233,16 @@ int pr_cli_cmd_gen(int argc, char **argv)
         gen = NULL; /* reported as out of memory below */
     }
     j.gen = gen;
+    j.seed = seed;
     j.format = (pr__gen_format)fmt;
     j.first_row = first_row;
     j.rows = rows;
     j.batch_events = (uint32_t)batch_events;
     j.n_chunks = (rows + PR__GEN_CHUNK_ROWS - 1) / PR__GEN_CHUNK_ROWS;
-    j.buf_cap = fmt == PR__GEN_TSV ? (size_t)PR__GEN_CHUNK_ROWS * PR_GEN_TSV_LINE_MAX
-                                   : pr_gen_pb_max(PR__GEN_CHUNK_ROWS) +
-                                         16 * (PR__GEN_CHUNK_ROWS / batch_events + 1);
+    j.buf_cap = fmt == PR__GEN_TSV    ? (size_t)PR__GEN_CHUNK_ROWS * PR_GEN_TSV_LINE_MAX
+                : fmt == PR__GEN_JSON ? (size_t)PR__GEN_CHUNK_ROWS * PR_GEN_JSON_LINE_MAX
+                                      : pr_gen_pb_max(PR__GEN_CHUNK_ROWS) +
+                                            16 * (PR__GEN_CHUNK_ROWS / batch_events + 1);
     pthread_mutex_init(&j.mu, NULL);
     pthread_cond_init(&j.cv, NULL);
     bool oom = !j.gen;

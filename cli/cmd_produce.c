@@ -6,6 +6,14 @@
  *   criteo_tsv            N lines per message (--lines-per-message, default 1)
  *   protobuf_event        one piperec.v1.Event per message
  *   protobuf_event_batch  one EventBatch of N events (--events-per-message, 256)
+ *   json                  one JSON object per message, from JSON lines (--input)
+ *                         or the generated clickstream (--gen N, pr_gen_json_event)
+ *
+ * JSON messages are spread over the topic's partitions: keyed by the value at
+ * --key-path (librdkafka's partitioner hashes the key, so one user's events
+ * stay in order on one partition), else round-robin (records without the key
+ * too); --partition pins them all. Unkeyed sticky batching would burst one
+ * test-broker partition past its ~5 MB.
  *
  * TSV input becomes protobuf events field by field (label, dense numbers,
  * sparse hex strings; empty = missing), so a malformed line still becomes a
@@ -56,6 +64,11 @@ typedef struct pr__prod {
     struct pr__evbuf *bufs;
     uint8_t *pb;
     size_t pb_cap;
+    /* json */
+    int32_t n_parts; /* the topic's partitions (round-robin), 0 = unknown */
+    uint64_t rr;
+    pr_json_extractor *keyx; /* --key-path */
+    pr_json_block *keyb;
 } pr__prod;
 
 /* Storage behind one Event (no malloc per event). */
@@ -81,13 +94,16 @@ static void pr__dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
     }
 }
 
-static int pr__send(pr__prod *p, const void *buf, size_t len)
+static void pr__pace(pr__prod *p);
+
+static int pr__send_keyed(pr__prod *p, const void *buf, size_t len, int32_t partition,
+                          const void *key, size_t key_len)
 {
     for (;;) {
-        rd_kafka_resp_err_t err =
-            rd_kafka_producev(p->rk, RD_KAFKA_V_TOPIC(p->topic), RD_KAFKA_V_PARTITION(p->partition),
-                              RD_KAFKA_V_VALUE((void *)buf, len),
-                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+        rd_kafka_resp_err_t err = rd_kafka_producev(
+            p->rk, RD_KAFKA_V_TOPIC(p->topic), RD_KAFKA_V_PARTITION(partition),
+            RD_KAFKA_V_KEY((void *)key, key_len), RD_KAFKA_V_VALUE((void *)buf, len),
+            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
         if (!err)
             break;
         if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
@@ -101,6 +117,35 @@ static int pr__send(pr__prod *p, const void *buf, size_t len)
     p->bytes += len;
     rd_kafka_poll(p->rk, 0);
     return 0;
+}
+
+static int pr__send(pr__prod *p, const void *buf, size_t len)
+{
+    return pr__send_keyed(p, buf, len, p->partition, NULL, 0);
+}
+
+/* One JSON object as one message: keyed by --key-path's value when it has
+ * one, else round-robin (or --partition). Not validated here: piperec
+ * rejects (and dead-letters) what does not decode. */
+static int pr__send_json(pr__prod *p, const char *doc, size_t len)
+{
+    int32_t part = p->partition;
+    const char *key = NULL;
+    size_t key_len = 0;
+    if (p->keyx) {
+        pr_json_block_reset(p->keyb);
+        const pr_json_col *c = &p->keyb->cols[0];
+        if (pr_json_extract(p->keyx, p->keyb, doc, len, NULL) == 0 && c->count[0] == 1) {
+            key = p->keyb->arena + c->str[0].off;
+            key_len = c->str[0].len;
+        }
+    }
+    if (!key && part == RD_KAFKA_PARTITION_UA && p->n_parts > 0)
+        part = (int32_t)(p->rr++ % (uint64_t)p->n_parts);
+    int rc = pr__send_keyed(p, doc, len, part, key, key_len);
+    p->events++;
+    pr__pace(p);
+    return rc;
 }
 
 /* Pace to --rate: sleep until `events` are due. */
@@ -166,6 +211,8 @@ static Piperec__V1__Event *pr__next_event(pr__prod *p, pr__evbuf **eb)
 /* One TSV line (no newline) into the message under construction. */
 static int pr__add_line(pr__prod *p, const char *line, size_t len)
 {
+    if (p->format == PR_MSG_JSON)
+        return pr__send_json(p, line, len);
     if (p->format == PR_MSG_CRITEO_TSV) {
         size_t need = p->tsv_len + len + 1;
         if (need > p->tsv_cap) {
@@ -254,20 +301,23 @@ static void pr__produce_usage(FILE *f)
     fprintf(
         f,
         "usage: piperec produce --bootstrap ADDR --topic T (--input FILE|- | --gen N [--seed S])\n"
-        "                       [--format criteo_tsv|protobuf_event|protobuf_event_batch]\n"
-        "                       [--lines-per-message N] [--events-per-message N]\n"
+        "                       [--format criteo_tsv|protobuf_event|protobuf_event_batch|json]\n"
+        "                       [--lines-per-message N] [--events-per-message N] [--key-path P]\n"
         "                       [--rate EVENTS_PER_S] [--partition P] [-X key=value]...\n"
         "\n"
         "Loads events into Kafka with an idempotent producer (acks=all) and prints\n"
         "totals and events/s. --input reads Criteo TSV (label, 13 dense, 26 sparse\n"
         "hex); --gen makes N synthetic Criteo-shaped rows (same data as `piperec gen`).\n"
+        "--format json: --input is JSON lines, one object per message; --gen makes the\n"
+        "JSON clickstream of `piperec gen --format json`. Messages go round-robin over\n"
+        "the topic's partitions, or keyed by the value at --key-path (e.g. user.id).\n"
         "-X passes a librdkafka property (security.protocol, sasl.*, linger.ms...).\n"
         "The test broker (`piperec broker`) keeps only ~5 MB per partition.\n");
 }
 
 /* What the command line asked for. */
 typedef struct pr__produce_args {
-    const char *bootstrap, *topic, *input;
+    const char *bootstrap, *topic, *input, *key_path;
     const char *props[PR__MAX_PROPS];
     int n_props;
     int format; /* pr_msg_format */
@@ -293,6 +343,7 @@ static bool pr__produce_parse(int argc, char **argv, pr__produce_args *a, int *s
         {"gen", required_argument, NULL, 'g'},
         {"seed", required_argument, NULL, 's'},
         {"partition", required_argument, NULL, 'p'},
+        {"key-path", required_argument, NULL, 'K'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -317,12 +368,15 @@ static bool pr__produce_parse(int argc, char **argv, pr__produce_args *a, int *s
         case 'i':
             a->input = optarg;
             break;
+        case 'K':
+            a->key_path = optarg;
+            break;
         case 'f':
             a->format = pr_msg_format_from_name(optarg);
             if (a->format < 0) {
                 fprintf(stderr,
                         "piperec produce: --format: unknown '%s' (criteo_tsv, "
-                        "protobuf_event, protobuf_event_batch)\n",
+                        "protobuf_event, protobuf_event_batch, json)\n",
                         optarg);
                 return false;
             }
@@ -388,6 +442,10 @@ static bool pr__produce_parse(int argc, char **argv, pr__produce_args *a, int *s
         pr__produce_usage(stderr);
         return false;
     }
+    if (a->key_path && a->format != PR_MSG_JSON) {
+        fprintf(stderr, "piperec produce: --key-path needs --format json\n");
+        return false;
+    }
     return true;
 }
 
@@ -398,6 +456,8 @@ static void pr__prod_free(pr__prod *p)
     free(p->evp);
     free(p->bufs);
     free(p->pb);
+    pr_json_block_free(p->keyb);
+    pr_json_extractor_free(p->keyx);
 }
 
 /* Size the message under construction; protobuf formats get per_msg events
@@ -411,7 +471,18 @@ static int pr__prod_init(pr__prod *p, const pr__produce_args *a)
     p->per_msg = a->format == PR_MSG_CRITEO_TSV       ? (uint32_t)a->lines_per
                  : a->format == PR_MSG_PROTOBUF_EVENT ? 1
                                                       : (uint32_t)a->events_per;
-    if (a->format == PR_MSG_CRITEO_TSV)
+    if (a->format == PR_MSG_JSON && a->key_path) {
+        pr_json_path kp = {.path = a->key_path, .type = PR_JSON_KEY, .shape = PR_JSON_SCALAR};
+        char err[256];
+        p->keyx = pr_json_extractor_new(&kp, 1, 0, err, sizeof(err));
+        if (!p->keyx) {
+            fprintf(stderr, "piperec produce: --key-path: %s\n", err);
+            return PR_EINVAL;
+        }
+        if (!(p->keyb = pr_json_block_new(p->keyx, 1)))
+            return PR_ENOMEM;
+    }
+    if (a->format == PR_MSG_CRITEO_TSV || a->format == PR_MSG_JSON)
         return 0;
     p->evs = calloc(p->per_msg, sizeof(*p->evs));
     p->evp = calloc(p->per_msg, sizeof(*p->evp));
@@ -462,7 +533,8 @@ static rd_kafka_t *pr__producer_new(const pr__produce_args *a, pr__prod *p, int 
     return rk;
 }
 
-/* Criteo TSV lines from a file or stdin ("-"); blank lines are skipped. */
+/* Lines (Criteo TSV, or JSON for --format json) from a file or stdin ("-");
+ * blank lines are skipped. */
 static int pr__produce_file(pr__prod *p, const char *input)
 {
     FILE *f = strcmp(input, "-") ? fopen(input, "r") : stdin;
@@ -509,6 +581,35 @@ static int pr__produce_gen_tsv(pr__prod *p, long long rows, unsigned long long s
     return rc;
 }
 
+/* `rows` generated clickstream events (json). */
+static int pr__produce_gen_json(pr__prod *p, long long rows, unsigned long long seed)
+{
+    char buf[PR_GEN_JSON_LINE_MAX];
+    int rc = 0;
+    for (long long r = 0; !rc && r < rows; r++) {
+        size_t len = pr_gen_json_event(seed, (uint64_t)r, buf, sizeof(buf));
+        rc = pr__send_json(p, buf, len);
+    }
+    return rc;
+}
+
+/* The topic's partition count for round-robin (0 when unknown: librdkafka's
+ * partitioner then decides). */
+static int32_t pr__topic_partitions(rd_kafka_t *rk, const char *topic)
+{
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    const struct rd_kafka_metadata *md = NULL;
+    int32_t n = 0;
+    if (rkt && rd_kafka_metadata(rk, 0, rkt, &md, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+        md->topic_cnt == 1 && !md->topics[0].err)
+        n = md->topics[0].partition_cnt;
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    if (rkt)
+        rd_kafka_topic_destroy(rkt);
+    return n;
+}
+
 /* `rows` generated rows as protobuf events (sparse_id). */
 static int pr__produce_gen_events(pr__prod *p, long long rows, unsigned long long seed)
 {
@@ -548,10 +649,12 @@ int pr_cli_cmd_produce(int argc, char **argv)
         return status;
 
     pr__prod p;
-    if (pr__prod_init(&p, &a)) {
-        fprintf(stderr, "piperec produce: out of memory\n");
+    int irc = pr__prod_init(&p, &a);
+    if (irc) {
+        if (irc == PR_ENOMEM)
+            fprintf(stderr, "piperec produce: out of memory\n");
         pr__prod_free(&p);
-        return 1;
+        return irc == PR_ENOMEM ? 1 : 2;
     }
     p.rk = pr__producer_new(&a, &p, &status);
     if (!p.rk) {
@@ -560,9 +663,13 @@ int pr_cli_cmd_produce(int argc, char **argv)
     }
 
     int rc;
+    if (a.format == PR_MSG_JSON && p.partition == RD_KAFKA_PARTITION_UA)
+        p.n_parts = pr__topic_partitions(p.rk, a.topic);
     p.t0_ns = pr_clock_mono_ns(pr_clock_real());
     if (a.input)
         rc = pr__produce_file(&p, a.input);
+    else if (a.format == PR_MSG_JSON)
+        rc = pr__produce_gen_json(&p, a.gen, a.seed);
     else if (a.format == PR_MSG_CRITEO_TSV)
         rc = pr__produce_gen_tsv(&p, a.gen, a.seed);
     else

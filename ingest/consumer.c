@@ -61,6 +61,7 @@ struct pr_consumer {
     rd_kafka_t *rk;
     pr_msg_format format;
     const pr_pipeline_spec *spec;
+    pr_json_decoder *json; /* PR_MSG_JSON; borrowed */
     const pr_clock *clock;
     pr_partitions_cb on_assign, on_revoke;
     pr_msg_reject_cb on_reject;
@@ -543,6 +544,11 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
         pr_seterr(errstr, errstr_size, PR_EINVAL, "consumer: unknown format %d", conf->format);
         return NULL;
     }
+    if (conf->format == PR_MSG_JSON && !conf->json) {
+        pr_seterr(errstr, errstr_size, PR_EINVAL,
+                  "consumer: format json needs a JSON decoder (a declared schema)");
+        return NULL;
+    }
     pr_consumer *c = calloc(1, sizeof(*c));
     if (!c) {
         pr_seterr(errstr, errstr_size, PR_ENOMEM, "consumer: out of memory");
@@ -551,6 +557,7 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
     pthread_mutex_init(&c->lock, NULL);
     c->format = conf->format;
     c->spec = conf->spec;
+    c->json = conf->json;
     c->clock = conf->clock ? conf->clock : pr_clock_real();
     c->on_assign = conf->on_assign;
     c->on_revoke = conf->on_revoke;
@@ -849,6 +856,7 @@ static int pr__deliver(pr_consumer *c, pr_block *b, rd_kafka_message_t *m, int64
                        .offset = m->offset,
                        .nrec = nrec};
     pr_decode_ctx ctx = {.spec = c->spec,
+                         .json = c->json,
                          .on_reject = pr__on_reject,
                          .opaque = c,
                          .partition = c->cur.key,

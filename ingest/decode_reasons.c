@@ -1,4 +1,6 @@
-/* decode_reasons.c — names of the decoder reject reasons (metric labels, rejects.tsv). */
+/* decode_reasons.c — names of the decoder reject reasons (metric labels,
+ * rejects.tsv, dead-letter headers), and the JSON extractor's reasons mapped
+ * onto them (same names, so a JSON reject reads the same everywhere). */
 #include "pr_ingest.h"
 
 static const char *const pr_decode_reason_names[PR_DEC__COUNT] = {
@@ -11,6 +13,29 @@ static const char *const pr_decode_reason_names[PR_DEC__COUNT] = {
     [PR_DEC_BAD_PROTOBUF] = "bad_protobuf",
     [PR_DEC_BAD_SHAPE] = "bad_shape",
     [PR_DEC_EMPTY] = "empty",
+    [PR_DEC_NOT_JSON] = "not_json",
+    [PR_DEC_NOT_OBJECT] = "not_object",
+    [PR_DEC_TRUNCATED] = "truncated",
+    [PR_DEC_BAD_UTF8] = "bad_utf8",
+    [PR_DEC_BAD_ESCAPE] = "bad_escape",
+    [PR_DEC_TOO_DEEP] = "too_deep",
+    [PR_DEC_NUMBER_OUT_OF_RANGE] = "number_out_of_range",
+    [PR_DEC_LIST_TOO_LONG] = "list_too_long",
+    [PR_DEC_WRONG_TYPE] = "wrong_type",
+    [PR_DEC_BAD_TIME] = "bad_time",
+};
+
+static const int pr_decode_of_json[PR_JSON__REASONS] = {
+    [PR_JSON_OK] = PR_DEC_OK,
+    [PR_JSON_NOT_JSON] = PR_DEC_NOT_JSON,
+    [PR_JSON_NOT_OBJECT] = PR_DEC_NOT_OBJECT,
+    [PR_JSON_TRUNCATED] = PR_DEC_TRUNCATED,
+    [PR_JSON_BAD_UTF8] = PR_DEC_BAD_UTF8,
+    [PR_JSON_BAD_ESCAPE] = PR_DEC_BAD_ESCAPE,
+    [PR_JSON_TOO_DEEP] = PR_DEC_TOO_DEEP,
+    [PR_JSON_NUMBER_OUT_OF_RANGE] = PR_DEC_NUMBER_OUT_OF_RANGE,
+    [PR_JSON_LIST_TOO_LONG] = PR_DEC_LIST_TOO_LONG,
+    [PR_JSON_WRONG_TYPE] = PR_DEC_WRONG_TYPE,
 };
 
 const char *pr_decode_reason_name(int reason)
@@ -18,4 +43,11 @@ const char *pr_decode_reason_name(int reason)
     if (reason < 0 || reason >= PR_DEC__COUNT)
         return "unknown";
     return pr_decode_reason_names[reason];
+}
+
+int pr_decode_reason_of_json(int json_reason)
+{
+    if (json_reason <= 0 || json_reason >= PR_JSON__REASONS)
+        return PR_DEC_NOT_JSON;
+    return pr_decode_of_json[json_reason];
 }

@@ -86,6 +86,7 @@ static const char *const pr_json_type_names[] = {
     [PR_JSON_BOOL] = "expected a bool",
     [PR_JSON_STRING] = "expected a string",
     [PR_JSON_KEY] = "expected a string or an int64",
+    [PR_JSON_ANY] = "expected a string, a number or a bool",
 };
 
 const char *pr_json_reason_name(int reason)
@@ -240,7 +241,7 @@ pr_json_extractor *pr_json_extractor_new(const pr_json_path *paths, size_t n, ui
     t[0] = (tnode){.path = -1, .first = NO_NODE, .next = NO_NODE};
     for (size_t i = 0; i < n; i++) {
         const pr_json_path *p = &paths[i];
-        if (!p->path || p->type < PR_JSON_INT64 || p->type > PR_JSON_KEY ||
+        if (!p->path || p->type < PR_JSON_INT64 || p->type > PR_JSON_ANY ||
             p->shape < PR_JSON_SCALAR || p->shape > PR_JSON_SCALAR_OR_LIST) {
             pr_seterr(errstr, errstr_size, PR_EINVAL, "json path %zu: %s", i,
                       p->path ? "bad type or shape" : "no path");
@@ -294,6 +295,8 @@ static size_t value_size(pr_json_type t)
         return sizeof(double);
     case PR_JSON_BOOL:
         return 1;
+    case PR_JSON_ANY:
+        return sizeof(pr_json_any);
     default:
         return sizeof(pr_json_str);
     }
@@ -308,6 +311,8 @@ static void **value_array(pr_json_col *c, pr_json_type t)
         return (void **)&c->f64;
     case PR_JSON_BOOL:
         return (void **)&c->b;
+    case PR_JSON_ANY:
+        return (void **)&c->any;
     default:
         return (void **)&c->str;
     }
@@ -381,6 +386,7 @@ void pr_json_block_free(pr_json_block *b)
         free(c->f64);
         free(c->b);
         free(c->str);
+        free(c->any);
     }
     free(b->cols);
     free(b->arena);
@@ -919,22 +925,58 @@ static uint32_t format_i64(char *d, int64_t v)
     return len;
 }
 
+/* A PR_JSON_ANY scalar of kind vk at j->p (room reserved): strings and
+ * bools as such, integers in int64 range as INT64, other numbers as DOUBLE. */
+static int take_any(jp *j, pr_json_col *c, int vk)
+{
+    pr_json_block *b = j->b;
+    pr_json_any *a = &c->any[c->n_values];
+    int r;
+    if (vk == VK_STRING) {
+        size_t len;
+        j->p++;
+        if ((r = scan_string_copy(j, b->arena + b->arena_len, &len)))
+            return r;
+        *a = (pr_json_any){.type = PR_JSON_STRING,
+                           .s = {(uint32_t)b->arena_len, (uint32_t)len}};
+        b->arena_len += len;
+    } else if (vk == VK_BOOL) {
+        bool t = *j->p == 't';
+        if ((r = t ? literal(j, "true", 4) : literal(j, "false", 5)))
+            return r;
+        *a = (pr_json_any){.type = PR_JSON_BOOL, .i = t};
+    } else {
+        jnum num;
+        if ((r = parse_number_fast(j, &num)))
+            return r;
+        if (num.kind == NUM_INT)
+            *a = (pr_json_any){.type = PR_JSON_INT64, .i = num.i};
+        else
+            *a = (pr_json_any){.type = PR_JSON_DOUBLE, .d = num.d};
+    }
+    c->n_values++;
+    return 0;
+}
+
 /* One scalar of path `pi`'s type at j->p, appended to its column. */
 static int take_scalar(jp *j, uint32_t pi, uint32_t node)
 {
     const pr_json_path *pa = &j->x->paths[pi];
     pr_json_col *c = &j->b->cols[pi];
     int vk = value_kind(*j->p), r;
-    bool want_str = pa->type == PR_JSON_STRING || pa->type == PR_JSON_KEY;
-    bool want_num =
-        pa->type == PR_JSON_INT64 || pa->type == PR_JSON_DOUBLE || pa->type == PR_JSON_KEY;
+    bool any = pa->type == PR_JSON_ANY;
+    bool want_str = pa->type == PR_JSON_STRING || pa->type == PR_JSON_KEY || any;
+    bool want_num = pa->type == PR_JSON_INT64 || pa->type == PR_JSON_DOUBLE ||
+                    pa->type == PR_JSON_KEY || any;
     if (vk == VK_BAD)
         return fail(j, PR_JSON_NOT_JSON, j->p, -1, "value expected");
     if ((vk == VK_STRING && !want_str) || (vk == VK_NUMBER && !want_num) ||
-        (vk == VK_BOOL && pa->type != PR_JSON_BOOL) || vk == VK_NULL || vk >= VK_ARRAY)
+        (vk == VK_BOOL && pa->type != PR_JSON_BOOL && !any) || vk == VK_NULL || vk >= VK_ARRAY)
         return fail(j, PR_JSON_WRONG_TYPE, j->p, node, pr_json_type_names[pa->type]);
     if ((r = reserve_value(c, pa->type)))
         return r;
+    if (any)
+        return take_any(j, c, vk);
     pr_json_block *b = j->b;
     if (vk == VK_STRING) {
         size_t len;
@@ -1021,6 +1063,10 @@ static int take_leaf(jp *j, uint32_t node, uint32_t pi, uint32_t depth)
             if (pa->type == PR_JSON_INT64 && c->n_values < c->values_cap &&
                 (len = fast_int(j->p, j->end, &v))) { /* int lists (histories) */
                 c->i64[c->n_values++] = v;
+                j->p += len;
+            } else if (pa->type == PR_JSON_ANY && c->n_values < c->values_cap &&
+                       (len = fast_int(j->p, j->end, &v))) {
+                c->any[c->n_values++] = (pr_json_any){.type = PR_JSON_INT64, .i = v};
                 j->p += len;
             } else if ((r = take_scalar(j, pi, node))) {
                 return r;

@@ -13,6 +13,7 @@ const char *const pr_msg_format_names[PR_MSG__COUNT + 1] = {
     [PR_MSG_CRITEO_TSV] = "criteo_tsv",
     [PR_MSG_PROTOBUF_EVENT] = "protobuf_event",
     [PR_MSG_PROTOBUF_EVENT_BATCH] = "protobuf_event_batch",
+    [PR_MSG_JSON] = "json",
     [PR_MSG__COUNT] = NULL,
 };
 
@@ -59,7 +60,9 @@ const pr_cfgmap pr_kafka_source_cfgmap = PR_CFGMAP(kafka_source_entries);
 static const pr_cfgmap_entry source_entries[] = {
     PR_CFG_E_ENUM("format", pr_source_cfg, format, pr_msg_format_names, "criteo_tsv",
                   "Payload encoding: criteo_tsv (one TSV line per message), protobuf_event "
-                  "(piperec.Event), protobuf_event_batch (piperec.EventBatch)."),
+                  "(piperec.Event), protobuf_event_batch (piperec.EventBatch), json (one JSON "
+                  "object per message, read through the declared `schema:`; json needs a "
+                  "declared schema and a declared schema needs json)."),
     PR_CFG_E_STR("dead_letter_topic", 0, pr_source_cfg, dead_letter_topic, NULL,
                  "Topic receiving records that fail to decode (and late ones under drop_to_dlq), "
                  "with the reason in a header. Unset: rejects are counted and logged only."),

@@ -142,11 +142,6 @@ typedef struct pr__run {
     int64_t decode_ns, engine_ns, write_ns, idle_ns; /* stage timers, pr_offline_result */
 } pr__run;
 
-static inline int64_t pr__now_ns(void)
-{
-    return pr_clock_mono_ns(pr_clock_real());
-}
-
 /* ---------------------------------------------------------------- source */
 
 /* Take the next chunk into `job` (mu held). Returns 1 with a chunk, 0 when the
@@ -587,9 +582,9 @@ static void *pr__worker(void *arg)
             je->seq == run->eng_seq) {
             run->eng_busy = true;
             pthread_mutex_unlock(&run->mu);
-            int64_t t0 = pr__now_ns();
+            int64_t t0 = pr_mono_ns();
             int rc = pr__engine_job(run, je, err, sizeof(err));
-            int64_t t1 = pr__now_ns();
+            int64_t t1 = pr_mono_ns();
             pthread_mutex_lock(&run->mu);
             run->engine_ns += t1 - t0;
             run->decode_ns += je->decode_ns;
@@ -604,9 +599,9 @@ static void *pr__worker(void *arg)
         if (!run->wr_busy && jw->state == PR__SLOT_ENGINED && jw->seq == run->wr_seq) {
             run->wr_busy = true;
             pthread_mutex_unlock(&run->mu);
-            int64_t t0 = pr__now_ns();
+            int64_t t0 = pr_mono_ns();
             int rc = pr__write_job(run, jw, err, sizeof(err));
-            int64_t t1 = pr__now_ns();
+            int64_t t1 = pr_mono_ns();
             pthread_mutex_lock(&run->mu);
             run->write_ns += t1 - t0;
             run->wr_busy = false;
@@ -638,18 +633,18 @@ static void *pr__worker(void *arg)
                 run->total_seq = run->next_seq;
             } else {
                 pthread_mutex_unlock(&run->mu);
-                int64_t t0 = pr__now_ns();
+                int64_t t0 = pr_mono_ns();
                 pr__decode_job(run, jd);
-                jd->decode_ns = pr__now_ns() - t0;
+                jd->decode_ns = pr_mono_ns() - t0;
                 pthread_mutex_lock(&run->mu);
             }
             jd->state = PR__SLOT_DECODED;
             pthread_cond_broadcast(&run->cv);
             continue;
         }
-        int64_t w0 = pr__now_ns();
+        int64_t w0 = pr_mono_ns();
         pthread_cond_wait(&run->cv, &run->mu);
-        run->idle_ns += pr__now_ns() - w0;
+        run->idle_ns += pr_mono_ns() - w0;
     }
     pthread_mutex_unlock(&run->mu);
     return NULL;
@@ -1053,9 +1048,9 @@ int pr_offline_run(const pr_pipeline_spec *spec, const pr_engine_opts *eopts,
         pr__progress(&run, true);
     if ((rc = pr__close_outputs(&run, errstr, errstr_size)))
         goto out_outputs;
-    int64_t v0 = pr__now_ns();
+    int64_t v0 = pr_mono_ns();
     rc = pr__write_vocab(&run, errstr, errstr_size);
-    res->vocab_s = (pr__now_ns() - v0) / 1e9;
+    res->vocab_s = (pr_mono_ns() - v0) / 1e9;
     if (rc)
         goto out_outputs;
     res->bytes = run.mapped ? run.map_size : run.bytes_done;

@@ -3,10 +3,12 @@
  * type that needs state of its own: the histogram.
  *
  * piperec renders metrics directly at scrape time: components keep plain
- * stats structs (ingest, batcher, sinks, engine), and the service walks them
- * and writes families with the helpers below. There is no global registry, so
- * nothing has to be registered or unregistered when a pipeline starts or
- * stops, and a scrape always sees one consistent read of each stats struct.
+ * stats structs (ingest, batcher, sinks, engine), and each owner's metric
+ * module (metric_families.h) takes one read of them per scrape and writes
+ * its families with the helpers below. Modules register their families once
+ * per process, not per pipeline, so nothing has to be registered or
+ * unregistered when a pipeline starts or stops, and a scrape always sees one
+ * consistent read of each stats struct.
  *
  * Naming rules this module helps keep (see docs/operations.md):
  *   - every name starts with "piperec_", base units (_seconds, _bytes),

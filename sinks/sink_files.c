@@ -42,6 +42,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -566,4 +567,6 @@ const pr_sink_ops pr_sink_files_ops = {
     .ready = files_ready,
     .get_stats = files_stats,
     .free_ = files_free,
+    /* No capabilities: acked once the roll is durable. */
+    .enabled_off = offsetof(pr_sinks_cfg, files.enabled),
 };

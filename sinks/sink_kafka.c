@@ -17,6 +17,7 @@
  */
 #include <stdio.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -242,4 +243,6 @@ const pr_sink_ops pr_sink_kafka_ops = {
     .ready = kafka_ready,
     .get_stats = kafka_stats,
     .free_ = kafka_free,
+    /* No capabilities: acked by the delivery report of the write itself. */
+    .enabled_off = offsetof(pr_sinks_cfg, kafka.enabled),
 };

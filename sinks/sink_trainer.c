@@ -1721,7 +1721,7 @@ static void trainer_stats(pr_sink *s, pr_sink_stats *st)
     st->io_wakeups = __atomic_load_n(&t->io_wakeups, __ATOMIC_RELAXED);
 }
 
-uint64_t pr_sink_buffered_bytes(pr_sink *s)
+static uint64_t pr_sink_trainer_buffered_bytes(pr_sink *s)
 {
     if (!s || s->ops != &pr_sink_trainer_ops)
         return 0;
@@ -1769,19 +1769,19 @@ static void trainer_free(pr_sink *s)
     free(t);
 }
 
-int pr_sink_trainer_port(pr_sink *s)
+static int pr_sink_trainer_port(pr_sink *s)
 {
     if (!s || s->ops != &pr_sink_trainer_ops)
         return -1;
     return ((trainer_sink *)s)->port;
 }
 
-bool pr_sink_trainer_checkpoint_mode(pr_sink *s)
+static bool pr_sink_trainer_checkpoint_mode(pr_sink *s)
 {
     return s && s->ops == &pr_sink_trainer_ops && ((trainer_sink *)s)->ckpt;
 }
 
-bool pr_sink_trainer_resume_known(pr_sink *s)
+static bool pr_sink_trainer_resume_known(pr_sink *s)
 {
     if (!pr_sink_trainer_checkpoint_mode(s))
         return true;
@@ -1792,9 +1792,9 @@ bool pr_sink_trainer_resume_known(pr_sink *s)
     return k;
 }
 
-uint32_t pr_sink_trainer_resume_filter(pr_sink *s, const char *const *topics, size_t n_topics,
-                                       const int32_t *keys, const int64_t *offsets, uint32_t n,
-                                       uint8_t *skip)
+static uint32_t pr_sink_trainer_resume_filter(pr_sink *s, const char *const *topics,
+                                              size_t n_topics, const int32_t *keys,
+                                              const int64_t *offsets, uint32_t n, uint8_t *skip)
 {
     memset(skip, 0, n);
     if (!pr_sink_trainer_checkpoint_mode(s))
@@ -1826,4 +1826,14 @@ const pr_sink_ops pr_sink_trainer_ops = {
     .ready = trainer_ready,
     .get_stats = trainer_stats,
     .free_ = trainer_free,
+    /* Capabilities: readers ack, unacked batches go to another trainer,
+     * checkpoint delivery, a listening port. */
+    .enabled_off = offsetof(pr_sinks_cfg, trainer.enabled),
+    .caps =
+        PR_SINK_CAP_ACKS | PR_SINK_CAP_REDELIVERY | PR_SINK_CAP_CHECKPOINT | PR_SINK_CAP_LISTENER,
+    .port = pr_sink_trainer_port,
+    .buffered_bytes = pr_sink_trainer_buffered_bytes,
+    .checkpoint_mode = pr_sink_trainer_checkpoint_mode,
+    .resume_known = pr_sink_trainer_resume_known,
+    .resume_filter = pr_sink_trainer_resume_filter,
 };

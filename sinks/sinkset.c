@@ -8,6 +8,10 @@
  * acknowledge, and one retry queue per sink for batches it refused with
  * PR_EAGAIN. Retry queues preserve sequence order, so a sink never sees
  * batch N+1 before batch N.
+ *
+ * The capability calls (pr_sink_port, pr_sink_resume_filter, ...) live here
+ * too: they dispatch on the ops table's capability flags, so neither the
+ * core nor this file needs to know which sink has which.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -19,12 +23,9 @@
 static const pr_sink_ops *const sink_table[] = {&pr_sink_trainer_ops, &pr_sink_kafka_ops,
                                                 &pr_sink_files_ops, NULL};
 
-const pr_sink_ops *pr_sink_find(const char *name)
+const pr_sink_ops *pr_sink_ops_at(size_t i)
 {
-    for (size_t i = 0; name && sink_table[i]; i++)
-        if (!strcmp(sink_table[i]->name, name))
-            return sink_table[i];
-    return NULL;
+    return i < sizeof(sink_table) / sizeof(sink_table[0]) ? sink_table[i] : NULL;
 }
 
 int pr_sink_new(const pr_sink_ops *ops, const pr_sink_cfg *cfg, pr_sink **out, char *errstr,
@@ -41,6 +42,42 @@ void pr_sink_free(pr_sink *s)
 {
     if (s)
         s->ops->free_(s);
+}
+
+/* ---------------------------------------------------------------- capabilities */
+
+static bool pr__has_cap(const pr_sink *s, unsigned cap)
+{
+    return s && (s->ops->caps & cap);
+}
+
+int pr_sink_port(pr_sink *s)
+{
+    return pr__has_cap(s, PR_SINK_CAP_LISTENER) ? s->ops->port(s) : -1;
+}
+
+uint64_t pr_sink_buffered_bytes(pr_sink *s)
+{
+    return pr__has_cap(s, PR_SINK_CAP_LISTENER) ? s->ops->buffered_bytes(s) : 0;
+}
+
+bool pr_sink_checkpoint_mode(pr_sink *s)
+{
+    return pr__has_cap(s, PR_SINK_CAP_CHECKPOINT) && s->ops->checkpoint_mode(s);
+}
+
+bool pr_sink_resume_known(pr_sink *s)
+{
+    return !pr_sink_checkpoint_mode(s) || s->ops->resume_known(s);
+}
+
+uint32_t pr_sink_resume_filter(pr_sink *s, const char *const *topics, size_t n_topics,
+                               const int32_t *keys, const int64_t *offsets, uint32_t n,
+                               uint8_t *skip)
+{
+    if (!pr_sink_checkpoint_mode(s))
+        return 0;
+    return s->ops->resume_filter(s, topics, n_topics, keys, offsets, n, skip);
 }
 
 /* ---------------------------------------------------------------- sink set */

@@ -110,6 +110,18 @@ typedef enum pr_decode_reason {
     PR_DEC_BAD_PROTOBUF, /* protobuf payload does not parse */
     PR_DEC_BAD_SHAPE,    /* protobuf event with the wrong number of values */
     PR_DEC_EMPTY,        /* Kafka message with an empty payload (no record at all) */
+    /* JSON (source.format json, pr_json_decoder): the extractor's reasons
+     * (pr_json_reason, same names), then the schema's own. */
+    PR_DEC_NOT_JSON,            /* syntax error, or bytes after the object */
+    PR_DEC_NOT_OBJECT,          /* a JSON value, but not an object */
+    PR_DEC_TRUNCATED,           /* the input ends inside the object */
+    PR_DEC_BAD_UTF8,            /* invalid UTF-8 */
+    PR_DEC_BAD_ESCAPE,          /* bad \ escape or unpaired surrogate */
+    PR_DEC_TOO_DEEP,            /* nesting deeper than the bound */
+    PR_DEC_NUMBER_OUT_OF_RANGE, /* number beyond double (or int64 where an id is read) */
+    PR_DEC_LIST_TOO_LONG,       /* a list longer than the wire limit (PR_FEAT_MAX_LIST) */
+    PR_DEC_WRONG_TYPE,          /* a configured path (or an operator) got the wrong type */
+    PR_DEC_BAD_TIME,            /* an unreadable time (event time, hour_of_day, ...) */
     PR_DEC__COUNT
 } pr_decode_reason;
 
@@ -117,13 +129,20 @@ typedef enum pr_decode_reason {
  * rejects.tsv / dead-letter headers ("field_count", "bad_hex", ...). */
 const char *pr_decode_reason_name(int reason);
 
+/* The pr_decode_reason of a pr_json_reason (PR_DEC_NOT_JSON.. by name);
+ * PR_DEC_NOT_JSON for anything unknown. */
+int pr_decode_reason_of_json(int json_reason);
+
 /* Called once per rejected record. `rec`/`len` is the raw record (one TSV line
  * without its newline, or the whole message payload). */
 typedef void (*pr_reject_cb)(void *opaque, int reason, const char *detail, const char *rec,
                              size_t len, int64_t recno);
 
+typedef struct pr_json_decoder pr_json_decoder; /* JSON through a declared schema (below) */
+
 typedef struct pr_decode_ctx {
     const pr_pipeline_spec *spec; /* shape: label, n_dense, n_sparse */
+    pr_json_decoder *json;        /* PR_MSG_JSON: the decoder (one per thread); else NULL */
     pr_reject_cb on_reject;
     void *opaque;
     /* Row metadata written into blocks that have it. */
@@ -192,6 +211,11 @@ int pr_decode_protobuf_event_batch(const pr_decode_ctx *ctx, pr_block *b, const 
  * (tests/ingest/proto_ref.h): same rows, same reject decisions. With
  * ctx->parse_hex an empty block gets u64 columns. */
 
+/* One JSON object (one Kafka message) through ctx->json (PR_MSG_JSON; see
+ * "JSON decoder" at the end); returns as pr_decode_message. */
+int pr_decode_json_message(const pr_decode_ctx *ctx, pr_block *b, const void *buf, size_t len,
+                           uint32_t *next_rec);
+
 /* ---------------------------------------------------------------- formats */
 
 /* Message payload formats. Values match pr_source_format in
@@ -200,6 +224,8 @@ typedef enum pr_msg_format {
     PR_MSG_CRITEO_TSV = 0,           /* one or more '\n'-separated Criteo TSV lines */
     PR_MSG_PROTOBUF_EVENT = 1,       /* one piperec.v1.Event */
     PR_MSG_PROTOBUF_EVENT_BATCH = 2, /* one piperec.v1.EventBatch */
+    PR_MSG_JSON = 3,                 /* one JSON object, read through the declared schema
+                                      * (pr_json_decoder; pr_decode_ctx.json) */
     PR_MSG__COUNT
 } pr_msg_format;
 
@@ -217,7 +243,7 @@ int pr_decode_message(pr_msg_format fmt, const pr_decode_ctx *ctx, pr_block *b, 
                       size_t len, uint32_t *next_rec, pr_arena *arena);
 
 /* Records in a message without decoding its values: lines for criteo_tsv
- * (a trailing newline does not start a record), 1 for protobuf_event, the
+ * (a trailing newline does not start a record), 1 for protobuf_event and json, the
  * number of events for protobuf_event_batch (0 when it does not parse). */
 int pr_message_record_count(pr_msg_format fmt, const void *buf, size_t len, pr_arena *arena);
 
@@ -367,6 +393,8 @@ typedef struct pr_consumer_conf {
                              * are forced; enable.auto.commit defaults to true */
     pr_msg_format format;
     const pr_pipeline_spec *spec;    /* shape (label, n_dense, n_sparse); borrowed for life */
+    pr_json_decoder *json;           /* format json: the decoder, used by the polling thread
+                                      * only; borrowed for life; NULL otherwise */
     const char *dead_letter_topic;   /* NULL = rejects are counted and logged only */
     const char *dead_letter_file;    /* dead letters the topic can never take (too large)
                                       * are appended here; NULL = none (then such a record
@@ -537,6 +565,10 @@ void pr_mock_broker_stop(pr_mock_broker *mb); /* NULL ok */
  *   PR_JSON_STRING  a string, unescaped, into the block's arena
  *   PR_JSON_KEY     a string or an int64 integer, both as string bytes (an id
  *                   for a vocabulary: "42" and 42 are the same key, -0 is "0")
+ *   PR_JSON_ANY     a string, a number or a bool, each tagged with what it was
+ *                   (pr_json_any: STRING, INT64 for an integer in int64 range,
+ *                   DOUBLE for any other number, BOOL); the schema decoder
+ *                   reads every path this way and checks types itself
  *   shapes: PR_JSON_SCALAR (an array -> wrong_type), PR_JSON_LIST (an array of
  *   scalars of the type; a scalar -> wrong_type), PR_JSON_SCALAR_OR_LIST.
  *   Inside a list, null and nested arrays/objects -> wrong_type; more than
@@ -591,6 +623,7 @@ typedef enum pr_json_type {
     PR_JSON_BOOL,
     PR_JSON_STRING,
     PR_JSON_KEY,
+    PR_JSON_ANY,
 } pr_json_type;
 
 typedef enum pr_json_shape {
@@ -627,6 +660,17 @@ typedef struct pr_json_str {
     uint32_t off, len; /* into pr_json_block.arena */
 } pr_json_str;
 
+/* A PR_JSON_ANY value: type is PR_JSON_STRING (s), PR_JSON_INT64 (i),
+ * PR_JSON_DOUBLE (d) or PR_JSON_BOOL (i = 0 / 1). */
+typedef struct pr_json_any {
+    uint8_t type;
+    union {
+        int64_t i;
+        double d;
+        pr_json_str s;
+    };
+} pr_json_any;
+
 typedef struct pr_json_col {
     uint8_t *present;  /* [cap] rows */
     uint32_t *count;   /* [cap] rows */
@@ -636,6 +680,7 @@ typedef struct pr_json_col {
     double *f64;      /* PR_JSON_DOUBLE */
     uint8_t *b;       /* PR_JSON_BOOL (0 / 1) */
     pr_json_str *str; /* PR_JSON_STRING, PR_JSON_KEY */
+    pr_json_any *any; /* PR_JSON_ANY */
 } pr_json_col;
 
 typedef struct pr__json_scratch pr__json_scratch;
@@ -672,5 +717,71 @@ typedef struct pr_json_reject {
  * (both: nothing appended, the document was not looked at / is to be retried). */
 int pr_json_extract(const pr_json_extractor *x, pr_json_block *b, const char *doc, size_t len,
                     pr_json_reject *rej);
+
+/* ================================================================ JSON decoder
+ * (ingest/json_decode.c; issue 20, source.format json)
+ *
+ * A declared feature schema (pr_engine.h's pr_feature_schema) applied to JSON
+ * documents, one record at a time, into a declared schema's pr_block
+ * (pr_feature_block_new: side tables, one U64 engine column per vocab
+ * feature). Per record:
+ *   - the schema's distinct paths are extracted in one pass (pr_json_extract,
+ *     every path as PR_JSON_ANY); a document the extractor refuses is
+ *     rejected with its reason (not_json, truncated, bad_utf8, ...);
+ *   - event_time: read in its unit (s / ms / us: integer or number;
+ *     rfc3339: string) into the row's event_time_ms (floored to the ms);
+ *     absent or null: ctx->default_event_time_ms; unreadable: bad_time;
+ *   - labels: a number (true/false are 1/0); absent or null: the default,
+ *     else NaN (a trainer masks it); a string: wrong_type;
+ *   - dense: the same value rules, then the chain; missing at the end: 0;
+ *   - sparse (one value; a cross reads each path and starts with `cross`):
+ *     a string, an integer (a bool is 0/1) or a number; absent or null: the
+ *     default, else missing; then the operators BEFORE `vocab` (all of them
+ *     without one). A vocab feature's key: an integer's int64 bits (exact),
+ *     a string's pr_fop_hash64 (XXH64, PR_FOP_HASH_SEED; two distinct
+ *     strings collide with probability about n^2 / 2^65 for n strings), a
+ *     missing value key 0 with the engine's missing bit (index 0 under the
+ *     default profile, key 0 under dlrm): length 1 always. Without vocab the
+ *     final integer goes to the side tables (missing: 0). A number where an
+ *     integer or a string is needed: wrong_type;
+ *   - list: the elements through the same operators, missing elements
+ *     dropped, then the first (keep first) or last (keep last) max_len kept;
+ *     absent, null or []: length 0; more than PR_FEAT_MAX_LIST elements on
+ *     the wire: list_too_long; a scalar where only lists read the path:
+ *     wrong_type;
+ *   - an operator's refusal rejects the record: wrong_type, bad_hex,
+ *     bad_time.
+ * The row is staged and written only when the whole record passed: a
+ * rejected record leaves nothing in the block, and one that does not fit
+ * (rows, or a vocab column's element room: pr_block_fits) leaves it untouched.
+ * Rejects go to ctx->on_reject with the reason (pr_decode_reason) and a
+ * detail naming the feature and its path ("user (user.id): ...") or the
+ * byte offset of a syntax problem.
+ *
+ * Threads: a decoder holds one record's scratch: one per decoding thread.
+ * It borrows the schema, which must outlive it. */
+
+/* Build a decoder for a declared schema. NULL with errstr when the schema is
+ * not declared, its paths clash (one a prefix of another: "user" and
+ * "user.id"), or memory runs out. */
+pr_json_decoder *pr_json_decoder_new(const pr_feature_schema *schema, char *errstr,
+                                     size_t errstr_size);
+void pr_json_decoder_free(pr_json_decoder *d); /* NULL ok */
+
+/* One JSON document (a JSON line without its newline) through ctx->json as
+ * the next row of `b` (row offset = recno, as pr_decode_criteo_line).
+ * Returns 1 when a row was appended, 0 when rejected, PR_EFULL when it does
+ * not fit (nothing consumed), PR_EINVAL when b is not shaped for the schema,
+ * PR_ENOMEM. */
+int pr_decode_json_line(const pr_decode_ctx *ctx, pr_block *b, const char *line, size_t len,
+                        int64_t recno);
+
+/* JSON lines of buf[0, len) into `b` until the buffer or the block runs out
+ * (as pr_decode_criteo_lines: whole lines, a final line without a newline
+ * only when eof, line i gets recno first_recno + i). Blank lines are skipped
+ * (counted in *lines_out, no row, no reject). A line that does not fit stops
+ * the call before it. Returns the bytes consumed. */
+size_t pr_decode_json_lines(const pr_decode_ctx *ctx, pr_block *b, const char *buf, size_t len,
+                            bool eof, int64_t first_recno, int64_t *lines_out);
 
 #endif

@@ -2,7 +2,7 @@
  * pr_sink.h — where batches go: sinks behind one ops table, and the sink set
  * that turns "every sink acknowledged batch N" into one ack for the batcher.
  *
- * Sinks (one const pr_sink_ops each, found by name with pr_sink_find()):
+ * Sinks (one const pr_sink_ops each, listed by pr_sink_ops_at()):
  *   trainer  TCP server streaming TrainingBatch frames to trainers
  *            (docs/trainer-protocol.md): credit window per trainer, ack by
  *            sequence, unacked batches of a trainer that goes away are sent to
@@ -26,6 +26,11 @@
  *            simply dropped: their offsets were never committed.
  * All calls come from one thread (the pipeline thread); get_stats may be
  * called from any thread.
+ *
+ * Beyond that contract a sink declares capabilities (pr_sink_cap: readers'
+ * acks, redelivery, checkpoint delivery, a listening port) with optional
+ * callbacks in its ops table; the core asks pr_sink_caps() and the
+ * capability calls, and never names a sink.
  */
 #ifndef PR_SINK_H
 #define PR_SINK_H
@@ -181,15 +186,47 @@ const char *pr_trainer_refuse_reason_name(int r);
 const char *pr_trainer_drop_reason_name(int r);
 const char *pr_trainer_auth_reason_name(int r);
 
+/* What a sink can do beyond send/poll/ready/stats, declared in its ops
+ * table: the core asks for a capability, never for a sink by name.
+ *
+ * PR_SINK_CAP_ACKS        a batch is acknowledged by its reader (a trainer's
+ *                         ack), not when it is written out; poll() reports
+ *                         the acks as they come.
+ * PR_SINK_CAP_REDELIVERY  a batch a reader left unacknowledged goes again to
+ *                         another reader (pr_sink_stats.redeliveries).
+ * PR_SINK_CAP_CHECKPOINT  checkpoint delivery (docs/trainer-protocol.md):
+ *                         checkpoint_mode, resume_known, resume_filter.
+ * PR_SINK_CAP_LISTENER    readers connect to a port: port, buffered_bytes,
+ *                         and the connection counters of pr_sink_stats. */
+typedef enum pr_sink_cap {
+    PR_SINK_CAP_ACKS = 1u << 0,
+    PR_SINK_CAP_REDELIVERY = 1u << 1,
+    PR_SINK_CAP_CHECKPOINT = 1u << 2,
+    PR_SINK_CAP_LISTENER = 1u << 3,
+} pr_sink_cap;
+
 typedef struct pr_sink_ops {
-    const char *name; /* "trainer", "kafka", "files" */
+    const char *name; /* "trainer", "kafka", "files": the config key under sinks */
     const char *doc;  /* one line, for --help and docs */
+    /* offsetof(pr_sinks_cfg, <name>.enabled): whether a pipeline's config
+     * turns this sink on. */
+    size_t enabled_off;
+    unsigned caps; /* pr_sink_cap flags */
     int (*new_)(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, size_t errstr_size);
     int (*send)(pr_sink *s, pr_batch *b);
     int (*poll)(pr_sink *s, pr_sink_ack_cb cb, void *opaque);
     bool (*ready)(pr_sink *s);
     void (*get_stats)(pr_sink *s, pr_sink_stats *st);
     void (*free_)(pr_sink *s);
+    /* PR_SINK_CAP_LISTENER (NULL otherwise). */
+    int (*port)(pr_sink *s);
+    uint64_t (*buffered_bytes)(pr_sink *s);
+    /* PR_SINK_CAP_CHECKPOINT (NULL otherwise). */
+    bool (*checkpoint_mode)(pr_sink *s);
+    bool (*resume_known)(pr_sink *s);
+    uint32_t (*resume_filter)(pr_sink *s, const char *const *topics, size_t n_topics,
+                              const int32_t *keys, const int64_t *offsets, uint32_t n,
+                              uint8_t *skip);
 } pr_sink_ops;
 
 /* Every sink struct starts with this header. */
@@ -201,8 +238,8 @@ extern const pr_sink_ops pr_sink_trainer_ops;
 extern const pr_sink_ops pr_sink_kafka_ops;
 extern const pr_sink_ops pr_sink_files_ops;
 
-/* Lookup by name ("trainer", "kafka", "files"); NULL when unknown. */
-const pr_sink_ops *pr_sink_find(const char *name);
+/* The built sinks, in table order: i = 0, 1, ... until NULL. */
+const pr_sink_ops *pr_sink_ops_at(size_t i);
 
 /* Convenience wrappers over s->ops. */
 int pr_sink_new(const pr_sink_ops *ops, const pr_sink_cfg *cfg, pr_sink **out, char *errstr,
@@ -229,33 +266,43 @@ static inline const char *pr_sink_name(const pr_sink *s)
 }
 void pr_sink_free(pr_sink *s); /* NULL-safe */
 
-/* Trainer sink: the TCP port actually bound (useful with port 0), or -1. */
-int pr_sink_trainer_port(pr_sink *s);
+static inline unsigned pr_sink_caps(const pr_sink *s)
+{
+    return s->ops->caps;
+}
 
-/* Trainer sink, checkpoint delivery (sinks.trainer.delivery: checkpoint;
- * docs/trainer-protocol.md "Checkpoint delivery"). Any thread.
+/* Capability calls: each answers for any sink, with the neutral answer for a
+ * sink without the capability. Any thread.
  *
- * pr_sink_trainer_checkpoint_mode: the sink runs in checkpoint delivery
- * (false for other sinks and in ack mode).
+ * pr_sink_port (LISTENER): the TCP port actually bound (useful with port 0),
+ * or -1.
  *
- * pr_sink_trainer_resume_known: a trainer has subscribed since the sink
+ * pr_sink_buffered_bytes (LISTENER): bytes its receive buffers hold now
+ * (lock-free), else 0. The service counts them in limits.max_inflight_bytes.
+ *
+ * pr_sink_checkpoint_mode (CHECKPOINT): the sink runs in checkpoint delivery
+ * (sinks.trainer.delivery: checkpoint; docs/trainer-protocol.md "Checkpoint
+ * delivery"); false for other sinks and in ack mode.
+ *
+ * pr_sink_resume_known (CHECKPOINT): a reader has subscribed since the sink
  * started, so the resume position (the union of the positions trainers sent
- * in Subscribe) is known. Until then the service reads nothing, so that no
- * batch is cut from rows a trainer's checkpoint already holds.
+ * in Subscribe) is known; true when not in checkpoint mode. Until then the
+ * service reads nothing, so that no batch is cut from rows a trainer's
+ * checkpoint already holds.
  *
- * pr_sink_trainer_resume_filter: for each of the `n` rows (topic name by
+ * pr_sink_resume_filter (CHECKPOINT): for each of the `n` rows (topic name by
  * topic index of its partition key, PR_PART_KEY in pr_engine.h; offset), set
  * skip[r] to 1 when the row lies in the resume position (a durable
  * checkpoint holds it: it must not be delivered again and its offset may be
- * committed), else 0. Returns how many were set. */
-bool pr_sink_trainer_checkpoint_mode(pr_sink *s);
-bool pr_sink_trainer_resume_known(pr_sink *s);
-uint32_t pr_sink_trainer_resume_filter(pr_sink *s, const char *const *topics, size_t n_topics,
-                                       const int32_t *keys, const int64_t *offsets, uint32_t n,
-                                       uint8_t *skip);
-/* Trainer sink: bytes its receive buffers hold now (lock-free; any thread),
- * 0 for other sinks. The service counts them in limits.max_inflight_bytes. */
+ * committed), else 0. Returns how many were set (0 when not in checkpoint
+ * mode, skip untouched). */
+int pr_sink_port(pr_sink *s);
 uint64_t pr_sink_buffered_bytes(pr_sink *s);
+bool pr_sink_checkpoint_mode(pr_sink *s);
+bool pr_sink_resume_known(pr_sink *s);
+uint32_t pr_sink_resume_filter(pr_sink *s, const char *const *topics, size_t n_topics,
+                               const int32_t *keys, const int64_t *offsets, uint32_t n,
+                               uint8_t *skip);
 
 /* ---------------------------------------------------------------- sink set */
 

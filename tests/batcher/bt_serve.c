@@ -169,7 +169,7 @@ static int run_trainer(uint64_t n, char **cmd)
         pr_batch_unref(b);
     }
     char port[16];
-    snprintf(port, sizeof(port), "%d", pr_sink_trainer_port(s));
+    snprintf(port, sizeof(port), "%d", pr_sink_port(s));
     setenv("BT_PORT", port, 1);
     pid_t pid = fork();
     if (pid == 0) {

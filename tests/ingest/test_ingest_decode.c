@@ -450,7 +450,10 @@ static void test_fuzz(void **state)
                 buf[i] = (uint8_t)(seed >> 56);
             }
         }
+        /* json needs a declared schema's decoder: tests/ingest/test_json_decode.c */
         for (int fmt = 0; fmt < PR_MSG__COUNT; fmt++) {
+            if (fmt == PR_MSG_JSON)
+                continue;
             pr_block_reset(b);
             rl.n = 0;
             uint32_t next = 0;
@@ -484,7 +487,8 @@ static void test_format_names(void **state)
     (void)state;
     for (int i = 0; i < PR_MSG__COUNT; i++)
         assert_int_equal(pr_msg_format_from_name(pr_msg_format_name(i)), i);
-    assert_int_equal(pr_msg_format_from_name("json"), -1);
+    assert_int_equal(pr_msg_format_from_name("json"), PR_MSG_JSON);
+    assert_int_equal(pr_msg_format_from_name("xml"), -1);
     assert_string_equal(pr_msg_format_name(99), "unknown");
 }
 

@@ -597,6 +597,8 @@ size_t pr_gen_message(const pr_gen *g, int format, uint64_t row0, uint32_t n, ui
         size_t len = pr_gen_tsv(g, row0, n, (char *)buf, cap, &got);
         return got == n ? len : 0;
     }
+    if (format == PR_FORMAT_JSON)
+        return n == 1 ? pr_gen_json_event(g->seed, row0, (char *)buf, cap) : 0;
     /* pr_gen_pb_batch writes varint length + EventBatch: strip the prefix. */
     size_t len = pr_gen_pb_batch(g, row0, n, buf, cap);
     uint64_t blen;

@@ -1,5 +1,6 @@
 /*
- * pr_gen.h — deterministic synthetic Criteo-Kaggle-shaped data.
+ * pr_gen.h — deterministic synthetic Criteo-Kaggle-shaped data, and a JSON
+ * clickstream (the end of this header).
  *
  * Every row is a pure function of (seed, row index): any range can be made,
  * in any order, by any number of threads, and always comes out the same.
@@ -104,9 +105,49 @@ size_t pr_gen_pb_batch(const pr_gen *g, uint64_t row0, uint32_t n, uint8_t *buf,
 /* One Kafka message payload holding events [row0, row0 + n) in a source
  * format (pr_source_format of pr_config.h): criteo_tsv = n TSV lines,
  * protobuf_event = one bare Event (n must be 1), protobuf_event_batch = one
- * EventBatch. Returns its length, or 0 when it does not fit in cap. Used by
+ * EventBatch, json = one clickstream event (below; n must be 1, seed = g's).
+ * Returns its length, or 0 when it does not fit in cap. Used by
  * `piperec demo` and the streaming benchmarks. */
 size_t pr_gen_message(const pr_gen *g, int format, uint64_t row0, uint32_t n, uint8_t *buf,
                       size_t cap);
+
+/* ---------------------------------------------------------------- JSON clickstream
+ *
+ * `piperec gen --format json`: one JSON object per line, a pure function of
+ * (seed, row) like the rows above (gen_json.c), shaped for
+ * examples/clickstream.yaml:
+ *
+ *   {"event_id":"e…","ts":1732600000050,"user":{"id":"u1234","age_days":400},
+ *    "item":{"id":985,"category":"books","price":12.5,"tags":["sale","crème"]},
+ *    "context":{"device":"ios","page":3},"history":[97,1009,12],
+ *    "label":{"click":1,"purchase":0,"dwell_s":12.3}}
+ *
+ * ts in ms, increasing with the row (50 ms apart, jittered); 200000 users and
+ * 24 categories x 4000 items with power-law popularity; an item's category,
+ * price and tags are functions of its id (category = id mod 24). Missing on
+ * purpose: user.age_days (10%), item.tags (1 item in 7; some lists empty),
+ * context (5%), history (8%; else 0..20 items), label.purchase (30%). The
+ * label object comes first in 20% of events (field order varies).
+ *
+ * Planted signal: each user has two favourite categories (hashes of the
+ * user id); the event's item is from the first in 45% of events, the second
+ * in 20%; history items lean to them too (40% / 30%). click ~
+ * Bernoulli(sigmoid(pr_gen_json_logit(item category == favourite 1, == favourite
+ * 2, history items of the item's category, device ios/android))), about
+ * 35% positive; purchase = click and a 15% coin; dwell_s > 0 only for clicks.
+ * A model over user, category and history embeddings learns it.
+ */
+#define PR_GEN_JSON_LINE_MAX 1024 /* an event plus its newline always fits */
+
+double pr_gen_json_logit(bool fav1, bool fav2, unsigned same_cat_history, bool mobile);
+
+/* Event `row` (no newline) into buf; returns its length, 0 when cap is too
+ * small (PR_GEN_JSON_LINE_MAX always suffices). */
+size_t pr_gen_json_event(uint64_t seed, uint64_t row, char *buf, size_t cap);
+
+/* Events [row0, row0 + n) as JSON lines, stopping early when the next line
+ * might not fit; *rows_out (may be NULL) gets the rows written. */
+size_t pr_gen_json_lines(uint64_t seed, uint64_t row0, uint64_t n, char *buf, size_t cap,
+                         uint64_t *rows_out);
 
 #endif

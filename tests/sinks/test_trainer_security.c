@@ -60,7 +60,7 @@ static sfx *sfx_new(const pr_trainer_sink_cfg *tc, const pr_clock *clk)
     char err[512];
     if (pr_sink_new(&pr_sink_trainer_ops, &cfg, &f->sink, err, sizeof(err)))
         fail_msg("sink: %s", err);
-    snprintf(f->addr, sizeof(f->addr), "127.0.0.1:%d", pr_sink_trainer_port(f->sink));
+    snprintf(f->addr, sizeof(f->addr), "127.0.0.1:%d", pr_sink_port(f->sink));
     f->next_seq = 1;
     return f;
 }
@@ -115,7 +115,7 @@ static int raw_socket(void)
 static void raw_connect_fd(sfx *f, int fd)
 {
     struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)pr_sink_trainer_port(f->sink))};
+                             .sin_port = htons((uint16_t)pr_sink_port(f->sink))};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 }

@@ -333,8 +333,8 @@ static cfx *cfx_new(void)
     assert_int_equal(pr_sink_new(&pr_sink_trainer_ops, &cfg, &f->sink, err, sizeof(err)), 0);
     f->ss = pr_sinkset_new();
     assert_int_equal(pr_sinkset_add(f->ss, f->sink), 0);
-    snprintf(f->addr, sizeof(f->addr), "127.0.0.1:%d", pr_sink_trainer_port(f->sink));
-    assert_true(pr_sink_trainer_checkpoint_mode(f->sink));
+    snprintf(f->addr, sizeof(f->addr), "127.0.0.1:%d", pr_sink_port(f->sink));
+    assert_true(pr_sink_checkpoint_mode(f->sink));
     return f;
 }
 
@@ -406,7 +406,7 @@ static void test_sink_commit_releases_covered(void **state)
 {
     (void)state;
     cfx *f = cfx_new();
-    assert_false(pr_sink_trainer_resume_known(f->sink)); /* nobody subscribed yet */
+    assert_false(pr_sink_resume_known(f->sink)); /* nobody subscribed yet */
     pr_trainer_client *c = open_client(f, NULL, 0);
     for (uint64_t s = 1; s <= 4; s++)
         send_seq(f, s);
@@ -418,7 +418,7 @@ static void test_sink_commit_releases_covered(void **state)
     }
     settle(f, 1);
     assert_int_equal(f->n_acked, 0); /* acks return credit, nothing is released */
-    assert_true(pr_sink_trainer_resume_known(f->sink));
+    assert_true(pr_sink_resume_known(f->sink));
 
     /* Batches sent now arrive while the client waits for CheckpointOk. */
     send_seq(f, 5);
@@ -451,7 +451,7 @@ static void test_sink_commit_releases_covered(void **state)
                       PR_PART_KEY(0, 1)};
     int64_t offs[] = {0, 25, 26, 3, 3};
     uint8_t skip[5];
-    assert_int_equal(pr_sink_trainer_resume_filter(f->sink, topics, 2, keys, offs, 5, skip), 2);
+    assert_int_equal(pr_sink_resume_filter(f->sink, topics, 2, keys, offs, 5, skip), 2);
     assert_memory_equal(skip, ((uint8_t[]){1, 1, 0, 0, 0}), 5);
     /* A bad range is refused by the client before it is sent. */
     pr_trainer_range badr = {"a", 0, 5, 1};
@@ -498,7 +498,7 @@ static void test_sink_crash_and_resume(void **state)
     int32_t keys[] = {PR_PART_KEY(0, 0), PR_PART_KEY(0, 0)};
     int64_t offs[] = {19, 20};
     uint8_t skip[2];
-    assert_int_equal(pr_sink_trainer_resume_filter(f->sink, topics, 1, keys, offs, 2, skip), 1);
+    assert_int_equal(pr_sink_resume_filter(f->sink, topics, 1, keys, offs, 2, skip), 1);
     assert_int_equal(skip[0], 1);
     assert_int_equal(skip[1], 0);
     pr_trainer_position_free(pos);

@@ -56,7 +56,7 @@ static tfx *tfx_new_timeout(uint32_t max_window, int64_t ack_timeout_ms)
     f->ss = pr_sinkset_new();
     assert_int_equal(pr_sinkset_add(f->ss, f->sink), 0);
     assert_true(pr_sinkset_ready(f->ss));
-    snprintf(f->addr, sizeof(f->addr), "127.0.0.1:%d", pr_sink_trainer_port(f->sink));
+    snprintf(f->addr, sizeof(f->addr), "127.0.0.1:%d", pr_sink_port(f->sink));
     f->next_seq = 1;
     return f;
 }
@@ -372,7 +372,7 @@ static int raw_connect(tfx *f, uint32_t credits)
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     assert_true(fd >= 0);
     struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)pr_sink_trainer_port(f->sink))};
+                             .sin_port = htons((uint16_t)pr_sink_port(f->sink))};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
     struct timeval tv = {5, 0}; /* a reply that never comes fails the test, not hangs it */

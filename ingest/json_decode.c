@@ -1,0 +1,534 @@
+/*
+ * json_decode.c — JSON events through a declared feature schema (issue 20):
+ * the pr_json_decoder (contract in pr_ingest.h, "JSON decoder").
+ *
+ * One record at a time: the extractor (json_extract.c) reads the schema's
+ * paths out of the document in one pass (every path as PR_JSON_ANY, so the
+ * decoder sees what each value was and applies the schema's type rules
+ * itself); then each feature's operators run up to its `vocab` step
+ * (feature_ops.c, the CPU's operator library) and the record becomes one row
+ * of a declared schema's pr_block: labels and dense values and the final
+ * values of features without a vocabulary go to the side tables (pr_fside),
+ * vocabulary keys to the feature's engine column. Everything is staged first
+ * and written only once the whole record passed, so a rejected record leaves
+ * nothing behind (no vocabulary effect), and a record that does not fit
+ * leaves the block untouched (PR_EFULL: retried in the next block).
+ *
+ * Per record rather than per block: a declared schema's row needs the block
+ * room of its own lists (pr_block_fits), and the engine, not the decoder, is
+ * the bottleneck (bench/RESULTS.md).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pr_ingest.h"
+
+/* One feature of the schema, resolved against the extractor's paths. */
+typedef struct pr__jfeat {
+    const pr_feature_spec *f;
+    uint32_t col[PR_FEAT_MAX_CROSS]; /* extractor column of each path */
+    int side;                        /* index among sparse+list features, -1 */
+    int vocab_step;                  /* index of `vocab` in the chain, -1 */
+    uint16_t slot;                   /* label / dense index */
+} pr__jfeat;
+
+struct pr_json_decoder {
+    pr_json_extractor *x;
+    pr_json_block *jb;
+    uint32_t n_feat;
+    pr__jfeat *feat;
+    uint16_t n_labels, n_dense, n_side;
+    /* one record, staged */
+    float *labels, *dense; /* [n_labels], [n_dense] */
+    int64_t event_ms;
+    uint32_t *cnt;  /* [n_side] values kept */
+    uint64_t **val; /* [n_side] keys (vocab) or int64 values, up to max_len */
+    uint8_t **miss; /* [n_side] 1 = a missing key (single-valued vocab feature) */
+    uint32_t *need; /* [n_side] elements per engine column (block's vocab_col order) */
+    pr_fval *fv;    /* [PR_FEAT_MAX_LIST] a chain's values */
+    uint8_t *why;   /* [PR_FEAT_MAX_LIST] operator reject reasons */
+    char detail[PR_NAME_MAX + PR_FEAT_PATH_MAX + 128];
+};
+
+static bool pr__is_side(const pr_feature_spec *f)
+{
+    return f->kind == PR_FEAT_SPARSE || f->kind == PR_FEAT_LIST;
+}
+
+/* ---------------------------------------------------------------- building */
+
+/* Index of `path` in paths[0, n), or n. */
+static size_t pr__path_find(const pr_json_path *paths, size_t n, const char *path)
+{
+    size_t i = 0;
+    while (i < n && strcmp(paths[i].path, path) != 0)
+        i++;
+    return i;
+}
+
+/* The distinct paths of the schema, one extractor column each: PR_JSON_ANY,
+ * a list shape when every feature reading it is a list, a scalar when none
+ * is, either when both (a scalar feature then refuses a list itself). */
+static int pr__paths(pr_json_decoder *d, const pr_feature_schema *fs, pr_json_path *paths,
+                     size_t *n_out)
+{
+    size_t n = 0;
+    uint8_t uses[PR_FEAT_MAX_CROSS * 256] = {0}; /* bit 0 scalar user, bit 1 list user */
+    for (uint32_t i = 0; i < fs->n_features; i++) {
+        const pr_feature_spec *f = &fs->features[i];
+        for (uint8_t k = 0; k < f->n_paths; k++) {
+            size_t j = pr__path_find(paths, n, f->paths[k]);
+            if (j == n) {
+                if (n >= sizeof(uses))
+                    return PR_EINVAL;
+                paths[n++] = (pr_json_path){.path = f->paths[k],
+                                            .type = PR_JSON_ANY,
+                                            .max_list = PR_FEAT_MAX_LIST};
+            }
+            uses[j] |= f->kind == PR_FEAT_LIST ? 2 : 1;
+            d->feat[i].col[k] = (uint32_t)j;
+        }
+    }
+    for (size_t j = 0; j < n; j++)
+        paths[j].shape = uses[j] == 2   ? PR_JSON_LIST
+                         : uses[j] == 1 ? PR_JSON_SCALAR
+                                        : PR_JSON_SCALAR_OR_LIST;
+    *n_out = n;
+    return 0;
+}
+
+static int pr__stage_alloc(pr_json_decoder *d, const pr_feature_schema *fs)
+{
+    d->labels = calloc((size_t)d->n_labels + 1, sizeof(float));
+    d->dense = calloc((size_t)d->n_dense + 1, sizeof(float));
+    d->cnt = calloc((size_t)d->n_side + 1, sizeof(uint32_t));
+    d->val = calloc((size_t)d->n_side + 1, sizeof(uint64_t *));
+    d->miss = calloc((size_t)d->n_side + 1, sizeof(uint8_t *));
+    d->need = calloc((size_t)d->n_side + 1, sizeof(uint32_t));
+    d->fv = calloc(PR_FEAT_MAX_LIST, sizeof(pr_fval));
+    d->why = calloc(PR_FEAT_MAX_LIST, 1);
+    if (!d->labels || !d->dense || !d->cnt || !d->val || !d->miss || !d->need || !d->fv || !d->why)
+        return PR_ENOMEM;
+    for (uint32_t i = 0; i < fs->n_features; i++) {
+        const pr__jfeat *jf = &d->feat[i];
+        if (jf->side < 0)
+            continue;
+        uint32_t m = jf->f->kind == PR_FEAT_LIST ? jf->f->max_len : 1;
+        d->val[jf->side] = calloc(m ? m : 1, sizeof(uint64_t));
+        d->miss[jf->side] = calloc(m ? m : 1, 1);
+        if (!d->val[jf->side] || !d->miss[jf->side])
+            return PR_ENOMEM;
+    }
+    return 0;
+}
+
+pr_json_decoder *pr_json_decoder_new(const pr_feature_schema *fs, char *errstr,
+                                     size_t errstr_size)
+{
+    if (!fs || !fs->declared || fs->n_features == 0) {
+        pr_seterr(errstr, errstr_size, PR_EINVAL, "json: needs a declared feature schema");
+        return NULL;
+    }
+    pr_json_decoder *d = calloc(1, sizeof(*d));
+    pr_json_path *paths = calloc((size_t)fs->n_features * PR_FEAT_MAX_CROSS, sizeof(*paths));
+    if (!d || !paths || !(d->feat = calloc(fs->n_features, sizeof(*d->feat))))
+        goto out_nomem;
+    d->n_feat = fs->n_features;
+    for (uint32_t i = 0; i < fs->n_features; i++) {
+        pr__jfeat *jf = &d->feat[i];
+        jf->f = &fs->features[i];
+        jf->side = pr__is_side(jf->f) ? d->n_side++ : -1;
+        jf->vocab_step = pr_feature_vocab_step(jf->f);
+        if (jf->f->kind == PR_FEAT_LABEL)
+            jf->slot = d->n_labels++;
+        else if (jf->f->kind == PR_FEAT_DENSE)
+            jf->slot = d->n_dense++;
+    }
+    size_t n_paths = 0;
+    if (pr__paths(d, fs, paths, &n_paths)) {
+        pr_seterr(errstr, errstr_size, PR_EINVAL, "json: too many distinct paths");
+        goto out_free;
+    }
+    char xerr[256];
+    d->x = pr_json_extractor_new(paths, n_paths, 0, xerr, sizeof(xerr));
+    if (!d->x) {
+        pr_seterr(errstr, errstr_size, PR_EINVAL, "json: the schema's paths: %s", xerr);
+        goto out_free;
+    }
+    if (!(d->jb = pr_json_block_new(d->x, 1)) || pr__stage_alloc(d, fs))
+        goto out_nomem;
+    free(paths);
+    return d;
+out_nomem:
+    pr_seterr(errstr, errstr_size, PR_ENOMEM, "json: out of memory");
+out_free:
+    free(paths);
+    pr_json_decoder_free(d);
+    return NULL;
+}
+
+void pr_json_decoder_free(pr_json_decoder *d)
+{
+    if (!d)
+        return;
+    for (uint16_t s = 0; d->val && s < d->n_side; s++) {
+        free(d->val[s]);
+        free(d->miss[s]);
+    }
+    free(d->labels);
+    free(d->dense);
+    free(d->cnt);
+    free(d->val);
+    free(d->miss);
+    free(d->need);
+    free(d->fv);
+    free(d->why);
+    pr_json_block_free(d->jb);
+    pr_json_extractor_free(d->x);
+    free(d->feat);
+    free(d);
+}
+
+/* ---------------------------------------------------------------- one record */
+
+/* A pr_fop_reject as the record's reason. */
+static int pr__reason_of_fop(int why)
+{
+    return why == PR_FOP_REJECT_HEX ? PR_DEC_BAD_HEX
+           : why == PR_FOP_REJECT_TIME ? PR_DEC_BAD_TIME
+                                       : PR_DEC_WRONG_TYPE;
+}
+
+static int pr__fail(pr_json_decoder *d, const pr_feature_spec *f, int reason, const char *what)
+{
+    snprintf(d->detail, sizeof(d->detail), "%s (%s): %s", f->name, f->paths[0], what);
+    return reason;
+}
+
+static const char *pr__type_name(uint8_t t)
+{
+    return t == PR_FVAL_STR ? "a string" : t == PR_FVAL_NUM ? "a number" : "an integer";
+}
+
+/* Value k of extractor column `col` (row 0) as a pr_fval; bools are integers. */
+static void pr__value(const pr_json_decoder *d, uint32_t col, uint32_t k, pr_fval *v)
+{
+    const pr_json_any *a = &d->jb->cols[col].any[k];
+    memset(v, 0, sizeof(*v));
+    switch (a->type) {
+    case PR_JSON_STRING:
+        v->type = PR_FVAL_STR;
+        v->len = a->s.len;
+        v->str = d->jb->arena + a->s.off;
+        break;
+    case PR_JSON_DOUBLE:
+        v->type = PR_FVAL_NUM;
+        v->num = a->d;
+        break;
+    default: /* INT64, BOOL */
+        v->type = PR_FVAL_INT;
+        v->u = (uint64_t)a->i;
+        break;
+    }
+}
+
+/* The single value of a scalar path: missing when absent or null; a list
+ * (a path shared with a list feature) is the wrong type. */
+static int pr__scalar(pr_json_decoder *d, const pr__jfeat *jf, uint8_t k, pr_fval *v)
+{
+    uint32_t col = jf->col[k];
+    memset(v, 0, sizeof(*v));
+    if (d->jb->cols[col].present[0] != PR_JSON_PRESENT)
+        return 0;
+    if (d->jb->cols[col].count[0] != 1)
+        return pr__fail(d, jf->f, PR_DEC_WRONG_TYPE, "a single value expected, got a list");
+    pr__value(d, col, 0, v);
+    return 0;
+}
+
+/* Steps [from, to) of f's chain over n values; the first reject names the reason. */
+static int pr__chain(pr_json_decoder *d, const pr_feature_spec *f, uint32_t from, uint32_t to,
+                     pr_fval *v, size_t n)
+{
+    for (uint32_t s = from; s < to; s++) {
+        memset(d->why, 0, n);
+        int bad = pr_fop_apply(&f->ops[s], v, n, d->why);
+        if (bad < 0)
+            return pr__fail(d, f, PR_DEC_WRONG_TYPE, "operator not runnable here");
+        if (bad > 0) {
+            size_t r = 0;
+            while (r < n && !d->why[r])
+                r++;
+            char what[96];
+            snprintf(what, sizeof(what), "'%s' refused the value", pr_fop_table[f->ops[s].op].name);
+            return pr__fail(d, f, pr__reason_of_fop(r < n ? d->why[r] : 0), what);
+        }
+    }
+    return 0;
+}
+
+/* A number for a label or a dense feature (bools and integers convert). */
+static int pr__numeric(pr_json_decoder *d, const pr__jfeat *jf, pr_fval *v)
+{
+    int rc = pr__scalar(d, jf, 0, v);
+    if (rc)
+        return rc;
+    if (v->type == PR_FVAL_STR)
+        return pr__fail(d, jf->f, PR_DEC_WRONG_TYPE, "a number expected, got a string");
+    if (v->type == PR_FVAL_INT) {
+        v->num = (double)(int64_t)v->u;
+        v->type = PR_FVAL_NUM;
+    }
+    if (v->type == PR_FVAL_MISSING && jf->f->has_default)
+        pr_fop_apply(&jf->f->deflt, v, 1, NULL);
+    return 0;
+}
+
+static int pr__event_time(pr_json_decoder *d, const pr__jfeat *jf, const pr_decode_ctx *ctx)
+{
+    pr_fval v;
+    int rc = pr__scalar(d, jf, 0, &v);
+    d->event_ms = ctx->default_event_time_ms;
+    if (rc || v.type == PR_FVAL_MISSING)
+        return rc;
+    int64_t us;
+    if (pr_fop_time_us(&v, jf->f->unit, &us))
+        return pr__fail(d, jf->f, PR_DEC_BAD_TIME, "not a time in its unit");
+    d->event_ms = us >= 0 ? us / 1000 : -((-us + 999) / 1000);
+    return 0;
+}
+
+/* Final value (before vocab, or at the chain's end) -> staged key / value. */
+static int pr__finish_value(pr_json_decoder *d, const pr__jfeat *jf, const pr_fval *v,
+                            uint64_t *out, uint8_t *missing)
+{
+    *missing = v->type == PR_FVAL_MISSING;
+    *out = 0;
+    if (*missing || v->type == PR_FVAL_INT) {
+        *out = *missing ? 0 : v->u;
+        return 0;
+    }
+    if (v->type == PR_FVAL_STR && jf->vocab_step >= 0) {
+        *out = pr_fop_hash64(v->str, v->len);
+        return 0;
+    }
+    char what[96];
+    snprintf(what, sizeof(what), "%s cannot be %s", pr__type_name(v->type),
+             jf->vocab_step >= 0 ? "a vocabulary id" : "a sparse value (an integer)");
+    return pr__fail(d, jf->f, PR_DEC_WRONG_TYPE, what);
+}
+
+static int pr__single(pr_json_decoder *d, const pr__jfeat *jf)
+{
+    const pr_feature_spec *f = jf->f;
+    pr_fval *v = d->fv;
+    uint32_t from = 0, to = jf->vocab_step >= 0 ? (uint32_t)jf->vocab_step : f->n_ops;
+    int rc;
+    if (f->n_paths > 1) { /* a cross: its implicit first step */
+        pr_fval vals[PR_FEAT_MAX_CROSS];
+        const pr_fval *cols[PR_FEAT_MAX_CROSS];
+        for (uint8_t k = 0; k < f->n_paths; k++) {
+            if ((rc = pr__scalar(d, jf, k, &vals[k])))
+                return rc;
+            cols[k] = &vals[k];
+        }
+        d->why[0] = 0;
+        if (pr_fop_cross(cols, f->n_paths, 1, v, d->why) != 0)
+            return pr__fail(d, f, pr__reason_of_fop(d->why[0]), "'cross' refused the values");
+        from = f->n_ops > 0 && f->ops[0].op == PR_FOP_CROSS ? 1 : 0;
+    } else {
+        if ((rc = pr__scalar(d, jf, 0, v)))
+            return rc;
+        if (v->type == PR_FVAL_MISSING && f->has_default)
+            pr_fop_apply(&f->deflt, v, 1, NULL);
+    }
+    if ((rc = pr__chain(d, f, from, to, v, 1)))
+        return rc;
+    d->cnt[jf->side] = 1; /* a missing single value keeps its slot */
+    return pr__finish_value(d, jf, v, &d->val[jf->side][0], &d->miss[jf->side][0]);
+}
+
+static int pr__list(pr_json_decoder *d, const pr__jfeat *jf)
+{
+    const pr_feature_spec *f = jf->f;
+    const pr_json_col *c = &d->jb->cols[jf->col[0]];
+    uint32_t n = c->present[0] == PR_JSON_PRESENT ? c->count[0] : 0;
+    uint32_t to = jf->vocab_step >= 0 ? (uint32_t)jf->vocab_step : f->n_ops;
+    for (uint32_t k = 0; k < n; k++)
+        pr__value(d, jf->col[0], k, &d->fv[k]);
+    int rc = pr__chain(d, f, 0, to, d->fv, n);
+    if (rc)
+        return rc;
+    uint32_t kept = 0; /* missing elements dropped, order kept */
+    for (uint32_t k = 0; k < n; k++)
+        if (d->fv[k].type != PR_FVAL_MISSING)
+            d->fv[kept++] = d->fv[k];
+    uint32_t first = kept > f->max_len && f->keep_last ? kept - f->max_len : 0;
+    uint32_t m = kept - first < f->max_len ? kept - first : f->max_len;
+    for (uint32_t k = 0; k < m; k++)
+        if ((rc = pr__finish_value(d, jf, &d->fv[first + k], &d->val[jf->side][k],
+                                   &d->miss[jf->side][k])))
+            return rc;
+    d->cnt[jf->side] = m;
+    return 0;
+}
+
+/* Every feature of the extracted record into the staging area. */
+static int pr__features(pr_json_decoder *d, const pr_decode_ctx *ctx)
+{
+    d->event_ms = ctx->default_event_time_ms;
+    for (uint32_t i = 0; i < d->n_feat; i++) {
+        const pr__jfeat *jf = &d->feat[i];
+        pr_fval v;
+        int rc = 0;
+        switch (jf->f->kind) {
+        case PR_FEAT_EVENT_TIME:
+            rc = pr__event_time(d, jf, ctx);
+            break;
+        case PR_FEAT_LABEL:
+            if (!(rc = pr__numeric(d, jf, &v)))
+                d->labels[jf->slot] = v.type == PR_FVAL_NUM ? (float)v.num : NAN;
+            break;
+        case PR_FEAT_DENSE:
+            if (!(rc = pr__numeric(d, jf, &v)) && !(rc = pr__chain(d, jf->f, 0, jf->f->n_ops, &v, 1)))
+                d->dense[jf->slot] = v.type == PR_FVAL_NUM ? (float)v.num : 0.0f;
+            break;
+        case PR_FEAT_SPARSE:
+            rc = pr__single(d, jf);
+            break;
+        case PR_FEAT_LIST:
+            rc = pr__list(d, jf);
+            break;
+        default:
+            break;
+        }
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* The staged record as row b->rows: PR_EFULL when it does not fit. */
+static int pr__commit(pr_json_decoder *d, const pr_decode_ctx *ctx, pr_block *b, int64_t offset)
+{
+    pr_fside *s = b->side;
+    for (uint32_t c = 0; c < b->n_sparse; c++)
+        d->need[c] = 0;
+    for (uint16_t f = 0; f < d->n_side; f++)
+        if (s->vocab_col[f] >= 0)
+            d->need[s->vocab_col[f]] = d->cnt[f];
+    if (!pr_block_fits(b, d->need))
+        return PR_EFULL;
+    for (uint16_t f = 0; f < d->n_side; f++)
+        if (s->vocab_col[f] < 0 && pr_fside_reserve(s, f, d->cnt[f]))
+            return PR_ENOMEM;
+    uint32_t r = b->rows;
+    memcpy(s->labels + (size_t)r * d->n_labels, d->labels, d->n_labels * sizeof(float));
+    memcpy(s->dense + (size_t)r * d->n_dense, d->dense, d->n_dense * sizeof(float));
+    size_t words = pr_bitmap_words(b->scap);
+    for (uint16_t f = 0; f < d->n_side; f++) {
+        uint32_t n = d->cnt[f];
+        pr_fside_lengths(s, f)[r] = (int32_t)n;
+        int c = s->vocab_col[f];
+        if (c < 0) {
+            for (uint32_t k = 0; k < n; k++)
+                s->values[f][s->n_values[f]++] = (int64_t)d->val[f][k];
+            continue;
+        }
+        uint32_t at = b->col_rows[c];
+        uint64_t *keys = b->sparse_u64 + (size_t)c * b->scap + at;
+        uint64_t *miss = b->sparse_missing + (size_t)c * words;
+        for (uint32_t k = 0; k < n; k++) {
+            keys[k] = d->val[f][k];
+            if (d->miss[f][k])
+                pr_bit_set(miss, at + k);
+        }
+        b->col_rows[c] = at + n;
+    }
+    if (b->partition)
+        b->partition[r] = ctx->partition;
+    if (b->offset)
+        b->offset[r] = offset;
+    if (b->event_time_ms)
+        b->event_time_ms[r] = d->event_ms;
+    b->rows = r + 1;
+    return 0;
+}
+
+/* One document: 1 appended, 0 rejected (reported), PR_EFULL, PR_ENOMEM, PR_EINVAL. */
+static int pr__decode_one(const pr_decode_ctx *ctx, pr_block *b, const char *doc, size_t len,
+                          int64_t recno, int64_t offset)
+{
+    pr_json_decoder *d = ctx->json;
+    if (!d || !b->side || !b->col_rows || b->side->n_feat != d->n_side ||
+        b->side->n_labels != d->n_labels || b->side->n_dense != d->n_dense)
+        return PR_EINVAL;
+    if (b->rows >= b->cap)
+        return PR_EFULL;
+    pr_json_block_reset(d->jb);
+    pr_json_reject rej;
+    int rc = pr_json_extract(d->x, d->jb, doc, len, &rej);
+    int reason = 0;
+    if (rc > 0) {
+        reason = pr_decode_reason_of_json(rc);
+        snprintf(d->detail, sizeof(d->detail), "byte %zu: %s", rej.offset, rej.detail);
+    } else if (rc < 0) {
+        return rc;
+    } else {
+        reason = pr__features(d, ctx);
+    }
+    if (reason) {
+        if (ctx->on_reject)
+            ctx->on_reject(ctx->opaque, reason, d->detail, doc, len, recno);
+        return 0;
+    }
+    rc = pr__commit(d, ctx, b, offset);
+    return rc < 0 ? rc : 1;
+}
+
+int pr_decode_json_line(const pr_decode_ctx *ctx, pr_block *b, const char *line, size_t len,
+                        int64_t recno)
+{
+    return pr__decode_one(ctx, b, line, len, recno, recno);
+}
+
+static bool pr__blank(const char *p, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (p[i] != ' ' && p[i] != '\t' && p[i] != '\r')
+            return false;
+    return true;
+}
+
+size_t pr_decode_json_lines(const pr_decode_ctx *ctx, pr_block *b, const char *buf, size_t len,
+                            bool eof, int64_t first_recno, int64_t *lines_out)
+{
+    const char *p = buf, *end = buf + len;
+    int64_t lines = 0;
+    while (p < end && b->rows < b->cap) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl && !eof)
+            break;
+        const char *le = nl ? nl : end;
+        size_t ll = (size_t)(le - p);
+        if (!pr__blank(p, ll) &&
+            pr__decode_one(ctx, b, p, ll, first_recno + lines, first_recno + lines) < 0)
+            break; /* no room (or no memory): this line again, in the next block */
+        lines++;
+        p = nl ? nl + 1 : end;
+    }
+    if (lines_out)
+        *lines_out = lines;
+    return (size_t)(p - buf);
+}
+
+int pr_decode_json_message(const pr_decode_ctx *ctx, pr_block *b, const void *buf, size_t len,
+                           uint32_t *next_rec)
+{
+    int rc = pr__decode_one(ctx, b, buf, len, 0, ctx->offset);
+    if (rc == PR_EFULL)
+        *next_rec = 0;
+    return rc;
+}

@@ -1,0 +1,272 @@
+/*
+ * worker.c — the worker of one pipeline and its state machine.
+ *
+ * One block at a time goes from the pipeline thread (which owns the
+ * consumer, its dead-letter producer and every offset decision) to the
+ * worker (engine, batcher, sinks' send path) and back; the pipeline thread
+ * touches the engine, the batcher and the sinks only while the worker is
+ * not running (its duties, the rebalance callbacks after pr__worker_join).
+ * So the order of blocks, and with it every result, is that of one thread;
+ * the overlap is reading and decoding the next block meanwhile.
+ *
+ * The handoff is the four-state machine pr__wstate (pipe.h): every change
+ * goes through pr__wstate_set, under wlock, which logs the transition at
+ * debug level, so a trace shows each block's way through the worker.
+ */
+#define _GNU_SOURCE /* pthread_setname_np */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "pipe.h"
+#include "pr_log.h"
+
+static const char *const pr__wstate_names[PR__W__COUNT] = {
+    [PR__W_IDLE] = "idle",
+    [PR__W_RUNNING] = "running",
+    [PR__W_DONE] = "done",
+    [PR__W_HELD] = "held",
+};
+
+const char *pr__wstate_name(pr__wstate st)
+{
+    return st >= 0 && st < PR__W__COUNT ? pr__wstate_names[st] : "?";
+}
+
+/* The one place wstate changes. @locks wlock MUST be held (or, with
+ * engine.overlap off, no worker thread exists). */
+static void pr__wstate_set(pr__pipe *p, pr__wstate st)
+{
+    if (p->wstate == st)
+        return;
+    pr_debug("pipeline %s: worker %s -> %s (%u rows)", p->cfg->name, pr__wstate_name(p->wstate),
+             pr__wstate_name(st), p->wblk ? p->wblk->rows : 0);
+    p->wstate = st;
+}
+
+/* ---------------------------------------------------------------- one block */
+
+/* Checkpoint delivery: rows a trainer's durable checkpoint already holds
+ * (the resume position trainers send, docs/trainer-protocol.md) are neither
+ * batched nor sent again; their offsets count as done, like an empty
+ * message's. They come back after a crash that lost the commit of a
+ * checkpoint that did become durable. */
+static void pr__skip_checkpointed(pr__pipe *p, pr_block *b)
+{
+    if (!p->skip || p->skip_cap < b->rows) {
+        uint8_t *n = realloc(p->skip, b->cap);
+        if (!n)
+            return; /* nothing skipped: at-least-once still holds */
+        p->skip = n;
+        p->skip_cap = b->cap;
+    }
+    const pr_pipeline_cfg *pc = p->cfg;
+    uint32_t k =
+        pr_sink_resume_filter(p->ckpt_sink, (const char *const *)pc->source.kafka.topics,
+                              pc->source.kafka.n_topics, b->partition, b->offset, b->rows, p->skip);
+    if (!k)
+        return;
+    for (uint32_t r = 0; r < b->rows; r++)
+        if (p->skip[r])
+            pr_batcher_note_consumed(p->bat, b->partition[r], b->offset[r] + 1);
+    pr__block_drop_revoked(p, b, p->skip);
+    atomic_fetch_add(&p->ckpt_skipped, k);
+}
+
+/* Engine + batcher for one block (the worker, or the pipeline thread when
+ * engine.overlap is off). With a shared vocabulary PR_EAGAIN while the
+ * block's new values wait for the log (each call waits a few ms): run it
+ * again. Dead letters are left to pr__worker_collect (pipeline thread). */
+static int pr__block_run(pr__pipe *p, pr_block *b, pr_out *o)
+{
+    char e[512] = "";
+    int rc;
+    if (p->ckpt_sink && !p->w_skip_done) {
+        p->w_skip_done = true;
+        if (b->rows)
+            pr__skip_checkpointed(p, b);
+    }
+    if (b->rows == 0)
+        return 0;
+    if (p->vlog) {
+        rc = pr_vocablog_resolve(p->vlog, b, PR__VLOG_WAIT_MS, e, sizeof(e));
+        if (rc == PR_EAGAIN)
+            return rc;
+        if (rc) {
+            char msg[600];
+            snprintf(msg, sizeof(msg), "vocab log: %s (%s)", e, pr_strerror(rc));
+            pr__set_fatal(p, rc, msg);
+            return rc;
+        }
+    }
+    rc = pr_engine_process(p->eng, b, o, e, sizeof(e));
+    if (rc) {
+        char msg[600];
+        snprintf(msg, sizeof(msg), "engine: %s (%s)", e, pr_strerror(rc));
+        pr__set_fatal(p, rc, msg);
+        return rc;
+    }
+    /* Hot sets first, so that batch.split popular classifies each row
+     * against sets that have seen its block (pr_hot.h). */
+    uint64_t *popular = NULL;
+    if (p->hot) {
+        pthread_mutex_lock(&p->hot_lock);
+        for (uint32_t c = 0; c < o->n_sparse; c++)
+            pr_hot_observe_out(p->hot[c], o, c);
+        /* Checkpoint delivery needs exact offset ranges per batch, which two
+         * interleaved streams cannot give: it keeps one stream. */
+        if (p->cfg->batch.split == PR_BATCH_SPLIT_POPULAR && !p->ckpt_sink) {
+            popular = pr_hot_popular_rows(p->hot, o); /* NULL: none popular */
+            pr_batcher_hot_version(p->bat, pr_hot_sets_version(p->hot, o->n_sparse));
+        }
+        pthread_mutex_unlock(&p->hot_lock);
+    }
+    rc = pr_batcher_add_split(p->bat, b, o, popular);
+    free(popular);
+    if (rc) {
+        pr__set_fatal(p, rc, "batcher refused rows");
+        return rc;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the worker
+ *
+ * One block at a time goes from the pipeline thread (which owns the
+ * consumer, its dead-letter producer and every offset decision) to the
+ * worker (engine, batcher, sinks' send path) and back; the pipeline thread
+ * touches the engine, the batcher and the sinks only while the worker is
+ * not running (its duties, the rebalance callbacks after pr__worker_join).
+ * So the order of blocks, and with it every result, is that of one thread;
+ * the overlap is reading and decoding the next block meanwhile. */
+
+void *pr__worker_main(void *arg)
+{
+    pr__pipe *p = arg;
+    char tname[16];
+    snprintf(tname, sizeof(tname), "pr:%.9s-w", p->cfg->name);
+    pthread_setname_np(pthread_self(), tname);
+    pthread_mutex_lock(&p->wlock);
+    for (;;) {
+        while (p->wstate != PR__W_RUNNING && !p->wquit)
+            pthread_cond_wait(&p->wcond, &p->wlock);
+        if (p->wquit)
+            break;
+        pthread_mutex_unlock(&p->wlock);
+        int rc = pr__block_run(p, p->wblk, p->wout);
+        pthread_mutex_lock(&p->wlock);
+        p->wrc = rc;
+        pr__wstate_set(p, PR__W_DONE);
+        pthread_cond_broadcast(&p->wcond);
+    }
+    pthread_mutex_unlock(&p->wlock);
+    return NULL;
+}
+
+pr__wstate pr__wstate_get(pr__pipe *p)
+{
+    pthread_mutex_lock(&p->wlock);
+    pr__wstate st = p->wstate;
+    pthread_mutex_unlock(&p->wlock);
+    return st;
+}
+
+/* A finished run, on the pipeline thread: dead letters of its engine
+ * rejects and late rows, then the block is free again (or held, when it
+ * waits for the vocab log; or kept, rows and all, after a fatal error so
+ * that its offsets are never stored). Returns the worker's state after
+ * that: IDLE, HELD or RUNNING, never DONE. The caller must act on this
+ * value, not on a second look at wstate: a run that ends between the two
+ * would read DONE, and treating DONE as "not running" swapped in the
+ * finished block before it was reset, so its rows ran twice. */
+pr__wstate pr__worker_collect(pr__pipe *p)
+{
+    pthread_mutex_lock(&p->wlock);
+    if (p->wstate != PR__W_DONE) {
+        pr__wstate st = p->wstate;
+        pthread_mutex_unlock(&p->wlock);
+        return st;
+    }
+    int rc = p->wrc;
+    pr__wstate st = rc == PR_EAGAIN ? PR__W_HELD : PR__W_IDLE;
+    pr__wstate_set(p, st);
+    pthread_mutex_unlock(&p->wlock);
+    if (rc == PR_EAGAIN)
+        return st;
+    if (p->n_late)
+        pr__send_late(p);
+    if (rc)
+        return st;
+    if (p->wout->n_rejected && p->wblk->rows)
+        pr__dead_letter_engine_rejects(p, p->wblk, p->wout);
+    pr_block_reset(p->wblk);
+    p->wout->n_rejected = 0;
+    return st;
+}
+
+/* Hand wblk to the worker (or run it here when engine.overlap is off). */
+void pr__worker_dispatch(pr__pipe *p)
+{
+    if (!p->wthread_started) {
+        pr__wstate_set(p, PR__W_RUNNING);
+        p->wrc = pr__block_run(p, p->wblk, p->wout);
+        pr__wstate_set(p, PR__W_DONE);
+        pr__worker_collect(p);
+        return;
+    }
+    pthread_mutex_lock(&p->wlock);
+    pr__wstate_set(p, PR__W_RUNNING);
+    pthread_cond_broadcast(&p->wcond);
+    pthread_mutex_unlock(&p->wlock);
+}
+
+/* Wait until the worker is not running, up to timeout_ms (< 0: for good),
+ * and collect what it finished. */
+void pr__worker_wait(pr__pipe *p, int timeout_ms)
+{
+    pthread_mutex_lock(&p->wlock);
+    if (timeout_ms < 0) {
+        while (p->wstate == PR__W_RUNNING)
+            pthread_cond_wait(&p->wcond, &p->wlock);
+    } else if (p->wstate == PR__W_RUNNING) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += (long)timeout_ms * 1000000L;
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&p->wcond, &p->wlock, &ts);
+    }
+    pthread_mutex_unlock(&p->wlock);
+    pr__worker_collect(p);
+}
+
+void pr__worker_join(pr__pipe *p)
+{
+    pr__worker_wait(p, -1);
+}
+
+/* Swap the filled block in as the worker's and start it. */
+void pr__worker_start_block(pr__pipe *p)
+{
+    pr_block *t = p->wblk;
+    p->wblk = p->blk;
+    p->blk = t;
+    p->ahead_rows = 0;
+    p->w_skip_done = false;
+    pr__worker_dispatch(p);
+}
+
+/* Stop the worker thread (after the drain: the worker is idle). */
+void pr__worker_quit(pr__pipe *p)
+{
+    if (!p->wthread_started)
+        return;
+    pthread_mutex_lock(&p->wlock);
+    p->wquit = true;
+    pthread_cond_broadcast(&p->wcond);
+    pthread_mutex_unlock(&p->wlock);
+    pthread_join(p->wthread, NULL);
+    p->wthread_started = false;
+}

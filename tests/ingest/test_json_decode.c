@@ -1,0 +1,376 @@
+/*
+ * test_json_decode.c — the JSON decoder through a declared schema
+ * (ingest/json_decode.c): values, keys, defaults, missing values and lists in
+ * the block and its side tables; every reject reason with nothing left in the
+ * block; a record that does not fit; JSON lines; the generated clickstream
+ * against examples/clickstream.yaml without a single reject.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "pr_config.h"
+#include "pr_gen.h"
+#include "pr_ingest.h"
+
+static const char *const schema_yaml =
+    "pipelines:\n"
+    "  - name: t\n"
+    "    source: { format: json }\n"
+    "    schema:\n"
+    "      event_time: { path: ts, unit: ms }\n"
+    "      labels:\n"
+    "        - { name: click, path: label.click }\n"
+    "        - { name: purchase, path: label.purchase, default: 0 }\n"
+    "      dense:\n"
+    "        - { name: price, path: item.price, default: 0, ops: [ { clip: [0, 100] }, log1p ] }\n"
+    "        - { name: age, path: user.age }\n"
+    "      sparse:\n"
+    "        - { name: user, path: user.id, ops: [vocab] }\n"
+    "        - { name: cat, path: item.cat, default: unknown, ops: [vocab] }\n"
+    "        - { name: tags, path: item.tags, list: { max_len: 2 }, ops: [ { hash: 100 } ] }\n"
+    "        - { name: hist, path: history, list: { max_len: 20, keep: last }, ops: [vocab] }\n"
+    "        - { name: bucket, path: user.age, ops: [ { bucketize: [10, 20] } ] }\n"
+    "        - { name: hx, path: hexid, ops: [hex2int, vocab] }\n"
+    "        - { name: hour, path: ts, ops: [hour_of_day] }\n"
+    "        - { name: cx, cross: [item.cat, user.id], ops: [ { hash: 1000 } ] }\n"
+    "    transform: { vocab: { profile: default } }\n";
+
+/* side indices of the features above, and engine columns of the vocab ones */
+enum { F_USER, F_CAT, F_TAGS, F_HIST, F_BUCKET, F_HX, F_HOUR, F_CX, N_FEAT };
+enum { C_USER, C_CAT, C_HIST, C_HX };
+
+typedef struct rej_log {
+    int n;
+    int reason[64];
+    char detail[64][256];
+} rej_log;
+
+static void on_rej(void *opaque, int reason, const char *detail, const char *rec, size_t len,
+                   int64_t recno)
+{
+    (void)rec;
+    (void)len;
+    (void)recno;
+    rej_log *l = opaque;
+    if (l->n < 64) {
+        l->reason[l->n] = reason;
+        snprintf(l->detail[l->n], sizeof(l->detail[0]), "%s", detail);
+    }
+    l->n++;
+}
+
+typedef struct fx {
+    pr_config *cfg;
+    const pr_feature_schema *fs;
+    pr_json_decoder *d;
+    pr_block *b;
+    rej_log rl;
+    pr_decode_ctx ctx;
+} fx;
+
+static void fx_init(fx *t, const char *yaml, uint32_t cap)
+{
+    char err[512];
+    memset(t, 0, sizeof(*t));
+    int rc = pr_config_load_string(yaml, strlen(yaml), "test.yaml", &t->cfg, err, sizeof(err));
+    if (rc)
+        fail_msg("config: %s", err);
+    t->fs = &t->cfg->pipelines[0].features;
+    t->d = pr_json_decoder_new(t->fs, err, sizeof(err));
+    if (!t->d)
+        fail_msg("decoder: %s", err);
+    t->b = pr_feature_block_new(t->fs, cap, true);
+    assert_non_null(t->b);
+    t->ctx = (pr_decode_ctx){.json = t->d,
+                             .on_reject = on_rej,
+                             .opaque = &t->rl,
+                             .partition = 3,
+                             .offset = 77,
+                             .default_event_time_ms = 5000};
+}
+
+static void fx_free(fx *t)
+{
+    pr_block_free(t->b);
+    pr_json_decoder_free(t->d);
+    pr_config_free(t->cfg);
+}
+
+static int decode(fx *t, const char *doc)
+{
+    return pr_decode_json_line(&t->ctx, t->b, doc, strlen(doc), 9);
+}
+
+static uint64_t key_at(const pr_block *b, int col, uint32_t el)
+{
+    return b->sparse_u64[(size_t)col * b->scap + el];
+}
+
+static bool miss_at(const pr_block *b, int col, uint32_t el)
+{
+    return pr_bit_test(b->sparse_missing + (size_t)col * pr_bitmap_words(b->scap), el);
+}
+
+static uint64_t hs(const char *s)
+{
+    return pr_fop_hash64(s, strlen(s));
+}
+
+static void test_values(void **state)
+{
+    (void)state;
+    fx t;
+    fx_init(&t, schema_yaml, 64);
+    pr_block *b = t.b;
+    pr_fside *s = b->side;
+    assert_int_equal(s->n_feat, N_FEAT);
+    assert_int_equal(s->vocab_col[F_USER], C_USER);
+    assert_int_equal(s->vocab_col[F_HX], C_HX);
+
+    assert_int_equal(decode(&t, "{\"ts\":1732615200123,\"user\":{\"id\":\"u42\",\"age\":15},"
+                                "\"item\":{\"price\":12.5,\"cat\":\"shoes\",\"tags\":[\"red\","
+                                "\"sale\",\"x\"]},\"history\":[1,2,3,4],\"hexid\":\"ff\","
+                                "\"unknown\":[{\"deep\":null}],\"label\":{\"click\":true}}"),
+                     1);
+    assert_int_equal(b->rows, 1);
+    assert_int_equal(b->event_time_ms[0], 1732615200123LL);
+    assert_int_equal(b->partition[0], 3);
+    assert_int_equal(b->offset[0], 9);
+    assert_true(s->labels[0] == 1.0f && s->labels[1] == 0.0f);
+    assert_true(s->dense[0] == (float)log1p(12.5) && s->dense[1] == 15.0f);
+    assert_true(key_at(b, C_USER, 0) == hs("u42") && !miss_at(b, C_USER, 0));
+    assert_true(key_at(b, C_CAT, 0) == hs("shoes"));
+    assert_int_equal(pr_fside_lengths(s, F_TAGS)[0], 2);
+    assert_true(s->values[F_TAGS][0] == (int64_t)(hs("red") % 100));
+    assert_true(s->values[F_TAGS][1] == (int64_t)(hs("sale") % 100));
+    assert_int_equal(pr_fside_lengths(s, F_HIST)[0], 4);
+    for (int k = 0; k < 4; k++)
+        assert_true(key_at(b, C_HIST, (uint32_t)k) == (uint64_t)k + 1);
+    assert_int_equal(s->values[F_BUCKET][0], 2);
+    assert_true(key_at(b, C_HX, 0) == 0xff);
+    assert_int_equal(s->values[F_HOUR][0], 11); /* 10:00 UTC */
+    pr_fval cv[2] = {{.type = PR_FVAL_STR, .len = 5, .str = "shoes"},
+                     {.type = PR_FVAL_STR, .len = 3, .str = "u42"}};
+    const pr_fval *cc[2] = {&cv[0], &cv[1]};
+    pr_fval cross;
+    assert_int_equal(pr_fop_cross(cc, 2, 1, &cross, NULL), 0);
+    uint8_t cb[8]; /* then hash: XXH64 of the cross's 8 integer bytes, mod 1000 */
+    assert_int_equal(pr_fop_value_bytes(&cross, cb, sizeof(cb)), 8);
+    assert_true(s->values[F_CX][0] == (int64_t)(pr_fop_hash64(cb, 8) % 1000));
+
+    /* mostly missing: defaults, missing keys keep their slot, lists empty */
+    assert_int_equal(decode(&t, "{\"user\":{\"id\":42},\"history\":null,"
+                                "\"label\":{\"click\":0,\"purchase\":1}}"),
+                     1);
+    assert_int_equal(b->event_time_ms[1], 5000);
+    assert_true(s->labels[2] == 0.0f && s->labels[3] == 1.0f);
+    assert_true(s->dense[2] == 0.0f && s->dense[3] == 0.0f);
+    assert_true(key_at(b, C_USER, 1) == 42 && !miss_at(b, C_USER, 1));
+    assert_true(key_at(b, C_CAT, 1) == hs("unknown"));
+    assert_int_equal(pr_fside_lengths(s, F_TAGS)[1], 0);
+    assert_int_equal(pr_fside_lengths(s, F_HIST)[1], 0);
+    assert_int_equal(pr_fside_lengths(s, F_BUCKET)[1], 1);
+    assert_int_equal(s->values[F_BUCKET][1], 0);
+    assert_int_equal(pr_fside_lengths(s, F_HX)[1], 1);
+    assert_true(miss_at(b, C_HX, 1) && key_at(b, C_HX, 1) == 0);
+    assert_int_equal(s->values[F_HOUR][1], 0);
+    assert_int_equal(s->values[F_CX][1], 0);
+    assert_int_equal(b->col_rows[C_USER], 2);
+    assert_int_equal(b->col_rows[C_HIST], 4);
+
+    /* a missing label without default is NaN; keep last of a long list */
+    assert_int_equal(decode(&t, "{\"label\":{},\"history\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,"
+                                "15,16,17,18,19,20,21,22]}"),
+                     1);
+    assert_true(isnan(s->labels[4]));
+    assert_int_equal(pr_fside_lengths(s, F_HIST)[2], 20);
+    assert_true(key_at(b, C_HIST, 4) == 3 && key_at(b, C_HIST, 23) == 22);
+    assert_int_equal(t.rl.n, 0);
+    fx_free(&t);
+}
+
+static void test_rejects(void **state)
+{
+    (void)state;
+    fx t;
+    fx_init(&t, schema_yaml, 64);
+    char deep[400], *p = deep;
+    p += sprintf(p, "{\"x\":");
+    for (int i = 0; i < 80; i++)
+        *p++ = '[';
+    for (int i = 0; i < 80; i++)
+        *p++ = ']';
+    sprintf(p, "}");
+    char *longlist = malloc(5 * 4200 + 32);
+    p = longlist + sprintf(longlist, "{\"history\":[");
+    for (int i = 0; i <= PR_FEAT_MAX_LIST; i++)
+        p += sprintf(p, "%s1", i ? "," : "");
+    sprintf(p, "]}");
+    const struct {
+        const char *doc;
+        int reason;
+    } cases[] = {
+        {"{\"user\" 1}", PR_DEC_NOT_JSON},
+        {"nope", PR_DEC_NOT_OBJECT},
+        {"[1]", PR_DEC_NOT_OBJECT},
+        {"{\"user\":", PR_DEC_TRUNCATED},
+        {"{\"user\":{\"id\":\"\xff\"}}", PR_DEC_BAD_UTF8},
+        {"{\"user\":{\"id\":\"\\q\"}}", PR_DEC_BAD_ESCAPE},
+        {deep, PR_DEC_TOO_DEEP},
+        {"{\"label\":{\"click\":1e999}}", PR_DEC_NUMBER_OUT_OF_RANGE},
+        {longlist, PR_DEC_LIST_TOO_LONG},
+        {"{\"label\":{\"click\":\"yes\"}}", PR_DEC_WRONG_TYPE},
+        {"{\"user\":{\"id\":1.5}}", PR_DEC_WRONG_TYPE},
+        {"{\"user\":{\"id\":[1]}}", PR_DEC_WRONG_TYPE},
+        {"{\"history\":[1,{}]}", PR_DEC_WRONG_TYPE},
+        {"{\"history\":[1.5]}", PR_DEC_WRONG_TYPE},
+        {"{\"item\":{\"price\":\"cheap\"}}", PR_DEC_WRONG_TYPE},
+        {"{\"ts\":\"yesterday\"}", PR_DEC_BAD_TIME},
+        {"{\"hexid\":\"zz\"}", PR_DEC_BAD_HEX},
+    };
+    size_t n = sizeof(cases) / sizeof(cases[0]);
+    /* a good row first, so that "nothing left behind" is visible */
+    assert_int_equal(decode(&t, "{\"user\":{\"id\":\"a\"},\"history\":[5],\"item\":{\"tags\":[\"q\"]}}"), 1);
+    for (size_t i = 0; i < n; i++) {
+        t.rl.n = 0;
+        assert_int_equal(decode(&t, cases[i].doc), 0);
+        assert_int_equal(t.rl.n, 1);
+        if (t.rl.reason[0] != cases[i].reason)
+            fail_msg("case %zu: reason %s (%s), expected %s", i,
+                     pr_decode_reason_name(t.rl.reason[0]), t.rl.detail[0],
+                     pr_decode_reason_name(cases[i].reason));
+        assert_int_equal(t.b->rows, 1);
+        assert_int_equal(t.b->col_rows[C_USER], 1);
+        assert_int_equal(t.b->col_rows[C_HIST], 1);
+        assert_int_equal(t.b->side->n_values[F_TAGS], 1);
+    }
+    /* the detail names the feature and its path */
+    t.rl.n = 0;
+    decode(&t, "{\"label\":{\"click\":\"yes\"}}");
+    assert_non_null(strstr(t.rl.detail[0], "click (label.click)"));
+    for (int r = PR_DEC_NOT_JSON; r < PR_DEC__COUNT; r++)
+        assert_string_not_equal(pr_decode_reason_name(r), "unknown");
+    free(longlist);
+    fx_free(&t);
+}
+
+/* A row whose list does not fit the element room: PR_EFULL, block untouched. */
+static void test_full(void **state)
+{
+    (void)state;
+    fx t;
+    fx_init(&t, schema_yaml, 64);
+    const char *doc = "{\"history\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20]}";
+    uint32_t scap = t.b->scap, fit = scap / 20;
+    assert_true(fit < t.b->cap);
+    for (uint32_t i = 0; i < fit; i++)
+        assert_int_equal(decode(&t, doc), 1);
+    assert_int_equal(decode(&t, doc), PR_EFULL);
+    assert_int_equal(t.b->rows, fit);
+    assert_int_equal(t.b->col_rows[C_HIST], fit * 20);
+    assert_int_equal(t.b->col_rows[C_USER], fit);
+    /* a record with fewer elements still fits */
+    assert_int_equal(decode(&t, "{\"history\":[1]}"), scap - fit * 20 >= 1 ? 1 : PR_EFULL);
+    assert_int_equal(t.rl.n, 0);
+    pr_block_reset(t.b);
+    assert_int_equal(decode(&t, doc), 1);
+    fx_free(&t);
+}
+
+static void test_lines_and_message(void **state)
+{
+    (void)state;
+    fx t;
+    fx_init(&t, schema_yaml, 64);
+    const char *buf = "{\"user\":{\"id\":1}}\n\n  \r\n{bad\n{\"user\":{\"id\":2}}";
+    int64_t lines = 0;
+    size_t used = pr_decode_json_lines(&t.ctx, t.b, buf, strlen(buf), false, 100, &lines);
+    assert_int_equal(lines, 4);
+    assert_int_equal(t.b->rows, 1);
+    assert_int_equal(t.rl.n, 1);
+    assert_int_equal(t.rl.reason[0], PR_DEC_NOT_JSON);
+    used += pr_decode_json_lines(&t.ctx, t.b, buf + used, strlen(buf) - used, true, 104, &lines);
+    assert_int_equal(used, strlen(buf));
+    assert_int_equal(t.b->rows, 2);
+    assert_int_equal(t.b->offset[1], 104);
+    /* one message = one object, through the format dispatch */
+    uint32_t next = 0;
+    const char *m = "{\"user\":{\"id\":3}}";
+    assert_int_equal(pr_message_record_count(PR_MSG_JSON, m, strlen(m), NULL), 1);
+    assert_int_equal(pr_decode_message(PR_MSG_JSON, &t.ctx, t.b, m, strlen(m), &next, NULL), 1);
+    assert_int_equal(t.b->offset[2], 77);
+    assert_true(key_at(t.b, C_USER, 2) == 3);
+    pr_decode_ctx no = t.ctx;
+    no.json = NULL;
+    assert_int_equal(pr_decode_message(PR_MSG_JSON, &no, t.b, m, strlen(m), &next, NULL),
+                     PR_EINVAL);
+    fx_free(&t);
+}
+
+/* The generated clickstream through the example's schema: no rejects, and
+ * the same blocks whatever the block size. */
+static void test_gen_clickstream(void **state)
+{
+    (void)state;
+    char err[512];
+    pr_config *cfg = NULL;
+    if (pr_config_load_file(PR_SOURCE_DIR "/examples/clickstream.yaml", &cfg, err, sizeof(err)))
+        fail_msg("%s", err);
+    const pr_feature_schema *fs = &cfg->pipelines[0].features;
+    pr_json_decoder *d = pr_json_decoder_new(fs, err, sizeof(err));
+    assert_non_null(d);
+    rej_log rl = {0};
+    pr_decode_ctx ctx = {.json = d, .on_reject = on_rej, .opaque = &rl};
+    enum { N = 4000 };
+    size_t cap = (size_t)N * PR_GEN_JSON_LINE_MAX;
+    char *buf = malloc(cap);
+    uint64_t got = 0;
+    size_t len = pr_gen_json_lines(7, 0, N, buf, cap, &got);
+    assert_int_equal(got, N);
+    uint32_t caps[2] = {64, 1024};
+    uint64_t acc[2][2 * PR_MAX_SPARSE] = {{0}}; /* per feature lengths, per column keys */
+    for (int k = 0; k < 2; k++) {
+        pr_block *b = pr_feature_block_new(fs, caps[k], true);
+        size_t at = 0;
+        int64_t rows = 0, lines;
+        while (at < len) {
+            pr_block_reset(b);
+            at += pr_decode_json_lines(&ctx, b, buf + at, len - at, true, rows, &lines);
+            rows += lines;
+            for (uint16_t f = 0; f < b->side->n_feat; f++) {
+                int32_t *l = pr_fside_lengths(b->side, f);
+                for (uint32_t r = 0; r < b->rows; r++)
+                    acc[k][f] = acc[k][f] * 31 + (uint64_t)l[r];
+            }
+            for (uint32_t c = 0; c < b->n_sparse; c++)
+                for (uint32_t e = 0; e < b->col_rows[c]; e++)
+                    acc[k][PR_MAX_SPARSE + c] = acc[k][PR_MAX_SPARSE + c] * 31 + key_at(b, (int)c, e);
+        }
+        assert_int_equal(rows, N);
+        pr_block_free(b);
+    }
+    assert_int_equal(rl.n, 0);
+    assert_memory_equal(acc[0], acc[1], sizeof(acc[0]));
+    free(buf);
+    pr_json_decoder_free(d);
+    pr_config_free(cfg);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_values),
+        cmocka_unit_test(test_rejects),
+        cmocka_unit_test(test_full),
+        cmocka_unit_test(test_lines_and_message),
+        cmocka_unit_test(test_gen_clickstream),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
