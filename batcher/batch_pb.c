@@ -697,8 +697,6 @@ int pr_batch_decode(const uint8_t *buf, size_t len, pr_batch_view *v, char *errs
         why = "malformed protobuf";
         goto bad;
     }
-    if (v->jagged && (why = check_jagged(v)) != NULL)
-        goto bad;
     if (v->rows && v->n_sparse && !v->jagged && v->sparse_width != 4 && v->sparse_width != 8) {
         why = "sparse_width must be 4 or 8";
         goto bad;
@@ -709,6 +707,8 @@ int pr_batch_decode(const uint8_t *buf, size_t len, pr_batch_view *v, char *errs
         why = "n_dense or n_sparse above 65535";
         goto bad;
     }
+    if (v->jagged && (why = check_jagged(v)) != NULL)
+        goto bad;
     if (v->labels_len != (size_t)v->rows * 4 && v->labels_len != 0) {
         why = "labels length does not match rows";
         goto bad;

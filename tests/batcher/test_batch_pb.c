@@ -633,6 +633,23 @@ static void test_jagged_fields(void **state)
     piperec__v1__training_batch__free_unpacked(bad, NULL);
     pr_batch_unref(b);
 
+    /* Hostile counts: refused before any length product could wrap. */
+    Piperec__V1__TrainingBatch h = PIPEREC__V1__TRAINING_BATCH__INIT;
+    h.jagged = true;
+    h.rows = 1u << 31;
+    h.n_sparse = 1u << 31;
+    n = piperec__v1__training_batch__get_packed_size(&h);
+    buf = malloc(n);
+    piperec__v1__training_batch__pack(&h, buf);
+    assert_int_equal(pr_batch_decode(buf, n, &v, err, sizeof(err)), PR_EBADREC);
+    assert_non_null(strstr(err, "65535"));
+    h.n_sparse = 0;
+    h.n_labels = 1u << 20;
+    n = piperec__v1__training_batch__get_packed_size(&h);
+    piperec__v1__training_batch__pack(&h, buf);
+    assert_int_equal(pr_batch_decode(buf, n, &v, err, sizeof(err)), PR_EBADREC);
+    free(buf);
+
     /* The Criteo sample writes no jagged field. */
     b = sample_batch(4);
     assert_int_equal(pr_batch_encode(b), 0);
