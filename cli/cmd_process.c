@@ -3,7 +3,8 @@
  * [--pipeline NAME] [--threads N] [--block-rows N] [--backend B] [--progress|--no-progress]
  * [--buffered-io]`.
  *
- * Offline mode: raw Criteo TSV through the engine into .npy files
+ * Offline mode: raw Criteo TSV (or, for a declared feature schema, JSON
+ * lines: pr_offline_run_schema) through the engine into .npy files
  * (service/include/pr_service.h), plus recycled.npy, the recycled-index
  * notices, when a column evicts (docs/formats.md). Without --config the
  * embedded default config is used. Exit codes: 0 done, 1 I/O or runtime
@@ -39,7 +40,12 @@ static void pr__process_usage(FILE *f)
             "  The .npy files are written with O_DIRECT where the filesystem allows it\n"
             "  (less kernel CPU, no page cache filled); --buffered-io writes them through\n"
             "  the page cache instead (the process may then end before the data reaches\n"
-            "  the disk). The files' bytes are the same either way.\n");
+            "  the disk). The files' bytes are the same either way.\n"
+            "  A pipeline with a declared schema reads JSON lines instead and writes\n"
+            "  DIR/labels.npy [N, L], dense.npy [N, D], sparse/<name>.values.npy (int64)\n"
+            "  and sparse/<name>.lengths.npy (int32) per sparse feature, vocab/, rejects.tsv\n"
+            "  (and recycled.npy: feature, row, index, number); --threads N is then the\n"
+            "  engine's workers (default engine.threads).\n");
 }
 
 static int pr__parse_int(const char *s, long lo, long hi, long *out)
@@ -50,6 +56,68 @@ static int pr__parse_int(const char *s, long lo, long hi, long *out)
     if (errno || e == s || *e || v < lo || v > hi)
         return -1;
     *out = v;
+    return 0;
+}
+
+/* Does the schema declare an event time? */
+static bool pr__has_event_time(const pr_feature_schema *fs)
+{
+    for (uint32_t i = 0; i < fs->n_features; i++)
+        if (fs->features[i].kind == PR_FEAT_EVENT_TIME)
+            return true;
+    return false;
+}
+
+/* A declared feature schema (issue 20): JSON lines into the offline layout
+ * (pr_offline_run_schema). Decoding is one thread; --threads N gives the
+ * engine N workers (results do not depend on it). */
+static int pr__process_schema(const pr_pipeline_cfg *pc, const pr_config *cfg, const char *input,
+                              const char *output, int threads, uint32_t block_rows, int progress,
+                              bool buffered_io, const char *backend)
+{
+    const char *fmt = pr_source_format_name(pc->source.format);
+    if (strncmp(fmt, "protobuf", 8) == 0) {
+        fprintf(stderr,
+                "piperec process: pipelines[%s]: a declared schema reads JSON lines, not "
+                "source.format %s\n",
+                pc->name, fmt);
+        return 2;
+    }
+    for (uint32_t c = 0; c < pc->spec.n_sparse; c++)
+        if (pc->spec.sparse[c].eviction == PR_EVICT_TTL && pc->spec.sparse[c].ttl_s &&
+            !pr__has_event_time(&pc->features)) {
+            fprintf(stderr,
+                    "piperec process: pipelines[%s] feature %s: eviction ttl with ttl_s needs "
+                    "event times; declare schema.event_time, or use ttl_records\n",
+                    pc->name, pc->spec.sparse[c].name);
+            return 2;
+        }
+    pr_engine_opts eopts = pr_config_engine_opts(cfg);
+    if (threads)
+        eopts.threads = threads;
+    if (backend)
+        eopts.backend = backend;
+    pr_offline_opts oo = {
+        .input = input,
+        .output_dir = output,
+        .threads = 1,
+        .block_rows = block_rows,
+        .progress = progress >= 0 ? progress : isatty(2),
+        .vocab_seed = pc->vocab_seed,
+        .buffered_io = buffered_io,
+    };
+    pr_offline_result res;
+    char err[4096];
+    int rc = pr_offline_run_schema(&pc->features, &pc->spec, &eopts, &oo, &res, err, sizeof(err));
+    if (rc) {
+        fprintf(stderr, "piperec process: %s\n", err);
+        return rc == PR_EINVAL || rc == PR_ENOTSUP || rc == PR_ENODEV ? 2 : 1;
+    }
+    fprintf(stderr,
+            "piperec process: %" PRIu64 " rows, %" PRIu64 " rejected, %.2f s, %.0f rows/s -> "
+            "%s (declared schema: JSON lines)\n",
+            res.rows, res.rejected, res.seconds,
+            res.seconds > 0 ? (double)res.lines / res.seconds : 0.0, output);
     return 0;
 }
 
@@ -120,6 +188,12 @@ int pr_cli_cmd_process(int argc, char **argv)
         fprintf(stderr, "piperec process: no pipeline named '%s' in %s\n", pipeline, cfg->origin);
         pr_config_free(cfg);
         return 2;
+    }
+    if (pc->features.declared) {
+        rc = pr__process_schema(pc, cfg, input, output, (int)threads, (uint32_t)block_rows,
+                                progress, buffered_io, backend);
+        pr_config_free(cfg);
+        return rc;
     }
     /* Event-time TTL needs event times, which offline files do not have:
      * refuse before any output is written. */

@@ -1282,10 +1282,16 @@ static void pr__finish_pipeline(cfg_ctx *c, yaml_node_t *map, void *base, bool p
             &pl->spec, (const char(*)[PR_NAME_MAX])pl->dense_names, pl->features.features);
     }
     /* The engine's own checks (min_count vs profile, capacity room...), once
-     * everything else is right so that its message is not a consequence. */
+     * everything else is right so that its message is not a consequence. A
+     * declared schema runs the engine spec pr_feature_engine_spec derives
+     * (its vocab features' transform.columns.<feature> options); that also
+     * refuses eviction ttl_s on a list feature (no per-element event time). */
     if (c->n_errors == 0) {
         char e[400];
-        if (pr_pipeline_spec_validate(&pl->spec, e, sizeof(e)) < 0)
+        pr_pipeline_spec es;
+        if (pr_pipeline_spec_validate(&pl->spec, e, sizeof(e)) < 0 ||
+            (pl->features.declared &&
+             pr_feature_engine_spec(&pl->features, &pl->spec, &es, e, sizeof(e)) < 0))
             pr__cfg_error(c, pr__map_find(c, map, "transform"), "transform", "%s", e);
     }
 }
@@ -1943,12 +1949,21 @@ int pr_config_check_streaming(const pr_config *cfg, char *errstr, size_t errstr_
                 pr__cfg_error(&c, NULL, "source.kafka.properties.bootstrap.servers",
                               "missing: the Kafka brokers to connect to");
         }
-        /* The streaming engine runs the Criteo layout only, for now: a declared
-         * schema would be read as Criteo columns. */
-        if (pl->features.declared)
-            pr__cfg_error(&c, NULL, "schema",
-                          "streaming does not run a declared feature schema yet (JSON decoding "
-                          "and jagged batches come next, issue 20); `piperec explain` shows it");
+        /* A declared schema reads JSON events (the JSON decoder applies it);
+         * the other formats are the Criteo layout. */
+        if (pl->features.declared && pl->source.format != PR_FORMAT_JSON)
+            pr__cfg_error(&c, NULL, "source.format",
+                          "a declared schema reads JSON events: set source.format: json (%s is "
+                          "the Criteo layout)",
+                          pr_source_format_name(pl->source.format));
+        if (!pl->features.declared && pl->source.format == PR_FORMAT_JSON)
+            pr__cfg_error(&c, NULL, "source.format",
+                          "json needs a declared schema (schema: { event_time, labels, dense: "
+                          "[...], sparse: [...] }) to say which fields to read");
+        if (pl->features.declared && pl->vocab_log.enabled)
+            pr__cfg_error(&c, NULL, "vocab_log",
+                          "a shared vocabulary log does not run a declared schema yet (its "
+                          "blocks have jagged columns); leave vocab_log out");
         const pr_sinks_cfg *s = &pl->sinks;
         if (!s->trainer.enabled && !s->kafka.enabled && !s->files.enabled)
             pr__cfg_error(&c, NULL, "sinks",

@@ -1262,7 +1262,7 @@ static void pr__sparse_chunk(pr_backend *be, uint32_t c, uint32_t r0, uint32_t r
     size_t words = pr_bitmap_words(n), w0 = r0 / 64;
     uint64_t *v = be->vals + (size_t)c * be->chunk;
     uint64_t *bad = be->bad + c * pr_bitmap_words(be->scap) + w0;
-    const uint64_t *miss = in->sparse_missing + c * pr_bitmap_words(in->cap) + w0;
+    const uint64_t *miss = in->sparse_missing + c * pr_bitmap_words(in->scap) + w0;
 
     uint64_t t0 = pr__now_ns();
     /* Values parsed by the decoder (uint64) go through Modulus straight from
@@ -1270,9 +1270,9 @@ static void pr__sparse_chunk(pr_backend *be, uint32_t c, uint32_t r0, uint32_t r
      * zeroed afterwards, which is the same since 0 mod M = 0). */
     bool fused = in->sparse_enc[c] != PR_SPARSE_HEX && be->has[PR_OP_MODULUS];
     if (in->sparse_enc[c] == PR_SPARSE_HEX) {
-        be->hex2int(in->sparse_hex + ((size_t)c * in->cap + r0) * PR_HEX_SLOT, v, n, bad);
+        be->hex2int(in->sparse_hex + ((size_t)c * in->scap + r0) * PR_HEX_SLOT, v, n, bad);
     } else {
-        const uint64_t *src = in->sparse_u64 + (size_t)c * in->cap + r0;
+        const uint64_t *src = in->sparse_u64 + (size_t)c * in->scap + r0;
         if (fused)
             pr__modulus_col(&be->div[c], src, v, n);
         else
@@ -1374,7 +1374,7 @@ static void pr__vocab_chunk(pr_backend *be, uint32_t c, uint32_t r0, uint32_t r1
     const uint64_t *v = be->vals + (size_t)c * be->chunk;
     const uint64_t *rej = be->rej + w0;
     const uint64_t *miss = be->spec.profile == PR_VOCAB_DEFAULT
-                               ? in->sparse_missing + c * pr_bitmap_words(in->cap) + w0
+                               ? in->sparse_missing + c * pr_bitmap_words(in->scap) + w0
                                : NULL;
     if (be->fail_row[c] >= 0)
         return; /* failed in an earlier chunk: leave the rest of the column alone */
@@ -1421,7 +1421,7 @@ static void pr__column_task(void *ctx, uint32_t task, int worker)
 {
     pr_backend *be = ctx;
     pr__wstats *ws = &be->ws[worker];
-    uint32_t rows = be->in->rows;
+    uint32_t rows = task < be->spec.n_sparse ? pr_block_col_rows(be->in, task) : be->in->rows;
     for (uint32_t r0 = 0; r0 < rows; r0 += be->chunk) {
         uint32_t r1 = rows - r0 > be->chunk ? r0 + be->chunk : rows;
         if (task < be->spec.n_sparse)
@@ -1441,7 +1441,8 @@ static void pr__fused_column_task(void *ctx, uint32_t task, int worker)
 {
     pr_backend *be = ctx;
     pr__wstats *ws = &be->ws[worker];
-    uint32_t rows = be->in->rows;
+    uint32_t rows =
+        task < be->n_order2 ? pr_block_col_rows(be->in, be->order2[task]) : be->in->rows;
     for (uint32_t r0 = 0; r0 < rows; r0 += be->chunk) {
         uint32_t r1 = rows - r0 > be->chunk ? r0 + be->chunk : rows;
         if (task < be->n_order2) {
@@ -1499,6 +1500,16 @@ static uint32_t pr__collect_rejects(pr_backend *be, uint32_t r0, uint32_t r1, pr
     return n;
 }
 
+/* The most elements a sparse column of `in` holds (rows without col_rows). */
+static uint32_t pr__max_col_rows(const pr_block *in)
+{
+    uint32_t m = in->rows;
+    for (uint32_t c = 0; in->col_rows && c < in->n_sparse; c++)
+        if (in->col_rows[c] > m)
+            m = in->col_rows[c];
+    return m;
+}
+
 /* Run a block (process or, with counting_pass, two-pass counting). */
 static void pr__run_block(pr_backend *be, pr_out *out)
 {
@@ -1511,11 +1522,13 @@ static void pr__run_block(pr_backend *be, pr_out *out)
         be->n_rejected = pr__collect_rejects(be, 0, rows, out);
         return;
     }
+    /* Jagged columns (col_rows) are uint64 keys (pr_engine_process checks). */
     bool all_u64 = be->n_order2 == ns;
     for (uint32_t c = 0; c < ns && all_u64; c++)
         all_u64 = be->in->sparse_enc[c] != PR_SPARSE_HEX;
     if (all_u64) {
-        memset(be->rej, 0, pr_bitmap_words(rows) * sizeof(uint64_t)); /* nothing rejected */
+        uint32_t elems = pr__max_col_rows(be->in);
+        memset(be->rej, 0, pr_bitmap_words(elems) * sizeof(uint64_t)); /* nothing rejected */
         pr__pool_run(be->pool, be->n_order2 + nd, pr__fused_column_task, be);
         return;
     }
@@ -1567,7 +1580,7 @@ static int pr__cpu_process(pr_backend *be, const pr_block *in, pr_out *out, pr_e
                          "engine: count_mode two_pass: call pr_engine_count on every block and "
                          "pr_engine_count_done before processing");
     uint32_t rows = in->rows;
-    if (pr__cpu_scratch(be, in->cap))
+    if (pr__cpu_scratch(be, in->scap))
         return pr_seterr(errstr, errstr_size, PR_ENOMEM, "cpu backend: out of memory for scratch");
     be->in = in;
     be->out = out;
@@ -1603,7 +1616,8 @@ static int pr__cpu_process(pr_backend *be, const pr_block *in, pr_out *out, pr_e
         if (fr >= 0) {
             char *o =
                 be->width == 4 ? (char *)pr_out_sparse32(out, c) : (char *)pr_out_sparse64(out, c);
-            memset(o + (size_t)fr * be->width, 0, (size_t)(rows - fr) * be->width);
+            uint32_t n = pr_block_col_rows(in, c);
+            memset(o + (size_t)fr * be->width, 0, (size_t)(n - fr) * be->width);
         }
     }
     /* Rejected rows: every tensor value 0. */
@@ -1658,7 +1672,7 @@ static int pr__cpu_count(pr_backend *be, const pr_block *in)
         return PR_ESTATE;
     if (!be->two_pass)
         return 0; /* nothing counts: min_count is 1 everywhere */
-    if (pr__cpu_scratch(be, in->cap))
+    if (pr__cpu_scratch(be, in->scap))
         return PR_ENOMEM;
     be->in = in;
     be->out = NULL;
@@ -1834,22 +1848,26 @@ static int pr__cpu_vocab_misses(pr_backend *be, const pr_block *in, pr_vocab_mis
 {
     if (!be->has[PR_OP_VOCAB])
         return 0;
-    if (pr__cpu_scratch(be, in->cap))
+    if (pr__cpu_scratch(be, in->scap))
         return PR_ENOMEM;
     be->in = in;
     be->out = NULL;
     be->counting_pass = true; /* phase A only writes be->vals, never the output */
     uint32_t ns = be->spec.n_sparse;
-    size_t ibw = pr_bitmap_words(in->cap);
+    size_t ibw = pr_bitmap_words(in->scap);
+    uint32_t elems = pr__max_col_rows(in);
     int rc = 0;
-    for (uint32_t r0 = 0; r0 < in->rows && !rc; r0 += be->chunk) {
+    /* Jagged columns: chunks run over the longest column; each column stops
+     * at its own element count (values past it are never looked at). */
+    for (uint32_t r0 = 0; r0 < elems && !rc; r0 += be->chunk) {
         be->r0 = r0;
-        be->r1 = in->rows - r0 > be->chunk ? r0 + be->chunk : in->rows;
+        be->r1 = elems - r0 > be->chunk ? r0 + be->chunk : elems;
         memset(be->ws, 0, (size_t)be->threads * sizeof(pr__wstats));
         pr__pool_run(be->pool, ns, pr__chunk_a_task, be);
         pr__collect_rejects(be, be->r0, be->r1, NULL);
-        uint32_t n = be->r1 - r0;
         for (uint32_t c = 0; c < ns && !rc; c++) {
+            uint32_t cn = pr_block_col_rows(in, c);
+            uint32_t n = cn > r0 ? (cn < be->r1 ? cn : be->r1) - r0 : 0;
             pr__vcol *vc = &be->cols[c];
             if (!vc->evict && (uint64_t)vc->base + vc->n >= vc->cap)
                 continue; /* full: what it lacks is OOV (or a dlrm error) everywhere */
@@ -2026,4 +2044,5 @@ const pr_backend_ops pr__backend_cpu = {
     .vocab_touch = pr__cpu_vocab_touch,
     .vocab_drain_usage = pr__cpu_vocab_drain_usage,
     .vocab_undecided_oov = pr__cpu_vocab_undecided_oov,
+    .jagged = true,
 };

@@ -707,6 +707,35 @@ uint8_t pr_engine_sparse_width(const pr_engine *eng)
     return eng->sparse_width;
 }
 
+/* A jagged block (col_rows, declared schemas): a backend that takes them,
+ * uint64 keys only (Hex2Int rejects would be per element, not per row), and
+ * element counts within the block's stride. */
+static int pr__check_jagged(const pr_engine *eng, const pr_block *in, char *errstr,
+                            size_t errstr_size)
+{
+    if (!eng->ops->jagged)
+        return pr_seterr(errstr, errstr_size, PR_ENOTSUP,
+                         "engine: backend %s cannot run jagged sparse columns (a declared "
+                         "schema's list features and vocab keys: its kernel reads one value per "
+                         "row and column); use engine.backend cpu",
+                         eng->ops->name);
+    if (in->scap < in->cap)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "engine: block element capacity %u below its row capacity %u", in->scap,
+                         in->cap);
+    for (uint32_t c = 0; c < in->n_sparse; c++) {
+        const char *nm = eng->spec.sparse[c].name;
+        if (in->sparse_enc[c] != PR_SPARSE_U64)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "engine: jagged column %s must hold uint64 keys (PR_SPARSE_U64)", nm);
+        if (in->col_rows[c] > in->scap)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "engine: column %s holds %u elements, past its capacity %u", nm,
+                             in->col_rows[c], in->scap);
+    }
+    return 0;
+}
+
 static int pr__check_block(const pr_engine *eng, const pr_block *in, char *errstr,
                            size_t errstr_size)
 {
@@ -731,7 +760,7 @@ static int pr__check_block(const pr_engine *eng, const pr_block *in, char *errst
                              "operator; add hex2int to sparse_ops",
                              eng->spec.sparse[c].name, eng->spec.name);
     }
-    return 0;
+    return in->col_rows ? pr__check_jagged(eng, in, errstr, errstr_size) : 0;
 }
 
 static int pr__journal_append(pr_engine *eng, char *errstr, size_t errstr_size);
@@ -747,6 +776,16 @@ static int pr__check_event_times(const pr_engine *eng, const pr_block *in, char 
            !(eng->spec.sparse[c].eviction == PR_EVICT_TTL && eng->spec.sparse[c].ttl_s))
         c++;
     const char *nm = c < eng->spec.n_sparse ? eng->spec.sparse[c].name : "?";
+    /* The clock reads the event time of element i as that of row i: only a
+     * column with one element per row can evict by time. */
+    for (uint32_t k = c; in->col_rows && k < eng->spec.n_sparse; k++)
+        if (eng->spec.sparse[k].eviction == PR_EVICT_TTL && eng->spec.sparse[k].ttl_s &&
+            in->col_rows[k] != in->rows)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "engine: column %s evicts by event time (ttl_s) but holds %u "
+                             "elements for %u rows (a list feature has no per-element time); "
+                             "use ttl_records, or eviction lru or lfu",
+                             eng->spec.sparse[k].name, in->col_rows[k], in->rows);
     for (uint32_t r = 0; r < in->rows; r++)
         if (!in->event_time_ms || in->event_time_ms[r] <= 0)
             return pr_seterr(errstr, errstr_size, PR_EINVAL,
@@ -837,12 +876,16 @@ int pr_engine_process(pr_engine *eng, const pr_block *in, pr_out *out, char *err
     if (rc)
         return rc;
     if (!out || out->cap < in->rows || out->n_dense != in->n_dense ||
-        out->n_sparse != in->n_sparse || out->sparse_width != eng->sparse_width)
+        out->n_sparse != in->n_sparse || out->sparse_width != eng->sparse_width ||
+        (in->col_rows && (!out->col_rows || out->scap < in->scap)))
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
                          "engine: output tensors do not fit (need cap >= %u, %u/%u columns, "
-                         "sparse width %u; allocate with pr_out_new and pr_engine_sparse_width)",
-                         in->rows, in->n_dense, in->n_sparse, eng->sparse_width);
+                         "sparse width %u%s; allocate with pr_out_new and pr_engine_sparse_width)",
+                         in->rows, in->n_dense, in->n_sparse, eng->sparse_width,
+                         in->col_rows ? ", jagged columns of the block's scap" : "");
     out->rows = in->rows;
+    if (in->col_rows)
+        memcpy(out->col_rows, in->col_rows, (size_t)in->n_sparse * sizeof(uint32_t));
     out->n_rejected = 0;
     out->n_recycled = 0;
     rc = eng->ops->process(eng->be, in, out, &eng->stats, errstr, errstr_size);

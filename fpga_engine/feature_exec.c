@@ -11,6 +11,7 @@
  * vocabulary work, one U64 column per vocab feature with col_rows elements,
  * and everything else travels in the side tables untouched by the engine.
  */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -197,22 +198,213 @@ pr_out *pr_feature_out_new(const pr_feature_schema *schema, uint32_t cap, uint8_
 
 /* ---------------------------------------------------------------- engine spec */
 
+/* base's column named `name`, or NULL. */
+static const pr_sparse_col_spec *pr__base_col(const pr_pipeline_spec *base, const char *name)
+{
+    for (uint32_t c = 0; base && c < base->n_sparse && c < PR_MAX_SPARSE; c++)
+        if (strcmp(base->sparse[c].name, name) == 0)
+            return &base->sparse[c];
+    return NULL;
+}
+
 int pr_feature_engine_spec(const pr_feature_schema *schema, const pr_pipeline_spec *base,
                            pr_pipeline_spec *spec, char *errstr, size_t errstr_size)
 {
-    (void)schema;
-    (void)base;
-    (void)spec;
-    return pr_seterr(errstr, errstr_size, PR_ENOTSUP, "pr_feature_engine_spec: not yet");
+    pr_pipeline_spec def;
+    pr_pipeline_spec_default(&def);
+    memset(spec, 0, sizeof(*spec));
+    snprintf(spec->name, sizeof(spec->name), "%s", base ? base->name : def.name);
+    spec->profile = base ? base->profile : def.profile;
+    spec->count_mode = base ? base->count_mode : def.count_mode;
+    spec->has_label = false;
+    spec->n_dense = 0;
+    spec->n_sparse_ops = 1;
+    spec->sparse_ops[0] = PR_OP_VOCAB;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < schema->n_features; i++) {
+        const pr_feature_spec *f = &schema->features[i];
+        if (!pr__feat_is_sparse(f) || pr_feature_vocab_step(f) < 0)
+            continue;
+        if (n == PR_MAX_SPARSE)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "schema: more than %d features with a vocabulary", PR_MAX_SPARSE);
+        pr_sparse_col_spec *cs = &spec->sparse[n++];
+        const pr_sparse_col_spec *bc = pr__base_col(base, f->name);
+        *cs = bc ? *bc : def.sparse[0];
+        snprintf(cs->name, sizeof(cs->name), "%s", f->name);
+        cs->modulus = def.sparse[0].modulus; /* unused: no modulus operator */
+        if (f->kind == PR_FEAT_LIST && cs->eviction == PR_EVICT_TTL && cs->ttl_s)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "transform.columns.%s.ttl_s: list feature '%s' cannot evict by "
+                             "event time (its elements have no time of their own yet); use "
+                             "ttl_records, or eviction lru or lfu",
+                             f->name, f->name);
+    }
+    spec->n_sparse = (uint16_t)n;
+    return pr_pipeline_spec_validate(spec, errstr, errstr_size);
 }
 
 /* ---------------------------------------------------------------- finish */
 
+/* Apply the steps after vocab (from step k0 on) to n indices in place: as
+ * INT values through the operator library. An index is never missing; a
+ * step that leaves a value missing gives 0. */
+static int pr__post_vocab(const pr_feature_spec *f, int k0, int64_t *v, uint32_t n, pr_fval *tmp)
+{
+    if (k0 >= f->n_ops || n == 0)
+        return 0;
+    for (uint32_t j = 0; j < n; j++)
+        tmp[j] = (pr_fval){.type = PR_FVAL_INT, .u = (uint64_t)v[j]};
+    for (int k = k0; k < f->n_ops; k++) {
+        int rc = pr_fop_apply(&f->ops[k], tmp, n, NULL);
+        if (rc < 0)
+            return rc;
+    }
+    for (uint32_t j = 0; j < n; j++)
+        v[j] = tmp[j].type == PR_FVAL_INT ? (int64_t)tmp[j].u : 0;
+    return 0;
+}
+
+/* Element e of vocab column c: the row holding it, from the feature's lengths
+ * (a running cursor over rows, elements come in row order). */
+typedef struct pr__elem_row {
+    const int32_t *len;
+    uint32_t rows, row, end; /* end: first element past `row` */
+} pr__elem_row;
+
+static uint32_t pr__row_of(pr__elem_row *er, uint32_t e)
+{
+    while (er->row < er->rows && e >= er->end) {
+        er->row++;
+        if (er->row < er->rows)
+            er->end += (uint32_t)er->len[er->row];
+    }
+    return er->row;
+}
+
+/* A vocab feature's values: the engine's indices of its column, then the
+ * operators after vocab. */
+static int pr__finish_vocab_feat(const pr_feature_spec *f, const pr_block *in, pr_out *out,
+                                 uint16_t fi, int col, char *errstr, size_t errstr_size)
+{
+    pr_fside *os = out->side;
+    uint32_t n = pr_block_col_rows(in, (uint32_t)col);
+    uint64_t sum = 0;
+    const int32_t *len = pr_fside_lengths(in->side, fi);
+    for (uint32_t r = 0; r < in->rows; r++)
+        sum += (uint32_t)len[r];
+    if (sum != n)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "feature %s: lengths sum to %" PRIu64 " but its column holds %u keys",
+                         f->name, sum, n);
+    os->n_values[fi] = 0;
+    if (pr_fside_reserve(os, fi, n))
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "feature %s: out of memory", f->name);
+    int64_t *v = os->values[fi];
+    for (uint32_t e = 0; e < n; e++)
+        v[e] = pr_out_index(out, (uint32_t)col, e);
+    os->n_values[fi] = n;
+    int k = pr_feature_vocab_step(f);
+    if (k + 1 < f->n_ops && n) {
+        pr_fval *tmp = malloc((size_t)n * sizeof(*tmp));
+        int rc = tmp ? pr__post_vocab(f, k + 1, v, n, tmp) : PR_ENOMEM;
+        free(tmp);
+        if (rc)
+            return pr_seterr(errstr, errstr_size, rc, "feature %s: operators after vocab: %s",
+                             f->name, pr_strerror(rc));
+    }
+    return 0;
+}
+
+/* Re-express the engine's notices (col = engine column, row = element) as
+ * (col = side feature index, row = block row), keeping their order, then
+ * order them by (row, col) with a stable insertion sort (notices are few). */
+static void pr__finish_notices(const pr_block *in, pr_out *out, const int16_t *feat_of_col)
+{
+    for (uint32_t i = 0; i < out->n_recycled; i++) {
+        pr_recycled *r = &out->recycled[i];
+        uint16_t fi = (uint16_t)feat_of_col[r->col];
+        pr__elem_row er = {pr_fside_lengths(in->side, fi), in->rows, 0,
+                           in->rows ? (uint32_t)pr_fside_lengths(in->side, fi)[0] : 0};
+        r->row = pr__row_of(&er, r->row);
+        if (r->row >= in->rows && in->rows)
+            r->row = in->rows - 1;
+        r->col = fi;
+    }
+    for (uint32_t i = 1; i < out->n_recycled; i++) {
+        pr_recycled x = out->recycled[i];
+        uint32_t j = i;
+        for (; j > 0 && (out->recycled[j - 1].row > x.row ||
+                         (out->recycled[j - 1].row == x.row && out->recycled[j - 1].col > x.col));
+             j--)
+            out->recycled[j] = out->recycled[j - 1];
+        out->recycled[j] = x;
+    }
+}
+
+static int pr__finish_check(const pr_feature_schema *schema, const pr_block *in, pr_out *out,
+                            char *errstr, size_t errstr_size)
+{
+    if (!in->side)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "pr_feature_finish: the block has no side tables (not a declared "
+                         "schema's block)");
+    pr__shape sh = pr__schema_shape(schema);
+    const pr_fside *is = in->side;
+    if (is->n_labels != sh.labels || is->n_dense != sh.dense || is->n_feat != sh.feat ||
+        in->n_sparse != sh.vocab || out->n_sparse != sh.vocab || in->rows > is->cap)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "pr_feature_finish: block shaped for another schema (%u labels, %u "
+                         "dense, %u features, %u vocab columns; the schema has %u, %u, %u, %u)",
+                         is->n_labels, is->n_dense, is->n_feat, in->n_sparse, sh.labels, sh.dense,
+                         sh.feat, sh.vocab);
+    if (out->side && out->side->cap < in->rows) {
+        pr_fside_free(out->side);
+        out->side = NULL;
+    }
+    if (!out->side) {
+        out->side = pr_feature_side_new(schema, in->cap > out->cap ? in->cap : out->cap);
+        if (!out->side)
+            return pr_seterr(errstr, errstr_size, PR_ENOMEM,
+                             "pr_feature_finish: out of memory for side tables");
+    }
+    return 0;
+}
+
 int pr_feature_finish(const pr_feature_schema *schema, const pr_block *in, pr_out *out,
                       char *errstr, size_t errstr_size)
 {
-    (void)schema;
-    (void)in;
-    (void)out;
-    return pr_seterr(errstr, errstr_size, PR_ENOTSUP, "pr_feature_finish: not yet");
+    int rc = pr__finish_check(schema, in, out, errstr, errstr_size);
+    if (rc)
+        return rc;
+    const pr_fside *is = in->side;
+    pr_fside *os = out->side;
+    uint32_t rows = in->rows;
+    memcpy(os->labels, is->labels, (size_t)rows * is->n_labels * sizeof(float));
+    memcpy(os->dense, is->dense, (size_t)rows * is->n_dense * sizeof(float));
+    int16_t feat_of_col[PR_MAX_SPARSE];
+    for (uint32_t i = 0; i < schema->n_features; i++) {
+        int fi = pr_feature_side_index(schema, i);
+        if (fi < 0)
+            continue;
+        const pr_feature_spec *f = &schema->features[i];
+        memcpy(pr_fside_lengths(os, (uint16_t)fi), pr_fside_lengths((pr_fside *)is, (uint16_t)fi),
+               (size_t)rows * sizeof(int32_t));
+        int col = is->vocab_col[fi];
+        if (col >= 0) {
+            feat_of_col[col] = (int16_t)fi;
+            rc = pr__finish_vocab_feat(f, in, out, (uint16_t)fi, col, errstr, errstr_size);
+            if (rc)
+                return rc;
+            continue;
+        }
+        uint32_t n = is->n_values[fi];
+        os->n_values[fi] = 0;
+        if (pr_fside_reserve(os, (uint16_t)fi, n))
+            return pr_seterr(errstr, errstr_size, PR_ENOMEM, "feature %s: out of memory", f->name);
+        memcpy(os->values[fi], is->values[fi], (size_t)n * sizeof(int64_t));
+        os->n_values[fi] = n;
+    }
+    pr__finish_notices(in, out, feat_of_col);
+    return 0;
 }

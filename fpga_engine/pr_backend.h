@@ -94,6 +94,10 @@ typedef struct pr_backend_ops {
     int (*vocab_touch)(pr_backend *be, uint32_t col, uint64_t key, uint32_t count);
     int (*vocab_drain_usage)(pr_backend *be, pr_vocab_usage_cb cb, void *opaque);
     void (*vocab_undecided_oov)(pr_backend *be, bool on);
+    /* process(), count() and vocab_misses() take jagged blocks (col_rows:
+     * sparse column c holds col_rows[c] uint64 keys at stride scap). A backend
+     * without it gets PR_ENOTSUP from pr_engine_process for such a block. */
+    bool jagged;
 } pr_backend_ops;
 
 extern const pr_backend_ops pr__backend_cpu;

@@ -884,6 +884,11 @@ static int pr__deliver(pr_consumer *c, pr_block *b, rd_kafka_message_t *m, int64
     return added;
 }
 
+bool pr_consumer_has_pending(const pr_consumer *c)
+{
+    return c->pending != NULL;
+}
+
 int pr_consumer_poll(pr_consumer *c, pr_block *b, int timeout_ms, char *errstr, size_t errstr_size)
 {
     if (c->closed)

@@ -84,7 +84,7 @@ static int pr__h_hot(void *opaque, const pr__http_query *q, pr_mbuf *body, const
         snprintf(msg, sizeof(msg), "unknown pipeline '%.100s'", pn);
         goto out_error;
     }
-    const pr_pipeline_spec *spec = &p->cfg->spec;
+    const pr_pipeline_spec *spec = p->spec;
     uint32_t col = spec->n_sparse;
     for (uint32_t c = 0; c < spec->n_sparse && col == spec->n_sparse; c++)
         if (!strcmp(spec->sparse[c].name, cn))
@@ -207,7 +207,7 @@ int pr_service_pipeline_stats(pr_service *svc, size_t i, pr_pipeline_stats *st)
     }
     free(lags);
     pthread_mutex_lock(&p->lock);
-    for (uint32_t c = 0; c < p->cfg->spec.n_sparse; c++)
+    for (uint32_t c = 0; c < p->spec->n_sparse; c++)
         st->vocab_size_total += p->vocab[c];
     pthread_mutex_unlock(&p->lock);
     st->fresh_emit = bs.event_to_emit_s;
@@ -359,10 +359,10 @@ void pr_service_render_status(pr_service *svc, pr_mbuf *mb)
         pr_mbuf_puts(mb, ",\"emit_to_ack_p99\":");
         pr__json_num(mb, pr_hist_snapshot_quantile(&st.fresh_ack, 0.99));
         pr_mbuf_puts(mb, "},\"vocab_sizes\":{");
-        for (uint32_t c = 0; c < p->cfg->spec.n_sparse; c++) {
+        for (uint32_t c = 0; c < p->spec->n_sparse; c++) {
             if (c)
                 pr_mbuf_puts(mb, ",");
-            pr_mbuf_json_str(mb, p->cfg->spec.sparse[c].name);
+            pr_mbuf_json_str(mb, p->spec->sparse[c].name);
             pr_mbuf_printf(mb, ":%llu", (unsigned long long)vocab[c]);
         }
         pr_mbuf_puts(mb, "}}");

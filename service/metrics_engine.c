@@ -50,7 +50,7 @@ static uint64_t pr__vocab_capacity(const pr_pipeline_spec *spec, uint32_t c)
 static void pr__emit_vocab(pr_mbuf *mb, const pr__family *f, const pr__metric_ctx *c)
 {
     const pr__engine_snap *s = c->snap;
-    const pr_pipeline_spec *spec = &c->p->cfg->spec;
+    const pr_pipeline_spec *spec = c->p->spec;
     if (!pr_spec_has_op(spec, PR_OP_VOCAB))
         return;
     for (uint32_t col = 0; col < spec->n_sparse; col++) {
@@ -68,7 +68,7 @@ static void pr__emit_per_operator(pr_mbuf *mb, const pr__family *f, const pr__me
 {
     const uint64_t *v = (const uint64_t *)((const char *)c->snap + f->off);
     for (int op = 0; op < PR_OP__COUNT; op++) {
-        if (!pr_spec_has_op(&c->p->cfg->spec, (pr_op)op))
+        if (!pr_spec_has_op(c->p->spec, (pr_op)op))
             continue;
         pr_label l[] = {{f->labels[0], pr__metric_pipe_name(c)},
                         {f->labels[1], pr_op_name((pr_op)op)}};

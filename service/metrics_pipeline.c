@@ -98,7 +98,7 @@ static void pr__emit_hot_coverage(pr_mbuf *mb, const pr__family *f, const pr__me
     pr__pipe *p = c->p;
     if (!p->hot)
         return;
-    const pr_pipeline_spec *spec = &p->cfg->spec;
+    const pr_pipeline_spec *spec = p->spec;
     uint32_t top_k = p->svc->cfg->hot.top_k;
     for (uint32_t col = 0; col < spec->n_sparse; col++) {
         double cov[2];

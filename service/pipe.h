@@ -67,6 +67,12 @@ struct pr__pipe {
     size_t idx;
 
     pr_engine *eng;
+    /* The engine's spec: the config's, or for a declared schema the one
+     * pr_feature_engine_spec derives (espec); json: its decoder, used by the
+     * consumer on the pipeline thread (pipe_schema.c). */
+    const pr_pipeline_spec *spec;
+    pr_pipeline_spec espec;
+    pr_json_decoder *json;
     pr_consumer *cons;
     pr_batcher *bat;
     pr_sinkset *sinks;
@@ -199,6 +205,17 @@ void pr__on_assign(void *opaque, pr_consumer *c, const pr_tp *parts, size_t n);
 void pr__on_revoke(void *opaque, pr_consumer *c, const pr_tp *parts, size_t n);
 void pr__on_reject(void *opaque, pr_consumer *c, const pr_reject_info *ri);
 void pr__block_drop_revoked(pr__pipe *p, pr_block *b, const uint8_t *skip);
+
+/* pipe_schema.c: a declared feature schema (p->json set). pr__schema_spec
+ * sets p->spec (and the decoder); pr__schema_blocks the jagged blocks and
+ * output; pr__schema_finish runs pr_feature_finish after the engine (no-op
+ * for the Criteo layout); pr__schema_drop_rows removes the rows `drop`
+ * says, keeping the order of the rest and their elements. */
+int pr__schema_spec(pr__pipe *p, char *errstr, size_t errstr_size);
+int pr__schema_blocks(pr__pipe *p, uint32_t block_rows);
+int pr__schema_finish(pr__pipe *p, pr_block *b, pr_out *o, char *errstr, size_t errstr_size);
+void pr__schema_drop_rows(pr_block *b, bool (*drop)(void *, const pr_block *, uint32_t),
+                          void *opaque);
 void pr__dead_letter_engine_rejects(pr__pipe *p, const pr_block *in, const pr_out *out);
 void pr__send_late(pr__pipe *p);
 /* The lowest-unprocessed-offset index (p->unproc; NULL is fine: the slow path). */

@@ -115,7 +115,8 @@ int pr__consumer_open(pr_service *svc, pr__pipe *p, char *errstr, size_t errstr_
     cc.props = pc->source.kafka.properties.items;
     cc.n_props = pc->source.kafka.properties.n;
     cc.format = pc->source.format;
-    cc.spec = &pc->spec;
+    cc.spec = p->spec;
+    cc.json = p->json;
     cc.dead_letter_topic = pc->source.dead_letter_topic;
     cc.on_offset_reset = pc->source.kafka.on_offset_reset;
     cc.group_instance_id = pr__instance_id(p, pc);

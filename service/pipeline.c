@@ -300,8 +300,25 @@ static bool pr__key_revoked(const pr__pipe *p, int32_t key)
 /* Remove rows of revoked partitions from the block (rare: only when a revoke
  * happened inside the poll that filled it), or with `skip`, the rows whose
  * skip[r] is set. Keeps the order of the rest. */
+/* pr__schema_drop_rows's question for pr__block_drop_revoked. */
+struct pr__drop_q {
+    pr__pipe *p;
+    const uint8_t *skip;
+};
+
+static bool pr__drop_row(void *opaque, const pr_block *b, uint32_t r)
+{
+    const struct pr__drop_q *q = opaque;
+    return q->skip ? q->skip[r] : pr__key_revoked(q->p, b->partition[r]);
+}
+
 void pr__block_drop_revoked(pr__pipe *p, pr_block *b, const uint8_t *skip)
 {
+    if (b->side) { /* a declared schema's block: jagged columns, side tables */
+        struct pr__drop_q q = {p, skip};
+        pr__schema_drop_rows(b, pr__drop_row, &q);
+        return;
+    }
     uint32_t w = 0;
     const size_t bw = pr_bitmap_words(b->cap);
     for (uint32_t r = 0; r < b->rows; r++) {
@@ -358,7 +375,7 @@ void pr__dead_letter_engine_rejects(pr__pipe *p, const pr_block *in, const pr_ou
         if (reason < PR_REJECT__ENGINE_COUNT)
             atomic_fetch_add(&p->engine_rejects[reason], 1);
         uint16_t col = out->reject_col[r];
-        const char *cname = col < p->cfg->spec.n_sparse ? p->cfg->spec.sparse[col].name : "?";
+        const char *cname = col < p->spec->n_sparse ? p->spec->sparse[col].name : "?";
         char slot[PR_HEX_SLOT + 1] = {0};
         if (col < in->n_sparse && in->sparse_enc[col] == PR_SPARSE_HEX)
             memcpy(slot, pr_block_hex((pr_block *)in, col, r), PR_HEX_SLOT);
@@ -394,7 +411,7 @@ void pr__refresh_cache(pr__pipe *p, int64_t now_ns, bool force)
     pr_engine_get_stats(p->eng, &est);
     pthread_mutex_lock(&p->lock);
     p->est = est;
-    for (uint32_t c = 0; c < p->cfg->spec.n_sparse; c++)
+    for (uint32_t c = 0; c < p->spec->n_sparse; c++)
         p->vocab[c] = pr_engine_vocab_size(p->eng, c);
     bool any = false;
     size_t ns = pr_sinkset_count(p->sinks);
@@ -702,7 +719,10 @@ void *pr__pipe_main(void *arg)
             ws = pr__worker_collect(p); /* a run may have ended already */
         }
 
-        if (ws == PR__W_RUNNING && p->blk->rows == p->blk->cap) {
+        /* (A declared schema's block can be full before its rows are: its
+         * lists' element room; the consumer then holds the next message.) */
+        if (ws == PR__W_RUNNING && (p->blk->rows == p->blk->cap ||
+                                    (p->json && pr_consumer_has_pending(p->cons)))) {
             /* Nothing to read into: wait for the worker. (While its block
              * waits for the vocab log, reading goes on: a revoke then drops
              * the waiting block's rows of those partitions too.) */

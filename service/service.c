@@ -152,7 +152,7 @@ static int pr__state_open(pr__pipe *p, char *errstr, size_t errstr_size)
     /* transform.vocab.seed: without persistence, every start begins from it. */
     if (!st->enabled || !st->dir)
         return seed ? pr_engine_vocab_import(p->eng, seed, errstr, errstr_size) : 0;
-    if (!pr_spec_has_op(&p->cfg->spec, PR_OP_VOCAB))
+    if (!pr_spec_has_op(p->spec, PR_OP_VOCAB))
         return seed ? pr_engine_vocab_import(p->eng, seed, errstr, errstr_size) : 0;
     if (pr__mkdir_p(st->dir))
         return pr_seterr(errstr, errstr_size, PR_EIO, "pipelines[%s].state.dir '%s': %s",
@@ -191,8 +191,8 @@ static int pr__state_open(pr__pipe *p, char *errstr, size_t errstr_size)
         return rc;
     /* Values, not embedding rows: the profile's reserved indices (missing,
      * OOV) are in every vocabulary size, restored or not. */
-    uint64_t total = 0, reserved = p->cfg->spec.profile == PR_VOCAB_DEFAULT ? PR_INDEX_OOV + 1 : 0;
-    for (uint32_t c = 0; c < p->cfg->spec.n_sparse; c++) {
+    uint64_t total = 0, reserved = p->spec->profile == PR_VOCAB_DEFAULT ? PR_INDEX_OOV + 1 : 0;
+    for (uint32_t c = 0; c < p->spec->n_sparse; c++) {
         uint64_t n = pr_engine_vocab_size(p->eng, c);
         total += n > reserved ? n - reserved : 0;
     }
@@ -258,16 +258,18 @@ static void pr__pipe_free(pr__pipe *p)
     pthread_cond_destroy(&p->wcond);
     pthread_mutex_destroy(&p->lock);
     if (p->hot)
-        for (uint32_t c = 0; c < p->cfg->spec.n_sparse; c++)
+        for (uint32_t c = 0; c < p->spec->n_sparse; c++)
             pr_hot_free(p->hot[c]);
     free(p->hot);
     p->hot = NULL;
     pthread_mutex_destroy(&p->hot_lock);
+    pr_json_decoder_free(p->json);
+    p->json = NULL;
 }
 
 /* Rows per block for pipeline pc (see the comments inside). */
 static uint32_t pr__block_rows(const pr_service *svc, const pr_pipeline_cfg *pc,
-                               const pr_engine *eng)
+                               const pr_pipeline_spec *spec, const pr_engine *eng)
 {
     /* One block may overshoot the in-flight limit before the pause takes
      * effect (two with engine.overlap: the worker's and the one read
@@ -279,6 +281,7 @@ static uint32_t pr__block_rows(const pr_service *svc, const pr_pipeline_cfg *pc,
     if (limit) {
         uint64_t row_bytes = 4 + 4ull * pc->spec.n_dense +
                              (uint64_t)pr_engine_sparse_width(eng) * pc->spec.n_sparse + 24;
+        /* (a declared schema: pc->spec counts its dense and sparse features) */
         uint64_t rows =
             limit / svc->cfg->n_pipelines / (svc->cfg->engine.overlap ? 8 : 4) / row_bytes;
         if (rows < 64)
@@ -292,10 +295,10 @@ static uint32_t pr__block_rows(const pr_service *svc, const pr_pipeline_cfg *pc,
      * while it waits would otherwise go around the proposal rounds and end
      * as OOV; docs/vocab-log.md). */
     if (pc->vocab_log.enabled)
-        for (uint32_t c = 0; c < pc->spec.n_sparse; c++) {
-            if (pc->spec.sparse[c].eviction == PR_EVICT_NONE)
+        for (uint32_t c = 0; c < spec->n_sparse; c++) {
+            if (spec->sparse[c].eviction == PR_EVICT_NONE)
                 continue;
-            uint64_t rows = pc->spec.sparse[c].capacity / 4;
+            uint64_t rows = spec->sparse[c].capacity / 4;
             if (rows < 64)
                 rows = 64;
             if (rows < block_rows)
@@ -311,7 +314,7 @@ static uint32_t pr__block_rows(const pr_service *svc, const pr_pipeline_cfg *pc,
 static int pr__notice_floor_open(pr__pipe *p, pr_batcher_cfg *bc, char *errstr, size_t errstr_size)
 {
     const pr_state_cfg *st = &p->cfg->state;
-    if (!pr_spec_has_eviction(&p->cfg->spec))
+    if (!pr_spec_has_eviction(p->spec))
         return 0;
     bc->notice_restart_next = pr_engine_vocab_recycled_total(p->eng) + 1;
     if (!st->enabled || !st->dir)
@@ -345,7 +348,9 @@ static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr,
     int rc;
 
     pr_engine_opts eo = pr_config_engine_opts(svc->cfg);
-    p->eng = pr_engine_new(&pc->spec, &eo, e, sizeof(e));
+    if ((rc = pr__schema_spec(p, e, sizeof(e))))
+        return pr_seterr(errstr, errstr_size, rc, "pipelines[%s].schema: %s", pc->name, e);
+    p->eng = pr_engine_new(p->spec, &eo, e, sizeof(e));
     if (!p->eng)
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "pipelines[%s]: engine: %s", pc->name, e);
     rc = pr__state_open(p, e, sizeof(e));
@@ -367,9 +372,11 @@ static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr,
         if (rc)
             return pr_seterr(errstr, errstr_size, rc, "pipelines[%s].vocab_log: %s", pc->name, e);
     }
-    if (svc->cfg->hot.top_k && pc->spec.n_sparse) {
-        p->hot = calloc(pc->spec.n_sparse, sizeof(*p->hot));
-        for (uint32_t c = 0; p->hot && c < pc->spec.n_sparse; c++)
+    /* Hot sets observe the Criteo layout's columns; a declared schema has
+     * none for now (docs/operations.md). */
+    if (svc->cfg->hot.top_k && p->spec->n_sparse && !p->json) {
+        p->hot = calloc(p->spec->n_sparse, sizeof(*p->hot));
+        for (uint32_t c = 0; p->hot && c < p->spec->n_sparse; c++)
             if (!(p->hot[c] = pr_hot_new(svc->cfg->hot.top_k, svc->cfg->hot.half_life_records)))
                 return pr_seterr(errstr, errstr_size, PR_ENOMEM,
                                  "pipelines[%s]: hot sets: out of memory (hot.top_k %u)", pc->name,
@@ -379,12 +386,17 @@ static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr,
                              pc->name);
     }
 
-    uint32_t block_rows = pr__block_rows(svc, pc, p->eng);
-    p->blk = pr_block_new(pc->spec.n_dense, pc->spec.n_sparse, block_rows, true);
-    p->wblk = pr_block_new(pc->spec.n_dense, pc->spec.n_sparse, block_rows, true);
+    uint32_t block_rows = pr__block_rows(svc, pc, p->spec, p->eng);
+    if (p->json) {
+        if (pr__schema_blocks(p, block_rows))
+            return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
+    } else {
+        p->blk = pr_block_new(pc->spec.n_dense, pc->spec.n_sparse, block_rows, true);
+        p->wblk = pr_block_new(pc->spec.n_dense, pc->spec.n_sparse, block_rows, true);
+        p->wout = pr_out_new(pc->spec.n_dense, pc->spec.n_sparse, block_rows,
+                             pr_engine_sparse_width(p->eng));
+    }
     p->unproc = pr__unproc_new(); /* NULL is fine: the slow path */
-    p->wout =
-        pr_out_new(pc->spec.n_dense, pc->spec.n_sparse, block_rows, pr_engine_sparse_width(p->eng));
     if (!p->blk || !p->wblk || !p->wout)
         return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
 
@@ -394,14 +406,14 @@ static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr,
     /* Topic index = config order; see the note on partition keys in pr_ingest.h. */
     bc.topics = (const char *const *)pc->source.kafka.topics;
     bc.n_topics = pc->source.kafka.n_topics;
-    bc.n_dense = pc->spec.n_dense;
-    bc.n_sparse = pc->spec.n_sparse;
+    bc.n_dense = p->spec->n_dense; /* the engine's output */
+    bc.n_sparse = p->spec->n_sparse;
     bc.sparse_width = pr_engine_sparse_width(p->eng);
     bc.batch = pc->batch;
     bc.clock = svc->clock;
     bc.on_emit = pr__emit_cb;
     bc.on_late = pr__late_cb;
-    bc.vocab_size = pr_spec_has_op(&pc->spec, PR_OP_VOCAB) ? pr__vocab_cb : NULL;
+    bc.vocab_size = pr_spec_has_op(p->spec, PR_OP_VOCAB) ? pr__vocab_cb : NULL;
     bc.opaque = p;
     bc.epoch = p->epoch;
     bc.replica = replica; /* copied by the batcher */

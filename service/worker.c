@@ -102,6 +102,8 @@ static int pr__block_run(pr__pipe *p, pr_block *b, pr_out *o)
         }
     }
     rc = pr_engine_process(p->eng, b, o, e, sizeof(e));
+    if (!rc)
+        rc = pr__schema_finish(p, b, o, e, sizeof(e)); /* a declared schema's side tables */
     if (rc) {
         char msg[600];
         snprintf(msg, sizeof(msg), "engine: %s (%s)", e, pr_strerror(rc));

@@ -629,3 +629,136 @@ double pr_npy_get(const pr_npy_array *a, uint64_t r, uint32_t c)
         return (double)((const int64_t *)a->data)[i];
     }
 }
+
+/* ---------------------------------------------------------------- offline layout */
+
+struct pr_layout_writer {
+    uint16_t n_labels, n_dense, n_feat;
+    uint64_t rows;
+    pr_npy_writer *labels, *dense;
+    pr_npy_writer **values, **lengths; /* [n_feat] */
+};
+
+/* Free the writer; with `abort` also close and delete its files. */
+static void pr__layout_free(pr_layout_writer *w, bool abort)
+{
+    if (abort) {
+        pr_npy_abort(w->labels);
+        pr_npy_abort(w->dense);
+        for (uint16_t f = 0; f < w->n_feat; f++) {
+            if (w->values)
+                pr_npy_abort(w->values[f]);
+            if (w->lengths)
+                pr_npy_abort(w->lengths[f]);
+        }
+    }
+    free(w->values);
+    free(w->lengths);
+    free(w);
+}
+
+int pr_layout_open(pr_layout_writer **out, const char *dir, const pr_fside *shape,
+                   const char *const *names, unsigned flags, char *errstr, size_t errstr_size)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/sparse", dir);
+    if (mkdir(path, 0777) && errno != EEXIST)
+        return pr_seterr(errstr, errstr_size, PR_EIO, "mkdir %s: %s", path, strerror(errno));
+    pr_layout_writer *w = calloc(1, sizeof(*w));
+    if (!w)
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "layout writer: out of memory");
+    w->n_labels = shape->n_labels;
+    w->n_dense = shape->n_dense;
+    w->n_feat = shape->n_feat;
+    w->values = calloc((size_t)w->n_feat + 1, sizeof(*w->values));
+    w->lengths = calloc((size_t)w->n_feat + 1, sizeof(*w->lengths));
+    int rc = w->values && w->lengths
+                 ? 0
+                 : pr_seterr(errstr, errstr_size, PR_ENOMEM, "layout writer: out of memory");
+    if (!rc && w->n_labels) {
+        snprintf(path, sizeof(path), "%s/labels.npy", dir);
+        rc = pr_npy_open_flags(&w->labels, path, PR_NPY_F32, w->n_labels, flags, errstr,
+                               errstr_size);
+    }
+    if (!rc && w->n_dense) {
+        snprintf(path, sizeof(path), "%s/dense.npy", dir);
+        rc = pr_npy_open_flags(&w->dense, path, PR_NPY_F32, w->n_dense, flags, errstr, errstr_size);
+    }
+    for (uint16_t f = 0; !rc && f < w->n_feat; f++) {
+        snprintf(path, sizeof(path), "%s/sparse/%s.values.npy", dir, names[f]);
+        rc = pr_npy_open_flags(&w->values[f], path, PR_NPY_I64, 0, flags, errstr, errstr_size);
+        snprintf(path, sizeof(path), "%s/sparse/%s.lengths.npy", dir, names[f]);
+        if (!rc)
+            rc = pr_npy_open_flags(&w->lengths[f], path, PR_NPY_I32, 0, flags, errstr, errstr_size);
+    }
+    if (rc) {
+        pr__layout_free(w, true);
+        return rc;
+    }
+    *out = w;
+    return 0;
+}
+
+int pr_layout_append(pr_layout_writer *w, const pr_fside *side, uint32_t r0, uint32_t rows,
+                     char *errstr, size_t errstr_size)
+{
+    if (side->n_labels != w->n_labels || side->n_dense != w->n_dense || side->n_feat != w->n_feat ||
+        (uint64_t)r0 + rows > side->cap)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "layout writer: side tables of another shape, or rows %u+%u past %u", r0,
+                         rows, side->cap);
+    int rc = 0;
+    if (w->labels)
+        rc = pr_npy_append_rows(w->labels, side->labels + (size_t)r0 * w->n_labels, rows, errstr,
+                                errstr_size);
+    if (!rc && w->dense)
+        rc = pr_npy_append_rows(w->dense, side->dense + (size_t)r0 * w->n_dense, rows, errstr,
+                                errstr_size);
+    for (uint16_t f = 0; !rc && f < w->n_feat; f++) {
+        const int32_t *len = side->lengths + (size_t)f * side->cap;
+        uint64_t v0 = 0, n = 0;
+        for (uint32_t r = 0; r < r0; r++)
+            v0 += (uint32_t)len[r];
+        for (uint32_t r = r0; r < r0 + rows; r++)
+            n += (uint32_t)len[r];
+        if (v0 + n > side->n_values[f])
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "layout writer: feature %u: lengths sum past its %u values", f,
+                             side->n_values[f]);
+        rc = pr_npy_append_rows(w->lengths[f], len + r0, rows, errstr, errstr_size);
+        if (!rc && n)
+            rc = pr_npy_append_rows(w->values[f], side->values[f] + v0, (uint32_t)n, errstr,
+                                    errstr_size);
+    }
+    if (!rc)
+        w->rows += rows;
+    return rc;
+}
+
+uint64_t pr_layout_rows(const pr_layout_writer *w)
+{
+    return w->rows;
+}
+
+int pr_layout_close(pr_layout_writer *w, char *errstr, size_t errstr_size)
+{
+    /* Every file is closed; the first failure is reported. */
+    char tmp[256];
+    int rc = pr_npy_close(w->labels, errstr, errstr_size);
+    int r = pr_npy_close(w->dense, rc ? tmp : errstr, rc ? sizeof(tmp) : errstr_size);
+    rc = rc ? rc : r;
+    for (uint16_t f = 0; f < w->n_feat; f++) {
+        r = pr_npy_close(w->values[f], rc ? tmp : errstr, rc ? sizeof(tmp) : errstr_size);
+        rc = rc ? rc : r;
+        r = pr_npy_close(w->lengths[f], rc ? tmp : errstr, rc ? sizeof(tmp) : errstr_size);
+        rc = rc ? rc : r;
+    }
+    pr__layout_free(w, false);
+    return rc;
+}
+
+void pr_layout_abort(pr_layout_writer *w)
+{
+    if (w)
+        pr__layout_free(w, true);
+}

@@ -241,8 +241,8 @@ typedef struct pr_block {
      * holds (row-major over the rows). For the Criteo layout scap == cap and
      * col_rows is NULL: every column holds `rows` elements. */
     uint32_t scap;
-    uint32_t *col_rows; /* [n_sparse] or NULL */
-    pr_fside *side;     /* owned by the block; NULL for the Criteo layout */
+    uint32_t *col_rows;       /* [n_sparse] or NULL */
+    pr_fside *side;           /* owned by the block; NULL for the Criteo layout */
     int32_t *labels;          /* [cap] */
     double *dense;            /* [n_dense][cap] */
     uint64_t *dense_missing;  /* n_dense bitmaps; set bit = missing (value treated as 0) */

@@ -430,6 +430,10 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
  * (event's own time, else the message timestamp, else the clock's now). */
 int pr_consumer_poll(pr_consumer *c, pr_block *b, int timeout_ms, char *errstr, size_t errstr_size);
 
+/* A message is held for the next block (it did not fit this one: rows, or a
+ * declared schema's element room): the block is full for this consumer. */
+bool pr_consumer_has_pending(const pr_consumer *c);
+
 /* Stop / restart fetching from every assigned partition (and from partitions
  * assigned while paused). Keep polling while paused: rebalances are served by
  * poll. A message already held pending (at most one) is still handed out by

@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pr_engine.h" /* pr_fside (the offline layout writer) */
 #include "pr_error.h"
 
 typedef enum pr_npy_dtype {
@@ -138,5 +139,36 @@ void pr_npy_array_fini(pr_npy_array *a);
 
 /* Element (r, c) of a loaded array widened to double, whatever its order. */
 double pr_npy_get(const pr_npy_array *a, uint64_t r, uint32_t c);
+
+/* ---------------------------------------------------------------- offline layout
+ *
+ * The offline layout of a declared feature schema (issue 20), written by
+ * `piperec process` and by the files sink / `piperec consume --output`:
+ *   DIR/labels.npy                  float32 [N, L]   (only when L > 0)
+ *   DIR/dense.npy                   float32 [N, D]   (only when D > 0)
+ *   DIR/sparse/<name>.values.npy    int64 [sum of lengths], row-major values
+ *   DIR/sparse/<name>.lengths.npy   int32 [N], values of each row
+ * one values/lengths pair per sparse or list feature, in schema order (a
+ * single-valued feature has length 1 in every row). Vocabularies, rejects
+ * and notices are the caller's (as for the Criteo layout). */
+typedef struct pr_layout_writer pr_layout_writer;
+
+/* Create DIR/sparse and the files for side tables shaped like `shape`
+ * (n_labels, n_dense, n_feat); names[f] is feature f's name. flags: as
+ * pr_npy_open_flags. On failure nothing stays open (files made are removed). */
+int pr_layout_open(pr_layout_writer **out, const char *dir, const pr_fside *shape,
+                   const char *const *names, unsigned flags, char *errstr, size_t errstr_size);
+
+/* Append rows [r0, r0 + rows) of `side` (values of a feature start after
+ * the lengths of rows before r0). */
+int pr_layout_append(pr_layout_writer *w, const pr_fside *side, uint32_t r0, uint32_t rows,
+                     char *errstr, size_t errstr_size);
+
+uint64_t pr_layout_rows(const pr_layout_writer *w);
+
+/* Close every file with its final header; the writer is freed even on
+ * failure. pr_layout_abort closes and deletes them (NULL is fine). */
+int pr_layout_close(pr_layout_writer *w, char *errstr, size_t errstr_size);
+void pr_layout_abort(pr_layout_writer *w);
 
 #endif

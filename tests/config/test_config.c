@@ -539,6 +539,11 @@ static const err_case err_cases[] = {
             "    transform: { columns: { a: { modulus: 7 } } }\n",
      {"transform.columns.a.modulus: a declared schema gives the modulus in the feature's "
       "chain"}},
+    {"ttl_s eviction on a list feature",
+     SCHEMA "      sparse: [ { name: h, path: h, list: { max_len: 4 }, ops: [vocab] } ]\n"
+            "    transform:\n      vocab: { profile: default }\n"
+            "      columns: { h: { eviction: ttl, ttl_s: 60, capacity: 100 } }\n",
+     {"transform.columns.h.ttl_s: list feature 'h' cannot evict by event time"}},
     {"no feature",
      SCHEMA "      labels: [ { name: click, path: c } ]\n",
      {"pipelines[0].schema: declares no dense or sparse feature"}},
@@ -987,13 +992,13 @@ static void test_schema_declared(void **state)
     const pr_pipeline_cfg *pl = &cfg->pipelines[0];
     const pr_feature_schema *fs = &pl->features;
     assert_true(fs->declared);
-    assert_int_equal(fs->n_features, 15);
+    assert_int_equal(fs->n_features, 16);
     /* Event time, labels, dense, sparse, each in file order. */
-    static const char *const order[] = {"event_time", "click",   "purchase",    "price",
-                                        "age_days",   "price_z", "user",        "item",
-                                        "category",   "tags",    "history",     "age_bucket",
-                                        "hour",       "weekday", "cat_x_device"};
-    for (int i = 0; i < 15; i++)
+    static const char *const order[] = {"event_time", "click",       "purchase", "dwell",
+                                        "price",      "age_days",    "price_z",  "user",
+                                        "item",       "category",    "tags",     "history",
+                                        "age_bucket", "hour",        "weekday",  "cat_x_device"};
+    for (int i = 0; i < 16; i++)
         assert_string_equal(fs->features[i].name, order[i]);
     const pr_feature_spec *f = feat(pl, "event_time");
     assert_int_equal(f->kind, PR_FEAT_EVENT_TIME);
@@ -1053,9 +1058,22 @@ static void test_schema_declared(void **state)
     assert_int_equal(pl->spec.n_sparse_ops, 2);
     assert_int_equal(pl->spec.sparse_ops[0], PR_OP_MODULUS);
     assert_int_equal(pl->spec.sparse_ops[1], PR_OP_VOCAB);
-    /* Not executed by the streaming engine yet: refused, not misread as Criteo. */
+    /* Streaming runs it from JSON; any other format would be read as Criteo
+     * columns, and json without a declared schema has nothing to read. */
+    assert_int_equal(pl->source.format, PR_FORMAT_JSON);
+    assert_int_equal(pr_config_check_streaming(cfg, err, sizeof(err)), 0);
+    pr_config_free(cfg);
+    cfg = load_ok("pipelines:\n  - name: p\n    source: { kafka: { topics: [t], properties: "
+                  "{ bootstrap.servers: 'x:1' } } }\n    sinks: { files: { dir: /tmp/x } }\n"
+                  "    schema: { sparse: [ { name: u, path: u, ops: [vocab] } ] }\n");
     assert_int_equal(pr_config_check_streaming(cfg, err, sizeof(err)), PR_EINVAL);
-    assert_non_null(strstr(err, "pipelines[0].schema: streaming does not run a declared"));
+    assert_non_null(strstr(err, "pipelines[0].source.format: a declared schema reads JSON"));
+    pr_config_free(cfg);
+    cfg = load_ok("pipelines:\n  - name: p\n    source: { format: json, kafka: { topics: [t], "
+                  "properties: { bootstrap.servers: 'x:1' } } }\n"
+                  "    sinks: { files: { dir: /tmp/x } }\n");
+    assert_int_equal(pr_config_check_streaming(cfg, err, sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "pipelines[0].source.format: json needs a declared schema"));
     pr_config_free(cfg);
 
     /* Integer and string values on sparse features; keep/unit forms. */

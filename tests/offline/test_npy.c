@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -248,6 +249,69 @@ static void test_direct_same_bytes(void **state)
                      PR_EINVAL);
 }
 
+/* The offline layout of a declared schema: two appends (the second from row
+ * 1 of its side tables), read back file by file. */
+static void test_layout_writer(void **state)
+{
+    (void)state;
+    char dir[512], err[512] = "", path[600];
+    path_of(dir, sizeof(dir), "layout");
+    mkdir(dir, 0777);
+    pr_fside *s = pr_fside_new(2, 1, 2, 64);
+    assert_non_null(s);
+    for (uint32_t r = 0; r < 3; r++) {
+        s->labels[r * 2] = (float)r;
+        s->labels[r * 2 + 1] = (float)r + 0.5f;
+        s->dense[r] = (float)r * 10;
+        pr_fside_lengths(s, 0)[r] = 1;
+        s->values[0][s->n_values[0]++] = 100 + r;
+        pr_fside_lengths(s, 1)[r] = (int32_t)r; /* 0, 1, 2 values */
+        for (uint32_t k = 0; k < r; k++)
+            s->values[1][s->n_values[1]++] = (int64_t)(r * 10 + k);
+    }
+    const char *names[] = {"user", "hist"};
+    pr_layout_writer *w;
+    assert_int_equal(pr_layout_open(&w, dir, s, names, 0, err, sizeof(err)), 0);
+    assert_int_equal(pr_layout_append(w, s, 0, 3, err, sizeof(err)), 0);
+    assert_int_equal(pr_layout_append(w, s, 1, 2, err, sizeof(err)), 0);
+    assert_int_equal(pr_layout_rows(w), 5);
+    assert_int_equal(pr_layout_close(w, err, sizeof(err)), 0);
+    pr_npy_array a;
+    snprintf(path, sizeof(path), "%s/labels.npy", dir);
+    assert_int_equal(pr_npy_read(path, &a, err, sizeof(err)), 0);
+    assert_int_equal(a.n, 5);
+    assert_int_equal(a.cols, 2);
+    assert_true(pr_npy_get(&a, 3, 1) == 1.5);
+    pr_npy_array_fini(&a);
+    snprintf(path, sizeof(path), "%s/dense.npy", dir);
+    assert_int_equal(pr_npy_read(path, &a, err, sizeof(err)), 0);
+    assert_int_equal(a.n, 5);
+    assert_true(pr_npy_get(&a, 4, 0) == 20.0);
+    pr_npy_array_fini(&a);
+    snprintf(path, sizeof(path), "%s/sparse/hist.lengths.npy", dir);
+    assert_int_equal(pr_npy_read(path, &a, err, sizeof(err)), 0);
+    assert_int_equal(a.dtype, PR_NPY_I32);
+    assert_int_equal(a.n, 5);
+    static const int32_t lens[] = {0, 1, 2, 1, 2};
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(((int32_t *)a.data)[i], lens[i]);
+    pr_npy_array_fini(&a);
+    snprintf(path, sizeof(path), "%s/sparse/hist.values.npy", dir);
+    assert_int_equal(pr_npy_read(path, &a, err, sizeof(err)), 0);
+    assert_int_equal(a.dtype, PR_NPY_I64);
+    static const int64_t vals[] = {10, 20, 21, 10, 20, 21};
+    assert_int_equal(a.n, 6);
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(((int64_t *)a.data)[i], vals[i]);
+    pr_npy_array_fini(&a);
+    snprintf(path, sizeof(path), "%s/sparse/user.values.npy", dir);
+    assert_int_equal(pr_npy_read(path, &a, err, sizeof(err)), 0);
+    assert_int_equal(a.n, 5);
+    assert_int_equal(((int64_t *)a.data)[3], 101);
+    pr_npy_array_fini(&a);
+    pr_fside_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -256,6 +320,7 @@ int main(void)
         cmocka_unit_test(test_rows_and_fortran_array),
         cmocka_unit_test(test_empty_abort_and_errors),
         cmocka_unit_test(test_direct_same_bytes),
+        cmocka_unit_test(test_layout_writer),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -1,0 +1,116 @@
+/*
+ * pipe_schema.c — a streaming pipeline with a declared feature schema (issue
+ * 20): its engine spec (pr_feature_engine_spec: one vocabulary column per
+ * vocab feature), its JSON decoder and jagged blocks, the step after the
+ * engine (pr_feature_finish), and dropping rows from a jagged block.
+ *
+ * The rest of the pipeline is the Criteo one: the consumer decodes messages
+ * through p->json into the block (source.format json), the worker runs the
+ * engine on it, then pr__schema_finish fills the output's side tables that
+ * the batcher carries. The Criteo layout never comes here (p->json NULL).
+ */
+#include <string.h>
+
+#include "pipe.h"
+
+int pr__schema_spec(pr__pipe *p, char *errstr, size_t errstr_size)
+{
+    const pr_pipeline_cfg *pc = p->cfg;
+    p->spec = &pc->spec;
+    if (!pc->features.declared)
+        return 0;
+    int rc = pr_feature_engine_spec(&pc->features, &pc->spec, &p->espec, errstr, errstr_size);
+    if (rc)
+        return rc;
+    p->spec = &p->espec;
+    p->json = pr_json_decoder_new(&pc->features, errstr, errstr_size);
+    return p->json ? 0 : PR_EINVAL;
+}
+
+int pr__schema_blocks(pr__pipe *p, uint32_t block_rows)
+{
+    const pr_feature_schema *fs = &p->cfg->features;
+    p->blk = pr_feature_block_new(fs, block_rows, true);
+    p->wblk = pr_feature_block_new(fs, block_rows, true);
+    p->wout = pr_feature_out_new(fs, block_rows, pr_engine_sparse_width(p->eng));
+    return p->blk && p->wblk && p->wout ? 0 : PR_ENOMEM;
+}
+
+int pr__schema_finish(pr__pipe *p, pr_block *b, pr_out *o, char *errstr, size_t errstr_size)
+{
+    if (!p->json)
+        return 0;
+    return pr_feature_finish(&p->cfg->features, b, o, errstr, errstr_size);
+}
+
+/* Move `n` elements of vocab column c from element `from` to `to` (to <= from). */
+static void pr__move_keys(pr_block *b, uint32_t c, uint32_t from, uint32_t to, uint32_t n)
+{
+    uint64_t *keys = b->sparse_u64 + (size_t)c * b->scap;
+    uint64_t *m = b->sparse_missing + (size_t)c * pr_bitmap_words(b->scap);
+    for (uint32_t k = 0; k < n && from != to; k++) {
+        keys[to + k] = keys[from + k];
+        if (pr_bit_test(m, from + k))
+            pr_bit_set(m, to + k);
+        else
+            pr_bit_clear(m, to + k);
+    }
+}
+
+/* One kept row r moved to w: meta, labels, dense, each feature's values. */
+static void pr__move_row(pr_block *b, uint32_t r, uint32_t w, uint32_t *rd, uint32_t *wr)
+{
+    pr_fside *s = b->side;
+    for (uint16_t f = 0; f < s->n_feat; f++) {
+        uint32_t n = (uint32_t)pr_fside_lengths(s, f)[r];
+        pr_fside_lengths(s, f)[w] = (int32_t)n;
+        int c = s->vocab_col[f];
+        if (c >= 0)
+            pr__move_keys(b, (uint32_t)c, rd[f], wr[f], n);
+        else if (rd[f] != wr[f])
+            memmove(s->values[f] + wr[f], s->values[f] + rd[f], n * sizeof(int64_t));
+        wr[f] += n;
+    }
+    if (w == r)
+        return;
+    memcpy(s->labels + (size_t)w * s->n_labels, s->labels + (size_t)r * s->n_labels,
+           s->n_labels * sizeof(float));
+    memcpy(s->dense + (size_t)w * s->n_dense, s->dense + (size_t)r * s->n_dense,
+           s->n_dense * sizeof(float));
+    b->partition[w] = b->partition[r];
+    b->offset[w] = b->offset[r];
+    b->event_time_ms[w] = b->event_time_ms[r];
+}
+
+void pr__schema_drop_rows(pr_block *b, bool (*drop)(void *, const pr_block *, uint32_t),
+                          void *opaque)
+{
+    pr_fside *s = b->side;
+    uint32_t rd[PR_MAX_SPARSE * 2] = {0}, wr[PR_MAX_SPARSE * 2] = {0}; /* per feature */
+    uint32_t w = 0;
+    if (s->n_feat > PR_MAX_SPARSE * 2)
+        return; /* the config allows at most PR_MAX_SPARSE sparse features */
+    for (uint32_t r = 0; r < b->rows; r++) {
+        uint32_t at[PR_MAX_SPARSE * 2];
+        for (uint16_t f = 0; f < s->n_feat; f++)
+            at[f] = rd[f] + (uint32_t)pr_fside_lengths(s, f)[r];
+        if (!drop(opaque, b, r))
+            pr__move_row(b, r, w++, rd, wr);
+        memcpy(rd, at, s->n_feat * sizeof(uint32_t));
+    }
+    for (uint16_t f = 0; f < s->n_feat; f++) {
+        int c = s->vocab_col[f];
+        if (c < 0) {
+            s->n_values[f] = wr[f];
+            continue;
+        }
+        uint64_t *m = b->sparse_missing + (size_t)c * pr_bitmap_words(b->scap);
+        for (uint32_t e = wr[f]; e < b->col_rows[c]; e++)
+            pr_bit_clear(m, e);
+        b->col_rows[c] = wr[f];
+    }
+    for (uint32_t r = w; r < b->rows; r++)
+        for (uint16_t f = 0; f < s->n_feat; f++)
+            pr_fside_lengths(s, f)[r] = 0;
+    b->rows = w;
+}
