@@ -138,7 +138,14 @@ int pr_cli_cmd_vocab(int argc, char **argv)
     /* One thread is plenty: nothing is processed. */
     pr_engine_opts eo = pr_config_engine_opts(cfg);
     eo.threads = 1;
-    eng = pr_engine_new(&pc->spec, &eo, err, sizeof(err));
+    /* A declared schema's engine has one column per vocab feature. */
+    pr_pipeline_spec espec = pc->spec;
+    if (pc->features.declared &&
+        pr_feature_engine_spec(&pc->features, &pc->spec, &espec, err, sizeof(err)) < 0) {
+        fprintf(stderr, "piperec vocab %s: pipeline %s: %s\n", argv[1], pc->name, err);
+        goto out;
+    }
+    eng = pr_engine_new(&espec, &eo, err, sizeof(err));
     if (!eng) {
         fprintf(stderr, "piperec vocab %s: pipeline %s: %s\n", argv[1], pc->name, err);
         goto out;
@@ -165,7 +172,7 @@ int pr_cli_cmd_vocab(int argc, char **argv)
             goto out;
         }
         fprintf(stderr, "piperec vocab export: pipeline %s: %u columns -> %s\n", pc->name,
-                (unsigned)pc->spec.n_sparse, dir);
+                (unsigned)espec.n_sparse, dir);
     } else {
         if ((have_snap || have_journal) && !force) {
             fprintf(stderr,

@@ -473,7 +473,7 @@ static int pr__decode_one(const pr_decode_ctx *ctx, pr_block *b, const char *doc
     int reason = 0;
     if (rc > 0) {
         reason = pr_decode_reason_of_json(rc);
-        snprintf(d->detail, sizeof(d->detail), "byte %zu: %s", rej.offset, rej.detail);
+        snprintf(d->detail, sizeof(d->detail), "%s", rej.detail); /* names the byte */
     } else if (rc < 0) {
         return rc;
     } else {

@@ -1,0 +1,128 @@
+#!/bin/sh
+# test_run_json.sh — `piperec run` on JSON events through a declared schema
+# (examples/clickstream.yaml's schema, source.format json):
+#   piperec gen --format json + one bad line per reject reason
+#   piperec produce --format json (1 partition)   -> piperec run (files sink)
+#   every record is counted: rows in, rejects by reason in /metrics, each bad
+#   line in the dead-letter topic with its piperec-reason header
+#   SIGTERM drains and exits 0; the streamed vocabularies (piperec vocab
+#   export of the state dir) equal `piperec process` on the same lines
+#   a declared schema with source.format criteo_tsv is refused (exit 2)
+# Env (from pr_script_test): PIPEREC, PR_SOURCE_DIR, PR_TMP.
+set -eu
+T="$PR_TMP"
+N=3000
+fail() { echo "FAIL: $*" >&2; for f in "$T"/*.err; do echo "--- $f"; tail -20 "$f"; done >&2; exit 1; }
+pids=""
+cleanup() { for p in $pids; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+wait_until() { # seconds, description, command...
+    n=$(( $1 * 10 )); what=$2; shift 2
+    while ! "$@" >/dev/null 2>&1; do
+        n=$((n - 1)); [ $n -gt 0 ] || fail "timed out waiting for $what"
+        sleep 0.1
+    done
+}
+
+# 1. events: the generated clickstream, then one bad line per reason
+"$PIPEREC" gen --format json --rows $N --seed 3 --output "$T/events.jsonl"
+{
+    printf '%s\n' '{"user": {"id": "u1"} "x": 1}'                # not_json
+    printf '%s\n' '[1, 2]'                                        # not_object
+    printf '%s\n' '{"user": {"id": "u1"'                          # truncated
+    printf '{"user": {"id": "\377"}}\n'                            # bad_utf8
+    printf '%s\n' '{"user": {"id": "a\q"}}'                       # bad_escape
+    printf '%s\n' '{"label": {"click": 1e400}}'                   # number_out_of_range
+    printf '%s\n' '{"label": {"click": "yes"}}'                   # wrong_type
+    printf '%s\n' '{"ts": "noon", "label": {"click": 1}}'         # bad_time (event_time in ms)
+} > "$T/bad.jsonl"
+BAD=8
+cat "$T/events.jsonl" "$T/bad.jsonl" > "$T/all.jsonl"
+
+# 2. broker and topic
+mkfifo "$T/broker.fifo"
+"$PIPEREC" broker --partitions 1 --topics clicks,clicks-dlq > "$T/broker.fifo" 2> "$T/broker.err" &
+pids="$pids $!"
+exec 3< "$T/broker.fifo"
+read -r first <&3 || fail "broker printed nothing"
+B="${first#bootstrap=}"
+
+# 3. the example's schema, streamed to a files sink
+sed -n '/^    schema:/,/^    transform:/p' "$PR_SOURCE_DIR/examples/clickstream.yaml" \
+    | sed '$d' > "$T/schema.yaml"
+grep -q "history" "$T/schema.yaml" || fail "could not take the schema from the example"
+cat > "$T/run.yaml" <<Y
+pipelines:
+  - name: p
+    source:
+      kafka:
+        topics: [clicks]
+        group.id: run-json
+        properties:
+          bootstrap.servers: "$B"
+          auto.offset.reset: earliest
+          session.timeout.ms: 4000
+          heartbeat.interval.ms: 300
+          fetch.wait.max.ms: 10
+      format: json
+      dead_letter_topic: clicks-dlq
+$(cat "$T/schema.yaml")
+    transform:
+      vocab: { profile: default }
+    batch: { size: 256, max_delay_ms: 50 }
+    sinks:
+      files: { dir: "$T/batches" }
+    state: { dir: "$T/state" }
+http: { listen: "127.0.0.1:0" }
+log: { level: info }
+Y
+"$PIPEREC" run --config "$T/run.yaml" --check | grep -q ok || fail "--check: $(cat "$T/run.yaml")"
+sed 's/format: json/format: criteo_tsv/' "$T/run.yaml" > "$T/tsv.yaml"
+rc=0; "$PIPEREC" run --config "$T/tsv.yaml" --check > /dev/null 2> "$T/tsv.err" || rc=$?
+[ "$rc" -eq 2 ] || fail "declared schema with criteo_tsv: exit $rc, expected 2"
+grep -q "source.format" "$T/tsv.err" || fail "refusal does not name source.format"
+
+"$PIPEREC" run --config "$T/run.yaml" 2> "$T/run.err" &
+RUN=$!
+pids="$pids $RUN"
+wait_until 20 "the http port in the log" grep -q "http on port" "$T/run.err"
+HP=$(sed -n 's/.*http on port \([0-9]*\).*/\1/p' "$T/run.err" | head -1)
+U="http://127.0.0.1:$HP"
+
+"$PIPEREC" produce --bootstrap "$B" --topic clicks --format json --input "$T/all.jsonl" \
+    > "$T/produce.out" 2> "$T/produce.err" || fail "produce"
+wait_until 60 "all records consumed" sh -c \
+    "curl -sf '$U/metrics' | grep -q '^piperec_messages_in_total{pipeline=\"p\"} $((N + BAD))\$'"
+wait_until 30 "rows through the engine" sh -c \
+    "curl -sf '$U/metrics' | grep -q '^piperec_engine_rows_total{pipeline=\"p\"} $N\$'"
+
+# 4. rejects by reason, and their dead letters
+curl -sf "$U/metrics" > "$T/metrics.txt"
+for r in not_json not_object truncated bad_utf8 bad_escape number_out_of_range wrong_type bad_time; do
+    grep -q "^piperec_rejected_records_total{pipeline=\"p\",reason=\"$r\"} 1\$" "$T/metrics.txt" \
+        || fail "reason $r not counted once: $(grep rejected_records "$T/metrics.txt")"
+done
+grep -q '^piperec_records_in_total{pipeline="p"} '$N'$' "$T/metrics.txt" || fail "records_in"
+wait_until 30 "the dead letters" sh -c \
+    "[ \$(kcat -b '$B' -C -t clicks-dlq -o beginning -e -q -f '%h\n' | grep -c piperec-reason) -eq $BAD ]"
+kcat -b "$B" -C -t clicks-dlq -o beginning -e -q -f '%h\n' > "$T/dlq.txt"
+grep -q "piperec-reason=bad_time" "$T/dlq.txt" || fail "no bad_time dead letter"
+grep -q "piperec-detail=event_time (ts)" "$T/dlq.txt" || fail "the bad_time detail names no feature: $(cat "$T/dlq.txt")"
+
+# 5. SIGTERM drains and exits 0
+kill -TERM "$RUN"
+rc=0; wait "$RUN" || rc=$?
+[ "$rc" -eq 0 ] || fail "piperec run exited $rc after SIGTERM"
+
+# 6. streaming == offline: the same vocabularies (one partition: same order)
+"$PIPEREC" vocab export --config "$T/run.yaml" --pipeline p --output "$T/vstream" \
+    > /dev/null 2> "$T/vexport.err" || fail "vocab export"
+"$PIPEREC" process --config "$T/run.yaml" --input "$T/all.jsonl" --output "$T/offline" \
+    --no-progress > "$T/process.out" 2> "$T/process.err" || fail "piperec process"
+for f in "$T"/offline/vocab/*.tsv; do
+    name=$(basename "$f")
+    cmp -s "$f" "$T/vstream/$name" || fail "vocabulary $name differs between streaming and offline"
+done
+[ "$(ls "$T/vstream" | wc -l)" -eq "$(ls "$T/offline/vocab" | wc -l)" ] || fail "vocab files"
+echo "test_run_json: ok ($N events, $BAD rejects, $(ls "$T/vstream" | wc -l) vocabularies equal)"
