@@ -786,9 +786,9 @@ pr_batch *pr_batch_from_view(const pr_batch_view *v)
     memcpy(name, v->pipeline, nl);
     name[nl] = 0;
     uint8_t w = v->n_sparse ? (uint8_t)v->sparse_width : 4;
-    pr_batch *b = v->jagged ? jagged_from_view(name, v)
-                            : pr_batch_new(name, v->rows, (uint16_t)v->n_dense,
-                                           (uint16_t)v->n_sparse, w);
+    pr_batch *b = v->jagged
+                      ? jagged_from_view(name, v)
+                      : pr_batch_new(name, v->rows, (uint16_t)v->n_dense, (uint16_t)v->n_sparse, w);
     if (!b)
         return NULL;
     b->seq = v->seq;

@@ -1430,8 +1430,7 @@ int pr_batcher_add(pr_batcher *b, const pr_block *in, const pr_out *out)
 int pr_batcher_add_split(pr_batcher *b, const pr_block *in, const pr_out *out,
                          const uint64_t *popular)
 {
-    if (!in || !out || out->rows > in->rows || !in->partition || !in->offset ||
-        !in->event_time_ms)
+    if (!in || !out || out->rows > in->rows || !in->partition || !in->offset || !in->event_time_ms)
         return PR_EINVAL;
     if (!b->jag && (out->n_dense != b->cfg.n_dense || out->n_sparse != b->cfg.n_sparse ||
                     (out->n_sparse && out->sparse_width != b->cfg.sparse_width)))

@@ -194,10 +194,10 @@ static int out_open(npy_out *o, const char *dir, const pr_trainer_info *in, cons
     int rc;
     if (!o->jag_resume &&
         ((rc = out_array(&o->dense, dir, "dense.npy", PR_NPY_F32, in->n_dense, at, err, es)) < 0 ||
-        (rc = out_array(&o->sparse, dir, "sparse.npy",
-                        in->sparse_width == 8 ? PR_NPY_I64 : PR_NPY_I32, in->n_sparse, at, err,
-                        es)) < 0 ||
-        (rc = out_array(&o->labels, dir, "labels.npy", PR_NPY_I32, 0, at, err, es)) < 0))
+         (rc = out_array(&o->sparse, dir, "sparse.npy",
+                         in->sparse_width == 8 ? PR_NPY_I64 : PR_NPY_I32, in->n_sparse, at, err,
+                         es)) < 0 ||
+         (rc = out_array(&o->labels, dir, "labels.npy", PR_NPY_I32, 0, at, err, es)) < 0))
         return rc;
     snprintf(o->meta_path, sizeof(o->meta_path), "%s/meta.json", dir);
     if (at) {
@@ -221,9 +221,9 @@ static int out_sync(npy_out *o, out_mark *m, char *err, size_t es)
     int rc;
     if (o->jag && (rc = pr_npy_jagged_sync(o->jag, err, es)) < 0)
         return rc;
-    if (o->dense && ((rc = pr_npy_sync(o->dense, err, es)) < 0 ||
-                     (rc = pr_npy_sync(o->sparse, err, es)) < 0 ||
-                     (rc = pr_npy_sync(o->labels, err, es)) < 0))
+    if (o->dense &&
+        ((rc = pr_npy_sync(o->dense, err, es)) < 0 || (rc = pr_npy_sync(o->sparse, err, es)) < 0 ||
+         (rc = pr_npy_sync(o->labels, err, es)) < 0))
         return rc;
     off_t at;
     if (fflush(o->meta) != 0 || fsync(fileno(o->meta)) < 0 || (at = ftello(o->meta)) < 0)
@@ -301,8 +301,8 @@ static int out_write_jagged(npy_out *o, const pr_batch_view *v, char *err, size_
     if (v->values_len)
         memcpy(m + a + b + c, v->values, v->values_len);
     return pr_npy_jagged_append(o->jag, v->rows, (const float *)m, (const float *)(m + a),
-                                (const int32_t *)(m + a + b), (const int64_t *)(m + a + b + c),
-                                err, es);
+                                (const int32_t *)(m + a + b), (const int64_t *)(m + a + b + c), err,
+                                es);
 }
 
 static int out_write(npy_out *o, const pr_batch_view *v, char *err, size_t es)
@@ -385,8 +385,9 @@ static int out_close(npy_out *o, char *err, size_t es)
     if (o->meta) {
         fprintf(o->meta, "\n  ],\n  \"rows\": %llu", (unsigned long long)o->rows);
         if (o->j_keys) {
-            fprintf(o->meta, ",\n  \"jagged\": true,\n  \"n_labels\": %u,\n  \"n_dense\": %u,\n  "
-                             "\"feature_keys\": [",
+            fprintf(o->meta,
+                    ",\n  \"jagged\": true,\n  \"n_labels\": %u,\n  \"n_dense\": %u,\n  "
+                    "\"feature_keys\": [",
                     o->j_labels, o->j_dense);
             for (uint32_t i = 0; i < o->j_feat; i++)
                 fprintf(o->meta, "%s\"%s\"", i ? ", " : "", o->j_keys[i]);

@@ -78,8 +78,8 @@ static int kept_values(pr_npy_jagged *j, int f, uint64_t rows, uint64_t *sum, ch
 static int open_all(pr_npy_jagged *j, bool resume, uint64_t keep, char *errstr, size_t es)
 {
     int rc;
-    if ((j->n_labels && (rc = open_one(j, &j->labels, -1, "labels", PR_NPY_F32, j->n_labels,
-                                       resume, keep, errstr, es)) < 0) ||
+    if ((j->n_labels && (rc = open_one(j, &j->labels, -1, "labels", PR_NPY_F32, j->n_labels, resume,
+                                       keep, errstr, es)) < 0) ||
         (j->n_dense && (rc = open_one(j, &j->dense, -1, "dense", PR_NPY_F32, j->n_dense, resume,
                                       keep, errstr, es)) < 0))
         return rc;

@@ -177,8 +177,8 @@ static int roll_open_jagged(files_sink *f, const pr_batch *b, char *errstr, size
         names[i] = f->j_keys[i];
     }
     if (rc == 0)
-        rc = pr_npy_jagged_open(&f->jag, f->tmp, b->n_labels, b->n_dense, b->n_sparse, names,
-                                false, 0, errstr, es);
+        rc = pr_npy_jagged_open(&f->jag, f->tmp, b->n_labels, b->n_dense, b->n_sparse, names, false,
+                                0, errstr, es);
     free(names);
     return rc;
 }
@@ -295,7 +295,8 @@ static int close_arrays(files_sink *f, char *errstr, size_t es)
 static int roll_close(files_sink *f, char *errstr, size_t es)
 {
     bool jagged = f->j_keys != NULL;
-    uint32_t n_dense = jagged ? f->j_dense : f->n_dense, n_sparse = jagged ? f->j_feat : f->n_sparse;
+    uint32_t n_dense = jagged ? f->j_dense : f->n_dense,
+             n_sparse = jagged ? f->j_feat : f->n_sparse;
     int err = close_arrays(f, errstr, es);
     /* meta.json: header fields, then the batch list written so far. */
     FILE *o = f->meta;
@@ -376,8 +377,7 @@ static int write_batch(files_sink *f, const pr_batch *b, char *errstr, size_t es
     } else if ((err = pr_npy_append_cols(f->w_dense, b->dense, b->rows, b->rows, errstr, es)) < 0 ||
                (err = pr_npy_append_cols(f->w_sparse, b->sparse, b->rows, b->rows, errstr, es)) <
                    0 ||
-               (err = pr_npy_append_cols(f->w_labels, b->labels, b->rows, b->rows, errstr, es)) <
-                   0)
+               (err = pr_npy_append_cols(f->w_labels, b->labels, b->rows, b->rows, errstr, es)) < 0)
         return err;
     FILE *o = f->meta;
     if (f->n_seqs == 0) {

@@ -135,8 +135,8 @@ static uint64_t vocab_cb(void *opaque, uint32_t col)
     return 1000 + col;
 }
 
-static const pr_batch_schema schema = {NL, ND, NF, label_names, dense_names,
-                                       feat_names, vocab_col, sizes};
+static const pr_batch_schema schema = {NL,          ND,         NF,        label_names,
+                                       dense_names, feat_names, vocab_col, sizes};
 
 static fx *fx_new(uint32_t size, pr_batch_ordering ord)
 {
@@ -276,8 +276,7 @@ static void test_event_time(void **state)
     assert_int_equal(f->n, 1);
     int64_t ids[8];
     check_batch(f->b[0], ids);
-    static const int64_t order[6] = {0, (1LL << 32) | 10, 1, (1LL << 32) | 11, 2,
-                                     (1LL << 32) | 12};
+    static const int64_t order[6] = {0, (1LL << 32) | 10, 1, (1LL << 32) | 11, 2, (1LL << 32) | 12};
     assert_int_equal(f->b[0]->rows, 6);
     for (int r = 0; r < 6; r++)
         assert_int_equal(ids[r], order[r]);
@@ -400,12 +399,9 @@ static void test_schema_from_features(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_partition_order),
-        cmocka_unit_test(test_event_time),
-        cmocka_unit_test(test_revoke),
-        cmocka_unit_test(test_notices),
-        cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_schema_from_features),
+        cmocka_unit_test(test_partition_order), cmocka_unit_test(test_event_time),
+        cmocka_unit_test(test_revoke),          cmocka_unit_test(test_notices),
+        cmocka_unit_test(test_refusals),        cmocka_unit_test(test_schema_from_features),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
