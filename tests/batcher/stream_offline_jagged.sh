@@ -5,6 +5,9 @@
 # `piperec process` on the same lines array by array: labels.npy, dense.npy,
 # and every feature's values and lengths (the rolls concatenated in sequence
 # order), and meta.json names the features and their vocabulary sizes.
+# JAGGED_EVICT=1: the history list's vocabulary is bounded (capacity 300,
+# eviction lru), and the streamed recycled-index notices (meta.json, per
+# feature, rows of the rolls) equal offline recycled.npy.
 # Env (from pr_script_test): PIPEREC, PR_SOURCE_DIR, PR_TMP.
 set -eu
 T="$PR_TMP"
@@ -47,6 +50,7 @@ pipelines:
 $(cat "$T/schema.yaml")
     transform:
       vocab: { profile: default }
+$( [ "${JAGGED_EVICT:-0}" = 1 ] && echo "      columns: { history: { eviction: lru, capacity: 300 } }")
     batch: { size: 300, max_delay_ms: 50 }
     sinks:
       files: { dir: "$T/batches", roll_batches: 4 }
@@ -69,10 +73,10 @@ rc=0; wait "$RUN" || rc=$?
 "$PIPEREC" process --config "$T/run.yaml" --input "$T/events.jsonl" --output "$T/offline" \
     --no-progress > /dev/null 2> "$T/process.err" || fail "piperec process: $(cat "$T/process.err")"
 
-/usr/bin/python3 - "$T/batches" "$T/offline" "$N" <<'PY'
+/usr/bin/python3 - "$T/batches" "$T/offline" "$N" "${JAGGED_EVICT:-0}" <<'PY'
 import json, os, sys
 import numpy as np
-out, off, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+out, off, n, evict = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
 rolls = sorted((d for d in os.listdir(out) if d.startswith("batches-")),
                key=lambda s: [int(x) for x in s.split("-")[1:3]])
 assert rolls, "no rolls"
@@ -93,5 +97,18 @@ assert np.load(os.path.join(off, "labels.npy")).shape[0] == n
 hist = cat("sparse/history.lengths.npy")
 assert hist.min() == 0 and hist.max() > 1, "history should be a true list"
 assert all(len(m["vocab_sizes"]) == len(keys) for m in metas)
+notes, base = [], 0
+for d, m in zip(rolls, metas):
+    for b in m["batches"]:
+        notes += [(c, base + r, i, num) for c, r, i, num in b.get("recycled", [])]
+    base += m["rows"]
+if evict:
+    rec = np.load(os.path.join(off, "recycled.npy"))
+    assert len(rec) > 10 and len(notes) == len(rec), (len(notes), rec.shape)
+    assert {c for c, _, _, _ in notes} == {keys.index("history")}
+    assert sorted(notes, key=lambda t: t[3]) == [tuple(int(x) for x in r) for r in rec], "notices differ"
+else:
+    assert not notes
+print("stream == offline (%d notices)" % len(notes))
 print("stream == offline: %d rows, %d rolls, features %s" % (n, len(rolls), keys))
 PY
