@@ -396,11 +396,58 @@ static void test_schema_from_features(void **state)
     pr_batch_schema_fini(&bs);
 }
 
+/* Restored notices (a restart, cfg.notice_restart_next) wait in the backlog
+ * and are spread PR_BATCH_REANNOUNCE_MAX per batch, but one whose index a
+ * row uses (any value of a list feature) goes in front of that row. */
+static void test_restored_notice_before_use(void **state)
+{
+    (void)state;
+    fx *f = calloc(1, sizeof(*f));
+    pr_manual_clock_init(&f->mc, 1700000000000LL);
+    pr_batcher_cfg cfg = {
+        .pipeline = "j",
+        .sparse_width = 4,
+        .batch = {.size = 4, .max_delay_ms = 100},
+        .clock = &f->mc.clock,
+        .on_emit = on_emit,
+        .opaque = f,
+        .schema = &schema,
+        .notice_restart_next = 5000,
+    };
+    char err[256];
+    assert_int_equal(pr_batcher_new(&cfg, &f->bt, err, sizeof(err)), 0);
+    f->io = jio_new(256);
+    uint32_t nn = PR_BATCH_REANNOUNCE_MAX + 6;
+    pr_recycled *n = calloc(nn, sizeof(*n));
+    for (uint32_t i = 0; i < nn; i++) /* hist indices 1000.., the last one used below */
+        n[i] = (pr_recycled){1, 0, i + 1 < nn ? 1000 + (int64_t)i : hist_val(9, 5, 0), i + 1};
+    f->io->out.recycled = n;
+    f->io->out.n_recycled = nn;
+    /* rows off 4 (no history) and 5 (history [hist_val(9, 5, 0)]) of partition 9 */
+    jrow(f->io, 9, 4, 5, 0);
+    jrow(f->io, 9, 5, 5, 0);
+    add(f);
+    pr_batcher_flush(f->bt);
+    assert_int_equal(f->n, 1);
+    const pr_batch *b = f->b[0];
+    bool found = false;
+    for (uint32_t i = 0; i < b->n_recycled; i++)
+        if (b->recycled[i].col == 1 && b->recycled[i].index == hist_val(9, 5, 0)) {
+            found = true;
+            assert_true(b->recycled[i].row <= 1); /* before the row that uses it */
+        }
+    assert_true(found);
+    assert_true(b->n_recycled <= PR_BATCH_REANNOUNCE_MAX + 1);
+    free(n);
+    fx_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_partition_order), cmocka_unit_test(test_event_time),
         cmocka_unit_test(test_revoke),          cmocka_unit_test(test_notices),
+        cmocka_unit_test(test_restored_notice_before_use),
         cmocka_unit_test(test_refusals),        cmocka_unit_test(test_schema_from_features),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
