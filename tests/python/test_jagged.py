@@ -62,3 +62,22 @@ def test_dataset_jagged(bt):
     RESULT["seen"] = sorted(seen)
     """, jagged=True)
     assert r["seen"] == list(range(1, 7))
+
+
+def test_criteo_batch_as_keyed_jagged(bt):
+    # A Criteo batch offers the same keys / values / lengths view (one value per row and column).
+    r = bt(3, """
+    from piperec_client import TrainerClient
+    n = 0
+    with TrainerClient(ADDR, "bt", credits=4) as c:
+        for b in c.batches(count=3, timeout=5):
+            g, dense, sparse, labels = expected(b.sequence)
+            assert not b.jagged and b.keys == ["C1", "C2"]
+            assert np.array_equal(b.values, sparse.T.reshape(-1))
+            assert np.array_equal(b.lengths, np.ones(8))
+            v, l = b.feature("C2")
+            assert np.array_equal(v, sparse[:, 1]) and np.array_equal(l, np.ones(4))
+            n += 1
+    RESULT["n"] = n
+    """)
+    assert r["n"] == 3
