@@ -11,7 +11,9 @@
  *
  * Canonical proto3: zero scalars and empty fields are not written; the
  * decoder accepts any field order, skips unknown fields and takes repeated
- * vocab_sizes packed or not. Host byte order must be little-endian (x86,
+ * vocab_sizes packed or not. A jagged batch (declared schema) writes fields
+ * 22-30 instead of 7-9; a Criteo batch never writes them, so its bytes are
+ * those of before. Host byte order must be little-endian (x86,
  * arm64): tensors are copied as they are in memory.
  */
 #include <stdlib.h>
@@ -47,7 +49,16 @@ enum {
     F_REPLICA,       /* 17 */
     F_RECYCLED = 18, /* RecycledIndices */
     F_POPULAR = 20,
-    F_HOT_VERSION = 21
+    F_HOT_VERSION = 21,
+    F_JAGGED = 22, /* declared-schema batches: 22-30 */
+    F_FEATURE_KEYS,
+    F_VALUES,
+    F_LENGTHS,
+    F_N_LABELS,
+    F_LABEL_MAT,
+    F_DENSE_MAT,
+    F_LABEL_NAMES,
+    F_DENSE_NAMES /* 30 */
 };
 /* RecycledIndices field numbers (packed parallel arrays). */
 enum { N_COLUMN = 1, N_INDEX, N_ROW, N_NUMBER };
@@ -145,6 +156,58 @@ static size_t recycled_body_size(const pr_batch *b)
     return n;
 }
 
+/* Repeated strings (names): every element is written, empty or not. */
+static size_t names_size(uint32_t f, const char (*names)[PR_NAME_MAX], uint32_t n)
+{
+    size_t s = 0;
+    for (uint32_t i = 0; names && i < n; i++) {
+        size_t len = strnlen(names[i], PR_NAME_MAX);
+        s += tag_size(f) + pr_varint_size(len) + len;
+    }
+    return s;
+}
+
+static uint8_t *put_names(uint8_t *p, uint32_t f, const char (*names)[PR_NAME_MAX], uint32_t n)
+{
+    for (uint32_t i = 0; names && i < n; i++) {
+        size_t len = strnlen(names[i], PR_NAME_MAX);
+        p = pr_varint_put(put_tag(p, f, WT_LEN), len);
+        memcpy(p, names[i], len);
+        p += len;
+    }
+    return p;
+}
+
+/* Fields 22-30 (all zero / empty for a Criteo batch: nothing written). */
+static size_t jagged_size(const pr_batch *b)
+{
+    if (!b->jagged)
+        return 0;
+    return sz_varint_field(F_JAGGED, 1) + names_size(F_FEATURE_KEYS, b->feature_keys, b->n_sparse) +
+           sz_len_field(F_VALUES, pr_batch_values_bytes(b)) +
+           sz_len_field(F_LENGTHS, pr_batch_lengths_bytes(b)) +
+           sz_varint_field(F_N_LABELS, b->n_labels) +
+           sz_len_field(F_LABEL_MAT, pr_batch_label_mat_bytes(b)) +
+           sz_len_field(F_DENSE_MAT, pr_batch_dense_mat_bytes(b)) +
+           names_size(F_LABEL_NAMES, b->label_names, b->n_labels) +
+           names_size(F_DENSE_NAMES, b->dense_names, b->n_dense);
+}
+
+static uint8_t *put_jagged(const pr_batch *b, uint8_t *p)
+{
+    if (!b->jagged)
+        return p;
+    p = put_varint_field(p, F_JAGGED, 1);
+    p = put_names(p, F_FEATURE_KEYS, b->feature_keys, b->n_sparse);
+    p = put_len_field(p, F_VALUES, b->values, pr_batch_values_bytes(b));
+    p = put_len_field(p, F_LENGTHS, b->lengths, pr_batch_lengths_bytes(b));
+    p = put_varint_field(p, F_N_LABELS, b->n_labels);
+    p = put_len_field(p, F_LABEL_MAT, b->label_mat, pr_batch_label_mat_bytes(b));
+    p = put_len_field(p, F_DENSE_MAT, b->dense_mat, pr_batch_dense_mat_bytes(b));
+    p = put_names(p, F_LABEL_NAMES, b->label_names, b->n_labels);
+    return put_names(p, F_DENSE_NAMES, b->dense_names, b->n_dense);
+}
+
 size_t pr_batch_pb_size(const pr_batch *b)
 {
     size_t n = sz_len_field(F_PIPELINE, strlen(b->pipeline)) + sz_varint_field(F_SEQUENCE, b->seq) +
@@ -166,7 +229,7 @@ size_t pr_batch_pb_size(const pr_batch *b)
     }
     n += sz_len_field(F_VOCAB, vocab_body_size(b));
     n += sz_len_field(F_RECYCLED, recycled_body_size(b));
-    return n;
+    return n + jagged_size(b);
 }
 
 size_t pr_batch_pb_write(const pr_batch *b, uint8_t *out)
@@ -214,6 +277,7 @@ size_t pr_batch_pb_write(const pr_batch *b, uint8_t *out)
     }
     p = put_varint_field(p, F_POPULAR, b->popular); /* false is not written: old bytes */
     p = put_varint_field(p, F_HOT_VERSION, b->hot_version); /* 0 is not written: old bytes */
+    p = put_jagged(b, p);
     return (size_t)(p - out);
 }
 
@@ -304,6 +368,9 @@ void pr_batch_view_fini(pr_batch_view *v)
     free(v->ranges);
     free(v->vocab_sizes);
     free(v->recycled);
+    free(v->feature_keys);
+    free(v->label_names);
+    free(v->dense_names);
     memset(v, 0, sizeof(*v));
 }
 
@@ -415,6 +482,80 @@ static int decode_recycled(const uint8_t *p, const uint8_t *end, pr_batch_view *
     return err;
 }
 
+static int push_str(pr_batch_view_str **arr, uint32_t *n, const pb_field *f)
+{
+    if ((*n & (*n - 1)) == 0) { /* 0, 1, 2, 4, ...: grow to the next power of two */
+        pr_batch_view_str *a = realloc(*arr, (*n ? *n * 2 : 1) * sizeof(**arr));
+        if (!a)
+            return PR_ENOMEM;
+        *arr = a;
+    }
+    (*arr)[(*n)++] = (pr_batch_view_str){(const char *)f->data, f->len};
+    return 0;
+}
+
+/* Fields 22-30 of a length-delimited kind: 1 taken, 0 not ours, < 0 ENOMEM. */
+static int decode_jagged_len(pr_batch_view *v, const pb_field *f)
+{
+    switch (f->num) {
+    case F_FEATURE_KEYS:
+        return push_str(&v->feature_keys, &v->n_feature_keys, f) < 0 ? PR_ENOMEM : 1;
+    case F_LABEL_NAMES:
+        return push_str(&v->label_names, &v->n_label_names, f) < 0 ? PR_ENOMEM : 1;
+    case F_DENSE_NAMES:
+        return push_str(&v->dense_names, &v->n_dense_names, f) < 0 ? PR_ENOMEM : 1;
+    case F_VALUES:
+        v->values = f->data;
+        v->values_len = f->len;
+        return 1;
+    case F_LENGTHS:
+        v->lengths = f->data;
+        v->lengths_len = f->len;
+        return 1;
+    case F_LABEL_MAT:
+        v->label_mat = f->data;
+        v->label_mat_len = f->len;
+        return 1;
+    case F_DENSE_MAT:
+        v->dense_mat = f->data;
+        v->dense_mat_len = f->len;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Shapes of a jagged batch; NULL when they hold, else why not. */
+static const char *check_jagged(const pr_batch_view *v)
+{
+    if (v->labels_len || v->dense_len || v->sparse_len)
+        return "a jagged batch carries labels, dense or sparse (fields 7-9)";
+    if (v->n_feature_keys != v->n_sparse)
+        return "feature_keys count does not match n_sparse";
+    if (v->n_labels > UINT16_MAX)
+        return "n_labels above 65535";
+    if (v->lengths_len != (size_t)v->rows * v->n_sparse * 4)
+        return "lengths length does not match rows x n_features x 4";
+    if (v->label_mat_len != (size_t)v->rows * v->n_labels * 4)
+        return "label_matrix length does not match rows x n_labels x 4";
+    if (v->dense_mat_len != (size_t)v->rows * v->n_dense * 4)
+        return "dense_matrix length does not match rows x n_dense x 4";
+    if ((v->n_label_names && v->n_label_names != v->n_labels) ||
+        (v->n_dense_names && v->n_dense_names != v->n_dense))
+        return "label_names or dense_names count does not match n_labels or n_dense";
+    uint64_t sum = 0;
+    for (size_t i = 0; i < v->lengths_len / 4; i++) {
+        int32_t l;
+        memcpy(&l, v->lengths + i * 4, 4);
+        if (l < 0)
+            return "negative length";
+        sum += (uint64_t)l;
+    }
+    if (v->values_len % 8 || v->values_len / 8 != sum)
+        return "values length does not match the sum of lengths x 8";
+    return NULL;
+}
+
 int pr_batch_decode(const uint8_t *buf, size_t len, pr_batch_view *v, char *errstr,
                     size_t errstr_size)
 {
@@ -440,6 +581,12 @@ int pr_batch_decode(const uint8_t *buf, size_t len, pr_batch_view *v, char *errs
                 break;
             case F_HOT_VERSION:
                 v->hot_version = f.v;
+                break;
+            case F_JAGGED:
+                v->jagged = f.v != 0;
+                break;
+            case F_N_LABELS:
+                v->n_labels = (uint32_t)f.v;
                 break;
             case F_ROWS:
                 v->rows = (uint32_t)f.v;
@@ -472,6 +619,11 @@ int pr_batch_decode(const uint8_t *buf, size_t len, pr_batch_view *v, char *errs
             continue;
         }
         if (f.wt != WT_LEN)
+            continue;
+        int jg = decode_jagged_len(v, &f);
+        if (jg < 0)
+            goto nomem;
+        if (jg)
             continue;
         switch (f.num) {
         case F_PIPELINE:
@@ -545,7 +697,7 @@ int pr_batch_decode(const uint8_t *buf, size_t len, pr_batch_view *v, char *errs
         why = "malformed protobuf";
         goto bad;
     }
-    if (v->rows && v->n_sparse && v->sparse_width != 4 && v->sparse_width != 8) {
+    if (v->rows && v->n_sparse && !v->jagged && v->sparse_width != 4 && v->sparse_width != 8) {
         why = "sparse_width must be 4 or 8";
         goto bad;
     }
@@ -555,15 +707,18 @@ int pr_batch_decode(const uint8_t *buf, size_t len, pr_batch_view *v, char *errs
         why = "n_dense or n_sparse above 65535";
         goto bad;
     }
+    if (v->jagged && (why = check_jagged(v)) != NULL)
+        goto bad;
     if (v->labels_len != (size_t)v->rows * 4 && v->labels_len != 0) {
         why = "labels length does not match rows";
         goto bad;
     }
-    if (v->dense_len != (size_t)v->rows * v->n_dense * 4) {
+    if (!v->jagged && v->dense_len != (size_t)v->rows * v->n_dense * 4) {
         why = "dense length does not match rows x n_dense x 4";
         goto bad;
     }
-    if (v->sparse_len != (size_t)v->rows * v->n_sparse * (v->n_sparse ? v->sparse_width : 0)) {
+    if (!v->jagged &&
+        v->sparse_len != (size_t)v->rows * v->n_sparse * (v->n_sparse ? v->sparse_width : 0)) {
         why = "sparse length does not match rows x n_sparse x sparse_width";
         goto bad;
     }
@@ -585,6 +740,45 @@ nomem:
     return pr_seterr(errstr, errstr_size, PR_ENOMEM, "TrainingBatch: out of memory");
 }
 
+static void copy_names(char (*dst)[PR_NAME_MAX], const pr_batch_view_str *src, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        size_t l = src[i].len < PR_NAME_MAX - 1 ? src[i].len : PR_NAME_MAX - 1;
+        memcpy(dst[i], src[i].s, l);
+        dst[i][l] = 0;
+    }
+}
+
+/* The tensors of a jagged view, copied into a new jagged batch. */
+static pr_batch *jagged_from_view(const char *name, const pr_batch_view *v)
+{
+    pr_batch *b = pr_batch_new_jagged(name, v->rows, (uint16_t)v->n_labels, (uint16_t)v->n_dense,
+                                      (uint16_t)v->n_sparse, v->values_len / 8);
+    if (!b)
+        return NULL;
+    if (v->n_label_names && !(b->label_names = calloc(v->n_labels, PR_NAME_MAX)))
+        goto nomem;
+    if (v->n_dense_names && !(b->dense_names = calloc(v->n_dense, PR_NAME_MAX)))
+        goto nomem;
+    copy_names(b->feature_keys, v->feature_keys, v->n_feature_keys);
+    if (b->label_names)
+        copy_names(b->label_names, v->label_names, v->n_label_names);
+    if (b->dense_names)
+        copy_names(b->dense_names, v->dense_names, v->n_dense_names);
+    if (v->values_len)
+        memcpy(b->values, v->values, v->values_len);
+    if (v->lengths_len)
+        memcpy(b->lengths, v->lengths, v->lengths_len);
+    if (v->label_mat_len)
+        memcpy(b->label_mat, v->label_mat, v->label_mat_len);
+    if (v->dense_mat_len)
+        memcpy(b->dense_mat, v->dense_mat, v->dense_mat_len);
+    return b;
+nomem:
+    pr_batch_unref(b);
+    return NULL;
+}
+
 pr_batch *pr_batch_from_view(const pr_batch_view *v)
 {
     char name[PR_NAME_MAX];
@@ -592,7 +786,9 @@ pr_batch *pr_batch_from_view(const pr_batch_view *v)
     memcpy(name, v->pipeline, nl);
     name[nl] = 0;
     uint8_t w = v->n_sparse ? (uint8_t)v->sparse_width : 4;
-    pr_batch *b = pr_batch_new(name, v->rows, (uint16_t)v->n_dense, (uint16_t)v->n_sparse, w);
+    pr_batch *b = v->jagged
+                      ? jagged_from_view(name, v)
+                      : pr_batch_new(name, v->rows, (uint16_t)v->n_dense, (uint16_t)v->n_sparse, w);
     if (!b)
         return NULL;
     b->seq = v->seq;

@@ -112,6 +112,62 @@ pr_batch *pr_batch_new(const char *pipeline, uint32_t rows, uint16_t n_dense, ui
     return bt;
 }
 
+/* A jagged batch whose row tensors (label_mat | dense_mat | lengths, one
+ * 64-byte aligned block starting at label_mat) hold `cap` rows and whose
+ * values hold `vcap` values; rows = cap, n_values = 0, names zeroed. */
+static pr_batch *jagged_alloc(const char *pipeline, uint32_t cap, uint16_t n_labels,
+                              uint16_t n_dense, uint16_t n_feat, uint64_t vcap, bool zero)
+{
+    pr_batch *bt = calloc(1, sizeof(*bt));
+    if (!bt)
+        return NULL;
+    size_t lab = align64((size_t)cap * n_labels * 4);
+    size_t den = align64((size_t)cap * n_dense * 4);
+    size_t len = align64((size_t)cap * n_feat * 4);
+    size_t total = lab + den + len;
+    uint8_t *mem = aligned_alloc(64, total ? total : 64);
+    bt->values = malloc((vcap ? vcap : 1) * sizeof(int64_t));
+    bt->feature_keys = calloc(n_feat ? n_feat : 1, PR_NAME_MAX);
+    bt->label_mat = (float *)mem;
+    if (!mem || !bt->values || !bt->feature_keys) {
+        bt->refcnt = 1;
+        pr_batch_unref(bt);
+        return NULL;
+    }
+    if (zero) {
+        memset(mem, 0, total);
+        memset(bt->values, 0, vcap * sizeof(int64_t));
+    }
+    snprintf(bt->pipeline, sizeof(bt->pipeline), "%s", pipeline ? pipeline : "");
+    bt->dense_mat = (float *)(mem + lab);
+    bt->lengths = (int32_t *)(mem + lab + den);
+    bt->jagged = 1;
+    bt->rows = cap;
+    bt->n_labels = n_labels;
+    bt->n_dense = n_dense;
+    bt->n_sparse = n_feat;
+    bt->sparse_width = 8;
+    bt->refcnt = 1;
+    return bt;
+}
+
+pr_batch *pr_batch_new_jagged(const char *pipeline, uint32_t rows, uint16_t n_labels,
+                              uint16_t n_dense, uint16_t n_feat, uint64_t n_values)
+{
+    pr_batch *bt = jagged_alloc(pipeline, rows, n_labels, n_dense, n_feat, n_values, true);
+    if (!bt)
+        return NULL;
+    bt->n_values = n_values;
+    bt->vocab_sizes = calloc(n_feat ? n_feat : 1, sizeof(uint64_t));
+    if (!bt->vocab_sizes) {
+        pr_batch_unref(bt);
+        return NULL;
+    }
+    bt->bytes = pr_batch_label_mat_bytes(bt) + pr_batch_dense_mat_bytes(bt) +
+                pr_batch_lengths_bytes(bt) + pr_batch_values_bytes(bt);
+    return bt;
+}
+
 pr_batch *pr_batch_ref(pr_batch *b)
 {
     __atomic_add_fetch(&b->refcnt, 1, __ATOMIC_RELAXED);
@@ -122,7 +178,12 @@ void pr_batch_unref(pr_batch *b)
 {
     if (!b || __atomic_sub_fetch(&b->refcnt, 1, __ATOMIC_ACQ_REL) != 0)
         return;
-    free(b->labels); /* the tensor block starts with labels */
+    free(b->labels);    /* the tensor block starts with labels (Criteo) */
+    free(b->label_mat); /* ... or with label_mat (jagged) */
+    free(b->values);
+    free(b->feature_keys);
+    free(b->label_names);
+    free(b->dense_names);
     for (uint32_t i = 0; i < b->n_topics; i++)
         free(b->topics[i]);
     free(b->topics);
@@ -247,6 +308,7 @@ typedef struct pr__build {
     int64_t oldest;  /* min arrival (mono ns) of the rows in cur */
     uint32_t *idx;   /* scratch: rows of the current pr_out bound for cur */
     pr__notes notes; /* notices for cur, row = row of cur they precede */
+    pr__jbuild jb;   /* declared schema: the values of cur's rows (batch_jagged.c) */
 } pr__build;
 
 typedef struct fifo_ent {
@@ -261,7 +323,9 @@ struct pr_batcher {
     char **topics;
     size_t n_topics;
     const pr_clock *clock;
-    size_t row_bytes; /* tensor bytes per row */
+    pr__jag *jag;     /* declared schema (cfg.schema): jagged rows; NULL = Criteo */
+    int jag_err;      /* a failed jagged row copy (ENOMEM), returned by the public call */
+    size_t row_bytes; /* tensor bytes per row (jagged: an estimate, 1 value per feature) */
     int64_t delay_ns;
     pr__offsets offs;
 
@@ -382,8 +446,9 @@ static int ensure_cur(pr_batcher *b, int cls)
         return 0;
     const pr_batcher_cfg *c = &b->cfg;
     /* Not zeroed: every row is written before emission, and emission compacts. */
-    bd->cur =
-        batch_alloc(b->pipeline, c->batch.size, c->n_dense, c->n_sparse, c->sparse_width, false);
+    bd->cur = b->jag ? pr__jag_batch(b->jag, b->pipeline, c->batch.size)
+                     : batch_alloc(b->pipeline, c->batch.size, c->n_dense, c->n_sparse,
+                                   c->sparse_width, false);
     bd->h = malloc((size_t)c->batch.size * sizeof(*bd->h));
     if (!bd->cur || !bd->h) {
         pr_batch_unref(bd->cur);
@@ -440,6 +505,11 @@ int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, si
     if (cfg->batch.split != PR_BATCH_SPLIT_NONE && cfg->batch.split != PR_BATCH_SPLIT_POPULAR)
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "batch.split: unknown value %d",
                          (int)cfg->batch.split);
+    if (cfg->schema && cfg->batch.split != PR_BATCH_SPLIT_NONE)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "batch.split: popular needs the Criteo layout for now: a declared "
+                         "schema's rows (lists, several features) have no hot sets yet; use "
+                         "split: none");
     if (cfg->batch.popular_min_rows > cfg->batch.size)
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
                          "batch.popular_min_rows: %u is more than batch.size %u (a popular "
@@ -457,6 +527,15 @@ int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, si
     b->clock = cfg->clock ? cfg->clock : pr_clock_real();
     b->row_bytes = 4 + (size_t)cfg->n_dense * 4 + (size_t)cfg->n_sparse * cfg->sparse_width;
     b->prow_bytes = (b->row_bytes + 7) & ~(size_t)7;
+    b->cfg.schema = NULL; /* copied into b->jag below */
+    if (cfg->schema) {
+        if (pr__jag_new(cfg->schema, &b->jag) < 0) {
+            free(b);
+            return pr_seterr(errstr, errstr_size, PR_ENOMEM, "batcher: out of memory");
+        }
+        b->row_bytes = pr__jag_row_bytes(b->jag) + (size_t)cfg->schema->n_feat * 8;
+        b->prow_bytes = (pr__jag_row_bytes(b->jag) + 7) & ~(size_t)7;
+    }
     b->delay_ns = cfg->batch.max_delay_ms * NS_PER_MS;
     b->next_seq = 1;
     b->ua_base = 1;
@@ -474,7 +553,7 @@ int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, si
     b->n_class = cfg->batch.split == PR_BATCH_SPLIT_POPULAR ? PR__NCLASS : 1;
     bool built = true;
     for (int k = 0; k < b->n_class; k++)
-        if (build_init(&b->bld[k], n) < 0)
+        if (build_init(&b->bld[k], n) < 0 || (b->jag && pr__jbuild_init(b->jag, &b->bld[k].jb) < 0))
             built = false;
     if (cfg->n_topics) {
         b->topics = calloc(cfg->n_topics, sizeof(char *));
@@ -500,8 +579,12 @@ void pr_batcher_free(pr_batcher *b)
 {
     if (!b)
         return;
-    for (int k = 0; k < PR__NCLASS; k++)
+    for (int k = 0; k < PR__NCLASS; k++) {
+        if (b->jag)
+            pr__jbuild_fini(b->jag, &b->bld[k].jb);
         build_fini(&b->bld[k]);
+    }
+    pr__jag_free(b->jag);
     for (size_t i = 0; i < b->ua_len; i++)
         pr_batch_unref(b->ua[(b->ua_head + i) % b->ua_cap]);
     free(b->ua);
@@ -641,14 +724,18 @@ static int emit(pr_batcher *b, int cls, pr_batch_reason reason)
     size_t w = c->sparse_width;
 
     /* Compact columns to stride n (moving down, so memmove in column order is safe). */
-    if (n < cap) {
+    if (b->jag) {
+        if (pr__jag_finish(b->jag, &bd->jb, bt, cap) < 0)
+            return PR_ENOMEM;
+    } else if (n < cap) {
         for (uint32_t col = 1; col < c->n_dense; col++)
             memmove(bt->dense + (size_t)col * n, bt->dense + (size_t)col * cap, (size_t)n * 4);
         uint8_t *sp = bt->sparse;
         for (uint32_t col = 1; col < c->n_sparse; col++)
             memmove(sp + (size_t)col * n * w, sp + (size_t)col * cap * w, (size_t)n * w);
     }
-    bt->bytes = (size_t)n * b->row_bytes;
+    if (!b->jag)
+        bt->bytes = (size_t)n * b->row_bytes;
     if (build_ranges(bd, bt) < 0)
         return PR_ENOMEM;
     bt->min_event_time_ms = INT64_MAX;
@@ -659,7 +746,8 @@ static int emit(pr_batcher *b, int cls, pr_batch_reason reason)
         if (bd->et[i] > bt->max_event_time_ms)
             bt->max_event_time_ms = bd->et[i];
     }
-    bt->vocab_sizes = calloc(c->n_sparse ? c->n_sparse : 1, sizeof(uint64_t));
+    uint32_t n_cols = b->jag ? b->jag->n_feat : c->n_sparse; /* vocab_sizes entries */
+    bt->vocab_sizes = calloc(n_cols ? n_cols : 1, sizeof(uint64_t));
     if (b->n_topics) {
         bt->topics = calloc(b->n_topics, sizeof(char *));
         if (bt->topics) {
@@ -671,8 +759,10 @@ static int emit(pr_batcher *b, int cls, pr_batch_reason reason)
     }
     if (!bt->vocab_sizes || (b->n_topics && !bt->topics) || ua_push(b, bt) < 0)
         return PR_ENOMEM;
-    for (uint32_t col = 0; col < c->n_sparse; col++)
-        bt->vocab_sizes[col] = c->vocab_size ? c->vocab_size(c->opaque, col) : 0;
+    for (uint32_t col = 0; col < n_cols; col++)
+        bt->vocab_sizes[col] = b->jag ? pr__jag_vocab_size(b->jag, col, c->vocab_size, c->opaque)
+                               : c->vocab_size ? c->vocab_size(c->opaque, col)
+                                               : 0;
     if (notes_to_batch(b, bd, bt) < 0)
         return PR_ENOMEM;
     if (cls == PR__REGULAR)
@@ -737,6 +827,12 @@ static void copy_rows(pr_batcher *b, pr__build *bd, const pr_out *out, const uin
     uint32_t cap = b->cfg.batch.size, n0 = bt->rows;
     if (k == 0)
         return;
+    if (b->jag) {
+        int err = pr__jag_copy_rows(b->jag, &bd->jb, bt, cap, out, idx, k);
+        if (err < 0)
+            b->jag_err = err;
+        return;
+    }
     if (idx[k - 1] - idx[0] == k - 1) {
         /* No rejects in this run: plain column copies. */
         uint32_t r0 = idx[0];
@@ -918,17 +1014,39 @@ static int backlog_take(pr_batcher *b, uint32_t col, int64_t index, uint32_t *k,
     return 0;
 }
 
+/* Declared schema: the backlog's notices (col = feature) for every value of
+ * the row's vocab features. `out` (block row r) or pool slot `slot` (src). */
+static int backlog_jagged(pr_batcher *b, const pr_out *out, uint32_t r, uint32_t slot,
+                          const uint8_t *src, uint32_t *k)
+{
+    int err = 0;
+    for (uint32_t f = 0; f < b->jag->n_feat && b->bl_live && !err; f++) {
+        if (b->jag->vocab_col[f] < 0)
+            continue;
+        uint32_t n;
+        const int64_t *v = out ? pr__jag_row_values(b->jag, out, f, r, &n)
+                               : pr__jag_pending_values(b->jag, slot, src, f, &n);
+        for (uint32_t i = 0; i < n && b->bl_live && !err; i++)
+            err = backlog_take(b, f, v[i], k, out);
+    }
+    return err;
+}
+
 static int backlog_row(pr_batcher *b, const pr_out *out, uint32_t r, uint32_t *k)
 {
     int err = 0;
+    if (b->jag)
+        return backlog_jagged(b, out, r, 0, NULL, k);
     for (uint32_t c = 0; c < out->n_sparse && b->bl_live && !err; c++)
         err = backlog_take(b, c, out_index(out, c, r), k, out);
     return err;
 }
 
 /* The same for a pending row (event_time layout, see out_to_pending). */
-static int backlog_pending_row(pr_batcher *b, const uint8_t *src)
+static int backlog_pending_row(pr_batcher *b, uint32_t slot, const uint8_t *src)
 {
+    if (b->jag)
+        return backlog_jagged(b, NULL, 0, slot, src, NULL);
     const uint8_t *s = src + 4 + (size_t)b->cfg.n_dense * 4;
     int err = 0;
     for (uint32_t c = 0; c < b->cfg.n_sparse && b->bl_live && !err; c++) {
@@ -1082,6 +1200,8 @@ static int pool_grow(pr_batcher *b)
     if (!h)
         return PR_ENOMEM;
     b->heap = h;
+    if (b->jag && pr__jag_pool_grow(b->jag, nc) < 0)
+        return PR_ENOMEM;
     for (uint32_t i = nc; i > oc; i--) {
         b->p_meta[i - 1].in_use = false;
         b->p_meta[i - 1].serial = 0;
@@ -1167,8 +1287,13 @@ static int release(pr_batcher *b, bool all)
         pr__build *bd = &b->bld[cls];
         if ((err = ensure_cur(b, cls)) < 0)
             return err;
-        pending_to_cur(b, bd, b->p_data + (size_t)slot * b->prow_bytes);
-        if (b->bl_live && (err = backlog_pending_row(b, b->p_data + (size_t)slot * b->prow_bytes)) < 0)
+        const uint8_t *src = b->p_data + (size_t)slot * b->prow_bytes;
+        if (!b->jag)
+            pending_to_cur(b, bd, src);
+        else if ((err = pr__jag_from_pending(b->jag, &bd->jb, bd->cur, b->cfg.batch.size, slot,
+                                             src)) < 0)
+            return err;
+        if (b->bl_live && (err = backlog_pending_row(b, slot, src)) < 0)
             return err;
         put_meta(b, bd, bd->cur->rows, m->key, m->off, m->et, &m->h, m->arrival, m->hv);
         bd->cur->rows++;
@@ -1233,7 +1358,11 @@ static int add_event_time(pr_batcher *b, const pr_block *in, const pr_out *out,
             pend_free(b, ps);
             return PR_ENOMEM;
         }
-        out_to_pending(b, out, r, b->p_data + (size_t)ps * b->prow_bytes);
+        uint8_t *dst = b->p_data + (size_t)ps * b->prow_bytes;
+        if (!b->jag)
+            out_to_pending(b, out, r, dst);
+        else if (pr__jag_to_pending(b->jag, out, r, ps, dst) < 0)
+            b->jag_err = PR_ENOMEM; /* the row still goes out, with no values */
         b->heap[b->heap_len++] = ps;
         heap_up(b, b->heap_len - 1);
         b->st.rows_in++;
@@ -1301,19 +1430,26 @@ int pr_batcher_add(pr_batcher *b, const pr_block *in, const pr_out *out)
 int pr_batcher_add_split(pr_batcher *b, const pr_block *in, const pr_out *out,
                          const uint64_t *popular)
 {
-    if (!in || !out || out->rows > in->rows || !in->partition || !in->offset ||
-        !in->event_time_ms || out->n_dense != b->cfg.n_dense || out->n_sparse != b->cfg.n_sparse ||
-        (out->n_sparse && out->sparse_width != b->cfg.sparse_width))
+    if (!in || !out || out->rows > in->rows || !in->partition || !in->offset || !in->event_time_ms)
         return PR_EINVAL;
+    if (!b->jag && (out->n_dense != b->cfg.n_dense || out->n_sparse != b->cfg.n_sparse ||
+                    (out->n_sparse && out->sparse_width != b->cfg.sparse_width)))
+        return PR_EINVAL;
+    int err = b->jag ? pr__jag_block(b->jag, out) : 0; /* checks out->side, indexes its values */
+    if (err < 0)
+        return err;
     int64_t now = pr_clock_mono_ns(b->clock);
     const pr_recycled *nv;
     uint32_t nn;
-    int err = take_restored(b, out, &nv, &nn);
+    err = take_restored(b, out, &nv, &nn);
     if (!err)
         err = b->cfg.batch.ordering == PR_BATCH_ORDER_EVENT_TIME
                   ? add_event_time(b, in, out, popular, nv, nn, now)
                   : add_partition_order(b, in, out, popular, nv, nn, now);
     b->hint_live = false; /* the engine hands restored notices to its first block */
+    if (!err && b->jag_err)
+        err = b->jag_err;
+    b->jag_err = 0;
     publish(b);
     return err;
 }
@@ -1548,12 +1684,25 @@ static uint64_t drop_cur_rows(pr_batcher *b, pr__build *bd, int32_t key)
     uint32_t n = bt->rows, cap = b->cfg.batch.size, j = 0, x = 0;
     size_t w = b->cfg.sparse_width;
     pr__notes *nt = &bd->notes; /* in row order: each keeps its place among the rows left */
+    uint8_t *keep = NULL;
+    if (b->jag) { /* the jagged tensors move in one pass after this loop */
+        if (!(keep = malloc(n ? n : 1)))
+            return 0; /* out of memory: the rows stay (at-least-once still holds) */
+        for (uint32_t i = 0; i < n; i++)
+            keep[i] = bd->key[i] != key;
+    }
     for (uint32_t i = 0; i < n; i++) {
         for (; x < nt->n && nt->v[x].row <= i; x++)
             nt->v[x].row = j;
         if (bd->key[i] == key)
             continue;
-        if (i != j) {
+        if (i != j && keep) {
+            bd->key[j] = bd->key[i];
+            bd->off[j] = bd->off[i];
+            bd->et[j] = bd->et[i];
+            bd->h[j] = bd->h[i];
+            bd->ser[j] = bd->ser[i];
+        } else if (i != j) {
             bt->labels[j] = bt->labels[i];
             for (uint32_t col = 0; col < b->cfg.n_dense; col++)
                 bt->dense[(size_t)col * cap + j] = bt->dense[(size_t)col * cap + i];
@@ -1570,6 +1719,9 @@ static uint64_t drop_cur_rows(pr_batcher *b, pr__build *bd, int32_t key)
     }
     for (; x < nt->n; x++)
         nt->v[x].row = j;
+    if (keep)
+        pr__jag_keep_rows(b->jag, &bd->jb, bt, cap, keep);
+    free(keep);
     bt->rows = j;
     /* oldest stays as the earliest arrival among rows that were there: it can
      * only make the deadline earlier, never later, which keeps freshness. */

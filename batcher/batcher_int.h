@@ -59,4 +59,63 @@ int64_t pr__offsets_safe(const pr__offsets *o, int slot);
 /* Forget the slot's state (revoke): clears the queue, bumps gen, deactivates. */
 void pr__offsets_reset(pr__offsets *o, int slot);
 
+/* ---------------------------------------------------------------- batch_jagged.c */
+
+/* A declared schema's rows in the batcher (cfg.schema): its shape, and the
+ * block being added (per feature, where each row's values start in
+ * out->side->values[f]). */
+typedef struct pr__jag {
+    uint16_t n_labels, n_dense, n_feat;
+    char (*keys)[PR_NAME_MAX];
+    char (*label_names)[PR_NAME_MAX]; /* NULL = not sent */
+    char (*dense_names)[PR_NAME_MAX]; /* NULL = not sent */
+    int16_t *vocab_col;
+    uint64_t *sizes;
+    uint64_t *voff; /* [n_feat][voff_cap]: start of row r's values (the block's) */
+    uint32_t voff_cap;
+    /* event_time pending rows: each pool slot's values (all features) */
+    int64_t **p_vals;
+    uint32_t *p_vcap;
+    uint32_t p_cap;
+} pr__jag;
+
+/* The values of one build's rows, per feature (lengths live in the batch). */
+typedef struct pr__jbuild {
+    int64_t **fv;
+    uint64_t *fn, *fcap;
+} pr__jbuild;
+
+int pr__jag_new(const pr_batch_schema *s, pr__jag **out);
+void pr__jag_free(pr__jag *j);
+/* Bytes of a pending row's fixed part (labels, dense, lengths). */
+size_t pr__jag_row_bytes(const pr__jag *j);
+int pr__jbuild_init(const pr__jag *j, pr__jbuild *jb);
+void pr__jbuild_fini(const pr__jag *j, pr__jbuild *jb);
+/* An empty jagged batch for `cap` rows (rows 0), names filled. */
+pr_batch *pr__jag_batch(const pr__jag *j, const char *pipeline, uint32_t cap);
+/* Check out->side against the schema and index the block's values. */
+int pr__jag_block(pr__jag *j, const pr_out *out);
+/* Append rows idx[0..k) of the indexed block to `bt` (at bt->rows, stride cap). */
+int pr__jag_copy_rows(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_t cap,
+                      const pr_out *out, const uint32_t *idx, uint32_t k);
+/* Row r's values of feature f in the indexed block. */
+const int64_t *pr__jag_row_values(const pr__jag *j, const pr_out *out, uint32_t f, uint32_t r,
+                                  uint32_t *n);
+/* event_time: row r of the indexed block into pool slot `slot` (fixed part
+ * at dst), and back into `bt`; values of a pending row of feature f. */
+int pr__jag_pool_grow(pr__jag *j, uint32_t cap);
+int pr__jag_to_pending(pr__jag *j, const pr_out *out, uint32_t r, uint32_t slot, uint8_t *dst);
+int pr__jag_from_pending(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_t cap,
+                         uint32_t slot, const uint8_t *src);
+const int64_t *pr__jag_pending_values(const pr__jag *j, uint32_t slot, const uint8_t *src,
+                                      uint32_t f, uint32_t *n);
+/* Keep the rows of `bt` (stride cap) whose keep[i] is set, in order. */
+void pr__jag_keep_rows(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_t cap,
+                       const uint8_t *keep);
+/* Emission: lengths to stride rows, values gathered key-major, bytes set;
+ * the build's values emptied. */
+int pr__jag_finish(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_t cap);
+/* Embedding rows of feature f for the batch's vocab_sizes. */
+uint64_t pr__jag_vocab_size(const pr__jag *j, uint32_t f, pr_batch_vocab_cb cb, void *opaque);
+
 #endif

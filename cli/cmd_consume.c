@@ -13,7 +13,11 @@
  * lower number than one already seen is counted as out of order, which is
  * normal after another trainer's batches were redelivered to this one),
  * acks each one after it is written, optionally appends every batch to one
- * .npy set in DIR (dense.npy, sparse.npy, labels.npy, meta.json), and prints
+ * .npy set in DIR (dense.npy, sparse.npy, labels.npy, meta.json; for the
+ * jagged batches of a declared schema the declared schema's offline layout
+ * instead, the one `piperec process` writes: labels.npy float32 [N, L],
+ * dense.npy float32 [N, D], sparse/<feature>.values.npy int64,
+ * sparse/<feature>.lengths.npy int32, and meta.json), and prints
  * a summary. Stops after N batches, on EOF from the server, after an idle
  * timeout, or on SIGINT/SIGTERM. Exit: 0 ok, 1 runtime error, 2 usage.
  *
@@ -140,6 +144,14 @@ static double mono_s(void)
 /* The optional .npy output: one set of files, batches appended in arrival order. */
 typedef struct npy_out {
     pr_npy_writer *dense, *sparse, *labels;
+    /* Jagged batches (declared schema): the layout is known at the first
+     * batch, which replaces the (still empty) Criteo files by this set. */
+    pr_npy_jagged *jag;
+    bool jag_resume; /* DIR holds a jagged set to continue at the first batch */
+    char dir[4096];
+    uint64_t at_rows; /* rows to keep when jag_resume */
+    uint16_t j_labels, j_dense, j_feat;
+    char (*j_keys)[PR_NAME_MAX];
     FILE *meta;
     char meta_path[4096];
     void *scratch;
@@ -171,12 +183,21 @@ static int out_open(npy_out *o, const char *dir, const pr_trainer_info *in, cons
 {
     if (mkdir(dir, 0755) < 0 && errno != EEXIST)
         return pr_seterr(err, es, PR_EIO, "--output: cannot create %s: %s", dir, strerror(errno));
+    snprintf(o->dir, sizeof(o->dir), "%s", dir);
+    char sp[4200];
+    struct stat st;
+    snprintf(sp, sizeof(sp), "%s/sparse", dir);
+    if (at && stat(sp, &st) == 0 && S_ISDIR(st.st_mode)) {
+        o->jag_resume = true; /* a jagged set: continued when the first batch names it */
+        o->at_rows = at->rows;
+    }
     int rc;
-    if ((rc = out_array(&o->dense, dir, "dense.npy", PR_NPY_F32, in->n_dense, at, err, es)) < 0 ||
-        (rc = out_array(&o->sparse, dir, "sparse.npy",
-                        in->sparse_width == 8 ? PR_NPY_I64 : PR_NPY_I32, in->n_sparse, at, err,
-                        es)) < 0 ||
-        (rc = out_array(&o->labels, dir, "labels.npy", PR_NPY_I32, 0, at, err, es)) < 0)
+    if (!o->jag_resume &&
+        ((rc = out_array(&o->dense, dir, "dense.npy", PR_NPY_F32, in->n_dense, at, err, es)) < 0 ||
+         (rc = out_array(&o->sparse, dir, "sparse.npy",
+                         in->sparse_width == 8 ? PR_NPY_I64 : PR_NPY_I32, in->n_sparse, at, err,
+                         es)) < 0 ||
+         (rc = out_array(&o->labels, dir, "labels.npy", PR_NPY_I32, 0, at, err, es)) < 0))
         return rc;
     snprintf(o->meta_path, sizeof(o->meta_path), "%s/meta.json", dir);
     if (at) {
@@ -198,8 +219,11 @@ static int out_open(npy_out *o, const char *dir, const pr_trainer_info *in, cons
 static int out_sync(npy_out *o, out_mark *m, char *err, size_t es)
 {
     int rc;
-    if ((rc = pr_npy_sync(o->dense, err, es)) < 0 || (rc = pr_npy_sync(o->sparse, err, es)) < 0 ||
-        (rc = pr_npy_sync(o->labels, err, es)) < 0)
+    if (o->jag && (rc = pr_npy_jagged_sync(o->jag, err, es)) < 0)
+        return rc;
+    if (o->dense &&
+        ((rc = pr_npy_sync(o->dense, err, es)) < 0 || (rc = pr_npy_sync(o->sparse, err, es)) < 0 ||
+         (rc = pr_npy_sync(o->labels, err, es)) < 0))
         return rc;
     off_t at;
     if (fflush(o->meta) != 0 || fsync(fileno(o->meta)) < 0 || (at = ftello(o->meta)) < 0)
@@ -224,10 +248,76 @@ static const void *aligned(npy_out *o, const uint8_t *p, size_t n)
     return o->scratch;
 }
 
+/* The first jagged batch: its layout replaces the empty Criteo files (or
+ * continues the jagged set a checkpoint left). */
+static int out_open_jagged(npy_out *o, const pr_batch_view *v, char *err, size_t es)
+{
+    if (o->batches && !o->jag_resume)
+        return pr_seterr(err, es, PR_EINVAL,
+                         "--output %s: a jagged batch after Criteo ones (another pipeline?)",
+                         o->dir);
+    pr_npy_abort(o->dense); /* empty, and not this stream's layout */
+    pr_npy_abort(o->sparse);
+    pr_npy_abort(o->labels);
+    o->dense = o->sparse = o->labels = NULL;
+    o->j_labels = (uint16_t)v->n_labels;
+    o->j_dense = (uint16_t)v->n_dense;
+    o->j_feat = (uint16_t)v->n_sparse;
+    const char **names = calloc(v->n_sparse ? v->n_sparse : 1, sizeof(char *));
+    o->j_keys = calloc(v->n_sparse ? v->n_sparse : 1, PR_NAME_MAX);
+    if (!names || !o->j_keys) {
+        free(names);
+        return pr_seterr(err, es, PR_ENOMEM, "out of memory");
+    }
+    for (uint32_t i = 0; i < v->n_sparse; i++) {
+        snprintf(o->j_keys[i], PR_NAME_MAX, "%.*s", (int)v->feature_keys[i].len,
+                 v->feature_keys[i].s);
+        names[i] = o->j_keys[i];
+    }
+    int rc = pr_npy_jagged_open(&o->jag, o->dir, o->j_labels, o->j_dense, o->j_feat, names,
+                                o->jag_resume, o->at_rows, err, es);
+    free(names);
+    return rc;
+}
+
+/* The tensors of a jagged view, aligned (one scratch, four 64-byte aligned parts). */
+static int out_write_jagged(npy_out *o, const pr_batch_view *v, char *err, size_t es)
+{
+    int rc;
+    if (!o->jag && (rc = out_open_jagged(o, v, err, es)) < 0)
+        return rc;
+    if (v->n_labels != o->j_labels || v->n_dense != o->j_dense || v->n_sparse != o->j_feat)
+        return pr_seterr(err, es, PR_EINVAL, "batch %llu: another shape than the first batch's",
+                         (unsigned long long)v->seq);
+    size_t a = (v->label_mat_len + 63) & ~(size_t)63, b = (v->dense_mat_len + 63) & ~(size_t)63;
+    size_t c = (v->lengths_len + 63) & ~(size_t)63;
+    uint8_t *m = (uint8_t *)aligned(o, v->label_mat, a + b + c + v->values_len);
+    if (!m)
+        return pr_seterr(err, es, PR_ENOMEM, "out of memory");
+    if (v->dense_mat_len)
+        memcpy(m + a, v->dense_mat, v->dense_mat_len);
+    if (v->lengths_len)
+        memcpy(m + a + b, v->lengths, v->lengths_len);
+    if (v->values_len)
+        memcpy(m + a + b + c, v->values, v->values_len);
+    return pr_npy_jagged_append(o->jag, v->rows, (const float *)m, (const float *)(m + a),
+                                (const int32_t *)(m + a + b), (const int64_t *)(m + a + b + c), err,
+                                es);
+}
+
 static int out_write(npy_out *o, const pr_batch_view *v, char *err, size_t es)
 {
     const void *d;
     int rc;
+    if (v->jagged) {
+        if ((rc = out_write_jagged(o, v, err, es)) < 0)
+            return rc;
+        goto meta;
+    }
+    if (o->jag || o->jag_resume)
+        return pr_seterr(err, es, PR_EINVAL,
+                         "--output %s: a Criteo batch in a jagged output (another pipeline?)",
+                         o->dir);
     if (!(d = aligned(o, v->dense, v->dense_len)) ||
         (rc = pr_npy_append_cols(o->dense, d, v->rows, v->rows, err, es)) < 0)
         return d ? rc : PR_ENOMEM;
@@ -246,6 +336,7 @@ static int out_write(npy_out *o, const pr_batch_view *v, char *err, size_t es)
                 return rc;
         }
     }
+meta:
     fprintf(o->meta,
             "%s\n    {\"epoch\": %llu, \"seq\": %llu, \"rows\": %u, \"row_start\": %llu, "
             "\"min_event_time_ms\": %lld, "
@@ -289,12 +380,25 @@ static int out_close(npy_out *o, char *err, size_t es)
         rc = r;
     if (o->labels && (r = pr_npy_close(o->labels, err, es)) < 0)
         rc = r;
+    if (o->jag && (r = pr_npy_jagged_close(o->jag, false, err, es)) < 0)
+        rc = r;
     if (o->meta) {
-        fprintf(o->meta, "\n  ],\n  \"rows\": %llu\n}\n", (unsigned long long)o->rows);
+        fprintf(o->meta, "\n  ],\n  \"rows\": %llu", (unsigned long long)o->rows);
+        if (o->j_keys) {
+            fprintf(o->meta,
+                    ",\n  \"jagged\": true,\n  \"n_labels\": %u,\n  \"n_dense\": %u,\n  "
+                    "\"feature_keys\": [",
+                    o->j_labels, o->j_dense);
+            for (uint32_t i = 0; i < o->j_feat; i++)
+                fprintf(o->meta, "%s\"%s\"", i ? ", " : "", o->j_keys[i]);
+            fprintf(o->meta, "]");
+        }
+        fprintf(o->meta, "\n}\n");
         if (fclose(o->meta) != 0 && rc == 0)
             rc = pr_seterr(err, es, PR_EIO, "%s: %s", o->meta_path, strerror(errno));
     }
     free(o->scratch);
+    free(o->j_keys);
     memset(o, 0, sizeof(*o));
     return rc;
 }

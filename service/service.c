@@ -356,7 +356,12 @@ static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr,
     bc.replica = replica; /* copied by the batcher */
     if ((rc = pr__notice_floor_open(p, &bc, e, sizeof(e))))
         return pr_seterr(errstr, errstr_size, rc, "pipelines[%s].state: %s", pc->name, e);
+    pr_batch_schema bs = {0}; /* a declared schema: jagged batches from the outputs' side tables */
+    if (pc->features.declared && pr_batch_schema_from_features(&pc->features, &bs) < 0)
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
+    bc.schema = pc->features.declared ? &bs : NULL;
     rc = pr_batcher_new(&bc, &p->bat, e, sizeof(e));
+    pr_batch_schema_fini(&bs);
     if (rc)
         return pr_seterr(errstr, errstr_size, rc, "pipelines[%s].batch: %s", pc->name, e);
 

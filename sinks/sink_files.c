@@ -19,6 +19,15 @@
  * left out of a batch without notices, so without eviction meta.json is what
  * it always was.
  *
+ * Jagged batches (a declared schema, issue 20; pr_batch.jagged) get the
+ * declared schema's offline layout in each roll instead (pr_npy.h, "jagged
+ * set"): labels.npy float32 [rows, n_labels], dense.npy float32 [rows,
+ * n_dense], sparse/<feature>.values.npy int64 and sparse/<feature>.lengths.npy
+ * int32 [rows], with meta.json saying "jagged": true and naming the features
+ * (feature_keys), labels and dense columns; vocab_sizes and the notices'
+ * columns index the features. The first batch of a roll decides its layout;
+ * a batch of another shape closes the roll first.
+ *
  * Acknowledgement (what keeps at-least-once honest): a roll is written into
  * DIR/.tmp-batches-<epoch>-<first_seq>/; when it has roll_batches batches (or is
  * older than roll_max_ms at a poll, so commits do not wait forever) the
@@ -64,11 +73,15 @@ typedef struct files_sink {
     int64_t opened_ns;
     uint64_t rows;
     pr_npy_writer *w_dense, *w_sparse, *w_labels;
+    pr_npy_jagged *jag; /* a roll of jagged batches: its files instead of the three above */
+    uint16_t j_labels, j_dense, j_feat;
+    char (*j_keys)[PR_NAME_MAX], (*j_label_names)[PR_NAME_MAX], (*j_dense_names)[PR_NAME_MAX];
     FILE *meta; /* batch entries, joined into meta.json at close */
     char meta_path[4200];
     uint64_t *seqs; /* batches in the roll */
     size_t n_seqs, cap_seqs;
     uint64_t *last_vocab;
+    uint32_t n_vocab; /* entries of last_vocab */
 
     /* closed rolls: acks not yet reported */
     pr__acks acked;
@@ -107,11 +120,20 @@ static void rm_tree(const char *dir)
             if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
                 continue;
             snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
-            unlink(p);
+            if (unlink(p) < 0 && (errno == EISDIR || errno == EPERM))
+                rm_tree(p); /* a jagged roll's sparse/ */
         }
         closedir(d);
     }
     rmdir(dir);
+}
+
+static void free_jnames(files_sink *f)
+{
+    free(f->j_keys);
+    free(f->j_label_names);
+    free(f->j_dense_names);
+    f->j_keys = f->j_label_names = f->j_dense_names = NULL;
 }
 
 static void roll_abort(files_sink *f)
@@ -120,6 +142,9 @@ static void roll_abort(files_sink *f)
     pr_npy_abort(f->w_sparse);
     pr_npy_abort(f->w_labels);
     f->w_dense = f->w_sparse = f->w_labels = NULL;
+    pr_npy_jagged_abort(f->jag);
+    f->jag = NULL;
+    free_jnames(f);
     if (f->meta)
         fclose(f->meta);
     f->meta = NULL;
@@ -129,8 +154,50 @@ static void roll_abort(files_sink *f)
     f->n_seqs = 0;
 }
 
-static int roll_open(files_sink *f, uint64_t epoch, uint64_t first_seq, char *errstr, size_t es)
+/* A jagged roll's files and names, shaped by its first batch. */
+static int roll_open_jagged(files_sink *f, const pr_batch *b, char *errstr, size_t es)
 {
+    f->j_labels = b->n_labels;
+    f->j_dense = b->n_dense;
+    f->j_feat = b->n_sparse;
+    size_t nk = (size_t)(b->n_sparse ? b->n_sparse : 1) * PR_NAME_MAX;
+    const char **names = calloc(b->n_sparse ? b->n_sparse : 1, sizeof(char *));
+    f->j_keys = malloc(nk);
+    if (b->label_names && (f->j_label_names = malloc((size_t)b->n_labels * PR_NAME_MAX + 1)))
+        memcpy(f->j_label_names, b->label_names, (size_t)b->n_labels * PR_NAME_MAX);
+    if (b->dense_names && (f->j_dense_names = malloc((size_t)b->n_dense * PR_NAME_MAX + 1)))
+        memcpy(f->j_dense_names, b->dense_names, (size_t)b->n_dense * PR_NAME_MAX);
+    int rc = 0;
+    if (!names || !f->j_keys || (b->label_names && !f->j_label_names) ||
+        (b->dense_names && !f->j_dense_names))
+        rc = pr_seterr(errstr, es, PR_ENOMEM, "files sink: out of memory");
+    for (uint32_t i = 0; rc == 0 && i < b->n_sparse; i++) {
+        memcpy(f->j_keys[i], b->feature_keys[i], PR_NAME_MAX);
+        f->j_keys[i][PR_NAME_MAX - 1] = 0;
+        names[i] = f->j_keys[i];
+    }
+    if (rc == 0)
+        rc = pr_npy_jagged_open(&f->jag, f->tmp, b->n_labels, b->n_dense, b->n_sparse, names, false,
+                                0, errstr, es);
+    free(names);
+    return rc;
+}
+
+/* Does a jagged batch fit the open jagged roll's layout? */
+static bool same_jagged(const files_sink *f, const pr_batch *b)
+{
+    if (!b->jagged || !f->jag || b->n_labels != f->j_labels || b->n_dense != f->j_dense ||
+        b->n_sparse != f->j_feat)
+        return false;
+    for (uint32_t i = 0; i < b->n_sparse; i++)
+        if (strncmp(b->feature_keys[i], f->j_keys[i], PR_NAME_MAX))
+            return false;
+    return true;
+}
+
+static int roll_open(files_sink *f, const pr_batch *b, char *errstr, size_t es)
+{
+    uint64_t epoch = b->epoch, first_seq = b->seq;
     snprintf(f->tmp, sizeof(f->tmp), "%s/.tmp-batches-%llu-%llu", f->dir, (unsigned long long)epoch,
              (unsigned long long)first_seq);
     rm_tree(f->tmp); /* leftover of a crash */
@@ -144,6 +211,11 @@ static int roll_open(files_sink *f, uint64_t epoch, uint64_t first_seq, char *er
     f->opened_ns = pr_clock_mono_ns(f->clock);
     char p[4200];
     int err;
+    if (b->jagged) {
+        if ((err = roll_open_jagged(f, b, errstr, es)) < 0)
+            goto fail;
+        goto meta;
+    }
     snprintf(p, sizeof(p), "%s/dense.npy", f->tmp);
     if ((err = pr_npy_open(&f->w_dense, p, PR_NPY_F32, f->n_dense, errstr, es)) < 0)
         goto fail;
@@ -154,6 +226,7 @@ static int roll_open(files_sink *f, uint64_t epoch, uint64_t first_seq, char *er
     snprintf(p, sizeof(p), "%s/labels.npy", f->tmp);
     if ((err = pr_npy_open(&f->w_labels, p, PR_NPY_I32, 0, errstr, es)) < 0)
         goto fail;
+meta:
     snprintf(f->meta_path, sizeof(f->meta_path), "%s/meta.json", f->tmp);
     if (!(f->meta = fopen(f->meta_path, "w"))) {
         err = pr_seterr(errstr, es, PR_EIO, "files sink: %s: %s", f->meta_path, strerror(errno));
@@ -180,17 +253,51 @@ static void json_str(FILE *o, const char *s, size_t n)
     fputc('"', o);
 }
 
-static int roll_close(files_sink *f, char *errstr, size_t es)
+static void json_names(FILE *o, const char *key, const char (*names)[PR_NAME_MAX], uint32_t n)
 {
-    int err = 0;
-    err = pr_npy_close(f->w_dense, errstr, es);
+    fprintf(o, ",\n  \"%s\": [", key);
+    for (uint32_t i = 0; i < n; i++) {
+        fprintf(o, "%s", i ? ", " : "");
+        json_str(o, names[i], strnlen(names[i], PR_NAME_MAX));
+    }
+    fprintf(o, "]");
+}
+
+/* meta.json's header of a jagged roll (after vocab_sizes). */
+static void meta_jagged(files_sink *f, FILE *o)
+{
+    fprintf(o, ",\n  \"jagged\": true,\n  \"n_labels\": %u", f->j_labels);
+    json_names(o, "feature_keys", f->j_keys, f->j_feat);
+    if (f->j_label_names)
+        json_names(o, "label_names", f->j_label_names, f->j_labels);
+    if (f->j_dense_names)
+        json_names(o, "dense_names", f->j_dense_names, f->j_dense);
+}
+
+/* Close the roll's arrays: the jagged set (fsync'd by its close) or the
+ * three Criteo files (fsync'd by roll_close). */
+static int close_arrays(files_sink *f, char *errstr, size_t es)
+{
+    if (f->jag) {
+        int rc = pr_npy_jagged_close(f->jag, true, errstr, es);
+        f->jag = NULL;
+        return rc;
+    }
+    int err = pr_npy_close(f->w_dense, errstr, es);
     f->w_dense = NULL;
     int e2 = pr_npy_close(f->w_sparse, errstr, es);
     f->w_sparse = NULL;
     int e3 = pr_npy_close(f->w_labels, errstr, es);
     f->w_labels = NULL;
-    if (err == 0)
-        err = e2 ? e2 : e3;
+    return err ? err : e2 ? e2 : e3;
+}
+
+static int roll_close(files_sink *f, char *errstr, size_t es)
+{
+    bool jagged = f->j_keys != NULL;
+    uint32_t n_dense = jagged ? f->j_dense : f->n_dense,
+             n_sparse = jagged ? f->j_feat : f->n_sparse;
+    int err = close_arrays(f, errstr, es);
     /* meta.json: header fields, then the batch list written so far. */
     FILE *o = f->meta;
     f->meta = NULL;
@@ -200,14 +307,16 @@ static int roll_close(files_sink *f, char *errstr, size_t es)
                 "\"rows\": %llu,\n",
                 (unsigned long long)f->epoch, (unsigned long long)f->first_seq,
                 (unsigned long long)f->last_seq, (unsigned long long)f->rows);
-        fprintf(o, "  \"n_dense\": %u,\n  \"n_sparse\": %u,\n  \"sparse_width\": %u,\n", f->n_dense,
-                f->n_sparse, f->sparse_width);
+        fprintf(o, "  \"n_dense\": %u,\n  \"n_sparse\": %u,\n  \"sparse_width\": %u,\n", n_dense,
+                n_sparse, jagged ? 8u : f->sparse_width);
         fprintf(o, "  \"vocab_sizes\": [");
-        for (uint32_t i = 0; i < f->n_sparse; i++)
+        for (uint32_t i = 0; i < n_sparse; i++)
             fprintf(o, "%s%llu", i ? ", " : "",
                     (unsigned long long)(f->last_vocab ? f->last_vocab[i] : 0));
         fprintf(o, "]");
-        if (f->sparse_names) {
+        if (jagged)
+            meta_jagged(f, o);
+        else if (f->sparse_names) {
             fprintf(o, ",\n  \"sparse_names\": [");
             for (uint32_t i = 0; i < f->n_sparse; i++) {
                 fprintf(o, "%s", i ? ", " : "");
@@ -223,7 +332,7 @@ static int roll_close(files_sink *f, char *errstr, size_t es)
         fclose(o);
     }
     static const char *const names[] = {"dense.npy", "sparse.npy", "labels.npy"};
-    for (size_t i = 0; i < 3 && err == 0; i++) {
+    for (size_t i = 0; i < 3 && err == 0 && !jagged; i++) {
         char p[4200];
         snprintf(p, sizeof(p), "%s/%s", f->tmp, names[i]);
         if (fsync_path(p) < 0)
@@ -250,6 +359,7 @@ static int roll_close(files_sink *f, char *errstr, size_t es)
         return err;
     }
     f->open = false;
+    free_jnames(f);
     /* The roll is durable: acknowledge its batches. */
     if (pr__acks_push(&f->acked, f->seqs, f->n_seqs) < 0)
         return PR_ENOMEM;
@@ -260,9 +370,14 @@ static int roll_close(files_sink *f, char *errstr, size_t es)
 static int write_batch(files_sink *f, const pr_batch *b, char *errstr, size_t es)
 {
     int err;
-    if ((err = pr_npy_append_cols(f->w_dense, b->dense, b->rows, b->rows, errstr, es)) < 0 ||
-        (err = pr_npy_append_cols(f->w_sparse, b->sparse, b->rows, b->rows, errstr, es)) < 0 ||
-        (err = pr_npy_append_cols(f->w_labels, b->labels, b->rows, b->rows, errstr, es)) < 0)
+    if (f->jag) {
+        if ((err = pr_npy_jagged_append(f->jag, b->rows, b->label_mat, b->dense_mat, b->lengths,
+                                        b->values, errstr, es)) < 0)
+            return err;
+    } else if ((err = pr_npy_append_cols(f->w_dense, b->dense, b->rows, b->rows, errstr, es)) < 0 ||
+               (err = pr_npy_append_cols(f->w_sparse, b->sparse, b->rows, b->rows, errstr, es)) <
+                   0 ||
+               (err = pr_npy_append_cols(f->w_labels, b->labels, b->rows, b->rows, errstr, es)) < 0)
         return err;
     FILE *o = f->meta;
     if (f->n_seqs == 0) {
@@ -300,8 +415,16 @@ static int write_batch(files_sink *f, const pr_batch *b, char *errstr, size_t es
     fprintf(o, "}");
     if (ferror(o))
         return pr_seterr(errstr, es, PR_EIO, "files sink: %s: write failed", f->meta_path);
+    if (b->jagged && b->n_sparse > f->n_sparse && b->vocab_sizes) { /* room for the features */
+        uint64_t *lv = realloc(f->last_vocab, (size_t)b->n_sparse * sizeof(uint64_t));
+        if (!lv)
+            return pr_seterr(errstr, es, PR_ENOMEM, "files sink: out of memory");
+        f->last_vocab = lv;
+        f->n_vocab = b->n_sparse;
+    }
     if (b->vocab_sizes && f->last_vocab)
-        memcpy(f->last_vocab, b->vocab_sizes, (size_t)f->n_sparse * sizeof(uint64_t));
+        memcpy(f->last_vocab, b->vocab_sizes,
+               (size_t)(b->n_sparse < f->n_vocab ? b->n_sparse : f->n_vocab) * sizeof(uint64_t));
     f->rows += b->rows;
     f->last_seq = b->seq;
     return 0;
@@ -328,6 +451,7 @@ static int files_new(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, size_t
     f->n_sparse = cfg->n_sparse;
     f->sparse_width = cfg->sparse_width;
     f->last_vocab = calloc(cfg->n_sparse ? cfg->n_sparse : 1, sizeof(uint64_t));
+    f->n_vocab = cfg->n_sparse;
     if (cfg->sparse_names && cfg->n_sparse) {
         f->sparse_names = calloc(cfg->n_sparse, sizeof(char *));
         for (uint32_t i = 0; f->sparse_names && i < cfg->n_sparse; i++)
@@ -356,7 +480,10 @@ static int files_send(pr_sink *s, pr_batch *b)
     files_sink *f = (files_sink *)s;
     char err[512];
     int rc;
-    if (!f->open && (rc = roll_open(f, b->epoch, b->seq, err, sizeof(err))) < 0)
+    if (f->open && (b->jagged ? !same_jagged(f, b) : f->jag != NULL) &&
+        (rc = roll_close(f, err, sizeof(err))) < 0)
+        goto fail; /* another layout: a roll of its own */
+    if (!f->open && (rc = roll_open(f, b, err, sizeof(err))) < 0)
         goto fail;
     if (pr_grow((void **)&f->seqs, &f->cap_seqs, f->n_seqs + 1, sizeof(*f->seqs)) < 0)
         return PR_ENOMEM;

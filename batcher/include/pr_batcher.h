@@ -193,6 +193,21 @@ typedef struct pr_batch {
     pr_recycled *recycled;
     uint32_t n_recycled;
 
+    /* Declared-schema (jagged) batches (`jagged` = 1; pr_batch_new_jagged):
+     * labels, dense and sparse above are NULL, n_sparse = n_feat (so
+     * vocab_sizes and recycled[].col index the features) and sparse_width 8.
+     * The tensors are those of TrainingBatch fields 22-30: */
+    uint8_t jagged;
+    uint16_t n_labels;
+    float *label_mat;  /* [rows][n_labels] row-major */
+    float *dense_mat;  /* [rows][n_dense] row-major */
+    int32_t *lengths;  /* [n_sparse][rows] key-major: values of feature f in row r */
+    int64_t *values;   /* key-major: feature 0's values (rows in order), then feature 1 .. */
+    uint64_t n_values; /* sum of lengths */
+    char (*feature_keys)[PR_NAME_MAX]; /* [n_sparse] */
+    char (*label_names)[PR_NAME_MAX];  /* [n_labels]; NULL = not sent */
+    char (*dense_names)[PR_NAME_MAX];  /* [n_dense]; NULL = not sent */
+
     /* Encoded piperec.v1.TrainingBatch, set once by pr_batch_encode(). */
     uint8_t *pb;
     size_t pb_len;
@@ -208,24 +223,47 @@ typedef struct pr_batch {
 pr_batch *pr_batch_ref(pr_batch *b);
 void pr_batch_unref(pr_batch *b);
 
-/* Tensor sizes in bytes. */
+/* Tensor sizes in bytes (the Criteo tensors; 0 for a jagged batch). */
 static inline size_t pr_batch_labels_bytes(const pr_batch *b)
 {
-    return (size_t)b->rows * 4;
+    return b->jagged ? 0 : (size_t)b->rows * 4;
 }
 static inline size_t pr_batch_dense_bytes(const pr_batch *b)
 {
-    return (size_t)b->rows * b->n_dense * 4;
+    return b->jagged ? 0 : (size_t)b->rows * b->n_dense * 4;
 }
 static inline size_t pr_batch_sparse_bytes(const pr_batch *b)
 {
-    return (size_t)b->rows * b->n_sparse * b->sparse_width;
+    return b->jagged ? 0 : (size_t)b->rows * b->n_sparse * b->sparse_width;
+}
+/* A jagged batch's tensor sizes in bytes. */
+static inline size_t pr_batch_label_mat_bytes(const pr_batch *b)
+{
+    return (size_t)b->rows * b->n_labels * 4;
+}
+static inline size_t pr_batch_dense_mat_bytes(const pr_batch *b)
+{
+    return b->jagged ? (size_t)b->rows * b->n_dense * 4 : 0;
+}
+static inline size_t pr_batch_lengths_bytes(const pr_batch *b)
+{
+    return b->jagged ? (size_t)b->rows * b->n_sparse * 4 : 0;
+}
+static inline size_t pr_batch_values_bytes(const pr_batch *b)
+{
+    return (size_t)b->n_values * 8;
 }
 
 /* Build a standalone batch (tests, tools, decoders): allocates tensors for
  * `rows` rows, zeroed, refcount 1, seq 0, no ranges. NULL on ENOMEM. */
 pr_batch *pr_batch_new(const char *pipeline, uint32_t rows, uint16_t n_dense, uint16_t n_sparse,
                        uint8_t sparse_width);
+
+/* Build a standalone jagged batch: label_mat, dense_mat and lengths for
+ * `rows` rows, zeroed; values for `n_values` values, zeroed; feature_keys
+ * zeroed (names to fill in); label_names / dense_names NULL. NULL on ENOMEM. */
+pr_batch *pr_batch_new_jagged(const char *pipeline, uint32_t rows, uint16_t n_labels,
+                              uint16_t n_dense, uint16_t n_feat, uint64_t n_values);
 
 /* ---------------------------------------------------------------- protobuf (batch_pb.c) */
 
@@ -250,6 +288,12 @@ typedef struct pr_batch_view_range {
     int64_t last_offset;
     uint32_t rows;
 } pr_batch_view_range;
+
+/* A string inside the decoded buffer (not NUL-terminated). */
+typedef struct pr_batch_view_str {
+    const char *s;
+    size_t len;
+} pr_batch_view_str;
 
 typedef struct pr_batch_view {
     const char *pipeline;
@@ -279,6 +323,25 @@ typedef struct pr_batch_view {
     uint32_t n_vocab_sizes;
     pr_recycled *recycled; /* TrainingBatch.recycled, decoded (owned); NULL when none */
     uint32_t n_recycled;
+    /* Jagged batches (TrainingBatch.jagged; fields 22-30): tensors as bytes
+     * (unaligned), names as (pointer, length) pairs into the buffer (owned
+     * arrays). n_values = values_len / 8 = sum of the lengths. */
+    bool jagged;
+    uint32_t n_labels;
+    const uint8_t *values;
+    size_t values_len;
+    const uint8_t *lengths;
+    size_t lengths_len;
+    const uint8_t *label_mat;
+    size_t label_mat_len;
+    const uint8_t *dense_mat;
+    size_t dense_mat_len;
+    pr_batch_view_str *feature_keys; /* [n_feature_keys] */
+    uint32_t n_feature_keys;
+    pr_batch_view_str *label_names;
+    uint32_t n_label_names;
+    pr_batch_view_str *dense_names;
+    uint32_t n_dense_names;
 } pr_batch_view;
 
 /* Decode and check shapes (tensor lengths must match rows x columns x width).
@@ -306,6 +369,31 @@ typedef void (*pr_batch_late_cb)(void *opaque, const pr_block *in, const pr_out 
 /* Vocabulary size of sparse column `col` at emission (pr_engine_vocab_size). */
 typedef uint64_t (*pr_batch_vocab_cb)(void *opaque, uint32_t col);
 
+/* A declared schema's batch shape (issue 20): the batcher reads the rows'
+ * pr_out.side (labels, dense, every sparse/list feature's lengths and values)
+ * and emits jagged batches (pr_batch.jagged). The names are copied by
+ * pr_batcher_new. vocab_sizes[f] of a batch is vocab_size(vocab_col[f]) for a
+ * feature with a vocabulary, else sizes[f] (the embedding rows its last
+ * operator can produce: hash / modulus N, bucketize, hour_of_day ...; 0 when
+ * not bounded). Notices (pr_out.recycled after pr_feature_finish) have
+ * col = feature index and row = block row. */
+typedef struct pr_batch_schema {
+    uint16_t n_labels, n_dense, n_feat;
+    const char *const *label_names;   /* [n_labels]; NULL = not sent */
+    const char *const *dense_names;   /* [n_dense]; NULL = not sent */
+    const char *const *feature_names; /* [n_feat]: the KeyedJaggedTensor keys */
+    const int16_t *vocab_col;         /* [n_feat]: engine sparse column, -1 = none */
+    const uint64_t *sizes;            /* [n_feat]; NULL = all 0 */
+} pr_batch_schema;
+
+/* The batch shape of a declared feature schema (batch_jagged.c): names point
+ * into `fs` (which must outlive `out` until pr_batcher_new copied them),
+ * vocab_col numbers the features with a vocab step in schema order (the
+ * engine's columns, pr_feature_engine_spec), sizes from each chain's last
+ * operator. Free with pr_batch_schema_fini. 0 or PR_ENOMEM. */
+int pr_batch_schema_from_features(const pr_feature_schema *fs, pr_batch_schema *out);
+void pr_batch_schema_fini(pr_batch_schema *s);
+
 typedef struct pr_batcher_cfg {
     const char *pipeline;
     const char *const *topics; /* topic names by topic index (partition key >> 16) */
@@ -328,6 +416,11 @@ typedef struct pr_batcher_cfg {
      * pr_batcher_notice_floor, saved with pr_batcher_notice_floor_save). */
     uint64_t notice_restart_next;
     uint64_t notice_floor;
+    /* Declared schema (NULL = the Criteo layout): jagged batches, see
+     * pr_batch_schema. n_dense / n_sparse / sparse_width above are then the
+     * engine's (0 / its vocab columns / its width) and are not checked;
+     * batch.split popular is refused (no hot sets for jagged rows yet). */
+    const pr_batch_schema *schema;
 } pr_batcher_cfg;
 
 /* Most re-announced notices a batch carries at row 0 (besides those forced

@@ -164,19 +164,69 @@ class Batch:
     training on that row. `number` counts the pipeline's notices from 1; after
     a server restart journaled notices come again with their numbers: apply
     each number once (`RecycledTracker`, piperec.torch.reset_recycled). []
-    when none, and from servers without eviction."""
+    when none, and from servers without eviction.
+
+    Jagged batches (a pipeline with a declared ``schema:``, ``jagged`` True;
+    docs/trainer-protocol.md, "Jagged batches"): ``keys`` names the sparse
+    and list features in schema order, ``values`` int64 holds every value
+    key-major (all of feature 0's values, rows in order, then feature 1, ...),
+    ``lengths`` int32 [n_keys * rows] key-major gives the true count per
+    (feature, row) (1 for a single-valued feature, 0.. for a list), the
+    KeyedJaggedTensor layout; ``labels`` is float32 [rows, n_labels] and
+    ``dense`` float32 [rows, n_dense] (row-major); ``label_names`` and
+    ``dense_names`` name their columns; ``sparse`` is None; ``vocab_sizes``
+    and the notices' ``column`` index ``keys``. ``feature(name)`` gives one
+    feature's (values, lengths). A Criteo batch has ``jagged`` False and its
+    ``keys`` / ``values`` / ``lengths`` are derived from ``sparse`` (one value
+    per row and column, a copy)."""
 
     __slots__ = ("pipeline", "replica", "popular", "hot_version", "recycled", "epoch", "sequence", "rows", "n_dense", "n_sparse", "sparse_width", "labels",
                  "dense", "sparse", "offsets", "min_event_time_ms", "max_event_time_ms",
-                 "emit_time_ms", "vocab_sizes", "sparse_names")
+                 "emit_time_ms", "vocab_sizes", "sparse_names", "jagged", "n_labels",
+                 "label_names", "dense_names", "_keys", "_values", "_lengths")
+
+    @property
+    def keys(self):
+        """Sparse feature names (KeyedJaggedTensor keys)."""
+        if self._keys is None:
+            names = list(self.sparse_names)
+            self._keys = names if len(names) == self.n_sparse else [
+                "C%d" % (i + 1) for i in range(self.n_sparse)]
+        return self._keys
+
+    @property
+    def values(self):
+        """int64 values, key-major (KeyedJaggedTensor values)."""
+        if self._values is None:
+            self._values = np.ascontiguousarray(self.sparse.T, dtype=np.int64).reshape(-1)
+        return self._values
+
+    @property
+    def lengths(self):
+        """int32 [n_keys * rows], key-major (KeyedJaggedTensor lengths)."""
+        if self._lengths is None:
+            self._lengths = np.ones(self.n_sparse * self.rows, dtype=np.int32)
+        return self._lengths
+
+    def feature(self, name):
+        """(values, lengths) of one sparse feature: lengths int32 [rows]."""
+        f = self.keys.index(name)
+        lengths = self.lengths[f * self.rows:(f + 1) * self.rows]
+        start = int(self.lengths[:f * self.rows].sum())
+        return self.values[start:start + int(lengths.sum())], lengths
 
     def to_torch(self):
-        """(dense, sparse, labels) as torch tensors sharing memory with the arrays."""
+        """(dense, sparse, labels) as torch tensors sharing memory with the
+        arrays; for a jagged batch `sparse` is the triple (keys, values,
+        lengths)."""
         import torch  # optional dependency
         def conv(a):
             if not a.flags.aligned:
                 a = np.ascontiguousarray(a)  # rare: misaligned inside the frame, one copy
             return torch.from_numpy(a)
+        if self.jagged:
+            return conv(self.dense), (list(self.keys), conv(self.values), conv(self.lengths)), \
+                conv(self.labels)
         return conv(self.dense), conv(self.sparse), conv(self.labels)
 
     def __repr__(self):
@@ -264,6 +314,9 @@ def decode_batch(buf, start=0, end=None):
     b.recycled = []
     b.min_event_time_ms = b.max_event_time_ms = b.emit_time_ms = 0
     b.offsets, b.vocab_sizes, b.sparse_names = [], [], []
+    b.jagged, b.n_labels, b.label_names, b.dense_names = False, 0, [], []
+    b._keys = b._values = b._lengths = None
+    feature_keys = []
     spans = {}
     for num, wt, v, a, e in _fields(buf, start, end):
         if wt == 0:
@@ -279,9 +332,14 @@ def decode_batch(buf, start=0, end=None):
             elif num == 16: b.epoch = v
             elif num == 20: b.popular = v != 0
             elif num == 21: b.hot_version = v
+            elif num == 22: b.jagged = v != 0
+            elif num == 26: b.n_labels = v
         elif wt == 2:
             if num == 1: b.pipeline = bytes(buf[a:e]).decode()
-            elif num in (7, 8, 9): spans[num] = (a, e)
+            elif num in (7, 8, 9, 24, 25, 27, 28): spans[num] = (a, e)
+            elif num == 23: feature_keys.append(bytes(buf[a:e]).decode())
+            elif num == 29: b.label_names.append(bytes(buf[a:e]).decode())
+            elif num == 30: b.dense_names.append(bytes(buf[a:e]).decode())
             elif num == 10: b.offsets.append(_decode_range(buf, a, e))
             elif num == 14:
                 p = a
@@ -306,9 +364,35 @@ def decode_batch(buf, start=0, end=None):
             return arr
         return arr.reshape(cols, rows).T  # column-major on the wire: a transposed view, no copy
 
+    if b.jagged:
+        return _decode_jagged(b, mv, spans, feature_keys)
     b.labels = tensor(7, np.int32, 0)
     b.dense = tensor(8, np.float32, b.n_dense) if b.n_dense else np.zeros((rows, 0), np.float32)
     b.sparse = tensor(9, sdt, b.n_sparse) if b.n_sparse else np.zeros((rows, 0), sdt)
+    return b
+
+
+def _decode_jagged(b, mv, spans, feature_keys):
+    """The jagged tensors (fields 24, 25, 27, 28) as views on the frame."""
+    rows, nf = b.rows, b.n_sparse
+
+    def arr(num, dtype, want):
+        a, e = spans.get(num, (0, 0))
+        if e - a != want * np.dtype(dtype).itemsize:
+            raise ValueError("field %d: %d bytes, expected %d" % (num, e - a,
+                                                                   want * np.dtype(dtype).itemsize))
+        return np.frombuffer(mv[a:e], dtype=np.dtype(dtype).newbyteorder("<"))
+
+    if len(feature_keys) != nf:
+        raise ValueError("jagged batch: %d feature_keys for n_sparse %d" % (len(feature_keys), nf))
+    b._keys = feature_keys
+    b._lengths = arr(25, np.int32, nf * rows)
+    if (b._lengths < 0).any():
+        raise ValueError("jagged batch: negative length")
+    b._values = arr(24, np.int64, int(b._lengths.sum()))
+    b.labels = arr(27, np.float32, rows * b.n_labels).reshape(rows, b.n_labels)
+    b.dense = arr(28, np.float32, rows * b.n_dense).reshape(rows, b.n_dense)
+    b.sparse = None
     return b
 
 

@@ -92,6 +92,36 @@ void pr_npy_abort(pr_npy_writer *w);
 int pr_npy_write_array(const char *path, pr_npy_dtype dt, const void *data, uint64_t n,
                        uint32_t cols, bool fortran, char *errstr, size_t errstr_size);
 
+/* ---------------------------------------------------------------- jagged set (npy_jagged.c)
+ *
+ * A declared schema's offline layout (issue 20), the one `piperec process`
+ * writes: DIR/labels.npy float32 [N, n_labels] and DIR/dense.npy float32
+ * [N, n_dense] (each only when its count is not 0), and per sparse or list
+ * feature DIR/sparse/<name>.values.npy int64 (its values, rows in order) and
+ * DIR/sparse/<name>.lengths.npy int32 [N]. Used by the files sink and
+ * `piperec consume --output`. */
+typedef struct pr_npy_jagged pr_npy_jagged;
+
+/* Create DIR and DIR/sparse and the files (names: the features' names,
+ * which must be usable as file names). With `resume`, continue the files a
+ * previous set left instead, cut back to their first keep_rows rows (each
+ * values file to the sum of those rows' lengths). */
+int pr_npy_jagged_open(pr_npy_jagged **out, const char *dir, uint16_t n_labels, uint16_t n_dense,
+                       uint16_t n_feat, const char *const *names, bool resume, uint64_t keep_rows,
+                       char *errstr, size_t errstr_size);
+/* Append `rows` rows: labels [rows][n_labels] and dense [rows][n_dense]
+ * row-major, lengths [n_feat][rows] and values key-major (feature 0's
+ * values, then feature 1's ...), as in a jagged pr_batch. */
+int pr_npy_jagged_append(pr_npy_jagged *j, uint32_t rows, const float *labels, const float *dense,
+                         const int32_t *lengths, const int64_t *values, char *errstr,
+                         size_t errstr_size);
+/* pr_npy_sync of every file. */
+int pr_npy_jagged_sync(pr_npy_jagged *j, char *errstr, size_t errstr_size);
+/* Close every file (and with `durable` fsync them and DIR/sparse); frees j. */
+int pr_npy_jagged_close(pr_npy_jagged *j, bool durable, char *errstr, size_t errstr_size);
+/* Delete the files (error paths) and free j. NULL is fine. */
+void pr_npy_jagged_abort(pr_npy_jagged *j);
+
 /* A loaded array: data holds n*cols (n for 1-D) elements in the file's order. */
 typedef struct pr_npy_array {
     pr_npy_dtype dtype;

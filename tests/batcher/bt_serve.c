@@ -13,6 +13,11 @@
  * has global index g = (s-1)*4 + i, label g % 2, dense[c] = g + 0.5*c,
  * sparse[c] = 10*g + c; one offset range: partition 0, offsets g0..g0+3.
  * The scripts recompute these values to check what their client received.
+ *
+ * BT_JAGGED=1: jagged batches instead (a declared schema, issue 20): labels
+ * click = g % 2 and buy = (g % 3 == 0), dense price = g + 0.25 and 2g,
+ * features user (one value, 10*g) and hist (a list of g % 3 values,
+ * 100*g + j), vocab sizes 100+s and 200+s; same offsets.
  */
 #include <poll.h>
 #include <signal.h>
@@ -26,12 +31,49 @@
 
 #define ROWS 4
 
+static bool jagged;
+static const char *const jag_labels[] = {"click", "buy"};
+static const char *const jag_dense[] = {"price", "twice"};
+static const char *const jag_keys[] = {"user", "hist"};
+
+static pr_batch *make_jagged(uint64_t s)
+{
+    uint64_t g0 = (s - 1) * ROWS, nv = ROWS;
+    for (uint32_t i = 0; i < ROWS; i++)
+        nv += (g0 + i) % 3;
+    pr_batch *b = pr_batch_new_jagged("bt", ROWS, 2, 2, 2, nv);
+    b->label_names = calloc(2, PR_NAME_MAX);
+    b->dense_names = calloc(2, PR_NAME_MAX);
+    for (int k = 0; k < 2; k++) {
+        snprintf(b->label_names[k], PR_NAME_MAX, "%s", jag_labels[k]);
+        snprintf(b->dense_names[k], PR_NAME_MAX, "%s", jag_dense[k]);
+        snprintf(b->feature_keys[k], PR_NAME_MAX, "%s", jag_keys[k]);
+    }
+    uint64_t at = 0;
+    for (uint32_t i = 0; i < ROWS; i++) {
+        uint64_t g = g0 + i;
+        b->label_mat[i * 2] = (float)(g % 2);
+        b->label_mat[i * 2 + 1] = g % 3 == 0 ? 1.0f : 0.0f;
+        b->dense_mat[i * 2] = (float)g + 0.25f;
+        b->dense_mat[i * 2 + 1] = 2.0f * (float)g;
+        b->lengths[i] = 1;
+        b->values[at++] = (int64_t)(10 * g);
+    }
+    for (uint32_t i = 0; i < ROWS; i++) {
+        uint64_t g = g0 + i;
+        b->lengths[ROWS + i] = (int32_t)(g % 3);
+        for (uint64_t j = 0; j < g % 3; j++)
+            b->values[at++] = (int64_t)(100 * g + j);
+    }
+    return b;
+}
+
 static pr_batch *make_batch(uint64_t s)
 {
-    pr_batch *b = pr_batch_new("bt", ROWS, 3, 2, 4);
+    pr_batch *b = jagged ? make_jagged(s) : pr_batch_new("bt", ROWS, 3, 2, 4);
     b->seq = s;
     uint64_t g0 = (s - 1) * ROWS;
-    for (uint32_t i = 0; i < ROWS; i++) {
+    for (uint32_t i = 0; i < ROWS && !jagged; i++) {
         uint64_t g = g0 + i;
         b->labels[i] = (int32_t)(g % 2);
         for (int c = 0; c < 3; c++)
@@ -167,6 +209,7 @@ static int run_trainer(uint64_t n, char **cmd)
 
 int main(int argc, char **argv)
 {
+    jagged = getenv("BT_JAGGED") && !strcmp(getenv("BT_JAGGED"), "1");
     if (argc >= 5 && !strcmp(argv[1], "files"))
         return run_files(argv[2], strtoull(argv[3], NULL, 10), (uint32_t)atoi(argv[4]));
     if (argc >= 4 && !strcmp(argv[1], "trainer"))

@@ -526,6 +526,141 @@ static void test_decode_hostile_shapes(void **state)
     free(buf);
 }
 
+/* A jagged batch (declared schema, fields 22-30): 3 rows, labels click and
+ * buy, one dense, features user (single) and history (a list, lengths 2, 0,
+ * 3). */
+static pr_batch *jagged_sample(void)
+{
+    pr_batch *b = pr_batch_new_jagged("clicks", 3, 2, 1, 2, 8);
+    assert_non_null(b);
+    b->seq = 7;
+    snprintf(b->feature_keys[0], PR_NAME_MAX, "user");
+    snprintf(b->feature_keys[1], PR_NAME_MAX, "history");
+    b->label_names = calloc(2, PR_NAME_MAX);
+    snprintf(b->label_names[0], PR_NAME_MAX, "click");
+    snprintf(b->label_names[1], PR_NAME_MAX, "buy");
+    static const int32_t lengths[6] = {1, 1, 1, 2, 0, 3};
+    static const int64_t values[8] = {2, 3, 2, 5000000000LL, 4, 4, 0, 9};
+    static const float labels[6] = {1, 0, 0, 0, 1, 1}, dense[3] = {0.5f, -1, 2};
+    memcpy(b->lengths, lengths, sizeof(lengths));
+    memcpy(b->values, values, sizeof(values));
+    memcpy(b->label_mat, labels, sizeof(labels));
+    memcpy(b->dense_mat, dense, sizeof(dense));
+    b->vocab_sizes[0] = 4;
+    b->vocab_sizes[1] = 10;
+    b->n_recycled = 1;
+    b->recycled = calloc(1, sizeof(pr_recycled));
+    b->recycled[0] = (pr_recycled){1, 2, 4, 1}; /* feature history, batch row 2 */
+    return b;
+}
+
+/* Jagged fields: what protobuf-c reads, byte-identical to its own encoding,
+ * zero-copy decode, pr_batch_from_view round trip; a Criteo batch writes none
+ * of them (its bytes are unchanged); inconsistent shapes are refused. */
+static void test_jagged_fields(void **state)
+{
+    (void)state;
+    pr_batch *b = jagged_sample();
+    assert_int_equal(pr_batch_encode(b), 0);
+    Piperec__V1__TrainingBatch *m = piperec__v1__training_batch__unpack(NULL, b->pb_len, b->pb);
+    assert_non_null(m);
+    assert_true(m->jagged);
+    assert_int_equal(m->rows, 3);
+    assert_int_equal(m->n_dense, 1);
+    assert_int_equal(m->n_sparse, 2);
+    assert_int_equal(m->sparse_width, 8);
+    assert_int_equal(m->labels.len, 0);
+    assert_int_equal(m->dense.len, 0);
+    assert_int_equal(m->sparse.len, 0);
+    assert_int_equal(m->n_feature_keys, 2);
+    assert_string_equal(m->feature_keys[1], "history");
+    assert_int_equal(m->values.len, 64);
+    assert_memory_equal(m->values.data, b->values, 64);
+    assert_int_equal(m->lengths.len, 24);
+    assert_memory_equal(m->lengths.data, b->lengths, 24);
+    assert_int_equal(m->n_labels, 2);
+    assert_memory_equal(m->label_matrix.data, b->label_mat, 24);
+    assert_memory_equal(m->dense_matrix.data, b->dense_mat, 12);
+    assert_int_equal(m->n_label_names, 2);
+    assert_string_equal(m->label_names[1], "buy");
+    assert_int_equal(m->n_dense_names, 0);
+    assert_int_equal(m->recycled->column[0], 1);
+    size_t n = piperec__v1__training_batch__get_packed_size(m);
+    uint8_t *again = malloc(n);
+    piperec__v1__training_batch__pack(m, again);
+    assert_int_equal(n, b->pb_len);
+    assert_memory_equal(again, b->pb, n);
+    free(again);
+    piperec__v1__training_batch__free_unpacked(m, NULL);
+
+    pr_batch_view v;
+    char err[256];
+    assert_int_equal(pr_batch_decode(b->pb, b->pb_len, &v, err, sizeof(err)), 0);
+    assert_true(v.jagged);
+    assert_int_equal(v.n_labels, 2);
+    assert_true(v.values >= b->pb && v.values + v.values_len <= b->pb + b->pb_len);
+    assert_int_equal(v.values_len, 64);
+    assert_int_equal(v.n_feature_keys, 2);
+    assert_memory_equal(v.feature_keys[0].s, "user", 4);
+    assert_int_equal(v.n_label_names, 2);
+    pr_batch *c = pr_batch_from_view(&v);
+    assert_non_null(c);
+    assert_true(c->jagged);
+    assert_int_equal(c->n_values, 8);
+    assert_string_equal(c->feature_keys[1], "history");
+    assert_int_equal(pr_batch_encode(c), 0);
+    assert_int_equal(c->pb_len, b->pb_len);
+    assert_memory_equal(c->pb, b->pb, b->pb_len);
+    pr_batch_unref(c);
+    pr_batch_view_fini(&v);
+
+    /* A length that does not add up to the values is refused. */
+    Piperec__V1__TrainingBatch *bad = piperec__v1__training_batch__unpack(NULL, b->pb_len, b->pb);
+    ((int32_t *)bad->lengths.data)[5] = 4;
+    n = piperec__v1__training_batch__get_packed_size(bad);
+    uint8_t *buf = malloc(n);
+    piperec__v1__training_batch__pack(bad, buf);
+    assert_int_equal(pr_batch_decode(buf, n, &v, err, sizeof(err)), PR_EBADREC);
+    assert_non_null(strstr(err, "sum of lengths"));
+    ((int32_t *)bad->lengths.data)[5] = 3;
+    bad->n_feature_keys = 1; /* keys and n_sparse disagree */
+    n = piperec__v1__training_batch__get_packed_size(bad);
+    piperec__v1__training_batch__pack(bad, buf);
+    assert_int_equal(pr_batch_decode(buf, n, &v, err, sizeof(err)), PR_EBADREC);
+    assert_non_null(strstr(err, "feature_keys"));
+    bad->n_feature_keys = 2;
+    free(buf);
+    piperec__v1__training_batch__free_unpacked(bad, NULL);
+    pr_batch_unref(b);
+
+    /* Hostile counts: refused before any length product could wrap. */
+    Piperec__V1__TrainingBatch h = PIPEREC__V1__TRAINING_BATCH__INIT;
+    h.jagged = true;
+    h.rows = 1u << 31;
+    h.n_sparse = 1u << 31;
+    n = piperec__v1__training_batch__get_packed_size(&h);
+    buf = malloc(n);
+    piperec__v1__training_batch__pack(&h, buf);
+    assert_int_equal(pr_batch_decode(buf, n, &v, err, sizeof(err)), PR_EBADREC);
+    assert_non_null(strstr(err, "65535"));
+    h.n_sparse = 0;
+    h.n_labels = 1u << 20;
+    n = piperec__v1__training_batch__get_packed_size(&h);
+    piperec__v1__training_batch__pack(&h, buf);
+    assert_int_equal(pr_batch_decode(buf, n, &v, err, sizeof(err)), PR_EBADREC);
+    free(buf);
+
+    /* The Criteo sample writes no jagged field. */
+    b = sample_batch(4);
+    assert_int_equal(pr_batch_encode(b), 0);
+    m = piperec__v1__training_batch__unpack(NULL, b->pb_len, b->pb);
+    assert_false(m->jagged);
+    assert_int_equal(m->n_feature_keys, 0);
+    assert_int_equal(m->values.len, 0);
+    piperec__v1__training_batch__free_unpacked(m, NULL);
+    pr_batch_unref(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -541,6 +676,7 @@ int main(void)
         cmocka_unit_test(test_decode_protobuf_c_output),
         cmocka_unit_test(test_frames),
         cmocka_unit_test(test_hostport),
+        cmocka_unit_test(test_jagged_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

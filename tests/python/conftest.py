@@ -23,6 +23,15 @@ RESULT = {}
 def expected(seq):
     g = np.arange((seq - 1) * 4, seq * 4)
     return g, (g[:, None] + 0.5 * np.arange(3)).astype(np.float32), 10 * g[:, None] + np.arange(2), g %% 2
+def expected_jagged(seq):
+    # bt_serve's BT_JAGGED batches: (labels [4, 2], dense [4, 2], values, lengths)
+    g = np.arange((seq - 1) * 4, seq * 4)
+    labels = np.stack([g %% 2, (g %% 3 == 0)], 1).astype(np.float32)
+    dense = np.stack([g + 0.25, 2.0 * g], 1).astype(np.float32)
+    hist = [100 * x + j for x in g for j in range(x %% 3)]
+    values = np.array(list(10 * g) + hist, dtype=np.int64)
+    lengths = np.array([1] * 4 + list(g %% 3), dtype=np.int32)
+    return labels, dense, values, lengths
 """ % os.path.join(SRC, "clients", "python")
 
 EPILOGUE = """
@@ -37,11 +46,11 @@ def bt(tmp_path):
     if not serve or not os.path.exists(serve):
         pytest.skip("BT_SERVE (tests/batcher/bt_serve) not set: run through ctest")
 
-    def run(n_batches, code, timeout=120):
+    def run(n_batches, code, timeout=120, jagged=False):
         script = tmp_path / "client.py"
         script.write_text(PRELUDE + textwrap.dedent(code) + EPILOGUE)
         out = tmp_path / "result.json"
-        env = dict(os.environ, BT_RESULT=str(out))
+        env = dict(os.environ, BT_RESULT=str(out), BT_JAGGED="1" if jagged else "0")
         p = subprocess.run([serve, "trainer", str(n_batches), sys.executable, str(script)],
                            env=env, capture_output=True, text=True, timeout=timeout)
         assert p.returncode == 0, "bt_serve/client failed:\n%s\n%s" % (p.stdout, p.stderr)

@@ -115,6 +115,56 @@ static void test_roll_and_ack(void **state)
     assert_int_equal(n_acked, 3);
 }
 
+/* The jagged set (pr_npy_jagged, issue 20): rows appended, then continued
+ * from a cut-back point (values cut to the kept rows' lengths), as `piperec
+ * consume --output` does after a checkpoint. */
+static void test_jagged_set_resume(void **state)
+{
+    (void)state;
+    char dir[512], err[512], p[1024];
+    snprintf(dir, sizeof(dir), "%s/test-tmp/test_sink_files_jagged", PR_BINARY_DIR);
+    snprintf(p, sizeof(p), "rm -rf '%s'", dir);
+    assert_int_equal(system(p), 0);
+    const char *names[2] = {"user", "hist"};
+    pr_npy_jagged *j;
+    assert_int_equal(pr_npy_jagged_open(&j, dir, 1, 0, 2, names, false, 0, err, sizeof(err)), 0);
+    float lab[3] = {1, 0, 1};
+    int32_t len[6] = {1, 1, 1, 2, 0, 3};
+    int64_t val[8] = {10, 11, 12, 100, 101, 120, 121, 122};
+    assert_int_equal(pr_npy_jagged_append(j, 3, lab, NULL, len, val, err, sizeof(err)), 0);
+    assert_int_equal(pr_npy_jagged_close(j, true, err, sizeof(err)), 0);
+    /* keep 2 rows: hist keeps 2 values; then one more row */
+    assert_int_equal(pr_npy_jagged_open(&j, dir, 1, 0, 2, names, true, 2, err, sizeof(err)), 0);
+    float lab2[1] = {0};
+    int32_t len2[2] = {1, 1};
+    int64_t val2[2] = {13, 130};
+    assert_int_equal(pr_npy_jagged_append(j, 1, lab2, NULL, len2, val2, err, sizeof(err)), 0);
+    assert_int_equal(pr_npy_jagged_close(j, false, err, sizeof(err)), 0);
+    pr_npy_array a;
+    snprintf(p, sizeof(p), "%s/sparse/hist.values.npy", dir);
+    assert_int_equal(pr_npy_read(p, &a, err, sizeof(err)), 0);
+    assert_int_equal(a.n, 3);
+    assert_true(pr_npy_get(&a, 1, 0) == 101 && pr_npy_get(&a, 2, 0) == 130);
+    pr_npy_array_fini(&a);
+    snprintf(p, sizeof(p), "%s/sparse/hist.lengths.npy", dir);
+    assert_int_equal(pr_npy_read(p, &a, err, sizeof(err)), 0);
+    assert_int_equal(a.n, 3);
+    assert_true(pr_npy_get(&a, 2, 0) == 1);
+    pr_npy_array_fini(&a);
+    snprintf(p, sizeof(p), "%s/labels.npy", dir);
+    assert_int_equal(pr_npy_read(p, &a, err, sizeof(err)), 0);
+    assert_int_equal(a.n, 3);
+    assert_int_equal(a.cols, 1);
+    pr_npy_array_fini(&a);
+    snprintf(p, sizeof(p), "%s/dense.npy", dir);
+    struct stat st;
+    assert_int_not_equal(stat(p, &st), 0); /* no dense features: no dense.npy */
+    /* a feature name that cannot be a file name */
+    const char *bad[1] = {"../x"};
+    assert_int_equal(pr_npy_jagged_open(&j, dir, 0, 0, 1, bad, false, 0, err, sizeof(err)),
+                     PR_EINVAL);
+}
+
 static void test_bad_dir(void **state)
 {
     (void)state;
@@ -132,6 +182,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roll_and_ack),
         cmocka_unit_test(test_bad_dir),
+        cmocka_unit_test(test_jagged_set_resume),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,6 +16,13 @@ when torchrec is importable, else a ``JaggedSparse(keys, values, lengths)``
 triple with the same layout (values key-major, one value per row and key
 since piperec columns are one-hot, so every length is 1).
 
+A pipeline with a declared ``schema:`` sends jagged batches: then ``labels``
+is float32 [B, n_labels], ``dense`` float32 [B, n_dense], ``sparse`` is None
+(features have any number of values per row) and ``sparse_features`` carries
+the true lengths (0.. for a list feature, 1 for a single-valued one);
+``keys`` are the batch's feature keys, ``label_names`` / ``dense_names`` name
+the label and dense columns, and ``vocab_sizes`` / notices index ``keys``.
+
 Positions: ``state_dict()`` records, per endpoint, the batch epoch (when the
 batch header carries one), the last sequence consumed and the exact set of
 sequences consumed near it; ``load_state_dict()`` makes a new run skip (and
@@ -79,10 +86,14 @@ class StreamBatch:
     "last_offset", "rows"}] (what checkpoint delivery's position is made of);
     replica: the piperec replica that built it ("" from older servers);
     recycled: recycled-index notices [(column, index, row, number)] of a
-    bounded vocabulary: reset those rows first (``reset_recycled``)."""
+    bounded vocabulary: reset those rows first (``reset_recycled``).
+    Jagged batches (declared schema; ``jagged`` True): labels float32
+    [B, n_labels], sparse None, sparse_features with the true lengths,
+    label_names / dense_names the column names (see the module doc)."""
 
     __slots__ = ("dense", "labels", "sparse", "sparse_features", "vocab_sizes", "keys", "endpoint",
-                 "epoch", "sequence", "rows", "offsets", "replica", "recycled")
+                 "epoch", "sequence", "rows", "offsets", "replica", "recycled", "jagged",
+                 "label_names", "dense_names")
 
     def __getstate__(self):
         return {k: getattr(self, k) for k in self.__slots__}
@@ -94,7 +105,8 @@ class StreamBatch:
     def _map(self, fn):
         out = StreamBatch()
         out.__setstate__(self.__getstate__())
-        out.dense, out.labels, out.sparse = fn(self.dense), fn(self.labels), fn(self.sparse)
+        out.dense, out.labels = fn(self.dense), fn(self.labels)
+        out.sparse = fn(self.sparse) if self.sparse is not None else None
         sf = self.sparse_features
         if isinstance(sf, JaggedSparse):
             out.sparse_features = JaggedSparse(sf.keys, fn(sf.values), fn(sf.lengths))
@@ -608,7 +620,31 @@ class StreamDataset(IterableDataset):
                 return None
         return None
 
+    def _jagged_to_torch(self, b, pin):
+        """A jagged batch's tensors: one copy each out of the frame."""
+        def copy(a, dtype):
+            t = torch.empty(a.shape, dtype=dtype, pin_memory=pin)
+            t.numpy()[...] = a
+            return t
+        out = StreamBatch()
+        out.dense = copy(b.dense, torch.float32)
+        out.labels = copy(b.labels, torch.float32)
+        out.sparse = None
+        values, lengths = copy(b.values, torch.int64), copy(b.lengths, torch.int32)
+        keys = list(b.keys)
+        if KeyedJaggedTensor is not None and self.sparse_format != "triple":
+            out.sparse_features = KeyedJaggedTensor(keys=keys, values=values, lengths=lengths)
+        else:
+            out.sparse_features = JaggedSparse(keys, values, lengths)
+        out.keys = keys
+        out.label_names, out.dense_names = list(b.label_names), list(b.dense_names)
+        return out
+
     def _to_torch(self, b, endpoint, epoch, keys, pin):
+        if getattr(b, "jagged", False):
+            out = self._jagged_to_torch(b, pin)
+            out.jagged = True
+            return self._finish(out, b, endpoint, epoch)
         rows, nd, ns = b.rows, b.n_dense, b.n_sparse
         dense = torch.empty((rows, nd), dtype=torch.float32, pin_memory=pin)
         dense.numpy()[...] = b.dense  # one copy out of the frame (column-major on the wire)
@@ -625,8 +661,14 @@ class StreamDataset(IterableDataset):
             out.sparse_features = KeyedJaggedTensor(keys=keys, values=values, lengths=lengths)
         else:
             out.sparse_features = JaggedSparse(keys, values, lengths)
-        out.vocab_sizes = [int(v) for v in b.vocab_sizes]
         out.keys = keys
+        out.jagged, out.label_names, out.dense_names = False, [], []
+        return self._finish(out, b, endpoint, epoch)
+
+    @staticmethod
+    def _finish(out, b, endpoint, epoch):
+        rows = b.rows
+        out.vocab_sizes = [int(v) for v in b.vocab_sizes]
         out.endpoint, out.epoch, out.sequence, out.rows = endpoint, epoch, b.sequence, rows
         out.offsets = [dict(r) for r in getattr(b, "offsets", None) or ()]
         out.replica = getattr(b, "replica", "")

@@ -1,0 +1,444 @@
+/*
+ * batch_jagged.c — a declared schema's rows in the batcher (issue 20):
+ * jagged batches built from pr_out.side (contract: pr_batcher.h,
+ * pr_batch_schema; internals: batcher_int.h).
+ *
+ * batcher.c keeps every rule (ordering, deadlines, offsets, notices) and
+ * calls here wherever it touches row data. A build's batch holds the
+ * fixed-width parts at their final places (label_mat and dense_mat
+ * row-major with `cap` rows of room, lengths [n_feat][cap]); the values of
+ * each feature grow in the build's own arrays (pr__jbuild), because a row
+ * has any number of them, and are gathered key-major into the batch only at
+ * emission, which also compacts the lengths to stride `rows`. So each value
+ * is copied twice (block -> build -> batch), the price of not knowing a
+ * batch's value count before it is full.
+ *
+ * Under event_time a pending row's fixed part sits in the batcher's pool
+ * slot (labels | dense | lengths) and its values in a per-slot array kept
+ * here, reused when the slot is.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "batcher_int.h"
+
+/* ---------------------------------------------------------------- schema */
+
+/* Embedding rows a feature's last operator can produce; 0 when unbounded or
+ * when the vocabulary decides. */
+static uint64_t chain_size(const pr_feature_spec *f)
+{
+    if (!f->n_ops)
+        return 0;
+    const pr_fop_step *st = &f->ops[f->n_ops - 1];
+    switch (st->op) {
+    case PR_FOP_HASH:
+    case PR_FOP_MODULUS:
+        return st->n;
+    case PR_FOP_BUCKETIZE:
+        return (uint64_t)st->n_bounds + 2; /* 0 missing, 1 .. n_bounds + 1 */
+    case PR_FOP_HOUR_OF_DAY:
+        return 25; /* 1..24, 0 missing */
+    case PR_FOP_DAY_OF_WEEK:
+        return 8; /* 1..7, 0 missing */
+    default:
+        return 0;
+    }
+}
+
+static bool has_vocab(const pr_feature_spec *f)
+{
+    for (uint32_t i = 0; i < f->n_ops; i++)
+        if (f->ops[i].op == PR_FOP_VOCAB)
+            return true;
+    return false;
+}
+
+int pr_batch_schema_from_features(const pr_feature_schema *fs, pr_batch_schema *out)
+{
+    memset(out, 0, sizeof(*out));
+    size_t n = fs->n_features ? fs->n_features : 1;
+    const char **lab = calloc(n, sizeof(char *)), **den = calloc(n, sizeof(char *));
+    const char **keys = calloc(n, sizeof(char *));
+    int16_t *vc = calloc(n, sizeof(int16_t));
+    uint64_t *sizes = calloc(n, sizeof(uint64_t));
+    out->label_names = lab;
+    out->dense_names = den;
+    out->feature_names = keys;
+    out->vocab_col = vc;
+    out->sizes = sizes;
+    if (!lab || !den || !keys || !vc || !sizes) {
+        pr_batch_schema_fini(out);
+        return PR_ENOMEM;
+    }
+    int16_t next_col = 0;
+    for (uint32_t i = 0; i < fs->n_features; i++) {
+        const pr_feature_spec *f = &fs->features[i];
+        if (f->kind == PR_FEAT_LABEL) {
+            lab[out->n_labels++] = f->name;
+        } else if (f->kind == PR_FEAT_DENSE) {
+            den[out->n_dense++] = f->name;
+        } else if (f->kind == PR_FEAT_SPARSE || f->kind == PR_FEAT_LIST) {
+            uint16_t k = out->n_feat++;
+            keys[k] = f->name;
+            vc[k] = has_vocab(f) ? next_col++ : -1;
+            sizes[k] = chain_size(f);
+        }
+    }
+    return 0;
+}
+
+void pr_batch_schema_fini(pr_batch_schema *s)
+{
+    free((void *)s->label_names);
+    free((void *)s->dense_names);
+    free((void *)s->feature_names);
+    free((void *)s->vocab_col);
+    free((void *)s->sizes);
+    memset(s, 0, sizeof(*s));
+}
+
+/* ---------------------------------------------------------------- state */
+
+static char (*copy_names(const char *const *src, uint16_t n))[PR_NAME_MAX]
+{
+    char(*d)[PR_NAME_MAX] = calloc(n ? n : 1, PR_NAME_MAX);
+    for (uint16_t i = 0; d && i < n; i++)
+        snprintf(d[i], PR_NAME_MAX, "%s", src[i] ? src[i] : "");
+    return d;
+}
+
+int pr__jag_new(const pr_batch_schema *s, pr__jag **out)
+{
+    pr__jag *j = calloc(1, sizeof(*j));
+    if (!j)
+        return PR_ENOMEM;
+    j->n_labels = s->n_labels;
+    j->n_dense = s->n_dense;
+    j->n_feat = s->n_feat;
+    size_t nf = s->n_feat ? s->n_feat : 1;
+    j->keys = copy_names(s->feature_names, s->n_feat);
+    j->vocab_col = malloc(nf * sizeof(int16_t));
+    j->sizes = calloc(nf, sizeof(uint64_t));
+    bool ok = j->keys && j->vocab_col && j->sizes;
+    if (ok && s->label_names && !(j->label_names = copy_names(s->label_names, s->n_labels)))
+        ok = false;
+    if (ok && s->dense_names && !(j->dense_names = copy_names(s->dense_names, s->n_dense)))
+        ok = false;
+    for (uint16_t f = 0; ok && f < s->n_feat; f++) {
+        j->vocab_col[f] = s->vocab_col ? s->vocab_col[f] : -1;
+        j->sizes[f] = s->sizes ? s->sizes[f] : 0;
+    }
+    if (!ok) {
+        pr__jag_free(j);
+        return PR_ENOMEM;
+    }
+    *out = j;
+    return 0;
+}
+
+void pr__jag_free(pr__jag *j)
+{
+    if (!j)
+        return;
+    free(j->keys);
+    free(j->label_names);
+    free(j->dense_names);
+    free(j->vocab_col);
+    free(j->sizes);
+    free(j->voff);
+    for (uint32_t i = 0; i < j->p_cap; i++)
+        free(j->p_vals[i]);
+    free(j->p_vals);
+    free(j->p_vcap);
+    free(j);
+}
+
+size_t pr__jag_row_bytes(const pr__jag *j)
+{
+    return ((size_t)j->n_labels + j->n_dense + j->n_feat) * 4;
+}
+
+int pr__jbuild_init(const pr__jag *j, pr__jbuild *jb)
+{
+    size_t nf = j->n_feat ? j->n_feat : 1;
+    jb->fv = calloc(nf, sizeof(*jb->fv));
+    jb->fn = calloc(nf, sizeof(*jb->fn));
+    jb->fcap = calloc(nf, sizeof(*jb->fcap));
+    return jb->fv && jb->fn && jb->fcap ? 0 : PR_ENOMEM;
+}
+
+void pr__jbuild_fini(const pr__jag *j, pr__jbuild *jb)
+{
+    for (uint32_t f = 0; jb->fv && f < j->n_feat; f++)
+        free(jb->fv[f]);
+    free(jb->fv);
+    free(jb->fn);
+    free(jb->fcap);
+    memset(jb, 0, sizeof(*jb));
+}
+
+pr_batch *pr__jag_batch(const pr__jag *j, const char *pipeline, uint32_t cap)
+{
+    pr_batch *bt = pr_batch_new_jagged(pipeline, cap, j->n_labels, j->n_dense, j->n_feat, 0);
+    if (!bt)
+        return NULL;
+    free(bt->vocab_sizes); /* emission sets them */
+    bt->vocab_sizes = NULL;
+    bt->bytes = 0;
+    memcpy(bt->feature_keys, j->keys, (size_t)j->n_feat * PR_NAME_MAX);
+    if (j->label_names && (bt->label_names = malloc((size_t)j->n_labels * PR_NAME_MAX + 1)))
+        memcpy(bt->label_names, j->label_names, (size_t)j->n_labels * PR_NAME_MAX);
+    if (j->dense_names && (bt->dense_names = malloc((size_t)j->n_dense * PR_NAME_MAX + 1)))
+        memcpy(bt->dense_names, j->dense_names, (size_t)j->n_dense * PR_NAME_MAX);
+    if ((j->label_names && !bt->label_names) || (j->dense_names && !bt->dense_names)) {
+        pr_batch_unref(bt);
+        return NULL;
+    }
+    bt->rows = 0;
+    return bt;
+}
+
+/* ---------------------------------------------------------------- blocks */
+
+int pr__jag_block(pr__jag *j, const pr_out *out)
+{
+    const pr_fside *s = out->side;
+    if (!s || s->n_labels != j->n_labels || s->n_dense != j->n_dense || s->n_feat != j->n_feat ||
+        s->cap < out->rows)
+        return PR_EINVAL;
+    if (j->voff_cap < out->rows + 1) {
+        uint32_t nc = out->rows + 1;
+        uint64_t *v = realloc(j->voff, (size_t)nc * (j->n_feat ? j->n_feat : 1) * sizeof(*v));
+        if (!v)
+            return PR_ENOMEM;
+        j->voff = v;
+        j->voff_cap = nc;
+    }
+    for (uint32_t f = 0; f < j->n_feat; f++) {
+        const int32_t *len = s->lengths + (size_t)f * s->cap;
+        uint64_t *vo = j->voff + (size_t)f * j->voff_cap, at = 0;
+        for (uint32_t r = 0; r < out->rows; r++) {
+            vo[r] = at;
+            at += len[r] > 0 ? (uint64_t)len[r] : 0;
+        }
+        vo[out->rows] = at;
+        if (at > s->n_values[f])
+            return PR_EINVAL; /* lengths promise more values than the side holds */
+    }
+    return 0;
+}
+
+const int64_t *pr__jag_row_values(const pr__jag *j, const pr_out *out, uint32_t f, uint32_t r,
+                                  uint32_t *n)
+{
+    const uint64_t *vo = j->voff + (size_t)f * j->voff_cap;
+    *n = (uint32_t)(vo[r + 1] - vo[r]);
+    return out->side->values[f] + vo[r];
+}
+
+static int fv_reserve(pr__jbuild *jb, uint32_t f, uint64_t more)
+{
+    if (jb->fn[f] + more <= jb->fcap[f])
+        return 0;
+    uint64_t nc = jb->fcap[f] ? jb->fcap[f] * 2 : 1024;
+    while (nc < jb->fn[f] + more)
+        nc *= 2;
+    int64_t *v = realloc(jb->fv[f], nc * sizeof(*v));
+    if (!v)
+        return PR_ENOMEM;
+    jb->fv[f] = v;
+    jb->fcap[f] = nc;
+    return 0;
+}
+
+/* Row r of the block into row n of bt (values appended to the build). */
+static int copy_row(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_t cap, uint32_t n,
+                    const pr_out *out, uint32_t r)
+{
+    const pr_fside *s = out->side;
+    if (j->n_labels)
+        memcpy(bt->label_mat + (size_t)n * j->n_labels, s->labels + (size_t)r * j->n_labels,
+               (size_t)j->n_labels * 4);
+    if (j->n_dense)
+        memcpy(bt->dense_mat + (size_t)n * j->n_dense, s->dense + (size_t)r * j->n_dense,
+               (size_t)j->n_dense * 4);
+    for (uint32_t f = 0; f < j->n_feat; f++) {
+        uint32_t k;
+        const int64_t *v = pr__jag_row_values(j, out, f, r, &k);
+        bt->lengths[(size_t)f * cap + n] = (int32_t)k;
+        if (fv_reserve(jb, f, k) < 0)
+            return PR_ENOMEM;
+        memcpy(jb->fv[f] + jb->fn[f], v, (size_t)k * 8);
+        jb->fn[f] += k;
+    }
+    return 0;
+}
+
+int pr__jag_copy_rows(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_t cap,
+                      const pr_out *out, const uint32_t *idx, uint32_t k)
+{
+    for (uint32_t i = 0; i < k; i++) {
+        int err = copy_row(j, jb, bt, cap, bt->rows + i, out, idx[i]);
+        if (err < 0)
+            return err;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- event_time pool */
+
+int pr__jag_pool_grow(pr__jag *j, uint32_t cap)
+{
+    if (cap <= j->p_cap)
+        return 0;
+    int64_t **v = realloc(j->p_vals, (size_t)cap * sizeof(*v));
+    if (!v)
+        return PR_ENOMEM;
+    j->p_vals = v;
+    uint32_t *c = realloc(j->p_vcap, (size_t)cap * sizeof(*c));
+    if (!c)
+        return PR_ENOMEM;
+    j->p_vcap = c;
+    for (uint32_t i = j->p_cap; i < cap; i++) {
+        j->p_vals[i] = NULL;
+        j->p_vcap[i] = 0;
+    }
+    j->p_cap = cap;
+    return 0;
+}
+
+/* Pending layout: labels f32[n_labels] | dense f32[n_dense] | lengths i32[n_feat]. */
+static int32_t *pend_lengths(const pr__jag *j, const uint8_t *p)
+{
+    return (int32_t *)(p + ((size_t)j->n_labels + j->n_dense) * 4);
+}
+
+int pr__jag_to_pending(pr__jag *j, const pr_out *out, uint32_t r, uint32_t slot, uint8_t *dst)
+{
+    const pr_fside *s = out->side;
+    memcpy(dst, s->labels + (size_t)r * j->n_labels, (size_t)j->n_labels * 4);
+    memcpy(dst + (size_t)j->n_labels * 4, s->dense + (size_t)r * j->n_dense,
+           (size_t)j->n_dense * 4);
+    int32_t *len = pend_lengths(j, dst);
+    uint64_t total = 0;
+    for (uint32_t f = 0; f < j->n_feat; f++) {
+        const uint64_t *vo = j->voff + (size_t)f * j->voff_cap;
+        len[f] = (int32_t)(vo[r + 1] - vo[r]);
+        total += (uint64_t)len[f];
+    }
+    if (total > j->p_vcap[slot]) {
+        int64_t *v = realloc(j->p_vals[slot], total * sizeof(*v));
+        if (!v)
+            return PR_ENOMEM;
+        j->p_vals[slot] = v;
+        j->p_vcap[slot] = (uint32_t)total;
+    }
+    uint64_t at = 0;
+    for (uint32_t f = 0; f < j->n_feat; f++) {
+        uint32_t k;
+        const int64_t *v = pr__jag_row_values(j, out, f, r, &k);
+        memcpy(j->p_vals[slot] + at, v, (size_t)k * 8);
+        at += k;
+    }
+    return 0;
+}
+
+const int64_t *pr__jag_pending_values(const pr__jag *j, uint32_t slot, const uint8_t *src,
+                                      uint32_t f, uint32_t *n)
+{
+    const int32_t *len = pend_lengths(j, src);
+    uint64_t at = 0;
+    for (uint32_t i = 0; i < f; i++)
+        at += (uint64_t)len[i];
+    *n = (uint32_t)len[f];
+    return j->p_vals[slot] + at;
+}
+
+int pr__jag_from_pending(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_t cap,
+                         uint32_t slot, const uint8_t *src)
+{
+    uint32_t n = bt->rows;
+    memcpy(bt->label_mat + (size_t)n * j->n_labels, src, (size_t)j->n_labels * 4);
+    memcpy(bt->dense_mat + (size_t)n * j->n_dense, src + (size_t)j->n_labels * 4,
+           (size_t)j->n_dense * 4);
+    const int32_t *len = pend_lengths(j, src);
+    const int64_t *v = j->p_vals[slot];
+    for (uint32_t f = 0; f < j->n_feat; f++) {
+        uint32_t k = (uint32_t)len[f];
+        bt->lengths[(size_t)f * cap + n] = (int32_t)k;
+        if (fv_reserve(jb, f, k) < 0)
+            return PR_ENOMEM;
+        memcpy(jb->fv[f] + jb->fn[f], v, (size_t)k * 8);
+        jb->fn[f] += k;
+        v += k;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- builds */
+
+void pr__jag_keep_rows(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_t cap,
+                       const uint8_t *keep)
+{
+    uint32_t n = bt->rows, w = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!keep[i])
+            continue;
+        if (i != w) {
+            memmove(bt->label_mat + (size_t)w * j->n_labels,
+                    bt->label_mat + (size_t)i * j->n_labels, (size_t)j->n_labels * 4);
+            memmove(bt->dense_mat + (size_t)w * j->n_dense, bt->dense_mat + (size_t)i * j->n_dense,
+                    (size_t)j->n_dense * 4);
+        }
+        w++;
+    }
+    for (uint32_t f = 0; f < j->n_feat; f++) {
+        int32_t *len = bt->lengths + (size_t)f * cap;
+        uint64_t rd = 0, wr = 0;
+        uint32_t o = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t k = (uint32_t)len[i];
+            if (keep[i]) {
+                memmove(jb->fv[f] + wr, jb->fv[f] + rd, (size_t)k * 8);
+                wr += k;
+                len[o++] = (int32_t)k;
+            }
+            rd += k;
+        }
+        jb->fn[f] = wr;
+    }
+    bt->rows = w;
+}
+
+int pr__jag_finish(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_t cap)
+{
+    uint32_t n = bt->rows;
+    uint64_t total = 0;
+    for (uint32_t f = 0; f < j->n_feat; f++)
+        total += jb->fn[f];
+    int64_t *v = malloc(total ? total * sizeof(*v) : 8);
+    if (!v)
+        return PR_ENOMEM;
+    uint64_t at = 0;
+    for (uint32_t f = 0; f < j->n_feat; f++) {
+        memcpy(v + at, jb->fv[f], jb->fn[f] * 8);
+        at += jb->fn[f];
+        jb->fn[f] = 0;
+        if (f && n < cap) /* moving down in column order: memmove is safe */
+            memmove(bt->lengths + (size_t)f * n, bt->lengths + (size_t)f * cap, (size_t)n * 4);
+    }
+    free(bt->values);
+    bt->values = v;
+    bt->n_values = total;
+    bt->bytes = pr_batch_label_mat_bytes(bt) + pr_batch_dense_mat_bytes(bt) +
+                pr_batch_lengths_bytes(bt) + pr_batch_values_bytes(bt);
+    return 0;
+}
+
+uint64_t pr__jag_vocab_size(const pr__jag *j, uint32_t f, pr_batch_vocab_cb cb, void *opaque)
+{
+    if (j->vocab_col[f] >= 0)
+        return cb ? cb(opaque, (uint32_t)j->vocab_col[f]) : 0;
+    return j->sizes[f];
+}

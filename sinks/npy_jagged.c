@@ -1,0 +1,253 @@
+/*
+ * npy_jagged.c — a declared schema's offline layout (issue 20) as a set of
+ * streaming .npy writers (contract: pr_npy.h, "jagged set"):
+ *
+ *     DIR/labels.npy                  float32 [N, n_labels]
+ *     DIR/dense.npy                   float32 [N, n_dense]
+ *     DIR/sparse/<name>.values.npy    int64   [sum of lengths]
+ *     DIR/sparse/<name>.lengths.npy   int32   [N]
+ *
+ * (labels.npy / dense.npy only when the schema has labels / dense
+ * features), the layout `piperec process` writes for a declared schema, so the files
+ * sink (one set per roll) and `piperec consume --output` give files that
+ * load the same way. Row-major tensors go in as they are; each feature's
+ * values are a slice of the batch's key-major values. Resuming cuts every
+ * file back to a row count: the values file to the sum of the kept rows'
+ * lengths, read back from the lengths file.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pr_npy.h"
+
+struct pr_npy_jagged {
+    char dir[4096];
+    uint16_t n_labels, n_dense, n_feat;
+    char **names;
+    pr_npy_writer *labels, *dense;
+    pr_npy_writer **values, **lengths; /* [n_feat] */
+};
+
+static bool name_ok(const char *s)
+{
+    return s && *s && *s != '.' && !strchr(s, '/') && strlen(s) < 200;
+}
+
+static int path_of(const pr_npy_jagged *j, int f, const char *what, char *p, size_t n)
+{
+    if (f < 0)
+        return snprintf(p, n, "%s/%s.npy", j->dir, what);
+    return snprintf(p, n, "%s/sparse/%s.%s.npy", j->dir, j->names[f], what);
+}
+
+/* One file: new, or continued at keep rows. */
+static int open_one(pr_npy_jagged *j, pr_npy_writer **w, int f, const char *what, pr_npy_dtype dt,
+                    uint32_t cols, bool resume, uint64_t keep, char *errstr, size_t es)
+{
+    char p[4400];
+    path_of(j, f, what, p, sizeof(p));
+    return resume ? pr_npy_open_append(w, p, dt, cols, keep, errstr, es)
+                  : pr_npy_open(w, p, dt, cols, errstr, es);
+}
+
+/* Values to keep of feature f: the sum of its first `rows` lengths. */
+static int kept_values(pr_npy_jagged *j, int f, uint64_t rows, uint64_t *sum, char *errstr,
+                       size_t es)
+{
+    char p[4400];
+    path_of(j, f, "lengths", p, sizeof(p));
+    pr_npy_array a;
+    int rc = pr_npy_read(p, &a, errstr, es);
+    if (rc < 0)
+        return rc;
+    *sum = 0;
+    if (a.dtype != PR_NPY_I32 || a.ndim != 1 || a.n < rows)
+        rc = pr_seterr(errstr, es, PR_EINVAL, "%s: not int32 [>= %llu]", p,
+                       (unsigned long long)rows);
+    for (uint64_t r = 0; rc == 0 && r < rows; r++)
+        *sum += (uint64_t)((const int32_t *)a.data)[r];
+    pr_npy_array_fini(&a);
+    return rc;
+}
+
+static int open_all(pr_npy_jagged *j, bool resume, uint64_t keep, char *errstr, size_t es)
+{
+    int rc;
+    if ((j->n_labels && (rc = open_one(j, &j->labels, -1, "labels", PR_NPY_F32, j->n_labels, resume,
+                                       keep, errstr, es)) < 0) ||
+        (j->n_dense && (rc = open_one(j, &j->dense, -1, "dense", PR_NPY_F32, j->n_dense, resume,
+                                      keep, errstr, es)) < 0))
+        return rc;
+    for (int f = 0; f < j->n_feat; f++) {
+        uint64_t nv = 0;
+        if (resume && (rc = kept_values(j, f, keep, &nv, errstr, es)) < 0)
+            return rc;
+        if ((rc = open_one(j, &j->lengths[f], f, "lengths", PR_NPY_I32, 0, resume, keep, errstr,
+                           es)) < 0 ||
+            (rc = open_one(j, &j->values[f], f, "values", PR_NPY_I64, 0, resume, nv, errstr, es)) <
+                0)
+            return rc;
+    }
+    return 0;
+}
+
+static void free_set(pr_npy_jagged *j)
+{
+    for (uint16_t f = 0; j->names && f < j->n_feat; f++)
+        free(j->names[f]);
+    free(j->names);
+    free(j->values);
+    free(j->lengths);
+    free(j);
+}
+
+int pr_npy_jagged_open(pr_npy_jagged **out, const char *dir, uint16_t n_labels, uint16_t n_dense,
+                       uint16_t n_feat, const char *const *names, bool resume, uint64_t keep_rows,
+                       char *errstr, size_t es)
+{
+    *out = NULL;
+    for (uint16_t f = 0; f < n_feat; f++)
+        if (!name_ok(names[f]))
+            return pr_seterr(errstr, es, PR_EINVAL,
+                             "feature name '%s' cannot name a file (empty, starts with '.', has "
+                             "'/' or is too long)",
+                             names[f] ? names[f] : "");
+    pr_npy_jagged *j = calloc(1, sizeof(*j));
+    if (!j)
+        return pr_seterr(errstr, es, PR_ENOMEM, "out of memory");
+    snprintf(j->dir, sizeof(j->dir), "%s", dir);
+    j->n_labels = n_labels;
+    j->n_dense = n_dense;
+    j->n_feat = n_feat;
+    size_t nf = n_feat ? n_feat : 1;
+    j->names = calloc(nf, sizeof(char *));
+    j->values = calloc(nf, sizeof(*j->values));
+    j->lengths = calloc(nf, sizeof(*j->lengths));
+    bool ok = j->names && j->values && j->lengths;
+    for (uint16_t f = 0; ok && f < n_feat; f++)
+        ok = (j->names[f] = strdup(names[f])) != NULL;
+    if (!ok) {
+        free_set(j);
+        return pr_seterr(errstr, es, PR_ENOMEM, "out of memory");
+    }
+    char p[4400];
+    snprintf(p, sizeof(p), "%s/sparse", dir);
+    if ((mkdir(dir, 0755) < 0 && errno != EEXIST) || (mkdir(p, 0755) < 0 && errno != EEXIST)) {
+        int e = errno;
+        free_set(j);
+        return pr_seterr(errstr, es, PR_EIO, "cannot create %s: %s", p, strerror(e));
+    }
+    int rc = open_all(j, resume, keep_rows, errstr, es);
+    if (rc < 0) {
+        pr_npy_jagged_abort(j);
+        return rc;
+    }
+    *out = j;
+    return 0;
+}
+
+int pr_npy_jagged_append(pr_npy_jagged *j, uint32_t rows, const float *labels, const float *dense,
+                         const int32_t *lengths, const int64_t *values, char *errstr, size_t es)
+{
+    int rc;
+    if ((j->labels && (rc = pr_npy_append_rows(j->labels, labels, rows, errstr, es)) < 0) ||
+        (j->dense && (rc = pr_npy_append_rows(j->dense, dense, rows, errstr, es)) < 0))
+        return rc;
+    const int64_t *v = values;
+    for (uint16_t f = 0; f < j->n_feat; f++) {
+        const int32_t *len = lengths + (size_t)f * rows;
+        uint64_t n = 0;
+        for (uint32_t r = 0; r < rows; r++)
+            n += (uint64_t)len[r];
+        if ((rc = pr_npy_append_rows(j->lengths[f], len, rows, errstr, es)) < 0 ||
+            (n && (rc = pr_npy_append_rows(j->values[f], v, (uint32_t)n, errstr, es)) < 0))
+            return rc;
+        v += n;
+    }
+    return 0;
+}
+
+int pr_npy_jagged_sync(pr_npy_jagged *j, char *errstr, size_t es)
+{
+    int rc;
+    if ((j->labels && (rc = pr_npy_sync(j->labels, errstr, es)) < 0) ||
+        (j->dense && (rc = pr_npy_sync(j->dense, errstr, es)) < 0))
+        return rc;
+    for (uint16_t f = 0; f < j->n_feat; f++)
+        if ((rc = pr_npy_sync(j->lengths[f], errstr, es)) < 0 ||
+            (rc = pr_npy_sync(j->values[f], errstr, es)) < 0)
+            return rc;
+    return 0;
+}
+
+static int fsync_path(const char *p, char *errstr, size_t es)
+{
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    int rc = fd >= 0 && fsync(fd) == 0 ? 0 : -1;
+    int e = errno;
+    if (fd >= 0)
+        close(fd);
+    return rc ? pr_seterr(errstr, es, PR_EIO, "fsync %s: %s", p, strerror(e)) : 0;
+}
+
+/* Close one writer into *rc (the first error wins). */
+static void close_one(pr_npy_writer **w, int *rc, char *errstr, size_t es)
+{
+    if (!*w)
+        return;
+    int r = *rc ? pr_npy_close(*w, NULL, 0) : pr_npy_close(*w, errstr, es);
+    if (r < 0 && !*rc)
+        *rc = r;
+    *w = NULL;
+}
+
+int pr_npy_jagged_close(pr_npy_jagged *j, bool durable, char *errstr, size_t es)
+{
+    if (!j)
+        return 0;
+    int rc = 0;
+    close_one(&j->labels, &rc, errstr, es);
+    close_one(&j->dense, &rc, errstr, es);
+    for (uint16_t f = 0; f < j->n_feat; f++) {
+        close_one(&j->lengths[f], &rc, errstr, es);
+        close_one(&j->values[f], &rc, errstr, es);
+    }
+    char p[4400];
+    if (durable && rc == 0 && j->n_labels && path_of(j, -1, "labels", p, sizeof(p)) > 0)
+        rc = fsync_path(p, errstr, es);
+    if (durable && rc == 0 && j->n_dense && path_of(j, -1, "dense", p, sizeof(p)) > 0)
+        rc = fsync_path(p, errstr, es);
+    for (int f = 0; durable && rc == 0 && f < (int)j->n_feat; f++) {
+        path_of(j, f, "lengths", p, sizeof(p));
+        if ((rc = fsync_path(p, errstr, es)) == 0) {
+            path_of(j, f, "values", p, sizeof(p));
+            rc = fsync_path(p, errstr, es);
+        }
+    }
+    snprintf(p, sizeof(p), "%s/sparse", j->dir);
+    if (durable && rc == 0)
+        rc = fsync_path(p, errstr, es);
+    free_set(j);
+    return rc;
+}
+
+void pr_npy_jagged_abort(pr_npy_jagged *j)
+{
+    if (!j)
+        return;
+    pr_npy_abort(j->labels);
+    pr_npy_abort(j->dense);
+    for (uint16_t f = 0; f < j->n_feat; f++) {
+        pr_npy_abort(j->lengths[f]);
+        pr_npy_abort(j->values[f]);
+    }
+    char p[4400];
+    snprintf(p, sizeof(p), "%s/sparse", j->dir);
+    rmdir(p); /* only when empty: never another run's files */
+    free_set(j);
+}

@@ -1,0 +1,454 @@
+/*
+ * test_batcher_jagged.c — the batcher with a declared schema (issue 20):
+ * rows from pr_out.side become jagged batches (labels [B, L], dense [B, D],
+ * per-feature lengths and key-major values) under partition and event-time
+ * ordering, with engine rejects, revoke, recycled-index notices per
+ * feature, per-feature vocabulary sizes, the split refusal, and the batch
+ * shape derived from a feature schema. Hand-built blocks, manual clock.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "batcher_int.h"
+#include "pr_clock.h"
+
+/* Schema: labels click, buy; dense price; features user (vocab column 0),
+ * hist (a list, vocab column 1), bucket (no vocab, 5 rows). */
+#define NL 2
+#define ND 1
+#define NF 3
+static const char *const label_names[NL] = {"click", "buy"};
+static const char *const dense_names[ND] = {"price"};
+static const char *const feat_names[NF] = {"user", "hist", "bucket"};
+static const int16_t vocab_col[NF] = {0, 1, -1};
+static const uint64_t sizes[NF] = {0, 0, 5};
+
+/* Row (p, off): the values every check recomputes. */
+static int64_t user_of(int32_t p, int64_t off)
+{
+    return p * 100000 + off;
+}
+static int32_t hist_len(int64_t off)
+{
+    return (int32_t)(off % 4);
+}
+static int64_t hist_val(int32_t p, int64_t off, int j)
+{
+    return (p * 100000 + off) * 10 + j;
+}
+
+typedef struct jio {
+    pr_block in;
+    pr_out out;
+} jio;
+
+static jio *jio_new(uint32_t cap)
+{
+    jio *io = calloc(1, sizeof(*io));
+    io->in.cap = io->out.cap = cap;
+    io->in.partition = calloc(cap, sizeof(int32_t));
+    io->in.offset = calloc(cap, sizeof(int64_t));
+    io->in.event_time_ms = calloc(cap, sizeof(int64_t));
+    io->out.n_sparse = 2;
+    io->out.sparse_width = 4;
+    io->out.rejected = calloc(pr_bitmap_words(cap), sizeof(uint64_t));
+    io->out.side = pr_fside_new(NL, ND, NF, cap);
+    assert_non_null(io->out.side);
+    return io;
+}
+
+static void jio_free(jio *io)
+{
+    free(io->in.partition);
+    free(io->in.offset);
+    free(io->in.event_time_ms);
+    free(io->out.rejected);
+    pr_fside_free(io->out.side);
+    free(io);
+}
+
+static void jio_reset(jio *io)
+{
+    io->in.rows = io->out.rows = 0;
+    io->out.n_rejected = 0;
+    io->out.n_recycled = 0;
+    io->out.recycled = NULL;
+    memset(io->out.rejected, 0, pr_bitmap_words(io->out.cap) * sizeof(uint64_t));
+    pr_fside_reset(io->out.side);
+}
+
+static void push_val(pr_fside *s, uint16_t f, int64_t v)
+{
+    assert_int_equal(pr_fside_reserve(s, f, 1), 0);
+    s->values[f][s->n_values[f]++] = v;
+}
+
+/* Append row (p, off, et); a rejected row keeps its lengths with 0 values. */
+static void jrow(jio *io, int32_t p, int64_t off, int64_t et, int rejected)
+{
+    uint32_t r = io->in.rows++;
+    io->out.rows = io->in.rows;
+    io->in.partition[r] = p;
+    io->in.offset[r] = off;
+    io->in.event_time_ms[r] = et;
+    pr_fside *s = io->out.side;
+    s->labels[r * NL] = (float)(off & 1);
+    s->labels[r * NL + 1] = off % 3 == 0 ? 1.0f : 0.0f;
+    s->dense[r * ND] = (float)user_of(p, off) + 0.5f;
+    pr_fside_lengths(s, 0)[r] = 1;
+    push_val(s, 0, rejected ? 0 : user_of(p, off));
+    pr_fside_lengths(s, 1)[r] = hist_len(off);
+    for (int j = 0; j < hist_len(off); j++)
+        push_val(s, 1, rejected ? 0 : hist_val(p, off, j));
+    pr_fside_lengths(s, 2)[r] = 1;
+    push_val(s, 2, rejected ? 0 : off % 5);
+    if (rejected) {
+        pr_bit_set(io->out.rejected, r);
+        io->out.n_rejected++;
+    }
+}
+
+typedef struct fx {
+    pr_manual_clock mc;
+    pr_batch *b[256];
+    size_t n;
+    pr_batcher *bt;
+    jio *io;
+} fx;
+
+static void on_emit(void *opaque, pr_batch *b)
+{
+    fx *f = opaque;
+    f->b[f->n++] = pr_batch_ref(b);
+}
+
+static uint64_t vocab_cb(void *opaque, uint32_t col)
+{
+    (void)opaque;
+    return 1000 + col;
+}
+
+static const pr_batch_schema schema = {NL,          ND,         NF,        label_names,
+                                       dense_names, feat_names, vocab_col, sizes};
+
+static fx *fx_new(uint32_t size, pr_batch_ordering ord)
+{
+    fx *f = calloc(1, sizeof(*f));
+    pr_manual_clock_init(&f->mc, 1700000000000LL);
+    pr_batcher_cfg cfg = {
+        .pipeline = "j",
+        .n_sparse = 2,
+        .sparse_width = 4,
+        .batch = {.size = size, .max_delay_ms = 100, .ordering = ord},
+        .clock = &f->mc.clock,
+        .on_emit = on_emit,
+        .vocab_size = vocab_cb,
+        .opaque = f,
+        .schema = &schema,
+    };
+    char err[256];
+    assert_int_equal(pr_batcher_new(&cfg, &f->bt, err, sizeof(err)), 0);
+    f->io = jio_new(256);
+    return f;
+}
+
+static void fx_free(fx *f)
+{
+    pr_batcher_free(f->bt);
+    for (size_t i = 0; i < f->n; i++)
+        pr_batch_unref(f->b[i]);
+    jio_free(f->io);
+    free(f);
+}
+
+/* Every row of a jagged batch holds the values of its (p, off); the wire
+ * round trip keeps them. Returns the rows' ids through ids[] (p << 32 | off). */
+static void check_batch(const pr_batch *b, int64_t *ids)
+{
+    assert_true(b->jagged);
+    assert_int_equal(b->n_sparse, NF);
+    assert_int_equal(b->n_labels, NL);
+    assert_string_equal(b->feature_keys[1], "hist");
+    assert_string_equal(b->label_names[1], "buy");
+    assert_string_equal(b->dense_names[0], "price");
+    uint64_t at[NF], start = 0;
+    for (int f = 0; f < NF; f++) {
+        at[f] = start;
+        for (uint32_t r = 0; r < b->rows; r++)
+            start += (uint64_t)b->lengths[(size_t)f * b->rows + r];
+    }
+    assert_int_equal(start, b->n_values);
+    for (uint32_t r = 0; r < b->rows; r++) {
+        assert_int_equal(b->lengths[r], 1);
+        int64_t u = b->values[at[0]++];
+        int32_t p = (int32_t)(u / 100000);
+        int64_t off = u % 100000;
+        ids[r] = ((int64_t)p << 32) | off;
+        assert_true(b->label_mat[r * NL] == (float)(off & 1));
+        assert_true(b->label_mat[r * NL + 1] == (off % 3 == 0 ? 1.0f : 0.0f));
+        assert_true(b->dense_mat[r] == (float)u + 0.5f);
+        assert_int_equal(b->lengths[b->rows + r], hist_len(off));
+        for (int j = 0; j < hist_len(off); j++)
+            assert_int_equal(b->values[at[1]++], hist_val(p, off, j));
+        assert_int_equal(b->lengths[2 * b->rows + r], 1);
+        assert_int_equal(b->values[at[2]++], off % 5);
+    }
+    assert_int_equal(b->vocab_sizes[0], 1000);
+    assert_int_equal(b->vocab_sizes[1], 1001);
+    assert_int_equal(b->vocab_sizes[2], 5);
+    /* The wire keeps every tensor. */
+    pr_batch *copy = pr_batch_ref((pr_batch *)b);
+    assert_int_equal(pr_batch_encode(copy), 0);
+    pr_batch_view v;
+    char err[256];
+    assert_int_equal(pr_batch_decode(copy->pb, copy->pb_len, &v, err, sizeof(err)), 0);
+    assert_true(v.jagged);
+    assert_int_equal(v.values_len, b->n_values * 8);
+    assert_memory_equal(v.values, b->values, v.values_len);
+    assert_memory_equal(v.lengths, b->lengths, v.lengths_len);
+    pr_batch_view_fini(&v);
+    pr_batch_unref(copy);
+}
+
+static void add(fx *f)
+{
+    assert_int_equal(pr_batcher_add(f->bt, &f->io->in, &f->io->out), 0);
+    jio_reset(f->io);
+}
+
+/* ------------------------------------------------------------------ */
+
+static void test_partition_order(void **state)
+{
+    (void)state;
+    fx *f = fx_new(4, PR_BATCH_ORDER_PARTITION);
+    for (int64_t off = 0; off < 10; off++)
+        jrow(f->io, (int32_t)(off % 2), off, 5, off == 3);
+    add(f);
+    assert_int_equal(f->n, 2);
+    pr_batcher_flush(f->bt);
+    assert_int_equal(f->n, 3);
+    int64_t ids[8], want = 0;
+    for (size_t i = 0; i < f->n; i++) {
+        assert_int_equal(f->b[i]->seq, i + 1);
+        check_batch(f->b[i], ids);
+        for (uint32_t r = 0; r < f->b[i]->rows; r++, want++) {
+            if (want == 3)
+                want++; /* rejected */
+            assert_int_equal(ids[r] & 0xffffffff, want);
+        }
+        assert_true(f->b[i]->bytes >= f->b[i]->n_values * 8);
+    }
+    assert_int_equal(f->b[2]->rows, 1);
+    /* Rows added across several blocks join the same batch. */
+    for (int64_t off = 20; off < 23; off++) {
+        jrow(f->io, 0, off, 5, 0);
+        add(f);
+    }
+    pr_batcher_flush(f->bt);
+    assert_int_equal(f->n, 4);
+    check_batch(f->b[3], ids);
+    assert_int_equal(f->b[3]->rows, 3);
+    fx_free(f);
+}
+
+static void test_event_time(void **state)
+{
+    (void)state;
+    fx *f = fx_new(64, PR_BATCH_ORDER_EVENT_TIME);
+    pr_batcher_assign(f->bt, 0);
+    pr_batcher_assign(f->bt, 1);
+    /* partition 0 at event times 10, 30, 50; partition 1 at 20, 40, 60 */
+    for (int64_t i = 0; i < 3; i++)
+        jrow(f->io, 0, i, 10 + 20 * i, 0);
+    add(f);
+    for (int64_t i = 0; i < 3; i++)
+        jrow(f->io, 1, 10 + i, 20 + 20 * i, 0);
+    add(f);
+    pr_batcher_flush(f->bt);
+    assert_int_equal(f->n, 1);
+    int64_t ids[8];
+    check_batch(f->b[0], ids);
+    static const int64_t order[6] = {0, (1LL << 32) | 10, 1, (1LL << 32) | 11, 2, (1LL << 32) | 12};
+    assert_int_equal(f->b[0]->rows, 6);
+    for (int r = 0; r < 6; r++)
+        assert_int_equal(ids[r], order[r]);
+    fx_free(f);
+}
+
+static void test_revoke(void **state)
+{
+    (void)state;
+    for (int ord = 0; ord < 2; ord++) {
+        fx *f = fx_new(64, (pr_batch_ordering)ord);
+        for (int64_t off = 0; off < 12; off++)
+            jrow(f->io, (int32_t)(off % 3 == 1), off, 100 + off, 0);
+        add(f);
+        int64_t safe;
+        assert_int_equal(pr_batcher_revoke(f->bt, 1, &safe), 0);
+        pr_batcher_flush(f->bt);
+        assert_int_equal(f->n, 1);
+        int64_t ids[16];
+        check_batch(f->b[0], ids);
+        assert_int_equal(f->b[0]->rows, 8);
+        for (uint32_t r = 0; r < 8; r++)
+            assert_int_equal(ids[r] >> 32, 0);
+        fx_free(f);
+    }
+}
+
+/* A notice of feature hist (col 1) at block row 2 goes into the batch at
+ * the row that holds that block row. */
+static void test_notices(void **state)
+{
+    (void)state;
+    fx *f = fx_new(4, PR_BATCH_ORDER_PARTITION);
+    pr_recycled n[2] = {{1, 2, 7, 1}, {0, 5, 3, 2}};
+    for (int64_t off = 0; off < 6; off++)
+        jrow(f->io, 0, off, 5, off == 1);
+    f->io->out.recycled = n;
+    f->io->out.n_recycled = 2;
+    add(f);
+    pr_batcher_flush(f->bt);
+    assert_int_equal(f->n, 2);
+    /* block rows 0, 2, 3, 4 in batch 1 (row 1 rejected), 5 in batch 2 */
+    assert_int_equal(f->b[0]->n_recycled, 1);
+    assert_int_equal(f->b[0]->recycled[0].col, 1);
+    assert_int_equal(f->b[0]->recycled[0].row, 1);
+    assert_int_equal(f->b[1]->n_recycled, 1);
+    assert_int_equal(f->b[1]->recycled[0].col, 0);
+    assert_int_equal(f->b[1]->recycled[0].row, 0);
+    fx_free(f);
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    pr_batcher_cfg cfg = {
+        .pipeline = "j",
+        .sparse_width = 4,
+        .batch = {.size = 4, .split = PR_BATCH_SPLIT_POPULAR},
+        .on_emit = on_emit,
+        .schema = &schema,
+    };
+    pr_batcher *b;
+    char err[256];
+    assert_int_equal(pr_batcher_new(&cfg, &b, err, sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "batch.split"));
+    /* A block without side tables is refused. */
+    fx *f = fx_new(4, PR_BATCH_ORDER_PARTITION);
+    jrow(f->io, 0, 0, 5, 0);
+    pr_fside *s = f->io->out.side;
+    f->io->out.side = NULL;
+    assert_int_equal(pr_batcher_add(f->bt, &f->io->in, &f->io->out), PR_EINVAL);
+    f->io->out.side = s;
+    fx_free(f);
+}
+
+static void test_schema_from_features(void **state)
+{
+    (void)state;
+    pr_feature_spec fs[6];
+    memset(fs, 0, sizeof(fs));
+    snprintf(fs[0].name, PR_NAME_MAX, "click");
+    fs[0].kind = PR_FEAT_LABEL;
+    snprintf(fs[1].name, PR_NAME_MAX, "user");
+    fs[1].kind = PR_FEAT_SPARSE;
+    fs[1].n_ops = 1;
+    fs[1].ops[0].op = PR_FOP_VOCAB;
+    snprintf(fs[2].name, PR_NAME_MAX, "price");
+    fs[2].kind = PR_FEAT_DENSE;
+    snprintf(fs[3].name, PR_NAME_MAX, "cat_x_dev");
+    fs[3].kind = PR_FEAT_SPARSE;
+    fs[3].n_ops = 2;
+    fs[3].ops[0].op = PR_FOP_CROSS;
+    fs[3].ops[1].op = PR_FOP_HASH;
+    fs[3].ops[1].n = 65536;
+    snprintf(fs[4].name, PR_NAME_MAX, "history");
+    fs[4].kind = PR_FEAT_LIST;
+    fs[4].n_ops = 1;
+    fs[4].ops[0].op = PR_FOP_VOCAB;
+    snprintf(fs[5].name, PR_NAME_MAX, "age");
+    fs[5].kind = PR_FEAT_SPARSE;
+    fs[5].n_ops = 1;
+    fs[5].ops[0].op = PR_FOP_BUCKETIZE;
+    fs[5].ops[0].n_bounds = 4;
+    pr_feature_schema sch = {.features = fs, .n_features = 6, .declared = true};
+    pr_batch_schema bs;
+    assert_int_equal(pr_batch_schema_from_features(&sch, &bs), 0);
+    assert_int_equal(bs.n_labels, 1);
+    assert_int_equal(bs.n_dense, 1);
+    assert_int_equal(bs.n_feat, 4);
+    assert_string_equal(bs.feature_names[2], "history");
+    assert_int_equal(bs.vocab_col[0], 0);
+    assert_int_equal(bs.vocab_col[1], -1);
+    assert_int_equal(bs.vocab_col[2], 1);
+    assert_int_equal(bs.vocab_col[3], -1);
+    assert_int_equal(bs.sizes[1], 65536);
+    assert_int_equal(bs.sizes[3], 6);
+    pr_batch_schema_fini(&bs);
+}
+
+/* Restored notices (a restart, cfg.notice_restart_next) wait in the backlog
+ * and are spread PR_BATCH_REANNOUNCE_MAX per batch, but one whose index a
+ * row uses (any value of a list feature) goes in front of that row. */
+static void test_restored_notice_before_use(void **state)
+{
+    (void)state;
+    fx *f = calloc(1, sizeof(*f));
+    pr_manual_clock_init(&f->mc, 1700000000000LL);
+    pr_batcher_cfg cfg = {
+        .pipeline = "j",
+        .sparse_width = 4,
+        .batch = {.size = 4, .max_delay_ms = 100},
+        .clock = &f->mc.clock,
+        .on_emit = on_emit,
+        .opaque = f,
+        .schema = &schema,
+        .notice_restart_next = 5000,
+    };
+    char err[256];
+    assert_int_equal(pr_batcher_new(&cfg, &f->bt, err, sizeof(err)), 0);
+    f->io = jio_new(256);
+    uint32_t nn = PR_BATCH_REANNOUNCE_MAX + 6;
+    pr_recycled *n = calloc(nn, sizeof(*n));
+    for (uint32_t i = 0; i < nn; i++) /* hist indices 1000.., the last one used below */
+        n[i] = (pr_recycled){1, 0, i + 1 < nn ? 1000 + (int64_t)i : hist_val(9, 5, 0), i + 1};
+    f->io->out.recycled = n;
+    f->io->out.n_recycled = nn;
+    /* rows off 4 (no history) and 5 (history [hist_val(9, 5, 0)]) of partition 9 */
+    jrow(f->io, 9, 4, 5, 0);
+    jrow(f->io, 9, 5, 5, 0);
+    add(f);
+    pr_batcher_flush(f->bt);
+    assert_int_equal(f->n, 1);
+    const pr_batch *b = f->b[0];
+    bool found = false;
+    for (uint32_t i = 0; i < b->n_recycled; i++)
+        if (b->recycled[i].col == 1 && b->recycled[i].index == hist_val(9, 5, 0)) {
+            found = true;
+            assert_true(b->recycled[i].row <= 1); /* before the row that uses it */
+        }
+    assert_true(found);
+    assert_true(b->n_recycled <= PR_BATCH_REANNOUNCE_MAX + 1);
+    free(n);
+    fx_free(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_partition_order), cmocka_unit_test(test_event_time),
+        cmocka_unit_test(test_revoke),          cmocka_unit_test(test_notices),
+        cmocka_unit_test(test_restored_notice_before_use),
+        cmocka_unit_test(test_refusals),        cmocka_unit_test(test_schema_from_features),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
