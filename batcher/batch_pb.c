@@ -556,6 +556,161 @@ static const char *check_jagged(const pr_batch_view *v)
     return NULL;
 }
 
+/* One varint field of a TrainingBatch: 0, or PR_ENOMEM. */
+static int decode_varint_field(pr_batch_view *v, const pb_field *f, uint32_t *vcap)
+{
+    switch (f->num) {
+    case F_SEQUENCE:
+        v->seq = f->v;
+        break;
+    case F_EPOCH:
+        v->epoch = f->v;
+        break;
+    case F_POPULAR:
+        v->popular = f->v != 0;
+        break;
+    case F_HOT_VERSION:
+        v->hot_version = f->v;
+        break;
+    case F_JAGGED:
+        v->jagged = f->v != 0;
+        break;
+    case F_N_LABELS:
+        v->n_labels = (uint32_t)f->v;
+        break;
+    case F_ROWS:
+        v->rows = (uint32_t)f->v;
+        break;
+    case F_N_DENSE:
+        v->n_dense = (uint32_t)f->v;
+        break;
+    case F_N_SPARSE:
+        v->n_sparse = (uint32_t)f->v;
+        break;
+    case F_SPARSE_WIDTH:
+        v->sparse_width = (uint32_t)f->v;
+        break;
+    case F_MIN_ET:
+        v->min_event_time_ms = (int64_t)f->v;
+        break;
+    case F_MAX_ET:
+        v->max_event_time_ms = (int64_t)f->v;
+        break;
+    case F_EMIT:
+        v->emit_time_ms = (int64_t)f->v;
+        break;
+    case F_VOCAB:
+        if (push_vocab(v, vcap, f->v) < 0)
+            return PR_ENOMEM;
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
+/* One length-delimited field of a TrainingBatch (fields 1-21; the jagged
+ * ones are decode_jagged_len's): 0, PR_ENOMEM, or PR_EBADREC with *why. */
+static int decode_len_field(pr_batch_view *v, const pb_field *f, uint32_t *rcap, uint32_t *vcap,
+                            const char **why)
+{
+    switch (f->num) {
+    case F_PIPELINE:
+        v->pipeline = (const char *)f->data;
+        v->pipeline_len = f->len;
+        break;
+    case F_REPLICA:
+        v->replica = (const char *)f->data;
+        v->replica_len = f->len;
+        break;
+    case F_LABELS:
+        v->labels = f->data;
+        v->labels_len = f->len;
+        break;
+    case F_DENSE:
+        v->dense = f->data;
+        v->dense_len = f->len;
+        break;
+    case F_SPARSE:
+        v->sparse = f->data;
+        v->sparse_len = f->len;
+        break;
+    case F_OFFSETS:
+        if (v->n_ranges == *rcap) {
+            uint32_t nc = *rcap ? *rcap * 2 : 4;
+            pr_batch_view_range *n = realloc(v->ranges, nc * sizeof(*n));
+            if (!n)
+                return PR_ENOMEM;
+            v->ranges = n;
+            *rcap = nc;
+        }
+        if (decode_range(f->data, f->data + f->len, &v->ranges[v->n_ranges]) < 0) {
+            *why = "malformed OffsetRange";
+            return PR_EBADREC;
+        }
+        v->n_ranges++;
+        break;
+    case F_RECYCLED: {
+        free(v->recycled); /* a repeated message field: the last one wins */
+        v->recycled = NULL;
+        v->n_recycled = 0;
+        int e = decode_recycled(f->data, f->data + f->len, v);
+        if (e == -2)
+            return PR_ENOMEM;
+        if (e) {
+            *why = "malformed RecycledIndices";
+            return PR_EBADREC;
+        }
+        break;
+    }
+    case F_VOCAB: {
+        const uint8_t *q = f->data, *qe = f->data ? f->data + f->len : NULL;
+        while (q < qe) {
+            uint64_t x;
+            size_t n = pr_varint_get(q, qe, &x);
+            if (!n) {
+                *why = "malformed packed vocab_sizes";
+                return PR_EBADREC;
+            }
+            q += n;
+            if (push_vocab(v, vcap, x) < 0)
+                return PR_ENOMEM;
+        }
+        break;
+    }
+    default:
+        break;
+    }
+    return 0;
+}
+
+/* The shapes of a decoded batch; NULL when they hold, else why not. */
+static const char *check_shapes(const pr_batch_view *v)
+{
+    const char *why;
+    if (v->rows && v->n_sparse && !v->jagged && v->sparse_width != 4 && v->sparse_width != 8)
+        return "sparse_width must be 4 or 8";
+    /* pr_batch holds 16-bit column counts; this also keeps the length
+     * products below from wrapping around (found by tests/fuzz). */
+    if (v->n_dense > UINT16_MAX || v->n_sparse > UINT16_MAX)
+        return "n_dense or n_sparse above 65535";
+    if (v->jagged && (why = check_jagged(v)) != NULL)
+        return why;
+    if (v->labels_len != (size_t)v->rows * 4 && v->labels_len != 0)
+        return "labels length does not match rows";
+    if (!v->jagged && v->dense_len != (size_t)v->rows * v->n_dense * 4)
+        return "dense length does not match rows x n_dense x 4";
+    if (!v->jagged &&
+        v->sparse_len != (size_t)v->rows * v->n_sparse * (v->n_sparse ? v->sparse_width : 0))
+        return "sparse length does not match rows x n_sparse x sparse_width";
+    if (v->n_vocab_sizes && v->n_vocab_sizes != v->n_sparse)
+        return "vocab_sizes count does not match n_sparse";
+    for (uint32_t i = 0; i < v->n_recycled; i++)
+        if (v->recycled[i].col >= v->n_sparse || v->recycled[i].row > v->rows)
+            return "recycled notice names a column or row the batch does not have";
+    return NULL;
+}
+
 int pr_batch_decode(const uint8_t *buf, size_t len, pr_batch_view *v, char *errstr,
                     size_t errstr_size)
 {
@@ -564,173 +719,25 @@ int pr_batch_decode(const uint8_t *buf, size_t len, pr_batch_view *v, char *errs
     v->replica = "";
     const uint8_t *p = buf, *end = buf + len;
     pb_field f;
-    int rc;
+    int rc = 0, e = 0;
     uint32_t rcap = 0, vcap = 0;
     const char *why = NULL;
-    while ((rc = next_field(&p, end, &f)) > 0) {
-        if (f.wt == WT_VARINT) {
-            switch (f.num) {
-            case F_SEQUENCE:
-                v->seq = f.v;
-                break;
-            case F_EPOCH:
-                v->epoch = f.v;
-                break;
-            case F_POPULAR:
-                v->popular = f.v != 0;
-                break;
-            case F_HOT_VERSION:
-                v->hot_version = f.v;
-                break;
-            case F_JAGGED:
-                v->jagged = f.v != 0;
-                break;
-            case F_N_LABELS:
-                v->n_labels = (uint32_t)f.v;
-                break;
-            case F_ROWS:
-                v->rows = (uint32_t)f.v;
-                break;
-            case F_N_DENSE:
-                v->n_dense = (uint32_t)f.v;
-                break;
-            case F_N_SPARSE:
-                v->n_sparse = (uint32_t)f.v;
-                break;
-            case F_SPARSE_WIDTH:
-                v->sparse_width = (uint32_t)f.v;
-                break;
-            case F_MIN_ET:
-                v->min_event_time_ms = (int64_t)f.v;
-                break;
-            case F_MAX_ET:
-                v->max_event_time_ms = (int64_t)f.v;
-                break;
-            case F_EMIT:
-                v->emit_time_ms = (int64_t)f.v;
-                break;
-            case F_VOCAB:
-                if (push_vocab(v, &vcap, f.v) < 0)
-                    goto nomem;
-                break;
-            default:
-                break;
-            }
-            continue;
-        }
-        if (f.wt != WT_LEN)
-            continue;
-        int jg = decode_jagged_len(v, &f);
-        if (jg < 0)
-            goto nomem;
-        if (jg)
-            continue;
-        switch (f.num) {
-        case F_PIPELINE:
-            v->pipeline = (const char *)f.data;
-            v->pipeline_len = f.len;
-            break;
-        case F_REPLICA:
-            v->replica = (const char *)f.data;
-            v->replica_len = f.len;
-            break;
-        case F_LABELS:
-            v->labels = f.data;
-            v->labels_len = f.len;
-            break;
-        case F_DENSE:
-            v->dense = f.data;
-            v->dense_len = f.len;
-            break;
-        case F_SPARSE:
-            v->sparse = f.data;
-            v->sparse_len = f.len;
-            break;
-        case F_OFFSETS:
-            if (v->n_ranges == rcap) {
-                uint32_t nc = rcap ? rcap * 2 : 4;
-                pr_batch_view_range *n = realloc(v->ranges, nc * sizeof(*n));
-                if (!n)
-                    goto nomem;
-                v->ranges = n;
-                rcap = nc;
-            }
-            if (decode_range(f.data, f.data + f.len, &v->ranges[v->n_ranges]) < 0) {
-                why = "malformed OffsetRange";
-                goto bad;
-            }
-            v->n_ranges++;
-            break;
-        case F_RECYCLED: {
-            free(v->recycled); /* a repeated message field: the last one wins */
-            v->recycled = NULL;
-            v->n_recycled = 0;
-            int e = decode_recycled(f.data, f.data + f.len, v);
-            if (e == -2)
-                goto nomem;
-            if (e) {
-                why = "malformed RecycledIndices";
-                goto bad;
-            }
-            break;
-        }
-        case F_VOCAB: {
-            const uint8_t *q = f.data, *qe = f.data ? f.data + f.len : NULL;
-            while (q < qe) {
-                uint64_t x;
-                size_t n = pr_varint_get(q, qe, &x);
-                if (!n) {
-                    why = "malformed packed vocab_sizes";
-                    goto bad;
-                }
-                q += n;
-                if (push_vocab(v, &vcap, x) < 0)
-                    goto nomem;
-            }
-            break;
-        }
-        default:
-            break;
-        }
+    while (!e && (rc = next_field(&p, end, &f)) > 0) {
+        if (f.wt == WT_VARINT)
+            e = decode_varint_field(v, &f, &vcap);
+        else if (f.wt == WT_LEN && (e = decode_jagged_len(v, &f)) >= 0)
+            e = e ? 0 : decode_len_field(v, &f, &rcap, &vcap, &why);
     }
+    if (e == PR_ENOMEM)
+        goto nomem;
+    if (e)
+        goto bad;
     if (rc < 0) {
         why = "malformed protobuf";
         goto bad;
     }
-    if (v->rows && v->n_sparse && !v->jagged && v->sparse_width != 4 && v->sparse_width != 8) {
-        why = "sparse_width must be 4 or 8";
+    if ((why = check_shapes(v)) != NULL)
         goto bad;
-    }
-    /* pr_batch holds 16-bit column counts; this also keeps the length
-     * products below from wrapping around (found by tests/fuzz). */
-    if (v->n_dense > UINT16_MAX || v->n_sparse > UINT16_MAX) {
-        why = "n_dense or n_sparse above 65535";
-        goto bad;
-    }
-    if (v->jagged && (why = check_jagged(v)) != NULL)
-        goto bad;
-    if (v->labels_len != (size_t)v->rows * 4 && v->labels_len != 0) {
-        why = "labels length does not match rows";
-        goto bad;
-    }
-    if (!v->jagged && v->dense_len != (size_t)v->rows * v->n_dense * 4) {
-        why = "dense length does not match rows x n_dense x 4";
-        goto bad;
-    }
-    if (!v->jagged &&
-        v->sparse_len != (size_t)v->rows * v->n_sparse * (v->n_sparse ? v->sparse_width : 0)) {
-        why = "sparse length does not match rows x n_sparse x sparse_width";
-        goto bad;
-    }
-    if (v->n_vocab_sizes && v->n_vocab_sizes != v->n_sparse) {
-        why = "vocab_sizes count does not match n_sparse";
-        goto bad;
-    }
-    for (uint32_t i = 0; i < v->n_recycled; i++)
-        if (v->recycled[i].col >= v->n_sparse || v->recycled[i].row > v->rows) {
-            why = "recycled notice names a column or row the batch does not have";
-            goto bad;
-        }
     return 0;
 bad:
     pr_batch_view_fini(v);

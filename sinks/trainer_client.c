@@ -373,25 +373,18 @@ int pr_trainer_client_read_token(const char *path, char *out, size_t n, char *er
     return err;
 }
 
-int pr_trainer_client_open(const pr_trainer_client_opts *opts, pr_trainer_client **out,
-                           char *errstr, size_t es)
+/* A TCP connection to host:port before `deadline`: the socket, or a negative
+ * error naming `connect`. */
+static int pr__tc_connect(const char *connect_to, const char *host, uint16_t port,
+                          int64_t deadline, char *errstr, size_t es)
 {
-    *out = NULL;
-    char host[256];
-    uint16_t port;
-    if (!opts->connect || pr_hostport_parse(opts->connect, host, sizeof(host), &port) < 0 || !port)
-        return pr_seterr(errstr, es, PR_EINVAL, "--connect: '%s' is not host:port",
-                         opts->connect ? opts->connect : "");
-    if (!opts->pipeline || !*opts->pipeline)
-        return pr_seterr(errstr, es, PR_EINVAL, "a pipeline name is required");
-    int64_t deadline = now_ms() + (opts->timeout_ms > 0 ? opts->timeout_ms : 10000);
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
     struct addrinfo *ai = NULL;
     char portstr[8];
     snprintf(portstr, sizeof(portstr), "%u", port);
     int gai = getaddrinfo(host[0] ? host : "127.0.0.1", portstr, &hints, &ai);
     if (gai)
-        return pr_seterr(errstr, es, PR_EIO, "%s: %s", opts->connect, gai_strerror(gai));
+        return pr_seterr(errstr, es, PR_EIO, "%s: %s", connect_to, gai_strerror(gai));
     int fd = -1, last = ECONNREFUSED;
     for (struct addrinfo *a = ai; a && fd < 0; a = a->ai_next) {
         fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -414,24 +407,15 @@ int pr_trainer_client_open(const pr_trainer_client_opts *opts, pr_trainer_client
     }
     freeaddrinfo(ai);
     if (fd < 0)
-        return pr_seterr(errstr, es, PR_EIO, "cannot connect to %s: %s", opts->connect,
+        return pr_seterr(errstr, es, PR_EIO, "cannot connect to %s: %s", connect_to,
                          strerror(last));
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    return fd;
+}
 
-    pr_trainer_client *c = calloc(1, sizeof(*c));
-    if (!c) {
-        close(fd);
-        return pr_seterr(errstr, es, PR_ENOMEM, "out of memory");
-    }
-    c->fd = fd;
-    if (opts->tls || opts->tls_ca || opts->tls_cert || opts->tls_key) {
-        int terr = tls_connect(c, opts, host, deadline, errstr, es);
-        if (terr < 0) {
-            pr_trainer_client_close(c);
-            return terr;
-        }
-    }
+/* Send Subscribe (with the resume ranges). */
+static int pr__tc_subscribe(pr_trainer_client *c, const pr_trainer_client_opts *opts,
+                            char *errstr, size_t es)
+{
     char idbuf[64];
     snprintf(idbuf, sizeof(idbuf), "piperec-%d", (int)getpid());
     Piperec__Trainer__V1__Subscribe sub = PIPEREC__TRAINER__V1__SUBSCRIBE__INIT;
@@ -442,10 +426,8 @@ int pr_trainer_client_open(const pr_trainer_client_opts *opts, pr_trainer_client
     sub.token = (char *)(opts->token ? opts->token : "");
     Piperec__V1__OffsetRange *rv = NULL, **rp = NULL;
     int err = ranges_build(opts->resume, opts->n_resume, &rv, &rp, errstr, es);
-    if (err < 0) {
-        pr_trainer_client_close(c);
+    if (err < 0)
         return err;
-    }
     sub.n_resume = opts->n_resume;
     sub.resume = rp;
     Piperec__Trainer__V1__Frame f = PIPEREC__TRAINER__V1__FRAME__INIT;
@@ -459,15 +441,19 @@ int pr_trainer_client_open(const pr_trainer_client_opts *opts, pr_trainer_client
          * an accepted certificate): read it for a useful, final error. */
         uint32_t n;
         int rerr = read_frame(c, now_ms() + 1000, &n, errstr, es);
-        if (rerr == PR_ESTATE) {
-            pr_trainer_client_close(c);
+        if (rerr == PR_ESTATE)
             return rerr;
-        }
     }
-    if (err < 0) {
-        pr_trainer_client_close(c);
+    if (err < 0)
         return pr_seterr(errstr, es, err, "cannot send Subscribe to %s", opts->connect);
-    }
+    return 0;
+}
+
+/* Wait for SubscribeOk (skipping early Pings) and keep what it says. */
+static int pr__tc_await_ok(pr_trainer_client *c, const pr_trainer_client_opts *opts,
+                           int64_t deadline, char *errstr, size_t es)
+{
+    int err;
     for (;;) {
         uint32_t n;
         err = read_frame(c, deadline, &n, errstr, es);
@@ -506,11 +492,51 @@ int pr_trainer_client_open(const pr_trainer_client_opts *opts, pr_trainer_client
         if (ok->n_sparse_names == ok->n_sparse)
             in->sparse_names = names_copy(ok->sparse_names, ok->n_sparse_names);
         pr__frame_free(r);
-        *out = c;
         return 0;
     }
-    pr_trainer_client_close(c);
     return err;
+}
+
+int pr_trainer_client_open(const pr_trainer_client_opts *opts, pr_trainer_client **out,
+                           char *errstr, size_t es)
+{
+    *out = NULL;
+    char host[256];
+    uint16_t port;
+    if (!opts->connect || pr_hostport_parse(opts->connect, host, sizeof(host), &port) < 0 || !port)
+        return pr_seterr(errstr, es, PR_EINVAL, "--connect: '%s' is not host:port",
+                         opts->connect ? opts->connect : "");
+    if (!opts->pipeline || !*opts->pipeline)
+        return pr_seterr(errstr, es, PR_EINVAL, "a pipeline name is required");
+    int64_t deadline = now_ms() + (opts->timeout_ms > 0 ? opts->timeout_ms : 10000);
+    int fd = pr__tc_connect(opts->connect, host, port, deadline, errstr, es);
+    if (fd < 0)
+        return fd;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+
+    pr_trainer_client *c = calloc(1, sizeof(*c));
+    if (!c) {
+        close(fd);
+        return pr_seterr(errstr, es, PR_ENOMEM, "out of memory");
+    }
+    c->fd = fd;
+    if (opts->tls || opts->tls_ca || opts->tls_cert || opts->tls_key) {
+        int terr = tls_connect(c, opts, host, deadline, errstr, es);
+        if (terr < 0) {
+            pr_trainer_client_close(c);
+            return terr;
+        }
+    }
+    int err = pr__tc_subscribe(c, opts, errstr, es);
+    if (!err)
+        err = pr__tc_await_ok(c, opts, deadline, errstr, es);
+    if (err < 0) {
+        pr_trainer_client_close(c);
+        return err;
+    }
+    *out = c;
+    return 0;
 }
 
 const pr_trainer_info *pr_trainer_client_info(const pr_trainer_client *c)
