@@ -270,12 +270,14 @@ static void test_layout_writer(void **state)
             s->values[1][s->n_values[1]++] = (int64_t)(r * 10 + k);
     }
     const char *names[] = {"user", "hist"};
-    pr_layout_writer *w;
-    assert_int_equal(pr_layout_open(&w, dir, s, names, 0, err, sizeof(err)), 0);
-    assert_int_equal(pr_layout_append(w, s, 0, 3, err, sizeof(err)), 0);
-    assert_int_equal(pr_layout_append(w, s, 1, 2, err, sizeof(err)), 0);
-    assert_int_equal(pr_layout_rows(w), 5);
-    assert_int_equal(pr_layout_close(w, err, sizeof(err)), 0);
+    pr_npy_jagged *w;
+    assert_int_equal(pr_npy_jagged_open_flags(&w, dir, s->n_labels, s->n_dense, s->n_feat, names,
+                                              false, 0, 0, err, sizeof(err)),
+                     0);
+    assert_int_equal(pr_npy_jagged_append_side(w, s, 0, 3, err, sizeof(err)), 0);
+    assert_int_equal(pr_npy_jagged_append_side(w, s, 1, 2, err, sizeof(err)), 0);
+    assert_int_equal(pr_npy_jagged_rows(w), 5);
+    assert_int_equal(pr_npy_jagged_close(w, false, err, sizeof(err)), 0);
     pr_npy_array a;
     snprintf(path, sizeof(path), "%s/labels.npy", dir);
     assert_int_equal(pr_npy_read(path, &a, err, sizeof(err)), 0);
