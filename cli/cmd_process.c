@@ -44,8 +44,10 @@ static void pr__process_usage(FILE *f)
             "  A pipeline with a declared schema reads JSON lines instead and writes\n"
             "  DIR/labels.npy [N, L], dense.npy [N, D], sparse/<name>.values.npy (int64)\n"
             "  and sparse/<name>.lengths.npy (int32) per sparse feature, vocab/, rejects.tsv\n"
-            "  (and recycled.npy: feature, row, index, number); --threads N is then the\n"
-            "  engine's workers (default engine.threads).\n");
+            "  (and recycled.npy: feature, row, index, number), decoding each line as\n"
+            "  `piperec run` does (source.format json); --threads N is then N decoding\n"
+            "  workers (default: the online CPUs) and the engine's threads (default\n"
+            "  engine.threads). Results do not depend on N.\n");
 }
 
 static int pr__parse_int(const char *s, long lo, long hi, long *out)
@@ -57,6 +59,13 @@ static int pr__parse_int(const char *s, long lo, long hi, long *out)
         return -1;
     *out = v;
     return 0;
+}
+
+/* Decoding workers by default: the online CPUs (1..64). */
+static int pr__process_online_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 64 ? 64 : (int)n;
 }
 
 /* " (reason=count ...)" of the rejects by reason, or "" when none. */
@@ -82,8 +91,9 @@ static bool pr__has_event_time(const pr_feature_schema *fs)
 }
 
 /* A declared feature schema (issue 20): JSON lines into the offline layout
- * (pr_offline_run_schema). --threads N decodes on N workers and gives the
- * engine N threads (results do not depend on it). */
+ * (pr_offline_run_schema). --threads N decodes on N workers (default: the
+ * online CPUs) and gives the engine N threads (default engine.threads);
+ * results do not depend on either. */
 static int pr__process_schema(const pr_pipeline_cfg *pc, const pr_config *cfg, const char *input,
                               const char *output, int threads, uint32_t block_rows, int progress,
                               bool buffered_io, const char *backend)
@@ -113,7 +123,7 @@ static int pr__process_schema(const pr_pipeline_cfg *pc, const pr_config *cfg, c
     pr_offline_opts oo = {
         .input = input,
         .output_dir = output,
-        .threads = threads > 0 ? threads : 1,
+        .threads = threads > 0 ? threads : pr__process_online_cpus(),
         .block_rows = block_rows,
         .progress = progress >= 0 ? progress : isatty(2),
         .vocab_seed = pc->vocab_seed,
