@@ -44,8 +44,10 @@ static void pr__process_usage(FILE *f)
             "  A pipeline with a declared schema reads JSON lines instead and writes\n"
             "  DIR/labels.npy [N, L], dense.npy [N, D], sparse/<name>.values.npy (int64)\n"
             "  and sparse/<name>.lengths.npy (int32) per sparse feature, vocab/, rejects.tsv\n"
-            "  (and recycled.npy: feature, row, index, number); --threads N is then the\n"
-            "  engine's workers (default engine.threads).\n");
+            "  (and recycled.npy: feature, row, index, number), decoding each line as\n"
+            "  `piperec run` does (source.format json); --threads N is then N decoding\n"
+            "  workers (default: the online CPUs) and the engine's threads (default\n"
+            "  engine.threads). Results do not depend on N.\n");
 }
 
 static int pr__parse_int(const char *s, long lo, long hi, long *out)
@@ -59,6 +61,26 @@ static int pr__parse_int(const char *s, long lo, long hi, long *out)
     return 0;
 }
 
+/* Decoding workers by default: the online CPUs (1..64). */
+static int pr__process_online_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 64 ? 64 : (int)n;
+}
+
+/* " (reason=count ...)" of the rejects by reason, or "" when none. */
+static void pr__process_rejects_by(const pr_offline_result *res, char *by, size_t size)
+{
+    size_t n = 0;
+    by[0] = 0;
+    for (int r = 1; r < PR_DEC__COUNT; r++)
+        if (res->rejected_by[r] && n < size)
+            n += (size_t)snprintf(by + n, size - n, "%s%s=%" PRIu64, n ? " " : " (",
+                                  pr_decode_reason_name(r), res->rejected_by[r]);
+    if (n && n < size)
+        snprintf(by + n, size - n, ")");
+}
+
 /* Does the schema declare an event time? */
 static bool pr__has_event_time(const pr_feature_schema *fs)
 {
@@ -69,8 +91,9 @@ static bool pr__has_event_time(const pr_feature_schema *fs)
 }
 
 /* A declared feature schema (issue 20): JSON lines into the offline layout
- * (pr_offline_run_schema). Decoding is one thread; --threads N gives the
- * engine N workers (results do not depend on it). */
+ * (pr_offline_run_schema). --threads N decodes on N workers (default: the
+ * online CPUs) and gives the engine N threads (default engine.threads);
+ * results do not depend on either. */
 static int pr__process_schema(const pr_pipeline_cfg *pc, const pr_config *cfg, const char *input,
                               const char *output, int threads, uint32_t block_rows, int progress,
                               bool buffered_io, const char *backend)
@@ -100,7 +123,7 @@ static int pr__process_schema(const pr_pipeline_cfg *pc, const pr_config *cfg, c
     pr_offline_opts oo = {
         .input = input,
         .output_dir = output,
-        .threads = 1,
+        .threads = threads > 0 ? threads : pr__process_online_cpus(),
         .block_rows = block_rows,
         .progress = progress >= 0 ? progress : isatty(2),
         .vocab_seed = pc->vocab_seed,
@@ -113,10 +136,12 @@ static int pr__process_schema(const pr_pipeline_cfg *pc, const pr_config *cfg, c
         fprintf(stderr, "piperec process: %s\n", err);
         return rc == PR_EINVAL || rc == PR_ENOTSUP || rc == PR_ENODEV ? 2 : 1;
     }
+    char by[512];
+    pr__process_rejects_by(&res, by, sizeof(by));
     fprintf(stderr,
-            "piperec process: %" PRIu64 " rows, %" PRIu64 " rejected, %.2f s, %.0f rows/s -> "
+            "piperec process: %" PRIu64 " rows, %" PRIu64 " rejected%s, %.2f s, %.0f rows/s -> "
             "%s (declared schema: JSON lines)\n",
-            res.rows, res.rejected, res.seconds,
+            res.rows, res.rejected, by, res.seconds,
             res.seconds > 0 ? (double)res.lines / res.seconds : 0.0, output);
     return 0;
 }
@@ -140,14 +165,8 @@ static int pr__process_refuse_ttl_s(const pr_pipeline_cfg *pc)
 /* The run's summary on stderr: rows, rejects by reason, rates, stage times. */
 static void pr__process_report(const pr_offline_result *res, const char *output)
 {
-    char by[512] = "";
-    size_t n = 0;
-    for (int r = 1; r < PR_DEC__COUNT; r++)
-        if (res->rejected_by[r] && n < sizeof(by))
-            n += (size_t)snprintf(by + n, sizeof(by) - n, "%s%s=%" PRIu64, n ? " " : " (",
-                                  pr_decode_reason_name(r), res->rejected_by[r]);
-    if (n && n < sizeof(by))
-        snprintf(by + n, sizeof(by) - n, ")");
+    char by[512];
+    pr__process_rejects_by(res, by, sizeof(by));
     fprintf(stderr,
             "piperec process: %" PRIu64 " rows, %" PRIu64 " rejected%s, %.2f s, %.0f rows/s, "
             "%.1f MB/s -> %s\n",

@@ -8,10 +8,13 @@
  *     DIR/sparse/<name>.lengths.npy   int32   [N]
  *
  * (labels.npy / dense.npy only when the schema has labels / dense
- * features), the layout `piperec process` writes for a declared schema, so the files
- * sink (one set per roll) and `piperec consume --output` give files that
- * load the same way. Row-major tensors go in as they are; each feature's
- * values are a slice of the batch's key-major values. Resuming cuts every
+ * features). This is the one writer of that layout: `piperec process`
+ * (from the engine's side tables, pr_npy_jagged_append_side), the files sink
+ * (one set per roll) and `piperec consume --output` (from jagged batches,
+ * pr_npy_jagged_append) all write through it, so their files are the same
+ * bytes for the same rows. Row-major tensors go in as they are; each
+ * feature's values are a slice of the batch's key-major values, or of the
+ * side table's per-feature values. Resuming cuts every
  * file back to a row count: the values file to the sum of the kept rows'
  * lengths, read back from the lengths file.
  */
@@ -29,6 +32,8 @@ struct pr_npy_jagged {
     char dir[4096];
     uint16_t n_labels, n_dense, n_feat;
     char **names;
+    unsigned flags; /* pr_npy_open_flags, for new files */
+    uint64_t rows;
     pr_npy_writer *labels, *dense;
     pr_npy_writer **values, **lengths; /* [n_feat] */
 };
@@ -52,7 +57,7 @@ static int open_one(pr_npy_jagged *j, pr_npy_writer **w, int f, const char *what
     char p[4400];
     path_of(j, f, what, p, sizeof(p));
     return resume ? pr_npy_open_append(w, p, dt, cols, keep, errstr, es)
-                  : pr_npy_open(w, p, dt, cols, errstr, es);
+                  : pr_npy_open_flags(w, p, dt, cols, j->flags, errstr, es);
 }
 
 /* Values to keep of feature f: the sum of its first `rows` lengths. */
@@ -110,6 +115,15 @@ int pr_npy_jagged_open(pr_npy_jagged **out, const char *dir, uint16_t n_labels, 
                        uint16_t n_feat, const char *const *names, bool resume, uint64_t keep_rows,
                        char *errstr, size_t es)
 {
+    return pr_npy_jagged_open_flags(out, dir, n_labels, n_dense, n_feat, names, resume, keep_rows,
+                                    0, errstr, es);
+}
+
+int pr_npy_jagged_open_flags(pr_npy_jagged **out, const char *dir, uint16_t n_labels,
+                             uint16_t n_dense, uint16_t n_feat, const char *const *names,
+                             bool resume, uint64_t keep_rows, unsigned flags, char *errstr,
+                             size_t es)
+{
     *out = NULL;
     for (uint16_t f = 0; f < n_feat; f++)
         if (!name_ok(names[f]))
@@ -124,6 +138,8 @@ int pr_npy_jagged_open(pr_npy_jagged **out, const char *dir, uint16_t n_labels, 
     j->n_labels = n_labels;
     j->n_dense = n_dense;
     j->n_feat = n_feat;
+    j->flags = flags;
+    j->rows = resume ? keep_rows : 0;
     size_t nf = n_feat ? n_feat : 1;
     j->names = calloc(nf, sizeof(char *));
     j->values = calloc(nf, sizeof(*j->values));
@@ -169,7 +185,47 @@ int pr_npy_jagged_append(pr_npy_jagged *j, uint32_t rows, const float *labels, c
             return rc;
         v += n;
     }
+    j->rows += rows;
     return 0;
+}
+
+int pr_npy_jagged_append_side(pr_npy_jagged *j, const pr_fside *side, uint32_t r0, uint32_t rows,
+                              char *errstr, size_t es)
+{
+    if (side->n_labels != j->n_labels || side->n_dense != j->n_dense || side->n_feat != j->n_feat ||
+        (uint64_t)r0 + rows > side->cap)
+        return pr_seterr(errstr, es, PR_EINVAL,
+                         "jagged set: side tables of another shape, or rows %u+%u past %u", r0,
+                         rows, side->cap);
+    int rc;
+    if ((j->labels && (rc = pr_npy_append_rows(j->labels, side->labels + (size_t)r0 * j->n_labels,
+                                               rows, errstr, es)) < 0) ||
+        (j->dense && (rc = pr_npy_append_rows(j->dense, side->dense + (size_t)r0 * j->n_dense,
+                                              rows, errstr, es)) < 0))
+        return rc;
+    for (uint16_t f = 0; f < j->n_feat; f++) {
+        const int32_t *len = side->lengths + (size_t)f * side->cap;
+        uint64_t v0 = 0, n = 0;
+        for (uint32_t r = 0; r < r0; r++)
+            v0 += (uint32_t)len[r];
+        for (uint32_t r = r0; r < r0 + rows; r++)
+            n += (uint32_t)len[r];
+        if (v0 + n > side->n_values[f])
+            return pr_seterr(errstr, es, PR_EINVAL,
+                             "jagged set: feature %u: lengths sum past its %u values", f,
+                             side->n_values[f]);
+        if ((rc = pr_npy_append_rows(j->lengths[f], len + r0, rows, errstr, es)) < 0 ||
+            (n && (rc = pr_npy_append_rows(j->values[f], side->values[f] + v0, (uint32_t)n,
+                                           errstr, es)) < 0))
+            return rc;
+    }
+    j->rows += rows;
+    return 0;
+}
+
+uint64_t pr_npy_jagged_rows(const pr_npy_jagged *j)
+{
+    return j->rows;
 }
 
 int pr_npy_jagged_sync(pr_npy_jagged *j, char *errstr, size_t es)

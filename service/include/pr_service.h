@@ -207,12 +207,16 @@ int pr_offline_run(const pr_pipeline_spec *spec, const pr_engine_opts *eopts,
  * the input is JSON lines (one object per line; blank lines skipped; the
  * first non-blank line must start with '{', else PR_EINVAL: the input is not
  * JSON lines), the engine spec is pr_feature_engine_spec(schema, base), and
- * the outputs are the offline layout (pr_layout_open: labels.npy, dense.npy,
+ * the outputs are the offline layout (pr_npy_jagged: labels.npy, dense.npy,
  * sparse/<name>.values.npy and .lengths.npy), vocab/<name>.tsv, rejects.tsv
  * (line, reason, detail, record) and recycled.npy when a vocabulary evicts
- * (feature index among sparse features, output row, index, number). One
- * thread decodes; the engine uses eopts->threads. res->rejected_by stays 0
- * (the JSON reasons are named in rejects.tsv). */
+ * (feature index among sparse features, output row, index, number).
+ * Records are decoded by the streaming decoder (pr_json_decoder,
+ * pr_decode_json_line), so a line is kept or rejected, and with the same
+ * reason (res->rejected_by, rejects.tsv), as the same event on a
+ * `source.format: json` pipeline. opts->threads workers decode in parallel,
+ * the engine uses eopts->threads; outputs never depend on either, nor on the
+ * block size. */
 int pr_offline_run_schema(const pr_feature_schema *schema, const pr_pipeline_spec *base,
                           const pr_engine_opts *eopts, const pr_offline_opts *opts,
                           pr_offline_result *res, char *errstr, size_t errstr_size);

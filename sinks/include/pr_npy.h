@@ -94,12 +94,16 @@ int pr_npy_write_array(const char *path, pr_npy_dtype dt, const void *data, uint
 
 /* ---------------------------------------------------------------- jagged set (npy_jagged.c)
  *
- * A declared schema's offline layout (issue 20), the one `piperec process`
- * writes: DIR/labels.npy float32 [N, n_labels] and DIR/dense.npy float32
- * [N, n_dense] (each only when its count is not 0), and per sparse or list
- * feature DIR/sparse/<name>.values.npy int64 (its values, rows in order) and
- * DIR/sparse/<name>.lengths.npy int32 [N]. Used by the files sink and
- * `piperec consume --output`. */
+ * The offline layout of a declared feature schema (issue 20), and its one
+ * writer: `piperec process`, the files sink and `piperec consume --output`
+ * all write it through this set, so the same rows give the same bytes:
+ *   DIR/labels.npy                  float32 [N, L]   (only when L > 0)
+ *   DIR/dense.npy                   float32 [N, D]   (only when D > 0)
+ *   DIR/sparse/<name>.values.npy    int64 [sum of lengths], row-major values
+ *   DIR/sparse/<name>.lengths.npy   int32 [N], values of each row
+ * one values/lengths pair per sparse or list feature, in schema order (a
+ * single-valued feature has length 1 in every row). Vocabularies, rejects
+ * and notices are the caller's (as for the Criteo layout). */
 typedef struct pr_npy_jagged pr_npy_jagged;
 
 /* Create DIR and DIR/sparse and the files (names: the features' names,
@@ -109,12 +113,25 @@ typedef struct pr_npy_jagged pr_npy_jagged;
 int pr_npy_jagged_open(pr_npy_jagged **out, const char *dir, uint16_t n_labels, uint16_t n_dense,
                        uint16_t n_feat, const char *const *names, bool resume, uint64_t keep_rows,
                        char *errstr, size_t errstr_size);
+/* pr_npy_jagged_open with pr_npy_open_flags' flags (PR_NPY_DIRECT) for the
+ * files it creates (a resumed file is written buffered); same bytes. */
+int pr_npy_jagged_open_flags(pr_npy_jagged **out, const char *dir, uint16_t n_labels,
+                             uint16_t n_dense, uint16_t n_feat, const char *const *names,
+                             bool resume, uint64_t keep_rows, unsigned flags, char *errstr,
+                             size_t errstr_size);
 /* Append `rows` rows: labels [rows][n_labels] and dense [rows][n_dense]
  * row-major, lengths [n_feat][rows] and values key-major (feature 0's
  * values, then feature 1's ...), as in a jagged pr_batch. */
 int pr_npy_jagged_append(pr_npy_jagged *j, uint32_t rows, const float *labels, const float *dense,
                          const int32_t *lengths, const int64_t *values, char *errstr,
                          size_t errstr_size);
+/* Append rows [r0, r0 + rows) of the engine's side tables `side` (shaped
+ * n_labels, n_dense, n_feat as the set; values of a feature start after the
+ * lengths of rows before r0). PR_EINVAL for another shape. */
+int pr_npy_jagged_append_side(pr_npy_jagged *j, const pr_fside *side, uint32_t r0, uint32_t rows,
+                              char *errstr, size_t errstr_size);
+/* Rows in the files (kept rows of a resumed set included). */
+uint64_t pr_npy_jagged_rows(const pr_npy_jagged *j);
 /* pr_npy_sync of every file. */
 int pr_npy_jagged_sync(pr_npy_jagged *j, char *errstr, size_t errstr_size);
 /* Close every file (and with `durable` fsync them and DIR/sparse); frees j. */
@@ -139,36 +156,5 @@ void pr_npy_array_fini(pr_npy_array *a);
 
 /* Element (r, c) of a loaded array widened to double, whatever its order. */
 double pr_npy_get(const pr_npy_array *a, uint64_t r, uint32_t c);
-
-/* ---------------------------------------------------------------- offline layout
- *
- * The offline layout of a declared feature schema (issue 20), written by
- * `piperec process` and by the files sink / `piperec consume --output`:
- *   DIR/labels.npy                  float32 [N, L]   (only when L > 0)
- *   DIR/dense.npy                   float32 [N, D]   (only when D > 0)
- *   DIR/sparse/<name>.values.npy    int64 [sum of lengths], row-major values
- *   DIR/sparse/<name>.lengths.npy   int32 [N], values of each row
- * one values/lengths pair per sparse or list feature, in schema order (a
- * single-valued feature has length 1 in every row). Vocabularies, rejects
- * and notices are the caller's (as for the Criteo layout). */
-typedef struct pr_layout_writer pr_layout_writer;
-
-/* Create DIR/sparse and the files for side tables shaped like `shape`
- * (n_labels, n_dense, n_feat); names[f] is feature f's name. flags: as
- * pr_npy_open_flags. On failure nothing stays open (files made are removed). */
-int pr_layout_open(pr_layout_writer **out, const char *dir, const pr_fside *shape,
-                   const char *const *names, unsigned flags, char *errstr, size_t errstr_size);
-
-/* Append rows [r0, r0 + rows) of `side` (values of a feature start after
- * the lengths of rows before r0). */
-int pr_layout_append(pr_layout_writer *w, const pr_fside *side, uint32_t r0, uint32_t rows,
-                     char *errstr, size_t errstr_size);
-
-uint64_t pr_layout_rows(const pr_layout_writer *w);
-
-/* Close every file with its final header; the writer is freed even on
- * failure. pr_layout_abort closes and deletes them (NULL is fine). */
-int pr_layout_close(pr_layout_writer *w, char *errstr, size_t errstr_size);
-void pr_layout_abort(pr_layout_writer *w);
 
 #endif

@@ -2,7 +2,8 @@
  * test_json_decode.c — the JSON decoder through a declared schema
  * (ingest/json_decode.c): values, keys, defaults, missing values and lists in
  * the block and its side tables; every reject reason with nothing left in the
- * block; a record that does not fit; JSON lines; the generated clickstream
+ * block; the id rule ("42" vs 42, 4.0); a record that does not fit; JSON
+ * lines; the generated clickstream
  * against examples/clickstream.yaml without a single reject.
  */
 #include <math.h>
@@ -262,6 +263,66 @@ static void test_rejects(void **state)
     fx_free(&t);
 }
 
+/* The one id rule, the same records as tests/offline/schema_reference.py's
+ * check_id_rules (offline runs this decoder): the JSON type decides, so the
+ * string "42" is hashed and the integer 42 is its bits (two ids, not one);
+ * a number with a fraction or exponent is never an id, wrong_type, even a
+ * whole one (4.0) on a path a dense feature also reads. */
+static void test_id_rules(void **state)
+{
+    (void)state;
+    static const char *const yaml =
+        "pipelines:\n"
+        "  - name: ids\n"
+        "    source: { format: json }\n"
+        "    schema:\n"
+        "      labels: [ { name: click, path: click } ]\n"
+        "      dense:\n"
+        "        - { name: item_num, path: item }\n"
+        "      sparse:\n"
+        "        - { name: item, path: item, ops: [vocab] }\n"
+        "        - { name: user, path: user, ops: [vocab] }\n"
+        "    transform: { vocab: { profile: default } }\n";
+    static const struct {
+        const char *doc;
+        int reason; /* 0: a row */
+        uint64_t item, user;
+    } cases[] = {
+        {"{\"click\": 1, \"item\": 4, \"user\": 42}", 0, 4, 42},
+        {"{\"click\": 0, \"item\": 4.0, \"user\": 42}", PR_DEC_WRONG_TYPE, 0, 0},
+        {"{\"click\": 1, \"item\": 5, \"user\": \"42\"}", 0, 5, 1},
+        {"{\"click\": 0, \"item\": 6, \"user\": 4.0}", PR_DEC_WRONG_TYPE, 0, 0},
+        {"{\"click\": 1, \"item\": 4, \"user\": \"x\"}", 0, 4, 2},
+        {"{\"click\": 1, \"item\": 7, \"user\": 42}", 0, 7, 42},
+        {"{\"click\": 1, \"item\": \"7\", \"user\": 42}", PR_DEC_WRONG_TYPE, 0, 0},
+        {"{\"click\": 1, \"item\": 8, \"user\": \"42\"", PR_DEC_TRUNCATED, 0, 0},
+    };
+    fx t;
+    fx_init(&t, yaml, 64);
+    uint32_t row = 0;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        t.rl.n = 0;
+        assert_int_equal(decode(&t, cases[i].doc), cases[i].reason ? 0 : 1);
+        if (cases[i].reason) {
+            assert_int_equal(t.rl.n, 1);
+            assert_string_equal(pr_decode_reason_name(t.rl.reason[0]),
+                                pr_decode_reason_name(cases[i].reason));
+            continue;
+        }
+        /* user keys: 1 stands for hs("42"), 2 for hs("x") */
+        uint64_t user = cases[i].user == 1   ? hs("42")
+                        : cases[i].user == 2 ? hs("x")
+                                             : cases[i].user;
+        assert_int_equal(key_at(t.b, 0, row), cases[i].item);
+        assert_int_equal(key_at(t.b, 1, row), user);
+        assert_true(t.b->side->dense[row] == (float)cases[i].item);
+        row++;
+    }
+    assert_int_equal(t.b->rows, 4);
+    assert_true(hs("42") != 42);
+    fx_free(&t);
+}
+
 /* A row whose list does not fit the element room: PR_EFULL, block untouched. */
 static void test_full(void **state)
 {
@@ -370,6 +431,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values),
         cmocka_unit_test(test_rejects),
+        cmocka_unit_test(test_id_rules),
         cmocka_unit_test(test_full),
         cmocka_unit_test(test_lines_and_message),
         cmocka_unit_test(test_gen_clickstream),

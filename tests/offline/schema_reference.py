@@ -7,9 +7,12 @@ lists longer than max_len, absent and empty lists, missing fields with and
 without defaults, a few bad records), runs the binary, and recomputes every
 output here from the documented semantics (docs/configuration.md, "Feature
 schema"; pr_engine.h):
-  - ids: a JSON integer, or a string that is a canonical decimal int64, is
-    that integer; any other string is a string; vocabulary key of an integer
-    = its int64 bits, of a string = XXH64(bytes, seed "piperec\\0")
+  - ids (the one rule, offline and streaming alike): a JSON integer is an
+    integer, a JSON string is a string, even one that reads as a number
+    ("42" is not 42); vocabulary key of an integer = its int64 bits, of a
+    string = XXH64(bytes, seed "piperec\\0"); a JSON number with a fraction
+    or an exponent (4.0) on an id path rejects the record as wrong_type, even
+    where a dense feature reads the same path
   - vocab: per feature, indices in order of first appearance, list elements
     left to right; profile default: 0 = missing, first index 2; profile dlrm:
     a missing single value is key 0, first index 0
@@ -22,7 +25,10 @@ schema"; pr_engine.h):
   - dense: fill/default, clip, log1p, float32; missing without default 0
 Checks labels.npy, dense.npy, sparse/<f>.values.npy / .lengths.npy, the
 rejected line numbers, and that --threads 1 and 4 and two block sizes give
-byte-identical files. Both vocabulary profiles, and eviction lru on the list
+byte-identical files. The id rule on its own small schema (a "42" string
+and the integer 42 are two ids; 4.0 on an id path that a dense feature
+also reads is wrong_type), with the reasons in rejects.tsv and the summary
+line. Both vocabulary profiles, and eviction lru on the list
 feature (values and recycled.npy: feature, row, index, number, against a
 Python LRU), and count_mode two_pass with min_count 3.
 
@@ -121,16 +127,10 @@ def get(e, path):
 
 
 def as_id(v):
-    """('int', value) or ('str', bytes)."""
+    """('int', value) or ('str', bytes): the JSON type decides, never the text."""
     if isinstance(v, int):
         return ("int", v)
-    s = v
-    if s == "0" or (s[:1] != "-" and s[:1] != "0" and s.isdigit()) or \
-            (s[:1] == "-" and s[1:2] not in ("", "0") and s[1:].isdigit()):
-        iv = int(s)
-        if -(1 << 63) <= iv < (1 << 63):
-            return ("int", iv)
-    return ("str", s.encode())
+    return ("str", v.encode())
 
 
 def key_of(idv):
@@ -346,6 +346,68 @@ def check_lru(piperec, tmp, inp, events):
     print("ok: lru on a list feature, %d notices, threads 1/4 identical" % len(notices))
 
 
+ID_CONFIG = """pipelines:
+  - name: ids
+    schema:
+      labels: [ { name: click, path: click } ]
+      dense:
+        - { name: item_num, path: item }
+      sparse:
+        - { name: item, path: item, ops: [vocab] }
+        - { name: user, path: user, ops: [vocab] }
+    transform:
+      vocab: { profile: default }
+engine: { backend: cpu }
+"""
+
+ID_LINES = [
+    '{"click": 1, "item": 4, "user": 42}',
+    '{"click": 0, "item": 4.0, "user": 42}',   # (b) whole float on an id path: wrong_type
+    '{"click": 1, "item": 5, "user": "42"}',   # (a) "42" is a string id, not 42
+    '{"click": 0, "item": 6, "user": 4.0}',    # a float id without a dense reader: wrong_type
+    '{"click": 1, "item": 4, "user": "x"}',
+    '{"click": 1, "item": 7, "user": 42}',
+    '{"click": 1, "item": "7", "user": 42}',   # a string where the dense feature needs a number
+    '{"click": 1, "item": 8, "user": "42"',    # truncated
+]
+
+
+def check_id_rules(piperec, tmp):
+    """The one id rule (the streaming decoder's, tests/ingest/test_json_decode.c
+    test_id_rules has the same records): JSON type decides integer or string;
+    a float is never an id. Same outputs for --threads 1 and 3."""
+    cfg = os.path.join(tmp, "ids.yaml")
+    inp = os.path.join(tmp, "ids.jsonl")
+    with open(cfg, "w") as f:
+        f.write(ID_CONFIG)
+    with open(inp, "w") as f:
+        f.write("\n".join(ID_LINES) + "\n")
+    outs = []
+    for threads in (1, 3):
+        out = os.path.join(tmp, "out-ids-%d" % threads)
+        cmd = [piperec, "process", "--config", cfg, "--input", inp, "--output", out,
+               "--threads", str(threads), "--block-rows", "64", "--no-progress"]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        assert p.returncode == 0, (cmd, p.stderr)
+        assert "4 rows, 4 rejected (truncated=1 wrong_type=3)" in p.stderr, p.stderr
+        outs.append(out)
+    out = outs[0]
+    user = np.load(os.path.join(out, "sparse", "user.values.npy")).tolist()
+    assert user == [2, 3, 4, 2], user  # 42, "42", "x", 42
+    item = np.load(os.path.join(out, "sparse", "item.values.npy")).tolist()
+    assert item == [2, 3, 2, 4], item  # 4, 5, 4, 7
+    dense = np.load(os.path.join(out, "dense.npy")).ravel().tolist()
+    assert dense == [4.0, 5.0, 4.0, 7.0], dense
+    keys = sorted(l.split("\t")[0] for l in open(os.path.join(out, "vocab", "user.tsv"))
+                  if not l.startswith("#"))
+    rej = [l.split("\t")[:2] for l in open(os.path.join(out, "rejects.tsv"))]
+    assert rej == [["2", "wrong_type"], ["4", "wrong_type"], ["7", "wrong_type"],
+                   ["8", "truncated"]], rej
+    assert files(outs[0]) == files(outs[1]), "id outputs depend on threads"
+    print("ok: id rule (\"42\" vs 42, 4.0 wrong_type), rejects by reason, threads 1/3 identical"
+          " (%d vocab lines)" % len(keys))
+
+
 def main():
     piperec = os.environ["PIPEREC"]
     tmp = os.environ.get("PR_TMP", "/tmp/schema_reference")
@@ -372,6 +434,7 @@ def main():
                 assert base[k] == other[k], "%s/%s differs from %s" % (o, k, outs[0])
         print("ok: profile %s, %d events, %d rows, threads 1/4/2 identical"
               % (profile, len(events), sum(1 for e in events if e is not None)))
+    check_id_rules(piperec, tmp)
     check_lru(piperec, tmp, inp, events)
     check_two_pass(piperec, tmp, inp, events)
     # Criteo TSV given to a declared schema: refused, nothing half-done.

@@ -249,8 +249,9 @@ static void test_direct_same_bytes(void **state)
                      PR_EINVAL);
 }
 
-/* The offline layout of a declared schema: two appends (the second from row
- * 1 of its side tables), read back file by file. */
+/* The offline layout of a declared schema through its one writer: two
+ * appends from side tables (the second from row 1), read back file by file,
+ * then the same rows from jagged-batch tensors give the same bytes. */
 static void test_layout_writer(void **state)
 {
     (void)state;
@@ -270,12 +271,14 @@ static void test_layout_writer(void **state)
             s->values[1][s->n_values[1]++] = (int64_t)(r * 10 + k);
     }
     const char *names[] = {"user", "hist"};
-    pr_layout_writer *w;
-    assert_int_equal(pr_layout_open(&w, dir, s, names, 0, err, sizeof(err)), 0);
-    assert_int_equal(pr_layout_append(w, s, 0, 3, err, sizeof(err)), 0);
-    assert_int_equal(pr_layout_append(w, s, 1, 2, err, sizeof(err)), 0);
-    assert_int_equal(pr_layout_rows(w), 5);
-    assert_int_equal(pr_layout_close(w, err, sizeof(err)), 0);
+    pr_npy_jagged *w;
+    assert_int_equal(pr_npy_jagged_open_flags(&w, dir, s->n_labels, s->n_dense, s->n_feat, names,
+                                              false, 0, 0, err, sizeof(err)),
+                     0);
+    assert_int_equal(pr_npy_jagged_append_side(w, s, 0, 3, err, sizeof(err)), 0);
+    assert_int_equal(pr_npy_jagged_append_side(w, s, 1, 2, err, sizeof(err)), 0);
+    assert_int_equal(pr_npy_jagged_rows(w), 5);
+    assert_int_equal(pr_npy_jagged_close(w, false, err, sizeof(err)), 0);
     pr_npy_array a;
     snprintf(path, sizeof(path), "%s/labels.npy", dir);
     assert_int_equal(pr_npy_read(path, &a, err, sizeof(err)), 0);
@@ -310,6 +313,37 @@ static void test_layout_writer(void **state)
     assert_int_equal(((int64_t *)a.data)[3], 101);
     pr_npy_array_fini(&a);
     pr_fside_free(s);
+
+    /* The same five rows as jagged-batch tensors (pr_npy_jagged_append, the
+     * files sink's and consume's way in), with O_DIRECT this time: the same
+     * bytes, file for file. */
+    char dir2[512], path2[600];
+    path_of(dir2, sizeof(dir2), "layout-batch");
+    static const float lab[] = {0, 0.5f, 1, 1.5f, 2, 2.5f, 1, 1.5f, 2, 2.5f};
+    static const float den[] = {0, 10, 20, 10, 20};
+    static const int32_t len[] = {1, 1, 1, 1, 1, 0, 1, 2, 1, 2};
+    static const int64_t val[] = {100, 101, 102, 101, 102, 10, 20, 21, 10, 20, 21};
+    assert_int_equal(pr_npy_jagged_open_flags(&w, dir2, 2, 1, 2, names, false, 0, PR_NPY_DIRECT,
+                                              err, sizeof(err)),
+                     0);
+    assert_int_equal(pr_npy_jagged_append(w, 5, lab, den, len, val, err, sizeof(err)), 0);
+    assert_int_equal(pr_npy_jagged_rows(w), 5);
+    assert_int_equal(pr_npy_jagged_close(w, true, err, sizeof(err)), 0);
+    static const char *const files[] = {"labels.npy", "dense.npy", "sparse/user.values.npy",
+                                        "sparse/user.lengths.npy", "sparse/hist.values.npy",
+                                        "sparse/hist.lengths.npy"};
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+        snprintf(path2, sizeof(path2), "%s/%s", dir2, files[i]);
+        size_t n0, n1;
+        unsigned char *x = slurp(path, &n0), *y = slurp(path2, &n1);
+        assert_non_null(x);
+        assert_non_null(y);
+        if (n0 != n1 || memcmp(x, y, n0) != 0)
+            fail_msg("%s: the two ways in wrote different bytes", files[i]);
+        free(x);
+        free(y);
+    }
 }
 
 int main(void)

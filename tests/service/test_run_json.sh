@@ -1,12 +1,15 @@
 #!/bin/sh
 # test_run_json.sh — `piperec run` on JSON events through a declared schema
 # (examples/clickstream.yaml's schema, source.format json):
-#   piperec gen --format json + one bad line per reject reason
+#   piperec gen --format json + one bad line per reject reason (wrong_type
+#   three times: a string label, a float id, a whole float id) + "42" and 42
+#   as user ids (two ids, streaming and offline alike)
 #   piperec produce --format json (1 partition)   -> piperec run (files sink)
 #   every record is counted: rows in, rejects by reason in /metrics, each bad
 #   line in the dead-letter topic with its piperec-reason header
 #   SIGTERM drains and exits 0; the streamed vocabularies (piperec vocab
-#   export of the state dir) equal `piperec process` on the same lines
+#   export of the state dir) equal `piperec process` on the same lines, and
+#   offline rejects the same lines for the same reasons
 #   a declared schema with source.format criteo_tsv is refused (exit 2)
 # Env (from pr_script_test): PIPEREC, PR_SOURCE_DIR, PR_TMP.
 set -eu
@@ -36,9 +39,18 @@ wait_until() { # seconds, description, command...
     printf '%s\n' '{"label": {"click": 1e400}}'                   # number_out_of_range
     printf '%s\n' '{"label": {"click": "yes"}}'                   # wrong_type
     printf '%s\n' '{"ts": "noon", "label": {"click": 1}}'         # bad_time (event_time in ms)
+    printf '%s\n' '{"label": {"click": 1}, "user": {"id": 4.5}}'  # wrong_type: a float id
+    printf '%s\n' '{"label": {"click": 1}, "item": {"id": 4.0}}'  # wrong_type: whole, still no id
 } > "$T/bad.jsonl"
-BAD=8
-cat "$T/events.jsonl" "$T/bad.jsonl" > "$T/all.jsonl"
+BAD=10
+# the id rule: "42" and 42 are two ids (a string hashed, an integer its bits),
+# kept alike streaming and offline (the vocabularies are compared in 6.)
+{
+    printf '%s\n' '{"label": {"click": 1}, "user": {"id": "42"}}'
+    printf '%s\n' '{"label": {"click": 0}, "user": {"id": 42}}'
+} > "$T/ids.jsonl"
+GOOD=2
+cat "$T/events.jsonl" "$T/bad.jsonl" "$T/ids.jsonl" > "$T/all.jsonl"
 
 # 2. broker and topic
 mkfifo "$T/broker.fifo"
@@ -93,17 +105,18 @@ U="http://127.0.0.1:$HP"
 "$PIPEREC" produce --bootstrap "$B" --topic clicks --format json --input "$T/all.jsonl" \
     > "$T/produce.out" 2> "$T/produce.err" || fail "produce"
 wait_until 60 "all records consumed" sh -c \
-    "curl -sf '$U/metrics' | grep -q '^piperec_messages_in_total{pipeline=\"p\"} $((N + BAD))\$'"
+    "curl -sf '$U/metrics' | grep -q '^piperec_messages_in_total{pipeline=\"p\"} $((N + BAD + GOOD))\$'"
 wait_until 30 "rows through the engine" sh -c \
-    "curl -sf '$U/metrics' | grep -q '^piperec_engine_rows_total{pipeline=\"p\"} $N\$'"
+    "curl -sf '$U/metrics' | grep -q '^piperec_engine_rows_total{pipeline=\"p\"} $((N + GOOD))\$'"
 
 # 4. rejects by reason, and their dead letters
 curl -sf "$U/metrics" > "$T/metrics.txt"
-for r in not_json not_object truncated bad_utf8 bad_escape number_out_of_range wrong_type bad_time; do
-    grep -q "^piperec_rejected_records_total{pipeline=\"p\",reason=\"$r\"} 1\$" "$T/metrics.txt" \
-        || fail "reason $r not counted once: $(grep rejected_records "$T/metrics.txt")"
+for r in not_json not_object truncated bad_utf8 bad_escape number_out_of_range wrong_type=3 bad_time; do
+    c=1; case $r in *=*) c=${r#*=}; r=${r%=*};; esac
+    grep -q "^piperec_rejected_records_total{pipeline=\"p\",reason=\"$r\"} $c\$" "$T/metrics.txt" \
+        || fail "reason $r not counted $c times: $(grep rejected_records "$T/metrics.txt")"
 done
-grep -q '^piperec_records_in_total{pipeline="p"} '$N'$' "$T/metrics.txt" || fail "records_in"
+grep -q '^piperec_records_in_total{pipeline="p"} '$((N + GOOD))'$' "$T/metrics.txt" || fail "records_in"
 wait_until 30 "the dead letters" sh -c \
     "[ \$(kcat -b '$B' -C -t clicks-dlq -o beginning -e -q -f '%h\n' | grep -c piperec-reason) -eq $BAD ]"
 kcat -b "$B" -C -t clicks-dlq -o beginning -e -q -f '%h\n' > "$T/dlq.txt"
@@ -125,4 +138,10 @@ for f in "$T"/offline/vocab/*.tsv; do
     cmp -s "$f" "$T/vstream/$name" || fail "vocabulary $name differs between streaming and offline"
 done
 [ "$(ls "$T/vstream" | wc -l)" -eq "$(ls "$T/offline/vocab" | wc -l)" ] || fail "vocab files"
+# offline rejects the same lines for the same reasons (the summary line, rejects.tsv)
+grep -q "$((N + GOOD)) rows, $BAD rejected (not_json=1 not_object=1 truncated=1 bad_utf8=1 bad_escape=1 number_out_of_range=1 wrong_type=3 bad_time=1)" \
+    "$T/process.err" || fail "offline rejects differ: $(cat "$T/process.err")"
+[ "$(cut -f2 "$T/offline/rejects.tsv" | sort | uniq -c | awk '{print $2 "=" $1}' | sort | tr '\n' ' ')" = \
+  "bad_escape=1 bad_time=1 bad_utf8=1 not_json=1 not_object=1 number_out_of_range=1 truncated=1 wrong_type=3 " ] \
+    || fail "rejects.tsv reasons: $(cut -f2 "$T/offline/rejects.tsv" | tr '\n' ' ')"
 echo "test_run_json: ok ($N events, $BAD rejects, $(ls "$T/vstream" | wc -l) vocabularies equal)"
