@@ -26,6 +26,15 @@
 
 /* Embedding rows a feature's last operator can produce; 0 when unbounded or
  * when the vocabulary decides. */
+
+/* memcpy that allows n == 0 with NULL pointers (an empty list, a schema
+ * without labels or dense features: those arrays may not exist). */
+static inline void pr__copy(void *dst, const void *src, size_t n)
+{
+    if (n)
+        memcpy(dst, src, n);
+}
+
 static uint64_t chain_size(const pr_feature_spec *f)
 {
     if (!f->n_ops)
@@ -186,11 +195,11 @@ pr_batch *pr__jag_batch(const pr__jag *j, const char *pipeline, uint32_t cap)
     free(bt->vocab_sizes); /* emission sets them */
     bt->vocab_sizes = NULL;
     bt->bytes = 0;
-    memcpy(bt->feature_keys, j->keys, (size_t)j->n_feat * PR_NAME_MAX);
+    pr__copy(bt->feature_keys, j->keys, (size_t)j->n_feat * PR_NAME_MAX);
     if (j->label_names && (bt->label_names = malloc((size_t)j->n_labels * PR_NAME_MAX + 1)))
-        memcpy(bt->label_names, j->label_names, (size_t)j->n_labels * PR_NAME_MAX);
+        pr__copy(bt->label_names, j->label_names, (size_t)j->n_labels * PR_NAME_MAX);
     if (j->dense_names && (bt->dense_names = malloc((size_t)j->n_dense * PR_NAME_MAX + 1)))
-        memcpy(bt->dense_names, j->dense_names, (size_t)j->n_dense * PR_NAME_MAX);
+        pr__copy(bt->dense_names, j->dense_names, (size_t)j->n_dense * PR_NAME_MAX);
     if ((j->label_names && !bt->label_names) || (j->dense_names && !bt->dense_names)) {
         pr_batch_unref(bt);
         return NULL;
@@ -258,10 +267,10 @@ static int copy_row(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_t cap
 {
     const pr_fside *s = out->side;
     if (j->n_labels)
-        memcpy(bt->label_mat + (size_t)n * j->n_labels, s->labels + (size_t)r * j->n_labels,
+        pr__copy(bt->label_mat + (size_t)n * j->n_labels, s->labels + (size_t)r * j->n_labels,
                (size_t)j->n_labels * 4);
     if (j->n_dense)
-        memcpy(bt->dense_mat + (size_t)n * j->n_dense, s->dense + (size_t)r * j->n_dense,
+        pr__copy(bt->dense_mat + (size_t)n * j->n_dense, s->dense + (size_t)r * j->n_dense,
                (size_t)j->n_dense * 4);
     for (uint32_t f = 0; f < j->n_feat; f++) {
         uint32_t k;
@@ -269,7 +278,7 @@ static int copy_row(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_t cap
         bt->lengths[(size_t)f * cap + n] = (int32_t)k;
         if (fv_reserve(jb, f, k) < 0)
             return PR_ENOMEM;
-        memcpy(jb->fv[f] + jb->fn[f], v, (size_t)k * 8);
+        pr__copy(jb->fv[f] + jb->fn[f], v, (size_t)k * 8);
         jb->fn[f] += k;
     }
     return 0;
@@ -317,8 +326,8 @@ static int32_t *pend_lengths(const pr__jag *j, const uint8_t *p)
 int pr__jag_to_pending(pr__jag *j, const pr_out *out, uint32_t r, uint32_t slot, uint8_t *dst)
 {
     const pr_fside *s = out->side;
-    memcpy(dst, s->labels + (size_t)r * j->n_labels, (size_t)j->n_labels * 4);
-    memcpy(dst + (size_t)j->n_labels * 4, s->dense + (size_t)r * j->n_dense,
+    pr__copy(dst, s->labels + (size_t)r * j->n_labels, (size_t)j->n_labels * 4);
+    pr__copy(dst + (size_t)j->n_labels * 4, s->dense + (size_t)r * j->n_dense,
            (size_t)j->n_dense * 4);
     int32_t *len = pend_lengths(j, dst);
     uint64_t total = 0;
@@ -338,7 +347,7 @@ int pr__jag_to_pending(pr__jag *j, const pr_out *out, uint32_t r, uint32_t slot,
     for (uint32_t f = 0; f < j->n_feat; f++) {
         uint32_t k;
         const int64_t *v = pr__jag_row_values(j, out, f, r, &k);
-        memcpy(j->p_vals[slot] + at, v, (size_t)k * 8);
+        pr__copy(j->p_vals[slot] + at, v, (size_t)k * 8);
         at += k;
     }
     return 0;
@@ -359,8 +368,8 @@ int pr__jag_from_pending(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_
                          uint32_t slot, const uint8_t *src)
 {
     uint32_t n = bt->rows;
-    memcpy(bt->label_mat + (size_t)n * j->n_labels, src, (size_t)j->n_labels * 4);
-    memcpy(bt->dense_mat + (size_t)n * j->n_dense, src + (size_t)j->n_labels * 4,
+    pr__copy(bt->label_mat + (size_t)n * j->n_labels, src, (size_t)j->n_labels * 4);
+    pr__copy(bt->dense_mat + (size_t)n * j->n_dense, src + (size_t)j->n_labels * 4,
            (size_t)j->n_dense * 4);
     const int32_t *len = pend_lengths(j, src);
     const int64_t *v = j->p_vals[slot];
@@ -369,7 +378,7 @@ int pr__jag_from_pending(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_
         bt->lengths[(size_t)f * cap + n] = (int32_t)k;
         if (fv_reserve(jb, f, k) < 0)
             return PR_ENOMEM;
-        memcpy(jb->fv[f] + jb->fn[f], v, (size_t)k * 8);
+        pr__copy(jb->fv[f] + jb->fn[f], v, (size_t)k * 8);
         jb->fn[f] += k;
         v += k;
     }
@@ -422,7 +431,7 @@ int pr__jag_finish(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_t cap)
         return PR_ENOMEM;
     uint64_t at = 0;
     for (uint32_t f = 0; f < j->n_feat; f++) {
-        memcpy(v + at, jb->fv[f], jb->fn[f] * 8);
+        pr__copy(v + at, jb->fv[f], jb->fn[f] * 8);
         at += jb->fn[f];
         jb->fn[f] = 0;
         if (f && n < cap) /* moving down in column order: memmove is safe */
