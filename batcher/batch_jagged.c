@@ -35,7 +35,7 @@ static inline void pr__copy(void *dst, const void *src, size_t n)
         memcpy(dst, src, n);
 }
 
-static uint64_t chain_size(const pr_feature_spec *f)
+static uint64_t pr__chain_size(const pr_feature_spec *f)
 {
     if (!f->n_ops)
         return 0;
@@ -55,7 +55,7 @@ static uint64_t chain_size(const pr_feature_spec *f)
     }
 }
 
-static bool has_vocab(const pr_feature_spec *f)
+static bool pr__has_vocab(const pr_feature_spec *f)
 {
     for (uint32_t i = 0; i < f->n_ops; i++)
         if (f->ops[i].op == PR_FOP_VOCAB)
@@ -90,8 +90,8 @@ int pr_batch_schema_from_features(const pr_feature_schema *fs, pr_batch_schema *
         } else if (f->kind == PR_FEAT_SPARSE || f->kind == PR_FEAT_LIST) {
             uint16_t k = out->n_feat++;
             keys[k] = f->name;
-            vc[k] = has_vocab(f) ? next_col++ : -1;
-            sizes[k] = chain_size(f);
+            vc[k] = pr__has_vocab(f) ? next_col++ : -1;
+            sizes[k] = pr__chain_size(f);
         }
     }
     return 0;
@@ -109,7 +109,7 @@ void pr_batch_schema_fini(pr_batch_schema *s)
 
 /* ---------------------------------------------------------------- state */
 
-static char (*copy_names(const char *const *src, uint16_t n))[PR_NAME_MAX]
+static char (*pr__copy_names(const char *const *src, uint16_t n))[PR_NAME_MAX]
 {
     char(*d)[PR_NAME_MAX] = calloc(n ? n : 1, PR_NAME_MAX);
     for (uint16_t i = 0; d && i < n; i++)
@@ -126,13 +126,13 @@ int pr__jag_new(const pr_batch_schema *s, pr__jag **out)
     j->n_dense = s->n_dense;
     j->n_feat = s->n_feat;
     size_t nf = s->n_feat ? s->n_feat : 1;
-    j->keys = copy_names(s->feature_names, s->n_feat);
+    j->keys = pr__copy_names(s->feature_names, s->n_feat);
     j->vocab_col = malloc(nf * sizeof(int16_t));
     j->sizes = calloc(nf, sizeof(uint64_t));
     bool ok = j->keys && j->vocab_col && j->sizes;
-    if (ok && s->label_names && !(j->label_names = copy_names(s->label_names, s->n_labels)))
+    if (ok && s->label_names && !(j->label_names = pr__copy_names(s->label_names, s->n_labels)))
         ok = false;
-    if (ok && s->dense_names && !(j->dense_names = copy_names(s->dense_names, s->n_dense)))
+    if (ok && s->dense_names && !(j->dense_names = pr__copy_names(s->dense_names, s->n_dense)))
         ok = false;
     for (uint16_t f = 0; ok && f < s->n_feat; f++) {
         j->vocab_col[f] = s->vocab_col ? s->vocab_col[f] : -1;
@@ -246,7 +246,7 @@ const int64_t *pr__jag_row_values(const pr__jag *j, const pr_out *out, uint32_t 
     return out->side->values[f] + vo[r];
 }
 
-static int fv_reserve(pr__jbuild *jb, uint32_t f, uint64_t more)
+static int pr__fv_reserve(pr__jbuild *jb, uint32_t f, uint64_t more)
 {
     if (jb->fn[f] + more <= jb->fcap[f])
         return 0;
@@ -262,7 +262,7 @@ static int fv_reserve(pr__jbuild *jb, uint32_t f, uint64_t more)
 }
 
 /* Row r of the block into row n of bt (values appended to the build). */
-static int copy_row(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_t cap, uint32_t n,
+static int pr__copy_row(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_t cap, uint32_t n,
                     const pr_out *out, uint32_t r)
 {
     const pr_fside *s = out->side;
@@ -276,7 +276,7 @@ static int copy_row(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_t cap
         uint32_t k;
         const int64_t *v = pr__jag_row_values(j, out, f, r, &k);
         bt->lengths[(size_t)f * cap + n] = (int32_t)k;
-        if (fv_reserve(jb, f, k) < 0)
+        if (pr__fv_reserve(jb, f, k) < 0)
             return PR_ENOMEM;
         pr__copy(jb->fv[f] + jb->fn[f], v, (size_t)k * 8);
         jb->fn[f] += k;
@@ -288,7 +288,7 @@ int pr__jag_copy_rows(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_t c
                       const pr_out *out, const uint32_t *idx, uint32_t k)
 {
     for (uint32_t i = 0; i < k; i++) {
-        int err = copy_row(j, jb, bt, cap, bt->rows + i, out, idx[i]);
+        int err = pr__copy_row(j, jb, bt, cap, bt->rows + i, out, idx[i]);
         if (err < 0)
             return err;
     }
@@ -318,7 +318,7 @@ int pr__jag_pool_grow(pr__jag *j, uint32_t cap)
 }
 
 /* Pending layout: labels f32[n_labels] | dense f32[n_dense] | lengths i32[n_feat]. */
-static int32_t *pend_lengths(const pr__jag *j, const uint8_t *p)
+static int32_t *pr__pend_lengths(const pr__jag *j, const uint8_t *p)
 {
     return (int32_t *)(p + ((size_t)j->n_labels + j->n_dense) * 4);
 }
@@ -329,7 +329,7 @@ int pr__jag_to_pending(pr__jag *j, const pr_out *out, uint32_t r, uint32_t slot,
     pr__copy(dst, s->labels + (size_t)r * j->n_labels, (size_t)j->n_labels * 4);
     pr__copy(dst + (size_t)j->n_labels * 4, s->dense + (size_t)r * j->n_dense,
            (size_t)j->n_dense * 4);
-    int32_t *len = pend_lengths(j, dst);
+    int32_t *len = pr__pend_lengths(j, dst);
     uint64_t total = 0;
     for (uint32_t f = 0; f < j->n_feat; f++) {
         const uint64_t *vo = j->voff + (size_t)f * j->voff_cap;
@@ -356,7 +356,7 @@ int pr__jag_to_pending(pr__jag *j, const pr_out *out, uint32_t r, uint32_t slot,
 const int64_t *pr__jag_pending_values(const pr__jag *j, uint32_t slot, const uint8_t *src,
                                       uint32_t f, uint32_t *n)
 {
-    const int32_t *len = pend_lengths(j, src);
+    const int32_t *len = pr__pend_lengths(j, src);
     uint64_t at = 0;
     for (uint32_t i = 0; i < f; i++)
         at += (uint64_t)len[i];
@@ -371,12 +371,12 @@ int pr__jag_from_pending(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_
     pr__copy(bt->label_mat + (size_t)n * j->n_labels, src, (size_t)j->n_labels * 4);
     pr__copy(bt->dense_mat + (size_t)n * j->n_dense, src + (size_t)j->n_labels * 4,
            (size_t)j->n_dense * 4);
-    const int32_t *len = pend_lengths(j, src);
+    const int32_t *len = pr__pend_lengths(j, src);
     const int64_t *v = j->p_vals[slot];
     for (uint32_t f = 0; f < j->n_feat; f++) {
         uint32_t k = (uint32_t)len[f];
         bt->lengths[(size_t)f * cap + n] = (int32_t)k;
-        if (fv_reserve(jb, f, k) < 0)
+        if (pr__fv_reserve(jb, f, k) < 0)
             return PR_ENOMEM;
         pr__copy(jb->fv[f] + jb->fn[f], v, (size_t)k * 8);
         jb->fn[f] += k;

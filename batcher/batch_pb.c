@@ -65,53 +65,53 @@ enum { N_COLUMN = 1, N_INDEX, N_ROW, N_NUMBER };
 /* OffsetRange field numbers. */
 enum { R_TOPIC = 1, R_PARTITION, R_FIRST, R_LAST, R_ROWS };
 
-static inline size_t tag_size(uint32_t field)
+static inline size_t pr__tag_size(uint32_t field)
 {
     return pr_varint_size((uint64_t)field << 3);
 }
-static inline size_t sz_varint_field(uint32_t f, uint64_t v)
+static inline size_t pr__sz_varint_field(uint32_t f, uint64_t v)
 {
-    return v ? tag_size(f) + pr_varint_size(v) : 0;
+    return v ? pr__tag_size(f) + pr_varint_size(v) : 0;
 }
-static inline size_t sz_len_field(uint32_t f, size_t len)
+static inline size_t pr__sz_len_field(uint32_t f, size_t len)
 {
-    return len ? tag_size(f) + pr_varint_size(len) + len : 0;
+    return len ? pr__tag_size(f) + pr_varint_size(len) + len : 0;
 }
 
-static inline uint8_t *put_tag(uint8_t *p, uint32_t f, int wt)
+static inline uint8_t *pr__put_tag(uint8_t *p, uint32_t f, int wt)
 {
     return pr_varint_put(p, ((uint64_t)f << 3) | (unsigned)wt);
 }
-static inline uint8_t *put_varint_field(uint8_t *p, uint32_t f, uint64_t v)
+static inline uint8_t *pr__put_varint_field(uint8_t *p, uint32_t f, uint64_t v)
 {
     if (!v)
         return p;
-    return pr_varint_put(put_tag(p, f, WT_VARINT), v);
+    return pr_varint_put(pr__put_tag(p, f, WT_VARINT), v);
 }
-static inline uint8_t *put_len_field(uint8_t *p, uint32_t f, const void *data, size_t len)
+static inline uint8_t *pr__put_len_field(uint8_t *p, uint32_t f, const void *data, size_t len)
 {
     if (!len)
         return p;
-    p = pr_varint_put(put_tag(p, f, WT_LEN), len);
+    p = pr_varint_put(pr__put_tag(p, f, WT_LEN), len);
     memcpy(p, data, len);
     return p + len;
 }
 
-static const char *range_topic(const pr_batch *b, const pr_batch_range *r)
+static const char *pr__range_topic(const pr_batch *b, const pr_batch_range *r)
 {
     int ti = PR_PART_KEY_TOPIC(r->partition);
     return (uint32_t)ti < b->n_topics ? b->topics[ti] : "";
 }
 
-static size_t range_body_size(const pr_batch *b, const pr_batch_range *r)
+static size_t pr__range_body_size(const pr_batch *b, const pr_batch_range *r)
 {
-    return sz_len_field(R_TOPIC, strlen(range_topic(b, r))) +
-           sz_varint_field(R_PARTITION, (uint64_t)(int64_t)PR_PART_KEY_PARTITION(r->partition)) +
-           sz_varint_field(R_FIRST, (uint64_t)r->first_offset) +
-           sz_varint_field(R_LAST, (uint64_t)r->last_offset) + sz_varint_field(R_ROWS, r->rows);
+    return pr__sz_len_field(R_TOPIC, strlen(pr__range_topic(b, r))) +
+           pr__sz_varint_field(R_PARTITION, (uint64_t)(int64_t)PR_PART_KEY_PARTITION(r->partition)) +
+           pr__sz_varint_field(R_FIRST, (uint64_t)r->first_offset) +
+           pr__sz_varint_field(R_LAST, (uint64_t)r->last_offset) + pr__sz_varint_field(R_ROWS, r->rows);
 }
 
-static size_t vocab_body_size(const pr_batch *b)
+static size_t pr__vocab_body_size(const pr_batch *b)
 {
     size_t n = 0;
     if (!b->vocab_sizes)
@@ -122,7 +122,7 @@ static size_t vocab_body_size(const pr_batch *b)
 }
 
 /* One packed array of the notices: field f of every notice. */
-static uint64_t notice_field(const pr_recycled *r, int f)
+static uint64_t pr__notice_field(const pr_recycled *r, int f)
 {
     switch (f) {
     case N_COLUMN:
@@ -136,42 +136,42 @@ static uint64_t notice_field(const pr_recycled *r, int f)
     }
 }
 
-static size_t packed_size(const pr_batch *b, int f)
+static size_t pr__packed_size(const pr_batch *b, int f)
 {
     size_t n = 0;
     for (uint32_t i = 0; i < b->n_recycled; i++)
-        n += pr_varint_size(notice_field(&b->recycled[i], f));
+        n += pr_varint_size(pr__notice_field(&b->recycled[i], f));
     return n;
 }
 
-static size_t recycled_body_size(const pr_batch *b)
+static size_t pr__recycled_body_size(const pr_batch *b)
 {
     size_t n = 0;
     if (!b->n_recycled)
         return 0;
     for (int f = N_COLUMN; f <= N_NUMBER; f++) {
-        size_t len = packed_size(b, f); /* >= 1 byte per notice: never empty */
-        n += tag_size((uint32_t)f) + pr_varint_size(len) + len;
+        size_t len = pr__packed_size(b, f); /* >= 1 byte per notice: never empty */
+        n += pr__tag_size((uint32_t)f) + pr_varint_size(len) + len;
     }
     return n;
 }
 
 /* Repeated strings (names): every element is written, empty or not. */
-static size_t names_size(uint32_t f, const char (*names)[PR_NAME_MAX], uint32_t n)
+static size_t pr__names_size(uint32_t f, const char (*names)[PR_NAME_MAX], uint32_t n)
 {
     size_t s = 0;
     for (uint32_t i = 0; names && i < n; i++) {
         size_t len = strnlen(names[i], PR_NAME_MAX);
-        s += tag_size(f) + pr_varint_size(len) + len;
+        s += pr__tag_size(f) + pr_varint_size(len) + len;
     }
     return s;
 }
 
-static uint8_t *put_names(uint8_t *p, uint32_t f, const char (*names)[PR_NAME_MAX], uint32_t n)
+static uint8_t *pr__put_names(uint8_t *p, uint32_t f, const char (*names)[PR_NAME_MAX], uint32_t n)
 {
     for (uint32_t i = 0; names && i < n; i++) {
         size_t len = strnlen(names[i], PR_NAME_MAX);
-        p = pr_varint_put(put_tag(p, f, WT_LEN), len);
+        p = pr_varint_put(pr__put_tag(p, f, WT_LEN), len);
         memcpy(p, names[i], len);
         p += len;
     }
@@ -179,105 +179,105 @@ static uint8_t *put_names(uint8_t *p, uint32_t f, const char (*names)[PR_NAME_MA
 }
 
 /* Fields 22-30 (all zero / empty for a Criteo batch: nothing written). */
-static size_t jagged_size(const pr_batch *b)
+static size_t pr__jagged_size(const pr_batch *b)
 {
     if (!b->jagged)
         return 0;
-    return sz_varint_field(F_JAGGED, 1) + names_size(F_FEATURE_KEYS, b->feature_keys, b->n_sparse) +
-           sz_len_field(F_VALUES, pr_batch_values_bytes(b)) +
-           sz_len_field(F_LENGTHS, pr_batch_lengths_bytes(b)) +
-           sz_varint_field(F_N_LABELS, b->n_labels) +
-           sz_len_field(F_LABEL_MAT, pr_batch_label_mat_bytes(b)) +
-           sz_len_field(F_DENSE_MAT, pr_batch_dense_mat_bytes(b)) +
-           names_size(F_LABEL_NAMES, b->label_names, b->n_labels) +
-           names_size(F_DENSE_NAMES, b->dense_names, b->n_dense);
+    return pr__sz_varint_field(F_JAGGED, 1) + pr__names_size(F_FEATURE_KEYS, b->feature_keys, b->n_sparse) +
+           pr__sz_len_field(F_VALUES, pr_batch_values_bytes(b)) +
+           pr__sz_len_field(F_LENGTHS, pr_batch_lengths_bytes(b)) +
+           pr__sz_varint_field(F_N_LABELS, b->n_labels) +
+           pr__sz_len_field(F_LABEL_MAT, pr_batch_label_mat_bytes(b)) +
+           pr__sz_len_field(F_DENSE_MAT, pr_batch_dense_mat_bytes(b)) +
+           pr__names_size(F_LABEL_NAMES, b->label_names, b->n_labels) +
+           pr__names_size(F_DENSE_NAMES, b->dense_names, b->n_dense);
 }
 
-static uint8_t *put_jagged(const pr_batch *b, uint8_t *p)
+static uint8_t *pr__put_jagged(const pr_batch *b, uint8_t *p)
 {
     if (!b->jagged)
         return p;
-    p = put_varint_field(p, F_JAGGED, 1);
-    p = put_names(p, F_FEATURE_KEYS, b->feature_keys, b->n_sparse);
-    p = put_len_field(p, F_VALUES, b->values, pr_batch_values_bytes(b));
-    p = put_len_field(p, F_LENGTHS, b->lengths, pr_batch_lengths_bytes(b));
-    p = put_varint_field(p, F_N_LABELS, b->n_labels);
-    p = put_len_field(p, F_LABEL_MAT, b->label_mat, pr_batch_label_mat_bytes(b));
-    p = put_len_field(p, F_DENSE_MAT, b->dense_mat, pr_batch_dense_mat_bytes(b));
-    p = put_names(p, F_LABEL_NAMES, b->label_names, b->n_labels);
-    return put_names(p, F_DENSE_NAMES, b->dense_names, b->n_dense);
+    p = pr__put_varint_field(p, F_JAGGED, 1);
+    p = pr__put_names(p, F_FEATURE_KEYS, b->feature_keys, b->n_sparse);
+    p = pr__put_len_field(p, F_VALUES, b->values, pr_batch_values_bytes(b));
+    p = pr__put_len_field(p, F_LENGTHS, b->lengths, pr_batch_lengths_bytes(b));
+    p = pr__put_varint_field(p, F_N_LABELS, b->n_labels);
+    p = pr__put_len_field(p, F_LABEL_MAT, b->label_mat, pr_batch_label_mat_bytes(b));
+    p = pr__put_len_field(p, F_DENSE_MAT, b->dense_mat, pr_batch_dense_mat_bytes(b));
+    p = pr__put_names(p, F_LABEL_NAMES, b->label_names, b->n_labels);
+    return pr__put_names(p, F_DENSE_NAMES, b->dense_names, b->n_dense);
 }
 
 size_t pr_batch_pb_size(const pr_batch *b)
 {
-    size_t n = sz_len_field(F_PIPELINE, strlen(b->pipeline)) + sz_varint_field(F_SEQUENCE, b->seq) +
-               sz_varint_field(F_ROWS, b->rows) + sz_varint_field(F_N_DENSE, b->n_dense) +
-               sz_varint_field(F_N_SPARSE, b->n_sparse) +
-               sz_varint_field(F_SPARSE_WIDTH, b->sparse_width) +
-               sz_len_field(F_LABELS, pr_batch_labels_bytes(b)) +
-               sz_len_field(F_DENSE, pr_batch_dense_bytes(b)) +
-               sz_len_field(F_SPARSE, pr_batch_sparse_bytes(b)) +
-               sz_varint_field(F_MIN_ET, (uint64_t)b->min_event_time_ms) +
-               sz_varint_field(F_MAX_ET, (uint64_t)b->max_event_time_ms) +
-               sz_varint_field(F_EMIT, (uint64_t)b->emit_time_ms) +
-               sz_varint_field(F_EPOCH, b->epoch) + sz_len_field(F_REPLICA, strlen(b->replica)) +
-               sz_varint_field(F_POPULAR, b->popular) +
-               sz_varint_field(F_HOT_VERSION, b->hot_version);
+    size_t n = pr__sz_len_field(F_PIPELINE, strlen(b->pipeline)) + pr__sz_varint_field(F_SEQUENCE, b->seq) +
+               pr__sz_varint_field(F_ROWS, b->rows) + pr__sz_varint_field(F_N_DENSE, b->n_dense) +
+               pr__sz_varint_field(F_N_SPARSE, b->n_sparse) +
+               pr__sz_varint_field(F_SPARSE_WIDTH, b->sparse_width) +
+               pr__sz_len_field(F_LABELS, pr_batch_labels_bytes(b)) +
+               pr__sz_len_field(F_DENSE, pr_batch_dense_bytes(b)) +
+               pr__sz_len_field(F_SPARSE, pr_batch_sparse_bytes(b)) +
+               pr__sz_varint_field(F_MIN_ET, (uint64_t)b->min_event_time_ms) +
+               pr__sz_varint_field(F_MAX_ET, (uint64_t)b->max_event_time_ms) +
+               pr__sz_varint_field(F_EMIT, (uint64_t)b->emit_time_ms) +
+               pr__sz_varint_field(F_EPOCH, b->epoch) + pr__sz_len_field(F_REPLICA, strlen(b->replica)) +
+               pr__sz_varint_field(F_POPULAR, b->popular) +
+               pr__sz_varint_field(F_HOT_VERSION, b->hot_version);
     for (uint32_t i = 0; i < b->n_ranges; i++) {
-        size_t body = range_body_size(b, &b->ranges[i]);
-        n += tag_size(F_OFFSETS) + pr_varint_size(body) + body;
+        size_t body = pr__range_body_size(b, &b->ranges[i]);
+        n += pr__tag_size(F_OFFSETS) + pr_varint_size(body) + body;
     }
-    n += sz_len_field(F_VOCAB, vocab_body_size(b));
-    n += sz_len_field(F_RECYCLED, recycled_body_size(b));
-    return n + jagged_size(b);
+    n += pr__sz_len_field(F_VOCAB, pr__vocab_body_size(b));
+    n += pr__sz_len_field(F_RECYCLED, pr__recycled_body_size(b));
+    return n + pr__jagged_size(b);
 }
 
 size_t pr_batch_pb_write(const pr_batch *b, uint8_t *out)
 {
     uint8_t *p = out;
-    p = put_len_field(p, F_PIPELINE, b->pipeline, strlen(b->pipeline));
-    p = put_varint_field(p, F_SEQUENCE, b->seq);
-    p = put_varint_field(p, F_ROWS, b->rows);
-    p = put_varint_field(p, F_N_DENSE, b->n_dense);
-    p = put_varint_field(p, F_N_SPARSE, b->n_sparse);
-    p = put_varint_field(p, F_SPARSE_WIDTH, b->sparse_width);
-    p = put_len_field(p, F_LABELS, b->labels, pr_batch_labels_bytes(b));
-    p = put_len_field(p, F_DENSE, b->dense, pr_batch_dense_bytes(b));
-    p = put_len_field(p, F_SPARSE, b->sparse, pr_batch_sparse_bytes(b));
+    p = pr__put_len_field(p, F_PIPELINE, b->pipeline, strlen(b->pipeline));
+    p = pr__put_varint_field(p, F_SEQUENCE, b->seq);
+    p = pr__put_varint_field(p, F_ROWS, b->rows);
+    p = pr__put_varint_field(p, F_N_DENSE, b->n_dense);
+    p = pr__put_varint_field(p, F_N_SPARSE, b->n_sparse);
+    p = pr__put_varint_field(p, F_SPARSE_WIDTH, b->sparse_width);
+    p = pr__put_len_field(p, F_LABELS, b->labels, pr_batch_labels_bytes(b));
+    p = pr__put_len_field(p, F_DENSE, b->dense, pr_batch_dense_bytes(b));
+    p = pr__put_len_field(p, F_SPARSE, b->sparse, pr_batch_sparse_bytes(b));
     for (uint32_t i = 0; i < b->n_ranges; i++) {
         const pr_batch_range *r = &b->ranges[i];
-        const char *topic = range_topic(b, r);
-        p = pr_varint_put(put_tag(p, F_OFFSETS, WT_LEN), range_body_size(b, r));
-        p = put_len_field(p, R_TOPIC, topic, strlen(topic));
-        p = put_varint_field(p, R_PARTITION,
+        const char *topic = pr__range_topic(b, r);
+        p = pr_varint_put(pr__put_tag(p, F_OFFSETS, WT_LEN), pr__range_body_size(b, r));
+        p = pr__put_len_field(p, R_TOPIC, topic, strlen(topic));
+        p = pr__put_varint_field(p, R_PARTITION,
                              (uint64_t)(int64_t)PR_PART_KEY_PARTITION(r->partition));
-        p = put_varint_field(p, R_FIRST, (uint64_t)r->first_offset);
-        p = put_varint_field(p, R_LAST, (uint64_t)r->last_offset);
-        p = put_varint_field(p, R_ROWS, r->rows);
+        p = pr__put_varint_field(p, R_FIRST, (uint64_t)r->first_offset);
+        p = pr__put_varint_field(p, R_LAST, (uint64_t)r->last_offset);
+        p = pr__put_varint_field(p, R_ROWS, r->rows);
     }
-    p = put_varint_field(p, F_MIN_ET, (uint64_t)b->min_event_time_ms);
-    p = put_varint_field(p, F_MAX_ET, (uint64_t)b->max_event_time_ms);
-    p = put_varint_field(p, F_EMIT, (uint64_t)b->emit_time_ms);
-    size_t vb = vocab_body_size(b);
+    p = pr__put_varint_field(p, F_MIN_ET, (uint64_t)b->min_event_time_ms);
+    p = pr__put_varint_field(p, F_MAX_ET, (uint64_t)b->max_event_time_ms);
+    p = pr__put_varint_field(p, F_EMIT, (uint64_t)b->emit_time_ms);
+    size_t vb = pr__vocab_body_size(b);
     if (vb) {
-        p = pr_varint_put(put_tag(p, F_VOCAB, WT_LEN), vb);
+        p = pr_varint_put(pr__put_tag(p, F_VOCAB, WT_LEN), vb);
         for (uint32_t i = 0; i < b->n_sparse; i++)
             p = pr_varint_put(p, b->vocab_sizes[i]);
     }
-    p = put_varint_field(p, F_EPOCH, b->epoch); /* 0 is not written: old bytes */
-    p = put_len_field(p, F_REPLICA, b->replica, strlen(b->replica)); /* "" is not written */
-    size_t rb = recycled_body_size(b); /* none: not written, old bytes */
+    p = pr__put_varint_field(p, F_EPOCH, b->epoch); /* 0 is not written: old bytes */
+    p = pr__put_len_field(p, F_REPLICA, b->replica, strlen(b->replica)); /* "" is not written */
+    size_t rb = pr__recycled_body_size(b); /* none: not written, old bytes */
     if (rb) {
-        p = pr_varint_put(put_tag(p, F_RECYCLED, WT_LEN), rb);
+        p = pr_varint_put(pr__put_tag(p, F_RECYCLED, WT_LEN), rb);
         for (int f = N_COLUMN; f <= N_NUMBER; f++) {
-            p = pr_varint_put(put_tag(p, (uint32_t)f, WT_LEN), packed_size(b, f));
+            p = pr_varint_put(pr__put_tag(p, (uint32_t)f, WT_LEN), pr__packed_size(b, f));
             for (uint32_t i = 0; i < b->n_recycled; i++)
-                p = pr_varint_put(p, notice_field(&b->recycled[i], f));
+                p = pr_varint_put(p, pr__notice_field(&b->recycled[i], f));
         }
     }
-    p = put_varint_field(p, F_POPULAR, b->popular); /* false is not written: old bytes */
-    p = put_varint_field(p, F_HOT_VERSION, b->hot_version); /* 0 is not written: old bytes */
-    p = put_jagged(b, p);
+    p = pr__put_varint_field(p, F_POPULAR, b->popular); /* false is not written: old bytes */
+    p = pr__put_varint_field(p, F_HOT_VERSION, b->hot_version); /* 0 is not written: old bytes */
+    p = pr__put_jagged(b, p);
     return (size_t)(p - out);
 }
 
@@ -310,7 +310,7 @@ typedef struct pb_field {
 } pb_field;
 
 /* Read one field at *pp; returns 1, 0 at end, -1 on malformed input. */
-static int next_field(const uint8_t **pp, const uint8_t *end, pb_field *f)
+static int pr__next_field(const uint8_t **pp, const uint8_t *end, pb_field *f)
 {
     const uint8_t *p = *pp;
     if (p >= end)
@@ -374,13 +374,13 @@ void pr_batch_view_fini(pr_batch_view *v)
     memset(v, 0, sizeof(*v));
 }
 
-static int decode_range(const uint8_t *p, const uint8_t *end, pr_batch_view_range *r)
+static int pr__decode_range(const uint8_t *p, const uint8_t *end, pr_batch_view_range *r)
 {
     pb_field f;
     int rc;
     memset(r, 0, sizeof(*r));
     r->topic = "";
-    while ((rc = next_field(&p, end, &f)) > 0) {
+    while ((rc = pr__next_field(&p, end, &f)) > 0) {
         if (f.num == R_TOPIC && f.wt == WT_LEN) {
             r->topic = (const char *)f.data;
             r->topic_len = f.len;
@@ -406,7 +406,7 @@ static int decode_range(const uint8_t *p, const uint8_t *end, pr_batch_view_rang
     return rc;
 }
 
-static int push_vocab(pr_batch_view *v, uint32_t *cap, uint64_t x)
+static int pr__push_vocab(pr_batch_view *v, uint32_t *cap, uint64_t x)
 {
     if (v->n_vocab_sizes == *cap) {
         uint32_t nc = *cap ? *cap * 2 : 32;
@@ -421,13 +421,13 @@ static int push_vocab(pr_batch_view *v, uint32_t *cap, uint64_t x)
 }
 
 /* RecycledIndices: four arrays, each packed or not, of equal length. */
-static int decode_recycled(const uint8_t *p, const uint8_t *end, pr_batch_view *v)
+static int pr__decode_recycled(const uint8_t *p, const uint8_t *end, pr_batch_view *v)
 {
     uint64_t *arr[4] = {NULL, NULL, NULL, NULL};
     uint32_t cnt[4] = {0}, cap[4] = {0};
     pb_field f;
     int rc, err = 0;
-    while ((rc = next_field(&p, end, &f)) > 0 && !err) {
+    while ((rc = pr__next_field(&p, end, &f)) > 0 && !err) {
         if (f.num < N_COLUMN || f.num > N_NUMBER)
             continue;
         int k = (int)f.num - 1;
@@ -482,7 +482,7 @@ static int decode_recycled(const uint8_t *p, const uint8_t *end, pr_batch_view *
     return err;
 }
 
-static int push_str(pr_batch_view_str **arr, uint32_t *n, const pb_field *f)
+static int pr__push_str(pr_batch_view_str **arr, uint32_t *n, const pb_field *f)
 {
     if ((*n & (*n - 1)) == 0) { /* 0, 1, 2, 4, ...: grow to the next power of two */
         pr_batch_view_str *a = realloc(*arr, (*n ? *n * 2 : 1) * sizeof(**arr));
@@ -495,15 +495,15 @@ static int push_str(pr_batch_view_str **arr, uint32_t *n, const pb_field *f)
 }
 
 /* Fields 22-30 of a length-delimited kind: 1 taken, 0 not ours, < 0 ENOMEM. */
-static int decode_jagged_len(pr_batch_view *v, const pb_field *f)
+static int pr__decode_jagged_len(pr_batch_view *v, const pb_field *f)
 {
     switch (f->num) {
     case F_FEATURE_KEYS:
-        return push_str(&v->feature_keys, &v->n_feature_keys, f) < 0 ? PR_ENOMEM : 1;
+        return pr__push_str(&v->feature_keys, &v->n_feature_keys, f) < 0 ? PR_ENOMEM : 1;
     case F_LABEL_NAMES:
-        return push_str(&v->label_names, &v->n_label_names, f) < 0 ? PR_ENOMEM : 1;
+        return pr__push_str(&v->label_names, &v->n_label_names, f) < 0 ? PR_ENOMEM : 1;
     case F_DENSE_NAMES:
-        return push_str(&v->dense_names, &v->n_dense_names, f) < 0 ? PR_ENOMEM : 1;
+        return pr__push_str(&v->dense_names, &v->n_dense_names, f) < 0 ? PR_ENOMEM : 1;
     case F_VALUES:
         v->values = f->data;
         v->values_len = f->len;
@@ -526,7 +526,7 @@ static int decode_jagged_len(pr_batch_view *v, const pb_field *f)
 }
 
 /* Shapes of a jagged batch; NULL when they hold, else why not. */
-static const char *check_jagged(const pr_batch_view *v)
+static const char *pr__check_jagged(const pr_batch_view *v)
 {
     if (v->labels_len || v->dense_len || v->sparse_len)
         return "a jagged batch carries labels, dense or sparse (fields 7-9)";
@@ -557,7 +557,7 @@ static const char *check_jagged(const pr_batch_view *v)
 }
 
 /* One varint field of a TrainingBatch: 0, or PR_ENOMEM. */
-static int decode_varint_field(pr_batch_view *v, const pb_field *f, uint32_t *vcap)
+static int pr__decode_varint_field(pr_batch_view *v, const pb_field *f, uint32_t *vcap)
 {
     switch (f->num) {
     case F_SEQUENCE:
@@ -600,7 +600,7 @@ static int decode_varint_field(pr_batch_view *v, const pb_field *f, uint32_t *vc
         v->emit_time_ms = (int64_t)f->v;
         break;
     case F_VOCAB:
-        if (push_vocab(v, vcap, f->v) < 0)
+        if (pr__push_vocab(v, vcap, f->v) < 0)
             return PR_ENOMEM;
         break;
     default:
@@ -611,7 +611,7 @@ static int decode_varint_field(pr_batch_view *v, const pb_field *f, uint32_t *vc
 
 /* One length-delimited field of a TrainingBatch (fields 1-21; the jagged
  * ones are decode_jagged_len's): 0, PR_ENOMEM, or PR_EBADREC with *why. */
-static int decode_len_field(pr_batch_view *v, const pb_field *f, uint32_t *rcap, uint32_t *vcap,
+static int pr__decode_len_field(pr_batch_view *v, const pb_field *f, uint32_t *rcap, uint32_t *vcap,
                             const char **why)
 {
     switch (f->num) {
@@ -644,7 +644,7 @@ static int decode_len_field(pr_batch_view *v, const pb_field *f, uint32_t *rcap,
             v->ranges = n;
             *rcap = nc;
         }
-        if (decode_range(f->data, f->data + f->len, &v->ranges[v->n_ranges]) < 0) {
+        if (pr__decode_range(f->data, f->data + f->len, &v->ranges[v->n_ranges]) < 0) {
             *why = "malformed OffsetRange";
             return PR_EBADREC;
         }
@@ -654,7 +654,7 @@ static int decode_len_field(pr_batch_view *v, const pb_field *f, uint32_t *rcap,
         free(v->recycled); /* a repeated message field: the last one wins */
         v->recycled = NULL;
         v->n_recycled = 0;
-        int e = decode_recycled(f->data, f->data + f->len, v);
+        int e = pr__decode_recycled(f->data, f->data + f->len, v);
         if (e == -2)
             return PR_ENOMEM;
         if (e) {
@@ -673,7 +673,7 @@ static int decode_len_field(pr_batch_view *v, const pb_field *f, uint32_t *rcap,
                 return PR_EBADREC;
             }
             q += n;
-            if (push_vocab(v, vcap, x) < 0)
+            if (pr__push_vocab(v, vcap, x) < 0)
                 return PR_ENOMEM;
         }
         break;
@@ -685,7 +685,7 @@ static int decode_len_field(pr_batch_view *v, const pb_field *f, uint32_t *rcap,
 }
 
 /* The shapes of a decoded batch; NULL when they hold, else why not. */
-static const char *check_shapes(const pr_batch_view *v)
+static const char *pr__check_shapes(const pr_batch_view *v)
 {
     const char *why;
     if (v->rows && v->n_sparse && !v->jagged && v->sparse_width != 4 && v->sparse_width != 8)
@@ -694,7 +694,7 @@ static const char *check_shapes(const pr_batch_view *v)
      * products below from wrapping around (found by tests/fuzz). */
     if (v->n_dense > UINT16_MAX || v->n_sparse > UINT16_MAX)
         return "n_dense or n_sparse above 65535";
-    if (v->jagged && (why = check_jagged(v)) != NULL)
+    if (v->jagged && (why = pr__check_jagged(v)) != NULL)
         return why;
     if (v->labels_len != (size_t)v->rows * 4 && v->labels_len != 0)
         return "labels length does not match rows";
@@ -722,11 +722,11 @@ int pr_batch_decode(const uint8_t *buf, size_t len, pr_batch_view *v, char *errs
     int rc = 0, e = 0;
     uint32_t rcap = 0, vcap = 0;
     const char *why = NULL;
-    while (!e && (rc = next_field(&p, end, &f)) > 0) {
+    while (!e && (rc = pr__next_field(&p, end, &f)) > 0) {
         if (f.wt == WT_VARINT)
-            e = decode_varint_field(v, &f, &vcap);
-        else if (f.wt == WT_LEN && (e = decode_jagged_len(v, &f)) >= 0)
-            e = e ? 0 : decode_len_field(v, &f, &rcap, &vcap, &why);
+            e = pr__decode_varint_field(v, &f, &vcap);
+        else if (f.wt == WT_LEN && (e = pr__decode_jagged_len(v, &f)) >= 0)
+            e = e ? 0 : pr__decode_len_field(v, &f, &rcap, &vcap, &why);
     }
     if (e == PR_ENOMEM)
         goto nomem;
@@ -736,7 +736,7 @@ int pr_batch_decode(const uint8_t *buf, size_t len, pr_batch_view *v, char *errs
         why = "malformed protobuf";
         goto bad;
     }
-    if ((why = check_shapes(v)) != NULL)
+    if ((why = pr__check_shapes(v)) != NULL)
         goto bad;
     return 0;
 bad:
@@ -747,7 +747,7 @@ nomem:
     return pr_seterr(errstr, errstr_size, PR_ENOMEM, "TrainingBatch: out of memory");
 }
 
-static void copy_names(char (*dst)[PR_NAME_MAX], const pr_batch_view_str *src, uint32_t n)
+static void pr__copy_names(char (*dst)[PR_NAME_MAX], const pr_batch_view_str *src, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++) {
         size_t l = src[i].len < PR_NAME_MAX - 1 ? src[i].len : PR_NAME_MAX - 1;
@@ -757,7 +757,7 @@ static void copy_names(char (*dst)[PR_NAME_MAX], const pr_batch_view_str *src, u
 }
 
 /* The tensors of a jagged view, copied into a new jagged batch. */
-static pr_batch *jagged_from_view(const char *name, const pr_batch_view *v)
+static pr_batch *pr__jagged_from_view(const char *name, const pr_batch_view *v)
 {
     pr_batch *b = pr_batch_new_jagged(name, v->rows, (uint16_t)v->n_labels, (uint16_t)v->n_dense,
                                       (uint16_t)v->n_sparse, v->values_len / 8);
@@ -767,11 +767,11 @@ static pr_batch *jagged_from_view(const char *name, const pr_batch_view *v)
         goto nomem;
     if (v->n_dense_names && !(b->dense_names = calloc(v->n_dense, PR_NAME_MAX)))
         goto nomem;
-    copy_names(b->feature_keys, v->feature_keys, v->n_feature_keys);
+    pr__copy_names(b->feature_keys, v->feature_keys, v->n_feature_keys);
     if (b->label_names)
-        copy_names(b->label_names, v->label_names, v->n_label_names);
+        pr__copy_names(b->label_names, v->label_names, v->n_label_names);
     if (b->dense_names)
-        copy_names(b->dense_names, v->dense_names, v->n_dense_names);
+        pr__copy_names(b->dense_names, v->dense_names, v->n_dense_names);
     if (v->values_len)
         memcpy(b->values, v->values, v->values_len);
     if (v->lengths_len)
@@ -794,7 +794,7 @@ pr_batch *pr_batch_from_view(const pr_batch_view *v)
     name[nl] = 0;
     uint8_t w = v->n_sparse ? (uint8_t)v->sparse_width : 4;
     pr_batch *b = v->jagged
-                      ? jagged_from_view(name, v)
+                      ? pr__jagged_from_view(name, v)
                       : pr_batch_new(name, v->rows, (uint16_t)v->n_dense, (uint16_t)v->n_sparse, w);
     if (!b)
         return NULL;

@@ -60,21 +60,21 @@
 
 /* ---------------------------------------------------------------- batches */
 
-static size_t align64(size_t n)
+static size_t pr__align64(size_t n)
 {
     return (n + 63) & ~(size_t)63;
 }
 
 /* Allocate a batch whose tensors hold `cap` rows; rows is set to cap. */
-static pr_batch *batch_alloc(const char *pipeline, uint32_t cap, uint16_t n_dense,
+static pr_batch *pr__batch_alloc(const char *pipeline, uint32_t cap, uint16_t n_dense,
                              uint16_t n_sparse, uint8_t w, bool zero)
 {
     pr_batch *bt = calloc(1, sizeof(*bt));
     if (!bt)
         return NULL;
-    size_t lab = align64((size_t)cap * 4);
-    size_t den = align64((size_t)cap * n_dense * 4);
-    size_t spa = align64((size_t)cap * n_sparse * w);
+    size_t lab = pr__align64((size_t)cap * 4);
+    size_t den = pr__align64((size_t)cap * n_dense * 4);
+    size_t spa = pr__align64((size_t)cap * n_sparse * w);
     size_t total = lab + den + spa;
     uint8_t *mem = aligned_alloc(64, total ? total : 64);
     if (!mem) {
@@ -100,7 +100,7 @@ pr_batch *pr_batch_new(const char *pipeline, uint32_t rows, uint16_t n_dense, ui
 {
     if (sparse_width != 4 && sparse_width != 8)
         return NULL;
-    pr_batch *bt = batch_alloc(pipeline, rows, n_dense, n_sparse, sparse_width, true);
+    pr_batch *bt = pr__batch_alloc(pipeline, rows, n_dense, n_sparse, sparse_width, true);
     if (!bt)
         return NULL;
     bt->vocab_sizes = calloc(n_sparse ? n_sparse : 1, sizeof(uint64_t));
@@ -115,15 +115,15 @@ pr_batch *pr_batch_new(const char *pipeline, uint32_t rows, uint16_t n_dense, ui
 /* A jagged batch whose row tensors (label_mat | dense_mat | lengths, one
  * 64-byte aligned block starting at label_mat) hold `cap` rows and whose
  * values hold `vcap` values; rows = cap, n_values = 0, names zeroed. */
-static pr_batch *jagged_alloc(const char *pipeline, uint32_t cap, uint16_t n_labels,
+static pr_batch *pr__jagged_alloc(const char *pipeline, uint32_t cap, uint16_t n_labels,
                               uint16_t n_dense, uint16_t n_feat, uint64_t vcap, bool zero)
 {
     pr_batch *bt = calloc(1, sizeof(*bt));
     if (!bt)
         return NULL;
-    size_t lab = align64((size_t)cap * n_labels * 4);
-    size_t den = align64((size_t)cap * n_dense * 4);
-    size_t len = align64((size_t)cap * n_feat * 4);
+    size_t lab = pr__align64((size_t)cap * n_labels * 4);
+    size_t den = pr__align64((size_t)cap * n_dense * 4);
+    size_t len = pr__align64((size_t)cap * n_feat * 4);
     size_t total = lab + den + len;
     uint8_t *mem = aligned_alloc(64, total ? total : 64);
     bt->values = malloc((vcap ? vcap : 1) * sizeof(int64_t));
@@ -154,7 +154,7 @@ static pr_batch *jagged_alloc(const char *pipeline, uint32_t cap, uint16_t n_lab
 pr_batch *pr_batch_new_jagged(const char *pipeline, uint32_t rows, uint16_t n_labels,
                               uint16_t n_dense, uint16_t n_feat, uint64_t n_values)
 {
-    pr_batch *bt = jagged_alloc(pipeline, rows, n_labels, n_dense, n_feat, n_values, true);
+    pr_batch *bt = pr__jagged_alloc(pipeline, rows, n_labels, n_dense, n_feat, n_values, true);
     if (!bt)
         return NULL;
     bt->n_values = n_values;
@@ -221,7 +221,7 @@ typedef struct pr__notes {
     uint32_t n, cap;
 } pr__notes;
 
-static int notes_push(pr__notes *l, const pr_recycled *r, uint32_t row)
+static int pr__notes_push(pr__notes *l, const pr_recycled *r, uint32_t row)
 {
     if (l->n == l->cap) {
         uint32_t nc = l->cap ? l->cap * 2 : 64;
@@ -244,12 +244,12 @@ typedef struct pr__kset {
     uint32_t cap, n; /* cap: 0 or a power of two */
 } pr__kset;
 
-static uint64_t kset_key(uint32_t col, int64_t index)
+static uint64_t pr__kset_key(uint32_t col, int64_t index)
 {
     return ((uint64_t)col << 48 ^ (uint64_t)index) + 1;
 }
 
-static uint32_t kset_slot(const pr__kset *s, uint64_t key)
+static uint32_t pr__kset_slot(const pr__kset *s, uint64_t key)
 {
     uint32_t m = s->cap - 1, i = (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & m;
     while (s->k[i] && s->k[i] != key)
@@ -257,7 +257,7 @@ static uint32_t kset_slot(const pr__kset *s, uint64_t key)
     return i;
 }
 
-static int kset_add(pr__kset *s, uint64_t key)
+static int pr__kset_add(pr__kset *s, uint64_t key)
 {
     if ((s->n + 1) * 2 > s->cap) {
         pr__kset g = {calloc(s->cap ? s->cap * 2 : 64, sizeof(uint64_t)), s->cap ? s->cap * 2 : 64,
@@ -266,13 +266,13 @@ static int kset_add(pr__kset *s, uint64_t key)
             return PR_ENOMEM;
         for (uint32_t i = 0; i < s->cap; i++)
             if (s->k[i]) {
-                g.k[kset_slot(&g, s->k[i])] = s->k[i];
+                g.k[pr__kset_slot(&g, s->k[i])] = s->k[i];
                 g.n++;
             }
         free(s->k);
         *s = g;
     }
-    uint32_t i = kset_slot(s, key);
+    uint32_t i = pr__kset_slot(s, key);
     if (!s->k[i]) {
         s->k[i] = key;
         s->n++;
@@ -280,12 +280,12 @@ static int kset_add(pr__kset *s, uint64_t key)
     return 0;
 }
 
-static bool kset_has(const pr__kset *s, uint64_t key)
+static bool pr__kset_has(const pr__kset *s, uint64_t key)
 {
-    return s->n && s->k[kset_slot(s, key)] == key;
+    return s->n && s->k[pr__kset_slot(s, key)] == key;
 }
 
-static void kset_clear(pr__kset *s)
+static void pr__kset_clear(pr__kset *s)
 {
     if (s->n)
         memset(s->k, 0, (size_t)s->cap * sizeof(uint64_t));
@@ -371,7 +371,7 @@ struct pr_batcher {
     pr_batcher_stats pub; /* published under mu */
 };
 
-static uint64_t built_rows(const pr_batcher *b)
+static uint64_t pr__built_rows(const pr_batcher *b)
 {
     uint64_t n = 0;
     for (int k = 0; k < b->n_class; k++)
@@ -379,9 +379,9 @@ static uint64_t built_rows(const pr_batcher *b)
     return n;
 }
 
-static void publish(pr_batcher *b)
+static void pr__publish(pr_batcher *b)
 {
-    b->st.buffered_rows = built_rows(b) + b->heap_len;
+    b->st.buffered_rows = pr__built_rows(b) + b->heap_len;
     b->st.buffered_bytes = b->st.buffered_rows * b->row_bytes;
     b->st.unacked_batches = b->n_unacked;
     b->st.unacked_bytes = b->unacked_bytes;
@@ -404,7 +404,7 @@ void pr_batcher_get_stats(pr_batcher *b, pr_batcher_stats *st)
 
 uint64_t pr_batcher_inflight_bytes(const pr_batcher *b)
 {
-    uint64_t buffered = built_rows(b) + b->heap_len;
+    uint64_t buffered = pr__built_rows(b) + b->heap_len;
     return buffered * b->row_bytes + b->unacked_bytes;
 }
 
@@ -413,7 +413,7 @@ uint64_t pr_batcher_unacked_batches(const pr_batcher *b)
     return b->n_unacked;
 }
 
-static uint64_t notes_min(const pr_recycled *v, uint32_t n, uint64_t m)
+static uint64_t pr__notes_min(const pr_recycled *v, uint32_t n, uint64_t m)
 {
     for (uint32_t i = 0; i < n; i++)
         if (v[i].number < m)
@@ -423,23 +423,23 @@ static uint64_t notes_min(const pr_recycled *v, uint32_t n, uint64_t m)
 
 uint64_t pr_batcher_notice_floor(const pr_batcher *b)
 {
-    uint64_t m = notes_min(b->loose.v, b->loose.n, UINT64_MAX);
+    uint64_t m = pr__notes_min(b->loose.v, b->loose.n, UINT64_MAX);
     if (b->hint_live)
         m = b->cfg.notice_floor > 1 ? b->cfg.notice_floor : 1;
     for (uint32_t i = 0; b->bl_live && i < b->backlog.n; i++)
         if (b->backlog.v[i].number && b->backlog.v[i].number < m)
             m = b->backlog.v[i].number;
     for (int k = 0; k < b->n_class; k++)
-        m = notes_min(b->bld[k].notes.v, b->bld[k].notes.n, m);
+        m = pr__notes_min(b->bld[k].notes.v, b->bld[k].notes.n, m);
     for (size_t i = 0; i < b->ua_len; i++) {
         const pr_batch *bt = b->ua[(b->ua_head + i) % b->ua_cap];
         if (bt)
-            m = notes_min(bt->recycled, bt->n_recycled, m);
+            m = pr__notes_min(bt->recycled, bt->n_recycled, m);
     }
     return m;
 }
 
-static int ensure_cur(pr_batcher *b, int cls)
+static int pr__ensure_cur(pr_batcher *b, int cls)
 {
     pr__build *bd = &b->bld[cls];
     if (bd->cur)
@@ -447,7 +447,7 @@ static int ensure_cur(pr_batcher *b, int cls)
     const pr_batcher_cfg *c = &b->cfg;
     /* Not zeroed: every row is written before emission, and emission compacts. */
     bd->cur = b->jag ? pr__jag_batch(b->jag, b->pipeline, c->batch.size)
-                     : batch_alloc(b->pipeline, c->batch.size, c->n_dense, c->n_sparse,
+                     : pr__batch_alloc(b->pipeline, c->batch.size, c->n_dense, c->n_sparse,
                                    c->sparse_width, false);
     bd->h = malloc((size_t)c->batch.size * sizeof(*bd->h));
     if (!bd->cur || !bd->h) {
@@ -462,7 +462,7 @@ static int ensure_cur(pr_batcher *b, int cls)
     return 0;
 }
 
-static int build_init(pr__build *bd, size_t n)
+static int pr__build_init(pr__build *bd, size_t n)
 {
     bd->key = malloc(n * sizeof(*bd->key));
     bd->off = malloc(n * sizeof(*bd->off));
@@ -472,7 +472,7 @@ static int build_init(pr__build *bd, size_t n)
     return bd->key && bd->off && bd->et && bd->idx && bd->ser ? 0 : PR_ENOMEM;
 }
 
-static void build_fini(pr__build *bd)
+static void pr__build_fini(pr__build *bd)
 {
     pr_batch_unref(bd->cur);
     free(bd->h);
@@ -553,7 +553,7 @@ int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, si
     b->n_class = cfg->batch.split == PR_BATCH_SPLIT_POPULAR ? PR__NCLASS : 1;
     bool built = true;
     for (int k = 0; k < b->n_class; k++)
-        if (build_init(&b->bld[k], n) < 0 || (b->jag && pr__jbuild_init(b->jag, &b->bld[k].jb) < 0))
+        if (pr__build_init(&b->bld[k], n) < 0 || (b->jag && pr__jbuild_init(b->jag, &b->bld[k].jb) < 0))
             built = false;
     if (cfg->n_topics) {
         b->topics = calloc(cfg->n_topics, sizeof(char *));
@@ -565,9 +565,9 @@ int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, si
         }
     }
     b->cfg.topics = NULL;
-    if (!built || (cfg->n_topics && !b->topics) || ensure_cur(b, PR__REGULAR) < 0)
+    if (!built || (cfg->n_topics && !b->topics) || pr__ensure_cur(b, PR__REGULAR) < 0)
         goto nomem;
-    publish(b);
+    pr__publish(b);
     *out = b;
     return 0;
 nomem:
@@ -582,7 +582,7 @@ void pr_batcher_free(pr_batcher *b)
     for (int k = 0; k < PR__NCLASS; k++) {
         if (b->jag)
             pr__jbuild_fini(b->jag, &b->bld[k].jb);
-        build_fini(&b->bld[k]);
+        pr__build_fini(&b->bld[k]);
     }
     pr__jag_free(b->jag);
     for (size_t i = 0; i < b->ua_len; i++)
@@ -607,13 +607,13 @@ void pr_batcher_free(pr_batcher *b)
 
 /* ---------------------------------------------------------------- emission */
 
-static int range_cmp(const void *a, const void *b)
+static int pr__range_cmp(const void *a, const void *b)
 {
     int32_t x = ((const pr_batch_range *)a)->partition, y = ((const pr_batch_range *)b)->partition;
     return (x > y) - (x < y);
 }
 
-static int build_ranges(const pr__build *bd, pr_batch *bt)
+static int pr__build_ranges(const pr__build *bd, pr_batch *bt)
 {
     uint32_t n = bt->rows, nr = 0, cap = 4;
     pr_batch_range *r = malloc(cap * sizeof(*r));
@@ -653,13 +653,13 @@ static int build_ranges(const pr__build *bd, pr_batch *bt)
             r[j].last_offset = o;
         r[j].rows++;
     }
-    qsort(r, nr, sizeof(*r), range_cmp);
+    qsort(r, nr, sizeof(*r), pr__range_cmp);
     bt->ranges = r;
     bt->n_ranges = nr;
     return 0;
 }
 
-static int ua_push(pr_batcher *b, pr_batch *bt)
+static int pr__ua_push(pr_batcher *b, pr_batch *bt)
 {
     if (b->ua_len == b->ua_cap) {
         size_t nc = b->ua_cap ? b->ua_cap * 2 : 64;
@@ -680,7 +680,7 @@ static int ua_push(pr_batcher *b, pr_batch *bt)
 
 /* The batch's notices: the loose ones and up to PR_BATCH_REANNOUNCE_MAX of
  * the backlog, at row 0, then the build's own in row order. */
-static int notes_to_batch(pr_batcher *b, pr__build *bd, pr_batch *bt)
+static int pr__notes_to_batch(pr_batcher *b, pr__build *bd, pr_batch *bt)
 {
     uint32_t nb = b->bl_live < PR_BATCH_REANNOUNCE_MAX ? b->bl_live : PR_BATCH_REANNOUNCE_MAX;
     uint32_t nn = b->loose.n + nb + bd->notes.n, o = b->loose.n;
@@ -713,7 +713,7 @@ static int notes_to_batch(pr_batcher *b, pr__build *bd, pr_batch *bt)
 }
 
 /* Hand the class's `cur` out as the next batch. */
-static int emit(pr_batcher *b, int cls, pr_batch_reason reason)
+static int pr__emit(pr_batcher *b, int cls, pr_batch_reason reason)
 {
     pr__build *bd = &b->bld[cls];
     pr_batch *bt = bd->cur;
@@ -736,7 +736,7 @@ static int emit(pr_batcher *b, int cls, pr_batch_reason reason)
     }
     if (!b->jag)
         bt->bytes = (size_t)n * b->row_bytes;
-    if (build_ranges(bd, bt) < 0)
+    if (pr__build_ranges(bd, bt) < 0)
         return PR_ENOMEM;
     bt->min_event_time_ms = INT64_MAX;
     bt->max_event_time_ms = INT64_MIN;
@@ -757,16 +757,16 @@ static int emit(pr_batcher *b, int cls, pr_batch_reason reason)
                     return PR_ENOMEM;
         }
     }
-    if (!bt->vocab_sizes || (b->n_topics && !bt->topics) || ua_push(b, bt) < 0)
+    if (!bt->vocab_sizes || (b->n_topics && !bt->topics) || pr__ua_push(b, bt) < 0)
         return PR_ENOMEM;
     for (uint32_t col = 0; col < n_cols; col++)
         bt->vocab_sizes[col] = b->jag ? pr__jag_vocab_size(b->jag, col, c->vocab_size, c->opaque)
                                : c->vocab_size ? c->vocab_size(c->opaque, col)
                                                : 0;
-    if (notes_to_batch(b, bd, bt) < 0)
+    if (pr__notes_to_batch(b, bd, bt) < 0)
         return PR_ENOMEM;
     if (cls == PR__REGULAR)
-        kset_clear(&b->pend_keys); /* their notices leave now: no row needs demoting */
+        pr__kset_clear(&b->pend_keys); /* their notices leave now: no row needs demoting */
     bt->hot_version = bd->hot_version;
     bd->hot_version = 0;
 
@@ -796,7 +796,7 @@ static int emit(pr_batcher *b, int cls, pr_batch_reason reason)
                              (double)(bt->emit_time_ms - bt->min_event_time_ms) / 1e3);
     pr_hist_snapshot_observe(&st->wait_s, (double)(bt->emit_mono_ns - bd->oldest) / 1e9);
 
-    int err = ensure_cur(b, cls); /* before the callback: it may call back into us */
+    int err = pr__ensure_cur(b, cls); /* before the callback: it may call back into us */
     pr_batch_ref(bt);
     c->on_emit(c->opaque, bt);
     pr_batch_unref(bt);
@@ -805,7 +805,7 @@ static int emit(pr_batcher *b, int cls, pr_batch_reason reason)
 
 /* ---------------------------------------------------------------- copying rows */
 
-static inline void put_meta(pr_batcher *b, pr__build *bd, uint32_t n, int32_t key, int64_t off,
+static inline void pr__put_meta(pr_batcher *b, pr__build *bd, uint32_t n, int32_t key, int64_t off,
                             int64_t et, const pr__rowh *h, int64_t arrival, uint64_t hv)
 {
     bd->ser[n] = b->next_ser++;
@@ -820,7 +820,7 @@ static inline void put_meta(pr_batcher *b, pr__build *bd, uint32_t n, int32_t ke
 }
 
 /* Copy rows idx[0..k) of `out` into the build's cur (column by column). */
-static void copy_rows(pr_batcher *b, pr__build *bd, const pr_out *out, const uint32_t *idx,
+static void pr__copy_rows(pr_batcher *b, pr__build *bd, const pr_out *out, const uint32_t *idx,
                       uint32_t k)
 {
     pr_batch *bt = bd->cur;
@@ -875,7 +875,7 @@ static void copy_rows(pr_batcher *b, pr__build *bd, const pr_out *out, const uin
 }
 
 /* Pending-row layout (event_time): label | dense[n_dense] | sparse[n_sparse] (width w). */
-static void out_to_pending(pr_batcher *b, const pr_out *out, uint32_t r, uint8_t *dst)
+static void pr__out_to_pending(pr_batcher *b, const pr_out *out, uint32_t r, uint8_t *dst)
 {
     int32_t lab = out->labels ? out->labels[r] : 0;
     memcpy(dst, &lab, 4);
@@ -888,7 +888,7 @@ static void out_to_pending(pr_batcher *b, const pr_out *out, uint32_t r, uint8_t
         memcpy(s + col * w, (const uint8_t *)out->sparse + ((size_t)col * out->cap + r) * w, w);
 }
 
-static void pending_to_cur(pr_batcher *b, pr__build *bd, const uint8_t *src)
+static void pr__pending_to_cur(pr_batcher *b, pr__build *bd, const uint8_t *src)
 {
     pr_batch *bt = bd->cur;
     uint32_t cap = b->cfg.batch.size, n = bt->rows;
@@ -905,32 +905,32 @@ static void pending_to_cur(pr_batcher *b, pr__build *bd, const uint8_t *src)
 /* ---------------------------------------------------------------- partition ordering */
 
 /* Is row r of the block flagged popular (and does this batcher split)? */
-static inline int row_class(const pr_batcher *b, const uint64_t *popular, uint32_t r)
+static inline int pr__row_class(const pr_batcher *b, const uint64_t *popular, uint32_t r)
 {
     return b->n_class > 1 && popular && pr_bit_test(popular, r) ? PR__POPULAR : PR__REGULAR;
 }
 
 /* event_time: the block's notices wait for the next batch (row 0). */
-static int add_loose(pr_batcher *b, const pr_recycled *nv, uint32_t nn)
+static int pr__add_loose(pr_batcher *b, const pr_recycled *nv, uint32_t nn)
 {
     for (uint32_t i = 0; i < nn; i++)
-        if (notes_push(&b->loose, &nv[i], 0) < 0)
+        if (pr__notes_push(&b->loose, &nv[i], 0) < 0)
             return PR_ENOMEM;
     return 0;
 }
 
 /* Rows k of the build collected from `out` go into its cur. */
-static void commit_rows(pr_batcher *b, int cls, const pr_out *out, uint32_t *k)
+static void pr__commit_rows(pr_batcher *b, int cls, const pr_out *out, uint32_t *k)
 {
     pr__build *bd = &b->bld[cls];
-    copy_rows(b, bd, out, bd->idx, *k);
+    pr__copy_rows(b, bd, out, bd->idx, *k);
     bd->cur->rows += *k;
     b->st.rows_in += *k;
     *k = 0;
 }
 
 /* The index of sparse column `col` in row r of an engine output. */
-static inline int64_t out_index(const pr_out *out, uint32_t col, uint32_t r)
+static inline int64_t pr__out_index(const pr_out *out, uint32_t col, uint32_t r)
 {
     size_t i = (size_t)col * out->cap + r;
     return out->sparse_width == 8 ? ((const int64_t *)out->sparse)[i]
@@ -938,7 +938,7 @@ static inline int64_t out_index(const pr_out *out, uint32_t col, uint32_t r)
 }
 
 /* Does the build's cur hold a row with `index` in column `col`? */
-static bool build_uses(const pr_batcher *b, const pr__build *bd, uint32_t col, int64_t index)
+static bool pr__build_uses(const pr_batcher *b, const pr__build *bd, uint32_t col, int64_t index)
 {
     size_t base = (size_t)col * b->cfg.batch.size;
     for (uint32_t i = 0; i < bd->cur->rows; i++) {
@@ -950,37 +950,37 @@ static bool build_uses(const pr_batcher *b, const pr__build *bd, uint32_t col, i
     return false;
 }
 
-static int demote_popular(pr_batcher *b, pr_batch_reason reason);
+static int pr__demote_popular(pr_batcher *b, pr_batch_reason reason);
 
 /* Notice n precedes the next row of the regular build (k: rows collected
  * from the current block and not yet copied). Under the split, rows of the
  * old value in the popular build go out first, and the key is remembered so
  * that popular rows of the new value are demoted until the notice is out. */
-static int place_notice(pr_batcher *b, const pr_recycled *n, uint32_t *k, const pr_out *out)
+static int pr__place_notice(pr_batcher *b, const pr_recycled *n, uint32_t *k, const pr_out *out)
 {
     pr__build *rb = &b->bld[PR__REGULAR], *pb = &b->bld[PR__POPULAR];
-    int err = ensure_cur(b, PR__REGULAR);
+    int err = pr__ensure_cur(b, PR__REGULAR);
     if (err < 0)
         return err;
-    if (notes_push(&rb->notes, n, rb->cur->rows + k[PR__REGULAR]) < 0)
+    if (pr__notes_push(&rb->notes, n, rb->cur->rows + k[PR__REGULAR]) < 0)
         return PR_ENOMEM;
     if (b->n_class == 1)
         return 0;
-    if (kset_add(&b->pend_keys, kset_key(n->col, n->index)) < 0)
+    if (pr__kset_add(&b->pend_keys, pr__kset_key(n->col, n->index)) < 0)
         return PR_ENOMEM;
     if (k[PR__POPULAR])
-        commit_rows(b, PR__POPULAR, out, &k[PR__POPULAR]);
-    if (!pb->cur || !build_uses(b, pb, n->col, n->index))
+        pr__commit_rows(b, PR__POPULAR, out, &k[PR__POPULAR]);
+    if (!pb->cur || !pr__build_uses(b, pb, n->col, n->index))
         return 0;
     if (pb->cur->rows >= b->cfg.batch.popular_min_rows)
-        return emit(b, PR__POPULAR, PR_BATCH_DEADLINE); /* counted with the early ones */
+        return pr__emit(b, PR__POPULAR, PR_BATCH_DEADLINE); /* counted with the early ones */
     if (k[PR__REGULAR])
-        commit_rows(b, PR__REGULAR, out, &k[PR__REGULAR]);
-    return demote_popular(b, PR_BATCH_DEADLINE);
+        pr__commit_rows(b, PR__REGULAR, out, &k[PR__REGULAR]);
+    return pr__demote_popular(b, PR_BATCH_DEADLINE);
 }
 
 /* First entry of the backlog at or after (col, index). */
-static uint32_t backlog_lower(const pr_batcher *b, uint32_t col, int64_t index)
+static uint32_t pr__backlog_lower(const pr_batcher *b, uint32_t col, int64_t index)
 {
     uint32_t lo = 0, hi = b->backlog.n;
     while (lo < hi) {
@@ -997,9 +997,9 @@ static uint32_t backlog_lower(const pr_batcher *b, uint32_t col, int64_t index)
 /* The backlog's notices for (col, index) leave now, in front of a row that
  * uses the index: before the next regular row (k, out: partition order) or
  * in `loose` (k NULL: event_time). */
-static int backlog_take(pr_batcher *b, uint32_t col, int64_t index, uint32_t *k, const pr_out *out)
+static int pr__backlog_take(pr_batcher *b, uint32_t col, int64_t index, uint32_t *k, const pr_out *out)
 {
-    for (uint32_t i = backlog_lower(b, col, index); i < b->backlog.n; i++) {
+    for (uint32_t i = pr__backlog_lower(b, col, index); i < b->backlog.n; i++) {
         pr_recycled r = b->backlog.v[i];
         if (r.col != col || r.index != index)
             break;
@@ -1007,7 +1007,7 @@ static int backlog_take(pr_batcher *b, uint32_t col, int64_t index, uint32_t *k,
             continue;
         b->backlog.v[i].number = 0; /* before placing: an emission spreads the backlog */
         b->bl_live--;
-        int err = k ? place_notice(b, &r, k, out) : notes_push(&b->loose, &r, 0);
+        int err = k ? pr__place_notice(b, &r, k, out) : pr__notes_push(&b->loose, &r, 0);
         if (err < 0)
             return err;
     }
@@ -1016,7 +1016,7 @@ static int backlog_take(pr_batcher *b, uint32_t col, int64_t index, uint32_t *k,
 
 /* Declared schema: the backlog's notices (col = feature) for every value of
  * the row's vocab features. `out` (block row r) or pool slot `slot` (src). */
-static int backlog_jagged(pr_batcher *b, const pr_out *out, uint32_t r, uint32_t slot,
+static int pr__backlog_jagged(pr_batcher *b, const pr_out *out, uint32_t r, uint32_t slot,
                           const uint8_t *src, uint32_t *k)
 {
     int err = 0;
@@ -1027,26 +1027,26 @@ static int backlog_jagged(pr_batcher *b, const pr_out *out, uint32_t r, uint32_t
         const int64_t *v = out ? pr__jag_row_values(b->jag, out, f, r, &n)
                                : pr__jag_pending_values(b->jag, slot, src, f, &n);
         for (uint32_t i = 0; i < n && b->bl_live && !err; i++)
-            err = backlog_take(b, f, v[i], k, out);
+            err = pr__backlog_take(b, f, v[i], k, out);
     }
     return err;
 }
 
-static int backlog_row(pr_batcher *b, const pr_out *out, uint32_t r, uint32_t *k)
+static int pr__backlog_row(pr_batcher *b, const pr_out *out, uint32_t r, uint32_t *k)
 {
     int err = 0;
     if (b->jag)
-        return backlog_jagged(b, out, r, 0, NULL, k);
+        return pr__backlog_jagged(b, out, r, 0, NULL, k);
     for (uint32_t c = 0; c < out->n_sparse && b->bl_live && !err; c++)
-        err = backlog_take(b, c, out_index(out, c, r), k, out);
+        err = pr__backlog_take(b, c, pr__out_index(out, c, r), k, out);
     return err;
 }
 
 /* The same for a pending row (event_time layout, see out_to_pending). */
-static int backlog_pending_row(pr_batcher *b, uint32_t slot, const uint8_t *src)
+static int pr__backlog_pending_row(pr_batcher *b, uint32_t slot, const uint8_t *src)
 {
     if (b->jag)
-        return backlog_jagged(b, NULL, 0, slot, src, NULL);
+        return pr__backlog_jagged(b, NULL, 0, slot, src, NULL);
     const uint8_t *s = src + 4 + (size_t)b->cfg.n_dense * 4;
     int err = 0;
     for (uint32_t c = 0; c < b->cfg.n_sparse && b->bl_live && !err; c++) {
@@ -1058,26 +1058,26 @@ static int backlog_pending_row(pr_batcher *b, uint32_t slot, const uint8_t *src)
             memcpy(&v32, s + (size_t)c * 4, 4);
             v = v32;
         }
-        err = backlog_take(b, c, v, NULL, NULL);
+        err = pr__backlog_take(b, c, v, NULL, NULL);
     }
     return err;
 }
 
 /* Does row r use an index whose notice waits in the regular build? */
-static bool row_pending(const pr_batcher *b, const pr_out *out, uint32_t r)
+static bool pr__row_pending(const pr_batcher *b, const pr_out *out, uint32_t r)
 {
     for (uint32_t c = 0; c < out->n_sparse; c++)
-        if (kset_has(&b->pend_keys, kset_key(c, out_index(out, c, r))))
+        if (pr__kset_has(&b->pend_keys, pr__kset_key(c, pr__out_index(out, c, r))))
             return true;
     return false;
 }
 
 /* The stream of kept row r: its flag, unless it must follow a notice that
  * waits in the regular build. */
-static int route_row(pr_batcher *b, const uint64_t *popular, const pr_out *out, uint32_t r)
+static int pr__route_row(pr_batcher *b, const uint64_t *popular, const pr_out *out, uint32_t r)
 {
-    int cls = row_class(b, popular, r);
-    if (cls == PR__POPULAR && b->pend_keys.n && row_pending(b, out, r)) {
+    int cls = pr__row_class(b, popular, r);
+    if (cls == PR__POPULAR && b->pend_keys.n && pr__row_pending(b, out, r)) {
         b->st.rows_demoted++;
         return PR__REGULAR;
     }
@@ -1088,7 +1088,7 @@ static int route_row(pr_batcher *b, const uint64_t *popular, const pr_out *out, 
  * partition (the queues need it) while each row's data goes to its class's
  * build in runs, copied column by column when a build fills or at the end.
  * Notices (nv, in row order) are placed in front of their row. */
-static int add_partition_order(pr_batcher *b, const pr_block *in, const pr_out *out,
+static int pr__add_partition_order(pr_batcher *b, const pr_block *in, const pr_out *out,
                                const uint64_t *popular, const pr_recycled *nv, uint32_t nn,
                                int64_t now)
 {
@@ -1107,40 +1107,40 @@ static int add_partition_order(pr_batcher *b, const pr_block *in, const pr_out *
             b->st.rows_rejected++;
             continue;
         }
-        if (b->bl_live && (err = backlog_row(b, out, r, k)) < 0)
+        if (b->bl_live && (err = pr__backlog_row(b, out, r, k)) < 0)
             return err;
         for (; ni < nn && nv[ni].row <= r; ni++)
-            if ((err = place_notice(b, &nv[ni], k, out)) < 0)
+            if ((err = pr__place_notice(b, &nv[ni], k, out)) < 0)
                 return err;
-        int cls = route_row(b, popular, out, r);
+        int cls = pr__route_row(b, popular, out, r);
         pr__build *bd = &b->bld[cls];
-        if ((err = ensure_cur(b, cls)) < 0)
+        if ((err = pr__ensure_cur(b, cls)) < 0)
             return err;
         pr__rowh h;
         if (pr__offsets_push(&b->offs, slot, in->offset[r], &h) < 0)
             return PR_ENOMEM;
-        put_meta(b, bd, bd->cur->rows + k[cls], in->partition[r], in->offset[r],
+        pr__put_meta(b, bd, bd->cur->rows + k[cls], in->partition[r], in->offset[r],
                  in->event_time_ms[r], &h, now, b->hot_version);
         bd->idx[k[cls]++] = r;
         if (bd->cur->rows + k[cls] == b->cfg.batch.size) {
-            commit_rows(b, cls, out, &k[cls]);
-            if ((err = emit(b, cls, PR_BATCH_FULL)) < 0)
+            pr__commit_rows(b, cls, out, &k[cls]);
+            if ((err = pr__emit(b, cls, PR_BATCH_FULL)) < 0)
                 return err;
         }
     }
     for (int c = 0; c < b->n_class; c++)
         if (k[c])
-            commit_rows(b, c, out, &k[c]);
+            pr__commit_rows(b, c, out, &k[c]);
     /* Notices past the last kept row precede the next row to come. */
     for (; ni < nn; ni++)
-        if ((err = place_notice(b, &nv[ni], k, out)) < 0)
+        if ((err = pr__place_notice(b, &nv[ni], k, out)) < 0)
             return err;
     return 0;
 }
 
 /* ---------------------------------------------------------------- event_time ordering */
 
-static bool pend_less(const pr_batcher *b, uint32_t x, uint32_t y)
+static bool pr__pend_less(const pr_batcher *b, uint32_t x, uint32_t y)
 {
     const pend_meta *p = &b->p_meta[x], *q = &b->p_meta[y];
     if (p->et != q->et)
@@ -1150,12 +1150,12 @@ static bool pend_less(const pr_batcher *b, uint32_t x, uint32_t y)
     return p->off < q->off;
 }
 
-static void heap_up(pr_batcher *b, size_t i)
+static void pr__heap_up(pr_batcher *b, size_t i)
 {
     uint32_t v = b->heap[i];
     while (i > 0) {
         size_t parent = (i - 1) / 2;
-        if (!pend_less(b, v, b->heap[parent]))
+        if (!pr__pend_less(b, v, b->heap[parent]))
             break;
         b->heap[i] = b->heap[parent];
         i = parent;
@@ -1163,7 +1163,7 @@ static void heap_up(pr_batcher *b, size_t i)
     b->heap[i] = v;
 }
 
-static void heap_down(pr_batcher *b, size_t i)
+static void pr__heap_down(pr_batcher *b, size_t i)
 {
     uint32_t v = b->heap[i];
     for (;;) {
@@ -1171,9 +1171,9 @@ static void heap_down(pr_batcher *b, size_t i)
         if (l >= b->heap_len)
             break;
         m = l;
-        if (l + 1 < b->heap_len && pend_less(b, b->heap[l + 1], b->heap[l]))
+        if (l + 1 < b->heap_len && pr__pend_less(b, b->heap[l + 1], b->heap[l]))
             m = l + 1;
-        if (!pend_less(b, b->heap[m], v))
+        if (!pr__pend_less(b, b->heap[m], v))
             break;
         b->heap[i] = b->heap[m];
         i = m;
@@ -1181,7 +1181,7 @@ static void heap_down(pr_batcher *b, size_t i)
     b->heap[i] = v;
 }
 
-static int pool_grow(pr_batcher *b)
+static int pr__pool_grow(pr_batcher *b)
 {
     uint32_t oc = b->p_cap, nc = oc ? oc * 2 : 1024;
     uint8_t *d = realloc(b->p_data, (size_t)nc * b->prow_bytes);
@@ -1211,7 +1211,7 @@ static int pool_grow(pr_batcher *b)
     return 0;
 }
 
-static int fifo_push(pr_batcher *b, uint32_t slot, uint32_t serial)
+static int pr__fifo_push(pr_batcher *b, uint32_t slot, uint32_t serial)
 {
     if (b->f_len == b->f_cap) {
         size_t nc = b->f_cap ? b->f_cap * 2 : 1024;
@@ -1230,28 +1230,28 @@ static int fifo_push(pr_batcher *b, uint32_t slot, uint32_t serial)
     return 0;
 }
 
-static bool fifo_valid(const pr_batcher *b, const fifo_ent *e)
+static bool pr__fifo_valid(const pr_batcher *b, const fifo_ent *e)
 {
     return b->p_meta[e->slot].in_use && b->p_meta[e->slot].serial == e->serial;
 }
 
 /* Drop released rows from the FIFO front. */
-static void fifo_trim(pr_batcher *b)
+static void pr__fifo_trim(pr_batcher *b)
 {
-    while (b->f_len && !fifo_valid(b, &b->fifo[b->f_head])) {
+    while (b->f_len && !pr__fifo_valid(b, &b->fifo[b->f_head])) {
         b->f_head = (b->f_head + 1) % b->f_cap;
         b->f_len--;
     }
 }
 
-static void pend_free(pr_batcher *b, uint32_t slot)
+static void pr__pend_free(pr_batcher *b, uint32_t slot)
 {
     b->p_meta[slot].in_use = false;
     b->p_meta[slot].serial++;
     b->p_free[b->p_nfree++] = slot;
 }
 
-static void update_watermark(pr_batcher *b)
+static void pr__update_watermark(pr_batcher *b)
 {
     bool any = false;
     int64_t lo = INT64_MAX;
@@ -1275,7 +1275,7 @@ static void update_watermark(pr_batcher *b)
 }
 
 /* Move rows with event_time <= watermark (all rows when `all`) into batches. */
-static int release(pr_batcher *b, bool all)
+static int pr__release(pr_batcher *b, bool all)
 {
     int err;
     while (b->heap_len) {
@@ -1285,17 +1285,17 @@ static int release(pr_batcher *b, bool all)
             break;
         int cls = m->cls;
         pr__build *bd = &b->bld[cls];
-        if ((err = ensure_cur(b, cls)) < 0)
+        if ((err = pr__ensure_cur(b, cls)) < 0)
             return err;
         const uint8_t *src = b->p_data + (size_t)slot * b->prow_bytes;
         if (!b->jag)
-            pending_to_cur(b, bd, src);
+            pr__pending_to_cur(b, bd, src);
         else if ((err = pr__jag_from_pending(b->jag, &bd->jb, bd->cur, b->cfg.batch.size, slot,
                                              src)) < 0)
             return err;
-        if (b->bl_live && (err = backlog_pending_row(b, slot, src)) < 0)
+        if (b->bl_live && (err = pr__backlog_pending_row(b, slot, src)) < 0)
             return err;
-        put_meta(b, bd, bd->cur->rows, m->key, m->off, m->et, &m->h, m->arrival, m->hv);
+        pr__put_meta(b, bd, bd->cur->rows, m->key, m->off, m->et, &m->h, m->arrival, m->hv);
         bd->cur->rows++;
         if (all && (!b->wm_set || m->et > b->wm)) {
             b->wm = m->et;
@@ -1303,19 +1303,19 @@ static int release(pr_batcher *b, bool all)
         }
         b->heap[0] = b->heap[--b->heap_len];
         if (b->heap_len)
-            heap_down(b, 0);
-        pend_free(b, slot);
-        if (bd->cur->rows == b->cfg.batch.size && (err = emit(b, cls, PR_BATCH_FULL)) < 0)
+            pr__heap_down(b, 0);
+        pr__pend_free(b, slot);
+        if (bd->cur->rows == b->cfg.batch.size && (err = pr__emit(b, cls, PR_BATCH_FULL)) < 0)
             return err;
     }
-    fifo_trim(b);
+    pr__fifo_trim(b);
     return 0;
 }
 
-static int add_event_time(pr_batcher *b, const pr_block *in, const pr_out *out,
+static int pr__add_event_time(pr_batcher *b, const pr_block *in, const pr_out *out,
                           const uint64_t *popular, const pr_recycled *nv, uint32_t nn, int64_t now)
 {
-    if (add_loose(b, nv, nn) < 0)
+    if (pr__add_loose(b, nv, nn) < 0)
         return PR_ENOMEM;
     for (uint32_t r = 0; r < out->rows; r++) {
         int32_t key = in->partition[r];
@@ -1343,7 +1343,7 @@ static int add_event_time(pr_batcher *b, const pr_block *in, const pr_out *out,
                 continue;
             }
         }
-        if (b->p_nfree == 0 && pool_grow(b) < 0)
+        if (b->p_nfree == 0 && pr__pool_grow(b) < 0)
             return PR_ENOMEM;
         uint32_t ps = b->p_free[--b->p_nfree];
         pend_meta *m = &b->p_meta[ps];
@@ -1352,28 +1352,28 @@ static int add_event_time(pr_batcher *b, const pr_block *in, const pr_out *out,
         m->key = key;
         m->arrival = now;
         m->in_use = true;
-        m->cls = (uint8_t)row_class(b, popular, r);
+        m->cls = (uint8_t)pr__row_class(b, popular, r);
         m->hv = b->hot_version;
-        if (pr__offsets_push(&b->offs, slot, off, &m->h) < 0 || fifo_push(b, ps, m->serial) < 0) {
-            pend_free(b, ps);
+        if (pr__offsets_push(&b->offs, slot, off, &m->h) < 0 || pr__fifo_push(b, ps, m->serial) < 0) {
+            pr__pend_free(b, ps);
             return PR_ENOMEM;
         }
         uint8_t *dst = b->p_data + (size_t)ps * b->prow_bytes;
         if (!b->jag)
-            out_to_pending(b, out, r, dst);
+            pr__out_to_pending(b, out, r, dst);
         else if (pr__jag_to_pending(b->jag, out, r, ps, dst) < 0)
             b->jag_err = PR_ENOMEM; /* the row still goes out, with no values */
         b->heap[b->heap_len++] = ps;
-        heap_up(b, b->heap_len - 1);
+        pr__heap_up(b, b->heap_len - 1);
         b->st.rows_in++;
     }
-    update_watermark(b);
-    return release(b, false);
+    pr__update_watermark(b);
+    return pr__release(b, false);
 }
 
 /* ---------------------------------------------------------------- public calls */
 
-static int backlog_cmp(const void *x, const void *y)
+static int pr__backlog_cmp(const void *x, const void *y)
 {
     const pr_recycled *p = x, *q = y;
     if (p->col != q->col)
@@ -1387,7 +1387,7 @@ static int backlog_cmp(const void *x, const void *y)
  * cfg.notice_restart_next): those acknowledged before the start
  * (cfg.notice_floor) are dropped, the others join the backlog. *nv points
  * into out->recycled or b->scratch. */
-static int take_restored(pr_batcher *b, const pr_out *out, const pr_recycled **nv, uint32_t *nn)
+static int pr__take_restored(pr_batcher *b, const pr_out *out, const pr_recycled **nv, uint32_t *nn)
 {
     *nv = out->recycled;
     *nn = out->n_recycled;
@@ -1402,15 +1402,15 @@ static int take_restored(pr_batcher *b, const pr_out *out, const pr_recycled **n
         const pr_recycled *r = &out->recycled[i];
         int err = 0;
         if (r->number >= next)
-            err = notes_push(&b->scratch, r, r->row);
+            err = pr__notes_push(&b->scratch, r, r->row);
         else if (r->number < b->cfg.notice_floor)
             b->st.recycled_skipped++;
-        else if ((err = notes_push(&b->backlog, r, 0)) == 0)
+        else if ((err = pr__notes_push(&b->backlog, r, 0)) == 0)
             b->bl_live++;
         if (err < 0)
             return err;
     }
-    qsort(b->backlog.v, b->backlog.n, sizeof(pr_recycled), backlog_cmp);
+    qsort(b->backlog.v, b->backlog.n, sizeof(pr_recycled), pr__backlog_cmp);
     uint32_t w = 0; /* drop the entries already sent (number 0) */
     for (uint32_t i = 0; i < b->backlog.n; i++)
         if (b->backlog.v[i].number)
@@ -1441,16 +1441,16 @@ int pr_batcher_add_split(pr_batcher *b, const pr_block *in, const pr_out *out,
     int64_t now = pr_clock_mono_ns(b->clock);
     const pr_recycled *nv;
     uint32_t nn;
-    err = take_restored(b, out, &nv, &nn);
+    err = pr__take_restored(b, out, &nv, &nn);
     if (!err)
         err = b->cfg.batch.ordering == PR_BATCH_ORDER_EVENT_TIME
-                  ? add_event_time(b, in, out, popular, nv, nn, now)
-                  : add_partition_order(b, in, out, popular, nv, nn, now);
+                  ? pr__add_event_time(b, in, out, popular, nv, nn, now)
+                  : pr__add_partition_order(b, in, out, popular, nv, nn, now);
     b->hint_live = false; /* the engine hands restored notices to its first block */
     if (!err && b->jag_err)
         err = b->jag_err;
     b->jag_err = 0;
-    publish(b);
+    pr__publish(b);
     return err;
 }
 
@@ -1466,7 +1466,7 @@ void pr_batcher_note_done(pr_batcher *b, int32_t partition, int64_t offset)
     if (slot >= 0)
         pr__offsets_seen_done(&b->offs, slot, offset);
     b->st.rows_rejected++;
-    publish(b);
+    pr__publish(b);
 }
 
 void pr_batcher_note_consumed(pr_batcher *b, int32_t partition, int64_t next)
@@ -1484,7 +1484,7 @@ void pr_batcher_assign(pr_batcher *b, int32_t partition)
 }
 
 /* Append row i of build `src` to build `dst`'s cur: tensors and row metadata. */
-static void move_row(pr_batcher *b, pr__build *dst, const pr__build *src, uint32_t i)
+static void pr__move_row(pr_batcher *b, pr__build *dst, const pr__build *src, uint32_t i)
 {
     pr_batch *d = dst->cur;
     const pr_batch *s = src->cur;
@@ -1510,14 +1510,14 @@ static void move_row(pr_batcher *b, pr__build *dst, const pr__build *src, uint32
  * builds, and the regular stream goes out (`reason`). The regular build's
  * notices keep their place in front of their rows; popular rows never use a
  * pending notice's index (route_row), so they may pass them. */
-static int demote_popular(pr_batcher *b, pr_batch_reason reason)
+static int pr__demote_popular(pr_batcher *b, pr_batch_reason reason)
 {
     pr__build *pb = &b->bld[PR__POPULAR], *rb = &b->bld[PR__REGULAR];
     pr__build old = *rb;
     memset(rb, 0, sizeof(*rb));
-    int err = build_init(rb, b->cfg.batch.size);
+    int err = pr__build_init(rb, b->cfg.batch.size);
     if (err < 0) {
-        build_fini(rb);
+        pr__build_fini(rb);
         *rb = old;
         return err;
     }
@@ -1525,7 +1525,7 @@ static int demote_popular(pr_batcher *b, pr_batch_reason reason)
     int64_t oldest = nr && old.oldest < pb->oldest ? old.oldest : pb->oldest;
     uint64_t hv = old.hot_version > pb->hot_version ? old.hot_version : pb->hot_version;
     while (!err && (i < nr || j < np || ni < old.notes.n)) {
-        if ((err = ensure_cur(b, PR__REGULAR)) < 0)
+        if ((err = pr__ensure_cur(b, PR__REGULAR)) < 0)
             break;
         rb->oldest = oldest;
         rb->hot_version = hv;
@@ -1536,28 +1536,28 @@ static int demote_popular(pr_batcher *b, pr_batch_reason reason)
             uint32_t at = old.notes.v[ni].row;
             if (at < nr ? at > i : (i < nr || j < np))
                 break;
-            err = notes_push(&rb->notes, &old.notes.v[ni], rb->cur->rows);
-            err = err < 0 ? err : kset_add(&b->pend_keys, kset_key(old.notes.v[ni].col,
+            err = pr__notes_push(&rb->notes, &old.notes.v[ni], rb->cur->rows);
+            err = err < 0 ? err : pr__kset_add(&b->pend_keys, pr__kset_key(old.notes.v[ni].col,
                                                                    old.notes.v[ni].index));
         }
         if (err || (i == nr && j == np))
             break;
         if (j == np || (i < nr && old.ser[i] < pb->ser[j])) {
-            move_row(b, rb, &old, i++);
+            pr__move_row(b, rb, &old, i++);
         } else {
-            move_row(b, rb, pb, j++);
+            pr__move_row(b, rb, pb, j++);
             b->st.rows_demoted++;
         }
         if (rb->cur->rows == b->cfg.batch.size)
-            err = emit(b, PR__REGULAR, PR_BATCH_FULL);
+            err = pr__emit(b, PR__REGULAR, PR_BATCH_FULL);
     }
     pb->cur->rows = 0;
     pb->hot_version = 0;
-    build_fini(&old);
-    return err < 0 ? err : emit(b, PR__REGULAR, reason);
+    pr__build_fini(&old);
+    return err < 0 ? err : pr__emit(b, PR__REGULAR, reason);
 }
 
-static int64_t ms_until(int64_t deadline_ns, int64_t now)
+static int64_t pr__ms_until(int64_t deadline_ns, int64_t now)
 {
     if (deadline_ns <= now)
         return 0;
@@ -1568,13 +1568,13 @@ int64_t pr_batcher_poll(pr_batcher *b)
 {
     int64_t now = pr_clock_mono_ns(b->clock);
     if (b->cfg.batch.ordering == PR_BATCH_ORDER_EVENT_TIME) {
-        fifo_trim(b);
+        pr__fifo_trim(b);
         /* Rows whose deadline passed force the watermark up to their event time. */
         bool forced = false;
         int64_t fwm = INT64_MIN;
         for (size_t i = 0; i < b->f_len; i++) {
             const fifo_ent *e = &b->fifo[(b->f_head + i) % b->f_cap];
-            if (!fifo_valid(b, e))
+            if (!pr__fifo_valid(b, e))
                 continue;
             const pend_meta *m = &b->p_meta[e->slot];
             if (m->arrival + b->delay_ns > now)
@@ -1588,7 +1588,7 @@ int64_t pr_batcher_poll(pr_batcher *b)
                 b->wm = fwm;
                 b->wm_set = true;
             }
-            (void)release(b, false);
+            (void)pr__release(b, false);
         }
     }
     int64_t next = -1;
@@ -1596,37 +1596,37 @@ int64_t pr_batcher_poll(pr_batcher *b)
         pr__build *bd = &b->bld[k];
         if (bd->cur && bd->cur->rows && bd->oldest + b->delay_ns <= now) {
             if (k == PR__POPULAR && bd->cur->rows < b->cfg.batch.popular_min_rows)
-                (void)demote_popular(b, PR_BATCH_DEADLINE);
+                (void)pr__demote_popular(b, PR_BATCH_DEADLINE);
             else
-                (void)emit(b, k, PR_BATCH_DEADLINE);
+                (void)pr__emit(b, k, PR_BATCH_DEADLINE);
         }
         if (bd->cur && bd->cur->rows) {
-            int64_t t = ms_until(bd->oldest + b->delay_ns, now);
+            int64_t t = pr__ms_until(bd->oldest + b->delay_ns, now);
             if (next < 0 || t < next)
                 next = t;
         }
     }
-    fifo_trim(b);
+    pr__fifo_trim(b);
     if (b->f_len) {
-        int64_t t = ms_until(b->p_meta[b->fifo[b->f_head].slot].arrival + b->delay_ns, now);
+        int64_t t = pr__ms_until(b->p_meta[b->fifo[b->f_head].slot].arrival + b->delay_ns, now);
         if (next < 0 || t < next)
             next = t;
     }
-    publish(b);
+    pr__publish(b);
     return next;
 }
 
 void pr_batcher_flush(pr_batcher *b)
 {
     if (b->cfg.batch.ordering == PR_BATCH_ORDER_EVENT_TIME)
-        (void)release(b, true);
+        (void)pr__release(b, true);
     const pr__build *pb = &b->bld[PR__POPULAR];
     if (b->n_class > 1 && pb->cur && pb->cur->rows &&
         pb->cur->rows < b->cfg.batch.popular_min_rows)
-        (void)demote_popular(b, PR_BATCH_FLUSH);
+        (void)pr__demote_popular(b, PR_BATCH_FLUSH);
     for (int k = 0; k < b->n_class; k++)
-        (void)emit(b, k, PR_BATCH_FLUSH);
-    publish(b);
+        (void)pr__emit(b, k, PR_BATCH_FLUSH);
+    pr__publish(b);
 }
 
 int pr_batcher_ack(pr_batcher *b, uint64_t seq)
@@ -1652,7 +1652,7 @@ int pr_batcher_ack(pr_batcher *b, uint64_t seq)
         b->ua_base++;
     }
     pr_batch_unref(bt);
-    publish(b);
+    pr__publish(b);
     return 0;
 }
 
@@ -1676,7 +1676,7 @@ int64_t pr_batcher_safe_offset(pr_batcher *b, int32_t partition)
 }
 
 /* Remove the rows of partition `key` from a build's cur, keeping the others in order. */
-static uint64_t drop_cur_rows(pr_batcher *b, pr__build *bd, int32_t key)
+static uint64_t pr__drop_cur_rows(pr_batcher *b, pr__build *bd, int32_t key)
 {
     pr_batch *bt = bd->cur;
     if (!bt)
@@ -1728,14 +1728,14 @@ static uint64_t drop_cur_rows(pr_batcher *b, pr__build *bd, int32_t key)
     return n - j;
 }
 
-static uint64_t drop_pending_rows(pr_batcher *b, int32_t key)
+static uint64_t pr__drop_pending_rows(pr_batcher *b, int32_t key)
 {
     size_t j = 0;
     uint64_t dropped = 0;
     for (size_t i = 0; i < b->heap_len; i++) {
         uint32_t s = b->heap[i];
         if (b->p_meta[s].key == key) {
-            pend_free(b, s);
+            pr__pend_free(b, s);
             dropped++;
         } else {
             b->heap[j++] = s;
@@ -1743,8 +1743,8 @@ static uint64_t drop_pending_rows(pr_batcher *b, int32_t key)
     }
     b->heap_len = j;
     for (size_t i = b->heap_len / 2; i-- > 0;)
-        heap_down(b, i);
-    fifo_trim(b);
+        pr__heap_down(b, i);
+    pr__fifo_trim(b);
     return dropped;
 }
 
@@ -1759,13 +1759,13 @@ int pr_batcher_revoke(pr_batcher *b, int32_t partition, int64_t *safe_offset)
         *safe_offset = pr__offsets_safe(&b->offs, slot);
     uint64_t dropped = 0;
     for (int k = 0; k < b->n_class; k++)
-        dropped += drop_cur_rows(b, &b->bld[k], partition);
+        dropped += pr__drop_cur_rows(b, &b->bld[k], partition);
     if (b->cfg.batch.ordering == PR_BATCH_ORDER_EVENT_TIME)
-        dropped += drop_pending_rows(b, partition);
+        dropped += pr__drop_pending_rows(b, partition);
     b->st.rows_dropped_revoke += dropped;
     pr__offsets_reset(&b->offs, slot);
     if (b->cfg.batch.ordering == PR_BATCH_ORDER_EVENT_TIME)
-        update_watermark(b);
-    publish(b);
+        pr__update_watermark(b);
+    pr__publish(b);
     return 0;
 }

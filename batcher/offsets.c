@@ -59,7 +59,7 @@ found:
 }
 
 /* Capacity stays a power of two so ring indices are masks, not divisions. */
-static int grow(pr__ptrack *t)
+static int pr__grow(pr__ptrack *t)
 {
     size_t nc = t->cap ? t->cap * 2 : 256;
     int64_t *off = malloc(nc * sizeof(*off));
@@ -86,7 +86,7 @@ static int grow(pr__ptrack *t)
 int pr__offsets_push(pr__offsets *o, int slot, int64_t offset, pr__rowh *h)
 {
     pr__ptrack *t = &o->parts[slot];
-    if (t->len == t->cap && grow(t) < 0)
+    if (t->len == t->cap && pr__grow(t) < 0)
         return PR_ENOMEM;
     size_t j = (t->head + t->len) & (t->cap - 1);
     t->off[j] = offset;

@@ -64,7 +64,7 @@
 
 static volatile sig_atomic_t consume_stop;
 
-static void on_signal(int sig)
+static void pr__on_signal(int sig)
 {
     (void)sig;
     consume_stop = 1;
@@ -109,7 +109,7 @@ static const struct option consume_longopts[] = {
     {NULL, 0, NULL, 0},
 };
 
-static void consume_usage(FILE *f)
+static void pr__consume_usage(FILE *f)
 {
     fprintf(
         f,
@@ -134,7 +134,7 @@ static void consume_usage(FILE *f)
         "  --checkpoint-every N checkpoint every N batches (needs --checkpoint-file)\n");
 }
 
-static double mono_s(void)
+static double pr__mono_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -167,7 +167,7 @@ typedef struct out_mark {
 } out_mark;
 
 /* One array file: new, or (at != NULL) continued from a checkpoint's rows. */
-static int out_array(pr_npy_writer **w, const char *dir, const char *name, pr_npy_dtype dt,
+static int pr__out_array(pr_npy_writer **w, const char *dir, const char *name, pr_npy_dtype dt,
                      uint32_t cols, const out_mark *at, char *err, size_t es)
 {
     char p[4096];
@@ -178,7 +178,7 @@ static int out_array(pr_npy_writer **w, const char *dir, const char *name, pr_np
 
 /* Open DIR's files: new ones, or with `at` the ones a checkpoint left,
  * cut back to it (what was written after it is not in the checkpoint). */
-static int out_open(npy_out *o, const char *dir, const pr_trainer_info *in, const out_mark *at,
+static int pr__out_open(npy_out *o, const char *dir, const pr_trainer_info *in, const out_mark *at,
                     char *err, size_t es)
 {
     if (mkdir(dir, 0755) < 0 && errno != EEXIST)
@@ -193,11 +193,11 @@ static int out_open(npy_out *o, const char *dir, const pr_trainer_info *in, cons
     }
     int rc;
     if (!o->jag_resume &&
-        ((rc = out_array(&o->dense, dir, "dense.npy", PR_NPY_F32, in->n_dense, at, err, es)) < 0 ||
-         (rc = out_array(&o->sparse, dir, "sparse.npy",
+        ((rc = pr__out_array(&o->dense, dir, "dense.npy", PR_NPY_F32, in->n_dense, at, err, es)) < 0 ||
+         (rc = pr__out_array(&o->sparse, dir, "sparse.npy",
                          in->sparse_width == 8 ? PR_NPY_I64 : PR_NPY_I32, in->n_sparse, at, err,
                          es)) < 0 ||
-         (rc = out_array(&o->labels, dir, "labels.npy", PR_NPY_I32, 0, at, err, es)) < 0))
+         (rc = pr__out_array(&o->labels, dir, "labels.npy", PR_NPY_I32, 0, at, err, es)) < 0))
         return rc;
     snprintf(o->meta_path, sizeof(o->meta_path), "%s/meta.json", dir);
     if (at) {
@@ -216,7 +216,7 @@ static int out_open(npy_out *o, const char *dir, const pr_trainer_info *in, cons
 }
 
 /* Make everything written so far durable and say where the output stands. */
-static int out_sync(npy_out *o, out_mark *m, char *err, size_t es)
+static int pr__out_sync(npy_out *o, out_mark *m, char *err, size_t es)
 {
     int rc;
     if (o->jag && (rc = pr_npy_jagged_sync(o->jag, err, es)) < 0)
@@ -233,7 +233,7 @@ static int out_sync(npy_out *o, out_mark *m, char *err, size_t es)
 }
 
 /* Tensors in a view may be unaligned: copy into aligned scratch first. */
-static const void *aligned(npy_out *o, const uint8_t *p, size_t n)
+static const void *pr__aligned(npy_out *o, const uint8_t *p, size_t n)
 {
     if (n > o->scratch_cap) {
         free(o->scratch);
@@ -250,7 +250,7 @@ static const void *aligned(npy_out *o, const uint8_t *p, size_t n)
 
 /* The first jagged batch: its layout replaces the empty Criteo files (or
  * continues the jagged set a checkpoint left). */
-static int out_open_jagged(npy_out *o, const pr_batch_view *v, char *err, size_t es)
+static int pr__out_open_jagged(npy_out *o, const pr_batch_view *v, char *err, size_t es)
 {
     if (o->batches && !o->jag_resume)
         return pr_seterr(err, es, PR_EINVAL,
@@ -281,17 +281,17 @@ static int out_open_jagged(npy_out *o, const pr_batch_view *v, char *err, size_t
 }
 
 /* The tensors of a jagged view, aligned (one scratch, four 64-byte aligned parts). */
-static int out_write_jagged(npy_out *o, const pr_batch_view *v, char *err, size_t es)
+static int pr__out_write_jagged(npy_out *o, const pr_batch_view *v, char *err, size_t es)
 {
     int rc;
-    if (!o->jag && (rc = out_open_jagged(o, v, err, es)) < 0)
+    if (!o->jag && (rc = pr__out_open_jagged(o, v, err, es)) < 0)
         return rc;
     if (v->n_labels != o->j_labels || v->n_dense != o->j_dense || v->n_sparse != o->j_feat)
         return pr_seterr(err, es, PR_EINVAL, "batch %llu: another shape than the first batch's",
                          (unsigned long long)v->seq);
     size_t a = (v->label_mat_len + 63) & ~(size_t)63, b = (v->dense_mat_len + 63) & ~(size_t)63;
     size_t c = (v->lengths_len + 63) & ~(size_t)63;
-    uint8_t *m = (uint8_t *)aligned(o, v->label_mat, a + b + c + v->values_len);
+    uint8_t *m = (uint8_t *)pr__aligned(o, v->label_mat, a + b + c + v->values_len);
     if (!m)
         return pr_seterr(err, es, PR_ENOMEM, "out of memory");
     if (v->dense_mat_len)
@@ -305,12 +305,12 @@ static int out_write_jagged(npy_out *o, const pr_batch_view *v, char *err, size_
                                 es);
 }
 
-static int out_write(npy_out *o, const pr_batch_view *v, char *err, size_t es)
+static int pr__out_write(npy_out *o, const pr_batch_view *v, char *err, size_t es)
 {
     const void *d;
     int rc;
     if (v->jagged) {
-        if ((rc = out_write_jagged(o, v, err, es)) < 0)
+        if ((rc = pr__out_write_jagged(o, v, err, es)) < 0)
             return rc;
         goto meta;
     }
@@ -318,14 +318,14 @@ static int out_write(npy_out *o, const pr_batch_view *v, char *err, size_t es)
         return pr_seterr(err, es, PR_EINVAL,
                          "--output %s: a Criteo batch in a jagged output (another pipeline?)",
                          o->dir);
-    if (!(d = aligned(o, v->dense, v->dense_len)) ||
+    if (!(d = pr__aligned(o, v->dense, v->dense_len)) ||
         (rc = pr_npy_append_cols(o->dense, d, v->rows, v->rows, err, es)) < 0)
         return d ? rc : PR_ENOMEM;
-    if (!(d = aligned(o, v->sparse, v->sparse_len)) ||
+    if (!(d = pr__aligned(o, v->sparse, v->sparse_len)) ||
         (rc = pr_npy_append_cols(o->sparse, d, v->rows, v->rows, err, es)) < 0)
         return d ? rc : PR_ENOMEM;
     if (v->labels_len) {
-        if (!(d = aligned(o, v->labels, v->labels_len)) ||
+        if (!(d = pr__aligned(o, v->labels, v->labels_len)) ||
             (rc = pr_npy_append_cols(o->labels, d, v->rows, v->rows, err, es)) < 0)
             return d ? rc : PR_ENOMEM;
     } else {
@@ -371,7 +371,7 @@ meta:
     return 0;
 }
 
-static int out_close(npy_out *o, char *err, size_t es)
+static int pr__out_close(npy_out *o, char *err, size_t es)
 {
     int rc = 0, r;
     if (o->dense && (r = pr_npy_close(o->dense, err, es)) < 0)
@@ -425,30 +425,30 @@ typedef struct ck_reader {
     size_t es;
 } ck_reader;
 
-static int ck_bad(ck_reader *r, const char *what)
+static int pr__ck_bad(ck_reader *r, const char *what)
 {
     return pr_seterr(r->err, r->es, PR_EBADREC, "checkpoint file %s, byte %zu: %s", r->path,
                      (size_t)(r->s - r->start), what);
 }
 
-static void ck_ws(ck_reader *r)
+static void pr__ck_ws(ck_reader *r)
 {
     while (*r->s == ' ' || *r->s == '\n' || *r->s == '\t' || *r->s == '\r')
         r->s++;
 }
 
-static int ck_string(ck_reader *r, char *out, size_t n)
+static int pr__ck_string(ck_reader *r, char *out, size_t n)
 {
-    ck_ws(r);
+    pr__ck_ws(r);
     if (*r->s != '"')
-        return ck_bad(r, "expected a string");
+        return pr__ck_bad(r, "expected a string");
     r->s++;
     size_t k = 0;
     for (; *r->s != '"'; r->s++) {
         if (!*r->s)
-            return ck_bad(r, "unterminated string");
+            return pr__ck_bad(r, "unterminated string");
         if (*r->s == '\\' && *++r->s == '\0')
-            return ck_bad(r, "unterminated string");
+            return pr__ck_bad(r, "unterminated string");
         if (k + 1 < n)
             out[k++] = *r->s;
     }
@@ -457,25 +457,25 @@ static int ck_string(ck_reader *r, char *out, size_t n)
     return 0;
 }
 
-static int ck_uint(ck_reader *r, uint64_t *v)
+static int pr__ck_uint(ck_reader *r, uint64_t *v)
 {
-    ck_ws(r);
+    pr__ck_ws(r);
     char *e;
     errno = 0;
     *v = strtoull(r->s, &e, 10);
     if (e == r->s || errno || *r->s == '-')
-        return ck_bad(r, "expected an unsigned integer");
+        return pr__ck_bad(r, "expected an unsigned integer");
     r->s = e;
     return 0;
 }
 
 /* One object's members, at depth 0 (the file) or 1 ("output"). */
-static int ck_object(ck_reader *r, consume_ckpt *ck, char *pipeline, size_t pn, int depth)
+static int pr__ck_object(ck_reader *r, consume_ckpt *ck, char *pipeline, size_t pn, int depth)
 {
-    ck_ws(r);
+    pr__ck_ws(r);
     if (*r->s++ != '{')
-        return ck_bad(r, "expected an object");
-    ck_ws(r);
+        return pr__ck_bad(r, "expected an object");
+    pr__ck_ws(r);
     if (*r->s == '}') {
         r->s++;
         return 0;
@@ -483,34 +483,34 @@ static int ck_object(ck_reader *r, consume_ckpt *ck, char *pipeline, size_t pn, 
     for (;;) {
         char key[64], str[4096];
         uint64_t v = 0;
-        int rc = ck_string(r, key, sizeof(key));
-        ck_ws(r);
+        int rc = pr__ck_string(r, key, sizeof(key));
+        pr__ck_ws(r);
         if (rc < 0 || *r->s++ != ':')
-            return rc < 0 ? rc : ck_bad(r, "expected ':'");
-        ck_ws(r);
+            return rc < 0 ? rc : pr__ck_bad(r, "expected ':'");
+        pr__ck_ws(r);
         if (depth == 0 && !strcmp(key, "position")) {
             if ((rc = pr_trainer_position_parse_json(ck->pos, r->s, &r->s, r->err, r->es)) < 0)
                 return rc;
         } else if (depth == 0 && !strcmp(key, "output")) {
             ck->have_out = true;
-            if ((rc = ck_object(r, ck, pipeline, pn, 1)) < 0)
+            if ((rc = pr__ck_object(r, ck, pipeline, pn, 1)) < 0)
                 return rc;
         } else if (*r->s == '"') {
-            if ((rc = ck_string(r, str, sizeof(str))) < 0)
+            if ((rc = pr__ck_string(r, str, sizeof(str))) < 0)
                 return rc;
             if (depth == 0 && !strcmp(key, "pipeline")) {
                 size_t l = strnlen(str, pn - 1);
                 memcpy(pipeline, str, l);
                 pipeline[l] = '\0';
             } else if (depth == 0 && !strcmp(key, "delivery") && strcmp(str, "checkpoint") != 0)
-                return ck_bad(r, "not a checkpoint-delivery position");
+                return pr__ck_bad(r, "not a checkpoint-delivery position");
             else if (depth == 1 && !strcmp(key, "dir"))
                 snprintf(ck->out_dir, sizeof(ck->out_dir), "%s", str);
         } else {
-            if ((rc = ck_uint(r, &v)) < 0)
+            if ((rc = pr__ck_uint(r, &v)) < 0)
                 return rc;
             if (depth == 0 && !strcmp(key, "version") && v != 1)
-                return ck_bad(r, "unsupported version");
+                return pr__ck_bad(r, "unsupported version");
             uint64_t *dst = depth == 0 ? (!strcmp(key, "checkpoint") ? &ck->id
                                           : !strcmp(key, "batches")  ? &ck->batches
                                           : !strcmp(key, "rows")     ? &ck->rows
@@ -522,20 +522,20 @@ static int ck_object(ck_reader *r, consume_ckpt *ck, char *pipeline, size_t pn, 
             if (dst)
                 *dst = v;
         }
-        ck_ws(r);
+        pr__ck_ws(r);
         if (*r->s == ',') {
             r->s++;
             continue;
         }
         if (*r->s++ != '}')
-            return ck_bad(r, "expected ',' or '}'");
+            return pr__ck_bad(r, "expected ',' or '}'");
         return 0;
     }
 }
 
 /* Read the checkpoint file, if there is one: 0 (ck filled or fresh), or a
  * PR_E* code for an unreadable file or another pipeline's. */
-static int ck_load(consume_ckpt *ck, const char *path, const char *pipeline, char *err, size_t es)
+static int pr__ck_load(consume_ckpt *ck, const char *path, const char *pipeline, char *err, size_t es)
 {
     FILE *f = fopen(path, "r");
     if (!f)
@@ -564,7 +564,7 @@ static int ck_load(consume_ckpt *ck, const char *path, const char *pipeline, cha
         text[n] = '\0';
         char pl[PR_NAME_MAX] = "";
         ck_reader r = {text, text, path, err, es};
-        rc = ck_object(&r, ck, pl, sizeof(pl), 0);
+        rc = pr__ck_object(&r, ck, pl, sizeof(pl), 0);
         if (!rc && strcmp(pl, pipeline) != 0)
             rc = pr_seterr(err, es, PR_EINVAL, "%s holds a position of pipeline '%s', not '%s'",
                            path, pl, pipeline);
@@ -573,7 +573,7 @@ static int ck_load(consume_ckpt *ck, const char *path, const char *pipeline, cha
     return rc;
 }
 
-static void json_str(FILE *f, const char *s)
+static void pr__json_str(FILE *f, const char *s)
 {
     fputc('"', f);
     for (; *s; s++) {
@@ -586,7 +586,7 @@ static void json_str(FILE *f, const char *s)
 
 /* Write the checkpoint file durably: a temporary file, fsync, rename over
  * `path`, fsync the directory (else the rename itself may be lost). */
-static int ck_write(const consume_ckpt *ck, const char *path, const char *pipeline, char *err,
+static int pr__ck_write(const consume_ckpt *ck, const char *path, const char *pipeline, char *err,
                     size_t es)
 {
     char tmp[4200], dir[4200];
@@ -595,7 +595,7 @@ static int ck_write(const consume_ckpt *ck, const char *path, const char *pipeli
     if (!f)
         return pr_seterr(err, es, PR_EIO, "%s: %s", tmp, strerror(errno));
     fprintf(f, "{\"version\": 1, \"pipeline\": ");
-    json_str(f, pipeline);
+    pr__json_str(f, pipeline);
     fprintf(f,
             ", \"delivery\": \"checkpoint\", \"checkpoint\": %llu, \"batches\": %llu, "
             "\"rows\": %llu,\n",
@@ -603,7 +603,7 @@ static int ck_write(const consume_ckpt *ck, const char *path, const char *pipeli
             (unsigned long long)ck->rows);
     if (ck->have_out) {
         fprintf(f, " \"output\": {\"dir\": ");
-        json_str(f, ck->out_dir);
+        pr__json_str(f, ck->out_dir);
         fprintf(f, ", \"batches\": %llu, \"rows\": %llu, \"meta_bytes\": %llu},\n",
                 (unsigned long long)ck->out.batches, (unsigned long long)ck->out.rows,
                 (unsigned long long)ck->out.meta_bytes);
@@ -633,12 +633,12 @@ static int ck_write(const consume_ckpt *ck, const char *path, const char *pipeli
 /* Make a checkpoint: output durable, then the position file, then (when
  * the connection c is still up) CheckpointCommit. Returns 0, or 1 after a
  * runtime error. */
-static int consume_checkpoint(pr_trainer_client *c, const consume_opts *opt, npy_out *out,
+static int pr__consume_checkpoint(pr_trainer_client *c, const consume_opts *opt, npy_out *out,
                               consume_ckpt *ck)
 {
     char err[512];
     if (opt->output) {
-        if (out_sync(out, &ck->out, err, sizeof(err)) < 0) {
+        if (pr__out_sync(out, &ck->out, err, sizeof(err)) < 0) {
             fprintf(stderr, "piperec consume: checkpoint: %s\n", err);
             return 1;
         }
@@ -646,7 +646,7 @@ static int consume_checkpoint(pr_trainer_client *c, const consume_opts *opt, npy
         snprintf(ck->out_dir, sizeof(ck->out_dir), "%s", opt->output);
     }
     ck->id++;
-    if (ck_write(ck, opt->ckpt_file, opt->pipeline, err, sizeof(err)) < 0) {
+    if (pr__ck_write(ck, opt->ckpt_file, opt->pipeline, err, sizeof(err)) < 0) {
         fprintf(stderr, "piperec consume: checkpoint: %s\n", err);
         return 1;
     }
@@ -687,7 +687,7 @@ static int consume_checkpoint(pr_trainer_client *c, const consume_opts *opt, npy
 
 /* Parse argv into opt. Returns true when the command should run; otherwise
  * *status is the exit code (0 after --help, 2 on a usage error). */
-static bool consume_parse(int argc, char **argv, consume_opts *opt, int *status)
+static bool pr__consume_parse(int argc, char **argv, consume_opts *opt, int *status)
 {
     *opt = (consume_opts){.credits = 8, .idle_timeout_ms = -1, .connect_timeout_ms = 30000};
     int ch;
@@ -755,11 +755,11 @@ static bool consume_parse(int argc, char **argv, consume_opts *opt, int *status)
             break;
         }
         case 'h':
-            consume_usage(stdout);
+            pr__consume_usage(stdout);
             *status = 0;
             return false;
         default:
-            consume_usage(stderr);
+            pr__consume_usage(stderr);
             *status = 2;
             return false;
         }
@@ -767,7 +767,7 @@ static bool consume_parse(int argc, char **argv, consume_opts *opt, int *status)
     if (!opt->connect || !opt->pipeline || opt->credits == 0) {
         fprintf(stderr,
                 "piperec consume: --connect and --pipeline are required (and --credits >= 1)\n");
-        consume_usage(stderr);
+        pr__consume_usage(stderr);
         *status = 2;
         return false;
     }
@@ -790,7 +790,7 @@ typedef struct consume_tally {
 
 /* Record sequence number seq: a repeat is reported, a number not above the
  * highest seen counts as out of order. PR_ENOMEM when the bitmap cannot grow. */
-static int tally_seq(consume_tally *t, uint64_t epoch, uint64_t seq)
+static int pr__tally_seq(consume_tally *t, uint64_t epoch, uint64_t seq)
 {
     if (epoch < t->epoch) {
         /* (epoch, seq) only grows: an older epoch is a replay from before a restart. */
@@ -828,7 +828,7 @@ static int tally_seq(consume_tally *t, uint64_t epoch, uint64_t seq)
 }
 
 /* --verbose: the batch's provenance, one line. */
-static void print_batch(const pr_batch_view *v)
+static void pr__print_batch(const pr_batch_view *v)
 {
     fprintf(stderr, "piperec consume: batch %llu/%llu: %u rows, offsets",
             (unsigned long long)v->epoch, (unsigned long long)v->seq, v->rows);
@@ -843,26 +843,26 @@ static void print_batch(const pr_batch_view *v)
  * checkpoint position (ck, when checkpointing), ack it, and checkpoint
  * every --checkpoint-every batches. Clears v. Returns 0, or 1 after a
  * runtime error. */
-static int consume_batch(pr_trainer_client *c, const consume_opts *opt, npy_out *out,
+static int pr__consume_batch(pr_trainer_client *c, const consume_opts *opt, npy_out *out,
                          consume_tally *t, consume_ckpt *ck, pr_batch_view *v)
 {
     char err[512];
-    if (tally_seq(t, v->epoch, v->seq) < 0) {
+    if (pr__tally_seq(t, v->epoch, v->seq) < 0) {
         pr_batch_view_fini(v);
         return 1;
     }
     if (!t->batches) {
         t->first_seq = v->seq;
-        t->t_first = mono_s();
+        t->t_first = pr__mono_s();
     }
     t->last_seq = v->seq;
-    if (opt->output && out_write(out, v, err, sizeof(err)) < 0) {
+    if (opt->output && pr__out_write(out, v, err, sizeof(err)) < 0) {
         fprintf(stderr, "piperec consume: %s\n", err);
         pr_batch_view_fini(v);
         return 1;
     }
     if (opt->verbose)
-        print_batch(v);
+        pr__print_batch(v);
     if (ck) {
         if (pr_trainer_position_add_batch(ck->pos, v) < 0) {
             fprintf(stderr, "piperec consume: batch %llu: bad offset ranges, or out of memory\n",
@@ -876,7 +876,7 @@ static int consume_batch(pr_trainer_client *c, const consume_opts *opt, npy_out 
     }
     t->batches++;
     t->rows += v->rows;
-    t->t_last = mono_s();
+    t->t_last = pr__mono_s();
     uint64_t seq = v->seq;
     pr_batch_view_fini(v);
     /* Ack after the batch is written: the server may then commit its offsets. */
@@ -885,25 +885,25 @@ static int consume_batch(pr_trainer_client *c, const consume_opts *opt, npy_out 
         return 1;
     }
     if (ck && opt->ckpt_every && ck->since >= opt->ckpt_every)
-        return consume_checkpoint(c, opt, out, ck);
+        return pr__consume_checkpoint(c, opt, out, ck);
     return 0;
 }
 
 /* Receive until --count, EOF, the idle timeout, an error or a signal.
  * *end says why it stopped; returns 0, or 1 after a runtime error. */
-static int consume_loop(pr_trainer_client *c, const consume_opts *opt, npy_out *out,
+static int pr__consume_loop(pr_trainer_client *c, const consume_opts *opt, npy_out *out,
                         consume_tally *t, consume_ckpt *ck, const char **end)
 {
     char err[512];
     int rc = 0;
-    double idle_since = mono_s();
+    double idle_since = pr__mono_s();
     *end = "stopped";
     while (!consume_stop && (opt->count == 0 || t->batches < opt->count)) {
         pr_batch_view v;
         int r = pr_trainer_client_next(c, &v, 200, err, sizeof(err));
         if (r == 0) {
             if (opt->idle_timeout_ms >= 0 &&
-                (mono_s() - idle_since) * 1e3 >= (double)opt->idle_timeout_ms) {
+                (pr__mono_s() - idle_since) * 1e3 >= (double)opt->idle_timeout_ms) {
                 *end = "idle timeout";
                 break;
             }
@@ -918,8 +918,8 @@ static int consume_loop(pr_trainer_client *c, const consume_opts *opt, npy_out *
             }
             break;
         }
-        idle_since = mono_s();
-        if ((rc = consume_batch(c, opt, out, t, ck, &v)) != 0)
+        idle_since = pr__mono_s();
+        if ((rc = pr__consume_batch(c, opt, out, t, ck, &v)) != 0)
             break;
     }
     if (consume_stop)
@@ -931,7 +931,7 @@ static int consume_loop(pr_trainer_client *c, const consume_opts *opt, npy_out *
 
 /* rows/s between the first and the last batch, or "n/a" when that window is
  * too short to mean anything (one batch, or under a second). */
-static void consume_rate(const consume_tally *t, char *buf, size_t n)
+static void pr__consume_rate(const consume_tally *t, char *buf, size_t n)
 {
     double span = t->t_last - t->t_first;
     if (t->batches < 2 || span < 1.0)
@@ -940,33 +940,33 @@ static void consume_rate(const consume_tally *t, char *buf, size_t n)
         snprintf(buf, n, "%.0f rows/s", (double)t->rows / span);
 }
 
-static void consume_summary(const char *end, const consume_tally *t, double t0)
+static void pr__consume_summary(const char *end, const consume_tally *t, double t0)
 {
     char rate[48];
-    consume_rate(t, rate, sizeof(rate));
+    pr__consume_rate(t, rate, sizeof(rate));
     printf("piperec consume: %s: %llu batches, %llu rows, seq %llu..%llu (max %llu), %llu out of "
            "order, "
            "%llu repeated, %s, %.2f s total, epoch %llu\n",
            end, (unsigned long long)t->batches, (unsigned long long)t->rows,
            (unsigned long long)t->first_seq, (unsigned long long)t->last_seq,
            (unsigned long long)t->max_seq, (unsigned long long)t->out_of_order,
-           (unsigned long long)t->repeats, rate, mono_s() - t0, (unsigned long long)t->epoch);
+           (unsigned long long)t->repeats, rate, pr__mono_s() - t0, (unsigned long long)t->epoch);
 }
 
 /* Open with retries: connection-level failures (refused, unreachable, name
  * not resolved yet, no answer in time) are retried with backoff until the
  * deadline; a server Error or a usage problem is final. */
-static int consume_open(const consume_opts *opt, const pr_trainer_client_opts *co,
+static int pr__consume_open(const consume_opts *opt, const pr_trainer_client_opts *co,
                         pr_trainer_client **c, char *err, size_t es)
 {
-    double deadline = mono_s() + (double)opt->connect_timeout_ms / 1e3;
+    double deadline = pr__mono_s() + (double)opt->connect_timeout_ms / 1e3;
     int backoff_ms = 100, tries = 0;
     for (;;) {
         int rc = pr_trainer_client_open(co, c, err, es);
         tries++;
         if (rc == 0 || (rc != PR_EIO && rc != PR_ETIMEDOUT) || consume_stop)
             return rc;
-        double left = deadline - mono_s();
+        double left = deadline - pr__mono_s();
         if (left <= 0) {
             if (tries > 1) {
                 size_t l = strlen(err);
@@ -989,11 +989,11 @@ int pr_cli_cmd_consume(int argc, char **argv)
 {
     consume_opts opt;
     int status;
-    if (!consume_parse(argc, argv, &opt, &status))
+    if (!pr__consume_parse(argc, argv, &opt, &status))
         return status;
 
     struct sigaction sa = {0};
-    sa.sa_handler = on_signal;
+    sa.sa_handler = pr__on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     consume_stop = 0;
@@ -1028,7 +1028,7 @@ int pr_cli_cmd_consume(int argc, char **argv)
             fprintf(stderr, "piperec consume: out of memory\n");
             return 1;
         }
-        int lrc = ck_load(ck, opt.ckpt_file, opt.pipeline, err, sizeof(err));
+        int lrc = pr__ck_load(ck, opt.ckpt_file, opt.pipeline, err, sizeof(err));
         if (lrc < 0) {
             fprintf(stderr, "piperec consume: --checkpoint-file: %s\n", err);
             pr_trainer_position_free(ck->pos);
@@ -1059,7 +1059,7 @@ int pr_cli_cmd_consume(int argc, char **argv)
             ck->have_out = false;
     }
     pr_trainer_client *c;
-    if (consume_open(&opt, &co, &c, err, sizeof(err)) < 0) {
+    if (pr__consume_open(&opt, &co, &c, err, sizeof(err)) < 0) {
         fprintf(stderr, "piperec consume: %s\n", err);
         pr_trainer_position_free(ckst.pos);
         return 1;
@@ -1073,9 +1073,9 @@ int pr_cli_cmd_consume(int argc, char **argv)
             in->credits);
 
     npy_out out = {0};
-    if (opt.output && out_open(&out, opt.output, in, out_at, err, sizeof(err)) < 0) {
+    if (opt.output && pr__out_open(&out, opt.output, in, out_at, err, sizeof(err)) < 0) {
         fprintf(stderr, "piperec consume: %s\n", err);
-        out_close(&out, err, sizeof(err));
+        pr__out_close(&out, err, sizeof(err));
         pr_trainer_client_close(c);
         pr_trainer_position_free(ckst.pos);
         return 1;
@@ -1083,22 +1083,22 @@ int pr_cli_cmd_consume(int argc, char **argv)
 
     consume_tally t = {0};
     const char *end;
-    double t0 = mono_s();
-    int rc = consume_loop(c, &opt, &out, &t, ck, &end);
+    double t0 = pr__mono_s();
+    int rc = pr__consume_loop(c, &opt, &out, &t, ck, &end);
     /* A clean stop is a checkpoint too (a runtime error is not: what was
      * written may not be whole). Without a connection the commit is left to
      * the next start's Subscribe.resume. */
     if (ck && rc == 0 && ck->since)
-        rc = consume_checkpoint(strcmp(end, "server closed the connection") ? c : NULL, &opt, &out,
+        rc = pr__consume_checkpoint(strcmp(end, "server closed the connection") ? c : NULL, &opt, &out,
                                 ck);
-    if (opt.output && out_close(&out, err, sizeof(err)) < 0) {
+    if (opt.output && pr__out_close(&out, err, sizeof(err)) < 0) {
         fprintf(stderr, "piperec consume: %s\n", err);
         rc = 1;
     }
     pr_trainer_client_close(c);
     pr_trainer_position_free(ckst.pos);
     free(t.seen);
-    consume_summary(end, &t, t0);
+    pr__consume_summary(end, &t, t0);
     if (t.repeats)
         rc = 1;
     return rc;

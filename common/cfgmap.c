@@ -86,7 +86,7 @@ bool pr_cfgmap_parse_bool(const char *s, bool *out)
     return false;
 }
 
-static uint64_t load_int(const void *p, int width)
+static uint64_t pr__load_int(const void *p, int width)
 {
     switch (width) {
     case 1:
@@ -119,11 +119,11 @@ void pr_cfgmap_store_int(void *p, int width, uint64_t v)
 }
 
 /* Is the field of e zero (or NULL)? Only for the types default_zero fills. */
-static bool field_is_zero(const pr_cfgmap_entry *e, const void *p)
+static bool pr__field_is_zero(const pr_cfgmap_entry *e, const void *p)
 {
     switch (e->type) {
     case PR_CFG_INT:
-        return load_int(p, e->width) == 0;
+        return pr__load_int(p, e->width) == 0;
     case PR_CFG_SIZE:
         return *(const uint64_t *)p == 0;
     case PR_CFG_STR:
@@ -135,7 +135,7 @@ static bool field_is_zero(const pr_cfgmap_entry *e, const void *p)
 }
 
 /* Parse e->def into the field. Lists and key/value maps have no scalar default. */
-static int apply_default(const pr_cfgmap_entry *e, void *p)
+static int pr__apply_default(const pr_cfgmap_entry *e, void *p)
 {
     const char *d = e->def;
     switch (e->type) {
@@ -170,15 +170,15 @@ static int apply_default(const pr_cfgmap_entry *e, void *p)
     return PR_EINVAL;
 }
 
-static int set_defaults(const pr_cfgmap *m, void *base, bool only_zero)
+static int pr__set_defaults(const pr_cfgmap *m, void *base, bool only_zero)
 {
     int rc = 0;
     for (size_t i = 0; i < m->n; i++) {
         const pr_cfgmap_entry *e = &m->entries[i];
         void *p = (char *)base + e->off;
-        if (!e->def || (only_zero && !field_is_zero(e, p)))
+        if (!e->def || (only_zero && !pr__field_is_zero(e, p)))
             continue;
-        int r = apply_default(e, p);
+        int r = pr__apply_default(e, p);
         if (r < 0)
             rc = r;
     }
@@ -187,10 +187,10 @@ static int set_defaults(const pr_cfgmap *m, void *base, bool only_zero)
 
 int pr_cfgmap_set_defaults(const pr_cfgmap *m, void *base)
 {
-    return set_defaults(m, base, false);
+    return pr__set_defaults(m, base, false);
 }
 
 int pr_cfgmap_default_zero(const pr_cfgmap *m, void *base)
 {
-    return set_defaults(m, base, true);
+    return pr__set_defaults(m, base, true);
 }

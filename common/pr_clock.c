@@ -31,19 +31,19 @@ const pr_clock *pr_clock_real(void)
     return &pr_real_clock;
 }
 
-static int64_t manual_mono_ns(void *ctx)
+static int64_t pr__manual_mono_ns(void *ctx)
 {
     return ((pr_manual_clock *)ctx)->mono_ns;
 }
-static int64_t manual_wall_ms(void *ctx)
+static int64_t pr__manual_wall_ms(void *ctx)
 {
     return ((pr_manual_clock *)ctx)->wall_ms;
 }
 
 void pr_manual_clock_init(pr_manual_clock *mc, int64_t wall_ms)
 {
-    mc->clock.mono_ns = manual_mono_ns;
-    mc->clock.wall_ms = manual_wall_ms;
+    mc->clock.mono_ns = pr__manual_mono_ns;
+    mc->clock.wall_ms = pr__manual_wall_ms;
     mc->clock.ctx = mc;
     mc->mono_ns = 1000000000LL;
     mc->wall_ms = wall_ms;

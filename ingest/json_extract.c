@@ -97,7 +97,7 @@ const char *pr_json_reason_name(int reason)
 }
 
 /* A key's first 8 bytes, zero-padded (reads stay inside [key, end)). */
-static inline uint64_t key_word(const char *key, size_t len, const char *end)
+static inline uint64_t pr__key_word(const char *key, size_t len, const char *end)
 {
     uint64_t w = 0;
     if (end - key >= 8) {
@@ -121,7 +121,7 @@ typedef struct tnode {
     uint32_t name_path, name_len;
 } tnode;
 
-static int trie_insert(tnode *t, uint32_t *n_t, const char *path, uint32_t pi, char *errstr,
+static int pr__trie_insert(tnode *t, uint32_t *n_t, const char *path, uint32_t pi, char *errstr,
                        size_t errstr_size)
 {
     uint32_t cur = 0;
@@ -170,20 +170,20 @@ static int trie_insert(tnode *t, uint32_t *n_t, const char *path, uint32_t pi, c
 
 /* Number the leaves in trie order so that every subtree's leaves form one
  * range (a repeated key resets exactly that range). */
-static void assign_slots(pr_json_extractor *x, uint32_t n, uint32_t *slot)
+static void pr__assign_slots(pr_json_extractor *x, uint32_t n, uint32_t *slot)
 {
     jnode *nd = &x->nodes[n];
     nd->slot_lo = *slot;
     if (nd->path >= 0)
         x->slot_path[(*slot)++] = (uint32_t)nd->path;
     for (uint32_t i = 0; i < nd->n_children; i++)
-        assign_slots(x, nd->child0 + i, slot);
+        pr__assign_slots(x, nd->child0 + i, slot);
     nd->slot_hi = *slot;
 }
 
 /* Flatten the temporary trie breadth-first: a node's children get
  * consecutive indices. */
-static int trie_flatten(pr_json_extractor *x, const tnode *t, uint32_t n_t)
+static int pr__trie_flatten(pr_json_extractor *x, const tnode *t, uint32_t n_t)
 {
     uint32_t *queue = malloc(n_t * sizeof(*queue));
     x->nodes = calloc(n_t, sizeof(*x->nodes));
@@ -204,7 +204,7 @@ static int trie_flatten(pr_json_extractor *x, const tnode *t, uint32_t n_t)
                       .name_path = t[ti].name_path,
                       .name_len = t[ti].name_len};
         if (nd->key) /* not the root */
-            nd->k8 = key_word(nd->key, nd->key_len, nd->key + nd->key_len);
+            nd->k8 = pr__key_word(nd->key, nd->key_len, nd->key + nd->key_len);
         for (uint32_t c = t[ti].first; c != NO_NODE; c = t[c].next) {
             queue[tail++] = c;
             nd->n_children++;
@@ -213,7 +213,7 @@ static int trie_flatten(pr_json_extractor *x, const tnode *t, uint32_t n_t)
     x->n_nodes = n_t;
     free(queue);
     uint32_t slot = 0;
-    assign_slots(x, 0, &slot);
+    pr__assign_slots(x, 0, &slot);
     return 0;
 }
 
@@ -252,10 +252,10 @@ pr_json_extractor *pr_json_extractor_new(const pr_json_path *paths, size_t n, ui
             x->paths[i].max_list = PR_JSON_DEFAULT_MAX_LIST;
         if (!(x->paths[i].path = strdup(p->path)))
             goto out_nomem;
-        if (trie_insert(t, &n_t, x->paths[i].path, (uint32_t)i, errstr, errstr_size))
+        if (pr__trie_insert(t, &n_t, x->paths[i].path, (uint32_t)i, errstr, errstr_size))
             goto out_free;
     }
-    if (trie_flatten(x, t, n_t))
+    if (pr__trie_flatten(x, t, n_t))
         goto out_nomem;
     free(t);
     return x;
@@ -286,7 +286,7 @@ size_t pr_json_extractor_paths(const pr_json_extractor *x)
 
 /* ------------------------------------------------------------ blocks */
 
-static size_t value_size(pr_json_type t)
+static size_t pr__value_size(pr_json_type t)
 {
     switch (t) {
     case PR_JSON_INT64:
@@ -302,7 +302,7 @@ static size_t value_size(pr_json_type t)
     }
 }
 
-static void **value_array(pr_json_col *c, pr_json_type t)
+static void **pr__value_array(pr_json_col *c, pr_json_type t)
 {
     switch (t) {
     case PR_JSON_INT64:
@@ -318,15 +318,15 @@ static void **value_array(pr_json_col *c, pr_json_type t)
     }
 }
 
-static int col_grow(pr_json_col *c, pr_json_type t, uint32_t need)
+static int pr__col_grow(pr_json_col *c, pr_json_type t, uint32_t need)
 {
     uint64_t cap = c->values_cap ? c->values_cap : 64;
     while (cap < need)
         cap *= 2;
     if (cap > UINT32_MAX)
         return PR_ENOMEM;
-    void **arr = value_array(c, t);
-    void *p = realloc(*arr, (size_t)cap * value_size(t));
+    void **arr = pr__value_array(c, t);
+    void *p = realloc(*arr, (size_t)cap * pr__value_size(t));
     if (!p)
         return PR_ENOMEM;
     *arr = p;
@@ -351,7 +351,7 @@ pr_json_block *pr_json_block_new(const pr_json_extractor *x, uint32_t cap)
         pr_json_col *c = &b->cols[i];
         c->present = calloc(cap, 1);
         c->count = calloc(cap, sizeof(*c->count));
-        if (!c->present || !c->count || col_grow(c, x->paths[i].type, cap))
+        if (!c->present || !c->count || pr__col_grow(c, x->paths[i].type, cap))
             goto out_free;
     }
     s->row_start = calloc(x->n_paths, sizeof(*s->row_start));
@@ -416,7 +416,7 @@ typedef struct jp {
     int64_t err_node; /* node whose name prefixes the detail, -1 none */
 } jp;
 
-static int fail(jp *j, int reason, const uint8_t *at, int64_t node, const char *msg)
+static int pr__fail(jp *j, int reason, const uint8_t *at, int64_t node, const char *msg)
 {
     j->err_at = at;
     j->err_msg = msg;
@@ -425,14 +425,14 @@ static int fail(jp *j, int reason, const uint8_t *at, int64_t node, const char *
 }
 
 /* End of input where more was needed: truncated. */
-static int fail_end_or(jp *j, int reason, const char *msg)
+static int pr__fail_end_or(jp *j, int reason, const char *msg)
 {
     if (j->p >= j->end)
-        return fail(j, PR_JSON_TRUNCATED, j->p, -1, "document ends early");
-    return fail(j, reason, j->p, -1, msg);
+        return pr__fail(j, PR_JSON_TRUNCATED, j->p, -1, "document ends early");
+    return pr__fail(j, reason, j->p, -1, msg);
 }
 
-static inline void skip_ws(jp *j)
+static inline void pr__skip_ws(jp *j)
 {
     const uint8_t *p = j->p, *end = j->end;
     while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
@@ -441,7 +441,7 @@ static inline void skip_ws(jp *j)
 }
 
 /* Bytes that a string scan copies as they are: ASCII 0x20-0x7f except '"' and '\'. */
-static inline bool plain_byte(uint8_t c)
+static inline bool pr__plain_byte(uint8_t c)
 {
     return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
 }
@@ -451,7 +451,7 @@ static inline bool plain_byte(uint8_t c)
 
 /* Non-zero when any of the 8 bytes is '"', '\', < 0x20 or >= 0x80 (the
  * has-zero-byte / has-less-than tricks are exact for "any byte"). */
-static inline uint64_t swar_special(uint64_t w)
+static inline uint64_t pr__swar_special(uint64_t w)
 {
     uint64_t q = w ^ (ONES * '"'), bs = w ^ (ONES * '\\');
     return (((q - ONES) & ~q) | ((bs - ONES) & ~bs) | ((w - ONES * 0x20) & ~w) | w) & HIGHS;
@@ -460,7 +460,7 @@ static inline uint64_t swar_special(uint64_t w)
 /* Length of the valid UTF-8 sequence at p (2-4), 0 when invalid (Unicode
  * table 3-7: no overlongs, no surrogates, nothing above U+10FFFF), -1 when
  * the input ends inside it. */
-static int utf8_seq(const uint8_t *p, const uint8_t *end)
+static int pr__utf8_seq(const uint8_t *p, const uint8_t *end)
 {
     uint8_t c = p[0], lo = 0x80, hi = 0xbf;
     int n;
@@ -488,19 +488,19 @@ static int utf8_seq(const uint8_t *p, const uint8_t *end)
     return n;
 }
 
-static int hex4(jp *j, const uint8_t *p, uint32_t *out)
+static int pr__hex4(jp *j, const uint8_t *p, uint32_t *out)
 {
     uint32_t v = 0;
     for (int i = 0; i < 4; i++) {
         if (p + i >= j->end)
-            return fail(j, PR_JSON_TRUNCATED, p + i, -1, "document ends early");
+            return pr__fail(j, PR_JSON_TRUNCATED, p + i, -1, "document ends early");
         uint8_t c = p[i], d;
         if (c >= '0' && c <= '9')
             d = (uint8_t)(c - '0');
         else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f')
             d = (uint8_t)((c | 0x20) - 'a' + 10);
         else
-            return fail(j, PR_JSON_BAD_ESCAPE, p + i, -1, "\\u needs 4 hex digits");
+            return pr__fail(j, PR_JSON_BAD_ESCAPE, p + i, -1, "\\u needs 4 hex digits");
         v = v << 4 | d;
     }
     *out = v;
@@ -508,13 +508,13 @@ static int hex4(jp *j, const uint8_t *p, uint32_t *out)
 }
 
 /* One escape at *pp (a backslash); writes its UTF-8 to *dd when non-NULL. */
-static int unescape(jp *j, const uint8_t **pp, char **dd)
+static int pr__unescape(jp *j, const uint8_t **pp, char **dd)
 {
     static const char simple[256] = {['"'] = '"',  ['\\'] = '\\', ['/'] = '/',  ['b'] = '\b',
                                      ['f'] = '\f', ['n'] = '\n',  ['r'] = '\r', ['t'] = '\t'};
     const uint8_t *p = *pp;
     if (p + 1 >= j->end)
-        return fail(j, PR_JSON_TRUNCATED, p, -1, "document ends early");
+        return pr__fail(j, PR_JSON_TRUNCATED, p, -1, "document ends early");
     if (simple[p[1]]) {
         if (*dd)
             *(*dd)++ = simple[p[1]];
@@ -522,23 +522,23 @@ static int unescape(jp *j, const uint8_t **pp, char **dd)
         return 0;
     }
     if (p[1] != 'u')
-        return fail(j, PR_JSON_BAD_ESCAPE, p, -1, "unknown escape");
+        return pr__fail(j, PR_JSON_BAD_ESCAPE, p, -1, "unknown escape");
     uint32_t cp, lo;
-    int r = hex4(j, p + 2, &cp);
+    int r = pr__hex4(j, p + 2, &cp);
     if (r)
         return r;
     p += 6;
     if (cp >= 0xdc00 && cp <= 0xdfff)
-        return fail(j, PR_JSON_BAD_ESCAPE, p - 6, -1, "lone low surrogate escape");
+        return pr__fail(j, PR_JSON_BAD_ESCAPE, p - 6, -1, "lone low surrogate escape");
     if (cp >= 0xd800 && cp <= 0xdbff) {
         if (p + 2 > j->end)
-            return fail(j, PR_JSON_TRUNCATED, p, -1, "document ends early");
+            return pr__fail(j, PR_JSON_TRUNCATED, p, -1, "document ends early");
         if (p[0] != '\\' || p[1] != 'u')
-            return fail(j, PR_JSON_BAD_ESCAPE, p - 6, -1, "lone high surrogate escape");
-        if ((r = hex4(j, p + 2, &lo)))
+            return pr__fail(j, PR_JSON_BAD_ESCAPE, p - 6, -1, "lone high surrogate escape");
+        if ((r = pr__hex4(j, p + 2, &lo)))
             return r;
         if (lo < 0xdc00 || lo > 0xdfff)
-            return fail(j, PR_JSON_BAD_ESCAPE, p - 6, -1, "lone high surrogate escape");
+            return pr__fail(j, PR_JSON_BAD_ESCAPE, p - 6, -1, "lone high surrogate escape");
         cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
         p += 6;
     }
@@ -571,7 +571,7 @@ static int unescape(jp *j, const uint8_t **pp, char **dd)
  * eight at a time: each word is stored before it is checked (dst has room:
  * the arena holds the rest of the document), and the first special byte of
  * a word is found from its mask (the lowest flagged byte is always a real one). */
-static inline __attribute__((always_inline)) int scan_string_inl(jp *j, char *dst, size_t *out_len,
+static inline __attribute__((always_inline)) int pr__scan_string_inl(jp *j, char *dst, size_t *out_len,
                                                                  bool *had_escape, const bool copy)
 {
     const uint8_t *p = j->p, *end = j->end;
@@ -582,7 +582,7 @@ static inline __attribute__((always_inline)) int scan_string_inl(jp *j, char *ds
             memcpy(&w, p, 8);
             if (copy)
                 memcpy(d, &w, 8);
-            uint64_t m = swar_special(w);
+            uint64_t m = pr__swar_special(w);
             if (m) {
                 unsigned k = (unsigned)__builtin_ctzll(m) >> 3;
                 p += k;
@@ -594,13 +594,13 @@ static inline __attribute__((always_inline)) int scan_string_inl(jp *j, char *ds
             if (copy)
                 d += 8;
         }
-        while (p < end && plain_byte(*p)) {
+        while (p < end && pr__plain_byte(*p)) {
             if (copy)
                 *d++ = (char)*p;
             p++;
         }
         if (p >= end)
-            return fail(j, PR_JSON_TRUNCATED, p, -1, "document ends inside a string");
+            return pr__fail(j, PR_JSON_TRUNCATED, p, -1, "document ends inside a string");
     special:;
         uint8_t c = *p;
         if (c == '"')
@@ -609,19 +609,19 @@ static inline __attribute__((always_inline)) int scan_string_inl(jp *j, char *ds
             if (had_escape)
                 *had_escape = true;
             char *dd = copy ? d : NULL;
-            int r = unescape(j, &p, &dd);
+            int r = pr__unescape(j, &p, &dd);
             if (r)
                 return r;
             if (copy)
                 d = dd;
         } else if (c < 0x20) {
-            return fail(j, PR_JSON_NOT_JSON, p, -1, "control character in a string");
+            return pr__fail(j, PR_JSON_NOT_JSON, p, -1, "control character in a string");
         } else {
-            int n = utf8_seq(p, end);
+            int n = pr__utf8_seq(p, end);
             if (n < 0)
-                return fail(j, PR_JSON_TRUNCATED, p, -1, "document ends inside a string");
+                return pr__fail(j, PR_JSON_TRUNCATED, p, -1, "document ends inside a string");
             if (n == 0)
-                return fail(j, PR_JSON_BAD_UTF8, p, -1, "invalid UTF-8");
+                return pr__fail(j, PR_JSON_BAD_UTF8, p, -1, "invalid UTF-8");
             if (copy) {
                 memcpy(d, p, (size_t)n);
                 d += n;
@@ -635,23 +635,23 @@ static inline __attribute__((always_inline)) int scan_string_inl(jp *j, char *ds
     return 0;
 }
 
-static int scan_string_copy(jp *j, char *dst, size_t *out_len)
+static int pr__scan_string_copy(jp *j, char *dst, size_t *out_len)
 {
-    return scan_string_inl(j, dst, out_len, NULL, true);
+    return pr__scan_string_inl(j, dst, out_len, NULL, true);
 }
 
-static int scan_string(jp *j, bool *had_escape)
+static int pr__scan_string(jp *j, bool *had_escape)
 {
-    return scan_string_inl(j, NULL, NULL, had_escape, false);
+    return pr__scan_string_inl(j, NULL, NULL, had_escape, false);
 }
 
-static int literal(jp *j, const char *word, size_t n)
+static int pr__literal(jp *j, const char *word, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         if (j->p + i >= j->end)
-            return fail(j, PR_JSON_TRUNCATED, j->p + i, -1, "document ends early");
+            return pr__fail(j, PR_JSON_TRUNCATED, j->p + i, -1, "document ends early");
         if (j->p[i] != (uint8_t)word[i])
-            return fail(j, PR_JSON_NOT_JSON, j->p, -1, "bad literal");
+            return pr__fail(j, PR_JSON_NOT_JSON, j->p, -1, "bad literal");
     }
     j->p += n;
     return 0;
@@ -668,13 +668,13 @@ static const double pow10_exact[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6, 
                                        1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
                                        1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
-static inline bool is_digit(const uint8_t *p, const uint8_t *end)
+static inline bool pr__is_digit(const uint8_t *p, const uint8_t *end)
 {
     return p < end && *p >= '0' && *p <= '9';
 }
 
 /* The double of s[0, len) by strtod (correctly rounded), on a NUL-terminated copy. */
-static int number_strtod(jp *j, const uint8_t *s, size_t len, double *out)
+static int pr__number_strtod(jp *j, const uint8_t *s, size_t len, double *out)
 {
     pr__json_scratch *sc = j->s;
     if (len + 1 > sc->num_cap) {
@@ -688,27 +688,27 @@ static int number_strtod(jp *j, const uint8_t *s, size_t len, double *out)
     sc->num_buf[len] = 0;
     *out = strtod(sc->num_buf, NULL);
     if (isinf(*out))
-        return fail(j, PR_JSON_NUMBER_OUT_OF_RANGE, s, -1, "number beyond double range");
+        return pr__fail(j, PR_JSON_NUMBER_OUT_OF_RANGE, s, -1, "number beyond double range");
     return 0;
 }
 
 /* A JSON number at j->p (RFC 8259 grammar: no leading zeros, no '+', a digit
  * on both sides of '.'). With out == NULL only the syntax is checked. */
-static int parse_number(jp *j, jnum *out)
+static int pr__parse_number(jp *j, jnum *out)
 {
     const uint8_t *s = j->p, *p = s, *end = j->end;
     bool neg = *p == '-';
     p += neg;
     uint64_t m = 0;
     int nd = 0, frac = 0, n_int;
-    if (!is_digit(p, end))
-        return j->p = p, fail_end_or(j, PR_JSON_NOT_JSON, "bad number");
+    if (!pr__is_digit(p, end))
+        return j->p = p, pr__fail_end_or(j, PR_JSON_NOT_JSON, "bad number");
     if (*p == '0') {
         p++;
-        if (is_digit(p, end))
-            return fail(j, PR_JSON_NOT_JSON, s, -1, "leading zero in a number");
+        if (pr__is_digit(p, end))
+            return pr__fail(j, PR_JSON_NOT_JSON, s, -1, "leading zero in a number");
     } else {
-        for (; is_digit(p, end); p++, nd++)
+        for (; pr__is_digit(p, end); p++, nd++)
             if (nd < 19)
                 m = m * 10 + (uint64_t)(*p - '0');
     }
@@ -716,9 +716,9 @@ static int parse_number(jp *j, jnum *out)
     bool is_float = false;
     if (p < end && *p == '.') {
         is_float = true;
-        if (!is_digit(++p, end))
-            return j->p = p, fail_end_or(j, PR_JSON_NOT_JSON, "digit expected after '.'");
-        for (; is_digit(p, end); p++, nd++, frac++)
+        if (!pr__is_digit(++p, end))
+            return j->p = p, pr__fail_end_or(j, PR_JSON_NOT_JSON, "digit expected after '.'");
+        for (; pr__is_digit(p, end); p++, nd++, frac++)
             if (nd < 19)
                 m = m * 10 + (uint64_t)(*p - '0');
     }
@@ -728,9 +728,9 @@ static int parse_number(jp *j, jnum *out)
         p++;
         bool eneg = p < end && *p == '-';
         p += p < end && (*p == '-' || *p == '+');
-        if (!is_digit(p, end))
-            return j->p = p, fail_end_or(j, PR_JSON_NOT_JSON, "digit expected in exponent");
-        for (; is_digit(p, end); p++)
+        if (!pr__is_digit(p, end))
+            return j->p = p, pr__fail_end_or(j, PR_JSON_NOT_JSON, "digit expected in exponent");
+        for (; pr__is_digit(p, end); p++)
             if (ex < 100000)
                 ex = ex * 10 + (*p - '0');
         ex = eneg ? -ex : ex;
@@ -753,13 +753,13 @@ static int parse_number(jp *j, jnum *out)
         out->d = neg ? -d : d;
         return 0;
     }
-    return number_strtod(j, s, (size_t)(p - s), &out->d);
+    return pr__number_strtod(j, s, (size_t)(p - s), &out->d);
 }
 
 /* Count of leading ASCII digits in the 8 bytes of w (8 when all are). A byte
  * is a digit when its high nibble is 3 and adding 6 keeps it 3; a carry out of
  * a non-digit byte can only disturb bytes after it. */
-static inline unsigned swar_digits(uint64_t w)
+static inline unsigned pr__swar_digits(uint64_t w)
 {
     uint64_t bad = ((w & (ONES * 0xf0)) ^ (ONES * 0x30)) |
                    (((w + ONES * 0x06) & (ONES * 0xf0)) ^ (ONES * 0x30));
@@ -768,7 +768,7 @@ static inline unsigned swar_digits(uint64_t w)
 
 /* The value of 8 digit bytes (first digit in the lowest byte), pairwise:
  * 8 x 1 digit -> 4 x 2 -> 2 x 4 -> 1 x 8. */
-static inline uint64_t swar_value8(uint64_t w)
+static inline uint64_t pr__swar_value8(uint64_t w)
 {
     w &= ONES * 0x0f;
     w = (w * 10 + (w >> 8)) & 0x00ff00ff00ff00ffULL;
@@ -779,7 +779,7 @@ static inline uint64_t swar_value8(uint64_t w)
 /* The common case of a number: an integer of 1 to 7 digits, read as one
  * word, with at least 10 bytes of input left. Returns the bytes it took, or
  * 0 for anything else (every error included: the full parser decides). */
-static inline size_t fast_int(const uint8_t *p, const uint8_t *end, int64_t *v)
+static inline size_t pr__fast_int(const uint8_t *p, const uint8_t *end, int64_t *v)
 {
     if (end - p < 10)
         return 0;
@@ -787,56 +787,56 @@ static inline size_t fast_int(const uint8_t *p, const uint8_t *end, int64_t *v)
     const uint8_t *q = p + neg;
     uint64_t w;
     memcpy(&w, q, 8);
-    unsigned n = swar_digits(w);
+    unsigned n = pr__swar_digits(w);
     uint8_t c = q[n];
     if (n == 0 || n == 8 || (q[0] == '0' && n > 1) || c == '.' || (c | 0x20) == 'e')
         return 0;
-    uint64_t m = swar_value8(w << (8 * (8 - n)));
+    uint64_t m = pr__swar_value8(w << (8 * (8 - n)));
     *v = neg ? -(int64_t)m : (int64_t)m;
     return neg + n;
 }
 
-static inline int parse_number_fast(jp *j, jnum *out)
+static inline int pr__parse_number_fast(jp *j, jnum *out)
 {
-    size_t n = fast_int(j->p, j->end, &out->i);
+    size_t n = pr__fast_int(j->p, j->end, &out->i);
     if (!n)
-        return parse_number(j, out);
+        return pr__parse_number(j, out);
     out->kind = NUM_INT;
     out->d = (double)out->i;
     j->p += n;
     return 0;
 }
 
-static int skip_value(jp *j, uint32_t depth);
+static int pr__skip_value(jp *j, uint32_t depth);
 
 /* Skip the rest of a container opened at depth `depth` (j->p after '{' or
  * '['), validating everything. */
-static int skip_container(jp *j, uint32_t depth, bool object)
+static int pr__skip_container(jp *j, uint32_t depth, bool object)
 {
     const uint8_t close = object ? '}' : ']';
-    skip_ws(j);
+    pr__skip_ws(j);
     if (j->p < j->end && *j->p == close) {
         j->p++;
         return 0;
     }
     for (;;) {
         int r;
-        skip_ws(j);
+        pr__skip_ws(j);
         if (object) {
             if (j->p >= j->end || *j->p != '"')
-                return fail_end_or(j, PR_JSON_NOT_JSON, "key expected");
+                return pr__fail_end_or(j, PR_JSON_NOT_JSON, "key expected");
             j->p++;
-            if ((r = scan_string(j, NULL)))
+            if ((r = pr__scan_string(j, NULL)))
                 return r;
-            skip_ws(j);
+            pr__skip_ws(j);
             if (j->p >= j->end || *j->p != ':')
-                return fail_end_or(j, PR_JSON_NOT_JSON, "':' expected");
+                return pr__fail_end_or(j, PR_JSON_NOT_JSON, "':' expected");
             j->p++;
-            skip_ws(j);
+            pr__skip_ws(j);
         }
-        if ((r = skip_value(j, depth + 1)))
+        if ((r = pr__skip_value(j, depth + 1)))
             return r;
-        skip_ws(j);
+        pr__skip_ws(j);
         if (j->p < j->end && *j->p == ',') {
             j->p++;
             continue;
@@ -845,35 +845,35 @@ static int skip_container(jp *j, uint32_t depth, bool object)
             j->p++;
             return 0;
         }
-        return fail_end_or(j, PR_JSON_NOT_JSON,
+        return pr__fail_end_or(j, PR_JSON_NOT_JSON,
                            object ? "',' or '}' expected" : "',' or ']' expected");
     }
 }
 
 /* Skip one value at j->p; `depth` is the depth it has if it is a container. */
-static int skip_value(jp *j, uint32_t depth)
+static int pr__skip_value(jp *j, uint32_t depth)
 {
     if (j->p >= j->end)
-        return fail_end_or(j, PR_JSON_NOT_JSON, "value expected");
+        return pr__fail_end_or(j, PR_JSON_NOT_JSON, "value expected");
     switch (*j->p) {
     case '"':
         j->p++;
-        return scan_string(j, NULL);
+        return pr__scan_string(j, NULL);
     case '{':
     case '[':
         if (depth > j->x->max_depth)
-            return fail(j, PR_JSON_TOO_DEEP, j->p, -1, "nesting too deep");
-        return skip_container(j, depth, *j->p++ == '{');
+            return pr__fail(j, PR_JSON_TOO_DEEP, j->p, -1, "nesting too deep");
+        return pr__skip_container(j, depth, *j->p++ == '{');
     case 't':
-        return literal(j, "true", 4);
+        return pr__literal(j, "true", 4);
     case 'f':
-        return literal(j, "false", 5);
+        return pr__literal(j, "false", 5);
     case 'n':
-        return literal(j, "null", 4);
+        return pr__literal(j, "null", 4);
     default:
         if (*j->p == '-' || (*j->p >= '0' && *j->p <= '9'))
-            return parse_number(j, NULL);
-        return fail(j, PR_JSON_NOT_JSON, j->p, -1, "value expected");
+            return pr__parse_number(j, NULL);
+        return pr__fail(j, PR_JSON_NOT_JSON, j->p, -1, "value expected");
     }
 }
 
@@ -881,7 +881,7 @@ static int skip_value(jp *j, uint32_t depth)
 
 enum { VK_BAD, VK_STRING, VK_NUMBER, VK_BOOL, VK_NULL, VK_ARRAY, VK_OBJECT };
 
-static inline int value_kind(uint8_t c)
+static inline int pr__value_kind(uint8_t c)
 {
     switch (c) {
     case '"':
@@ -900,15 +900,15 @@ static inline int value_kind(uint8_t c)
     }
 }
 
-static inline int reserve_value(pr_json_col *c, pr_json_type t)
+static inline int pr__reserve_value(pr_json_col *c, pr_json_type t)
 {
     if (c->n_values < c->values_cap)
         return 0;
-    return col_grow(c, t, c->n_values + 1) ? E_NOMEM : 0;
+    return pr__col_grow(c, t, c->n_values + 1) ? E_NOMEM : 0;
 }
 
 /* Decimal text of v into d (at most 20 bytes); returns its length. */
-static uint32_t format_i64(char *d, int64_t v)
+static uint32_t pr__format_i64(char *d, int64_t v)
 {
     char tmp[24];
     int n = 0;
@@ -927,7 +927,7 @@ static uint32_t format_i64(char *d, int64_t v)
 
 /* A PR_JSON_ANY scalar of kind vk at j->p (room reserved): strings and
  * bools as such, integers in int64 range as INT64, other numbers as DOUBLE. */
-static int take_any(jp *j, pr_json_col *c, int vk)
+static int pr__take_any(jp *j, pr_json_col *c, int vk)
 {
     pr_json_block *b = j->b;
     pr_json_any *a = &c->any[c->n_values];
@@ -935,19 +935,19 @@ static int take_any(jp *j, pr_json_col *c, int vk)
     if (vk == VK_STRING) {
         size_t len;
         j->p++;
-        if ((r = scan_string_copy(j, b->arena + b->arena_len, &len)))
+        if ((r = pr__scan_string_copy(j, b->arena + b->arena_len, &len)))
             return r;
         *a = (pr_json_any){.type = PR_JSON_STRING,
                            .s = {(uint32_t)b->arena_len, (uint32_t)len}};
         b->arena_len += len;
     } else if (vk == VK_BOOL) {
         bool t = *j->p == 't';
-        if ((r = t ? literal(j, "true", 4) : literal(j, "false", 5)))
+        if ((r = t ? pr__literal(j, "true", 4) : pr__literal(j, "false", 5)))
             return r;
         *a = (pr_json_any){.type = PR_JSON_BOOL, .i = t};
     } else {
         jnum num;
-        if ((r = parse_number_fast(j, &num)))
+        if ((r = pr__parse_number_fast(j, &num)))
             return r;
         if (num.kind == NUM_INT)
             *a = (pr_json_any){.type = PR_JSON_INT64, .i = num.i};
@@ -959,29 +959,29 @@ static int take_any(jp *j, pr_json_col *c, int vk)
 }
 
 /* One scalar of path `pi`'s type at j->p, appended to its column. */
-static int take_scalar(jp *j, uint32_t pi, uint32_t node)
+static int pr__take_scalar(jp *j, uint32_t pi, uint32_t node)
 {
     const pr_json_path *pa = &j->x->paths[pi];
     pr_json_col *c = &j->b->cols[pi];
-    int vk = value_kind(*j->p), r;
+    int vk = pr__value_kind(*j->p), r;
     bool any = pa->type == PR_JSON_ANY;
     bool want_str = pa->type == PR_JSON_STRING || pa->type == PR_JSON_KEY || any;
     bool want_num = pa->type == PR_JSON_INT64 || pa->type == PR_JSON_DOUBLE ||
                     pa->type == PR_JSON_KEY || any;
     if (vk == VK_BAD)
-        return fail(j, PR_JSON_NOT_JSON, j->p, -1, "value expected");
+        return pr__fail(j, PR_JSON_NOT_JSON, j->p, -1, "value expected");
     if ((vk == VK_STRING && !want_str) || (vk == VK_NUMBER && !want_num) ||
         (vk == VK_BOOL && pa->type != PR_JSON_BOOL && !any) || vk == VK_NULL || vk >= VK_ARRAY)
-        return fail(j, PR_JSON_WRONG_TYPE, j->p, node, pr_json_type_names[pa->type]);
-    if ((r = reserve_value(c, pa->type)))
+        return pr__fail(j, PR_JSON_WRONG_TYPE, j->p, node, pr_json_type_names[pa->type]);
+    if ((r = pr__reserve_value(c, pa->type)))
         return r;
     if (any)
-        return take_any(j, c, vk);
+        return pr__take_any(j, c, vk);
     pr_json_block *b = j->b;
     if (vk == VK_STRING) {
         size_t len;
         j->p++;
-        if ((r = scan_string_copy(j, b->arena + b->arena_len, &len)))
+        if ((r = pr__scan_string_copy(j, b->arena + b->arena_len, &len)))
             return r;
         c->str[c->n_values++] = (pr_json_str){(uint32_t)b->arena_len, (uint32_t)len};
         b->arena_len += len;
@@ -989,89 +989,89 @@ static int take_scalar(jp *j, uint32_t pi, uint32_t node)
     }
     if (vk == VK_BOOL) {
         bool t = *j->p == 't';
-        if ((r = t ? literal(j, "true", 4) : literal(j, "false", 5)))
+        if ((r = t ? pr__literal(j, "true", 4) : pr__literal(j, "false", 5)))
             return r;
         c->b[c->n_values++] = t;
         return 0;
     }
     const uint8_t *at = j->p;
     jnum num;
-    if ((r = parse_number_fast(j, &num)))
+    if ((r = pr__parse_number_fast(j, &num)))
         return r;
     if (pa->type == PR_JSON_DOUBLE) {
         c->f64[c->n_values++] = num.d;
         return 0;
     }
     if (num.kind == NUM_FLOAT)
-        return fail(j, PR_JSON_WRONG_TYPE, at, node, pr_json_type_names[pa->type]);
+        return pr__fail(j, PR_JSON_WRONG_TYPE, at, node, pr_json_type_names[pa->type]);
     if (num.kind == NUM_BIGINT)
-        return fail(j, PR_JSON_NUMBER_OUT_OF_RANGE, at, node, "integer beyond int64");
+        return pr__fail(j, PR_JSON_NUMBER_OUT_OF_RANGE, at, node, "integer beyond int64");
     if (pa->type == PR_JSON_INT64) {
         c->i64[c->n_values++] = num.i;
         return 0;
     }
     /* A key: the integer's decimal text (never longer than its JSON form,
      * so it fits the arena reserved for the document). */
-    uint32_t len = format_i64(b->arena + b->arena_len, num.i);
+    uint32_t len = pr__format_i64(b->arena + b->arena_len, num.i);
     c->str[c->n_values++] = (pr_json_str){(uint32_t)b->arena_len, len};
     b->arena_len += len;
     return 0;
 }
 
 /* The value of leaf `node` (path pi) at j->p: null, a scalar or a list. */
-static int take_leaf(jp *j, uint32_t node, uint32_t pi, uint32_t depth)
+static int pr__take_leaf(jp *j, uint32_t node, uint32_t pi, uint32_t depth)
 {
     const pr_json_path *pa = &j->x->paths[pi];
     pr__json_scratch *s = j->s;
-    int vk = value_kind(*j->p), r;
+    int vk = pr__value_kind(*j->p), r;
     if (vk == VK_NULL) {
-        if ((r = literal(j, "null", 4)))
+        if ((r = pr__literal(j, "null", 4)))
             return r;
         s->present[pi] = PR_JSON_NULL;
         return 0;
     }
     if (vk == VK_OBJECT)
-        return fail(j, PR_JSON_WRONG_TYPE, j->p, node, "an object is not a value");
+        return pr__fail(j, PR_JSON_WRONG_TYPE, j->p, node, "an object is not a value");
     if (vk != VK_ARRAY) {
         if (vk != VK_BAD && pa->shape == PR_JSON_LIST)
-            return fail(j, PR_JSON_WRONG_TYPE, j->p, node, "a list expected");
-        if ((r = take_scalar(j, pi, node)))
+            return pr__fail(j, PR_JSON_WRONG_TYPE, j->p, node, "a list expected");
+        if ((r = pr__take_scalar(j, pi, node)))
             return r;
         s->present[pi] = PR_JSON_PRESENT;
         s->count[pi] = 1;
         return 0;
     }
     if (pa->shape == PR_JSON_SCALAR)
-        return fail(j, PR_JSON_WRONG_TYPE, j->p, node, "a scalar expected, not a list");
+        return pr__fail(j, PR_JSON_WRONG_TYPE, j->p, node, "a scalar expected, not a list");
     if (depth > j->x->max_depth)
-        return fail(j, PR_JSON_TOO_DEEP, j->p, -1, "nesting too deep");
+        return pr__fail(j, PR_JSON_TOO_DEEP, j->p, -1, "nesting too deep");
     uint32_t n = 0;
     j->p++;
-    skip_ws(j);
+    pr__skip_ws(j);
     if (j->p < j->end && *j->p == ']') {
         j->p++;
     } else {
         for (;;) {
-            skip_ws(j);
+            pr__skip_ws(j);
             if (j->p >= j->end)
-                return fail_end_or(j, PR_JSON_NOT_JSON, "value expected");
+                return pr__fail_end_or(j, PR_JSON_NOT_JSON, "value expected");
             if (++n > pa->max_list)
-                return fail(j, PR_JSON_LIST_TOO_LONG, j->p, node, "list too long");
+                return pr__fail(j, PR_JSON_LIST_TOO_LONG, j->p, node, "list too long");
             pr_json_col *c = &j->b->cols[pi];
             int64_t v;
             size_t len;
             if (pa->type == PR_JSON_INT64 && c->n_values < c->values_cap &&
-                (len = fast_int(j->p, j->end, &v))) { /* int lists (histories) */
+                (len = pr__fast_int(j->p, j->end, &v))) { /* int lists (histories) */
                 c->i64[c->n_values++] = v;
                 j->p += len;
             } else if (pa->type == PR_JSON_ANY && c->n_values < c->values_cap &&
-                       (len = fast_int(j->p, j->end, &v))) {
+                       (len = pr__fast_int(j->p, j->end, &v))) {
                 c->any[c->n_values++] = (pr_json_any){.type = PR_JSON_INT64, .i = v};
                 j->p += len;
-            } else if ((r = take_scalar(j, pi, node))) {
+            } else if ((r = pr__take_scalar(j, pi, node))) {
                 return r;
             }
-            skip_ws(j);
+            pr__skip_ws(j);
             if (j->p < j->end && *j->p == ',') {
                 j->p++;
                 continue;
@@ -1080,7 +1080,7 @@ static int take_leaf(jp *j, uint32_t node, uint32_t pi, uint32_t depth)
                 j->p++;
                 break;
             }
-            return fail_end_or(j, PR_JSON_NOT_JSON, "',' or ']' expected");
+            return pr__fail_end_or(j, PR_JSON_NOT_JSON, "',' or ']' expected");
         }
     }
     s->present[pi] = PR_JSON_PRESENT;
@@ -1089,7 +1089,7 @@ static int take_leaf(jp *j, uint32_t node, uint32_t pi, uint32_t depth)
 }
 
 /* A repeated key: drop what its earlier occurrence gave (last one wins). */
-static void reset_subtree(jp *j, const jnode *nd)
+static void pr__reset_subtree(jp *j, const jnode *nd)
 {
     pr__json_scratch *s = j->s;
     for (uint32_t k = nd->slot_lo; k < nd->slot_hi; k++) {
@@ -1102,13 +1102,13 @@ static void reset_subtree(jp *j, const jnode *nd)
 
 /* Children are compared on (length, first 8 bytes) first: one compare each
  * for the short keys events are made of. */
-static uint32_t find_child(const pr_json_extractor *x, uint32_t node, const char *key, size_t len,
+static uint32_t pr__find_child(const pr_json_extractor *x, uint32_t node, const char *key, size_t len,
                            const char *end)
 {
     const jnode *nd = &x->nodes[node];
     if (!nd->n_children)
         return NO_NODE;
-    uint64_t w = key_word(key, len, end);
+    uint64_t w = pr__key_word(key, len, end);
     for (uint32_t i = 0; i < nd->n_children; i++) {
         const jnode *c = &x->nodes[nd->child0 + i];
         if (c->k8 == w && c->key_len == len && (len <= 8 || !memcmp(c->key + 8, key + 8, len - 8)))
@@ -1117,37 +1117,37 @@ static uint32_t find_child(const pr_json_extractor *x, uint32_t node, const char
     return NO_NODE;
 }
 
-static int walk_object(jp *j, uint32_t node, uint32_t depth);
+static int pr__walk_object(jp *j, uint32_t node, uint32_t depth);
 
 /* The value of trie node `node` at j->p (depth: its depth as a container). */
-static int take_node(jp *j, uint32_t node, uint32_t depth)
+static int pr__take_node(jp *j, uint32_t node, uint32_t depth)
 {
     const jnode *nd = &j->x->nodes[node];
     if (j->s->stamp[node] == j->s->gen)
-        reset_subtree(j, nd);
+        pr__reset_subtree(j, nd);
     j->s->stamp[node] = j->s->gen;
     if (nd->path >= 0)
-        return take_leaf(j, node, (uint32_t)nd->path, depth);
-    switch (value_kind(*j->p)) {
+        return pr__take_leaf(j, node, (uint32_t)nd->path, depth);
+    switch (pr__value_kind(*j->p)) {
     case VK_OBJECT:
         if (depth > j->x->max_depth)
-            return fail(j, PR_JSON_TOO_DEEP, j->p, -1, "nesting too deep");
-        return walk_object(j, node, depth);
+            return pr__fail(j, PR_JSON_TOO_DEEP, j->p, -1, "nesting too deep");
+        return pr__walk_object(j, node, depth);
     case VK_NULL:
-        return literal(j, "null", 4);
+        return pr__literal(j, "null", 4);
     case VK_BAD:
-        return fail(j, PR_JSON_NOT_JSON, j->p, -1, "value expected");
+        return pr__fail(j, PR_JSON_NOT_JSON, j->p, -1, "value expected");
     default:
-        return fail(j, PR_JSON_WRONG_TYPE, j->p, node, "an object expected");
+        return pr__fail(j, PR_JSON_WRONG_TYPE, j->p, node, "an object expected");
     }
 }
 
 /* Read one key (j->p at its opening quote); *key is unescaped when needed. */
-static int read_key(jp *j, const char **key, size_t *len)
+static int pr__read_key(jp *j, const char **key, size_t *len)
 {
     const uint8_t *ks = ++j->p;
     bool esc = false;
-    int r = scan_string(j, &esc);
+    int r = pr__scan_string(j, &esc);
     if (r)
         return r;
     *key = (const char *)ks;
@@ -1163,16 +1163,16 @@ static int read_key(jp *j, const char **key, size_t *len)
         s->key_cap = *len + 64;
     }
     j->p = ks;
-    r = scan_string_copy(j, s->key_buf, len);
+    r = pr__scan_string_copy(j, s->key_buf, len);
     *key = s->key_buf;
     return r;
 }
 
 /* An object at j->p ('{') under trie node `node`, at depth `depth`. */
-static int walk_object(jp *j, uint32_t node, uint32_t depth)
+static int pr__walk_object(jp *j, uint32_t node, uint32_t depth)
 {
     j->p++;
-    skip_ws(j);
+    pr__skip_ws(j);
     if (j->p < j->end && *j->p == '}') {
         j->p++;
         return 0;
@@ -1181,25 +1181,25 @@ static int walk_object(jp *j, uint32_t node, uint32_t depth)
         const char *key;
         size_t klen;
         int r;
-        skip_ws(j);
+        pr__skip_ws(j);
         if (j->p >= j->end || *j->p != '"')
-            return fail_end_or(j, PR_JSON_NOT_JSON, "key expected");
-        if ((r = read_key(j, &key, &klen)))
+            return pr__fail_end_or(j, PR_JSON_NOT_JSON, "key expected");
+        if ((r = pr__read_key(j, &key, &klen)))
             return r;
         uint32_t child =
-            find_child(j->x, node, key, klen,
+            pr__find_child(j->x, node, key, klen,
                        key == (const char *)j->p - klen - 1 ? (const char *)j->end : key + klen);
-        skip_ws(j);
+        pr__skip_ws(j);
         if (j->p >= j->end || *j->p != ':')
-            return fail_end_or(j, PR_JSON_NOT_JSON, "':' expected");
+            return pr__fail_end_or(j, PR_JSON_NOT_JSON, "':' expected");
         j->p++;
-        skip_ws(j);
+        pr__skip_ws(j);
         if (j->p >= j->end)
-            return fail_end_or(j, PR_JSON_NOT_JSON, "value expected");
-        r = child == NO_NODE ? skip_value(j, depth + 1) : take_node(j, child, depth + 1);
+            return pr__fail_end_or(j, PR_JSON_NOT_JSON, "value expected");
+        r = child == NO_NODE ? pr__skip_value(j, depth + 1) : pr__take_node(j, child, depth + 1);
         if (r)
             return r;
-        skip_ws(j);
+        pr__skip_ws(j);
         if (j->p < j->end && *j->p == ',') {
             j->p++;
             continue;
@@ -1208,31 +1208,31 @@ static int walk_object(jp *j, uint32_t node, uint32_t depth)
             j->p++;
             return 0;
         }
-        return fail_end_or(j, PR_JSON_NOT_JSON, "',' or '}' expected");
+        return pr__fail_end_or(j, PR_JSON_NOT_JSON, "',' or '}' expected");
     }
 }
 
-static int parse_document(jp *j)
+static int pr__parse_document(jp *j)
 {
-    skip_ws(j);
+    pr__skip_ws(j);
     if (j->p >= j->end)
-        return fail(j, PR_JSON_NOT_JSON, j->p, -1, "empty document");
-    int vk = value_kind(*j->p);
+        return pr__fail(j, PR_JSON_NOT_JSON, j->p, -1, "empty document");
+    int vk = pr__value_kind(*j->p);
     if (vk == VK_BAD)
-        return fail(j, PR_JSON_NOT_JSON, j->p, -1, "not JSON");
+        return pr__fail(j, PR_JSON_NOT_JSON, j->p, -1, "not JSON");
     if (vk != VK_OBJECT)
-        return fail(j, PR_JSON_NOT_OBJECT, j->p, -1, "the document is not an object");
+        return pr__fail(j, PR_JSON_NOT_OBJECT, j->p, -1, "the document is not an object");
     j->s->stamp[0] = j->s->gen;
-    int r = walk_object(j, 0, 1);
+    int r = pr__walk_object(j, 0, 1);
     if (r)
         return r;
-    skip_ws(j);
+    pr__skip_ws(j);
     if (j->p != j->end)
-        return fail(j, PR_JSON_NOT_JSON, j->p, -1, "bytes after the object");
+        return pr__fail(j, PR_JSON_NOT_JSON, j->p, -1, "bytes after the object");
     return 0;
 }
 
-static void fill_reject(const jp *j, int reason, pr_json_reject *rej)
+static void pr__fill_reject(const jp *j, int reason, pr_json_reject *rej)
 {
     rej->reason = reason;
     rej->offset = (size_t)(j->err_at - j->start);
@@ -1246,7 +1246,7 @@ static void fill_reject(const jp *j, int reason, pr_json_reject *rej)
 }
 
 /* Room for the whole document's strings, unescaped, after arena_len. */
-static int reserve_arena(pr_json_block *b, size_t len)
+static int pr__reserve_arena(pr_json_block *b, size_t len)
 {
     if (len > UINT32_MAX - b->arena_len)
         return b->rows ? PR_EFULL : PR_ENOMEM;
@@ -1269,7 +1269,7 @@ int pr_json_extract(const pr_json_extractor *x, pr_json_block *b, const char *do
 {
     if (b->rows >= b->cap)
         return PR_EFULL;
-    int r = reserve_arena(b, len);
+    int r = pr__reserve_arena(b, len);
     if (r)
         return r;
     pr__json_scratch *s = b->scratch;
@@ -1289,7 +1289,7 @@ int pr_json_extract(const pr_json_extractor *x, pr_json_block *b, const char *do
             .x = x,
             .b = b,
             .s = s};
-    r = parse_document(&j);
+    r = pr__parse_document(&j);
     if (r) {
         for (size_t i = 0; i < x->n_paths; i++)
             b->cols[i].n_values = s->row_start[i];
@@ -1297,7 +1297,7 @@ int pr_json_extract(const pr_json_extractor *x, pr_json_block *b, const char *do
         if (r == E_NOMEM)
             return PR_ENOMEM;
         if (rej)
-            fill_reject(&j, r, rej);
+            pr__fill_reject(&j, r, rej);
         return r;
     }
     for (size_t i = 0; i < x->n_paths; i++) {

@@ -38,12 +38,12 @@ struct pr_npy_jagged {
     pr_npy_writer **values, **lengths; /* [n_feat] */
 };
 
-static bool name_ok(const char *s)
+static bool pr__name_ok(const char *s)
 {
     return s && *s && *s != '.' && !strchr(s, '/') && strlen(s) < 200;
 }
 
-static int path_of(const pr_npy_jagged *j, int f, const char *what, char *p, size_t n)
+static int pr__path_of(const pr_npy_jagged *j, int f, const char *what, char *p, size_t n)
 {
     if (f < 0)
         return snprintf(p, n, "%s/%s.npy", j->dir, what);
@@ -51,21 +51,21 @@ static int path_of(const pr_npy_jagged *j, int f, const char *what, char *p, siz
 }
 
 /* One file: new, or continued at keep rows. */
-static int open_one(pr_npy_jagged *j, pr_npy_writer **w, int f, const char *what, pr_npy_dtype dt,
+static int pr__open_one(pr_npy_jagged *j, pr_npy_writer **w, int f, const char *what, pr_npy_dtype dt,
                     uint32_t cols, bool resume, uint64_t keep, char *errstr, size_t es)
 {
     char p[4400];
-    path_of(j, f, what, p, sizeof(p));
+    pr__path_of(j, f, what, p, sizeof(p));
     return resume ? pr_npy_open_append(w, p, dt, cols, keep, errstr, es)
                   : pr_npy_open_flags(w, p, dt, cols, j->flags, errstr, es);
 }
 
 /* Values to keep of feature f: the sum of its first `rows` lengths. */
-static int kept_values(pr_npy_jagged *j, int f, uint64_t rows, uint64_t *sum, char *errstr,
+static int pr__kept_values(pr_npy_jagged *j, int f, uint64_t rows, uint64_t *sum, char *errstr,
                        size_t es)
 {
     char p[4400];
-    path_of(j, f, "lengths", p, sizeof(p));
+    pr__path_of(j, f, "lengths", p, sizeof(p));
     pr_npy_array a;
     int rc = pr_npy_read(p, &a, errstr, es);
     if (rc < 0)
@@ -80,28 +80,28 @@ static int kept_values(pr_npy_jagged *j, int f, uint64_t rows, uint64_t *sum, ch
     return rc;
 }
 
-static int open_all(pr_npy_jagged *j, bool resume, uint64_t keep, char *errstr, size_t es)
+static int pr__open_all(pr_npy_jagged *j, bool resume, uint64_t keep, char *errstr, size_t es)
 {
     int rc;
-    if ((j->n_labels && (rc = open_one(j, &j->labels, -1, "labels", PR_NPY_F32, j->n_labels, resume,
+    if ((j->n_labels && (rc = pr__open_one(j, &j->labels, -1, "labels", PR_NPY_F32, j->n_labels, resume,
                                        keep, errstr, es)) < 0) ||
-        (j->n_dense && (rc = open_one(j, &j->dense, -1, "dense", PR_NPY_F32, j->n_dense, resume,
+        (j->n_dense && (rc = pr__open_one(j, &j->dense, -1, "dense", PR_NPY_F32, j->n_dense, resume,
                                       keep, errstr, es)) < 0))
         return rc;
     for (int f = 0; f < j->n_feat; f++) {
         uint64_t nv = 0;
-        if (resume && (rc = kept_values(j, f, keep, &nv, errstr, es)) < 0)
+        if (resume && (rc = pr__kept_values(j, f, keep, &nv, errstr, es)) < 0)
             return rc;
-        if ((rc = open_one(j, &j->lengths[f], f, "lengths", PR_NPY_I32, 0, resume, keep, errstr,
+        if ((rc = pr__open_one(j, &j->lengths[f], f, "lengths", PR_NPY_I32, 0, resume, keep, errstr,
                            es)) < 0 ||
-            (rc = open_one(j, &j->values[f], f, "values", PR_NPY_I64, 0, resume, nv, errstr, es)) <
+            (rc = pr__open_one(j, &j->values[f], f, "values", PR_NPY_I64, 0, resume, nv, errstr, es)) <
                 0)
             return rc;
     }
     return 0;
 }
 
-static void free_set(pr_npy_jagged *j)
+static void pr__free_set(pr_npy_jagged *j)
 {
     for (uint16_t f = 0; j->names && f < j->n_feat; f++)
         free(j->names[f]);
@@ -126,7 +126,7 @@ int pr_npy_jagged_open_flags(pr_npy_jagged **out, const char *dir, uint16_t n_la
 {
     *out = NULL;
     for (uint16_t f = 0; f < n_feat; f++)
-        if (!name_ok(names[f]))
+        if (!pr__name_ok(names[f]))
             return pr_seterr(errstr, es, PR_EINVAL,
                              "feature name '%s' cannot name a file (empty, starts with '.', has "
                              "'/' or is too long)",
@@ -148,17 +148,17 @@ int pr_npy_jagged_open_flags(pr_npy_jagged **out, const char *dir, uint16_t n_la
     for (uint16_t f = 0; ok && f < n_feat; f++)
         ok = (j->names[f] = strdup(names[f])) != NULL;
     if (!ok) {
-        free_set(j);
+        pr__free_set(j);
         return pr_seterr(errstr, es, PR_ENOMEM, "out of memory");
     }
     char p[4400];
     snprintf(p, sizeof(p), "%s/sparse", dir);
     if ((mkdir(dir, 0755) < 0 && errno != EEXIST) || (mkdir(p, 0755) < 0 && errno != EEXIST)) {
         int e = errno;
-        free_set(j);
+        pr__free_set(j);
         return pr_seterr(errstr, es, PR_EIO, "cannot create %s: %s", p, strerror(e));
     }
-    int rc = open_all(j, resume, keep_rows, errstr, es);
+    int rc = pr__open_all(j, resume, keep_rows, errstr, es);
     if (rc < 0) {
         pr_npy_jagged_abort(j);
         return rc;
@@ -241,7 +241,7 @@ int pr_npy_jagged_sync(pr_npy_jagged *j, char *errstr, size_t es)
     return 0;
 }
 
-static int fsync_path(const char *p, char *errstr, size_t es)
+static int pr__fsync_path(const char *p, char *errstr, size_t es)
 {
     int fd = open(p, O_RDONLY | O_CLOEXEC);
     int rc = fd >= 0 && fsync(fd) == 0 ? 0 : -1;
@@ -252,7 +252,7 @@ static int fsync_path(const char *p, char *errstr, size_t es)
 }
 
 /* Close one writer into *rc (the first error wins). */
-static void close_one(pr_npy_writer **w, int *rc, char *errstr, size_t es)
+static void pr__close_one(pr_npy_writer **w, int *rc, char *errstr, size_t es)
 {
     if (!*w)
         return;
@@ -267,28 +267,28 @@ int pr_npy_jagged_close(pr_npy_jagged *j, bool durable, char *errstr, size_t es)
     if (!j)
         return 0;
     int rc = 0;
-    close_one(&j->labels, &rc, errstr, es);
-    close_one(&j->dense, &rc, errstr, es);
+    pr__close_one(&j->labels, &rc, errstr, es);
+    pr__close_one(&j->dense, &rc, errstr, es);
     for (uint16_t f = 0; f < j->n_feat; f++) {
-        close_one(&j->lengths[f], &rc, errstr, es);
-        close_one(&j->values[f], &rc, errstr, es);
+        pr__close_one(&j->lengths[f], &rc, errstr, es);
+        pr__close_one(&j->values[f], &rc, errstr, es);
     }
     char p[4400];
-    if (durable && rc == 0 && j->n_labels && path_of(j, -1, "labels", p, sizeof(p)) > 0)
-        rc = fsync_path(p, errstr, es);
-    if (durable && rc == 0 && j->n_dense && path_of(j, -1, "dense", p, sizeof(p)) > 0)
-        rc = fsync_path(p, errstr, es);
+    if (durable && rc == 0 && j->n_labels && pr__path_of(j, -1, "labels", p, sizeof(p)) > 0)
+        rc = pr__fsync_path(p, errstr, es);
+    if (durable && rc == 0 && j->n_dense && pr__path_of(j, -1, "dense", p, sizeof(p)) > 0)
+        rc = pr__fsync_path(p, errstr, es);
     for (int f = 0; durable && rc == 0 && f < (int)j->n_feat; f++) {
-        path_of(j, f, "lengths", p, sizeof(p));
-        if ((rc = fsync_path(p, errstr, es)) == 0) {
-            path_of(j, f, "values", p, sizeof(p));
-            rc = fsync_path(p, errstr, es);
+        pr__path_of(j, f, "lengths", p, sizeof(p));
+        if ((rc = pr__fsync_path(p, errstr, es)) == 0) {
+            pr__path_of(j, f, "values", p, sizeof(p));
+            rc = pr__fsync_path(p, errstr, es);
         }
     }
     snprintf(p, sizeof(p), "%s/sparse", j->dir);
     if (durable && rc == 0)
-        rc = fsync_path(p, errstr, es);
-    free_set(j);
+        rc = pr__fsync_path(p, errstr, es);
+    pr__free_set(j);
     return rc;
 }
 
@@ -305,5 +305,5 @@ void pr_npy_jagged_abort(pr_npy_jagged *j)
     char p[4400];
     snprintf(p, sizeof(p), "%s/sparse", j->dir);
     rmdir(p); /* only when empty: never another run's files */
-    free_set(j);
+    pr__free_set(j);
 }

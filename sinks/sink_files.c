@@ -92,7 +92,7 @@ typedef struct files_sink {
 } files_sink;
 
 /* Copy the counters for other threads (end of send and poll). */
-static void publish(files_sink *f)
+static void pr__publish(files_sink *f)
 {
     pthread_mutex_lock(&f->mu);
     f->pub = f->st;
@@ -100,7 +100,7 @@ static void publish(files_sink *f)
     pthread_mutex_unlock(&f->mu);
 }
 
-static int fsync_path(const char *path)
+static int pr__fsync_path(const char *path)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -110,7 +110,7 @@ static int fsync_path(const char *path)
     return rc == 0 ? 0 : PR_EIO;
 }
 
-static void rm_tree(const char *dir)
+static void pr__rm_tree(const char *dir)
 {
     DIR *d = opendir(dir);
     if (d) {
@@ -121,14 +121,14 @@ static void rm_tree(const char *dir)
                 continue;
             snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
             if (unlink(p) < 0 && (errno == EISDIR || errno == EPERM))
-                rm_tree(p); /* a jagged roll's sparse/ */
+                pr__rm_tree(p); /* a jagged roll's sparse/ */
         }
         closedir(d);
     }
     rmdir(dir);
 }
 
-static void free_jnames(files_sink *f)
+static void pr__free_jnames(files_sink *f)
 {
     free(f->j_keys);
     free(f->j_label_names);
@@ -136,7 +136,7 @@ static void free_jnames(files_sink *f)
     f->j_keys = f->j_label_names = f->j_dense_names = NULL;
 }
 
-static void roll_abort(files_sink *f)
+static void pr__roll_abort(files_sink *f)
 {
     pr_npy_abort(f->w_dense);
     pr_npy_abort(f->w_sparse);
@@ -144,18 +144,18 @@ static void roll_abort(files_sink *f)
     f->w_dense = f->w_sparse = f->w_labels = NULL;
     pr_npy_jagged_abort(f->jag);
     f->jag = NULL;
-    free_jnames(f);
+    pr__free_jnames(f);
     if (f->meta)
         fclose(f->meta);
     f->meta = NULL;
     if (f->open)
-        rm_tree(f->tmp);
+        pr__rm_tree(f->tmp);
     f->open = false;
     f->n_seqs = 0;
 }
 
 /* A jagged roll's files and names, shaped by its first batch. */
-static int roll_open_jagged(files_sink *f, const pr_batch *b, char *errstr, size_t es)
+static int pr__roll_open_jagged(files_sink *f, const pr_batch *b, char *errstr, size_t es)
 {
     f->j_labels = b->n_labels;
     f->j_dense = b->n_dense;
@@ -184,7 +184,7 @@ static int roll_open_jagged(files_sink *f, const pr_batch *b, char *errstr, size
 }
 
 /* Does a jagged batch fit the open jagged roll's layout? */
-static bool same_jagged(const files_sink *f, const pr_batch *b)
+static bool pr__same_jagged(const files_sink *f, const pr_batch *b)
 {
     if (!b->jagged || !f->jag || b->n_labels != f->j_labels || b->n_dense != f->j_dense ||
         b->n_sparse != f->j_feat)
@@ -195,12 +195,12 @@ static bool same_jagged(const files_sink *f, const pr_batch *b)
     return true;
 }
 
-static int roll_open(files_sink *f, const pr_batch *b, char *errstr, size_t es)
+static int pr__roll_open(files_sink *f, const pr_batch *b, char *errstr, size_t es)
 {
     uint64_t epoch = b->epoch, first_seq = b->seq;
     snprintf(f->tmp, sizeof(f->tmp), "%s/.tmp-batches-%llu-%llu", f->dir, (unsigned long long)epoch,
              (unsigned long long)first_seq);
-    rm_tree(f->tmp); /* leftover of a crash */
+    pr__rm_tree(f->tmp); /* leftover of a crash */
     if (mkdir(f->tmp, 0755) < 0)
         return pr_seterr(errstr, es, PR_EIO, "files sink: mkdir %s: %s", f->tmp, strerror(errno));
     f->open = true;
@@ -212,7 +212,7 @@ static int roll_open(files_sink *f, const pr_batch *b, char *errstr, size_t es)
     char p[4200];
     int err;
     if (b->jagged) {
-        if ((err = roll_open_jagged(f, b, errstr, es)) < 0)
+        if ((err = pr__roll_open_jagged(f, b, errstr, es)) < 0)
             goto fail;
         goto meta;
     }
@@ -234,11 +234,11 @@ meta:
     }
     return 0;
 fail:
-    roll_abort(f);
+    pr__roll_abort(f);
     return err;
 }
 
-static void json_str(FILE *o, const char *s, size_t n)
+static void pr__json_str(FILE *o, const char *s, size_t n)
 {
     fputc('"', o);
     for (size_t i = 0; i < n; i++) {
@@ -253,30 +253,30 @@ static void json_str(FILE *o, const char *s, size_t n)
     fputc('"', o);
 }
 
-static void json_names(FILE *o, const char *key, const char (*names)[PR_NAME_MAX], uint32_t n)
+static void pr__json_names(FILE *o, const char *key, const char (*names)[PR_NAME_MAX], uint32_t n)
 {
     fprintf(o, ",\n  \"%s\": [", key);
     for (uint32_t i = 0; i < n; i++) {
         fprintf(o, "%s", i ? ", " : "");
-        json_str(o, names[i], strnlen(names[i], PR_NAME_MAX));
+        pr__json_str(o, names[i], strnlen(names[i], PR_NAME_MAX));
     }
     fprintf(o, "]");
 }
 
 /* meta.json's header of a jagged roll (after vocab_sizes). */
-static void meta_jagged(files_sink *f, FILE *o)
+static void pr__meta_jagged(files_sink *f, FILE *o)
 {
     fprintf(o, ",\n  \"jagged\": true,\n  \"n_labels\": %u", f->j_labels);
-    json_names(o, "feature_keys", f->j_keys, f->j_feat);
+    pr__json_names(o, "feature_keys", f->j_keys, f->j_feat);
     if (f->j_label_names)
-        json_names(o, "label_names", f->j_label_names, f->j_labels);
+        pr__json_names(o, "label_names", f->j_label_names, f->j_labels);
     if (f->j_dense_names)
-        json_names(o, "dense_names", f->j_dense_names, f->j_dense);
+        pr__json_names(o, "dense_names", f->j_dense_names, f->j_dense);
 }
 
 /* Close the roll's arrays: the jagged set (fsync'd by its close) or the
  * three Criteo files (fsync'd by roll_close). */
-static int close_arrays(files_sink *f, char *errstr, size_t es)
+static int pr__close_arrays(files_sink *f, char *errstr, size_t es)
 {
     if (f->jag) {
         int rc = pr_npy_jagged_close(f->jag, true, errstr, es);
@@ -292,12 +292,12 @@ static int close_arrays(files_sink *f, char *errstr, size_t es)
     return err ? err : e2 ? e2 : e3;
 }
 
-static int roll_close(files_sink *f, char *errstr, size_t es)
+static int pr__roll_close(files_sink *f, char *errstr, size_t es)
 {
     bool jagged = f->j_keys != NULL;
     uint32_t n_dense = jagged ? f->j_dense : f->n_dense,
              n_sparse = jagged ? f->j_feat : f->n_sparse;
-    int err = close_arrays(f, errstr, es);
+    int err = pr__close_arrays(f, errstr, es);
     /* meta.json: header fields, then the batch list written so far. */
     FILE *o = f->meta;
     f->meta = NULL;
@@ -315,12 +315,12 @@ static int roll_close(files_sink *f, char *errstr, size_t es)
                     (unsigned long long)(f->last_vocab ? f->last_vocab[i] : 0));
         fprintf(o, "]");
         if (jagged)
-            meta_jagged(f, o);
+            pr__meta_jagged(f, o);
         else if (f->sparse_names) {
             fprintf(o, ",\n  \"sparse_names\": [");
             for (uint32_t i = 0; i < f->n_sparse; i++) {
                 fprintf(o, "%s", i ? ", " : "");
-                json_str(o, f->sparse_names[i], strlen(f->sparse_names[i]));
+                pr__json_str(o, f->sparse_names[i], strlen(f->sparse_names[i]));
             }
             fprintf(o, "]");
         }
@@ -335,14 +335,14 @@ static int roll_close(files_sink *f, char *errstr, size_t es)
     for (size_t i = 0; i < 3 && err == 0 && !jagged; i++) {
         char p[4200];
         snprintf(p, sizeof(p), "%s/%s", f->tmp, names[i]);
-        if (fsync_path(p) < 0)
+        if (pr__fsync_path(p) < 0)
             err = pr_seterr(errstr, es, PR_EIO, "files sink: fsync %s: %s", p, strerror(errno));
     }
     char final[4200];
     snprintf(final, sizeof(final), "%s/batches-%llu-%llu-%llu", f->dir,
              (unsigned long long)f->epoch, (unsigned long long)f->first_seq,
              (unsigned long long)f->last_seq);
-    if (err == 0 && fsync_path(f->tmp) < 0)
+    if (err == 0 && pr__fsync_path(f->tmp) < 0)
         err = pr_seterr(errstr, es, PR_EIO, "files sink: fsync %s: %s", f->tmp, strerror(errno));
     if (err == 0 && rename(f->tmp, final) < 0)
         err =
@@ -352,14 +352,14 @@ static int roll_close(files_sink *f, char *errstr, size_t es)
                             "epoch 0 and numbers batches from 1; give the pipeline a "
                             "state.dir, or a fresh sink dir per run)"
                           : "");
-    if (err == 0 && fsync_path(f->dir) < 0)
+    if (err == 0 && pr__fsync_path(f->dir) < 0)
         err = pr_seterr(errstr, es, PR_EIO, "files sink: fsync %s: %s", f->dir, strerror(errno));
     if (err < 0) {
-        roll_abort(f);
+        pr__roll_abort(f);
         return err;
     }
     f->open = false;
-    free_jnames(f);
+    pr__free_jnames(f);
     /* The roll is durable: acknowledge its batches. */
     if (pr__acks_push(&f->acked, f->seqs, f->n_seqs) < 0)
         return PR_ENOMEM;
@@ -367,7 +367,7 @@ static int roll_close(files_sink *f, char *errstr, size_t es)
     return 0;
 }
 
-static int write_batch(files_sink *f, const pr_batch *b, char *errstr, size_t es)
+static int pr__write_batch(files_sink *f, const pr_batch *b, char *errstr, size_t es)
 {
     int err;
     if (f->jag) {
@@ -382,7 +382,7 @@ static int write_batch(files_sink *f, const pr_batch *b, char *errstr, size_t es
     FILE *o = f->meta;
     if (f->n_seqs == 0) {
         fprintf(o, "{\n  \"pipeline\": ");
-        json_str(o, b->pipeline, strlen(b->pipeline));
+        pr__json_str(o, b->pipeline, strlen(b->pipeline));
         fprintf(o, ",\n  \"batches\": [\n");
     }
     fprintf(o,
@@ -396,7 +396,7 @@ static int write_batch(files_sink *f, const pr_batch *b, char *errstr, size_t es
         int ti = PR_PART_KEY_TOPIC(r->partition);
         const char *topic = (uint32_t)ti < b->n_topics ? b->topics[ti] : "";
         fprintf(o, "%s{\"topic\": ", i ? ", " : "");
-        json_str(o, topic, strlen(topic));
+        pr__json_str(o, topic, strlen(topic));
         fprintf(o, ", \"partition\": %d, \"first\": %lld, \"last\": %lld, \"rows\": %u}",
                 PR_PART_KEY_PARTITION(r->partition), (long long)r->first_offset,
                 (long long)r->last_offset, r->rows);
@@ -430,9 +430,9 @@ static int write_batch(files_sink *f, const pr_batch *b, char *errstr, size_t es
     return 0;
 }
 
-static void files_free(pr_sink *s);
+static void pr__files_free(pr_sink *s);
 
-static int files_new(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, size_t es)
+static int pr__files_new(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, size_t es)
 {
     if (!cfg->files.dir || !*cfg->files.dir)
         return pr_seterr(errstr, es, PR_EINVAL, "sinks.files.dir: required");
@@ -458,43 +458,43 @@ static int files_new(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, size_t
             f->sparse_names[i] = strdup(cfg->sparse_names[i] ? cfg->sparse_names[i] : "");
     }
     if (!f->dir || !f->last_vocab) {
-        files_free(&f->base);
+        pr__files_free(&f->base);
         return pr_seterr(errstr, es, PR_ENOMEM, "files sink: out of memory");
     }
     if (mkdir(f->dir, 0755) < 0 && errno != EEXIST) {
         int e = errno;
-        files_free(&f->base);
+        pr__files_free(&f->base);
         return pr_seterr(errstr, es, PR_EIO, "sinks.files.dir: cannot create %s: %s",
                          cfg->files.dir, strerror(e));
     }
     if (access(f->dir, W_OK) < 0) {
-        files_free(&f->base);
+        pr__files_free(&f->base);
         return pr_seterr(errstr, es, PR_EIO, "sinks.files.dir: %s is not writable", cfg->files.dir);
     }
     *out = &f->base;
     return 0;
 }
 
-static int files_send(pr_sink *s, pr_batch *b)
+static int pr__files_send(pr_sink *s, pr_batch *b)
 {
     files_sink *f = (files_sink *)s;
     char err[512];
     int rc;
-    if (f->open && (b->jagged ? !same_jagged(f, b) : f->jag != NULL) &&
-        (rc = roll_close(f, err, sizeof(err))) < 0)
+    if (f->open && (b->jagged ? !pr__same_jagged(f, b) : f->jag != NULL) &&
+        (rc = pr__roll_close(f, err, sizeof(err))) < 0)
         goto fail; /* another layout: a roll of its own */
-    if (!f->open && (rc = roll_open(f, b, err, sizeof(err))) < 0)
+    if (!f->open && (rc = pr__roll_open(f, b, err, sizeof(err))) < 0)
         goto fail;
     if (pr_grow((void **)&f->seqs, &f->cap_seqs, f->n_seqs + 1, sizeof(*f->seqs)) < 0)
         return PR_ENOMEM;
-    if ((rc = write_batch(f, b, err, sizeof(err))) < 0)
+    if ((rc = pr__write_batch(f, b, err, sizeof(err))) < 0)
         goto fail;
     f->seqs[f->n_seqs++] = b->seq;
     f->st.batches_sent++;
     f->st.bytes_sent += b->bytes;
-    if (f->n_seqs >= f->roll_batches && (rc = roll_close(f, err, sizeof(err))) < 0)
+    if (f->n_seqs >= f->roll_batches && (rc = pr__roll_close(f, err, sizeof(err))) < 0)
         goto fail;
-    publish(f);
+    pr__publish(f);
     return 0;
 fail:
     /* The roll is gone with its batches unacked; the caller sees the error
@@ -502,37 +502,37 @@ fail:
     f->st.errors++;
     f->failed = true;
     pr_err("%s", err);
-    roll_abort(f);
-    publish(f);
+    pr__roll_abort(f);
+    pr__publish(f);
     return rc;
 }
 
-static int files_poll(pr_sink *s, pr_sink_ack_cb cb, void *opaque)
+static int pr__files_poll(pr_sink *s, pr_sink_ack_cb cb, void *opaque)
 {
     files_sink *f = (files_sink *)s;
     if (f->open && f->n_seqs && pr_clock_mono_ns(f->clock) - f->opened_ns >= f->roll_max_ns) {
         char err[512];
-        if (roll_close(f, err, sizeof(err)) < 0) {
+        if (pr__roll_close(f, err, sizeof(err)) < 0) {
             pr_err("%s", err);
             f->st.errors++;
             f->failed = true;
-            publish(f);
+            pr__publish(f);
             return PR_EIO;
         }
     }
     size_t n = pr__acks_drain(&f->acked, cb, opaque);
     f->st.batches_acked += n;
-    publish(f);
+    pr__publish(f);
     return (int)n;
 }
 
-static bool files_ready(pr_sink *s)
+static bool pr__files_ready(pr_sink *s)
 {
     files_sink *f = (files_sink *)s;
     return !f->failed && access(f->dir, W_OK) == 0;
 }
 
-static void files_stats(pr_sink *s, pr_sink_stats *st)
+static void pr__files_stats(pr_sink *s, pr_sink_stats *st)
 {
     files_sink *f = (files_sink *)s;
     pthread_mutex_lock(&f->mu);
@@ -540,12 +540,12 @@ static void files_stats(pr_sink *s, pr_sink_stats *st)
     pthread_mutex_unlock(&f->mu);
 }
 
-static void files_free(pr_sink *s)
+static void pr__files_free(pr_sink *s)
 {
     files_sink *f = (files_sink *)s;
     if (!f)
         return;
-    roll_abort(f);
+    pr__roll_abort(f);
     if (f->sparse_names)
         for (uint32_t i = 0; i < f->n_sparse; i++)
             free(f->sparse_names[i]);
@@ -561,12 +561,12 @@ static void files_free(pr_sink *s)
 const pr_sink_ops pr_sink_files_ops = {
     .name = "files",
     .doc = ".npy rolls in DIR/batches-<epoch>-<first>-<last>/, acked once fsync'd and renamed",
-    .new_ = files_new,
-    .send = files_send,
-    .poll = files_poll,
-    .ready = files_ready,
-    .get_stats = files_stats,
-    .free_ = files_free,
+    .new_ = pr__files_new,
+    .send = pr__files_send,
+    .poll = pr__files_poll,
+    .ready = pr__files_ready,
+    .get_stats = pr__files_stats,
+    .free_ = pr__files_free,
     /* No capabilities: acked once the roll is durable. */
     .enabled_off = offsetof(pr_sinks_cfg, files.enabled),
 };

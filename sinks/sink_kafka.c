@@ -46,7 +46,7 @@ typedef struct kafka_sink {
 } kafka_sink;
 
 /* Copy the counters for other threads (end of send and poll). */
-static void publish(kafka_sink *k)
+static void pr__publish(kafka_sink *k)
 {
     pthread_mutex_lock(&k->mu);
     k->pub = k->st;
@@ -54,7 +54,7 @@ static void publish(kafka_sink *k)
     pthread_mutex_unlock(&k->mu);
 }
 
-static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+static void pr__dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
     (void)rk;
     kafka_sink *k = opaque;
@@ -85,7 +85,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
     k->retry[k->n_retry++] = b; /* keeps the reference */
 }
 
-static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+static void pr__error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
     kafka_sink *k = opaque;
     if (err == RD_KAFKA_RESP_ERR__FATAL) {
@@ -98,9 +98,9 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
     }
 }
 
-static void kafka_free(pr_sink *s);
+static void pr__kafka_free(pr_sink *s);
 
-static int kafka_new(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, size_t es)
+static int pr__kafka_new(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, size_t es)
 {
     if (!cfg->kafka.topic || !*cfg->kafka.topic)
         return pr_seterr(errstr, es, PR_EINVAL, "sinks.kafka.topic: required");
@@ -121,18 +121,18 @@ static int kafka_new(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, size_t
                                .props = kc.properties.items,
                                .n_props = kc.properties.n,
                                .opaque = k,
-                               .dr_msg_cb = dr_cb,
-                               .error_cb = error_cb};
+                               .dr_msg_cb = pr__dr_cb,
+                               .error_cb = pr__error_cb};
     int rc = pr_kafka_client_new(&cc, &k->rk, errstr, es);
     if (rc) {
-        kafka_free(&k->base);
+        pr__kafka_free(&k->base);
         return rc;
     }
     *out = &k->base;
     return 0;
 }
 
-static int produce(kafka_sink *k, pr_batch *b)
+static int pr__produce(kafka_sink *k, pr_batch *b)
 {
     char seq[24];
     snprintf(seq, sizeof(seq), "%llu", (unsigned long long)b->seq);
@@ -155,7 +155,7 @@ static int produce(kafka_sink *k, pr_batch *b)
     return 0;
 }
 
-static int kafka_send(pr_sink *s, pr_batch *b)
+static int pr__kafka_send(pr_sink *s, pr_batch *b)
 {
     kafka_sink *k = (kafka_sink *)s;
     if (!b->pb)
@@ -165,7 +165,7 @@ static int kafka_send(pr_sink *s, pr_batch *b)
         return PR_EAGAIN; /* keep order: retries first */
     }
     pr_batch_ref(b);
-    int rc = produce(k, b);
+    int rc = pr__produce(k, b);
     if (rc < 0) {
         pr_batch_unref(b);
         if (rc == PR_EAGAIN)
@@ -173,18 +173,18 @@ static int kafka_send(pr_sink *s, pr_batch *b)
     } else {
         k->st.batches_sent++;
     }
-    publish(k);
+    pr__publish(k);
     return rc;
 }
 
-static int kafka_poll(pr_sink *s, pr_sink_ack_cb cb, void *opaque)
+static int pr__kafka_poll(pr_sink *s, pr_sink_ack_cb cb, void *opaque)
 {
     kafka_sink *k = (kafka_sink *)s;
     rd_kafka_poll(k->rk, 0);
     /* Re-produce failed batches, in order. */
     size_t i = 0;
     for (; i < k->n_retry; i++) {
-        if (produce(k, k->retry[i]) < 0)
+        if (pr__produce(k, k->retry[i]) < 0)
             break;
         k->st.redeliveries++;
     }
@@ -194,17 +194,17 @@ static int kafka_poll(pr_sink *s, pr_sink_ack_cb cb, void *opaque)
     }
     size_t n = pr__acks_drain(&k->acked, cb, opaque);
     k->st.batches_acked += n;
-    publish(k);
+    pr__publish(k);
     return (int)n;
 }
 
-static bool kafka_ready(pr_sink *s)
+static bool pr__kafka_ready(pr_sink *s)
 {
     kafka_sink *k = (kafka_sink *)s;
     return k->rk && !k->fatal;
 }
 
-static void kafka_stats(pr_sink *s, pr_sink_stats *st)
+static void pr__kafka_stats(pr_sink *s, pr_sink_stats *st)
 {
     kafka_sink *k = (kafka_sink *)s;
     pthread_mutex_lock(&k->mu);
@@ -212,7 +212,7 @@ static void kafka_stats(pr_sink *s, pr_sink_stats *st)
     pthread_mutex_unlock(&k->mu);
 }
 
-static void kafka_free(pr_sink *s)
+static void pr__kafka_free(pr_sink *s)
 {
     kafka_sink *k = (kafka_sink *)s;
     if (!k)
@@ -237,12 +237,12 @@ static void kafka_free(pr_sink *s)
 const pr_sink_ops pr_sink_kafka_ops = {
     .name = "kafka",
     .doc = "idempotent producer: one TrainingBatch message per batch, acked by delivery report",
-    .new_ = kafka_new,
-    .send = kafka_send,
-    .poll = kafka_poll,
-    .ready = kafka_ready,
-    .get_stats = kafka_stats,
-    .free_ = kafka_free,
+    .new_ = pr__kafka_new,
+    .send = pr__kafka_send,
+    .poll = pr__kafka_poll,
+    .ready = pr__kafka_ready,
+    .get_stats = pr__kafka_stats,
+    .free_ = pr__kafka_free,
     /* No capabilities: acked by the delivery report of the write itself. */
     .enabled_off = offsetof(pr_sinks_cfg, kafka.enabled),
 };

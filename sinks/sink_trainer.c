@@ -690,7 +690,7 @@ static void pr__ckpt_release(trainer_sink *t, pr_batch *b)
     t->st.batches_acked++;
 }
 
-static size_t ckpt_release_list(trainer_sink *t, const pr__posset *ps, inflight *v, size_t *n)
+static size_t pr__ckpt_release_list(trainer_sink *t, const pr__posset *ps, inflight *v, size_t *n)
 {
     size_t w = 0, released = 0;
     for (size_t i = 0; i < *n; i++) {
@@ -710,7 +710,7 @@ static size_t ckpt_release_list(trainer_sink *t, const pr__posset *ps, inflight 
  * any trainer), whose rows all lie in `ps`. Checkpoints of data-parallel
  * ranks hold each other's batches, so all connections are searched. I/O
  * thread; takes mu. */
-static size_t ckpt_release_covered(trainer_sink *t, const pr__posset *ps)
+static size_t pr__ckpt_release_covered(trainer_sink *t, const pr__posset *ps)
 {
     size_t released = 0;
     pthread_mutex_lock(&t->mu);
@@ -725,8 +725,8 @@ static size_t ckpt_release_covered(trainer_sink *t, const pr__posset *ps)
     }
     t->qlen = w;
     for (tclient *c = t->clients; c; c = c->next) {
-        released += ckpt_release_list(t, ps, c->fl, &c->n_fl);
-        released += ckpt_release_list(t, ps, c->tr, &c->n_tr);
+        released += pr__ckpt_release_list(t, ps, c->fl, &c->n_fl);
+        released += pr__ckpt_release_list(t, ps, c->tr, &c->n_tr);
     }
     pthread_mutex_unlock(&t->mu);
     return released;
@@ -734,7 +734,7 @@ static size_t ckpt_release_covered(trainer_sink *t, const pr__posset *ps)
 
 /* Add a position sent by a trainer (Subscribe.resume or CheckpointCommit)
  * to `ps`. false: a range does not make sense (the caller drops the client). */
-static bool ckpt_add_ranges(pr__posset *ps, Piperec__V1__OffsetRange *const *r, size_t n)
+static bool pr__ckpt_add_ranges(pr__posset *ps, Piperec__V1__OffsetRange *const *r, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         if (r[i]->first_offset < 0 || r[i]->last_offset < r[i]->first_offset)
@@ -753,12 +753,12 @@ static void pr__handle_checkpoint(trainer_sink *t, tclient *c,
         return; /* ack delivery: acks already released everything */
     pr__posset ps;
     pr__posset_init(&ps);
-    bool ok = ckpt_add_ranges(&ps, cc->ranges, cc->n_ranges);
+    bool ok = pr__ckpt_add_ranges(&ps, cc->ranges, cc->n_ranges);
     if (ok) {
         /* A committed checkpoint is a resume position too: rows it holds are
          * never delivered again, even if the consumer reads them twice. */
         pthread_mutex_lock(&t->mu);
-        ok = ckpt_add_ranges(&t->resume, cc->ranges, cc->n_ranges);
+        ok = pr__ckpt_add_ranges(&t->resume, cc->ranges, cc->n_ranges);
         pthread_mutex_unlock(&t->mu);
     }
     if (!ok) {
@@ -767,7 +767,7 @@ static void pr__handle_checkpoint(trainer_sink *t, tclient *c,
              "CheckpointCommit: bad offset range (or out of memory)");
         return;
     }
-    size_t released = ckpt_release_covered(t, &ps);
+    size_t released = pr__ckpt_release_covered(t, &ps);
     pr__posset_fini(&ps);
     pr_debug("trainer sink: client %s (#%llu) committed checkpoint %llu: %zu batch(es) released",
              c->client_id, (unsigned long long)c->id, (unsigned long long)cc->id, released);
@@ -849,7 +849,7 @@ static void pr__handle_subscribe(trainer_sink *t, tclient *c,
     c->subscribed = true;
     pthread_mutex_lock(&t->mu);
     t->st.clients++;
-    bool ok_resume = !t->ckpt || ckpt_add_ranges(&t->resume, s->resume, s->n_resume);
+    bool ok_resume = !t->ckpt || pr__ckpt_add_ranges(&t->resume, s->resume, s->n_resume);
     if (t->ckpt)
         t->resume_known = true;
     pthread_mutex_unlock(&t->mu);
@@ -863,8 +863,8 @@ static void pr__handle_subscribe(trainer_sink *t, tclient *c,
          * CheckpointCommit was lost with the trainer) are done. */
         pr__posset ps;
         pr__posset_init(&ps);
-        if (ckpt_add_ranges(&ps, s->resume, s->n_resume))
-            ckpt_release_covered(t, &ps);
+        if (pr__ckpt_add_ranges(&ps, s->resume, s->n_resume))
+            pr__ckpt_release_covered(t, &ps);
         pr__posset_fini(&ps);
     }
     pr_info("trainer sink: client %s (#%llu) subscribed to %s with %u credits", c->client_id,
@@ -1427,7 +1427,7 @@ static char **pr__names_dup(const char *const *src, size_t n)
     return v;
 }
 
-static void trainer_free(pr_sink *s);
+static void pr__trainer_free(pr_sink *s);
 
 /* A server TLS context from the files of tc: certificate and key, optional
  * client CA (mutual TLS), TLS 1.2 or newer. Errors name the key and
@@ -1538,7 +1538,7 @@ static int pr__tls_setup(trainer_sink *t, const pr_trainer_tls_cfg *tc, char *er
     return 0;
 }
 
-static int trainer_new(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, size_t errstr_size)
+static int pr__trainer_new(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, size_t errstr_size)
 {
     trainer_sink *t = calloc(1, sizeof(*t));
     if (!t)
@@ -1655,11 +1655,11 @@ static int trainer_new(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, size
     *out = &t->base;
     return 0;
 fail:
-    trainer_free(&t->base);
+    pr__trainer_free(&t->base);
     return err;
 }
 
-static int trainer_send(pr_sink *s, pr_batch *b)
+static int pr__trainer_send(pr_sink *s, pr_batch *b)
 {
     trainer_sink *t = (trainer_sink *)s;
     if (!b->pb)
@@ -1680,7 +1680,7 @@ static int trainer_send(pr_sink *s, pr_batch *b)
     return err;
 }
 
-static int trainer_poll(pr_sink *s, pr_sink_ack_cb cb, void *opaque)
+static int pr__trainer_poll(pr_sink *s, pr_sink_ack_cb cb, void *opaque)
 {
     trainer_sink *t = (trainer_sink *)s;
     uint64_t local[256];
@@ -1703,13 +1703,13 @@ static int trainer_poll(pr_sink *s, pr_sink_ack_cb cb, void *opaque)
     }
 }
 
-static bool trainer_ready(pr_sink *s)
+static bool pr__trainer_ready(pr_sink *s)
 {
     trainer_sink *t = (trainer_sink *)s;
     return t->started && t->lfd >= 0;
 }
 
-static void trainer_stats(pr_sink *s, pr_sink_stats *st)
+static void pr__trainer_stats(pr_sink *s, pr_sink_stats *st)
 {
     trainer_sink *t = (trainer_sink *)s;
     pthread_mutex_lock(&t->mu);
@@ -1728,7 +1728,7 @@ static uint64_t pr_sink_trainer_buffered_bytes(pr_sink *s)
     return __atomic_load_n(&((trainer_sink *)s)->rx_bytes, __ATOMIC_RELAXED);
 }
 
-static void trainer_free(pr_sink *s)
+static void pr__trainer_free(pr_sink *s)
 {
     trainer_sink *t = (trainer_sink *)s;
     if (!t)
@@ -1820,12 +1820,12 @@ static uint32_t pr_sink_trainer_resume_filter(pr_sink *s, const char *const *top
 const pr_sink_ops pr_sink_trainer_ops = {
     .name = "trainer",
     .doc = "TCP stream to trainers: credit window, ack by sequence, redelivery to another trainer",
-    .new_ = trainer_new,
-    .send = trainer_send,
-    .poll = trainer_poll,
-    .ready = trainer_ready,
-    .get_stats = trainer_stats,
-    .free_ = trainer_free,
+    .new_ = pr__trainer_new,
+    .send = pr__trainer_send,
+    .poll = pr__trainer_poll,
+    .ready = pr__trainer_ready,
+    .get_stats = pr__trainer_stats,
+    .free_ = pr__trainer_free,
     /* Capabilities: readers ack, unacked batches go to another trainer,
      * checkpoint delivery, a listening port. */
     .enabled_off = offsetof(pr_sinks_cfg, trainer.enabled),

@@ -131,7 +131,7 @@ pr_sink *pr_sinkset_get(pr_sinkset *ss, size_t i)
     return i < ss->n ? ss->sinks[i] : NULL;
 }
 
-static int q_push(ss_queue *q, pr_batch *b)
+static int pr__q_push(ss_queue *q, pr_batch *b)
 {
     if (q->len == q->cap) {
         size_t nc = q->cap ? q->cap * 2 : 16;
@@ -150,7 +150,7 @@ static int q_push(ss_queue *q, pr_batch *b)
     return 0;
 }
 
-static ss_entry *find(pr_sinkset *ss, uint64_t seq)
+static ss_entry *pr__find(pr_sinkset *ss, uint64_t seq)
 {
     size_t lo = 0, hi = ss->n_pend;
     while (lo < hi) {
@@ -179,7 +179,7 @@ int pr_sinkset_send(pr_sinkset *ss, pr_batch *b)
         if (ss->retry[i].len == 0)
             rc = pr_sink_send(ss->sinks[i], b);
         if (rc == PR_EAGAIN)
-            rc = q_push(&ss->retry[i], b);
+            rc = pr__q_push(&ss->retry[i], b);
         if (rc < 0) {
             pr_err("sink %s: cannot send batch %llu: %s", pr_sink_name(ss->sinks[i]),
                    (unsigned long long)b->seq, pr_strerror(rc));
@@ -190,10 +190,10 @@ int pr_sinkset_send(pr_sinkset *ss, pr_batch *b)
     return first_err;
 }
 
-static void on_sink_ack(void *opaque, uint64_t seq)
+static void pr__on_sink_ack(void *opaque, uint64_t seq)
 {
     pr_sinkset *ss = opaque;
-    ss_entry *e = find(ss, seq);
+    ss_entry *e = pr__find(ss, seq);
     if (e && e->remaining > 0 && --e->remaining == 0)
         ss->n_done++;
 }
@@ -214,7 +214,7 @@ int pr_sinkset_poll(pr_sinkset *ss, pr_sink_ack_cb cb, void *opaque)
             q->len--;
             pr_batch_unref(b);
         }
-        int rc = pr_sink_poll(ss->sinks[i], on_sink_ack, ss);
+        int rc = pr_sink_poll(ss->sinks[i], pr__on_sink_ack, ss);
         if (rc < 0 && !first_err)
             first_err = rc;
     }

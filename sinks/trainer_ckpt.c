@@ -31,7 +31,7 @@ void pr__posset_fini(pr__posset *s)
     memset(s, 0, sizeof(*s));
 }
 
-static pr__pospart *find(const pr__posset *s, const char *topic, int32_t partition)
+static pr__pospart *pr__find(const pr__posset *s, const char *topic, int32_t partition)
 {
     for (size_t i = 0; i < s->n; i++)
         if (s->parts[i].partition == partition && !strcmp(s->parts[i].topic, topic))
@@ -45,7 +45,7 @@ int pr__posset_add(pr__posset *s, const char *topic, int32_t partition, int64_t 
         topic = "";
     if (first > last || first < 0)
         return PR_EINVAL;
-    pr__pospart *p = find(s, topic, partition);
+    pr__pospart *p = pr__find(s, topic, partition);
     if (!p) {
         if (pr_grow((void **)&s->parts, &s->cap, s->n + 1, sizeof(*s->parts)) < 0)
             return PR_ENOMEM;
@@ -91,7 +91,7 @@ int pr__posset_add(pr__posset *s, const char *topic, int32_t partition, int64_t 
 bool pr__posset_covers(const pr__posset *s, const char *topic, int32_t partition, int64_t first,
                        int64_t last)
 {
-    const pr__pospart *p = find(s, topic ? topic : "", partition);
+    const pr__pospart *p = pr__find(s, topic ? topic : "", partition);
     if (!p)
         return false;
     size_t lo = 0, hi = p->n;

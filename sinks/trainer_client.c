@@ -49,19 +49,19 @@ struct pr_trainer_client {
     size_t consumed; /* bytes of the last returned frame, dropped at the next call */
 };
 
-static int64_t now_ms(void)
+static int64_t pr__now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int wait_fd(int fd, short ev, int64_t deadline)
+static int pr__wait_fd(int fd, short ev, int64_t deadline)
 {
     for (;;) {
         int tmo = -1;
         if (deadline >= 0) {
-            int64_t left = deadline - now_ms();
+            int64_t left = deadline - pr__now_ms();
             tmo = left > 0 ? (int)left : 0;
         }
         struct pollfd p = {fd, ev, 0};
@@ -75,12 +75,12 @@ static int wait_fd(int fd, short ev, int64_t deadline)
 }
 
 /* SSL call result -> -1 with errno (EAGAIN: wait for c->want), 0 at EOF. */
-static ssize_t tls_result(pr_trainer_client *c, int rc, size_t n)
+static ssize_t pr__tc_tls_result(pr_trainer_client *c, int rc, size_t n)
 {
     return pr__tls_result(c->ssl, rc, n, &c->want);
 }
 
-static ssize_t c_recv(pr_trainer_client *c, void *buf, size_t n)
+static ssize_t pr__c_recv(pr_trainer_client *c, void *buf, size_t n)
 {
     c->want = POLLIN;
     if (!c->ssl)
@@ -88,13 +88,13 @@ static ssize_t c_recv(pr_trainer_client *c, void *buf, size_t n)
     size_t got = 0;
     ERR_clear_error();
     int rc = SSL_read_ex(c->ssl, buf, n, &got);
-    return tls_result(c, rc, got);
+    return pr__tc_tls_result(c, rc, got);
 }
 
 /* SSL_write writes with write(2): keep a vanished server from raising
  * SIGPIPE in the caller's thread (blocked around the call, a pending one
  * is taken back). */
-static ssize_t c_send(pr_trainer_client *c, const void *buf, size_t n)
+static ssize_t pr__c_send(pr_trainer_client *c, const void *buf, size_t n)
 {
     c->want = POLLOUT;
     if (!c->ssl)
@@ -109,7 +109,7 @@ static ssize_t c_send(pr_trainer_client *c, const void *buf, size_t n)
     size_t w = 0;
     ERR_clear_error();
     int rc = SSL_write_ex(c->ssl, buf, n, &w);
-    ssize_t r = tls_result(c, rc, w);
+    ssize_t r = pr__tc_tls_result(c, rc, w);
     int e = errno;
     sigpending(&pending);
     if (!was_pending && sigismember(&pending, SIGPIPE)) {
@@ -121,15 +121,15 @@ static ssize_t c_send(pr_trainer_client *c, const void *buf, size_t n)
     return r;
 }
 
-static int write_all(pr_trainer_client *c, const uint8_t *p, size_t n)
+static int pr__write_all(pr_trainer_client *c, const uint8_t *p, size_t n)
 {
     while (n) {
-        ssize_t w = c_send(c, p, n);
+        ssize_t w = pr__c_send(c, p, n);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                if (wait_fd(c->fd, c->want, now_ms() + 30000) < 0)
+                if (pr__wait_fd(c->fd, c->want, pr__now_ms() + 30000) < 0)
                     return PR_EIO;
                 continue;
             }
@@ -141,20 +141,20 @@ static int write_all(pr_trainer_client *c, const uint8_t *p, size_t n)
     return 0;
 }
 
-static int send_frame(pr_trainer_client *c, const Piperec__Trainer__V1__Frame *f)
+static int pr__send_frame(pr_trainer_client *c, const Piperec__Trainer__V1__Frame *f)
 {
     uint8_t *buf;
     size_t len;
     int err = pr__frame_pack(f, &buf, &len);
     if (err < 0)
         return err;
-    err = write_all(c, buf, len);
+    err = pr__write_all(c, buf, len);
     free(buf);
     return err;
 }
 
 /* Drop the frame returned last (its view is no longer in use). */
-static void drop_consumed(pr_trainer_client *c)
+static void pr__drop_consumed(pr_trainer_client *c)
 {
     if (c->consumed) {
         memmove(c->buf, c->buf + c->consumed, c->len - c->consumed);
@@ -165,7 +165,7 @@ static void drop_consumed(pr_trainer_client *c)
 
 /* Make sure a whole frame is buffered at byte `at` (the start of a frame);
  * returns its body length via *n. */
-static int fill_frame_at(pr_trainer_client *c, size_t at, int64_t deadline, uint32_t *n,
+static int pr__fill_frame_at(pr_trainer_client *c, size_t at, int64_t deadline, uint32_t *n,
                          char *errstr, size_t es)
 {
     for (;;) {
@@ -186,7 +186,7 @@ static int fill_frame_at(pr_trainer_client *c, size_t at, int64_t deadline, uint
             c->buf = nb;
             c->cap = need;
         }
-        ssize_t r = c_recv(c, c->buf + c->len, c->cap - c->len);
+        ssize_t r = pr__c_recv(c, c->buf + c->len, c->cap - c->len);
         if (r > 0) {
             c->len += (size_t)r;
             continue;
@@ -206,7 +206,7 @@ static int fill_frame_at(pr_trainer_client *c, size_t at, int64_t deadline, uint
             continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK)
             return pr_seterr(errstr, es, PR_EIO, "recv: %s", strerror(errno));
-        int rc = wait_fd(c->fd, c->want, deadline);
+        int rc = pr__wait_fd(c->fd, c->want, deadline);
         if (rc == PR_ETIMEDOUT)
             return PR_ETIMEDOUT;
         if (rc < 0)
@@ -215,19 +215,19 @@ static int fill_frame_at(pr_trainer_client *c, size_t at, int64_t deadline, uint
 }
 
 /* Make sure a whole frame is buffered at the front; its body length in *n. */
-static int read_frame(pr_trainer_client *c, int64_t deadline, uint32_t *n, char *errstr, size_t es)
+static int pr__read_frame(pr_trainer_client *c, int64_t deadline, uint32_t *n, char *errstr, size_t es)
 {
-    drop_consumed(c);
-    return fill_frame_at(c, 0, deadline, n, errstr, es);
+    pr__drop_consumed(c);
+    return pr__fill_frame_at(c, 0, deadline, n, errstr, es);
 }
 
-static int server_error(const Piperec__Trainer__V1__Frame *f, char *errstr, size_t es)
+static int pr__server_error(const Piperec__Trainer__V1__Frame *f, char *errstr, size_t es)
 {
     return pr_seterr(errstr, es, PR_ESTATE, "server error %d: %s", (int)f->error->code,
                      f->error->message ? f->error->message : "");
 }
 
-static char **names_copy(char **src, size_t n)
+static char **pr__names_copy(char **src, size_t n)
 {
     if (!n)
         return NULL;
@@ -242,7 +242,7 @@ static char **names_copy(char **src, size_t n)
 /* A TLS failure: PR_EINVAL for our own files, PR_ESTATE when TLS said no
  * (an alert: final, like a server Error), PR_EIO when the connection just
  * ended (worth retrying). */
-static int tls_fail(const char *what, char *errstr, size_t es)
+static int pr__tls_fail(const char *what, char *errstr, size_t es)
 {
     char eb[256];
     unsigned long e = ERR_peek_last_error();
@@ -257,27 +257,27 @@ static int tls_fail(const char *what, char *errstr, size_t es)
 /* TLS over the connected socket: verify the server against tls_ca (or the
  * system CAs) and `host` (name or IP); present a client certificate when
  * given. Blocks until the handshake is done or the deadline. */
-static int tls_connect(pr_trainer_client *c, const pr_trainer_client_opts *o, const char *host,
+static int pr__tls_connect(pr_trainer_client *c, const pr_trainer_client_opts *o, const char *host,
                        int64_t deadline, char *errstr, size_t es)
 {
     ERR_clear_error();
     if (!(c->ctx = SSL_CTX_new(TLS_client_method())))
-        return tls_fail("context", errstr, es);
+        return pr__tls_fail("context", errstr, es);
     SSL_CTX_set_min_proto_version(c->ctx, TLS1_2_VERSION);
     SSL_CTX_set_mode(c->ctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_CTX_set_options(c->ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
     SSL_CTX_set_verify(c->ctx, SSL_VERIFY_PEER, NULL);
     if (o->tls_ca ? SSL_CTX_load_verify_locations(c->ctx, o->tls_ca, NULL) != 1
                   : SSL_CTX_set_default_verify_paths(c->ctx) != 1)
-        return tls_fail(o->tls_ca ? o->tls_ca : "system CAs", errstr, es);
+        return pr__tls_fail(o->tls_ca ? o->tls_ca : "system CAs", errstr, es);
     if ((o->tls_cert != NULL) != (o->tls_key != NULL))
         return pr_seterr(errstr, es, PR_EINVAL, "TLS: a client certificate needs its key");
     if (o->tls_cert && SSL_CTX_use_certificate_chain_file(c->ctx, o->tls_cert) != 1)
-        return tls_fail(o->tls_cert, errstr, es);
+        return pr__tls_fail(o->tls_cert, errstr, es);
     if (o->tls_key && SSL_CTX_use_PrivateKey_file(c->ctx, o->tls_key, SSL_FILETYPE_PEM) != 1)
-        return tls_fail(o->tls_key, errstr, es);
+        return pr__tls_fail(o->tls_key, errstr, es);
     if (!(c->ssl = SSL_new(c->ctx)) || SSL_set_fd(c->ssl, c->fd) != 1)
-        return tls_fail("session", errstr, es);
+        return pr__tls_fail("session", errstr, es);
     const char *name = host[0] ? host : "127.0.0.1";
     unsigned char ipbuf[16];
     bool is_ip = inet_pton(AF_INET, name, ipbuf) == 1 || inet_pton(AF_INET6, name, ipbuf) == 1;
@@ -294,8 +294,8 @@ static int tls_connect(pr_trainer_client *c, const pr_trainer_client_opts *o, co
         int rc = SSL_do_handshake(c->ssl);
         if (rc == 1)
             return 0;
-        if (tls_result(c, rc, 0) < 0 && errno == EAGAIN) {
-            if (wait_fd(c->fd, c->want, deadline) < 0)
+        if (pr__tc_tls_result(c, rc, 0) < 0 && errno == EAGAIN) {
+            if (pr__wait_fd(c->fd, c->want, deadline) < 0)
                 return pr_seterr(errstr, es, PR_ETIMEDOUT,
                                  "TLS handshake with the server timed out");
             continue;
@@ -304,13 +304,13 @@ static int tls_connect(pr_trainer_client *c, const pr_trainer_client_opts *o, co
         if (vr != X509_V_OK)
             return pr_seterr(errstr, es, PR_EINVAL, "TLS: server certificate not trusted: %s",
                              X509_verify_cert_error_string(vr));
-        return tls_fail("handshake", errstr, es);
+        return pr__tls_fail("handshake", errstr, es);
     }
 }
 
 /* Protobuf OffsetRanges for n ranges (checked: 0 <= first <= last): *rv
  * holds them, *rp points at each; free both. */
-static int ranges_build(const pr_trainer_range *r, size_t n, Piperec__V1__OffsetRange **rv,
+static int pr__ranges_build(const pr_trainer_range *r, size_t n, Piperec__V1__OffsetRange **rv,
                         Piperec__V1__OffsetRange ***rp, char *errstr, size_t es)
 {
     *rv = NULL;
@@ -398,7 +398,7 @@ static int pr__tc_connect(const char *connect_to, const char *host, uint16_t por
         }
         int soerr = 0;
         socklen_t sl = sizeof(soerr);
-        if (wait_fd(fd, POLLOUT, deadline) < 0 ||
+        if (pr__wait_fd(fd, POLLOUT, deadline) < 0 ||
             getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr) {
             last = soerr ? soerr : ETIMEDOUT;
             close(fd);
@@ -425,7 +425,7 @@ static int pr__tc_subscribe(pr_trainer_client *c, const pr_trainer_client_opts *
     sub.client_id = (char *)(opts->client_id ? opts->client_id : idbuf);
     sub.token = (char *)(opts->token ? opts->token : "");
     Piperec__V1__OffsetRange *rv = NULL, **rp = NULL;
-    int err = ranges_build(opts->resume, opts->n_resume, &rv, &rp, errstr, es);
+    int err = pr__ranges_build(opts->resume, opts->n_resume, &rv, &rp, errstr, es);
     if (err < 0)
         return err;
     sub.n_resume = opts->n_resume;
@@ -433,14 +433,14 @@ static int pr__tc_subscribe(pr_trainer_client *c, const pr_trainer_client_opts *
     Piperec__Trainer__V1__Frame f = PIPEREC__TRAINER__V1__FRAME__INIT;
     f.msg_case = PIPEREC__TRAINER__V1__FRAME__MSG_SUBSCRIBE;
     f.subscribe = &sub;
-    err = send_frame(c, &f);
+    err = pr__send_frame(c, &f);
     free(rv);
     free(rp);
     if (err < 0 && c->ssl) {
         /* The server may have refused us with a TLS alert (mutual TLS without
          * an accepted certificate): read it for a useful, final error. */
         uint32_t n;
-        int rerr = read_frame(c, now_ms() + 1000, &n, errstr, es);
+        int rerr = pr__read_frame(c, pr__now_ms() + 1000, &n, errstr, es);
         if (rerr == PR_ESTATE)
             return rerr;
     }
@@ -456,7 +456,7 @@ static int pr__tc_await_ok(pr_trainer_client *c, const pr_trainer_client_opts *o
     int err;
     for (;;) {
         uint32_t n;
-        err = read_frame(c, deadline, &n, errstr, es);
+        err = pr__read_frame(c, deadline, &n, errstr, es);
         if (err == PR_ETIMEDOUT)
             err = pr_seterr(errstr, es, PR_ETIMEDOUT, "no SubscribeOk from %s in time",
                             opts->connect);
@@ -471,7 +471,7 @@ static int pr__tc_await_ok(pr_trainer_client *c, const pr_trainer_client_opts *o
             break;
         }
         if (r->msg_case == PIPEREC__TRAINER__V1__FRAME__MSG_ERROR) {
-            err = server_error(r, errstr, es);
+            err = pr__server_error(r, errstr, es);
             pr__frame_free(r);
             break;
         }
@@ -488,9 +488,9 @@ static int pr__tc_await_ok(pr_trainer_client *c, const pr_trainer_client_opts *o
         in->sparse_width = ok->sparse_width;
         in->credits = ok->credits;
         if (ok->n_dense_names == ok->n_dense)
-            in->dense_names = names_copy(ok->dense_names, ok->n_dense_names);
+            in->dense_names = pr__names_copy(ok->dense_names, ok->n_dense_names);
         if (ok->n_sparse_names == ok->n_sparse)
-            in->sparse_names = names_copy(ok->sparse_names, ok->n_sparse_names);
+            in->sparse_names = pr__names_copy(ok->sparse_names, ok->n_sparse_names);
         pr__frame_free(r);
         return 0;
     }
@@ -508,7 +508,7 @@ int pr_trainer_client_open(const pr_trainer_client_opts *opts, pr_trainer_client
                          opts->connect ? opts->connect : "");
     if (!opts->pipeline || !*opts->pipeline)
         return pr_seterr(errstr, es, PR_EINVAL, "a pipeline name is required");
-    int64_t deadline = now_ms() + (opts->timeout_ms > 0 ? opts->timeout_ms : 10000);
+    int64_t deadline = pr__now_ms() + (opts->timeout_ms > 0 ? opts->timeout_ms : 10000);
     int fd = pr__tc_connect(opts->connect, host, port, deadline, errstr, es);
     if (fd < 0)
         return fd;
@@ -522,7 +522,7 @@ int pr_trainer_client_open(const pr_trainer_client_opts *opts, pr_trainer_client
     }
     c->fd = fd;
     if (opts->tls || opts->tls_ca || opts->tls_cert || opts->tls_key) {
-        int terr = tls_connect(c, opts, host, deadline, errstr, es);
+        int terr = pr__tls_connect(c, opts, host, deadline, errstr, es);
         if (terr < 0) {
             pr_trainer_client_close(c);
             return terr;
@@ -545,7 +545,7 @@ const pr_trainer_info *pr_trainer_client_info(const pr_trainer_client *c)
 }
 
 /* Answer a server Ping with the same nonce. */
-static int answer_ping(pr_trainer_client *c, const Piperec__Trainer__V1__Ping *ping)
+static int pr__answer_ping(pr_trainer_client *c, const Piperec__Trainer__V1__Ping *ping)
 {
     Piperec__Trainer__V1__Pong pong = PIPEREC__TRAINER__V1__PONG__INIT;
     pong.nonce = ping->nonce;
@@ -553,11 +553,11 @@ static int answer_ping(pr_trainer_client *c, const Piperec__Trainer__V1__Ping *p
     Piperec__Trainer__V1__Frame r = PIPEREC__TRAINER__V1__FRAME__INIT;
     r.msg_case = PIPEREC__TRAINER__V1__FRAME__MSG_PONG;
     r.pong = &pong;
-    return send_frame(c, &r);
+    return pr__send_frame(c, &r);
 }
 
 /* Cut the frame of `size` bytes at `at` out of the buffer. */
-static void cut_frame(pr_trainer_client *c, size_t at, size_t size)
+static void pr__cut_frame(pr_trainer_client *c, size_t at, size_t size)
 {
     memmove(c->buf + at, c->buf + at + size, c->len - at - size);
     c->len -= size;
@@ -566,10 +566,10 @@ static void cut_frame(pr_trainer_client *c, size_t at, size_t size)
 int pr_trainer_client_next(pr_trainer_client *c, pr_batch_view *v, int timeout_ms, char *errstr,
                            size_t es)
 {
-    int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? -1 : pr__now_ms() + timeout_ms;
     for (;;) {
         uint32_t n;
-        int err = read_frame(c, deadline, &n, errstr, es);
+        int err = pr__read_frame(c, deadline, &n, errstr, es);
         if (err == PR_ETIMEDOUT)
             return 0;
         if (err < 0)
@@ -586,14 +586,14 @@ int pr_trainer_client_next(pr_trainer_client *c, pr_batch_view *v, int timeout_m
         }
         switch (f->msg_case) {
         case PIPEREC__TRAINER__V1__FRAME__MSG_PING: {
-            err = answer_ping(c, f->ping);
+            err = pr__answer_ping(c, f->ping);
             pr__frame_free(f);
             if (err < 0)
                 return pr_seterr(errstr, es, PR_EIO, "cannot answer a ping");
             continue;
         }
         case PIPEREC__TRAINER__V1__FRAME__MSG_ERROR:
-            err = server_error(f, errstr, es);
+            err = pr__server_error(f, errstr, es);
             pr__frame_free(f);
             return err;
         default:
@@ -611,7 +611,7 @@ int pr_trainer_client_ack(pr_trainer_client *c, uint64_t seq)
     Piperec__Trainer__V1__Frame f = PIPEREC__TRAINER__V1__FRAME__INIT;
     f.msg_case = PIPEREC__TRAINER__V1__FRAME__MSG_ACK;
     f.ack = &ack;
-    return send_frame(c, &f);
+    return pr__send_frame(c, &f);
 }
 
 int pr_trainer_client_checkpoint(pr_trainer_client *c, const pr_trainer_range *ranges, size_t n,
@@ -619,7 +619,7 @@ int pr_trainer_client_checkpoint(pr_trainer_client *c, const pr_trainer_range *r
                                  size_t es)
 {
     Piperec__V1__OffsetRange *rv, **rp;
-    int err = ranges_build(ranges, n, &rv, &rp, errstr, es);
+    int err = pr__ranges_build(ranges, n, &rv, &rp, errstr, es);
     if (err < 0)
         return err;
     Piperec__Trainer__V1__CheckpointCommit cc = PIPEREC__TRAINER__V1__CHECKPOINT_COMMIT__INIT;
@@ -629,7 +629,7 @@ int pr_trainer_client_checkpoint(pr_trainer_client *c, const pr_trainer_range *r
     Piperec__Trainer__V1__Frame f = PIPEREC__TRAINER__V1__FRAME__INIT;
     f.msg_case = PIPEREC__TRAINER__V1__FRAME__MSG_CHECKPOINT_COMMIT;
     f.checkpoint_commit = &cc;
-    err = send_frame(c, &f);
+    err = pr__send_frame(c, &f);
     free(rv);
     free(rp);
     if (err < 0)
@@ -637,12 +637,12 @@ int pr_trainer_client_checkpoint(pr_trainer_client *c, const pr_trainer_range *r
                          (unsigned long long)id);
     if (timeout_ms == 0)
         return 0;
-    int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
-    drop_consumed(c);
+    int64_t deadline = timeout_ms < 0 ? -1 : pr__now_ms() + timeout_ms;
+    pr__drop_consumed(c);
     size_t at = 0; /* frames before `at` are batches left for _next() */
     for (;;) {
         uint32_t fn;
-        err = fill_frame_at(c, at, deadline, &fn, errstr, es);
+        err = pr__fill_frame_at(c, at, deadline, &fn, errstr, es);
         if (err == PR_ETIMEDOUT)
             return 0;
         if (err < 0)
@@ -659,11 +659,11 @@ int pr_trainer_client_checkpoint(pr_trainer_client *c, const pr_trainer_range *r
         int done = 0;
         switch (r->msg_case) {
         case PIPEREC__TRAINER__V1__FRAME__MSG_PING:
-            if (answer_ping(c, r->ping) < 0)
+            if (pr__answer_ping(c, r->ping) < 0)
                 done = pr_seterr(errstr, es, PR_EIO, "cannot answer a ping");
             break;
         case PIPEREC__TRAINER__V1__FRAME__MSG_ERROR:
-            done = server_error(r, errstr, es);
+            done = pr__server_error(r, errstr, es);
             break;
         case PIPEREC__TRAINER__V1__FRAME__MSG_CHECKPOINT_OK:
             if (r->checkpoint_ok->id == id) {
@@ -678,7 +678,7 @@ int pr_trainer_client_checkpoint(pr_trainer_client *c, const pr_trainer_range *r
         pr__frame_free(r);
         if (done < 0)
             return done; /* the Error frame stays: _next() reports it too */
-        cut_frame(c, at, 4 + (size_t)fn);
+        pr__cut_frame(c, at, 4 + (size_t)fn);
         if (done)
             return 1;
     }
