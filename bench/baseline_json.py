@@ -33,8 +33,10 @@ lookup per value for the string ids. One process, one consumer, so one core
 for the Python work (librdkafka fetches on its own threads, as in piperec).
 
 The clock runs from the first message received to the last row processed
-(the consumer-group join before it is not counted, as for piperec). Prints
-one JSON line: rows, seconds, rows_per_s, vocab_entries.
+(the consumer-group join before it is not counted, as for piperec), with the
+process CPU time over the same window (librdkafka's threads included). Prints
+one JSON line: rows, seconds, rows_per_s, cpu_seconds, cpu_us_per_row,
+vocab_entries.
 
 With --check JSONL DIR it first runs the same Pipeline over the lines of JSONL
 (in file order, --batch lines at a time) and compares its arrays with
@@ -243,18 +245,20 @@ def main():
         if not msgs:
             continue
         if t_first is None:
-            t_first = time.perf_counter()
+            t_first, c_first = time.perf_counter(), time.process_time()
         payloads = [m.value() for m in msgs if m.error() is None]
         if payloads:
             labels, dense, sparse = pipe.process(payloads)
             rows += len(labels)
-    t_last = time.perf_counter()
+    t_last, c_last = time.perf_counter(), time.process_time()
     c.close()
     if t_first is None or rows < args.rows:
         sys.exit("baseline_json: read %d of %d rows before the timeout" % (rows, args.rows))
     s = t_last - t_first
     res = {"bench": "json_stream_python", "threads": 1, "rows": rows,
            "seconds": round(s, 3), "rows_per_s": round(rows / s),
+           "cpu_seconds": round(c_last - c_first, 2),
+           "cpu_us_per_row": round((c_last - c_first) / rows * 1e6, 2),
            "vocab_entries": sum(len(v) for v in pipe.vocab.values()),
            "pipeline": "confluent-kafka + json + numpy + xxhash, clickstream.yaml's features, "
                        "%d msgs/consume" % args.batch}

@@ -26,7 +26,8 @@
 #   4. bench/baseline_json.py: confluent-kafka + json + numpy + xxhash doing
 #      the same features (first checked against `piperec process --config`
 #      output on a slice of the same events), timed the same way;
-#   5. one JSON line each, then the ratio piperec / python.
+#   5. one JSON line each, then the ratio piperec / python (rows/s, the goal;
+#      and CPU microseconds per row, per core).
 # Env: BENCH_JSON_STREAM_ROWS, BENCH_JSON_STREAM_PARTITIONS,
 # BENCH_JSON_STREAM_THREADS (engine.threads), BENCH_JSON_STREAM_NO_PYTHON=1,
 # BENCH_TMP. JSON lines go to stdout; progress to stderr.
@@ -192,6 +193,9 @@ r = a["rows_per_s"] / b["rows_per_s"]
 print(json.dumps({"bench": "json_stream_ratio", "threads": a["threads"], "rows": a["rows"],
                   "piperec_rows_per_s": a["rows_per_s"], "python_rows_per_s": b["rows_per_s"],
                   "ratio_piperec_over_python": round(r, 2),
+                  "piperec_cpu_us_per_row": a["cpu_us_per_row"],
+                  "python_cpu_us_per_row": b["cpu_us_per_row"],
+                  "ratio_per_cpu_second": round(b["cpu_us_per_row"] / a["cpu_us_per_row"], 2),
                   "python_matches_piperec": b.get("matches_piperec", False),
                   "peak_rss_mb": a["peak_rss_mb"], "goal_ratio": 10, "goal_met": r >= 10}))
 PYEOF
