@@ -34,8 +34,9 @@ for the Python work (librdkafka fetches on its own threads, as in piperec).
 
 The clock runs from the first message received to the last row processed
 (the consumer-group join before it is not counted, as for piperec), with the
-process CPU time over the same window (librdkafka's threads included). Prints
-one JSON line: rows, seconds, rows_per_s, cpu_seconds, cpu_us_per_row,
+process CPU time over the same window (librdkafka's threads included) and the
+seconds its threads waited for a CPU. Prints one JSON line: rows, seconds,
+rows_per_s, cpu_seconds, cpu_us_per_row, runqueue_wait_seconds,
 vocab_entries.
 
 With --check JSONL DIR it first runs the same Pipeline over the lines of JSONL
@@ -99,6 +100,20 @@ class Vocab:
 
     def __len__(self):
         return len(self.d) - 1
+
+
+def runqueue_wait():
+    """Seconds this process's threads were runnable but waiting for a CPU
+    (schedstat; what the other users of a shared machine cost), 0 when the
+    kernel has no schedstat."""
+    total = 0
+    try:
+        for t in os.listdir("/proc/self/task"):
+            with open("/proc/self/task/%s/schedstat" % t) as f:
+                total += int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    return total / 1e9
 
 
 def cross_bytes(cat, dev):
@@ -245,12 +260,12 @@ def main():
         if not msgs:
             continue
         if t_first is None:
-            t_first, c_first = time.perf_counter(), time.process_time()
+            t_first, c_first, w_first = time.perf_counter(), time.process_time(), runqueue_wait()
         payloads = [m.value() for m in msgs if m.error() is None]
         if payloads:
             labels, dense, sparse = pipe.process(payloads)
             rows += len(labels)
-    t_last, c_last = time.perf_counter(), time.process_time()
+    t_last, c_last, w_last = time.perf_counter(), time.process_time(), runqueue_wait()
     c.close()
     if t_first is None or rows < args.rows:
         sys.exit("baseline_json: read %d of %d rows before the timeout" % (rows, args.rows))
@@ -259,6 +274,7 @@ def main():
            "seconds": round(s, 3), "rows_per_s": round(rows / s),
            "cpu_seconds": round(c_last - c_first, 2),
            "cpu_us_per_row": round((c_last - c_first) / rows * 1e6, 2),
+           "runqueue_wait_seconds": round(w_last - w_first, 2),
            "vocab_entries": sum(len(v) for v in pipe.vocab.values()),
            "pipeline": "confluent-kafka + json + numpy + xxhash, clickstream.yaml's features, "
                        "%d msgs/consume" % args.batch}

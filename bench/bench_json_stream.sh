@@ -22,7 +22,10 @@
 #      `piperec consume` acking every batch (and counting that every row
 #      arrived); rows/s from /metrics polled every 20 ms, first rows out to
 #      all rows out (the ~3 s group join before is not counted), with the
-#      process CPU time over the same window and peak RSS (VmHWM);
+#      process CPU time over the same window (and per thread name, from
+#      /proc/PID/task/*/schedstat: seconds on a CPU, where the time goes, and
+#      seconds runnable but waiting for a CPU, what a shared machine costs)
+#      and peak RSS (VmHWM);
 #   4. bench/baseline_json.py: confluent-kafka + json + numpy + xxhash doing
 #      the same features (first checked against `piperec process --config`
 #      output on a slice of the same events), timed the same way;
@@ -113,11 +116,30 @@ RPID=$!
 # (piperec_records_out_total) from the first poll that sees rows to the one
 # that sees all of them, with the process CPU time over the same window.
 $PY - "127.0.0.1:$HPORT" "$ROWS" "$RPID" "$BPID" > "$TMP/poll.json" 2> "$TMP/poll.err" <<'PYEOF' &
-import json, re, sys, time, urllib.request
+import json, os, re, sys, time, urllib.request
 url, want, pid, bpid = "http://%s/metrics" % sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 def cpu(pid=pid):
     f = open("/proc/%s/stat" % pid).read().rsplit(")", 1)[1].split()
     return (int(f[11]) + int(f[12])) / 100.0  # utime + stime, clock ticks
+def threads(pid=pid):
+    """Per thread name (comm) of the process, from /proc/PID/task: seconds on
+    a CPU, and seconds runnable but waiting for one (schedstat: what the
+    other users of a shared machine cost us)."""
+    out = {}
+    for t in os.listdir("/proc/%s/task" % pid):
+        try:
+            raw = open("/proc/%s/task/%s/stat" % (pid, t)).read()
+            run, wait = open("/proc/%s/task/%s/schedstat" % (pid, t)).read().split()[:2]
+        except (OSError, ValueError):
+            continue
+        name = raw[raw.index("(") + 1:raw.rindex(")")]
+        o = out.setdefault(name, [0.0, 0.0])
+        o[0] += int(run) / 1e9
+        o[1] += int(wait) / 1e9
+    return out
+def delta(a, b, i):
+    return {k: round(v[i] - b.get(k, (0, 0))[i], 2) for k, v in sorted(a.items())
+            if v[i] - b.get(k, (0, 0))[i] >= 0.01}
 def scrape():
     try:
         return urllib.request.urlopen(url, timeout=1).read().decode()
@@ -131,9 +153,9 @@ while time.time() < deadline:
     n = int(m.group(1)) if m else 0
     now = time.perf_counter()
     if n > 0 and t_first is None:
-        t_first, n_first, c_first, b_first = now, n, cpu(), cpu(bpid)
+        t_first, n_first, c_first, b_first, th_first = now, n, cpu(), cpu(bpid), threads()
     if n >= want:
-        t_last, c_last, b_last = now, cpu(), cpu(bpid)
+        t_last, c_last, b_last, th_last = now, cpu(), cpu(bpid), threads()
         break
     time.sleep(0.02)
 if t_last is None:
@@ -141,7 +163,9 @@ if t_last is None:
 rej = sum(int(v) for v in re.findall(r'^piperec_rejected_records_total\{[^}]*\} (\d+)', text, re.M))
 print(json.dumps({"rows": want - n_first, "seconds": t_last - t_first,
                   "cpu_seconds": c_last - c_first, "broker_cpu_seconds": b_last - b_first,
-                  "rejected": rej}))
+                  "rejected": rej,
+                  "thread_cpu_seconds": delta(th_last, th_first, 0),
+                  "thread_runqueue_wait_seconds": delta(th_last, th_first, 1)}))
 PYEOF
 PPID_POLL=$!
 "$PIPEREC" consume --connect "127.0.0.1:$TPORT" --pipeline bench --credits 64 --quiet \
@@ -171,6 +195,8 @@ print(json.dumps({"bench": "json_stream_piperec", "threads": int(sys.argv[6]), "
                   "cpu_busy_share": round(poll["cpu_seconds"] / s, 2),
                   "broker_cpu_seconds": round(poll["broker_cpu_seconds"], 2),
                   "cpu_us_per_row": round(poll["cpu_seconds"] / poll["rows"] * 1e6, 2),
+                  "thread_cpu_seconds": poll["thread_cpu_seconds"],
+                  "thread_runqueue_wait_seconds": poll["thread_runqueue_wait_seconds"],
                   "rejected": poll["rejected"], "delivered_to_trainer": rows,
                   "pipeline": "broker -> piperec run (json, clickstream.yaml schema) -> trainer sink -> piperec consume"}))
 PYEOF
