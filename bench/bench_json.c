@@ -295,8 +295,8 @@ static double run_decode(const corpus *c, const pr_feature_schema *fs)
     while (pos < c->bytes) {
         pr_block_reset(b);
         int64_t lines;
-        size_t used = pr_decode_json_lines(&ctx, b, c->buf + pos, c->bytes - pos, true,
-                                           (int64_t)pos, &lines);
+        size_t used =
+            pr_decode_json_lines(&ctx, b, c->buf + pos, c->bytes - pos, true, (int64_t)pos, &lines);
         rows += b->rows;
         if (used == 0) {
             fprintf(stderr, "bench_json: decoder made no progress at byte %zu\n", pos);
@@ -306,8 +306,8 @@ static double run_decode(const corpus *c, const pr_feature_schema *fs)
     }
     double t = now_s() - t0;
     if (rejects || rows != c->n) {
-        fprintf(stderr, "bench_json: decoder: %" PRIu64 " rows, %" PRIu64 " rejects of %zu\n",
-                rows, rejects, c->n);
+        fprintf(stderr, "bench_json: decoder: %" PRIu64 " rows, %" PRIu64 " rejects of %zu\n", rows,
+                rejects, c->n);
         exit(1);
     }
     pr_block_free(b);
@@ -443,8 +443,9 @@ int main(int argc, char **argv)
             config = argv[i + 1];
     }
     if (events == 0 || rounds < 1) {
-        fprintf(stderr, "usage: bench_json [--events N] [--rounds R] [--libs 0|1] [--tsv 0|1] [--emit N] "
-                        "[--config FILE]\n");
+        fprintf(stderr,
+                "usage: bench_json [--events N] [--rounds R] [--libs 0|1] [--tsv 0|1] [--emit N] "
+                "[--config FILE]\n");
         return 2;
     }
     uint64_t seed = 1;
@@ -478,8 +479,8 @@ int main(int argc, char **argv)
      * machine hits them alike; each keeps its quickest pass. */
     double tj = 0, tt = 0, tu = 0, tc = 0, td = 0;
     for (int r = 0; r < rounds; r++) {
-        double a = run_extract(&c, bench_paths, sizeof(bench_paths) / sizeof(bench_paths[0]), 1,
-                               &values);
+        double a =
+            run_extract(&c, bench_paths, sizeof(bench_paths) / sizeof(bench_paths[0]), 1, &values);
         tj = r == 0 || a < tj ? a : tj;
         a = run_extract(&cc, click_paths, sizeof(click_paths) / sizeof(click_paths[0]), 1,
                         &cvalues);
