@@ -4,6 +4,7 @@
  * realistic clickstream event; the TSV decoder does ~1 GB/s).
  *
  *   bench_json [--events N] [--rounds R] [--libs 0|1] [--tsv 0|1] [--emit N]
+ *              [--config FILE]
  *
  * The event (~300-600 bytes, synthetic, seed 1): a user object (string id,
  * age, unknown country and a nested segment object), an item (integer id,
@@ -20,6 +21,15 @@
  * the choice in docs/architecture.md. --emit N prints N events, one a line,
  * and exits (seeds for tests/fuzz/corpus/json).
  *
+ * On the example clickstream (`piperec gen --format json`, seed 1, the
+ * same N events; the goal's corpus) two more figures: json_extract_clickstream,
+ * pr_json_extract of the 12 paths examples/clickstream.yaml reads, and
+ * json_decode_clickstream, the full pr_json_decoder (pr_decode_json_lines:
+ * extract + the schema's type rules + every feature's operators up to its
+ * vocab step, rows staged into 4096-row blocks) with the declared schema of
+ * --config (default: the source tree's examples/clickstream.yaml): what a
+ * `piperec run` polling thread does per message before the engine.
+ *
  * Times are the measuring thread's CPU seconds (CLOCK_THREAD_CPUTIME_ID), so
  * MB/s is per core even when other processes share the machine.
  * Output: one JSON line per measurement, then json_vs_tsv with the ratios.
@@ -31,8 +41,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "pr_config.h"
+#include "pr_engine.h"
 #include "pr_gen.h"
 #include "pr_ingest.h"
+#include "pr_log.h"
 
 /* CPU seconds of this thread: "per core" on a shared machine, where wall
  * time also counts the time other processes held the core. */
@@ -104,6 +117,23 @@ static const pr_json_path bench_paths[] = {
     {"context.device", PR_JSON_STRING, PR_JSON_SCALAR, 0},
 };
 
+/* The distinct paths examples/clickstream.yaml reads (its schema), typed as
+ * the features use them: the extract-only figure on the example clickstream. */
+static const pr_json_path click_paths[] = {
+    {"ts", PR_JSON_INT64, PR_JSON_SCALAR, 0},
+    {"user.id", PR_JSON_KEY, PR_JSON_SCALAR, 0},
+    {"user.age_days", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0},
+    {"item.id", PR_JSON_KEY, PR_JSON_SCALAR, 0},
+    {"item.category", PR_JSON_STRING, PR_JSON_SCALAR, 0},
+    {"item.price", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0},
+    {"item.tags", PR_JSON_STRING, PR_JSON_LIST, 16},
+    {"history", PR_JSON_INT64, PR_JSON_LIST, 64},
+    {"label.click", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0},
+    {"label.purchase", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0},
+    {"label.dwell_s", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0},
+    {"context.device", PR_JSON_STRING, PR_JSON_SCALAR, 0},
+};
+
 typedef struct corpus {
     char *buf;
     size_t *off; /* [n + 1] */
@@ -118,12 +148,13 @@ static void emit(const char *name, uint64_t rows, size_t bytes, double s, const 
     fflush(stdout);
 }
 
-/* Best seconds of `rounds` passes of pr_json_extract over every event. */
-static double run_extract(const corpus *c, int rounds, uint64_t *values_out)
+/* Best seconds of `rounds` passes of pr_json_extract of paths[0, n_paths)
+ * over every event. */
+static double run_extract(const corpus *c, const pr_json_path *paths, size_t n_paths, int rounds,
+                          uint64_t *values_out)
 {
     char errstr[256];
-    pr_json_extractor *x = pr_json_extractor_new(
-        bench_paths, sizeof(bench_paths) / sizeof(bench_paths[0]), 0, errstr, sizeof(errstr));
+    pr_json_extractor *x = pr_json_extractor_new(paths, n_paths, 0, errstr, sizeof(errstr));
     if (!x) {
         fprintf(stderr, "bench_json: %s\n", errstr);
         exit(1);
@@ -199,6 +230,89 @@ static double run_tsv(int rounds, bool fused, uint64_t *rows_out, size_t *bytes_
     *rows_out = tsv_gen_rows;
     *bytes_out = size;
     return best;
+}
+
+/* ---- the example clickstream through the full pr_json_decoder ---- */
+
+static void count_reject(void *opaque, int reason, const char *detail, const char *rec, size_t len,
+                         int64_t recno)
+{
+    (void)reason, (void)rec, (void)len, (void)recno;
+    if ((*(uint64_t *)opaque)++ == 0)
+        fprintf(stderr, "bench_json: first reject: %s\n", detail);
+}
+
+/* `piperec gen --format json` events [0, n) (seed 1) as JSON lines. */
+static void click_corpus(corpus *c, size_t n)
+{
+    c->n = n;
+    c->buf = malloc(n * PR_GEN_JSON_LINE_MAX);
+    c->off = malloc((n + 1) * sizeof(*c->off));
+    uint64_t rows = 0;
+    c->bytes = pr_gen_json_lines(1, 0, n, c->buf, n * PR_GEN_JSON_LINE_MAX, &rows);
+    if (!c->buf || !c->off || rows != n) {
+        fprintf(stderr, "bench_json: cannot generate %zu clickstream events\n", n);
+        exit(1);
+    }
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        c->off[i] = at;
+        at = (size_t)((char *)memchr(c->buf + at, '\n', c->bytes - at) - c->buf) + 1;
+    }
+    c->off[n] = at;
+}
+
+/* The first pipeline's declared schema of a config file (the example's). */
+static pr_config *load_schema(const char *path)
+{
+    char errstr[512];
+    pr_config *cfg = NULL;
+    if (pr_config_load_file(path, &cfg, errstr, sizeof(errstr)) != 0 ||
+        !cfg->pipelines[0].features.n_features) {
+        fprintf(stderr, "bench_json: %s: %s\n", path,
+                cfg ? "no declared schema in its first pipeline" : errstr);
+        exit(1);
+    }
+    return cfg;
+}
+
+/* Seconds of one pass of pr_decode_json_lines (extract + the schema's type
+ * rules + every feature's operators up to its vocab step, staged rows into
+ * 4096-row blocks) over the corpus. */
+static double run_decode(const corpus *c, const pr_feature_schema *fs)
+{
+    char errstr[256];
+    pr_json_decoder *d = pr_json_decoder_new(fs, errstr, sizeof(errstr));
+    pr_block *b = d ? pr_feature_block_new(fs, 4096, true) : NULL;
+    if (!b) {
+        fprintf(stderr, "bench_json: decoder: %s\n", d ? "no memory" : errstr);
+        exit(1);
+    }
+    uint64_t rejects = 0, rows = 0;
+    pr_decode_ctx ctx = {.json = d, .on_reject = count_reject, .opaque = &rejects};
+    double t0 = now_s();
+    size_t pos = 0;
+    while (pos < c->bytes) {
+        pr_block_reset(b);
+        int64_t lines;
+        size_t used =
+            pr_decode_json_lines(&ctx, b, c->buf + pos, c->bytes - pos, true, (int64_t)pos, &lines);
+        rows += b->rows;
+        if (used == 0) {
+            fprintf(stderr, "bench_json: decoder made no progress at byte %zu\n", pos);
+            exit(1);
+        }
+        pos += used;
+    }
+    double t = now_s() - t0;
+    if (rejects || rows != c->n) {
+        fprintf(stderr, "bench_json: decoder: %" PRIu64 " rows, %" PRIu64 " rejects of %zu\n", rows,
+                rejects, c->n);
+        exit(1);
+    }
+    pr_block_free(b);
+    pr_json_decoder_free(d);
+    return t;
 }
 
 /* ---- DOM libraries through dlopen: parse, free. ---- */
@@ -313,6 +427,7 @@ int main(int argc, char **argv)
 {
     size_t events = 20000;
     int rounds = 5, libs = 1, emit_n = 0, tsv = 1;
+    const char *config = PR_BENCH_CLICKSTREAM_YAML;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--events"))
             events = strtoull(argv[i + 1], NULL, 10);
@@ -324,9 +439,13 @@ int main(int argc, char **argv)
             tsv = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--emit"))
             emit_n = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--config"))
+            config = argv[i + 1];
     }
     if (events == 0 || rounds < 1) {
-        fprintf(stderr, "usage: bench_json [--events N] [--rounds R] [--libs 0|1] [--emit N]\n");
+        fprintf(stderr,
+                "usage: bench_json [--events N] [--rounds R] [--libs 0|1] [--tsv 0|1] [--emit N] "
+                "[--config FILE]\n");
         return 2;
     }
     uint64_t seed = 1;
@@ -349,14 +468,25 @@ int main(int argc, char **argv)
     }
     c.off[events] = c.bytes;
 
-    uint64_t values = 0, tsv_rows = 0;
+    corpus cc;
+    click_corpus(&cc, events);
+    pr_log_set_level(PR_LOG_ERROR);
+    pr_config *cfg = load_schema(config);
+
+    uint64_t values = 0, cvalues = 0, tsv_rows = 0;
     size_t tsv_bytes = 0;
-    /* Rounds interleave the three decoders, so that a busy moment of a
-     * shared machine hits them alike; each keeps its quickest pass. */
-    double tj = 0, tt = 0, tu = 0;
+    /* Rounds interleave the decoders, so that a busy moment of a shared
+     * machine hits them alike; each keeps its quickest pass. */
+    double tj = 0, tt = 0, tu = 0, tc = 0, td = 0;
     for (int r = 0; r < rounds; r++) {
-        double a = run_extract(&c, 1, &values);
+        double a =
+            run_extract(&c, bench_paths, sizeof(bench_paths) / sizeof(bench_paths[0]), 1, &values);
         tj = r == 0 || a < tj ? a : tj;
+        a = run_extract(&cc, click_paths, sizeof(click_paths) / sizeof(click_paths[0]), 1,
+                        &cvalues);
+        tc = r == 0 || a < tc ? a : tc;
+        a = run_decode(&cc, &cfg->pipelines[0].features);
+        td = r == 0 || a < td ? a : td;
         if (!tsv)
             continue;
         a = run_tsv(1, false, &tsv_rows, &tsv_bytes);
@@ -370,20 +500,37 @@ int main(int argc, char **argv)
              "\"values\": %" PRIu64,
              (double)c.bytes / (double)c.n, values);
     emit("json_extract", c.n, c.bytes, tj, extra);
+    snprintf(extra, sizeof(extra),
+             ", \"pipeline\": \"pr_json_extract, the 12 paths of examples/clickstream.yaml, "
+             "piperec gen --format json events\", \"avg_event_bytes\": %.0f, \"values\": %" PRIu64,
+             (double)cc.bytes / (double)cc.n, cvalues);
+    emit("json_extract_clickstream", cc.n, cc.bytes, tc, extra);
+    snprintf(extra, sizeof(extra),
+             ", \"pipeline\": \"pr_json_decoder (pr_decode_json_lines): extract + types + "
+             "operators up to vocab, the schema of pipeline %s\", \"avg_event_bytes\": %.0f",
+             cfg->pipelines[0].name, (double)cc.bytes / (double)cc.n);
+    emit("json_decode_clickstream", cc.n, cc.bytes, td, extra);
     if (!tsv)
-        return 0;
+        goto done;
     emit("decode_tsv", tsv_rows, tsv_bytes, tt, ", \"pipeline\": \"pr_decode_criteo_lines\"");
     emit("decode_tsv_u64", tsv_rows, tsv_bytes, tu,
          ", \"pipeline\": \"pr_decode_criteo_lines, fused Hex2Int\"");
-    double json_mb = (double)c.bytes / tj / 1e6;
+    double json_mb = (double)c.bytes / tj / 1e6, tsv_mb = (double)tsv_bytes / tt / 1e6;
+    double click_mb = (double)cc.bytes / tc / 1e6, dec_mb = (double)cc.bytes / td / 1e6;
     printf("{\"bench\": \"json_vs_tsv\", \"json_mb_per_s\": %.1f, \"tsv_mb_per_s\": %.1f, "
-           "\"ratio_json_over_tsv\": %.3f, \"ratio_json_over_tsv_u64\": %.3f, \"goal_mb_per_s\": "
-           "400}\n",
-           json_mb, (double)tsv_bytes / tt / 1e6, json_mb / ((double)tsv_bytes / tt / 1e6),
-           json_mb / ((double)tsv_bytes / tu / 1e6));
+           "\"ratio_json_over_tsv\": %.3f, \"ratio_json_over_tsv_u64\": %.3f, "
+           "\"clickstream_extract_mb_per_s\": %.1f, \"clickstream_decode_mb_per_s\": %.1f, "
+           "\"ratio_clickstream_extract_over_tsv\": %.3f, \"ratio_clickstream_decode_over_tsv\": "
+           "%.3f, \"goal_mb_per_s\": 400, \"goal_met\": %s}\n",
+           json_mb, tsv_mb, json_mb / tsv_mb, json_mb / ((double)tsv_bytes / tu / 1e6), click_mb,
+           dec_mb, click_mb / tsv_mb, dec_mb / tsv_mb, click_mb >= 400 ? "true" : "false");
     fflush(stdout);
     if (libs)
         run_dom(&c, rounds);
+done:
+    pr_config_free(cfg);
+    free(cc.buf);
+    free(cc.off);
     free(c.buf);
     free(c.off);
     free(tsv_buf);

@@ -12,7 +12,8 @@
 #   3. build/bench/bench_offline --input DATA  (decode only; TSV->npy in-process)
 #   3b. build/bench/bench_json: JSON decode + extract of a clickstream event,
 #      MB/s per core, beside the TSV decoder in the same process (and the
-#      DOM libraries, for the record)
+#      DOM libraries, for the record); on the example clickstream also the
+#      full pr_json_decoder (extract + operators up to vocab)
 #   4. piperec process DATA: the CLI end to end (TSV -> .npy), default
 #      threads (one worker per CPU) and --threads 1, with its per-stage
 #      thread-seconds (decode, engine, write, wait)
@@ -23,6 +24,11 @@
 #      128 partitions, `piperec run` (default and tuned consumer properties)
 #      beside bench/baseline_stream.py (confluent-kafka + pandas) on the same
 #      records; rows/s, the ratio, peak RSS
+#   6c. bench/bench_json_stream.sh: JSON streaming, the clickstream of
+#      `piperec gen --format json` one event per message over 128 partitions,
+#      `piperec run` with examples/clickstream.yaml's schema beside
+#      bench/baseline_json.py (confluent-kafka + json + numpy) on the same
+#      records; rows/s and the ratio (issue 20: >= 10x)
 #   7. bench/bench_trainer_py.py: Python trainer side into a do-nothing loop
 #      (numpy client, piperec.torch.StreamDataset, DataLoader workers; GPU
 #      copies only when torch.cuda.is_available()), when torch is installed
@@ -128,6 +134,12 @@ if $PY -c "import confluent_kafka" 2>/dev/null; then
 else
     echo "== 6b. bench_stream.sh: no confluent_kafka for $PY, skipped" >&2
 fi
+if $PY -c "import confluent_kafka, xxhash" 2>/dev/null; then
+    echo "== 6c. bench_json_stream.sh: JSON, 1 event/message, 128 partitions, piperec run vs Python (confluent-kafka + json + numpy)" >&2
+    BENCH_TMP=${BENCH_TMP:-/tmp} timeout 900 sh "$HERE/bench_json_stream.sh" "$BUILD" | collect
+else
+    echo "== 6c. bench_json_stream.sh: no confluent_kafka/xxhash for $PY, skipped" >&2
+fi
 if $PY -c "import torch" 2>/dev/null; then
     # 7. Python trainer side: batches/s and rows/s into a do-nothing loop, numpy
     # client beside piperec.torch.StreamDataset (GPU figures only with CUDA).
@@ -181,6 +193,10 @@ for r in rows:
         name = "stream_piperec %s" % r.get("variant", "")
     if name == "replicas":
         name = "replicas %s" % r.get("name", "")
+    if name == "json_stream_ratio":
+        print("%-44s %14s %10s   piperec/python %.1fx (goal 10x), per CPU second %.1fx"
+              % ("json stream vs python", "", "", r["ratio_piperec_over_python"],
+                 r["ratio_per_cpu_second"]))
     if name == "stream_ratio":
         print("%-44s %14s %10s   piperec/python %.1fx (goal 10x), peak RSS %.0f MB"
               % ("stream %s vs python" % r.get("variant", ""), "", "",
