@@ -23,7 +23,8 @@
 #     $OUT gets machine.txt (CPUs, memory, kernel), sweep.jsonl (one JSON
 #     line per measurement, written as it goes), summary.md, sweep.log (the
 #     sweep's progress) and, on a failure or timeout, the partial summary.
-# Env: DEVICE_SWEEP_BUILD (default build), DEVICE_SWEEP_TIMEOUT_S, and every
+# Env: DEVICE_SWEEP_BUILD (default build), DEVICE_SWEEP_TIMEOUT_S,
+# DEVICE_SWEEP_COMMIT (the commit machine.txt names), and every
 # BENCH_SWEEP_* knob of bench_sweep.sh (BENCH_SWEEP_ROWS, ...) passes through.
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -76,7 +77,7 @@ done
     grep -m1 "model name" /proc/cpuinfo || true
     grep -E "^(MemTotal|MemAvailable)" /proc/meminfo || true
     echo "kernel: $(uname -r)"
-    echo "commit: $(git -C "$HERE/.." rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "commit: ${DEVICE_SWEEP_COMMIT:-$(git -C "$HERE/.." rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 } > "$OUT/machine.txt"
 cat "$OUT/machine.txt"
 
