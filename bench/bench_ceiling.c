@@ -6,7 +6,7 @@
  * client library can deliver.
  *
  *   bench_ceiling --bootstrap HOST:PORT --topic T --group G [--consumers K]
- *                 [--messages N] [--timeout-s S] [-X key=value]...
+ *                 [--messages N] [--timeout-s S] [--reset-path] [-X key=value]...
  *
  * Each of K consumer instances (one thread and one rd_kafka_t each, all in
  * group G) is made by the project's builder (pr_kafka.h) with piperec's own
@@ -18,11 +18,15 @@
  *
  * The end of the topic: the sum over its partitions of high - low watermark,
  * queried before subscribing (--messages N overrides it); the group starts at
- * the log start of every partition it is assigned. The clock runs from the
+ * the log start of every partition it is assigned (with --reset-path, the
+ * way piperec does: assigned with no offset, each partition's
+ * auto.offset.reset error answered by an unassign + assign at the log start). The clock runs from the
  * first message any instance receives to the one that completes the count
  * (the ~3 s group join before is reported as join_seconds, not counted), the
- * way bench_stream.sh times `piperec run`. CPU seconds are the process's over
- * the same window. Prints one JSON line; progress and errors go to stderr.
+ * way bench_stream.sh times `piperec run`. With K > 1 the partitions stay
+ * paused until the group has settled (every member holds partitions and all
+ * are held), so the window is the steady state, not one member reading alone
+ * until the others join. CPU seconds are the process's over the same window. Prints one JSON line; progress and errors go to stderr.
  * Exit 1 on a client error or when --timeout-s (default 300) passes first.
  */
 #include <getopt.h>
@@ -44,6 +48,7 @@
 typedef struct bc_args {
     const char *bootstrap, *topic, *group;
     int consumers;
+    bool reset_path;  /* start as piperec does: through the reset error */
     int64_t messages; /* 0 = the topic's watermarks */
     double timeout_s;
     pr_kv props[BC_MAX_PROPS];
@@ -59,12 +64,22 @@ typedef struct bc_run {
     atomic_bool done, failed;
     double cpu_first; /* process CPU seconds when the first message came */
     double deadline;
+    /* K > 1: partitions stay paused until the group is settled (every member
+     * holds its balanced share: P/K rounded down or up), so that no member
+     * reads alone before the others join and no rebalance round falls inside
+     * the window. */
+    int consumers, partitions;
+    struct bc_member *members;
+    atomic_bool released;
+    bool reset_path;
 } bc_run;
 
 typedef struct bc_member {
     bc_run *run;
     rd_kafka_t *rk;
     pthread_t tid;
+    atomic_int assigned; /* partitions this member holds (set by its thread) */
+    bool resumed;        /* its paused partitions were resumed */
 } bc_member;
 
 static double bc_now(void)
@@ -110,21 +125,30 @@ static long long bc_rows(const char *p, size_t len)
 static void bc_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                             rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
-    (void)opaque;
+    bc_member *mb = opaque;
+    bc_run *r = mb->run;
     bool coop = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
+    bool assign = err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS;
+    int before = atomic_load(&mb->assigned), now;
     rd_kafka_error_t *e = NULL;
-    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
-        for (int i = 0; i < parts->cnt; i++)
+    if (assign) {
+        for (int i = 0; i < parts->cnt && !r->reset_path; i++)
             parts->elems[i].offset = RD_KAFKA_OFFSET_BEGINNING;
         if (coop)
             e = rd_kafka_incremental_assign(rk, parts);
         else
             rd_kafka_assign(rk, parts);
+        if (!atomic_load(&r->released))
+            rd_kafka_pause_partitions(rk, parts);
+        now = (coop ? before : 0) + parts->cnt;
     } else if (coop) {
         e = rd_kafka_incremental_unassign(rk, parts);
+        now = before - parts->cnt;
     } else {
         rd_kafka_assign(rk, NULL);
+        now = 0;
     }
+    atomic_store(&mb->assigned, now);
     if (e) {
         fprintf(stderr, "bench_ceiling: rebalance: %s\n", rd_kafka_error_string(e));
         rd_kafka_error_destroy(e);
@@ -144,12 +168,59 @@ static void bc_count(bc_run *r, const rd_kafka_message_t *m)
     }
 }
 
+/* --reset-path: piperec's consumer runs with auto.offset.reset=error and
+ * restarts a partition with no committed offset itself, by an incremental
+ * unassign + assign at the log start (ingest/consumer.c); this does the
+ * same, so that the ceiling can be measured with piperec's start path too. */
+static void bc_reset(rd_kafka_t *rk, const rd_kafka_message_t *m)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, rd_kafka_topic_name(m->rkt), m->partition);
+    rd_kafka_error_t *e = rd_kafka_incremental_unassign(rk, l);
+    if (!e) {
+        l->elems[0].offset = RD_KAFKA_OFFSET_BEGINNING;
+        e = rd_kafka_incremental_assign(rk, l);
+    }
+    if (e) {
+        fprintf(stderr, "bench_ceiling: reset: %s\n", rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
+/* Once the group is settled, every member resumes what it holds. */
+static void bc_release(bc_member *mb)
+{
+    bc_run *r = mb->run;
+    if (!atomic_load(&r->released)) {
+        int lo = r->partitions / r->consumers, hi = (r->partitions + r->consumers - 1) / r->consumers;
+        int total = 0;
+        bool balanced = true;
+        for (int i = 0; i < r->consumers; i++) {
+            int n = atomic_load(&r->members[i].assigned);
+            total += n;
+            balanced = balanced && n >= lo && n <= hi;
+        }
+        if (balanced && total == r->partitions)
+            atomic_store(&r->released, true);
+    }
+    if (atomic_load(&r->released) && !mb->resumed) {
+        rd_kafka_topic_partition_list_t *l = NULL;
+        if (!rd_kafka_assignment(mb->rk, &l) && l) {
+            rd_kafka_resume_partitions(mb->rk, l);
+            rd_kafka_topic_partition_list_destroy(l);
+        }
+        mb->resumed = true;
+    }
+}
+
 static void *bc_loop(void *arg)
 {
     bc_member *mb = arg;
     bc_run *r = mb->run;
     while (!atomic_load(&r->done) && !atomic_load(&r->failed)) {
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(mb->rk, 100);
+        bc_release(mb);
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(mb->rk, mb->resumed ? 100 : 10);
         if (!m) {
             if (bc_now() > r->deadline) {
                 fprintf(stderr, "bench_ceiling: timed out at %lld of %" PRId64 " messages\n",
@@ -158,7 +229,9 @@ static void *bc_loop(void *arg)
             }
             continue;
         }
-        if (m->err)
+        if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET && m->rkt)
+            bc_reset(mb->rk, m);
+        else if (m->err)
             fprintf(stderr, "bench_ceiling: %s\n", rd_kafka_message_errstr(m));
         else
             bc_count(r, m);
@@ -227,6 +300,7 @@ static void bc_usage(void)
 {
     fprintf(stderr, "usage: bench_ceiling --bootstrap HOST:PORT --topic T --group G\n"
                     "                     [--consumers K] [--messages N] [--timeout-s S]\n"
+                    "                     [--reset-path]\n"
                     "                     [-X key=value]...\n");
 }
 
@@ -249,7 +323,8 @@ static int bc_parse(int argc, char **argv, bc_args *a)
         {"bootstrap", required_argument, NULL, 'b'}, {"topic", required_argument, NULL, 't'},
         {"group", required_argument, NULL, 'g'},     {"consumers", required_argument, NULL, 'k'},
         {"messages", required_argument, NULL, 'n'},  {"timeout-s", required_argument, NULL, 'T'},
-        {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0}};
+        {"reset-path", no_argument, NULL, 'r'},      {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
     int ch;
     *a = (bc_args){.consumers = 1, .timeout_s = 300};
     while ((ch = getopt_long(argc, argv, "X:", opts, NULL)) != -1) {
@@ -260,6 +335,7 @@ static int bc_parse(int argc, char **argv, bc_args *a)
         case 'k': a->consumers = atoi(optarg); break;
         case 'n': a->messages = strtoll(optarg, NULL, 10); break;
         case 'T': a->timeout_s = atof(optarg); break;
+        case 'r': a->reset_path = true; break;
         case 'X':
             if (bc_add_prop(a, optarg))
                 return -1;
@@ -286,10 +362,11 @@ static void bc_report(const bc_args *a, bc_run *r, int n_parts, double t_subscri
     printf("{\"bench\": \"ceiling\", \"topic\": \"%s\", \"consumers\": %d, \"partitions\": %d, "
            "\"messages\": %lld, \"rows\": %lld, \"bytes\": %lld, \"seconds\": %.3f, "
            "\"msgs_per_s\": %.0f, \"rows_per_s\": %.0f, \"mb_per_s\": %.1f, "
-           "\"cpu_seconds\": %.2f, \"join_seconds\": %.2f, "
+           "\"cpu_seconds\": %.2f, \"join_seconds\": %.2f, \"reset_path\": %s, "
            "\"loop\": \"rd_kafka_consumer_poll, count, discard (PR_KAFKA_GROUP_CONSUMER)\"}\n",
            a->topic, a->consumers, n_parts, msgs, rows, (long long)atomic_load(&r->bytes), s,
-           (double)msgs / s, (double)rows / s, (double)atomic_load(&r->bytes) / s / 1e6, cpu, join);
+           (double)msgs / s, (double)rows / s, (double)atomic_load(&r->bytes) / s / 1e6, cpu, join,
+           a->reset_path ? "true" : "false");
     fflush(stdout);
 }
 
@@ -317,6 +394,14 @@ int main(int argc, char **argv)
     }
     fprintf(stderr, "bench_ceiling: %d consumer(s), %s: %" PRId64 " messages in %d partitions\n",
             a.consumers, a.topic, run.target, n_parts);
+    run.consumers = a.consumers;
+    run.reset_path = a.reset_path;
+    run.members = members;
+    run.partitions = n_parts;
+    /* One member needs no settling; nor can more members than partitions
+     * all hold one. */
+    if (a.consumers == 1 || a.consumers > n_parts)
+        atomic_store(&run.released, true);
     double t_subscribe = bc_now();
     run.deadline = t_subscribe + a.timeout_s;
     for (int i = 0; i < a.consumers; i++)

@@ -105,6 +105,8 @@ def poll(hostport, want, pid, bpid):
         "cpu_seconds": last[2] - first[2], "broker_cpu_seconds": last[3] - first[3],
         "thread_cpu_seconds": {k: round(last[4].get(k, 0.0) - first[4].get(k, 0.0), 2) for k in kinds},
         "engine_op_seconds": ops, "all_acked": acked,
+        "backpressure_pauses": metric(text, "piperec_backpressure_pauses_total"),
+        "inflight_peak_bytes": metric(text, "piperec_inflight_peak_bytes"),
         "drain_seconds": round(time.perf_counter() - t0, 2)}))
 
 
@@ -149,18 +151,19 @@ def summary(path):
     for lpm in shapes:
         tag = "%d/msg" % lpm
         head += ["piperec %s rows/s" % tag, "ceiling %s rows/s" % tag, "ratio", "RSS MB",
-                 "ceiling N consumers %s" % tag]
+                 "ceiling, piperec's start path %s" % tag, "ceiling N consumers %s" % tag]
     head += ["offline rows/s", "offline RSS MB"]
     rows = []
     for n in threads:
         r = [str(n)]
         for lpm in shapes:
             s = find("sweep_stream", n, lines_per_message=lpm) or {}
+            cr = find("sweep_ceiling_reset", n, lines_per_message=lpm) or {}
             cn = find("sweep_ceiling_n", n, lines_per_message=lpm) or \
                 find("sweep_ceiling", n, lines_per_message=lpm, consumers=n) or {}
             r += [fmt(s.get("rows_per_s")), fmt(s.get("ceiling_rows_per_s")),
                   fmt(s.get("ratio_piperec_over_ceiling")), fmt(s.get("peak_rss_mb")),
-                  fmt(cn.get("rows_per_s"))]
+                  fmt(cr.get("rows_per_s")), fmt(cn.get("rows_per_s"))]
         o = find("sweep_offline", n) or {}
         r += [fmt(o.get("rows_per_s")), fmt(o.get("peak_rss_mb"))]
         rows.append(r)

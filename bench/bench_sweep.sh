@@ -23,7 +23,11 @@
 #          rows and stopping at the topic's end; as many consumer instances as
 #          `piperec run` has (one per pipeline today, BENCH_SWEEP_CONSUMERS);
 #          with BENCH_SWEEP_CEILING_N=1 (default) also with T instances (what
-#          a design with one consumer per thread could reach);
+#          a design with one consumer per thread could reach); with
+#          BENCH_SWEEP_CEILING_RESET=1 (default) also with piperec's start
+#          path (bench_ceiling --reset-path: each partition restarted at the
+#          log start after its auto.offset.reset=error, as ingest/consumer.c
+#          does), to tell the start path's cost from the rest;
 #        - `piperec run` with engine.threads T (dlrm, modulus 524288, batch
 #          BENCH_SWEEP_BATCH default 8192, max_delay_ms 100, trainer sink
 #          acked by `piperec consume`): rows/s from /metrics polled every
@@ -38,7 +42,8 @@
 #      BENCH_SWEEP_OUT/summary.md; `bench_sweep.py summary FILE` remakes it).
 # Env: BENCH_SWEEP_BUILD (build dir, default build), BENCH_SWEEP_ROWS,
 # BENCH_SWEEP_PARTITIONS, BENCH_SWEEP_LINES_PER_MSG, BENCH_SWEEP_BATCH,
-# BENCH_SWEEP_CONSUMERS, BENCH_SWEEP_CEILING_N, BENCH_SWEEP_NO_OFFLINE=1,
+# BENCH_SWEEP_CONSUMERS, BENCH_SWEEP_CEILING_N, BENCH_SWEEP_CEILING_RESET,
+# BENCH_SWEEP_NO_OFFLINE=1,
 # BENCH_SWEEP_PROPS ("key: value; key: value" librdkafka consumer properties
 # for both piperec's source and the ceiling), BENCH_SWEEP_OUT, BENCH_TMP.
 # Needs python3 (standard library only; /usr/bin/python3 by default,
@@ -52,6 +57,7 @@ LPM=${BENCH_SWEEP_LINES_PER_MSG:-16}
 BATCH=${BENCH_SWEEP_BATCH:-8192}
 CONSUMERS=${BENCH_SWEEP_CONSUMERS:-1}
 CEIL_N=${BENCH_SWEEP_CEILING_N:-1}
+CEIL_RESET=${BENCH_SWEEP_CEILING_RESET:-1}
 PROPS=${BENCH_SWEEP_PROPS:-}
 PY=${BENCH_SWEEP_PYTHON:-/usr/bin/python3}
 [ -x "$PY" ] || PY=python3
@@ -142,10 +148,11 @@ log: { level: warn }
 EOF
 }
 
-# ceiling TOPIC LPM THREADS CONSUMERS BENCH -> JSON line; its rows/s in $CEIL_RATE
+# ceiling TOPIC LPM THREADS CONSUMERS BENCH [--reset-path] -> JSON line; its
+# rows/s in $CEIL_RATE
 ceiling() {
     # shellcheck disable=SC2046
-    "$CEILING" --bootstrap "$B" --topic "$1" --group "ceil-$1-$3-$4" --consumers "$4" \
+    "$CEILING" --bootstrap "$B" --topic "$1" --group "ceil-$1-$3-$4-$5" --consumers "$4" ${6:-} \
         -X auto.offset.reset=earliest $(x_args) > "$TMP/ceil.json" 2> "$TMP/ceil.err" ||
         { cat "$TMP/ceil.err" >&2; exit 1; }
     CEIL_RATE=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["rows_per_s"])' "$TMP/ceil.json")
@@ -196,6 +203,8 @@ print(json.dumps({"bench": "sweep_stream", "threads": int(sys.argv[6]),
                   "broker_cpu_seconds": round(poll["broker_cpu_seconds"], 2),
                   "thread_cpu_seconds": poll["thread_cpu_seconds"],
                   "engine_seconds_by_op": poll["engine_op_seconds"],
+                  "backpressure_pauses": poll["backpressure_pauses"],
+                  "inflight_peak_mb": round(poll["inflight_peak_bytes"] / 2**20, 1),
                   "partitions": int(sys.argv[4]), "batch": int(sys.argv[9]),
                   "delivered_to_trainer": rows}))
 PYEOF
@@ -228,6 +237,9 @@ for T in $THREADS_LIST; do
         echo "== sweep: threads $T, topic $1 ($2 lines/msg): ceiling, then piperec run" >&2
         if [ "$CEIL_N" = 1 ] && [ "$T" != "$CONSUMERS" ]; then
             ceiling "$1" "$2" "$T" "$T" sweep_ceiling_n
+        fi
+        if [ "$CEIL_RESET" = 1 ]; then
+            ceiling "$1" "$2" "$T" "$CONSUMERS" sweep_ceiling_reset --reset-path
         fi
         ceiling "$1" "$2" "$T" "$CONSUMERS" sweep_ceiling
         stream "$1" "$2" "$T"
