@@ -1,0 +1,188 @@
+#!/usr/bin/python3
+"""bench_sweep.py — the helpers of bench/bench_sweep.sh (standard library only,
+so that the sweep runs on a machine with nothing but python3).
+
+  poll HOST:PORT ROWS RUN_PID BROKER_PID
+      Polls `piperec run`'s /metrics every 20 ms: the clock runs from the
+      first poll that sees rows out of the engine (piperec_records_out_total)
+      to the one that sees all ROWS (the group join before is not counted).
+      Over that window: the process's CPU seconds, the test broker's, and the
+      CPU seconds of each kind of thread of `piperec run` (/proc/PID/task,
+      names without their trailing digits: the pipeline thread, its workers,
+      librdkafka's threads), which show where the pipeline thread's time goes.
+      Then it waits (up to 20 s) until every batch sent to the trainer is
+      acknowledged, so the caller can stop `piperec consume` at once instead
+      of waiting for its idle timeout. One JSON object on stdout.
+
+  timed OUT.json CMD ARGS...
+      Runs CMD, writes {"seconds", "peak_rss_mb", "rc"} (wall time and the
+      child's peak RSS from wait4) to OUT.json; exits with CMD's status.
+
+  summary RESULTS.jsonl
+      The sweep's table from its JSON lines: per thread count, streaming
+      rows/s of piperec and of the bare-consumer ceiling for each message
+      shape, their ratio, peak RSS, and offline `piperec process` rows/s.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+
+CLK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_of(pid):
+    f = open("/proc/%s/stat" % pid).read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / CLK
+
+
+def threads_of(pid):
+    """CPU seconds per thread kind (name without trailing digits)."""
+    out = {}
+    try:
+        tids = os.listdir("/proc/%s/task" % pid)
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            name = open("/proc/%s/task/%s/comm" % (pid, tid)).read().strip()
+            s = cpu_of("%s/task/%s" % (pid, tid))
+        except OSError:
+            continue
+        kind = re.sub(r"[0-9]+$", "", name) or name
+        out[kind] = out.get(kind, 0.0) + s
+    return out
+
+
+def scrape(url):
+    try:
+        return urllib.request.urlopen(url, timeout=1).read().decode()
+    except Exception:
+        return ""
+
+
+def metric(text, name):
+    return sum(int(float(v)) for v in re.findall(r"^%s(?:\{[^}]*\})? ([0-9.e+]+)$" % name, text, re.M))
+
+
+def poll(hostport, want, pid, bpid):
+    url = "http://%s/metrics" % hostport
+    want = int(want)
+    first = last = None
+    deadline = time.time() + 400
+    text = ""
+    while time.time() < deadline:
+        text = scrape(url)
+        n = metric(text, "piperec_records_out_total")
+        now = time.perf_counter()
+        if n > 0 and first is None:
+            first = (now, n, cpu_of(pid), cpu_of(bpid), threads_of(pid))
+        if n >= want:
+            last = (now, n, cpu_of(pid), cpu_of(bpid), threads_of(pid))
+            break
+        time.sleep(0.02)
+    if last is None:
+        sys.exit("poll: piperec_records_out_total never reached %d" % want)
+    ops = {o: round(float(v), 3) for o, v in re.findall(
+        r'^piperec_engine_operator_seconds_total\{[^}]*operator="(\w+)"[^}]*\} ([0-9.e+-]+)', text, re.M)}
+    t0 = time.perf_counter()
+    acked = False
+    while time.perf_counter() - t0 < 20:
+        m = scrape(url)
+        sent = metric(m, "piperec_sink_batches_sent_total")
+        if sent > 0 and metric(m, "piperec_sink_batches_acked_total") >= sent and \
+                metric(m, "piperec_sink_queued_batches") == 0:
+            acked = True
+            break
+        time.sleep(0.05)
+    s = last[0] - first[0]
+    kinds = sorted(set(first[4]) | set(last[4]))
+    print(json.dumps({
+        "rows": want - first[1], "seconds": s,
+        "cpu_seconds": last[2] - first[2], "broker_cpu_seconds": last[3] - first[3],
+        "thread_cpu_seconds": {k: round(last[4].get(k, 0.0) - first[4].get(k, 0.0), 2) for k in kinds},
+        "engine_op_seconds": ops, "all_acked": acked,
+        "backpressure_pauses": metric(text, "piperec_backpressure_pauses_total"),
+        "inflight_peak_bytes": metric(text, "piperec_inflight_peak_bytes"),
+        "drain_seconds": round(time.perf_counter() - t0, 2)}))
+
+
+def timed(out, cmd):
+    t = time.perf_counter()
+    p = subprocess.Popen(cmd)
+    _, status, ru = os.wait4(p.pid, 0)
+    s = time.perf_counter() - t
+    rc = os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else status >> 8
+    with open(out, "w") as f:
+        json.dump({"seconds": s, "peak_rss_mb": round(ru.ru_maxrss / 1024, 1), "rc": rc}, f)
+    sys.exit(rc)
+
+
+def fmt(v, unit=""):
+    if v is None:
+        return "-"
+    if isinstance(v, float) and v < 10:
+        return "%.2f%s" % (v, unit)
+    return "{:,}{}".format(int(round(v)), unit)
+
+
+def summary(path):
+    lines = [json.loads(l) for l in open(path) if l.startswith("{")]
+    threads = []
+    for l in lines:
+        if "threads" in l and l["threads"] not in threads:
+            threads.append(l["threads"])
+    shapes = []
+    for l in lines:
+        if l.get("bench") == "sweep_stream" and l["lines_per_message"] not in shapes:
+            shapes.append(l["lines_per_message"])
+
+    def find(bench, n, **kw):
+        for l in lines:
+            if l.get("bench") == bench and l.get("threads") == n and \
+                    all(l.get(k) == v for k, v in kw.items()):
+                return l
+        return None
+
+    head = ["threads"]
+    for lpm in shapes:
+        tag = "%d/msg" % lpm
+        head += ["piperec %s rows/s" % tag, "ceiling %s rows/s" % tag, "ratio", "RSS MB",
+                 "ceiling, piperec's start path %s" % tag, "ceiling N consumers %s" % tag]
+    head += ["offline rows/s", "offline RSS MB"]
+    rows = []
+    for n in threads:
+        r = [str(n)]
+        for lpm in shapes:
+            s = find("sweep_stream", n, lines_per_message=lpm) or {}
+            cr = find("sweep_ceiling_reset", n, lines_per_message=lpm) or {}
+            cn = find("sweep_ceiling_n", n, lines_per_message=lpm) or \
+                find("sweep_ceiling", n, lines_per_message=lpm, consumers=n) or {}
+            r += [fmt(s.get("rows_per_s")), fmt(s.get("ceiling_rows_per_s")),
+                  fmt(s.get("ratio_piperec_over_ceiling")), fmt(s.get("peak_rss_mb")),
+                  fmt(cr.get("rows_per_s")), fmt(cn.get("rows_per_s"))]
+        o = find("sweep_offline", n) or {}
+        r += [fmt(o.get("rows_per_s")), fmt(o.get("peak_rss_mb"))]
+        rows.append(r)
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+
+
+def main():
+    if len(sys.argv) >= 6 and sys.argv[1] == "poll":
+        poll(*sys.argv[2:6])
+    elif len(sys.argv) >= 4 and sys.argv[1] == "timed":
+        timed(sys.argv[2], sys.argv[3:])
+    elif len(sys.argv) == 3 and sys.argv[1] == "summary":
+        summary(sys.argv[2])
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()

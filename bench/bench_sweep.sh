@@ -1,0 +1,258 @@
+#!/bin/sh
+# bench/bench_sweep.sh — the thread sweep of issue 21: for each thread count,
+# streaming rows/s of `piperec run` beside the bare-consumer ceiling on the
+# same broker, topic and partitions, their ratio, peak RSS, and offline
+# `piperec process` rows/s on the same data. Runnable on any machine.
+#
+#   bench/bench_sweep.sh [THREADS_LIST]       (default "1 2 4 8 16")
+#
+# Steps, in one run on one broker:
+#   1. `piperec broker`: the test broker, on loopback, in its own process,
+#      with two topics of P partitions (BENCH_SWEEP_PARTITIONS, default 256:
+#      the test broker keeps only ~5 MB per partition, 2M rows are ~1.8 MB
+#      per partition): `lines`, one Criteo TSV line per message, and
+#      `batched`, L lines per message (BENCH_SWEEP_LINES_PER_MSG, default 16;
+#      0 leaves it out);
+#   2. `piperec gen` N rows (BENCH_SWEEP_ROWS, default 2M) and `piperec
+#      produce` them to both topics, round-robin over the partitions, before
+#      anything consumes (every run reads the same records, all retained);
+#   3. for each thread count T, for each topic:
+#        - the ceiling: bench/bench_ceiling (C), consume-and-discard with
+#          rd_kafka_consumer_poll, made by the project's builder (pr_kafka.h)
+#          with piperec's consumer role and the same properties, counting
+#          rows and stopping at the topic's end; as many consumer instances as
+#          `piperec run` has (one per pipeline today, BENCH_SWEEP_CONSUMERS);
+#          with BENCH_SWEEP_CEILING_N=1 (default) also with T instances (what
+#          a design with one consumer per thread could reach); with
+#          BENCH_SWEEP_CEILING_RESET=1 (default) also with piperec's start
+#          path (bench_ceiling --reset-path: each partition restarted at the
+#          log start after its auto.offset.reset=error, as ingest/consumer.c
+#          does), to tell the start path's cost from the rest;
+#        - `piperec run` with engine.threads T (dlrm, modulus 524288, batch
+#          BENCH_SWEEP_BATCH default 8192, max_delay_ms 100, trainer sink
+#          acked by `piperec consume`): rows/s from /metrics polled every
+#          20 ms, first rows out to all rows out (the group join before is not
+#          counted, as for the ceiling); CPU seconds per kind of thread over
+#          that window (where the pipeline thread's time goes); peak RSS
+#          (VmHWM); every row checked delivered to the trainer;
+#      then `piperec process --threads T` on the same rows (same config):
+#      wall time and peak RSS;
+#   4. one JSON line per measurement (stdout, and BENCH_SWEEP_OUT/sweep.jsonl
+#      as it goes when set), then the summary table (and
+#      BENCH_SWEEP_OUT/summary.md; `bench_sweep.py summary FILE` remakes it).
+# Env: BENCH_SWEEP_BUILD (build dir, default build), BENCH_SWEEP_ROWS,
+# BENCH_SWEEP_PARTITIONS, BENCH_SWEEP_LINES_PER_MSG, BENCH_SWEEP_BATCH,
+# BENCH_SWEEP_CONSUMERS, BENCH_SWEEP_CEILING_N, BENCH_SWEEP_CEILING_RESET,
+# BENCH_SWEEP_NO_OFFLINE=1,
+# BENCH_SWEEP_PROPS ("key: value; key: value" librdkafka consumer properties
+# for both piperec's source and the ceiling), BENCH_SWEEP_OUT, BENCH_TMP.
+# Needs python3 (standard library only; /usr/bin/python3 by default,
+# BENCH_SWEEP_PYTHON). Progress goes to stderr.
+set -eu
+THREADS_LIST=${1:-"1 2 4 8 16"}
+BUILD=${BENCH_SWEEP_BUILD:-build}
+ROWS=${BENCH_SWEEP_ROWS:-2000000}
+PARTS=${BENCH_SWEEP_PARTITIONS:-256}
+LPM=${BENCH_SWEEP_LINES_PER_MSG:-16}
+BATCH=${BENCH_SWEEP_BATCH:-8192}
+CONSUMERS=${BENCH_SWEEP_CONSUMERS:-1}
+CEIL_N=${BENCH_SWEEP_CEILING_N:-1}
+CEIL_RESET=${BENCH_SWEEP_CEILING_RESET:-1}
+PROPS=${BENCH_SWEEP_PROPS:-}
+PY=${BENCH_SWEEP_PYTHON:-/usr/bin/python3}
+[ -x "$PY" ] || PY=python3
+HERE=$(cd "$(dirname "$0")" && pwd)
+HELP="$HERE/bench_sweep.py"
+PIPEREC=$BUILD/piperec
+CEILING=$BUILD/bench/bench_ceiling
+for b in "$PIPEREC" "$CEILING"; do
+    [ -x "$b" ] || { echo "bench_sweep.sh: $b not built" >&2; exit 1; }
+done
+NCPU=$(nproc 2>/dev/null || echo 2)
+TMP=$(mktemp -d "${BENCH_TMP:-/tmp}/piperec-sweep.XXXXXX")
+# The JSON lines go straight to BENCH_SWEEP_OUT when set, so that a run
+# stopped by a time limit still leaves what it measured.
+RES=$TMP/sweep.jsonl
+if [ -n "${BENCH_SWEEP_OUT:-}" ]; then
+    mkdir -p "$BENCH_SWEEP_OUT"
+    RES=$BENCH_SWEEP_OUT/sweep.jsonl
+fi
+: > "$RES"
+BPID=""; RPID=""; CPID=""
+stop_pid() {
+    kill -TERM "$1" 2>/dev/null || return 0
+    i=0
+    while kill -0 "$1" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.2; i=$((i + 1)); done
+    kill -KILL "$1" 2>/dev/null || true
+    wait "$1" 2>/dev/null || true
+}
+cleanup() {
+    [ -n "$CPID" ] && stop_pid "$CPID"
+    [ -n "$RPID" ] && stop_pid "$RPID"
+    [ -n "$BPID" ] && stop_pid "$BPID"
+    rm -rf "$TMP"
+}
+trap cleanup EXIT INT TERM
+free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+emit() { printf '%s\n' "$1" | tee -a "$RES"; }
+# "key: value; key: value" -> -X key=value ...
+x_args() { printf '%s' "$PROPS" | tr ';' '\n' | sed -n 's/^ *\([^:]*[^: ]\) *: *\(.*[^ ]\) *$/-X \1=\2/p'; }
+
+TOPICS="lines:$PARTS"
+[ "$LPM" -gt 0 ] && TOPICS="$TOPICS,batched:$PARTS"
+echo "== sweep: broker with $TOPICS; threads $THREADS_LIST; $ROWS rows; $NCPU CPUs" >&2
+mkfifo "$TMP/broker.fifo"
+"$PIPEREC" broker --partitions "$PARTS" --topics "$TOPICS" > "$TMP/broker.fifo" 2> "$TMP/broker.err" &
+BPID=$!
+exec 3< "$TMP/broker.fifo"
+read -r first <&3 || { cat "$TMP/broker.err" >&2; exit 1; }
+B=${first#bootstrap=}
+
+echo "== sweep: gen + produce $ROWS rows (1 line/msg; $LPM lines/msg unless 0)" >&2
+"$PIPEREC" gen --rows "$ROWS" --seed 1 --threads "$NCPU" --output "$TMP/data.tsv"
+# Round-robin per message (sticky.partitioning.linger.ms=0), as
+# bench_stream.sh: keyless sticky batches would burst a partition past ~5 MB.
+"$PIPEREC" produce --bootstrap "$B" --topic lines --input "$TMP/data.tsv" \
+    -X sticky.partitioning.linger.ms=0 >&2
+if [ "$LPM" -gt 0 ]; then
+    "$PIPEREC" produce --bootstrap "$B" --topic batched --input "$TMP/data.tsv" \
+        --lines-per-message "$LPM" -X sticky.partitioning.linger.ms=0 >&2
+fi
+
+# write_config TOPIC THREADS GROUP TPORT HPORT -> $TMP/run.yaml
+write_config() {
+cat > "$TMP/run.yaml" <<EOF
+pipelines:
+  - name: bench
+    source:
+      kafka:
+        topics: [$1]
+        group.id: $3
+        properties:
+          bootstrap.servers: "$B"
+          auto.offset.reset: earliest
+$(printf '%s' "$PROPS" | tr ';' '\n' | sed -e '/^ *$/d' -e 's/^ */          /')
+      format: criteo_tsv
+    schema: { label: true, dense: 13, sparse: 26 }
+    transform:
+      dense: [neg2zero, log1p]
+      sparse: [hex2int, { modulus: 524288 }, vocab]
+      vocab: { profile: dlrm, min_count: 1, capacity: 0, count_mode: streaming }
+    batch: { size: $BATCH, max_delay_ms: 100, ordering: partition }
+    sinks:
+      trainer: { listen: "127.0.0.1:$4", max_unacked_batches: 64 }
+http: { listen: "127.0.0.1:$5" }
+engine: { backend: cpu, threads: $2 }
+limits: { max_inflight_bytes: 256MiB }
+log: { level: warn }
+EOF
+}
+
+# ceiling TOPIC LPM THREADS CONSUMERS BENCH [--reset-path] -> JSON line; its
+# rows/s in $CEIL_RATE
+ceiling() {
+    # shellcheck disable=SC2046
+    "$CEILING" --bootstrap "$B" --topic "$1" --group "ceil-$1-$3-$4-$5" --consumers "$4" ${6:-} \
+        -X auto.offset.reset=earliest $(x_args) > "$TMP/ceil.json" 2> "$TMP/ceil.err" ||
+        { cat "$TMP/ceil.err" >&2; exit 1; }
+    CEIL_RATE=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["rows_per_s"])' "$TMP/ceil.json")
+    emit "$($PY - "$TMP/ceil.json" "$2" "$3" "$5" <<'PYEOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c.update({"bench": sys.argv[4], "lines_per_message": int(sys.argv[2]), "threads": int(sys.argv[3]),
+          "rows_per_s": round(c["rows_per_s"]), "msgs_per_s": round(c["msgs_per_s"])})
+print(json.dumps(c))
+PYEOF
+)"
+}
+
+# stream TOPIC LPM THREADS -> JSON line (uses $CEIL_RATE of the same topic)
+stream() {
+    TPORT=$(free_port); HPORT=$(free_port)
+    write_config "$1" "$3" "sweep-$1-$3" "$TPORT" "$HPORT"
+    "$PIPEREC" run --config "$TMP/run.yaml" 2> "$TMP/run.err" &
+    RPID=$!
+    $PY "$HELP" poll "127.0.0.1:$HPORT" "$ROWS" "$RPID" "$BPID" > "$TMP/poll.json" 2> "$TMP/poll.err" &
+    PPOLL=$!
+    "$PIPEREC" consume --connect "127.0.0.1:$TPORT" --pipeline bench --credits 64 --quiet \
+        --connect-timeout-ms 30000 > "$TMP/consume.out" 2> "$TMP/consume.err" &
+    CPID=$!
+    wait "$PPOLL" || { cat "$TMP/poll.err" >&2; tail -5 "$TMP/run.err" >&2; exit 1; }
+    RSS_KB=$(awk '/^VmHWM/ {print $2}' "/proc/$RPID/status" 2>/dev/null || echo 0)
+    stop_pid "$CPID"; CPID=""
+    stop_pid "$RPID"; RPID=""
+    emit "$($PY - "$TMP/consume.out" "$TMP/poll.json" "$ROWS" "$PARTS" "$RSS_KB" "$3" "$2" "$CEIL_RATE" "$BATCH" <<'PYEOF'
+import json, re, sys
+text = open(sys.argv[1]).read()
+poll = json.load(open(sys.argv[2]))
+m = re.search(r"(\d+) rows,", text)
+rows = int(m.group(1)) if m else 0
+if rows < int(sys.argv[3]):
+    sys.exit("bench_sweep: piperec delivered %d of %s rows (%s)" % (rows, sys.argv[3], text.strip()))
+s = poll["seconds"]
+rate = poll["rows"] / s
+ceil = float(sys.argv[8])
+print(json.dumps({"bench": "sweep_stream", "threads": int(sys.argv[6]),
+                  "lines_per_message": int(sys.argv[7]), "rows": rows,
+                  "seconds": round(s, 3), "rows_per_s": round(rate),
+                  "ceiling_rows_per_s": round(ceil),
+                  "ratio_piperec_over_ceiling": round(rate / ceil, 3) if ceil else None,
+                  "peak_rss_mb": round(int(sys.argv[5]) / 1024, 1),
+                  "cpu_seconds": round(poll["cpu_seconds"], 2),
+                  "cpu_busy_cores": round(poll["cpu_seconds"] / s, 2),
+                  "broker_cpu_seconds": round(poll["broker_cpu_seconds"], 2),
+                  "thread_cpu_seconds": poll["thread_cpu_seconds"],
+                  "engine_seconds_by_op": poll["engine_op_seconds"],
+                  "backpressure_pauses": poll["backpressure_pauses"],
+                  "inflight_peak_mb": round(poll["inflight_peak_bytes"] / 2**20, 1),
+                  "partitions": int(sys.argv[4]), "batch": int(sys.argv[9]),
+                  "delivered_to_trainer": rows}))
+PYEOF
+)"
+}
+
+# offline THREADS -> JSON line
+offline() {
+    rm -rf "$TMP/offline-out"
+    $PY "$HELP" timed "$TMP/offline.json" "$PIPEREC" process --config "$TMP/run.yaml" \
+        --input "$TMP/data.tsv" --output "$TMP/offline-out" --threads "$1" --no-progress \
+        2> "$TMP/offline.err" || { tail -5 "$TMP/offline.err" >&2; exit 1; }
+    rm -rf "$TMP/offline-out"
+    emit "$($PY - "$TMP/offline.json" "$1" "$ROWS" <<'PYEOF'
+import json, sys
+t = json.load(open(sys.argv[1]))
+rows = int(sys.argv[3])
+print(json.dumps({"bench": "sweep_offline", "threads": int(sys.argv[2]), "rows": rows,
+                  "seconds": round(t["seconds"], 3), "rows_per_s": round(rows / t["seconds"]),
+                  "peak_rss_mb": t["peak_rss_mb"],
+                  "note": "wall time of the whole process: read TSV, decode, engine, write .npy"}))
+PYEOF
+)"
+}
+
+for T in $THREADS_LIST; do
+    for shape in "lines 1" "batched $LPM"; do
+        set -- $shape
+        [ "$2" -gt 0 ] || continue
+        echo "== sweep: threads $T, topic $1 ($2 lines/msg): ceiling, then piperec run" >&2
+        if [ "$CEIL_N" = 1 ] && [ "$T" != "$CONSUMERS" ]; then
+            ceiling "$1" "$2" "$T" "$T" sweep_ceiling_n
+        fi
+        if [ "$CEIL_RESET" = 1 ]; then
+            ceiling "$1" "$2" "$T" "$CONSUMERS" sweep_ceiling_reset --reset-path
+        fi
+        ceiling "$1" "$2" "$T" "$CONSUMERS" sweep_ceiling
+        stream "$1" "$2" "$T"
+    done
+    if [ -z "${BENCH_SWEEP_NO_OFFLINE:-}" ]; then
+        echo "== sweep: threads $T, piperec process" >&2
+        offline "$T"
+    fi
+done
+
+stop_pid "$BPID"; BPID=""
+exec 3<&-
+echo "== sweep: summary ($ROWS rows, $PARTS partitions, $NCPU CPUs; ceiling with $CONSUMERS consumer instance(s), as piperec run)" >&2
+$PY "$HELP" summary "$RES" > "$TMP/summary.md"
+[ -n "${BENCH_SWEEP_OUT:-}" ] && cp "$TMP/summary.md" "$BENCH_SWEEP_OUT/"
+cat "$TMP/summary.md"
