@@ -20,7 +20,7 @@ grep -A3 '^  sparse     C3 ' "$PR_TMP/hls.txt" | grep -q 'modulus 524288 *on hls
 
 # The example: every kind, placed per operator.
 "$PIPEREC" explain --config "$ex" > "$PR_TMP/ex.txt"
-grep -q '^pipeline clicks: declared schema, 15 features' "$PR_TMP/ex.txt" || fail "example header"
+grep -q '^pipeline clicks: declared schema, 16 features' "$PR_TMP/ex.txt" || fail "example header"
 grep -q '^  list       history  *history  max_len 10 keep last' "$PR_TMP/ex.txt" || fail "list"
 grep -q 'cross(item.category, context.device)' "$PR_TMP/ex.txt" || fail "cross"
 "$PIPEREC" explain --config "$ex" --backend xrt > "$PR_TMP/ex_xrt.txt"
