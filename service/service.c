@@ -42,6 +42,7 @@
 #include "pipe.h"
 #include "pr_clock.h"
 #include "pr_log.h"
+#include "pr_fs.h"
 
 /* pr_mono_ns under the name the state section below uses (that section is
  * being replaced by the vocabulary component; its lines stay as they are). */
@@ -51,23 +52,6 @@ static int64_t pr__now_ns(void)
 }
 
 /* ---------------------------------------------------------------- state */
-
-static int pr__mkdir_p(const char *dir)
-{
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof(tmp), "%s", dir);
-    for (char *s = tmp + 1; *s; s++) {
-        if (*s == '/') {
-            *s = '\0';
-            if (mkdir(tmp, 0755) && errno != EEXIST)
-                return -1;
-            *s = '/';
-        }
-    }
-    if (mkdir(tmp, 0755) && errno != EEXIST)
-        return -1;
-    return 0;
-}
 
 /* The restart epoch: <state.dir>/<pipeline>.epoch holds the last one (a
  * decimal number). Each start reads it, writes +1 to a temporary file,
@@ -86,7 +70,7 @@ static int pr__epoch_bump(pr__pipe *p, char *errstr, size_t errstr_size)
                 p->cfg->name);
         return 0;
     }
-    if (pr__mkdir_p(st->dir))
+    if (pr_mkdir_p(st->dir, NULL, 0))
         return pr_seterr(errstr, errstr_size, PR_EIO, "state.dir '%s': %s", st->dir,
                          strerror(errno));
     char path[PATH_MAX], tmp[PATH_MAX + 8];

@@ -24,6 +24,7 @@
 
 #include "pr_log.h"
 #include "vocab_int.h"
+#include "pr_fs.h"
 
 typedef struct pr__vstore_ops {
     const char *name;
@@ -51,26 +52,9 @@ struct pr_vocab_store {
     pr_vocablog *vl; /* shared only */
 };
 
-static int pr__mkdir_p(const char *dir)
-{
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof(tmp), "%s", dir);
-    for (char *s = tmp + 1; *s; s++) {
-        if (*s == '/') {
-            *s = '\0';
-            if (mkdir(tmp, 0755) && errno != EEXIST)
-                return -1;
-            *s = '/';
-        }
-    }
-    if (mkdir(tmp, 0755) && errno != EEXIST)
-        return -1;
-    return 0;
-}
-
 static int pr__state_dir(pr_vocab_store *vs, char *errstr, size_t errstr_size)
 {
-    if (pr__mkdir_p(vs->state_dir))
+    if (pr_mkdir_p(vs->state_dir, NULL, 0))
         return pr_seterr(errstr, errstr_size, PR_EIO, "pipelines[%s].state.dir '%s': %s",
                          vs->pipeline, vs->state_dir, strerror(errno));
     return 0;
