@@ -279,6 +279,36 @@ static void pr__json_num(pr_mbuf *mb, double v)
         pr_mbuf_printf(mb, "%.6g", v);
 }
 
+/* A declared schema's features with the backend that runs each operator
+ * (pr_feature_place, the same placement `piperec explain` prints). */
+static void pr__status_features(pr_mbuf *mb, const pr__pipe *p, const char *backend)
+{
+    const pr_feature_schema *fs = &p->cfg->features;
+    if (!fs->declared)
+        return;
+    pr_mbuf_puts(mb, ",\"features\":[");
+    for (uint32_t i = 0; i < fs->n_features; i++) {
+        const pr_feature_spec *f = &fs->features[i];
+        const char *on[PR_FEAT_MAX_OPS];
+        char err[256];
+        bool placed = pr_feature_place(f, backend, fs->cpu_ops, on, err, sizeof(err)) == 0;
+        pr_mbuf_puts(mb, i ? ",{\"name\":" : "{\"name\":");
+        pr_mbuf_json_str(mb, f->name);
+        pr_mbuf_puts(mb, ",\"kind\":");
+        pr_mbuf_json_str(mb, pr_feature_kind_names[f->kind]);
+        pr_mbuf_puts(mb, ",\"ops\":[");
+        for (uint8_t k = 0; k < f->n_ops; k++) {
+            pr_mbuf_puts(mb, k ? ",{\"op\":" : "{\"op\":");
+            pr_mbuf_json_str(mb, pr_fop_table[f->ops[k].op].name);
+            pr_mbuf_puts(mb, ",\"on\":");
+            pr_mbuf_json_str(mb, placed ? on[k] : "none");
+            pr_mbuf_puts(mb, "}");
+        }
+        pr_mbuf_puts(mb, "]}");
+    }
+    pr_mbuf_puts(mb, "]");
+}
+
 void pr_service_render_status(pr_service *svc, pr_mbuf *mb)
 {
     char why[256];
@@ -302,6 +332,7 @@ void pr_service_render_status(pr_service *svc, pr_mbuf *mb)
         pr_mbuf_json_str(mb, st.backend);
         pr_mbuf_puts(mb, ",\"format\":");
         pr_mbuf_json_str(mb, pr_source_format_name(p->cfg->source.format));
+        pr__status_features(mb, p, st.backend);
         pr_mbuf_printf(mb, ",\"up\":%s",
                        (!atomic_load(&p->fatal) && !atomic_load(&p->done)) ? "true" : "false");
         if (atomic_load(&p->fatal)) {

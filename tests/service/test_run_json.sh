@@ -117,6 +117,17 @@ for r in not_json not_object truncated bad_utf8 bad_escape number_out_of_range w
         || fail "reason $r not counted $c times: $(grep rejected_records "$T/metrics.txt")"
 done
 grep -q '^piperec_records_in_total{pipeline="p"} '$((N + GOOD))'$' "$T/metrics.txt" || fail "records_in"
+# /v1/status shows where each operator of the declared schema runs (issue 20 item 6)
+curl -sf "$U/v1/status" > "$T/status.json"
+/usr/bin/python3 - "$T/status.json" <<'PY' || fail "/v1/status placement: $(cat "$T/status.json")"
+import json, sys
+p = json.load(open(sys.argv[1]))["pipelines"][0]
+feats = {f["name"]: f for f in p["features"]}
+ops = [o for f in feats.values() for o in f["ops"]]
+assert ops and all(o["on"] == "cpu" for o in ops), ops
+assert feats["history"]["kind"] == "list", feats["history"]
+assert [o["op"] for o in feats["history"]["ops"]][-1] == "vocab", feats["history"]
+PY
 wait_until 30 "the dead letters" sh -c \
     "[ \$(kcat -b '$B' -C -t clicks-dlq -o beginning -e -q -f '%h\n' | grep -c piperec-reason) -eq $BAD ]"
 kcat -b "$B" -C -t clicks-dlq -o beginning -e -q -f '%h\n' > "$T/dlq.txt"
