@@ -1960,10 +1960,6 @@ int pr_config_check_streaming(const pr_config *cfg, char *errstr, size_t errstr_
             pr__cfg_error(&c, NULL, "source.format",
                           "json needs a declared schema (schema: { event_time, labels, dense: "
                           "[...], sparse: [...] }) to say which fields to read");
-        if (pl->features.declared && pl->vocab_log.enabled)
-            pr__cfg_error(&c, NULL, "vocab_log",
-                          "a shared vocabulary log does not run a declared schema yet (its "
-                          "blocks have jagged columns); leave vocab_log out");
         const pr_sinks_cfg *s = &pl->sinks;
         if (!s->trainer.enabled && !s->kafka.enabled && !s->files.enabled)
             pr__cfg_error(&c, NULL, "sinks",

@@ -860,6 +860,11 @@ int pr_vocablog_propose_ahead(pr_vocablog *vl, const pr_block *next, uint32_t fr
 {
     if (!vl->pending || vl->counting || vl->evict || !next)
         return 0;
+    /* A jagged block (a declared schema's list features) has no row view:
+     * row r0's first element sits at a different offset in each column. Its
+     * values go to the log when its own turn comes, as a waiting block's. */
+    if (next->col_rows)
+        return 0;
     /* Rows [r0, rows) as a view of the same block: columns keep their
      * stride (cap), so only the starting points move; r0 is a multiple of
      * 64 so the bitmaps move by whole words and alignment holds. */

@@ -222,7 +222,8 @@ void pr_vocablog_abandon(pr_vocablog *vl);
  * here; when `next` comes to pr_vocablog_resolve, it first lets the log
  * decide these proposals, then proposes only what is still unknown. A no-op
  * without a waiting block, or when proposals are not idempotent (a column
- * with min_count > 1 counts occurrences; an evicting column needs rounds). */
+ * with min_count > 1 counts occurrences; an evicting column needs rounds),
+ * or for a jagged `next` (col_rows set: no row view of its columns). */
 int pr_vocablog_propose_ahead(pr_vocablog *vl, const pr_block *next, uint32_t from_row,
                               char *errstr, size_t errstr_size);
 

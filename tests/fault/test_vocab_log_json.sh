@@ -1,0 +1,96 @@
+#!/bin/sh
+# test_vocab_log_json.sh — a shared vocabulary log (docs/vocab-log.md) with a
+# declared schema: JSON events, jagged list features (examples/clickstream.yaml's
+# schema, with its `history` list). Two `piperec run` replicas in one group
+# with vocab_log on read `events` (4 partitions) from `piperec produce
+# --format json --gen`, each into its own files sink and state dir. After a
+# clean stop (each once its log lag is 0), every vocabulary exported from the
+# two state dirs is the same file, byte for byte (each value the same index
+# in both replicas), and within each no index is used for two values.
+. "$(dirname "$0")/fault_lib.sh"
+
+N=4000
+start_broker 4 events,vocab:1
+
+sed -n '/^    schema:/,/^    transform:/p' "$PR_SOURCE_DIR/examples/clickstream.yaml" \
+    | sed '$d' > "$T/schema.yaml"
+grep -q "history" "$T/schema.yaml" || fail "could not take the schema from the example"
+
+# replica_config I: $T/rI.yaml, files sink $T/batchesI, state dir $T/stateI.
+replica_config() {
+    cat > "$T/r$1.yaml" <<Y
+pipelines:
+  - name: p
+    source:
+      kafka:
+        topics: [events]
+        group.id: shared
+        properties:
+          bootstrap.servers: "$B"
+          auto.offset.reset: earliest
+          session.timeout.ms: "3000"
+          heartbeat.interval.ms: "500"
+          fetch.wait.max.ms: "10"
+      format: json
+$(cat "$T/schema.yaml")
+    transform:
+      vocab: { profile: default }
+    batch: { size: 256, max_delay_ms: 50 }
+    sinks:
+      files: { dir: "$T/batches$1" }
+    state: { dir: "$T/state$1", checkpoint_interval_s: 2 }
+    vocab_log: { topic: vocab }
+http: { listen: "127.0.0.1:0" }
+log: { level: info }
+Y
+}
+metric_of() { # I NAME: the replica's sample of NAME for pipeline p (0 if none)
+    scrape "$1" | awk -v m="$2{pipeline=\"p\"}" '$1 == m { print $2; f = 1 } END { if (!f) print 0 }'
+}
+rows_in() { echo $(( $(metric_of 1 piperec_engine_rows_total) + $(metric_of 2 piperec_engine_rows_total) )); }
+all_rows() { [ "$(rows_in)" -eq "$N" ]; }
+some_rows() { [ "$(rows_in)" -gt 0 ]; }
+
+for i in 1 2; do replica_config $i; done
+"$PIPEREC" run --config "$T/r1.yaml" --check | grep -q ok || fail "--check refused: $(cat "$T/r1.yaml")"
+for i in 1 2; do start_replica $i; done
+for i in 1 2; do wait_until 60 "replica $i's http port" has_port $i; done
+
+# Two steps, so that both replicas are in the group when most rows come.
+"$PIPEREC" produce --bootstrap "$B" --topic events --format json --gen $((N / 2)) --seed 5 \
+    > "$T/produce1.out" 2> "$T/produce1.err" || fail "producer 1"
+wait_until 60 "first rows through an engine" some_rows
+"$PIPEREC" produce --bootstrap "$B" --topic events --format json --gen $((N / 2)) --seed 6 \
+    > "$T/produce2.out" 2> "$T/produce2.err" || fail "producer 2"
+wait_until 120 "all $N rows through the engines" all_rows
+r1=$(metric_of 1 piperec_engine_rows_total); r2=$(metric_of 2 piperec_engine_rows_total)
+
+for i in 1 2; do wait_until 30 "replica $i caught up with the log" lag_zero $i; done
+for i in 1 2; do kill -TERM "$(eval echo "\$RUN_$i")"; done
+for i in 1 2; do wait "$(eval echo "\$RUN_$i")" || fail "replica $i exited $?"; done
+for i in 1 2; do
+    "$PIPEREC" vocab export --config "$T/r$i.yaml" --pipeline p --output "$T/export$i" \
+        2> "$T/export$i.err" || fail "export $i"
+done
+[ "$(ls "$T/export1" | wc -l)" -gt 0 ] || fail "no vocabulary exported"
+diff -r "$T/export1" "$T/export2" > "$T/diff.out" ||
+    fail "replicas 1 and 2 hold different vocabularies: $(head -5 "$T/diff.out")"
+ls "$T/export1" | grep -q history || fail "no vocabulary of the list feature history: $(ls "$T/export1")"
+# One value per index and one index per value in every vocabulary (rows
+# "index<TAB>value_hex<TAB>count...").
+/usr/bin/python3 - "$T/export1" <<'PY' || fail "an index names two values, or a value has two"
+import os, sys
+d = sys.argv[1]
+for name in os.listdir(d):
+    by_index, by_value = {}, {}
+    for line in open(os.path.join(d, name)):
+        if line.startswith("#") or not line.strip():
+            continue
+        idx, val = line.rstrip("\n").split("\t")[:2]
+        assert idx not in by_index, (name, idx, by_index[idx], val)
+        assert val not in by_value, (name, val, by_value[val], idx)
+        by_index[idx], by_value[val] = val, idx
+PY
+n=$(cat "$T"/export1/*.tsv | grep -vc '^#')
+echo "2 replicas ($r1 + $r2 rows), JSON with a list feature: $(ls "$T/export1" | wc -l) vocabularies equal ($n entries), one value per index"
+echo "OK"
