@@ -64,6 +64,11 @@ wait_until 60 "first rows through an engine" some_rows
     > "$T/produce2.out" 2> "$T/produce2.err" || fail "producer 2"
 wait_until 120 "all $N rows through the engines" all_rows
 r1=$(metric_of 1 piperec_engine_rows_total); r2=$(metric_of 2 piperec_engine_rows_total)
+# Jagged blocks propose no look-ahead (docs/vocab-log.md): none counted.
+for i in 1 2; do
+    [ "$(metric_of $i piperec_vocab_log_ahead_proposals_total)" = 0 ] ||
+        fail "replica $i proposed values ahead from a jagged block"
+done
 
 for i in 1 2; do wait_until 30 "replica $i caught up with the log" lag_zero $i; done
 for i in 1 2; do kill -TERM "$(eval echo "\$RUN_$i")"; done
