@@ -28,6 +28,7 @@ static void pr__process_usage(FILE *f)
     fprintf(f,
             "usage: piperec process [--config FILE] --input PATH|- --output DIR\n"
             "                       [--pipeline NAME] [--threads N] [--block-rows N]\n"
+            "       piperec process --config FILE --input EVENTS.jsonl --fit [--output FILE]\n"
             "                       [--backend cpu|hls-sim|xrt|auto] [--progress|--no-progress]\n"
             "                       [--buffered-io]\n"
             "  Raw Criteo TSV (label, dense ints, sparse hex) -> DIR/dense.npy, sparse.npy,\n"
@@ -179,12 +180,42 @@ static void pr__process_report(const pr_offline_result *res, const char *output)
             res->decode_s, res->engine_s, res->write_s, res->idle_s, res->vocab_s);
 }
 
+/* --fit (issue 20): standardize statistics from the data (pr_offline_fit) as
+ * YAML on stdout or --output FILE; a summary on stderr. */
+static int pr__process_fit(const pr_pipeline_cfg *pc, const char *input, const char *output)
+{
+    char err[1024];
+    pr_fit_result res;
+    FILE *out = output ? fopen(output, "w") : stdout;
+    if (!out) {
+        fprintf(stderr, "piperec process --fit: cannot write %s\n", output);
+        return 1;
+    }
+    int rc = pr_offline_fit(&pc->features, input, out, &res, err, sizeof(err));
+    if (output && fclose(out) != 0 && !rc)
+        rc = pr_seterr(err, sizeof(err), PR_EIO, "cannot write %s", output);
+    if (rc) {
+        fprintf(stderr, "piperec process: pipelines[%s]: %s\n", pc->name, err);
+        return rc == PR_EIO ? 1 : 2;
+    }
+    fprintf(stderr,
+            "piperec process --fit: %" PRIu64 " lines, %" PRIu64 " rejected (skipped), %" PRIu32
+            " standardize feature(s) fitted\n",
+            res.lines, res.rejected, res.features);
+    if (res.degenerate)
+        fprintf(stderr,
+                "piperec process --fit: %" PRIu32 " feature(s) have std 0 or no value; the "
+                "config refuses std 0, so drop their standardize step or fix the data\n",
+                res.degenerate);
+    return 0;
+}
+
 int pr_cli_cmd_process(int argc, char **argv)
 {
     const char *config = NULL, *input = NULL, *output = NULL, *pipeline = NULL, *backend = NULL;
     const char *threads_s = NULL, *block_rows_s = NULL;
     int progress = -1; /* -1: when stderr is a terminal */
-    bool buffered_io = false;
+    bool buffered_io = false, fit = false;
     struct {
         const char *name;
         const char **val;
@@ -202,8 +233,8 @@ int pr_cli_cmd_process(int argc, char **argv)
             progress = argv[i][2] == 'p';
             continue;
         }
-        if (!strcmp(argv[i], "--buffered-io")) {
-            buffered_io = true;
+        if (!strcmp(argv[i], "--buffered-io") || !strcmp(argv[i], "--fit")) {
+            *(argv[i][2] == 'f' ? &fit : &buffered_io) = true;
             continue;
         }
         size_t k = 0, nk = sizeof(opts) / sizeof(opts[0]);
@@ -217,7 +248,7 @@ int pr_cli_cmd_process(int argc, char **argv)
         }
         *opts[k].val = argv[++i];
     }
-    if (!input || !output) {
+    if (!input || (!output && !fit)) {
         fprintf(stderr, "piperec process: %s is required\n", !input ? "--input" : "--output");
         pr__process_usage(stderr);
         return 2;
@@ -247,8 +278,9 @@ int pr_cli_cmd_process(int argc, char **argv)
         pr_config_free(cfg);
         return 2;
     }
-    if (pc->features.declared) {
-        rc = pr__process_schema(pc, cfg, input, output, (int)threads, (uint32_t)block_rows,
+    if (fit || pc->features.declared) {
+        rc = fit ? pr__process_fit(pc, input, output)
+                 : pr__process_schema(pc, cfg, input, output, (int)threads, (uint32_t)block_rows,
                                 progress, buffered_io, backend);
         pr_config_free(cfg);
         return rc;

@@ -39,6 +39,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "pr_clock.h"
 #include "pr_config.h"
@@ -220,5 +221,20 @@ int pr_offline_run(const pr_pipeline_spec *spec, const pr_engine_opts *eopts,
 int pr_offline_run_schema(const pr_feature_schema *schema, const pr_pipeline_spec *base,
                           const pr_engine_opts *eopts, const pr_offline_opts *opts,
                           pr_offline_result *res, char *errstr, size_t errstr_size);
+
+/* `piperec process --fit` (issue 20, service/offline_fit.c): one pass over the
+ * JSON lines `input` with the streaming decoder; for every dense feature with a
+ * `standardize` step, the mean and population std (Welford, input order) of the
+ * value as it reaches that step (missing values skipped, rejected lines skipped
+ * and counted), written to `out` as YAML (name: { standardize: { mean, std } },
+ * %.17g). PR_EINVAL when the schema is not declared or has no standardize step. */
+typedef struct pr_fit_result {
+    uint64_t lines, rejected; /* non-blank lines read; of them rejected */
+    uint32_t features;        /* features fitted */
+    uint32_t degenerate;      /* of them with std 0 or no value */
+} pr_fit_result;
+
+int pr_offline_fit(const pr_feature_schema *schema, const char *input, FILE *out,
+                   pr_fit_result *res, char *errstr, size_t errstr_size);
 
 #endif

@@ -1,0 +1,167 @@
+/*
+ * `piperec process --fit` (issue 20 item 2): one pass over JSON lines with the
+ * streaming decoder (pr_decode_json_line), computing for every dense feature
+ * with a `standardize` step the mean and population standard deviation of the
+ * value as it reaches that step (the decoder runs the steps before it, and
+ * hands it over as the engine gets it: float32, a missing value as 0;
+ * rejected lines skipped and counted).
+ * Welford's method, in input order on one thread, so the result never depends
+ * on --threads. Writes a YAML snippet (name -> { standardize: { mean, std } }).
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pr_ingest.h"
+#include "pr_service.h"
+
+typedef struct pr__fit_acc {
+    uint32_t feat, dense, step; /* feature index, dense column, standardize step */
+    uint64_t n;
+    double mean, m2;
+} pr__fit_acc;
+
+/* The features to fit; returns their count (0: none). */
+static uint32_t pr__fit_find(const pr_feature_schema *s, pr__fit_acc *acc)
+{
+    uint32_t n = 0, dense = 0;
+    for (uint32_t i = 0; i < s->n_features; i++) {
+        const pr_feature_spec *f = &s->features[i];
+        if (f->kind != PR_FEAT_DENSE)
+            continue;
+        for (uint32_t k = 0; k < f->n_ops; k++)
+            if (f->ops[k].op == PR_FOP_STANDARDIZE) {
+                acc[n++] = (pr__fit_acc){.feat = i, .dense = dense, .step = k};
+                break;
+            }
+        dense++;
+    }
+    return n;
+}
+
+static void pr__fit_row(const pr_feature_schema *s, const pr_block *b, pr__fit_acc *acc,
+                        uint32_t n_acc)
+{
+    (void)s;
+    for (uint32_t j = 0; j < n_acc; j++) {
+        pr__fit_acc *a = &acc[j];
+        double v = b->side->dense[a->dense]; /* row 0; the decoder ran the steps before */
+        if (!isfinite(v))
+            continue;
+        a->n++;
+        double d = v - a->mean;
+        a->mean += d / (double)a->n;
+        a->m2 += d * (v - a->mean);
+    }
+}
+
+static void pr__fit_noreject(void *opaque, int reason, const char *detail, const char *rec,
+                             size_t rec_len, int64_t recno)
+{
+    (void)opaque, (void)reason, (void)detail, (void)rec, (void)rec_len, (void)recno;
+}
+
+/* Read `in` line by line, one row block of one row, into the accumulators. */
+static int pr__fit_pass(const pr_feature_schema *s, FILE *in, pr__fit_acc *acc, uint32_t n_acc,
+                        pr_fit_result *res, char *errstr, size_t errstr_size)
+{
+    pr_json_decoder *dec = pr_json_decoder_new(s, errstr, errstr_size);
+    if (!dec)
+        return PR_EINVAL;
+    pr_block *b = pr_feature_block_new(s, 1, true);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int64_t lineno = 0;
+    int rc = b ? 0 : pr_seterr(errstr, errstr_size, PR_ENOMEM, "fit: out of memory");
+    pr_decode_ctx ctx = {.json = dec, .on_reject = pr__fit_noreject, .opaque = NULL};
+    while (!rc && (len = getline(&line, &cap, in)) >= 0) {
+        lineno++;
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            len--;
+        size_t at = 0;
+        while (at < (size_t)len && (line[at] == ' ' || line[at] == '\t'))
+            at++;
+        if (at == (size_t)len)
+            continue;
+        pr_block_reset(b);
+        int drc = pr_decode_json_line(&ctx, b, line, (size_t)len, lineno);
+        if (drc < 0 && drc != PR_EFULL) {
+            rc = pr_seterr(errstr, errstr_size, drc, "fit: line %" PRId64 ": %s", lineno,
+                           pr_strerror(drc));
+            break;
+        }
+        res->lines++;
+        if (drc == PR_EFULL || b->rows == 0) {
+            res->rejected++;
+            continue;
+        }
+        pr__fit_row(s, b, acc, n_acc);
+    }
+    free(line);
+    pr_block_free(b);
+    pr_json_decoder_free(dec);
+    return rc;
+}
+
+/* The YAML snippet; a feature whose std is 0 (or with no value) gets a comment. */
+static void pr__fit_write(const pr_feature_schema *s, const pr__fit_acc *acc, uint32_t n_acc,
+                          FILE *out, pr_fit_result *res)
+{
+    fprintf(out, "# piperec process --fit: population mean and std of each value as it reaches "
+                 "its standardize step\n");
+    for (uint32_t j = 0; j < n_acc; j++) {
+        const pr__fit_acc *a = &acc[j];
+        const char *name = s->features[a->feat].name;
+        double sd = a->n ? sqrt(a->m2 / (double)a->n) : 0;
+        if (a->n == 0 || !(sd > 0)) {
+            fprintf(out, "# %s: %s; standardize needs std > 0\n", name,
+                    a->n ? "std is 0 (every value is the same)" : "no values");
+            res->degenerate++;
+        }
+        fprintf(out, "%s: { standardize: { mean: %.17g, std: %.17g } }  # n=%" PRIu64 "\n",
+                name, a->mean, sd, a->n);
+    }
+    res->features = n_acc;
+}
+
+int pr_offline_fit(const pr_feature_schema *s, const char *input, FILE *out, pr_fit_result *res,
+                   char *errstr, size_t errstr_size)
+{
+    memset(res, 0, sizeof(*res));
+    if (!s->declared)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "--fit needs a declared schema (the pipeline's `schema:` list)");
+    pr__fit_acc *acc = calloc(s->n_features ? s->n_features : 1, sizeof(*acc));
+    if (!acc)
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "fit: out of memory");
+    uint32_t n_acc = pr__fit_find(s, acc);
+    int rc = 0;
+    if (!n_acc)
+        rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
+                       "--fit: no dense feature of the schema has a `standardize` step");
+    FILE *in = rc ? NULL : fopen(input, "r");
+    if (!rc && !in)
+        rc = pr_seterr(errstr, errstr_size, PR_EIO, "--fit: cannot open %s", input);
+    /* The decoder runs a dense feature's whole chain: cut each fitted chain
+     * before its standardize step so the block holds the value reaching it. */
+    pr_feature_schema cut = *s;
+    cut.features = rc ? NULL : malloc((size_t)s->n_features * sizeof(*cut.features));
+    if (!rc && !cut.features)
+        rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "fit: out of memory");
+    if (!rc) {
+        memcpy(cut.features, s->features, (size_t)s->n_features * sizeof(*cut.features));
+        for (uint32_t j = 0; j < n_acc; j++)
+            cut.features[acc[j].feat].n_ops = (uint8_t)acc[j].step;
+        rc = pr__fit_pass(&cut, in, acc, n_acc, res, errstr, errstr_size);
+    }
+    free(cut.features);
+    if (in)
+        fclose(in);
+    if (!rc)
+        pr__fit_write(s, acc, n_acc, out, res);
+    free(acc);
+    return rc;
+}

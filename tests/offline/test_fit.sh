@@ -1,0 +1,64 @@
+#!/bin/sh
+# test_fit.sh — `piperec process --fit` (issue 20): standardize statistics from
+# JSON lines compared with numpy's mean/std (population) on the same values
+# (after fill / clip / log1p before the step, as float32 like the engine;
+# rejected lines skipped), identical for --threads 1 and 4, and the refusals.
+# Env: PIPEREC, PR_TMP.
+set -eu
+PY=/usr/bin/python3
+T=$PR_TMP
+fail() { echo "FAIL: $*" >&2; exit 1; }
+cat > "$T/fit.yaml" <<'Y'
+pipelines:
+  - name: fit
+    source: { format: json }
+    schema:
+      labels:
+        - { name: click, path: click }
+      dense:
+        - { name: a, path: a, ops: [ { fill: 3 }, { standardize: { mean: 0, std: 1 } } ] }
+        - { name: b, path: b, ops: [ { clip: [0, 50] }, log1p, { standardize: { mean: 0, std: 1 } } ] }
+        - { name: c, path: c, ops: [ log1p ] }
+      cpu_ops: [fill, clip, log1p, standardize]
+Y
+$PY - "$T/ev.jsonl" <<'P'
+import json, random, sys
+r = random.Random(7)
+with open(sys.argv[1], "w") as f:
+    for i in range(500):
+        e = {"click": r.randint(0, 1), "c": 1.0}
+        if r.random() < 0.8: e["a"] = r.uniform(-1e3, 1e3) + 1e6
+        e["b"] = r.uniform(-10, 80)
+        f.write(json.dumps(e) + "\n")
+        if i % 100 == 0: f.write('{"click": "x", "a": 1}\n')
+P
+"$PIPEREC" process --config "$T/fit.yaml" --input "$T/ev.jsonl" --fit > "$T/out.yaml" 2> "$T/err" ||
+    fail "fit: $(cat "$T/err")"
+grep -q "rejected" "$T/err" || fail "no summary: $(cat "$T/err")"
+"$PIPEREC" process --config "$T/fit.yaml" --input "$T/ev.jsonl" --fit --threads 4 --output "$T/out4.yaml" 2>/dev/null
+cmp "$T/out.yaml" "$T/out4.yaml" || fail "--threads changes --fit"
+$PY - "$T/ev.jsonl" "$T/out.yaml" <<'P'
+import json, re, sys, math
+import numpy as np
+a, b = [], []
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    if not isinstance(e["click"], int): continue
+    a.append(float(np.float32(e.get("a", 3.0))))
+    if "b" in e: b.append(float(np.float32(math.log1p(min(max(e["b"], 0.0), 50.0)))))
+got = {}
+for line in open(sys.argv[2]):
+    m = re.match(r"(\w+): \{ standardize: \{ mean: (\S+), std: (\S+) \} \}", line)
+    if m: got[m.group(1)] = (float(m.group(2)), float(m.group(3)))
+assert set(got) == {"a", "b"}, got
+for n, v in (("a", a), ("b", b)):
+    x = np.array(v)
+    for g, w in zip(got[n], (x.mean(), x.std())):
+        assert abs(g - w) <= 1e-9 * abs(w), (n, g, w)
+P
+grep -q "5 rejected" "$T/err" || fail "rejected count: $(cat "$T/err")"
+sed 's/{ standardize: { mean: 0, std: 1 } }/neg2zero/' "$T/fit.yaml" > "$T/nostd.yaml"
+if "$PIPEREC" process --config "$T/nostd.yaml" --input "$T/ev.jsonl" --fit 2> "$T/err2"; then
+    fail "no standardize step accepted"; fi
+grep -q "standardize" "$T/err2" || fail "refusal does not say why: $(cat "$T/err2")"
+echo OK
