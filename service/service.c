@@ -44,13 +44,6 @@
 #include "pr_log.h"
 #include "pr_fs.h"
 
-/* pr_mono_ns under the name the state section below uses (that section is
- * being replaced by the vocabulary component; its lines stay as they are). */
-static int64_t pr__now_ns(void)
-{
-    return pr_mono_ns();
-}
-
 /* ---------------------------------------------------------------- state */
 
 /* The restart epoch: <state.dir>/<pipeline>.epoch holds the last one (a
@@ -132,7 +125,7 @@ static int pr__vocab_open(pr__pipe *p, const char *replica, char *errstr, size_t
     if (!rc)
         rc = pr_vocab_store_recover(p->vs, p->epoch, errstr, errstr_size);
     if (!rc && pr_vocab_store_persistent(p->vs))
-        p->next_ckpt_ns = pr__now_ns() + st->checkpoint_interval_s * 1000000000LL;
+        p->next_ckpt_ns = pr_mono_ns() + st->checkpoint_interval_s * 1000000000LL;
     return rc;
 }
 
@@ -147,7 +140,7 @@ static void pr__checkpoint(pr__pipe *p)
                p->cfg->name, err);
     else
         atomic_fetch_add(&p->checkpoints, 1);
-    p->next_ckpt_ns = pr__now_ns() + p->cfg->state.checkpoint_interval_s * 1000000000LL;
+    p->next_ckpt_ns = pr_mono_ns() + p->cfg->state.checkpoint_interval_s * 1000000000LL;
 }
 
 /* The state section's checkpoint, for the pipeline thread (pipeline.c). */

@@ -3,7 +3,7 @@
  * issue 18 item 4): the core dispatches on them, so a declared capability
  * must come with its callbacks, and the config switch each sink names must
  * be its own. Then the neutral answers of the capability calls for a sink
- * without the capability (a stub sink, no I/O).
+ * without the capability (a test sink declared here, which does no I/O).
  */
 #include <setjmp.h>
 #include <stdarg.h>
