@@ -263,15 +263,15 @@ static int pr__fv_reserve(pr__jbuild *jb, uint32_t f, uint64_t more)
 
 /* Row r of the block into row n of bt (values appended to the build). */
 static int pr__copy_row(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_t cap, uint32_t n,
-                    const pr_out *out, uint32_t r)
+                        const pr_out *out, uint32_t r)
 {
     const pr_fside *s = out->side;
     if (j->n_labels)
         pr__copy(bt->label_mat + (size_t)n * j->n_labels, s->labels + (size_t)r * j->n_labels,
-               (size_t)j->n_labels * 4);
+                 (size_t)j->n_labels * 4);
     if (j->n_dense)
         pr__copy(bt->dense_mat + (size_t)n * j->n_dense, s->dense + (size_t)r * j->n_dense,
-               (size_t)j->n_dense * 4);
+                 (size_t)j->n_dense * 4);
     for (uint32_t f = 0; f < j->n_feat; f++) {
         uint32_t k;
         const int64_t *v = pr__jag_row_values(j, out, f, r, &k);
@@ -328,7 +328,7 @@ int pr__jag_to_pending(pr__jag *j, const pr_out *out, uint32_t r, uint32_t slot,
     const pr_fside *s = out->side;
     pr__copy(dst, s->labels + (size_t)r * j->n_labels, (size_t)j->n_labels * 4);
     pr__copy(dst + (size_t)j->n_labels * 4, s->dense + (size_t)r * j->n_dense,
-           (size_t)j->n_dense * 4);
+             (size_t)j->n_dense * 4);
     int32_t *len = pr__pend_lengths(j, dst);
     uint64_t total = 0;
     for (uint32_t f = 0; f < j->n_feat; f++) {
@@ -370,7 +370,7 @@ int pr__jag_from_pending(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_
     uint32_t n = bt->rows;
     pr__copy(bt->label_mat + (size_t)n * j->n_labels, src, (size_t)j->n_labels * 4);
     pr__copy(bt->dense_mat + (size_t)n * j->n_dense, src + (size_t)j->n_labels * 4,
-           (size_t)j->n_dense * 4);
+             (size_t)j->n_dense * 4);
     const int32_t *len = pr__pend_lengths(j, src);
     const int64_t *v = j->p_vals[slot];
     for (uint32_t f = 0; f < j->n_feat; f++) {

@@ -106,9 +106,11 @@ static const char *pr__range_topic(const pr_batch *b, const pr_batch_range *r)
 static size_t pr__range_body_size(const pr_batch *b, const pr_batch_range *r)
 {
     return pr__sz_len_field(R_TOPIC, strlen(pr__range_topic(b, r))) +
-           pr__sz_varint_field(R_PARTITION, (uint64_t)(int64_t)PR_PART_KEY_PARTITION(r->partition)) +
+           pr__sz_varint_field(R_PARTITION,
+                               (uint64_t)(int64_t)PR_PART_KEY_PARTITION(r->partition)) +
            pr__sz_varint_field(R_FIRST, (uint64_t)r->first_offset) +
-           pr__sz_varint_field(R_LAST, (uint64_t)r->last_offset) + pr__sz_varint_field(R_ROWS, r->rows);
+           pr__sz_varint_field(R_LAST, (uint64_t)r->last_offset) +
+           pr__sz_varint_field(R_ROWS, r->rows);
 }
 
 static size_t pr__vocab_body_size(const pr_batch *b)
@@ -183,7 +185,8 @@ static size_t pr__jagged_size(const pr_batch *b)
 {
     if (!b->jagged)
         return 0;
-    return pr__sz_varint_field(F_JAGGED, 1) + pr__names_size(F_FEATURE_KEYS, b->feature_keys, b->n_sparse) +
+    return pr__sz_varint_field(F_JAGGED, 1) +
+           pr__names_size(F_FEATURE_KEYS, b->feature_keys, b->n_sparse) +
            pr__sz_len_field(F_VALUES, pr_batch_values_bytes(b)) +
            pr__sz_len_field(F_LENGTHS, pr_batch_lengths_bytes(b)) +
            pr__sz_varint_field(F_N_LABELS, b->n_labels) +
@@ -210,19 +213,20 @@ static uint8_t *pr__put_jagged(const pr_batch *b, uint8_t *p)
 
 size_t pr_batch_pb_size(const pr_batch *b)
 {
-    size_t n = pr__sz_len_field(F_PIPELINE, strlen(b->pipeline)) + pr__sz_varint_field(F_SEQUENCE, b->seq) +
-               pr__sz_varint_field(F_ROWS, b->rows) + pr__sz_varint_field(F_N_DENSE, b->n_dense) +
-               pr__sz_varint_field(F_N_SPARSE, b->n_sparse) +
-               pr__sz_varint_field(F_SPARSE_WIDTH, b->sparse_width) +
-               pr__sz_len_field(F_LABELS, pr_batch_labels_bytes(b)) +
-               pr__sz_len_field(F_DENSE, pr_batch_dense_bytes(b)) +
-               pr__sz_len_field(F_SPARSE, pr_batch_sparse_bytes(b)) +
-               pr__sz_varint_field(F_MIN_ET, (uint64_t)b->min_event_time_ms) +
-               pr__sz_varint_field(F_MAX_ET, (uint64_t)b->max_event_time_ms) +
-               pr__sz_varint_field(F_EMIT, (uint64_t)b->emit_time_ms) +
-               pr__sz_varint_field(F_EPOCH, b->epoch) + pr__sz_len_field(F_REPLICA, strlen(b->replica)) +
-               pr__sz_varint_field(F_POPULAR, b->popular) +
-               pr__sz_varint_field(F_HOT_VERSION, b->hot_version);
+    size_t n =
+        pr__sz_len_field(F_PIPELINE, strlen(b->pipeline)) +
+        pr__sz_varint_field(F_SEQUENCE, b->seq) + pr__sz_varint_field(F_ROWS, b->rows) +
+        pr__sz_varint_field(F_N_DENSE, b->n_dense) + pr__sz_varint_field(F_N_SPARSE, b->n_sparse) +
+        pr__sz_varint_field(F_SPARSE_WIDTH, b->sparse_width) +
+        pr__sz_len_field(F_LABELS, pr_batch_labels_bytes(b)) +
+        pr__sz_len_field(F_DENSE, pr_batch_dense_bytes(b)) +
+        pr__sz_len_field(F_SPARSE, pr_batch_sparse_bytes(b)) +
+        pr__sz_varint_field(F_MIN_ET, (uint64_t)b->min_event_time_ms) +
+        pr__sz_varint_field(F_MAX_ET, (uint64_t)b->max_event_time_ms) +
+        pr__sz_varint_field(F_EMIT, (uint64_t)b->emit_time_ms) +
+        pr__sz_varint_field(F_EPOCH, b->epoch) + pr__sz_len_field(F_REPLICA, strlen(b->replica)) +
+        pr__sz_varint_field(F_POPULAR, b->popular) +
+        pr__sz_varint_field(F_HOT_VERSION, b->hot_version);
     for (uint32_t i = 0; i < b->n_ranges; i++) {
         size_t body = pr__range_body_size(b, &b->ranges[i]);
         n += pr__tag_size(F_OFFSETS) + pr_varint_size(body) + body;
@@ -250,7 +254,7 @@ size_t pr_batch_pb_write(const pr_batch *b, uint8_t *out)
         p = pr_varint_put(pr__put_tag(p, F_OFFSETS, WT_LEN), pr__range_body_size(b, r));
         p = pr__put_len_field(p, R_TOPIC, topic, strlen(topic));
         p = pr__put_varint_field(p, R_PARTITION,
-                             (uint64_t)(int64_t)PR_PART_KEY_PARTITION(r->partition));
+                                 (uint64_t)(int64_t)PR_PART_KEY_PARTITION(r->partition));
         p = pr__put_varint_field(p, R_FIRST, (uint64_t)r->first_offset);
         p = pr__put_varint_field(p, R_LAST, (uint64_t)r->last_offset);
         p = pr__put_varint_field(p, R_ROWS, r->rows);
@@ -612,7 +616,7 @@ static int pr__decode_varint_field(pr_batch_view *v, const pb_field *f, uint32_t
 /* One length-delimited field of a TrainingBatch (fields 1-21; the jagged
  * ones are decode_jagged_len's): 0, PR_ENOMEM, or PR_EBADREC with *why. */
 static int pr__decode_len_field(pr_batch_view *v, const pb_field *f, uint32_t *rcap, uint32_t *vcap,
-                            const char **why)
+                                const char **why)
 {
     switch (f->num) {
     case F_PIPELINE:

@@ -67,7 +67,7 @@ static size_t pr__align64(size_t n)
 
 /* Allocate a batch whose tensors hold `cap` rows; rows is set to cap. */
 static pr_batch *pr__batch_alloc(const char *pipeline, uint32_t cap, uint16_t n_dense,
-                             uint16_t n_sparse, uint8_t w, bool zero)
+                                 uint16_t n_sparse, uint8_t w, bool zero)
 {
     pr_batch *bt = calloc(1, sizeof(*bt));
     if (!bt)
@@ -116,7 +116,7 @@ pr_batch *pr_batch_new(const char *pipeline, uint32_t rows, uint16_t n_dense, ui
  * 64-byte aligned block starting at label_mat) hold `cap` rows and whose
  * values hold `vcap` values; rows = cap, n_values = 0, names zeroed. */
 static pr_batch *pr__jagged_alloc(const char *pipeline, uint32_t cap, uint16_t n_labels,
-                              uint16_t n_dense, uint16_t n_feat, uint64_t vcap, bool zero)
+                                  uint16_t n_dense, uint16_t n_feat, uint64_t vcap, bool zero)
 {
     pr_batch *bt = calloc(1, sizeof(*bt));
     if (!bt)
@@ -303,12 +303,12 @@ typedef struct pr__build {
     int64_t *off;
     int64_t *et;
     pr__rowh *h;
-    uint64_t *ser;   /* per row: order of entry into a build (batch.popular_min_rows merge) */
+    uint64_t *ser;        /* per row: order of entry into a build (batch.popular_min_rows merge) */
     uint64_t hot_version; /* latest hot-set version of the rows in cur */
-    int64_t oldest;  /* min arrival (mono ns) of the rows in cur */
-    uint32_t *idx;   /* scratch: rows of the current pr_out bound for cur */
-    pr__notes notes; /* notices for cur, row = row of cur they precede */
-    pr__jbuild jb;   /* declared schema: the values of cur's rows (batch_jagged.c) */
+    int64_t oldest;       /* min arrival (mono ns) of the rows in cur */
+    uint32_t *idx;        /* scratch: rows of the current pr_out bound for cur */
+    pr__notes notes;      /* notices for cur, row = row of cur they precede */
+    pr__jbuild jb;        /* declared schema: the values of cur's rows (batch_jagged.c) */
 } pr__build;
 
 typedef struct fifo_ent {
@@ -333,10 +333,10 @@ struct pr_batcher {
      * batch.split popular (its arrays NULL otherwise) */
     pr__build bld[PR__NCLASS];
     int n_class;
-    pr__notes loose; /* notices for the next emitted batch (event_time) */
-    pr__kset pend_keys; /* split: (column, index) of the notices in the regular build */
-    pr__notes backlog;  /* restored notices not sent yet, by (column, index, number);
-                           number 0 = sent */
+    pr__notes loose;           /* notices for the next emitted batch (event_time) */
+    pr__kset pend_keys;        /* split: (column, index) of the notices in the regular build */
+    pr__notes backlog;         /* restored notices not sent yet, by (column, index, number);
+                                  number 0 = sent */
     uint32_t bl_next, bl_live; /* backlog: where the row-0 spreading goes on; live entries */
     pr__notes scratch;         /* a block's notices without the restored ones */
     bool hint_live;            /* no block added yet: notice_floor also holds the restored */
@@ -448,7 +448,7 @@ static int pr__ensure_cur(pr_batcher *b, int cls)
     /* Not zeroed: every row is written before emission, and emission compacts. */
     bd->cur = b->jag ? pr__jag_batch(b->jag, b->pipeline, c->batch.size)
                      : pr__batch_alloc(b->pipeline, c->batch.size, c->n_dense, c->n_sparse,
-                                   c->sparse_width, false);
+                                       c->sparse_width, false);
     bd->h = malloc((size_t)c->batch.size * sizeof(*bd->h));
     if (!bd->cur || !bd->h) {
         pr_batch_unref(bd->cur);
@@ -553,7 +553,8 @@ int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, si
     b->n_class = cfg->batch.split == PR_BATCH_SPLIT_POPULAR ? PR__NCLASS : 1;
     bool built = true;
     for (int k = 0; k < b->n_class; k++)
-        if (pr__build_init(&b->bld[k], n) < 0 || (b->jag && pr__jbuild_init(b->jag, &b->bld[k].jb) < 0))
+        if (pr__build_init(&b->bld[k], n) < 0 ||
+            (b->jag && pr__jbuild_init(b->jag, &b->bld[k].jb) < 0))
             built = false;
     if (cfg->n_topics) {
         b->topics = calloc(cfg->n_topics, sizeof(char *));
@@ -806,7 +807,7 @@ static int pr__emit(pr_batcher *b, int cls, pr_batch_reason reason)
 /* ---------------------------------------------------------------- copying rows */
 
 static inline void pr__put_meta(pr_batcher *b, pr__build *bd, uint32_t n, int32_t key, int64_t off,
-                            int64_t et, const pr__rowh *h, int64_t arrival, uint64_t hv)
+                                int64_t et, const pr__rowh *h, int64_t arrival, uint64_t hv)
 {
     bd->ser[n] = b->next_ser++;
     if (hv > bd->hot_version)
@@ -821,7 +822,7 @@ static inline void pr__put_meta(pr_batcher *b, pr__build *bd, uint32_t n, int32_
 
 /* Copy rows idx[0..k) of `out` into the build's cur (column by column). */
 static void pr__copy_rows(pr_batcher *b, pr__build *bd, const pr_out *out, const uint32_t *idx,
-                      uint32_t k)
+                          uint32_t k)
 {
     pr_batch *bt = bd->cur;
     uint32_t cap = b->cfg.batch.size, n0 = bt->rows;
@@ -997,7 +998,8 @@ static uint32_t pr__backlog_lower(const pr_batcher *b, uint32_t col, int64_t ind
 /* The backlog's notices for (col, index) leave now, in front of a row that
  * uses the index: before the next regular row (k, out: partition order) or
  * in `loose` (k NULL: event_time). */
-static int pr__backlog_take(pr_batcher *b, uint32_t col, int64_t index, uint32_t *k, const pr_out *out)
+static int pr__backlog_take(pr_batcher *b, uint32_t col, int64_t index, uint32_t *k,
+                            const pr_out *out)
 {
     for (uint32_t i = pr__backlog_lower(b, col, index); i < b->backlog.n; i++) {
         pr_recycled r = b->backlog.v[i];
@@ -1017,7 +1019,7 @@ static int pr__backlog_take(pr_batcher *b, uint32_t col, int64_t index, uint32_t
 /* Declared schema: the backlog's notices (col = feature) for every value of
  * the row's vocab features. `out` (block row r) or pool slot `slot` (src). */
 static int pr__backlog_jagged(pr_batcher *b, const pr_out *out, uint32_t r, uint32_t slot,
-                          const uint8_t *src, uint32_t *k)
+                              const uint8_t *src, uint32_t *k)
 {
     int err = 0;
     for (uint32_t f = 0; f < b->jag->n_feat && b->bl_live && !err; f++) {
@@ -1089,8 +1091,8 @@ static int pr__route_row(pr_batcher *b, const uint64_t *popular, const pr_out *o
  * build in runs, copied column by column when a build fills or at the end.
  * Notices (nv, in row order) are placed in front of their row. */
 static int pr__add_partition_order(pr_batcher *b, const pr_block *in, const pr_out *out,
-                               const uint64_t *popular, const pr_recycled *nv, uint32_t nn,
-                               int64_t now)
+                                   const uint64_t *popular, const pr_recycled *nv, uint32_t nn,
+                                   int64_t now)
 {
     uint32_t k[PR__NCLASS] = {0};
     int slot = -1, err;
@@ -1120,7 +1122,7 @@ static int pr__add_partition_order(pr_batcher *b, const pr_block *in, const pr_o
         if (pr__offsets_push(&b->offs, slot, in->offset[r], &h) < 0)
             return PR_ENOMEM;
         pr__put_meta(b, bd, bd->cur->rows + k[cls], in->partition[r], in->offset[r],
-                 in->event_time_ms[r], &h, now, b->hot_version);
+                     in->event_time_ms[r], &h, now, b->hot_version);
         bd->idx[k[cls]++] = r;
         if (bd->cur->rows + k[cls] == b->cfg.batch.size) {
             pr__commit_rows(b, cls, out, &k[cls]);
@@ -1313,7 +1315,8 @@ static int pr__release(pr_batcher *b, bool all)
 }
 
 static int pr__add_event_time(pr_batcher *b, const pr_block *in, const pr_out *out,
-                          const uint64_t *popular, const pr_recycled *nv, uint32_t nn, int64_t now)
+                              const uint64_t *popular, const pr_recycled *nv, uint32_t nn,
+                              int64_t now)
 {
     if (pr__add_loose(b, nv, nn) < 0)
         return PR_ENOMEM;
@@ -1354,7 +1357,8 @@ static int pr__add_event_time(pr_batcher *b, const pr_block *in, const pr_out *o
         m->in_use = true;
         m->cls = (uint8_t)pr__row_class(b, popular, r);
         m->hv = b->hot_version;
-        if (pr__offsets_push(&b->offs, slot, off, &m->h) < 0 || pr__fifo_push(b, ps, m->serial) < 0) {
+        if (pr__offsets_push(&b->offs, slot, off, &m->h) < 0 ||
+            pr__fifo_push(b, ps, m->serial) < 0) {
             pr__pend_free(b, ps);
             return PR_ENOMEM;
         }
@@ -1537,8 +1541,9 @@ static int pr__demote_popular(pr_batcher *b, pr_batch_reason reason)
             if (at < nr ? at > i : (i < nr || j < np))
                 break;
             err = pr__notes_push(&rb->notes, &old.notes.v[ni], rb->cur->rows);
-            err = err < 0 ? err : pr__kset_add(&b->pend_keys, pr__kset_key(old.notes.v[ni].col,
-                                                                   old.notes.v[ni].index));
+            err = err < 0 ? err
+                          : pr__kset_add(&b->pend_keys,
+                                         pr__kset_key(old.notes.v[ni].col, old.notes.v[ni].index));
         }
         if (err || (i == nr && j == np))
             break;
@@ -1621,8 +1626,7 @@ void pr_batcher_flush(pr_batcher *b)
     if (b->cfg.batch.ordering == PR_BATCH_ORDER_EVENT_TIME)
         (void)pr__release(b, true);
     const pr__build *pb = &b->bld[PR__POPULAR];
-    if (b->n_class > 1 && pb->cur && pb->cur->rows &&
-        pb->cur->rows < b->cfg.batch.popular_min_rows)
+    if (b->n_class > 1 && pb->cur && pb->cur->rows && pb->cur->rows < b->cfg.batch.popular_min_rows)
         (void)pr__demote_popular(b, PR_BATCH_FLUSH);
     for (int k = 0; k < b->n_class; k++)
         (void)pr__emit(b, k, PR_BATCH_FLUSH);

@@ -41,8 +41,7 @@ int pr_batcher_notice_floor_load(const char *path, uint64_t *floor, char *errstr
     return 0;
 }
 
-int pr_batcher_notice_floor_save(const char *path, uint64_t floor, char *errstr,
-                                 size_t errstr_size)
+int pr_batcher_notice_floor_save(const char *path, uint64_t floor, char *errstr, size_t errstr_size)
 {
     char tmp[4200];
     if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))

@@ -20,14 +20,13 @@
  * queried before subscribing (--messages N overrides it); the group starts at
  * the log start of every partition it is assigned (with --reset-path, the
  * way piperec does: assigned with no offset, each partition's
- * auto.offset.reset error answered by an unassign + assign at the log start). The clock runs from the
- * first message any instance receives to the one that completes the count
- * (the ~3 s group join before is reported as join_seconds, not counted), the
- * way bench_stream.sh times `piperec run`. With K > 1 the partitions stay
- * paused until the group has settled (every member holds partitions and all
- * are held), so the window is the steady state, not one member reading alone
- * until the others join. CPU seconds are the process's over the same window. Prints one JSON line; progress and errors go to stderr.
- * Exit 1 on a client error or when --timeout-s (default 300) passes first.
+ * auto.offset.reset error answered by an unassign + assign at the log start). The clock runs from
+ * the first message any instance receives to the one that completes the count (the ~3 s group join
+ * before is reported as join_seconds, not counted), the way bench_stream.sh times `piperec run`.
+ * With K > 1 the partitions stay paused until the group has settled (every member holds partitions
+ * and all are held), so the window is the steady state, not one member reading alone until the
+ * others join. CPU seconds are the process's over the same window. Prints one JSON line; progress
+ * and errors go to stderr. Exit 1 on a client error or when --timeout-s (default 300) passes first.
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -42,7 +41,7 @@
 
 #include "pr_kafka.h"
 
-#define BC_MAX_PROPS 64
+#define BC_MAX_PROPS     64
 #define BC_MAX_CONSUMERS 256
 
 typedef struct bc_args {
@@ -158,7 +157,8 @@ static void bc_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 static void bc_count(bc_run *r, const rd_kafka_message_t *m)
 {
     long long now = bc_now_ns(), zero = 0;
-    if (atomic_load(&r->t_first_ns) == 0 && atomic_compare_exchange_strong(&r->t_first_ns, &zero, now))
+    if (atomic_load(&r->t_first_ns) == 0 &&
+        atomic_compare_exchange_strong(&r->t_first_ns, &zero, now))
         r->cpu_first = bc_cpu_seconds();
     atomic_fetch_add(&r->rows, bc_rows(m->payload, m->len));
     atomic_fetch_add(&r->bytes, (long long)m->len);
@@ -193,7 +193,8 @@ static void bc_release(bc_member *mb)
 {
     bc_run *r = mb->run;
     if (!atomic_load(&r->released)) {
-        int lo = r->partitions / r->consumers, hi = (r->partitions + r->consumers - 1) / r->consumers;
+        int lo = r->partitions / r->consumers,
+            hi = (r->partitions + r->consumers - 1) / r->consumers;
         int total = 0;
         bool balanced = true;
         for (int i = 0; i < r->consumers; i++) {
@@ -319,28 +320,47 @@ static int bc_add_prop(bc_args *a, char *kv)
 
 static int bc_parse(int argc, char **argv, bc_args *a)
 {
-    static const struct option opts[] = {
-        {"bootstrap", required_argument, NULL, 'b'}, {"topic", required_argument, NULL, 't'},
-        {"group", required_argument, NULL, 'g'},     {"consumers", required_argument, NULL, 'k'},
-        {"messages", required_argument, NULL, 'n'},  {"timeout-s", required_argument, NULL, 'T'},
-        {"reset-path", no_argument, NULL, 'r'},      {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"bootstrap", required_argument, NULL, 'b'},
+                                         {"topic", required_argument, NULL, 't'},
+                                         {"group", required_argument, NULL, 'g'},
+                                         {"consumers", required_argument, NULL, 'k'},
+                                         {"messages", required_argument, NULL, 'n'},
+                                         {"timeout-s", required_argument, NULL, 'T'},
+                                         {"reset-path", no_argument, NULL, 'r'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
     int ch;
     *a = (bc_args){.consumers = 1, .timeout_s = 300};
     while ((ch = getopt_long(argc, argv, "X:", opts, NULL)) != -1) {
         switch (ch) {
-        case 'b': a->bootstrap = optarg; break;
-        case 't': a->topic = optarg; break;
-        case 'g': a->group = optarg; break;
-        case 'k': a->consumers = atoi(optarg); break;
-        case 'n': a->messages = strtoll(optarg, NULL, 10); break;
-        case 'T': a->timeout_s = atof(optarg); break;
-        case 'r': a->reset_path = true; break;
+        case 'b':
+            a->bootstrap = optarg;
+            break;
+        case 't':
+            a->topic = optarg;
+            break;
+        case 'g':
+            a->group = optarg;
+            break;
+        case 'k':
+            a->consumers = atoi(optarg);
+            break;
+        case 'n':
+            a->messages = strtoll(optarg, NULL, 10);
+            break;
+        case 'T':
+            a->timeout_s = atof(optarg);
+            break;
+        case 'r':
+            a->reset_path = true;
+            break;
         case 'X':
             if (bc_add_prop(a, optarg))
                 return -1;
             break;
-        default: bc_usage(); return -1;
+        default:
+            bc_usage();
+            return -1;
         }
     }
     if (!a->bootstrap || !a->topic || !a->group || a->consumers < 1 ||

@@ -168,7 +168,7 @@ typedef struct out_mark {
 
 /* One array file: new, or (at != NULL) continued from a checkpoint's rows. */
 static int pr__out_array(pr_npy_writer **w, const char *dir, const char *name, pr_npy_dtype dt,
-                     uint32_t cols, const out_mark *at, char *err, size_t es)
+                         uint32_t cols, const out_mark *at, char *err, size_t es)
 {
     char p[4096];
     snprintf(p, sizeof(p), "%s/%s", dir, name);
@@ -179,7 +179,7 @@ static int pr__out_array(pr_npy_writer **w, const char *dir, const char *name, p
 /* Open DIR's files: new ones, or with `at` the ones a checkpoint left,
  * cut back to it (what was written after it is not in the checkpoint). */
 static int pr__out_open(npy_out *o, const char *dir, const pr_trainer_info *in, const out_mark *at,
-                    char *err, size_t es)
+                        char *err, size_t es)
 {
     if (mkdir(dir, 0755) < 0 && errno != EEXIST)
         return pr_seterr(err, es, PR_EIO, "--output: cannot create %s: %s", dir, strerror(errno));
@@ -193,10 +193,11 @@ static int pr__out_open(npy_out *o, const char *dir, const pr_trainer_info *in, 
     }
     int rc;
     if (!o->jag_resume &&
-        ((rc = pr__out_array(&o->dense, dir, "dense.npy", PR_NPY_F32, in->n_dense, at, err, es)) < 0 ||
+        ((rc = pr__out_array(&o->dense, dir, "dense.npy", PR_NPY_F32, in->n_dense, at, err, es)) <
+             0 ||
          (rc = pr__out_array(&o->sparse, dir, "sparse.npy",
-                         in->sparse_width == 8 ? PR_NPY_I64 : PR_NPY_I32, in->n_sparse, at, err,
-                         es)) < 0 ||
+                             in->sparse_width == 8 ? PR_NPY_I64 : PR_NPY_I32, in->n_sparse, at, err,
+                             es)) < 0 ||
          (rc = pr__out_array(&o->labels, dir, "labels.npy", PR_NPY_I32, 0, at, err, es)) < 0))
         return rc;
     snprintf(o->meta_path, sizeof(o->meta_path), "%s/meta.json", dir);
@@ -535,7 +536,8 @@ static int pr__ck_object(ck_reader *r, consume_ckpt *ck, char *pipeline, size_t 
 
 /* Read the checkpoint file, if there is one: 0 (ck filled or fresh), or a
  * PR_E* code for an unreadable file or another pipeline's. */
-static int pr__ck_load(consume_ckpt *ck, const char *path, const char *pipeline, char *err, size_t es)
+static int pr__ck_load(consume_ckpt *ck, const char *path, const char *pipeline, char *err,
+                       size_t es)
 {
     FILE *f = fopen(path, "r");
     if (!f)
@@ -587,7 +589,7 @@ static void pr__json_str(FILE *f, const char *s)
 /* Write the checkpoint file durably: a temporary file, fsync, rename over
  * `path`, fsync the directory (else the rename itself may be lost). */
 static int pr__ck_write(const consume_ckpt *ck, const char *path, const char *pipeline, char *err,
-                    size_t es)
+                        size_t es)
 {
     char tmp[4200], dir[4200];
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
@@ -634,7 +636,7 @@ static int pr__ck_write(const consume_ckpt *ck, const char *path, const char *pi
  * the connection c is still up) CheckpointCommit. Returns 0, or 1 after a
  * runtime error. */
 static int pr__consume_checkpoint(pr_trainer_client *c, const consume_opts *opt, npy_out *out,
-                              consume_ckpt *ck)
+                                  consume_ckpt *ck)
 {
     char err[512];
     if (opt->output) {
@@ -844,7 +846,7 @@ static void pr__print_batch(const pr_batch_view *v)
  * every --checkpoint-every batches. Clears v. Returns 0, or 1 after a
  * runtime error. */
 static int pr__consume_batch(pr_trainer_client *c, const consume_opts *opt, npy_out *out,
-                         consume_tally *t, consume_ckpt *ck, pr_batch_view *v)
+                             consume_tally *t, consume_ckpt *ck, pr_batch_view *v)
 {
     char err[512];
     if (pr__tally_seq(t, v->epoch, v->seq) < 0) {
@@ -892,7 +894,7 @@ static int pr__consume_batch(pr_trainer_client *c, const consume_opts *opt, npy_
 /* Receive until --count, EOF, the idle timeout, an error or a signal.
  * *end says why it stopped; returns 0, or 1 after a runtime error. */
 static int pr__consume_loop(pr_trainer_client *c, const consume_opts *opt, npy_out *out,
-                        consume_tally *t, consume_ckpt *ck, const char **end)
+                            consume_tally *t, consume_ckpt *ck, const char **end)
 {
     char err[512];
     int rc = 0;
@@ -957,7 +959,7 @@ static void pr__consume_summary(const char *end, const consume_tally *t, double 
  * not resolved yet, no answer in time) are retried with backoff until the
  * deadline; a server Error or a usage problem is final. */
 static int pr__consume_open(const consume_opts *opt, const pr_trainer_client_opts *co,
-                        pr_trainer_client **c, char *err, size_t es)
+                            pr_trainer_client **c, char *err, size_t es)
 {
     double deadline = pr__mono_s() + (double)opt->connect_timeout_ms / 1e3;
     int backoff_ms = 100, tries = 0;
@@ -1089,8 +1091,8 @@ int pr_cli_cmd_consume(int argc, char **argv)
      * written may not be whole). Without a connection the commit is left to
      * the next start's Subscribe.resume. */
     if (ck && rc == 0 && ck->since)
-        rc = pr__consume_checkpoint(strcmp(end, "server closed the connection") ? c : NULL, &opt, &out,
-                                ck);
+        rc = pr__consume_checkpoint(strcmp(end, "server closed the connection") ? c : NULL, &opt,
+                                    &out, ck);
     if (opt.output && pr__out_close(&out, err, sizeof(err)) < 0) {
         fprintf(stderr, "piperec consume: %s\n", err);
         rc = 1;

@@ -24,7 +24,12 @@
 #define PR__GEN_CHUNK_ROWS 16384u
 #define PR__GEN_SLOTS      8
 
-typedef enum { PR__GEN_TSV = 0, PR__GEN_BINARY = 1, PR__GEN_JSON = 2, PR__GEN__COUNT } pr__gen_format;
+typedef enum {
+    PR__GEN_TSV = 0,
+    PR__GEN_BINARY = 1,
+    PR__GEN_JSON = 2,
+    PR__GEN__COUNT
+} pr__gen_format;
 
 static const char *const pr__gen_formats[PR__GEN__COUNT] = {"tsv", "binary", "json"};
 

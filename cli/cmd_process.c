@@ -281,7 +281,7 @@ int pr_cli_cmd_process(int argc, char **argv)
     if (fit || pc->features.declared) {
         rc = fit ? pr__process_fit(pc, input, output)
                  : pr__process_schema(pc, cfg, input, output, (int)threads, (uint32_t)block_rows,
-                                progress, buffered_io, backend);
+                                      progress, buffered_io, backend);
         pr_config_free(cfg);
         return rc;
     }

@@ -1977,15 +1977,15 @@ int pr_config_check_streaming(const pr_config *cfg, char *errstr, size_t errstr_
         if (pl->batch.split == PR_BATCH_SPLIT_POPULAR && s->trainer.enabled &&
             s->trainer.delivery == PR_TRAINER_DELIVERY_CHECKPOINT)
             pr__cfg_error(&c, NULL, "batch.split",
-                      "popular cannot be combined with sinks.trainer.delivery: checkpoint (a "
-                      "checkpoint needs one stream of exact offset ranges)");
+                          "popular cannot be combined with sinks.trainer.delivery: checkpoint (a "
+                          "checkpoint needs one stream of exact offset ranges)");
         if (pl->batch.popular_min_rows && pl->batch.split != PR_BATCH_SPLIT_POPULAR)
             pr__cfg_error(&c, NULL, "batch.popular_min_rows",
-                      "applies only to batch.split: popular (there is no popular stream)");
+                          "applies only to batch.split: popular (there is no popular stream)");
         if (pl->batch.popular_min_rows > pl->batch.size)
             pr__cfg_error(&c, NULL, "batch.popular_min_rows",
-                      "%u is more than batch.size %u (no popular batch could go out)",
-                      pl->batch.popular_min_rows, pl->batch.size);
+                          "%u is more than batch.size %u (no popular batch could go out)",
+                          pl->batch.popular_min_rows, pl->batch.size);
         pr__path_pop(&c, old);
     }
     return c.n_errors ? PR_EINVAL : 0;

@@ -122,7 +122,7 @@ typedef struct tnode {
 } tnode;
 
 static int pr__trie_insert(tnode *t, uint32_t *n_t, const char *path, uint32_t pi, char *errstr,
-                       size_t errstr_size)
+                           size_t errstr_size)
 {
     uint32_t cur = 0;
     const char *seg = path;
@@ -571,8 +571,8 @@ static int pr__unescape(jp *j, const uint8_t **pp, char **dd)
  * eight at a time: each word is stored before it is checked (dst has room:
  * the arena holds the rest of the document), and the first special byte of
  * a word is found from its mask (the lowest flagged byte is always a real one). */
-static inline __attribute__((always_inline)) int pr__scan_string_inl(jp *j, char *dst, size_t *out_len,
-                                                                 bool *had_escape, const bool copy)
+static inline __attribute__((always_inline)) int
+pr__scan_string_inl(jp *j, char *dst, size_t *out_len, bool *had_escape, const bool copy)
 {
     const uint8_t *p = j->p, *end = j->end;
     char *d = dst;
@@ -846,7 +846,7 @@ static int pr__skip_container(jp *j, uint32_t depth, bool object)
             return 0;
         }
         return pr__fail_end_or(j, PR_JSON_NOT_JSON,
-                           object ? "',' or '}' expected" : "',' or ']' expected");
+                               object ? "',' or '}' expected" : "',' or ']' expected");
     }
 }
 
@@ -937,8 +937,7 @@ static int pr__take_any(jp *j, pr_json_col *c, int vk)
         j->p++;
         if ((r = pr__scan_string_copy(j, b->arena + b->arena_len, &len)))
             return r;
-        *a = (pr_json_any){.type = PR_JSON_STRING,
-                           .s = {(uint32_t)b->arena_len, (uint32_t)len}};
+        *a = (pr_json_any){.type = PR_JSON_STRING, .s = {(uint32_t)b->arena_len, (uint32_t)len}};
         b->arena_len += len;
     } else if (vk == VK_BOOL) {
         bool t = *j->p == 't';
@@ -966,8 +965,8 @@ static int pr__take_scalar(jp *j, uint32_t pi, uint32_t node)
     int vk = pr__value_kind(*j->p), r;
     bool any = pa->type == PR_JSON_ANY;
     bool want_str = pa->type == PR_JSON_STRING || pa->type == PR_JSON_KEY || any;
-    bool want_num = pa->type == PR_JSON_INT64 || pa->type == PR_JSON_DOUBLE ||
-                    pa->type == PR_JSON_KEY || any;
+    bool want_num =
+        pa->type == PR_JSON_INT64 || pa->type == PR_JSON_DOUBLE || pa->type == PR_JSON_KEY || any;
     if (vk == VK_BAD)
         return pr__fail(j, PR_JSON_NOT_JSON, j->p, -1, "value expected");
     if ((vk == VK_STRING && !want_str) || (vk == VK_NUMBER && !want_num) ||
@@ -1102,8 +1101,8 @@ static void pr__reset_subtree(jp *j, const jnode *nd)
 
 /* Children are compared on (length, first 8 bytes) first: one compare each
  * for the short keys events are made of. */
-static uint32_t pr__find_child(const pr_json_extractor *x, uint32_t node, const char *key, size_t len,
-                           const char *end)
+static uint32_t pr__find_child(const pr_json_extractor *x, uint32_t node, const char *key,
+                               size_t len, const char *end)
 {
     const jnode *nd = &x->nodes[node];
     if (!nd->n_children)
@@ -1186,9 +1185,9 @@ static int pr__walk_object(jp *j, uint32_t node, uint32_t depth)
             return pr__fail_end_or(j, PR_JSON_NOT_JSON, "key expected");
         if ((r = pr__read_key(j, &key, &klen)))
             return r;
-        uint32_t child =
-            pr__find_child(j->x, node, key, klen,
-                       key == (const char *)j->p - klen - 1 ? (const char *)j->end : key + klen);
+        uint32_t child = pr__find_child(j->x, node, key, klen,
+                                        key == (const char *)j->p - klen - 1 ? (const char *)j->end
+                                                                             : key + klen);
         pr__skip_ws(j);
         if (j->p >= j->end || *j->p != ':')
             return pr__fail_end_or(j, PR_JSON_NOT_JSON, "':' expected");

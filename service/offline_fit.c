@@ -121,8 +121,8 @@ static void pr__fit_write(const pr_feature_schema *s, const pr__fit_acc *acc, ui
                     a->n ? "std is 0 (every value is the same)" : "no values");
             res->degenerate++;
         }
-        fprintf(out, "%s: { standardize: { mean: %.17g, std: %.17g } }  # n=%" PRIu64 "\n",
-                name, a->mean, sd, a->n);
+        fprintf(out, "%s: { standardize: { mean: %.17g, std: %.17g } }  # n=%" PRIu64 "\n", name,
+                a->mean, sd, a->n);
     }
     res->features = n_acc;
 }

@@ -107,8 +107,7 @@ static int pr__srun_flush(pr__srun *run, pr_block *b, char *errstr, size_t errst
     }
     if ((rc = pr_engine_process(run->eng, b, run->out, errstr, errstr_size)) ||
         (rc = pr_feature_finish(run->schema, b, run->out, errstr, errstr_size)) ||
-        (rc = pr_npy_jagged_append_side(run->jag, run->out->side, 0, b->rows, errstr,
-                                        errstr_size)))
+        (rc = pr_npy_jagged_append_side(run->jag, run->out->side, 0, b->rows, errstr, errstr_size)))
         return rc;
     if (run->out->n_recycled) {
         if ((rc = pr__srun_recycled(run, errstr, errstr_size)))
@@ -128,8 +127,7 @@ static void pr__swork_reject(void *opaque, int reason, const char *detail, const
     pr__swork *w = opaque;
     if (w->run->counting)
         return;
-    pr_mbuf_printf(&w->rej, "%" PRId64 "\t%s\t%s\t", recno, pr_decode_reason_name(reason),
-                   detail);
+    pr_mbuf_printf(&w->rej, "%" PRId64 "\t%s\t%s\t", recno, pr_decode_reason_name(reason), detail);
     pr_mbuf_append(&w->rej, rec, len);
     pr_mbuf_append(&w->rej, "\n", 1);
     w->rejected++;
@@ -182,8 +180,7 @@ static int pr__swork_decode(pr__swork *w)
     }
     if (b && b->rows)
         w->used++;
-    return w->rej.err ? pr_seterr(w->err, sizeof(w->err), PR_ENOMEM, "offline: out of memory")
-                      : 0;
+    return w->rej.err ? pr_seterr(w->err, sizeof(w->err), PR_ENOMEM, "offline: out of memory") : 0;
 }
 
 static void *pr__swork_main(void *arg)

@@ -133,7 +133,7 @@ struct pr__pipe {
     char floor_file[PATH_MAX]; /* <state.dir>/<name>.notices (pr_batcher_notice_floor), or "" */
     uint64_t floor_saved;      /* the floor last written there */
     int64_t floor_saved_ns;    /* when (pr_mono_ns) */
-    char instance_id[256];           /* group.instance.id, or "" */
+    char instance_id[256];     /* group.instance.id, or "" */
 
     pthread_t thread;
     bool thread_started;

@@ -721,8 +721,8 @@ void *pr__pipe_main(void *arg)
 
         /* (A declared schema's block can be full before its rows are: its
          * lists' element room; the consumer then holds the next message.) */
-        if (ws == PR__W_RUNNING && (p->blk->rows == p->blk->cap ||
-                                    (p->json && pr_consumer_has_pending(p->cons)))) {
+        if (ws == PR__W_RUNNING &&
+            (p->blk->rows == p->blk->cap || (p->json && pr_consumer_has_pending(p->cons)))) {
             /* Nothing to read into: wait for the worker. (While its block
              * waits for the vocab log, reading goes on: a revoke then drops
              * the waiting block's rows of those partitions too.) */

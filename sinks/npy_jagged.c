@@ -51,8 +51,9 @@ static int pr__path_of(const pr_npy_jagged *j, int f, const char *what, char *p,
 }
 
 /* One file: new, or continued at keep rows. */
-static int pr__open_one(pr_npy_jagged *j, pr_npy_writer **w, int f, const char *what, pr_npy_dtype dt,
-                    uint32_t cols, bool resume, uint64_t keep, char *errstr, size_t es)
+static int pr__open_one(pr_npy_jagged *j, pr_npy_writer **w, int f, const char *what,
+                        pr_npy_dtype dt, uint32_t cols, bool resume, uint64_t keep, char *errstr,
+                        size_t es)
 {
     char p[4400];
     pr__path_of(j, f, what, p, sizeof(p));
@@ -62,7 +63,7 @@ static int pr__open_one(pr_npy_jagged *j, pr_npy_writer **w, int f, const char *
 
 /* Values to keep of feature f: the sum of its first `rows` lengths. */
 static int pr__kept_values(pr_npy_jagged *j, int f, uint64_t rows, uint64_t *sum, char *errstr,
-                       size_t es)
+                           size_t es)
 {
     char p[4400];
     pr__path_of(j, f, "lengths", p, sizeof(p));
@@ -83,19 +84,19 @@ static int pr__kept_values(pr_npy_jagged *j, int f, uint64_t rows, uint64_t *sum
 static int pr__open_all(pr_npy_jagged *j, bool resume, uint64_t keep, char *errstr, size_t es)
 {
     int rc;
-    if ((j->n_labels && (rc = pr__open_one(j, &j->labels, -1, "labels", PR_NPY_F32, j->n_labels, resume,
-                                       keep, errstr, es)) < 0) ||
+    if ((j->n_labels && (rc = pr__open_one(j, &j->labels, -1, "labels", PR_NPY_F32, j->n_labels,
+                                           resume, keep, errstr, es)) < 0) ||
         (j->n_dense && (rc = pr__open_one(j, &j->dense, -1, "dense", PR_NPY_F32, j->n_dense, resume,
-                                      keep, errstr, es)) < 0))
+                                          keep, errstr, es)) < 0))
         return rc;
     for (int f = 0; f < j->n_feat; f++) {
         uint64_t nv = 0;
         if (resume && (rc = pr__kept_values(j, f, keep, &nv, errstr, es)) < 0)
             return rc;
         if ((rc = pr__open_one(j, &j->lengths[f], f, "lengths", PR_NPY_I32, 0, resume, keep, errstr,
-                           es)) < 0 ||
-            (rc = pr__open_one(j, &j->values[f], f, "values", PR_NPY_I64, 0, resume, nv, errstr, es)) <
-                0)
+                               es)) < 0 ||
+            (rc = pr__open_one(j, &j->values[f], f, "values", PR_NPY_I64, 0, resume, nv, errstr,
+                               es)) < 0)
             return rc;
     }
     return 0;
@@ -200,8 +201,8 @@ int pr_npy_jagged_append_side(pr_npy_jagged *j, const pr_fside *side, uint32_t r
     int rc;
     if ((j->labels && (rc = pr_npy_append_rows(j->labels, side->labels + (size_t)r0 * j->n_labels,
                                                rows, errstr, es)) < 0) ||
-        (j->dense && (rc = pr_npy_append_rows(j->dense, side->dense + (size_t)r0 * j->n_dense,
-                                              rows, errstr, es)) < 0))
+        (j->dense && (rc = pr_npy_append_rows(j->dense, side->dense + (size_t)r0 * j->n_dense, rows,
+                                              errstr, es)) < 0))
         return rc;
     for (uint16_t f = 0; f < j->n_feat; f++) {
         const int32_t *len = side->lengths + (size_t)f * side->cap;
@@ -215,8 +216,8 @@ int pr_npy_jagged_append_side(pr_npy_jagged *j, const pr_fside *side, uint32_t r
                              "jagged set: feature %u: lengths sum past its %u values", f,
                              side->n_values[f]);
         if ((rc = pr_npy_append_rows(j->lengths[f], len + r0, rows, errstr, es)) < 0 ||
-            (n && (rc = pr_npy_append_rows(j->values[f], side->values[f] + v0, (uint32_t)n,
-                                           errstr, es)) < 0))
+            (n && (rc = pr_npy_append_rows(j->values[f], side->values[f] + v0, (uint32_t)n, errstr,
+                                           es)) < 0))
             return rc;
     }
     j->rows += rows;

@@ -464,7 +464,7 @@ static void pr__mark_closing(trainer_sink *t, tclient *c)
 
 /* Queue an Error frame and close once it is written. */
 static void pr__send_error(trainer_sink *t, tclient *c, Piperec__Trainer__V1__Error__Code code,
-                       const char *msg)
+                           const char *msg)
 {
     if (c->ssl && !c->tls_ready) { /* no channel to say it on */
         c->dead = true;
@@ -482,7 +482,7 @@ static void pr__send_error(trainer_sink *t, tclient *c, Piperec__Trainer__V1__Er
 
 /* Close a connection for `reason`: counted, logged (rate-limited), told why. */
 static void pr__drop(trainer_sink *t, tclient *c, pr_trainer_drop_reason reason,
-                 Piperec__Trainer__V1__Error__Code code, const char *msg)
+                     Piperec__Trainer__V1__Error__Code code, const char *msg)
 {
     pr__count(t, &t->st.dropped[reason]);
     if (pr__log_ok(t, LOG_DROP, LOG_BURST))
@@ -524,7 +524,7 @@ static void pr__raw_error(int fd, Piperec__Trainer__V1__Error__Code code, const 
 }
 
 static void pr__refuse(trainer_sink *t, int fd, const char *peer, pr_trainer_refuse_reason reason,
-                   const char *msg)
+                       const char *msg)
 {
     pr__count(t, &t->st.refused[reason]);
     if (pr__log_ok(t, LOG_REFUSE, LOG_BURST))
@@ -747,7 +747,7 @@ static bool pr__ckpt_add_ranges(pr__posset *ps, Piperec__V1__OffsetRange *const 
 }
 
 static void pr__handle_checkpoint(trainer_sink *t, tclient *c,
-                              const Piperec__Trainer__V1__CheckpointCommit *cc)
+                                  const Piperec__Trainer__V1__CheckpointCommit *cc)
 {
     if (!t->ckpt)
         return; /* ack delivery: acks already released everything */
@@ -764,7 +764,7 @@ static void pr__handle_checkpoint(trainer_sink *t, tclient *c,
     if (!ok) {
         pr__posset_fini(&ps);
         pr__drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL,
-             "CheckpointCommit: bad offset range (or out of memory)");
+                 "CheckpointCommit: bad offset range (or out of memory)");
         return;
     }
     size_t released = pr__ckpt_release_covered(t, &ps);
@@ -786,7 +786,7 @@ static void pr__handle_subscribe(trainer_sink *t, tclient *c,
     char msg[256];
     if (c->subscribed) {
         pr__drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL,
-             "already subscribed");
+                 "already subscribed");
         return;
     }
     snprintf(c->client_id, sizeof(c->client_id), "%s",
@@ -796,7 +796,7 @@ static void pr__handle_subscribe(trainer_sink *t, tclient *c,
         pr__tokens_refresh(t);
         if (!s->token || !*s->token) {
             pr__auth_fail(t, c, PR_TRAINER_AUTH_MISSING_TOKEN,
-                      "authentication required: Subscribe carries no token");
+                          "authentication required: Subscribe carries no token");
             return;
         }
         if (!pr__token_ok(t, s->token)) {
@@ -808,16 +808,14 @@ static void pr__handle_subscribe(trainer_sink *t, tclient *c,
         snprintf(msg, sizeof(msg), "protocol version %u not supported (server speaks %d)",
                  s->protocol_version, PR_TRAINER_PROTOCOL_VERSION);
         pr__drop(t, c, PR_TRAINER_DROP_PROTOCOL,
-                 PIPEREC__TRAINER__V1__ERROR__CODE__UNSUPPORTED_VERSION,
-             msg);
+                 PIPEREC__TRAINER__V1__ERROR__CODE__UNSUPPORTED_VERSION, msg);
         return;
     }
     if (!s->pipeline || strcmp(s->pipeline, t->pipeline)) {
         snprintf(msg, sizeof(msg), "unknown pipeline '%s' (this server streams '%s')",
                  s->pipeline ? s->pipeline : "", t->pipeline);
         pr__drop(t, c, PR_TRAINER_DROP_PROTOCOL,
-                 PIPEREC__TRAINER__V1__ERROR__CODE__UNKNOWN_PIPELINE,
-             msg);
+                 PIPEREC__TRAINER__V1__ERROR__CODE__UNKNOWN_PIPELINE, msg);
         return;
     }
     uint32_t w = s->credits ? s->credits : 8;
@@ -855,7 +853,7 @@ static void pr__handle_subscribe(trainer_sink *t, tclient *c,
     pthread_mutex_unlock(&t->mu);
     if (!ok_resume) {
         pr__drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL,
-             "Subscribe.resume: bad offset range (or out of memory)");
+                 "Subscribe.resume: bad offset range (or out of memory)");
         return;
     }
     if (t->ckpt && s->n_resume) {
@@ -921,19 +919,19 @@ static void pr__handle_frame(trainer_sink *t, tclient *c, const uint8_t *data, s
     Piperec__Trainer__V1__Frame *f;
     if (pr__frame_parse(data, len, &bp, &bl, &f) < 0) {
         pr__drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__BAD_FRAME,
-             "frame does not parse");
+                 "frame does not parse");
         return;
     }
     if (!f) {
         pr__drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL,
-             "clients do not send batches");
+                 "clients do not send batches");
         return;
     }
     if (!c->subscribed && f->msg_case != PIPEREC__TRAINER__V1__FRAME__MSG_SUBSCRIBE &&
         f->msg_case != PIPEREC__TRAINER__V1__FRAME__MSG_PING &&
         f->msg_case != PIPEREC__TRAINER__V1__FRAME__MSG_PONG) {
         pr__drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL,
-             "first message must be Subscribe");
+                 "first message must be Subscribe");
         pr__frame_free(f);
         return;
     }
@@ -971,7 +969,7 @@ static void pr__handle_frame(trainer_sink *t, tclient *c, const uint8_t *data, s
         break;
     default:
         pr__drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL,
-             "unexpected message from a client");
+                 "unexpected message from a client");
         break;
     }
     pr__frame_free(f);
@@ -1010,9 +1008,9 @@ static void pr__tls_handshake(trainer_sink *t, tclient *c)
         c->tls_peeked = true;
         if (b != 0x16) {
             pr__refuse(t, -1, c->peer, PR_TRAINER_REFUSE_PLAINTEXT,
-                   "this port requires TLS (plain-text client)");
+                       "this port requires TLS (plain-text client)");
             pr__raw_error(c->fd, PIPEREC__TRAINER__V1__ERROR__CODE__UNAVAILABLE,
-                      "this port requires TLS");
+                          "this port requires TLS");
             c->dead = true;
             return;
         }
@@ -1085,7 +1083,7 @@ static void pr__client_read(trainer_sink *t, tclient *c)
                 char msg[128];
                 snprintf(msg, sizeof(msg), "frame of %u bytes is larger than %u", n, t->max_frame);
                 pr__drop(t, c, PR_TRAINER_DROP_FRAME_TOO_LARGE,
-                     PIPEREC__TRAINER__V1__ERROR__CODE__BAD_FRAME, msg);
+                         PIPEREC__TRAINER__V1__ERROR__CODE__BAD_FRAME, msg);
                 break;
             }
             if (4 + (size_t)n > need)
@@ -1098,7 +1096,7 @@ static void pr__client_read(trainer_sink *t, tclient *c)
                      "not fit",
                      (unsigned long long)t->rx_pool, need - 4);
             pr__drop(t, c, PR_TRAINER_DROP_RECEIVE_BUFFER,
-                 PIPEREC__TRAINER__V1__ERROR__CODE__UNAVAILABLE, msg);
+                     PIPEREC__TRAINER__V1__ERROR__CODE__UNAVAILABLE, msg);
             break;
         }
         ssize_t r = pr__conn_recv(c, c->rbuf + c->rlen, c->rcap - c->rlen);
@@ -1174,7 +1172,7 @@ static void pr__accept_exhausted(trainer_sink *t, int first_errno)
         int e = errno;
         if (fd >= 0) {
             pr__raw_error(fd, PIPEREC__TRAINER__V1__ERROR__CODE__UNAVAILABLE,
-                      "server out of file descriptors");
+                          "server out of file descriptors");
             close(fd);
             n++;
         }
@@ -1267,13 +1265,13 @@ static void pr__check_timers(trainer_sink *t, tclient *c, int64_t now)
             snprintf(msg, sizeof(msg), "no Subscribe within %lld ms of connecting",
                      (long long)(t->handshake_ns / NS_PER_MS));
             pr__drop(t, c, PR_TRAINER_DROP_HANDSHAKE_TIMEOUT,
-                 PIPEREC__TRAINER__V1__ERROR__CODE__TIMEOUT, msg);
+                     PIPEREC__TRAINER__V1__ERROR__CODE__TIMEOUT, msg);
         }
         return;
     }
     if (t->ack_timeout_ns > 0 && c->n_fl && now - c->fl[0].sent_ns > t->ack_timeout_ns) {
         pr__drop(t, c, PR_TRAINER_DROP_ACK_TIMEOUT, PIPEREC__TRAINER__V1__ERROR__CODE__TIMEOUT,
-             "batch not acknowledged within the ack timeout");
+                 "batch not acknowledged within the ack timeout");
         return;
     }
     if (now - c->last_rx_ns > t->idle_ns) {

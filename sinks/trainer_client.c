@@ -166,7 +166,7 @@ static void pr__drop_consumed(pr_trainer_client *c)
 /* Make sure a whole frame is buffered at byte `at` (the start of a frame);
  * returns its body length via *n. */
 static int pr__fill_frame_at(pr_trainer_client *c, size_t at, int64_t deadline, uint32_t *n,
-                         char *errstr, size_t es)
+                             char *errstr, size_t es)
 {
     for (;;) {
         if (c->len - at >= 4) {
@@ -215,7 +215,8 @@ static int pr__fill_frame_at(pr_trainer_client *c, size_t at, int64_t deadline, 
 }
 
 /* Make sure a whole frame is buffered at the front; its body length in *n. */
-static int pr__read_frame(pr_trainer_client *c, int64_t deadline, uint32_t *n, char *errstr, size_t es)
+static int pr__read_frame(pr_trainer_client *c, int64_t deadline, uint32_t *n, char *errstr,
+                          size_t es)
 {
     pr__drop_consumed(c);
     return pr__fill_frame_at(c, 0, deadline, n, errstr, es);
@@ -258,7 +259,7 @@ static int pr__tls_fail(const char *what, char *errstr, size_t es)
  * system CAs) and `host` (name or IP); present a client certificate when
  * given. Blocks until the handshake is done or the deadline. */
 static int pr__tls_connect(pr_trainer_client *c, const pr_trainer_client_opts *o, const char *host,
-                       int64_t deadline, char *errstr, size_t es)
+                           int64_t deadline, char *errstr, size_t es)
 {
     ERR_clear_error();
     if (!(c->ctx = SSL_CTX_new(TLS_client_method())))
@@ -311,7 +312,7 @@ static int pr__tls_connect(pr_trainer_client *c, const pr_trainer_client_opts *o
 /* Protobuf OffsetRanges for n ranges (checked: 0 <= first <= last): *rv
  * holds them, *rp points at each; free both. */
 static int pr__ranges_build(const pr_trainer_range *r, size_t n, Piperec__V1__OffsetRange **rv,
-                        Piperec__V1__OffsetRange ***rp, char *errstr, size_t es)
+                            Piperec__V1__OffsetRange ***rp, char *errstr, size_t es)
 {
     *rv = NULL;
     *rp = NULL;
@@ -375,8 +376,8 @@ int pr_trainer_client_read_token(const char *path, char *out, size_t n, char *er
 
 /* A TCP connection to host:port before `deadline`: the socket, or a negative
  * error naming `connect`. */
-static int pr__tc_connect(const char *connect_to, const char *host, uint16_t port,
-                          int64_t deadline, char *errstr, size_t es)
+static int pr__tc_connect(const char *connect_to, const char *host, uint16_t port, int64_t deadline,
+                          char *errstr, size_t es)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
     struct addrinfo *ai = NULL;
@@ -413,8 +414,8 @@ static int pr__tc_connect(const char *connect_to, const char *host, uint16_t por
 }
 
 /* Send Subscribe (with the resume ranges). */
-static int pr__tc_subscribe(pr_trainer_client *c, const pr_trainer_client_opts *opts,
-                            char *errstr, size_t es)
+static int pr__tc_subscribe(pr_trainer_client *c, const pr_trainer_client_opts *opts, char *errstr,
+                            size_t es)
 {
     char idbuf[64];
     snprintf(idbuf, sizeof(idbuf), "piperec-%d", (int)getpid());

@@ -1320,8 +1320,8 @@ int pr_vocablog_new(const pr_vocablog_opts *o, pr_vocablog **out, char *errstr, 
      * fetches eagerly (pr_kafka.h's vocab-log roles). The reader only assigns
      * (never joins a group or commits); librdkafka's consumer API still wants
      * a group id, so it gets its own name. */
-    vl->prod = pr__handle(vl, PR_KAFKA_VOCAB_PRODUCER, &cfg->properties, NULL, 0, errstr,
-                          errstr_size);
+    vl->prod =
+        pr__handle(vl, PR_KAFKA_VOCAB_PRODUCER, &cfg->properties, NULL, 0, errstr, errstr_size);
     if (!vl->prod) {
         rc = PR_EKAFKA;
         goto fail;
@@ -1329,8 +1329,8 @@ int pr_vocablog_new(const pr_vocablog_opts *o, pr_vocablog **out, char *errstr, 
     char gid[PR_NAME_MAX + 32];
     snprintf(gid, sizeof(gid), "piperec-vocablog-%s", vl->pipeline);
     pr_kv group = {"group.id", gid};
-    vl->cons = pr__handle(vl, PR_KAFKA_VOCAB_READER, &cfg->properties, &group, 1, errstr,
-                          errstr_size);
+    vl->cons =
+        pr__handle(vl, PR_KAFKA_VOCAB_READER, &cfg->properties, &group, 1, errstr, errstr_size);
     if (!vl->cons) {
         rc = PR_EKAFKA;
         goto fail;

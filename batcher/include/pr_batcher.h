@@ -302,7 +302,7 @@ typedef struct pr_batch_view {
     uint64_t epoch;      /* TrainingBatch.epoch; 0 when the server sent none */
     const char *replica; /* TrainingBatch.replica (not NUL-terminated); "" when none */
     size_t replica_len;
-    bool popular; /* TrainingBatch.popular; false when the server sent none */
+    bool popular;         /* TrainingBatch.popular; false when the server sent none */
     uint64_t hot_version; /* TrainingBatch.hot_set_version; 0 when the server sent none */
     uint32_t rows;
     uint32_t n_dense;

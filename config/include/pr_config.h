@@ -112,7 +112,7 @@ typedef struct pr_pipeline_cfg {
      * order; the array is owned by the config. A declared schema also sets
      * spec's counts and names (dense_names, sparse[].name) from its features. */
     pr_feature_schema features;
-    int line;                  /* 1-based YAML line of this pipeline; 0 if none */
+    int line; /* 1-based YAML line of this pipeline; 0 if none */
 } pr_pipeline_cfg;
 
 typedef struct pr_http_tls_cfg {

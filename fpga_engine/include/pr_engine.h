@@ -848,10 +848,10 @@ unsigned pr_feature_input_type(const pr_feature_spec *f);
  * the hex chain (hex2int, modulus, vocab, in that order) of a single-valued
  * sparse feature, each as a prefix of the feature's chain (the kernel reads
  * the raw column); its vocab needs a modulus <= 2^26 right before it (the
- * kernel's vocabularies are direct-indexed tables). Every other operator goes to the cpu only when its bit is
- * in cpu_ops; otherwise PR_ENOTSUP and errstr names the feature, the operator,
- * the backend and why. On success on[i] is the name of the backend running
- * step i ("cpu" or `backend`). */
+ * kernel's vocabularies are direct-indexed tables). Every other operator goes to the cpu only when
+ * its bit is in cpu_ops; otherwise PR_ENOTSUP and errstr names the feature, the operator, the
+ * backend and why. On success on[i] is the name of the backend running step i ("cpu" or `backend`).
+ */
 int pr_feature_place(const pr_feature_spec *f, const char *backend, uint32_t cpu_ops,
                      const char **on, char *errstr, size_t errstr_size);
 

@@ -833,7 +833,6 @@ static void test_notices_loose_modes(void **state)
     fx_free(f);
 }
 
-
 /* ------------------------------------------------------------------ notices, simulated
  *
  * An engine stand-in: per sparse column an LRU vocabulary of SIM_CAP indices
@@ -851,7 +850,7 @@ typedef struct sim {
     int32_t key[BT_NS][SIM_CAP];   /* value held by each index, -1 = none */
     uint32_t last[BT_NS][SIM_CAP]; /* LRU clock */
     uint32_t clock;
-    uint64_t number;                /* notices handed out */
+    uint64_t number; /* notices handed out */
     int32_t row_key[SIM_ROWS][BT_NS];
     uint8_t rejected[SIM_ROWS];
     uint32_t next_row;
@@ -997,8 +996,8 @@ static void test_notices_exact_split(void **state)
                  {PR_BATCH_SPLIT_POPULAR, 0, 90},
                  {PR_BATCH_SPLIT_POPULAR, 6, 90}};
     for (size_t t = 0; t < sizeof(cases) / sizeof(cases[0]); t++) {
-        fx *f = fx_new_split(8, 20, PR_BATCH_ORDER_PARTITION, 0, PR_BATCH_LATE_EMIT,
-                             cases[t].split);
+        fx *f =
+            fx_new_split(8, 20, PR_BATCH_ORDER_PARTITION, 0, PR_BATCH_LATE_EMIT, cases[t].split);
         if (cases[t].min_rows) { /* the batcher copied cfg: rebuild with the minimum */
             pr_batcher_free(f->b);
             pr_batcher_cfg cfg = {.pipeline = "t",
@@ -1031,7 +1030,6 @@ static void test_notices_exact_split(void **state)
     }
 }
 
-
 /* Issue 19 item 5: after a restart the engine hands every restored notice
  * to the first block at row 0 (562K in one batch in the acceptance run).
  * Now those below the saved floor (acknowledged before) are dropped, and
@@ -1044,16 +1042,17 @@ static void restart_case(pr_batch_ordering ord, pr_batch_split split)
 {
     fx *f = fx_new_split(8, 1000, ord, 0, PR_BATCH_LATE_EMIT, split);
     pr_batcher_free(f->b);
-    pr_batcher_cfg cfg = {.pipeline = "t",
-                          .n_dense = BT_ND,
-                          .n_sparse = BT_NS,
-                          .sparse_width = 4,
-                          .batch = {.size = 8, .max_delay_ms = 1000, .ordering = ord, .split = split},
-                          .clock = &f->mc.clock,
-                          .on_emit = bt_on_emit,
-                          .opaque = &f->sink,
-                          .notice_restart_next = RS_NOTES + 1,
-                          .notice_floor = RS_FLOOR};
+    pr_batcher_cfg cfg = {
+        .pipeline = "t",
+        .n_dense = BT_ND,
+        .n_sparse = BT_NS,
+        .sparse_width = 4,
+        .batch = {.size = 8, .max_delay_ms = 1000, .ordering = ord, .split = split},
+        .clock = &f->mc.clock,
+        .on_emit = bt_on_emit,
+        .opaque = &f->sink,
+        .notice_restart_next = RS_NOTES + 1,
+        .notice_floor = RS_FLOOR};
     char err[256];
     assert_int_equal(pr_batcher_new(&cfg, &f->b, err, sizeof(err)), 0);
     pr_batcher_assign(f->b, 0);
@@ -1163,9 +1162,9 @@ static void test_hot_version_stamp(void **state)
     fx *f = fx_new_split(4, 1000, PR_BATCH_ORDER_PARTITION, 0, PR_BATCH_LATE_EMIT,
                          PR_BATCH_SPLIT_POPULAR);
     pr_batcher_hot_version(f->b, 5);
-    add_split_rows(f, 0, 1, 5);  /* (0,0) popular, (1,0) regular */
+    add_split_rows(f, 0, 1, 5); /* (0,0) popular, (1,0) regular */
     pr_batcher_hot_version(f->b, 7);
-    add_split_rows(f, 1, 1, 5);  /* (0,1) regular, (1,1) regular */
+    add_split_rows(f, 1, 1, 5);      /* (0,1) regular, (1,1) regular */
     pr_batcher_hot_version(f->b, 6); /* never goes back */
     pr_batcher_flush(f->b);
     assert_int_equal(f->sink.n, 2);

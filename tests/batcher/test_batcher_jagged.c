@@ -445,10 +445,13 @@ static void test_restored_notice_before_use(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_partition_order), cmocka_unit_test(test_event_time),
-        cmocka_unit_test(test_revoke),          cmocka_unit_test(test_notices),
+        cmocka_unit_test(test_partition_order),
+        cmocka_unit_test(test_event_time),
+        cmocka_unit_test(test_revoke),
+        cmocka_unit_test(test_notices),
         cmocka_unit_test(test_restored_notice_before_use),
-        cmocka_unit_test(test_refusals),        cmocka_unit_test(test_schema_from_features),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_schema_from_features),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -994,10 +994,10 @@ static void test_schema_declared(void **state)
     assert_true(fs->declared);
     assert_int_equal(fs->n_features, 16);
     /* Event time, labels, dense, sparse, each in file order. */
-    static const char *const order[] = {"event_time", "click",       "purchase", "dwell",
-                                        "price",      "age_days",    "price_z",  "user",
-                                        "item",       "category",    "tags",     "history",
-                                        "age_bucket", "hour",        "weekday",  "cat_x_device"};
+    static const char *const order[] = {"event_time", "click",    "purchase", "dwell",
+                                        "price",      "age_days", "price_z",  "user",
+                                        "item",       "category", "tags",     "history",
+                                        "age_bucket", "hour",     "weekday",  "cat_x_device"};
     for (int i = 0; i < 16; i++)
         assert_string_equal(fs->features[i].name, order[i]);
     const pr_feature_spec *f = feat(pl, "event_time");

@@ -271,18 +271,17 @@ static void test_rejects(void **state)
 static void test_id_rules(void **state)
 {
     (void)state;
-    static const char *const yaml =
-        "pipelines:\n"
-        "  - name: ids\n"
-        "    source: { format: json }\n"
-        "    schema:\n"
-        "      labels: [ { name: click, path: click } ]\n"
-        "      dense:\n"
-        "        - { name: item_num, path: item }\n"
-        "      sparse:\n"
-        "        - { name: item, path: item, ops: [vocab] }\n"
-        "        - { name: user, path: user, ops: [vocab] }\n"
-        "    transform: { vocab: { profile: default } }\n";
+    static const char *const yaml = "pipelines:\n"
+                                    "  - name: ids\n"
+                                    "    source: { format: json }\n"
+                                    "    schema:\n"
+                                    "      labels: [ { name: click, path: click } ]\n"
+                                    "      dense:\n"
+                                    "        - { name: item_num, path: item }\n"
+                                    "      sparse:\n"
+                                    "        - { name: item, path: item, ops: [vocab] }\n"
+                                    "        - { name: user, path: user, ops: [vocab] }\n"
+                                    "    transform: { vocab: { profile: default } }\n";
     static const struct {
         const char *doc;
         int reason; /* 0: a row */

@@ -329,8 +329,11 @@ static void test_layout_writer(void **state)
     assert_int_equal(pr_npy_jagged_append(w, 5, lab, den, len, val, err, sizeof(err)), 0);
     assert_int_equal(pr_npy_jagged_rows(w), 5);
     assert_int_equal(pr_npy_jagged_close(w, true, err, sizeof(err)), 0);
-    static const char *const files[] = {"labels.npy", "dense.npy", "sparse/user.values.npy",
-                                        "sparse/user.lengths.npy", "sparse/hist.values.npy",
+    static const char *const files[] = {"labels.npy",
+                                        "dense.npy",
+                                        "sparse/user.values.npy",
+                                        "sparse/user.lengths.npy",
+                                        "sparse/hist.values.npy",
                                         "sparse/hist.lengths.npy"};
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
