@@ -306,6 +306,31 @@ void pr_hot_observe_out(pr_hot *h, const pr_out *o, uint32_t col)
         pr__hot_set_maybe_refresh(h);
 }
 
+void pr_hot_observe_side(pr_hot *h, const pr_out *o, uint16_t f)
+{
+    const pr_fside *sd = o->side;
+    if (!sd || f >= sd->n_feat)
+        return;
+    const int32_t *len = sd->lengths + (size_t)f * sd->cap;
+    const int64_t *v = sd->values[f];
+    size_t n = 0;
+    for (uint32_t r = 0; r < o->rows; r++)
+        if (!(o->n_rejected && (o->rejected[r >> 6] >> (r & 63) & 1)))
+            n += (size_t)len[r];
+    pr__hot_step(h, n);
+    size_t off = 0;
+    for (uint32_t r = 0; r < o->rows; r++) {
+        size_t l = (size_t)len[r];
+        if (!(o->n_rejected && (o->rejected[r >> 6] >> (r & 63) & 1)))
+            for (size_t i = 0; i < l && off + i < sd->n_values[f]; i++)
+                pr__hot_add(h, v[off + i]);
+        off += l;
+    }
+    h->rows += n;
+    h->total += h->w * (double)n;
+    pr__hot_set_maybe_refresh(h);
+}
+
 /* ---------------------------------------------------------------- read */
 
 typedef struct pr__hot_ent {

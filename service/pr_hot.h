@@ -79,6 +79,12 @@ void pr_hot_observe(pr_hot *h, const int64_t *idx, size_t n);
  * index's counter restarts from 0 before the rows that use it anew, and an
  * index that was in the hot set leaves it at once (the set is rebuilt). */
 void pr_hot_observe_out(pr_hot *h, const pr_out *o, uint32_t col);
+/* The same for sparse or list feature f of a declared schema's output
+ * (o->side, filled by pr_feature_finish): every element of every kept row
+ * counts as one value, so a list feature's shares are shares of elements
+ * (an empty list adds nothing). Recycled-index notices are not applied here
+ * (they name engine columns, not features). Nothing without side tables. */
+void pr_hot_observe_side(pr_hot *h, const pr_out *o, uint16_t f);
 
 /* The largest k answered, and values observed since creation (not decayed). */
 uint32_t pr_hot_top_k(const pr_hot *h);

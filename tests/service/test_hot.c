@@ -207,6 +207,39 @@ static void test_observe_out(void **state)
     }
 }
 
+/* A list feature of a declared schema: every element counts (rows with
+ * 3, 0 and 1 elements), rejected rows left out. */
+static void test_observe_side_list(void **state)
+{
+    (void)state;
+    pr_out *o = pr_out_new(0, 1, 64, 8);
+    assert_non_null(o);
+    o->side = pr_fside_new(0, 0, 1, 64);
+    assert_non_null(o->side);
+    int32_t *len = pr_fside_lengths(o->side, 0);
+    static const int64_t vals[] = {5, 5, 6, /* row 1 empty */ 5, 8, 8};
+    len[0] = 3, len[1] = 0, len[2] = 1, len[3] = 2;
+    assert_int_equal(pr_fside_reserve(o->side, 0, 6), 0);
+    memcpy(o->side->values[0], vals, sizeof(vals));
+    o->side->n_values[0] = 6;
+    o->rows = 4;
+    o->rejected[0] |= 1ull << 3; /* row 3 (the two eights) rejected */
+    o->n_rejected = 1;
+    pr_hot *h = pr_hot_new(4, 0);
+    pr_hot_observe_side(h, o, 0);
+    assert_int_equal(pr_hot_rows_observed(h), 4); /* elements, not rows */
+    pr_hot_item it[4];
+    double cov;
+    assert_int_equal(pr_hot_top(h, 4, it, &cov), 2);
+    assert_int_equal(it[0].index, 5);
+    assert_true(fabs(it[0].share - 3.0 / 4) < 1e-9);
+    assert_int_equal(it[1].index, 6);
+    pr_hot_free(h);
+    pr_fside_free(o->side);
+    o->side = NULL;
+    pr_out_free(o);
+}
+
 /* Hot sets (batch.split popular): the top top_k by estimate among values
  * seen at least PR_HOT_SET_MIN_COUNT times for sure; nothing before the set
  * is asked for; pr_hot_popular_rows marks a row popular only when every
@@ -321,6 +354,7 @@ int main(void)
         cmocka_unit_test(test_zipf_no_decay),       cmocka_unit_test(test_zipf_decay),
         cmocka_unit_test(test_decay_follows_shift), cmocka_unit_test(test_observe_out),
         cmocka_unit_test(test_churn_deterministic), cmocka_unit_test(test_hot_set),
+        cmocka_unit_test(test_observe_side_list),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
