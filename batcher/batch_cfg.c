@@ -29,8 +29,9 @@ static const pr_cfgmap_entry batch_entries[] = {
                   "(sent to source.dead_letter_topic)."),
     PR_CFG_E_ENUM("split", pr_batch_cfg, split, pr_batch_split_names, "none",
                   "popular: rows whose sparse indices all lie in the current hot sets (top "
-                  "hot.top_k per column, which must be > 0) go into batches of their own, "
-                  "flagged TrainingBatch.popular (Hotline); none: one stream."),
+                  "hot.top_k per column, which must be > 0; a declared schema: every element "
+                  "of every vocab feature) go into batches of their own, flagged "
+                  "TrainingBatch.popular (Hotline); none: one stream."),
     PR_CFG_E_INT("popular_min_rows", 0, pr_batch_cfg, popular_min_rows, 0, 1048576, "0",
                  "split popular: the smallest popular batch (0..size; 0 = no minimum). A popular "
                  "batch still smaller at its max_delay_ms deadline is not sent alone: its rows "

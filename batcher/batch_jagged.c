@@ -420,6 +420,26 @@ void pr__jag_keep_rows(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_t 
     bt->rows = w;
 }
 
+int pr__jag_move_row(const pr__jag *j, pr__jbuild *djb, pr_batch *d, const pr__jbuild *sjb,
+                     const pr_batch *s, uint32_t cap, uint32_t i, uint64_t *vat)
+{
+    uint32_t n = d->rows;
+    pr__copy(d->label_mat + (size_t)n * j->n_labels, s->label_mat + (size_t)i * j->n_labels,
+             (size_t)j->n_labels * 4);
+    pr__copy(d->dense_mat + (size_t)n * j->n_dense, s->dense_mat + (size_t)i * j->n_dense,
+             (size_t)j->n_dense * 4);
+    for (uint32_t f = 0; f < j->n_feat; f++) {
+        uint32_t k = (uint32_t)s->lengths[(size_t)f * cap + i];
+        d->lengths[(size_t)f * cap + n] = (int32_t)k;
+        if (pr__fv_reserve(djb, f, k) < 0)
+            return PR_ENOMEM;
+        pr__copy(djb->fv[f] + djb->fn[f], sjb->fv[f] + vat[f], (size_t)k * 8);
+        djb->fn[f] += k;
+        vat[f] += k;
+    }
+    return 0;
+}
+
 int pr__jag_finish(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_t cap)
 {
     uint32_t n = bt->rows;

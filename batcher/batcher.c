@@ -505,11 +505,6 @@ int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, si
     if (cfg->batch.split != PR_BATCH_SPLIT_NONE && cfg->batch.split != PR_BATCH_SPLIT_POPULAR)
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "batch.split: unknown value %d",
                          (int)cfg->batch.split);
-    if (cfg->schema && cfg->batch.split != PR_BATCH_SPLIT_NONE)
-        return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                         "batch.split: popular needs the Criteo layout for now: a declared "
-                         "schema's rows (lists, several features) have no hot sets yet; use "
-                         "split: none");
     if (cfg->batch.popular_min_rows > cfg->batch.size)
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
                          "batch.popular_min_rows: %u is more than batch.size %u (a popular "
@@ -938,9 +933,17 @@ static inline int64_t pr__out_index(const pr_out *out, uint32_t col, uint32_t r)
                                   : ((const int32_t *)out->sparse)[i];
 }
 
-/* Does the build's cur hold a row with `index` in column `col`? */
+/* Does the build's cur hold a row with `index` in column `col` (a declared
+ * schema: any value of feature `col`, the notices' column there)? */
 static bool pr__build_uses(const pr_batcher *b, const pr__build *bd, uint32_t col, int64_t index)
 {
+    if (b->jag) {
+        const int64_t *v = bd->jb.fv[col];
+        for (uint64_t i = 0; i < bd->jb.fn[col]; i++)
+            if (v[i] == index)
+                return true;
+        return false;
+    }
     size_t base = (size_t)col * b->cfg.batch.size;
     for (uint32_t i = 0; i < bd->cur->rows; i++) {
         int64_t v = b->cfg.sparse_width == 8 ? ((const int64_t *)bd->cur->sparse)[base + i]
@@ -1065,9 +1068,22 @@ static int pr__backlog_pending_row(pr_batcher *b, uint32_t slot, const uint8_t *
     return err;
 }
 
-/* Does row r use an index whose notice waits in the regular build? */
+/* Does row r use an index whose notice waits in the regular build? (A
+ * declared schema: any element of a vocab feature; notices name features.) */
 static bool pr__row_pending(const pr_batcher *b, const pr_out *out, uint32_t r)
 {
+    if (b->jag) {
+        for (uint32_t f = 0; f < b->jag->n_feat; f++) {
+            if (b->jag->vocab_col[f] < 0)
+                continue;
+            uint32_t n;
+            const int64_t *v = pr__jag_row_values(b->jag, out, f, r, &n);
+            for (uint32_t i = 0; i < n; i++)
+                if (pr__kset_has(&b->pend_keys, pr__kset_key(f, v[i])))
+                    return true;
+        }
+        return false;
+    }
     for (uint32_t c = 0; c < out->n_sparse; c++)
         if (pr__kset_has(&b->pend_keys, pr__kset_key(c, pr__out_index(out, c, r))))
             return true;
@@ -1487,25 +1503,36 @@ void pr_batcher_assign(pr_batcher *b, int32_t partition)
     (void)pr__offsets_slot(&b->offs, partition, true);
 }
 
-/* Append row i of build `src` to build `dst`'s cur: tensors and row metadata. */
-static void pr__move_row(pr_batcher *b, pr__build *dst, const pr__build *src, uint32_t i)
+/* Append row i of build `src` to build `dst`'s cur: tensors and row metadata.
+ * A declared schema's row goes through pr__jag_move_row, `vat` being src's
+ * value cursor per feature (rows are moved in order from each source);
+ * PR_ENOMEM when its values cannot grow. */
+static int pr__move_row(pr_batcher *b, pr__build *dst, const pr__build *src, uint32_t i,
+                        uint64_t *vat)
 {
     pr_batch *d = dst->cur;
     const pr_batch *s = src->cur;
     uint32_t cap = b->cfg.batch.size, n = d->rows;
     size_t w = b->cfg.sparse_width;
-    d->labels[n] = s->labels[i];
-    for (uint32_t col = 0; col < b->cfg.n_dense; col++)
-        d->dense[(size_t)col * cap + n] = s->dense[(size_t)col * cap + i];
-    for (uint32_t col = 0; col < b->cfg.n_sparse; col++)
-        memcpy((uint8_t *)d->sparse + ((size_t)col * cap + n) * w,
-               (const uint8_t *)s->sparse + ((size_t)col * cap + i) * w, w);
+    if (b->jag) {
+        int err = pr__jag_move_row(b->jag, &dst->jb, d, &src->jb, s, cap, i, vat);
+        if (err < 0)
+            return err;
+    } else {
+        d->labels[n] = s->labels[i];
+        for (uint32_t col = 0; col < b->cfg.n_dense; col++)
+            d->dense[(size_t)col * cap + n] = s->dense[(size_t)col * cap + i];
+        for (uint32_t col = 0; col < b->cfg.n_sparse; col++)
+            memcpy((uint8_t *)d->sparse + ((size_t)col * cap + n) * w,
+                   (const uint8_t *)s->sparse + ((size_t)col * cap + i) * w, w);
+    }
     dst->key[n] = src->key[i];
     dst->off[n] = src->off[i];
     dst->et[n] = src->et[i];
     dst->h[n] = src->h[i];
     dst->ser[n] = src->ser[i];
     d->rows++;
+    return 0;
 }
 
 /* batch.popular_min_rows: the popular build is too small to go out alone.
@@ -1519,10 +1546,17 @@ static int pr__demote_popular(pr_batcher *b, pr_batch_reason reason)
     pr__build *pb = &b->bld[PR__POPULAR], *rb = &b->bld[PR__REGULAR];
     pr__build old = *rb;
     memset(rb, 0, sizeof(*rb));
+    uint32_t nf = b->jag ? b->jag->n_feat : 0;
+    uint64_t *vat = calloc(2 * (size_t)nf + 1, sizeof(*vat)); /* value cursors: old | popular */
     int err = pr__build_init(rb, b->cfg.batch.size);
+    if (!err && (!vat || (b->jag && pr__jbuild_init(b->jag, &rb->jb) < 0)))
+        err = PR_ENOMEM;
     if (err < 0) {
+        if (b->jag)
+            pr__jbuild_fini(b->jag, &rb->jb);
         pr__build_fini(rb);
         *rb = old;
+        free(vat);
         return err;
     }
     uint32_t nr = old.cur ? old.cur->rows : 0, np = pb->cur->rows, i = 0, j = 0, ni = 0;
@@ -1548,17 +1582,22 @@ static int pr__demote_popular(pr_batcher *b, pr_batch_reason reason)
         if (err || (i == nr && j == np))
             break;
         if (j == np || (i < nr && old.ser[i] < pb->ser[j])) {
-            pr__move_row(b, rb, &old, i++);
+            err = pr__move_row(b, rb, &old, i++, vat);
         } else {
-            pr__move_row(b, rb, pb, j++);
+            err = pr__move_row(b, rb, pb, j++, vat + nf);
             b->st.rows_demoted++;
         }
-        if (rb->cur->rows == b->cfg.batch.size)
+        if (!err && rb->cur->rows == b->cfg.batch.size)
             err = pr__emit(b, PR__REGULAR, PR_BATCH_FULL);
     }
     pb->cur->rows = 0;
     pb->hot_version = 0;
+    for (uint32_t f = 0; f < nf; f++)
+        pb->jb.fn[f] = 0;
+    if (b->jag)
+        pr__jbuild_fini(b->jag, &old.jb);
     pr__build_fini(&old);
+    free(vat);
     return err < 0 ? err : pr__emit(b, PR__REGULAR, reason);
 }
 

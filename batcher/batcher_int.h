@@ -112,6 +112,12 @@ const int64_t *pr__jag_pending_values(const pr__jag *j, uint32_t slot, const uin
 /* Keep the rows of `bt` (stride cap) whose keep[i] is set, in order. */
 void pr__jag_keep_rows(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_t cap,
                        const uint8_t *keep);
+/* Append row i of build (sjb, s) to (djb, d) at d->rows (both stride cap):
+ * labels, dense, lengths and values; vat[f] is where row i's values of
+ * feature f start in sjb, advanced past them (a caller moving a build's rows
+ * in order starts from zeros). PR_ENOMEM. */
+int pr__jag_move_row(const pr__jag *j, pr__jbuild *djb, pr_batch *d, const pr__jbuild *sjb,
+                     const pr_batch *s, uint32_t cap, uint32_t i, uint64_t *vat);
 /* Emission: lengths to stride rows, values gathered key-major, bytes set;
  * the build's values emptied. */
 int pr__jag_finish(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_t cap);

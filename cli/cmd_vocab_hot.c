@@ -1,7 +1,8 @@
 /*
  * cmd_vocab_hot.c — `piperec vocab hot --top K`: the hot indices per sparse
  * column, for a trainer to pin on the GPU (FAE), written as the TSV of
- * docs/formats.md ("Hot indices").
+ * docs/formats.md ("Hot indices"). A declared schema's columns are its
+ * vocab features, by name (a list feature counts every element).
  *
  * Two sources:
  *   --url http://HOST:PORT  a running service: the column names from
@@ -272,22 +273,33 @@ static int pr__hot_input_columns(const char *config, const char *pipeline, pr_co
         return 2;
     }
     snprintf(pl_name, PR_NAME_MAX, "%s", pc->name);
+    /* A declared schema's columns are its vocab features (the engine spec
+     * the pipeline runs, named after them). */
+    pr_pipeline_spec espec;
+    const pr_pipeline_spec *spec = &pc->spec;
+    if (pc->features.declared) {
+        if (pr_feature_engine_spec(&pc->features, &pc->spec, &espec, err, sizeof(err)) < 0) {
+            fprintf(stderr, "piperec vocab hot: pipeline %s: %s\n", pc->name, err);
+            return 2;
+        }
+        spec = &espec;
+    }
     /* An evicting column's export holds only the values it kept: their
      * counts leave out every lookup of an evicted value, so shares and
      * coverage would be far too high (issue 19 item 4). */
-    for (uint32_t c = 0; c < pc->spec.n_sparse; c++)
-        if (pc->spec.sparse[c].eviction != PR_EVICT_NONE) {
+    for (uint32_t c = 0; c < spec->n_sparse; c++)
+        if (spec->sparse[c].eviction != PR_EVICT_NONE) {
             fprintf(stderr,
                     "piperec vocab hot: --input: column %s of pipeline %s evicts "
                     "(transform.vocab.eviction): an export holds only the values it kept, "
                     "so its counts cannot give shares; ask the live sketch (--url), which "
                     "counts values, not recycled indices\n",
-                    pc->spec.sparse[c].name, pc->name);
+                    spec->sparse[c].name, pc->name);
             return 2;
         }
-    *n_cols = (int)pc->spec.n_sparse;
+    *n_cols = (int)spec->n_sparse;
     for (int c = 0; c < *n_cols; c++)
-        snprintf(cols[c], PR_NAME_MAX, "%s", pc->spec.sparse[c].name);
+        snprintf(cols[c], PR_NAME_MAX, "%s", spec->sparse[c].name);
     return 0;
 }
 

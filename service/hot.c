@@ -319,16 +319,27 @@ void pr_hot_observe_side(pr_hot *h, const pr_out *o, uint16_t f)
             n += (size_t)len[r];
     pr__hot_step(h, n);
     size_t off = 0;
+    uint32_t ni = 0; /* o->recycled: (row, feature) order after pr_feature_finish */
+    bool was_hot = false;
     for (uint32_t r = 0; r < o->rows; r++) {
+        for (; ni < o->n_recycled && o->recycled[ni].row <= r; ni++)
+            if (o->recycled[ni].col == f)
+                was_hot |= pr__hot_forget(h, o->recycled[ni].index);
         size_t l = (size_t)len[r];
         if (!(o->n_rejected && (o->rejected[r >> 6] >> (r & 63) & 1)))
             for (size_t i = 0; i < l && off + i < sd->n_values[f]; i++)
                 pr__hot_add(h, v[off + i]);
         off += l;
     }
+    for (; ni < o->n_recycled; ni++)
+        if (o->recycled[ni].col == f)
+            was_hot |= pr__hot_forget(h, o->recycled[ni].index);
     h->rows += n;
     h->total += h->w * (double)n;
-    pr__hot_set_maybe_refresh(h);
+    if (was_hot)
+        pr_hot_set_refresh(h);
+    else
+        pr__hot_set_maybe_refresh(h);
 }
 
 /* ---------------------------------------------------------------- read */
@@ -527,6 +538,35 @@ uint64_t pr_hot_sets_version(pr_hot *const *hot, uint32_t n)
     return v;
 }
 
+/* A declared schema's rows (o->side): row r stays popular only when every
+ * element of every vocab feature (vocab_col[f] = c, judged against hot[c])
+ * is hot; a feature without vocab is not judged, an empty list passes. */
+static void pr__hot_popular_side(pr_hot *const *hot, const pr_out *o, uint64_t *pop)
+{
+    const pr_fside *sd = o->side;
+    for (uint16_t f = 0; f < sd->n_feat; f++) {
+        int c = sd->vocab_col[f];
+        if (c < 0 || (uint32_t)c >= o->n_sparse)
+            continue;
+        pr_hot *h = hot[c];
+        if (!h->set_on)
+            pr_hot_set_refresh(h);
+        const int32_t *len = sd->lengths + (size_t)f * sd->cap;
+        const int64_t *v = sd->values[f];
+        size_t off = 0;
+        for (uint32_t r = 0; r < o->rows; r++) {
+            size_t l = len[r] > 0 ? (size_t)len[r] : 0;
+            if (pr_bit_test(pop, r))
+                for (size_t i = 0; i < l; i++)
+                    if (off + i >= sd->n_values[f] || !pr_hot_is_hot(h, v[off + i])) {
+                        pr_bit_clear(pop, r);
+                        break;
+                    }
+            off += l;
+        }
+    }
+}
+
 uint64_t *pr_hot_popular_rows(pr_hot *const *hot, const pr_out *o)
 {
     size_t words = pr_bitmap_words(o->rows ? o->rows : 1);
@@ -534,6 +574,10 @@ uint64_t *pr_hot_popular_rows(pr_hot *const *hot, const pr_out *o)
     if (!pop)
         return NULL;
     memset(pop, 0xff, words * sizeof(*pop));
+    if (o->side) {
+        pr__hot_popular_side(hot, o, pop);
+        return pop;
+    }
     for (uint32_t c = 0; c < o->n_sparse; c++) {
         pr_hot *h = hot[c];
         if (!h->set_on)

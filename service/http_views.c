@@ -59,7 +59,8 @@ static int pr__h_status(void *opaque, pr_mbuf *body, const char **ctype)
 }
 
 /* GET /v1/hot?pipeline=P&column=C&k=K: the column's top k (default 10) from
- * its hot-set sketch. Unknown pipeline or column, or hot sets off: 404; a
+ * its hot-set sketch (a declared schema: C is a vocab feature's name, and a
+ * list's shares are shares of its elements). Unknown pipeline or column, or hot sets off: 404; a
  * missing parameter or k outside 1..hot.top_k: 400; errors are JSON. */
 static int pr__h_hot(void *opaque, const pr__http_query *q, pr_mbuf *body, const char **ctype)
 {
@@ -89,6 +90,13 @@ static int pr__h_hot(void *opaque, const pr__http_query *q, pr_mbuf *body, const
     for (uint32_t c = 0; c < spec->n_sparse && col == spec->n_sparse; c++)
         if (!strcmp(spec->sparse[c].name, cn))
             col = c;
+    if (col == spec->n_sparse && p->json) { /* a declared schema: columns are vocab features */
+        snprintf(msg, sizeof(msg),
+                 "pipeline '%.100s' has no vocab feature '%.100s' (hot sets track the "
+                 "features with a vocab operator)",
+                 pn, cn);
+        goto out_error;
+    }
     if (col == spec->n_sparse) {
         snprintf(msg, sizeof(msg), "pipeline '%.100s' has no sparse column '%.100s'", pn, cn);
         goto out_error;

@@ -82,8 +82,11 @@ void pr_hot_observe_out(pr_hot *h, const pr_out *o, uint32_t col);
 /* The same for sparse or list feature f of a declared schema's output
  * (o->side, filled by pr_feature_finish): every element of every kept row
  * counts as one value, so a list feature's shares are shares of elements
- * (an empty list adds nothing). Recycled-index notices are not applied here
- * (they name engine columns, not features). Nothing without side tables. */
+ * (an empty list adds nothing). The output's notices for feature f (after
+ * pr_feature_finish: col = side index f, row = block row) restart their
+ * index before that row, as above. Nothing without side tables. A pipeline
+ * keeps one sketch per vocab feature (engine column c = side->vocab_col[f],
+ * named after the feature); features without vocab have none. */
 void pr_hot_observe_side(pr_hot *h, const pr_out *o, uint16_t f);
 
 /* The largest k answered, and values observed since creation (not decayed). */
@@ -117,7 +120,10 @@ uint64_t pr_hot_set_version(const pr_hot *h);
 uint64_t pr_hot_sets_version(pr_hot *const *hot, uint32_t n);
 
 /* Which rows of `o` are popular: every sparse column's index in its
- * column's hot set (hot[c] for c < o->n_sparse, after observing `o`).
+ * column's hot set (hot[c] for c < o->n_sparse, after observing `o`). For a
+ * declared schema (o->side set): every element of every vocab feature f of
+ * the row in hot[side->vocab_col[f]] (a list counts each element; an empty
+ * list passes; features without vocab are not judged).
  * Returns a bitmap of pr_bitmap_words(o->rows) words, bit r = row r popular
  * (rejected rows: unspecified), for pr_batcher_add_split; the caller frees
  * it. NULL when out of memory (then no row is popular). The first call

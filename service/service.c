@@ -285,9 +285,10 @@ static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr,
     if (rc)
         return pr_seterr(errstr, errstr_size, rc, "pipelines[%s].%s: %s", pc->name,
                          pc->vocab_log.enabled ? "vocab_log" : "state", e);
-    /* Hot sets observe the Criteo layout's columns; a declared schema has
-     * none for now (docs/operations.md). */
-    if (svc->cfg->hot.top_k && p->spec->n_sparse && !p->json) {
+    /* Hot sets: one sketch per engine sparse column: the Criteo layout's
+     * columns, or a declared schema's vocab features (named after them; a
+     * list counts every element, pr_hot_observe_side). */
+    if (svc->cfg->hot.top_k && p->spec->n_sparse) {
         p->hot = calloc(p->spec->n_sparse, sizeof(*p->hot));
         for (uint32_t c = 0; p->hot && c < p->spec->n_sparse; c++)
             if (!(p->hot[c] = pr_hot_new(svc->cfg->hot.top_k, svc->cfg->hot.half_life_records)))

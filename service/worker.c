@@ -113,8 +113,15 @@ static int pr__block_run(pr__pipe *p, pr_block *b, pr_out *o)
     uint64_t *popular = NULL;
     if (p->hot) {
         pthread_mutex_lock(&p->hot_lock);
-        for (uint32_t c = 0; c < o->n_sparse; c++)
-            pr_hot_observe_out(p->hot[c], o, c);
+        if (o->side) /* a declared schema: one sketch per vocab feature */
+            for (uint16_t f = 0; f < o->side->n_feat; f++) {
+                int c = o->side->vocab_col[f];
+                if (c >= 0 && (uint32_t)c < o->n_sparse)
+                    pr_hot_observe_side(p->hot[c], o, f);
+            }
+        else
+            for (uint32_t c = 0; c < o->n_sparse; c++)
+                pr_hot_observe_out(p->hot[c], o, c);
         /* Checkpoint delivery needs exact offset ranges per batch, which two
          * interleaved streams cannot give: it keeps one stream. */
         if (p->cfg->batch.split == PR_BATCH_SPLIT_POPULAR && !p->ckpt_sink) {

@@ -3,7 +3,9 @@
  * rows from pr_out.side become jagged batches (labels [B, L], dense [B, D],
  * per-feature lengths and key-major values) under partition and event-time
  * ordering, with engine rejects, revoke, recycled-index notices per
- * feature, per-feature vocabulary sizes, the split refusal, and the batch
+ * feature, per-feature vocabulary sizes, the popular split (rows routed by
+ * their flag, demoted behind a pending notice, merged back under
+ * popular_min_rows, values kept with their row), and the batch
  * shape derived from a feature schema. Hand-built blocks, manual clock.
  */
 #include <setjmp.h>
@@ -138,7 +140,8 @@ static uint64_t vocab_cb(void *opaque, uint32_t col)
 static const pr_batch_schema schema = {NL,          ND,         NF,        label_names,
                                        dense_names, feat_names, vocab_col, sizes};
 
-static fx *fx_new(uint32_t size, pr_batch_ordering ord)
+static fx *fx_new_split(uint32_t size, pr_batch_ordering ord, pr_batch_split split,
+                        uint32_t popular_min_rows)
 {
     fx *f = calloc(1, sizeof(*f));
     pr_manual_clock_init(&f->mc, 1700000000000LL);
@@ -146,7 +149,11 @@ static fx *fx_new(uint32_t size, pr_batch_ordering ord)
         .pipeline = "j",
         .n_sparse = 2,
         .sparse_width = 4,
-        .batch = {.size = size, .max_delay_ms = 100, .ordering = ord},
+        .batch = {.size = size,
+                  .max_delay_ms = 100,
+                  .ordering = ord,
+                  .split = split,
+                  .popular_min_rows = popular_min_rows},
         .clock = &f->mc.clock,
         .on_emit = on_emit,
         .vocab_size = vocab_cb,
@@ -157,6 +164,11 @@ static fx *fx_new(uint32_t size, pr_batch_ordering ord)
     assert_int_equal(pr_batcher_new(&cfg, &f->bt, err, sizeof(err)), 0);
     f->io = jio_new(256);
     return f;
+}
+
+static fx *fx_new(uint32_t size, pr_batch_ordering ord)
+{
+    return fx_new_split(size, ord, PR_BATCH_SPLIT_NONE, 0);
 }
 
 static void fx_free(fx *f)
@@ -328,20 +340,89 @@ static void test_notices(void **state)
     fx_free(f);
 }
 
+/* The popular split with a declared schema: rows go to the stream their
+ * flag says, each batch keeps every row's values (lists included), and a
+ * popular build under popular_min_rows merges back in arrival order. */
+static void test_split(void **state)
+{
+    (void)state;
+    fx *f = fx_new_split(4, PR_BATCH_ORDER_PARTITION, PR_BATCH_SPLIT_POPULAR, 3);
+    uint64_t pop[1] = {0};
+    for (int64_t off = 10; off < 22; off++) {
+        if (off % 2 == 0)
+            pr_bit_set(pop, f->io->in.rows);
+        jrow(f->io, 0, off, 5, 0);
+    }
+    assert_int_equal(pr_batcher_add_split(f->bt, &f->io->in, &f->io->out, pop), 0);
+    jio_reset(f->io);
+    assert_int_equal(f->n, 2); /* popular 10 12 14 16, regular 11 13 15 17 */
+    pr_batcher_flush(f->bt);   /* popular 18 20: under 3 rows, merged: 18 19 20 21 */
+    assert_int_equal(f->n, 3);
+    static const int64_t want[3][4] = {{10, 12, 14, 16}, {11, 13, 15, 17}, {18, 19, 20, 21}};
+    static const bool popular[3] = {true, false, false};
+    for (size_t i = 0; i < 3; i++) {
+        int64_t ids[4];
+        check_batch(f->b[i], ids);
+        assert_int_equal(f->b[i]->rows, 4);
+        assert_int_equal(f->b[i]->popular, popular[i]);
+        assert_int_equal(f->b[i]->seq, i + 1);
+        for (int r = 0; r < 4; r++)
+            assert_int_equal(ids[r], want[i][r]);
+    }
+    pr_batcher_stats st;
+    pr_batcher_get_stats(f->bt, &st);
+    assert_int_equal(st.rows_demoted, 2);
+    fx_free(f);
+}
+
+/* Notices under the split name features (col = side index): a popular build
+ * holding a row with the recycled index (any element of a list) goes out at
+ * once, before the notice; a popular row using an index whose notice waits
+ * in the regular build is demoted behind it. */
+static void test_split_notices(void **state)
+{
+    (void)state;
+    fx *f = fx_new_split(8, PR_BATCH_ORDER_PARTITION, PR_BATCH_SPLIT_POPULAR, 0);
+    uint64_t pop[1] = {0xff};
+    for (int64_t off = 0; off < 4; off++)
+        jrow(f->io, 0, off, 5, 0);
+    assert_int_equal(pr_batcher_add_split(f->bt, &f->io->in, &f->io->out, pop), 0);
+    jio_reset(f->io);
+    assert_int_equal(f->n, 0);
+    /* user of row 6 recycled; hist element of row 1 (in the popular build) too */
+    pr_recycled n[2] = {{0, 0, user_of(0, 6), 1}, {1, 0, hist_val(0, 1, 0), 2}};
+    for (int64_t off = 4; off < 8; off++)
+        jrow(f->io, 0, off, 5, 0);
+    f->io->out.recycled = n;
+    f->io->out.n_recycled = 2;
+    assert_int_equal(pr_batcher_add_split(f->bt, &f->io->in, &f->io->out, pop), 0);
+    jio_reset(f->io);
+    assert_int_equal(f->n, 1); /* the popular 0..3 went out before the notices */
+    pr_batcher_flush(f->bt);
+    assert_int_equal(f->n, 3);
+    static const int64_t want0[] = {0, 1, 2, 3}, want1[] = {6}, want2[] = {4, 5, 7};
+    const int64_t *want[3] = {want0, want1, want2};
+    static const uint32_t rows[3] = {4, 1, 3};
+    static const bool popular[3] = {true, false, true};
+    for (size_t i = 0; i < 3; i++) {
+        int64_t ids[8];
+        check_batch(f->b[i], ids);
+        assert_int_equal(f->b[i]->rows, rows[i]);
+        assert_int_equal(f->b[i]->popular, popular[i]);
+        for (uint32_t r = 0; r < rows[i]; r++)
+            assert_int_equal(ids[r], want[i][r]);
+    }
+    assert_int_equal(f->b[0]->n_recycled, 0);
+    assert_int_equal(f->b[1]->n_recycled, 2); /* both notices, in front of row 6 */
+    pr_batcher_stats st;
+    pr_batcher_get_stats(f->bt, &st);
+    assert_int_equal(st.rows_demoted, 1);
+    fx_free(f);
+}
+
 static void test_refusals(void **state)
 {
     (void)state;
-    pr_batcher_cfg cfg = {
-        .pipeline = "j",
-        .sparse_width = 4,
-        .batch = {.size = 4, .split = PR_BATCH_SPLIT_POPULAR},
-        .on_emit = on_emit,
-        .schema = &schema,
-    };
-    pr_batcher *b;
-    char err[256];
-    assert_int_equal(pr_batcher_new(&cfg, &b, err, sizeof(err)), PR_EINVAL);
-    assert_non_null(strstr(err, "batch.split"));
     /* A block without side tables is refused. */
     fx *f = fx_new(4, PR_BATCH_ORDER_PARTITION);
     jrow(f->io, 0, 0, 5, 0);
@@ -451,6 +532,8 @@ int main(void)
         cmocka_unit_test(test_notices),
         cmocka_unit_test(test_restored_notice_before_use),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_split),
+        cmocka_unit_test(test_split_notices),
         cmocka_unit_test(test_schema_from_features),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

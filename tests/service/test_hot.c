@@ -240,6 +240,115 @@ static void test_observe_side_list(void **state)
     pr_out_free(o);
 }
 
+/* A declared schema's notices (after pr_feature_finish: col = side index,
+ * row = block row) restart their index in the sketch of that feature only,
+ * before the row that uses it anew; a hot index leaves the set at once. */
+static void test_observe_side_notices(void **state)
+{
+    (void)state;
+    pr_out *o = pr_out_new(0, 2, 64, 8);
+    assert_non_null(o);
+    o->side = pr_fside_new(0, 0, 2, 64);
+    assert_non_null(o->side);
+    o->side->vocab_col[0] = 0;
+    o->side->vocab_col[1] = 1;
+    /* 40 rows: feature 0 one value (7 each row), feature 1 a list (7, 7). */
+    o->rows = 40;
+    for (uint32_t r = 0; r < 40; r++) {
+        pr_fside_lengths(o->side, 0)[r] = 1;
+        pr_fside_lengths(o->side, 1)[r] = 2;
+    }
+    assert_int_equal(pr_fside_reserve(o->side, 0, 40), 0);
+    assert_int_equal(pr_fside_reserve(o->side, 1, 80), 0);
+    for (uint32_t i = 0; i < 40; i++)
+        o->side->values[0][i] = 7;
+    for (uint32_t i = 0; i < 80; i++)
+        o->side->values[1][i] = 7;
+    o->side->n_values[0] = 40;
+    o->side->n_values[1] = 80;
+    pr_hot *h0 = pr_hot_new(4, 0), *h1 = pr_hot_new(4, 0);
+    pr_hot_observe_side(h0, o, 0);
+    pr_hot_observe_side(h1, o, 1);
+    pr_hot_set_refresh(h0);
+    pr_hot_set_refresh(h1);
+    assert_true(pr_hot_is_hot(h0, 7));
+    assert_true(pr_hot_is_hot(h1, 7));
+    /* Next block: index 7 of feature 1 recycled at row 39 (feature 0's 7
+     * untouched). Feature 1's counter restarts there: 1 row x 2 = 2, under
+     * PR_HOT_SET_MIN_COUNT. */
+    pr_recycled n = {.col = 1, .row = 39, .index = 7, .number = 1};
+    o->recycled = &n;
+    o->n_recycled = 1;
+    pr_hot_observe_side(h0, o, 0);
+    pr_hot_observe_side(h1, o, 1);
+    o->recycled = NULL;
+    o->n_recycled = 0;
+    assert_true(pr_hot_is_hot(h0, 7));
+    assert_false(pr_hot_is_hot(h1, 7)); /* left the set with its old value */
+    pr_hot_item it[4];
+    double cov;
+    assert_int_equal(pr_hot_top(h0, 4, it, &cov), 1);
+    assert_true(fabs(it[0].share - 1.0) < 1e-9);
+    assert_int_equal(pr_hot_top(h1, 4, it, &cov), 1);
+    assert_true(fabs(it[0].share - 2.0 / 160) < 1e-9); /* 2 of 160 elements since the start */
+    assert_int_equal(pr_hot_rows_observed(h1), 160);
+    pr_hot_free(h0);
+    pr_hot_free(h1);
+    pr_fside_free(o->side);
+    o->side = NULL;
+    pr_out_free(o);
+}
+
+/* The popular split of a declared schema: a row is popular when every
+ * element of every vocab feature is hot; an empty list passes; a feature
+ * without vocab (vocab_col -1) is not judged. */
+static void test_popular_rows_side(void **state)
+{
+    (void)state;
+    enum { TOP = 4 };
+    pr_hot *h[2] = {pr_hot_new(TOP, 0), pr_hot_new(TOP, 0)};
+    int64_t v[64];
+    for (int i = 0; i < 64; i++)
+        v[i] = i % 4; /* 0..3 hot in both, 16 times each */
+    pr_hot_observe(h[0], v, 64);
+    pr_hot_observe(h[1], v, 64);
+    pr_out *o = pr_out_new(0, 2, 64, 8);
+    o->side = pr_fside_new(0, 0, 3, 64);
+    /* features: 0 user (vocab col 0), 1 bucket (no vocab), 2 hist (vocab col 1, a list) */
+    o->side->vocab_col[0] = 0;
+    o->side->vocab_col[1] = -1;
+    o->side->vocab_col[2] = 1;
+    static const int64_t user[5] = {1, 2, 9, 3, 0};
+    static const int32_t hlen[5] = {2, 0, 1, 3, 1};
+    static const int64_t hist[7] = {0, 1, /* row 1 empty */ 2, 3, 99, 1, 3};
+    static const bool want[5] = {true, true, false, false, true};
+    o->rows = 5;
+    assert_int_equal(pr_fside_reserve(o->side, 0, 5), 0);
+    assert_int_equal(pr_fside_reserve(o->side, 1, 5), 0);
+    assert_int_equal(pr_fside_reserve(o->side, 2, 7), 0);
+    for (uint32_t r = 0; r < 5; r++) {
+        pr_fside_lengths(o->side, 0)[r] = 1;
+        pr_fside_lengths(o->side, 1)[r] = 1;
+        pr_fside_lengths(o->side, 2)[r] = hlen[r];
+        o->side->values[0][r] = user[r];
+        o->side->values[1][r] = 12345; /* never hot: not judged */
+    }
+    memcpy(o->side->values[2], hist, sizeof(hist));
+    o->side->n_values[0] = o->side->n_values[1] = 5;
+    o->side->n_values[2] = 7;
+    uint64_t *pop = pr_hot_popular_rows(h, o);
+    assert_non_null(pop);
+    for (uint32_t r = 0; r < 5; r++)
+        assert_int_equal(pr_bit_test(pop, r), want[r]);
+    free(pop);
+    assert_int_equal(pr_hot_sets_version(h, 2), 2); /* both sets built by the call */
+    pr_hot_free(h[0]);
+    pr_hot_free(h[1]);
+    pr_fside_free(o->side);
+    o->side = NULL;
+    pr_out_free(o);
+}
+
 /* Hot sets (batch.split popular): the top top_k by estimate among values
  * seen at least PR_HOT_SET_MIN_COUNT times for sure; nothing before the set
  * is asked for; pr_hot_popular_rows marks a row popular only when every
@@ -354,7 +463,8 @@ int main(void)
         cmocka_unit_test(test_zipf_no_decay),       cmocka_unit_test(test_zipf_decay),
         cmocka_unit_test(test_decay_follows_shift), cmocka_unit_test(test_observe_out),
         cmocka_unit_test(test_churn_deterministic), cmocka_unit_test(test_hot_set),
-        cmocka_unit_test(test_observe_side_list),
+        cmocka_unit_test(test_observe_side_list),   cmocka_unit_test(test_observe_side_notices),
+        cmocka_unit_test(test_popular_rows_side),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

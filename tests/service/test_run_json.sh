@@ -11,6 +11,7 @@
 #   export of the state dir) equal `piperec process` on the same lines, and
 #   offline rejects the same lines for the same reasons
 #   a declared schema with source.format criteo_tsv is refused (exit 2)
+#   hot sets per vocab feature: /v1/hot counts every element of a list
 # Env (from pr_script_test): PIPEREC, PR_SOURCE_DIR, PR_TMP.
 set -eu
 T="$PR_TMP"
@@ -86,6 +87,7 @@ $(cat "$T/schema.yaml")
     sinks:
       files: { dir: "$T/batches" }
     state: { dir: "$T/state" }
+hot: { top_k: 16 }
 http: { listen: "127.0.0.1:0" }
 log: { level: info }
 Y
@@ -128,6 +130,23 @@ assert ops and all(o["on"] == "cpu" for o in ops), ops
 assert feats["history"]["kind"] == "list", feats["history"]
 assert [o["op"] for o in feats["history"]["ops"]][-1] == "vocab", feats["history"]
 PY
+# hot sets per vocab feature (issue 20): the history list counts every
+# element (more than one per record), a single id one per kept record; a
+# feature without vocab has none
+curl -sf "$U/v1/hot?pipeline=p&column=history&k=5" > "$T/hot_history.json" || fail "/v1/hot history"
+curl -sf "$U/v1/hot?pipeline=p&column=user&k=5" > "$T/hot_user.json" || fail "/v1/hot user"
+/usr/bin/python3 - "$T/hot_history.json" "$T/hot_user.json" $((N + GOOD)) <<'PY' \
+    || fail "/v1/hot: $(cat "$T/hot_history.json" "$T/hot_user.json")"
+import json, sys
+h, u, n = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3])
+assert h["column"] == "history" and len(h["items"]) == 5, h
+assert h["rows_observed"] > n, (h["rows_observed"], n)
+assert u["rows_observed"] == n, (u["rows_observed"], n)
+PY
+code=$(curl -s -o /dev/null -w '%{http_code}' "$U/v1/hot?pipeline=p&column=tags&k=5")
+[ "$code" = 404 ] || fail "/v1/hot for tags (hash, no vocab): HTTP $code"
+grep -q '^piperec_hot_coverage_ratio{pipeline="p",column="history",k="100"}' "$T/metrics.txt" \
+    && fail "coverage at k=100 with hot.top_k 16"
 wait_until 30 "the dead letters" sh -c \
     "[ \$(kcat -b '$B' -C -t clicks-dlq -o beginning -e -q -f '%h\n' | grep -c piperec-reason) -eq $BAD ]"
 kcat -b "$B" -C -t clicks-dlq -o beginning -e -q -f '%h\n' > "$T/dlq.txt"
