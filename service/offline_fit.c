@@ -3,8 +3,14 @@
  * streaming decoder (pr_decode_json_line), computing for every dense feature
  * with a `standardize` step the mean and population standard deviation of the
  * value as it reaches that step (the decoder runs the steps before it, and
- * hands it over as the engine gets it: float32, a missing value as 0;
- * rejected lines skipped and counted).
+ * hands it over as the engine gets it: float32; rejected lines skipped and
+ * counted). A value still missing at the step (no `default`, no `fill`
+ * before it) is skipped, not counted as 0: the decoder hands a dense value
+ * over as a plain float (0 when missing), so the fitted chain ends in a fill
+ * with NaN instead of the standardize step, and non-finite values (those
+ * NaNs, and a log1p of a value below -1) are left out of the statistics. At
+ * run time such a value stays missing through standardize and ends as 0,
+ * the fitted mean.
  * Welford's method, in input order on one thread, so the result never depends
  * on --threads. Writes a YAML snippet (name -> { standardize: { mean, std } }).
  */
@@ -111,7 +117,7 @@ static void pr__fit_write(const pr_feature_schema *s, const pr__fit_acc *acc, ui
                           FILE *out, pr_fit_result *res)
 {
     fprintf(out, "# piperec process --fit: population mean and std of each value as it reaches "
-                 "its standardize step\n");
+                 "its standardize step (values missing there are left out; n counts the others)\n");
     for (uint32_t j = 0; j < n_acc; j++) {
         const pr__fit_acc *a = &acc[j];
         const char *name = s->features[a->feat].name;
@@ -153,8 +159,12 @@ int pr_offline_fit(const pr_feature_schema *s, const char *input, FILE *out, pr_
         rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "fit: out of memory");
     if (!rc) {
         memcpy(cut.features, s->features, (size_t)s->n_features * sizeof(*cut.features));
-        for (uint32_t j = 0; j < n_acc; j++)
-            cut.features[acc[j].feat].n_ops = (uint8_t)acc[j].step;
+        for (uint32_t j = 0; j < n_acc; j++) { /* standardize -> fill NaN: missing marked */
+            pr_feature_spec *f = &cut.features[acc[j].feat];
+            f->ops[acc[j].step] =
+                (pr_fop_step){.op = PR_FOP_FILL, .value_type = PR_FTYPE_NUM, .a = NAN};
+            f->n_ops = (uint8_t)(acc[j].step + 1);
+        }
         rc = pr__fit_pass(&cut, in, acc, n_acc, res, errstr, errstr_size);
     }
     free(cut.features);

@@ -2,7 +2,9 @@
 # test_fit.sh — `piperec process --fit` (issue 20): standardize statistics from
 # JSON lines compared with numpy's mean/std (population) on the same values
 # (after fill / clip / log1p before the step, as float32 like the engine;
-# rejected lines skipped), identical for --threads 1 and 4, and the refusals.
+# rejected lines skipped; a value missing at the step, with no default or fill
+# before it, left out, not counted as 0: feature d), identical for --threads 1
+# and 4, and the refusals.
 # Env: PIPEREC, PR_TMP.
 set -eu
 PY=/usr/bin/python3
@@ -19,6 +21,7 @@ pipelines:
         - { name: a, path: a, ops: [ { fill: 3 }, { standardize: { mean: 0, std: 1 } } ] }
         - { name: b, path: b, ops: [ { clip: [0, 50] }, log1p, { standardize: { mean: 0, std: 1 } } ] }
         - { name: c, path: c, ops: [ log1p ] }
+        - { name: d, path: d, ops: [ { clip: [-1000, 1000] }, { standardize: { mean: 0, std: 1 } } ] }
       cpu_ops: [fill, clip, log1p, standardize]
 Y
 $PY - "$T/ev.jsonl" <<'P'
@@ -29,6 +32,7 @@ with open(sys.argv[1], "w") as f:
         e = {"click": r.randint(0, 1), "c": 1.0}
         if r.random() < 0.8: e["a"] = r.uniform(-1e3, 1e3) + 1e6
         e["b"] = r.uniform(-10, 80)
+        if r.random() < 0.6: e["d"] = r.uniform(100, 300)
         f.write(json.dumps(e) + "\n")
         if i % 100 == 0: f.write('{"click": "x", "a": 1}\n')
 P
@@ -40,21 +44,25 @@ cmp "$T/out.yaml" "$T/out4.yaml" || fail "--threads changes --fit"
 $PY - "$T/ev.jsonl" "$T/out.yaml" <<'P'
 import json, re, sys, math
 import numpy as np
-a, b = [], []
+a, b, d = [], [], []
 for line in open(sys.argv[1]):
     e = json.loads(line)
     if not isinstance(e["click"], int): continue
     a.append(float(np.float32(e.get("a", 3.0))))
     if "b" in e: b.append(float(np.float32(math.log1p(min(max(e["b"], 0.0), 50.0)))))
+    if "d" in e: d.append(float(np.float32(e["d"])))  # present values only
 got = {}
 for line in open(sys.argv[2]):
     m = re.match(r"(\w+): \{ standardize: \{ mean: (\S+), std: (\S+) \} \}", line)
     if m: got[m.group(1)] = (float(m.group(2)), float(m.group(3)))
-assert set(got) == {"a", "b"}, got
-for n, v in (("a", a), ("b", b)):
+assert set(got) == {"a", "b", "d"}, got
+assert 200 < len(d) < 400, len(d)
+for n, v in (("a", a), ("b", b), ("d", d)):
     x = np.array(v)
     for g, w in zip(got[n], (x.mean(), x.std())):
         assert abs(g - w) <= 1e-9 * abs(w), (n, g, w)
+n_d = [l for l in open(sys.argv[2]) if l.startswith("d:")][0]
+assert n_d.rstrip().endswith("# n=%d" % len(d)), (n_d, len(d))
 P
 grep -q "5 rejected" "$T/err" || fail "rejected count: $(cat "$T/err")"
 sed 's/{ standardize: { mean: 0, std: 1 } }/neg2zero/' "$T/fit.yaml" > "$T/nostd.yaml"
