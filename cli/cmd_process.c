@@ -91,6 +91,15 @@ static bool pr__has_event_time(const pr_feature_schema *fs)
     return false;
 }
 
+/* Where the time went (pr_offline_result), the same line for both layouts. */
+static void pr__process_stages(const pr_offline_result *res)
+{
+    fprintf(stderr,
+            "piperec process: thread-seconds per stage: decode %.2f, engine %.2f, write %.2f, "
+            "idle %.2f, vocab export %.2f\n",
+            res->decode_s, res->engine_s, res->write_s, res->idle_s, res->vocab_s);
+}
+
 /* A declared feature schema (issue 20): JSON lines into the offline layout
  * (pr_offline_run_schema). --threads N decodes on N workers (default: the
  * online CPUs) and gives the engine N threads (default engine.threads);
@@ -144,6 +153,7 @@ static int pr__process_schema(const pr_pipeline_cfg *pc, const pr_config *cfg, c
             "%s (declared schema: JSON lines)\n",
             res.rows, res.rejected, by, res.seconds,
             res.seconds > 0 ? (double)res.lines / res.seconds : 0.0, output);
+    pr__process_stages(&res);
     return 0;
 }
 
@@ -174,10 +184,7 @@ static void pr__process_report(const pr_offline_result *res, const char *output)
             res->rows, res->rejected, by, res->seconds,
             res->seconds > 0 ? res->lines / res->seconds : 0.0,
             res->seconds > 0 ? res->bytes / res->seconds / 1e6 : 0.0, output);
-    fprintf(stderr,
-            "piperec process: thread-seconds per stage: decode %.2f, engine %.2f, write %.2f, "
-            "idle %.2f, vocab export %.2f\n",
-            res->decode_s, res->engine_s, res->write_s, res->idle_s, res->vocab_s);
+    pr__process_stages(res);
 }
 
 /* --fit (issue 20): standardize statistics from the data (pr_offline_fit) as

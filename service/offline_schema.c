@@ -18,6 +18,13 @@
  * (nothing it does depends on the rows around it) and the engine's results
  * do not depend on where blocks end, so every output depends only on the
  * input order: never on the thread count or the block size.
+ *
+ * Stage times (pr_offline_result, printed by `piperec process` as for the
+ * Criteo layout), in thread-seconds of wall clock: decode (each worker's
+ * slice), engine (engine + pr_feature_finish, or the counting pass), write
+ * (the .npy layout, recycled.npy, rejects.tsv), idle (per round, the
+ * workers' time in neither: waiting for the slowest slice, or for the
+ * serial engine and write part), vocab export.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -29,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pr_clock.h"
 #include "pr_ingest.h"
 #include "pr_mbuf.h"
 #include "pr_npy.h"
@@ -47,6 +55,7 @@ typedef struct pr__swork {
     size_t l0, l1; /* the round's lines [l0, l1) */
     pr_mbuf rej;
     uint64_t rejected, rejected_by[PR_DEC__COUNT];
+    int64_t decode_ns; /* this round's slice */
     int rc;
     char err[256];
 } pr__swork;
@@ -77,6 +86,7 @@ typedef struct pr__srun {
     bool counting;
     const char **names; /* sparse feature names, side order */
     uint16_t n_labels, n_dense, n_feat;
+    int64_t decode_ns, engine_ns, write_ns, idle_ns, vocab_ns; /* stage timers */
 } pr__srun;
 
 static int pr__srun_recycled(pr__srun *run, char *errstr, size_t errstr_size)
@@ -98,22 +108,28 @@ static int pr__srun_flush(pr__srun *run, pr_block *b, char *errstr, size_t errst
     int rc = 0;
     if (b->rows == 0)
         return 0;
+    int64_t t0 = pr_mono_ns();
     if (run->counting) {
         rc = pr_engine_count(run->eng, b);
+        run->engine_ns += pr_mono_ns() - t0;
         if (rc)
             return pr_seterr(errstr, errstr_size, rc, "offline: counting pass: %s",
                              pr_strerror(rc));
         return 0;
     }
     if ((rc = pr_engine_process(run->eng, b, run->out, errstr, errstr_size)) ||
-        (rc = pr_feature_finish(run->schema, b, run->out, errstr, errstr_size)) ||
-        (rc = pr_npy_jagged_append_side(run->jag, run->out->side, 0, b->rows, errstr, errstr_size)))
+        (rc = pr_feature_finish(run->schema, b, run->out, errstr, errstr_size)))
+        return rc;
+    int64_t t1 = pr_mono_ns();
+    run->engine_ns += t1 - t0;
+    if ((rc = pr_npy_jagged_append_side(run->jag, run->out->side, 0, b->rows, errstr, errstr_size)))
         return rc;
     if (run->out->n_recycled) {
         if ((rc = pr__srun_recycled(run, errstr, errstr_size)))
             return rc;
         pr_engine_vocab_notices_delivered(run->eng, pr_engine_vocab_recycled_total(run->eng) + 1);
     }
+    run->write_ns += pr_mono_ns() - t1;
     run->res->rows += b->rows;
     return 0;
 }
@@ -186,7 +202,9 @@ static int pr__swork_decode(pr__swork *w)
 static void *pr__swork_main(void *arg)
 {
     pr__swork *w = arg;
+    int64_t t0 = pr_mono_ns();
     w->rc = pr__swork_decode(w);
+    w->decode_ns = pr_mono_ns() - t0;
     return NULL;
 }
 
@@ -197,11 +215,13 @@ static int pr__srun_round(pr__srun *run, char *errstr, size_t errstr_size)
     pr__sround *rd = &run->round;
     pthread_t tid[64];
     bool started[64] = {false};
+    int64_t t_round = pr_mono_ns(), busy0 = run->decode_ns + run->engine_ns + run->write_ns;
     for (int k = 0; k < run->n_work; k++) {
         pr__swork *w = &run->work[k];
         w->l0 = rd->n * (size_t)k / (size_t)run->n_work;
         w->l1 = rd->n * (size_t)(k + 1) / (size_t)run->n_work;
         w->rc = 0;
+        w->decode_ns = 0;
         pr_mbuf_reset(&w->rej);
         if (k > 0 && w->l0 < w->l1)
             started[k] = pthread_create(&tid[k], NULL, pr__swork_main, w) == 0;
@@ -217,8 +237,11 @@ static int pr__srun_round(pr__srun *run, char *errstr, size_t errstr_size)
         pr__swork *w = &run->work[k];
         if (w->rc)
             return pr_seterr(errstr, errstr_size, w->rc, "%s", w->err);
+        run->decode_ns += w->decode_ns;
         if (!run->counting && w->rej.len) {
+            int64_t t0 = pr_mono_ns();
             fwrite(w->rej.buf, 1, w->rej.len, run->rejects);
+            run->write_ns += pr_mono_ns() - t0;
             run->res->rejected += w->rejected;
             for (int r = 0; r < PR_DEC__COUNT; r++)
                 run->res->rejected_by[r] += w->rejected_by[r];
@@ -230,6 +253,11 @@ static int pr__srun_round(pr__srun *run, char *errstr, size_t errstr_size)
     }
     rd->n = 0;
     rd->len = 0;
+    /* Thread-seconds of the round on no stage: n_work threads for its wall
+     * time, less what they decoded, less the serial part (done by one). */
+    int64_t idle = (int64_t)run->n_work * (pr_mono_ns() - t_round) -
+                   (run->decode_ns + run->engine_ns + run->write_ns - busy0);
+    run->idle_ns += idle > 0 ? idle : 0;
     return rc;
 }
 
@@ -389,10 +417,12 @@ static int pr__srun_close(pr__srun *run, int rc, char *errstr, size_t errstr_siz
     if (run->rejects && fclose(run->rejects) && !rc)
         rc = pr_seterr(errstr, errstr_size, PR_EIO, "rejects.tsv: %s", strerror(errno));
     if (!rc) {
+        int64_t t0 = pr_mono_ns();
         snprintf(path, sizeof(path), "%s/vocab", run->opts->output_dir);
         rc = pr__mkdirs(path, errstr, errstr_size);
         if (!rc)
             rc = pr_vocab_export(run->eng, path, errstr, errstr_size);
+        run->vocab_ns += pr_mono_ns() - t0;
     }
     return rc;
 }
@@ -517,6 +547,11 @@ int pr_offline_run_schema(const pr_feature_schema *schema, const pr_pipeline_spe
     pr__srun_workers_free(&run);
     pr_out_free(run.out);
     free(run.names);
+    res->decode_s = run.decode_ns / 1e9;
+    res->engine_s = run.engine_ns / 1e9;
+    res->write_s = run.write_ns / 1e9;
+    res->idle_s = run.idle_ns / 1e9;
+    res->vocab_s = run.vocab_ns / 1e9;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     res->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     return rc;

@@ -168,6 +168,9 @@ for f in "$T"/offline/vocab/*.tsv; do
     cmp -s "$f" "$T/vstream/$name" || fail "vocabulary $name differs between streaming and offline"
 done
 [ "$(ls "$T/vstream" | wc -l)" -eq "$(ls "$T/offline/vocab" | wc -l)" ] || fail "vocab files"
+# per-stage times, as the Criteo path prints them (issue 20)
+grep -Eq "^piperec process: thread-seconds per stage: decode [0-9]+\.[0-9]{2}, engine [0-9]+\.[0-9]{2}, write [0-9]+\.[0-9]{2}, idle [0-9]+\.[0-9]{2}, vocab export [0-9]+\.[0-9]{2}\$" \
+    "$T/process.err" || fail "no stage times: $(cat "$T/process.err")"
 # offline rejects the same lines for the same reasons (the summary line, rejects.tsv)
 grep -q "$((N + GOOD)) rows, $BAD rejected (not_json=1 not_object=1 truncated=1 bad_utf8=1 bad_escape=1 number_out_of_range=1 wrong_type=3 bad_time=1)" \
     "$T/process.err" || fail "offline rejects differ: $(cat "$T/process.err")"
