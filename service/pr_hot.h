@@ -3,7 +3,8 @@
  * indices one sparse column emits, answering "which indices are hot, and what
  * share of lookups do the top k of them cover".
  *
- * One pr_hot per sparse column. Space-saving top-K (Metwally et al.): K
+ * One pr_hot per sparse column (a declared schema: per vocab feature, every
+ * list element counting as one value, pr_hot_observe_side). Space-saving top-K (Metwally et al.): K
  * counters; an index without a counter takes over the smallest one and
  * inherits its count as error, so every count is an upper bound and any index
  * whose true share exceeds 1/K has a counter. Decay is exponential in records,

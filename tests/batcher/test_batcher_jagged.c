@@ -375,6 +375,31 @@ static void test_split(void **state)
     fx_free(f);
 }
 
+/* The split under event_time: pending rows keep their stream and values. */
+static void test_split_event_time(void **state)
+{
+    (void)state;
+    fx *f = fx_new_split(8, PR_BATCH_ORDER_EVENT_TIME, PR_BATCH_SPLIT_POPULAR, 0);
+    pr_batcher_assign(f->bt, 0);
+    uint64_t pop[1] = {0x2a}; /* rows 1, 3, 5 */
+    for (int64_t off = 0; off < 6; off++)
+        jrow(f->io, 0, off, 10 + off, 0);
+    assert_int_equal(pr_batcher_add_split(f->bt, &f->io->in, &f->io->out, pop), 0);
+    jio_reset(f->io);
+    pr_batcher_flush(f->bt);
+    assert_int_equal(f->n, 2);
+    static const int64_t want[2][3] = {{0, 2, 4}, {1, 3, 5}};
+    for (size_t i = 0; i < 2; i++) {
+        int64_t ids[8];
+        check_batch(f->b[i], ids);
+        assert_int_equal(f->b[i]->rows, 3);
+        assert_int_equal(f->b[i]->popular, i == 1);
+        for (int r = 0; r < 3; r++)
+            assert_int_equal(ids[r], want[i][r]);
+    }
+    fx_free(f);
+}
+
 /* Notices under the split name features (col = side index): a popular build
  * holding a row with the recycled index (any element of a list) goes out at
  * once, before the notice; a popular row using an index whose notice waits
@@ -534,6 +559,7 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_split_notices),
+        cmocka_unit_test(test_split_event_time),
         cmocka_unit_test(test_schema_from_features),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
