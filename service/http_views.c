@@ -59,8 +59,8 @@ static int pr__h_status(void *opaque, pr_mbuf *body, const char **ctype)
 }
 
 /* GET /v1/hot?pipeline=P&column=C&k=K: the column's top k (default 10) from
- * its hot-set sketch (a declared schema: C is a vocab feature's name, and a
- * list's shares are shares of its elements). Unknown pipeline or column, or hot sets off: 404; a
+ * its hot-set sketch (a declared schema: C is a vocab feature's name, also
+ * accepted as feature=C, and a list's shares are shares of its elements). Unknown pipeline or column, or hot sets off: 404; a
  * missing parameter or k outside 1..hot.top_k: 400; errors are JSON. */
 static int pr__h_hot(void *opaque, const pr__http_query *q, pr_mbuf *body, const char **ctype)
 {
@@ -68,6 +68,8 @@ static int pr__h_hot(void *opaque, const pr__http_query *q, pr_mbuf *body, const
     *ctype = "application/json";
     const char *pn = pr__http_query_get(q, "pipeline");
     const char *cn = pr__http_query_get(q, "column");
+    if (!cn) /* a declared schema's columns are features: either name works */
+        cn = pr__http_query_get(q, "feature");
     const char *ks = pr__http_query_get(q, "k");
     uint32_t top_k = svc->cfg->hot.top_k;
     char msg[300];

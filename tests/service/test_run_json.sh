@@ -134,7 +134,7 @@ PY
 # element (more than one per record), a single id one per kept record; a
 # feature without vocab has none
 curl -sf "$U/v1/hot?pipeline=p&column=history&k=5" > "$T/hot_history.json" || fail "/v1/hot history"
-curl -sf "$U/v1/hot?pipeline=p&column=user&k=5" > "$T/hot_user.json" || fail "/v1/hot user"
+curl -sf "$U/v1/hot?pipeline=p&feature=user&k=5" > "$T/hot_user.json" || fail "/v1/hot user"
 /usr/bin/python3 - "$T/hot_history.json" "$T/hot_user.json" $((N + GOOD)) <<'PY' \
     || fail "/v1/hot: $(cat "$T/hot_history.json" "$T/hot_user.json")"
 import json, sys
