@@ -60,8 +60,9 @@ static int pr__h_status(void *opaque, pr_mbuf *body, const char **ctype)
 
 /* GET /v1/hot?pipeline=P&column=C&k=K: the column's top k (default 10) from
  * its hot-set sketch (a declared schema: C is a vocab feature's name, also
- * accepted as feature=C, and a list's shares are shares of its elements). Unknown pipeline or column, or hot sets off: 404; a
- * missing parameter or k outside 1..hot.top_k: 400; errors are JSON. */
+ * accepted as feature=C, and a list's shares are shares of its elements). Unknown pipeline or
+ * column, or hot sets off: 404; a missing parameter or k outside 1..hot.top_k: 400; errors are
+ * JSON. */
 static int pr__h_hot(void *opaque, const pr__http_query *q, pr_mbuf *body, const char **ctype)
 {
     pr_service *svc = opaque;
