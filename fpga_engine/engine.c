@@ -823,10 +823,74 @@ static int pr__recent_push(pr_engine *eng, const pr_recycled *r)
     return pr__notice_push(&eng->recent, &eng->n_recent, &eng->recent_cap, r);
 }
 
-/* Number the block's notices (the backend lists them in (row, col) order)
- * and put the re-announcements of a journal replay first, at row 0. */
-static int pr__number_notices(pr_engine *eng, pr_out *out)
+typedef struct pr__jnote {
+    uint32_t row, col, at; /* block row of the element, column, place in the backend's list */
+} pr__jnote;
+
+static int pr__jnote_cmp(const void *a, const void *b)
 {
+    const pr__jnote *x = a, *y = b;
+    if (x->row != y->row)
+        return x->row < y->row ? -1 : 1;
+    if (x->col != y->col)
+        return x->col < y->col ? -1 : 1;
+    return (x->at > y->at) - (x->at < y->at);
+}
+
+/* A jagged block (a declared schema: side tables, col_rows): the backend
+ * lists notices by (element, column), and element positions of different
+ * columns are not comparable, so numbering them in that order made the
+ * numbers depend on where blocks end. Put them in (block row of the
+ * element, column) order first, each column's in element order. Out of
+ * memory: the backend's order stays. */
+static void pr__order_jagged_notices(const pr_block *in, pr_out *out)
+{
+    const pr_fside *s = in->side;
+    if (!s || !in->col_rows || out->n_recycled < 2 || !in->rows)
+        return;
+    pr__jnote *k = malloc(out->n_recycled * sizeof(*k));
+    pr_recycled *v = malloc(out->n_recycled * sizeof(*v));
+    if (!k || !v)
+        goto out_free;
+    for (uint32_t i = 0; i < out->n_recycled; i++)
+        k[i] = (pr__jnote){0, out->recycled[i].col, i};
+    for (uint16_t f = 0; f < s->n_feat; f++) {
+        if (s->vocab_col[f] < 0)
+            continue;
+        uint32_t c = (uint32_t)s->vocab_col[f], r = 0;
+        const int32_t *len = s->lengths + (size_t)f * s->cap;
+        uint64_t first = 0, end = (uint64_t)len[0]; /* row r holds elements [first, end) */
+        for (uint32_t i = 0; i < out->n_recycled; i++) {
+            uint64_t e = out->recycled[i].row;
+            if (out->recycled[i].col != c)
+                continue;
+            if (e < first) { /* not in element order: scan again from row 0 */
+                r = 0;
+                first = 0;
+                end = (uint64_t)len[0];
+            }
+            while (e >= end && r + 1 < in->rows) {
+                first = end;
+                end += (uint64_t)len[++r];
+            }
+            k[i].row = r;
+        }
+    }
+    qsort(k, out->n_recycled, sizeof(*k), pr__jnote_cmp);
+    for (uint32_t i = 0; i < out->n_recycled; i++)
+        v[i] = out->recycled[k[i].at];
+    memcpy(out->recycled, v, out->n_recycled * sizeof(*v));
+out_free:
+    free(k);
+    free(v);
+}
+
+/* Number the block's notices (the backend lists them in (row, col) order;
+ * a jagged block's are put in that order first) and put the re-announcements
+ * of a journal replay first, at row 0. */
+static int pr__number_notices(pr_engine *eng, const pr_block *in, pr_out *out)
+{
+    pr__order_jagged_notices(in, out);
     for (uint32_t i = 0; i < out->n_recycled; i++) {
         out->recycled[i].number = eng->notice_next++;
         if (pr__recent_push(eng, &out->recycled[i]))
@@ -897,7 +961,7 @@ int pr_engine_process(pr_engine *eng, const pr_block *in, pr_out *out, char *err
     out->n_recycled = 0;
     rc = eng->ops->process(eng->be, in, out, &eng->stats, errstr, errstr_size);
     if (eng->evict) {
-        int nrc = pr__number_notices(eng, out);
+        int nrc = pr__number_notices(eng, in, out);
         if (nrc && !rc)
             rc = pr_seterr(errstr, errstr_size, nrc, "engine: out of memory for notices");
     }

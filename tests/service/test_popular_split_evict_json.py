@@ -10,12 +10,13 @@ One partition: the streamed indices and notices equal those of `piperec
 process` on the same lines (its recycled.npy: feature, output row, index,
 number). Checks:
   - every row exactly once across both streams, equal to the offline rows;
-  - every notice number exactly once across both streams, the numbers those
-    of the offline run, and the same notices (feature, index) as many times;
-    the k-th streamed notice of a (feature, index), in merged-stream order,
-    is the k-th offline one (numbers are compared as a set only: the engine
-    numbers a jagged block's notices in element order, so where blocks end
-    changes which notice gets which number);
+  - notice numbers follow the rows, not the blocks: `piperec process` with
+    another --block-rows and --threads writes the same recycled.npy (the
+    engine numbered a jagged block's notices in element order, which made
+    the numbers depend on where blocks end), and every streamed notice has
+    the offline notice's number, feature and index, exactly once across both
+    streams; the k-th streamed notice of a (feature, index), in merged-stream
+    order, is the k-th offline one;
   - in the merged stream (sequence order; a notice applies in front of its
     row), every row comes after the notice that gave each of its elements'
     indices their current value and before the next notice of that index:
@@ -129,6 +130,13 @@ log: { level: info }
     subprocess.run([PIPEREC, "process", "--config", cfg, "--input", data, "--output", off,
                     "--no-progress"], check=True, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
+    off2 = os.path.join(T, "off2")
+    subprocess.run([PIPEREC, "process", "--config", cfg, "--input", data, "--output", off2,
+                    "--no-progress", "--block-rows", "1000", "--threads", "2"], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for name in ["recycled.npy"] + ["sparse/%s.values.npy" % n for n in FEATS]:
+        if open(os.path.join(off, name), "rb").read() != open(os.path.join(off2, name), "rb").read():
+            fail("%s depends on --block-rows / --threads" % name)
     off_rid = np.load(os.path.join(off, "dense.npy"))[:, 0].astype(np.int64)
     if list(off_rid) != list(range(N)):
         fail("offline rows are not the input rows in order")
@@ -203,6 +211,10 @@ log: { level: info }
         fail("popular rows: %d of %d (want both streams non-empty)" % (n_pop, N))
     if set(note_at) != set(off_notice):
         fail("notice numbers: %d streamed, %d offline" % (len(note_at), len(off_notice)))
+    for num, (seq, row, col, idx) in note_at.items():
+        if (col, idx) != (off_notice[num][0], off_notice[num][2]):
+            fail("notice %d: (%d, %d), offline (%d, %d)" %
+                 (num, col, idx, off_notice[num][0], off_notice[num][2]))
     # Streamed notices per (feature, index), in merged-stream order: the k-th
     # stands for the k-th offline one (its row: where the new value starts).
     st_key = collections.defaultdict(list)
