@@ -938,6 +938,8 @@ static inline int64_t pr__out_index(const pr_out *out, uint32_t col, uint32_t r)
 static bool pr__build_uses(const pr_batcher *b, const pr__build *bd, uint32_t col, int64_t index)
 {
     if (b->jag) {
+        if (col >= b->jag->n_feat)
+            return false;
         const int64_t *v = bd->jb.fv[col];
         for (uint64_t i = 0; i < bd->jb.fn[col]; i++)
             if (v[i] == index)
