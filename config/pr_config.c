@@ -1949,17 +1949,25 @@ int pr_config_check_streaming(const pr_config *cfg, char *errstr, size_t errstr_
                 pr__cfg_error(&c, NULL, "source.kafka.properties.bootstrap.servers",
                               "missing: the Kafka brokers to connect to");
         }
-        /* A declared schema reads JSON events (the JSON decoder applies it);
-         * the other formats are the Criteo layout. */
-        if (pl->features.declared && pl->source.format != PR_FORMAT_JSON)
+        /* A declared schema reads JSON, Avro or Protobuf events (the JSON
+         * decoder applies it, with the format's reader); the other formats
+         * are the Criteo layout. */
+        bool by_schema = pl->source.format == PR_FORMAT_JSON ||
+                         pl->source.format == PR_FORMAT_AVRO ||
+                         pl->source.format == PR_FORMAT_PROTOBUF;
+        if (pl->features.declared && !by_schema)
             pr__cfg_error(&c, NULL, "source.format",
-                          "a declared schema reads JSON events: set source.format: json (%s is "
-                          "the Criteo layout)",
+                          "a declared schema reads JSON, Avro or Protobuf events: set "
+                          "source.format: json, avro or protobuf (%s is the Criteo layout)",
                           pr_source_format_name(pl->source.format));
-        if (!pl->features.declared && pl->source.format == PR_FORMAT_JSON)
+        if (!pl->features.declared && by_schema)
             pr__cfg_error(&c, NULL, "source.format",
-                          "json needs a declared schema (schema: { event_time, labels, dense: "
-                          "[...], sparse: [...] }) to say which fields to read");
+                          "%s needs a declared schema (schema: { event_time, labels, dense: "
+                          "[...], sparse: [...] }) to say which fields to read",
+                          pr_source_format_name(pl->source.format));
+        if (pl->source.format == PR_FORMAT_AVRO || pl->source.format == PR_FORMAT_PROTOBUF)
+            pr__cfg_error(&c, NULL, "source.format", "%s: not built yet (issue 23)",
+                          pr_source_format_name(pl->source.format));
         const pr_sinks_cfg *s = &pl->sinks;
         if (!s->trainer.enabled && !s->kafka.enabled && !s->files.enabled)
             pr__cfg_error(&c, NULL, "sinks",

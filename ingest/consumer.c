@@ -61,7 +61,7 @@ struct pr_consumer {
     rd_kafka_t *rk;
     pr_msg_format format;
     const pr_pipeline_spec *spec;
-    pr_json_decoder *json; /* PR_MSG_JSON; borrowed */
+    pr_json_decoder *json; /* PR_MSG_JSON, _AVRO, _PROTOBUF; borrowed */
     const pr_clock *clock;
     pr_partitions_cb on_assign, on_revoke;
     pr_msg_reject_cb on_reject;
@@ -544,9 +544,12 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
         pr_seterr(errstr, errstr_size, PR_EINVAL, "consumer: unknown format %d", conf->format);
         return NULL;
     }
-    if (conf->format == PR_MSG_JSON && !conf->json) {
+    if ((conf->format == PR_MSG_JSON || conf->format == PR_MSG_AVRO ||
+         conf->format == PR_MSG_PROTOBUF) &&
+        !conf->json) {
         pr_seterr(errstr, errstr_size, PR_EINVAL,
-                  "consumer: format json needs a JSON decoder (a declared schema)");
+                  "consumer: format %s needs a JSON decoder (a declared schema)",
+                  pr_msg_format_name(conf->format));
         return NULL;
     }
     pr_consumer *c = calloc(1, sizeof(*c));

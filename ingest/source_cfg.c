@@ -14,6 +14,8 @@ const char *const pr_msg_format_names[PR_MSG__COUNT + 1] = {
     [PR_MSG_PROTOBUF_EVENT] = "protobuf_event",
     [PR_MSG_PROTOBUF_EVENT_BATCH] = "protobuf_event_batch",
     [PR_MSG_JSON] = "json",
+    [PR_MSG_AVRO] = "avro",
+    [PR_MSG_PROTOBUF] = "protobuf",
     [PR_MSG__COUNT] = NULL,
 };
 
@@ -61,8 +63,10 @@ static const pr_cfgmap_entry source_entries[] = {
     PR_CFG_E_ENUM("format", pr_source_cfg, format, pr_msg_format_names, "criteo_tsv",
                   "Payload encoding: criteo_tsv (one TSV line per message), protobuf_event "
                   "(piperec.Event), protobuf_event_batch (piperec.EventBatch), json (one JSON "
-                  "object per message, read through the declared `schema:`; json needs a "
-                  "declared schema and a declared schema needs json)."),
+                  "object per message), avro (one Avro record per message, plain or "
+                  "schema-registry framed) or protobuf (one message of the user's own .proto); "
+                  "json, avro and protobuf are read through the declared `schema:` (they need "
+                  "one, and a declared schema needs one of them)."),
     PR_CFG_E_STR("dead_letter_topic", 0, pr_source_cfg, dead_letter_topic, NULL,
                  "Topic receiving records that fail to decode (and late ones under drop_to_dlq), "
                  "with the reason in a header. Unset: rejects are counted and logged only."),

@@ -122,6 +122,10 @@ typedef enum pr_decode_reason {
     PR_DEC_LIST_TOO_LONG,       /* a list longer than the wire limit (PR_FEAT_MAX_LIST) */
     PR_DEC_WRONG_TYPE,          /* a configured path (or an operator) got the wrong type */
     PR_DEC_BAD_TIME,            /* an unreadable time (event time, hour_of_day, ...) */
+    /* Avro and Protobuf (issue 23) */
+    PR_DEC_UNKNOWN_SCHEMA_ID, /* the registry does not know the message's schema id (404) */
+    PR_DEC_BAD_FRAMING,       /* not registry framing (magic byte 0 + 4-byte id [+ indexes]) */
+    PR_DEC_BAD_AVRO,          /* an Avro body that does not match its writer schema */
     PR_DEC__COUNT
 } pr_decode_reason;
 
@@ -142,7 +146,8 @@ typedef struct pr_json_decoder pr_json_decoder; /* JSON through a declared schem
 
 typedef struct pr_decode_ctx {
     const pr_pipeline_spec *spec; /* shape: label, n_dense, n_sparse */
-    pr_json_decoder *json;        /* PR_MSG_JSON: the decoder (one per thread); else NULL */
+    pr_json_decoder *json;        /* PR_MSG_JSON, _AVRO, _PROTOBUF: the decoder (one per
+                                   * thread; Avro and Protobuf: its reader set); else NULL */
     pr_reject_cb on_reject;
     void *opaque;
     /* Row metadata written into blocks that have it. */
@@ -226,6 +231,11 @@ typedef enum pr_msg_format {
     PR_MSG_PROTOBUF_EVENT_BATCH = 2, /* one piperec.v1.EventBatch */
     PR_MSG_JSON = 3,                 /* one JSON object, read through the declared schema
                                       * (pr_json_decoder; pr_decode_ctx.json) */
+    PR_MSG_AVRO = 4,                 /* one Avro record (plain, or registry-framed), read
+                                      * through the declared schema: pr_decode_ctx.json
+                                      * with its Avro reader set */
+    PR_MSG_PROTOBUF = 5,             /* one message of the user's own .proto (plain, or
+                                      * registry-framed), the same way */
     PR_MSG__COUNT
 } pr_msg_format;
 
@@ -722,6 +732,39 @@ typedef struct pr_json_reject {
 int pr_json_extract(const pr_json_extractor *x, pr_json_block *b, const char *doc, size_t len,
                     pr_json_reject *rej);
 
+/* ---- the row writer: another format fills one row of a pr_json_block ----
+ * (issue 23: Avro and Protobuf readers). The reader of another format walks
+ * its own bytes and writes the values of the block's columns (the paths the
+ * decoder asked for, pr_json_decoder_paths) with the same rules as the JSON
+ * extractor, so that json_decode.c turns its rows into block rows exactly as
+ * it does JSON's:
+ *   pr_json_row_begin     opens the next row: 0, or PR_EFULL (no free row);
+ *   pr_json_row_put       a number or a bool (v->type PR_JSON_INT64,
+ *                         PR_JSON_DOUBLE or PR_JSON_BOOL with v->i 0 / 1):
+ *                         the column's value, or the next element of a list;
+ *   pr_json_row_put_str   a string (copied into the block's arena);
+ *   pr_json_row_null      the path is there and null (drops values put
+ *                         earlier in the row for that column);
+ *   pr_json_row_end       the row counts (columns never written: absent);
+ *   pr_json_row_abort     nothing of the open row is kept.
+ * put, put_str and null return 0, PR_ENOMEM, PR_EINVAL (no open row, column
+ * out of range) or a pr_json_reason (> 0): wrong_type for a value the
+ * column's type does not take (on a PR_JSON_ANY column: none) or for a
+ * second value on a PR_JSON_SCALAR column, list_too_long past the column's
+ * max_list. After a reason or an error the reader aborts the row.
+ * A list is a run of puts; an empty list is not told apart from an absent
+ * path (the decoder gives both length 0), and a list of one element on a
+ * PR_JSON_SCALAR_OR_LIST column reads as a scalar: a reader that must refuse
+ * a list on a scalar path (or a scalar on a list path) checks the path's
+ * shape itself and returns wrong_type. One row open at a time; the block
+ * belongs to one thread. */
+int pr_json_row_begin(pr_json_block *b);
+int pr_json_row_put(pr_json_block *b, uint32_t col, const pr_json_any *v);
+int pr_json_row_put_str(pr_json_block *b, uint32_t col, const char *s, size_t len);
+int pr_json_row_null(pr_json_block *b, uint32_t col);
+void pr_json_row_end(pr_json_block *b);
+void pr_json_row_abort(pr_json_block *b);
+
 /* ================================================================ JSON decoder
  * (ingest/json_decode.c; issue 20, source.format json)
  *
@@ -787,5 +830,35 @@ int pr_decode_json_line(const pr_decode_ctx *ctx, pr_block *b, const char *line,
  * the call before it. Returns the bytes consumed. */
 size_t pr_decode_json_lines(const pr_decode_ctx *ctx, pr_block *b, const char *buf, size_t len,
                             bool eof, int64_t first_recno, int64_t *lines_out);
+
+/* ---- another format's reader in place of the JSON extractor (issue 23) ----
+ * Avro and Protobuf reuse everything above: their reader fills one row of the
+ * decoder's pr_json_block (the row writer, pr_json_row_*) and the decoder
+ * applies the schema to it as to an extracted JSON row, so every format
+ * gives identical block rows for the same events.
+ *
+ * A reader reads one record buf[0, len) into jb (jb has one free row,
+ * already reset) and returns:
+ *   0          one row written (pr_json_row_end);
+ *   > 0        a pr_decode_reason (NOT a pr_json_reason: a reason from
+ *              pr_json_row_put* converts with pr_decode_reason_of_json),
+ *              nothing written, rej->detail says what and where;
+ *   PR_EAGAIN  not decodable yet (e.g. the schema registry is down): nothing
+ *              written; the message is to be retried later, unchanged;
+ *   < 0        another error (PR_ENOMEM): nothing written.
+ * Column i of jb is paths[i] of pr_json_decoder_paths (a dotted path, type
+ * PR_JSON_ANY, the shape the schema's features need, max_list).
+ * With a reader set, pr_decode_json_line, _lines and _message read through
+ * it; PR_EAGAIN comes back from them (and from pr_decode_message) as is. */
+typedef int (*pr_record_read_fn)(void *rd, pr_json_block *jb, const void *buf, size_t len,
+                                 pr_json_reject *rej);
+
+/* The decoder's extractor columns: *paths = an array of the returned count,
+ * valid for the decoder's life. */
+size_t pr_json_decoder_paths(const pr_json_decoder *d, const pr_json_path **paths);
+
+/* Read records with fn(rd, ...) instead of the JSON extractor; fn NULL = JSON
+ * text again. rd is borrowed (the caller frees it after the decoder). */
+void pr_json_decoder_set_reader(pr_json_decoder *d, pr_record_read_fn fn, void *rd);
 
 #endif
