@@ -129,6 +129,7 @@ static int pr__process_schema(const pr_pipeline_cfg *pc, const pr_config *cfg, c
         .progress = progress >= 0 ? progress : isatty(2),
         .vocab_seed = pc->vocab_seed,
         .buffered_io = buffered_io,
+        .source = &pc->source,
     };
     pr_offline_result res;
     char err[4096];

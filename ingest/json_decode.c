@@ -41,6 +41,7 @@ struct pr_json_decoder {
     size_t n_paths;
     pr_record_read_fn read; /* another format's reader (Avro, Protobuf); NULL = JSON text */
     void *rd;
+    void (*rd_free)(void *rd); /* set: the decoder owns rd */
     uint32_t n_feat;
     pr__jfeat *feat;
     uint16_t n_labels, n_dense, n_side;
@@ -188,6 +189,8 @@ void pr_json_decoder_free(pr_json_decoder *d)
     free(d->need);
     free(d->fv);
     free(d->why);
+    if (d->rd_free)
+        d->rd_free(d->rd);
     pr_json_block_free(d->jb);
     pr_json_extractor_free(d->x);
     free(d->paths);
@@ -555,8 +558,31 @@ size_t pr_json_decoder_paths(const pr_json_decoder *d, const pr_json_path **path
     return d->n_paths;
 }
 
-void pr_json_decoder_set_reader(pr_json_decoder *d, pr_record_read_fn fn, void *rd)
+void pr_json_decoder_set_reader_owned(pr_json_decoder *d, pr_record_read_fn fn, void *rd,
+                                      void (*free_fn)(void *rd))
 {
+    if (d->rd_free)
+        d->rd_free(d->rd);
     d->read = fn;
     d->rd = fn ? rd : NULL;
+    d->rd_free = fn ? free_fn : NULL;
+}
+
+void pr_json_decoder_set_reader(pr_json_decoder *d, pr_record_read_fn fn, void *rd)
+{
+    pr_json_decoder_set_reader_owned(d, fn, rd, NULL);
+}
+
+int pr_json_decoder_for_source(pr_json_decoder *d, const pr_source_cfg *src, char *errstr,
+                               size_t errstr_size)
+{
+    switch (src->format) {
+    case PR_MSG_AVRO:
+        return pr_avro_reader_from_cfg(d, src, errstr, errstr_size) ? 0 : PR_EINVAL;
+    case PR_MSG_PROTOBUF:
+        return pr_seterr(errstr, errstr_size, PR_ENOTSUP, "source.format %s: no reader",
+                         pr_msg_format_name(src->format));
+    default: /* json (offline, a declared schema reads JSON lines whatever the format says) */
+        return 0;
+    }
 }

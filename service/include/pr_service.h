@@ -175,6 +175,8 @@ typedef struct pr_offline_opts {
     const char *vocab_seed; /* NULL, or a directory for pr_vocab_import */
     bool buffered_io;       /* .npy files through the page cache; default O_DIRECT
                              * where the filesystem takes it (PR_NPY_DIRECT) */
+    const pr_source_cfg *source; /* declared schema: the source (format avro: varint-
+                                  * delimited records, docs/formats.md); NULL = JSON lines */
 } pr_offline_opts;
 
 typedef struct pr_offline_result {
