@@ -474,6 +474,8 @@ static int pr__read_row(pr_json_decoder *d, const char *doc, size_t len, int *re
     pr_json_block_reset(d->jb);
     int rc = d->read ? d->read(d->rd, d->jb, doc, len, &rej)
                      : pr_json_extract(d->x, d->jb, doc, len, &rej);
+    if (rc < 0) /* PR_EAGAIN: why (pr_json_decoder_last_detail) */
+        snprintf(d->detail, sizeof(d->detail), "%s", rej.detail);
     if (rc <= 0)
         return rc;
     /* a reader gives pr_decode_reason, the extractor pr_json_reason */
@@ -585,4 +587,9 @@ int pr_json_decoder_for_source(pr_json_decoder *d, const pr_source_cfg *src, cha
     default: /* json (offline, a declared schema reads JSON lines whatever the format says) */
         return 0;
     }
+}
+
+const char *pr_json_decoder_last_detail(const pr_json_decoder *d)
+{
+    return d ? d->detail : "";
 }

@@ -542,6 +542,13 @@ typedef struct pr_consumer_stats {
     uint32_t assigned_partitions;
     uint32_t paused_partitions; /* gauge */
     bool paused;
+    /* A message that cannot be decoded yet (its reader answered PR_EAGAIN:
+     * a schema registry down or slow) waits as the pending message, its
+     * partitions paused, and is retried every 100 ms; nothing is dropped or
+     * rejected for it. */
+    uint64_t decode_waits;   /* retries that answered PR_EAGAIN */
+    uint32_t decode_waiting; /* gauge: 1 while a message waits */
+    char decode_wait_why[160];
 } pr_consumer_stats;
 
 void pr_consumer_get_stats(const pr_consumer *c, pr_consumer_stats *st); /* any thread */
@@ -886,6 +893,10 @@ size_t pr_decode_json_lines(const pr_decode_ctx *ctx, pr_block *b, const char *b
  * it; PR_EAGAIN comes back from them (and from pr_decode_message) as is. */
 typedef int (*pr_record_read_fn)(void *rd, pr_json_block *jb, const void *buf, size_t len,
                                  pr_json_reject *rej);
+
+/* The detail of the decoder's last reject, or of its reader's last
+ * PR_EAGAIN (why the message must wait); valid until the next record. */
+const char *pr_json_decoder_last_detail(const pr_json_decoder *d);
 
 /* The decoder's extractor columns: *paths = an array of the returned count,
  * valid for the decoder's life. */
