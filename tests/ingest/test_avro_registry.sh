@@ -12,7 +12,8 @@
 #   streaming == offline: the streamed vocabularies equal `piperec process`
 #   of the same events as JSON lines (B without context); offline Avro (a file
 #   of framed records from `piperec gen --format avro`, ids 1 and 2, through
-#   the registry) writes byte-identical .npy files to offline JSON.
+#   the registry with basic auth and cache_max 1) writes byte-identical .npy
+#   files (and vocabularies, rejects.tsv) to offline JSON.
 # Env (from pr_script_test): PIPEREC, PR_SOURCE_DIR, PR_TMP.
 set -eu
 T="$PR_TMP"
@@ -40,6 +41,7 @@ mkdir -p "$T/reg"
 cp "$V1" "$T/reg/1.avsc"
 cp "$V2" "$T/reg/2.avsc"
 echo secret > "$T/token"
+echo pa55 > "$T/password"
 "$PIPEREC" gen --format json --rows $((2 * N)) --seed 9 --output "$T/all.jsonl"
 head -n $N "$T/all.jsonl" > "$T/a.jsonl"
 tail -n +$((N + 1)) "$T/all.jsonl" > "$T/b.jsonl"
@@ -54,6 +56,7 @@ REGPID=""
 start_registry() { # port (0: any)
     rm -f "$T/reg.port"
     $PY "$REG" --dir "$T/reg" --port "$1" --port-file "$T/reg.port" --token secret \
+        --basic "piperec:pa55" \
         2> "$T/registry.err" &
     REGPID=$!
     pids="$pids $REGPID"
@@ -167,7 +170,11 @@ done
 "$PIPEREC" gen --format avro --avro-schema "$V2" --schema-id 2 --rows $N --first-row $N --seed 9 \
     --output "$T/b.avrof"
 cat "$T/a.avrof" "$T/b.avrof" > "$T/all.avrof"
-"$PIPEREC" process --config "$T/run.yaml" --input "$T/all.avrof" --output "$T/offavro" \
+# (basic auth this time, and a cache of one schema: ids 1 and 2 evict each other)
+sed "s|token_file: \"$T/token\"|username: piperec, password_file: \"$T/password\", cache_max: 1|" \
+    "$T/run.yaml" > "$T/basic.yaml"
+grep -q "password_file" "$T/basic.yaml" || fail "basic.yaml"
+"$PIPEREC" process --config "$T/basic.yaml" --input "$T/all.avrof" --output "$T/offavro" \
     --no-progress > /dev/null 2> "$T/process_avro.err" || fail "process avro"
 grep -q "$((2 * N)) rows, 0 rejected" "$T/process_avro.err" || fail "offline avro: $(cat "$T/process_avro.err")"
 n=0
