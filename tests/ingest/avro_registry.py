@@ -8,13 +8,17 @@ each request, so a test adds a schema by writing a file; it takes the registry
 port. With --token T every request must carry "Authorization: Bearer T"
 (or, with --basic USER:PASSWORD too, that basic auth instead).
 
+--delay-ms D answers every request D ms late (a slow registry).
+
 usage: avro_registry.py --dir DIR [--port P] [--port-file F] [--token T] [--basic U:P]
+                        [--delay-ms D]
 """
 import argparse
 import http.server
 import json
 import os
 import re
+import time
 
 
 def main():
@@ -24,6 +28,7 @@ def main():
     ap.add_argument("--port-file")
     ap.add_argument("--token")
     ap.add_argument("--basic")
+    ap.add_argument("--delay-ms", type=int, default=0, help="answer this late (a slow registry)")
     args = ap.parse_args()
     import base64
     allowed = set()
@@ -50,6 +55,8 @@ def main():
             self.wfile.write(body)
 
         def do_GET(self):
+            if args.delay_ms:
+                time.sleep(args.delay_ms / 1000.0)
             if allowed and self.headers.get("Authorization") not in allowed:
                 return self.answer(401, {"error_code": 40101, "message": "unauthorized"})
             m = re.fullmatch(r"/schemas/ids/(\d+)", self.path)

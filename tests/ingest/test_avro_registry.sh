@@ -8,6 +8,7 @@
 #      dropped, fields added and reordered: schema evolution mid-stream)
 #      -> nothing rejected or lost: decoding waits (piperec_decode_waiting 1,
 #      piperec_decode_waits_total > 0, /readyz "waits to decode")
+#   registry up but slower than timeout_ms -> still waiting, nothing rejected
 #   registry up again (same port) -> all 2N rows, ready again
 #   streaming == offline: the streamed vocabularies equal `piperec process`
 #   of the same events as JSON lines (B without context); offline Avro (a file
@@ -53,10 +54,10 @@ for l in open(sys.argv[1]):
 cat "$T/a.jsonl" "$T/b2.jsonl" > "$T/json_equiv.jsonl"
 
 REGPID=""
-start_registry() { # port (0: any)
+start_registry() { # port (0: any) [delay ms]
     rm -f "$T/reg.port"
     $PY "$REG" --dir "$T/reg" --port "$1" --port-file "$T/reg.port" --token secret \
-        --basic "piperec:pa55" \
+        --basic "piperec:pa55" --delay-ms "${2:-0}" \
         2> "$T/registry.err" &
     REGPID=$!
     pids="$pids $REGPID"
@@ -140,6 +141,14 @@ sleep 1
 [ "$(metric piperec_engine_rows_total)" = $N ] || fail "rows moved while waiting"
 curl -sf "$U/metrics" | grep '^piperec_rejected_records_total{pipeline="p"' | grep -v 'unknown_schema_id' \
     | grep -v ' 0$' && fail "something was rejected while the registry was down"
+
+# 4b. up but slower than timeout_ms (500): still waiting, still nothing rejected
+start_registry "$RP" 1500
+sleep 2
+[ "$(metric piperec_decode_waiting)" = 1 ] || fail "not waiting on a slow registry"
+curl -s "$U/readyz" | grep -q "waits to decode" || fail "/readyz (slow): $(curl -s "$U/readyz")"
+[ "$(metric piperec_engine_rows_total)" = $N ] || fail "rows moved on a slow registry"
+kill "$REGPID"; wait "$REGPID" 2>/dev/null || true
 
 # 5. back up on the same port: every event of B arrives
 start_registry "$RP"
