@@ -138,6 +138,7 @@ static int pr__process_schema(const pr_pipeline_cfg *pc, const pr_config *cfg, c
         .progress = progress >= 0 ? progress : isatty(2),
         .vocab_seed = pc->vocab_seed,
         .buffered_io = buffered_io,
+        .source = &pc->source,
     };
     pr_offline_result res;
     char err[4096];
@@ -150,9 +151,10 @@ static int pr__process_schema(const pr_pipeline_cfg *pc, const pr_config *cfg, c
     pr__process_rejects_by(&res, by, sizeof(by));
     fprintf(stderr,
             "piperec process: %" PRIu64 " rows, %" PRIu64 " rejected%s, %.2f s, %.0f rows/s -> "
-            "%s (declared schema: JSON lines)\n",
+            "%s (declared schema: %s)\n",
             res.rows, res.rejected, by, res.seconds,
-            res.seconds > 0 ? (double)res.lines / res.seconds : 0.0, output);
+            res.seconds > 0 ? (double)res.lines / res.seconds : 0.0, output,
+            pc->source.format == PR_FORMAT_AVRO ? "Avro records" : "JSON lines");
     pr__process_stages(&res);
     return 0;
 }

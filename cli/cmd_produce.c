@@ -8,6 +8,8 @@
  *   protobuf_event_batch  one EventBatch of N events (--events-per-message, 256)
  *   json                  one JSON object per message, from JSON lines (--input)
  *                         or the generated clickstream (--gen N, pr_gen_json_event)
+ *   avro                  the same JSON objects as Avro records (--avro-schema,
+ *                         registry-framed with --schema-id, or plain)
  *
  * JSON messages are spread over the topic's partitions: keyed by the value at
  * --key-path (librdkafka's partitioner hashes the key, so one user's events
@@ -47,6 +49,10 @@
 
 typedef struct pr__prod {
     rd_kafka_t *rk;
+    pr_avro_writer *aw; /* avro: JSON objects encoded under --avro-schema */
+    int64_t schema_id;  /* avro: registry framing with this id, -1 = plain */
+    uint8_t *abuf;
+    size_t alen, acap;
     const char *topic;
     int32_t partition;
     pr_msg_format format;
@@ -142,7 +148,14 @@ static int pr__send_json(pr__prod *p, const char *doc, size_t len)
     }
     if (!key && part == RD_KAFKA_PARTITION_UA && p->n_parts > 0)
         part = (int32_t)(p->rr++ % (uint64_t)p->n_parts);
-    int rc = pr__send_keyed(p, doc, len, part, key, key_len);
+    char err[256];
+    if (p->aw && pr_avro_from_json(p->aw, doc, len, p->schema_id, &p->abuf, &p->alen, &p->acap, err,
+                                   sizeof(err))) {
+        fprintf(stderr, "piperec produce: event %" PRIu64 ": %s\n", p->events + 1, err);
+        return PR_EINVAL;
+    }
+    int rc = p->aw ? pr__send_keyed(p, (const char *)p->abuf, p->alen, part, key, key_len)
+                   : pr__send_keyed(p, doc, len, part, key, key_len);
     p->events++;
     pr__pace(p);
     return rc;
@@ -211,7 +224,7 @@ static Piperec__V1__Event *pr__next_event(pr__prod *p, pr__evbuf **eb)
 /* One TSV line (no newline) into the message under construction. */
 static int pr__add_line(pr__prod *p, const char *line, size_t len)
 {
-    if (p->format == PR_MSG_JSON)
+    if (p->format == PR_MSG_JSON || p->format == PR_MSG_AVRO)
         return pr__send_json(p, line, len);
     if (p->format == PR_MSG_CRITEO_TSV) {
         size_t need = p->tsv_len + len + 1;
@@ -301,7 +314,9 @@ static void pr__produce_usage(FILE *f)
     fprintf(
         f,
         "usage: piperec produce --bootstrap ADDR --topic T (--input FILE|- | --gen N [--seed S])\n"
-        "                       [--format criteo_tsv|protobuf_event|protobuf_event_batch|json]\n"
+        "                       [--format "
+        "criteo_tsv|protobuf_event|protobuf_event_batch|json|avro]\n"
+        "                       [--avro-schema FILE] [--schema-id N|plain]\n"
         "                       [--lines-per-message N] [--events-per-message N] [--key-path P]\n"
         "                       [--rate EVENTS_PER_S] [--partition P] [-X key=value]...\n"
         "\n"
@@ -311,13 +326,16 @@ static void pr__produce_usage(FILE *f)
         "--format json: --input is JSON lines, one object per message; --gen makes the\n"
         "JSON clickstream of `piperec gen --format json`. Messages go round-robin over\n"
         "the topic's partitions, or keyed by the value at --key-path (e.g. user.id).\n"
+        "--format avro: the same JSON (lines or --gen) encoded under --avro-schema FILE\n"
+        "(e.g. examples/clickstream.avsc), registry-framed with --schema-id N (default\n"
+        "1; 'plain': the bare Avro body).\n"
         "-X passes a librdkafka property (security.protocol, sasl.*, linger.ms...).\n"
         "The test broker (`piperec broker`) keeps only ~5 MB per partition.\n");
 }
 
 /* What the command line asked for. */
 typedef struct pr__produce_args {
-    const char *bootstrap, *topic, *input, *key_path;
+    const char *bootstrap, *topic, *input, *key_path, *avro_schema, *schema_id;
     const char *props[PR__MAX_PROPS];
     int n_props;
     int format; /* pr_msg_format */
@@ -327,6 +345,8 @@ typedef struct pr__produce_args {
     unsigned long long seed;
     long partition;
 } pr__produce_args;
+
+static bool pr__produce_check(const pr__produce_args *a);
 
 /* Parse argv into a. Returns true when the command should run; otherwise
  * *status is the exit code (0 after --help, 2 on a usage error). */
@@ -344,6 +364,8 @@ static bool pr__produce_parse(int argc, char **argv, pr__produce_args *a, int *s
         {"seed", required_argument, NULL, 's'},
         {"partition", required_argument, NULL, 'p'},
         {"key-path", required_argument, NULL, 'K'},
+        {"avro-schema", required_argument, NULL, 'A'},
+        {"schema-id", required_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -371,12 +393,18 @@ static bool pr__produce_parse(int argc, char **argv, pr__produce_args *a, int *s
         case 'K':
             a->key_path = optarg;
             break;
+        case 'A':
+            a->avro_schema = optarg;
+            break;
+        case 'S':
+            a->schema_id = optarg;
+            break;
         case 'f':
             a->format = pr_msg_format_from_name(optarg);
             if (a->format < 0) {
                 fprintf(stderr,
                         "piperec produce: --format: unknown '%s' (criteo_tsv, "
-                        "protobuf_event, protobuf_event_batch, json)\n",
+                        "protobuf_event, protobuf_event_batch, json, avro)\n",
                         optarg);
                 return false;
             }
@@ -437,13 +465,24 @@ static bool pr__produce_parse(int argc, char **argv, pr__produce_args *a, int *s
             return false;
         }
     }
+    return pr__produce_check(a);
+}
+
+/* The options that go together. */
+static bool pr__produce_check(const pr__produce_args *a)
+{
     if (!a->bootstrap || !a->topic || (!a->input && a->gen < 0) || (a->input && a->gen >= 0)) {
         fprintf(stderr, "piperec produce: need --bootstrap, --topic and one of --input / --gen\n");
         pr__produce_usage(stderr);
         return false;
     }
-    if (a->key_path && a->format != PR_MSG_JSON) {
-        fprintf(stderr, "piperec produce: --key-path needs --format json\n");
+    if (a->key_path && a->format != PR_MSG_JSON && a->format != PR_MSG_AVRO) {
+        fprintf(stderr, "piperec produce: --key-path needs --format json or avro\n");
+        return false;
+    }
+    if ((a->format == PR_MSG_AVRO) != (a->avro_schema != NULL)) {
+        fprintf(stderr, "piperec produce: --avro-schema goes with --format avro (and it needs "
+                        "one)\n");
         return false;
     }
     return true;
@@ -458,6 +497,32 @@ static void pr__prod_free(pr__prod *p)
     free(p->pb);
     pr_json_block_free(p->keyb);
     pr_json_extractor_free(p->keyx);
+    pr_avro_writer_free(p->aw);
+    free(p->abuf);
+}
+
+/* --format avro: the writer for --avro-schema, the framing of --schema-id. */
+static int pr__prod_avro(pr__prod *p, const pr__produce_args *a)
+{
+    FILE *f = fopen(a->avro_schema, "rb");
+    static char text[1 << 20];
+    size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+    if (f)
+        fclose(f);
+    text[n] = 0;
+    char err[256], *end = NULL;
+    const char *id = a->schema_id ? a->schema_id : "1";
+    p->schema_id = !strcmp(id, "plain") ? -1 : strtoll(id, &end, 10);
+    if (end && (*end || p->schema_id < 0 || p->schema_id > UINT32_MAX)) {
+        fprintf(stderr, "piperec produce: --schema-id: a 32-bit id or plain, got '%s'\n", id);
+        return PR_EINVAL;
+    }
+    if (!f || !(p->aw = pr_avro_writer_new(text, err, sizeof(err)))) {
+        fprintf(stderr, "piperec produce: --avro-schema %s: %s\n", a->avro_schema,
+                f ? err : "cannot read");
+        return PR_EINVAL;
+    }
+    return 0;
 }
 
 /* Size the message under construction; protobuf formats get per_msg events
@@ -471,7 +536,9 @@ static int pr__prod_init(pr__prod *p, const pr__produce_args *a)
     p->per_msg = a->format == PR_MSG_CRITEO_TSV       ? (uint32_t)a->lines_per
                  : a->format == PR_MSG_PROTOBUF_EVENT ? 1
                                                       : (uint32_t)a->events_per;
-    if (a->format == PR_MSG_JSON && a->key_path) {
+    if (a->format == PR_MSG_AVRO && pr__prod_avro(p, a))
+        return PR_EINVAL;
+    if ((a->format == PR_MSG_JSON || a->format == PR_MSG_AVRO) && a->key_path) {
         pr_json_path kp = {.path = a->key_path, .type = PR_JSON_KEY, .shape = PR_JSON_SCALAR};
         char err[256];
         p->keyx = pr_json_extractor_new(&kp, 1, 0, err, sizeof(err));
@@ -482,7 +549,7 @@ static int pr__prod_init(pr__prod *p, const pr__produce_args *a)
         if (!(p->keyb = pr_json_block_new(p->keyx, 1)))
             return PR_ENOMEM;
     }
-    if (a->format == PR_MSG_CRITEO_TSV || a->format == PR_MSG_JSON)
+    if (a->format == PR_MSG_CRITEO_TSV || a->format == PR_MSG_JSON || a->format == PR_MSG_AVRO)
         return 0;
     p->evs = calloc(p->per_msg, sizeof(*p->evs));
     p->evp = calloc(p->per_msg, sizeof(*p->evp));
@@ -663,12 +730,13 @@ int pr_cli_cmd_produce(int argc, char **argv)
     }
 
     int rc;
-    if (a.format == PR_MSG_JSON && p.partition == RD_KAFKA_PARTITION_UA)
+    if ((a.format == PR_MSG_JSON || a.format == PR_MSG_AVRO) &&
+        p.partition == RD_KAFKA_PARTITION_UA)
         p.n_parts = pr__topic_partitions(p.rk, a.topic);
     p.t0_ns = pr_clock_mono_ns(pr_clock_real());
     if (a.input)
         rc = pr__produce_file(&p, a.input);
-    else if (a.format == PR_MSG_JSON)
+    else if (a.format == PR_MSG_JSON || a.format == PR_MSG_AVRO)
         rc = pr__produce_gen_json(&p, a.gen, a.seed);
     else if (a.format == PR_MSG_CRITEO_TSV)
         rc = pr__produce_gen_tsv(&p, a.gen, a.seed);

@@ -737,12 +737,42 @@ static void pr__finish_kafka_source(cfg_ctx *c, yaml_node_t *map, void *base, bo
 
 static const cfg_table kafka_source_tab = CTABLE(pr_kafka_source_cfgmap, pr__finish_kafka_source);
 
+static const cfg_table avro_source_tab = CTABLE(pr_avro_source_cfgmap, NULL);
+static const cfg_table registry_tab = CTABLE(pr_registry_cfgmap, NULL);
+
 static const cfg_key source_keys[] = {
     K_MAP_EN("kafka", pr_source_cfg, kafka, kafka.enabled, kafka_source_tab,
              "The Kafka consumer. Needed by `run`; `process` reads a file instead."),
+    K_MAP_EN("avro", pr_source_cfg, avro, avro.enabled, avro_source_tab,
+             "format avro: the writer schema file and the framing (docs/formats.md, Avro)."),
+    K_MAP_EN("schema_registry", pr_source_cfg, schema_registry, schema_registry.enabled,
+             registry_tab,
+             "A schema registry: each framed message's schema id selects its writer schema "
+             "(format avro)."),
 };
-/* kafka, then the component's keys: format, dead_letter_topic. */
-static const cfg_table source_tab = CTABLE_WITH(source_keys, pr_source_cfgmap, NULL);
+/* Avro needs a writer schema from somewhere; plain framing cannot carry ids. */
+static void pr__finish_source(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
+{
+    (void)present;
+    pr_source_cfg *s = base;
+    bool reg = s->schema_registry.enabled, file = s->avro.enabled && s->avro.schema_file;
+    if (s->format != PR_FORMAT_AVRO) {
+        if (s->avro.enabled)
+            pr__cfg_error(c, pr__map_find(c, map, "avro"), "avro", "only for format avro");
+        return;
+    }
+    if (!reg && !file)
+        pr__cfg_error(c, pr__map_find(c, map, "format"), "format",
+                      "avro needs a writer schema: source.avro.schema_file or "
+                      "source.schema_registry");
+    if (reg && !file && s->avro.framing == PR_AVRO_FRAMING_PLAIN)
+        pr__cfg_error(c, pr__map_find(c, map, "avro"), "avro.framing",
+                      "plain messages carry no schema id: the registry needs framing registry "
+                      "(or auto), or give source.avro.schema_file");
+}
+
+/* kafka, avro, schema_registry, then the component's keys: format, dead_letter_topic. */
+static const cfg_table source_tab = CTABLE_WITH(source_keys, pr_source_cfgmap, pr__finish_source);
 
 static void pr__finish_batch(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
 {
@@ -1949,17 +1979,25 @@ int pr_config_check_streaming(const pr_config *cfg, char *errstr, size_t errstr_
                 pr__cfg_error(&c, NULL, "source.kafka.properties.bootstrap.servers",
                               "missing: the Kafka brokers to connect to");
         }
-        /* A declared schema reads JSON events (the JSON decoder applies it);
-         * the other formats are the Criteo layout. */
-        if (pl->features.declared && pl->source.format != PR_FORMAT_JSON)
+        /* A declared schema reads JSON, Avro or Protobuf events (the JSON
+         * decoder applies it, with the format's reader); the other formats
+         * are the Criteo layout. */
+        bool by_schema = pl->source.format == PR_FORMAT_JSON ||
+                         pl->source.format == PR_FORMAT_AVRO ||
+                         pl->source.format == PR_FORMAT_PROTOBUF;
+        if (pl->features.declared && !by_schema)
             pr__cfg_error(&c, NULL, "source.format",
-                          "a declared schema reads JSON events: set source.format: json (%s is "
-                          "the Criteo layout)",
+                          "a declared schema reads JSON, Avro or Protobuf events: set "
+                          "source.format: json, avro or protobuf (%s is the Criteo layout)",
                           pr_source_format_name(pl->source.format));
-        if (!pl->features.declared && pl->source.format == PR_FORMAT_JSON)
+        if (!pl->features.declared && by_schema)
             pr__cfg_error(&c, NULL, "source.format",
-                          "json needs a declared schema (schema: { event_time, labels, dense: "
-                          "[...], sparse: [...] }) to say which fields to read");
+                          "%s needs a declared schema (schema: { event_time, labels, dense: "
+                          "[...], sparse: [...] }) to say which fields to read",
+                          pr_source_format_name(pl->source.format));
+        if (pl->source.format == PR_FORMAT_PROTOBUF)
+            pr__cfg_error(&c, NULL, "source.format", "%s: not built yet (issue 23)",
+                          pr_source_format_name(pl->source.format));
         const pr_sinks_cfg *s = &pl->sinks;
         if (!s->trainer.enabled && !s->kafka.enabled && !s->files.enabled)
             pr__cfg_error(&c, NULL, "sinks",

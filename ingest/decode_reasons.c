@@ -23,6 +23,9 @@ static const char *const pr_decode_reason_names[PR_DEC__COUNT] = {
     [PR_DEC_LIST_TOO_LONG] = "list_too_long",
     [PR_DEC_WRONG_TYPE] = "wrong_type",
     [PR_DEC_BAD_TIME] = "bad_time",
+    [PR_DEC_UNKNOWN_SCHEMA_ID] = "unknown_schema_id",
+    [PR_DEC_BAD_FRAMING] = "bad_framing",
+    [PR_DEC_BAD_AVRO] = "bad_avro",
 };
 
 static const int pr_decode_of_json[PR_JSON__REASONS] = {

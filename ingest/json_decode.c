@@ -37,6 +37,11 @@ typedef struct pr__jfeat {
 struct pr_json_decoder {
     pr_json_extractor *x;
     pr_json_block *jb;
+    pr_json_path *paths; /* the extractor's columns (strings borrowed from the schema) */
+    size_t n_paths;
+    pr_record_read_fn read; /* another format's reader (Avro, Protobuf); NULL = JSON text */
+    void *rd;
+    void (*rd_free)(void *rd); /* set: the decoder owns rd */
     uint32_t n_feat;
     pr__jfeat *feat;
     uint16_t n_labels, n_dense, n_side;
@@ -157,7 +162,8 @@ pr_json_decoder *pr_json_decoder_new(const pr_feature_schema *fs, char *errstr, 
     }
     if (!(d->jb = pr_json_block_new(d->x, 1)) || pr__stage_alloc(d, fs))
         goto out_nomem;
-    free(paths);
+    d->paths = paths;
+    d->n_paths = n_paths;
     return d;
 out_nomem:
     pr_seterr(errstr, errstr_size, PR_ENOMEM, "json: out of memory");
@@ -183,8 +189,11 @@ void pr_json_decoder_free(pr_json_decoder *d)
     free(d->need);
     free(d->fv);
     free(d->why);
+    if (d->rd_free)
+        d->rd_free(d->rd);
     pr_json_block_free(d->jb);
     pr_json_extractor_free(d->x);
+    free(d->paths);
     free(d->feat);
     free(d);
 }
@@ -456,7 +465,27 @@ static int pr__commit(pr_json_decoder *d, const pr_decode_ctx *ctx, pr_block *b,
     return 0;
 }
 
-/* One document: 1 appended, 0 rejected (reported), PR_EFULL, PR_ENOMEM, PR_EINVAL. */
+/* Row 0 of d->jb from one record: the JSON extractor, or the reader set.
+ * 0 with *reason 0 (a row), or with a pr_decode_reason (d->detail says it);
+ * < 0 an error. */
+static int pr__read_row(pr_json_decoder *d, const char *doc, size_t len, int *reason)
+{
+    pr_json_reject rej = {0};
+    pr_json_block_reset(d->jb);
+    int rc = d->read ? d->read(d->rd, d->jb, doc, len, &rej)
+                     : pr_json_extract(d->x, d->jb, doc, len, &rej);
+    if (rc < 0) /* PR_EAGAIN: why (pr_json_decoder_last_detail) */
+        snprintf(d->detail, sizeof(d->detail), "%s", rej.detail);
+    if (rc <= 0)
+        return rc;
+    /* a reader gives pr_decode_reason, the extractor pr_json_reason */
+    *reason = !d->read ? pr_decode_reason_of_json(rc) : rc < PR_DEC__COUNT ? rc : PR_DEC_WRONG_TYPE;
+    snprintf(d->detail, sizeof(d->detail), "%s", rej.detail); /* names the byte */
+    return 0;
+}
+
+/* One document: 1 appended, 0 rejected (reported), PR_EFULL, PR_ENOMEM,
+ * PR_EINVAL, PR_EAGAIN (a reader's: not decodable yet). */
 static int pr__decode_one(const pr_decode_ctx *ctx, pr_block *b, const char *doc, size_t len,
                           int64_t recno, int64_t offset)
 {
@@ -466,18 +495,11 @@ static int pr__decode_one(const pr_decode_ctx *ctx, pr_block *b, const char *doc
         return PR_EINVAL;
     if (b->rows >= b->cap)
         return PR_EFULL;
-    pr_json_block_reset(d->jb);
-    pr_json_reject rej;
-    int rc = pr_json_extract(d->x, d->jb, doc, len, &rej);
-    int reason = 0;
-    if (rc > 0) {
-        reason = pr_decode_reason_of_json(rc);
-        snprintf(d->detail, sizeof(d->detail), "%s", rej.detail); /* names the byte */
-    } else if (rc < 0) {
-        return rc;
-    } else {
+    int reason = 0, rc = pr__read_row(d, doc, len, &reason);
+    if (rc < 0)
+        return rc; /* PR_EAGAIN (reader: retry later), PR_ENOMEM */
+    if (!reason)
         reason = pr__features(d, ctx);
-    }
     if (reason) {
         if (ctx->on_reject)
             ctx->on_reject(ctx->opaque, reason, d->detail, doc, len, recno);
@@ -530,4 +552,44 @@ int pr_decode_json_message(const pr_decode_ctx *ctx, pr_block *b, const void *bu
     if (rc == PR_EFULL)
         *next_rec = 0;
     return rc;
+}
+
+size_t pr_json_decoder_paths(const pr_json_decoder *d, const pr_json_path **paths)
+{
+    *paths = d->paths;
+    return d->n_paths;
+}
+
+void pr_json_decoder_set_reader_owned(pr_json_decoder *d, pr_record_read_fn fn, void *rd,
+                                      void (*free_fn)(void *rd))
+{
+    if (d->rd_free)
+        d->rd_free(d->rd);
+    d->read = fn;
+    d->rd = fn ? rd : NULL;
+    d->rd_free = fn ? free_fn : NULL;
+}
+
+void pr_json_decoder_set_reader(pr_json_decoder *d, pr_record_read_fn fn, void *rd)
+{
+    pr_json_decoder_set_reader_owned(d, fn, rd, NULL);
+}
+
+int pr_json_decoder_for_source(pr_json_decoder *d, const pr_source_cfg *src, char *errstr,
+                               size_t errstr_size)
+{
+    switch (src->format) {
+    case PR_MSG_AVRO:
+        return pr_avro_reader_from_cfg(d, src, errstr, errstr_size) ? 0 : PR_EINVAL;
+    case PR_MSG_PROTOBUF:
+        return pr_seterr(errstr, errstr_size, PR_ENOTSUP, "source.format %s: no reader",
+                         pr_msg_format_name(src->format));
+    default: /* json (offline, a declared schema reads JSON lines whatever the format says) */
+        return 0;
+    }
+}
+
+const char *pr_json_decoder_last_detail(const pr_json_decoder *d)
+{
+    return d ? d->detail : "";
 }

@@ -25,6 +25,11 @@
  * column's value count and the arena to where the row began. The arena is
  * reserved for the whole document up front (an unescaped string is never
  * longer than its JSON form), so string scanning never checks room.
+ *
+ * The row writer at the end (pr_json_row_*) lets another format's reader
+ * (Avro, Protobuf) fill one row of the same columns, with the same type and
+ * shape rules, so that json_decode.c turns every format's rows into block
+ * rows alike.
  */
 #include <math.h>
 #include <stdio.h>
@@ -65,6 +70,10 @@ struct pr__json_scratch {
     size_t key_cap;
     char *num_buf; /* NUL-terminated copies of numbers for strtod */
     size_t num_cap;
+    /* the row writer (another format's reader fills a row) */
+    const pr_json_extractor *x; /* the block's extractor: each column's type and shape */
+    size_t row_arena;           /* arena_len when the open row began */
+    bool row_open;
 };
 
 static const char *const pr_json_reason_names[PR_JSON__REASONS] = {
@@ -358,6 +367,7 @@ pr_json_block *pr_json_block_new(const pr_json_extractor *x, uint32_t cap)
     s->present = calloc(x->n_paths, 1);
     s->count = calloc(x->n_paths, sizeof(*s->count));
     s->stamp = calloc(x->n_nodes, sizeof(*s->stamp));
+    s->x = x;
     if (!s->row_start || !s->present || !s->count || !s->stamp)
         goto out_free;
     return b;
@@ -1305,4 +1315,159 @@ int pr_json_extract(const pr_json_extractor *x, pr_json_block *b, const char *do
     }
     b->rows++;
     return 0;
+}
+
+/* ------------------------------------------------------------ row writer
+ * Another format's reader fills one row value by value. The type rules are
+ * the extractor's (pr__take_scalar): a column of type ANY keeps what it got,
+ * typed columns accept what JSON would give them. A second value of a row
+ * makes the path a list: refused on a scalar-only column, and past
+ * max_list. */
+
+int pr_json_row_begin(pr_json_block *b)
+{
+    pr__json_scratch *s = b->scratch;
+    if (b->rows >= b->cap)
+        return PR_EFULL;
+    for (uint32_t i = 0; i < b->n_cols; i++) {
+        s->row_start[i] = b->cols[i].n_values;
+        s->present[i] = PR_JSON_ABSENT;
+        s->count[i] = 0;
+    }
+    s->row_arena = b->arena_len;
+    s->row_open = true;
+    return 0;
+}
+
+/* Room for one more value of column `col`: wrong_type when the column
+ * takes no lists, list_too_long past its max_list. */
+static int pr__row_slot(pr_json_block *b, uint32_t col)
+{
+    pr__json_scratch *s = b->scratch;
+    const pr_json_path *pa = &s->x->paths[col];
+    if (s->present[col] == PR_JSON_NULL) { /* a value after null: the value wins */
+        s->present[col] = PR_JSON_ABSENT;
+    }
+    if (s->count[col] >= 1 && pa->shape == PR_JSON_SCALAR)
+        return PR_JSON_WRONG_TYPE;
+    if (s->count[col] >= pa->max_list)
+        return PR_JSON_LIST_TOO_LONG;
+    return pr__reserve_value(&b->cols[col], pa->type) ? PR_ENOMEM : 0;
+}
+
+static void pr__row_took(pr_json_block *b, uint32_t col)
+{
+    pr__json_scratch *s = b->scratch;
+    b->cols[col].n_values++;
+    s->present[col] = PR_JSON_PRESENT;
+    s->count[col]++;
+}
+
+/* Copy len bytes to the arena; the offset in *out. */
+static int pr__row_arena_put(pr_json_block *b, const char *p, size_t len, pr_json_str *out)
+{
+    if (len > UINT32_MAX || pr__reserve_arena(b, len))
+        return PR_ENOMEM;
+    if (len)
+        memcpy(b->arena + b->arena_len, p, len);
+    *out = (pr_json_str){(uint32_t)b->arena_len, (uint32_t)len};
+    b->arena_len += len;
+    return 0;
+}
+
+int pr_json_row_put(pr_json_block *b, uint32_t col, const pr_json_any *v)
+{
+    if (col >= b->n_cols || !b->scratch->row_open)
+        return PR_EINVAL;
+    pr_json_col *c = &b->cols[col];
+    pr_json_type t = b->scratch->x->paths[col].type;
+    bool ok = t == PR_JSON_ANY || (t == PR_JSON_BOOL && v->type == PR_JSON_BOOL) ||
+              (t == PR_JSON_DOUBLE && (v->type == PR_JSON_INT64 || v->type == PR_JSON_DOUBLE)) ||
+              ((t == PR_JSON_INT64 || t == PR_JSON_KEY) && v->type == PR_JSON_INT64);
+    if (!ok || v->type == PR_JSON_STRING)
+        return PR_JSON_WRONG_TYPE;
+    int r = pr__row_slot(b, col);
+    if (r)
+        return r;
+    uint32_t k = c->n_values;
+    switch (t) {
+    case PR_JSON_ANY:
+        c->any[k] = *v;
+        break;
+    case PR_JSON_BOOL:
+        c->b[k] = v->i != 0;
+        break;
+    case PR_JSON_DOUBLE:
+        c->f64[k] = v->type == PR_JSON_INT64 ? (double)v->i : v->d;
+        break;
+    case PR_JSON_INT64:
+        c->i64[k] = v->i;
+        break;
+    default: { /* a key: the integer's decimal text, as the extractor writes it */
+        char txt[24];
+        uint32_t len = pr__format_i64(txt, v->i);
+        if (pr__row_arena_put(b, txt, len, &c->str[k]))
+            return PR_ENOMEM;
+        break;
+    }
+    }
+    pr__row_took(b, col);
+    return 0;
+}
+
+int pr_json_row_put_str(pr_json_block *b, uint32_t col, const char *str, size_t len)
+{
+    if (col >= b->n_cols || !b->scratch->row_open)
+        return PR_EINVAL;
+    pr_json_type t = b->scratch->x->paths[col].type;
+    if (t != PR_JSON_ANY && t != PR_JSON_STRING && t != PR_JSON_KEY)
+        return PR_JSON_WRONG_TYPE;
+    int r = pr__row_slot(b, col);
+    if (r)
+        return r;
+    pr_json_col *c = &b->cols[col];
+    pr_json_str sv;
+    if (pr__row_arena_put(b, str, len, &sv))
+        return PR_ENOMEM;
+    if (t == PR_JSON_ANY)
+        c->any[c->n_values] = (pr_json_any){.type = PR_JSON_STRING, .s = sv};
+    else
+        c->str[c->n_values] = sv;
+    pr__row_took(b, col);
+    return 0;
+}
+
+int pr_json_row_null(pr_json_block *b, uint32_t col)
+{
+    pr__json_scratch *s = b->scratch;
+    if (col >= b->n_cols || !s->row_open)
+        return PR_EINVAL;
+    b->cols[col].n_values = s->row_start[col]; /* null replaces what the path had */
+    s->present[col] = PR_JSON_NULL;
+    s->count[col] = 0;
+    return 0;
+}
+
+void pr_json_row_end(pr_json_block *b)
+{
+    pr__json_scratch *s = b->scratch;
+    if (!s->row_open)
+        return;
+    for (uint32_t i = 0; i < b->n_cols; i++) {
+        b->cols[i].present[b->rows] = s->present[i];
+        b->cols[i].count[b->rows] = s->count[i];
+    }
+    b->rows++;
+    s->row_open = false;
+}
+
+void pr_json_row_abort(pr_json_block *b)
+{
+    pr__json_scratch *s = b->scratch;
+    if (!s->row_open)
+        return;
+    for (uint32_t i = 0; i < b->n_cols; i++)
+        b->cols[i].n_values = s->row_start[i];
+    b->arena_len = s->row_arena;
+    s->row_open = false;
 }

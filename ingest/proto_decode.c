@@ -891,6 +891,8 @@ int pr_decode_message(pr_msg_format fmt, const pr_decode_ctx *ctx, pr_block *b, 
     case PR_MSG_PROTOBUF_EVENT_BATCH:
         return pr_decode_protobuf_event_batch(ctx, b, buf, len, next_rec, arena);
     case PR_MSG_JSON:
+    case PR_MSG_AVRO:     /* the JSON decoder with the format's reader set */
+    case PR_MSG_PROTOBUF: /* (pr_json_decoder_set_reader) */
         return pr_decode_json_message(ctx, b, buf, len, next_rec);
     default:
         return PR_EINVAL;
@@ -961,6 +963,8 @@ int pr_message_record_count(pr_msg_format fmt, const void *buf, size_t len, pr_a
     }
     case PR_MSG_PROTOBUF_EVENT:
     case PR_MSG_JSON:
+    case PR_MSG_AVRO:
+    case PR_MSG_PROTOBUF:
         return 1;
     case PR_MSG_PROTOBUF_EVENT_BATCH: {
         int n = pr__count_batch_events(buf, len);

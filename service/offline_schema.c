@@ -57,6 +57,7 @@ typedef struct pr__swork {
     uint64_t rejected, rejected_by[PR_DEC__COUNT];
     int64_t decode_ns; /* this round's slice */
     int rc;
+    uint32_t eagain_waits;
     char err[256];
 } pr__swork;
 
@@ -166,6 +167,17 @@ static pr_block *pr__swork_block(pr__swork *w)
     return w->blk[w->used];
 }
 
+/* A reader's PR_EAGAIN (schema registry down): wait 100 ms and retry, for
+ * at most a minute in all; false when that is used up. */
+static bool pr__swork_wait(pr__swork *w)
+{
+    if (w->eagain_waits >= 600)
+        return false;
+    w->eagain_waits++;
+    nanosleep(&(struct timespec){.tv_nsec = 100000000}, NULL);
+    return true;
+}
+
 /* Decode the worker's slice of the round into its blocks. */
 static int pr__swork_decode(pr__swork *w)
 {
@@ -181,6 +193,8 @@ static int pr__swork_decode(pr__swork *w)
             if (!b && !(b = pr__swork_block(w)))
                 return pr_seterr(w->err, sizeof(w->err), PR_ENOMEM, "offline: out of memory");
             rc = pr_decode_json_line(&ctx, b, rd->buf + rd->off[i], rd->llen[i], rd->lineno[i]);
+            if (rc == PR_EAGAIN && pr__swork_wait(w)) /* a schema registry not reachable yet */
+                continue;
             if (rc == PR_EFULL && b->rows == 0) /* cannot happen: scap >= every max_len */
                 return pr_seterr(w->err, sizeof(w->err), PR_EINVAL,
                                  "offline: line %" PRId64 " does not fit an empty block",
@@ -318,6 +332,58 @@ static int pr__srun_line(pr__srun *run, const char *line, size_t len, int64_t li
     return run->round.n == run->round.max ? pr__srun_round(run, errstr, errstr_size) : 0;
 }
 
+/* One pass over varint-delimited records (format avro: each record an
+ * unsigned LEB128 length, then the message bytes as on Kafka). */
+static int pr__srun_pass_delimited(pr__srun *run, FILE *f, char *errstr, size_t errstr_size)
+{
+    char *rec = NULL;
+    size_t cap = 0;
+    int64_t recno = 0;
+    int rc = 0, c;
+    while (!rc && (c = getc(f)) != EOF) {
+        uint64_t len = 0;
+        for (unsigned shift = 0;; shift += 7) {
+            if (c == EOF || shift > 35) {
+                rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
+                               "%s: record %" PRId64 ": bad or truncated length", run->opts->input,
+                               recno + 1);
+                break;
+            }
+            len |= (uint64_t)(c & 0x7f) << shift;
+            if (!(c & 0x80))
+                break;
+            c = getc(f);
+        }
+        if (rc)
+            break;
+        if (len > cap) {
+            char *nb = realloc(rec, len);
+            if (!nb) {
+                rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "offline: out of memory");
+                break;
+            }
+            rec = nb;
+            cap = len;
+        }
+        if (fread(rec, 1, len, f) != len) {
+            rc = pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: record %" PRId64 ": truncated",
+                           run->opts->input, recno + 1);
+            break;
+        }
+        recno++;
+        if (!run->counting) {
+            run->res->lines++;
+            run->res->bytes += len;
+        }
+        if (pr__sround_add(&run->round, rec, len, recno))
+            rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "offline: out of memory");
+        else if (run->round.n == run->round.max)
+            rc = pr__srun_round(run, errstr, errstr_size);
+    }
+    free(rec);
+    return rc;
+}
+
 /* One pass over the input (JSON lines; "-" = stdin). */
 static int pr__srun_pass(pr__srun *run, char *errstr, size_t errstr_size)
 {
@@ -332,7 +398,10 @@ static int pr__srun_pass(pr__srun *run, char *errstr, size_t errstr_size)
     int64_t lineno = 0;
     int rc = 0;
     bool seen_object = false;
-    while (!rc && (n = getline(&line, &cap, f)) >= 0) {
+    if (run->opts->source && (run->opts->source->format == PR_MSG_AVRO ||
+                              run->opts->source->format == PR_MSG_PROTOBUF))
+        rc = pr__srun_pass_delimited(run, f, errstr, errstr_size);
+    while (!rc && !feof(f) && (n = getline(&line, &cap, f)) >= 0) {
         lineno++;
         size_t len = (size_t)n;
         if (len && line[len - 1] == '\n')
@@ -448,6 +517,11 @@ static int pr__srun_workers(pr__srun *run, char *errstr, size_t errstr_size)
         pr_mbuf_init(&w->rej);
         if (!(w->dec = pr_json_decoder_new(run->schema, errstr, errstr_size)))
             return PR_EINVAL;
+        int rc = run->opts->source
+                     ? pr_json_decoder_for_source(w->dec, run->opts->source, errstr, errstr_size)
+                     : 0;
+        if (rc)
+            return rc;
     }
     return 0;
 }

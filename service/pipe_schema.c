@@ -24,7 +24,10 @@ int pr__schema_spec(pr__pipe *p, char *errstr, size_t errstr_size)
         return rc;
     p->spec = &p->espec;
     p->json = pr_json_decoder_new(&pc->features, errstr, errstr_size);
-    return p->json ? 0 : PR_EINVAL;
+    if (!p->json)
+        return PR_EINVAL;
+    /* avro (protobuf): the format's reader fills the decoder's rows */
+    return pr_json_decoder_for_source(p->json, &pc->source, errstr, errstr_size);
 }
 
 int pr__schema_blocks(pr__pipe *p, uint32_t block_rows)

@@ -58,6 +58,8 @@ typedef pr_msg_format pr_source_format;
 #define PR_FORMAT_PROTOBUF_EVENT       PR_MSG_PROTOBUF_EVENT
 #define PR_FORMAT_PROTOBUF_EVENT_BATCH PR_MSG_PROTOBUF_EVENT_BATCH
 #define PR_FORMAT_JSON                 PR_MSG_JSON
+#define PR_FORMAT_AVRO                 PR_MSG_AVRO
+#define PR_FORMAT_PROTOBUF             PR_MSG_PROTOBUF
 #define PR_FORMAT__COUNT               PR_MSG__COUNT
 
 typedef pr_batch_ordering pr_ordering;

@@ -122,6 +122,10 @@ typedef enum pr_decode_reason {
     PR_DEC_LIST_TOO_LONG,       /* a list longer than the wire limit (PR_FEAT_MAX_LIST) */
     PR_DEC_WRONG_TYPE,          /* a configured path (or an operator) got the wrong type */
     PR_DEC_BAD_TIME,            /* an unreadable time (event time, hour_of_day, ...) */
+    /* Avro and Protobuf (issue 23) */
+    PR_DEC_UNKNOWN_SCHEMA_ID, /* the registry does not know the message's schema id (404) */
+    PR_DEC_BAD_FRAMING,       /* not registry framing (magic byte 0 + 4-byte id [+ indexes]) */
+    PR_DEC_BAD_AVRO,          /* an Avro body that does not match its writer schema */
     PR_DEC__COUNT
 } pr_decode_reason;
 
@@ -142,7 +146,8 @@ typedef struct pr_json_decoder pr_json_decoder; /* JSON through a declared schem
 
 typedef struct pr_decode_ctx {
     const pr_pipeline_spec *spec; /* shape: label, n_dense, n_sparse */
-    pr_json_decoder *json;        /* PR_MSG_JSON: the decoder (one per thread); else NULL */
+    pr_json_decoder *json;        /* PR_MSG_JSON, _AVRO, _PROTOBUF: the decoder (one per
+                                   * thread; Avro and Protobuf: its reader set); else NULL */
     pr_reject_cb on_reject;
     void *opaque;
     /* Row metadata written into blocks that have it. */
@@ -226,6 +231,11 @@ typedef enum pr_msg_format {
     PR_MSG_PROTOBUF_EVENT_BATCH = 2, /* one piperec.v1.EventBatch */
     PR_MSG_JSON = 3,                 /* one JSON object, read through the declared schema
                                       * (pr_json_decoder; pr_decode_ctx.json) */
+    PR_MSG_AVRO = 4,                 /* one Avro record (plain, or registry-framed), read
+                                      * through the declared schema: pr_decode_ctx.json
+                                      * with its Avro reader set */
+    PR_MSG_PROTOBUF = 5,             /* one message of the user's own .proto (plain, or
+                                      * registry-framed), the same way */
     PR_MSG__COUNT
 } pr_msg_format;
 
@@ -374,14 +384,48 @@ typedef struct pr_kafka_source_cfg {
     const char *group_instance_id;   /* static membership; NULL = from the environment */
 } pr_kafka_source_cfg;
 
-typedef struct pr_source_cfg {
+/* source.schema_registry: a Confluent-compatible schema registry (issue 23;
+ * the client is pr_registry, below). */
+typedef struct pr_registry_cfg {
+    bool enabled;              /* source.schema_registry present */
+    const char *url;           /* http(s)://host:port[/prefix] */
+    const char *username;      /* basic auth: user and a file holding the password */
+    const char *password_file; /* (first line; trailing newline dropped) */
+    const char *token_file;    /* bearer token from a file (instead of basic auth) */
+    const char *ca_file;       /* CA bundle for https; NULL = the system's */
+    uint32_t timeout_ms;       /* one request, connect included; default 2000 */
+    uint32_t cache_max;        /* writer schemas kept (compiled); default 1000 */
+} pr_registry_cfg;
+
+/* Avro framing of a message: plain Avro binary, or registry framing (byte 0
+ * = 0, 4-byte big-endian schema id, then the body). */
+typedef enum pr_avro_framing {
+    PR_AVRO_FRAMING_AUTO = 0, /* registry with schema_registry, plain with schema_file */
+    PR_AVRO_FRAMING_PLAIN,
+    PR_AVRO_FRAMING_REGISTRY,
+} pr_avro_framing;
+extern const char *const pr_avro_framing_names[];
+
+/* source.avro (format avro). */
+typedef struct pr_avro_source_cfg {
+    bool enabled;            /* source.avro present */
+    const char *schema_file; /* a fixed writer schema (.avsc JSON); or the registry */
+    pr_avro_framing framing; /* default auto */
+} pr_avro_source_cfg;
+
+typedef struct pr_source_cfg pr_source_cfg;
+struct pr_source_cfg {
     pr_kafka_source_cfg kafka;
-    pr_msg_format format;          /* default criteo_tsv */
-    const char *dead_letter_topic; /* NULL = rejects are only counted and logged */
-} pr_source_cfg;
+    pr_msg_format format;            /* default criteo_tsv */
+    const char *dead_letter_topic;   /* NULL = rejects are only counted and logged */
+    pr_avro_source_cfg avro;         /* format avro */
+    pr_registry_cfg schema_registry; /* format avro (and protobuf): writer schemas by id */
+};
 
 extern const pr_cfgmap pr_source_cfgmap;
 extern const pr_cfgmap pr_kafka_source_cfgmap;
+extern const pr_cfgmap pr_avro_source_cfgmap;
+extern const pr_cfgmap pr_registry_cfgmap;
 
 typedef struct pr_consumer_conf {
     const char *const *topics; /* subscribed topics (a "^regex" works too) */
@@ -498,6 +542,13 @@ typedef struct pr_consumer_stats {
     uint32_t assigned_partitions;
     uint32_t paused_partitions; /* gauge */
     bool paused;
+    /* A message that cannot be decoded yet (its reader answered PR_EAGAIN:
+     * a schema registry down or slow) waits as the pending message, its
+     * partitions paused, and is retried every 100 ms; nothing is dropped or
+     * rejected for it. */
+    uint64_t decode_waits;   /* retries that answered PR_EAGAIN */
+    uint32_t decode_waiting; /* gauge: 1 while a message waits */
+    char decode_wait_why[160];
 } pr_consumer_stats;
 
 void pr_consumer_get_stats(const pr_consumer *c, pr_consumer_stats *st); /* any thread */
@@ -722,6 +773,39 @@ typedef struct pr_json_reject {
 int pr_json_extract(const pr_json_extractor *x, pr_json_block *b, const char *doc, size_t len,
                     pr_json_reject *rej);
 
+/* ---- the row writer: another format fills one row of a pr_json_block ----
+ * (issue 23: Avro and Protobuf readers). The reader of another format walks
+ * its own bytes and writes the values of the block's columns (the paths the
+ * decoder asked for, pr_json_decoder_paths) with the same rules as the JSON
+ * extractor, so that json_decode.c turns its rows into block rows exactly as
+ * it does JSON's:
+ *   pr_json_row_begin     opens the next row: 0, or PR_EFULL (no free row);
+ *   pr_json_row_put       a number or a bool (v->type PR_JSON_INT64,
+ *                         PR_JSON_DOUBLE or PR_JSON_BOOL with v->i 0 / 1):
+ *                         the column's value, or the next element of a list;
+ *   pr_json_row_put_str   a string (copied into the block's arena);
+ *   pr_json_row_null      the path is there and null (drops values put
+ *                         earlier in the row for that column);
+ *   pr_json_row_end       the row counts (columns never written: absent);
+ *   pr_json_row_abort     nothing of the open row is kept.
+ * put, put_str and null return 0, PR_ENOMEM, PR_EINVAL (no open row, column
+ * out of range) or a pr_json_reason (> 0): wrong_type for a value the
+ * column's type does not take (on a PR_JSON_ANY column: none) or for a
+ * second value on a PR_JSON_SCALAR column, list_too_long past the column's
+ * max_list. After a reason or an error the reader aborts the row.
+ * A list is a run of puts; an empty list is not told apart from an absent
+ * path (the decoder gives both length 0), and a list of one element on a
+ * PR_JSON_SCALAR_OR_LIST column reads as a scalar: a reader that must refuse
+ * a list on a scalar path (or a scalar on a list path) checks the path's
+ * shape itself and returns wrong_type. One row open at a time; the block
+ * belongs to one thread. */
+int pr_json_row_begin(pr_json_block *b);
+int pr_json_row_put(pr_json_block *b, uint32_t col, const pr_json_any *v);
+int pr_json_row_put_str(pr_json_block *b, uint32_t col, const char *s, size_t len);
+int pr_json_row_null(pr_json_block *b, uint32_t col);
+void pr_json_row_end(pr_json_block *b);
+void pr_json_row_abort(pr_json_block *b);
+
 /* ================================================================ JSON decoder
  * (ingest/json_decode.c; issue 20, source.format json)
  *
@@ -787,5 +871,154 @@ int pr_decode_json_line(const pr_decode_ctx *ctx, pr_block *b, const char *line,
  * the call before it. Returns the bytes consumed. */
 size_t pr_decode_json_lines(const pr_decode_ctx *ctx, pr_block *b, const char *buf, size_t len,
                             bool eof, int64_t first_recno, int64_t *lines_out);
+
+/* ---- another format's reader in place of the JSON extractor (issue 23) ----
+ * Avro and Protobuf reuse everything above: their reader fills one row of the
+ * decoder's pr_json_block (the row writer, pr_json_row_*) and the decoder
+ * applies the schema to it as to an extracted JSON row, so every format
+ * gives identical block rows for the same events.
+ *
+ * A reader reads one record buf[0, len) into jb (jb has one free row,
+ * already reset) and returns:
+ *   0          one row written (pr_json_row_end);
+ *   > 0        a pr_decode_reason (NOT a pr_json_reason: a reason from
+ *              pr_json_row_put* converts with pr_decode_reason_of_json),
+ *              nothing written, rej->detail says what and where;
+ *   PR_EAGAIN  not decodable yet (e.g. the schema registry is down): nothing
+ *              written; the message is to be retried later, unchanged;
+ *   < 0        another error (PR_ENOMEM): nothing written.
+ * Column i of jb is paths[i] of pr_json_decoder_paths (a dotted path, type
+ * PR_JSON_ANY, the shape the schema's features need, max_list).
+ * With a reader set, pr_decode_json_line, _lines and _message read through
+ * it; PR_EAGAIN comes back from them (and from pr_decode_message) as is. */
+typedef int (*pr_record_read_fn)(void *rd, pr_json_block *jb, const void *buf, size_t len,
+                                 pr_json_reject *rej);
+
+/* The detail of the decoder's last reject, or of its reader's last
+ * PR_EAGAIN (why the message must wait); valid until the next record. */
+const char *pr_json_decoder_last_detail(const pr_json_decoder *d);
+
+/* The decoder's extractor columns: *paths = an array of the returned count,
+ * valid for the decoder's life. */
+size_t pr_json_decoder_paths(const pr_json_decoder *d, const pr_json_path **paths);
+
+/* Read records with fn(rd, ...) instead of the JSON extractor; fn NULL = JSON
+ * text again. rd is borrowed (the caller frees it after the decoder). */
+void pr_json_decoder_set_reader(pr_json_decoder *d, pr_record_read_fn fn, void *rd);
+
+/* Like set_reader, and the decoder owns rd: pr_json_decoder_free (or the
+ * next set_reader / set_reader_owned) calls free_fn(rd). */
+void pr_json_decoder_set_reader_owned(pr_json_decoder *d, pr_record_read_fn fn, void *rd,
+                                      void (*free_fn)(void *rd));
+
+/* The reader of a pipeline's source.format set on d (owned by d): nothing
+ * for json (and any non-record format), the Avro reader for avro;
+ * PR_ENOTSUP for a format without a reader yet. The one call drivers
+ * (streaming, offline) make after pr_json_decoder_new. */
+int pr_json_decoder_for_source(pr_json_decoder *d, const pr_source_cfg *src, char *errstr,
+                               size_t errstr_size);
+
+/* ================================================================ schema registry
+ * (ingest/registry.c; issue 23; used by the Avro reader and the Protobuf
+ * reader alike)
+ *
+ * A client of a Confluent-compatible registry: GET {url}/schemas/ids/{id}
+ * with libcurl, basic auth or a bearer token, a CA file, a timeout per
+ * request. It keeps no schemas (each reader caches what it compiles from
+ * them); it keeps the registry's health: after a failure (down, slow, 5xx)
+ * further fetches answer PR_EAGAIN at once until a backoff has passed
+ * (100 ms doubling to 5 s), so a paused partition's retries do not hammer a
+ * registry that is down. One thread at a time (the decoding thread).
+ */
+typedef struct pr_registry pr_registry;
+
+typedef struct pr_registry_stats {
+    uint64_t fetches;   /* requests answered 200 */
+    uint64_t not_found; /* answered 404 (unknown id) */
+    uint64_t failures;  /* down, timed out, other statuses */
+    bool down;          /* the last request failed */
+    char last_error[160];
+} pr_registry_stats;
+
+/* A client for cfg (strings copied; the password and token files are read
+ * here). NULL with errstr on a bad url or an unreadable file. */
+pr_registry *pr_registry_new(const pr_registry_cfg *cfg, char *errstr, size_t errstr_size);
+void pr_registry_free(pr_registry *r); /* NULL ok */
+
+/* The schema text of `id` (the "schema" member of the answer, unescaped;
+ * *schema_type the "schemaType" member, "AVRO" when absent) into *text, a
+ * malloc'd NUL-terminated string the caller frees. Returns 0, PR_EBADREC (the
+ * registry answered 404: no such id), PR_EAGAIN (down, slow, an error
+ * status, or backing off: try again later; errstr says why), PR_ENOMEM. */
+int pr_registry_fetch(pr_registry *r, uint32_t id, char **text, char *schema_type,
+                      size_t schema_type_size, char *errstr, size_t errstr_size);
+
+/* Registry framing of buf[0, len): byte 0 = 0, then a 4-byte big-endian
+ * schema id; *id and *body (the offset after the id) on success. Returns
+ * false when buf is too short or byte 0 is not 0. */
+bool pr_registry_frame(const void *buf, size_t len, uint32_t *id, size_t *body);
+
+void pr_registry_get_stats(const pr_registry *r, pr_registry_stats *st); /* same thread */
+
+/* ================================================================ Avro reader
+ * (ingest/avro_reader.c; issue 23, source.format avro)
+ *
+ * A pr_record_read_fn (set on a pr_json_decoder with
+ * pr_json_decoder_set_reader) that reads one Avro record per message into
+ * the decoder's columns, with the JSON path's dotted paths: a record field or
+ * a map key per segment, unions with null (null = the path is null; a null
+ * on the way = absent), arrays as lists, enums as their symbol (a string),
+ * fixed and bytes as strings (ids), int / long (timestamp-millis / -micros
+ * too: declare the event time's unit accordingly) as integers, float /
+ * double as numbers, decimal (bytes or fixed) as a number (unscaled / 10^scale).
+ * A path the writer schema lacks is absent (the feature's default).
+ *
+ * Writer schemas: a fixed one (source.avro.schema_file), or one per schema id
+ * from the registry (registry framing). Each writer schema is parsed with
+ * avro-c and compiled once into a plan that walks the binary body directly,
+ * reading only the wanted values and skipping the rest; plans are cached per
+ * id (at most cache_max, the least recently used dropped), so a new id
+ * mid-stream is one fetch and one compile. Reasons: bad_framing (framing
+ * expected and missing), unknown_schema_id (the registry answered 404; kept
+ * for 10 s before asking again), bad_avro (the body does not match its
+ * writer schema: truncated, bad lengths or branch indexes, bytes left over),
+ * too_deep, and the schema rules of the JSON path (wrong_type,
+ * list_too_long). Registry down or slow: PR_EAGAIN (retry later).
+ *
+ * Threads: one reader per decoder (per decoding thread). */
+typedef struct pr_avro_reader pr_avro_reader;
+
+/* A reader for decoder d's paths. schema_json (may be NULL with a registry)
+ * is the fixed writer schema; reg (borrowed, may be NULL) the registry;
+ * framing as configured (AUTO: registry framing when reg is set).
+ * NULL with errstr (a schema avro-c refuses, neither schema nor registry). */
+pr_avro_reader *pr_avro_reader_new(const pr_json_decoder *d, const char *schema_json,
+                                   pr_registry *reg, pr_avro_framing framing, uint32_t cache_max,
+                                   char *errstr, size_t errstr_size);
+void pr_avro_reader_free(pr_avro_reader *r); /* NULL ok */
+/* The pr_record_read_fn (rd = a pr_avro_reader). */
+int pr_avro_read(void *rd, pr_json_block *jb, const void *buf, size_t len, pr_json_reject *rej);
+
+/* A reader for a pipeline's source config (schema_file read here, a registry
+ * client made when configured and owned by the reader), set on d, which
+ * owns it (pr_json_decoder_for_source calls this for format avro). */
+pr_avro_reader *pr_avro_reader_from_cfg(pr_json_decoder *d, const pr_source_cfg *src, char *errstr,
+                                        size_t errstr_size);
+
+/* ---- Avro writer (ingest/avro_writer.c): JSON objects as Avro records ----
+ * For tools and tests (`piperec produce|gen --format avro`), not the hot
+ * path: a JSON object encoded under a writer schema (fields by name; a union
+ * takes null for a missing or null value, else its first branch that fits
+ * the value; a missing field takes its default). */
+typedef struct pr_avro_writer pr_avro_writer;
+pr_avro_writer *pr_avro_writer_new(const char *schema_json, char *errstr, size_t errstr_size);
+void pr_avro_writer_free(pr_avro_writer *w); /* NULL ok */
+/* One JSON object json[0, len) as an Avro body, after a registry frame with
+ * schema id framed_id when framed_id >= 0, into *buf (grown with realloc;
+ * *cap its size), *out_len the bytes. 0, or PR_EINVAL with errstr (the value
+ * does not fit the schema), PR_ENOMEM. */
+int pr_avro_from_json(pr_avro_writer *w, const char *json, size_t len, int64_t framed_id,
+                      uint8_t **buf, size_t *out_len, size_t *cap, char *errstr,
+                      size_t errstr_size);
 
 #endif

@@ -167,14 +167,16 @@ void pr_service_render_status(pr_service *svc, pr_mbuf *mb);
 #define PR_OFFLINE_BLOCK_ROWS 8192
 
 typedef struct pr_offline_opts {
-    const char *input;      /* path, or "-" for stdin */
-    const char *output_dir; /* created when missing */
-    int threads;            /* workers (decode, engine and write stages), >= 1 */
-    uint32_t block_rows;    /* rows per engine block; 0 = PR_OFFLINE_BLOCK_ROWS */
-    bool progress;          /* progress line on stderr while running */
-    const char *vocab_seed; /* NULL, or a directory for pr_vocab_import */
-    bool buffered_io;       /* .npy files through the page cache; default O_DIRECT
-                             * where the filesystem takes it (PR_NPY_DIRECT) */
+    const char *input;           /* path, or "-" for stdin */
+    const char *output_dir;      /* created when missing */
+    int threads;                 /* workers (decode, engine and write stages), >= 1 */
+    uint32_t block_rows;         /* rows per engine block; 0 = PR_OFFLINE_BLOCK_ROWS */
+    bool progress;               /* progress line on stderr while running */
+    const char *vocab_seed;      /* NULL, or a directory for pr_vocab_import */
+    bool buffered_io;            /* .npy files through the page cache; default O_DIRECT
+                                  * where the filesystem takes it (PR_NPY_DIRECT) */
+    const pr_source_cfg *source; /* declared schema: the source (format avro: varint-
+                                  * delimited records, docs/formats.md); NULL = JSON lines */
 } pr_offline_opts;
 
 typedef struct pr_offline_result {
