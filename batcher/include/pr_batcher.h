@@ -30,19 +30,20 @@
  *     row goes into exactly one batch of one stream.
  *   - recycled-index notices (bounded vocabularies, pr_out.recycled): every
  *     notice travels in exactly one batch, in pr_batch.recycled, before any
- *     row that uses the index with its new meaning. Under ordering partition
- *     (split none or popular) the notice sits at its exact place: `row` is
- *     the first row of the batch that reads the index anew, and in the
- *     merged stream (batches in sequence order, rows in order) every row
+ *     row that uses the index with its new meaning, at its exact place:
+ *     `row` is the first row of the batch that reads the index anew, and in
+ *     the merged stream (batches in sequence order, rows in order) every row
  *     before it used the old value and every row after it the new one (a
  *     notice whose block row was rejected moves to the next kept row). Under
  *     split popular the notices ride in regular batches only: a row that
  *     uses an index whose notice is still in the regular build goes to the
  *     regular stream even when flagged popular, and a popular build holding
- *     rows of the old value is emitted first. Under ordering event_time rows
- *     are reordered, so the notices go into the next batch emitted, either
- *     stream, at row 0: before every row of the new meaning, though rows of
- *     the old meaning may still follow.
+ *     rows of the old value is emitted first. Under ordering event_time the
+ *     same holds: a notice waits among the pending rows just before the row
+ *     it precedes, and rows that use the index after it are released after
+ *     every pending row that used it before (they may leave later than
+ *     their event time alone would put them; no row waits past its
+ *     max_delay_ms deadline for it).
  *   - re-announced notices (cfg.notice_restart_next): notices numbered
  *     below cfg.notice_floor were acknowledged before this start and are
  *     dropped; the other restored ones wait in a backlog and go out spread
