@@ -1632,7 +1632,9 @@ static int pr__release(pr_batcher *b, bool all)
     while (b->heap_len) {
         uint32_t slot = b->heap[0];
         pend_meta *m = &b->p_meta[slot];
-        if (!all && (!b->wm_set || m->k.et > b->wm))
+        /* Notices alone (their rows revoked) need no watermark: nothing
+         * pending can be of the old value. */
+        if (!all && (!b->wm_set || m->k.et > b->wm) && b->heap_len > b->heap_notes)
             break;
         if (m->note) {
             pr_recycled n = b->p_note[slot];
@@ -2147,6 +2149,8 @@ int pr_batcher_revoke(pr_batcher *b, int32_t partition, int64_t *safe_offset)
     pr__offsets_reset(&b->offs, slot);
     if (b->cfg.batch.ordering == PR_BATCH_ORDER_EVENT_TIME)
         pr__update_watermark(b);
+    if (b->heap_notes && b->heap_len == b->heap_notes)
+        (void)pr__release(b, false);
     pr__publish(b);
     return 0;
 }
