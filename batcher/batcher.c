@@ -544,6 +544,15 @@ uint64_t pr_batcher_notice_floor(const pr_batcher *b)
     return m;
 }
 
+uint64_t pr_batcher_notice_top(const pr_batcher *b, uint64_t recycled_total,
+                               uint32_t engine_pending)
+{
+    uint64_t top = recycled_total + 1 - engine_pending;
+    if (b->hint_live && top < b->cfg.notice_restart_next)
+        top = b->cfg.notice_restart_next;
+    return top;
+}
+
 static int pr__ensure_cur(pr_batcher *b, int cls)
 {
     pr__build *bd = &b->bld[cls];

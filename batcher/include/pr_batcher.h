@@ -537,6 +537,17 @@ uint64_t pr_batcher_unacked_batches(const pr_batcher *b);
  * pr_engine_vocab_notices_delivered. */
 uint64_t pr_batcher_notice_floor(const pr_batcher *b);
 
+/* The lowest notice number the engine may still hold for its next block,
+ * given pr_engine_vocab_recycled_total and pr_engine_vocab_notices_pending:
+ * a store cycle saves min(pr_batcher_notice_floor, this). The engine's
+ * pending list holds the newest notices (numbered up to recycled_total),
+ * but after a restart, until the first block, also the restored ones
+ * (numbered below cfg.notice_restart_next, which the batcher's own floor
+ * already covers): they do not pull it down, so a restart that stops
+ * before its first block keeps the floor it started with. */
+uint64_t pr_batcher_notice_top(const pr_batcher *b, uint64_t recycled_total,
+                               uint32_t engine_pending);
+
 /* The notice floor across restarts (notice_floor.c): a one-line text file
  * written with a temporary file and a rename (no fsync: a stale file holds
  * a lower floor, which only re-announces more). _load gives 0 when the file

@@ -1108,6 +1108,11 @@ static void restart_case(pr_batch_ordering ord, pr_batch_split split)
     assert_int_equal(pr_batcher_new(&cfg, &f->b, err, sizeof(err)), 0);
     pr_batcher_assign(f->b, 0);
     assert_int_equal(pr_batcher_notice_floor(f->b), RS_FLOOR); /* nothing seen yet */
+    /* The engine still holds all the restored notices (and two new ones)
+     * for its first block: they do not pull the saved floor below RS_FLOOR
+     * (it fell to 1, so a restart stopped before its first block made the
+     * next one announce everything again). */
+    assert_int_equal(pr_batcher_notice_top(f->b, RS_NOTES + 2, RS_NOTES + 2), RS_NOTES + 1);
     /* notice n: column n % 2, index (n - 1) / 2; one new notice (3001) too */
     static pr_recycled n[RS_NOTES + 1];
     for (uint32_t i = 0; i < RS_NOTES; i++)
@@ -1131,8 +1136,11 @@ static void restart_case(pr_batch_ordering ord, pr_batch_split split)
         set_notices(f, blk ? NULL : n, blk ? 0 : RS_NOTES + 1);
         assert_int_equal(pr_batcher_add_split(f->b, &f->io->in, &f->io->out, pop), 0);
         set_notices(f, NULL, 0);
-        if (blk == 0)
+        if (blk == 0) {
             assert_true(pr_batcher_notice_floor(f->b) >= RS_FLOOR);
+            /* after the first block the engine's pending ones are the newest */
+            assert_int_equal(pr_batcher_notice_top(f->b, RS_NOTES + 3, 2), RS_NOTES + 2);
+        }
     }
     pr_batcher_flush(f->b);
     /* Replay: an index whose notice is >= the floor still holds the old
