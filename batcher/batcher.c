@@ -39,7 +39,7 @@
  * Restored notices (a restart: cfg.notice_restart_next) that were
  * acknowledged before it (cfg.notice_floor) are dropped; the others wait in
  * a backlog sorted by (column, index) and go out at most
- * PR_BATCH_REANNOUNCE_MAX per batch at row 0, or earlier, in front of the
+ * batch.reannounce_max per batch at row 0, or earlier, in front of the
  * first row that uses their index (a binary search per value while the
  * backlog lasts; under event_time `loose` carries them to row 0 of the
  * next batch emitted, which is before that row).
@@ -544,6 +544,11 @@ uint64_t pr_batcher_notice_floor(const pr_batcher *b)
     return m;
 }
 
+uint32_t pr_batcher_reannounce_max(const pr_batcher *b)
+{
+    return b->cfg.batch.reannounce_max ? b->cfg.batch.reannounce_max : PR_BATCH_REANNOUNCE_MAX;
+}
+
 uint64_t pr_batcher_notice_top(const pr_batcher *b, uint64_t recycled_total,
                                uint32_t engine_pending)
 {
@@ -797,11 +802,12 @@ static int pr__ua_push(pr_batcher *b, pr_batch *bt)
     return 0;
 }
 
-/* The batch's notices: the loose ones and up to PR_BATCH_REANNOUNCE_MAX of
+/* The batch's notices: the loose ones and up to batch.reannounce_max of
  * the backlog, at row 0, then the build's own in row order. */
 static int pr__notes_to_batch(pr_batcher *b, pr__build *bd, pr_batch *bt)
 {
-    uint32_t nb = b->bl_live < PR_BATCH_REANNOUNCE_MAX ? b->bl_live : PR_BATCH_REANNOUNCE_MAX;
+    uint32_t cap = pr_batcher_reannounce_max(b);
+    uint32_t nb = b->bl_live < cap ? b->bl_live : cap;
     uint32_t nn = b->loose.n + nb + bd->notes.n, o = b->loose.n;
     if (!nn)
         return 0;

@@ -47,7 +47,7 @@
  *   - re-announced notices (cfg.notice_restart_next): notices numbered
  *     below cfg.notice_floor were acknowledged before this start and are
  *     dropped; the other restored ones wait in a backlog and go out spread
- *     over batches, at most PR_BATCH_REANNOUNCE_MAX per batch at row 0, but
+ *     over batches, at most batch.reannounce_max per batch at row 0, but
  *     always before the first row that uses their index.
  *   - popular_min_rows (split popular): a popular build with fewer rows when
  *     its deadline passes (or at a flush) is merged, in arrival order, into
@@ -124,6 +124,9 @@ typedef struct pr_batch_cfg {
     uint32_t popular_min_rows;        /* split popular: a popular build with fewer rows at
                                          its deadline (or a flush) joins the regular stream
                                          instead; 0 = off; <= size */
+    uint32_t reannounce_max;          /* restart: most restored notices a batch carries at
+                                         row 0 (besides those a row needs first); 0 =
+                                         PR_BATCH_REANNOUNCE_MAX */
 } pr_batch_cfg;
 
 extern const pr_cfgmap pr_batch_cfgmap;
@@ -424,9 +427,12 @@ typedef struct pr_batcher_cfg {
     const pr_batch_schema *schema;
 } pr_batcher_cfg;
 
-/* Most re-announced notices a batch carries at row 0 (besides those forced
- * in front of the first row using their index). */
+/* Default of batch.reannounce_max: most re-announced notices a batch
+ * carries at row 0 (besides those forced in front of the first row using
+ * their index). */
 #define PR_BATCH_REANNOUNCE_MAX 1024u
+/* The bound a batcher applies (cfg.batch.reannounce_max, 0 = the default). */
+uint32_t pr_batcher_reannounce_max(const pr_batcher *b);
 
 int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, size_t errstr_size);
 /* Frees the batcher; batches still referenced elsewhere stay valid. */

@@ -726,6 +726,7 @@ static void test_default_table(void **state)
     assert_int_equal(c.allowed_lateness_ms, 1000);
     assert_int_equal(c.late_policy, PR_BATCH_LATE_EMIT);
     assert_int_equal(c.split, PR_BATCH_SPLIT_NONE);
+    assert_int_equal(c.reannounce_max, PR_BATCH_REANNOUNCE_MAX);
 }
 
 /* ------------------------------------------------------------------ notices */
@@ -1089,7 +1090,7 @@ static void test_notices_exact_event_time(void **state)
  * lowest one not yet sent. Before, the first batch carried all 3000. */
 #define RS_NOTES 3000
 #define RS_FLOOR 501
-static void restart_case(pr_batch_ordering ord, pr_batch_split split)
+static void restart_case(pr_batch_ordering ord, pr_batch_split split, uint32_t cap)
 {
     fx *f = fx_new_split(8, 1000, ord, 0, PR_BATCH_LATE_EMIT, split);
     pr_batcher_free(f->b);
@@ -1098,7 +1099,11 @@ static void restart_case(pr_batch_ordering ord, pr_batch_split split)
         .n_dense = BT_ND,
         .n_sparse = BT_NS,
         .sparse_width = 4,
-        .batch = {.size = 8, .max_delay_ms = 1000, .ordering = ord, .split = split},
+        .batch = {.size = 8,
+                  .max_delay_ms = 1000,
+                  .ordering = ord,
+                  .split = split,
+                  .reannounce_max = cap},
         .clock = &f->mc.clock,
         .on_emit = bt_on_emit,
         .opaque = &f->sink,
@@ -1153,7 +1158,8 @@ static void restart_case(pr_batch_ordering ord, pr_batch_split split)
         held[(i + 1) % 2][i / 2] = i + 1 < RS_FLOOR ? -3 : -2;
     for (size_t bi = 0; bi < f->sink.n; bi++) {
         const pr_batch *b = f->sink.b[bi];
-        assert_true(b->n_recycled <= PR_BATCH_REANNOUNCE_MAX + (size_t)b->rows * BT_NS + 1);
+        assert_true(b->n_recycled <= (cap ? cap : PR_BATCH_REANNOUNCE_MAX) +
+                                         (size_t)b->rows * BT_NS + 1);
         uint32_t ni = 0;
         for (uint32_t i = 0; i <= b->rows; i++) {
             for (; ni < b->n_recycled && b->recycled[ni].row <= i; ni++) {
@@ -1186,9 +1192,12 @@ static void restart_case(pr_batch_ordering ord, pr_batch_split split)
 static void test_notices_restart_spread(void **state)
 {
     (void)state;
-    restart_case(PR_BATCH_ORDER_PARTITION, PR_BATCH_SPLIT_NONE);
-    restart_case(PR_BATCH_ORDER_PARTITION, PR_BATCH_SPLIT_POPULAR);
-    restart_case(PR_BATCH_ORDER_EVENT_TIME, PR_BATCH_SPLIT_NONE);
+    restart_case(PR_BATCH_ORDER_PARTITION, PR_BATCH_SPLIT_NONE, 0);
+    restart_case(PR_BATCH_ORDER_PARTITION, PR_BATCH_SPLIT_POPULAR, 0);
+    restart_case(PR_BATCH_ORDER_EVENT_TIME, PR_BATCH_SPLIT_NONE, 0);
+    /* batch.reannounce_max: a smaller bound spreads the backlog further */
+    restart_case(PR_BATCH_ORDER_PARTITION, PR_BATCH_SPLIT_NONE, 100);
+    restart_case(PR_BATCH_ORDER_EVENT_TIME, PR_BATCH_SPLIT_NONE, 100);
 }
 
 /* The notice floor file: missing = 0, round trip, junk refused. */
