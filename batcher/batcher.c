@@ -347,8 +347,7 @@ static pr__kmap_ent *pr__kmap_find(const pr__kmap *m, uint64_t key)
  * when out of memory. Growing keeps only the entries keep() accepts (NULL:
  * all), so stale barriers do not pile up. */
 static pr__kmap_ent *pr__kmap_put(pr__kmap *m, uint64_t key,
-                                  bool (*keep)(const void *, const pr__kmap_ent *),
-                                  const void *ctx)
+                                  bool (*keep)(const void *, const pr__kmap_ent *), const void *ctx)
 {
     if ((m->n + 1) * 2 > m->cap) {
         uint32_t kept = 0;

@@ -963,8 +963,8 @@ static uint64_t sim_replay(fx *f, const sim *m)
                 held[n->col][n->index] = -1;
                 if (m->jitter) { /* event_time: exact, checked here (issue 19) */
                     assert_true(i < b->rows);
-                    assert_int_equal(
-                        ((const int32_t *)b->sparse)[(size_t)n->col * b->rows + i], n->index);
+                    assert_int_equal(((const int32_t *)b->sparse)[(size_t)n->col * b->rows + i],
+                                     n->index);
                 }
             }
             if (i == b->rows)
@@ -1094,21 +1094,20 @@ static void restart_case(pr_batch_ordering ord, pr_batch_split split, uint32_t c
 {
     fx *f = fx_new_split(8, 1000, ord, 0, PR_BATCH_LATE_EMIT, split);
     pr_batcher_free(f->b);
-    pr_batcher_cfg cfg = {
-        .pipeline = "t",
-        .n_dense = BT_ND,
-        .n_sparse = BT_NS,
-        .sparse_width = 4,
-        .batch = {.size = 8,
-                  .max_delay_ms = 1000,
-                  .ordering = ord,
-                  .split = split,
-                  .reannounce_max = cap},
-        .clock = &f->mc.clock,
-        .on_emit = bt_on_emit,
-        .opaque = &f->sink,
-        .notice_restart_next = RS_NOTES + 1,
-        .notice_floor = RS_FLOOR};
+    pr_batcher_cfg cfg = {.pipeline = "t",
+                          .n_dense = BT_ND,
+                          .n_sparse = BT_NS,
+                          .sparse_width = 4,
+                          .batch = {.size = 8,
+                                    .max_delay_ms = 1000,
+                                    .ordering = ord,
+                                    .split = split,
+                                    .reannounce_max = cap},
+                          .clock = &f->mc.clock,
+                          .on_emit = bt_on_emit,
+                          .opaque = &f->sink,
+                          .notice_restart_next = RS_NOTES + 1,
+                          .notice_floor = RS_FLOOR};
     char err[256];
     assert_int_equal(pr_batcher_new(&cfg, &f->b, err, sizeof(err)), 0);
     pr_batcher_assign(f->b, 0);
@@ -1158,8 +1157,8 @@ static void restart_case(pr_batch_ordering ord, pr_batch_split split, uint32_t c
         held[(i + 1) % 2][i / 2] = i + 1 < RS_FLOOR ? -3 : -2;
     for (size_t bi = 0; bi < f->sink.n; bi++) {
         const pr_batch *b = f->sink.b[bi];
-        assert_true(b->n_recycled <= (cap ? cap : PR_BATCH_REANNOUNCE_MAX) +
-                                         (size_t)b->rows * BT_NS + 1);
+        assert_true(b->n_recycled <=
+                    (cap ? cap : PR_BATCH_REANNOUNCE_MAX) + (size_t)b->rows * BT_NS + 1);
         uint32_t ni = 0;
         for (uint32_t i = 0; i <= b->rows; i++) {
             for (; ni < b->n_recycled && b->recycled[ni].row <= i; ni++) {

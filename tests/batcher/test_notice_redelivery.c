@@ -289,8 +289,7 @@ static void test_notices_follow_redelivery(void **state)
     for (uint32_t s = 4; s <= 8; s++) { /* redelivered with the very same notices */
         assert_true(t->bgot[s].have);
         assert_int_equal(t->bgot[s].n_notes, t->a[s].n_notes);
-        assert_memory_equal(t->bgot[s].notes, t->a[s].notes,
-                            t->a[s].n_notes * sizeof(pr_recycled));
+        assert_memory_equal(t->bgot[s].notes, t->a[s].notes, t->a[s].n_notes * sizeof(pr_recycled));
     }
     static rd_got *stream[RD_BATCHES + 1];
     for (uint32_t s = 1; s <= RD_BATCHES; s++) {
