@@ -231,7 +231,6 @@ typedef struct pend_meta {
     bool note;   /* a notice waiting for its place (p_note[slot]), not a row */
     uint8_t cls; /* PR__REGULAR or PR__POPULAR */
     uint64_t hv; /* hot-set version the row was judged against */
-    pr__pkey k;  /* heap order */
     pr__rowh h;
 } pend_meta;
 
@@ -312,13 +311,16 @@ static void pr__kset_clear(pr__kset *s)
     s->n = 0;
 }
 
-/* A map from (column, index) keys (pr__kset_key) to a release key: under
- * event_time, the barrier a row using that index must sort behind. The
- * same probing as pr__kset; `slot`/`serial` name the pending notice that
- * set the barrier (the barrier holds while it waits; see pr__et_live). */
+/* Under event_time, per (column, index) key (pr__kset_key): `v`, an upper
+ * bound of the release keys of the pending entries that use the index (rows
+ * and notices), and the index's newest notice (`slot`/`serial`, when `note`;
+ * while it waits, rows using the index sort behind `v`, see pr__et_live).
+ * The same probing as pr__kset. */
 typedef struct pr__kmap_ent {
     uint64_t key; /* 0 = empty */
     uint32_t slot, serial;
+    bool note;
+    uint64_t gen; /* b->rel_gen when v last grew */
     pr__pkey v;
 } pr__kmap_ent;
 
@@ -343,22 +345,21 @@ static pr__kmap_ent *pr__kmap_find(const pr__kmap *m, uint64_t key)
     return e->key == key ? e : NULL;
 }
 
-/* The entry of `key`, inserted (zeroed but for the key) when absent; NULL
- * when out of memory. Growing keeps only the entries keep() accepts (NULL:
- * all), so stale barriers do not pile up. */
-static pr__kmap_ent *pr__kmap_put(pr__kmap *m, uint64_t key,
-                                  bool (*keep)(const void *, const pr__kmap_ent *), const void *ctx)
+/* Room for `extra` more entries. Growing keeps only the entries keep()
+ * accepts, so stale ones do not pile up. 0 or PR_ENOMEM. */
+static int pr__kmap_reserve(pr__kmap *m, uint32_t extra,
+                            bool (*keep)(const void *, const pr__kmap_ent *), const void *ctx)
 {
-    if ((m->n + 1) * 2 > m->cap) {
+    if ((m->n + extra) * 2 > m->cap) {
         uint32_t kept = 0;
         for (uint32_t i = 0; i < m->cap; i++)
             kept += m->e[i].key && (!keep || keep(ctx, &m->e[i]));
         uint32_t nc = 64;
-        while ((kept + 1) * 2 > nc / 2)
+        while ((kept + extra) * 2 > nc / 2)
             nc *= 2;
         pr__kmap g = {calloc(nc, sizeof(pr__kmap_ent)), nc, 0};
         if (!g.e)
-            return NULL;
+            return PR_ENOMEM;
         for (uint32_t i = 0; i < m->cap; i++)
             if (m->e[i].key && (!keep || keep(ctx, &m->e[i]))) {
                 g.e[pr__kmap_slot(&g, m->e[i].key)] = m->e[i];
@@ -367,6 +368,13 @@ static pr__kmap_ent *pr__kmap_put(pr__kmap *m, uint64_t key,
         free(m->e);
         *m = g;
     }
+    return 0;
+}
+
+/* The entry of `key`, inserted (zeroed but for the key) when absent. Room
+ * must have been made (pr__kmap_reserve): entries never move here. */
+static pr__kmap_ent *pr__kmap_put(pr__kmap *m, uint64_t key)
+{
     pr__kmap_ent *e = &m->e[pr__kmap_slot(m, key)];
     if (!e->key) {
         memset(e, 0, sizeof(*e));
@@ -374,13 +382,6 @@ static pr__kmap_ent *pr__kmap_put(pr__kmap *m, uint64_t key,
         m->n++;
     }
     return e;
-}
-
-static void pr__kmap_clear(pr__kmap *m)
-{
-    if (m->n)
-        memset(m->e, 0, (size_t)m->cap * sizeof(*m->e));
-    m->n = 0;
 }
 
 /* The two streams of batch.split: popular. */
@@ -461,9 +462,15 @@ struct pr_batcher {
      * barriers of their indices, the barriers of the block being added, and
      * a row's (column, index) keys */
     pr_recycled *p_note;
+    pr__pkey *p_key; /* heap order of each pool slot */
     uint32_t heap_notes;
     uint64_t pser; /* arrival serial of pending entries */
-    pr__kmap et_bar, et_blk;
+    pr__kmap et_last;
+    bool et_track;         /* et_last kept (from the first notice on) */
+    pr__kmap_ent **et_ent; /* a row's entries (pr__et_row_key) */
+    uint32_t et_ent_cap;
+    uint64_t rel_gen; /* completed releases */
+    int64_t rel_wm;   /* the watermark the last one released up to */
     uint64_t *rk;
     uint32_t rk_n, rk_cap;
 
@@ -713,8 +720,9 @@ void pr_batcher_free(pr_batcher *b)
     free(b->heap);
     free(b->fifo);
     free(b->p_note);
-    free(b->et_bar.e);
-    free(b->et_blk.e);
+    free(b->p_key);
+    free(b->et_last.e);
+    free(b->et_ent);
     free(b->rk);
     for (size_t i = 0; i < b->n_topics; i++)
         free(b->topics[i]);
@@ -1256,7 +1264,7 @@ static int pr__add_partition_order(pr_batcher *b, const pr_block *in, const pr_o
 
 /* ---------------------------------------------------------------- event_time ordering */
 
-static int pr__pkey_cmp(const pr__pkey *p, const pr__pkey *q)
+static inline int pr__pkey_cmp(const pr__pkey *p, const pr__pkey *q)
 {
     if (p->et != q->et)
         return p->et < q->et ? -1 : 1;
@@ -1273,7 +1281,7 @@ static int pr__pkey_cmp(const pr__pkey *p, const pr__pkey *q)
 
 static bool pr__pend_less(const pr_batcher *b, uint32_t x, uint32_t y)
 {
-    return pr__pkey_cmp(&b->p_meta[x].k, &b->p_meta[y].k) < 0;
+    return pr__pkey_cmp(&b->p_key[x], &b->p_key[y]) < 0;
 }
 
 static void pr__heap_up(pr_batcher *b, size_t i)
@@ -1330,6 +1338,10 @@ static int pr__pool_grow(pr_batcher *b)
     if (!pn)
         return PR_ENOMEM;
     b->p_note = pn;
+    pr__pkey *pk = realloc(b->p_key, (size_t)nc * sizeof(*pk));
+    if (!pk)
+        return PR_ENOMEM;
+    b->p_key = pk;
     if (b->jag && pr__jag_pool_grow(b->jag, nc) < 0)
         return PR_ENOMEM;
     for (uint32_t i = nc; i > oc; i--) {
@@ -1421,9 +1433,11 @@ static void pr__update_watermark(pr_batcher *b)
  * notice and every row of the new value after it, and the notice lands in
  * front of the first row of the new value: the same exact place as under
  * partition order. A row that is not raised keeps (event_time, partition,
- * offset) order. The cost is paid only while notices exist: a heap scan per
- * block that brings notices, and a lookup per (column, index) of a row while
- * some notice waits.
+ * offset) order. The barrier comes from et_last, kept per (column, index)
+ * from the first notice on (a pipeline that never recycles pays nothing):
+ * an update per (column, index) of every row, and a lookup in et_bar while
+ * some notice waits; entries whose rows have all left are dropped when the
+ * map grows, so it holds about the pending rows' distinct indices.
  */
 
 /* Index of sparse column c in a pending row (event_time layout, see
@@ -1447,6 +1461,13 @@ static int pr__row_keys(pr_batcher *b, const pr_out *out, uint32_t r, uint32_t s
                         const uint8_t *src)
 {
     b->rk_n = 0;
+    if (!b->jag && b->rk_cap >= b->cfg.n_sparse) { /* the Criteo layout: one index a column */
+        for (uint32_t c = 0; c < b->cfg.n_sparse; c++)
+            b->rk[c] =
+                pr__kset_key(c, out ? pr__out_index(out, c, r) : pr__pending_index(b, src, c));
+        b->rk_n = b->cfg.n_sparse;
+        return 0;
+    }
     uint32_t ncols = b->jag ? b->jag->n_feat : b->cfg.n_sparse;
     for (uint32_t c = 0; c < ncols; c++) {
         int64_t one;
@@ -1475,11 +1496,10 @@ static int pr__row_keys(pr_batcher *b, const pr_out *out, uint32_t r, uint32_t s
     return 0;
 }
 
-/* Is the barrier entry's notice still waiting in the heap? */
-static bool pr__et_live(const void *ctx, const pr__kmap_ent *e)
+/* Does the entry's notice still wait in the heap? */
+static bool pr__et_live(const pr_batcher *b, const pr__kmap_ent *e)
 {
-    const pr_batcher *b = ctx;
-    if (e->slot >= b->p_cap)
+    if (!e->note || e->slot >= b->p_cap)
         return false;
     const pend_meta *m = &b->p_meta[e->slot];
     return m->in_use && m->note && m->serial == e->serial;
@@ -1494,41 +1514,48 @@ static void pr__pkey_raise(pr__pkey *k, const pr__pkey *bar)
         *k = r;
 }
 
-/* A block-barrier entry (et_blk: slot 1 = v holds a key) grows to k. */
-static void pr__bar_max(pr__kmap_ent *e, const pr__pkey *k)
+/* An entry some pending entry may still use: it grew since the last
+ * completed release, or above what that release let out (a release lets
+ * out every entry up to its watermark, so every user of an entry below it
+ * that was there then has left; later users grew it). */
+static bool pr__et_keep(const void *ctx, const pr__kmap_ent *e)
 {
-    if (e && (!e->slot || pr__pkey_cmp(k, &e->v) > 0)) {
-        e->v = *k;
-        e->slot = 1;
-    }
+    const pr_batcher *b = ctx;
+    return e->gen >= b->rel_gen || e->v.et > b->rel_wm || pr__et_live(b, e);
 }
 
-/* et_blk: one entry per (column, index) of the block's notices, holding the
- * largest key of the pending entries that use it (rows, waiting notices). */
-static int pr__et_block_barriers(pr_batcher *b, const pr_recycled *nv, uint32_t nn)
+/* A pending entry with release key k uses the entry's index. */
+static void pr__et_grow(pr_batcher *b, pr__kmap_ent *e, const pr__pkey *k)
 {
-    pr__kmap_clear(&b->et_blk);
-    for (uint32_t i = 0; i < nn; i++)
-        if (!pr__kmap_put(&b->et_blk, pr__kset_key(nv[i].col, nv[i].index), NULL, NULL))
-            return PR_ENOMEM;
+    if (e->gen == 0 || pr__pkey_cmp(k, &e->v) > 0) /* gen 0: fresh, v holds nothing */
+        e->v = *k;
+    e->gen = b->rel_gen;
+}
+
+/* The first notice: from now on et_last follows every pending entry; it
+ * starts with those already in the heap. Pipelines that never recycle never
+ * pay for it. */
+static int pr__et_track_start(pr_batcher *b)
+{
+    b->et_track = true;
+    b->rel_gen++; /* >= 1 from now on: gen 0 marks a fresh entry */
     for (size_t h = 0; h < b->heap_len; h++) {
         uint32_t s = b->heap[h];
-        const pend_meta *m = &b->p_meta[s];
-        if (m->note) {
-            const pr_recycled *n = &b->p_note[s];
-            pr__bar_max(pr__kmap_find(&b->et_blk, pr__kset_key(n->col, n->index)), &m->k);
+        if (b->p_meta[s].note)
             continue;
-        }
-        if (pr__row_keys(b, NULL, 0, s, b->p_data + (size_t)s * b->prow_bytes) < 0)
+        if (pr__row_keys(b, NULL, 0, s, b->p_data + (size_t)s * b->prow_bytes) < 0 ||
+            pr__kmap_reserve(&b->et_last, b->rk_n, pr__et_keep, b) < 0)
             return PR_ENOMEM;
         for (uint32_t i = 0; i < b->rk_n; i++)
-            pr__bar_max(pr__kmap_find(&b->et_blk, b->rk[i]), &m->k);
+            pr__et_grow(b, pr__kmap_put(&b->et_last, b->rk[i]), &b->p_key[s]);
     }
     return 0;
 }
 
-/* Notice n waits in the heap at key k (its anchor's key, or just behind a
- * barrier); rows using its index are raised behind it meanwhile. */
+/* Notice n waits in the heap at key k (just before its anchor row, or just
+ * behind the index's users), and becomes the index's newest notice: rows
+ * using the index sort behind it while it waits. Room for its entry must
+ * have been made. */
 static int pr__et_push_note(pr_batcher *b, const pr_recycled *n, const pr__pkey *k, int64_t now)
 {
     if (b->p_nfree == 0 && pr__pool_grow(b) < 0)
@@ -1537,9 +1564,10 @@ static int pr__et_push_note(pr_batcher *b, const pr_recycled *n, const pr__pkey 
     pend_meta *m = &b->p_meta[ps];
     m->in_use = true;
     m->note = true;
-    m->k = *k;
-    m->k.kind = PR__PK_NOTE;
-    m->k.sub = n->number;
+    pr__pkey *mk = &b->p_key[ps];
+    *mk = *k;
+    mk->kind = PR__PK_NOTE;
+    mk->sub = n->number;
     m->key = 0;
     m->et = k->et;
     m->off = -1;
@@ -1549,64 +1577,70 @@ static int pr__et_push_note(pr_batcher *b, const pr_recycled *n, const pr__pkey 
     b->heap_notes++;
     b->heap[b->heap_len++] = ps;
     pr__heap_up(b, b->heap_len - 1);
-    pr__kmap_ent *e = pr__kmap_put(&b->et_bar, pr__kset_key(n->col, n->index), pr__et_live, b);
-    if (!e)
-        return PR_ENOMEM;
+    pr__kmap_ent *e = pr__kmap_put(&b->et_last, pr__kset_key(n->col, n->index));
+    pr__et_grow(b, e, mk);
+    e->note = true;
     e->slot = ps;
     e->serial = m->serial;
-    e->v = m->k;
     return 0;
 }
 
-/* Release key of kept block row r (its own, raised behind the barriers of
- * the notices waiting for its indices and of nv[ni..na), the notices it
- * anchors), which then wait just before it. */
+/* Release key of kept block row r: its own, raised behind the users of
+ * every index of it whose notice waits, and behind the users of the indices
+ * of nv[ni..na) (the notices it anchors, which then wait just before it).
+ * One probe per (column, index). */
 static int pr__et_row_key(pr_batcher *b, const pr_out *out, uint32_t r, pr__pkey *k,
                           const pr_recycled *nv, uint32_t ni, uint32_t na, int64_t now)
 {
-    bool blk = b->et_blk.n > 0;
-    if (!blk && !b->heap_notes)
+    if (!b->et_track)
         return 0;
-    if (pr__row_keys(b, out, r, 0, NULL) < 0)
+    if (pr__row_keys(b, out, r, 0, NULL) < 0 ||
+        pr__kmap_reserve(&b->et_last, b->rk_n + (na - ni), pr__et_keep, b) < 0)
         return PR_ENOMEM;
-    for (uint32_t i = 0; b->heap_notes && i < b->rk_n; i++) {
-        const pr__kmap_ent *e = pr__kmap_find(&b->et_bar, b->rk[i]);
-        if (e && pr__et_live(b, e))
+    if (b->et_ent_cap < b->rk_n) {
+        pr__kmap_ent **g = realloc(b->et_ent, (size_t)b->rk_n * 2 * sizeof(*g));
+        if (!g)
+            return PR_ENOMEM;
+        b->et_ent = g;
+        b->et_ent_cap = b->rk_n * 2;
+    }
+    for (uint32_t i = 0; i < b->rk_n; i++) {
+        pr__kmap_ent *e = b->et_ent[i] = pr__kmap_put(&b->et_last, b->rk[i]);
+        if (b->heap_notes && pr__et_live(b, e))
             pr__pkey_raise(k, &e->v);
     }
     for (uint32_t j = ni; j < na; j++) {
-        const pr__kmap_ent *e = pr__kmap_find(&b->et_blk, pr__kset_key(nv[j].col, nv[j].index));
-        if (e && e->slot)
+        const pr__kmap_ent *e = pr__kmap_find(&b->et_last, pr__kset_key(nv[j].col, nv[j].index));
+        if (e) /* a bound whose users all left is below the watermark: no delay */
             pr__pkey_raise(k, &e->v);
     }
     for (uint32_t j = ni; j < na; j++) {
         int err = pr__et_push_note(b, &nv[j], k, now);
         if (err < 0)
             return err;
-        pr__bar_max(pr__kmap_find(&b->et_blk, pr__kset_key(nv[j].col, nv[j].index)), k);
     }
-    for (uint32_t i = 0; blk && i < b->rk_n; i++)
-        pr__bar_max(pr__kmap_find(&b->et_blk, b->rk[i]), k);
+    for (uint32_t i = 0; i < b->rk_n; i++)
+        pr__et_grow(b, b->et_ent[i], k);
     return 0;
 }
 
-/* Notices past the block's last kept row: behind their barrier in the heap,
- * or, with no pending entry using their index, into the regular build now
- * (every row released so far precedes them, every later one follows). */
+/* Notices past the block's last kept row: behind their index's users in the
+ * heap, or, with no pending entry using the index, into the regular build
+ * now (every row released so far precedes them, every later one follows). */
 static int pr__et_tail_notes(pr_batcher *b, const pr_recycled *nv, uint32_t ni, uint32_t nn,
                              int64_t now)
 {
     uint32_t k0[PR__NCLASS] = {0};
     for (uint32_t j = ni; j < nn; j++) {
-        pr__kmap_ent *e = pr__kmap_find(&b->et_blk, pr__kset_key(nv[j].col, nv[j].index));
+        if (pr__kmap_reserve(&b->et_last, 1, pr__et_keep, b) < 0)
+            return PR_ENOMEM;
+        const pr__kmap_ent *e = pr__kmap_find(&b->et_last, pr__kset_key(nv[j].col, nv[j].index));
         int err;
-        if (e && e->slot) {
+        if (e && pr__et_keep(b, e)) {
             pr__pkey k = e->v;
             k.ser = b->pser++;
             if ((err = pr__et_push_note(b, &nv[j], &k, now)) < 0)
                 return err;
-            k.kind = PR__PK_NOTE;
-            e->v = k;
         } else if ((err = pr__place_notice(b, &nv[j], k0, NULL)) < 0) {
             return err;
         }
@@ -1648,7 +1682,8 @@ static int pr__release(pr_batcher *b, bool all)
         pend_meta *m = &b->p_meta[slot];
         /* Notices alone (their rows revoked) need no watermark: nothing
          * pending can be of the old value. */
-        if (!all && (!b->wm_set || m->k.et > b->wm) && b->heap_len > b->heap_notes)
+        int64_t ket = b->p_key[slot].et;
+        if (!all && (!b->wm_set || ket > b->wm) && b->heap_len > b->heap_notes)
             break;
         if (m->note) {
             pr_recycled n = b->p_note[slot];
@@ -1672,8 +1707,8 @@ static int pr__release(pr_batcher *b, bool all)
             return err;
         pr__put_meta(b, bd, bd->cur->rows, m->key, m->off, m->et, &m->h, m->arrival, m->hv);
         bd->cur->rows++;
-        if (all && (!b->wm_set || m->k.et > b->wm)) {
-            b->wm = m->k.et;
+        if (all && (!b->wm_set || ket > b->wm)) {
+            b->wm = ket;
             b->wm_set = true;
         }
         pr__heap_pop(b);
@@ -1682,6 +1717,8 @@ static int pr__release(pr_batcher *b, bool all)
             return err;
     }
     pr__fifo_trim(b);
+    b->rel_gen++;
+    b->rel_wm = b->heap_len ? (b->wm_set ? b->wm : INT64_MIN) : INT64_MAX;
     return 0;
 }
 
@@ -1712,8 +1749,7 @@ static int pr__add_event_time(pr_batcher *b, const pr_block *in, const pr_out *o
                               int64_t now)
 {
     int err;
-    pr__kmap_clear(&b->et_blk);
-    if (nn && (err = pr__et_block_barriers(b, nv, nn)) < 0)
+    if (nn && !b->et_track && (err = pr__et_track_start(b)) < 0)
         return err;
     uint32_t ni = 0; /* next notice of nv */
     for (uint32_t r = 0; r < out->rows; r++) {
@@ -1743,7 +1779,7 @@ static int pr__add_event_time(pr_batcher *b, const pr_block *in, const pr_out *o
         m->et = et;
         m->off = off;
         m->key = key;
-        m->k = k;
+        b->p_key[ps] = k;
         m->arrival = now;
         m->in_use = true;
         m->cls = (uint8_t)pr__row_class(b, popular, r);
@@ -1978,8 +2014,8 @@ int64_t pr_batcher_poll(pr_batcher *b)
             if (m->arrival + b->delay_ns > now)
                 break;
             forced = true;
-            if (m->k.et > fwm) /* a row raised behind a notice waits for its barrier's time */
-                fwm = m->k.et;
+            if (b->p_key[e->slot].et > fwm) /* raised behind a notice: its barrier's time */
+                fwm = b->p_key[e->slot].et;
         }
         if (forced) {
             if (!b->wm_set || fwm > b->wm) {
