@@ -36,6 +36,11 @@ static const pr_cfgmap_entry batch_entries[] = {
                  "split popular: the smallest popular batch (0..size; 0 = no minimum). A popular "
                  "batch still smaller at its max_delay_ms deadline is not sent alone: its rows "
                  "join the regular stream, merged in arrival order."),
+    PR_CFG_E_INT("reannounce_max", 0, pr_batch_cfg, reannounce_max, 1, 1048576, "1024",
+                 "After a restart: the most restored recycled-index notices (not acknowledged "
+                 "before it) a batch carries at row 0, so a backlog goes out spread over batches; "
+                 "a notice whose index a row uses goes in front of that row regardless, so a "
+                 "batch carries at most this + rows x sparse columns."),
 };
 
 const pr_cfgmap pr_batch_cfgmap = PR_CFGMAP(batch_entries);

@@ -31,15 +31,18 @@
  * whose notice still waits in the regular build (`pend_keys`) is demoted to
  * the regular stream, so it cannot go out before its notice; and a popular
  * build holding rows of the old value when a notice arrives is emitted at
- * once, so those rows go out before it. Under event_time the notices wait in
- * `loose` and go, at row 0, into whichever batch is emitted next.
+ * once, so those rows go out before it. Under event_time the rows are
+ * reordered, so a notice waits in the event-time heap as an entry of its
+ * own, just before its row, and rows of the new value are held behind the
+ * old value's (see "notices under event_time"): exact there too.
  *
  * Restored notices (a restart: cfg.notice_restart_next) that were
  * acknowledged before it (cfg.notice_floor) are dropped; the others wait in
  * a backlog sorted by (column, index) and go out at most
- * PR_BATCH_REANNOUNCE_MAX per batch at row 0, or earlier, in front of the
+ * batch.reannounce_max per batch at row 0, or earlier, in front of the
  * first row that uses their index (a binary search per value while the
- * backlog lasts).
+ * backlog lasts; under event_time `loose` carries them to row 0 of the
+ * next batch emitted, which is before that row).
  *
  * batch.popular_min_rows: a popular build that reaches its deadline (or a
  * flush) with fewer rows is merged into the regular build in arrival order
@@ -203,6 +206,21 @@ static const double sec_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1
 
 /* ---------------------------------------------------------------- batcher */
 
+/* Release order of a pending entry (event_time): (et, part, off) of the
+ * row itself, or of the barrier it was raised behind (a notice's row, see
+ * "Notices under event_time" below); then `ser` (arrival order) and `kind`
+ * (a notice just before the row it precedes). */
+typedef struct pr__pkey {
+    int64_t et;
+    int64_t off;
+    int32_t part;
+    uint8_t kind; /* PR__PK_NOTE before PR__PK_ROW */
+    uint64_t ser;
+    uint64_t sub; /* notices in front of one row: in number order */
+} pr__pkey;
+
+enum { PR__PK_NOTE = 0, PR__PK_ROW = 1 };
+
 typedef struct pend_meta {
     int64_t et;
     int64_t off;
@@ -210,6 +228,7 @@ typedef struct pend_meta {
     int32_t key;
     uint32_t serial;
     bool in_use;
+    bool note;   /* a notice waiting for its place (p_note[slot]), not a row */
     uint8_t cls; /* PR__REGULAR or PR__POPULAR */
     uint64_t hv; /* hot-set version the row was judged against */
     pr__rowh h;
@@ -292,6 +311,79 @@ static void pr__kset_clear(pr__kset *s)
     s->n = 0;
 }
 
+/* Under event_time, per (column, index) key (pr__kset_key): `v`, an upper
+ * bound of the release keys of the pending entries that use the index (rows
+ * and notices), and the index's newest notice (`slot`/`serial`, when `note`;
+ * while it waits, rows using the index sort behind `v`, see pr__et_live).
+ * The same probing as pr__kset. */
+typedef struct pr__kmap_ent {
+    uint64_t key; /* 0 = empty */
+    uint32_t slot, serial;
+    bool note;
+    uint64_t gen; /* b->rel_gen when v last grew */
+    pr__pkey v;
+} pr__kmap_ent;
+
+typedef struct pr__kmap {
+    pr__kmap_ent *e;
+    uint32_t cap, n; /* cap: 0 or a power of two */
+} pr__kmap;
+
+static uint32_t pr__kmap_slot(const pr__kmap *m, uint64_t key)
+{
+    uint32_t mask = m->cap - 1, i = (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+    while (m->e[i].key && m->e[i].key != key)
+        i = (i + 1) & mask;
+    return i;
+}
+
+static pr__kmap_ent *pr__kmap_find(const pr__kmap *m, uint64_t key)
+{
+    if (!m->n)
+        return NULL;
+    pr__kmap_ent *e = &m->e[pr__kmap_slot(m, key)];
+    return e->key == key ? e : NULL;
+}
+
+/* Room for `extra` more entries. Growing keeps only the entries keep()
+ * accepts, so stale ones do not pile up. 0 or PR_ENOMEM. */
+static int pr__kmap_reserve(pr__kmap *m, uint32_t extra,
+                            bool (*keep)(const void *, const pr__kmap_ent *), const void *ctx)
+{
+    if ((m->n + extra) * 2 > m->cap) {
+        uint32_t kept = 0;
+        for (uint32_t i = 0; i < m->cap; i++)
+            kept += m->e[i].key && (!keep || keep(ctx, &m->e[i]));
+        uint32_t nc = 64;
+        while ((kept + extra) * 2 > nc / 2)
+            nc *= 2;
+        pr__kmap g = {calloc(nc, sizeof(pr__kmap_ent)), nc, 0};
+        if (!g.e)
+            return PR_ENOMEM;
+        for (uint32_t i = 0; i < m->cap; i++)
+            if (m->e[i].key && (!keep || keep(ctx, &m->e[i]))) {
+                g.e[pr__kmap_slot(&g, m->e[i].key)] = m->e[i];
+                g.n++;
+            }
+        free(m->e);
+        *m = g;
+    }
+    return 0;
+}
+
+/* The entry of `key`, inserted (zeroed but for the key) when absent. Room
+ * must have been made (pr__kmap_reserve): entries never move here. */
+static pr__kmap_ent *pr__kmap_put(pr__kmap *m, uint64_t key)
+{
+    pr__kmap_ent *e = &m->e[pr__kmap_slot(m, key)];
+    if (!e->key) {
+        memset(e, 0, sizeof(*e));
+        e->key = key;
+        m->n++;
+    }
+    return e;
+}
+
 /* The two streams of batch.split: popular. */
 enum { PR__REGULAR = 0, PR__POPULAR = 1, PR__NCLASS = 2 };
 
@@ -365,6 +457,22 @@ struct pr_batcher {
     size_t f_cap, f_head, f_len;
     bool wm_set;
     int64_t wm;
+    /* event_time notices (see "Notices under event_time"): the notices
+     * waiting in the heap (p_note[slot] of entries with note set), the
+     * barriers of their indices, the barriers of the block being added, and
+     * a row's (column, index) keys */
+    pr_recycled *p_note;
+    pr__pkey *p_key; /* heap order of each pool slot */
+    uint32_t heap_notes;
+    uint64_t pser; /* arrival serial of pending entries */
+    pr__kmap et_last;
+    bool et_track;         /* et_last kept (from the first notice on) */
+    pr__kmap_ent **et_ent; /* a row's entries (pr__et_row_key) */
+    uint32_t et_ent_cap;
+    uint64_t rel_gen; /* completed releases */
+    int64_t rel_wm;   /* the watermark the last one released up to */
+    uint64_t *rk;
+    uint32_t rk_n, rk_cap;
 
     pr_batcher_stats st; /* pipeline thread's copy */
     pthread_mutex_t mu;
@@ -381,7 +489,7 @@ static uint64_t pr__built_rows(const pr_batcher *b)
 
 static void pr__publish(pr_batcher *b)
 {
-    b->st.buffered_rows = pr__built_rows(b) + b->heap_len;
+    b->st.buffered_rows = pr__built_rows(b) + b->heap_len - b->heap_notes;
     b->st.buffered_bytes = b->st.buffered_rows * b->row_bytes;
     b->st.unacked_batches = b->n_unacked;
     b->st.unacked_bytes = b->unacked_bytes;
@@ -404,7 +512,7 @@ void pr_batcher_get_stats(pr_batcher *b, pr_batcher_stats *st)
 
 uint64_t pr_batcher_inflight_bytes(const pr_batcher *b)
 {
-    uint64_t buffered = pr__built_rows(b) + b->heap_len;
+    uint64_t buffered = pr__built_rows(b) + b->heap_len - b->heap_notes;
     return buffered * b->row_bytes + b->unacked_bytes;
 }
 
@@ -431,12 +539,29 @@ uint64_t pr_batcher_notice_floor(const pr_batcher *b)
             m = b->backlog.v[i].number;
     for (int k = 0; k < b->n_class; k++)
         m = pr__notes_min(b->bld[k].notes.v, b->bld[k].notes.n, m);
+    for (size_t i = 0; b->heap_notes && i < b->heap_len; i++)
+        if (b->p_meta[b->heap[i]].note)
+            m = pr__notes_min(&b->p_note[b->heap[i]], 1, m);
     for (size_t i = 0; i < b->ua_len; i++) {
         const pr_batch *bt = b->ua[(b->ua_head + i) % b->ua_cap];
         if (bt)
             m = pr__notes_min(bt->recycled, bt->n_recycled, m);
     }
     return m;
+}
+
+uint32_t pr_batcher_reannounce_max(const pr_batcher *b)
+{
+    return b->cfg.batch.reannounce_max ? b->cfg.batch.reannounce_max : PR_BATCH_REANNOUNCE_MAX;
+}
+
+uint64_t pr_batcher_notice_top(const pr_batcher *b, uint64_t recycled_total,
+                               uint32_t engine_pending)
+{
+    uint64_t top = recycled_total + 1 - engine_pending;
+    if (b->hint_live && top < b->cfg.notice_restart_next)
+        top = b->cfg.notice_restart_next;
+    return top;
 }
 
 static int pr__ensure_cur(pr_batcher *b, int cls)
@@ -589,6 +714,11 @@ void pr_batcher_free(pr_batcher *b)
     free(b->p_free);
     free(b->heap);
     free(b->fifo);
+    free(b->p_note);
+    free(b->p_key);
+    free(b->et_last.e);
+    free(b->et_ent);
+    free(b->rk);
     for (size_t i = 0; i < b->n_topics; i++)
         free(b->topics[i]);
     free(b->topics);
@@ -674,11 +804,12 @@ static int pr__ua_push(pr_batcher *b, pr_batch *bt)
     return 0;
 }
 
-/* The batch's notices: the loose ones and up to PR_BATCH_REANNOUNCE_MAX of
+/* The batch's notices: the loose ones and up to batch.reannounce_max of
  * the backlog, at row 0, then the build's own in row order. */
 static int pr__notes_to_batch(pr_batcher *b, pr__build *bd, pr_batch *bt)
 {
-    uint32_t nb = b->bl_live < PR_BATCH_REANNOUNCE_MAX ? b->bl_live : PR_BATCH_REANNOUNCE_MAX;
+    uint32_t cap = pr_batcher_reannounce_max(b);
+    uint32_t nb = b->bl_live < cap ? b->bl_live : cap;
     uint32_t nn = b->loose.n + nb + bd->notes.n, o = b->loose.n;
     if (!nn)
         return 0;
@@ -904,15 +1035,6 @@ static void pr__pending_to_cur(pr_batcher *b, pr__build *bd, const uint8_t *src)
 static inline int pr__row_class(const pr_batcher *b, const uint64_t *popular, uint32_t r)
 {
     return b->n_class > 1 && popular && pr_bit_test(popular, r) ? PR__POPULAR : PR__REGULAR;
-}
-
-/* event_time: the block's notices wait for the next batch (row 0). */
-static int pr__add_loose(pr_batcher *b, const pr_recycled *nv, uint32_t nn)
-{
-    for (uint32_t i = 0; i < nn; i++)
-        if (pr__notes_push(&b->loose, &nv[i], 0) < 0)
-            return PR_ENOMEM;
-    return 0;
 }
 
 /* Rows k of the build collected from `out` go into its cur. */
@@ -1160,14 +1282,24 @@ static int pr__add_partition_order(pr_batcher *b, const pr_block *in, const pr_o
 
 /* ---------------------------------------------------------------- event_time ordering */
 
+static inline int pr__pkey_cmp(const pr__pkey *p, const pr__pkey *q)
+{
+    if (p->et != q->et)
+        return p->et < q->et ? -1 : 1;
+    if (p->part != q->part)
+        return p->part < q->part ? -1 : 1;
+    if (p->off != q->off)
+        return p->off < q->off ? -1 : 1;
+    if (p->ser != q->ser)
+        return p->ser < q->ser ? -1 : 1;
+    if (p->kind != q->kind)
+        return p->kind < q->kind ? -1 : 1;
+    return (p->sub > q->sub) - (p->sub < q->sub);
+}
+
 static bool pr__pend_less(const pr_batcher *b, uint32_t x, uint32_t y)
 {
-    const pend_meta *p = &b->p_meta[x], *q = &b->p_meta[y];
-    if (p->et != q->et)
-        return p->et < q->et;
-    if (p->key != q->key)
-        return p->key < q->key;
-    return p->off < q->off;
+    return pr__pkey_cmp(&b->p_key[x], &b->p_key[y]) < 0;
 }
 
 static void pr__heap_up(pr_batcher *b, size_t i)
@@ -1220,10 +1352,19 @@ static int pr__pool_grow(pr_batcher *b)
     if (!h)
         return PR_ENOMEM;
     b->heap = h;
+    pr_recycled *pn = realloc(b->p_note, (size_t)nc * sizeof(*pn));
+    if (!pn)
+        return PR_ENOMEM;
+    b->p_note = pn;
+    pr__pkey *pk = realloc(b->p_key, (size_t)nc * sizeof(*pk));
+    if (!pk)
+        return PR_ENOMEM;
+    b->p_key = pk;
     if (b->jag && pr__jag_pool_grow(b->jag, nc) < 0)
         return PR_ENOMEM;
     for (uint32_t i = nc; i > oc; i--) {
         b->p_meta[i - 1].in_use = false;
+        b->p_meta[i - 1].note = false;
         b->p_meta[i - 1].serial = 0;
         b->p_free[b->p_nfree++] = i - 1;
     }
@@ -1266,6 +1407,9 @@ static void pr__fifo_trim(pr_batcher *b)
 
 static void pr__pend_free(pr_batcher *b, uint32_t slot)
 {
+    if (b->p_meta[slot].note)
+        b->heap_notes--;
+    b->p_meta[slot].note = false;
     b->p_meta[slot].in_use = false;
     b->p_meta[slot].serial++;
     b->p_free[b->p_nfree++] = slot;
@@ -1294,20 +1438,284 @@ static void pr__update_watermark(pr_batcher *b)
     }
 }
 
-/* Move rows with event_time <= watermark (all rows when `all`) into batches. */
+/* ---------------------------------------------------------------- notices under event_time
+ *
+ * Rows leave in release-key order, not in the order the engine saw them, so
+ * a notice cannot stay at its block row. It becomes a heap entry of its own,
+ * keyed just before its anchor: the first kept row at or after its block
+ * row (normally the row that brought the new value). The anchor, and every
+ * later row that uses the index while the notice waits, are raised behind a
+ * barrier: the largest key among the pending entries that used the index
+ * before (rows of the old value, an earlier notice of the index). Raising
+ * only moves a row later, so every row of the old value leaves before the
+ * notice and every row of the new value after it, and the notice lands in
+ * front of the first row of the new value: the same exact place as under
+ * partition order. A row that is not raised keeps (event_time, partition,
+ * offset) order. The barrier comes from et_last, kept per (column, index)
+ * from the first notice on (a pipeline that never recycles pays nothing):
+ * an update per (column, index) of every row, and a lookup in et_bar while
+ * some notice waits; entries whose rows have all left are dropped when the
+ * map grows, so it holds about the pending rows' distinct indices.
+ */
+
+/* Index of sparse column c in a pending row (event_time layout, see
+ * out_to_pending). */
+static int64_t pr__pending_index(const pr_batcher *b, const uint8_t *src, uint32_t c)
+{
+    const uint8_t *s = src + 4 + (size_t)b->cfg.n_dense * 4;
+    if (b->cfg.sparse_width == 8) {
+        int64_t v;
+        memcpy(&v, s + (size_t)c * 8, 8);
+        return v;
+    }
+    int32_t v32;
+    memcpy(&v32, s + (size_t)c * 4, 4);
+    return v32;
+}
+
+/* The (column, index) keys (pr__kset_key) of block row r of `out`, or of
+ * pending slot `slot` (its data at src) when out is NULL, into b->rk. */
+static int pr__row_keys(pr_batcher *b, const pr_out *out, uint32_t r, uint32_t slot,
+                        const uint8_t *src)
+{
+    b->rk_n = 0;
+    if (!b->jag && b->rk_cap >= b->cfg.n_sparse) { /* the Criteo layout: one index a column */
+        for (uint32_t c = 0; c < b->cfg.n_sparse; c++)
+            b->rk[c] =
+                pr__kset_key(c, out ? pr__out_index(out, c, r) : pr__pending_index(b, src, c));
+        b->rk_n = b->cfg.n_sparse;
+        return 0;
+    }
+    uint32_t ncols = b->jag ? b->jag->n_feat : b->cfg.n_sparse;
+    for (uint32_t c = 0; c < ncols; c++) {
+        int64_t one;
+        const int64_t *v = &one;
+        uint32_t n = 1;
+        if (b->jag && b->jag->vocab_col[c] < 0)
+            continue;
+        if (b->jag)
+            v = out ? pr__jag_row_values(b->jag, out, c, r, &n)
+                    : pr__jag_pending_values(b->jag, slot, src, c, &n);
+        else
+            one = out ? pr__out_index(out, c, r) : pr__pending_index(b, src, c);
+        if (b->rk_n + n > b->rk_cap) {
+            uint32_t nc = b->rk_cap ? b->rk_cap : 64;
+            while (nc < b->rk_n + n)
+                nc *= 2;
+            uint64_t *g = realloc(b->rk, (size_t)nc * sizeof(*g));
+            if (!g)
+                return PR_ENOMEM;
+            b->rk = g;
+            b->rk_cap = nc;
+        }
+        for (uint32_t i = 0; i < n; i++)
+            b->rk[b->rk_n++] = pr__kset_key(c, v[i]);
+    }
+    return 0;
+}
+
+/* Does the entry's notice still wait in the heap? */
+static bool pr__et_live(const pr_batcher *b, const pr__kmap_ent *e)
+{
+    if (!e->note || e->slot >= b->p_cap)
+        return false;
+    const pend_meta *m = &b->p_meta[e->slot];
+    return m->in_use && m->note && m->serial == e->serial;
+}
+
+/* k moved behind barrier `bar` when that is later; it keeps its own ser,
+ * which is above the ser of every entry the barrier came from. */
+static void pr__pkey_raise(pr__pkey *k, const pr__pkey *bar)
+{
+    pr__pkey r = {bar->et, bar->off, bar->part, PR__PK_ROW, k->ser, 0};
+    if (pr__pkey_cmp(&r, k) > 0)
+        *k = r;
+}
+
+/* An entry some pending entry may still use: it grew since the last
+ * completed release, or above what that release let out (a release lets
+ * out every entry up to its watermark, so every user of an entry below it
+ * that was there then has left; later users grew it). */
+static bool pr__et_keep(const void *ctx, const pr__kmap_ent *e)
+{
+    const pr_batcher *b = ctx;
+    return e->gen >= b->rel_gen || e->v.et > b->rel_wm || pr__et_live(b, e);
+}
+
+/* A pending entry with release key k uses the entry's index. */
+static void pr__et_grow(pr_batcher *b, pr__kmap_ent *e, const pr__pkey *k)
+{
+    if (e->gen == 0 || pr__pkey_cmp(k, &e->v) > 0) /* gen 0: fresh, v holds nothing */
+        e->v = *k;
+    e->gen = b->rel_gen;
+}
+
+/* The first notice: from now on et_last follows every pending entry; it
+ * starts with those already in the heap. Pipelines that never recycle never
+ * pay for it. */
+static int pr__et_track_start(pr_batcher *b)
+{
+    b->et_track = true;
+    b->rel_gen++; /* >= 1 from now on: gen 0 marks a fresh entry */
+    for (size_t h = 0; h < b->heap_len; h++) {
+        uint32_t s = b->heap[h];
+        if (b->p_meta[s].note)
+            continue;
+        if (pr__row_keys(b, NULL, 0, s, b->p_data + (size_t)s * b->prow_bytes) < 0 ||
+            pr__kmap_reserve(&b->et_last, b->rk_n, pr__et_keep, b) < 0)
+            return PR_ENOMEM;
+        for (uint32_t i = 0; i < b->rk_n; i++)
+            pr__et_grow(b, pr__kmap_put(&b->et_last, b->rk[i]), &b->p_key[s]);
+    }
+    return 0;
+}
+
+/* Notice n waits in the heap at key k (just before its anchor row, or just
+ * behind the index's users), and becomes the index's newest notice: rows
+ * using the index sort behind it while it waits. Room for its entry must
+ * have been made. */
+static int pr__et_push_note(pr_batcher *b, const pr_recycled *n, const pr__pkey *k, int64_t now)
+{
+    if (b->p_nfree == 0 && pr__pool_grow(b) < 0)
+        return PR_ENOMEM;
+    uint32_t ps = b->p_free[--b->p_nfree];
+    pend_meta *m = &b->p_meta[ps];
+    m->in_use = true;
+    m->note = true;
+    pr__pkey *mk = &b->p_key[ps];
+    *mk = *k;
+    mk->kind = PR__PK_NOTE;
+    mk->sub = n->number;
+    m->key = 0;
+    m->et = k->et;
+    m->off = -1;
+    m->arrival = now;
+    m->cls = PR__REGULAR;
+    b->p_note[ps] = *n;
+    b->heap_notes++;
+    b->heap[b->heap_len++] = ps;
+    pr__heap_up(b, b->heap_len - 1);
+    pr__kmap_ent *e = pr__kmap_put(&b->et_last, pr__kset_key(n->col, n->index));
+    pr__et_grow(b, e, mk);
+    e->note = true;
+    e->slot = ps;
+    e->serial = m->serial;
+    return 0;
+}
+
+/* Release key of kept block row r: its own, raised behind the users of
+ * every index of it whose notice waits, and behind the users of the indices
+ * of nv[ni..na) (the notices it anchors, which then wait just before it).
+ * One probe per (column, index). */
+static int pr__et_row_key(pr_batcher *b, const pr_out *out, uint32_t r, pr__pkey *k,
+                          const pr_recycled *nv, uint32_t ni, uint32_t na, int64_t now)
+{
+    if (!b->et_track)
+        return 0;
+    if (pr__row_keys(b, out, r, 0, NULL) < 0 ||
+        pr__kmap_reserve(&b->et_last, b->rk_n + (na - ni), pr__et_keep, b) < 0)
+        return PR_ENOMEM;
+    if (b->et_ent_cap < b->rk_n) {
+        pr__kmap_ent **g = realloc(b->et_ent, (size_t)b->rk_n * 2 * sizeof(*g));
+        if (!g)
+            return PR_ENOMEM;
+        b->et_ent = g;
+        b->et_ent_cap = b->rk_n * 2;
+    }
+    for (uint32_t i = 0; i < b->rk_n; i++) {
+        pr__kmap_ent *e = b->et_ent[i] = pr__kmap_put(&b->et_last, b->rk[i]);
+        if (b->heap_notes && pr__et_live(b, e))
+            pr__pkey_raise(k, &e->v);
+    }
+    for (uint32_t j = ni; j < na; j++) {
+        const pr__kmap_ent *e = pr__kmap_find(&b->et_last, pr__kset_key(nv[j].col, nv[j].index));
+        if (e) /* a bound whose users all left is below the watermark: no delay */
+            pr__pkey_raise(k, &e->v);
+    }
+    for (uint32_t j = ni; j < na; j++) {
+        int err = pr__et_push_note(b, &nv[j], k, now);
+        if (err < 0)
+            return err;
+    }
+    for (uint32_t i = 0; i < b->rk_n; i++)
+        pr__et_grow(b, b->et_ent[i], k);
+    return 0;
+}
+
+/* Notices past the block's last kept row: behind their index's users in the
+ * heap, or, with no pending entry using the index, into the regular build
+ * now (every row released so far precedes them, every later one follows). */
+static int pr__et_tail_notes(pr_batcher *b, const pr_recycled *nv, uint32_t ni, uint32_t nn,
+                             int64_t now)
+{
+    uint32_t k0[PR__NCLASS] = {0};
+    for (uint32_t j = ni; j < nn; j++) {
+        if (pr__kmap_reserve(&b->et_last, 1, pr__et_keep, b) < 0)
+            return PR_ENOMEM;
+        const pr__kmap_ent *e = pr__kmap_find(&b->et_last, pr__kset_key(nv[j].col, nv[j].index));
+        int err;
+        if (e && pr__et_keep(b, e)) {
+            pr__pkey k = e->v;
+            k.ser = b->pser++;
+            if ((err = pr__et_push_note(b, &nv[j], &k, now)) < 0)
+                return err;
+        } else if ((err = pr__place_notice(b, &nv[j], k0, NULL)) < 0) {
+            return err;
+        }
+    }
+    return 0;
+}
+
+/* Split popular: a released popular row that uses an index whose notice
+ * waits in the regular build goes to the regular stream (as route_row). */
+static int pr__et_route(pr_batcher *b, const pend_meta *m, uint32_t slot, const uint8_t *src)
+{
+    if (m->cls != PR__POPULAR || !b->pend_keys.n)
+        return m->cls;
+    if (pr__row_keys(b, NULL, 0, slot, src) < 0)
+        return PR__REGULAR; /* out of memory: the regular stream is always safe */
+    for (uint32_t i = 0; i < b->rk_n; i++)
+        if (pr__kset_has(&b->pend_keys, b->rk[i])) {
+            b->st.rows_demoted++;
+            return PR__REGULAR;
+        }
+    return PR__POPULAR;
+}
+
+static void pr__heap_pop(pr_batcher *b)
+{
+    b->heap[0] = b->heap[--b->heap_len];
+    if (b->heap_len)
+        pr__heap_down(b, 0);
+}
+
+/* Move entries with release key <= watermark (all when `all`) into batches:
+ * rows into their build, notices in front of the next regular row. */
 static int pr__release(pr_batcher *b, bool all)
 {
     int err;
+    uint32_t k0[PR__NCLASS] = {0};
     while (b->heap_len) {
         uint32_t slot = b->heap[0];
         pend_meta *m = &b->p_meta[slot];
-        if (!all && (!b->wm_set || m->et > b->wm))
+        /* Notices alone (their rows revoked) need no watermark: nothing
+         * pending can be of the old value. */
+        int64_t ket = b->p_key[slot].et;
+        if (!all && (!b->wm_set || ket > b->wm) && b->heap_len > b->heap_notes)
             break;
-        int cls = m->cls;
+        if (m->note) {
+            pr_recycled n = b->p_note[slot];
+            pr__heap_pop(b);
+            pr__pend_free(b, slot);
+            if ((err = pr__place_notice(b, &n, k0, NULL)) < 0)
+                return err;
+            continue;
+        }
+        const uint8_t *src = b->p_data + (size_t)slot * b->prow_bytes;
+        int cls = pr__et_route(b, m, slot, src);
         pr__build *bd = &b->bld[cls];
         if ((err = pr__ensure_cur(b, cls)) < 0)
             return err;
-        const uint8_t *src = b->p_data + (size_t)slot * b->prow_bytes;
         if (!b->jag)
             pr__pending_to_cur(b, bd, src);
         else if ((err = pr__jag_from_pending(b->jag, &bd->jb, bd->cur, b->cfg.batch.size, slot,
@@ -1317,27 +1725,51 @@ static int pr__release(pr_batcher *b, bool all)
             return err;
         pr__put_meta(b, bd, bd->cur->rows, m->key, m->off, m->et, &m->h, m->arrival, m->hv);
         bd->cur->rows++;
-        if (all && (!b->wm_set || m->et > b->wm)) {
-            b->wm = m->et;
+        if (all && (!b->wm_set || ket > b->wm)) {
+            b->wm = ket;
             b->wm_set = true;
         }
-        b->heap[0] = b->heap[--b->heap_len];
-        if (b->heap_len)
-            pr__heap_down(b, 0);
+        pr__heap_pop(b);
         pr__pend_free(b, slot);
         if (bd->cur->rows == b->cfg.batch.size && (err = pr__emit(b, cls, PR_BATCH_FULL)) < 0)
             return err;
     }
     pr__fifo_trim(b);
+    b->rel_gen++;
+    b->rel_wm = b->heap_len ? (b->wm_set ? b->wm : INT64_MIN) : INT64_MAX;
     return 0;
+}
+
+/* Is row r late, and (drop_to_dlq) dropped? Updates the partition's clock. */
+static bool pr__et_late_drop(pr_batcher *b, const pr_block *in, const pr_out *out, uint32_t r,
+                             int slot)
+{
+    pr__ptrack *t = &b->offs.parts[slot];
+    int64_t et = in->event_time_ms[r];
+    if (!t->has_et || et > t->max_et) {
+        t->max_et = et;
+        t->has_et = true;
+    }
+    if (!b->wm_set || et >= b->wm)
+        return false;
+    b->st.rows_late++;
+    if (b->cfg.batch.late_policy != PR_BATCH_LATE_DROP_TO_DLQ)
+        return false;
+    b->st.rows_late_dropped++;
+    pr__offsets_seen_done(&b->offs, slot, in->offset[r]);
+    if (b->cfg.on_late)
+        b->cfg.on_late(b->cfg.opaque, in, out, r);
+    return true;
 }
 
 static int pr__add_event_time(pr_batcher *b, const pr_block *in, const pr_out *out,
                               const uint64_t *popular, const pr_recycled *nv, uint32_t nn,
                               int64_t now)
 {
-    if (pr__add_loose(b, nv, nn) < 0)
-        return PR_ENOMEM;
+    int err;
+    if (nn && !b->et_track && (err = pr__et_track_start(b)) < 0)
+        return err;
+    uint32_t ni = 0; /* next notice of nv */
     for (uint32_t r = 0; r < out->rows; r++) {
         int32_t key = in->partition[r];
         int64_t off = in->offset[r], et = in->event_time_ms[r];
@@ -1349,21 +1781,15 @@ static int pr__add_event_time(pr_batcher *b, const pr_block *in, const pr_out *o
             b->st.rows_rejected++;
             continue;
         }
-        pr__ptrack *t = &b->offs.parts[slot];
-        if (!t->has_et || et > t->max_et) {
-            t->max_et = et;
-            t->has_et = true;
-        }
-        if (b->wm_set && et < b->wm) {
-            b->st.rows_late++;
-            if (b->cfg.batch.late_policy == PR_BATCH_LATE_DROP_TO_DLQ) {
-                b->st.rows_late_dropped++;
-                pr__offsets_seen_done(&b->offs, slot, off);
-                if (b->cfg.on_late)
-                    b->cfg.on_late(b->cfg.opaque, in, out, r);
-                continue;
-            }
-        }
+        if (pr__et_late_drop(b, in, out, r, slot))
+            continue;
+        uint32_t na = ni;
+        while (na < nn && nv[na].row <= r)
+            na++;
+        pr__pkey k = {et, off, key, PR__PK_ROW, b->pser++, 0};
+        if ((err = pr__et_row_key(b, out, r, &k, nv, ni, na, now)) < 0)
+            return err;
+        ni = na;
         if (b->p_nfree == 0 && pr__pool_grow(b) < 0)
             return PR_ENOMEM;
         uint32_t ps = b->p_free[--b->p_nfree];
@@ -1371,6 +1797,7 @@ static int pr__add_event_time(pr_batcher *b, const pr_block *in, const pr_out *o
         m->et = et;
         m->off = off;
         m->key = key;
+        b->p_key[ps] = k;
         m->arrival = now;
         m->in_use = true;
         m->cls = (uint8_t)pr__row_class(b, popular, r);
@@ -1389,6 +1816,8 @@ static int pr__add_event_time(pr_batcher *b, const pr_block *in, const pr_out *o
         pr__heap_up(b, b->heap_len - 1);
         b->st.rows_in++;
     }
+    if ((err = pr__et_tail_notes(b, nv, ni, nn, now)) < 0)
+        return err;
     pr__update_watermark(b);
     return pr__release(b, false);
 }
@@ -1626,8 +2055,8 @@ int64_t pr_batcher_poll(pr_batcher *b)
             if (m->arrival + b->delay_ns > now)
                 break;
             forced = true;
-            if (m->et > fwm)
-                fwm = m->et;
+            if (b->p_key[e->slot].et > fwm) /* raised behind a notice: its barrier's time */
+                fwm = b->p_key[e->slot].et;
         }
         if (forced) {
             if (!b->wm_set || fwm > b->wm) {
@@ -1779,7 +2208,7 @@ static uint64_t pr__drop_pending_rows(pr_batcher *b, int32_t key)
     uint64_t dropped = 0;
     for (size_t i = 0; i < b->heap_len; i++) {
         uint32_t s = b->heap[i];
-        if (b->p_meta[s].key == key) {
+        if (!b->p_meta[s].note && b->p_meta[s].key == key) {
             pr__pend_free(b, s);
             dropped++;
         } else {
@@ -1811,6 +2240,8 @@ int pr_batcher_revoke(pr_batcher *b, int32_t partition, int64_t *safe_offset)
     pr__offsets_reset(&b->offs, slot);
     if (b->cfg.batch.ordering == PR_BATCH_ORDER_EVENT_TIME)
         pr__update_watermark(b);
+    if (b->heap_notes && b->heap_len == b->heap_notes)
+        (void)pr__release(b, false);
     pr__publish(b);
     return 0;
 }

@@ -468,8 +468,8 @@ static void pr__store_safe_offsets(pr__pipe *p)
     /* Recycled-index notices acknowledged with their batches need no
      * re-announcement after a restart (pr_vocab_store_commit). */
     uint64_t floor = pr_batcher_notice_floor(p->bat);
-    uint64_t top = pr_engine_vocab_recycled_total(p->eng) + 1 -
-                   pr_engine_vocab_notices_pending(p->eng); /* pending: the newest ones */
+    uint64_t top = pr_batcher_notice_top(p->bat, pr_engine_vocab_recycled_total(p->eng),
+                                         pr_engine_vocab_notices_pending(p->eng));
     if (floor > top)
         floor = top;
     pr_vocab_store_commit(p->vs, floor);

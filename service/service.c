@@ -253,7 +253,8 @@ static int pr__notice_floor_open(pr__pipe *p, pr_batcher_cfg *bc, char *errstr, 
         pr_info("pipeline %s: %u restored recycled-index notice(s); those below #%llu were "
                 "acknowledged before and are not sent again, the others go out spread over the "
                 "first batches (at most %u per batch besides those a row needs first)",
-                p->cfg->name, pend, (unsigned long long)bc->notice_floor, PR_BATCH_REANNOUNCE_MAX);
+                p->cfg->name, pend, (unsigned long long)bc->notice_floor,
+                bc->batch.reannounce_max ? bc->batch.reannounce_max : PR_BATCH_REANNOUNCE_MAX);
     return 0;
 }
 

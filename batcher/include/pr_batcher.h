@@ -30,23 +30,24 @@
  *     row goes into exactly one batch of one stream.
  *   - recycled-index notices (bounded vocabularies, pr_out.recycled): every
  *     notice travels in exactly one batch, in pr_batch.recycled, before any
- *     row that uses the index with its new meaning. Under ordering partition
- *     (split none or popular) the notice sits at its exact place: `row` is
- *     the first row of the batch that reads the index anew, and in the
- *     merged stream (batches in sequence order, rows in order) every row
+ *     row that uses the index with its new meaning, at its exact place:
+ *     `row` is the first row of the batch that reads the index anew, and in
+ *     the merged stream (batches in sequence order, rows in order) every row
  *     before it used the old value and every row after it the new one (a
  *     notice whose block row was rejected moves to the next kept row). Under
  *     split popular the notices ride in regular batches only: a row that
  *     uses an index whose notice is still in the regular build goes to the
  *     regular stream even when flagged popular, and a popular build holding
- *     rows of the old value is emitted first. Under ordering event_time rows
- *     are reordered, so the notices go into the next batch emitted, either
- *     stream, at row 0: before every row of the new meaning, though rows of
- *     the old meaning may still follow.
+ *     rows of the old value is emitted first. Under ordering event_time the
+ *     same holds: a notice waits among the pending rows just before the row
+ *     it precedes, and rows that use the index after it are released after
+ *     every pending row that used it before (they may leave later than
+ *     their event time alone would put them; no row waits past its
+ *     max_delay_ms deadline for it).
  *   - re-announced notices (cfg.notice_restart_next): notices numbered
  *     below cfg.notice_floor were acknowledged before this start and are
  *     dropped; the other restored ones wait in a backlog and go out spread
- *     over batches, at most PR_BATCH_REANNOUNCE_MAX per batch at row 0, but
+ *     over batches, at most batch.reannounce_max per batch at row 0, but
  *     always before the first row that uses their index.
  *   - popular_min_rows (split popular): a popular build with fewer rows when
  *     its deadline passes (or at a flush) is merged, in arrival order, into
@@ -123,6 +124,9 @@ typedef struct pr_batch_cfg {
     uint32_t popular_min_rows;        /* split popular: a popular build with fewer rows at
                                          its deadline (or a flush) joins the regular stream
                                          instead; 0 = off; <= size */
+    uint32_t reannounce_max;          /* restart: most restored notices a batch carries at
+                                         row 0 (besides those a row needs first); 0 =
+                                         PR_BATCH_REANNOUNCE_MAX */
 } pr_batch_cfg;
 
 extern const pr_cfgmap pr_batch_cfgmap;
@@ -423,9 +427,12 @@ typedef struct pr_batcher_cfg {
     const pr_batch_schema *schema;
 } pr_batcher_cfg;
 
-/* Most re-announced notices a batch carries at row 0 (besides those forced
- * in front of the first row using their index). */
+/* Default of batch.reannounce_max: most re-announced notices a batch
+ * carries at row 0 (besides those forced in front of the first row using
+ * their index). */
 #define PR_BATCH_REANNOUNCE_MAX 1024u
+/* The bound a batcher applies (cfg.batch.reannounce_max, 0 = the default). */
+uint32_t pr_batcher_reannounce_max(const pr_batcher *b);
 
 int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, size_t errstr_size);
 /* Frees the batcher; batches still referenced elsewhere stay valid. */
@@ -535,6 +542,17 @@ uint64_t pr_batcher_unacked_batches(const pr_batcher *b);
  * holds none: every notice below it was acknowledged with its batch. For
  * pr_engine_vocab_notices_delivered. */
 uint64_t pr_batcher_notice_floor(const pr_batcher *b);
+
+/* The lowest notice number the engine may still hold for its next block,
+ * given pr_engine_vocab_recycled_total and pr_engine_vocab_notices_pending:
+ * a store cycle saves min(pr_batcher_notice_floor, this). The engine's
+ * pending list holds the newest notices (numbered up to recycled_total),
+ * but after a restart, until the first block, also the restored ones
+ * (numbered below cfg.notice_restart_next, which the batcher's own floor
+ * already covers): they do not pull it down, so a restart that stops
+ * before its first block keeps the floor it started with. */
+uint64_t pr_batcher_notice_top(const pr_batcher *b, uint64_t recycled_total,
+                               uint32_t engine_pending);
 
 /* The notice floor across restarts (notice_floor.c): a one-line text file
  * written with a temporary file and a rename (no fsync: a stale file holds

@@ -726,6 +726,7 @@ static void test_default_table(void **state)
     assert_int_equal(c.allowed_lateness_ms, 1000);
     assert_int_equal(c.late_policy, PR_BATCH_LATE_EMIT);
     assert_int_equal(c.split, PR_BATCH_SPLIT_NONE);
+    assert_int_equal(c.reannounce_max, PR_BATCH_REANNOUNCE_MAX);
 }
 
 /* ------------------------------------------------------------------ notices */
@@ -789,8 +790,9 @@ static void test_notices_exact_place(void **state)
     fx_free(f);
 }
 
-/* event_time (rows reordered): notices go into the next batch emitted, at
- * row 0, each exactly once; split popular: at their exact row. */
+/* event_time (rows reordered): each notice exactly once, in front of its
+ * row (issue 19: at row 0 of the next batch before); split popular: at
+ * their exact row too. */
 static void test_notices_loose_modes(void **state)
 {
     (void)state;
@@ -807,8 +809,8 @@ static void test_notices_loose_modes(void **state)
     pr_batcher_flush(f->b);
     assert_int_equal(f->sink.n, 1);
     assert_int_equal(f->sink.b[0]->n_recycled, 2);
-    assert_int_equal(f->sink.b[0]->recycled[0].row, 0);
-    assert_int_equal(f->sink.b[0]->recycled[1].row, 0);
+    assert_int_equal(f->sink.b[0]->recycled[0].row, 2);
+    assert_int_equal(f->sink.b[0]->recycled[1].row, 2);
     assert_int_equal(f->sink.b[0]->recycled[1].number, 2);
     fx_free(f);
 
@@ -854,6 +856,7 @@ typedef struct sim {
     int32_t row_key[SIM_ROWS][BT_NS];
     uint8_t rejected[SIM_ROWS];
     uint32_t next_row;
+    uint32_t jitter; /* event times id + [0, jitter): rows out of order (0: all 5) */
     pr_recycled notes[SIM_ROWS * BT_NS];
 } sim;
 
@@ -898,7 +901,8 @@ static void sim_block(fx *f, sim *m, uint32_t n, int pop_pct)
     for (uint32_t r = 0; r < n && m->next_row < SIM_ROWS; r++) {
         uint32_t id = m->next_row++;
         int32_t p = (int32_t)(id % 2);
-        bt_row(f->io, p, id, 5, id % 13 == 6);
+        int64_t et = m->jitter ? (int64_t)(id + sim_rand(m) % m->jitter) : 5;
+        bt_row(f->io, p, id, et, id % 13 == 6);
         m->rejected[id] = id % 13 == 6;
         f->io->out.dense[r] = (float)id;
         for (int c = 0; c < BT_NS && !m->rejected[id]; c++) {
@@ -918,10 +922,11 @@ static void sim_block(fx *f, sim *m, uint32_t n, int pop_pct)
 }
 
 /* Feed SIM_ROWS rows in blocks of 1..40, polling at random clock steps. */
-static void sim_run(fx *f, sim *m, int pop_pct)
+static void sim_run(fx *f, sim *m, int pop_pct, uint32_t jitter)
 {
     memset(m, 0, sizeof(*m));
     m->rng = 12345;
+    m->jitter = jitter;
     memset(m->key, 0xff, sizeof(m->key));
     while (m->next_row < SIM_ROWS) {
         sim_block(f, m, 1 + sim_rand(m) % 40, pop_pct);
@@ -932,9 +937,11 @@ static void sim_run(fx *f, sim *m, int pop_pct)
 }
 
 /* Replay the batches: every notice number 1..m->number exactly once, every
- * row once, `row` within its batch, and each index holds one value between
- * two of its notices (a trainer resetting the row at the notice trains every
- * embedding row for one value at a time). Returns the popular rows. */
+ * row once, `row` within its batch, under event_time each notice in front of
+ * a row that uses its index (the first of the new value: every simulated
+ * notice has one), and each index holds one value between two of its notices (a trainer
+ * resetting the row at the notice trains every embedding row for one value
+ * at a time). Returns the popular rows. */
 static uint64_t sim_replay(fx *f, const sim *m)
 {
     static uint8_t seen_note[SIM_ROWS * BT_NS + 1], seen_row[SIM_ROWS];
@@ -954,6 +961,11 @@ static uint64_t sim_replay(fx *f, const sim *m)
                 assert_true(n->number >= 1 && n->number <= m->number);
                 assert_int_equal(seen_note[n->number]++, 0); /* each number once */
                 held[n->col][n->index] = -1;
+                if (m->jitter) { /* event_time: exact, checked here (issue 19) */
+                    assert_true(i < b->rows);
+                    assert_int_equal(((const int32_t *)b->sparse)[(size_t)n->col * b->rows + i],
+                                     n->index);
+                }
             }
             if (i == b->rows)
                 break;
@@ -1014,7 +1026,7 @@ static void test_notices_exact_split(void **state)
             char err[256];
             assert_int_equal(pr_batcher_new(&cfg, &f->b, err, sizeof(err)), 0);
         }
-        sim_run(f, &m, cases[t].pop_pct);
+        sim_run(f, &m, cases[t].pop_pct, 0);
         assert_true(m.number > 500); /* the test recycles a lot */
         uint64_t pop = sim_replay(f, &m);
         pr_batcher_stats st;
@@ -1030,6 +1042,46 @@ static void test_notices_exact_split(void **state)
     }
 }
 
+/* Issue 19 (item 7 of trainer-protocol's list): under ordering event_time
+ * the notices came at row 0 of the next batch emitted, so rows of the old
+ * value released later (a later event time) followed them, and the replay
+ * found indices holding two values; this failed before. Now a notice waits
+ * in the event-time heap just before its row, rows of the new value wait
+ * behind the old value's, and every notice lands at the first row of the
+ * new value, exactly once, with rows out of order across two partitions,
+ * split or not, late rows included. */
+static void test_notices_exact_event_time(void **state)
+{
+    (void)state;
+    static sim m;
+    const struct {
+        pr_batch_split split;
+        int64_t lateness;
+        uint32_t jitter;
+    } cases[] = {{PR_BATCH_SPLIT_NONE, 0, 40},
+                 {PR_BATCH_SPLIT_NONE, 30, 200},
+                 {PR_BATCH_SPLIT_POPULAR, 0, 40},
+                 {PR_BATCH_SPLIT_POPULAR, 10, 100}};
+    for (size_t t = 0; t < sizeof(cases) / sizeof(cases[0]); t++) {
+        fx *f = fx_new_split(8, 20, PR_BATCH_ORDER_EVENT_TIME, cases[t].lateness,
+                             PR_BATCH_LATE_EMIT, cases[t].split);
+        sim_run(f, &m, 50, cases[t].jitter);
+        assert_true(m.number > 500);
+        uint64_t pop = sim_replay(f, &m);
+        pr_batcher_stats st;
+        pr_batcher_get_stats(f->b, &st);
+        assert_int_equal(st.recycled_out, m.number);
+        assert_int_equal(st.buffered_rows, 0);
+        if (cases[t].split == PR_BATCH_SPLIT_POPULAR)
+            assert_true(pop > 0);
+        /* everything acknowledged: no notice held */
+        for (size_t i = 0; i < f->sink.n; i++)
+            assert_int_equal(pr_batcher_ack(f->b, f->sink.b[i]->seq), 0);
+        assert_int_equal(pr_batcher_notice_floor(f->b), UINT64_MAX);
+        fx_free(f);
+    }
+}
+
 /* Issue 19 item 5: after a restart the engine hands every restored notice
  * to the first block at row 0 (562K in one batch in the acceptance run).
  * Now those below the saved floor (acknowledged before) are dropped, and
@@ -1038,25 +1090,33 @@ static void test_notices_exact_split(void **state)
  * lowest one not yet sent. Before, the first batch carried all 3000. */
 #define RS_NOTES 3000
 #define RS_FLOOR 501
-static void restart_case(pr_batch_ordering ord, pr_batch_split split)
+static void restart_case(pr_batch_ordering ord, pr_batch_split split, uint32_t cap)
 {
     fx *f = fx_new_split(8, 1000, ord, 0, PR_BATCH_LATE_EMIT, split);
     pr_batcher_free(f->b);
-    pr_batcher_cfg cfg = {
-        .pipeline = "t",
-        .n_dense = BT_ND,
-        .n_sparse = BT_NS,
-        .sparse_width = 4,
-        .batch = {.size = 8, .max_delay_ms = 1000, .ordering = ord, .split = split},
-        .clock = &f->mc.clock,
-        .on_emit = bt_on_emit,
-        .opaque = &f->sink,
-        .notice_restart_next = RS_NOTES + 1,
-        .notice_floor = RS_FLOOR};
+    pr_batcher_cfg cfg = {.pipeline = "t",
+                          .n_dense = BT_ND,
+                          .n_sparse = BT_NS,
+                          .sparse_width = 4,
+                          .batch = {.size = 8,
+                                    .max_delay_ms = 1000,
+                                    .ordering = ord,
+                                    .split = split,
+                                    .reannounce_max = cap},
+                          .clock = &f->mc.clock,
+                          .on_emit = bt_on_emit,
+                          .opaque = &f->sink,
+                          .notice_restart_next = RS_NOTES + 1,
+                          .notice_floor = RS_FLOOR};
     char err[256];
     assert_int_equal(pr_batcher_new(&cfg, &f->b, err, sizeof(err)), 0);
     pr_batcher_assign(f->b, 0);
     assert_int_equal(pr_batcher_notice_floor(f->b), RS_FLOOR); /* nothing seen yet */
+    /* The engine still holds all the restored notices (and two new ones)
+     * for its first block: they do not pull the saved floor below RS_FLOOR
+     * (it fell to 1, so a restart stopped before its first block made the
+     * next one announce everything again). */
+    assert_int_equal(pr_batcher_notice_top(f->b, RS_NOTES + 2, RS_NOTES + 2), RS_NOTES + 1);
     /* notice n: column n % 2, index (n - 1) / 2; one new notice (3001) too */
     static pr_recycled n[RS_NOTES + 1];
     for (uint32_t i = 0; i < RS_NOTES; i++)
@@ -1080,8 +1140,11 @@ static void restart_case(pr_batch_ordering ord, pr_batch_split split)
         set_notices(f, blk ? NULL : n, blk ? 0 : RS_NOTES + 1);
         assert_int_equal(pr_batcher_add_split(f->b, &f->io->in, &f->io->out, pop), 0);
         set_notices(f, NULL, 0);
-        if (blk == 0)
+        if (blk == 0) {
             assert_true(pr_batcher_notice_floor(f->b) >= RS_FLOOR);
+            /* after the first block the engine's pending ones are the newest */
+            assert_int_equal(pr_batcher_notice_top(f->b, RS_NOTES + 3, 2), RS_NOTES + 2);
+        }
     }
     pr_batcher_flush(f->b);
     /* Replay: an index whose notice is >= the floor still holds the old
@@ -1094,7 +1157,8 @@ static void restart_case(pr_batch_ordering ord, pr_batch_split split)
         held[(i + 1) % 2][i / 2] = i + 1 < RS_FLOOR ? -3 : -2;
     for (size_t bi = 0; bi < f->sink.n; bi++) {
         const pr_batch *b = f->sink.b[bi];
-        assert_true(b->n_recycled <= PR_BATCH_REANNOUNCE_MAX + (size_t)b->rows * BT_NS + 1);
+        assert_true(b->n_recycled <=
+                    (cap ? cap : PR_BATCH_REANNOUNCE_MAX) + (size_t)b->rows * BT_NS + 1);
         uint32_t ni = 0;
         for (uint32_t i = 0; i <= b->rows; i++) {
             for (; ni < b->n_recycled && b->recycled[ni].row <= i; ni++) {
@@ -1127,9 +1191,12 @@ static void restart_case(pr_batch_ordering ord, pr_batch_split split)
 static void test_notices_restart_spread(void **state)
 {
     (void)state;
-    restart_case(PR_BATCH_ORDER_PARTITION, PR_BATCH_SPLIT_NONE);
-    restart_case(PR_BATCH_ORDER_PARTITION, PR_BATCH_SPLIT_POPULAR);
-    restart_case(PR_BATCH_ORDER_EVENT_TIME, PR_BATCH_SPLIT_NONE);
+    restart_case(PR_BATCH_ORDER_PARTITION, PR_BATCH_SPLIT_NONE, 0);
+    restart_case(PR_BATCH_ORDER_PARTITION, PR_BATCH_SPLIT_POPULAR, 0);
+    restart_case(PR_BATCH_ORDER_EVENT_TIME, PR_BATCH_SPLIT_NONE, 0);
+    /* batch.reannounce_max: a smaller bound spreads the backlog further */
+    restart_case(PR_BATCH_ORDER_PARTITION, PR_BATCH_SPLIT_NONE, 100);
+    restart_case(PR_BATCH_ORDER_EVENT_TIME, PR_BATCH_SPLIT_NONE, 100);
 }
 
 /* The notice floor file: missing = 0, round trip, junk refused. */
@@ -1223,6 +1290,7 @@ int main(void)
         cmocka_unit_test(test_notices_exact_place),
         cmocka_unit_test(test_notices_loose_modes),
         cmocka_unit_test(test_notices_exact_split),
+        cmocka_unit_test(test_notices_exact_event_time),
         cmocka_unit_test(test_notices_restart_spread),
         cmocka_unit_test(test_notice_floor_file),
         cmocka_unit_test(test_hot_version_stamp),

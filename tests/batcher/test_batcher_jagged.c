@@ -445,6 +445,37 @@ static void test_split_notices(void **state)
     fx_free(f);
 }
 
+/* Issue 19: under event_time a list feature's notice still lands at the
+ * first row of the new value. Row B (partition 1, event time 50) brings a
+ * new value to index X of hist, which row A (partition 0, event time 100,
+ * read first) used for the old value: B waits behind A and the notice sits
+ * between them (it went to row 0, before both, and A came after it). */
+static void test_notices_event_time(void **state)
+{
+    (void)state;
+    fx *f = fx_new(64, PR_BATCH_ORDER_EVENT_TIME);
+    pr_batcher_assign(f->bt, 0);
+    pr_batcher_assign(f->bt, 1);
+    int64_t x = hist_val(0, 1, 0);
+    jrow(f->io, 0, 1, 100, 0);         /* A: hist [x] */
+    jrow(f->io, 1, 5, 50, 0);          /* B: hist [x] (new value) */
+    f->io->out.side->values[1][1] = x; /* B's only hist value */
+    pr_recycled n[1] = {{1, 1, x, 1}};
+    f->io->out.recycled = n;
+    f->io->out.n_recycled = 1;
+    add(f);
+    pr_batcher_flush(f->bt);
+    assert_int_equal(f->n, 1);
+    const pr_batch *b = f->b[0];
+    assert_int_equal(b->rows, 2);
+    assert_true(b->dense_mat[0] == (float)user_of(0, 1) + 0.5f); /* A first */
+    assert_true(b->dense_mat[1] == (float)user_of(1, 5) + 0.5f);
+    assert_int_equal(b->n_recycled, 1);
+    assert_int_equal(b->recycled[0].row, 1);
+    assert_int_equal(b->recycled[0].index, x);
+    fx_free(f);
+}
+
 static void test_refusals(void **state)
 {
     (void)state;
@@ -555,6 +586,7 @@ int main(void)
         cmocka_unit_test(test_event_time),
         cmocka_unit_test(test_revoke),
         cmocka_unit_test(test_notices),
+        cmocka_unit_test(test_notices_event_time),
         cmocka_unit_test(test_restored_notice_before_use),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_split),

@@ -12,6 +12,10 @@
 # they would not). Then the same stream again with eviction ttl by event
 # time (ttl_s: 1; rows produced at 5000/s, so the Kafka timestamps span ~4 s
 # and values idle for a second of event time make room): the same checks.
+# Third, lru under batch ordering event_time (rows of the 4 partitions merged
+# by Kafka timestamp, so rows leave in another order than the engine saw
+# them): the notices must still sit at the first row of the new value
+# (issue 19; they came at row 0 of the next batch before).
 . "$(dirname "$0")/../fault/fault_lib.sh"
 
 NROWS=20000
@@ -23,14 +27,14 @@ start_broker 4
 "$PIPEREC" produce --bootstrap "$B" --topic events --input "$T/in.tsv" --rate 5000 \
     -X sticky.partitioning.linger.ms=0 > "$T/produce.out" 2> "$T/produce.err" ||
     fail "producer exited $?"
-# one_run NAME EVICTION: run into $T/NAME, check the notices.
+# one_run NAME EVICTION [BATCH_KEYS]: run into $T/NAME, check the notices.
 one_run() {
 OUT="$T/$1"
 {
     pipeline_head "evict-files-$1" "earliest" "$MODULUS"
     cat <<Y
       vocab: { profile: default, capacity: $CAP, $2 }
-    batch: { size: 256, max_delay_ms: 50 }
+    batch: { size: 256, max_delay_ms: 50${3:+, $3} }
     sinks:
       files: { dir: "$T/$1", roll_batches: 8 }
 http: { listen: "127.0.0.1:0" }
@@ -53,4 +57,5 @@ echo "$1 ($2), files sink, $rolls rolls: $out; the run sent $recycled notices"
 }
 one_run lru "eviction: lru"
 one_run ttl "eviction: ttl, ttl_s: 1"
+one_run event_time "eviction: lru" "ordering: event_time, allowed_lateness_ms: 0"
 echo "OK"
