@@ -737,9 +737,12 @@ static void pr__finish_kafka_source(cfg_ctx *c, yaml_node_t *map, void *base, bo
 
 static const cfg_table kafka_source_tab = CTABLE(pr_kafka_source_cfgmap, pr__finish_kafka_source);
 
+static const cfg_table pbuser_tab = CTABLE(pr_pbuser_cfgmap, NULL);
 static const cfg_key source_keys[] = {
     K_MAP_EN("kafka", pr_source_cfg, kafka, kafka.enabled, kafka_source_tab,
              "The Kafka consumer. Needed by `run`; `process` reads a file instead."),
+    K_MAP_EN("protobuf", pr_source_cfg, protobuf, protobuf.enabled, pbuser_tab,
+             "format protobuf: the events' descriptor set and message (docs/formats.md)."),
 };
 /* kafka, then the component's keys: format, dead_letter_topic. */
 static const cfg_table source_tab = CTABLE_WITH(source_keys, pr_source_cfgmap, NULL);
@@ -1272,6 +1275,7 @@ static void pr__finish_pipeline(cfg_ctx *c, yaml_node_t *map, void *base, bool p
             }
         }
     }
+    pr__check_protobuf(c, map, pl);
     /* Without a declared schema, the features are the Criteo preset of the
      * final spec (transform and per-column values applied). */
     if (!pl->features.declared) {
@@ -1965,7 +1969,7 @@ int pr_config_check_streaming(const pr_config *cfg, char *errstr, size_t errstr_
                           "%s needs a declared schema (schema: { event_time, labels, dense: "
                           "[...], sparse: [...] }) to say which fields to read",
                           pr_source_format_name(pl->source.format));
-        if (pl->source.format == PR_FORMAT_AVRO || pl->source.format == PR_FORMAT_PROTOBUF)
+        if (pl->source.format == PR_FORMAT_AVRO)
             pr__cfg_error(&c, NULL, "source.format", "%s: not built yet (issue 23)",
                           pr_source_format_name(pl->source.format));
         const pr_sinks_cfg *s = &pl->sinks;
