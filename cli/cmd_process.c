@@ -48,7 +48,8 @@ static void pr__process_usage(FILE *f)
             "  (and recycled.npy: feature, row, index, number), decoding each line as\n"
             "  `piperec run` does (source.format json); --threads N is then N decoding\n"
             "  workers (default: the online CPUs) and the engine's threads (default\n"
-            "  engine.threads). Results do not depend on N.\n");
+            "  engine.threads). Results do not depend on N. With source.format protobuf\n"
+            "  the input is length-delimited messages (a varint length, then the message).\n");
 }
 
 static int pr__parse_int(const char *s, long lo, long hi, long *out)
@@ -100,7 +101,8 @@ static int pr__process_schema(const pr_pipeline_cfg *pc, const pr_config *cfg, c
                               bool buffered_io, const char *backend)
 {
     const char *fmt = pr_source_format_name(pc->source.format);
-    if (strncmp(fmt, "protobuf", 8) == 0) {
+    bool pb = pc->source.format == PR_FORMAT_PROTOBUF; /* length-delimited messages */
+    if (strncmp(fmt, "protobuf_", 9) == 0) {
         fprintf(stderr,
                 "piperec process: pipelines[%s]: a declared schema reads JSON lines, not "
                 "source.format %s\n",
@@ -129,6 +131,7 @@ static int pr__process_schema(const pr_pipeline_cfg *pc, const pr_config *cfg, c
         .progress = progress >= 0 ? progress : isatty(2),
         .vocab_seed = pc->vocab_seed,
         .buffered_io = buffered_io,
+        .protobuf = pb ? &pc->source.protobuf : NULL,
     };
     pr_offline_result res;
     char err[4096];
@@ -141,9 +144,10 @@ static int pr__process_schema(const pr_pipeline_cfg *pc, const pr_config *cfg, c
     pr__process_rejects_by(&res, by, sizeof(by));
     fprintf(stderr,
             "piperec process: %" PRIu64 " rows, %" PRIu64 " rejected%s, %.2f s, %.0f rows/s -> "
-            "%s (declared schema: JSON lines)\n",
+            "%s (declared schema: %s)\n",
             res.rows, res.rejected, by, res.seconds,
-            res.seconds > 0 ? (double)res.lines / res.seconds : 0.0, output);
+            res.seconds > 0 ? (double)res.lines / res.seconds : 0.0, output,
+            pb ? "length-delimited Protobuf messages" : "JSON lines");
     return 0;
 }
 

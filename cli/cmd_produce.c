@@ -8,6 +8,9 @@
  *   protobuf_event_batch  one EventBatch of N events (--events-per-message, 256)
  *   json                  one JSON object per message, from JSON lines (--input)
  *                         or the generated clickstream (--gen N, pr_gen_json_event)
+ *   protobuf              the same JSON objects written as the user's message
+ *                         (--descriptor-set F --message M, pr_pbuser_encode_json),
+ *                         registry-framed with --schema-id N
  *
  * JSON messages are spread over the topic's partitions: keyed by the value at
  * --key-path (librdkafka's partitioner hashes the key, so one user's events
@@ -69,6 +72,12 @@ typedef struct pr__prod {
     uint64_t rr;
     pr_json_extractor *keyx; /* --key-path */
     pr_json_block *keyb;
+    /* protobuf: JSON objects re-encoded as the user's message */
+    pr_pbuser_desc *pbd;
+    bool pb_framed;
+    uint32_t pb_schema_id;
+    uint8_t *pbu;
+    size_t pbu_cap;
 } pr__prod;
 
 /* Storage behind one Event (no malloc per event). */
@@ -142,6 +151,19 @@ static int pr__send_json(pr__prod *p, const char *doc, size_t len)
     }
     if (!key && part == RD_KAFKA_PARTITION_UA && p->n_parts > 0)
         part = (int32_t)(p->rr++ % (uint64_t)p->n_parts);
+    if (p->pbd) { /* format protobuf: the object as the user's message */
+        char err[256];
+        int n = pr_pbuser_encode_json(p->pbd, doc, len, p->pb_framed, p->pb_schema_id, &p->pbu,
+                                      &p->pbu_cap, err, sizeof(err));
+        if (n < 0) {
+            pr_err("produce: event %" PRIu64 " as %s: %s", p->events,
+                   pr_pbuser_desc_message(p->pbd), err);
+            p->failed++;
+            return n;
+        }
+        doc = (const char *)p->pbu;
+        len = (size_t)n;
+    }
     int rc = pr__send_keyed(p, doc, len, part, key, key_len);
     p->events++;
     pr__pace(p);
@@ -211,7 +233,7 @@ static Piperec__V1__Event *pr__next_event(pr__prod *p, pr__evbuf **eb)
 /* One TSV line (no newline) into the message under construction. */
 static int pr__add_line(pr__prod *p, const char *line, size_t len)
 {
-    if (p->format == PR_MSG_JSON)
+    if (p->format == PR_MSG_JSON || p->format == PR_MSG_PROTOBUF)
         return pr__send_json(p, line, len);
     if (p->format == PR_MSG_CRITEO_TSV) {
         size_t need = p->tsv_len + len + 1;
@@ -301,7 +323,9 @@ static void pr__produce_usage(FILE *f)
     fprintf(
         f,
         "usage: piperec produce --bootstrap ADDR --topic T (--input FILE|- | --gen N [--seed S])\n"
-        "                       [--format criteo_tsv|protobuf_event|protobuf_event_batch|json]\n"
+        "                       [--format criteo_tsv|protobuf_event|protobuf_event_batch|json|\n"
+        "                                 protobuf --descriptor-set F --message M\n"
+        "                                 [--schema-id N]]\n"
         "                       [--lines-per-message N] [--events-per-message N] [--key-path P]\n"
         "                       [--rate EVENTS_PER_S] [--partition P] [-X key=value]...\n"
         "\n"
@@ -311,6 +335,9 @@ static void pr__produce_usage(FILE *f)
         "--format json: --input is JSON lines, one object per message; --gen makes the\n"
         "JSON clickstream of `piperec gen --format json`. Messages go round-robin over\n"
         "the topic's partitions, or keyed by the value at --key-path (e.g. user.id).\n"
+        "--format protobuf: the same JSON objects, each written as message M of the\n"
+        "descriptor set F (protoc --descriptor_set_out=F --include_imports); with\n"
+        "--schema-id N each message gets schema-registry framing (0, id N, indexes).\n"
         "-X passes a librdkafka property (security.protocol, sasl.*, linger.ms...).\n"
         "The test broker (`piperec broker`) keeps only ~5 MB per partition.\n");
 }
@@ -318,6 +345,8 @@ static void pr__produce_usage(FILE *f)
 /* What the command line asked for. */
 typedef struct pr__produce_args {
     const char *bootstrap, *topic, *input, *key_path;
+    const char *descriptor_set, *message; /* format protobuf */
+    long long schema_id;                  /* -1 = no registry framing */
     const char *props[PR__MAX_PROPS];
     int n_props;
     int format; /* pr_msg_format */
@@ -327,6 +356,56 @@ typedef struct pr__produce_args {
     unsigned long long seed;
     long partition;
 } pr__produce_args;
+
+/* The numeric options (ch = the short option). False after printing why. */
+static bool pr__produce_num(int ch, const char *optarg, pr__produce_args *a)
+{
+    char *end;
+    switch (ch) {
+    case 'L':
+    case 'E': {
+        unsigned long v = strtoul(optarg, &end, 10);
+        if (*end || v < 1 || v > 1000000) {
+            fprintf(stderr, "piperec produce: --%s: expected 1..1000000, got '%s'\n",
+                    ch == 'L' ? "lines-per-message" : "events-per-message", optarg);
+            return false;
+        }
+        *(ch == 'L' ? &a->lines_per : &a->events_per) = v;
+        break;
+    }
+    case 'r':
+        a->rate = strtod(optarg, &end);
+        if (*end || a->rate < 0) {
+            fprintf(stderr, "piperec produce: --rate: expected events/s >= 0, got '%s'\n", optarg);
+            return false;
+        }
+        break;
+    case 'g':
+        a->gen = strtoll(optarg, &end, 10);
+        if (*end || a->gen < 0) {
+            fprintf(stderr, "piperec produce: --gen: expected a row count, got '%s'\n", optarg);
+            return false;
+        }
+        break;
+    case 's':
+        a->seed = strtoull(optarg, &end, 10);
+        if (*end) {
+            fprintf(stderr, "piperec produce: --seed: expected an integer, got '%s'\n", optarg);
+            return false;
+        }
+        break;
+    case 'p':
+        a->partition = strtol(optarg, &end, 10);
+        if (*end || a->partition < 0) {
+            fprintf(stderr, "piperec produce: --partition: expected >= 0, got '%s'\n", optarg);
+            return false;
+        }
+        break;
+    default:
+        break;
+    }
+    return true;
+}
 
 /* Parse argv into a. Returns true when the command should run; otherwise
  * *status is the exit code (0 after --help, 2 on a usage error). */
@@ -344,6 +423,9 @@ static bool pr__produce_parse(int argc, char **argv, pr__produce_args *a, int *s
         {"seed", required_argument, NULL, 's'},
         {"partition", required_argument, NULL, 'p'},
         {"key-path", required_argument, NULL, 'K'},
+        {"descriptor-set", required_argument, NULL, 'D'},
+        {"message", required_argument, NULL, 'M'},
+        {"schema-id", required_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -351,6 +433,7 @@ static bool pr__produce_parse(int argc, char **argv, pr__produce_args *a, int *s
                             .lines_per = 1,
                             .events_per = 256,
                             .gen = -1,
+                            .schema_id = -1,
                             .seed = 1,
                             .partition = RD_KAFKA_PARTITION_UA};
     *status = 2;
@@ -371,55 +454,38 @@ static bool pr__produce_parse(int argc, char **argv, pr__produce_args *a, int *s
         case 'K':
             a->key_path = optarg;
             break;
+        case 'D':
+            a->descriptor_set = optarg;
+            break;
+        case 'M':
+            a->message = optarg;
+            break;
+        case 'S':
+            a->schema_id = strtoll(optarg, &end, 10);
+            if (*end || a->schema_id < 0 || a->schema_id > UINT32_MAX) {
+                fprintf(stderr, "piperec produce: --schema-id: expected 0..4294967295, got '%s'\n",
+                        optarg);
+                return false;
+            }
+            break;
         case 'f':
             a->format = pr_msg_format_from_name(optarg);
             if (a->format < 0) {
                 fprintf(stderr,
                         "piperec produce: --format: unknown '%s' (criteo_tsv, "
-                        "protobuf_event, protobuf_event_batch, json)\n",
+                        "protobuf_event, protobuf_event_batch, json, protobuf)\n",
                         optarg);
                 return false;
             }
             break;
         case 'L':
-        case 'E': {
-            unsigned long v = strtoul(optarg, &end, 10);
-            if (*end || v < 1 || v > 1000000) {
-                fprintf(stderr, "piperec produce: --%s: expected 1..1000000, got '%s'\n",
-                        ch == 'L' ? "lines-per-message" : "events-per-message", optarg);
-                return false;
-            }
-            *(ch == 'L' ? &a->lines_per : &a->events_per) = v;
-            break;
-        }
+        case 'E':
         case 'r':
-            a->rate = strtod(optarg, &end);
-            if (*end || a->rate < 0) {
-                fprintf(stderr, "piperec produce: --rate: expected events/s >= 0, got '%s'\n",
-                        optarg);
-                return false;
-            }
-            break;
         case 'g':
-            a->gen = strtoll(optarg, &end, 10);
-            if (*end || a->gen < 0) {
-                fprintf(stderr, "piperec produce: --gen: expected a row count, got '%s'\n", optarg);
-                return false;
-            }
-            break;
         case 's':
-            a->seed = strtoull(optarg, &end, 10);
-            if (*end) {
-                fprintf(stderr, "piperec produce: --seed: expected an integer, got '%s'\n", optarg);
-                return false;
-            }
-            break;
         case 'p':
-            a->partition = strtol(optarg, &end, 10);
-            if (*end || a->partition < 0) {
-                fprintf(stderr, "piperec produce: --partition: expected >= 0, got '%s'\n", optarg);
+            if (!pr__produce_num(ch, optarg, a))
                 return false;
-            }
             break;
         case 'X':
             if (a->n_props >= PR__MAX_PROPS || !strchr(optarg, '=')) {
@@ -442,8 +508,19 @@ static bool pr__produce_parse(int argc, char **argv, pr__produce_args *a, int *s
         pr__produce_usage(stderr);
         return false;
     }
-    if (a->key_path && a->format != PR_MSG_JSON) {
-        fprintf(stderr, "piperec produce: --key-path needs --format json\n");
+    bool pb = a->format == PR_MSG_PROTOBUF;
+    if (a->key_path && a->format != PR_MSG_JSON && !pb) {
+        fprintf(stderr, "piperec produce: --key-path needs --format json or protobuf\n");
+        return false;
+    }
+    if (pb != (a->descriptor_set && a->message) || (!pb && a->schema_id >= 0) ||
+        (!pb && (a->descriptor_set || a->message))) {
+        fprintf(stderr, "piperec produce: --format protobuf goes with --descriptor-set and "
+                        "--message (and --schema-id only with it)\n");
+        return false;
+    }
+    if (a->format == PR_MSG_AVRO) {
+        fprintf(stderr, "piperec produce: --format avro is not built here\n");
         return false;
     }
     return true;
@@ -458,6 +535,8 @@ static void pr__prod_free(pr__prod *p)
     free(p->pb);
     pr_json_block_free(p->keyb);
     pr_json_extractor_free(p->keyx);
+    pr_pbuser_desc_free(p->pbd);
+    free(p->pbu);
 }
 
 /* Size the message under construction; protobuf formats get per_msg events
@@ -471,7 +550,16 @@ static int pr__prod_init(pr__prod *p, const pr__produce_args *a)
     p->per_msg = a->format == PR_MSG_CRITEO_TSV       ? (uint32_t)a->lines_per
                  : a->format == PR_MSG_PROTOBUF_EVENT ? 1
                                                       : (uint32_t)a->events_per;
-    if (a->format == PR_MSG_JSON && a->key_path) {
+    if (a->format == PR_MSG_PROTOBUF) {
+        char err[512];
+        if (!(p->pbd = pr_pbuser_desc_load(a->descriptor_set, a->message, err, sizeof(err)))) {
+            fprintf(stderr, "piperec produce: %s\n", err);
+            return PR_EINVAL;
+        }
+        p->pb_framed = a->schema_id >= 0;
+        p->pb_schema_id = (uint32_t)(a->schema_id >= 0 ? a->schema_id : 0);
+    }
+    if ((a->format == PR_MSG_JSON || a->format == PR_MSG_PROTOBUF) && a->key_path) {
         pr_json_path kp = {.path = a->key_path, .type = PR_JSON_KEY, .shape = PR_JSON_SCALAR};
         char err[256];
         p->keyx = pr_json_extractor_new(&kp, 1, 0, err, sizeof(err));
@@ -482,7 +570,7 @@ static int pr__prod_init(pr__prod *p, const pr__produce_args *a)
         if (!(p->keyb = pr_json_block_new(p->keyx, 1)))
             return PR_ENOMEM;
     }
-    if (a->format == PR_MSG_CRITEO_TSV || a->format == PR_MSG_JSON)
+    if (a->format == PR_MSG_CRITEO_TSV || a->format == PR_MSG_JSON || a->format == PR_MSG_PROTOBUF)
         return 0;
     p->evs = calloc(p->per_msg, sizeof(*p->evs));
     p->evp = calloc(p->per_msg, sizeof(*p->evp));
@@ -663,12 +751,13 @@ int pr_cli_cmd_produce(int argc, char **argv)
     }
 
     int rc;
-    if (a.format == PR_MSG_JSON && p.partition == RD_KAFKA_PARTITION_UA)
+    bool json_like = a.format == PR_MSG_JSON || a.format == PR_MSG_PROTOBUF;
+    if (json_like && p.partition == RD_KAFKA_PARTITION_UA)
         p.n_parts = pr__topic_partitions(p.rk, a.topic);
     p.t0_ns = pr_clock_mono_ns(pr_clock_real());
     if (a.input)
         rc = pr__produce_file(&p, a.input);
-    else if (a.format == PR_MSG_JSON)
+    else if (json_like)
         rc = pr__produce_gen_json(&p, a.gen, a.seed);
     else if (a.format == PR_MSG_CRITEO_TSV)
         rc = pr__produce_gen_tsv(&p, a.gen, a.seed);

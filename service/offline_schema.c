@@ -33,6 +33,7 @@
 #include "pr_mbuf.h"
 #include "pr_npy.h"
 #include "pr_service.h"
+#include "pr_varint.h"
 #include "pr_vocab.h"
 
 struct pr__srun;
@@ -42,6 +43,8 @@ struct pr__srun;
 typedef struct pr__swork {
     struct pr__srun *run;
     pr_json_decoder *dec;
+    pr_pbuser_desc *pb_desc; /* source.format protobuf: dec's reader */
+    pr_pbuser_reader *pb_reader;
     pr_block **blk;
     uint32_t n_blk, used;
     size_t l0, l1; /* the round's lines [l0, l1) */
@@ -128,7 +131,11 @@ static void pr__swork_reject(void *opaque, int reason, const char *detail, const
     if (w->run->counting)
         return;
     pr_mbuf_printf(&w->rej, "%" PRId64 "\t%s\t%s\t", recno, pr_decode_reason_name(reason), detail);
-    pr_mbuf_append(&w->rej, rec, len);
+    if (w->pb_reader) /* a binary record: as hex, so the line stays one line */
+        for (size_t i = 0; i < len; i++)
+            pr_mbuf_printf(&w->rej, "%02x", (unsigned char)rec[i]);
+    else
+        pr_mbuf_append(&w->rej, rec, len);
     pr_mbuf_append(&w->rej, "\n", 1);
     w->rejected++;
     if (reason > 0 && reason < PR_DEC__COUNT)
@@ -164,6 +171,11 @@ static int pr__swork_decode(pr__swork *w)
         do {
             if (!b && !(b = pr__swork_block(w)))
                 return pr_seterr(w->err, sizeof(w->err), PR_ENOMEM, "offline: out of memory");
+            if (w->pb_reader && rd->llen[i] == 0) { /* as the consumer does */
+                pr__swork_reject(w, PR_DEC_EMPTY, "empty message", "", 0, rd->lineno[i]);
+                rc = 0;
+                break;
+            }
             rc = pr_decode_json_line(&ctx, b, rd->buf + rd->off[i], rd->llen[i], rd->lineno[i]);
             if (rc == PR_EFULL && b->rows == 0) /* cannot happen: scap >= every max_len */
                 return pr_seterr(w->err, sizeof(w->err), PR_EINVAL,
@@ -290,7 +302,59 @@ static int pr__srun_line(pr__srun *run, const char *line, size_t len, int64_t li
     return run->round.n == run->round.max ? pr__srun_round(run, errstr, errstr_size) : 0;
 }
 
-/* One pass over the input (JSON lines; "-" = stdin). */
+/* Length-delimited messages (format protobuf): a varint length, then the
+ * message; record numbers from 1 stand for line numbers. */
+static int pr__srun_records(pr__srun *run, FILE *f, char *errstr, size_t errstr_size)
+{
+    char *rec = NULL;
+    size_t cap = 0;
+    int rc = 0;
+    for (int64_t recno = 1; !rc; recno++) {
+        uint64_t len = 0;
+        int c = 0, shift = 0, hl = 0;
+        while ((c = getc(f)) != EOF && hl < PR_VARINT_MAX) {
+            len |= (uint64_t)(c & 0x7f) << shift;
+            shift += 7;
+            hl++;
+            if (!(c & 0x80))
+                break;
+        }
+        if (c == EOF && hl == 0)
+            break;
+        if (c == EOF || (c & 0x80) || len > (256u << 20))
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "%s: record %" PRId64 ": not a length-delimited message (a varint "
+                             "length, then the message)",
+                             run->opts->input, recno);
+        if (len > cap) {
+            char *nr = realloc(rec, len);
+            if (!nr) {
+                rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "offline: out of memory");
+                break;
+            }
+            rec = nr;
+            cap = len;
+        }
+        if (len && fread(rec, 1, len, f) != len) {
+            rc = pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: record %" PRId64 ": truncated",
+                           run->opts->input, recno);
+            break;
+        }
+        if (!run->counting) {
+            run->res->lines++;
+            run->res->bytes += (uint64_t)hl + len;
+        }
+        if (pr__sround_add(&run->round, rec, len, recno))
+            rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "offline: out of memory");
+        else if (run->round.n == run->round.max)
+            rc = pr__srun_round(run, errstr, errstr_size);
+    }
+    free(rec);
+    return rc;
+}
+
+/* One pass over the input (JSON lines, or length-delimited messages; "-" =
+ * stdin). */
 static int pr__srun_pass(pr__srun *run, char *errstr, size_t errstr_size)
 {
     const char *in = run->opts->input;
@@ -298,6 +362,14 @@ static int pr__srun_pass(pr__srun *run, char *errstr, size_t errstr_size)
     FILE *f = std ? stdin : fopen(in, "r");
     if (!f)
         return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", in, strerror(errno));
+    if (run->opts->protobuf) {
+        int rc = pr__srun_records(run, f, errstr, errstr_size);
+        if (!rc && ferror(f))
+            rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", in, strerror(errno));
+        if (!std)
+            fclose(f);
+        return rc || !run->round.n ? rc : pr__srun_round(run, errstr, errstr_size);
+    }
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
@@ -418,6 +490,9 @@ static int pr__srun_workers(pr__srun *run, char *errstr, size_t errstr_size)
         pr_mbuf_init(&w->rej);
         if (!(w->dec = pr_json_decoder_new(run->schema, errstr, errstr_size)))
             return PR_EINVAL;
+        if (run->opts->protobuf && pr_pbuser_attach(w->dec, run->opts->protobuf, &w->pb_desc,
+                                                    &w->pb_reader, errstr, errstr_size))
+            return PR_EINVAL;
     }
     return 0;
 }
@@ -427,6 +502,8 @@ static void pr__srun_workers_free(pr__srun *run)
     for (int k = 0; run->work && k < run->n_work; k++) {
         pr__swork *w = &run->work[k];
         pr_json_decoder_free(w->dec);
+        pr_pbuser_reader_free(w->pb_reader);
+        pr_pbuser_desc_free(w->pb_desc);
         for (uint32_t i = 0; i < w->n_blk; i++)
             pr_block_free(w->blk[i]);
         free(w->blk);
