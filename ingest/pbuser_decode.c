@@ -56,11 +56,14 @@ typedef struct pr__pbent {
     const pr__pbfield *kf, *vf;
 } pr__pbent;
 
+#define PR__DIRECT 32 /* field numbers below this find their entry by index */
+
 typedef struct pr__pbnode {
     int32_t msg; /* -1: a map key's scalar value (presence only) */
     uint32_t n_ent;
     pr__pbent *ent;
     bool has_oneof;
+    uint16_t direct[PR__DIRECT]; /* field number -> entry index + 1, 0 = not configured */
 } pr__pbnode;
 
 typedef struct pr__pbval {
@@ -74,6 +77,7 @@ typedef struct pr__pbcol {
     uint32_t parent;      /* the node whose presence gives an implicit leaf its default */
     bool implicit;
     bool list;
+    int8_t want;  /* the wire type of one value */
     uint32_t max; /* staged values bound: max_list + 1 (the writer refuses the last) */
     uint32_t n, cap;
     pr__pbval *v;
@@ -189,6 +193,7 @@ static int pr__compile_path(pr_pbuser_reader *r, const pr_json_path *jp, uint32_
         }
     }
     c->max = (jp->max_list ? jp->max_list : PR_JSON_DEFAULT_MAX_LIST) + 1;
+    c->want = (int8_t)pr__pb_wire_type(c->f->type);
     if (!c->list && !(c->v = calloc(1, sizeof(*c->v))))
         return PR_ENOMEM;
     c->cap = c->list ? 0 : 1;
@@ -225,6 +230,10 @@ pr_pbuser_reader *pr_pbuser_reader_new(const pr_pbuser_desc *d, pr_pb_framing fr
     }
     if (!(r->seen = calloc(r->n_nodes, 1)))
         goto out_nomem;
+    for (uint32_t i = 0; i < r->n_nodes; i++) /* entries are final: index them */
+        for (uint32_t k = 0; k < r->nodes[i].n_ent; k++)
+            if (r->nodes[i].ent[k].number < PR__DIRECT)
+                r->nodes[i].direct[r->nodes[i].ent[k].number] = (uint16_t)(k + 1);
     return r;
 out_nomem:
     pr_seterr(errstr, errstr_size, PR_ENOMEM, "protobuf: out of memory");
@@ -357,7 +366,7 @@ static int pr__col_value(pr_pbuser_reader *r, pr__pbcol *c, int wt, const uint8_
                          const uint8_t *end)
 {
     const pr__pbfield *f = c->f;
-    int want = pr__pb_wire_type(f->type);
+    int want = c->want;
     pr__pbval v = {0};
     int rc;
     if (wt == want) {
@@ -538,11 +547,14 @@ static int pr__walk(pr_pbuser_reader *r, uint32_t node, const uint8_t *p, const 
             return pr__bad(r, p, "wire type %d", wt);
         p += k;
         const pr__pbent *e = NULL;
-        for (uint32_t i = 0; i < n->n_ent; i++)
-            if (n->ent[i].number == num) {
-                e = &n->ent[i];
-                break;
-            }
+        if (num < PR__DIRECT)
+            e = n->direct[num] ? &n->ent[n->direct[num] - 1] : NULL;
+        else
+            for (uint32_t i = 0; i < n->n_ent; i++)
+                if (n->ent[i].number == num) {
+                    e = &n->ent[i];
+                    break;
+                }
         int rc;
         if (!e) {
             rc = pr__skip(r, wt, num, &p, end, depth);
