@@ -7,7 +7,7 @@
  * messages.
  *
  *   bench_protobuf --desc FILE [--events N] [--rounds R] [--config FILE]
- *                  [--write FILE]
+ *                  [--write FILE] [--only pbuser_extract|pbuser_decode|json_decode]
  *
  * Events: `piperec gen --format json` (seed 1), N of them, each encoded once
  * with pr_pbuser_encode_json (plain messages, no framing). Measurements (one
@@ -134,6 +134,7 @@ static int write_delimited(const recs *r, const char *path)
 int main(int argc, char **argv)
 {
     const char *desc_file = NULL, *config = PR_BENCH_CLICKSTREAM_YAML, *write = NULL;
+    const char *only = ""; /* run only the measurement of this name */
     size_t n = 200000;
     int rounds = 3;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -147,6 +148,8 @@ int main(int argc, char **argv)
             config = argv[i + 1];
         else if (!strcmp(argv[i], "--write"))
             write = argv[i + 1];
+        else if (!strcmp(argv[i], "--only"))
+            only = argv[i + 1];
     }
     if (!desc_file || n == 0 || rounds < 1) {
         fprintf(stderr, "usage: bench_protobuf --desc FILE [--events N] [--rounds R] "
@@ -200,10 +203,13 @@ int main(int argc, char **argv)
     char extra[256];
     snprintf(extra, sizeof(extra), ", \"paths\": %zu, \"avg_event_bytes\": %.0f", np,
              (double)pb.bytes / (double)n);
-    emit("pbuser_extract", &pb, run_extract(rd, jb, &pb, rounds), extra);
-    emit("pbuser_decode", &pb, run_decode(PR_MSG_PROTOBUF, dp, b, &pb, rounds), extra);
+    if (!only[0] || !strcmp(only, "pbuser_extract"))
+        emit("pbuser_extract", &pb, run_extract(rd, jb, &pb, rounds), extra);
+    if (!only[0] || !strcmp(only, "pbuser_decode"))
+        emit("pbuser_decode", &pb, run_decode(PR_MSG_PROTOBUF, dp, b, &pb, rounds), extra);
     snprintf(extra, sizeof(extra), ", \"avg_event_bytes\": %.0f", (double)js.bytes / (double)n);
-    emit("json_decode", &js, run_decode(PR_MSG_JSON, dj, b, &js, rounds), extra);
+    if (!only[0] || !strcmp(only, "json_decode"))
+        emit("json_decode", &js, run_decode(PR_MSG_JSON, dj, b, &js, rounds), extra);
 
     pr_block_free(b);
     pr_json_block_free(jb);

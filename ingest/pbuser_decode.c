@@ -278,14 +278,19 @@ static int pr__bad(pr_pbuser_reader *r, const uint8_t *at, const char *fmt, ...)
 
 /* One value of wire type wt at *pp: the bits (varint, fixed) or the bytes
  * (LEN). 0, or PR__BAD. */
-static int pr__read(pr_pbuser_reader *r, int wt, const uint8_t **pp, const uint8_t *end,
-                    pr__pbval *v)
+static inline int pr__read(pr_pbuser_reader *r, int wt, const uint8_t **pp, const uint8_t *end,
+                           pr__pbval *v)
 {
     const uint8_t *p = *pp;
     uint64_t u = 0;
     size_t k;
     switch (wt) {
     case PR__WT_VARINT:
+        if (p < end && *p < 0x80) { /* one byte: most values */
+            v->u = *p;
+            *pp = p + 1;
+            return 0;
+        }
         if (!(k = pr_varint_get(p, end, &u)))
             return pr__bad(r, p, "truncated varint");
         p += k;
@@ -300,7 +305,9 @@ static int pr__read(pr_pbuser_reader *r, int wt, const uint8_t **pp, const uint8
         p += k;
         break;
     case PR__WT_LEN:
-        if (!(k = pr_varint_get(p, end, &u)))
+        if (p < end && *p < 0x80)
+            u = *p, k = 1;
+        else if (!(k = pr_varint_get(p, end, &u)))
             return pr__bad(r, p, "truncated length");
         if (u > (uint64_t)(end - p - (ptrdiff_t)k))
             return pr__bad(r, p, "length %" PRIu64 " past the end", u);
@@ -320,7 +327,7 @@ static int pr__read(pr_pbuser_reader *r, int wt, const uint8_t **pp, const uint8
 static int pr__skip(pr_pbuser_reader *r, int wt, uint64_t num, const uint8_t **pp,
                     const uint8_t *end, uint32_t depth)
 {
-    pr__pbval v;
+    pr__pbval v = {0};
     if (wt != PR__WT_SGROUP)
         return pr__read(r, wt, pp, end, &v);
     if (depth >= PR__PB_MAX_DEPTH)
@@ -339,7 +346,7 @@ static int pr__skip(pr_pbuser_reader *r, int wt, uint64_t num, const uint8_t **p
     }
 }
 
-static int pr__stage(pr_pbuser_reader *r, pr__pbcol *c, const pr__pbval *v)
+static inline int pr__stage(pr_pbuser_reader *r, pr__pbcol *c, const pr__pbval *v)
 {
     if (!c->list) {
         c->v[0] = *v;
@@ -377,7 +384,7 @@ static int pr__col_value(pr_pbuser_reader *r, pr__pbcol *c, int wt, const uint8_
     if (wt != PR__WT_LEN || !f->repeated || !pr__pb_packable(f->type))
         return pr__bad(r, *pp, "field '%s' (%u): wire type %d, expected %d", f->name, f->number, wt,
                        want);
-    pr__pbval run;
+    pr__pbval run = {0};
     if ((rc = pr__read(r, wt, pp, end, &run)))
         return rc;
     const uint8_t *p = run.s, *pe = run.s + run.len;
@@ -518,7 +525,7 @@ static int pr__field_value(pr_pbuser_reader *r, const pr__pbent *e, int wt, cons
     if (wt != PR__WT_LEN)
         return pr__bad(r, *pp, "field '%s' (%u): wire type %d, expected 2", e->f->name,
                        e->f->number, wt);
-    pr__pbval v;
+    pr__pbval v = {0};
     int rc = pr__read(r, wt, pp, end, &v);
     if (rc)
         return rc;
@@ -535,9 +542,9 @@ static int pr__walk(pr_pbuser_reader *r, uint32_t node, const uint8_t *p, const 
         return pr__bad(r, p, "nesting deeper than %d", PR__PB_MAX_DEPTH);
     const pr__pbnode *n = &r->nodes[node];
     while (p < end) {
-        uint64_t tag;
-        size_t k = pr_varint_get(p, end, &tag);
-        if (!k)
+        uint64_t tag = p[0];
+        size_t k = 1;
+        if (tag >= 0x80 && !(k = pr_varint_get(p, end, &tag)))
             return pr__bad(r, p, "truncated tag");
         uint64_t num = tag >> 3;
         int wt = (int)(tag & 7);
@@ -575,6 +582,11 @@ static int pr__walk(pr_pbuser_reader *r, uint32_t node, const uint8_t *p, const 
 static bool pr__utf8_ok(const uint8_t *s, size_t n)
 {
     size_t i = 0;
+    for (uint64_t w; i + 8 <= n; i += 8) { /* ASCII, eight bytes at a time */
+        memcpy(&w, s + i, 8);
+        if (w & 0x8080808080808080ull)
+            break;
+    }
     while (i < n) {
         uint8_t c = s[i];
         if (c < 0x80) {
