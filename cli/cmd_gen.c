@@ -20,6 +20,7 @@
 
 #include "pr_cli.h"
 #include "pr_gen.h"
+#include "pr_ingest.h"
 
 #define PR__GEN_CHUNK_ROWS 16384u
 #define PR__GEN_SLOTS      8
@@ -28,10 +29,11 @@ typedef enum {
     PR__GEN_TSV = 0,
     PR__GEN_BINARY = 1,
     PR__GEN_JSON = 2,
+    PR__GEN_AVRO = 3,
     PR__GEN__COUNT
 } pr__gen_format;
 
-static const char *const pr__gen_formats[PR__GEN__COUNT] = {"tsv", "binary", "json"};
+static const char *const pr__gen_formats[PR__GEN__COUNT] = {"tsv", "binary", "json", "avro"};
 
 typedef struct pr__gen_slot {
     uint64_t chunk; /* chunk index held, valid when ready */
@@ -42,8 +44,11 @@ typedef struct pr__gen_slot {
 
 typedef struct pr__gen_job {
     const pr_gen *gen;
-    uint64_t seed; /* json */
+    uint64_t seed; /* json, avro */
     pr__gen_format format;
+    const char *avro_schema; /* avro: the writer schema's text */
+    int64_t schema_id;       /* avro: registry framing with this id, -1 = plain */
+    bool failed;             /* avro: a row did not encode (atomic) */
     uint64_t first_row, rows;
     uint32_t batch_events;
     uint64_t n_chunks;
@@ -55,6 +60,41 @@ typedef struct pr__gen_job {
     pr__gen_slot slots[PR__GEN_SLOTS];
 } pr__gen_job;
 
+/* Rows [r0, r0 + n) of the JSON clickstream as varint-delimited Avro records
+ * (each an unsigned LEB128 length, then the message as on Kafka). A writer
+ * per chunk: workers share nothing. 0 when a row does not fit the schema. */
+static size_t pr__gen_avro_chunk(pr__gen_job *j, uint64_t r0, uint64_t n, char *buf)
+{
+    char err[256], ev[PR_GEN_JSON_LINE_MAX];
+    pr_avro_writer *w = pr_avro_writer_new(j->avro_schema, err, sizeof(err));
+    uint8_t *rec = NULL;
+    size_t len = 0, rlen = 0, rcap = 0;
+    for (uint64_t i = 0; w && i < n; i++) {
+        size_t el = pr_gen_json_event(j->seed, r0 + i, ev, sizeof(ev));
+        if (pr_avro_from_json(w, ev, el, j->schema_id, &rec, &rlen, &rcap, err, sizeof(err)) ||
+            len + rlen + 10 > j->buf_cap) {
+            fprintf(stderr, "piperec gen: row %" PRIu64 ": %s\n", r0 + i, err);
+            __atomic_store_n(&j->failed, true, __ATOMIC_RELAXED);
+            len = 0;
+            break;
+        }
+        uint64_t u = rlen;
+        do {
+            buf[len++] = (char)((u & 0x7f) | (u > 0x7f ? 0x80 : 0));
+            u >>= 7;
+        } while (u);
+        memcpy(buf + len, rec, rlen);
+        len += rlen;
+    }
+    if (!w) {
+        fprintf(stderr, "piperec gen: --avro-schema: %s\n", err);
+        __atomic_store_n(&j->failed, true, __ATOMIC_RELAXED);
+    }
+    free(rec);
+    pr_avro_writer_free(w);
+    return len;
+}
+
 static size_t pr__gen_chunk(pr__gen_job *j, uint64_t k, char *buf)
 {
     uint64_t r0 = j->first_row + k * PR__GEN_CHUNK_ROWS;
@@ -65,6 +105,8 @@ static size_t pr__gen_chunk(pr__gen_job *j, uint64_t k, char *buf)
         return pr_gen_tsv(j->gen, r0, n, buf, j->buf_cap, NULL);
     if (j->format == PR__GEN_JSON)
         return pr_gen_json_lines(j->seed, r0, n, buf, j->buf_cap, NULL);
+    if (j->format == PR__GEN_AVRO)
+        return pr__gen_avro_chunk(j, r0, n, buf);
     size_t len = 0;
     for (uint64_t i = 0; i < n; i += j->batch_events) {
         uint32_t m = (uint32_t)(n - i < j->batch_events ? n - i : j->batch_events);
@@ -115,23 +157,30 @@ static int pr__write_all(int fd, const char *p, size_t n)
 
 static void pr__gen_usage(FILE *f)
 {
-    fprintf(f, "usage: piperec gen --rows N --output PATH|- [--seed S] [--format tsv|binary|json]\n"
-               "                   [--batch-events N] [--threads N] [--first-row R]\n"
-               "                   [--signal 0|1] [--zipf S]\n"
-               "  Criteo-Kaggle-shaped synthetic data, deterministic for (seed, row).\n"
-               "  tsv: label, 13 ints, 26 hex (like the Kaggle train.txt).\n"
-               "  binary: varint-length-delimited piperec.v1.EventBatch messages of\n"
-               "  --batch-events events each (default 256); see docs/formats.md.\n"
-               "  json: a clickstream, one JSON object per line (users, items,\n"
-               "  categories, tags, histories, labels click/purchase/dwell_s, missing\n"
-               "  fields, a planted user x category and history signal), for\n"
-               "  examples/clickstream.yaml; --signal and --zipf do not apply.\n"
-               "  --signal 1: labels depend on a few sparse and dense features plus\n"
-               "  noise (about 20%% positive, learnable: held-out AUC near 0.88) instead\n"
-               "  of an independent 3%% coin; features are unchanged. Default 0.\n"
-               "  --zipf S: sparse ranks from an exact Zipf law with exponent S\n"
-               "  (0 < S <= 10; P(rank r) ~ (r+1)^-S over each column's cardinality)\n"
-               "  instead of the default power law, e.g. for hot-set tests.\n");
+    fprintf(
+        f,
+        "usage: piperec gen --rows N --output PATH|- [--seed S] [--format tsv|binary|json|avro]\n"
+        "                   [--avro-schema FILE] [--schema-id N|plain] [--batch-events N] "
+        "[--threads N] [--first-row R]\n"
+        "                   [--signal 0|1] [--zipf S]\n"
+        "  Criteo-Kaggle-shaped synthetic data, deterministic for (seed, row).\n"
+        "  tsv: label, 13 ints, 26 hex (like the Kaggle train.txt).\n"
+        "  binary: varint-length-delimited piperec.v1.EventBatch messages of\n"
+        "  --batch-events events each (default 256); see docs/formats.md.\n"
+        "  json: a clickstream, one JSON object per line (users, items,\n"
+        "  categories, tags, histories, labels click/purchase/dwell_s, missing\n"
+        "  fields, a planted user x category and history signal), for\n"
+        "  examples/clickstream.yaml; --signal and --zipf do not apply.\n"
+        "  avro: the same clickstream as Avro records under --avro-schema FILE\n"
+        "  (examples/clickstream.avsc), registry-framed with --schema-id N\n"
+        "  (default 1; 'plain': no framing), each record varint-length-prefixed\n"
+        "  (the file `piperec process` reads for source.format avro).\n"
+        "  --signal 1: labels depend on a few sparse and dense features plus\n"
+        "  noise (about 20%% positive, learnable: held-out AUC near 0.88) instead\n"
+        "  of an independent 3%% coin; features are unchanged. Default 0.\n"
+        "  --zipf S: sparse ranks from an exact Zipf law with exponent S\n"
+        "  (0 < S <= 10; P(rank r) ~ (r+1)^-S over each column's cardinality)\n"
+        "  instead of the default power law, e.g. for hot-set tests.\n");
 }
 
 static int pr__parse_u64(const char *s, uint64_t *out)
@@ -156,6 +205,32 @@ static int pr__parse_zipf(const char *s, double *out)
     if (errno || end == s || *end || !isfinite(v) || v <= 0 || v > PR_GEN_ZIPF_MAX)
         return -1;
     *out = v;
+    return 0;
+}
+
+/* --avro-schema (read whole) and --schema-id (a number, or plain = -1). */
+static int pr__gen_avro_args(const char *path, const char *id, char **text, int64_t *sid)
+{
+    FILE *f = path ? fopen(path, "rb") : NULL;
+    if (!f) {
+        fprintf(stderr, "piperec gen: --format avro needs --avro-schema FILE%s%s\n",
+                path ? ": cannot open " : "", path ? path : "");
+        return 2;
+    }
+    size_t cap = 1 << 20, n;
+    *text = calloc(1, cap + 1);
+    n = *text ? fread(*text, 1, cap, f) : 0;
+    fclose(f);
+    if (!*text || n == cap) {
+        fprintf(stderr, "piperec gen: --avro-schema: too large\n");
+        return 2;
+    }
+    char *end;
+    *sid = !strcmp(id, "plain") ? -1 : strtoll(id, &end, 10);
+    if (strcmp(id, "plain") && (*end || *sid < 0 || *sid > UINT32_MAX)) {
+        fprintf(stderr, "piperec gen: --schema-id: a 32-bit id or plain, got '%s'\n", id);
+        return 2;
+    }
     return 0;
 }
 
@@ -193,10 +268,33 @@ static int pr__gen_run(pr__gen_job *j, uint64_t threads, int fd, const char *out
     return rc;
 }
 
+/* The format's index, or -1 after saying what is wrong with the options. */
+static int pr__gen_check(const char *format, bool have_rows, const char *output, uint64_t threads,
+                         uint64_t batch_events, uint64_t signal)
+{
+    int fmt = -1;
+    for (int k = 0; k < PR__GEN__COUNT; k++)
+        if (!strcmp(format, pr__gen_formats[k]))
+            fmt = k;
+    if (!have_rows || !output || fmt < 0 || threads < 1 || threads > 64 || batch_events < 1 ||
+        batch_events > 1u << 20 || signal > PR_GEN_SIGNAL_MAX) {
+        fprintf(stderr, "piperec gen: %s\n",
+                !have_rows                    ? "--rows is required"
+                : !output                     ? "--output is required"
+                : fmt < 0                     ? "--format must be tsv, binary, json or avro"
+                : threads < 1 || threads > 64 ? "--threads must be 1..64"
+                : signal > PR_GEN_SIGNAL_MAX  ? "--signal must be 0 (none) or 1 (planted signal)"
+                                              : "--batch-events must be 1..1048576");
+        pr__gen_usage(stderr);
+        return -1;
+    }
+    return fmt;
+}
+
 int pr_cli_cmd_gen(int argc, char **argv)
 {
     uint64_t rows = 0, seed = 1, threads = 2, batch_events = 256, first_row = 0, signal = 0;
-    const char *output = NULL, *format = "tsv", *zipf = NULL;
+    const char *output = NULL, *format = "tsv", *zipf = NULL, *avro_schema = NULL, *schema_id = "1";
     bool have_rows = false;
 
     struct {
@@ -208,7 +306,8 @@ int pr_cli_cmd_gen(int argc, char **argv)
         {"--threads", &threads, NULL},     {"--batch-events", &batch_events, NULL},
         {"--first-row", &first_row, NULL}, {"--output", NULL, &output},
         {"--format", NULL, &format},       {"--signal", &signal, NULL},
-        {"--zipf", NULL, &zipf},
+        {"--zipf", NULL, &zipf},           {"--avro-schema", NULL, &avro_schema},
+        {"--schema-id", NULL, &schema_id},
     };
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -235,22 +334,13 @@ int pr_cli_cmd_gen(int argc, char **argv)
         if (opts[k].u == &rows)
             have_rows = true;
     }
-    int fmt = -1;
-    for (int k = 0; k < PR__GEN__COUNT; k++)
-        if (!strcmp(format, pr__gen_formats[k]))
-            fmt = k;
-    if (!have_rows || !output || fmt < 0 || threads < 1 || threads > 64 || batch_events < 1 ||
-        batch_events > 1u << 20 || signal > PR_GEN_SIGNAL_MAX) {
-        fprintf(stderr, "piperec gen: %s\n",
-                !have_rows                    ? "--rows is required"
-                : !output                     ? "--output is required"
-                : fmt < 0                     ? "--format must be tsv, binary or json"
-                : threads < 1 || threads > 64 ? "--threads must be 1..64"
-                : signal > PR_GEN_SIGNAL_MAX  ? "--signal must be 0 (none) or 1 (planted signal)"
-                                              : "--batch-events must be 1..1048576");
-        pr__gen_usage(stderr);
+    int fmt = pr__gen_check(format, have_rows, output, threads, batch_events, signal);
+    if (fmt < 0)
         return 2;
-    }
+    char *avsc = NULL;
+    int64_t sid = -1;
+    if (fmt == PR__GEN_AVRO && pr__gen_avro_args(avro_schema, schema_id, &avsc, &sid))
+        return 2;
 
     double zipf_s = 0;
     if (zipf && pr__parse_zipf(zipf, &zipf_s)) {
@@ -280,14 +370,17 @@ int pr_cli_cmd_gen(int argc, char **argv)
     j.gen = gen;
     j.seed = seed;
     j.format = (pr__gen_format)fmt;
+    j.avro_schema = avsc;
+    j.schema_id = sid;
     j.first_row = first_row;
     j.rows = rows;
     j.batch_events = (uint32_t)batch_events;
     j.n_chunks = (rows + PR__GEN_CHUNK_ROWS - 1) / PR__GEN_CHUNK_ROWS;
-    j.buf_cap = fmt == PR__GEN_TSV    ? (size_t)PR__GEN_CHUNK_ROWS * PR_GEN_TSV_LINE_MAX
-                : fmt == PR__GEN_JSON ? (size_t)PR__GEN_CHUNK_ROWS * PR_GEN_JSON_LINE_MAX
-                                      : pr_gen_pb_max(PR__GEN_CHUNK_ROWS) +
-                                            16 * (PR__GEN_CHUNK_ROWS / batch_events + 1);
+    j.buf_cap =
+        fmt == PR__GEN_TSV ? (size_t)PR__GEN_CHUNK_ROWS * PR_GEN_TSV_LINE_MAX
+        : fmt == PR__GEN_JSON || fmt == PR__GEN_AVRO
+            ? (size_t)PR__GEN_CHUNK_ROWS * PR_GEN_JSON_LINE_MAX
+            : pr_gen_pb_max(PR__GEN_CHUNK_ROWS) + 16 * (PR__GEN_CHUNK_ROWS / batch_events + 1);
     pthread_mutex_init(&j.mu, NULL);
     pthread_cond_init(&j.cv, NULL);
     bool oom = !j.gen;
@@ -301,6 +394,8 @@ int pr_cli_cmd_gen(int argc, char **argv)
     }
 
     rc = pr__gen_run(&j, threads, fd, output);
+    if (j.failed)
+        rc = 1;
 out:
     if (fd != 1 && close(fd) < 0 && !rc) {
         fprintf(stderr, "piperec gen: %s: %s\n", output, strerror(errno));
@@ -311,5 +406,6 @@ out:
     pr_gen_free((pr_gen *)j.gen);
     pthread_mutex_destroy(&j.mu);
     pthread_cond_destroy(&j.cv);
+    free(avsc);
     return rc;
 }

@@ -131,7 +131,7 @@ static int pr__process_schema(const pr_pipeline_cfg *pc, const pr_config *cfg, c
         .progress = progress >= 0 ? progress : isatty(2),
         .vocab_seed = pc->vocab_seed,
         .buffered_io = buffered_io,
-        .protobuf = pb ? &pc->source.protobuf : NULL,
+        .source = &pc->source,
     };
     pr_offline_result res;
     char err[4096];
@@ -147,7 +147,9 @@ static int pr__process_schema(const pr_pipeline_cfg *pc, const pr_config *cfg, c
             "%s (declared schema: %s)\n",
             res.rows, res.rejected, by, res.seconds,
             res.seconds > 0 ? (double)res.lines / res.seconds : 0.0, output,
-            pb ? "length-delimited Protobuf messages" : "JSON lines");
+            pb                                    ? "length-delimited Protobuf messages"
+            : pc->source.format == PR_FORMAT_AVRO ? "Avro records"
+                                                  : "JSON lines");
     return 0;
 }
 

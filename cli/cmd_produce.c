@@ -8,9 +8,11 @@
  *   protobuf_event_batch  one EventBatch of N events (--events-per-message, 256)
  *   json                  one JSON object per message, from JSON lines (--input)
  *                         or the generated clickstream (--gen N, pr_gen_json_event)
+ *   avro                  the same JSON objects as Avro records (--avro-schema,
+ *                         registry-framed with --schema-id, or plain)
  *   protobuf              the same JSON objects written as the user's message
  *                         (--descriptor-set F --message M, pr_pbuser_encode_json),
- *                         registry-framed with --schema-id N
+ *                         registry-framed with --schema-id N (default: plain)
  *
  * JSON messages are spread over the topic's partitions: keyed by the value at
  * --key-path (librdkafka's partitioner hashes the key, so one user's events
@@ -31,6 +33,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +53,11 @@
 
 typedef struct pr__prod {
     rd_kafka_t *rk;
+    pr_avro_writer *aw; /* avro: JSON objects encoded under --avro-schema */
+    int64_t schema_id;  /* avro, protobuf: registry framing with this id, -1 = plain */
+    uint8_t *abuf;
+    size_t alen, acap;
+    pr_pbuser_desc *pbd; /* protobuf: JSON objects re-encoded as the user's message */
     const char *topic;
     int32_t partition;
     pr_msg_format format;
@@ -72,12 +80,6 @@ typedef struct pr__prod {
     uint64_t rr;
     pr_json_extractor *keyx; /* --key-path */
     pr_json_block *keyb;
-    /* protobuf: JSON objects re-encoded as the user's message */
-    pr_pbuser_desc *pbd;
-    bool pb_framed;
-    uint32_t pb_schema_id;
-    uint8_t *pbu;
-    size_t pbu_cap;
 } pr__prod;
 
 /* Storage behind one Event (no malloc per event). */
@@ -151,20 +153,25 @@ static int pr__send_json(pr__prod *p, const char *doc, size_t len)
     }
     if (!key && part == RD_KAFKA_PARTITION_UA && p->n_parts > 0)
         part = (int32_t)(p->rr++ % (uint64_t)p->n_parts);
+    char err[256];
     if (p->pbd) { /* format protobuf: the object as the user's message */
-        char err[256];
-        int n = pr_pbuser_encode_json(p->pbd, doc, len, p->pb_framed, p->pb_schema_id, &p->pbu,
-                                      &p->pbu_cap, err, sizeof(err));
+        int n = pr_pbuser_encode_json(p->pbd, doc, len, p->schema_id >= 0,
+                                      (uint32_t)(p->schema_id >= 0 ? p->schema_id : 0), &p->abuf,
+                                      &p->acap, err, sizeof(err));
         if (n < 0) {
-            pr_err("produce: event %" PRIu64 " as %s: %s", p->events,
-                   pr_pbuser_desc_message(p->pbd), err);
-            p->failed++;
-            return n;
+            fprintf(stderr, "piperec produce: event %" PRIu64 " as %s: %s\n", p->events + 1,
+                    pr_pbuser_desc_message(p->pbd), err);
+            return PR_EINVAL;
         }
-        doc = (const char *)p->pbu;
-        len = (size_t)n;
+        p->alen = (size_t)n;
     }
-    int rc = pr__send_keyed(p, doc, len, part, key, key_len);
+    if (p->aw && pr_avro_from_json(p->aw, doc, len, p->schema_id, &p->abuf, &p->alen, &p->acap, err,
+                                   sizeof(err))) {
+        fprintf(stderr, "piperec produce: event %" PRIu64 ": %s\n", p->events + 1, err);
+        return PR_EINVAL;
+    }
+    int rc = p->aw || p->pbd ? pr__send_keyed(p, (const char *)p->abuf, p->alen, part, key, key_len)
+                             : pr__send_keyed(p, doc, len, part, key, key_len);
     p->events++;
     pr__pace(p);
     return rc;
@@ -233,7 +240,7 @@ static Piperec__V1__Event *pr__next_event(pr__prod *p, pr__evbuf **eb)
 /* One TSV line (no newline) into the message under construction. */
 static int pr__add_line(pr__prod *p, const char *line, size_t len)
 {
-    if (p->format == PR_MSG_JSON || p->format == PR_MSG_PROTOBUF)
+    if (p->format == PR_MSG_JSON || p->format == PR_MSG_AVRO || p->format == PR_MSG_PROTOBUF)
         return pr__send_json(p, line, len);
     if (p->format == PR_MSG_CRITEO_TSV) {
         size_t need = p->tsv_len + len + 1;
@@ -323,9 +330,10 @@ static void pr__produce_usage(FILE *f)
     fprintf(
         f,
         "usage: piperec produce --bootstrap ADDR --topic T (--input FILE|- | --gen N [--seed S])\n"
-        "                       [--format criteo_tsv|protobuf_event|protobuf_event_batch|json|\n"
-        "                                 protobuf --descriptor-set F --message M\n"
-        "                                 [--schema-id N]]\n"
+        "                       [--format "
+        "criteo_tsv|protobuf_event|protobuf_event_batch|json|avro|protobuf]\n"
+        "                       [--avro-schema FILE] [--schema-id N|plain]\n"
+        "                       [--descriptor-set FILE --message M]\n"
         "                       [--lines-per-message N] [--events-per-message N] [--key-path P]\n"
         "                       [--rate EVENTS_PER_S] [--partition P] [-X key=value]...\n"
         "\n"
@@ -335,18 +343,20 @@ static void pr__produce_usage(FILE *f)
         "--format json: --input is JSON lines, one object per message; --gen makes the\n"
         "JSON clickstream of `piperec gen --format json`. Messages go round-robin over\n"
         "the topic's partitions, or keyed by the value at --key-path (e.g. user.id).\n"
+        "--format avro: the same JSON (lines or --gen) encoded under --avro-schema FILE\n"
+        "(e.g. examples/clickstream.avsc), registry-framed with --schema-id N (default\n"
+        "1; 'plain': the bare Avro body).\n"
         "--format protobuf: the same JSON objects, each written as message M of the\n"
-        "descriptor set F (protoc --descriptor_set_out=F --include_imports); with\n"
-        "--schema-id N each message gets schema-registry framing (0, id N, indexes).\n"
+        "descriptor set FILE (protoc --descriptor_set_out=FILE --include_imports);\n"
+        "plain, or registry-framed (0, id N, message indexes) with --schema-id N.\n"
         "-X passes a librdkafka property (security.protocol, sasl.*, linger.ms...).\n"
         "The test broker (`piperec broker`) keeps only ~5 MB per partition.\n");
 }
 
 /* What the command line asked for. */
 typedef struct pr__produce_args {
-    const char *bootstrap, *topic, *input, *key_path;
+    const char *bootstrap, *topic, *input, *key_path, *avro_schema, *schema_id;
     const char *descriptor_set, *message; /* format protobuf */
-    long long schema_id;                  /* -1 = no registry framing */
     const char *props[PR__MAX_PROPS];
     int n_props;
     int format; /* pr_msg_format */
@@ -357,58 +367,29 @@ typedef struct pr__produce_args {
     long partition;
 } pr__produce_args;
 
-/* The numeric options (ch = the short option). False after printing why. */
-static bool pr__produce_num(int ch, const char *optarg, pr__produce_args *a)
-{
-    char *end;
-    switch (ch) {
-    case 'L':
-    case 'E': {
-        unsigned long v = strtoul(optarg, &end, 10);
-        if (*end || v < 1 || v > 1000000) {
-            fprintf(stderr, "piperec produce: --%s: expected 1..1000000, got '%s'\n",
-                    ch == 'L' ? "lines-per-message" : "events-per-message", optarg);
-            return false;
-        }
-        *(ch == 'L' ? &a->lines_per : &a->events_per) = v;
-        break;
-    }
-    case 'r':
-        a->rate = strtod(optarg, &end);
-        if (*end || a->rate < 0) {
-            fprintf(stderr, "piperec produce: --rate: expected events/s >= 0, got '%s'\n", optarg);
-            return false;
-        }
-        break;
-    case 'g':
-        a->gen = strtoll(optarg, &end, 10);
-        if (*end || a->gen < 0) {
-            fprintf(stderr, "piperec produce: --gen: expected a row count, got '%s'\n", optarg);
-            return false;
-        }
-        break;
-    case 's':
-        a->seed = strtoull(optarg, &end, 10);
-        if (*end) {
-            fprintf(stderr, "piperec produce: --seed: expected an integer, got '%s'\n", optarg);
-            return false;
-        }
-        break;
-    case 'p':
-        a->partition = strtol(optarg, &end, 10);
-        if (*end || a->partition < 0) {
-            fprintf(stderr, "piperec produce: --partition: expected >= 0, got '%s'\n", optarg);
-            return false;
-        }
-        break;
-    default:
-        break;
-    }
-    return true;
-}
+static bool pr__produce_check(const pr__produce_args *a);
 
 /* Parse argv into a. Returns true when the command should run; otherwise
  * *status is the exit code (0 after --help, 2 on a usage error). */
+/* The options taken as given: short option -> field of pr__produce_args. */
+static const struct {
+    int ch;
+    size_t off;
+} pr__produce_strs[] = {
+    {'b', offsetof(pr__produce_args, bootstrap)},      {'t', offsetof(pr__produce_args, topic)},
+    {'i', offsetof(pr__produce_args, input)},          {'K', offsetof(pr__produce_args, key_path)},
+    {'A', offsetof(pr__produce_args, avro_schema)},    {'S', offsetof(pr__produce_args, schema_id)},
+    {'D', offsetof(pr__produce_args, descriptor_set)}, {'M', offsetof(pr__produce_args, message)},
+};
+
+static const char **pr__produce_str(pr__produce_args *a, int ch)
+{
+    for (size_t i = 0; i < sizeof(pr__produce_strs) / sizeof(pr__produce_strs[0]); i++)
+        if (pr__produce_strs[i].ch == ch)
+            return (const char **)((char *)a + pr__produce_strs[i].off);
+    return NULL;
+}
+
 static bool pr__produce_parse(int argc, char **argv, pr__produce_args *a, int *status)
 {
     static const struct option opts[] = {
@@ -423,9 +404,10 @@ static bool pr__produce_parse(int argc, char **argv, pr__produce_args *a, int *s
         {"seed", required_argument, NULL, 's'},
         {"partition", required_argument, NULL, 'p'},
         {"key-path", required_argument, NULL, 'K'},
+        {"avro-schema", required_argument, NULL, 'A'},
+        {"schema-id", required_argument, NULL, 'S'},
         {"descriptor-set", required_argument, NULL, 'D'},
         {"message", required_argument, NULL, 'M'},
-        {"schema-id", required_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -433,7 +415,6 @@ static bool pr__produce_parse(int argc, char **argv, pr__produce_args *a, int *s
                             .lines_per = 1,
                             .events_per = 256,
                             .gen = -1,
-                            .schema_id = -1,
                             .seed = 1,
                             .partition = RD_KAFKA_PARTITION_UA};
     *status = 2;
@@ -441,51 +422,61 @@ static bool pr__produce_parse(int argc, char **argv, pr__produce_args *a, int *s
     char *end;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "b:t:i:f:r:g:s:p:X:h", opts, NULL)) != -1) {
+        const char **str = pr__produce_str(a, ch);
+        if (str) {
+            *str = optarg;
+            continue;
+        }
         switch (ch) {
-        case 'b':
-            a->bootstrap = optarg;
-            break;
-        case 't':
-            a->topic = optarg;
-            break;
-        case 'i':
-            a->input = optarg;
-            break;
-        case 'K':
-            a->key_path = optarg;
-            break;
-        case 'D':
-            a->descriptor_set = optarg;
-            break;
-        case 'M':
-            a->message = optarg;
-            break;
-        case 'S':
-            a->schema_id = strtoll(optarg, &end, 10);
-            if (*end || a->schema_id < 0 || a->schema_id > UINT32_MAX) {
-                fprintf(stderr, "piperec produce: --schema-id: expected 0..4294967295, got '%s'\n",
-                        optarg);
-                return false;
-            }
-            break;
         case 'f':
             a->format = pr_msg_format_from_name(optarg);
             if (a->format < 0) {
                 fprintf(stderr,
                         "piperec produce: --format: unknown '%s' (criteo_tsv, "
-                        "protobuf_event, protobuf_event_batch, json, protobuf)\n",
+                        "protobuf_event, protobuf_event_batch, json, avro, protobuf)\n",
                         optarg);
                 return false;
             }
             break;
         case 'L':
-        case 'E':
-        case 'r':
-        case 'g':
-        case 's':
-        case 'p':
-            if (!pr__produce_num(ch, optarg, a))
+        case 'E': {
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (*end || v < 1 || v > 1000000) {
+                fprintf(stderr, "piperec produce: --%s: expected 1..1000000, got '%s'\n",
+                        ch == 'L' ? "lines-per-message" : "events-per-message", optarg);
                 return false;
+            }
+            *(ch == 'L' ? &a->lines_per : &a->events_per) = v;
+            break;
+        }
+        case 'r':
+            a->rate = strtod(optarg, &end);
+            if (*end || a->rate < 0) {
+                fprintf(stderr, "piperec produce: --rate: expected events/s >= 0, got '%s'\n",
+                        optarg);
+                return false;
+            }
+            break;
+        case 'g':
+            a->gen = strtoll(optarg, &end, 10);
+            if (*end || a->gen < 0) {
+                fprintf(stderr, "piperec produce: --gen: expected a row count, got '%s'\n", optarg);
+                return false;
+            }
+            break;
+        case 's':
+            a->seed = strtoull(optarg, &end, 10);
+            if (*end) {
+                fprintf(stderr, "piperec produce: --seed: expected an integer, got '%s'\n", optarg);
+                return false;
+            }
+            break;
+        case 'p':
+            a->partition = strtol(optarg, &end, 10);
+            if (*end || a->partition < 0) {
+                fprintf(stderr, "piperec produce: --partition: expected >= 0, got '%s'\n", optarg);
+                return false;
+            }
             break;
         case 'X':
             if (a->n_props >= PR__MAX_PROPS || !strchr(optarg, '=')) {
@@ -503,24 +494,30 @@ static bool pr__produce_parse(int argc, char **argv, pr__produce_args *a, int *s
             return false;
         }
     }
+    return pr__produce_check(a);
+}
+
+/* The options that go together. */
+static bool pr__produce_check(const pr__produce_args *a)
+{
     if (!a->bootstrap || !a->topic || (!a->input && a->gen < 0) || (a->input && a->gen >= 0)) {
         fprintf(stderr, "piperec produce: need --bootstrap, --topic and one of --input / --gen\n");
         pr__produce_usage(stderr);
         return false;
     }
     bool pb = a->format == PR_MSG_PROTOBUF;
-    if (a->key_path && a->format != PR_MSG_JSON && !pb) {
-        fprintf(stderr, "piperec produce: --key-path needs --format json or protobuf\n");
+    if (a->key_path && a->format != PR_MSG_JSON && a->format != PR_MSG_AVRO && !pb) {
+        fprintf(stderr, "piperec produce: --key-path needs --format json, avro or protobuf\n");
         return false;
     }
-    if (pb != (a->descriptor_set && a->message) || (!pb && a->schema_id >= 0) ||
-        (!pb && (a->descriptor_set || a->message))) {
+    if (pb != (a->descriptor_set && a->message) || (!pb && (a->descriptor_set || a->message))) {
         fprintf(stderr, "piperec produce: --format protobuf goes with --descriptor-set and "
-                        "--message (and --schema-id only with it)\n");
+                        "--message (and they with it)\n");
         return false;
     }
-    if (a->format == PR_MSG_AVRO) {
-        fprintf(stderr, "piperec produce: --format avro is not built here\n");
+    if ((a->format == PR_MSG_AVRO) != (a->avro_schema != NULL)) {
+        fprintf(stderr, "piperec produce: --avro-schema goes with --format avro (and it needs "
+                        "one)\n");
         return false;
     }
     return true;
@@ -535,8 +532,50 @@ static void pr__prod_free(pr__prod *p)
     free(p->pb);
     pr_json_block_free(p->keyb);
     pr_json_extractor_free(p->keyx);
+    pr_avro_writer_free(p->aw);
     pr_pbuser_desc_free(p->pbd);
-    free(p->pbu);
+    free(p->abuf);
+}
+
+/* --format protobuf: the message of the descriptor set; plain unless --schema-id N. */
+static int pr__prod_protobuf(pr__prod *p, const pr__produce_args *a)
+{
+    char err[512], *end = NULL;
+    const char *id = a->schema_id ? a->schema_id : "plain";
+    p->schema_id = !strcmp(id, "plain") ? -1 : strtoll(id, &end, 10);
+    if (end && (*end || p->schema_id < 0 || p->schema_id > UINT32_MAX)) {
+        fprintf(stderr, "piperec produce: --schema-id: a 32-bit id or plain, got '%s'\n", id);
+        return PR_EINVAL;
+    }
+    if (!(p->pbd = pr_pbuser_desc_load(a->descriptor_set, a->message, err, sizeof(err)))) {
+        fprintf(stderr, "piperec produce: %s\n", err);
+        return PR_EINVAL;
+    }
+    return 0;
+}
+
+/* --format avro: the writer for --avro-schema, the framing of --schema-id. */
+static int pr__prod_avro(pr__prod *p, const pr__produce_args *a)
+{
+    FILE *f = fopen(a->avro_schema, "rb");
+    static char text[1 << 20];
+    size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+    if (f)
+        fclose(f);
+    text[n] = 0;
+    char err[256], *end = NULL;
+    const char *id = a->schema_id ? a->schema_id : "1";
+    p->schema_id = !strcmp(id, "plain") ? -1 : strtoll(id, &end, 10);
+    if (end && (*end || p->schema_id < 0 || p->schema_id > UINT32_MAX)) {
+        fprintf(stderr, "piperec produce: --schema-id: a 32-bit id or plain, got '%s'\n", id);
+        return PR_EINVAL;
+    }
+    if (!f || !(p->aw = pr_avro_writer_new(text, err, sizeof(err)))) {
+        fprintf(stderr, "piperec produce: --avro-schema %s: %s\n", a->avro_schema,
+                f ? err : "cannot read");
+        return PR_EINVAL;
+    }
+    return 0;
 }
 
 /* Size the message under construction; protobuf formats get per_msg events
@@ -550,16 +589,13 @@ static int pr__prod_init(pr__prod *p, const pr__produce_args *a)
     p->per_msg = a->format == PR_MSG_CRITEO_TSV       ? (uint32_t)a->lines_per
                  : a->format == PR_MSG_PROTOBUF_EVENT ? 1
                                                       : (uint32_t)a->events_per;
-    if (a->format == PR_MSG_PROTOBUF) {
-        char err[512];
-        if (!(p->pbd = pr_pbuser_desc_load(a->descriptor_set, a->message, err, sizeof(err)))) {
-            fprintf(stderr, "piperec produce: %s\n", err);
-            return PR_EINVAL;
-        }
-        p->pb_framed = a->schema_id >= 0;
-        p->pb_schema_id = (uint32_t)(a->schema_id >= 0 ? a->schema_id : 0);
-    }
-    if ((a->format == PR_MSG_JSON || a->format == PR_MSG_PROTOBUF) && a->key_path) {
+    if (a->format == PR_MSG_AVRO && pr__prod_avro(p, a))
+        return PR_EINVAL;
+    if (a->format == PR_MSG_PROTOBUF && pr__prod_protobuf(p, a))
+        return PR_EINVAL;
+    bool json_like =
+        a->format == PR_MSG_JSON || a->format == PR_MSG_AVRO || a->format == PR_MSG_PROTOBUF;
+    if (json_like && a->key_path) {
         pr_json_path kp = {.path = a->key_path, .type = PR_JSON_KEY, .shape = PR_JSON_SCALAR};
         char err[256];
         p->keyx = pr_json_extractor_new(&kp, 1, 0, err, sizeof(err));
@@ -570,7 +606,7 @@ static int pr__prod_init(pr__prod *p, const pr__produce_args *a)
         if (!(p->keyb = pr_json_block_new(p->keyx, 1)))
             return PR_ENOMEM;
     }
-    if (a->format == PR_MSG_CRITEO_TSV || a->format == PR_MSG_JSON || a->format == PR_MSG_PROTOBUF)
+    if (a->format == PR_MSG_CRITEO_TSV || json_like)
         return 0;
     p->evs = calloc(p->per_msg, sizeof(*p->evs));
     p->evp = calloc(p->per_msg, sizeof(*p->evp));
@@ -751,7 +787,8 @@ int pr_cli_cmd_produce(int argc, char **argv)
     }
 
     int rc;
-    bool json_like = a.format == PR_MSG_JSON || a.format == PR_MSG_PROTOBUF;
+    bool json_like =
+        a.format == PR_MSG_JSON || a.format == PR_MSG_AVRO || a.format == PR_MSG_PROTOBUF;
     if (json_like && p.partition == RD_KAFKA_PARTITION_UA)
         p.n_parts = pr__topic_partitions(p.rk, a.topic);
     p.t0_ns = pr_clock_mono_ns(pr_clock_real());

@@ -73,6 +73,11 @@ void pr__check_protobuf(cfg_ctx *c, yaml_node_t *map, const pr_pipeline_cfg *pl)
             pr__cfg_error(c, pn, "source.protobuf", "applies only to source.format: protobuf");
         return;
     }
+    if (pl->source.schema_registry.enabled)
+        pr__cfg_error(c, src ? pr__map_find(c, src, "schema_registry") : NULL,
+                      "source.schema_registry",
+                      "not used by format protobuf: the descriptor set is the schema (a registry "
+                      "schema id in a message is read, not looked up)");
     if (!pc->enabled || !pc->descriptor_set || !pc->message) {
         pr__cfg_error(c, pn ? pn : src, "source.protobuf",
                       "missing: format protobuf needs { descriptor_set: FILE (protoc "

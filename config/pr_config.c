@@ -737,15 +737,46 @@ static void pr__finish_kafka_source(cfg_ctx *c, yaml_node_t *map, void *base, bo
 
 static const cfg_table kafka_source_tab = CTABLE(pr_kafka_source_cfgmap, pr__finish_kafka_source);
 
+static const cfg_table avro_source_tab = CTABLE(pr_avro_source_cfgmap, NULL);
+static const cfg_table registry_tab = CTABLE(pr_registry_cfgmap, NULL);
 static const cfg_table pbuser_tab = CTABLE(pr_pbuser_cfgmap, NULL);
+
 static const cfg_key source_keys[] = {
     K_MAP_EN("kafka", pr_source_cfg, kafka, kafka.enabled, kafka_source_tab,
              "The Kafka consumer. Needed by `run`; `process` reads a file instead."),
+    K_MAP_EN("avro", pr_source_cfg, avro, avro.enabled, avro_source_tab,
+             "format avro: the writer schema file and the framing (docs/formats.md, Avro)."),
+    K_MAP_EN("schema_registry", pr_source_cfg, schema_registry, schema_registry.enabled,
+             registry_tab,
+             "A schema registry: each framed message's schema id selects its writer schema "
+             "(format avro)."),
     K_MAP_EN("protobuf", pr_source_cfg, protobuf, protobuf.enabled, pbuser_tab,
-             "format protobuf: the events' descriptor set and message (docs/formats.md)."),
+             "format protobuf: the events' descriptor set and message (docs/formats.md, "
+             "Protobuf events)."),
 };
-/* kafka, then the component's keys: format, dead_letter_topic. */
-static const cfg_table source_tab = CTABLE_WITH(source_keys, pr_source_cfgmap, NULL);
+/* Avro needs a writer schema from somewhere; plain framing cannot carry ids. */
+static void pr__finish_source(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
+{
+    (void)present;
+    pr_source_cfg *s = base;
+    bool reg = s->schema_registry.enabled, file = s->avro.enabled && s->avro.schema_file;
+    if (s->format != PR_FORMAT_AVRO) {
+        if (s->avro.enabled)
+            pr__cfg_error(c, pr__map_find(c, map, "avro"), "avro", "only for format avro");
+        return;
+    }
+    if (!reg && !file)
+        pr__cfg_error(c, pr__map_find(c, map, "format"), "format",
+                      "avro needs a writer schema: source.avro.schema_file or "
+                      "source.schema_registry");
+    if (reg && !file && s->avro.framing == PR_AVRO_FRAMING_PLAIN)
+        pr__cfg_error(c, pr__map_find(c, map, "avro"), "avro.framing",
+                      "plain messages carry no schema id: the registry needs framing registry "
+                      "(or auto), or give source.avro.schema_file");
+}
+
+/* kafka, avro, schema_registry, then the component's keys: format, dead_letter_topic. */
+static const cfg_table source_tab = CTABLE_WITH(source_keys, pr_source_cfgmap, pr__finish_source);
 
 static void pr__finish_batch(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
 {
@@ -1968,9 +1999,6 @@ int pr_config_check_streaming(const pr_config *cfg, char *errstr, size_t errstr_
             pr__cfg_error(&c, NULL, "source.format",
                           "%s needs a declared schema (schema: { event_time, labels, dense: "
                           "[...], sparse: [...] }) to say which fields to read",
-                          pr_source_format_name(pl->source.format));
-        if (pl->source.format == PR_FORMAT_AVRO)
-            pr__cfg_error(&c, NULL, "source.format", "%s: not built yet (issue 23)",
                           pr_source_format_name(pl->source.format));
         const pr_sinks_cfg *s = &pl->sinks;
         if (!s->trainer.enabled && !s->kafka.enabled && !s->files.enabled)

@@ -83,6 +83,12 @@ struct pr_consumer {
     size_t last_part;
     pr__cur cur;
     bool paused;
+    /* The pending message's reader answered PR_EAGAIN (e.g. the schema
+     * registry is down): every assigned partition is paused, the message is
+     * retried at retry_at_ns; the reason is read by other threads under lock. */
+    bool waiting;
+    int64_t retry_at_ns;
+    char wait_why[160];
     bool closed;
     bool ever_assigned; /* an assignment arrived: librdkafka's sticky state exists */
     bool leak_rk;       /* closed mid-join: destroying would abort (librdkafka #4312) */
@@ -280,6 +286,83 @@ static void pr__mark_unassigned(pr_consumer *c, const pr_tp *tps, size_t n)
     pthread_mutex_unlock(&c->lock);
 }
 
+/* ---- decoding that must wait (a reader's PR_EAGAIN) ----
+ * The message stays pending and every assigned partition is paused, so that
+ * nothing behind it is read (librdkafka drops what it prefetched for a paused
+ * partition and fetches again from the position, the offset after the
+ * pending message, on resume). The pipeline keeps polling: rebalance events
+ * are served; a message that still arrives (a partition assigned meanwhile)
+ * is pushed back (seek to its offset, partition paused). */
+
+#define PR__WAIT_RETRY_NS (100 * 1000000LL)
+
+static void pr__pause_assignment(pr_consumer *c, bool pause)
+{
+    rd_kafka_topic_partition_list_t *l = NULL;
+    if (rd_kafka_assignment(c->rk, &l) == RD_KAFKA_RESP_ERR_NO_ERROR && l->cnt)
+        (void)(pause ? rd_kafka_pause_partitions(c->rk, l) : rd_kafka_resume_partitions(c->rk, l));
+    if (l)
+        rd_kafka_topic_partition_list_destroy(l);
+}
+
+static void pr__wait_begin(pr_consumer *c, const char *why)
+{
+    PR__ADD(c->st.decode_waits, 1);
+    c->retry_at_ns = pr_mono_ns() + PR__WAIT_RETRY_NS;
+    if (c->waiting)
+        return;
+    __atomic_store_n(&c->waiting, true, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&c->lock);
+    snprintf(c->wait_why, sizeof(c->wait_why), "%s", why && why[0] ? why : "source not ready");
+    pthread_mutex_unlock(&c->lock);
+    pr_warn("consumer: decoding waits (partitions paused): %s", c->wait_why);
+    pr__pause_assignment(c, true);
+}
+
+/* The wait is over (decoded, or the message was revoked): resume, unless
+ * backpressure holds the partitions paused. */
+static void pr__wait_end(pr_consumer *c)
+{
+    if (!c->waiting)
+        return;
+    __atomic_store_n(&c->waiting, false, __ATOMIC_RELAXED);
+    pr_info("consumer: decoding resumed");
+    if (!c->paused)
+        pr__pause_assignment(c, false);
+}
+
+/* A message read while waiting: back to where it was, its partition paused. */
+static void pr__push_back(pr_consumer *c, rd_kafka_message_t *m)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, rd_kafka_topic_name(m->rkt), m->partition)->offset =
+        m->offset;
+    rd_kafka_pause_partitions(c->rk, l);
+    rd_kafka_error_t *e = rd_kafka_seek_partitions(c->rk, l, 2000);
+    if (e) {
+        pr_warn("consumer: seek back to %s[%d]@%" PRId64 ": %s", rd_kafka_topic_name(m->rkt),
+                (int)m->partition, m->offset, rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+    rd_kafka_message_destroy(m);
+}
+
+/* While waiting and before the retry time: serve librdkafka's events (for up
+ * to timeout_ms), read nothing. */
+static void pr__wait_poll(pr_consumer *c, int timeout_ms)
+{
+    int64_t left = c->retry_at_ns - pr_mono_ns();
+    int wait = (int)(left / 1000000);
+    if (wait > timeout_ms)
+        wait = timeout_ms;
+    rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, wait > 0 ? wait : 0);
+    if (m && !m->err && m->rkt)
+        pr__push_back(c, m);
+    else if (m)
+        rd_kafka_message_destroy(m);
+}
+
 static void pr__drop_pending_of(pr_consumer *c, const rd_kafka_topic_partition_list_t *l)
 {
     if (!c->pending)
@@ -290,6 +373,7 @@ static void pr__drop_pending_of(pr_consumer *c, const rd_kafka_topic_partition_l
             rd_kafka_message_destroy(c->pending);
             c->pending = NULL;
             c->pending_rec = 0;
+            pr__wait_end(c);
             return;
         }
 }
@@ -872,6 +956,14 @@ static int pr__deliver(pr_consumer *c, pr_block *b, rd_kafka_message_t *m, int64
     int r = pr_decode_message(c->format, &ctx, b, m->payload, m->len, &c->pending_rec, c->arena);
     int added = (int)(b->rows - before);
     PR__ADD(c->st.records, (uint64_t)added);
+    if (r == PR_EAGAIN) { /* not decodable yet: the message waits, nothing consumed */
+        c->pending = m;
+        c->pending_rec = 0;
+        pr__wait_begin(c, pr_json_decoder_last_detail(c->json));
+        *keep = true;
+        return added;
+    }
+    pr__wait_end(c);
     if (r == PR_EFULL) {
         c->pending = m; /* the rest goes into the next block */
         *keep = true;
@@ -905,6 +997,10 @@ int pr_consumer_poll(pr_consumer *c, pr_block *b, int timeout_ms, char *errstr, 
     int appended = 0;
     bool keep = false;
 
+    if (c->pending && c->waiting && pr_mono_ns() < c->retry_at_ns) {
+        pr__wait_poll(c, timeout_ms);
+        return 0;
+    }
     if (c->pending) {
         appended += pr__deliver(c, b, c->pending, now_ms, &keep);
         if (keep)
@@ -1111,6 +1207,10 @@ void pr_consumer_get_stats(const pr_consumer *c, pr_consumer_stats *st)
     pthread_mutex_lock(&mc->lock);
     for (size_t i = 0; i < c->n_parts; i++)
         st->assigned_partitions += c->parts[i].assigned;
+    st->decode_waits = PR__LOAD(mc->st.decode_waits);
+    st->decode_waiting = __atomic_load_n(&mc->waiting, __ATOMIC_RELAXED);
+    if (st->decode_waiting)
+        snprintf(st->decode_wait_why, sizeof(st->decode_wait_why), "%s", mc->wait_why);
     pthread_mutex_unlock(&mc->lock);
     st->paused_partitions = st->paused ? st->assigned_partitions : 0;
 }

@@ -41,6 +41,7 @@ struct pr_json_decoder {
     size_t n_paths;
     pr_record_read_fn read; /* another format's reader (Avro, Protobuf); NULL = JSON text */
     void *rd;
+    void (*rd_free)(void *rd); /* set: the decoder owns rd */
     uint32_t n_feat;
     pr__jfeat *feat;
     uint16_t n_labels, n_dense, n_side;
@@ -188,6 +189,8 @@ void pr_json_decoder_free(pr_json_decoder *d)
     free(d->need);
     free(d->fv);
     free(d->why);
+    if (d->rd_free)
+        d->rd_free(d->rd);
     pr_json_block_free(d->jb);
     pr_json_extractor_free(d->x);
     free(d->paths);
@@ -471,6 +474,8 @@ static int pr__read_row(pr_json_decoder *d, const char *doc, size_t len, int *re
     pr_json_block_reset(d->jb);
     int rc = d->read ? d->read(d->rd, d->jb, doc, len, &rej)
                      : pr_json_extract(d->x, d->jb, doc, len, &rej);
+    if (rc < 0) /* PR_EAGAIN: why (pr_json_decoder_last_detail) */
+        snprintf(d->detail, sizeof(d->detail), "%s", rej.detail);
     if (rc <= 0)
         return rc;
     /* a reader gives pr_decode_reason, the extractor pr_json_reason */
@@ -555,8 +560,35 @@ size_t pr_json_decoder_paths(const pr_json_decoder *d, const pr_json_path **path
     return d->n_paths;
 }
 
-void pr_json_decoder_set_reader(pr_json_decoder *d, pr_record_read_fn fn, void *rd)
+void pr_json_decoder_set_reader_owned(pr_json_decoder *d, pr_record_read_fn fn, void *rd,
+                                      void (*free_fn)(void *rd))
 {
+    if (d->rd_free)
+        d->rd_free(d->rd);
     d->read = fn;
     d->rd = fn ? rd : NULL;
+    d->rd_free = fn ? free_fn : NULL;
+}
+
+void pr_json_decoder_set_reader(pr_json_decoder *d, pr_record_read_fn fn, void *rd)
+{
+    pr_json_decoder_set_reader_owned(d, fn, rd, NULL);
+}
+
+int pr_json_decoder_for_source(pr_json_decoder *d, const pr_source_cfg *src, char *errstr,
+                               size_t errstr_size)
+{
+    switch (src->format) {
+    case PR_MSG_AVRO:
+        return pr_avro_reader_from_cfg(d, src, errstr, errstr_size) ? 0 : PR_EINVAL;
+    case PR_MSG_PROTOBUF:
+        return pr_pbuser_set_reader(d, &src->protobuf, errstr, errstr_size);
+    default: /* json (offline, a declared schema reads JSON lines whatever the format says) */
+        return 0;
+    }
+}
+
+const char *pr_json_decoder_last_detail(const pr_json_decoder *d)
+{
+    return d ? d->detail : "";
 }

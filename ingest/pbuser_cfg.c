@@ -30,6 +30,24 @@ static const pr_cfgmap_entry pbuser_entries[] = {
 };
 const pr_cfgmap pr_pbuser_cfgmap = PR_CFGMAP(pbuser_entries);
 
+static void pr__reader_free(void *rd)
+{
+    pr_pbuser_reader_free(rd);
+}
+
+int pr_pbuser_set_reader(pr_json_decoder *dec, const pr_pbuser_cfg *cfg, char *errstr,
+                         size_t errstr_size)
+{
+    pr_pbuser_desc *d;
+    pr_pbuser_reader *r;
+    int rc = pr_pbuser_attach(dec, cfg, &d, &r, errstr, errstr_size);
+    if (rc)
+        return rc;
+    pr__pb_reader_own(r, d);
+    pr_json_decoder_set_reader_owned(dec, pr_pbuser_read, r, pr__reader_free);
+    return 0;
+}
+
 int pr_pbuser_attach(pr_json_decoder *dec, const pr_pbuser_cfg *cfg, pr_pbuser_desc **desc,
                      pr_pbuser_reader **reader, char *errstr, size_t errstr_size)
 {

@@ -85,6 +85,7 @@ typedef struct pr__pbcol {
 
 struct pr_pbuser_reader {
     const pr_pbuser_desc *d;
+    pr_pbuser_desc *own; /* freed with the reader (pr_pbuser_set_reader), or NULL */
     pr_pb_framing framing;
     uint32_t n_nodes, n_cols;
     pr__pbnode *nodes;
@@ -256,7 +257,13 @@ void pr_pbuser_reader_free(pr_pbuser_reader *r)
     free(r->nodes);
     free(r->cols);
     free(r->seen);
+    pr_pbuser_desc_free(r->own);
     free(r);
+}
+
+void pr__pb_reader_own(pr_pbuser_reader *r, pr_pbuser_desc *d)
+{
+    r->own = d;
 }
 
 /* ---------------------------------------------------------------- the wire walk */

@@ -60,7 +60,6 @@ int pr__pb_wire_type(uint8_t t)
     return t > 0 && t < PR__PBT__COUNT ? pr__pb_wire_of[t] : -1;
 }
 
-
 /* ---------------------------------------------------------------- loading */
 
 static char *pr__join(const char *prefix, const char *name)

@@ -122,6 +122,9 @@ typedef struct pr__pbstep {
  * PR__PB_MAX_DEPTH); a map field takes the next segment as its key and then
  * continues in its value (the entry's field 2). The last step is a value
  * (scalar, enum, string, bytes; repeated or not). */
+/* The reader frees d with itself. */
+void pr__pb_reader_own(pr_pbuser_reader *r, pr_pbuser_desc *d);
+
 int pr__pb_resolve(const pr_pbuser_desc *d, const char *path, pr__pbstep *steps, uint32_t *n_steps,
                    char *errstr, size_t errstr_size);
 

@@ -19,6 +19,13 @@ const char *const pr_msg_format_names[PR_MSG__COUNT + 1] = {
     [PR_MSG__COUNT] = NULL,
 };
 
+const char *const pr_avro_framing_names[] = {
+    [PR_AVRO_FRAMING_AUTO] = "auto",
+    [PR_AVRO_FRAMING_PLAIN] = "plain",
+    [PR_AVRO_FRAMING_REGISTRY] = "registry",
+    NULL,
+};
+
 const char *const pr_offset_reset_names[] = {
     [PR_OFFSET_RESET_FAIL] = "fail",
     [PR_OFFSET_RESET_EARLIEST] = "earliest",
@@ -72,3 +79,38 @@ static const pr_cfgmap_entry source_entries[] = {
                  "with the reason in a header. Unset: rejects are counted and logged only."),
 };
 const pr_cfgmap pr_source_cfgmap = PR_CFGMAP(source_entries);
+
+static const pr_cfgmap_entry avro_source_entries[] = {
+    PR_CFG_E_STR("schema_file", PR_CFG_NONEMPTY, pr_avro_source_cfg, schema_file, NULL,
+                 "The writer schema (an .avsc JSON file) of every message, when the topic has "
+                 "one fixed schema; otherwise set source.schema_registry and each message's "
+                 "schema id picks its writer schema."),
+    PR_CFG_E_ENUM("framing", pr_avro_source_cfg, framing, pr_avro_framing_names, "auto",
+                  "plain: each message is an Avro binary body; registry: byte 0 is 0 (the magic "
+                  "byte), then a 4-byte big-endian schema id, then the body (a message without "
+                  "the magic byte is rejected as bad_framing); auto: registry with "
+                  "source.schema_registry, plain with schema_file alone."),
+};
+const pr_cfgmap pr_avro_source_cfgmap = PR_CFGMAP(avro_source_entries);
+
+static const pr_cfgmap_entry registry_entries[] = {
+    PR_CFG_E_STR("url", PR_CFG_REQUIRED | PR_CFG_NONEMPTY, pr_registry_cfg, url, NULL,
+                 "Base URL of a Confluent-compatible schema registry (http:// or https://); a "
+                 "message's writer schema is GET {url}/schemas/ids/{id}, fetched once per id."),
+    PR_CFG_E_STR("username", PR_CFG_NONEMPTY, pr_registry_cfg, username, NULL,
+                 "Basic auth user (with password_file)."),
+    PR_CFG_E_STR("password_file", PR_CFG_NONEMPTY, pr_registry_cfg, password_file, NULL,
+                 "File holding the basic auth password (its first line)."),
+    PR_CFG_E_STR("token_file", PR_CFG_NONEMPTY, pr_registry_cfg, token_file, NULL,
+                 "File holding a bearer token (its first line), instead of basic auth."),
+    PR_CFG_E_STR("ca_file", PR_CFG_NONEMPTY, pr_registry_cfg, ca_file, NULL,
+                 "CA bundle (PEM) to verify an https registry; unset: the system's."),
+    PR_CFG_E_INT("timeout_ms", 0, pr_registry_cfg, timeout_ms, 10, 600000, "2000",
+                 "Limit of one request, connect included. A registry that is down, slower, or "
+                 "answers an error status makes the partition wait (nothing is rejected for "
+                 "it): retried with backoff (100 ms doubling to 5 s)."),
+    PR_CFG_E_INT("cache_max", 0, pr_registry_cfg, cache_max, 1, 1000000, "1000",
+                 "Writer schemas kept compiled (the least recently used beyond it are dropped "
+                 "and fetched again when seen)."),
+};
+const pr_cfgmap pr_registry_cfgmap = PR_CFGMAP(registry_entries);

@@ -255,6 +255,11 @@ bool pr_service_ready(pr_service *svc, char *why, size_t why_size)
             snprintf(why, why_size, "pipeline %s has no partitions assigned", p->cfg->name);
             return false;
         }
+        if (cs.decode_waiting) { /* e.g. the schema registry is down: nothing moves */
+            snprintf(why, why_size, "pipeline %s waits to decode: %s", p->cfg->name,
+                     cs.decode_wait_why);
+            return false;
+        }
         pthread_mutex_lock(&p->lock);
         bool ok = p->sinks_any_ready;
         pthread_mutex_unlock(&p->lock);

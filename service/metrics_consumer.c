@@ -149,10 +149,17 @@ static const pr__family pr__families[] = {
      "(LeaveGroup sent on its behalf), gone (its session had expired), failed (the restart "
      "waits out its session).",
      PR__L_PIPE_AND("result"), .emit = pr__emit_stale_members},
+    {135, "piperec_decode_waits_total", PR_METRIC_COUNTER,
+     "Decoding retries of a message that could not be decoded yet (a schema registry down or "
+     "slow): its partitions are paused meanwhile, nothing is dropped or rejected for it.",
+     PR__L_PIPE, PR__CS(decode_waits)},
     {240, "piperec_assigned_partitions", PR_METRIC_GAUGE,
      "Partitions currently assigned to this process.", PR__L_PIPE, PR__CS32(assigned_partitions)},
     {250, "piperec_paused_partitions", PR_METRIC_GAUGE,
      "Assigned partitions paused by backpressure.", PR__L_PIPE, PR__CS32(paused_partitions)},
+    {255, "piperec_decode_waiting", PR_METRIC_GAUGE,
+     "1 while a message waits to be decoded (schema registry unreachable; /readyz says why).",
+     PR__L_PIPE, PR__CS32(decode_waiting)},
 
     /* Lag, per partition. */
     {270, "piperec_consumer_lag_records", PR_METRIC_GAUGE,

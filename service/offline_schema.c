@@ -33,7 +33,6 @@
 #include "pr_mbuf.h"
 #include "pr_npy.h"
 #include "pr_service.h"
-#include "pr_varint.h"
 #include "pr_vocab.h"
 
 struct pr__srun;
@@ -43,14 +42,13 @@ struct pr__srun;
 typedef struct pr__swork {
     struct pr__srun *run;
     pr_json_decoder *dec;
-    pr_pbuser_desc *pb_desc; /* source.format protobuf: dec's reader */
-    pr_pbuser_reader *pb_reader;
     pr_block **blk;
     uint32_t n_blk, used;
     size_t l0, l1; /* the round's lines [l0, l1) */
     pr_mbuf rej;
     uint64_t rejected, rejected_by[PR_DEC__COUNT];
     int rc;
+    uint32_t eagain_waits;
     char err[256];
 } pr__swork;
 
@@ -123,6 +121,12 @@ static int pr__srun_flush(pr__srun *run, pr_block *b, char *errstr, size_t errst
 
 /* ---------------------------------------------------------------- decoding workers */
 
+/* Records are the user's Protobuf messages (source.format protobuf). */
+static bool pr__protobuf(const pr__srun *run)
+{
+    return run->opts->source && run->opts->source->format == PR_MSG_PROTOBUF;
+}
+
 /* The decoder's reject: a rejects.tsv line (line, reason, detail, record). */
 static void pr__swork_reject(void *opaque, int reason, const char *detail, const char *rec,
                              size_t len, int64_t recno)
@@ -131,7 +135,7 @@ static void pr__swork_reject(void *opaque, int reason, const char *detail, const
     if (w->run->counting)
         return;
     pr_mbuf_printf(&w->rej, "%" PRId64 "\t%s\t%s\t", recno, pr_decode_reason_name(reason), detail);
-    if (w->pb_reader) /* a binary record: as hex, so the line stays one line */
+    if (pr__protobuf(w->run)) /* a binary record: as hex, so the line stays one line */
         for (size_t i = 0; i < len; i++)
             pr_mbuf_printf(&w->rej, "%02x", (unsigned char)rec[i]);
     else
@@ -157,6 +161,17 @@ static pr_block *pr__swork_block(pr__swork *w)
     return w->blk[w->used];
 }
 
+/* A reader's PR_EAGAIN (schema registry down): wait 100 ms and retry, for
+ * at most a minute in all; false when that is used up. */
+static bool pr__swork_wait(pr__swork *w)
+{
+    if (w->eagain_waits >= 600)
+        return false;
+    w->eagain_waits++;
+    nanosleep(&(struct timespec){.tv_nsec = 100000000}, NULL);
+    return true;
+}
+
 /* Decode the worker's slice of the round into its blocks. */
 static int pr__swork_decode(pr__swork *w)
 {
@@ -171,12 +186,14 @@ static int pr__swork_decode(pr__swork *w)
         do {
             if (!b && !(b = pr__swork_block(w)))
                 return pr_seterr(w->err, sizeof(w->err), PR_ENOMEM, "offline: out of memory");
-            if (w->pb_reader && rd->llen[i] == 0) { /* as the consumer does */
+            if (rd->llen[i] == 0 && pr__protobuf(w->run)) { /* as the consumer does */
                 pr__swork_reject(w, PR_DEC_EMPTY, "empty message", "", 0, rd->lineno[i]);
                 rc = 0;
                 break;
             }
             rc = pr_decode_json_line(&ctx, b, rd->buf + rd->off[i], rd->llen[i], rd->lineno[i]);
+            if (rc == PR_EAGAIN && pr__swork_wait(w)) /* a schema registry not reachable yet */
+                continue;
             if (rc == PR_EFULL && b->rows == 0) /* cannot happen: scap >= every max_len */
                 return pr_seterr(w->err, sizeof(w->err), PR_EINVAL,
                                  "offline: line %" PRId64 " does not fit an empty block",
@@ -302,47 +319,49 @@ static int pr__srun_line(pr__srun *run, const char *line, size_t len, int64_t li
     return run->round.n == run->round.max ? pr__srun_round(run, errstr, errstr_size) : 0;
 }
 
-/* Length-delimited messages (format protobuf): a varint length, then the
- * message; record numbers from 1 stand for line numbers. */
-static int pr__srun_records(pr__srun *run, FILE *f, char *errstr, size_t errstr_size)
+/* One pass over varint-delimited records (formats avro and protobuf: each
+ * record an unsigned LEB128 length, then the message bytes as on Kafka;
+ * protobuf's writeDelimitedTo). */
+static int pr__srun_pass_delimited(pr__srun *run, FILE *f, char *errstr, size_t errstr_size)
 {
     char *rec = NULL;
     size_t cap = 0;
-    int rc = 0;
-    for (int64_t recno = 1; !rc; recno++) {
+    int64_t recno = 0;
+    int rc = 0, c;
+    while (!rc && (c = getc(f)) != EOF) {
         uint64_t len = 0;
-        int c = 0, shift = 0, hl = 0;
-        while ((c = getc(f)) != EOF && hl < PR_VARINT_MAX) {
+        for (unsigned shift = 0;; shift += 7) {
+            if (c == EOF || shift > 35) {
+                rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
+                               "%s: record %" PRId64 ": bad or truncated length", run->opts->input,
+                               recno + 1);
+                break;
+            }
             len |= (uint64_t)(c & 0x7f) << shift;
-            shift += 7;
-            hl++;
             if (!(c & 0x80))
                 break;
+            c = getc(f);
         }
-        if (c == EOF && hl == 0)
+        if (rc)
             break;
-        if (c == EOF || (c & 0x80) || len > (256u << 20))
-            return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                             "%s: record %" PRId64 ": not a length-delimited message (a varint "
-                             "length, then the message)",
-                             run->opts->input, recno);
         if (len > cap) {
-            char *nr = realloc(rec, len);
-            if (!nr) {
+            char *nb = realloc(rec, len);
+            if (!nb) {
                 rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "offline: out of memory");
                 break;
             }
-            rec = nr;
+            rec = nb;
             cap = len;
         }
-        if (len && fread(rec, 1, len, f) != len) {
+        if (fread(rec, 1, len, f) != len) {
             rc = pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: record %" PRId64 ": truncated",
-                           run->opts->input, recno);
+                           run->opts->input, recno + 1);
             break;
         }
+        recno++;
         if (!run->counting) {
             run->res->lines++;
-            run->res->bytes += (uint64_t)hl + len;
+            run->res->bytes += len;
         }
         if (pr__sround_add(&run->round, rec, len, recno))
             rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "offline: out of memory");
@@ -353,8 +372,7 @@ static int pr__srun_records(pr__srun *run, FILE *f, char *errstr, size_t errstr_
     return rc;
 }
 
-/* One pass over the input (JSON lines, or length-delimited messages; "-" =
- * stdin). */
+/* One pass over the input (JSON lines; "-" = stdin). */
 static int pr__srun_pass(pr__srun *run, char *errstr, size_t errstr_size)
 {
     const char *in = run->opts->input;
@@ -362,21 +380,16 @@ static int pr__srun_pass(pr__srun *run, char *errstr, size_t errstr_size)
     FILE *f = std ? stdin : fopen(in, "r");
     if (!f)
         return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", in, strerror(errno));
-    if (run->opts->protobuf) {
-        int rc = pr__srun_records(run, f, errstr, errstr_size);
-        if (!rc && ferror(f))
-            rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", in, strerror(errno));
-        if (!std)
-            fclose(f);
-        return rc || !run->round.n ? rc : pr__srun_round(run, errstr, errstr_size);
-    }
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
     int64_t lineno = 0;
     int rc = 0;
     bool seen_object = false;
-    while (!rc && (n = getline(&line, &cap, f)) >= 0) {
+    if (run->opts->source && (run->opts->source->format == PR_MSG_AVRO ||
+                              run->opts->source->format == PR_MSG_PROTOBUF))
+        rc = pr__srun_pass_delimited(run, f, errstr, errstr_size);
+    while (!rc && !feof(f) && (n = getline(&line, &cap, f)) >= 0) {
         lineno++;
         size_t len = (size_t)n;
         if (len && line[len - 1] == '\n')
@@ -490,9 +503,11 @@ static int pr__srun_workers(pr__srun *run, char *errstr, size_t errstr_size)
         pr_mbuf_init(&w->rej);
         if (!(w->dec = pr_json_decoder_new(run->schema, errstr, errstr_size)))
             return PR_EINVAL;
-        if (run->opts->protobuf && pr_pbuser_attach(w->dec, run->opts->protobuf, &w->pb_desc,
-                                                    &w->pb_reader, errstr, errstr_size))
-            return PR_EINVAL;
+        int rc = run->opts->source
+                     ? pr_json_decoder_for_source(w->dec, run->opts->source, errstr, errstr_size)
+                     : 0;
+        if (rc)
+            return rc;
     }
     return 0;
 }
@@ -502,8 +517,6 @@ static void pr__srun_workers_free(pr__srun *run)
     for (int k = 0; run->work && k < run->n_work; k++) {
         pr__swork *w = &run->work[k];
         pr_json_decoder_free(w->dec);
-        pr_pbuser_reader_free(w->pb_reader);
-        pr_pbuser_desc_free(w->pb_desc);
         for (uint32_t i = 0; i < w->n_blk; i++)
             pr_block_free(w->blk[i]);
         free(w->blk);

@@ -73,8 +73,6 @@ struct pr__pipe {
     const pr_pipeline_spec *spec;
     pr_pipeline_spec espec;
     pr_json_decoder *json;
-    pr_pbuser_desc *pb_desc;     /* format protobuf: json's reader and its descriptor set */
-    pr_pbuser_reader *pb_reader; /* (freed after json) */
     pr_consumer *cons;
     pr_batcher *bat;
     pr_sinkset *sinks;

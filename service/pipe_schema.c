@@ -26,10 +26,8 @@ int pr__schema_spec(pr__pipe *p, char *errstr, size_t errstr_size)
     p->json = pr_json_decoder_new(&pc->features, errstr, errstr_size);
     if (!p->json)
         return PR_EINVAL;
-    if (pc->source.format == PR_MSG_PROTOBUF) /* the user's messages: their reader */
-        return pr_pbuser_attach(p->json, &pc->source.protobuf, &p->pb_desc, &p->pb_reader, errstr,
-                                errstr_size);
-    return 0;
+    /* avro, protobuf: the format's reader fills the decoder's rows */
+    return pr_json_decoder_for_source(p->json, &pc->source, errstr, errstr_size);
 }
 
 int pr__schema_blocks(pr__pipe *p, uint32_t block_rows)

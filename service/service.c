@@ -189,10 +189,6 @@ static void pr__pipe_free(pr__pipe *p)
     pthread_mutex_destroy(&p->hot_lock);
     pr_json_decoder_free(p->json);
     p->json = NULL;
-    pr_pbuser_reader_free(p->pb_reader);
-    pr_pbuser_desc_free(p->pb_desc);
-    p->pb_reader = NULL;
-    p->pb_desc = NULL;
 }
 
 /* Rows per block for pipeline pc (see the comments inside). */

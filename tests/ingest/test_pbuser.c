@@ -501,9 +501,8 @@ static void test_reject_through_decoder(void **state)
     free(y);
     const pr_feature_schema *fs = &cp->pipelines[0].features;
     pr_json_decoder *dp = pr_json_decoder_new(fs, err, sizeof(err));
-    pr_pbuser_desc *desc;
-    pr_pbuser_reader *rd;
-    if (pr_pbuser_attach(dp, &cp->pipelines[0].source.protobuf, &desc, &rd, err, sizeof(err)))
+    /* the drivers' call: the decoder owns the reader */
+    if (pr_json_decoder_for_source(dp, &cp->pipelines[0].source, err, sizeof(err)))
         fail_msg("%s", err);
     rej_log rl = {0};
     pr_decode_ctx x = {.json = dp, .on_reject = on_rej, .opaque = &rl};
@@ -519,8 +518,6 @@ static void test_reject_through_decoder(void **state)
     assert_int_equal(b->rows, 1);
     pr_block_free(b);
     pr_json_decoder_free(dp);
-    pr_pbuser_reader_free(rd);
-    pr_pbuser_desc_free(desc);
     pr_config_free(cp);
 }
 
@@ -598,6 +595,15 @@ static void test_config_errors(void **state)
              "    schema:\n      sparse: [ { name: a, path: i32, ops: [vocab] } ]\n");
     assert_int_not_equal(pr_config_load_string(y, strlen(y), "pb.yaml", &c, err, sizeof(err)), 0);
     assert_non_null(strstr(err, "source.protobuf: missing"));
+    /* a registry is Avro's: the descriptor set is the schema here */
+    snprintf(y, sizeof(y),
+             "pipelines:\n  - name: t\n    source:\n      format: protobuf\n"
+             "      protobuf: { descriptor_set: \"%s\", message: t3.All }\n"
+             "      schema_registry: { url: \"http://127.0.0.1:1\" }\n"
+             "    schema:\n      sparse: [ { name: a, path: i32, ops: [vocab] } ]\n",
+             PR_PBUSER_DESC);
+    assert_int_not_equal(pr_config_load_string(y, strlen(y), "pb.yaml", &c, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "source.schema_registry: not used by format protobuf"));
 }
 
 int main(void)

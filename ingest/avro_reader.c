@@ -1,0 +1,1041 @@
+/*
+ * avro_reader.c — Avro records into the JSON decoder's columns (issue 23;
+ * contract: "Avro reader" in pr_ingest.h).
+ *
+ * Why a compiled plan and not avro-c's values: avro-c parses and checks the
+ * writer schema (avro_schema_from_json_length) and we walk its schema tree,
+ * but reading each record through avro-c's generic values (avro_value_read:
+ * every field of every record decoded into a tree, strings copied) costs
+ * several times the decode of the wanted values alone; measured in
+ * bench/bench_avro.c, numbers in bench/RESULTS.md and docs/architecture.md.
+ * So each writer schema is compiled once, together with the trie of wanted
+ * paths, into a plan: one node per (schema node, path position). A node
+ * either skips its value (a skip node per schema node, shared, recursion
+ * allowed), writes it to a column (a leaf), descends (records, wanted map
+ * keys, unions), or says the value cannot be what the path needs (wrong
+ * type, raised only when such a value is actually present, as the JSON
+ * extractor does). Reading a record is then one pass over its bytes with no
+ * allocation: blocks of arrays and maps that carry their byte size are
+ * skipped in one jump.
+ *
+ * avro-c keeps no logicalType, so the schema text is also read with jansson
+ * (avro-c's own JSON library) in step with avro-c's tree, for decimal's
+ * scale; timestamps are plain longs (the event time's unit says ms or us).
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <avro.h>
+
+#include "pr_clock.h"
+#include "pr_ingest.h"
+
+#define PR__AV_MAX_DEPTH   64                  /* nested containers in one record */
+#define PR__AV_MAX_EMPTY   (1u << 20)          /* items of a zero-byte type in one block */
+#define PR__AV_NEG_TTL_NS  (10 * 1000000000LL) /* an unknown id is asked again after */
+#define PR__AV_MAX_DECIMAL 64                  /* bytes of a decimal's unscaled value */
+
+enum {
+    AV_NULL,
+    AV_BOOL,
+    AV_LONG,
+    AV_FLOAT,
+    AV_DOUBLE,
+    AV_BYTES,
+    AV_FIXED,
+    AV_ENUM,
+    AV_RECORD,
+    AV_ARRAY,
+    AV_MAP,
+    AV_UNION
+};
+enum { ACT_SKIP, ACT_LEAF, ACT_DESCEND, ACT_WRONG };
+
+typedef struct av av;
+struct av {
+    uint8_t kind, act;
+    bool zero_size;   /* encodes in no bytes (bounds counts of such items) */
+    bool decimal;     /* AV_BYTES / AV_FIXED with logicalType decimal */
+    int32_t col;      /* ACT_LEAF, ACT_WRONG: the column (its path names rejects) */
+    int32_t scale;    /* decimal */
+    int64_t size;     /* AV_FIXED: bytes; AV_ENUM: symbols */
+    const char *what; /* ACT_WRONG: why */
+    uint32_t n;       /* kids: record fields, union branches, array items / map values (1) */
+    av **kid;
+    uint32_t n_keys; /* AV_MAP, ACT_DESCEND: wanted keys and their value nodes */
+    const char **key;
+    uint32_t *key_len;
+    av **key_val;
+    const char **sym; /* AV_ENUM leaf: symbols */
+    uint32_t *sym_len;
+};
+
+/* The wanted paths as a trie: node 0 is the record; a leaf has a column. */
+typedef struct pr__ptrie {
+    const char *seg;
+    uint32_t seg_len;
+    int32_t col;
+    uint32_t first, next; /* first child, next sibling (0 = none) */
+} pr__ptrie;
+
+/* One compiled writer schema. */
+typedef struct pr__plan {
+    avro_schema_t schema;
+    json_t *json;
+    av *root;
+    av **nodes; /* every node, for freeing */
+    size_t n_nodes, cap_nodes;
+    struct {
+        avro_schema_t s;
+        av *n;
+    } * skip; /* skip node per schema node */
+    size_t n_skip, cap_skip;
+    json_t *names; /* named type -> its JSON object (links) */
+} pr__plan;
+
+typedef struct pr__entry {
+    uint32_t id;
+    pr__plan *plan;       /* NULL: unknown id (negative entry) */
+    int64_t neg_until_ns; /* negative entry: ask again after */
+    uint64_t used;
+} pr__entry;
+
+struct pr_avro_reader {
+    const pr_json_path *paths;
+    size_t n_paths;
+    pr__ptrie *trie;
+    uint32_t n_trie;
+    pr_registry *reg;
+    bool own_reg, framed;
+    pr__plan *fixed; /* schema_file */
+    pr__entry *cache;
+    uint32_t n_cache, cache_max;
+    uint64_t tick;
+    int32_t last; /* cache index of the last hit, -1 */
+    /* one record */
+    const uint8_t *p, *end, *start;
+    pr_json_block *jb;
+    pr_json_reject *rej;
+};
+
+/* ---------------------------------------------------------------- path trie */
+
+static uint32_t pr__trie_child(const pr_avro_reader *r, uint32_t t, const char *seg, size_t len)
+{
+    for (uint32_t k = r->trie[t].first; k; k = r->trie[k].next)
+        if (r->trie[k].seg_len == len && memcmp(r->trie[k].seg, seg, len) == 0)
+            return k;
+    return 0;
+}
+
+static int pr__trie_build(pr_avro_reader *r)
+{
+    size_t max = 1;
+    for (size_t i = 0; i < r->n_paths; i++)
+        max += strlen(r->paths[i].path) + 1;
+    r->trie = calloc(max, sizeof(*r->trie));
+    if (!r->trie)
+        return PR_ENOMEM;
+    r->trie[0].col = -1;
+    r->n_trie = 1;
+    for (size_t i = 0; i < r->n_paths; i++) {
+        const char *s = r->paths[i].path;
+        uint32_t t = 0;
+        for (;;) {
+            const char *dot = strchr(s, '.');
+            size_t len = dot ? (size_t)(dot - s) : strlen(s);
+            uint32_t k = pr__trie_child(r, t, s, len);
+            if (!k) {
+                k = r->n_trie++;
+                r->trie[k] = (pr__ptrie){.seg = s, .seg_len = (uint32_t)len, .col = -1};
+                r->trie[k].next = r->trie[t].first;
+                r->trie[t].first = k;
+            }
+            t = k;
+            if (!dot)
+                break;
+            s = dot + 1;
+        }
+        r->trie[t].col = (int32_t)i;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- compiling */
+
+static av *pr__node(pr__plan *pl, uint8_t kind, uint8_t act)
+{
+    if (pl->n_nodes == pl->cap_nodes) {
+        size_t cap = pl->cap_nodes ? pl->cap_nodes * 2 : 32;
+        av **n = realloc(pl->nodes, cap * sizeof(*n));
+        if (!n)
+            return NULL;
+        pl->nodes = n;
+        pl->cap_nodes = cap;
+    }
+    av *n = calloc(1, sizeof(*n));
+    if (n) {
+        n->kind = kind;
+        n->act = act;
+        n->col = -1;
+        n->zero_size = kind == AV_NULL;
+        pl->nodes[pl->n_nodes++] = n;
+    }
+    return n;
+}
+
+static void pr__plan_free(pr__plan *pl)
+{
+    if (!pl)
+        return;
+    for (size_t i = 0; i < pl->n_nodes; i++) {
+        av *n = pl->nodes[i];
+        free(n->kid);
+        free(n->key);
+        free(n->key_len);
+        free(n->key_val);
+        free(n->sym);
+        free(n->sym_len);
+        free(n);
+    }
+    free(pl->nodes);
+    free(pl->skip);
+    if (pl->schema)
+        avro_schema_decref(pl->schema);
+    json_decref(pl->json);
+    json_decref(pl->names);
+    free(pl);
+}
+
+/* Collect every named type's JSON object under its name and full name. */
+static void pr__names(json_t *names, json_t *j, const char *ns)
+{
+    if (json_is_array(j)) {
+        size_t i;
+        json_t *v;
+        json_array_foreach(j, i, v) pr__names(names, v, ns);
+        return;
+    }
+    if (!json_is_object(j))
+        return;
+    const char *name = json_string_value(json_object_get(j, "name"));
+    const char *space = json_string_value(json_object_get(j, "namespace"));
+    const char *type = json_string_value(json_object_get(j, "type"));
+    if (!space)
+        space = ns;
+    if (name && type &&
+        (!strcmp(type, "record") || !strcmp(type, "enum") || !strcmp(type, "fixed") ||
+         !strcmp(type, "error"))) {
+        json_object_set(names, name, j);
+        if (space && space[0] && !strchr(name, '.')) {
+            char full[512];
+            snprintf(full, sizeof(full), "%s.%s", space, name);
+            json_object_set(names, full, j);
+        }
+    }
+    json_t *t = json_object_get(j, "type");
+    if (json_is_object(t) || json_is_array(t))
+        pr__names(names, t, space);
+    json_t *fields = json_object_get(j, "fields");
+    size_t i;
+    json_t *f;
+    json_array_foreach(fields, i, f) pr__names(names, json_object_get(f, "type"), space);
+    pr__names(names, json_object_get(j, "items"), space);
+    pr__names(names, json_object_get(j, "values"), space);
+}
+
+/* The JSON object describing schema node s (j as written: a name, an object,
+ * a union's array). */
+static json_t *pr__jobj(const pr__plan *pl, json_t *j)
+{
+    if (json_is_string(j)) {
+        json_t *o = json_object_get(pl->names, json_string_value(j));
+        return o ? o : j;
+    }
+    if (json_is_object(j)) {
+        json_t *t = json_object_get(j, "type");
+        if (json_is_object(t) || json_is_array(t))
+            return t;
+    }
+    return j;
+}
+
+typedef struct pr__cmp {
+    pr_avro_reader *r;
+    pr__plan *pl;
+    int depth;
+} pr__cmp;
+
+static av *pr__compile(pr__cmp *c, avro_schema_t s, json_t *j, int64_t t, bool in_list);
+
+static int pr__kind(avro_schema_t s)
+{
+    switch (avro_typeof(s)) {
+    case AVRO_STRING:
+    case AVRO_BYTES:
+        return AV_BYTES;
+    case AVRO_INT32:
+    case AVRO_INT64:
+        return AV_LONG;
+    case AVRO_FLOAT:
+        return AV_FLOAT;
+    case AVRO_DOUBLE:
+        return AV_DOUBLE;
+    case AVRO_BOOLEAN:
+        return AV_BOOL;
+    case AVRO_NULL:
+        return AV_NULL;
+    case AVRO_RECORD:
+        return AV_RECORD;
+    case AVRO_ENUM:
+        return AV_ENUM;
+    case AVRO_FIXED:
+        return AV_FIXED;
+    case AVRO_MAP:
+        return AV_MAP;
+    case AVRO_ARRAY:
+        return AV_ARRAY;
+    case AVRO_UNION:
+        return AV_UNION;
+    default:
+        return -1;
+    }
+}
+
+/* Kids of a container node: compiled against trie node t each (-1 skip). */
+static int pr__kids(av *n, uint32_t count)
+{
+    n->n = count;
+    n->kid = calloc(count ? count : 1, sizeof(*n->kid));
+    return n->kid ? 0 : PR_ENOMEM;
+}
+
+/* Decimal scale and enum symbols: what the plain avro-c tree lacks. */
+static int pr__annotate(pr__cmp *c, av *n, avro_schema_t s, json_t *jo)
+{
+    if ((n->kind == AV_BYTES || n->kind == AV_FIXED) && json_is_object(jo)) {
+        const char *lt = json_string_value(json_object_get(jo, "logicalType"));
+        if (lt && !strcmp(lt, "decimal")) {
+            n->decimal = true;
+            n->scale = (int32_t)json_integer_value(json_object_get(jo, "scale"));
+        }
+    }
+    if (n->kind == AV_FIXED)
+        n->size = avro_schema_fixed_size(s);
+    if (n->kind == AV_ENUM) {
+        n->size = avro_schema_enum_number_of_symbols(s);
+        if (n->act == ACT_LEAF) {
+            n->sym = calloc((size_t)n->size + 1, sizeof(*n->sym));
+            n->sym_len = calloc((size_t)n->size + 1, sizeof(*n->sym_len));
+            if (!n->sym || !n->sym_len)
+                return PR_ENOMEM;
+            for (int64_t k = 0; k < n->size; k++) {
+                n->sym[k] = avro_schema_enum_get(s, (int)k);
+                n->sym_len[k] = n->sym[k] ? (uint32_t)strlen(n->sym[k]) : 0;
+            }
+        }
+    }
+    (void)c;
+    return 0;
+}
+
+/* The shared skip node of schema node s. */
+static av *pr__skip_node(pr__cmp *c, avro_schema_t s, json_t *j)
+{
+    pr__plan *pl = c->pl;
+    for (size_t i = 0; i < pl->n_skip; i++)
+        if (pl->skip[i].s == s)
+            return pl->skip[i].n;
+    int kind = pr__kind(s);
+    av *n = kind < 0 ? NULL : pr__node(pl, (uint8_t)kind, ACT_SKIP);
+    if (!n)
+        return NULL;
+    if (pl->n_skip == pl->cap_skip) {
+        size_t cap = pl->cap_skip ? pl->cap_skip * 2 : 16;
+        void *m = realloc(pl->skip, cap * sizeof(*pl->skip));
+        if (!m)
+            return NULL;
+        pl->skip = m;
+        pl->cap_skip = cap;
+    }
+    pl->skip[pl->n_skip].s = s;
+    pl->skip[pl->n_skip++].n = n; /* before the kids: recursive types end here */
+    json_t *jo = pr__jobj(pl, j);
+    if (pr__annotate(c, n, s, jo))
+        return NULL;
+    n->zero_size = kind == AV_NULL || (kind == AV_FIXED && n->size == 0);
+    if (kind == AV_RECORD) {
+        size_t nf = avro_schema_record_size(s);
+        json_t *fields = json_object_get(jo, "fields");
+        if (pr__kids(n, (uint32_t)nf))
+            return NULL;
+        n->zero_size = true;
+        for (size_t i = 0; i < nf; i++) {
+            json_t *fj = json_object_get(json_array_get(fields, i), "type");
+            n->kid[i] =
+                pr__compile(c, avro_schema_record_field_get_by_index(s, (int)i), fj, -1, false);
+            if (!n->kid[i])
+                return NULL;
+            n->zero_size = n->zero_size && n->kid[i]->zero_size;
+        }
+    } else if (kind == AV_UNION) {
+        size_t nb = avro_schema_union_size(s);
+        if (pr__kids(n, (uint32_t)nb))
+            return NULL;
+        for (size_t i = 0; i < nb; i++)
+            if (!(n->kid[i] = pr__compile(c, avro_schema_union_branch(s, (int)i),
+                                          json_array_get(jo, i), -1, false)))
+                return NULL;
+    } else if (kind == AV_ARRAY || kind == AV_MAP) {
+        avro_schema_t is =
+            kind == AV_ARRAY ? avro_schema_array_items(s) : avro_schema_map_values(s);
+        if (pr__kids(n, 1) ||
+            !(n->kid[0] = pr__compile(
+                  c, is, json_object_get(jo, kind == AV_ARRAY ? "items" : "values"), -1, false)))
+            return NULL;
+    }
+    return n;
+}
+
+static av *pr__wrong(pr__cmp *c, uint8_t kind, int32_t col, const char *what)
+{
+    av *n = pr__node(c->pl, kind, ACT_WRONG);
+    if (n) {
+        n->col = col;
+        n->what = what;
+    }
+    return n;
+}
+
+/* A record's fields or a map's wanted keys against trie node t. */
+static av *pr__descend(pr__cmp *c, av *n, avro_schema_t s, json_t *jo, uint32_t t)
+{
+    pr_avro_reader *r = c->r;
+    if (n->kind == AV_RECORD) {
+        size_t nf = avro_schema_record_size(s);
+        json_t *fields = json_object_get(jo, "fields");
+        if (pr__kids(n, (uint32_t)nf))
+            return NULL;
+        for (size_t i = 0; i < nf; i++) {
+            const char *name = avro_schema_record_field_name(s, (int)i);
+            uint32_t k = name ? pr__trie_child(r, t, name, strlen(name)) : 0;
+            json_t *fj = json_object_get(json_array_get(fields, i), "type");
+            if (!(n->kid[i] = pr__compile(c, avro_schema_record_field_get_by_index(s, (int)i), fj,
+                                          k ? (int64_t)k : -1, false)))
+                return NULL;
+        }
+        return n;
+    }
+    /* a map: its wanted keys are t's children */
+    avro_schema_t vs = avro_schema_map_values(s);
+    json_t *vj = json_object_get(jo, "values");
+    uint32_t nk = 0;
+    for (uint32_t k = r->trie[t].first; k; k = r->trie[k].next)
+        nk++;
+    n->key = calloc(nk + 1, sizeof(*n->key));
+    n->key_len = calloc(nk + 1, sizeof(*n->key_len));
+    n->key_val = calloc(nk + 1, sizeof(*n->key_val));
+    if (!n->key || !n->key_len || !n->key_val || pr__kids(n, 1) ||
+        !(n->kid[0] = pr__compile(c, vs, vj, -1, false)))
+        return NULL;
+    for (uint32_t k = r->trie[t].first; k; k = r->trie[k].next, n->n_keys++) {
+        n->key[n->n_keys] = r->trie[k].seg;
+        n->key_len[n->n_keys] = r->trie[k].seg_len;
+        if (!(n->key_val[n->n_keys] = pr__compile(c, vs, vj, k, false)))
+            return NULL;
+    }
+    return n;
+}
+
+/* Schema node s (JSON j) at trie node t (-1: not wanted, skip); in_list: an
+ * element of a list at a leaf. */
+static av *pr__compile(pr__cmp *c, avro_schema_t s, json_t *j, int64_t t, bool in_list)
+{
+    pr__plan *pl = c->pl;
+    while (s && is_avro_link(s))
+        s = avro_schema_link_target(s);
+    int kind = s ? pr__kind(s) : -1;
+    if (kind < 0)
+        return NULL;
+    if (t < 0)
+        return pr__skip_node(c, s, j);
+    if (++c->depth > PR__AV_MAX_DEPTH * 4) /* a path is finite: only unions recurse here */
+        return NULL;
+    json_t *jo = pr__jobj(pl, j);
+    const pr__ptrie *tn = &c->r->trie[t];
+    bool leaf = tn->col >= 0;
+    pr_json_shape shape = leaf ? c->r->paths[tn->col].shape : PR_JSON_SCALAR;
+    av *n = NULL;
+    if (kind == AV_UNION) {
+        n = pr__node(pl, AV_UNION, ACT_DESCEND);
+        size_t nb = avro_schema_union_size(s);
+        if (!n || pr__kids(n, (uint32_t)nb))
+            return NULL;
+        for (size_t i = 0; i < nb; i++)
+            if (!(n->kid[i] = pr__compile(c, avro_schema_union_branch(s, (int)i),
+                                          json_array_get(jo, i), t, in_list)))
+                return NULL;
+    } else if (!leaf) {
+        if (kind == AV_NULL)
+            n = pr__skip_node(c, s, j); /* null on the way: the path is absent */
+        else if (kind == AV_RECORD || kind == AV_MAP)
+            n = (n = pr__node(pl, (uint8_t)kind, ACT_DESCEND))
+                    ? pr__descend(c, n, s, jo, (uint32_t)t)
+                    : NULL;
+        else
+            n = pr__wrong(c, (uint8_t)kind, -1, "not a record or map on the way to a path");
+    } else if (kind == AV_RECORD || kind == AV_MAP) {
+        n = pr__wrong(c, (uint8_t)kind, tn->col, "an object is not a value");
+    } else if (in_list && (kind == AV_NULL || kind == AV_ARRAY)) {
+        n = pr__wrong(c, (uint8_t)kind, tn->col, "a list holds scalars only");
+    } else if (kind == AV_ARRAY) {
+        if (shape == PR_JSON_SCALAR)
+            return pr__wrong(c, AV_ARRAY, tn->col, "a scalar expected, not a list");
+        n = pr__node(pl, AV_ARRAY, ACT_LEAF);
+        if (!n || pr__kids(n, 1) ||
+            !(n->kid[0] = pr__compile(c, avro_schema_array_items(s), json_object_get(jo, "items"),
+                                      t, true)))
+            return NULL;
+        n->col = tn->col;
+    } else if (kind != AV_NULL && shape == PR_JSON_LIST && !in_list) {
+        n = pr__wrong(c, (uint8_t)kind, tn->col, "a list expected");
+    } else {
+        n = pr__node(pl, (uint8_t)kind, ACT_LEAF);
+        if (n)
+            n->col = tn->col;
+    }
+    c->depth--;
+    if (n && n->act != ACT_SKIP && pr__annotate(c, n, s, jo))
+        return NULL;
+    if (n && n->kind == AV_FIXED)
+        n->zero_size = n->size == 0;
+    return n;
+}
+
+/* Parse and compile one writer schema; NULL with errstr. */
+static pr__plan *pr__plan_new(pr_avro_reader *r, const char *text, char *errstr, size_t errstr_size)
+{
+    pr__plan *pl = calloc(1, sizeof(*pl));
+    if (!pl) {
+        pr_seterr(errstr, errstr_size, PR_ENOMEM, "avro: out of memory");
+        return NULL;
+    }
+    json_error_t jerr;
+    if (avro_schema_from_json_length(text, strlen(text), &pl->schema)) {
+        pl->schema = NULL;
+        pr_seterr(errstr, errstr_size, PR_EINVAL, "avro schema: %s", avro_strerror());
+        goto out_free;
+    }
+    if (!(pl->json = json_loads(text, JSON_DECODE_ANY, &jerr)) || !(pl->names = json_object())) {
+        pr_seterr(errstr, errstr_size, PR_EINVAL, "avro schema: %s", jerr.text);
+        goto out_free;
+    }
+    pr__names(pl->names, pl->json, NULL);
+    pr__cmp c = {.r = r, .pl = pl};
+    if (!(pl->root = pr__compile(&c, pl->schema, pl->json, 0, false))) {
+        pr_seterr(errstr, errstr_size, PR_EINVAL, "avro schema: cannot compile (out of memory?)");
+        goto out_free;
+    }
+    if (pl->root->kind != AV_RECORD) {
+        pr_seterr(errstr, errstr_size, PR_EINVAL, "avro schema: the top level must be a record");
+        goto out_free;
+    }
+    return pl;
+out_free:
+    pr__plan_free(pl);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- reading */
+
+static int pr__bad(pr_avro_reader *r, int reason, const char *what, int32_t col)
+{
+    size_t at = (size_t)(r->p - r->start);
+    if (col >= 0)
+        snprintf(r->rej->detail, sizeof(r->rej->detail), "%s: %s at byte %zu", r->paths[col].path,
+                 what, at);
+    else
+        snprintf(r->rej->detail, sizeof(r->rej->detail), "avro: %s at byte %zu", what, at);
+    r->rej->offset = at;
+    r->rej->reason = reason;
+    return reason;
+}
+
+/* A zigzag varint long. */
+static inline int pr__long(pr_avro_reader *r, int64_t *v)
+{
+    uint64_t u = 0;
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+        if (r->p >= r->end)
+            return pr__bad(r, PR_DEC_BAD_AVRO, "truncated", -1);
+        uint8_t b = *r->p++;
+        u |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+            return 0;
+        }
+    }
+    return pr__bad(r, PR_DEC_BAD_AVRO, "varint longer than 10 bytes", -1);
+}
+
+/* A length (bytes, string) with its bytes in the record. */
+static inline int pr__bytes(pr_avro_reader *r, const uint8_t **s, size_t *len)
+{
+    int64_t n;
+    int rc = pr__long(r, &n);
+    if (rc)
+        return rc;
+    if (n < 0 || n > r->end - r->p)
+        return pr__bad(r, PR_DEC_BAD_AVRO, "bad length", -1);
+    *s = r->p;
+    *len = (size_t)n;
+    r->p += n;
+    return 0;
+}
+
+static inline int pr__take(pr_avro_reader *r, size_t n, const uint8_t **s)
+{
+    if ((size_t)(r->end - r->p) < n)
+        return pr__bad(r, PR_DEC_BAD_AVRO, "truncated", -1);
+    *s = r->p;
+    r->p += n;
+    return 0;
+}
+
+/* The count of the next block of an array or map (0 = the end); *size the
+ * block's byte size when the writer gave it, else -1. */
+static int pr__block(pr_avro_reader *r, const av *item, int64_t *count, int64_t *size)
+{
+    int rc = pr__long(r, count);
+    *size = -1;
+    if (rc || *count == 0)
+        return rc;
+    if (*count < 0) {
+        if (*count == INT64_MIN)
+            return pr__bad(r, PR_DEC_BAD_AVRO, "bad block count", -1);
+        *count = -*count;
+        if ((rc = pr__long(r, size)))
+            return rc;
+        if (*size < 0 || *size > r->end - r->p)
+            return pr__bad(r, PR_DEC_BAD_AVRO, "bad block size", -1);
+    }
+    if (item->zero_size ? *count > PR__AV_MAX_EMPTY : *count > r->end - r->p)
+        return pr__bad(r, PR_DEC_BAD_AVRO, "block count beyond the record", -1);
+    return 0;
+}
+
+static int pr__skip(pr_avro_reader *r, const av *n, int depth);
+
+static int pr__skip_blocks(pr_avro_reader *r, const av *n, int depth)
+{
+    const av *item = n->kid[0];
+    for (;;) {
+        int64_t count, size;
+        int rc = pr__block(r, item, &count, &size);
+        if (rc || count == 0)
+            return rc;
+        if (size >= 0) { /* the writer gave the block's size: one jump */
+            r->p += size;
+            continue;
+        }
+        for (int64_t i = 0; i < count; i++) {
+            const uint8_t *s;
+            size_t len;
+            if (n->kind == AV_MAP && (rc = pr__bytes(r, &s, &len)))
+                return rc;
+            if ((rc = pr__skip(r, item, depth + 1)))
+                return rc;
+        }
+    }
+}
+
+static int pr__skip(pr_avro_reader *r, const av *n, int depth)
+{
+    const uint8_t *s;
+    size_t len;
+    int64_t v;
+    int rc;
+    if (depth > PR__AV_MAX_DEPTH)
+        return pr__bad(r, PR_DEC_TOO_DEEP, "nesting too deep", -1);
+    switch (n->kind) {
+    case AV_NULL:
+        return 0;
+    case AV_BOOL:
+        return pr__take(r, 1, &s);
+    case AV_LONG:
+    case AV_ENUM:
+        return pr__long(r, &v);
+    case AV_FLOAT:
+        return pr__take(r, 4, &s);
+    case AV_DOUBLE:
+        return pr__take(r, 8, &s);
+    case AV_BYTES:
+        return pr__bytes(r, &s, &len);
+    case AV_FIXED:
+        return pr__take(r, (size_t)n->size, &s);
+    case AV_RECORD:
+        for (uint32_t i = 0; i < n->n; i++)
+            if ((rc = pr__skip(r, n->kid[i], depth + 1)))
+                return rc;
+        return 0;
+    case AV_UNION:
+        if ((rc = pr__long(r, &v)))
+            return rc;
+        if (v < 0 || v >= n->n)
+            return pr__bad(r, PR_DEC_BAD_AVRO, "union branch out of range", -1);
+        return pr__skip(r, n->kid[v], depth + 1);
+    default: /* AV_ARRAY, AV_MAP */
+        return pr__skip_blocks(r, n, depth);
+    }
+}
+
+/* A decimal's unscaled big-endian two's complement bytes / 10^scale. */
+static double pr__decimal(const uint8_t *s, size_t len, int32_t scale)
+{
+    double v = 0;
+    bool neg = len > 0 && (s[0] & 0x80);
+    for (size_t i = 0; i < len; i++)
+        v = v * 256.0 + (double)(neg ? (uint8_t)~s[i] : s[i]);
+    if (neg)
+        v = -(v + 1.0);
+    return v / pow(10.0, scale);
+}
+
+static int pr__put_rc(pr_avro_reader *r, int rc, int32_t col)
+{
+    if (rc > 0)
+        return pr__bad(r, pr_decode_reason_of_json(rc),
+                       rc == PR_JSON_LIST_TOO_LONG ? "list too long" : "wrong type", col);
+    return rc;
+}
+
+/* One scalar value of a leaf into its column. */
+static int pr__leaf_scalar(pr_avro_reader *r, const av *n)
+{
+    const uint8_t *s;
+    size_t len;
+    int rc;
+    pr_json_any a = {.type = PR_JSON_INT64};
+    switch (n->kind) {
+    case AV_NULL:
+        return pr__put_rc(r, pr_json_row_null(r->jb, (uint32_t)n->col), n->col);
+    case AV_BOOL:
+        if ((rc = pr__take(r, 1, &s)))
+            return rc;
+        if (*s > 1)
+            return pr__bad(r, PR_DEC_BAD_AVRO, "boolean not 0 or 1", n->col);
+        a = (pr_json_any){.type = PR_JSON_BOOL, .i = *s};
+        break;
+    case AV_LONG:
+        if ((rc = pr__long(r, &a.i)))
+            return rc;
+        break;
+    case AV_FLOAT: {
+        float f;
+        if ((rc = pr__take(r, 4, &s)))
+            return rc;
+        memcpy(&f, s, 4); /* little-endian, as this host */
+        a = (pr_json_any){.type = PR_JSON_DOUBLE, .d = f};
+        break;
+    }
+    case AV_DOUBLE:
+        if ((rc = pr__take(r, 8, &s)))
+            return rc;
+        a.type = PR_JSON_DOUBLE;
+        memcpy(&a.d, s, 8);
+        break;
+    case AV_ENUM:
+        if ((rc = pr__long(r, &a.i)))
+            return rc;
+        if (a.i < 0 || a.i >= n->size)
+            return pr__bad(r, PR_DEC_BAD_AVRO, "enum index out of range", n->col);
+        return pr__put_rc(
+            r, pr_json_row_put_str(r->jb, (uint32_t)n->col, n->sym[a.i], n->sym_len[a.i]), n->col);
+    default: /* AV_BYTES, AV_FIXED: strings (ids), or decimals */
+        if ((rc = n->kind == AV_FIXED ? (len = (size_t)n->size, pr__take(r, len, &s))
+                                      : pr__bytes(r, &s, &len)))
+            return rc;
+        if (!n->decimal)
+            return pr__put_rc(r, pr_json_row_put_str(r->jb, (uint32_t)n->col, (const char *)s, len),
+                              n->col);
+        if (len > PR__AV_MAX_DECIMAL)
+            return pr__bad(r, PR_DEC_NUMBER_OUT_OF_RANGE, "decimal too long", n->col);
+        a = (pr_json_any){.type = PR_JSON_DOUBLE, .d = pr__decimal(s, len, n->scale)};
+        break;
+    }
+    return pr__put_rc(r, pr_json_row_put(r->jb, (uint32_t)n->col, &a), n->col);
+}
+
+static int pr__read(pr_avro_reader *r, const av *n, int depth);
+
+/* A list at a leaf: each element through the item node. */
+static int pr__leaf_list(pr_avro_reader *r, const av *n, int depth)
+{
+    const av *item = n->kid[0];
+    for (;;) {
+        int64_t count, size;
+        int rc = pr__block(r, item, &count, &size);
+        if (rc || count == 0)
+            return rc;
+        for (int64_t i = 0; i < count; i++)
+            if ((rc = pr__read(r, item, depth + 1)))
+                return rc;
+    }
+}
+
+/* A map on the way to paths: wanted keys read, the others skipped. */
+static int pr__map(pr_avro_reader *r, const av *n, int depth)
+{
+    for (;;) {
+        int64_t count, size;
+        int rc = pr__block(r, n->kid[0], &count, &size);
+        if (rc || count == 0)
+            return rc;
+        for (int64_t i = 0; i < count; i++) {
+            const uint8_t *key;
+            size_t len;
+            if ((rc = pr__bytes(r, &key, &len)))
+                return rc;
+            const av *v = n->kid[0];
+            for (uint32_t k = 0; k < n->n_keys; k++)
+                if (n->key_len[k] == len && memcmp(n->key[k], key, len) == 0)
+                    v = n->key_val[k];
+            if ((rc = pr__read(r, v, depth + 1)))
+                return rc;
+        }
+    }
+}
+
+static int pr__read(pr_avro_reader *r, const av *n, int depth)
+{
+    int rc;
+    int64_t v;
+    if (depth > PR__AV_MAX_DEPTH)
+        return pr__bad(r, PR_DEC_TOO_DEEP, "nesting too deep", -1);
+    switch (n->act) {
+    case ACT_SKIP:
+        return pr__skip(r, n, depth);
+    case ACT_WRONG:
+        return pr__bad(r, PR_DEC_WRONG_TYPE, n->what, n->col);
+    case ACT_LEAF:
+        return n->kind == AV_ARRAY ? pr__leaf_list(r, n, depth) : pr__leaf_scalar(r, n);
+    default:
+        break;
+    }
+    switch (n->kind) {
+    case AV_RECORD:
+        for (uint32_t i = 0; i < n->n; i++)
+            if ((rc = pr__read(r, n->kid[i], depth + 1)))
+                return rc;
+        return 0;
+    case AV_UNION:
+        if ((rc = pr__long(r, &v)))
+            return rc;
+        if (v < 0 || v >= n->n)
+            return pr__bad(r, PR_DEC_BAD_AVRO, "union branch out of range", -1);
+        return pr__read(r, n->kid[v], depth); /* a union is no level of nesting */
+    default:
+        return pr__map(r, n, depth);
+    }
+}
+
+/* ---------------------------------------------------------------- plans by id */
+
+/* The plan of schema id `id`: cached, or fetched and compiled. 0, a reason
+ * (> 0, rej filled), PR_EAGAIN or PR_ENOMEM. */
+static int pr__plan_of(pr_avro_reader *r, uint32_t id, pr__plan **out)
+{
+    r->tick++;
+    if (r->last >= 0 && r->cache[r->last].id == id && r->cache[r->last].plan) {
+        r->cache[r->last].used = r->tick;
+        *out = r->cache[r->last].plan;
+        return 0;
+    }
+    uint32_t victim = 0;
+    for (uint32_t i = 0; i < r->n_cache; i++) {
+        pr__entry *e = &r->cache[i];
+        if (e->id == id && (e->plan || pr_mono_ns() < e->neg_until_ns)) {
+            e->used = r->tick;
+            r->last = (int32_t)i;
+            if (!e->plan)
+                return pr__bad(r, PR_DEC_UNKNOWN_SCHEMA_ID, "unknown schema id", -1);
+            *out = e->plan;
+            return 0;
+        }
+        if (e->id == id || e->used < r->cache[victim].used)
+            victim = i; /* a stale entry of this id, else the least recently used */
+    }
+    if (!r->reg)
+        return pr__bad(r, PR_DEC_UNKNOWN_SCHEMA_ID, "a schema id, and no registry", -1);
+    char *text = NULL, type[32], err[256];
+    int rc = pr_registry_fetch(r->reg, id, &text, type, sizeof(type), err, sizeof(err));
+    pr__plan *pl = NULL;
+    if (rc == PR_EAGAIN || rc == PR_ENOMEM) {
+        snprintf(r->rej->detail, sizeof(r->rej->detail), "schema id %u: %.100s", id, err);
+        return rc;
+    }
+    if (rc == 0 && strcmp(type, "AVRO") != 0) {
+        snprintf(err, sizeof(err), "schema id %u is %s, not AVRO", id, type);
+        rc = PR_EINVAL;
+    }
+    if (rc == 0 && !(pl = pr__plan_new(r, text, err, sizeof(err))))
+        rc = PR_EINVAL;
+    free(text);
+    if (r->n_cache < r->cache_max)
+        victim = r->n_cache++;
+    else
+        pr__plan_free(r->cache[victim].plan);
+    r->cache[victim] = (pr__entry){
+        .id = id, .plan = pl, .neg_until_ns = pr_mono_ns() + PR__AV_NEG_TTL_NS, .used = r->tick};
+    r->last = (int32_t)victim;
+    if (!pl) { /* 404, or a schema that is not usable Avro: the id is unknown to us */
+        snprintf(r->rej->detail, sizeof(r->rej->detail), "schema id %u: %.100s", id,
+                 rc == PR_EBADREC ? "not in the registry" : err);
+        r->rej->reason = PR_DEC_UNKNOWN_SCHEMA_ID;
+        return PR_DEC_UNKNOWN_SCHEMA_ID;
+    }
+    *out = pl;
+    return 0;
+}
+
+int pr_avro_read(void *rd, pr_json_block *jb, const void *buf, size_t len, pr_json_reject *rej)
+{
+    pr_avro_reader *r = rd;
+    r->start = r->p = buf;
+    r->end = r->p + len;
+    r->jb = jb;
+    r->rej = rej;
+    pr__plan *pl = r->fixed;
+    if (r->framed) {
+        uint32_t id;
+        size_t body;
+        if (!pr_registry_frame(buf, len, &id, &body))
+            return pr__bad(r, PR_DEC_BAD_FRAMING, "no registry framing (magic byte 0, id)", -1);
+        r->p += body;
+        if (r->reg || !r->fixed) { /* the id picks the writer schema */
+            int rc = pr__plan_of(r, id, &pl);
+            if (rc)
+                return rc;
+        }
+    }
+    int rc = pr_json_row_begin(jb);
+    if (rc)
+        return rc;
+    rc = pr__read(r, pl->root, 0);
+    if (!rc && r->p != r->end)
+        rc = pr__bad(r, PR_DEC_BAD_AVRO, "bytes after the record", -1);
+    if (rc) {
+        pr_json_row_abort(jb);
+        return rc;
+    }
+    pr_json_row_end(jb);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- building */
+
+pr_avro_reader *pr_avro_reader_new(const pr_json_decoder *d, const char *schema_json,
+                                   pr_registry *reg, pr_avro_framing framing, uint32_t cache_max,
+                                   char *errstr, size_t errstr_size)
+{
+    if (!schema_json && !reg) {
+        pr_seterr(errstr, errstr_size, PR_EINVAL, "avro: needs a writer schema or a registry");
+        return NULL;
+    }
+    pr_avro_reader *r = calloc(1, sizeof(*r));
+    if (!r) {
+        pr_seterr(errstr, errstr_size, PR_ENOMEM, "avro: out of memory");
+        return NULL;
+    }
+    r->n_paths = pr_json_decoder_paths(d, &r->paths);
+    r->reg = reg;
+    r->framed = framing == PR_AVRO_FRAMING_REGISTRY || (framing == PR_AVRO_FRAMING_AUTO && reg);
+    r->cache_max = cache_max ? cache_max : 1000;
+    r->last = -1;
+    if (pr__trie_build(r) || !(r->cache = calloc(r->cache_max, sizeof(*r->cache)))) {
+        pr_seterr(errstr, errstr_size, PR_ENOMEM, "avro: out of memory");
+        goto out_free;
+    }
+    if (schema_json && !(r->fixed = pr__plan_new(r, schema_json, errstr, errstr_size)))
+        goto out_free;
+    return r;
+out_free:
+    pr_avro_reader_free(r);
+    return NULL;
+}
+
+void pr_avro_reader_free(pr_avro_reader *r)
+{
+    if (!r)
+        return;
+    for (uint32_t i = 0; i < r->n_cache; i++)
+        pr__plan_free(r->cache[i].plan);
+    free(r->cache);
+    pr__plan_free(r->fixed);
+    free(r->trie);
+    if (r->own_reg)
+        pr_registry_free(r->reg);
+    free(r);
+}
+
+static void pr__reader_free(void *rd)
+{
+    pr_avro_reader_free(rd);
+}
+
+/* A whole (small) file as a NUL-terminated string. */
+static char *pr__slurp(const char *path, char *errstr, size_t errstr_size)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    size_t len = 0, cap = 0, n;
+    if (!f) {
+        pr_seterr(errstr, errstr_size, PR_EIO, "avro: cannot open %s", path);
+        return NULL;
+    }
+    do {
+        if (len + 4096 + 1 > cap) {
+            char *b = realloc(buf, cap = cap ? cap * 2 : 8192);
+            if (!b) {
+                free(buf);
+                fclose(f);
+                pr_seterr(errstr, errstr_size, PR_ENOMEM, "avro: out of memory");
+                return NULL;
+            }
+            buf = b;
+        }
+        n = fread(buf + len, 1, 4096, f);
+        len += n;
+    } while (n > 0);
+    fclose(f);
+    buf[len] = 0;
+    return buf;
+}
+
+pr_avro_reader *pr_avro_reader_from_cfg(pr_json_decoder *d, const pr_source_cfg *src, char *errstr,
+                                        size_t errstr_size)
+{
+    char *text = NULL;
+    pr_registry *reg = NULL;
+    if (src->avro.enabled && src->avro.schema_file &&
+        !(text = pr__slurp(src->avro.schema_file, errstr, errstr_size)))
+        return NULL;
+    if (src->schema_registry.enabled &&
+        !(reg = pr_registry_new(&src->schema_registry, errstr, errstr_size))) {
+        free(text);
+        return NULL;
+    }
+    pr_avro_reader *r = pr_avro_reader_new(d, text, reg, src->avro.framing,
+                                           src->schema_registry.cache_max, errstr, errstr_size);
+    free(text);
+    if (!r) {
+        pr_registry_free(reg);
+        return NULL;
+    }
+    r->own_reg = true;
+    pr_json_decoder_set_reader_owned(d, pr_avro_read, r, pr__reader_free);
+    return r;
+}

@@ -1,0 +1,344 @@
+/*
+ * test_avro.c — the Avro reader (ingest/avro_reader.c) against the JSON path:
+ * the generated clickstream written as Avro (pr_avro_writer, the encoder of
+ * `piperec produce|gen --format avro`) decodes to byte-identical blocks as
+ * the same events in JSON text, plain and registry-framed; maps, enums,
+ * fixed, bytes, decimals and unions read like their JSON forms; a path the
+ * writer schema lacks is absent; the reject reasons (bad_avro, bad_framing,
+ * wrong_type, list_too_long) with nothing left in the block. The registry
+ * (fetch, evolution, down/up, 404) is tested end to end in
+ * tests/ingest/test_avro_registry.sh with a test registry server.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "pr_config.h"
+#include "pr_gen.h"
+#include "pr_ingest.h"
+
+typedef struct rej_log {
+    int n, last;
+    char detail[256];
+} rej_log;
+
+static void on_rej(void *opaque, int reason, const char *detail, const char *rec, size_t len,
+                   int64_t recno)
+{
+    (void)rec;
+    (void)len;
+    (void)recno;
+    rej_log *l = opaque;
+    l->n++;
+    l->last = reason;
+    snprintf(l->detail, sizeof(l->detail), "%s", detail);
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return strdup(buf);
+}
+
+static void blocks_equal(pr_block *a, pr_block *b)
+{
+    assert_int_equal(a->rows, b->rows);
+    pr_fside *sa = a->side, *sb = b->side;
+    uint32_t rows = a->rows;
+    assert_memory_equal(sa->labels, sb->labels, (size_t)rows * sa->n_labels * sizeof(float));
+    assert_memory_equal(sa->dense, sb->dense, (size_t)rows * sa->n_dense * sizeof(float));
+    for (uint16_t f = 0; f < sa->n_feat; f++) {
+        assert_memory_equal(pr_fside_lengths(sa, f), pr_fside_lengths(sb, f),
+                            rows * sizeof(int32_t));
+        assert_int_equal(sa->n_values[f], sb->n_values[f]);
+        if (sa->n_values[f])
+            assert_memory_equal(sa->values[f], sb->values[f], sa->n_values[f] * sizeof(int64_t));
+    }
+    size_t words = pr_bitmap_words(a->scap);
+    for (uint32_t c = 0; c < a->n_sparse; c++) {
+        assert_int_equal(a->col_rows[c], b->col_rows[c]);
+        assert_memory_equal(a->sparse_u64 + (size_t)c * a->scap,
+                            b->sparse_u64 + (size_t)c * b->scap, a->col_rows[c] * sizeof(uint64_t));
+        for (uint32_t e = 0; e < a->col_rows[c]; e++)
+            assert_int_equal(pr_bit_test(a->sparse_missing + c * words, e),
+                             pr_bit_test(b->sparse_missing + c * words, e));
+    }
+    assert_memory_equal(a->event_time_ms, b->event_time_ms, rows * sizeof(int64_t));
+}
+
+/* Two decoders of one schema: JSON text, and Avro through a reader. */
+typedef struct fx {
+    pr_config *cfg;
+    const pr_feature_schema *fs;
+    pr_json_decoder *dj, *da;
+    pr_avro_reader *rd;
+    pr_avro_writer *w;
+    pr_block *bj, *ba;
+    rej_log rj, ra;
+    pr_decode_ctx cj, ca;
+    uint8_t *buf;
+    size_t len, cap;
+} fx;
+
+static void fx_init(fx *t, const char *yaml, const char *schema, pr_avro_framing framing)
+{
+    char err[512];
+    memset(t, 0, sizeof(*t));
+    if (pr_config_load_string(yaml, strlen(yaml), "t.yaml", &t->cfg, err, sizeof(err)))
+        fail_msg("config: %s", err);
+    t->fs = &t->cfg->pipelines[0].features;
+    t->dj = pr_json_decoder_new(t->fs, err, sizeof(err));
+    t->da = pr_json_decoder_new(t->fs, err, sizeof(err));
+    assert_non_null(t->dj);
+    assert_non_null(t->da);
+    t->rd = pr_avro_reader_new(t->da, schema, NULL, framing, 0, err, sizeof(err));
+    if (!t->rd)
+        fail_msg("reader: %s", err);
+    pr_json_decoder_set_reader(t->da, pr_avro_read, t->rd);
+    t->w = pr_avro_writer_new(schema, err, sizeof(err));
+    if (!t->w)
+        fail_msg("writer: %s", err);
+    t->bj = pr_feature_block_new(t->fs, 128, true);
+    t->ba = pr_feature_block_new(t->fs, 128, true);
+    t->cj = (pr_decode_ctx){.json = t->dj, .on_reject = on_rej, .opaque = &t->rj};
+    t->ca = (pr_decode_ctx){.json = t->da, .on_reject = on_rej, .opaque = &t->ra};
+}
+
+static void fx_free(fx *t)
+{
+    pr_block_free(t->bj);
+    pr_block_free(t->ba);
+    pr_json_decoder_free(t->dj);
+    pr_json_decoder_free(t->da);
+    pr_avro_reader_free(t->rd);
+    pr_avro_writer_free(t->w);
+    pr_config_free(t->cfg);
+    free(t->buf);
+}
+
+/* The event in both formats; returns what both decoders returned. */
+static int both(fx *t, const char *ev, int64_t framed_id)
+{
+    char err[256];
+    if (pr_avro_from_json(t->w, ev, strlen(ev), framed_id, &t->buf, &t->len, &t->cap, err,
+                          sizeof(err)))
+        fail_msg("encode %s: %s", ev, err);
+    uint32_t next = 0;
+    int a = pr_decode_message(PR_MSG_JSON, &t->cj, t->bj, ev, strlen(ev), &next, NULL);
+    int b = pr_decode_message(PR_MSG_AVRO, &t->ca, t->ba, t->buf, t->len, &next, NULL);
+    if (a != b || t->rj.last != t->ra.last)
+        fail_msg("%s: json %d (%s), avro %d (%s)", ev, a, pr_decode_reason_name(t->rj.last), b,
+                 pr_decode_reason_name(t->ra.last));
+    return a;
+}
+
+/* The clickstream: Avro equals JSON, plain and framed. */
+static void run_clickstream(pr_avro_framing framing, int64_t id)
+{
+    char *yaml = slurp(PR_SOURCE_DIR "/examples/clickstream.yaml");
+    char *schema = slurp(PR_SOURCE_DIR "/examples/clickstream.avsc");
+    fx t;
+    fx_init(&t, yaml, schema, framing);
+    char ev[PR_GEN_JSON_LINE_MAX];
+    enum { N = 3000 };
+    uint32_t rows = 0;
+    for (uint64_t row = 0; row < N; row++) {
+        size_t n = pr_gen_json_event(5, row, ev, sizeof(ev));
+        ev[n] = 0;
+        int rc = both(&t, ev, id);
+        if (rc == PR_EFULL) {
+            blocks_equal(t.bj, t.ba);
+            rows += t.bj->rows;
+            pr_block_reset(t.bj);
+            pr_block_reset(t.ba);
+            row--;
+            continue;
+        }
+        assert_int_equal(rc, 1);
+    }
+    blocks_equal(t.bj, t.ba);
+    rows += t.bj->rows;
+    assert_int_equal(rows, N);
+    assert_int_equal(t.ra.n, 0);
+    fx_free(&t);
+    free(yaml);
+    free(schema);
+}
+
+static void test_clickstream_plain(void **state)
+{
+    (void)state;
+    run_clickstream(PR_AVRO_FRAMING_PLAIN, -1);
+}
+
+static void test_clickstream_framed(void **state)
+{
+    (void)state;
+    run_clickstream(PR_AVRO_FRAMING_REGISTRY, 42); /* the fixed schema, whatever the id */
+}
+
+static const char *const types_yaml =
+    "pipelines:\n"
+    "  - name: t\n"
+    "    source: { format: json }\n"
+    "    schema:\n"
+    "      event_time: { path: ts, unit: us }\n"
+    "      labels: [ { name: y, path: y } ]\n"
+    "      dense:\n"
+    "        - { name: amount, path: amount, default: 0 }\n"
+    "        - { name: f, path: f }\n"
+    "      sparse:\n"
+    "        - { name: color, path: attrs.color, ops: [vocab] }\n"
+    "        - { name: size, path: attrs.size, default: none, ops: [vocab] }\n"
+    "        - { name: kind, path: kind, ops: [vocab] }\n"
+    "        - { name: blob, path: blob, ops: [vocab] }\n"
+    "        - { name: raw, path: raw, ops: [vocab] }\n"
+    "        - { name: deep, path: a.b.c, ops: [vocab] }\n"
+    "        - { name: gone, path: not.in.schema, default: 7, ops: [vocab] }\n"
+    "        - { name: ids, path: ids, list: { max_len: 3, keep: last }, ops: [vocab] }\n"
+    "        - { name: flag, path: flag, ops: [ { hash: 10 } ] }\n";
+
+static const char *const types_avsc =
+    "{\"type\":\"record\",\"name\":\"T\",\"fields\":["
+    "{\"name\":\"ts\",\"type\":{\"type\":\"long\",\"logicalType\":\"timestamp-micros\"}},"
+    "{\"name\":\"y\",\"type\":\"int\"},"
+    "{\"name\":\"skipme\",\"type\":{\"type\":\"map\",\"values\":{\"type\":\"array\","
+    "\"items\":\"string\"}}},"
+    "{\"name\":\"amount\",\"type\":[\"null\",{\"type\":\"bytes\",\"logicalType\":\"decimal\","
+    "\"precision\":10,\"scale\":2}]},"
+    "{\"name\":\"f\",\"type\":\"float\"},"
+    "{\"name\":\"attrs\",\"type\":{\"type\":\"map\",\"values\":\"string\"}},"
+    "{\"name\":\"kind\",\"type\":{\"type\":\"enum\",\"name\":\"K\",\"symbols\":[\"A\",\"B\"]}},"
+    "{\"name\":\"blob\",\"type\":{\"type\":\"fixed\",\"name\":\"F4\",\"size\":4}},"
+    "{\"name\":\"raw\",\"type\":[\"null\",\"bytes\"]},"
+    "{\"name\":\"a\",\"type\":[\"null\",{\"type\":\"record\",\"name\":\"A\",\"fields\":["
+    "{\"name\":\"b\",\"type\":{\"type\":\"record\",\"name\":\"B\",\"fields\":["
+    "{\"name\":\"c\",\"type\":\"long\"}]}}]}]},"
+    "{\"name\":\"ids\",\"type\":{\"type\":\"array\",\"items\":\"long\"}},"
+    "{\"name\":\"flag\",\"type\":\"boolean\"},"
+    "{\"name\":\"again\",\"type\":\"F4\"}]}";
+
+/* Every Avro type the paths read, against the same JSON. */
+static void test_types(void **state)
+{
+    (void)state;
+    fx t;
+    fx_init(&t, types_yaml, types_avsc, PR_AVRO_FRAMING_PLAIN);
+    const char *evs[] = {
+        "{\"ts\":1700000000123456,\"y\":1,\"skipme\":{\"x\":[\"p\",\"q\"],\"z\":[]},"
+        "\"amount\":12.34,\"f\":0.5,\"attrs\":{\"size\":\"L\",\"color\":\"red\"},\"kind\":\"B\","
+        "\"blob\":\"abcd\",\"raw\":\"\\u0001x\",\"a\":{\"b\":{\"c\":-5}},\"ids\":[1,2,3,4,5],"
+        "\"flag\":true,\"again\":\"wxyz\"}",
+        "{\"ts\":1,\"y\":0,\"skipme\":{},\"amount\":null,\"f\":-2.25,\"attrs\":{},\"kind\":\"A\","
+        "\"blob\":\"0000\",\"raw\":null,\"a\":null,\"ids\":[],\"flag\":false,\"again\":\"1234\"}",
+        "{\"ts\":2,\"y\":3,\"skipme\":{\"k\":[\"v\"]},\"amount\":-0.07,\"f\":1e10,"
+        "\"attrs\":{\"color\":\"\"},\"kind\":\"A\",\"blob\":\"zzzz\",\"raw\":\"\",\"a\":{\"b\":{"
+        "\"c\":"
+        "9007199254740993}},\"ids\":[7],\"flag\":true,\"again\":\"1234\"}",
+    };
+    for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
+        assert_int_equal(both(&t, evs[i], -1), 1);
+    blocks_equal(t.bj, t.ba);
+    assert_int_equal(t.ba->rows, 3);
+    assert_int_equal(t.ra.n, 0);
+    fx_free(&t);
+}
+
+/* Reasons: nothing left in the block, the record named. */
+static void test_rejects(void **state)
+{
+    (void)state;
+    fx t;
+    fx_init(&t, types_yaml, types_avsc, PR_AVRO_FRAMING_PLAIN);
+    const char *ev = "{\"ts\":1,\"y\":0,\"skipme\":{},\"amount\":null,\"f\":1,\"attrs\":{},"
+                     "\"kind\":\"A\",\"blob\":\"0000\",\"raw\":null,\"a\":null,\"ids\":[],"
+                     "\"flag\":false,\"again\":\"1234\"}";
+    char err[256];
+    assert_int_equal(
+        pr_avro_from_json(t.w, ev, strlen(ev), -1, &t.buf, &t.len, &t.cap, err, sizeof(err)), 0);
+    uint32_t next = 0;
+    /* every truncation of a good record: bad_avro, no row */
+    for (size_t cut = 0; cut < t.len; cut++) {
+        t.ra.n = 0;
+        assert_int_equal(pr_decode_message(PR_MSG_AVRO, &t.ca, t.ba, t.buf, cut, &next, NULL), 0);
+        assert_int_equal(t.ra.n, 1);
+        assert_int_equal(t.ra.last, PR_DEC_BAD_AVRO);
+    }
+    /* a byte too many */
+    t.buf[t.len] = 0;
+    assert_int_equal(pr_decode_message(PR_MSG_AVRO, &t.ca, t.ba, t.buf, t.len + 1, &next, NULL), 0);
+    assert_int_equal(t.ra.last, PR_DEC_BAD_AVRO);
+    /* a union branch out of range: amount's index is after ts, y, skipme */
+    uint8_t bad[] = {2, 0, 0, 9};
+    assert_int_equal(pr_decode_message(PR_MSG_AVRO, &t.ca, t.ba, bad, sizeof(bad), &next, NULL), 0);
+    assert_int_equal(t.ra.last, PR_DEC_BAD_AVRO);
+    assert_int_equal(t.ba->rows, 0);
+    /* the good one still reads */
+    assert_int_equal(pr_decode_message(PR_MSG_AVRO, &t.ca, t.ba, t.buf, t.len, &next, NULL), 1);
+    fx_free(&t);
+
+    /* framing expected, missing */
+    fx_init(&t, types_yaml, types_avsc, PR_AVRO_FRAMING_REGISTRY);
+    assert_int_equal(
+        pr_avro_from_json(t.w, ev, strlen(ev), -1, &t.buf, &t.len, &t.cap, err, sizeof(err)), 0);
+    t.buf[0] = 1; /* ts = -1, not a magic byte */
+    assert_int_equal(pr_decode_message(PR_MSG_AVRO, &t.ca, t.ba, t.buf, t.len, &next, NULL), 0);
+    assert_int_equal(t.ra.last, PR_DEC_BAD_FRAMING);
+    fx_free(&t);
+}
+
+/* Where the writer schema cannot hold what the path needs: wrong_type when
+ * such a value is there (as JSON), nothing when it is not. */
+static void test_wrong_types(void **state)
+{
+    (void)state;
+    static const char *const yaml = "pipelines:\n"
+                                    "  - name: t\n"
+                                    "    source: { format: json }\n"
+                                    "    schema:\n"
+                                    "      labels: [ { name: y, path: y } ]\n"
+                                    "      sparse:\n"
+                                    "        - { name: u, path: user.id, ops: [vocab] }\n"
+                                    "        - { name: l, path: l, list: { max_len: 2 }, "
+                                    "ops: [vocab] }\n";
+    static const char *const avsc =
+        "{\"type\":\"record\",\"name\":\"T\",\"fields\":["
+        "{\"name\":\"y\",\"type\":\"int\"},"
+        "{\"name\":\"user\",\"type\":[\"null\",\"string\",{\"type\":\"record\",\"name\":\"U\","
+        "\"fields\":[{\"name\":\"id\",\"type\":{\"type\":\"map\",\"values\":\"int\"}}]}]},"
+        "{\"name\":\"l\",\"type\":[\"null\",\"long\",{\"type\":\"array\",\"items\":\"string\"}]}]}";
+    fx t;
+    fx_init(&t, yaml, avsc, PR_AVRO_FRAMING_PLAIN);
+    assert_int_equal(both(&t, "{\"y\":1,\"user\":null,\"l\":null}", -1), 1);
+    assert_int_equal(both(&t, "{\"y\":1,\"user\":\"u1\",\"l\":[\"a\"]}", -1), 0);
+    assert_int_equal(t.ra.last, PR_DEC_WRONG_TYPE); /* a string where user must be an object */
+    assert_int_equal(both(&t, "{\"y\":1,\"user\":{\"id\":{\"k\":1}},\"l\":null}", -1), 0);
+    assert_int_equal(t.ra.last, PR_DEC_WRONG_TYPE); /* an object at the path */
+    assert_int_equal(both(&t, "{\"y\":1,\"user\":null,\"l\":5}", -1), 0);
+    assert_int_equal(t.ra.last, PR_DEC_WRONG_TYPE); /* a scalar where a list is read */
+    assert_int_equal(both(&t, "{\"y\":1,\"user\":null,\"l\":[\"a\",\"b\",\"c\"]}", -1), 1);
+    blocks_equal(t.bj, t.ba);
+    fx_free(&t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_clickstream_plain),
+        cmocka_unit_test(test_clickstream_framed),
+        cmocka_unit_test(test_types),
+        cmocka_unit_test(test_rejects),
+        cmocka_unit_test(test_wrong_types),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
