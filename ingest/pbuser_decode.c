@@ -442,8 +442,8 @@ static size_t pr__key_text(const pr__pbfield *kf, const pr__pbval *v, char *buf,
 {
     int64_t i = (int64_t)v->u;
     switch (kf->type) {
-    case PR__PBT_STRING:
-        *out = (const char *)v->s;
+    case PR__PBT_STRING: /* an entry without its key: "" */
+        *out = v->s ? (const char *)v->s : "";
         return v->len;
     case PR__PBT_BOOL:
         *out = v->u ? "true" : "false";
@@ -507,12 +507,13 @@ static int pr__map_entry(pr_pbuser_reader *r, const pr__pbent *e, const uint8_t 
         if (k->len != kl || memcmp(k->key, kt, kl))
             continue;
         pr__clear_node(r, k->node); /* a later entry with the key replaces it */
+        if (k->col >= 0)
+            r->cols[k->col].n = 0;
         r->seen[k->node] = 1;
         if (val_wt < 0)
             return 0;
         if (k->col >= 0) {
             pr__pbcol *c = &r->cols[k->col];
-            c->n = 0;
             const uint8_t *vp = vat;
             return pr__col_value(r, c, val_wt, &vp, end);
         }

@@ -430,6 +430,11 @@ static void test_repeated_maps(void **state)
     static const uint8_t nov[] = {0xba, 0x01, 0x04, 0x0a, 0x02, 'k', '1'};
     assert_int_equal(read_bytes(&t, nov, sizeof(nov)), 0);
     want_s(&t, ATTR_K1, 0, "");
+    /* the key again without a value after one with: the later entry wins */
+    static const uint8_t again[] = {0xba, 0x01, 0x07, 0x0a, 0x02, 'k',  '1', 0x12, 0x01,
+                                    'v',  0xba, 0x01, 0x04, 0x0a, 0x02, 'k', '1'};
+    assert_int_equal(read_bytes(&t, again, sizeof(again)), 0);
+    want_s(&t, ATTR_K1, 0, "");
     /* a repeated message is skipped when not on a path */
     assert_int_equal(read_json(&t, "{\"items\": [{\"n\": 1}, {\"s\": \"z\"}], \"i32\": 4}"), 0);
     want_i(&t, I32, 4);
