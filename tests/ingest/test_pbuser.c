@@ -3,9 +3,10 @@
  * ingest/pbuser_*.c): the generated clickstream written as shop.Click gives
  * the same blocks as the same events as JSON (and registry-framed too);
  * every scalar type, packed and unpacked repeated fields, maps, oneof,
- * enums, nested messages; the presence rules (proto3 implicit, optional,
- * proto2); malformed wire bytes and framing rejected with their reason; the
- * config's errors naming the key.
+ * enums, nested messages, and 2000 random messages written by Python's
+ * protobuf against what its decoder reads (pbuser_reference.py); the
+ * presence rules (proto3 implicit, optional, proto2); malformed wire bytes and
+ * framing rejected with their reason; the config's errors naming the key.
  *
  * The descriptor set is built from tests/data/pbuser_*.proto by protoc at
  * build time (PR_PBUSER_DESC).
@@ -441,6 +442,88 @@ static void test_repeated_maps(void **state)
     rfx_free(&t);
 }
 
+/* One expected token ("i:-5", "d:0x1.8p+0", "b:1", "s:6869") against value k of col. */
+static void want_token(rfx *t, uint32_t col, uint32_t k, const char *tok, int msg)
+{
+    const pr_json_any *a = val(t, col, k);
+    char kind = tok[0];
+    const char *v = tok + 2;
+    if (kind == 'i') {
+        if (a->type != PR_JSON_INT64 || a->i != strtoll(v, NULL, 10))
+            fail_msg("message %d %s[%u]: want %s, got type %d %lld", msg, all_paths[col].path, k,
+                     tok, a->type, (long long)a->i);
+    } else if (kind == 'd') {
+        double d = strtod(v, NULL);
+        if (a->type != PR_JSON_DOUBLE || memcmp(&d, &a->d, sizeof(d)))
+            fail_msg("message %d %s[%u]: want %s, got %a", msg, all_paths[col].path, k, tok, a->d);
+    } else if (kind == 'b') {
+        if (a->type != PR_JSON_BOOL || a->i != atoi(v))
+            fail_msg("message %d %s[%u]: want %s", msg, all_paths[col].path, k, tok);
+    } else {
+        char hex[1024] = "";
+        for (uint32_t i = 0; i < a->s.len && 2 * i + 2 < sizeof(hex); i++)
+            snprintf(hex + 2 * i, 3, "%02x", (unsigned char)t->jb->arena[a->s.off + i]);
+        if (a->type != PR_JSON_STRING || strcmp(hex, v))
+            fail_msg("message %d %s[%u]: want %s, got s:%s", msg, all_paths[col].path, k, tok, hex);
+    }
+}
+
+/* Random t3.All messages written by Python's protobuf (pbuser_reference.py):
+ * every path's values are what the official decoder says, under the rules. */
+static void test_python_reference(void **state)
+{
+    (void)state;
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd),
+             "mkdir -p " PR_BINARY_DIR "/test-tmp && /usr/bin/python3 " PR_SOURCE_DIR
+             "/tests/ingest/pbuser_reference.py %s 2000 7 " PR_BINARY_DIR
+             "/test-tmp/pbuser_ref.pbd " PR_BINARY_DIR "/test-tmp/pbuser_ref.exp",
+             PR_PBUSER_DESC);
+    assert_int_equal(system(cmd), 0);
+    FILE *fm = fopen(PR_BINARY_DIR "/test-tmp/pbuser_ref.pbd", "rb");
+    FILE *fe = fopen(PR_BINARY_DIR "/test-tmp/pbuser_ref.exp", "r");
+    assert_non_null(fm);
+    assert_non_null(fe);
+    rfx t;
+    rfx_init(&t, "t3.All", all_paths, N_ALL, PR_PB_FRAMING_NONE);
+    static uint8_t msg[65536];
+    static char line[1 << 16];
+    int n = 0;
+    for (int c; (c = fgetc(fm)) != EOF; n++) {
+        size_t len = (size_t)(c & 0x7f); /* the varint length */
+        for (int shift = 7; c & 0x80; shift += 7) {
+            c = fgetc(fm);
+            assert_true(c != EOF);
+            len |= (size_t)(c & 0x7f) << shift;
+        }
+        assert_true(len < sizeof(msg) && fread(msg, 1, len, fm) == len);
+        assert_non_null(fgets(line, sizeof(line), fe));
+        line[strcspn(line, "\n")] = '\0';
+        if (read_bytes(&t, msg, len) != 0)
+            fail_msg("message %d rejected: %s", n, t.rej.detail);
+        char *save = NULL, *field = strtok_r(line, "\t", &save);
+        for (uint32_t col = 0; col < N_ALL; col++, field = strtok_r(NULL, "\t", &save)) {
+            assert_non_null(field);
+            if (!strcmp(field, "A")) {
+                if (t.jb->cols[col].present[0] != PR_JSON_ABSENT)
+                    fail_msg("message %d %s: want absent", n, all_paths[col].path);
+                continue;
+            }
+            uint32_t k = 0;
+            char *s2 = NULL;
+            for (char *tok = strtok_r(field, " ", &s2); tok; tok = strtok_r(NULL, " ", &s2), k++)
+                want_token(&t, col, k, tok, n);
+            if (k != t.jb->cols[col].count[0])
+                fail_msg("message %d %s: %u values, want %u", n, all_paths[col].path,
+                         t.jb->cols[col].count[0], k);
+        }
+    }
+    assert_int_equal(n, 2000);
+    fclose(fm);
+    fclose(fe);
+    rfx_free(&t);
+}
+
 static void want_bad(rfx *t, const void *b, size_t n, int reason, const char *detail)
 {
     assert_int_equal(read_bytes(t, b, n), reason);
@@ -614,10 +697,11 @@ static void test_config_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_same_as_json),           cmocka_unit_test(test_same_as_json_framed),
-        cmocka_unit_test(test_scalar_types),           cmocka_unit_test(test_presence),
-        cmocka_unit_test(test_repeated_maps),          cmocka_unit_test(test_malformed),
-        cmocka_unit_test(test_reject_through_decoder), cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_same_as_json),  cmocka_unit_test(test_same_as_json_framed),
+        cmocka_unit_test(test_scalar_types),  cmocka_unit_test(test_python_reference),
+        cmocka_unit_test(test_presence),      cmocka_unit_test(test_repeated_maps),
+        cmocka_unit_test(test_malformed),     cmocka_unit_test(test_reject_through_decoder),
+        cmocka_unit_test(test_config_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
