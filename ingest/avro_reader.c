@@ -314,7 +314,7 @@ static int pr__kids(av *n, uint32_t count)
 }
 
 /* Decimal scale and enum symbols: what the plain avro-c tree lacks. */
-static int pr__annotate(pr__cmp *c, av *n, avro_schema_t s, json_t *jo)
+static int pr__annotate(av *n, avro_schema_t s, json_t *jo)
 {
     if ((n->kind == AV_BYTES || n->kind == AV_FIXED) && json_is_object(jo)) {
         const char *lt = json_string_value(json_object_get(jo, "logicalType"));
@@ -338,7 +338,6 @@ static int pr__annotate(pr__cmp *c, av *n, avro_schema_t s, json_t *jo)
             }
         }
     }
-    (void)c;
     return 0;
 }
 
@@ -364,7 +363,7 @@ static av *pr__skip_node(pr__cmp *c, avro_schema_t s, json_t *j)
     pl->skip[pl->n_skip].s = s;
     pl->skip[pl->n_skip++].n = n; /* before the kids: recursive types end here */
     json_t *jo = pr__jobj(pl, j);
-    if (pr__annotate(c, n, s, jo))
+    if (pr__annotate(n, s, jo))
         return NULL;
     n->zero_size = kind == AV_NULL || (kind == AV_FIXED && n->size == 0);
     if (kind == AV_RECORD) {
@@ -508,7 +507,7 @@ static av *pr__compile(pr__cmp *c, avro_schema_t s, json_t *j, int64_t t, bool i
             n->col = tn->col;
     }
     c->depth--;
-    if (n && n->act != ACT_SKIP && pr__annotate(c, n, s, jo))
+    if (n && n->act != ACT_SKIP && pr__annotate(n, s, jo))
         return NULL;
     if (n && n->kind == AV_FIXED)
         n->zero_size = n->size == 0;
@@ -860,8 +859,12 @@ static int pr__plan_of(pr_avro_reader *r, uint32_t id, pr__plan **out)
         if (e->id == id && (e->plan || pr_mono_ns() < e->neg_until_ns)) {
             e->used = r->tick;
             r->last = (int32_t)i;
-            if (!e->plan)
-                return pr__bad(r, PR_DEC_UNKNOWN_SCHEMA_ID, "unknown schema id", -1);
+            if (!e->plan) { /* a 404 (or an unusable schema) within the last 10 s */
+                snprintf(r->rej->detail, sizeof(r->rej->detail),
+                         "schema id %u: not in the registry (asked less than 10 s ago)", id);
+                r->rej->reason = PR_DEC_UNKNOWN_SCHEMA_ID;
+                return PR_DEC_UNKNOWN_SCHEMA_ID;
+            }
             *out = e->plan;
             return 0;
         }

@@ -309,12 +309,12 @@ static void pr__wait_begin(pr_consumer *c, const char *why)
 {
     PR__ADD(c->st.decode_waits, 1);
     c->retry_at_ns = pr_mono_ns() + PR__WAIT_RETRY_NS;
+    pthread_mutex_lock(&c->lock); /* the latest reason (down, then slow, ...) */
+    snprintf(c->wait_why, sizeof(c->wait_why), "%s", why && why[0] ? why : "source not ready");
+    pthread_mutex_unlock(&c->lock);
     if (c->waiting)
         return;
     __atomic_store_n(&c->waiting, true, __ATOMIC_RELAXED);
-    pthread_mutex_lock(&c->lock);
-    snprintf(c->wait_why, sizeof(c->wait_why), "%s", why && why[0] ? why : "source not ready");
-    pthread_mutex_unlock(&c->lock);
     pr_warn("consumer: decoding waits (partitions paused): %s", c->wait_why);
     pr__pause_assignment(c, true);
 }

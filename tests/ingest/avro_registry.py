@@ -5,15 +5,20 @@
 GET /subjects/{s}/versions/latest answers the highest id. Files are read at
 each request, so a test adds a schema by writing a file; it takes the registry
 "down" by stopping this process and "up" by starting it again on the same
-port. With --token T every request must carry "Authorization: Bearer T".
+port. With --token T every request must carry "Authorization: Bearer T"
+(or, with --basic USER:PASSWORD too, that basic auth instead).
 
-usage: avro_registry.py --dir DIR [--port P] [--port-file F] [--token T]
+--delay-ms D answers every request D ms late (a slow registry).
+
+usage: avro_registry.py --dir DIR [--port P] [--port-file F] [--token T] [--basic U:P]
+                        [--delay-ms D]
 """
 import argparse
 import http.server
 import json
 import os
 import re
+import time
 
 
 def main():
@@ -22,7 +27,15 @@ def main():
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--port-file")
     ap.add_argument("--token")
+    ap.add_argument("--basic")
+    ap.add_argument("--delay-ms", type=int, default=0, help="answer this late (a slow registry)")
     args = ap.parse_args()
+    import base64
+    allowed = set()
+    if args.token:
+        allowed.add("Bearer " + args.token)
+    if args.basic:
+        allowed.add("Basic " + base64.b64encode(args.basic.encode()).decode())
 
     def ids():
         return sorted(int(f[:-5]) for f in os.listdir(args.dir) if re.fullmatch(r"\d+\.avsc", f))
@@ -42,7 +55,9 @@ def main():
             self.wfile.write(body)
 
         def do_GET(self):
-            if args.token and self.headers.get("Authorization") != "Bearer " + args.token:
+            if args.delay_ms:
+                time.sleep(args.delay_ms / 1000.0)
+            if allowed and self.headers.get("Authorization") not in allowed:
                 return self.answer(401, {"error_code": 40101, "message": "unauthorized"})
             m = re.fullmatch(r"/schemas/ids/(\d+)", self.path)
             if m:

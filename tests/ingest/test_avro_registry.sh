@@ -8,11 +8,13 @@
 #      dropped, fields added and reordered: schema evolution mid-stream)
 #      -> nothing rejected or lost: decoding waits (piperec_decode_waiting 1,
 #      piperec_decode_waits_total > 0, /readyz "waits to decode")
+#   registry up but slower than timeout_ms -> still waiting, nothing rejected
 #   registry up again (same port) -> all 2N rows, ready again
 #   streaming == offline: the streamed vocabularies equal `piperec process`
 #   of the same events as JSON lines (B without context); offline Avro (a file
 #   of framed records from `piperec gen --format avro`, ids 1 and 2, through
-#   the registry) writes byte-identical .npy files to offline JSON.
+#   the registry with basic auth and cache_max 1) writes byte-identical .npy
+#   files (and vocabularies, rejects.tsv) to offline JSON.
 # Env (from pr_script_test): PIPEREC, PR_SOURCE_DIR, PR_TMP.
 set -eu
 T="$PR_TMP"
@@ -40,6 +42,7 @@ mkdir -p "$T/reg"
 cp "$V1" "$T/reg/1.avsc"
 cp "$V2" "$T/reg/2.avsc"
 echo secret > "$T/token"
+echo pa55 > "$T/password"
 "$PIPEREC" gen --format json --rows $((2 * N)) --seed 9 --output "$T/all.jsonl"
 head -n $N "$T/all.jsonl" > "$T/a.jsonl"
 tail -n +$((N + 1)) "$T/all.jsonl" > "$T/b.jsonl"
@@ -51,9 +54,10 @@ for l in open(sys.argv[1]):
 cat "$T/a.jsonl" "$T/b2.jsonl" > "$T/json_equiv.jsonl"
 
 REGPID=""
-start_registry() { # port (0: any)
+start_registry() { # port (0: any) [delay ms]
     rm -f "$T/reg.port"
     $PY "$REG" --dir "$T/reg" --port "$1" --port-file "$T/reg.port" --token secret \
+        --basic "piperec:pa55" --delay-ms "${2:-0}" \
         2> "$T/registry.err" &
     REGPID=$!
     pids="$pids $REGPID"
@@ -138,6 +142,14 @@ sleep 1
 curl -sf "$U/metrics" | grep '^piperec_rejected_records_total{pipeline="p"' | grep -v 'unknown_schema_id' \
     | grep -v ' 0$' && fail "something was rejected while the registry was down"
 
+# 4b. up but slower than timeout_ms (500): still waiting, still nothing rejected
+start_registry "$RP" 1500
+sleep 2
+[ "$(metric piperec_decode_waiting)" = 1 ] || fail "not waiting on a slow registry"
+curl -s "$U/readyz" | grep -q "waits to decode: .*Timeout" || fail "/readyz (slow): $(curl -s "$U/readyz")"
+[ "$(metric piperec_engine_rows_total)" = $N ] || fail "rows moved on a slow registry"
+kill "$REGPID"; wait "$REGPID" 2>/dev/null || true
+
 # 5. back up on the same port: every event of B arrives
 start_registry "$RP"
 wait_until 60 "B consumed" sh -c "[ \"\$(curl -sf '$U/metrics' | sed -n 's/^piperec_engine_rows_total{pipeline=\"p\"} //p')\" = $((2 * N)) ]"
@@ -167,7 +179,11 @@ done
 "$PIPEREC" gen --format avro --avro-schema "$V2" --schema-id 2 --rows $N --first-row $N --seed 9 \
     --output "$T/b.avrof"
 cat "$T/a.avrof" "$T/b.avrof" > "$T/all.avrof"
-"$PIPEREC" process --config "$T/run.yaml" --input "$T/all.avrof" --output "$T/offavro" \
+# (basic auth this time, and a cache of one schema: ids 1 and 2 evict each other)
+sed "s|token_file: \"$T/token\"|username: piperec, password_file: \"$T/password\", cache_max: 1|" \
+    "$T/run.yaml" > "$T/basic.yaml"
+grep -q "password_file" "$T/basic.yaml" || fail "basic.yaml"
+"$PIPEREC" process --config "$T/basic.yaml" --input "$T/all.avrof" --output "$T/offavro" \
     --no-progress > /dev/null 2> "$T/process_avro.err" || fail "process avro"
 grep -q "$((2 * N)) rows, 0 rejected" "$T/process_avro.err" || fail "offline avro: $(cat "$T/process_avro.err")"
 n=0
