@@ -7,7 +7,7 @@
 #      (json_format, the official encoder) -> `piperec process` equals
 #      `piperec process` of the JSON lines (every .npy and vocabulary file);
 #      two malformed records at the end are rejected bad_protobuf in
-#      rejects.tsv;
+#      rejects.tsv; so does `piperec gen --format protobuf` (framed);
 #   2. streaming: `piperec produce --format protobuf --schema-id 7`
 #      (registry-framed, piperec's own encoder) -> `piperec run` (files sink)
 #      equals the offline output array by array; one malformed message is
@@ -109,6 +109,14 @@ done
 grep -q "^$((N + 1))	bad_protobuf	length 9 past the end at byte 1" "$T/off_pb/rejects.tsv" ||
     fail "rejects.tsv detail: $(cut -f1-3 "$T/off_pb/rejects.tsv")"
 echo "offline: protobuf == json ($N rows, 2 rejects)"
+# ... and `piperec gen --format protobuf` (piperec's encoder, framed) reads the same
+"$PIPEREC" gen --format protobuf --descriptor-set "$T/click.desc" --message shop.Click \
+    --schema-id 3 --rows $N --seed 5 --output "$T/gen.pbd" || fail "gen --format protobuf"
+"$PIPEREC" process --config "$T/pb_offline.yaml" --input "$T/gen.pbd" --output "$T/off_gen" \
+    --no-progress > /dev/null 2> "$T/pg.err" || fail "process gen.pbd: $(cat "$T/pg.err")"
+for f in $(cd "$T/off_json" && find . -name '*.npy' -o -name '*.tsv' | grep -v rejects); do
+    cmp "$T/off_json/$f" "$T/off_gen/$f" || fail "gen --format protobuf != json: $f"
+done
 
 # 2. streaming: registry-framed messages from piperec produce, one malformed
 mkfifo "$T/broker.fifo"
