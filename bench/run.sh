@@ -14,6 +14,9 @@
 #      MB/s per core, beside the TSV decoder in the same process (and the
 #      DOM libraries, for the record); on the example clickstream also the
 #      full pr_json_decoder (extract + operators up to vocab)
+#   3c. bench/bench_protobuf.sh: the example clickstream as shop.Click (the
+#      user's own Protobuf messages, issue 23): decode + extract per core
+#      beside Python's protobuf (message_factory) doing the same (>= 10x)
 #   4. piperec process DATA: the CLI end to end (TSV -> .npy), default
 #      threads (one worker per CPU) and --threads 1, with its per-stage
 #      thread-seconds (decode, engine, write, wait)
@@ -101,6 +104,10 @@ fi
 if [ -x "$BUILD/bench/bench_json" ]; then
     echo "== 3b. bench_json (JSON decode + extract vs TSV decode, 1 core)" >&2
     "$BUILD/bench/bench_json" | collect
+fi
+if [ -x "$BUILD/bench/bench_protobuf" ]; then
+    echo "== 3c. bench_protobuf.sh (the user's Protobuf messages: decode + extract vs Python protobuf, 1 core)" >&2
+    sh "$HERE/bench_protobuf.sh" "$BUILD" | collect
 fi
 
 # Default threads (one worker per CPU), then 1. The per-stage thread-seconds

@@ -21,6 +21,7 @@
 #include "pr_cli.h"
 #include "pr_gen.h"
 #include "pr_ingest.h"
+#include "pr_varint.h"
 
 #define PR__GEN_CHUNK_ROWS 16384u
 #define PR__GEN_SLOTS      8
@@ -30,10 +31,12 @@ typedef enum {
     PR__GEN_BINARY = 1,
     PR__GEN_JSON = 2,
     PR__GEN_AVRO = 3,
+    PR__GEN_PROTOBUF = 4,
     PR__GEN__COUNT
 } pr__gen_format;
 
-static const char *const pr__gen_formats[PR__GEN__COUNT] = {"tsv", "binary", "json", "avro"};
+static const char *const pr__gen_formats[PR__GEN__COUNT] = {"tsv", "binary", "json", "avro",
+                                                            "protobuf"};
 
 typedef struct pr__gen_slot {
     uint64_t chunk; /* chunk index held, valid when ready */
@@ -46,9 +49,10 @@ typedef struct pr__gen_job {
     const pr_gen *gen;
     uint64_t seed; /* json, avro */
     pr__gen_format format;
-    const char *avro_schema; /* avro: the writer schema's text */
-    int64_t schema_id;       /* avro: registry framing with this id, -1 = plain */
-    bool failed;             /* avro: a row did not encode (atomic) */
+    const char *avro_schema;   /* avro: the writer schema's text */
+    int64_t schema_id;         /* avro: registry framing with this id, -1 = plain */
+    bool failed;               /* avro, protobuf: a row did not encode (atomic) */
+    const pr_pbuser_desc *pbd; /* protobuf: the message (read only: shared by workers) */
     uint64_t first_row, rows;
     uint32_t batch_events;
     uint64_t n_chunks;
@@ -95,6 +99,34 @@ static size_t pr__gen_avro_chunk(pr__gen_job *j, uint64_t r0, uint64_t n, char *
     return len;
 }
 
+/* Rows [r0, r0 + n) of the JSON clickstream as varint-delimited messages of
+ * the user's .proto (pr_pbuser_encode_json), framed when schema_id >= 0. */
+static size_t pr__gen_protobuf_chunk(pr__gen_job *j, uint64_t r0, uint64_t n, char *buf)
+{
+    char err[256], ev[PR_GEN_JSON_LINE_MAX];
+    uint8_t *rec = NULL;
+    size_t len = 0, rcap = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        size_t el = pr_gen_json_event(j->seed, r0 + i, ev, sizeof(ev));
+        int rl = pr_pbuser_encode_json(j->pbd, ev, el, j->schema_id >= 0,
+                                       (uint32_t)(j->schema_id >= 0 ? j->schema_id : 0), &rec,
+                                       &rcap, err, sizeof(err));
+        if (rl < 0 || len + (size_t)rl + 10 > j->buf_cap) {
+            fprintf(stderr, "piperec gen: row %" PRIu64 ": %s\n", r0 + i,
+                    rl < 0 ? err : "too large");
+            __atomic_store_n(&j->failed, true, __ATOMIC_RELAXED);
+            len = 0;
+            break;
+        }
+        uint8_t *p = pr_varint_put((uint8_t *)buf + len, (uint64_t)rl);
+        len = (size_t)((char *)p - buf);
+        memcpy(buf + len, rec, (size_t)rl);
+        len += (size_t)rl;
+    }
+    free(rec);
+    return len;
+}
+
 static size_t pr__gen_chunk(pr__gen_job *j, uint64_t k, char *buf)
 {
     uint64_t r0 = j->first_row + k * PR__GEN_CHUNK_ROWS;
@@ -107,6 +139,8 @@ static size_t pr__gen_chunk(pr__gen_job *j, uint64_t k, char *buf)
         return pr_gen_json_lines(j->seed, r0, n, buf, j->buf_cap, NULL);
     if (j->format == PR__GEN_AVRO)
         return pr__gen_avro_chunk(j, r0, n, buf);
+    if (j->format == PR__GEN_PROTOBUF)
+        return pr__gen_protobuf_chunk(j, r0, n, buf);
     size_t len = 0;
     for (uint64_t i = 0; i < n; i += j->batch_events) {
         uint32_t m = (uint32_t)(n - i < j->batch_events ? n - i : j->batch_events);
@@ -157,30 +191,33 @@ static int pr__write_all(int fd, const char *p, size_t n)
 
 static void pr__gen_usage(FILE *f)
 {
-    fprintf(
-        f,
-        "usage: piperec gen --rows N --output PATH|- [--seed S] [--format tsv|binary|json|avro]\n"
-        "                   [--avro-schema FILE] [--schema-id N|plain] [--batch-events N] "
-        "[--threads N] [--first-row R]\n"
-        "                   [--signal 0|1] [--zipf S]\n"
-        "  Criteo-Kaggle-shaped synthetic data, deterministic for (seed, row).\n"
-        "  tsv: label, 13 ints, 26 hex (like the Kaggle train.txt).\n"
-        "  binary: varint-length-delimited piperec.v1.EventBatch messages of\n"
-        "  --batch-events events each (default 256); see docs/formats.md.\n"
-        "  json: a clickstream, one JSON object per line (users, items,\n"
-        "  categories, tags, histories, labels click/purchase/dwell_s, missing\n"
-        "  fields, a planted user x category and history signal), for\n"
-        "  examples/clickstream.yaml; --signal and --zipf do not apply.\n"
-        "  avro: the same clickstream as Avro records under --avro-schema FILE\n"
-        "  (examples/clickstream.avsc), registry-framed with --schema-id N\n"
-        "  (default 1; 'plain': no framing), each record varint-length-prefixed\n"
-        "  (the file `piperec process` reads for source.format avro).\n"
-        "  --signal 1: labels depend on a few sparse and dense features plus\n"
-        "  noise (about 20%% positive, learnable: held-out AUC near 0.88) instead\n"
-        "  of an independent 3%% coin; features are unchanged. Default 0.\n"
-        "  --zipf S: sparse ranks from an exact Zipf law with exponent S\n"
-        "  (0 < S <= 10; P(rank r) ~ (r+1)^-S over each column's cardinality)\n"
-        "  instead of the default power law, e.g. for hot-set tests.\n");
+    fprintf(f, "usage: piperec gen --rows N --output PATH|- [--seed S]\n"
+               "                   [--format tsv|binary|json|avro|protobuf]\n"
+               "                   [--avro-schema FILE] [--schema-id N|plain] [--batch-events N] "
+               "[--threads N] [--first-row R]\n"
+               "                   [--descriptor-set FILE --message M]\n"
+               "                   [--signal 0|1] [--zipf S]\n"
+               "  Criteo-Kaggle-shaped synthetic data, deterministic for (seed, row).\n"
+               "  tsv: label, 13 ints, 26 hex (like the Kaggle train.txt).\n"
+               "  binary: varint-length-delimited piperec.v1.EventBatch messages of\n"
+               "  --batch-events events each (default 256); see docs/formats.md.\n"
+               "  json: a clickstream, one JSON object per line (users, items,\n"
+               "  categories, tags, histories, labels click/purchase/dwell_s, missing\n"
+               "  fields, a planted user x category and history signal), for\n"
+               "  examples/clickstream.yaml; --signal and --zipf do not apply.\n"
+               "  avro: the same clickstream as Avro records under --avro-schema FILE\n"
+               "  (examples/clickstream.avsc), registry-framed with --schema-id N\n"
+               "  (default 1; 'plain': no framing), each record varint-length-prefixed\n"
+               "  (the file `piperec process` reads for source.format avro).\n"
+               "  protobuf: the same clickstream as message M of --descriptor-set FILE\n"
+               "  (e.g. tests/data/pbuser_clickstream.proto's shop.Click), plain or framed\n"
+               "  with --schema-id N, each varint-length-prefixed (source.format protobuf).\n"
+               "  --signal 1: labels depend on a few sparse and dense features plus\n"
+               "  noise (about 20%% positive, learnable: held-out AUC near 0.88) instead\n"
+               "  of an independent 3%% coin; features are unchanged. Default 0.\n"
+               "  --zipf S: sparse ranks from an exact Zipf law with exponent S\n"
+               "  (0 < S <= 10; P(rank r) ~ (r+1)^-S over each column's cardinality)\n"
+               "  instead of the default power law, e.g. for hot-set tests.\n");
 }
 
 static int pr__parse_u64(const char *s, uint64_t *out)
@@ -234,6 +271,52 @@ static int pr__gen_avro_args(const char *path, const char *id, char **text, int6
     return 0;
 }
 
+/* --descriptor-set and --message (loaded), --schema-id (absent or plain: -1). */
+static pr_pbuser_desc *pr__gen_protobuf_args(const char *file, const char *message, const char *id,
+                                             int64_t *sid)
+{
+    char err[512], *end = NULL;
+    *sid = !id || !strcmp(id, "plain") ? -1 : strtoll(id, &end, 10);
+    if (end && (*end || *sid < 0 || *sid > UINT32_MAX)) {
+        fprintf(stderr, "piperec gen: --schema-id: a 32-bit id or plain, got '%s'\n", id);
+        return NULL;
+    }
+    if (!file || !message) {
+        fprintf(stderr, "piperec gen: --format protobuf needs --descriptor-set FILE and "
+                        "--message M\n");
+        return NULL;
+    }
+    pr_pbuser_desc *d = pr_pbuser_desc_load(file, message, err, sizeof(err));
+    if (!d)
+        fprintf(stderr, "piperec gen: %s\n", err);
+    return d;
+}
+
+/* The output: stdout for "-", else the file, created or truncated; -1 after
+ * saying why. */
+static int pr__gen_open(const char *output)
+{
+    if (!strcmp(output, "-"))
+        return 1;
+    int fd = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        fprintf(stderr, "piperec gen: %s: %s\n", output, strerror(errno));
+    return fd;
+}
+
+/* The format's own options: avro's writer schema, protobuf's message; the
+ * framing's schema id (avro: default 1; protobuf: default plain). 0 or 2. */
+static int pr__gen_format_args(int fmt, const char *avro_schema, const char *schema_id,
+                               const char *descriptor_set, const char *message, char **avsc,
+                               pr_pbuser_desc **pbd, int64_t *sid)
+{
+    if (fmt == PR__GEN_AVRO)
+        return pr__gen_avro_args(avro_schema, schema_id ? schema_id : "1", avsc, sid);
+    if (fmt == PR__GEN_PROTOBUF)
+        return (*pbd = pr__gen_protobuf_args(descriptor_set, message, schema_id, sid)) ? 0 : 2;
+    return 0;
+}
+
 /* Start `threads` generators on j and write their chunks to fd in order
  * (all here when no thread starts). 0, or 1 after a write error. */
 static int pr__gen_run(pr__gen_job *j, uint64_t threads, int fd, const char *output)
@@ -279,9 +362,9 @@ static int pr__gen_check(const char *format, bool have_rows, const char *output,
     if (!have_rows || !output || fmt < 0 || threads < 1 || threads > 64 || batch_events < 1 ||
         batch_events > 1u << 20 || signal > PR_GEN_SIGNAL_MAX) {
         fprintf(stderr, "piperec gen: %s\n",
-                !have_rows                    ? "--rows is required"
-                : !output                     ? "--output is required"
-                : fmt < 0                     ? "--format must be tsv, binary, json or avro"
+                !have_rows ? "--rows is required"
+                : !output  ? "--output is required"
+                : fmt < 0  ? "--format must be tsv, binary, json, avro or protobuf"
                 : threads < 1 || threads > 64 ? "--threads must be 1..64"
                 : signal > PR_GEN_SIGNAL_MAX  ? "--signal must be 0 (none) or 1 (planted signal)"
                                               : "--batch-events must be 1..1048576");
@@ -294,7 +377,9 @@ static int pr__gen_check(const char *format, bool have_rows, const char *output,
 int pr_cli_cmd_gen(int argc, char **argv)
 {
     uint64_t rows = 0, seed = 1, threads = 2, batch_events = 256, first_row = 0, signal = 0;
-    const char *output = NULL, *format = "tsv", *zipf = NULL, *avro_schema = NULL, *schema_id = "1";
+    const char *output = NULL, *format = "tsv", *zipf = NULL, *avro_schema = NULL,
+               *schema_id = NULL;
+    const char *descriptor_set = NULL, *message = NULL;
     bool have_rows = false;
 
     struct {
@@ -307,7 +392,8 @@ int pr_cli_cmd_gen(int argc, char **argv)
         {"--first-row", &first_row, NULL}, {"--output", NULL, &output},
         {"--format", NULL, &format},       {"--signal", &signal, NULL},
         {"--zipf", NULL, &zipf},           {"--avro-schema", NULL, &avro_schema},
-        {"--schema-id", NULL, &schema_id},
+        {"--schema-id", NULL, &schema_id}, {"--descriptor-set", NULL, &descriptor_set},
+        {"--message", NULL, &message},
     };
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -339,7 +425,9 @@ int pr_cli_cmd_gen(int argc, char **argv)
         return 2;
     char *avsc = NULL;
     int64_t sid = -1;
-    if (fmt == PR__GEN_AVRO && pr__gen_avro_args(avro_schema, schema_id, &avsc, &sid))
+    pr_pbuser_desc *pbd = NULL;
+    if (pr__gen_format_args(fmt, avro_schema, schema_id, descriptor_set, message, &avsc, &pbd,
+                            &sid))
         return 2;
 
     double zipf_s = 0;
@@ -349,14 +437,9 @@ int pr_cli_cmd_gen(int argc, char **argv)
         return 2;
     }
 
-    int fd = 1;
-    if (strcmp(output, "-")) {
-        fd = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (fd < 0) {
-            fprintf(stderr, "piperec gen: %s: %s\n", output, strerror(errno));
-            return 1;
-        }
-    }
+    int fd = pr__gen_open(output);
+    if (fd < 0)
+        return 1;
 
     pr__gen_job j = {0};
     int rc = 0;
@@ -371,6 +454,7 @@ int pr_cli_cmd_gen(int argc, char **argv)
     j.seed = seed;
     j.format = (pr__gen_format)fmt;
     j.avro_schema = avsc;
+    j.pbd = pbd;
     j.schema_id = sid;
     j.first_row = first_row;
     j.rows = rows;
@@ -378,7 +462,7 @@ int pr_cli_cmd_gen(int argc, char **argv)
     j.n_chunks = (rows + PR__GEN_CHUNK_ROWS - 1) / PR__GEN_CHUNK_ROWS;
     j.buf_cap =
         fmt == PR__GEN_TSV ? (size_t)PR__GEN_CHUNK_ROWS * PR_GEN_TSV_LINE_MAX
-        : fmt == PR__GEN_JSON || fmt == PR__GEN_AVRO
+        : fmt == PR__GEN_JSON || fmt == PR__GEN_AVRO || fmt == PR__GEN_PROTOBUF
             ? (size_t)PR__GEN_CHUNK_ROWS * PR_GEN_JSON_LINE_MAX
             : pr_gen_pb_max(PR__GEN_CHUNK_ROWS) + 16 * (PR__GEN_CHUNK_ROWS / batch_events + 1);
     pthread_mutex_init(&j.mu, NULL);
@@ -407,5 +491,6 @@ out:
     pthread_mutex_destroy(&j.mu);
     pthread_cond_destroy(&j.cv);
     free(avsc);
+    pr_pbuser_desc_free(pbd);
     return rc;
 }

@@ -48,7 +48,8 @@ static void pr__process_usage(FILE *f)
             "  (and recycled.npy: feature, row, index, number), decoding each line as\n"
             "  `piperec run` does (source.format json); --threads N is then N decoding\n"
             "  workers (default: the online CPUs) and the engine's threads (default\n"
-            "  engine.threads). Results do not depend on N.\n");
+            "  engine.threads). Results do not depend on N. With source.format protobuf\n"
+            "  the input is length-delimited messages (a varint length, then the message).\n");
 }
 
 static int pr__parse_int(const char *s, long lo, long hi, long *out)
@@ -109,7 +110,8 @@ static int pr__process_schema(const pr_pipeline_cfg *pc, const pr_config *cfg, c
                               bool buffered_io, const char *backend)
 {
     const char *fmt = pr_source_format_name(pc->source.format);
-    if (strncmp(fmt, "protobuf", 8) == 0) {
+    bool pb = pc->source.format == PR_FORMAT_PROTOBUF; /* length-delimited messages */
+    if (strncmp(fmt, "protobuf_", 9) == 0) {
         fprintf(stderr,
                 "piperec process: pipelines[%s]: a declared schema reads JSON lines, not "
                 "source.format %s\n",
@@ -154,7 +156,9 @@ static int pr__process_schema(const pr_pipeline_cfg *pc, const pr_config *cfg, c
             "%s (declared schema: %s)\n",
             res.rows, res.rejected, by, res.seconds,
             res.seconds > 0 ? (double)res.lines / res.seconds : 0.0, output,
-            pc->source.format == PR_FORMAT_AVRO ? "Avro records" : "JSON lines");
+            pb                                    ? "length-delimited Protobuf messages"
+            : pc->source.format == PR_FORMAT_AVRO ? "Avro records"
+                                                  : "JSON lines");
     pr__process_stages(&res);
     return 0;
 }

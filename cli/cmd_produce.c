@@ -10,6 +10,9 @@
  *                         or the generated clickstream (--gen N, pr_gen_json_event)
  *   avro                  the same JSON objects as Avro records (--avro-schema,
  *                         registry-framed with --schema-id, or plain)
+ *   protobuf              the same JSON objects written as the user's message
+ *                         (--descriptor-set F --message M, pr_pbuser_encode_json),
+ *                         registry-framed with --schema-id N (default: plain)
  *
  * JSON messages are spread over the topic's partitions: keyed by the value at
  * --key-path (librdkafka's partitioner hashes the key, so one user's events
@@ -30,6 +33,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,9 +54,10 @@
 typedef struct pr__prod {
     rd_kafka_t *rk;
     pr_avro_writer *aw; /* avro: JSON objects encoded under --avro-schema */
-    int64_t schema_id;  /* avro: registry framing with this id, -1 = plain */
+    int64_t schema_id;  /* avro, protobuf: registry framing with this id, -1 = plain */
     uint8_t *abuf;
     size_t alen, acap;
+    pr_pbuser_desc *pbd; /* protobuf: JSON objects re-encoded as the user's message */
     const char *topic;
     int32_t partition;
     pr_msg_format format;
@@ -149,13 +154,24 @@ static int pr__send_json(pr__prod *p, const char *doc, size_t len)
     if (!key && part == RD_KAFKA_PARTITION_UA && p->n_parts > 0)
         part = (int32_t)(p->rr++ % (uint64_t)p->n_parts);
     char err[256];
+    if (p->pbd) { /* format protobuf: the object as the user's message */
+        int n = pr_pbuser_encode_json(p->pbd, doc, len, p->schema_id >= 0,
+                                      (uint32_t)(p->schema_id >= 0 ? p->schema_id : 0), &p->abuf,
+                                      &p->acap, err, sizeof(err));
+        if (n < 0) {
+            fprintf(stderr, "piperec produce: event %" PRIu64 " as %s: %s\n", p->events + 1,
+                    pr_pbuser_desc_message(p->pbd), err);
+            return PR_EINVAL;
+        }
+        p->alen = (size_t)n;
+    }
     if (p->aw && pr_avro_from_json(p->aw, doc, len, p->schema_id, &p->abuf, &p->alen, &p->acap, err,
                                    sizeof(err))) {
         fprintf(stderr, "piperec produce: event %" PRIu64 ": %s\n", p->events + 1, err);
         return PR_EINVAL;
     }
-    int rc = p->aw ? pr__send_keyed(p, (const char *)p->abuf, p->alen, part, key, key_len)
-                   : pr__send_keyed(p, doc, len, part, key, key_len);
+    int rc = p->aw || p->pbd ? pr__send_keyed(p, (const char *)p->abuf, p->alen, part, key, key_len)
+                             : pr__send_keyed(p, doc, len, part, key, key_len);
     p->events++;
     pr__pace(p);
     return rc;
@@ -224,7 +240,7 @@ static Piperec__V1__Event *pr__next_event(pr__prod *p, pr__evbuf **eb)
 /* One TSV line (no newline) into the message under construction. */
 static int pr__add_line(pr__prod *p, const char *line, size_t len)
 {
-    if (p->format == PR_MSG_JSON || p->format == PR_MSG_AVRO)
+    if (p->format == PR_MSG_JSON || p->format == PR_MSG_AVRO || p->format == PR_MSG_PROTOBUF)
         return pr__send_json(p, line, len);
     if (p->format == PR_MSG_CRITEO_TSV) {
         size_t need = p->tsv_len + len + 1;
@@ -315,8 +331,9 @@ static void pr__produce_usage(FILE *f)
         f,
         "usage: piperec produce --bootstrap ADDR --topic T (--input FILE|- | --gen N [--seed S])\n"
         "                       [--format "
-        "criteo_tsv|protobuf_event|protobuf_event_batch|json|avro]\n"
+        "criteo_tsv|protobuf_event|protobuf_event_batch|json|avro|protobuf]\n"
         "                       [--avro-schema FILE] [--schema-id N|plain]\n"
+        "                       [--descriptor-set FILE --message M]\n"
         "                       [--lines-per-message N] [--events-per-message N] [--key-path P]\n"
         "                       [--rate EVENTS_PER_S] [--partition P] [-X key=value]...\n"
         "\n"
@@ -329,6 +346,9 @@ static void pr__produce_usage(FILE *f)
         "--format avro: the same JSON (lines or --gen) encoded under --avro-schema FILE\n"
         "(e.g. examples/clickstream.avsc), registry-framed with --schema-id N (default\n"
         "1; 'plain': the bare Avro body).\n"
+        "--format protobuf: the same JSON objects, each written as message M of the\n"
+        "descriptor set FILE (protoc --descriptor_set_out=FILE --include_imports);\n"
+        "plain, or registry-framed (0, id N, message indexes) with --schema-id N.\n"
         "-X passes a librdkafka property (security.protocol, sasl.*, linger.ms...).\n"
         "The test broker (`piperec broker`) keeps only ~5 MB per partition.\n");
 }
@@ -336,6 +356,7 @@ static void pr__produce_usage(FILE *f)
 /* What the command line asked for. */
 typedef struct pr__produce_args {
     const char *bootstrap, *topic, *input, *key_path, *avro_schema, *schema_id;
+    const char *descriptor_set, *message; /* format protobuf */
     const char *props[PR__MAX_PROPS];
     int n_props;
     int format; /* pr_msg_format */
@@ -350,6 +371,25 @@ static bool pr__produce_check(const pr__produce_args *a);
 
 /* Parse argv into a. Returns true when the command should run; otherwise
  * *status is the exit code (0 after --help, 2 on a usage error). */
+/* The options taken as given: short option -> field of pr__produce_args. */
+static const struct {
+    int ch;
+    size_t off;
+} pr__produce_strs[] = {
+    {'b', offsetof(pr__produce_args, bootstrap)},      {'t', offsetof(pr__produce_args, topic)},
+    {'i', offsetof(pr__produce_args, input)},          {'K', offsetof(pr__produce_args, key_path)},
+    {'A', offsetof(pr__produce_args, avro_schema)},    {'S', offsetof(pr__produce_args, schema_id)},
+    {'D', offsetof(pr__produce_args, descriptor_set)}, {'M', offsetof(pr__produce_args, message)},
+};
+
+static const char **pr__produce_str(pr__produce_args *a, int ch)
+{
+    for (size_t i = 0; i < sizeof(pr__produce_strs) / sizeof(pr__produce_strs[0]); i++)
+        if (pr__produce_strs[i].ch == ch)
+            return (const char **)((char *)a + pr__produce_strs[i].off);
+    return NULL;
+}
+
 static bool pr__produce_parse(int argc, char **argv, pr__produce_args *a, int *status)
 {
     static const struct option opts[] = {
@@ -366,6 +406,8 @@ static bool pr__produce_parse(int argc, char **argv, pr__produce_args *a, int *s
         {"key-path", required_argument, NULL, 'K'},
         {"avro-schema", required_argument, NULL, 'A'},
         {"schema-id", required_argument, NULL, 'S'},
+        {"descriptor-set", required_argument, NULL, 'D'},
+        {"message", required_argument, NULL, 'M'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -380,31 +422,18 @@ static bool pr__produce_parse(int argc, char **argv, pr__produce_args *a, int *s
     char *end;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "b:t:i:f:r:g:s:p:X:h", opts, NULL)) != -1) {
+        const char **str = pr__produce_str(a, ch);
+        if (str) {
+            *str = optarg;
+            continue;
+        }
         switch (ch) {
-        case 'b':
-            a->bootstrap = optarg;
-            break;
-        case 't':
-            a->topic = optarg;
-            break;
-        case 'i':
-            a->input = optarg;
-            break;
-        case 'K':
-            a->key_path = optarg;
-            break;
-        case 'A':
-            a->avro_schema = optarg;
-            break;
-        case 'S':
-            a->schema_id = optarg;
-            break;
         case 'f':
             a->format = pr_msg_format_from_name(optarg);
             if (a->format < 0) {
                 fprintf(stderr,
                         "piperec produce: --format: unknown '%s' (criteo_tsv, "
-                        "protobuf_event, protobuf_event_batch, json, avro)\n",
+                        "protobuf_event, protobuf_event_batch, json, avro, protobuf)\n",
                         optarg);
                 return false;
             }
@@ -476,8 +505,14 @@ static bool pr__produce_check(const pr__produce_args *a)
         pr__produce_usage(stderr);
         return false;
     }
-    if (a->key_path && a->format != PR_MSG_JSON && a->format != PR_MSG_AVRO) {
-        fprintf(stderr, "piperec produce: --key-path needs --format json or avro\n");
+    bool pb = a->format == PR_MSG_PROTOBUF;
+    if (a->key_path && a->format != PR_MSG_JSON && a->format != PR_MSG_AVRO && !pb) {
+        fprintf(stderr, "piperec produce: --key-path needs --format json, avro or protobuf\n");
+        return false;
+    }
+    if (pb != (a->descriptor_set && a->message) || (!pb && (a->descriptor_set || a->message))) {
+        fprintf(stderr, "piperec produce: --format protobuf goes with --descriptor-set and "
+                        "--message (and they with it)\n");
         return false;
     }
     if ((a->format == PR_MSG_AVRO) != (a->avro_schema != NULL)) {
@@ -498,7 +533,25 @@ static void pr__prod_free(pr__prod *p)
     pr_json_block_free(p->keyb);
     pr_json_extractor_free(p->keyx);
     pr_avro_writer_free(p->aw);
+    pr_pbuser_desc_free(p->pbd);
     free(p->abuf);
+}
+
+/* --format protobuf: the message of the descriptor set; plain unless --schema-id N. */
+static int pr__prod_protobuf(pr__prod *p, const pr__produce_args *a)
+{
+    char err[512], *end = NULL;
+    const char *id = a->schema_id ? a->schema_id : "plain";
+    p->schema_id = !strcmp(id, "plain") ? -1 : strtoll(id, &end, 10);
+    if (end && (*end || p->schema_id < 0 || p->schema_id > UINT32_MAX)) {
+        fprintf(stderr, "piperec produce: --schema-id: a 32-bit id or plain, got '%s'\n", id);
+        return PR_EINVAL;
+    }
+    if (!(p->pbd = pr_pbuser_desc_load(a->descriptor_set, a->message, err, sizeof(err)))) {
+        fprintf(stderr, "piperec produce: %s\n", err);
+        return PR_EINVAL;
+    }
+    return 0;
 }
 
 /* --format avro: the writer for --avro-schema, the framing of --schema-id. */
@@ -538,7 +591,11 @@ static int pr__prod_init(pr__prod *p, const pr__produce_args *a)
                                                       : (uint32_t)a->events_per;
     if (a->format == PR_MSG_AVRO && pr__prod_avro(p, a))
         return PR_EINVAL;
-    if ((a->format == PR_MSG_JSON || a->format == PR_MSG_AVRO) && a->key_path) {
+    if (a->format == PR_MSG_PROTOBUF && pr__prod_protobuf(p, a))
+        return PR_EINVAL;
+    bool json_like =
+        a->format == PR_MSG_JSON || a->format == PR_MSG_AVRO || a->format == PR_MSG_PROTOBUF;
+    if (json_like && a->key_path) {
         pr_json_path kp = {.path = a->key_path, .type = PR_JSON_KEY, .shape = PR_JSON_SCALAR};
         char err[256];
         p->keyx = pr_json_extractor_new(&kp, 1, 0, err, sizeof(err));
@@ -549,7 +606,7 @@ static int pr__prod_init(pr__prod *p, const pr__produce_args *a)
         if (!(p->keyb = pr_json_block_new(p->keyx, 1)))
             return PR_ENOMEM;
     }
-    if (a->format == PR_MSG_CRITEO_TSV || a->format == PR_MSG_JSON || a->format == PR_MSG_AVRO)
+    if (a->format == PR_MSG_CRITEO_TSV || json_like)
         return 0;
     p->evs = calloc(p->per_msg, sizeof(*p->evs));
     p->evp = calloc(p->per_msg, sizeof(*p->evp));
@@ -730,13 +787,14 @@ int pr_cli_cmd_produce(int argc, char **argv)
     }
 
     int rc;
-    if ((a.format == PR_MSG_JSON || a.format == PR_MSG_AVRO) &&
-        p.partition == RD_KAFKA_PARTITION_UA)
+    bool json_like =
+        a.format == PR_MSG_JSON || a.format == PR_MSG_AVRO || a.format == PR_MSG_PROTOBUF;
+    if (json_like && p.partition == RD_KAFKA_PARTITION_UA)
         p.n_parts = pr__topic_partitions(p.rk, a.topic);
     p.t0_ns = pr_clock_mono_ns(pr_clock_real());
     if (a.input)
         rc = pr__produce_file(&p, a.input);
-    else if (a.format == PR_MSG_JSON || a.format == PR_MSG_AVRO)
+    else if (json_like)
         rc = pr__produce_gen_json(&p, a.gen, a.seed);
     else if (a.format == PR_MSG_CRITEO_TSV)
         rc = pr__produce_gen_tsv(&p, a.gen, a.seed);

@@ -739,6 +739,7 @@ static const cfg_table kafka_source_tab = CTABLE(pr_kafka_source_cfgmap, pr__fin
 
 static const cfg_table avro_source_tab = CTABLE(pr_avro_source_cfgmap, NULL);
 static const cfg_table registry_tab = CTABLE(pr_registry_cfgmap, NULL);
+static const cfg_table pbuser_tab = CTABLE(pr_pbuser_cfgmap, NULL);
 
 static const cfg_key source_keys[] = {
     K_MAP_EN("kafka", pr_source_cfg, kafka, kafka.enabled, kafka_source_tab,
@@ -749,6 +750,9 @@ static const cfg_key source_keys[] = {
              registry_tab,
              "A schema registry: each framed message's schema id selects its writer schema "
              "(format avro)."),
+    K_MAP_EN("protobuf", pr_source_cfg, protobuf, protobuf.enabled, pbuser_tab,
+             "format protobuf: the events' descriptor set and message (docs/formats.md, "
+             "Protobuf events)."),
 };
 /* Avro needs a writer schema from somewhere; plain framing cannot carry ids. */
 static void pr__finish_source(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
@@ -1302,6 +1306,7 @@ static void pr__finish_pipeline(cfg_ctx *c, yaml_node_t *map, void *base, bool p
             }
         }
     }
+    pr__check_protobuf(c, map, pl);
     /* Without a declared schema, the features are the Criteo preset of the
      * final spec (transform and per-column values applied). */
     if (!pl->features.declared) {
@@ -1994,9 +1999,6 @@ int pr_config_check_streaming(const pr_config *cfg, char *errstr, size_t errstr_
             pr__cfg_error(&c, NULL, "source.format",
                           "%s needs a declared schema (schema: { event_time, labels, dense: "
                           "[...], sparse: [...] }) to say which fields to read",
-                          pr_source_format_name(pl->source.format));
-        if (pl->source.format == PR_FORMAT_PROTOBUF)
-            pr__cfg_error(&c, NULL, "source.format", "%s: not built yet (issue 23)",
                           pr_source_format_name(pl->source.format));
         const pr_sinks_cfg *s = &pl->sinks;
         if (!s->trainer.enabled && !s->kafka.enabled && !s->files.enabled)

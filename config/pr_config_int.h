@@ -193,4 +193,8 @@ void pr__h_cpu_ops(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k);
 /* The schema level's cross-key checks; a declared schema sets the spec. */
 void pr__finish_schema(cfg_ctx *c, yaml_node_t *map, void *base, bool present);
 
+/* source.protobuf (config_pbuser.c): the descriptor set loads, the message is
+ * in it and every feature path names a field of the right shape. */
+void pr__check_protobuf(cfg_ctx *c, yaml_node_t *map, const pr_pipeline_cfg *pl);
+
 #endif

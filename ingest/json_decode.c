@@ -582,8 +582,7 @@ int pr_json_decoder_for_source(pr_json_decoder *d, const pr_source_cfg *src, cha
     case PR_MSG_AVRO:
         return pr_avro_reader_from_cfg(d, src, errstr, errstr_size) ? 0 : PR_EINVAL;
     case PR_MSG_PROTOBUF:
-        return pr_seterr(errstr, errstr_size, PR_ENOTSUP, "source.format %s: no reader",
-                         pr_msg_format_name(src->format));
+        return pr_pbuser_set_reader(d, &src->protobuf, errstr, errstr_size);
     default: /* json (offline, a declared schema reads JSON lines whatever the format says) */
         return 0;
     }

@@ -137,6 +137,12 @@ static int pr__srun_flush(pr__srun *run, pr_block *b, char *errstr, size_t errst
 
 /* ---------------------------------------------------------------- decoding workers */
 
+/* Records are the user's Protobuf messages (source.format protobuf). */
+static bool pr__protobuf(const pr__srun *run)
+{
+    return run->opts->source && run->opts->source->format == PR_MSG_PROTOBUF;
+}
+
 /* The decoder's reject: a rejects.tsv line (line, reason, detail, record). */
 static void pr__swork_reject(void *opaque, int reason, const char *detail, const char *rec,
                              size_t len, int64_t recno)
@@ -145,7 +151,11 @@ static void pr__swork_reject(void *opaque, int reason, const char *detail, const
     if (w->run->counting)
         return;
     pr_mbuf_printf(&w->rej, "%" PRId64 "\t%s\t%s\t", recno, pr_decode_reason_name(reason), detail);
-    pr_mbuf_append(&w->rej, rec, len);
+    if (pr__protobuf(w->run)) /* a binary record: as hex, so the line stays one line */
+        for (size_t i = 0; i < len; i++)
+            pr_mbuf_printf(&w->rej, "%02x", (unsigned char)rec[i]);
+    else
+        pr_mbuf_append(&w->rej, rec, len);
     pr_mbuf_append(&w->rej, "\n", 1);
     w->rejected++;
     if (reason > 0 && reason < PR_DEC__COUNT)
@@ -192,6 +202,11 @@ static int pr__swork_decode(pr__swork *w)
         do {
             if (!b && !(b = pr__swork_block(w)))
                 return pr_seterr(w->err, sizeof(w->err), PR_ENOMEM, "offline: out of memory");
+            if (rd->llen[i] == 0 && pr__protobuf(w->run)) { /* as the consumer does */
+                pr__swork_reject(w, PR_DEC_EMPTY, "empty message", "", 0, rd->lineno[i]);
+                rc = 0;
+                break;
+            }
             rc = pr_decode_json_line(&ctx, b, rd->buf + rd->off[i], rd->llen[i], rd->lineno[i]);
             if (rc == PR_EAGAIN && pr__swork_wait(w)) /* a schema registry not reachable yet */
                 continue;
@@ -332,8 +347,9 @@ static int pr__srun_line(pr__srun *run, const char *line, size_t len, int64_t li
     return run->round.n == run->round.max ? pr__srun_round(run, errstr, errstr_size) : 0;
 }
 
-/* One pass over varint-delimited records (format avro: each record an
- * unsigned LEB128 length, then the message bytes as on Kafka). */
+/* One pass over varint-delimited records (formats avro and protobuf: each
+ * record an unsigned LEB128 length, then the message bytes as on Kafka;
+ * protobuf's writeDelimitedTo). */
 static int pr__srun_pass_delimited(pr__srun *run, FILE *f, char *errstr, size_t errstr_size)
 {
     char *rec = NULL;

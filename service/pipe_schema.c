@@ -26,7 +26,7 @@ int pr__schema_spec(pr__pipe *p, char *errstr, size_t errstr_size)
     p->json = pr_json_decoder_new(&pc->features, errstr, errstr_size);
     if (!p->json)
         return PR_EINVAL;
-    /* avro (protobuf): the format's reader fills the decoder's rows */
+    /* avro, protobuf: the format's reader fills the decoder's rows */
     return pr_json_decoder_for_source(p->json, &pc->source, errstr, errstr_size);
 }
 

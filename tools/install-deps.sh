@@ -7,7 +7,7 @@
 set -eu
 
 PKGS="build-essential cmake pkg-config \
-librdkafka-dev libprotobuf-c-dev protobuf-c-compiler libmicrohttpd-dev libssl-dev openssl \
+librdkafka-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev protobuf-compiler libmicrohttpd-dev libssl-dev openssl \
 libcmocka-dev libxrt-dev libyaml-dev libxxhash-dev \
 libavro-dev libjansson-dev libcurl4-openssl-dev \
 clang libclang-rt-14-dev \

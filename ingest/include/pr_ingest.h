@@ -384,6 +384,24 @@ typedef struct pr_kafka_source_cfg {
     const char *group_instance_id;   /* static membership; NULL = from the environment */
 } pr_kafka_source_cfg;
 
+/* source.protobuf (source.format protobuf, issue 23): the user's messages,
+ * described by a descriptor set. Key table: pr_pbuser_cfgmap. */
+typedef enum pr_pb_framing {
+    PR_PB_FRAMING_AUTO = 0, /* registry framing when the first byte is 0 (a plain message
+                             * never starts with 0: field number 0 does not exist) */
+    PR_PB_FRAMING_NONE,     /* plain messages only */
+    PR_PB_FRAMING_REGISTRY, /* every message registry-framed (else bad_framing) */
+} pr_pb_framing;
+extern const char *const pr_pb_framing_names[]; /* "auto", "none", "registry", NULL */
+
+typedef struct pr_pbuser_cfg {
+    bool enabled;               /* the section is present */
+    const char *descriptor_set; /* protoc --descriptor_set_out=FILE --include_imports */
+    const char *message;        /* "pkg.Name", the events' message */
+    pr_pb_framing framing;
+} pr_pbuser_cfg;
+extern const pr_cfgmap pr_pbuser_cfgmap;
+
 /* source.schema_registry: a Confluent-compatible schema registry (issue 23;
  * the client is pr_registry, below). */
 typedef struct pr_registry_cfg {
@@ -420,6 +438,7 @@ struct pr_source_cfg {
     const char *dead_letter_topic;   /* NULL = rejects are only counted and logged */
     pr_avro_source_cfg avro;         /* format avro */
     pr_registry_cfg schema_registry; /* format avro (and protobuf): writer schemas by id */
+    pr_pbuser_cfg protobuf;          /* format protobuf: descriptor set and message */
 };
 
 extern const pr_cfgmap pr_source_cfgmap;
@@ -912,8 +931,8 @@ void pr_json_decoder_set_reader_owned(pr_json_decoder *d, pr_record_read_fn fn, 
                                       void (*free_fn)(void *rd));
 
 /* The reader of a pipeline's source.format set on d (owned by d): nothing
- * for json (and any non-record format), the Avro reader for avro;
- * PR_ENOTSUP for a format without a reader yet. The one call drivers
+ * for json (and any non-record format), the Avro reader for avro, the
+ * Protobuf reader for protobuf (pr_pbuser_set_reader). The one call drivers
  * (streaming, offline) make after pr_json_decoder_new. */
 int pr_json_decoder_for_source(pr_json_decoder *d, const pr_source_cfg *src, char *errstr,
                                size_t errstr_size);
@@ -1020,5 +1039,98 @@ void pr_avro_writer_free(pr_avro_writer *w); /* NULL ok */
 int pr_avro_from_json(pr_avro_writer *w, const char *json, size_t len, int64_t framed_id,
                       uint8_t **buf, size_t *out_len, size_t *cap, char *errstr,
                       size_t errstr_size);
+
+/* ================================================================ user Protobuf messages
+ * (ingest/pbuser_desc.c, pbuser_decode.c, pbuser_encode.c; issue 23,
+ * source.format protobuf)
+ *
+ * A team's own .proto: its FileDescriptorSet (protoc --descriptor_set_out=F
+ * --include_imports) and a message name. The reader is a pr_record_read_fn
+ * for the JSON decoder (pr_json_decoder_for_source sets it): it walks the wire bytes
+ * once with a plan compiled from the decoder's paths and writes one row of
+ * the decoder's pr_json_block, so the declared schema applies to Protobuf
+ * events exactly as to JSON ones (same operators, keys, rejects).
+ *
+ * Paths: dotted field names (or json_names) from the message: nested
+ * messages descend ("user.id"); a map<K, V> field takes the next segment as
+ * the key ("attrs.color": the value of key "color"; integer keys in decimal,
+ * bool keys true / false), then continues into V when V is a message. A path
+ * cannot go through a repeated message. A list feature needs a repeated
+ * field (packed or not, both read), a single-valued feature a singular one.
+ *
+ * Presence: proto2 fields, proto3 `optional` fields, oneof members and
+ * message fields have explicit presence: absent = missing (the feature's
+ * default applies). Other proto3 singular fields have implicit presence:
+ * never missing; absent is the type's default (0, 0.0, false, "", the enum's
+ * 0 value) whenever the message holding them is there (a path under an
+ * absent message is missing). A map key's entry present: its value, else the
+ * value's default. Repeated: absent = empty = length 0. proto2 `[default =]`
+ * options are not applied (the feature's `default` is).
+ *
+ * Values: integers as int64 (uint64 / fixed64 above 2^63 - 1 keep their
+ * bits), float / double as numbers, bool, strings (UTF-8 checked, bad_utf8)
+ * and bytes (raw) as strings, enums as their symbol name (a number the
+ * descriptor does not name: the number). Repeated singular fields keep the
+ * last value, a message occurring twice is merged, a oneof member clears the
+ * others (protobuf's rules).
+ *
+ * Rejects: malformed wire bytes (truncated, a wire type the field cannot
+ * have, a length past the end, field number 0, nesting deeper than 100):
+ * bad_protobuf with what and the byte offset; registry framing that does not
+ * parse or names another message: bad_framing. The registry's schema id is
+ * read but not looked up: the local descriptor set is the schema.
+ *
+ * Threads: a pr_pbuser_desc is immutable once loaded and may be shared; a
+ * reader holds one record's staging: one per decoder (per thread). */
+typedef struct pr_pbuser_desc pr_pbuser_desc;
+typedef struct pr_pbuser_reader pr_pbuser_reader;
+
+/* Load a descriptor set file and find `message` ("pkg.Name", a leading dot
+ * allowed). NULL with errstr: unreadable, not a descriptor set, a type not
+ * in the set (no --include_imports), no such message. */
+pr_pbuser_desc *pr_pbuser_desc_load(const char *file, const char *message, char *errstr,
+                                    size_t errstr_size);
+void pr_pbuser_desc_free(pr_pbuser_desc *d); /* NULL ok */
+const char *pr_pbuser_desc_message(const pr_pbuser_desc *d); /* "pkg.Name" */
+
+/* Check one feature path: PR_EINVAL with errstr ("message shop.Click has no
+ * field 'usr'", "'items' is a repeated message: a path cannot go through
+ * it", "'tags' is repeated: declare a list feature") or 0. `list`: the
+ * feature is a list. */
+int pr_pbuser_check_path(const pr_pbuser_desc *d, const char *path, bool list, char *errstr,
+                         size_t errstr_size);
+
+/* A reader for the columns paths[0, n) (a decoder's pr_json_decoder_paths).
+ * Borrows d, which must outlive it. NULL with errstr on a bad path. */
+pr_pbuser_reader *pr_pbuser_reader_new(const pr_pbuser_desc *d, pr_pb_framing framing,
+                                       const pr_json_path *paths, size_t n, char *errstr,
+                                       size_t errstr_size);
+void pr_pbuser_reader_free(pr_pbuser_reader *r); /* NULL ok */
+
+/* pr_record_read_fn: rd is a pr_pbuser_reader. */
+int pr_pbuser_read(void *rd, pr_json_block *jb, const void *buf, size_t len, pr_json_reject *rej);
+
+/* Load cfg's descriptor set and set a reader on `dec` (its paths), owned by
+ * dec (freed by pr_json_decoder_free, with its descriptor set): what
+ * pr_json_decoder_for_source does for format protobuf. 0 or PR_EINVAL with
+ * errstr (the file, the message, a path). */
+int pr_pbuser_set_reader(pr_json_decoder *dec, const pr_pbuser_cfg *cfg, char *errstr,
+                         size_t errstr_size);
+
+/* The same with the reader borrowed: on success *desc and *reader are the
+ * caller's, freed after the decoder (tests, benches). */
+int pr_pbuser_attach(pr_json_decoder *dec, const pr_pbuser_cfg *cfg, pr_pbuser_desc **desc,
+                     pr_pbuser_reader **reader, char *errstr, size_t errstr_size);
+
+/* One JSON object -> the wire bytes of the descriptor's message (for
+ * `piperec produce --format protobuf`, tests and benches): keys are field
+ * names or json_names, nested objects messages, arrays repeated fields
+ * (scalars packed), objects on map fields maps, strings enum names; null and
+ * absent keys are not written. With `framed`, registry framing (schema id
+ * `schema_id`) goes first. Returns the bytes written to out (growing *out /
+ * *cap with realloc) or PR_EINVAL with errstr naming the key. */
+int pr_pbuser_encode_json(const pr_pbuser_desc *d, const char *json, size_t len, bool framed,
+                          uint32_t schema_id, uint8_t **out, size_t *cap, char *errstr,
+                          size_t errstr_size);
 
 #endif

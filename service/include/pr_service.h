@@ -175,8 +175,9 @@ typedef struct pr_offline_opts {
     const char *vocab_seed;      /* NULL, or a directory for pr_vocab_import */
     bool buffered_io;            /* .npy files through the page cache; default O_DIRECT
                                   * where the filesystem takes it (PR_NPY_DIRECT) */
-    const pr_source_cfg *source; /* declared schema: the source (format avro: varint-
-                                  * delimited records, docs/formats.md); NULL = JSON lines */
+    const pr_source_cfg *source; /* declared schema: the source (formats avro and protobuf:
+                                  * varint-delimited records, docs/formats.md); NULL = JSON
+                                  * lines */
 } pr_offline_opts;
 
 typedef struct pr_offline_result {
@@ -207,7 +208,12 @@ int pr_offline_run(const pr_pipeline_spec *spec, const pr_engine_opts *eopts,
                    size_t errstr_size);
 
 /* The same job for a declared feature schema (issue 20, service/offline_schema.c):
- * the input is JSON lines (one object per line; blank lines skipped; the
+ * the input is JSON lines, or for source.format avro and protobuf
+ * varint-delimited records (a varint length, then the message, as protobuf's
+ * writeDelimitedTo; each may be registry-framed; a zero-length protobuf
+ * message is rejected `empty`, as Kafka's empty payloads are; "line" numbers
+ * are then record numbers from 1) (JSON lines: one object per line; blank
+ * lines skipped; the
  * first non-blank line must start with '{', else PR_EINVAL: the input is not
  * JSON lines), the engine spec is pr_feature_engine_spec(schema, base), and
  * the outputs are the offline layout (pr_npy_jagged: labels.npy, dense.npy,

@@ -66,6 +66,7 @@ def component_headers(comp):
                 (pub if os.path.basename(root) == "include" else priv).add(f)
     if comp == "schemas":
         pub |= {p[:-6] + ".pb-c.h" for p in os.listdir(folder) if p.endswith(".proto")}
+        pub.add("descriptor.pb-c.h")  # google/protobuf/descriptor.proto, compiled there too
     return pub, priv
 
 

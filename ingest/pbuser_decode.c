@@ -1,0 +1,800 @@
+/*
+ * pbuser_decode.c — the table-driven reader of a user's Protobuf messages
+ * (source.format protobuf, issue 23): one message's wire bytes -> one row of
+ * the JSON decoder's pr_json_block (pr_json_row_*), so json_decode.c applies
+ * the declared schema to it exactly as to a JSON event.
+ *
+ * Plan. The decoder's paths (pr_json_decoder_paths) are compiled once into a
+ * tree of nodes, one per message reached on a configured path; each node
+ * lists its configured field numbers with an action: emit to column i,
+ * descend into a nested message node, or (a map) look the entry's key up
+ * among the configured keys and continue in its value. Every other field is
+ * skipped by wire type without looking at its bytes (framing is still
+ * checked, so a truncated message is refused wherever it breaks).
+ *
+ * One pass. The bytes are walked once; values are staged per column (raw
+ * bits, strings pointing into the message), because protobuf's rules need
+ * the whole message before a column's value is known: a singular field that
+ * occurs twice keeps its last value, a nested message that occurs twice is
+ * merged, a oneof member clears its siblings, and a proto3 field with
+ * implicit presence is its default value when absent but its message is
+ * there. Only then is the row written, converted by the field's type.
+ *
+ * Values (pr_json_any): integers of every width and encoding (varint,
+ * zigzag, fixed) as INT64 (a uint64 above 2^63 - 1 keeps its bits: the same
+ * vocabulary key, a negative number as a label or dense value); float and
+ * double as DOUBLE; bool as BOOL; strings and bytes as strings (a string
+ * must be UTF-8, bad_utf8 otherwise; bytes are raw); an enum as its symbol
+ * name (a number the descriptor does not name: INT64).
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pbuser_int.h"
+#include "pr_varint.h"
+
+enum { PR__PE_COL, PR__PE_NODE, PR__PE_MAP };
+
+typedef struct pr__pbkey {
+    const char *key; /* map key as text (decimal for integer keys, true/false) */
+    uint32_t len;
+    uint32_t node; /* marks the entry seen; the value message's node */
+    int32_t col;   /* a scalar value's column, -1 for a message value */
+} pr__pbkey;
+
+typedef struct pr__pbent {
+    uint32_t number;
+    uint8_t kind;
+    const pr__pbfield *f;
+    uint32_t col;  /* PR__PE_COL */
+    uint32_t node; /* PR__PE_NODE */
+    uint32_t n_keys;
+    pr__pbkey *keys; /* PR__PE_MAP */
+    const pr__pbfield *kf, *vf;
+} pr__pbent;
+
+#define PR__DIRECT 32 /* field numbers below this find their entry by index */
+
+typedef struct pr__pbnode {
+    int32_t msg; /* -1: a map key's scalar value (presence only) */
+    uint32_t n_ent;
+    pr__pbent *ent;
+    bool has_oneof;
+    uint16_t direct[PR__DIRECT]; /* field number -> entry index + 1, 0 = not configured */
+} pr__pbnode;
+
+typedef struct pr__pbval {
+    uint64_t u;
+    const uint8_t *s;
+    uint32_t len;
+} pr__pbval;
+
+typedef struct pr__pbcol {
+    const pr__pbfield *f; /* the leaf (a map's value field for a map key) */
+    uint32_t parent;      /* the node whose presence gives an implicit leaf its default */
+    bool implicit;
+    bool list;
+    int8_t want;  /* the wire type of one value */
+    uint32_t max; /* staged values bound: max_list + 1 (the writer refuses the last) */
+    uint32_t n, cap;
+    pr__pbval *v;
+} pr__pbcol;
+
+struct pr_pbuser_reader {
+    const pr_pbuser_desc *d;
+    pr_pbuser_desc *own; /* freed with the reader (pr_pbuser_set_reader), or NULL */
+    pr_pb_framing framing;
+    uint32_t n_nodes, n_cols;
+    pr__pbnode *nodes;
+    pr__pbcol *cols;
+    uint8_t *seen; /* [n_nodes], per record */
+    const uint8_t *base;
+    char *detail; /* the record's reject detail */
+    size_t detail_size;
+};
+
+/* ---------------------------------------------------------------- compiling */
+
+static int pr__node_new(pr_pbuser_reader *r, int32_t msg, uint32_t *out)
+{
+    pr__pbnode *nn = realloc(r->nodes, (r->n_nodes + 1) * sizeof(*nn));
+    if (!nn)
+        return PR_ENOMEM;
+    r->nodes = nn;
+    nn[r->n_nodes] = (pr__pbnode){.msg = msg};
+    *out = r->n_nodes++;
+    return 0;
+}
+
+/* The entry of `node` for field f (made when missing). */
+static pr__pbent *pr__entry(pr_pbuser_reader *r, uint32_t node, const pr__pbfield *f, uint8_t kind)
+{
+    pr__pbnode *n = &r->nodes[node];
+    for (uint32_t i = 0; i < n->n_ent; i++)
+        if (n->ent[i].number == f->number)
+            return n->ent[i].kind == kind ? &n->ent[i] : NULL;
+    pr__pbent *ne = realloc(n->ent, (n->n_ent + 1) * sizeof(*ne));
+    if (!ne)
+        return NULL;
+    n->ent = ne;
+    ne[n->n_ent] = (pr__pbent){.number = f->number, .kind = kind, .f = f};
+    n->has_oneof |= f->oneof >= 0;
+    if (kind == PR__PE_NODE && pr__node_new(r, f->msg, &ne[n->n_ent].node))
+        return NULL;
+    return &r->nodes[node].ent[r->nodes[node].n_ent++];
+}
+
+/* The key entry of a map entry e (made when missing). */
+static pr__pbkey *pr__map_key(pr_pbuser_reader *r, pr__pbent *e, const pr__pbstep *st)
+{
+    for (uint32_t i = 0; i < e->n_keys; i++)
+        if (e->keys[i].len == st->key_len && !memcmp(e->keys[i].key, st->key, st->key_len))
+            return &e->keys[i];
+    pr__pbkey *nk = realloc(e->keys, (e->n_keys + 1) * sizeof(*nk));
+    if (!nk)
+        return NULL;
+    e->keys = nk;
+    pr__pbkey *k = &nk[e->n_keys];
+    *k = (pr__pbkey){.key = st->key, .len = st->key_len, .col = -1};
+    uint32_t node;
+    if (pr__node_new(r, e->vf->msg, &node))
+        return NULL;
+    k->node = node;
+    e->n_keys++;
+    return k;
+}
+
+/* One path into the plan as column `col`. */
+static int pr__compile_path(pr_pbuser_reader *r, const pr_json_path *jp, uint32_t col, char *errstr,
+                            size_t errstr_size)
+{
+    pr__pbstep st[PR__PB_MAX_DEPTH];
+    uint32_t n = 0;
+    if (pr__pb_resolve(r->d, jp->path, st, &n, errstr, errstr_size))
+        return PR_EINVAL;
+    uint32_t node = 0;
+    pr__pbcol *c = &r->cols[col];
+    for (uint32_t i = 0; i < n; i++) {
+        bool last = i + 1 == n;
+        const pr__pbfield *f = st[i].f;
+        if (st[i].key) {
+            pr__pbent *e = pr__entry(r, node, f, PR__PE_MAP);
+            if (!e)
+                return PR_ENOMEM;
+            e->kf = pr__pb_field_by_number(r->d, f->msg, 1);
+            e->vf = pr__pb_field_by_number(r->d, f->msg, 2);
+            if (!e->kf || !e->vf)
+                return pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: map entry without key/value",
+                                 jp->path);
+            pr__pbkey *k = pr__map_key(r, e, &st[i]);
+            if (!k)
+                return PR_ENOMEM;
+            node = k->node;
+            if (last) {
+                k->col = (int32_t)col;
+                *c = (pr__pbcol){.f = e->vf, .parent = node, .implicit = true};
+            }
+        } else if (last) {
+            pr__pbent *e = pr__entry(r, node, f, PR__PE_COL);
+            if (!e)
+                return PR_ENOMEM;
+            e->col = col;
+            *c = (pr__pbcol){.f = f,
+                             .parent = node,
+                             .implicit = !f->explicit_presence && !f->repeated,
+                             .list = f->repeated};
+        } else {
+            pr__pbent *e = pr__entry(r, node, f, PR__PE_NODE);
+            if (!e)
+                return pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: out of memory", jp->path);
+            node = e->node;
+        }
+    }
+    c->max = (jp->max_list ? jp->max_list : PR_JSON_DEFAULT_MAX_LIST) + 1;
+    c->want = (int8_t)pr__pb_wire_type(c->f->type);
+    if (!c->list && !(c->v = calloc(1, sizeof(*c->v))))
+        return PR_ENOMEM;
+    c->cap = c->list ? 0 : 1;
+    if (jp->shape != PR_JSON_LIST && c->list)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "%s: the field is repeated: declare a list feature", jp->path);
+    if (jp->shape == PR_JSON_LIST && !c->list)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "%s: the field is not repeated: a list feature needs a repeated field",
+                         jp->path);
+    return 0;
+}
+
+pr_pbuser_reader *pr_pbuser_reader_new(const pr_pbuser_desc *d, pr_pb_framing framing,
+                                       const pr_json_path *paths, size_t n, char *errstr,
+                                       size_t errstr_size)
+{
+    pr_pbuser_reader *r = calloc(1, sizeof(*r));
+    uint32_t root;
+    if (!r || !(r->cols = calloc(n + 1, sizeof(*r->cols))) || pr__node_new(r, d->root, &root))
+        goto out_nomem;
+    r->d = d;
+    r->framing = framing;
+    r->n_cols = (uint32_t)n;
+    for (size_t i = 0; i < n; i++) {
+        char e[256] = "";
+        int rc = pr__compile_path(r, &paths[i], (uint32_t)i, e, sizeof(e));
+        if (rc == PR_ENOMEM || (rc && !e[0]))
+            goto out_nomem;
+        if (rc) {
+            pr_seterr(errstr, errstr_size, PR_EINVAL, "%s", e);
+            goto out_free;
+        }
+    }
+    if (!(r->seen = calloc(r->n_nodes, 1)))
+        goto out_nomem;
+    for (uint32_t i = 0; i < r->n_nodes; i++) /* entries are final: index them */
+        for (uint32_t k = 0; k < r->nodes[i].n_ent; k++)
+            if (r->nodes[i].ent[k].number < PR__DIRECT)
+                r->nodes[i].direct[r->nodes[i].ent[k].number] = (uint16_t)(k + 1);
+    return r;
+out_nomem:
+    pr_seterr(errstr, errstr_size, PR_ENOMEM, "protobuf: out of memory");
+out_free:
+    pr_pbuser_reader_free(r);
+    return NULL;
+}
+
+void pr_pbuser_reader_free(pr_pbuser_reader *r)
+{
+    if (!r)
+        return;
+    for (uint32_t i = 0; i < r->n_nodes; i++) {
+        for (uint32_t k = 0; k < r->nodes[i].n_ent; k++)
+            free(r->nodes[i].ent[k].keys);
+        free(r->nodes[i].ent);
+    }
+    for (uint32_t i = 0; r->cols && i < r->n_cols; i++)
+        free(r->cols[i].v);
+    free(r->nodes);
+    free(r->cols);
+    free(r->seen);
+    pr_pbuser_desc_free(r->own);
+    free(r);
+}
+
+void pr__pb_reader_own(pr_pbuser_reader *r, pr_pbuser_desc *d)
+{
+    r->own = d;
+}
+
+/* ---------------------------------------------------------------- the wire walk */
+
+#define PR__BAD (-1000) /* malformed: r->detail says where */
+
+static int pr__bad(pr_pbuser_reader *r, const uint8_t *at, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int pr__bad(pr_pbuser_reader *r, const uint8_t *at, const char *fmt, ...)
+{
+    char what[120];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    snprintf(r->detail, r->detail_size, "%s at byte %zu", what, (size_t)(at - r->base));
+    return PR__BAD;
+}
+
+/* One value of wire type wt at *pp: the bits (varint, fixed) or the bytes
+ * (LEN). 0, or PR__BAD. */
+static inline int pr__read(pr_pbuser_reader *r, int wt, const uint8_t **pp, const uint8_t *end,
+                           pr__pbval *v)
+{
+    const uint8_t *p = *pp;
+    uint64_t u = 0;
+    size_t k;
+    switch (wt) {
+    case PR__WT_VARINT:
+        if (p < end && *p < 0x80) { /* one byte: most values */
+            v->u = *p;
+            *pp = p + 1;
+            return 0;
+        }
+        if (!(k = pr_varint_get(p, end, &u)))
+            return pr__bad(r, p, "truncated varint");
+        p += k;
+        break;
+    case PR__WT_I64:
+    case PR__WT_I32:
+        k = wt == PR__WT_I64 ? 8 : 4;
+        if ((size_t)(end - p) < k)
+            return pr__bad(r, p, "truncated fixed%zu", k * 8);
+        for (size_t i = 0; i < k; i++)
+            u |= (uint64_t)p[i] << (8 * i);
+        p += k;
+        break;
+    case PR__WT_LEN:
+        if (p < end && *p < 0x80)
+            u = *p, k = 1;
+        else if (!(k = pr_varint_get(p, end, &u)))
+            return pr__bad(r, p, "truncated length");
+        if (u > (uint64_t)(end - p - (ptrdiff_t)k))
+            return pr__bad(r, p, "length %" PRIu64 " past the end", u);
+        v->s = p + k;
+        v->len = (uint32_t)u;
+        p += k + u;
+        break;
+    default:
+        return pr__bad(r, p, "wire type %d", wt);
+    }
+    v->u = u;
+    *pp = p;
+    return 0;
+}
+
+/* Skip one field of wire type wt (a group up to its end tag). */
+static int pr__skip(pr_pbuser_reader *r, int wt, uint64_t num, const uint8_t **pp,
+                    const uint8_t *end, uint32_t depth)
+{
+    pr__pbval v = {0};
+    if (wt != PR__WT_SGROUP)
+        return pr__read(r, wt, pp, end, &v);
+    if (depth >= PR__PB_MAX_DEPTH)
+        return pr__bad(r, *pp, "nesting deeper than %d", PR__PB_MAX_DEPTH);
+    for (;;) {
+        uint64_t tag;
+        size_t k = *pp < end ? pr_varint_get(*pp, end, &tag) : 0;
+        if (!k)
+            return pr__bad(r, *pp, "group %" PRIu64 " without its end", num);
+        *pp += k;
+        if ((tag & 7) == PR__WT_EGROUP)
+            return (tag >> 3) == num ? 0 : pr__bad(r, *pp, "end of group %" PRIu64, tag >> 3);
+        int rc = pr__skip(r, (int)(tag & 7), tag >> 3, pp, end, depth + 1);
+        if (rc)
+            return rc;
+    }
+}
+
+static inline int pr__stage(pr_pbuser_reader *r, pr__pbcol *c, const pr__pbval *v)
+{
+    if (!c->list) {
+        c->v[0] = *v;
+        c->n = 1;
+        return 0;
+    }
+    if (c->n >= c->max) /* already one past max_list: the writer refuses the row */
+        return 0;
+    if (c->n == c->cap) {
+        uint32_t nc = c->cap ? c->cap * 2 : 8;
+        pr__pbval *nv = realloc(c->v, nc * sizeof(*nv));
+        if (!nv)
+            return PR_ENOMEM;
+        c->v = nv;
+        c->cap = nc;
+    }
+    (void)r;
+    c->v[c->n++] = *v;
+    return 0;
+}
+
+/* A value (or a packed run of values) of column c's field at *pp. */
+static int pr__col_value(pr_pbuser_reader *r, pr__pbcol *c, int wt, const uint8_t **pp,
+                         const uint8_t *end)
+{
+    const pr__pbfield *f = c->f;
+    int want = c->want;
+    pr__pbval v = {0};
+    int rc;
+    if (wt == want) {
+        if ((rc = pr__read(r, wt, pp, end, &v)))
+            return rc;
+        return pr__stage(r, c, &v);
+    }
+    if (wt != PR__WT_LEN || !f->repeated || !pr__pb_packable(f->type))
+        return pr__bad(r, *pp, "field '%s' (%u): wire type %d, expected %d", f->name, f->number, wt,
+                       want);
+    pr__pbval run = {0};
+    if ((rc = pr__read(r, wt, pp, end, &run)))
+        return rc;
+    const uint8_t *p = run.s, *pe = run.s + run.len;
+    while (p < pe) {
+        if ((rc = pr__read(r, want, &p, pe, &v)) || (rc = pr__stage(r, c, &v)))
+            return rc;
+    }
+    return 0;
+}
+
+static void pr__clear_node(pr_pbuser_reader *r, uint32_t node);
+
+static void pr__clear_entry(pr_pbuser_reader *r, const pr__pbent *e)
+{
+    if (e->kind == PR__PE_COL)
+        r->cols[e->col].n = 0;
+    else if (e->kind == PR__PE_NODE)
+        pr__clear_node(r, e->node);
+    else
+        for (uint32_t k = 0; k < e->n_keys; k++) {
+            pr__clear_node(r, e->keys[k].node);
+            if (e->keys[k].col >= 0)
+                r->cols[e->keys[k].col].n = 0;
+        }
+}
+
+static void pr__clear_node(pr_pbuser_reader *r, uint32_t node)
+{
+    r->seen[node] = 0;
+    for (uint32_t i = 0; i < r->nodes[node].n_ent; i++)
+        pr__clear_entry(r, &r->nodes[node].ent[i]);
+}
+
+/* A oneof member arrived: its configured siblings are gone. */
+static void pr__oneof(pr_pbuser_reader *r, const pr__pbnode *n, const pr__pbent *e)
+{
+    for (uint32_t i = 0; i < n->n_ent; i++)
+        if (&n->ent[i] != e && n->ent[i].f->oneof == e->f->oneof)
+            pr__clear_entry(r, &n->ent[i]);
+}
+
+static int pr__walk(pr_pbuser_reader *r, uint32_t node, const uint8_t *p, const uint8_t *end,
+                    uint32_t depth);
+
+/* The text of a map key (decimal for integers), into buf. */
+static size_t pr__key_text(const pr__pbfield *kf, const pr__pbval *v, char *buf, size_t cap,
+                           const char **out)
+{
+    int64_t i = (int64_t)v->u;
+    switch (kf->type) {
+    case PR__PBT_STRING: /* an entry without its key: "" */
+        *out = v->s ? (const char *)v->s : "";
+        return v->len;
+    case PR__PBT_BOOL:
+        *out = v->u ? "true" : "false";
+        return strlen(*out);
+    case PR__PBT_INT32:
+    case PR__PBT_SFIXED32:
+        i = (int32_t)(uint32_t)v->u;
+        break;
+    case PR__PBT_UINT32:
+    case PR__PBT_FIXED32:
+        i = (uint32_t)v->u;
+        break;
+    case PR__PBT_SINT32:
+        i = (int32_t)(((uint32_t)v->u >> 1) ^ (0u - ((uint32_t)v->u & 1)));
+        break;
+    case PR__PBT_SINT64:
+        i = (int64_t)((v->u >> 1) ^ (0 - (v->u & 1)));
+        break;
+    case PR__PBT_UINT64:
+    case PR__PBT_FIXED64:
+        *out = buf;
+        return (size_t)snprintf(buf, cap, "%" PRIu64, v->u);
+    default:
+        break;
+    }
+    *out = buf;
+    return (size_t)snprintf(buf, cap, "%" PRId64, i);
+}
+
+/* One map entry of a configured map field. */
+static int pr__map_entry(pr_pbuser_reader *r, const pr__pbent *e, const uint8_t *p,
+                         const uint8_t *end, uint32_t depth)
+{
+    pr__pbval key = {0}, val = {0};
+    int val_wt = -1, rc;
+    const uint8_t *vat = p;
+    while (p < end) {
+        uint64_t tag;
+        size_t k = pr_varint_get(p, end, &tag);
+        if (!k)
+            return pr__bad(r, p, "truncated tag in map entry");
+        p += k;
+        int wt = (int)(tag & 7);
+        if (tag >> 3 == 1 && wt == pr__pb_wire_type(e->kf->type)) {
+            rc = pr__read(r, wt, &p, end, &key);
+        } else if (tag >> 3 == 2) {
+            vat = p;
+            val_wt = wt;
+            rc = pr__read(r, wt, &p, end, &val);
+        } else {
+            rc = pr__skip(r, wt, tag >> 3, &p, end, depth + 1);
+        }
+        if (rc)
+            return rc;
+    }
+    char buf[32];
+    const char *kt;
+    size_t kl = pr__key_text(e->kf, &key, buf, sizeof(buf), &kt);
+    for (uint32_t i = 0; i < e->n_keys; i++) {
+        const pr__pbkey *k = &e->keys[i];
+        if (k->len != kl || memcmp(k->key, kt, kl))
+            continue;
+        pr__clear_node(r, k->node); /* a later entry with the key replaces it */
+        if (k->col >= 0)
+            r->cols[k->col].n = 0;
+        r->seen[k->node] = 1;
+        if (val_wt < 0)
+            return 0;
+        if (k->col >= 0) {
+            pr__pbcol *c = &r->cols[k->col];
+            const uint8_t *vp = vat;
+            return pr__col_value(r, c, val_wt, &vp, end);
+        }
+        if (val_wt != PR__WT_LEN)
+            return pr__bad(r, vat, "map '%s' value: wire type %d, expected 2", e->f->name, val_wt);
+        return pr__walk(r, k->node, val.s, val.s + val.len, depth + 1);
+    }
+    return 0;
+}
+
+/* One configured field (entry e) of a node at *pp. */
+static int pr__field_value(pr_pbuser_reader *r, const pr__pbent *e, int wt, const uint8_t **pp,
+                           const uint8_t *end, uint32_t depth)
+{
+    if (e->kind == PR__PE_COL)
+        return pr__col_value(r, &r->cols[e->col], wt, pp, end);
+    if (wt != PR__WT_LEN)
+        return pr__bad(r, *pp, "field '%s' (%u): wire type %d, expected 2", e->f->name,
+                       e->f->number, wt);
+    pr__pbval v = {0};
+    int rc = pr__read(r, wt, pp, end, &v);
+    if (rc)
+        return rc;
+    if (e->kind == PR__PE_MAP)
+        return pr__map_entry(r, e, v.s, v.s + v.len, depth + 1);
+    r->seen[e->node] = 1; /* a message occurring twice merges: nothing cleared */
+    return pr__walk(r, e->node, v.s, v.s + v.len, depth + 1);
+}
+
+static int pr__walk(pr_pbuser_reader *r, uint32_t node, const uint8_t *p, const uint8_t *end,
+                    uint32_t depth)
+{
+    if (depth >= PR__PB_MAX_DEPTH)
+        return pr__bad(r, p, "nesting deeper than %d", PR__PB_MAX_DEPTH);
+    const pr__pbnode *n = &r->nodes[node];
+    while (p < end) {
+        uint64_t tag = p[0];
+        size_t k = 1;
+        if (tag >= 0x80 && !(k = pr_varint_get(p, end, &tag)))
+            return pr__bad(r, p, "truncated tag");
+        uint64_t num = tag >> 3;
+        int wt = (int)(tag & 7);
+        if (num == 0 || num > PR__PB_MAX_FIELD)
+            return pr__bad(r, p, "field number %" PRIu64, num);
+        if (wt == PR__WT_EGROUP || wt > PR__WT_I32)
+            return pr__bad(r, p, "wire type %d", wt);
+        p += k;
+        const pr__pbent *e = NULL;
+        if (num < PR__DIRECT)
+            e = n->direct[num] ? &n->ent[n->direct[num] - 1] : NULL;
+        else
+            for (uint32_t i = 0; i < n->n_ent; i++)
+                if (n->ent[i].number == num) {
+                    e = &n->ent[i];
+                    break;
+                }
+        int rc;
+        if (!e) {
+            rc = pr__skip(r, wt, num, &p, end, depth);
+        } else {
+            if (n->has_oneof && e->f->oneof >= 0)
+                pr__oneof(r, n, e);
+            rc = pr__field_value(r, e, wt, &p, end, depth);
+        }
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the row */
+
+/* Strict UTF-8 (no overlongs, no surrogates, at most U+10FFFF). */
+static bool pr__utf8_ok(const uint8_t *s, size_t n)
+{
+    size_t i = 0;
+    for (uint64_t w; i + 8 <= n; i += 8) { /* ASCII, eight bytes at a time */
+        memcpy(&w, s + i, 8);
+        if (w & 0x8080808080808080ull)
+            break;
+    }
+    while (i < n) {
+        uint8_t c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t k = c >= 0xc2 && c <= 0xdf   ? 1
+                   : c >= 0xe0 && c <= 0xef ? 2
+                   : c >= 0xf0 && c <= 0xf4 ? 3
+                                            : 0;
+        if (!k || n - i <= k)
+            return false;
+        uint8_t lo = 0x80, hi = 0xbf;
+        if (c == 0xe0)
+            lo = 0xa0;
+        else if (c == 0xed)
+            hi = 0x9f;
+        else if (c == 0xf0)
+            lo = 0x90;
+        else if (c == 0xf4)
+            hi = 0x8f;
+        if (s[i + 1] < lo || s[i + 1] > hi)
+            return false;
+        for (size_t j = 2; j <= k; j++)
+            if ((s[i + j] & 0xc0) != 0x80)
+                return false;
+        i += k + 1;
+    }
+    return true;
+}
+
+/* Column c's value v into the open row, converted by the field's type. */
+static int pr__put(pr_pbuser_reader *r, pr_json_block *jb, uint32_t col, const pr__pbval *v)
+{
+    const pr__pbfield *f = r->cols[col].f;
+    pr_json_any a = {.type = PR_JSON_INT64};
+    uint64_t u = v->u;
+    switch (f->type) {
+    case PR__PBT_STRING:
+        if (!pr__utf8_ok(v->s, v->len)) {
+            snprintf(r->detail, r->detail_size, "field '%s': invalid UTF-8 at byte %zu", f->name,
+                     (size_t)(v->s - r->base));
+            return PR_JSON_BAD_UTF8;
+        }
+        /* fallthrough */
+    case PR__PBT_BYTES:
+        return pr_json_row_put_str(jb, col, (const char *)v->s, v->len);
+    case PR__PBT_ENUM: {
+        const pr__pbenum *en = &r->d->enums[f->enm];
+        for (uint32_t i = 0; i < en->n; i++)
+            if (en->num[i] == (int32_t)(uint32_t)u)
+                return pr_json_row_put_str(jb, col, en->name[i], strlen(en->name[i]));
+        a.i = (int32_t)(uint32_t)u;
+        break;
+    }
+    case PR__PBT_INT32:
+    case PR__PBT_SFIXED32:
+        a.i = (int32_t)(uint32_t)u;
+        break;
+    case PR__PBT_UINT32:
+    case PR__PBT_FIXED32:
+        a.i = (uint32_t)u;
+        break;
+    case PR__PBT_SINT32:
+        a.i = (int32_t)(((uint32_t)u >> 1) ^ (0u - ((uint32_t)u & 1)));
+        break;
+    case PR__PBT_SINT64:
+        a.i = (int64_t)((u >> 1) ^ (0 - (u & 1)));
+        break;
+    case PR__PBT_BOOL:
+        a.type = PR_JSON_BOOL;
+        a.i = u != 0;
+        break;
+    case PR__PBT_FLOAT: {
+        uint32_t b32 = (uint32_t)u;
+        float fl;
+        memcpy(&fl, &b32, sizeof(fl));
+        a.type = PR_JSON_DOUBLE;
+        a.d = fl;
+        break;
+    }
+    case PR__PBT_DOUBLE:
+        a.type = PR_JSON_DOUBLE;
+        memcpy(&a.d, &u, sizeof(a.d));
+        break;
+    default: /* int64, uint64 (its bits), fixed64, sfixed64 */
+        a.i = (int64_t)u;
+        break;
+    }
+    return pr_json_row_put(jb, col, &a);
+}
+
+/* The type's default (implicit presence): 0, 0.0, false, "", the enum's 0. */
+static int pr__put_default(pr_pbuser_reader *r, pr_json_block *jb, uint32_t col)
+{
+    const pr__pbfield *f = r->cols[col].f;
+    if (f->type == PR__PBT_ENUM && r->d->enums[f->enm].zero) {
+        const char *z = r->d->enums[f->enm].zero;
+        return pr_json_row_put_str(jb, col, z, strlen(z));
+    }
+    static const uint8_t none[1];
+    pr__pbval v = {.s = none};
+    return pr__put(r, jb, col, &v);
+}
+
+/* The staged record as the block's next row. */
+static int pr__emit(pr_pbuser_reader *r, pr_json_block *jb)
+{
+    int rc = pr_json_row_begin(jb);
+    if (rc)
+        return rc;
+    for (uint32_t i = 0; i < r->n_cols && !rc; i++) {
+        const pr__pbcol *c = &r->cols[i];
+        for (uint32_t k = 0; k < c->n && !rc; k++)
+            rc = pr__put(r, jb, i, &c->v[k]);
+        if (!c->n && c->implicit && r->seen[c->parent])
+            rc = pr__put_default(r, jb, i);
+        if (rc > 0 && rc != PR_JSON_BAD_UTF8)
+            snprintf(r->detail, r->detail_size, "field '%s': %s", c->f->name,
+                     pr_json_reason_name(rc));
+    }
+    if (rc) {
+        pr_json_row_abort(jb);
+        return rc > 0 ? pr_decode_reason_of_json(rc) : rc;
+    }
+    pr_json_row_end(jb);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- framing */
+
+/* Registry framing: 0, a 4-byte big-endian schema id, then the message
+ * indexes as zigzag varints (a count, then the indexes; a count of 0 is
+ * [0]). The indexes must name the configured message in its file. */
+static int pr__unframe(pr_pbuser_reader *r, const uint8_t **pp, const uint8_t *end)
+{
+    const uint8_t *p = *pp;
+    if (end - p < 6 || p[0] != 0) {
+        snprintf(r->detail, r->detail_size,
+                 "no registry framing (magic byte 0, 4-byte schema id, message indexes)");
+        return PR_DEC_BAD_FRAMING;
+    }
+    p += 5;
+    uint64_t zc, zi;
+    size_t k = pr_varint_get(p, end, &zc);
+    int64_t count = k ? (int64_t)((zc >> 1) ^ (0 - (zc & 1))) : -1;
+    if (!k || count < 0 || count > PR__PB_MAX_DEPTH) {
+        snprintf(r->detail, r->detail_size, "bad message-index count at byte 5");
+        return PR_DEC_BAD_FRAMING;
+    }
+    p += k;
+    int32_t path[PR__PB_MAX_DEPTH] = {0};
+    uint32_t n = count ? (uint32_t)count : 1;
+    for (int64_t i = 0; i < count; i++) {
+        if (!(k = pr_varint_get(p, end, &zi)) || (zi & 1) || zi > 2u * INT32_MAX) {
+            snprintf(r->detail, r->detail_size, "bad message index at byte %zu",
+                     (size_t)(p - r->base));
+            return PR_DEC_BAD_FRAMING;
+        }
+        path[i] = (int32_t)(zi >> 1);
+        p += k;
+    }
+    const pr_pbuser_desc *d = r->d;
+    if (n != d->root_n_path || memcmp(path, d->root_path, n * sizeof(int32_t))) {
+        snprintf(r->detail, r->detail_size,
+                 "the message indexes name another message than %s (schema id %u)",
+                 d->msgs[d->root].full,
+                 (unsigned)((uint32_t)(*pp)[1] << 24 | (uint32_t)(*pp)[2] << 16 |
+                            (uint32_t)(*pp)[3] << 8 | (*pp)[4]));
+        return PR_DEC_BAD_FRAMING;
+    }
+    *pp = p;
+    return 0;
+}
+
+int pr_pbuser_read(void *rd, pr_json_block *jb, const void *buf, size_t len, pr_json_reject *rej)
+{
+    pr_pbuser_reader *r = rd;
+    pr_json_reject scratch;
+    if (!rej)
+        rej = &scratch;
+    rej->reason = 0;
+    rej->offset = 0;
+    rej->detail[0] = '\0';
+    r->detail = rej->detail;
+    r->detail_size = sizeof(rej->detail);
+    const uint8_t *p = buf, *end = p + len;
+    r->base = p;
+    if (r->framing == PR_PB_FRAMING_REGISTRY ||
+        (r->framing == PR_PB_FRAMING_AUTO && len && !p[0])) {
+        int rc = pr__unframe(r, &p, end);
+        if (rc)
+            return rc;
+    }
+    for (uint32_t i = 0; i < r->n_cols; i++)
+        r->cols[i].n = 0;
+    memset(r->seen, 0, r->n_nodes);
+    r->seen[0] = 1;
+    int rc = pr__walk(r, 0, p, end, 0);
+    if (rc == PR__BAD)
+        return PR_DEC_BAD_PROTOBUF;
+    return rc ? rc : pr__emit(r, jb);
+}
