@@ -1,0 +1,225 @@
+"""The GPU feed (issue 22): the raw tensor layout through the numpy client
+(views on one preallocated, 64-byte aligned buffer, Criteo and jagged
+batches, content equal to the TrainingBatch path) and through
+StreamDataset(layout="raw") (ring of reused buffers, views, acks, the
+thread path that StreamDataLoader workers are routed to), against bt_serve,
+which checks that every batch was acked exactly once."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+
+def test_numpy_client_raw_views(bt):
+    r = bt(12, """
+    import piperec_client as pc
+    pc.SMALL_FRAME = 0  # bt_serve's batches are tiny: make every batch land in `buf`
+    buf = np.zeros(1 << 16, np.uint8)
+    base = (-buf.ctypes.data) % 64
+    mem = buf[base:]
+    with pc.TrainerClient(ADDR, "bt", credits=4, layout="raw", kjt_offsets=True) as c:
+        assert c.layout == "raw" and c.info["layout"] == 1
+        n = 0
+        for _ in range(12):
+            b = c.recv(5, into=lambda k: memoryview(mem)[:k])
+            g, dense, sparse, labels = expected(b.sequence)
+            assert b.layout == "raw" and not b.jagged and b.rows == 4
+            assert b.dense.dtype == np.float32 and b.dense.shape == (4, 3) and b.dense.flags.c_contiguous
+            assert np.array_equal(b.dense, dense)
+            assert b.labels.dtype == np.float32 and np.array_equal(b.labels, labels)
+            assert b.sparse.dtype == np.int64 and np.array_equal(b.sparse, sparse)
+            assert np.array_equal(b.values, sparse.T.reshape(-1))
+            assert np.array_equal(b.lengths, np.ones(8)) and b.lengths.dtype == np.int32
+            assert np.array_equal(b.kjt_offsets, np.arange(9))
+            assert b.vocab_sizes == [100 + b.sequence, 200 + b.sequence]
+            assert b.offsets[0]["first_offset"] == g[0] and b.offsets[0]["rows"] == 4
+            assert b.keys == ["C1", "C2"]
+            for a in (b.dense, b.labels, b.values, b.lengths, b.kjt_offsets):
+                assert np.shares_memory(a, mem), "not a view on the buffer"
+                assert a.ctypes.data % 64 == 0, "section not 64-byte aligned"
+            c.ack(b.sequence)
+            n += 1
+    RESULT["n"] = n
+    """)
+    assert r["n"] == 12
+
+
+def test_numpy_client_raw_jagged(bt):
+    r = bt(6, """
+    import piperec_client as pc
+    with pc.TrainerClient(ADDR, "bt", credits=4, layout="raw") as c:
+        seqs = []
+        for b in c.batches(count=6, timeout=5):
+            labels, dense, values, lengths = expected_jagged(b.sequence)
+            assert b.layout == "raw" and b.jagged and b.keys == ["user", "hist"]
+            assert np.array_equal(b.labels, labels) and b.labels.shape == (4, 2)
+            assert np.array_equal(b.dense, dense)
+            assert np.array_equal(b.values, values) and np.array_equal(b.lengths, lengths)
+            assert b.label_names == ["click", "buy"] and b.dense_names == ["price", "twice"]
+            assert b.sparse is None and b.kjt_offsets is None
+            assert b.feature("hist")[1].tolist() == lengths[4:].tolist()
+            seqs.append(b.sequence)
+    RESULT["seqs"] = seqs
+    """, jagged=True)
+    assert r["seqs"] == list(range(1, 7))
+
+
+def test_protobuf_and_raw_agree(bt):
+    # Two connections, one per layout, share the stream: whatever each gets,
+    # it decodes to the rows bt_serve built; and a protobuf client's Batch is
+    # unchanged (int32 labels, column-major views).
+    r = bt(16, """
+    import piperec_client as pc
+    a = pc.TrainerClient(ADDR, "bt", credits=2)
+    b = pc.TrainerClient(ADDR, "bt", credits=2, layout="raw")
+    assert a.layout == "protobuf" and "layout" not in a.info
+    got = {}
+    import time
+    deadline = time.monotonic() + 20
+    while len(got) < 16 and time.monotonic() < deadline:
+        for c in (a, b):
+            x = c.recv(0.05)
+            if x is None:
+                continue
+            g, dense, sparse, labels = expected(x.sequence)
+            assert np.array_equal(x.dense, dense) and np.array_equal(x.sparse, sparse)
+            assert np.array_equal(x.labels, labels)
+            assert x.layout == ("raw" if c is b else "protobuf")
+            if c is a:
+                assert x.labels.dtype == np.int32
+            got[x.sequence] = x.layout
+            c.ack(x.sequence)
+    a.close(); b.close()
+    RESULT["layouts"] = sorted(set(got.values()))
+    RESULT["n"] = len(got)
+    """)
+    assert r["n"] == 16 and r["layouts"] == ["protobuf", "raw"]
+
+
+def test_dataset_raw_ring(bt):
+    r = bt(40, """
+    import piperec_client as pc
+    pc.SMALL_FRAME = 0
+    from piperec.torch import StreamDataset, JaggedSparse
+    ds = StreamDataset(ADDR, "bt", credits=4, idle_timeout=1.0, sparse_format="triple", layout="raw")
+    seqs, ptrs = [], set()
+    it = iter(ds)
+    for b in it:
+        g, dense, sparse, labels = expected(b.sequence)
+        assert b.dense.shape == (4, 3) and b.dense.dtype == torch.float32
+        assert b.labels.shape == (4,) and b.labels.dtype == torch.float32
+        assert b.sparse.shape == (4, 2) and b.sparse.dtype == torch.int64
+        assert np.array_equal(b.dense.numpy(), dense)
+        assert np.array_equal(b.sparse.numpy(), sparse)
+        assert np.array_equal(b.labels.numpy(), labels)
+        sf = b.sparse_features
+        assert isinstance(sf, JaggedSparse) and sf.keys == ["C1", "C2"]
+        assert np.array_equal(sf.values.numpy(), sparse.T.reshape(-1))
+        assert b.vocab_sizes == [100 + b.sequence, 200 + b.sequence]
+        assert b.offsets[0]["first_offset"] == g[0]
+        assert b.dense.is_pinned() == torch.cuda.is_available()
+        ptrs.add(b.dense.data_ptr())
+        seqs.append(b.sequence)
+        feed = ds._feed
+        RESULT["slots"] = len(feed.slots)
+        RESULT["grows"] = max(s.grows for s in feed.slots)
+    RESULT["seqs"] = seqs
+    RESULT["ptrs"] = len(ptrs)
+    """)
+    assert r["seqs"] == list(range(1, 41))
+    # 40 batches through a ring of credits + 1 buffers, each allocated once.
+    assert r["slots"] == 5 and r["grows"] == 1 and r["ptrs"] <= 5
+
+
+def test_dataset_raw_jagged_and_state(bt):
+    r = bt(8, """
+    from piperec.torch import StreamDataset
+    ds = StreamDataset(ADDR, "bt", credits=3, idle_timeout=1.0, sparse_format="triple", layout="raw")
+    n = 0
+    for b in ds:
+        labels, dense, values, lengths = expected_jagged(b.sequence)
+        assert b.jagged and b.keys == ["user", "hist"] and b.sparse is None
+        assert np.array_equal(b.labels.numpy(), labels)
+        assert np.array_equal(b.sparse_features.values.numpy(), values)
+        assert np.array_equal(b.sparse_features.lengths.numpy(), lengths)
+        n += 1
+    RESULT["n"] = n
+    RESULT["state"] = ds.state_dict()
+    """, jagged=True)
+    assert r["n"] == 8
+    ep = list(r["state"]["endpoints"].values())[0]
+    assert ep["batches"] == 8 and ep["unacked"] == []
+
+
+def test_loader_workers_use_threads(bt):
+    # StreamDataLoader(num_workers=2) over a raw dataset starts no worker
+    # process: two connections with a receive thread each in this process.
+    r = bt(30, """
+    import multiprocessing as mp
+    from piperec.torch import StreamDataLoader, StreamDataset
+    ds = StreamDataset(ADDR, "bt", credits=3, idle_timeout=1.0, sparse_format="triple", layout="raw")
+    loader = StreamDataLoader(ds, num_workers=2)
+    seqs = []
+    for b in loader:
+        assert not mp.active_children()
+        g, dense, sparse, labels = expected(b.sequence)
+        assert np.array_equal(b.dense.numpy(), dense)
+        seqs.append(b.sequence)
+        RESULT["conns"] = len(ds._live)
+    RESULT["seqs"] = sorted(seqs)
+    RESULT["state_batches"] = sum(p["batches"] for p in loader.state_dict()["endpoints"].values())
+    """)
+    assert r["seqs"] == list(range(1, 31))
+    assert r["conns"] == 2 and r["state_batches"] == 30
+
+
+def test_raw_layout_refusals():
+    from piperec.torch import StreamDataset
+    import piperec_client as pc
+    with pytest.raises(ValueError):
+        StreamDataset("127.0.0.1:1", "p", layout="bogus")
+    with pytest.raises(ValueError):
+        StreamDataset("127.0.0.1:1", "p", device="cpu")  # device= needs the raw layout
+    with pytest.raises(ValueError):
+        pc.TrainerClient("127.0.0.1:1", "p", layout="arrow")
+
+
+def test_connection_errors_name_the_endpoint():
+    # A server that accepts, answers SubscribeOk, sends a Ping and then goes
+    # away: the Pong, recv, ack and commit paths all raise ConnectionClosed
+    # (a ConnectionError, and an EOFError for loops that stop on EOF) naming
+    # the endpoint.
+    import socket
+    import struct
+    import threading
+    import piperec_client as pc
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    addr = "127.0.0.1:%d" % srv.getsockname()[1]
+
+    def serve(mode):
+        s, _ = srv.accept()
+        n = struct.unpack("<I", s.recv(4))[0]
+        s.recv(n)
+        ok = pc._field_varint(8, 4)  # SubscribeOk{credits: 4}
+        s.sendall(pc._frame(pc.F_SUBSCRIBE_OK, ok))
+        if mode == "ping":
+            s.sendall(pc._frame(pc.F_PING, pc._field_varint(1, 7)))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()  # RST: like a killed server
+
+    for mode in ("ping", "close"):
+        t = threading.Thread(target=serve, args=(mode,))
+        t.start()
+        c = pc.TrainerClient(addr, "p")
+        t.join()
+        with pytest.raises(ConnectionError) as ei:
+            for _ in range(50):  # the first write may still be accepted by the kernel
+                c.recv(1.0)
+                c.ack(1)
+                c.commit_checkpoint(pc.Position(), 1)
+        assert addr in str(ei.value) and isinstance(ei.value, EOFError)
+        c.close()
+    srv.close()
