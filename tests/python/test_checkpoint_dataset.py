@@ -48,7 +48,8 @@ def _ids(b):
 
 
 @pytest.fixture
-def checkpoint_service(tmp_path):
+def checkpoint_run(tmp_path):
+    """(trainer endpoint, the `piperec run` process)."""
     piperec = os.environ.get("PIPEREC")
     if not piperec or not os.path.exists(piperec):
         pytest.skip("PIPEREC not set: run through ctest")
@@ -89,14 +90,52 @@ def checkpoint_service(tmp_path):
 http: { listen: "127.0.0.1:%d" }
 log: { level: info }
 """ % (bootstrap, port, tmp_path, http))
-        procs.append(subprocess.Popen([piperec, "run", "--config", str(cfg)],
-                                      stderr=open(tmp_path / "run.err", "w")))
-        yield "127.0.0.1:%d" % port
+        run = subprocess.Popen([piperec, "run", "--config", str(cfg)],
+                               stderr=open(tmp_path / "run.err", "w"))
+        procs.append(run)
+        yield "127.0.0.1:%d" % port, run
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+@pytest.fixture
+def checkpoint_service(checkpoint_run):
+    return checkpoint_run[0]
+
+
+@pytest.mark.parametrize("layout", ["protobuf", "raw"])
+def test_kill9_during_commit_checkpoint(checkpoint_run, layout):
+    """Issue 22: `piperec run` killed (SIGKILL) while the trainer commits
+    checkpoints: commit_checkpoint() and the iterator raise ConnectionError
+    naming the endpoint (was: a raw BrokenPipeError)."""
+    import threading
+    from piperec.torch import StreamDataset
+
+    addr, run = checkpoint_run
+    ds = StreamDataset(addr, "p", credits=4, delivery="checkpoint", connect_timeout=20,
+                       idle_timeout=15, sparse_format="triple", layout=layout)
+    it = iter(ds)
+    for _ in range(3):
+        next(it)
+    state = ds.state_dict()
+    assert ds.commit_checkpoint(state) == 1
+    killer = threading.Timer(0.3, run.kill)
+    killer.start()
+    with pytest.raises(ConnectionError) as ei:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            ds.commit_checkpoint(state)
+            time.sleep(0.01)
+    killer.join()
+    run.wait()
+    assert addr in str(ei.value), str(ei.value)
+    with pytest.raises(ConnectionError) as ei:
+        for _ in range(10):  # batches received before the kill come first
+            next(it)
+    assert addr in str(ei.value), str(ei.value)
 
 
 @pytest.mark.parametrize("commit", [True, False], ids=["committed", "commit-lost"])
