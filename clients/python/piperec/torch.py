@@ -589,7 +589,11 @@ class StreamDataset(IterableDataset):
                     pass
 
     def _generate_raw(self, cid, lag, pin, record):
-        """The GPU feed (layout="raw"): see the module doc and piperec.feed."""
+        """The GPU feed (layout="raw"): see the module doc and piperec.feed.
+
+        On a CUDA device one batch is staged ahead: when the next batch is
+        already received, its copy is issued before this one is yielded, so
+        it runs on the side stream while the training step runs."""
         clients, feed = [], None
         try:
             for ep in self.endpoints:
@@ -612,42 +616,40 @@ class StreamDataset(IterableDataset):
             if record:
                 self._live, self._feed = feed.conns, feed
             dev = torch.device(self.device) if self.device is not None else None
+            if dev is not None and dev.type == "cpu":
+                dev = None
             side = torch.cuda.Stream(device=dev) if dev is not None and dev.type == "cuda" else None
-            pending = deque()  # (conn, sequence, slot, copy event), oldest first
+            pending = deque()  # (conn, sequence, slot, copy event): yielded, not yet acked
+            staged = deque()   # (out, conn, sequence, slot, copy event): not yet yielded
             n = 0
             while self.max_batches is None or n < self.max_batches:
-                got = feed.next(self.idle_timeout)
-                if got is None:
-                    break
-                conn, slot, b = got
-                if isinstance(b, BaseException):
-                    if isinstance(b, ServerError) and b.code != "SHUTDOWN":
-                        raise b
-                    self._lost(conn)
+                if not staged:
+                    got = self._raw_take(feed, self.idle_timeout, keys, pin, dev, side)
+                    if got is None:
+                        break
+                    if got is not False:
+                        staged.append(got)
                     continue
-                epoch = _batch_epoch(b)
-                if self._already_consumed(conn.endpoint, epoch, b.sequence):
-                    feed.ack(conn, b.sequence)  # consumed before the restore: skip
-                    feed.release(slot)
-                    self.skipped += 1
-                    continue
-                if b.layout == "raw":
-                    out = self._raw_views(b, conn.endpoint, epoch, keys)
-                else:  # a server without the raw layout: copied out, the buffer is free
-                    out = self._to_torch(b, conn.endpoint, epoch, keys, pin)
-                    feed.release(slot)
-                    slot = None
-                ev = None
-                if dev is not None and dev.type != "cpu":
-                    out, ev = self._copy_to(out, dev, side)
+                if side is not None and len(staged) < 2 and (
+                        self.max_batches is None or n + 1 < self.max_batches):
+                    got = self._raw_take(feed, 0, keys, pin, dev, side, wait=False)
+                    if got:
+                        staged.append(got)
+                out, conn, seq, slot, ev = staged.popleft()
+                if ev is not None:
+                    self._on_current_stream(out, ev, dev)
                 while len(pending) > lag:
                     self._raw_ack(feed, pending, 1)
-                pending.append((conn, b.sequence, slot, ev))
+                pending.append((conn, seq, slot, ev))
                 if record:
                     self._record(out)
                     self._note_unacked(pending)
                 n += 1
                 yield out
+            for _, conn, seq, slot, ev in staged:  # taken, never yielded: the server resends
+                if ev is not None:
+                    ev.synchronize()
+                feed.release(slot)
             self._raw_ack(feed, pending, len(pending))
             if record:
                 self._note_unacked(pending)
@@ -661,6 +663,37 @@ class StreamDataset(IterableDataset):
                     c.close()
                 except OSError:
                     pass
+
+    def _raw_take(self, feed, timeout, keys, pin, dev, side, wait=True):
+        """The next batch of the feed as (out, conn, sequence, slot, copy
+        event), its device copy issued; None at the end (idle timeout, every
+        connection gone) or, with wait=False, when none is ready; False for
+        a batch skipped as consumed before a restore."""
+        got = feed.next(timeout if wait else 0)
+        if got is None:
+            return None
+        conn, slot, b = got
+        if isinstance(b, BaseException):
+            if isinstance(b, ServerError) and b.code != "SHUTDOWN":
+                raise b
+            self._lost(conn)
+            return False
+        epoch = _batch_epoch(b)
+        if self._already_consumed(conn.endpoint, epoch, b.sequence):
+            feed.ack(conn, b.sequence)  # consumed before the restore: skip
+            feed.release(slot)
+            self.skipped += 1
+            return False
+        if b.layout == "raw":
+            out = self._raw_views(b, conn.endpoint, epoch, keys)
+        else:  # a server without the raw layout: copied out, the buffer is free
+            out = self._to_torch(b, conn.endpoint, epoch, keys, pin)
+            feed.release(slot)
+            slot = None
+        ev = None
+        if dev is not None:
+            out, ev = self._copy_to(out, dev, side)
+        return out, conn, b.sequence, slot, ev
 
     @staticmethod
     def _raw_ack(feed, pending, k):
@@ -703,27 +736,42 @@ class StreamDataset(IterableDataset):
         return JaggedSparse(keys, values, lengths)
 
     def _copy_to(self, out, dev, side):
-        """Copy a batch to `dev` on the side stream; the current stream
-        waits on the copy's event. Returns (device batch, event)."""
-        main = torch.cuda.current_stream(dev)
+        """Issue the copy of a batch to `dev` on the side stream (CUDA), or
+        a plain copy (another device). Returns (device batch, copy event or
+        None); the consumer's stream waits on the event when the batch is
+        yielded (_on_current_stream)."""
         sf = out.sparse_features
         values, lengths = (sf.values, sf.lengths) if isinstance(sf, JaggedSparse) else (
             sf.values(), sf.lengths())
-        with torch.cuda.stream(side):
-            g = StreamBatch()
-            g.__setstate__(out.__getstate__())
-            g.dense = out.dense.to(dev, non_blocking=True)
-            g.labels = out.labels.to(dev, non_blocking=True)
-            values = values.to(dev, non_blocking=True)
-            lengths = lengths.to(dev, non_blocking=True)
-            ev = torch.cuda.Event()
-            ev.record(side)
-        main.wait_event(ev)
-        for t in (g.dense, g.labels, values, lengths):
-            t.record_stream(main)  # used on the main stream: not freed under it
+        g = StreamBatch()
+        g.__setstate__(out.__getstate__())
+        ev = None
+        if side is None:
+            g.dense, g.labels = out.dense.to(dev), out.labels.to(dev)
+            values, lengths = values.to(dev), lengths.to(dev)
+        else:
+            with torch.cuda.stream(side):
+                g.dense = out.dense.to(dev, non_blocking=True)
+                g.labels = out.labels.to(dev, non_blocking=True)
+                values = values.to(dev, non_blocking=True)
+                lengths = lengths.to(dev, non_blocking=True)
+                ev = torch.cuda.Event()
+                ev.record(side)
         g.sparse = values.view(len(out.keys), out.rows).t() if out.sparse is not None else None
         g.sparse_features = self._sparse_features(out.keys, values, lengths)
         return g, ev
+
+    @staticmethod
+    def _on_current_stream(g, ev, dev):
+        """Make the consumer's current stream wait for g's copy, and keep
+        g's memory from being reused before that stream is done with it."""
+        main = torch.cuda.current_stream(dev)
+        main.wait_event(ev)
+        sf = g.sparse_features
+        values, lengths = (sf.values, sf.lengths) if isinstance(sf, JaggedSparse) else (
+            sf.values(), sf.lengths())
+        for t in (g.dense, g.labels, values, lengths):
+            t.record_stream(main)
 
     def _note_unacked(self, pending):
         for p in self._positions.values():
