@@ -108,6 +108,8 @@ def _field_bytes(num, data):
 
 
 def _read_varint(buf, pos):
+    if pos < len(buf) and buf[pos] < 0x80:  # the common one-byte case
+        return int(buf[pos]), pos + 1
     result = shift = 0
     while True:
         if pos >= len(buf) or shift > 63:
@@ -476,8 +478,8 @@ def decode_raw(buf, start=0, end=None, keys=None):
         sec.append(mv[start + off:start + off + n])
     b = _new_batch()
     b.layout = "raw"
-    meta = start + table[2 * S_META]
-    _, feature_keys = _decode_fields(b, buf, meta, meta + table[2 * S_META + 1])
+    meta = bytes(sec[S_META])  # small: parsing bytes beats parsing a view of the buffer
+    _, feature_keys = _decode_fields(b, meta, 0, len(meta))
     b.sequence, b.epoch, b.rows, b.n_dense, b.n_sparse = seq, epoch, rows, n_dense, n_keys
     b.jagged, b.popular = bool(flags & RAW_JAGGED), bool(flags & RAW_POPULAR)
     f4, i4, i8 = np.dtype("<f4"), np.dtype("<i4"), np.dtype("<i8")
