@@ -5,6 +5,8 @@ StreamDataset(layout="raw") (ring of reused buffers, views, acks, the
 thread path that StreamDataLoader workers are routed to), against bt_serve,
 which checks that every batch was acked exactly once."""
 
+import os
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -223,3 +225,99 @@ def test_connection_errors_name_the_endpoint():
         assert addr in str(ei.value) and isinstance(ei.value, EOFError)
         c.close()
     srv.close()
+
+
+def test_dataset_raw_against_old_server(bt):
+    # A server that predates the raw layout grants layout 0 and sends
+    # TrainingBatch frames (here: the dataset's Subscribe is stripped of the
+    # layout field, as an old server would ignore it): the raw dataset
+    # decodes them, copies them out, frees the buffer at once, and acks.
+    r = bt(12, """
+    import piperec_client as pc
+    import piperec.torch as pt
+    pc.SMALL_FRAME = 0  # TrainingBatch frames land in the ring buffers too
+    real = pt.TrainerClient
+    def old_server_client(*a, **kw):
+        kw["layout"] = "protobuf"
+        return real(*a, **kw)
+    pt.TrainerClient = old_server_client
+    ds = pt.StreamDataset(ADDR, "bt", credits=3, idle_timeout=1.0, sparse_format="triple", layout="raw")
+    seqs = []
+    for b in ds:
+        g, dense, sparse, labels = expected(b.sequence)
+        assert np.array_equal(b.dense.numpy(), dense) and np.array_equal(b.sparse.numpy(), sparse)
+        assert np.array_equal(b.labels.numpy(), labels)
+        for s in ds._feed.slots:  # copied out of the ring (its buffer was given back)
+            if s.view is not None:
+                lo = s.view.ctypes.data
+                assert not lo <= b.dense.data_ptr() < lo + s.cap
+        seqs.append(b.sequence)
+    RESULT["seqs"] = seqs
+    """)
+    assert r["seqs"] == list(range(1, 13))
+
+
+def test_dataset_raw_device_cpu(bt):
+    # device="cpu" is the host path (views), with the staging loop exercised.
+    r = bt(6, """
+    from piperec.torch import StreamDataset
+    ds = StreamDataset(ADDR, "bt", credits=2, idle_timeout=1.0, sparse_format="triple",
+                       layout="raw", device="cpu", max_batches=6)
+    seqs = [b.sequence for b in ds]
+    RESULT["seqs"] = seqs
+    """)
+    assert r["seqs"] == list(range(1, 7))
+
+
+def test_cuda_copy_logic_with_stand_ins(monkeypatch):
+    # No GPU in CI: run the side-stream copy and the hand-out (wait_event,
+    # record_stream) with stand-ins for the CUDA stream and event objects,
+    # copying to the CPU, so their logic is exercised on every machine.
+    import numpy as np
+    import piperec_client as pc
+    import piperec.torch as pt
+    calls = []
+
+    class FakeStream:
+        def wait_event(self, ev):
+            calls.append(("wait", ev))
+
+    class FakeEvent:
+        def record(self, stream=None):
+            calls.append(("record", stream))
+
+    class Ctx:
+        def __init__(self, s):
+            self.s = s
+
+        def __enter__(self):
+            calls.append(("enter", self.s))
+
+        def __exit__(self, *a):
+            calls.append(("exit", self.s))
+
+    main = FakeStream()
+    monkeypatch.setattr(torch.cuda, "stream", Ctx)
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda dev=None: main)
+    monkeypatch.setattr(torch.Tensor, "record_stream", lambda self, s: calls.append(("rs", s)),
+                        raising=False)
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+    import bench_trainer_py as bench
+    pre, payload = bench.encode_raw(64)
+    buf = memoryview(bytearray(pre + payload))
+    b = pc.decode_raw(buf, len(pre), len(buf))
+    ds = pt.StreamDataset("127.0.0.1:1", "bench", layout="raw", sparse_format="triple")
+    keys = ["C%d" % (i + 1) for i in range(26)]
+    out = ds._raw_views(b, "ep", 0, keys)
+    side = FakeStream()
+    g, ev = ds._copy_to(out, torch.device("cpu"), side)
+    assert isinstance(ev, FakeEvent)
+    assert calls[0] == ("enter", side) and ("record", side) in calls and calls[-1] == ("exit", side)
+    ds._on_current_stream(g, ev, torch.device("cpu"))
+    assert ("wait", ev) in calls and sum(1 for c in calls if c[0] == "rs") == 4
+    assert torch.equal(g.dense, out.dense) and torch.equal(g.sparse, out.sparse)
+    assert g.sparse.shape == (64, 26) and g.sparse_features.values.shape == (64 * 26,)
+    assert g.sequence == out.sequence and g.vocab_sizes == out.vocab_sizes
+    np.testing.assert_array_equal(g.labels.numpy(), b.labels)
