@@ -29,7 +29,7 @@ from collections import deque
 
 import numpy as np
 
-from piperec_client import ConnectionClosed, ServerError
+from piperec_client import ConnectionClosed
 
 __all__ = ["RawFeed"]
 
@@ -117,7 +117,8 @@ class RawFeed:
     def next(self, timeout=None):
         """(conn, slot, Batch), or None after `timeout` idle seconds or when
         every connection has ended. A connection that ends puts its error
-        (ConnectionClosed, ServerError) in the queue: it is returned as
+        (ConnectionClosed, ServerError, or what else stopped its thread,
+        e.g. a ValueError for a malformed frame) in the queue: it is returned as
         (conn, None, exception) for the caller to decide. `slot` is None for
         a batch small enough to be decoded from its own bytes."""
         if all(c.thread is None for c in self.conns):
@@ -230,7 +231,7 @@ class RawFeed:
                     self.release(slot)
                     slot = None
                 self._out.put((conn, slot, b))
-        except (ConnectionClosed, ServerError, OSError, ValueError) as e:
+        except Exception as e:  # noqa: BLE001 — any failure ends the connection, and is reported
             if isinstance(e, OSError) and not isinstance(e, ConnectionError):
                 e = ConnectionClosed("piperec at %s: %s" % (conn.endpoint, e))
             conn.error = e

@@ -674,8 +674,9 @@ class StreamDataset(IterableDataset):
             return None
         conn, slot, b = got
         if isinstance(b, BaseException):
-            if isinstance(b, ServerError) and b.code != "SHUTDOWN":
-                raise b
+            if not isinstance(b, (ConnectionError, ServerError)) or (
+                    isinstance(b, ServerError) and b.code != "SHUTDOWN"):
+                raise b  # a server Error or a malformed frame: not a connection that ended
             self._lost(conn)
             return False
         epoch = _batch_epoch(b)
