@@ -230,6 +230,8 @@ def merge_state_dicts(states):
     states = [s for s in states if s]
     if not states:
         return {}
+    if any(s.get("delivery") == "checkpoint" for s in states):
+        return _merge_checkpoint_states(states)
     out = {"version": STATE_VERSION, "pipeline": states[0].get("pipeline"), "endpoints": {}}
     merged = {}
     for s in states:
@@ -253,6 +255,20 @@ def merge_state_dicts(states):
             m.unacked = sorted(set(m.unacked) | set(p.unacked))
     out["endpoints"] = {ep: p.to_dict(None) for ep, p in merged.items()}
     return out
+
+
+def _merge_checkpoint_states(states):
+    """Checkpoint delivery: the union of the ranks' offset positions."""
+    pos = Position()
+    for s in states:
+        if s.get("delivery") != "checkpoint":
+            raise ValueError("cannot merge an ack-delivery state with checkpoint-delivery ones")
+        if s.get("pipeline") != states[0].get("pipeline"):
+            raise ValueError("state dicts of different pipelines: %r, %r"
+                             % (states[0].get("pipeline"), s.get("pipeline")))
+        pos = pos.merge(Position.from_dict(s.get("position")))
+    return {"version": STATE_VERSION, "pipeline": states[0].get("pipeline"),
+            "delivery": "checkpoint", "position": pos.to_dict()}
 
 
 def _newer_epoch(a, b):
