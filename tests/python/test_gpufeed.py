@@ -321,3 +321,39 @@ def test_cuda_copy_logic_with_stand_ins(monkeypatch):
     assert g.sparse.shape == (64, 26) and g.sparse_features.values.shape == (64 * 26,)
     assert g.sequence == out.sequence and g.vocab_sizes == out.vocab_sizes
     np.testing.assert_array_equal(g.labels.numpy(), b.labels)
+
+
+def test_dataset_raw_over_tls(bt, tmp_path, monkeypatch):
+    # TLS: the receive thread is the only user of the SSL socket (acks are
+    # queued to it), and it reads decrypted bytes select() cannot see.
+    import shutil
+    import subprocess
+    if not shutil.which("openssl"):
+        pytest.skip("openssl CLI missing")
+    d = str(tmp_path)
+
+    def ossl(*args):
+        subprocess.run(["openssl"] + list(args), cwd=d, check=True, capture_output=True)
+    ossl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+         "-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=ca")
+    ossl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
+         "server.key", "-out", "server.csr", "-subj", "/CN=piperec")
+    (tmp_path / "server.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    ossl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+         "-CAcreateserial", "-out", "server.crt", "-days", "2", "-extfile", "server.ext")
+    monkeypatch.setenv("BT_TLS_CERT", os.path.join(d, "server.crt"))
+    monkeypatch.setenv("BT_TLS_KEY", os.path.join(d, "server.key"))
+    r = bt(20, """
+    import piperec_client as pc
+    import piperec.torch as pt
+    real = pt.TrainerClient
+    pt.TrainerClient = lambda *a, **kw: real(*a, ca_file=%r, **kw)
+    ds = pt.StreamDataset(ADDR, "bt", credits=3, idle_timeout=1.0, sparse_format="triple", layout="raw")
+    seqs = []
+    for b in ds:
+        g, dense, sparse, labels = expected(b.sequence)
+        assert np.array_equal(b.dense.numpy(), dense) and np.array_equal(b.sparse.numpy(), sparse)
+        seqs.append(b.sequence)
+    RESULT["seqs"] = seqs
+    """ % os.path.join(d, "ca.crt"))
+    assert r["seqs"] == list(range(1, 21))
