@@ -118,6 +118,7 @@ typedef struct tclient {
     bool rx_more;        /* stopped reading with input left: read again without waiting */
     uint8_t layout;      /* PR__LAYOUT_PB or PR__LAYOUT_RAW (Subscribe.layout) */
     bool kjt_offsets;    /* raw layout: send the offsets section */
+    bool compact;        /* raw layout: Subscribe.compact */
     int64_t accepted_ns;
     int64_t closing_ns;
     uint32_t window;
@@ -552,7 +553,7 @@ static int pr__send_batch(trainer_sink *t, tclient *c, pr_batch *b)
     }
     if (c->layout == PR__LAYOUT_RAW) {
         size_t len;
-        int rc = pr__raw_frame(b, c->kjt_offsets, &it->owned, &len);
+        int rc = pr__raw_frame(b, c->kjt_offsets, c->compact, &it->owned, &len);
         if (rc < 0) {
             free(it);
             return rc;
@@ -856,6 +857,7 @@ static void pr__handle_subscribe(trainer_sink *t, tclient *c,
      * left out of SubscribeOk: the bytes old clients always got). */
     c->layout = s->layout == PR__LAYOUT_RAW ? PR__LAYOUT_RAW : PR__LAYOUT_PB;
     c->kjt_offsets = s->kjt_offsets;
+    c->compact = s->compact;
     ok.layout = c->layout;
     Piperec__Trainer__V1__Frame f = PIPEREC__TRAINER__V1__FRAME__INIT;
     f.msg_case = PIPEREC__TRAINER__V1__FRAME__MSG_SUBSCRIBE_OK;

@@ -249,11 +249,12 @@ static void pr__raw_fill_criteo(const pr_batch *b, uint8_t *pay, const raw_plan 
     for (size_t r = 0; r < rows; r++)
         labels[r] = b->labels ? (float)b->labels[r] : 0.0f;
     int32_t *lengths = (int32_t *)(pay + pl->off[PR__RAW_LENGTHS]);
-    for (size_t i = 0; i < ns * rows; i++)
-        lengths[i] = 1;
+    if (pl->len[PR__RAW_LENGTHS]) /* else compact: every length is 1 */
+        for (size_t i = 0; i < ns * rows; i++)
+            lengths[i] = 1;
     int64_t *values = (int64_t *)(pay + pl->off[PR__RAW_VALUES]);
-    if (b->sparse_width == 8)
-        memcpy(values, b->sparse, ns * rows * 8);
+    if (b->sparse_width == 8 || pl->len[PR__RAW_VALUES] == ns * rows * 4) /* same width */
+        memcpy(values, b->sparse, pl->len[PR__RAW_VALUES]);
     else
         for (size_t i = 0; i < ns * rows; i++)
             values[i] = ((const int32_t *)b->sparse)[i];
@@ -277,10 +278,10 @@ static void pr__raw_fill_rest(const pr_batch *b, uint8_t *pay, const raw_plan *p
     if (pl->len[PR__RAW_OFFSETS]) {
         const int32_t *len = (const int32_t *)(pay + pl->off[PR__RAW_LENGTHS]);
         int32_t *off = (int32_t *)(pay + pl->off[PR__RAW_OFFSETS]);
-        size_t n = pl->len[PR__RAW_LENGTHS] / 4;
+        size_t n = pl->len[PR__RAW_OFFSETS] / 4 - 1;
         off[0] = 0;
-        for (size_t i = 0; i < n; i++)
-            off[i + 1] = off[i] + len[i];
+        for (size_t i = 0; i < n; i++) /* no lengths section: every length is 1 */
+            off[i + 1] = off[i] + (pl->len[PR__RAW_LENGTHS] ? len[i] : 1);
     }
     int64_t *nt = (int64_t *)(pay + pl->off[PR__RAW_NOTICES]);
     for (uint32_t i = 0; i < b->n_recycled; i++) {
@@ -291,16 +292,17 @@ static void pr__raw_fill_rest(const pr_batch *b, uint8_t *pay, const raw_plan *p
     }
 }
 
-int pr__raw_frame(const pr_batch *b, bool offsets, uint8_t **out, size_t *out_len)
+int pr__raw_frame(const pr_batch *b, bool offsets, bool compact, uint8_t **out, size_t *out_len)
 {
     size_t rows = b->rows, nk = b->n_sparse;
     uint32_t n_labels = b->jagged ? b->n_labels : 1;
     uint64_t n_values = b->jagged ? b->n_values : (uint64_t)rows * nk;
+    bool unit = compact && !b->jagged, v32 = unit && b->sparse_width == 4;
     size_t meta = pr__meta_copy(b->pb, b->pb_len, NULL);
     if (meta == SIZE_MAX)
         return PR_EINVAL;
-    raw_plan pl = {.len = {rows * b->n_dense * 4, rows * n_labels * 4, nk * rows * 4,
-                           (size_t)n_values * 8, offsets ? (nk * rows + 1) * 4 : 0,
+    raw_plan pl = {.len = {rows * b->n_dense * 4, rows * n_labels * 4, unit ? 0 : nk * rows * 4,
+                           (size_t)n_values * (v32 ? 4 : 8), offsets ? (nk * rows + 1) * 4 : 0,
                            (size_t)b->n_recycled * 32, meta}};
     pr__raw_plan(&pl);
     size_t total = pl.pre + pl.payload;
@@ -314,7 +316,8 @@ int pr__raw_frame(const pr_batch *b, bool offsets, uint8_t **out, size_t *out_le
     pr_varint_put(buf + 5, pl.payload);
     uint8_t *pay = buf + pl.pre;
     uint32_t flags = (b->jagged ? PR__RAW_F_JAGGED : 0) | (b->popular ? PR__RAW_F_POPULAR : 0) |
-                     (offsets ? PR__RAW_F_OFFSETS : 0);
+                     (offsets ? PR__RAW_F_OFFSETS : 0) | (unit ? PR__RAW_F_UNIT : 0) |
+                     (v32 ? PR__RAW_F_VALUES32 : 0);
     pr__raw_header(b, &pl, flags, n_labels, n_values, pay);
     size_t at = PR__RAW_HDR; /* zero the padding between sections */
     for (int s = 0; s < PR__RAW_NSEC; s++) {
@@ -375,8 +378,8 @@ int pr__raw_parse(const uint8_t *pay, size_t len, pr__raw_view *v)
     uint64_t rows = v->rows, nk = v->n_keys;
     uint64_t want[PR__RAW_NSEC] = {rows * v->n_dense * 4,
                                    rows * v->n_labels * 4,
-                                   nk * rows * 4,
-                                   v->n_values * 8,
+                                   (v->flags & PR__RAW_F_UNIT) ? 0 : nk * rows * 4,
+                                   v->n_values * ((v->flags & PR__RAW_F_VALUES32) ? 4 : 8),
                                    (v->flags & PR__RAW_F_OFFSETS) ? (nk * rows + 1) * 4 : 0,
                                    (uint64_t)v->n_notices * 32,
                                    0};

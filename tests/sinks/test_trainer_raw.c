@@ -95,11 +95,11 @@ static pr_batch *jagged_batch(void)
 }
 
 /* Build the raw frame of b, check its preamble and alignment, parse it. */
-static uint8_t *raw_of(const pr_batch *b, bool offsets, pr__raw_view *v)
+static uint8_t *raw_of_c(const pr_batch *b, bool offsets, bool compact, pr__raw_view *v)
 {
     uint8_t *buf;
     size_t len;
-    assert_int_equal(pr__raw_frame(b, offsets, &buf, &len), 0);
+    assert_int_equal(pr__raw_frame(b, offsets, compact, &buf, &len), 0);
     uint32_t n;
     memcpy(&n, buf, 4);
     assert_int_equal((size_t)n + 4, len);
@@ -115,6 +115,11 @@ static uint8_t *raw_of(const pr_batch *b, bool offsets, pr__raw_view *v)
     for (int s = 0; s < PR__RAW_NSEC; s++) /* and from the frame start */
         assert_int_equal((size_t)(v->sec[s] - buf) % PR__RAW_ALIGN, 0);
     return buf;
+}
+
+static uint8_t *raw_of(const pr_batch *b, bool offsets, pr__raw_view *v)
+{
+    return raw_of_c(b, offsets, false, v);
 }
 
 /* The metadata section decodes as a TrainingBatch equal to pb minus tensors. */
@@ -234,6 +239,50 @@ static void test_jagged(void **state)
     free(buf);
     pr_batch_view_fini(&pv);
     pr_batch_unref(b);
+}
+
+/* Subscribe.compact: a Criteo batch without the all-ones lengths and, for
+ * int32 columns, with int32 values; a jagged batch is not changed. */
+static void check_compact(uint8_t width)
+{
+    pr_batch *b = criteo_batch(37, width);
+    pr_batch_view pv;
+    char err[256];
+    assert_int_equal(pr_batch_decode(b->pb, b->pb_len, &pv, err, sizeof(err)), 0);
+    pr__raw_view v;
+    uint8_t *buf = raw_of_c(b, true, true, &v);
+    uint32_t want = PR__RAW_F_POPULAR | PR__RAW_F_OFFSETS | PR__RAW_F_UNIT;
+    if (width == 4)
+        want |= PR__RAW_F_VALUES32;
+    assert_int_equal(v.flags, want);
+    assert_int_equal(v.sec_len[PR__RAW_LENGTHS], 0);
+    assert_int_equal(v.sec_len[PR__RAW_VALUES], 74 * (size_t)width);
+    assert_memory_equal(v.sec[PR__RAW_VALUES], pv.sparse, pv.sparse_len); /* same bytes */
+    const int32_t *offs = (const int32_t *)v.sec[PR__RAW_OFFSETS];
+    for (int i = 0; i <= 74; i++)
+        assert_int_equal(offs[i], i);
+    const float *dense = (const float *)v.sec[PR__RAW_DENSE];
+    float d;
+    memcpy(&d, pv.dense + 4 * ((size_t)2 * pv.rows + 5), 4); /* column 2, row 5 */
+    assert_true(dense[5 * 3 + 2] == d);
+    check_meta(&v, &pv);
+    free(buf);
+    pr_batch_view_fini(&pv);
+    pr_batch_unref(b);
+}
+
+static void test_criteo_compact(void **state)
+{
+    (void)state;
+    check_compact(4);
+    check_compact(8);
+    pr_batch *j = jagged_batch(); /* compact leaves jagged batches as they are */
+    pr__raw_view v;
+    uint8_t *buf = raw_of_c(j, false, true, &v);
+    assert_int_equal(v.flags, PR__RAW_F_JAGGED);
+    assert_int_equal(v.sec_len[PR__RAW_VALUES], v.n_values * 8);
+    free(buf);
+    pr_batch_unref(j);
 }
 
 /* Every preamble size the varint can take settles (payload sizes around
@@ -405,9 +454,10 @@ static void test_sink_layouts(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_criteo_int32),  cmocka_unit_test(test_criteo_int64),
-        cmocka_unit_test(test_jagged),        cmocka_unit_test(test_preamble_sizes),
-        cmocka_unit_test(test_parse_rejects), cmocka_unit_test(test_sink_layouts),
+        cmocka_unit_test(test_criteo_int32),   cmocka_unit_test(test_criteo_int64),
+        cmocka_unit_test(test_jagged),         cmocka_unit_test(test_preamble_sizes),
+        cmocka_unit_test(test_parse_rejects),  cmocka_unit_test(test_sink_layouts),
+        cmocka_unit_test(test_criteo_compact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
