@@ -57,15 +57,16 @@ def _aligned_up(x, a=64):
     return (x + a - 1) // a * a
 
 
-def encode_raw(rows):
+def encode_raw(rows, compact=False):
     """The same batch in the raw layout (docs/trainer-protocol.md): the
     payload of Frame.raw_batch and its frame preamble (length, tag, varint);
-    the sequence is patched into the header per send (bytes 40..48)."""
+    the sequence is patched into the header per send (bytes 40..48).
+    compact (Subscribe.compact): int32 values, no lengths section."""
     rng = np.random.default_rng(1)
     labels = (rng.random(rows) < 0.25).astype("<f4")
     dense = rng.random((rows, N_DENSE), dtype=np.float32).astype("<f4")
-    values = rng.integers(0, 100000, (N_SPARSE, rows)).astype("<i8")
-    lengths = np.ones(N_SPARSE * rows, "<i4")
+    values = rng.integers(0, 100000, (N_SPARSE, rows)).astype("<i4" if compact else "<i8")
+    lengths = np.ones(0 if compact else N_SPARSE * rows, "<i4")
     vocab = b"".join(pc._varint(100000) for _ in range(N_SPARSE))
     meta = (pc._field_bytes(1, b"bench") + pc._field_varint(3, rows) + pc._field_varint(4, N_DENSE)
             + pc._field_varint(5, N_SPARSE) + pc._field_varint(6, 4) + pc._field_bytes(14, vocab))
@@ -81,7 +82,8 @@ def encode_raw(rows):
             break
         v = len(pc._varint(at))
     payload = bytearray(at)
-    hdr = pc._RAW_HDR.pack(pc.RAW_MAGIC, pc.RAW_VERSION, pc.RAW_HEADER, 0, rows, N_DENSE, 1, N_SPARSE,
+    flags = pc.RAW_UNIT | pc.RAW_VALUES32 if compact else 0
+    hdr = pc._RAW_HDR.pack(pc.RAW_MAGIC, pc.RAW_VERSION, pc.RAW_HEADER, flags, rows, N_DENSE, 1, N_SPARSE,
                            pre, 0, 0, N_SPARSE * rows, 0, 7)
     payload[:len(hdr)] = hdr
     for i, (o, sb) in enumerate(zip(offs, secs)):
@@ -110,16 +112,18 @@ def read_frame(sock, buf):
 def serve_conn(sock, body, raw, state, lock, total):
     buf = bytearray()
     kind, sub = read_frame(sock, buf)
-    credits, layout = 8, 0
+    credits, layout, compact = 8, 0, False
     for num, wt, v, a, e in pc._fields(sub):
         if num == 3 and wt == 0 and v:
             credits = min(v, 64)
         elif num == 7 and wt == 0:
             layout = 1 if v == 1 else 0
+        elif num == 9 and wt == 0:
+            compact = v != 0
     ok = (pc._field_varint(1, 1) + pc._field_bytes(2, b"bench") + pc._field_varint(3, N_DENSE)
           + pc._field_varint(4, N_SPARSE) + pc._field_varint(5, 4) + pc._field_varint(8, credits)
           + pc._field_varint(9, 10000) + pc._field_varint(11, layout))
-    raw_pre, raw_payload = raw
+    raw_pre, raw_payload = raw[compact]
     raw_hdr, raw_rest = bytearray(raw_payload[:pc.RAW_HEADER]), raw_payload[pc.RAW_HEADER:]
     sock.sendall(pc._frame(pc.F_SUBSCRIBE_OK, ok))
     inflight = 0
@@ -163,7 +167,7 @@ def serve_conn(sock, body, raw, state, lock, total):
 
 
 def server_main(port_q, rows, total):
-    body, raw = encode_body(rows), encode_raw(rows)
+    body, raw = encode_body(rows), {False: encode_raw(rows), True: encode_raw(rows, True)}
     ls = socket.socket()
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind(("127.0.0.1", 0))
@@ -217,12 +221,12 @@ def main():
                 break
         return n, r
 
-    def raw_client(ep):
+    def raw_client(ep, compact=False):
         # The numpy client over the raw layout: every batch into one of two
         # preallocated aligned buffers (the zero-copy receive a trainer gets).
         bufs = [np.empty(args.rows * 512 + (1 << 16), np.uint8) for _ in range(2)]
         n = r = 0
-        with pc.TrainerClient(ep, "bench", credits=8, layout="raw") as c:
+        with pc.TrainerClient(ep, "bench", credits=8, layout="raw", compact=compact) as c:
             while n < args.batches:
                 mem = bufs[n % 2][(-bufs[n % 2].ctypes.data) % 64:]
                 b = c.recv(5, into=lambda k: memoryview(mem)[:k])
@@ -243,16 +247,25 @@ def main():
             timeout=5)), {"client": "piperec_client (numpy views)", "layout": "protobuf"}),
         ("trainer_py_numpy_client_raw", raw_client,
          {"client": "piperec_client recv(into=) preallocated", "layout": "raw"}),
+        ("trainer_py_numpy_client_raw_compact", lambda ep: raw_client(ep, True),
+         {"client": "piperec_client recv(into=) preallocated", "layout": "raw compact"}),
         ("trainer_py_stream_dataset", lambda ep: loop(ds("protobuf", pin_memory=False)),
          {"client": "StreamDataset, main process", "layout": "protobuf", "pinned": False}),
         ("trainer_py_stream_dataset_raw", lambda ep: loop(ds("raw")),
          {"client": "StreamDataset, main process, ring + receive thread", "layout": "raw",
+          "pinned": pin}),
+        ("trainer_py_stream_dataset_raw_compact", lambda ep: loop(ds("raw", compact=True)),
+         {"client": "StreamDataset, main process, ring + receive thread", "layout": "raw compact",
           "pinned": pin}),
         ("trainer_py_dataloader_2w", lambda ep: loop(StreamDataLoader(
             ds("protobuf", pin_memory=False), num_workers=2)),
          {"client": "StreamDataLoader, 2 workers", "layout": "protobuf", "pinned": False}),
         ("trainer_py_dataloader_2w_raw", lambda ep: loop(StreamDataLoader(ds("raw"), num_workers=2)),
          {"client": "StreamDataLoader num_workers=2 -> 2 receive threads", "layout": "raw",
+          "pinned": pin}),
+        ("trainer_py_dataloader_2w_raw_compact", lambda ep: loop(StreamDataLoader(
+            ds("raw", compact=True), num_workers=2)),
+         {"client": "StreamDataLoader num_workers=2 -> 2 receive threads", "layout": "raw compact",
           "pinned": pin}),
     ]
     if torch.cuda.is_available():
@@ -267,9 +280,9 @@ def main():
             torch.cuda.synchronize()
             return n, r
 
-        def raw_gpu(ep):
+        def raw_gpu(ep, compact=False):
             n = r = 0
-            for g in ds("raw", device="cuda"):
+            for g in ds("raw", device="cuda", compact=compact):
                 n += 1
                 r += g.rows
                 if n == args.batches:
@@ -282,6 +295,9 @@ def main():
         cases.append(("trainer_py_stream_dataset_raw_gpu", raw_gpu,
                       {"client": "StreamDataset(layout=raw, device=cuda): side-stream copy",
                        "layout": "raw", "device": dev}))
+        cases.append(("trainer_py_stream_dataset_raw_compact_gpu", lambda ep: raw_gpu(ep, True),
+                      {"client": "StreamDataset(layout=raw, device=cuda): side-stream copy",
+                       "layout": "raw compact", "device": dev}))
     else:
         print("bench_trainer_py: torch.cuda.is_available() is false: GPU figures (copies to the "
               "device) skipped; raw-layout buffers are plain (not pinned) memory", file=sys.stderr)

@@ -58,7 +58,7 @@ _LAYOUTS = {"protobuf": LAYOUT_PROTOBUF, "raw": LAYOUT_RAW}
 # header bytes, flags, rows, n_dense, n_labels, n_keys, preamble, epoch,
 # sequence, n_values, n_notices, n_sections; then (offset, bytes) pairs.
 RAW_MAGIC, RAW_VERSION, RAW_HEADER = 0x54425250, 1, 128
-RAW_JAGGED, RAW_POPULAR, RAW_OFFSETS = 1, 2, 4
+RAW_JAGGED, RAW_POPULAR, RAW_OFFSETS, RAW_UNIT, RAW_VALUES32 = 1, 2, 4, 8, 16
 _RAW_HDR = struct.Struct("<IHHIIIIIIQQQII")
 (S_DENSE, S_LABELS, S_LENGTHS, S_VALUES, S_OFFSETS, S_NOTICES, S_META) = range(7)
 _RAW_NSEC = 7
@@ -223,7 +223,10 @@ class Batch:
     ``values`` int64 and ``lengths`` int32 (key-major, for Criteo too),
     ``sparse`` int64 [rows, n_sparse] (a transposed view of ``values``) for
     a Criteo batch, and ``kjt_offsets`` int32 [n_keys * rows + 1] when
-    asked for (``kjt_offsets=True``), else None."""
+    asked for (``kjt_offsets=True``), else None. With ``compact=True`` a
+    Criteo batch's ``values``/``sparse`` are int32 when the pipeline's
+    columns are, and ``lengths`` is a shared array of ones (read only by
+    convention)."""
 
     __slots__ = ("pipeline", "replica", "popular", "hot_version", "recycled", "epoch", "sequence", "rows", "n_dense", "n_sparse", "sparse_width", "labels",
                  "dense", "sparse", "offsets", "min_event_time_ms", "max_event_time_ms",
@@ -454,6 +457,20 @@ def _decode_jagged(b, mv, spans, feature_keys):
     return b
 
 
+_ONES = {}
+
+
+def _ones(n):
+    """A shared int32 array of n ones (the lengths of a compact batch): one
+    per size, not one per batch; do not write to it."""
+    a = _ONES.get(n)
+    if a is None:
+        if len(_ONES) > 64:
+            _ONES.clear()
+        a = _ONES[n] = np.ones(n, np.int32)
+    return a
+
+
 def decode_raw(buf, start=0, end=None, keys=None):
     """Decode a raw-layout batch (the payload of Frame.raw_batch, buf[start:end])
     into a Batch whose arrays are views on buf. `keys`: the Criteo sparse
@@ -467,7 +484,8 @@ def decode_raw(buf, start=0, end=None, keys=None):
     if magic != RAW_MAGIC or version != RAW_VERSION or hbytes < RAW_HEADER or nsec < _RAW_NSEC:
         raise ValueError("raw batch: bad header (magic %#x, version %d)" % (magic, version))
     table = struct.unpack_from("<%dI" % (2 * _RAW_NSEC), buf, start + 64)
-    want = (rows * n_dense * 4, rows * n_labels * 4, n_keys * rows * 4, n_values * 8,
+    want = (rows * n_dense * 4, rows * n_labels * 4, 0 if flags & RAW_UNIT else n_keys * rows * 4,
+            n_values * (4 if flags & RAW_VALUES32 else 8),
             (n_keys * rows + 1) * 4 if flags & RAW_OFFSETS else 0, n_notices * 32, None)
     sec = []
     for i in range(_RAW_NSEC):
@@ -485,8 +503,8 @@ def decode_raw(buf, start=0, end=None, keys=None):
     f4, i4, i8 = np.dtype("<f4"), np.dtype("<i4"), np.dtype("<i8")
     b.dense = np.frombuffer(sec[S_DENSE], f4).reshape(rows, n_dense)
     labels = np.frombuffer(sec[S_LABELS], f4).reshape(rows, n_labels)
-    b._lengths = np.frombuffer(sec[S_LENGTHS], i4)
-    b._values = np.frombuffer(sec[S_VALUES], i8)
+    b._lengths = _ones(n_keys * rows) if flags & RAW_UNIT else np.frombuffer(sec[S_LENGTHS], i4)
+    b._values = np.frombuffer(sec[S_VALUES], i4 if flags & RAW_VALUES32 else i8)
     b.kjt_offsets = np.frombuffer(sec[S_OFFSETS], i4) if flags & RAW_OFFSETS else None
     if b.jagged:
         b.n_labels, b.labels, b.sparse = n_labels, labels, None
@@ -494,7 +512,7 @@ def decode_raw(buf, start=0, end=None, keys=None):
             raise ValueError("raw batch: %d feature keys for %d keys" % (len(feature_keys), n_keys))
         b._keys = feature_keys
     else:
-        b.labels, b.sparse_width = labels.reshape(rows), 8
+        b.labels, b.sparse_width = labels.reshape(rows), b._values.dtype.itemsize
         b.sparse = b._values.reshape(n_keys, rows).T
         names = list(keys or ())
         b._keys = names if len(names) == n_keys else ["C%d" % (i + 1) for i in range(n_keys)]
@@ -601,7 +619,7 @@ class TrainerClient:
     def __init__(self, address, pipeline, credits=8, client_id=None, timeout=10.0,
                  token=None, token_file=None, tls=False, ca_file=None, cert_file=None,
                  key_file=None, ssl_context=None, resume=None, layout="protobuf",
-                 kjt_offsets=False):
+                 kjt_offsets=False, compact=False):
         """Connect and subscribe.
 
         Checkpoint delivery (server ``sinks.trainer.delivery: checkpoint``):
@@ -618,7 +636,10 @@ class TrainerClient:
         CAs) and the host name or IP of ``address``.
 
         ``layout``: "protobuf" (TrainingBatch frames, the default) or "raw"
-        (the raw tensor layout; ``kjt_offsets`` adds the KJT offsets). The
+        (the raw tensor layout; ``kjt_offsets`` adds the KJT offsets;
+        ``compact`` asks for Criteo batches without the all-ones lengths and
+        with int32 values when the columns are int32: the bytes of a
+        TrainingBatch; ``lengths`` is then a shared ones array). The
         server's answer is in ``self.layout``: "protobuf" from a server that
         predates the raw layout, whose batches then decode as always."""
         if layout not in _LAYOUTS:
@@ -658,7 +679,8 @@ class TrainerClient:
             body += _field_bytes(5, token.encode())
         if resume is not None:
             body += _encode_ranges(6, resume)
-        body += _field_varint(7, _LAYOUTS[layout]) + _field_varint(8, 1 if kjt_offsets else 0)
+        body += (_field_varint(7, _LAYOUTS[layout]) + _field_varint(8, 1 if kjt_offsets else 0)
+                 + _field_varint(9, 1 if compact else 0))
         self.checkpoint_ok = None  # (id, batches released) of the last CheckpointOk
         self._send(F_SUBSCRIBE, body, "Subscribe", timeout)
         deadline = time.monotonic() + timeout

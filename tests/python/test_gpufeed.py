@@ -66,6 +66,25 @@ def test_numpy_client_raw_jagged(bt):
     assert r["seqs"] == list(range(1, 7))
 
 
+def test_numpy_client_raw_compact(bt):
+    # compact: a Criteo batch's values in int32 (bt_serve's columns are
+    # int32) and no lengths section: the bytes of a TrainingBatch.
+    r = bt(8, """
+    import piperec_client as pc
+    with pc.TrainerClient(ADDR, "bt", credits=4, layout="raw", compact=True, kjt_offsets=True) as c:
+        n = 0
+        for b in c.batches(count=8, timeout=5):
+            g, dense, sparse, labels = expected(b.sequence)
+            assert b.values.dtype == np.int32 and b.sparse.dtype == np.int32
+            assert np.array_equal(b.sparse, sparse) and np.array_equal(b.dense, dense)
+            assert np.array_equal(b.lengths, np.ones(8)) and np.array_equal(b.kjt_offsets, np.arange(9))
+            assert np.array_equal(b.labels, labels)
+            n += 1
+    RESULT["n"] = n
+    """)
+    assert r["n"] == 8
+
+
 def test_protobuf_and_raw_agree(bt):
     # Two connections, one per layout, share the stream: whatever each gets,
     # it decodes to the rows bt_serve built; and a protobuf client's Batch is
@@ -131,6 +150,23 @@ def test_dataset_raw_ring(bt):
     assert r["seqs"] == list(range(1, 41))
     # 40 batches through a ring of credits + 1 buffers, each allocated once.
     assert r["slots"] == 5 and r["grows"] == 1 and r["ptrs"] <= 5
+
+
+def test_dataset_raw_compact(bt):
+    r = bt(10, """
+    from piperec.torch import StreamDataset
+    ds = StreamDataset(ADDR, "bt", credits=3, idle_timeout=1.0, sparse_format="triple",
+                       layout="raw", compact=True)
+    seqs = []
+    for b in ds:
+        g, dense, sparse, labels = expected(b.sequence)
+        assert b.sparse.dtype == torch.int32 and np.array_equal(b.sparse.numpy(), sparse)
+        assert np.array_equal(b.sparse_features.lengths.numpy(), np.ones(8))
+        assert np.array_equal(b.dense.numpy(), dense)
+        seqs.append(b.sequence)
+    RESULT["seqs"] = seqs
+    """)
+    assert r["seqs"] == list(range(1, 11))
 
 
 def test_dataset_raw_jagged_and_state(bt):
@@ -321,6 +357,18 @@ def test_cuda_copy_logic_with_stand_ins(monkeypatch):
     assert g.sparse.shape == (64, 26) and g.sparse_features.values.shape == (64 * 26,)
     assert g.sequence == out.sequence and g.vocab_sizes == out.vocab_sizes
     np.testing.assert_array_equal(g.labels.numpy(), b.labels)
+    # compact: int32 values widened on the device, lengths a cached tensor
+    bench_c = pc.decode_raw(buf, len(pre), len(buf))
+    bench_c._values = bench_c._values.astype(np.int32)
+    bench_c.sparse = bench_c._values.reshape(26, 64).T
+    bench_c._lengths = pc._ones(26 * 64)
+    dsc = pt.StreamDataset("127.0.0.1:1", "bench", layout="raw", sparse_format="triple", compact=True)
+    outc = dsc._raw_views(bench_c, "ep", 0, keys)
+    g1, _ = dsc._copy_to(outc, torch.device("cpu"), side)
+    g2, _ = dsc._copy_to(outc, torch.device("cpu"), side)
+    assert g1.sparse_features.values.dtype == torch.int64 and g1.sparse.dtype == torch.int64
+    assert torch.equal(g1.sparse, out.sparse)
+    assert g1.sparse_features.lengths is g2.sparse_features.lengths  # cached, not per batch
 
 
 def test_dataset_raw_over_tls(bt, tmp_path, monkeypatch):

@@ -353,20 +353,27 @@ class StreamDataset(IterableDataset):
         worker processes.
     kjt_offsets: layout="raw": ask the server for the KeyedJaggedTensor
         offsets too (passed to the KeyedJaggedTensor).
+    compact: layout="raw": Criteo batches travel without their all-ones
+        lengths and with int32 values when the pipeline's columns are int32
+        (the bytes of a TrainingBatch, 2.3x fewer than the default raw
+        layout). On the host path ``sparse`` and the values are then int32
+        and the lengths a shared ones tensor; on a device, values are
+        widened to int64 there and the lengths are a cached device tensor.
     """
 
     def __init__(self, endpoints, pipeline, credits=8, pin_memory=None, sparse_format="auto",
                  max_batches=None, idle_timeout=None, ack_lag=None, resume_window=4096,
                  connect_timeout=10.0, client_id=None, delivery="ack", layout="protobuf",
-                 device=None, streams=1, kjt_offsets=False):
+                 device=None, streams=1, kjt_offsets=False, compact=False):
         super().__init__()
         if layout not in ("protobuf", "raw"):
             raise ValueError("layout must be protobuf or raw, not %r" % (layout,))
         if device is not None and layout != "raw":
             raise ValueError("device= needs layout='raw' (the GPU feed)")
         self.layout, self.device, self.streams = layout, device, max(1, int(streams))
-        self.kjt_offsets = kjt_offsets
+        self.kjt_offsets, self.compact = kjt_offsets, compact
         self._feed = None
+        self._dev_ones = {}  # (device, n) -> int32 ones on the device (compact lengths)
         if delivery not in ("ack", "checkpoint"):
             raise ValueError("delivery must be ack or checkpoint, not %r" % (delivery,))
         self.delivery = delivery
@@ -529,7 +536,7 @@ class StreamDataset(IterableDataset):
                 resume = self._resume if self.delivery == "checkpoint" else None
                 return TrainerClient(endpoint, self.pipeline, credits=self.credits, client_id=cid,
                                      resume=resume, layout=self.layout,
-                                     kjt_offsets=self.kjt_offsets)
+                                     kjt_offsets=self.kjt_offsets, compact=self.compact)
             except (ConnectionRefusedError, ConnectionResetError, socket.timeout):
                 if time.monotonic() >= deadline:
                     raise
@@ -763,15 +770,22 @@ class StreamDataset(IterableDataset):
         g = StreamBatch()
         g.__setstate__(out.__getstate__())
         ev = None
+        ones = None
+        if self.compact and out.sparse is not None and lengths.numel():
+            # compact Criteo batch: all-ones lengths, cached on the device
+            ones = self._dev_ones.get((str(dev), lengths.numel()))
+            if ones is None:
+                ones = self._dev_ones[(str(dev), lengths.numel())] = lengths.to(dev)
         if side is None:
             g.dense, g.labels = out.dense.to(dev), out.labels.to(dev)
-            values, lengths = values.to(dev), lengths.to(dev)
+            values = values.to(dev).long()
+            lengths = ones if ones is not None else lengths.to(dev)
         else:
             with torch.cuda.stream(side):
                 g.dense = out.dense.to(dev, non_blocking=True)
                 g.labels = out.labels.to(dev, non_blocking=True)
-                values = values.to(dev, non_blocking=True)
-                lengths = lengths.to(dev, non_blocking=True)
+                values = values.to(dev, non_blocking=True).long()  # int32 (compact): widened there
+                lengths = ones if ones is not None else lengths.to(dev, non_blocking=True)
                 ev = torch.cuda.Event()
                 ev.record(side)
         g.sparse = values.view(len(out.keys), out.rows).t() if out.sparse is not None else None
