@@ -672,6 +672,7 @@ class TrainerClient:
                 raise
         self._buf = bytearray()
         self._frame, self._filled, self._base, self._flen = None, 0, 0, 0
+        self._tmo = timeout  # the socket's timeout as last set (create_connection)
         cid = client_id or "python-%d" % os.getpid()
         body = (_field_varint(1, PROTOCOL_VERSION) + _field_bytes(2, pipeline.encode())
                 + _field_varint(3, credits) + _field_bytes(4, cid.encode()))
@@ -700,23 +701,38 @@ class TrainerClient:
         why = "closed the connection" if err is None else "connection lost (%s)" % (err,)
         return ConnectionClosed("piperec at %s: %s while %s" % (self.endpoint, why, what))
 
+    def _settimeout(self, t, exact=False):
+        # settimeout() costs a system call: for receives, skip it when the
+        # socket's timeout is already at most `t` plus a little (a recv that
+        # times out early is retried against the deadline in _recv_some).
+        cur = self._tmo
+        if t is None or exact:
+            if cur != t:
+                self.sock.settimeout(t)
+                self._tmo = t
+        elif cur is None or cur > t + 0.005 or cur < min(t, 0.2) * 0.5:
+            self.sock.settimeout(t)
+            self._tmo = t
+
     def _recv_some(self, deadline, into=None):
         """One recv (into a memoryview when given); False on timeout."""
-        left = None if deadline is None else deadline - time.monotonic()
-        if left is not None and left <= 0:
-            return False
-        try:
-            self.sock.settimeout(left)
-            if into is not None:
-                n = self.sock.recv_into(into)
-                chunk = n
-            else:
-                chunk = self.sock.recv(65536)
-                n = len(chunk)
-        except socket.timeout:
-            return False
-        except OSError as e:
-            raise self._gone("receiving", e) from None
+        while True:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            try:
+                self._settimeout(left)
+                if into is not None:
+                    n = self.sock.recv_into(into)
+                    chunk = n
+                else:
+                    chunk = self.sock.recv(65536)
+                    n = len(chunk)
+                break
+            except socket.timeout:
+                continue  # the deadline decides
+            except OSError as e:
+                raise self._gone("receiving", e) from None
         if n == 0:
             raise self._gone("receiving")
         return chunk
@@ -765,7 +781,7 @@ class TrainerClient:
 
     def _send(self, num, body, what="a frame", timeout=30):
         try:
-            self.sock.settimeout(timeout)
+            self._settimeout(timeout, exact=True)
             self.sock.sendall(_frame(num, body))
         except OSError as e:
             raise self._gone("sending " + what, e) from None

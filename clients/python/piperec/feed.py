@@ -73,8 +73,13 @@ class _Conn:
         self.error = None
         self.thread = None
         self.slot = None  # slot holding a partially received frame
+        self.sleeping = False  # the thread is (about to be) in select()
 
     def wake(self):
+        """Wake the thread when it waits in select() (`sleeping`); else it
+        sees the outbox and the free slots at its next turn anyway."""
+        if not self.sleeping:
+            return
         try:
             os.write(self.wake_w, b"x")
         except (BlockingIOError, OSError):
@@ -217,8 +222,16 @@ class RawFeed:
                     break
                 slot = self._take_slot(conn)
                 if slot is None or not self._has_input(client):
+                    # Publish `sleeping` first, then look again: a producer
+                    # that queued before seeing it set is seen here, one
+                    # that queued after writes to the pipe.
+                    conn.sleeping = True
+                    if conn.outbox or self._stop or (slot is None and self._free):
+                        conn.sleeping = False
+                        continue
                     fds = [conn.wake_r] if slot is None else [conn.wake_r, client.sock]
                     ready = select.select(fds, [], [], self._poll)[0]
+                    conn.sleeping = False
                     if conn.wake_r in ready:
                         self._drain_wake(conn)
                     if slot is None or client.sock not in ready:
