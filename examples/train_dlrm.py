@@ -340,6 +340,9 @@ def main(argv=None):
                     default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--layout", choices=("raw", "protobuf"), default="raw",
                     help="trainer stream batch layout (raw: the GPU feed)")
+    ap.add_argument("--compact", action=argparse.BooleanOptionalAction, default=True,
+                    help="raw layout: Criteo batches without all-ones lengths, int32 values "
+                    "(the TrainingBatch's bytes; widened on the GPU)")
     ap.add_argument("--checkout", action="store_true",
                     help="use this checkout's clients/python even when piperec is installed")
     ap.add_argument("--train-rows", type=int, default=200_000)
@@ -372,6 +375,8 @@ def main(argv=None):
             endpoints = args.connect.split(",")
         dev = torch.device(args.device)
         kw = {"layout": args.layout}
+        if args.layout == "raw":
+            kw["compact"] = args.compact
         if args.layout == "raw" and dev.type == "cuda":
             kw["device"] = dev  # side-stream copy, overlapped with the previous step
         ds = pt.StreamDataset(endpoints, args.pipeline, credits=8, idle_timeout=20, **kw)
