@@ -4,8 +4,8 @@ that does nothing: the numpy client (piperec_client, zero copy) side by side
 with piperec.torch.StreamDataset (main process, and a StreamDataLoader with
 2 workers), each over the TrainingBatch (protobuf) layout and over the raw
 tensor layout (issue 22: received into a ring of preallocated buffers,
-pinned when CUDA is available, zero-copy views; the loader's workers become
-receive threads), plus host-to-GPU copies when torch.cuda.is_available()
+pinned when CUDA is available, zero-copy views; the loader runs on the
+dataset's receive thread instead of worker processes), plus host-to-GPU copies when torch.cuda.is_available()
 (skipped, and said so, otherwise).
 
 The server is a replay server in a separate process speaking the trainer
@@ -261,11 +261,11 @@ def main():
             ds("protobuf", pin_memory=False), num_workers=2)),
          {"client": "StreamDataLoader, 2 workers", "layout": "protobuf", "pinned": False}),
         ("trainer_py_dataloader_2w_raw", lambda ep: loop(StreamDataLoader(ds("raw"), num_workers=2)),
-         {"client": "StreamDataLoader num_workers=2 -> 2 receive threads", "layout": "raw",
+         {"client": "StreamDataLoader num_workers=2 -> the receive thread", "layout": "raw",
           "pinned": pin}),
         ("trainer_py_dataloader_2w_raw_compact", lambda ep: loop(StreamDataLoader(
             ds("raw", compact=True), num_workers=2)),
-         {"client": "StreamDataLoader num_workers=2 -> 2 receive threads", "layout": "raw compact",
+         {"client": "StreamDataLoader num_workers=2 -> the receive thread", "layout": "raw compact",
           "pinned": pin}),
     ]
     if torch.cuda.is_available():

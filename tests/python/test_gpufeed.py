@@ -191,11 +191,13 @@ def test_dataset_raw_jagged_and_state(bt):
 
 def test_loader_workers_use_threads(bt):
     # StreamDataLoader(num_workers=2) over a raw dataset starts no worker
-    # process: two connections with a receive thread each in this process.
+    # process: the dataset's receive threads (streams=2: two connections,
+    # a thread each) in this process.
     r = bt(30, """
     import multiprocessing as mp
     from piperec.torch import StreamDataLoader, StreamDataset
-    ds = StreamDataset(ADDR, "bt", credits=3, idle_timeout=1.0, sparse_format="triple", layout="raw")
+    ds = StreamDataset(ADDR, "bt", credits=3, idle_timeout=1.0, sparse_format="triple", layout="raw",
+                       streams=2)
     loader = StreamDataLoader(ds, num_workers=2)
     seqs = []
     for b in loader:

@@ -348,9 +348,9 @@ class StreamDataset(IterableDataset):
         each batch to on a side CUDA stream (the current stream waits on
         the copy's event; the next batch's copy overlaps this step); None or
         "cpu" yields the host views.
-    streams: layout="raw": connections (and receive threads) per endpoint.
-        StreamDataLoader(num_workers=N) sets it to N instead of starting
-        worker processes.
+    streams: layout="raw": connections (and receive threads) per endpoint
+        (default 1). StreamDataLoader(num_workers=N) starts no worker
+        processes over a raw dataset: its batches come from these threads.
     kjt_offsets: layout="raw": ask the server for the KeyedJaggedTensor
         offsets too (passed to the KeyedJaggedTensor).
     compact: layout="raw": Criteo batches travel without their all-ones
@@ -939,19 +939,21 @@ class StreamDataLoader(DataLoader):
     batch_size is None (piperec makes the batches). With num_workers > 0 it
     sets the dataset's ack lag to prefetch_factor + 1 and pins in the
     DataLoader (pin_memory defaults to the dataset's setting). With a
-    layout="raw" dataset it starts no worker processes: num_workers becomes
-    the dataset's ``streams`` (connections and receive threads per endpoint
-    in the main process), which is never slower than workers."""
+    layout="raw" dataset it starts no worker processes: the batches come
+    from the dataset's receive thread(s) in the main process (``streams``
+    connections per endpoint, default 1), so num_workers > 0 is exactly as
+    fast as num_workers=0 there."""
 
     def __init__(self, dataset, num_workers=0, pin_memory=None, prefetch_factor=2, **kwargs):
         if not isinstance(dataset, StreamDataset):
             raise TypeError("StreamDataLoader needs a StreamDataset")
         kwargs.pop("batch_size", None)
         if dataset.layout == "raw" and num_workers > 0:
-            # The GPU feed's receive threads replace worker processes: same
-            # parallelism on the wire (num_workers connections per endpoint),
-            # no inter-process hand-off per batch, buffers already pinned.
-            dataset.streams = max(dataset.streams, num_workers)
+            # The GPU feed's receive thread replaces worker processes: no
+            # inter-process hand-off per batch, buffers already pinned. The
+            # dataset's `streams` (connections per endpoint, default 1) sets
+            # the receive parallelism: more connections only pay where the
+            # receive is the bound and cores are free (bench/RESULTS.md).
             num_workers, pin_memory = 0, False
             kwargs.pop("persistent_workers", None)
             kwargs.pop("worker_init_fn", None)
