@@ -407,3 +407,27 @@ def test_dataset_raw_over_tls(bt, tmp_path, monkeypatch):
     RESULT["seqs"] = seqs
     """ % os.path.join(d, "ca.crt"))
     assert r["seqs"] == list(range(1, 21))
+
+
+def test_dataset_raw_buffers_live_until_acked(bt):
+    # ack_lag=2: a batch is acked (and its buffer reused) only once two more
+    # were handed out, so the views of the last three batches stay intact
+    # while the receive thread keeps filling the other buffers.
+    r = bt(30, """
+    import piperec_client as pc
+    pc.SMALL_FRAME = 0
+    from piperec.torch import StreamDataset
+    ds = StreamDataset(ADDR, "bt", credits=5, idle_timeout=1.0, sparse_format="triple",
+                       layout="raw", ack_lag=2)
+    held = []
+    n = 0
+    for b in ds:
+        held = (held + [b])[-3:]
+        for h in held:
+            g, dense, sparse, labels = expected(h.sequence)
+            assert np.array_equal(h.dense.numpy(), dense), "buffer reused before its ack"
+            assert np.array_equal(h.sparse.numpy(), sparse)
+        n += 1
+    RESULT["n"] = n
+    """)
+    assert r["n"] == 30
