@@ -2,15 +2,21 @@
 """bench_trainer_py.py — Python trainer-side throughput, batches into a loop
 that does nothing: the numpy client (piperec_client, zero copy) side by side
 with piperec.torch.StreamDataset (main process, and a StreamDataLoader with
-2 workers), plus pinned host-to-GPU copies when torch.cuda.is_available()
+2 workers), each over the TrainingBatch (protobuf) layout and over the raw
+tensor layout (issue 22: received into a ring of preallocated buffers,
+pinned when CUDA is available, zero-copy views; the loader runs on the
+dataset's receive thread instead of worker processes), plus host-to-GPU copies when torch.cuda.is_available()
 (skipped, and said so, otherwise).
 
 The server is a replay server in a separate process speaking the trainer
-protocol: it sends one pre-encoded TrainingBatch (--rows rows, 13 dense
-float32, 26 sparse int32: the Criteo shape) again and again with increasing
+protocol: it sends one pre-encoded batch (--rows rows, 13 dense float32,
+26 sparse int32: the Criteo shape; as a TrainingBatch, or in the raw layout
+when the client's Subscribe asks for it) again and again with increasing
 sequence numbers, honouring credits and acks. It costs little CPU, so the
 figures are the client's cost: what a trainer pays per batch in Python.
-Prints one JSON line per measurement (bench/run.sh collects them).
+Prints one JSON line per measurement (bench/run.sh collects them), each
+with `vs_numpy_client`: its rows/s over the numpy client's (protobuf layout)
+in the same run.
 """
 
 import argparse
@@ -47,6 +53,46 @@ def encode_body(rows):
             + pc._field_bytes(14, vocab))
 
 
+def _aligned_up(x, a=64):
+    return (x + a - 1) // a * a
+
+
+def encode_raw(rows, compact=False):
+    """The same batch in the raw layout (docs/trainer-protocol.md): the
+    payload of Frame.raw_batch and its frame preamble (length, tag, varint);
+    the sequence is patched into the header per send (bytes 40..48).
+    compact (Subscribe.compact): int32 values, no lengths section."""
+    rng = np.random.default_rng(1)
+    labels = (rng.random(rows) < 0.25).astype("<f4")
+    dense = rng.random((rows, N_DENSE), dtype=np.float32).astype("<f4")
+    values = rng.integers(0, 100000, (N_SPARSE, rows)).astype("<i4" if compact else "<i8")
+    lengths = np.ones(0 if compact else N_SPARSE * rows, "<i4")
+    vocab = b"".join(pc._varint(100000) for _ in range(N_SPARSE))
+    meta = (pc._field_bytes(1, b"bench") + pc._field_varint(3, rows) + pc._field_varint(4, N_DENSE)
+            + pc._field_varint(5, N_SPARSE) + pc._field_varint(6, 4) + pc._field_bytes(14, vocab))
+    secs = [dense.tobytes(), labels.tobytes(), lengths.tobytes(), values.tobytes(), b"", b"", meta]
+    v = 1
+    while True:  # the preamble holds the payload length; the padding depends on the preamble
+        pre, at, offs = 5 + v, pc.RAW_HEADER, []
+        for sb in secs:
+            at = _aligned_up(pre + at) - pre
+            offs.append(at)
+            at += len(sb)
+        if len(pc._varint(at)) == v:
+            break
+        v = len(pc._varint(at))
+    payload = bytearray(at)
+    flags = pc.RAW_UNIT | pc.RAW_VALUES32 if compact else 0
+    hdr = pc._RAW_HDR.pack(pc.RAW_MAGIC, pc.RAW_VERSION, pc.RAW_HEADER, flags, rows, N_DENSE, 1, N_SPARSE,
+                           pre, 0, 0, N_SPARSE * rows, 0, 7)
+    payload[:len(hdr)] = hdr
+    for i, (o, sb) in enumerate(zip(offs, secs)):
+        struct.pack_into("<II", payload, 64 + 8 * i, o, len(sb))
+        payload[o:o + len(sb)] = sb
+    msg_head = bytes([(pc.F_RAW_BATCH << 3) | 2]) + pc._varint(len(payload))
+    return struct.pack("<I", len(msg_head) + len(payload)) + msg_head, bytes(payload)
+
+
 def read_frame(sock, buf):
     while True:
         if len(buf) >= 4:
@@ -63,16 +109,22 @@ def read_frame(sock, buf):
         buf += chunk
 
 
-def serve_conn(sock, body, state, lock, total):
+def serve_conn(sock, body, raw, state, lock, total):
     buf = bytearray()
     kind, sub = read_frame(sock, buf)
-    credits = 8
+    credits, layout, compact = 8, 0, False
     for num, wt, v, a, e in pc._fields(sub):
         if num == 3 and wt == 0 and v:
             credits = min(v, 64)
+        elif num == 7 and wt == 0:
+            layout = 1 if v == 1 else 0
+        elif num == 9 and wt == 0:
+            compact = v != 0
     ok = (pc._field_varint(1, 1) + pc._field_bytes(2, b"bench") + pc._field_varint(3, N_DENSE)
           + pc._field_varint(4, N_SPARSE) + pc._field_varint(5, 4) + pc._field_varint(8, credits)
-          + pc._field_varint(9, 10000))
+          + pc._field_varint(9, 10000) + pc._field_varint(11, layout))
+    raw_pre, raw_payload = raw[compact]
+    raw_hdr, raw_rest = bytearray(raw_payload[:pc.RAW_HEADER]), raw_payload[pc.RAW_HEADER:]
     sock.sendall(pc._frame(pc.F_SUBSCRIBE_OK, ok))
     inflight = 0
     try:
@@ -81,7 +133,14 @@ def serve_conn(sock, body, state, lock, total):
                 seq = state[0] + 1 if state[0] < total and inflight < credits else None
                 if seq is not None:
                     state[0] = seq
-            if seq is not None:
+            if seq is not None and layout == 1:
+                struct.pack_into("<Q", raw_hdr, 40, seq)
+                sock.sendall(raw_pre + raw_hdr)
+                sock.sendall(raw_rest)
+                inflight += 1
+                if not select.select([sock], [], [], 0)[0] and not buf:
+                    continue
+            elif seq is not None:
                 tb_head = pc._field_varint(2, seq)
                 size = len(tb_head) + len(body)
                 msg_head = bytes([0x1A]) + pc._varint(size)
@@ -108,7 +167,7 @@ def serve_conn(sock, body, state, lock, total):
 
 
 def server_main(port_q, rows, total):
-    body = encode_body(rows)
+    body, raw = encode_body(rows), {False: encode_raw(rows), True: encode_raw(rows, True)}
     ls = socket.socket()
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind(("127.0.0.1", 0))
@@ -118,10 +177,10 @@ def server_main(port_q, rows, total):
     while True:
         s, _ = ls.accept()
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        threading.Thread(target=serve_conn, args=(s, body, state, lock, total), daemon=True).start()
+        threading.Thread(target=serve_conn, args=(s, body, raw, state, lock, total), daemon=True).start()
 
 
-def measure(name, rows, fn, extra=None):
+def measure(name, rows, fn, extra=None, base=None):
     t0 = time.perf_counter()
     n_batches, n_rows = fn()
     dt = time.perf_counter() - t0
@@ -130,13 +189,17 @@ def measure(name, rows, fn, extra=None):
          "rows_per_s": round(n_rows / dt), "batches_per_s": round(n_batches / dt, 1),
          "mb_per_s": round(n_rows * bytes_per_row / dt / 1e6, 1), "batch_rows": rows}
     r.update(extra or {})
+    if base:
+        r["vs_numpy_client"] = round(r["rows_per_s"] / base, 3)
     print(json.dumps(r), flush=True)
+    return r["rows_per_s"]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=4096, help="rows per batch")
     ap.add_argument("--batches", type=int, default=2000, help="batches per measurement")
+    ap.add_argument("--only", help="comma-separated case names (default: all)")
     args = ap.parse_args()
     import torch
     from piperec.torch import StreamDataLoader, StreamDataset
@@ -158,15 +221,52 @@ def main():
                 break
         return n, r
 
+    def raw_client(ep, compact=False):
+        # The numpy client over the raw layout: every batch into one of two
+        # preallocated aligned buffers (the zero-copy receive a trainer gets).
+        bufs = [np.empty(args.rows * 512 + (1 << 16), np.uint8) for _ in range(2)]
+        n = r = 0
+        with pc.TrainerClient(ep, "bench", credits=8, layout="raw", compact=compact) as c:
+            while n < args.batches:
+                mem = bufs[n % 2][(-bufs[n % 2].ctypes.data) % 64:]
+                b = c.recv(5, into=lambda k: memoryview(mem)[:k])
+                if b is None:
+                    break
+                c.ack(b.sequence)
+                n += 1
+                r += b.rows
+        return n, r
+
+    def ds(layout, **kw):
+        return StreamDataset(ep_box[0], "bench", idle_timeout=5, layout=layout, **kw)
+
+    ep_box = [None]
+    pin = torch.cuda.is_available()
     cases = [
         ("trainer_py_numpy_client", lambda ep: loop(pc.TrainerClient(ep, "bench", credits=8).batches(
-            timeout=5)), {"client": "piperec_client (numpy views)"}),
-        ("trainer_py_stream_dataset", lambda ep: loop(StreamDataset(ep, "bench", idle_timeout=5,
-                                                                    pin_memory=False)),
-         {"client": "StreamDataset, main process"}),
+            timeout=5)), {"client": "piperec_client (numpy views)", "layout": "protobuf"}),
+        ("trainer_py_numpy_client_raw", raw_client,
+         {"client": "piperec_client recv(into=) preallocated", "layout": "raw"}),
+        ("trainer_py_numpy_client_raw_compact", lambda ep: raw_client(ep, True),
+         {"client": "piperec_client recv(into=) preallocated", "layout": "raw compact"}),
+        ("trainer_py_stream_dataset", lambda ep: loop(ds("protobuf", pin_memory=False)),
+         {"client": "StreamDataset, main process", "layout": "protobuf", "pinned": False}),
+        ("trainer_py_stream_dataset_raw", lambda ep: loop(ds("raw")),
+         {"client": "StreamDataset, main process, ring + receive thread", "layout": "raw",
+          "pinned": pin}),
+        ("trainer_py_stream_dataset_raw_compact", lambda ep: loop(ds("raw", compact=True)),
+         {"client": "StreamDataset, main process, ring + receive thread", "layout": "raw compact",
+          "pinned": pin}),
         ("trainer_py_dataloader_2w", lambda ep: loop(StreamDataLoader(
-            StreamDataset(ep, "bench", idle_timeout=5, pin_memory=False), num_workers=2)),
-         {"client": "StreamDataLoader, 2 workers"}),
+            ds("protobuf", pin_memory=False), num_workers=2)),
+         {"client": "StreamDataLoader, 2 workers", "layout": "protobuf", "pinned": False}),
+        ("trainer_py_dataloader_2w_raw", lambda ep: loop(StreamDataLoader(ds("raw"), num_workers=2)),
+         {"client": "StreamDataLoader num_workers=2 -> the receive thread", "layout": "raw",
+          "pinned": pin}),
+        ("trainer_py_dataloader_2w_raw_compact", lambda ep: loop(StreamDataLoader(
+            ds("raw", compact=True), num_workers=2)),
+         {"client": "StreamDataLoader num_workers=2 -> the receive thread", "layout": "raw compact",
+          "pinned": pin}),
     ]
     if torch.cuda.is_available():
         def to_gpu(ep):
@@ -179,15 +279,40 @@ def main():
                     break
             torch.cuda.synchronize()
             return n, r
+
+        def raw_gpu(ep, compact=False):
+            n = r = 0
+            for g in ds("raw", device="cuda", compact=compact):
+                n += 1
+                r += g.rows
+                if n == args.batches:
+                    break
+            torch.cuda.synchronize()
+            return n, r
+        dev = torch.cuda.get_device_name()
         cases.append(("trainer_py_stream_dataset_gpu", to_gpu,
-                      {"client": "StreamDataset pinned + .to(cuda)", "device": torch.cuda.get_device_name()}))
+                      {"client": "StreamDataset pinned + .to(cuda)", "layout": "protobuf", "device": dev}))
+        cases.append(("trainer_py_stream_dataset_raw_gpu", raw_gpu,
+                      {"client": "StreamDataset(layout=raw, device=cuda): side-stream copy",
+                       "layout": "raw", "device": dev}))
+        cases.append(("trainer_py_stream_dataset_raw_compact_gpu", lambda ep: raw_gpu(ep, True),
+                      {"client": "StreamDataset(layout=raw, device=cuda): side-stream copy",
+                       "layout": "raw compact", "device": dev}))
     else:
-        print("bench_trainer_py: torch.cuda.is_available() is false: GPU figures (pinned copies to "
-              "the device) skipped", file=sys.stderr)
+        print("bench_trainer_py: torch.cuda.is_available() is false: GPU figures (copies to the "
+              "device) skipped; raw-layout buffers are plain (not pinned) memory", file=sys.stderr)
+    only = set(args.only.split(",")) if args.only else None
+    base = None
     for name, fn, extra in cases:
+        if only and name not in only and name != "trainer_py_numpy_client":
+            continue
         p, ep = run_server()
+        ep_box[0] = ep
+        extra = dict(extra, torch=torch.__version__, numpy=np.__version__)
         try:
-            measure(name, args.rows, lambda: fn(ep), extra)
+            rps = measure(name, args.rows, lambda: fn(ep), extra, base)
+            if name == "trainer_py_numpy_client":
+                base = rps
         finally:
             p.terminate()
             p.join()

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-"""train_dlrm.py — a small DLRM trained on CPU from a live piperec stream.
+"""train_dlrm.py — a small DLRM trained from a live piperec stream, on the CPU or a GPU.
 
     # everything local: test broker, generator with a planted signal, piperec run
-    /usr/bin/python3 examples/train_dlrm.py --spawn --piperec build/piperec
+    /usr/bin/python3 examples/train_dlrm.py --spawn --piperec build/piperec [--device cuda]
 
     # or against a running service
     /usr/bin/python3 examples/train_dlrm.py --connect 127.0.0.1:7070 --pipeline criteo
@@ -11,17 +11,26 @@ With --spawn it starts `piperec broker` (the test Kafka broker), loads it with
 `piperec gen --signal 1 | piperec produce` (labels depend on a few sparse and
 dense features plus noise, so learning is measurable) and runs `piperec run`
 on the default DLRM transforms (dense log, sparse modulus + vocabulary) with a
-trainer sink. The model reads that sink through piperec.torch.StreamDataset:
-DLRM = one EmbeddingBag per sparse column (grown in place with
-grow_embeddings as the vocabulary grows, SparseAdam state included), a bottom
-MLP on the dense features, pairwise dot-product interactions, a top MLP.
+trainer sink. The model reads that sink through piperec.torch.StreamDataset
+in the raw tensor layout (the GPU feed: batches land in pinned buffers and,
+with --device cuda, are copied to the GPU on a side stream while the previous
+step runs). DLRM = one fused embedding table for every sparse feature (each
+feature's rows at its own offset, one embedding_bag call per batch, grown in
+place with its SparseAdam state as the vocabulary grows), a bottom MLP on the
+dense features, pairwise dot-product interactions, a top MLP.
 
 It trains on the first --train-rows rows of the stream, then scores the next
 --heldout-rows rows without training on them and prints their AUC as
-`heldout_auc=...` (exit 1 when below --min-auc, if given).
+`heldout_auc=...` with rows/s (and, on CUDA, the share of wall time the GPU
+spent in training steps); exit 1 when below --min-auc, if given.
+
+It imports the installed `piperec` package when there is one (pip install
+./clients/python), else this checkout's clients/python (--checkout forces
+that), and prints which.
 """
 
 import argparse
+import itertools
 import os
 import re
 import shutil
@@ -32,13 +41,30 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "clients", "python"))  # a checkout; pip install works too
+CHECKOUT = os.path.normpath(os.path.join(HERE, "..", "clients", "python"))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
+from torch.nn import functional as F  # noqa: E402
 
-from piperec.torch import JaggedSparse, StreamDataset, grow_embeddings  # noqa: E402
+
+def import_piperec(use_checkout=False):
+    """piperec.torch, the installed package first (or the checkout's with
+    use_checkout / when none is installed); says which on stderr."""
+    if use_checkout:
+        sys.path.insert(0, CHECKOUT)
+    try:
+        import piperec.torch as pt
+    except ImportError:
+        sys.path.insert(0, CHECKOUT)
+        import piperec.torch as pt
+    import piperec
+    where = os.path.dirname(os.path.abspath(piperec.__file__))
+    kind = "this checkout" if where.startswith(CHECKOUT) else "installed"
+    print("piperec package %s from %s (%s)" % (getattr(piperec, "__version__", "?"), where, kind),
+          file=sys.stderr, flush=True)
+    return pt
 
 
 # ---------------------------------------------------------------- the model
@@ -56,14 +82,61 @@ def emb_init(t):
     nn.init.uniform_(t, -0.05, 0.05)
 
 
+class FusedEmbedding(nn.Module):
+    """Every sparse feature in one table: feature k's rows start at
+    base[k], so a batch is one embedding_bag call. Each feature has a
+    capacity that grows (x1.5 headroom) when the stream's vocabulary passes
+    it; rows and SparseAdam state move with their feature."""
+
+    def __init__(self, n_keys, dim):
+        super().__init__()
+        self.caps, self.dim = [1] * n_keys, dim
+        w = torch.empty(n_keys, dim)
+        emb_init(w)
+        self.weight = nn.Parameter(w)
+        self.register_buffer("base", torch.arange(n_keys), persistent=False)
+
+    def grow(self, vocab_sizes, optimizer):
+        """Make room for vocab_sizes (a list of ints); True when it grew."""
+        if all(v <= c for v, c in zip(vocab_sizes, self.caps)):
+            return False  # the per-batch check: Python ints, no device work
+        caps = [c if v <= c else int(v * 1.5) + 1 for v, c in zip(vocab_sizes, self.caps)]
+        old_base = [0] + list(np.cumsum(self.caps[:-1]))
+        new_base = [0] + list(np.cumsum(caps[:-1]))
+        old = self.weight.data
+        new = torch.empty(sum(caps), self.dim, device=old.device)
+        emb_init(new)
+
+        def move(src, dst):
+            for k, c in enumerate(self.caps):
+                dst[new_base[k]:new_base[k] + c] = src[old_base[k]:old_base[k] + c]
+            return dst
+        move(old, new)
+        p = nn.Parameter(new)
+        st = optimizer.state.pop(self.weight, None)
+        for g in optimizer.param_groups:
+            g["params"] = [p if q is self.weight else q for q in g["params"]]
+        if st:
+            optimizer.state[p] = {k: move(v, torch.zeros_like(new)) if torch.is_tensor(v)
+                                  and v.shape == old.shape else v for k, v in st.items()}
+        self.weight, self.caps = p, caps
+        self.base = torch.tensor(new_base, device=old.device)
+        return True
+
+    def forward(self, values, lengths, rows):
+        """[rows, n_keys, dim] from KeyedJaggedTensor values/lengths."""
+        k = len(self.caps)
+        per_key = lengths.view(k, rows).sum(1)
+        idx = values + torch.repeat_interleave(self.base, per_key, output_size=values.numel())
+        offsets = torch.cumsum(lengths, 0) - lengths
+        out = F.embedding_bag(idx, self.weight, offsets.long(), mode="sum", sparse=True)
+        return out.view(k, rows, self.dim).transpose(0, 1)
+
+
 class DLRM(nn.Module):
     def __init__(self, n_dense, n_sparse, dim=16, bottom=(64,), top=(64, 32)):
         super().__init__()
-        self.tables = nn.ModuleList()
-        for _ in range(n_sparse):
-            t = nn.EmbeddingBag(1, dim, mode="sum", sparse=True)  # grown from the batches
-            emb_init(t.weight.data)
-            self.tables.append(t)
+        self.emb = FusedEmbedding(n_sparse, dim)
         self.bottom = mlp((n_dense,) + tuple(bottom) + (dim,))
         n_f = n_sparse + 1
         self.register_buffer("iu", torch.triu_indices(n_f, n_f, offset=1), persistent=False)
@@ -71,28 +144,17 @@ class DLRM(nn.Module):
 
     def forward(self, dense, sparse_features):
         x = self.bottom(dense)
-        feats = [x]
-        for k, (values, offsets) in enumerate(jagged(sparse_features, dense.shape[0])):
-            feats.append(self.tables[k](values, offsets))
-        t = torch.stack(feats, 1)                      # [B, 1 + n_sparse, dim]
+        values, lengths = kjt_parts(sparse_features)
+        t = torch.cat([x.unsqueeze(1), self.emb(values, lengths, dense.shape[0])], 1)
         z = torch.bmm(t, t.transpose(1, 2))[:, self.iu[0], self.iu[1]]
         return self.top(torch.cat([x, z], 1)).squeeze(1)
 
 
-def jagged(sf, rows):
-    """Per key (values, offsets) from a KeyedJaggedTensor or a JaggedSparse."""
-    if isinstance(sf, JaggedSparse):
-        values, lengths, n = sf.values, sf.lengths, len(sf.keys)
-    else:  # torchrec KeyedJaggedTensor
-        values, lengths, n = sf.values(), sf.lengths(), len(sf.keys())
-    lengths = lengths.view(n, rows)
-    starts = torch.cumsum(lengths.sum(1), 0) - lengths.sum(1)
-    out = []
-    for k in range(n):
-        off = torch.cumsum(lengths[k], 0) - lengths[k]
-        a = int(starts[k])
-        out.append((values[a:a + int(lengths[k].sum())], off))
-    return out
+def kjt_parts(sf):
+    """(values, lengths) of a KeyedJaggedTensor or a JaggedSparse."""
+    if isinstance(sf, tuple):  # JaggedSparse (keys, values, lengths), or (values, lengths)
+        return sf[-2], sf[-1]
+    return sf.values(), sf.lengths()
 
 
 def auc(y, s):
@@ -117,6 +179,27 @@ def auc(y, s):
 
 
 # ---------------------------------------------------------------- a local stream
+
+# The test broker keeps only the last ~5 MB of each partition. `piperec
+# produce` spreads messages round robin over the partitions (an unkeyed
+# producer such as kcat's default would burst one partition instead), so
+# the rows produced and not yet taken by the trainer are at most
+# LOOKAHEAD_BYTES per partition: the local stream cannot lose rows at any
+# partition count. (~243 bytes a row of `piperec gen`.)
+ROW_BYTES = 243
+LOOKAHEAD_BYTES = 1_500_000
+
+
+def lookahead_rows(partitions, batch):
+    """Rows the producer may run ahead of the trainer: at most
+    LOOKAHEAD_BYTES (plus one chunk, an eighth of it) per partition; at
+    least two batches where that still keeps each partition under 3.5 MB."""
+    per_part = LOOKAHEAD_BYTES // ROW_BYTES
+    rows = per_part * partitions
+    if rows < 2 * batch:
+        rows = min(2 * batch, partitions * (3_500_000 // ROW_BYTES))
+    return rows
+
 
 class LocalStream:
     """piperec broker + gen --signal | produce + piperec run, in a temp dir."""
@@ -179,35 +262,49 @@ log: { level: info }
         # lose rows. A real Kafka cluster keeps them; this is only the demo.
         self.piperec, self.bootstrap, self.seed, self.rate = piperec, bootstrap, seed, rate
         self.rows, self.produced, self.taken = rows, 0, 0
-        self.lookahead = max(2 * batch, 12000 * partitions)
+        self.lookahead = lookahead_rows(partitions, batch)
         self.stop = False
         self.feeder = threading.Thread(target=self._feed, daemon=True)
         self.feeder.start()
+
+    def lost_rows(self):
+        """piperec's complaint when the test broker dropped rows it had not read."""
+        err = open(self.run_err).read()
+        return "offset out of range" in err.lower() or "OFFSET_OUT_OF_RANGE" in err
 
     def took(self, rows):
         """The trainer received `rows` more rows."""
         self.taken += rows
 
     def _feed(self):
-        chunk = max(self.lookahead // 4, 1)
-        while not self.stop and self.produced < self.rows:
-            if self.produced - self.taken >= self.lookahead:
-                time.sleep(0.02)
-                continue
-            n = min(chunk, self.rows - self.produced)
-            gen = subprocess.Popen([self.piperec, "gen", "--signal", "1", "--rows", str(n), "--first-row",
-                                    str(self.produced), "--seed", str(self.seed), "--output", "-"],
-                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-            prod = subprocess.run([self.piperec, "produce", "--bootstrap", self.bootstrap, "--topic",
-                                   "events", "--input", "-", "--lines-per-message", "16", "--rate",
-                                   str(self.rate)], stdin=gen.stdout, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE)
-            gen.stdout.close()
-            gen.wait()
-            if prod.returncode != 0:
-                print("piperec produce failed: %s" % prod.stderr.decode()[-500:], file=self.log)
-                return
-            self.produced += n
+        # One `piperec gen` and one `piperec produce` for the whole run;
+        # rows go from one to the other in chunks, only while the producer
+        # is less than `lookahead` rows ahead of the trainer.
+        chunk = max(self.lookahead // 8, 1)
+        gen = subprocess.Popen([self.piperec, "gen", "--signal", "1", "--rows", str(self.rows),
+                                "--seed", str(self.seed), "--output", "-"],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        prod = subprocess.Popen([self.piperec, "produce", "--bootstrap", self.bootstrap, "--topic",
+                                 "events", "--input", "-", "--lines-per-message", "16", "--rate",
+                                 str(self.rate)], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE)
+        self.procs += [gen, prod]
+        try:
+            while not self.stop and self.produced < self.rows:
+                if self.produced - self.taken >= self.lookahead:
+                    time.sleep(0.01)
+                    continue
+                lines = list(itertools.islice(gen.stdout, min(chunk, self.rows - self.produced)))
+                if not lines:
+                    break
+                prod.stdin.write(b"".join(lines))
+                prod.stdin.flush()
+                self.produced += len(lines)
+            prod.stdin.close()
+        except (BrokenPipeError, ValueError):
+            pass  # produce failed (said below) or close() came first
+        if prod.wait() != 0 and not self.stop:
+            print("piperec produce failed: %s" % prod.stderr.read().decode()[-500:], file=self.log)
 
     def _spawn(self, argv, name, **kw):
         kw.setdefault("stderr", subprocess.DEVNULL)
@@ -239,8 +336,17 @@ def main(argv=None):
     src.add_argument("--connect", help="HOST:PORT[,HOST:PORT...] of running trainer sinks")
     ap.add_argument("--pipeline", default="dlrm")
     ap.add_argument("--piperec", default=os.path.join(HERE, "..", "build", "piperec"))
-    ap.add_argument("--train-rows", type=int, default=1_000_000)
-    ap.add_argument("--heldout-rows", type=int, default=100_000)
+    ap.add_argument("--device", choices=("cpu", "cuda"),
+                    default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--layout", choices=("raw", "protobuf"), default="raw",
+                    help="trainer stream batch layout (raw: the GPU feed)")
+    ap.add_argument("--compact", action=argparse.BooleanOptionalAction, default=True,
+                    help="raw layout: Criteo batches without all-ones lengths, int32 values "
+                    "(the TrainingBatch's bytes; widened on the GPU)")
+    ap.add_argument("--checkout", action="store_true",
+                    help="use this checkout's clients/python even when piperec is installed")
+    ap.add_argument("--train-rows", type=int, default=200_000)
+    ap.add_argument("--heldout-rows", type=int, default=50_000)
     ap.add_argument("--batch", type=int, default=2048, help="rows per batch (--spawn)")
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--rate", type=int, default=100000, help="events/s produced at most (--spawn)")
@@ -252,6 +358,9 @@ def main(argv=None):
     ap.add_argument("--max-seconds", type=float, default=110, help="stop training after this long")
     ap.add_argument("--min-auc", type=float, help="exit 1 when the held-out AUC is below this")
     args = ap.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda: torch has no CUDA device here")
+    pt = import_piperec(args.checkout)
 
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
@@ -264,67 +373,122 @@ def main(argv=None):
             endpoints = [stream.endpoint]
         else:
             endpoints = args.connect.split(",")
-        ds = StreamDataset(endpoints, args.pipeline, credits=8, idle_timeout=20)
-        return train(ds, args, t_start, stream)
+        dev = torch.device(args.device)
+        kw = {"layout": args.layout}
+        if args.layout == "raw":
+            kw["compact"] = args.compact
+        if args.layout == "raw" and dev.type == "cuda":
+            kw["device"] = dev  # side-stream copy, overlapped with the previous step
+        ds = pt.StreamDataset(endpoints, args.pipeline, credits=8, idle_timeout=20, **kw)
+        rc = train(ds, args, t_start, dev, stream)
+        if stream is not None and stream.lost_rows():
+            print("the test broker dropped rows piperec had not read (offset out of range)",
+                  file=sys.stderr)
+            rc = 1
+        return rc
     finally:
         if stream is not None:
             stream.close()
 
 
-def train(ds, args, t_start, stream=None):
+class GpuBusy:
+    """Share of wall time the GPU spent in training steps (CUDA events
+    around each step, read at the periodic sync: no extra sync per step)."""
+
+    def __init__(self, on):
+        self.on, self.pairs, self.busy_ms = on, [], 0.0
+
+    def start(self):
+        if not self.on:
+            return None
+        e = torch.cuda.Event(enable_timing=True)
+        e.record()
+        return e
+
+    def stop(self, e):
+        if e is not None:
+            f = torch.cuda.Event(enable_timing=True)
+            f.record()
+            self.pairs.append((e, f))
+
+    def collect(self):
+        for a, b in self.pairs:  # after a sync: all recorded
+            self.busy_ms += a.elapsed_time(b)
+        self.pairs = []
+
+
+def train(ds, args, t_start, dev, stream=None):
     model = opt_dense = opt_emb = None
     loss_fn = nn.BCEWithLogitsLoss()
     rows_trained = batches = grown = 0
     t_first = None
     hold_y, hold_s = [], []
-    loss_ema = None
+    loss_sum, loss_n = None, 0
+    busy = GpuBusy(dev.type == "cuda")
     for b in ds:
         if stream is not None:
             stream.took(b.rows)
         if model is None:
             t_first = time.monotonic()
-            model = DLRM(b.dense.shape[1], b.sparse.shape[1], dim=args.dim)
+            model = DLRM(b.dense.shape[1], len(b.keys), dim=args.dim).to(dev)
             opt_dense = torch.optim.Adam([p for n, p in model.named_parameters()
-                                          if not n.startswith("tables.")], lr=args.lr)
-            opt_emb = torch.optim.SparseAdam(list(model.tables.parameters()), lr=args.emb_lr)
+                                          if not n.startswith("emb.")], lr=args.lr)
+            opt_emb = torch.optim.SparseAdam([model.emb.weight], lr=args.emb_lr)
+        dense, labels, sf = b.dense, b.labels, b.sparse_features
+        if dense.device != dev:  # protobuf layout, or the CPU
+            dense, labels = dense.to(dev), labels.to(dev)
+            v, ln = kjt_parts(sf)
+            sf = (v.to(dev), ln.to(dev)) if isinstance(sf, tuple) else sf.to(dev)
         training = rows_trained < args.train_rows and time.monotonic() - t_start < args.max_seconds
-        # Vocabulary grows as the stream goes: grow the tables first (with
-        # headroom, so big tables are not copied every batch) and the
-        # SparseAdam state of their rows.
-        grown += len(grow_embeddings(model.tables, b.vocab_sizes, optimizer=opt_emb, init=emb_init,
-                                     headroom=1.5))
+        # The vocabulary grows with the stream: make room first (a Python
+        # check per batch; the table moves only when a feature outgrows it).
+        grown += model.emb.grow(b.vocab_sizes, opt_emb)
         if training:
-            logits = model(b.dense, b.sparse_features)
-            loss = loss_fn(logits, b.labels)
+            ev = busy.start()
+            logits = model(dense, sf)
+            loss = loss_fn(logits, labels)
             opt_dense.zero_grad()
             opt_emb.zero_grad()
             loss.backward()
             opt_dense.step()
             opt_emb.step()
+            busy.stop(ev)
             rows_trained += b.rows
             batches += 1
-            loss_ema = float(loss) if loss_ema is None else 0.95 * loss_ema + 0.05 * float(loss)
-            if batches % 50 == 0:
-                print("batch %d rows %d loss %.4f (%.1f s)" % (batches, rows_trained, loss_ema,
+            d = loss.detach()
+            loss_sum = d if loss_sum is None else loss_sum + d
+            loss_n += 1
+            if batches % 50 == 0:  # the only sync with the device while training
+                print("batch %d rows %d loss %.4f (%.1f s)" % (batches, rows_trained,
+                                                              float(loss_sum) / loss_n,
                                                               time.monotonic() - t_start),
                       file=sys.stderr, flush=True)
+                busy.collect()
+                loss_sum, loss_n = None, 0
             continue
         with torch.no_grad():
-            hold_s.append(torch.sigmoid(model(b.dense, b.sparse_features)).numpy())
-        hold_y.append(b.labels.numpy().copy())
+            hold_s.append(torch.sigmoid(model(dense, sf)).cpu().numpy())
+        hold_y.append(labels.cpu().numpy().copy())
         if sum(len(y) for y in hold_y) >= args.heldout_rows:
             break
     if model is None or not hold_y:
         print("no held-out data: the stream ended after %d training rows" % rows_trained,
               file=sys.stderr)
         return 1
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+        busy.collect()
     y, s = np.concatenate(hold_y), np.concatenate(hold_s)
     a = auc(y, s)
     t_train = time.monotonic() - (t_first or t_start)
+    gpu = ""
+    if dev.type == "cuda":
+        gpu = " device=%s gpu_busy=%.2f" % (torch.cuda.get_device_name(dev),
+                                             busy.busy_ms / 1000.0 / max(t_train, 1e-9))
     print("heldout_auc=%.4f heldout_rows=%d positive=%.3f train_rows=%d batches=%d "
-          "train_seconds=%.1f rows_per_s=%.0f total_seconds=%.1f tables_grown=%d rows_in_tables=%d"
+          "train_seconds=%.1f rows_per_s=%.0f total_seconds=%.1f tables_grown=%d rows_in_tables=%d%s"
           % (a, len(y), y.mean(), rows_trained, batches, t_train, rows_trained / max(t_train, 1e-9),
-             time.monotonic() - t_start, grown, sum(t.num_embeddings for t in model.tables)),
+             time.monotonic() - t_start, grown, sum(model.emb.caps), gpu),
           flush=True)
     if args.min_auc is not None and not a >= args.min_auc:
         print("held-out AUC %.4f below %.2f" % (a, args.min_auc), file=sys.stderr)

@@ -17,7 +17,9 @@
  *
  * Batch frames are written with sendmsg() straight from the batch's encoded
  * protobuf (header + b->pb), no extra copy (with TLS: SSL_write of the same
- * two pieces).
+ * two pieces). A trainer that subscribed with the raw tensor layout gets
+ * each batch built for it in that layout (trainer_wire.c) when the batch is
+ * dealt to it: one pass over the tensors, paid only by such trainers.
  *
  * The port faces the network, so every resource a peer can make it hold is
  * bounded (docs/operations.md "Security"): connections (max_connections;
@@ -114,6 +116,9 @@ typedef struct tclient {
     bool tls_peeked;     /* first byte looked at (a TLS record or not) */
     bool tls_want_write; /* the last SSL call needs the socket writable */
     bool rx_more;        /* stopped reading with input left: read again without waiting */
+    uint8_t layout;      /* PR__LAYOUT_PB or PR__LAYOUT_RAW (Subscribe.layout) */
+    bool kjt_offsets;    /* raw layout: send the offsets section */
+    bool compact;        /* raw layout: Subscribe.compact */
     int64_t accepted_ns;
     int64_t closing_ns;
     uint32_t window;
@@ -546,10 +551,21 @@ static int pr__send_batch(trainer_sink *t, tclient *c, pr_batch *b)
         free(it);
         return PR_ENOMEM;
     }
-    it->hlen = pr__batch_frame_header(b, it->hdr);
+    if (c->layout == PR__LAYOUT_RAW) {
+        size_t len;
+        int rc = pr__raw_frame(b, c->kjt_offsets, c->compact, &it->owned, &len);
+        if (rc < 0) {
+            free(it);
+            return rc;
+        }
+        it->body = it->owned;
+        it->blen = len;
+    } else {
+        it->hlen = pr__batch_frame_header(b, it->hdr);
+        it->body = b->pb;
+        it->blen = b->pb_len;
+    }
     it->ref = pr_batch_ref(b);
-    it->body = b->pb;
-    it->blen = b->pb_len;
     pr__oq_push(c, it);
     c->fl[c->n_fl++] = (inflight){b->seq, b, pr_clock_mono_ns(t->clock)};
     return 0;
@@ -837,6 +853,12 @@ static void pr__handle_subscribe(trainer_sink *t, tclient *c,
     ok.credits = c->window;
     ok.keepalive_ms = (uint32_t)(t->keepalive_ns / NS_PER_MS);
     ok.server = PR_VERSION_STR;
+    /* Layouts this server does not know get the TrainingBatch (layout 0,
+     * left out of SubscribeOk: the bytes old clients always got). */
+    c->layout = s->layout == PR__LAYOUT_RAW ? PR__LAYOUT_RAW : PR__LAYOUT_PB;
+    c->kjt_offsets = s->kjt_offsets;
+    c->compact = s->compact;
+    ok.layout = c->layout;
     Piperec__Trainer__V1__Frame f = PIPEREC__TRAINER__V1__FRAME__INIT;
     f.msg_case = PIPEREC__TRAINER__V1__FRAME__MSG_SUBSCRIBE_OK;
     f.subscribe_ok = &ok;
@@ -865,8 +887,9 @@ static void pr__handle_subscribe(trainer_sink *t, tclient *c,
             pr__ckpt_release_covered(t, &ps);
         pr__posset_fini(&ps);
     }
-    pr_info("trainer sink: client %s (#%llu) subscribed to %s with %u credits", c->client_id,
-            (unsigned long long)c->id, t->pipeline, c->window);
+    pr_info("trainer sink: client %s (#%llu) subscribed to %s with %u credits%s", c->client_id,
+            (unsigned long long)c->id, t->pipeline, c->window,
+            c->layout == PR__LAYOUT_RAW ? " (raw layout)" : "");
 }
 
 static void pr__handle_ack(trainer_sink *t, tclient *c, const uint64_t *seqs, size_t n)

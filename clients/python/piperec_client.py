@@ -16,6 +16,18 @@ Example::
             dense, sparse, labels = batch.dense, batch.sparse, batch.labels
             ...                             # [rows, n_dense] float32, [rows, n_sparse] int32/64, [rows] int32
 
+Raw tensor layout (``layout="raw"``, docs/trainer-protocol.md "Raw batch
+layout"): the server sends each batch as one fixed header and 64-byte
+aligned sections (dense and labels float32 row-major, KeyedJaggedTensor
+int64 values and int32 lengths), and ``recv(into=...)`` receives a batch
+straight into a caller's preallocated buffer (pinned memory for a GPU
+feed), the arrays being views on it. A server that predates the layout
+answers with TrainingBatch frames, which decode as always.
+
+A server that goes away raises :class:`ConnectionClosed` (a
+``ConnectionError`` and an ``EOFError``) naming the endpoint and what
+happened, from every call that touches the socket.
+
 Delivery is at least once: a batch that is not acked before the connection
 drops is sent again, possibly to another trainer. Ack only after the batch
 is used (``batches()`` does that for you).
@@ -28,14 +40,29 @@ import time
 
 import numpy as np
 
-__all__ = ["TrainerClient", "Batch", "Position", "ServerError", "PROTOCOL_VERSION"]
+__all__ = ["TrainerClient", "Batch", "Position", "ServerError", "ConnectionClosed", "PROTOCOL_VERSION",
+           "LAYOUT_PROTOBUF", "LAYOUT_RAW", "decode_raw"]
 
 PROTOCOL_VERSION = 1
 MAX_FRAME = 1 << 31
 
 # Frame oneof field numbers (schemas/trainer.proto).
 F_SUBSCRIBE, F_SUBSCRIBE_OK, F_BATCH, F_ACK, F_CREDIT, F_PING, F_PONG, F_ERROR = range(1, 9)
-F_CHECKPOINT_COMMIT, F_CHECKPOINT_OK = 9, 10
+F_CHECKPOINT_COMMIT, F_CHECKPOINT_OK, F_RAW_BATCH = 9, 10, 11
+
+# Subscribe.layout / SubscribeOk.layout.
+LAYOUT_PROTOBUF, LAYOUT_RAW = 0, 1
+_LAYOUTS = {"protobuf": LAYOUT_PROTOBUF, "raw": LAYOUT_RAW}
+
+# Raw layout header (docs/trainer-protocol.md): magic "PRBT", version,
+# header bytes, flags, rows, n_dense, n_labels, n_keys, preamble, epoch,
+# sequence, n_values, n_notices, n_sections; then (offset, bytes) pairs.
+RAW_MAGIC, RAW_VERSION, RAW_HEADER = 0x54425250, 1, 128
+RAW_JAGGED, RAW_POPULAR, RAW_OFFSETS, RAW_UNIT, RAW_VALUES32 = 1, 2, 4, 8, 16
+_RAW_HDR = struct.Struct("<IHHIIIIIIQQQII")
+(S_DENSE, S_LABELS, S_LENGTHS, S_VALUES, S_OFFSETS, S_NOTICES, S_META) = range(7)
+_RAW_NSEC = 7
+SMALL_FRAME = 4096  # frames up to this size never go into a caller's buffer
 
 ERROR_CODES = {
     0: "UNSPECIFIED", 1: "BAD_FRAME", 2: "UNSUPPORTED_VERSION", 3: "UNKNOWN_PIPELINE",
@@ -50,6 +77,13 @@ class ServerError(Exception):
     def __init__(self, code, message):
         self.code = ERROR_CODES.get(code, str(code))
         super().__init__("server error %s: %s" % (self.code, message))
+
+
+class ConnectionClosed(ConnectionError, EOFError):
+    """The server went away: closed the connection, reset it, or a write
+    found it gone. The message names the endpoint and the call that saw it.
+    It is an ``EOFError`` too, so code written for clean closes still ends
+    its loop."""
 
 
 # ---------------------------------------------------------------- protobuf, the few bits we need
@@ -74,6 +108,8 @@ def _field_bytes(num, data):
 
 
 def _read_varint(buf, pos):
+    if pos < len(buf) and buf[pos] < 0x80:  # the common one-byte case
+        return int(buf[pos]), pos + 1
     result = shift = 0
     while True:
         if pos >= len(buf) or shift > 63:
@@ -178,12 +214,25 @@ class Batch:
     and the notices' ``column`` index ``keys``. ``feature(name)`` gives one
     feature's (values, lengths). A Criteo batch has ``jagged`` False and its
     ``keys`` / ``values`` / ``lengths`` are derived from ``sparse`` (one value
-    per row and column, a copy)."""
+    per row and column, a copy).
+
+    A batch of the raw layout (``layout`` "raw"; TrainerClient(layout="raw"))
+    has the same attributes, all views on the received buffer without a
+    copy: ``labels`` float32 ([rows] for a Criteo batch, [rows, n_labels]
+    for a jagged one), ``dense`` float32 [rows, n_dense] row-major,
+    ``values`` int64 and ``lengths`` int32 (key-major, for Criteo too),
+    ``sparse`` int64 [rows, n_sparse] (a transposed view of ``values``) for
+    a Criteo batch, and ``kjt_offsets`` int32 [n_keys * rows + 1] when
+    asked for (``kjt_offsets=True``), else None. With ``compact=True`` a
+    Criteo batch's ``values``/``sparse`` are int32 when the pipeline's
+    columns are, and ``lengths`` is a shared array of ones (read only by
+    convention)."""
 
     __slots__ = ("pipeline", "replica", "popular", "hot_version", "recycled", "epoch", "sequence", "rows", "n_dense", "n_sparse", "sparse_width", "labels",
                  "dense", "sparse", "offsets", "min_event_time_ms", "max_event_time_ms",
                  "emit_time_ms", "vocab_sizes", "sparse_names", "jagged", "n_labels",
-                 "label_names", "dense_names", "_keys", "_values", "_lengths")
+                 "label_names", "dense_names", "_keys", "_values", "_lengths", "layout",
+                 "kjt_offsets")
 
     @property
     def keys(self):
@@ -302,9 +351,7 @@ class RecycledTracker:
         self._seen = set(int(x) for x in st.get("seen", ()))
 
 
-def decode_batch(buf, start=0, end=None):
-    """Decode a TrainingBatch from buf[start:end] (buf: bytes or bytearray)."""
-    mv = memoryview(buf)
+def _new_batch():
     b = Batch()
     b.pipeline, b.sequence, b.rows, b.n_dense, b.n_sparse, b.sparse_width = "", 0, 0, 0, 0, 4
     b.epoch = 0
@@ -316,6 +363,12 @@ def decode_batch(buf, start=0, end=None):
     b.offsets, b.vocab_sizes, b.sparse_names = [], [], []
     b.jagged, b.n_labels, b.label_names, b.dense_names = False, 0, [], []
     b._keys = b._values = b._lengths = None
+    b.layout, b.kjt_offsets = "protobuf", None
+    return b
+
+
+def _decode_fields(b, buf, start, end):
+    """Fill b from a TrainingBatch's fields; returns (tensor spans, feature keys)."""
     feature_keys = []
     spans = {}
     for num, wt, v, a, e in _fields(buf, start, end):
@@ -349,6 +402,14 @@ def decode_batch(buf, start=0, end=None):
             elif num == 15: b.sparse_names.append(bytes(buf[a:e]).decode())
             elif num == 17: b.replica = bytes(buf[a:e]).decode(errors="replace")
             elif num == 18: b.recycled = _decode_recycled(buf, a, e)
+    return spans, feature_keys
+
+
+def decode_batch(buf, start=0, end=None):
+    """Decode a TrainingBatch from buf[start:end] (buf: bytes or bytearray)."""
+    mv = memoryview(buf)
+    b = _new_batch()
+    spans, feature_keys = _decode_fields(b, buf, start, end)
     rows = b.rows
     sdt = np.int64 if b.sparse_width == 8 else np.int32
 
@@ -393,6 +454,68 @@ def _decode_jagged(b, mv, spans, feature_keys):
     b.labels = arr(27, np.float32, rows * b.n_labels).reshape(rows, b.n_labels)
     b.dense = arr(28, np.float32, rows * b.n_dense).reshape(rows, b.n_dense)
     b.sparse = None
+    return b
+
+
+_ONES = {}
+
+
+def _ones(n):
+    """A shared int32 array of n ones (the lengths of a compact batch): one
+    per size, not one per batch; do not write to it."""
+    a = _ONES.get(n)
+    if a is None:
+        if len(_ONES) > 64:
+            _ONES.clear()
+        a = _ONES[n] = np.ones(n, np.int32)
+    return a
+
+
+def decode_raw(buf, start=0, end=None, keys=None):
+    """Decode a raw-layout batch (the payload of Frame.raw_batch, buf[start:end])
+    into a Batch whose arrays are views on buf. `keys`: the Criteo sparse
+    names (SubscribeOk.sparse_names; C1.. when None or short)."""
+    end = len(buf) if end is None else end
+    mv = memoryview(buf)
+    if end - start < RAW_HEADER:
+        raise ValueError("raw batch: %d bytes, shorter than its header" % (end - start))
+    (magic, version, hbytes, flags, rows, n_dense, n_labels, n_keys, _pre, epoch, seq, n_values,
+     n_notices, nsec) = _RAW_HDR.unpack_from(buf, start)
+    if magic != RAW_MAGIC or version != RAW_VERSION or hbytes < RAW_HEADER or nsec < _RAW_NSEC:
+        raise ValueError("raw batch: bad header (magic %#x, version %d)" % (magic, version))
+    table = struct.unpack_from("<%dI" % (2 * _RAW_NSEC), buf, start + 64)
+    want = (rows * n_dense * 4, rows * n_labels * 4, 0 if flags & RAW_UNIT else n_keys * rows * 4,
+            n_values * (4 if flags & RAW_VALUES32 else 8),
+            (n_keys * rows + 1) * 4 if flags & RAW_OFFSETS else 0, n_notices * 32, None)
+    sec = []
+    for i in range(_RAW_NSEC):
+        off, n = table[2 * i], table[2 * i + 1]
+        if off < hbytes or start + off + n > end or (want[i] is not None and n != want[i]):
+            raise ValueError("raw batch: section %d (%d bytes at %d) does not fit its shape"
+                             % (i, n, off))
+        sec.append(mv[start + off:start + off + n])
+    b = _new_batch()
+    b.layout = "raw"
+    meta = bytes(sec[S_META])  # small: parsing bytes beats parsing a view of the buffer
+    _, feature_keys = _decode_fields(b, meta, 0, len(meta))
+    b.sequence, b.epoch, b.rows, b.n_dense, b.n_sparse = seq, epoch, rows, n_dense, n_keys
+    b.jagged, b.popular = bool(flags & RAW_JAGGED), bool(flags & RAW_POPULAR)
+    f4, i4, i8 = np.dtype("<f4"), np.dtype("<i4"), np.dtype("<i8")
+    b.dense = np.frombuffer(sec[S_DENSE], f4).reshape(rows, n_dense)
+    labels = np.frombuffer(sec[S_LABELS], f4).reshape(rows, n_labels)
+    b._lengths = _ones(n_keys * rows) if flags & RAW_UNIT else np.frombuffer(sec[S_LENGTHS], i4)
+    b._values = np.frombuffer(sec[S_VALUES], i4 if flags & RAW_VALUES32 else i8)
+    b.kjt_offsets = np.frombuffer(sec[S_OFFSETS], i4) if flags & RAW_OFFSETS else None
+    if b.jagged:
+        b.n_labels, b.labels, b.sparse = n_labels, labels, None
+        if len(feature_keys) != n_keys:
+            raise ValueError("raw batch: %d feature keys for %d keys" % (len(feature_keys), n_keys))
+        b._keys = feature_keys
+    else:
+        b.labels, b.sparse_width = labels.reshape(rows), b._values.dtype.itemsize
+        b.sparse = b._values.reshape(n_keys, rows).T
+        names = list(keys or ())
+        b._keys = names if len(names) == n_keys else ["C%d" % (i + 1) for i in range(n_keys)]
     return b
 
 
@@ -495,7 +618,8 @@ class TrainerClient:
 
     def __init__(self, address, pipeline, credits=8, client_id=None, timeout=10.0,
                  token=None, token_file=None, tls=False, ca_file=None, cert_file=None,
-                 key_file=None, ssl_context=None, resume=None):
+                 key_file=None, ssl_context=None, resume=None, layout="protobuf",
+                 kjt_offsets=False, compact=False):
         """Connect and subscribe.
 
         Checkpoint delivery (server ``sinks.trainer.delivery: checkpoint``):
@@ -509,13 +633,29 @@ class TrainerClient:
         is true, a ``ca_file`` (server CA, PEM), a ``cert_file``/``key_file``
         pair (client certificate for mutual TLS) or an ``ssl_context`` is given.
         The server certificate is checked against ``ca_file`` (else the system
-        CAs) and the host name or IP of ``address``."""
+        CAs) and the host name or IP of ``address``.
+
+        ``layout``: "protobuf" (TrainingBatch frames, the default) or "raw"
+        (the raw tensor layout; ``kjt_offsets`` adds the KJT offsets;
+        ``compact`` asks for Criteo batches without the all-ones lengths and
+        with int32 values when the columns are int32: the bytes of a
+        TrainingBatch; ``lengths`` is then a shared ones array). The
+        server's answer is in ``self.layout``: "protobuf" from a server that
+        predates the raw layout, whose batches then decode as always."""
+        if layout not in _LAYOUTS:
+            raise ValueError("layout must be protobuf or raw, not %r" % (layout,))
         host, _, port = address.rpartition(":")
         host = host.strip("[]") or "127.0.0.1"
         self.pipeline = pipeline
+        self.endpoint = address
         if token_file is not None and token is None:
             token = read_token(token_file)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        try:
+            self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        except OSError as e:  # keep the type (callers retry on refused), name the endpoint
+            if e.errno is None:
+                raise
+            raise type(e)(e.errno, "piperec at %s: %s" % (address, e.strerror)) from None
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if tls or ca_file or cert_file or ssl_context is not None:
             import ssl
@@ -531,7 +671,8 @@ class TrainerClient:
                 self.sock.close()
                 raise
         self._buf = bytearray()
-        self._frame, self._filled = None, 0
+        self._frame, self._filled, self._base, self._flen = None, 0, 0, 0
+        self._tmo = timeout  # the socket's timeout as last set (create_connection)
         cid = client_id or "python-%d" % os.getpid()
         body = (_field_varint(1, PROTOCOL_VERSION) + _field_bytes(2, pipeline.encode())
                 + _field_varint(3, credits) + _field_bytes(4, cid.encode()))
@@ -539,8 +680,10 @@ class TrainerClient:
             body += _field_bytes(5, token.encode())
         if resume is not None:
             body += _encode_ranges(6, resume)
+        body += (_field_varint(7, _LAYOUTS[layout]) + _field_varint(8, 1 if kjt_offsets else 0)
+                 + _field_varint(9, 1 if compact else 0))
         self.checkpoint_ok = None  # (id, batches released) of the last CheckpointOk
-        self.sock.sendall(_frame(F_SUBSCRIBE, body))
+        self._send(F_SUBSCRIBE, body, "Subscribe", timeout)
         deadline = time.monotonic() + timeout
         while True:
             kind, buf, a, e = self._read_frame(deadline)
@@ -548,36 +691,61 @@ class TrainerClient:
                 raise TimeoutError("no SubscribeOk within %.1f s" % timeout)
             if kind == F_SUBSCRIBE_OK:
                 self.info = self._subscribe_ok(buf, a, e)
+                self.layout = "raw" if self.info.get("layout") == LAYOUT_RAW else "protobuf"
                 break
             self._control(kind, buf, a, e)
 
     # -- framing
 
+    def _gone(self, what, err=None):
+        why = "closed the connection" if err is None else "connection lost (%s)" % (err,)
+        return ConnectionClosed("piperec at %s: %s while %s" % (self.endpoint, why, what))
+
+    def _settimeout(self, t, exact=False):
+        # settimeout() costs a system call: for receives, skip it when the
+        # socket's timeout is already at most `t` plus a little (a recv that
+        # times out early is retried against the deadline in _recv_some).
+        cur = self._tmo
+        if t is None or exact:
+            if cur != t:
+                self.sock.settimeout(t)
+                self._tmo = t
+        elif cur is None or cur > t + 0.005 or cur < min(t, 0.2) * 0.5:
+            self.sock.settimeout(t)
+            self._tmo = t
+
     def _recv_some(self, deadline, into=None):
         """One recv (into a memoryview when given); False on timeout."""
-        left = None if deadline is None else deadline - time.monotonic()
-        if left is not None and left <= 0:
-            return False
-        self.sock.settimeout(left)
-        try:
-            if into is not None:
-                n = self.sock.recv_into(into)
-                chunk = n
-            else:
-                chunk = self.sock.recv(65536)
-                n = len(chunk)
-        except socket.timeout:
-            return False
+        while True:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            try:
+                self._settimeout(left)
+                if into is not None:
+                    n = self.sock.recv_into(into)
+                    chunk = n
+                else:
+                    chunk = self.sock.recv(65536)
+                    n = len(chunk)
+                break
+            except socket.timeout:
+                continue  # the deadline decides
+            except OSError as e:
+                raise self._gone("receiving", e) from None
         if n == 0:
-            raise EOFError("server closed the connection")
+            raise self._gone("receiving")
         return chunk
 
-    def _read_frame(self, deadline):
+    def _read_frame(self, deadline, into=None):
         """Next frame as (oneof field, buffer, start, end) or (None,)*4 on timeout.
 
         The body is received straight into its own bytearray (no copy for
-        large frames), which the batch's arrays then view; a frame cut by a
-        timeout is resumed at the next call."""
+        large frames), which the batch's arrays then view; with `into` (a
+        callable: frame bytes -> writable uint8 memoryview at least that
+        long) a frame over SMALL_FRAME bytes lands there instead, length
+        prefix included, at offset 0. A frame cut by a timeout is resumed at
+        the next call."""
         if self._frame is None:
             while len(self._buf) < 4:
                 chunk = self._recv_some(deadline)
@@ -587,32 +755,41 @@ class TrainerClient:
             (n,) = struct.unpack_from("<I", self._buf, 0)
             if n > MAX_FRAME:
                 raise ValueError("frame of %d bytes" % n)
-            frame = bytearray(n)
             have = min(n, len(self._buf) - 4)
-            frame[:have] = self._buf[4:4 + have]
+            if into is not None and n > SMALL_FRAME:
+                frame = into(4 + n)
+                frame[:4 + have] = self._buf[:4 + have]
+                self._base, self._filled = 4, 4 + have
+            else:
+                frame = bytearray(n)
+                frame[:have] = self._buf[4:4 + have]
+                self._base, self._filled = 0, have
             del self._buf[:4 + have]
-            self._frame, self._filled = frame, have
+            self._frame, self._flen = frame, self._base + n
         frame = self._frame
         view = memoryview(frame)
-        while self._filled < len(frame):
-            got = self._recv_some(deadline, view[self._filled:])
+        while self._filled < self._flen:
+            got = self._recv_some(deadline, view[self._filled:self._flen])
             if got is False:
                 return None, None, 0, 0
             self._filled += got
         self._frame = None
-        for num, wt, v, a, e in _fields(frame):
+        for num, wt, v, a, e in _fields(frame, self._base, self._flen):
             if wt == 2:
                 return num, frame, a, e
         return 0, frame, 0, 0
 
-    def _send(self, num, body):
-        self.sock.settimeout(30)
-        self.sock.sendall(_frame(num, body))
+    def _send(self, num, body, what="a frame", timeout=30):
+        try:
+            self._settimeout(timeout, exact=True)
+            self.sock.sendall(_frame(num, body))
+        except OSError as e:
+            raise self._gone("sending " + what, e) from None
 
     def _subscribe_ok(self, buf, a, e):
         info = {"dense_names": [], "sparse_names": []}
         names = {1: "protocol_version", 3: "n_dense", 4: "n_sparse", 5: "sparse_width", 8: "credits",
-                 9: "keepalive_ms"}
+                 9: "keepalive_ms", 11: "layout"}
         for num, wt, v, s, t in _fields(buf, a, e):
             if wt == 0 and num in names:
                 info[names[num]] = v
@@ -630,7 +807,7 @@ class TrainerClient:
             for num, wt, v, _, _ in _fields(buf, a, e):
                 if num == 1: nonce = v
                 elif num == 2: t = v
-            self._send(F_PONG, _field_varint(1, nonce) + _field_varint(2, t))
+            self._send(F_PONG, _field_varint(1, nonce) + _field_varint(2, t), "Pong")
         elif kind == F_ERROR:
             code, msg = 0, ""
             for num, wt, v, s, t in _fields(buf, a, e):
@@ -647,22 +824,27 @@ class TrainerClient:
 
     # -- public API
 
-    def recv(self, timeout=None):
+    def recv(self, timeout=None, into=None):
         """Next Batch, or None when `timeout` seconds pass first. Raises
-        EOFError when the server closes, ServerError on a server Error."""
+        ConnectionClosed (an EOFError) when the server goes away,
+        ServerError on a server Error. `into`: see _read_frame (a raw batch
+        received there has its arrays on that memory; the caller keeps it
+        untouched until done with the batch)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            kind, buf, a, e = self._read_frame(deadline)
+            kind, buf, a, e = self._read_frame(deadline, into)
             if kind is None:
                 return None
             if kind == F_BATCH:
                 return decode_batch(buf, a, e)
+            if kind == F_RAW_BATCH:
+                return decode_raw(buf, a, e, self.info.get("sparse_names") if self.info else None)
             self._control(kind, buf, a, e)
 
     def ack(self, *sequences):
         """Acknowledge batches by sequence number (each returns one credit)."""
         body = b"".join(_varint(s) for s in sequences)
-        self._send(F_ACK, _field_bytes(1, body))
+        self._send(F_ACK, _field_bytes(1, body), "Ack")
 
     def commit_checkpoint(self, position, checkpoint_id=0):
         """Checkpoint delivery: a checkpoint holding every row of `position`
@@ -670,10 +852,11 @@ class TrainerClient:
         durable; the server may now commit those input offsets. Call it only
         after the checkpoint file is fsync'd. The server's CheckpointOk lands
         in ``self.checkpoint_ok`` while batches are read."""
-        self._send(F_CHECKPOINT_COMMIT, _encode_ranges(1, position) + _field_varint(2, checkpoint_id))
+        self._send(F_CHECKPOINT_COMMIT, _encode_ranges(1, position) + _field_varint(2, checkpoint_id),
+                   "CheckpointCommit")
 
     def add_credits(self, n):
-        self._send(F_CREDIT, _field_varint(1, n))
+        self._send(F_CREDIT, _field_varint(1, n), "Credit")
 
     def batches(self, count=None, timeout=None):
         """Yield batches; each is acked when the loop asks for the next one

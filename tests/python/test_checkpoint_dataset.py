@@ -48,7 +48,8 @@ def _ids(b):
 
 
 @pytest.fixture
-def checkpoint_service(tmp_path):
+def checkpoint_run(tmp_path):
+    """(trainer endpoint, the `piperec run` process)."""
     piperec = os.environ.get("PIPEREC")
     if not piperec or not os.path.exists(piperec):
         pytest.skip("PIPEREC not set: run through ctest")
@@ -89,14 +90,70 @@ def checkpoint_service(tmp_path):
 http: { listen: "127.0.0.1:%d" }
 log: { level: info }
 """ % (bootstrap, port, tmp_path, http))
-        procs.append(subprocess.Popen([piperec, "run", "--config", str(cfg)],
-                                      stderr=open(tmp_path / "run.err", "w")))
-        yield "127.0.0.1:%d" % port
+        run = subprocess.Popen([piperec, "run", "--config", str(cfg)],
+                               stderr=open(tmp_path / "run.err", "w"))
+        procs.append(run)
+        yield "127.0.0.1:%d" % port, run
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+@pytest.fixture
+def checkpoint_service(checkpoint_run):
+    return checkpoint_run[0]
+
+
+@pytest.mark.parametrize("layout", ["protobuf", "raw", "workers", "ranks"])
+def test_kill9_during_commit_checkpoint(checkpoint_run, layout):
+    """Issue 22: `piperec run` killed (SIGKILL) while the trainer commits
+    checkpoints: commit_checkpoint() and the iterator raise ConnectionError
+    naming the endpoint (was: a raw BrokenPipeError). "workers": a
+    StreamDataLoader with 2 worker processes, whose commits go over short
+    connections of the main process; "ranks": two data-parallel ranks (one
+    dataset each, raw layout), each committing the merged state."""
+    import threading
+    from piperec.torch import StreamDataLoader, StreamDataset, merge_state_dicts
+
+    addr, run = checkpoint_run
+
+    def dataset(lay, cid):
+        return StreamDataset(addr, "p", credits=4, delivery="checkpoint", connect_timeout=20,
+                             idle_timeout=15, sparse_format="triple", layout=lay, client_id=cid)
+    if layout == "workers":
+        dss = [dataset("protobuf", "w")]
+        its = [iter(StreamDataLoader(dss[0], num_workers=2))]
+    elif layout == "ranks":
+        dss = [dataset("raw", "rank0"), dataset("raw", "rank1")]
+        its = [iter(d) for d in dss]
+    else:
+        dss = [dataset(layout, "solo")]
+        its = [iter(dss[0])]
+    for it in its:
+        next(it)
+        next(it)
+    state = merge_state_dicts([d.state_dict() for d in dss]) if len(dss) > 1 else dss[0].state_dict()
+    for d in dss:
+        assert d.commit_checkpoint(state, timeout=5) == 1
+    killer = threading.Timer(0.3, run.kill)
+    killer.start()
+    for d in dss:
+        with pytest.raises(ConnectionError) as ei:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                d.commit_checkpoint(state, timeout=5)
+                time.sleep(0.01)
+        print("commit_checkpoint:", ei.value)
+        assert addr in str(ei.value), str(ei.value)
+    killer.join()
+    run.wait()
+    for it in its:
+        with pytest.raises(ConnectionError) as ei:
+            for _ in range(10):  # batches received before the kill come first
+                next(it)
+        assert addr in str(ei.value), str(ei.value)
 
 
 @pytest.mark.parametrize("commit", [True, False], ids=["committed", "commit-lost"])
@@ -243,3 +300,20 @@ def test_checkpoint_state_validation():
           "position": {"t/0": [[0, 9], [20, 29]], "t/1": [[5, 5]]}}
     ds.load_state_dict(st)
     assert ds.state_dict() == st
+
+
+def test_merge_checkpoint_states():
+    # Data-parallel ranks in checkpoint delivery: merge_state_dicts() is the
+    # union of their offset positions and stays a checkpoint-delivery state
+    # that commit_checkpoint() accepts (it used to come back in the ack-mode
+    # shape, which commit_checkpoint() refused).
+    from piperec.torch import merge_state_dicts
+    a = {"version": 1, "pipeline": "p", "delivery": "checkpoint",
+         "position": {"ck/0": [[0, 9]], "ck/1": [[5, 7]]}}
+    b = {"version": 1, "pipeline": "p", "delivery": "checkpoint",
+         "position": {"ck/0": [[10, 19]]}}
+    m = merge_state_dicts([a, b])
+    assert m["delivery"] == "checkpoint" and m["pipeline"] == "p"
+    assert m["position"] == {"ck/0": [[0, 19]], "ck/1": [[5, 7]]}
+    with pytest.raises(ValueError):
+        merge_state_dicts([a, {"version": 1, "pipeline": "p", "endpoints": {}}])

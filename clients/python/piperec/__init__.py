@@ -8,8 +8,8 @@ torch): ``StreamDataset``, ``StreamDataLoader``, ``grow_embeddings``.
 """
 
 from piperec.client import (PROTOCOL_VERSION, Batch, ServerError, TrainerClient,  # noqa: F401
-                            RecycledTracker, decode_batch)
+                            RecycledTracker, decode_batch, ConnectionClosed, decode_raw)
 
 __all__ = ["TrainerClient", "Batch", "ServerError", "PROTOCOL_VERSION", "decode_batch",
-           "RecycledTracker"]
+           "RecycledTracker", "ConnectionClosed", "decode_raw"]
 __version__ = "0.1.0"

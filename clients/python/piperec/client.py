@@ -6,6 +6,8 @@ the package has one import path: ``from piperec.client import TrainerClient``.
 """
 
 from piperec_client import (PROTOCOL_VERSION, Batch, ServerError, TrainerClient,  # noqa: F401
-                            decode_batch, main, RecycledTracker)
+                            decode_batch, main, RecycledTracker, ConnectionClosed, decode_raw,
+                            LAYOUT_PROTOBUF, LAYOUT_RAW)
 
-__all__ = ["TrainerClient", "Batch", "ServerError", "PROTOCOL_VERSION", "decode_batch", "main", "RecycledTracker"]
+__all__ = ["TrainerClient", "Batch", "ServerError", "PROTOCOL_VERSION", "decode_batch", "main", "RecycledTracker",
+           "ConnectionClosed", "decode_raw", "LAYOUT_PROTOBUF", "LAYOUT_RAW"]

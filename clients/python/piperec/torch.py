@@ -32,6 +32,16 @@ batches, but it is not exactly-once relative to a checkpoint: batches that
 were acknowledged after the checkpoint was taken are not sent again (see
 docs/pytorch.md; exactly-once needs the server-side checkpoint mode).
 
+The GPU feed (issue 22; ``layout="raw"``): batches travel in the raw tensor
+layout, are received by one background thread per connection straight into
+a ring of preallocated buffers (page-locked when CUDA is available) and come
+out as zero-copy tensor views on them; with ``device="cuda"`` each batch is
+copied to the GPU on a side CUDA stream, the current stream waits on that
+copy's event, and the buffer is reused only once the copy has finished and
+the batch was acknowledged. Views are valid until the batch is acknowledged
+(the next batch is asked for, with ``ack_lag`` 0): ``.clone()`` what must
+outlive that. See piperec.feed and docs/pytorch.md.
+
 ``grow_embeddings`` grows nn.Embedding / nn.EmbeddingBag tables in place to
 the per-column vocabulary sizes each batch carries, keeping trained rows and
 (optionally) the optimizer state of those rows.
@@ -52,6 +62,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from piperec.feed import RawFeed
 from piperec_client import Position, ServerError, TrainerClient
 
 try:  # optional: torchrec's KeyedJaggedTensor for sparse features
@@ -219,6 +230,8 @@ def merge_state_dicts(states):
     states = [s for s in states if s]
     if not states:
         return {}
+    if any(s.get("delivery") == "checkpoint" for s in states):
+        return _merge_checkpoint_states(states)
     out = {"version": STATE_VERSION, "pipeline": states[0].get("pipeline"), "endpoints": {}}
     merged = {}
     for s in states:
@@ -242,6 +255,20 @@ def merge_state_dicts(states):
             m.unacked = sorted(set(m.unacked) | set(p.unacked))
     out["endpoints"] = {ep: p.to_dict(None) for ep, p in merged.items()}
     return out
+
+
+def _merge_checkpoint_states(states):
+    """Checkpoint delivery: the union of the ranks' offset positions."""
+    pos = Position()
+    for s in states:
+        if s.get("delivery") != "checkpoint":
+            raise ValueError("cannot merge an ack-delivery state with checkpoint-delivery ones")
+        if s.get("pipeline") != states[0].get("pipeline"):
+            raise ValueError("state dicts of different pipelines: %r, %r"
+                             % (states[0].get("pipeline"), s.get("pipeline")))
+        pos = pos.merge(Position.from_dict(s.get("position")))
+    return {"version": STATE_VERSION, "pipeline": states[0].get("pipeline"),
+            "delivery": "checkpoint", "position": pos.to_dict()}
 
 
 def _newer_epoch(a, b):
@@ -311,12 +338,42 @@ class StreamDataset(IterableDataset):
         raises ``ConnectionError`` instead of ending the iterator: the model
         must be restored from its last checkpoint (rows trained since are
         replayed).
+    layout: "protobuf" (default: TrainingBatch frames, decoded and copied
+        into new tensors per batch) or "raw" (the GPU feed: raw tensor frames
+        received by background threads into a ring of preallocated, pinned
+        when CUDA is available, buffers; tensors are views on them, valid
+        until the batch is acknowledged). A server without the raw layout
+        answers with TrainingBatch frames, which are then copied as before.
+    device: with layout="raw", a torch device ("cuda", "cuda:1") to copy
+        each batch to on a side CUDA stream (the current stream waits on
+        the copy's event; the next batch's copy overlaps this step); None or
+        "cpu" yields the host views.
+    streams: layout="raw": connections (and receive threads) per endpoint
+        (default 1). StreamDataLoader(num_workers=N) starts no worker
+        processes over a raw dataset: its batches come from these threads.
+    kjt_offsets: layout="raw": ask the server for the KeyedJaggedTensor
+        offsets too (passed to the KeyedJaggedTensor).
+    compact: layout="raw": Criteo batches travel without their all-ones
+        lengths and with int32 values when the pipeline's columns are int32
+        (the bytes of a TrainingBatch, 2.3x fewer than the default raw
+        layout). On the host path ``sparse`` and the values are then int32
+        and the lengths a shared ones tensor; on a device, values are
+        widened to int64 there and the lengths are a cached device tensor.
     """
 
     def __init__(self, endpoints, pipeline, credits=8, pin_memory=None, sparse_format="auto",
                  max_batches=None, idle_timeout=None, ack_lag=None, resume_window=4096,
-                 connect_timeout=10.0, client_id=None, delivery="ack"):
+                 connect_timeout=10.0, client_id=None, delivery="ack", layout="protobuf",
+                 device=None, streams=1, kjt_offsets=False, compact=False):
         super().__init__()
+        if layout not in ("protobuf", "raw"):
+            raise ValueError("layout must be protobuf or raw, not %r" % (layout,))
+        if device is not None and layout != "raw":
+            raise ValueError("device= needs layout='raw' (the GPU feed)")
+        self.layout, self.device, self.streams = layout, device, max(1, int(streams))
+        self.kjt_offsets, self.compact = kjt_offsets, compact
+        self._feed = None
+        self._dev_ones = {}  # (device, n) -> int32 ones on the device (compact lengths)
         if delivery not in ("ack", "checkpoint"):
             raise ValueError("delivery must be ack or checkpoint, not %r" % (delivery,))
         self.delivery = delivery
@@ -439,7 +496,10 @@ class StreamDataset(IterableDataset):
         done = 0
         if self._live:
             for c in self._live:
-                c.client.commit_checkpoint(pos, self._ckpt_id)
+                if self._feed is not None:  # raw layout: sent by the connection's thread
+                    self._feed.commit(c, pos, self._ckpt_id, timeout)
+                else:
+                    c.client.commit_checkpoint(pos, self._ckpt_id)
                 done += 1
         else:
             for ep in self.endpoints:
@@ -475,7 +535,8 @@ class StreamDataset(IterableDataset):
             try:
                 resume = self._resume if self.delivery == "checkpoint" else None
                 return TrainerClient(endpoint, self.pipeline, credits=self.credits, client_id=cid,
-                                     resume=resume)
+                                     resume=resume, layout=self.layout,
+                                     kjt_offsets=self.kjt_offsets, compact=self.compact)
             except (ConnectionRefusedError, ConnectionResetError, socket.timeout):
                 if time.monotonic() >= deadline:
                     raise
@@ -487,6 +548,8 @@ class StreamDataset(IterableDataset):
         cid = "%s-r%d-w%d" % (self.client_id, _rank(), wi.id if in_worker else 0)
         lag = self.ack_lag if self.ack_lag is not None else (
             self._loader_ack_lag if in_worker else 0)
+        if self.layout == "raw":
+            return self._generate_raw(cid, lag, self._want_pin(), not in_worker)
         return self._generate(cid, lag, self._want_pin() and not in_worker, not in_worker)
 
     def _generate(self, cid, lag, pin, record):
@@ -548,13 +611,206 @@ class StreamDataset(IterableDataset):
                 except OSError:
                     pass
 
+    def _generate_raw(self, cid, lag, pin, record):
+        """The GPU feed (layout="raw"): see the module doc and piperec.feed.
+
+        On a CUDA device one batch is staged ahead: when the next batch is
+        already received, its copy is issued before this one is yielded, so
+        it runs on the side stream while the training step runs."""
+        clients, feed = [], None
+        try:
+            for ep in self.endpoints:
+                for k in range(self.streams):
+                    sid = cid if self.streams == 1 else "%s-s%d" % (cid, k)
+                    clients.append((ep, self._connect(ep, sid)))
+            info = clients[0][1].info
+            if self.info is None:
+                self.info = info
+            granted = min(int(c.info.get("credits", self.credits) or self.credits)
+                          for _, c in clients)
+            if lag > max(granted - 2, 0):
+                warnings.warn("ack_lag %d needs credits >= %d; the server granted %d: using %d"
+                              % (lag, lag + 2, granted, max(granted - 2, 0)))
+                lag = max(granted - 2, 0)
+            keys = list(info.get("sparse_names") or [])
+            if len(keys) != int(info.get("n_sparse", 0)):
+                keys = ["C%d" % (i + 1) for i in range(int(info.get("n_sparse", 0)))]
+            feed = RawFeed(clients, pin=pin, torch_mod=torch)
+            if record:
+                self._live, self._feed = feed.conns, feed
+            dev = torch.device(self.device) if self.device is not None else None
+            if dev is not None and dev.type == "cpu":
+                dev = None
+            side = torch.cuda.Stream(device=dev) if dev is not None and dev.type == "cuda" else None
+            pending = deque()  # (conn, sequence, slot, copy event): yielded, not yet acked
+            staged = deque()   # (out, conn, sequence, slot, copy event): not yet yielded
+            n = 0
+            while self.max_batches is None or n < self.max_batches:
+                if not staged:
+                    got = self._raw_take(feed, self.idle_timeout, keys, pin, dev, side)
+                    if got is None:
+                        break
+                    if got is not False:
+                        staged.append(got)
+                    continue
+                if side is not None and len(staged) < 2 and (
+                        self.max_batches is None or n + 1 < self.max_batches):
+                    got = self._raw_take(feed, 0, keys, pin, dev, side, wait=False)
+                    if got:
+                        staged.append(got)
+                out, conn, seq, slot, ev = staged.popleft()
+                if ev is not None:
+                    self._on_current_stream(out, ev, dev)
+                while len(pending) > lag:
+                    self._raw_ack(feed, pending, 1)
+                pending.append((conn, seq, slot, ev))
+                if record:
+                    self._record(out)
+                    self._note_unacked(pending)
+                n += 1
+                yield out
+            for _, conn, seq, slot, ev in staged:  # taken, never yielded: the server resends
+                if ev is not None:
+                    ev.synchronize()
+                feed.release(slot)
+            self._raw_ack(feed, pending, len(pending))
+            if record:
+                self._note_unacked(pending)
+        finally:
+            if self._feed is feed and feed is not None:
+                self._live, self._feed = [], None
+            if feed is not None:
+                feed.close()
+            for _, c in clients:
+                try:
+                    c.close()
+                except OSError:
+                    pass
+
+    def _raw_take(self, feed, timeout, keys, pin, dev, side, wait=True):
+        """The next batch of the feed as (out, conn, sequence, slot, copy
+        event), its device copy issued; None at the end (idle timeout, every
+        connection gone) or, with wait=False, when none is ready; False for
+        a batch skipped as consumed before a restore."""
+        got = feed.next(timeout if wait else 0)
+        if got is None:
+            return None
+        conn, slot, b = got
+        if isinstance(b, BaseException):
+            if not isinstance(b, (ConnectionError, ServerError)) or (
+                    isinstance(b, ServerError) and b.code != "SHUTDOWN"):
+                raise b  # a server Error or a malformed frame: not a connection that ended
+            self._lost(conn)
+            return False
+        epoch = _batch_epoch(b)
+        if self._already_consumed(conn.endpoint, epoch, b.sequence):
+            feed.ack(conn, b.sequence)  # consumed before the restore: skip
+            feed.release(slot)
+            self.skipped += 1
+            return False
+        if b.layout == "raw":
+            out = self._raw_views(b, conn.endpoint, epoch, keys)
+        else:  # a server without the raw layout: copied out, the buffer is free
+            out = self._to_torch(b, conn.endpoint, epoch, keys, pin)
+            feed.release(slot)
+            slot = None
+        ev = None
+        if dev is not None:
+            out, ev = self._copy_to(out, dev, side)
+        return out, conn, b.sequence, slot, ev
+
+    @staticmethod
+    def _raw_ack(feed, pending, k):
+        """Ack the k oldest pending batches, then give their buffers back
+        (after their copy to the device finished)."""
+        by_conn, slots = {}, []
+        for _ in range(min(k, len(pending))):
+            conn, seq, slot, ev = pending.popleft()
+            by_conn.setdefault(id(conn), (conn, []))[1].append(seq)
+            if ev is not None:
+                ev.synchronize()
+            slots.append(slot)
+        for conn, seqs in by_conn.values():
+            feed.ack(conn, *seqs)
+        for slot in slots:
+            feed.release(slot)
+
+    def _raw_views(self, b, endpoint, epoch, keys):
+        """A raw batch as tensors sharing the receive buffer (no copy)."""
+        out = StreamBatch()
+        out.dense, out.labels = torch.from_numpy(b.dense), torch.from_numpy(b.labels)
+        values, lengths = torch.from_numpy(b.values), torch.from_numpy(b.lengths)
+        offsets = torch.from_numpy(b.kjt_offsets) if b.kjt_offsets is not None else None
+        if b.jagged:
+            keys = list(b.keys)
+            out.sparse = None
+        else:
+            out.sparse = values.view(b.n_sparse, b.rows).t()
+        out.sparse_features = self._sparse_features(keys, values, lengths, offsets)
+        out.keys = keys
+        out.jagged = bool(b.jagged)
+        out.label_names, out.dense_names = list(b.label_names), list(b.dense_names)
+        return self._finish(out, b, endpoint, epoch)
+
+    def _sparse_features(self, keys, values, lengths, offsets=None):
+        if KeyedJaggedTensor is not None and self.sparse_format != "triple":
+            if offsets is not None:
+                return KeyedJaggedTensor(keys=keys, values=values, lengths=lengths, offsets=offsets)
+            return KeyedJaggedTensor(keys=keys, values=values, lengths=lengths)
+        return JaggedSparse(keys, values, lengths)
+
+    def _copy_to(self, out, dev, side):
+        """Issue the copy of a batch to `dev` on the side stream (CUDA), or
+        a plain copy (another device). Returns (device batch, copy event or
+        None); the consumer's stream waits on the event when the batch is
+        yielded (_on_current_stream)."""
+        sf = out.sparse_features
+        values, lengths = (sf.values, sf.lengths) if isinstance(sf, JaggedSparse) else (
+            sf.values(), sf.lengths())
+        g = StreamBatch()
+        g.__setstate__(out.__getstate__())
+        ev = None
+        ones = None
+        if self.compact and out.sparse is not None and lengths.numel():
+            # compact Criteo batch: all-ones lengths, cached on the device
+            ones = self._dev_ones.get((str(dev), lengths.numel()))
+            if ones is None:
+                ones = self._dev_ones[(str(dev), lengths.numel())] = lengths.to(dev)
+        if side is None:
+            g.dense, g.labels = out.dense.to(dev), out.labels.to(dev)
+            values = values.to(dev).long()
+            lengths = ones if ones is not None else lengths.to(dev)
+        else:
+            with torch.cuda.stream(side):
+                g.dense = out.dense.to(dev, non_blocking=True)
+                g.labels = out.labels.to(dev, non_blocking=True)
+                values = values.to(dev, non_blocking=True).long()  # int32 (compact): widened there
+                lengths = ones if ones is not None else lengths.to(dev, non_blocking=True)
+                ev = torch.cuda.Event()
+                ev.record(side)
+        g.sparse = values.view(len(out.keys), out.rows).t() if out.sparse is not None else None
+        g.sparse_features = self._sparse_features(out.keys, values, lengths)
+        return g, ev
+
+    @staticmethod
+    def _on_current_stream(g, ev, dev):
+        """Make the consumer's current stream wait for g's copy, and keep
+        g's memory from being reused before that stream is done with it."""
+        main = torch.cuda.current_stream(dev)
+        main.wait_event(ev)
+        sf = g.sparse_features
+        values, lengths = (sf.values, sf.lengths) if isinstance(sf, JaggedSparse) else (
+            sf.values(), sf.lengths())
+        for t in (g.dense, g.labels, values, lengths):
+            t.record_stream(main)
+
     def _note_unacked(self, pending):
         for p in self._positions.values():
             p.unacked = []
-        for conn, seq in pending:
-            p = self._positions.get(conn.endpoint)
+        for item in pending:  # (conn, seq, ...)
+            p = self._positions.get(item[0].endpoint)
             if p is not None:
-                p.unacked.append(seq)
+                p.unacked.append(item[1])
 
     @staticmethod
     def _ack(pending, k):
@@ -682,12 +938,25 @@ class StreamDataLoader(DataLoader):
 
     batch_size is None (piperec makes the batches). With num_workers > 0 it
     sets the dataset's ack lag to prefetch_factor + 1 and pins in the
-    DataLoader (pin_memory defaults to the dataset's setting)."""
+    DataLoader (pin_memory defaults to the dataset's setting). With a
+    layout="raw" dataset it starts no worker processes: the batches come
+    from the dataset's receive thread(s) in the main process (``streams``
+    connections per endpoint, default 1), so num_workers > 0 is exactly as
+    fast as num_workers=0 there."""
 
     def __init__(self, dataset, num_workers=0, pin_memory=None, prefetch_factor=2, **kwargs):
         if not isinstance(dataset, StreamDataset):
             raise TypeError("StreamDataLoader needs a StreamDataset")
         kwargs.pop("batch_size", None)
+        if dataset.layout == "raw" and num_workers > 0:
+            # The GPU feed's receive thread replaces worker processes: no
+            # inter-process hand-off per batch, buffers already pinned. The
+            # dataset's `streams` (connections per endpoint, default 1) sets
+            # the receive parallelism: more connections only pay where the
+            # receive is the bound and cores are free (bench/RESULTS.md).
+            num_workers, pin_memory = 0, False
+            kwargs.pop("persistent_workers", None)
+            kwargs.pop("worker_init_fn", None)
         if pin_memory is None:
             pin_memory = dataset._want_pin() if num_workers > 0 else False
         if num_workers > 0:

@@ -1,0 +1,259 @@
+"""piperec.feed — the raw-layout receive path of ``StreamDataset`` (issue 22).
+
+Batches of the raw tensor layout (docs/trainer-protocol.md, "Raw batch
+layout") are received by one background thread per connection straight
+into a ring of preallocated buffers (page-locked when CUDA is available, so
+a host-to-device copy reads them directly), and handed out as numpy views:
+no per-batch allocation once the buffers have grown to the largest batch,
+no decoding, no copy on the host.
+
+Why a thread and not DataLoader worker processes: a worker hands each batch
+to the main process through shared memory and pickling, which costs more
+than receiving it; the socket reads here release the GIL, so one thread per
+connection keeps the wire busy while the training loop runs.
+
+Ownership: a buffer ("slot") belongs to the receive thread until a batch
+lands in it, then to the consumer until :meth:`RawFeed.release`, which the
+consumer calls once the batch is acknowledged and, on the GPU path, its
+copy has finished (the caller waits on the copy's event first). All socket
+I/O of a connection (receive, Pong, Ack, CheckpointCommit) happens on its
+thread, so TLS connections are never used from two threads at once; the
+consumer queues acks and commits and wakes the thread through a pipe.
+"""
+
+import os
+import queue
+import select
+import threading
+from collections import deque
+
+import numpy as np
+
+from piperec_client import ConnectionClosed
+
+__all__ = ["RawFeed"]
+
+_ALIGN = 64
+
+
+class _Slot:
+    """One receive buffer: `mem` (a torch uint8 tensor when torch is given,
+    else a numpy array), grown on demand, and a 64-byte aligned numpy view."""
+
+    __slots__ = ("mem", "view", "cap", "used", "event", "grows")
+
+    def __init__(self):
+        self.mem, self.view, self.cap, self.used, self.event, self.grows = None, None, 0, False, None, 0
+
+    def alloc(self, n, pin, torch_mod):
+        """A writable memoryview of n bytes at a 64-byte aligned address."""
+        self.used = True
+        if n > self.cap:
+            cap = max(n + n // 4, 1 << 16)  # headroom: batches vary in size (jagged, deadline)
+            if torch_mod is not None:
+                self.mem = torch_mod.empty(cap + _ALIGN, dtype=torch_mod.uint8, pin_memory=pin)
+                arr = self.mem.numpy()
+            else:
+                self.mem = arr = np.empty(cap + _ALIGN, np.uint8)
+            skip = (-arr.ctypes.data) % _ALIGN
+            self.view, self.cap = arr[skip:skip + cap], cap
+            self.grows += 1
+        return memoryview(self.view)[:n]
+
+
+class _Conn:
+    """One connection and its receive thread's state."""
+
+    def __init__(self, endpoint, client):
+        self.endpoint, self.client = endpoint, client
+        self.outbox = deque()  # (kind, payload, done Event or None)
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_r, False)
+        os.set_blocking(self.wake_w, False)
+        self.error = None
+        self.thread = None
+        self.slot = None  # slot holding a partially received frame
+        self.sleeping = False  # the thread is (about to be) in select()
+
+    def wake(self):
+        """Wake the thread when it waits in select() (`sleeping`); else it
+        sees the outbox and the free slots at its next turn anyway."""
+        if not self.sleeping:
+            return
+        try:
+            os.write(self.wake_w, b"x")
+        except (BlockingIOError, OSError):
+            pass  # a full pipe wakes the thread anyway
+
+    def close(self):
+        for fd in (self.wake_r, self.wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+class RawFeed:
+    """Receive threads over `clients` ([(endpoint, TrainerClient)], each
+    subscribed with layout="raw") feeding one queue of (conn, slot, Batch).
+
+    n_slots: buffers in the ring (default: the sum of the granted credit
+    windows + 1: the server never has more batches in flight to us).
+    pin: page-locked buffers (torch needed). torch_mod: the torch module, or
+    None for plain numpy buffers."""
+
+    def __init__(self, clients, pin=False, torch_mod=None, n_slots=None, poll_s=0.5):
+        self.conns = [_Conn(ep, c) for ep, c in clients]
+        if n_slots is None:
+            n_slots = sum(int(c.client.info.get("credits") or 8) for c in self.conns) + 1
+        self.slots = [_Slot() for _ in range(n_slots)]
+        self._free = deque(self.slots)
+        self._mu = threading.Lock()
+        self._out = queue.Queue()
+        self._stop = False
+        self._pin, self._torch, self._poll = pin, torch_mod, poll_s
+        for c in self.conns:
+            c.thread = threading.Thread(target=self._run, args=(c,), daemon=True,
+                                        name="piperec-recv-%s" % c.endpoint)
+            c.thread.start()
+
+    # -- consumer side (the training loop's thread)
+
+    def next(self, timeout=None):
+        """(conn, slot, Batch), or None after `timeout` idle seconds or when
+        every connection has ended. A connection that ends puts its error
+        (ConnectionClosed, ServerError, or what else stopped its thread,
+        e.g. a ValueError for a malformed frame) in the queue: it is returned as
+        (conn, None, exception) for the caller to decide. `slot` is None for
+        a batch small enough to be decoded from its own bytes."""
+        if all(c.thread is None for c in self.conns):
+            return None
+        try:
+            item = self._out.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if isinstance(item[2], BaseException):
+            item[0].thread = None
+        return item
+
+    def ack(self, conn, *seqs):
+        """Queue an Ack on conn's thread."""
+        if conn.error is None:
+            conn.outbox.append(("ack", seqs, None))
+            conn.wake()
+
+    def commit(self, conn, position, checkpoint_id, timeout=10.0):
+        """Send a CheckpointCommit on conn's thread and wait until it is
+        written; raises the connection's error (ConnectionClosed naming the
+        endpoint) when it could not be."""
+        if conn.error is not None:
+            raise conn.error
+        done = threading.Event()
+        conn.outbox.append(("commit", (position, checkpoint_id), done))
+        conn.wake()
+        if not done.wait(timeout):
+            raise TimeoutError("piperec at %s: CheckpointCommit not written in %.0f s"
+                               % (conn.endpoint, timeout))
+        if conn.error is not None:
+            raise conn.error
+
+    def release(self, slot):
+        """Give a slot back to the ring (its batch acked, its copy done)."""
+        if slot is None:
+            return
+        slot.event = None
+        with self._mu:
+            self._free.append(slot)
+        for c in self.conns:
+            c.wake()
+
+    def close(self):
+        self._stop = True
+        for c in self.conns:
+            c.wake()
+        for c in self.conns:
+            t = c.thread
+            if t is not None and t is not threading.current_thread():
+                t.join(timeout=5)
+            c.close()
+
+    # -- receive threads
+
+    def _take_slot(self, conn):
+        if conn.slot is not None:
+            return conn.slot
+        with self._mu:
+            if self._free:
+                conn.slot = self._free.popleft()
+                conn.slot.used = False
+        return conn.slot
+
+    def _flush(self, conn):
+        while conn.outbox:
+            kind, arg, done = conn.outbox.popleft()
+            try:
+                if kind == "ack":
+                    conn.client.ack(*arg)
+                else:
+                    conn.client.commit_checkpoint(*arg)
+            finally:
+                if done is not None:
+                    done.set()
+
+    def _drain_wake(self, conn):
+        try:
+            while os.read(conn.wake_r, 4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+
+    def _has_input(self, client):
+        if client._frame is not None or len(client._buf) >= 4:
+            return True
+        pending = getattr(client.sock, "pending", None)  # TLS: decrypted bytes select() misses
+        return bool(pending and pending())
+
+    def _run(self, conn):
+        client = conn.client
+        try:
+            while True:
+                self._flush(conn)  # first: acks queued before close() still go out
+                if self._stop:
+                    break
+                slot = self._take_slot(conn)
+                if slot is None or not self._has_input(client):
+                    # Publish `sleeping` first, then look again: a producer
+                    # that queued before seeing it set is seen here, one
+                    # that queued after writes to the pipe.
+                    conn.sleeping = True
+                    if conn.outbox or self._stop or (slot is None and self._free):
+                        conn.sleeping = False
+                        continue
+                    fds = [conn.wake_r] if slot is None else [conn.wake_r, client.sock]
+                    ready = select.select(fds, [], [], self._poll)[0]
+                    conn.sleeping = False
+                    if conn.wake_r in ready:
+                        self._drain_wake(conn)
+                    if slot is None or client.sock not in ready:
+                        continue
+                b = client.recv(timeout=0.2, into=lambda n: slot.alloc(n, self._pin, self._torch))
+                if b is None:
+                    continue  # a frame in progress keeps its slot (conn.slot)
+                conn.slot = None
+                if not slot.used:  # a small frame: decoded from its own bytes
+                    self.release(slot)
+                    slot = None
+                self._out.put((conn, slot, b))
+        except Exception as e:  # noqa: BLE001 — any failure ends the connection, and is reported
+            if isinstance(e, OSError) and not isinstance(e, ConnectionError):
+                e = ConnectionClosed("piperec at %s: %s" % (conn.endpoint, e))
+            conn.error = e
+            while conn.outbox:  # wake committers waiting on a dead connection
+                done = conn.outbox.popleft()[2]
+                if done is not None:
+                    done.set()
+            self._out.put((conn, None, e))
+        finally:
+            if conn.slot is not None:
+                self.release(conn.slot)
+                conn.slot = None
