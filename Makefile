@@ -3,7 +3,7 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= criteo_tsv proto trainer_wire config http json pbuser
+FUZZ_TARGETS ?= criteo_tsv proto trainer_wire config http json json_decode avro pbuser
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
