@@ -143,6 +143,13 @@ static bool pr__protobuf(const pr__srun *run)
     return run->opts->source && run->opts->source->format == PR_MSG_PROTOBUF;
 }
 
+/* Records are binary (Avro or Protobuf): rejects.tsv shows them as hex. */
+static bool pr__binary(const pr__srun *run)
+{
+    return run->opts->source && (run->opts->source->format == PR_MSG_PROTOBUF ||
+                                 run->opts->source->format == PR_MSG_AVRO);
+}
+
 /* The decoder's reject: a rejects.tsv line (line, reason, detail, record). */
 static void pr__swork_reject(void *opaque, int reason, const char *detail, const char *rec,
                              size_t len, int64_t recno)
@@ -151,7 +158,7 @@ static void pr__swork_reject(void *opaque, int reason, const char *detail, const
     if (w->run->counting)
         return;
     pr_mbuf_printf(&w->rej, "%" PRId64 "\t%s\t%s\t", recno, pr_decode_reason_name(reason), detail);
-    if (pr__protobuf(w->run)) /* a binary record: as hex, so the line stays one line */
+    if (pr__binary(w->run)) /* a binary record: as hex, so the line stays one line */
         for (size_t i = 0; i < len; i++)
             pr_mbuf_printf(&w->rej, "%02x", (unsigned char)rec[i]);
     else
