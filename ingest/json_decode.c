@@ -373,6 +373,22 @@ static int pr__list(pr_json_decoder *d, const pr__jfeat *jf)
     return 0;
 }
 
+/* A wrong_type of a sparse feature whose value was an integer beyond int64:
+ * out of range is the reason (the value is an integer, just too large). */
+static int pr__range_first(pr_json_decoder *d, const pr__jfeat *jf, int rc)
+{
+    if (rc != PR_DEC_WRONG_TYPE)
+        return rc;
+    for (uint8_t k = 0; k < jf->f->n_paths; k++) {
+        const pr_json_col *c = &d->jb->cols[jf->col[k]];
+        uint32_t n = c->present[0] == PR_JSON_PRESENT ? c->count[0] : 0;
+        for (uint32_t i = 0; i < n; i++)
+            if (c->any[i].big_int)
+                return pr__fail(d, jf->f, PR_DEC_NUMBER_OUT_OF_RANGE, "integer beyond int64");
+    }
+    return rc;
+}
+
 /* Every feature of the extracted record into the staging area. */
 static int pr__features(pr_json_decoder *d, const pr_decode_ctx *ctx)
 {
@@ -395,10 +411,10 @@ static int pr__features(pr_json_decoder *d, const pr_decode_ctx *ctx)
                 d->dense[jf->slot] = v.type == PR_FVAL_NUM ? (float)v.num : 0.0f;
             break;
         case PR_FEAT_SPARSE:
-            rc = pr__single(d, jf);
+            rc = pr__range_first(d, jf, pr__single(d, jf));
             break;
         case PR_FEAT_LIST:
-            rc = pr__list(d, jf);
+            rc = pr__range_first(d, jf, pr__list(d, jf));
             break;
         default:
             break;

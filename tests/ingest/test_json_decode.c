@@ -226,6 +226,11 @@ static void test_rejects(void **state)
         {"{\"user\":{\"id\":\"\\q\"}}", PR_DEC_BAD_ESCAPE},
         {deep, PR_DEC_TOO_DEEP},
         {"{\"label\":{\"click\":1e999}}", PR_DEC_NUMBER_OUT_OF_RANGE},
+        /* an integer id beyond int64 is out of range, not a "number" id */
+        {"{\"user\":{\"id\":9223372036854775808}}", PR_DEC_NUMBER_OUT_OF_RANGE},
+        {"{\"user\":{\"id\":-9223372036854775809}}", PR_DEC_NUMBER_OUT_OF_RANGE},
+        {"{\"history\":[1,18446744073709551615]}", PR_DEC_NUMBER_OUT_OF_RANGE},
+        {"{\"hexid\":99999999999999999999}", PR_DEC_NUMBER_OUT_OF_RANGE},
         {longlist, PR_DEC_LIST_TOO_LONG},
         {"{\"label\":{\"click\":\"yes\"}}", PR_DEC_WRONG_TYPE},
         {"{\"user\":{\"id\":1.5}}", PR_DEC_WRONG_TYPE},
@@ -253,6 +258,10 @@ static void test_rejects(void **state)
         assert_int_equal(t.b->col_rows[C_HIST], 1);
         assert_int_equal(t.b->side->n_values[F_TAGS], 1);
     }
+    /* ... while a number reader (dense, bucketize) takes such an integer */
+    t.rl.n = 0;
+    assert_int_equal(decode(&t, "{\"user\":{\"age\":100000000000000000000}}"), 1);
+    assert_int_equal(t.rl.n, 0);
     /* the detail names the feature and its path */
     t.rl.n = 0;
     decode(&t, "{\"label\":{\"click\":\"yes\"}}");
