@@ -1101,11 +1101,26 @@ static const cfg_key vocab_keys[] = {
 };
 static const cfg_table vocab_tab = TABLE(vocab_keys, NULL);
 
+/* A declared feature named `name` that has a vocab step (vocabulary options
+ * mean nothing on a feature without one). */
+static bool pr__feature_has_vocab(const pr_feature_schema *fs, const char *name)
+{
+    for (uint32_t i = 0; i < fs->n_features; i++) {
+        const pr_feature_spec *f = &fs->features[i];
+        if (strcmp(f->name, name) != 0)
+            continue;
+        for (uint8_t k = 0; k < f->n_ops; k++)
+            if (f->ops[k].op == PR_FOP_VOCAB)
+                return true;
+    }
+    return false;
+}
+
 static void pr__finish_column(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
 {
-    (void)base;
     (void)present;
     const pr_pipeline_spec *spec = &c->pl->spec;
+    const pr_sparse_col_spec *col = base;
     if (pr__map_find(c, map, "modulus") && c->pl->features.declared)
         pr__cfg_error(c, pr__map_find(c, map, "modulus"), "modulus",
                       "a declared schema gives the modulus in the feature's chain "
@@ -1115,10 +1130,17 @@ static void pr__finish_column(cfg_ctx *c, yaml_node_t *map, void *base, bool pre
                       "transform.sparse has no modulus operator");
     static const char *const vocab_only[] = {
         "min_count", "capacity", "eviction", "ttl_records", "ttl_s", "decay_records", NULL};
-    for (int i = 0; vocab_only[i]; i++)
-        if (pr__map_find(c, map, vocab_only[i]) && !pr_spec_has_op(spec, PR_OP_VOCAB))
-            pr__cfg_error(c, pr__map_find(c, map, vocab_only[i]), vocab_only[i],
-                          "transform.sparse has no vocab operator");
+    bool declared = c->pl->features.declared;
+    for (int i = 0; vocab_only[i]; i++) {
+        yaml_node_t *kn = pr__map_find(c, map, vocab_only[i]);
+        if (kn && !declared && !pr_spec_has_op(spec, PR_OP_VOCAB))
+            pr__cfg_error(c, kn, vocab_only[i], "transform.sparse has no vocab operator");
+        else if (kn && declared && !pr__feature_has_vocab(&c->pl->features, col->name))
+            pr__cfg_error(c, kn, vocab_only[i],
+                          "feature '%s' has no vocab operator (vocabulary options apply to "
+                          "features whose ops include vocab)",
+                          col->name);
+    }
 }
 
 static const cfg_key column_keys[] = {
