@@ -19,7 +19,11 @@ lru and lfu). Then, as docs/configuration.md ("Feature schema") says:
      rule, hour/day in UTC, lists keep first/last, defaults, missing, vocabulary order
      of first appearance with min_count, lru and lfu eviction and recycled.npy);
   3. `piperec broker` / `produce --format json` / `run` (one partition, trainer sink)
-     and `piperec consume --output`: the streamed layout equals the offline one.
+     and `piperec consume --output`: the streamed layout equals the offline one;
+  4. one bad record per "Bad input" case of issue 20 spread through the events: each
+     in rejects.tsv with its reason (offline), counted by reason in
+     piperec_rejected_records_total, in the dead-letter topic with its reason header,
+     and the partition's committed offset reaches the end (streaming).
 
 usage: test_json_video_reference.py   ($PIPEREC, $PR_TMP; ROWS=N to change the size)
 """
@@ -101,7 +105,8 @@ def make_event(i, rnd, viewers, videos):
     meta = {"creator": {"id": rnd.choice([rnd.randrange(1, 5000), 2 ** 63 - 1, -7, 10 ** 15]),
                         "name": "c\u00e9"}}
     if rnd.random() < 0.85:
-        meta["duration_s"] = rnd.choice([rnd.uniform(1, 9000), rnd.randrange(0, 9000), -1.5])
+        meta["duration_s"] = rnd.choice([rnd.uniform(1, 9000), rnd.randrange(0, 9000), -1.5,
+                                         -0.0, 0, 2.0])
     if rnd.random() < 0.8:
         meta["genre"] = rnd.choice(GENRES)
     video = {"id": rnd.choice(videos), "meta": shuffled(meta, rnd)}
@@ -152,6 +157,48 @@ def make_events(n, seed=20):
     return lines
 
 
+# Issue 20's "Bad input", one record per case, with the reason each must get.
+BAD = [
+    (b'{"viewer": {"id": 1} "video": 2}', "not_json"),
+    (b'{"a": 1} trailing', "not_json"),
+    (b'[{"viewer": {"id": 1}}]', "not_object"),
+    (b'"a string"', "not_object"),
+    (b'{"viewer": {"id": 1}, "video": {"id": "v', "truncated"),
+    (b'{"labels": {"completed": "yes"}}', "wrong_type"),
+    (b'{"viewer": {"id": 4.5}}', "wrong_type"),
+    (b'{"watched": "v1"}', "wrong_type"),
+    (b'{"watched": ["v1", null]}', "wrong_type"),
+    (b'{"video": {"meta": {"duration_s": "long"}}}', "wrong_type"),
+    (b'{"watched": [' + b",".join(b'"v%d"' % i for i in range(4097)) + b']}', "list_too_long"),
+    (b'{"video": {"id": "\xff\xfe"}}', "bad_utf8"),
+    (b'{"video": {"id": "a\\qb"}}', "bad_escape"),
+    (b'{"video": {"id": "\\ud800"}}', "bad_escape"),
+    (b'{"x": ' + b"[" * 300 + b"]" * 300 + b"}", "too_deep"),
+    (b'{"video": {"meta": {"duration_s": 1e400}}}', "number_out_of_range"),
+    (b'{"viewer": {"id": 9223372036854775808}}', "number_out_of_range"),
+    (b'{"watched": ["a", -9223372036854775809]}', "number_out_of_range"),
+    (b'{"event": {"ts": "2024-02-30T00:00:00Z"}}', "bad_time"),
+    (b'{"event": {"ts": "2024-01-01T00:00:00Z", "ts_us": 1e300}}', "bad_time"),
+    (b'{"device": {"hw": "12345678901234567"}}', "bad_hex"),
+]
+
+
+def interleave(lines, every=97):
+    """The good lines with BAD spread through them; returns (bytes, line -> reason)."""
+    out, reasons, k = [], {}, 0
+    for i, line in enumerate(lines):
+        out.append(line.encode())
+        if i % every == every - 1 and k < len(BAD):
+            out.append(BAD[k][0])
+            reasons[len(out)] = BAD[k][1]
+            k += 1
+    while k < len(BAD):
+        out.append(BAD[k][0])
+        reasons[len(out)] = BAD[k][1]
+        k += 1
+    return b"\n".join(out) + b"\n", reasons
+
+
 # ---------------------------------------------------------------- the config
 
 CONFIG = """pipelines:
@@ -188,6 +235,8 @@ CONFIG = """pipelines:
         - {{ name: dow, path: event.ts, ops: [ day_of_week ] }}
         - {{ name: genre_x_country, cross: [video.meta.genre, viewer.profile.country], ops: [ {{ hash: 4096 }} ] }}
         - {{ name: creator_x_genre, cross: [video.meta.creator.id, video.meta.genre], ops: [ {{ modulus: 100000 }}, vocab ] }}
+        - {{ name: dur_hash, path: video.meta.duration_s, ops: [ {{ hash: 777 }} ] }}
+        - {{ name: dur_x_age, cross: [video.meta.duration_s, viewer.profile.age, event.kind], ops: [ {{ hash: 1000 }} ] }}
     transform:
       vocab: {{ profile: default }}
       columns:
@@ -358,7 +407,8 @@ def fit_reference(events):
 
 
 SPARSE = ["viewer", "video", "genre", "creator", "device", "watched", "tags", "ads",
-          "age_bucket", "hour_us", "hour", "dow", "genre_x_country", "creator_x_genre"]
+          "age_bucket", "hour_us", "hour", "dow", "genre_x_country", "creator_x_genre",
+          "dur_hash", "dur_x_age"]
 
 
 def reference(events, stats):
@@ -417,6 +467,10 @@ def reference(events, stats):
         x = cross_value([c, g])
         put("creator_x_genre", r, [vocabs["creator_x_genre"].lookup(
             None if x is None else ("i", x % 100000), r)])
+        dur = get(e, "video.meta.duration_s")
+        put("dur_hash", r, [0 if dur is None else hash_value(dur) % 777])
+        x = cross_value([dur, a, get(e, "event.kind")])
+        put("dur_x_age", r, [0 if x is None else hash_value(x) % 1000])
     recycled = []
     for k, f in enumerate(SPARSE):
         if f in vocabs:
@@ -479,7 +533,18 @@ def run(cmd, **kw):
     return p
 
 
-def fit_and_process(events_path, events):
+def check_rejects(path, reasons):
+    got = {}
+    with open(path, "rb") as f:
+        for line in f:
+            fields = line.split(b"\t", 3)
+            got[int(fields[0])] = fields[1].decode()
+    if got != reasons:
+        diff = sorted(set(got.items()) ^ set(reasons.items()))
+        fail("rejects.tsv: got/expected differ at (line, reason) %s" % diff[:6])
+
+
+def fit_and_process(events_path, events, reasons):
     cfg0 = os.path.join(TMP, "fit.yaml")
     with open(cfg0, "w") as f:
         f.write(CONFIG.format(bootstrap="127.0.0.1:9", m1=0, s1=1, m2=0, s2=1))
@@ -503,6 +568,7 @@ def fit_and_process(events_path, events):
         f.write(CONFIG.format(bootstrap="{bootstrap}", m1=repr(stats[0][0]), s1=repr(stats[0][1]),
                               m2=repr(stats[1][0]), s2=repr(stats[1][1])))
     run([PIPEREC, "process", "--config", cfg, "--input", events_path, "--output", out])
+    check_rejects(os.path.join(out, "rejects.tsv"), reasons)
     ref = reference(events, stats)
     got = load_layout(out)
     compare_ref(got, ref)
@@ -522,7 +588,12 @@ def http_get(port, path):
         return r.read().decode()
 
 
-def stream(cfg_template, events_path, offline, n):
+def metric(page, name, labels=""):
+    m = re.search(r"^%s\{[^}]*%s[^}]*\} (\d+)" % (name, re.escape(labels)), page, re.M)
+    return int(m.group(1)) if m else -1
+
+
+def stream(cfg_template, events_path, offline, n, reasons):
     procs = []
     try:
         br = subprocess.Popen([PIPEREC, "broker", "--partitions", "1", "--topics",
@@ -571,16 +642,35 @@ def stream(cfg_template, events_path, offline, n):
         # produce while piperec consumes: the test broker keeps only ~5 MB per partition
         run([PIPEREC, "produce", "--bootstrap", boot, "--topic", "plays", "--format", "json",
              "--input", events_path, "--rate", "5000"])
+        total = n + len(reasons)
         deadline = time.time() + 60
         while time.time() < deadline:
             page = http_get(http, "/metrics")
-            out = re.search(r'^piperec_records_out_total\{[^}]*\} (\d+)', page, re.M)
-            unacked = re.search(r'^piperec_unacked_batches\{[^}]*\} (\d+)', page, re.M)
-            if out and unacked and int(out.group(1)) >= n and int(unacked.group(1)) == 0:
+            if (metric(page, "piperec_records_out_total") >= n and
+                    metric(page, "piperec_unacked_batches") == 0 and
+                    metric(page, "piperec_consumer_committed_offset") == total):
                 break
             time.sleep(0.1)
         else:
-            fail("timed out: %d rows out of %d" % (int(out.group(1)) if out else -1, n))
+            fail("timed out: %d rows out of %d, committed %d of %d" % (
+                metric(page, "piperec_records_out_total"), n,
+                metric(page, "piperec_consumer_committed_offset"), total))
+        # every bad record: its reason counted, dead-lettered, its offset passed
+        for reason in sorted(set(reasons.values())):
+            want = sum(1 for r in reasons.values() if r == reason)
+            got = metric(page, "piperec_rejected_records_total", 'reason="%s"' % reason)
+            if got != want:
+                fail("piperec_rejected_records_total{reason=%s} %d, expected %d" % (reason, got, want))
+        if metric(page, "piperec_dead_letters_total", 'result="sent"') != len(reasons):
+            fail("dead letters sent: %d, expected %d" % (
+                metric(page, "piperec_dead_letters_total", 'result="sent"'), len(reasons)))
+        dlq = subprocess.run(["kcat", "-b", boot, "-C", "-t", "plays-dlq", "-e", "-q",
+                              "-f", "%h\\n"], capture_output=True, timeout=30)
+        heads = dlq.stdout.decode("utf-8", "replace").splitlines()
+        dl_reasons = sorted(re.search(r"piperec-reason=([a-z0-9_]+)", h).group(1) for h in heads)
+        if dl_reasons != sorted(reasons.values()):
+            fail("dead-letter topic reasons %s, expected %s" % (dl_reasons,
+                                                                sorted(reasons.values())))
         rp.send_signal(signal.SIGTERM)
         if rp.wait(30) != 0:
             fail("piperec run exit %d" % rp.returncode)
@@ -588,13 +678,13 @@ def stream(cfg_template, events_path, offline, n):
         cons.wait(30)
         got, want = load_layout(sdir), load_layout(offline)
         for k in want:
-            a, b = (got[k], want[k]) if k in ("labels", "dense") else (got[k], want[k])
-            pairs = [(a, b)] if k in ("labels", "dense") else list(zip(a, b))
+            pairs = [(got[k], want[k])] if k in ("labels", "dense") else list(zip(got[k], want[k]))
             for x, y in pairs:
                 if x.dtype != y.dtype or not np.array_equal(x, y):
                     fail("streamed %s differs from offline (%s %s vs %s %s)" % (
                         k, x.dtype, x.shape, y.dtype, y.shape))
-        print("streaming: %d rows through broker/produce/run/consume equal offline" % n)
+        print("streaming: %d rows through broker/produce/run/consume equal offline; "
+              "%d bad records counted by reason and dead-lettered" % (n, len(reasons)))
     finally:
         for p in reversed(procs):
             if p.poll() is None:
@@ -606,13 +696,14 @@ def main():
     os.makedirs(TMP, exist_ok=True)
     lines = make_events(ROWS)
     path = os.path.join(TMP, "plays.jsonl")
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
+    data, reasons = interleave(lines)
+    with open(path, "wb") as f:
+        f.write(data)
     events = [json.loads(s) for s in lines]
-    cfg, offline = fit_and_process(path, events)
+    cfg, offline = fit_and_process(path, events, reasons)
     if os.environ.get("OFFLINE_ONLY"):
         return
-    stream(cfg, path, offline, len(events))
+    stream(cfg, path, offline, len(events), reasons)
     print("ok")
 
 
