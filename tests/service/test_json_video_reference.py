@@ -569,6 +569,14 @@ def fit_and_process(events_path, events, reasons):
                               m2=repr(stats[1][0]), s2=repr(stats[1][1])))
     run([PIPEREC, "process", "--config", cfg, "--input", events_path, "--output", out])
     check_rejects(os.path.join(out, "rejects.tsv"), reasons)
+    # a file saved with a UTF-8 byte order mark: refused, saying so (not "Criteo TSV")
+    bom = os.path.join(TMP, "bom.jsonl")
+    with open(bom, "wb") as f:
+        f.write(b"\xef\xbb\xbf" + open(events_path, "rb").readline())
+    p = subprocess.run([PIPEREC, "process", "--config", cfg, "--input", bom, "--output",
+                        os.path.join(TMP, "bom")], capture_output=True, text=True)
+    if p.returncode != 2 or "byte order mark" not in p.stderr:
+        fail("a BOM file: exit %d, %s" % (p.returncode, p.stderr.strip()))
     ref = reference(events, stats)
     got = load_layout(out)
     compare_ref(got, ref)
