@@ -1085,8 +1085,10 @@ static const cfg_key vocab_keys[] = {
              "eviction ttl by event time, instead of ttl_records (set exactly one): a value may "
              "be evicted once its column's event clock (the newest event time the column has "
              "looked up; late rows do not move it back) is this many seconds past the clock at "
-             "the value's last lookup. Never wall time. Needs event times: `run` only (offline "
-             "files have none; `process` refuses it). 0 = not set. For all columns."),
+             "the value's last lookup. Never wall time. Needs event times: `run`, or `process` "
+             "on JSON lines with schema.event_time (Criteo files have none; `process` refuses "
+             "it); a JSON record without a time after 1970 is rejected (bad_time). 0 = not "
+             "set. For all columns."),
     K_CUSTOM("decay_records", 0, pr__h_all_columns, "integer >= 0", "0",
              "eviction lfu: use counts halve every this many lookups of the column, so values "
              "that went cold can be evicted; 0 = no decay. For all columns."),
@@ -1315,6 +1317,10 @@ static void pr__finish_pipeline(cfg_ctx *c, yaml_node_t *map, void *base, bool p
             (pl->features.declared &&
              pr_feature_engine_spec(&pl->features, &pl->spec, &es, e, sizeof(e)) < 0))
             pr__cfg_error(c, pr__map_find(c, map, "transform"), "transform", "%s", e);
+        else if (pl->features.declared)
+            for (uint32_t k = 0; k < es.n_sparse; k++)
+                if (es.sparse[k].eviction == PR_EVICT_TTL && es.sparse[k].ttl_s)
+                    pl->features.time_required = true;
     }
 }
 

@@ -35,6 +35,7 @@ typedef struct pr__jfeat {
 } pr__jfeat;
 
 struct pr_json_decoder {
+    const pr_feature_schema *fs; /* the caller's; outlives the decoder */
     pr_json_extractor *x;
     pr_json_block *jb;
     uint32_t n_feat;
@@ -133,6 +134,7 @@ pr_json_decoder *pr_json_decoder_new(const pr_feature_schema *fs, char *errstr, 
     pr_json_path *paths = calloc((size_t)fs->n_features * PR_FEAT_MAX_CROSS, sizeof(*paths));
     if (!d || !paths || !(d->feat = calloc(fs->n_features, sizeof(*d->feat))))
         goto out_nomem;
+    d->fs = fs;
     d->n_feat = fs->n_features;
     for (uint32_t i = 0; i < fs->n_features; i++) {
         pr__jfeat *jf = &d->feat[i];
@@ -298,6 +300,23 @@ static int pr__event_time(pr_json_decoder *d, const pr__jfeat *jf, const pr_deco
     return 0;
 }
 
+/* A vocabulary evicting by event time needs every row's time after the epoch
+ * (the engine refuses a block holding one without): reject the record here. */
+static int pr__time_for_ttl(pr_json_decoder *d, const pr_feature_schema *fs)
+{
+    if (!fs->time_required || d->event_ms > 0)
+        return 0;
+    const pr_feature_spec *f = NULL;
+    for (uint32_t i = 0; i < fs->n_features && !f; i++)
+        if (fs->features[i].kind == PR_FEAT_EVENT_TIME)
+            f = &fs->features[i];
+    snprintf(d->detail, sizeof(d->detail),
+             "%s (%s): eviction ttl_s needs an event time after 1970-01-01T00:00:00Z, got %s",
+             f ? f->name : "event_time", f ? f->paths[0] : "-",
+             d->event_ms ? "an earlier one" : "none");
+    return PR_DEC_BAD_TIME;
+}
+
 /* Final value (before vocab, or at the chain's end) -> staged key / value. */
 static int pr__finish_value(pr_json_decoder *d, const pr__jfeat *jf, const pr_fval *v,
                             uint64_t *out, uint8_t *missing)
@@ -422,7 +441,7 @@ static int pr__features(pr_json_decoder *d, const pr_decode_ctx *ctx)
         if (rc)
             return rc;
     }
-    return 0;
+    return pr__time_for_ttl(d, d->fs);
 }
 
 /* The staged record as row b->rows: PR_EFULL when it does not fit. */
