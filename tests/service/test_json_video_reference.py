@@ -577,6 +577,20 @@ def fit_and_process(events_path, events, reasons):
                         os.path.join(TMP, "bom")], capture_output=True, text=True)
     if p.returncode != 2 or "byte order mark" not in p.stderr:
         fail("a BOM file: exit %d, %s" % (p.returncode, p.stderr.strip()))
+    # eviction by event time offline needs schema.event_time: refused up front
+    nt = os.path.join(TMP, "no-time.yaml")
+    with open(cfg) as f:
+        text = f.read()
+    with open(nt, "w") as f:
+        f.write(text.replace("      event_time: { path: event.ts, unit: rfc3339 }\n", "")
+                .replace("[ hour_of_day, vocab ]", "[ { hour_of_day: rfc3339 }, vocab ]")
+                .replace("[ day_of_week ]", "[ { day_of_week: rfc3339 } ]")
+                .replace("{ capacity: 300, eviction: lru }",
+                         "{ capacity: 300, eviction: ttl, ttl_s: 60 }"))
+    p = subprocess.run([PIPEREC, "process", "--config", nt, "--input", events_path, "--output",
+                        os.path.join(TMP, "no-time")], capture_output=True, text=True)
+    if p.returncode != 2 or "declare schema.event_time" not in p.stderr:
+        fail("ttl_s without schema.event_time: exit %d, %s" % (p.returncode, p.stderr.strip()))
     ref = reference(events, stats)
     got = load_layout(out)
     compare_ref(got, ref)
