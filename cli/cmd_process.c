@@ -163,6 +163,15 @@ static int pr__process_schema(const pr_pipeline_cfg *pc, const pr_config *cfg, c
     return 0;
 }
 
+/* A declared schema with an event time (what ttl_s eviction reads offline). */
+static bool pr__process_has_event_time(const pr_feature_schema *fs)
+{
+    for (uint32_t i = 0; i < fs->n_features; i++)
+        if (fs->features[i].kind == PR_FEAT_EVENT_TIME)
+            return true;
+    return false;
+}
+
 /* Event-time TTL needs event times, which offline files do not have:
  * refuse (with a message) before any output is written. */
 static int pr__process_refuse_ttl_s(const pr_pipeline_cfg *pc)
@@ -288,6 +297,15 @@ int pr_cli_cmd_process(int argc, char **argv)
     const pr_pipeline_cfg *pc = pipeline ? pr_config_pipeline(cfg, pipeline) : &cfg->pipelines[0];
     if (!pc) {
         fprintf(stderr, "piperec process: no pipeline named '%s' in %s\n", pipeline, cfg->origin);
+        pr_config_free(cfg);
+        return 2;
+    }
+    if (!fit && pc->features.declared && pc->features.time_required &&
+        !pr__process_has_event_time(&pc->features)) {
+        fprintf(stderr,
+                "piperec process: pipelines[%s]: eviction ttl with ttl_s needs each line's "
+                "event time: declare schema.event_time, or use ttl_records for process\n",
+                pc->name);
         pr_config_free(cfg);
         return 2;
     }

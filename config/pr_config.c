@@ -1119,8 +1119,10 @@ static const cfg_key vocab_keys[] = {
              "eviction ttl by event time, instead of ttl_records (set exactly one): a value may "
              "be evicted once its column's event clock (the newest event time the column has "
              "looked up; late rows do not move it back) is this many seconds past the clock at "
-             "the value's last lookup. Never wall time. Needs event times: `run` only (offline "
-             "files have none; `process` refuses it). 0 = not set. For all columns."),
+             "the value's last lookup. Never wall time. Needs event times: `run`, or `process` "
+             "on JSON lines with schema.event_time (Criteo files have none; `process` refuses "
+             "it); a JSON record without a time after 1970 is rejected (bad_time). 0 = not "
+             "set. For all columns."),
     K_CUSTOM("decay_records", 0, pr__h_all_columns, "integer >= 0", "0",
              "eviction lfu: use counts halve every this many lookups of the column, so values "
              "that went cold can be evicted; 0 = no decay. For all columns."),
@@ -1135,11 +1137,26 @@ static const cfg_key vocab_keys[] = {
 };
 static const cfg_table vocab_tab = TABLE(vocab_keys, NULL);
 
+/* A declared feature named `name` that has a vocab step (vocabulary options
+ * mean nothing on a feature without one). */
+static bool pr__feature_has_vocab(const pr_feature_schema *fs, const char *name)
+{
+    for (uint32_t i = 0; i < fs->n_features; i++) {
+        const pr_feature_spec *f = &fs->features[i];
+        if (strcmp(f->name, name) != 0)
+            continue;
+        for (uint8_t k = 0; k < f->n_ops; k++)
+            if (f->ops[k].op == PR_FOP_VOCAB)
+                return true;
+    }
+    return false;
+}
+
 static void pr__finish_column(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
 {
-    (void)base;
     (void)present;
     const pr_pipeline_spec *spec = &c->pl->spec;
+    const pr_sparse_col_spec *col = base;
     if (pr__map_find(c, map, "modulus") && c->pl->features.declared)
         pr__cfg_error(c, pr__map_find(c, map, "modulus"), "modulus",
                       "a declared schema gives the modulus in the feature's chain "
@@ -1149,10 +1166,17 @@ static void pr__finish_column(cfg_ctx *c, yaml_node_t *map, void *base, bool pre
                       "transform.sparse has no modulus operator");
     static const char *const vocab_only[] = {
         "min_count", "capacity", "eviction", "ttl_records", "ttl_s", "decay_records", NULL};
-    for (int i = 0; vocab_only[i]; i++)
-        if (pr__map_find(c, map, vocab_only[i]) && !pr_spec_has_op(spec, PR_OP_VOCAB))
-            pr__cfg_error(c, pr__map_find(c, map, vocab_only[i]), vocab_only[i],
-                          "transform.sparse has no vocab operator");
+    bool declared = c->pl->features.declared;
+    for (int i = 0; vocab_only[i]; i++) {
+        yaml_node_t *kn = pr__map_find(c, map, vocab_only[i]);
+        if (kn && !declared && !pr_spec_has_op(spec, PR_OP_VOCAB))
+            pr__cfg_error(c, kn, vocab_only[i], "transform.sparse has no vocab operator");
+        else if (kn && declared && !pr__feature_has_vocab(&c->pl->features, col->name))
+            pr__cfg_error(c, kn, vocab_only[i],
+                          "feature '%s' has no vocab operator (vocabulary options apply to "
+                          "features whose ops include vocab)",
+                          col->name);
+    }
 }
 
 static const cfg_key column_keys[] = {
@@ -1328,6 +1352,10 @@ static void pr__finish_pipeline(cfg_ctx *c, yaml_node_t *map, void *base, bool p
             (pl->features.declared &&
              pr_feature_engine_spec(&pl->features, &pl->spec, &es, e, sizeof(e)) < 0))
             pr__cfg_error(c, pr__map_find(c, map, "transform"), "transform", "%s", e);
+        else if (pl->features.declared)
+            for (uint32_t k = 0; k < es.n_sparse; k++)
+                if (es.sparse[k].eviction == PR_EVICT_TTL && es.sparse[k].ttl_s)
+                    pl->features.time_required = true;
     }
 }
 

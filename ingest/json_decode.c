@@ -35,6 +35,7 @@ typedef struct pr__jfeat {
 } pr__jfeat;
 
 struct pr_json_decoder {
+    const pr_feature_schema *fs; /* the caller's; outlives the decoder */
     pr_json_extractor *x;
     pr_json_block *jb;
     pr_json_path *paths; /* the extractor's columns (strings borrowed from the schema) */
@@ -138,6 +139,7 @@ pr_json_decoder *pr_json_decoder_new(const pr_feature_schema *fs, char *errstr, 
     pr_json_path *paths = calloc((size_t)fs->n_features * PR_FEAT_MAX_CROSS, sizeof(*paths));
     if (!d || !paths || !(d->feat = calloc(fs->n_features, sizeof(*d->feat))))
         goto out_nomem;
+    d->fs = fs;
     d->n_feat = fs->n_features;
     for (uint32_t i = 0; i < fs->n_features; i++) {
         pr__jfeat *jf = &d->feat[i];
@@ -307,6 +309,23 @@ static int pr__event_time(pr_json_decoder *d, const pr__jfeat *jf, const pr_deco
     return 0;
 }
 
+/* A vocabulary evicting by event time needs every row's time after the epoch
+ * (the engine refuses a block holding one without): reject the record here. */
+static int pr__time_for_ttl(pr_json_decoder *d, const pr_feature_schema *fs)
+{
+    if (!fs->time_required || d->event_ms > 0)
+        return 0;
+    const pr_feature_spec *f = NULL;
+    for (uint32_t i = 0; i < fs->n_features && !f; i++)
+        if (fs->features[i].kind == PR_FEAT_EVENT_TIME)
+            f = &fs->features[i];
+    snprintf(d->detail, sizeof(d->detail),
+             "%s (%s): eviction ttl_s needs an event time after 1970-01-01T00:00:00Z, got %s",
+             f ? f->name : "event_time", f ? f->paths[0] : "-",
+             d->event_ms ? "an earlier one" : "none");
+    return PR_DEC_BAD_TIME;
+}
+
 /* Final value (before vocab, or at the chain's end) -> staged key / value. */
 static int pr__finish_value(pr_json_decoder *d, const pr__jfeat *jf, const pr_fval *v,
                             uint64_t *out, uint8_t *missing)
@@ -382,6 +401,22 @@ static int pr__list(pr_json_decoder *d, const pr__jfeat *jf)
     return 0;
 }
 
+/* A wrong_type of a sparse feature whose value was an integer beyond int64:
+ * out of range is the reason (the value is an integer, just too large). */
+static int pr__range_first(pr_json_decoder *d, const pr__jfeat *jf, int rc)
+{
+    if (rc != PR_DEC_WRONG_TYPE)
+        return rc;
+    for (uint8_t k = 0; k < jf->f->n_paths; k++) {
+        const pr_json_col *c = &d->jb->cols[jf->col[k]];
+        uint32_t n = c->present[0] == PR_JSON_PRESENT ? c->count[0] : 0;
+        for (uint32_t i = 0; i < n; i++)
+            if (c->any[i].big_int)
+                return pr__fail(d, jf->f, PR_DEC_NUMBER_OUT_OF_RANGE, "integer beyond int64");
+    }
+    return rc;
+}
+
 /* Every feature of the extracted record into the staging area. */
 static int pr__features(pr_json_decoder *d, const pr_decode_ctx *ctx)
 {
@@ -404,10 +439,10 @@ static int pr__features(pr_json_decoder *d, const pr_decode_ctx *ctx)
                 d->dense[jf->slot] = v.type == PR_FVAL_NUM ? (float)v.num : 0.0f;
             break;
         case PR_FEAT_SPARSE:
-            rc = pr__single(d, jf);
+            rc = pr__range_first(d, jf, pr__single(d, jf));
             break;
         case PR_FEAT_LIST:
-            rc = pr__list(d, jf);
+            rc = pr__range_first(d, jf, pr__list(d, jf));
             break;
         default:
             break;
@@ -415,7 +450,7 @@ static int pr__features(pr_json_decoder *d, const pr_decode_ctx *ctx)
         if (rc)
             return rc;
     }
-    return 0;
+    return pr__time_for_ttl(d, d->fs);
 }
 
 /* The staged record as row b->rows: PR_EFULL when it does not fit. */

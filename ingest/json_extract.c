@@ -961,7 +961,8 @@ static int pr__take_any(jp *j, pr_json_col *c, int vk)
         if (num.kind == NUM_INT)
             *a = (pr_json_any){.type = PR_JSON_INT64, .i = num.i};
         else
-            *a = (pr_json_any){.type = PR_JSON_DOUBLE, .d = num.d};
+            *a = (pr_json_any){
+                .type = PR_JSON_DOUBLE, .big_int = num.kind == NUM_BIGINT, .d = num.d};
     }
     c->n_values++;
     return 0;

@@ -343,6 +343,12 @@ static int pr__srun_line(pr__srun *run, const char *line, size_t len, int64_t li
 {
     if (pr__blank(line, len))
         return 0;
+    if (!*seen_object && len >= 3 && memcmp(line, "\xef\xbb\xbf", 3) == 0)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "%s:%" PRId64 ": starts with a UTF-8 byte order mark, which JSON "
+                         "lines must not have (RFC 8259): remove it, e.g. "
+                         "sed -i '1s/^\\xEF\\xBB\\xBF//' FILE",
+                         run->opts->input, lineno);
     if (!*seen_object && !(*seen_object = pr__starts_object(line, len)))
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
                          "%s:%" PRId64 ": not a JSON object: a declared schema reads JSON "

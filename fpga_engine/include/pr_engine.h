@@ -828,6 +828,10 @@ typedef struct pr_feature_schema {
     bool declared;    /* true: the config's `schema:` list; false: the Criteo preset */
     uint32_t cpu_ops; /* bit (1u << op): this operator may run on the cpu when the engine
                        * backend cannot run it (schema.cpu_ops); 0 = no fallback */
+    /* A vocabulary evicts by event time (ttl_s): the JSON decoder rejects a
+     * record without an event time after the epoch (bad_time), since the
+     * engine refuses a block holding such a row. Set by the config. */
+    bool time_required;
 } pr_feature_schema;
 
 /* Check a chain's types and order for the feature's kind. On failure returns

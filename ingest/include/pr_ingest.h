@@ -735,9 +735,12 @@ typedef struct pr_json_str {
 } pr_json_str;
 
 /* A PR_JSON_ANY value: type is PR_JSON_STRING (s), PR_JSON_INT64 (i),
- * PR_JSON_DOUBLE (d) or PR_JSON_BOOL (i = 0 / 1). */
+ * PR_JSON_DOUBLE (d) or PR_JSON_BOOL (i = 0 / 1). big_int: a DOUBLE written
+ * as an integer beyond int64 (a reader that needs an integer says
+ * number_out_of_range, not wrong_type). */
 typedef struct pr_json_any {
     uint8_t type;
+    uint8_t big_int;
     union {
         int64_t i;
         double d;

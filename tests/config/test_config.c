@@ -539,6 +539,19 @@ static const err_case err_cases[] = {
             "    transform: { columns: { a: { modulus: 7 } } }\n",
      {"transform.columns.a.modulus: a declared schema gives the modulus in the feature's "
       "chain"}},
+    {"vocabulary option on a declared feature without vocab",
+     SCHEMA "      sparse:\n"
+            "        - { name: u, path: u, ops: [vocab] }\n"
+            "        - { name: t, path: t, list: { max_len: 4 }, ops: [ { hash: 64 } ] }\n"
+            "    transform: { columns: { u: { min_count: 2 }, t: { min_count: 2 } } }\n",
+     {"transform.columns.t.min_count: feature 't' has no vocab operator"}},
+    {"eviction on a declared feature without vocab",
+     SCHEMA "      sparse:\n"
+            "        - { name: u, path: u, ops: [vocab] }\n"
+            "        - { name: d, path: d, ops: [ hex2int, { modulus: 9 } ] }\n"
+            "    transform: { columns: { d: { capacity: 10, eviction: lru } } }\n",
+     {"transform.columns.d.capacity: feature 'd' has no vocab operator",
+      "transform.columns.d.eviction: feature 'd' has no vocab operator"}},
     {"ttl_s eviction on a list feature",
      SCHEMA "      sparse: [ { name: h, path: h, list: { max_len: 4 }, ops: [vocab] } ]\n"
             "    transform:\n      vocab: { profile: default }\n"

@@ -13,7 +13,7 @@
 /* label click, dense price, sparse user [vocab], list hist (max_len 4)
  * [vocab], sparse age [bucketize], sparse cat [vocab, modulus 3]. */
 static pr_feature_spec g_feats[6];
-static pr_feature_schema g_schema = {g_feats, 6, true, 0};
+static pr_feature_schema g_schema = {.features = g_feats, .n_features = 6, .declared = true};
 
 static void feat(int i, const char *name, pr_feature_kind kind, const pr_fop *ops, int n_ops)
 {

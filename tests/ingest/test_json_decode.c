@@ -197,6 +197,46 @@ static void test_values(void **state)
     fx_free(&t);
 }
 
+/* A vocabulary evicting by event time (ttl_s) needs each row's event time:
+ * a record whose time is at or before the epoch, or missing with no default
+ * (offline), is rejected as bad_time instead of reaching the engine, which
+ * refuses such a block and would stop the pipeline on one record. */
+static void test_ttl_s_needs_time(void **state)
+{
+    (void)state;
+    static const char *const yaml =
+        "pipelines:\n"
+        "  - name: t\n"
+        "    source: { format: json }\n"
+        "    schema:\n"
+        "      event_time: { path: ts, unit: s }\n"
+        "      sparse: [ { name: u, path: u, ops: [vocab] } ]\n"
+        "    transform:\n"
+        "      vocab: { profile: default }\n"
+        "      columns: { u: { capacity: 10, eviction: ttl, ttl_s: 60 } }\n";
+    fx t;
+    fx_init(&t, yaml, 64);
+    assert_int_equal(decode(&t, "{\"ts\": 1000, \"u\": 1}"), 1);
+    assert_int_equal(decode(&t, "{\"u\": 2}"), 1); /* the message's time (5000 ms) */
+    assert_int_equal(t.rl.n, 0);
+    assert_int_equal(decode(&t, "{\"ts\": 0, \"u\": 3}"), 0);
+    assert_int_equal(decode(&t, "{\"ts\": -86400, \"u\": 4}"), 0);
+    t.ctx.default_event_time_ms = 0; /* offline: no message time */
+    assert_int_equal(decode(&t, "{\"u\": 5}"), 0);
+    assert_int_equal(t.rl.n, 3);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(t.rl.reason[i], PR_DEC_BAD_TIME);
+        assert_non_null(strstr(t.rl.detail[i], "ttl_s"));
+    }
+    assert_int_equal(t.b->rows, 2);
+    fx_free(&t);
+    /* without ttl_s the same records are fine: times before 1970 are times */
+    fx_init(&t, schema_yaml, 64);
+    assert_int_equal(decode(&t, "{\"ts\": -86400000, \"user\": {\"id\": 1}}"), 1);
+    assert_int_equal(t.rl.n, 0);
+    fx_free(&t);
+}
+
 static void test_rejects(void **state)
 {
     (void)state;
@@ -226,6 +266,11 @@ static void test_rejects(void **state)
         {"{\"user\":{\"id\":\"\\q\"}}", PR_DEC_BAD_ESCAPE},
         {deep, PR_DEC_TOO_DEEP},
         {"{\"label\":{\"click\":1e999}}", PR_DEC_NUMBER_OUT_OF_RANGE},
+        /* an integer id beyond int64 is out of range, not a "number" id */
+        {"{\"user\":{\"id\":9223372036854775808}}", PR_DEC_NUMBER_OUT_OF_RANGE},
+        {"{\"user\":{\"id\":-9223372036854775809}}", PR_DEC_NUMBER_OUT_OF_RANGE},
+        {"{\"history\":[1,18446744073709551615]}", PR_DEC_NUMBER_OUT_OF_RANGE},
+        {"{\"hexid\":99999999999999999999}", PR_DEC_NUMBER_OUT_OF_RANGE},
         {longlist, PR_DEC_LIST_TOO_LONG},
         {"{\"label\":{\"click\":\"yes\"}}", PR_DEC_WRONG_TYPE},
         {"{\"user\":{\"id\":1.5}}", PR_DEC_WRONG_TYPE},
@@ -253,6 +298,10 @@ static void test_rejects(void **state)
         assert_int_equal(t.b->col_rows[C_HIST], 1);
         assert_int_equal(t.b->side->n_values[F_TAGS], 1);
     }
+    /* ... while a number reader (dense, bucketize) takes such an integer */
+    t.rl.n = 0;
+    assert_int_equal(decode(&t, "{\"user\":{\"age\":100000000000000000000}}"), 1);
+    assert_int_equal(t.rl.n, 0);
     /* the detail names the feature and its path */
     t.rl.n = 0;
     decode(&t, "{\"label\":{\"click\":\"yes\"}}");
@@ -430,6 +479,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values),
         cmocka_unit_test(test_rejects),
+        cmocka_unit_test(test_ttl_s_needs_time),
         cmocka_unit_test(test_id_rules),
         cmocka_unit_test(test_full),
         cmocka_unit_test(test_lines_and_message),
