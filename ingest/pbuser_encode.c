@@ -38,7 +38,7 @@ typedef struct pr__jr {
 
 static void pr__wb_put(pr__wbuf *w, const void *p, size_t n)
 {
-    if (w->err)
+    if (w->err || n == 0) /* an empty sub-message: its buffer is still NULL */
         return;
     if (w->len + n > w->cap) {
         size_t nc = w->cap ? w->cap * 2 : 256;
