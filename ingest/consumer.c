@@ -6,6 +6,10 @@
  *   - rd_kafka_consumer_poll only; a message that does not fit the block's
  *     remaining rows is kept as `pending` and goes first next time, so a poll
  *     never loses or reorders one;
+ *   - with decode threads (decode_par.h) a poll collects messages while
+ *     helpers decode them aside, then merges them in poll order (rows,
+ *     rejects, consumed offset, as the serial decode does per message); what
+ *     does not fit waits in `backlog`, undecoded, ahead of the next polls;
  *   - the librdkafka client comes from the builder (pr_kafka.h, role
  *     PR_KAFKA_GROUP_CONSUMER), which holds its forced properties;
  *   - offsets: enable.auto.offset.store=false (the service stores offset + 1
@@ -27,6 +31,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "decode_par.h"
 #include "pr_ingest.h"
 #include "pr_log.h"
 
@@ -78,6 +83,17 @@ struct pr_consumer {
     /* Poll-thread state. */
     rd_kafka_message_t *pending;
     uint32_t pending_rec;
+    /* Parallel decode (decode_par.h): decode_threads > 1 makes the pool at
+     * the first poll (it needs the block's capacity); the backlog holds
+     * messages polled but not merged (the block filled first), in order,
+     * ahead of anything polled next. */
+    unsigned decode_threads;
+    const pr_feature_schema *features;
+    pr__dpool *dp;
+    bool dp_failed;
+    bool collecting; /* the pool holds this poll's messages */
+    rd_kafka_message_t **backlog;
+    size_t n_backlog, backlog_head;
     const rd_kafka_topic_t *last_rkt;
     int last_tidx;
     size_t last_part;
@@ -280,8 +296,40 @@ static void pr__mark_unassigned(pr_consumer *c, const pr_tp *tps, size_t n)
     pthread_mutex_unlock(&c->lock);
 }
 
+static bool pr__msg_in_list(const rd_kafka_message_t *m, const rd_kafka_topic_partition_list_t *l)
+{
+    const char *t = rd_kafka_topic_name(m->rkt);
+    for (int i = 0; i < l->cnt; i++)
+        if (l->elems[i].partition == m->partition && !strcmp(l->elems[i].topic, t))
+            return true;
+    return false;
+}
+
+/* Messages polled but not in the caller's block yet (the backlog, and what
+ * a parallel poll collected before this revoke): those of the revoked
+ * partitions go, unstored, as the pending message does below; the new
+ * owner reads them again. Collected ones are only marked: a decode thread
+ * may still read them; the merge destroys them. */
+static void pr__drop_collected_of(pr_consumer *c, const rd_kafka_topic_partition_list_t *l)
+{
+    size_t w = c->backlog_head;
+    for (size_t i = c->backlog_head; i < c->n_backlog; i++) {
+        if (pr__msg_in_list(c->backlog[i], l))
+            rd_kafka_message_destroy(c->backlog[i]);
+        else
+            c->backlog[w++] = c->backlog[i];
+    }
+    c->n_backlog = w;
+    for (size_t i = 0; c->collecting && i < pr__dpool_count(c->dp); i++) {
+        pr__dmsg *dm = pr__dpool_msg(c->dp, i);
+        if (!dm->dropped && pr__msg_in_list(dm->m, l))
+            dm->dropped = true;
+    }
+}
+
 static void pr__drop_pending_of(pr_consumer *c, const rd_kafka_topic_partition_list_t *l)
 {
+    pr__drop_collected_of(c, l);
     if (!c->pending)
         return;
     const char *t = rd_kafka_topic_name(c->pending->rkt);
@@ -564,6 +612,8 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
     c->on_reject = conf->on_reject;
     c->opaque = conf->opaque;
     c->on_offset_reset = conf->on_offset_reset;
+    c->decode_threads = conf->decode_threads;
+    c->features = conf->features;
     c->initial_reset = RD_KAFKA_OFFSET_END; /* librdkafka's default: latest */
     c->rl_reject = (pr_ratelimit)PR_RATELIMIT_INIT(5);
     c->rl_err = (pr_ratelimit)PR_RATELIMIT_INIT(5);
@@ -640,6 +690,14 @@ out_free:
     return NULL;
 }
 
+/* Unmerged messages are not handed out: their offsets stay unstored. */
+static void pr__backlog_clear(pr_consumer *c)
+{
+    for (size_t i = c->backlog_head; i < c->n_backlog; i++)
+        rd_kafka_message_destroy(c->backlog[i]);
+    c->n_backlog = c->backlog_head = 0;
+}
+
 /* librdkafka 2.0.2 (fixed in 2.3.0, #4312/#4381): once a JoinGroup answer
  * picked cooperative-sticky, destroying the handle before the first
  * assignment (SyncGroup) arrived aborts in
@@ -687,6 +745,7 @@ int pr_consumer_close(pr_consumer *c, char *errstr, size_t errstr_size)
         rd_kafka_message_destroy(c->pending);
         c->pending = NULL;
     }
+    pr__backlog_clear(c);
     if (err)
         return pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer close: %s",
                          rd_kafka_err2str(err));
@@ -707,6 +766,9 @@ void pr_consumer_free(pr_consumer *c)
     }
     if (c->pending)
         rd_kafka_message_destroy(c->pending);
+    pr__backlog_clear(c);
+    free(c->backlog);
+    pr__dpool_free(c->dp);
     pr_dlq_free(c->dlq);
     pr_arena_free(c->arena);
     for (int i = 0; i < c->n_topics; i++)
@@ -886,7 +948,225 @@ static int pr__deliver(pr_consumer *c, pr_block *b, rd_kafka_message_t *m, int64
 
 bool pr_consumer_has_pending(const pr_consumer *c)
 {
-    return c->pending != NULL;
+    return c->pending != NULL || c->backlog_head < c->n_backlog;
+}
+
+/* One turn of a poll: the next message (1, *out), nothing within `wait` ms
+ * (0), or an event handled here (2: an offset reset, a partition's end, a
+ * consumer error that is not fatal); < 0 (errstr) when the consumer cannot
+ * go on. */
+static int pr__next(pr_consumer *c, int wait, rd_kafka_message_t **out, char *errstr,
+                    size_t errstr_size)
+{
+    *out = NULL;
+    rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, wait);
+    if (!m)
+        return 0;
+    if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET && m->rkt) {
+        int rc = pr__offset_reset(c, m, errstr, errstr_size);
+        rd_kafka_message_destroy(m);
+        return rc ? rc : 2;
+    }
+    if (m->err) {
+        rd_kafka_resp_err_t err = m->err;
+        char es[512];
+        snprintf(es, sizeof(es), "%s", rd_kafka_message_errstr(m));
+        rd_kafka_message_destroy(m);
+        if (err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+            return 2;
+        char fs[512];
+        if (rd_kafka_fatal_error(c->rk, fs, sizeof(fs)))
+            return pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer: fatal: %s", fs);
+        PR__ADD(c->st.kafka_errors, 1);
+        pr_log_ratelimited(&c->rl_err, PR_LOG_WARN, "consumer: %s", es);
+        return 2;
+    }
+    PR__ADD(c->st.messages, 1);
+    PR__ADD(c->st.bytes, m->len);
+    *out = m;
+    return 1;
+}
+
+/* How long the next turn may wait: only for the first message of a poll. */
+static int pr__turn_wait(bool first, int64_t deadline)
+{
+    if (!first)
+        return 0;
+    int64_t left = deadline - pr_clock_mono_ns(pr_clock_real());
+    return left > 0 ? (int)((left + 999999) / 1000000) : 0;
+}
+
+/* ---------------------------------------------------------------- parallel poll
+ *
+ * With decode threads (pr_consumer_conf.decode_threads > 1, criteo_tsv or
+ * json) a poll collects messages into the decode pool (decode_par.h) while
+ * its helpers decode the full slots, then merges them into the block in
+ * poll order: rows, then the message's rejects (the reject callback, the
+ * dead letter), then its consumed offset, as the serial path does per
+ * message. What does not fit the block waits in the backlog, ahead of
+ * anything polled later. */
+
+/* Into the pool, unless it would overfill the block (room: records) or the
+ * pool is full: false, the message stays with the caller. */
+static bool pr__collect(pr_consumer *c, rd_kafka_message_t *m, int64_t now_ms, uint32_t room,
+                        uint32_t *recs)
+{
+    if (m->rkt != c->last_rkt) {
+        c->last_tidx = pr__topic_index(c, rd_kafka_topic_name(m->rkt));
+        c->last_rkt = m->rkt;
+    }
+    int tidx = c->last_tidx < 0 ? 0 : c->last_tidx;
+    (void)pr__part_get(c, tidx, m->partition);
+    int nrec = m->len ? pr_message_record_count(c->format, m->payload, m->len, c->arena) : 0;
+    uint32_t need = nrec > 0 ? (uint32_t)nrec : 0;
+    bool first = pr__dpool_count(c->dp) == 0;
+    if (!first && *recs + need > room)
+        return false;
+    rd_kafka_timestamp_type_t tst;
+    int64_t ts = rd_kafka_message_timestamp(m, &tst);
+    /* A first message larger than the room goes the serial way (it waits
+     * for the next block, or is split over blocks). */
+    bool serial = *recs + need > room;
+    if (!pr__dpool_add(c->dp, m, PR_PART_KEY(tidx, m->partition), tidx, ts > 0 ? ts : now_ms,
+                       serial ? -1 : nrec))
+        return false;
+    *recs += need;
+    return true;
+}
+
+/* A decoded message now in the block: its rejects, records, offset. */
+static int pr__merged(pr_consumer *c, const pr__dmsg *dm)
+{
+    rd_kafka_message_t *m = dm->m;
+    c->cur = (pr__cur){.topic = c->topics[dm->tidx],
+                       .partition = m->partition,
+                       .key = dm->key,
+                       .offset = m->offset,
+                       .nrec = dm->nrec};
+    for (uint32_t k = 0; k < dm->nrej; k++) {
+        pr__drej r;
+        pr__dpool_reject(c->dp, dm, k, &r);
+        pr__on_reject(c, r.reason, r.detail, r.rec, r.len, r.recno);
+    }
+    PR__ADD(c->st.records, dm->nrows);
+    ssize_t pi = pr__part_find(c, dm->key);
+    if (pi >= 0)
+        __atomic_store_n(&c->parts[pi].consumed_next, m->offset + 1, __ATOMIC_RELAXED);
+    rd_kafka_message_destroy(m);
+    return (int)dm->nrows;
+}
+
+/* The collected messages into b, in order; from the first that does not
+ * fit on, they (then `left`, then the rest of the old backlog) are the
+ * backlog. Returns rows appended. */
+static int pr__merge(pr_consumer *c, pr_block *b, int64_t now_ms, rd_kafka_message_t *left)
+{
+    size_t n = pr__dpool_count(c->dp), stop = n;
+    int appended = 0;
+    for (size_t i = 0; i < n && stop == n; i++) {
+        pr__dmsg *dm = pr__dpool_msg(c->dp, i);
+        if (dm->dropped) {
+            rd_kafka_message_destroy(dm->m);
+            continue;
+        }
+        if (dm->state == PR__DM_DECODED) {
+            int rc = pr__dpool_merge(c->dp, b, dm);
+            if (rc == 0) {
+                appended += pr__merged(c, dm);
+                continue;
+            }
+            if (rc == PR_EFULL && b->rows > 0) {
+                stop = i;
+                break;
+            }
+            /* Too large for an empty block, or another encoding: as serial. */
+        }
+        bool keep = false;
+        appended += pr__deliver(c, b, dm->m, now_ms, &keep);
+        if (keep) /* now c->pending */
+            stop = i + 1;
+    }
+    size_t k = 0, rest = c->n_backlog - c->backlog_head;
+    for (size_t i = stop; i < n; i++)
+        k += !pr__dpool_msg(c->dp, i)->dropped;
+    k += left != NULL;
+    memmove(c->backlog + k, c->backlog + c->backlog_head, rest * sizeof(*c->backlog));
+    c->backlog_head = 0;
+    c->n_backlog = k + rest;
+    k = 0;
+    for (size_t i = stop; i < n; i++) {
+        pr__dmsg *dm = pr__dpool_msg(c->dp, i);
+        if (dm->dropped)
+            rd_kafka_message_destroy(dm->m);
+        else
+            c->backlog[k++] = dm->m;
+    }
+    if (left)
+        c->backlog[k] = left;
+    return appended;
+}
+
+/* The pool, at the first poll (it needs the block's capacity); serial when
+ * it cannot be made. The backlog holds at most one poll's messages + 1. */
+static void pr__pool_open(pr_consumer *c, const pr_block *b)
+{
+    char e[256] = "";
+    c->dp = pr__dpool_new(c->decode_threads, c->format, c->spec, c->features, b->cap, e,
+                          sizeof(e));
+    size_t cap = (b->cap > 1024 ? b->cap : 1024) + 2;
+    c->backlog = c->dp ? calloc(cap, sizeof(*c->backlog)) : NULL;
+    if (!c->dp || !c->backlog) {
+        pr__dpool_free(c->dp);
+        c->dp = NULL;
+        c->dp_failed = true;
+        if (e[0] || c->format == PR_MSG_CRITEO_TSV || c->format == PR_MSG_JSON)
+            pr_warn("consumer: no parallel decode (%s); decoding on the polling thread only",
+                    e[0] ? e : "out of memory");
+        return;
+    }
+    pr_info("consumer: %u decode threads", pr__dpool_threads(c->dp));
+}
+
+static int pr__poll_par(pr_consumer *c, pr_block *b, int64_t now_ms, int64_t deadline, int appended,
+                        char *errstr, size_t errstr_size)
+{
+    pr__dpool_begin(c->dp);
+    c->collecting = true;
+    uint32_t room = b->cap - b->rows, recs = 0;
+    uint32_t budget = b->cap > 1024 ? b->cap : 1024;
+    rd_kafka_message_t *left = NULL;
+    int rc = 0;
+    while (c->backlog_head < c->n_backlog &&
+           pr__collect(c, c->backlog[c->backlog_head], now_ms, room, &recs))
+        c->backlog_head++;
+    bool more = c->backlog_head == c->n_backlog;
+    for (uint32_t msgs = 0; more && recs < room && msgs < budget;) {
+        bool first = appended == 0 && msgs == 0 && pr__dpool_count(c->dp) == 0;
+        int wait = pr__turn_wait(first, deadline);
+        rd_kafka_message_t *m;
+        int r = pr__next(c, wait, &m, errstr, errstr_size);
+        if (r < 0) {
+            rc = r;
+            break;
+        }
+        if (r == 0) {
+            if (wait > 0 && pr_clock_mono_ns(pr_clock_real()) < deadline)
+                continue; /* woken by a rebalance or log event: wait on */
+            break;
+        }
+        if (r == 2)
+            continue;
+        msgs++;
+        if (!pr__collect(c, m, now_ms, room, &recs)) {
+            left = m;
+            break;
+        }
+    }
+    pr__dpool_finish(c->dp);
+    appended += pr__merge(c, b, now_ms, left);
+    c->collecting = false;
+    pr__dpool_begin(c->dp);
+    return rc < 0 ? rc : appended;
 }
 
 int pr_consumer_poll(pr_consumer *c, pr_block *b, int timeout_ms, char *errstr, size_t errstr_size)
@@ -897,6 +1177,8 @@ int pr_consumer_poll(pr_consumer *c, pr_block *b, int timeout_ms, char *errstr, 
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
                          "consumer: block shape %u/%u differs from the pipeline's %u/%u",
                          b->n_dense, b->n_sparse, c->spec->n_dense, c->spec->n_sparse);
+    if (c->decode_threads > 1 && !c->dp && !c->dp_failed)
+        pr__pool_open(c, b);
     pr_dlq_poll(c->dlq);
     int64_t now_ms = pr_clock_wall_ms(c->clock);
     int appended = 0;
@@ -910,48 +1192,34 @@ int pr_consumer_poll(pr_consumer *c, pr_block *b, int timeout_ms, char *errstr, 
     /* Wait (real time: librdkafka's own) for the first message only; a
      * bounded number of messages per call keeps the caller's loop turning
      * even when everything is rejected. */
-    const pr_clock *rt = pr_clock_real();
-    int64_t deadline = pr_clock_mono_ns(rt) + (int64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000;
-    uint32_t budget = b->cap > 1024 ? b->cap : 1024;
-    for (uint32_t msgs = 0; b->rows < b->cap && msgs < budget;) {
-        int wait = 0;
-        if (appended == 0 && msgs == 0) {
-            int64_t left = deadline - pr_clock_mono_ns(rt);
-            wait = left > 0 ? (int)((left + 999999) / 1000000) : 0;
-        }
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, wait);
-        if (!m) {
-            if (wait > 0 && appended == 0 && msgs == 0 && pr_clock_mono_ns(rt) < deadline)
-                continue; /* woken by a rebalance or log event: wait on */
-            break;
-        }
-        if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET && m->rkt) {
-            int rc = pr__offset_reset(c, m, errstr, errstr_size);
-            rd_kafka_message_destroy(m);
-            if (rc)
-                return rc;
-            continue;
-        }
-        if (m->err) {
-            rd_kafka_resp_err_t err = m->err;
-            char es[512];
-            snprintf(es, sizeof(es), "%s", rd_kafka_message_errstr(m));
-            rd_kafka_message_destroy(m);
-            if (err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+    int64_t deadline = pr_clock_mono_ns(pr_clock_real()) +
+                       (int64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000;
+    int rc = 0;
+    if (c->dp) {
+        rc = pr__poll_par(c, b, now_ms, deadline, appended, errstr, errstr_size);
+        if (rc < 0)
+            return rc;
+        appended = rc;
+    } else {
+        uint32_t budget = b->cap > 1024 ? b->cap : 1024;
+        for (uint32_t msgs = 0; b->rows < b->cap && msgs < budget;) {
+            int wait = pr__turn_wait(appended == 0 && msgs == 0, deadline);
+            rd_kafka_message_t *m;
+            int r = pr__next(c, wait, &m, errstr, errstr_size);
+            if (r < 0)
+                return r;
+            if (r == 0) {
+                if (wait > 0 && pr_clock_mono_ns(pr_clock_real()) < deadline)
+                    continue; /* woken by a rebalance or log event: wait on */
+                break;
+            }
+            if (r == 2)
                 continue;
-            char fs[512];
-            if (rd_kafka_fatal_error(c->rk, fs, sizeof(fs)))
-                return pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer: fatal: %s", fs);
-            PR__ADD(c->st.kafka_errors, 1);
-            pr_log_ratelimited(&c->rl_err, PR_LOG_WARN, "consumer: %s", es);
-            continue;
+            msgs++;
+            appended += pr__deliver(c, b, m, now_ms, &keep);
+            if (keep)
+                break;
         }
-        msgs++;
-        PR__ADD(c->st.messages, 1);
-        PR__ADD(c->st.bytes, m->len);
-        appended += pr__deliver(c, b, m, now_ms, &keep);
-        if (keep)
-            break;
     }
     pr_dlq_poll(c->dlq);
     const char *df = pr_dlq_fatal(c->dlq);

@@ -378,6 +378,7 @@ typedef struct pr_source_cfg {
     pr_kafka_source_cfg kafka;
     pr_msg_format format;          /* default criteo_tsv */
     const char *dead_letter_topic; /* NULL = rejects are only counted and logged */
+    uint32_t decode_threads;       /* 0 = auto (engine.threads, at most the CPUs) */
 } pr_source_cfg;
 
 extern const pr_cfgmap pr_source_cfgmap;
@@ -408,6 +409,13 @@ typedef struct pr_consumer_conf {
                                       * coordinator to drop that member first (fast
                                       * restart after SIGKILL). NULL = off */
     const pr_clock *clock;           /* event time fallback ("now"); NULL = real clock */
+    /* Decode threads (the polling thread included): > 1 decodes criteo_tsv
+     * and json messages on that many threads, merged back in poll order,
+     * so rows, rejects, dead letters and offsets are those of one thread;
+     * 0 or 1 = the polling thread only. json needs `features` (one decoder
+     * per thread; borrowed for life). */
+    unsigned decode_threads;
+    const pr_feature_schema *features;
     /* Callbacks (all optional), run on the polling thread. on_assign gets the
      * newly assigned partitions (offset -1); on_revoke the partitions about
      * to be unassigned (offset = consumed_next, or -1), before the commit. */

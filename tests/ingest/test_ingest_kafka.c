@@ -119,6 +119,10 @@ static void on_revoke(void *opaque, pr_consumer *c, const pr_tp *parts, size_t n
 static pr_offset_reset g_on_reset;
 static const char *g_dlq_file;
 
+/* Decode threads of every consumer the tests make: the group runs twice,
+ * on the polling thread only (0) and with the parallel decode (issue 21). */
+static unsigned g_decode_threads;
+
 static pr_consumer *new_consumer(const char *topic, const char *group, seen *s, const char *dlq)
 {
     static const pr_kv_ref props_tmpl[] = {
@@ -147,6 +151,7 @@ static pr_consumer *new_consumer(const char *topic, const char *group, seen *s, 
                              .dead_letter_topic = dlq,
                              .dead_letter_file = g_dlq_file,
                              .on_offset_reset = g_on_reset,
+                             .decode_threads = g_decode_threads,
                              .on_assign = on_assign,
                              .on_revoke = on_revoke,
                              .opaque = s};
@@ -998,6 +1003,12 @@ static int setup(void **state)
     return 0;
 }
 
+static int setup_par(void **state)
+{
+    g_decode_threads = 3;
+    return setup(state);
+}
+
 static int teardown(void **state)
 {
     (void)state;
@@ -1021,5 +1032,9 @@ int main(void)
         cmocka_unit_test(test_dead_letters_never_vanish),
         cmocka_unit_test(test_leave_for_predecessor),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    int failed = cmocka_run_group_tests_name("serial decode", tests, setup, teardown);
+    /* Again on a fresh broker with 3 decode threads: the same rows, offsets,
+     * rebalances and dead letters. */
+    failed += cmocka_run_group_tests_name("parallel decode", tests, setup_par, teardown);
+    return failed;
 }
