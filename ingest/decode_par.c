@@ -14,6 +14,7 @@
  * is in flight between calls, so rebalances, pause and close see what they
  * saw before.
  */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +67,9 @@ struct pr__dpool {
     pthread_cond_t work, done_cv;
     unsigned posted, claimed, done; /* slots [0, posted) posted, in order */
     bool quit;
+    /* Where the work went (logged at free, info level): slots decoded by
+     * helpers and by the polling thread, polls decoded serially. */
+    uint64_t by_helpers, by_poller, serial_polls;
 };
 
 /* ---------------------------------------------------------------- decoding */
@@ -176,6 +180,9 @@ static void *pr__helper_run(void *arg)
     struct pr__helper_arg a = *(struct pr__helper_arg *)arg;
     free(arg);
     pr__dpool *dp = a.dp;
+    char name[16];
+    snprintf(name, sizeof(name), "pr:decode-%u", a.t);
+    pthread_setname_np(pthread_self(), name);
     pthread_mutex_lock(&dp->mu);
     for (;;) {
         while (!dp->quit && dp->claimed >= dp->posted)
@@ -183,6 +190,7 @@ static void *pr__helper_run(void *arg)
         if (dp->quit)
             break;
         unsigned k = dp->claimed++;
+        dp->by_helpers++;
         pthread_mutex_unlock(&dp->mu);
         pr__slot_decode(dp, a.t, k);
         pthread_mutex_lock(&dp->mu);
@@ -284,6 +292,11 @@ void pr__dpool_free(pr__dpool *dp)
     if (!dp)
         return;
     pthread_mutex_lock(&dp->mu);
+    if (dp->n_started)
+        pr_info("consumer: decode slots: %llu by %u helper(s), %llu by the polling thread; %llu "
+                 "small poll(s) decoded serially",
+                 (unsigned long long)dp->by_helpers, dp->n_started,
+                 (unsigned long long)dp->by_poller, (unsigned long long)dp->serial_polls);
     dp->quit = true;
     pthread_cond_broadcast(&dp->work);
     pthread_mutex_unlock(&dp->mu);
@@ -367,6 +380,7 @@ void pr__dpool_finish(pr__dpool *dp)
         pr__dslot *s = &dp->slots[dp->open];
         if (s->m1 > s->m0) {
             if (dp->posted == 0 && s->recs < PR__PAR_MIN_RECS) {
+                dp->serial_polls++;
                 for (uint32_t i = s->m0; i < s->m1; i++)
                     dp->msgs[i].state = PR__DM_SERIAL;
             } else {
@@ -378,6 +392,7 @@ void pr__dpool_finish(pr__dpool *dp)
     for (;;) {
         if (dp->claimed < dp->posted) {
             unsigned k = dp->claimed++;
+            dp->by_poller++;
             pthread_mutex_unlock(&dp->mu);
             pr__slot_decode(dp, 0, k);
             pthread_mutex_lock(&dp->mu);
