@@ -47,6 +47,7 @@ typedef struct pr__part {
     int32_t partition;
     int32_t key;
     bool assigned;
+    uint8_t inst; /* the instance (rks[]) that holds it */
     int64_t consumed_next; /* offset after the last message handed out completely */
     int64_t stored;        /* last next-offset stored */
     int64_t committed;     /* last next-offset committed */
@@ -63,7 +64,15 @@ typedef struct pr__cur {
 } pr__cur;
 
 struct pr_consumer {
-    rd_kafka_t *rk;
+    rd_kafka_t *rk; /* the first instance (rks[0]) */
+    /* source.consumers: this many members of the group in one process, each
+     * its own librdkafka client (fetchers, queue), polled in turn by the one
+     * polling thread; a partition is served by the instance that holds it
+     * (pr__part.inst). Everything else (partition table, dead letters,
+     * stats, callbacks) is shared, so the owner sees one consumer. */
+    rd_kafka_t *rks[PR_CONSUMER_MAX_INSTANCES];
+    unsigned n_rk, next_rk;
+    bool ever[PR_CONSUMER_MAX_INSTANCES]; /* per instance: an assignment arrived */
     pr_msg_format format;
     const pr_pipeline_spec *spec;
     pr_json_decoder *json; /* PR_MSG_JSON; borrowed */
@@ -100,8 +109,8 @@ struct pr_consumer {
     pr__cur cur;
     bool paused;
     bool closed;
-    bool ever_assigned; /* an assignment arrived: librdkafka's sticky state exists */
-    bool leak_rk;       /* closed mid-join: destroying would abort (librdkafka #4312) */
+    bool leak_rk[PR_CONSUMER_MAX_INSTANCES]; /* closed mid-join: destroying would abort
+                                               * (librdkafka #4312) */
     pr_offset_reset on_offset_reset;
     int64_t initial_reset; /* logical offset for a partition with no committed offset */
     int session_timeout_ms;
@@ -256,7 +265,7 @@ static void pr__commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 
 /* Fill `out` (n entries) from a librdkafka list; registers new partitions. */
 static size_t pr__tps_from_list(pr_consumer *c, const rd_kafka_topic_partition_list_t *l,
-                                pr_tp *out, bool assigned)
+                                pr_tp *out, bool assigned, unsigned inst)
 {
     size_t n = 0;
     for (int i = 0; i < l->cnt; i++) {
@@ -277,8 +286,10 @@ static size_t pr__tps_from_list(pr_consumer *c, const rd_kafka_topic_partition_l
                          .partition = p->partition,
                          .key = p->key,
                          .offset = assigned ? -1 : p->consumed_next};
-        if (assigned)
+        if (assigned) {
             p->assigned = true; /* revoked ones stay assigned until unassigned */
+            p->inst = (uint8_t)inst;
+        }
         pthread_mutex_unlock(&c->lock);
         n++;
     }
@@ -435,10 +446,22 @@ static void pr__member_leave_old(pr_consumer *c, const pr_consumer_conf *conf)
     unlink(c->member_file);
 }
 
+static int pr__commit_one(pr_consumer *c, rd_kafka_t *rk, char *errstr, size_t errstr_size);
+
+/* Which of c's instances rk is. */
+static unsigned pr__inst_of(const pr_consumer *c, const rd_kafka_t *rk)
+{
+    for (unsigned k = 0; k < c->n_rk; k++)
+        if (c->rks[k] == rk)
+            return k;
+    return 0;
+}
+
 static void pr__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                              rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
     pr_consumer *c = opaque;
+    unsigned inst = pr__inst_of(c, rk);
     bool coop = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
     rd_kafka_error_t *e = NULL;
     rd_kafka_resp_err_t kerr = RD_KAFKA_RESP_ERR_NO_ERROR;
@@ -448,10 +471,11 @@ static void pr__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 
     switch (err) {
     case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
-        c->ever_assigned = true;
-        pr__member_save(c, rk);
+        c->ever[inst] = true;
+        if (inst == 0)
+            pr__member_save(c, rk);
         if (tps)
-            n = pr__tps_from_list(c, parts, tps, true);
+            n = pr__tps_from_list(c, parts, tps, true, inst);
         if (coop)
             e = rd_kafka_incremental_assign(rk, parts);
         else
@@ -466,14 +490,14 @@ static void pr__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
         pr__drop_pending_of(c, parts);
         if (tps)
-            n = pr__tps_from_list(c, parts, tps, false);
+            n = pr__tps_from_list(c, parts, tps, false, inst);
         /* The owner drops/stores first, then the stored offsets are
          * committed while the partitions are still ours. */
         if (c->on_revoke && n)
             c->on_revoke(c->opaque, c, tps, n);
         if (!rd_kafka_assignment_lost(rk)) {
             char es[256];
-            if (pr_consumer_commit(c, es, sizeof(es)))
+            if (pr__commit_one(c, rk, es, sizeof(es)))
                 pr_warn("consumer: commit on revoke: %s", es);
         } else {
             pr_warn("consumer: %d partition(s) lost; offsets not committed", parts->cnt);
@@ -536,7 +560,8 @@ static void pr__on_reject(void *opaque, int reason, const char *detail, const ch
  * role) from conf's properties; *have_instance: the user set
  * group.instance.id. NULL and a reason on failure. */
 static rd_kafka_conf_t *pr__client_conf(pr_consumer *c, const pr_consumer_conf *conf,
-                                        bool *have_instance, char *errstr, size_t errstr_size)
+                                        const char *instance_id, bool *have_instance,
+                                        char *errstr, size_t errstr_size)
 {
     /* auto.offset.reset is kept here for partitions with no committed offset;
      * librdkafka itself gets "error" (pr_kafka.h's group consumer role) so
@@ -551,8 +576,8 @@ static rd_kafka_conf_t *pr__client_conf(pr_consumer *c, const pr_consumer_conf *
         }
     pr_kv_list user = {(pr_kv *)conf->props, conf->n_props};
     *have_instance = pr_kv_get(&user, "group.instance.id") != NULL;
-    pr_kv instance = {"group.instance.id", conf->group_instance_id};
-    bool static_member = !*have_instance && conf->group_instance_id && *conf->group_instance_id;
+    pr_kv instance = {"group.instance.id", instance_id};
+    bool static_member = !*have_instance && instance_id && *instance_id;
     pr_kv group = {"group.id", conf->group_id};
     pr_kafka_client_conf cc = {.role = PR_KAFKA_GROUP_CONSUMER,
                                .props = conf->props,
@@ -570,7 +595,7 @@ static rd_kafka_conf_t *pr__client_conf(pr_consumer *c, const pr_consumer_conf *
     if (pr_kafka_conf_new(&cc, &kc, errstr, errstr_size))
         return NULL;
     if (static_member)
-        pr_info("consumer: static group membership as '%s'", conf->group_instance_id);
+        pr_info("consumer: static group membership as '%s'", instance_id);
     /* The session the builder settled on (piperec's default or the user's):
      * it bounds how long a close waits for a first assignment. */
     char sess[32];
@@ -578,6 +603,43 @@ static rd_kafka_conf_t *pr__client_conf(pr_consumer *c, const pr_consumer_conf *
     if (rd_kafka_conf_get(kc, "session.timeout.ms", sess, &sess_size) == RD_KAFKA_CONF_OK)
         c->session_timeout_ms = atoi(sess);
     return kc;
+}
+
+/* Subscribe `topics` on rk. */
+static int pr__subscribe(rd_kafka_t *rk, const pr_consumer_conf *conf, char *errstr,
+                         size_t errstr_size)
+{
+    rd_kafka_topic_partition_list_t *sub = rd_kafka_topic_partition_list_new((int)conf->n_topics);
+    for (size_t i = 0; i < conf->n_topics; i++)
+        rd_kafka_topic_partition_list_add(sub, conf->topics[i], RD_KAFKA_PARTITION_UA);
+    rd_kafka_resp_err_t err = rd_kafka_subscribe(rk, sub);
+    rd_kafka_topic_partition_list_destroy(sub);
+    if (err)
+        return pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer: subscribe: %s",
+                         rd_kafka_err2str(err));
+    return 0;
+}
+
+/* Instance k (> 0) of source.consumers: another member of the group, with
+ * the same properties (a static member's id gets "-k"). */
+static int pr__instance_open(pr_consumer *c, const pr_consumer_conf *conf, unsigned k,
+                             char *errstr, size_t errstr_size)
+{
+    char id[300] = "", kerr[512];
+    if (conf->group_instance_id && *conf->group_instance_id)
+        snprintf(id, sizeof(id), "%s-%u", conf->group_instance_id, k);
+    bool have_instance;
+    rd_kafka_conf_t *kc = pr__client_conf(c, conf, id, &have_instance, errstr, errstr_size);
+    if (!kc)
+        return PR_EINVAL;
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, kc, kerr, sizeof(kerr));
+    if (!rk) {
+        rd_kafka_conf_destroy(kc);
+        return pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer: %s", kerr);
+    }
+    rd_kafka_poll_set_consumer(rk);
+    c->rks[c->n_rk++] = rk;
+    return pr__subscribe(rk, conf, errstr, errstr_size);
 }
 
 pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t errstr_size)
@@ -631,9 +693,18 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
         }
 
     bool have_instance;
-    rd_kafka_conf_t *kc = pr__client_conf(c, conf, &have_instance, errstr, errstr_size);
+    rd_kafka_conf_t *kc =
+        pr__client_conf(c, conf, conf->group_instance_id, &have_instance, errstr, errstr_size);
     if (!kc)
         goto out_free;
+    if (have_instance && conf->consumers > 1) {
+        pr_seterr(errstr, errstr_size, PR_EINVAL,
+                  "consumer: %u consumers need one group.instance.id each: set "
+                  "group_instance_id (each instance gets -1, -2, ... after it), not the "
+                  "group.instance.id property",
+                  conf->consumers);
+        goto out_conf;
+    }
 
     if (conf->dead_letter_topic && *conf->dead_letter_topic) {
         c->dlq =
@@ -646,6 +717,8 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
         }
     }
 
+    /* The member file is the first instance's (with several, the others'
+     * members wait out their sessions after a SIGKILL). */
     bool dynamic = !have_instance && !(conf->group_instance_id && *conf->group_instance_id);
     if (dynamic && conf->member_file && *conf->member_file) {
         c->member_file = strdup(conf->member_file);
@@ -664,16 +737,13 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
     }
     kc = NULL; /* owned by rk now */
     rd_kafka_poll_set_consumer(c->rk);
-
-    rd_kafka_topic_partition_list_t *sub = rd_kafka_topic_partition_list_new((int)conf->n_topics);
-    for (size_t i = 0; i < conf->n_topics; i++)
-        rd_kafka_topic_partition_list_add(sub, conf->topics[i], RD_KAFKA_PARTITION_UA);
-    rd_kafka_resp_err_t err = rd_kafka_subscribe(c->rk, sub);
-    rd_kafka_topic_partition_list_destroy(sub);
-    if (err) {
-        pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer: subscribe: %s", rd_kafka_err2str(err));
+    c->rks[0] = c->rk;
+    c->n_rk = 1;
+    if (pr__subscribe(c->rk, conf, errstr, errstr_size))
         goto out_rk;
-    }
+    for (unsigned k = 1; k < conf->consumers && k < PR_CONSUMER_MAX_INSTANCES; k++)
+        if (pr__instance_open(c, conf, k, errstr, errstr_size))
+            goto out_rk;
     return c;
 
 out_conf:
@@ -682,8 +752,10 @@ out_conf:
 out_rk:
     if (c->rk) {
         c->closed = true; /* never joined */
-        rd_kafka_destroy(c->rk);
+        for (unsigned k = 0; k < c->n_rk; k++)
+            rd_kafka_destroy(c->rks[k]);
         c->rk = NULL;
+        c->n_rk = 0;
     }
 out_free:
     pr_consumer_free(c);
@@ -707,11 +779,12 @@ static void pr__backlog_clear(pr_consumer *c)
  * assignment keeps serving its rebalance callback (the assignment is taken
  * and, on close, revoked again) for up to 2 session timeouts; should that
  * not be enough, the handle is not destroyed (left to process exit). */
-static void pr__finish_join(pr_consumer *c)
+static void pr__finish_join(pr_consumer *c, unsigned k)
 {
-    if (c->ever_assigned)
+    rd_kafka_t *rk = c->rks[k];
+    if (c->ever[k])
         return;
-    char *mid = rd_kafka_memberid(c->rk);
+    char *mid = rd_kafka_memberid(rk);
     bool joined = mid && *mid;
     free(mid); /* rd_kafka_memberid strdups; rd_kafka_mem_free is free here */
     if (!joined)
@@ -720,13 +793,13 @@ static void pr__finish_join(pr_consumer *c)
     int64_t deadline = pr_clock_mono_ns(rt) + 2LL * c->session_timeout_ms * 1000000;
     pr_info("consumer: closing mid-join; waiting for the assignment first (up to %d ms)",
             2 * c->session_timeout_ms);
-    while (!c->ever_assigned && pr_clock_mono_ns(rt) < deadline) {
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, 100);
+    while (!c->ever[k] && pr_clock_mono_ns(rt) < deadline) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
         if (m)
             rd_kafka_message_destroy(m); /* not handed out: its offset stays unstored */
     }
-    if (!c->ever_assigned) {
-        c->leak_rk = true;
+    if (!c->ever[k]) {
+        c->leak_rk[k] = true;
         pr_warn("consumer: no assignment arrived while closing; the librdkafka handle is left "
                 "to process exit (destroying it would abort: librdkafka #4312)");
     }
@@ -736,11 +809,17 @@ int pr_consumer_close(pr_consumer *c, char *errstr, size_t errstr_size)
 {
     if (!c || c->closed || !c->rk)
         return 0;
-    pr__finish_join(c);
+    for (unsigned k = 0; k < c->n_rk; k++)
+        pr__finish_join(c, k);
     c->closed = true;
     /* Revokes everything through the rebalance callback (on_revoke, then
-     * commit), then leaves the group. */
-    rd_kafka_resp_err_t err = rd_kafka_consumer_close(c->rk);
+     * commit), then leaves the group; instance by instance. */
+    rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+    for (unsigned k = 0; k < c->n_rk; k++) {
+        rd_kafka_resp_err_t e = rd_kafka_consumer_close(c->rks[k]);
+        if (!err)
+            err = e;
+    }
     if (c->pending) {
         rd_kafka_message_destroy(c->pending);
         c->pending = NULL;
@@ -761,8 +840,9 @@ void pr_consumer_free(pr_consumer *c)
         char es[256];
         if (pr_consumer_close(c, es, sizeof(es)))
             pr_warn("%s", es);
-        if (!c->leak_rk)
-            rd_kafka_destroy(c->rk);
+        for (unsigned k = 0; k < c->n_rk; k++)
+            if (!c->leak_rk[k])
+                rd_kafka_destroy(c->rks[k]);
     }
     if (c->pending)
         rd_kafka_message_destroy(c->pending);
@@ -793,8 +873,8 @@ void pr_consumer_free(pr_consumer *c)
  * (on_offset_reset: fail) or restarts the partition at the log start or end.
  * The restart is an incremental unassign + assign at that offset (a seek is
  * refused in the fetcher's stopped state). Returns 0 or PR_EKAFKA (errstr). */
-static int pr__offset_reset(pr_consumer *c, const rd_kafka_message_t *m, char *errstr,
-                            size_t errstr_size)
+static int pr__offset_reset(pr_consumer *c, rd_kafka_t *rk, const rd_kafka_message_t *m,
+                            char *errstr, size_t errstr_size)
 {
     const char *topic = rd_kafka_topic_name(m->rkt);
     int32_t part = m->partition;
@@ -803,7 +883,7 @@ static int pr__offset_reset(pr_consumer *c, const rd_kafka_message_t *m, char *e
     /* Only an out-of-range reset needs the log's bounds (a blocking query). */
     rd_kafka_resp_err_t qerr =
         no_commit ? RD_KAFKA_RESP_ERR_NO_ERROR
-                  : rd_kafka_query_watermark_offsets(c->rk, topic, part, &lo, &hi, 5000);
+                  : rd_kafka_query_watermark_offsets(rk, topic, part, &lo, &hi, 5000);
     if (no_commit) {
         if (c->initial_reset == RD_KAFKA_OFFSET_INVALID)
             return pr_seterr(errstr, errstr_size, PR_EKAFKA,
@@ -846,13 +926,13 @@ static int pr__offset_reset(pr_consumer *c, const rd_kafka_message_t *m, char *e
     }
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(l, topic, part);
-    rd_kafka_error_t *e = rd_kafka_incremental_unassign(c->rk, l);
+    rd_kafka_error_t *e = rd_kafka_incremental_unassign(rk, l);
     if (!e) {
         l->elems[0].offset = target;
-        e = rd_kafka_incremental_assign(c->rk, l);
+        e = rd_kafka_incremental_assign(rk, l);
     }
     if (!e && c->paused)
-        rd_kafka_pause_partitions(c->rk, l);
+        rd_kafka_pause_partitions(rk, l);
     rd_kafka_topic_partition_list_destroy(l);
     if (e) {
         int rc = pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer: %s [%" PRId32 "]: reset: %s",
@@ -955,15 +1035,15 @@ bool pr_consumer_has_pending(const pr_consumer *c)
  * (0), or an event handled here (2: an offset reset, a partition's end, a
  * consumer error that is not fatal); < 0 (errstr) when the consumer cannot
  * go on. */
-static int pr__next(pr_consumer *c, int wait, rd_kafka_message_t **out, char *errstr,
-                    size_t errstr_size)
+static int pr__next1(pr_consumer *c, rd_kafka_t *rk, int wait, rd_kafka_message_t **out,
+                     char *errstr, size_t errstr_size)
 {
     *out = NULL;
-    rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, wait);
+    rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, wait);
     if (!m)
         return 0;
     if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET && m->rkt) {
-        int rc = pr__offset_reset(c, m, errstr, errstr_size);
+        int rc = pr__offset_reset(c, rk, m, errstr, errstr_size);
         rd_kafka_message_destroy(m);
         return rc ? rc : 2;
     }
@@ -975,7 +1055,7 @@ static int pr__next(pr_consumer *c, int wait, rd_kafka_message_t **out, char *er
         if (err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
             return 2;
         char fs[512];
-        if (rd_kafka_fatal_error(c->rk, fs, sizeof(fs)))
+        if (rd_kafka_fatal_error(rk, fs, sizeof(fs)))
             return pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer: fatal: %s", fs);
         PR__ADD(c->st.kafka_errors, 1);
         pr_log_ratelimited(&c->rl_err, PR_LOG_WARN, "consumer: %s", es);
@@ -985,6 +1065,29 @@ static int pr__next(pr_consumer *c, int wait, rd_kafka_message_t **out, char *er
     PR__ADD(c->st.bytes, m->len);
     *out = m;
     return 1;
+}
+
+/* pr__next1 over the instances: one turn without waiting over each, from
+ * the next in turn (each partition is one instance's, whose queue keeps its
+ * order); when none had anything, a wait of at most 1 ms on the next one,
+ * so that a message arriving at another waits no longer than that. */
+static int pr__next(pr_consumer *c, int wait, rd_kafka_message_t **out, char *errstr,
+                    size_t errstr_size)
+{
+    if (c->n_rk <= 1)
+        return pr__next1(c, c->rk, wait, out, errstr, errstr_size);
+    for (unsigned k = 0; k < c->n_rk; k++) {
+        rd_kafka_t *rk = c->rks[c->next_rk];
+        c->next_rk = (c->next_rk + 1) % c->n_rk;
+        int r = pr__next1(c, rk, 0, out, errstr, errstr_size);
+        if (r != 0)
+            return r;
+    }
+    if (wait <= 0)
+        return 0;
+    rd_kafka_t *rk = c->rks[c->next_rk];
+    c->next_rk = (c->next_rk + 1) % c->n_rk;
+    return pr__next1(c, rk, 1, out, errstr, errstr_size);
 }
 
 /* How long the next turn may wait: only for the first message of a poll. */
@@ -1016,7 +1119,7 @@ static bool pr__collect(pr_consumer *c, rd_kafka_message_t *m, int64_t now_ms, u
         c->last_rkt = m->rkt;
     }
     int tidx = c->last_tidx < 0 ? 0 : c->last_tidx;
-    (void)pr__part_get(c, tidx, m->partition);
+    ssize_t pi = pr__part_get(c, tidx, m->partition);
     int nrec = m->len ? pr_message_record_count(c->format, m->payload, m->len, c->arena) : 0;
     uint32_t need = nrec > 0 ? (uint32_t)nrec : 0;
     bool first = pr__dpool_count(c->dp) == 0;
@@ -1030,6 +1133,7 @@ static bool pr__collect(pr_consumer *c, rd_kafka_message_t *m, int64_t now_ms, u
     if (!pr__dpool_add(c->dp, m, PR_PART_KEY(tidx, m->partition), tidx, ts > 0 ? ts : now_ms,
                        serial ? -1 : nrec))
         return false;
+    pr__dpool_msg(c->dp, pr__dpool_count(c->dp) - 1)->part = pi;
     *recs += need;
     return true;
 }
@@ -1049,11 +1153,28 @@ static int pr__merged(pr_consumer *c, const pr__dmsg *dm)
         pr__on_reject(c, r.reason, r.detail, r.rec, r.len, r.recno);
     }
     PR__ADD(c->st.records, dm->nrows);
-    ssize_t pi = pr__part_find(c, dm->key);
-    if (pi >= 0)
-        __atomic_store_n(&c->parts[pi].consumed_next, m->offset + 1, __ATOMIC_RELAXED);
+    if (dm->part >= 0)
+        __atomic_store_n(&c->parts[dm->part].consumed_next, m->offset + 1, __ATOMIC_RELAXED);
     rd_kafka_message_destroy(m);
     return (int)dm->nrows;
+}
+
+/* How many messages from i on are decoded, not dropped, of one slot with
+ * rows that follow each other. */
+static size_t pr__decoded_run(pr__dpool *dp, size_t i, size_t n)
+{
+    const pr__dmsg *a = pr__dpool_msg(dp, i);
+    if (a->state != PR__DM_DECODED)
+        return 0;
+    uint32_t next = a->row0 + a->nrows;
+    size_t j = i + 1;
+    for (; j < n; j++) {
+        const pr__dmsg *d = pr__dpool_msg(dp, j);
+        if (d->dropped || d->state != PR__DM_DECODED || d->slot != a->slot || d->row0 != next)
+            break;
+        next += d->nrows;
+    }
+    return j - i;
 }
 
 /* The collected messages into b, in order; from the first that does not
@@ -1069,8 +1190,23 @@ static int pr__merge(pr_consumer *c, pr_block *b, int64_t now_ms, rd_kafka_messa
             rd_kafka_message_destroy(dm->m);
             continue;
         }
+        size_t run = pr__decoded_run(c->dp, i, n);
+        if (run > 1) {
+            /* A run of decoded messages of one slot, rows in a row: one
+             * copy, then each message's rejects and offset in order (no
+             * offset decision can fall between the two). */
+            uint32_t rows = 0;
+            for (size_t k = i; k < i + run; k++)
+                rows += pr__dpool_msg(c->dp, k)->nrows;
+            if (pr__dpool_merge(c->dp, b, dm, rows) == 0) {
+                for (size_t k = i; k < i + run; k++)
+                    appended += pr__merged(c, pr__dpool_msg(c->dp, k));
+                i += run - 1;
+                continue;
+            }
+        }
         if (dm->state == PR__DM_DECODED) {
-            int rc = pr__dpool_merge(c->dp, b, dm);
+            int rc = pr__dpool_merge(c->dp, b, dm, dm->nrows);
             if (rc == 0) {
                 appended += pr__merged(c, dm);
                 continue;
@@ -1232,12 +1368,16 @@ int pr_consumer_poll(pr_consumer *c, pr_block *b, int timeout_ms, char *errstr, 
 
 static int pr__pause_resume(pr_consumer *c, bool pause)
 {
-    rd_kafka_topic_partition_list_t *l = NULL;
-    rd_kafka_resp_err_t err = rd_kafka_assignment(c->rk, &l);
-    if (!err && l->cnt)
-        err = pause ? rd_kafka_pause_partitions(c->rk, l) : rd_kafka_resume_partitions(c->rk, l);
-    if (l)
-        rd_kafka_topic_partition_list_destroy(l);
+    rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+    for (unsigned k = 0; k < c->n_rk && !err; k++) {
+        rd_kafka_t *rk = c->rks[k];
+        rd_kafka_topic_partition_list_t *l = NULL;
+        err = rd_kafka_assignment(rk, &l);
+        if (!err && l->cnt)
+            err = pause ? rd_kafka_pause_partitions(rk, l) : rd_kafka_resume_partitions(rk, l);
+        if (l)
+            rd_kafka_topic_partition_list_destroy(l);
+    }
     if (err) {
         pr_warn("consumer: %s: %s", pause ? "pause" : "resume", rd_kafka_err2str(err));
         return PR_EKAFKA;
@@ -1271,11 +1411,12 @@ int pr_consumer_store_offset_key(pr_consumer *c, int32_t key, int64_t next_offse
     }
     const char *topic = c->topics[c->parts[i].tidx];
     int32_t partition = c->parts[i].partition;
+    rd_kafka_t *rk = c->rks[c->parts[i].inst];
     pthread_mutex_unlock(&c->lock);
 
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(l, topic, partition)->offset = next_offset;
-    rd_kafka_resp_err_t err = rd_kafka_offsets_store(c->rk, l);
+    rd_kafka_resp_err_t err = rd_kafka_offsets_store(rk, l);
     if (!err)
         err = l->elems[0].err;
     rd_kafka_topic_partition_list_destroy(l);
@@ -1313,20 +1454,33 @@ int64_t pr_consumer_consumed_next(const pr_consumer *c, int32_t key)
     return v;
 }
 
-int pr_consumer_commit(pr_consumer *c, char *errstr, size_t errstr_size)
+/* Commit what instance rk stored, synchronously. */
+static int pr__commit_one(pr_consumer *c, rd_kafka_t *rk, char *errstr, size_t errstr_size)
 {
-    rd_kafka_resp_err_t err = rd_kafka_commit(c->rk, NULL, 0);
+    rd_kafka_resp_err_t err = rd_kafka_commit(rk, NULL, 0);
     if (err == RD_KAFKA_RESP_ERR__NO_OFFSET)
         return 0;
     if (err)
         return pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer: commit: %s",
                          rd_kafka_err2str(err));
+    unsigned inst = pr__inst_of(c, rk);
     pthread_mutex_lock(&c->lock);
     for (size_t i = 0; i < c->n_parts; i++)
-        if (c->parts[i].assigned && c->parts[i].stored >= 0)
+        if (c->parts[i].assigned && c->parts[i].inst == inst && c->parts[i].stored >= 0)
             c->parts[i].committed = c->parts[i].stored;
     pthread_mutex_unlock(&c->lock);
     return 0;
+}
+
+int pr_consumer_commit(pr_consumer *c, char *errstr, size_t errstr_size)
+{
+    int rc = 0;
+    for (unsigned k = 0; k < c->n_rk; k++) {
+        int r = pr__commit_one(c, c->rks[k], errstr, errstr_size);
+        if (!rc)
+            rc = r;
+    }
+    return rc;
 }
 
 /* ---------------------------------------------------------------- queries */
@@ -1420,6 +1574,16 @@ size_t pr_consumer_assignment(const pr_consumer *c, pr_tp *out, size_t max)
     return n;
 }
 
+/* The instance holding partition `key` (0 when unknown). */
+static unsigned pr__lag_inst(pr_consumer *c, int32_t key)
+{
+    pthread_mutex_lock(&c->lock);
+    ssize_t i = pr__part_find(c, key);
+    unsigned k = i >= 0 ? c->parts[i].inst : 0;
+    pthread_mutex_unlock(&c->lock);
+    return k < c->n_rk ? k : 0;
+}
+
 size_t pr_consumer_lag(pr_consumer *c, pr_partition_lag *out, size_t max)
 {
     size_t n = 0, total = 0;
@@ -1440,6 +1604,7 @@ size_t pr_consumer_lag(pr_consumer *c, pr_partition_lag *out, size_t max)
     pthread_mutex_unlock(&c->lock);
     if (!n)
         return total;
+    /* Each partition asked of the instance that holds it. */
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)n);
     for (size_t i = 0; i < n; i++)
         rd_kafka_topic_partition_list_add(l, out[i].tp.topic, out[i].tp.partition);
@@ -1447,7 +1612,16 @@ size_t pr_consumer_lag(pr_consumer *c, pr_partition_lag *out, size_t max)
     bool paused = pr_consumer_paused(c);
     for (size_t i = 0; i < n; i++) {
         int64_t lo = -1, hi = -1;
-        if (rd_kafka_get_watermark_offsets(c->rk, out[i].tp.topic, out[i].tp.partition, &lo, &hi) ||
+        rd_kafka_t *rk = c->rks[pr__lag_inst(c, out[i].tp.key)];
+        if (rk != c->rk) {
+            rd_kafka_topic_partition_list_t *one = rd_kafka_topic_partition_list_new(1);
+            rd_kafka_topic_partition_list_add(one, out[i].tp.topic, out[i].tp.partition);
+            rd_kafka_position(rk, one);
+            l->elems[i].err = one->elems[0].err;
+            l->elems[i].offset = one->elems[0].offset;
+            rd_kafka_topic_partition_list_destroy(one);
+        }
+        if (rd_kafka_get_watermark_offsets(rk, out[i].tp.topic, out[i].tp.partition, &lo, &hi) ||
             hi < 0)
             hi = -1;
         int64_t pos = l->elems[i].err || l->elems[i].offset < 0 ? -1 : l->elems[i].offset;

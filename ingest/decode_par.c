@@ -575,23 +575,23 @@ static int pr__append_jagged(pr_block *dst, const pr_block *src, uint32_t s0, ui
     return 0;
 }
 
-int pr__dpool_merge(pr__dpool *dp, pr_block *dst, const pr__dmsg *dm)
+int pr__dpool_merge(pr__dpool *dp, pr_block *dst, const pr__dmsg *dm, uint32_t nrows)
 {
     pr__dslot *s = &dp->slots[dm->slot];
-    if (dm->nrows == 0)
+    if (nrows == 0)
         return 0;
     if (!s->blk->side)
-        return pr__append_criteo(dst, s->blk, dm->row0, dm->nrows);
+        return pr__append_criteo(dst, s->blk, dm->row0, nrows);
     if (s->off_row != dm->row0) {
         pr__walk_offsets(s->blk, dm->row0, s->off);
         s->off_row = dm->row0;
     }
     uint32_t save[2 * PR_MAX_SPARSE];
     memcpy(save, s->off, dp->n_feat * sizeof(uint32_t));
-    int rc = pr__append_jagged(dst, s->blk, dm->row0, dm->nrows, s->off);
+    int rc = pr__append_jagged(dst, s->blk, dm->row0, nrows, s->off);
     if (rc)
         memcpy(s->off, save, dp->n_feat * sizeof(uint32_t));
     else
-        s->off_row = dm->row0 + dm->nrows;
+        s->off_row = dm->row0 + nrows;
     return rc;
 }

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "pr_ingest.h"
 
@@ -47,6 +48,7 @@ typedef struct pr__dmsg {
     rd_kafka_message_t *m;
     int32_t key;
     int tidx;
+    ssize_t part;     /* the consumer's partition table index, or -1 */
     int64_t event_ms; /* default event time (message timestamp, else the poll's now) */
     int nrec;         /* pr_message_record_count */
     uint8_t state;    /* pr__dm_state, written by the decoding thread */
@@ -81,12 +83,14 @@ pr__dmsg *pr__dpool_msg(pr__dpool *dp, size_t i);
 /* dm's k-th logged reject (k < dm->nrej). */
 void pr__dpool_reject(const pr__dpool *dp, const pr__dmsg *dm, uint32_t k, pr__drej *out);
 
-/* Append dm's decoded rows to dst (the caller's block; same layout as the
+/* Append `nrows` decoded rows from dm's first on to dst: dm's, or those of
+ * dm and the decoded messages after it in the same slot (their rows follow
+ * each other: one copy for a run of messages). dst is the caller's block (same layout as the
  * scratch: the Criteo one, or a declared schema's jagged block with side
  * tables), meta included. PR_EFULL when they do not fit (rows, or a jagged
  * block's elements), PR_EINVAL when dst holds rows of other sparse encodings:
  * nothing copied then. PR_ENOMEM (side values). Messages of one slot must be
  * merged in order (a walking offset per feature). */
-int pr__dpool_merge(pr__dpool *dp, pr_block *dst, const pr__dmsg *dm);
+int pr__dpool_merge(pr__dpool *dp, pr_block *dst, const pr__dmsg *dm, uint32_t nrows);
 
 #endif

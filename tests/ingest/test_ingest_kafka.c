@@ -122,6 +122,9 @@ static const char *g_dlq_file;
 /* Decode threads of every consumer the tests make: the group runs twice,
  * on the polling thread only (0) and with the parallel decode (issue 21). */
 static unsigned g_decode_threads;
+/* Consumer instances (source.consumers) of every consumer: a third run of
+ * the group has two. */
+static unsigned g_consumers;
 
 static pr_consumer *new_consumer(const char *topic, const char *group, seen *s, const char *dlq)
 {
@@ -152,6 +155,7 @@ static pr_consumer *new_consumer(const char *topic, const char *group, seen *s, 
                              .dead_letter_file = g_dlq_file,
                              .on_offset_reset = g_on_reset,
                              .decode_threads = g_decode_threads,
+                             .consumers = g_consumers,
                              .on_assign = on_assign,
                              .on_revoke = on_revoke,
                              .opaque = s};
@@ -1009,6 +1013,13 @@ static int setup_par(void **state)
     return setup(state);
 }
 
+static int setup_two(void **state)
+{
+    g_decode_threads = 3;
+    g_consumers = 2;
+    return setup(state);
+}
+
 static int teardown(void **state)
 {
     (void)state;
@@ -1036,5 +1047,7 @@ int main(void)
     /* Again on a fresh broker with 3 decode threads: the same rows, offsets,
      * rebalances and dead letters. */
     failed += cmocka_run_group_tests_name("parallel decode", tests, setup_par, teardown);
+    /* And with two consumer instances in each pr_consumer (issue 21). */
+    failed += cmocka_run_group_tests_name("two instances", tests, setup_two, teardown);
     return failed;
 }
