@@ -90,6 +90,7 @@ grep -q 'cat_x_device' "$TMP/schema.yaml" ||
 # One `piperec run` with source.decode_threads $1 (0: auto) on the topic.
 run_piperec() {
 DECODE=$1
+RUN_NO=$((RUN_NO + 1)) # a fresh group per run: a repeated value reads from the start too
 TPORT=$(free_port); HPORT=$(free_port)
 {
 cat <<EOF
@@ -98,7 +99,7 @@ pipelines:
     source:
       kafka:
         topics: [clicks]
-        group.id: bench-piperec-json-d$DECODE
+        group.id: bench-piperec-json-d$DECODE-$RUN_NO
         properties: { bootstrap.servers: "$B", auto.offset.reset: earliest }
       format: json
       decode_threads: $DECODE
@@ -184,7 +185,7 @@ RSS_KB=$(awk '/^VmHWM/ {print $2}' "/proc/$RPID/status" 2>/dev/null || echo 0)
 stop_pid "$RPID"; RPID=""
 cat "$TMP/consume.out" >&2
 $PY - "$TMP/consume.out" "$TMP/poll.json" "$ROWS" "$PARTS" "$RSS_KB" "$THREADS" \
-    "$(stat -c %s "$TMP/data.jsonl")" "$DECODE" > "$TMP/piperec-$DECODE.json" <<'PYEOF'
+    "$(stat -c %s "$TMP/data.jsonl")" "$DECODE" > "$TMP/piperec-$RUN_NO.json" <<'PYEOF'
 import json, re, sys
 text = open(sys.argv[1]).read()
 poll = json.load(open(sys.argv[2]))
@@ -209,9 +210,10 @@ print(json.dumps({"bench": "json_stream_piperec", "threads": int(sys.argv[6]),
                   "rejected": poll["rejected"], "delivered_to_trainer": rows,
                   "pipeline": "broker -> piperec run (json, clickstream.yaml schema) -> trainer sink -> piperec consume"}))
 PYEOF
-cat "$TMP/piperec-$DECODE.json"
+cat "$TMP/piperec-$RUN_NO.json"
 
 }
+RUN_NO=0
 for D in $DECODE_LIST; do run_piperec "$D"; done
 
 # --- the Python baseline, checked first against piperec process on a slice
@@ -224,8 +226,8 @@ $PY "$HERE/baseline_json.py" --bootstrap "$B" --topic clicks --rows "$ROWS" --ba
     --check "$TMP/slice.jsonl" "$TMP/slice-out" > "$TMP/python.json" ||
     { cat "$TMP/python.json" >&2; exit 1; }
 cat "$TMP/python.json"
-for D in $DECODE_LIST; do
-$PY - "$TMP/piperec-$D.json" "$TMP/python.json" <<'PYEOF'
+for R in $(seq 1 "$RUN_NO"); do
+$PY - "$TMP/piperec-$R.json" "$TMP/python.json" <<'PYEOF'
 import json, sys
 a, b = (json.load(open(f)) for f in sys.argv[1:3])
 r = a["rows_per_s"] / b["rows_per_s"]
