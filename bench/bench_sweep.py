@@ -148,15 +148,19 @@ def summary(path):
         return None
 
     # piperec runs per source.decode_threads value (BENCH_SWEEP_DECODE), in run order
-    decodes = []
+    decodes = []  # (decode_threads, consumers) of the piperec runs, in run order
     for l in lines:
-        if l.get("bench") == "sweep_stream" and l.get("decode_threads") not in decodes:
-            decodes.append(l.get("decode_threads"))
+        key = (l.get("decode_threads"), l.get("consumers"))
+        if l.get("bench") == "sweep_stream" and key not in decodes:
+            decodes.append(key)
+    multi_k = len({k for _, k in decodes}) > 1
     head = ["threads"]
     for lpm in shapes:
         tag = "%d/msg" % lpm
-        for d in decodes:
+        for d, k in decodes:
             dt = "" if d is None else ", decode %s" % ("auto" if d == 0 else d)
+            if multi_k:
+                dt += ", %s consumer(s)" % k
             head += ["piperec %s%s rows/s" % (tag, dt), "ratio"]
         head += ["ceiling %s rows/s" % tag, "RSS MB",
                  "ceiling, piperec's start path %s" % tag, "ceiling N consumers %s" % tag]
@@ -166,8 +170,9 @@ def summary(path):
         r = [str(n)]
         for lpm in shapes:
             s = {}
-            for d in decodes:
-                s = find("sweep_stream", n, lines_per_message=lpm, decode_threads=d) or {}
+            for d, k in decodes:
+                s = find("sweep_stream", n, lines_per_message=lpm, decode_threads=d,
+                         consumers=k) or {}
                 r += [fmt(s.get("rows_per_s")), fmt(s.get("ratio_piperec_over_ceiling"))]
             cr = find("sweep_ceiling_reset", n, lines_per_message=lpm) or {}
             cn = find("sweep_ceiling_n", n, lines_per_message=lpm) or \
