@@ -47,7 +47,7 @@ typedef struct pr__part {
     int32_t partition;
     int32_t key;
     bool assigned;
-    uint8_t inst; /* the instance (rks[]) that holds it */
+    uint8_t inst;          /* the instance (rks[]) that holds it */
     int64_t consumed_next; /* offset after the last message handed out completely */
     int64_t stored;        /* last next-offset stored */
     int64_t committed;     /* last next-offset committed */
@@ -110,7 +110,7 @@ struct pr_consumer {
     bool paused;
     bool closed;
     bool leak_rk[PR_CONSUMER_MAX_INSTANCES]; /* closed mid-join: destroying would abort
-                                               * (librdkafka #4312) */
+                                              * (librdkafka #4312) */
     pr_offset_reset on_offset_reset;
     int64_t initial_reset; /* logical offset for a partition with no committed offset */
     int session_timeout_ms;
@@ -560,8 +560,8 @@ static void pr__on_reject(void *opaque, int reason, const char *detail, const ch
  * role) from conf's properties; *have_instance: the user set
  * group.instance.id. NULL and a reason on failure. */
 static rd_kafka_conf_t *pr__client_conf(pr_consumer *c, const pr_consumer_conf *conf,
-                                        const char *instance_id, bool *have_instance,
-                                        char *errstr, size_t errstr_size)
+                                        const char *instance_id, bool *have_instance, char *errstr,
+                                        size_t errstr_size)
 {
     /* auto.offset.reset is kept here for partitions with no committed offset;
      * librdkafka itself gets "error" (pr_kafka.h's group consumer role) so
@@ -622,8 +622,8 @@ static int pr__subscribe(rd_kafka_t *rk, const pr_consumer_conf *conf, char *err
 
 /* Instance k (> 0) of source.consumers: another member of the group, with
  * the same properties (a static member's id gets "-k"). */
-static int pr__instance_open(pr_consumer *c, const pr_consumer_conf *conf, unsigned k,
-                             char *errstr, size_t errstr_size)
+static int pr__instance_open(pr_consumer *c, const pr_consumer_conf *conf, unsigned k, char *errstr,
+                             size_t errstr_size)
 {
     char id[300] = "", kerr[512];
     if (conf->group_instance_id && *conf->group_instance_id)
@@ -1247,8 +1247,7 @@ static int pr__merge(pr_consumer *c, pr_block *b, int64_t now_ms, rd_kafka_messa
 static void pr__pool_open(pr_consumer *c, const pr_block *b)
 {
     char e[256] = "";
-    c->dp = pr__dpool_new(c->decode_threads, c->format, c->spec, c->features, b->cap, e,
-                          sizeof(e));
+    c->dp = pr__dpool_new(c->decode_threads, c->format, c->spec, c->features, b->cap, e, sizeof(e));
     size_t cap = (b->cap > 1024 ? b->cap : 1024) + 2;
     c->backlog = c->dp ? calloc(cap, sizeof(*c->backlog)) : NULL;
     if (!c->dp || !c->backlog) {
@@ -1328,8 +1327,8 @@ int pr_consumer_poll(pr_consumer *c, pr_block *b, int timeout_ms, char *errstr, 
     /* Wait (real time: librdkafka's own) for the first message only; a
      * bounded number of messages per call keeps the caller's loop turning
      * even when everything is rejected. */
-    int64_t deadline = pr_clock_mono_ns(pr_clock_real()) +
-                       (int64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000;
+    int64_t deadline =
+        pr_clock_mono_ns(pr_clock_real()) + (int64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000;
     int rc = 0;
     if (c->dp) {
         rc = pr__poll_par(c, b, now_ms, deadline, appended, errstr, errstr_size);

@@ -41,10 +41,10 @@ typedef struct pr__dslot {
     size_t n_rej, cap_rej;
     char *text;
     size_t n_text, cap_text;
-    bool oom;        /* the reject log could not grow: the rest goes serial */
-    uint32_t cur;    /* message being decoded (the reject callback's) */
-    uint32_t off_row;/* merge: the walking offsets below are those of this row */
-    uint32_t *off;   /* [n_feat] elements / values before off_row (jagged) */
+    bool oom;         /* the reject log could not grow: the rest goes serial */
+    uint32_t cur;     /* message being decoded (the reject callback's) */
+    uint32_t off_row; /* merge: the walking offsets below are those of this row */
+    uint32_t *off;    /* [n_feat] elements / values before off_row (jagged) */
 } pr__dslot;
 
 struct pr__dpool {
@@ -294,9 +294,9 @@ void pr__dpool_free(pr__dpool *dp)
     pthread_mutex_lock(&dp->mu);
     if (dp->n_started)
         pr_info("consumer: decode slots: %llu by %u helper(s), %llu by the polling thread; %llu "
-                 "small poll(s) decoded serially",
-                 (unsigned long long)dp->by_helpers, dp->n_started,
-                 (unsigned long long)dp->by_poller, (unsigned long long)dp->serial_polls);
+                "small poll(s) decoded serially",
+                (unsigned long long)dp->by_helpers, dp->n_started,
+                (unsigned long long)dp->by_poller, (unsigned long long)dp->serial_polls);
     dp->quit = true;
     pthread_cond_broadcast(&dp->work);
     pthread_mutex_unlock(&dp->mu);
@@ -530,7 +530,8 @@ static int pr__append_jagged(pr_block *dst, const pr_block *src, uint32_t s0, ui
     const pr_fside *ss = src->side;
     pr_fside *ds = dst->side;
     if (!ds || ds->n_feat != ss->n_feat || ds->n_labels != ss->n_labels ||
-        ds->n_dense != ss->n_dense || dst->n_sparse != src->n_sparse || ss->n_feat > 2 * PR_MAX_SPARSE)
+        ds->n_dense != ss->n_dense || dst->n_sparse != src->n_sparse ||
+        ss->n_feat > 2 * PR_MAX_SPARSE)
         return PR_EINVAL;
     if (dst->rows + n > dst->cap)
         return PR_EFULL;
