@@ -32,13 +32,17 @@
 #   5. one JSON line each, then the ratio piperec / python (rows/s, the goal;
 #      and CPU microseconds per row, per core).
 # Env: BENCH_JSON_STREAM_ROWS, BENCH_JSON_STREAM_PARTITIONS,
-# BENCH_JSON_STREAM_THREADS (engine.threads), BENCH_JSON_STREAM_NO_PYTHON=1,
-# BENCH_TMP. JSON lines go to stdout; progress to stderr.
+# BENCH_JSON_STREAM_THREADS (engine.threads), BENCH_JSON_STREAM_DECODE (the
+# source.decode_threads values to run piperec with, one run each on the same
+# topic, e.g. "1 2": the serial decode beside the parallel one; default "0",
+# auto), BENCH_JSON_STREAM_NO_PYTHON=1, BENCH_TMP. JSON lines go to stdout;
+# progress to stderr.
 set -eu
 BUILD=${1:-build}
 ROWS=${BENCH_JSON_STREAM_ROWS:-500000}
 PARTS=${BENCH_JSON_STREAM_PARTITIONS:-128}
 THREADS=${BENCH_JSON_STREAM_THREADS:-2}
+DECODE_LIST=${BENCH_JSON_STREAM_DECODE:-0}
 PY=/usr/bin/python3
 HERE=$(cd "$(dirname "$0")" && pwd)
 EXAMPLE=$HERE/../examples/clickstream.yaml
@@ -83,6 +87,10 @@ sed -n '/^    schema:/,/^    transform:/p' "$EXAMPLE" | sed '$d' > "$TMP/schema.
 grep -q 'cat_x_device' "$TMP/schema.yaml" ||
     { echo "bench_json_stream.sh: no schema found in $EXAMPLE" >&2; exit 1; }
 
+# One `piperec run` with source.decode_threads $1 (0: auto) on the topic.
+run_piperec() {
+DECODE=$1
+RUN_NO=$((RUN_NO + 1)) # a fresh group per run: a repeated value reads from the start too
 TPORT=$(free_port); HPORT=$(free_port)
 {
 cat <<EOF
@@ -91,9 +99,10 @@ pipelines:
     source:
       kafka:
         topics: [clicks]
-        group.id: bench-piperec-json
+        group.id: bench-piperec-json-d$DECODE-$RUN_NO
         properties: { bootstrap.servers: "$B", auto.offset.reset: earliest }
       format: json
+      decode_threads: $DECODE
 EOF
 cat "$TMP/schema.yaml"
 cat <<EOF
@@ -176,7 +185,7 @@ RSS_KB=$(awk '/^VmHWM/ {print $2}' "/proc/$RPID/status" 2>/dev/null || echo 0)
 stop_pid "$RPID"; RPID=""
 cat "$TMP/consume.out" >&2
 $PY - "$TMP/consume.out" "$TMP/poll.json" "$ROWS" "$PARTS" "$RSS_KB" "$THREADS" \
-    "$(stat -c %s "$TMP/data.jsonl")" > "$TMP/piperec.json" <<'PYEOF'
+    "$(stat -c %s "$TMP/data.jsonl")" "$DECODE" > "$TMP/piperec-$RUN_NO.json" <<'PYEOF'
 import json, re, sys
 text = open(sys.argv[1]).read()
 poll = json.load(open(sys.argv[2]))
@@ -185,7 +194,8 @@ if rows < int(sys.argv[3]):
     sys.exit("bench_json_stream: piperec delivered %d of %s rows (%s)" % (rows, sys.argv[3], text.strip()))
 s = poll["seconds"]
 avg = int(sys.argv[7]) / int(sys.argv[3])  # bytes per event, newline included
-print(json.dumps({"bench": "json_stream_piperec", "threads": int(sys.argv[6]), "rows": rows,
+print(json.dumps({"bench": "json_stream_piperec", "threads": int(sys.argv[6]),
+                  "decode_threads": int(sys.argv[8]), "rows": rows,
                   "seconds": round(s, 3), "rows_per_s": round(poll["rows"] / s),
                   "mb_per_s": round(poll["rows"] * (avg - 1) / s / 1e6, 1),
                   "avg_event_bytes": round(avg - 1, 1),
@@ -200,7 +210,11 @@ print(json.dumps({"bench": "json_stream_piperec", "threads": int(sys.argv[6]), "
                   "rejected": poll["rejected"], "delivered_to_trainer": rows,
                   "pipeline": "broker -> piperec run (json, clickstream.yaml schema) -> trainer sink -> piperec consume"}))
 PYEOF
-cat "$TMP/piperec.json"
+cat "$TMP/piperec-$RUN_NO.json"
+
+}
+RUN_NO=0
+for D in $DECODE_LIST; do run_piperec "$D"; done
 
 # --- the Python baseline, checked first against piperec process on a slice
 [ -n "${BENCH_JSON_STREAM_NO_PYTHON:-}" ] && exit 0
@@ -212,11 +226,13 @@ $PY "$HERE/baseline_json.py" --bootstrap "$B" --topic clicks --rows "$ROWS" --ba
     --check "$TMP/slice.jsonl" "$TMP/slice-out" > "$TMP/python.json" ||
     { cat "$TMP/python.json" >&2; exit 1; }
 cat "$TMP/python.json"
-$PY - "$TMP/piperec.json" "$TMP/python.json" <<'PYEOF'
+for R in $(seq 1 "$RUN_NO"); do
+$PY - "$TMP/piperec-$R.json" "$TMP/python.json" <<'PYEOF'
 import json, sys
 a, b = (json.load(open(f)) for f in sys.argv[1:3])
 r = a["rows_per_s"] / b["rows_per_s"]
-print(json.dumps({"bench": "json_stream_ratio", "threads": a["threads"], "rows": a["rows"],
+print(json.dumps({"bench": "json_stream_ratio", "threads": a["threads"],
+                  "decode_threads": a["decode_threads"], "rows": a["rows"],
                   "piperec_rows_per_s": a["rows_per_s"], "python_rows_per_s": b["rows_per_s"],
                   "ratio_piperec_over_python": round(r, 2),
                   "piperec_cpu_us_per_row": a["cpu_us_per_row"],
@@ -225,6 +241,7 @@ print(json.dumps({"bench": "json_stream_ratio", "threads": a["threads"], "rows":
                   "python_matches_piperec": b.get("matches_piperec", False),
                   "peak_rss_mb": a["peak_rss_mb"], "goal_ratio": 10, "goal_met": r >= 10}))
 PYEOF
+done
 
 stop_pid "$BPID"; BPID=""
 exec 3<&-

@@ -147,22 +147,37 @@ def summary(path):
                 return l
         return None
 
+    # piperec runs per source.decode_threads value (BENCH_SWEEP_DECODE), in run order
+    decodes = []  # (decode_threads, consumers) of the piperec runs, in run order
+    for l in lines:
+        key = (l.get("decode_threads"), l.get("consumers"))
+        if l.get("bench") == "sweep_stream" and key not in decodes:
+            decodes.append(key)
+    multi_k = len({k for _, k in decodes}) > 1
     head = ["threads"]
     for lpm in shapes:
         tag = "%d/msg" % lpm
-        head += ["piperec %s rows/s" % tag, "ceiling %s rows/s" % tag, "ratio", "RSS MB",
+        for d, k in decodes:
+            dt = "" if d is None else ", decode %s" % ("auto" if d == 0 else d)
+            if multi_k:
+                dt += ", %s consumer(s)" % k
+            head += ["piperec %s%s rows/s" % (tag, dt), "ratio"]
+        head += ["ceiling %s rows/s" % tag, "RSS MB",
                  "ceiling, piperec's start path %s" % tag, "ceiling N consumers %s" % tag]
     head += ["offline rows/s", "offline RSS MB"]
     rows = []
     for n in threads:
         r = [str(n)]
         for lpm in shapes:
-            s = find("sweep_stream", n, lines_per_message=lpm) or {}
+            s = {}
+            for d, k in decodes:
+                s = find("sweep_stream", n, lines_per_message=lpm, decode_threads=d,
+                         consumers=k) or {}
+                r += [fmt(s.get("rows_per_s")), fmt(s.get("ratio_piperec_over_ceiling"))]
             cr = find("sweep_ceiling_reset", n, lines_per_message=lpm) or {}
             cn = find("sweep_ceiling_n", n, lines_per_message=lpm) or \
                 find("sweep_ceiling", n, lines_per_message=lpm, consumers=n) or {}
-            r += [fmt(s.get("rows_per_s")), fmt(s.get("ceiling_rows_per_s")),
-                  fmt(s.get("ratio_piperec_over_ceiling")), fmt(s.get("peak_rss_mb")),
+            r += [fmt(s.get("ceiling_rows_per_s")), fmt(s.get("peak_rss_mb")),
                   fmt(cr.get("rows_per_s")), fmt(cn.get("rows_per_s"))]
         o = find("sweep_offline", n) or {}
         r += [fmt(o.get("rows_per_s")), fmt(o.get("peak_rss_mb"))]

@@ -21,7 +21,8 @@
 #          rd_kafka_consumer_poll, made by the project's builder (pr_kafka.h)
 #          with piperec's consumer role and the same properties, counting
 #          rows and stopping at the topic's end; as many consumer instances as
-#          `piperec run` has (one per pipeline today, BENCH_SWEEP_CONSUMERS);
+#          `piperec run` has (source.consumers, set to BENCH_SWEEP_CONSUMERS,
+#          default 1);
 #          with BENCH_SWEEP_CEILING_N=1 (default) also with T instances (what
 #          a design with one consumer per thread could reach); with
 #          BENCH_SWEEP_CEILING_RESET=1 (default) also with piperec's start
@@ -43,6 +44,11 @@
 # Env: BENCH_SWEEP_BUILD (build dir, default build), BENCH_SWEEP_ROWS,
 # BENCH_SWEEP_PARTITIONS, BENCH_SWEEP_LINES_PER_MSG, BENCH_SWEEP_BATCH,
 # BENCH_SWEEP_CONSUMERS, BENCH_SWEEP_CEILING_N, BENCH_SWEEP_CEILING_RESET,
+# BENCH_SWEEP_DECODE (source.decode_threads values: piperec runs once per
+# value at each thread count, e.g. "1 0" = decode on the polling thread only,
+# then auto; default "0"), BENCH_SWEEP_PIPEREC_CONSUMERS (source.consumers
+# values, one piperec run each, e.g. "1 2" beside a ceiling of
+# BENCH_SWEEP_CONSUMERS instances; default BENCH_SWEEP_CONSUMERS),
 # BENCH_SWEEP_NO_OFFLINE=1,
 # BENCH_SWEEP_PROPS ("key: value; key: value" librdkafka consumer properties
 # for both piperec's source and the ceiling), BENCH_SWEEP_OUT, BENCH_TMP.
@@ -56,6 +62,9 @@ PARTS=${BENCH_SWEEP_PARTITIONS:-256}
 LPM=${BENCH_SWEEP_LINES_PER_MSG:-16}
 BATCH=${BENCH_SWEEP_BATCH:-8192}
 CONSUMERS=${BENCH_SWEEP_CONSUMERS:-1}
+DECODE_LIST=${BENCH_SWEEP_DECODE:-0}
+PR_CONSUMERS_LIST=${BENCH_SWEEP_PIPEREC_CONSUMERS:-$CONSUMERS}
+RUN_NO=0
 CEIL_N=${BENCH_SWEEP_CEILING_N:-1}
 CEIL_RESET=${BENCH_SWEEP_CEILING_RESET:-1}
 PROPS=${BENCH_SWEEP_PROPS:-}
@@ -119,7 +128,7 @@ if [ "$LPM" -gt 0 ]; then
         --lines-per-message "$LPM" -X sticky.partitioning.linger.ms=0 >&2
 fi
 
-# write_config TOPIC THREADS GROUP TPORT HPORT -> $TMP/run.yaml
+# write_config TOPIC THREADS GROUP TPORT HPORT [DECODE [CONSUMERS]] -> $TMP/run.yaml
 write_config() {
 cat > "$TMP/run.yaml" <<EOF
 pipelines:
@@ -133,6 +142,8 @@ pipelines:
           auto.offset.reset: earliest
 $(printf '%s' "$PROPS" | tr ';' '\n' | sed -e '/^ *$/d' -e 's/^ */          /')
       format: criteo_tsv
+      decode_threads: ${6:-0}
+      consumers: ${7:-$CONSUMERS}
     schema: { label: true, dense: 13, sparse: 26 }
     transform:
       dense: [neg2zero, log1p]
@@ -166,10 +177,11 @@ PYEOF
 )"
 }
 
-# stream TOPIC LPM THREADS -> JSON line (uses $CEIL_RATE of the same topic)
+# stream TOPIC LPM THREADS DECODE CONSUMERS -> JSON line (uses $CEIL_RATE of the same topic)
 stream() {
     TPORT=$(free_port); HPORT=$(free_port)
-    write_config "$1" "$3" "sweep-$1-$3" "$TPORT" "$HPORT"
+    RUN_NO=$((RUN_NO + 1)) # a fresh group per run, so repeated settings read from the start
+    write_config "$1" "$3" "sweep-$1-$3-d$4-k$5-$RUN_NO" "$TPORT" "$HPORT" "$4" "$5"
     "$PIPEREC" run --config "$TMP/run.yaml" 2> "$TMP/run.err" &
     RPID=$!
     $PY "$HELP" poll "127.0.0.1:$HPORT" "$ROWS" "$RPID" "$BPID" > "$TMP/poll.json" 2> "$TMP/poll.err" &
@@ -181,7 +193,7 @@ stream() {
     RSS_KB=$(awk '/^VmHWM/ {print $2}' "/proc/$RPID/status" 2>/dev/null || echo 0)
     stop_pid "$CPID"; CPID=""
     stop_pid "$RPID"; RPID=""
-    emit "$($PY - "$TMP/consume.out" "$TMP/poll.json" "$ROWS" "$PARTS" "$RSS_KB" "$3" "$2" "$CEIL_RATE" "$BATCH" <<'PYEOF'
+    emit "$($PY - "$TMP/consume.out" "$TMP/poll.json" "$ROWS" "$PARTS" "$RSS_KB" "$3" "$2" "$CEIL_RATE" "$BATCH" "$4" "$5" <<'PYEOF'
 import json, re, sys
 text = open(sys.argv[1]).read()
 poll = json.load(open(sys.argv[2]))
@@ -193,7 +205,8 @@ s = poll["seconds"]
 rate = poll["rows"] / s
 ceil = float(sys.argv[8])
 print(json.dumps({"bench": "sweep_stream", "threads": int(sys.argv[6]),
-                  "lines_per_message": int(sys.argv[7]), "rows": rows,
+                  "lines_per_message": int(sys.argv[7]), "decode_threads": int(sys.argv[10]),
+                  "consumers": int(sys.argv[11]), "rows": rows,
                   "seconds": round(s, 3), "rows_per_s": round(rate),
                   "ceiling_rows_per_s": round(ceil),
                   "ratio_piperec_over_ceiling": round(rate / ceil, 3) if ceil else None,
@@ -242,7 +255,9 @@ for T in $THREADS_LIST; do
             ceiling "$1" "$2" "$T" "$CONSUMERS" sweep_ceiling_reset --reset-path
         fi
         ceiling "$1" "$2" "$T" "$CONSUMERS" sweep_ceiling
-        stream "$1" "$2" "$T"
+        for K in $PR_CONSUMERS_LIST; do
+            for D in $DECODE_LIST; do stream "$1" "$2" "$T" "$D" "$K"; done
+        done
     done
     if [ -z "${BENCH_SWEEP_NO_OFFLINE:-}" ]; then
         echo "== sweep: threads $T, piperec process" >&2

@@ -232,6 +232,20 @@ static int pr__process_fit(const pr_pipeline_cfg *pc, const char *input, const c
     return 0;
 }
 
+/* A declared schema whose ttl_s eviction needs each line's event time, but
+ * declares none: refuse (with a message) before anything is read. */
+static bool pr__process_refuse_no_time(const pr_pipeline_cfg *pc)
+{
+    if (!pc->features.declared || !pc->features.time_required ||
+        pr__process_has_event_time(&pc->features))
+        return false;
+    fprintf(stderr,
+            "piperec process: pipelines[%s]: eviction ttl with ttl_s needs each line's "
+            "event time: declare schema.event_time, or use ttl_records for process\n",
+            pc->name);
+    return true;
+}
+
 int pr_cli_cmd_process(int argc, char **argv)
 {
     const char *config = NULL, *input = NULL, *output = NULL, *pipeline = NULL, *backend = NULL;
@@ -300,12 +314,7 @@ int pr_cli_cmd_process(int argc, char **argv)
         pr_config_free(cfg);
         return 2;
     }
-    if (!fit && pc->features.declared && pc->features.time_required &&
-        !pr__process_has_event_time(&pc->features)) {
-        fprintf(stderr,
-                "piperec process: pipelines[%s]: eviction ttl with ttl_s needs each line's "
-                "event time: declare schema.event_time, or use ttl_records for process\n",
-                pc->name);
+    if (!fit && pr__process_refuse_no_time(pc)) {
         pr_config_free(cfg);
         return 2;
     }

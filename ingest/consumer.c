@@ -6,6 +6,10 @@
  *   - rd_kafka_consumer_poll only; a message that does not fit the block's
  *     remaining rows is kept as `pending` and goes first next time, so a poll
  *     never loses or reorders one;
+ *   - with decode threads (decode_par.h) a poll collects messages while
+ *     helpers decode them aside, then merges them in poll order (rows,
+ *     rejects, consumed offset, as the serial decode does per message); what
+ *     does not fit waits in `backlog`, undecoded, ahead of the next polls;
  *   - the librdkafka client comes from the builder (pr_kafka.h, role
  *     PR_KAFKA_GROUP_CONSUMER), which holds its forced properties;
  *   - offsets: enable.auto.offset.store=false (the service stores offset + 1
@@ -27,6 +31,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "decode_par.h"
 #include "pr_ingest.h"
 #include "pr_log.h"
 
@@ -42,6 +47,7 @@ typedef struct pr__part {
     int32_t partition;
     int32_t key;
     bool assigned;
+    uint8_t inst;          /* the instance (rks[]) that holds it */
     int64_t consumed_next; /* offset after the last message handed out completely */
     int64_t stored;        /* last next-offset stored */
     int64_t committed;     /* last next-offset committed */
@@ -58,7 +64,15 @@ typedef struct pr__cur {
 } pr__cur;
 
 struct pr_consumer {
-    rd_kafka_t *rk;
+    rd_kafka_t *rk; /* the first instance (rks[0]) */
+    /* source.consumers: this many members of the group in one process, each
+     * its own librdkafka client (fetchers, queue), polled in turn by the one
+     * polling thread; a partition is served by the instance that holds it
+     * (pr__part.inst). Everything else (partition table, dead letters,
+     * stats, callbacks) is shared, so the owner sees one consumer. */
+    rd_kafka_t *rks[PR_CONSUMER_MAX_INSTANCES];
+    unsigned n_rk, next_rk;
+    bool ever[PR_CONSUMER_MAX_INSTANCES]; /* per instance: an assignment arrived */
     pr_msg_format format;
     const pr_pipeline_spec *spec;
     pr_json_decoder *json; /* PR_MSG_JSON, _AVRO, _PROTOBUF; borrowed */
@@ -78,6 +92,17 @@ struct pr_consumer {
     /* Poll-thread state. */
     rd_kafka_message_t *pending;
     uint32_t pending_rec;
+    /* Parallel decode (decode_par.h): decode_threads > 1 makes the pool at
+     * the first poll (it needs the block's capacity); the backlog holds
+     * messages polled but not merged (the block filled first), in order,
+     * ahead of anything polled next. */
+    unsigned decode_threads;
+    const pr_feature_schema *features;
+    pr__dpool *dp;
+    bool dp_failed;
+    bool collecting; /* the pool holds this poll's messages */
+    rd_kafka_message_t **backlog;
+    size_t n_backlog, backlog_head;
     const rd_kafka_topic_t *last_rkt;
     int last_tidx;
     size_t last_part;
@@ -90,8 +115,8 @@ struct pr_consumer {
     int64_t retry_at_ns;
     char wait_why[160];
     bool closed;
-    bool ever_assigned; /* an assignment arrived: librdkafka's sticky state exists */
-    bool leak_rk;       /* closed mid-join: destroying would abort (librdkafka #4312) */
+    bool leak_rk[PR_CONSUMER_MAX_INSTANCES]; /* closed mid-join: destroying would abort
+                                              * (librdkafka #4312) */
     pr_offset_reset on_offset_reset;
     int64_t initial_reset; /* logical offset for a partition with no committed offset */
     int session_timeout_ms;
@@ -246,7 +271,7 @@ static void pr__commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 
 /* Fill `out` (n entries) from a librdkafka list; registers new partitions. */
 static size_t pr__tps_from_list(pr_consumer *c, const rd_kafka_topic_partition_list_t *l,
-                                pr_tp *out, bool assigned)
+                                pr_tp *out, bool assigned, unsigned inst)
 {
     size_t n = 0;
     for (int i = 0; i < l->cnt; i++) {
@@ -267,8 +292,10 @@ static size_t pr__tps_from_list(pr_consumer *c, const rd_kafka_topic_partition_l
                          .partition = p->partition,
                          .key = p->key,
                          .offset = assigned ? -1 : p->consumed_next};
-        if (assigned)
+        if (assigned) {
             p->assigned = true; /* revoked ones stay assigned until unassigned */
+            p->inst = (uint8_t)inst;
+        }
         pthread_mutex_unlock(&c->lock);
         n++;
     }
@@ -296,13 +323,17 @@ static void pr__mark_unassigned(pr_consumer *c, const pr_tp *tps, size_t n)
 
 #define PR__WAIT_RETRY_NS (100 * 1000000LL)
 
+/* Every instance's assignment (source.consumers): the wait holds them all. */
 static void pr__pause_assignment(pr_consumer *c, bool pause)
 {
-    rd_kafka_topic_partition_list_t *l = NULL;
-    if (rd_kafka_assignment(c->rk, &l) == RD_KAFKA_RESP_ERR_NO_ERROR && l->cnt)
-        (void)(pause ? rd_kafka_pause_partitions(c->rk, l) : rd_kafka_resume_partitions(c->rk, l));
-    if (l)
-        rd_kafka_topic_partition_list_destroy(l);
+    for (unsigned k = 0; k < c->n_rk; k++) {
+        rd_kafka_t *rk = c->rks[k];
+        rd_kafka_topic_partition_list_t *l = NULL;
+        if (rd_kafka_assignment(rk, &l) == RD_KAFKA_RESP_ERR_NO_ERROR && l->cnt)
+            (void)(pause ? rd_kafka_pause_partitions(rk, l) : rd_kafka_resume_partitions(rk, l));
+        if (l)
+            rd_kafka_topic_partition_list_destroy(l);
+    }
 }
 
 static void pr__wait_begin(pr_consumer *c, const char *why)
@@ -331,14 +362,15 @@ static void pr__wait_end(pr_consumer *c)
         pr__pause_assignment(c, false);
 }
 
-/* A message read while waiting: back to where it was, its partition paused. */
-static void pr__push_back(pr_consumer *c, rd_kafka_message_t *m)
+/* A message read while waiting (from instance rk): back to where it was,
+ * its partition paused. */
+static void pr__push_back(rd_kafka_t *rk, rd_kafka_message_t *m)
 {
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(l, rd_kafka_topic_name(m->rkt), m->partition)->offset =
         m->offset;
-    rd_kafka_pause_partitions(c->rk, l);
-    rd_kafka_error_t *e = rd_kafka_seek_partitions(c->rk, l, 2000);
+    rd_kafka_pause_partitions(rk, l);
+    rd_kafka_error_t *e = rd_kafka_seek_partitions(rk, l, 2000);
     if (e) {
         pr_warn("consumer: seek back to %s[%d]@%" PRId64 ": %s", rd_kafka_topic_name(m->rkt),
                 (int)m->partition, m->offset, rd_kafka_error_string(e));
@@ -356,15 +388,50 @@ static void pr__wait_poll(pr_consumer *c, int timeout_ms)
     int wait = (int)(left / 1000000);
     if (wait > timeout_ms)
         wait = timeout_ms;
-    rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, wait > 0 ? wait : 0);
-    if (m && !m->err && m->rkt)
-        pr__push_back(c, m);
-    else if (m)
-        rd_kafka_message_destroy(m);
+    for (unsigned k = 0; k < c->n_rk; k++) { /* the first instance waits, the others are served */
+        rd_kafka_t *rk = c->rks[k];
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, k == 0 && wait > 0 ? wait : 0);
+        if (m && !m->err && m->rkt)
+            pr__push_back(rk, m);
+        else if (m)
+            rd_kafka_message_destroy(m);
+    }
+}
+
+static bool pr__msg_in_list(const rd_kafka_message_t *m, const rd_kafka_topic_partition_list_t *l)
+{
+    const char *t = rd_kafka_topic_name(m->rkt);
+    for (int i = 0; i < l->cnt; i++)
+        if (l->elems[i].partition == m->partition && !strcmp(l->elems[i].topic, t))
+            return true;
+    return false;
+}
+
+/* Messages polled but not in the caller's block yet (the backlog, and what
+ * a parallel poll collected before this revoke): those of the revoked
+ * partitions go, unstored, as the pending message does below; the new
+ * owner reads them again. Collected ones are only marked: a decode thread
+ * may still read them; the merge destroys them. */
+static void pr__drop_collected_of(pr_consumer *c, const rd_kafka_topic_partition_list_t *l)
+{
+    size_t w = c->backlog_head;
+    for (size_t i = c->backlog_head; i < c->n_backlog; i++) {
+        if (pr__msg_in_list(c->backlog[i], l))
+            rd_kafka_message_destroy(c->backlog[i]);
+        else
+            c->backlog[w++] = c->backlog[i];
+    }
+    c->n_backlog = w;
+    for (size_t i = 0; c->collecting && i < pr__dpool_count(c->dp); i++) {
+        pr__dmsg *dm = pr__dpool_msg(c->dp, i);
+        if (!dm->dropped && pr__msg_in_list(dm->m, l))
+            dm->dropped = true;
+    }
 }
 
 static void pr__drop_pending_of(pr_consumer *c, const rd_kafka_topic_partition_list_t *l)
 {
+    pr__drop_collected_of(c, l);
     if (!c->pending)
         return;
     const char *t = rd_kafka_topic_name(c->pending->rkt);
@@ -471,10 +538,22 @@ static void pr__member_leave_old(pr_consumer *c, const pr_consumer_conf *conf)
     unlink(c->member_file);
 }
 
+static int pr__commit_one(pr_consumer *c, rd_kafka_t *rk, char *errstr, size_t errstr_size);
+
+/* Which of c's instances rk is. */
+static unsigned pr__inst_of(const pr_consumer *c, const rd_kafka_t *rk)
+{
+    for (unsigned k = 0; k < c->n_rk; k++)
+        if (c->rks[k] == rk)
+            return k;
+    return 0;
+}
+
 static void pr__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                              rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
     pr_consumer *c = opaque;
+    unsigned inst = pr__inst_of(c, rk);
     bool coop = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
     rd_kafka_error_t *e = NULL;
     rd_kafka_resp_err_t kerr = RD_KAFKA_RESP_ERR_NO_ERROR;
@@ -484,10 +563,11 @@ static void pr__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 
     switch (err) {
     case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
-        c->ever_assigned = true;
-        pr__member_save(c, rk);
+        c->ever[inst] = true;
+        if (inst == 0)
+            pr__member_save(c, rk);
         if (tps)
-            n = pr__tps_from_list(c, parts, tps, true);
+            n = pr__tps_from_list(c, parts, tps, true, inst);
         if (coop)
             e = rd_kafka_incremental_assign(rk, parts);
         else
@@ -502,14 +582,14 @@ static void pr__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
         pr__drop_pending_of(c, parts);
         if (tps)
-            n = pr__tps_from_list(c, parts, tps, false);
+            n = pr__tps_from_list(c, parts, tps, false, inst);
         /* The owner drops/stores first, then the stored offsets are
          * committed while the partitions are still ours. */
         if (c->on_revoke && n)
             c->on_revoke(c->opaque, c, tps, n);
         if (!rd_kafka_assignment_lost(rk)) {
             char es[256];
-            if (pr_consumer_commit(c, es, sizeof(es)))
+            if (pr__commit_one(c, rk, es, sizeof(es)))
                 pr_warn("consumer: commit on revoke: %s", es);
         } else {
             pr_warn("consumer: %d partition(s) lost; offsets not committed", parts->cnt);
@@ -572,7 +652,8 @@ static void pr__on_reject(void *opaque, int reason, const char *detail, const ch
  * role) from conf's properties; *have_instance: the user set
  * group.instance.id. NULL and a reason on failure. */
 static rd_kafka_conf_t *pr__client_conf(pr_consumer *c, const pr_consumer_conf *conf,
-                                        bool *have_instance, char *errstr, size_t errstr_size)
+                                        const char *instance_id, bool *have_instance, char *errstr,
+                                        size_t errstr_size)
 {
     /* auto.offset.reset is kept here for partitions with no committed offset;
      * librdkafka itself gets "error" (pr_kafka.h's group consumer role) so
@@ -587,8 +668,8 @@ static rd_kafka_conf_t *pr__client_conf(pr_consumer *c, const pr_consumer_conf *
         }
     pr_kv_list user = {(pr_kv *)conf->props, conf->n_props};
     *have_instance = pr_kv_get(&user, "group.instance.id") != NULL;
-    pr_kv instance = {"group.instance.id", conf->group_instance_id};
-    bool static_member = !*have_instance && conf->group_instance_id && *conf->group_instance_id;
+    pr_kv instance = {"group.instance.id", instance_id};
+    bool static_member = !*have_instance && instance_id && *instance_id;
     pr_kv group = {"group.id", conf->group_id};
     pr_kafka_client_conf cc = {.role = PR_KAFKA_GROUP_CONSUMER,
                                .props = conf->props,
@@ -606,7 +687,7 @@ static rd_kafka_conf_t *pr__client_conf(pr_consumer *c, const pr_consumer_conf *
     if (pr_kafka_conf_new(&cc, &kc, errstr, errstr_size))
         return NULL;
     if (static_member)
-        pr_info("consumer: static group membership as '%s'", conf->group_instance_id);
+        pr_info("consumer: static group membership as '%s'", instance_id);
     /* The session the builder settled on (piperec's default or the user's):
      * it bounds how long a close waits for a first assignment. */
     char sess[32];
@@ -616,26 +697,66 @@ static rd_kafka_conf_t *pr__client_conf(pr_consumer *c, const pr_consumer_conf *
     return kc;
 }
 
+/* Subscribe `topics` on rk. */
+static int pr__subscribe(rd_kafka_t *rk, const pr_consumer_conf *conf, char *errstr,
+                         size_t errstr_size)
+{
+    rd_kafka_topic_partition_list_t *sub = rd_kafka_topic_partition_list_new((int)conf->n_topics);
+    for (size_t i = 0; i < conf->n_topics; i++)
+        rd_kafka_topic_partition_list_add(sub, conf->topics[i], RD_KAFKA_PARTITION_UA);
+    rd_kafka_resp_err_t err = rd_kafka_subscribe(rk, sub);
+    rd_kafka_topic_partition_list_destroy(sub);
+    if (err)
+        return pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer: subscribe: %s",
+                         rd_kafka_err2str(err));
+    return 0;
+}
+
+/* Instance k (> 0) of source.consumers: another member of the group, with
+ * the same properties (a static member's id gets "-k"). */
+static int pr__instance_open(pr_consumer *c, const pr_consumer_conf *conf, unsigned k, char *errstr,
+                             size_t errstr_size)
+{
+    char id[300] = "", kerr[512];
+    if (conf->group_instance_id && *conf->group_instance_id)
+        snprintf(id, sizeof(id), "%s-%u", conf->group_instance_id, k);
+    bool have_instance;
+    rd_kafka_conf_t *kc = pr__client_conf(c, conf, id, &have_instance, errstr, errstr_size);
+    if (!kc)
+        return PR_EINVAL;
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, kc, kerr, sizeof(kerr));
+    if (!rk) {
+        rd_kafka_conf_destroy(kc);
+        return pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer: %s", kerr);
+    }
+    rd_kafka_poll_set_consumer(rk);
+    c->rks[c->n_rk++] = rk;
+    return pr__subscribe(rk, conf, errstr, errstr_size);
+}
+
+/* What pr_consumer_new needs from its caller, checked before anything is made. */
+static int pr__conf_check(const pr_consumer_conf *conf, char *errstr, size_t errstr_size)
+{
+    if (!conf || !conf->spec || !conf->n_topics || !conf->group_id || !*conf->group_id)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "consumer: needs a spec, at least one topic and a group.id");
+    if ((unsigned)conf->format >= PR_MSG__COUNT)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "consumer: unknown format %d",
+                         conf->format);
+    if ((conf->format == PR_MSG_JSON || conf->format == PR_MSG_AVRO ||
+         conf->format == PR_MSG_PROTOBUF) &&
+        !conf->json)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "consumer: format %s needs a JSON decoder (a declared schema)",
+                         pr_msg_format_name(conf->format));
+    return 0;
+}
+
 pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t errstr_size)
 {
     char kerr[512];
-    if (!conf || !conf->spec || !conf->n_topics || !conf->group_id || !*conf->group_id) {
-        pr_seterr(errstr, errstr_size, PR_EINVAL,
-                  "consumer: needs a spec, at least one topic and a group.id");
+    if (pr__conf_check(conf, errstr, errstr_size))
         return NULL;
-    }
-    if ((unsigned)conf->format >= PR_MSG__COUNT) {
-        pr_seterr(errstr, errstr_size, PR_EINVAL, "consumer: unknown format %d", conf->format);
-        return NULL;
-    }
-    if ((conf->format == PR_MSG_JSON || conf->format == PR_MSG_AVRO ||
-         conf->format == PR_MSG_PROTOBUF) &&
-        !conf->json) {
-        pr_seterr(errstr, errstr_size, PR_EINVAL,
-                  "consumer: format %s needs a JSON decoder (a declared schema)",
-                  pr_msg_format_name(conf->format));
-        return NULL;
-    }
     pr_consumer *c = calloc(1, sizeof(*c));
     if (!c) {
         pr_seterr(errstr, errstr_size, PR_ENOMEM, "consumer: out of memory");
@@ -651,6 +772,8 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
     c->on_reject = conf->on_reject;
     c->opaque = conf->opaque;
     c->on_offset_reset = conf->on_offset_reset;
+    c->decode_threads = conf->decode_threads;
+    c->features = conf->features;
     c->initial_reset = RD_KAFKA_OFFSET_END; /* librdkafka's default: latest */
     c->rl_reject = (pr_ratelimit)PR_RATELIMIT_INIT(5);
     c->rl_err = (pr_ratelimit)PR_RATELIMIT_INIT(5);
@@ -668,9 +791,18 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
         }
 
     bool have_instance;
-    rd_kafka_conf_t *kc = pr__client_conf(c, conf, &have_instance, errstr, errstr_size);
+    rd_kafka_conf_t *kc =
+        pr__client_conf(c, conf, conf->group_instance_id, &have_instance, errstr, errstr_size);
     if (!kc)
         goto out_free;
+    if (have_instance && conf->consumers > 1) {
+        pr_seterr(errstr, errstr_size, PR_EINVAL,
+                  "consumer: %u consumers need one group.instance.id each: set "
+                  "group_instance_id (each instance gets -1, -2, ... after it), not the "
+                  "group.instance.id property",
+                  conf->consumers);
+        goto out_conf;
+    }
 
     if (conf->dead_letter_topic && *conf->dead_letter_topic) {
         c->dlq =
@@ -683,6 +815,8 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
         }
     }
 
+    /* The member file is the first instance's (with several, the others'
+     * members wait out their sessions after a SIGKILL). */
     bool dynamic = !have_instance && !(conf->group_instance_id && *conf->group_instance_id);
     if (dynamic && conf->member_file && *conf->member_file) {
         c->member_file = strdup(conf->member_file);
@@ -701,16 +835,13 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
     }
     kc = NULL; /* owned by rk now */
     rd_kafka_poll_set_consumer(c->rk);
-
-    rd_kafka_topic_partition_list_t *sub = rd_kafka_topic_partition_list_new((int)conf->n_topics);
-    for (size_t i = 0; i < conf->n_topics; i++)
-        rd_kafka_topic_partition_list_add(sub, conf->topics[i], RD_KAFKA_PARTITION_UA);
-    rd_kafka_resp_err_t err = rd_kafka_subscribe(c->rk, sub);
-    rd_kafka_topic_partition_list_destroy(sub);
-    if (err) {
-        pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer: subscribe: %s", rd_kafka_err2str(err));
+    c->rks[0] = c->rk;
+    c->n_rk = 1;
+    if (pr__subscribe(c->rk, conf, errstr, errstr_size))
         goto out_rk;
-    }
+    for (unsigned k = 1; k < conf->consumers && k < PR_CONSUMER_MAX_INSTANCES; k++)
+        if (pr__instance_open(c, conf, k, errstr, errstr_size))
+            goto out_rk;
     return c;
 
 out_conf:
@@ -719,12 +850,22 @@ out_conf:
 out_rk:
     if (c->rk) {
         c->closed = true; /* never joined */
-        rd_kafka_destroy(c->rk);
+        for (unsigned k = 0; k < c->n_rk; k++)
+            rd_kafka_destroy(c->rks[k]);
         c->rk = NULL;
+        c->n_rk = 0;
     }
 out_free:
     pr_consumer_free(c);
     return NULL;
+}
+
+/* Unmerged messages are not handed out: their offsets stay unstored. */
+static void pr__backlog_clear(pr_consumer *c)
+{
+    for (size_t i = c->backlog_head; i < c->n_backlog; i++)
+        rd_kafka_message_destroy(c->backlog[i]);
+    c->n_backlog = c->backlog_head = 0;
 }
 
 /* librdkafka 2.0.2 (fixed in 2.3.0, #4312/#4381): once a JoinGroup answer
@@ -736,11 +877,12 @@ out_free:
  * assignment keeps serving its rebalance callback (the assignment is taken
  * and, on close, revoked again) for up to 2 session timeouts; should that
  * not be enough, the handle is not destroyed (left to process exit). */
-static void pr__finish_join(pr_consumer *c)
+static void pr__finish_join(pr_consumer *c, unsigned k)
 {
-    if (c->ever_assigned)
+    rd_kafka_t *rk = c->rks[k];
+    if (c->ever[k])
         return;
-    char *mid = rd_kafka_memberid(c->rk);
+    char *mid = rd_kafka_memberid(rk);
     bool joined = mid && *mid;
     free(mid); /* rd_kafka_memberid strdups; rd_kafka_mem_free is free here */
     if (!joined)
@@ -749,31 +891,83 @@ static void pr__finish_join(pr_consumer *c)
     int64_t deadline = pr_clock_mono_ns(rt) + 2LL * c->session_timeout_ms * 1000000;
     pr_info("consumer: closing mid-join; waiting for the assignment first (up to %d ms)",
             2 * c->session_timeout_ms);
-    while (!c->ever_assigned && pr_clock_mono_ns(rt) < deadline) {
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, 100);
+    while (!c->ever[k] && pr_clock_mono_ns(rt) < deadline) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
         if (m)
             rd_kafka_message_destroy(m); /* not handed out: its offset stays unstored */
     }
-    if (!c->ever_assigned) {
-        c->leak_rk = true;
+    if (!c->ever[k]) {
+        c->leak_rk[k] = true;
         pr_warn("consumer: no assignment arrived while closing; the librdkafka handle is left "
                 "to process exit (destroying it would abort: librdkafka #4312)");
     }
+}
+
+/* Is every partition of `held` in the assignment of one of rks[from, n_rk)? */
+static bool pr__taken_over(pr_consumer *c, unsigned from,
+                           const rd_kafka_topic_partition_list_t *held)
+{
+    int found = 0;
+    for (unsigned k = from; k < c->n_rk; k++) {
+        rd_kafka_topic_partition_list_t *l = NULL;
+        if (rd_kafka_assignment(c->rks[k], &l) == RD_KAFKA_RESP_ERR_NO_ERROR)
+            for (int i = 0; i < held->cnt; i++)
+                found += rd_kafka_topic_partition_list_find(l, held->elems[i].topic,
+                                                            held->elems[i].partition) != NULL;
+        if (l)
+            rd_kafka_topic_partition_list_destroy(l);
+    }
+    return found >= held->cnt;
+}
+
+/* source.consumers > 1: instance `from - 1` just left the group. Its
+ * partitions' commit on revoke can be refused (the group is rebalancing), so
+ * before the next instance leaves, the remaining ones take them over (serving
+ * their rebalance callbacks, reading nothing: messages are not handed out
+ * and their offsets stay unstored); the last instance to leave then revokes
+ * and commits them. Bounded by the session timeout: another process's
+ * member may be the one taking them. */
+static void pr__await_takeover(pr_consumer *c, unsigned from,
+                               const rd_kafka_topic_partition_list_t *held)
+{
+    if (!held || !held->cnt || from >= c->n_rk)
+        return;
+    const pr_clock *rt = pr_clock_real();
+    int64_t deadline = pr_clock_mono_ns(rt) + (int64_t)c->session_timeout_ms * 1000000;
+    while (!pr__taken_over(c, from, held) && pr_clock_mono_ns(rt) < deadline)
+        for (unsigned k = from; k < c->n_rk; k++) {
+            rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rks[k], 20);
+            if (m)
+                rd_kafka_message_destroy(m);
+        }
 }
 
 int pr_consumer_close(pr_consumer *c, char *errstr, size_t errstr_size)
 {
     if (!c || c->closed || !c->rk)
         return 0;
-    pr__finish_join(c);
+    for (unsigned k = 0; k < c->n_rk; k++)
+        pr__finish_join(c, k);
     c->closed = true;
     /* Revokes everything through the rebalance callback (on_revoke, then
-     * commit), then leaves the group. */
-    rd_kafka_resp_err_t err = rd_kafka_consumer_close(c->rk);
+     * commit), then leaves the group; instance by instance. */
+    rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+    for (unsigned k = 0; k < c->n_rk; k++) {
+        rd_kafka_topic_partition_list_t *held = NULL;
+        if (k + 1 < c->n_rk && rd_kafka_assignment(c->rks[k], &held) != RD_KAFKA_RESP_ERR_NO_ERROR)
+            held = NULL;
+        rd_kafka_resp_err_t e = rd_kafka_consumer_close(c->rks[k]);
+        if (!err)
+            err = e;
+        pr__await_takeover(c, k + 1, held);
+        if (held)
+            rd_kafka_topic_partition_list_destroy(held);
+    }
     if (c->pending) {
         rd_kafka_message_destroy(c->pending);
         c->pending = NULL;
     }
+    pr__backlog_clear(c);
     if (err)
         return pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer close: %s",
                          rd_kafka_err2str(err));
@@ -789,11 +983,15 @@ void pr_consumer_free(pr_consumer *c)
         char es[256];
         if (pr_consumer_close(c, es, sizeof(es)))
             pr_warn("%s", es);
-        if (!c->leak_rk)
-            rd_kafka_destroy(c->rk);
+        for (unsigned k = 0; k < c->n_rk; k++)
+            if (!c->leak_rk[k])
+                rd_kafka_destroy(c->rks[k]);
     }
     if (c->pending)
         rd_kafka_message_destroy(c->pending);
+    pr__backlog_clear(c);
+    free(c->backlog);
+    pr__dpool_free(c->dp);
     pr_dlq_free(c->dlq);
     pr_arena_free(c->arena);
     for (int i = 0; i < c->n_topics; i++)
@@ -818,8 +1016,8 @@ void pr_consumer_free(pr_consumer *c)
  * (on_offset_reset: fail) or restarts the partition at the log start or end.
  * The restart is an incremental unassign + assign at that offset (a seek is
  * refused in the fetcher's stopped state). Returns 0 or PR_EKAFKA (errstr). */
-static int pr__offset_reset(pr_consumer *c, const rd_kafka_message_t *m, char *errstr,
-                            size_t errstr_size)
+static int pr__offset_reset(pr_consumer *c, rd_kafka_t *rk, const rd_kafka_message_t *m,
+                            char *errstr, size_t errstr_size)
 {
     const char *topic = rd_kafka_topic_name(m->rkt);
     int32_t part = m->partition;
@@ -828,7 +1026,7 @@ static int pr__offset_reset(pr_consumer *c, const rd_kafka_message_t *m, char *e
     /* Only an out-of-range reset needs the log's bounds (a blocking query). */
     rd_kafka_resp_err_t qerr =
         no_commit ? RD_KAFKA_RESP_ERR_NO_ERROR
-                  : rd_kafka_query_watermark_offsets(c->rk, topic, part, &lo, &hi, 5000);
+                  : rd_kafka_query_watermark_offsets(rk, topic, part, &lo, &hi, 5000);
     if (no_commit) {
         if (c->initial_reset == RD_KAFKA_OFFSET_INVALID)
             return pr_seterr(errstr, errstr_size, PR_EKAFKA,
@@ -871,13 +1069,13 @@ static int pr__offset_reset(pr_consumer *c, const rd_kafka_message_t *m, char *e
     }
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(l, topic, part);
-    rd_kafka_error_t *e = rd_kafka_incremental_unassign(c->rk, l);
+    rd_kafka_error_t *e = rd_kafka_incremental_unassign(rk, l);
     if (!e) {
         l->elems[0].offset = target;
-        e = rd_kafka_incremental_assign(c->rk, l);
+        e = rd_kafka_incremental_assign(rk, l);
     }
     if (!e && c->paused)
-        rd_kafka_pause_partitions(c->rk, l);
+        rd_kafka_pause_partitions(rk, l);
     rd_kafka_topic_partition_list_destroy(l);
     if (e) {
         int rc = pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer: %s [%" PRId32 "]: reset: %s",
@@ -981,7 +1179,280 @@ static int pr__deliver(pr_consumer *c, pr_block *b, rd_kafka_message_t *m, int64
 
 bool pr_consumer_has_pending(const pr_consumer *c)
 {
-    return c->pending != NULL;
+    return c->pending != NULL || c->backlog_head < c->n_backlog;
+}
+
+/* One turn of a poll: the next message (1, *out), nothing within `wait` ms
+ * (0), or an event handled here (2: an offset reset, a partition's end, a
+ * consumer error that is not fatal); < 0 (errstr) when the consumer cannot
+ * go on. */
+static int pr__next1(pr_consumer *c, rd_kafka_t *rk, int wait, rd_kafka_message_t **out,
+                     char *errstr, size_t errstr_size)
+{
+    *out = NULL;
+    rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, wait);
+    if (!m)
+        return 0;
+    if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET && m->rkt) {
+        int rc = pr__offset_reset(c, rk, m, errstr, errstr_size);
+        rd_kafka_message_destroy(m);
+        return rc ? rc : 2;
+    }
+    if (m->err) {
+        rd_kafka_resp_err_t err = m->err;
+        char es[512];
+        snprintf(es, sizeof(es), "%s", rd_kafka_message_errstr(m));
+        rd_kafka_message_destroy(m);
+        if (err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+            return 2;
+        char fs[512];
+        if (rd_kafka_fatal_error(rk, fs, sizeof(fs)))
+            return pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer: fatal: %s", fs);
+        PR__ADD(c->st.kafka_errors, 1);
+        pr_log_ratelimited(&c->rl_err, PR_LOG_WARN, "consumer: %s", es);
+        return 2;
+    }
+    PR__ADD(c->st.messages, 1);
+    PR__ADD(c->st.bytes, m->len);
+    *out = m;
+    return 1;
+}
+
+/* pr__next1 over the instances: one turn without waiting over each, from
+ * the next in turn (each partition is one instance's, whose queue keeps its
+ * order); when none had anything, a wait of at most 1 ms on the next one,
+ * so that a message arriving at another waits no longer than that. */
+static int pr__next(pr_consumer *c, int wait, rd_kafka_message_t **out, char *errstr,
+                    size_t errstr_size)
+{
+    if (c->n_rk <= 1)
+        return pr__next1(c, c->rk, wait, out, errstr, errstr_size);
+    for (unsigned k = 0; k < c->n_rk; k++) {
+        rd_kafka_t *rk = c->rks[c->next_rk];
+        c->next_rk = (c->next_rk + 1) % c->n_rk;
+        int r = pr__next1(c, rk, 0, out, errstr, errstr_size);
+        if (r != 0)
+            return r;
+    }
+    if (wait <= 0)
+        return 0;
+    rd_kafka_t *rk = c->rks[c->next_rk];
+    c->next_rk = (c->next_rk + 1) % c->n_rk;
+    return pr__next1(c, rk, 1, out, errstr, errstr_size);
+}
+
+/* How long the next turn may wait: only for the first message of a poll. */
+static int pr__turn_wait(bool first, int64_t deadline)
+{
+    if (!first)
+        return 0;
+    int64_t left = deadline - pr_clock_mono_ns(pr_clock_real());
+    return left > 0 ? (int)((left + 999999) / 1000000) : 0;
+}
+
+/* ---------------------------------------------------------------- parallel poll
+ *
+ * With decode threads (pr_consumer_conf.decode_threads > 1, criteo_tsv or
+ * json) a poll collects messages into the decode pool (decode_par.h) while
+ * its helpers decode the full slots, then merges them into the block in
+ * poll order: rows, then the message's rejects (the reject callback, the
+ * dead letter), then its consumed offset, as the serial path does per
+ * message. What does not fit the block waits in the backlog, ahead of
+ * anything polled later. */
+
+/* Into the pool, unless it would overfill the block (room: records) or the
+ * pool is full: false, the message stays with the caller. */
+static bool pr__collect(pr_consumer *c, rd_kafka_message_t *m, int64_t now_ms, uint32_t room,
+                        uint32_t *recs)
+{
+    if (m->rkt != c->last_rkt) {
+        c->last_tidx = pr__topic_index(c, rd_kafka_topic_name(m->rkt));
+        c->last_rkt = m->rkt;
+    }
+    int tidx = c->last_tidx < 0 ? 0 : c->last_tidx;
+    ssize_t pi = pr__part_get(c, tidx, m->partition);
+    int nrec = m->len ? pr_message_record_count(c->format, m->payload, m->len, c->arena) : 0;
+    uint32_t need = nrec > 0 ? (uint32_t)nrec : 0;
+    bool first = pr__dpool_count(c->dp) == 0;
+    if (!first && *recs + need > room)
+        return false;
+    rd_kafka_timestamp_type_t tst;
+    int64_t ts = rd_kafka_message_timestamp(m, &tst);
+    /* A first message larger than the room goes the serial way (it waits
+     * for the next block, or is split over blocks). */
+    bool serial = *recs + need > room;
+    if (!pr__dpool_add(c->dp, m, PR_PART_KEY(tidx, m->partition), tidx, ts > 0 ? ts : now_ms,
+                       serial ? -1 : nrec))
+        return false;
+    pr__dpool_msg(c->dp, pr__dpool_count(c->dp) - 1)->part = pi;
+    *recs += need;
+    return true;
+}
+
+/* A decoded message now in the block: its rejects, records, offset. */
+static int pr__merged(pr_consumer *c, const pr__dmsg *dm)
+{
+    rd_kafka_message_t *m = dm->m;
+    c->cur = (pr__cur){.topic = c->topics[dm->tidx],
+                       .partition = m->partition,
+                       .key = dm->key,
+                       .offset = m->offset,
+                       .nrec = dm->nrec};
+    for (uint32_t k = 0; k < dm->nrej; k++) {
+        pr__drej r;
+        pr__dpool_reject(c->dp, dm, k, &r);
+        pr__on_reject(c, r.reason, r.detail, r.rec, r.len, r.recno);
+    }
+    PR__ADD(c->st.records, dm->nrows);
+    if (dm->part >= 0)
+        __atomic_store_n(&c->parts[dm->part].consumed_next, m->offset + 1, __ATOMIC_RELAXED);
+    rd_kafka_message_destroy(m);
+    return (int)dm->nrows;
+}
+
+/* How many messages from i on are decoded, not dropped, of one slot with
+ * rows that follow each other. */
+static size_t pr__decoded_run(pr__dpool *dp, size_t i, size_t n)
+{
+    const pr__dmsg *a = pr__dpool_msg(dp, i);
+    if (a->state != PR__DM_DECODED)
+        return 0;
+    uint32_t next = a->row0 + a->nrows;
+    size_t j = i + 1;
+    for (; j < n; j++) {
+        const pr__dmsg *d = pr__dpool_msg(dp, j);
+        if (d->dropped || d->state != PR__DM_DECODED || d->slot != a->slot || d->row0 != next)
+            break;
+        next += d->nrows;
+    }
+    return j - i;
+}
+
+/* The collected messages into b, in order; from the first that does not
+ * fit on, they (then `left`, then the rest of the old backlog) are the
+ * backlog. Returns rows appended. */
+static int pr__merge(pr_consumer *c, pr_block *b, int64_t now_ms, rd_kafka_message_t *left)
+{
+    size_t n = pr__dpool_count(c->dp), stop = n;
+    int appended = 0;
+    for (size_t i = 0; i < n && stop == n; i++) {
+        pr__dmsg *dm = pr__dpool_msg(c->dp, i);
+        if (dm->dropped) {
+            rd_kafka_message_destroy(dm->m);
+            continue;
+        }
+        size_t run = pr__decoded_run(c->dp, i, n);
+        if (run > 1) {
+            /* A run of decoded messages of one slot, rows in a row: one
+             * copy, then each message's rejects and offset in order (no
+             * offset decision can fall between the two). */
+            uint32_t rows = 0;
+            for (size_t k = i; k < i + run; k++)
+                rows += pr__dpool_msg(c->dp, k)->nrows;
+            if (pr__dpool_merge(c->dp, b, dm, rows) == 0) {
+                for (size_t k = i; k < i + run; k++)
+                    appended += pr__merged(c, pr__dpool_msg(c->dp, k));
+                i += run - 1;
+                continue;
+            }
+        }
+        if (dm->state == PR__DM_DECODED) {
+            int rc = pr__dpool_merge(c->dp, b, dm, dm->nrows);
+            if (rc == 0) {
+                appended += pr__merged(c, dm);
+                continue;
+            }
+            if (rc == PR_EFULL && b->rows > 0) {
+                stop = i;
+                break;
+            }
+            /* Too large for an empty block, or another encoding: as serial. */
+        }
+        bool keep = false;
+        appended += pr__deliver(c, b, dm->m, now_ms, &keep);
+        if (keep) /* now c->pending */
+            stop = i + 1;
+    }
+    size_t k = 0, rest = c->n_backlog - c->backlog_head;
+    for (size_t i = stop; i < n; i++)
+        k += !pr__dpool_msg(c->dp, i)->dropped;
+    k += left != NULL;
+    memmove(c->backlog + k, c->backlog + c->backlog_head, rest * sizeof(*c->backlog));
+    c->backlog_head = 0;
+    c->n_backlog = k + rest;
+    k = 0;
+    for (size_t i = stop; i < n; i++) {
+        pr__dmsg *dm = pr__dpool_msg(c->dp, i);
+        if (dm->dropped)
+            rd_kafka_message_destroy(dm->m);
+        else
+            c->backlog[k++] = dm->m;
+    }
+    if (left)
+        c->backlog[k] = left;
+    return appended;
+}
+
+/* The pool, at the first poll (it needs the block's capacity); serial when
+ * it cannot be made. The backlog holds at most one poll's messages + 1. */
+static void pr__pool_open(pr_consumer *c, const pr_block *b)
+{
+    char e[256] = "";
+    c->dp = pr__dpool_new(c->decode_threads, c->format, c->spec, c->features, b->cap, e, sizeof(e));
+    size_t cap = (b->cap > 1024 ? b->cap : 1024) + 2;
+    c->backlog = c->dp ? calloc(cap, sizeof(*c->backlog)) : NULL;
+    if (!c->dp || !c->backlog) {
+        pr__dpool_free(c->dp);
+        c->dp = NULL;
+        c->dp_failed = true;
+        if (e[0] || c->format == PR_MSG_CRITEO_TSV || c->format == PR_MSG_JSON)
+            pr_warn("consumer: no parallel decode (%s); decoding on the polling thread only",
+                    e[0] ? e : "out of memory");
+        return;
+    }
+    pr_info("consumer: %u decode threads", pr__dpool_threads(c->dp));
+}
+
+static int pr__poll_par(pr_consumer *c, pr_block *b, int64_t now_ms, int64_t deadline, int appended,
+                        char *errstr, size_t errstr_size)
+{
+    pr__dpool_begin(c->dp);
+    c->collecting = true;
+    uint32_t room = b->cap - b->rows, recs = 0;
+    uint32_t budget = b->cap > 1024 ? b->cap : 1024;
+    rd_kafka_message_t *left = NULL;
+    int rc = 0;
+    while (c->backlog_head < c->n_backlog &&
+           pr__collect(c, c->backlog[c->backlog_head], now_ms, room, &recs))
+        c->backlog_head++;
+    bool more = c->backlog_head == c->n_backlog;
+    for (uint32_t msgs = 0; more && recs < room && msgs < budget;) {
+        bool first = appended == 0 && msgs == 0 && pr__dpool_count(c->dp) == 0;
+        int wait = pr__turn_wait(first, deadline);
+        rd_kafka_message_t *m;
+        int r = pr__next(c, wait, &m, errstr, errstr_size);
+        if (r < 0) {
+            rc = r;
+            break;
+        }
+        if (r == 0) {
+            if (wait > 0 && pr_clock_mono_ns(pr_clock_real()) < deadline)
+                continue; /* woken by a rebalance or log event: wait on */
+            break;
+        }
+        if (r == 2)
+            continue;
+        msgs++;
+        if (!pr__collect(c, m, now_ms, room, &recs)) {
+            left = m;
+            break;
+        }
+    }
+    pr__dpool_finish(c->dp);
+    appended += pr__merge(c, b, now_ms, left);
+    c->collecting = false;
+    pr__dpool_begin(c->dp);
+    return rc < 0 ? rc : appended;
 }
 
 int pr_consumer_poll(pr_consumer *c, pr_block *b, int timeout_ms, char *errstr, size_t errstr_size)
@@ -992,6 +1463,8 @@ int pr_consumer_poll(pr_consumer *c, pr_block *b, int timeout_ms, char *errstr, 
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
                          "consumer: block shape %u/%u differs from the pipeline's %u/%u",
                          b->n_dense, b->n_sparse, c->spec->n_dense, c->spec->n_sparse);
+    if (c->decode_threads > 1 && !c->dp && !c->dp_failed)
+        pr__pool_open(c, b);
     pr_dlq_poll(c->dlq);
     int64_t now_ms = pr_clock_wall_ms(c->clock);
     int appended = 0;
@@ -1009,48 +1482,34 @@ int pr_consumer_poll(pr_consumer *c, pr_block *b, int timeout_ms, char *errstr, 
     /* Wait (real time: librdkafka's own) for the first message only; a
      * bounded number of messages per call keeps the caller's loop turning
      * even when everything is rejected. */
-    const pr_clock *rt = pr_clock_real();
-    int64_t deadline = pr_clock_mono_ns(rt) + (int64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000;
-    uint32_t budget = b->cap > 1024 ? b->cap : 1024;
-    for (uint32_t msgs = 0; b->rows < b->cap && msgs < budget;) {
-        int wait = 0;
-        if (appended == 0 && msgs == 0) {
-            int64_t left = deadline - pr_clock_mono_ns(rt);
-            wait = left > 0 ? (int)((left + 999999) / 1000000) : 0;
-        }
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, wait);
-        if (!m) {
-            if (wait > 0 && appended == 0 && msgs == 0 && pr_clock_mono_ns(rt) < deadline)
-                continue; /* woken by a rebalance or log event: wait on */
-            break;
-        }
-        if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET && m->rkt) {
-            int rc = pr__offset_reset(c, m, errstr, errstr_size);
-            rd_kafka_message_destroy(m);
-            if (rc)
-                return rc;
-            continue;
-        }
-        if (m->err) {
-            rd_kafka_resp_err_t err = m->err;
-            char es[512];
-            snprintf(es, sizeof(es), "%s", rd_kafka_message_errstr(m));
-            rd_kafka_message_destroy(m);
-            if (err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+    int64_t deadline =
+        pr_clock_mono_ns(pr_clock_real()) + (int64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000;
+    int rc = 0;
+    if (c->dp) {
+        rc = pr__poll_par(c, b, now_ms, deadline, appended, errstr, errstr_size);
+        if (rc < 0)
+            return rc;
+        appended = rc;
+    } else {
+        uint32_t budget = b->cap > 1024 ? b->cap : 1024;
+        for (uint32_t msgs = 0; b->rows < b->cap && msgs < budget;) {
+            int wait = pr__turn_wait(appended == 0 && msgs == 0, deadline);
+            rd_kafka_message_t *m;
+            int r = pr__next(c, wait, &m, errstr, errstr_size);
+            if (r < 0)
+                return r;
+            if (r == 0) {
+                if (wait > 0 && pr_clock_mono_ns(pr_clock_real()) < deadline)
+                    continue; /* woken by a rebalance or log event: wait on */
+                break;
+            }
+            if (r == 2)
                 continue;
-            char fs[512];
-            if (rd_kafka_fatal_error(c->rk, fs, sizeof(fs)))
-                return pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer: fatal: %s", fs);
-            PR__ADD(c->st.kafka_errors, 1);
-            pr_log_ratelimited(&c->rl_err, PR_LOG_WARN, "consumer: %s", es);
-            continue;
+            msgs++;
+            appended += pr__deliver(c, b, m, now_ms, &keep);
+            if (keep)
+                break;
         }
-        msgs++;
-        PR__ADD(c->st.messages, 1);
-        PR__ADD(c->st.bytes, m->len);
-        appended += pr__deliver(c, b, m, now_ms, &keep);
-        if (keep)
-            break;
     }
     pr_dlq_poll(c->dlq);
     const char *df = pr_dlq_fatal(c->dlq);
@@ -1063,12 +1522,16 @@ int pr_consumer_poll(pr_consumer *c, pr_block *b, int timeout_ms, char *errstr, 
 
 static int pr__pause_resume(pr_consumer *c, bool pause)
 {
-    rd_kafka_topic_partition_list_t *l = NULL;
-    rd_kafka_resp_err_t err = rd_kafka_assignment(c->rk, &l);
-    if (!err && l->cnt)
-        err = pause ? rd_kafka_pause_partitions(c->rk, l) : rd_kafka_resume_partitions(c->rk, l);
-    if (l)
-        rd_kafka_topic_partition_list_destroy(l);
+    rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+    for (unsigned k = 0; k < c->n_rk && !err; k++) {
+        rd_kafka_t *rk = c->rks[k];
+        rd_kafka_topic_partition_list_t *l = NULL;
+        err = rd_kafka_assignment(rk, &l);
+        if (!err && l->cnt)
+            err = pause ? rd_kafka_pause_partitions(rk, l) : rd_kafka_resume_partitions(rk, l);
+        if (l)
+            rd_kafka_topic_partition_list_destroy(l);
+    }
     if (err) {
         pr_warn("consumer: %s: %s", pause ? "pause" : "resume", rd_kafka_err2str(err));
         return PR_EKAFKA;
@@ -1102,11 +1565,12 @@ int pr_consumer_store_offset_key(pr_consumer *c, int32_t key, int64_t next_offse
     }
     const char *topic = c->topics[c->parts[i].tidx];
     int32_t partition = c->parts[i].partition;
+    rd_kafka_t *rk = c->rks[c->parts[i].inst];
     pthread_mutex_unlock(&c->lock);
 
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(l, topic, partition)->offset = next_offset;
-    rd_kafka_resp_err_t err = rd_kafka_offsets_store(c->rk, l);
+    rd_kafka_resp_err_t err = rd_kafka_offsets_store(rk, l);
     if (!err)
         err = l->elems[0].err;
     rd_kafka_topic_partition_list_destroy(l);
@@ -1144,20 +1608,33 @@ int64_t pr_consumer_consumed_next(const pr_consumer *c, int32_t key)
     return v;
 }
 
-int pr_consumer_commit(pr_consumer *c, char *errstr, size_t errstr_size)
+/* Commit what instance rk stored, synchronously. */
+static int pr__commit_one(pr_consumer *c, rd_kafka_t *rk, char *errstr, size_t errstr_size)
 {
-    rd_kafka_resp_err_t err = rd_kafka_commit(c->rk, NULL, 0);
+    rd_kafka_resp_err_t err = rd_kafka_commit(rk, NULL, 0);
     if (err == RD_KAFKA_RESP_ERR__NO_OFFSET)
         return 0;
     if (err)
         return pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer: commit: %s",
                          rd_kafka_err2str(err));
+    unsigned inst = pr__inst_of(c, rk);
     pthread_mutex_lock(&c->lock);
     for (size_t i = 0; i < c->n_parts; i++)
-        if (c->parts[i].assigned && c->parts[i].stored >= 0)
+        if (c->parts[i].assigned && c->parts[i].inst == inst && c->parts[i].stored >= 0)
             c->parts[i].committed = c->parts[i].stored;
     pthread_mutex_unlock(&c->lock);
     return 0;
+}
+
+int pr_consumer_commit(pr_consumer *c, char *errstr, size_t errstr_size)
+{
+    int rc = 0;
+    for (unsigned k = 0; k < c->n_rk; k++) {
+        int r = pr__commit_one(c, c->rks[k], errstr, errstr_size);
+        if (!rc)
+            rc = r;
+    }
+    return rc;
 }
 
 /* ---------------------------------------------------------------- queries */
@@ -1255,6 +1732,16 @@ size_t pr_consumer_assignment(const pr_consumer *c, pr_tp *out, size_t max)
     return n;
 }
 
+/* The instance holding partition `key` (0 when unknown). */
+static unsigned pr__lag_inst(pr_consumer *c, int32_t key)
+{
+    pthread_mutex_lock(&c->lock);
+    ssize_t i = pr__part_find(c, key);
+    unsigned k = i >= 0 ? c->parts[i].inst : 0;
+    pthread_mutex_unlock(&c->lock);
+    return k < c->n_rk ? k : 0;
+}
+
 size_t pr_consumer_lag(pr_consumer *c, pr_partition_lag *out, size_t max)
 {
     size_t n = 0, total = 0;
@@ -1275,6 +1762,7 @@ size_t pr_consumer_lag(pr_consumer *c, pr_partition_lag *out, size_t max)
     pthread_mutex_unlock(&c->lock);
     if (!n)
         return total;
+    /* Each partition asked of the instance that holds it. */
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)n);
     for (size_t i = 0; i < n; i++)
         rd_kafka_topic_partition_list_add(l, out[i].tp.topic, out[i].tp.partition);
@@ -1282,7 +1770,16 @@ size_t pr_consumer_lag(pr_consumer *c, pr_partition_lag *out, size_t max)
     bool paused = pr_consumer_paused(c);
     for (size_t i = 0; i < n; i++) {
         int64_t lo = -1, hi = -1;
-        if (rd_kafka_get_watermark_offsets(c->rk, out[i].tp.topic, out[i].tp.partition, &lo, &hi) ||
+        rd_kafka_t *rk = c->rks[pr__lag_inst(c, out[i].tp.key)];
+        if (rk != c->rk) {
+            rd_kafka_topic_partition_list_t *one = rd_kafka_topic_partition_list_new(1);
+            rd_kafka_topic_partition_list_add(one, out[i].tp.topic, out[i].tp.partition);
+            rd_kafka_position(rk, one);
+            l->elems[i].err = one->elems[0].err;
+            l->elems[i].offset = one->elems[0].offset;
+            rd_kafka_topic_partition_list_destroy(one);
+        }
+        if (rd_kafka_get_watermark_offsets(rk, out[i].tp.topic, out[i].tp.partition, &lo, &hi) ||
             hi < 0)
             hi = -1;
         int64_t pos = l->elems[i].err || l->elems[i].offset < 0 ? -1 : l->elems[i].offset;

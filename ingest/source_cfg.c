@@ -77,6 +77,18 @@ static const pr_cfgmap_entry source_entries[] = {
     PR_CFG_E_STR("dead_letter_topic", 0, pr_source_cfg, dead_letter_topic, NULL,
                  "Topic receiving records that fail to decode (and late ones under drop_to_dlq), "
                  "with the reason in a header. Unset: rejects are counted and logged only."),
+    PR_CFG_E_INT("decode_threads", 0, pr_source_cfg, decode_threads, 0, 64, "0",
+                 "Threads that decode criteo_tsv and json messages, the polling thread "
+                 "included (1 = the polling thread only; 0 = engine.threads, at most the "
+                 "CPUs). The polling thread keeps polling while the others decode, then "
+                 "merges in poll order: rows, rejects, dead letters and offsets are the same "
+                 "for every count. Other formats decode on the polling thread."),
+    PR_CFG_E_INT("consumers", 0, pr_source_cfg, consumers, 1, PR_CONSUMER_MAX_INSTANCES, "1",
+                 "Members of the consumer group in this process, each its own librdkafka "
+                 "client with its share of the partitions (one client delivers ~0.7-1M small "
+                 "messages/s), polled in turn by the pipeline thread; offsets, rebalances, "
+                 "dead letters and metrics are kept for all together. A static member "
+                 "(group_instance_id) gets -1, -2, ... for the second and later."),
 };
 const pr_cfgmap pr_source_cfgmap = PR_CFGMAP(source_entries);
 

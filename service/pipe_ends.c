@@ -102,6 +102,18 @@ void pr__replica_name(const pr_pipeline_cfg *pc, char *out, size_t n)
     out[n - 1] = 0;
 }
 
+/* source.decode_threads, 0 = auto: engine.threads, at most the CPUs. */
+static unsigned pr__decode_threads(const pr_service *svc, const pr_pipeline_cfg *pc)
+{
+    if (pc->source.decode_threads)
+        return pc->source.decode_threads;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned n = svc->cfg->engine.threads;
+    if (ncpu > 0 && n > (unsigned)ncpu)
+        n = (unsigned)ncpu;
+    return n ? n : 1;
+}
+
 /* The pipeline's Kafka consumer, wired to its rebalance callbacks. */
 int pr__consumer_open(pr_service *svc, pr__pipe *p, char *errstr, size_t errstr_size)
 {
@@ -128,6 +140,9 @@ int pr__consumer_open(pr_service *svc, pr__pipe *p, char *errstr, size_t errstr_
         cc.member_file = p->member_file;
     }
     cc.clock = svc->clock;
+    cc.decode_threads = pr__decode_threads(svc, pc);
+    cc.features = pc->features.declared ? &pc->features : NULL;
+    cc.consumers = pc->source.consumers;
     cc.on_assign = pr__on_assign;
     cc.on_revoke = pr__on_revoke;
     cc.on_reject = pr__on_reject;

@@ -340,6 +340,8 @@ int pr_kafka_leave_group(const pr_kv_ref *props, size_t n_props, const char *gro
 
 typedef struct pr_consumer pr_consumer;
 
+#define PR_CONSUMER_MAX_INSTANCES 16 /* source.consumers */
+
 /* What a rejected record looked like. Pointers are valid only during the call. */
 typedef struct pr_reject_info {
     int reason; /* pr_decode_reason */
@@ -436,6 +438,8 @@ struct pr_source_cfg {
     pr_kafka_source_cfg kafka;
     pr_msg_format format;            /* default criteo_tsv */
     const char *dead_letter_topic;   /* NULL = rejects are only counted and logged */
+    uint32_t decode_threads;         /* 0 = auto (engine.threads, at most the CPUs) */
+    uint32_t consumers;              /* consumer instances (group members) in the process */
     pr_avro_source_cfg avro;         /* format avro */
     pr_registry_cfg schema_registry; /* format avro (and protobuf): writer schemas by id */
     pr_pbuser_cfg protobuf;          /* format protobuf: descriptor set and message */
@@ -471,6 +475,20 @@ typedef struct pr_consumer_conf {
                                       * coordinator to drop that member first (fast
                                       * restart after SIGKILL). NULL = off */
     const pr_clock *clock;           /* event time fallback ("now"); NULL = real clock */
+    /* Decode threads (the polling thread included): > 1 decodes criteo_tsv
+     * and json messages on that many threads, merged back in poll order,
+     * so rows, rejects, dead letters and offsets are those of one thread;
+     * 0 or 1 = the polling thread only. json needs `features` (one decoder
+     * per thread; borrowed for life). */
+    unsigned decode_threads;
+    const pr_feature_schema *features;
+    /* Members of the group in this process (source.consumers; 0 or 1 = one,
+     * at most PR_CONSUMER_MAX_INSTANCES): each its own librdkafka client
+     * with its share of the partitions, polled in turn by the polling
+     * thread; offsets, rebalances, dead letters and stats are kept for all
+     * of them together. A static member's id gets "-1", "-2", ... for the
+     * second and later; the member file is the first one's. */
+    unsigned consumers;
     /* Callbacks (all optional), run on the polling thread. on_assign gets the
      * newly assigned partitions (offset -1); on_revoke the partitions about
      * to be unassigned (offset = consumed_next, or -1), before the commit. */

@@ -1,0 +1,598 @@
+/*
+ * decode_par.c — parallel decoding for the consumer (contract: decode_par.h).
+ *
+ * Why this shape: one librdkafka consumer hands out messages one at a time
+ * on one thread; decoding them (a Criteo line ~0.25 us, a JSON event through
+ * a declared schema ~1.5 us) on that thread made it the pipeline's critical
+ * path. Here the polling thread keeps polling while helpers decode the slots
+ * it has filled, then it decodes what is left itself, so a poll costs about
+ * poll + decode / threads. Each slot decodes into its own scratch block and
+ * logs its rejects; the merge back is on the polling thread, message by
+ * message in poll order, so the caller's block, the rejects and the offsets
+ * see exactly the sequence the serial decode gives (the copy costs ~0.05 us
+ * per Criteo row). The pool lives inside one pr_consumer_poll call: nothing
+ * is in flight between calls, so rebalances, pause and close see what they
+ * saw before.
+ */
+#define _GNU_SOURCE /* pthread_setname_np */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decode_par.h"
+#include "pr_log.h"
+
+/* A poll this small decodes serially: waking helpers would cost more. */
+#define PR__PAR_MIN_RECS 32
+
+/* A logged reject, text in the slot's buffer (offsets: it may grow). */
+typedef struct pr__rej {
+    int reason;
+    int64_t recno;
+    size_t detail_off, detail_len, rec_off, rec_len;
+} pr__rej;
+
+typedef struct pr__dslot {
+    pr_block *blk;   /* scratch, 2 x slot_recs rows */
+    uint32_t m0, m1; /* messages [m0, m1) */
+    uint32_t recs;   /* records of its queued messages */
+    pr__rej *rej;
+    size_t n_rej, cap_rej;
+    char *text;
+    size_t n_text, cap_text;
+    bool oom;         /* the reject log could not grow: the rest goes serial */
+    uint32_t cur;     /* message being decoded (the reject callback's) */
+    uint32_t off_row; /* merge: the walking offsets below are those of this row */
+    uint32_t *off;    /* [n_feat] elements / values before off_row (jagged) */
+} pr__dslot;
+
+struct pr__dpool {
+    pr_msg_format fmt;
+    const pr_pipeline_spec *spec;
+    bool parse_hex;
+    unsigned n_threads;
+    pthread_t *th;
+    unsigned n_started;
+    pr_json_decoder **json; /* [n_threads], json only */
+    pr__dslot *slots;
+    unsigned n_slots;
+    uint32_t slot_recs;
+    uint16_t n_feat;
+    pr__dmsg *msgs;
+    uint32_t n_msgs, cap_msgs;
+    unsigned open; /* the slot being filled; n_slots: none left */
+
+    pthread_mutex_t mu;
+    pthread_cond_t work, done_cv;
+    unsigned posted, claimed, done; /* slots [0, posted) posted, in order */
+    bool quit;
+    /* Where the work went (logged at free, info level): slots decoded by
+     * helpers and by the polling thread, polls decoded serially. */
+    uint64_t by_helpers, by_poller, serial_polls;
+};
+
+/* ---------------------------------------------------------------- decoding */
+
+static int pr__text_put(pr__dslot *s, const char *p, size_t n, size_t *off)
+{
+    if (s->n_text + n > s->cap_text) {
+        size_t nc = s->cap_text ? s->cap_text * 2 : 4096;
+        while (nc < s->n_text + n)
+            nc *= 2;
+        char *t = realloc(s->text, nc);
+        if (!t)
+            return PR_ENOMEM;
+        s->text = t;
+        s->cap_text = nc;
+    }
+    if (n)
+        memcpy(s->text + s->n_text, p, n);
+    *off = s->n_text;
+    s->n_text += n;
+    return 0;
+}
+
+/* The decoders' reject callback inside a slot: logged, replayed at merge. */
+static void pr__rej_log(void *opaque, int reason, const char *detail, const char *rec, size_t len,
+                        int64_t recno)
+{
+    pr__dslot *s = opaque;
+    if (s->oom)
+        return;
+    if (s->n_rej == s->cap_rej) {
+        size_t nc = s->cap_rej ? s->cap_rej * 2 : 16;
+        pr__rej *r = realloc(s->rej, nc * sizeof(*r));
+        if (!r) {
+            s->oom = true;
+            return;
+        }
+        s->rej = r;
+        s->cap_rej = nc;
+    }
+    pr__rej *r = &s->rej[s->n_rej];
+    const char *d = detail ? detail : "";
+    r->reason = reason;
+    r->recno = recno;
+    r->detail_len = strlen(d);
+    r->rec_len = len;
+    if (pr__text_put(s, d, r->detail_len, &r->detail_off) ||
+        pr__text_put(s, rec, len, &r->rec_off)) {
+        s->oom = true;
+        return;
+    }
+    s->n_rej++;
+}
+
+/* Decode slot k on thread t (helper or the polling thread). */
+static void pr__slot_decode(pr__dpool *dp, unsigned t, unsigned k)
+{
+    pr__dslot *s = &dp->slots[k];
+    pr_block_reset(s->blk);
+    s->n_rej = 0;
+    s->n_text = 0;
+    s->oom = false;
+    bool serial_rest = false;
+    pr_decode_ctx ctx = {.spec = dp->spec,
+                         .json = dp->json ? dp->json[t] : NULL,
+                         .on_reject = pr__rej_log,
+                         .opaque = s,
+                         .parse_hex = dp->parse_hex};
+    for (uint32_t i = s->m0; i < s->m1; i++) {
+        pr__dmsg *dm = &dp->msgs[i];
+        if (dm->state != PR__DM_QUEUED)
+            continue;
+        if (serial_rest) {
+            dm->state = PR__DM_SERIAL;
+            continue;
+        }
+        s->cur = i;
+        ctx.partition = dm->key;
+        ctx.offset = dm->m->offset;
+        ctx.default_event_time_ms = dm->event_ms;
+        uint32_t row0 = s->blk->rows, next = 0;
+        size_t rej0 = s->n_rej;
+        int rc = pr_decode_message(dp->fmt, &ctx, s->blk, dm->m->payload, dm->m->len, &next, NULL);
+        if (rc < 0 || s->oom) {
+            /* The scratch filled up (or memory ran out): this message and the
+             * rest of the slot are decoded at merge, into the caller's block. */
+            serial_rest = true;
+            s->n_rej = rej0;
+            dm->state = PR__DM_SERIAL;
+            continue;
+        }
+        dm->row0 = row0;
+        dm->nrows = s->blk->rows - row0;
+        dm->rej0 = (uint32_t)rej0;
+        dm->nrej = (uint32_t)(s->n_rej - rej0);
+        dm->state = PR__DM_DECODED;
+    }
+}
+
+/* A helper's loop; `t` its decoder index. */
+struct pr__helper_arg {
+    pr__dpool *dp;
+    unsigned t;
+};
+
+static void *pr__helper_run(void *arg)
+{
+    struct pr__helper_arg a = *(struct pr__helper_arg *)arg;
+    free(arg);
+    pr__dpool *dp = a.dp;
+    char name[16];
+    snprintf(name, sizeof(name), "pr:decode-%u", a.t);
+    pthread_setname_np(pthread_self(), name);
+    pthread_mutex_lock(&dp->mu);
+    for (;;) {
+        while (!dp->quit && dp->claimed >= dp->posted)
+            pthread_cond_wait(&dp->work, &dp->mu);
+        if (dp->quit)
+            break;
+        unsigned k = dp->claimed++;
+        dp->by_helpers++;
+        pthread_mutex_unlock(&dp->mu);
+        pr__slot_decode(dp, a.t, k);
+        pthread_mutex_lock(&dp->mu);
+        if (++dp->done == dp->posted)
+            pthread_cond_broadcast(&dp->done_cv);
+    }
+    pthread_mutex_unlock(&dp->mu);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- lifecycle */
+
+static pr_block *pr__scratch_new(pr__dpool *dp, const pr_feature_schema *schema, uint32_t cap)
+{
+    if (dp->fmt == PR_MSG_JSON)
+        return pr_feature_block_new(schema, cap, true);
+    return pr_block_new(dp->spec->n_dense, dp->spec->n_sparse, cap, true);
+}
+
+pr__dpool *pr__dpool_new(unsigned n_threads, pr_msg_format fmt, const pr_pipeline_spec *spec,
+                         const pr_feature_schema *schema, uint32_t block_cap, char *errstr,
+                         size_t errstr_size)
+{
+    if (n_threads < 2 || block_cap == 0 ||
+        !(fmt == PR_MSG_CRITEO_TSV || (fmt == PR_MSG_JSON && schema)))
+        return NULL;
+    pr__dpool *dp = calloc(1, sizeof(*dp));
+    if (!dp)
+        goto out_nomem;
+    pthread_mutex_init(&dp->mu, NULL);
+    pthread_cond_init(&dp->work, NULL);
+    pthread_cond_init(&dp->done_cv, NULL);
+    dp->fmt = fmt;
+    dp->spec = spec;
+    dp->parse_hex = pr_decode_want_parse_hex(spec);
+    dp->n_threads = n_threads;
+    /* A slot is ~60-100 us of decoding: short enough that helpers start soon
+     * after the poll does, long enough that the handoff is noise. */
+    dp->slot_recs = fmt == PR_MSG_JSON ? 64 : 256;
+    if (dp->slot_recs > block_cap)
+        dp->slot_recs = block_cap;
+    dp->n_slots = block_cap / dp->slot_recs + 2;
+    dp->cap_msgs = (block_cap > 1024 ? block_cap : 1024) + 1;
+    dp->msgs = calloc(dp->cap_msgs, sizeof(*dp->msgs));
+    dp->slots = calloc(dp->n_slots, sizeof(*dp->slots));
+    if (!dp->msgs || !dp->slots)
+        goto out_free;
+    for (unsigned k = 0; k < dp->n_slots; k++) {
+        dp->slots[k].blk = pr__scratch_new(dp, schema, 2 * dp->slot_recs);
+        if (!dp->slots[k].blk)
+            goto out_free;
+        if (dp->slots[k].blk->side) {
+            dp->n_feat = dp->slots[k].blk->side->n_feat;
+            dp->slots[k].off = calloc(dp->n_feat ? dp->n_feat : 1, sizeof(uint32_t));
+            if (!dp->slots[k].off)
+                goto out_free;
+        }
+    }
+    if (fmt == PR_MSG_JSON) {
+        dp->json = calloc(n_threads, sizeof(*dp->json));
+        if (!dp->json)
+            goto out_free;
+        for (unsigned t = 0; t < n_threads; t++) {
+            dp->json[t] = pr_json_decoder_new(schema, errstr, errstr_size);
+            if (!dp->json[t])
+                goto out_err;
+        }
+    }
+    dp->th = calloc(n_threads, sizeof(*dp->th));
+    if (!dp->th)
+        goto out_free;
+    for (unsigned t = 1; t < n_threads; t++) {
+        struct pr__helper_arg *a = malloc(sizeof(*a));
+        if (!a)
+            goto out_free;
+        *a = (struct pr__helper_arg){dp, t};
+        if (pthread_create(&dp->th[dp->n_started], NULL, pr__helper_run, a)) {
+            free(a);
+            goto out_free;
+        }
+        dp->n_started++;
+    }
+    pr__dpool_begin(dp);
+    return dp;
+
+out_free:
+    pr_seterr(errstr, errstr_size, PR_ENOMEM, "consumer: out of memory for %u decode threads",
+              n_threads);
+out_err:
+    pr__dpool_free(dp);
+    return NULL;
+out_nomem:
+    pr_seterr(errstr, errstr_size, PR_ENOMEM, "consumer: out of memory");
+    return NULL;
+}
+
+void pr__dpool_free(pr__dpool *dp)
+{
+    if (!dp)
+        return;
+    pthread_mutex_lock(&dp->mu);
+    if (dp->n_started)
+        pr_info("consumer: decode slots: %llu by %u helper(s), %llu by the polling thread; %llu "
+                "small poll(s) decoded serially",
+                (unsigned long long)dp->by_helpers, dp->n_started,
+                (unsigned long long)dp->by_poller, (unsigned long long)dp->serial_polls);
+    dp->quit = true;
+    pthread_cond_broadcast(&dp->work);
+    pthread_mutex_unlock(&dp->mu);
+    for (unsigned t = 0; t < dp->n_started; t++)
+        pthread_join(dp->th[t], NULL);
+    free(dp->th);
+    for (unsigned k = 0; dp->slots && k < dp->n_slots; k++) {
+        pr_block_free(dp->slots[k].blk);
+        free(dp->slots[k].rej);
+        free(dp->slots[k].text);
+        free(dp->slots[k].off);
+    }
+    free(dp->slots);
+    for (unsigned t = 0; dp->json && t < dp->n_threads; t++)
+        pr_json_decoder_free(dp->json[t]);
+    free(dp->json);
+    free(dp->msgs);
+    pthread_cond_destroy(&dp->work);
+    pthread_cond_destroy(&dp->done_cv);
+    pthread_mutex_destroy(&dp->mu);
+    free(dp);
+}
+
+unsigned pr__dpool_threads(const pr__dpool *dp)
+{
+    return dp ? dp->n_threads : 1;
+}
+
+/* ---------------------------------------------------------------- one poll */
+
+void pr__dpool_begin(pr__dpool *dp)
+{
+    dp->n_msgs = 0;
+    dp->open = 0;
+    pthread_mutex_lock(&dp->mu); /* the helpers read these (all idle now) */
+    dp->posted = dp->claimed = dp->done = 0;
+    pthread_mutex_unlock(&dp->mu);
+    dp->slots[0].m0 = dp->slots[0].m1 = 0;
+    dp->slots[0].recs = 0;
+}
+
+static void pr__post(pr__dpool *dp, unsigned k)
+{
+    pthread_mutex_lock(&dp->mu);
+    dp->posted = k + 1;
+    pthread_cond_signal(&dp->work);
+    pthread_mutex_unlock(&dp->mu);
+}
+
+bool pr__dpool_add(pr__dpool *dp, rd_kafka_message_t *m, int32_t key, int tidx, int64_t event_ms,
+                   int nrec)
+{
+    if (dp->open >= dp->n_slots || dp->n_msgs >= dp->cap_msgs)
+        return false;
+    pr__dslot *s = &dp->slots[dp->open];
+    bool queued = m->len > 0 && nrec > 0 && (uint32_t)nrec <= dp->slot_recs;
+    dp->msgs[dp->n_msgs] = (pr__dmsg){.m = m,
+                                      .key = key,
+                                      .tidx = tidx,
+                                      .event_ms = event_ms,
+                                      .nrec = nrec,
+                                      .state = queued ? PR__DM_QUEUED : PR__DM_SERIAL,
+                                      .slot = (uint16_t)dp->open};
+    s->m1 = ++dp->n_msgs;
+    if (queued)
+        s->recs += (uint32_t)nrec;
+    if (s->recs >= dp->slot_recs) {
+        pr__post(dp, dp->open);
+        if (++dp->open < dp->n_slots) {
+            pr__dslot *n = &dp->slots[dp->open];
+            n->m0 = n->m1 = dp->n_msgs;
+            n->recs = 0;
+        }
+    }
+    return true;
+}
+
+void pr__dpool_finish(pr__dpool *dp)
+{
+    if (dp->open < dp->n_slots) {
+        pr__dslot *s = &dp->slots[dp->open];
+        if (s->m1 > s->m0) {
+            if (dp->posted == 0 && s->recs < PR__PAR_MIN_RECS) {
+                dp->serial_polls++;
+                for (uint32_t i = s->m0; i < s->m1; i++)
+                    dp->msgs[i].state = PR__DM_SERIAL;
+            } else {
+                pr__post(dp, dp->open);
+            }
+        }
+    }
+    pthread_mutex_lock(&dp->mu);
+    for (;;) {
+        if (dp->claimed < dp->posted) {
+            unsigned k = dp->claimed++;
+            dp->by_poller++;
+            pthread_mutex_unlock(&dp->mu);
+            pr__slot_decode(dp, 0, k);
+            pthread_mutex_lock(&dp->mu);
+            dp->done++;
+            continue;
+        }
+        if (dp->done >= dp->posted)
+            break;
+        pthread_cond_wait(&dp->done_cv, &dp->mu);
+    }
+    pthread_mutex_unlock(&dp->mu);
+    for (unsigned k = 0; k < dp->posted; k++)
+        dp->slots[k].off_row = UINT32_MAX; /* walking offsets: recomputed at first use */
+}
+
+size_t pr__dpool_count(const pr__dpool *dp)
+{
+    return dp->n_msgs;
+}
+
+pr__dmsg *pr__dpool_msg(pr__dpool *dp, size_t i)
+{
+    return &dp->msgs[i];
+}
+
+void pr__dpool_reject(const pr__dpool *dp, const pr__dmsg *dm, uint32_t k, pr__drej *out)
+{
+    const pr__dslot *s = &dp->slots[dm->slot];
+    const pr__rej *r = &s->rej[dm->rej0 + k];
+    *out = (pr__drej){.reason = r->reason,
+                      .recno = r->recno,
+                      .detail = s->text + r->detail_off,
+                      .rec = s->text + r->rec_off,
+                      .len = r->rec_len};
+}
+
+/* ---------------------------------------------------------------- merge */
+
+/* n (<= 64) bits of w from bit i. */
+static inline uint64_t pr__bits_get(const uint64_t *w, size_t i, unsigned n)
+{
+    size_t q = i >> 6;
+    unsigned r = (unsigned)(i & 63);
+    uint64_t v = w[q] >> r;
+    if (r && r + n > 64)
+        v |= w[q + 1] << (64 - r);
+    return n == 64 ? v : v & ((UINT64_C(1) << n) - 1);
+}
+
+/* OR n (<= 64) bits v into w from bit i. */
+static inline void pr__bits_or(uint64_t *w, size_t i, uint64_t v, unsigned n)
+{
+    size_t q = i >> 6;
+    unsigned r = (unsigned)(i & 63);
+    w[q] |= v << r;
+    if (r && r + n > 64)
+        w[q + 1] |= v >> (64 - r);
+}
+
+/* Bits [s0, s0 + n) of src into dst from d0; dst's bits there are clear
+ * (blocks fill in order from a reset, and a drop clears what it frees). */
+static void pr__bits_copy(uint64_t *dst, size_t d0, const uint64_t *src, size_t s0, size_t n)
+{
+    for (size_t k = 0; k < n; k += 64) {
+        unsigned m = n - k < 64 ? (unsigned)(n - k) : 64;
+        uint64_t v = pr__bits_get(src, s0 + k, m);
+        if (v)
+            pr__bits_or(dst, d0 + k, v, m);
+    }
+}
+
+static void pr__meta_copy(pr_block *dst, uint32_t d0, const pr_block *src, uint32_t s0, uint32_t n)
+{
+    if (dst->partition && src->partition)
+        memcpy(dst->partition + d0, src->partition + s0, n * sizeof(*dst->partition));
+    if (dst->offset && src->offset)
+        memcpy(dst->offset + d0, src->offset + s0, n * sizeof(*dst->offset));
+    if (dst->event_time_ms && src->event_time_ms)
+        memcpy(dst->event_time_ms + d0, src->event_time_ms + s0, n * sizeof(*dst->event_time_ms));
+}
+
+/* The Criteo layout: every column holds `rows` elements. */
+static int pr__append_criteo(pr_block *dst, const pr_block *src, uint32_t s0, uint32_t n)
+{
+    if (dst->n_dense != src->n_dense || dst->n_sparse != src->n_sparse)
+        return PR_EINVAL;
+    if (dst->rows + n > dst->cap)
+        return PR_EFULL;
+    if (dst->rows > 0 && memcmp(dst->sparse_enc, src->sparse_enc, src->n_sparse))
+        return PR_EINVAL;
+    uint32_t d0 = dst->rows;
+    size_t dbw = pr_bitmap_words(dst->cap), sbw = pr_bitmap_words(src->cap);
+    if (dst->labels && src->labels)
+        memcpy(dst->labels + d0, src->labels + s0, n * sizeof(*dst->labels));
+    for (uint32_t c = 0; c < src->n_dense; c++) {
+        memcpy(dst->dense + (size_t)c * dst->cap + d0, src->dense + (size_t)c * src->cap + s0,
+               n * sizeof(double));
+        pr__bits_copy(dst->dense_missing + c * dbw, d0, src->dense_missing + c * sbw, s0, n);
+    }
+    size_t dsw = pr_bitmap_words(dst->scap), ssw = pr_bitmap_words(src->scap);
+    for (uint32_t c = 0; c < src->n_sparse; c++) {
+        dst->sparse_enc[c] = src->sparse_enc[c];
+        if (src->sparse_enc[c] == PR_SPARSE_HEX)
+            memcpy(pr_block_hex(dst, c, d0), pr_block_hex((pr_block *)src, c, s0),
+                   (size_t)n * PR_HEX_SLOT);
+        else
+            memcpy(dst->sparse_u64 + (size_t)c * dst->scap + d0,
+                   src->sparse_u64 + (size_t)c * src->scap + s0, n * sizeof(uint64_t));
+        pr__bits_copy(dst->sparse_missing + c * dsw, d0, src->sparse_missing + c * ssw, s0, n);
+    }
+    pr__meta_copy(dst, d0, src, s0, n);
+    dst->rows += n;
+    return 0;
+}
+
+/* Per feature, elements (vocab) or values (others) of src's rows before row. */
+static void pr__walk_offsets(const pr_block *src, uint32_t row, uint32_t *off)
+{
+    const pr_fside *s = src->side;
+    for (uint16_t f = 0; f < s->n_feat; f++) {
+        const int32_t *len = s->lengths + (size_t)f * s->cap;
+        uint32_t o = 0;
+        for (uint32_t r = 0; r < row; r++)
+            o += (uint32_t)len[r];
+        off[f] = o;
+    }
+}
+
+/* A declared schema's jagged block: side tables (labels, dense, lengths,
+ * values of features without a vocabulary) and one key column per vocab
+ * feature, elements row-major. off: the walking offsets of row s0. */
+static int pr__append_jagged(pr_block *dst, const pr_block *src, uint32_t s0, uint32_t n,
+                             uint32_t *off)
+{
+    const pr_fside *ss = src->side;
+    pr_fside *ds = dst->side;
+    if (!ds || ds->n_feat != ss->n_feat || ds->n_labels != ss->n_labels ||
+        ds->n_dense != ss->n_dense || dst->n_sparse != src->n_sparse ||
+        ss->n_feat > 2 * PR_MAX_SPARSE)
+        return PR_EINVAL;
+    if (dst->rows + n > dst->cap)
+        return PR_EFULL;
+    uint32_t k[2 * PR_MAX_SPARSE];
+    for (uint16_t f = 0; f < ss->n_feat; f++) {
+        const int32_t *len = ss->lengths + (size_t)f * ss->cap;
+        k[f] = 0;
+        for (uint32_t r = s0; r < s0 + n; r++)
+            k[f] += (uint32_t)len[r];
+        int c = ss->vocab_col[f];
+        if (c >= 0 && (uint64_t)dst->col_rows[c] + k[f] > dst->scap)
+            return PR_EFULL;
+    }
+    for (uint16_t f = 0; f < ss->n_feat; f++)
+        if (ss->vocab_col[f] < 0 && pr_fside_reserve(ds, f, k[f]))
+            return PR_ENOMEM;
+    uint32_t d0 = dst->rows;
+    memcpy(ds->labels + (size_t)d0 * ds->n_labels, ss->labels + (size_t)s0 * ss->n_labels,
+           (size_t)n * ss->n_labels * sizeof(float));
+    memcpy(ds->dense + (size_t)d0 * ds->n_dense, ss->dense + (size_t)s0 * ss->n_dense,
+           (size_t)n * ss->n_dense * sizeof(float));
+    size_t dsw = pr_bitmap_words(dst->scap), ssw = pr_bitmap_words(src->scap);
+    for (uint16_t f = 0; f < ss->n_feat; f++) {
+        memcpy(ds->lengths + (size_t)f * ds->cap + d0, ss->lengths + (size_t)f * ss->cap + s0,
+               n * sizeof(int32_t));
+        int c = ss->vocab_col[f];
+        if (c < 0) {
+            memcpy(ds->values[f] + ds->n_values[f], ss->values[f] + off[f], k[f] * sizeof(int64_t));
+            ds->n_values[f] += k[f];
+        } else {
+            uint32_t at = dst->col_rows[c];
+            memcpy(dst->sparse_u64 + (size_t)c * dst->scap + at,
+                   src->sparse_u64 + (size_t)c * src->scap + off[f], k[f] * sizeof(uint64_t));
+            pr__bits_copy(dst->sparse_missing + c * dsw, at, src->sparse_missing + c * ssw, off[f],
+                          k[f]);
+            dst->col_rows[c] = at + k[f];
+        }
+        off[f] += k[f];
+    }
+    pr__meta_copy(dst, d0, src, s0, n);
+    dst->rows += n;
+    return 0;
+}
+
+int pr__dpool_merge(pr__dpool *dp, pr_block *dst, const pr__dmsg *dm, uint32_t nrows)
+{
+    pr__dslot *s = &dp->slots[dm->slot];
+    if (nrows == 0)
+        return 0;
+    if (!s->blk->side)
+        return pr__append_criteo(dst, s->blk, dm->row0, nrows);
+    if (s->off_row != dm->row0) {
+        pr__walk_offsets(s->blk, dm->row0, s->off);
+        s->off_row = dm->row0;
+    }
+    uint32_t save[2 * PR_MAX_SPARSE];
+    memcpy(save, s->off, dp->n_feat * sizeof(uint32_t));
+    int rc = pr__append_jagged(dst, s->blk, dm->row0, nrows, s->off);
+    if (rc)
+        memcpy(s->off, save, dp->n_feat * sizeof(uint32_t));
+    else
+        s->off_row = dm->row0 + nrows;
+    return rc;
+}

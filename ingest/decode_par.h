@@ -1,0 +1,96 @@
+/*
+ * decode_par.h — internal to ingest: parallel decoding of the messages one
+ * pr_consumer_poll collects (issue 21). The consumer's polling thread adds
+ * the messages it polls, in poll order, to numbered slots of a few hundred
+ * records; decode threads (the pool's helpers, and the polling thread itself
+ * once it stops polling) decode whole slots into private scratch blocks and
+ * log each message's rejects instead of reporting them. Nothing they do is
+ * visible outside the pool: the polling thread then walks the messages in
+ * poll order (pr__dpool_msg) and merges each one into the caller's block,
+ * replays its rejects and moves its consumed offset, exactly where the
+ * serial decode would have done those things. So rows, rejects, dead letters
+ * and offsets come out in the same order whatever the thread count.
+ *
+ * Threads: every function is called by the consumer's polling thread; the
+ * helpers touch only the slots they claimed, between post and done.
+ */
+#ifndef PR__DECODE_PAR_H
+#define PR__DECODE_PAR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "pr_ingest.h"
+
+typedef struct pr__dpool pr__dpool;
+
+/* A collected message's fate. */
+typedef enum pr__dm_state {
+    PR__DM_QUEUED,  /* in a slot, not decoded yet */
+    PR__DM_DECODED, /* rows [row0, row0 + nrows) of the slot's block, rejects logged */
+    PR__DM_SERIAL,  /* decode it on the polling thread at merge (empty, too large, a slot
+                     * that filled up, no parallel decode for this poll) */
+} pr__dm_state;
+
+/* A logged reject: as the decoder reported it (pr_reject_cb). Pointers are
+ * valid until the next pr__dpool_begin. */
+typedef struct pr__drej {
+    int reason;
+    int64_t recno;
+    const char *detail;
+    const char *rec;
+    size_t len;
+} pr__drej;
+
+typedef struct pr__dmsg {
+    rd_kafka_message_t *m;
+    int32_t key;
+    int tidx;
+    ssize_t part;     /* the consumer's partition table index, or -1 */
+    int64_t event_ms; /* default event time (message timestamp, else the poll's now) */
+    int nrec;         /* pr_message_record_count */
+    uint8_t state;    /* pr__dm_state, written by the decoding thread */
+    bool dropped;     /* revoked while collected (polling thread only) */
+    uint16_t slot;
+    uint32_t row0, nrows;
+    uint32_t rej0, nrej;
+} pr__dmsg;
+
+/* A pool of n_threads decoders (the polling thread is one of them: n - 1
+ * helper threads) for `fmt` (criteo_tsv or json; NULL for any other format,
+ * or n_threads < 2, or a failure: then the consumer decodes serially). json
+ * needs `schema` (one pr_json_decoder per thread). block_cap is the
+ * caller's block capacity: one poll collects at most that many records. */
+pr__dpool *pr__dpool_new(unsigned n_threads, pr_msg_format fmt, const pr_pipeline_spec *spec,
+                         const pr_feature_schema *schema, uint32_t block_cap, char *errstr,
+                         size_t errstr_size);
+void pr__dpool_free(pr__dpool *dp); /* NULL ok; the pool must be idle (after _finish) */
+unsigned pr__dpool_threads(const pr__dpool *dp);
+
+/* Start a poll's collection: no message, every slot free. */
+void pr__dpool_begin(pr__dpool *dp);
+/* Add message m (in poll order). Full slots go to the helpers at once.
+ * Returns false when the pool holds no more (the caller keeps m). */
+bool pr__dpool_add(pr__dpool *dp, rd_kafka_message_t *m, int32_t key, int tidx, int64_t event_ms,
+                   int nrec);
+/* Decode what is left (the polling thread helps) and wait for every slot. */
+void pr__dpool_finish(pr__dpool *dp);
+
+size_t pr__dpool_count(const pr__dpool *dp);
+pr__dmsg *pr__dpool_msg(pr__dpool *dp, size_t i);
+/* dm's k-th logged reject (k < dm->nrej). */
+void pr__dpool_reject(const pr__dpool *dp, const pr__dmsg *dm, uint32_t k, pr__drej *out);
+
+/* Append `nrows` decoded rows from dm's first on to dst: dm's, or those of
+ * dm and the decoded messages after it in the same slot (their rows follow
+ * each other: one copy for a run of messages). dst is the caller's block (same layout as the
+ * scratch: the Criteo one, or a declared schema's jagged block with side
+ * tables), meta included. PR_EFULL when they do not fit (rows, or a jagged
+ * block's elements), PR_EINVAL when dst holds rows of other sparse encodings:
+ * nothing copied then. PR_ENOMEM (side values). Messages of one slot must be
+ * merged in order (a walking offset per feature). */
+int pr__dpool_merge(pr__dpool *dp, pr_block *dst, const pr__dmsg *dm, uint32_t nrows);
+
+#endif
