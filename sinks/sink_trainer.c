@@ -1602,6 +1602,49 @@ static int pr__tls_setup(trainer_sink *t, const pr_trainer_tls_cfg *tc, char *er
     return 0;
 }
 
+/* sinks.trainer.listen: the TCP listener (t->lfd) and its port. */
+static int pr__tcp_listen(trainer_sink *t, const char *listen_s, char *errstr, size_t es)
+{
+    char host[256];
+    uint16_t port;
+    if (pr_hostport_parse(listen_s, host, sizeof(host), &port) < 0)
+        return pr_seterr(errstr, es, PR_EINVAL, "sinks.trainer.listen: '%s' is not host:port",
+                         listen_s);
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+    struct addrinfo *ai = NULL;
+    char portstr[8];
+    snprintf(portstr, sizeof(portstr), "%u", port);
+    int gai = getaddrinfo(host[0] ? host : NULL, portstr, &hints, &ai);
+    if (gai)
+        return pr_seterr(errstr, es, PR_EINVAL, "sinks.trainer.listen: %s: %s", listen_s,
+                         gai_strerror(gai));
+    int last_errno = 0;
+    for (struct addrinfo *a = ai; a && t->lfd < 0; a = a->ai_next) {
+        int fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            continue;
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 64) == 0) {
+            t->lfd = fd;
+        } else {
+            last_errno = errno;
+            close(fd);
+        }
+    }
+    freeaddrinfo(ai);
+    if (t->lfd < 0)
+        return pr_seterr(errstr, es, PR_EIO, "sinks.trainer.listen: cannot listen on %s: %s",
+                         listen_s, strerror(last_errno));
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    if (getsockname(t->lfd, (struct sockaddr *)&ss, &sl) == 0)
+        t->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                 : ((struct sockaddr_in *)&ss)->sin_port);
+    return 0;
+}
+
 /* sinks.trainer.unix_path: a second listener, same protocol, for a trainer
  * on the same node (a sidecar sharing a volume). A socket file left by a
  * process that died is replaced; one that answers is not (another server
@@ -1707,51 +1750,8 @@ static int pr__trainer_new(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, 
                 "descriptors too; raise `ulimit -n` or lower max_connections",
                 t->max_conns, (unsigned long long)rl.rlim_cur);
 
-    const char *listen_s = tc.listen;
-    char host[256];
-    uint16_t port;
-    if (pr_hostport_parse(listen_s, host, sizeof(host), &port) < 0) {
-        err = pr_seterr(errstr, errstr_size, PR_EINVAL,
-                        "sinks.trainer.listen: '%s' is not host:port", listen_s);
+    if ((err = pr__tcp_listen(t, tc.listen, errstr, errstr_size)) < 0)
         goto fail;
-    }
-    struct addrinfo hints = {
-        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
-    struct addrinfo *ai = NULL;
-    char portstr[8];
-    snprintf(portstr, sizeof(portstr), "%u", port);
-    int gai = getaddrinfo(host[0] ? host : NULL, portstr, &hints, &ai);
-    if (gai) {
-        err = pr_seterr(errstr, errstr_size, PR_EINVAL, "sinks.trainer.listen: %s: %s", listen_s,
-                        gai_strerror(gai));
-        goto fail;
-    }
-    int last_errno = 0;
-    for (struct addrinfo *a = ai; a && t->lfd < 0; a = a->ai_next) {
-        int fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-            continue;
-        int one = 1;
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 64) == 0) {
-            t->lfd = fd;
-        } else {
-            last_errno = errno;
-            close(fd);
-        }
-    }
-    freeaddrinfo(ai);
-    if (t->lfd < 0) {
-        err =
-            pr_seterr(errstr, errstr_size, PR_EIO, "sinks.trainer.listen: cannot listen on %s: %s",
-                      listen_s, strerror(last_errno));
-        goto fail;
-    }
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof(ss);
-    if (getsockname(t->lfd, (struct sockaddr *)&ss, &sl) == 0)
-        t->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                                 : ((struct sockaddr_in *)&ss)->sin_port);
     if (tc.unix_path && (err = pr__unix_listen(t, tc.unix_path, errstr, errstr_size)) < 0)
         goto fail;
     if (pipe2(t->wake, O_NONBLOCK | O_CLOEXEC) < 0) {
@@ -1764,7 +1764,7 @@ static int pr__trainer_new(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, 
     }
     t->started = true;
     pr_info("trainer sink: pipeline %s listening on %s (port %d, %s%s%s)%s%s", t->pipeline,
-            listen_s, t->port, t->ssl_ctx ? "TLS" : "plain TCP",
+            tc.listen, t->port, t->ssl_ctx ? "TLS" : "plain TCP",
             t->mtls ? ", client certificates" : "", t->token_path ? ", token" : "",
             t->unix_path ? " and unix:" : "", t->unix_path ? t->unix_path : "");
     *out = &t->base;
