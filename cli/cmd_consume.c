@@ -776,8 +776,7 @@ static bool pr__consume_parse(int argc, char **argv, consume_opts *opt, int *sta
             while (consume_layouts[i] && strcmp(consume_layouts[i], optarg))
                 i++;
             if (!consume_layouts[i]) {
-                fprintf(stderr, "piperec consume: --layout: '%s' is not protobuf or raw\n",
-                        optarg);
+                fprintf(stderr, "piperec consume: --layout: '%s' is not protobuf or raw\n", optarg);
                 *status = 2;
                 return false;
             }
@@ -1023,9 +1022,10 @@ static void pr__consume_announce(const consume_opts *opt, const pr_trainer_info 
             in->pipeline, opt->connect, in->n_dense, in->n_sparse, in->sparse_width * 8,
             in->credits);
     if (opt->layout == 1)
-        fprintf(stderr, "%s", in->layout == 1 ? "piperec consume: raw tensor layout\n"
-                                              : "piperec consume: the server has no raw layout: "
-                                                "batches come as TrainingBatch\n");
+        fprintf(stderr, "%s",
+                in->layout == 1 ? "piperec consume: raw tensor layout\n"
+                                : "piperec consume: the server has no raw layout: "
+                                  "batches come as TrainingBatch\n");
 }
 
 int pr_cli_cmd_consume(int argc, char **argv)

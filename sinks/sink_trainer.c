@@ -80,7 +80,7 @@
 #define ACCEPTS_PER_TURN 256
 #define CLOSE_LINGER_NS  (2000LL * NS_PER_MS) /* a closing peer that does not read */
 #define ACCEPT_PAUSE_NS  (100LL * NS_PER_MS)  /* no spare fd: stop polling the listener */
-#define UNIX_SNDBUF      (4 << 20) /* a Unix socket's send buffer: whole raw batches */
+#define UNIX_SNDBUF      (4 << 20)            /* a Unix socket's send buffer: whole raw batches */
 #define LOG_WINDOW_NS    (10000LL * NS_PER_MS)
 #define LOG_BURST        5
 #define TOKEN_FILE_MAX   (64 * 1024)
@@ -532,15 +532,17 @@ static void pr__raw_error(int fd, Piperec__Trainer__V1__Error__Code code, const 
     }
 }
 
-static void pr__refuse(trainer_sink *t, int fd, const char *peer, pr_trainer_refuse_reason reason,
-                       const char *msg)
+/* `plain`: the connection speaks the protocol without TLS whatever the port
+ * does (the Unix socket): it can read a plain Error. */
+static void pr__refuse(trainer_sink *t, int fd, bool plain, const char *peer,
+                       pr_trainer_refuse_reason reason, const char *msg)
 {
     pr__count(t, &t->st.refused[reason]);
     if (pr__log_ok(t, LOG_REFUSE, LOG_BURST))
         pr_warn("trainer sink: refused connection from %s: %s [%s]", peer, msg,
                 pr_trainer_refuse_reason_name(reason));
     if (fd >= 0) {
-        if (!t->ssl_ctx || reason == PR_TRAINER_REFUSE_PLAINTEXT)
+        if (!t->ssl_ctx || reason == PR_TRAINER_REFUSE_PLAINTEXT || plain)
             pr__raw_error(fd, PIPEREC__TRAINER__V1__ERROR__CODE__UNAVAILABLE, msg);
         close(fd);
     }
@@ -1058,7 +1060,7 @@ static void pr__tls_handshake(trainer_sink *t, tclient *c)
             return;
         c->tls_peeked = true;
         if (b != 0x16) {
-            pr__refuse(t, -1, c->peer, PR_TRAINER_REFUSE_PLAINTEXT,
+            pr__refuse(t, -1, false, c->peer, PR_TRAINER_REFUSE_PLAINTEXT,
                        "this port requires TLS (plain-text client)");
             pr__raw_error(c->fd, PIPEREC__TRAINER__V1__ERROR__CODE__UNAVAILABLE,
                           "this port requires TLS");
@@ -1109,7 +1111,7 @@ static void pr__tls_handshake(trainer_sink *t, tclient *c)
     }
     char msg[320];
     snprintf(msg, sizeof(msg), "TLS handshake failed: %s", pr__tls_errstr(eb, sizeof(eb)));
-    pr__refuse(t, -1, c->peer, PR_TRAINER_REFUSE_TLS_HANDSHAKE, msg);
+    pr__refuse(t, -1, false, c->peer, PR_TRAINER_REFUSE_TLS_HANDSHAKE, msg);
 }
 
 static void pr__client_read(trainer_sink *t, tclient *c)
@@ -1270,7 +1272,7 @@ static void pr__accept_clients(trainer_sink *t, int lfd, bool local)
         if (t->n_conns >= t->max_conns) {
             char msg[96];
             snprintf(msg, sizeof(msg), "too many connections (max_connections %u)", t->max_conns);
-            pr__refuse(t, fd, peer, PR_TRAINER_REFUSE_MAX_CONNECTIONS, msg);
+            pr__refuse(t, fd, local, peer, PR_TRAINER_REFUSE_MAX_CONNECTIONS, msg);
             continue;
         }
         int one = 1;

@@ -49,7 +49,7 @@ struct pr_trainer_client {
     pr_trainer_info info;
     uint8_t *buf;
     size_t len, cap;
-    size_t consumed; /* bytes of the last returned frame, dropped at the next call */
+    size_t consumed;  /* bytes of the last returned frame, dropped at the next call */
     uint8_t *rebuilt; /* raw layout: the last batch as a TrainingBatch (the view's bytes) */
     size_t rebuilt_cap;
 };
@@ -538,8 +538,7 @@ int pr_trainer_client_open(const pr_trainer_client_opts *opts, pr_trainer_client
                          opts->connect ? opts->connect : "");
     if (local && (opts->tls || opts->tls_ca || opts->tls_cert || opts->tls_key))
         return pr_seterr(errstr, es, PR_EINVAL,
-                         "--connect %s: TLS does not apply to a Unix domain socket",
-                         opts->connect);
+                         "--connect %s: TLS does not apply to a Unix domain socket", opts->connect);
     if (!opts->pipeline || !*opts->pipeline)
         return pr_seterr(errstr, es, PR_EINVAL, "a pipeline name is required");
     int64_t deadline = pr__now_ms() + (opts->timeout_ms > 0 ? opts->timeout_ms : 10000);

@@ -609,7 +609,8 @@ static void test_unix_socket(void **state)
     assert_int_equal(pr_sinkset_add(ss, sink), 0);
     uint32_t g_raw = 9, g_pb = 9, g_none = 9;
     int fd_none = unix_connect(path);
-    assert_int_equal(subscribe_on(fd_none, 1, NULL, &g_none), PIPEREC__TRAINER__V1__FRAME__MSG_ERROR);
+    assert_int_equal(subscribe_on(fd_none, 1, NULL, &g_none),
+                     PIPEREC__TRAINER__V1__FRAME__MSG_ERROR);
     close(fd_none);
     int fd_raw = unix_connect(path), fd_pb = unix_connect(path);
     assert_int_equal(subscribe_on(fd_raw, 1, "s3cret", &g_raw),
