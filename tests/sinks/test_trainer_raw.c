@@ -660,6 +660,76 @@ static void test_unix_socket(void **state)
     rmdir(dir);
 }
 
+/* The C client with raw_layout (what `piperec consume --layout raw` uses):
+ * each raw batch comes out of pr_trainer_client_next as the same view as
+ * its TrainingBatch: int64 columns (values above 2^32), int32 columns and a
+ * jagged batch, byte for byte in every tensor. */
+static void expect_same_view(const pr_batch_view *a, const pr_batch_view *b)
+{
+    assert_int_equal(a->seq, b->seq);
+    assert_int_equal(a->epoch, b->epoch);
+    assert_int_equal(a->rows, b->rows);
+    assert_int_equal(a->sparse_width, b->sparse_width);
+    assert_int_equal(a->jagged, b->jagged);
+    const uint8_t *pa[] = {a->labels,  a->dense,     a->sparse,   a->values,
+                           a->lengths, a->label_mat, a->dense_mat};
+    const uint8_t *pb[] = {b->labels,  b->dense,     b->sparse,   b->values,
+                           b->lengths, b->label_mat, b->dense_mat};
+    size_t la[] = {a->labels_len,  a->dense_len,     a->sparse_len,   a->values_len,
+                   a->lengths_len, a->label_mat_len, a->dense_mat_len};
+    size_t lb[] = {b->labels_len,  b->dense_len,     b->sparse_len,   b->values_len,
+                   b->lengths_len, b->label_mat_len, b->dense_mat_len};
+    for (int i = 0; i < 7; i++) {
+        assert_int_equal(la[i], lb[i]);
+        if (la[i])
+            assert_memory_equal(pa[i], pb[i], la[i]);
+    }
+    assert_int_equal(a->n_vocab_sizes, b->n_vocab_sizes);
+    assert_int_equal(a->n_recycled, b->n_recycled);
+    assert_int_equal(a->n_ranges, b->n_ranges);
+}
+
+static void client_raw_case(pr_batch *b, uint8_t width, bool jagged)
+{
+    pr_sink_cfg cfg = {.pipeline = jagged ? "events" : "criteo",
+                       .n_dense = jagged ? 2 : 3,
+                       .n_sparse = 2,
+                       .sparse_width = width};
+    cfg.trainer.listen = "127.0.0.1:0";
+    pr_sink *sink;
+    char err[256], addr[32];
+    assert_int_equal(pr_sink_new(&pr_sink_trainer_ops, &cfg, &sink, err, sizeof(err)), 0);
+    pr_sinkset *ss = pr_sinkset_new();
+    assert_int_equal(pr_sinkset_add(ss, sink), 0);
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", pr_sink_port(sink));
+    pr_trainer_client_opts o = {.connect = addr, .pipeline = cfg.pipeline, .raw_layout = true};
+    pr_trainer_client *c;
+    assert_int_equal(pr_trainer_client_open(&o, &c, err, sizeof(err)), 0);
+    assert_int_equal(pr_trainer_client_info(c)->layout, 1);
+    assert_int_equal(pr_sinkset_send(ss, b), 0);
+    pr_batch_view got, want;
+    assert_int_equal(pr_trainer_client_next(c, &got, 5000, err, sizeof(err)), 1);
+    assert_int_equal(pr_batch_decode(b->pb, b->pb_len, &want, err, sizeof(err)), 0);
+    expect_same_view(&got, &want);
+    assert_int_equal(pr_trainer_client_ack(c, got.seq), 0);
+    pr_batch_view_fini(&got);
+    pr_batch_view_fini(&want);
+    pr_trainer_client_close(c);
+    pr_sinkset_free(ss);
+}
+
+static void test_client_raw_equals_pb(void **state)
+{
+    (void)state;
+    pr_batch *b8 = criteo_batch(37, 8), *b4 = criteo_batch(37, 4), *bj = jagged_batch();
+    client_raw_case(b8, 8, false);
+    client_raw_case(b4, 4, false);
+    client_raw_case(bj, 8, true);
+    pr_batch_unref(b8);
+    pr_batch_unref(b4);
+    pr_batch_unref(bj);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -667,7 +737,7 @@ int main(void)
         cmocka_unit_test(test_jagged),         cmocka_unit_test(test_preamble_sizes),
         cmocka_unit_test(test_parse_rejects),  cmocka_unit_test(test_sink_layouts),
         cmocka_unit_test(test_criteo_compact), cmocka_unit_test(test_frame_outside_lock),
-        cmocka_unit_test(test_unix_socket),
+        cmocka_unit_test(test_unix_socket),    cmocka_unit_test(test_client_raw_equals_pb),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
