@@ -6,7 +6,11 @@
  * are 64-byte aligned from the frame start; the metadata section is the
  * TrainingBatch without its tensors. Over a real trainer sink: a client
  * that asks for the raw layout gets it (SubscribeOk.layout = 1), and one
- * that does not gets exactly the TrainingBatch bytes, as before.
+ * that does not gets exactly the TrainingBatch bytes, as before. Round 2:
+ * a raw frame is built without the queue lock (the pipeline side is not
+ * blocked meanwhile), the Unix domain socket listener (sinks.trainer.
+ * unix_path: layouts, tokens, stale and foreign files), and the C client's
+ * raw_layout, whose views equal the TrainingBatch's byte for byte.
  */
 #include <arpa/inet.h>
 #include <errno.h>
