@@ -17,6 +17,11 @@ figures are the client's cost: what a trainer pays per batch in Python.
 Prints one JSON line per measurement (bench/run.sh collects them), each
 with `vs_numpy_client`: its rows/s over the numpy client's (protobuf layout)
 in the same run.
+
+Co-located transport: the replay server also listens on a Unix domain
+socket (as piperec does with sinks.trainer.unix_path); the `_unix` cases
+repeat the numpy client and StreamDataset cases over "unix:/path" and add
+`vs_tcp`: their rows/s over the same case on TCP loopback in the same run.
 """
 
 import argparse
@@ -24,9 +29,11 @@ import json
 import multiprocessing as mp
 import os
 import select
+import shutil
 import socket
 import struct
 import sys
+import tempfile
 import threading
 import time
 
@@ -166,21 +173,32 @@ def serve_conn(sock, body, raw, state, lock, total):
     sock.close()
 
 
-def server_main(port_q, rows, total):
+def server_main(port_q, rows, total, unix_path):
     body, raw = encode_body(rows), {False: encode_raw(rows), True: encode_raw(rows, True)}
     ls = socket.socket()
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind(("127.0.0.1", 0))
     ls.listen(16)
+    us = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    us.bind(unix_path)
+    us.listen(16)
     port_q.put(ls.getsockname()[1])
     state, lock = [0], threading.Lock()
-    while True:
-        s, _ = ls.accept()
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        threading.Thread(target=serve_conn, args=(s, body, raw, state, lock, total), daemon=True).start()
+
+    def accept_loop(lsock, local):
+        while True:
+            s, _ = lsock.accept()
+            if local:  # as the piperec server does on its Unix socket
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+            else:
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            threading.Thread(target=serve_conn, args=(s, body, raw, state, lock, total),
+                             daemon=True).start()
+    threading.Thread(target=accept_loop, args=(us, True), daemon=True).start()
+    accept_loop(ls, False)
 
 
-def measure(name, rows, fn, extra=None, base=None):
+def measure(name, rows, fn, extra=None, base=None, tcp=None):
     t0 = time.perf_counter()
     n_batches, n_rows = fn()
     dt = time.perf_counter() - t0
@@ -191,6 +209,8 @@ def measure(name, rows, fn, extra=None, base=None):
     r.update(extra or {})
     if base:
         r["vs_numpy_client"] = round(r["rows_per_s"] / base, 3)
+    if tcp:
+        r["vs_tcp"] = round(r["rows_per_s"] / tcp, 3)
     print(json.dumps(r), flush=True)
     return r["rows_per_s"]
 
@@ -204,11 +224,15 @@ def main():
     import torch
     from piperec.torch import StreamDataLoader, StreamDataset
 
-    def run_server():
+    tmpdir = tempfile.mkdtemp(prefix="bench_trainer_py.")
+
+    def run_server(unix=False):
         q = mp.Queue()
-        p = mp.Process(target=server_main, args=(q, args.rows, args.batches), daemon=True)
+        path = os.path.join(tmpdir, "s%d.sock" % len(os.listdir(tmpdir)))
+        p = mp.Process(target=server_main, args=(q, args.rows, args.batches, path), daemon=True)
         p.start()
-        return p, "127.0.0.1:%d" % q.get(timeout=30)
+        port = q.get(timeout=30)
+        return p, ("unix:" + path) if unix else "127.0.0.1:%d" % port
 
     def loop(it):
         # Stop at the last batch rather than at the stream's end: a dataset
@@ -221,7 +245,16 @@ def main():
                 break
         return n, r
 
-    def raw_client(ep, compact=False):
+    def read_exact(c, view):
+        # what the client already buffered (read with SubscribeOk) first
+        k = min(len(c._buf), len(view))
+        view[:k] = c._buf[:k]
+        del c._buf[:k]
+        while k < len(view):
+            k += c.sock.recv_into(view[k:], len(view) - k)
+        return view
+
+    def raw_client(ep, compact=False, bare=False):
         # The numpy client over the raw layout: every batch into one of two
         # preallocated aligned buffers (the zero-copy receive a trainer gets).
         bufs = [np.empty(args.rows * 512 + (1 << 16), np.uint8) for _ in range(2)]
@@ -229,6 +262,14 @@ def main():
         with pc.TrainerClient(ep, "bench", credits=8, layout="raw", compact=compact) as c:
             while n < args.batches:
                 mem = bufs[n % 2][(-bufs[n % 2].ctypes.data) % 64:]
+                if bare:  # frames read whole, not decoded
+                    (k,) = struct.unpack_from("<I", read_exact(c, memoryview(mem)[:4]), 0)
+                    read_exact(c, memoryview(mem)[4:4 + k])
+                    pre = pc._read_varint(bytes(mem[5:16]), 0)[1] + 5
+                    c.ack(struct.unpack_from("<Q", mem, pre + 40)[0])
+                    n += 1
+                    r += args.rows
+                    continue
                 b = c.recv(5, into=lambda k: memoryview(mem)[:k])
                 if b is None:
                     break
@@ -236,6 +277,12 @@ def main():
                 n += 1
                 r += b.rows
         return n, r
+
+    def socket_bytes(ep):
+        # The bare transport: the replay server streams raw frames and the
+        # client only recv_into()s them (the same bytes as the raw case),
+        # acking as it goes; what is left is the socket's copy cost.
+        return raw_client(ep, bare=True)
 
     def ds(layout, **kw):
         return StreamDataset(ep_box[0], "bench", idle_timeout=5, layout=layout, **kw)
@@ -301,21 +348,40 @@ def main():
     else:
         print("bench_trainer_py: torch.cuda.is_available() is false: GPU figures (copies to the "
               "device) skipped; raw-layout buffers are plain (not pinned) memory", file=sys.stderr)
+    unix_of = ("trainer_py_numpy_client", "trainer_py_numpy_client_raw",
+               "trainer_py_numpy_client_raw_compact", "trainer_py_stream_dataset_raw",
+               "trainer_py_stream_dataset_raw_compact")
+    # each _unix case right after its TCP case: on a shared, noisy machine
+    # the ratio of two neighbouring measurements is the one worth reading
+    cases = [c for n, fn, extra in cases for c in [(n, fn, extra)] + (
+        [(n + "_unix", fn, dict(extra, transport="unix", tcp_case=n))] if n in unix_of else [])]
+    cases[1:1] = [("trainer_py_socket_bytes", socket_bytes,
+                   {"client": "recv_into one buffer, no protocol: the transport alone",
+                    "layout": "raw", "wire_bytes_per_row": 368}),
+                  ("trainer_py_socket_bytes_unix", socket_bytes,
+                   {"client": "recv_into one buffer, no protocol: the transport alone",
+                    "layout": "raw", "wire_bytes_per_row": 368, "transport": "unix",
+                    "tcp_case": "trainer_py_socket_bytes"})]
     only = set(args.only.split(",")) if args.only else None
-    base = None
+    base, by_name = None, {}
     for name, fn, extra in cases:
         if only and name not in only and name != "trainer_py_numpy_client":
             continue
-        p, ep = run_server()
+        local = extra.get("transport") == "unix"
+        p, ep = run_server(local)
         ep_box[0] = ep
         extra = dict(extra, torch=torch.__version__, numpy=np.__version__)
+        extra.setdefault("transport", "tcp loopback")
         try:
-            rps = measure(name, args.rows, lambda: fn(ep), extra, base)
+            rps = measure(name, args.rows, lambda: fn(ep), extra, base,
+                          tcp=by_name.get(extra.get("tcp_case")))
+            by_name[name] = rps
             if name == "trainer_py_numpy_client":
                 base = rps
         finally:
             p.terminate()
             p.join()
+    shutil.rmtree(tmpdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,13 @@
  *                   [--tls] [--tls-ca FILE] [--tls-cert FILE --tls-key FILE]
  *                   [--token-file FILE] [--verbose]
  *                   [--checkpoint-file F [--checkpoint-every N]]
+ *                   [--layout protobuf|raw]
+ *
+ * --connect takes unix:PATH too (the server's sinks.trainer.unix_path).
+ * --layout raw subscribes with the raw tensor layout (docs/trainer-protocol.md
+ * "Raw batch layout"); the client library checks each raw frame and turns it
+ * back into the TrainingBatch it carries, so --output writes the same bytes
+ * as with the default layout (tests/service/test_consume_raw.sh).
  *
  * Subscribes to a pipeline's trainer stream (sinks/include/pr_trainer_client.h),
  * receives batches, checks their sequence numbers (a repeat is an error; a
@@ -85,7 +92,11 @@ typedef struct consume_opts {
     int verbose;
     const char *ckpt_file; /* checkpoint delivery: the position file */
     uint64_t ckpt_every;   /* batches between checkpoints; 0 = only at a clean stop */
+    int layout;            /* index in consume_layouts: 0 protobuf, 1 raw */
 } consume_opts;
+
+/* --layout values, in Subscribe.layout order. */
+static const char *const consume_layouts[] = {"protobuf", "raw", NULL};
 
 static const struct option consume_longopts[] = {
     {"connect", required_argument, NULL, 'c'},
@@ -105,6 +116,7 @@ static const struct option consume_longopts[] = {
     {"verbose", no_argument, NULL, 'v'},
     {"checkpoint-file", required_argument, NULL, 'P'},
     {"checkpoint-every", required_argument, NULL, 'E'},
+    {"layout", required_argument, NULL, 'L'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -131,7 +143,10 @@ static void pr__consume_usage(FILE *f)
         "  --checkpoint-file F  checkpoint delivery: resume from the position in F, and\n"
         "                       write F (then CheckpointCommit) at each checkpoint and at a\n"
         "                       clean stop; with --output, the output resumes too\n"
-        "  --checkpoint-every N checkpoint every N batches (needs --checkpoint-file)\n");
+        "  --checkpoint-every N checkpoint every N batches (needs --checkpoint-file)\n"
+        "  --layout L           protobuf (default) or raw: the raw tensor layout, checked\n"
+        "                       and written as the same .npy bytes\n"
+        "  (--connect also takes unix:PATH, the server's sinks.trainer.unix_path)\n");
 }
 
 static double pr__mono_s(void)
@@ -694,7 +709,7 @@ static bool pr__consume_parse(int argc, char **argv, consume_opts *opt, int *sta
     *opt = (consume_opts){.credits = 8, .idle_timeout_ms = -1, .connect_timeout_ms = 30000};
     int ch;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "c:p:n:k:o:i:t:T:qSA:C:K:F:vP:E:h", consume_longopts,
+    while ((ch = getopt_long(argc, argv, "c:p:n:k:o:i:t:T:qSA:C:K:F:vP:E:L:h", consume_longopts,
                              NULL)) != -1) {
         switch (ch) {
         case 'c':
@@ -754,6 +769,18 @@ static bool pr__consume_parse(int argc, char **argv, consume_opts *opt, int *sta
                 *status = 2;
                 return false;
             }
+            break;
+        }
+        case 'L': {
+            int i = 0;
+            while (consume_layouts[i] && strcmp(consume_layouts[i], optarg))
+                i++;
+            if (!consume_layouts[i]) {
+                fprintf(stderr, "piperec consume: --layout: '%s' is not protobuf or raw\n", optarg);
+                *status = 2;
+                return false;
+            }
+            opt->layout = i;
             break;
         }
         case 'h':
@@ -987,6 +1014,20 @@ static int pr__consume_open(const consume_opts *opt, const pr_trainer_client_opt
     }
 }
 
+/* What SubscribeOk said, on stderr (not with --quiet). */
+static void pr__consume_announce(const consume_opts *opt, const pr_trainer_info *in)
+{
+    fprintf(stderr,
+            "piperec consume: subscribed to %s at %s: %u dense, %u sparse (int%u), %u credits\n",
+            in->pipeline, opt->connect, in->n_dense, in->n_sparse, in->sparse_width * 8,
+            in->credits);
+    if (opt->layout == 1)
+        fprintf(stderr, "%s",
+                in->layout == 1 ? "piperec consume: raw tensor layout\n"
+                                : "piperec consume: the server has no raw layout: "
+                                  "batches come as TrainingBatch\n");
+}
+
 int pr_cli_cmd_consume(int argc, char **argv)
 {
     consume_opts opt;
@@ -1008,7 +1049,8 @@ int pr_cli_cmd_consume(int argc, char **argv)
                                  .tls = opt.tls,
                                  .tls_ca = opt.tls_ca,
                                  .tls_cert = opt.tls_cert,
-                                 .tls_key = opt.tls_key};
+                                 .tls_key = opt.tls_key,
+                                 .raw_layout = opt.layout == 1};
     char token[4096];
     if (opt.token_file) {
         if (pr_trainer_client_read_token(opt.token_file, token, sizeof(token), err, sizeof(err)) <
@@ -1068,11 +1110,7 @@ int pr_cli_cmd_consume(int argc, char **argv)
     }
     const pr_trainer_info *in = pr_trainer_client_info(c);
     if (!opt.quiet)
-        fprintf(
-            stderr,
-            "piperec consume: subscribed to %s at %s: %u dense, %u sparse (int%u), %u credits\n",
-            in->pipeline, opt.connect, in->n_dense, in->n_sparse, in->sparse_width * 8,
-            in->credits);
+        pr__consume_announce(&opt, in);
 
     npy_out out = {0};
     if (opt.output && pr__out_open(&out, opt.output, in, out_at, err, sizeof(err)) < 0) {

@@ -19,6 +19,11 @@ static const pr_cfgmap_entry trainer_entries[] = {
     PR_CFG_E_BOOL("enabled", pr_trainer_sink_cfg, enabled, NULL, PR__SINK_OFF_DOC),
     PR_CFG_E_HOSTPORT("listen", pr_trainer_sink_cfg, listen, "127.0.0.1:7070",
                       "Address trainers connect to (host:port; port 0 = any free port)."),
+    PR_CFG_E_STR("unix_path", PR_CFG_NONEMPTY, pr_trainer_sink_cfg, unix_path, NULL,
+                 "Also listen on this Unix domain socket (same protocol, same token rule; no "
+                 "TLS: the file, mode 0660, is the guard) for a trainer on the same node, e.g. "
+                 "a sidecar sharing an emptyDir volume; it connects to unix:PATH. A stale socket "
+                 "file is replaced."),
     PR_CFG_E_INT("max_unacked_batches", 0, pr_trainer_sink_cfg, max_unacked_batches, 1, 65536, "64",
                  "Credit window: batches sent to a trainer and not yet acknowledged."),
     PR_CFG_E_INT("ack_timeout_ms", 0, pr_trainer_sink_cfg, ack_timeout_ms, 1, INT32_MAX, "30000",

@@ -53,6 +53,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -79,6 +80,7 @@
 #define ACCEPTS_PER_TURN 256
 #define CLOSE_LINGER_NS  (2000LL * NS_PER_MS) /* a closing peer that does not read */
 #define ACCEPT_PAUSE_NS  (100LL * NS_PER_MS)  /* no spare fd: stop polling the listener */
+#define UNIX_SNDBUF      (4 << 20)            /* a Unix socket's send buffer: whole raw batches */
 #define LOG_WINDOW_NS    (10000LL * NS_PER_MS)
 #define LOG_BURST        5
 #define TOKEN_FILE_MAX   (64 * 1024)
@@ -161,6 +163,8 @@ typedef struct trainer_sink {
     bool ckpt;                 /* sinks.trainer.delivery: checkpoint */
 
     int lfd;
+    int ufd;         /* sinks.trainer.unix_path listener; -1: none */
+    char *unix_path; /* owned; unlinked at free */
     int wake[2];
     int port;
     pthread_t th;
@@ -528,20 +532,26 @@ static void pr__raw_error(int fd, Piperec__Trainer__V1__Error__Code code, const 
     }
 }
 
-static void pr__refuse(trainer_sink *t, int fd, const char *peer, pr_trainer_refuse_reason reason,
-                       const char *msg)
+/* `plain`: the connection speaks the protocol without TLS whatever the port
+ * does (the Unix socket): it can read a plain Error. */
+static void pr__refuse(trainer_sink *t, int fd, bool plain, const char *peer,
+                       pr_trainer_refuse_reason reason, const char *msg)
 {
     pr__count(t, &t->st.refused[reason]);
     if (pr__log_ok(t, LOG_REFUSE, LOG_BURST))
         pr_warn("trainer sink: refused connection from %s: %s [%s]", peer, msg,
                 pr_trainer_refuse_reason_name(reason));
     if (fd >= 0) {
-        if (!t->ssl_ctx || reason == PR_TRAINER_REFUSE_PLAINTEXT)
+        if (!t->ssl_ctx || reason == PR_TRAINER_REFUSE_PLAINTEXT || plain)
             pr__raw_error(fd, PIPEREC__TRAINER__V1__ERROR__CODE__UNAVAILABLE, msg);
         close(fd);
     }
 }
 
+void (*pr__trainer_frame_hook)(void *arg);
+void *pr__trainer_frame_hook_arg;
+
+/* I/O thread, without mu: frame b for c and queue it for writing. */
 static int pr__send_batch(trainer_sink *t, tclient *c, pr_batch *b)
 {
     out_item *it = calloc(1, sizeof(*it));
@@ -553,6 +563,9 @@ static int pr__send_batch(trainer_sink *t, tclient *c, pr_batch *b)
     }
     if (c->layout == PR__LAYOUT_RAW) {
         size_t len;
+        void (*hook)(void *) = __atomic_load_n(&pr__trainer_frame_hook, __ATOMIC_ACQUIRE);
+        if (hook)
+            hook(pr__trainer_frame_hook_arg);
         int rc = pr__raw_frame(b, c->kjt_offsets, c->compact, &it->owned, &len);
         if (rc < 0) {
             free(it);
@@ -571,14 +584,21 @@ static int pr__send_batch(trainer_sink *t, tclient *c, pr_batch *b)
     return 0;
 }
 
-/* Give queued batches to trainers with credit, round robin. Takes mu. */
+/* Give queued batches to trainers with credit, round robin. I/O thread.
+ * mu is held only to pick a trainer and take the batch off the queue: the
+ * frame (a raw layout frame is one pass over the tensors, ~1 ms for 8192
+ * Criteo rows) is built after unlocking, so the pipeline thread's send()
+ * and poll() never wait for it. Nothing is lost meanwhile: the batch is
+ * counted in n_assigned (max_queued still sees it), and a trainer's
+ * in-flight list and out queue belong to this thread alone. A frame that
+ * cannot be built puts the batch back at its place in the queue. */
 static void pr__dispatch(trainer_sink *t)
 {
-    pthread_mutex_lock(&t->mu);
-    while (t->qlen) {
-        size_t n = t->n_conns;
+    for (;;) {
+        pthread_mutex_lock(&t->mu);
         tclient *pick = NULL;
-        for (size_t k = 0; k < n && !pick; k++) {
+        size_t n = t->n_conns;
+        for (size_t k = 0; k < n && !pick && t->qlen; k++) {
             size_t want = (size_t)((t->rr + k) % n), i = 0;
             for (tclient *c = t->clients; c; c = c->next, i++)
                 if (i == want) {
@@ -587,17 +607,27 @@ static void pr__dispatch(trainer_sink *t)
                     break;
                 }
         }
-        if (!pick)
-            break;
+        if (!pick) {
+            pthread_mutex_unlock(&t->mu);
+            return;
+        }
         t->rr++;
         pr_batch *b = t->queue[0];
-        if (pr__send_batch(t, pick, b) < 0)
-            break;
         memmove(t->queue, t->queue + 1, (t->qlen - 1) * sizeof(*t->queue));
         t->qlen--;
         t->n_assigned++;
+        pthread_mutex_unlock(&t->mu);
+        if (pr__send_batch(t, pick, b) == 0)
+            continue;
+        pthread_mutex_lock(&t->mu);
+        t->n_assigned--;
+        if (pr__queue_insert(t, b) < 0) { /* cannot fail: the slot was just freed */
+            pr_err("trainer sink: batch %llu lost from the queue", (unsigned long long)b->seq);
+            pr_batch_unref(b);
+        }
+        pthread_mutex_unlock(&t->mu);
+        return;
     }
-    pthread_mutex_unlock(&t->mu);
 }
 
 /* ---------------------------------------------------------------- receive buffers */
@@ -1030,7 +1060,7 @@ static void pr__tls_handshake(trainer_sink *t, tclient *c)
             return;
         c->tls_peeked = true;
         if (b != 0x16) {
-            pr__refuse(t, -1, c->peer, PR_TRAINER_REFUSE_PLAINTEXT,
+            pr__refuse(t, -1, false, c->peer, PR_TRAINER_REFUSE_PLAINTEXT,
                        "this port requires TLS (plain-text client)");
             pr__raw_error(c->fd, PIPEREC__TRAINER__V1__ERROR__CODE__UNAVAILABLE,
                           "this port requires TLS");
@@ -1081,7 +1111,7 @@ static void pr__tls_handshake(trainer_sink *t, tclient *c)
     }
     char msg[320];
     snprintf(msg, sizeof(msg), "TLS handshake failed: %s", pr__tls_errstr(eb, sizeof(eb)));
-    pr__refuse(t, -1, c->peer, PR_TRAINER_REFUSE_TLS_HANDSHAKE, msg);
+    pr__refuse(t, -1, false, c->peer, PR_TRAINER_REFUSE_TLS_HANDSHAKE, msg);
 }
 
 static void pr__client_read(trainer_sink *t, tclient *c)
@@ -1186,12 +1216,12 @@ static void pr__client_flush(trainer_sink *t, tclient *c)
  * descriptor, accept one and close it, take the spare back, until the
  * backlog is empty. Without a spare, stop polling the listener for
  * ACCEPT_PAUSE_NS (real time: a manual test clock must not wedge it). */
-static void pr__accept_exhausted(trainer_sink *t, int first_errno)
+static void pr__accept_exhausted(trainer_sink *t, int lfd, int first_errno)
 {
     uint64_t n = 0;
     while (t->spare_fd >= 0 && n < ACCEPTS_PER_TURN) {
         close(t->spare_fd);
-        int fd = accept4(t->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         int e = errno;
         if (fd >= 0) {
             pr__raw_error(fd, PIPEREC__TRAINER__V1__ERROR__CODE__UNAVAILABLE,
@@ -1217,34 +1247,46 @@ static void pr__accept_exhausted(trainer_sink *t, int first_errno)
                 strerror(first_errno), t->n_conns, (unsigned long long)n);
 }
 
-static void pr__accept_clients(trainer_sink *t)
+/* Accept what waits on listener `lfd`: the TCP port, or (`local`) the
+ * Unix domain socket, where connections are plain (the socket file's
+ * permissions guard it; TLS does not apply) and tokens are checked as on
+ * the port. */
+static void pr__accept_clients(trainer_sink *t, int lfd, bool local)
 {
     for (int k = 0; k < ACCEPTS_PER_TURN; k++) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
-        int fd = accept4(t->lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-                pr__accept_exhausted(t, errno);
+                pr__accept_exhausted(t, lfd, errno);
             return;
         }
         char peer[64];
-        pr__peer_name(&ss, sl, peer, sizeof(peer));
+        if (local)
+            snprintf(peer, sizeof(peer), "unix:%llu", (unsigned long long)t->next_client_id + 1);
+        else
+            pr__peer_name(&ss, sl, peer, sizeof(peer));
         if (t->n_conns >= t->max_conns) {
             char msg[96];
             snprintf(msg, sizeof(msg), "too many connections (max_connections %u)", t->max_conns);
-            pr__refuse(t, fd, peer, PR_TRAINER_REFUSE_MAX_CONNECTIONS, msg);
+            pr__refuse(t, fd, local, peer, PR_TRAINER_REFUSE_MAX_CONNECTIONS, msg);
             continue;
         }
         int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
-        if (t->ssl_ctx)
+        if (local) {
+            int sb = UNIX_SNDBUF;
+            setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb));
+        } else {
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+            setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+        }
+        if (t->ssl_ctx && !local)
             pr__tls_refresh(t);
         tclient *c = calloc(1, sizeof(*c));
-        if (c && t->ssl_ctx) {
+        if (c && t->ssl_ctx && !local) {
             c->ssl = SSL_new(t->ssl_ctx);
             if (!c->ssl || SSL_set_fd(c->ssl, fd) != 1) {
                 SSL_free(c->ssl);
@@ -1330,7 +1372,7 @@ static void *pr__io_thread(void *arg)
     sigaddset(&pipe_set, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &pipe_set, NULL);
     while (!__atomic_load_n(&t->stop, __ATOMIC_ACQUIRE)) {
-        size_t n = 2 + t->n_conns;
+        size_t n = 3 + t->n_conns;
         if (n > cap) {
             size_t nc = n * 2;
             struct pollfd *np = realloc(pfd, nc * sizeof(*np));
@@ -1356,7 +1398,8 @@ static void *pr__io_thread(void *arg)
         }
         pfd[0] = (struct pollfd){t->wake[0], POLLIN, 0};
         pfd[1] = (struct pollfd){t->lfd, (short)(listen_on ? POLLIN : 0), 0};
-        size_t i = 2;
+        pfd[2] = (struct pollfd){t->ufd, (short)(listen_on ? POLLIN : 0), 0}; /* -1: ignored */
+        size_t i = 3;
         int timeout = 100;
         for (tclient *c = t->clients; c; c = c->next, i++) {
             bool handshaking = c->ssl && !c->tls_ready;
@@ -1378,8 +1421,10 @@ static void *pr__io_thread(void *arg)
                 ;
         }
         if (pfd[1].revents & POLLIN)
-            pr__accept_clients(t);
-        for (size_t k = 2; k < n; k++) {
+            pr__accept_clients(t, t->lfd, false);
+        if (pfd[2].revents & POLLIN)
+            pr__accept_clients(t, t->ufd, true);
+        for (size_t k = 3; k < n; k++) {
             tclient *c = pc[k];
             short re = pfd[k].revents;
             if (c->closing && (re & (POLLHUP | POLLERR)) && !(c->ssl && !c->tls_ready)) {
@@ -1559,6 +1604,96 @@ static int pr__tls_setup(trainer_sink *t, const pr_trainer_tls_cfg *tc, char *er
     return 0;
 }
 
+/* sinks.trainer.listen: the TCP listener (t->lfd) and its port. */
+static int pr__tcp_listen(trainer_sink *t, const char *listen_s, char *errstr, size_t es)
+{
+    char host[256];
+    uint16_t port;
+    if (pr_hostport_parse(listen_s, host, sizeof(host), &port) < 0)
+        return pr_seterr(errstr, es, PR_EINVAL, "sinks.trainer.listen: '%s' is not host:port",
+                         listen_s);
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+    struct addrinfo *ai = NULL;
+    char portstr[8];
+    snprintf(portstr, sizeof(portstr), "%u", port);
+    int gai = getaddrinfo(host[0] ? host : NULL, portstr, &hints, &ai);
+    if (gai)
+        return pr_seterr(errstr, es, PR_EINVAL, "sinks.trainer.listen: %s: %s", listen_s,
+                         gai_strerror(gai));
+    int last_errno = 0;
+    for (struct addrinfo *a = ai; a && t->lfd < 0; a = a->ai_next) {
+        int fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            continue;
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 64) == 0) {
+            t->lfd = fd;
+        } else {
+            last_errno = errno;
+            close(fd);
+        }
+    }
+    freeaddrinfo(ai);
+    if (t->lfd < 0)
+        return pr_seterr(errstr, es, PR_EIO, "sinks.trainer.listen: cannot listen on %s: %s",
+                         listen_s, strerror(last_errno));
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    if (getsockname(t->lfd, (struct sockaddr *)&ss, &sl) == 0)
+        t->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                 : ((struct sockaddr_in *)&ss)->sin_port);
+    return 0;
+}
+
+/* sinks.trainer.unix_path: a second listener, same protocol, for a trainer
+ * on the same node (a sidecar sharing a volume). A socket file left by a
+ * process that died is replaced; one that answers is not (another server
+ * uses it), nor is a file that is not a socket. Mode 0660: the owner and
+ * its group (a pod's fsGroup) may connect. */
+static int pr__unix_listen(trainer_sink *t, const char *path, char *errstr, size_t es)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (!path[0] || strlen(path) >= sizeof(sa.sun_path))
+        return pr_seterr(errstr, es, PR_EINVAL,
+                         "sinks.trainer.unix_path: '%s': empty or longer than %zu bytes", path,
+                         sizeof(sa.sun_path) - 1);
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return pr_seterr(errstr, es, PR_EIO, "sinks.trainer.unix_path: socket: %s",
+                         strerror(errno));
+    struct stat st;
+    if (lstat(path, &st) == 0) {
+        int probe = S_ISSOCK(st.st_mode) ? socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0) : -1;
+        bool live = probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+        if (probe >= 0)
+            close(probe);
+        if (!S_ISSOCK(st.st_mode) || live) {
+            close(fd);
+            return pr_seterr(errstr, es, PR_EIO, "sinks.trainer.unix_path: %s: %s", path,
+                             live ? "another server is listening there"
+                                  : "exists and is not a socket");
+        }
+        unlink(path); /* left by a process that is gone */
+    }
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chmod(path, 0660) < 0 ||
+        listen(fd, 64) < 0) {
+        int e = errno;
+        close(fd);
+        return pr_seterr(errstr, es, PR_EIO, "sinks.trainer.unix_path: cannot listen on %s: %s",
+                         path, strerror(e));
+    }
+    if (!(t->unix_path = strdup(path))) {
+        close(fd);
+        unlink(path);
+        return pr_seterr(errstr, es, PR_ENOMEM, "trainer sink: out of memory");
+    }
+    t->ufd = fd;
+    return 0;
+}
+
 static int pr__trainer_new(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, size_t errstr_size)
 {
     trainer_sink *t = calloc(1, sizeof(*t));
@@ -1566,6 +1701,7 @@ static int pr__trainer_new(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, 
         return pr_seterr(errstr, errstr_size, PR_ENOMEM, "trainer sink: out of memory");
     t->base.ops = &pr_sink_trainer_ops;
     t->lfd = -1;
+    t->ufd = -1;
     t->spare_fd = -1;
     t->wake[0] = t->wake[1] = -1;
     t->port = -1;
@@ -1616,51 +1752,10 @@ static int pr__trainer_new(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, 
                 "descriptors too; raise `ulimit -n` or lower max_connections",
                 t->max_conns, (unsigned long long)rl.rlim_cur);
 
-    const char *listen_s = tc.listen;
-    char host[256];
-    uint16_t port;
-    if (pr_hostport_parse(listen_s, host, sizeof(host), &port) < 0) {
-        err = pr_seterr(errstr, errstr_size, PR_EINVAL,
-                        "sinks.trainer.listen: '%s' is not host:port", listen_s);
+    if ((err = pr__tcp_listen(t, tc.listen, errstr, errstr_size)) < 0)
         goto fail;
-    }
-    struct addrinfo hints = {
-        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
-    struct addrinfo *ai = NULL;
-    char portstr[8];
-    snprintf(portstr, sizeof(portstr), "%u", port);
-    int gai = getaddrinfo(host[0] ? host : NULL, portstr, &hints, &ai);
-    if (gai) {
-        err = pr_seterr(errstr, errstr_size, PR_EINVAL, "sinks.trainer.listen: %s: %s", listen_s,
-                        gai_strerror(gai));
+    if (tc.unix_path && (err = pr__unix_listen(t, tc.unix_path, errstr, errstr_size)) < 0)
         goto fail;
-    }
-    int last_errno = 0;
-    for (struct addrinfo *a = ai; a && t->lfd < 0; a = a->ai_next) {
-        int fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-            continue;
-        int one = 1;
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 64) == 0) {
-            t->lfd = fd;
-        } else {
-            last_errno = errno;
-            close(fd);
-        }
-    }
-    freeaddrinfo(ai);
-    if (t->lfd < 0) {
-        err =
-            pr_seterr(errstr, errstr_size, PR_EIO, "sinks.trainer.listen: cannot listen on %s: %s",
-                      listen_s, strerror(last_errno));
-        goto fail;
-    }
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof(ss);
-    if (getsockname(t->lfd, (struct sockaddr *)&ss, &sl) == 0)
-        t->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                                 : ((struct sockaddr_in *)&ss)->sin_port);
     if (pipe2(t->wake, O_NONBLOCK | O_CLOEXEC) < 0) {
         err = pr_seterr(errstr, errstr_size, PR_EIO, "trainer sink: pipe: %s", strerror(errno));
         goto fail;
@@ -1670,9 +1765,10 @@ static int pr__trainer_new(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, 
         goto fail;
     }
     t->started = true;
-    pr_info("trainer sink: pipeline %s listening on %s (port %d, %s%s%s)", t->pipeline, listen_s,
-            t->port, t->ssl_ctx ? "TLS" : "plain TCP", t->mtls ? ", client certificates" : "",
-            t->token_path ? ", token" : "");
+    pr_info("trainer sink: pipeline %s listening on %s (port %d, %s%s%s)%s%s", t->pipeline,
+            tc.listen, t->port, t->ssl_ctx ? "TLS" : "plain TCP",
+            t->mtls ? ", client certificates" : "", t->token_path ? ", token" : "",
+            t->unix_path ? " and unix:" : "", t->unix_path ? t->unix_path : "");
     *out = &t->base;
     return 0;
 fail:
@@ -1771,6 +1867,11 @@ static void pr__trainer_free(pr_sink *s)
     pr__posset_fini(&t->resume);
     if (t->lfd >= 0)
         close(t->lfd);
+    if (t->ufd >= 0) {
+        close(t->ufd);
+        unlink(t->unix_path);
+    }
+    free(t->unix_path);
     if (t->spare_fd >= 0)
         close(t->spare_fd);
     SSL_CTX_free(t->ssl_ctx);

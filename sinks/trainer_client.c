@@ -29,11 +29,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "pr_hostport.h"
+#include "pr_varint.h"
 #include "trainer_wire.h"
 #include "pr_trainer_client.h"
 #include "trainer.pb-c.h"
@@ -46,7 +49,9 @@ struct pr_trainer_client {
     pr_trainer_info info;
     uint8_t *buf;
     size_t len, cap;
-    size_t consumed; /* bytes of the last returned frame, dropped at the next call */
+    size_t consumed;  /* bytes of the last returned frame, dropped at the next call */
+    uint8_t *rebuilt; /* raw layout: the last batch as a TrainingBatch (the view's bytes) */
+    size_t rebuilt_cap;
 };
 
 static int64_t pr__now_ms(void)
@@ -413,6 +418,26 @@ static int pr__tc_connect(const char *connect_to, const char *host, uint16_t por
     return fd;
 }
 
+/* "unix:PATH": a connected Unix domain socket, or a negative error. */
+static int pr__tc_connect_unix(const char *connect_to, char *errstr, size_t es)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    const char *path = connect_to + 5;
+    if (!*path || strlen(path) >= sizeof(sa.sun_path))
+        return pr_seterr(errstr, es, PR_EINVAL, "--connect: '%s': bad socket path", connect_to);
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return pr_seterr(errstr, es, PR_EIO, "cannot connect to %s: %s", connect_to, strerror(e));
+    }
+    int fl = fcntl(fd, F_GETFL);
+    fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+    return fd;
+}
+
 /* Send Subscribe (with the resume ranges). */
 static int pr__tc_subscribe(pr_trainer_client *c, const pr_trainer_client_opts *opts, char *errstr,
                             size_t es)
@@ -431,6 +456,7 @@ static int pr__tc_subscribe(pr_trainer_client *c, const pr_trainer_client_opts *
         return err;
     sub.n_resume = opts->n_resume;
     sub.resume = rp;
+    sub.layout = opts->raw_layout ? 1 : 0;
     Piperec__Trainer__V1__Frame f = PIPEREC__TRAINER__V1__FRAME__INIT;
     f.msg_case = PIPEREC__TRAINER__V1__FRAME__MSG_SUBSCRIBE;
     f.subscribe = &sub;
@@ -488,6 +514,7 @@ static int pr__tc_await_ok(pr_trainer_client *c, const pr_trainer_client_opts *o
         in->n_sparse = ok->n_sparse;
         in->sparse_width = ok->sparse_width;
         in->credits = ok->credits;
+        in->layout = ok->layout;
         if (ok->n_dense_names == ok->n_dense)
             in->dense_names = pr__names_copy(ok->dense_names, ok->n_dense_names);
         if (ok->n_sparse_names == ok->n_sparse)
@@ -503,18 +530,25 @@ int pr_trainer_client_open(const pr_trainer_client_opts *opts, pr_trainer_client
 {
     *out = NULL;
     char host[256];
-    uint16_t port;
-    if (!opts->connect || pr_hostport_parse(opts->connect, host, sizeof(host), &port) < 0 || !port)
-        return pr_seterr(errstr, es, PR_EINVAL, "--connect: '%s' is not host:port",
+    uint16_t port = 0;
+    bool local = opts->connect && !strncmp(opts->connect, "unix:", 5);
+    if (!opts->connect ||
+        (!local && (pr_hostport_parse(opts->connect, host, sizeof(host), &port) < 0 || !port)))
+        return pr_seterr(errstr, es, PR_EINVAL, "--connect: '%s' is not host:port or unix:PATH",
                          opts->connect ? opts->connect : "");
+    if (local && (opts->tls || opts->tls_ca || opts->tls_cert || opts->tls_key))
+        return pr_seterr(errstr, es, PR_EINVAL,
+                         "--connect %s: TLS does not apply to a Unix domain socket", opts->connect);
     if (!opts->pipeline || !*opts->pipeline)
         return pr_seterr(errstr, es, PR_EINVAL, "a pipeline name is required");
     int64_t deadline = pr__now_ms() + (opts->timeout_ms > 0 ? opts->timeout_ms : 10000);
-    int fd = pr__tc_connect(opts->connect, host, port, deadline, errstr, es);
+    int fd = local ? pr__tc_connect_unix(opts->connect, errstr, es)
+                   : pr__tc_connect(opts->connect, host, port, deadline, errstr, es);
     if (fd < 0)
         return fd;
     int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (!local)
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 
     pr_trainer_client *c = calloc(1, sizeof(*c));
     if (!c) {
@@ -564,6 +598,127 @@ static void pr__cut_frame(pr_trainer_client *c, size_t at, size_t size)
     c->len -= size;
 }
 
+/* Append field `num` (bytes) to a TrainingBatch being rebuilt at *p. */
+static uint8_t *pr__put_bytes(uint8_t *p, uint32_t num, const void *data, size_t len)
+{
+    p = pr_varint_put(p, ((uint64_t)num << 3) | 2);
+    p = pr_varint_put(p, len);
+    memcpy(p, data, len);
+    return p + len;
+}
+
+/* A Criteo batch's raw sections back in TrainingBatch form: labels int32
+ * [rows], dense float32 [n_dense][rows], sparse [n_sparse][rows] of the
+ * pipeline's sparse width (4 or 8). Returns the end of what was written,
+ * NULL when a value does not fit int32. */
+static uint8_t *pr__raw_criteo_fields(uint8_t *p, const pr__raw_view *rv, uint32_t width)
+{
+    size_t rows = rv->rows, nd = rv->n_dense, nk = rv->n_keys;
+    const float *lab = (const float *)rv->sec[PR__RAW_LABELS];
+    p = pr_varint_put(p, (7u << 3) | 2);
+    p = pr_varint_put(p, rows * 4);
+    for (size_t r = 0; r < rows; r++) {
+        int32_t l = (int32_t)lab[r * rv->n_labels];
+        memcpy(p, &l, 4), p += 4;
+    }
+    const float *dense = (const float *)rv->sec[PR__RAW_DENSE];
+    p = pr_varint_put(p, (8u << 3) | 2);
+    p = pr_varint_put(p, rows * nd * 4);
+    for (size_t col = 0; col < nd; col++)
+        for (size_t r = 0; r < rows; r++)
+            memcpy(p, &dense[r * nd + col], 4), p += 4;
+    bool v32 = rv->flags & PR__RAW_F_VALUES32;
+    const uint8_t *vals = rv->sec[PR__RAW_VALUES];
+    p = pr_varint_put(p, (9u << 3) | 2);
+    p = pr_varint_put(p, rows * nk * width);
+    for (size_t i = 0; i < rows * nk; i++) {
+        int64_t x;
+        if (v32) {
+            int32_t y;
+            memcpy(&y, vals + 4 * i, 4);
+            x = y;
+        } else {
+            memcpy(&x, vals + 8 * i, 8);
+        }
+        if (width == 8) {
+            memcpy(p, &x, 8), p += 8;
+        } else {
+            if (x < INT32_MIN || x > INT32_MAX)
+                return NULL;
+            int32_t y = (int32_t)x;
+            memcpy(p, &y, 4), p += 4;
+        }
+    }
+    return p;
+}
+
+/* A raw layout frame (Frame.raw_batch; docs/trainer-protocol.md) checked
+ * (pr__raw_parse: header, section sizes against the shape) and turned back
+ * into the TrainingBatch it carries: the metadata section followed by the
+ * tensor fields, decoded into *v by pr_batch_decode, which checks the
+ * shapes again. The view points into c->rebuilt (valid until the next
+ * call). A value that does not fit the pipeline's int32 width, a Criteo
+ * length other than 1, or a header that disagrees with the metadata are
+ * PR_EBADREC. */
+static int pr__raw_to_view(pr_trainer_client *c, const uint8_t *frame, size_t n, pr_batch_view *v,
+                           char *errstr, size_t es)
+{
+    uint64_t plen;
+    size_t vn = pr_varint_get(frame + 1, frame + n, &plen);
+    if (!vn || plen != n - 1 - vn)
+        return pr_seterr(errstr, es, PR_EBADREC, "raw batch frame: bad payload length");
+    const uint8_t *pay = frame + 1 + vn;
+    pr__raw_view rv;
+    if (pr__raw_parse(pay, (size_t)plen, &rv) < 0)
+        return pr_seterr(errstr, es, PR_EBADREC, "raw batch does not parse (header or sections)");
+    bool jagged = rv.flags & PR__RAW_F_JAGGED;
+    size_t need = rv.sec_len[PR__RAW_META] + 64;
+    if (jagged)
+        need += rv.sec_len[PR__RAW_DENSE] + rv.sec_len[PR__RAW_LABELS] +
+                rv.sec_len[PR__RAW_LENGTHS] + rv.sec_len[PR__RAW_VALUES];
+    else
+        need += (size_t)rv.rows * (4 + 4 * rv.n_dense + 8 * rv.n_keys);
+    if (need > c->rebuilt_cap) {
+        uint8_t *nb = realloc(c->rebuilt, need);
+        if (!nb)
+            return pr_seterr(errstr, es, PR_ENOMEM, "out of memory for a raw batch");
+        c->rebuilt = nb;
+        c->rebuilt_cap = need;
+    }
+    /* The metadata, then the tensors. A Criteo batch's sparse width is the
+     * pipeline's (SubscribeOk); the decoder checks it against the metadata's. */
+    uint8_t *p = c->rebuilt;
+    memcpy(p, rv.sec[PR__RAW_META], rv.sec_len[PR__RAW_META]);
+    p += rv.sec_len[PR__RAW_META];
+    uint32_t width = c->info.sparse_width == 8 ? 8 : 4;
+    if (!jagged && rv.sec_len[PR__RAW_LENGTHS]) {
+        const uint8_t *lp = rv.sec[PR__RAW_LENGTHS];
+        for (size_t i = 0; i < rv.sec_len[PR__RAW_LENGTHS]; i += 4) {
+            int32_t l;
+            memcpy(&l, lp + i, 4);
+            if (l != 1)
+                return pr_seterr(errstr, es, PR_EBADREC,
+                                 "raw batch: a Criteo batch with a length other than 1");
+        }
+    }
+    int err;
+    if (jagged) {
+        p = pr__put_bytes(p, 24, rv.sec[PR__RAW_VALUES], rv.sec_len[PR__RAW_VALUES]);
+        p = pr__put_bytes(p, 25, rv.sec[PR__RAW_LENGTHS], rv.sec_len[PR__RAW_LENGTHS]);
+        p = pr__put_bytes(p, 27, rv.sec[PR__RAW_LABELS], rv.sec_len[PR__RAW_LABELS]);
+        p = pr__put_bytes(p, 28, rv.sec[PR__RAW_DENSE], rv.sec_len[PR__RAW_DENSE]);
+    } else if (!(p = pr__raw_criteo_fields(p, &rv, width))) {
+        return pr_seterr(errstr, es, PR_EBADREC, "raw batch: a value does not fit int32");
+    }
+    if ((err = pr_batch_decode(c->rebuilt, (size_t)(p - c->rebuilt), v, errstr, es)) < 0)
+        return err;
+    if (v->seq != rv.seq || v->epoch != rv.epoch || v->rows != rv.rows) {
+        pr_batch_view_fini(v);
+        return pr_seterr(errstr, es, PR_EBADREC, "raw batch: header and metadata disagree");
+    }
+    return 0;
+}
+
 int pr_trainer_client_next(pr_trainer_client *c, pr_batch_view *v, int timeout_ms, char *errstr,
                            size_t es)
 {
@@ -579,6 +734,10 @@ int pr_trainer_client_next(pr_trainer_client *c, pr_batch_view *v, int timeout_m
         const uint8_t *bp;
         size_t bl;
         Piperec__Trainer__V1__Frame *f = NULL;
+        if (n && c->buf[4] == ((PR__FRAME_FIELD_RAW << 3) | 2)) {
+            err = pr__raw_to_view(c, c->buf + 4, n, v, errstr, es);
+            return err < 0 ? err : 1;
+        }
         if (pr__frame_parse(c->buf + 4, n, &bp, &bl, &f) < 0)
             return pr_seterr(errstr, es, PR_EBADREC, "frame does not parse");
         if (bp) {
@@ -712,5 +871,6 @@ void pr_trainer_client_close(pr_trainer_client *c)
     SSL_free(c->ssl);
     SSL_CTX_free(c->ctx);
     free(c->buf);
+    free(c->rebuilt);
     free(c);
 }

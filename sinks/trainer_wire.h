@@ -69,6 +69,12 @@ int pr__raw_frame(const pr_batch *b, bool offsets, bool compact, uint8_t **out, 
  * against the shape, sections inside the payload. 0 or PR_EBADREC. */
 int pr__raw_parse(const uint8_t *payload, size_t len, pr__raw_view *v);
 
+/* Tests only: when set, the trainer sink's I/O thread calls it with the
+ * arg just before it builds a raw frame for a trainer (sink_trainer.c),
+ * so a test can prove the pipeline thread is not blocked meanwhile. */
+extern void (*pr__trainer_frame_hook)(void *arg);
+extern void *pr__trainer_frame_hook_arg;
+
 struct Piperec__Trainer__V1__Frame;
 
 /* Serialize a control frame with its length prefix into a new buffer. */

@@ -613,6 +613,28 @@ def read_token(path):
     raise ValueError("token file %s holds no token" % path)
 
 
+UNIX_PREFIX = "unix:"  # an endpoint "unix:/path": sinks.trainer.unix_path, same node
+
+
+def _connect(address, host, port, timeout):
+    """A connected stream socket to "host:port" (TCP, no Nagle) or
+    "unix:/path" (a Unix domain socket: no TCP/IP stack on the way, for a
+    trainer on the same node as piperec)."""
+    if address.startswith(UNIX_PREFIX):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.settimeout(timeout)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+            s.connect(address[len(UNIX_PREFIX):])
+        except BaseException:
+            s.close()
+            raise
+        return s
+    s = socket.create_connection((host, int(port)), timeout=timeout)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return s
+
+
 class TrainerClient:
     """A subscription to one pipeline. Not thread-safe: use one per thread."""
 
@@ -620,7 +642,8 @@ class TrainerClient:
                  token=None, token_file=None, tls=False, ca_file=None, cert_file=None,
                  key_file=None, ssl_context=None, resume=None, layout="protobuf",
                  kjt_offsets=False, compact=False):
-        """Connect and subscribe.
+        """Connect to ``address`` ("host:port", or "unix:/path" for the
+        server's ``sinks.trainer.unix_path`` on the same node) and subscribe.
 
         Checkpoint delivery (server ``sinks.trainer.delivery: checkpoint``):
         ``resume`` is the :class:`Position` of the checkpoint the model was
@@ -644,20 +667,24 @@ class TrainerClient:
         predates the raw layout, whose batches then decode as always."""
         if layout not in _LAYOUTS:
             raise ValueError("layout must be protobuf or raw, not %r" % (layout,))
+        local = address.startswith(UNIX_PREFIX)
         host, _, port = address.rpartition(":")
         host = host.strip("[]") or "127.0.0.1"
         self.pipeline = pipeline
         self.endpoint = address
         if token_file is not None and token is None:
             token = read_token(token_file)
+        want_tls = tls or ca_file or cert_file or ssl_context is not None
+        if local and want_tls:
+            raise ValueError("%s: TLS does not apply to a Unix domain socket (the socket file's "
+                             "permissions guard it)" % address)
         try:
-            self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+            self.sock = _connect(address, host, port, timeout)
         except OSError as e:  # keep the type (callers retry on refused), name the endpoint
             if e.errno is None:
                 raise
             raise type(e)(e.errno, "piperec at %s: %s" % (address, e.strerror)) from None
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if tls or ca_file or cert_file or ssl_context is not None:
+        if want_tls:
             import ssl
             ctx = ssl_context
             if ctx is None:

@@ -64,6 +64,7 @@ extern const char *const pr_trainer_delivery_names[];
 typedef struct pr_trainer_sink_cfg {
     bool enabled;                 /* the section is present (and enabled: true) */
     const char *listen;           /* "host:port", port 0 = any; default 127.0.0.1:7070 */
+    const char *unix_path;        /* also listen on this Unix domain socket; NULL = no */
     uint32_t max_unacked_batches; /* credit window per trainer; default 64 */
     int64_t ack_timeout_ms;       /* unacked this long -> trainer dropped, batch re-sent; default
                                    * 30000; 0 = never (not reachable from YAML, which needs >= 1) */

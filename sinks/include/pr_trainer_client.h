@@ -42,7 +42,7 @@ typedef struct pr_trainer_range {
 } pr_trainer_range;
 
 typedef struct pr_trainer_client_opts {
-    const char *connect; /* "host:port" */
+    const char *connect; /* "host:port", or "unix:PATH" (sinks.trainer.unix_path) */
     const char *pipeline;
     uint32_t credits;      /* credit window; 0 = 8 */
     const char *client_id; /* NULL = "piperec-<pid>" */
@@ -60,6 +60,12 @@ typedef struct pr_trainer_client_opts {
      * again. NULL/0 for a fresh model. Copied during open. */
     const pr_trainer_range *resume;
     size_t n_resume;
+    /* Ask for the raw tensor layout (Subscribe.layout = 1). Batches still
+     * come out of pr_trainer_client_next as the TrainingBatch view they
+     * hold (each raw frame is checked and turned back into one), so a
+     * caller sees no difference; pr_trainer_info.layout says what the
+     * server granted (an older server answers 0 and sends TrainingBatch). */
+    bool raw_layout;
 } pr_trainer_client_opts;
 
 /* Read a token file (first non-empty, non-# line, trimmed) into out.
@@ -77,6 +83,7 @@ typedef struct pr_trainer_info {
     uint32_t credits;    /* window granted (may be lower than asked) */
     char **dense_names;  /* [n_dense] or NULL */
     char **sparse_names; /* [n_sparse] or NULL */
+    uint32_t layout;     /* SubscribeOk.layout: 0 TrainingBatch, 1 raw tensors */
 } pr_trainer_info;
 
 /* Connect and subscribe. On failure returns PR_EIO/PR_EINVAL/PR_ETIMEDOUT

@@ -155,6 +155,7 @@ static int run_trainer(uint64_t n, char **cmd)
     cfg.trainer.tls.ca_file = getenv("BT_TLS_CA");
     cfg.trainer.tls.enabled = cfg.trainer.tls.cert_file != NULL;
     cfg.trainer.auth.token_file = getenv("BT_TOKEN_FILE");
+    cfg.trainer.unix_path = getenv("BT_UNIX"); /* also a Unix domain socket (unix:PATH) */
     pr_sink *s;
     char err[512];
     if (pr_sink_new(&pr_sink_trainer_ops, &cfg, &s, err, sizeof(err))) {

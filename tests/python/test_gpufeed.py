@@ -2,8 +2,9 @@
 (views on one preallocated, 64-byte aligned buffer, Criteo and jagged
 batches, content equal to the TrainingBatch path) and through
 StreamDataset(layout="raw") (ring of reused buffers, views, acks, the
-thread path that StreamDataLoader workers are routed to), against bt_serve,
-which checks that every batch was acked exactly once."""
+thread path that StreamDataLoader workers are routed to), and over the
+co-located transport (sinks.trainer.unix_path, endpoints "unix:/path"),
+against bt_serve, which checks that every batch was acked exactly once."""
 
 import os
 
@@ -431,3 +432,43 @@ def test_dataset_raw_buffers_live_until_acked(bt):
     RESULT["n"] = n
     """)
     assert r["n"] == 30
+
+
+def test_unix_socket_endpoints(bt, tmp_path, monkeypatch):
+    # sinks.trainer.unix_path: the same stream over a Unix domain socket;
+    # StreamDataset (raw ring, then protobuf) and the numpy client take
+    # "unix:/path" endpoints; every batch acked exactly once (bt_serve).
+    monkeypatch.setenv("BT_UNIX", str(tmp_path / "trainer.sock"))
+    r = bt(30, """
+    import piperec_client as pc
+    import piperec.torch as pt
+    ep = "unix:" + os.environ["BT_UNIX"]
+    seqs = []
+    ds = pt.StreamDataset(ep, "bt", credits=3, idle_timeout=1.0, sparse_format="triple", layout="raw")
+    for b in ds:
+        g, dense, sparse, labels = expected(b.sequence)
+        assert np.array_equal(b.dense.numpy(), dense) and np.array_equal(b.sparse.numpy(), sparse)
+        assert b.endpoint == ep
+        seqs.append(b.sequence)
+        if len(seqs) == 10:
+            break
+    del ds
+    with pc.TrainerClient(ep, "bt", credits=4) as c:
+        assert c.layout == "protobuf"
+        for b in c.batches(count=10, timeout=5):
+            g, dense, sparse, labels = expected(b.sequence)
+            assert np.array_equal(b.sparse, sparse)
+            seqs.append(b.sequence)
+    for b in pt.StreamDataset(ep, "bt", credits=2, idle_timeout=1.0, sparse_format="triple"):
+        seqs.append(b.sequence)
+    RESULT["seqs"] = sorted(set(seqs))  # a batch left unacked at a break comes again
+    """)
+    assert r["seqs"] == list(range(1, 31))
+
+
+def test_unix_socket_refusals(tmp_path):
+    import piperec_client as pc
+    with pytest.raises(ValueError, match="TLS does not apply"):
+        pc.TrainerClient("unix:" + str(tmp_path / "s"), "p", tls=True)
+    with pytest.raises(FileNotFoundError, match="piperec at unix:"):
+        pc.TrainerClient("unix:" + str(tmp_path / "missing.sock"), "p", timeout=1)

@@ -6,7 +6,11 @@
  * are 64-byte aligned from the frame start; the metadata section is the
  * TrainingBatch without its tensors. Over a real trainer sink: a client
  * that asks for the raw layout gets it (SubscribeOk.layout = 1), and one
- * that does not gets exactly the TrainingBatch bytes, as before.
+ * that does not gets exactly the TrainingBatch bytes, as before. Round 2:
+ * a raw frame is built without the queue lock (the pipeline side is not
+ * blocked meanwhile), the Unix domain socket listener (sinks.trainer.
+ * unix_path: layouts, tokens, stale and foreign files), and the C client's
+ * raw_layout, whose views equal the TrainingBatch's byte for byte.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -20,7 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -332,6 +339,10 @@ static void read_all(int fd, uint8_t *p, size_t n)
     }
 }
 
+/* Send Subscribe on fd (`token` may be NULL) and read the answer: its
+ * frame case, SubscribeOk.layout in *granted. */
+static int subscribe_on(int fd, int layout, const char *token, uint32_t *granted);
+
 /* Connect and subscribe with `layout` (-1: the field left out, as old
  * clients do); returns the socket, SubscribeOk.layout in *granted. */
 static int subscribe(int port, int layout, uint32_t *granted)
@@ -341,6 +352,13 @@ static int subscribe(int port, int layout, uint32_t *granted)
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(subscribe_on(fd, layout, NULL, granted),
+                     PIPEREC__TRAINER__V1__FRAME__MSG_SUBSCRIBE_OK);
+    return fd;
+}
+
+static int subscribe_on(int fd, int layout, const char *token, uint32_t *granted)
+{
     struct timeval tv = {5, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     Piperec__Trainer__V1__Subscribe sub = PIPEREC__TRAINER__V1__SUBSCRIBE__INIT;
@@ -349,6 +367,8 @@ static int subscribe(int port, int layout, uint32_t *granted)
     sub.credits = 4;
     if (layout >= 0)
         sub.layout = (uint32_t)layout;
+    if (token)
+        sub.token = (char *)token;
     Piperec__Trainer__V1__Frame fr = PIPEREC__TRAINER__V1__FRAME__INIT;
     fr.msg_case = PIPEREC__TRAINER__V1__FRAME__MSG_SUBSCRIBE;
     fr.subscribe = &sub;
@@ -357,13 +377,15 @@ static int subscribe(int port, int layout, uint32_t *granted)
     memcpy(buf, &n, 4);
     assert_int_equal(write(fd, buf, 4 + n), (ssize_t)(4 + n));
     read_all(fd, (uint8_t *)&n, 4);
+    assert_true(n <= sizeof(buf));
     read_all(fd, buf, n);
     Piperec__Trainer__V1__Frame *ok = piperec__trainer__v1__frame__unpack(NULL, n, buf);
     assert_non_null(ok);
-    assert_int_equal(ok->msg_case, PIPEREC__TRAINER__V1__FRAME__MSG_SUBSCRIBE_OK);
-    *granted = ok->subscribe_ok->layout;
+    int kind = ok->msg_case;
+    if (kind == PIPEREC__TRAINER__V1__FRAME__MSG_SUBSCRIBE_OK)
+        *granted = ok->subscribe_ok->layout;
     piperec__trainer__v1__frame__free_unpacked(ok, NULL);
-    return fd;
+    return kind;
 }
 
 /* The next frame, whole (length prefix included), into a 64-byte aligned buffer. */
@@ -451,13 +473,275 @@ static void test_sink_layouts(void **state)
     pr_sinkset_free(ss);
 }
 
+/* Task 2 of issue 22 (round 2): a raw frame is built on the I/O thread
+ * without the sink's queue lock. The hook holds the I/O thread inside the
+ * frame build until the pipeline thread's next send() has returned; were
+ * the lock held there, send() would block until the hook gave up (5 s). */
+static struct hold {
+    int entered, released, timed_out, calls;
+} hold;
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void hold_hook(void *arg)
+{
+    struct hold *h = arg;
+    if (__atomic_fetch_add(&h->calls, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    __atomic_store_n(&h->entered, 1, __ATOMIC_RELEASE);
+    int64_t until = now_ms() + 5000;
+    while (!__atomic_load_n(&h->released, __ATOMIC_ACQUIRE)) {
+        if (now_ms() > until) {
+            __atomic_store_n(&h->timed_out, 1, __ATOMIC_RELEASE);
+            return;
+        }
+        struct timespec d = {0, 1000000};
+        nanosleep(&d, NULL);
+    }
+}
+
+static pr_batch *criteo_seq(uint64_t seq)
+{
+    pr_batch *c = criteo_batch(9, 4);
+    c->seq = seq;
+    free(c->pb);
+    c->pb = NULL;
+    assert_int_equal(pr_batch_encode(c), 0);
+    return c;
+}
+
+static void test_frame_outside_lock(void **state)
+{
+    (void)state;
+    pr_sink_cfg cfg = {.pipeline = "criteo", .n_dense = 3, .n_sparse = 2, .sparse_width = 4};
+    cfg.trainer.listen = "127.0.0.1:0";
+    pr_sink *sink;
+    char err[256];
+    assert_int_equal(pr_sink_new(&pr_sink_trainer_ops, &cfg, &sink, err, sizeof(err)), 0);
+    pr_sinkset *ss = pr_sinkset_new();
+    assert_int_equal(pr_sinkset_add(ss, sink), 0);
+    memset(&hold, 0, sizeof(hold));
+    pr__trainer_frame_hook_arg = &hold;
+    __atomic_store_n(&pr__trainer_frame_hook, hold_hook, __ATOMIC_RELEASE);
+    uint32_t granted;
+    int fd = subscribe(pr_sink_port(sink), 1, &granted);
+    assert_int_equal(granted, 1);
+    pr_batch *b1 = criteo_seq(1), *b2 = criteo_seq(2);
+    assert_int_equal(pr_sinkset_send(ss, b1), 0);
+    int64_t until = now_ms() + 5000;
+    while (!__atomic_load_n(&hold.entered, __ATOMIC_ACQUIRE) && now_ms() < until) {
+        struct timespec d = {0, 1000000};
+        nanosleep(&d, NULL);
+    }
+    assert_true(__atomic_load_n(&hold.entered, __ATOMIC_ACQUIRE));
+    /* the I/O thread is inside the frame build: the pipeline side goes on */
+    int64_t t0 = now_ms();
+    assert_int_equal(pr_sinkset_send(ss, b2), 0);
+    pr_sink_stats st;
+    pr_sink_get_stats(sink, &st);
+    int64_t waited = now_ms() - t0;
+    __atomic_store_n(&hold.released, 1, __ATOMIC_RELEASE);
+    assert_false(__atomic_load_n(&hold.timed_out, __ATOMIC_ACQUIRE));
+    assert_int_equal(st.queued_batches, 2);
+    print_message("send() + stats while a raw frame was being built: %lld ms\n", (long long)waited);
+    /* both arrive, in order, as raw frames */
+    for (uint64_t seq = 1; seq <= 2; seq++) {
+        size_t len;
+        uint8_t *f = next_frame(fd, &len);
+        pr__raw_view v;
+        uint64_t plen = 0;
+        size_t vn = pr_varint_get(f + 5, f + len, &plen);
+        assert_true(vn > 0);
+        assert_int_equal(pr__raw_parse(f + 5 + vn, (size_t)plen, &v), 0);
+        assert_int_equal(v.seq, seq);
+        free(f);
+    }
+    __atomic_store_n(&pr__trainer_frame_hook, NULL, __ATOMIC_RELEASE);
+    pr_batch_unref(b1);
+    pr_batch_unref(b2);
+    close(fd);
+    pr_sinkset_free(ss);
+}
+
+/* sinks.trainer.unix_path: the same protocol over a Unix domain socket
+ * (issue 22, co-located trainer): a raw and a protobuf subscriber get
+ * their layouts; the token rule holds there too; a stale socket file is
+ * replaced, a regular file is not, and the file is gone after free. */
+static int unix_connect(const char *path)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    return fd;
+}
+
+static void test_unix_socket(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/pr_uds_XXXXXX", path[64], tokens[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/trainer.sock", dir);
+    snprintf(tokens, sizeof(tokens), "%s/tokens", dir);
+    FILE *f = fopen(tokens, "w");
+    assert_non_null(f);
+    fputs("s3cret\n", f);
+    fclose(f);
+    /* a stale socket file, as a killed server leaves it */
+    int stale = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    assert_int_equal(bind(stale, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    close(stale);
+    pr_sink_cfg cfg = {.pipeline = "criteo", .n_dense = 3, .n_sparse = 2, .sparse_width = 4};
+    cfg.trainer.listen = "127.0.0.1:0";
+    cfg.trainer.unix_path = path;
+    cfg.trainer.auth.token_file = tokens;
+    pr_sink *sink, *other;
+    char err[256];
+    assert_int_equal(pr_sink_new(&pr_sink_trainer_ops, &cfg, &sink, err, sizeof(err)), 0);
+    /* a second server on the same path is refused: the first one answers */
+    assert_true(pr_sink_new(&pr_sink_trainer_ops, &cfg, &other, err, sizeof(err)) < 0);
+    assert_non_null(strstr(err, "another server"));
+    pr_sinkset *ss = pr_sinkset_new();
+    assert_int_equal(pr_sinkset_add(ss, sink), 0);
+    uint32_t g_raw = 9, g_pb = 9, g_none = 9;
+    int fd_none = unix_connect(path);
+    assert_int_equal(subscribe_on(fd_none, 1, NULL, &g_none),
+                     PIPEREC__TRAINER__V1__FRAME__MSG_ERROR);
+    close(fd_none);
+    int fd_raw = unix_connect(path), fd_pb = unix_connect(path);
+    assert_int_equal(subscribe_on(fd_raw, 1, "s3cret", &g_raw),
+                     PIPEREC__TRAINER__V1__FRAME__MSG_SUBSCRIBE_OK);
+    assert_int_equal(subscribe_on(fd_pb, 0, "s3cret", &g_pb),
+                     PIPEREC__TRAINER__V1__FRAME__MSG_SUBSCRIBE_OK);
+    assert_int_equal(g_raw, 1);
+    assert_int_equal(g_pb, 0);
+    for (uint64_t seq = 1; seq <= 2; seq++) {
+        pr_batch *c = criteo_seq(seq);
+        assert_int_equal(pr_sinkset_send(ss, c), 0);
+        pr_batch_unref(c);
+    }
+    int fds[2] = {fd_raw, fd_pb};
+    for (int i = 0; i < 2; i++) {
+        size_t len;
+        uint8_t *fr = next_frame(fds[i], &len);
+        if (fds[i] == fd_raw) {
+            pr__raw_view v;
+            uint64_t plen = 0;
+            size_t vn = pr_varint_get(fr + 5, fr + len, &plen);
+            assert_int_equal(fr[4], (PR__FRAME_FIELD_RAW << 3) | 2);
+            assert_int_equal(pr__raw_parse(fr + 5 + vn, (size_t)plen, &v), 0);
+            assert_int_equal(v.rows, 9);
+        } else {
+            const uint8_t *tb;
+            size_t tlen;
+            Piperec__Trainer__V1__Frame *ctrl;
+            assert_int_equal(pr__frame_parse(fr + 4, len - 4, &tb, &tlen, &ctrl), 0);
+            assert_non_null(tb);
+        }
+        free(fr);
+    }
+    close(fd_raw);
+    close(fd_pb);
+    pr_sinkset_free(ss);
+    struct stat st;
+    assert_int_equal(stat(path, &st), -1); /* removed at free */
+    /* a regular file at the path is not replaced */
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fclose(f);
+    assert_true(pr_sink_new(&pr_sink_trainer_ops, &cfg, &other, err, sizeof(err)) < 0);
+    assert_non_null(strstr(err, "not a socket"));
+    unlink(path);
+    unlink(tokens);
+    rmdir(dir);
+}
+
+/* The C client with raw_layout (what `piperec consume --layout raw` uses):
+ * each raw batch comes out of pr_trainer_client_next as the same view as
+ * its TrainingBatch: int64 columns (values above 2^32), int32 columns and a
+ * jagged batch, byte for byte in every tensor. */
+static void expect_same_view(const pr_batch_view *a, const pr_batch_view *b)
+{
+    assert_int_equal(a->seq, b->seq);
+    assert_int_equal(a->epoch, b->epoch);
+    assert_int_equal(a->rows, b->rows);
+    assert_int_equal(a->sparse_width, b->sparse_width);
+    assert_int_equal(a->jagged, b->jagged);
+    const uint8_t *pa[] = {a->labels,  a->dense,     a->sparse,   a->values,
+                           a->lengths, a->label_mat, a->dense_mat};
+    const uint8_t *pb[] = {b->labels,  b->dense,     b->sparse,   b->values,
+                           b->lengths, b->label_mat, b->dense_mat};
+    size_t la[] = {a->labels_len,  a->dense_len,     a->sparse_len,   a->values_len,
+                   a->lengths_len, a->label_mat_len, a->dense_mat_len};
+    size_t lb[] = {b->labels_len,  b->dense_len,     b->sparse_len,   b->values_len,
+                   b->lengths_len, b->label_mat_len, b->dense_mat_len};
+    for (int i = 0; i < 7; i++) {
+        assert_int_equal(la[i], lb[i]);
+        if (la[i])
+            assert_memory_equal(pa[i], pb[i], la[i]);
+    }
+    assert_int_equal(a->n_vocab_sizes, b->n_vocab_sizes);
+    assert_int_equal(a->n_recycled, b->n_recycled);
+    assert_int_equal(a->n_ranges, b->n_ranges);
+}
+
+static void client_raw_case(pr_batch *b, uint8_t width, bool jagged)
+{
+    pr_sink_cfg cfg = {.pipeline = jagged ? "events" : "criteo",
+                       .n_dense = jagged ? 2 : 3,
+                       .n_sparse = 2,
+                       .sparse_width = width};
+    cfg.trainer.listen = "127.0.0.1:0";
+    pr_sink *sink;
+    char err[256], addr[32];
+    assert_int_equal(pr_sink_new(&pr_sink_trainer_ops, &cfg, &sink, err, sizeof(err)), 0);
+    pr_sinkset *ss = pr_sinkset_new();
+    assert_int_equal(pr_sinkset_add(ss, sink), 0);
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", pr_sink_port(sink));
+    pr_trainer_client_opts o = {.connect = addr, .pipeline = cfg.pipeline, .raw_layout = true};
+    pr_trainer_client *c;
+    assert_int_equal(pr_trainer_client_open(&o, &c, err, sizeof(err)), 0);
+    assert_int_equal(pr_trainer_client_info(c)->layout, 1);
+    assert_int_equal(pr_sinkset_send(ss, b), 0);
+    pr_batch_view got, want;
+    assert_int_equal(pr_trainer_client_next(c, &got, 5000, err, sizeof(err)), 1);
+    assert_int_equal(pr_batch_decode(b->pb, b->pb_len, &want, err, sizeof(err)), 0);
+    expect_same_view(&got, &want);
+    assert_int_equal(pr_trainer_client_ack(c, got.seq), 0);
+    pr_batch_view_fini(&got);
+    pr_batch_view_fini(&want);
+    pr_trainer_client_close(c);
+    pr_sinkset_free(ss);
+}
+
+static void test_client_raw_equals_pb(void **state)
+{
+    (void)state;
+    pr_batch *b8 = criteo_batch(37, 8), *b4 = criteo_batch(37, 4), *bj = jagged_batch();
+    client_raw_case(b8, 8, false);
+    client_raw_case(b4, 4, false);
+    client_raw_case(bj, 8, true);
+    pr_batch_unref(b8);
+    pr_batch_unref(b4);
+    pr_batch_unref(bj);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_criteo_int32),   cmocka_unit_test(test_criteo_int64),
         cmocka_unit_test(test_jagged),         cmocka_unit_test(test_preamble_sizes),
         cmocka_unit_test(test_parse_rejects),  cmocka_unit_test(test_sink_layouts),
-        cmocka_unit_test(test_criteo_compact),
+        cmocka_unit_test(test_criteo_compact), cmocka_unit_test(test_frame_outside_lock),
+        cmocka_unit_test(test_unix_socket),    cmocka_unit_test(test_client_raw_equals_pb),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

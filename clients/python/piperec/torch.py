@@ -303,7 +303,8 @@ class _Conn:
 class StreamDataset(IterableDataset):
     """Batches of one piperec pipeline as torch tensors.
 
-    endpoints: "host:port" or a list of them (several piperec services of
+    endpoints: "host:port" (or "unix:/path": sinks.trainer.unix_path on this
+        node) or a list of them (several piperec services of
         the same pipeline, e.g. one per Kafka partition set): each iterator
         connects to all and takes batches from whichever has one.
     pipeline: the pipeline name (Subscribe).
@@ -537,7 +538,8 @@ class StreamDataset(IterableDataset):
                 return TrainerClient(endpoint, self.pipeline, credits=self.credits, client_id=cid,
                                      resume=resume, layout=self.layout,
                                      kjt_offsets=self.kjt_offsets, compact=self.compact)
-            except (ConnectionRefusedError, ConnectionResetError, socket.timeout):
+            except (ConnectionRefusedError, ConnectionResetError, socket.timeout,
+                    FileNotFoundError):  # a unix: socket piperec has not made yet
                 if time.monotonic() >= deadline:
                     raise
                 time.sleep(0.1)

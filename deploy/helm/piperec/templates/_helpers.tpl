@@ -52,6 +52,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- $auth := dict "token_file" (printf "%s/token" $.Values.auth.token.mountPath) -}}
 {{- $_ := set $tr "auth" (merge ($tr.auth | default dict) $auth) -}}
 {{- end -}}
+{{- if and $.Values.unixSocket.enabled (not (hasKey $tr "unix_path")) -}}
+{{- $_ := set $tr "unix_path" (printf "%s/trainer.sock" $.Values.unixSocket.mountPath) -}}
+{{- end -}}
 {{- $_ := set $p.sinks "trainer" $tr -}}
 {{- end -}}
 {{- end -}}
