@@ -31,6 +31,7 @@ typedef struct pr__jfeat {
     uint32_t col[PR_FEAT_MAX_CROSS]; /* extractor column of each path */
     int side;                        /* index among sparse+list features, -1 */
     int vocab_step;                  /* index of `vocab` in the chain, -1 */
+    int8_t tunit;                    /* a time-tagged value's pr_time_unit here, -1 as is */
     uint16_t slot;                   /* label / dense index */
 } pr__jfeat;
 
@@ -63,6 +64,20 @@ static bool pr__is_side(const pr_feature_spec *f)
 }
 
 /* ---------------------------------------------------------------- building */
+
+/* The unit a time-tagged value (an Avro timestamp, pr_json_any.unit) is
+ * converted to for feature f: its hour_of_day / day_of_week step's unit
+ * when that is a count (s, ms, us); -1 (the number as written) otherwise.
+ * The event time reads tagged values itself (pr__event_time). */
+static int8_t pr__time_op_unit(const pr_feature_spec *f)
+{
+    if (f->n_paths != 1 || f->kind == PR_FEAT_EVENT_TIME)
+        return -1;
+    for (uint8_t s = 0; s < f->n_ops; s++)
+        if (f->ops[s].op == PR_FOP_HOUR_OF_DAY || f->ops[s].op == PR_FOP_DAY_OF_WEEK)
+            return f->ops[s].unit == PR_TIME_RFC3339 ? -1 : (int8_t)f->ops[s].unit;
+    return -1;
+}
 
 /* Index of `path` in paths[0, n), or n. */
 static size_t pr__path_find(const pr_json_path *paths, size_t n, const char *path)
@@ -144,6 +159,7 @@ pr_json_decoder *pr_json_decoder_new(const pr_feature_schema *fs, char *errstr, 
         jf->f = &fs->features[i];
         jf->side = pr__is_side(jf->f) ? d->n_side++ : -1;
         jf->vocab_step = pr_feature_vocab_step(jf->f);
+        jf->tunit = pr__time_op_unit(jf->f);
         if (jf->f->kind == PR_FEAT_LABEL)
             jf->slot = d->n_labels++;
         else if (jf->f->kind == PR_FEAT_DENSE)
@@ -219,8 +235,34 @@ static const char *pr__type_name(uint8_t t)
     return t == PR_FVAL_STR ? "a string" : t == PR_FVAL_NUM ? "a number" : "an integer";
 }
 
-/* Value k of extractor column `col` (row 0) as a pr_fval; bools are integers. */
-static void pr__value(const pr_json_decoder *d, uint32_t col, uint32_t k, pr_fval *v)
+/* Microseconds per pr_json_unit, per pr_time_unit (s, ms, us). */
+static const int64_t pr__tag_us[] = {
+    [PR_JSON_UNIT_DAYS] = 86400LL * 1000000, [PR_JSON_UNIT_MS] = 1000, [PR_JSON_UNIT_US] = 1};
+static const int64_t pr__unit_us[] = {[PR_TIME_S] = 1000000, [PR_TIME_MS] = 1000, [PR_TIME_US] = 1};
+
+/* A time-tagged integer as microseconds; false when out of range. */
+static bool pr__tagged_us(const pr_json_any *a, int64_t *us)
+{
+    return !__builtin_mul_overflow(a->i, pr__tag_us[a->unit], us);
+}
+
+/* A time-tagged integer in unit `to` (floored, as pr__event_time floors);
+ * out of range: an infinite number, which every time step refuses. */
+static void pr__retime(const pr_json_any *a, int8_t to, pr_fval *v)
+{
+    int64_t us, q = pr__unit_us[to];
+    if (!pr__tagged_us(a, &us)) {
+        v->type = PR_FVAL_NUM;
+        v->num = HUGE_VAL;
+        return;
+    }
+    v->u = (uint64_t)(us >= 0 ? us / q : -((-us + q - 1) / q));
+}
+
+/* Value k of extractor column `col` (row 0) as a pr_fval; bools are integers;
+ * a time-tagged integer in unit tunit (>= 0). */
+static void pr__value(const pr_json_decoder *d, uint32_t col, uint32_t k, pr_fval *v,
+                      int8_t tunit)
 {
     const pr_json_any *a = &d->jb->cols[col].any[k];
     memset(v, 0, sizeof(*v));
@@ -237,6 +279,8 @@ static void pr__value(const pr_json_decoder *d, uint32_t col, uint32_t k, pr_fva
     default: /* INT64, BOOL */
         v->type = PR_FVAL_INT;
         v->u = (uint64_t)a->i;
+        if (a->unit && tunit >= 0)
+            pr__retime(a, tunit, v);
         break;
     }
 }
@@ -251,7 +295,7 @@ static int pr__scalar(pr_json_decoder *d, const pr__jfeat *jf, uint8_t k, pr_fva
         return 0;
     if (d->jb->cols[col].count[0] != 1)
         return pr__fail(d, jf->f, PR_DEC_WRONG_TYPE, "a single value expected, got a list");
-    pr__value(d, col, 0, v);
+    pr__value(d, col, 0, v, jf->tunit);
     return 0;
 }
 
@@ -301,7 +345,11 @@ static int pr__event_time(pr_json_decoder *d, const pr__jfeat *jf, const pr_deco
     if (rc || v.type == PR_FVAL_MISSING)
         return rc;
     int64_t us;
-    if (pr_fop_time_us(&v, jf->f->unit, &us))
+    const pr_json_any *a = &d->jb->cols[jf->col[0]].any[0];
+    if (a->type == PR_JSON_INT64 && a->unit) { /* the writer's type says the unit */
+        if (!pr__tagged_us(a, &us))
+            return pr__fail(d, jf->f, PR_DEC_BAD_TIME, "a time out of range");
+    } else if (pr_fop_time_us(&v, jf->f->unit, &us))
         return pr__fail(d, jf->f, PR_DEC_BAD_TIME, "not a time in its unit");
     d->event_ms = us >= 0 ? us / 1000 : -((-us + 999) / 1000);
     return 0;
@@ -364,7 +412,7 @@ static int pr__list(pr_json_decoder *d, const pr__jfeat *jf)
     uint32_t n = c->present[0] == PR_JSON_PRESENT ? c->count[0] : 0;
     uint32_t to = jf->vocab_step >= 0 ? (uint32_t)jf->vocab_step : f->n_ops;
     for (uint32_t k = 0; k < n; k++)
-        pr__value(d, jf->col[0], k, &d->fv[k]);
+        pr__value(d, jf->col[0], k, &d->fv[k], jf->tunit);
     int rc = pr__chain(d, f, 0, to, d->fv, n);
     if (rc)
         return rc;
