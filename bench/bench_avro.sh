@@ -13,7 +13,8 @@
 #      (same seed) to a file, and bench/baseline_avro.py decodes them with
 #      python3-avro's DatumReader and extracts the same paths (process CPU
 #      time; fewer events, it is slow);
-#   3. the ratio, piperec reader alone / Python, per core.
+#   3. the ratio, piperec reader alone / Python, per core (a text line, then
+#      the same as one JSON line, avro_vs_python, for bench/run.sh).
 # Env: BENCH_AVRO_EVENTS (default 200000), BENCH_AVRO_PY_EVENTS (default 20000).
 set -eu
 B=${1:-build}
@@ -32,3 +33,12 @@ d=$(sed -n 's/^avro plan (decode.* \([0-9.]*\) MB\/s.*/\1/p' "$T/c.txt" | tail -
 p=$(sed -n 's/.* \([0-9.]*\) MB\/s.*/\1/p' "$T/py.txt")
 echo "piperec / python3-avro per core: reader alone $(echo "scale=1; $c / $p" | bc)x," \
      "with the schema's operators $(echo "scale=1; $d / $p" | bc)x"
+# one JSON line for bench/run.sh (`make bench` collects the lines starting with '{')
+rr=$(echo "scale=1; $c / $p" | bc)
+rd=$(echo "scale=1; $d / $p" | bc)
+met=$(echo "$c / $p >= 10" | bc)
+full=$(echo "$d / $p >= 10" | bc)
+tf() { [ "$1" = 1 ] && echo true || echo false; }
+echo "{\"bench\": \"avro_vs_python\", \"c_reader_mb_per_s\": $c, \"c_decode_mb_per_s\": $d," \
+     "\"python_mb_per_s\": $p, \"ratio_reader\": $rr, \"ratio_decode\": $rd, \"goal_ratio\": 10," \
+     "\"goal_met\": $(tf "$met"), \"full_decoder_over_10x\": $(tf "$full")}"

@@ -17,6 +17,9 @@
 #   3c. bench/bench_protobuf.sh: the example clickstream as shop.Click (the
 #      user's own Protobuf messages, issue 23): decode + extract per core
 #      beside Python's protobuf (message_factory) doing the same (>= 10x)
+#   3d. bench/bench_avro.sh: the example clickstream as Avro records
+#      (examples/clickstream.avsc): decode + extract per core beside
+#      python3-avro's DatumReader doing the same (>= 10x), avro_vs_python
 #   4. piperec process DATA: the CLI end to end (TSV -> .npy), default
 #      threads (one worker per CPU) and --threads 1, with its per-stage
 #      thread-seconds (decode, engine, write, wait)
@@ -108,6 +111,10 @@ fi
 if [ -x "$BUILD/bench/bench_protobuf" ]; then
     echo "== 3c. bench_protobuf.sh (the user's Protobuf messages: decode + extract vs Python protobuf, 1 core)" >&2
     sh "$HERE/bench_protobuf.sh" "$BUILD" | collect
+fi
+if [ -x "$BUILD/bench/bench_avro" ]; then
+    echo "== 3d. bench_avro.sh (Avro: decode + extract vs python3-avro, 1 core)" >&2
+    sh "$HERE/bench_avro.sh" "$BUILD" | collect
 fi
 
 # Default threads (one worker per CPU), then 1. The per-stage thread-seconds

@@ -17,6 +17,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#define XXH_STATIC_LINKING_ONLY /* XXH64_state_t on the stack (no malloc per call) */
 #include <xxhash.h>
 
 #include "pr_engine.h"
@@ -661,41 +662,52 @@ int pr_fop_apply(const pr_fop_step *st, pr_fval *v, size_t n, uint8_t *reason)
     return rejected;
 }
 
+/* The hash of pr_fop_cross_bytes of vals[0, k): one XXH64 over a stack
+ * buffer when the bytes fit (the common case: ids and numbers), else
+ * streamed value by value (same bytes, same hash) so long strings need no
+ * buffer. */
+static uint64_t pr__cross_hash(const pr_fval *vals, size_t k)
+{
+    uint8_t buf[256];
+    size_t len = pr_fop_cross_bytes(vals, k, buf, sizeof(buf));
+    if (len <= sizeof(buf))
+        return XXH64(buf, len, PR_FOP_HASH_SEED);
+    XXH64_state_t s;
+    XXH64_reset(&s, PR_FOP_HASH_SEED);
+    for (size_t i = 0; i < k; i++) {
+        const pr_fval *v = &vals[i];
+        uint8_t head[8];
+        size_t hl = v->type == PR_FVAL_STR ? 5 : 1;
+        pr_fop_cross_bytes(v, 1, head, hl); /* the tag (and length) only */
+        XXH64_update(&s, head, hl);
+        if (v->type == PR_FVAL_STR) {
+            XXH64_update(&s, v->str, v->len);
+        } else {
+            pr_fop_value_bytes(v, head, 8);
+            XXH64_update(&s, head, 8);
+        }
+    }
+    return XXH64_digest(&s);
+}
+
 int pr_fop_cross(const pr_fval *const *cols, size_t k, size_t n, pr_fval *out, uint8_t *reason)
 {
     if (k < 2 || k > PR_FEAT_MAX_CROSS)
         return PR_EINVAL;
     (void)reason; /* every type is accepted */
-    XXH64_state_t *s = XXH64_createState();
-    if (!s)
-        return PR_ENOMEM;
     for (size_t r = 0; r < n; r++) {
+        pr_fval vals[PR_FEAT_MAX_CROSS];
         bool missing = false;
-        for (size_t i = 0; i < k; i++)
-            missing |= cols[i][r].type == PR_FVAL_MISSING;
+        for (size_t i = 0; i < k; i++) {
+            vals[i] = cols[i][r];
+            missing |= vals[i].type == PR_FVAL_MISSING;
+        }
         if (missing) {
             out[r].type = PR_FVAL_MISSING;
             continue;
         }
-        /* Streamed, so long strings need no buffer: the bytes of
-         * pr_fop_cross_bytes, value by value. */
-        XXH64_reset(s, PR_FOP_HASH_SEED);
-        for (size_t i = 0; i < k; i++) {
-            const pr_fval *v = &cols[i][r];
-            uint8_t head[8];
-            size_t hl = v->type == PR_FVAL_STR ? 5 : 1;
-            pr_fop_cross_bytes(v, 1, head, hl); /* the tag (and length) only */
-            XXH64_update(s, head, hl);
-            if (v->type == PR_FVAL_STR) {
-                XXH64_update(s, v->str, v->len);
-            } else {
-                pr_fop_value_bytes(v, head, 8);
-                XXH64_update(s, head, 8);
-            }
-        }
-        pr__set_int(&out[r], XXH64_digest(s));
+        pr__set_int(&out[r], pr__cross_hash(vals, k));
     }
-    XXH64_freeState(s);
     return 0;
 }
 

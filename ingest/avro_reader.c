@@ -20,7 +20,11 @@
  *
  * avro-c keeps no logicalType, so the schema text is also read with jansson
  * (avro-c's own JSON library) in step with avro-c's tree, for decimal's
- * scale; timestamps are plain longs (the event time's unit says ms or us).
+ * scale and for the time logical types: a timestamp-millis / -micros,
+ * local-timestamp-millis / -micros or date value goes to its column tagged
+ * with its unit (pr_json_any.unit), so that the writer schema, not the
+ * feature's configured unit, says what the number counts (schema evolution
+ * from millis to micros keeps the same event time).
  */
 #include <jansson.h>
 #include <math.h>
@@ -57,6 +61,7 @@ enum { ACT_SKIP, ACT_LEAF, ACT_DESCEND, ACT_WRONG };
 typedef struct av av;
 struct av {
     uint8_t kind, act;
+    uint8_t unit;     /* AV_LONG with a time logicalType: its pr_json_unit */
     bool zero_size;   /* encodes in no bytes (bounds counts of such items) */
     bool decimal;     /* AV_BYTES / AV_FIXED with logicalType decimal */
     int32_t col;      /* ACT_LEAF, ACT_WRONG: the column (its path names rejects) */
@@ -313,9 +318,29 @@ static int pr__kids(av *n, uint32_t count)
     return n->kid ? 0 : PR_ENOMEM;
 }
 
-/* Decimal scale and enum symbols: what the plain avro-c tree lacks. */
+/* The time logical types, by name. */
+static const struct {
+    const char *name;
+    uint8_t unit;
+} pr__time_types[] = {
+    {"timestamp-millis", PR_JSON_UNIT_MS},       {"timestamp-micros", PR_JSON_UNIT_US},
+    {"local-timestamp-millis", PR_JSON_UNIT_MS}, {"local-timestamp-micros", PR_JSON_UNIT_US},
+    {"date", PR_JSON_UNIT_DAYS},
+};
+
+static uint8_t pr__time_unit(const char *lt)
+{
+    for (size_t i = 0; lt && i < sizeof(pr__time_types) / sizeof(pr__time_types[0]); i++)
+        if (!strcmp(lt, pr__time_types[i].name))
+            return pr__time_types[i].unit;
+    return PR_JSON_UNIT_NONE;
+}
+
+/* Decimal scale, time units and enum symbols: what the plain avro-c tree lacks. */
 static int pr__annotate(av *n, avro_schema_t s, json_t *jo)
 {
+    if (n->kind == AV_LONG && json_is_object(jo))
+        n->unit = pr__time_unit(json_string_value(json_object_get(jo, "logicalType")));
     if ((n->kind == AV_BYTES || n->kind == AV_FIXED) && json_is_object(jo)) {
         const char *lt = json_string_value(json_object_get(jo, "logicalType"));
         if (lt && !strcmp(lt, "decimal")) {
@@ -731,6 +756,7 @@ static int pr__leaf_scalar(pr_avro_reader *r, const av *n)
     case AV_LONG:
         if ((rc = pr__long(r, &a.i)))
             return rc;
+        a.unit = n->unit;
         break;
     case AV_FLOAT: {
         float f;
@@ -887,10 +913,15 @@ static int pr__plan_of(pr_avro_reader *r, uint32_t id, pr__plan **out)
     if (rc == 0 && !(pl = pr__plan_new(r, text, err, sizeof(err))))
         rc = PR_EINVAL;
     free(text);
-    if (r->n_cache < r->cache_max)
+    if (r->n_cache < r->cache_max) {
         victim = r->n_cache++;
-    else
+        pr_registry_note_cache(r->reg, 1, 0);
+    } else if (r->cache[victim].id == id) {
+        pr__plan_free(r->cache[victim].plan); /* the id's stale entry, replaced */
+    } else {
         pr__plan_free(r->cache[victim].plan);
+        pr_registry_note_cache(r->reg, 0, 1);
+    }
     r->cache[victim] = (pr__entry){
         .id = id, .plan = pl, .neg_until_ns = pr_mono_ns() + PR__AV_NEG_TTL_NS, .used = r->tick};
     r->last = (int32_t)victim;
@@ -976,6 +1007,7 @@ void pr_avro_reader_free(pr_avro_reader *r)
         return;
     for (uint32_t i = 0; i < r->n_cache; i++)
         pr__plan_free(r->cache[i].plan);
+    pr_registry_note_cache(r->reg, -(int64_t)r->n_cache, 0);
     free(r->cache);
     pr__plan_free(r->fixed);
     free(r->trie);

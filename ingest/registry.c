@@ -11,8 +11,16 @@
  * doubling to 5 s) during which fetches answer PR_EAGAIN without a request,
  * so that a paused partition retrying every poll does not hammer a registry
  * that is down; the first success resets it.
+ *
+ * Totals for /metrics are kept per configuration (the pr_registry_cfg a
+ * client is made from, i.e. one pipeline's source.schema_registry), not per
+ * client: a pipeline may make several clients (one per decoder) and make
+ * them again (a restart), and its counters must add up and never go back.
+ * They live in a small static table of atomics that the HTTP thread reads
+ * without a lock; a slot is claimed once per cfg under a mutex.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +33,22 @@
 #define PR__REG_MAX_ANSWER  (8u << 20) /* bytes of one answer */
 #define PR__REG_BACKOFF0_MS 100
 #define PR__REG_BACKOFF_MAX 5000
+#define PR__REG_MAX_TALLIES 64 /* registry configs with totals (pipelines, reloads) */
+
+/* The totals of one pr_registry_cfg (see the file comment). */
+typedef struct pr__reg_tally {
+    _Atomic(const pr_registry_cfg *) cfg; /* set once, under pr__tally_lock */
+    atomic_uint_fast64_t fetches, fail[PR_REG_FAIL__COUNT], evictions;
+    atomic_int_fast64_t cached;
+} pr__reg_tally;
+
+static pr__reg_tally pr__tallies[PR__REG_MAX_TALLIES];
+static pthread_mutex_t pr__tally_lock = PTHREAD_MUTEX_INITIALIZER;
+
+const char *const pr_registry_fail_names[] = {
+    [PR_REG_FAIL_REFUSED] = "refused", [PR_REG_FAIL_TIMEOUT] = "timeout",
+    [PR_REG_FAIL_5XX] = "5xx",         [PR_REG_FAIL_404] = "404",
+    [PR_REG_FAIL_OTHER] = "other",     [PR_REG_FAIL__COUNT] = NULL};
 
 struct pr_registry {
     char *url; /* without a trailing '/' */
@@ -38,9 +62,65 @@ struct pr_registry {
     int64_t retry_at_ns; /* backing off until */
     uint32_t backoff_ms;
     pr_registry_stats st;
+    pr__reg_tally *tally; /* NULL when the table is full (no totals) */
 };
 
 static pthread_once_t pr__curl_once = PTHREAD_ONCE_INIT;
+
+/* The slot of cfg, claimed on first use; NULL when cfg has none. */
+static pr__reg_tally *pr__tally_find(const pr_registry_cfg *cfg, bool claim)
+{
+    for (size_t i = 0; i < PR__REG_MAX_TALLIES; i++) {
+        const pr_registry_cfg *c = atomic_load(&pr__tallies[i].cfg);
+        if (c == cfg)
+            return &pr__tallies[i];
+        if (!c)
+            break; /* slots are claimed in order */
+    }
+    if (!claim)
+        return NULL;
+    pr__reg_tally *t = NULL;
+    pthread_mutex_lock(&pr__tally_lock);
+    for (size_t i = 0; i < PR__REG_MAX_TALLIES && !t; i++) {
+        const pr_registry_cfg *c = atomic_load(&pr__tallies[i].cfg);
+        if (c == cfg || !c) {
+            t = &pr__tallies[i];
+            if (!c)
+                atomic_store(&t->cfg, cfg);
+        }
+    }
+    pthread_mutex_unlock(&pr__tally_lock);
+    return t;
+}
+
+bool pr_registry_totals_of(const pr_registry_cfg *cfg, pr_registry_totals *t)
+{
+    memset(t, 0, sizeof(*t));
+    const pr__reg_tally *y = pr__tally_find(cfg, false);
+    if (!y)
+        return false;
+    t->fetches = atomic_load_explicit(&y->fetches, memory_order_relaxed);
+    for (int k = 0; k < PR_REG_FAIL__COUNT; k++)
+        t->fail[k] = atomic_load_explicit(&y->fail[k], memory_order_relaxed);
+    t->cache_evictions = atomic_load_explicit(&y->evictions, memory_order_relaxed);
+    t->cached = atomic_load_explicit(&y->cached, memory_order_relaxed);
+    return true;
+}
+
+void pr_registry_note_cache(pr_registry *r, int64_t delta, uint64_t evicted)
+{
+    if (!r || !r->tally)
+        return;
+    atomic_fetch_add_explicit(&r->tally->cached, delta, memory_order_relaxed);
+    if (evicted)
+        atomic_fetch_add_explicit(&r->tally->evictions, evicted, memory_order_relaxed);
+}
+
+static void pr__count_fail(pr_registry *r, pr_registry_fail kind)
+{
+    if (r->tally)
+        atomic_fetch_add_explicit(&r->tally->fail[kind], 1, memory_order_relaxed);
+}
 
 static void pr__curl_init(void)
 {
@@ -111,6 +191,7 @@ pr_registry *pr_registry_new(const pr_registry_cfg *cfg, char *errstr, size_t er
     while (ul > 0 && r->url[ul - 1] == '/')
         r->url[--ul] = 0;
     r->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : 2000;
+    r->tally = pr__tally_find(cfg, true);
     if (cfg->ca_file && !(r->ca_file = strdup(cfg->ca_file)))
         goto out_nomem;
     int rc = pr__auth(r, cfg, errstr, errstr_size);
@@ -174,8 +255,10 @@ static size_t pr__on_data(char *p, size_t size, size_t nmemb, void *opaque)
 }
 
 /* A failed request: counted, remembered, and a backoff started. */
-static int pr__failed(pr_registry *r, char *errstr, size_t errstr_size, const char *why)
+static int pr__failed(pr_registry *r, pr_registry_fail kind, char *errstr, size_t errstr_size,
+                      const char *why)
 {
+    pr__count_fail(r, kind);
     r->st.failures++;
     r->st.down = true;
     snprintf(r->st.last_error, sizeof(r->st.last_error), "%s", why);
@@ -186,6 +269,19 @@ static int pr__failed(pr_registry *r, char *errstr, size_t errstr_size, const ch
     return pr_seterr(errstr, errstr_size, PR_EAGAIN, "schema registry %s: %s", r->url, why);
 }
 
+/* A transfer that failed, by kind. */
+static pr_registry_fail pr__curl_fail_kind(CURLcode cc)
+{
+    switch (cc) {
+    case CURLE_COULDNT_CONNECT:
+        return PR_REG_FAIL_REFUSED;
+    case CURLE_OPERATION_TIMEDOUT:
+        return PR_REG_FAIL_TIMEOUT;
+    default:
+        return PR_REG_FAIL_OTHER;
+    }
+}
+
 /* The "schema" and "schemaType" members of a 200 answer. */
 static int pr__parse_answer(pr_registry *r, const pr__answer *a, char **text, char *type,
                             size_t type_size, char *errstr, size_t errstr_size)
@@ -194,7 +290,8 @@ static int pr__parse_answer(pr_registry *r, const pr__answer *a, char **text, ch
     pr_json_reject rej;
     if (!a->buf || pr_json_extract(r->x, r->jb, a->buf, a->len, &rej) != 0 ||
         r->jb->cols[0].present[0] != PR_JSON_PRESENT)
-        return pr__failed(r, errstr, errstr_size, "answer without a \"schema\" string");
+        return pr__failed(r, PR_REG_FAIL_OTHER, errstr, errstr_size,
+                          "answer without a \"schema\" string");
     const pr_json_str *s = &r->jb->cols[0].str[0];
     if (!(*text = malloc((size_t)s->len + 1)))
         return pr_seterr(errstr, errstr_size, PR_ENOMEM, "schema_registry: out of memory");
@@ -242,18 +339,22 @@ int pr_registry_fetch(pr_registry *r, uint32_t id, char **text, char *schema_typ
     char why[160];
     if (cc != CURLE_OK) {
         snprintf(why, sizeof(why), "%s", curl_easy_strerror(cc));
-        rc = pr__failed(r, errstr, errstr_size, why);
+        rc = pr__failed(r, pr__curl_fail_kind(cc), errstr, errstr_size, why);
     } else if (status == 404) {
+        pr__count_fail(r, PR_REG_FAIL_404);
         r->st.not_found++;
         r->st.down = false;
         r->backoff_ms = 0;
         rc = pr_seterr(errstr, errstr_size, PR_EBADREC, "schema id %u: not found", id);
     } else if (status != 200) {
         snprintf(why, sizeof(why), "HTTP status %ld", status);
-        rc = pr__failed(r, errstr, errstr_size, why);
+        rc = pr__failed(r, status >= 500 && status <= 599 ? PR_REG_FAIL_5XX : PR_REG_FAIL_OTHER,
+                        errstr, errstr_size, why);
     } else if (!(rc = pr__parse_answer(r, &a, text, schema_type, schema_type_size, errstr,
                                        errstr_size))) {
         r->st.fetches++;
+        if (r->tally)
+            atomic_fetch_add_explicit(&r->tally->fetches, 1, memory_order_relaxed);
         r->st.down = false;
         r->backoff_ms = 0;
     }

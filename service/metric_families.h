@@ -18,6 +18,7 @@
  *   metrics_engine.c    the engine (pr_engine_stats, vocabulary sizes)
  *   metrics_vocablog.c  the shared vocabulary log (pr_vocablog_stats)
  *   metrics_sinks.c     every sink (pr_sink_stats), the trainer port
+ *   metrics_schemareg.c the schema registry client (pr_registry_totals)
  *
  * Page order: the page is one list ordered as docs/operations.md documents
  * it, and families of different owners interleave there. Each family carries
@@ -80,6 +81,10 @@ typedef struct pr__metric_module {
     size_t snap_size;                        /* 0: no snapshot */
     void (*scrape)(pr__pipe *p, void *snap); /* fill snap (zeroed) */
     void (*release)(void *snap);             /* NULL: nothing to free */
+    /* NULL: every pipeline has samples; else only pipelines it says yes to
+     * (no snapshot for the others), and the module's families are left off
+     * the page (no HELP, no TYPE) when it says no to every pipeline. */
+    bool (*shown)(const pr__pipe *p);
     const pr__family *families;
     size_t n_families;
 } pr__metric_module;
@@ -96,6 +101,7 @@ void pr__metrics_batcher_init(void);
 void pr__metrics_engine_init(void);
 void pr__metrics_vocablog_init(void);
 void pr__metrics_sinks_init(void);
+void pr__metrics_schemareg_init(void);
 
 /* Shared emitter helpers (metrics_registry.c). */
 const char *pr__metric_pipe_name(const pr__metric_ctx *c);

@@ -61,7 +61,7 @@ static void pr__metrics_init(void)
     static void (*const inits[])(void) = {
         pr__metrics_process_init, pr__metrics_pipeline_init, pr__metrics_consumer_init,
         pr__metrics_batcher_init, pr__metrics_engine_init,   pr__metrics_vocablog_init,
-        pr__metrics_sinks_init,
+        pr__metrics_sinks_init,   pr__metrics_schemareg_init,
     };
     for (size_t i = 0; i < PR__N(inits); i++)
         inits[i]();
@@ -96,7 +96,7 @@ static void **pr__scrape_all(pr_service *svc)
     for (size_t i = 0; i < svc->n_pipes; i++)
         for (size_t m = 0; m < pr__n_modules; m++) {
             const pr__metric_module *mod = pr__modules[m];
-            if (!mod->snap_size)
+            if (!mod->snap_size || (mod->shown && !mod->shown(&svc->pipes[i])))
                 continue;
             void *s = calloc(1, mod->snap_size);
             if (!s)
@@ -119,6 +119,15 @@ static void pr__release_all(pr_service *svc, void **snaps)
     free(snaps);
 }
 
+/* Whether some pipeline has a snapshot of module m (a module with `shown`). */
+static bool pr__any_shown(const pr_service *svc, size_t m, void **snaps)
+{
+    for (size_t i = 0; i < svc->n_pipes; i++)
+        if (snaps[i * pr__n_modules + m])
+            return true;
+    return false;
+}
+
 void pr_service_render_metrics(pr_service *svc, pr_mbuf *mb)
 {
     pthread_once(&pr__once, pr__metrics_init);
@@ -131,6 +140,8 @@ void pr_service_render_metrics(pr_service *svc, pr_mbuf *mb)
     for (size_t k = 0; k < pr__n_slots; k++) {
         const pr__family *f = pr__slots[k].f;
         size_t m = pr__slots[k].module;
+        if (pr__modules[m]->shown && !pr__any_shown(svc, m, snaps))
+            continue;
         pr__metric_family(mb, f->name, f->type, f->help);
         if (f->proc) {
             f->proc(mb, f, svc);

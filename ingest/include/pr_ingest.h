@@ -752,13 +752,24 @@ typedef struct pr_json_str {
     uint32_t off, len; /* into pr_json_block.arena */
 } pr_json_str;
 
+/* The time unit a format's own type gives an integer (Avro's logical types
+ * timestamp-millis / -micros, local-timestamp-*, date); JSON has none. */
+typedef enum pr_json_unit {
+    PR_JSON_UNIT_NONE = 0, /* a plain number: the feature's configured unit applies */
+    PR_JSON_UNIT_DAYS,     /* days since the epoch (Avro date) */
+    PR_JSON_UNIT_MS,       /* milliseconds since the epoch */
+    PR_JSON_UNIT_US,       /* microseconds since the epoch */
+} pr_json_unit;
+
 /* A PR_JSON_ANY value: type is PR_JSON_STRING (s), PR_JSON_INT64 (i),
  * PR_JSON_DOUBLE (d) or PR_JSON_BOOL (i = 0 / 1). big_int: a DOUBLE written
  * as an integer beyond int64 (a reader that needs an integer says
- * number_out_of_range, not wrong_type). */
+ * number_out_of_range, not wrong_type). unit (pr_json_unit) is set on an
+ * INT64 whose writer type says it is a time. Both in the padding: no cost. */
 typedef struct pr_json_any {
     uint8_t type;
     uint8_t big_int;
+    uint8_t unit;
     union {
         int64_t i;
         double d;
@@ -999,6 +1010,40 @@ int pr_registry_fetch(pr_registry *r, uint32_t id, char **text, char *schema_typ
 bool pr_registry_frame(const void *buf, size_t len, uint32_t *id, size_t *body);
 
 void pr_registry_get_stats(const pr_registry *r, pr_registry_stats *st); /* same thread */
+
+/* Why a fetch failed, for /metrics: refused (nothing listens: connect
+ * refused), timeout (connect or answer slower than timeout_ms), 5xx (a server
+ * error status), 404 (the registry does not know the id), other (DNS, TLS,
+ * another status, an answer without a schema). */
+typedef enum pr_registry_fail {
+    PR_REG_FAIL_REFUSED = 0,
+    PR_REG_FAIL_TIMEOUT,
+    PR_REG_FAIL_5XX,
+    PR_REG_FAIL_404,
+    PR_REG_FAIL_OTHER,
+    PR_REG_FAIL__COUNT
+} pr_registry_fail;
+extern const char *const pr_registry_fail_names[]; /* "refused", "timeout", "5xx", "404", "other" */
+
+/* The totals of every client made from one pr_registry_cfg (a pipeline's
+ * source.schema_registry), live or freed, and of the schema caches of the
+ * readers using them: what /metrics shows per pipeline. Counters only grow
+ * for the life of the process (a client freed and made again from the same
+ * cfg adds to the same totals). */
+typedef struct pr_registry_totals {
+    uint64_t fetches;                   /* schemas fetched (answered 200) */
+    uint64_t fail[PR_REG_FAIL__COUNT];  /* failed requests, by kind */
+    uint64_t cache_evictions;           /* schemas dropped from a full cache */
+    int64_t cached;                     /* schemas (and remembered unknown ids) cached now */
+} pr_registry_totals;
+
+/* The totals for cfg; false when no client was ever made from it. Any
+ * thread (the counters are atomics). */
+bool pr_registry_totals_of(const pr_registry_cfg *cfg, pr_registry_totals *t);
+
+/* A reader's schema cache changed: `delta` entries added (or removed, < 0),
+ * `evicted` of them dropped to make room. Same thread as the fetches. */
+void pr_registry_note_cache(pr_registry *r, int64_t delta, uint64_t evicted);
 
 /* ================================================================ Avro reader
  * (ingest/avro_reader.c; issue 23, source.format avro)

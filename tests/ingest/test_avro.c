@@ -5,7 +5,8 @@
  * the same events in JSON text, plain and registry-framed; maps, enums,
  * fixed, bytes, decimals and unions read like their JSON forms; a path the
  * writer schema lacks is absent; the reject reasons (bad_avro, bad_framing,
- * wrong_type, list_too_long) with nothing left in the block. The registry
+ * wrong_type, list_too_long) with nothing left in the block; the time logical
+ * types in their writer's unit whatever event_time.unit says. The registry
  * (fetch, evolution, down/up, 404) is tested end to end in
  * tests/ingest/test_avro_registry.sh with a test registry server.
  */
@@ -331,6 +332,73 @@ static void test_wrong_types(void **state)
     fx_free(&t);
 }
 
+
+/* Time logical types (timestamp-millis / -micros, date): the writer schema
+ * says the unit, not event_time.unit (which reads plain numbers): a schema
+ * evolving from millis to micros gives the same event time, hour and day. */
+static void run_times(const char *ts_type, const char *ts[], int64_t rows_out[][3])
+{
+    static const char *const yaml =
+        "pipelines:\n"
+        "  - name: t\n"
+        "    source: { format: json }\n"
+        "    schema:\n"
+        "      event_time: { path: ts, unit: s }\n"
+        "      labels: [ { name: y, path: y } ]\n"
+        "      sparse:\n"
+        "        - { name: hour, path: ts, ops: [hour_of_day] }\n"
+        "        - { name: wd, path: d, ops: [ { day_of_week: ms } ] }\n"
+        "        - { name: plain, path: p, ops: [hour_of_day] }\n";
+    char avsc[1024];
+    snprintf(avsc, sizeof(avsc),
+             "{\"type\":\"record\",\"name\":\"T\",\"fields\":["
+             "{\"name\":\"ts\",\"type\":{\"type\":\"long\",\"logicalType\":\"%s\"}},"
+             "{\"name\":\"y\",\"type\":\"int\"},"
+             "{\"name\":\"d\",\"type\":[\"null\",{\"type\":\"int\",\"logicalType\":\"date\"}]},"
+             "{\"name\":\"p\",\"type\":\"long\"}]}",
+             ts_type);
+    fx t;
+    fx_init(&t, yaml, avsc, PR_AVRO_FRAMING_PLAIN);
+    char err[256], ev[256];
+    uint32_t next = 0;
+    for (int i = 0; ts[i]; i++) {
+        snprintf(ev, sizeof(ev), "{\"ts\":%s,\"y\":1,\"d\":19675,\"p\":3600}", ts[i]);
+        if (pr_avro_from_json(t.w, ev, strlen(ev), -1, &t.buf, &t.len, &t.cap, err, sizeof(err)))
+            fail_msg("encode %s: %s", ev, err);
+        if (pr_decode_message(PR_MSG_AVRO, &t.ca, t.ba, t.buf, t.len, &next, NULL) != 1)
+            fail_msg("%s (%s): %s", ev, ts_type, t.ra.detail);
+    }
+    pr_fside *s = t.ba->side;
+    for (uint32_t r = 0; r < t.ba->rows; r++) {
+        rows_out[r][0] = t.ba->event_time_ms[r];
+        rows_out[r][1] = s->values[0][r];
+        assert_int_equal(s->values[1][r], 2); /* 2023-11-14, a Tuesday */
+        assert_int_equal(s->values[2][r], 2); /* a plain long: unit s, 01:00 */
+    }
+    rows_out[t.ba->rows][0] = -1;
+    fx_free(&t);
+}
+
+static void test_time_logical_types(void **state)
+{
+    (void)state;
+    const char *ms[] = {"1700000000123", "-2", "0", NULL};
+    const char *us[] = {"1700000000123456", "-1500", "999", NULL};
+    int64_t a[8][3], b[8][3];
+    run_times("timestamp-millis", ms, a);
+    run_times("timestamp-micros", us, b);
+    const int64_t want[][2] = {{1700000000123, 23}, {-2, 24}, {0, 1}};
+    for (int r = 0; r < 3; r++) {
+        assert_int_equal(a[r][0], want[r][0]);
+        assert_int_equal(a[r][1], want[r][1]);
+        assert_int_equal(b[r][0], want[r][0]);
+        assert_int_equal(b[r][1], want[r][1]);
+    }
+    assert_int_equal(a[3][0], -1);
+    run_times("local-timestamp-millis", ms, a);
+    assert_int_equal(a[0][0], want[0][0]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -339,6 +407,7 @@ int main(void)
         cmocka_unit_test(test_types),
         cmocka_unit_test(test_rejects),
         cmocka_unit_test(test_wrong_types),
+        cmocka_unit_test(test_time_logical_types),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,6 +10,8 @@
 #      piperec_decode_waits_total > 0, /readyz "waits to decode")
 #   registry up but slower than timeout_ms -> still waiting, nothing rejected
 #   registry up again (same port) -> all 2N rows, ready again
+#   the registry client's families count fetches, 404s, refused, timeouts,
+#   the cached schemas
 #   streaming == offline: the streamed vocabularies equal `piperec process`
 #   of the same events as JSON lines (B without context); offline Avro (a file
 #   of framed records from `piperec gen --format avro`, ids 1 and 2, through
@@ -129,6 +131,13 @@ wait_until 60 "A consumed" sh -c "[ \"\$(curl -sf '$U/metrics' | sed -n 's/^pipe
 wait_until 20 "the unknown ids rejected" sh -c \
     "curl -sf '$U/metrics' | grep -q '^piperec_rejected_records_total{pipeline=\"p\",reason=\"unknown_schema_id\"} 2\$'"
 curl -sf "$U/readyz" | grep -q "^ready" || fail "not ready after A: $(curl -s "$U/readyz")"
+# the registry client's families: id 1 fetched once, id 99 asked once (404,
+# then remembered), both in the cache
+[ "$(metric piperec_schema_registry_fetches_total)" = 1 ] || fail "fetches $(metric piperec_schema_registry_fetches_total)"
+[ "$(metric piperec_schema_registry_failures_total ',kind="404"')" = 1 ] || fail "404s"
+[ "$(metric piperec_schema_registry_failures_total ',kind="refused"')" = 0 ] || fail "refused before the registry went down"
+[ "$(metric piperec_schema_registry_cache_schemas)" = 2 ] || fail "cache $(metric piperec_schema_registry_cache_schemas)"
+[ "$(metric piperec_schema_registry_cache_evictions_total)" = 0 ] || fail "evictions"
 
 # 4. the registry goes down; B under a new id waits, nothing is rejected
 kill "$REGPID"; wait "$REGPID" 2>/dev/null || true
@@ -139,6 +148,7 @@ curl -s "$U/readyz" | grep -q "waits to decode: schema id 2" || fail "/readyz: $
 sleep 1
 [ "$(metric piperec_decode_waits_total)" -gt 1 ] || fail "decode_waits_total: $(metric piperec_decode_waits_total)"
 [ "$(metric piperec_engine_rows_total)" = $N ] || fail "rows moved while waiting"
+[ "$(metric piperec_schema_registry_failures_total ',kind="refused"')" -ge 1 ] || fail "refused not counted"
 curl -sf "$U/metrics" | grep '^piperec_rejected_records_total{pipeline="p"' | grep -v 'unknown_schema_id' \
     | grep -v ' 0$' && fail "something was rejected while the registry was down"
 
@@ -148,6 +158,7 @@ sleep 2
 [ "$(metric piperec_decode_waiting)" = 1 ] || fail "not waiting on a slow registry"
 curl -s "$U/readyz" | grep -q "waits to decode: .*Timeout" || fail "/readyz (slow): $(curl -s "$U/readyz")"
 [ "$(metric piperec_engine_rows_total)" = $N ] || fail "rows moved on a slow registry"
+[ "$(metric piperec_schema_registry_failures_total ',kind="timeout"')" -ge 1 ] || fail "timeout not counted"
 kill "$REGPID"; wait "$REGPID" 2>/dev/null || true
 
 # 5. back up on the same port: every event of B arrives
@@ -158,6 +169,8 @@ wait_until 10 "ready again" sh -c "curl -sf '$U/readyz' | grep -q '^ready'"
 [ "$(metric piperec_records_in_total)" = $((2 * N)) ] || fail "records_in $(metric piperec_records_in_total)"
 [ "$(metric piperec_rejected_records_total ',reason="unknown_schema_id"')" = 2 ] || fail "unknown ids"
 [ "$(metric piperec_rejected_records_total ',reason="bad_avro"')" = 0 ] || fail "bad_avro"
+[ "$(metric piperec_schema_registry_fetches_total)" = 2 ] || fail "fetches after B"
+[ "$(metric piperec_schema_registry_failures_total ',kind="5xx"')" = 0 ] || fail "5xx"
 wait_until 30 "the dead letters" sh -c \
     "[ \$(kcat -b '$B' -C -t clicks-dlq -o beginning -e -q -f '%h\n' | grep -c 'piperec-reason=unknown_schema_id') -eq 2 ]"
 kill -TERM "$RUN"
