@@ -649,6 +649,15 @@ void pr_mock_broker_stop(pr_mock_broker *mb); /* NULL ok */
  *   max_list elements -> list_too_long. An object at a path -> wrong_type.
  *   A non-object, non-null value where a path needs an object (path "user.id",
  *   document {"user": 5}) -> wrong_type; null there means the path is absent.
+ *   An array where a path needs an object is a list of objects: the path maps
+ *   over its elements ("imp.ad_id" of {"imp": [{"ad_id": 1}, {"ad_id": 2}]}
+ *   reads as the list [1, 2]), when every path below takes a list (else
+ *   wrong_type: a single value cannot cross a list). An element that lacks
+ *   the key, holds null there or is null adds nothing (so two paths over one
+ *   list stay aligned only when no element is dropped); a non-object element
+ *   -> wrong_type; one list level per path (a list, or a list of objects,
+ *   inside an element -> wrong_type); max_list counts the mapped elements;
+ *   the elements are one nesting level below the array (max_depth).
  *   One path may not be a prefix of another ("user" and "user.id").
  *   Keys are matched after unescaping ("\u0069d" matches "id"); a key that
  *   contains '.' cannot be addressed.
