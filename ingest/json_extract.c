@@ -1138,7 +1138,7 @@ static void pr__reset_subtree(jp *j, const jnode *nd)
  * is the next element of the path's list. null contributes nothing (a
  * missing element is dropped, as an element without the key); a list here
  * would be a second list level: refused. */
-static int pr__take_mapped(jp *j, uint32_t node, uint32_t pi)
+static __attribute__((noinline)) int pr__take_mapped(jp *j, uint32_t node, uint32_t pi)
 {
     const pr_json_path *pa = &j->x->paths[pi];
     int vk = pr__value_kind(*j->p), r;
@@ -1162,10 +1162,12 @@ static int pr__walk_object(jp *j, uint32_t node, uint32_t depth);
 /* An array at j->p under inner node `node`: a list of objects, each walked
  * under `node`, so that every leaf below reads as a list of the values its
  * path finds in the elements, in order (leaves take list shapes only; one
- * list level per path). Each element gets its own gen so a key repeated
+ * list level per path). Kept out of line (as pr__take_mapped) so that
+ * pr__walk_object, the hot loop of every event, stays as compact as it was.
+ * Each element gets its own gen so a key repeated
  * inside one element resets that element only; the row's gen comes back
  * after the list (outer keys keep their duplicate check). */
-static int pr__map_list(jp *j, uint32_t node, uint32_t depth)
+static __attribute__((noinline)) int pr__map_list(jp *j, uint32_t node, uint32_t depth)
 {
     const jnode *nd = &j->x->nodes[node];
     pr__json_scratch *s = j->s;
