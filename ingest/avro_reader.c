@@ -272,6 +272,7 @@ typedef struct pr__cmp {
     pr_avro_reader *r;
     pr__plan *pl;
     int depth;
+    bool in_elem; /* under an array of records: the paths below map over its items */
 } pr__cmp;
 
 static av *pr__compile(pr__cmp *c, avro_schema_t s, json_t *j, int64_t t, bool in_list);
@@ -474,8 +475,43 @@ static av *pr__descend(pr__cmp *c, av *n, avro_schema_t s, json_t *jo, uint32_t 
     return n;
 }
 
+/* The column of a single-valued path at or below trie node t, -1 none. */
+static int32_t pr__scalar_below(const pr_avro_reader *r, uint32_t t)
+{
+    if (r->trie[t].col >= 0)
+        return r->paths[r->trie[t].col].shape == PR_JSON_SCALAR ? r->trie[t].col : -1;
+    for (uint32_t k = r->trie[t].first; k; k = r->trie[k].next) {
+        int32_t col = pr__scalar_below(r, k);
+        if (col >= 0)
+            return col;
+    }
+    return -1;
+}
+
+/* An array on the way to paths (trie node t): an array of records whose
+ * items the paths below map over (each leaf reads one list element per
+ * item), as the JSON extractor does. One list level per path, and only
+ * paths that take lists may cross it: otherwise a wrong-type node. */
+static av *pr__compile_objlist(pr__cmp *c, avro_schema_t s, json_t *jo, uint32_t t)
+{
+    int32_t scalar = pr__scalar_below(c->r, t);
+    if (c->in_elem)
+        return pr__wrong(c, AV_ARRAY, -1,
+                         "a list inside a list of records (one list level per path)");
+    if (scalar >= 0)
+        return pr__wrong(c, AV_ARRAY, scalar, "a list of records, under a single-valued path");
+    av *n = pr__node(c->pl, AV_ARRAY, ACT_DESCEND);
+    if (!n || pr__kids(n, 1))
+        return NULL;
+    c->in_elem = true;
+    n->kid[0] = pr__compile(c, avro_schema_array_items(s), json_object_get(jo, "items"), t, false);
+    c->in_elem = false;
+    return n->kid[0] ? n : NULL;
+}
+
 /* Schema node s (JSON j) at trie node t (-1: not wanted, skip); in_list: an
- * element of a list at a leaf. */
+ * element of a list at a leaf. Under an array of records (c->in_elem) a
+ * leaf takes one scalar per item, and null there adds nothing. */
 static av *pr__compile(pr__cmp *c, avro_schema_t s, json_t *j, int64_t t, bool in_list)
 {
     pr__plan *pl = c->pl;
@@ -505,6 +541,8 @@ static av *pr__compile(pr__cmp *c, avro_schema_t s, json_t *j, int64_t t, bool i
     } else if (!leaf) {
         if (kind == AV_NULL)
             n = pr__skip_node(c, s, j); /* null on the way: the path is absent */
+        else if (kind == AV_ARRAY)
+            n = pr__compile_objlist(c, s, jo, (uint32_t)t);
         else if (kind == AV_RECORD || kind == AV_MAP)
             n = (n = pr__node(pl, (uint8_t)kind, ACT_DESCEND))
                     ? pr__descend(c, n, s, jo, (uint32_t)t)
@@ -515,6 +553,11 @@ static av *pr__compile(pr__cmp *c, avro_schema_t s, json_t *j, int64_t t, bool i
         n = pr__wrong(c, (uint8_t)kind, tn->col, "an object is not a value");
     } else if (in_list && (kind == AV_NULL || kind == AV_ARRAY)) {
         n = pr__wrong(c, (uint8_t)kind, tn->col, "a list holds scalars only");
+    } else if (c->in_elem && kind == AV_ARRAY) {
+        n = pr__wrong(c, (uint8_t)kind, tn->col,
+                      "a list inside a list of records (one list level per path)");
+    } else if (c->in_elem && kind == AV_NULL) {
+        n = pr__skip_node(c, s, j); /* a missing element: dropped */
     } else if (kind == AV_ARRAY) {
         if (shape == PR_JSON_SCALAR)
             return pr__wrong(c, AV_ARRAY, tn->col, "a scalar expected, not a list");
@@ -524,7 +567,7 @@ static av *pr__compile(pr__cmp *c, avro_schema_t s, json_t *j, int64_t t, bool i
                                       t, true)))
             return NULL;
         n->col = tn->col;
-    } else if (kind != AV_NULL && shape == PR_JSON_LIST && !in_list) {
+    } else if (kind != AV_NULL && shape == PR_JSON_LIST && !in_list && !c->in_elem) {
         n = pr__wrong(c, (uint8_t)kind, tn->col, "a list expected");
     } else {
         n = pr__node(pl, (uint8_t)kind, ACT_LEAF);
@@ -811,6 +854,21 @@ static int pr__leaf_list(pr_avro_reader *r, const av *n, int depth)
     }
 }
 
+/* An array of records on the way to paths: each item read (its leaves
+ * append one list element each). */
+static int pr__objlist(pr_avro_reader *r, const av *n, int depth)
+{
+    for (;;) {
+        int64_t count, size;
+        int rc = pr__block(r, n->kid[0], &count, &size);
+        if (rc || count == 0)
+            return rc;
+        for (int64_t i = 0; i < count; i++)
+            if ((rc = pr__read(r, n->kid[0], depth + 1)))
+                return rc;
+    }
+}
+
 /* A map on the way to paths: wanted keys read, the others skipped. */
 static int pr__map(pr_avro_reader *r, const av *n, int depth)
 {
@@ -862,6 +920,8 @@ static int pr__read(pr_avro_reader *r, const av *n, int depth)
         if (v < 0 || v >= n->n)
             return pr__bad(r, PR_DEC_BAD_AVRO, "union branch out of range", -1);
         return pr__read(r, n->kid[v], depth); /* a union is no level of nesting */
+    case AV_ARRAY:
+        return pr__objlist(r, n, depth);
     default:
         return pr__map(r, n, depth);
     }

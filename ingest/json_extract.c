@@ -26,6 +26,13 @@
  * reserved for the whole document up front (an unescaped string is never
  * longer than its JSON form), so string scanning never checks room.
  *
+ * An array met where the trie expects an object is a list of objects
+ * (pr__map_list): each element is walked under the same node, and every
+ * leaf below appends one value per element that has it, so a list feature
+ * "imp.ad_id" reads the ad_id of each impression in the same single pass.
+ * Each element gets its own gen (stamp) so that a key repeated inside one
+ * element resets that element only.
+ *
  * The row writer at the end (pr_json_row_*) lets another format's reader
  * (Avro, Protobuf) fill one row of the same columns, with the same type and
  * shape rules, so that json_decode.c turns every format's rows into block
@@ -49,6 +56,7 @@ typedef struct jnode {
     uint32_t slot_lo, slot_hi;    /* leaves below: slot_path[slot_lo, slot_hi) */
     uint32_t name_path, name_len; /* full dotted name = paths[name_path].path[0, name_len) */
     uint64_t k8;                  /* the key's first 8 bytes, zero-padded */
+    bool all_list;                /* every leaf below takes a list: may map over an array */
 } jnode;
 
 struct pr_json_extractor {
@@ -64,8 +72,10 @@ struct pr__json_scratch {
     uint32_t *row_start; /* [paths] a column's n_values when the row began */
     uint8_t *present;    /* [paths] this row */
     uint32_t *count;     /* [paths] this row */
-    uint32_t *stamp;     /* [nodes] gen of the row that last saw the node */
-    uint32_t gen;
+    uint32_t *stamp;     /* [nodes] gen of the row (or list element) that last saw the node */
+    uint32_t gen;        /* the current row's or list element's */
+    uint32_t gen_hi;     /* the highest gen handed out */
+    uint32_t *elem_start; /* [paths] a column's n_values when the list element began */
     char *key_buf; /* unescaped keys */
     size_t key_cap;
     char *num_buf; /* NUL-terminated copies of numbers for strtod */
@@ -188,6 +198,10 @@ static void pr__assign_slots(pr_json_extractor *x, uint32_t n, uint32_t *slot)
     for (uint32_t i = 0; i < nd->n_children; i++)
         pr__assign_slots(x, nd->child0 + i, slot);
     nd->slot_hi = *slot;
+    nd->all_list = true;
+    for (uint32_t k = nd->slot_lo; k < nd->slot_hi; k++)
+        if (x->paths[x->slot_path[k]].shape == PR_JSON_SCALAR)
+            nd->all_list = false;
 }
 
 /* Flatten the temporary trie breadth-first: a node's children get
@@ -367,8 +381,9 @@ pr_json_block *pr_json_block_new(const pr_json_extractor *x, uint32_t cap)
     s->present = calloc(x->n_paths, 1);
     s->count = calloc(x->n_paths, sizeof(*s->count));
     s->stamp = calloc(x->n_nodes, sizeof(*s->stamp));
+    s->elem_start = calloc(x->n_paths, sizeof(*s->elem_start));
     s->x = x;
-    if (!s->row_start || !s->present || !s->count || !s->stamp)
+    if (!s->row_start || !s->present || !s->count || !s->stamp || !s->elem_start)
         goto out_free;
     return b;
 out_free:
@@ -406,6 +421,7 @@ void pr_json_block_free(pr_json_block *b)
         free(s->present);
         free(s->count);
         free(s->stamp);
+        free(s->elem_start);
         free(s->key_buf);
         free(s->num_buf);
         free(s);
@@ -424,6 +440,7 @@ typedef struct jp {
     const uint8_t *err_at;
     const char *err_msg;
     int64_t err_node; /* node whose name prefixes the detail, -1 none */
+    bool in_elem;     /* inside an element of a list of objects (pr__map_list) */
 } jp;
 
 static int pr__fail(jp *j, int reason, const uint8_t *at, int64_t node, const char *msg)
@@ -1098,15 +1115,116 @@ static int pr__take_leaf(jp *j, uint32_t node, uint32_t pi, uint32_t depth)
     return 0;
 }
 
-/* A repeated key: drop what its earlier occurrence gave (last one wins). */
+/* A repeated key: drop what its earlier occurrence gave (last one wins).
+ * Inside an element of a list of objects only that element's values go:
+ * the list stays present with the elements before. */
 static void pr__reset_subtree(jp *j, const jnode *nd)
 {
     pr__json_scratch *s = j->s;
     for (uint32_t k = nd->slot_lo; k < nd->slot_hi; k++) {
         uint32_t pi = j->x->slot_path[k];
+        if (j->in_elem) {
+            j->b->cols[pi].n_values = s->elem_start[pi];
+            s->count[pi] = s->elem_start[pi] - s->row_start[pi];
+            continue;
+        }
         j->b->cols[pi].n_values = s->row_start[pi];
         s->present[pi] = PR_JSON_ABSENT;
         s->count[pi] = 0;
+    }
+}
+
+/* Leaf `node` (path pi) inside an element of a list of objects: its value
+ * is the next element of the path's list. null contributes nothing (a
+ * missing element is dropped, as an element without the key); a list here
+ * would be a second list level: refused. */
+static __attribute__((noinline)) int pr__take_mapped(jp *j, uint32_t node, uint32_t pi)
+{
+    const pr_json_path *pa = &j->x->paths[pi];
+    int vk = pr__value_kind(*j->p), r;
+    if (vk == VK_NULL)
+        return pr__literal(j, "null", 4);
+    if (vk == VK_ARRAY)
+        return pr__fail(j, PR_JSON_WRONG_TYPE, j->p, node,
+                        "a list inside a list of objects (one list level per path)");
+    if (vk == VK_OBJECT)
+        return pr__fail(j, PR_JSON_WRONG_TYPE, j->p, node, "an object is not a value");
+    if (j->s->count[pi] >= pa->max_list)
+        return pr__fail(j, PR_JSON_LIST_TOO_LONG, j->p, node, "list too long");
+    if ((r = pr__take_scalar(j, pi, node)))
+        return r;
+    j->s->count[pi]++;
+    return 0;
+}
+
+static int pr__walk_object(jp *j, uint32_t node, uint32_t depth);
+
+/* An array at j->p under inner node `node`: a list of objects, each walked
+ * under `node`, so that every leaf below reads as a list of the values its
+ * path finds in the elements, in order (leaves take list shapes only; one
+ * list level per path). Kept out of line (as pr__take_mapped) so that
+ * pr__walk_object, the hot loop of every event, stays as compact as it was.
+ * Each element gets its own gen so a key repeated
+ * inside one element resets that element only; the row's gen comes back
+ * after the list (outer keys keep their duplicate check). */
+static __attribute__((noinline)) int pr__map_list(jp *j, uint32_t node, uint32_t depth)
+{
+    const jnode *nd = &j->x->nodes[node];
+    pr__json_scratch *s = j->s;
+    if (j->in_elem)
+        return pr__fail(j, PR_JSON_WRONG_TYPE, j->p, node,
+                        "a list inside a list of objects (one list level per path)");
+    if (!nd->all_list)
+        return pr__fail(j, PR_JSON_WRONG_TYPE, j->p, node,
+                        "a list of objects, under a single-valued path");
+    if (depth > j->x->max_depth)
+        return pr__fail(j, PR_JSON_TOO_DEEP, j->p, -1, "nesting too deep");
+    for (uint32_t k = nd->slot_lo; k < nd->slot_hi; k++)
+        s->present[j->x->slot_path[k]] = PR_JSON_PRESENT;
+    const uint32_t row_gen = s->gen;
+    int r = 0;
+    j->p++;
+    pr__skip_ws(j);
+    if (j->p < j->end && *j->p == ']') {
+        j->p++;
+        return 0;
+    }
+    for (;;) {
+        pr__skip_ws(j);
+        if (j->p >= j->end)
+            return pr__fail_end_or(j, PR_JSON_NOT_JSON, "value expected");
+        int vk = pr__value_kind(*j->p);
+        if (vk == VK_NULL) {
+            r = pr__literal(j, "null", 4);
+        } else if (vk == VK_OBJECT) {
+            if (depth + 1 > j->x->max_depth)
+                return pr__fail(j, PR_JSON_TOO_DEEP, j->p, -1, "nesting too deep");
+            s->gen = ++s->gen_hi;
+            for (uint32_t k = nd->slot_lo; k < nd->slot_hi; k++) {
+                uint32_t pi = j->x->slot_path[k];
+                s->elem_start[pi] = j->b->cols[pi].n_values;
+            }
+            j->in_elem = true;
+            r = pr__walk_object(j, node, depth + 1);
+            j->in_elem = false;
+            s->gen = row_gen;
+        } else if (vk == VK_BAD) {
+            return pr__fail(j, PR_JSON_NOT_JSON, j->p, -1, "value expected");
+        } else {
+            return pr__fail(j, PR_JSON_WRONG_TYPE, j->p, node, "a list of objects expected");
+        }
+        if (r)
+            return r;
+        pr__skip_ws(j);
+        if (j->p < j->end && *j->p == ',') {
+            j->p++;
+            continue;
+        }
+        if (j->p < j->end && *j->p == ']') {
+            j->p++;
+            return 0;
+        }
+        return pr__fail_end_or(j, PR_JSON_NOT_JSON, "',' or ']' expected");
     }
 }
 
@@ -1127,8 +1245,6 @@ static uint32_t pr__find_child(const pr_json_extractor *x, uint32_t node, const 
     return NO_NODE;
 }
 
-static int pr__walk_object(jp *j, uint32_t node, uint32_t depth);
-
 /* The value of trie node `node` at j->p (depth: its depth as a container). */
 static int pr__take_node(jp *j, uint32_t node, uint32_t depth)
 {
@@ -1137,12 +1253,15 @@ static int pr__take_node(jp *j, uint32_t node, uint32_t depth)
         pr__reset_subtree(j, nd);
     j->s->stamp[node] = j->s->gen;
     if (nd->path >= 0)
-        return pr__take_leaf(j, node, (uint32_t)nd->path, depth);
+        return j->in_elem ? pr__take_mapped(j, node, (uint32_t)nd->path)
+                          : pr__take_leaf(j, node, (uint32_t)nd->path, depth);
     switch (pr__value_kind(*j->p)) {
     case VK_OBJECT:
         if (depth > j->x->max_depth)
             return pr__fail(j, PR_JSON_TOO_DEEP, j->p, -1, "nesting too deep");
         return pr__walk_object(j, node, depth);
+    case VK_ARRAY:
+        return pr__map_list(j, node, depth);
     case VK_NULL:
         return pr__literal(j, "null", 4);
     case VK_BAD:
@@ -1283,10 +1402,15 @@ int pr_json_extract(const pr_json_extractor *x, pr_json_block *b, const char *do
     if (r)
         return r;
     pr__json_scratch *s = b->scratch;
-    if (++s->gen == 0) {
+    /* a row uses one gen, and one per element of a list of objects (at
+     * most len / 2 of them): restart the stamps before they could wrap */
+    if (s->gen_hi >= UINT32_MAX - 1 - len / 2) {
+        if (len / 2 >= UINT32_MAX - 2)
+            return PR_ENOMEM;
         memset(s->stamp, 0, x->n_nodes * sizeof(*s->stamp));
-        s->gen = 1;
+        s->gen_hi = 0;
     }
+    s->gen = ++s->gen_hi;
     for (size_t i = 0; i < x->n_paths; i++) {
         s->row_start[i] = b->cols[i].n_values;
         s->present[i] = PR_JSON_ABSENT;

@@ -26,6 +26,14 @@
  * double as DOUBLE; bool as BOOL; strings and bytes as strings (a string
  * must be UTF-8, bad_utf8 otherwise; bytes are raw); an enum as its symbol
  * name (a number the descriptor does not name: INT64).
+ *
+ * Lists of messages. A path through a repeated message (`imp.ad_id`) maps
+ * over its elements: the column is a list with one value per element, each
+ * element read with the rules above as if it were the whole message (last
+ * value wins inside the element, oneof, implicit presence giving the
+ * default when the element lacks the field). Such a column remembers where
+ * the current element's values begin (elem0), so clearing inside an element
+ * clears that element only.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -77,7 +85,10 @@ typedef struct pr__pbcol {
     uint32_t parent;      /* the node whose presence gives an implicit leaf its default */
     bool implicit;
     bool list;
-    int8_t want;  /* the wire type of one value */
+    bool mapped;        /* crosses a repeated message: one value per element */
+    uint32_t elem_node; /* mapped: the repeated message's node */
+    uint32_t elem0;     /* mapped: where the current element's values begin; else 0 */
+    int8_t want;        /* the wire type of one value */
     uint32_t max; /* staged values bound: max_list + 1 (the writer refuses the last) */
     uint32_t n, cap;
     pr__pbval *v;
@@ -155,7 +166,8 @@ static int pr__compile_path(pr_pbuser_reader *r, const pr_json_path *jp, uint32_
     uint32_t n = 0;
     if (pr__pb_resolve(r->d, jp->path, st, &n, errstr, errstr_size))
         return PR_EINVAL;
-    uint32_t node = 0;
+    uint32_t node = 0, elem_node = 0;
+    bool mapped = false;
     pr__pbcol *c = &r->cols[col];
     for (uint32_t i = 0; i < n; i++) {
         bool last = i + 1 == n;
@@ -191,7 +203,15 @@ static int pr__compile_path(pr_pbuser_reader *r, const pr_json_path *jp, uint32_
             if (!e)
                 return pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: out of memory", jp->path);
             node = e->node;
+            if (f->repeated) { /* a list of messages (pr__pb_resolve allows one) */
+                mapped = true;
+                elem_node = node;
+            }
         }
+    }
+    if (mapped) {
+        c->list = c->mapped = true;
+        c->elem_node = elem_node;
     }
     c->max = (jp->max_list ? jp->max_list : PR_JSON_DEFAULT_MAX_LIST) + 1;
     c->want = (int8_t)pr__pb_wire_type(c->f->type);
@@ -199,8 +219,9 @@ static int pr__compile_path(pr_pbuser_reader *r, const pr_json_path *jp, uint32_
         return PR_ENOMEM;
     c->cap = c->list ? 0 : 1;
     if (jp->shape != PR_JSON_LIST && c->list)
-        return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                         "%s: the field is repeated: declare a list feature", jp->path);
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: the %s: declare a list feature",
+                         jp->path,
+                         c->mapped ? "path goes through a repeated message" : "field is repeated");
     if (jp->shape == PR_JSON_LIST && !c->list)
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
                          "%s: the field is not repeated: a list feature needs a repeated field",
@@ -360,6 +381,10 @@ static inline int pr__stage(pr_pbuser_reader *r, pr__pbcol *c, const pr__pbval *
         c->n = 1;
         return 0;
     }
+    if (c->mapped && !c->f->repeated && c->n > c->elem0) { /* again in one element */
+        c->v[c->n - 1] = *v;
+        return 0;
+    }
     if (c->n >= c->max) /* already one past max_list: the writer refuses the row */
         return 0;
     if (c->n == c->cap) {
@@ -407,14 +432,14 @@ static void pr__clear_node(pr_pbuser_reader *r, uint32_t node);
 static void pr__clear_entry(pr_pbuser_reader *r, const pr__pbent *e)
 {
     if (e->kind == PR__PE_COL)
-        r->cols[e->col].n = 0;
+        r->cols[e->col].n = r->cols[e->col].elem0;
     else if (e->kind == PR__PE_NODE)
         pr__clear_node(r, e->node);
     else
         for (uint32_t k = 0; k < e->n_keys; k++) {
             pr__clear_node(r, e->keys[k].node);
             if (e->keys[k].col >= 0)
-                r->cols[e->keys[k].col].n = 0;
+                r->cols[e->keys[k].col].n = r->cols[e->keys[k].col].elem0;
         }
 }
 
@@ -508,7 +533,7 @@ static int pr__map_entry(pr_pbuser_reader *r, const pr__pbent *e, const uint8_t 
             continue;
         pr__clear_node(r, k->node); /* a later entry with the key replaces it */
         if (k->col >= 0)
-            r->cols[k->col].n = 0;
+            r->cols[k->col].n = r->cols[k->col].elem0;
         r->seen[k->node] = 1;
         if (val_wt < 0)
             return 0;
@@ -522,6 +547,31 @@ static int pr__map_entry(pr_pbuser_reader *r, const pr__pbent *e, const uint8_t 
         return pr__walk(r, k->node, val.s, val.s + val.len, depth + 1);
     }
     return 0;
+}
+
+/* One element of a repeated message (node `node`) at p[0, end): walked as
+ * a message of its own; each column that maps over it gets the element's
+ * value (the default for an implicit field the element lacks), or nothing. */
+static int pr__element(pr_pbuser_reader *r, uint32_t node, const uint8_t *p, const uint8_t *end,
+                       uint32_t depth)
+{
+    for (uint32_t i = 0; i < r->n_cols; i++)
+        if (r->cols[i].mapped && r->cols[i].elem_node == node)
+            r->cols[i].elem0 = r->cols[i].n;
+    pr__clear_node(r, node); /* seen flags below: this element's */
+    r->seen[node] = 1;
+    int rc = pr__walk(r, node, p, end, depth);
+    for (uint32_t i = 0; i < r->n_cols && !rc; i++) {
+        pr__pbcol *c = &r->cols[i];
+        if (!c->mapped || c->elem_node != node)
+            continue;
+        static const uint8_t none[1];
+        const pr__pbval dflt = {.s = none}; /* as pr__put_default */
+        if (c->implicit && c->n == c->elem0 && r->seen[c->parent])
+            rc = pr__stage(r, c, &dflt);
+        c->elem0 = 0;
+    }
+    return rc;
 }
 
 /* One configured field (entry e) of a node at *pp. */
@@ -539,6 +589,8 @@ static int pr__field_value(pr_pbuser_reader *r, const pr__pbent *e, int wt, cons
         return rc;
     if (e->kind == PR__PE_MAP)
         return pr__map_entry(r, e, v.s, v.s + v.len, depth + 1);
+    if (e->f->repeated)
+        return pr__element(r, e->node, v.s, v.s + v.len, depth + 1);
     r->seen[e->node] = 1; /* a message occurring twice merges: nothing cleared */
     return pr__walk(r, e->node, v.s, v.s + v.len, depth + 1);
 }
@@ -710,7 +762,7 @@ static int pr__emit(pr_pbuser_reader *r, pr_json_block *jb)
         const pr__pbcol *c = &r->cols[i];
         for (uint32_t k = 0; k < c->n && !rc; k++)
             rc = pr__put(r, jb, i, &c->v[k]);
-        if (!c->n && c->implicit && r->seen[c->parent])
+        if (!c->n && c->implicit && !c->mapped && r->seen[c->parent])
             rc = pr__put_default(r, jb, i);
         if (rc > 0 && rc != PR_JSON_BAD_UTF8)
             snprintf(r->detail, r->detail_size, "field '%s': %s", c->f->name,
@@ -790,7 +842,7 @@ int pr_pbuser_read(void *rd, pr_json_block *jb, const void *buf, size_t len, pr_
             return rc;
     }
     for (uint32_t i = 0; i < r->n_cols; i++)
-        r->cols[i].n = 0;
+        r->cols[i].n = r->cols[i].elem0 = 0;
     memset(r->seen, 0, r->n_nodes);
     r->seen[0] = 1;
     int rc = pr__walk(r, 0, p, end, 0);

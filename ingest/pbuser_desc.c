@@ -389,6 +389,7 @@ int pr__pb_resolve(const pr_pbuser_desc *d, const char *path, pr__pbstep *steps,
     int32_t m = d->root;
     const char *p = path;
     uint32_t n = 0;
+    const char *crossed = NULL; /* the repeated message the path goes through */
     for (;;) {
         const char *dot = strchr(p, '.');
         size_t sl = dot ? (size_t)(dot - p) : strlen(p);
@@ -415,9 +416,13 @@ int pr__pb_resolve(const pr_pbuser_desc *d, const char *path, pr__pbstep *steps,
             f = pr__pb_field_by_number(d, f->msg, 2); /* the entry's value */
             if (!f)
                 return pr_seterr(errstr, errstr_size, PR_EINVAL, "map entry without a value");
-        } else if (f->msg >= 0 && f->repeated && dot) {
+        } else if (f->repeated && crossed) {
             return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                             "'%s' is a repeated message: a path cannot go through it", f->name);
+                             "'%s' is repeated inside the repeated message '%s': one list level "
+                             "per path",
+                             f->name, crossed);
+        } else if (f->msg >= 0 && f->repeated && dot) {
+            crossed = f->name; /* a list of messages: the path maps over its elements */
         }
         n++;
         if (f->msg >= 0 && !dot)
@@ -448,6 +453,16 @@ int pr_pbuser_check_path(const pr_pbuser_desc *d, const char *path, bool list, c
     const pr__pbfield *f = last->f;
     if (last->key) /* a map's value: never repeated */
         f = pr__pb_field_by_number(d, f->msg, 2);
+    for (uint32_t i = 0; i + 1 < n; i++) {
+        if (steps[i].key || !steps[i].f->repeated)
+            continue;
+        if (list) /* one element per message of the repeated field */
+            return 0;
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "'%s' is a repeated message: a single-valued feature cannot go through "
+                         "it (declare a list feature: list: { max_len: N })",
+                         steps[i].f->name);
+    }
     if (list && !f->repeated)
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
                          "'%s' is not repeated (%s): a list feature needs a repeated field",

@@ -121,7 +121,9 @@ typedef struct pr__pbstep {
 /* Resolve dotted `path` from the root message into steps (at most
  * PR__PB_MAX_DEPTH); a map field takes the next segment as its key and then
  * continues in its value (the entry's field 2). The last step is a value
- * (scalar, enum, string, bytes; repeated or not). */
+ * (scalar, enum, string, bytes; repeated or not). A path may go through one
+ * repeated message (a list of messages: the path maps over its elements);
+ * nothing repeated after it (one list level per path). */
 /* The reader frees d with itself. */
 void pr__pb_reader_own(pr_pbuser_reader *r, pr_pbuser_desc *d);
 

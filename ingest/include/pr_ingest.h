@@ -667,6 +667,15 @@ void pr_mock_broker_stop(pr_mock_broker *mb); /* NULL ok */
  *   max_list elements -> list_too_long. An object at a path -> wrong_type.
  *   A non-object, non-null value where a path needs an object (path "user.id",
  *   document {"user": 5}) -> wrong_type; null there means the path is absent.
+ *   An array where a path needs an object is a list of objects: the path maps
+ *   over its elements ("imp.ad_id" of {"imp": [{"ad_id": 1}, {"ad_id": 2}]}
+ *   reads as the list [1, 2]), when every path below takes a list (else
+ *   wrong_type: a single value cannot cross a list). An element that lacks
+ *   the key, holds null there or is null adds nothing (so two paths over one
+ *   list stay aligned only when no element is dropped); a non-object element
+ *   -> wrong_type; one list level per path (a list, or a list of objects,
+ *   inside an element -> wrong_type); max_list counts the mapped elements;
+ *   the elements are one nesting level below the array (max_depth).
  *   One path may not be a prefix of another ("user" and "user.id").
  *   Keys are matched after unescaping ("\u0069d" matches "id"); a key that
  *   contains '.' cannot be addressed.
@@ -1056,7 +1065,10 @@ void pr_registry_note_cache(pr_registry *r, int64_t delta, uint64_t evicted);
  * fixed and bytes as strings (ids), int / long (timestamp-millis / -micros
  * too: declare the event time's unit accordingly) as integers, float /
  * double as numbers, decimal (bytes or fixed) as a number (unscaled / 10^scale).
- * A path the writer schema lacks is absent (the feature's default).
+ * A path the writer schema lacks is absent (the feature's default). An array
+ * of records on the way is a list of objects, as in JSON: a list path maps
+ * over its items (a null field adds no element); a single-valued path or a
+ * second array level there -> wrong_type when such a value is present.
  *
  * Writer schemas: a fixed one (source.avro.schema_file), or one per schema id
  * from the registry (registry framing). Each writer schema is parsed with
@@ -1120,9 +1132,11 @@ int pr_avro_from_json(pr_avro_writer *w, const char *json, size_t len, int64_t f
  * Paths: dotted field names (or json_names) from the message: nested
  * messages descend ("user.id"); a map<K, V> field takes the next segment as
  * the key ("attrs.color": the value of key "color"; integer keys in decimal,
- * bool keys true / false), then continues into V when V is a message. A path
- * cannot go through a repeated message. A list feature needs a repeated
- * field (packed or not, both read), a single-valued feature a singular one.
+ * bool keys true / false), then continues into V when V is a message. A list
+ * feature needs a repeated field (packed or not, both read), or goes through
+ * one repeated message (a list of messages: one element per message, each
+ * read as a message of its own; nothing repeated below it); a single-valued
+ * feature needs a singular field under no repeated message.
  *
  * Presence: proto2 fields, proto3 `optional` fields, oneof members and
  * message fields have explicit presence: absent = missing (the feature's
@@ -1160,9 +1174,9 @@ void pr_pbuser_desc_free(pr_pbuser_desc *d); /* NULL ok */
 const char *pr_pbuser_desc_message(const pr_pbuser_desc *d); /* "pkg.Name" */
 
 /* Check one feature path: PR_EINVAL with errstr ("message shop.Click has no
- * field 'usr'", "'items' is a repeated message: a path cannot go through
- * it", "'tags' is repeated: declare a list feature") or 0. `list`: the
- * feature is a list. */
+ * field 'usr'", "'items' is a repeated message: a single-valued feature
+ * cannot go through it", "'tags' is repeated: declare a list feature") or 0.
+ * `list`: the feature is a list. */
 int pr_pbuser_check_path(const pr_pbuser_desc *d, const char *path, bool list, char *errstr,
                          size_t errstr_size);
 

@@ -2,7 +2,8 @@
  * fuzz_json_decode.c — libFuzzer target for the JSON decoder through a
  * declared schema (ingest/json_decode.c, pr_decode_json_line): the
  * extractor plus the schema's type rules and operators (defaults, lists with
- * keep last, hex2int, bucketize, hash, a cross, hour_of_day, event time).
+ * keep last, lists of objects, hex2int, bucketize, hash, a cross,
+ * hour_of_day, event time).
  *
  * Input: one flags byte, then the document.
  *   bit 0: a 64-row block (else 1024 rows)
@@ -43,7 +44,9 @@ static const char yaml[] =
     "        - { name: x, path: x, ops: [hex2int, vocab] }\n"
     "        - { name: a, path: u.a, ops: [ { bucketize: [1, 10, 100] } ] }\n"
     "        - { name: hr, path: ts, ops: [hour_of_day] }\n"
-    "        - { name: cx, cross: [i.c, u.id], ops: [ { hash: 1000 } ] }\n";
+    "        - { name: cx, cross: [i.c, u.id], ops: [ { hash: 1000 } ] }\n"
+    "        - { name: ia, path: imp.ad, list: { max_len: 3, keep: last }, ops: [vocab] }\n"
+    "        - { name: ip, path: imp.p, list: { max_len: 5 }, ops: [ { hash: 13 } ] }\n";
 
 static pr_config *g_cfg;
 static pr_json_decoder *g_dec;

@@ -278,6 +278,14 @@ def json_docs(build):
         write("json", "small%d" % i, bytes([1]) + d)
     write("json", "deep", bytes([2]) + b'{"a":{"b":{"c":{"d":{"e":[1,2,3]}},"x":[0.5]},"y":["q"]},"z":[true]}')
     write("json", "key", bytes([3]) + b'{"k":["u1",7,"\\u00e9"]}')
+    # lists of objects: paths that map over the elements of an array of objects
+    write("json", "objlist", bytes([2]) + b'{"a":[{"b":{"c":{"d":{"e":7}},"x":0.5}},null,{"y":"q"},'
+          b'{"b":{"x":1,"x":2}},{}],"z":[true]}')
+    write("json", "objlist_scalar", bytes([1]) + b'{"f":[{"a":1,"f":{"a":"x"}}]}')
+    write("json", "objlist_nested", bytes([2]) + b'{"a":[{"b":[{"x":1}]}]}')
+    write("json_decode", "objlist", bytes([0]) + b'{"ts":1732615200123,"l":{"y":1},"u":{"id":"u1"},'
+          b'"imp":[{"ad":"a1","p":1},{"p":2},{"ad":"a7","p":null},null,{"ad":3,"p":4}]}')
+    write("json_decode", "objlist_bad", bytes([1]) + b'{"l":{"y":0},"imp":[{"ad":["a"]},5]}')
 
 
 if __name__ == "__main__":

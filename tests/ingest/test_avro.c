@@ -6,7 +6,8 @@
  * fixed, bytes, decimals and unions read like their JSON forms; a path the
  * writer schema lacks is absent; the reject reasons (bad_avro, bad_framing,
  * wrong_type, list_too_long) with nothing left in the block; the time logical
- * types in their writer's unit whatever event_time.unit says. The registry
+ * types in their writer's unit whatever event_time.unit says; arrays of
+ * records mapped by list features as JSON's lists of objects. The registry
  * (fetch, evolution, down/up, 404) is tested end to end in
  * tests/ingest/test_avro_registry.sh with a test registry server.
  */
@@ -399,6 +400,78 @@ static void test_time_logical_types(void **state)
     assert_int_equal(a[0][0], want[0][0]);
 }
 
+/* Arrays of records: a list feature's path maps over the items, as JSON's
+ * lists of objects (an item without the field, or null there, adds
+ * nothing); a single-valued path across the array and a second list level
+ * are wrong_type. */
+static void test_lists_of_records(void **state)
+{
+    (void)state;
+    static const char *const yaml =
+        "pipelines:\n"
+        "  - name: t\n"
+        "    source: { format: json }\n"
+        "    schema:\n"
+        "      labels: [ { name: y, path: y } ]\n"
+        "      sparse:\n"
+        "        - { name: ad, path: imp.ad_id, list: { max_len: 3, keep: last }, ops: [vocab] }\n"
+        "        - { name: pos, path: imp.pos, list: { max_len: 8 }, ops: [ { hash: 100 } ] }\n"
+        "        - { name: cat, path: imp.meta.cat, list: { max_len: 8 }, ops: [vocab] }\n"
+        "        - { name: tag, path: imp.tags, list: { max_len: 8 }, ops: [vocab] }\n"
+        "        - { name: first, path: clk.id, ops: [vocab] }\n";
+    static const char *const avsc =
+        "{\"type\":\"record\",\"name\":\"T\",\"fields\":["
+        "{\"name\":\"y\",\"type\":\"int\"},"
+        "{\"name\":\"imp\",\"type\":[\"null\",{\"type\":\"array\",\"items\":{\"type\":\"record\","
+        "\"name\":\"Imp\",\"fields\":["
+        "{\"name\":\"ad_id\",\"type\":[\"null\",\"string\",\"long\"]},"
+        "{\"name\":\"pos\",\"type\":[\"null\",\"long\"]},"
+        "{\"name\":\"skip\",\"type\":{\"type\":\"array\",\"items\":\"long\"}},"
+        "{\"name\":\"meta\",\"type\":[\"null\",{\"type\":\"record\",\"name\":\"M\",\"fields\":["
+        "{\"name\":\"cat\",\"type\":\"string\"}]}]},"
+        "{\"name\":\"tags\",\"type\":[\"null\",\"string\",{\"type\":\"array\","
+        "\"items\":\"string\"}]}]}}]},"
+        "{\"name\":\"clk\",\"type\":[\"null\",{\"type\":\"array\",\"items\":{\"type\":\"record\","
+        "\"name\":\"C\",\"fields\":[{\"name\":\"id\",\"type\":\"string\"}]}}]}]}";
+    fx t;
+    fx_init(&t, yaml, avsc, PR_AVRO_FRAMING_PLAIN);
+    const char *good[] = {
+        "{\"y\":1,\"imp\":[{\"ad_id\":\"a1\",\"pos\":1,\"skip\":[4],\"meta\":{\"cat\":\"x\"},"
+        "\"tags\":\"t1\"},{\"ad_id\":\"a7\",\"pos\":2,\"skip\":[],\"meta\":null,\"tags\":null}],"
+        "\"clk\":null}",
+        "{\"y\":0,\"imp\":[{\"ad_id\":null,\"pos\":3,\"skip\":[],\"meta\":{\"cat\":\"y\"},"
+        "\"tags\":null},{\"ad_id\":42,\"pos\":null,\"skip\":[1,2],\"meta\":null,\"tags\":\"t2\"},"
+        "{\"ad_id\":\"a1\",\"pos\":4,\"skip\":[],\"meta\":null,\"tags\":null},"
+        "{\"ad_id\":\"a9\",\"pos\":5,\"skip\":[],\"meta\":null,\"tags\":null}],\"clk\":null}",
+        "{\"y\":1,\"imp\":[],\"clk\":null}",
+        "{\"y\":1,\"imp\":null,\"clk\":null}",
+    };
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+        assert_int_equal(both(&t, good[i], -1), 1);
+    blocks_equal(t.bj, t.ba);
+    assert_int_equal(t.ra.n, 0);
+    /* ad: a1 a7 | a1 a9 (42 and a1 kept last 3: 42 a1 a9) | - | - */
+    const int32_t *len = pr_fside_lengths(t.ba->side, 0);
+    assert_int_equal(len[0], 2);
+    assert_int_equal(len[1], 3);
+    assert_int_equal(len[2], 0);
+    assert_int_equal(len[3], 0);
+    assert_int_equal(pr_fside_lengths(t.ba->side, 1)[1], 3); /* a null pos dropped */
+    assert_int_equal(pr_fside_lengths(t.ba->side, 2)[0], 1);
+    /* a single-valued path across the array; a second list level */
+    assert_int_equal(both(&t, "{\"y\":1,\"imp\":null,\"clk\":[{\"id\":\"c\"}]}", -1), 0);
+    assert_int_equal(t.ra.last, PR_DEC_WRONG_TYPE);
+    assert_non_null(strstr(t.ra.detail, "single-valued"));
+    assert_int_equal(both(&t, "{\"y\":1,\"imp\":[{\"ad_id\":\"a\",\"pos\":1,\"skip\":[],"
+                              "\"meta\":null,\"tags\":[\"p\",\"q\"]}],\"clk\":null}",
+                          -1),
+                     0);
+    assert_int_equal(t.ra.last, PR_DEC_WRONG_TYPE);
+    assert_non_null(strstr(t.ra.detail, "one list level"));
+    assert_int_equal(t.ba->rows, 4);
+    fx_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -408,6 +481,7 @@ int main(void)
         cmocka_unit_test(test_rejects),
         cmocka_unit_test(test_wrong_types),
         cmocka_unit_test(test_time_logical_types),
+        cmocka_unit_test(test_lists_of_records),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -531,6 +531,100 @@ static void test_lists_null_absent(void **state)
     fx_close(&f);
 }
 
+/* Lists of objects (issue 20 follow-up): a path through an array of objects
+ * maps over its elements; absent or null fields drop that element; one list
+ * level per path; a single-valued path that crosses a list is wrong_type. */
+static void test_lists_of_objects(void **state)
+{
+    (void)state;
+    static const pr_json_path paths[] = {
+        {"imp.ad_id", PR_JSON_KEY, PR_JSON_LIST, 3},
+        {"imp.pos", PR_JSON_INT64, PR_JSON_SCALAR_OR_LIST, 0},
+        {"imp.meta.cat", PR_JSON_STRING, PR_JSON_LIST, 0},
+        {"user.id", PR_JSON_INT64, PR_JSON_SCALAR, 0},
+    };
+    fx f;
+    fx_open(&f, paths, 4, 0);
+    assert_int_equal(ex(&f, "{\"imp\":[{\"ad_id\":\"a1\",\"pos\":1,\"meta\":{\"cat\":\"x\"}},"
+                            "{\"pos\":2,\"ad_id\":\"a7\",\"junk\":[1,{}]}],\"user\":{\"id\":5}}"),
+                     0);
+    assert_int_equal(last_present(&f, 0), PR_JSON_PRESENT);
+    assert_int_equal(last_count(&f, 0), 2);
+    assert_string_equal(last_str(&f, 0, 0), "a1");
+    assert_string_equal(last_str(&f, 0, 1), "a7");
+    assert_int_equal(last_count(&f, 1), 2);
+    assert_int_equal(last_i64(&f, 1, 0), 1);
+    assert_int_equal(last_i64(&f, 1, 1), 2);
+    assert_int_equal(last_count(&f, 2), 1);
+    assert_string_equal(last_str(&f, 2, 0), "x");
+    assert_int_equal(last_i64(&f, 3, 0), 5);
+    /* absent or null fields and null elements drop that element; an int id is a key */
+    assert_int_equal(ex(&f, "{\"imp\":[{\"pos\":1},null,{\"ad_id\":null,\"meta\":null},"
+                            "{\"ad_id\":42},{}]}"),
+                     0);
+    assert_int_equal(last_count(&f, 0), 1);
+    assert_string_equal(last_str(&f, 0, 0), "42");
+    assert_int_equal(last_count(&f, 1), 1);
+    assert_int_equal(last_present(&f, 2), PR_JSON_PRESENT);
+    assert_int_equal(last_count(&f, 2), 0);
+    assert_int_equal(last_present(&f, 3), PR_JSON_ABSENT);
+    /* [] and null */
+    assert_int_equal(ex(&f, "{\"imp\":[]}"), 0);
+    assert_int_equal(last_present(&f, 0), PR_JSON_PRESENT);
+    assert_int_equal(last_count(&f, 0), 0);
+    assert_int_equal(ex(&f, "{\"imp\":null}"), 0);
+    assert_int_equal(last_present(&f, 0), PR_JSON_ABSENT);
+    /* a key repeated inside an element: the last wins, in that element only */
+    assert_int_equal(ex(&f, "{\"imp\":[{\"ad_id\":\"a\"},{\"ad_id\":\"b\",\"ad_id\":\"c\"}]}"), 0);
+    assert_int_equal(last_count(&f, 0), 2);
+    assert_string_equal(last_str(&f, 0, 0), "a");
+    assert_string_equal(last_str(&f, 0, 1), "c");
+    /* the list repeated: the last wins */
+    assert_int_equal(ex(&f, "{\"imp\":[{\"ad_id\":\"a\"}],\"imp\":[{\"ad_id\":\"b\"}]}"), 0);
+    assert_int_equal(last_count(&f, 0), 1);
+    assert_string_equal(last_str(&f, 0, 0), "b");
+    uint32_t rows = f.b->rows, nv = f.b->cols[0].n_values;
+    /* max_list counts the mapped elements */
+    assert_int_equal(ex(&f, "{\"imp\":[{\"ad_id\":1},{\"pos\":0},{\"ad_id\":2},{\"ad_id\":3}]}"),
+                     0);
+    assert_int_equal(last_count(&f, 0), 3);
+    assert_int_equal(
+        ex(&f, "{\"imp\":[{\"ad_id\":1},{\"ad_id\":2},{\"ad_id\":3},{\"ad_id\":4}]}"),
+        PR_JSON_LIST_TOO_LONG);
+    assert_non_null(strstr(f.rej.detail, "imp.ad_id: list too long"));
+    /* wrong element types */
+    assert_int_equal(ex(&f, "{\"imp\":[{\"ad_id\":1.5}]}"), PR_JSON_WRONG_TYPE);
+    assert_int_equal(ex(&f, "{\"imp\":[{\"ad_id\":{}}]}"), PR_JSON_WRONG_TYPE);
+    assert_int_equal(ex(&f, "{\"imp\":[{\"ad_id\":1},5]}"), PR_JSON_WRONG_TYPE);
+    assert_non_null(strstr(f.rej.detail, "a list of objects expected"));
+    /* one list level per path */
+    assert_int_equal(ex(&f, "{\"imp\":[{\"ad_id\":[\"a\",\"b\"]}]}"), PR_JSON_WRONG_TYPE);
+    assert_non_null(strstr(f.rej.detail, "one list level per path"));
+    assert_int_equal(ex(&f, "{\"imp\":[{\"meta\":[{\"cat\":\"x\"}]}]}"), PR_JSON_WRONG_TYPE);
+    assert_non_null(strstr(f.rej.detail, "imp.meta: a list inside a list of objects"));
+    /* a single-valued path crossing a list */
+    assert_int_equal(ex(&f, "{\"user\":[{\"id\":1}]}"), PR_JSON_WRONG_TYPE);
+    assert_non_null(strstr(f.rej.detail, "user: a list of objects, under a single-valued path"));
+    /* syntax inside elements is still checked; rejects leave nothing */
+    assert_int_equal(ex(&f, "{\"imp\":[{\"ad_id\":1},"), PR_JSON_TRUNCATED);
+    assert_int_equal(ex(&f, "{\"imp\":[{\"ad_id\":1} {\"ad_id\":2}]}"), PR_JSON_NOT_JSON);
+    assert_int_equal(f.b->rows, rows + 1);
+    assert_int_equal(f.b->cols[0].n_values, nv + 3);
+    fx_close(&f);
+    /* depth: the elements of a list of objects are one level below the list */
+    static const pr_json_path deep[] = {{"a.b.c", PR_JSON_INT64, PR_JSON_LIST, 0}};
+    fx_open(&f, deep, 1, 3);
+    assert_int_equal(ex(&f, "{\"a\":{\"b\":[1]}}"), PR_JSON_WRONG_TYPE);
+    assert_int_equal(ex(&f, "{\"a\":[{\"b\":{\"c\":1}}]}"), PR_JSON_TOO_DEEP);
+    assert_int_equal(ex(&f, "{\"a\":{\"b\":[{\"c\":1},{\"c\":2}]}}"), PR_JSON_TOO_DEEP);
+    fx_close(&f);
+    fx_open(&f, deep, 1, 4);
+    assert_int_equal(ex(&f, "{\"a\":{\"b\":[{\"c\":1},{\"c\":2}]}}"), 0);
+    assert_int_equal(last_count(&f, 0), 2);
+    assert_int_equal(last_i64(&f, 0, 1), 2);
+    fx_close(&f);
+}
+
 /* Duplicate keys: the last occurrence wins, for a whole subtree. */
 static void test_duplicate_keys(void **state)
 {
@@ -758,6 +852,7 @@ int main(void)
         cmocka_unit_test(test_unknown_fields_and_order),
         cmocka_unit_test(test_lists_null_absent),
         cmocka_unit_test(test_duplicate_keys),
+        cmocka_unit_test(test_lists_of_objects),
         cmocka_unit_test(test_reject_leaves_nothing),
         cmocka_unit_test(test_block_full_and_growth),
         cmocka_unit_test(test_cross_check_python),

@@ -609,6 +609,122 @@ static void test_reject_through_decoder(void **state)
     pr_config_free(cp);
 }
 
+/* ---------------------------------------------------------------- lists of messages */
+
+/* A list path through a repeated message maps over its elements: each
+ * element read as a message of its own (last value wins inside it, implicit
+ * presence gives the default, explicit presence adds nothing when absent). */
+static void test_lists_of_messages(void **state)
+{
+    (void)state;
+    static const pr_json_path paths[] = {LI("items.n"), LI("items.s"), LI("items.c"),
+                                         LI("items.opt"), SC("i32")};
+    rfx t;
+    rfx_init(&t, "t3.All", paths, 5, PR_PB_FRAMING_NONE);
+    assert_int_equal(read_json(&t, "{\"items\": [{\"n\": 1, \"s\": \"a\", \"opt\": 0}, "
+                                   "{\"s\": \"b\", \"c\": \"RED\"}, {\"n\": 3, \"opt\": 9}], "
+                                   "\"i32\": 4}"),
+                     0);
+    assert_int_equal(t.jb->cols[0].count[0], 3);
+    assert_int_equal(val(&t, 0, 0)->i, 1);
+    assert_int_equal(val(&t, 0, 1)->i, 0); /* implicit presence: the default */
+    assert_int_equal(val(&t, 0, 2)->i, 3);
+    want_s(&t, 1, 0, "a");
+    want_s(&t, 1, 1, "b");
+    want_s(&t, 1, 2, "");
+    want_s(&t, 2, 0, "COLOR_NONE");
+    want_s(&t, 2, 1, "RED");
+    assert_int_equal(t.jb->cols[3].count[0], 2); /* explicit presence: absent adds nothing */
+    assert_int_equal(val(&t, 3, 0)->i, 0);
+    assert_int_equal(val(&t, 3, 1)->i, 9);
+    want_i(&t, 4, 4);
+    /* a field twice inside one element: the last wins, in that element only;
+     * elements 22 {n:1} {n:2 n:5} */
+    static const uint8_t twice[] = {0xb2, 0x01, 0x02, 0x08, 0x01,
+                                    0xb2, 0x01, 0x04, 0x08, 0x02, 0x08, 0x05};
+    assert_int_equal(read_bytes(&t, twice, sizeof(twice)), 0);
+    assert_int_equal(t.jb->cols[0].count[0], 2);
+    assert_int_equal(val(&t, 0, 0)->i, 1);
+    assert_int_equal(val(&t, 0, 1)->i, 5);
+    /* max_list (4) counts the elements */
+    assert_int_equal(read_json(&t, "{\"items\": [{\"n\": 1}, {\"n\": 2}, {\"n\": 3}, {\"n\": 4}, "
+                                   "{\"n\": 5}]}"),
+                     PR_DEC_LIST_TOO_LONG);
+    /* no elements: length 0 */
+    assert_int_equal(read_json(&t, "{\"i32\": 1}"), 0);
+    assert_int_equal(t.jb->cols[0].count[0], 0);
+    rfx_free(&t);
+}
+
+/* The same events as JSON and as Protobuf through the schema: identical blocks. */
+static void test_lists_of_messages_same_as_json(void **state)
+{
+    (void)state;
+    char y[2048], err[512];
+    snprintf(y, sizeof(y),
+             "pipelines:\n  - name: t\n    source:\n      format: protobuf\n"
+             "      protobuf: { descriptor_set: \"%s\", message: t3.All }\n"
+             "    schema:\n      labels: [ { name: y, path: i32 } ]\n      sparse:\n"
+             "        - { name: n, path: items.n, list: { max_len: 3, keep: last }, ops: [vocab] }\n"
+             "        - { name: s, path: items.s, list: { max_len: 8 }, ops: [vocab] }\n"
+             "        - { name: h, path: items.opt, list: { max_len: 8 }, ops: [ { hash: 50 } ] }\n"
+             "        - { name: c, path: str, ops: [vocab] }\n",
+             PR_PBUSER_DESC);
+    pr_config *cfg = NULL;
+    if (pr_config_load_string(y, strlen(y), "pb.yaml", &cfg, err, sizeof(err)))
+        fail_msg("%s", err);
+    const pr_feature_schema *fs = &cfg->pipelines[0].features;
+    pr_json_decoder *dj = pr_json_decoder_new(fs, err, sizeof(err));
+    pr_json_decoder *dp = pr_json_decoder_new(fs, err, sizeof(err));
+    assert_non_null(dj);
+    assert_non_null(dp);
+    pr_pbuser_desc *desc;
+    pr_pbuser_reader *rd;
+    if (pr_pbuser_attach(dp, &cfg->pipelines[0].source.protobuf, &desc, &rd, err, sizeof(err)))
+        fail_msg("%s", err);
+    rej_log rl = {0};
+    pr_decode_ctx xj = {.json = dj, .on_reject = on_rej, .opaque = &rl};
+    pr_decode_ctx xp = xj;
+    xp.json = dp;
+    pr_block *bj = pr_feature_block_new(fs, 64, true);
+    pr_block *bp = pr_feature_block_new(fs, 64, true);
+    /* every field given (proto3 implicit presence reads an absent one as its default) */
+    static const char *const evs[] = {
+        "{\"i32\": 1, \"str\": \"u1\", \"items\": [{\"n\": 7, \"s\": \"a1\", \"opt\": 2}, "
+        "{\"n\": 8, \"s\": \"a7\", \"opt\": 3}]}",
+        "{\"i32\": 0, \"str\": \"u2\", \"items\": [{\"n\": 1, \"s\": \"a1\"}, {\"n\": 2, \"s\": "
+        "\"a2\", \"opt\": 5}, {\"n\": 3, \"s\": \"a3\"}, {\"n\": 4, \"s\": \"a9\"}]}",
+        "{\"i32\": 1, \"str\": \"u1\", \"items\": []}",
+        "{\"i32\": 1, \"str\": \"u3\"}",
+    };
+    uint8_t *pb = NULL;
+    size_t pb_cap = 0;
+    for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++) {
+        int pl = pr_pbuser_encode_json(desc, evs[i], strlen(evs[i]), false, 0, &pb, &pb_cap, err,
+                                       sizeof(err));
+        if (pl < 0)
+            fail_msg("encode %s: %s", evs[i], err);
+        xj.offset = xp.offset = (int64_t)i;
+        uint32_t next = 0;
+        assert_int_equal(
+            pr_decode_message(PR_MSG_JSON, &xj, bj, evs[i], strlen(evs[i]), &next, NULL), 1);
+        assert_int_equal(pr_decode_message(PR_MSG_PROTOBUF, &xp, bp, pb, (size_t)pl, &next, NULL),
+                         1);
+    }
+    assert_int_equal(rl.n, 0);
+    blocks_equal(bj, bp);
+    assert_int_equal(pr_fside_lengths(bp->side, 0)[1], 3); /* keep last 3 of 4 */
+    assert_int_equal(pr_fside_lengths(bp->side, 2)[1], 1); /* absent opt dropped */
+    free(pb);
+    pr_block_free(bj);
+    pr_block_free(bp);
+    pr_json_decoder_free(dj);
+    pr_json_decoder_free(dp);
+    pr_pbuser_reader_free(rd);
+    pr_pbuser_desc_free(desc);
+    pr_config_free(cfg);
+}
+
 /* ---------------------------------------------------------------- config */
 
 static void config_fails(const char *schema, const char *message, const char *want)
@@ -654,6 +770,30 @@ static void test_config_errors(void **state)
                  "schema.sparse[0].path: 'tags' is repeated: declare a list feature");
     config_fails("        - { name: t, path: user.id, list: { max_len: 2 }, ops: [vocab] }\n",
                  "shop.Click", "'id' is not repeated");
+    /* lists of messages: a list feature maps over them, one list level per path */
+    {
+        char y2[2048], e2[1024];
+        pr_config *c2 = NULL;
+        const char *ok2 = "        - { name: a, path: items.n, list: { max_len: 4 }, ops: [vocab] }\n";
+        const char *two = "        - { name: a, path: items.tags, list: { max_len: 4 }, ops: [vocab] }\n";
+        snprintf(y2, sizeof(y2),
+                 "pipelines:\n  - name: t\n    source:\n      format: protobuf\n"
+                 "      protobuf: { descriptor_set: \"%s\", message: t3.All }\n"
+                 "    schema:\n      sparse:\n%s",
+                 PR_PBUSER_DESC, ok2);
+        if (pr_config_load_string(y2, strlen(y2), "pb.yaml", &c2, e2, sizeof(e2)))
+            fail_msg("unexpected: %s", e2);
+        pr_config_free(c2);
+        snprintf(y2, sizeof(y2),
+                 "pipelines:\n  - name: t\n    source:\n      format: protobuf\n"
+                 "      protobuf: { descriptor_set: \"%s\", message: t3.All }\n"
+                 "    schema:\n      sparse:\n%s",
+                 PR_PBUSER_DESC, two);
+        assert_int_not_equal(pr_config_load_string(y2, strlen(y2), "pb.yaml", &c2, e2, sizeof(e2)),
+                             0);
+        if (!strstr(e2, "'tags' is repeated inside the repeated message 'items': one list level"))
+            fail_msg("error '%s'", e2);
+    }
     config_fails("        - { name: u, path: user, ops: [vocab] }\n", "shop.Click",
                  "'user' is a message (shop.Click.User): name one of its fields");
     config_fails("        - { name: x, cross: [user.id, item.nope], ops: [ { hash: 9 } ] }\n",
@@ -669,7 +809,8 @@ static void test_config_errors(void **state)
              PR_PBUSER_DESC);
     pr_config *c = NULL;
     assert_int_not_equal(pr_config_load_string(y, strlen(y), "pb.yaml", &c, err, sizeof(err)), 0);
-    assert_non_null(strstr(err, "'items' is a repeated message: a path cannot go through it"));
+    assert_non_null(strstr(err, "'items' is a repeated message: a single-valued feature cannot "
+                                "go through it"));
     assert_non_null(strstr(err, "'attrs' is a map: name a key after it"));
     /* the file */
     snprintf(y, sizeof(y),
@@ -702,6 +843,8 @@ int main(void)
         cmocka_unit_test(test_presence),      cmocka_unit_test(test_repeated_maps),
         cmocka_unit_test(test_malformed),     cmocka_unit_test(test_reject_through_decoder),
         cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_lists_of_messages),
+        cmocka_unit_test(test_lists_of_messages_same_as_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
