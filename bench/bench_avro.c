@@ -118,9 +118,9 @@ static double run_decoder(const corpus *c, const pr_feature_schema *fs, const ch
 {
     char err[256];
     pr_json_decoder *d = pr_json_decoder_new(fs, err, sizeof(err));
-    pr_avro_reader *r =
-        d && schema ? pr_avro_reader_new(d, schema, NULL, PR_AVRO_FRAMING_PLAIN, 0, err, sizeof(err))
-                    : NULL;
+    pr_avro_reader *r = d && schema ? pr_avro_reader_new(d, schema, NULL, PR_AVRO_FRAMING_PLAIN, 0,
+                                                         err, sizeof(err))
+                                    : NULL;
     if (!d || (schema && !r)) {
         fprintf(stderr, "bench_avro: %s\n", err);
         exit(1);

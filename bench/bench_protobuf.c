@@ -101,8 +101,8 @@ static double run_decode(pr_msg_format fmt, pr_json_decoder *dec, pr_block *b, c
         pr_block_reset(b);
         for (size_t i = 0; i < r->n; i++) {
             uint32_t next = 0;
-            int rc = pr_decode_message(fmt, &ctx, b, r->buf + r->off[i],
-                                       r->off[i + 1] - r->off[i], &next, NULL);
+            int rc = pr_decode_message(fmt, &ctx, b, r->buf + r->off[i], r->off[i + 1] - r->off[i],
+                                       &next, NULL);
             if (rc == PR_EFULL) {
                 pr_block_reset(b);
                 i--;

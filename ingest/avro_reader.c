@@ -324,8 +324,10 @@ static const struct {
     const char *name;
     uint8_t unit;
 } pr__time_types[] = {
-    {"timestamp-millis", PR_JSON_UNIT_MS},       {"timestamp-micros", PR_JSON_UNIT_US},
-    {"local-timestamp-millis", PR_JSON_UNIT_MS}, {"local-timestamp-micros", PR_JSON_UNIT_US},
+    {"timestamp-millis", PR_JSON_UNIT_MS},
+    {"timestamp-micros", PR_JSON_UNIT_US},
+    {"local-timestamp-millis", PR_JSON_UNIT_MS},
+    {"local-timestamp-micros", PR_JSON_UNIT_US},
     {"date", PR_JSON_UNIT_DAYS},
 };
 

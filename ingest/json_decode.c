@@ -270,8 +270,7 @@ static void pr__retime(const pr_json_any *a, int8_t to, pr_fval *v)
 
 /* Value k of extractor column `col` (row 0) as a pr_fval; bools are integers;
  * a time-tagged integer in unit tunit (>= 0). */
-PR__HOT void pr__value(const pr_json_decoder *d, uint32_t col, uint32_t k, pr_fval *v,
-                      int8_t tunit)
+PR__HOT void pr__value(const pr_json_decoder *d, uint32_t col, uint32_t k, pr_fval *v, int8_t tunit)
 {
     const pr_json_any *a = &d->jb->cols[col].any[k];
     memset(v, 0, sizeof(*v));

@@ -69,14 +69,14 @@ struct pr_json_extractor {
 };
 
 struct pr__json_scratch {
-    uint32_t *row_start; /* [paths] a column's n_values when the row began */
-    uint8_t *present;    /* [paths] this row */
-    uint32_t *count;     /* [paths] this row */
-    uint32_t *stamp;     /* [nodes] gen of the row (or list element) that last saw the node */
-    uint32_t gen;        /* the current row's or list element's */
-    uint32_t gen_hi;     /* the highest gen handed out */
+    uint32_t *row_start;  /* [paths] a column's n_values when the row began */
+    uint8_t *present;     /* [paths] this row */
+    uint32_t *count;      /* [paths] this row */
+    uint32_t *stamp;      /* [nodes] gen of the row (or list element) that last saw the node */
+    uint32_t gen;         /* the current row's or list element's */
+    uint32_t gen_hi;      /* the highest gen handed out */
     uint32_t *elem_start; /* [paths] a column's n_values when the list element began */
-    char *key_buf; /* unescaped keys */
+    char *key_buf;        /* unescaped keys */
     size_t key_cap;
     char *num_buf; /* NUL-terminated copies of numbers for strtod */
     size_t num_cap;

@@ -89,7 +89,7 @@ typedef struct pr__pbcol {
     uint32_t elem_node; /* mapped: the repeated message's node */
     uint32_t elem0;     /* mapped: where the current element's values begin; else 0 */
     int8_t want;        /* the wire type of one value */
-    uint32_t max; /* staged values bound: max_list + 1 (the writer refuses the last) */
+    uint32_t max;       /* staged values bound: max_list + 1 (the writer refuses the last) */
     uint32_t n, cap;
     pr__pbval *v;
 } pr__pbcol;

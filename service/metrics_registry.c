@@ -59,8 +59,8 @@ void pr__metrics_register(const pr__metric_module *m)
 static void pr__metrics_init(void)
 {
     static void (*const inits[])(void) = {
-        pr__metrics_process_init, pr__metrics_pipeline_init, pr__metrics_consumer_init,
-        pr__metrics_batcher_init, pr__metrics_engine_init,   pr__metrics_vocablog_init,
+        pr__metrics_process_init, pr__metrics_pipeline_init,  pr__metrics_consumer_init,
+        pr__metrics_batcher_init, pr__metrics_engine_init,    pr__metrics_vocablog_init,
         pr__metrics_sinks_init,   pr__metrics_schemareg_init,
     };
     for (size_t i = 0; i < PR__N(inits); i++)

@@ -427,8 +427,8 @@ static int pr__srun_pass(pr__srun *run, char *errstr, size_t errstr_size)
     int64_t lineno = 0;
     int rc = 0;
     bool seen_object = false;
-    if (run->opts->source && (run->opts->source->format == PR_MSG_AVRO ||
-                              run->opts->source->format == PR_MSG_PROTOBUF))
+    if (run->opts->source &&
+        (run->opts->source->format == PR_MSG_AVRO || run->opts->source->format == PR_MSG_PROTOBUF))
         rc = pr__srun_pass_delimited(run, f, errstr, errstr_size);
     while (!rc && !feof(f) && (n = getline(&line, &cap, f)) >= 0) {
         lineno++;

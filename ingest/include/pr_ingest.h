@@ -1040,10 +1040,10 @@ extern const char *const pr_registry_fail_names[]; /* "refused", "timeout", "5xx
  * for the life of the process (a client freed and made again from the same
  * cfg adds to the same totals). */
 typedef struct pr_registry_totals {
-    uint64_t fetches;                   /* schemas fetched (answered 200) */
-    uint64_t fail[PR_REG_FAIL__COUNT];  /* failed requests, by kind */
-    uint64_t cache_evictions;           /* schemas dropped from a full cache */
-    int64_t cached;                     /* schemas (and remembered unknown ids) cached now */
+    uint64_t fetches;                  /* schemas fetched (answered 200) */
+    uint64_t fail[PR_REG_FAIL__COUNT]; /* failed requests, by kind */
+    uint64_t cache_evictions;          /* schemas dropped from a full cache */
+    int64_t cached;                    /* schemas (and remembered unknown ids) cached now */
 } pr_registry_totals;
 
 /* The totals for cfg; false when no client was ever made from it. Any
@@ -1170,7 +1170,7 @@ typedef struct pr_pbuser_reader pr_pbuser_reader;
  * in the set (no --include_imports), no such message. */
 pr_pbuser_desc *pr_pbuser_desc_load(const char *file, const char *message, char *errstr,
                                     size_t errstr_size);
-void pr_pbuser_desc_free(pr_pbuser_desc *d); /* NULL ok */
+void pr_pbuser_desc_free(pr_pbuser_desc *d);                 /* NULL ok */
 const char *pr_pbuser_desc_message(const pr_pbuser_desc *d); /* "pkg.Name" */
 
 /* Check one feature path: PR_EINVAL with errstr ("message shop.Click has no

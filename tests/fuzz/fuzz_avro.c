@@ -55,7 +55,8 @@ static const char avsc[] =
     "[\"null\",\"string\",\"float\"]}}},"
     "{\"name\":\"u\",\"type\":[\"null\",{\"type\":\"record\",\"name\":\"U\",\"fields\":["
     "{\"name\":\"id\",\"type\":[\"string\",\"long\"]},{\"name\":\"b\",\"type\":\"boolean\"}]}]},"
-    "{\"name\":\"kind\",\"type\":{\"type\":\"enum\",\"name\":\"K\",\"symbols\":[\"a\",\"b\",\"c\"]}},"
+    "{\"name\":\"kind\",\"type\":{\"type\":\"enum\",\"name\":\"K\",\"symbols\":[\"a\",\"b\",\"c\"]}"
+    "},"
     "{\"name\":\"h\",\"type\":{\"type\":\"array\",\"items\":\"long\"}},"
     "{\"name\":\"m\",\"type\":{\"type\":\"map\",\"values\":[\"null\",\"int\",\"string\"]}},"
     "{\"name\":\"dec\",\"type\":{\"type\":\"bytes\",\"logicalType\":\"decimal\",\"precision\":9,"
@@ -86,9 +87,9 @@ static void fuzz_init(void)
         const pr_feature_schema *fs = &g_cfg->pipelines[0].features;
         if (!(g_dec[i] = pr_json_decoder_new(fs, err, sizeof(err))))
             goto out_fail;
-        pr_avro_reader *r = pr_avro_reader_new(
-            g_dec[i], avsc, NULL, i ? PR_AVRO_FRAMING_REGISTRY : PR_AVRO_FRAMING_PLAIN, 0, err,
-            sizeof(err));
+        pr_avro_reader *r = pr_avro_reader_new(g_dec[i], avsc, NULL,
+                                               i ? PR_AVRO_FRAMING_REGISTRY : PR_AVRO_FRAMING_PLAIN,
+                                               0, err, sizeof(err));
         if (!r)
             goto out_fail;
         pr_json_decoder_set_reader_owned(g_dec[i], pr_avro_read, r, reader_free);

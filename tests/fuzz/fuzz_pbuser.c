@@ -169,7 +169,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                           x->n_labels * sizeof(float)) == 0);
     }
     if (rc == 0)
-        FUZZ_CHECK(r2.n == 1 && r2.reason[0] == rl.reason[0] && !strcmp(r2.detail[0], rl.detail[0]));
+        FUZZ_CHECK(r2.n == 1 && r2.reason[0] == rl.reason[0] &&
+                   !strcmp(r2.detail[0], rl.detail[0]));
     pr_block_reset(o);
     return 0;
 }

@@ -333,7 +333,6 @@ static void test_wrong_types(void **state)
     fx_free(&t);
 }
 
-
 /* Time logical types (timestamp-millis / -micros, date): the writer schema
  * says the unit, not event_time.unit (which reads plain numbers): a schema
  * evolving from millis to micros gives the same event time, hour and day. */
@@ -462,8 +461,9 @@ static void test_lists_of_records(void **state)
     assert_int_equal(both(&t, "{\"y\":1,\"imp\":null,\"clk\":[{\"id\":\"c\"}]}", -1), 0);
     assert_int_equal(t.ra.last, PR_DEC_WRONG_TYPE);
     assert_non_null(strstr(t.ra.detail, "single-valued"));
-    assert_int_equal(both(&t, "{\"y\":1,\"imp\":[{\"ad_id\":\"a\",\"pos\":1,\"skip\":[],"
-                              "\"meta\":null,\"tags\":[\"p\",\"q\"]}],\"clk\":null}",
+    assert_int_equal(both(&t,
+                          "{\"y\":1,\"imp\":[{\"ad_id\":\"a\",\"pos\":1,\"skip\":[],"
+                          "\"meta\":null,\"tags\":[\"p\",\"q\"]}],\"clk\":null}",
                           -1),
                      0);
     assert_int_equal(t.ra.last, PR_DEC_WRONG_TYPE);

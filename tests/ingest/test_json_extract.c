@@ -588,9 +588,8 @@ static void test_lists_of_objects(void **state)
     assert_int_equal(ex(&f, "{\"imp\":[{\"ad_id\":1},{\"pos\":0},{\"ad_id\":2},{\"ad_id\":3}]}"),
                      0);
     assert_int_equal(last_count(&f, 0), 3);
-    assert_int_equal(
-        ex(&f, "{\"imp\":[{\"ad_id\":1},{\"ad_id\":2},{\"ad_id\":3},{\"ad_id\":4}]}"),
-        PR_JSON_LIST_TOO_LONG);
+    assert_int_equal(ex(&f, "{\"imp\":[{\"ad_id\":1},{\"ad_id\":2},{\"ad_id\":3},{\"ad_id\":4}]}"),
+                     PR_JSON_LIST_TOO_LONG);
     assert_non_null(strstr(f.rej.detail, "imp.ad_id: list too long"));
     /* wrong element types */
     assert_int_equal(ex(&f, "{\"imp\":[{\"ad_id\":1.5}]}"), PR_JSON_WRONG_TYPE);

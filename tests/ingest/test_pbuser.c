@@ -640,8 +640,8 @@ static void test_lists_of_messages(void **state)
     want_i(&t, 4, 4);
     /* a field twice inside one element: the last wins, in that element only;
      * elements 22 {n:1} {n:2 n:5} */
-    static const uint8_t twice[] = {0xb2, 0x01, 0x02, 0x08, 0x01,
-                                    0xb2, 0x01, 0x04, 0x08, 0x02, 0x08, 0x05};
+    static const uint8_t twice[] = {0xb2, 0x01, 0x02, 0x08, 0x01, 0xb2,
+                                    0x01, 0x04, 0x08, 0x02, 0x08, 0x05};
     assert_int_equal(read_bytes(&t, twice, sizeof(twice)), 0);
     assert_int_equal(t.jb->cols[0].count[0], 2);
     assert_int_equal(val(&t, 0, 0)->i, 1);
@@ -661,15 +661,16 @@ static void test_lists_of_messages_same_as_json(void **state)
 {
     (void)state;
     char y[2048], err[512];
-    snprintf(y, sizeof(y),
-             "pipelines:\n  - name: t\n    source:\n      format: protobuf\n"
-             "      protobuf: { descriptor_set: \"%s\", message: t3.All }\n"
-             "    schema:\n      labels: [ { name: y, path: i32 } ]\n      sparse:\n"
-             "        - { name: n, path: items.n, list: { max_len: 3, keep: last }, ops: [vocab] }\n"
-             "        - { name: s, path: items.s, list: { max_len: 8 }, ops: [vocab] }\n"
-             "        - { name: h, path: items.opt, list: { max_len: 8 }, ops: [ { hash: 50 } ] }\n"
-             "        - { name: c, path: str, ops: [vocab] }\n",
-             PR_PBUSER_DESC);
+    snprintf(
+        y, sizeof(y),
+        "pipelines:\n  - name: t\n    source:\n      format: protobuf\n"
+        "      protobuf: { descriptor_set: \"%s\", message: t3.All }\n"
+        "    schema:\n      labels: [ { name: y, path: i32 } ]\n      sparse:\n"
+        "        - { name: n, path: items.n, list: { max_len: 3, keep: last }, ops: [vocab] }\n"
+        "        - { name: s, path: items.s, list: { max_len: 8 }, ops: [vocab] }\n"
+        "        - { name: h, path: items.opt, list: { max_len: 8 }, ops: [ { hash: 50 } ] }\n"
+        "        - { name: c, path: str, ops: [vocab] }\n",
+        PR_PBUSER_DESC);
     pr_config *cfg = NULL;
     if (pr_config_load_string(y, strlen(y), "pb.yaml", &cfg, err, sizeof(err)))
         fail_msg("%s", err);
@@ -774,8 +775,10 @@ static void test_config_errors(void **state)
     {
         char y2[2048], e2[1024];
         pr_config *c2 = NULL;
-        const char *ok2 = "        - { name: a, path: items.n, list: { max_len: 4 }, ops: [vocab] }\n";
-        const char *two = "        - { name: a, path: items.tags, list: { max_len: 4 }, ops: [vocab] }\n";
+        const char *ok2 =
+            "        - { name: a, path: items.n, list: { max_len: 4 }, ops: [vocab] }\n";
+        const char *two =
+            "        - { name: a, path: items.tags, list: { max_len: 4 }, ops: [vocab] }\n";
         snprintf(y2, sizeof(y2),
                  "pipelines:\n  - name: t\n    source:\n      format: protobuf\n"
                  "      protobuf: { descriptor_set: \"%s\", message: t3.All }\n"
@@ -838,10 +841,14 @@ static void test_config_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_same_as_json),  cmocka_unit_test(test_same_as_json_framed),
-        cmocka_unit_test(test_scalar_types),  cmocka_unit_test(test_python_reference),
-        cmocka_unit_test(test_presence),      cmocka_unit_test(test_repeated_maps),
-        cmocka_unit_test(test_malformed),     cmocka_unit_test(test_reject_through_decoder),
+        cmocka_unit_test(test_same_as_json),
+        cmocka_unit_test(test_same_as_json_framed),
+        cmocka_unit_test(test_scalar_types),
+        cmocka_unit_test(test_python_reference),
+        cmocka_unit_test(test_presence),
+        cmocka_unit_test(test_repeated_maps),
+        cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_reject_through_decoder),
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_lists_of_messages),
         cmocka_unit_test(test_lists_of_messages_same_as_json),
