@@ -323,17 +323,24 @@ static void pr__mark_unassigned(pr_consumer *c, const pr_tp *tps, size_t n)
 
 #define PR__WAIT_RETRY_NS (100 * 1000000LL)
 
-/* Every instance's assignment (source.consumers): the wait holds them all. */
-static void pr__pause_assignment(pr_consumer *c, bool pause)
+/* Pause or resume every instance's assignment (source.consumers): for the
+ * decode wait and for backpressure. Every instance is tried; the first error
+ * is returned. */
+static rd_kafka_resp_err_t pr__pause_assignment(pr_consumer *c, bool pause)
 {
+    rd_kafka_resp_err_t first = RD_KAFKA_RESP_ERR_NO_ERROR;
     for (unsigned k = 0; k < c->n_rk; k++) {
         rd_kafka_t *rk = c->rks[k];
         rd_kafka_topic_partition_list_t *l = NULL;
-        if (rd_kafka_assignment(rk, &l) == RD_KAFKA_RESP_ERR_NO_ERROR && l->cnt)
-            (void)(pause ? rd_kafka_pause_partitions(rk, l) : rd_kafka_resume_partitions(rk, l));
+        rd_kafka_resp_err_t err = rd_kafka_assignment(rk, &l);
+        if (!err && l->cnt)
+            err = pause ? rd_kafka_pause_partitions(rk, l) : rd_kafka_resume_partitions(rk, l);
         if (l)
             rd_kafka_topic_partition_list_destroy(l);
+        if (!first)
+            first = err;
     }
+    return first;
 }
 
 static void pr__wait_begin(pr_consumer *c, const char *why)
@@ -347,7 +354,7 @@ static void pr__wait_begin(pr_consumer *c, const char *why)
         return;
     __atomic_store_n(&c->waiting, true, __ATOMIC_RELAXED);
     pr_warn("consumer: decoding waits (partitions paused): %s", c->wait_why);
-    pr__pause_assignment(c, true);
+    (void)pr__pause_assignment(c, true);
 }
 
 /* The wait is over (decoded, or the message was revoked): resume, unless
@@ -359,7 +366,7 @@ static void pr__wait_end(pr_consumer *c)
     __atomic_store_n(&c->waiting, false, __ATOMIC_RELAXED);
     pr_info("consumer: decoding resumed");
     if (!c->paused)
-        pr__pause_assignment(c, false);
+        (void)pr__pause_assignment(c, false);
 }
 
 /* A message read while waiting (from instance rk): back to where it was,
@@ -1522,16 +1529,7 @@ int pr_consumer_poll(pr_consumer *c, pr_block *b, int timeout_ms, char *errstr, 
 
 static int pr__pause_resume(pr_consumer *c, bool pause)
 {
-    rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
-    for (unsigned k = 0; k < c->n_rk && !err; k++) {
-        rd_kafka_t *rk = c->rks[k];
-        rd_kafka_topic_partition_list_t *l = NULL;
-        err = rd_kafka_assignment(rk, &l);
-        if (!err && l->cnt)
-            err = pause ? rd_kafka_pause_partitions(rk, l) : rd_kafka_resume_partitions(rk, l);
-        if (l)
-            rd_kafka_topic_partition_list_destroy(l);
-    }
+    rd_kafka_resp_err_t err = pr__pause_assignment(c, pause);
     if (err) {
         pr_warn("consumer: %s: %s", pause ? "pause" : "resume", rd_kafka_err2str(err));
         return PR_EKAFKA;
