@@ -696,17 +696,19 @@ void *pr__pipe_main(void *arg)
             /* Next run: the held block again, or the block the polls filled. */
             if (ws == PR__W_HELD) {
                 /* While it waits, the next block's new values can go to the
-                 * log already (the engine is idle between runs). */
+                 * log already (the engine is idle between runs). PR_EAGAIN:
+                 * not behind this block yet; the same rows at a later turn. */
                 if (p->blk->rows > p->ahead_rows) {
                     int rc =
                         pr_vocab_store_propose_ahead(p->vs, p->blk, p->ahead_rows, e, sizeof(e));
-                    if (rc) {
+                    if (rc && rc != PR_EAGAIN) {
                         char msg[600];
                         snprintf(msg, sizeof(msg), "vocab log: %s", e);
                         pr__set_fatal(p, rc, msg);
                         break;
                     }
-                    p->ahead_rows = p->blk->rows;
+                    if (!rc)
+                        p->ahead_rows = p->blk->rows;
                 }
                 pr__worker_dispatch(p);
             } else if (p->blk->rows > 0 || p->n_revoked) {

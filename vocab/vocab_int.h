@@ -93,4 +93,10 @@ int pr__replay_blocks(pr_engine *eng, const char *path, const pr__jrec *recs, si
  * any, starts its next append after the table's current size. */
 void pr__journal_sync_col(pr_engine *eng, uint32_t col);
 
+/* Tests only: the log reader applies no record at or past `offset` (it keeps
+ * the first one until the limit moves), as if it were slow; INT64_MAX (the
+ * default) holds nothing. Lets a test put a delivered proposal between
+ * "in the log" and "applied" for as long as it needs (test_vocablog_ahead.c). */
+void pr__vocablog_hold_from(pr_vocablog *vl, int64_t offset);
+
 #endif

@@ -53,6 +53,7 @@
 #include "pr_grow.h"
 #include "pr_ingest.h"
 #include "pr_log.h"
+#include "vocab_int.h"
 #include "vocablog.pb-c.h"
 
 #define PR__REC_MAX_ENTRIES 16384 /* entries per Proposals record (~200 KB at most) */
@@ -117,6 +118,11 @@ struct pr_vocablog {
         st_blocks_waited, st_ahead_values, st_corrupt, st_produce_err, st_consume_err, st_waiting,
         st_usage_records, st_usage_values, st_rounds_exhausted;
     _Atomic int64_t last_ok_ns, last_err_ns;
+
+    /* tests (pr__vocablog_hold_from): records from this offset on are not
+     * applied yet, as if the reader were slow; INT64_MAX: none held */
+    int64_t hold_from;
+    rd_kafka_message_t *held; /* the first record held back */
 
     /* the liveness probe */
     pthread_t probe;
@@ -472,9 +478,16 @@ static int pr__apply_msg(pr_vocablog *vl, const rd_kafka_message_t *m, char *err
 static int pr__read(pr_vocablog *vl, int timeout_ms, char *errstr, size_t errstr_size)
 {
     for (int i = 0; i < 4096; i++) {
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(vl->cons, i ? 0 : timeout_ms);
+        rd_kafka_message_t *m = vl->held;
+        vl->held = NULL;
+        if (!m)
+            m = rd_kafka_consumer_poll(vl->cons, i ? 0 : timeout_ms);
         if (!m)
             break;
+        if (!m->err && m->offset >= vl->hold_from) {
+            vl->held = m;
+            break;
+        }
         int rc = pr__apply_msg(vl, m, errstr, errstr_size);
         rd_kafka_message_destroy(m);
         if (rc)
@@ -858,13 +871,23 @@ void pr_vocablog_abandon(pr_vocablog *vl)
 int pr_vocablog_propose_ahead(pr_vocablog *vl, const pr_block *next, uint32_t from_row,
                               char *errstr, size_t errstr_size)
 {
-    if (!vl->pending || vl->counting || vl->evict || !next)
+    if (vl->counting || vl->evict || !next)
         return 0;
     /* A jagged block (a declared schema's list features) has no row view:
      * row r0's first element sits at a different offset in each column. Its
      * values go to the log when its own turn comes, as a waiting block's. */
     if (next->col_rows)
         return 0;
+    /* Only behind a block whose own proposals are in the log: the values of
+     * `next` must come after every value of the block before it. A held
+     * block with nothing pending (it waits for its own look-ahead records
+     * first, or was abandoned after a revoke) proposes its remaining values
+     * later, so these rows must wait: PR_EAGAIN, and the driver asks again
+     * from the same row. (Answering 0 here made the driver skip these rows
+     * for good; later rows' values then reached the log first and got the
+     * lower indices: test_vocablog_ahead.c.) */
+    if (!vl->pending)
+        return PR_EAGAIN;
     /* Rows [r0, rows) as a view of the same block: columns keep their
      * stride (cap), so only the starting points move; r0 is a multiple of
      * 64 so the bitmaps move by whole words and alignment holds. */
@@ -898,6 +921,11 @@ int pr_vocablog_propose_ahead(pr_vocablog *vl, const pr_block *next, uint32_t fr
     if (rc || vl->n_miss == 0)
         return rc;
     return pr__propose(vl, PR__REC_AHEAD, errstr, errstr_size);
+}
+
+void pr__vocablog_hold_from(pr_vocablog *vl, int64_t offset)
+{
+    vl->hold_from = offset;
 }
 
 int pr_vocablog_poll(pr_vocablog *vl, int timeout_ms, char *errstr, size_t errstr_size)
@@ -1307,6 +1335,7 @@ int pr_vocablog_new(const pr_vocablog_opts *o, pr_vocablog **out, char *errstr, 
         vl->counting |= vl->spec->sparse[c].min_count > 1;
     }
     vl->ahead_max_offset = -1;
+    vl->hold_from = INT64_MAX;
     atomic_store(&vl->st_end, -1);
     int rc = 0;
     if (!vl->pipeline || !vl->replica || !vl->topic || (o->snapshot_path && !vl->snap_path)) {
@@ -1362,6 +1391,8 @@ void pr_vocablog_free(pr_vocablog *vl)
     if (!vl)
         return;
     pr__probe_stop(vl);
+    if (vl->held)
+        rd_kafka_message_destroy(vl->held);
     if (vl->prod) {
         rd_kafka_flush(vl->prod, 2000);
         rd_kafka_destroy(vl->prod);

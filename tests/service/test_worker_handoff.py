@@ -19,7 +19,9 @@ and both drivers share the engine). The last round adds a vocab_log: new
 values are decided through the log, and while a block waits the next one's
 values are proposed ahead; one replica must still number every value in
 first-appearance order, exactly as the offline run does.
-Env (pr_script_test): PIPEREC, PR_TMP.
+Env (pr_script_test): PIPEREC, PR_TMP. PR_HANDOFF_VOCAB_ALL=1 gives every
+round its own vocab_log topic (tests/service/handoff_loaded.sh runs copies
+of it at once on a loaded machine).
 """
 import glob
 import os
@@ -35,6 +37,7 @@ PIPEREC = os.environ["PIPEREC"]
 T = os.environ["PR_TMP"]
 N = 12000          # rows per round (about 2.4 MB of TSV: under the broker's 5 MB)
 ROUNDS = 5       # the last one with a vocab_log
+VOCAB_ALL = os.environ.get("PR_HANDOFF_VOCAB_ALL") == "1"  # every round with one
 procs = []
 
 
@@ -72,6 +75,8 @@ def read_rolls(d):
 try:
     berr = open(os.path.join(T, "broker.err"), "w")
     topics = ",".join("events%d" % i for i in range(ROUNDS)) + ",vocab"
+    if VOCAB_ALL:
+        topics += "".join(",vocab%d" % i for i in range(ROUNDS))
     broker = subprocess.Popen([PIPEREC, "broker", "--partitions", "1", "--topics", topics],
                               stdout=subprocess.PIPE, stderr=berr, text=True)
     procs.append(broker)
@@ -110,6 +115,7 @@ engine: { overlap: true }
 http: { listen: "127.0.0.1:0" }
 log: { level: info }
 """ % (rnd, rnd, bootstrap, outdir,
+       "    vocab_log: { topic: vocab%d }" % rnd if VOCAB_ALL else
        "    vocab_log: { topic: vocab }" if rnd == ROUNDS - 1 else ""))
         rerr = os.path.join(T, "run%d.err" % rnd)
         run = subprocess.Popen([PIPEREC, "run", "--config", cfg], stderr=open(rerr, "w"))
@@ -153,6 +159,11 @@ log: { level: info }
         for name, a, b in zip(("labels", "dense", "sparse"), got, want):
             if a.shape != b.shape or not np.array_equal(a, b):
                 bad = next(i for i in range(N) if not np.array_equal(a[i], b[i]))
+                if name == "sparse":
+                    cols = [c for c in range(a.shape[1]) if a[bad][c] != b[bad][c]]
+                    print("row %d: columns %s: streamed %s, offline %s" %
+                          (bad, cols, [int(a[bad][c]) for c in cols],
+                           [int(b[bad][c]) for c in cols]))
                 fail("round %d: %s differ from the offline output first at row %d" %
                      (rnd, name, bad))
         if rnd == ROUNDS - 1 and ahead == 0:

@@ -220,10 +220,16 @@ void pr_vocablog_abandon(pr_vocablog *vl);
  * rows [from_row, rows) of `next` (from_row is rounded down to a multiple of
  * 64; rows before it were proposed ahead by an earlier call). Nothing waits
  * here; when `next` comes to pr_vocablog_resolve, it first lets the log
- * decide these proposals, then proposes only what is still unknown. A no-op
- * without a waiting block, or when proposals are not idempotent (a column
- * with min_count > 1 counts occurrences; an evicting column needs rounds),
- * or for a jagged `next` (col_rows set: no row view of its columns). */
+ * decide these proposals, then proposes only what is still unknown. 0 when
+ * the rows were taken (the next call starts after them). PR_EAGAIN when the
+ * waiting block has no proposal of its own in the log yet (it still waits
+ * for its own look-ahead records, or was abandoned): nothing is proposed,
+ * since `next`'s values must follow all of its values, and the driver asks
+ * again with the same from_row at a later turn. A no-op answering 0 when
+ * proposals are not idempotent (a column with min_count > 1 counts
+ * occurrences; an evicting column needs rounds), or for a jagged `next`
+ * (col_rows set: no row view of its columns): such a block proposes all its
+ * values on its own turn. */
 int pr_vocablog_propose_ahead(pr_vocablog *vl, const pr_block *next, uint32_t from_row,
                               char *errstr, size_t errstr_size);
 
@@ -322,7 +328,8 @@ int pr_vocab_store_resolve(pr_vocab_store *vs, const pr_block *in, int timeout_m
 int pr_vocab_store_resolve_keys(pr_vocab_store *vs, const pr_vocab_keys *cols, size_t n_cols,
                                 int timeout_ms, char *errstr, size_t errstr_size);
 /* While a block waits, propose the next one's values ahead
- * (pr_vocablog_propose_ahead); no-op for a local store. */
+ * (pr_vocablog_propose_ahead: 0 the rows were taken, PR_EAGAIN not yet, ask
+ * again from the same row); a no-op answering 0 for a local store. */
 int pr_vocab_store_propose_ahead(pr_vocab_store *vs, const pr_block *next, uint32_t from_row,
                                  char *errstr, size_t errstr_size);
 /* Forget a waiting block (dropped by the driver). */
