@@ -715,6 +715,10 @@ class TrainerClient:
                 self.sock.close()
                 raise
         self._buf = bytearray()
+        # MSG_WAITALL receives into a caller's buffer: plain sockets only (an
+        # SSL socket takes no flags)
+        self._waitall = not want_tls and hasattr(socket, "MSG_WAITALL") and os.name == "posix"
+        self._rcvto = None  # SO_RCVTIMEO as last set (None: none)
         self._frame, self._filled, self._base, self._flen = None, 0, 0, 0
         self._tmo = timeout  # the socket's timeout as last set (create_connection)
         cid = client_id or "python-%d" % os.getpid()
@@ -758,24 +762,48 @@ class TrainerClient:
             self.sock.settimeout(t)
             self._tmo = t
 
+    def _rcvtimeo(self, t):
+        """The kernel's receive timeout (SO_RCVTIMEO) for blocking receives;
+        None: none. Set only when it changes much, as _settimeout does."""
+        cur = self._rcvto
+        if t is None:
+            if cur is None:
+                return
+        elif cur is not None and t - 0.2 <= cur <= t + 0.005 and cur >= min(t, 0.2) * 0.5:
+            return
+        us = 0 if t is None else max(int(t * 1e6), 1000)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
+                             struct.pack("@ll", us // 1000000, us % 1000000))
+        self._rcvto = t
+
     def _recv_some(self, deadline, into=None, size=65536):
         """One recv of at most `size` bytes (into a memoryview when given);
-        False on timeout."""
+        False on timeout.
+
+        Into a memoryview on a plain socket (the body of a large frame), one
+        blocking recv(MSG_WAITALL) under a kernel receive timeout fills the
+        whole view in one system call and one GIL release: a timeout-mode
+        socket polls and returns per chunk the kernel has (tens of calls
+        for a 3 MB batch, each a poll, a recv and a GIL hand-off)."""
         while True:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 return False
             try:
-                self._settimeout(left)
-                if into is not None:
-                    n = self.sock.recv_into(into)
-                    chunk = n
+                if into is not None and self._waitall:
+                    self._settimeout(None)
+                    self._rcvtimeo(left)
+                    n = chunk = self.sock.recv_into(into, 0, socket.MSG_WAITALL)
+                elif into is not None:
+                    self._settimeout(left)
+                    n = chunk = self.sock.recv_into(into)
                 else:
+                    self._settimeout(left)
                     chunk = self.sock.recv(size)
                     n = len(chunk)
                 break
-            except socket.timeout:
-                continue  # the deadline decides
+            except (socket.timeout, BlockingIOError):
+                continue  # the deadline decides (BlockingIOError: SO_RCVTIMEO passed)
             except OSError as e:
                 raise self._gone("receiving", e) from None
         if n == 0:
