@@ -67,7 +67,10 @@ QUICK=${DEVICE_GPU_QUICK:-0}
 : > "$OUT/cases.jsonl"
 
 # Wrappers with the carried libraries on the binaries' library path only
-# (python keeps its own); `exec` keeps the PID.
+# (python keeps its own); `exec` keeps the PID. bt_serve starts the test's
+# python client: it gets them through the dynamic loader's --library-path,
+# which its children do not inherit (LD_LIBRARY_PATH would hand Debian's
+# libstdc++/libssl to the host's torch and ssl).
 ABS=$(cd "$BUILD" 2>/dev/null && pwd) || ABS=$ROOT/$BUILD
 LIBS=""
 [ -d "$ABS/devlibs" ] && LIBS=$ABS/devlibs
@@ -76,11 +79,16 @@ trap 'rm -rf "$WRAP"' EXIT
 BINS_OK=1
 for b in $BINS; do
     w=$WRAP/$(basename "$b")
+    LDSO=$(ls /lib64/ld-linux-x86-64.so.2 /lib/ld-linux-aarch64.so.1 2>/dev/null | head -1)
     {
         echo '#!/bin/sh'
-        [ -n "$LIBS" ] &&
-            echo "LD_LIBRARY_PATH=\"$LIBS\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}\"; export LD_LIBRARY_PATH"
-        echo "exec \"$ABS/$b\" \"\$@\""
+        if [ -n "$LIBS" ] && [ "$b" = tests/batcher/bt_serve ] && [ -n "$LDSO" ]; then
+            echo "exec \"$LDSO\" --library-path \"$LIBS\" \"$ABS/$b\" \"\$@\""
+        else
+            [ -n "$LIBS" ] &&
+                echo "LD_LIBRARY_PATH=\"$LIBS\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}\"; export LD_LIBRARY_PATH"
+            echo "exec \"$ABS/$b\" \"\$@\""
+        fi
     } > "$w"
     chmod +x "$w"
     if [ ! -x "$ABS/$b" ]; then
