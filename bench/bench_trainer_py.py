@@ -18,6 +18,14 @@ Prints one JSON line per measurement (bench/run.sh collects them), each
 with `vs_numpy_client`: its rows/s over the numpy client's (protobuf layout)
 in the same run.
 
+Live (--live PIPEREC, issue 22's "live `piperec run` -> GPU" figure): instead
+of the replay server, `piperec broker` (the test broker), `piperec gen` +
+`piperec produce` of --live-rows Criteo rows before anything reads, then one
+`piperec run` (engine.threads --live-threads, its own consumer group) per
+case, read by the numpy client, by StreamDataset(layout="raw", compact) into
+host memory and, with CUDA, by StreamDataset(device="cuda"); rows/s from the
+first batch received to the last (the consumer group's join is not counted).
+
 Co-located transport: the replay server also listens on a Unix domain
 socket (as piperec does with sinks.trainer.unix_path); the `_unix` cases
 repeat the numpy client and StreamDataset cases over "unix:/path" and add
@@ -31,7 +39,9 @@ import os
 import select
 import shutil
 import socket
+import re
 import struct
+import subprocess
 import sys
 import tempfile
 import threading
@@ -199,13 +209,18 @@ def server_main(port_q, rows, total, unix_path):
 
 
 def measure(name, rows, fn, extra=None, base=None, tcp=None):
-    t0 = time.perf_counter()
+    # client_cpu_us_per_batch: CPU time of this process (all its threads, not
+    # the replay server's, not DataLoader worker processes') per batch: on a
+    # loaded machine it moves far less than rows/s, so before/after
+    # comparisons of the client's own cost read it
+    t0, c0 = time.perf_counter(), time.process_time()
     n_batches, n_rows = fn()
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     bytes_per_row = 4 + 4 * N_DENSE + 4 * N_SPARSE
     r = {"bench": name, "threads": 1, "rows": n_rows, "batches": n_batches, "seconds": round(dt, 4),
          "rows_per_s": round(n_rows / dt), "batches_per_s": round(n_batches / dt, 1),
-         "mb_per_s": round(n_rows * bytes_per_row / dt / 1e6, 1), "batch_rows": rows}
+         "mb_per_s": round(n_rows * bytes_per_row / dt / 1e6, 1), "batch_rows": rows,
+         "client_cpu_us_per_batch": round(cpu / max(n_batches, 1) * 1e6, 1)}
     r.update(extra or {})
     if base:
         r["vs_numpy_client"] = round(r["rows_per_s"] / base, 3)
@@ -215,14 +230,182 @@ def measure(name, rows, fn, extra=None, base=None, tcp=None):
     return r["rows_per_s"]
 
 
+# ---------------------------------------------------------------- live: piperec run
+
+LIVE_ROW_BYTES = 243  # a `piperec gen` row; the test broker keeps ~5 MB a partition
+
+
+class LiveStream:
+    """The test broker loaded with `rows` generated rows, and `piperec run`
+    processes reading them (one per case, each its own consumer group)."""
+
+    def __init__(self, piperec, rows, partitions, threads, batch, tmpdir):
+        self.piperec, self.rows, self.threads, self.batch = piperec, rows, threads, batch
+        self.tmp, self.procs = tmpdir, []
+        # keep each partition under ~3 MB of the broker's ~5 MB
+        self.partitions = max(partitions, -(-rows * LIVE_ROW_BYTES // 3_000_000))
+        br = self._spawn([piperec, "broker", "--partitions", str(self.partitions), "--topics",
+                          "events:%d" % self.partitions], "broker", stdout=subprocess.PIPE)
+        line = br.stdout.readline().decode()
+        if not line.startswith("bootstrap="):
+            raise RuntimeError("piperec broker printed %r" % line)
+        self.bootstrap = line.strip().split("=", 1)[1]
+        data = os.path.join(tmpdir, "data.tsv")
+        subprocess.run([piperec, "gen", "--rows", str(rows), "--seed", "1", "--threads", "2",
+                        "--output", data], check=True)
+        # keyless messages spread per message (as bench_stream.sh does)
+        subprocess.run([piperec, "produce", "--bootstrap", self.bootstrap, "--topic", "events",
+                        "--input", data, "-X", "sticky.partitioning.linger.ms=0"], check=True,
+                       stdout=subprocess.DEVNULL)
+        os.unlink(data)
+
+    def _spawn(self, argv, name, **kw):
+        kw.setdefault("stderr", open(os.path.join(self.tmp, name + ".err"), "w"))
+        p = subprocess.Popen(argv, **kw)
+        self.procs.append(p)
+        return p
+
+    def start_run(self, group):
+        """A `piperec run` of a new consumer group; its trainer endpoint."""
+        cfg = os.path.join(self.tmp, group + ".yaml")
+        with open(cfg, "w") as f:
+            f.write("""pipelines:
+  - name: bench
+    source:
+      kafka:
+        topics: [events]
+        group.id: %s
+        properties:
+          bootstrap.servers: "%s"
+          auto.offset.reset: earliest
+          fetch.wait.max.ms: 10
+      format: criteo_tsv
+    schema: { label: true, dense: 13, sparse: 26 }
+    transform:
+      dense: [neg2zero, log1p]
+      sparse: [hex2int, { modulus: 524288 }, vocab]
+      vocab: { profile: dlrm, min_count: 1, capacity: 0, count_mode: streaming }
+    batch: { size: %d, max_delay_ms: 100 }
+    sinks:
+      trainer: { listen: "127.0.0.1:0", max_unacked_batches: 64 }
+http: { listen: "127.0.0.1:0" }
+engine: { backend: cpu, threads: %d }
+limits: { max_inflight_bytes: 1GiB }
+log: { level: info }
+""" % (group, self.bootstrap, self.batch, self.threads))
+        err = os.path.join(self.tmp, group + ".err")
+        p = self._spawn([self.piperec, "run", "--config", cfg], group)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and p.poll() is None:
+            m = re.search(r"trainers connect to port (\d+)", open(err).read())
+            if m:
+                return p, "127.0.0.1:%s" % m.group(1)
+            time.sleep(0.05)
+        raise RuntimeError("piperec run did not start:\n" + open(err).read()[-1500:])
+
+    @staticmethod
+    def stop(p):
+        p.terminate()
+        try:
+            p.wait(5)  # it drains: waits for acks that may never come
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+    def close(self):
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                self.stop(p)
+
+
+def live_main(args, torch, StreamDataset):
+    """One JSON line per live case (see the module doc)."""
+    tmpdir = tempfile.mkdtemp(prefix="bench_trainer_py.live.")
+    cuda = torch.cuda.is_available()
+
+    def timed(it, sync=False):
+        # rows/s from the first batch to the last: the group join before is not counted
+        # (an idle timeout, rows lost, ends the loop: timed to the last batch)
+        n = r = total = 0
+        t0 = t1 = None
+        for b in it:
+            t1 = time.perf_counter()
+            total += b.rows
+            if t0 is None:
+                t0 = t1
+            else:
+                n += 1
+                r += b.rows
+            if total >= args.live_rows:
+                break
+        if sync:
+            torch.cuda.synchronize()
+            t1 = time.perf_counter()
+        return n, r, (t1 - t0) if t0 is not None else 0.0
+
+    cases = [("trainer_py_live_numpy_client", lambda ep: timed(
+        pc.TrainerClient(ep, "bench", credits=8).batches(timeout=10)),
+        {"client": "piperec_client (numpy views)", "layout": "protobuf"}),
+             ("trainer_py_live_stream_dataset_raw_compact", lambda ep: timed(StreamDataset(
+                 ep, "bench", idle_timeout=10, layout="raw", compact=True)),
+              {"client": "StreamDataset(layout=raw, compact), host memory", "layout": "raw compact",
+               "pinned": cuda})]
+    if cuda:
+        cases.append(("trainer_py_live_stream_dataset_raw_compact_gpu", lambda ep: timed(
+            StreamDataset(ep, "bench", idle_timeout=10, layout="raw", compact=True, device="cuda"),
+            True), {"client": "StreamDataset(layout=raw, compact, device=cuda)",
+                    "layout": "raw compact", "device": torch.cuda.get_device_name()}))
+    else:
+        print("bench_trainer_py --live: torch.cuda.is_available() is false: the live GPU case "
+              "skipped", file=sys.stderr)
+    only = set(args.only.split(",")) if args.only else None
+    stream = None
+    try:
+        stream = LiveStream(args.live, args.live_rows, args.live_partitions, args.live_threads,
+                            args.rows, tmpdir)
+        base = None
+        for name, fn, extra in cases:
+            if only and name not in only and name != "trainer_py_live_numpy_client":
+                continue
+            p, ep = stream.start_run(name)
+            try:
+                n, r, dt = fn(ep)
+            finally:
+                stream.stop(p)
+            res = {"bench": name, "rows": r, "batches": n, "seconds": round(dt, 4),
+                   "rows_per_s": round(r / dt) if dt > 0 else 0, "batch_rows": args.rows,
+                   "engine_threads": args.live_threads, "partitions": stream.partitions,
+                   "transport": "tcp loopback", "source": "piperec run (test broker)",
+                   "torch": torch.__version__, "numpy": np.__version__}
+            res.update(extra)
+            if base:
+                res["vs_numpy_client"] = round(res["rows_per_s"] / base, 3)
+            if name == "trainer_py_live_numpy_client":
+                base = res["rows_per_s"]
+            print(json.dumps(res), flush=True)
+    finally:
+        if stream is not None:
+            stream.close()
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=4096, help="rows per batch")
     ap.add_argument("--batches", type=int, default=2000, help="batches per measurement")
     ap.add_argument("--only", help="comma-separated case names (default: all)")
+    ap.add_argument("--live", metavar="PIPEREC", help="the live cases: this piperec binary's "
+                    "broker, gen, produce and run instead of the replay server")
+    ap.add_argument("--live-rows", type=int, default=1_000_000, help="rows produced (--live)")
+    ap.add_argument("--live-partitions", type=int, default=128,
+                    help="test broker partitions (--live; raised to keep each under ~3 MB)")
+    ap.add_argument("--live-threads", type=int, default=2, help="piperec run engine.threads (--live)")
     args = ap.parse_args()
     import torch
     from piperec.torch import StreamDataLoader, StreamDataset
+
+    if args.live:
+        return live_main(args, torch, StreamDataset)
 
     tmpdir = tempfile.mkdtemp(prefix="bench_trainer_py.")
 

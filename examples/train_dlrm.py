@@ -133,10 +133,45 @@ class FusedEmbedding(nn.Module):
         return out.view(k, rows, self.dim).transpose(0, 1)
 
 
-class DLRM(nn.Module):
-    def __init__(self, n_dense, n_sparse, dim=16, bottom=(64,), top=(64, 32)):
+class PerFeatureEmbedding(nn.Module):
+    """The example's model before issue 22, kept to measure the fused table
+    against (--embedding per-feature): one EmbeddingBag per sparse feature,
+    a lookup per feature and batch, grown with piperec.torch.grow_embeddings
+    (which checks every table every batch)."""
+
+    def __init__(self, n_keys, dim, grow_fn):
         super().__init__()
-        self.emb = FusedEmbedding(n_sparse, dim)
+        self.dim, self._grow = dim, grow_fn
+        self.tables = nn.ModuleList(nn.EmbeddingBag(1, dim, mode="sum", sparse=True)
+                                    for _ in range(n_keys))
+        for t in self.tables:
+            emb_init(t.weight.data)
+
+    @property
+    def caps(self):
+        return [t.num_embeddings for t in self.tables]
+
+    def grow(self, vocab_sizes, optimizer):
+        return bool(self._grow(self.tables, [int(v) for v in vocab_sizes], optimizer=optimizer,
+                               init=emb_init, headroom=1.5))
+
+    def forward(self, values, lengths, rows):
+        k = len(self.tables)
+        lengths = lengths.view(k, rows)
+        per_key = lengths.sum(1)
+        starts = torch.cumsum(per_key, 0) - per_key
+        out = []
+        for f in range(k):
+            off = torch.cumsum(lengths[f], 0) - lengths[f]
+            a = int(starts[f])  # a device sync per feature, as the old example had
+            out.append(self.tables[f](values[a:a + int(per_key[f])].long(), off.long()))
+        return torch.stack(out, 0).transpose(0, 1)
+
+
+class DLRM(nn.Module):
+    def __init__(self, n_dense, n_sparse, dim=16, bottom=(64,), top=(64, 32), embedding=None):
+        super().__init__()
+        self.emb = embedding if embedding is not None else FusedEmbedding(n_sparse, dim)
         self.bottom = mlp((n_dense,) + tuple(bottom) + (dim,))
         n_f = n_sparse + 1
         self.register_buffer("iu", torch.triu_indices(n_f, n_f, offset=1), persistent=False)
@@ -343,6 +378,10 @@ def main(argv=None):
     ap.add_argument("--compact", action=argparse.BooleanOptionalAction, default=True,
                     help="raw layout: Criteo batches without all-ones lengths, int32 values "
                     "(the TrainingBatch's bytes; widened on the GPU)")
+    ap.add_argument("--embedding", choices=("fused", "per-feature"), default="fused",
+                    help="fused: one table, one embedding_bag a batch; per-feature: the "
+                    "example before issue 22 (a table and a lookup per feature, a loss sync "
+                    "every step), to measure against")
     ap.add_argument("--checkout", action="store_true",
                     help="use this checkout's clients/python even when piperec is installed")
     ap.add_argument("--train-rows", type=int, default=200_000)
@@ -380,7 +419,7 @@ def main(argv=None):
         if args.layout == "raw" and dev.type == "cuda":
             kw["device"] = dev  # side-stream copy, overlapped with the previous step
         ds = pt.StreamDataset(endpoints, args.pipeline, credits=8, idle_timeout=20, **kw)
-        rc = train(ds, args, t_start, dev, stream)
+        rc = train(ds, args, t_start, dev, stream, pt)
         if stream is not None and stream.lost_rows():
             print("the test broker dropped rows piperec had not read (offset out of range)",
                   file=sys.stderr)
@@ -417,8 +456,9 @@ class GpuBusy:
         self.pairs = []
 
 
-def train(ds, args, t_start, dev, stream=None):
+def train(ds, args, t_start, dev, stream=None, pt=None):
     model = opt_dense = opt_emb = None
+    per_step_sync = False
     loss_fn = nn.BCEWithLogitsLoss()
     rows_trained = batches = grown = 0
     t_first = None
@@ -430,10 +470,14 @@ def train(ds, args, t_start, dev, stream=None):
             stream.took(b.rows)
         if model is None:
             t_first = time.monotonic()
-            model = DLRM(b.dense.shape[1], len(b.keys), dim=args.dim).to(dev)
+            emb = None
+            if getattr(args, "embedding", "fused") == "per-feature":
+                emb = PerFeatureEmbedding(len(b.keys), args.dim, pt.grow_embeddings)
+            model = DLRM(b.dense.shape[1], len(b.keys), dim=args.dim, embedding=emb).to(dev)
             opt_dense = torch.optim.Adam([p for n, p in model.named_parameters()
                                           if not n.startswith("emb.")], lr=args.lr)
-            opt_emb = torch.optim.SparseAdam([model.emb.weight], lr=args.emb_lr)
+            opt_emb = torch.optim.SparseAdam(list(model.emb.parameters()), lr=args.emb_lr)
+            per_step_sync = emb is not None
         dense, labels, sf = b.dense, b.labels, b.sparse_features
         if dense.device != dev:  # protobuf layout, or the CPU
             dense, labels = dense.to(dev), labels.to(dev)
@@ -456,6 +500,8 @@ def train(ds, args, t_start, dev, stream=None):
             rows_trained += b.rows
             batches += 1
             d = loss.detach()
+            if per_step_sync:
+                d = float(d)  # the old example's per-step loss read (a device sync)
             loss_sum = d if loss_sum is None else loss_sum + d
             loss_n += 1
             if batches % 50 == 0:  # the only sync with the device while training
@@ -486,9 +532,11 @@ def train(ds, args, t_start, dev, stream=None):
         gpu = " device=%s gpu_busy=%.2f" % (torch.cuda.get_device_name(dev),
                                              busy.busy_ms / 1000.0 / max(t_train, 1e-9))
     print("heldout_auc=%.4f heldout_rows=%d positive=%.3f train_rows=%d batches=%d "
-          "train_seconds=%.1f rows_per_s=%.0f total_seconds=%.1f tables_grown=%d rows_in_tables=%d%s"
+          "train_seconds=%.1f rows_per_s=%.0f total_seconds=%.1f tables_grown=%d rows_in_tables=%d "
+          "embedding=%s layout=%s%s"
           % (a, len(y), y.mean(), rows_trained, batches, t_train, rows_trained / max(t_train, 1e-9),
-             time.monotonic() - t_start, grown, sum(model.emb.caps), gpu),
+             time.monotonic() - t_start, grown, sum(model.emb.caps),
+             getattr(args, "embedding", "fused"), getattr(args, "layout", "raw"), gpu),
           flush=True)
     if args.min_auc is not None and not a >= args.min_auc:
         print("held-out AUC %.4f below %.2f" % (a, args.min_auc), file=sys.stderr)

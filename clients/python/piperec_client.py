@@ -63,6 +63,7 @@ _RAW_HDR = struct.Struct("<IHHIIIIIIQQQII")
 (S_DENSE, S_LABELS, S_LENGTHS, S_VALUES, S_OFFSETS, S_NOTICES, S_META) = range(7)
 _RAW_NSEC = 7
 SMALL_FRAME = 4096  # frames up to this size never go into a caller's buffer
+HEAD_READ = 256  # bytes read for a frame's head when it may go into a caller's buffer
 
 ERROR_CODES = {
     0: "UNSPECIFIED", 1: "BAD_FRAME", 2: "UNSUPPORTED_VERSION", 3: "UNKNOWN_PIPELINE",
@@ -89,6 +90,7 @@ class ConnectionClosed(ConnectionError, EOFError):
 # ---------------------------------------------------------------- protobuf, the few bits we need
 
 def _varint(v):
+    v = int(v)  # a numpy integer would overflow below (NumPy 2 / NEP 50)
     if v < 0:
         v += 1 << 64
     out = bytearray()
@@ -120,6 +122,25 @@ def _read_varint(buf, pos):
         if not b & 0x80:
             return result, pos
         shift += 7
+
+
+def _packed_varints(buf, a, e):
+    """The varints of a packed repeated field, buf[a:e], as a list: one
+    loop over the bytes, no call per value (a batch's 26+ vocabulary sizes
+    are parsed per batch)."""
+    out, v, shift = [], 0, 0
+    for byte in bytes(buf[a:e]):
+        v |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            out.append(v)
+            v = shift = 0
+        else:
+            shift += 7
+            if shift > 63:
+                raise ValueError("truncated varint")
+    if shift:
+        raise ValueError("truncated varint")
+    return out
 
 
 def _fields(buf, start=0, end=None):
@@ -394,11 +415,7 @@ def _decode_fields(b, buf, start, end):
             elif num == 29: b.label_names.append(bytes(buf[a:e]).decode())
             elif num == 30: b.dense_names.append(bytes(buf[a:e]).decode())
             elif num == 10: b.offsets.append(_decode_range(buf, a, e))
-            elif num == 14:
-                p = a
-                while p < e:
-                    x, p = _read_varint(buf, p)
-                    b.vocab_sizes.append(x)
+            elif num == 14: b.vocab_sizes += _packed_varints(buf, a, e)
             elif num == 15: b.sparse_names.append(bytes(buf[a:e]).decode())
             elif num == 17: b.replica = bytes(buf[a:e]).decode(errors="replace")
             elif num == 18: b.recycled = _decode_recycled(buf, a, e)
@@ -698,6 +715,10 @@ class TrainerClient:
                 self.sock.close()
                 raise
         self._buf = bytearray()
+        # MSG_WAITALL receives into a caller's buffer: plain sockets only (an
+        # SSL socket takes no flags)
+        self._waitall = not want_tls and hasattr(socket, "MSG_WAITALL") and os.name == "posix"
+        self._rcvto = None  # SO_RCVTIMEO as last set (None: none)
         self._frame, self._filled, self._base, self._flen = None, 0, 0, 0
         self._tmo = timeout  # the socket's timeout as last set (create_connection)
         cid = client_id or "python-%d" % os.getpid()
@@ -741,23 +762,48 @@ class TrainerClient:
             self.sock.settimeout(t)
             self._tmo = t
 
-    def _recv_some(self, deadline, into=None):
-        """One recv (into a memoryview when given); False on timeout."""
+    def _rcvtimeo(self, t):
+        """The kernel's receive timeout (SO_RCVTIMEO) for blocking receives;
+        None: none. Set only when it changes much, as _settimeout does."""
+        cur = self._rcvto
+        if t is None:
+            if cur is None:
+                return
+        elif cur is not None and t - 0.2 <= cur <= t + 0.005 and cur >= min(t, 0.2) * 0.5:
+            return
+        us = 0 if t is None else max(int(t * 1e6), 1000)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
+                             struct.pack("@ll", us // 1000000, us % 1000000))
+        self._rcvto = t
+
+    def _recv_some(self, deadline, into=None, size=65536):
+        """One recv of at most `size` bytes (into a memoryview when given);
+        False on timeout.
+
+        Into a memoryview on a plain socket (the body of a large frame), one
+        blocking recv(MSG_WAITALL) under a kernel receive timeout fills the
+        whole view in one system call and one GIL release: a timeout-mode
+        socket polls and returns per chunk the kernel has (tens of calls
+        for a 3 MB batch, each a poll, a recv and a GIL hand-off)."""
         while True:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 return False
             try:
-                self._settimeout(left)
-                if into is not None:
-                    n = self.sock.recv_into(into)
-                    chunk = n
+                if into is not None and self._waitall:
+                    self._settimeout(None)
+                    self._rcvtimeo(left)
+                    n = chunk = self.sock.recv_into(into, 0, socket.MSG_WAITALL)
+                elif into is not None:
+                    self._settimeout(left)
+                    n = chunk = self.sock.recv_into(into)
                 else:
-                    chunk = self.sock.recv(65536)
+                    self._settimeout(left)
+                    chunk = self.sock.recv(size)
                     n = len(chunk)
                 break
-            except socket.timeout:
-                continue  # the deadline decides
+            except (socket.timeout, BlockingIOError):
+                continue  # the deadline decides (BlockingIOError: SO_RCVTIMEO passed)
             except OSError as e:
                 raise self._gone("receiving", e) from None
         if n == 0:
@@ -772,10 +818,14 @@ class TrainerClient:
         callable: frame bytes -> writable uint8 memoryview at least that
         long) a frame over SMALL_FRAME bytes lands there instead, length
         prefix included, at offset 0. A frame cut by a timeout is resumed at
-        the next call."""
+        the next call. With `into`, the frame head is read in HEAD_READ
+        bytes, not 64 KiB: the rest of a large frame then lands in the
+        caller's buffer without passing through (and being copied out of)
+        self._buf, which cost four copies of 64 KiB per raw batch."""
         if self._frame is None:
+            size = 65536 if into is None else HEAD_READ
             while len(self._buf) < 4:
-                chunk = self._recv_some(deadline)
+                chunk = self._recv_some(deadline, size=size)
                 if chunk is False:
                     return None, None, 0, 0
                 self._buf += chunk
