@@ -72,13 +72,19 @@ typedef struct pr__reject {
     size_t len;
 } pr__reject;
 
-/* A slot's life: FREE -> BUSY (a worker decodes into it) -> DECODED -> (engine
- * stage) ENGINED -> (write stage) FREE. */
+/* A slot's life: FREE -> BUSY (a worker decodes into it) -> DECODED -> (the
+ * engine's first half, any worker) PRE_BUSY -> PRED -> (engine stage, in
+ * order) ENGINED -> (format, any worker) FMT_BUSY -> FORMATTED -> (write
+ * stage, in order) FREE. */
 typedef enum {
     PR__SLOT_FREE = 0,
-    PR__SLOT_BUSY,
-    PR__SLOT_DECODED,
-    PR__SLOT_ENGINED
+    PR__SLOT_BUSY,      /* decoding */
+    PR__SLOT_DECODED,   /* -> engine first half (any worker) */
+    PR__SLOT_PRE_BUSY,  /* engine first half running */
+    PR__SLOT_PRED,      /* -> engine stage (in order) */
+    PR__SLOT_ENGINED,   /* -> format (any worker) */
+    PR__SLOT_FMT_BUSY,  /* transposing */
+    PR__SLOT_FORMATTED, /* -> write stage (in order) */
 } pr__slot_state;
 
 typedef struct pr__job {
@@ -91,7 +97,11 @@ typedef struct pr__job {
     pr_block **blocks;
     uint32_t n_blocks, cap_blocks;
     pr_out **outs; /* engine output of blocks[i] (allocated on first use) */
-    uint32_t cap_outs;
+    pr_engine_split **splits; /* blocks[i] between the engine's halves */
+    uint32_t cap_outs;         /* of outs and splits */
+    char *rm_dense, *rm_sparse; /* the job's kept rows, row-major (format) */
+    size_t rm_dense_cap, rm_sparse_cap;
+    uint32_t rm_rows;
     int64_t lines;
     pr__reject *rej;
     size_t n_rej, cap_rej;
@@ -142,6 +152,7 @@ typedef struct pr__run {
     int64_t t0_ns, last_progress_ns;
     uint64_t bytes_done;
     int64_t decode_ns, engine_ns, write_ns, idle_ns; /* stage timers, pr_offline_result */
+    int64_t eng_serial_ns, wr_serial_ns;             /* ... of which holding the order */
 } pr__run;
 
 /* ---------------------------------------------------------------- source */
@@ -409,24 +420,56 @@ static void pr__progress(pr__run *run, bool final)
         fputc('\n', stderr);
 }
 
+/* The engine's first half (any worker, many jobs at once:
+ * pr_engine_process_par): the job's output tensors and split states, then
+ * every block's dense operators, Modulus and lookups of known values. A
+ * failure here (out of memory) is the job's, reported in order by the engine
+ * stage. Nothing to do in the counting pass. */
+static void pr__pre_job(pr__run *run, pr__job *job)
+{
+    const pr_pipeline_spec *spec = run->spec;
+    if (job->err || run->counting)
+        return;
+    if (job->cap_outs < job->n_blocks) {
+        pr_out **no = realloc(job->outs, job->n_blocks * sizeof(*no));
+        if (no)
+            job->outs = no;
+        pr_engine_split **ns = no ? realloc(job->splits, job->n_blocks * sizeof(*ns)) : NULL;
+        if (!ns)
+            goto oom;
+        job->splits = ns;
+        for (uint32_t i = job->cap_outs; i < job->n_blocks; i++) {
+            no[i] = NULL;
+            ns[i] = NULL;
+        }
+        job->cap_outs = job->n_blocks;
+    }
+    for (uint32_t i = 0; i < job->n_blocks; i++) {
+        pr_block *b = job->blocks[i];
+        if (b->rows == 0)
+            continue;
+        if (!job->outs[i] && !(job->outs[i] = pr_out_new(spec->n_dense, spec->n_sparse,
+                                                         run->block_rows, run->res->sparse_width)))
+            goto oom;
+        if (!job->splits[i] && !(job->splits[i] = pr_engine_split_new(run->eng)))
+            goto oom;
+        pr_engine_process_par(run->eng, b, job->outs[i], job->splits[i]);
+    }
+    return;
+oom:
+    job->err = pr_seterr(job->errstr, sizeof(job->errstr), PR_ENOMEM, "out of memory");
+}
+
 /* Engine stage (one thread at a time, jobs in input order): every block of the
- * job through the engine into the job's own output tensors; engine rejects
- * join the job's decoder rejects, their rows are dropped from the output. */
+ * job through the engine's second half (pr_engine_process_seq: first
+ * appearances) into the job's own output tensors; engine rejects join the
+ * job's decoder rejects, their rows are dropped from the output. */
 static int pr__engine_job(pr__run *run, pr__job *job, char *errstr, size_t errstr_size)
 {
     const pr_pipeline_spec *spec = run->spec;
     int rc = 0;
     if (job->err)
         return pr_seterr(errstr, errstr_size, job->err, "%s", job->errstr);
-    if (!run->counting && job->cap_outs < job->n_blocks) {
-        pr_out **no = realloc(job->outs, job->n_blocks * sizeof(*no));
-        if (!no)
-            return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
-        for (uint32_t i = job->cap_outs; i < job->n_blocks; i++)
-            no[i] = NULL;
-        job->outs = no;
-        job->cap_outs = job->n_blocks;
-    }
     for (uint32_t i = 0; i < job->n_blocks; i++) {
         pr_block *b = job->blocks[i];
         if (b->rows == 0)
@@ -438,13 +481,7 @@ static int pr__engine_job(pr__run *run, pr__job *job, char *errstr, size_t errst
             continue;
         }
         pr_out *o = job->outs[i];
-        if (!o) {
-            o = pr_out_new(spec->n_dense, spec->n_sparse, run->block_rows, run->res->sparse_width);
-            if (!o)
-                return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
-            job->outs[i] = o;
-        }
-        rc = pr_engine_process(run->eng, b, o, errstr, errstr_size);
+        rc = pr_engine_process_seq(run->eng, b, o, job->splits[i], errstr, errstr_size);
         if (rc)
             return rc;
         if (o->n_recycled) /* recycled.npy holds them: nothing to re-announce */
@@ -490,24 +527,72 @@ static int pr__write_recycled(pr__run *run, const pr_out *o, uint64_t row0, char
     return 0;
 }
 
-/* Write stage (one thread at a time, jobs in input order, after the engine
- * stage): the job's tensors appended to the .npy files (transposed to row
- * order there), its notices to recycled.npy, its rejects to rejects.tsv with
- * file-wide line numbers. */
+/* Grow a row-major buffer to `need` bytes. */
+static int pr__reserve(char **buf, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    char *nb = realloc(*buf, need);
+    if (!nb)
+        return PR_ENOMEM;
+    *buf = nb;
+    *cap = need;
+    return 0;
+}
+
+/* Format (any worker, many jobs at once, after the engine stage): the job's
+ * dense and sparse tensors transposed into row-major buffers, block after
+ * block, so that the in-order write stage only appends bytes. */
+static int pr__format_job(pr__run *run, pr__job *job, char *errstr, size_t errstr_size)
+{
+    const pr_pipeline_spec *spec = run->spec;
+    job->rm_rows = 0;
+    if (run->counting)
+        return 0;
+    size_t rows = 0;
+    for (uint32_t i = 0; i < job->n_blocks; i++)
+        if (job->blocks[i]->rows && job->outs[i])
+            rows += job->outs[i]->rows;
+    /* A writer of 0 columns is 1-D and takes one element per row, as
+     * pr_npy_append_cols would have read it. */
+    uint32_t nd = spec->n_dense ? spec->n_dense : 1, ns = spec->n_sparse ? spec->n_sparse : 1;
+    size_t drow = (size_t)nd * sizeof(float), srow = (size_t)ns * run->res->sparse_width;
+    if (pr__reserve(&job->rm_dense, &job->rm_dense_cap, rows * drow + 1) ||
+        pr__reserve(&job->rm_sparse, &job->rm_sparse_cap, rows * srow + 1))
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
+    pr_npy_dtype sdt = run->res->sparse_width == 8 ? PR_NPY_I64 : PR_NPY_I32;
+    size_t r0 = 0;
+    for (uint32_t i = 0; i < job->n_blocks; i++) {
+        const pr_out *o = job->outs[i];
+        if (job->blocks[i]->rows == 0 || !o)
+            continue;
+        pr_npy_transpose(job->rm_dense + r0 * drow, o->dense, o->cap, o->rows, nd, PR_NPY_F32);
+        pr_npy_transpose(job->rm_sparse + r0 * srow, o->sparse, o->cap, o->rows, ns, sdt);
+        r0 += o->rows;
+    }
+    job->rm_rows = (uint32_t)rows;
+    return 0;
+}
+
+/* Write stage (one thread at a time, jobs in input order, after format): the
+ * job's row-major tensors and labels appended to the .npy files, its notices
+ * to recycled.npy, its rejects to rejects.tsv with file-wide line numbers. */
 static int pr__write_job(pr__run *run, pr__job *job, char *errstr, size_t errstr_size)
 {
     const pr_pipeline_spec *spec = run->spec;
     pr_offline_result *res = run->res;
     int rc = 0;
+    if (!run->counting && job->rm_rows &&
+        ((rc = pr_npy_append_rows(run->w_dense, job->rm_dense, job->rm_rows, errstr,
+                                  errstr_size)) ||
+         (rc = pr_npy_append_rows(run->w_sparse, job->rm_sparse, job->rm_rows, errstr,
+                                  errstr_size))))
+        return rc;
     for (uint32_t i = 0; i < job->n_blocks && !run->counting; i++) {
         pr_out *o = job->outs[i];
         if (job->blocks[i]->rows == 0 || !o)
             continue;
-        if ((rc = pr_npy_append_cols(run->w_dense, o->dense, o->cap, o->rows, errstr,
-                                     errstr_size)) ||
-            (rc = pr_npy_append_cols(run->w_sparse, o->sparse, o->cap, o->rows, errstr,
-                                     errstr_size)) ||
-            (run->w_labels && (rc = pr_npy_append_cols(run->w_labels, o->labels, o->cap, o->rows,
+        if ((run->w_labels && (rc = pr_npy_append_cols(run->w_labels, o->labels, o->cap, o->rows,
                                                        errstr, errstr_size))) ||
             (run->w_recycled && (rc = pr__write_recycled(run, o, res->rows, errstr, errstr_size))))
             return rc;
@@ -561,91 +646,144 @@ static void pr__fail(pr__run *run, int rc, const char *msg)
     pthread_cond_broadcast(&run->cv);
 }
 
+/* The oldest job in `state` (mu held), or NULL. */
+static pr__job *pr__oldest(pr__run *run, pr__slot_state state)
+{
+    pr__job *best = NULL;
+    for (uint32_t s = 0; s < run->n_slots; s++) {
+        pr__job *j = &run->jobs[s];
+        if (j->state == state && (!best || j->seq < best->seq))
+            best = j;
+    }
+    return best;
+}
+
+/* Run one of the two in-order stages on `job` (mu held on entry and exit;
+ * released while it works): the engine stage (`engine`) or the write
+ * stage. Their time is the serial time of the pass (Amdahl's fraction). */
+static void pr__serial_stage(pr__run *run, pr__job *job, bool engine)
+{
+    char err[PR__ERR];
+    bool *busy = engine ? &run->eng_busy : &run->wr_busy;
+    *busy = true;
+    pthread_mutex_unlock(&run->mu);
+    int64_t t0 = pr_mono_ns();
+    int rc = engine ? pr__engine_job(run, job, err, sizeof(err))
+                    : pr__write_job(run, job, err, sizeof(err));
+    int64_t t1 = pr_mono_ns();
+    pthread_mutex_lock(&run->mu);
+    if (engine) {
+        run->engine_ns += t1 - t0;
+        run->eng_serial_ns += t1 - t0;
+        run->decode_ns += job->decode_ns;
+        job->state = PR__SLOT_ENGINED;
+        run->eng_seq++;
+    } else {
+        run->write_ns += t1 - t0;
+        run->wr_serial_ns += t1 - t0;
+        job->state = PR__SLOT_FREE;
+        run->wr_seq++;
+    }
+    *busy = false;
+    pthread_cond_broadcast(&run->cv);
+    if (rc)
+        pr__fail(run, rc, err);
+}
+
+/* Run one of the parallel stages on `job` (mu held on entry and exit): the
+ * engine's first half (DECODED) or format (ENGINED). */
+static void pr__parallel_stage(pr__run *run, pr__job *job)
+{
+    char err[PR__ERR];
+    bool pre = job->state == PR__SLOT_DECODED;
+    job->state = pre ? PR__SLOT_PRE_BUSY : PR__SLOT_FMT_BUSY;
+    pthread_mutex_unlock(&run->mu);
+    int64_t t0 = pr_mono_ns();
+    int rc = 0;
+    if (pre)
+        pr__pre_job(run, job);
+    else
+        rc = pr__format_job(run, job, err, sizeof(err));
+    int64_t t1 = pr_mono_ns();
+    pthread_mutex_lock(&run->mu);
+    if (pre)
+        run->engine_ns += t1 - t0;
+    else
+        run->write_ns += t1 - t0;
+    job->state = pre ? PR__SLOT_PRED : PR__SLOT_FORMATTED;
+    pthread_cond_broadcast(&run->cv);
+    if (rc)
+        pr__fail(run, rc, err);
+}
+
+/* Decode the next chunk into the free slot `jd` (mu held on entry and exit). */
+static void pr__decode_stage(pr__run *run, pr__job *jd)
+{
+    int got = pr__take_chunk(run, jd);
+    if (got == 0) {
+        run->total_seq = run->next_seq;
+        pthread_cond_broadcast(&run->cv);
+        return;
+    }
+    jd->seq = run->next_seq++;
+    jd->state = PR__SLOT_BUSY;
+    if (got < 0) {
+        /* The engine stage reports it in order; nobody reads on. */
+        jd->err = got;
+        jd->text = NULL;
+        jd->len = 0;
+        jd->n_blocks = 0;
+        jd->lines = 0;
+        jd->decode_ns = 0;
+        run->src_done = true;
+        run->total_seq = run->next_seq;
+    } else {
+        pthread_mutex_unlock(&run->mu);
+        int64_t t0 = pr_mono_ns();
+        pr__decode_job(run, jd);
+        jd->decode_ns = pr_mono_ns() - t0;
+        pthread_mutex_lock(&run->mu);
+    }
+    jd->state = PR__SLOT_DECODED;
+    pthread_cond_broadcast(&run->cv);
+}
+
 /* A pass worker (the calling thread is one too). Under mu it picks, in this
- * order: the engine stage for the next job in input order when that job is
- * decoded and no one else holds the stage; the write stage likewise; else
- * decoding the next chunk into a free slot; else it waits. So the two
- * serial stages always have a thread when they have work, and decoding
- * fills every other moment: with N workers on N cores no thread spins or
- * waits while there is work (1 worker runs every stage in turn). */
+ * order: the engine stage for the next job in input order when its first
+ * half is done and no one else holds the stage; the write stage likewise
+ * once the job is formatted; format of the oldest engined job; the engine's
+ * first half of the oldest decoded job; else decoding the next chunk into a
+ * free slot; else it waits. The two in-order stages always have a thread
+ * when they have work and are kept short (first appearances; appending
+ * bytes), everything else runs on any worker for any job at once: with N
+ * workers on N cores no thread spins or waits while there is work (1 worker
+ * runs every stage in turn). */
 static void *pr__worker(void *arg)
 {
     pr__run *run = arg;
-    char err[PR__ERR];
     pthread_mutex_lock(&run->mu);
     while (!run->stop) {
         pr__job *je = &run->jobs[run->eng_seq % run->n_slots];
         pr__job *jw = &run->jobs[run->wr_seq % run->n_slots];
         pr__job *jd = &run->jobs[run->next_seq % run->n_slots];
+        pr__job *jp;
         if (run->wr_seq >= run->total_seq)
             break; /* everything written */
-        if (!run->eng_busy && run->eng_seq < run->total_seq && je->state == PR__SLOT_DECODED &&
-            je->seq == run->eng_seq) {
-            run->eng_busy = true;
-            pthread_mutex_unlock(&run->mu);
-            int64_t t0 = pr_mono_ns();
-            int rc = pr__engine_job(run, je, err, sizeof(err));
-            int64_t t1 = pr_mono_ns();
-            pthread_mutex_lock(&run->mu);
-            run->engine_ns += t1 - t0;
-            run->decode_ns += je->decode_ns;
-            run->eng_busy = false;
-            je->state = PR__SLOT_ENGINED;
-            run->eng_seq++;
-            pthread_cond_broadcast(&run->cv);
-            if (rc)
-                pr__fail(run, rc, err);
-            continue;
+        if (!run->eng_busy && run->eng_seq < run->total_seq && je->state == PR__SLOT_PRED &&
+            je->seq == run->eng_seq)
+            pr__serial_stage(run, je, true);
+        else if (!run->wr_busy && jw->state == PR__SLOT_FORMATTED && jw->seq == run->wr_seq)
+            pr__serial_stage(run, jw, false);
+        else if ((jp = pr__oldest(run, PR__SLOT_ENGINED)) ||
+                 (jp = pr__oldest(run, PR__SLOT_DECODED)))
+            pr__parallel_stage(run, jp);
+        else if (!run->src_done && jd->state == PR__SLOT_FREE)
+            pr__decode_stage(run, jd);
+        else {
+            int64_t w0 = pr_mono_ns();
+            pthread_cond_wait(&run->cv, &run->mu);
+            run->idle_ns += pr_mono_ns() - w0;
         }
-        if (!run->wr_busy && jw->state == PR__SLOT_ENGINED && jw->seq == run->wr_seq) {
-            run->wr_busy = true;
-            pthread_mutex_unlock(&run->mu);
-            int64_t t0 = pr_mono_ns();
-            int rc = pr__write_job(run, jw, err, sizeof(err));
-            int64_t t1 = pr_mono_ns();
-            pthread_mutex_lock(&run->mu);
-            run->write_ns += t1 - t0;
-            run->wr_busy = false;
-            jw->state = PR__SLOT_FREE;
-            run->wr_seq++;
-            pthread_cond_broadcast(&run->cv);
-            if (rc)
-                pr__fail(run, rc, err);
-            continue;
-        }
-        if (!run->src_done && jd->state == PR__SLOT_FREE) {
-            int got = pr__take_chunk(run, jd);
-            if (got == 0) {
-                run->total_seq = run->next_seq;
-                pthread_cond_broadcast(&run->cv);
-                continue;
-            }
-            jd->seq = run->next_seq++;
-            jd->state = PR__SLOT_BUSY;
-            if (got < 0) {
-                /* The engine stage reports it in order; nobody reads on. */
-                jd->err = got;
-                jd->text = NULL;
-                jd->len = 0;
-                jd->n_blocks = 0;
-                jd->lines = 0;
-                jd->decode_ns = 0;
-                run->src_done = true;
-                run->total_seq = run->next_seq;
-            } else {
-                pthread_mutex_unlock(&run->mu);
-                int64_t t0 = pr_mono_ns();
-                pr__decode_job(run, jd);
-                jd->decode_ns = pr_mono_ns() - t0;
-                pthread_mutex_lock(&run->mu);
-            }
-            jd->state = PR__SLOT_DECODED;
-            pthread_cond_broadcast(&run->cv);
-            continue;
-        }
-        int64_t w0 = pr_mono_ns();
-        pthread_cond_wait(&run->cv, &run->mu);
-        run->idle_ns += pr_mono_ns() - w0;
     }
     pthread_mutex_unlock(&run->mu);
     return NULL;
@@ -868,9 +1006,10 @@ static int pr__run_engine(pr__run *run, const pr_engine_opts *eopts, char *errst
     int threads = run->opts->threads > 0 ? run->opts->threads : 1;
     if (threads > 64)
         threads = 64;
-    /* Room for a chunk decoding per worker plus one in each in-order stage
-     * and as many waiting for them, so decoders rarely find no free slot. */
-    run->n_slots = 2 * (uint32_t)threads + 2;
+    /* Room for a chunk in a parallel stage per worker plus one in each
+     * in-order stage and as many waiting for them, so decoders rarely find
+     * no free slot. */
+    run->n_slots = 3 * (uint32_t)threads + 2;
     run->jobs = calloc(run->n_slots, sizeof(*run->jobs));
     if (!run->jobs)
         return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
@@ -1000,10 +1139,15 @@ static void pr__free_jobs(pr__run *run)
         pr__job *job = &run->jobs[s];
         for (uint32_t i = 0; i < job->cap_blocks; i++)
             pr_block_free(job->blocks[i]);
-        for (uint32_t i = 0; i < job->cap_outs; i++)
+        for (uint32_t i = 0; i < job->cap_outs; i++) {
             pr_out_free(job->outs[i]);
+            pr_engine_split_free(job->splits[i]);
+        }
         free(job->blocks);
         free(job->outs);
+        free(job->splits);
+        free(job->rm_dense);
+        free(job->rm_sparse);
         free(job->rej);
         free(job->own);
     }
@@ -1080,5 +1224,7 @@ out_input:
     res->engine_s = run.engine_ns / 1e9;
     res->write_s = run.write_ns / 1e9;
     res->idle_s = run.idle_ns / 1e9;
+    res->serial_engine_s = run.eng_serial_ns / 1e9;
+    res->serial_write_s = run.wr_serial_ns / 1e9;
     return rc;
 }

@@ -359,6 +359,15 @@ static int pr__npy_finish(pr_npy_writer *w, char *errstr, size_t errstr_size)
 PR__DEFINE_TRANSPOSE(pr__transpose32, uint32_t)
 PR__DEFINE_TRANSPOSE(pr__transpose64, uint64_t)
 
+void pr_npy_transpose(void *dst, const void *src, size_t stride, uint32_t rows, uint32_t cols,
+                      pr_npy_dtype dt)
+{
+    if (pr_npy_dtype_size(dt) == 4)
+        pr__transpose32(dst, src, stride, rows, cols ? cols : 1);
+    else
+        pr__transpose64(dst, src, stride, rows, cols ? cols : 1);
+}
+
 int pr_npy_append_cols(pr_npy_writer *w, const void *data, size_t stride, uint32_t rows,
                        char *errstr, size_t errstr_size)
 {

@@ -194,6 +194,10 @@ typedef struct pr_offline_result {
      * ones, rejects.tsv), the workers waiting for work; then the vocabulary
      * export (one thread, after the pass). Both passes of a two_pass run. */
     double decode_s, engine_s, write_s, idle_s, vocab_s;
+    /* Of engine_s and write_s, the time spent holding the input order (the
+     * in-order engine and write stages; the Criteo layout): the serial
+     * fraction that bounds the speed-up from more threads (Amdahl). */
+    double serial_engine_s, serial_write_s;
 } pr_offline_result;
 
 /* Engine threads that suit `workers` offline workers: the engine stage runs

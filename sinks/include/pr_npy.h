@@ -62,6 +62,13 @@ int pr_npy_open_flags(pr_npy_writer **out, const char *path, pr_npy_dtype dt, ui
 int pr_npy_append_cols(pr_npy_writer *w, const void *data, size_t stride, uint32_t rows,
                        char *errstr, size_t errstr_size);
 
+/* The transpose pr_npy_append_cols does, on its own: `rows` rows of
+ * column-major `src` (element (r, c) at src[c*stride + r]) into row-major
+ * `dst` ([rows][cols]), for a caller that transposes on several threads
+ * and appends the result with pr_npy_append_rows (same bytes). Any thread. */
+void pr_npy_transpose(void *dst, const void *src, size_t stride, uint32_t rows, uint32_t cols,
+                      pr_npy_dtype dt);
+
 /* Append `rows` rows given row-major (C order): element (r, c) at data[r*cols + c]. */
 int pr_npy_append_rows(pr_npy_writer *w, const void *data, uint32_t rows, char *errstr,
                        size_t errstr_size);
