@@ -2252,8 +2252,12 @@ static int pr__cpu_process_seq(pr_backend *be, const pr_block *in, pr_out *out,
     uint64_t t0 = pr_mono_ns();
     for (uint32_t c = 0; c < bs->ns; c++) {
         pr__vcol *vc = &be->cols[c];
+        const pr__pending *q = bs->q[c];
         for (uint32_t k = 0; k < bs->n_q[c]; k++) {
-            const pr__pending *p = &bs->q[c][k];
+            const pr__pending *p = &q[k];
+            /* the table is far out of cache by now: hide its misses */
+            if (k + PR__PREFETCH < bs->n_q[c])
+                __builtin_prefetch(&vc->dmap[q[k + PR__PREFETCH].value]);
             int64_t i = pr__vocab_one(vc, p->value, streaming);
             if (i < 0) {
                 be->fail_row[c] = p->row;
