@@ -1574,25 +1574,27 @@ static int pr__cpu_notices(pr_backend *be, pr_out *out)
     return rc;
 }
 
-/* The error of column c, whose vocabulary failed at block row fail_row[c]. */
-static int pr__col_failure(const pr_backend *be, uint32_t c, char *errstr, size_t errstr_size)
+/* The error of column c, whose vocabulary failed (`err`, a PR__ code) at
+ * block row `row`. */
+static int pr__col_failure(const pr_backend *be, uint32_t c, int64_t row, int err, char *errstr,
+                           size_t errstr_size)
 {
     const char *nm = be->spec.sparse[c].name;
-    if (be->fail_err[c] == PR__NOMEM)
+    if (err == PR__NOMEM)
         return pr_seterr(errstr, errstr_size, PR_ENOMEM,
                          "engine: out of memory growing the vocabulary of column %s", nm);
-    if (be->fail_err[c] == PR__UNDECIDED)
+    if (err == PR__UNDECIDED)
         return pr_seterr(errstr, errstr_size, PR_ESTATE,
                          "engine: column %s: a value at block row %" PRId64
                          " has no index yet and the vocabulary is shared (decide it with "
                          "pr_engine_vocab_apply before processing)",
-                         nm, be->fail_row[c]);
+                         nm, row);
     return pr_seterr(errstr, errstr_size, PR_EFULL,
                      "engine: vocabulary of column %s is full (capacity %" PRIu64
                      " indices, profile dlrm has no out-of-vocabulary index) at block row %" PRId64
                      "; raise sparse.%s.capacity, bound the column with a smaller modulus, "
                      "or use profile default to map overflow to the OOV index",
-                     nm, be->cols[c].cap, be->fail_row[c], nm);
+                     nm, be->cols[c].cap, row, nm);
 }
 
 static int pr__cpu_process(pr_backend *be, const pr_block *in, pr_out *out, pr_engine_stats *st,
@@ -1666,7 +1668,7 @@ static int pr__cpu_process(pr_backend *be, const pr_block *in, pr_out *out, pr_e
         }
     for (uint32_t c = 0; c < ns; c++)
         if (be->fail_row[c] >= 0)
-            return pr__col_failure(be, c, errstr, errstr_size);
+            return pr__col_failure(be, c, be->fail_row[c], be->fail_err[c], errstr, errstr_size);
     return 0;
 }
 
@@ -2078,6 +2080,10 @@ struct pr_backend_split {
     uint64_t *vals; /* [chunk] */
     double *dtmp;   /* [chunk] */
     pr__wstats ws;
+    /* the second half, per column (columns may run on different threads) */
+    int64_t *fail_row; /* [ns] -1, or where the vocabulary failed */
+    int *fail_err;     /* [ns] its PR__ code */
+    uint64_t *seq_ns;  /* [ns] time in the second half */
 };
 
 static void pr__cpu_split_free(pr_backend_split *bs)
@@ -2089,6 +2095,9 @@ static void pr__cpu_split_free(pr_backend_split *bs)
     free(bs->q);
     free(bs->n_q);
     free(bs->cap_q);
+    free(bs->fail_row);
+    free(bs->fail_err);
+    free(bs->seq_ns);
     pr__free_aligned(bs->vals);
     pr__free_aligned(bs->dtmp);
     free(bs);
@@ -2106,7 +2115,11 @@ static pr_backend_split *pr__cpu_split_new(const pr_backend *be)
     bs->cap_q = calloc(ns, sizeof(*bs->cap_q));
     bs->vals = pr__zalloc_aligned(be->chunk * sizeof(uint64_t));
     bs->dtmp = pr__zalloc_aligned(be->chunk * sizeof(double));
-    if (!bs->q || !bs->n_q || !bs->cap_q || !bs->vals || !bs->dtmp) {
+    bs->fail_row = calloc(ns, sizeof(*bs->fail_row));
+    bs->fail_err = calloc(ns, sizeof(*bs->fail_err));
+    bs->seq_ns = calloc(ns, sizeof(*bs->seq_ns));
+    if (!bs->q || !bs->n_q || !bs->cap_q || !bs->vals || !bs->dtmp || !bs->fail_row ||
+        !bs->fail_err || !bs->seq_ns) {
         pr__cpu_split_free(bs);
         return NULL;
     }
@@ -2221,8 +2234,11 @@ static int pr__cpu_process_par(const pr_backend *be, const pr_block *in, pr_out 
         return 0;
     uint32_t rows = in->rows;
     memset(&bs->ws, 0, sizeof(bs->ws));
-    for (uint32_t c = 0; c < bs->ns; c++)
+    for (uint32_t c = 0; c < bs->ns; c++) {
         bs->n_q[c] = 0;
+        bs->fail_row[c] = -1;
+        bs->seq_ns[c] = 0;
+    }
     memset(out->reject_reason, 0, rows);
     memset(out->rejected, 0, pr_bitmap_words(rows) * sizeof(uint64_t));
     if (be->spec.has_label && in->labels)
@@ -2240,49 +2256,57 @@ static int pr__cpu_process_par(const pr_backend *be, const pr_block *in, pr_out 
     return 1;
 }
 
-/* The queued values in row order per column; a column whose vocabulary
- * fails outputs 0 from that row on and the first failing column is the
- * error, as in process(). */
-static int pr__cpu_process_seq(pr_backend *be, const pr_block *in, pr_out *out,
-                               pr_backend_split *bs, pr_engine_stats *st, char *errstr,
-                               size_t errstr_size)
+/* The queued values of column c in row order (one thread per column at a
+ * time, blocks in input order; different columns on any threads: each only
+ * touches its own table). A column whose vocabulary fails outputs 0 from that
+ * row on and stops, as in process(). */
+static void pr__cpu_process_seq_col(pr_backend *be, const pr_block *in, pr_out *out,
+                                    pr_backend_split *bs, uint32_t c)
 {
     bool streaming = !be->two_pass;
-    int64_t failed = -1;
     uint64_t t0 = pr_mono_ns();
-    for (uint32_t c = 0; c < bs->ns; c++) {
-        pr__vcol *vc = &be->cols[c];
-        const pr__pending *q = bs->q[c];
-        for (uint32_t k = 0; k < bs->n_q[c]; k++) {
-            const pr__pending *p = &q[k];
-            /* the table is far out of cache by now: hide its misses */
-            if (k + PR__PREFETCH < bs->n_q[c])
-                __builtin_prefetch(&vc->dmap[q[k + PR__PREFETCH].value]);
-            int64_t i = pr__vocab_one(vc, p->value, streaming);
-            if (i < 0) {
-                be->fail_row[c] = p->row;
-                be->fail_err[c] = (int)i;
-                char *o = be->width == 4 ? (char *)pr_out_sparse32(out, c)
-                                         : (char *)pr_out_sparse64(out, c);
-                memset(o + (size_t)p->row * be->width, 0, (size_t)(in->rows - p->row) * be->width);
-                if (failed < 0)
-                    failed = c;
-                break;
-            }
-            if (be->width == 4)
-                pr_out_sparse32(out, c)[p->row] = (int32_t)i;
-            else
-                pr_out_sparse64(out, c)[p->row] = i;
+    pr__vcol *vc = &be->cols[c];
+    const pr__pending *q = bs->q[c];
+    for (uint32_t k = 0; k < bs->n_q[c]; k++) {
+        const pr__pending *p = &q[k];
+        /* the table is far out of cache by now: hide its misses */
+        if (k + PR__PREFETCH < bs->n_q[c])
+            __builtin_prefetch(&vc->dmap[q[k + PR__PREFETCH].value]);
+        int64_t i = pr__vocab_one(vc, p->value, streaming);
+        if (i < 0) {
+            bs->fail_row[c] = p->row;
+            bs->fail_err[c] = (int)i;
+            char *o = be->width == 4 ? (char *)pr_out_sparse32(out, c)
+                                     : (char *)pr_out_sparse64(out, c);
+            memset(o + (size_t)p->row * be->width, 0, (size_t)(in->rows - p->row) * be->width);
+            break;
         }
+        if (be->width == 4)
+            pr_out_sparse32(out, c)[p->row] = (int32_t)i;
+        else
+            pr_out_sparse64(out, c)[p->row] = i;
     }
-    if (be->has[PR_OP_VOCAB])
-        bs->ws.ns[PR_OP_VOCAB] += pr_mono_ns() - t0;
+    bs->seq_ns[c] = pr_mono_ns() - t0;
+}
+
+/* After every column's second half: the block's statistics, and the first
+ * failing column's error, as process() reports it. */
+static int pr__cpu_process_seq_end(pr_backend *be, const pr_block *in, pr_out *out,
+                                   pr_backend_split *bs, pr_engine_stats *st, char *errstr,
+                                   size_t errstr_size)
+{
+    (void)in;
+    for (uint32_t c = 0; c < bs->ns && be->has[PR_OP_VOCAB]; c++)
+        bs->ws.ns[PR_OP_VOCAB] += bs->seq_ns[c];
     for (int op = 0; op < PR_OP__COUNT; op++) {
         st->op_ns[op] += bs->ws.ns[op];
         st->op_values[op] += bs->ws.vals[op];
     }
     out->n_rejected = 0;
-    return failed >= 0 ? pr__col_failure(be, (uint32_t)failed, errstr, errstr_size) : 0;
+    for (uint32_t c = 0; c < bs->ns; c++)
+        if (bs->fail_row[c] >= 0)
+            return pr__col_failure(be, c, bs->fail_row[c], bs->fail_err[c], errstr, errstr_size);
+    return 0;
 }
 
 const pr_backend_ops pr__backend_cpu = {
@@ -2309,6 +2333,7 @@ const pr_backend_ops pr__backend_cpu = {
     .split_new = pr__cpu_split_new,
     .split_free = pr__cpu_split_free,
     .process_par = pr__cpu_process_par,
-    .process_seq = pr__cpu_process_seq,
+    .process_seq_col = pr__cpu_process_seq_col,
+    .process_seq_end = pr__cpu_process_seq_end,
     .jagged = true,
 };

@@ -1027,17 +1027,37 @@ int pr_engine_process_par(const pr_engine *eng, const pr_block *in, pr_out *out,
     return 0;
 }
 
-int pr_engine_process_seq(pr_engine *eng, const pr_block *in, pr_out *out, pr_engine_split *sp,
-                          char *errstr, size_t errstr_size)
+bool pr_engine_split_whole(const pr_engine_split *sp)
+{
+    return sp->whole;
+}
+
+void pr_engine_process_seq_col(pr_engine *eng, const pr_block *in, pr_out *out,
+                               pr_engine_split *sp, uint32_t col)
+{
+    if (!sp->whole && col < eng->spec.n_sparse)
+        eng->ops->process_seq_col(eng->be, in, out, sp->bs, col);
+}
+
+int pr_engine_process_seq_end(pr_engine *eng, const pr_block *in, pr_out *out,
+                              pr_engine_split *sp, char *errstr, size_t errstr_size)
 {
     if (sp->whole)
         return pr_engine_process(eng, in, out, errstr, errstr_size);
-    int rc = eng->ops->process_seq(eng->be, in, out, sp->bs, &eng->stats, errstr, errstr_size);
+    int rc = eng->ops->process_seq_end(eng->be, in, out, sp->bs, &eng->stats, errstr, errstr_size);
     eng->stats.rows_in += in->rows;
     eng->stats.rows_rejected += out->n_rejected;
     eng->stats.blocks++;
     sp->whole = true;
     return rc;
+}
+
+int pr_engine_process_seq(pr_engine *eng, const pr_block *in, pr_out *out, pr_engine_split *sp,
+                          char *errstr, size_t errstr_size)
+{
+    for (uint32_t c = 0; !sp->whole && c < eng->spec.n_sparse; c++)
+        pr_engine_process_seq_col(eng, in, out, sp, c);
+    return pr_engine_process_seq_end(eng, in, out, sp, errstr, errstr_size);
 }
 
 /* ---------------------------------------------------------------- shared vocabulary */

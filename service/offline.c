@@ -99,6 +99,8 @@ typedef struct pr__job {
     pr_out **outs; /* engine output of blocks[i] (allocated on first use) */
     pr_engine_split **splits; /* blocks[i] between the engine's halves */
     uint32_t cap_outs;         /* of outs and splits */
+    bool whole;         /* the engine stage runs the job in one piece (pr__engine_job) */
+    uint32_t cols_left; /* else: columns whose in-order half is still to run */
     char *rm_dense, *rm_sparse; /* the job's kept rows, row-major (format) */
     size_t rm_dense_cap, rm_sparse_cap;
     uint32_t rm_rows;
@@ -153,6 +155,11 @@ typedef struct pr__run {
     uint64_t bytes_done;
     int64_t decode_ns, engine_ns, write_ns, idle_ns; /* stage timers, pr_offline_result */
     int64_t eng_serial_ns, wr_serial_ns;             /* ... of which holding the order */
+    /* The engine stage by column (jobs not whole): column c's next job in
+     * input order, whether a worker runs it, the time column c held it. */
+    uint64_t *col_seq;
+    bool *col_busy;
+    int64_t *col_ns;
 } pr__run;
 
 /* ---------------------------------------------------------------- source */
@@ -428,6 +435,8 @@ static void pr__progress(pr__run *run, bool final)
 static void pr__pre_job(pr__run *run, pr__job *job)
 {
     const pr_pipeline_spec *spec = run->spec;
+    job->whole = job->err || run->counting || spec->n_sparse == 0;
+    job->cols_left = spec->n_sparse;
     if (job->err || run->counting)
         return;
     if (job->cap_outs < job->n_blocks) {
@@ -454,6 +463,8 @@ static void pr__pre_job(pr__run *run, pr__job *job)
         if (!job->splits[i] && !(job->splits[i] = pr_engine_split_new(run->eng)))
             goto oom;
         pr_engine_process_par(run->eng, b, job->outs[i], job->splits[i]);
+        if (pr_engine_split_whole(job->splits[i]))
+            job->whole = true;
     }
     return;
 oom:
@@ -678,6 +689,8 @@ static void pr__serial_stage(pr__run *run, pr__job *job, bool engine)
         run->decode_ns += job->decode_ns;
         job->state = PR__SLOT_ENGINED;
         run->eng_seq++;
+        for (uint32_t c = 0; c < run->spec->n_sparse; c++)
+            run->col_seq[c] = run->eng_seq;
     } else {
         run->write_ns += t1 - t0;
         run->wr_serial_ns += t1 - t0;
@@ -685,6 +698,62 @@ static void pr__serial_stage(pr__run *run, pr__job *job, bool engine)
         run->wr_seq++;
     }
     *busy = false;
+    pthread_cond_broadcast(&run->cv);
+    if (rc)
+        pr__fail(run, rc, err);
+}
+
+/* A column whose in-order half can run now (mu held): -1, or the column,
+ * with its job in *jobp. */
+static int pr__column_ready(pr__run *run, pr__job **jobp)
+{
+    for (uint32_t c = 0; c < run->spec->n_sparse; c++) {
+        if (run->col_busy[c])
+            continue;
+        pr__job *j = &run->jobs[run->col_seq[c] % run->n_slots];
+        if (j->seq == run->col_seq[c] && j->state == PR__SLOT_PRED && !j->whole) {
+            *jobp = j;
+            return (int)c;
+        }
+    }
+    return -1;
+}
+
+/* The engine stage of one column of a job that is not whole (mu held on
+ * entry and exit): its first appearances, block after block. The columns'
+ * vocabularies are independent, so each column keeps its own input order
+ * (col_seq) and different columns run on different workers. The worker that
+ * finishes a job's last column ends its blocks (statistics, errors) under mu;
+ * since column c of a job starts only after column c of the job before, jobs
+ * end in input order. */
+static void pr__column_stage(pr__run *run, pr__job *job, uint32_t c)
+{
+    char err[PR__ERR];
+    int rc = 0;
+    run->col_busy[c] = true;
+    pthread_mutex_unlock(&run->mu);
+    int64_t t0 = pr_mono_ns();
+    for (uint32_t i = 0; i < job->n_blocks; i++)
+        if (job->blocks[i]->rows)
+            pr_engine_process_seq_col(run->eng, job->blocks[i], job->outs[i], job->splits[i], c);
+    int64_t t1 = pr_mono_ns();
+    pthread_mutex_lock(&run->mu);
+    run->col_busy[c] = false;
+    run->col_seq[c]++;
+    run->col_ns[c] += t1 - t0;
+    run->engine_ns += t1 - t0;
+    if (--job->cols_left == 0) {
+        for (uint32_t i = 0; i < job->n_blocks; i++)
+            if (job->blocks[i]->rows) {
+                int brc = pr_engine_process_seq_end(run->eng, job->blocks[i], job->outs[i],
+                                                    job->splits[i], err, sizeof(err));
+                if (brc && !rc)
+                    rc = brc;
+            }
+        run->decode_ns += job->decode_ns;
+        job->state = PR__SLOT_ENGINED;
+        run->eng_seq++;
+    }
     pthread_cond_broadcast(&run->cv);
     if (rc)
         pr__fail(run, rc, err);
@@ -750,7 +819,8 @@ static void pr__decode_stage(pr__run *run, pr__job *jd)
 
 /* A pass worker (the calling thread is one too). Under mu it picks, in this
  * order: the engine stage for the next job in input order when its first
- * half is done and no one else holds the stage; the write stage likewise
+ * half is done and no one else holds the stage (a whole job), or one
+ * column's engine stage (pr__column_stage); the write stage likewise
  * once the job is formatted; format of the oldest engined job; the engine's
  * first half of the oldest decoded job; else decoding the next chunk into a
  * free slot; else it waits. The two in-order stages always have a thread
@@ -767,11 +837,14 @@ static void *pr__worker(void *arg)
         pr__job *jw = &run->jobs[run->wr_seq % run->n_slots];
         pr__job *jd = &run->jobs[run->next_seq % run->n_slots];
         pr__job *jp;
+        int col;
         if (run->wr_seq >= run->total_seq)
             break; /* everything written */
         if (!run->eng_busy && run->eng_seq < run->total_seq && je->state == PR__SLOT_PRED &&
-            je->seq == run->eng_seq)
+            je->seq == run->eng_seq && je->whole)
             pr__serial_stage(run, je, true);
+        else if ((col = pr__column_ready(run, &jp)) >= 0)
+            pr__column_stage(run, jp, (uint32_t)col);
         else if (!run->wr_busy && jw->state == PR__SLOT_FORMATTED && jw->seq == run->wr_seq)
             pr__serial_stage(run, jw, false);
         else if ((jp = pr__oldest(run, PR__SLOT_ENGINED)) ||
@@ -812,6 +885,10 @@ static int pr__pass(pr__run *run, char *errstr, size_t errstr_size)
     run->bytes_done = 0;
     for (uint32_t s = 0; s < run->n_slots; s++)
         run->jobs[s].state = PR__SLOT_FREE;
+    for (uint32_t c = 0; c < run->spec->n_sparse; c++) {
+        run->col_seq[c] = 0;
+        run->col_busy[c] = false;
+    }
 
     pthread_t tids[64];
     int started = 0;
@@ -1011,7 +1088,11 @@ static int pr__run_engine(pr__run *run, const pr_engine_opts *eopts, char *errst
      * no free slot. */
     run->n_slots = 3 * (uint32_t)threads + 2;
     run->jobs = calloc(run->n_slots, sizeof(*run->jobs));
-    if (!run->jobs)
+    size_t ns = spec->n_sparse ? spec->n_sparse : 1;
+    run->col_seq = calloc(ns, sizeof(*run->col_seq));
+    run->col_busy = calloc(ns, sizeof(*run->col_busy));
+    run->col_ns = calloc(ns, sizeof(*run->col_ns));
+    if (!run->jobs || !run->col_seq || !run->col_busy || !run->col_ns)
         return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
     return 0;
 }
@@ -1211,6 +1292,8 @@ out_jobs:
     pthread_cond_destroy(&run.cv);
 out_engine:
     free(run.jobs);
+    free(run.col_seq);
+    free(run.col_busy);
     pr_vocab_store_free(run.vs);
     pr_engine_free(run.eng);
 out_input:
@@ -1224,7 +1307,14 @@ out_input:
     res->engine_s = run.engine_ns / 1e9;
     res->write_s = run.write_ns / 1e9;
     res->idle_s = run.idle_ns / 1e9;
-    res->serial_engine_s = run.eng_serial_ns / 1e9;
+    /* The engine's serial part: whole jobs, plus the longest column chain
+     * (the columns' chains run beside each other). */
+    int64_t chain = 0;
+    for (uint32_t c = 0; run.col_ns && c < spec->n_sparse; c++)
+        if (run.col_ns[c] > chain)
+            chain = run.col_ns[c];
+    free(run.col_ns);
+    res->serial_engine_s = (run.eng_serial_ns + chain) / 1e9;
     res->serial_write_s = run.wr_serial_ns / 1e9;
     return rc;
 }

@@ -462,6 +462,19 @@ int pr_engine_process_par(const pr_engine *eng, const pr_block *in, pr_out *out,
                           pr_engine_split *sp);
 int pr_engine_process_seq(pr_engine *eng, const pr_block *in, pr_out *out, pr_engine_split *sp,
                           char *errstr, size_t errstr_size);
+/* pr_engine_process_seq by column, for a driver that keeps one input order
+ * per column (the columns' vocabularies are independent): when the block is
+ * not whole (pr_engine_split_whole), pr_engine_process_seq_col for every
+ * sparse column, each column's blocks in input order, different columns on
+ * any threads at once; then pr_engine_process_seq_end once (one call at a
+ * time), which reports the block's error. A whole block takes only
+ * pr_engine_process_seq_end (all of pr_engine_process), in input order with
+ * no column of a later block started. */
+bool pr_engine_split_whole(const pr_engine_split *sp);
+void pr_engine_process_seq_col(pr_engine *eng, const pr_block *in, pr_out *out,
+                               pr_engine_split *sp, uint32_t col);
+int pr_engine_process_seq_end(pr_engine *eng, const pr_block *in, pr_out *out,
+                              pr_engine_split *sp, char *errstr, size_t errstr_size);
 
 /* Two-pass min_count (count_mode == PR_COUNT_TWO_PASS): feed every block once
  * through pr_engine_count(), then call pr_engine_count_done(), then process the
