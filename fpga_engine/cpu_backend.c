@@ -2161,33 +2161,48 @@ static int pr__split_queue(pr_backend_split *bs, uint32_t c, uint32_t row, uint6
 }
 
 /* Look up rows [r0, r0 + n) of column c (values in v): known indices into
- * `o`, the rest queued. Missing rows under profile default output 0. */
-static int pr__split_lookup(const pr_backend *be, pr_backend_split *bs, const pr_block *in,
-                            void *o, uint32_t c, uint32_t r0, uint32_t n)
+ * `o`, the rest queued. Missing rows under profile default output 0.
+ * Inlined once per output width, like pr__vocab_col. */
+static inline __attribute__((always_inline)) int
+pr__split_lookup_w(const pr_backend *be, pr_backend_split *bs, const pr_block *in, void *outp,
+                   uint32_t c, uint32_t r0, uint32_t n, int width)
 {
     const int32_t *dmap = be->cols[c].dmap;
     const uint64_t *v = bs->vals;
+    int32_t *o32 = outp;
+    int64_t *o64 = outp;
     const uint64_t *miss = be->spec.profile == PR_VOCAB_DEFAULT
                                ? in->sparse_missing + c * pr_bitmap_words(in->scap) + r0 / 64
                                : NULL;
-    for (uint32_t r = 0; r < n; r++) {
-        if (r + PR__PREFETCH < n)
-            __builtin_prefetch(&dmap[v[r + PR__PREFETCH]]);
-        int64_t i = 0;
-        if (!(miss && pr_bit_test(miss, r))) {
-            i = (int64_t)__atomic_load_n(&dmap[v[r]], __ATOMIC_RELAXED) - 1;
-            if (i < 0) {
-                if (pr__split_queue(bs, c, r0 + r, v[r]))
+    for (size_t w = 0; w < pr_bitmap_words(n); w++) {
+        uint32_t a = (uint32_t)(w * 64), b = a + 64 < n ? a + 64 : n;
+        uint64_t skip = miss ? miss[w] : 0;
+        for (uint32_t r = a; r < b; r++) {
+            if (r + PR__PREFETCH < n)
+                __builtin_prefetch(&dmap[v[r + PR__PREFETCH]]);
+            int64_t i = (int64_t)__atomic_load_n(&dmap[v[r]], __ATOMIC_RELAXED) - 1;
+            if (__builtin_expect(i < 0 || ((skip >> (r - a)) & 1), 0)) {
+                if ((skip >> (r - a)) & 1)
+                    i = 0;
+                else if (pr__split_queue(bs, c, r0 + r, v[r]))
                     return PR_ENOMEM;
-                i = 0;
+                else
+                    i = 0;
             }
+            if (width == 4)
+                o32[r] = (int32_t)i;
+            else
+                o64[r] = i;
         }
-        if (be->width == 4)
-            ((int32_t *)o)[r] = (int32_t)i;
-        else
-            ((int64_t *)o)[r] = i;
     }
     return 0;
+}
+
+static int pr__split_lookup(const pr_backend *be, pr_backend_split *bs, const pr_block *in,
+                            void *o, uint32_t c, uint32_t r0, uint32_t n)
+{
+    return be->width == 4 ? pr__split_lookup_w(be, bs, in, o, c, r0, n, 4)
+                          : pr__split_lookup_w(be, bs, in, o, c, r0, n, 8);
 }
 
 /* Sparse column c, rows [r0, r1): Modulus (or the value as is), missing =
