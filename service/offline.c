@@ -100,6 +100,7 @@ typedef struct pr__job {
     pr_engine_split **splits; /* blocks[i] between the engine's halves */
     uint32_t cap_outs;         /* of outs and splits */
     bool whole;         /* the engine stage runs the job in one piece (pr__engine_job) */
+    uint64_t row0;      /* output rows before this job's (set in order, once engined) */
     uint32_t cols_left; /* else: columns whose in-order half is still to run */
     char *rm_dense, *rm_sparse; /* the job's kept rows, row-major (format) */
     size_t rm_dense_cap, rm_sparse_cap;
@@ -160,6 +161,11 @@ typedef struct pr__run {
     uint64_t *col_seq;
     bool *col_busy;
     int64_t *col_ns;
+    /* Several workers: format writes each job's rows at their place in the
+     * .npy files itself (pr_npy_pwrite_rows at row0), rows_assigned being
+     * the prefix sum of the jobs' rows in input order; one worker appends. */
+    bool positional;
+    uint64_t rows_assigned;
 } pr__run;
 
 /* ---------------------------------------------------------------- source */
@@ -553,7 +559,9 @@ static int pr__reserve(char **buf, size_t *cap, size_t need)
 
 /* Format (any worker, many jobs at once, after the engine stage): the job's
  * dense and sparse tensors transposed into row-major buffers, block after
- * block, so that the in-order write stage only appends bytes. */
+ * block; with several workers written at their place in the files
+ * (positional, labels too), else left for the in-order write stage to
+ * append. */
 static int pr__format_job(pr__run *run, pr__job *job, char *errstr, size_t errstr_size)
 {
     const pr_pipeline_spec *spec = run->spec;
@@ -579,9 +587,21 @@ static int pr__format_job(pr__run *run, pr__job *job, char *errstr, size_t errst
             continue;
         pr_npy_transpose(job->rm_dense + r0 * drow, o->dense, o->cap, o->rows, nd, PR_NPY_F32);
         pr_npy_transpose(job->rm_sparse + r0 * srow, o->sparse, o->cap, o->rows, ns, sdt);
+        int rc;
+        if (run->positional && run->w_labels &&
+            (rc = pr_npy_pwrite_rows(run->w_labels, job->row0 + r0, o->labels, o->rows, errstr,
+                                     errstr_size)))
+            return rc;
         r0 += o->rows;
     }
     job->rm_rows = (uint32_t)rows;
+    int rc;
+    if (run->positional && rows &&
+        ((rc = pr_npy_pwrite_rows(run->w_dense, job->row0, job->rm_dense, job->rm_rows, errstr,
+                                  errstr_size)) ||
+         (rc = pr_npy_pwrite_rows(run->w_sparse, job->row0, job->rm_sparse, job->rm_rows, errstr,
+                                  errstr_size))))
+        return rc;
     return 0;
 }
 
@@ -593,7 +613,7 @@ static int pr__write_job(pr__run *run, pr__job *job, char *errstr, size_t errstr
     const pr_pipeline_spec *spec = run->spec;
     pr_offline_result *res = run->res;
     int rc = 0;
-    if (!run->counting && job->rm_rows &&
+    if (!run->counting && job->rm_rows && !run->positional &&
         ((rc = pr_npy_append_rows(run->w_dense, job->rm_dense, job->rm_rows, errstr,
                                   errstr_size)) ||
          (rc = pr_npy_append_rows(run->w_sparse, job->rm_sparse, job->rm_rows, errstr,
@@ -603,8 +623,9 @@ static int pr__write_job(pr__run *run, pr__job *job, char *errstr, size_t errstr
         pr_out *o = job->outs[i];
         if (job->blocks[i]->rows == 0 || !o)
             continue;
-        if ((run->w_labels && (rc = pr_npy_append_cols(run->w_labels, o->labels, o->cap, o->rows,
-                                                       errstr, errstr_size))) ||
+        if ((run->w_labels && !run->positional &&
+             (rc = pr_npy_append_cols(run->w_labels, o->labels, o->cap, o->rows, errstr,
+                                      errstr_size))) ||
             (run->w_recycled && (rc = pr__write_recycled(run, o, res->rows, errstr, errstr_size))))
             return rc;
         res->rows += o->rows;
@@ -669,6 +690,15 @@ static pr__job *pr__oldest(pr__run *run, pr__slot_state state)
     return best;
 }
 
+/* A job just engined (mu held, jobs in input order): where its rows go. */
+static void pr__place(pr__run *run, pr__job *job)
+{
+    job->row0 = run->rows_assigned;
+    for (uint32_t i = 0; i < job->n_blocks && !run->counting; i++)
+        if (job->blocks[i]->rows && job->outs[i])
+            run->rows_assigned += job->outs[i]->rows;
+}
+
 /* Run one of the two in-order stages on `job` (mu held on entry and exit;
  * released while it works): the engine stage (`engine`) or the write
  * stage. Their time is the serial time of the pass (Amdahl's fraction). */
@@ -687,6 +717,7 @@ static void pr__serial_stage(pr__run *run, pr__job *job, bool engine)
         run->engine_ns += t1 - t0;
         run->eng_serial_ns += t1 - t0;
         run->decode_ns += job->decode_ns;
+        pr__place(run, job);
         job->state = PR__SLOT_ENGINED;
         run->eng_seq++;
         for (uint32_t c = 0; c < run->spec->n_sparse; c++)
@@ -751,6 +782,7 @@ static void pr__column_stage(pr__run *run, pr__job *job, uint32_t c)
                     rc = brc;
             }
         run->decode_ns += job->decode_ns;
+        pr__place(run, job);
         job->state = PR__SLOT_ENGINED;
         run->eng_seq++;
     }
@@ -883,6 +915,7 @@ static int pr__pass(pr__run *run, char *errstr, size_t errstr_size)
     run->rc = 0;
     run->line_base = 0;
     run->bytes_done = 0;
+    run->rows_assigned = 0;
     for (uint32_t s = 0; s < run->n_slots; s++)
         run->jobs[s].state = PR__SLOT_FREE;
     for (uint32_t c = 0; c < run->spec->n_sparse; c++) {
@@ -1087,6 +1120,7 @@ static int pr__run_engine(pr__run *run, const pr_engine_opts *eopts, char *errst
      * in-order stage and as many waiting for them, so decoders rarely find
      * no free slot. */
     run->n_slots = 3 * (uint32_t)threads + 2;
+    run->positional = threads > 1;
     run->jobs = calloc(run->n_slots, sizeof(*run->jobs));
     size_t ns = spec->n_sparse ? spec->n_sparse : 1;
     run->col_seq = calloc(ns, sizeof(*run->col_seq));
@@ -1139,6 +1173,11 @@ static int pr__open_outputs(pr__run *run, char *errstr, size_t errstr_size)
         if ((rc = pr_npy_open_flags(&run->w_labels, path, PR_NPY_I32, 0, fl, errstr, errstr_size)))
             return rc;
     }
+    if (run->positional &&
+        ((rc = pr_npy_begin_positional(run->w_dense, errstr, errstr_size)) ||
+         (rc = pr_npy_begin_positional(run->w_sparse, errstr, errstr_size)) ||
+         (run->w_labels && (rc = pr_npy_begin_positional(run->w_labels, errstr, errstr_size)))))
+        return rc;
     snprintf(path, sizeof(path), "%s/recycled.npy", dir);
     if (!pr_spec_has_eviction(spec)) {
         if (unlink(path) < 0 && errno != ENOENT)
@@ -1160,6 +1199,12 @@ static int pr__open_outputs(pr__run *run, char *errstr, size_t errstr_size)
  * I/O thread can fail as late as its close), so a failed run leaves none. */
 static int pr__close_outputs(pr__run *run, char *errstr, size_t errstr_size)
 {
+    if (run->positional) {
+        pr_npy_set_rows(run->w_dense, run->res->rows);
+        pr_npy_set_rows(run->w_sparse, run->res->rows);
+        if (run->w_labels)
+            pr_npy_set_rows(run->w_labels, run->res->rows);
+    }
     int rc = pr_npy_close(run->w_dense, errstr, errstr_size);
     run->w_dense = NULL;
     if (!rc) {

@@ -423,6 +423,33 @@ int pr_npy_append_rows(pr_npy_writer *w, const void *data, uint32_t rows, char *
     return 0;
 }
 
+int pr_npy_begin_positional(pr_npy_writer *w, char *errstr, size_t errstr_size)
+{
+    if (w->rows || w->used != PR__NPY_HDR || w->off != 0)
+        return pr_seterr(errstr, errstr_size, PR_ESTATE,
+                         "%s: positional writes must start before any append", w->path);
+    if (w->direct && !pr__npy_set_direct(w, false))
+        return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", w->path, strerror(errno));
+    return 0;
+}
+
+int pr_npy_pwrite_rows(pr_npy_writer *w, uint64_t row0, const void *data, uint32_t rows,
+                       char *errstr, size_t errstr_size)
+{
+    size_t row_bytes = w->esz * (w->cols ? w->cols : 1);
+    off_t at = (off_t)(PR__NPY_HDR + row0 * row_bytes);
+    if (pr__write_all(w->fd, data, (size_t)rows * row_bytes, at) == 0)
+        return 0;
+    int e = errno;
+    __atomic_store_n(&w->failed, true, __ATOMIC_RELAXED);
+    return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", w->path, strerror(e));
+}
+
+void pr_npy_set_rows(pr_npy_writer *w, uint64_t rows)
+{
+    w->rows = rows;
+}
+
 uint64_t pr_npy_rows(const pr_npy_writer *w)
 {
     return w->rows;

@@ -75,6 +75,20 @@ int pr_npy_append_rows(pr_npy_writer *w, const void *data, uint32_t rows, char *
 
 uint64_t pr_npy_rows(const pr_npy_writer *w);
 
+/* Positional writes, for a caller whose rows are ready out of order on
+ * several threads but whose places in the file are known (a prefix sum of
+ * row counts): pr_npy_begin_positional before anything is appended (it
+ * turns O_DIRECT off: rows land at any offset, so writes go through the
+ * page cache), then pr_npy_pwrite_rows from any threads at once, rows
+ * given row-major, each range written once; pr_npy_set_rows(total) before
+ * close, which writes the header for that many rows. Do not mix with the
+ * append calls. Same bytes as appending the rows in order. */
+int pr_npy_begin_positional(pr_npy_writer *w, char *errstr, size_t errstr_size);
+int pr_npy_pwrite_rows(pr_npy_writer *w, uint64_t row0, const void *data, uint32_t rows,
+                       char *errstr, size_t errstr_size);
+void pr_npy_set_rows(pr_npy_writer *w, uint64_t rows);
+
+
 /* Make what was appended durable: flush, write the header with the rows so
  * far, fsync. A process killed afterwards leaves a file that numpy loads
  * with at least those rows (data appended later lies beyond the header's
