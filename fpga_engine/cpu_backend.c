@@ -2260,14 +2260,19 @@ static int pr__cpu_process_par(const pr_backend *be, const pr_block *in, pr_out 
         memcpy(out->labels, in->labels, (size_t)rows * sizeof(int32_t));
     else
         memset(out->labels, 0, (size_t)rows * sizeof(int32_t));
-    for (uint32_t r0 = 0; r0 < rows; r0 += be->chunk) {
-        uint32_t r1 = rows - r0 > be->chunk ? r0 + be->chunk : rows;
-        for (uint32_t c = 0; c < bs->ns; c++)
+    /* Column by column over the whole block, as pr__fused_column_task: a
+     * column's popular values stay in cache from one chunk to the next. */
+    for (uint32_t c = 0; c < bs->ns; c++)
+        for (uint32_t r0 = 0; r0 < rows; r0 += be->chunk) {
+            uint32_t r1 = rows - r0 > be->chunk ? r0 + be->chunk : rows;
             if (pr__split_sparse(be, bs, in, out, c, r0, r1))
                 return 0; /* out of memory: the whole process() will say so */
-        for (uint32_t d = 0; d < be->spec.n_dense; d++)
+        }
+    for (uint32_t d = 0; d < be->spec.n_dense; d++)
+        for (uint32_t r0 = 0; r0 < rows; r0 += be->chunk) {
+            uint32_t r1 = rows - r0 > be->chunk ? r0 + be->chunk : rows;
             pr__dense_rows(be, in, out, d, r0, r1, bs->dtmp, &bs->ws);
-    }
+        }
     return 1;
 }
 
