@@ -52,8 +52,8 @@ one() {
                                        if ($i == "engine") e = $(i + 1);
                                        if ($i == "write") w = $(i + 1) } }
         /in input order/ { gsub(",", ""); for (i = 1; i <= NF; i++) {
-                             if ($i == "engine") se = $(i + 1);
-                             if ($i == "write") sw = $(i + 1) } ; have = 1 }
+                             if ($i == "engine" && se == "") se = $(i + 1);
+                             if ($i == "write" && sw == "") sw = $(i + 1) } ; have = 1 }
         END { if (!have) { se = e; sw = w }
               work = d + e + w; f = work > 0 ? (se + sw) / work : 0;
               a16 = 1 / (f + (1 - f) / 16);

@@ -1246,7 +1246,41 @@ static void pr__abort_outputs(pr__run *run)
         fclose(run->rejects);
 }
 
-/* DIR/vocab/, when the pipeline has a vocab operator. */
+/* The vocabulary export's workers take columns in turn (next, under mu). */
+typedef struct pr__vexp {
+    pr__run *run;
+    const char *dir;
+    uint32_t next;
+    int rc;
+    char errstr[PR__ERR];
+    pthread_mutex_t mu;
+} pr__vexp;
+
+static void *pr__vexp_main(void *arg)
+{
+    pr__vexp *x = arg;
+    char err[PR__ERR];
+    for (;;) {
+        pthread_mutex_lock(&x->mu);
+        uint32_t c = x->rc ? UINT32_MAX : x->next++;
+        pthread_mutex_unlock(&x->mu);
+        if (c >= x->run->spec->n_sparse)
+            return NULL;
+        int rc = pr_vocab_export_column(x->run->eng, x->dir, c, err, sizeof(err));
+        if (rc) {
+            pthread_mutex_lock(&x->mu);
+            if (!x->rc) {
+                x->rc = rc;
+                snprintf(x->errstr, sizeof(x->errstr), "%s", err);
+            }
+            pthread_mutex_unlock(&x->mu);
+        }
+    }
+}
+
+/* DIR/vocab/, when the pipeline has a vocab operator: one file per column,
+ * the columns on up to `threads` workers (the export only reads the engine;
+ * its time is serial after the pass, so it too must not stay on one core). */
 static int pr__write_vocab(pr__run *run, char *errstr, size_t errstr_size)
 {
     if (!pr_spec_has_op(run->spec, PR_OP_VOCAB))
@@ -1256,7 +1290,25 @@ static int pr__write_vocab(pr__run *run, char *errstr, size_t errstr_size)
     snprintf(path, sizeof(path), "%s/vocab", run->opts->output_dir);
     if ((rc = pr__mkdir_p(path, errstr, errstr_size)))
         return rc;
-    return pr_vocab_export(run->eng, path, errstr, errstr_size);
+    pr__vexp x = {.run = run, .dir = path};
+    pthread_mutex_init(&x.mu, NULL);
+    int threads = run->opts->threads > 0 ? run->opts->threads : 1;
+    if (threads > 64)
+        threads = 64;
+    if ((uint32_t)threads > run->spec->n_sparse)
+        threads = run->spec->n_sparse ? (int)run->spec->n_sparse : 1;
+    pthread_t tids[64];
+    int started = 0;
+    for (int t = 1; t < threads; t++)
+        if (pthread_create(&tids[started], NULL, pr__vexp_main, &x) == 0)
+            started++;
+    pr__vexp_main(&x);
+    for (int t = 0; t < started; t++)
+        pthread_join(tids[t], NULL);
+    pthread_mutex_destroy(&x.mu);
+    if (x.rc)
+        return pr_seterr(errstr, errstr_size, x.rc, "%s", x.errstr);
+    return 0;
 }
 
 static void pr__free_jobs(pr__run *run)
