@@ -43,6 +43,10 @@
  *   up (pr__ev_peek) and counts uses per slot in pend_use, leaving clock and
  *   statistics to the log (vocab_apply evicts through pr__ev_lookup,
  *   vocab_touch records the drained uses), so replicas stay identical.
+ * - A block in two halves (pr_engine_process_par/_seq, the offline driver's
+ *   many blocks at once): everything but first appearances on any thread,
+ *   then the values without an index per column, in order (see "a block in
+ *   two halves" below).
  */
 #define _GNU_SOURCE
 #include <inttypes.h>

@@ -4,26 +4,40 @@
  * Pipeline, per pass, over a ring of job slots (slot = seq % n_slots):
  *
  *   source (mmap or read()) --chunks of whole lines--> decode (any worker,
- *       in parallel) --> engine stage (one worker at a time, chunks in input
- *       order: the vocabulary needs that order) --> write stage (one worker at
- *       a time, in order: .npy appends with the transpose to row order,
+ *       in parallel) --> engine, first half (any worker, in parallel:
+ *       pr_engine_process_par: dense operators, Modulus, lookups of values
+ *       that already have an index) --> engine, in order (first appearances:
+ *       each sparse column keeps its own input order, different columns on
+ *       different workers; a job the first half could not do runs the whole
+ *       engine here, all columns at once) --> format (any worker, in
+ *       parallel: transposes to row order and, with several workers, writes
+ *       the rows at their place in the .npy files) --> write stage (one worker
+ *       at a time, in order: appends with one worker, recycled.npy,
  *       rejects.tsv)
  *
+ * Issue 21: only what the semantics order is serial. The vocabulary's
+ * first-appearance assignment must follow the input, but per column (the
+ * columns' tables are independent), and only for values not seen before;
+ * a job's place in the output is a prefix sum of row counts, known once it
+ * leaves the engine (pr__place, in order), so its bytes can be written by any
+ * worker. The time spent holding an order is reported (serial_engine_s: whole
+ * jobs plus the longest column chain; serial_write_s), the serial fraction
+ * that bounds the speed-up at more threads.
+ *
  * N workers (the calling thread and N - 1 more) each take whatever is ready,
- * in that priority: the engine stage, the write stage, else decode the next
- * chunk (pr__worker). The two serial stages therefore overlap each other and
- * decoding, and no thread sits idle while another has queued work: before,
- * N decoder threads + a consumer thread + the engine's own pool oversubscribed
- * a 2-core machine and the consumer (engine + writing) was the long pole.
- * Decoders parse hex fields to uint64 themselves (pr_decode_ctx.parse_hex,
- * when the sparse ops start with hex2int): same output, one pass less over the
- * block. A job owns its chunk's text until it has been written, so rejects
- * (decoder and engine ones) can quote the original line without copying
- * anything, and its own engine output tensors, so the engine can run ahead of
- * the writer. Line numbers (block->offset, rejects) are chunk-local, 1-based,
- * since a decoder cannot know how many lines came before; the write stage,
- * which sees chunks in order, adds the count of earlier lines. Per-stage
- * thread-seconds go to pr_offline_result (decode, engine, write, wait).
+ * in that priority: the in-order engine pieces, the write stage, format, the
+ * engine's first half, else decode the next chunk (pr__worker), so no thread
+ * sits idle while another has queued work. Decoders parse hex fields to
+ * uint64 themselves (pr_decode_ctx.parse_hex, when the sparse ops start with
+ * hex2int): same output, one pass less over the block, and nothing left for
+ * the engine to reject. A job owns its chunk's text until it has been
+ * written, so rejects (decoder and engine ones) can quote the original line
+ * without copying anything, and its own engine output tensors, so the engine
+ * can run ahead of the writer. Line numbers (block->offset, rejects) are
+ * chunk-local, 1-based, since a decoder cannot know how many lines came
+ * before; the write stage, which sees chunks in order, adds the count of
+ * earlier lines. Per-stage thread-seconds go to pr_offline_result (decode,
+ * engine, write, wait).
  *
  * Bounded vocabularies (some column with eviction lru/lfu/ttl): the engine
  * lists each block's recycled indices (pr_out.recycled, block rows); the
