@@ -909,7 +909,7 @@ static void *pr__worker(void *arg)
 }
 
 /* One pass over the input: `threads` workers (this thread and threads - 1
- * more) share decoding and the two in-order stages (pr__worker). */
+ * more) share every stage (pr__worker). */
 static int pr__pass(pr__run *run, char *errstr, size_t errstr_size)
 {
     int threads = run->opts->threads > 0 ? run->opts->threads : 1;
