@@ -455,7 +455,9 @@ static void pr__progress(pr__run *run, bool final)
 static void pr__pre_job(pr__run *run, pr__job *job)
 {
     const pr_pipeline_spec *spec = run->spec;
-    job->whole = job->err || run->counting || spec->n_sparse == 0;
+    /* One worker gains nothing from the halves (it would run both): the
+     * whole engine in order, as before, and then format has nothing to do. */
+    job->whole = job->err || run->counting || spec->n_sparse == 0 || !run->positional;
     job->cols_left = spec->n_sparse;
     if (job->err || run->counting)
         return;
@@ -482,7 +484,8 @@ static void pr__pre_job(pr__run *run, pr__job *job)
             goto oom;
         if (!job->splits[i] && !(job->splits[i] = pr_engine_split_new(run->eng)))
             goto oom;
-        pr_engine_process_par(run->eng, b, job->outs[i], job->splits[i]);
+        if (run->positional)
+            pr_engine_process_par(run->eng, b, job->outs[i], job->splits[i]);
         if (pr_engine_split_whole(job->splits[i]))
             job->whole = true;
     }
@@ -571,16 +574,16 @@ static int pr__reserve(char **buf, size_t *cap, size_t need)
     return 0;
 }
 
-/* Format (any worker, many jobs at once, after the engine stage): the job's
- * dense and sparse tensors transposed into row-major buffers, block after
- * block; with several workers written at their place in the files
- * (positional, labels too), else left for the in-order write stage to
- * append. */
+/* Format (any worker, many jobs at once, after the engine stage; several
+ * workers only): the job's dense and sparse tensors transposed into
+ * row-major buffers, block after block, and written at their place in the
+ * files (positional, labels too). With one worker the write stage appends
+ * (the writers transpose). */
 static int pr__format_job(pr__run *run, pr__job *job, char *errstr, size_t errstr_size)
 {
     const pr_pipeline_spec *spec = run->spec;
     job->rm_rows = 0;
-    if (run->counting)
+    if (run->counting || !run->positional)
         return 0;
     size_t rows = 0;
     for (uint32_t i = 0; i < job->n_blocks; i++)
@@ -619,27 +622,26 @@ static int pr__format_job(pr__run *run, pr__job *job, char *errstr, size_t errst
     return 0;
 }
 
-/* Write stage (one thread at a time, jobs in input order, after format): the
- * job's row-major tensors and labels appended to the .npy files, its notices
- * to recycled.npy, its rejects to rejects.tsv with file-wide line numbers. */
+/* Write stage (one thread at a time, jobs in input order, after format): with
+ * one worker the job's tensors appended to the .npy files, its notices to
+ * recycled.npy, its rejects to rejects.tsv with file-wide line numbers. */
 static int pr__write_job(pr__run *run, pr__job *job, char *errstr, size_t errstr_size)
 {
     const pr_pipeline_spec *spec = run->spec;
     pr_offline_result *res = run->res;
     int rc = 0;
-    if (!run->counting && job->rm_rows && !run->positional &&
-        ((rc = pr_npy_append_rows(run->w_dense, job->rm_dense, job->rm_rows, errstr,
-                                  errstr_size)) ||
-         (rc = pr_npy_append_rows(run->w_sparse, job->rm_sparse, job->rm_rows, errstr,
-                                  errstr_size))))
-        return rc;
     for (uint32_t i = 0; i < job->n_blocks && !run->counting; i++) {
         pr_out *o = job->outs[i];
         if (job->blocks[i]->rows == 0 || !o)
             continue;
-        if ((run->w_labels && !run->positional &&
-             (rc = pr_npy_append_cols(run->w_labels, o->labels, o->cap, o->rows, errstr,
-                                      errstr_size))) ||
+        /* One worker: the writers transpose as they append (O_DIRECT). */
+        if ((!run->positional &&
+             ((rc = pr_npy_append_cols(run->w_dense, o->dense, o->cap, o->rows, errstr,
+                                       errstr_size)) ||
+              (rc = pr_npy_append_cols(run->w_sparse, o->sparse, o->cap, o->rows, errstr,
+                                       errstr_size)) ||
+              (run->w_labels && (rc = pr_npy_append_cols(run->w_labels, o->labels, o->cap,
+                                                         o->rows, errstr, errstr_size))))) ||
             (run->w_recycled && (rc = pr__write_recycled(run, o, res->rows, errstr, errstr_size))))
             return rc;
         res->rows += o->rows;
