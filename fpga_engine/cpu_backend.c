@@ -2202,8 +2202,8 @@ pr__split_lookup_w(const pr_backend *be, pr_backend_split *bs, const pr_block *i
     return 0;
 }
 
-static int pr__split_lookup(const pr_backend *be, pr_backend_split *bs, const pr_block *in,
-                            void *o, uint32_t c, uint32_t r0, uint32_t n)
+static int pr__split_lookup(const pr_backend *be, pr_backend_split *bs, const pr_block *in, void *o,
+                            uint32_t c, uint32_t r0, uint32_t n)
 {
     return be->width == 4 ? pr__split_lookup_w(be, bs, in, o, c, r0, n, 4)
                           : pr__split_lookup_w(be, bs, in, o, c, r0, n, 8);
@@ -2300,8 +2300,8 @@ static void pr__cpu_process_seq_col(pr_backend *be, const pr_block *in, pr_out *
         if (i < 0) {
             bs->fail_row[c] = p->row;
             bs->fail_err[c] = (int)i;
-            char *o = be->width == 4 ? (char *)pr_out_sparse32(out, c)
-                                     : (char *)pr_out_sparse64(out, c);
+            char *o =
+                be->width == 4 ? (char *)pr_out_sparse32(out, c) : (char *)pr_out_sparse64(out, c);
             memset(o + (size_t)p->row * be->width, 0, (size_t)(in->rows - p->row) * be->width);
             break;
         }

@@ -1032,15 +1032,15 @@ bool pr_engine_split_whole(const pr_engine_split *sp)
     return sp->whole;
 }
 
-void pr_engine_process_seq_col(pr_engine *eng, const pr_block *in, pr_out *out,
-                               pr_engine_split *sp, uint32_t col)
+void pr_engine_process_seq_col(pr_engine *eng, const pr_block *in, pr_out *out, pr_engine_split *sp,
+                               uint32_t col)
 {
     if (!sp->whole && col < eng->spec.n_sparse)
         eng->ops->process_seq_col(eng->be, in, out, sp->bs, col);
 }
 
-int pr_engine_process_seq_end(pr_engine *eng, const pr_block *in, pr_out *out,
-                              pr_engine_split *sp, char *errstr, size_t errstr_size)
+int pr_engine_process_seq_end(pr_engine *eng, const pr_block *in, pr_out *out, pr_engine_split *sp,
+                              char *errstr, size_t errstr_size)
 {
     if (sp->whole)
         return pr_engine_process(eng, in, out, errstr, errstr_size);

@@ -19,7 +19,7 @@
 
 #include "pr_engine.h"
 
-typedef struct pr_backend pr_backend; /* each backend defines its own struct */
+typedef struct pr_backend pr_backend;             /* each backend defines its own struct */
 typedef struct pr_backend_split pr_backend_split; /* its per-block split state */
 
 /* A block's assignments and a column's clocks (pr_engine.h's vocabulary
@@ -96,10 +96,9 @@ typedef struct pr_backend_ops {
      * write, or writes with atomic stores (the vocabulary's known indices). */
     pr_backend_split *(*split_new)(const pr_backend *be);
     void (*split_free)(pr_backend_split *bs);
-    int (*process_par)(const pr_backend *be, const pr_block *in, pr_out *out,
-                       pr_backend_split *bs);
-    void (*process_seq_col)(pr_backend *be, const pr_block *in, pr_out *out,
-                            pr_backend_split *bs, uint32_t col);
+    int (*process_par)(const pr_backend *be, const pr_block *in, pr_out *out, pr_backend_split *bs);
+    void (*process_seq_col)(pr_backend *be, const pr_block *in, pr_out *out, pr_backend_split *bs,
+                            uint32_t col);
     int (*process_seq_end)(pr_backend *be, const pr_block *in, pr_out *out, pr_backend_split *bs,
                            pr_engine_stats *st, char *errstr, size_t errstr_size);
     /* process(), count() and vocab_misses() take jagged blocks (col_rows:

@@ -110,12 +110,12 @@ typedef struct pr__job {
     size_t own_cap;
     pr_block **blocks;
     uint32_t n_blocks, cap_blocks;
-    pr_out **outs; /* engine output of blocks[i] (allocated on first use) */
-    pr_engine_split **splits; /* blocks[i] between the engine's halves */
-    uint32_t cap_outs;         /* of outs and splits */
-    bool whole;         /* the engine stage runs the job in one piece (pr__engine_job) */
-    uint64_t row0;      /* output rows before this job's (set in order, once engined) */
-    uint32_t cols_left; /* else: columns whose in-order half is still to run */
+    pr_out **outs;              /* engine output of blocks[i] (allocated on first use) */
+    pr_engine_split **splits;   /* blocks[i] between the engine's halves */
+    uint32_t cap_outs;          /* of outs and splits */
+    bool whole;                 /* the engine stage runs the job in one piece (pr__engine_job) */
+    uint64_t row0;              /* output rows before this job's (set in order, once engined) */
+    uint32_t cols_left;         /* else: columns whose in-order half is still to run */
     char *rm_dense, *rm_sparse; /* the job's kept rows, row-major (format) */
     size_t rm_dense_cap, rm_sparse_cap;
     uint32_t rm_rows;
@@ -640,8 +640,8 @@ static int pr__write_job(pr__run *run, pr__job *job, char *errstr, size_t errstr
                                        errstr_size)) ||
               (rc = pr_npy_append_cols(run->w_sparse, o->sparse, o->cap, o->rows, errstr,
                                        errstr_size)) ||
-              (run->w_labels && (rc = pr_npy_append_cols(run->w_labels, o->labels, o->cap,
-                                                         o->rows, errstr, errstr_size))))) ||
+              (run->w_labels && (rc = pr_npy_append_cols(run->w_labels, o->labels, o->cap, o->rows,
+                                                         errstr, errstr_size))))) ||
             (run->w_recycled && (rc = pr__write_recycled(run, o, res->rows, errstr, errstr_size))))
             return rc;
         res->rows += o->rows;

@@ -471,10 +471,10 @@ int pr_engine_process_seq(pr_engine *eng, const pr_block *in, pr_out *out, pr_en
  * pr_engine_process_seq_end (all of pr_engine_process), in input order with
  * no column of a later block started. */
 bool pr_engine_split_whole(const pr_engine_split *sp);
-void pr_engine_process_seq_col(pr_engine *eng, const pr_block *in, pr_out *out,
-                               pr_engine_split *sp, uint32_t col);
-int pr_engine_process_seq_end(pr_engine *eng, const pr_block *in, pr_out *out,
-                              pr_engine_split *sp, char *errstr, size_t errstr_size);
+void pr_engine_process_seq_col(pr_engine *eng, const pr_block *in, pr_out *out, pr_engine_split *sp,
+                               uint32_t col);
+int pr_engine_process_seq_end(pr_engine *eng, const pr_block *in, pr_out *out, pr_engine_split *sp,
+                              char *errstr, size_t errstr_size);
 
 /* Two-pass min_count (count_mode == PR_COUNT_TWO_PASS): feed every block once
  * through pr_engine_count(), then call pr_engine_count_done(), then process the

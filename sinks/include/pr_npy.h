@@ -88,7 +88,6 @@ int pr_npy_pwrite_rows(pr_npy_writer *w, uint64_t row0, const void *data, uint32
                        char *errstr, size_t errstr_size);
 void pr_npy_set_rows(pr_npy_writer *w, uint64_t rows);
 
-
 /* Make what was appended durable: flush, write the header with the rows so
  * far, fsync. A process killed afterwards leaves a file that numpy loads
  * with at least those rows (data appended later lies beyond the header's

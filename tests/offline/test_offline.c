@@ -234,7 +234,7 @@ static void threads_identical(const char *tag, const pr_pipeline_spec *spec, con
                               uint64_t rows)
 {
     static const int threads[] = {1, 2, 4, 8, 16};
-    const char *files[] = {"dense.npy", "sparse.npy", "labels.npy", "rejects.tsv",
+    const char *files[] = {"dense.npy",    "sparse.npy",   "labels.npy",   "rejects.tsv",
                            "vocab/C1.tsv", "vocab/C3.tsv", "vocab/C26.tsv"};
     char o1[600], on[600], p1[700], p2[700], err[512];
     pr_offline_result r1, rn;
