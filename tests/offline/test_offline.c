@@ -276,6 +276,21 @@ static void test_threads_1_to_16(void **state)
     pr_pipeline_spec_default(&spec);
     spec.sparse[2].modulus = 1ull << 40; /* C3 in a hash table: the whole engine, in order */
     threads_identical("hash", &spec, in, ROWS);
+
+    /* A dlrm column that fills up fails the run with the same error (the
+     * first failing block and row) whichever path and thread count. */
+    pr_pipeline_spec_default(&spec);
+    spec.sparse[11].capacity = 3000;
+    char o[600], err1[512], errn[512];
+    pr_offline_result r;
+    snprintf(o, sizeof(o), "%s/full-t1", tmpdir);
+    assert_int_equal(run(in, o, 1, 64, &spec, &r, err1, sizeof(err1)), PR_EFULL);
+    assert_non_null(strstr(err1, "C12"));
+    for (int t = 2; t <= 16; t *= 2) {
+        snprintf(o, sizeof(o), "%s/full-t%d", tmpdir, t);
+        assert_int_equal(run(in, o, t, 64, &spec, &r, errn, sizeof(errn)), PR_EFULL);
+        assert_string_equal(errn, err1);
+    }
     free(data);
 }
 
