@@ -16,7 +16,8 @@
  *   offline_e2e   pr_offline_run TSV -> .npy with 1 and with --threads threads
  *                 (default config: dlrm profile, modulus 524288); also the
  *                 process CPU time (user + sys) per row, steadier than wall
- *                 time on a shared machine
+ *                 time on a shared machine, and the thread-seconds spent in
+ *                 input order (serial_engine_s, serial_write_s: issue 21)
  * Wall-clock times from CLOCK_MONOTONIC; the input file is read once before
  * timing so the page cache is warm for every stage.
  */
@@ -196,7 +197,7 @@ int main(int argc, char **argv)
         pr_offline_opts oo = {
             .input = in, .output_dir = outdir, .threads = tlist[k], .block_rows = block_rows};
         pr_offline_result res;
-        char err[512], extra[320], rm[8300];
+        char err[512], extra[400], rm[8300];
         /* a fresh directory each time: truncating the previous run's files
          * would add the kernel's page-cache freeing to this run */
         snprintf(rm, sizeof(rm), "rm -rf '%s'", outdir);
@@ -212,10 +213,10 @@ int main(int argc, char **argv)
             extra, sizeof(extra),
             ", \"cpu_s\": %.3f, \"cpu_ns_per_row\": %.0f, \"decode_s\": %.3f, "
             "\"engine_s\": %.3f, \"write_s\": %.3f, \"idle_s\": %.3f, \"vocab_export_s\": %.3f, "
-            "\"pipeline\": "
+            "\"serial_engine_s\": %.3f, \"serial_write_s\": %.3f, \"pipeline\": "
             "\"tsv->npy dlrm mod 524288\"",
             cpu, res.rows ? cpu * 1e9 / (double)res.rows : 0.0, res.decode_s, res.engine_s,
-            res.write_s, res.idle_s, res.vocab_s);
+            res.write_s, res.idle_s, res.vocab_s, res.serial_engine_s, res.serial_write_s);
         emit("offline_e2e", extra, res.rows, res.bytes, res.seconds, tlist[k]);
     }
     char cmd[8300];

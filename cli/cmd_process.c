@@ -99,6 +99,13 @@ static void pr__process_stages(const pr_offline_result *res)
             "piperec process: thread-seconds per stage: decode %.2f, engine %.2f, write %.2f, "
             "idle %.2f, vocab export %.2f\n",
             res->decode_s, res->engine_s, res->write_s, res->idle_s, res->vocab_s);
+    double work = res->decode_s + res->engine_s + res->write_s;
+    if (res->serial_engine_s + res->serial_write_s > 0 && work > 0)
+        fprintf(stderr,
+                "piperec process: in input order (serial): engine %.2f, write %.2f "
+                "thread-seconds, %.1f%% of decode + engine + write\n",
+                res->serial_engine_s, res->serial_write_s,
+                100.0 * (res->serial_engine_s + res->serial_write_s) / work);
 }
 
 /* A declared feature schema (issue 20): JSON lines into the offline layout

@@ -43,6 +43,10 @@
  *   up (pr__ev_peek) and counts uses per slot in pend_use, leaving clock and
  *   statistics to the log (vocab_apply evicts through pr__ev_lookup,
  *   vocab_touch records the drained uses), so replicas stay identical.
+ * - A block in two halves (pr_engine_process_par/_seq, the offline driver's
+ *   many blocks at once): everything but first appearances on any thread,
+ *   then the values without an index per column, in order (see "a block in
+ *   two halves" below).
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -641,7 +645,8 @@ static int64_t pr__vocab_one(pr__vcol *vc, uint64_t v, bool streaming)
         if (pr__keys_push(vc, v))
             return PR__NOMEM;
         i = vc->base + (int64_t)vc->n - 1;
-        vc->dmap[v] = (int32_t)(i + 1);
+        /* atomic: pr__split_lookup reads dmap from other threads meanwhile */
+        __atomic_store_n(&vc->dmap[v], (int32_t)(i + 1), __ATOMIC_RELAXED);
         return i;
     }
     pr__hslot *s = pr__ht_find(vc, v);
@@ -1313,15 +1318,15 @@ static void pr__sparse_chunk(pr_backend *be, uint32_t c, uint32_t r0, uint32_t r
     }
 }
 
-/* Dense column d, rows [r0, r1): Neg2Zero into a per-worker chunk buffer,
- * Logarithm from it into the output, missing = 0. */
-static void pr__dense_chunk(pr_backend *be, uint32_t d, uint32_t r0, uint32_t r1, int worker,
-                            pr__wstats *ws)
+/* Dense column d of `in`, rows [r0, r1): Neg2Zero into `tmp` (a chunk's
+ * room), Logarithm from it into `out`, missing = 0. Reads only the spec and
+ * the function pointers of `be`: any thread. */
+static void pr__dense_rows(const pr_backend *be, const pr_block *in, pr_out *out, uint32_t d,
+                           uint32_t r0, uint32_t r1, double *tmp, pr__wstats *ws)
 {
-    const pr_block *in = be->in;
     uint32_t n = r1 - r0;
     const double *src = in->dense + (size_t)d * in->cap + r0;
-    float *o = be->out->dense + (size_t)d * be->out->cap + r0;
+    float *o = out->dense + (size_t)d * out->cap + r0;
     if (be->spec.n_dense_ops == 2 && be->spec.dense_ops[0] == PR_OP_NEG2ZERO &&
         be->spec.dense_ops[1] == PR_OP_LOG1P) {
         /* The usual pipeline, fused: one pass, no temporary column. Its time
@@ -1336,7 +1341,7 @@ static void pr__dense_chunk(pr_backend *be, uint32_t d, uint32_t r0, uint32_t r1
         for (unsigned k = 0; k < be->spec.n_dense_ops; k++) {
             uint64_t t0 = pr_mono_ns();
             if (be->spec.dense_ops[k] == PR_OP_NEG2ZERO) {
-                double *t = be->dtmp + (size_t)worker * be->chunk;
+                double *t = tmp;
                 for (uint32_t r = 0; r < n; r++)
                     t[r] = src[r] < 0 ? 0.0 : src[r];
                 src = t;
@@ -1355,6 +1360,13 @@ static void pr__dense_chunk(pr_backend *be, uint32_t d, uint32_t r0, uint32_t r1
     for (size_t w = 0; w < words; w++)
         for (uint64_t m = miss[w]; m; m &= m - 1)
             o[w * 64 + (uint64_t)__builtin_ctzll(m)] = 0.0f;
+}
+
+/* Dense column d of the current block, rows [r0, r1), on pool worker `worker`. */
+static void pr__dense_chunk(pr_backend *be, uint32_t d, uint32_t r0, uint32_t r1, int worker,
+                            pr__wstats *ws)
+{
+    pr__dense_rows(be, be->in, be->out, d, r0, r1, be->dtmp + (size_t)worker * be->chunk, ws);
 }
 
 /* VocabGen+Map (or two-pass counting) of sparse column c over the current
@@ -1566,6 +1578,29 @@ static int pr__cpu_notices(pr_backend *be, pr_out *out)
     return rc;
 }
 
+/* The error of column c, whose vocabulary failed (`err`, a PR__ code) at
+ * block row `row`. */
+static int pr__col_failure(const pr_backend *be, uint32_t c, int64_t row, int err, char *errstr,
+                           size_t errstr_size)
+{
+    const char *nm = be->spec.sparse[c].name;
+    if (err == PR__NOMEM)
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM,
+                         "engine: out of memory growing the vocabulary of column %s", nm);
+    if (err == PR__UNDECIDED)
+        return pr_seterr(errstr, errstr_size, PR_ESTATE,
+                         "engine: column %s: a value at block row %" PRId64
+                         " has no index yet and the vocabulary is shared (decide it with "
+                         "pr_engine_vocab_apply before processing)",
+                         nm, row);
+    return pr_seterr(errstr, errstr_size, PR_EFULL,
+                     "engine: vocabulary of column %s is full (capacity %" PRIu64
+                     " indices, profile dlrm has no out-of-vocabulary index) at block row %" PRId64
+                     "; raise sparse.%s.capacity, bound the column with a smaller modulus, "
+                     "or use profile default to map overflow to the OOV index",
+                     nm, be->cols[c].cap, row, nm);
+}
+
 static int pr__cpu_process(pr_backend *be, const pr_block *in, pr_out *out, pr_engine_stats *st,
                            char *errstr, size_t errstr_size)
 {
@@ -1635,28 +1670,9 @@ static int pr__cpu_process(pr_backend *be, const pr_block *in, pr_out *out, pr_e
             st->op_ns[op] += be->ws[t].ns[op];
             st->op_values[op] += be->ws[t].vals[op];
         }
-    for (uint32_t c = 0; c < ns; c++) {
-        if (be->fail_row[c] < 0)
-            continue;
-        if (be->fail_err[c] == PR__NOMEM)
-            return pr_seterr(errstr, errstr_size, PR_ENOMEM,
-                             "engine: out of memory growing the vocabulary of column %s",
-                             be->spec.sparse[c].name);
-        if (be->fail_err[c] == PR__UNDECIDED)
-            return pr_seterr(errstr, errstr_size, PR_ESTATE,
-                             "engine: column %s: a value at block row %" PRId64
-                             " has no index yet and the vocabulary is shared (decide it with "
-                             "pr_engine_vocab_apply before processing)",
-                             be->spec.sparse[c].name, be->fail_row[c]);
-        const char *nm = be->spec.sparse[c].name;
-        return pr_seterr(
-            errstr, errstr_size, PR_EFULL,
-            "engine: vocabulary of column %s is full (capacity %" PRIu64
-            " indices, profile dlrm has no out-of-vocabulary index) at block row %" PRId64
-            "; raise sparse.%s.capacity, bound the column with a smaller modulus, "
-            "or use profile default to map overflow to the OOV index",
-            nm, be->cols[c].cap, be->fail_row[c], nm);
-    }
+    for (uint32_t c = 0; c < ns; c++)
+        if (be->fail_row[c] >= 0)
+            return pr__col_failure(be, c, be->fail_row[c], be->fail_err[c], errstr, errstr_size);
     return 0;
 }
 
@@ -2040,6 +2056,283 @@ static void pr__cpu_vocab_set_clock(pr_backend *be, uint32_t col, pr__vclock clo
     be->cols[col].clock_ms = clock.event_ms;
 }
 
+/* ---------------------------------------------------------------- a block in two halves
+ *
+ * The first half (process_par, any thread, many blocks at once) runs the
+ * dense operators and Modulus and looks every value up in the direct-indexed
+ * tables without inserting: a value with an index gets it (indices never
+ * change once given: no eviction here), one without one is queued (row,
+ * value) per column and outputs 0 for now. The second half (process_seq, one
+ * block at a time in input order) gives the queued values their indices with
+ * the usual lookup-or-insert, column by column in row order: the same
+ * first-appearance order as process(), since a value the first half found
+ * was given its index by an earlier block. The table reads race with the
+ * second half's inserts, so both are relaxed atomics (plain moves on x86):
+ * a read sees either no index (queued, decided in order) or the final one.
+ * Hash-table columns (modulus above 2^24 or none) could move under a
+ * reader while they grow, so a spec with one keeps the whole process(). */
+
+typedef struct pr__pending {
+    uint32_t row;
+    uint64_t value;
+} pr__pending;
+
+struct pr_backend_split {
+    uint32_t ns;
+    pr__pending **q; /* [ns] values without an index, in row order */
+    uint32_t *n_q, *cap_q;
+    uint64_t *vals; /* [chunk] */
+    double *dtmp;   /* [chunk] */
+    pr__wstats ws;
+    /* the second half, per column (columns may run on different threads) */
+    int64_t *fail_row; /* [ns] -1, or where the vocabulary failed */
+    int *fail_err;     /* [ns] its PR__ code */
+    uint64_t *seq_ns;  /* [ns] time in the second half */
+};
+
+static void pr__cpu_split_free(pr_backend_split *bs)
+{
+    if (!bs)
+        return;
+    for (uint32_t c = 0; bs->q && c < bs->ns; c++)
+        free(bs->q[c]);
+    free(bs->q);
+    free(bs->n_q);
+    free(bs->cap_q);
+    free(bs->fail_row);
+    free(bs->fail_err);
+    free(bs->seq_ns);
+    pr__free_aligned(bs->vals);
+    pr__free_aligned(bs->dtmp);
+    free(bs);
+}
+
+static pr_backend_split *pr__cpu_split_new(const pr_backend *be)
+{
+    pr_backend_split *bs = calloc(1, sizeof(*bs));
+    if (!bs)
+        return NULL;
+    size_t ns = be->spec.n_sparse ? be->spec.n_sparse : 1;
+    bs->ns = be->spec.n_sparse;
+    bs->q = calloc(ns, sizeof(*bs->q));
+    bs->n_q = calloc(ns, sizeof(*bs->n_q));
+    bs->cap_q = calloc(ns, sizeof(*bs->cap_q));
+    bs->vals = pr__zalloc_aligned(be->chunk * sizeof(uint64_t));
+    bs->dtmp = pr__zalloc_aligned(be->chunk * sizeof(double));
+    bs->fail_row = calloc(ns, sizeof(*bs->fail_row));
+    bs->fail_err = calloc(ns, sizeof(*bs->fail_err));
+    bs->seq_ns = calloc(ns, sizeof(*bs->seq_ns));
+    if (!bs->q || !bs->n_q || !bs->cap_q || !bs->vals || !bs->dtmp || !bs->fail_row ||
+        !bs->fail_err || !bs->seq_ns) {
+        pr__cpu_split_free(bs);
+        return NULL;
+    }
+    return bs;
+}
+
+/* Can the first half do this block? Every sparse column uint64 (decoders
+ * with fused Hex2Int: nothing to reject), one element per row, and every
+ * vocabulary direct-indexed, without eviction or a shared (frozen) table,
+ * and counting only in a finished two-pass count (streaming min_count
+ * counts known values too). */
+static bool pr__split_ok(const pr_backend *be, const pr_block *in)
+{
+    if (in->col_rows || (be->two_pass && !be->count_done))
+        return false;
+    for (uint32_t c = 0; c < be->spec.n_sparse; c++) {
+        if (in->sparse_enc[c] == PR_SPARSE_HEX)
+            return false;
+        const pr__vcol *vc = &be->cols[c];
+        if (be->has[PR_OP_VOCAB] &&
+            (!vc->direct || vc->evict || vc->frozen || (vc->counting && !be->two_pass)))
+            return false;
+    }
+    return true;
+}
+
+static int pr__split_queue(pr_backend_split *bs, uint32_t c, uint32_t row, uint64_t v)
+{
+    if (bs->n_q[c] == bs->cap_q[c]) {
+        uint32_t cap = bs->cap_q[c] ? bs->cap_q[c] * 2 : 256;
+        pr__pending *nq = realloc(bs->q[c], cap * sizeof(*nq));
+        if (!nq)
+            return PR_ENOMEM;
+        bs->q[c] = nq;
+        bs->cap_q[c] = cap;
+    }
+    bs->q[c][bs->n_q[c]++] = (pr__pending){row, v};
+    return 0;
+}
+
+/* Look up rows [r0, r0 + n) of column c (values in v): known indices into
+ * `o`, the rest queued. Missing rows under profile default output 0.
+ * Inlined once per output width, like pr__vocab_col. */
+static inline __attribute__((always_inline)) int
+pr__split_lookup_w(const pr_backend *be, pr_backend_split *bs, const pr_block *in, void *outp,
+                   uint32_t c, uint32_t r0, uint32_t n, int width)
+{
+    const int32_t *dmap = be->cols[c].dmap;
+    const uint64_t *v = bs->vals;
+    int32_t *o32 = outp;
+    int64_t *o64 = outp;
+    const uint64_t *miss = be->spec.profile == PR_VOCAB_DEFAULT
+                               ? in->sparse_missing + c * pr_bitmap_words(in->scap) + r0 / 64
+                               : NULL;
+    for (size_t w = 0; w < pr_bitmap_words(n); w++) {
+        uint32_t a = (uint32_t)(w * 64), b = a + 64 < n ? a + 64 : n;
+        uint64_t skip = miss ? miss[w] : 0;
+        for (uint32_t r = a; r < b; r++) {
+            if (r + PR__PREFETCH < n)
+                __builtin_prefetch(&dmap[v[r + PR__PREFETCH]]);
+            int64_t i = (int64_t)__atomic_load_n(&dmap[v[r]], __ATOMIC_RELAXED) - 1;
+            if (__builtin_expect(i < 0 || ((skip >> (r - a)) & 1), 0)) {
+                if ((skip >> (r - a)) & 1)
+                    i = 0;
+                else if (pr__split_queue(bs, c, r0 + r, v[r]))
+                    return PR_ENOMEM;
+                else
+                    i = 0;
+            }
+            if (width == 4)
+                o32[r] = (int32_t)i;
+            else
+                o64[r] = i;
+        }
+    }
+    return 0;
+}
+
+static int pr__split_lookup(const pr_backend *be, pr_backend_split *bs, const pr_block *in, void *o,
+                            uint32_t c, uint32_t r0, uint32_t n)
+{
+    return be->width == 4 ? pr__split_lookup_w(be, bs, in, o, c, r0, n, 4)
+                          : pr__split_lookup_w(be, bs, in, o, c, r0, n, 8);
+}
+
+/* Sparse column c, rows [r0, r1): Modulus (or the value as is), missing =
+ * 0, then the lookup, or the value itself without a vocabulary. */
+static int pr__split_sparse(const pr_backend *be, pr_backend_split *bs, const pr_block *in,
+                            pr_out *out, uint32_t c, uint32_t r0, uint32_t r1)
+{
+    uint32_t n = r1 - r0;
+    const uint64_t *src = in->sparse_u64 + (size_t)c * in->scap + r0;
+    const uint64_t *miss = in->sparse_missing + c * pr_bitmap_words(in->scap) + r0 / 64;
+    uint64_t *v = bs->vals;
+    uint64_t t0 = pr_mono_ns();
+    if (be->has[PR_OP_MODULUS])
+        pr__modulus_col(&be->div[c], src, v, n);
+    else
+        memcpy(v, src, (size_t)n * sizeof(uint64_t));
+    for (size_t w = 0; w < pr_bitmap_words(n); w++)
+        for (uint64_t m = miss[w]; m; m &= m - 1)
+            v[w * 64 + (uint64_t)__builtin_ctzll(m)] = 0;
+    uint64_t t1 = pr_mono_ns();
+    if (be->has[PR_OP_HEX2INT])
+        pr__acc(&bs->ws, PR_OP_HEX2INT, t0, t0, n);
+    if (be->has[PR_OP_MODULUS])
+        pr__acc(&bs->ws, PR_OP_MODULUS, t0, t1, n);
+    void *o = be->width == 4 ? (void *)(pr_out_sparse32(out, c) + r0)
+                             : (void *)(pr_out_sparse64(out, c) + r0);
+    if (be->has[PR_OP_VOCAB]) {
+        int rc = pr__split_lookup(be, bs, in, o, c, r0, n);
+        pr__acc(&bs->ws, PR_OP_VOCAB, t1, pr_mono_ns(), n);
+        return rc;
+    }
+    for (uint32_t r = 0; r < n; r++)
+        if (be->width == 4)
+            ((int32_t *)o)[r] = (int32_t)v[r];
+        else
+            ((int64_t *)o)[r] = (int64_t)v[r];
+    return 0;
+}
+
+static int pr__cpu_process_par(const pr_backend *be, const pr_block *in, pr_out *out,
+                               pr_backend_split *bs)
+{
+    if (!pr__split_ok(be, in))
+        return 0;
+    uint32_t rows = in->rows;
+    memset(&bs->ws, 0, sizeof(bs->ws));
+    for (uint32_t c = 0; c < bs->ns; c++) {
+        bs->n_q[c] = 0;
+        bs->fail_row[c] = -1;
+        bs->seq_ns[c] = 0;
+    }
+    memset(out->reject_reason, 0, rows);
+    memset(out->rejected, 0, pr_bitmap_words(rows) * sizeof(uint64_t));
+    if (be->spec.has_label && in->labels)
+        memcpy(out->labels, in->labels, (size_t)rows * sizeof(int32_t));
+    else
+        memset(out->labels, 0, (size_t)rows * sizeof(int32_t));
+    /* Column by column over the whole block, as pr__fused_column_task: a
+     * column's popular values stay in cache from one chunk to the next. */
+    for (uint32_t c = 0; c < bs->ns; c++)
+        for (uint32_t r0 = 0; r0 < rows; r0 += be->chunk) {
+            uint32_t r1 = rows - r0 > be->chunk ? r0 + be->chunk : rows;
+            if (pr__split_sparse(be, bs, in, out, c, r0, r1))
+                return 0; /* out of memory: the whole process() will say so */
+        }
+    for (uint32_t d = 0; d < be->spec.n_dense; d++)
+        for (uint32_t r0 = 0; r0 < rows; r0 += be->chunk) {
+            uint32_t r1 = rows - r0 > be->chunk ? r0 + be->chunk : rows;
+            pr__dense_rows(be, in, out, d, r0, r1, bs->dtmp, &bs->ws);
+        }
+    return 1;
+}
+
+/* The queued values of column c in row order (one thread per column at a
+ * time, blocks in input order; different columns on any threads: each only
+ * touches its own table). A column whose vocabulary fails outputs 0 from that
+ * row on and stops, as in process(). */
+static void pr__cpu_process_seq_col(pr_backend *be, const pr_block *in, pr_out *out,
+                                    pr_backend_split *bs, uint32_t c)
+{
+    bool streaming = !be->two_pass;
+    uint64_t t0 = pr_mono_ns();
+    pr__vcol *vc = &be->cols[c];
+    const pr__pending *q = bs->q[c];
+    for (uint32_t k = 0; k < bs->n_q[c]; k++) {
+        const pr__pending *p = &q[k];
+        /* the table is far out of cache by now: hide its misses */
+        if (k + PR__PREFETCH < bs->n_q[c])
+            __builtin_prefetch(&vc->dmap[q[k + PR__PREFETCH].value]);
+        int64_t i = pr__vocab_one(vc, p->value, streaming);
+        if (i < 0) {
+            bs->fail_row[c] = p->row;
+            bs->fail_err[c] = (int)i;
+            char *o =
+                be->width == 4 ? (char *)pr_out_sparse32(out, c) : (char *)pr_out_sparse64(out, c);
+            memset(o + (size_t)p->row * be->width, 0, (size_t)(in->rows - p->row) * be->width);
+            break;
+        }
+        if (be->width == 4)
+            pr_out_sparse32(out, c)[p->row] = (int32_t)i;
+        else
+            pr_out_sparse64(out, c)[p->row] = i;
+    }
+    bs->seq_ns[c] = pr_mono_ns() - t0;
+}
+
+/* After every column's second half: the block's statistics, and the first
+ * failing column's error, as process() reports it. */
+static int pr__cpu_process_seq_end(pr_backend *be, const pr_block *in, pr_out *out,
+                                   pr_backend_split *bs, pr_engine_stats *st, char *errstr,
+                                   size_t errstr_size)
+{
+    (void)in;
+    for (uint32_t c = 0; c < bs->ns && be->has[PR_OP_VOCAB]; c++)
+        bs->ws.ns[PR_OP_VOCAB] += bs->seq_ns[c];
+    for (int op = 0; op < PR_OP__COUNT; op++) {
+        st->op_ns[op] += bs->ws.ns[op];
+        st->op_values[op] += bs->ws.vals[op];
+    }
+    out->n_rejected = 0;
+    for (uint32_t c = 0; c < bs->ns; c++)
+        if (bs->fail_row[c] >= 0)
+            return pr__col_failure(be, c, bs->fail_row[c], bs->fail_err[c], errstr, errstr_size);
+    return 0;
+}
+
 const pr_backend_ops pr__backend_cpu = {
     .name = "cpu",
     .new_ = pr__cpu_new,
@@ -2061,5 +2354,10 @@ const pr_backend_ops pr__backend_cpu = {
     .vocab_touch = pr__cpu_vocab_touch,
     .vocab_drain_usage = pr__cpu_vocab_drain_usage,
     .vocab_undecided_oov = pr__cpu_vocab_undecided_oov,
+    .split_new = pr__cpu_split_new,
+    .split_free = pr__cpu_split_free,
+    .process_par = pr__cpu_process_par,
+    .process_seq_col = pr__cpu_process_seq_col,
+    .process_seq_end = pr__cpu_process_seq_end,
     .jagged = true,
 };

@@ -979,6 +979,87 @@ int pr_engine_process(pr_engine *eng, const pr_block *in, pr_out *out, char *err
     return rc;
 }
 
+/* ---------------------------------------------------------------- a block in two halves */
+
+struct pr_engine_split {
+    const pr_backend_ops *ops;
+    pr_backend_split *bs; /* NULL: the backend has no halves */
+    bool whole;           /* the second half runs all of pr_engine_process */
+};
+
+pr_engine_split *pr_engine_split_new(const pr_engine *eng)
+{
+    pr_engine_split *sp = calloc(1, sizeof(*sp));
+    if (!sp)
+        return NULL;
+    sp->ops = eng->ops;
+    sp->whole = true;
+    if (eng->ops->split_new && !(sp->bs = eng->ops->split_new(eng->be))) {
+        free(sp);
+        return NULL;
+    }
+    return sp;
+}
+
+void pr_engine_split_free(pr_engine_split *sp)
+{
+    if (!sp)
+        return;
+    if (sp->bs)
+        sp->ops->split_free(sp->bs);
+    free(sp);
+}
+
+/* Only reads the engine: the checks pr_engine_process makes are made again
+ * by it when they fail here (the block is then left whole). */
+int pr_engine_process_par(const pr_engine *eng, const pr_block *in, pr_out *out,
+                          pr_engine_split *sp)
+{
+    sp->whole = true;
+    if (!sp->bs || eng->evict || eng->shared || eng->hook || !in || !out || in->col_rows ||
+        pr__check_block(eng, in, NULL, 0) || out->cap < in->rows || out->n_dense != in->n_dense ||
+        out->n_sparse != in->n_sparse || out->sparse_width != eng->sparse_width)
+        return 0;
+    out->rows = in->rows;
+    out->n_rejected = 0;
+    out->n_recycled = 0;
+    sp->whole = eng->ops->process_par(eng->be, in, out, sp->bs) != 1;
+    return 0;
+}
+
+bool pr_engine_split_whole(const pr_engine_split *sp)
+{
+    return sp->whole;
+}
+
+void pr_engine_process_seq_col(pr_engine *eng, const pr_block *in, pr_out *out, pr_engine_split *sp,
+                               uint32_t col)
+{
+    if (!sp->whole && col < eng->spec.n_sparse)
+        eng->ops->process_seq_col(eng->be, in, out, sp->bs, col);
+}
+
+int pr_engine_process_seq_end(pr_engine *eng, const pr_block *in, pr_out *out, pr_engine_split *sp,
+                              char *errstr, size_t errstr_size)
+{
+    if (sp->whole)
+        return pr_engine_process(eng, in, out, errstr, errstr_size);
+    int rc = eng->ops->process_seq_end(eng->be, in, out, sp->bs, &eng->stats, errstr, errstr_size);
+    eng->stats.rows_in += in->rows;
+    eng->stats.rows_rejected += out->n_rejected;
+    eng->stats.blocks++;
+    sp->whole = true;
+    return rc;
+}
+
+int pr_engine_process_seq(pr_engine *eng, const pr_block *in, pr_out *out, pr_engine_split *sp,
+                          char *errstr, size_t errstr_size)
+{
+    for (uint32_t c = 0; !sp->whole && c < eng->spec.n_sparse; c++)
+        pr_engine_process_seq_col(eng, in, out, sp, c);
+    return pr_engine_process_seq_end(eng, in, out, sp, errstr, errstr_size);
+}
+
 /* ---------------------------------------------------------------- shared vocabulary */
 
 static int pr__shared_supported(const pr_engine *eng, char *errstr, size_t errstr_size)

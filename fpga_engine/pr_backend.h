@@ -19,7 +19,8 @@
 
 #include "pr_engine.h"
 
-typedef struct pr_backend pr_backend; /* each backend defines its own struct */
+typedef struct pr_backend pr_backend;             /* each backend defines its own struct */
+typedef struct pr_backend_split pr_backend_split; /* its per-block split state */
 
 /* A block's assignments and a column's clocks (pr_engine.h's vocabulary
  * primitives), under the names the backends use. */
@@ -86,6 +87,20 @@ typedef struct pr_backend_ops {
     int (*vocab_touch)(pr_backend *be, uint32_t col, uint64_t key, uint32_t count);
     int (*vocab_drain_usage)(pr_backend *be, pr_vocab_usage_cb cb, void *opaque);
     void (*vocab_undecided_oov)(pr_backend *be, bool on);
+    /* Optional, all five or none: a block in two halves (pr_engine_process_par
+     * and _seq, pr_engine.h). split_new gives the backend's per-block state;
+     * process_par returns 1 when it did the first half (then process_seq_col
+     * for every sparse column, any order, columns on any threads, then
+     * process_seq_end finish the block), 0 when the block needs the whole
+     * process(); it only reads backend state that the second half does not
+     * write, or writes with atomic stores (the vocabulary's known indices). */
+    pr_backend_split *(*split_new)(const pr_backend *be);
+    void (*split_free)(pr_backend_split *bs);
+    int (*process_par)(const pr_backend *be, const pr_block *in, pr_out *out, pr_backend_split *bs);
+    void (*process_seq_col)(pr_backend *be, const pr_block *in, pr_out *out, pr_backend_split *bs,
+                            uint32_t col);
+    int (*process_seq_end)(pr_backend *be, const pr_block *in, pr_out *out, pr_backend_split *bs,
+                           pr_engine_stats *st, char *errstr, size_t errstr_size);
     /* process(), count() and vocab_misses() take jagged blocks (col_rows:
      * sparse column c holds col_rows[c] uint64 keys at stride scap). A backend
      * without it gets PR_ENOTSUP from pr_engine_process for such a block. */

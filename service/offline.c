@@ -4,26 +4,40 @@
  * Pipeline, per pass, over a ring of job slots (slot = seq % n_slots):
  *
  *   source (mmap or read()) --chunks of whole lines--> decode (any worker,
- *       in parallel) --> engine stage (one worker at a time, chunks in input
- *       order: the vocabulary needs that order) --> write stage (one worker at
- *       a time, in order: .npy appends with the transpose to row order,
+ *       in parallel) --> engine, first half (any worker, in parallel:
+ *       pr_engine_process_par: dense operators, Modulus, lookups of values
+ *       that already have an index) --> engine, in order (first appearances:
+ *       each sparse column keeps its own input order, different columns on
+ *       different workers; a job the first half could not do runs the whole
+ *       engine here, all columns at once) --> format (any worker, in
+ *       parallel: transposes to row order and, with several workers, writes
+ *       the rows at their place in the .npy files) --> write stage (one worker
+ *       at a time, in order: appends with one worker, recycled.npy,
  *       rejects.tsv)
  *
+ * Issue 21: only what the semantics order is serial. The vocabulary's
+ * first-appearance assignment must follow the input, but per column (the
+ * columns' tables are independent), and only for values not seen before;
+ * a job's place in the output is a prefix sum of row counts, known once it
+ * leaves the engine (pr__place, in order), so its bytes can be written by any
+ * worker. The time spent holding an order is reported (serial_engine_s: whole
+ * jobs plus the longest column chain; serial_write_s), the serial fraction
+ * that bounds the speed-up at more threads.
+ *
  * N workers (the calling thread and N - 1 more) each take whatever is ready,
- * in that priority: the engine stage, the write stage, else decode the next
- * chunk (pr__worker). The two serial stages therefore overlap each other and
- * decoding, and no thread sits idle while another has queued work: before,
- * N decoder threads + a consumer thread + the engine's own pool oversubscribed
- * a 2-core machine and the consumer (engine + writing) was the long pole.
- * Decoders parse hex fields to uint64 themselves (pr_decode_ctx.parse_hex,
- * when the sparse ops start with hex2int): same output, one pass less over the
- * block. A job owns its chunk's text until it has been written, so rejects
- * (decoder and engine ones) can quote the original line without copying
- * anything, and its own engine output tensors, so the engine can run ahead of
- * the writer. Line numbers (block->offset, rejects) are chunk-local, 1-based,
- * since a decoder cannot know how many lines came before; the write stage,
- * which sees chunks in order, adds the count of earlier lines. Per-stage
- * thread-seconds go to pr_offline_result (decode, engine, write, wait).
+ * in that priority: the in-order engine pieces, the write stage, format, the
+ * engine's first half, else decode the next chunk (pr__worker), so no thread
+ * sits idle while another has queued work. Decoders parse hex fields to
+ * uint64 themselves (pr_decode_ctx.parse_hex, when the sparse ops start with
+ * hex2int): same output, one pass less over the block, and nothing left for
+ * the engine to reject. A job owns its chunk's text until it has been
+ * written, so rejects (decoder and engine ones) can quote the original line
+ * without copying anything, and its own engine output tensors, so the engine
+ * can run ahead of the writer. Line numbers (block->offset, rejects) are
+ * chunk-local, 1-based, since a decoder cannot know how many lines came
+ * before; the write stage, which sees chunks in order, adds the count of
+ * earlier lines. Per-stage thread-seconds go to pr_offline_result (decode,
+ * engine, write, wait).
  *
  * Bounded vocabularies (some column with eviction lru/lfu/ttl): the engine
  * lists each block's recycled indices (pr_out.recycled, block rows); the
@@ -72,13 +86,19 @@ typedef struct pr__reject {
     size_t len;
 } pr__reject;
 
-/* A slot's life: FREE -> BUSY (a worker decodes into it) -> DECODED -> (engine
- * stage) ENGINED -> (write stage) FREE. */
+/* A slot's life: FREE -> BUSY (a worker decodes into it) -> DECODED -> (the
+ * engine's first half, any worker) PRE_BUSY -> PRED -> (engine stage, in
+ * order) ENGINED -> (format, any worker) FMT_BUSY -> FORMATTED -> (write
+ * stage, in order) FREE. */
 typedef enum {
     PR__SLOT_FREE = 0,
-    PR__SLOT_BUSY,
-    PR__SLOT_DECODED,
-    PR__SLOT_ENGINED
+    PR__SLOT_BUSY,      /* decoding */
+    PR__SLOT_DECODED,   /* -> engine first half (any worker) */
+    PR__SLOT_PRE_BUSY,  /* engine first half running */
+    PR__SLOT_PRED,      /* -> engine stage (in order) */
+    PR__SLOT_ENGINED,   /* -> format (any worker) */
+    PR__SLOT_FMT_BUSY,  /* transposing */
+    PR__SLOT_FORMATTED, /* -> write stage (in order) */
 } pr__slot_state;
 
 typedef struct pr__job {
@@ -90,8 +110,15 @@ typedef struct pr__job {
     size_t own_cap;
     pr_block **blocks;
     uint32_t n_blocks, cap_blocks;
-    pr_out **outs; /* engine output of blocks[i] (allocated on first use) */
-    uint32_t cap_outs;
+    pr_out **outs;              /* engine output of blocks[i] (allocated on first use) */
+    pr_engine_split **splits;   /* blocks[i] between the engine's halves */
+    uint32_t cap_outs;          /* of outs and splits */
+    bool whole;                 /* the engine stage runs the job in one piece (pr__engine_job) */
+    uint64_t row0;              /* output rows before this job's (set in order, once engined) */
+    uint32_t cols_left;         /* else: columns whose in-order half is still to run */
+    char *rm_dense, *rm_sparse; /* the job's kept rows, row-major (format) */
+    size_t rm_dense_cap, rm_sparse_cap;
+    uint32_t rm_rows;
     int64_t lines;
     pr__reject *rej;
     size_t n_rej, cap_rej;
@@ -142,6 +169,17 @@ typedef struct pr__run {
     int64_t t0_ns, last_progress_ns;
     uint64_t bytes_done;
     int64_t decode_ns, engine_ns, write_ns, idle_ns; /* stage timers, pr_offline_result */
+    int64_t eng_serial_ns, wr_serial_ns;             /* ... of which holding the order */
+    /* The engine stage by column (jobs not whole): column c's next job in
+     * input order, whether a worker runs it, the time column c held it. */
+    uint64_t *col_seq;
+    bool *col_busy;
+    int64_t *col_ns;
+    /* Several workers: format writes each job's rows at their place in the
+     * .npy files itself (pr_npy_pwrite_rows at row0), rows_assigned being
+     * the prefix sum of the jobs' rows in input order; one worker appends. */
+    bool positional;
+    uint64_t rows_assigned;
 } pr__run;
 
 /* ---------------------------------------------------------------- source */
@@ -409,24 +447,63 @@ static void pr__progress(pr__run *run, bool final)
         fputc('\n', stderr);
 }
 
+/* The engine's first half (any worker, many jobs at once:
+ * pr_engine_process_par): the job's output tensors and split states, then
+ * every block's dense operators, Modulus and lookups of known values. A
+ * failure here (out of memory) is the job's, reported in order by the engine
+ * stage. Nothing to do in the counting pass. */
+static void pr__pre_job(pr__run *run, pr__job *job)
+{
+    const pr_pipeline_spec *spec = run->spec;
+    /* One worker gains nothing from the halves (it would run both): the
+     * whole engine in order, as before, and then format has nothing to do. */
+    job->whole = job->err || run->counting || spec->n_sparse == 0 || !run->positional;
+    job->cols_left = spec->n_sparse;
+    if (job->err || run->counting)
+        return;
+    if (job->cap_outs < job->n_blocks) {
+        pr_out **no = realloc(job->outs, job->n_blocks * sizeof(*no));
+        if (no)
+            job->outs = no;
+        pr_engine_split **ns = no ? realloc(job->splits, job->n_blocks * sizeof(*ns)) : NULL;
+        if (!ns)
+            goto oom;
+        job->splits = ns;
+        for (uint32_t i = job->cap_outs; i < job->n_blocks; i++) {
+            no[i] = NULL;
+            ns[i] = NULL;
+        }
+        job->cap_outs = job->n_blocks;
+    }
+    for (uint32_t i = 0; i < job->n_blocks; i++) {
+        pr_block *b = job->blocks[i];
+        if (b->rows == 0)
+            continue;
+        if (!job->outs[i] && !(job->outs[i] = pr_out_new(spec->n_dense, spec->n_sparse,
+                                                         run->block_rows, run->res->sparse_width)))
+            goto oom;
+        if (!job->splits[i] && !(job->splits[i] = pr_engine_split_new(run->eng)))
+            goto oom;
+        if (run->positional)
+            pr_engine_process_par(run->eng, b, job->outs[i], job->splits[i]);
+        if (pr_engine_split_whole(job->splits[i]))
+            job->whole = true;
+    }
+    return;
+oom:
+    job->err = pr_seterr(job->errstr, sizeof(job->errstr), PR_ENOMEM, "out of memory");
+}
+
 /* Engine stage (one thread at a time, jobs in input order): every block of the
- * job through the engine into the job's own output tensors; engine rejects
- * join the job's decoder rejects, their rows are dropped from the output. */
+ * job through the engine's second half (pr_engine_process_seq: first
+ * appearances) into the job's own output tensors; engine rejects join the
+ * job's decoder rejects, their rows are dropped from the output. */
 static int pr__engine_job(pr__run *run, pr__job *job, char *errstr, size_t errstr_size)
 {
     const pr_pipeline_spec *spec = run->spec;
     int rc = 0;
     if (job->err)
         return pr_seterr(errstr, errstr_size, job->err, "%s", job->errstr);
-    if (!run->counting && job->cap_outs < job->n_blocks) {
-        pr_out **no = realloc(job->outs, job->n_blocks * sizeof(*no));
-        if (!no)
-            return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
-        for (uint32_t i = job->cap_outs; i < job->n_blocks; i++)
-            no[i] = NULL;
-        job->outs = no;
-        job->cap_outs = job->n_blocks;
-    }
     for (uint32_t i = 0; i < job->n_blocks; i++) {
         pr_block *b = job->blocks[i];
         if (b->rows == 0)
@@ -438,13 +515,7 @@ static int pr__engine_job(pr__run *run, pr__job *job, char *errstr, size_t errst
             continue;
         }
         pr_out *o = job->outs[i];
-        if (!o) {
-            o = pr_out_new(spec->n_dense, spec->n_sparse, run->block_rows, run->res->sparse_width);
-            if (!o)
-                return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
-            job->outs[i] = o;
-        }
-        rc = pr_engine_process(run->eng, b, o, errstr, errstr_size);
+        rc = pr_engine_process_seq(run->eng, b, o, job->splits[i], errstr, errstr_size);
         if (rc)
             return rc;
         if (o->n_recycled) /* recycled.npy holds them: nothing to re-announce */
@@ -490,10 +561,70 @@ static int pr__write_recycled(pr__run *run, const pr_out *o, uint64_t row0, char
     return 0;
 }
 
-/* Write stage (one thread at a time, jobs in input order, after the engine
- * stage): the job's tensors appended to the .npy files (transposed to row
- * order there), its notices to recycled.npy, its rejects to rejects.tsv with
- * file-wide line numbers. */
+/* Grow a row-major buffer to `need` bytes. */
+static int pr__reserve(char **buf, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    char *nb = realloc(*buf, need);
+    if (!nb)
+        return PR_ENOMEM;
+    *buf = nb;
+    *cap = need;
+    return 0;
+}
+
+/* Format (any worker, many jobs at once, after the engine stage; several
+ * workers only): the job's dense and sparse tensors transposed into
+ * row-major buffers, block after block, and written at their place in the
+ * files (positional, labels too). With one worker the write stage appends
+ * (the writers transpose). */
+static int pr__format_job(pr__run *run, pr__job *job, char *errstr, size_t errstr_size)
+{
+    const pr_pipeline_spec *spec = run->spec;
+    job->rm_rows = 0;
+    if (run->counting || !run->positional)
+        return 0;
+    size_t rows = 0;
+    for (uint32_t i = 0; i < job->n_blocks; i++)
+        if (job->blocks[i]->rows && job->outs[i])
+            rows += job->outs[i]->rows;
+    /* A writer of 0 columns is 1-D and takes one element per row, as
+     * pr_npy_append_cols would have read it. */
+    uint32_t nd = spec->n_dense ? spec->n_dense : 1, ns = spec->n_sparse ? spec->n_sparse : 1;
+    size_t drow = (size_t)nd * sizeof(float), srow = (size_t)ns * run->res->sparse_width;
+    if (pr__reserve(&job->rm_dense, &job->rm_dense_cap, rows * drow + 1) ||
+        pr__reserve(&job->rm_sparse, &job->rm_sparse_cap, rows * srow + 1))
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
+    pr_npy_dtype sdt = run->res->sparse_width == 8 ? PR_NPY_I64 : PR_NPY_I32;
+    size_t r0 = 0;
+    for (uint32_t i = 0; i < job->n_blocks; i++) {
+        const pr_out *o = job->outs[i];
+        if (job->blocks[i]->rows == 0 || !o)
+            continue;
+        pr_npy_transpose(job->rm_dense + r0 * drow, o->dense, o->cap, o->rows, nd, PR_NPY_F32);
+        pr_npy_transpose(job->rm_sparse + r0 * srow, o->sparse, o->cap, o->rows, ns, sdt);
+        int rc;
+        if (run->positional && run->w_labels &&
+            (rc = pr_npy_pwrite_rows(run->w_labels, job->row0 + r0, o->labels, o->rows, errstr,
+                                     errstr_size)))
+            return rc;
+        r0 += o->rows;
+    }
+    job->rm_rows = (uint32_t)rows;
+    int rc;
+    if (run->positional && rows &&
+        ((rc = pr_npy_pwrite_rows(run->w_dense, job->row0, job->rm_dense, job->rm_rows, errstr,
+                                  errstr_size)) ||
+         (rc = pr_npy_pwrite_rows(run->w_sparse, job->row0, job->rm_sparse, job->rm_rows, errstr,
+                                  errstr_size))))
+        return rc;
+    return 0;
+}
+
+/* Write stage (one thread at a time, jobs in input order, after format): with
+ * one worker the job's tensors appended to the .npy files, its notices to
+ * recycled.npy, its rejects to rejects.tsv with file-wide line numbers. */
 static int pr__write_job(pr__run *run, pr__job *job, char *errstr, size_t errstr_size)
 {
     const pr_pipeline_spec *spec = run->spec;
@@ -503,12 +634,14 @@ static int pr__write_job(pr__run *run, pr__job *job, char *errstr, size_t errstr
         pr_out *o = job->outs[i];
         if (job->blocks[i]->rows == 0 || !o)
             continue;
-        if ((rc = pr_npy_append_cols(run->w_dense, o->dense, o->cap, o->rows, errstr,
-                                     errstr_size)) ||
-            (rc = pr_npy_append_cols(run->w_sparse, o->sparse, o->cap, o->rows, errstr,
-                                     errstr_size)) ||
-            (run->w_labels && (rc = pr_npy_append_cols(run->w_labels, o->labels, o->cap, o->rows,
-                                                       errstr, errstr_size))) ||
+        /* One worker: the writers transpose as they append (O_DIRECT). */
+        if ((!run->positional &&
+             ((rc = pr_npy_append_cols(run->w_dense, o->dense, o->cap, o->rows, errstr,
+                                       errstr_size)) ||
+              (rc = pr_npy_append_cols(run->w_sparse, o->sparse, o->cap, o->rows, errstr,
+                                       errstr_size)) ||
+              (run->w_labels && (rc = pr_npy_append_cols(run->w_labels, o->labels, o->cap, o->rows,
+                                                         errstr, errstr_size))))) ||
             (run->w_recycled && (rc = pr__write_recycled(run, o, res->rows, errstr, errstr_size))))
             return rc;
         res->rows += o->rows;
@@ -561,98 +694,224 @@ static void pr__fail(pr__run *run, int rc, const char *msg)
     pthread_cond_broadcast(&run->cv);
 }
 
+/* The oldest job in `state` (mu held), or NULL. */
+static pr__job *pr__oldest(pr__run *run, pr__slot_state state)
+{
+    pr__job *best = NULL;
+    for (uint32_t s = 0; s < run->n_slots; s++) {
+        pr__job *j = &run->jobs[s];
+        if (j->state == state && (!best || j->seq < best->seq))
+            best = j;
+    }
+    return best;
+}
+
+/* A job just engined (mu held, jobs in input order): where its rows go. */
+static void pr__place(pr__run *run, pr__job *job)
+{
+    job->row0 = run->rows_assigned;
+    for (uint32_t i = 0; i < job->n_blocks && !run->counting; i++)
+        if (job->blocks[i]->rows && job->outs[i])
+            run->rows_assigned += job->outs[i]->rows;
+}
+
+/* Run one of the two in-order stages on `job` (mu held on entry and exit;
+ * released while it works): the engine stage (`engine`) or the write
+ * stage. Their time is the serial time of the pass (Amdahl's fraction). */
+static void pr__serial_stage(pr__run *run, pr__job *job, bool engine)
+{
+    char err[PR__ERR];
+    bool *busy = engine ? &run->eng_busy : &run->wr_busy;
+    *busy = true;
+    pthread_mutex_unlock(&run->mu);
+    int64_t t0 = pr_mono_ns();
+    int rc = engine ? pr__engine_job(run, job, err, sizeof(err))
+                    : pr__write_job(run, job, err, sizeof(err));
+    int64_t t1 = pr_mono_ns();
+    pthread_mutex_lock(&run->mu);
+    if (engine) {
+        run->engine_ns += t1 - t0;
+        run->eng_serial_ns += t1 - t0;
+        run->decode_ns += job->decode_ns;
+        pr__place(run, job);
+        job->state = PR__SLOT_ENGINED;
+        run->eng_seq++;
+        for (uint32_t c = 0; c < run->spec->n_sparse; c++)
+            run->col_seq[c] = run->eng_seq;
+    } else {
+        run->write_ns += t1 - t0;
+        run->wr_serial_ns += t1 - t0;
+        job->state = PR__SLOT_FREE;
+        run->wr_seq++;
+    }
+    *busy = false;
+    pthread_cond_broadcast(&run->cv);
+    if (rc)
+        pr__fail(run, rc, err);
+}
+
+/* A column whose in-order half can run now (mu held): -1, or the column,
+ * with its job in *jobp. */
+static int pr__column_ready(pr__run *run, pr__job **jobp)
+{
+    for (uint32_t c = 0; c < run->spec->n_sparse; c++) {
+        if (run->col_busy[c])
+            continue;
+        pr__job *j = &run->jobs[run->col_seq[c] % run->n_slots];
+        if (j->seq == run->col_seq[c] && j->state == PR__SLOT_PRED && !j->whole) {
+            *jobp = j;
+            return (int)c;
+        }
+    }
+    return -1;
+}
+
+/* The engine stage of one column of a job that is not whole (mu held on
+ * entry and exit): its first appearances, block after block. The columns'
+ * vocabularies are independent, so each column keeps its own input order
+ * (col_seq) and different columns run on different workers. The worker that
+ * finishes a job's last column ends its blocks (statistics, errors) under mu;
+ * since column c of a job starts only after column c of the job before, jobs
+ * end in input order. */
+static void pr__column_stage(pr__run *run, pr__job *job, uint32_t c)
+{
+    char err[PR__ERR];
+    int rc = 0;
+    run->col_busy[c] = true;
+    pthread_mutex_unlock(&run->mu);
+    int64_t t0 = pr_mono_ns();
+    for (uint32_t i = 0; i < job->n_blocks; i++)
+        if (job->blocks[i]->rows)
+            pr_engine_process_seq_col(run->eng, job->blocks[i], job->outs[i], job->splits[i], c);
+    int64_t t1 = pr_mono_ns();
+    pthread_mutex_lock(&run->mu);
+    run->col_busy[c] = false;
+    run->col_seq[c]++;
+    run->col_ns[c] += t1 - t0;
+    run->engine_ns += t1 - t0;
+    if (--job->cols_left == 0) {
+        for (uint32_t i = 0; i < job->n_blocks; i++)
+            if (job->blocks[i]->rows) {
+                int brc = pr_engine_process_seq_end(run->eng, job->blocks[i], job->outs[i],
+                                                    job->splits[i], err, sizeof(err));
+                if (brc && !rc)
+                    rc = brc;
+            }
+        run->decode_ns += job->decode_ns;
+        pr__place(run, job);
+        job->state = PR__SLOT_ENGINED;
+        run->eng_seq++;
+    }
+    pthread_cond_broadcast(&run->cv);
+    if (rc)
+        pr__fail(run, rc, err);
+}
+
+/* Run one of the parallel stages on `job` (mu held on entry and exit): the
+ * engine's first half (DECODED) or format (ENGINED). */
+static void pr__parallel_stage(pr__run *run, pr__job *job)
+{
+    char err[PR__ERR];
+    bool pre = job->state == PR__SLOT_DECODED;
+    job->state = pre ? PR__SLOT_PRE_BUSY : PR__SLOT_FMT_BUSY;
+    pthread_mutex_unlock(&run->mu);
+    int64_t t0 = pr_mono_ns();
+    int rc = 0;
+    if (pre)
+        pr__pre_job(run, job);
+    else
+        rc = pr__format_job(run, job, err, sizeof(err));
+    int64_t t1 = pr_mono_ns();
+    pthread_mutex_lock(&run->mu);
+    if (pre)
+        run->engine_ns += t1 - t0;
+    else
+        run->write_ns += t1 - t0;
+    job->state = pre ? PR__SLOT_PRED : PR__SLOT_FORMATTED;
+    pthread_cond_broadcast(&run->cv);
+    if (rc)
+        pr__fail(run, rc, err);
+}
+
+/* Decode the next chunk into the free slot `jd` (mu held on entry and exit). */
+static void pr__decode_stage(pr__run *run, pr__job *jd)
+{
+    int got = pr__take_chunk(run, jd);
+    if (got == 0) {
+        run->total_seq = run->next_seq;
+        pthread_cond_broadcast(&run->cv);
+        return;
+    }
+    jd->seq = run->next_seq++;
+    jd->state = PR__SLOT_BUSY;
+    if (got < 0) {
+        /* The engine stage reports it in order; nobody reads on. */
+        jd->err = got;
+        jd->text = NULL;
+        jd->len = 0;
+        jd->n_blocks = 0;
+        jd->lines = 0;
+        jd->decode_ns = 0;
+        run->src_done = true;
+        run->total_seq = run->next_seq;
+    } else {
+        pthread_mutex_unlock(&run->mu);
+        int64_t t0 = pr_mono_ns();
+        pr__decode_job(run, jd);
+        jd->decode_ns = pr_mono_ns() - t0;
+        pthread_mutex_lock(&run->mu);
+    }
+    jd->state = PR__SLOT_DECODED;
+    pthread_cond_broadcast(&run->cv);
+}
+
 /* A pass worker (the calling thread is one too). Under mu it picks, in this
- * order: the engine stage for the next job in input order when that job is
- * decoded and no one else holds the stage; the write stage likewise; else
- * decoding the next chunk into a free slot; else it waits. So the two
- * serial stages always have a thread when they have work, and decoding
- * fills every other moment: with N workers on N cores no thread spins or
- * waits while there is work (1 worker runs every stage in turn). */
+ * order: the engine stage for the next job in input order when its first
+ * half is done and no one else holds the stage (a whole job), or one
+ * column's engine stage (pr__column_stage); the write stage likewise
+ * once the job is formatted; format of the oldest engined job; the engine's
+ * first half of the oldest decoded job; else decoding the next chunk into a
+ * free slot; else it waits. The two in-order stages always have a thread
+ * when they have work and are kept short (first appearances; appending
+ * bytes), everything else runs on any worker for any job at once: with N
+ * workers on N cores no thread spins or waits while there is work (1 worker
+ * runs every stage in turn). */
 static void *pr__worker(void *arg)
 {
     pr__run *run = arg;
-    char err[PR__ERR];
     pthread_mutex_lock(&run->mu);
     while (!run->stop) {
         pr__job *je = &run->jobs[run->eng_seq % run->n_slots];
         pr__job *jw = &run->jobs[run->wr_seq % run->n_slots];
         pr__job *jd = &run->jobs[run->next_seq % run->n_slots];
+        pr__job *jp;
+        int col;
         if (run->wr_seq >= run->total_seq)
             break; /* everything written */
-        if (!run->eng_busy && run->eng_seq < run->total_seq && je->state == PR__SLOT_DECODED &&
-            je->seq == run->eng_seq) {
-            run->eng_busy = true;
-            pthread_mutex_unlock(&run->mu);
-            int64_t t0 = pr_mono_ns();
-            int rc = pr__engine_job(run, je, err, sizeof(err));
-            int64_t t1 = pr_mono_ns();
-            pthread_mutex_lock(&run->mu);
-            run->engine_ns += t1 - t0;
-            run->decode_ns += je->decode_ns;
-            run->eng_busy = false;
-            je->state = PR__SLOT_ENGINED;
-            run->eng_seq++;
-            pthread_cond_broadcast(&run->cv);
-            if (rc)
-                pr__fail(run, rc, err);
-            continue;
+        if (!run->eng_busy && run->eng_seq < run->total_seq && je->state == PR__SLOT_PRED &&
+            je->seq == run->eng_seq && je->whole)
+            pr__serial_stage(run, je, true);
+        else if ((col = pr__column_ready(run, &jp)) >= 0)
+            pr__column_stage(run, jp, (uint32_t)col);
+        else if (!run->wr_busy && jw->state == PR__SLOT_FORMATTED && jw->seq == run->wr_seq)
+            pr__serial_stage(run, jw, false);
+        else if ((jp = pr__oldest(run, PR__SLOT_ENGINED)) ||
+                 (jp = pr__oldest(run, PR__SLOT_DECODED)))
+            pr__parallel_stage(run, jp);
+        else if (!run->src_done && jd->state == PR__SLOT_FREE)
+            pr__decode_stage(run, jd);
+        else {
+            int64_t w0 = pr_mono_ns();
+            pthread_cond_wait(&run->cv, &run->mu);
+            run->idle_ns += pr_mono_ns() - w0;
         }
-        if (!run->wr_busy && jw->state == PR__SLOT_ENGINED && jw->seq == run->wr_seq) {
-            run->wr_busy = true;
-            pthread_mutex_unlock(&run->mu);
-            int64_t t0 = pr_mono_ns();
-            int rc = pr__write_job(run, jw, err, sizeof(err));
-            int64_t t1 = pr_mono_ns();
-            pthread_mutex_lock(&run->mu);
-            run->write_ns += t1 - t0;
-            run->wr_busy = false;
-            jw->state = PR__SLOT_FREE;
-            run->wr_seq++;
-            pthread_cond_broadcast(&run->cv);
-            if (rc)
-                pr__fail(run, rc, err);
-            continue;
-        }
-        if (!run->src_done && jd->state == PR__SLOT_FREE) {
-            int got = pr__take_chunk(run, jd);
-            if (got == 0) {
-                run->total_seq = run->next_seq;
-                pthread_cond_broadcast(&run->cv);
-                continue;
-            }
-            jd->seq = run->next_seq++;
-            jd->state = PR__SLOT_BUSY;
-            if (got < 0) {
-                /* The engine stage reports it in order; nobody reads on. */
-                jd->err = got;
-                jd->text = NULL;
-                jd->len = 0;
-                jd->n_blocks = 0;
-                jd->lines = 0;
-                jd->decode_ns = 0;
-                run->src_done = true;
-                run->total_seq = run->next_seq;
-            } else {
-                pthread_mutex_unlock(&run->mu);
-                int64_t t0 = pr_mono_ns();
-                pr__decode_job(run, jd);
-                jd->decode_ns = pr_mono_ns() - t0;
-                pthread_mutex_lock(&run->mu);
-            }
-            jd->state = PR__SLOT_DECODED;
-            pthread_cond_broadcast(&run->cv);
-            continue;
-        }
-        int64_t w0 = pr_mono_ns();
-        pthread_cond_wait(&run->cv, &run->mu);
-        run->idle_ns += pr_mono_ns() - w0;
     }
     pthread_mutex_unlock(&run->mu);
     return NULL;
 }
 
 /* One pass over the input: `threads` workers (this thread and threads - 1
- * more) share decoding and the two in-order stages (pr__worker). */
+ * more) share every stage (pr__worker). */
 static int pr__pass(pr__run *run, char *errstr, size_t errstr_size)
 {
     int threads = run->opts->threads > 0 ? run->opts->threads : 1;
@@ -672,8 +931,13 @@ static int pr__pass(pr__run *run, char *errstr, size_t errstr_size)
     run->rc = 0;
     run->line_base = 0;
     run->bytes_done = 0;
+    run->rows_assigned = 0;
     for (uint32_t s = 0; s < run->n_slots; s++)
         run->jobs[s].state = PR__SLOT_FREE;
+    for (uint32_t c = 0; c < run->spec->n_sparse; c++) {
+        run->col_seq[c] = 0;
+        run->col_busy[c] = false;
+    }
 
     pthread_t tids[64];
     int started = 0;
@@ -868,11 +1132,17 @@ static int pr__run_engine(pr__run *run, const pr_engine_opts *eopts, char *errst
     int threads = run->opts->threads > 0 ? run->opts->threads : 1;
     if (threads > 64)
         threads = 64;
-    /* Room for a chunk decoding per worker plus one in each in-order stage
-     * and as many waiting for them, so decoders rarely find no free slot. */
-    run->n_slots = 2 * (uint32_t)threads + 2;
+    /* Room for a chunk in a parallel stage per worker plus one in each
+     * in-order stage and as many waiting for them, so decoders rarely find
+     * no free slot. */
+    run->n_slots = 3 * (uint32_t)threads + 2;
+    run->positional = threads > 1;
     run->jobs = calloc(run->n_slots, sizeof(*run->jobs));
-    if (!run->jobs)
+    size_t ns = spec->n_sparse ? spec->n_sparse : 1;
+    run->col_seq = calloc(ns, sizeof(*run->col_seq));
+    run->col_busy = calloc(ns, sizeof(*run->col_busy));
+    run->col_ns = calloc(ns, sizeof(*run->col_ns));
+    if (!run->jobs || !run->col_seq || !run->col_busy || !run->col_ns)
         return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
     return 0;
 }
@@ -919,6 +1189,11 @@ static int pr__open_outputs(pr__run *run, char *errstr, size_t errstr_size)
         if ((rc = pr_npy_open_flags(&run->w_labels, path, PR_NPY_I32, 0, fl, errstr, errstr_size)))
             return rc;
     }
+    if (run->positional &&
+        ((rc = pr_npy_begin_positional(run->w_dense, errstr, errstr_size)) ||
+         (rc = pr_npy_begin_positional(run->w_sparse, errstr, errstr_size)) ||
+         (run->w_labels && (rc = pr_npy_begin_positional(run->w_labels, errstr, errstr_size)))))
+        return rc;
     snprintf(path, sizeof(path), "%s/recycled.npy", dir);
     if (!pr_spec_has_eviction(spec)) {
         if (unlink(path) < 0 && errno != ENOENT)
@@ -940,6 +1215,12 @@ static int pr__open_outputs(pr__run *run, char *errstr, size_t errstr_size)
  * I/O thread can fail as late as its close), so a failed run leaves none. */
 static int pr__close_outputs(pr__run *run, char *errstr, size_t errstr_size)
 {
+    if (run->positional) {
+        pr_npy_set_rows(run->w_dense, run->res->rows);
+        pr_npy_set_rows(run->w_sparse, run->res->rows);
+        if (run->w_labels)
+            pr_npy_set_rows(run->w_labels, run->res->rows);
+    }
     int rc = pr_npy_close(run->w_dense, errstr, errstr_size);
     run->w_dense = NULL;
     if (!rc) {
@@ -981,7 +1262,41 @@ static void pr__abort_outputs(pr__run *run)
         fclose(run->rejects);
 }
 
-/* DIR/vocab/, when the pipeline has a vocab operator. */
+/* The vocabulary export's workers take columns in turn (next, under mu). */
+typedef struct pr__vexp {
+    pr__run *run;
+    const char *dir;
+    uint32_t next;
+    int rc;
+    char errstr[PR__ERR];
+    pthread_mutex_t mu;
+} pr__vexp;
+
+static void *pr__vexp_main(void *arg)
+{
+    pr__vexp *x = arg;
+    char err[PR__ERR];
+    for (;;) {
+        pthread_mutex_lock(&x->mu);
+        uint32_t c = x->rc ? UINT32_MAX : x->next++;
+        pthread_mutex_unlock(&x->mu);
+        if (c >= x->run->spec->n_sparse)
+            return NULL;
+        int rc = pr_vocab_export_column(x->run->eng, x->dir, c, err, sizeof(err));
+        if (rc) {
+            pthread_mutex_lock(&x->mu);
+            if (!x->rc) {
+                x->rc = rc;
+                snprintf(x->errstr, sizeof(x->errstr), "%s", err);
+            }
+            pthread_mutex_unlock(&x->mu);
+        }
+    }
+}
+
+/* DIR/vocab/, when the pipeline has a vocab operator: one file per column,
+ * the columns on up to `threads` workers (the export only reads the engine;
+ * its time is serial after the pass, so it too must not stay on one core). */
 static int pr__write_vocab(pr__run *run, char *errstr, size_t errstr_size)
 {
     if (!pr_spec_has_op(run->spec, PR_OP_VOCAB))
@@ -991,7 +1306,25 @@ static int pr__write_vocab(pr__run *run, char *errstr, size_t errstr_size)
     snprintf(path, sizeof(path), "%s/vocab", run->opts->output_dir);
     if ((rc = pr__mkdir_p(path, errstr, errstr_size)))
         return rc;
-    return pr_vocab_export(run->eng, path, errstr, errstr_size);
+    pr__vexp x = {.run = run, .dir = path};
+    pthread_mutex_init(&x.mu, NULL);
+    int threads = run->opts->threads > 0 ? run->opts->threads : 1;
+    if (threads > 64)
+        threads = 64;
+    if ((uint32_t)threads > run->spec->n_sparse)
+        threads = run->spec->n_sparse ? (int)run->spec->n_sparse : 1;
+    pthread_t tids[64];
+    int started = 0;
+    for (int t = 1; t < threads; t++)
+        if (pthread_create(&tids[started], NULL, pr__vexp_main, &x) == 0)
+            started++;
+    pr__vexp_main(&x);
+    for (int t = 0; t < started; t++)
+        pthread_join(tids[t], NULL);
+    pthread_mutex_destroy(&x.mu);
+    if (x.rc)
+        return pr_seterr(errstr, errstr_size, x.rc, "%s", x.errstr);
+    return 0;
 }
 
 static void pr__free_jobs(pr__run *run)
@@ -1000,10 +1333,15 @@ static void pr__free_jobs(pr__run *run)
         pr__job *job = &run->jobs[s];
         for (uint32_t i = 0; i < job->cap_blocks; i++)
             pr_block_free(job->blocks[i]);
-        for (uint32_t i = 0; i < job->cap_outs; i++)
+        for (uint32_t i = 0; i < job->cap_outs; i++) {
             pr_out_free(job->outs[i]);
+            pr_engine_split_free(job->splits[i]);
+        }
         free(job->blocks);
         free(job->outs);
+        free(job->splits);
+        free(job->rm_dense);
+        free(job->rm_sparse);
         free(job->rej);
         free(job->own);
     }
@@ -1067,6 +1405,8 @@ out_jobs:
     pthread_cond_destroy(&run.cv);
 out_engine:
     free(run.jobs);
+    free(run.col_seq);
+    free(run.col_busy);
     pr_vocab_store_free(run.vs);
     pr_engine_free(run.eng);
 out_input:
@@ -1080,5 +1420,14 @@ out_input:
     res->engine_s = run.engine_ns / 1e9;
     res->write_s = run.write_ns / 1e9;
     res->idle_s = run.idle_ns / 1e9;
+    /* The engine's serial part: whole jobs, plus the longest column chain
+     * (the columns' chains run beside each other). */
+    int64_t chain = 0;
+    for (uint32_t c = 0; run.col_ns && c < spec->n_sparse; c++)
+        if (run.col_ns[c] > chain)
+            chain = run.col_ns[c];
+    free(run.col_ns);
+    res->serial_engine_s = (run.eng_serial_ns + chain) / 1e9;
+    res->serial_write_s = run.wr_serial_ns / 1e9;
     return rc;
 }

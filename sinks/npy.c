@@ -359,6 +359,15 @@ static int pr__npy_finish(pr_npy_writer *w, char *errstr, size_t errstr_size)
 PR__DEFINE_TRANSPOSE(pr__transpose32, uint32_t)
 PR__DEFINE_TRANSPOSE(pr__transpose64, uint64_t)
 
+void pr_npy_transpose(void *dst, const void *src, size_t stride, uint32_t rows, uint32_t cols,
+                      pr_npy_dtype dt)
+{
+    if (pr_npy_dtype_size(dt) == 4)
+        pr__transpose32(dst, src, stride, rows, cols ? cols : 1);
+    else
+        pr__transpose64(dst, src, stride, rows, cols ? cols : 1);
+}
+
 int pr_npy_append_cols(pr_npy_writer *w, const void *data, size_t stride, uint32_t rows,
                        char *errstr, size_t errstr_size)
 {
@@ -412,6 +421,33 @@ int pr_npy_append_rows(pr_npy_writer *w, const void *data, uint32_t rows, char *
     }
     w->rows += rows;
     return 0;
+}
+
+int pr_npy_begin_positional(pr_npy_writer *w, char *errstr, size_t errstr_size)
+{
+    if (w->rows || w->used != PR__NPY_HDR || w->off != 0)
+        return pr_seterr(errstr, errstr_size, PR_ESTATE,
+                         "%s: positional writes must start before any append", w->path);
+    if (w->direct && !pr__npy_set_direct(w, false))
+        return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", w->path, strerror(errno));
+    return 0;
+}
+
+int pr_npy_pwrite_rows(pr_npy_writer *w, uint64_t row0, const void *data, uint32_t rows,
+                       char *errstr, size_t errstr_size)
+{
+    size_t row_bytes = w->esz * (w->cols ? w->cols : 1);
+    off_t at = (off_t)(PR__NPY_HDR + row0 * row_bytes);
+    if (pr__write_all(w->fd, data, (size_t)rows * row_bytes, at) == 0)
+        return 0;
+    int e = errno;
+    __atomic_store_n(&w->failed, true, __ATOMIC_RELAXED);
+    return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", w->path, strerror(e));
+}
+
+void pr_npy_set_rows(pr_npy_writer *w, uint64_t rows)
+{
+    w->rows = rows;
 }
 
 uint64_t pr_npy_rows(const pr_npy_writer *w)

@@ -129,6 +129,31 @@ static void pr__export_header(const pr_engine *eng, uint32_t c, uint32_t fields,
           f);
 }
 
+int pr_vocab_export_column(const pr_engine *eng, const char *dir, uint32_t col, char *errstr,
+                           size_t errstr_size)
+{
+    if (!pr__has_vocab(eng) || col >= pr_engine_spec(eng)->n_sparse)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "vocab export: pipeline '%s' has no vocabulary column %u",
+                         pr_engine_spec(eng)->name, col);
+    const pr_sparse_col_spec *s = &pr_engine_spec(eng)->sparse[col];
+    uint32_t fields = pr__text_fields(eng);
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s.tsv", dir, s->name);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return pr_seterr(errstr, errstr_size, PR_EIO, "vocab export: %s: %s", path,
+                         strerror(errno));
+    pr__export_header(eng, col, fields, f);
+    pr__export_ctx x = {f, fields};
+    int rc = pr_engine_vocab_read(eng, col, pr__export_cb, &x);
+    if (fclose(f) && !rc)
+        rc = PR_EIO;
+    if (rc)
+        return pr_seterr(errstr, errstr_size, rc, "vocab export: writing %s failed", path);
+    return 0;
+}
+
 int pr_vocab_export(const pr_engine *eng, const char *dir, char *errstr, size_t errstr_size)
 {
     if (!pr__has_vocab(eng))
@@ -138,22 +163,10 @@ int pr_vocab_export(const pr_engine *eng, const char *dir, char *errstr, size_t 
     if (mkdir(dir, 0777) && errno != EEXIST)
         return pr_seterr(errstr, errstr_size, PR_EIO, "vocab export: mkdir %s: %s", dir,
                          strerror(errno));
-    uint32_t fields = pr__text_fields(eng);
     for (uint32_t c = 0; c < pr_engine_spec(eng)->n_sparse; c++) {
-        const pr_sparse_col_spec *s = &pr_engine_spec(eng)->sparse[c];
-        char path[4096];
-        snprintf(path, sizeof(path), "%s/%s.tsv", dir, s->name);
-        FILE *f = fopen(path, "w");
-        if (!f)
-            return pr_seterr(errstr, errstr_size, PR_EIO, "vocab export: %s: %s", path,
-                             strerror(errno));
-        pr__export_header(eng, c, fields, f);
-        pr__export_ctx x = {f, fields};
-        int rc = pr_engine_vocab_read(eng, c, pr__export_cb, &x);
-        if (fclose(f) && !rc)
-            rc = PR_EIO;
+        int rc = pr_vocab_export_column(eng, dir, c, errstr, errstr_size);
         if (rc)
-            return pr_seterr(errstr, errstr_size, rc, "vocab export: writing %s failed", path);
+            return rc;
     }
     return 0;
 }

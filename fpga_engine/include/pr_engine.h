@@ -435,6 +435,47 @@ uint8_t pr_engine_sparse_width(const pr_engine *eng);     /* 4 or 8 */
 int pr_engine_process(pr_engine *eng, const pr_block *in, pr_out *out, char *errstr,
                       size_t errstr_size);
 
+/* A block in two halves, for a driver that runs many blocks at once (the
+ * offline driver): pr_engine_process_par does everything that does not
+ * depend on the blocks before it (dense operators, Modulus, the lookup of
+ * values that already have an index) and may run on any thread, for any
+ * number of blocks at a time, concurrently with each other and with one
+ * pr_engine_process_seq; pr_engine_process_seq then gives indices to the
+ * values the first half did not find (first appearances, in row order per
+ * column) and must be called one block at a time, blocks in input order,
+ * like pr_engine_process. The two together give exactly what
+ * pr_engine_process gives, outputs, vocabularies and errors alike.
+ *
+ * The split state (`sp`) holds one block's pending values between the
+ * halves: one per block in flight, from pr_engine_split_new (NULL when
+ * out of memory). Blocks the first half cannot do alone (a backend or
+ * spec without it: hex columns, jagged blocks, eviction, a shared
+ * vocabulary, streaming min_count, hash-table vocabularies, a journal
+ * hook) are marked, and pr_engine_process_seq then runs all of
+ * pr_engine_process on them; so a driver never needs to ask.
+ * pr_engine_process_par returns 0 (problems are reported by the second
+ * half). Nothing else may use the engine while halves are in flight. */
+typedef struct pr_engine_split pr_engine_split;
+pr_engine_split *pr_engine_split_new(const pr_engine *eng);
+void pr_engine_split_free(pr_engine_split *sp);
+int pr_engine_process_par(const pr_engine *eng, const pr_block *in, pr_out *out,
+                          pr_engine_split *sp);
+int pr_engine_process_seq(pr_engine *eng, const pr_block *in, pr_out *out, pr_engine_split *sp,
+                          char *errstr, size_t errstr_size);
+/* pr_engine_process_seq by column, for a driver that keeps one input order
+ * per column (the columns' vocabularies are independent): when the block is
+ * not whole (pr_engine_split_whole), pr_engine_process_seq_col for every
+ * sparse column, each column's blocks in input order, different columns on
+ * any threads at once; then pr_engine_process_seq_end once (one call at a
+ * time), which reports the block's error. A whole block takes only
+ * pr_engine_process_seq_end (all of pr_engine_process), in input order with
+ * no column of a later block started. */
+bool pr_engine_split_whole(const pr_engine_split *sp);
+void pr_engine_process_seq_col(pr_engine *eng, const pr_block *in, pr_out *out, pr_engine_split *sp,
+                               uint32_t col);
+int pr_engine_process_seq_end(pr_engine *eng, const pr_block *in, pr_out *out, pr_engine_split *sp,
+                              char *errstr, size_t errstr_size);
+
 /* Two-pass min_count (count_mode == PR_COUNT_TWO_PASS): feed every block once
  * through pr_engine_count(), then call pr_engine_count_done(), then process the
  * same blocks in the same order. Rows rejected by Hex2Int are not counted. */

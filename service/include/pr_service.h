@@ -194,12 +194,19 @@ typedef struct pr_offline_result {
      * ones, rejects.tsv), the workers waiting for work; then the vocabulary
      * export (one thread, after the pass). Both passes of a two_pass run. */
     double decode_s, engine_s, write_s, idle_s, vocab_s;
+    /* Of engine_s and write_s, the time spent holding the input order (the
+     * in-order engine and write stages; the Criteo layout): the serial
+     * fraction that bounds the speed-up from more threads (Amdahl). */
+    double serial_engine_s, serial_write_s;
 } pr_offline_result;
 
 /* Engine threads that suit `workers` offline workers: the engine stage runs
  * beside decoding on the other workers, so its own pool stays at 1 thread
  * below 8 workers (helpers would only take cores from decoding), then
- * workers / 4 (one engine thread could not keep up with 8+ decoders). */
+ * workers / 4 (one engine thread could not keep up with 8+ decoders). With
+ * several workers the pool only serves jobs run whole (specs the engine's
+ * halves cannot split: hash-table or evicting vocabularies, streaming
+ * min_count); split jobs run on the workers themselves (offline.c). */
 int pr_offline_engine_threads(int workers);
 
 /* Run the whole job. `eopts` configures the engine (backend, threads). */

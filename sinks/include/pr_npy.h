@@ -62,11 +62,31 @@ int pr_npy_open_flags(pr_npy_writer **out, const char *path, pr_npy_dtype dt, ui
 int pr_npy_append_cols(pr_npy_writer *w, const void *data, size_t stride, uint32_t rows,
                        char *errstr, size_t errstr_size);
 
+/* The transpose pr_npy_append_cols does, on its own: `rows` rows of
+ * column-major `src` (element (r, c) at src[c*stride + r]) into row-major
+ * `dst` ([rows][cols]), for a caller that transposes on several threads
+ * and appends the result with pr_npy_append_rows (same bytes). Any thread. */
+void pr_npy_transpose(void *dst, const void *src, size_t stride, uint32_t rows, uint32_t cols,
+                      pr_npy_dtype dt);
+
 /* Append `rows` rows given row-major (C order): element (r, c) at data[r*cols + c]. */
 int pr_npy_append_rows(pr_npy_writer *w, const void *data, uint32_t rows, char *errstr,
                        size_t errstr_size);
 
 uint64_t pr_npy_rows(const pr_npy_writer *w);
+
+/* Positional writes, for a caller whose rows are ready out of order on
+ * several threads but whose places in the file are known (a prefix sum of
+ * row counts): pr_npy_begin_positional before anything is appended (it
+ * turns O_DIRECT off: rows land at any offset, so writes go through the
+ * page cache), then pr_npy_pwrite_rows from any threads at once, rows
+ * given row-major, each range written once; pr_npy_set_rows(total) before
+ * close, which writes the header for that many rows. Do not mix with the
+ * append calls. Same bytes as appending the rows in order. */
+int pr_npy_begin_positional(pr_npy_writer *w, char *errstr, size_t errstr_size);
+int pr_npy_pwrite_rows(pr_npy_writer *w, uint64_t row0, const void *data, uint32_t rows,
+                       char *errstr, size_t errstr_size);
+void pr_npy_set_rows(pr_npy_writer *w, uint64_t rows);
 
 /* Make what was appended durable: flush, write the header with the rows so
  * far, fsync. A process killed afterwards leaves a file that numpy loads

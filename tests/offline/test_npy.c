@@ -249,6 +249,58 @@ static void test_direct_same_bytes(void **state)
                      PR_EINVAL);
 }
 
+/* Positional writes (the offline driver's several workers): blocks
+ * transposed with pr_npy_transpose and written at their rows in reverse
+ * order, from a writer opened O_DIRECT, give the bytes the appends give. */
+static void test_positional_same_bytes(void **state)
+{
+    (void)state;
+    static const uint32_t blocks[] = {1, 63, 64, 65, 4097, 7};
+    enum { STRIDE = 5000, COLS = 26 };
+    char err[256], path[2][512];
+    uint32_t *data = malloc(sizeof(uint32_t) * COLS * (size_t)STRIDE);
+    uint32_t *rm = malloc(sizeof(uint32_t) * COLS * (size_t)STRIDE);
+    assert_non_null(data);
+    assert_non_null(rm);
+    for (size_t i = 0; i < COLS * (size_t)STRIDE; i++)
+        data[i] = (uint32_t)(i * 2654435761u);
+    uint64_t total = 0;
+    for (size_t b = 0; b < sizeof(blocks) / sizeof(blocks[0]); b++)
+        total += blocks[b];
+    for (int pos = 0; pos < 2; pos++) {
+        snprintf(path[pos], sizeof(path[pos]), "%s/positional-%d.npy", tmpdir, pos);
+        pr_npy_writer *w;
+        assert_int_equal(
+            pr_npy_open_flags(&w, path[pos], PR_NPY_I32, COLS, PR_NPY_DIRECT, err, sizeof(err)), 0);
+        if (pos)
+            assert_int_equal(pr_npy_begin_positional(w, err, sizeof(err)), 0);
+        for (size_t k = 0; !pos && k < sizeof(blocks) / sizeof(blocks[0]); k++)
+            assert_int_equal(pr_npy_append_cols(w, data, STRIDE, blocks[k], err, sizeof(err)), 0);
+        uint64_t row0 = total;
+        for (size_t k = sizeof(blocks) / sizeof(blocks[0]); pos && k-- > 0;) {
+            row0 -= blocks[k];
+            /* block k is the same data whichever order it is written in */
+            pr_npy_transpose(rm, data, STRIDE, blocks[k], COLS, PR_NPY_I32);
+            assert_int_equal(pr_npy_pwrite_rows(w, row0, rm, blocks[k], err, sizeof(err)), 0);
+        }
+        if (pos) {
+            pr_npy_set_rows(w, total);
+            /* appends are refused once positional writes began */
+            assert_int_equal(pr_npy_begin_positional(w, err, sizeof(err)), PR_ESTATE);
+        }
+        assert_int_equal(pr_npy_close(w, err, sizeof(err)), 0);
+    }
+    size_t n0, n1;
+    unsigned char *a = slurp(path[0], &n0), *b = slurp(path[1], &n1);
+    assert_int_equal(n0, 128 + 4 * COLS * total);
+    assert_int_equal(n1, n0);
+    assert_memory_equal(a, b, n0);
+    free(a);
+    free(b);
+    free(data);
+    free(rm);
+}
+
 /* The offline layout of a declared schema through its one writer: two
  * appends from side tables (the second from row 1), read back file by file,
  * then the same rows from jagged-batch tensors give the same bytes. */
@@ -357,6 +409,7 @@ int main(void)
         cmocka_unit_test(test_rows_and_fortran_array),
         cmocka_unit_test(test_empty_abort_and_errors),
         cmocka_unit_test(test_direct_same_bytes),
+        cmocka_unit_test(test_positional_same_bytes),
         cmocka_unit_test(test_layout_writer),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

@@ -224,6 +224,76 @@ static void test_threads_rejects_fifo(void **state)
     free(data);
 }
 
+/* Issue 21: the engine runs in two halves (lookups of known values on any
+ * worker, first appearances in input order) and transposes on any worker;
+ * every output must stay the same at 1, 2, 4, 8 and 16 threads (more
+ * workers than cores is fine here), for the specs that take the split path
+ * (dlrm, default profile with two-pass min_count) and those that fall back
+ * to the whole engine in order (a hash-table column, modulus above 2^24). */
+static void threads_identical(const char *tag, const pr_pipeline_spec *spec, const char *in,
+                              uint64_t rows)
+{
+    static const int threads[] = {1, 2, 4, 8, 16};
+    const char *files[] = {"dense.npy",    "sparse.npy",   "labels.npy",   "rejects.tsv",
+                           "vocab/C1.tsv", "vocab/C3.tsv", "vocab/C26.tsv"};
+    char o1[600], on[600], p1[700], p2[700], err[512];
+    pr_offline_result r1, rn;
+    snprintf(o1, sizeof(o1), "%s/%s-t1", tmpdir, tag);
+    assert_int_equal(run(in, o1, 1, 64, spec, &r1, err, sizeof(err)), 0);
+    assert_int_equal(r1.lines, rows);
+    for (size_t t = 1; t < sizeof(threads) / sizeof(threads[0]); t++) {
+        snprintf(on, sizeof(on), "%s/%s-t%d", tmpdir, tag, threads[t]);
+        /* 64-row blocks: hundreds of chunks in flight at once */
+        assert_int_equal(run(in, on, threads[t], 64, spec, &rn, err, sizeof(err)), 0);
+        assert_int_equal(rn.rows, r1.rows);
+        assert_int_equal(rn.rejected, r1.rejected);
+        for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+            snprintf(p1, sizeof(p1), "%s/%s", o1, files[i]);
+            snprintf(p2, sizeof(p2), "%s/%s", on, files[i]);
+            same_file(p1, p2);
+        }
+    }
+}
+
+static void test_threads_1_to_16(void **state)
+{
+    (void)state;
+    enum { ROWS = 12000 };
+    size_t len;
+    uint64_t bad;
+    char *data = make_input(ROWS, &len, &bad);
+    char in[600];
+    snprintf(in, sizeof(in), "%s/in16.tsv", tmpdir);
+    write_file(in, data, len);
+    pr_pipeline_spec spec;
+    pr_pipeline_spec_default(&spec);
+    threads_identical("dlrm", &spec, in, ROWS);
+    spec.profile = PR_VOCAB_DEFAULT;
+    spec.count_mode = PR_COUNT_TWO_PASS;
+    for (uint32_t c = 0; c < spec.n_sparse; c++)
+        spec.sparse[c].min_count = 2;
+    threads_identical("twopass", &spec, in, ROWS);
+    pr_pipeline_spec_default(&spec);
+    spec.sparse[2].modulus = 1ull << 40; /* C3 in a hash table: the whole engine, in order */
+    threads_identical("hash", &spec, in, ROWS);
+
+    /* A dlrm column that fills up fails the run with the same error (the
+     * first failing block and row) whichever path and thread count. */
+    pr_pipeline_spec_default(&spec);
+    spec.sparse[11].capacity = 3000;
+    char o[600], err1[512], errn[512];
+    pr_offline_result r;
+    snprintf(o, sizeof(o), "%s/full-t1", tmpdir);
+    assert_int_equal(run(in, o, 1, 64, &spec, &r, err1, sizeof(err1)), PR_EFULL);
+    assert_non_null(strstr(err1, "C12"));
+    for (int t = 2; t <= 16; t *= 2) {
+        snprintf(o, sizeof(o), "%s/full-t%d", tmpdir, t);
+        assert_int_equal(run(in, o, t, 64, &spec, &r, errn, sizeof(errn)), PR_EFULL);
+        assert_string_equal(errn, err1);
+    }
+    free(data);
+}
+
 static void test_empty_and_errors(void **state)
 {
     (void)state;
@@ -257,6 +327,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_threads_rejects_fifo),
+        cmocka_unit_test(test_threads_1_to_16),
         cmocka_unit_test(test_empty_and_errors),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

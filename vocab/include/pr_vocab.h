@@ -55,6 +55,11 @@ typedef struct pr_vocab_keys {
  * notice_next N clock R [event_ms E]" line and last_use[, last_use_ms]
  * columns (docs/formats.md), which pr_vocab_import restores. */
 int pr_vocab_export(const pr_engine *eng, const char *dir, char *errstr, size_t errstr_size);
+/* One column of pr_vocab_export into the existing directory `dir` (same
+ * bytes). It only reads the engine: different columns may be exported from
+ * several threads at once while nothing changes the engine. */
+int pr_vocab_export_column(const pr_engine *eng, const char *dir, uint32_t col, char *errstr,
+                           size_t errstr_size);
 
 /* Read vocabularies back from text (pr_vocab_export's format, or
  * another system's dictionary in it): DIR/<name>.tsv for every sparse column

@@ -1,0 +1,95 @@
+#!/bin/sh
+# bench/bench_offline_serial.sh — `piperec process` before/after in one
+# script: the serial fraction (issue 21, offline) and what it allows at more
+# threads than this machine has.
+#
+#   bench/bench_offline_serial.sh BASE_PIPEREC NEW_PIPEREC [ROWS] [ROUNDS] [THREADS]
+#
+# Generates ROWS (default 1000000) synthetic Criteo rows (NEW's `piperec
+# gen`, seed 7), then for ROUNDS rounds (default 3) runs BASE and NEW
+# alternately at each thread count of THREADS (default "1 2"), each writing
+# its own output, and checks NEW's outputs are byte-identical to BASE's at 1
+# thread. Each run prints `piperec process`'s thread-seconds per stage; NEW
+# also prints the time it held the input order (engine: whole jobs plus the
+# longest column chain; write). For BASE the in-order stages are the whole
+# engine and write stages (one worker each at a time).
+#
+# Per run, one line: binary, threads, wall s, rows/s, decode/engine/write
+# thread-s, serial s (engine, write), serial fraction f = (serial engine +
+# serial write) / (decode + engine + write), and two projections to 16
+# threads from the 1-thread work W = decode + engine + write:
+#   amdahl16 = 1 / (f + (1 - f) / 16)           (serial sections add up)
+#   pipe16   = W / max(W / 16, serial engine, serial write)
+#              (the two in-order stages overlap each other and the rest, as
+#              they do in the driver: the bound is the longer one)
+# Medians per binary and thread count at the end. Wall times on a shared
+# 2-core machine move by +-30%; the thread-seconds and the fraction are
+# steadier.
+set -eu
+BASE=${1:?usage: bench_offline_serial.sh BASE_PIPEREC NEW_PIPEREC [ROWS] [ROUNDS] [THREADS]}
+NEW=${2:?usage: bench_offline_serial.sh BASE_PIPEREC NEW_PIPEREC [ROWS] [ROUNDS] [THREADS]}
+ROWS=${3:-1000000}
+ROUNDS=${4:-3}
+THREADS=${5:-1 2}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/offline-serial.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+
+"$NEW" gen --rows "$ROWS" --output "$TMP/in.tsv" --seed 7 >/dev/null 2>&1
+RES="$TMP/res.txt"
+: > "$RES"
+
+# one NAME BIN THREADS -> a result line in $RES
+one() {
+    out="$TMP/out-$1-$3"
+    rm -rf "$out"
+    "$2" process --input "$TMP/in.tsv" --output "$out" --threads "$3" --no-progress \
+        2> "$TMP/err" || { cat "$TMP/err" >&2; exit 1; }
+    awk -v name="$1" -v t="$3" '
+        / rows, .* rejected, / { for (i = 1; i <= NF; i++) if ($i == "s,") wall = $(i - 1);
+                                 for (i = 1; i <= NF; i++) if ($i == "rows/s,") rps = $(i - 1) }
+        /thread-seconds per stage/ { gsub(",", ""); for (i = 1; i <= NF; i++) {
+                                       if ($i == "decode") d = $(i + 1);
+                                       if ($i == "engine") e = $(i + 1);
+                                       if ($i == "write") w = $(i + 1) } }
+        /in input order/ { gsub(",", ""); for (i = 1; i <= NF; i++) {
+                             if ($i == "engine" && se == "") se = $(i + 1);
+                             if ($i == "write" && sw == "") sw = $(i + 1) } ; have = 1 }
+        END { if (!have) { se = e; sw = w }
+              work = d + e + w; f = work > 0 ? (se + sw) / work : 0;
+              a16 = 1 / (f + (1 - f) / 16);
+              m = work / 16; if (se > m) m = se; if (sw > m) m = sw;
+              p16 = m > 0 ? work / m : 0;
+              printf "%s %d %.2f %d %.2f %.2f %.2f %.2f %.2f %.4f %.1f %.1f\n",
+                     name, t, wall, rps, d, e, w, se, sw, f, a16, p16 }' "$TMP/err" >> "$RES"
+}
+
+r=1
+while [ "$r" -le "$ROUNDS" ]; do
+    for T in $THREADS; do
+        one base "$BASE" "$T"
+        one new "$NEW" "$T"
+    done
+    r=$((r + 1))
+done
+
+for T in $THREADS; do
+    for f in dense.npy sparse.npy labels.npy rejects.tsv; do
+        cmp -s "$TMP/out-base-1/$f" "$TMP/out-new-$T/$f" ||
+            { echo "bench_offline_serial: $f differs (new, $T threads)" >&2; exit 1; }
+    done
+    diff -r "$TMP/out-base-1/vocab" "$TMP/out-new-$T/vocab" >/dev/null ||
+        { echo "bench_offline_serial: vocab differs (new, $T threads)" >&2; exit 1; }
+done
+
+echo "| binary | threads | wall s | rows/s | decode | engine | write | serial engine | serial write | f | amdahl16 | pipe16 |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+awk '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+       $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 }' "$RES"
+echo
+echo "medians (rounds: $ROUNDS, rows: $ROWS; outputs of new identical to base at 1 thread):"
+for name in base new; do
+    for T in $THREADS; do
+        awk -v n="$name" -v t="$T" '$1 == n && $2 == t' "$RES" | sort -k4,4n |
+            awk '{ a[NR] = $0 } END { print a[int((NR + 1) / 2)] }'
+    done
+done
