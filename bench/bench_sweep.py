@@ -18,6 +18,16 @@ so that the sweep runs on a machine with nothing but python3).
       Runs CMD, writes {"seconds", "peak_rss_mb", "rc"} (wall time and the
       child's peak RSS from wait4) to OUT.json; exits with CMD's status.
 
+  fresh HOST:PORT PIPELINE WANT_ROWS OUT.json
+      A trainer for the freshness run (standard library only; speaks
+      docs/trainer-protocol.md with the few protobuf fields it needs):
+      subscribes with 64 credits, acks every batch at once, and records per
+      batch emit_time_ms - min_event_time_ms (event time = the Kafka
+      timestamp the paced producer set) and when it came. Stops at WANT_ROWS
+      rows, or 5 s after the last batch. OUT.json: rows, batches, p50/p99/
+      max of that freshness in ms over the batches after the first 0.5 s
+      (warm-up), the rows/s it received over that window.
+
   summary RESULTS.jsonl
       The sweep's table from its JSON lines: per thread count, streaming
       rows/s of piperec and of the bare-consumer ceiling for each message
@@ -26,6 +36,8 @@ so that the sweep runs on a machine with nothing but python3).
 import json
 import os
 import re
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -121,6 +133,121 @@ def timed(out, cmd):
     sys.exit(rc)
 
 
+def _varint(v):
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def _field(num, wt, body):
+    """One protobuf field: varint (wt 0, body an int) or bytes (wt 2)."""
+    if wt == 0:
+        return _varint(num << 3) + _varint(body)
+    return _varint((num << 3) | 2) + _varint(len(body)) + body
+
+
+def _fields(buf, pos, end):
+    """(field number, wire type, int value or (start, end)) of a message."""
+    while pos < end:
+        key, pos = _read_varint(buf, pos)
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            v, pos = _read_varint(buf, pos)
+            yield num, wt, v
+        elif wt == 2:
+            n, pos = _read_varint(buf, pos)
+            yield num, wt, (pos, pos + n)
+            pos += n
+        elif wt == 1:
+            pos += 8
+        elif wt == 5:
+            pos += 4
+        else:
+            raise ValueError("wire type %d" % wt)
+
+
+def _read_varint(buf, pos):
+    v = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        v |= (b & 0x7F) << shift
+        if b < 0x80:
+            return v, pos
+        shift += 7
+
+
+def _recv_exact(sock, n):
+    out = bytearray()
+    while len(out) < n:
+        chunk = sock.recv(min(n - len(out), 1 << 20))
+        if not chunk:
+            raise EOFError("server closed")
+        out += chunk
+    return out
+
+
+def _pct(v, q):
+    return v[min(len(v) - 1, int(q * len(v)))] if v else None
+
+
+def fresh(hostport, pipeline, want, out):
+    """The freshness trainer (see the module doc). Frame numbers: Subscribe
+    1, Batch 3, Ack 4, Ping 6 / Pong 7 (schemas/trainer.proto)."""
+    host, port = hostport.rsplit(":", 1)
+    want = int(want)
+    deadline = time.time() + 60
+    while True:
+        try:
+            sock = socket.create_connection((host, int(port)), timeout=5)
+            break
+        except OSError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.1)
+
+    def send(num, body):
+        msg = _field(num, 2, body)
+        sock.sendall(struct.pack("<I", len(msg)) + msg)
+
+    send(1, _field(1, 0, 1) + _field(2, 2, pipeline.encode()) + _field(3, 0, 64) +
+         _field(4, 2, b"bench-sweep-fresh"))
+    rows, recs, t_last = 0, [], time.time()
+    sock.settimeout(1.0)
+    while rows < want and time.time() - t_last < 5:
+        try:
+            n = struct.unpack("<I", _recv_exact(sock, 4))[0]
+            buf = _recv_exact(sock, n)
+        except socket.timeout:
+            continue
+        for num, wt, v in _fields(buf, 0, len(buf)):
+            if wt != 2:
+                continue
+            if num == 3:  # Batch: TrainingBatch fields 2 seq, 3 rows, 11 min event, 13 emit
+                f = {k: x for k, w, x in _fields(buf, v[0], v[1]) if w == 0}
+                send(4, _field(1, 2, _varint(f.get(2, 0))))
+                t_last = time.time()
+                rows += f.get(3, 0)
+                recs.append((time.perf_counter(), f.get(3, 0), f.get(13, 0) - f.get(11, 0)))
+            elif num == 6:  # Ping: the same body back as Pong
+                send(7, bytes(buf[v[0]:v[1]]))
+    sock.close()
+    res = {"rows": rows, "batches": len(recs)}
+    if recs:
+        t0 = recs[0][0] + 0.5
+        kept = [r for r in recs if r[0] >= t0]
+        ms = sorted(r[2] for r in kept)
+        span = kept[-1][0] - kept[0][0] if len(kept) > 1 else 0
+        res.update({"batches_measured": len(kept), "p50_ms": _pct(ms, 0.5), "p99_ms": _pct(ms, 0.99),
+                    "max_ms": ms[-1] if ms else None,
+                    "rows_per_s": round(sum(r[1] for r in kept[1:]) / span) if span > 0 else None})
+    with open(out, "w") as f:
+        json.dump(res, f)
+
+
 def fmt(v, unit=""):
     if v is None:
         return "-"
@@ -162,6 +289,8 @@ def summary(path):
             if multi_k:
                 dt += ", %s consumer(s)" % k
             head += ["piperec %s%s rows/s" % (tag, dt), "ratio"]
+        if any(l.get("bench") == "sweep_fresh" and l["lines_per_message"] == lpm for l in lines):
+            head += ["fresh %s: load, rows/s (target)" % tag, "p99 ms (goal)", "RSS MB"]
         head += ["ceiling %s rows/s" % tag, "RSS MB",
                  "ceiling, piperec's start path %s" % tag, "ceiling N consumers %s" % tag]
     head += ["offline rows/s", "offline RSS MB"]
@@ -174,6 +303,14 @@ def summary(path):
                 s = find("sweep_stream", n, lines_per_message=lpm, decode_threads=d,
                          consumers=k) or {}
                 r += [fmt(s.get("rows_per_s")), fmt(s.get("ratio_piperec_over_ceiling"))]
+            if any(l.get("bench") == "sweep_fresh" and l["lines_per_message"] == lpm for l in lines):
+                fl = [l for l in lines if l.get("bench") == "sweep_fresh" and l.get("threads") == n
+                      and l["lines_per_message"] == lpm]
+                f = next((l for l in fl if l.get("kept_up")), fl[-1] if fl else {})
+                r += ["%s%s, %s (%s)" % (f.get("load", "-"), "" if f.get("kept_up") else " not kept up",
+                                         fmt(f.get("received_rows_per_s")), fmt(f.get("target_rows_per_s"))),
+                      "%s (%s)" % (fmt(f.get("p99_ms")), fmt(f.get("goal_p99_ms"))),
+                      fmt(f.get("peak_rss_mb"))]
             cr = find("sweep_ceiling_reset", n, lines_per_message=lpm) or {}
             cn = find("sweep_ceiling_n", n, lines_per_message=lpm) or \
                 find("sweep_ceiling", n, lines_per_message=lpm, consumers=n) or {}
@@ -193,6 +330,8 @@ def main():
         poll(*sys.argv[2:6])
     elif len(sys.argv) >= 4 and sys.argv[1] == "timed":
         timed(sys.argv[2], sys.argv[3:])
+    elif len(sys.argv) == 6 and sys.argv[1] == "fresh":
+        fresh(*sys.argv[2:6])
     elif len(sys.argv) == 3 and sys.argv[1] == "summary":
         summary(sys.argv[2])
     else:

@@ -36,6 +36,21 @@
 #          counted, as for the ceiling); CPU seconds per kind of thread over
 #          that window (where the pipeline thread's time goes); peak RSS
 #          (VmHWM); every row checked delivered to the trainer;
+#        - freshness (BENCH_SWEEP_FRESH=1, default): `piperec run` again,
+#          on a fresh topic of the same shape, fed by `piperec produce
+#          --rate` at 0.8 of the rows/s the
+#          run above measured, for BENCH_SWEEP_FRESH_S seconds (default 4),
+#          started once the group holds its partitions (reading from the
+#          topic's end); when piperec does
+#          not keep up (received < 97% of the target rate: the producer, the
+#          broker and the trainer share the machine), again at the next of
+#          BENCH_SWEEP_FRESH_LOADS ("0.8 0.65 0.5 0.4 0.3", steps of ~20%,
+#          so the first load kept up with is about 80% of the live maximum
+#          or more, as bench_e2e's live maximum); a stdlib trainer
+#          (bench_sweep.py fresh) acks each batch and records emit time -
+#          oldest event time (the Kafka timestamp the producer set): p50,
+#          p99, max over the batches after the first second, against the
+#          goal max_delay_ms + 20 ms; the rate it received; peak RSS;
 #      then `piperec process --threads T` on the same rows (same config):
 #      wall time and peak RSS;
 #   4. one JSON line per measurement (stdout, and BENCH_SWEEP_OUT/sweep.jsonl
@@ -49,7 +64,9 @@
 # then auto; default "0"), BENCH_SWEEP_PIPEREC_CONSUMERS (source.consumers
 # values, one piperec run each, e.g. "1 2" beside a ceiling of
 # BENCH_SWEEP_CONSUMERS instances; default BENCH_SWEEP_CONSUMERS),
-# BENCH_SWEEP_NO_OFFLINE=1,
+# BENCH_SWEEP_NO_OFFLINE=1, BENCH_SWEEP_FRESH (1/0), BENCH_SWEEP_FRESH_LOADS,
+# BENCH_SWEEP_FRESH_S, BENCH_SWEEP_INFLIGHT (limits.max_inflight_bytes,
+# default 256MiB; each run's JSON has it beside the peak RSS),
 # BENCH_SWEEP_PROPS ("key: value; key: value" librdkafka consumer properties
 # for both piperec's source and the ceiling), BENCH_SWEEP_OUT, BENCH_TMP.
 # Needs python3 (standard library only; /usr/bin/python3 by default,
@@ -68,6 +85,11 @@ RUN_NO=0
 CEIL_N=${BENCH_SWEEP_CEILING_N:-1}
 CEIL_RESET=${BENCH_SWEEP_CEILING_RESET:-1}
 PROPS=${BENCH_SWEEP_PROPS:-}
+FRESH=${BENCH_SWEEP_FRESH:-1}
+FRESH_LOADS=${BENCH_SWEEP_FRESH_LOADS:-"0.8 0.65 0.5 0.4 0.3"}
+FRESH_S=${BENCH_SWEEP_FRESH_S:-4}
+INFLIGHT=${BENCH_SWEEP_INFLIGHT:-256MiB}
+MAX_DELAY_MS=100
 PY=${BENCH_SWEEP_PYTHON:-/usr/bin/python3}
 [ -x "$PY" ] || PY=python3
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -109,6 +131,14 @@ x_args() { printf '%s' "$PROPS" | tr ';' '\n' | sed -n 's/^ *\([^:]*[^: ]\) *: *
 
 TOPICS="lines:$PARTS"
 [ "$LPM" -gt 0 ] && TOPICS="$TOPICS,batched:$PARTS"
+# Freshness runs read topics of their own, empty until their paced producer
+# starts: one per thread count and message shape.
+if [ "$FRESH" = 1 ]; then
+    for T in $THREADS_LIST; do
+        TOPICS="$TOPICS,fresh-$T-1:$PARTS"
+        [ "$LPM" -gt 0 ] && TOPICS="$TOPICS,fresh-$T-$LPM:$PARTS"
+    done
+fi
 echo "== sweep: broker with $TOPICS; threads $THREADS_LIST; $ROWS rows; $NCPU CPUs" >&2
 mkfifo "$TMP/broker.fifo"
 "$PIPEREC" broker --partitions "$PARTS" --topics "$TOPICS" > "$TMP/broker.fifo" 2> "$TMP/broker.err" &
@@ -128,7 +158,7 @@ if [ "$LPM" -gt 0 ]; then
         --lines-per-message "$LPM" -X sticky.partitioning.linger.ms=0 >&2
 fi
 
-# write_config TOPIC THREADS GROUP TPORT HPORT [DECODE [CONSUMERS]] -> $TMP/run.yaml
+# write_config TOPIC THREADS GROUP TPORT HPORT [DECODE [CONSUMERS [RESET]]] -> $TMP/run.yaml
 write_config() {
 cat > "$TMP/run.yaml" <<EOF
 pipelines:
@@ -139,7 +169,7 @@ pipelines:
         group.id: $3
         properties:
           bootstrap.servers: "$B"
-          auto.offset.reset: earliest
+          auto.offset.reset: ${8:-earliest}
 $(printf '%s' "$PROPS" | tr ';' '\n' | sed -e '/^ *$/d' -e 's/^ */          /')
       format: criteo_tsv
       decode_threads: ${6:-0}
@@ -149,12 +179,12 @@ $(printf '%s' "$PROPS" | tr ';' '\n' | sed -e '/^ *$/d' -e 's/^ */          /')
       dense: [neg2zero, log1p]
       sparse: [hex2int, { modulus: 524288 }, vocab]
       vocab: { profile: dlrm, min_count: 1, capacity: 0, count_mode: streaming }
-    batch: { size: $BATCH, max_delay_ms: 100, ordering: partition }
+    batch: { size: $BATCH, max_delay_ms: $MAX_DELAY_MS, ordering: partition }
     sinks:
       trainer: { listen: "127.0.0.1:$4", max_unacked_batches: 64 }
 http: { listen: "127.0.0.1:$5" }
 engine: { backend: cpu, threads: $2 }
-limits: { max_inflight_bytes: 256MiB }
+limits: { max_inflight_bytes: $INFLIGHT }
 log: { level: warn }
 EOF
 }
@@ -193,7 +223,8 @@ stream() {
     RSS_KB=$(awk '/^VmHWM/ {print $2}' "/proc/$RPID/status" 2>/dev/null || echo 0)
     stop_pid "$CPID"; CPID=""
     stop_pid "$RPID"; RPID=""
-    emit "$($PY - "$TMP/consume.out" "$TMP/poll.json" "$ROWS" "$PARTS" "$RSS_KB" "$3" "$2" "$CEIL_RATE" "$BATCH" "$4" "$5" <<'PYEOF'
+    STREAM_RATE=$($PY -c 'import json,sys; p=json.load(open(sys.argv[1])); print(p["rows"] / p["seconds"])' "$TMP/poll.json")
+    emit "$($PY - "$TMP/consume.out" "$TMP/poll.json" "$ROWS" "$PARTS" "$RSS_KB" "$3" "$2" "$CEIL_RATE" "$BATCH" "$4" "$5" "$INFLIGHT" <<'PYEOF'
 import json, re, sys
 text = open(sys.argv[1]).read()
 poll = json.load(open(sys.argv[2]))
@@ -211,6 +242,7 @@ print(json.dumps({"bench": "sweep_stream", "threads": int(sys.argv[6]),
                   "ceiling_rows_per_s": round(ceil),
                   "ratio_piperec_over_ceiling": round(rate / ceil, 3) if ceil else None,
                   "peak_rss_mb": round(int(sys.argv[5]) / 1024, 1),
+                  "max_inflight_bytes": sys.argv[12],
                   "cpu_seconds": round(poll["cpu_seconds"], 2),
                   "cpu_busy_cores": round(poll["cpu_seconds"] / s, 2),
                   "broker_cpu_seconds": round(poll["broker_cpu_seconds"], 2),
@@ -220,6 +252,83 @@ print(json.dumps({"bench": "sweep_stream", "threads": int(sys.argv[6]),
                   "inflight_peak_mb": round(poll["inflight_peak_bytes"] / 2**20, 1),
                   "partitions": int(sys.argv[4]), "batch": int(sys.argv[9]),
                   "delivered_to_trainer": rows}))
+PYEOF
+)"
+}
+
+# wait_ready HPORT: until /readyz answers 200 (the group holds its partitions)
+wait_ready() {
+    $PY - "$1" <<'PYEOF'
+import sys, time, urllib.request
+url = "http://127.0.0.1:%s/readyz" % sys.argv[1]
+end = time.time() + 60
+while time.time() < end:
+    try:
+        if urllib.request.urlopen(url, timeout=1).status == 200:
+            sys.exit(0)
+    except Exception:
+        pass
+    time.sleep(0.1)
+sys.exit("bench_sweep: piperec run not ready within 60 s")
+PYEOF
+}
+
+# fresh LPM THREADS DECODE CONSUMERS -> JSON lines: freshness at each of
+# FRESH_LOADS x $STREAM_RATE (the stream run's rows/s at these settings) until
+# one is kept up with, on topic fresh-THREADS-LPM, a paced producer for
+# FRESH_S seconds each.
+fresh() {
+    FRESH_NO=0
+    for LOAD in $FRESH_LOADS; do
+        FRESH_NO=$((FRESH_NO + 1))
+        fresh1 "$1" "$2" "$3" "$4" "$LOAD"
+        [ "$KEPT_UP" = 1 ] && break
+    done
+    return 0
+}
+
+# fresh1 LPM THREADS DECODE CONSUMERS LOAD -> JSON line; KEPT_UP=1 when the
+# trainer received >= 97% of the target rate.
+fresh1() {
+    TOPIC="fresh-$2-$1"
+    RATE=$($PY -c 'import sys; print(int(float(sys.argv[1]) * float(sys.argv[2])))' "$STREAM_RATE" "$5")
+    N=$($PY -c 'import sys; print(int(sys.argv[1]) * int(sys.argv[2]))' "$RATE" "$FRESH_S")
+    N=$(( N / $1 * $1 ))
+    TPORT=$(free_port); HPORT=$(free_port)
+    RUN_NO=$((RUN_NO + 1))
+    # latest: a topic an earlier load filled is read from its end
+    write_config "$TOPIC" "$2" "sweep-$TOPIC-d$3-k$4-$RUN_NO" "$TPORT" "$HPORT" "$3" "$4" latest
+    "$PIPEREC" run --config "$TMP/run.yaml" 2> "$TMP/run.err" &
+    RPID=$!
+    wait_ready "$HPORT" || { tail -5 "$TMP/run.err" >&2; exit 1; }
+    sleep 1 # the partitions' start path (offset resets) after the assignment
+    $PY "$HELP" fresh "127.0.0.1:$TPORT" bench "$N" "$TMP/fresh.json" 2> "$TMP/fresh.err" &
+    FPID=$!
+    # shellcheck disable=SC2046
+    "$PIPEREC" produce --bootstrap "$B" --topic "$TOPIC" --gen "$N" --seed $((FRESH_NO + 1)) \
+        --lines-per-message "$1" --rate "$RATE" -X sticky.partitioning.linger.ms=0 \
+        > /dev/null 2> "$TMP/produce.err" || { cat "$TMP/produce.err" >&2; exit 1; }
+    wait "$FPID" || { cat "$TMP/fresh.err" >&2; tail -5 "$TMP/run.err" >&2; exit 1; }
+    RSS_KB=$(awk '/^VmHWM/ {print $2}' "/proc/$RPID/status" 2>/dev/null || echo 0)
+    stop_pid "$RPID"; RPID=""
+    KEPT_UP=$($PY -c 'import json,sys; f=json.load(open(sys.argv[1])); print(int((f.get("rows_per_s") or 0) >= 0.97 * int(sys.argv[2])))' "$TMP/fresh.json" "$RATE")
+    emit "$($PY - "$TMP/fresh.json" "$2" "$1" "$RATE" "$N" "$STREAM_RATE" "$RSS_KB" "$3" "$4" "$INFLIGHT" "$MAX_DELAY_MS" "$5" <<'PYEOF'
+import json, sys
+f = json.load(open(sys.argv[1]))
+goal = int(sys.argv[11]) + 20
+p99 = f.get("p99_ms")
+print(json.dumps({"bench": "sweep_fresh", "threads": int(sys.argv[2]),
+                  "lines_per_message": int(sys.argv[3]), "decode_threads": int(sys.argv[8]),
+                  "consumers": int(sys.argv[9]), "load": float(sys.argv[12]),
+                  "of_rows_per_s": round(float(sys.argv[6])), "target_rows_per_s": int(sys.argv[4]),
+                  "produced_rows": int(sys.argv[5]), "received_rows": f["rows"],
+                  "received_rows_per_s": f.get("rows_per_s"), "batches": f["batches"],
+                  "p50_ms": f.get("p50_ms"), "p99_ms": p99, "max_ms": f.get("max_ms"),
+                  "max_delay_ms": int(sys.argv[11]), "goal_p99_ms": goal,
+                  "kept_up": (f.get("rows_per_s") or 0) >= 0.97 * int(sys.argv[4]),
+                  "goal_met": p99 is not None and p99 <= goal,
+                  "peak_rss_mb": round(int(sys.argv[7]) / 1024, 1),
+                  "max_inflight_bytes": sys.argv[10]}))
 PYEOF
 )"
 }
@@ -256,7 +365,10 @@ for T in $THREADS_LIST; do
         fi
         ceiling "$1" "$2" "$T" "$CONSUMERS" sweep_ceiling
         for K in $PR_CONSUMERS_LIST; do
-            for D in $DECODE_LIST; do stream "$1" "$2" "$T" "$D" "$K"; done
+            for D in $DECODE_LIST; do
+                stream "$1" "$2" "$T" "$D" "$K"
+                if [ "$FRESH" = 1 ]; then fresh "$2" "$T" "$D" "$K"; fi
+            done
         done
     done
     if [ -z "${BENCH_SWEEP_NO_OFFLINE:-}" ]; then

@@ -47,9 +47,13 @@ static const pr_cfgmap_entry kafka_source_entries[] = {
                 "librdkafka consumer properties, passed through untouched (numbers and booleans "
                 "become strings). `run` needs bootstrap.servers. piperec defaults "
                 "session.timeout.ms to 6000 (librdkafka: 45000) so a restarted process gets its "
-                "partitions back within seconds, and queued.min.messages to 1000000 (librdkafka: "
-                "100000) so fetching keeps up with small messages (prefetch memory stays bounded "
-                "by queued.max.messages.kbytes, 64 MiB); set them here to override."),
+                "partitions back within seconds, queued.min.messages to 1000000 (librdkafka: "
+                "100000) so fetching keeps up with small messages, and queued.max.messages.kbytes "
+                "to 262144 (librdkafka: 65536): the fetch queue should hold about 1 s of input, "
+                "or the fetcher idles up to 1 s each time it fills (docs/operations.md, Memory), "
+                "and fetch.wait.max.ms to 10 (librdkafka: 500) so that a fetch held at the "
+                "broker does not delay fresh records past batch.max_delay_ms; set them here to "
+                "override."),
     PR_CFG_E_ENUM("on_offset_reset", pr_kafka_source_cfg, on_offset_reset, pr_offset_reset_names,
                   "fail",
                   "When a partition's committed offset (or fetch position) is no longer in the "

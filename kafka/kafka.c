@@ -111,12 +111,26 @@ typedef struct pr__role {
  * third of that unless the user picked the session; queued.min.messages 1M
  * (librdkafka: 100k) keeps fetching small messages instead of idling between
  * round trips (bench/bench_stream.sh: rows/s x2; memory still bounded by
- * queued.max.messages.kbytes). */
+ * queued.max.messages.kbytes). queued.max.messages.kbytes 256 MiB (librdkafka
+ * 2.0: 64 MiB): that limit applies to the one queue all partitions share, and
+ * once a fetch finds it reached, the fetcher sleeps a fixed 1 s (librdkafka
+ * < 2.4 has no fetch.queue.backoff.ms; draining the queue does not wake it).
+ * A pipeline that empties the queue in less than that waits out the rest:
+ * 16-line messages (3.9 KB) ran at ~64 MiB/s whatever the cores
+ * (bench/RESULTS.md, issue 21). The queue should hold ~1 s of input.
+ * fetch.wait.max.ms 10 (librdkafka: 500): how long a broker may hold a fetch
+ * that finds no new data; a record produced meanwhile waits for it where the
+ * broker does not answer early (the test broker never does), and requests
+ * queued behind it on the connection wait too. Freshness is promised within
+ * batch.max_delay_ms + 20 ms; an idle consumer then sends ~100 small fetches
+ * per second per broker. */
 static const pr__setting pr__group_consumer[] = {
     {"enable.auto.commit", "true", PR__DEFAULT, NULL},
     {"session.timeout.ms", "6000", PR__DEFAULT, NULL},
     {"heartbeat.interval.ms", "2000", PR__DEFAULT, "session.timeout.ms"},
     {"queued.min.messages", "1000000", PR__DEFAULT, NULL},
+    {"queued.max.messages.kbytes", "262144", PR__DEFAULT, NULL},
+    {"fetch.wait.max.ms", "10", PR__DEFAULT, NULL},
     {"enable.auto.offset.store", "false", PR__OWNED_WARN, NULL},
     {"partition.assignment.strategy", "cooperative-sticky", PR__OWNED_WARN, NULL},
     {"auto.offset.reset", "error", PR__OWNED, NULL},

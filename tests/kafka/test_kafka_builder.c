@@ -157,6 +157,7 @@ static void test_group_consumer(void **state)
             want[n++] = source_props[i];
     /* session.timeout.ms given: no session or heartbeat default */
     want[n++] = (pr_kv){"queued.min.messages", "1000000"};
+    want[n++] = (pr_kv){"fetch.wait.max.ms", "10"};
     want[n++] = (pr_kv){"group.instance.id", "replica-1"};
     want[n++] = (pr_kv){"enable.auto.offset.store", "false"};
     want[n++] = (pr_kv){"partition.assignment.strategy", "cooperative-sticky"};
@@ -179,6 +180,8 @@ static void test_group_consumer(void **state)
         {"session.timeout.ms", "6000"},
         {"heartbeat.interval.ms", "2000"},
         {"queued.min.messages", "1000000"},
+        {"queued.max.messages.kbytes", "262144"},
+        {"fetch.wait.max.ms", "10"},
         {"enable.auto.offset.store", "false"},
         {"partition.assignment.strategy", "cooperative-sticky"},
         {"auto.offset.reset", "error"},
@@ -196,6 +199,8 @@ static void test_group_consumer(void **state)
         {"heartbeat.interval.ms", "1000"},
         {"session.timeout.ms", "6000"},
         {"queued.min.messages", "1000000"},
+        {"queued.max.messages.kbytes", "262144"},
+        {"fetch.wait.max.ms", "10"},
         {"enable.auto.offset.store", "false"},
         {"partition.assignment.strategy", "cooperative-sticky"},
         {"auto.offset.reset", "error"},
