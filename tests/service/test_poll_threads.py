@@ -79,7 +79,7 @@ def broker(parts, topics):
     return first.strip().split("=", 1)[1]
 
 
-def config(topic, group, k, e, outdir, bootstrap, state=None, batch=64):
+def config(topic, group, k, e, outdir, bootstrap, state=None, batch=64, roll=40):
     return """pipelines:
   - name: p
     source:
@@ -95,11 +95,11 @@ def config(topic, group, k, e, outdir, bootstrap, state=None, batch=64):
       consumers: %d
     batch: { size: %d, max_delay_ms: 5 }
     sinks:
-      files: { dir: "%s", roll_batches: 40 }
+      files: { dir: "%s", roll_batches: %d }
 %sengine: { threads: %d, overlap: true }
 http: { listen: "127.0.0.1:0" }
 log: { level: info }
-""" % (topic, group, bootstrap, topic, k, batch, outdir,
+""" % (topic, group, bootstrap, topic, k, batch, outdir, roll,
        "    state: { dir: \"%s\", checkpoint_interval_s: 1 }\n" % state if state else "", e)
 
 
@@ -309,7 +309,7 @@ def kill_restart(bootstrap, lines, want, good):
     produce(bootstrap, "kr", parts[0]).wait()
     out, state = os.path.join(T, "out-kr"), os.path.join(T, "state-kr")
     cfg = os.path.join(T, "kr.yaml")
-    open(cfg, "w").write(config("kr", "g-kr", 2, 2, out, bootstrap, state, batch=256))
+    open(cfg, "w").write(config("kr", "g-kr", 2, 2, out, bootstrap, state, batch=256, roll=2))
     r, err = start(cfg, "kr1")
     hp = port(err)
     feed = produce(bootstrap, "kr", parts[1], "1", 3000)
@@ -334,6 +334,8 @@ def kill_restart(bootstrap, lines, want, good):
     c, e = committed_end(bootstrap, "g-kr", "kr")
     if c != e or e != len(lines):
         fail("kill: committed offsets %d, topic end %d, produced %d" % (c, e, len(lines)))
+    if len({os.path.basename(r).split("-")[1] for r in rolls(out)}) < 2:
+        fail("kill: no output of both runs (rolls %s)" % os.listdir(out))
     all_rows_out([out], want, "kill")
     indices_stable([out], want, "kill")
     print("kill: kill -9 and restart with consumers 2: every row out, no index changed")
