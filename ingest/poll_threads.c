@@ -27,6 +27,11 @@
 #define PR__PT_MASK    (PR__PT_RING - 1)
 #define PR__PT_POLL_MS 50 /* a polling thread's longest poll: how soon it sees stop */
 #define PR__PT_FULL_MS 2  /* longest sleep on a full ring before looking again */
+/* The reader is woken for a batch, not per message: when this many entries
+ * wait, or when a polling thread found librdkafka's queue empty (nothing
+ * more is coming soon). Woken per message it would take one message per
+ * poll, as fast as it comes, and hand the engine blocks of one row. */
+#define PR__PT_BATCH 256
 
 typedef struct pr__pt_inst {
     pr__pt *pt;
@@ -38,6 +43,7 @@ typedef struct pr__pt_inst {
     size_t tail; /* next to write (producer's; atomic) */
     int full_wait; /* the producer sleeps on a full ring (atomic) */
     int exited;    /* the thread returned; its last entry is in (atomic) */
+    int draining;  /* its last poll found a message: more may follow at once (atomic) */
     pthread_mutex_t mu;
     pthread_cond_t cv; /* room in the ring, or `done` */
     bool done;         /* the rebalance event was handled (under mu) */
@@ -64,7 +70,6 @@ static void pr__pt_deadline(struct timespec *ts, int ms)
 
 static void pr__pt_wake_reader(pr__pt *pt)
 {
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
     if (__atomic_load_n(&pt->idle, __ATOMIC_SEQ_CST)) {
         pthread_mutex_lock(&pt->mu);
         pthread_cond_broadcast(&pt->cv);
@@ -101,7 +106,11 @@ static void pr__pt_push(pr__pt_inst *in, const pr__pt_entry *e)
     size_t t = __atomic_load_n(&in->tail, __ATOMIC_RELAXED);
     in->ring[t & PR__PT_MASK] = *e;
     __atomic_store_n(&in->tail, t + 1, __ATOMIC_SEQ_CST);
-    pr__pt_wake_reader(in->pt);
+    /* A batch is ready, or this entry must not wait (an event, whose thread
+     * now blocks; the draining flag tells the rest). */
+    if (e->kind != PR__PT_MSG || !__atomic_load_n(&in->draining, __ATOMIC_RELAXED) ||
+        t + 1 - __atomic_load_n(&in->head, __ATOMIC_RELAXED) >= PR__PT_BATCH)
+        pr__pt_wake_reader(in->pt);
 }
 
 /* Reader: the oldest entry of instance in, if any. */
@@ -121,15 +130,25 @@ static bool pr__pt_pop(pr__pt_inst *in, pr__pt_entry *out)
     return true;
 }
 
-static bool pr__pt_any(pr__pt *pt)
+/* Enough to read now: a batch in some ring, or entries while no thread is
+ * still moving librdkafka's queue over (or one waits on an event). */
+static bool pr__pt_ready(pr__pt *pt)
 {
+    size_t avail = 0;
+    bool draining = false;
     for (unsigned k = 0; k < pt->n; k++) {
         pr__pt_inst *in = &pt->inst[k];
-        if (__atomic_load_n(&in->head, __ATOMIC_RELAXED) !=
-            __atomic_load_n(&in->tail, __ATOMIC_ACQUIRE))
+        size_t n = __atomic_load_n(&in->tail, __ATOMIC_SEQ_CST) -
+                   __atomic_load_n(&in->head, __ATOMIC_RELAXED);
+        if (n >= PR__PT_BATCH)
             return true;
+        avail += n;
+        if (n && in->ring[(__atomic_load_n(&in->tail, __ATOMIC_ACQUIRE) - 1) & PR__PT_MASK].kind !=
+                     PR__PT_MSG)
+            return true;
+        draining |= __atomic_load_n(&in->draining, __ATOMIC_SEQ_CST) != 0;
     }
-    return false;
+    return avail > 0 && !draining;
 }
 
 static void *pr__pt_main(void *arg)
@@ -149,7 +168,16 @@ static void *pr__pt_main(void *arg)
                 pr__pt_wait_room(in);
                 continue;
             }
-            rd_kafka_message_t *m = rd_kafka_consumer_poll(in->rk, PR__PT_POLL_MS);
+            /* What librdkafka has queued goes over without waking the
+             * reader per message; once its queue is empty the reader is
+             * told, then this thread waits in librdkafka. */
+            rd_kafka_message_t *m = rd_kafka_consumer_poll(in->rk, 0);
+            if (!m) {
+                __atomic_store_n(&in->draining, 0, __ATOMIC_SEQ_CST);
+                pr__pt_wake_reader(pt);
+                m = rd_kafka_consumer_poll(in->rk, PR__PT_POLL_MS);
+            }
+            __atomic_store_n(&in->draining, m != NULL, __ATOMIC_SEQ_CST);
             if (m)
                 pr__pt_push(in, &(pr__pt_entry){.kind = PR__PT_MSG, .inst = in->k, .m = m});
         }
@@ -235,6 +263,8 @@ void pr__pt_done(pr__pt *pt, unsigned inst)
 
 int pr__pt_next(pr__pt *pt, int wait_ms, pr__pt_entry *out)
 {
+    if (wait_ms > 0 && !pr__pt_ready(pt))
+        goto sleep;
     for (unsigned i = 0; i < pt->n; i++) {
         pr__pt_inst *in = &pt->inst[pt->next];
         pt->next = (pt->next + 1) % pt->n;
@@ -243,13 +273,16 @@ int pr__pt_next(pr__pt *pt, int wait_ms, pr__pt_entry *out)
     }
     if (wait_ms <= 0)
         return 0;
+sleep:;
+    /* Sleep until a batch is ready (woken by a push or a thread that found
+     * librdkafka empty) or wait_ms passed; then take what there is. */
+    struct timespec ts;
+    pr__pt_deadline(&ts, wait_ms);
     pthread_mutex_lock(&pt->mu);
     __atomic_store_n(&pt->idle, 1, __ATOMIC_SEQ_CST);
-    if (!pr__pt_any(pt)) {
-        struct timespec ts;
-        pr__pt_deadline(&ts, wait_ms);
-        pthread_cond_timedwait(&pt->cv, &pt->mu, &ts);
-    }
+    while (!pr__pt_ready(pt) && !__atomic_load_n(&pt->stop, __ATOMIC_ACQUIRE))
+        if (pthread_cond_timedwait(&pt->cv, &pt->mu, &ts) == ETIMEDOUT)
+            break;
     __atomic_store_n(&pt->idle, 0, __ATOMIC_SEQ_CST);
     pthread_mutex_unlock(&pt->mu);
     return pr__pt_next(pt, 0, out);
