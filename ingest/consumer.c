@@ -81,7 +81,8 @@ struct pr_consumer {
     pr__pt *pt;
     rd_kafka_message_t **held;
     size_t n_held, held_head, cap_held;
-    bool ever[PR_CONSUMER_MAX_INSTANCES]; /* per instance: an assignment arrived */
+    bool ever[PR_CONSUMER_MAX_INSTANCES];        /* per instance: an assignment arrived */
+    unsigned assigns[PR_CONSUMER_MAX_INSTANCES]; /* per instance: assign events (close) */
     pr_msg_format format;
     const pr_pipeline_spec *spec;
     pr_json_decoder *json; /* PR_MSG_JSON, _AVRO, _PROTOBUF; borrowed */
@@ -594,6 +595,7 @@ static void pr__rebalance(pr_consumer *c, rd_kafka_t *rk, unsigned inst, rd_kafk
     switch (err) {
     case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
         c->ever[inst] = true;
+        c->assigns[inst]++;
         if (inst == 0)
             pr__member_save(c, rk);
         if (tps)
@@ -986,21 +988,41 @@ static bool pr__taken_over(pr_consumer *c, unsigned from,
     return found >= held->cnt;
 }
 
+/* Has every instance of rks[from, n_rk) had an assign event since `before`
+ * (its share of the rebalance that the last leave started)? */
+static bool pr__reassigned(const pr_consumer *c, unsigned from, const unsigned *before)
+{
+    for (unsigned k = from; k < c->n_rk; k++)
+        if (c->assigns[k] == before[k])
+            return false;
+    return true;
+}
+
 /* source.consumers > 1: instance `from - 1` just left the group. Its
  * partitions' commit on revoke can be refused (the group is rebalancing), so
  * before the next instance leaves, the remaining ones take them over (serving
  * their rebalance callbacks, reading nothing: messages are not handed out
  * and their offsets stay unstored); the last instance to leave then revokes
- * and commits them. Bounded by the session timeout: another process's
- * member may be the one taking them. */
+ * and commits them. The next instance also waits (up to PR__SETTLE_MS) for
+ * its own assign event of that rebalance (`before`: the counts when the
+ * leave began): one that arrives while it closes hangs librdkafka 2.0.2's
+ * close in cooperative mode (librdkafka #4527, fixed in 2.4); a member whose
+ * assignment did not change may get none, hence the bound. The takeover is
+ * bounded by the session timeout: another process's member may be the one
+ * taking them. */
+#define PR__SETTLE_MS 1000
 static void pr__await_takeover(pr_consumer *c, unsigned from,
-                               const rd_kafka_topic_partition_list_t *held)
+                               const rd_kafka_topic_partition_list_t *held, const unsigned *before)
 {
-    if (!held || !held->cnt || from >= c->n_rk)
+    if (from >= c->n_rk)
         return;
     const pr_clock *rt = pr_clock_real();
     int64_t deadline = pr_clock_mono_ns(rt) + (int64_t)c->session_timeout_ms * 1000000;
-    while (!pr__taken_over(c, from, held) && pr_clock_mono_ns(rt) < deadline)
+    int64_t settle = pr_clock_mono_ns(rt) + PR__SETTLE_MS * 1000000LL;
+    bool none = !held || !held->cnt;
+    while (!((none || pr__taken_over(c, from, held)) &&
+             (pr__reassigned(c, from, before) || pr_clock_mono_ns(rt) >= settle)) &&
+           pr_clock_mono_ns(rt) < deadline)
         for (unsigned k = from; k < c->n_rk; k++) {
             rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rks[k], 20);
             if (m)
@@ -1028,10 +1050,12 @@ int pr_consumer_close(pr_consumer *c, char *errstr, size_t errstr_size)
         rd_kafka_topic_partition_list_t *held = NULL;
         if (k + 1 < c->n_rk && rd_kafka_assignment(c->rks[k], &held) != RD_KAFKA_RESP_ERR_NO_ERROR)
             held = NULL;
+        unsigned before[PR_CONSUMER_MAX_INSTANCES];
+        memcpy(before, c->assigns, sizeof(before));
         rd_kafka_resp_err_t e = rd_kafka_consumer_close(c->rks[k]);
         if (!err)
             err = e;
-        pr__await_takeover(c, k + 1, held);
+        pr__await_takeover(c, k + 1, held, before);
         if (held)
             rd_kafka_topic_partition_list_destroy(held);
     }

@@ -39,8 +39,8 @@ typedef struct pr__pt_inst {
     rd_kafka_t *rk;
     pthread_t tid;
     bool started;
-    size_t head; /* next to read (reader's; atomic) */
-    size_t tail; /* next to write (producer's; atomic) */
+    size_t head;   /* next to read (reader's; atomic) */
+    size_t tail;   /* next to write (producer's; atomic) */
     int full_wait; /* the producer sleeps on a full ring (atomic) */
     int exited;    /* the thread returned; its last entry is in (atomic) */
     int draining;  /* its last poll found a message: more may follow at once (atomic) */
@@ -52,9 +52,9 @@ typedef struct pr__pt_inst {
 
 struct pr__pt {
     unsigned n, next;
-    int stop;  /* atomic */
-    int gate;  /* atomic: 1 = poll, -1 = leave without polling, 0 = wait */
-    int idle;  /* the reader sleeps on empty rings (atomic) */
+    int stop; /* atomic */
+    int gate; /* atomic: 1 = poll, -1 = leave without polling, 0 = wait */
+    int idle; /* the reader sleeps on empty rings (atomic) */
     pthread_mutex_t mu;
     pthread_cond_t cv; /* an entry arrived, a thread exited, the gate opened */
     pr__pt_inst inst[];
@@ -217,8 +217,7 @@ pr__pt *pr__pt_start(rd_kafka_t *const *rks, unsigned n, char *errstr, size_t er
     for (unsigned k = 0; k < n; k++) {
         int e = pthread_create(&pt->inst[k].tid, NULL, pr__pt_main, &pt->inst[k]);
         if (e) {
-            pr_seterr(errstr, errstr_size, PR_ENOMEM, "consumer: polling thread: %s",
-                      strerror(e));
+            pr_seterr(errstr, errstr_size, PR_ENOMEM, "consumer: polling thread: %s", strerror(e));
             pr__pt_open_gate(pt, -1);
             pr__pt_free(pt);
             return NULL;
@@ -242,10 +241,8 @@ void pr__pt_handoff(pr__pt *pt, unsigned inst, rd_kafka_resp_err_t err,
     pthread_mutex_lock(&in->mu);
     in->done = false;
     pthread_mutex_unlock(&in->mu);
-    pr__pt_push(in, &(pr__pt_entry){.kind = PR__PT_REBALANCE,
-                                    .inst = inst,
-                                    .err = err,
-                                    .parts = parts});
+    pr__pt_push(
+        in, &(pr__pt_entry){.kind = PR__PT_REBALANCE, .inst = inst, .err = err, .parts = parts});
     pthread_mutex_lock(&in->mu);
     while (!in->done)
         pthread_cond_wait(&in->cv, &in->mu);
