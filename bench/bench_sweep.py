@@ -275,19 +275,22 @@ def summary(path):
         return None
 
     # piperec runs per source.decode_threads value (BENCH_SWEEP_DECODE), in run order
-    decodes = []  # (decode_threads, consumers) of the piperec runs, in run order
+    decodes = []  # (decode_threads, consumers, poll_threads) of the piperec runs, in run order
     for l in lines:
-        key = (l.get("decode_threads"), l.get("consumers"))
+        key = (l.get("decode_threads"), l.get("consumers"), l.get("poll_threads"))
         if l.get("bench") == "sweep_stream" and key not in decodes:
             decodes.append(key)
-    multi_k = len({k for _, k in decodes}) > 1
+    multi_k = len({k for _, k, _ in decodes}) > 1
+    multi_pt = len({pt for _, _, pt in decodes}) > 1
     head = ["threads"]
     for lpm in shapes:
         tag = "%d/msg" % lpm
-        for d, k in decodes:
+        for d, k, pt in decodes:
             dt = "" if d is None else ", decode %s" % ("auto" if d == 0 else d)
             if multi_k:
                 dt += ", %s consumer(s)" % k
+            if multi_pt:
+                dt += ", %s" % ("one polling thread" if pt == 0 else "polling thread each")
             head += ["piperec %s%s rows/s" % (tag, dt), "ratio"]
         if any(l.get("bench") == "sweep_fresh" and l["lines_per_message"] == lpm for l in lines):
             head += ["fresh %s: load, rows/s (target)" % tag, "p99 ms (goal)", "RSS MB"]
@@ -299,9 +302,9 @@ def summary(path):
         r = [str(n)]
         for lpm in shapes:
             s = {}
-            for d, k in decodes:
+            for d, k, pt in decodes:
                 s = find("sweep_stream", n, lines_per_message=lpm, decode_threads=d,
-                         consumers=k) or {}
+                         consumers=k, poll_threads=pt) or {}
                 r += [fmt(s.get("rows_per_s")), fmt(s.get("ratio_piperec_over_ceiling"))]
             if any(l.get("bench") == "sweep_fresh" and l["lines_per_message"] == lpm for l in lines):
                 fl = [l for l in lines if l.get("bench") == "sweep_fresh" and l.get("threads") == n

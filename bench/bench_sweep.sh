@@ -64,6 +64,9 @@
 # then auto; default "0"), BENCH_SWEEP_PIPEREC_CONSUMERS (source.consumers
 # values, one piperec run each, e.g. "1 2" beside a ceiling of
 # BENCH_SWEEP_CONSUMERS instances; default BENCH_SWEEP_CONSUMERS),
+# BENCH_SWEEP_POLL_THREADS (values of PIPEREC_POLL_THREADS, one piperec run
+# each: "1 0" = with consumers > 1, one polling thread per instance, then all
+# instances polled by the pipeline thread as before; default "1"),
 # BENCH_SWEEP_NO_OFFLINE=1, BENCH_SWEEP_FRESH (1/0), BENCH_SWEEP_FRESH_LOADS,
 # BENCH_SWEEP_FRESH_S, BENCH_SWEEP_INFLIGHT (limits.max_inflight_bytes,
 # default 256MiB; each run's JSON has it beside the peak RSS),
@@ -81,6 +84,7 @@ BATCH=${BENCH_SWEEP_BATCH:-8192}
 CONSUMERS=${BENCH_SWEEP_CONSUMERS:-1}
 DECODE_LIST=${BENCH_SWEEP_DECODE:-0}
 PR_CONSUMERS_LIST=${BENCH_SWEEP_PIPEREC_CONSUMERS:-$CONSUMERS}
+POLL_THREADS_LIST=${BENCH_SWEEP_POLL_THREADS:-1}
 RUN_NO=0
 CEIL_N=${BENCH_SWEEP_CEILING_N:-1}
 CEIL_RESET=${BENCH_SWEEP_CEILING_RESET:-1}
@@ -207,12 +211,13 @@ PYEOF
 )"
 }
 
-# stream TOPIC LPM THREADS DECODE CONSUMERS -> JSON line (uses $CEIL_RATE of the same topic)
+# stream TOPIC LPM THREADS DECODE CONSUMERS POLL_THREADS -> JSON line (uses $CEIL_RATE of the
+# same topic)
 stream() {
     TPORT=$(free_port); HPORT=$(free_port)
     RUN_NO=$((RUN_NO + 1)) # a fresh group per run, so repeated settings read from the start
     write_config "$1" "$3" "sweep-$1-$3-d$4-k$5-$RUN_NO" "$TPORT" "$HPORT" "$4" "$5"
-    "$PIPEREC" run --config "$TMP/run.yaml" 2> "$TMP/run.err" &
+    PIPEREC_POLL_THREADS=$6 "$PIPEREC" run --config "$TMP/run.yaml" 2> "$TMP/run.err" &
     RPID=$!
     $PY "$HELP" poll "127.0.0.1:$HPORT" "$ROWS" "$RPID" "$BPID" > "$TMP/poll.json" 2> "$TMP/poll.err" &
     PPOLL=$!
@@ -224,7 +229,7 @@ stream() {
     stop_pid "$CPID"; CPID=""
     stop_pid "$RPID"; RPID=""
     STREAM_RATE=$($PY -c 'import json,sys; p=json.load(open(sys.argv[1])); print(p["rows"] / p["seconds"])' "$TMP/poll.json")
-    emit "$($PY - "$TMP/consume.out" "$TMP/poll.json" "$ROWS" "$PARTS" "$RSS_KB" "$3" "$2" "$CEIL_RATE" "$BATCH" "$4" "$5" "$INFLIGHT" <<'PYEOF'
+    emit "$($PY - "$TMP/consume.out" "$TMP/poll.json" "$ROWS" "$PARTS" "$RSS_KB" "$3" "$2" "$CEIL_RATE" "$BATCH" "$4" "$5" "$INFLIGHT" "$6" <<'PYEOF'
 import json, re, sys
 text = open(sys.argv[1]).read()
 poll = json.load(open(sys.argv[2]))
@@ -237,7 +242,8 @@ rate = poll["rows"] / s
 ceil = float(sys.argv[8])
 print(json.dumps({"bench": "sweep_stream", "threads": int(sys.argv[6]),
                   "lines_per_message": int(sys.argv[7]), "decode_threads": int(sys.argv[10]),
-                  "consumers": int(sys.argv[11]), "rows": rows,
+                  "consumers": int(sys.argv[11]), "poll_threads": int(sys.argv[13]),
+                  "rows": rows,
                   "seconds": round(s, 3), "rows_per_s": round(rate),
                   "ceiling_rows_per_s": round(ceil),
                   "ratio_piperec_over_ceiling": round(rate / ceil, 3) if ceil else None,
@@ -365,9 +371,11 @@ for T in $THREADS_LIST; do
         fi
         ceiling "$1" "$2" "$T" "$CONSUMERS" sweep_ceiling
         for K in $PR_CONSUMERS_LIST; do
-            for D in $DECODE_LIST; do
-                stream "$1" "$2" "$T" "$D" "$K"
-                if [ "$FRESH" = 1 ]; then fresh "$2" "$T" "$D" "$K"; fi
+            for PT in $POLL_THREADS_LIST; do
+                for D in $DECODE_LIST; do
+                    stream "$1" "$2" "$T" "$D" "$K" "$PT"
+                    if [ "$FRESH" = 1 ]; then fresh "$2" "$T" "$D" "$K"; fi
+                done
             done
         done
     done

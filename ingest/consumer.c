@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "decode_par.h"
+#include "poll_threads.h"
 #include "pr_ingest.h"
 #include "pr_log.h"
 
@@ -72,7 +73,16 @@ struct pr_consumer {
      * stats, callbacks) is shared, so the owner sees one consumer. */
     rd_kafka_t *rks[PR_CONSUMER_MAX_INSTANCES];
     unsigned n_rk, next_rk;
-    bool ever[PR_CONSUMER_MAX_INSTANCES]; /* per instance: an assignment arrived */
+    /* With several instances each is polled by a thread of its own
+     * (poll_threads.h); the pipeline thread reads their rings. `held`: data
+     * messages taken from the rings during a decode wait, in order, served
+     * before the rings (the wait cannot stop the rings, and an event may sit
+     * behind them). */
+    pr__pt *pt;
+    rd_kafka_message_t **held;
+    size_t n_held, held_head, cap_held;
+    bool ever[PR_CONSUMER_MAX_INSTANCES];        /* per instance: an assignment arrived */
+    unsigned assigns[PR_CONSUMER_MAX_INSTANCES]; /* per instance: assign events (close) */
     pr_msg_format format;
     const pr_pipeline_spec *spec;
     pr_json_decoder *json; /* PR_MSG_JSON, _AVRO, _PROTOBUF; borrowed */
@@ -121,6 +131,7 @@ struct pr_consumer {
     int64_t initial_reset; /* logical offset for a partition with no committed offset */
     int session_timeout_ms;
     pr_ratelimit rl_reject, rl_err;
+    pr_ratelimit rl_cb; /* librdkafka's callbacks (polling threads too); under lock */
     char *member_file;  /* see pr_consumer_conf.member_file; NULL = off */
     char *group_id;     /* for the member file */
     char *member_saved; /* the member id in member_file */
@@ -161,8 +172,9 @@ static int pr__topic_index(pr_consumer *c, const char *name)
 
 static ssize_t pr__part_find(const pr_consumer *c, int32_t key)
 {
-    if (c->last_part < c->n_parts && c->parts[c->last_part].key == key)
-        return (ssize_t)c->last_part;
+    size_t last = __atomic_load_n(&c->last_part, __ATOMIC_RELAXED);
+    if (last < c->n_parts && c->parts[last].key == key)
+        return (ssize_t)last;
     for (size_t i = 0; i < c->n_parts; i++)
         if (c->parts[i].key == key)
             return (ssize_t)i;
@@ -175,7 +187,7 @@ static ssize_t pr__part_get(pr_consumer *c, int tidx, int32_t partition)
     int32_t key = PR_PART_KEY(tidx, partition);
     ssize_t i = pr__part_find(c, key);
     if (i >= 0) {
-        c->last_part = (size_t)i;
+        __atomic_store_n(&c->last_part, (size_t)i, __ATOMIC_RELAXED);
         return i;
     }
     pthread_mutex_lock(&c->lock);
@@ -197,7 +209,7 @@ static ssize_t pr__part_get(pr_consumer *c, int tidx, int32_t partition)
                                       .committed = -1};
     i = (ssize_t)c->n_parts++;
     pthread_mutex_unlock(&c->lock);
-    c->last_part = (size_t)i;
+    __atomic_store_n(&c->last_part, (size_t)i, __ATOMIC_RELAXED);
     return i;
 }
 
@@ -237,8 +249,10 @@ static void pr__error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaq
     (void)rk;
     pr_consumer *c = opaque;
     PR__ADD(c->st.kafka_errors, 1);
-    pr_log_ratelimited(&c->rl_err, PR_LOG_WARN, "consumer: %s: %s",
+    pthread_mutex_lock(&c->lock);
+    pr_log_ratelimited(&c->rl_cb, PR_LOG_WARN, "consumer: %s: %s",
                        rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+    pthread_mutex_unlock(&c->lock);
 }
 
 static void pr__commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
@@ -248,8 +262,10 @@ static void pr__commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     pr_consumer *c = opaque;
     if (err && err != RD_KAFKA_RESP_ERR__NO_OFFSET) {
         PR__ADD(c->st.commit_failures, 1);
-        pr_log_ratelimited(&c->rl_err, PR_LOG_WARN, "consumer: commit failed: %s",
+        pthread_mutex_lock(&c->lock);
+        pr_log_ratelimited(&c->rl_cb, PR_LOG_WARN, "consumer: commit failed: %s",
                            rd_kafka_err2str(err));
+        pthread_mutex_unlock(&c->lock);
     }
     if (!offsets)
         return;
@@ -429,6 +445,14 @@ static void pr__drop_collected_of(pr_consumer *c, const rd_kafka_topic_partition
             c->backlog[w++] = c->backlog[i];
     }
     c->n_backlog = w;
+    w = c->held_head;
+    for (size_t i = c->held_head; i < c->n_held; i++) {
+        if (pr__msg_in_list(c->held[i], l))
+            rd_kafka_message_destroy(c->held[i]);
+        else
+            c->held[w++] = c->held[i];
+    }
+    c->n_held = w;
     for (size_t i = 0; c->collecting && i < pr__dpool_count(c->dp); i++) {
         pr__dmsg *dm = pr__dpool_msg(c->dp, i);
         if (!dm->dropped && pr__msg_in_list(dm->m, l))
@@ -556,11 +580,11 @@ static unsigned pr__inst_of(const pr_consumer *c, const rd_kafka_t *rk)
     return 0;
 }
 
-static void pr__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
-                             rd_kafka_topic_partition_list_t *parts, void *opaque)
+/* A rebalance event of instance inst, on the consumer's (pipeline) thread:
+ * the owner's callbacks, the commit on revoke, the assignment change. */
+static void pr__rebalance(pr_consumer *c, rd_kafka_t *rk, unsigned inst, rd_kafka_resp_err_t err,
+                          rd_kafka_topic_partition_list_t *parts)
 {
-    pr_consumer *c = opaque;
-    unsigned inst = pr__inst_of(c, rk);
     bool coop = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
     rd_kafka_error_t *e = NULL;
     rd_kafka_resp_err_t kerr = RD_KAFKA_RESP_ERR_NO_ERROR;
@@ -571,6 +595,7 @@ static void pr__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     switch (err) {
     case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
         c->ever[inst] = true;
+        c->assigns[inst]++;
         if (inst == 0)
             pr__member_save(c, rk);
         if (tps)
@@ -579,7 +604,9 @@ static void pr__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
             e = rd_kafka_incremental_assign(rk, parts);
         else
             kerr = rd_kafka_assign(rk, parts);
-        if (c->paused && parts->cnt)
+        /* Paused for backpressure, or a decode wait (nothing behind the
+         * waiting message is read; the wait's end resumes them). */
+        if ((c->paused || c->waiting) && parts->cnt)
             rd_kafka_pause_partitions(rk, parts);
         pr_info("consumer: assigned %d partition(s)%s", parts->cnt, c->paused ? " (paused)" : "");
         if (c->on_assign && n)
@@ -621,6 +648,21 @@ static void pr__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         pr_err("consumer: assign: %s", rd_kafka_err2str(kerr));
     }
     free(tps);
+}
+
+/* librdkafka's rebalance callback. On an instance's polling thread the event
+ * goes to the consumer's thread, in order behind the messages polled before
+ * it, and this thread waits until it was handled (poll_threads.h); else
+ * (one instance, or polls by the closing thread) it is handled here. */
+static void pr__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                             rd_kafka_topic_partition_list_t *parts, void *opaque)
+{
+    pr_consumer *c = opaque;
+    unsigned inst = pr__inst_of(c, rk);
+    if (pr__pt_on_poller(c->pt, inst))
+        pr__pt_handoff(c->pt, inst, err, parts);
+    else
+        pr__rebalance(c, rk, inst, err, parts);
 }
 
 /* The decoders' reject callback: count, log, tell the owner, dead-letter. */
@@ -759,6 +801,15 @@ static int pr__conf_check(const pr_consumer_conf *conf, char *errstr, size_t err
     return 0;
 }
 
+/* Several instances get a polling thread each (poll_threads.h) unless
+ * PIPEREC_POLL_THREADS=0: the switch the benches use to measure the one
+ * polling thread beside it; it changes no output. */
+static bool pr__poll_threads_wanted(void)
+{
+    const char *v = getenv("PIPEREC_POLL_THREADS");
+    return !(v && !strcmp(v, "0"));
+}
+
 pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t errstr_size)
 {
     char kerr[512];
@@ -784,6 +835,7 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
     c->initial_reset = RD_KAFKA_OFFSET_END; /* librdkafka's default: latest */
     c->rl_reject = (pr_ratelimit)PR_RATELIMIT_INIT(5);
     c->rl_err = (pr_ratelimit)PR_RATELIMIT_INIT(5);
+    c->rl_cb = (pr_ratelimit)PR_RATELIMIT_INIT(5);
     c->last_tidx = -1;
     c->arena = pr_arena_new(64 * 1024);
     if (!c->arena) {
@@ -849,6 +901,12 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
     for (unsigned k = 1; k < conf->consumers && k < PR_CONSUMER_MAX_INSTANCES; k++)
         if (pr__instance_open(c, conf, k, errstr, errstr_size))
             goto out_rk;
+    if (c->n_rk > 1 && pr__poll_threads_wanted()) {
+        c->pt = pr__pt_start(c->rks, c->n_rk, errstr, errstr_size);
+        if (!c->pt)
+            goto out_rk;
+        pr_info("consumer: %u instances, each polled by its own thread", c->n_rk);
+    }
     return c;
 
 out_conf:
@@ -866,6 +924,9 @@ out_free:
     pr_consumer_free(c);
     return NULL;
 }
+
+static void pr__held_clear(pr_consumer *c);
+static void pr__pt_serve(void *opaque, const pr__pt_entry *e);
 
 /* Unmerged messages are not handed out: their offsets stay unstored. */
 static void pr__backlog_clear(pr_consumer *c)
@@ -927,21 +988,41 @@ static bool pr__taken_over(pr_consumer *c, unsigned from,
     return found >= held->cnt;
 }
 
+/* Has every instance of rks[from, n_rk) had an assign event since `before`
+ * (its share of the rebalance that the last leave started)? */
+static bool pr__reassigned(const pr_consumer *c, unsigned from, const unsigned *before)
+{
+    for (unsigned k = from; k < c->n_rk; k++)
+        if (c->assigns[k] == before[k])
+            return false;
+    return true;
+}
+
 /* source.consumers > 1: instance `from - 1` just left the group. Its
  * partitions' commit on revoke can be refused (the group is rebalancing), so
  * before the next instance leaves, the remaining ones take them over (serving
  * their rebalance callbacks, reading nothing: messages are not handed out
  * and their offsets stay unstored); the last instance to leave then revokes
- * and commits them. Bounded by the session timeout: another process's
- * member may be the one taking them. */
+ * and commits them. The next instance also waits (up to PR__SETTLE_MS) for
+ * its own assign event of that rebalance (`before`: the counts when the
+ * leave began): one that arrives while it closes hangs librdkafka 2.0.2's
+ * close in cooperative mode (librdkafka #4527, fixed in 2.4); a member whose
+ * assignment did not change may get none, hence the bound. The takeover is
+ * bounded by the session timeout: another process's member may be the one
+ * taking them. */
+#define PR__SETTLE_MS 1000
 static void pr__await_takeover(pr_consumer *c, unsigned from,
-                               const rd_kafka_topic_partition_list_t *held)
+                               const rd_kafka_topic_partition_list_t *held, const unsigned *before)
 {
-    if (!held || !held->cnt || from >= c->n_rk)
+    if (from >= c->n_rk)
         return;
     const pr_clock *rt = pr_clock_real();
     int64_t deadline = pr_clock_mono_ns(rt) + (int64_t)c->session_timeout_ms * 1000000;
-    while (!pr__taken_over(c, from, held) && pr_clock_mono_ns(rt) < deadline)
+    int64_t settle = pr_clock_mono_ns(rt) + PR__SETTLE_MS * 1000000LL;
+    bool none = !held || !held->cnt;
+    while (!((none || pr__taken_over(c, from, held)) &&
+             (pr__reassigned(c, from, before) || pr_clock_mono_ns(rt) >= settle)) &&
+           pr_clock_mono_ns(rt) < deadline)
         for (unsigned k = from; k < c->n_rk; k++) {
             rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rks[k], 20);
             if (m)
@@ -953,6 +1034,12 @@ int pr_consumer_close(pr_consumer *c, char *errstr, size_t errstr_size)
 {
     if (!c || c->closed || !c->rk)
         return 0;
+    if (c->pt) { /* from here on this thread polls the instances itself */
+        pr__pt_stop(c->pt, pr__pt_serve, c);
+        pr__pt_free(c->pt);
+        c->pt = NULL;
+        pr__held_clear(c);
+    }
     for (unsigned k = 0; k < c->n_rk; k++)
         pr__finish_join(c, k);
     c->closed = true;
@@ -963,10 +1050,12 @@ int pr_consumer_close(pr_consumer *c, char *errstr, size_t errstr_size)
         rd_kafka_topic_partition_list_t *held = NULL;
         if (k + 1 < c->n_rk && rd_kafka_assignment(c->rks[k], &held) != RD_KAFKA_RESP_ERR_NO_ERROR)
             held = NULL;
+        unsigned before[PR_CONSUMER_MAX_INSTANCES];
+        memcpy(before, c->assigns, sizeof(before));
         rd_kafka_resp_err_t e = rd_kafka_consumer_close(c->rks[k]);
         if (!err)
             err = e;
-        pr__await_takeover(c, k + 1, held);
+        pr__await_takeover(c, k + 1, held, before);
         if (held)
             rd_kafka_topic_partition_list_destroy(held);
     }
@@ -998,6 +1087,8 @@ void pr_consumer_free(pr_consumer *c)
         rd_kafka_message_destroy(c->pending);
     pr__backlog_clear(c);
     free(c->backlog);
+    pr__held_clear(c);
+    free(c->held);
     pr__dpool_free(c->dp);
     pr_dlq_free(c->dlq);
     pr_arena_free(c->arena);
@@ -1081,7 +1172,7 @@ static int pr__offset_reset(pr_consumer *c, rd_kafka_t *rk, const rd_kafka_messa
         l->elems[0].offset = target;
         e = rd_kafka_incremental_assign(rk, l);
     }
-    if (!e && c->paused)
+    if (!e && (c->paused || c->waiting))
         rd_kafka_pause_partitions(rk, l);
     rd_kafka_topic_partition_list_destroy(l);
     if (e) {
@@ -1193,13 +1284,9 @@ bool pr_consumer_has_pending(const pr_consumer *c)
  * (0), or an event handled here (2: an offset reset, a partition's end, a
  * consumer error that is not fatal); < 0 (errstr) when the consumer cannot
  * go on. */
-static int pr__next1(pr_consumer *c, rd_kafka_t *rk, int wait, rd_kafka_message_t **out,
-                     char *errstr, size_t errstr_size)
+static int pr__polled(pr_consumer *c, rd_kafka_t *rk, rd_kafka_message_t *m,
+                      rd_kafka_message_t **out, char *errstr, size_t errstr_size)
 {
-    *out = NULL;
-    rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, wait);
-    if (!m)
-        return 0;
     if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET && m->rkt) {
         int rc = pr__offset_reset(c, rk, m, errstr, errstr_size);
         rd_kafka_message_destroy(m);
@@ -1225,6 +1312,99 @@ static int pr__next1(pr_consumer *c, rd_kafka_t *rk, int wait, rd_kafka_message_
     return 1;
 }
 
+static int pr__next1(pr_consumer *c, rd_kafka_t *rk, int wait, rd_kafka_message_t **out,
+                     char *errstr, size_t errstr_size)
+{
+    *out = NULL;
+    rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, wait);
+    return m ? pr__polled(c, rk, m, out, errstr, errstr_size) : 0;
+}
+
+/* ---- polling threads (c->pt, poll_threads.h) ----
+ * The rings give what consumer_poll gave; their rebalance events are handled
+ * here, on this thread, as the callback handles them without threads. */
+
+/* pr__next1 over the rings: 1 message, 0 none within wait ms, 2 an event. */
+static int pr__ring_next(pr_consumer *c, int wait, rd_kafka_message_t **out, char *errstr,
+                         size_t errstr_size)
+{
+    *out = NULL;
+    pr__pt_entry e;
+    if (!pr__pt_next(c->pt, wait, &e))
+        return 0;
+    if (e.kind == PR__PT_REBALANCE) {
+        pr__rebalance(c, c->rks[e.inst], e.inst, e.err, e.parts);
+        pr__pt_done(c->pt, e.inst);
+        return 2;
+    }
+    return pr__polled(c, c->rks[e.inst], e.m, out, errstr, errstr_size);
+}
+
+/* The messages held during a decode wait come first, in order. */
+static int pr__next_pt(pr_consumer *c, int wait, rd_kafka_message_t **out, char *errstr,
+                       size_t errstr_size)
+{
+    if (c->held_head < c->n_held) {
+        *out = c->held[c->held_head++];
+        if (c->held_head == c->n_held)
+            c->held_head = c->n_held = 0;
+        return 1;
+    }
+    return pr__ring_next(c, wait, out, errstr, errstr_size);
+}
+
+static int pr__hold(pr_consumer *c, rd_kafka_message_t *m)
+{
+    if (c->n_held == c->cap_held) {
+        size_t nc = c->cap_held ? 2 * c->cap_held : 256;
+        rd_kafka_message_t **nh = realloc(c->held, nc * sizeof(*nh));
+        if (!nh)
+            return PR_ENOMEM;
+        c->held = nh;
+        c->cap_held = nc;
+    }
+    c->held[c->n_held++] = m;
+    return 0;
+}
+
+static void pr__held_clear(pr_consumer *c)
+{
+    for (size_t i = c->held_head; i < c->n_held; i++)
+        rd_kafka_message_destroy(c->held[i]);
+    c->n_held = c->held_head = 0;
+}
+
+/* A decode wait with polling threads: rebalance events and errors are
+ * served; messages (what the rings held when the partitions were paused,
+ * bounded by the rings' size) are held, in order, for after the wait. */
+static int pr__wait_poll_pt(pr_consumer *c, int wait, char *errstr, size_t errstr_size)
+{
+    for (size_t turn = 0; turn < (size_t)c->n_rk * PR__PT_RING; turn++) {
+        rd_kafka_message_t *m;
+        int r = pr__ring_next(c, turn == 0 ? wait : 0, &m, errstr, errstr_size);
+        if (r <= 0)
+            return r;
+        if (r == 1 && pr__hold(c, m)) {
+            rd_kafka_message_destroy(m);
+            return pr_seterr(errstr, errstr_size, PR_ENOMEM, "consumer: out of memory");
+        }
+    }
+    return 0;
+}
+
+/* pr__pt_stop's server while closing: events handled, messages dropped
+ * (not handed out: their offsets stay unstored). */
+static void pr__pt_serve(void *opaque, const pr__pt_entry *e)
+{
+    pr_consumer *c = opaque;
+    if (e->kind == PR__PT_REBALANCE) {
+        pr__rebalance(c, c->rks[e->inst], e->inst, e->err, e->parts);
+        pr__pt_done(c->pt, e->inst);
+    } else if (e->m) {
+        rd_kafka_message_destroy(e->m);
+    }
+}
+
 /* pr__next1 over the instances: one turn without waiting over each, from
  * the next in turn (each partition is one instance's, whose queue keeps its
  * order); when none had anything, a wait of at most 1 ms on the next one,
@@ -1232,6 +1412,8 @@ static int pr__next1(pr_consumer *c, rd_kafka_t *rk, int wait, rd_kafka_message_
 static int pr__next(pr_consumer *c, int wait, rd_kafka_message_t **out, char *errstr,
                     size_t errstr_size)
 {
+    if (c->pt)
+        return pr__next_pt(c, wait, out, errstr, errstr_size);
     if (c->n_rk <= 1)
         return pr__next1(c, c->rk, wait, out, errstr, errstr_size);
     for (unsigned k = 0; k < c->n_rk; k++) {
@@ -1478,6 +1660,12 @@ int pr_consumer_poll(pr_consumer *c, pr_block *b, int timeout_ms, char *errstr, 
     bool keep = false;
 
     if (c->pending && c->waiting && pr_mono_ns() < c->retry_at_ns) {
+        if (c->pt) {
+            int64_t left = (c->retry_at_ns - pr_mono_ns()) / 1000000;
+            int rc = pr__wait_poll_pt(c, left < timeout_ms ? (int)left : timeout_ms, errstr,
+                                      errstr_size);
+            return rc < 0 ? rc : 0;
+        }
         pr__wait_poll(c, timeout_ms);
         return 0;
     }

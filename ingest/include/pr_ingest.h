@@ -484,9 +484,11 @@ typedef struct pr_consumer_conf {
     const pr_feature_schema *features;
     /* Members of the group in this process (source.consumers; 0 or 1 = one,
      * at most PR_CONSUMER_MAX_INSTANCES): each its own librdkafka client
-     * with its share of the partitions, polled in turn by the polling
-     * thread; offsets, rebalances, dead letters and stats are kept for all
-     * of them together. A static member's id gets "-1", "-2", ... for the
+     * with its share of the partitions; with more than one, each is
+     * polled by a thread of its own into a ring the polling thread reads
+     * (rebalance events in order, handled on the polling thread, so the
+     * callbacks below still run there); offsets, rebalances, dead letters
+     * and stats are kept for all of them together. A static member's id gets "-1", "-2", ... for the
      * second and later; the member file is the first one's. */
     unsigned consumers;
     /* Callbacks (all optional), run on the polling thread. on_assign gets the

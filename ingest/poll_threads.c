@@ -1,0 +1,333 @@
+/*
+ * poll_threads.c — one polling thread per consumer instance (poll_threads.h
+ * says what and why).
+ *
+ * Each instance has a single-producer single-consumer ring: its thread is
+ * the producer, the consumer's (pipeline) thread the only reader. Head and
+ * tail are atomics; the two sides sleep only when the ring is empty (the
+ * reader, on one condition for all rings) or full (the producer, on its
+ * instance's), each announcing it with a flag the other side checks after
+ * its own store (sequentially consistent, so one of them sees the other);
+ * every sleep is also bounded, so a missed wakeup costs milliseconds, never
+ * progress. A rebalance event is an entry like a message; the producer
+ * then waits on `done`, which only the reader sets.
+ */
+#define _GNU_SOURCE
+#include "poll_threads.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "pr_error.h"
+
+#define PR__PT_MASK    (PR__PT_RING - 1)
+#define PR__PT_POLL_MS 50 /* a polling thread's longest poll: how soon it sees stop */
+#define PR__PT_FULL_MS 2  /* longest sleep on a full ring before looking again */
+/* The reader is woken for a batch, not per message: when this many entries
+ * wait, or when a polling thread found librdkafka's queue empty (nothing
+ * more is coming soon). Woken per message it would take one message per
+ * poll, as fast as it comes, and hand the engine blocks of one row. */
+#define PR__PT_BATCH 256
+
+typedef struct pr__pt_inst {
+    pr__pt *pt;
+    unsigned k;
+    rd_kafka_t *rk;
+    pthread_t tid;
+    bool started;
+    size_t head;   /* next to read (reader's; atomic) */
+    size_t tail;   /* next to write (producer's; atomic) */
+    int full_wait; /* the producer sleeps on a full ring (atomic) */
+    int exited;    /* the thread returned; its last entry is in (atomic) */
+    int draining;  /* its last poll found a message: more may follow at once (atomic) */
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* room in the ring, or `done` */
+    bool done;         /* the rebalance event was handled (under mu) */
+    pr__pt_entry ring[PR__PT_RING];
+} pr__pt_inst;
+
+struct pr__pt {
+    unsigned n, next;
+    int stop; /* atomic */
+    int gate; /* atomic: 1 = poll, -1 = leave without polling, 0 = wait */
+    int idle; /* the reader sleeps on empty rings (atomic) */
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* an entry arrived, a thread exited, the gate opened */
+    pr__pt_inst inst[];
+};
+
+static void pr__pt_deadline(struct timespec *ts, int ms)
+{
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_nsec += (long)ms * 1000000L;
+    ts->tv_sec += ts->tv_nsec / 1000000000L;
+    ts->tv_nsec %= 1000000000L;
+}
+
+static void pr__pt_wake_reader(pr__pt *pt)
+{
+    if (__atomic_load_n(&pt->idle, __ATOMIC_SEQ_CST)) {
+        pthread_mutex_lock(&pt->mu);
+        pthread_cond_broadcast(&pt->cv);
+        pthread_mutex_unlock(&pt->mu);
+    }
+}
+
+static bool pr__pt_full(pr__pt_inst *in)
+{
+    size_t t = __atomic_load_n(&in->tail, __ATOMIC_RELAXED);
+    return t - __atomic_load_n(&in->head, __ATOMIC_ACQUIRE) >= PR__PT_RING;
+}
+
+/* Producer: sleep (bounded) while the ring is full. */
+static void pr__pt_wait_room(pr__pt_inst *in)
+{
+    pthread_mutex_lock(&in->mu);
+    __atomic_store_n(&in->full_wait, 1, __ATOMIC_SEQ_CST);
+    if (pr__pt_full(in)) {
+        struct timespec ts;
+        pr__pt_deadline(&ts, PR__PT_FULL_MS);
+        pthread_cond_timedwait(&in->cv, &in->mu, &ts);
+    }
+    __atomic_store_n(&in->full_wait, 0, __ATOMIC_SEQ_CST);
+    pthread_mutex_unlock(&in->mu);
+}
+
+/* Producer: append e, waiting for room (the reader drains even while
+ * stopping, so the wait ends). */
+static void pr__pt_push(pr__pt_inst *in, const pr__pt_entry *e)
+{
+    while (pr__pt_full(in))
+        pr__pt_wait_room(in);
+    size_t t = __atomic_load_n(&in->tail, __ATOMIC_RELAXED);
+    in->ring[t & PR__PT_MASK] = *e;
+    __atomic_store_n(&in->tail, t + 1, __ATOMIC_SEQ_CST);
+    /* A batch is ready, or this entry must not wait (an event, whose thread
+     * now blocks; the draining flag tells the rest). */
+    if (e->kind != PR__PT_MSG || !__atomic_load_n(&in->draining, __ATOMIC_RELAXED) ||
+        t + 1 - __atomic_load_n(&in->head, __ATOMIC_RELAXED) >= PR__PT_BATCH)
+        pr__pt_wake_reader(in->pt);
+}
+
+/* Reader: the oldest entry of instance in, if any. */
+static bool pr__pt_pop(pr__pt_inst *in, pr__pt_entry *out)
+{
+    size_t h = __atomic_load_n(&in->head, __ATOMIC_RELAXED);
+    if (h == __atomic_load_n(&in->tail, __ATOMIC_ACQUIRE))
+        return false;
+    *out = in->ring[h & PR__PT_MASK];
+    __atomic_store_n(&in->head, h + 1, __ATOMIC_SEQ_CST);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&in->full_wait, __ATOMIC_SEQ_CST)) {
+        pthread_mutex_lock(&in->mu);
+        pthread_cond_broadcast(&in->cv);
+        pthread_mutex_unlock(&in->mu);
+    }
+    return true;
+}
+
+/* Enough to read now: a batch in some ring, or entries while no thread is
+ * still moving librdkafka's queue over (or one waits on an event). */
+static bool pr__pt_ready(pr__pt *pt)
+{
+    size_t avail = 0;
+    bool draining = false;
+    for (unsigned k = 0; k < pt->n; k++) {
+        pr__pt_inst *in = &pt->inst[k];
+        size_t n = __atomic_load_n(&in->tail, __ATOMIC_SEQ_CST) -
+                   __atomic_load_n(&in->head, __ATOMIC_RELAXED);
+        if (n >= PR__PT_BATCH)
+            return true;
+        avail += n;
+        if (n && in->ring[(__atomic_load_n(&in->tail, __ATOMIC_ACQUIRE) - 1) & PR__PT_MASK].kind !=
+                     PR__PT_MSG)
+            return true;
+        draining |= __atomic_load_n(&in->draining, __ATOMIC_SEQ_CST) != 0;
+    }
+    return avail > 0 && !draining;
+}
+
+static void *pr__pt_main(void *arg)
+{
+    pr__pt_inst *in = arg;
+    pr__pt *pt = in->pt;
+    char name[16];
+    snprintf(name, sizeof(name), "pr:poll-%u", in->k);
+    pthread_setname_np(pthread_self(), name);
+    pthread_mutex_lock(&pt->mu);
+    while (__atomic_load_n(&pt->gate, __ATOMIC_ACQUIRE) == 0)
+        pthread_cond_wait(&pt->cv, &pt->mu);
+    pthread_mutex_unlock(&pt->mu);
+    if (__atomic_load_n(&pt->gate, __ATOMIC_ACQUIRE) > 0)
+        while (!__atomic_load_n(&pt->stop, __ATOMIC_ACQUIRE)) {
+            if (pr__pt_full(in)) {
+                pr__pt_wait_room(in);
+                continue;
+            }
+            /* What librdkafka has queued goes over without waking the
+             * reader per message; once its queue is empty the reader is
+             * told, then this thread waits in librdkafka. */
+            rd_kafka_message_t *m = rd_kafka_consumer_poll(in->rk, 0);
+            if (!m) {
+                __atomic_store_n(&in->draining, 0, __ATOMIC_SEQ_CST);
+                pr__pt_wake_reader(pt);
+                m = rd_kafka_consumer_poll(in->rk, PR__PT_POLL_MS);
+            }
+            __atomic_store_n(&in->draining, m != NULL, __ATOMIC_SEQ_CST);
+            if (m)
+                pr__pt_push(in, &(pr__pt_entry){.kind = PR__PT_MSG, .inst = in->k, .m = m});
+        }
+    __atomic_store_n(&in->exited, 1, __ATOMIC_SEQ_CST);
+    pthread_mutex_lock(&pt->mu);
+    pthread_cond_broadcast(&pt->cv);
+    pthread_mutex_unlock(&pt->mu);
+    return NULL;
+}
+
+static void pr__pt_open_gate(pr__pt *pt, int v)
+{
+    pthread_mutex_lock(&pt->mu);
+    __atomic_store_n(&pt->gate, v, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&pt->cv);
+    pthread_mutex_unlock(&pt->mu);
+}
+
+pr__pt *pr__pt_start(rd_kafka_t *const *rks, unsigned n, char *errstr, size_t errstr_size)
+{
+    pr__pt *pt = calloc(1, sizeof(*pt) + n * sizeof(pt->inst[0]));
+    if (!pt) {
+        pr_seterr(errstr, errstr_size, PR_ENOMEM, "consumer: out of memory");
+        return NULL;
+    }
+    pt->n = n;
+    pthread_mutex_init(&pt->mu, NULL);
+    pthread_cond_init(&pt->cv, NULL);
+    for (unsigned k = 0; k < n; k++) {
+        pr__pt_inst *in = &pt->inst[k];
+        *in = (pr__pt_inst){.pt = pt, .k = k, .rk = rks[k]};
+        pthread_mutex_init(&in->mu, NULL);
+        pthread_cond_init(&in->cv, NULL);
+    }
+    /* Threads wait at the gate until all exist: a failure leaves nothing
+     * polled (no rebalance event waiting for a reader). */
+    for (unsigned k = 0; k < n; k++) {
+        int e = pthread_create(&pt->inst[k].tid, NULL, pr__pt_main, &pt->inst[k]);
+        if (e) {
+            pr_seterr(errstr, errstr_size, PR_ENOMEM, "consumer: polling thread: %s", strerror(e));
+            pr__pt_open_gate(pt, -1);
+            pr__pt_free(pt);
+            return NULL;
+        }
+        pt->inst[k].started = true;
+    }
+    pr__pt_open_gate(pt, 1);
+    return pt;
+}
+
+bool pr__pt_on_poller(const pr__pt *pt, unsigned inst)
+{
+    return pt && inst < pt->n && pt->inst[inst].started &&
+           pthread_equal(pthread_self(), pt->inst[inst].tid);
+}
+
+void pr__pt_handoff(pr__pt *pt, unsigned inst, rd_kafka_resp_err_t err,
+                    rd_kafka_topic_partition_list_t *parts)
+{
+    pr__pt_inst *in = &pt->inst[inst];
+    pthread_mutex_lock(&in->mu);
+    in->done = false;
+    pthread_mutex_unlock(&in->mu);
+    pr__pt_push(
+        in, &(pr__pt_entry){.kind = PR__PT_REBALANCE, .inst = inst, .err = err, .parts = parts});
+    pthread_mutex_lock(&in->mu);
+    while (!in->done)
+        pthread_cond_wait(&in->cv, &in->mu);
+    pthread_mutex_unlock(&in->mu);
+}
+
+void pr__pt_done(pr__pt *pt, unsigned inst)
+{
+    pr__pt_inst *in = &pt->inst[inst];
+    pthread_mutex_lock(&in->mu);
+    in->done = true;
+    pthread_cond_broadcast(&in->cv);
+    pthread_mutex_unlock(&in->mu);
+}
+
+int pr__pt_next(pr__pt *pt, int wait_ms, pr__pt_entry *out)
+{
+    if (wait_ms > 0 && !pr__pt_ready(pt))
+        goto sleep;
+    for (unsigned i = 0; i < pt->n; i++) {
+        pr__pt_inst *in = &pt->inst[pt->next];
+        pt->next = (pt->next + 1) % pt->n;
+        if (pr__pt_pop(in, out))
+            return 1;
+    }
+    if (wait_ms <= 0)
+        return 0;
+sleep:;
+    /* Sleep until a batch is ready (woken by a push or a thread that found
+     * librdkafka empty) or wait_ms passed; then take what there is. */
+    struct timespec ts;
+    pr__pt_deadline(&ts, wait_ms);
+    pthread_mutex_lock(&pt->mu);
+    __atomic_store_n(&pt->idle, 1, __ATOMIC_SEQ_CST);
+    while (!pr__pt_ready(pt) && !__atomic_load_n(&pt->stop, __ATOMIC_ACQUIRE))
+        if (pthread_cond_timedwait(&pt->cv, &pt->mu, &ts) == ETIMEDOUT)
+            break;
+    __atomic_store_n(&pt->idle, 0, __ATOMIC_SEQ_CST);
+    pthread_mutex_unlock(&pt->mu);
+    return pr__pt_next(pt, 0, out);
+}
+
+static bool pr__pt_all_exited(pr__pt *pt)
+{
+    for (unsigned k = 0; k < pt->n; k++)
+        if (pt->inst[k].started && !__atomic_load_n(&pt->inst[k].exited, __ATOMIC_SEQ_CST))
+            return false;
+    return true;
+}
+
+void pr__pt_stop(pr__pt *pt, void (*serve)(void *opaque, const pr__pt_entry *e), void *opaque)
+{
+    if (!pt)
+        return;
+    __atomic_store_n(&pt->stop, 1, __ATOMIC_RELEASE);
+    for (;;) {
+        bool exited = pr__pt_all_exited(pt); /* before looking at the rings */
+        pr__pt_entry e;
+        int got = pr__pt_next(pt, exited ? 0 : 10, &e);
+        if (got) {
+            serve(opaque, &e);
+            continue;
+        }
+        if (exited)
+            return;
+    }
+}
+
+void pr__pt_free(pr__pt *pt)
+{
+    if (!pt)
+        return;
+    __atomic_store_n(&pt->stop, 1, __ATOMIC_RELEASE);
+    for (unsigned k = 0; k < pt->n; k++)
+        if (pt->inst[k].started)
+            pthread_join(pt->inst[k].tid, NULL);
+    pr__pt_entry e;
+    while (pr__pt_next(pt, 0, &e))
+        if (e.kind == PR__PT_MSG && e.m)
+            rd_kafka_message_destroy(e.m);
+    for (unsigned k = 0; k < pt->n; k++) {
+        pthread_mutex_destroy(&pt->inst[k].mu);
+        pthread_cond_destroy(&pt->inst[k].cv);
+    }
+    pthread_mutex_destroy(&pt->mu);
+    pthread_cond_destroy(&pt->cv);
+    free(pt);
+}

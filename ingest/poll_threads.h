@@ -1,0 +1,77 @@
+/*
+ * poll_threads.h — one polling thread per consumer instance (issue 21):
+ * internal to ingest/, used by consumer.c only.
+ *
+ * With source.consumers: K > 1, each instance's rd_kafka_consumer_poll runs
+ * on a thread of its own, which pushes what it gets (messages, consumer
+ * errors, and its rebalance events) into a bounded single-producer ring.
+ * The pipeline thread takes entries from the rings instead of polling the
+ * clients itself, so what librdkafka costs per message (its queue, the
+ * op-to-message conversion, the position update) leaves the pipeline
+ * thread, and K clients are served by K threads.
+ *
+ * Why the pipeline's semantics do not move: a partition is one instance's,
+ * and an instance's ring is FIFO, so per-partition order is librdkafka's;
+ * a rebalance event goes into the ring behind the messages polled before it
+ * and the instance's thread blocks in its rebalance callback until the
+ * pipeline thread has handled the event (pr__pt_done), so the pipeline sees,
+ * per instance, exactly the sequence it saw polling the client itself:
+ * owner callbacks, commits on revoke and dropping of revoked messages stay
+ * on the pipeline thread. What a pause cannot stop is the ring's content
+ * (at most PR__PT_RING entries per instance), which is delivered as
+ * messages already polled were before.
+ */
+#ifndef PR_INGEST_POLL_THREADS_H
+#define PR_INGEST_POLL_THREADS_H
+
+#include <librdkafka/rdkafka.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define PR__PT_RING 2048 /* entries per instance (a power of two) */
+
+typedef struct pr__pt pr__pt;
+
+typedef enum {
+    PR__PT_MSG = 0,   /* m: a message or a consumer error, as consumer_poll gave it */
+    PR__PT_REBALANCE, /* err, parts: the instance's rebalance callback, blocked */
+} pr__pt_kind;
+
+typedef struct pr__pt_entry {
+    pr__pt_kind kind;
+    unsigned inst;
+    rd_kafka_message_t *m;
+    rd_kafka_resp_err_t err;
+    rd_kafka_topic_partition_list_t *parts; /* owned by librdkafka; valid until done */
+} pr__pt_entry;
+
+/* Starts one thread per rks[k] (n of them; the handles stay the caller's).
+ * NULL with errstr when a thread cannot be made (none is left running). */
+pr__pt *pr__pt_start(rd_kafka_t *const *rks, unsigned n, char *errstr, size_t errstr_size);
+
+/* Is the calling thread instance inst's polling thread? (In the rebalance
+ * callback: hand the event over, or handle it right here.) */
+bool pr__pt_on_poller(const pr__pt *pt, unsigned inst);
+
+/* On instance inst's polling thread, inside its rebalance callback: queue
+ * the event and block until the consumer thread called pr__pt_done(inst). */
+void pr__pt_handoff(pr__pt *pt, unsigned inst, rd_kafka_resp_err_t err,
+                    rd_kafka_topic_partition_list_t *parts);
+
+/* Consumer thread: the next entry, instances in turn (1), or none within
+ * wait_ms (0). A PR__PT_REBALANCE entry must be answered by pr__pt_done. */
+int pr__pt_next(pr__pt *pt, int wait_ms, pr__pt_entry *out);
+
+/* Consumer thread: the rebalance event of instance inst is handled. */
+void pr__pt_done(pr__pt *pt, unsigned inst);
+
+/* Consumer thread: stop the threads. Until they have all exited, entries
+ * keep coming from pr__pt_next (serve rebalances, drop messages); returns
+ * once none is running and every ring is empty. */
+void pr__pt_stop(pr__pt *pt, void (*serve)(void *opaque, const pr__pt_entry *e), void *opaque);
+
+/* Joins (after pr__pt_stop) and frees; messages still queued are destroyed
+ * (not handed out: their offsets stay unstored). NULL is a no-op. */
+void pr__pt_free(pr__pt *pt);
+
+#endif
