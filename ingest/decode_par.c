@@ -124,33 +124,6 @@ static void pr__rej_log(void *opaque, int reason, const char *detail, const char
     s->n_rej++;
 }
 
-/* Messages come from librdkafka's broker thread and their pr__dmsg from
- * the polling thread: each one's entry, struct and payload are cold in
- * this core's cache, and the decoder stalled on all three at every
- * message's start. So while message i decodes, message i + 1's payload (its
- * first PR__PREFETCH_BYTES), message i + 2's struct and message i + 4's
- * entry are fetched. */
-#define PR__PREFETCH_BYTES 512
-
-static void pr__prefetch_next(const pr__dpool *dp, uint32_t i, uint32_t end)
-{
-    if (i + 4 < end) {
-        __builtin_prefetch(&dp->msgs[i + 4]);
-        __builtin_prefetch((const char *)&dp->msgs[i + 5] - 1);
-    }
-    if (i + 2 < end) { /* the struct may straddle two lines */
-        __builtin_prefetch(dp->msgs[i + 2].m);
-        __builtin_prefetch((const char *)dp->msgs[i + 2].m + sizeof(rd_kafka_message_t) - 1);
-    }
-    if (i + 1 < end) {
-        const rd_kafka_message_t *n = dp->msgs[i + 1].m;
-        const char *p = n->payload;
-        size_t len = n->len < PR__PREFETCH_BYTES ? n->len : PR__PREFETCH_BYTES;
-        for (size_t o = 0; p && o < len; o += 64)
-            __builtin_prefetch(p + o);
-    }
-}
-
 /* Decode slot k on thread t (helper or the polling thread). */
 static void pr__slot_decode(pr__dpool *dp, unsigned t, unsigned k)
 {
@@ -173,7 +146,6 @@ static void pr__slot_decode(pr__dpool *dp, unsigned t, unsigned k)
             dm->state = PR__DM_SERIAL;
             continue;
         }
-        pr__prefetch_next(dp, i, s->m1);
         s->cur = i;
         ctx.partition = dm->key;
         ctx.offset = dm->m->offset;
