@@ -10,6 +10,7 @@
  * Signals are blocked in every thread and taken synchronously by the main
  * thread with sigtimedwait, so no handler runs inside library code.
  */
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,21 @@ static void pr__run_usage(FILE *f)
                "SIGINT, then drain: emit partial batches, wait for acknowledgements, commit.\n"
                "  --config FILE   the configuration (required)\n"
                "  --check         validate the configuration and exit (0 = valid)\n");
+}
+
+/* Keep freed heap memory in the process instead of handing it back to the
+ * kernel after each use. librdkafka's broker thread allocates every fetch
+ * response (megabytes) and every message's op, and the consumer frees them
+ * a moment later; with glibc's defaults (responses mmap'd, heap tops trimmed
+ * past 128 KiB) each fetch came back as fresh pages for the kernel to zero
+ * and fault in: ~0.3 us CPU per 300-byte event, a fifth of the broker
+ * thread (bench/RESULTS.md, "streaming JSON CPU per event"). 32 MiB is
+ * where glibc's own dynamic mmap threshold tops out; an arena keeps at most
+ * 64 MiB free at its top. Setting either turns the dynamic one off. */
+static void pr__run_keep_freed_memory(void)
+{
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 64 << 20);
 }
 
 int pr_cli_cmd_run(int argc, char **argv)
@@ -74,6 +90,7 @@ int pr_cli_cmd_run(int argc, char **argv)
         return 0;
     }
     pr_log_set_level(cfg->log_level);
+    pr__run_keep_freed_memory();
 
     sigset_t sigs;
     pr_cli_block_signals(&sigs);

@@ -7,6 +7,7 @@
 #include "pr_metrics.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,23 @@ static void pr__fmt_double(char *out, size_t size, double v)
         snprintf(out, size, "%.17g", v);
 }
 
+/* A whole number in decimal, as "%.0f" writes it. A scrape writes hundreds
+ * of samples (one per partition and lag family); printf's float path was
+ * most of a scrape's CPU. */
+static void pr__int_value(pr_mbuf *mb, int64_t v)
+{
+    char tmp[24];
+    char *p = tmp + sizeof(tmp);
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--p = '-';
+    pr_mbuf_append(mb, p, (size_t)(tmp + sizeof(tmp) - p));
+}
+
 static void pr__value(pr_mbuf *mb, double v)
 {
     char tmp[40];
@@ -55,9 +73,12 @@ static void pr__value(pr_mbuf *mb, double v)
         pr_mbuf_puts(mb, "NaN");
     else if (isinf(v))
         pr_mbuf_puts(mb, v > 0 ? "+Inf" : "-Inf");
-    else if (v == floor(v) && fabs(v) < 9.007199254740992e15)
-        pr_mbuf_printf(mb, "%.0f", v);
-    else {
+    else if (v == floor(v) && fabs(v) < 9.007199254740992e15) {
+        if (v == 0 && signbit(v))
+            pr_mbuf_puts(mb, "-0"); /* as "%.0f" has it */
+        else
+            pr__int_value(mb, (int64_t)v);
+    } else {
         pr__fmt_double(tmp, sizeof(tmp), v);
         pr_mbuf_puts(mb, tmp);
     }
@@ -82,16 +103,20 @@ static void pr__labels(pr_mbuf *mb, const pr_label *labels, size_t n, const char
         }
         if (i > 0)
             pr_mbuf_append(mb, ",", 1);
-        pr_mbuf_printf(mb, "%s=\"", ln);
-        for (const char *p = lv; *p; p++) {
+        pr_mbuf_puts(mb, ln);
+        pr_mbuf_append(mb, "=\"", 2);
+        for (const char *p = lv; *p;) {
+            size_t run = strcspn(p, "\\\"\n"); /* plain bytes, appended at once */
+            pr_mbuf_append(mb, p, run);
+            p += run;
             if (*p == '\\')
                 pr_mbuf_append(mb, "\\\\", 2);
             else if (*p == '"')
                 pr_mbuf_append(mb, "\\\"", 2);
             else if (*p == '\n')
                 pr_mbuf_append(mb, "\\n", 2);
-            else
-                pr_mbuf_append(mb, p, 1);
+            if (*p)
+                p++;
         }
         pr_mbuf_append(mb, "\"", 1);
     }
