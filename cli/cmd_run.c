@@ -42,8 +42,12 @@ static void pr__run_usage(FILE *f)
  * 64 MiB free at its top. Setting either turns the dynamic one off. */
 static void pr__run_keep_freed_memory(void)
 {
-    mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    mallopt(M_TRIM_THRESHOLD, 64 << 20);
+    /* glibc's own environment settings win: a user who sets them (memory
+     * tight, docs/operations.md) gets exactly what they asked for. */
+    if (!getenv("MALLOC_MMAP_THRESHOLD_"))
+        mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    if (!getenv("MALLOC_TRIM_THRESHOLD_"))
+        mallopt(M_TRIM_THRESHOLD, 64 << 20);
 }
 
 int pr_cli_cmd_run(int argc, char **argv)
