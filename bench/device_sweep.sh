@@ -32,16 +32,8 @@ BUILD=${DEVICE_SWEEP_BUILD:-build}
 BINS="piperec bench/bench_ceiling"
 
 if [ "${1:-}" = "--pack" ]; then
-    BUILD=${2:-$BUILD}
-    mkdir -p "$BUILD/devlibs"
-    for b in $BINS; do
-        [ -x "$BUILD/$b" ] || { echo "device_sweep.sh: $BUILD/$b not built" >&2; exit 1; }
-        ldd "$BUILD/$b" | awk '/=> \// {print $3}'
-    done | sort -u | grep -Ev '/(libc|libm|libpthread|libdl|librt|libresolv|ld-linux[^/]*)\.so' |
-        while read -r lib; do cp -L "$lib" "$BUILD/devlibs/"; done
-    echo "device_sweep.sh: $(ls "$BUILD/devlibs" | wc -l) libraries, $(du -sh "$BUILD/devlibs" | cut -f1), in $BUILD/devlibs"
-    echo "carry: $BUILD/piperec $BUILD/bench/bench_ceiling $BUILD/devlibs"
-    exit 0
+    # shellcheck disable=SC2086
+    exec "$HERE/device_pack.sh" "${2:-$BUILD}" $BINS
 fi
 
 OUT=${OUT:-$PWD/out}
