@@ -574,16 +574,25 @@ static bool pr__holds_any(rd_kafka_t *rk, const rd_kafka_topic_partition_list_t 
     return any;
 }
 
-/* A revoke whose partitions are no longer held is stale (its group
- * already went on, see pr__restart_due): nothing to commit, and a commit
- * then, during consumer_close, would race the group's termination
- * (librdkafka 2.0.2 asserts no commit is in flight once it terminated). */
+/* Stale events: librdkafka 2.0.2 takes any assign/unassign call made while
+ * a rebalance event waits for the application as that event's answer (see
+ * pr__restart_due). In rd_kafka_consumer_close, an ASSIGN event still queued
+ * is turned into an unassign that answers the close's revoke, which then
+ * reaches this callback stale, possibly after the group terminated:
+ *   - a revoke whose partitions are no longer held commits nothing (the
+ *     commit raced the termination: "rd_kafka_cgrp_terminated: assert:
+ *     !rd_kafka_assignment_in_progress");
+ *   - once terminated, rd_kafka_rebalance_protocol() is NULL (strcmp on it
+ *     was the segfault): the owner still hears of a revoke; nothing is
+ *     assigned, unassigned or committed. */
 static void pr__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                              rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
     pr_consumer *c = opaque;
     unsigned inst = pr__inst_of(c, rk);
-    bool coop = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
+    const char *proto = rd_kafka_rebalance_protocol(rk);
+    bool gone = proto == NULL;
+    bool coop = !gone && !strcmp(proto, "COOPERATIVE");
     rd_kafka_error_t *e = NULL;
     rd_kafka_resp_err_t kerr = RD_KAFKA_RESP_ERR_NO_ERROR;
     pr_tp *tps = parts->cnt ? calloc((size_t)parts->cnt, sizeof(*tps)) : NULL;
@@ -592,6 +601,11 @@ static void pr__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 
     switch (err) {
     case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+        if (gone) {
+            pr_info("consumer: %d partition(s) assigned after the group ended; ignored",
+                    parts->cnt);
+            break;
+        }
         c->ever[inst] = true;
         if (inst == 0)
             pr__member_save(c, rk);
@@ -629,7 +643,9 @@ static void pr__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         } else {
             pr_warn("consumer: %d partition(s) lost; offsets not committed", parts->cnt);
         }
-        if (coop)
+        if (gone)
+            ; /* librdkafka unassigned everything when the group ended */
+        else if (coop)
             e = rd_kafka_incremental_unassign(rk, parts);
         else
             kerr = rd_kafka_assign(rk, NULL);
@@ -639,7 +655,8 @@ static void pr__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 
     default:
         pr_warn("consumer: rebalance error: %s", rd_kafka_err2str(err));
-        kerr = rd_kafka_assign(rk, NULL);
+        if (!gone)
+            kerr = rd_kafka_assign(rk, NULL);
         break;
     }
     if (e) {
