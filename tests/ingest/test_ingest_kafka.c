@@ -838,7 +838,17 @@ static void test_reset_waits_for_rebalance(void **state)
      * partition. Every record once: the restart left alone the partition
      * revoked meanwhile (librdkafka would otherwise take the restart as the
      * answer to the revoke, which then reaches the callback stale). */
-    for (double end = now_s() + 30; s1.total + s2.total < 20 && now_s() < end;) {
+    if (n0 < 2 || n1 <= n0) {
+        /* Under load the errors or the revoke came too late to be staged:
+         * what is checked below would not be what this test is about. */
+        pr_consumer_free(c2);
+        pr_consumer_free(c1);
+        pr_block_free(b);
+        print_message("reset before rebalance: not staged (queued %zu then %zu)\n", n0, n1);
+        skip();
+    }
+    for (double end = now_s() + 30;
+         (s1.total + s2.total < 20 || s2.assigned_parts == 0) && now_s() < end;) {
         assert_true(pr_consumer_poll(c1, b, 50, errstr, sizeof(errstr)) >= 0);
         take_rows(&s1, b, false, c1);
         assert_true(pr_consumer_poll(c2, b, 50, errstr, sizeof(errstr)) >= 0);
