@@ -579,9 +579,9 @@ static bool pr__holds_any(rd_kafka_t *rk, const rd_kafka_topic_partition_list_t 
  * pr__restart_due). In rd_kafka_consumer_close, an ASSIGN event still queued
  * is turned into an unassign that answers the close's revoke, which then
  * reaches this callback stale, possibly after the group terminated:
- *   - a revoke whose partitions are no longer held commits nothing (the
- *     commit raced the termination: "rd_kafka_cgrp_terminated: assert:
- *     !rd_kafka_assignment_in_progress");
+ *   - a revoke whose partitions are no longer held commits and unassigns
+ *     nothing (the commit raced the termination: "rd_kafka_cgrp_terminated:
+ *     assert: !rd_kafka_assignment_in_progress");
  *   - once terminated, rd_kafka_rebalance_protocol() is NULL (strcmp on it
  *     was the segfault): the owner still hears of a revoke; nothing is
  *     assigned, unassigned or committed. */
@@ -633,7 +633,11 @@ static void pr__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
          * committed while the partitions are still ours. */
         if (c->on_revoke && n)
             c->on_revoke(c->opaque, c, tps, n);
-        if (!rd_kafka_assignment_lost(rk) && !pr__holds_any(rk, parts)) {
+        /* Not held: answered already (stale); nothing to commit or unassign
+         * (a commit raced the group's end, an unassign could wait forever
+         * on a group that ended meanwhile). */
+        bool held = !gone && pr__holds_any(rk, parts);
+        if (!held) {
             pr_info("consumer: revoke of %d partition(s) no longer held; nothing to commit",
                     parts->cnt);
         } else if (!rd_kafka_assignment_lost(rk)) {
@@ -643,11 +647,9 @@ static void pr__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         } else {
             pr_warn("consumer: %d partition(s) lost; offsets not committed", parts->cnt);
         }
-        if (gone)
-            ; /* librdkafka unassigned everything when the group ended */
-        else if (coop)
+        if (held && coop)
             e = rd_kafka_incremental_unassign(rk, parts);
-        else
+        else if (held)
             kerr = rd_kafka_assign(rk, NULL);
         pr__mark_unassigned(c, tps, n);
         pr_info("consumer: revoked %d partition(s)", parts->cnt);
