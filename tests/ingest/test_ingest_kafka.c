@@ -796,77 +796,6 @@ static void test_offset_out_of_range(void **state)
     pr_block_free(b);
 }
 
-/* Length of c's (first instance's) consumer queue: messages and events. */
-static size_t queued(pr_consumer *c)
-{
-    rd_kafka_queue_t *q = rd_kafka_queue_get_consumer(pr_consumer_handle(c));
-    size_t n = rd_kafka_queue_length(q);
-    rd_kafka_queue_destroy(q);
-    return n;
-}
-
-/* The mechanism behind the crashes above, made deterministic: a partition
- * with no committed offset stops with an AUTO_OFFSET_RESET error; a second
- * member joins and librdkafka queues a revoke behind that error while the
- * first consumer is not polled. The restart (unassign + assign) must not
- * run before the revoke was served: librdkafka 2.0.2 takes it as the answer
- * to the revoke, and the revoke then reaches the callback stale. */
-static void test_reset_waits_for_rebalance(void **state)
-{
-    (void)state;
-    char errstr[512];
-    if (g_consumers > 1)
-        skip(); /* the queue of the first instance only is watched */
-    assert_int_equal(pr_mock_broker_create_topic(g_mb, "rq", 2, errstr, sizeof(errstr)), 0);
-    produce_lines("rq", 0, 20, 2);
-    seen s1, s2;
-    reset_seen(&s1);
-    reset_seen(&s2);
-    pr_block *b = pr_block_new(g_spec.n_dense, g_spec.n_sparse, 64, true);
-    pr_consumer *c1 = new_consumer("rq", "rq-g", &s1, NULL);
-    for (double end = now_s() + 20; s1.assigned_events == 0 && now_s() < end;)
-        assert_true(pr_consumer_poll(c1, b, 0, errstr, sizeof(errstr)) >= 0);
-    assert_int_equal(s1.assigned_parts, 2);
-    size_t n0 = 0;
-    for (double end = now_s() + 10; (n0 = queued(c1)) < 2 && now_s() < end;)
-        usleep(10000);
-    pr_consumer *c2 = new_consumer("rq", "rq-g", &s2, NULL);
-    size_t n1 = n0;
-    for (double end = now_s() + 20; (n1 = queued(c1)) <= n0 && now_s() < end;)
-        assert_true(pr_consumer_poll(c2, b, 50, errstr, sizeof(errstr)) >= 0);
-    /* c1 serves the reset errors and the revoke; c2 gets the revoked
-     * partition. Every record once: the restart left alone the partition
-     * revoked meanwhile (librdkafka would otherwise take the restart as the
-     * answer to the revoke, which then reaches the callback stale). */
-    if (n0 < 2 || n1 <= n0) {
-        /* Under load the errors or the revoke came too late to be staged:
-         * what is checked below would not be what this test is about. */
-        pr_consumer_free(c2);
-        pr_consumer_free(c1);
-        pr_block_free(b);
-        print_message("reset before rebalance: not staged (queued %zu then %zu)\n", n0, n1);
-        skip();
-    }
-    for (double end = now_s() + 30;
-         (s1.total + s2.total < 20 || s2.assigned_parts == 0) && now_s() < end;) {
-        assert_true(pr_consumer_poll(c1, b, 50, errstr, sizeof(errstr)) >= 0);
-        take_rows(&s1, b, false, c1);
-        assert_true(pr_consumer_poll(c2, b, 50, errstr, sizeof(errstr)) >= 0);
-        take_rows(&s2, b, false, c2);
-    }
-    print_message("reset before rebalance: queued %zu then %zu; c1 %d rows, c2 %d rows\n", n0, n1,
-                  s1.total, s2.total);
-    assert_int_equal(s1.revoked_parts, 1);
-    assert_int_equal(s2.assigned_parts, 1);
-    assert_int_equal(s1.total, 10);
-    assert_int_equal(s2.total, 10);
-    assert_int_equal(s1.dups + s2.dups, 0);
-    assert_int_equal(s1.order_errors + s2.order_errors, 0);
-    pr_consumer_free(c2);
-    pr_consumer_free(c1);
-    pr_block_free(b);
-}
-
 /* Produce one empty message and one of `big` bytes (a single broken TSV line). */
 static void produce_empty_and_big(const char *topic, size_t big)
 {
@@ -1119,7 +1048,6 @@ int main(void)
         cmocka_unit_test(test_dead_letters),
         cmocka_unit_test(test_batches_fill_blocks),
         cmocka_unit_test(test_offset_out_of_range),
-        cmocka_unit_test(test_reset_waits_for_rebalance),
         cmocka_unit_test(test_dead_letters_never_vanish),
         cmocka_unit_test(test_leave_for_predecessor),
     };
