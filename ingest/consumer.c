@@ -127,6 +127,10 @@ struct pr_consumer {
     bool closed;
     bool leak_rk[PR_CONSUMER_MAX_INSTANCES]; /* closed mid-join: destroying would abort
                                               * (librdkafka #4312) */
+    /* Per instance: partitions an offset reset restarts (offset = where),
+     * waiting for the instance's queue to hold no event (pr__restart_due);
+     * NULL when none. Touched by the thread polling that instance only. */
+    rd_kafka_topic_partition_list_t *restart[PR_CONSUMER_MAX_INSTANCES];
     pr_offset_reset on_offset_reset;
     int64_t initial_reset; /* logical offset for a partition with no committed offset */
     int session_timeout_ms;
@@ -580,12 +584,39 @@ static unsigned pr__inst_of(const pr_consumer *c, const rd_kafka_t *rk)
     return 0;
 }
 
-/* A rebalance event of instance inst, on the consumer's (pipeline) thread:
+/* Does rk's assignment hold any partition of `parts`? */
+static bool pr__holds_any(rd_kafka_t *rk, const rd_kafka_topic_partition_list_t *parts)
+{
+    rd_kafka_topic_partition_list_t *held = NULL;
+    bool any = false;
+    if (rd_kafka_assignment(rk, &held) == RD_KAFKA_RESP_ERR_NO_ERROR)
+        for (int i = 0; i < parts->cnt && !any; i++)
+            any = rd_kafka_topic_partition_list_find(held, parts->elems[i].topic,
+                                                     parts->elems[i].partition) != NULL;
+    if (held)
+        rd_kafka_topic_partition_list_destroy(held);
+    return any;
+}
+
+/* Stale events: librdkafka 2.0.2 takes any assign/unassign call made while
+ * a rebalance event waits for the application as that event's answer (see
+ * pr__restart_due). In rd_kafka_consumer_close, an ASSIGN event still queued
+ * is turned into an unassign that answers the close's revoke, which then
+ * reaches this callback stale, possibly after the group terminated:
+ *   - a revoke whose partitions are no longer held commits and unassigns
+ *     nothing (the commit raced the termination: "rd_kafka_cgrp_terminated:
+ *     assert: !rd_kafka_assignment_in_progress");
+ *   - once terminated, rd_kafka_rebalance_protocol() is NULL (strcmp on it
+ *     was the segfault): the owner still hears of a revoke; nothing is
+ *     assigned, unassigned or committed.
+ * A rebalance event of instance inst, on the consumer's (pipeline) thread:
  * the owner's callbacks, the commit on revoke, the assignment change. */
 static void pr__rebalance(pr_consumer *c, rd_kafka_t *rk, unsigned inst, rd_kafka_resp_err_t err,
                           rd_kafka_topic_partition_list_t *parts)
 {
-    bool coop = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
+    const char *proto = rd_kafka_rebalance_protocol(rk);
+    bool gone = proto == NULL;
+    bool coop = !gone && !strcmp(proto, "COOPERATIVE");
     rd_kafka_error_t *e = NULL;
     rd_kafka_resp_err_t kerr = RD_KAFKA_RESP_ERR_NO_ERROR;
     pr_tp *tps = parts->cnt ? calloc((size_t)parts->cnt, sizeof(*tps)) : NULL;
@@ -594,6 +625,11 @@ static void pr__rebalance(pr_consumer *c, rd_kafka_t *rk, unsigned inst, rd_kafk
 
     switch (err) {
     case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+        if (gone) {
+            pr_info("consumer: %d partition(s) assigned after the group ended; ignored",
+                    parts->cnt);
+            break;
+        }
         c->ever[inst] = true;
         c->assigns[inst]++;
         if (inst == 0)
@@ -615,22 +651,32 @@ static void pr__rebalance(pr_consumer *c, rd_kafka_t *rk, unsigned inst, rd_kafk
 
     case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
         pr__drop_pending_of(c, parts);
+        for (int i = 0; c->restart[inst] && i < parts->cnt; i++) /* not ours to restart now */
+            rd_kafka_topic_partition_list_del(c->restart[inst], parts->elems[i].topic,
+                                              parts->elems[i].partition);
         if (tps)
             n = pr__tps_from_list(c, parts, tps, false, inst);
         /* The owner drops/stores first, then the stored offsets are
          * committed while the partitions are still ours. */
         if (c->on_revoke && n)
             c->on_revoke(c->opaque, c, tps, n);
-        if (!rd_kafka_assignment_lost(rk)) {
+        /* Not held: answered already (stale); nothing to commit or unassign
+         * (a commit raced the group's end, an unassign could wait forever
+         * on a group that ended meanwhile). */
+        bool held = !gone && pr__holds_any(rk, parts);
+        if (!held) {
+            pr_info("consumer: revoke of %d partition(s) no longer held; nothing to commit",
+                    parts->cnt);
+        } else if (!rd_kafka_assignment_lost(rk)) {
             char es[256];
             if (pr__commit_one(c, rk, es, sizeof(es)))
                 pr_warn("consumer: commit on revoke: %s", es);
         } else {
             pr_warn("consumer: %d partition(s) lost; offsets not committed", parts->cnt);
         }
-        if (coop)
+        if (held && coop)
             e = rd_kafka_incremental_unassign(rk, parts);
-        else
+        else if (held)
             kerr = rd_kafka_assign(rk, NULL);
         pr__mark_unassigned(c, tps, n);
         pr_info("consumer: revoked %d partition(s)", parts->cnt);
@@ -638,7 +684,8 @@ static void pr__rebalance(pr_consumer *c, rd_kafka_t *rk, unsigned inst, rd_kafk
 
     default:
         pr_warn("consumer: rebalance error: %s", rd_kafka_err2str(err));
-        kerr = rd_kafka_assign(rk, NULL);
+        if (!gone)
+            kerr = rd_kafka_assign(rk, NULL);
         break;
     }
     if (e) {
@@ -1086,6 +1133,9 @@ void pr_consumer_free(pr_consumer *c)
     if (c->pending)
         rd_kafka_message_destroy(c->pending);
     pr__backlog_clear(c);
+    for (unsigned k = 0; k < PR_CONSUMER_MAX_INSTANCES; k++)
+        if (c->restart[k])
+            rd_kafka_topic_partition_list_destroy(c->restart[k]);
     free(c->backlog);
     pr__held_clear(c);
     free(c->held);
@@ -1113,7 +1163,8 @@ void pr_consumer_free(pr_consumer *c)
  * out-of-range offset is logged and counted, then either fails the pipeline
  * (on_offset_reset: fail) or restarts the partition at the log start or end.
  * The restart is an incremental unassign + assign at that offset (a seek is
- * refused in the fetcher's stopped state). Returns 0 or PR_EKAFKA (errstr). */
+ * refused in the fetcher's stopped state), left to pr__restart_due: not
+ * while a rebalance event may be queued. Returns 0 or PR_EKAFKA (errstr). */
 static int pr__offset_reset(pr_consumer *c, rd_kafka_t *rk, const rd_kafka_message_t *m,
                             char *errstr, size_t errstr_size)
 {
@@ -1165,23 +1216,74 @@ static int pr__offset_reset(pr_consumer *c, rd_kafka_t *rk, const rd_kafka_messa
         }
         PR__ADD(c->st.offset_resets, 1);
     }
-    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(l, topic, part);
-    rd_kafka_error_t *e = rd_kafka_incremental_unassign(rk, l);
-    if (!e) {
-        l->elems[0].offset = target;
-        e = rd_kafka_incremental_assign(rk, l);
-    }
-    if (!e && (c->paused || c->waiting))
-        rd_kafka_pause_partitions(rk, l);
-    rd_kafka_topic_partition_list_destroy(l);
-    if (e) {
-        int rc = pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer: %s [%" PRId32 "]: reset: %s",
-                           topic, part, rd_kafka_error_string(e));
-        rd_kafka_error_destroy(e);
-        return rc;
-    }
+    unsigned inst = pr__inst_of(c, rk);
+    if (!c->restart[inst])
+        c->restart[inst] = rd_kafka_topic_partition_list_new(4);
+    rd_kafka_topic_partition_t *tp =
+        rd_kafka_topic_partition_list_find(c->restart[inst], topic, part);
+    (tp ? tp : rd_kafka_topic_partition_list_add(c->restart[inst], topic, part))->offset = target;
     return 0;
+}
+
+/* The restarts pr__offset_reset decided for instance `inst` (rk), done only
+ * once rk's queue is empty: then every rebalance event librdkafka posted has
+ * been served by pr__rebalance_cb (the rebalance op is posted together with
+ * the group's switch to waiting for the application, on librdkafka's main
+ * thread). librdkafka 2.0.2 takes ANY incremental_assign/unassign call made
+ * while it waits for the application's answer to a rebalance event as that
+ * answer (rd_kafka_cgrp_incremental_(un)assign: WAIT_ASSIGN_CALL -> STEADY,
+ * WAIT_UNASSIGN_CALL -> WAIT_INCR_UNASSIGN_TO_COMPLETE, fetchers resumed).
+ * The restart's unassign + assign, made while a revoke or assign event was
+ * still queued behind the reset's error, thus answered it: the group went
+ * on (rejoined, or terminated in a close) and the real event, now stale,
+ * reached the rebalance callback later; its commit on revoke during a close
+ * then raced the group's termination ("rd_kafka_cgrp_terminated: assert:
+ * !rd_kafka_assignment_in_progress"), and the group's view of our partitions
+ * was wrong meanwhile (tests/ingest/ingest_kafka_loaded.sh found both).
+ * A partition revoked meanwhile was dropped from the list by the callback;
+ * one no longer assigned is skipped. Returns 0 or PR_EKAFKA (errstr). */
+static int pr__restart_due(pr_consumer *c, rd_kafka_t *rk, unsigned inst, char *errstr,
+                           size_t errstr_size)
+{
+    rd_kafka_topic_partition_list_t *l = c->restart[inst];
+    if (!l)
+        return 0;
+    rd_kafka_queue_t *q = rd_kafka_queue_get_consumer(rk);
+    size_t queued = q ? rd_kafka_queue_length(q) : 0;
+    if (q)
+        rd_kafka_queue_destroy(q);
+    if (queued)
+        return 0; /* serve what is queued first (the next turns poll it) */
+    /* With polling threads, also what the instance's ring holds and a
+     * rebalance event its thread is handing over (pr__pt_quiet). */
+    if (c->pt && !pr__pt_quiet(c->pt, inst))
+        return 0;
+    c->restart[inst] = NULL;
+    rd_kafka_topic_partition_list_t *held = NULL;
+    if (rd_kafka_assignment(rk, &held) == RD_KAFKA_RESP_ERR_NO_ERROR)
+        for (int i = l->cnt - 1; i >= 0; i--)
+            if (!rd_kafka_topic_partition_list_find(held, l->elems[i].topic, l->elems[i].partition))
+                rd_kafka_topic_partition_list_del_by_idx(l, i);
+    if (held)
+        rd_kafka_topic_partition_list_destroy(held);
+    rd_kafka_error_t *e = NULL;
+    if (l->cnt) {
+        rd_kafka_topic_partition_list_t *at = rd_kafka_topic_partition_list_copy(l);
+        e = rd_kafka_incremental_unassign(rk, l);
+        if (!e)
+            e = rd_kafka_incremental_assign(rk, at);
+        if (!e && (c->paused || c->waiting))
+            rd_kafka_pause_partitions(rk, at);
+        rd_kafka_topic_partition_list_destroy(at);
+    }
+    int rc = 0;
+    if (e) {
+        rc = pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer: %s [%" PRId32 "]: reset: %s",
+                       l->elems[0].topic, l->elems[0].partition, rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+    return rc;
 }
 
 /* An empty payload (or a tombstone) holds no record: count it under its own
@@ -1287,8 +1389,9 @@ bool pr_consumer_has_pending(const pr_consumer *c)
 static int pr__polled(pr_consumer *c, rd_kafka_t *rk, rd_kafka_message_t *m,
                       rd_kafka_message_t **out, char *errstr, size_t errstr_size)
 {
+    int rc;
     if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET && m->rkt) {
-        int rc = pr__offset_reset(c, rk, m, errstr, errstr_size);
+        rc = pr__offset_reset(c, rk, m, errstr, errstr_size);
         rd_kafka_message_destroy(m);
         return rc ? rc : 2;
     }
@@ -1316,6 +1419,9 @@ static int pr__next1(pr_consumer *c, rd_kafka_t *rk, int wait, rd_kafka_message_
                      char *errstr, size_t errstr_size)
 {
     *out = NULL;
+    int rc = pr__restart_due(c, rk, pr__inst_of(c, rk), errstr, errstr_size);
+    if (rc)
+        return rc;
     rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, wait);
     return m ? pr__polled(c, rk, m, out, errstr, errstr_size) : 0;
 }
@@ -1329,6 +1435,11 @@ static int pr__ring_next(pr_consumer *c, int wait, rd_kafka_message_t **out, cha
                          size_t errstr_size)
 {
     *out = NULL;
+    for (unsigned k = 0; k < c->n_rk; k++) {
+        int rc = pr__restart_due(c, c->rks[k], k, errstr, errstr_size);
+        if (rc)
+            return rc;
+    }
     pr__pt_entry e;
     if (!pr__pt_next(c->pt, wait, &e))
         return 0;

@@ -44,6 +44,7 @@ typedef struct pr__pt_inst {
     int full_wait; /* the producer sleeps on a full ring (atomic) */
     int exited;    /* the thread returned; its last entry is in (atomic) */
     int draining;  /* its last poll found a message: more may follow at once (atomic) */
+    int handing;   /* in its rebalance callback, until pr__pt_done (atomic) */
     pthread_mutex_t mu;
     pthread_cond_t cv; /* room in the ring, or `done` */
     bool done;         /* the rebalance event was handled (under mu) */
@@ -238,6 +239,7 @@ void pr__pt_handoff(pr__pt *pt, unsigned inst, rd_kafka_resp_err_t err,
                     rd_kafka_topic_partition_list_t *parts)
 {
     pr__pt_inst *in = &pt->inst[inst];
+    __atomic_store_n(&in->handing, 1, __ATOMIC_SEQ_CST);
     pthread_mutex_lock(&in->mu);
     in->done = false;
     pthread_mutex_unlock(&in->mu);
@@ -249,9 +251,18 @@ void pr__pt_handoff(pr__pt *pt, unsigned inst, rd_kafka_resp_err_t err,
     pthread_mutex_unlock(&in->mu);
 }
 
+bool pr__pt_quiet(pr__pt *pt, unsigned inst)
+{
+    pr__pt_inst *in = &pt->inst[inst];
+    return !__atomic_load_n(&in->handing, __ATOMIC_SEQ_CST) &&
+           __atomic_load_n(&in->head, __ATOMIC_SEQ_CST) ==
+               __atomic_load_n(&in->tail, __ATOMIC_SEQ_CST);
+}
+
 void pr__pt_done(pr__pt *pt, unsigned inst)
 {
     pr__pt_inst *in = &pt->inst[inst];
+    __atomic_store_n(&in->handing, 0, __ATOMIC_SEQ_CST);
     pthread_mutex_lock(&in->mu);
     in->done = true;
     pthread_cond_broadcast(&in->cv);

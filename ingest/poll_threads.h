@@ -62,6 +62,12 @@ void pr__pt_handoff(pr__pt *pt, unsigned inst, rd_kafka_resp_err_t err,
  * wait_ms (0). A PR__PT_REBALANCE entry must be answered by pr__pt_done. */
 int pr__pt_next(pr__pt *pt, int wait_ms, pr__pt_entry *out);
 
+/* Consumer thread: instance inst's ring is empty and its thread is not
+ * handing over a rebalance event (then an assignment change made now cannot
+ * be taken by librdkafka as the answer to an event not yet served, as long
+ * as librdkafka's own queue is empty too: consumer.c's pr__restart_due). */
+bool pr__pt_quiet(pr__pt *pt, unsigned inst);
+
 /* Consumer thread: the rebalance event of instance inst is handled. */
 void pr__pt_done(pr__pt *pt, unsigned inst);
 
