@@ -90,8 +90,10 @@ static const pr_cfgmap_entry source_entries[] = {
     PR_CFG_E_INT("consumers", 0, pr_source_cfg, consumers, 1, PR_CONSUMER_MAX_INSTANCES, "1",
                  "Members of the consumer group in this process, each its own librdkafka "
                  "client with its share of the partitions (one client delivers ~0.7-1M small "
-                 "messages/s), polled in turn by the pipeline thread; offsets, rebalances, "
-                 "dead letters and metrics are kept for all together. A static member "
+                 "messages/s); with 2 or more, each is polled by a thread of its own, "
+                 "which hands messages and rebalance events to the pipeline thread in "
+                 "order; offsets, rebalances, dead letters and metrics are kept for all "
+                 "together. A static member "
                  "(group_instance_id) gets -1, -2, ... for the second and later."),
 };
 const pr_cfgmap pr_source_cfgmap = PR_CFGMAP(source_entries);
