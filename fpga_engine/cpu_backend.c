@@ -2342,6 +2342,7 @@ const pr_backend_ops pr__backend_cpu = {
     .count_done = pr__cpu_count_done,
     .vocab_size = pr__cpu_vocab_size,
     .vocab_read = pr__cpu_vocab_read,
+    .vocab_read_concurrent = true,
     .vocab_load = pr__cpu_vocab_load,
     .vocab_read_from = pr__cpu_vocab_read_from,
     .vocab_misses = pr__cpu_vocab_misses,

@@ -1273,6 +1273,11 @@ int pr_engine_vocab_read(const pr_engine *eng, uint32_t col, pr_vocab_cb cb, voi
     return eng->ops->vocab_read(eng->be, col, cb, opaque);
 }
 
+bool pr_engine_vocab_read_concurrent(const pr_engine *eng)
+{
+    return eng->ops->vocab_read_concurrent;
+}
+
 /* ---------------------------------------------------------------- primitives for vocab/ */
 
 uint64_t pr_engine_vocab_fingerprint(const pr_engine *eng)

@@ -42,6 +42,10 @@ typedef struct pr_backend_ops {
     int (*count_done)(pr_backend *be);
     uint64_t (*vocab_size)(const pr_backend *be, uint32_t col);
     int (*vocab_read)(const pr_backend *be, uint32_t col, pr_vocab_cb cb, void *opaque);
+    /* vocab_read of different columns may run on several threads at once
+     * (the CPU tables; not a kernel's, whose reads share one transfer
+     * buffer). */
+    bool vocab_read_concurrent;
     /* Replace column `col`'s state with n entries: assigned ones in index
      * order, then pending ones (index < 0). */
     int (*vocab_load)(pr_backend *be, uint32_t col, const pr_vocab_entry *e, size_t n);

@@ -1313,6 +1313,8 @@ static int pr__write_vocab(pr__run *run, char *errstr, size_t errstr_size)
         threads = 64;
     if ((uint32_t)threads > run->spec->n_sparse)
         threads = run->spec->n_sparse ? (int)run->spec->n_sparse : 1;
+    if (!pr_engine_vocab_read_concurrent(run->eng))
+        threads = 1; /* hls-sim, xrt: one transfer buffer for every read */
     pthread_t tids[64];
     int started = 0;
     for (int t = 1; t < threads; t++)

@@ -510,6 +510,10 @@ typedef struct pr_vocab_entry {
  * cb's value when it is non-zero. */
 typedef int (*pr_vocab_cb)(const pr_vocab_entry *e, void *opaque);
 int pr_engine_vocab_read(const pr_engine *eng, uint32_t col, pr_vocab_cb cb, void *opaque);
+/* May pr_engine_vocab_read run for different columns on several threads at
+ * once (nothing changing the engine meanwhile)? True for the CPU backend;
+ * false for the kernel backends, whose reads share one transfer buffer. */
+bool pr_engine_vocab_read_concurrent(const pr_engine *eng);
 
 /* Number of the last recycled-index notice handed out (0 = none yet). */
 uint64_t pr_engine_vocab_recycled_total(const pr_engine *eng);

@@ -3,7 +3,8 @@
 # engine.backend xrt must fail (non-zero exit) with a message naming the
 # missing device and the fallback setting; backend auto must fall back to cpu
 # and succeed; backend hls-sim (the kernel in C simulation) must give the same
-# tensors as cpu.
+# tensors as cpu (with 4 workers: the kernel backends export the vocabulary
+# one column at a time, their reads sharing one transfer buffer).
 # Environment (pr_script_test): PIPEREC, PR_TEST_DATA, PR_TMP.
 set -eu
 data="$PR_TEST_DATA/criteo_sample_100.tsv"
@@ -31,7 +32,7 @@ grep -q "engine.backend: cpu or auto" "$PR_TMP/xrt.err" || { echo "FAIL: no fall
 
 for b in auto cpu hls-sim; do
     cfg "$b" "$PR_TMP/$b.yaml"
-    "$PIPEREC" process --config "$PR_TMP/$b.yaml" --input "$data" --output "$PR_TMP/out-$b" \
+    "$PIPEREC" process --config "$PR_TMP/$b.yaml" --input "$data" --output "$PR_TMP/out-$b" --threads 4 \
         2>"$PR_TMP/$b.err" || { echo "FAIL: backend $b:"; cat "$PR_TMP/$b.err"; exit 1; }
 done
 grep -q "using cpu" "$PR_TMP/auto.err" || { echo "FAIL: auto did not say it runs cpu:"; cat "$PR_TMP/auto.err"; exit 1; }

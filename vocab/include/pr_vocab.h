@@ -57,7 +57,8 @@ typedef struct pr_vocab_keys {
 int pr_vocab_export(const pr_engine *eng, const char *dir, char *errstr, size_t errstr_size);
 /* One column of pr_vocab_export into the existing directory `dir` (same
  * bytes). It only reads the engine: different columns may be exported from
- * several threads at once while nothing changes the engine. */
+ * several threads at once while nothing changes the engine, when
+ * pr_engine_vocab_read_concurrent says the backend allows it. */
 int pr_vocab_export_column(const pr_engine *eng, const char *dir, uint32_t col, char *errstr,
                            size_t errstr_size);
 
