@@ -488,8 +488,8 @@ typedef struct pr_consumer_conf {
      * polled by a thread of its own into a ring the polling thread reads
      * (rebalance events in order, handled on the polling thread, so the
      * callbacks below still run there); offsets, rebalances, dead letters
-     * and stats are kept for all of them together. A static member's id gets "-1", "-2", ... for the
-     * second and later; the member file is the first one's. */
+     * and stats are kept for all of them together. A static member's id gets "-1", "-2", ... for
+     * the second and later; the member file is the first one's. */
     unsigned consumers;
     /* Callbacks (all optional), run on the polling thread. on_assign gets the
      * newly assigned partitions (offset -1); on_revoke the partitions about
