@@ -279,7 +279,7 @@ static int pr__copy_run(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_t
     for (uint32_t f = 0; f < j->n_feat; f++) {
         const uint64_t *vo = j->voff + (size_t)f * j->voff_cap;
         int32_t *len = bt->lengths + (size_t)f * cap + n;
-        for (uint32_t i = 0; i < k; i++) /* from the offsets: a negative length counts 0 */
+        for (uint32_t i = 0; i < k; i++) /* row i's length, from the offsets */
             len[i] = (int32_t)(vo[r + i + 1] - vo[r + i]);
         uint64_t nv = vo[r + k] - vo[r];
         if (pr__fv_reserve(jb, f, nv) < 0)

@@ -1305,17 +1305,23 @@ static void pr__deliver_empty(pr_consumer *c, rd_kafka_message_t *m, int tidx, s
     rd_kafka_message_destroy(m);
 }
 
+/* m's topic index (cached for the topic of the previous message). */
+static int pr__msg_topic(pr_consumer *c, const rd_kafka_message_t *m)
+{
+    if (m->rkt != c->last_rkt) {
+        c->last_tidx = pr__topic_index(c, rd_kafka_topic_name(m->rkt));
+        c->last_rkt = m->rkt;
+    }
+    return c->last_tidx < 0 ? 0 : c->last_tidx;
+}
+
 /* Decode message m (or continue it). Returns rows appended; sets *keep when
  * the message (or its rest) waits for the next block. */
 static int pr__deliver(pr_consumer *c, pr_block *b, rd_kafka_message_t *m, int64_t now_ms,
                        bool *keep)
 {
     *keep = false;
-    if (m->rkt != c->last_rkt) {
-        c->last_tidx = pr__topic_index(c, rd_kafka_topic_name(m->rkt));
-        c->last_rkt = m->rkt;
-    }
-    int tidx = c->last_tidx < 0 ? 0 : c->last_tidx;
+    int tidx = pr__msg_topic(c, m);
     ssize_t pi = pr__part_get(c, tidx, m->partition);
     if (m->len == 0) {
         pr__deliver_empty(c, m, tidx, pi);
@@ -1565,11 +1571,7 @@ static int pr__turn_wait(bool first, int64_t deadline)
 static bool pr__collect(pr_consumer *c, rd_kafka_message_t *m, int64_t now_ms, uint32_t room,
                         uint32_t *recs)
 {
-    if (m->rkt != c->last_rkt) {
-        c->last_tidx = pr__topic_index(c, rd_kafka_topic_name(m->rkt));
-        c->last_rkt = m->rkt;
-    }
-    int tidx = c->last_tidx < 0 ? 0 : c->last_tidx;
+    int tidx = pr__msg_topic(c, m);
     ssize_t pi = pr__part_get(c, tidx, m->partition);
     int nrec = m->len ? pr_message_record_count(c->format, m->payload, m->len, c->arena) : 0;
     uint32_t need = nrec > 0 ? (uint32_t)nrec : 0;
