@@ -20,38 +20,16 @@ copies=${2:-4}
 src=$(cd "$(dirname "$0")" && pwd)
 TEST_BIN=${TEST_BIN:-$src/../../build/tests/ingest/test_ingest_kafka}
 OUT=${OUT:-/tmp/ingest_kafka_loaded}
-pass=0
-total=0
-r=1
-while [ "$r" -le "$runs" ]; do
-    pids=""
-    c=1
-    while [ "$c" -le "$copies" ]; do
-        d=$OUT/run$r-$c
-        rm -rf "$d" && mkdir -p "$d"
-        (cd "$d" && ulimit -c unlimited && exec nice -n 5 "$TEST_BIN") >"$d/out.txt" 2>&1 &
-        pids="$pids $!"
-        c=$((c + 1))
-    done
-    c=1
-    for pid in $pids; do
-        d=$OUT/run$r-$c
-        total=$((total + 1))
-        if wait "$pid"; then
-            pass=$((pass + 1))
-            echo "run $r copy $c: ok"
-        else
-            rc=$?
-            core=$(ls "$d"/core* 2>/dev/null | head -1)
-            if [ -n "$core" ]; then
-                gdb -batch -ex "thread apply all bt" "$TEST_BIN" "$core" >"$d/bt.txt" 2>&1
-            fi
-            echo "run $r copy $c: FAIL rc $rc${core:+ (core, bt in $d/bt.txt)}" \
-                "$(grep -m1 -E 'FAILED|assert|\[  ERROR' "$d/out.txt")"
-        fi
-        c=$((c + 1))
-    done
-    r=$((r + 1))
-done
-echo "ingest_kafka_loaded: $pass of $total copies passed"
-[ "$pass" -eq "$total" ]
+. "$src/../loaded_lib.sh"
+loaded_copy() {
+    (cd "$1" && ulimit -c unlimited && exec nice -n 5 "$TEST_BIN") >"$1/out.txt" 2>&1 &
+}
+loaded_failed() { # DIR RC: the status, a core's backtrace (gdb, all threads), the first error
+    core=$(ls "$1"/core* 2>/dev/null | head -1)
+    if [ -n "$core" ]; then
+        gdb -batch -ex "thread apply all bt" "$TEST_BIN" "$core" >"$1/bt.txt" 2>&1
+    fi
+    echo "rc $2${core:+ (core, bt in $1/bt.txt)}" \
+        "$(grep -m1 -E 'FAILED|assert|\[  ERROR' "$1/out.txt")"
+}
+loaded_run ingest_kafka_loaded "$runs" "$copies" "$OUT"

@@ -19,32 +19,10 @@ src=$(cd "$(dirname "$0")" && pwd)
 PIPEREC=${PIPEREC:-$src/../../build/piperec}
 OUT=${OUT:-/tmp/handoff_loaded}
 export PIPEREC
-pass=0
-total=0
-r=1
-while [ "$r" -le "$runs" ]; do
-    pids=""
-    c=1
-    while [ "$c" -le "$copies" ]; do
-        d=$OUT/run$r-$c
-        rm -rf "$d" && mkdir -p "$d"
-        PR_TMP=$d PR_HANDOFF_VOCAB_ALL=1 nice -n 5 /usr/bin/python3 \
-            "$src/test_worker_handoff.py" >"$d/out.txt" 2>&1 &
-        pids="$pids $!"
-        c=$((c + 1))
-    done
-    c=1
-    for pid in $pids; do
-        total=$((total + 1))
-        if wait "$pid"; then
-            pass=$((pass + 1))
-            echo "run $r copy $c: ok"
-        else
-            echo "run $r copy $c: FAIL ($(grep -m1 FAIL "$OUT/run$r-$c/out.txt"))"
-        fi
-        c=$((c + 1))
-    done
-    r=$((r + 1))
-done
-echo "handoff_loaded: $pass of $total copies passed"
-[ "$pass" -eq "$total" ]
+. "$src/../loaded_lib.sh"
+loaded_copy() {
+    PR_TMP=$1 PR_HANDOFF_VOCAB_ALL=1 nice -n 5 /usr/bin/python3 \
+        "$src/test_worker_handoff.py" >"$1/out.txt" 2>&1 &
+}
+loaded_failed() { echo "($(grep -m1 FAIL "$1/out.txt"))"; }
+loaded_run handoff_loaded "$runs" "$copies" "$OUT"
