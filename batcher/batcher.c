@@ -37,12 +37,17 @@
  * old value's (see "notices under event_time"): exact there too.
  *
  * Restored notices (a restart: cfg.notice_restart_next) that were
- * acknowledged before it (cfg.notice_floor) are dropped; the others wait in
- * a backlog sorted by (column, index) and go out at most
- * batch.reannounce_max per batch at row 0, or earlier, in front of the
- * first row that uses their index (a binary search per value while the
- * backlog lasts; under event_time `loose` carries them to row 0 of the
- * next batch emitted, which is before that row).
+ * acknowledged before it (below cfg.notice_floor, or in cfg.notice_acked)
+ * are dropped; the others wait in a backlog sorted by (column, index) and
+ * go out at most batch.reannounce_max per batch at row 0, lowest numbers
+ * first (`bl_ord`), or earlier, in front of the first row that uses their
+ * index (a binary search per value while the backlog lasts; under
+ * event_time `loose` carries them to row 0 of the next batch emitted,
+ * which is before that row). Every acknowledged batch's numbers join
+ * `acked` (notice_floor.c), so a start that stops with part of the backlog
+ * acknowledged saves exactly which (pr_batcher_notice_acks); sending the
+ * row-0 share in number order keeps that set a few ranges: the notices rows
+ * took ahead, and batches acknowledged out of order.
  *
  * batch.popular_min_rows: a popular build that reaches its deadline (or a
  * flush) with fewer rows is merged into the regular build in arrival order
@@ -403,6 +408,11 @@ typedef struct pr__build {
     pr__jbuild jb;        /* declared schema: the values of cur's rows (batch_jagged.c) */
 } pr__build;
 
+typedef struct pr__blord {
+    uint64_t number;
+    uint32_t pos; /* in backlog.v */
+} pr__blord;
+
 typedef struct fifo_ent {
     uint32_t slot;
     uint32_t serial;
@@ -429,7 +439,10 @@ struct pr_batcher {
     pr__kset pend_keys;        /* split: (column, index) of the notices in the regular build */
     pr__notes backlog;         /* restored notices not sent yet, by (column, index, number);
                                   number 0 = sent */
-    uint32_t bl_next, bl_live; /* backlog: where the row-0 spreading goes on; live entries */
+    pr__blord *bl_ord;         /* backlog positions by number: the row-0 spreading's order */
+    uint32_t bl_ocap;
+    uint32_t bl_next, bl_live; /* bl_ord: where the row-0 spreading goes on; live entries */
+    pr__ackset acked;          /* notices acknowledged above the floor (pr_batcher_notice_acks) */
     pr__notes scratch;         /* a block's notices without the restored ones */
     bool hint_live;            /* no block added yet: notice_floor also holds the restored */
     uint64_t next_ser;
@@ -550,6 +563,15 @@ uint64_t pr_batcher_notice_floor(const pr_batcher *b)
     return m;
 }
 
+void pr_batcher_notice_acks(pr_batcher *b, uint64_t top, pr_notice_acks *out)
+{
+    uint64_t floor = pr_batcher_notice_floor(b);
+    if (floor > top)
+        floor = top;
+    pr__ackset_clip(&b->acked, floor, top);
+    *out = (pr_notice_acks){.floor = floor, .r = b->acked.r, .n = b->acked.n};
+}
+
 uint32_t pr_batcher_reannounce_max(const pr_batcher *b)
 {
     return b->cfg.batch.reannounce_max ? b->cfg.batch.reannounce_max : PR_BATCH_REANNOUNCE_MAX;
@@ -660,6 +682,8 @@ int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, si
     b->next_seq = 1;
     b->ua_base = 1;
     b->hint_live = cfg->notice_restart_next > 0;
+    b->cfg.notice_acked = NULL; /* copied into b->acked below */
+    b->cfg.n_notice_acked = 0;
     pr__offsets_init(&b->offs);
     pthread_mutex_init(&b->mu, NULL);
     const size_t n_fill = sizeof(fill_bounds) / sizeof(fill_bounds[0]);
@@ -686,7 +710,8 @@ int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, si
         }
     }
     b->cfg.topics = NULL;
-    if (!built || (cfg->n_topics && !b->topics) || pr__ensure_cur(b, PR__REGULAR) < 0)
+    if (!built || (cfg->n_topics && !b->topics) || pr__ensure_cur(b, PR__REGULAR) < 0 ||
+        pr__ackset_seed(&b->acked, cfg->notice_acked, cfg->n_notice_acked) < 0)
         goto nomem;
     pr__publish(b);
     *out = b;
@@ -725,6 +750,8 @@ void pr_batcher_free(pr_batcher *b)
     free(b->loose.v);
     free(b->pend_keys.k);
     free(b->backlog.v);
+    free(b->bl_ord);
+    pr__ackset_fini(&b->acked);
     free(b->scratch.v);
     pr__offsets_fini(&b->offs);
     pthread_mutex_destroy(&b->mu);
@@ -805,7 +832,9 @@ static int pr__ua_push(pr_batcher *b, pr_batch *bt)
 }
 
 /* The batch's notices: the loose ones and up to batch.reannounce_max of
- * the backlog, at row 0, then the build's own in row order. */
+ * the backlog (the lowest numbers: what was acknowledged stays, but for the
+ * notices rows took ahead, a prefix, see pr_notice_acks), at row 0, then the
+ * build's own in row order. */
 static int pr__notes_to_batch(pr_batcher *b, pr__build *bd, pr_batch *bt)
 {
     uint32_t cap = pr_batcher_reannounce_max(b);
@@ -819,7 +848,7 @@ static int pr__notes_to_batch(pr_batcher *b, pr__build *bd, pr_batch *bt)
     if (b->loose.n)
         memcpy(bt->recycled, b->loose.v, (size_t)b->loose.n * sizeof(pr_recycled));
     for (; nb && b->bl_next < b->backlog.n; b->bl_next++) {
-        pr_recycled *r = &b->backlog.v[b->bl_next];
+        pr_recycled *r = &b->backlog.v[b->bl_ord[b->bl_next].pos];
         if (!r->number)
             continue;
         bt->recycled[o] = *r;
@@ -1834,6 +1863,28 @@ static int pr__backlog_cmp(const void *x, const void *y)
     return (p->number > q->number) - (p->number < q->number);
 }
 
+static int pr__ord_cmp(const void *x, const void *y)
+{
+    const pr__blord *p = x, *q = y;
+    return (p->number > q->number) - (p->number < q->number);
+}
+
+/* bl_ord: the backlog's positions in number order. */
+static int pr__backlog_order(pr_batcher *b)
+{
+    if (b->backlog.n > b->bl_ocap) {
+        pr__blord *p = realloc(b->bl_ord, (size_t)b->backlog.cap * sizeof(*p));
+        if (!p)
+            return PR_ENOMEM;
+        b->bl_ord = p;
+        b->bl_ocap = b->backlog.cap;
+    }
+    for (uint32_t i = 0; i < b->backlog.n; i++)
+        b->bl_ord[i] = (pr__blord){b->backlog.v[i].number, i};
+    qsort(b->bl_ord, b->backlog.n, sizeof(*b->bl_ord), pr__ord_cmp);
+    return 0;
+}
+
 /* The block's notices without the restored ones (numbered below
  * cfg.notice_restart_next): those acknowledged before the start
  * (cfg.notice_floor) are dropped, the others join the backlog. *nv points
@@ -1854,7 +1905,7 @@ static int pr__take_restored(pr_batcher *b, const pr_out *out, const pr_recycled
         int err = 0;
         if (r->number >= next)
             err = pr__notes_push(&b->scratch, r, r->row);
-        else if (r->number < b->cfg.notice_floor)
+        else if (r->number < b->cfg.notice_floor || pr__ackset_has(&b->acked, r->number))
             b->st.recycled_skipped++;
         else if ((err = pr__notes_push(&b->backlog, r, 0)) == 0)
             b->bl_live++;
@@ -1868,6 +1919,9 @@ static int pr__take_restored(pr_batcher *b, const pr_out *out, const pr_recycled
             b->backlog.v[w++] = b->backlog.v[i];
     b->backlog.n = w;
     b->bl_next = 0;
+    int err = pr__backlog_order(b);
+    if (err < 0)
+        return err;
     *nv = b->scratch.v;
     *nn = b->scratch.n;
     return 0;
@@ -2112,6 +2166,7 @@ int pr_batcher_ack(pr_batcher *b, uint64_t seq)
     if (!bt)
         return PR_EINVAL;
     b->ua[i] = NULL;
+    pr__ackset_add(&b->acked, bt->recycled, bt->n_recycled);
     const pr__rowh *h = bt->priv_rows;
     for (uint32_t r = 0; r < bt->rows; r++)
         pr__offsets_done(&b->offs, &h[r]);

@@ -11,6 +11,28 @@
 
 #include "pr_batcher.h"
 
+/* ---------------------------------------------------------------- notice_floor.c */
+
+/* The recycled-index notice numbers acknowledged above the floor, as sorted
+ * ranges (pr_notice_range), at most PR_NOTICE_ACKS_MAX (the highest go
+ * first: forgetting one only re-announces it). Pipeline thread. */
+typedef struct pr__ackset {
+    pr_notice_range *r, *tmp; /* tmp: the next merge's output, swapped in */
+    uint32_t n, cap, tcap;
+    uint64_t *num; /* an acknowledged batch's numbers, sorted */
+    uint32_t ncap;
+} pr__ackset;
+
+/* Start from a saved set (pr_notice_acks.r, validated by the loader). */
+int pr__ackset_seed(pr__ackset *s, const pr_notice_range *r, uint32_t n);
+/* Add an acknowledged batch's notice numbers (out of memory: they are not
+ * added, which only re-announces them after a restart). */
+void pr__ackset_add(pr__ackset *s, const pr_recycled *v, uint32_t n);
+bool pr__ackset_has(const pr__ackset *s, uint64_t number);
+/* Keep only the numbers in (floor, top). */
+void pr__ackset_clip(pr__ackset *s, uint64_t floor, uint64_t top);
+void pr__ackset_fini(pr__ackset *s);
+
 /* ---------------------------------------------------------------- offsets.c */
 
 /* One tracked partition: the offsets of its rows still in flight, in arrival

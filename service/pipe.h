@@ -131,7 +131,7 @@ struct pr__pipe {
     char dead_letter_file[PATH_MAX]; /* <state.dir>/<name>.deadletters, or "" */
     char member_file[PATH_MAX];      /* <state.dir>/<name>.member (consumer member id), or "" */
     char floor_file[PATH_MAX]; /* <state.dir>/<name>.notices (pr_batcher_notice_floor), or "" */
-    uint64_t floor_saved;      /* the floor last written there */
+    uint64_t floor_saved;      /* what was last written there (pr_notice_acks_digest) */
     int64_t floor_saved_ns;    /* when (pr_mono_ns) */
     char instance_id[256];     /* group.instance.id, or "" */
 

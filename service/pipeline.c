@@ -467,23 +467,23 @@ static void pr__store_safe_offsets(pr__pipe *p)
     p->unproc_valid = false;
     /* Recycled-index notices acknowledged with their batches need no
      * re-announcement after a restart (pr_vocab_store_commit). */
-    uint64_t floor = pr_batcher_notice_floor(p->bat);
     uint64_t top = pr_batcher_notice_top(p->bat, pr_engine_vocab_recycled_total(p->eng),
                                          pr_engine_vocab_notices_pending(p->eng));
-    if (floor > top)
-        floor = top;
-    pr_vocab_store_commit(p->vs, floor);
-    /* Saved for the next start, which then re-announces only those above;
-     * at most every 200 ms while acks stream in (a stale floor only
+    pr_notice_acks acks; /* the floor, and those acknowledged above it */
+    pr_batcher_notice_acks(p->bat, top, &acks);
+    pr_vocab_store_commit(p->vs, acks.floor);
+    /* Saved for the next start, which then re-announces only the others;
+     * at most every 200 ms while acks stream in (a stale file only
      * re-announces more), at once when everything is acknowledged. */
     char e[512];
     int64_t now = pr_mono_ns();
-    if (p->floor_file[0] && floor != p->floor_saved &&
-        (floor == top || now - p->floor_saved_ns >= 200000000LL)) {
-        if (pr_batcher_notice_floor_save(p->floor_file, floor, e, sizeof(e)))
+    uint64_t digest = pr_notice_acks_digest(&acks);
+    if (p->floor_file[0] && digest != p->floor_saved &&
+        (acks.floor == top || now - p->floor_saved_ns >= 200000000LL)) {
+        if (pr_batcher_notice_floor_save(p->floor_file, &acks, e, sizeof(e)))
             pr_warn("pipeline %s: %s", p->cfg->name, e);
         else
-            p->floor_saved = floor;
+            p->floor_saved = digest;
         p->floor_saved_ns = now;
     }
 }

@@ -233,9 +233,11 @@ static uint32_t pr__block_rows(const pr_service *svc, const pr_pipeline_cfg *pc,
 
 /* Recycled-index notices across restarts (issue 19 item 5): those restored
  * by the vocabulary (numbered up to its counter) go out again, except the
- * ones the last run saw acknowledged, below the floor in
- * <state.dir>/<name>.notices (written at every offset store, pr__store). */
-static int pr__notice_floor_open(pr__pipe *p, pr_batcher_cfg *bc, char *errstr, size_t errstr_size)
+ * ones the last run saw acknowledged, below the floor or in the ranges of
+ * <state.dir>/<name>.notices (written at every offset store, pr__store);
+ * bc points into *acks until pr_notice_acks_fini. */
+static int pr__notice_floor_open(pr__pipe *p, pr_batcher_cfg *bc, pr_notice_acks *acks,
+                                 char *errstr, size_t errstr_size)
 {
     const pr_state_cfg *st = &p->cfg->state;
     if (!pr_spec_has_eviction(p->spec))
@@ -244,10 +246,13 @@ static int pr__notice_floor_open(pr__pipe *p, pr_batcher_cfg *bc, char *errstr, 
     if (!st->enabled || !st->dir)
         return 0;
     snprintf(p->floor_file, sizeof(p->floor_file), "%s/%s.notices", st->dir, p->cfg->name);
-    int rc = pr_batcher_notice_floor_load(p->floor_file, &bc->notice_floor, errstr, errstr_size);
+    int rc = pr_batcher_notice_floor_load(p->floor_file, acks, errstr, errstr_size);
     if (rc)
         return rc;
-    p->floor_saved = bc->notice_floor;
+    bc->notice_floor = acks->floor;
+    bc->notice_acked = acks->r;
+    bc->n_notice_acked = acks->n;
+    p->floor_saved = pr_notice_acks_digest(acks);
     uint32_t pend = pr_engine_vocab_notices_pending(p->eng);
     if (pend)
         pr_info("pipeline %s: %u restored recycled-index notice(s); those below #%llu were "
@@ -332,14 +337,20 @@ static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr,
     bc.opaque = p;
     bc.epoch = p->epoch;
     bc.replica = replica; /* copied by the batcher */
-    if ((rc = pr__notice_floor_open(p, &bc, e, sizeof(e))))
+    pr_notice_acks acks = {0};
+    if ((rc = pr__notice_floor_open(p, &bc, &acks, e, sizeof(e)))) {
+        pr_notice_acks_fini(&acks);
         return pr_seterr(errstr, errstr_size, rc, "pipelines[%s].state: %s", pc->name, e);
+    }
     pr_batch_schema bs = {0}; /* a declared schema: jagged batches from the outputs' side tables */
-    if (pc->features.declared && pr_batch_schema_from_features(&pc->features, &bs) < 0)
+    if (pc->features.declared && pr_batch_schema_from_features(&pc->features, &bs) < 0) {
+        pr_notice_acks_fini(&acks);
         return pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
+    }
     bc.schema = pc->features.declared ? &bs : NULL;
     rc = pr_batcher_new(&bc, &p->bat, e, sizeof(e));
     pr_batch_schema_fini(&bs);
+    pr_notice_acks_fini(&acks);
     if (rc)
         return pr_seterr(errstr, errstr_size, rc, "pipelines[%s].batch: %s", pc->name, e);
 

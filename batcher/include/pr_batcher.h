@@ -45,10 +45,13 @@
  *     their event time alone would put them; no row waits past its
  *     max_delay_ms deadline for it).
  *   - re-announced notices (cfg.notice_restart_next): notices numbered
- *     below cfg.notice_floor were acknowledged before this start and are
- *     dropped; the other restored ones wait in a backlog and go out spread
- *     over batches, at most batch.reannounce_max per batch at row 0, but
- *     always before the first row that uses their index.
+ *     below cfg.notice_floor or in cfg.notice_acked were acknowledged
+ *     before this start and are dropped; the other restored ones wait in a
+ *     backlog and go out spread over batches, lowest numbers first, at most
+ *     batch.reannounce_max per batch at row 0, but always before the first
+ *     row that uses their index. The numbers acknowledged since are kept
+ *     (pr_batcher_notice_acks), so a start that stops again, with any part
+ *     of the backlog acknowledged, saves exactly what the next may skip.
  *   - popular_min_rows (split popular): a popular build with fewer rows when
  *     its deadline passes (or at a flush) is merged, in arrival order, into
  *     the regular build, which is emitted then: no tiny popular batches.
@@ -417,9 +420,13 @@ typedef struct pr_batcher_cfg {
      * numbered below notice_restart_next were handed out before this start
      * (pr_engine_vocab_recycled_total + 1 after the vocabulary restore);
      * those below notice_floor were acknowledged then (the previous run's
-     * pr_batcher_notice_floor, saved with pr_batcher_notice_floor_save). */
+     * pr_batcher_notice_floor, saved with pr_batcher_notice_floor_save),
+     * and so were those in notice_acked (n_notice_acked ranges above
+     * notice_floor, pr_notice_acks.r of the same file; copied). */
     uint64_t notice_restart_next;
     uint64_t notice_floor;
+    const struct pr_notice_range *notice_acked;
+    uint32_t n_notice_acked;
     /* Declared schema (NULL = the Criteo layout): jagged batches, see
      * pr_batch_schema. n_dense / n_sparse / sparse_width above are then the
      * engine's (0 / its vocab columns / its width) and are not checked;
@@ -538,9 +545,9 @@ void pr_batcher_get_stats(pr_batcher *b, pr_batcher_stats *st);
 uint64_t pr_batcher_inflight_bytes(const pr_batcher *b);
 uint64_t pr_batcher_unacked_batches(const pr_batcher *b);
 /* The lowest number of a recycled-index notice the batcher still holds (in a
- * batch being built, or emitted and not acknowledged), or UINT64_MAX when it
- * holds none: every notice below it was acknowledged with its batch. For
- * pr_engine_vocab_notices_delivered. */
+ * batch being built, or emitted and not acknowledged, or restored and not
+ * sent yet), or UINT64_MAX when it holds none: every notice below it was
+ * acknowledged with its batch. For pr_engine_vocab_notices_delivered. */
 uint64_t pr_batcher_notice_floor(const pr_batcher *b);
 
 /* The lowest notice number the engine may still hold for its next block,
@@ -554,13 +561,53 @@ uint64_t pr_batcher_notice_floor(const pr_batcher *b);
 uint64_t pr_batcher_notice_top(const pr_batcher *b, uint64_t recycled_total,
                                uint32_t engine_pending);
 
-/* The notice floor across restarts (notice_floor.c): a one-line text file
- * written with a temporary file and a rename (no fsync: a stale file holds
- * a lower floor, which only re-announces more). _load gives 0 when the file
- * does not exist; PR_EBADREC with a reason when it holds no number. */
-int pr_batcher_notice_floor_load(const char *path, uint64_t *floor, char *errstr,
+/* Recycled-index notices known acknowledged: every number below `floor`,
+ * and the numbers of the ranges above it. A restored backlog goes out partly
+ * before the notices below it (the ones its first rows need, and batches
+ * acknowledged out of order), so one number alone cannot say which were
+ * acknowledged; the ranges can (issue 19: "a restart re-announces only
+ * unacknowledged notices"). */
+typedef struct pr_notice_range {
+    uint64_t lo, hi; /* inclusive */
+} pr_notice_range;
+
+typedef struct pr_notice_acks {
+    uint64_t floor;
+    const pr_notice_range *r; /* increasing, disjoint and not adjacent, all above floor */
+    uint32_t n;
+    pr_notice_range *own; /* what _load allocated (freed by pr_notice_acks_fini) */
+} pr_notice_acks;
+
+/* Most ranges kept (memory and file): beyond it the highest are forgotten,
+ * so their notices would go out once more after a restart (never fewer).
+ * The ranges are the acknowledged notices above an unacknowledged one; the
+ * backlog goes out in number order, so there are about as many as notices
+ * rows took ahead of it, or batches acknowledged out of order. */
+#define PR_NOTICE_ACKS_MAX 65536u
+
+/* What a store cycle saves (service/pipeline.c): floor = min(this
+ * batcher's pr_batcher_notice_floor, top) with top from
+ * pr_batcher_notice_top, and the numbers acknowledged above it (below top).
+ * out->r points into the batcher, valid until its next call; out->own is
+ * NULL. Pipeline thread. */
+void pr_batcher_notice_acks(pr_batcher *b, uint64_t top, pr_notice_acks *out);
+
+/* The notice floor file across restarts (notice_floor.c): the floor on the
+ * first line, then one `lo-hi` line per range (a file without ranges is the
+ * one-number file of earlier releases, which still loads; their readers see
+ * the floor of a newer file and only re-announce more). Written with a
+ * temporary file and a rename (no fsync: a stale file knows fewer
+ * acknowledged notices, which only re-announces more). _load gives floor 0
+ * and no ranges when the file does not exist; PR_EBADREC naming the file,
+ * the line and what to do when it is not such a file; call
+ * pr_notice_acks_fini after it, failed or not. */
+int pr_batcher_notice_floor_load(const char *path, pr_notice_acks *acks, char *errstr,
                                  size_t errstr_size);
-int pr_batcher_notice_floor_save(const char *path, uint64_t floor, char *errstr,
+int pr_batcher_notice_floor_save(const char *path, const pr_notice_acks *acks, char *errstr,
                                  size_t errstr_size);
+void pr_notice_acks_fini(pr_notice_acks *acks);
+/* A digest of floor and ranges: a store cycle writes the file only when it
+ * changed. */
+uint64_t pr_notice_acks_digest(const pr_notice_acks *acks);
 
 #endif

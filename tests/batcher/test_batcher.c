@@ -1206,17 +1206,23 @@ static void test_notice_floor_file(void **state)
     char dir[] = "/tmp/pr_floor_XXXXXX", path[64], err[256];
     assert_non_null(mkdtemp(dir));
     snprintf(path, sizeof(path), "%s/p.notices", dir);
-    uint64_t v = 9;
+    pr_notice_acks v = {.floor = 9};
     assert_int_equal(pr_batcher_notice_floor_load(path, &v, err, sizeof(err)), 0);
-    assert_int_equal(v, 0);
-    assert_int_equal(pr_batcher_notice_floor_save(path, 284433, err, sizeof(err)), 0);
+    assert_int_equal(v.floor, 0);
+    assert_int_equal(v.n, 0);
+    assert_int_equal(pr_batcher_notice_floor_save(path, &(pr_notice_acks){.floor = 284433}, err,
+                                                  sizeof(err)),
+                     0);
     assert_int_equal(pr_batcher_notice_floor_load(path, &v, err, sizeof(err)), 0);
-    assert_int_equal(v, 284433);
+    assert_int_equal(v.floor, 284433);
+    assert_int_equal(v.n, 0);
+    pr_notice_acks_fini(&v);
     FILE *fp = fopen(path, "w");
     fputs("x\n", fp);
     fclose(fp);
     assert_int_equal(pr_batcher_notice_floor_load(path, &v, err, sizeof(err)), PR_EBADREC);
     assert_non_null(strstr(err, "not a notice number"));
+    pr_notice_acks_fini(&v);
     remove(path);
     rmdir(dir);
 }
