@@ -440,7 +440,7 @@ struct pr_batcher {
     pr__notes backlog;         /* restored notices not sent yet, by (column, index, number);
                                   number 0 = sent */
     pr__blord *bl_ord;         /* backlog positions by number: the row-0 spreading's order */
-    uint32_t bl_ocap;
+    uint32_t bl_ocap, bl_nord; /* bl_ord: allocated, valid entries */
     uint32_t bl_next, bl_live; /* bl_ord: where the row-0 spreading goes on; live entries */
     pr__ackset acked;          /* notices acknowledged above the floor (pr_batcher_notice_acks) */
     pr__notes scratch;         /* a block's notices without the restored ones */
@@ -847,7 +847,7 @@ static int pr__notes_to_batch(pr_batcher *b, pr__build *bd, pr_batch *bt)
         return PR_ENOMEM;
     if (b->loose.n)
         memcpy(bt->recycled, b->loose.v, (size_t)b->loose.n * sizeof(pr_recycled));
-    for (; nb && b->bl_next < b->backlog.n; b->bl_next++) {
+    for (; nb && b->bl_next < b->bl_nord; b->bl_next++) {
         pr_recycled *r = &b->backlog.v[b->bl_ord[b->bl_next].pos];
         if (!r->number)
             continue;
@@ -858,7 +858,7 @@ static int pr__notes_to_batch(pr_batcher *b, pr__build *bd, pr_batch *bt)
         nb--;
     }
     if (!b->bl_live)
-        b->backlog.n = b->bl_next = 0;
+        b->backlog.n = b->bl_next = b->bl_nord = 0;
     if (bd->notes.n)
         memcpy(bt->recycled + o, bd->notes.v, (size_t)bd->notes.n * sizeof(pr_recycled));
     bt->n_recycled = o + bd->notes.n;
@@ -1872,6 +1872,7 @@ static int pr__ord_cmp(const void *x, const void *y)
 /* bl_ord: the backlog's positions in number order. */
 static int pr__backlog_order(pr_batcher *b)
 {
+    b->bl_nord = 0; /* out of memory: no row-0 share (the add fails anyway) */
     if (b->backlog.n > b->bl_ocap) {
         pr__blord *p = realloc(b->bl_ord, (size_t)b->backlog.cap * sizeof(*p));
         if (!p)
@@ -1882,6 +1883,7 @@ static int pr__backlog_order(pr_batcher *b)
     for (uint32_t i = 0; i < b->backlog.n; i++)
         b->bl_ord[i] = (pr__blord){b->backlog.v[i].number, i};
     qsort(b->bl_ord, b->backlog.n, sizeof(*b->bl_ord), pr__ord_cmp);
+    b->bl_nord = b->backlog.n;
     return 0;
 }
 
