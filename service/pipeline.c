@@ -584,6 +584,7 @@ static void pr__drain(pr__pipe *p)
             pr__sleep_ms(PR__ACK_POLL_MS);
     }
     pr_sinkset_poll(p->sinks, pr__ack_cb, p);
+    p->floor_saved_ns = 0; /* the last store writes the notice file, whatever its age */
     pr__store_safe_offsets(p);
     uint64_t left = pr_batcher_unacked_batches(p->bat);
     p->drain_rc = left ? PR_ETIMEDOUT : 0;

@@ -1210,9 +1210,9 @@ static void test_notice_floor_file(void **state)
     assert_int_equal(pr_batcher_notice_floor_load(path, &v, err, sizeof(err)), 0);
     assert_int_equal(v.floor, 0);
     assert_int_equal(v.n, 0);
-    assert_int_equal(pr_batcher_notice_floor_save(path, &(pr_notice_acks){.floor = 284433}, err,
-                                                  sizeof(err)),
-                     0);
+    assert_int_equal(
+        pr_batcher_notice_floor_save(path, &(pr_notice_acks){.floor = 284433}, err, sizeof(err)),
+        0);
     assert_int_equal(pr_batcher_notice_floor_load(path, &v, err, sizeof(err)), 0);
     assert_int_equal(v.floor, 284433);
     assert_int_equal(v.n, 0);

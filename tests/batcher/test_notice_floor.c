@@ -26,19 +26,20 @@
 
 #include <cmocka.h>
 
+#include "batcher_int.h"
 #include "bt_util.h"
 #include "pr_clock.h"
 
-#define NF_IDX 300   /* indices per column */
-#define NF_MAX 4096  /* notice numbers a test may reach */
+#define NF_IDX  300  /* indices per column */
+#define NF_MAX  4096 /* notice numbers a test may reach */
 #define NF_ROWS 8    /* rows per block = batch.size */
 
 typedef struct nf_world {
     pr_batch_ordering ord;
     uint32_t reannounce_max;
-    uint64_t total;              /* last number the engine handed out */
-    pr_recycled meta[NF_MAX];    /* notice n: its column and index */
-    uint8_t acked[NF_MAX];       /* acknowledged by a trainer in some start */
+    uint64_t total;           /* last number the engine handed out */
+    pr_recycled meta[NF_MAX]; /* notice n: its column and index */
+    uint8_t acked[NF_MAX];    /* acknowledged by a trainer in some start */
     char dir[32], path[64];
     uint32_t rng;
     int64_t next_off;
@@ -251,28 +252,26 @@ static void test_floor_file_ranges(void **state)
     assert_true(pr_notice_acks_digest(&v) != pr_notice_acks_digest(&a));
     pr_notice_acks_fini(&v);
 
-    assert_int_equal(pr_batcher_notice_floor_save(path, &(pr_notice_acks){.floor = 77}, err,
-                                                  sizeof(err)),
-                     0);
+    assert_int_equal(
+        pr_batcher_notice_floor_save(path, &(pr_notice_acks){.floor = 77}, err, sizeof(err)), 0);
     fp = fopen(path, "r");
     len = fread(text, 1, sizeof(text) - 1, fp);
     fclose(fp);
     text[len] = '\0';
     assert_string_equal(text, "77\n"); /* the earlier releases' file */
-    nf_write(path, "41258");            /* no newline, as a hand-written file may be */
+    nf_write(path, "41258");           /* no newline, as a hand-written file may be */
     assert_int_equal(pr_batcher_notice_floor_load(path, &v, err, sizeof(err)), 0);
     assert_int_equal(v.floor, 41258);
     assert_int_equal(v.n, 0);
     pr_notice_acks_fini(&v);
 
-    const char *bad[] = {"10\n5-8\n",         /* below the floor */
-                         "10\n10-12\n",       /* the floor itself is not acknowledged */
+    const char *bad[] = {"10\n5-8\n",          /* below the floor */
+                         "10\n10-12\n",        /* the floor itself is not acknowledged */
                          "10\n14-20\n12-12\n", /* not increasing */
                          "10\n12-14\n15-16\n", /* adjacent: not the form we write */
-                         "10\n20-14\n",       /* lo > hi */
-                         "10\n12\n",          /* not a range */
-                         "10\n12-x\n",
-                         "10\n\n"};
+                         "10\n20-14\n",        /* lo > hi */
+                         "10\n12\n",           /* not a range */
+                         "10\n12-x\n",         "10\n\n"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         nf_write(path, bad[i]);
         v.floor = 5;
@@ -288,11 +287,45 @@ static void test_floor_file_ranges(void **state)
     rmdir(dir);
 }
 
+/* The acknowledged set: merges touching numbers, answers membership, and
+ * past PR_NOTICE_ACKS_MAX ranges forgets the highest (re-sent, never lost). */
+static void test_ackset_bound(void **state)
+{
+    (void)state;
+    pr__ackset s = {0};
+    static pr_recycled v[1000];
+    for (uint32_t i = 0; i < 5; i++) /* 10, 12, 14, 16, 18 */
+        v[i].number = 10 + 2 * i;
+    pr__ackset_add(&s, v, 5);
+    assert_int_equal(s.n, 5);
+    for (uint32_t i = 0; i < 4; i++) /* 17, 15, 13, 11: one range 10-18 */
+        v[i].number = 17 - 2 * i;
+    pr__ackset_add(&s, v, 4);
+    assert_int_equal(s.n, 1);
+    assert_true(s.r[0].lo == 10 && s.r[0].hi == 18);
+    assert_true(pr__ackset_has(&s, 10) && pr__ackset_has(&s, 18));
+    assert_false(pr__ackset_has(&s, 9) || pr__ackset_has(&s, 19));
+    pr__ackset_clip(&s, 12, 16); /* (floor, top) */
+    assert_true(s.n == 1 && s.r[0].lo == 13 && s.r[0].hi == 15);
+    /* every other number from 1000 on: one range each */
+    uint64_t next = 1000;
+    while (next < 1000 + 2ull * (PR_NOTICE_ACKS_MAX + 500)) {
+        for (uint32_t i = 0; i < 1000; i++, next += 2)
+            v[i].number = next;
+        pr__ackset_add(&s, v, 1000);
+    }
+    assert_int_equal(s.n, PR_NOTICE_ACKS_MAX);
+    assert_true(pr__ackset_has(&s, 13) && pr__ackset_has(&s, 1000));
+    assert_false(pr__ackset_has(&s, next - 2)); /* the highest went */
+    pr__ackset_fini(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_restart_partial_backlog),
         cmocka_unit_test(test_floor_file_ranges),
+        cmocka_unit_test(test_ackset_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
