@@ -456,12 +456,16 @@ class GpuBusy:
         self.pairs = []
 
 
+def _now():
+    return time.monotonic()  # the training clock (a test steps it by hand)
+
+
 def train(ds, args, t_start, dev, stream=None, pt=None):
     model = opt_dense = opt_emb = None
     per_step_sync = False
     loss_fn = nn.BCEWithLogitsLoss()
     rows_trained = batches = grown = 0
-    t_first = None
+    t_first = t_end = None  # first batch; end of training (scoring is not training)
     hold_y, hold_s = [], []
     loss_sum, loss_n = None, 0
     busy = GpuBusy(dev.type == "cuda")
@@ -469,7 +473,7 @@ def train(ds, args, t_start, dev, stream=None, pt=None):
         if stream is not None:
             stream.took(b.rows)
         if model is None:
-            t_first = time.monotonic()
+            t_first = _now()
             emb = None
             if getattr(args, "embedding", "fused") == "per-feature":
                 emb = PerFeatureEmbedding(len(b.keys), args.dim, pt.grow_embeddings)
@@ -483,7 +487,7 @@ def train(ds, args, t_start, dev, stream=None, pt=None):
             dense, labels = dense.to(dev), labels.to(dev)
             v, ln = kjt_parts(sf)
             sf = (v.to(dev), ln.to(dev)) if isinstance(sf, tuple) else sf.to(dev)
-        training = rows_trained < args.train_rows and time.monotonic() - t_start < args.max_seconds
+        training = t_end is None and rows_trained < args.train_rows and _now() - t_start < args.max_seconds
         # The vocabulary grows with the stream: make room first (a Python
         # check per batch; the table moves only when a feature outgrows it).
         grown += model.emb.grow(b.vocab_sizes, opt_emb)
@@ -507,11 +511,15 @@ def train(ds, args, t_start, dev, stream=None, pt=None):
             if batches % 50 == 0:  # the only sync with the device while training
                 print("batch %d rows %d loss %.4f (%.1f s)" % (batches, rows_trained,
                                                               float(loss_sum) / loss_n,
-                                                              time.monotonic() - t_start),
+                                                              _now() - t_start),
                       file=sys.stderr, flush=True)
                 busy.collect()
                 loss_sum, loss_n = None, 0
             continue
+        if t_end is None:  # training ends here: its rows/s counts no held-out scoring
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
+            t_end = _now()
         with torch.no_grad():
             hold_s.append(torch.sigmoid(model(dense, sf)).cpu().numpy())
         hold_y.append(labels.cpu().numpy().copy())
@@ -526,7 +534,9 @@ def train(ds, args, t_start, dev, stream=None, pt=None):
         busy.collect()
     y, s = np.concatenate(hold_y), np.concatenate(hold_s)
     a = auc(y, s)
-    t_train = time.monotonic() - (t_first or t_start)
+    if t_end is None:
+        t_end = _now()
+    t_train = t_end - (t_first or t_start)
     gpu = ""
     if dev.type == "cuda":
         gpu = " device=%s gpu_busy=%.2f" % (torch.cuda.get_device_name(dev),
@@ -535,7 +545,7 @@ def train(ds, args, t_start, dev, stream=None, pt=None):
           "train_seconds=%.1f rows_per_s=%.0f total_seconds=%.1f tables_grown=%d rows_in_tables=%d "
           "embedding=%s layout=%s%s"
           % (a, len(y), y.mean(), rows_trained, batches, t_train, rows_trained / max(t_train, 1e-9),
-             time.monotonic() - t_start, grown, sum(model.emb.caps),
+             _now() - t_start, grown, sum(model.emb.caps),
              getattr(args, "embedding", "fused"), getattr(args, "layout", "raw"), gpu),
           flush=True)
     if args.min_auc is not None and not a >= args.min_auc:
