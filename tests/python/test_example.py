@@ -99,3 +99,57 @@ def test_dlrm_example_rows_per_s_counts_training_only(monkeypatch):
     assert int(kv["train_rows"]) == 10 * rows and int(kv["heldout_rows"]) == 4 * rows, out.getvalue()
     assert float(kv["train_seconds"]) == 10.0, out.getvalue()
     assert float(kv["rows_per_s"]) == rows, out.getvalue()
+
+
+def test_dlrm_example_producer_spreads_partitions():
+    # The example's local stream produces Criteo TSV with `piperec produce`,
+    # unkeyed: under librdkafka's sticky partitioner whole bursts went to one
+    # partition (a 32-partition run put all 138K rows on partition 0, past
+    # the test broker's ~5 MB: "offset out of range", rows lost). With the
+    # example's producer options every partition gets its share.
+    piperec = os.environ.get("PIPEREC")
+    if not piperec:
+        pytest.skip("PIPEREC not set: run through ctest")
+    ck = pytest.importorskip("confluent_kafka")
+    sys.path.insert(0, os.path.join(SRC, "examples"))
+    import train_dlrm as ex
+    parts = 8
+    br = subprocess.Popen([piperec, "broker", "--partitions", str(parts), "--topics", "events"],
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        bootstrap = br.stdout.readline().strip().split("=", 1)[1]
+        rows = subprocess.run([piperec, "gen", "--rows", "40000", "--output", "-"], capture_output=True,
+                              check=True, timeout=60).stdout
+        p = subprocess.run([piperec, "produce", "--bootstrap", bootstrap, "--topic", "events", "--input",
+                            "-", "--lines-per-message", "16", "--rate", "1000000"] + ex.PRODUCE_SPREAD,
+                           input=rows, capture_output=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "spread"})
+        counts = [c.get_watermark_offsets(ck.TopicPartition("events", i), timeout=10)[1] for i in range(parts)]
+        c.close()
+    finally:
+        br.kill()
+        br.wait()
+    mean = sum(counts) / parts
+    assert sum(counts) == 2500 and min(counts) > 0.5 * mean and max(counts) < 1.5 * mean, counts
+
+
+def test_dlrm_example_sees_lost_rows():
+    # piperec run's message when the broker dropped rows it had not read
+    # (ingest/'s wording, and librdkafka's error name): the example must exit
+    # 1 on it (it looked for a wording piperec no longer prints).
+    sys.path.insert(0, os.path.join(SRC, "examples"))
+    import train_dlrm as ex
+    s = ex.LocalStream.__new__(ex.LocalStream)
+    s.run_err = os.path.join(os.environ.get("PR_TMP", "/tmp"), "dlrm-lost-%d.err" % os.getpid())
+    try:
+        for text, lost in [
+                ("piperec: error: pipeline dlrm: consumer: consumer: events [0]: offset 3084 is out of "
+                 "range (available offsets 7452..8636): the records were deleted (retention)\n", True),
+                ("rdkafka: Broker: Offset out of range (OFFSET_OUT_OF_RANGE)\n", True),
+                ("piperec: info: pipeline dlrm: 32 partition(s) revoked\n", False)]:
+            with open(s.run_err, "w") as f:
+                f.write(text)
+            assert s.lost_rows() is lost, text
+    finally:
+        os.unlink(s.run_err)
