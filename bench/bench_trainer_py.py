@@ -16,7 +16,9 @@ sequence numbers, honouring credits and acks. It costs little CPU, so the
 figures are the client's cost: what a trainer pays per batch in Python.
 Prints one JSON line per measurement (bench/run.sh collects them), each
 with `vs_numpy_client`: its rows/s over the numpy client's (protobuf layout)
-in the same run.
+in the same run; the StreamDataLoader cases add `vs_one_process`: their
+rows/s over the same dataset iterated in the main process (the case named
+by `one_process_case`) in the same run.
 
 Live (--live PIPEREC, issue 22's "live `piperec run` -> GPU" figure): instead
 of the replay server, `piperec broker` (the test broker), `piperec gen` +
@@ -208,7 +210,7 @@ def server_main(port_q, rows, total, unix_path):
     accept_loop(ls, False)
 
 
-def measure(name, rows, fn, extra=None, base=None, tcp=None):
+def measure(name, rows, fn, extra=None, base=None, tcp=None, one=None):
     # client_cpu_us_per_batch: CPU time of this process (all its threads, not
     # the replay server's, not DataLoader worker processes') per batch: on a
     # loaded machine it moves far less than rows/s, so before/after
@@ -226,6 +228,8 @@ def measure(name, rows, fn, extra=None, base=None, tcp=None):
         r["vs_numpy_client"] = round(r["rows_per_s"] / base, 3)
     if tcp:
         r["vs_tcp"] = round(r["rows_per_s"] / tcp, 3)
+    if one:  # a loader with workers against the same dataset in one process
+        r["vs_one_process"] = round(r["rows_per_s"] / one, 3)
     print(json.dumps(r), flush=True)
     return r["rows_per_s"]
 
@@ -489,14 +493,15 @@ def main():
           "pinned": pin}),
         ("trainer_py_dataloader_2w", lambda ep: loop(StreamDataLoader(
             ds("protobuf", pin_memory=False), num_workers=2)),
-         {"client": "StreamDataLoader, 2 workers", "layout": "protobuf", "pinned": False}),
+         {"client": "StreamDataLoader, 2 workers", "layout": "protobuf", "pinned": False,
+          "one_process_case": "trainer_py_stream_dataset"}),
         ("trainer_py_dataloader_2w_raw", lambda ep: loop(StreamDataLoader(ds("raw"), num_workers=2)),
          {"client": "StreamDataLoader num_workers=2 -> the receive thread", "layout": "raw",
-          "pinned": pin}),
+          "pinned": pin, "one_process_case": "trainer_py_stream_dataset_raw"}),
         ("trainer_py_dataloader_2w_raw_compact", lambda ep: loop(StreamDataLoader(
             ds("raw", compact=True), num_workers=2)),
          {"client": "StreamDataLoader num_workers=2 -> the receive thread", "layout": "raw compact",
-          "pinned": pin}),
+          "pinned": pin, "one_process_case": "trainer_py_stream_dataset_raw_compact"}),
     ]
     if torch.cuda.is_available():
         def to_gpu(ep):
@@ -557,7 +562,8 @@ def main():
         extra.setdefault("transport", "tcp loopback")
         try:
             rps = measure(name, args.rows, lambda: fn(ep), extra, base,
-                          tcp=by_name.get(extra.get("tcp_case")))
+                          tcp=by_name.get(extra.get("tcp_case")),
+                          one=by_name.get(extra.get("one_process_case")))
             by_name[name] = rps
             if name == "trainer_py_numpy_client":
                 base = rps

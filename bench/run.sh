@@ -39,7 +39,9 @@
 #      (numpy client, piperec.torch.StreamDataset, DataLoader workers; GPU
 #      copies only when torch.cuda.is_available()), when torch is installed
 #   8. examples/train_dlrm.py --spawn: DLRM on CPU from a live stream
-#      (training rows/s, held-out AUC)
+#      (training rows/s, held-out AUC); 8b. the example old style (a table
+#      per feature, TrainingBatch) vs fused at BENCH_DLRM_CMP_ROWS (default
+#      100K) rows: dlrm_fused_vs_old_style (the GPU goal is 4x)
 #   9. bench/bench_replicas.sh: 1 replica without vocab_log beside 1, 2, 3
 #      replicas sharing one (BENCH_REPLICAS), new-value wait p50/p99, and the
 #      kill -9 takeover time with default settings
@@ -161,24 +163,46 @@ if $PY -c "import torch" 2>/dev/null; then
     $PY "$HERE/bench_trainer_py.py" --batches "${BENCH_TRAINER_BATCHES:-2000}" | collect
     # 8. examples/train_dlrm.py on a live stream (broker + gen --signal 1 |
     # produce + piperec run): training rows/s and held-out AUC.
-    echo "== 8. DLRM on a live stream (examples/train_dlrm.py, CPU)" >&2
-    t0=$(now)
-    $PY "$HERE/../examples/train_dlrm.py" --spawn --piperec "$PIPEREC" \
-        --train-rows "${BENCH_DLRM_ROWS:-1000000}" --heldout-rows 100000 --max-seconds 110 \
-        > "$TMP/dlrm.out" 2> "$TMP/dlrm.err" || { tail -20 "$TMP/dlrm.err" >&2; }
-    t1=$(now)
-    $PY - "$TMP/dlrm.out" "$(echo "$t1 - $t0" | bc -l)" <<'PYEOF' | collect
+    # dlrm NAME OUT ARGS...: one run, its JSON line
+    dlrm() {
+        name=$1 out=$2
+        shift 2
+        t0=$(now)
+        $PY "$HERE/../examples/train_dlrm.py" --spawn --piperec "$PIPEREC" "$@" \
+            > "$out" 2> "$out.err" || { tail -20 "$out.err" >&2; }
+        t1=$(now)
+        $PY - "$out" "$(echo "$t1 - $t0" | bc -l)" "$name" "$*" <<'PYEOF' | collect
 import json, re, sys
 text = open(sys.argv[1]).read()
 kv = dict(re.findall(r"(\w+)=([0-9.]+)", text))
 if "heldout_auc" not in kv:
     sys.exit("train_dlrm.py printed no result: %r" % text[-500:])
-print(json.dumps({"bench": "dlrm_stream_train", "threads": 1, "rows": int(kv["train_rows"]),
+print(json.dumps({"bench": sys.argv[3], "threads": 1, "rows": int(kv["train_rows"]),
                   "seconds": float(kv["train_seconds"]), "rows_per_s": float(kv["rows_per_s"]),
                   "heldout_auc": float(kv["heldout_auc"]), "heldout_rows": int(kv["heldout_rows"]),
-                  "wall_seconds": round(float(sys.argv[2]), 1),
+                  "wall_seconds": round(float(sys.argv[2]), 1), "args": sys.argv[4],
                   "pipeline": "broker + gen --signal 1 | produce + piperec run -> StreamDataset -> DLRM (CPU)"}))
 PYEOF
+    }
+    echo "== 8. DLRM on a live stream (examples/train_dlrm.py, CPU)" >&2
+    dlrm dlrm_stream_train "$TMP/dlrm.out" --train-rows "${BENCH_DLRM_ROWS:-1000000}" \
+        --heldout-rows 100000 --max-seconds 110
+    # 8b. the example before issue 22 (a table and a lookup per feature, a
+    # loss read every step, TrainingBatch layout) vs the fused table over the
+    # raw layout, same rows, same seed: rows/s ratio and both AUCs.
+    echo "== 8b. DLRM old style vs fused, same rows (CPU)" >&2
+    cmp_rows=${BENCH_DLRM_CMP_ROWS:-100000}
+    dlrm dlrm_old_style "$TMP/dlrm_old.out" --train-rows "$cmp_rows" --heldout-rows 30000 \
+        --max-seconds 600 --embedding per-feature --layout protobuf
+    dlrm dlrm_fused "$TMP/dlrm_fused.out" --train-rows "$cmp_rows" --heldout-rows 30000 --max-seconds 600
+    tail -2 "$RESULTS" | $PY -c '
+import json, sys
+old, new = [json.loads(l) for l in sys.stdin]
+if old["bench"] == "dlrm_old_style" and new["bench"] == "dlrm_fused":
+    print(json.dumps({"bench": "dlrm_fused_vs_old_style", "rows": new["rows"],
+                      "ratio_rows_per_s": round(new["rows_per_s"] / old["rows_per_s"], 3),
+                      "heldout_auc_fused": new["heldout_auc"], "heldout_auc_old_style": old["heldout_auc"],
+                      "goal": "4x on a GPU (CPU figure for the record)"}))' | collect || true
 else
     echo "== 7-8. trainer side in Python: no torch for $PY (apt-get install python3-torch), skipped" >&2
 fi
@@ -211,6 +235,10 @@ for r in rows:
         print("%-44s %14s %10s   piperec/python %.1fx (goal 10x), per CPU second %.1fx"
               % ("json stream vs python", "", "", r["ratio_piperec_over_python"],
                  r["ratio_per_cpu_second"]))
+    if name == "dlrm_fused_vs_old_style":
+        print("%-44s %14s %10s   fused/old %.2fx, AUC %.3f vs %.3f"
+              % ("dlrm fused vs old style", "", "", r["ratio_rows_per_s"], r["heldout_auc_fused"],
+                 r["heldout_auc_old_style"]))
     if name == "stream_ratio":
         print("%-44s %14s %10s   piperec/python %.1fx (goal 10x), peak RSS %.0f MB"
               % ("stream %s vs python" % r.get("variant", ""), "", "",
@@ -218,7 +246,8 @@ for r in rows:
     if r.get("rows_per_s") is None:
         continue
     name += " (%s thr)" % r.get("threads", "?")
-    print("%-44s %14.0f %10.1f" % (name, r["rows_per_s"], r["rows_per_s"] / b))
+    vs = "".join("   %s %.2f" % (k, r[k]) for k in ("vs_numpy_client", "vs_one_process") if k in r)
+    print("%-44s %14.0f %10.1f%s" % (name, r["rows_per_s"], r["rows_per_s"] / b, vs))
 if not base[0].get("matches_piperec", False):
     sys.exit("baseline output does NOT match piperec: %s" % base[0].get("mismatch"))
 print("baseline output matches piperec's on the same %d rows" % base[0]["rows"])

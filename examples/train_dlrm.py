@@ -215,14 +215,21 @@ def auc(y, s):
 
 # ---------------------------------------------------------------- a local stream
 
-# The test broker keeps only the last ~5 MB of each partition. `piperec
-# produce` spreads messages round robin over the partitions (an unkeyed
-# producer such as kcat's default would burst one partition instead), so
-# the rows produced and not yet taken by the trainer are at most
-# LOOKAHEAD_BYTES per partition: the local stream cannot lose rows at any
-# partition count. (~243 bytes a row of `piperec gen`.)
+# The test broker keeps only the last ~5 MB of each partition. The rows
+# produced and not yet taken by the trainer are at most LOOKAHEAD_BYTES per
+# partition, so the local stream cannot lose rows at any partition count,
+# provided the messages are spread over the partitions: `piperec produce`
+# sends Criteo TSV messages unkeyed, and librdkafka's sticky partitioner
+# (kcat's default too) would put a whole burst on one partition (seen: all
+# 138K rows of a 32-partition run on partition 0, "offset out of range"), so
+# the producer runs with sticky.partitioning.linger.ms=0: each unkeyed
+# message goes to a random partition. (~243 bytes a row of `piperec gen`.)
 ROW_BYTES = 243
 LOOKAHEAD_BYTES = 1_500_000
+PRODUCE_SPREAD = ["-X", "sticky.partitioning.linger.ms=0"]
+# What piperec run says when the broker no longer has the rows it was to read
+# next (the wording of ingest/ and of librdkafka's error name).
+LOST_ROWS = re.compile(r"offset \d+ is out of range|offset out of range|OFFSET_OUT_OF_RANGE", re.I)
 
 
 def lookahead_rows(partitions, batch):
@@ -304,8 +311,7 @@ log: { level: info }
 
     def lost_rows(self):
         """piperec's complaint when the test broker dropped rows it had not read."""
-        err = open(self.run_err).read()
-        return "offset out of range" in err.lower() or "OFFSET_OUT_OF_RANGE" in err
+        return LOST_ROWS.search(open(self.run_err).read()) is not None
 
     def took(self, rows):
         """The trainer received `rows` more rows."""
@@ -321,7 +327,8 @@ log: { level: info }
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         prod = subprocess.Popen([self.piperec, "produce", "--bootstrap", self.bootstrap, "--topic",
                                  "events", "--input", "-", "--lines-per-message", "16", "--rate",
-                                 str(self.rate)], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                 str(self.rate)] + PRODUCE_SPREAD,
+                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE)
         self.procs += [gen, prod]
         try:
@@ -456,12 +463,16 @@ class GpuBusy:
         self.pairs = []
 
 
+def _now():
+    return time.monotonic()  # the training clock (a test steps it by hand)
+
+
 def train(ds, args, t_start, dev, stream=None, pt=None):
     model = opt_dense = opt_emb = None
     per_step_sync = False
     loss_fn = nn.BCEWithLogitsLoss()
     rows_trained = batches = grown = 0
-    t_first = None
+    t_first = t_end = None  # first batch; end of training (scoring is not training)
     hold_y, hold_s = [], []
     loss_sum, loss_n = None, 0
     busy = GpuBusy(dev.type == "cuda")
@@ -469,7 +480,7 @@ def train(ds, args, t_start, dev, stream=None, pt=None):
         if stream is not None:
             stream.took(b.rows)
         if model is None:
-            t_first = time.monotonic()
+            t_first = _now()
             emb = None
             if getattr(args, "embedding", "fused") == "per-feature":
                 emb = PerFeatureEmbedding(len(b.keys), args.dim, pt.grow_embeddings)
@@ -483,7 +494,7 @@ def train(ds, args, t_start, dev, stream=None, pt=None):
             dense, labels = dense.to(dev), labels.to(dev)
             v, ln = kjt_parts(sf)
             sf = (v.to(dev), ln.to(dev)) if isinstance(sf, tuple) else sf.to(dev)
-        training = rows_trained < args.train_rows and time.monotonic() - t_start < args.max_seconds
+        training = t_end is None and rows_trained < args.train_rows and _now() - t_start < args.max_seconds
         # The vocabulary grows with the stream: make room first (a Python
         # check per batch; the table moves only when a feature outgrows it).
         grown += model.emb.grow(b.vocab_sizes, opt_emb)
@@ -507,11 +518,15 @@ def train(ds, args, t_start, dev, stream=None, pt=None):
             if batches % 50 == 0:  # the only sync with the device while training
                 print("batch %d rows %d loss %.4f (%.1f s)" % (batches, rows_trained,
                                                               float(loss_sum) / loss_n,
-                                                              time.monotonic() - t_start),
+                                                              _now() - t_start),
                       file=sys.stderr, flush=True)
                 busy.collect()
                 loss_sum, loss_n = None, 0
             continue
+        if t_end is None:  # training ends here: its rows/s counts no held-out scoring
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
+            t_end = _now()
         with torch.no_grad():
             hold_s.append(torch.sigmoid(model(dense, sf)).cpu().numpy())
         hold_y.append(labels.cpu().numpy().copy())
@@ -526,7 +541,9 @@ def train(ds, args, t_start, dev, stream=None, pt=None):
         busy.collect()
     y, s = np.concatenate(hold_y), np.concatenate(hold_s)
     a = auc(y, s)
-    t_train = time.monotonic() - (t_first or t_start)
+    if t_end is None:
+        t_end = _now()
+    t_train = t_end - (t_first or t_start)
     gpu = ""
     if dev.type == "cuda":
         gpu = " device=%s gpu_busy=%.2f" % (torch.cuda.get_device_name(dev),
@@ -535,7 +552,7 @@ def train(ds, args, t_start, dev, stream=None, pt=None):
           "train_seconds=%.1f rows_per_s=%.0f total_seconds=%.1f tables_grown=%d rows_in_tables=%d "
           "embedding=%s layout=%s%s"
           % (a, len(y), y.mean(), rows_trained, batches, t_train, rows_trained / max(t_train, 1e-9),
-             time.monotonic() - t_start, grown, sum(model.emb.caps),
+             _now() - t_start, grown, sum(model.emb.caps),
              getattr(args, "embedding", "fused"), getattr(args, "layout", "raw"), gpu),
           flush=True)
     if args.min_auc is not None and not a >= args.min_auc:

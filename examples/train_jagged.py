@@ -172,6 +172,11 @@ class StreamRefused(RuntimeError):
     """`piperec run` refused the pipeline (e.g. a build without streaming schemas)."""
 
 
+# What piperec run says when the broker no longer has the rows it was to read
+# next (as in train_dlrm.py): the run then ends early, so the example fails.
+LOST_ROWS = re.compile(r"offset \d+ is out of range|offset out of range|OFFSET_OUT_OF_RANGE", re.I)
+
+
 class LocalStream:
     """piperec broker + gen --format json | produce + piperec run, in a temp dir."""
 
@@ -239,6 +244,10 @@ log: { level: info }
 
     def took(self, rows):
         self.taken += rows
+
+    def lost_rows(self):
+        """piperec's complaint when the test broker dropped rows it had not read."""
+        return LOST_ROWS.search(open(self.run_err).read()) is not None
 
     def _feed(self):
         chunk = max(self.lookahead // 4, 1)
@@ -322,7 +331,12 @@ def main(argv=None):
         else:
             endpoints = args.connect.split(",")
         ds = StreamDataset(endpoints, args.pipeline, credits=8, idle_timeout=20)
-        return train(ds, args, t_start, stream)
+        rc = train(ds, args, t_start, stream)
+        if stream is not None and stream.lost_rows():
+            print("the test broker dropped rows piperec had not read (offset out of range)",
+                  file=sys.stderr)
+            rc = 1
+        return rc
     finally:
         if stream is not None:
             stream.close()

@@ -73,11 +73,14 @@ ERROR_CODES = {
 
 
 class ServerError(Exception):
-    """The server sent an Error message (code name in .code)."""
+    """The server sent an Error message (code name in .code; .endpoint the
+    server that sent it, named in the message when known)."""
 
-    def __init__(self, code, message):
+    def __init__(self, code, message, endpoint=None):
         self.code = ERROR_CODES.get(code, str(code))
-        super().__init__("server error %s: %s" % (self.code, message))
+        self.endpoint = endpoint
+        where = "" if endpoint is None else "piperec at %s: " % endpoint
+        super().__init__("%sserver error %s: %s" % (where, self.code, message))
 
 
 class ConnectionClosed(ConnectionError, EOFError):
@@ -85,6 +88,18 @@ class ConnectionClosed(ConnectionError, EOFError):
     found it gone. The message names the endpoint and the call that saw it.
     It is an ``EOFError`` too, so code written for clean closes still ends
     its loop."""
+
+
+def _named(e, address, what=""):
+    """`e` again, of the same type (callers retry on a refused, reset or
+    timed-out connection by type), with a message that names the endpoint
+    and what failed; a type that cannot be rebuilt so becomes
+    ConnectionClosed (an OSError too)."""
+    msg = "piperec at %s: %s%s" % (address, e.strerror or e, what)
+    try:
+        return type(e)(e.errno, msg) if e.errno is not None else type(e)(msg)
+    except Exception:  # noqa: BLE001 — a constructor with other arguments
+        return ConnectionClosed(msg)
 
 
 # ---------------------------------------------------------------- protobuf, the few bits we need
@@ -695,32 +710,6 @@ class TrainerClient:
         if local and want_tls:
             raise ValueError("%s: TLS does not apply to a Unix domain socket (the socket file's "
                              "permissions guard it)" % address)
-        try:
-            self.sock = _connect(address, host, port, timeout)
-        except OSError as e:  # keep the type (callers retry on refused), name the endpoint
-            if e.errno is None:
-                raise
-            raise type(e)(e.errno, "piperec at %s: %s" % (address, e.strerror)) from None
-        if want_tls:
-            import ssl
-            ctx = ssl_context
-            if ctx is None:
-                ctx = ssl.create_default_context(cafile=ca_file)
-                ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-                if cert_file:
-                    ctx.load_cert_chain(cert_file, key_file)
-            try:
-                self.sock = ctx.wrap_socket(self.sock, server_hostname=host)
-            except BaseException:
-                self.sock.close()
-                raise
-        self._buf = bytearray()
-        # MSG_WAITALL receives into a caller's buffer: plain sockets only (an
-        # SSL socket takes no flags)
-        self._waitall = not want_tls and hasattr(socket, "MSG_WAITALL") and os.name == "posix"
-        self._rcvto = None  # SO_RCVTIMEO as last set (None: none)
-        self._frame, self._filled, self._base, self._flen = None, 0, 0, 0
-        self._tmo = timeout  # the socket's timeout as last set (create_connection)
         cid = client_id or "python-%d" % os.getpid()
         body = (_field_varint(1, PROTOCOL_VERSION) + _field_bytes(2, pipeline.encode())
                 + _field_varint(3, credits) + _field_bytes(4, cid.encode()))
@@ -731,12 +720,46 @@ class TrainerClient:
         body += (_field_varint(7, _LAYOUTS[layout]) + _field_varint(8, 1 if kjt_offsets else 0)
                  + _field_varint(9, 1 if compact else 0))
         self.checkpoint_ok = None  # (id, batches released) of the last CheckpointOk
+        self._buf = bytearray()
+        # MSG_WAITALL receives into a caller's buffer: plain sockets only (an
+        # SSL socket takes no flags)
+        self._waitall = not want_tls and hasattr(socket, "MSG_WAITALL") and os.name == "posix"
+        self._rcvto = None  # SO_RCVTIMEO as last set (None: none)
+        self._frame, self._filled, self._base, self._flen = None, 0, 0, 0
+        self._tmo = timeout  # the socket's timeout as last set (create_connection)
+        try:
+            self.sock = _connect(address, host, port, timeout)
+        except OSError as e:  # keep the type (callers retry on refused), name the endpoint
+            raise _named(e, address, " (connecting, timeout %.1f s)" % timeout
+                         if isinstance(e, socket.timeout) else "") from None
+        try:
+            if want_tls:
+                self._tls(host, ssl_context, ca_file, cert_file, key_file)
+            self._subscribe(body, timeout)
+        except BaseException:
+            self.sock.close()  # a failed handshake leaves no socket behind
+            raise
+
+    def _tls(self, host, ctx, ca_file, cert_file, key_file):
+        import ssl
+        if ctx is None:
+            ctx = ssl.create_default_context(cafile=ca_file)
+            ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+            if cert_file:
+                ctx.load_cert_chain(cert_file, key_file)
+        try:
+            self.sock = ctx.wrap_socket(self.sock, server_hostname=host)
+        except OSError as e:  # a reset, an EOF or a refused certificate: name the endpoint
+            raise _named(e, self.endpoint, " (TLS handshake)") from None
+
+    def _subscribe(self, body, timeout):
+        """Send Subscribe, wait for SubscribeOk (answering what comes first)."""
         self._send(F_SUBSCRIBE, body, "Subscribe", timeout)
         deadline = time.monotonic() + timeout
         while True:
             kind, buf, a, e = self._read_frame(deadline)
             if kind is None:
-                raise TimeoutError("no SubscribeOk within %.1f s" % timeout)
+                raise TimeoutError("piperec at %s: no SubscribeOk within %.1f s" % (self.endpoint, timeout))
             if kind == F_SUBSCRIBE_OK:
                 self.info = self._subscribe_ok(buf, a, e)
                 self.layout = "raw" if self.info.get("layout") == LAYOUT_RAW else "protobuf"
@@ -831,7 +854,8 @@ class TrainerClient:
                 self._buf += chunk
             (n,) = struct.unpack_from("<I", self._buf, 0)
             if n > MAX_FRAME:
-                raise ValueError("frame of %d bytes" % n)
+                raise ValueError("piperec at %s: a frame of %d bytes (more than %d): not a piperec "
+                                 "trainer port?" % (self.endpoint, n, MAX_FRAME))
             have = min(n, len(self._buf) - 4)
             if into is not None and n > SMALL_FRAME:
                 frame = into(4 + n)
@@ -890,7 +914,7 @@ class TrainerClient:
             for num, wt, v, s, t in _fields(buf, a, e):
                 if num == 1 and wt == 0: code = v
                 elif num == 2 and wt == 2: msg = bytes(buf[s:t]).decode()
-            raise ServerError(code, msg)
+            raise ServerError(code, msg, self.endpoint)
         elif kind == F_CHECKPOINT_OK:
             cid = rel = 0
             for num, wt, v, _, _ in _fields(buf, a, e):

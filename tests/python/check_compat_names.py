@@ -21,8 +21,10 @@ numpy 1.24, so no test run on 1.24 can see them. The check parses every file
   ``torch._six`` (removed in 2.0) and other removed functions.
 
 Usage: check_compat_names.py [FILE_OR_DIR ...] (default: the shipped and
-tested Python: clients/python, examples, bench, tests); --self-test checks
-the checker on snippets. Exit 1 with one line per finding.
+tested Python: clients/python, examples, bench, tests; with the default, a
+.py file git tracks outside those folders is a finding too, so nothing
+escapes the check); --self-test checks the checker on snippets. Exit 1 with
+one line per finding.
 """
 
 import ast
@@ -191,6 +193,22 @@ def self_test():
     return bad
 
 
+def tracked_outside(roots):
+    """Python files git tracks in SRC that no root covers (so a new .py
+    elsewhere, e.g. under tools/, cannot escape the check); [] when SRC is
+    not a git checkout (a source tarball)."""
+    import subprocess
+    try:
+        out = subprocess.run(["git", "-C", SRC, "ls-files", "*.py"], capture_output=True, text=True,
+                             timeout=30)
+    except OSError:
+        return []
+    if out.returncode != 0:
+        return []
+    under = [os.path.relpath(r, SRC).rstrip("/") + "/" for r in roots]
+    return [f for f in out.stdout.split() if not any(f.startswith(u) for u in under)]
+
+
 def main(argv):
     if argv[:1] == ["--self-test"]:
         return 1 if self_test() else 0
@@ -203,6 +221,9 @@ def main(argv):
             text = f.read()
         n += 1
         found += check_source(text, os.path.relpath(path, SRC))
+    if not argv:
+        found += ["%s: tracked Python outside %s: add its folder to DEFAULT_ROOTS" % (f, DEFAULT_ROOTS)
+                  for f in tracked_outside(roots)]
     for line in found:
         print(line)
     print("check_compat_names: %d files, %d findings" % (n, len(found)))

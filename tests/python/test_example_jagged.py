@@ -27,3 +27,19 @@ def test_jagged_example_learns():
     assert p.returncode == 0, p.stderr[-3000:]
     m = re.search(r"heldout_auc=([0-9.]+) heldout_rows=(\d+)", p.stdout)
     assert m and float(m.group(1)) >= 0.60 and int(m.group(2)) >= 30000, p.stdout
+
+
+def test_jagged_example_sees_lost_rows(tmp_path):
+    # Like train_dlrm.py: when the test broker dropped rows piperec had not
+    # read, the example says so and exits 1 (it did not look).
+    sys.path.insert(0, os.path.join(SRC, "examples"))
+    import train_jagged as ex
+    s = ex.LocalStream.__new__(ex.LocalStream)
+    s.run_err = str(tmp_path / "run.err")
+    for text, lost in [
+            ("piperec: error: pipeline clicks: consumer: consumer: clicks [3]: offset 12 is out of "
+             "range (available offsets 40..90): the records were deleted (retention)\n", True),
+            ("piperec: info: pipeline clicks: 4 partition(s) revoked\n", False)]:
+        with open(s.run_err, "w") as f:
+            f.write(text)
+        assert s.lost_rows() is lost, text

@@ -200,6 +200,10 @@ def test_loader_workers_use_threads(bt):
     ds = StreamDataset(ADDR, "bt", credits=3, idle_timeout=1.0, sparse_format="triple", layout="raw",
                        streams=2)
     loader = StreamDataLoader(ds, num_workers=2)
+    # the loader is the one-process path: its iterator is the dataset's, not
+    # a DataLoader iterator (whose fetcher, collate and second record cost
+    # 5-20% of the client's CPU a batch)
+    assert iter(StreamDataLoader(ds, num_workers=2)).gi_code is ds._generate_raw.__code__
     seqs = []
     for b in loader:
         assert not mp.active_children()

@@ -943,13 +943,20 @@ class StreamDataLoader(DataLoader):
     DataLoader (pin_memory defaults to the dataset's setting). With a
     layout="raw" dataset it starts no worker processes: the batches come
     from the dataset's receive thread(s) in the main process (``streams``
-    connections per endpoint, default 1), so num_workers > 0 is exactly as
-    fast as num_workers=0 there."""
+    connections per endpoint, default 1), and iterating the loader is
+    iterating the dataset (no DataLoader fetcher, collate or second record
+    per batch; unless a collate_fn is given), so num_workers > 0 costs
+    exactly what one process costs there."""
 
     def __init__(self, dataset, num_workers=0, pin_memory=None, prefetch_factor=2, **kwargs):
         if not isinstance(dataset, StreamDataset):
             raise TypeError("StreamDataLoader needs a StreamDataset")
         kwargs.pop("batch_size", None)
+        # Over a raw dataset the loader adds nothing to a batch: iterate the
+        # dataset itself (the DataLoader's single-process fetcher, collate
+        # and this class's _record cost 5-20% of the client's CPU a batch,
+        # bench/RESULTS.md).
+        self._direct = dataset.layout == "raw" and "collate_fn" not in kwargs
         if dataset.layout == "raw" and num_workers > 0:
             # The GPU feed's receive thread replaces worker processes: no
             # inter-process hand-off per batch, buffers already pinned. The
@@ -968,6 +975,11 @@ class StreamDataLoader(DataLoader):
                          **kwargs)
 
     def __iter__(self):
+        if self._direct:
+            return iter(self.dataset)  # records each batch as the loop receives it
+        return self._loader_iter()
+
+    def _loader_iter(self):
         for b in super().__iter__():
             self.dataset._record(b)
             yield b

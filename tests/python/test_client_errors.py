@@ -1,0 +1,91 @@
+"""Issue 22, "a server that goes away raises a ConnectionError naming the
+endpoint and what happened, from every path": the paths before a
+subscription is up. Stand-in servers (a thread on a loopback socket) that
+stay silent, reset the connection during the TLS handshake, send a frame
+no piperec sends, or refuse the subscription; and a connect that times out.
+Each error names the endpoint, keeps its type (StreamDataset retries on a
+refused, reset or timed-out connection by type) and leaves no socket open.
+"""
+
+import os
+import socket
+import struct
+import sys
+import threading
+import time
+
+import pytest
+
+SRC = os.environ.get("PR_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+sys.path.insert(0, os.path.join(SRC, "clients", "python"))
+
+import piperec_client as pc  # noqa: E402
+
+
+def _server(mode):
+    """A one-connection stand-in server doing `mode`; returns (endpoint, thread)."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    addr = "127.0.0.1:%d" % srv.getsockname()[1]
+
+    def run():
+        s, _ = srv.accept()
+        srv.close()
+        if mode == "silent":  # accepts, never answers the Subscribe
+            time.sleep(2.5)
+        elif mode == "garbage":  # a length prefix no piperec frame has
+            s.recv(4096)
+            s.sendall(b"\xff\xff\xff\xff" + b"x" * 64)
+            time.sleep(0.5)
+        elif mode == "refuse":  # Error{UNKNOWN_PIPELINE}
+            s.recv(4096)
+            body = pc._field_varint(1, 3) + pc._field_bytes(2, b"no pipeline 'p'")
+            s.sendall(pc._frame(pc.F_ERROR, body))
+            time.sleep(0.5)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()  # "reset" closes at once with RST: like a killed server
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return addr, t
+
+
+@pytest.mark.parametrize("mode,kw,etype", [
+    ("silent", {"timeout": 1.0}, TimeoutError),
+    ("reset", {"tls": True}, ConnectionError),
+    ("garbage", {}, ValueError),
+    ("refuse", {}, pc.ServerError),
+])
+def test_subscribe_errors_name_the_endpoint(mode, kw, etype, monkeypatch):
+    socks = []  # the client's connected socket, to see it closed after the failure
+    connect = pc._connect
+    monkeypatch.setattr(pc, "_connect", lambda *a: socks.append(connect(*a)) or socks[-1])
+    addr, t = _server(mode)
+    with pytest.raises(etype) as ei:
+        pc.TrainerClient(addr, "p", **kw)
+    t.join()
+    msg = "%s: %s" % (type(ei.value).__name__, ei.value)
+    print(mode, "->", msg)
+    assert addr in msg, msg
+    assert len(socks) == 1 and socks[0].fileno() == -1  # the failed handshake closed its socket
+
+
+def test_connect_timeout_names_the_endpoint(monkeypatch):
+    # No host that black-holes SYNs is reachable from CI: the connect's
+    # timeout is simulated where the client makes the connection.
+    def timed_out(*a, **kw):
+        raise socket.timeout("timed out")
+    monkeypatch.setattr(socket, "create_connection", timed_out)
+    with pytest.raises(socket.timeout) as ei:  # the type StreamDataset retries on
+        pc.TrainerClient("192.0.2.1:7070", "p", timeout=0.5)
+    assert "192.0.2.1:7070" in str(ei.value) and "connecting" in str(ei.value), str(ei.value)
+
+
+def test_refused_keeps_type_and_names_the_endpoint():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    addr = "127.0.0.1:%d" % s.getsockname()[1]
+    s.close()  # nothing listens there now
+    with pytest.raises(ConnectionRefusedError) as ei:
+        pc.TrainerClient(addr, "p", timeout=1.0)
+    assert addr in str(ei.value), str(ei.value)
