@@ -14,11 +14,11 @@
  *                         (--descriptor-set F --message M, pr_pbuser_encode_json),
  *                         registry-framed with --schema-id N (default: plain)
  *
- * JSON messages are spread over the topic's partitions: keyed by the value at
- * --key-path (librdkafka's partitioner hashes the key, so one user's events
- * stay in order on one partition), else round-robin (records without the key
- * too); --partition pins them all. Unkeyed sticky batching would burst one
- * test-broker partition past its ~5 MB.
+ * Messages are spread over the topic's partitions: JSON-like ones keyed by
+ * the value at --key-path (librdkafka's partitioner hashes the key, so one
+ * user's events stay in order on one partition), everything else (and records
+ * without the key) round-robin; --partition pins them all. Unkeyed sticky
+ * batching would burst one test-broker partition past its ~5 MB.
  *
  * TSV input becomes protobuf events field by field (label, dense numbers,
  * sparse hex strings; empty = missing), so a malformed line still becomes a
@@ -130,9 +130,14 @@ static int pr__send_keyed(pr__prod *p, const void *buf, size_t len, int32_t part
     return 0;
 }
 
+/* An unkeyed message (TSV lines, protobuf events and batches): round-robin
+ * over the topic's partitions, or --partition. */
 static int pr__send(pr__prod *p, const void *buf, size_t len)
 {
-    return pr__send_keyed(p, buf, len, p->partition, NULL, 0);
+    int32_t part = p->partition;
+    if (part == RD_KAFKA_PARTITION_UA && p->n_parts > 0)
+        part = (int32_t)(p->rr++ % (uint64_t)p->n_parts);
+    return pr__send_keyed(p, buf, len, part, NULL, 0);
 }
 
 /* One JSON object as one message: keyed by --key-path's value when it has
@@ -789,7 +794,7 @@ int pr_cli_cmd_produce(int argc, char **argv)
     int rc;
     bool json_like =
         a.format == PR_MSG_JSON || a.format == PR_MSG_AVRO || a.format == PR_MSG_PROTOBUF;
-    if (json_like && p.partition == RD_KAFKA_PARTITION_UA)
+    if (p.partition == RD_KAFKA_PARTITION_UA)
         p.n_parts = pr__topic_partitions(p.rk, a.topic);
     p.t0_ns = pr_clock_mono_ns(pr_clock_real());
     if (a.input)
