@@ -193,22 +193,35 @@ log: { level: warn }
 EOF
 }
 
-# ceiling TOPIC LPM THREADS CONSUMERS BENCH [--reset-path] -> JSON line; its
-# rows/s in $CEIL_RATE
+# ceiling TOPIC LPM THREADS CONSUMERS BENCH [--reset-path] -> JSON line (also
+# in $TMP/ceil_line.json); its rows/s in $CEIL_RATE. A watcher (bench_sweep.py
+# watch) reads the CPU time of the broker, the ceiling and the machine at the
+# ceiling's --marks (first message, count complete).
 ceiling() {
+    rm -f "$TMP/marks"
+    mkfifo "$TMP/marks"
     # shellcheck disable=SC2046
     "$CEILING" --bootstrap "$B" --topic "$1" --group "ceil-$1-$3-$4-$5" --consumers "$4" ${6:-} \
-        -X auto.offset.reset=earliest $(x_args) > "$TMP/ceil.json" 2> "$TMP/ceil.err" ||
-        { cat "$TMP/ceil.err" >&2; exit 1; }
+        --marks "$TMP/marks" -X auto.offset.reset=earliest $(x_args) \
+        > "$TMP/ceil.json" 2> "$TMP/ceil.err" &
+    CEPID=$!
+    $PY "$HELP" watch "$TMP/marks" "$TMP/ceil_acct.json" "broker=$BPID" "ceiling=$CEPID" \
+        2> "$TMP/watch.err" &
+    WPID=$!
+    wait "$CEPID" || { cat "$TMP/ceil.err" >&2; exit 1; }
+    wait "$WPID" || { cat "$TMP/watch.err" >&2; exit 1; }
     CEIL_RATE=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["rows_per_s"])' "$TMP/ceil.json")
-    emit "$($PY - "$TMP/ceil.json" "$2" "$3" "$5" <<'PYEOF'
+    ROWS_READ=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["rows"])' "$TMP/ceil.json")
+    $PY "$HELP" fields "$TMP/ceil_acct.json" "$ROWS_READ" broker,ceiling > "$TMP/ceil_cpu.json"
+    $PY - "$TMP/ceil.json" "$2" "$3" "$5" "$TMP/ceil_cpu.json" > "$TMP/ceil_line.json" <<'PYEOF'
 import json, sys
 c = json.load(open(sys.argv[1]))
 c.update({"bench": sys.argv[4], "lines_per_message": int(sys.argv[2]), "threads": int(sys.argv[3]),
           "rows_per_s": round(c["rows_per_s"]), "msgs_per_s": round(c["msgs_per_s"])})
+c.update(json.load(open(sys.argv[5])))
 print(json.dumps(c))
 PYEOF
-)"
+    emit "$(cat "$TMP/ceil_line.json")"
 }
 
 # stream TOPIC LPM THREADS DECODE CONSUMERS POLL_THREADS -> JSON line (uses $CEIL_RATE of the
@@ -219,17 +232,20 @@ stream() {
     write_config "$1" "$3" "sweep-$1-$3-d$4-k$5-$RUN_NO" "$TPORT" "$HPORT" "$4" "$5"
     PIPEREC_POLL_THREADS=$6 "$PIPEREC" run --config "$TMP/run.yaml" 2> "$TMP/run.err" &
     RPID=$!
-    $PY "$HELP" poll "127.0.0.1:$HPORT" "$ROWS" "$RPID" "$BPID" > "$TMP/poll.json" 2> "$TMP/poll.err" &
-    PPOLL=$!
     "$PIPEREC" consume --connect "127.0.0.1:$TPORT" --pipeline bench --credits 64 --quiet \
         --connect-timeout-ms 30000 > "$TMP/consume.out" 2> "$TMP/consume.err" &
     CPID=$!
+    $PY "$HELP" poll "127.0.0.1:$HPORT" "$ROWS" "$RPID" "$BPID" "$CPID" > "$TMP/poll.json" 2> "$TMP/poll.err" &
+    PPOLL=$!
     wait "$PPOLL" || { cat "$TMP/poll.err" >&2; tail -5 "$TMP/run.err" >&2; exit 1; }
     RSS_KB=$(awk '/^VmHWM/ {print $2}' "/proc/$RPID/status" 2>/dev/null || echo 0)
     stop_pid "$CPID"; CPID=""
     stop_pid "$RPID"; RPID=""
     STREAM_RATE=$($PY -c 'import json,sys; p=json.load(open(sys.argv[1])); print(p["rows"] / p["seconds"])' "$TMP/poll.json")
-    emit "$($PY - "$TMP/consume.out" "$TMP/poll.json" "$ROWS" "$PARTS" "$RSS_KB" "$3" "$2" "$CEIL_RATE" "$BATCH" "$4" "$5" "$INFLIGHT" "$6" <<'PYEOF'
+    ROWS_READ=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["rows"])' "$TMP/poll.json")
+    $PY "$HELP" fields "$TMP/poll.json" "$ROWS_READ" broker,piperec,trainer "$TMP/ceil_line.json" \
+        > "$TMP/run_cpu.json"
+    emit "$($PY - "$TMP/consume.out" "$TMP/poll.json" "$ROWS" "$PARTS" "$RSS_KB" "$3" "$2" "$CEIL_RATE" "$BATCH" "$4" "$5" "$INFLIGHT" "$6" "$TMP/run_cpu.json" "$TMP/ceil_line.json" <<'PYEOF'
 import json, re, sys
 text = open(sys.argv[1]).read()
 poll = json.load(open(sys.argv[2]))
@@ -257,7 +273,12 @@ print(json.dumps({"bench": "sweep_stream", "threads": int(sys.argv[6]),
                   "backpressure_pauses": poll["backpressure_pauses"],
                   "inflight_peak_mb": round(poll["inflight_peak_bytes"] / 2**20, 1),
                   "partitions": int(sys.argv[4]), "batch": int(sys.argv[9]),
-                  "delivered_to_trainer": rows}))
+                  "delivered_to_trainer": rows,
+                  **json.load(open(sys.argv[14])),
+                  **{"ceiling_" + k: c.get(k) for k in ("cpu_us_per_row", "involved_us_per_row",
+                                                        "busy_share", "idle_share", "available_cores",
+                                                        "saturation", "busiest_thread_cores")
+                     for c in [json.load(open(sys.argv[15]))]}}))
 PYEOF
 )"
 }
