@@ -212,6 +212,11 @@ ceiling() {
     wait "$WPID" || { cat "$TMP/watch.err" >&2; exit 1; }
     CEIL_RATE=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["rows_per_s"])' "$TMP/ceil.json")
     ROWS_READ=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["rows"])' "$TMP/ceil.json")
+    if [ "$ROWS_READ" -ne "$ROWS" ]; then
+        echo "bench_sweep.sh: topic $1 holds $ROWS_READ of $ROWS rows: the test broker keeps ~5 MB" \
+            "per partition; use more partitions (BENCH_SWEEP_PARTITIONS) or fewer rows" >&2
+        exit 1
+    fi
     $PY "$HELP" fields "$TMP/ceil_acct.json" "$ROWS_READ" broker,ceiling > "$TMP/ceil_cpu.json"
     $PY - "$TMP/ceil.json" "$2" "$3" "$5" "$TMP/ceil_cpu.json" > "$TMP/ceil_line.json" <<'PYEOF'
 import json, sys
