@@ -29,8 +29,8 @@
  * others join. CPU seconds are the process's over the same window. Prints one JSON line; progress
  * and errors go to stderr. Exit 1 on a client error or when --timeout-s (default 300) passes first.
  *
- * --marks PATH (a FIFO): the line "first" is written to it when the first message comes and
- * "last" when the count completes, so that a watcher (bench_sweep.py watch) can read the CPU
+ * --marks PATH (a FIFO): the line "first CPU" is written to it when the first message comes and
+ * "last CPU" when the count completes (CPU: this process's CPU seconds then), so that a watcher (bench_sweep.py watch) can read the CPU
  * time of every process on the machine (the broker's, this one's) and the machine's idle time
  * over the same window, the way the sweep's poller does for `piperec run`. Opened before the
  * clients are made (it waits for the reader); a write is one small write(2), outside the loop's
@@ -168,11 +168,15 @@ static void bc_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     }
 }
 
-/* One line to the --marks FIFO; a failed write (the watcher gone) only
- * loses the accounting, never the run. */
-static void bc_mark(const bc_run *r, const char *line)
+/* One line to the --marks FIFO, "first CPU" or "last CPU" with this
+ * process's CPU seconds then (the watcher may read it after this process
+ * exited); a failed write (the watcher gone) only loses the accounting,
+ * never the run. */
+static void bc_mark(const bc_run *r, const char *what, double cpu)
 {
-    if (r->marks_fd >= 0 && write(r->marks_fd, line, strlen(line)) < 0)
+    char line[64];
+    int n = snprintf(line, sizeof(line), "%s %.6f\n", what, cpu);
+    if (r->marks_fd >= 0 && write(r->marks_fd, line, (size_t)n) < 0)
         fprintf(stderr, "bench_ceiling: --marks: write failed\n");
 }
 
@@ -182,13 +186,13 @@ static void bc_count(bc_run *r, const rd_kafka_message_t *m)
     if (atomic_load(&r->t_first_ns) == 0 &&
         atomic_compare_exchange_strong(&r->t_first_ns, &zero, now)) {
         r->cpu_first = bc_cpu_seconds();
-        bc_mark(r, "first\n");
+        bc_mark(r, "first", r->cpu_first);
     }
     atomic_fetch_add(&r->rows, bc_rows(m->payload, m->len));
     atomic_fetch_add(&r->bytes, (long long)m->len);
     if (atomic_fetch_add(&r->messages, 1) + 1 == r->target) {
         atomic_store(&r->t_last_ns, bc_now_ns());
-        bc_mark(r, "last\n");
+        bc_mark(r, "last", bc_cpu_seconds());
         atomic_store(&r->done, true);
     }
 }

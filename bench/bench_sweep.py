@@ -3,7 +3,8 @@
 so that the sweep runs on a machine with nothing but python3).
 
   poll HOST:PORT ROWS RUN_PID BROKER_PID [TRAINER_PID]
-      Polls `piperec run`'s /metrics every 20 ms: the clock runs from the
+      Polls `piperec run`'s /metrics (every 20 ms until rows flow, then
+      less often until near the end: poll_pause()): the clock runs from the
       first poll that sees rows out of the engine (piperec_records_out_total)
       to the one that sees all ROWS (the group join before is not counted).
       Over that window, the CPU accounting ("accounting": see account()):
@@ -64,9 +65,19 @@ def cpu_of(pid):
     return (int(f[11]) + int(f[12])) / CLK
 
 
+def switches_of(path):
+    """Voluntary + involuntary context switches of a task (/proc/.../status):
+    how often it slept or was preempted, i.e. woken, per row."""
+    n = 0
+    for line in open(path + "/status"):
+        if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
+            n += int(line.split()[1])
+    return n
+
+
 def tids_of(pid):
-    """{tid: (kind, CPU seconds)} of a process's threads (kind: the thread's
-    name without trailing digits)."""
+    """{tid: (kind, CPU seconds, context switches)} of a process's threads
+    (kind: the thread's name without trailing digits)."""
     out = {}
     try:
         tids = os.listdir("/proc/%s/task" % pid)
@@ -76,9 +87,10 @@ def tids_of(pid):
         try:
             name = open("/proc/%s/task/%s/comm" % (pid, tid)).read().strip()
             s = cpu_of("%s/task/%s" % (pid, tid))
+            cs = switches_of("/proc/%s/task/%s" % (pid, tid))
         except OSError:
             continue
-        out[tid] = (re.sub(r"[0-9]+$", "", name) or name, s)
+        out[tid] = (re.sub(r"[0-9]+$", "", name) or name, s, cs)
     return out
 
 
@@ -92,16 +104,19 @@ def machine():
             "steal": f[7] / CLK}
 
 
-def snapshot(procs):
+def snapshot(procs, told=None):
     """CPU time of every named process (and of its threads), of this helper
-    and of the machine, now. procs: [(name, pid)]."""
-    snap = {"t": time.perf_counter(), "machine": machine(), "procs": {}, "tids": {}}
+    and of the machine, now. procs: [(name, pid)]; told: {name: CPU
+    seconds} a process said itself (bench_ceiling's marks), used instead of
+    /proc, which may no longer hold it."""
+    snap = {"t": time.perf_counter(), "machine": machine(), "procs": dict(told or {}), "tids": {}}
     for name, pid in procs:
         try:
-            snap["procs"][name] = cpu_of(pid)
+            snap["tids"][name] = tids_of(pid)
+            if name not in snap["procs"]:
+                snap["procs"][name] = cpu_of(pid)
         except OSError:
             continue  # gone: counted as 0 over the window
-        snap["tids"][name] = tids_of(pid)
     t = os.times()
     snap["harness"] = t.user + t.system
     return snap
@@ -115,16 +130,18 @@ def account(a, b):
     acct = {"window_s": round(w, 4), "ncpu": os.cpu_count() or 1,
             "machine_s": {k: round(b["machine"][k] - a["machine"][k], 3) for k in b["machine"]},
             "harness_s": round(b["harness"] - a["harness"], 3), "cpu_s": {}, "threads_s": {},
-            "busiest_thread_cores": {}}
+            "busiest_thread_cores": {}, "switches": {}}
     for name in b["procs"]:
         acct["cpu_s"][name] = round(b["procs"][name] - a["procs"].get(name, 0.0), 3)
         ta, tb = a["tids"].get(name, {}), b["tids"].get(name, {})
-        kinds, top = {}, 0.0
-        for tid, (kind, sec) in tb.items():
-            d = sec - ta.get(tid, (kind, 0.0))[1]
+        kinds, switches, top = {}, {}, 0.0
+        for tid, (kind, sec, cs) in tb.items():
+            d = sec - ta.get(tid, (kind, 0.0, 0))[1]
             kinds[kind] = round(kinds.get(kind, 0.0) + d, 3)
+            switches[kind] = switches.get(kind, 0) + cs - ta.get(tid, (kind, 0.0, 0))[2]
             top = max(top, d)
         acct["threads_s"][name] = kinds
+        acct["switches"][name] = switches
         acct["busiest_thread_cores"][name] = round(top / w, 2) if w > 0 else None
     return acct
 
@@ -164,6 +181,8 @@ def cpu_fields(acct, rows, involved):
             "saturation": round(ours / w / avail, 3) if avail > 0 else None,
             "cpu_seconds_by_process": acct["cpu_s"], "thread_cpu_seconds_by_process": acct["threads_s"],
             "busiest_thread_cores": acct["busiest_thread_cores"],
+            "switches_per_krow": {n: {k: round(v * 1e3 / rows, 2) for k, v in acct["switches"][n].items()}
+                                  for n in acct.get("switches", {})},
             "machine_cpu_seconds": m, "harness_cpu_seconds": acct["harness_s"]}
 
 
@@ -187,18 +206,21 @@ def predicted(ceil, run):
 
 
 def watch(fifo, out, *named):
-    """`watch FIFO OUT.json NAME=PID...`: snapshots at the "first" and "last"
-    lines written to FIFO (bench_ceiling --marks), the accounting between
-    them to OUT.json ({} when the marks never came). Blocked in read between
-    the marks, so it takes no CPU in the window."""
+    """`watch FIFO OUT.json MARKER=PID NAME=PID...`: snapshots at the
+    "first CPU" and "last CPU" lines the process MARKER writes to FIFO
+    (bench_ceiling --marks; CPU: its own CPU seconds, which count for it),
+    the accounting between them to OUT.json ({} when the marks never came).
+    Blocked in read between the marks, so it takes no CPU in the window."""
     procs = [tuple(x.split("=", 1)) for x in named]
     first = acct = None
     with open(fifo) as f:
         for line in f:
-            if line.strip() == "first" and first is None:
-                first = snapshot(procs)
-            elif line.strip() == "last" and first is not None:
-                acct = account(first, snapshot(procs))
+            w = line.split()
+            told = {procs[0][0]: float(w[1])} if len(w) > 1 else None
+            if w and w[0] == "first" and first is None:
+                first = snapshot(procs, told)
+            elif w and w[0] == "last" and first is not None:
+                acct = account(first, snapshot(procs, told))
     with open(out, "w") as f:
         json.dump(acct or {}, f)
 
@@ -227,6 +249,20 @@ def metric(text, name):
     return sum(int(float(v)) for v in re.findall(r"^%s(?:\{[^}]*\})? ([0-9.e+]+)$" % name, text, re.M))
 
 
+def poll_pause(first, n, want):
+    """Seconds to the next scrape of /metrics. Every scrape costs CPU in the
+    window (this poller's and piperec's HTTP thread: 0.15-0.7 us per row
+    at 20 ms on 2 cores, 5-10% of the run's own CPU per row), which the
+    ceiling run does not pay. So once rows flow, wait half the time the
+    rows still missing need at the rate so far (at least 20 ms, at most
+    1 s): the end is still seen within 20 ms, with ~10 scrapes instead of
+    one per 20 ms. BENCH_SWEEP_POLL=fixed keeps one per 20 ms (before/after)."""
+    if first is None or n <= first[0] or os.environ.get("BENCH_SWEEP_POLL") == "fixed":
+        return 0.02
+    rate = (n - first[0]) / max(1e-6, time.perf_counter() - first[1]["t"])
+    return min(1.0, max(0.02, 0.5 * (want - n) / rate))
+
+
 def poll(hostport, want, pid, bpid, tpid=None):
     url = "http://%s/metrics" % hostport
     want = int(want)
@@ -242,7 +278,7 @@ def poll(hostport, want, pid, bpid, tpid=None):
         if n >= want:
             last = (n, snapshot(procs))
             break
-        time.sleep(0.02)
+        time.sleep(poll_pause(first, n, want))
     if last is None:
         sys.exit("poll: piperec_records_out_total never reached %d" % want)
     ops = {o: round(float(v), 3) for o, v in re.findall(

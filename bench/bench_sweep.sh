@@ -31,11 +31,28 @@
 #          does), to tell the start path's cost from the rest;
 #        - `piperec run` with engine.threads T (dlrm, modulus 524288, batch
 #          BENCH_SWEEP_BATCH default 8192, max_delay_ms 100, trainer sink
-#          acked by `piperec consume`): rows/s from /metrics polled every
-#          20 ms, first rows out to all rows out (the group join before is not
-#          counted, as for the ceiling); CPU seconds per kind of thread over
-#          that window (where the pipeline thread's time goes); peak RSS
-#          (VmHWM); every row checked delivered to the trainer;
+#          acked by `piperec consume`): rows/s from /metrics (polled every
+#          20 ms until rows flow, then less often until near the end:
+#          BENCH_SWEEP_POLL=fixed keeps 20 ms), first rows out to all rows out
+#          (the group join before is not counted, as for the ceiling); CPU
+#          seconds per kind of thread over that window (where the pipeline
+#          thread's time goes); peak RSS (VmHWM); every row checked delivered
+#          to the trainer;
+#        - CPU accounting of both (ceiling and piperec run), over each one's
+#          window: CPU seconds of every process involved (the broker, the
+#          ceiling or `piperec run`, the trainer `piperec consume`), of each
+#          kind of thread of each, their context switches, the sweep's own
+#          helper (harness) and the machine's busy / idle / steal time
+#          (/proc/stat; the ceiling's window from its --marks FIFO). Per run:
+#          CPU us per row of each process (cpu_us_per_row; "other" = machine
+#          busy time no named process took: other users), the machine's busy
+#          share, the cores left to the involved processes (A = CPUs - steal
+#          - harness - other) and their saturation (CPU they used / A); per
+#          piperec run, the ratio CPU alone predicts (bench_sweep.py
+#          predicted(): (A_p / c_p) / (A_c / c_c), c = involved CPU per row;
+#          c_c / c_p with equal capacity) beside the measured one. A measured
+#          ratio below the predicted one = idle CPU the piperec run could
+#          have used: a wait, not CPU;
 #        - freshness (BENCH_SWEEP_FRESH=1, default): `piperec run` again,
 #          on a fresh topic of the same shape, fed by `piperec produce
 #          --rate` at 0.8 of the rows/s the
@@ -54,7 +71,7 @@
 #      then `piperec process --threads T` on the same rows (same config):
 #      wall time and peak RSS;
 #   4. one JSON line per measurement (stdout, and BENCH_SWEEP_OUT/sweep.jsonl
-#      as it goes when set), then the summary table (and
+#      as it goes when set), then the summary tables (rates; CPU per row) (and
 #      BENCH_SWEEP_OUT/summary.md; `bench_sweep.py summary FILE` remakes it).
 # Env: BENCH_SWEEP_BUILD (build dir, default build), BENCH_SWEEP_ROWS,
 # BENCH_SWEEP_PARTITIONS, BENCH_SWEEP_LINES_PER_MSG, BENCH_SWEEP_BATCH,
@@ -70,6 +87,7 @@
 # BENCH_SWEEP_NO_OFFLINE=1, BENCH_SWEEP_FRESH (1/0), BENCH_SWEEP_FRESH_LOADS,
 # BENCH_SWEEP_FRESH_S, BENCH_SWEEP_INFLIGHT (limits.max_inflight_bytes,
 # default 256MiB; each run's JSON has it beside the peak RSS),
+# BENCH_SWEEP_POLL (adaptive, default, or fixed: /metrics every 20 ms),
 # BENCH_SWEEP_PROPS ("key: value; key: value" librdkafka consumer properties
 # for both piperec's source and the ceiling), BENCH_SWEEP_OUT, BENCH_TMP.
 # Needs python3 (standard library only; /usr/bin/python3 by default,
@@ -205,7 +223,7 @@ ceiling() {
         --marks "$TMP/marks" -X auto.offset.reset=earliest $(x_args) \
         > "$TMP/ceil.json" 2> "$TMP/ceil.err" &
     CEPID=$!
-    $PY "$HELP" watch "$TMP/marks" "$TMP/ceil_acct.json" "broker=$BPID" "ceiling=$CEPID" \
+    $PY "$HELP" watch "$TMP/marks" "$TMP/ceil_acct.json" "ceiling=$CEPID" "broker=$BPID" \
         2> "$TMP/watch.err" &
     WPID=$!
     wait "$CEPID" || { cat "$TMP/ceil.err" >&2; exit 1; }
