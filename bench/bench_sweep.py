@@ -160,7 +160,10 @@ def cpu_fields(acct, rows, involved):
       available_cores  ncpu minus what steal, the harness and other
                        processes took (A): what the involved ones could use;
       saturation       U / A: 1 = CPU-bound on this machine, less = the
-                       involved processes waited while CPU was idle."""
+                       involved processes waited while CPU was idle;
+      busiest_thread_us_per_row  CPU us per row of each involved process's
+                       busiest thread: 1e6 / the largest is the most rows/s
+                       the run can reach however many cores it gets."""
     w = acct["window_s"]
     if not w or not rows:
         return {}
@@ -181,6 +184,9 @@ def cpu_fields(acct, rows, involved):
             "saturation": round(ours / w / avail, 3) if avail > 0 else None,
             "cpu_seconds_by_process": acct["cpu_s"], "thread_cpu_seconds_by_process": acct["threads_s"],
             "busiest_thread_cores": acct["busiest_thread_cores"],
+            "busiest_thread_us_per_row": {n: round(c * w * 1e6 / rows, 3)
+                                          for n, c in acct["busiest_thread_cores"].items()
+                                          if c is not None and n in involved},
             "switches_per_krow": {n: {k: round(v * 1e3 / rows, 2) for k, v in acct["switches"][n].items()}
                                   for n in acct.get("switches", {})},
             "machine_cpu_seconds": m, "harness_cpu_seconds": acct["harness_s"]}
@@ -196,13 +202,22 @@ def predicted(ceil, run):
     (ratio_equal_capacity). The measured ratio is exactly
     (U_piperec / c_piperec) / (U_ceiling / c_ceiling), so measured /
     ratio_cpu_bound = saturation_piperec / saturation_ceiling: below 1, the
-    piperec run left CPU it could have used idle (a wait, not CPU)."""
+    piperec run left CPU it could have used idle (a wait, not CPU).
+    ratio_serial: the same with each run's busiest thread instead of its
+    whole CPU, the bound where cores are plenty (16)."""
     cc, cp = ceil.get("involved_us_per_row"), run.get("involved_us_per_row")
     ac, ap = ceil.get("available_cores"), run.get("available_cores")
     if not cc or not cp or not ac or not ap:
         return {}
-    return {"predicted_ratio_equal_capacity": round(cc / cp, 3),
-            "predicted_ratio_cpu_bound": round((ap / cp) / (ac / cc), 3)}
+    out = {"predicted_ratio_equal_capacity": round(cc / cp, 3),
+           "predicted_ratio_cpu_bound": round((ap / cp) / (ac / cc), 3)}
+    # With cores to spare (16), each run is bound by its busiest thread
+    # instead: ratio_serial = (its us/row in the ceiling) / (in piperec).
+    sc = max((ceil.get("busiest_thread_us_per_row") or {}).values(), default=0)
+    sp = max((run.get("busiest_thread_us_per_row") or {}).values(), default=0)
+    if sc and sp:
+        out["predicted_ratio_serial"] = round(sc / sp, 3)
+    return out
 
 
 def watch(fifo, out, *named):
@@ -527,7 +542,8 @@ def cpu_table(lines):
     head = ["threads", "lines/msg", "consumers", "ceiling rows/s",
             "ceiling us/row: broker + ceiling (busiest thread, cores)", "busy, sat",
             "piperec rows/s", "piperec us/row: broker + piperec + trainer", "harness, other us/row",
-            "busy, sat", "predicted: equal capacity", "predicted: CPU-bound", "measured"]
+            "busy, sat", "predicted: equal capacity", "predicted: CPU-bound", "measured",
+            "predicted: busiest thread (16 cores)"]
     print()
     print("CPU per row (us) of every process over each run's window; busy = the machine's "
           "busy share, sat = saturation (involved CPU / available cores)")
@@ -547,7 +563,7 @@ def cpu_table(lines):
              _us(pu, "harness", "other").replace(" + ", ", "),
              "%s, %s" % (fmt(l.get("busy_share")), fmt(l.get("saturation"))),
              fmt(l.get("predicted_ratio_equal_capacity")), fmt(l.get("predicted_ratio_cpu_bound")),
-             fmt(l.get("ratio_piperec_over_ceiling"))]
+             fmt(l.get("ratio_piperec_over_ceiling")), fmt(l.get("predicted_ratio_serial"))]
         print("| " + " | ".join(r) + " |")
 
 

@@ -300,7 +300,8 @@ print(json.dumps({"bench": "sweep_stream", "threads": int(sys.argv[6]),
                   **json.load(open(sys.argv[14])),
                   **{"ceiling_" + k: c.get(k) for k in ("cpu_us_per_row", "involved_us_per_row",
                                                         "busy_share", "idle_share", "available_cores",
-                                                        "saturation", "busiest_thread_cores")
+                                                        "saturation", "busiest_thread_cores",
+                                                        "busiest_thread_us_per_row")
                      for c in [json.load(open(sys.argv[15]))]}}))
 PYEOF
 )"

@@ -71,6 +71,11 @@ def test_arithmetic():
     check(near(measured / r["predicted_ratio_cpu_bound"], p["saturation"] / c["saturation"], 1e-2),
           "measured / predicted != saturation ratio")
     check(bs.predicted({}, p) == {}, "no ceiling accounting: no prediction")
+    # the busiest thread: 0.5 cores over 1 s for 1M rows = 0.5 us/row; the
+    # serial ratio compares the busiest of each run (here 0.5 / 0.5 * 2 s)
+    check(near(c["busiest_thread_us_per_row"]["ceiling"], 0.5), "busiest thread us/row %r" % c)
+    check(near(p["busiest_thread_us_per_row"]["piperec"], 1.0), "busiest thread us/row, 2 s")
+    check(near(r["predicted_ratio_serial"], 0.5), "serial ratio %r" % r)
 
 
 def test_summary(tmp):
@@ -131,7 +136,8 @@ def test_real_sweep(tmp):
     s = [l for l in lines if l.get("bench") == "sweep_stream"]
     for l in s:
         for k in ("predicted_ratio_equal_capacity", "predicted_ratio_cpu_bound",
-                  "ceiling_involved_us_per_row", "ceiling_saturation"):
+                  "predicted_ratio_serial", "ceiling_involved_us_per_row", "ceiling_saturation",
+                  "ceiling_busiest_thread_us_per_row"):
             check(l.get(k) is not None, "sweep_stream: %s missing" % k)
     summ = open(os.path.join(tmp, "out", "summary.md")).read()
     check("predicted: CPU-bound" in summ, "summary.md has no CPU table")
