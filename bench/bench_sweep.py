@@ -28,6 +28,10 @@ so that the sweep runs on a machine with nothing but python3).
       ceiling run's JSON line, the ratio that CPU alone predicts
       (predicted()).
 
+  states PID OUT.json [PERIOD_S]
+      Samples the state and wait channel of each thread of PID (see
+      states()): where a run's threads wait (BENCH_SWEEP_STATES=1).
+
   timed OUT.json CMD ARGS...
       Runs CMD, writes {"seconds", "peak_rss_mb", "rc"} (wall time and the
       child's peak RSS from wait4) to OUT.json; exits with CMD's status.
@@ -321,6 +325,43 @@ def poll(hostport, want, pid, bpid, tpid=None):
         "drain_seconds": round(time.perf_counter() - t0, 2)}))
 
 
+def states(pid, out, period="0.01"):
+    """`states PID OUT.json [PERIOD_S]`: until PID exits or SIGTERM, every
+    PERIOD_S (10 ms) the state of each of its threads (R running or
+    runnable; S/D asleep, with the kernel function it sleeps in, wchan:
+    futex_wait_queue = a lock or condition, do_epoll_wait / do_sys_poll =
+    sockets, hrtimer_nanosleep = a sleep); OUT.json: per thread kind, the
+    share of samples in each state. Where the threads wait when CPU is idle
+    (BENCH_SWEEP_STATES=1). Costs a few % of a core itself."""
+    import collections
+    import signal
+    cnt = collections.defaultdict(collections.Counter)
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
+    while not stop:
+        try:
+            tids = os.listdir("/proc/%s/task" % pid)
+        except OSError:
+            break
+        for t in tids:
+            base = "/proc/%s/task/%s/" % (pid, t)
+            try:
+                name = open(base + "comm").read().strip()
+                st = open(base + "stat").read().rsplit(")", 1)[1].split()[0]
+                wc = open(base + "wchan").read().strip() if st != "R" else ""
+            except OSError:
+                continue
+            kind = re.sub(r"[0-9]+$", "", name) or name
+            cnt[kind][st + (":" + wc if wc and wc != "0" else "")] += 1
+        time.sleep(float(period))
+    res = {}
+    for kind, c in sorted(cnt.items()):
+        tot = sum(c.values())
+        res[kind] = {k: round(v / tot, 3) for k, v in c.most_common(6)}
+    with open(out, "w") as f:
+        json.dump(res, f)
+
+
 def timed(out, cmd):
     t = time.perf_counter()
     p = subprocess.Popen(cmd)
@@ -572,6 +613,8 @@ def main():
         poll(*sys.argv[2:])
     elif len(sys.argv) >= 4 and sys.argv[1] == "watch":
         watch(*sys.argv[2:])
+    elif len(sys.argv) in (4, 5) and sys.argv[1] == "states":
+        states(*sys.argv[2:])
     elif len(sys.argv) in (5, 6) and sys.argv[1] == "fields":
         run_fields(*sys.argv[2:])
     elif len(sys.argv) >= 4 and sys.argv[1] == "timed":

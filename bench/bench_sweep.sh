@@ -88,6 +88,8 @@
 # BENCH_SWEEP_FRESH_S, BENCH_SWEEP_INFLIGHT (limits.max_inflight_bytes,
 # default 256MiB; each run's JSON has it beside the peak RSS),
 # BENCH_SWEEP_POLL (adaptive, default, or fixed: /metrics every 20 ms),
+# BENCH_SWEEP_STATES=1 (sample piperec's thread states every 10 ms during its
+# run: "thread_states" in its JSON line, where each kind of thread waits),
 # BENCH_SWEEP_PROPS ("key: value; key: value" librdkafka consumer properties
 # for both piperec's source and the ceiling), BENCH_SWEEP_OUT, BENCH_TMP.
 # Needs python3 (standard library only; /usr/bin/python3 by default,
@@ -260,7 +262,14 @@ stream() {
     CPID=$!
     $PY "$HELP" poll "127.0.0.1:$HPORT" "$ROWS" "$RPID" "$BPID" "$CPID" > "$TMP/poll.json" 2> "$TMP/poll.err" &
     PPOLL=$!
+    echo '{}' > "$TMP/states.json"
+    SPID=""
+    if [ "${BENCH_SWEEP_STATES:-0}" = 1 ]; then
+        $PY "$HELP" states "$RPID" "$TMP/states.json" &
+        SPID=$!
+    fi
     wait "$PPOLL" || { cat "$TMP/poll.err" >&2; tail -5 "$TMP/run.err" >&2; exit 1; }
+    if [ -n "$SPID" ]; then kill -TERM "$SPID"; wait "$SPID" || true; fi
     RSS_KB=$(awk '/^VmHWM/ {print $2}' "/proc/$RPID/status" 2>/dev/null || echo 0)
     stop_pid "$CPID"; CPID=""
     stop_pid "$RPID"; RPID=""
@@ -268,10 +277,11 @@ stream() {
     ROWS_READ=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["rows"])' "$TMP/poll.json")
     $PY "$HELP" fields "$TMP/poll.json" "$ROWS_READ" broker,piperec,trainer "$TMP/ceil_line.json" \
         > "$TMP/run_cpu.json"
-    emit "$($PY - "$TMP/consume.out" "$TMP/poll.json" "$ROWS" "$PARTS" "$RSS_KB" "$3" "$2" "$CEIL_RATE" "$BATCH" "$4" "$5" "$INFLIGHT" "$6" "$TMP/run_cpu.json" "$TMP/ceil_line.json" <<'PYEOF'
+    emit "$($PY - "$TMP/consume.out" "$TMP/poll.json" "$ROWS" "$PARTS" "$RSS_KB" "$3" "$2" "$CEIL_RATE" "$BATCH" "$4" "$5" "$INFLIGHT" "$6" "$TMP/run_cpu.json" "$TMP/ceil_line.json" "$TMP/states.json" <<'PYEOF'
 import json, re, sys
 text = open(sys.argv[1]).read()
 poll = json.load(open(sys.argv[2]))
+st = json.load(open(sys.argv[16]))
 m = re.search(r"(\d+) rows,", text)
 rows = int(m.group(1)) if m else 0
 if rows < int(sys.argv[3]):
@@ -298,6 +308,7 @@ print(json.dumps({"bench": "sweep_stream", "threads": int(sys.argv[6]),
                   "partitions": int(sys.argv[4]), "batch": int(sys.argv[9]),
                   "delivered_to_trainer": rows,
                   **json.load(open(sys.argv[14])),
+                  **({"thread_states": st} if st else {}),
                   **{"ceiling_" + k: c.get(k) for k in ("cpu_us_per_row", "involved_us_per_row",
                                                         "busy_share", "idle_share", "available_cores",
                                                         "saturation", "busiest_thread_cores",
