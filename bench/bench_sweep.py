@@ -313,7 +313,7 @@ def poll(hostport, want, pid, bpid, tpid=None):
             break
         time.sleep(0.05)
     acct = account(first[1], last[1])
-    print(json.dumps({
+    print(json.dumps({"t_first": first[1]["t"], "t_last": last[1]["t"],
         "rows": want - first[0], "seconds": acct["window_s"],
         "cpu_seconds": acct["cpu_s"].get("piperec", 0.0),
         "broker_cpu_seconds": acct["cpu_s"].get("broker", 0.0),
@@ -333,9 +333,8 @@ def states(pid, out, period="0.01"):
     sockets, hrtimer_nanosleep = a sleep); OUT.json: per thread kind, the
     share of samples in each state. Where the threads wait when CPU is idle
     (BENCH_SWEEP_STATES=1). Costs a few % of a core itself."""
-    import collections
     import signal
-    cnt = collections.defaultdict(collections.Counter)
+    bins = {}  # 0.1 s bin of time.perf_counter() -> kind -> state -> samples
     stop = []
     signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
     while not stop:
@@ -352,14 +351,28 @@ def states(pid, out, period="0.01"):
             except OSError:
                 continue
             kind = re.sub(r"[0-9]+$", "", name) or name
-            cnt[kind][st + (":" + wc if wc and wc != "0" else "")] += 1
+            b = bins.setdefault(str(round(time.perf_counter(), 1)), {}).setdefault(kind, {})
+            st += ":" + wc if wc and wc != "0" else ""
+            b[st] = b.get(st, 0) + 1
         time.sleep(float(period))
-    res = {}
-    for kind, c in sorted(cnt.items()):
-        tot = sum(c.values())
-        res[kind] = {k: round(v / tot, 3) for k, v in c.most_common(6)}
     with open(out, "w") as f:
-        json.dump(res, f)
+        json.dump(bins, f)
+
+
+def states_in(path, t0, t1):
+    """The shares of states() samples per thread kind between t0 and t1
+    (perf_counter seconds; the poller's window), the 6 most frequent."""
+    tot = {}
+    for t, kinds in json.load(open(path)).items():
+        if t0 <= float(t) <= t1:
+            for kind, c in kinds.items():
+                for st, n in c.items():
+                    tot.setdefault(kind, {})[st] = tot.setdefault(kind, {}).get(st, 0) + n
+    res = {}
+    for kind, c in sorted(tot.items()):
+        n = sum(c.values())
+        res[kind] = {st: round(v / n, 3) for st, v in sorted(c.items(), key=lambda x: -x[1])[:6]}
+    return res
 
 
 def timed(out, cmd):

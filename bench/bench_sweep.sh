@@ -277,11 +277,13 @@ stream() {
     ROWS_READ=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["rows"])' "$TMP/poll.json")
     $PY "$HELP" fields "$TMP/poll.json" "$ROWS_READ" broker,piperec,trainer "$TMP/ceil_line.json" \
         > "$TMP/run_cpu.json"
-    emit "$($PY - "$TMP/consume.out" "$TMP/poll.json" "$ROWS" "$PARTS" "$RSS_KB" "$3" "$2" "$CEIL_RATE" "$BATCH" "$4" "$5" "$INFLIGHT" "$6" "$TMP/run_cpu.json" "$TMP/ceil_line.json" "$TMP/states.json" <<'PYEOF'
-import json, re, sys
+    emit "$(HERE=$HERE $PY - "$TMP/consume.out" "$TMP/poll.json" "$ROWS" "$PARTS" "$RSS_KB" "$3" "$2" "$CEIL_RATE" "$BATCH" "$4" "$5" "$INFLIGHT" "$6" "$TMP/run_cpu.json" "$TMP/ceil_line.json" "$TMP/states.json" <<'PYEOF'
+import json, os, re, sys
+sys.path.insert(0, os.environ["HERE"])
+import bench_sweep
 text = open(sys.argv[1]).read()
 poll = json.load(open(sys.argv[2]))
-st = json.load(open(sys.argv[16]))
+st = bench_sweep.states_in(sys.argv[16], poll["t_first"], poll["t_last"])
 m = re.search(r"(\d+) rows,", text)
 rows = int(m.group(1)) if m else 0
 if rows < int(sys.argv[3]):
