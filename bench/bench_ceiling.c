@@ -6,7 +6,8 @@
  * client library can deliver.
  *
  *   bench_ceiling --bootstrap HOST:PORT --topic T --group G [--consumers K]
- *                 [--messages N] [--timeout-s S] [--reset-path] [-X key=value]...
+ *                 [--messages N] [--timeout-s S] [--reset-path] [--marks PATH]
+ *                 [-X key=value]...
  *
  * Each of K consumer instances (one thread and one rd_kafka_t each, all in
  * group G) is made by the project's builder (pr_kafka.h) with piperec's own
@@ -27,7 +28,16 @@
  * and all are held), so the window is the steady state, not one member reading alone until the
  * others join. CPU seconds are the process's over the same window. Prints one JSON line; progress
  * and errors go to stderr. Exit 1 on a client error or when --timeout-s (default 300) passes first.
+ *
+ * --marks PATH (a FIFO): the line "first CPU" is written to it when the first message comes and
+ * "last CPU" when the count completes (CPU: this process's CPU seconds then), so that a watcher (bench_sweep.py watch) can read the CPU
+ * time of every process on the machine (the broker's, this one's) and the machine's idle time
+ * over the same window, the way the sweep's poller does for `piperec run`. Opened before the
+ * clients are made (it waits for the reader); a write is one small write(2), outside the loop's
+ * per-message path except at those two points.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -36,8 +46,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "pr_kafka.h"
 
@@ -46,6 +58,7 @@
 
 typedef struct bc_args {
     const char *bootstrap, *topic, *group;
+    const char *marks; /* FIFO for the window's "first" / "last" marks, or NULL */
     int consumers;
     bool reset_path;  /* start as piperec does: through the reset error */
     int64_t messages; /* 0 = the topic's watermarks */
@@ -62,6 +75,7 @@ typedef struct bc_run {
     atomic_llong t_last_ns;
     atomic_bool done, failed;
     double cpu_first; /* process CPU seconds when the first message came */
+    int marks_fd;     /* --marks, or -1 */
     double deadline;
     /* K > 1: partitions stay paused until the group is settled (every member
      * holds its balanced share: P/K rounded down or up), so that no member
@@ -154,16 +168,31 @@ static void bc_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     }
 }
 
+/* One line to the --marks FIFO, "first CPU" or "last CPU" with this
+ * process's CPU seconds then (the watcher may read it after this process
+ * exited); a failed write (the watcher gone) only loses the accounting,
+ * never the run. */
+static void bc_mark(const bc_run *r, const char *what, double cpu)
+{
+    char line[64];
+    int n = snprintf(line, sizeof(line), "%s %.6f\n", what, cpu);
+    if (r->marks_fd >= 0 && write(r->marks_fd, line, (size_t)n) < 0)
+        fprintf(stderr, "bench_ceiling: --marks: write failed\n");
+}
+
 static void bc_count(bc_run *r, const rd_kafka_message_t *m)
 {
     long long now = bc_now_ns(), zero = 0;
     if (atomic_load(&r->t_first_ns) == 0 &&
-        atomic_compare_exchange_strong(&r->t_first_ns, &zero, now))
+        atomic_compare_exchange_strong(&r->t_first_ns, &zero, now)) {
         r->cpu_first = bc_cpu_seconds();
+        bc_mark(r, "first", r->cpu_first);
+    }
     atomic_fetch_add(&r->rows, bc_rows(m->payload, m->len));
     atomic_fetch_add(&r->bytes, (long long)m->len);
     if (atomic_fetch_add(&r->messages, 1) + 1 == r->target) {
         atomic_store(&r->t_last_ns, bc_now_ns());
+        bc_mark(r, "last", bc_cpu_seconds());
         atomic_store(&r->done, true);
     }
 }
@@ -301,7 +330,7 @@ static void bc_usage(void)
 {
     fprintf(stderr, "usage: bench_ceiling --bootstrap HOST:PORT --topic T --group G\n"
                     "                     [--consumers K] [--messages N] [--timeout-s S]\n"
-                    "                     [--reset-path]\n"
+                    "                     [--reset-path] [--marks FIFO]\n"
                     "                     [-X key=value]...\n");
 }
 
@@ -327,6 +356,7 @@ static int bc_parse(int argc, char **argv, bc_args *a)
                                          {"messages", required_argument, NULL, 'n'},
                                          {"timeout-s", required_argument, NULL, 'T'},
                                          {"reset-path", no_argument, NULL, 'r'},
+                                         {"marks", required_argument, NULL, 'm'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     int ch;
@@ -353,6 +383,9 @@ static int bc_parse(int argc, char **argv, bc_args *a)
             break;
         case 'r':
             a->reset_path = true;
+            break;
+        case 'm':
+            a->marks = optarg;
             break;
         case 'X':
             if (bc_add_prop(a, optarg))
@@ -398,6 +431,15 @@ int main(int argc, char **argv)
     int n_parts = 0, started = 0, rc = 1;
     if (bc_parse(argc, argv, &a))
         return 2;
+    run.marks_fd = -1;
+    if (a.marks) {
+        signal(SIGPIPE, SIG_IGN); /* a watcher that left: the write fails, the run goes on */
+        run.marks_fd = open(a.marks, O_WRONLY | O_CLOEXEC);
+        if (run.marks_fd < 0) {
+            fprintf(stderr, "bench_ceiling: --marks %s: %s\n", a.marks, strerror(errno));
+            return 1;
+        }
+    }
     for (int i = 0; i < a.consumers; i++) {
         members[i].run = &run;
         if (bc_new_member(&a, &members[i]))
@@ -432,10 +474,16 @@ int main(int argc, char **argv)
         bc_report(&a, &run, n_parts, t_subscribe);
         rc = 0;
     }
+    /* The watcher reads this process's threads in /proc after "last": stay
+     * a moment (outside the window) so that they are still there. */
+    if (run.marks_fd >= 0)
+        nanosleep(&(struct timespec){.tv_nsec = 200000000}, NULL);
 out:
     for (int i = 0; i < started; i++) {
         rd_kafka_consumer_close(members[i].rk);
         rd_kafka_destroy(members[i].rk);
     }
+    if (run.marks_fd >= 0)
+        close(run.marks_fd);
     return rc;
 }

@@ -2,17 +2,35 @@
 """bench_sweep.py — the helpers of bench/bench_sweep.sh (standard library only,
 so that the sweep runs on a machine with nothing but python3).
 
-  poll HOST:PORT ROWS RUN_PID BROKER_PID
-      Polls `piperec run`'s /metrics every 20 ms: the clock runs from the
+  poll HOST:PORT ROWS RUN_PID BROKER_PID [TRAINER_PID]
+      Polls `piperec run`'s /metrics (every 20 ms until rows flow, then
+      less often until near the end: poll_pause()): the clock runs from the
       first poll that sees rows out of the engine (piperec_records_out_total)
       to the one that sees all ROWS (the group join before is not counted).
-      Over that window: the process's CPU seconds, the test broker's, and the
-      CPU seconds of each kind of thread of `piperec run` (/proc/PID/task,
+      Over that window, the CPU accounting ("accounting": see account()):
+      CPU seconds of `piperec run`, of the test broker and of the trainer
+      (`piperec consume`), of each kind of thread of each (/proc/PID/task,
       names without their trailing digits: the pipeline thread, its workers,
-      librdkafka's threads), which show where the pipeline thread's time goes.
+      librdkafka's threads), of this poller, and the machine's busy, idle
+      and steal time (/proc/stat).
       Then it waits (up to 20 s) until every batch sent to the trainer is
       acknowledged, so the caller can stop `piperec consume` at once instead
       of waiting for its idle timeout. One JSON object on stdout.
+
+  watch FIFO OUT.json NAME=PID...
+      The same accounting for a bench_ceiling run (its --marks FIFO says
+      when the first message came and when the count completed): the named
+      processes (broker, ceiling) and the machine over that window.
+
+  fields ACCT.json ROWS NAME,NAME... [CEILING.json]
+      A run's CPU fields from its accounting (cpu_fields(): CPU us per row
+      of each process, busy share, available cores, saturation); with the
+      ceiling run's JSON line, the ratio that CPU alone predicts
+      (predicted()).
+
+  states PID OUT.json [PERIOD_S]
+      Samples the state and wait channel of each thread of PID (see
+      states()): where a run's threads wait (BENCH_SWEEP_STATES=1).
 
   timed OUT.json CMD ARGS...
       Runs CMD, writes {"seconds", "peak_rss_mb", "rc"} (wall time and the
@@ -51,8 +69,19 @@ def cpu_of(pid):
     return (int(f[11]) + int(f[12])) / CLK
 
 
-def threads_of(pid):
-    """CPU seconds per thread kind (name without trailing digits)."""
+def switches_of(path):
+    """Voluntary + involuntary context switches of a task (/proc/.../status):
+    how often it slept or was preempted, i.e. woken, per row."""
+    n = 0
+    for line in open(path + "/status"):
+        if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
+            n += int(line.split()[1])
+    return n
+
+
+def tids_of(pid):
+    """{tid: (kind, CPU seconds, context switches)} of a process's threads
+    (kind: the thread's name without trailing digits)."""
     out = {}
     try:
         tids = os.listdir("/proc/%s/task" % pid)
@@ -62,11 +91,170 @@ def threads_of(pid):
         try:
             name = open("/proc/%s/task/%s/comm" % (pid, tid)).read().strip()
             s = cpu_of("%s/task/%s" % (pid, tid))
+            cs = switches_of("/proc/%s/task/%s" % (pid, tid))
         except OSError:
             continue
-        kind = re.sub(r"[0-9]+$", "", name) or name
-        out[kind] = out.get(kind, 0.0) + s
+        out[tid] = (re.sub(r"[0-9]+$", "", name) or name, s, cs)
     return out
+
+
+def machine():
+    """The machine's CPU time from /proc/stat's first line, in seconds summed
+    over all CPUs: busy (user, nice, system, irq, softirq; guest time is
+    inside user), idle (idle, iowait), steal (taken by the hypervisor)."""
+    f = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    f += [0] * (8 - len(f))
+    return {"busy": (f[0] + f[1] + f[2] + f[5] + f[6]) / CLK, "idle": (f[3] + f[4]) / CLK,
+            "steal": f[7] / CLK}
+
+
+def snapshot(procs, told=None):
+    """CPU time of every named process (and of its threads), of this helper
+    and of the machine, now. procs: [(name, pid)]; told: {name: CPU
+    seconds} a process said itself (bench_ceiling's marks), used instead of
+    /proc, which may no longer hold it."""
+    snap = {"t": time.perf_counter(), "machine": machine(), "procs": dict(told or {}), "tids": {}}
+    for name, pid in procs:
+        try:
+            snap["tids"][name] = tids_of(pid)
+            if name not in snap["procs"]:
+                snap["procs"][name] = cpu_of(pid)
+        except OSError:
+            continue  # gone: counted as 0 over the window
+    t = os.times()
+    snap["harness"] = t.user + t.system
+    return snap
+
+
+def account(a, b):
+    """CPU accounting between two snapshots: wall seconds, CPU seconds of each
+    named process, of its thread kinds and its busiest thread, this helper's
+    (harness), the machine's busy / idle / steal seconds and CPU count."""
+    w = b["t"] - a["t"]
+    acct = {"window_s": round(w, 4), "ncpu": os.cpu_count() or 1,
+            "machine_s": {k: round(b["machine"][k] - a["machine"][k], 3) for k in b["machine"]},
+            "harness_s": round(b["harness"] - a["harness"], 3), "cpu_s": {}, "threads_s": {},
+            "busiest_thread_cores": {}, "switches": {}}
+    for name in b["procs"]:
+        acct["cpu_s"][name] = round(b["procs"][name] - a["procs"].get(name, 0.0), 3)
+        ta, tb = a["tids"].get(name, {}), b["tids"].get(name, {})
+        kinds, switches, top = {}, {}, 0.0
+        for tid, (kind, sec, cs) in tb.items():
+            d = sec - ta.get(tid, (kind, 0.0, 0))[1]
+            kinds[kind] = round(kinds.get(kind, 0.0) + d, 3)
+            switches[kind] = switches.get(kind, 0) + cs - ta.get(tid, (kind, 0.0, 0))[2]
+            top = max(top, d)
+        acct["threads_s"][name] = kinds
+        acct["switches"][name] = switches
+        acct["busiest_thread_cores"][name] = round(top / w, 2) if w > 0 else None
+    return acct
+
+
+def cpu_fields(acct, rows, involved):
+    """The JSON fields of a run's CPU accounting over ROWS rows. involved:
+    the named processes that do the run's work (broker, client, trainer).
+      cpu_us_per_row   CPU microseconds per row of each involved process, of
+                       the sweep's own helper (harness: the /metrics poller in
+                       a piperec run) and of everything else on the machine
+                       (other: machine busy time minus all of those);
+      involved_us_per_row  their sum over the involved processes (c);
+      busy_share, idle_share, steal_share  of the machine's CPU time
+                       (ncpu x window) over the window;
+      involved_cores   CPU seconds of the involved processes per second (U);
+      available_cores  ncpu minus what steal, the harness and other
+                       processes took (A): what the involved ones could use;
+      saturation       U / A: 1 = CPU-bound on this machine, less = the
+                       involved processes waited while CPU was idle;
+      busiest_thread_us_per_row  CPU us per row of each involved process's
+                       busiest thread: 1e6 / the largest is the most rows/s
+                       the run can reach however many cores it gets."""
+    w = acct["window_s"]
+    if not w or not rows:
+        return {}
+    m = acct["machine_s"]
+    ours = sum(acct["cpu_s"].get(n, 0.0) for n in involved)
+    other = max(0.0, m["busy"] - ours - acct["harness_s"])
+    total = m["busy"] + m["idle"] + m["steal"]
+    us = {n: round(acct["cpu_s"].get(n, 0.0) * 1e6 / rows, 3) for n in involved}
+    us["harness"] = round(acct["harness_s"] * 1e6 / rows, 3)
+    us["other"] = round(other * 1e6 / rows, 3)
+    avail = acct["ncpu"] - (m["steal"] + acct["harness_s"] + other) / w
+    return {"cpu_window_s": w, "ncpu": acct["ncpu"], "cpu_us_per_row": us,
+            "involved_us_per_row": round(ours * 1e6 / rows, 3),
+            "busy_share": round(m["busy"] / total, 3) if total else None,
+            "idle_share": round(m["idle"] / total, 3) if total else None,
+            "steal_share": round(m["steal"] / total, 3) if total else None,
+            "involved_cores": round(ours / w, 3), "available_cores": round(avail, 3),
+            "saturation": round(ours / w / avail, 3) if avail > 0 else None,
+            "cpu_seconds_by_process": acct["cpu_s"], "thread_cpu_seconds_by_process": acct["threads_s"],
+            "busiest_thread_cores": acct["busiest_thread_cores"],
+            "busiest_thread_us_per_row": {n: round(c * w * 1e6 / rows, 3)
+                                          for n, c in acct["busiest_thread_cores"].items()
+                                          if c is not None and n in involved},
+            "switches_per_krow": {n: {k: round(v * 1e3 / rows, 2) for k, v in acct["switches"][n].items()}
+                                  for n in acct.get("switches", {})},
+            "machine_cpu_seconds": m, "harness_cpu_seconds": acct["harness_s"]}
+
+
+def predicted(ceil, run):
+    """The ratio piperec / ceiling that CPU alone predicts, from the CPU
+    fields of the ceiling run and of the piperec run. When the involved
+    processes of a run are CPU-bound they use all they can get, so
+    rows/s = A / c (available cores / involved CPU seconds per row), and
+      ratio_cpu_bound = (A_piperec / c_piperec) / (A_ceiling / c_ceiling);
+    with the same capacity in both runs that is c_ceiling / c_piperec
+    (ratio_equal_capacity). The measured ratio is exactly
+    (U_piperec / c_piperec) / (U_ceiling / c_ceiling), so measured /
+    ratio_cpu_bound = saturation_piperec / saturation_ceiling: below 1, the
+    piperec run left CPU it could have used idle (a wait, not CPU).
+    ratio_serial: the same with each run's busiest thread instead of its
+    whole CPU, the bound where cores are plenty (16)."""
+    cc, cp = ceil.get("involved_us_per_row"), run.get("involved_us_per_row")
+    ac, ap = ceil.get("available_cores"), run.get("available_cores")
+    if not cc or not cp or not ac or not ap:
+        return {}
+    out = {"predicted_ratio_equal_capacity": round(cc / cp, 3),
+           "predicted_ratio_cpu_bound": round((ap / cp) / (ac / cc), 3)}
+    # With cores to spare (16), each run is bound by its busiest thread
+    # instead: ratio_serial = (its us/row in the ceiling) / (in piperec).
+    sc = max((ceil.get("busiest_thread_us_per_row") or {}).values(), default=0)
+    sp = max((run.get("busiest_thread_us_per_row") or {}).values(), default=0)
+    if sc and sp:
+        out["predicted_ratio_serial"] = round(sc / sp, 3)
+    return out
+
+
+def watch(fifo, out, *named):
+    """`watch FIFO OUT.json MARKER=PID NAME=PID...`: snapshots at the
+    "first CPU" and "last CPU" lines the process MARKER writes to FIFO
+    (bench_ceiling --marks; CPU: its own CPU seconds, which count for it),
+    the accounting between them to OUT.json ({} when the marks never came).
+    Blocked in read between the marks, so it takes no CPU in the window."""
+    procs = [tuple(x.split("=", 1)) for x in named]
+    first = acct = None
+    with open(fifo) as f:
+        for line in f:
+            w = line.split()
+            told = {procs[0][0]: float(w[1])} if len(w) > 1 else None
+            if w and w[0] == "first" and first is None:
+                first = snapshot(procs, told)
+            elif w and w[0] == "last" and first is not None:
+                acct = account(first, snapshot(procs, told))
+    with open(out, "w") as f:
+        json.dump(acct or {}, f)
+
+
+def run_fields(acct_path, rows, involved, ceil_path=None):
+    """`fields ACCT.json ROWS NAMES [CEIL.json]`: cpu_fields() of an
+    accounting file (watch's output, or poll's, which holds it) as one JSON
+    object; with CEIL.json (the ceiling run's
+    line) the predicted ratios too."""
+    acct = json.load(open(acct_path))
+    acct = acct.get("accounting", acct)  # poll's output holds it under "accounting"
+    out = cpu_fields(acct, int(rows), involved.split(",")) if acct else {}
+    if ceil_path and out:
+        out.update(predicted(json.load(open(ceil_path)), out))
+    print(json.dumps(out))
 
 
 def scrape(url):
@@ -80,22 +268,36 @@ def metric(text, name):
     return sum(int(float(v)) for v in re.findall(r"^%s(?:\{[^}]*\})? ([0-9.e+]+)$" % name, text, re.M))
 
 
-def poll(hostport, want, pid, bpid):
+def poll_pause(first, n, want):
+    """Seconds to the next scrape of /metrics. Every scrape costs CPU in the
+    window (this poller's and piperec's HTTP thread: 0.15-0.7 us per row
+    at 20 ms on 2 cores, 5-10% of the run's own CPU per row), which the
+    ceiling run does not pay. So once rows flow, wait half the time the
+    rows still missing need at the rate so far (at least 20 ms, at most
+    1 s): the end is still seen within 20 ms, with ~10 scrapes instead of
+    one per 20 ms. BENCH_SWEEP_POLL=fixed keeps one per 20 ms (before/after)."""
+    if first is None or n <= first[0] or os.environ.get("BENCH_SWEEP_POLL") == "fixed":
+        return 0.02
+    rate = (n - first[0]) / max(1e-6, time.perf_counter() - first[1]["t"])
+    return min(1.0, max(0.02, 0.5 * (want - n) / rate))
+
+
+def poll(hostport, want, pid, bpid, tpid=None):
     url = "http://%s/metrics" % hostport
     want = int(want)
+    procs = [("broker", bpid), ("piperec", pid)] + ([("trainer", tpid)] if tpid else [])
     first = last = None
     deadline = time.time() + 400
     text = ""
     while time.time() < deadline:
         text = scrape(url)
         n = metric(text, "piperec_records_out_total")
-        now = time.perf_counter()
         if n > 0 and first is None:
-            first = (now, n, cpu_of(pid), cpu_of(bpid), threads_of(pid))
+            first = (n, snapshot(procs))
         if n >= want:
-            last = (now, n, cpu_of(pid), cpu_of(bpid), threads_of(pid))
+            last = (n, snapshot(procs))
             break
-        time.sleep(0.02)
+        time.sleep(poll_pause(first, n, want))
     if last is None:
         sys.exit("poll: piperec_records_out_total never reached %d" % want)
     ops = {o: round(float(v), 3) for o, v in re.findall(
@@ -110,16 +312,67 @@ def poll(hostport, want, pid, bpid):
             acked = True
             break
         time.sleep(0.05)
-    s = last[0] - first[0]
-    kinds = sorted(set(first[4]) | set(last[4]))
-    print(json.dumps({
-        "rows": want - first[1], "seconds": s,
-        "cpu_seconds": last[2] - first[2], "broker_cpu_seconds": last[3] - first[3],
-        "thread_cpu_seconds": {k: round(last[4].get(k, 0.0) - first[4].get(k, 0.0), 2) for k in kinds},
+    acct = account(first[1], last[1])
+    print(json.dumps({"t_first": first[1]["t"], "t_last": last[1]["t"],
+        "rows": want - first[0], "seconds": acct["window_s"],
+        "cpu_seconds": acct["cpu_s"].get("piperec", 0.0),
+        "broker_cpu_seconds": acct["cpu_s"].get("broker", 0.0),
+        "thread_cpu_seconds": acct["threads_s"].get("piperec", {}),
+        "accounting": acct,
         "engine_op_seconds": ops, "all_acked": acked,
         "backpressure_pauses": metric(text, "piperec_backpressure_pauses_total"),
         "inflight_peak_bytes": metric(text, "piperec_inflight_peak_bytes"),
         "drain_seconds": round(time.perf_counter() - t0, 2)}))
+
+
+def states(pid, out, period="0.01"):
+    """`states PID OUT.json [PERIOD_S]`: until PID exits or SIGTERM, every
+    PERIOD_S (10 ms) the state of each of its threads (R running or
+    runnable; S/D asleep, with the kernel function it sleeps in, wchan:
+    futex_wait_queue = a lock or condition, do_epoll_wait / do_sys_poll =
+    sockets, hrtimer_nanosleep = a sleep); OUT.json: per thread kind, the
+    share of samples in each state. Where the threads wait when CPU is idle
+    (BENCH_SWEEP_STATES=1). Costs a few % of a core itself."""
+    import signal
+    bins = {}  # 0.1 s bin of time.perf_counter() -> kind -> state -> samples
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
+    while not stop:
+        try:
+            tids = os.listdir("/proc/%s/task" % pid)
+        except OSError:
+            break
+        for t in tids:
+            base = "/proc/%s/task/%s/" % (pid, t)
+            try:
+                name = open(base + "comm").read().strip()
+                st = open(base + "stat").read().rsplit(")", 1)[1].split()[0]
+                wc = open(base + "wchan").read().strip() if st != "R" else ""
+            except OSError:
+                continue
+            kind = re.sub(r"[0-9]+$", "", name) or name
+            b = bins.setdefault(str(round(time.perf_counter(), 1)), {}).setdefault(kind, {})
+            st += ":" + wc if wc and wc != "0" else ""
+            b[st] = b.get(st, 0) + 1
+        time.sleep(float(period))
+    with open(out, "w") as f:
+        json.dump(bins, f)
+
+
+def states_in(path, t0, t1):
+    """The shares of states() samples per thread kind between t0 and t1
+    (perf_counter seconds; the poller's window), the 6 most frequent."""
+    tot = {}
+    for t, kinds in json.load(open(path)).items():
+        if t0 <= float(t) <= t1:
+            for kind, c in kinds.items():
+                for st, n in c.items():
+                    tot.setdefault(kind, {})[st] = tot.setdefault(kind, {}).get(st, 0) + n
+    res = {}
+    for kind, c in sorted(tot.items()):
+        n = sum(c.values())
+        res[kind] = {st: round(v / n, 3) for st, v in sorted(c.items(), key=lambda x: -x[1])[:6]}
+    return res
 
 
 def timed(out, cmd):
@@ -326,11 +579,57 @@ def summary(path):
     print("|" + "---|" * len(head))
     for r in rows:
         print("| " + " | ".join(r) + " |")
+    cpu_table(lines)
+
+
+def _us(d, *names):
+    return " + ".join(fmt(d.get(n)) for n in names) if d else "-"
+
+
+def cpu_table(lines):
+    """Per streaming run: where the CPU went, per row, in the ceiling run and
+    in the piperec run, and the ratio CPU alone predicts beside the measured
+    one (bench_sweep.py predicted())."""
+    runs = [l for l in lines if l.get("bench") == "sweep_stream" and l.get("cpu_us_per_row")]
+    if not runs:
+        return
+    head = ["threads", "lines/msg", "consumers", "ceiling rows/s",
+            "ceiling us/row: broker + ceiling (busiest thread, cores)", "busy, sat",
+            "piperec rows/s", "piperec us/row: broker + piperec + trainer", "harness, other us/row",
+            "busy, sat", "predicted: equal capacity", "predicted: CPU-bound", "measured",
+            "predicted: busiest thread (16 cores)"]
+    print()
+    print("CPU per row (us) of every process over each run's window; busy = the machine's "
+          "busy share, sat = saturation (involved CPU / available cores)")
+    print()
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for l in runs:
+        cu, pu = l.get("ceiling_cpu_us_per_row") or {}, l["cpu_us_per_row"]
+        bt = l.get("ceiling_busiest_thread_cores") or {}
+        r = [str(l["threads"]), str(l["lines_per_message"]), str(l.get("consumers")),
+             fmt(l.get("ceiling_rows_per_s")),
+             "%s = %s (%s, %s)" % (_us(cu, "broker", "ceiling"), fmt(l.get("ceiling_involved_us_per_row")),
+                                   fmt(bt.get("broker")), fmt(bt.get("ceiling"))),
+             "%s, %s" % (fmt(l.get("ceiling_busy_share")), fmt(l.get("ceiling_saturation"))),
+             fmt(l.get("rows_per_s")),
+             "%s = %s" % (_us(pu, "broker", "piperec", "trainer"), fmt(l.get("involved_us_per_row"))),
+             _us(pu, "harness", "other").replace(" + ", ", "),
+             "%s, %s" % (fmt(l.get("busy_share")), fmt(l.get("saturation"))),
+             fmt(l.get("predicted_ratio_equal_capacity")), fmt(l.get("predicted_ratio_cpu_bound")),
+             fmt(l.get("ratio_piperec_over_ceiling")), fmt(l.get("predicted_ratio_serial"))]
+        print("| " + " | ".join(r) + " |")
 
 
 def main():
-    if len(sys.argv) >= 6 and sys.argv[1] == "poll":
-        poll(*sys.argv[2:6])
+    if len(sys.argv) in (6, 7) and sys.argv[1] == "poll":
+        poll(*sys.argv[2:])
+    elif len(sys.argv) >= 4 and sys.argv[1] == "watch":
+        watch(*sys.argv[2:])
+    elif len(sys.argv) in (4, 5) and sys.argv[1] == "states":
+        states(*sys.argv[2:])
+    elif len(sys.argv) in (5, 6) and sys.argv[1] == "fields":
+        run_fields(*sys.argv[2:])
     elif len(sys.argv) >= 4 and sys.argv[1] == "timed":
         timed(sys.argv[2], sys.argv[3:])
     elif len(sys.argv) == 6 and sys.argv[1] == "fresh":

@@ -31,11 +31,28 @@
 #          does), to tell the start path's cost from the rest;
 #        - `piperec run` with engine.threads T (dlrm, modulus 524288, batch
 #          BENCH_SWEEP_BATCH default 8192, max_delay_ms 100, trainer sink
-#          acked by `piperec consume`): rows/s from /metrics polled every
-#          20 ms, first rows out to all rows out (the group join before is not
-#          counted, as for the ceiling); CPU seconds per kind of thread over
-#          that window (where the pipeline thread's time goes); peak RSS
-#          (VmHWM); every row checked delivered to the trainer;
+#          acked by `piperec consume`): rows/s from /metrics (polled every
+#          20 ms until rows flow, then less often until near the end:
+#          BENCH_SWEEP_POLL=fixed keeps 20 ms), first rows out to all rows out
+#          (the group join before is not counted, as for the ceiling); CPU
+#          seconds per kind of thread over that window (where the pipeline
+#          thread's time goes); peak RSS (VmHWM); every row checked delivered
+#          to the trainer;
+#        - CPU accounting of both (ceiling and piperec run), over each one's
+#          window: CPU seconds of every process involved (the broker, the
+#          ceiling or `piperec run`, the trainer `piperec consume`), of each
+#          kind of thread of each, their context switches, the sweep's own
+#          helper (harness) and the machine's busy / idle / steal time
+#          (/proc/stat; the ceiling's window from its --marks FIFO). Per run:
+#          CPU us per row of each process (cpu_us_per_row; "other" = machine
+#          busy time no named process took: other users), the machine's busy
+#          share, the cores left to the involved processes (A = CPUs - steal
+#          - harness - other) and their saturation (CPU they used / A); per
+#          piperec run, the ratio CPU alone predicts (bench_sweep.py
+#          predicted(): (A_p / c_p) / (A_c / c_c), c = involved CPU per row;
+#          c_c / c_p with equal capacity) beside the measured one. A measured
+#          ratio below the predicted one = idle CPU the piperec run could
+#          have used: a wait, not CPU;
 #        - freshness (BENCH_SWEEP_FRESH=1, default): `piperec run` again,
 #          on a fresh topic of the same shape, fed by `piperec produce
 #          --rate` at 0.8 of the rows/s the
@@ -54,7 +71,7 @@
 #      then `piperec process --threads T` on the same rows (same config):
 #      wall time and peak RSS;
 #   4. one JSON line per measurement (stdout, and BENCH_SWEEP_OUT/sweep.jsonl
-#      as it goes when set), then the summary table (and
+#      as it goes when set), then the summary tables (rates; CPU per row) (and
 #      BENCH_SWEEP_OUT/summary.md; `bench_sweep.py summary FILE` remakes it).
 # Env: BENCH_SWEEP_BUILD (build dir, default build), BENCH_SWEEP_ROWS,
 # BENCH_SWEEP_PARTITIONS, BENCH_SWEEP_LINES_PER_MSG, BENCH_SWEEP_BATCH,
@@ -70,6 +87,9 @@
 # BENCH_SWEEP_NO_OFFLINE=1, BENCH_SWEEP_FRESH (1/0), BENCH_SWEEP_FRESH_LOADS,
 # BENCH_SWEEP_FRESH_S, BENCH_SWEEP_INFLIGHT (limits.max_inflight_bytes,
 # default 256MiB; each run's JSON has it beside the peak RSS),
+# BENCH_SWEEP_POLL (adaptive, default, or fixed: /metrics every 20 ms),
+# BENCH_SWEEP_STATES=1 (sample piperec's thread states every 10 ms during its
+# run: "thread_states" in its JSON line, where each kind of thread waits),
 # BENCH_SWEEP_PROPS ("key: value; key: value" librdkafka consumer properties
 # for both piperec's source and the ceiling), BENCH_SWEEP_OUT, BENCH_TMP.
 # Needs python3 (standard library only; /usr/bin/python3 by default,
@@ -193,22 +213,40 @@ log: { level: warn }
 EOF
 }
 
-# ceiling TOPIC LPM THREADS CONSUMERS BENCH [--reset-path] -> JSON line; its
-# rows/s in $CEIL_RATE
+# ceiling TOPIC LPM THREADS CONSUMERS BENCH [--reset-path] -> JSON line (also
+# in $TMP/ceil_line.json); its rows/s in $CEIL_RATE. A watcher (bench_sweep.py
+# watch) reads the CPU time of the broker, the ceiling and the machine at the
+# ceiling's --marks (first message, count complete).
 ceiling() {
+    rm -f "$TMP/marks"
+    mkfifo "$TMP/marks"
     # shellcheck disable=SC2046
     "$CEILING" --bootstrap "$B" --topic "$1" --group "ceil-$1-$3-$4-$5" --consumers "$4" ${6:-} \
-        -X auto.offset.reset=earliest $(x_args) > "$TMP/ceil.json" 2> "$TMP/ceil.err" ||
-        { cat "$TMP/ceil.err" >&2; exit 1; }
+        --marks "$TMP/marks" -X auto.offset.reset=earliest $(x_args) \
+        > "$TMP/ceil.json" 2> "$TMP/ceil.err" &
+    CEPID=$!
+    $PY "$HELP" watch "$TMP/marks" "$TMP/ceil_acct.json" "ceiling=$CEPID" "broker=$BPID" \
+        2> "$TMP/watch.err" &
+    WPID=$!
+    wait "$CEPID" || { cat "$TMP/ceil.err" >&2; exit 1; }
+    wait "$WPID" || { cat "$TMP/watch.err" >&2; exit 1; }
     CEIL_RATE=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["rows_per_s"])' "$TMP/ceil.json")
-    emit "$($PY - "$TMP/ceil.json" "$2" "$3" "$5" <<'PYEOF'
+    ROWS_READ=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["rows"])' "$TMP/ceil.json")
+    if [ "$ROWS_READ" -ne "$ROWS" ]; then
+        echo "bench_sweep.sh: topic $1 holds $ROWS_READ of $ROWS rows: the test broker keeps ~5 MB" \
+            "per partition; use more partitions (BENCH_SWEEP_PARTITIONS) or fewer rows" >&2
+        exit 1
+    fi
+    $PY "$HELP" fields "$TMP/ceil_acct.json" "$ROWS_READ" broker,ceiling > "$TMP/ceil_cpu.json"
+    $PY - "$TMP/ceil.json" "$2" "$3" "$5" "$TMP/ceil_cpu.json" > "$TMP/ceil_line.json" <<'PYEOF'
 import json, sys
 c = json.load(open(sys.argv[1]))
 c.update({"bench": sys.argv[4], "lines_per_message": int(sys.argv[2]), "threads": int(sys.argv[3]),
           "rows_per_s": round(c["rows_per_s"]), "msgs_per_s": round(c["msgs_per_s"])})
+c.update(json.load(open(sys.argv[5])))
 print(json.dumps(c))
 PYEOF
-)"
+    emit "$(cat "$TMP/ceil_line.json")"
 }
 
 # stream TOPIC LPM THREADS DECODE CONSUMERS POLL_THREADS -> JSON line (uses $CEIL_RATE of the
@@ -219,20 +257,33 @@ stream() {
     write_config "$1" "$3" "sweep-$1-$3-d$4-k$5-$RUN_NO" "$TPORT" "$HPORT" "$4" "$5"
     PIPEREC_POLL_THREADS=$6 "$PIPEREC" run --config "$TMP/run.yaml" 2> "$TMP/run.err" &
     RPID=$!
-    $PY "$HELP" poll "127.0.0.1:$HPORT" "$ROWS" "$RPID" "$BPID" > "$TMP/poll.json" 2> "$TMP/poll.err" &
-    PPOLL=$!
     "$PIPEREC" consume --connect "127.0.0.1:$TPORT" --pipeline bench --credits 64 --quiet \
         --connect-timeout-ms 30000 > "$TMP/consume.out" 2> "$TMP/consume.err" &
     CPID=$!
+    $PY "$HELP" poll "127.0.0.1:$HPORT" "$ROWS" "$RPID" "$BPID" "$CPID" > "$TMP/poll.json" 2> "$TMP/poll.err" &
+    PPOLL=$!
+    echo '{}' > "$TMP/states.json"
+    SPID=""
+    if [ "${BENCH_SWEEP_STATES:-0}" = 1 ]; then
+        $PY "$HELP" states "$RPID" "$TMP/states.json" &
+        SPID=$!
+    fi
     wait "$PPOLL" || { cat "$TMP/poll.err" >&2; tail -5 "$TMP/run.err" >&2; exit 1; }
+    if [ -n "$SPID" ]; then kill -TERM "$SPID"; wait "$SPID" || true; fi
     RSS_KB=$(awk '/^VmHWM/ {print $2}' "/proc/$RPID/status" 2>/dev/null || echo 0)
     stop_pid "$CPID"; CPID=""
     stop_pid "$RPID"; RPID=""
     STREAM_RATE=$($PY -c 'import json,sys; p=json.load(open(sys.argv[1])); print(p["rows"] / p["seconds"])' "$TMP/poll.json")
-    emit "$($PY - "$TMP/consume.out" "$TMP/poll.json" "$ROWS" "$PARTS" "$RSS_KB" "$3" "$2" "$CEIL_RATE" "$BATCH" "$4" "$5" "$INFLIGHT" "$6" <<'PYEOF'
-import json, re, sys
+    ROWS_READ=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["rows"])' "$TMP/poll.json")
+    $PY "$HELP" fields "$TMP/poll.json" "$ROWS_READ" broker,piperec,trainer "$TMP/ceil_line.json" \
+        > "$TMP/run_cpu.json"
+    emit "$(HERE=$HERE $PY - "$TMP/consume.out" "$TMP/poll.json" "$ROWS" "$PARTS" "$RSS_KB" "$3" "$2" "$CEIL_RATE" "$BATCH" "$4" "$5" "$INFLIGHT" "$6" "$TMP/run_cpu.json" "$TMP/ceil_line.json" "$TMP/states.json" <<'PYEOF'
+import json, os, re, sys
+sys.path.insert(0, os.environ["HERE"])
+import bench_sweep
 text = open(sys.argv[1]).read()
 poll = json.load(open(sys.argv[2]))
+st = bench_sweep.states_in(sys.argv[16], poll["t_first"], poll["t_last"])
 m = re.search(r"(\d+) rows,", text)
 rows = int(m.group(1)) if m else 0
 if rows < int(sys.argv[3]):
@@ -257,7 +308,14 @@ print(json.dumps({"bench": "sweep_stream", "threads": int(sys.argv[6]),
                   "backpressure_pauses": poll["backpressure_pauses"],
                   "inflight_peak_mb": round(poll["inflight_peak_bytes"] / 2**20, 1),
                   "partitions": int(sys.argv[4]), "batch": int(sys.argv[9]),
-                  "delivered_to_trainer": rows}))
+                  "delivered_to_trainer": rows,
+                  **json.load(open(sys.argv[14])),
+                  **({"thread_states": st} if st else {}),
+                  **{"ceiling_" + k: c.get(k) for k in ("cpu_us_per_row", "involved_us_per_row",
+                                                        "busy_share", "idle_share", "available_cores",
+                                                        "saturation", "busiest_thread_cores",
+                                                        "busiest_thread_us_per_row")
+                     for c in [json.load(open(sys.argv[15]))]}}))
 PYEOF
 )"
 }

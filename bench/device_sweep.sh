@@ -21,8 +21,13 @@
 #     per message: about 4-6 minutes on 16 cores) under `timeout`
 #     (DEVICE_SWEEP_TIMEOUT_S, default 540 s) and prints the summary.
 #     $OUT gets machine.txt (CPUs, memory, kernel), sweep.jsonl (one JSON
-#     line per measurement, written as it goes), summary.md, sweep.log (the
+#     line per measurement, written as it goes, with each streaming run's
+#     CPU accounting: CPU us per row of the broker, the ceiling or piperec
+#     and the trainer, the busiest thread of each, idle and steal time),
+#     summary.md (the rates table and the CPU-per-row table), sweep.log (the
 #     sweep's progress) and, on a failure or timeout, the partial summary.
+#     The wrappers below exec the binaries, so the PIDs the sweep reads in
+#     /proc are the binaries' own.
 # Env: DEVICE_SWEEP_BUILD (default build), DEVICE_SWEEP_TIMEOUT_S,
 # DEVICE_SWEEP_COMMIT (the commit machine.txt names), and every
 # BENCH_SWEEP_* knob of bench_sweep.sh (BENCH_SWEEP_ROWS, ...) passes through.
