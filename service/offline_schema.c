@@ -12,19 +12,34 @@
  * The input is read in rounds of up to `threads` x block_rows non-blank
  * lines. Each of `opts->threads` workers (the calling thread and threads - 1
  * more, each with its own pr_json_decoder) decodes a contiguous slice of the
- * round into its own blocks and keeps its rejects; then the calling thread
- * writes the rejects and runs the engine and the writer over the blocks,
- * slice after slice. The decoder appends or rejects each record on its own
- * (nothing it does depends on the rows around it) and the engine's results
- * do not depend on where blocks end, so every output depends only on the
- * input order: never on the thread count or the block size.
+ * round into its own blocks and keeps its rejects. Issue 21: only what the
+ * semantics order stays in input order. A round runs in phases with a
+ * barrier between them, every worker in each:
+ *   1. decode, then the engine's first half (pr_engine_process_par: the
+ *      lookup of every key that already has an index, direct or hash table,
+ *      which is safe since no insert runs in this phase: an exclusive split);
+ *   2. the keys not found (first appearances), per engine column in input
+ *      order (pr_engine_process_seq_col), different columns on different
+ *      workers; then each block's end in input order (its error);
+ *   3. pr_feature_finish (operators after vocab, the side tables) per block;
+ *   4. one thread appends rejects, the jagged layout and recycled.npy in
+ *      input order.
+ * Blocks the first half leaves whole (eviction, streaming min_count, the
+ * counting pass) run the old way: engine, finish and write block after
+ * block in input order. The decoder appends or rejects each record on its
+ * own (nothing it does depends on the rows around it) and the engine's
+ * results do not depend on where blocks end or how it was split, so every
+ * output depends only on the input order: never on the thread count or the
+ * block size.
  *
  * Stage times (pr_offline_result, printed by `piperec process` as for the
  * Criteo layout), in thread-seconds of wall clock: decode (each worker's
  * slice), engine (engine + pr_feature_finish, or the counting pass), write
  * (the .npy layout, recycled.npy, rejects.tsv), idle (per round, the
  * workers' time in neither: waiting for the slowest slice, or for the
- * serial engine and write part), vocab export.
+ * serial parts), vocab export; and the time holding the input order
+ * (serial_engine_s: per round the longest column chain plus the blocks'
+ * ends, or the whole serial engine; serial_write_s), the serial fraction.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -51,11 +66,14 @@ typedef struct pr__swork {
     struct pr__srun *run;
     pr_json_decoder *dec;
     pr_block **blk;
+    pr_out **out;         /* [n_blk] the engine's output of blk[i] */
+    pr_engine_split **sp; /* [n_blk] blk[i] between the engine's halves */
     uint32_t n_blk, used;
     size_t l0, l1; /* the round's lines [l0, l1) */
     pr_mbuf rej;
     uint64_t rejected, rejected_by[PR_DEC__COUNT];
     int64_t decode_ns; /* this round's slice */
+    int64_t engine_ns; /* this round's engine parts (first half, columns, finish) */
     int rc;
     uint32_t eagain_waits;
     char err[256];
@@ -80,7 +98,9 @@ typedef struct pr__srun {
     int n_work;
     uint32_t block_rows;
     pr__sround round;
-    pr_out *out;
+    uint32_t next_col; /* column phase: the next column a worker takes */
+    int64_t *col_ns;   /* [n_sparse] this round's time per column chain */
+    uint32_t n_cols;   /* engine sparse columns */
     pr_npy_jagged *jag;
     pr_npy_writer *w_recycled;
     FILE *rejects;
@@ -88,11 +108,11 @@ typedef struct pr__srun {
     const char **names; /* sparse feature names, side order */
     uint16_t n_labels, n_dense, n_feat;
     int64_t decode_ns, engine_ns, write_ns, idle_ns, vocab_ns; /* stage timers */
+    int64_t serial_eng_ns, serial_wr_ns; /* ... of which holding the input order */
 } pr__srun;
 
-static int pr__srun_recycled(pr__srun *run, char *errstr, size_t errstr_size)
+static int pr__srun_recycled(pr__srun *run, const pr_out *o, char *errstr, size_t errstr_size)
 {
-    const pr_out *o = run->out;
     for (uint32_t i = 0; i < o->n_recycled; i++) {
         const pr_recycled *r = &o->recycled[i];
         int64_t row[4] = {r->col, (int64_t)(run->res->rows + r->row), r->index, (int64_t)r->number};
@@ -103,8 +123,31 @@ static int pr__srun_recycled(pr__srun *run, char *errstr, size_t errstr_size)
     return 0;
 }
 
-/* Engine, finish and write (or count) block b. */
-static int pr__srun_flush(pr__srun *run, pr_block *b, char *errstr, size_t errstr_size)
+/* Write block b's finished output `o` (in input order). */
+static int pr__srun_write(pr__srun *run, const pr_block *b, pr_out *o, char *errstr,
+                          size_t errstr_size)
+{
+    int64_t t1 = pr_mono_ns();
+    int rc = pr_npy_jagged_append_side(run->jag, o->side, 0, b->rows, errstr, errstr_size);
+    if (rc)
+        return rc;
+    if (o->n_recycled) {
+        if ((rc = pr__srun_recycled(run, o, errstr, errstr_size)))
+            return rc;
+        pr_engine_vocab_notices_delivered(run->eng, pr_engine_vocab_recycled_total(run->eng) + 1);
+    }
+    int64_t dt = pr_mono_ns() - t1;
+    run->write_ns += dt;
+    run->serial_wr_ns += dt;
+    run->res->rows += b->rows;
+    return 0;
+}
+
+/* The whole engine (its second half, which runs all of pr_engine_process
+ * on a whole block), finish and write (or count) block b, in input order:
+ * the path of rounds whose blocks do not all split. */
+static int pr__srun_flush(pr__srun *run, pr_block *b, pr_out *o, pr_engine_split *sp, char *errstr,
+                          size_t errstr_size)
 {
     int rc = 0;
     if (b->rows == 0)
@@ -113,26 +156,19 @@ static int pr__srun_flush(pr__srun *run, pr_block *b, char *errstr, size_t errst
     if (run->counting) {
         rc = pr_engine_count(run->eng, b);
         run->engine_ns += pr_mono_ns() - t0;
+        run->serial_eng_ns += pr_mono_ns() - t0;
         if (rc)
             return pr_seterr(errstr, errstr_size, rc, "offline: counting pass: %s",
                              pr_strerror(rc));
         return 0;
     }
-    if ((rc = pr_engine_process(run->eng, b, run->out, errstr, errstr_size)) ||
-        (rc = pr_feature_finish(run->schema, b, run->out, errstr, errstr_size)))
+    if ((rc = pr_engine_process_seq(run->eng, b, o, sp, errstr, errstr_size)) ||
+        (rc = pr_feature_finish(run->schema, b, o, errstr, errstr_size)))
         return rc;
-    int64_t t1 = pr_mono_ns();
-    run->engine_ns += t1 - t0;
-    if ((rc = pr_npy_jagged_append_side(run->jag, run->out->side, 0, b->rows, errstr, errstr_size)))
-        return rc;
-    if (run->out->n_recycled) {
-        if ((rc = pr__srun_recycled(run, errstr, errstr_size)))
-            return rc;
-        pr_engine_vocab_notices_delivered(run->eng, pr_engine_vocab_recycled_total(run->eng) + 1);
-    }
-    run->write_ns += pr_mono_ns() - t1;
-    run->res->rows += b->rows;
-    return 0;
+    int64_t dt = pr_mono_ns() - t0;
+    run->engine_ns += dt;
+    run->serial_eng_ns += dt;
+    return pr__srun_write(run, b, o, errstr, errstr_size);
 }
 
 /* ---------------------------------------------------------------- decoding workers */
@@ -169,17 +205,38 @@ static void pr__swork_reject(void *opaque, int reason, const char *detail, const
         w->rejected_by[reason]++;
 }
 
-/* The worker's next empty block (allocated on first need, reused after). */
+/* The worker's next empty block, with its output and split state
+ * (allocated on first need, reused after). */
 static pr_block *pr__swork_block(pr__swork *w)
 {
     if (w->used == w->n_blk) {
-        pr_block **nb = realloc(w->blk, ((size_t)w->n_blk + 1) * sizeof(*nb));
-        if (!nb)
+        const pr__srun *run = w->run;
+        size_t n = (size_t)w->n_blk + 1;
+        pr_block **nb = realloc(w->blk, n * sizeof(*nb));
+        if (nb)
+            w->blk = nb;
+        pr_out **no = nb ? realloc(w->out, n * sizeof(*no)) : NULL;
+        if (no)
+            w->out = no;
+        pr_engine_split **ns = no ? realloc(w->sp, n * sizeof(*ns)) : NULL;
+        if (!ns)
             return NULL;
-        w->blk = nb;
-        if (!(w->blk[w->n_blk] = pr_feature_block_new(w->run->schema, w->run->block_rows, true)))
+        w->sp = ns;
+        pr_block *b = pr_feature_block_new(run->schema, run->block_rows, true);
+        pr_out *o =
+            pr_feature_out_new(run->schema, run->block_rows, pr_engine_sparse_width(run->eng));
+        pr_engine_split *sp = pr_engine_split_new(run->eng);
+        if (!b || !o || !sp) {
+            pr_block_free(b);
+            pr_out_free(o);
+            pr_engine_split_free(sp);
             return NULL;
-        w->n_blk++;
+        }
+        /* the rounds' phases never overlap a first half with a second */
+        pr_engine_split_set_exclusive(sp, true);
+        w->blk[w->n_blk] = b;
+        w->out[w->n_blk] = o;
+        w->sp[w->n_blk++] = sp;
     }
     return w->blk[w->used];
 }
@@ -235,22 +292,157 @@ static int pr__swork_decode(pr__swork *w)
     return w->rej.err ? pr_seterr(w->err, sizeof(w->err), PR_ENOMEM, "offline: out of memory") : 0;
 }
 
+/* Phase 1 of a round, on every worker: decode the slice, then the engine's
+ * first half on its blocks (not while counting). */
 static void *pr__swork_main(void *arg)
 {
     pr__swork *w = arg;
     int64_t t0 = pr_mono_ns();
     w->rc = pr__swork_decode(w);
-    w->decode_ns = pr_mono_ns() - t0;
+    int64_t t1 = pr_mono_ns();
+    w->decode_ns = t1 - t0;
+    if (w->rc || w->run->counting)
+        return NULL;
+    for (uint32_t i = 0; i < w->used; i++)
+        pr_engine_process_par(w->run->eng, w->blk[i], w->out[i], w->sp[i]);
+    w->engine_ns += pr_mono_ns() - t1;
     return NULL;
 }
 
-/* Decode the round on every worker, then, slice after slice, write the
- * rejects and run the engine and the writer over the blocks. */
+/* Phase 2, on every worker: take columns until none is left, each running
+ * its second half over the round's blocks in input order (slice after
+ * slice): first appearances keep each column's input order, and the
+ * columns' tables are independent. */
+static void *pr__swork_cols(void *arg)
+{
+    pr__swork *w = arg;
+    pr__srun *run = w->run;
+    uint32_t c;
+    while ((c = __atomic_fetch_add(&run->next_col, 1, __ATOMIC_RELAXED)) < run->n_cols) {
+        int64_t t0 = pr_mono_ns();
+        for (int k = 0; k < run->n_work; k++) {
+            pr__swork *v = &run->work[k];
+            for (uint32_t i = 0; i < v->used; i++)
+                pr_engine_process_seq_col(run->eng, v->blk[i], v->out[i], v->sp[i], c);
+        }
+        run->col_ns[c] = pr_mono_ns() - t0;
+        w->engine_ns += run->col_ns[c];
+    }
+    return NULL;
+}
+
+/* Phase 3, on every worker: the operators after vocab and the side tables
+ * of its own blocks (nothing shared: any order). */
+static void *pr__swork_finish(void *arg)
+{
+    pr__swork *w = arg;
+    int64_t t0 = pr_mono_ns();
+    for (uint32_t i = 0; !w->rc && i < w->used; i++)
+        w->rc = pr_feature_finish(w->run->schema, w->blk[i], w->out[i], w->err, sizeof(w->err));
+    w->engine_ns += pr_mono_ns() - t0;
+    return NULL;
+}
+
+/* Run `fn` on every worker at once (the calling thread takes worker 0, and
+ * any whose thread did not start) and wait for all: a barrier between
+ * phases, so the engine's halves never overlap. */
+static void pr__srun_phase(pr__srun *run, void *(*fn)(void *))
+{
+    pthread_t tid[64];
+    bool started[64] = {false};
+    for (int k = 1; k < run->n_work; k++)
+        started[k] = pthread_create(&tid[k], NULL, fn, &run->work[k]) == 0;
+    for (int k = 0; k < run->n_work; k++)
+        if (k == 0 || !started[k])
+            fn(&run->work[k]);
+    for (int k = 1; k < run->n_work; k++)
+        if (started[k])
+            pthread_join(tid[k], NULL);
+}
+
+/* Worker w's rejects, in line order, to rejects.tsv (in input order). */
+static void pr__srun_rejects(pr__srun *run, pr__swork *w)
+{
+    if (!run->counting && w->rej.len) {
+        int64_t t0 = pr_mono_ns();
+        fwrite(w->rej.buf, 1, w->rej.len, run->rejects);
+        int64_t dt = pr_mono_ns() - t0;
+        run->write_ns += dt;
+        run->serial_wr_ns += dt;
+        run->res->rejected += w->rejected;
+        for (int r = 0; r < PR_DEC__COUNT; r++)
+            run->res->rejected_by[r] += w->rejected_by[r];
+    }
+    w->rejected = 0;
+    memset(w->rejected_by, 0, sizeof(w->rejected_by));
+}
+
+/* The round's rest in input order, block after block: the counting pass,
+ * or blocks the first half left whole (eviction, streaming min_count...). */
+static int pr__srun_serial(pr__srun *run, char *errstr, size_t errstr_size)
+{
+    int rc = 0;
+    for (int k = 0; !rc && k < run->n_work; k++) {
+        pr__swork *w = &run->work[k];
+        pr__srun_rejects(run, w);
+        for (uint32_t i = 0; !rc && i < w->used; i++)
+            rc = pr__srun_flush(run, w->blk[i], w->out[i], w->sp[i], errstr, errstr_size);
+    }
+    return rc;
+}
+
+/* The round's rest when every block split: the columns' second halves on
+ * every worker, each block's end in input order (its error, if any), the
+ * finish on every worker, then the writes in input order, up to a failing
+ * block (as the serial path stops there). */
+static int pr__srun_split(pr__srun *run, char *errstr, size_t errstr_size)
+{
+    run->next_col = 0;
+    memset(run->col_ns, 0, (run->n_cols ? run->n_cols : 1) * sizeof(*run->col_ns));
+    pr__srun_phase(run, pr__swork_cols);
+    int64_t chain = 0;
+    for (uint32_t c = 0; c < run->n_cols; c++)
+        chain = run->col_ns[c] > chain ? run->col_ns[c] : chain;
+    int64_t t0 = pr_mono_ns();
+    int rc = 0, fk = run->n_work;
+    uint32_t fi = 0;
+    for (int k = 0; k < run->n_work; k++) {
+        pr__swork *w = &run->work[k];
+        for (uint32_t i = 0; i < w->used; i++) {
+            char later[256]; /* a later block's error: only the first is reported */
+            int erc =
+                pr_engine_process_seq_end(run->eng, w->blk[i], w->out[i], w->sp[i],
+                                          rc ? later : errstr, rc ? sizeof(later) : errstr_size);
+            if (erc && !rc) {
+                rc = erc;
+                fk = k;
+                fi = i;
+            }
+        }
+    }
+    int64_t dt = pr_mono_ns() - t0;
+    run->engine_ns += dt;
+    run->serial_eng_ns += chain + dt;
+    pr__srun_phase(run, pr__swork_finish);
+    for (int k = 0; k < run->n_work && k <= fk; k++) {
+        pr__swork *w = &run->work[k];
+        if (w->rc && !rc)
+            return pr_seterr(errstr, errstr_size, w->rc, "%s", w->err);
+        pr__srun_rejects(run, w);
+        for (uint32_t i = 0; i < (k == fk ? fi : w->used); i++) {
+            int wrc = pr__srun_write(run, w->blk[i], w->out[i], errstr, errstr_size);
+            if (wrc)
+                return wrc;
+        }
+    }
+    return rc;
+}
+
+/* A round: decode and the engine's first half on every worker, then the
+ * rest split by column (pr__srun_split) or serial (pr__srun_serial). */
 static int pr__srun_round(pr__srun *run, char *errstr, size_t errstr_size)
 {
     pr__sround *rd = &run->round;
-    pthread_t tid[64];
-    bool started[64] = {false};
     int64_t t_round = pr_mono_ns(), busy0 = run->decode_ns + run->engine_ns + run->write_ns;
     for (int k = 0; k < run->n_work; k++) {
         pr__swork *w = &run->work[k];
@@ -258,39 +450,27 @@ static int pr__srun_round(pr__srun *run, char *errstr, size_t errstr_size)
         w->l1 = rd->n * (size_t)(k + 1) / (size_t)run->n_work;
         w->rc = 0;
         w->decode_ns = 0;
+        w->engine_ns = 0;
         pr_mbuf_reset(&w->rej);
-        if (k > 0 && w->l0 < w->l1)
-            started[k] = pthread_create(&tid[k], NULL, pr__swork_main, w) == 0;
     }
-    for (int k = 0; k < run->n_work; k++) /* the calling thread: slice 0, and any not started */
-        if (k == 0 || !started[k])
-            pr__swork_main(&run->work[k]);
-    for (int k = 1; k < run->n_work; k++)
-        if (started[k])
-            pthread_join(tid[k], NULL);
-    int rc = 0;
-    for (int k = 0; !rc && k < run->n_work; k++) {
+    pr__srun_phase(run, pr__swork_main);
+    bool split_all = !run->counting;
+    for (int k = 0; k < run->n_work; k++) {
         pr__swork *w = &run->work[k];
         if (w->rc)
             return pr_seterr(errstr, errstr_size, w->rc, "%s", w->err);
         run->decode_ns += w->decode_ns;
-        if (!run->counting && w->rej.len) {
-            int64_t t0 = pr_mono_ns();
-            fwrite(w->rej.buf, 1, w->rej.len, run->rejects);
-            run->write_ns += pr_mono_ns() - t0;
-            run->res->rejected += w->rejected;
-            for (int r = 0; r < PR_DEC__COUNT; r++)
-                run->res->rejected_by[r] += w->rejected_by[r];
-        }
-        w->rejected = 0;
-        memset(w->rejected_by, 0, sizeof(w->rejected_by));
-        for (uint32_t i = 0; !rc && i < w->used; i++)
-            rc = pr__srun_flush(run, w->blk[i], errstr, errstr_size);
+        for (uint32_t i = 0; split_all && i < w->used; i++)
+            split_all = !pr_engine_split_whole(w->sp[i]);
     }
+    int rc = split_all ? pr__srun_split(run, errstr, errstr_size)
+                       : pr__srun_serial(run, errstr, errstr_size);
+    for (int k = 0; k < run->n_work; k++)
+        run->engine_ns += run->work[k].engine_ns;
     rd->n = 0;
     rd->len = 0;
     /* Thread-seconds of the round on no stage: n_work threads for its wall
-     * time, less what they decoded, less the serial part (done by one). */
+     * time, less what they did (the serial parts are done by one). */
     int64_t idle = (int64_t)run->n_work * (pr_mono_ns() - t_round) -
                    (run->decode_ns + run->engine_ns + run->write_ns - busy0);
     run->idle_ns += idle > 0 ? idle : 0;
@@ -560,12 +740,18 @@ static void pr__srun_workers_free(pr__srun *run)
     for (int k = 0; run->work && k < run->n_work; k++) {
         pr__swork *w = &run->work[k];
         pr_json_decoder_free(w->dec);
-        for (uint32_t i = 0; i < w->n_blk; i++)
+        for (uint32_t i = 0; i < w->n_blk; i++) {
             pr_block_free(w->blk[i]);
+            pr_out_free(w->out[i]);
+            pr_engine_split_free(w->sp[i]);
+        }
         free(w->blk);
+        free(w->out);
+        free(w->sp);
         pr_mbuf_fini(&w->rej);
     }
     free(run->work);
+    free(run->col_ns);
     free(run->round.buf);
     free(run->round.off);
     free(run->round.llen);
@@ -598,10 +784,10 @@ static int pr__srun_setup(pr__srun *run, const pr_pipeline_spec *spec, const pr_
     int rc = pr__srun_workers(run, errstr, errstr_size);
     if (rc)
         return rc;
-    uint32_t rows = run->block_rows;
-    run->out = pr_feature_out_new(schema, rows, pr_engine_sparse_width(run->eng));
+    run->n_cols = pr_engine_spec(run->eng)->n_sparse;
+    run->col_ns = calloc(run->n_cols ? run->n_cols : 1, sizeof(*run->col_ns));
     run->names = calloc(schema->n_features + 1, sizeof(*run->names));
-    if (!run->out || !run->names)
+    if (!run->col_ns || !run->names)
         return pr_seterr(errstr, errstr_size, PR_ENOMEM, "offline: out of memory for blocks");
     for (uint32_t i = 0, fi = 0; i < schema->n_features; i++) {
         pr_feature_kind k = schema->features[i].kind;
@@ -648,13 +834,14 @@ int pr_offline_run_schema(const pr_feature_schema *schema, const pr_pipeline_spe
         rc = pr__srun_close(&run, rc, errstr, errstr_size);
     pr_engine_free(run.eng);
     pr__srun_workers_free(&run);
-    pr_out_free(run.out);
     free(run.names);
     res->decode_s = run.decode_ns / 1e9;
     res->engine_s = run.engine_ns / 1e9;
     res->write_s = run.write_ns / 1e9;
     res->idle_s = run.idle_ns / 1e9;
     res->vocab_s = run.vocab_ns / 1e9;
+    res->serial_engine_s = run.serial_eng_ns / 1e9;
+    res->serial_write_s = run.serial_wr_ns / 1e9;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     res->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     return rc;
