@@ -68,12 +68,17 @@ typedef struct pr__swork {
     pr_block **blk;
     pr_out **out;         /* [n_blk] the engine's output of blk[i] */
     pr_engine_split **sp; /* [n_blk] blk[i] between the engine's halves */
+    /* [n_blk][n_feat + 1], positional writes: blk[i]'s values per feature
+     * (phase 1), then, once placed in input order (pr__srun_place), its
+     * first value per feature and ([n_feat]) its first output row */
+    uint64_t **place;
     uint32_t n_blk, used;
     size_t l0, l1; /* the round's lines [l0, l1) */
     pr_mbuf rej;
     uint64_t rejected, rejected_by[PR_DEC__COUNT];
     int64_t decode_ns; /* this round's slice */
     int64_t engine_ns; /* this round's engine parts (first half, columns, finish) */
+    int64_t write_ns;  /* this round's positional writes */
     int rc;
     uint32_t eagain_waits;
     char err[256];
@@ -101,6 +106,12 @@ typedef struct pr__srun {
     uint32_t next_col; /* column phase: the next column a worker takes */
     int64_t *col_ns;   /* [n_sparse] this round's time per column chain */
     uint32_t n_cols;   /* engine sparse columns */
+    /* Several workers: each writes its blocks at their place (prefix sums
+     * of rows and of each feature's values, in input order); one appends. */
+    bool positional;
+    uint64_t rows_assigned, *val_assigned; /* [n_feat] */
+    int fail_k;                            /* split round: the block whose end failed */
+    uint32_t fail_i;                       /* (work[fail_k].blk[fail_i]); n_work: none */
     pr_npy_jagged *jag;
     pr_npy_writer *w_recycled;
     FILE *rejects;
@@ -123,12 +134,44 @@ static int pr__srun_recycled(pr__srun *run, const pr_out *o, char *errstr, size_
     return 0;
 }
 
-/* Write block b's finished output `o` (in input order). */
-static int pr__srun_write(pr__srun *run, const pr_block *b, pr_out *o, char *errstr,
-                          size_t errstr_size)
+/* Give block i of worker w its place in the output (in input order): its
+ * value counts per feature become its first value per feature, and
+ * place[n_feat] its first row. */
+static void pr__srun_place(pr__srun *run, pr__swork *w, uint32_t i)
 {
+    uint64_t *pl = w->place[i];
+    for (uint16_t f = 0; f < run->n_feat; f++) {
+        uint64_t n = pl[f];
+        pl[f] = run->val_assigned[f];
+        run->val_assigned[f] += n;
+    }
+    pl[run->n_feat] = run->rows_assigned;
+    run->rows_assigned += w->blk[i]->rows;
+}
+
+/* Write block i of worker w at its place (any thread, once placed). */
+static int pr__swork_pwrite(pr__swork *w, uint32_t i, char *errstr, size_t errstr_size)
+{
+    const pr__srun *run = w->run;
+    const uint64_t *pl = w->place[i];
+    return pr_npy_jagged_pwrite_side(run->jag, w->out[i]->side, pl[run->n_feat], pl,
+                                     w->blk[i]->rows, errstr, errstr_size);
+}
+
+/* Write block i of worker w, finished (in input order): appended, or at its
+ * place with several workers. */
+static int pr__srun_write(pr__srun *run, pr__swork *w, uint32_t i, char *errstr, size_t errstr_size)
+{
+    const pr_block *b = w->blk[i];
+    pr_out *o = w->out[i];
     int64_t t1 = pr_mono_ns();
-    int rc = pr_npy_jagged_append_side(run->jag, o->side, 0, b->rows, errstr, errstr_size);
+    int rc;
+    if (run->positional) {
+        pr__srun_place(run, w, i);
+        rc = pr__swork_pwrite(w, i, errstr, errstr_size);
+    } else {
+        rc = pr_npy_jagged_append_side(run->jag, o->side, 0, b->rows, errstr, errstr_size);
+    }
     if (rc)
         return rc;
     if (o->n_recycled) {
@@ -146,9 +189,10 @@ static int pr__srun_write(pr__srun *run, const pr_block *b, pr_out *o, char *err
 /* The whole engine (its second half, which runs all of pr_engine_process
  * on a whole block), finish and write (or count) block b, in input order:
  * the path of rounds whose blocks do not all split. */
-static int pr__srun_flush(pr__srun *run, pr_block *b, pr_out *o, pr_engine_split *sp, char *errstr,
-                          size_t errstr_size)
+static int pr__srun_flush(pr__srun *run, pr__swork *w, uint32_t i, char *errstr, size_t errstr_size)
 {
+    pr_block *b = w->blk[i];
+    pr_out *o = w->out[i];
     int rc = 0;
     if (b->rows == 0)
         return 0;
@@ -162,13 +206,13 @@ static int pr__srun_flush(pr__srun *run, pr_block *b, pr_out *o, pr_engine_split
                              pr_strerror(rc));
         return 0;
     }
-    if ((rc = pr_engine_process_seq(run->eng, b, o, sp, errstr, errstr_size)) ||
+    if ((rc = pr_engine_process_seq(run->eng, b, o, w->sp[i], errstr, errstr_size)) ||
         (rc = pr_feature_finish(run->schema, b, o, errstr, errstr_size)))
         return rc;
     int64_t dt = pr_mono_ns() - t0;
     run->engine_ns += dt;
     run->serial_eng_ns += dt;
-    return pr__srun_write(run, b, o, errstr, errstr_size);
+    return pr__srun_write(run, w, i, errstr, errstr_size);
 }
 
 /* ---------------------------------------------------------------- decoding workers */
@@ -219,19 +263,25 @@ static pr_block *pr__swork_block(pr__swork *w)
         if (no)
             w->out = no;
         pr_engine_split **ns = no ? realloc(w->sp, n * sizeof(*ns)) : NULL;
-        if (!ns)
+        if (ns)
+            w->sp = ns;
+        uint64_t **np = ns ? realloc(w->place, n * sizeof(*np)) : NULL;
+        if (!np)
             return NULL;
-        w->sp = ns;
+        w->place = np;
         pr_block *b = pr_feature_block_new(run->schema, run->block_rows, true);
         pr_out *o =
             pr_feature_out_new(run->schema, run->block_rows, pr_engine_sparse_width(run->eng));
         pr_engine_split *sp = pr_engine_split_new(run->eng);
-        if (!b || !o || !sp) {
+        uint64_t *pl = calloc((size_t)run->n_feat + 1, sizeof(*pl));
+        if (!b || !o || !sp || !pl) {
             pr_block_free(b);
             pr_out_free(o);
             pr_engine_split_free(sp);
+            free(pl);
             return NULL;
         }
+        w->place[w->n_blk] = pl;
         /* the rounds' phases never overlap a first half with a second */
         pr_engine_split_set_exclusive(sp, true);
         w->blk[w->n_blk] = b;
@@ -301,10 +351,20 @@ static void *pr__swork_main(void *arg)
     w->rc = pr__swork_decode(w);
     int64_t t1 = pr_mono_ns();
     w->decode_ns = t1 - t0;
-    if (w->rc || w->run->counting)
+    const pr__srun *run = w->run;
+    if (w->rc || run->counting)
         return NULL;
-    for (uint32_t i = 0; i < w->used; i++)
-        pr_engine_process_par(w->run->eng, w->blk[i], w->out[i], w->sp[i]);
+    for (uint32_t i = 0; i < w->used; i++) {
+        const pr_fside *side = w->blk[i]->side;
+        for (uint16_t f = 0; run->positional && f < run->n_feat; f++) {
+            const int32_t *len = side->lengths + (size_t)f * side->cap;
+            uint64_t n = 0;
+            for (uint32_t r = 0; r < w->blk[i]->rows; r++)
+                n += (uint32_t)len[r];
+            w->place[i][f] = n;
+        }
+        pr_engine_process_par(run->eng, w->blk[i], w->out[i], w->sp[i]);
+    }
     w->engine_ns += pr_mono_ns() - t1;
     return NULL;
 }
@@ -336,10 +396,20 @@ static void *pr__swork_cols(void *arg)
 static void *pr__swork_finish(void *arg)
 {
     pr__swork *w = arg;
-    int64_t t0 = pr_mono_ns();
-    for (uint32_t i = 0; !w->rc && i < w->used; i++)
-        w->rc = pr_feature_finish(w->run->schema, w->blk[i], w->out[i], w->err, sizeof(w->err));
-    w->engine_ns += pr_mono_ns() - t0;
+    const pr__srun *run = w->run;
+    int k = (int)(w - run->work);
+    for (uint32_t i = 0; !w->rc && i < w->used; i++) {
+        int64_t t0 = pr_mono_ns();
+        w->rc = pr_feature_finish(run->schema, w->blk[i], w->out[i], w->err, sizeof(w->err));
+        int64_t t1 = pr_mono_ns();
+        w->engine_ns += t1 - t0;
+        /* with several workers, placed blocks (those before a failed one) */
+        if (!w->rc && run->positional &&
+            (k < run->fail_k || (k == run->fail_k && i < run->fail_i))) {
+            w->rc = pr__swork_pwrite(w, i, w->err, sizeof(w->err));
+            w->write_ns += pr_mono_ns() - t1;
+        }
+    }
     return NULL;
 }
 
@@ -386,7 +456,34 @@ static int pr__srun_serial(pr__srun *run, char *errstr, size_t errstr_size)
         pr__swork *w = &run->work[k];
         pr__srun_rejects(run, w);
         for (uint32_t i = 0; !rc && i < w->used; i++)
-            rc = pr__srun_flush(run, w->blk[i], w->out[i], w->sp[i], errstr, errstr_size);
+            rc = pr__srun_flush(run, w, i, errstr, errstr_size);
+    }
+    return rc;
+}
+
+/* Each block's end in input order (its error; only the first is
+ * reported), placing the blocks before a failure in the output; run->fail_k
+ * and fail_i name the failed block (fail_k = n_work: none). */
+static int pr__srun_ends(pr__srun *run, char *errstr, size_t errstr_size)
+{
+    int rc = 0;
+    run->fail_k = run->n_work;
+    run->fail_i = 0;
+    for (int k = 0; k < run->n_work; k++) {
+        pr__swork *w = &run->work[k];
+        for (uint32_t i = 0; i < w->used; i++) {
+            char later[256];
+            int erc =
+                pr_engine_process_seq_end(run->eng, w->blk[i], w->out[i], w->sp[i],
+                                          rc ? later : errstr, rc ? sizeof(later) : errstr_size);
+            if (erc && !rc) {
+                rc = erc;
+                run->fail_k = k;
+                run->fail_i = i;
+            }
+            if (!rc && run->positional)
+                pr__srun_place(run, w, i);
+        }
     }
     return rc;
 }
@@ -404,36 +501,33 @@ static int pr__srun_split(pr__srun *run, char *errstr, size_t errstr_size)
     for (uint32_t c = 0; c < run->n_cols; c++)
         chain = run->col_ns[c] > chain ? run->col_ns[c] : chain;
     int64_t t0 = pr_mono_ns();
-    int rc = 0, fk = run->n_work;
-    uint32_t fi = 0;
-    for (int k = 0; k < run->n_work; k++) {
-        pr__swork *w = &run->work[k];
-        for (uint32_t i = 0; i < w->used; i++) {
-            char later[256]; /* a later block's error: only the first is reported */
-            int erc =
-                pr_engine_process_seq_end(run->eng, w->blk[i], w->out[i], w->sp[i],
-                                          rc ? later : errstr, rc ? sizeof(later) : errstr_size);
-            if (erc && !rc) {
-                rc = erc;
-                fk = k;
-                fi = i;
-            }
-        }
-    }
+    int rc = pr__srun_ends(run, errstr, errstr_size);
     int64_t dt = pr_mono_ns() - t0;
     run->engine_ns += dt;
     run->serial_eng_ns += chain + dt;
     pr__srun_phase(run, pr__swork_finish);
-    for (int k = 0; k < run->n_work && k <= fk; k++) {
+    t0 = pr_mono_ns();
+    for (int k = 0; k < run->n_work && k <= run->fail_k; k++) {
         pr__swork *w = &run->work[k];
+        run->write_ns += w->write_ns;
+        w->write_ns = 0;
         if (w->rc && !rc)
             return pr_seterr(errstr, errstr_size, w->rc, "%s", w->err);
         pr__srun_rejects(run, w);
-        for (uint32_t i = 0; i < (k == fk ? fi : w->used); i++) {
-            int wrc = pr__srun_write(run, w->blk[i], w->out[i], errstr, errstr_size);
+        for (uint32_t i = 0; i < (k == run->fail_k ? run->fail_i : w->used); i++) {
+            if (run->positional) { /* written by pr__swork_finish */
+                run->res->rows += w->blk[i]->rows;
+                continue;
+            }
+            int wrc = pr__srun_write(run, w, i, errstr, errstr_size);
             if (wrc)
                 return wrc;
         }
+    }
+    if (run->positional) {
+        int64_t dw = pr_mono_ns() - t0;
+        run->write_ns += dw;
+        run->serial_wr_ns += dw;
     }
     return rc;
 }
@@ -451,6 +545,7 @@ static int pr__srun_round(pr__srun *run, char *errstr, size_t errstr_size)
         w->rc = 0;
         w->decode_ns = 0;
         w->engine_ns = 0;
+        w->write_ns = 0;
         pr_mbuf_reset(&w->rej);
     }
     pr__srun_phase(run, pr__swork_main);
@@ -668,6 +763,9 @@ static int pr__srun_open(pr__srun *run, const pr_pipeline_spec *spec, char *errs
     if ((rc = pr_npy_jagged_open_flags(&run->jag, dir, run->n_labels, run->n_dense, run->n_feat,
                                        run->names, false, 0, fl, errstr, errstr_size)))
         return rc;
+    run->positional = run->n_work > 1;
+    if (run->positional && (rc = pr_npy_jagged_begin_positional(run->jag, errstr, errstr_size)))
+        return rc;
     snprintf(path, sizeof(path), "%s/recycled.npy", dir);
     if (!pr_spec_has_eviction(spec))
         unlink(path);
@@ -683,6 +781,8 @@ static int pr__srun_open(pr__srun *run, const pr_pipeline_spec *spec, char *errs
 static int pr__srun_close(pr__srun *run, int rc, char *errstr, size_t errstr_size)
 {
     char path[4200];
+    if (!rc && run->jag && run->positional)
+        pr_npy_jagged_set_rows(run->jag, run->rows_assigned, run->val_assigned);
     if (!rc && run->jag)
         rc = pr_npy_jagged_close(run->jag, false, errstr, errstr_size);
     else
@@ -744,14 +844,17 @@ static void pr__srun_workers_free(pr__srun *run)
             pr_block_free(w->blk[i]);
             pr_out_free(w->out[i]);
             pr_engine_split_free(w->sp[i]);
+            free(w->place[i]);
         }
         free(w->blk);
         free(w->out);
         free(w->sp);
+        free(w->place);
         pr_mbuf_fini(&w->rej);
     }
     free(run->work);
     free(run->col_ns);
+    free(run->val_assigned);
     free(run->round.buf);
     free(run->round.off);
     free(run->round.llen);
@@ -787,7 +890,8 @@ static int pr__srun_setup(pr__srun *run, const pr_pipeline_spec *spec, const pr_
     run->n_cols = pr_engine_spec(run->eng)->n_sparse;
     run->col_ns = calloc(run->n_cols ? run->n_cols : 1, sizeof(*run->col_ns));
     run->names = calloc(schema->n_features + 1, sizeof(*run->names));
-    if (!run->col_ns || !run->names)
+    run->val_assigned = calloc(schema->n_features + 1, sizeof(*run->val_assigned));
+    if (!run->col_ns || !run->names || !run->val_assigned)
         return pr_seterr(errstr, errstr_size, PR_ENOMEM, "offline: out of memory for blocks");
     for (uint32_t i = 0, fi = 0; i < schema->n_features; i++) {
         pr_feature_kind k = schema->features[i].kind;
