@@ -25,7 +25,8 @@
  *   4. one thread appends rejects, the jagged layout and recycled.npy in
  *      input order.
  * Blocks the first half leaves whole (eviction, streaming min_count, the
- * counting pass) run the old way: engine, finish and write block after
+ * counting pass, and every block with one worker, which the halves would
+ * only cost) run the old way: engine, finish and write block after
  * block in input order. The decoder appends or rejects each record on its
  * own (nothing it does depends on the rows around it) and the engine's
  * results do not depend on where blocks end or how it was split, so every
@@ -103,9 +104,10 @@ typedef struct pr__srun {
     int n_work;
     uint32_t block_rows;
     pr__sround round;
-    uint32_t next_col; /* column phase: the next column a worker takes */
-    int64_t *col_ns;   /* [n_sparse] this round's time per column chain */
-    uint32_t n_cols;   /* engine sparse columns */
+    uint32_t next_col;     /* column phase: the next column a worker takes */
+    int64_t *col_ns;       /* [n_sparse] this round's time per column chain */
+    uint32_t n_cols;       /* engine sparse columns */
+    const char *vocab_dir; /* the export's directory, for its workers */
     /* Several workers: each writes its blocks at their place (prefix sums
      * of rows and of each feature's values, in input order); one appends. */
     bool positional;
@@ -352,7 +354,8 @@ static void *pr__swork_main(void *arg)
     int64_t t1 = pr_mono_ns();
     w->decode_ns = t1 - t0;
     const pr__srun *run = w->run;
-    if (w->rc || run->counting)
+    /* one worker runs the whole engine per block: the halves only cost it */
+    if (w->rc || run->counting || run->n_work == 1)
         return NULL;
     for (uint32_t i = 0; i < w->used; i++) {
         const pr_fside *side = w->blk[i]->side;
@@ -777,6 +780,35 @@ static int pr__srun_open(pr__srun *run, const pr_pipeline_spec *spec, char *errs
     return 0;
 }
 
+/* Export worker: columns in turn, until none is left or one fails. */
+static void *pr__swork_vexport(void *arg)
+{
+    pr__swork *w = arg;
+    pr__srun *run = w->run;
+    uint32_t c;
+    w->rc = 0;
+    while (!w->rc && (c = __atomic_fetch_add(&run->next_col, 1, __ATOMIC_RELAXED)) < run->n_cols)
+        w->rc = pr_vocab_export_column(run->eng, run->vocab_dir, c, w->err, sizeof(w->err));
+    return NULL;
+}
+
+/* DIR/vocab/: one file per column, the columns on the workers when the
+ * backend reads concurrently (the export is serial after the pass, so it
+ * must not stay on one core either); same bytes as pr_vocab_export. */
+static int pr__srun_vocab(pr__srun *run, const char *dir, char *errstr, size_t errstr_size)
+{
+    if (run->n_work == 1 || !pr_spec_has_op(pr_engine_spec(run->eng), PR_OP_VOCAB) ||
+        !pr_engine_vocab_read_concurrent(run->eng))
+        return pr_vocab_export(run->eng, dir, errstr, errstr_size);
+    run->vocab_dir = dir;
+    run->next_col = 0;
+    pr__srun_phase(run, pr__swork_vexport);
+    for (int k = 0; k < run->n_work; k++)
+        if (run->work[k].rc)
+            return pr_seterr(errstr, errstr_size, run->work[k].rc, "%s", run->work[k].err);
+    return 0;
+}
+
 /* Close the outputs and export the vocabularies (on success), or drop them. */
 static int pr__srun_close(pr__srun *run, int rc, char *errstr, size_t errstr_size)
 {
@@ -799,7 +831,7 @@ static int pr__srun_close(pr__srun *run, int rc, char *errstr, size_t errstr_siz
         snprintf(path, sizeof(path), "%s/vocab", run->opts->output_dir);
         rc = pr__mkdirs(path, errstr, errstr_size);
         if (!rc)
-            rc = pr_vocab_export(run->eng, path, errstr, errstr_size);
+            rc = pr__srun_vocab(run, path, errstr, errstr_size);
         run->vocab_ns += pr_mono_ns() - t0;
     }
     return rc;
