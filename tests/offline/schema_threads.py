@@ -19,7 +19,9 @@ with 8192-row blocks:
     rejected lines mixed in (hash-table vocabularies of string ids, a
     direct-indexed one after modulus, lists of 10, hash, cross, bucketize);
 every file compared: labels.npy, dense.npy, sparse/<f>.values/.lengths.npy,
-vocab/*.tsv, rejects.tsv, recycled.npy. The default profile's output is also
+vocab/*.tsv, rejects.tsv, recycled.npy. The clickstream file has blank lines
+and no final newline, and is also read from stdin (line by line, where a
+file is mapped): same bytes. The default profile's output is also
 checked against schema_reference.py's Python reference.
 
 usage: schema_threads.py   ($PIPEREC, $PR_TMP, $PR_SOURCE_DIR)
@@ -96,11 +98,20 @@ def clickstream(piperec, tmp):
     for i in range(len(lines) - 1, 0, -331):
         lines.insert(i, bad[i % len(bad)])
     inp = os.path.join(tmp, "clickstream.jsonl")
-    with open(inp, "w") as f:
-        f.write("\n".join(lines) + "\n")
+    with open(inp, "w") as f:  # blank lines (counted, skipped) and no final newline
+        f.write("\n".join(ln if i % 500 else "  \n" + ln for i, ln in enumerate(lines)))
     base = identical(piperec, tmp, "clickstream", cfg, inp)
     rejects = open(os.path.join(base, "rejects.tsv")).read().splitlines()
     assert len(rejects) >= 15, len(rejects)
+    # a file is mapped, stdin read line by line: the same bytes
+    out = os.path.join(tmp, "out-clickstream-stdin")
+    with open(inp, "rb") as f:
+        p = subprocess.run([piperec, "process", "--config", cfg, "--input", "-", "--output", out,
+                            "--threads", "3", "--block-rows", "64", "--no-progress"], stdin=f,
+                           capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert ref.files(out) == ref.files(base), "stdin (read) and file (mapped) outputs differ"
+    print("ok: clickstream from stdin identical to the mapped file")
 
 
 def main():
