@@ -11,9 +11,10 @@
  *
  * The input is read in rounds of up to `threads` x block_rows non-blank
  * lines (a regular file of JSON lines is mapped and its lines decoded where
- * they lie; stdin and length-delimited records are read and copied). Each of `opts->threads` workers (the calling thread and threads - 1
- * more, each with its own pr_json_decoder) decodes a contiguous slice of the
- * round into its own blocks and keeps its rejects. Issue 21: only what the
+ * they lie; stdin and length-delimited records are read and copied). Each
+ * of `opts->threads` workers (the calling thread and threads - 1 more, each
+ * with its own pr_json_decoder) decodes a contiguous slice of the round into
+ * its own blocks and keeps its rejects. Issue 21: only what the
  * semantics order stays in input order. A round runs in phases with a
  * barrier between them, every worker in each:
  *   1. decode, then the engine's first half (pr_engine_process_par: the
