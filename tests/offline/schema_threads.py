@@ -14,7 +14,8 @@ with 8192-row blocks:
   - schema_reference.py's clickstream (string and integer ids, nested and
     missing fields, lists cut to max_len, absent lists, bad records that land
     in rejects.tsv), profiles default and dlrm, count_mode two_pass with
-    min_count 3, streaming min_count 2 and eviction lru (the serial rounds);
+    min_count 3, streaming min_count 2 and eviction lru (the serial rounds),
+    and a dlrm vocabulary that fills up (same error, same rejects.tsv);
   - examples/clickstream.yaml on `piperec gen --format json` events with
     rejected lines mixed in (hash-table vocabularies of string ids, a
     direct-indexed one after modulus, lists of 10, hash, cross, bucketize);
@@ -83,6 +84,24 @@ def reference_schema(piperec, tmp):
     text = default.replace(vocab, vocab + "      columns: { history: { eviction: lru, "
                                           "capacity: 22 } }\n")
     identical(piperec, tmp, "lru", write_cfg(tmp, "lru", text), inp, (64,))
+    # a dlrm vocabulary that fills up: the same error at every thread count,
+    # the layout dropped, rejects.tsv as far as the failing block's slice
+    text = ref.CONFIG.format(profile="dlrm").replace(
+        "      vocab: { profile: dlrm }\n",
+        "      vocab: { profile: dlrm }\n      columns: { user: { capacity: 10 } }\n")
+    cfg = write_cfg(tmp, "full", text)
+    seen = set()
+    for threads in THREADS:
+        out = os.path.join(tmp, "out-full-t%d" % threads)
+        p = subprocess.run([piperec, "process", "--config", cfg, "--input", inp, "--output", out,
+                            "--threads", str(threads), "--block-rows", "64", "--no-progress"],
+                           capture_output=True, text=True)
+        assert p.returncode == 1 and "column user is full" in p.stderr, (threads, p.stderr)
+        assert sorted(os.listdir(out)) == ["rejects.tsv"], (threads, os.listdir(out))
+        seen.add((p.stderr, open(os.path.join(out, "rejects.tsv"), "rb").read()))
+    assert len(seen) == 1, "a full vocabulary fails differently across thread counts"
+    print("ok: full dlrm vocabulary: same error and rejects at threads %s"
+          % "/".join(map(str, THREADS)))
 
 
 def clickstream(piperec, tmp):
