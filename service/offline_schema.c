@@ -10,8 +10,10 @@
  * sparse features, output row, index, notice number).
  *
  * The input is read in rounds of up to `threads` x block_rows non-blank
- * lines (a regular file of JSON lines is mapped and its lines decoded where
- * they lie; stdin and length-delimited records are read and copied). Each
+ * lines (a regular file of JSON lines is mapped: the calling thread cuts a
+ * round into one byte range per worker, each worker cuts its range into
+ * lines, which are decoded where they lie; stdin and length-delimited
+ * records are read and copied by the calling thread). Each
  * of `opts->threads` workers (the calling thread and threads - 1 more, each
  * with its own pr_json_decoder) decodes a contiguous slice of the round into
  * its own blocks and keeps its rejects. Issue 21: only what the
@@ -78,7 +80,21 @@ typedef struct pr__swork {
      * first value per feature and ([n_feat]) its first output row */
     uint64_t **place;
     uint32_t n_blk, used;
-    size_t l0, l1; /* the round's lines [l0, l1) */
+    size_t l0, l1; /* the round's lines [l0, l1) (copied text) */
+    /* The lines it decodes this round: [0, n_src) of s_off (from the
+     * round's text or the mapped input), s_len, s_no + line_base. */
+    const size_t *s_off, *s_len;
+    const int64_t *s_no;
+    size_t n_src;
+    int64_t line_base;
+    /* Mapped input: its byte range of the round, and the lines it cut there
+     * (non-blank ones in m_*, all of them counted in m_lines). */
+    const char *c0, *c1;
+    size_t *m_off, *m_len;
+    int64_t *m_no;
+    size_t m_n, m_cap;
+    int64_t m_lines;
+    int64_t cut_ns; /* this round's cutting (counted as decoding) */
     pr_mbuf rej;
     uint64_t rejected, rejected_by[PR_DEC__COUNT];
     int64_t decode_ns; /* this round's slice */
@@ -318,32 +334,32 @@ static int pr__swork_decode(pr__swork *w)
         pr_block_reset(w->blk[k]);
     w->used = 0;
     pr_block *b = NULL;
-    for (size_t i = w->l0; i < w->l1; i++) {
+    const char *text = rd->map ? rd->map : rd->buf;
+    for (size_t i = 0; i < w->n_src; i++) {
+        int64_t lineno = w->s_no[i] + w->line_base;
         int rc;
         do {
             if (!b && !(b = pr__swork_block(w)))
                 return pr_seterr(w->err, sizeof(w->err), PR_ENOMEM, "offline: out of memory");
-            if (rd->llen[i] == 0 && pr__protobuf(w->run)) { /* as the consumer does */
-                pr__swork_reject(w, PR_DEC_EMPTY, "empty message", "", 0, rd->lineno[i]);
+            if (w->s_len[i] == 0 && pr__protobuf(w->run)) { /* as the consumer does */
+                pr__swork_reject(w, PR_DEC_EMPTY, "empty message", "", 0, lineno);
                 rc = 0;
                 break;
             }
-            rc = pr_decode_json_line(&ctx, b, (rd->map ? rd->map : rd->buf) + rd->off[i],
-                                     rd->llen[i], rd->lineno[i]);
+            rc = pr_decode_json_line(&ctx, b, text + w->s_off[i], w->s_len[i], lineno);
             if (rc == PR_EAGAIN && pr__swork_wait(w)) /* a schema registry not reachable yet */
                 continue;
             if (rc == PR_EFULL && b->rows == 0) /* cannot happen: scap >= every max_len */
                 return pr_seterr(w->err, sizeof(w->err), PR_EINVAL,
-                                 "offline: line %" PRId64 " does not fit an empty block",
-                                 rd->lineno[i]);
+                                 "offline: line %" PRId64 " does not fit an empty block", lineno);
             if (rc == PR_EFULL) {
                 w->used++;
                 b = NULL;
             }
         } while (rc == PR_EFULL);
         if (rc < 0)
-            return pr_seterr(w->err, sizeof(w->err), rc, "offline: line %" PRId64 ": %s",
-                             rd->lineno[i], pr_strerror(rc));
+            return pr_seterr(w->err, sizeof(w->err), rc, "offline: line %" PRId64 ": %s", lineno,
+                             pr_strerror(rc));
     }
     if (b && b->rows)
         w->used++;
@@ -541,16 +557,15 @@ static int pr__srun_split(pr__srun *run, char *errstr, size_t errstr_size)
     return rc;
 }
 
-/* A round: decode and the engine's first half on every worker, then the
- * rest split by column (pr__srun_split) or serial (pr__srun_serial). */
-static int pr__srun_round(pr__srun *run, char *errstr, size_t errstr_size)
+/* A round whose lines every worker has (s_off...): decode and the engine's
+ * first half on every worker, then the rest split by column
+ * (pr__srun_split) or serial (pr__srun_serial). t_round: when it began. */
+static int pr__srun_run_round(pr__srun *run, int64_t t_round, char *errstr, size_t errstr_size)
 {
     pr__sround *rd = &run->round;
-    int64_t t_round = pr_mono_ns(), busy0 = run->decode_ns + run->engine_ns + run->write_ns;
+    int64_t busy0 = run->decode_ns + run->engine_ns + run->write_ns;
     for (int k = 0; k < run->n_work; k++) {
         pr__swork *w = &run->work[k];
-        w->l0 = rd->n * (size_t)k / (size_t)run->n_work;
-        w->l1 = rd->n * (size_t)(k + 1) / (size_t)run->n_work;
         w->rc = 0;
         w->decode_ns = 0;
         w->engine_ns = 0;
@@ -579,6 +594,23 @@ static int pr__srun_round(pr__srun *run, char *errstr, size_t errstr_size)
                    (run->decode_ns + run->engine_ns + run->write_ns - busy0);
     run->idle_ns += idle > 0 ? idle : 0;
     return rc;
+}
+
+/* A round of copied lines (round.off...): each worker a contiguous slice. */
+static int pr__srun_round(pr__srun *run, char *errstr, size_t errstr_size)
+{
+    pr__sround *rd = &run->round;
+    for (int k = 0; k < run->n_work; k++) {
+        pr__swork *w = &run->work[k];
+        w->l0 = rd->n * (size_t)k / (size_t)run->n_work;
+        w->l1 = rd->n * (size_t)(k + 1) / (size_t)run->n_work;
+        w->s_off = rd->off + w->l0;
+        w->s_len = rd->llen + w->l0;
+        w->s_no = rd->lineno + w->l0;
+        w->n_src = w->l1 - w->l0;
+        w->line_base = 0;
+    }
+    return pr__srun_run_round(run, pr_mono_ns(), errstr, errstr_size);
 }
 
 /* ---------------------------------------------------------------- reading */
@@ -704,44 +736,139 @@ static int pr__srun_pass_delimited(pr__srun *run, FILE *f, char *errstr, size_t 
     return rc;
 }
 
-/* One pass over JSON lines in a regular file, mapped: the lines are cut
- * with memchr and decoded where they lie (no copy; getline and the copy
- * were the one serial part outside the rounds). 1 when the file cannot be
- * mapped (the caller reads it), else 0 or a negative PR_E* code. */
+/* Phase 0 of a mapped round, on every worker: cut its byte range into
+ * lines (numbered from 1 within the range; blank ones counted, not kept). */
+static void *pr__swork_cut(void *arg)
+{
+    pr__swork *w = arg;
+    const char *map = w->run->round.map;
+    int64_t t0 = pr_mono_ns();
+    w->m_n = 0;
+    w->m_lines = 0;
+    w->rc = 0;
+    for (const char *p = w->c0; p < w->c1;) {
+        const char *nl = memchr(p, '\n', (size_t)(w->c1 - p));
+        size_t len = nl ? (size_t)(nl - p) : (size_t)(w->c1 - p);
+        w->m_lines++;
+        if (!pr__blank(p, len)) {
+            if (w->m_n == w->m_cap) {
+                size_t cap = w->m_cap ? w->m_cap * 2 : 4096;
+                size_t *no = realloc(w->m_off, cap * sizeof(*no));
+                if (no)
+                    w->m_off = no;
+                size_t *nl2 = no ? realloc(w->m_len, cap * sizeof(*nl2)) : NULL;
+                if (nl2)
+                    w->m_len = nl2;
+                int64_t *nn = nl2 ? realloc(w->m_no, cap * sizeof(*nn)) : NULL;
+                if (!nn) {
+                    w->rc = pr_seterr(w->err, sizeof(w->err), PR_ENOMEM, "offline: out of memory");
+                    return NULL;
+                }
+                w->m_no = nn;
+                w->m_cap = cap;
+            }
+            w->m_off[w->m_n] = (size_t)(p - map);
+            w->m_len[w->m_n] = len;
+            w->m_no[w->m_n++] = w->m_lines;
+        }
+        p = nl ? nl + 1 : w->c1;
+    }
+    w->s_off = w->m_off;
+    w->s_len = w->m_len;
+    w->s_no = w->m_no;
+    w->n_src = w->m_n;
+    w->cut_ns = pr_mono_ns() - t0;
+    return NULL;
+}
+
+/* The offset just past the first newline at or after `at` (or size). */
+static size_t pr__after_newline(const char *map, size_t at, size_t size)
+{
+    if (at >= size)
+        return size;
+    const char *nl = memchr(map + at, '\n', size - at);
+    return nl ? (size_t)(nl - map) + 1 : size;
+}
+
+/* The first non-blank line must open a JSON object (the checks
+ * pr__srun_line makes); and the average line length of the first 64 KiB,
+ * to size the rounds. 0 or PR_EINVAL. */
+static int pr__srun_map_start(pr__srun *run, const char *map, size_t size, size_t *avg,
+                              char *errstr, size_t errstr_size)
+{
+    bool seen_object = false;
+    int64_t lineno = 0;
+    for (size_t p = 0; !seen_object && p < size;) {
+        size_t q = pr__after_newline(map, p, size);
+        size_t len = q - p - (map[q - 1] == '\n');
+        int rc = pr__srun_line(run, map + p, len, ++lineno, &seen_object, errstr, errstr_size);
+        if (rc)
+            return rc;
+        p = q;
+    }
+    run->round.n = 0; /* pr__srun_line kept the line: the rounds take it again */
+    size_t sample = size < 65536 ? size : 65536, lines = 0;
+    for (const char *p = map; (p = memchr(p, '\n', (size_t)(map + sample - p))); p++)
+        lines++;
+    *avg = sample / (lines ? lines : 1);
+    if (*avg < 16)
+        *avg = 16;
+    return 0;
+}
+
+/* One pass over JSON lines in a regular file, mapped, in rounds of about
+ * threads x block_rows lines: the calling thread only cuts the round into
+ * one byte range per worker at newlines; each worker cuts its range into
+ * lines (phase 0), the counts give each its first line number, and the
+ * round runs on the lines where they lie (no copy). 1 when the file cannot
+ * be mapped (the caller reads it), else 0 or a negative PR_E* code. */
 static int pr__srun_pass_mapped(pr__srun *run, char *errstr, size_t errstr_size)
 {
-    const char *in = run->opts->input;
-    int fd = open(in, O_RDONLY);
+    int fd = open(run->opts->input, O_RDONLY);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size <= 0) {
         if (fd >= 0)
             close(fd);
         return 1;
     }
-    size_t size = (size_t)st.st_size;
+    size_t size = (size_t)st.st_size, avg;
     char *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (map == MAP_FAILED)
         return 1;
     madvise(map, size, MADV_SEQUENTIAL);
     run->round.map = map;
-    int64_t lineno = 0;
-    int rc = 0;
-    bool seen_object = false;
-    for (const char *p = map, *end = map + size; !rc && p < end;) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
-        lineno++;
-        if (!run->counting) {
-            run->res->lines++;
-            run->res->bytes += len + (nl != NULL);
+    int rc = pr__srun_map_start(run, map, size, &avg, errstr, errstr_size);
+    size_t round_bytes = (size_t)run->n_work * run->block_rows * avg;
+    int64_t lines_before = 0;
+    for (size_t pos = 0; !rc && pos < size;) {
+        int64_t t_round = pr_mono_ns();
+        size_t end = pr__after_newline(map, pos + round_bytes - 1, size), cut = pos;
+        for (int k = 0; k < run->n_work; k++) {
+            pr__swork *w = &run->work[k];
+            size_t at = pos + (end - pos) * (size_t)(k + 1) / (size_t)run->n_work;
+            size_t next = k + 1 == run->n_work ? end : pr__after_newline(map, at - 1, end);
+            w->c0 = map + cut;
+            w->c1 = map + (next > cut ? next : cut);
+            cut = next > cut ? next : cut;
         }
-        rc = pr__srun_line(run, p, len, lineno, &seen_object, errstr, errstr_size);
-        p = nl ? nl + 1 : end;
+        pr__srun_phase(run, pr__swork_cut);
+        for (int k = 0; !rc && k < run->n_work; k++) {
+            pr__swork *w = &run->work[k];
+            if (w->rc)
+                rc = pr_seterr(errstr, errstr_size, w->rc, "%s", w->err);
+            w->line_base = lines_before;
+            lines_before += w->m_lines;
+            run->decode_ns += w->cut_ns;
+            if (!run->counting)
+                run->res->lines += (uint64_t)w->m_lines;
+        }
+        if (!run->counting)
+            run->res->bytes += end - pos;
+        if (!rc)
+            rc = pr__srun_run_round(run, t_round, errstr, errstr_size);
+        pos = end;
     }
-    if (!rc && run->round.n)
-        rc = pr__srun_round(run, errstr, errstr_size);
-    run->round.n = 0;
     run->round.map = NULL;
     munmap(map, size);
     return rc;
@@ -945,6 +1072,9 @@ static void pr__srun_workers_free(pr__srun *run)
         free(w->out);
         free(w->sp);
         free(w->place);
+        free(w->m_off);
+        free(w->m_len);
+        free(w->m_no);
         pr_mbuf_fini(&w->rej);
     }
     free(run->work);
