@@ -25,28 +25,46 @@
 # Medians per binary and thread count at the end. Wall times on a shared
 # 2-core machine move by +-30%; the thread-seconds and the fraction are
 # steadier.
+#
+# BENCH_OFFLINE_SCHEMA=CONFIG: a declared schema instead (e.g.
+# examples/clickstream.yaml): ROWS JSON events of `piperec gen --format
+# json`, `process --config CONFIG`, every output file compared. The schema
+# driver's serial parts do not overlap the rest (its rounds have barriers
+# between phases), so amdahl16 is its projection; pipe16 is printed alike.
 set -eu
 BASE=${1:?usage: bench_offline_serial.sh BASE_PIPEREC NEW_PIPEREC [ROWS] [ROUNDS] [THREADS]}
 NEW=${2:?usage: bench_offline_serial.sh BASE_PIPEREC NEW_PIPEREC [ROWS] [ROUNDS] [THREADS]}
 ROWS=${3:-1000000}
 ROUNDS=${4:-3}
 THREADS=${5:-1 2}
+SCHEMA=${BENCH_OFFLINE_SCHEMA:-}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/offline-serial.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 
-"$NEW" gen --rows "$ROWS" --output "$TMP/in.tsv" --seed 7 >/dev/null 2>&1
+if [ -n "$SCHEMA" ]; then
+    IN=$TMP/in.jsonl
+    "$NEW" gen --format json --rows "$ROWS" --output "$IN" --seed 7 >/dev/null 2>&1
+    set -- --config "$SCHEMA"
+else
+    IN=$TMP/in.tsv
+    "$NEW" gen --rows "$ROWS" --output "$IN" --seed 7 >/dev/null 2>&1
+    set --
+fi
 RES="$TMP/res.txt"
 : > "$RES"
 
-# one NAME BIN THREADS -> a result line in $RES
+# one NAME BIN THREADS [PROCESS ARGS] -> a result line in $RES
 one() {
     out="$TMP/out-$1-$3"
     rm -rf "$out"
-    "$2" process --input "$TMP/in.tsv" --output "$out" --threads "$3" --no-progress \
+    nm=$1 bin=$2 t=$3
+    shift 3
+    "$bin" process "$@" --input "$IN" --output "$out" --threads "$t" --no-progress \
         2> "$TMP/err" || { cat "$TMP/err" >&2; exit 1; }
+    set -- "$nm" "$bin" "$t" 
     awk -v name="$1" -v t="$3" '
         / rows, .* rejected, / { for (i = 1; i <= NF; i++) if ($i == "s,") wall = $(i - 1);
-                                 for (i = 1; i <= NF; i++) if ($i == "rows/s,") rps = $(i - 1) }
+                                 for (i = 1; i <= NF; i++) if ($i ~ /^rows\/s,?$/) rps = $(i - 1) }
         /thread-seconds per stage/ { gsub(",", ""); for (i = 1; i <= NF; i++) {
                                        if ($i == "decode") d = $(i + 1);
                                        if ($i == "engine") e = $(i + 1);
@@ -66,13 +84,18 @@ one() {
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
     for T in $THREADS; do
-        one base "$BASE" "$T"
-        one new "$NEW" "$T"
+        one base "$BASE" "$T" "$@"
+        one new "$NEW" "$T" "$@"
     done
     r=$((r + 1))
 done
 
 for T in $THREADS; do
+    if [ -n "$SCHEMA" ]; then
+        diff -r "$TMP/out-base-1" "$TMP/out-new-$T" >/dev/null ||
+            { echo "bench_offline_serial: outputs differ (new, $T threads)" >&2; exit 1; }
+        continue
+    fi
     for f in dense.npy sparse.npy labels.npy rejects.tsv; do
         cmp -s "$TMP/out-base-1/$f" "$TMP/out-new-$T/$f" ||
             { echo "bench_offline_serial: $f differs (new, $T threads)" >&2; exit 1; }

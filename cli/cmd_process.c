@@ -46,10 +46,12 @@ static void pr__process_usage(FILE *f)
             "  DIR/labels.npy [N, L], dense.npy [N, D], sparse/<name>.values.npy (int64)\n"
             "  and sparse/<name>.lengths.npy (int32) per sparse feature, vocab/, rejects.tsv\n"
             "  (and recycled.npy: feature, row, index, number), decoding each line as\n"
-            "  `piperec run` does (source.format json); --threads N is then N decoding\n"
-            "  workers (default: the online CPUs) and the engine's threads (default\n"
-            "  engine.threads). Results do not depend on N. With source.format protobuf\n"
-            "  the input is length-delimited messages (a varint length, then the message).\n");
+            "  `piperec run` does (source.format json); --threads N is then N workers\n"
+            "  sharing decoding, the engine by column and writing (default: the online\n"
+            "  CPUs), and the engine's own threads (default engine.threads) where it\n"
+            "  runs whole (eviction, streaming min_count). Results do not depend on N.\n"
+            "  With source.format protobuf the input is length-delimited messages (a\n"
+            "  varint length, then the message).\n");
 }
 
 static int pr__parse_int(const char *s, long lo, long hi, long *out)

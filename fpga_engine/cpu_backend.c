@@ -2131,20 +2131,21 @@ static pr_backend_split *pr__cpu_split_new(const pr_backend *be)
 }
 
 /* Can the first half do this block? Every sparse column uint64 (decoders
- * with fused Hex2Int: nothing to reject), one element per row, and every
- * vocabulary direct-indexed, without eviction or a shared (frozen) table,
- * and counting only in a finished two-pass count (streaming min_count
- * counts known values too). */
-static bool pr__split_ok(const pr_backend *be, const pr_block *in)
+ * with fused Hex2Int: nothing to reject; jagged columns are), and every
+ * vocabulary direct-indexed (or a hash table when the split is exclusive:
+ * no insert can move a slot under the reader), without eviction or a
+ * shared (frozen) table, and counting only in a finished two-pass count
+ * (streaming min_count counts known values too). */
+static bool pr__split_ok(const pr_backend *be, const pr_block *in, bool exclusive)
 {
-    if (in->col_rows || (be->two_pass && !be->count_done))
+    if (be->two_pass && !be->count_done)
         return false;
     for (uint32_t c = 0; c < be->spec.n_sparse; c++) {
         if (in->sparse_enc[c] == PR_SPARSE_HEX)
             return false;
         const pr__vcol *vc = &be->cols[c];
-        if (be->has[PR_OP_VOCAB] &&
-            (!vc->direct || vc->evict || vc->frozen || (vc->counting && !be->two_pass)))
+        if (be->has[PR_OP_VOCAB] && ((!vc->direct && !exclusive) || vc->evict || vc->frozen ||
+                                     (vc->counting && !be->two_pass)))
             return false;
     }
     return true;
@@ -2202,9 +2203,39 @@ pr__split_lookup_w(const pr_backend *be, pr_backend_split *bs, const pr_block *i
     return 0;
 }
 
+/* pr__split_lookup_w for a hash-table column (an exclusive split: nothing
+ * inserts meanwhile). A slot with a negative index (counted, below
+ * min_count) is queued too: the second half decides it as process() does. */
+static int pr__split_lookup_hash(const pr_backend *be, pr_backend_split *bs, const pr_block *in,
+                                 void *outp, uint32_t c, uint32_t r0, uint32_t n)
+{
+    const pr__vcol *vc = &be->cols[c];
+    const uint64_t *v = bs->vals;
+    const uint64_t *miss = be->spec.profile == PR_VOCAB_DEFAULT
+                               ? in->sparse_missing + c * pr_bitmap_words(in->scap) + r0 / 64
+                               : NULL;
+    for (uint32_t r = 0; r < n; r++) {
+        int64_t i = 0;
+        if (!(miss && ((miss[r / 64] >> (r % 64)) & 1))) {
+            const pr__hslot *s = pr__ht_find(vc, v[r]);
+            if (s && s->idx >= 0)
+                i = s->idx;
+            else if (pr__split_queue(bs, c, r0 + r, v[r]))
+                return PR_ENOMEM;
+        }
+        if (be->width == 4)
+            ((int32_t *)outp)[r] = (int32_t)i;
+        else
+            ((int64_t *)outp)[r] = i;
+    }
+    return 0;
+}
+
 static int pr__split_lookup(const pr_backend *be, pr_backend_split *bs, const pr_block *in, void *o,
                             uint32_t c, uint32_t r0, uint32_t n)
 {
+    if (!be->cols[c].direct)
+        return pr__split_lookup_hash(be, bs, in, o, c, r0, n);
     return be->width == 4 ? pr__split_lookup_w(be, bs, in, o, c, r0, n, 4)
                           : pr__split_lookup_w(be, bs, in, o, c, r0, n, 8);
 }
@@ -2247,9 +2278,9 @@ static int pr__split_sparse(const pr_backend *be, pr_backend_split *bs, const pr
 }
 
 static int pr__cpu_process_par(const pr_backend *be, const pr_block *in, pr_out *out,
-                               pr_backend_split *bs)
+                               pr_backend_split *bs, bool exclusive)
 {
-    if (!pr__split_ok(be, in))
+    if (!pr__split_ok(be, in, exclusive))
         return 0;
     uint32_t rows = in->rows;
     memset(&bs->ws, 0, sizeof(bs->ws));
@@ -2265,13 +2296,16 @@ static int pr__cpu_process_par(const pr_backend *be, const pr_block *in, pr_out 
     else
         memset(out->labels, 0, (size_t)rows * sizeof(int32_t));
     /* Column by column over the whole block, as pr__fused_column_task: a
-     * column's popular values stay in cache from one chunk to the next. */
-    for (uint32_t c = 0; c < bs->ns; c++)
-        for (uint32_t r0 = 0; r0 < rows; r0 += be->chunk) {
-            uint32_t r1 = rows - r0 > be->chunk ? r0 + be->chunk : rows;
+     * column's popular values stay in cache from one chunk to the next. A
+     * jagged column runs over its elements. */
+    for (uint32_t c = 0; c < bs->ns; c++) {
+        uint32_t n = pr_block_col_rows(in, c);
+        for (uint32_t r0 = 0; r0 < n; r0 += be->chunk) {
+            uint32_t r1 = n - r0 > be->chunk ? r0 + be->chunk : n;
             if (pr__split_sparse(be, bs, in, out, c, r0, r1))
                 return 0; /* out of memory: the whole process() will say so */
         }
+    }
     for (uint32_t d = 0; d < be->spec.n_dense; d++)
         for (uint32_t r0 = 0; r0 < rows; r0 += be->chunk) {
             uint32_t r1 = rows - r0 > be->chunk ? r0 + be->chunk : rows;
@@ -2294,7 +2328,7 @@ static void pr__cpu_process_seq_col(pr_backend *be, const pr_block *in, pr_out *
     for (uint32_t k = 0; k < bs->n_q[c]; k++) {
         const pr__pending *p = &q[k];
         /* the table is far out of cache by now: hide its misses */
-        if (k + PR__PREFETCH < bs->n_q[c])
+        if (vc->direct && k + PR__PREFETCH < bs->n_q[c])
             __builtin_prefetch(&vc->dmap[q[k + PR__PREFETCH].value]);
         int64_t i = pr__vocab_one(vc, p->value, streaming);
         if (i < 0) {
@@ -2302,7 +2336,8 @@ static void pr__cpu_process_seq_col(pr_backend *be, const pr_block *in, pr_out *
             bs->fail_err[c] = (int)i;
             char *o =
                 be->width == 4 ? (char *)pr_out_sparse32(out, c) : (char *)pr_out_sparse64(out, c);
-            memset(o + (size_t)p->row * be->width, 0, (size_t)(in->rows - p->row) * be->width);
+            memset(o + (size_t)p->row * be->width, 0,
+                   (size_t)(pr_block_col_rows(in, c) - p->row) * be->width);
             break;
         }
         if (be->width == 4)

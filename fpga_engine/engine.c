@@ -985,6 +985,7 @@ struct pr_engine_split {
     const pr_backend_ops *ops;
     pr_backend_split *bs; /* NULL: the backend has no halves */
     bool whole;           /* the second half runs all of pr_engine_process */
+    bool exclusive;       /* no second half runs while this first half does */
 };
 
 pr_engine_split *pr_engine_split_new(const pr_engine *eng)
@@ -1016,15 +1017,23 @@ int pr_engine_process_par(const pr_engine *eng, const pr_block *in, pr_out *out,
                           pr_engine_split *sp)
 {
     sp->whole = true;
-    if (!sp->bs || eng->evict || eng->shared || eng->hook || !in || !out || in->col_rows ||
+    if (!sp->bs || eng->evict || eng->shared || eng->hook || !in || !out ||
         pr__check_block(eng, in, NULL, 0) || out->cap < in->rows || out->n_dense != in->n_dense ||
-        out->n_sparse != in->n_sparse || out->sparse_width != eng->sparse_width)
+        out->n_sparse != in->n_sparse || out->sparse_width != eng->sparse_width ||
+        (in->col_rows && (!out->col_rows || out->scap < in->scap)))
         return 0;
     out->rows = in->rows;
+    if (in->col_rows)
+        memcpy(out->col_rows, in->col_rows, (size_t)in->n_sparse * sizeof(uint32_t));
     out->n_rejected = 0;
     out->n_recycled = 0;
-    sp->whole = eng->ops->process_par(eng->be, in, out, sp->bs) != 1;
+    sp->whole = eng->ops->process_par(eng->be, in, out, sp->bs, sp->exclusive) != 1;
     return 0;
+}
+
+void pr_engine_split_set_exclusive(pr_engine_split *sp, bool exclusive)
+{
+    sp->exclusive = exclusive;
 }
 
 bool pr_engine_split_whole(const pr_engine_split *sp)

@@ -97,10 +97,13 @@ typedef struct pr_backend_ops {
      * for every sparse column, any order, columns on any threads, then
      * process_seq_end finish the block), 0 when the block needs the whole
      * process(); it only reads backend state that the second half does not
-     * write, or writes with atomic stores (the vocabulary's known indices). */
+     * write, or writes with atomic stores (the vocabulary's known indices);
+     * with `exclusive` (no second half runs meanwhile) it may also read
+     * state the second half writes (hash-table vocabularies). */
     pr_backend_split *(*split_new)(const pr_backend *be);
     void (*split_free)(pr_backend_split *bs);
-    int (*process_par)(const pr_backend *be, const pr_block *in, pr_out *out, pr_backend_split *bs);
+    int (*process_par)(const pr_backend *be, const pr_block *in, pr_out *out, pr_backend_split *bs,
+                       bool exclusive);
     void (*process_seq_col)(pr_backend *be, const pr_block *in, pr_out *out, pr_backend_split *bs,
                             uint32_t col);
     int (*process_seq_end)(pr_backend *be, const pr_block *in, pr_out *out, pr_backend_split *bs,

@@ -10,28 +10,50 @@
  * sparse features, output row, index, notice number).
  *
  * The input is read in rounds of up to `threads` x block_rows non-blank
- * lines. Each of `opts->threads` workers (the calling thread and threads - 1
- * more, each with its own pr_json_decoder) decodes a contiguous slice of the
- * round into its own blocks and keeps its rejects; then the calling thread
- * writes the rejects and runs the engine and the writer over the blocks,
- * slice after slice. The decoder appends or rejects each record on its own
- * (nothing it does depends on the rows around it) and the engine's results
- * do not depend on where blocks end, so every output depends only on the
- * input order: never on the thread count or the block size.
+ * lines (a regular file of JSON lines is mapped: the calling thread cuts a
+ * round into one byte range per worker, each worker cuts its range into
+ * lines, which are decoded where they lie; stdin and length-delimited
+ * records are read and copied by the calling thread). Each
+ * of `opts->threads` workers (the calling thread and threads - 1 more, each
+ * with its own pr_json_decoder) decodes a contiguous slice of the round into
+ * its own blocks and keeps its rejects. Issue 21: only what the
+ * semantics order stays in input order. A round runs in phases with a
+ * barrier between them, every worker in each:
+ *   1. decode, then the engine's first half (pr_engine_process_par: the
+ *      lookup of every key that already has an index, direct or hash table,
+ *      which is safe since no insert runs in this phase: an exclusive split);
+ *   2. the keys not found (first appearances), per engine column in input
+ *      order (pr_engine_process_seq_col), different columns on different
+ *      workers; then each block's end in input order (its error);
+ *   3. pr_feature_finish (operators after vocab, the side tables) per block;
+ *   4. one thread appends rejects, the jagged layout and recycled.npy in
+ *      input order.
+ * Blocks the first half leaves whole (eviction, streaming min_count, the
+ * counting pass, and every block with one worker, which the halves would
+ * only cost) run the old way: engine, finish and write block after
+ * block in input order. The decoder appends or rejects each record on its
+ * own (nothing it does depends on the rows around it) and the engine's
+ * results do not depend on where blocks end or how it was split, so every
+ * output depends only on the input order: never on the thread count or the
+ * block size.
  *
  * Stage times (pr_offline_result, printed by `piperec process` as for the
  * Criteo layout), in thread-seconds of wall clock: decode (each worker's
  * slice), engine (engine + pr_feature_finish, or the counting pass), write
  * (the .npy layout, recycled.npy, rejects.tsv), idle (per round, the
  * workers' time in neither: waiting for the slowest slice, or for the
- * serial engine and write part), vocab export.
+ * serial parts), vocab export; and the time holding the input order
+ * (serial_engine_s: per round the longest column chain plus the blocks'
+ * ends, or the whole serial engine; serial_write_s), the serial fraction.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,11 +73,33 @@ typedef struct pr__swork {
     struct pr__srun *run;
     pr_json_decoder *dec;
     pr_block **blk;
+    pr_out **out;         /* [n_blk] the engine's output of blk[i] */
+    pr_engine_split **sp; /* [n_blk] blk[i] between the engine's halves */
+    /* [n_blk][n_feat + 1], positional writes: blk[i]'s values per feature
+     * (phase 1), then, once placed in input order (pr__srun_place), its
+     * first value per feature and ([n_feat]) its first output row */
+    uint64_t **place;
     uint32_t n_blk, used;
-    size_t l0, l1; /* the round's lines [l0, l1) */
+    size_t l0, l1; /* the round's lines [l0, l1) (copied text) */
+    /* The lines it decodes this round: [0, n_src) of s_off (from the
+     * round's text or the mapped input), s_len, s_no + line_base. */
+    const size_t *s_off, *s_len;
+    const int64_t *s_no;
+    size_t n_src;
+    int64_t line_base;
+    /* Mapped input: its byte range of the round, and the lines it cut there
+     * (non-blank ones in m_*, all of them counted in m_lines). */
+    const char *c0, *c1;
+    size_t *m_off, *m_len;
+    int64_t *m_no;
+    size_t m_n, m_cap;
+    int64_t m_lines;
+    int64_t cut_ns; /* this round's cutting (counted as decoding) */
     pr_mbuf rej;
     uint64_t rejected, rejected_by[PR_DEC__COUNT];
     int64_t decode_ns; /* this round's slice */
+    int64_t engine_ns; /* this round's engine parts (first half, columns, finish) */
+    int64_t write_ns;  /* this round's positional writes */
     int rc;
     uint32_t eagain_waits;
     char err[256];
@@ -65,7 +109,8 @@ typedef struct pr__swork {
 typedef struct pr__sround {
     char *buf;
     size_t len, cap;
-    size_t *off; /* [n]: line i is buf[off[i], off[i] + llen[i]) */
+    const char *map; /* the mapped input, when the lines lie there (then off is from map) */
+    size_t *off;     /* [n]: line i is buf[off[i], off[i] + llen[i]) */
     size_t *llen;
     int64_t *lineno;
     size_t n, max; /* lines held, lines per round */
@@ -80,7 +125,16 @@ typedef struct pr__srun {
     int n_work;
     uint32_t block_rows;
     pr__sround round;
-    pr_out *out;
+    uint32_t next_col;     /* column phase: the next column a worker takes */
+    int64_t *col_ns;       /* [n_sparse] this round's time per column chain */
+    uint32_t n_cols;       /* engine sparse columns */
+    const char *vocab_dir; /* the export's directory, for its workers */
+    /* Several workers: each writes its blocks at their place (prefix sums
+     * of rows and of each feature's values, in input order); one appends. */
+    bool positional;
+    uint64_t rows_assigned, *val_assigned; /* [n_feat] */
+    int fail_k;                            /* split round: the block whose end failed */
+    uint32_t fail_i;                       /* (work[fail_k].blk[fail_i]); n_work: none */
     pr_npy_jagged *jag;
     pr_npy_writer *w_recycled;
     FILE *rejects;
@@ -88,11 +142,11 @@ typedef struct pr__srun {
     const char **names; /* sparse feature names, side order */
     uint16_t n_labels, n_dense, n_feat;
     int64_t decode_ns, engine_ns, write_ns, idle_ns, vocab_ns; /* stage timers */
+    int64_t serial_eng_ns, serial_wr_ns; /* ... of which holding the input order */
 } pr__srun;
 
-static int pr__srun_recycled(pr__srun *run, char *errstr, size_t errstr_size)
+static int pr__srun_recycled(pr__srun *run, const pr_out *o, char *errstr, size_t errstr_size)
 {
-    const pr_out *o = run->out;
     for (uint32_t i = 0; i < o->n_recycled; i++) {
         const pr_recycled *r = &o->recycled[i];
         int64_t row[4] = {r->col, (int64_t)(run->res->rows + r->row), r->index, (int64_t)r->number};
@@ -103,9 +157,65 @@ static int pr__srun_recycled(pr__srun *run, char *errstr, size_t errstr_size)
     return 0;
 }
 
-/* Engine, finish and write (or count) block b. */
-static int pr__srun_flush(pr__srun *run, pr_block *b, char *errstr, size_t errstr_size)
+/* Give block i of worker w its place in the output (in input order): its
+ * value counts per feature become its first value per feature, and
+ * place[n_feat] its first row. */
+static void pr__srun_place(pr__srun *run, pr__swork *w, uint32_t i)
 {
+    uint64_t *pl = w->place[i];
+    for (uint16_t f = 0; f < run->n_feat; f++) {
+        uint64_t n = pl[f];
+        pl[f] = run->val_assigned[f];
+        run->val_assigned[f] += n;
+    }
+    pl[run->n_feat] = run->rows_assigned;
+    run->rows_assigned += w->blk[i]->rows;
+}
+
+/* Write block i of worker w at its place (any thread, once placed). */
+static int pr__swork_pwrite(pr__swork *w, uint32_t i, char *errstr, size_t errstr_size)
+{
+    const pr__srun *run = w->run;
+    const uint64_t *pl = w->place[i];
+    return pr_npy_jagged_pwrite_side(run->jag, w->out[i]->side, pl[run->n_feat], pl,
+                                     w->blk[i]->rows, errstr, errstr_size);
+}
+
+/* Write block i of worker w, finished (in input order): appended, or at its
+ * place with several workers. */
+static int pr__srun_write(pr__srun *run, pr__swork *w, uint32_t i, char *errstr, size_t errstr_size)
+{
+    const pr_block *b = w->blk[i];
+    pr_out *o = w->out[i];
+    int64_t t1 = pr_mono_ns();
+    int rc;
+    if (run->positional) {
+        pr__srun_place(run, w, i);
+        rc = pr__swork_pwrite(w, i, errstr, errstr_size);
+    } else {
+        rc = pr_npy_jagged_append_side(run->jag, o->side, 0, b->rows, errstr, errstr_size);
+    }
+    if (rc)
+        return rc;
+    if (o->n_recycled) {
+        if ((rc = pr__srun_recycled(run, o, errstr, errstr_size)))
+            return rc;
+        pr_engine_vocab_notices_delivered(run->eng, pr_engine_vocab_recycled_total(run->eng) + 1);
+    }
+    int64_t dt = pr_mono_ns() - t1;
+    run->write_ns += dt;
+    run->serial_wr_ns += dt;
+    run->res->rows += b->rows;
+    return 0;
+}
+
+/* The whole engine (its second half, which runs all of pr_engine_process
+ * on a whole block), finish and write (or count) block b, in input order:
+ * the path of rounds whose blocks do not all split. */
+static int pr__srun_flush(pr__srun *run, pr__swork *w, uint32_t i, char *errstr, size_t errstr_size)
+{
+    pr_block *b = w->blk[i];
+    pr_out *o = w->out[i];
     int rc = 0;
     if (b->rows == 0)
         return 0;
@@ -113,26 +223,19 @@ static int pr__srun_flush(pr__srun *run, pr_block *b, char *errstr, size_t errst
     if (run->counting) {
         rc = pr_engine_count(run->eng, b);
         run->engine_ns += pr_mono_ns() - t0;
+        run->serial_eng_ns += pr_mono_ns() - t0;
         if (rc)
             return pr_seterr(errstr, errstr_size, rc, "offline: counting pass: %s",
                              pr_strerror(rc));
         return 0;
     }
-    if ((rc = pr_engine_process(run->eng, b, run->out, errstr, errstr_size)) ||
-        (rc = pr_feature_finish(run->schema, b, run->out, errstr, errstr_size)))
+    if ((rc = pr_engine_process_seq(run->eng, b, o, w->sp[i], errstr, errstr_size)) ||
+        (rc = pr_feature_finish(run->schema, b, o, errstr, errstr_size)))
         return rc;
-    int64_t t1 = pr_mono_ns();
-    run->engine_ns += t1 - t0;
-    if ((rc = pr_npy_jagged_append_side(run->jag, run->out->side, 0, b->rows, errstr, errstr_size)))
-        return rc;
-    if (run->out->n_recycled) {
-        if ((rc = pr__srun_recycled(run, errstr, errstr_size)))
-            return rc;
-        pr_engine_vocab_notices_delivered(run->eng, pr_engine_vocab_recycled_total(run->eng) + 1);
-    }
-    run->write_ns += pr_mono_ns() - t1;
-    run->res->rows += b->rows;
-    return 0;
+    int64_t dt = pr_mono_ns() - t0;
+    run->engine_ns += dt;
+    run->serial_eng_ns += dt;
+    return pr__srun_write(run, w, i, errstr, errstr_size);
 }
 
 /* ---------------------------------------------------------------- decoding workers */
@@ -169,17 +272,44 @@ static void pr__swork_reject(void *opaque, int reason, const char *detail, const
         w->rejected_by[reason]++;
 }
 
-/* The worker's next empty block (allocated on first need, reused after). */
+/* The worker's next empty block, with its output and split state
+ * (allocated on first need, reused after). */
 static pr_block *pr__swork_block(pr__swork *w)
 {
     if (w->used == w->n_blk) {
-        pr_block **nb = realloc(w->blk, ((size_t)w->n_blk + 1) * sizeof(*nb));
-        if (!nb)
+        const pr__srun *run = w->run;
+        size_t n = (size_t)w->n_blk + 1;
+        pr_block **nb = realloc(w->blk, n * sizeof(*nb));
+        if (nb)
+            w->blk = nb;
+        pr_out **no = nb ? realloc(w->out, n * sizeof(*no)) : NULL;
+        if (no)
+            w->out = no;
+        pr_engine_split **ns = no ? realloc(w->sp, n * sizeof(*ns)) : NULL;
+        if (ns)
+            w->sp = ns;
+        uint64_t **np = ns ? realloc(w->place, n * sizeof(*np)) : NULL;
+        if (!np)
             return NULL;
-        w->blk = nb;
-        if (!(w->blk[w->n_blk] = pr_feature_block_new(w->run->schema, w->run->block_rows, true)))
+        w->place = np;
+        pr_block *b = pr_feature_block_new(run->schema, run->block_rows, true);
+        pr_out *o =
+            pr_feature_out_new(run->schema, run->block_rows, pr_engine_sparse_width(run->eng));
+        pr_engine_split *sp = pr_engine_split_new(run->eng);
+        uint64_t *pl = calloc((size_t)run->n_feat + 1, sizeof(*pl));
+        if (!b || !o || !sp || !pl) {
+            pr_block_free(b);
+            pr_out_free(o);
+            pr_engine_split_free(sp);
+            free(pl);
             return NULL;
-        w->n_blk++;
+        }
+        w->place[w->n_blk] = pl;
+        /* the rounds' phases never overlap a first half with a second */
+        pr_engine_split_set_exclusive(sp, true);
+        w->blk[w->n_blk] = b;
+        w->out[w->n_blk] = o;
+        w->sp[w->n_blk++] = sp;
     }
     return w->blk[w->used];
 }
@@ -204,97 +334,283 @@ static int pr__swork_decode(pr__swork *w)
         pr_block_reset(w->blk[k]);
     w->used = 0;
     pr_block *b = NULL;
-    for (size_t i = w->l0; i < w->l1; i++) {
+    const char *text = rd->map ? rd->map : rd->buf;
+    for (size_t i = 0; i < w->n_src; i++) {
+        int64_t lineno = w->s_no[i] + w->line_base;
         int rc;
         do {
             if (!b && !(b = pr__swork_block(w)))
                 return pr_seterr(w->err, sizeof(w->err), PR_ENOMEM, "offline: out of memory");
-            if (rd->llen[i] == 0 && pr__protobuf(w->run)) { /* as the consumer does */
-                pr__swork_reject(w, PR_DEC_EMPTY, "empty message", "", 0, rd->lineno[i]);
+            if (w->s_len[i] == 0 && pr__protobuf(w->run)) { /* as the consumer does */
+                pr__swork_reject(w, PR_DEC_EMPTY, "empty message", "", 0, lineno);
                 rc = 0;
                 break;
             }
-            rc = pr_decode_json_line(&ctx, b, rd->buf + rd->off[i], rd->llen[i], rd->lineno[i]);
+            rc = pr_decode_json_line(&ctx, b, text + w->s_off[i], w->s_len[i], lineno);
             if (rc == PR_EAGAIN && pr__swork_wait(w)) /* a schema registry not reachable yet */
                 continue;
             if (rc == PR_EFULL && b->rows == 0) /* cannot happen: scap >= every max_len */
                 return pr_seterr(w->err, sizeof(w->err), PR_EINVAL,
-                                 "offline: line %" PRId64 " does not fit an empty block",
-                                 rd->lineno[i]);
+                                 "offline: line %" PRId64 " does not fit an empty block", lineno);
             if (rc == PR_EFULL) {
                 w->used++;
                 b = NULL;
             }
         } while (rc == PR_EFULL);
         if (rc < 0)
-            return pr_seterr(w->err, sizeof(w->err), rc, "offline: line %" PRId64 ": %s",
-                             rd->lineno[i], pr_strerror(rc));
+            return pr_seterr(w->err, sizeof(w->err), rc, "offline: line %" PRId64 ": %s", lineno,
+                             pr_strerror(rc));
     }
     if (b && b->rows)
         w->used++;
     return w->rej.err ? pr_seterr(w->err, sizeof(w->err), PR_ENOMEM, "offline: out of memory") : 0;
 }
 
+/* Phase 1 of a round, on every worker: decode the slice, then the engine's
+ * first half on its blocks (not while counting). */
 static void *pr__swork_main(void *arg)
 {
     pr__swork *w = arg;
     int64_t t0 = pr_mono_ns();
     w->rc = pr__swork_decode(w);
-    w->decode_ns = pr_mono_ns() - t0;
+    int64_t t1 = pr_mono_ns();
+    w->decode_ns = t1 - t0;
+    const pr__srun *run = w->run;
+    /* one worker runs the whole engine per block: the halves only cost it */
+    if (w->rc || run->counting || run->n_work == 1)
+        return NULL;
+    for (uint32_t i = 0; i < w->used; i++) {
+        const pr_fside *side = w->blk[i]->side;
+        for (uint16_t f = 0; run->positional && f < run->n_feat; f++) {
+            const int32_t *len = side->lengths + (size_t)f * side->cap;
+            uint64_t n = 0;
+            for (uint32_t r = 0; r < w->blk[i]->rows; r++)
+                n += (uint32_t)len[r];
+            w->place[i][f] = n;
+        }
+        pr_engine_process_par(run->eng, w->blk[i], w->out[i], w->sp[i]);
+    }
+    w->engine_ns += pr_mono_ns() - t1;
     return NULL;
 }
 
-/* Decode the round on every worker, then, slice after slice, write the
- * rejects and run the engine and the writer over the blocks. */
-static int pr__srun_round(pr__srun *run, char *errstr, size_t errstr_size)
+/* Phase 2, on every worker: take columns until none is left, each running
+ * its second half over the round's blocks in input order (slice after
+ * slice): first appearances keep each column's input order, and the
+ * columns' tables are independent. */
+static void *pr__swork_cols(void *arg)
 {
-    pr__sround *rd = &run->round;
+    pr__swork *w = arg;
+    pr__srun *run = w->run;
+    uint32_t c;
+    while ((c = __atomic_fetch_add(&run->next_col, 1, __ATOMIC_RELAXED)) < run->n_cols) {
+        int64_t t0 = pr_mono_ns();
+        for (int k = 0; k < run->n_work; k++) {
+            pr__swork *v = &run->work[k];
+            for (uint32_t i = 0; i < v->used; i++)
+                pr_engine_process_seq_col(run->eng, v->blk[i], v->out[i], v->sp[i], c);
+        }
+        run->col_ns[c] = pr_mono_ns() - t0;
+        w->engine_ns += run->col_ns[c];
+    }
+    return NULL;
+}
+
+/* Phase 3, on every worker: the operators after vocab and the side tables
+ * of its own blocks (nothing shared: any order). */
+static void *pr__swork_finish(void *arg)
+{
+    pr__swork *w = arg;
+    const pr__srun *run = w->run;
+    int k = (int)(w - run->work);
+    for (uint32_t i = 0; !w->rc && i < w->used; i++) {
+        int64_t t0 = pr_mono_ns();
+        w->rc = pr_feature_finish(run->schema, w->blk[i], w->out[i], w->err, sizeof(w->err));
+        int64_t t1 = pr_mono_ns();
+        w->engine_ns += t1 - t0;
+        /* with several workers, placed blocks (those before a failed one) */
+        if (!w->rc && run->positional &&
+            (k < run->fail_k || (k == run->fail_k && i < run->fail_i))) {
+            w->rc = pr__swork_pwrite(w, i, w->err, sizeof(w->err));
+            w->write_ns += pr_mono_ns() - t1;
+        }
+    }
+    return NULL;
+}
+
+/* Run `fn` on every worker at once (the calling thread takes worker 0, and
+ * any whose thread did not start) and wait for all: a barrier between
+ * phases, so the engine's halves never overlap. */
+static void pr__srun_phase(pr__srun *run, void *(*fn)(void *))
+{
     pthread_t tid[64];
     bool started[64] = {false};
-    int64_t t_round = pr_mono_ns(), busy0 = run->decode_ns + run->engine_ns + run->write_ns;
-    for (int k = 0; k < run->n_work; k++) {
-        pr__swork *w = &run->work[k];
-        w->l0 = rd->n * (size_t)k / (size_t)run->n_work;
-        w->l1 = rd->n * (size_t)(k + 1) / (size_t)run->n_work;
-        w->rc = 0;
-        w->decode_ns = 0;
-        pr_mbuf_reset(&w->rej);
-        if (k > 0 && w->l0 < w->l1)
-            started[k] = pthread_create(&tid[k], NULL, pr__swork_main, w) == 0;
-    }
-    for (int k = 0; k < run->n_work; k++) /* the calling thread: slice 0, and any not started */
+    for (int k = 1; k < run->n_work; k++)
+        started[k] = pthread_create(&tid[k], NULL, fn, &run->work[k]) == 0;
+    for (int k = 0; k < run->n_work; k++)
         if (k == 0 || !started[k])
-            pr__swork_main(&run->work[k]);
+            fn(&run->work[k]);
     for (int k = 1; k < run->n_work; k++)
         if (started[k])
             pthread_join(tid[k], NULL);
+}
+
+/* Worker w's rejects, in line order, to rejects.tsv (in input order). */
+static void pr__srun_rejects(pr__srun *run, pr__swork *w)
+{
+    if (!run->counting && w->rej.len) {
+        int64_t t0 = pr_mono_ns();
+        fwrite(w->rej.buf, 1, w->rej.len, run->rejects);
+        int64_t dt = pr_mono_ns() - t0;
+        run->write_ns += dt;
+        run->serial_wr_ns += dt;
+        run->res->rejected += w->rejected;
+        for (int r = 0; r < PR_DEC__COUNT; r++)
+            run->res->rejected_by[r] += w->rejected_by[r];
+    }
+    w->rejected = 0;
+    memset(w->rejected_by, 0, sizeof(w->rejected_by));
+}
+
+/* The round's rest in input order, block after block: the counting pass,
+ * or blocks the first half left whole (eviction, streaming min_count...). */
+static int pr__srun_serial(pr__srun *run, char *errstr, size_t errstr_size)
+{
     int rc = 0;
     for (int k = 0; !rc && k < run->n_work; k++) {
+        pr__swork *w = &run->work[k];
+        pr__srun_rejects(run, w);
+        for (uint32_t i = 0; !rc && i < w->used; i++)
+            rc = pr__srun_flush(run, w, i, errstr, errstr_size);
+    }
+    return rc;
+}
+
+/* Each block's end in input order (its error; only the first is
+ * reported), placing the blocks before a failure in the output; run->fail_k
+ * and fail_i name the failed block (fail_k = n_work: none). */
+static int pr__srun_ends(pr__srun *run, char *errstr, size_t errstr_size)
+{
+    int rc = 0;
+    run->fail_k = run->n_work;
+    run->fail_i = 0;
+    for (int k = 0; k < run->n_work; k++) {
+        pr__swork *w = &run->work[k];
+        for (uint32_t i = 0; i < w->used; i++) {
+            char later[256];
+            int erc =
+                pr_engine_process_seq_end(run->eng, w->blk[i], w->out[i], w->sp[i],
+                                          rc ? later : errstr, rc ? sizeof(later) : errstr_size);
+            if (erc && !rc) {
+                rc = erc;
+                run->fail_k = k;
+                run->fail_i = i;
+            }
+            if (!rc && run->positional)
+                pr__srun_place(run, w, i);
+        }
+    }
+    return rc;
+}
+
+/* The round's rest when every block split: the columns' second halves on
+ * every worker, each block's end in input order (its error, if any), the
+ * finish on every worker, then the writes in input order, up to a failing
+ * block (as the serial path stops there). */
+static int pr__srun_split(pr__srun *run, char *errstr, size_t errstr_size)
+{
+    run->next_col = 0;
+    memset(run->col_ns, 0, (run->n_cols ? run->n_cols : 1) * sizeof(*run->col_ns));
+    pr__srun_phase(run, pr__swork_cols);
+    int64_t chain = 0;
+    for (uint32_t c = 0; c < run->n_cols; c++)
+        chain = run->col_ns[c] > chain ? run->col_ns[c] : chain;
+    int64_t t0 = pr_mono_ns();
+    int rc = pr__srun_ends(run, errstr, errstr_size);
+    int64_t dt = pr_mono_ns() - t0;
+    run->engine_ns += dt;
+    run->serial_eng_ns += chain + dt;
+    pr__srun_phase(run, pr__swork_finish);
+    t0 = pr_mono_ns();
+    for (int k = 0; k < run->n_work && k <= run->fail_k; k++) {
+        pr__swork *w = &run->work[k];
+        run->write_ns += w->write_ns;
+        w->write_ns = 0;
+        if (w->rc && !rc)
+            return pr_seterr(errstr, errstr_size, w->rc, "%s", w->err);
+        pr__srun_rejects(run, w);
+        for (uint32_t i = 0; i < (k == run->fail_k ? run->fail_i : w->used); i++) {
+            if (run->positional) { /* written by pr__swork_finish */
+                run->res->rows += w->blk[i]->rows;
+                continue;
+            }
+            int wrc = pr__srun_write(run, w, i, errstr, errstr_size);
+            if (wrc)
+                return wrc;
+        }
+    }
+    if (run->positional) {
+        int64_t dw = pr_mono_ns() - t0;
+        run->write_ns += dw;
+        run->serial_wr_ns += dw;
+    }
+    return rc;
+}
+
+/* A round whose lines every worker has (s_off...): decode and the engine's
+ * first half on every worker, then the rest split by column
+ * (pr__srun_split) or serial (pr__srun_serial). t_round: when it began. */
+static int pr__srun_run_round(pr__srun *run, int64_t t_round, char *errstr, size_t errstr_size)
+{
+    pr__sround *rd = &run->round;
+    int64_t busy0 = run->decode_ns + run->engine_ns + run->write_ns;
+    for (int k = 0; k < run->n_work; k++) {
+        pr__swork *w = &run->work[k];
+        w->rc = 0;
+        w->decode_ns = 0;
+        w->engine_ns = 0;
+        w->write_ns = 0;
+        pr_mbuf_reset(&w->rej);
+    }
+    pr__srun_phase(run, pr__swork_main);
+    bool split_all = !run->counting;
+    for (int k = 0; k < run->n_work; k++) {
         pr__swork *w = &run->work[k];
         if (w->rc)
             return pr_seterr(errstr, errstr_size, w->rc, "%s", w->err);
         run->decode_ns += w->decode_ns;
-        if (!run->counting && w->rej.len) {
-            int64_t t0 = pr_mono_ns();
-            fwrite(w->rej.buf, 1, w->rej.len, run->rejects);
-            run->write_ns += pr_mono_ns() - t0;
-            run->res->rejected += w->rejected;
-            for (int r = 0; r < PR_DEC__COUNT; r++)
-                run->res->rejected_by[r] += w->rejected_by[r];
-        }
-        w->rejected = 0;
-        memset(w->rejected_by, 0, sizeof(w->rejected_by));
-        for (uint32_t i = 0; !rc && i < w->used; i++)
-            rc = pr__srun_flush(run, w->blk[i], errstr, errstr_size);
+        for (uint32_t i = 0; split_all && i < w->used; i++)
+            split_all = !pr_engine_split_whole(w->sp[i]);
     }
+    int rc = split_all ? pr__srun_split(run, errstr, errstr_size)
+                       : pr__srun_serial(run, errstr, errstr_size);
+    for (int k = 0; k < run->n_work; k++)
+        run->engine_ns += run->work[k].engine_ns;
     rd->n = 0;
     rd->len = 0;
     /* Thread-seconds of the round on no stage: n_work threads for its wall
-     * time, less what they decoded, less the serial part (done by one). */
+     * time, less what they did (the serial parts are done by one). */
     int64_t idle = (int64_t)run->n_work * (pr_mono_ns() - t_round) -
                    (run->decode_ns + run->engine_ns + run->write_ns - busy0);
     run->idle_ns += idle > 0 ? idle : 0;
     return rc;
+}
+
+/* A round of copied lines (round.off...): each worker a contiguous slice. */
+static int pr__srun_round(pr__srun *run, char *errstr, size_t errstr_size)
+{
+    pr__sround *rd = &run->round;
+    for (int k = 0; k < run->n_work; k++) {
+        pr__swork *w = &run->work[k];
+        w->l0 = rd->n * (size_t)k / (size_t)run->n_work;
+        w->l1 = rd->n * (size_t)(k + 1) / (size_t)run->n_work;
+        w->s_off = rd->off + w->l0;
+        w->s_len = rd->llen + w->l0;
+        w->s_no = rd->lineno + w->l0;
+        w->n_src = w->l1 - w->l0;
+        w->line_base = 0;
+    }
+    return pr__srun_run_round(run, pr_mono_ns(), errstr, errstr_size);
 }
 
 /* ---------------------------------------------------------------- reading */
@@ -315,9 +631,16 @@ static bool pr__starts_object(const char *s, size_t n)
     return i < n && s[i] == '{';
 }
 
-/* Add a line to the round: 0 or PR_ENOMEM. */
+/* Add a line to the round (copied, or only its place when it lies in the
+ * mapped input): 0 or PR_ENOMEM. */
 static int pr__sround_add(pr__sround *rd, const char *line, size_t len, int64_t lineno)
 {
+    if (rd->map) {
+        rd->off[rd->n] = (size_t)(line - rd->map);
+        rd->llen[rd->n] = len;
+        rd->lineno[rd->n++] = lineno;
+        return 0;
+    }
     if (rd->len + len > rd->cap) {
         size_t cap = rd->cap ? rd->cap : 1 << 20;
         while (cap < rd->len + len)
@@ -413,11 +736,156 @@ static int pr__srun_pass_delimited(pr__srun *run, FILE *f, char *errstr, size_t 
     return rc;
 }
 
+/* Phase 0 of a mapped round, on every worker: cut its byte range into
+ * lines (numbered from 1 within the range; blank ones counted, not kept). */
+static void *pr__swork_cut(void *arg)
+{
+    pr__swork *w = arg;
+    const char *map = w->run->round.map;
+    int64_t t0 = pr_mono_ns();
+    w->m_n = 0;
+    w->m_lines = 0;
+    w->rc = 0;
+    for (const char *p = w->c0; p < w->c1;) {
+        const char *nl = memchr(p, '\n', (size_t)(w->c1 - p));
+        size_t len = nl ? (size_t)(nl - p) : (size_t)(w->c1 - p);
+        w->m_lines++;
+        if (!pr__blank(p, len)) {
+            if (w->m_n == w->m_cap) {
+                size_t cap = w->m_cap ? w->m_cap * 2 : 4096;
+                size_t *no = realloc(w->m_off, cap * sizeof(*no));
+                if (no)
+                    w->m_off = no;
+                size_t *nl2 = no ? realloc(w->m_len, cap * sizeof(*nl2)) : NULL;
+                if (nl2)
+                    w->m_len = nl2;
+                int64_t *nn = nl2 ? realloc(w->m_no, cap * sizeof(*nn)) : NULL;
+                if (!nn) {
+                    w->rc = pr_seterr(w->err, sizeof(w->err), PR_ENOMEM, "offline: out of memory");
+                    return NULL;
+                }
+                w->m_no = nn;
+                w->m_cap = cap;
+            }
+            w->m_off[w->m_n] = (size_t)(p - map);
+            w->m_len[w->m_n] = len;
+            w->m_no[w->m_n++] = w->m_lines;
+        }
+        p = nl ? nl + 1 : w->c1;
+    }
+    w->s_off = w->m_off;
+    w->s_len = w->m_len;
+    w->s_no = w->m_no;
+    w->n_src = w->m_n;
+    w->cut_ns = pr_mono_ns() - t0;
+    return NULL;
+}
+
+/* The offset just past the first newline at or after `at` (or size). */
+static size_t pr__after_newline(const char *map, size_t at, size_t size)
+{
+    if (at >= size)
+        return size;
+    const char *nl = memchr(map + at, '\n', size - at);
+    return nl ? (size_t)(nl - map) + 1 : size;
+}
+
+/* The first non-blank line must open a JSON object (the checks
+ * pr__srun_line makes); and the average line length of the first 64 KiB,
+ * to size the rounds. 0 or PR_EINVAL. */
+static int pr__srun_map_start(pr__srun *run, const char *map, size_t size, size_t *avg,
+                              char *errstr, size_t errstr_size)
+{
+    bool seen_object = false;
+    int64_t lineno = 0;
+    for (size_t p = 0; !seen_object && p < size;) {
+        size_t q = pr__after_newline(map, p, size);
+        size_t len = q - p - (map[q - 1] == '\n');
+        int rc = pr__srun_line(run, map + p, len, ++lineno, &seen_object, errstr, errstr_size);
+        if (rc)
+            return rc;
+        p = q;
+    }
+    run->round.n = 0; /* pr__srun_line kept the line: the rounds take it again */
+    size_t sample = size < 65536 ? size : 65536, lines = 0;
+    for (const char *p = map; (p = memchr(p, '\n', (size_t)(map + sample - p))); p++)
+        lines++;
+    *avg = sample / (lines ? lines : 1);
+    if (*avg < 16)
+        *avg = 16;
+    return 0;
+}
+
+/* One pass over JSON lines in a regular file, mapped, in rounds of about
+ * threads x block_rows lines: the calling thread only cuts the round into
+ * one byte range per worker at newlines; each worker cuts its range into
+ * lines (phase 0), the counts give each its first line number, and the
+ * round runs on the lines where they lie (no copy). 1 when the file cannot
+ * be mapped (the caller reads it), else 0 or a negative PR_E* code. */
+static int pr__srun_pass_mapped(pr__srun *run, char *errstr, size_t errstr_size)
+{
+    int fd = open(run->opts->input, O_RDONLY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size <= 0) {
+        if (fd >= 0)
+            close(fd);
+        return 1;
+    }
+    size_t size = (size_t)st.st_size, avg;
+    char *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED)
+        return 1;
+    madvise(map, size, MADV_SEQUENTIAL);
+    run->round.map = map;
+    int rc = pr__srun_map_start(run, map, size, &avg, errstr, errstr_size);
+    size_t round_bytes = (size_t)run->n_work * run->block_rows * avg;
+    int64_t lines_before = 0;
+    for (size_t pos = 0; !rc && pos < size;) {
+        int64_t t_round = pr_mono_ns();
+        size_t end = pr__after_newline(map, pos + round_bytes - 1, size), cut = pos;
+        for (int k = 0; k < run->n_work; k++) {
+            pr__swork *w = &run->work[k];
+            size_t at = pos + (end - pos) * (size_t)(k + 1) / (size_t)run->n_work;
+            size_t next = k + 1 == run->n_work ? end : pr__after_newline(map, at - 1, end);
+            w->c0 = map + cut;
+            w->c1 = map + (next > cut ? next : cut);
+            cut = next > cut ? next : cut;
+        }
+        pr__srun_phase(run, pr__swork_cut);
+        for (int k = 0; !rc && k < run->n_work; k++) {
+            pr__swork *w = &run->work[k];
+            if (w->rc)
+                rc = pr_seterr(errstr, errstr_size, w->rc, "%s", w->err);
+            w->line_base = lines_before;
+            lines_before += w->m_lines;
+            run->decode_ns += w->cut_ns;
+            if (!run->counting)
+                run->res->lines += (uint64_t)w->m_lines;
+        }
+        if (!run->counting)
+            run->res->bytes += end - pos;
+        if (!rc)
+            rc = pr__srun_run_round(run, t_round, errstr, errstr_size);
+        pos = end;
+    }
+    run->round.map = NULL;
+    munmap(map, size);
+    return rc;
+}
+
 /* One pass over the input (JSON lines; "-" = stdin). */
 static int pr__srun_pass(pr__srun *run, char *errstr, size_t errstr_size)
 {
     const char *in = run->opts->input;
     bool std = strcmp(in, "-") == 0;
+    bool delimited = run->opts->source && (run->opts->source->format == PR_MSG_AVRO ||
+                                           run->opts->source->format == PR_MSG_PROTOBUF);
+    if (!std && !delimited) {
+        int rc = pr__srun_pass_mapped(run, errstr, errstr_size);
+        if (rc <= 0)
+            return rc;
+    }
     FILE *f = std ? stdin : fopen(in, "r");
     if (!f)
         return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", in, strerror(errno));
@@ -488,6 +956,9 @@ static int pr__srun_open(pr__srun *run, const pr_pipeline_spec *spec, char *errs
     if ((rc = pr_npy_jagged_open_flags(&run->jag, dir, run->n_labels, run->n_dense, run->n_feat,
                                        run->names, false, 0, fl, errstr, errstr_size)))
         return rc;
+    run->positional = run->n_work > 1;
+    if (run->positional && (rc = pr_npy_jagged_begin_positional(run->jag, errstr, errstr_size)))
+        return rc;
     snprintf(path, sizeof(path), "%s/recycled.npy", dir);
     if (!pr_spec_has_eviction(spec))
         unlink(path);
@@ -499,10 +970,41 @@ static int pr__srun_open(pr__srun *run, const pr_pipeline_spec *spec, char *errs
     return 0;
 }
 
+/* Export worker: columns in turn, until none is left or one fails. */
+static void *pr__swork_vexport(void *arg)
+{
+    pr__swork *w = arg;
+    pr__srun *run = w->run;
+    uint32_t c;
+    w->rc = 0;
+    while (!w->rc && (c = __atomic_fetch_add(&run->next_col, 1, __ATOMIC_RELAXED)) < run->n_cols)
+        w->rc = pr_vocab_export_column(run->eng, run->vocab_dir, c, w->err, sizeof(w->err));
+    return NULL;
+}
+
+/* DIR/vocab/: one file per column, the columns on the workers when the
+ * backend reads concurrently (the export is serial after the pass, so it
+ * must not stay on one core either); same bytes as pr_vocab_export. */
+static int pr__srun_vocab(pr__srun *run, const char *dir, char *errstr, size_t errstr_size)
+{
+    if (run->n_work == 1 || !pr_spec_has_op(pr_engine_spec(run->eng), PR_OP_VOCAB) ||
+        !pr_engine_vocab_read_concurrent(run->eng))
+        return pr_vocab_export(run->eng, dir, errstr, errstr_size);
+    run->vocab_dir = dir;
+    run->next_col = 0;
+    pr__srun_phase(run, pr__swork_vexport);
+    for (int k = 0; k < run->n_work; k++)
+        if (run->work[k].rc)
+            return pr_seterr(errstr, errstr_size, run->work[k].rc, "%s", run->work[k].err);
+    return 0;
+}
+
 /* Close the outputs and export the vocabularies (on success), or drop them. */
 static int pr__srun_close(pr__srun *run, int rc, char *errstr, size_t errstr_size)
 {
     char path[4200];
+    if (!rc && run->jag && run->positional)
+        pr_npy_jagged_set_rows(run->jag, run->rows_assigned, run->val_assigned);
     if (!rc && run->jag)
         rc = pr_npy_jagged_close(run->jag, false, errstr, errstr_size);
     else
@@ -519,7 +1021,7 @@ static int pr__srun_close(pr__srun *run, int rc, char *errstr, size_t errstr_siz
         snprintf(path, sizeof(path), "%s/vocab", run->opts->output_dir);
         rc = pr__mkdirs(path, errstr, errstr_size);
         if (!rc)
-            rc = pr_vocab_export(run->eng, path, errstr, errstr_size);
+            rc = pr__srun_vocab(run, path, errstr, errstr_size);
         run->vocab_ns += pr_mono_ns() - t0;
     }
     return rc;
@@ -560,12 +1062,24 @@ static void pr__srun_workers_free(pr__srun *run)
     for (int k = 0; run->work && k < run->n_work; k++) {
         pr__swork *w = &run->work[k];
         pr_json_decoder_free(w->dec);
-        for (uint32_t i = 0; i < w->n_blk; i++)
+        for (uint32_t i = 0; i < w->n_blk; i++) {
             pr_block_free(w->blk[i]);
+            pr_out_free(w->out[i]);
+            pr_engine_split_free(w->sp[i]);
+            free(w->place[i]);
+        }
         free(w->blk);
+        free(w->out);
+        free(w->sp);
+        free(w->place);
+        free(w->m_off);
+        free(w->m_len);
+        free(w->m_no);
         pr_mbuf_fini(&w->rej);
     }
     free(run->work);
+    free(run->col_ns);
+    free(run->val_assigned);
     free(run->round.buf);
     free(run->round.off);
     free(run->round.llen);
@@ -598,10 +1112,11 @@ static int pr__srun_setup(pr__srun *run, const pr_pipeline_spec *spec, const pr_
     int rc = pr__srun_workers(run, errstr, errstr_size);
     if (rc)
         return rc;
-    uint32_t rows = run->block_rows;
-    run->out = pr_feature_out_new(schema, rows, pr_engine_sparse_width(run->eng));
+    run->n_cols = pr_engine_spec(run->eng)->n_sparse;
+    run->col_ns = calloc(run->n_cols ? run->n_cols : 1, sizeof(*run->col_ns));
     run->names = calloc(schema->n_features + 1, sizeof(*run->names));
-    if (!run->out || !run->names)
+    run->val_assigned = calloc(schema->n_features + 1, sizeof(*run->val_assigned));
+    if (!run->col_ns || !run->names || !run->val_assigned)
         return pr_seterr(errstr, errstr_size, PR_ENOMEM, "offline: out of memory for blocks");
     for (uint32_t i = 0, fi = 0; i < schema->n_features; i++) {
         pr_feature_kind k = schema->features[i].kind;
@@ -648,13 +1163,14 @@ int pr_offline_run_schema(const pr_feature_schema *schema, const pr_pipeline_spe
         rc = pr__srun_close(&run, rc, errstr, errstr_size);
     pr_engine_free(run.eng);
     pr__srun_workers_free(&run);
-    pr_out_free(run.out);
     free(run.names);
     res->decode_s = run.decode_ns / 1e9;
     res->engine_s = run.engine_ns / 1e9;
     res->write_s = run.write_ns / 1e9;
     res->idle_s = run.idle_ns / 1e9;
     res->vocab_s = run.vocab_ns / 1e9;
+    res->serial_engine_s = run.serial_eng_ns / 1e9;
+    res->serial_write_s = run.serial_wr_ns / 1e9;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     res->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     return rc;

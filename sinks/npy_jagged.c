@@ -224,6 +224,61 @@ int pr_npy_jagged_append_side(pr_npy_jagged *j, const pr_fside *side, uint32_t r
     return 0;
 }
 
+int pr_npy_jagged_begin_positional(pr_npy_jagged *j, char *errstr, size_t es)
+{
+    int rc = 0;
+    if ((j->labels && (rc = pr_npy_begin_positional(j->labels, errstr, es))) ||
+        (j->dense && (rc = pr_npy_begin_positional(j->dense, errstr, es))))
+        return rc;
+    for (uint16_t f = 0; f < j->n_feat; f++)
+        if ((rc = pr_npy_begin_positional(j->lengths[f], errstr, es)) ||
+            (rc = pr_npy_begin_positional(j->values[f], errstr, es)))
+            return rc;
+    return 0;
+}
+
+int pr_npy_jagged_pwrite_side(pr_npy_jagged *j, const pr_fside *side, uint64_t row0,
+                              const uint64_t *val0, uint32_t rows, char *errstr, size_t es)
+{
+    if (side->n_labels != j->n_labels || side->n_dense != j->n_dense || side->n_feat != j->n_feat ||
+        rows > side->cap)
+        return pr_seterr(errstr, es, PR_EINVAL,
+                         "jagged set: side tables of another shape, or rows %u past %u", rows,
+                         side->cap);
+    int rc;
+    if ((j->labels && (rc = pr_npy_pwrite_rows(j->labels, row0, side->labels, rows, errstr, es))) ||
+        (j->dense && (rc = pr_npy_pwrite_rows(j->dense, row0, side->dense, rows, errstr, es))))
+        return rc;
+    for (uint16_t f = 0; f < j->n_feat; f++) {
+        const int32_t *len = side->lengths + (size_t)f * side->cap;
+        uint64_t n = 0;
+        for (uint32_t r = 0; r < rows; r++)
+            n += (uint32_t)len[r];
+        if (n > side->n_values[f])
+            return pr_seterr(errstr, es, PR_EINVAL,
+                             "jagged set: feature %u: lengths sum past its %u values", f,
+                             side->n_values[f]);
+        if ((rc = pr_npy_pwrite_rows(j->lengths[f], row0, len, rows, errstr, es)) ||
+            (n && (rc = pr_npy_pwrite_rows(j->values[f], val0[f], side->values[f], (uint32_t)n,
+                                           errstr, es))))
+            return rc;
+    }
+    return 0;
+}
+
+void pr_npy_jagged_set_rows(pr_npy_jagged *j, uint64_t rows, const uint64_t *n_values)
+{
+    if (j->labels)
+        pr_npy_set_rows(j->labels, rows);
+    if (j->dense)
+        pr_npy_set_rows(j->dense, rows);
+    for (uint16_t f = 0; f < j->n_feat; f++) {
+        pr_npy_set_rows(j->lengths[f], rows);
+        pr_npy_set_rows(j->values[f], n_values[f]);
+    }
+    j->rows = rows;
+}
+
 uint64_t pr_npy_jagged_rows(const pr_npy_jagged *j)
 {
     return j->rows;

@@ -448,11 +448,12 @@ int pr_engine_process(pr_engine *eng, const pr_block *in, pr_out *out, char *err
  *
  * The split state (`sp`) holds one block's pending values between the
  * halves: one per block in flight, from pr_engine_split_new (NULL when
- * out of memory). Blocks the first half cannot do alone (a backend or
- * spec without it: hex columns, jagged blocks, eviction, a shared
- * vocabulary, streaming min_count, hash-table vocabularies, a journal
- * hook) are marked, and pr_engine_process_seq then runs all of
- * pr_engine_process on them; so a driver never needs to ask.
+ * out of memory). Jagged blocks (col_rows) split like the others. Blocks
+ * the first half cannot do alone (a backend or spec without it: hex
+ * columns, eviction, a shared vocabulary, streaming min_count, hash-table
+ * vocabularies unless the split is exclusive, a journal hook) are marked,
+ * and pr_engine_process_seq then runs all of pr_engine_process on them; so
+ * a driver never needs to ask.
  * pr_engine_process_par returns 0 (problems are reported by the second
  * half). Nothing else may use the engine while halves are in flight. */
 typedef struct pr_engine_split pr_engine_split;
@@ -471,6 +472,12 @@ int pr_engine_process_seq(pr_engine *eng, const pr_block *in, pr_out *out, pr_en
  * pr_engine_process_seq_end (all of pr_engine_process), in input order with
  * no column of a later block started. */
 bool pr_engine_split_whole(const pr_engine_split *sp);
+/* The driver's promise that no pr_engine_process_seq* call runs while a
+ * pr_engine_process_par of this split does (e.g. the halves run in separate
+ * phases with a barrier between): the first half may then look up
+ * hash-table vocabularies too, which an insert could move under a reader,
+ * so only first appearances are left to the second half. Default false. */
+void pr_engine_split_set_exclusive(pr_engine_split *sp, bool exclusive);
 void pr_engine_process_seq_col(pr_engine *eng, const pr_block *in, pr_out *out, pr_engine_split *sp,
                                uint32_t col);
 int pr_engine_process_seq_end(pr_engine *eng, const pr_block *in, pr_out *out, pr_engine_split *sp,

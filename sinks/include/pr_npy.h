@@ -150,6 +150,18 @@ int pr_npy_jagged_append(pr_npy_jagged *j, uint32_t rows, const float *labels, c
  * lengths of rows before r0). PR_EINVAL for another shape. */
 int pr_npy_jagged_append_side(pr_npy_jagged *j, const pr_fside *side, uint32_t r0, uint32_t rows,
                               char *errstr, size_t errstr_size);
+/* Positional writes (as pr_npy_begin_positional, for every file of a new
+ * set, before anything is appended), for a caller whose rows are ready out
+ * of order on several threads but whose places are known (prefix sums of
+ * row counts and of each feature's value counts): rows [0, rows) of `side`
+ * at output row row0, feature f's values at value val0[f], from any threads
+ * at once, each range written once; then pr_npy_jagged_set_rows(total rows,
+ * [n_feat] total values) before close. Same bytes as appending in order. */
+int pr_npy_jagged_begin_positional(pr_npy_jagged *j, char *errstr, size_t errstr_size);
+int pr_npy_jagged_pwrite_side(pr_npy_jagged *j, const pr_fside *side, uint64_t row0,
+                              const uint64_t *val0, uint32_t rows, char *errstr,
+                              size_t errstr_size);
+void pr_npy_jagged_set_rows(pr_npy_jagged *j, uint64_t rows, const uint64_t *n_values);
 /* Rows in the files (kept rows of a resumed set included). */
 uint64_t pr_npy_jagged_rows(const pr_npy_jagged *j);
 /* pr_npy_sync of every file. */
