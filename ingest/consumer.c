@@ -79,6 +79,12 @@ struct pr_consumer {
      * before the rings (the wait cannot stop the rings, and an event may sit
      * behind them). */
     pr__pt *pt;
+    /* The message pr__next gave last and what its polling thread found
+     * (pr__pt_prep), used once by the collect or the decode that follows
+     * (pr__msg_facts); NULL when it came another way. */
+    const rd_kafka_message_t *pre_m;
+    int pre_nrec;
+    int64_t pre_ts;
     rd_kafka_message_t **held;
     size_t n_held, held_head, cap_held;
     bool ever[PR_CONSUMER_MAX_INSTANCES];        /* per instance: an assignment arrived */
@@ -857,6 +863,8 @@ static bool pr__poll_threads_wanted(void)
     return !(v && !strcmp(v, "0"));
 }
 
+static void pr__pt_prep(void *opaque, const rd_kafka_message_t *m, pr__pt_entry *e);
+
 pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t errstr_size)
 {
     char kerr[512];
@@ -949,7 +957,7 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
         if (pr__instance_open(c, conf, k, errstr, errstr_size))
             goto out_rk;
     if (c->n_rk > 1 && pr__poll_threads_wanted()) {
-        c->pt = pr__pt_start(c->rks, c->n_rk, errstr, errstr_size);
+        c->pt = pr__pt_start(c->rks, c->n_rk, pr__pt_prep, c, errstr, errstr_size);
         if (!c->pt)
             goto out_rk;
         pr_info("consumer: %u instances, each polled by its own thread", c->n_rk);
@@ -1286,6 +1294,43 @@ static int pr__restart_due(pr_consumer *c, rd_kafka_t *rk, unsigned inst, char *
     return rc;
 }
 
+/* On a polling thread (poll_threads.h's prep): a message's record count and
+ * timestamp, found beside the consumer thread. Reads only m and c->format
+ * (set before the threads start); the record count uses no arena. */
+static void pr__pt_prep(void *opaque, const rd_kafka_message_t *m, pr__pt_entry *e)
+{
+    const pr_consumer *c = opaque;
+    rd_kafka_timestamp_type_t tst;
+    e->nrec = m->len ? pr_message_record_count(c->format, m->payload, m->len, NULL) : 0;
+    e->ts = rd_kafka_message_timestamp(m, &tst);
+}
+
+/* m's record count and Kafka timestamp: what its polling thread found when
+ * m is the message pr__next just gave, else computed here. Once per
+ * message: the facts are forgotten after (an address can come again). */
+static void pr__msg_facts(pr_consumer *c, const rd_kafka_message_t *m, int *nrec, int64_t *ts)
+{
+    if (m == c->pre_m && c->pre_nrec >= 0) {
+        *nrec = c->pre_nrec;
+        *ts = c->pre_ts;
+    } else {
+        rd_kafka_timestamp_type_t tst;
+        *nrec = m->len ? pr_message_record_count(c->format, m->payload, m->len, c->arena) : 0;
+        *ts = rd_kafka_message_timestamp(m, &tst);
+    }
+    c->pre_m = NULL;
+}
+
+/* Done with message m of partition entry pi: destroyed by a polling thread
+ * when there are some (pr__pt_recycle), else here. */
+static void pr__release(pr_consumer *c, ssize_t pi, rd_kafka_message_t *m)
+{
+    if (c->pt)
+        pr__pt_recycle(c->pt, pi >= 0 ? c->parts[pi].inst : 0, m);
+    else
+        rd_kafka_message_destroy(m);
+}
+
 /* An empty payload (or a tombstone) holds no record: count it under its own
  * reason, dead-letter it like any reject, and move on. */
 static void pr__deliver_empty(pr_consumer *c, rd_kafka_message_t *m, int tidx, ssize_t pi)
@@ -1324,6 +1369,7 @@ static int pr__deliver(pr_consumer *c, pr_block *b, rd_kafka_message_t *m, int64
     int tidx = pr__msg_topic(c, m);
     ssize_t pi = pr__part_get(c, tidx, m->partition);
     if (m->len == 0) {
+        c->pre_m = NULL;
         pr__deliver_empty(c, m, tidx, pi);
         return 0;
     }
@@ -1331,7 +1377,9 @@ static int pr__deliver(pr_consumer *c, pr_block *b, rd_kafka_message_t *m, int64
      * other goes whole into this block, or waits for the next one. A message
      * larger than a whole block is split from an empty block. */
     bool resuming = c->pending == m && c->pending_rec > 0;
-    int nrec = pr_message_record_count(c->format, m->payload, m->len, c->arena);
+    int nrec;
+    int64_t ts;
+    pr__msg_facts(c, m, &nrec, &ts);
     if (!resuming && b->rows > 0 && (uint32_t)nrec > b->cap - b->rows) {
         c->pending = m;
         c->pending_rec = 0;
@@ -1339,8 +1387,6 @@ static int pr__deliver(pr_consumer *c, pr_block *b, rd_kafka_message_t *m, int64
         return 0;
     }
 
-    rd_kafka_timestamp_type_t tst;
-    int64_t ts = rd_kafka_message_timestamp(m, &tst);
     c->cur = (pr__cur){.topic = c->topics[tidx],
                        .partition = m->partition,
                        .key = PR_PART_KEY(tidx, m->partition),
@@ -1379,7 +1425,7 @@ static int pr__deliver(pr_consumer *c, pr_block *b, rd_kafka_message_t *m, int64
         __atomic_store_n(&c->parts[pi].consumed_next, m->offset + 1, __ATOMIC_RELAXED);
     c->pending = NULL;
     c->pending_rec = 0;
-    rd_kafka_message_destroy(m);
+    pr__release(c, pi, m);
     return added;
 }
 
@@ -1454,7 +1500,13 @@ static int pr__ring_next(pr_consumer *c, int wait, rd_kafka_message_t **out, cha
         pr__pt_done(c->pt, e.inst);
         return 2;
     }
-    return pr__polled(c, c->rks[e.inst], e.m, out, errstr, errstr_size);
+    int r = pr__polled(c, c->rks[e.inst], e.m, out, errstr, errstr_size);
+    if (r == 1) {
+        c->pre_m = e.m;
+        c->pre_nrec = e.nrec;
+        c->pre_ts = e.ts;
+    }
+    return r;
 }
 
 /* The messages held during a decode wait come first, in order. */
@@ -1529,6 +1581,7 @@ static void pr__pt_serve(void *opaque, const pr__pt_entry *e)
 static int pr__next(pr_consumer *c, int wait, rd_kafka_message_t **out, char *errstr,
                     size_t errstr_size)
 {
+    c->pre_m = NULL;
     if (c->pt)
         return pr__next_pt(c, wait, out, errstr, errstr_size);
     if (c->n_rk <= 1)
@@ -1573,13 +1626,13 @@ static bool pr__collect(pr_consumer *c, rd_kafka_message_t *m, int64_t now_ms, u
 {
     int tidx = pr__msg_topic(c, m);
     ssize_t pi = pr__part_get(c, tidx, m->partition);
-    int nrec = m->len ? pr_message_record_count(c->format, m->payload, m->len, c->arena) : 0;
+    int nrec;
+    int64_t ts;
+    pr__msg_facts(c, m, &nrec, &ts);
     uint32_t need = nrec > 0 ? (uint32_t)nrec : 0;
     bool first = pr__dpool_count(c->dp) == 0;
     if (!first && *recs + need > room)
         return false;
-    rd_kafka_timestamp_type_t tst;
-    int64_t ts = rd_kafka_message_timestamp(m, &tst);
     /* A first message larger than the room goes the serial way (it waits
      * for the next block, or is split over blocks). */
     bool serial = *recs + need > room;
@@ -1608,7 +1661,7 @@ static int pr__merged(pr_consumer *c, const pr__dmsg *dm)
     PR__ADD(c->st.records, dm->nrows);
     if (dm->part >= 0)
         __atomic_store_n(&c->parts[dm->part].consumed_next, m->offset + 1, __ATOMIC_RELAXED);
-    rd_kafka_message_destroy(m);
+    pr__release(c, dm->part, m);
     return (int)dm->nrows;
 }
 

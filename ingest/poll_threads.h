@@ -41,13 +41,24 @@ typedef struct pr__pt_entry {
     pr__pt_kind kind;
     unsigned inst;
     rd_kafka_message_t *m;
+    /* A message's facts found by the polling thread (pr__pt_prep_fn), so
+     * the consumer thread need not: its record count (-1: not found) and
+     * its Kafka timestamp. */
+    int nrec;
+    int64_t ts;
     rd_kafka_resp_err_t err;
     rd_kafka_topic_partition_list_t *parts; /* owned by librdkafka; valid until done */
 } pr__pt_entry;
 
-/* Starts one thread per rks[k] (n of them; the handles stay the caller's).
- * NULL with errstr when a thread cannot be made (none is left running). */
-pr__pt *pr__pt_start(rd_kafka_t *const *rks, unsigned n, char *errstr, size_t errstr_size);
+/* Called on a polling thread for each message without error before it
+ * goes into the ring: fills e->nrec and e->ts. Must touch nothing the
+ * consumer thread writes (it runs beside it). */
+typedef void (*pr__pt_prep_fn)(void *opaque, const rd_kafka_message_t *m, pr__pt_entry *e);
+/* Starts one thread per rks[k] (n of them; the handles stay the caller's);
+ * prep may be NULL. NULL with errstr when a thread cannot be made (none is
+ * left running). */
+pr__pt *pr__pt_start(rd_kafka_t *const *rks, unsigned n, pr__pt_prep_fn prep, void *prep_opaque,
+                     char *errstr, size_t errstr_size);
 
 /* Is the calling thread instance inst's polling thread? (In the rebalance
  * callback: hand the event over, or handle it right here.) */
@@ -62,6 +73,10 @@ void pr__pt_handoff(pr__pt *pt, unsigned inst, rd_kafka_resp_err_t err,
  * wait_ms (0). A PR__PT_REBALANCE entry must be answered by pr__pt_done. */
 int pr__pt_next(pr__pt *pt, int wait_ms, pr__pt_entry *out);
 
+/* Consumer thread: done with message m (from instance inst's ring, or any
+ * other): instance inst's polling thread destroys it, or this call does
+ * when that thread has exited or is behind. pt NULL: destroyed here. */
+void pr__pt_recycle(pr__pt *pt, unsigned inst, rd_kafka_message_t *m);
 /* Consumer thread: instance inst's ring is empty and its thread is not
  * handing over a rebalance event (then an assignment change made now cannot
  * be taken by librdkafka as the answer to an event not yet served, as long
