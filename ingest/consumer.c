@@ -83,8 +83,7 @@ struct pr_consumer {
      * (pr__pt_prep), used once by the collect or the decode that follows
      * (pr__msg_facts); NULL when it came another way. */
     const rd_kafka_message_t *pre_m;
-    int pre_nrec;
-    int64_t pre_ts;
+    pr__pt_facts pre;
     rd_kafka_message_t **held;
     size_t n_held, held_head, cap_held;
     bool ever[PR_CONSUMER_MAX_INSTANCES];        /* per instance: an assignment arrived */
@@ -125,8 +124,11 @@ struct pr_consumer {
     bool collecting; /* the pool holds this poll's messages */
     rd_kafka_message_t **backlog;
     size_t n_backlog, backlog_head;
-    const rd_kafka_topic_t *last_rkt;
-    int last_tidx;
+    /* Topic handle -> topic index, the last few (each instance has its own
+     * handle for a topic, and polls alternate between instances). */
+    const rd_kafka_topic_t *rkt_seen[PR_CONSUMER_MAX_INSTANCES];
+    int rkt_tidx[PR_CONSUMER_MAX_INSTANCES];
+    unsigned rkt_next;
     size_t last_part;
     pr__cur cur;
     bool paused;
@@ -934,7 +936,6 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
     c->rl_reject = (pr_ratelimit)PR_RATELIMIT_INIT(5);
     c->rl_err = (pr_ratelimit)PR_RATELIMIT_INIT(5);
     c->rl_cb = (pr_ratelimit)PR_RATELIMIT_INIT(5);
-    c->last_tidx = -1;
     c->arena = pr_arena_new(64 * 1024);
     if (!c->arena) {
         pr_seterr(errstr, errstr_size, PR_ENOMEM, "consumer: out of memory");
@@ -1345,22 +1346,31 @@ static void pr__pt_prep(void *opaque, const rd_kafka_message_t *m, pr__pt_entry 
 {
     const pr_consumer *c = opaque;
     rd_kafka_timestamp_type_t tst;
-    e->nrec = m->len ? pr_message_record_count(c->format, m->payload, m->len, NULL) : 0;
-    e->ts = rd_kafka_message_timestamp(m, &tst);
+    e->f = (pr__pt_facts){
+        .nrec = m->len ? pr_message_record_count(c->format, m->payload, m->len, NULL) : 0,
+        .partition = m->partition,
+        .ts = rd_kafka_message_timestamp(m, &tst),
+        .offset = m->offset,
+        .len = m->len,
+        .rkt = m->rkt};
 }
 
-/* m's record count and Kafka timestamp: what its polling thread found when
- * m is the message pr__next just gave, else computed here. Once per
+/* m's facts (record count, timestamp, ...): what its polling thread found
+ * when m is the message pr__next just gave, else read here. Once per
  * message: the facts are forgotten after (an address can come again). */
-static void pr__msg_facts(pr_consumer *c, const rd_kafka_message_t *m, int *nrec, int64_t *ts)
+static void pr__msg_facts(pr_consumer *c, const rd_kafka_message_t *m, pr__pt_facts *f)
 {
-    if (m == c->pre_m && c->pre_nrec >= 0) {
-        *nrec = c->pre_nrec;
-        *ts = c->pre_ts;
+    if (m == c->pre_m && c->pre.nrec >= 0) {
+        *f = c->pre;
     } else {
         rd_kafka_timestamp_type_t tst;
-        *nrec = m->len ? pr_message_record_count(c->format, m->payload, m->len, c->arena) : 0;
-        *ts = rd_kafka_message_timestamp(m, &tst);
+        *f = (pr__pt_facts){
+            .nrec = m->len ? pr_message_record_count(c->format, m->payload, m->len, c->arena) : 0,
+            .partition = m->partition,
+            .ts = rd_kafka_message_timestamp(m, &tst),
+            .offset = m->offset,
+            .len = m->len,
+            .rkt = m->rkt};
     }
     c->pre_m = NULL;
 }
@@ -1394,14 +1404,24 @@ static void pr__deliver_empty(pr_consumer *c, rd_kafka_message_t *m, int tidx, s
     rd_kafka_message_destroy(m);
 }
 
-/* m's topic index (cached for the topic of the previous message). */
+/* The topic index of handle rkt (cached for the last few handles). */
+static int pr__rkt_topic(pr_consumer *c, const rd_kafka_topic_t *rkt)
+{
+    for (unsigned k = 0; k < PR_CONSUMER_MAX_INSTANCES; k++)
+        if (c->rkt_seen[k] == rkt && rkt)
+            return c->rkt_tidx[k];
+    int tidx = pr__topic_index(c, rd_kafka_topic_name(rkt));
+    tidx = tidx < 0 ? 0 : tidx;
+    unsigned k = c->rkt_next++ % PR_CONSUMER_MAX_INSTANCES;
+    c->rkt_seen[k] = rkt;
+    c->rkt_tidx[k] = tidx;
+    return tidx;
+}
+
+/* m's topic index. */
 static int pr__msg_topic(pr_consumer *c, const rd_kafka_message_t *m)
 {
-    if (m->rkt != c->last_rkt) {
-        c->last_tidx = pr__topic_index(c, rd_kafka_topic_name(m->rkt));
-        c->last_rkt = m->rkt;
-    }
-    return c->last_tidx < 0 ? 0 : c->last_tidx;
+    return pr__rkt_topic(c, m->rkt);
 }
 
 /* Decode message m (or continue it). Returns rows appended; sets *keep when
@@ -1421,9 +1441,10 @@ static int pr__deliver(pr_consumer *c, pr_block *b, rd_kafka_message_t *m, int64
      * other goes whole into this block, or waits for the next one. A message
      * larger than a whole block is split from an empty block. */
     bool resuming = c->pending == m && c->pending_rec > 0;
-    int nrec;
-    int64_t ts;
-    pr__msg_facts(c, m, &nrec, &ts);
+    pr__pt_facts f;
+    pr__msg_facts(c, m, &f);
+    int nrec = f.nrec;
+    int64_t ts = f.ts;
     if (!resuming && b->rows > 0 && (uint32_t)nrec > b->cap - b->rows) {
         c->pending = m;
         c->pending_rec = 0;
@@ -1486,6 +1507,12 @@ static int pr__polled(pr_consumer *c, rd_kafka_t *rk, rd_kafka_message_t *m,
                       rd_kafka_message_t **out, char *errstr, size_t errstr_size)
 {
     int rc;
+    if (m == c->pre_m) { /* its polling thread read it: no error */
+        PR__ADD(c->st.messages, 1);
+        PR__ADD(c->st.bytes, c->pre.len);
+        *out = m;
+        return 1;
+    }
     if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET && m->rkt) {
         rc = pr__offset_reset(c, rk, m, errstr, errstr_size);
         rd_kafka_message_destroy(m);
@@ -1544,13 +1571,11 @@ static int pr__ring_next(pr_consumer *c, int wait, rd_kafka_message_t **out, cha
         pr__pt_done(c->pt, e.inst);
         return 2;
     }
-    int r = pr__polled(c, c->rks[e.inst], e.m, out, errstr, errstr_size);
-    if (r == 1) {
+    if (e.f.nrec >= 0) { /* read by its polling thread (pr__pt_prep) */
         c->pre_m = e.m;
-        c->pre_nrec = e.nrec;
-        c->pre_ts = e.ts;
+        c->pre = e.f;
     }
-    return r;
+    return pr__polled(c, c->rks[e.inst], e.m, out, errstr, errstr_size);
 }
 
 /* The messages held during a decode wait come first, in order. */
@@ -1668,11 +1693,12 @@ static int pr__turn_wait(bool first, int64_t deadline)
 static bool pr__collect(pr_consumer *c, rd_kafka_message_t *m, int64_t now_ms, uint32_t room,
                         uint32_t *recs)
 {
-    int tidx = pr__msg_topic(c, m);
-    ssize_t pi = pr__part_get(c, tidx, m->partition);
-    int nrec;
-    int64_t ts;
-    pr__msg_facts(c, m, &nrec, &ts);
+    pr__pt_facts f;
+    pr__msg_facts(c, m, &f);
+    int tidx = pr__rkt_topic(c, f.rkt);
+    ssize_t pi = pr__part_get(c, tidx, f.partition);
+    int nrec = f.nrec;
+    int64_t ts = f.ts;
     uint32_t need = nrec > 0 ? (uint32_t)nrec : 0;
     bool first = pr__dpool_count(c->dp) == 0;
     if (!first && *recs + need > room)
@@ -1680,31 +1706,32 @@ static bool pr__collect(pr_consumer *c, rd_kafka_message_t *m, int64_t now_ms, u
     /* A first message larger than the room goes the serial way (it waits
      * for the next block, or is split over blocks). */
     bool serial = *recs + need > room;
-    if (!pr__dpool_add(c->dp, m, PR_PART_KEY(tidx, m->partition), tidx, ts > 0 ? ts : now_ms,
-                       serial ? -1 : nrec))
+    if (!pr__dpool_add(c->dp, m, f.offset, PR_PART_KEY(tidx, f.partition), tidx,
+                       ts > 0 ? ts : now_ms, serial ? -1 : nrec))
         return false;
     pr__dpool_msg(c->dp, pr__dpool_count(c->dp) - 1)->part = pi;
     *recs += need;
     return true;
 }
 
-/* A decoded message now in the block: its rejects, records, offset. */
+/* A decoded message now in the block: its rejects, offset (its records are
+ * counted by the caller, once per merge). */
 static int pr__merged(pr_consumer *c, const pr__dmsg *dm)
 {
     rd_kafka_message_t *m = dm->m;
-    c->cur = (pr__cur){.topic = c->topics[dm->tidx],
-                       .partition = m->partition,
-                       .key = dm->key,
-                       .offset = m->offset,
-                       .nrec = dm->nrec};
+    if (dm->nrej) /* the reject callback's message */
+        c->cur = (pr__cur){.topic = c->topics[dm->tidx],
+                           .partition = m->partition,
+                           .key = dm->key,
+                           .offset = m->offset,
+                           .nrec = dm->nrec};
     for (uint32_t k = 0; k < dm->nrej; k++) {
         pr__drej r;
         pr__dpool_reject(c->dp, dm, k, &r);
         pr__on_reject(c, r.reason, r.detail, r.rec, r.len, r.recno);
     }
-    PR__ADD(c->st.records, dm->nrows);
     if (dm->part >= 0)
-        __atomic_store_n(&c->parts[dm->part].consumed_next, m->offset + 1, __ATOMIC_RELAXED);
+        __atomic_store_n(&c->parts[dm->part].consumed_next, dm->offset + 1, __ATOMIC_RELAXED);
     pr__release(c, dm->part, m);
     return (int)dm->nrows;
 }
@@ -1733,7 +1760,7 @@ static size_t pr__decoded_run(pr__dpool *dp, size_t i, size_t n)
 static int pr__merge(pr_consumer *c, pr_block *b, int64_t now_ms, rd_kafka_message_t *left)
 {
     size_t n = pr__dpool_count(c->dp), stop = n;
-    int appended = 0;
+    int appended = 0, merged = 0;
     for (size_t i = 0; i < n && stop == n; i++) {
         pr__dmsg *dm = pr__dpool_msg(c->dp, i);
         if (dm->dropped) {
@@ -1750,7 +1777,7 @@ static int pr__merge(pr_consumer *c, pr_block *b, int64_t now_ms, rd_kafka_messa
                 rows += pr__dpool_msg(c->dp, k)->nrows;
             if (pr__dpool_merge(c->dp, b, dm, rows) == 0) {
                 for (size_t k = i; k < i + run; k++)
-                    appended += pr__merged(c, pr__dpool_msg(c->dp, k));
+                    merged += pr__merged(c, pr__dpool_msg(c->dp, k));
                 i += run - 1;
                 continue;
             }
@@ -1758,7 +1785,7 @@ static int pr__merge(pr_consumer *c, pr_block *b, int64_t now_ms, rd_kafka_messa
         if (dm->state == PR__DM_DECODED) {
             int rc = pr__dpool_merge(c->dp, b, dm, dm->nrows);
             if (rc == 0) {
-                appended += pr__merged(c, dm);
+                merged += pr__merged(c, dm);
                 continue;
             }
             if (rc == PR_EFULL && b->rows > 0) {
@@ -1772,6 +1799,8 @@ static int pr__merge(pr_consumer *c, pr_block *b, int64_t now_ms, rd_kafka_messa
         if (keep) /* now c->pending */
             stop = i + 1;
     }
+    PR__ADD(c->st.records, (uint64_t)merged);
+    appended += merged;
     size_t k = 0, rest = c->n_backlog - c->backlog_head;
     for (size_t i = stop; i < n; i++)
         k += !pr__dpool_msg(c->dp, i)->dropped;

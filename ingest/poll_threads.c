@@ -223,7 +223,7 @@ static void *pr__pt_main(void *arg)
             }
             __atomic_store_n(&in->draining, m != NULL, __ATOMIC_SEQ_CST);
             if (m) {
-                pr__pt_entry e = {.kind = PR__PT_MSG, .inst = in->k, .m = m, .nrec = -1};
+                pr__pt_entry e = {.kind = PR__PT_MSG, .inst = in->k, .m = m, .f.nrec = -1};
                 if (pt->prep && !m->err)
                     pt->prep(pt->prep_opaque, m, &e);
                 pr__pt_push(in, &e);

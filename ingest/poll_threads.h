@@ -37,21 +37,30 @@ typedef enum {
     PR__PT_REBALANCE, /* err, parts: the instance's rebalance callback, blocked */
 } pr__pt_kind;
 
+/* What the consumer thread needs of a message without error, read by its
+ * polling thread (pr__pt_prep_fn) so that the consumer thread does not
+ * touch the message itself (each first touch of a message another core
+ * wrote is a cache miss): its record count (-1: not read, e.g. an error),
+ * Kafka timestamp, topic, partition, offset and payload length. */
+typedef struct pr__pt_facts {
+    int nrec;
+    int32_t partition;
+    int64_t ts, offset;
+    size_t len;
+    const rd_kafka_topic_t *rkt;
+} pr__pt_facts;
+
 typedef struct pr__pt_entry {
     pr__pt_kind kind;
     unsigned inst;
     rd_kafka_message_t *m;
-    /* A message's facts found by the polling thread (pr__pt_prep_fn), so
-     * the consumer thread need not: its record count (-1: not found) and
-     * its Kafka timestamp. */
-    int nrec;
-    int64_t ts;
+    pr__pt_facts f; /* PR__PT_MSG: found by its polling thread (prep) */
     rd_kafka_resp_err_t err;
     rd_kafka_topic_partition_list_t *parts; /* owned by librdkafka; valid until done */
 } pr__pt_entry;
 
 /* Called on a polling thread for each message without error before it
- * goes into the ring: fills e->nrec and e->ts. Must touch nothing the
+ * goes into the ring: fills e->f. Must touch nothing the
  * consumer thread writes (it runs beside it). */
 typedef void (*pr__pt_prep_fn)(void *opaque, const rd_kafka_message_t *m, pr__pt_entry *e);
 /* Starts one thread per rks[k] (n of them; the handles stay the caller's);
