@@ -8,7 +8,10 @@
  * The pipeline thread takes entries from the rings instead of polling the
  * clients itself, so what librdkafka costs per message (its queue, the
  * op-to-message conversion, the position update) leaves the pipeline
- * thread, and K clients are served by K threads.
+ * thread, and K clients are served by K threads. So do the reading of each
+ * message's facts (pr__pt_facts: the pipeline thread then never touches a
+ * message another core wrote, except to decode it) and, through a second
+ * ring going back, the destroying of consumed messages (pr__pt_recycle).
  *
  * Why the pipeline's semantics do not move: a partition is one instance's,
  * and an instance's ring is FIFO, so per-partition order is librdkafka's;
