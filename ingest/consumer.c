@@ -1339,9 +1339,9 @@ static int pr__restart_due(pr_consumer *c, rd_kafka_t *rk, unsigned inst, char *
     return rc;
 }
 
-/* On a polling thread (poll_threads.h's prep): a message's record count and
- * timestamp, found beside the consumer thread. Reads only m and c->format
- * (set before the threads start); the record count uses no arena. */
+/* On a polling thread (poll_threads.h's prep): a message's facts, read
+ * beside the consumer thread. Reads only m and c->format (set before the
+ * threads start); the record count uses no arena. */
 static void pr__pt_prep(void *opaque, const rd_kafka_message_t *m, pr__pt_entry *e)
 {
     const pr_consumer *c = opaque;
