@@ -116,7 +116,9 @@ static void pr__rej_log(void *opaque, int reason, const char *detail, const char
     r->recno = recno;
     r->detail_len = strlen(d);
     r->rec_len = len;
-    if (pr__text_put(s, d, r->detail_len, &r->detail_off) ||
+    /* The detail with its NUL: it is read as a C string (the log line, the
+     * dead letter's header); without it those read on into the next text. */
+    if (pr__text_put(s, d, r->detail_len + 1, &r->detail_off) ||
         pr__text_put(s, rec, len, &r->rec_off)) {
         s->oom = true;
         return;
