@@ -1375,16 +1375,6 @@ static void pr__msg_facts(pr_consumer *c, const rd_kafka_message_t *m, pr__pt_fa
     c->pre_m = NULL;
 }
 
-/* Done with message m of partition entry pi: destroyed by a polling thread
- * when there are some (pr__pt_recycle), else here. */
-static void pr__release(pr_consumer *c, ssize_t pi, rd_kafka_message_t *m)
-{
-    if (c->pt)
-        pr__pt_recycle(c->pt, pi >= 0 ? c->parts[pi].inst : 0, m);
-    else
-        rd_kafka_message_destroy(m);
-}
-
 /* An empty payload (or a tombstone) holds no record: count it under its own
  * reason, dead-letter it like any reject, and move on. */
 static void pr__deliver_empty(pr_consumer *c, rd_kafka_message_t *m, int tidx, ssize_t pi)
@@ -1490,7 +1480,7 @@ static int pr__deliver(pr_consumer *c, pr_block *b, rd_kafka_message_t *m, int64
         __atomic_store_n(&c->parts[pi].consumed_next, m->offset + 1, __ATOMIC_RELAXED);
     c->pending = NULL;
     c->pending_rec = 0;
-    pr__release(c, pi, m);
+    rd_kafka_message_destroy(m);
     return added;
 }
 
@@ -1732,7 +1722,7 @@ static int pr__merged(pr_consumer *c, const pr__dmsg *dm)
     }
     if (dm->part >= 0)
         __atomic_store_n(&c->parts[dm->part].consumed_next, dm->offset + 1, __ATOMIC_RELAXED);
-    pr__release(c, dm->part, m);
+    rd_kafka_message_destroy(m);
     return (int)dm->nrows;
 }
 

@@ -17,11 +17,6 @@
  * half of it (woken per pop, the two threads took turns per message: a
  * futex wake and a context switch each, the pipeline thread's largest cost
  * in a perf profile of issue 21).
- *
- * Going back, a second ring per instance carries the messages the consumer
- * thread is done with (pr__pt_recycle): the polling thread destroys them,
- * so librdkafka's free (an op, its buffer reference, malloc's free) leaves
- * the pipeline thread too.
  */
 #define _GNU_SOURCE
 #include "poll_threads.h"
@@ -43,10 +38,6 @@
  * more is coming soon). Woken per message it would take one message per
  * poll, as fast as it comes, and hand the engine blocks of one row. */
 #define PR__PT_BATCH 256
-/* Messages going back to a polling thread to be destroyed (a power of two);
- * when full the consumer thread destroys them itself. */
-#define PR__PT_GRING 4096
-#define PR__PT_GMASK (PR__PT_GRING - 1)
 
 typedef struct pr__pt_inst {
     pr__pt *pt;
@@ -64,10 +55,6 @@ typedef struct pr__pt_inst {
     pthread_cond_t cv; /* room in the ring, or `done` */
     bool done;         /* the rebalance event was handled (under mu) */
     pr__pt_entry ring[PR__PT_RING];
-    /* Recycled messages: the consumer thread writes gtail, this instance's
-     * thread reads ghead (both atomic). */
-    size_t ghead, gtail;
-    rd_kafka_message_t *gring[PR__PT_GRING];
 } pr__pt_inst;
 
 struct pr__pt {
@@ -184,16 +171,6 @@ static bool pr__pt_ready(pr__pt *pt)
     return avail > 0 && !draining;
 }
 
-/* Polling thread: destroy the messages the consumer thread gave back. */
-static void pr__pt_reap(pr__pt_inst *in)
-{
-    size_t h = __atomic_load_n(&in->ghead, __ATOMIC_RELAXED);
-    size_t t = __atomic_load_n(&in->gtail, __ATOMIC_ACQUIRE);
-    for (; h != t; h++)
-        rd_kafka_message_destroy(in->gring[h & PR__PT_GMASK]);
-    __atomic_store_n(&in->ghead, h, __ATOMIC_RELEASE);
-}
-
 static void *pr__pt_main(void *arg)
 {
     pr__pt_inst *in = arg;
@@ -207,7 +184,6 @@ static void *pr__pt_main(void *arg)
     pthread_mutex_unlock(&pt->mu);
     if (__atomic_load_n(&pt->gate, __ATOMIC_ACQUIRE) > 0)
         while (!__atomic_load_n(&pt->stop, __ATOMIC_ACQUIRE)) {
-            pr__pt_reap(in);
             if (pr__pt_full(in)) {
                 pr__pt_wait_room(in);
                 continue;
@@ -229,7 +205,6 @@ static void *pr__pt_main(void *arg)
                 pr__pt_push(in, &e);
             }
         }
-    pr__pt_reap(in);
     __atomic_store_n(&in->exited, 1, __ATOMIC_SEQ_CST);
     pthread_mutex_lock(&pt->mu);
     pthread_cond_broadcast(&pt->cv);
@@ -300,22 +275,6 @@ void pr__pt_handoff(pr__pt *pt, unsigned inst, rd_kafka_resp_err_t err,
     while (!in->done)
         pthread_cond_wait(&in->cv, &in->mu);
     pthread_mutex_unlock(&in->mu);
-}
-
-void pr__pt_recycle(pr__pt *pt, unsigned inst, rd_kafka_message_t *m)
-{
-    pr__pt_inst *in = pt && inst < pt->n ? &pt->inst[inst] : NULL;
-    if (!in || !in->started || __atomic_load_n(&in->exited, __ATOMIC_ACQUIRE)) {
-        rd_kafka_message_destroy(m);
-        return;
-    }
-    size_t t = __atomic_load_n(&in->gtail, __ATOMIC_RELAXED);
-    if (t - __atomic_load_n(&in->ghead, __ATOMIC_ACQUIRE) >= PR__PT_GRING) {
-        rd_kafka_message_destroy(m); /* its thread is behind (or waiting) */
-        return;
-    }
-    in->gring[t & PR__PT_GMASK] = m;
-    __atomic_store_n(&in->gtail, t + 1, __ATOMIC_RELEASE);
 }
 
 bool pr__pt_quiet(pr__pt *pt, unsigned inst)
@@ -402,7 +361,6 @@ void pr__pt_free(pr__pt *pt)
         if (e.kind == PR__PT_MSG && e.m)
             rd_kafka_message_destroy(e.m);
     for (unsigned k = 0; k < pt->n; k++) {
-        pr__pt_reap(&pt->inst[k]); /* given back after its thread's last reap */
         pthread_mutex_destroy(&pt->inst[k].mu);
         pthread_cond_destroy(&pt->inst[k].cv);
     }

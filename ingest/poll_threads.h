@@ -8,10 +8,14 @@
  * The pipeline thread takes entries from the rings instead of polling the
  * clients itself, so what librdkafka costs per message (its queue, the
  * op-to-message conversion, the position update) leaves the pipeline
- * thread, and K clients are served by K threads. So do the reading of each
- * message's facts (pr__pt_facts: the pipeline thread then never touches a
- * message another core wrote, except to decode it) and, through a second
- * ring going back, the destroying of consumed messages (pr__pt_recycle).
+ * thread, and K clients are served by K threads. So does the reading of
+ * each message's facts (pr__pt_facts: the pipeline thread then does not
+ * touch a message another core wrote, except to decode and destroy it).
+ * (Destroying consumed messages on the polling threads, through a ring
+ * going back, was tried and not kept: it changes when librdkafka's objects
+ * are released, and test_poll_threads' closes of 3 instances hung in
+ * librdkafka 2.0.2's cooperative close more often with it on a loaded
+ * machine: bench/RESULTS.md, issue 21.)
  *
  * Why the pipeline's semantics do not move: a partition is one instance's,
  * and an instance's ring is FIFO, so per-partition order is librdkafka's;
@@ -85,10 +89,6 @@ void pr__pt_handoff(pr__pt *pt, unsigned inst, rd_kafka_resp_err_t err,
  * wait_ms (0). A PR__PT_REBALANCE entry must be answered by pr__pt_done. */
 int pr__pt_next(pr__pt *pt, int wait_ms, pr__pt_entry *out);
 
-/* Consumer thread: done with message m (from instance inst's ring, or any
- * other): instance inst's polling thread destroys it, or this call does
- * when that thread has exited or is behind. pt NULL: destroyed here. */
-void pr__pt_recycle(pr__pt *pt, unsigned inst, rd_kafka_message_t *m);
 /* Consumer thread: instance inst's ring is empty and its thread is not
  * handing over a rebalance event (then an assignment change made now cannot
  * be taken by librdkafka as the answer to an event not yet served, as long

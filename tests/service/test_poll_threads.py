@@ -36,7 +36,7 @@ SRC = os.environ["PR_SOURCE_DIR"]
 T = os.environ["PR_TMP"]
 N = 6000
 # engine 4 with polling threads: the worker's blocks come from polls whose
-# facts and message frees go through the polling threads' rings (issue 21)
+# message facts the polling threads read (issue 21)
 COMBOS = [(k, e) for k in (1, 2, 3) for e in (1, 2)] + [(2, 4), (3, 4)]
 NAMES = ["dense.npy", "labels.npy", "sparse.npy"]
 procs = []
