@@ -79,6 +79,11 @@ struct pr_consumer {
      * before the rings (the wait cannot stop the rings, and an event may sit
      * behind them). */
     pr__pt *pt;
+    /* The message pr__next gave last and what its polling thread found
+     * (pr__pt_prep), used once by the collect or the decode that follows
+     * (pr__msg_facts); NULL when it came another way. */
+    const rd_kafka_message_t *pre_m;
+    pr__pt_facts pre;
     rd_kafka_message_t **held;
     size_t n_held, held_head, cap_held;
     bool ever[PR_CONSUMER_MAX_INSTANCES];        /* per instance: an assignment arrived */
@@ -98,6 +103,12 @@ struct pr_consumer {
     int n_topics, cap_topics;
     pr__part *parts;
     size_t n_parts, cap_parts;
+    /* parts[] by key: open addressing, -1 = empty, at most half full. A
+     * poll looked up every message's partition by a scan of parts[] (the
+     * last one cached), ~1.5% of the pipeline thread at 64 partitions and
+     * growing with them; changed under lock by the poll thread only. */
+    int32_t *pix;
+    size_t pix_cap; /* a power of two, or 0 */
 
     /* Poll-thread state. */
     rd_kafka_message_t *pending;
@@ -113,8 +124,11 @@ struct pr_consumer {
     bool collecting; /* the pool holds this poll's messages */
     rd_kafka_message_t **backlog;
     size_t n_backlog, backlog_head;
-    const rd_kafka_topic_t *last_rkt;
-    int last_tidx;
+    /* Topic handle -> topic index, the last few (each instance has its own
+     * handle for a topic, and polls alternate between instances). */
+    const rd_kafka_topic_t *rkt_seen[PR_CONSUMER_MAX_INSTANCES];
+    int rkt_tidx[PR_CONSUMER_MAX_INSTANCES];
+    unsigned rkt_next;
     size_t last_part;
     pr__cur cur;
     bool paused;
@@ -174,15 +188,48 @@ static int pr__topic_index(pr_consumer *c, const char *name)
     return idx;
 }
 
+static size_t pr__pix_slot(int32_t key, size_t cap)
+{
+    return (size_t)(((uint32_t)key * UINT32_C(2654435761)) >> 7) & (cap - 1);
+}
+
 static ssize_t pr__part_find(const pr_consumer *c, int32_t key)
 {
     size_t last = __atomic_load_n(&c->last_part, __ATOMIC_RELAXED);
     if (last < c->n_parts && c->parts[last].key == key)
         return (ssize_t)last;
-    for (size_t i = 0; i < c->n_parts; i++)
+    if (!c->pix_cap)
+        return -1;
+    for (size_t h = pr__pix_slot(key, c->pix_cap);; h = (h + 1) & (c->pix_cap - 1)) {
+        int32_t i = c->pix[h];
+        if (i < 0)
+            return -1;
         if (c->parts[i].key == key)
-            return (ssize_t)i;
-    return -1;
+            return i;
+    }
+}
+
+/* parts[i] into the index, grown to keep it at most half full. Under lock. */
+static int pr__pix_add(pr_consumer *c, size_t i)
+{
+    if (2 * (c->n_parts + 1) > c->pix_cap) {
+        size_t nc = c->pix_cap ? 2 * c->pix_cap : 64;
+        int32_t *np = malloc(nc * sizeof(*np));
+        if (!np)
+            return PR_ENOMEM;
+        memset(np, 0xff, nc * sizeof(*np));
+        free(c->pix);
+        c->pix = np;
+        c->pix_cap = nc;
+        for (size_t k = 0; k < c->n_parts; k++)
+            if (k != i)
+                pr__pix_add(c, k);
+    }
+    size_t h = pr__pix_slot(c->parts[i].key, c->pix_cap);
+    while (c->pix[h] >= 0)
+        h = (h + 1) & (c->pix_cap - 1);
+    c->pix[h] = (int32_t)i;
+    return 0;
 }
 
 /* Entry for (tidx, partition), created when new. Poll thread only. */
@@ -211,6 +258,10 @@ static ssize_t pr__part_get(pr_consumer *c, int tidx, int32_t partition)
                                       .consumed_next = -1,
                                       .stored = -1,
                                       .committed = -1};
+    if (pr__pix_add(c, c->n_parts)) {
+        pthread_mutex_unlock(&c->lock);
+        return -1;
+    }
     i = (ssize_t)c->n_parts++;
     pthread_mutex_unlock(&c->lock);
     __atomic_store_n(&c->last_part, (size_t)i, __ATOMIC_RELAXED);
@@ -857,6 +908,8 @@ static bool pr__poll_threads_wanted(void)
     return !(v && !strcmp(v, "0"));
 }
 
+static void pr__pt_prep(void *opaque, const rd_kafka_message_t *m, pr__pt_entry *e);
+
 pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t errstr_size)
 {
     char kerr[512];
@@ -883,7 +936,6 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
     c->rl_reject = (pr_ratelimit)PR_RATELIMIT_INIT(5);
     c->rl_err = (pr_ratelimit)PR_RATELIMIT_INIT(5);
     c->rl_cb = (pr_ratelimit)PR_RATELIMIT_INIT(5);
-    c->last_tidx = -1;
     c->arena = pr_arena_new(64 * 1024);
     if (!c->arena) {
         pr_seterr(errstr, errstr_size, PR_ENOMEM, "consumer: out of memory");
@@ -949,7 +1001,7 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
         if (pr__instance_open(c, conf, k, errstr, errstr_size))
             goto out_rk;
     if (c->n_rk > 1 && pr__poll_threads_wanted()) {
-        c->pt = pr__pt_start(c->rks, c->n_rk, errstr, errstr_size);
+        c->pt = pr__pt_start(c->rks, c->n_rk, pr__pt_prep, c, errstr, errstr_size);
         if (!c->pt)
             goto out_rk;
         pr_info("consumer: %u instances, each polled by its own thread", c->n_rk);
@@ -1146,6 +1198,7 @@ void pr_consumer_free(pr_consumer *c)
         free(c->topics[i]);
     free(c->topics);
     free(c->parts);
+    free(c->pix);
     free(c->member_file);
     free(c->group_id);
     free(c->member_saved);
@@ -1286,6 +1339,42 @@ static int pr__restart_due(pr_consumer *c, rd_kafka_t *rk, unsigned inst, char *
     return rc;
 }
 
+/* On a polling thread (poll_threads.h's prep): a message's facts, read
+ * beside the consumer thread. Reads only m and c->format (set before the
+ * threads start); the record count uses no arena. */
+static void pr__pt_prep(void *opaque, const rd_kafka_message_t *m, pr__pt_entry *e)
+{
+    const pr_consumer *c = opaque;
+    rd_kafka_timestamp_type_t tst;
+    e->f = (pr__pt_facts){
+        .nrec = m->len ? pr_message_record_count(c->format, m->payload, m->len, NULL) : 0,
+        .partition = m->partition,
+        .ts = rd_kafka_message_timestamp(m, &tst),
+        .offset = m->offset,
+        .len = m->len,
+        .rkt = m->rkt};
+}
+
+/* m's facts (record count, timestamp, ...): what its polling thread found
+ * when m is the message pr__next just gave, else read here. Once per
+ * message: the facts are forgotten after (an address can come again). */
+static void pr__msg_facts(pr_consumer *c, const rd_kafka_message_t *m, pr__pt_facts *f)
+{
+    if (m == c->pre_m && c->pre.nrec >= 0) {
+        *f = c->pre;
+    } else {
+        rd_kafka_timestamp_type_t tst;
+        *f = (pr__pt_facts){
+            .nrec = m->len ? pr_message_record_count(c->format, m->payload, m->len, c->arena) : 0,
+            .partition = m->partition,
+            .ts = rd_kafka_message_timestamp(m, &tst),
+            .offset = m->offset,
+            .len = m->len,
+            .rkt = m->rkt};
+    }
+    c->pre_m = NULL;
+}
+
 /* An empty payload (or a tombstone) holds no record: count it under its own
  * reason, dead-letter it like any reject, and move on. */
 static void pr__deliver_empty(pr_consumer *c, rd_kafka_message_t *m, int tidx, ssize_t pi)
@@ -1305,14 +1394,24 @@ static void pr__deliver_empty(pr_consumer *c, rd_kafka_message_t *m, int tidx, s
     rd_kafka_message_destroy(m);
 }
 
-/* m's topic index (cached for the topic of the previous message). */
+/* The topic index of handle rkt (cached for the last few handles). */
+static int pr__rkt_topic(pr_consumer *c, const rd_kafka_topic_t *rkt)
+{
+    for (unsigned k = 0; k < PR_CONSUMER_MAX_INSTANCES; k++)
+        if (c->rkt_seen[k] == rkt && rkt)
+            return c->rkt_tidx[k];
+    int tidx = pr__topic_index(c, rd_kafka_topic_name(rkt));
+    tidx = tidx < 0 ? 0 : tidx;
+    unsigned k = c->rkt_next++ % PR_CONSUMER_MAX_INSTANCES;
+    c->rkt_seen[k] = rkt;
+    c->rkt_tidx[k] = tidx;
+    return tidx;
+}
+
+/* m's topic index. */
 static int pr__msg_topic(pr_consumer *c, const rd_kafka_message_t *m)
 {
-    if (m->rkt != c->last_rkt) {
-        c->last_tidx = pr__topic_index(c, rd_kafka_topic_name(m->rkt));
-        c->last_rkt = m->rkt;
-    }
-    return c->last_tidx < 0 ? 0 : c->last_tidx;
+    return pr__rkt_topic(c, m->rkt);
 }
 
 /* Decode message m (or continue it). Returns rows appended; sets *keep when
@@ -1324,6 +1423,7 @@ static int pr__deliver(pr_consumer *c, pr_block *b, rd_kafka_message_t *m, int64
     int tidx = pr__msg_topic(c, m);
     ssize_t pi = pr__part_get(c, tidx, m->partition);
     if (m->len == 0) {
+        c->pre_m = NULL;
         pr__deliver_empty(c, m, tidx, pi);
         return 0;
     }
@@ -1331,7 +1431,10 @@ static int pr__deliver(pr_consumer *c, pr_block *b, rd_kafka_message_t *m, int64
      * other goes whole into this block, or waits for the next one. A message
      * larger than a whole block is split from an empty block. */
     bool resuming = c->pending == m && c->pending_rec > 0;
-    int nrec = pr_message_record_count(c->format, m->payload, m->len, c->arena);
+    pr__pt_facts f;
+    pr__msg_facts(c, m, &f);
+    int nrec = f.nrec;
+    int64_t ts = f.ts;
     if (!resuming && b->rows > 0 && (uint32_t)nrec > b->cap - b->rows) {
         c->pending = m;
         c->pending_rec = 0;
@@ -1339,8 +1442,6 @@ static int pr__deliver(pr_consumer *c, pr_block *b, rd_kafka_message_t *m, int64
         return 0;
     }
 
-    rd_kafka_timestamp_type_t tst;
-    int64_t ts = rd_kafka_message_timestamp(m, &tst);
     c->cur = (pr__cur){.topic = c->topics[tidx],
                        .partition = m->partition,
                        .key = PR_PART_KEY(tidx, m->partition),
@@ -1396,6 +1497,12 @@ static int pr__polled(pr_consumer *c, rd_kafka_t *rk, rd_kafka_message_t *m,
                       rd_kafka_message_t **out, char *errstr, size_t errstr_size)
 {
     int rc;
+    if (m == c->pre_m) { /* its polling thread read it: no error */
+        PR__ADD(c->st.messages, 1);
+        PR__ADD(c->st.bytes, c->pre.len);
+        *out = m;
+        return 1;
+    }
     if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET && m->rkt) {
         rc = pr__offset_reset(c, rk, m, errstr, errstr_size);
         rd_kafka_message_destroy(m);
@@ -1453,6 +1560,10 @@ static int pr__ring_next(pr_consumer *c, int wait, rd_kafka_message_t **out, cha
         pr__rebalance(c, c->rks[e.inst], e.inst, e.err, e.parts);
         pr__pt_done(c->pt, e.inst);
         return 2;
+    }
+    if (e.f.nrec >= 0) { /* read by its polling thread (pr__pt_prep) */
+        c->pre_m = e.m;
+        c->pre = e.f;
     }
     return pr__polled(c, c->rks[e.inst], e.m, out, errstr, errstr_size);
 }
@@ -1529,6 +1640,7 @@ static void pr__pt_serve(void *opaque, const pr__pt_entry *e)
 static int pr__next(pr_consumer *c, int wait, rd_kafka_message_t **out, char *errstr,
                     size_t errstr_size)
 {
+    c->pre_m = NULL;
     if (c->pt)
         return pr__next_pt(c, wait, out, errstr, errstr_size);
     if (c->n_rk <= 1)
@@ -1571,43 +1683,45 @@ static int pr__turn_wait(bool first, int64_t deadline)
 static bool pr__collect(pr_consumer *c, rd_kafka_message_t *m, int64_t now_ms, uint32_t room,
                         uint32_t *recs)
 {
-    int tidx = pr__msg_topic(c, m);
-    ssize_t pi = pr__part_get(c, tidx, m->partition);
-    int nrec = m->len ? pr_message_record_count(c->format, m->payload, m->len, c->arena) : 0;
+    pr__pt_facts f;
+    pr__msg_facts(c, m, &f);
+    int tidx = pr__rkt_topic(c, f.rkt);
+    ssize_t pi = pr__part_get(c, tidx, f.partition);
+    int nrec = f.nrec;
+    int64_t ts = f.ts;
     uint32_t need = nrec > 0 ? (uint32_t)nrec : 0;
     bool first = pr__dpool_count(c->dp) == 0;
     if (!first && *recs + need > room)
         return false;
-    rd_kafka_timestamp_type_t tst;
-    int64_t ts = rd_kafka_message_timestamp(m, &tst);
     /* A first message larger than the room goes the serial way (it waits
      * for the next block, or is split over blocks). */
     bool serial = *recs + need > room;
-    if (!pr__dpool_add(c->dp, m, PR_PART_KEY(tidx, m->partition), tidx, ts > 0 ? ts : now_ms,
-                       serial ? -1 : nrec))
+    if (!pr__dpool_add(c->dp, m, f.offset, PR_PART_KEY(tidx, f.partition), tidx,
+                       ts > 0 ? ts : now_ms, serial ? -1 : nrec))
         return false;
     pr__dpool_msg(c->dp, pr__dpool_count(c->dp) - 1)->part = pi;
     *recs += need;
     return true;
 }
 
-/* A decoded message now in the block: its rejects, records, offset. */
+/* A decoded message now in the block: its rejects, offset (its records are
+ * counted by the caller, once per merge). */
 static int pr__merged(pr_consumer *c, const pr__dmsg *dm)
 {
     rd_kafka_message_t *m = dm->m;
-    c->cur = (pr__cur){.topic = c->topics[dm->tidx],
-                       .partition = m->partition,
-                       .key = dm->key,
-                       .offset = m->offset,
-                       .nrec = dm->nrec};
+    if (dm->nrej) /* the reject callback's message */
+        c->cur = (pr__cur){.topic = c->topics[dm->tidx],
+                           .partition = m->partition,
+                           .key = dm->key,
+                           .offset = m->offset,
+                           .nrec = dm->nrec};
     for (uint32_t k = 0; k < dm->nrej; k++) {
         pr__drej r;
         pr__dpool_reject(c->dp, dm, k, &r);
         pr__on_reject(c, r.reason, r.detail, r.rec, r.len, r.recno);
     }
-    PR__ADD(c->st.records, dm->nrows);
     if (dm->part >= 0)
-        __atomic_store_n(&c->parts[dm->part].consumed_next, m->offset + 1, __ATOMIC_RELAXED);
+        __atomic_store_n(&c->parts[dm->part].consumed_next, dm->offset + 1, __ATOMIC_RELAXED);
     rd_kafka_message_destroy(m);
     return (int)dm->nrows;
 }
@@ -1636,7 +1750,7 @@ static size_t pr__decoded_run(pr__dpool *dp, size_t i, size_t n)
 static int pr__merge(pr_consumer *c, pr_block *b, int64_t now_ms, rd_kafka_message_t *left)
 {
     size_t n = pr__dpool_count(c->dp), stop = n;
-    int appended = 0;
+    int appended = 0, merged = 0;
     for (size_t i = 0; i < n && stop == n; i++) {
         pr__dmsg *dm = pr__dpool_msg(c->dp, i);
         if (dm->dropped) {
@@ -1653,7 +1767,7 @@ static int pr__merge(pr_consumer *c, pr_block *b, int64_t now_ms, rd_kafka_messa
                 rows += pr__dpool_msg(c->dp, k)->nrows;
             if (pr__dpool_merge(c->dp, b, dm, rows) == 0) {
                 for (size_t k = i; k < i + run; k++)
-                    appended += pr__merged(c, pr__dpool_msg(c->dp, k));
+                    merged += pr__merged(c, pr__dpool_msg(c->dp, k));
                 i += run - 1;
                 continue;
             }
@@ -1661,7 +1775,7 @@ static int pr__merge(pr_consumer *c, pr_block *b, int64_t now_ms, rd_kafka_messa
         if (dm->state == PR__DM_DECODED) {
             int rc = pr__dpool_merge(c->dp, b, dm, dm->nrows);
             if (rc == 0) {
-                appended += pr__merged(c, dm);
+                merged += pr__merged(c, dm);
                 continue;
             }
             if (rc == PR_EFULL && b->rows > 0) {
@@ -1675,6 +1789,8 @@ static int pr__merge(pr_consumer *c, pr_block *b, int64_t now_ms, rd_kafka_messa
         if (keep) /* now c->pending */
             stop = i + 1;
     }
+    PR__ADD(c->st.records, (uint64_t)merged);
+    appended += merged;
     size_t k = 0, rest = c->n_backlog - c->backlog_head;
     for (size_t i = stop; i < n; i++)
         k += !pr__dpool_msg(c->dp, i)->dropped;

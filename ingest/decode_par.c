@@ -116,7 +116,9 @@ static void pr__rej_log(void *opaque, int reason, const char *detail, const char
     r->recno = recno;
     r->detail_len = strlen(d);
     r->rec_len = len;
-    if (pr__text_put(s, d, r->detail_len, &r->detail_off) ||
+    /* The detail with its NUL: it is read as a C string (the log line, the
+     * dead letter's header); without it those read on into the next text. */
+    if (pr__text_put(s, d, r->detail_len + 1, &r->detail_off) ||
         pr__text_put(s, rec, len, &r->rec_off)) {
         s->oom = true;
         return;
@@ -148,7 +150,7 @@ static void pr__slot_decode(pr__dpool *dp, unsigned t, unsigned k)
         }
         s->cur = i;
         ctx.partition = dm->key;
-        ctx.offset = dm->m->offset;
+        ctx.offset = dm->offset;
         ctx.default_event_time_ms = dm->event_ms;
         uint32_t row0 = s->blk->rows, next = 0;
         size_t rej0 = s->n_rej;
@@ -346,14 +348,15 @@ static void pr__post(pr__dpool *dp, unsigned k)
     pthread_mutex_unlock(&dp->mu);
 }
 
-bool pr__dpool_add(pr__dpool *dp, rd_kafka_message_t *m, int32_t key, int tidx, int64_t event_ms,
-                   int nrec)
+bool pr__dpool_add(pr__dpool *dp, rd_kafka_message_t *m, int64_t offset, int32_t key, int tidx,
+                   int64_t event_ms, int nrec)
 {
     if (dp->open >= dp->n_slots || dp->n_msgs >= dp->cap_msgs)
         return false;
     pr__dslot *s = &dp->slots[dp->open];
-    bool queued = m->len > 0 && nrec > 0 && (uint32_t)nrec <= dp->slot_recs;
+    bool queued = nrec > 0 && (uint32_t)nrec <= dp->slot_recs;
     dp->msgs[dp->n_msgs] = (pr__dmsg){.m = m,
+                                      .offset = offset,
                                       .key = key,
                                       .tidx = tidx,
                                       .event_ms = event_ms,

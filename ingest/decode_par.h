@@ -46,6 +46,7 @@ typedef struct pr__drej {
 
 typedef struct pr__dmsg {
     rd_kafka_message_t *m;
+    int64_t offset; /* m's: the merge and the decode read it here, not in m */
     int32_t key;
     int tidx;
     ssize_t part;     /* the consumer's partition table index, or -1 */
@@ -71,10 +72,11 @@ unsigned pr__dpool_threads(const pr__dpool *dp);
 
 /* Start a poll's collection: no message, every slot free. */
 void pr__dpool_begin(pr__dpool *dp);
-/* Add message m (in poll order). Full slots go to the helpers at once.
- * Returns false when the pool holds no more (the caller keeps m). */
-bool pr__dpool_add(pr__dpool *dp, rd_kafka_message_t *m, int32_t key, int tidx, int64_t event_ms,
-                   int nrec);
+/* Add message m at `offset` (in poll order; nrec 0 for an empty one, < 0
+ * to decode it serially). Full slots go to the helpers at once. Returns
+ * false when the pool holds no more (the caller keeps m). */
+bool pr__dpool_add(pr__dpool *dp, rd_kafka_message_t *m, int64_t offset, int32_t key, int tidx,
+                   int64_t event_ms, int nrec);
 /* Decode what is left (the polling thread helps) and wait for every slot. */
 void pr__dpool_finish(pr__dpool *dp);
 

@@ -8,7 +8,14 @@
  * The pipeline thread takes entries from the rings instead of polling the
  * clients itself, so what librdkafka costs per message (its queue, the
  * op-to-message conversion, the position update) leaves the pipeline
- * thread, and K clients are served by K threads.
+ * thread, and K clients are served by K threads. So does the reading of
+ * each message's facts (pr__pt_facts: the pipeline thread then does not
+ * touch a message another core wrote, except to decode and destroy it).
+ * (Destroying consumed messages on the polling threads, through a ring
+ * going back, was tried and not kept: it changes when librdkafka's objects
+ * are released, and test_poll_threads' closes of 3 instances hung in
+ * librdkafka 2.0.2's cooperative close more often with it on a loaded
+ * machine: bench/RESULTS.md, issue 21.)
  *
  * Why the pipeline's semantics do not move: a partition is one instance's,
  * and an instance's ring is FIFO, so per-partition order is librdkafka's;
@@ -37,17 +44,37 @@ typedef enum {
     PR__PT_REBALANCE, /* err, parts: the instance's rebalance callback, blocked */
 } pr__pt_kind;
 
+/* What the consumer thread needs of a message without error, read by its
+ * polling thread (pr__pt_prep_fn) so that the consumer thread does not
+ * touch the message itself (each first touch of a message another core
+ * wrote is a cache miss): its record count (-1: not read, e.g. an error),
+ * Kafka timestamp, topic, partition, offset and payload length. */
+typedef struct pr__pt_facts {
+    int nrec;
+    int32_t partition;
+    int64_t ts, offset;
+    size_t len;
+    const rd_kafka_topic_t *rkt;
+} pr__pt_facts;
+
 typedef struct pr__pt_entry {
     pr__pt_kind kind;
     unsigned inst;
     rd_kafka_message_t *m;
+    pr__pt_facts f; /* PR__PT_MSG: found by its polling thread (prep) */
     rd_kafka_resp_err_t err;
     rd_kafka_topic_partition_list_t *parts; /* owned by librdkafka; valid until done */
 } pr__pt_entry;
 
-/* Starts one thread per rks[k] (n of them; the handles stay the caller's).
- * NULL with errstr when a thread cannot be made (none is left running). */
-pr__pt *pr__pt_start(rd_kafka_t *const *rks, unsigned n, char *errstr, size_t errstr_size);
+/* Called on a polling thread for each message without error before it
+ * goes into the ring: fills e->f. Must touch nothing the
+ * consumer thread writes (it runs beside it). */
+typedef void (*pr__pt_prep_fn)(void *opaque, const rd_kafka_message_t *m, pr__pt_entry *e);
+/* Starts one thread per rks[k] (n of them; the handles stay the caller's);
+ * prep may be NULL. NULL with errstr when a thread cannot be made (none is
+ * left running). */
+pr__pt *pr__pt_start(rd_kafka_t *const *rks, unsigned n, pr__pt_prep_fn prep, void *prep_opaque,
+                     char *errstr, size_t errstr_size);
 
 /* Is the calling thread instance inst's polling thread? (In the rebalance
  * callback: hand the event over, or handle it right here.) */

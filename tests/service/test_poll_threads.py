@@ -3,8 +3,9 @@
 source.consumers K > 1 polls each instance on its own thread, and nothing a
 user can see may move.
 
-1. Outputs: one partition, Criteo TSV with bad records, six `piperec run`s
-   side by side, consumers 1, 2, 3 x engine.threads 1, 2 (decode threads 2),
+1. Outputs: one partition, Criteo TSV with bad records, eight `piperec run`s
+   side by side, consumers 1, 2, 3 x engine.threads 1, 2, and consumers 2, 3
+   x engine.threads 4 (decode threads 2),
    batches of 64 rows over thousands of small blocks (half the rows there
    before the start, the rest produced while the runs read, 1- then 20-line
    messages). Each run's files-sink output must equal `piperec process`
@@ -34,7 +35,9 @@ PIPEREC = os.environ["PIPEREC"]
 SRC = os.environ["PR_SOURCE_DIR"]
 T = os.environ["PR_TMP"]
 N = 6000
-COMBOS = [(k, e) for k in (1, 2, 3) for e in (1, 2)]
+# engine 4 with polling threads: the worker's blocks come from polls whose
+# message facts the polling threads read (issue 21)
+COMBOS = [(k, e) for k in (1, 2, 3) for e in (1, 2)] + [(2, 4), (3, 4)]
 NAMES = ["dense.npy", "labels.npy", "sparse.npy"]
 procs = []
 
