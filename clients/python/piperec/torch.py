@@ -1093,7 +1093,9 @@ class StreamDataLoader(DataLoader):
 
     batch_size is None (piperec makes the batches). With num_workers > 0 it
     sets the dataset's ack lag to prefetch_factor + 1 and pins in the
-    DataLoader (pin_memory defaults to the dataset's setting). With a
+    DataLoader (pin_memory defaults to the dataset's setting); TrainingBatch
+    batches cross from the workers in reused shared-memory ring slots and
+    are copied out in this process (see "worker hand-off ring"). With a
     layout="raw" dataset it starts no worker processes: the batches come
     from the dataset's receive thread(s) in the main process (``streams``
     connections per endpoint, default 1), and iterating the loader is
