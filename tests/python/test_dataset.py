@@ -202,7 +202,7 @@ def test_dataloader_workers_ring_exactly_once(bt):
     pt._ring_views = counting
     ds = StreamDataset(ADDR, "bt", credits=6, idle_timeout=2.0, sparse_format="triple")
     dl = StreamDataLoader(ds, num_workers=2, prefetch_factor=2)
-    assert ds._ring_slots == 6
+    assert dl._ring_n == 6
     kept = list(dl)
     for b in kept:
         g, dense, sparse, labels = expected(b.sequence)
@@ -218,11 +218,13 @@ def test_dataloader_workers_ring_exactly_once(bt):
     RESULT["order"] = list(order.values())
     RESULT["state"] = dl.state_dict()
     RESULT["left"] = len(pt._RING_BUFS)
+    RESULT["after"] = ds._ring_slots  # a plain DataLoader later gets torch's hand-off
     """)
     assert sorted(r["rows"]) == list(range(240))  # every row exactly once
     assert len(r["order"]) == 2 and all(len(o) > 6 for o in r["order"])  # both workers, slots reused
     assert all(o == sorted(o) for o in r["order"])  # each connection's order kept
     assert r["bufs"] <= 2 * 6  # a buffer crosses once per slot, not once per batch
     assert r["left"] == 0  # the loader's iterator forgot its rings when it ended
+    assert r["after"] == 0
     (pos,) = r["state"]["endpoints"].values()
     assert pos["batches"] == 60 and pos["last_seq"] == 60 and pos["floor"] == 60

@@ -1112,6 +1112,7 @@ class StreamDataLoader(DataLoader):
         # and this class's _record cost 5-20% of the client's CPU a batch,
         # bench/RESULTS.md).
         self._direct = dataset.layout == "raw" and "collate_fn" not in kwargs
+        self._ring_n = 0  # worker ring slots (see "worker hand-off ring")
         if dataset.layout == "raw" and num_workers > 0:
             # The GPU feed's receive thread replaces worker processes: no
             # inter-process hand-off per batch, buffers already pinned. The
@@ -1127,8 +1128,10 @@ class StreamDataLoader(DataLoader):
             dataset._loader_ack_lag = prefetch_factor + 1
             kwargs["prefetch_factor"] = prefetch_factor
             # batches cross from the workers in reused shared-memory slots
-            # (see "worker hand-off ring" above for the bound)
-            dataset._ring_slots = prefetch_factor * num_workers + 2
+            # (see "worker hand-off ring" above for the bound); not under a
+            # collate_fn, whose output could keep views on a slot
+            if "collate_fn" not in kwargs:
+                self._ring_n = prefetch_factor * num_workers + 2
         super().__init__(dataset, batch_size=None, num_workers=num_workers, pin_memory=pin_memory,
                          **kwargs)
 
@@ -1139,8 +1142,16 @@ class StreamDataLoader(DataLoader):
 
     def _loader_iter(self):
         tokens = set()
+        # Only the workers this loader starts (now, as the iterator is made)
+        # use the ring: a plain DataLoader over the same dataset, which would
+        # not copy batches out of their slots, keeps torch's hand-off.
+        self.dataset._ring_slots = self._ring_n
         try:
-            for b in super().__iter__():
+            it = super().__iter__()
+        finally:
+            self.dataset._ring_slots = 0
+        try:
+            for b in it:
                 if getattr(b, "_ring", None) is not None:  # a view on a worker's ring slot: copy it out
                     tokens.add(b._ring[0])
                     b = _ring_own(b)
