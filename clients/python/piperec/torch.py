@@ -52,6 +52,7 @@ import math
 import os
 import select
 import socket
+import threading
 import time
 import warnings
 from collections import deque
@@ -104,18 +105,29 @@ class StreamBatch:
 
     __slots__ = ("dense", "labels", "sparse", "sparse_features", "vocab_sizes", "keys", "endpoint",
                  "epoch", "sequence", "rows", "offsets", "replica", "recycled", "jagged",
-                 "label_names", "dense_names")
+                 "label_names", "dense_names", "_ring")
+
+    def _state(self):
+        return {k: getattr(self, k, None) for k in self.__slots__}
 
     def __getstate__(self):
-        return {k: getattr(self, k) for k in self.__slots__}
+        st = self._state()
+        ring = st.get("_ring")
+        if isinstance(ring, _RingRef):  # a worker's ring slot: send its key, not its tensors
+            st["_ring"] = ring.wire()
+            st["dense"] = st["labels"] = st["sparse"] = st["sparse_features"] = None
+        return st
 
     def __setstate__(self, state):
         for k, v in state.items():
             setattr(self, k, v)
+        if state.get("_ring") is not None:
+            _ring_views(self)
 
     def _map(self, fn):
         out = StreamBatch()
-        out.__setstate__(self.__getstate__())
+        out.__setstate__(self._state())
+        out._ring = None  # fn made new tensors
         out.dense, out.labels = fn(self.dense), fn(self.labels)
         out.sparse = fn(self.sparse) if self.sparse is not None else None
         sf = self.sparse_features
@@ -135,6 +147,137 @@ class StreamBatch:
     def __repr__(self):
         return "StreamBatch(endpoint=%r, epoch=%r, sequence=%d, rows=%d)" % (
             self.endpoint, self.epoch, self.sequence, self.rows)
+
+
+# ---------------------------------------------------------------- worker hand-off ring
+
+# StreamDataLoader(num_workers>0) over TrainingBatch frames: a worker builds
+# each batch's tensors in one slot of a ring of shared-memory buffers it
+# allocates once, and a batch crosses to the main process as the slot's key
+# (the buffer itself only the first time a slot is used). torch otherwise
+# shares every tensor of every batch through a new shared-memory segment
+# and a file-descriptor hand-off (a connection to the worker's
+# resource_sharer thread each): 5 per batch, ~10 ms a batch in the main
+# process (bench/RESULTS.md, "Issue 22: the loader over TrainingBatch").
+#
+# Reuse is safe because the DataLoader returns batches in index order and
+# hands a worker index j only after returning index j - prefetch_factor *
+# num_workers: a ring of prefetch_factor * num_workers + 2 slots per worker
+# is never written while the main process may still read the slot.
+# StreamDataLoader copies each batch out of its slot (or the pin_memory
+# thread does) before the loop sees it, so yielded tensors are owned.
+
+_RING_BUFS = {}  # main process: (token, slot) -> (generation, uint8 buffer)
+_RING_LOCK = threading.Lock()  # unpickled by the main thread or the pin thread
+
+
+def _ring_layout(rows, nd, ns):
+    """Byte offsets of dense, labels, values, lengths in a slot, and its size
+    (each section 64-byte aligned)."""
+    def up(x):
+        return (x + 63) & ~63
+    o_labels = up(rows * nd * 4)
+    o_values = up(o_labels + rows * 4)
+    o_lengths = up(o_values + ns * rows * 8)
+    return 0, o_labels, o_values, o_lengths, o_lengths + ns * rows * 4
+
+
+def _slot_tensors(buf, rows, nd, ns):
+    """dense [rows, nd] f32, labels [rows] f32, values [ns * rows] i64 and
+    lengths [ns * rows] i32 as views on a slot buffer."""
+    od, ol, ov, on, _ = _ring_layout(rows, nd, ns)
+    dense = buf[od:od + rows * nd * 4].view(torch.float32).view(rows, nd)
+    labels = buf[ol:ol + rows * 4].view(torch.float32)
+    values = buf[ov:ov + ns * rows * 8].view(torch.int64)
+    lengths = buf[on:on + ns * rows * 4].view(torch.int32)
+    return dense, labels, values, lengths
+
+
+class _RingRef:
+    """Where a worker built a batch: its ring, slot and the slot's buffer
+    generation (a slot grown for a bigger batch gets a new buffer)."""
+
+    __slots__ = ("token", "slot", "gen", "buf", "send_buf", "shape", "kjt")
+
+    def wire(self):
+        return (self.token, self.slot, self.gen, self.buf if self.send_buf else None,
+                self.shape, self.kjt)
+
+
+class _WorkerRing:
+    """A worker's ring of shared-memory slots (see above)."""
+
+    def __init__(self, n_slots):
+        self.token = "%d-%s" % (os.getpid(), os.urandom(6).hex())
+        self.bufs = [None] * n_slots
+        self.gens = [0] * n_slots
+        self.shapes = [None] * n_slots
+        self.n = 0
+
+    def take(self, rows, nd, ns, kjt):
+        """The next slot for a rows x (nd dense, ns sparse) batch: (ref,
+        (dense, labels, values, lengths)), lengths already all ones."""
+        i = self.n % len(self.bufs)
+        self.n += 1
+        size = _ring_layout(rows, nd, ns)[4]
+        buf = self.bufs[i]
+        fresh = buf is None or buf.numel() < size
+        if fresh:
+            buf = self.bufs[i] = torch.empty(size, dtype=torch.uint8).share_memory_()
+            self.gens[i] += 1
+            self.shapes[i] = None
+        views = _slot_tensors(buf, rows, nd, ns)
+        if self.shapes[i] != (rows, nd, ns):
+            views[3].fill_(1)  # one-hot columns: every length is 1
+            self.shapes[i] = (rows, nd, ns)
+        ref = _RingRef()
+        ref.token, ref.slot, ref.gen, ref.buf, ref.send_buf = self.token, i, self.gens[i], buf, fresh
+        ref.shape, ref.kjt = (rows, nd, ns), kjt
+        return ref, views
+
+
+def _sparse_of(kjt, keys, values, lengths):
+    if kjt:
+        return KeyedJaggedTensor(keys=keys, values=values, lengths=lengths)
+    return JaggedSparse(keys, values, lengths)
+
+
+def _ring_views(b):
+    """Main process, unpickling: b's tensors as views on its worker's slot."""
+    token, slot, gen, buf, (rows, nd, ns), kjt = b._ring
+    with _RING_LOCK:
+        if buf is not None:
+            _RING_BUFS[(token, slot)] = (gen, buf)
+        else:
+            have, buf = _RING_BUFS.get((token, slot), (None, None))
+            if have != gen:
+                raise RuntimeError("piperec: a DataLoader worker's batch in ring slot %d came "
+                                   "without its buffer" % slot)
+    dense, labels, values, lengths = _slot_tensors(buf, rows, nd, ns)
+    b.dense, b.labels = dense, labels
+    b.sparse = values.view(ns, rows).t()
+    b.sparse_features = _sparse_of(kjt, b.keys, values, lengths)
+
+
+def _ring_own(b):
+    """A batch unpickled onto a ring slot, copied into tensors of its own
+    (one copy each; the all-ones lengths are made, not copied)."""
+    token, slot, gen, _, (rows, nd, ns), kjt = b._ring
+    out = StreamBatch()
+    out.__setstate__(dict(b._state(), _ring=None))
+    out.dense, out.labels = b.dense.clone(), b.labels.clone()
+    sf = b.sparse_features
+    values = (sf.values if isinstance(sf, JaggedSparse) else sf.values()).clone()
+    out.sparse = values.view(ns, rows).t()
+    out.sparse_features = _sparse_of(kjt, b.keys, values, torch.ones(ns * rows, dtype=torch.int32))
+    return out
+
+
+def _ring_drop(tokens):
+    """Forget the slots of rings whose loader iterator ended."""
+    with _RING_LOCK:
+        for k in [k for k in _RING_BUFS if k[0] in tokens]:
+            del _RING_BUFS[k]
 
 
 # ---------------------------------------------------------------- positions
@@ -396,6 +539,7 @@ class StreamDataset(IterableDataset):
         self.connect_timeout = connect_timeout
         self.client_id = client_id or "torch-%d" % os.getpid()
         self._loader_ack_lag = 3  # DataLoader default prefetch_factor 2, + 1
+        self._ring_slots = 0  # StreamDataLoader workers: ring slots per worker (0: no ring)
         self._restored = {}   # endpoint -> _Position loaded by load_state_dict
         self._positions = {}  # endpoint -> _Position consumed (this process's view)
         self.info = None      # SubscribeOk of the first connection, once iterated
@@ -552,9 +696,10 @@ class StreamDataset(IterableDataset):
             self._loader_ack_lag if in_worker else 0)
         if self.layout == "raw":
             return self._generate_raw(cid, lag, self._want_pin(), not in_worker)
-        return self._generate(cid, lag, self._want_pin() and not in_worker, not in_worker)
+        ring = _WorkerRing(self._ring_slots) if in_worker and self._ring_slots else None
+        return self._generate(cid, lag, self._want_pin() and not in_worker, not in_worker, ring)
 
-    def _generate(self, cid, lag, pin, record):
+    def _generate(self, cid, lag, pin, record, ring=None):
         conns = []
         try:
             for ep in self.endpoints:
@@ -588,7 +733,7 @@ class StreamDataset(IterableDataset):
                     conn.client.ack(b.sequence)  # consumed before the restore: skip
                     self.skipped += 1
                     continue
-                out = self._to_torch(b, conn.endpoint, epoch, keys, pin)
+                out = self._to_torch(b, conn.endpoint, epoch, keys, pin, ring)
                 while len(pending) > lag:
                     self._ack(pending, 1)
                 pending.append((conn, b.sequence))
@@ -770,7 +915,8 @@ class StreamDataset(IterableDataset):
         values, lengths = (sf.values, sf.lengths) if isinstance(sf, JaggedSparse) else (
             sf.values(), sf.lengths())
         g = StreamBatch()
-        g.__setstate__(out.__getstate__())
+        g.__setstate__(out._state())
+        g._ring = None
         ev = None
         ones = None
         if self.compact and out.sparse is not None and lengths.numel():
@@ -898,23 +1044,30 @@ class StreamDataset(IterableDataset):
         out.label_names, out.dense_names = list(b.label_names), list(b.dense_names)
         return out
 
-    def _to_torch(self, b, endpoint, epoch, keys, pin):
+    def _to_torch(self, b, endpoint, epoch, keys, pin, ring=None):
+        """A TrainingBatch as new tensors (one copy each out of the frame),
+        or, in a StreamDataLoader worker (ring), as tensors in the worker's
+        next ring slot."""
+        out = StreamBatch()
+        out._ring = None
         if getattr(b, "jagged", False):
             out = self._jagged_to_torch(b, pin)
-            out.jagged = True
+            out.jagged, out._ring = True, None
             return self._finish(out, b, endpoint, epoch)
         rows, nd, ns = b.rows, b.n_dense, b.n_sparse
-        dense = torch.empty((rows, nd), dtype=torch.float32, pin_memory=pin)
-        dense.numpy()[...] = b.dense  # one copy out of the frame (column-major on the wire)
-        labels = torch.empty(rows, dtype=torch.float32, pin_memory=pin)
+        use_kjt = KeyedJaggedTensor is not None and self.sparse_format != "triple"
+        if ring is not None:
+            out._ring, (dense, labels, values, lengths) = ring.take(rows, nd, ns, use_kjt)
+        else:
+            dense = torch.empty((rows, nd), dtype=torch.float32, pin_memory=pin)
+            labels = torch.empty(rows, dtype=torch.float32, pin_memory=pin)
+            values = torch.empty(ns * rows, dtype=torch.int64, pin_memory=pin)
+            lengths = torch.ones(ns * rows, dtype=torch.int32, pin_memory=pin)
+        dense.numpy()[...] = b.dense  # column-major on the wire
         labels.numpy()[...] = b.labels
-        values = torch.empty(ns * rows, dtype=torch.int64, pin_memory=pin)
         values.numpy().reshape(ns, rows)[...] = b.sparse.T  # key-major, as a KJT wants
-        lengths = torch.ones(ns * rows, dtype=torch.int32, pin_memory=pin)
-        out = StreamBatch()
         out.dense, out.labels = dense, labels
         out.sparse = values.view(ns, rows).t()
-        use_kjt = KeyedJaggedTensor is not None and self.sparse_format != "triple"
         if use_kjt:
             out.sparse_features = KeyedJaggedTensor(keys=keys, values=values, lengths=lengths)
         else:
@@ -940,7 +1093,9 @@ class StreamDataLoader(DataLoader):
 
     batch_size is None (piperec makes the batches). With num_workers > 0 it
     sets the dataset's ack lag to prefetch_factor + 1 and pins in the
-    DataLoader (pin_memory defaults to the dataset's setting). With a
+    DataLoader (pin_memory defaults to the dataset's setting); TrainingBatch
+    batches cross from the workers in reused shared-memory ring slots and
+    are copied out in this process (see "worker hand-off ring"). With a
     layout="raw" dataset it starts no worker processes: the batches come
     from the dataset's receive thread(s) in the main process (``streams``
     connections per endpoint, default 1), and iterating the loader is
@@ -957,6 +1112,7 @@ class StreamDataLoader(DataLoader):
         # and this class's _record cost 5-20% of the client's CPU a batch,
         # bench/RESULTS.md).
         self._direct = dataset.layout == "raw" and "collate_fn" not in kwargs
+        self._ring_n = 0  # worker ring slots (see "worker hand-off ring")
         if dataset.layout == "raw" and num_workers > 0:
             # The GPU feed's receive thread replaces worker processes: no
             # inter-process hand-off per batch, buffers already pinned. The
@@ -971,6 +1127,11 @@ class StreamDataLoader(DataLoader):
         if num_workers > 0:
             dataset._loader_ack_lag = prefetch_factor + 1
             kwargs["prefetch_factor"] = prefetch_factor
+            # batches cross from the workers in reused shared-memory slots
+            # (see "worker hand-off ring" above for the bound); not under a
+            # collate_fn, whose output could keep views on a slot
+            if "collate_fn" not in kwargs:
+                self._ring_n = prefetch_factor * num_workers + 2
         super().__init__(dataset, batch_size=None, num_workers=num_workers, pin_memory=pin_memory,
                          **kwargs)
 
@@ -980,9 +1141,25 @@ class StreamDataLoader(DataLoader):
         return self._loader_iter()
 
     def _loader_iter(self):
-        for b in super().__iter__():
-            self.dataset._record(b)
-            yield b
+        tokens = set()
+        # Only the workers this loader starts (now, as the iterator is made)
+        # use the ring: a plain DataLoader over the same dataset, which would
+        # not copy batches out of their slots, keeps torch's hand-off.
+        self.dataset._ring_slots = self._ring_n
+        try:
+            it = super().__iter__()
+        finally:
+            self.dataset._ring_slots = 0
+        try:
+            for b in it:
+                if getattr(b, "_ring", None) is not None:  # a view on a worker's ring slot: copy it out
+                    tokens.add(b._ring[0])
+                    b = _ring_own(b)
+                self.dataset._record(b)
+                yield b
+        finally:
+            if tokens:
+                _ring_drop(tokens)
 
     def state_dict(self):
         return self.dataset.state_dict()
