@@ -663,7 +663,11 @@ def _connect(address, host, port, timeout):
             raise
         return s
     s = socket.create_connection((host, int(port)), timeout=timeout)
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:  # a server that resets at once makes this fail: leave no socket behind
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except BaseException:
+        s.close()
+        raise
     return s
 
 
