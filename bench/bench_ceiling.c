@@ -30,11 +30,11 @@
  * and errors go to stderr. Exit 1 on a client error or when --timeout-s (default 300) passes first.
  *
  * --marks PATH (a FIFO): the line "first CPU" is written to it when the first message comes and
- * "last CPU" when the count completes (CPU: this process's CPU seconds then), so that a watcher (bench_sweep.py watch) can read the CPU
- * time of every process on the machine (the broker's, this one's) and the machine's idle time
- * over the same window, the way the sweep's poller does for `piperec run`. Opened before the
- * clients are made (it waits for the reader); a write is one small write(2), outside the loop's
- * per-message path except at those two points.
+ * "last CPU" when the count completes (CPU: this process's CPU seconds then), so that a watcher
+ * (bench_sweep.py watch) can read the CPU time of every process on the machine (the broker's, this
+ * one's) and the machine's idle time over the same window, the way the sweep's poller does for
+ * `piperec run`. Opened before the clients are made (it waits for the reader); a write is one small
+ * write(2), outside the loop's per-message path except at those two points.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -270,6 +270,26 @@ static void *bc_loop(void *arg)
     return NULL;
 }
 
+/* The --marks FIFO for writing, waiting up to 30 s for its reader (a plain
+ * open would wait forever if the watcher never came); blocking once open. */
+static int bc_open_marks(const char *path)
+{
+    for (int waited_ms = 0;; waited_ms += 10) {
+        int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd >= 0) {
+            int fl = fcntl(fd, F_GETFL);
+            if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+                close(fd);
+                return -1;
+            }
+            return fd;
+        }
+        if (errno != ENXIO || waited_ms >= 30000)
+            return -1; /* ENXIO: still no reader after 30 s */
+        usleep(10000);
+    }
+}
+
 /* Sum of high - low watermarks over the topic's partitions; -1 on error. */
 static int64_t bc_topic_size(rd_kafka_t *rk, const char *topic, int *n_parts)
 {
@@ -434,9 +454,10 @@ int main(int argc, char **argv)
     run.marks_fd = -1;
     if (a.marks) {
         signal(SIGPIPE, SIG_IGN); /* a watcher that left: the write fails, the run goes on */
-        run.marks_fd = open(a.marks, O_WRONLY | O_CLOEXEC);
+        run.marks_fd = bc_open_marks(a.marks);
         if (run.marks_fd < 0) {
-            fprintf(stderr, "bench_ceiling: --marks %s: %s\n", a.marks, strerror(errno));
+            fprintf(stderr, "bench_ceiling: --marks %s: %s\n", a.marks,
+                    errno == ENXIO ? "no reader opened the FIFO within 30 s" : strerror(errno));
             return 1;
         }
     }
