@@ -490,24 +490,25 @@ static bool pr__msg_in_list(const rd_kafka_message_t *m, const rd_kafka_topic_pa
  * partitions go, unstored, as the pending message does below; the new
  * owner reads them again. Collected ones are only marked: a decode thread
  * may still read them; the merge destroys them. */
+/* Destroys the messages of msgs[head, *n) in the partitions of `l`, keeping
+ * the others in order. */
+static void pr__drop_msgs_of(rd_kafka_message_t **msgs, size_t head, size_t *n,
+                             const rd_kafka_topic_partition_list_t *l)
+{
+    size_t w = head;
+    for (size_t i = head; i < *n; i++) {
+        if (pr__msg_in_list(msgs[i], l))
+            rd_kafka_message_destroy(msgs[i]);
+        else
+            msgs[w++] = msgs[i];
+    }
+    *n = w;
+}
+
 static void pr__drop_collected_of(pr_consumer *c, const rd_kafka_topic_partition_list_t *l)
 {
-    size_t w = c->backlog_head;
-    for (size_t i = c->backlog_head; i < c->n_backlog; i++) {
-        if (pr__msg_in_list(c->backlog[i], l))
-            rd_kafka_message_destroy(c->backlog[i]);
-        else
-            c->backlog[w++] = c->backlog[i];
-    }
-    c->n_backlog = w;
-    w = c->held_head;
-    for (size_t i = c->held_head; i < c->n_held; i++) {
-        if (pr__msg_in_list(c->held[i], l))
-            rd_kafka_message_destroy(c->held[i]);
-        else
-            c->held[w++] = c->held[i];
-    }
-    c->n_held = w;
+    pr__drop_msgs_of(c->backlog, c->backlog_head, &c->n_backlog, l);
+    pr__drop_msgs_of(c->held, c->held_head, &c->n_held, l);
     for (size_t i = 0; c->collecting && i < pr__dpool_count(c->dp); i++) {
         pr__dmsg *dm = pr__dpool_msg(c->dp, i);
         if (!dm->dropped && pr__msg_in_list(dm->m, l))

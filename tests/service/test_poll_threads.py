@@ -137,6 +137,17 @@ def committed_end(bootstrap, group, topic):
          group, topic], check=True, capture_output=True, text=True).stdout.split()]
 
 
+def await_committed(bootstrap, group, topic, seconds=120):
+    """Waits until the group's committed offsets reach the topic's end (or
+    the time is up); the caller checks the final state."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        c, e = committed_end(bootstrap, group, topic)
+        if c == e:
+            return
+        time.sleep(0.5)
+
+
 def make_input():
     data = os.path.join(T, "gen.tsv")
     subprocess.run([PIPEREC, "gen", "--rows", str(N), "--seed", "7", "--output", data],
@@ -291,12 +302,7 @@ def instances_leave(bootstrap, lines, want, good):
     if runs[0][0].wait(60) != 0:
         fail("leave: the first process exited %d after SIGTERM" % runs[0][0].returncode)
     feed.wait()
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        c, e = committed_end(bootstrap, "g-rb", "rb")
-        if c == e:
-            break
-        time.sleep(0.5)
+    await_committed(bootstrap, "g-rb", "rb")
     runs[1][0].terminate()
     if runs[1][0].wait(60) != 0:
         fail("leave: the second process exited %d" % runs[1][0].returncode)
@@ -325,12 +331,7 @@ def kill_restart(bootstrap, lines, want, good):
     produce(bootstrap, "kr", parts[2]).wait()
     r, err = start(cfg, "kr2")
     hp = port(err)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        c, e = committed_end(bootstrap, "g-kr", "kr")
-        if c == e:
-            break
-        time.sleep(0.5)
+    await_committed(bootstrap, "g-kr", "kr")
     r.terminate()
     if r.wait(60) != 0:
         fail("kill: the restart exited %d" % r.returncode)
