@@ -139,8 +139,9 @@ struct pr_consumer {
     int64_t retry_at_ns;
     char wait_why[160];
     bool closed;
-    bool leak_rk[PR_CONSUMER_MAX_INSTANCES]; /* closed mid-join: destroying would abort
-                                              * (librdkafka #4312) */
+    /* Left to process exit: closed mid-join (destroying would abort,
+     * librdkafka #4312) or a close that did not finish (#4527). */
+    bool leak_rk[PR_CONSUMER_MAX_INSTANCES];
     /* Per instance: partitions an offset reset restarts (offset = where),
      * waiting for the instance's queue to hold no event (pr__restart_due);
      * NULL when none. Touched by the thread polling that instance only. */
@@ -1098,18 +1099,28 @@ static bool pr__reassigned(const pr_consumer *c, unsigned from, const unsigned *
     return true;
 }
 
+/* Polls every instance of rks[from, n_rk) once, up to `ms` each: their
+ * rebalance callbacks are served; messages are not handed out (their offsets
+ * stay unstored, the next owner reads them again). */
+static void pr__serve_from(pr_consumer *c, unsigned from, int ms)
+{
+    for (unsigned k = from; k < c->n_rk; k++) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rks[k], ms);
+        if (m)
+            rd_kafka_message_destroy(m);
+    }
+}
+
 /* source.consumers > 1: instance `from - 1` just left the group. Its
  * partitions' commit on revoke can be refused (the group is rebalancing), so
  * before the next instance leaves, the remaining ones take them over (serving
- * their rebalance callbacks, reading nothing: messages are not handed out
- * and their offsets stay unstored); the last instance to leave then revokes
- * and commits them. The next instance also waits (up to PR__SETTLE_MS) for
- * its own assign event of that rebalance (`before`: the counts when the
- * leave began): one that arrives while it closes hangs librdkafka 2.0.2's
- * close in cooperative mode (librdkafka #4527, fixed in 2.4); a member whose
- * assignment did not change may get none, hence the bound. The takeover is
- * bounded by the session timeout: another process's member may be the one
- * taking them. */
+ * their rebalance callbacks, reading nothing); the last instance to leave
+ * then revokes and commits them. The next instance also waits (up to
+ * PR__SETTLE_MS) for its own assign event of that rebalance (`before`: the
+ * counts when the leave began), so that its own leave starts from a settled
+ * assignment; a member whose assignment did not change may get none, hence
+ * the bound. The takeover is bounded by the session timeout: another
+ * process's member may be the one taking them. */
 #define PR__SETTLE_MS 1000
 static void pr__await_takeover(pr_consumer *c, unsigned from,
                                const rd_kafka_topic_partition_list_t *held, const unsigned *before)
@@ -1123,11 +1134,72 @@ static void pr__await_takeover(pr_consumer *c, unsigned from,
     while (!((none || pr__taken_over(c, from, held)) &&
              (pr__reassigned(c, from, before) || pr_clock_mono_ns(rt) >= settle)) &&
            pr_clock_mono_ns(rt) < deadline)
-        for (unsigned k = from; k < c->n_rk; k++) {
-            rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rks[k], 20);
-            if (m)
-                rd_kafka_message_destroy(m);
-        }
+        pr__serve_from(c, from, 20);
+}
+
+/* Has rk left its group: nothing assigned and no member id (a leave clears
+ * it)? */
+static bool pr__has_left(rd_kafka_t *rk)
+{
+    rd_kafka_topic_partition_list_t *l = NULL;
+    bool empty = rd_kafka_assignment(rk, &l) == RD_KAFKA_RESP_ERR_NO_ERROR && l->cnt == 0;
+    if (l)
+        rd_kafka_topic_partition_list_destroy(l);
+    char *mid = rd_kafka_memberid(rk);
+    bool gone = !mid || !*mid;
+    free(mid); /* rd_kafka_memberid strdups; rd_kafka_mem_free is free here */
+    return empty && gone;
+}
+
+/* Instance k leaves the group and closes, in bounded time. librdkafka 2.0.2
+ * (#4527, fixed in 2.4) hangs rd_kafka_consumer_close for good when an
+ * assign event is served once the group is terminating: the assign becomes
+ * an unassign and the group waits for an assign call that never comes. A
+ * rebalance started by a sibling instance's leave makes that likely. So the
+ * instance first unsubscribes: an ordinary revoke through the rebalance
+ * callback (on_revoke, commit, unassign), a queued assign served as a normal
+ * one before it, then the leave; the instances after it are served meanwhile
+ * (they take its partitions over). Only once it holds nothing and has left
+ * does it close, with nothing left to revoke. Each wait is bounded by the
+ * session timeout; a close that still does not finish leaves its handle to
+ * process exit (warned: a stop must never hang; what it had acknowledged
+ * was committed on revoke, the rest is read again: at least once). */
+static rd_kafka_resp_err_t pr__leave_one(pr_consumer *c, unsigned k)
+{
+    rd_kafka_t *rk = c->rks[k];
+    const pr_clock *rt = pr_clock_real();
+    int64_t wait_ns = (int64_t)c->session_timeout_ms * 1000000;
+    int64_t deadline = pr_clock_mono_ns(rt) + wait_ns;
+    rd_kafka_resp_err_t err = rd_kafka_unsubscribe(rk);
+    if (err)
+        pr_warn("consumer: instance %u: unsubscribe: %s", k, rd_kafka_err2str(err));
+    while (!pr__has_left(rk) && pr_clock_mono_ns(rt) < deadline)
+        pr__serve_from(c, k, 20);
+    if (!pr__has_left(rk))
+        pr_warn("consumer: instance %u has not left the group %d ms after unsubscribing; "
+                "closing it anyway",
+                k, c->session_timeout_ms);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_error_t *e = rd_kafka_consumer_close_queue(rk, q);
+    if (e) {
+        err = rd_kafka_error_code(e);
+        rd_kafka_error_destroy(e);
+        rd_kafka_queue_destroy(q);
+        return err;
+    }
+    deadline = pr_clock_mono_ns(rt) + wait_ns;
+    while (!rd_kafka_consumer_closed(rk) && pr_clock_mono_ns(rt) < deadline)
+        rd_kafka_queue_poll_callback(q, 20);
+    if (!rd_kafka_consumer_closed(rk)) {
+        c->leak_rk[k] = true; /* its group still points at q: keep both */
+        pr_warn("consumer: instance %u did not finish closing in %d ms (librdkafka #4527); its "
+                "handle is left to process exit",
+                k, c->session_timeout_ms);
+        return RD_KAFKA_RESP_ERR_NO_ERROR;
+    }
+    rd_kafka_queue_poll_callback(q, 0); /* the close's own reply */
+    rd_kafka_queue_destroy(q);
+    return RD_KAFKA_RESP_ERR_NO_ERROR;
 }
 
 int pr_consumer_close(pr_consumer *c, char *errstr, size_t errstr_size)
@@ -1143,8 +1215,8 @@ int pr_consumer_close(pr_consumer *c, char *errstr, size_t errstr_size)
     for (unsigned k = 0; k < c->n_rk; k++)
         pr__finish_join(c, k);
     c->closed = true;
-    /* Revokes everything through the rebalance callback (on_revoke, then
-     * commit), then leaves the group; instance by instance. */
+    /* Each instance revokes everything through the rebalance callback
+     * (on_revoke, then commit) and leaves the group, one after the other. */
     rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
     for (unsigned k = 0; k < c->n_rk; k++) {
         rd_kafka_topic_partition_list_t *held = NULL;
@@ -1152,7 +1224,7 @@ int pr_consumer_close(pr_consumer *c, char *errstr, size_t errstr_size)
             held = NULL;
         unsigned before[PR_CONSUMER_MAX_INSTANCES];
         memcpy(before, c->assigns, sizeof(before));
-        rd_kafka_resp_err_t e = rd_kafka_consumer_close(c->rks[k]);
+        rd_kafka_resp_err_t e = pr__leave_one(c, k);
         if (!err)
             err = e;
         pr__await_takeover(c, k + 1, held, before);
@@ -1167,7 +1239,11 @@ int pr_consumer_close(pr_consumer *c, char *errstr, size_t errstr_size)
     if (err)
         return pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer close: %s",
                          rd_kafka_err2str(err));
-    pr__member_forget(c); /* left the group itself */
+    bool left = true;
+    for (unsigned k = 0; k < c->n_rk; k++)
+        left = left && !c->leak_rk[k];
+    if (left) /* else the next start asks the coordinator to drop the member */
+        pr__member_forget(c);
     return 0;
 }
 
