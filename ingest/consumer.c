@@ -1169,7 +1169,7 @@ static rd_kafka_resp_err_t pr__leave_one(pr_consumer *c, unsigned k)
     rd_kafka_t *rk = c->rks[k];
     const pr_clock *rt = pr_clock_real();
     int64_t wait_ns = (int64_t)c->session_timeout_ms * 1000000;
-    int64_t deadline = pr_clock_mono_ns(rt) + wait_ns;
+    int64_t t0 = pr_clock_mono_ns(rt), deadline = t0 + wait_ns;
     rd_kafka_resp_err_t err = rd_kafka_unsubscribe(rk);
     if (err)
         pr_warn("consumer: instance %u: unsubscribe: %s", k, rd_kafka_err2str(err));
@@ -1187,7 +1187,8 @@ static rd_kafka_resp_err_t pr__leave_one(pr_consumer *c, unsigned k)
         rd_kafka_queue_destroy(q);
         return err;
     }
-    deadline = pr_clock_mono_ns(rt) + wait_ns;
+    int64_t t1 = pr_clock_mono_ns(rt);
+    deadline = t1 + wait_ns;
     while (!rd_kafka_consumer_closed(rk) && pr_clock_mono_ns(rt) < deadline)
         rd_kafka_queue_poll_callback(q, 20);
     if (!rd_kafka_consumer_closed(rk)) {
@@ -1199,6 +1200,8 @@ static rd_kafka_resp_err_t pr__leave_one(pr_consumer *c, unsigned k)
     }
     rd_kafka_queue_poll_callback(q, 0); /* the close's own reply */
     rd_kafka_queue_destroy(q);
+    pr_info("consumer: instance %u left the group in %d ms, closed in %d ms", k,
+            (int)((t1 - t0) / 1000000), (int)((pr_clock_mono_ns(rt) - t1) / 1000000));
     return RD_KAFKA_RESP_ERR_NO_ERROR;
 }
 
