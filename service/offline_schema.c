@@ -11,31 +11,38 @@
  *
  * The input is read in rounds of up to `threads` x block_rows non-blank
  * lines (a regular file of JSON lines is mapped: the calling thread cuts a
- * round into one byte range per worker, each worker cuts its range into
- * lines, which are decoded where they lie; stdin and length-delimited
- * records are read and copied by the calling thread). Each
- * of `opts->threads` workers (the calling thread and threads - 1 more, each
- * with its own pr_json_decoder) decodes a contiguous slice of the round into
- * its own blocks and keeps its rejects. Issue 21: only what the
- * semantics order stays in input order. A round runs in phases with a
- * barrier between them, every worker in each:
- *   1. decode, then the engine's first half (pr_engine_process_par: the
- *      lookup of every key that already has an index, direct or hash table,
- *      which is safe since no insert runs in this phase: an exclusive split);
- *   2. the keys not found (first appearances), per engine column in input
- *      order (pr_engine_process_seq_col), different columns on different
- *      workers; then each block's end in input order (its error);
- *   3. pr_feature_finish (operators after vocab, the side tables) per block;
- *   4. one thread appends rejects, the jagged layout and recycled.npy in
- *      input order.
- * Blocks the first half leaves whole (eviction, streaming min_count, the
- * counting pass, and every block with one worker, which the halves would
- * only cost) run the old way: engine, finish and write block after
- * block in input order. The decoder appends or rejects each record on its
- * own (nothing it does depends on the rows around it) and the engine's
- * results do not depend on where blocks end or how it was split, so every
- * output depends only on the input order: never on the thread count or the
- * block size.
+ * round into byte ranges at newlines and the workers cut those into lines,
+ * decoded where they lie; stdin and length-delimited records are read and
+ * copied by the calling thread). A round is split into units (up to
+ * PR__UNITS_PER_WORKER per worker, contiguous, input order = unit order),
+ * each with its own blocks and rejects; the `opts->threads` workers (the
+ * calling thread and threads - 1 more, each with its own pr_json_decoder)
+ * take units as tasks, so a worker held by a long task leaves the rest to
+ * the others. Issue 21: only what the semantics order stays in input
+ * order, and rounds overlap. One step (two phases with a barrier between,
+ * every worker in each) finishes the pending round r and starts round r+1:
+ *   A. round r's first appearances per engine column in input order
+ *      (pr_engine_process_seq_col; the longest chains first, different
+ *      columns on different workers), beside round r+1's decoding;
+ *      then, one thread, each of round r's blocks' end in input order (its
+ *      error) and its place in the output (prefix sums);
+ *   B. round r's pr_feature_finish (operators after vocab, side tables)
+ *      and jagged writes at their place (pr_npy_jagged_pwrite_side), beside
+ *      round r+1's engine first half (pr_engine_process_par: the lookup of
+ *      every key that already has an index, direct or hash table; safe since
+ *      no insert runs in this phase: an exclusive split) and round r+2's
+ *      cutting into lines; then one thread appends round r's rejects.
+ * The halves never overlap each other (barriers), and round r+1's lookups
+ * run after round r's inserts, so a first appearance split across rounds
+ * gets its index once, in order. Two slots of units hold the two rounds in
+ * flight. Rounds the first half leaves whole (eviction, streaming
+ * min_count, the counting pass, and every block with one worker, which the
+ * halves would only cost) run the old way at the start of the next step:
+ * engine, finish and write block after block in input order. The decoder
+ * appends or rejects each record on its own (nothing it does depends on the
+ * rows around it) and the engine's results do not depend on where blocks
+ * end or how it was split, so every output depends only on the input
+ * order: never on the thread count, the block size or the units.
  *
  * Stage times (pr_offline_result, printed by `piperec process` as for the
  * Criteo layout), in thread-seconds of wall clock: decode (each worker's
@@ -43,8 +50,11 @@
  * (the .npy layout, recycled.npy, rejects.tsv), idle (per round, the
  * workers' time in neither: waiting for the slowest slice, or for the
  * serial parts), vocab export; and the time holding the input order
- * (serial_engine_s: per round the longest column chain plus the blocks'
- * ends, or the whole serial engine; serial_write_s), the serial fraction.
+ * (serial_engine_s: per round the column chains' time past the end of
+ * every other task of phase A, plus the blocks' ends, or the whole serial
+ * engine; serial_write_s), the serial fraction; chain_s: per round the
+ * longest column chain, most of it beside decoding (a bound of its own on
+ * many cores: the wall time is at least chain_s).
  */
 #include <errno.h>
 #include <fcntl.h>

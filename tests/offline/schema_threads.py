@@ -2,15 +2,20 @@
 """schema_threads.py — `piperec process` with a declared schema gives the same
 bytes at --threads 1, 2, 4, 8 and 16 (issue 21, offline).
 
-The declared-schema driver (service/offline_schema.c) runs each round in
-phases on every worker: decode and the engine's first half (lookups of known
-keys, direct and hash-table vocabularies), first appearances per column in
-input order, the operators after vocab, then the in-order appends; rounds
-whose blocks do not split (eviction, streaming min_count, the counting pass)
-run serially. Every output must depend on the input order only. Checked here
-on hundreds of small blocks (--block-rows 64, the smallest allowed, and 100;
-rounds of 64 to 1600 lines), against the one-thread run of the same config
-with 8192-row blocks:
+The declared-schema driver (service/offline_schema.c) runs rounds in
+overlapping steps on every worker: round r's first appearances per column
+in input order, its operators after vocab and its writes at their place,
+beside round r + 1's decoding and engine first half (lookups of known keys,
+direct and hash-table vocabularies) and round r + 2's cutting; a round is
+cut into units (up to 4 per worker, --block-rows / 4 rows each, at least
+64) that any worker takes. Rounds whose blocks do not split (eviction,
+streaming min_count, the counting pass) run serially. Every output must
+depend on the input order only. Checked here on hundreds of small blocks
+and rounds (--block-rows 64, the smallest allowed, and 100: one unit per
+worker; 256: four units of 64 rows per worker; rounds of 64 to 4096
+lines, so a value's first appearance and its next ones fall in different,
+overlapping rounds all the time), against the one-thread run of the same
+config with 8192-row blocks:
   - schema_reference.py's clickstream (string and integer ids, nested and
     missing fields, lists cut to max_len, absent lists, bad records that land
     in rejects.tsv), profiles default and dlrm, count_mode two_pass with
@@ -73,7 +78,8 @@ def reference_schema(piperec, tmp):
         f.write("\n".join(lines) + "\n")
     default = ref.CONFIG.format(profile="default")
     vocab = "      vocab: { profile: default }\n"
-    base = identical(piperec, tmp, "default", write_cfg(tmp, "default", default), inp)
+    base = identical(piperec, tmp, "default", write_cfg(tmp, "default", default), inp,
+                     (64, 100, 256))
     ref.check(base, events, "default")
     identical(piperec, tmp, "dlrm", write_cfg(tmp, "dlrm", ref.CONFIG.format(profile="dlrm")), inp)
     text = default.replace(vocab, "      vocab: { profile: default, min_count: 3, "
@@ -83,7 +89,7 @@ def reference_schema(piperec, tmp):
     identical(piperec, tmp, "streaming_min_count", write_cfg(tmp, "min2", text), inp, (64,))
     text = default.replace(vocab, vocab + "      columns: { history: { eviction: lru, "
                                           "capacity: 22 } }\n")
-    identical(piperec, tmp, "lru", write_cfg(tmp, "lru", text), inp, (64,))
+    identical(piperec, tmp, "lru", write_cfg(tmp, "lru", text), inp, (64, 256))
     # a dlrm vocabulary that fills up: the same error at every thread count,
     # the layout dropped, rejects.tsv as far as the failing block's slice
     text = ref.CONFIG.format(profile="dlrm").replace(
@@ -119,17 +125,18 @@ def clickstream(piperec, tmp):
     inp = os.path.join(tmp, "clickstream.jsonl")
     with open(inp, "w") as f:  # blank lines (counted, skipped) and no final newline
         f.write("\n".join(ln if i % 500 else "  \n" + ln for i, ln in enumerate(lines)))
-    base = identical(piperec, tmp, "clickstream", cfg, inp)
+    base = identical(piperec, tmp, "clickstream", cfg, inp, (64, 100, 256))
     rejects = open(os.path.join(base, "rejects.tsv")).read().splitlines()
     assert len(rejects) >= 15, len(rejects)
     # a file is mapped, stdin read line by line: the same bytes
-    out = os.path.join(tmp, "out-clickstream-stdin")
-    with open(inp, "rb") as f:
-        p = subprocess.run([piperec, "process", "--config", cfg, "--input", "-", "--output", out,
-                            "--threads", "3", "--block-rows", "64", "--no-progress"], stdin=f,
-                           capture_output=True, text=True)
-    assert p.returncode == 0, p.stderr
-    assert ref.files(out) == ref.files(base), "stdin (read) and file (mapped) outputs differ"
+    for threads, block_rows in ((3, 64), (2, 256)):
+        out = os.path.join(tmp, "out-clickstream-stdin-t%d" % threads)
+        with open(inp, "rb") as f:
+            p = subprocess.run([piperec, "process", "--config", cfg, "--input", "-", "--output",
+                                out, "--threads", str(threads), "--block-rows", str(block_rows),
+                                "--no-progress"], stdin=f, capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        assert ref.files(out) == ref.files(base), "stdin (read) and file (mapped) outputs differ"
     print("ok: clickstream from stdin identical to the mapped file")
 
 
