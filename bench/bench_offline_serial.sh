@@ -80,7 +80,7 @@ one() {
         /longest column chain per round/ { chain = $(NF - 3) }
         END { if (!have) { se = e; sw = w }
               work = d + e + w; f = work > 0 ? (se + sw) / work : 0;
-              if (pct != "") f = pct / 100; # the driver's own, from unrounded seconds
+              if (pct != "") f = pct / 100; # as the driver printed it, from unrounded seconds
               a16 = 1 / (f + (1 - f) / 16);
               m = work / 16; if (se > m) m = se; if (sw > m) m = sw;
               if (schema != "") { dc = d / 16; if (chain > dc) dc = chain;

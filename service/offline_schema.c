@@ -1230,10 +1230,10 @@ static int pr__srun_close(pr__srun *run, int rc, char *errstr, size_t errstr_siz
     }
     return rc;
 }
-/* Units per worker in a round: enough that a worker busy with a long
- * column chain leaves its share of the decoding to the others, few enough
- * that blocks stay large (a unit's lines fill about one block of
- * block_rows / units rows, at least 64). */
+/* Units per worker in a round (with several workers): enough that a
+ * worker busy with a long column chain leaves its share of the decoding to
+ * the others, few enough that blocks stay large (a unit's lines fill about
+ * one block of block_rows / units rows, at least 64). */
 #define PR__UNITS_PER_WORKER 4
 
 /* The workers (opts->threads, at most 64), each with its decoder, the two
@@ -1244,7 +1244,7 @@ static int pr__srun_workers(pr__srun *run, char *errstr, size_t errstr_size)
     run->block_rows = run->opts->block_rows ? run->opts->block_rows : PR_OFFLINE_BLOCK_ROWS;
     uint32_t per = run->block_rows / 64 < PR__UNITS_PER_WORKER ? run->block_rows / 64
                                                                : PR__UNITS_PER_WORKER;
-    per = per ? per : 1;
+    per = per && n > 1 ? per : 1; /* one worker: nothing to balance, whole blocks */
     run->unit_rows = (run->block_rows + per - 1) / per;
     run->n_unit = (uint32_t)n * per;
     pr__sround *rd = &run->round;
