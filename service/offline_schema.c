@@ -110,6 +110,7 @@ typedef struct pr__sunit {
     uint32_t n_blk, used;
     pr_mbuf rej; /* its rejects.tsv lines, in line order */
     uint64_t rejected, rejected_by[PR_DEC__COUNT];
+    int decoded; /* this step's decoding of it is done (atomic; PAR waits for it) */
     int rc;
     char err[256];
 } pr__sunit;
@@ -120,7 +121,7 @@ typedef struct pr__swork {
     struct pr__srun *run;
     pr_json_decoder *dec;
     int64_t decode_ns, engine_ns, write_ns;
-    int64_t noncol_end; /* phase A: when its last task other than a column ended */
+    int64_t fill_end; /* when its last DECODE or CUT task of the step ended */
     uint32_t eagain_waits;
     int rc;
     char err[256];
@@ -139,9 +140,12 @@ typedef struct pr__sround {
     size_t n, max; /* lines held, lines per round */
 } pr__sround;
 
-/* The tasks of a phase: every worker takes them kind after kind (in
- * pr__stask order), each kind's items by an atomic counter. */
-enum { PR__T_COL, PR__T_DECODE, PR__T_FINISH, PR__T_PAR, PR__T_CUT, PR__T__COUNT };
+/* The tasks of a step: every worker takes them kind after kind (in this
+ * order), each kind's items by an atomic counter. The kinds from
+ * PR__T_FINISH on wait for the gate: the pending round's column chains and
+ * blocks' ends done (no insert runs once it is open, and the blocks have
+ * their places); a PAR unit also waits for its own decoding. */
+enum { PR__T_COL, PR__T_DECODE, PR__T_CUT, PR__T_FINISH, PR__T_PAR, PR__T__COUNT };
 typedef struct pr__stask {
     uint32_t n, next;
     int slot; /* the round slot its units are in */
@@ -164,6 +168,16 @@ typedef struct pr__srun {
     bool pending;     /* a decoded round waits in slot 1 - slot for its rest */
     bool pending_par; /* ... and its first half ran (every block split or whole) */
     pr__stask task[PR__T__COUNT];
+    /* The step's gate (PR__T_FINISH on): opened by the worker that ends the
+     * last column chain, after the blocks' ends (pr__srun_gate). */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool gate_open;
+    uint32_t cols_done; /* atomic */
+    int p_slot, p_rc;   /* the pending round's slot, its ends' error */
+    char *p_errstr;     /* ... where the ends write it (the step's errstr) */
+    size_t p_errstr_size;
+    int64_t t_gate; /* when the gate opened */
     uint32_t n_cols;       /* engine sparse columns */
     int64_t *col_end;      /* [n_cols] phase A: when each column's chain ended */
     int64_t *col_ns;       /* [n_cols] phase A: each column's chain */
@@ -495,6 +509,17 @@ static void pr__sunit_cut(pr__sunit *u)
     u->n_src = u->m_n;
 }
 
+static void pr__srun_gate(pr__srun *run, pr__swork *w);
+
+/* Wait (on run->mu) until `ready` says yes. */
+static void pr__srun_wait(pr__srun *run, const int *flag, const bool *open)
+{
+    pthread_mutex_lock(&run->mu);
+    while (flag ? !__atomic_load_n(flag, __ATOMIC_ACQUIRE) : !*open)
+        pthread_cond_wait(&run->cv, &run->mu);
+    pthread_mutex_unlock(&run->mu);
+}
+
 /* Task `i` of kind `t` on worker w. */
 static void pr__swork_task(pr__swork *w, int t, uint32_t i)
 {
@@ -508,37 +533,50 @@ static void pr__swork_task(pr__swork *w, int t, uint32_t i)
         run->col_end[c] = pr_mono_ns();
         run->col_ns[c] = run->col_end[c] - t0;
         w->engine_ns += run->col_ns[c];
+        if (__atomic_add_fetch(&run->cols_done, 1, __ATOMIC_ACQ_REL) == run->task[t].n)
+            pr__srun_gate(run, w);
         return;
     }
     case PR__T_DECODE:
         u->rc = pr__sunit_decode(w, u);
         w->decode_ns += pr_mono_ns() - t0;
-        break;
-    case PR__T_FINISH:
-        pr__sunit_finish(w, u, i);
-        break;
-    case PR__T_PAR:
-        if (!u->rc)
-            pr__sunit_par(u);
-        w->engine_ns += pr_mono_ns() - t0;
+        pthread_mutex_lock(&run->mu);
+        __atomic_store_n(&u->decoded, 1, __ATOMIC_RELEASE);
+        pthread_cond_broadcast(&run->cv);
+        pthread_mutex_unlock(&run->mu);
         break;
     case PR__T_CUT:
         pr__sunit_cut(u);
         w->decode_ns += pr_mono_ns() - t0;
         break;
+    case PR__T_FINISH:
+        pr__sunit_finish(w, u, i);
+        return;
+    case PR__T_PAR:
+        pr__srun_wait(run, &u->decoded, NULL);
+        t0 = pr_mono_ns();
+        if (!u->rc && !run->p_rc)
+            pr__sunit_par(u);
+        w->engine_ns += pr_mono_ns() - t0;
+        return;
     }
-    w->noncol_end = pr_mono_ns();
+    w->fill_end = pr_mono_ns();
 }
 
-/* A phase on every worker: the tasks, kind after kind, until none is left. */
+/* A step on every worker: the tasks, kind after kind, until none is left;
+ * the gated kinds once the gate is open. Every task a worker waits for was
+ * taken by a running worker before (kinds are taken in order), so the waits
+ * end. */
 static void *pr__swork_main(void *arg)
 {
     pr__swork *w = arg;
     pr__srun *run = w->run;
-    w->noncol_end = 0;
+    w->fill_end = 0;
     for (int t = 0; t < PR__T__COUNT; t++) {
         pr__stask *tk = &run->task[t];
         uint32_t i;
+        if (t == PR__T_FINISH && (run->task[PR__T_FINISH].n || run->task[PR__T_PAR].n))
+            pr__srun_wait(run, NULL, &run->gate_open);
         while ((i = __atomic_fetch_add(&tk->next, 1, __ATOMIC_RELAXED)) < tk->n)
             pr__swork_task(w, t, i);
     }
@@ -701,56 +739,71 @@ static void pr__srun_col_order(pr__srun *run)
         }
 }
 
-/* Phase A: the pending round's column chains (p_split) beside decoding the
- * new round (have_r). What holds the input order is the chains' time after
- * every other task of the phase ended (all of it when there is none). */
-static void pr__srun_phase_a(pr__srun *run, bool p_split, bool have_r)
+/* On the worker that ended the pending round's last column chain: the
+ * blocks' ends in input order (their places, the first error), then the
+ * gate opens (the finish and the next round's first half may start). */
+static void pr__srun_gate(pr__srun *run, pr__swork *w)
+{
+    int64_t t0 = pr_mono_ns();
+    run->p_rc = pr__srun_ends(run, run->p_slot, run->p_errstr, run->p_errstr_size);
+    int64_t t1 = pr_mono_ns();
+    w->engine_ns += t1 - t0;
+    pthread_mutex_lock(&run->mu);
+    run->t_gate = t1;
+    run->gate_open = true;
+    pthread_cond_broadcast(&run->cv);
+    pthread_mutex_unlock(&run->mu);
+}
+
+/* The tasks of one step on every worker (one phase, a barrier at its end):
+ * the pending round's column chains (p_split), its ends (the gate), finish
+ * and writes at their place; the new round's decoding (have_r) and first
+ * half (par); the next round's cutting (cut). What holds the input order
+ * is the time from the end of the last decoding or cutting task to the
+ * gate's opening (all of the chains and ends when there is none). */
+static int pr__srun_tasks(pr__srun *run, bool p_split, bool have_r, bool par, bool cut,
+                          char *errstr, size_t errstr_size)
 {
     int ps = 1 - run->slot;
     memset(run->task, 0, sizeof(run->task));
+    run->cols_done = 0;
+    run->p_rc = 0;
+    run->p_slot = ps;
+    run->p_errstr = errstr;
+    run->p_errstr_size = errstr_size;
+    run->gate_open = !p_split;
     if (p_split) {
         pr__srun_col_order(run);
         pr__srun_task(run, PR__T_COL, run->n_cols, ps);
-    }
-    if (have_r)
-        pr__srun_task(run, PR__T_DECODE, run->n_unit, run->slot);
-    if (!p_split && !have_r)
-        return;
-    int64_t t0 = pr_mono_ns();
-    for (uint32_t c = 0; c < run->n_cols; c++)
-        run->col_end[c] = t0;
-    pr__srun_phase(run, pr__swork_main);
-    pr__srun_collect(run);
-    if (!p_split)
-        return;
-    int64_t chain_end = t0, other_end = t0, chain = 0;
-    for (uint32_t c = 0; c < run->n_cols; c++) {
-        chain_end = run->col_end[c] > chain_end ? run->col_end[c] : chain_end;
-        chain = run->col_ns[c] > chain ? run->col_ns[c] : chain;
-    }
-    for (int k = 0; k < run->n_work; k++)
-        other_end = run->work[k].noncol_end > other_end ? run->work[k].noncol_end : other_end;
-    int64_t tail = chain_end > other_end ? chain_end - other_end : 0;
-    run->serial_eng_ns += tail;
-    run->chain_ns += chain;
-}
-
-/* Phase B: the pending round's finish and writes at their place (p_split),
- * the new round's first half (par), the next round's cutting (cut). */
-static void pr__srun_phase_b(pr__srun *run, bool p_split, bool par, bool cut)
-{
-    int ps = 1 - run->slot;
-    memset(run->task, 0, sizeof(run->task));
-    if (p_split)
         pr__srun_task(run, PR__T_FINISH, run->n_unit, ps);
+    }
+    if (have_r) {
+        pr__srun_task(run, PR__T_DECODE, run->n_unit, run->slot);
+        for (uint32_t k = 0; k < run->n_unit; k++)
+            run->unit[run->slot][k].decoded = 0;
+    }
     if (par)
         pr__srun_task(run, PR__T_PAR, run->n_unit, run->slot);
     if (cut)
         pr__srun_task(run, PR__T_CUT, run->n_unit, ps);
-    if (p_split || par || cut) {
+    int64_t t0 = pr_mono_ns();
+    if (p_split && run->n_cols == 0) /* no chain to end it */
+        pr__srun_gate(run, &run->work[0]);
+    for (uint32_t c = 0; c < run->n_cols; c++)
+        run->col_end[c] = t0;
+    if (p_split || have_r || cut)
         pr__srun_phase(run, pr__swork_main);
-        pr__srun_collect(run);
-    }
+    pr__srun_collect(run);
+    if (!p_split)
+        return 0;
+    int64_t other_end = t0, chain = 0;
+    for (uint32_t c = 0; c < run->n_cols; c++)
+        chain = run->col_ns[c] > chain ? run->col_ns[c] : chain;
+    for (int k = 0; k < run->n_work; k++)
+        other_end = run->work[k].fill_end > other_end ? run->work[k].fill_end : other_end;
+    run->serial_eng_ns += run->t_gate > other_end ? run->t_gate - other_end : 0;
+    run->chain_ns += chain;
+    return pr__srun_writes(run, ps, run->p_rc, errstr, errstr_size);
 }
 
 /* One step of the pipeline of rounds: the pending round's rest (its
@@ -769,20 +822,9 @@ static int pr__srun_step(pr__srun *run, bool have_r, bool cut, char *errstr, siz
     bool p_split = run->pending && pr__srun_all_split(run, ps);
     if (run->pending && !p_split)
         rc = pr__srun_serial(run, ps, errstr, errstr_size);
-    if (!rc) {
-        pr__srun_phase_a(run, p_split, have_r);
-        if (p_split) {
-            int64_t t0 = pr_mono_ns();
-            rc = pr__srun_ends(run, ps, errstr, errstr_size);
-            int64_t dt = pr_mono_ns() - t0;
-            run->engine_ns += dt;
-            run->serial_eng_ns += dt;
-        }
-        bool par = have_r && !rc && !run->counting && run->n_work > 1;
-        pr__srun_phase_b(run, p_split, par, cut && !rc);
-        if (p_split)
-            rc = pr__srun_writes(run, ps, rc, errstr, errstr_size);
-    }
+    if (!rc)
+        rc = pr__srun_tasks(run, p_split, have_r, have_r && !run->counting && run->n_work > 1,
+                            cut, errstr, errstr_size);
     for (uint32_t k = 0; !rc && have_r && k < run->n_unit; k++) {
         pr__sunit *u = &run->unit[run->slot][k];
         if (u->rc)
@@ -1381,6 +1423,8 @@ int pr_offline_run_schema(const pr_feature_schema *schema, const pr_pipeline_spe
                          "offline: count_mode two_pass reads the input twice; give a file, "
                          "not stdin, for a declared schema");
     pr__srun run = {.schema = schema, .opts = opts, .res = res};
+    pthread_mutex_init(&run.mu, NULL);
+    pthread_cond_init(&run.cv, NULL);
     rc = pr__srun_setup(&run, &spec, eopts, errstr, errstr_size);
     if (!rc && two_pass) {
         run.counting = true;
@@ -1397,6 +1441,8 @@ int pr_offline_run_schema(const pr_feature_schema *schema, const pr_pipeline_spe
         rc = pr__srun_close(&run, rc, errstr, errstr_size);
     pr_engine_free(run.eng);
     pr__srun_workers_free(&run);
+    pthread_cond_destroy(&run.cv);
+    pthread_mutex_destroy(&run.mu);
     free(run.names);
     res->decode_s = run.decode_ns / 1e9;
     res->engine_s = run.engine_ns / 1e9;
