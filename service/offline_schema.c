@@ -19,20 +19,24 @@
  * calling thread and threads - 1 more, each with its own pr_json_decoder)
  * take units as tasks, so a worker held by a long task leaves the rest to
  * the others. Issue 21: only what the semantics order stays in input
- * order, and rounds overlap. One step (two phases with a barrier between,
- * every worker in each) finishes the pending round r and starts round r+1:
- *   A. round r's first appearances per engine column in input order
- *      (pr_engine_process_seq_col; the longest chains first, different
- *      columns on different workers), beside round r+1's decoding;
- *      then, one thread, each of round r's blocks' end in input order (its
- *      error) and its place in the output (prefix sums);
- *   B. round r's pr_feature_finish (operators after vocab, side tables)
- *      and jagged writes at their place (pr_npy_jagged_pwrite_side), beside
- *      round r+1's engine first half (pr_engine_process_par: the lookup of
- *      every key that already has an index, direct or hash table; safe since
- *      no insert runs in this phase: an exclusive split) and round r+2's
- *      cutting into lines; then one thread appends round r's rejects.
- * The halves never overlap each other (barriers), and round r+1's lookups
+ * order, and rounds overlap. One step (one phase on every worker, a barrier
+ * at its end) finishes the pending round r and starts round r+1; its tasks,
+ * taken kind after kind:
+ *   - round r's first appearances per engine column in input order
+ *     (pr_engine_process_seq_col; the longest chains first, different
+ *     columns on different workers), beside round r+1's decoding and round
+ *     r+2's cutting into lines;
+ *   - the worker that ends the last chain runs each of round r's blocks'
+ *     end in input order (its error) and gives it its place in the output
+ *     (prefix sums), then opens the step's gate;
+ *   - behind the gate: round r's pr_feature_finish (operators after vocab,
+ *     side tables) and jagged writes at their place
+ *     (pr_npy_jagged_pwrite_side), and round r+1's engine first half per
+ *     unit as soon as it is decoded (pr_engine_process_par: the lookup of
+ *     every key that already has an index, direct or hash table; safe since
+ *     no insert runs once the gate is open: an exclusive split);
+ *   - after the step, one thread appends round r's rejects.
+ * The halves never overlap each other (the gate), and round r+1's lookups
  * run after round r's inserts, so a first appearance split across rounds
  * gets its index once, in order. Two slots of units hold the two rounds in
  * flight. Rounds the first half leaves whole (eviction, streaming
@@ -47,12 +51,12 @@
  * Stage times (pr_offline_result, printed by `piperec process` as for the
  * Criteo layout), in thread-seconds of wall clock: decode (each worker's
  * slice), engine (engine + pr_feature_finish, or the counting pass), write
- * (the .npy layout, recycled.npy, rejects.tsv), idle (per round, the
- * workers' time in neither: waiting for the slowest slice, or for the
- * serial parts), vocab export; and the time holding the input order
- * (serial_engine_s: per round the column chains' time past the end of
- * every other task of phase A, plus the blocks' ends, or the whole serial
- * engine; serial_write_s), the serial fraction; chain_s: per round the
+ * (the .npy layout, recycled.npy, rejects.tsv), idle (per step, the
+ * workers' time in neither: waiting at the gate or for a unit's decoding,
+ * at the step's end, or for the serial parts), vocab export; and the time holding the input order
+ * (serial_engine_s: per step the time from the end of its last decoding
+ * or cutting task to the gate's opening, or the whole serial engine;
+ * serial_write_s), the serial fraction; chain_s: per round the
  * longest column chain, most of it beside decoding (a bound of its own on
  * many cores: the wall time is at least chain_s).
  */
@@ -179,9 +183,8 @@ typedef struct pr__srun {
     size_t p_errstr_size;
     int64_t t_gate; /* when the gate opened */
     uint32_t n_cols;       /* engine sparse columns */
-    int64_t *col_end;      /* [n_cols] phase A: when each column's chain ended */
-    int64_t *col_ns;       /* [n_cols] phase A: each column's chain */
-    uint32_t *col_order;   /* [n_cols] the order phase A takes the columns in */
+    int64_t *col_ns;       /* [n_cols] this step's chain of each column */
+    uint32_t *col_order;   /* [n_cols] the order a step takes the columns in */
     const char *vocab_dir; /* the export's directory, for its workers */
     uint32_t next_col;     /* the export: the next column a worker takes */
     /* Several workers: each writes its blocks at their place (prefix sums
@@ -511,7 +514,7 @@ static void pr__sunit_cut(pr__sunit *u)
 
 static void pr__srun_gate(pr__srun *run, pr__swork *w);
 
-/* Wait (on run->mu) until `ready` says yes. */
+/* Wait (on run->mu) until *flag is set (flag given) or *open is true. */
 static void pr__srun_wait(pr__srun *run, const int *flag, const bool *open)
 {
     pthread_mutex_lock(&run->mu);
@@ -530,8 +533,7 @@ static void pr__swork_task(pr__swork *w, int t, uint32_t i)
     case PR__T_COL: {
         uint32_t c = run->col_order[i];
         pr__srun_col(run, run->task[t].slot, c);
-        run->col_end[c] = pr_mono_ns();
-        run->col_ns[c] = run->col_end[c] - t0;
+        run->col_ns[c] = pr_mono_ns() - t0;
         w->engine_ns += run->col_ns[c];
         if (__atomic_add_fetch(&run->cols_done, 1, __ATOMIC_ACQ_REL) == run->task[t].n)
             pr__srun_gate(run, w);
@@ -584,8 +586,8 @@ static void *pr__swork_main(void *arg)
 }
 
 /* Run `fn` on every worker at once (the calling thread takes worker 0, and
- * any whose thread did not start) and wait for all: a barrier between
- * phases, so the engine's halves never overlap. */
+ * any whose thread did not start) and wait for all: the barrier at the
+ * end of a step. */
 static void pr__srun_phase(pr__srun *run, void *(*fn)(void *))
 {
     pthread_t tid[64];
@@ -789,8 +791,6 @@ static int pr__srun_tasks(pr__srun *run, bool p_split, bool have_r, bool par, bo
     int64_t t0 = pr_mono_ns();
     if (p_split && run->n_cols == 0) /* no chain to end it */
         pr__srun_gate(run, &run->work[0]);
-    for (uint32_t c = 0; c < run->n_cols; c++)
-        run->col_end[c] = t0;
     if (p_split || have_r || cut)
         pr__srun_phase(run, pr__swork_main);
     pr__srun_collect(run);
@@ -1348,7 +1348,6 @@ static void pr__srun_workers_free(pr__srun *run)
     free(run->unit[1]);
     free(run->work);
     free(run->col_ns);
-    free(run->col_end);
     free(run->col_order);
     free(run->val_assigned);
     free(run->round.buf);
@@ -1386,11 +1385,10 @@ static int pr__srun_setup(pr__srun *run, const pr_pipeline_spec *spec, const pr_
     run->n_cols = pr_engine_spec(run->eng)->n_sparse;
     size_t nc = run->n_cols ? run->n_cols : 1;
     run->col_ns = calloc(nc, sizeof(*run->col_ns));
-    run->col_end = calloc(nc, sizeof(*run->col_end));
     run->col_order = calloc(nc, sizeof(*run->col_order));
     run->names = calloc(schema->n_features + 1, sizeof(*run->names));
     run->val_assigned = calloc(schema->n_features + 1, sizeof(*run->val_assigned));
-    if (!run->col_ns || !run->col_end || !run->col_order || !run->names || !run->val_assigned)
+    if (!run->col_ns || !run->col_order || !run->names || !run->val_assigned)
         return pr_seterr(errstr, errstr_size, PR_ENOMEM, "offline: out of memory for blocks");
     for (uint32_t c = 0; c < run->n_cols; c++)
         run->col_order[c] = c;
