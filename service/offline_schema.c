@@ -163,7 +163,7 @@ typedef struct pr__srun {
     pr__swork *work; /* [n_work] */
     int n_work;
     uint32_t block_rows, unit_rows; /* lines per round / n_work; blocks' capacity */
-    pr__sround round; /* the lines the calling thread read (decoded in their step) */
+    pr__sround round;               /* the lines the calling thread read (decoded in their step) */
     /* Two round slots of n_unit units each (rounds overlap: round r's
      * columns and writes while round r + 1 decodes). */
     pr__sunit *unit[2];
@@ -181,7 +181,7 @@ typedef struct pr__srun {
     int p_slot, p_rc;   /* the pending round's slot, its ends' error */
     char *p_errstr;     /* ... where the ends write it (the step's errstr) */
     size_t p_errstr_size;
-    int64_t t_gate; /* when the gate opened */
+    int64_t t_gate;        /* when the gate opened */
     uint32_t n_cols;       /* engine sparse columns */
     int64_t *col_ns;       /* [n_cols] this step's chain of each column */
     uint32_t *col_order;   /* [n_cols] the order a step takes the columns in */
@@ -732,9 +732,8 @@ static int pr__srun_writes(pr__srun *run, int slot, int rc, char *errstr, size_t
 static void pr__srun_col_order(pr__srun *run)
 {
     for (uint32_t i = 1; i < run->n_cols; i++)
-        for (uint32_t j = i; j > 0 && run->col_ns[run->col_order[j]] >
-                                          run->col_ns[run->col_order[j - 1]];
-             j--) {
+        for (uint32_t j = i;
+             j > 0 && run->col_ns[run->col_order[j]] > run->col_ns[run->col_order[j - 1]]; j--) {
             uint32_t t = run->col_order[j];
             run->col_order[j] = run->col_order[j - 1];
             run->col_order[j - 1] = t;
@@ -823,8 +822,8 @@ static int pr__srun_step(pr__srun *run, bool have_r, bool cut, char *errstr, siz
     if (run->pending && !p_split)
         rc = pr__srun_serial(run, ps, errstr, errstr_size);
     if (!rc)
-        rc = pr__srun_tasks(run, p_split, have_r, have_r && !run->counting && run->n_work > 1,
-                            cut, errstr, errstr_size);
+        rc = pr__srun_tasks(run, p_split, have_r, have_r && !run->counting && run->n_work > 1, cut,
+                            errstr, errstr_size);
     for (uint32_t k = 0; !rc && have_r && k < run->n_unit; k++) {
         pr__sunit *u = &run->unit[run->slot][k];
         if (u->rc)
@@ -1099,8 +1098,7 @@ static int pr__srun_pass_mapped(pr__srun *run, char *errstr, size_t errstr_size)
             pr__srun_ranges(run, 1 - run->slot, map, end, next_end);
         rc = pr__srun_step(run, true, cut, errstr, errstr_size);
         if (!rc && cut) /* the step made the next round's slot current */
-            rc = pr__srun_bases(run, run->slot, &lines_before, next_end - end, errstr,
-                                errstr_size);
+            rc = pr__srun_bases(run, run->slot, &lines_before, next_end - end, errstr, errstr_size);
         pos = end;
         end = next_end;
     }
@@ -1284,8 +1282,8 @@ static int pr__srun_workers(pr__srun *run, char *errstr, size_t errstr_size)
 {
     int n = run->opts->threads < 1 ? 1 : run->opts->threads > 64 ? 64 : run->opts->threads;
     run->block_rows = run->opts->block_rows ? run->opts->block_rows : PR_OFFLINE_BLOCK_ROWS;
-    uint32_t per = run->block_rows / 64 < PR__UNITS_PER_WORKER ? run->block_rows / 64
-                                                               : PR__UNITS_PER_WORKER;
+    uint32_t per =
+        run->block_rows / 64 < PR__UNITS_PER_WORKER ? run->block_rows / 64 : PR__UNITS_PER_WORKER;
     per = per && n > 1 ? per : 1; /* one worker: nothing to balance, whole blocks */
     run->unit_rows = (run->block_rows + per - 1) / per;
     run->n_unit = (uint32_t)n * per;
