@@ -4,11 +4,12 @@ bytes at --threads 1, 2, 4, 8 and 16 (issue 21, offline).
 
 The declared-schema driver (service/offline_schema.c) runs rounds in
 overlapping steps on every worker: round r's first appearances per column
-in input order, its operators after vocab and its writes at their place,
-beside round r + 1's decoding and engine first half (lookups of known keys,
-direct and hash-table vocabularies) and round r + 2's cutting; a round is
-cut into units (up to 4 per worker, --block-rows / 4 rows each, at least
-64) that any worker takes. Rounds whose blocks do not split (eviction,
+in input order beside round r + 1's decoding and round r + 2's cutting;
+then, behind a gate opened once those chains and round r's block ends are
+done, round r's operators after vocab and writes at their place beside
+round r + 1's engine first half (lookups of known keys, direct and
+hash-table vocabularies); a round is cut into units (up to 4 per worker,
+--block-rows / 4 rows each, at least 64) that any worker takes. Rounds whose blocks do not split (eviction,
 streaming min_count, the counting pass) run serially. Every output must
 depend on the input order only. Checked here on hundreds of small blocks
 and rounds (--block-rows 64, the smallest allowed, and 100: one unit per
@@ -24,6 +25,8 @@ config with 8192-row blocks:
   - examples/clickstream.yaml on `piperec gen --format json` events with
     rejected lines mixed in (hash-table vocabularies of string ids, a
     direct-indexed one after modulus, lists of 10, hash, cross, bucketize);
+  - the same with every user id new or back one round later (the user
+    chain longer than the decoding beside it: workers wait at the gate);
 every file compared: labels.npy, dense.npy, sparse/<f>.values/.lengths.npy,
 vocab/*.tsv, rejects.tsv, recycled.npy. The clickstream file has blank lines
 and no final newline, and is also read from stdin (line by line, where a
@@ -34,6 +37,7 @@ usage: schema_threads.py   ($PIPEREC, $PR_TMP, $PR_SOURCE_DIR)
 """
 import os
 import random
+import re
 import subprocess
 import sys
 
@@ -141,12 +145,35 @@ def clickstream(piperec, tmp):
     print("ok: clickstream from stdin identical to the mapped file")
 
 
+def all_new(piperec, tmp):
+    """Every user id new (the user column's chain is every row, longer than
+    the decoding beside it, so workers wait at the step's gate) and ids that
+    come back one round later (first appearance and next use in different,
+    overlapping rounds): the same bytes at every thread count."""
+    src = os.environ.get("PR_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+    cfg = os.path.join(src, "examples", "clickstream.yaml")
+    gen = os.path.join(tmp, "gen-new.jsonl")
+    subprocess.run([piperec, "gen", "--format", "json", "--rows", "12000", "--output", gen],
+                   check=True, capture_output=True)
+    with open(gen) as f:
+        lines = f.read().splitlines()
+    out = []
+    for i, ln in enumerate(lines):
+        uid = "n%d" % (i if i % 3 else max(0, i - 700))  # a third come back ~700 lines on
+        out.append(re.sub(r'"user":\{"id":"[^"]*"', '"user":{"id":"%s"' % uid, ln, count=1))
+    inp = os.path.join(tmp, "all-new.jsonl")
+    with open(inp, "w") as f:
+        f.write("\n".join(out) + "\n")
+    identical(piperec, tmp, "all_new", cfg, inp, (64, 256))
+
+
 def main():
     piperec = os.environ["PIPEREC"]
     tmp = os.environ.get("PR_TMP", "/tmp/schema_threads")
     os.makedirs(tmp, exist_ok=True)
     reference_schema(piperec, tmp)
     clickstream(piperec, tmp)
+    all_new(piperec, tmp)
 
 
 if __name__ == "__main__":
