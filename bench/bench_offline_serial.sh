@@ -28,9 +28,13 @@
 #
 # BENCH_OFFLINE_SCHEMA=CONFIG: a declared schema instead (e.g.
 # examples/clickstream.yaml): ROWS JSON events of `piperec gen --format
-# json`, `process --config CONFIG`, every output file compared. The schema
-# driver's serial parts do not overlap the rest (its rounds have barriers
-# between phases), so amdahl16 is its projection; pipe16 is printed alike.
+# json`, `process --config CONFIG`, every output file compared. There the
+# serial parts do not overlap the rest, but the column chains of first
+# appearances (chains: per round the longest, as the driver prints it) run
+# beside decoding since rounds overlap, so pipe16 is
+#   W / (serial + max(chains, decode / 16) + (engine + write - serial) / 16)
+# (decoding at 16 threads hides the chains up to their length; chains = 0
+# for a driver that does not print them, where they are inside serial).
 set -eu
 BASE=${1:?usage: bench_offline_serial.sh BASE_PIPEREC NEW_PIPEREC [ROWS] [ROUNDS] [THREADS]}
 NEW=${2:?usage: bench_offline_serial.sh BASE_PIPEREC NEW_PIPEREC [ROWS] [ROUNDS] [THREADS]}
@@ -62,7 +66,7 @@ one() {
     "$bin" process "$@" --input "$IN" --output "$out" --threads "$t" --no-progress \
         2> "$TMP/err" || { cat "$TMP/err" >&2; exit 1; }
     set -- "$nm" "$bin" "$t" 
-    awk -v name="$1" -v t="$3" '
+    awk -v name="$1" -v t="$3" -v schema="$SCHEMA" '
         / rows, .* rejected, / { for (i = 1; i <= NF; i++) if ($i == "s,") wall = $(i - 1);
                                  for (i = 1; i <= NF; i++) if ($i ~ /^rows\/s,?$/) rps = $(i - 1) }
         /thread-seconds per stage/ { gsub(",", ""); for (i = 1; i <= NF; i++) {
@@ -71,14 +75,19 @@ one() {
                                        if ($i == "write") w = $(i + 1) } }
         /in input order/ { gsub(",", ""); for (i = 1; i <= NF; i++) {
                              if ($i == "engine" && se == "") se = $(i + 1);
-                             if ($i == "write" && sw == "") sw = $(i + 1) } ; have = 1 }
+                             if ($i == "write" && sw == "") sw = $(i + 1);
+                             if ($i ~ /%$/) pct = substr($i, 1, length($i) - 1) } ; have = 1 }
+        /longest column chain per round/ { chain = $(NF - 3) }
         END { if (!have) { se = e; sw = w }
               work = d + e + w; f = work > 0 ? (se + sw) / work : 0;
+              if (pct != "") f = pct / 100; # as the driver printed it, from unrounded seconds
               a16 = 1 / (f + (1 - f) / 16);
               m = work / 16; if (se > m) m = se; if (sw > m) m = sw;
+              if (schema != "") { dc = d / 16; if (chain > dc) dc = chain;
+                                  m = se + sw + dc + (e + w - se - sw) / 16 }
               p16 = m > 0 ? work / m : 0;
-              printf "%s %d %.2f %d %.2f %.2f %.2f %.2f %.2f %.4f %.1f %.1f\n",
-                     name, t, wall, rps, d, e, w, se, sw, f, a16, p16 }' "$TMP/err" >> "$RES"
+              printf "%s %d %.2f %d %.2f %.2f %.2f %.2f %.2f %.4f %.1f %.1f %.2f\n",
+                     name, t, wall, rps, d, e, w, se, sw, f, a16, p16, chain }' "$TMP/err" >> "$RES"
 }
 
 r=1
@@ -104,10 +113,10 @@ for T in $THREADS; do
         { echo "bench_offline_serial: vocab differs (new, $T threads)" >&2; exit 1; }
 done
 
-echo "| binary | threads | wall s | rows/s | decode | engine | write | serial engine | serial write | f | amdahl16 | pipe16 |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
-awk '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-       $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 }' "$RES"
+echo "| binary | threads | wall s | rows/s | decode | engine | write | serial engine | serial write | f | amdahl16 | pipe16 | chains |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+awk '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+       $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 }' "$RES"
 echo
 echo "medians (rounds: $ROUNDS, rows: $ROWS; outputs of new identical to base at 1 thread):"
 for name in base new; do

@@ -28,7 +28,9 @@
 #      1M) end to end, default threads and 1, with the per-stage and in-order
 #      (serial) thread-seconds; then process_json_scaling: default/1 rows/s,
 #      the serial fraction f at default threads and the Amdahl projection to
-#      16 threads 1 / (f + (1 - f) / 16) (a projection, not a measurement)
+#      16 threads 1 / (f + (1 - f) / 16), bounded by the column chains
+#      (projection16; projections, not measurements); bench_process_json.sh
+#      runs this step alone
 #   5. the pandas/numpy baseline (bench/baseline_pandas.py, one core) on the
 #      first BENCH_BASELINE_ROWS rows (default 300K; it is ~100x slower),
 #      checked against piperec's output for the same rows
@@ -142,35 +144,7 @@ for thr in default 1; do
     rm -rf "$TMP/out"
 done
 
-JROWS=${BENCH_JSON_ROWS:-1000000}
-echo "== 4b. piperec process, declared schema (clickstream JSON): $JROWS rows" >&2
-"$PIPEREC" gen --format json --rows "$JROWS" --seed 1 --output "$TMP/events.jsonl"
-for thr in default 1; do
-    if [ $thr = default ]; then opt=""; n=$NCPU; else opt="--threads $thr"; n=$thr; fi
-    t0=$(now)
-    # shellcheck disable=SC2086
-    "$PIPEREC" process --config "$HERE/../examples/clickstream.yaml" --input "$TMP/events.jsonl" \
-        --output "$TMP/out-json" $opt --no-progress 2> "$TMP/process.err"
-    t1=$(now)
-    cat "$TMP/process.err" >&2
-    stages=$(sed -n 's/.*decode \([0-9.]*\), engine \([0-9.]*\), write \([0-9.]*\), idle \([0-9.]*\), vocab export \([0-9.]*\).*/, "decode_s": \1, "engine_s": \2, "write_s": \3, "idle_s": \4, "vocab_export_s": \5/p' "$TMP/process.err")
-    serial=$(sed -n 's/.*(serial): engine \([0-9.]*\), write \([0-9.]*\) .*/, "serial_engine_s": \1, "serial_write_s": \2/p' "$TMP/process.err")
-    json piperec_process_json "$JROWS" "$(stat -c %s "$TMP/events.jsonl")" "$(echo "$t1 - $t0" | bc -l)" "$n" \
-        ", \"pipeline\": \"clickstream jsonl->jagged npy\", \"threads_option\": \"$thr\"$stages$serial" |
-        collect > "$TMP/json-$thr.jsonl"
-    rm -rf "$TMP/out-json"
-done
-$PY - "$TMP/json-default.jsonl" "$TMP/json-1.jsonl" <<'PYEOF' | collect
-import json, sys
-d, o = (json.loads(open(p).read()) for p in sys.argv[1:3])
-work = d["decode_s"] + d["engine_s"] + d["write_s"]
-f = (d.get("serial_engine_s", d["engine_s"]) + d.get("serial_write_s", d["write_s"])) / work
-print(json.dumps({"bench": "process_json_scaling", "threads": d["threads"],
-                  "ratio_threads_over_1": round(d["rows_per_s"] / o["rows_per_s"], 2),
-                  "serial_fraction": round(f, 4),
-                  "amdahl16_projection": round(1 / (f + (1 - f) / 16), 1)}))
-PYEOF
-rm -f "$TMP/events.jsonl"
+BENCH_TMP=${BENCH_TMP:-/tmp} sh "$HERE/bench_process_json.sh" "$BUILD" | collect
 
 echo "== 5. pandas baseline: $BASE_ROWS rows, 1 core" >&2
 head -n "$BASE_ROWS" "$TMP/data.tsv" > "$TMP/slice.tsv"
@@ -277,9 +251,10 @@ for r in rows:
                  r["heldout_auc_old_style"]))
     if name == "process_json_scaling":
         print("%-44s %14s %10s   %d thr / 1 thr %.2fx, serial fraction %.3f, Amdahl 16 thr "
-              "%.1fx (projection)" % ("process json scaling", "", "", r["threads"],
-                                      r["ratio_threads_over_1"], r["serial_fraction"],
-                                      r["amdahl16_projection"]))
+              "%.1fx, with the chains %.1fx (projections)"
+              % ("process json scaling", "", "", r["threads"], r["ratio_threads_over_1"],
+                 r["serial_fraction"], r["amdahl16_projection"],
+                 r.get("projection16", r["amdahl16_projection"])))
     if name == "stream_ratio":
         print("%-44s %14s %10s   piperec/python %.1fx (goal 10x), peak RSS %.0f MB"
               % ("stream %s vs python" % r.get("variant", ""), "", "",

@@ -108,6 +108,11 @@ static void pr__process_stages(const pr_offline_result *res)
                 "thread-seconds, %.1f%% of decode + engine + write\n",
                 res->serial_engine_s, res->serial_write_s,
                 100.0 * (res->serial_engine_s + res->serial_write_s) / work);
+    if (res->chain_s > 0)
+        fprintf(stderr,
+                "piperec process: first appearances, longest column chain per round (beside "
+                "the next round's decoding): %.2f s in all\n",
+                res->chain_s);
 }
 
 /* A declared feature schema (issue 20): JSON lines into the offline layout

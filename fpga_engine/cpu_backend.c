@@ -2327,9 +2327,12 @@ static void pr__cpu_process_seq_col(pr_backend *be, const pr_block *in, pr_out *
     const pr__pending *q = bs->q[c];
     for (uint32_t k = 0; k < bs->n_q[c]; k++) {
         const pr__pending *p = &q[k];
-        /* the table is far out of cache by now: hide its misses */
+        /* the table is far out of cache by now: hide its misses (a hash
+         * table's home slot: a hint, harmless if an insert regrows it) */
         if (vc->direct && k + PR__PREFETCH < bs->n_q[c])
             __builtin_prefetch(&vc->dmap[q[k + PR__PREFETCH].value]);
+        else if (vc->ht && k + PR__PREFETCH < bs->n_q[c])
+            __builtin_prefetch(&vc->ht[pr__hash(q[k + PR__PREFETCH].value, vc->hbits)]);
         int64_t i = pr__vocab_one(vc, p->value, streaming);
         if (i < 0) {
             bs->fail_row[c] = p->row;

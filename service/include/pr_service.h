@@ -198,6 +198,10 @@ typedef struct pr_offline_result {
      * in-order engine and write stages; the Criteo layout): the serial
      * fraction that bounds the speed-up from more threads (Amdahl). */
     double serial_engine_s, serial_write_s;
+    /* Declared schemas: per round its longest chain of first appearances
+     * (one column's, in input order), summed. The chains run beside the next
+     * round's decoding; only the part past it counts in serial_engine_s. */
+    double chain_s;
 } pr_offline_result;
 
 /* Engine threads that suit `workers` offline workers: the engine stage runs

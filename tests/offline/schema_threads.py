@@ -2,15 +2,21 @@
 """schema_threads.py — `piperec process` with a declared schema gives the same
 bytes at --threads 1, 2, 4, 8 and 16 (issue 21, offline).
 
-The declared-schema driver (service/offline_schema.c) runs each round in
-phases on every worker: decode and the engine's first half (lookups of known
-keys, direct and hash-table vocabularies), first appearances per column in
-input order, the operators after vocab, then the in-order appends; rounds
-whose blocks do not split (eviction, streaming min_count, the counting pass)
-run serially. Every output must depend on the input order only. Checked here
-on hundreds of small blocks (--block-rows 64, the smallest allowed, and 100;
-rounds of 64 to 1600 lines), against the one-thread run of the same config
-with 8192-row blocks:
+The declared-schema driver (service/offline_schema.c) runs rounds in
+overlapping steps on every worker: round r's first appearances per column
+in input order beside round r + 1's decoding and round r + 2's cutting;
+then, behind a gate opened once those chains and round r's block ends are
+done, round r's operators after vocab and writes at their place beside
+round r + 1's engine first half (lookups of known keys, direct and
+hash-table vocabularies); a round is cut into units (up to 4 per worker,
+--block-rows / 4 rows each, at least 64) that any worker takes. Rounds whose blocks do not split (eviction,
+streaming min_count, the counting pass) run serially. Every output must
+depend on the input order only. Checked here on hundreds of small blocks
+and rounds (--block-rows 64, the smallest allowed, and 100: one unit per
+worker; 256: four units of 64 rows per worker; rounds of 64 to 4096
+lines, so a value's first appearance and its next ones fall in different,
+overlapping rounds all the time), against the one-thread run of the same
+config with 8192-row blocks:
   - schema_reference.py's clickstream (string and integer ids, nested and
     missing fields, lists cut to max_len, absent lists, bad records that land
     in rejects.tsv), profiles default and dlrm, count_mode two_pass with
@@ -19,6 +25,8 @@ with 8192-row blocks:
   - examples/clickstream.yaml on `piperec gen --format json` events with
     rejected lines mixed in (hash-table vocabularies of string ids, a
     direct-indexed one after modulus, lists of 10, hash, cross, bucketize);
+  - the same with every user id new or back one round later (the user
+    chain longer than the decoding beside it: workers wait at the gate);
 every file compared: labels.npy, dense.npy, sparse/<f>.values/.lengths.npy,
 vocab/*.tsv, rejects.tsv, recycled.npy. The clickstream file has blank lines
 and no final newline, and is also read from stdin (line by line, where a
@@ -29,6 +37,7 @@ usage: schema_threads.py   ($PIPEREC, $PR_TMP, $PR_SOURCE_DIR)
 """
 import os
 import random
+import re
 import subprocess
 import sys
 
@@ -73,17 +82,19 @@ def reference_schema(piperec, tmp):
         f.write("\n".join(lines) + "\n")
     default = ref.CONFIG.format(profile="default")
     vocab = "      vocab: { profile: default }\n"
-    base = identical(piperec, tmp, "default", write_cfg(tmp, "default", default), inp)
+    base = identical(piperec, tmp, "default", write_cfg(tmp, "default", default), inp,
+                     (64, 100, 256))
     ref.check(base, events, "default")
     identical(piperec, tmp, "dlrm", write_cfg(tmp, "dlrm", ref.CONFIG.format(profile="dlrm")), inp)
     text = default.replace(vocab, "      vocab: { profile: default, min_count: 3, "
                                   "count_mode: two_pass }\n")
-    identical(piperec, tmp, "two_pass", write_cfg(tmp, "two_pass", text), inp)
+    identical(piperec, tmp, "two_pass", write_cfg(tmp, "two_pass", text), inp,
+              (64, 100, 256))
     text = default.replace(vocab, "      vocab: { profile: default, min_count: 2 }\n")
     identical(piperec, tmp, "streaming_min_count", write_cfg(tmp, "min2", text), inp, (64,))
     text = default.replace(vocab, vocab + "      columns: { history: { eviction: lru, "
                                           "capacity: 22 } }\n")
-    identical(piperec, tmp, "lru", write_cfg(tmp, "lru", text), inp, (64,))
+    identical(piperec, tmp, "lru", write_cfg(tmp, "lru", text), inp, (64, 256))
     # a dlrm vocabulary that fills up: the same error at every thread count,
     # the layout dropped, rejects.tsv as far as the failing block's slice
     text = ref.CONFIG.format(profile="dlrm").replace(
@@ -119,18 +130,41 @@ def clickstream(piperec, tmp):
     inp = os.path.join(tmp, "clickstream.jsonl")
     with open(inp, "w") as f:  # blank lines (counted, skipped) and no final newline
         f.write("\n".join(ln if i % 500 else "  \n" + ln for i, ln in enumerate(lines)))
-    base = identical(piperec, tmp, "clickstream", cfg, inp)
+    base = identical(piperec, tmp, "clickstream", cfg, inp, (64, 100, 256))
     rejects = open(os.path.join(base, "rejects.tsv")).read().splitlines()
     assert len(rejects) >= 15, len(rejects)
     # a file is mapped, stdin read line by line: the same bytes
-    out = os.path.join(tmp, "out-clickstream-stdin")
-    with open(inp, "rb") as f:
-        p = subprocess.run([piperec, "process", "--config", cfg, "--input", "-", "--output", out,
-                            "--threads", "3", "--block-rows", "64", "--no-progress"], stdin=f,
-                           capture_output=True, text=True)
-    assert p.returncode == 0, p.stderr
-    assert ref.files(out) == ref.files(base), "stdin (read) and file (mapped) outputs differ"
+    for threads, block_rows in ((3, 64), (2, 256)):
+        out = os.path.join(tmp, "out-clickstream-stdin-t%d" % threads)
+        with open(inp, "rb") as f:
+            p = subprocess.run([piperec, "process", "--config", cfg, "--input", "-", "--output",
+                                out, "--threads", str(threads), "--block-rows", str(block_rows),
+                                "--no-progress"], stdin=f, capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        assert ref.files(out) == ref.files(base), "stdin (read) and file (mapped) outputs differ"
     print("ok: clickstream from stdin identical to the mapped file")
+
+
+def all_new(piperec, tmp):
+    """Every user id new (the user column's chain is every row, longer than
+    the decoding beside it, so workers wait at the step's gate) and ids that
+    come back one round later (first appearance and next use in different,
+    overlapping rounds): the same bytes at every thread count."""
+    src = os.environ.get("PR_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+    cfg = os.path.join(src, "examples", "clickstream.yaml")
+    gen = os.path.join(tmp, "gen-new.jsonl")
+    subprocess.run([piperec, "gen", "--format", "json", "--rows", "12000", "--output", gen],
+                   check=True, capture_output=True)
+    with open(gen) as f:
+        lines = f.read().splitlines()
+    out = []
+    for i, ln in enumerate(lines):
+        uid = "n%d" % (i if i % 3 else max(0, i - 700))  # a third come back ~700 lines on
+        out.append(re.sub(r'"user":\{"id":"[^"]*"', '"user":{"id":"%s"' % uid, ln, count=1))
+    inp = os.path.join(tmp, "all-new.jsonl")
+    with open(inp, "w") as f:
+        f.write("\n".join(out) + "\n")
+    identical(piperec, tmp, "all_new", cfg, inp, (64, 256))
 
 
 def main():
@@ -139,6 +173,7 @@ def main():
     os.makedirs(tmp, exist_ok=True)
     reference_schema(piperec, tmp)
     clickstream(piperec, tmp)
+    all_new(piperec, tmp)
 
 
 if __name__ == "__main__":
