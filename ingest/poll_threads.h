@@ -35,6 +35,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "decode_par.h"
+
 #define PR__PT_RING 2048 /* entries per instance (a power of two) */
 
 typedef struct pr__pt pr__pt;
@@ -55,6 +57,7 @@ typedef struct pr__pt_facts {
     int64_t ts, offset;
     size_t len;
     const rd_kafka_topic_t *rkt;
+    pr__ddec dec; /* decoded by its polling thread (run NULL: not decoded) */
 } pr__pt_facts;
 
 typedef struct pr__pt_entry {
@@ -68,13 +71,20 @@ typedef struct pr__pt_entry {
 
 /* Called on a polling thread for each message without error before it
  * goes into the ring: fills e->f. Must touch nothing the
- * consumer thread writes (it runs beside it). */
-typedef void (*pr__pt_prep_fn)(void *opaque, const rd_kafka_message_t *m, pr__pt_entry *e);
+ * consumer thread writes (it runs beside it). Returns PR__PT_NOW (push it
+ * now) or PR__PT_RUN: it was decoded into the instance's open run, and
+ * waits with the run's other messages until the run is handed over (a
+ * batch of them, a message that is not in a run, an empty poll, a
+ * rebalance event or the thread's end), after seal(opaque, inst). */
+enum { PR__PT_NOW = 0, PR__PT_RUN = 1 };
+typedef int (*pr__pt_prep_fn)(void *opaque, unsigned inst, const rd_kafka_message_t *m,
+                              pr__pt_entry *e);
+typedef void (*pr__pt_seal_fn)(void *opaque, unsigned inst);
 /* Starts one thread per rks[k] (n of them; the handles stay the caller's);
- * prep may be NULL. NULL with errstr when a thread cannot be made (none is
- * left running). */
-pr__pt *pr__pt_start(rd_kafka_t *const *rks, unsigned n, pr__pt_prep_fn prep, void *prep_opaque,
-                     char *errstr, size_t errstr_size);
+ * prep and seal may be NULL. NULL with errstr when a thread cannot be made
+ * (none is left running). */
+pr__pt *pr__pt_start(rd_kafka_t *const *rks, unsigned n, pr__pt_prep_fn prep,
+                     pr__pt_seal_fn seal, void *prep_opaque, char *errstr, size_t errstr_size);
 
 /* Is the calling thread instance inst's polling thread? (In the rebalance
  * callback: hand the event over, or handle it right here.) */
