@@ -1488,9 +1488,8 @@ static int pr__pt_prep(void *opaque, unsigned inst, const rd_kafka_message_t *m,
     int tidx = pr__pt_topic(c, inst, m->rkt);
     if (tidx < 0)
         return PR__PT_NOW;
-    return pr__druns_decode(d, m, e->f.nrec, PR_PART_KEY(tidx, m->partition), e->f.ts, &e->f.dec)
-               ? PR__PT_RUN
-               : PR__PT_NOW;
+    int rc = pr__druns_decode(d, m, e->f.nrec, PR_PART_KEY(tidx, m->partition), e->f.ts, &e->f.dec);
+    return rc == 1 ? PR__PT_RUN : rc == PR_EAGAIN ? PR__PT_BUSY : PR__PT_NOW;
 }
 
 /* pr__pt_seal_fn: the open run's messages go into the ring now. */

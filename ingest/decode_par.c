@@ -349,9 +349,9 @@ unsigned pr__dpool_threads(const pr__dpool *dp)
 
 /* ---------------------------------------------------------------- decoded runs
  *
- * An instance's runs are used in turn: the polling thread fills the open
- * one, moves to the next when it is full or sealed, and takes a run again
- * only once its holds (`refs`: messages decoded into it, not yet released)
+ * The polling thread fills the open run and, when it is full or sealed,
+ * takes the first free one (lowest index: hot in the caches); a run is free
+ * once its holds (`refs`: messages decoded into it, not yet released)
  * are back to 0. A hold is taken by the polling thread before the message
  * goes into the ring and given back by the consumer thread after its last
  * read of the run (acquire/release on refs), so a run is never reset while
@@ -372,8 +372,8 @@ struct pr__druns {
     uint32_t rows;
     pr__drun *run;
     /* Where the messages went (logged at free, info level): decoded into
-     * runs, left to the pool because the next run was still held. */
-    uint64_t decoded, no_run;
+     * runs; times every run was held (the polling thread waited). */
+    uint64_t decoded, no_run, runs;
 };
 
 static pr__dslot *pr__src(const pr__dpool *dp, const pr__dmsg *dm)
@@ -415,9 +415,10 @@ void pr__druns_free(pr__druns *d)
     if (!d)
         return;
     if (d->decoded || d->no_run)
-        pr_info("consumer: a polling thread decoded %llu message(s) into its runs; %llu found "
-                "no free run (decoded by the pool)",
-                (unsigned long long)d->decoded, (unsigned long long)d->no_run);
+        pr_info("consumer: a polling thread decoded %llu message(s) into %llu run(s); %llu "
+                "time(s) every run was held",
+                (unsigned long long)d->decoded, (unsigned long long)d->runs,
+                (unsigned long long)d->no_run);
     for (unsigned k = 0; d->run && k < d->n; k++) {
         pr_block_free(d->run[k].s.blk);
         free(d->run[k].s.rej);
@@ -434,26 +435,33 @@ static pr__drun *pr__druns_room(pr__druns *d, uint32_t need)
     pr__drun *r = &d->run[d->open];
     if (!d->sealed && r->s.blk->rows + need <= d->rows)
         return r;
-    unsigned k = (d->open + 1) % d->n;
-    r = &d->run[k];
-    if (__atomic_load_n(&r->refs, __ATOMIC_ACQUIRE) != 0)
+    /* The first free run: the same few stay in the caches (taken in turn,
+     * every run's rows were cold again by its next use, and the merge's
+     * reads of them were the pipeline thread's largest cost). */
+    unsigned k = 0;
+    for (; k < d->n; k++)
+        if ((k != d->open || d->sealed) && __atomic_load_n(&d->run[k].refs, __ATOMIC_ACQUIRE) == 0)
+            break;
+    if (k == d->n)
         return NULL;
+    r = &d->run[k];
     pr__slot_clear(&r->s);
+    d->runs++;
     d->open = k;
     d->sealed = false;
     return r;
 }
 
-bool pr__druns_decode(pr__druns *d, const rd_kafka_message_t *m, int nrec, int32_t key,
-                      int64_t event_ms, pr__ddec *out)
+int pr__druns_decode(pr__druns *d, const rd_kafka_message_t *m, int nrec, int32_t key,
+                     int64_t event_ms, pr__ddec *out)
 {
     *out = (pr__ddec){0};
     if (nrec <= 0 || (uint32_t)nrec > d->rows)
-        return false;
+        return 0;
     pr__drun *r = pr__druns_room(d, (uint32_t)nrec);
     if (!r) {
         d->no_run++;
-        return false;
+        return PR_EAGAIN;
     }
     pr_decode_ctx ctx = {.spec = d->spec,
                          .partition = key,
@@ -464,12 +472,12 @@ bool pr__druns_decode(pr__druns *d, const rd_kafka_message_t *m, int nrec, int32
     if (pr__msg_decode(d->fmt, &ctx, &r->s, m->payload, m->len, &dec.row0, &dec.nrows, &dec.rej0,
                        &dec.nrej)) {
         d->sealed = true; /* its rows are partial: the next decode starts a fresh run */
-        return false;
+        return 0;
     }
     __atomic_add_fetch(&r->refs, 1, __ATOMIC_RELAXED); /* published by the ring's push */
     d->decoded++;
     *out = dec;
-    return true;
+    return 1;
 }
 
 void pr__druns_seal(pr__druns *d)

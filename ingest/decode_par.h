@@ -50,11 +50,13 @@ pr__druns *pr__druns_new(pr_msg_format fmt, const pr_pipeline_spec *spec, unsign
                          uint32_t run_rows);
 void pr__druns_free(pr__druns *d); /* NULL ok; every message released or gone */
 /* Polling thread: decode `nrec` records of m (partition key, default event
- * time) into the open run, or a free one after it. false (nothing kept, *out
- * cleared) when no run is free or has room, or the message does not decode
- * whole: then it is decoded the other way, by the consumer thread. */
-bool pr__druns_decode(pr__druns *d, const rd_kafka_message_t *m, int nrec, int32_t key,
-                      int64_t event_ms, pr__ddec *out);
+ * time) into the open run, or a free one. 1: decoded (*out). 0 (*out
+ * cleared): not here, the consumer thread decodes it (larger than a run, or
+ * it does not decode whole). PR_EAGAIN: every run is held (by messages in
+ * the ring or in the consumer thread's poll): try again once some are
+ * released. */
+int pr__druns_decode(pr__druns *d, const rd_kafka_message_t *m, int nrec, int32_t key,
+                     int64_t event_ms, pr__ddec *out);
 /* Polling thread: the open run's messages are about to be handed over; the
  * next decode starts another run. */
 void pr__druns_seal(pr__druns *d);

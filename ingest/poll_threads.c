@@ -41,6 +41,12 @@
 /* Messages decoded into a run wait on their polling thread, at most this
  * many, until the run is handed over (poll_threads.h, pr__pt_prep_fn). */
 #define PR__PT_RUN_MAX PR__PT_BATCH
+/* A polling thread whose runs are all held waits for the reader to release
+ * some, in naps of PR__PT_NAP_US, at most PR__PT_BUSY_MS per message (the
+ * reader releases them at the end of each poll; a longer wait means it is
+ * busy elsewhere, and the message then goes over undecoded). */
+#define PR__PT_NAP_US  200
+#define PR__PT_BUSY_MS 50
 
 typedef struct pr__pt_inst {
     pr__pt *pt;
@@ -64,6 +70,7 @@ typedef struct pr__pt_inst {
 
 struct pr__pt {
     unsigned n, next;
+    unsigned streak; /* entries taken in a row from inst[next] (reader's) */
     pr__pt_prep_fn prep; /* per message, on its polling thread; NULL: none */
     pr__pt_seal_fn seal;
     void *prep_opaque;
@@ -154,7 +161,22 @@ static void pr__pt_put(pr__pt_inst *in, rd_kafka_message_t *m)
 {
     pr__pt *pt = in->pt;
     pr__pt_entry e = {.kind = PR__PT_MSG, .inst = in->k, .m = m, .f.nrec = -1};
-    if (pt->prep && !m->err && pt->prep(pt->prep_opaque, in->k, m, &e) == PR__PT_RUN) {
+    int rc = PR__PT_NOW;
+    for (unsigned naps = 0; pt->prep && !m->err; naps++) {
+        rc = pt->prep(pt->prep_opaque, in->k, m, &e);
+        if (rc != PR__PT_BUSY)
+            break;
+        /* Every run is held: what this thread holds goes over first (the
+         * reader cannot release it otherwise), then a nap. */
+        pr__pt_flush(in);
+        if (naps >= PR__PT_BUSY_MS * 1000 / PR__PT_NAP_US ||
+            __atomic_load_n(&pt->stop, __ATOMIC_ACQUIRE)) {
+            rc = PR__PT_NOW;
+            break;
+        }
+        nanosleep(&(struct timespec){.tv_nsec = PR__PT_NAP_US * 1000L}, NULL);
+    }
+    if (rc == PR__PT_RUN) {
         in->run[in->n_run++] = e;
         if (in->n_run == PR__PT_RUN_MAX)
             pr__pt_flush(in);
@@ -334,11 +356,19 @@ int pr__pt_next(pr__pt *pt, int wait_ms, pr__pt_entry *out)
 {
     if (wait_ms > 0 && !pr__pt_ready(pt))
         goto sleep;
-    for (unsigned i = 0; i < pt->n; i++) {
+    /* Up to a batch from one instance before the next one's turn: its
+     * messages then follow each other in a poll, so the rows its polling
+     * thread decoded into one run are merged with one copy (taken in turn
+     * per entry, every merge was of one row; per-partition order is each
+     * ring's either way). */
+    for (unsigned i = 0; i <= pt->n; i++) {
         pr__pt_inst *in = &pt->inst[pt->next];
-        pt->next = (pt->next + 1) % pt->n;
-        if (pr__pt_pop(in, out))
+        if (pt->streak < PR__PT_BATCH && pr__pt_pop(in, out)) {
+            pt->streak++;
             return 1;
+        }
+        pt->next = (pt->next + 1) % pt->n;
+        pt->streak = 0;
     }
     if (wait_ms <= 0)
         return 0;

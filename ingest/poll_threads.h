@@ -75,8 +75,11 @@ typedef struct pr__pt_entry {
  * now) or PR__PT_RUN: it was decoded into the instance's open run, and
  * waits with the run's other messages until the run is handed over (a
  * batch of them, a message that is not in a run, an empty poll, a
- * rebalance event or the thread's end), after seal(opaque, inst). */
-enum { PR__PT_NOW = 0, PR__PT_RUN = 1 };
+ * rebalance event or the thread's end), after seal(opaque, inst); or
+ * PR__PT_BUSY: no room to decode it now (e->f filled, nothing decoded):
+ * the thread hands its run over, waits a little and asks again, at most
+ * PR__PT_BUSY_MS, then pushes it as PR__PT_NOW. */
+enum { PR__PT_NOW = 0, PR__PT_RUN = 1, PR__PT_BUSY = 2 };
 typedef int (*pr__pt_prep_fn)(void *opaque, unsigned inst, const rd_kafka_message_t *m,
                               pr__pt_entry *e);
 typedef void (*pr__pt_seal_fn)(void *opaque, unsigned inst);
