@@ -2008,9 +2008,10 @@ static void pr__pool_open(pr_consumer *c, const pr_block *b)
     if (!c->pt || !pr__poll_decode_wanted())
         return;
     /* Runs for a block and a ring of one-line messages per instance (Criteo,
-     * block 8192: 42 runs, ~6 MB): a poll's messages and the ring's fit, so
-     * a polling thread seldom finds the next run still held (then the
-     * message is decoded the old way, by the pool). */
+     * block 8192: 42 runs, ~8 MB allocated): a poll's messages and the
+     * ring's fit; with larger messages the ring holds fewer (a polling thread
+     * whose runs are all held waits: poll_threads.c). An instance without
+     * runs (out of memory) leaves its messages to the pool. */
     uint32_t run_rows = 256;
     unsigned n_runs = (unsigned)((b->cap + PR__PT_RING) / run_rows + 2);
     for (unsigned k = 0; k < c->n_rk; k++) {

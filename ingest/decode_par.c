@@ -164,9 +164,8 @@ static void pr__slot_decode(pr__dpool *dp, unsigned t, unsigned k)
     pr__dslot *s = &dp->slots[k];
     pr__slot_clear(s);
     bool serial_rest = false;
-    pr_decode_ctx ctx = {.spec = dp->spec,
-                         .json = dp->json ? dp->json[t] : NULL,
-                         .parse_hex = dp->parse_hex};
+    pr_decode_ctx ctx = {
+        .spec = dp->spec, .json = dp->json ? dp->json[t] : NULL, .parse_hex = dp->parse_hex};
     for (uint32_t i = s->m0; i < s->m1; i++) {
         pr__dmsg *dm = &dp->msgs[i];
         if (dm->state != PR__DM_QUEUED)
@@ -355,8 +354,9 @@ unsigned pr__dpool_threads(const pr__dpool *dp)
  * are back to 0. A hold is taken by the polling thread before the message
  * goes into the ring and given back by the consumer thread after its last
  * read of the run (acquire/release on refs), so a run is never reset while
- * read. When the next run is still held the message is not decoded here:
- * nothing waits on the consumer thread. */
+ * read. When every run is held the caller hears PR_EAGAIN (the polling
+ * thread hands its own over and naps: poll_threads.c); the consumer thread
+ * never waits on a polling thread. */
 
 struct pr__drun {
     pr__dslot s;

@@ -10,6 +10,9 @@
  * replays its rejects and moves its consumed offset, exactly where the
  * serial decode would have done those things. So rows, rejects, dead letters
  * and offsets come out in the same order whatever the thread count.
+ * With polling threads (consumers > 1, criteo_tsv) most messages come
+ * already decoded, into their instance's runs (pr__druns below), and join
+ * the poll's list as decoded (pr__dpool_add_decoded): merged the same way.
  *
  * Threads: every function is called by the consumer's polling thread; the
  * helpers touch only the slots they claimed, between post and done.

@@ -70,7 +70,7 @@ typedef struct pr__pt_inst {
 
 struct pr__pt {
     unsigned n, next;
-    unsigned streak; /* entries taken in a row from inst[next] (reader's) */
+    unsigned streak;     /* entries taken in a row from inst[next] (reader's) */
     pr__pt_prep_fn prep; /* per message, on its polling thread; NULL: none */
     pr__pt_seal_fn seal;
     void *prep_opaque;
@@ -275,8 +275,8 @@ static void pr__pt_open_gate(pr__pt *pt, int v)
     pthread_mutex_unlock(&pt->mu);
 }
 
-pr__pt *pr__pt_start(rd_kafka_t *const *rks, unsigned n, pr__pt_prep_fn prep,
-                     pr__pt_seal_fn seal, void *prep_opaque, char *errstr, size_t errstr_size)
+pr__pt *pr__pt_start(rd_kafka_t *const *rks, unsigned n, pr__pt_prep_fn prep, pr__pt_seal_fn seal,
+                     void *prep_opaque, char *errstr, size_t errstr_size)
 {
     pr__pt *pt = calloc(1, sizeof(*pt) + n * sizeof(pt->inst[0]));
     if (!pt) {

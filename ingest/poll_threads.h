@@ -11,6 +11,10 @@
  * thread, and K clients are served by K threads. So does the reading of
  * each message's facts (pr__pt_facts: the pipeline thread then does not
  * touch a message another core wrote, except to decode and destroy it).
+ * With criteo_tsv and decode threads the polling thread also decodes its
+ * instance's messages into runs of its own (decode_par.h, pr__druns; the
+ * prep callback), handed over sealed: the pipeline thread merges their
+ * rows instead of decoding them (issue 21).
  * (Destroying consumed messages on the polling threads, through a ring
  * going back, was tried and not kept: it changes when librdkafka's objects
  * are released, and test_poll_threads' closes of 3 instances hung in
@@ -86,8 +90,8 @@ typedef void (*pr__pt_seal_fn)(void *opaque, unsigned inst);
 /* Starts one thread per rks[k] (n of them; the handles stay the caller's);
  * prep and seal may be NULL. NULL with errstr when a thread cannot be made
  * (none is left running). */
-pr__pt *pr__pt_start(rd_kafka_t *const *rks, unsigned n, pr__pt_prep_fn prep,
-                     pr__pt_seal_fn seal, void *prep_opaque, char *errstr, size_t errstr_size);
+pr__pt *pr__pt_start(rd_kafka_t *const *rks, unsigned n, pr__pt_prep_fn prep, pr__pt_seal_fn seal,
+                     void *prep_opaque, char *errstr, size_t errstr_size);
 
 /* Is the calling thread instance inst's polling thread? (In the rebalance
  * callback: hand the event over, or handle it right here.) */
