@@ -102,7 +102,8 @@ bool pr__pt_on_poller(const pr__pt *pt, unsigned inst);
 void pr__pt_handoff(pr__pt *pt, unsigned inst, rd_kafka_resp_err_t err,
                     rd_kafka_topic_partition_list_t *parts);
 
-/* Consumer thread: the next entry, instances in turn (1), or none within
+/* Consumer thread: the next entry, instances in turn, up to
+ * 256 entries of one before the next (1), or none within
  * wait_ms (0). A PR__PT_REBALANCE entry must be answered by pr__pt_done. */
 int pr__pt_next(pr__pt *pt, int wait_ms, pr__pt_entry *out);
 
