@@ -84,6 +84,13 @@ struct pr_consumer {
      * (pr__msg_facts); NULL when it came another way. */
     const rd_kafka_message_t *pre_m;
     pr__pt_facts pre;
+    /* Per instance, with polling threads and parallel decode (criteo_tsv):
+     * the runs its polling thread decodes its messages into (decode_par.h),
+     * set once by the consumer thread when the pool opens (atomic), and the
+     * topic handle -> index cache of that polling thread (its own). */
+    pr__druns *druns[PR_CONSUMER_MAX_INSTANCES];
+    const rd_kafka_topic_t *pt_rkt[PR_CONSUMER_MAX_INSTANCES];
+    int pt_tidx[PR_CONSUMER_MAX_INSTANCES];
     rd_kafka_message_t **held;
     size_t n_held, held_head, cap_held;
     bool ever[PR_CONSUMER_MAX_INSTANCES];        /* per instance: an assignment arrived */
@@ -910,7 +917,18 @@ static bool pr__poll_threads_wanted(void)
     return !(v && !strcmp(v, "0"));
 }
 
-static void pr__pt_prep(void *opaque, const rd_kafka_message_t *m, pr__pt_entry *e);
+/* With polling threads, each decodes its own instance's messages into runs
+ * (criteo_tsv with decode threads) unless PIPEREC_POLL_DECODE=0: the old
+ * path, where the pipeline thread's pool decodes them, kept as the bench's
+ * baseline; it changes no output. */
+static bool pr__poll_decode_wanted(void)
+{
+    const char *v = getenv("PIPEREC_POLL_DECODE");
+    return !(v && !strcmp(v, "0"));
+}
+
+static int pr__pt_prep(void *opaque, unsigned inst, const rd_kafka_message_t *m, pr__pt_entry *e);
+static void pr__pt_seal(void *opaque, unsigned inst);
 
 pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t errstr_size)
 {
@@ -1003,7 +1021,7 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
         if (pr__instance_open(c, conf, k, errstr, errstr_size))
             goto out_rk;
     if (c->n_rk > 1 && pr__poll_threads_wanted()) {
-        c->pt = pr__pt_start(c->rks, c->n_rk, pr__pt_prep, c, errstr, errstr_size);
+        c->pt = pr__pt_start(c->rks, c->n_rk, pr__pt_prep, pr__pt_seal, c, errstr, errstr_size);
         if (!c->pt)
             goto out_rk;
         pr_info("consumer: %u instances, each polled by its own thread", c->n_rk);
@@ -1272,6 +1290,8 @@ void pr_consumer_free(pr_consumer *c)
     pr__held_clear(c);
     free(c->held);
     pr__dpool_free(c->dp);
+    for (unsigned k = 0; k < PR_CONSUMER_MAX_INSTANCES; k++)
+        pr__druns_free(c->druns[k]); /* the polling threads are gone */
     pr_dlq_free(c->dlq);
     pr_arena_free(c->arena);
     for (int i = 0; i < c->n_topics; i++)
@@ -1422,9 +1442,8 @@ static int pr__restart_due(pr_consumer *c, rd_kafka_t *rk, unsigned inst, char *
 /* On a polling thread (poll_threads.h's prep): a message's facts, read
  * beside the consumer thread. Reads only m and c->format (set before the
  * threads start); the record count uses no arena. */
-static void pr__pt_prep(void *opaque, const rd_kafka_message_t *m, pr__pt_entry *e)
+static void pr__pt_prep_facts(const pr_consumer *c, const rd_kafka_message_t *m, pr__pt_entry *e)
 {
-    const pr_consumer *c = opaque;
     rd_kafka_timestamp_type_t tst;
     e->f = (pr__pt_facts){
         .nrec = m->len ? pr_message_record_count(c->format, m->payload, m->len, NULL) : 0,
@@ -1435,6 +1454,56 @@ static void pr__pt_prep(void *opaque, const rd_kafka_message_t *m, pr__pt_entry 
         .rkt = m->rkt};
 }
 
+/* On instance inst's polling thread: the topic index of handle rkt (its own
+ * cache; the table is read under the lock), -1 when not known yet. */
+static int pr__pt_topic(pr_consumer *c, unsigned inst, const rd_kafka_topic_t *rkt)
+{
+    if (rkt && c->pt_rkt[inst] == rkt)
+        return c->pt_tidx[inst];
+    const char *name = rkt ? rd_kafka_topic_name(rkt) : NULL;
+    int tidx = -1;
+    pthread_mutex_lock(&c->lock);
+    for (int i = 0; name && i < c->n_topics; i++)
+        if (!strcmp(c->topics[i], name)) {
+            tidx = i;
+            break;
+        }
+    pthread_mutex_unlock(&c->lock);
+    if (tidx >= 0) {
+        c->pt_rkt[inst] = rkt;
+        c->pt_tidx[inst] = tidx;
+    }
+    return tidx;
+}
+
+/* pr__pt_prep_fn: on the polling thread, beside the consumer thread. Reads
+ * m, c->format (set before the threads start) and the topic table under the
+ * lock; the record count uses no arena. A message with its own timestamp
+ * (the default event time does not then depend on the poll's clock) is
+ * decoded into the instance's runs once the pool is open. */
+static int pr__pt_prep(void *opaque, unsigned inst, const rd_kafka_message_t *m, pr__pt_entry *e)
+{
+    pr_consumer *c = opaque;
+    pr__pt_prep_facts(c, m, e);
+    pr__druns *d = __atomic_load_n(&c->druns[inst], __ATOMIC_ACQUIRE);
+    if (!d || e->f.nrec <= 0 || e->f.ts <= 0)
+        return PR__PT_NOW;
+    int tidx = pr__pt_topic(c, inst, m->rkt);
+    if (tidx < 0)
+        return PR__PT_NOW;
+    int rc = pr__druns_decode(d, m, e->f.nrec, PR_PART_KEY(tidx, m->partition), e->f.ts, &e->f.dec);
+    return rc == 1 ? PR__PT_RUN : rc == PR_EAGAIN ? PR__PT_BUSY : PR__PT_NOW;
+}
+
+/* pr__pt_seal_fn: the open run's messages go into the ring now. */
+static void pr__pt_seal(void *opaque, unsigned inst)
+{
+    pr_consumer *c = opaque;
+    pr__druns *d = __atomic_load_n(&c->druns[inst], __ATOMIC_ACQUIRE);
+    if (d)
+        pr__druns_seal(d);
+}
+
 /* m's facts (record count, timestamp, ...): what its polling thread found
  * when m is the message pr__next just gave, else read here. Once per
  * message: the facts are forgotten after (an address can come again). */
@@ -1442,6 +1511,8 @@ static void pr__msg_facts(pr_consumer *c, const rd_kafka_message_t *m, pr__pt_fa
 {
     if (m == c->pre_m && c->pre.nrec >= 0) {
         *f = c->pre;
+        f->dec.run = NULL;
+        pr__ddec_release(&c->pre.dec); /* not taken (pr__collect takes it first) */
     } else {
         rd_kafka_timestamp_type_t tst;
         *f = (pr__pt_facts){
@@ -1628,6 +1699,7 @@ static int pr__ring_next(pr_consumer *c, int wait, rd_kafka_message_t **out, cha
                          size_t errstr_size)
 {
     *out = NULL;
+    pr__ddec_release(&c->pre.dec); /* the last message's, if nobody took it */
     for (unsigned k = 0; k < c->n_rk; k++) {
         int rc = pr__restart_due(c, c->rks[k], k, errstr, errstr_size);
         if (rc)
@@ -1644,6 +1716,8 @@ static int pr__ring_next(pr_consumer *c, int wait, rd_kafka_message_t **out, cha
     if (e.f.nrec >= 0) { /* read by its polling thread (pr__pt_prep) */
         c->pre_m = e.m;
         c->pre = e.f;
+    } else {
+        pr__ddec_release(&e.f.dec);
     }
     return pr__polled(c, c->rks[e.inst], e.m, out, errstr, errstr_size);
 }
@@ -1709,6 +1783,8 @@ static void pr__pt_serve(void *opaque, const pr__pt_entry *e)
         pr__rebalance(c, c->rks[e->inst], e->inst, e->err, e->parts);
         pr__pt_done(c->pt, e->inst);
     } else if (e->m) {
+        pr__ddec dec = e->f.dec;
+        pr__ddec_release(&dec);
         rd_kafka_message_destroy(e->m);
     }
 }
@@ -1721,6 +1797,7 @@ static int pr__next(pr_consumer *c, int wait, rd_kafka_message_t **out, char *er
                     size_t errstr_size)
 {
     c->pre_m = NULL;
+    pr__ddec_release(&c->pre.dec);
     if (c->pt)
         return pr__next_pt(c, wait, out, errstr, errstr_size);
     if (c->n_rk <= 1)
@@ -1763,6 +1840,11 @@ static int pr__turn_wait(bool first, int64_t deadline)
 static bool pr__collect(pr_consumer *c, rd_kafka_message_t *m, int64_t now_ms, uint32_t room,
                         uint32_t *recs)
 {
+    pr__ddec dec = {0};
+    if (m == c->pre_m) { /* decoded by its polling thread: the hold is ours now */
+        dec = c->pre.dec;
+        c->pre.dec.run = NULL;
+    }
     pr__pt_facts f;
     pr__msg_facts(c, m, &f);
     int tidx = pr__rkt_topic(c, f.rkt);
@@ -1771,14 +1853,23 @@ static bool pr__collect(pr_consumer *c, rd_kafka_message_t *m, int64_t now_ms, u
     int64_t ts = f.ts;
     uint32_t need = nrec > 0 ? (uint32_t)nrec : 0;
     bool first = pr__dpool_count(c->dp) == 0;
-    if (!first && *recs + need > room)
+    if (!first && *recs + need > room) {
+        pr__ddec_release(&dec);
         return false;
+    }
     /* A first message larger than the room goes the serial way (it waits
      * for the next block, or is split over blocks). */
     bool serial = *recs + need > room;
-    if (!pr__dpool_add(c->dp, m, f.offset, PR_PART_KEY(tidx, f.partition), tidx,
-                       ts > 0 ? ts : now_ms, serial ? -1 : nrec))
+    if (serial)
+        pr__ddec_release(&dec);
+    bool added = dec.run ? pr__dpool_add_decoded(c->dp, m, f.offset, PR_PART_KEY(tidx, f.partition),
+                                                 tidx, ts, nrec, &dec)
+                         : pr__dpool_add(c->dp, m, f.offset, PR_PART_KEY(tidx, f.partition), tidx,
+                                         ts > 0 ? ts : now_ms, serial ? -1 : nrec);
+    if (!added) {
+        pr__ddec_release(&dec);
         return false;
+    }
     pr__dpool_msg(c->dp, pr__dpool_count(c->dp) - 1)->part = pi;
     *recs += need;
     return true;
@@ -1817,7 +1908,8 @@ static size_t pr__decoded_run(pr__dpool *dp, size_t i, size_t n)
     size_t j = i + 1;
     for (; j < n; j++) {
         const pr__dmsg *d = pr__dpool_msg(dp, j);
-        if (d->dropped || d->state != PR__DM_DECODED || d->slot != a->slot || d->row0 != next)
+        if (d->dropped || d->state != PR__DM_DECODED || d->run != a->run || d->slot != a->slot ||
+            d->row0 != next)
             break;
         next += d->nrows;
     }
@@ -1888,6 +1980,13 @@ static int pr__merge(pr_consumer *c, pr_block *b, int64_t now_ms, rd_kafka_messa
     }
     if (left)
         c->backlog[k] = left;
+    /* The polling threads' runs are read no more (a message now in the
+     * backlog is decoded again when its turn comes). */
+    for (size_t i = 0; i < n; i++) {
+        pr__dmsg *dm = pr__dpool_msg(c->dp, i);
+        pr__ddec_release(&(pr__ddec){.run = dm->run});
+        dm->run = NULL;
+    }
     return appended;
 }
 
@@ -1909,6 +2008,24 @@ static void pr__pool_open(pr_consumer *c, const pr_block *b)
         return;
     }
     pr_info("consumer: %u decode threads", pr__dpool_threads(c->dp));
+    if (!c->pt || !pr__poll_decode_wanted())
+        return;
+    /* Runs for a block and a ring of one-line messages per instance (Criteo,
+     * block 8192: 42 runs, ~8 MB allocated): a poll's messages and the
+     * ring's fit; with larger messages the ring holds fewer (a polling thread
+     * whose runs are all held waits: poll_threads.c). An instance without
+     * runs (out of memory) leaves its messages to the pool. */
+    uint32_t run_rows = 256;
+    unsigned n_runs = (unsigned)((b->cap + PR__PT_RING) / run_rows + 2);
+    for (unsigned k = 0; k < c->n_rk; k++) {
+        pr__druns *d = pr__druns_new(c->format, c->spec, n_runs, run_rows);
+        if (!d)
+            break;
+        __atomic_store_n(&c->druns[k], d, __ATOMIC_RELEASE);
+    }
+    if (c->druns[0])
+        pr_info("consumer: each polling thread decodes its own messages (%u runs of %u rows)",
+                n_runs, run_rows);
 }
 
 static int pr__poll_par(pr_consumer *c, pr_block *b, int64_t now_ms, int64_t deadline, int appended,

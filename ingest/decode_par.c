@@ -126,20 +126,46 @@ static void pr__rej_log(void *opaque, int reason, const char *detail, const char
     s->n_rej++;
 }
 
-/* Decode slot k on thread t (helper or the polling thread). */
-static void pr__slot_decode(pr__dpool *dp, unsigned t, unsigned k)
+/* Decode one message into slot s's block, its rejects into s's log (ctx:
+ * the decoder, with partition, offset and default event time set). 0 with
+ * rows [*row0, *row0 + *nrows) and rejects [*rej0, ...) logged; < 0 when it
+ * did not decode whole (scratch full, memory): its rejects are forgotten. */
+static int pr__msg_decode(pr_msg_format fmt, pr_decode_ctx *ctx, pr__dslot *s, const void *buf,
+                          size_t len, uint32_t *row0, uint32_t *nrows, uint32_t *rej0,
+                          uint32_t *nrej)
 {
-    pr__dslot *s = &dp->slots[k];
+    uint32_t r0 = s->blk->rows, next = 0;
+    size_t j0 = s->n_rej;
+    ctx->on_reject = pr__rej_log;
+    ctx->opaque = s;
+    int rc = pr_decode_message(fmt, ctx, s->blk, buf, len, &next, NULL);
+    if (rc < 0 || s->oom) {
+        s->n_rej = j0;
+        return rc < 0 ? rc : PR_ENOMEM;
+    }
+    *row0 = r0;
+    *nrows = s->blk->rows - r0;
+    *rej0 = (uint32_t)j0;
+    *nrej = (uint32_t)(s->n_rej - j0);
+    return 0;
+}
+
+static void pr__slot_clear(pr__dslot *s)
+{
     pr_block_reset(s->blk);
     s->n_rej = 0;
     s->n_text = 0;
     s->oom = false;
+}
+
+/* Decode slot k on thread t (helper or the polling thread). */
+static void pr__slot_decode(pr__dpool *dp, unsigned t, unsigned k)
+{
+    pr__dslot *s = &dp->slots[k];
+    pr__slot_clear(s);
     bool serial_rest = false;
-    pr_decode_ctx ctx = {.spec = dp->spec,
-                         .json = dp->json ? dp->json[t] : NULL,
-                         .on_reject = pr__rej_log,
-                         .opaque = s,
-                         .parse_hex = dp->parse_hex};
+    pr_decode_ctx ctx = {
+        .spec = dp->spec, .json = dp->json ? dp->json[t] : NULL, .parse_hex = dp->parse_hex};
     for (uint32_t i = s->m0; i < s->m1; i++) {
         pr__dmsg *dm = &dp->msgs[i];
         if (dm->state != PR__DM_QUEUED)
@@ -152,21 +178,14 @@ static void pr__slot_decode(pr__dpool *dp, unsigned t, unsigned k)
         ctx.partition = dm->key;
         ctx.offset = dm->offset;
         ctx.default_event_time_ms = dm->event_ms;
-        uint32_t row0 = s->blk->rows, next = 0;
-        size_t rej0 = s->n_rej;
-        int rc = pr_decode_message(dp->fmt, &ctx, s->blk, dm->m->payload, dm->m->len, &next, NULL);
-        if (rc < 0 || s->oom) {
+        if (pr__msg_decode(dp->fmt, &ctx, s, dm->m->payload, dm->m->len, &dm->row0, &dm->nrows,
+                           &dm->rej0, &dm->nrej)) {
             /* The scratch filled up (or memory ran out): this message and the
              * rest of the slot are decoded at merge, into the caller's block. */
             serial_rest = true;
-            s->n_rej = rej0;
             dm->state = PR__DM_SERIAL;
             continue;
         }
-        dm->row0 = row0;
-        dm->nrows = s->blk->rows - row0;
-        dm->rej0 = (uint32_t)rej0;
-        dm->nrej = (uint32_t)(s->n_rej - rej0);
         dm->state = PR__DM_DECODED;
     }
 }
@@ -327,6 +346,153 @@ unsigned pr__dpool_threads(const pr__dpool *dp)
     return dp ? dp->n_threads : 1;
 }
 
+/* ---------------------------------------------------------------- decoded runs
+ *
+ * The polling thread fills the open run and, when it is full or sealed,
+ * takes the first free one (lowest index: hot in the caches); a run is free
+ * once its holds (`refs`: messages decoded into it, not yet released)
+ * are back to 0. A hold is taken by the polling thread before the message
+ * goes into the ring and given back by the consumer thread after its last
+ * read of the run (acquire/release on refs), so a run is never reset while
+ * read. When every run is held the caller hears PR_EAGAIN (the polling
+ * thread hands its own over and naps: poll_threads.c); the consumer thread
+ * never waits on a polling thread. */
+
+struct pr__drun {
+    pr__dslot s;
+    int refs; /* atomic */
+};
+
+struct pr__druns {
+    pr_msg_format fmt;
+    const pr_pipeline_spec *spec;
+    bool parse_hex;
+    unsigned n, open;
+    bool sealed; /* the open run's messages were handed over: write no more */
+    uint32_t rows;
+    pr__drun *run;
+    /* Where the messages went (logged at free, info level): decoded into
+     * runs; times every run was held (the polling thread waited). */
+    uint64_t decoded, no_run, runs;
+};
+
+static pr__dslot *pr__src(const pr__dpool *dp, const pr__dmsg *dm)
+{
+    return dm->run ? &dm->run->s : &dp->slots[dm->slot];
+}
+
+pr__druns *pr__druns_new(pr_msg_format fmt, const pr_pipeline_spec *spec, unsigned n_runs,
+                         uint32_t run_rows)
+{
+    if (fmt != PR_MSG_CRITEO_TSV || n_runs < 2 || run_rows == 0)
+        return NULL;
+    pr__druns *d = calloc(1, sizeof(*d));
+    if (!d)
+        return NULL;
+    *d = (pr__druns){.fmt = fmt,
+                     .spec = spec,
+                     .parse_hex = pr_decode_want_parse_hex(spec),
+                     .n = n_runs,
+                     .rows = run_rows,
+                     .sealed = true};
+    d->run = calloc(n_runs, sizeof(*d->run));
+    if (!d->run)
+        goto out_free;
+    for (unsigned k = 0; k < n_runs; k++) {
+        d->run[k].s.blk = pr_block_new(spec->n_dense, spec->n_sparse, run_rows, true);
+        if (!d->run[k].s.blk)
+            goto out_free;
+    }
+    d->open = n_runs - 1; /* sealed: the first decode takes run 0 */
+    return d;
+out_free:
+    pr__druns_free(d);
+    return NULL;
+}
+
+void pr__druns_free(pr__druns *d)
+{
+    if (!d)
+        return;
+    if (d->decoded || d->no_run)
+        pr_info("consumer: a polling thread decoded %llu message(s) into %llu run(s); %llu "
+                "time(s) every run was held",
+                (unsigned long long)d->decoded, (unsigned long long)d->runs,
+                (unsigned long long)d->no_run);
+    for (unsigned k = 0; d->run && k < d->n; k++) {
+        pr_block_free(d->run[k].s.blk);
+        free(d->run[k].s.rej);
+        free(d->run[k].s.text);
+    }
+    free(d->run);
+    free(d);
+}
+
+/* The open run, or the next one when the open one is sealed or lacks room
+ * for `need` rows; NULL when that one is still held. */
+static pr__drun *pr__druns_room(pr__druns *d, uint32_t need)
+{
+    pr__drun *r = &d->run[d->open];
+    if (!d->sealed && r->s.blk->rows + need <= d->rows)
+        return r;
+    /* The first free run: the same few stay in the caches (taken in turn,
+     * every run's rows were cold again by its next use, and the merge's
+     * reads of them were the pipeline thread's largest cost). */
+    unsigned k = 0;
+    for (; k < d->n; k++)
+        if ((k != d->open || d->sealed) && __atomic_load_n(&d->run[k].refs, __ATOMIC_ACQUIRE) == 0)
+            break;
+    if (k == d->n)
+        return NULL;
+    r = &d->run[k];
+    pr__slot_clear(&r->s);
+    d->runs++;
+    d->open = k;
+    d->sealed = false;
+    return r;
+}
+
+int pr__druns_decode(pr__druns *d, const rd_kafka_message_t *m, int nrec, int32_t key,
+                     int64_t event_ms, pr__ddec *out)
+{
+    *out = (pr__ddec){0};
+    if (nrec <= 0 || (uint32_t)nrec > d->rows)
+        return 0;
+    pr__drun *r = pr__druns_room(d, (uint32_t)nrec);
+    if (!r) {
+        d->no_run++;
+        return PR_EAGAIN;
+    }
+    pr_decode_ctx ctx = {.spec = d->spec,
+                         .partition = key,
+                         .offset = m->offset,
+                         .default_event_time_ms = event_ms,
+                         .parse_hex = d->parse_hex};
+    pr__ddec dec = {.run = r};
+    if (pr__msg_decode(d->fmt, &ctx, &r->s, m->payload, m->len, &dec.row0, &dec.nrows, &dec.rej0,
+                       &dec.nrej)) {
+        d->sealed = true; /* its rows are partial: the next decode starts a fresh run */
+        return 0;
+    }
+    __atomic_add_fetch(&r->refs, 1, __ATOMIC_RELAXED); /* published by the ring's push */
+    d->decoded++;
+    *out = dec;
+    return 1;
+}
+
+void pr__druns_seal(pr__druns *d)
+{
+    d->sealed = true;
+}
+
+void pr__ddec_release(pr__ddec *dec)
+{
+    if (!dec->run)
+        return;
+    __atomic_sub_fetch(&dec->run->refs, 1, __ATOMIC_RELEASE);
+    dec->run = NULL;
+}
+
 /* ---------------------------------------------------------------- one poll */
 
 void pr__dpool_begin(pr__dpool *dp)
@@ -377,15 +543,38 @@ bool pr__dpool_add(pr__dpool *dp, rd_kafka_message_t *m, int64_t offset, int32_t
     return true;
 }
 
+bool pr__dpool_add_decoded(pr__dpool *dp, rd_kafka_message_t *m, int64_t offset, int32_t key,
+                           int tidx, int64_t event_ms, int nrec, const pr__ddec *dec)
+{
+    if (dp->open >= dp->n_slots || dp->n_msgs >= dp->cap_msgs)
+        return false;
+    dp->msgs[dp->n_msgs++] = (pr__dmsg){.m = m,
+                                        .offset = offset,
+                                        .key = key,
+                                        .tidx = tidx,
+                                        .event_ms = event_ms,
+                                        .nrec = nrec,
+                                        .state = PR__DM_DECODED,
+                                        .run = dec->run,
+                                        .slot = (uint16_t)dp->open,
+                                        .row0 = dec->row0,
+                                        .nrows = dec->nrows,
+                                        .rej0 = dec->rej0,
+                                        .nrej = dec->nrej};
+    dp->slots[dp->open].m1 = dp->n_msgs; /* the slot's decode skips it */
+    return true;
+}
+
 void pr__dpool_finish(pr__dpool *dp)
 {
     if (dp->open < dp->n_slots) {
         pr__dslot *s = &dp->slots[dp->open];
-        if (s->m1 > s->m0) {
+        if (s->m1 > s->m0 && s->recs > 0) {
             if (dp->posted == 0 && s->recs < PR__PAR_MIN_RECS) {
                 dp->serial_polls++;
                 for (uint32_t i = s->m0; i < s->m1; i++)
-                    dp->msgs[i].state = PR__DM_SERIAL;
+                    if (dp->msgs[i].state == PR__DM_QUEUED)
+                        dp->msgs[i].state = PR__DM_SERIAL;
             } else {
                 pr__post(dp, dp->open);
             }
@@ -423,7 +612,7 @@ pr__dmsg *pr__dpool_msg(pr__dpool *dp, size_t i)
 
 void pr__dpool_reject(const pr__dpool *dp, const pr__dmsg *dm, uint32_t k, pr__drej *out)
 {
-    const pr__dslot *s = &dp->slots[dm->slot];
+    const pr__dslot *s = pr__src(dp, dm);
     const pr__rej *r = &s->rej[dm->rej0 + k];
     *out = (pr__drej){.reason = r->reason,
                       .recno = r->recno,
@@ -581,7 +770,7 @@ static int pr__append_jagged(pr_block *dst, const pr_block *src, uint32_t s0, ui
 
 int pr__dpool_merge(pr__dpool *dp, pr_block *dst, const pr__dmsg *dm, uint32_t nrows)
 {
-    pr__dslot *s = &dp->slots[dm->slot];
+    pr__dslot *s = pr__src(dp, dm);
     if (nrows == 0)
         return 0;
     if (!s->blk->side)

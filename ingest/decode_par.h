@@ -10,6 +10,9 @@
  * replays its rejects and moves its consumed offset, exactly where the
  * serial decode would have done those things. So rows, rejects, dead letters
  * and offsets come out in the same order whatever the thread count.
+ * With polling threads (consumers > 1, criteo_tsv) most messages come
+ * already decoded, into their instance's runs (pr__druns below), and join
+ * the poll's list as decoded (pr__dpool_add_decoded): merged the same way.
  *
  * Threads: every function is called by the consumer's polling thread; the
  * helpers touch only the slots they claimed, between post and done.
@@ -25,6 +28,44 @@
 #include "pr_ingest.h"
 
 typedef struct pr__dpool pr__dpool;
+
+/* ---- decoded runs (issue 21): with polling threads (poll_threads.h), each
+ * instance's thread decodes its own messages into runs of its own, so the
+ * pipeline thread only merges them. A run is a scratch block and a reject
+ * log; an instance has a few, reused in turn once every message decoded
+ * into one has been released by the consumer thread. The polling thread
+ * writes a run only while none of its messages has been handed over
+ * (pr__druns_seal before the hand-over), so the two never touch one run at
+ * once. criteo_tsv only. */
+typedef struct pr__drun pr__drun;
+typedef struct pr__druns pr__druns;
+
+/* What a polling thread decoded of one message: rows [row0, row0 + nrows)
+ * of `run`, rejects [rej0, rej0 + nrej) of its log. run NULL: not decoded. */
+typedef struct pr__ddec {
+    pr__drun *run;
+    uint32_t row0, nrows, rej0, nrej;
+} pr__ddec;
+
+/* n_runs runs of run_rows rows for one instance; NULL for a format other
+ * than criteo_tsv, or out of memory. */
+pr__druns *pr__druns_new(pr_msg_format fmt, const pr_pipeline_spec *spec, unsigned n_runs,
+                         uint32_t run_rows);
+void pr__druns_free(pr__druns *d); /* NULL ok; every message released or gone */
+/* Polling thread: decode `nrec` records of m (partition key, default event
+ * time) into the open run, or a free one. 1: decoded (*out). 0 (*out
+ * cleared): not here, the consumer thread decodes it (larger than a run, or
+ * it does not decode whole). PR_EAGAIN: every run is held (by messages in
+ * the ring or in the consumer thread's poll): try again once some are
+ * released. */
+int pr__druns_decode(pr__druns *d, const rd_kafka_message_t *m, int nrec, int32_t key,
+                     int64_t event_ms, pr__ddec *out);
+/* Polling thread: the open run's messages are about to be handed over; the
+ * next decode starts another run. */
+void pr__druns_seal(pr__druns *d);
+/* Consumer thread: a message's hold on its run ends (merged, dropped, or to
+ * be decoded another way); dec->run is cleared. No-op when run is NULL. */
+void pr__ddec_release(pr__ddec *dec);
 
 /* A collected message's fate. */
 typedef enum pr__dm_state {
@@ -53,6 +94,7 @@ typedef struct pr__dmsg {
     int64_t event_ms; /* default event time (message timestamp, else the poll's now) */
     int nrec;         /* pr_message_record_count */
     uint8_t state;    /* pr__dm_state, written by the decoding thread */
+    pr__drun *run;    /* decoded by its polling thread into this run (else: a slot's) */
     bool dropped;     /* revoked while collected (polling thread only) */
     uint16_t slot;
     uint32_t row0, nrows;
@@ -77,6 +119,11 @@ void pr__dpool_begin(pr__dpool *dp);
  * false when the pool holds no more (the caller keeps m). */
 bool pr__dpool_add(pr__dpool *dp, rd_kafka_message_t *m, int64_t offset, int32_t key, int tidx,
                    int64_t event_ms, int nrec);
+/* Add m, which its polling thread decoded (dec), as above; the pool keeps
+ * dec's hold on the run until the caller releases it (pr__ddec_release on
+ * the message's `run`, after its merge or drop). */
+bool pr__dpool_add_decoded(pr__dpool *dp, rd_kafka_message_t *m, int64_t offset, int32_t key,
+                           int tidx, int64_t event_ms, int nrec, const pr__ddec *dec);
 /* Decode what is left (the polling thread helps) and wait for every slot. */
 void pr__dpool_finish(pr__dpool *dp);
 

@@ -38,6 +38,15 @@
  * more is coming soon). Woken per message it would take one message per
  * poll, as fast as it comes, and hand the engine blocks of one row. */
 #define PR__PT_BATCH 256
+/* Messages decoded into a run wait on their polling thread, at most this
+ * many, until the run is handed over (poll_threads.h, pr__pt_prep_fn). */
+#define PR__PT_RUN_MAX PR__PT_BATCH
+/* A polling thread whose runs are all held waits for the reader to release
+ * some, in naps of PR__PT_NAP_US, at most PR__PT_BUSY_MS per message (the
+ * reader releases them at the end of each poll; a longer wait means it is
+ * busy elsewhere, and the message then goes over undecoded). */
+#define PR__PT_NAP_US  200
+#define PR__PT_BUSY_MS 50
 
 typedef struct pr__pt_inst {
     pr__pt *pt;
@@ -54,12 +63,16 @@ typedef struct pr__pt_inst {
     pthread_mutex_t mu;
     pthread_cond_t cv; /* room in the ring, or `done` */
     bool done;         /* the rebalance event was handled (under mu) */
+    size_t n_run;      /* entries in run[] (producer's only) */
+    pr__pt_entry run[PR__PT_RUN_MAX];
     pr__pt_entry ring[PR__PT_RING];
 } pr__pt_inst;
 
 struct pr__pt {
     unsigned n, next;
+    unsigned streak;     /* entries taken in a row from inst[next] (reader's) */
     pr__pt_prep_fn prep; /* per message, on its polling thread; NULL: none */
+    pr__pt_seal_fn seal;
     void *prep_opaque;
     int stop; /* atomic */
     int gate; /* atomic: 1 = poll, -1 = leave without polling, 0 = wait */
@@ -130,6 +143,49 @@ static void pr__pt_push(pr__pt_inst *in, const pr__pt_entry *e)
         pr__pt_wake_reader(in->pt);
 }
 
+/* Producer: hand the open run's messages over, in order (sealed first, so
+ * the thread writes no more into a run the reader may read). */
+static void pr__pt_flush(pr__pt_inst *in)
+{
+    if (!in->n_run)
+        return;
+    if (in->pt->seal)
+        in->pt->seal(in->pt->prep_opaque, in->k);
+    for (size_t i = 0; i < in->n_run; i++)
+        pr__pt_push(in, &in->run[i]);
+    in->n_run = 0;
+}
+
+/* Producer: message m, through prep, into the ring or the open run. */
+static void pr__pt_put(pr__pt_inst *in, rd_kafka_message_t *m)
+{
+    pr__pt *pt = in->pt;
+    pr__pt_entry e = {.kind = PR__PT_MSG, .inst = in->k, .m = m, .f.nrec = -1};
+    int rc = PR__PT_NOW;
+    for (unsigned naps = 0; pt->prep && !m->err; naps++) {
+        rc = pt->prep(pt->prep_opaque, in->k, m, &e);
+        if (rc != PR__PT_BUSY)
+            break;
+        /* Every run is held: what this thread holds goes over first (the
+         * reader cannot release it otherwise), then a nap. */
+        pr__pt_flush(in);
+        if (naps >= PR__PT_BUSY_MS * 1000 / PR__PT_NAP_US ||
+            __atomic_load_n(&pt->stop, __ATOMIC_ACQUIRE)) {
+            rc = PR__PT_NOW;
+            break;
+        }
+        nanosleep(&(struct timespec){.tv_nsec = PR__PT_NAP_US * 1000L}, NULL);
+    }
+    if (rc == PR__PT_RUN) {
+        in->run[in->n_run++] = e;
+        if (in->n_run == PR__PT_RUN_MAX)
+            pr__pt_flush(in);
+        return;
+    }
+    pr__pt_flush(in);
+    pr__pt_push(in, &e);
+}
+
 /* Reader: the oldest entry of instance in, if any. */
 static bool pr__pt_pop(pr__pt_inst *in, pr__pt_entry *out)
 {
@@ -193,18 +249,17 @@ static void *pr__pt_main(void *arg)
              * told, then this thread waits in librdkafka. */
             rd_kafka_message_t *m = rd_kafka_consumer_poll(in->rk, 0);
             if (!m) {
+                pr__pt_flush(in);
                 __atomic_store_n(&in->draining, 0, __ATOMIC_SEQ_CST);
                 pr__pt_wake_reader(pt);
                 m = rd_kafka_consumer_poll(in->rk, PR__PT_POLL_MS);
             }
             __atomic_store_n(&in->draining, m != NULL, __ATOMIC_SEQ_CST);
-            if (m) {
-                pr__pt_entry e = {.kind = PR__PT_MSG, .inst = in->k, .m = m, .f.nrec = -1};
-                if (pt->prep && !m->err)
-                    pt->prep(pt->prep_opaque, m, &e);
-                pr__pt_push(in, &e);
-            }
+            if (m)
+                pr__pt_put(in, m);
         }
+    pr__pt_flush(in);
+    __atomic_store_n(&in->draining, 0, __ATOMIC_SEQ_CST);
     __atomic_store_n(&in->exited, 1, __ATOMIC_SEQ_CST);
     pthread_mutex_lock(&pt->mu);
     pthread_cond_broadcast(&pt->cv);
@@ -220,8 +275,8 @@ static void pr__pt_open_gate(pr__pt *pt, int v)
     pthread_mutex_unlock(&pt->mu);
 }
 
-pr__pt *pr__pt_start(rd_kafka_t *const *rks, unsigned n, pr__pt_prep_fn prep, void *prep_opaque,
-                     char *errstr, size_t errstr_size)
+pr__pt *pr__pt_start(rd_kafka_t *const *rks, unsigned n, pr__pt_prep_fn prep, pr__pt_seal_fn seal,
+                     void *prep_opaque, char *errstr, size_t errstr_size)
 {
     pr__pt *pt = calloc(1, sizeof(*pt) + n * sizeof(pt->inst[0]));
     if (!pt) {
@@ -230,6 +285,7 @@ pr__pt *pr__pt_start(rd_kafka_t *const *rks, unsigned n, pr__pt_prep_fn prep, vo
     }
     pt->n = n;
     pt->prep = prep;
+    pt->seal = seal;
     pt->prep_opaque = prep_opaque;
     pthread_mutex_init(&pt->mu, NULL);
     pthread_cond_init(&pt->cv, NULL);
@@ -265,6 +321,7 @@ void pr__pt_handoff(pr__pt *pt, unsigned inst, rd_kafka_resp_err_t err,
                     rd_kafka_topic_partition_list_t *parts)
 {
     pr__pt_inst *in = &pt->inst[inst];
+    pr__pt_flush(in); /* the messages polled before the event come before it */
     __atomic_store_n(&in->handing, 1, __ATOMIC_SEQ_CST);
     pthread_mutex_lock(&in->mu);
     in->done = false;
@@ -299,11 +356,19 @@ int pr__pt_next(pr__pt *pt, int wait_ms, pr__pt_entry *out)
 {
     if (wait_ms > 0 && !pr__pt_ready(pt))
         goto sleep;
-    for (unsigned i = 0; i < pt->n; i++) {
+    /* Up to a batch from one instance before the next one's turn: its
+     * messages then follow each other in a poll, so the rows its polling
+     * thread decoded into one run are merged with one copy (taken in turn
+     * per entry, every merge was of one row; per-partition order is each
+     * ring's either way). */
+    for (unsigned i = 0; i <= pt->n; i++) {
         pr__pt_inst *in = &pt->inst[pt->next];
-        pt->next = (pt->next + 1) % pt->n;
-        if (pr__pt_pop(in, out))
+        if (pt->streak < PR__PT_BATCH && pr__pt_pop(in, out)) {
+            pt->streak++;
             return 1;
+        }
+        pt->next = (pt->next + 1) % pt->n;
+        pt->streak = 0;
     }
     if (wait_ms <= 0)
         return 0;

@@ -11,6 +11,10 @@
  * thread, and K clients are served by K threads. So does the reading of
  * each message's facts (pr__pt_facts: the pipeline thread then does not
  * touch a message another core wrote, except to decode and destroy it).
+ * With criteo_tsv and decode threads the polling thread also decodes its
+ * instance's messages into runs of its own (decode_par.h, pr__druns; the
+ * prep callback), handed over sealed: the pipeline thread merges their
+ * rows instead of decoding them (issue 21).
  * (Destroying consumed messages on the polling threads, through a ring
  * going back, was tried and not kept: it changes when librdkafka's objects
  * are released, and test_poll_threads' closes of 3 instances hung in
@@ -35,6 +39,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "decode_par.h"
+
 #define PR__PT_RING 2048 /* entries per instance (a power of two) */
 
 typedef struct pr__pt pr__pt;
@@ -55,6 +61,7 @@ typedef struct pr__pt_facts {
     int64_t ts, offset;
     size_t len;
     const rd_kafka_topic_t *rkt;
+    pr__ddec dec; /* decoded by its polling thread (run NULL: not decoded) */
 } pr__pt_facts;
 
 typedef struct pr__pt_entry {
@@ -68,13 +75,23 @@ typedef struct pr__pt_entry {
 
 /* Called on a polling thread for each message without error before it
  * goes into the ring: fills e->f. Must touch nothing the
- * consumer thread writes (it runs beside it). */
-typedef void (*pr__pt_prep_fn)(void *opaque, const rd_kafka_message_t *m, pr__pt_entry *e);
+ * consumer thread writes (it runs beside it). Returns PR__PT_NOW (push it
+ * now) or PR__PT_RUN: it was decoded into the instance's open run, and
+ * waits with the run's other messages until the run is handed over (a
+ * batch of them, a message that is not in a run, an empty poll, a
+ * rebalance event or the thread's end), after seal(opaque, inst); or
+ * PR__PT_BUSY: no room to decode it now (e->f filled, nothing decoded):
+ * the thread hands its run over, waits a little and asks again, at most
+ * PR__PT_BUSY_MS, then pushes it as PR__PT_NOW. */
+enum { PR__PT_NOW = 0, PR__PT_RUN = 1, PR__PT_BUSY = 2 };
+typedef int (*pr__pt_prep_fn)(void *opaque, unsigned inst, const rd_kafka_message_t *m,
+                              pr__pt_entry *e);
+typedef void (*pr__pt_seal_fn)(void *opaque, unsigned inst);
 /* Starts one thread per rks[k] (n of them; the handles stay the caller's);
- * prep may be NULL. NULL with errstr when a thread cannot be made (none is
- * left running). */
-pr__pt *pr__pt_start(rd_kafka_t *const *rks, unsigned n, pr__pt_prep_fn prep, void *prep_opaque,
-                     char *errstr, size_t errstr_size);
+ * prep and seal may be NULL. NULL with errstr when a thread cannot be made
+ * (none is left running). */
+pr__pt *pr__pt_start(rd_kafka_t *const *rks, unsigned n, pr__pt_prep_fn prep, pr__pt_seal_fn seal,
+                     void *prep_opaque, char *errstr, size_t errstr_size);
 
 /* Is the calling thread instance inst's polling thread? (In the rebalance
  * callback: hand the event over, or handle it right here.) */
@@ -85,7 +102,8 @@ bool pr__pt_on_poller(const pr__pt *pt, unsigned inst);
 void pr__pt_handoff(pr__pt *pt, unsigned inst, rd_kafka_resp_err_t err,
                     rd_kafka_topic_partition_list_t *parts);
 
-/* Consumer thread: the next entry, instances in turn (1), or none within
+/* Consumer thread: the next entry, instances in turn, up to
+ * 256 entries of one before the next (1), or none within
  * wait_ms (0). A PR__PT_REBALANCE entry must be answered by pr__pt_done. */
 int pr__pt_next(pr__pt *pt, int wait_ms, pr__pt_entry *out);
 

@@ -5,7 +5,10 @@ user can see may move.
 
 1. Outputs: one partition, Criteo TSV with bad records, eight `piperec run`s
    side by side, consumers 1, 2, 3 x engine.threads 1, 2, and consumers 2, 3
-   x engine.threads 4 (decode threads 2),
+   x engine.threads 4 (decode threads 2), each polling thread decoding its
+   own instance's messages into runs (checked in the log: messages went
+   through the runs), and consumers 2 x engine 2 once more with
+   PIPEREC_POLL_DECODE=0 (the pool decodes them, the old path),
    batches of 64 rows over thousands of small blocks (half the rows there
    before the start, the rest produced while the runs read, 1- then 20-line
    messages). Each run's files-sink output must equal `piperec process`
@@ -43,6 +46,8 @@ N = 6000
 # engine 4 with polling threads: the worker's blocks come from polls whose
 # message facts the polling threads read (issue 21)
 COMBOS = [(k, e) for k in (1, 2, 3) for e in (1, 2)] + [(2, 4), (3, 4)]
+# consumers, engine threads, PIPEREC_POLL_DECODE: the runs, or the old path
+RUNS = [(k, e, "1") for k, e in COMBOS] + [(2, 2, "0")]
 NAMES = ["dense.npy", "labels.npy", "sparse.npy"]
 procs = []
 
@@ -111,9 +116,10 @@ log: { level: info }
        "    state: { dir: \"%s\", checkpoint_interval_s: 1 }\n" % state if state else "", e)
 
 
-def start(cfg, name):
+def start(cfg, name, poll_decode="1"):
     err = os.path.join(T, name + ".err")
-    r = subprocess.Popen([PIPEREC, "run", "--config", cfg], stderr=open(err, "w"))
+    env = dict(os.environ, PIPEREC_POLL_DECODE=poll_decode)
+    r = subprocess.Popen([PIPEREC, "run", "--config", cfg], stderr=open(err, "w"), env=env)
     procs.append(r)
     return r, err
 
@@ -190,16 +196,16 @@ def outputs_equal(bootstrap, lines, rejects, want):
     for k, p in enumerate(parts):
         ppaths.append(os.path.join(T, "det%d.tsv" % k))
         open(ppaths[-1], "w").writelines(p)
-    topics = ["d%d%d" % c for c in COMBOS]
+    topics = ["d%d%d%s" % c for c in RUNS]
     for p in [produce(bootstrap, t, ppaths[0]) for t in topics]:
         if p.wait() != 0:
             fail("produce failed")
     runs = []
-    for (k, e), topic in zip(COMBOS, topics):
+    for (k, e, pd), topic in zip(RUNS, topics):
         outdir = os.path.join(T, "out-" + topic)
         cfg = os.path.join(T, topic + ".yaml")
         open(cfg, "w").write(config(topic, "g-" + topic, k, e, outdir, bootstrap))
-        r, err = start(cfg, topic)
+        r, err = start(cfg, topic, pd)
         runs.append((k, e, topic, outdir, err, r))
     hps = {topic: port(err) for k, e, topic, outdir, err, r in runs}
     for p in [produce(bootstrap, t, ppaths[1], "1", 5000) for t in topics]:
@@ -224,6 +230,12 @@ def outputs_equal(bootstrap, lines, rejects, want):
         log = open(err).read()
         if k > 1 and ("consumer: %d instances, each polled by its own thread" % k) not in log:
             fail("consumers %d: no polling threads" % k)
+        runs_on = "each polling thread decodes its own messages" in log
+        if k > 1 and runs_on != topic.endswith("1"):
+            fail("%s: polling threads decoding %s, PIPEREC_POLL_DECODE says otherwise" %
+                 (topic, runs_on))
+        if k > 1 and runs_on and run_decoded(err) == 0:
+            fail("%s: no message went through a polling thread's runs" % topic)
         if out != good or rej != len(rejects):
             fail("consumers %d engine %d: %d rows out (want %d), %d rejects (want %d)" %
                  (k, e, out, good, rej, len(rejects)))
@@ -239,8 +251,9 @@ def outputs_equal(bootstrap, lines, rejects, want):
         if dlq != rejects:
             fail("consumers %d engine %d: dead letters %r, expected %r" %
                  (k, e, dlq[:12], rejects))
-    print("outputs: %d runs (consumers x engine threads %s) equal the offline output "
-          "(%d rows, %d rejects in order)" % (len(runs), COMBOS, good, len(rejects)))
+    print("outputs: %d runs (consumers x engine threads x polling threads decoding %s) equal "
+          "the offline output (%d rows, %d rejects in order)" % (len(runs), RUNS, good,
+                                                                  len(rejects)))
 
 
 def row_keys(a):
@@ -278,6 +291,12 @@ def indices_stable(dirs, want, what):
                              (what, j, x, y, fwd[(j, int(x))]))
 
 
+def run_decoded(err):
+    """Messages the polling threads of a stopped run decoded into their runs."""
+    log = open(err).read()
+    return sum(int(n) for n in re.findall(r"a polling thread decoded (\d+) message", log))
+
+
 def wait_rows(hps, want_rows, what, limit=120):
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
@@ -311,6 +330,11 @@ def instances_leave(bootstrap, lines, want, good):
     runs[1][0].terminate()
     if runs[1][0].wait(60) != 0:
         fail("leave: the second process exited %d" % runs[1][0].returncode)
+    # The second process's join revoked partitions from the first while its
+    # polling threads were decoding into runs (rows coming at 4000/s).
+    for r, err in runs:
+        if run_decoded(err) == 0:
+            fail("leave: %s: no message went through a polling thread's runs" % err)
     c, e = committed_end(bootstrap, "g-rb", "rb")
     if c != e or e != len(lines):
         fail("leave: committed offsets %d, topic end %d, produced %d" % (c, e, len(lines)))
@@ -392,8 +416,8 @@ try:
     which = sys.argv[1:] or ["outputs", "leave", "kill", "stop"]
     if "outputs" in which:
         topics = []
-        for c in COMBOS:
-            topics += ["d%d%d" % c, "d%d%d-dlq" % c]
+        for c in RUNS:
+            topics += ["d%d%d%s" % c, "d%d%d%s-dlq" % c]
         outputs_equal(broker(1, topics), lines, rejects, want)
     goodlines = [l for l in lines if l.rstrip("\n") not in rejects]
     if "leave" in which or "kill" in which:
