@@ -393,13 +393,9 @@ int pr_vocab_export_job_new(const pr_engine *eng, const char *dir, int threads,
                          "vocab export: pipeline '%s' has no vocab operator",
                          pr_engine_spec(eng)->name);
     uint32_t n = pr_engine_spec(eng)->n_sparse;
-    uint64_t total = 0;
-    for (uint32_t c = 0; c < n; c++)
-        total += pr_engine_vocab_size(eng, c);
-    if (!piece_entries) {
-        uint64_t share = total / (4 * (uint64_t)(threads > 1 ? threads : 1));
-        piece_entries = share > PR_VOCAB_EXPORT_PIECE ? (size_t)share : PR_VOCAB_EXPORT_PIECE;
-    }
+    /* One thread gains nothing from pieces (only a copy): whole columns. */
+    if (!piece_entries)
+        piece_entries = threads > 1 ? PR_VOCAB_EXPORT_PIECE : SIZE_MAX;
     pr_vocab_export_job *job = calloc(1, sizeof(*job));
     if (!job || !(job->col = calloc(n ? n : 1, sizeof(*job->col)))) {
         free(job);

@@ -65,17 +65,18 @@ int pr_vocab_export_column(const pr_engine *eng, const char *dir, uint32_t col, 
 /* pr_vocab_export on several threads (issue 21, offline: the export after a
  * pass must not hold one core while the others wait). A job splits the
  * columns into tasks, largest column first; a column of more than
- * `piece_entries` entries (0: PR_VOCAB_EXPORT_PIECE, or the total divided
- * among 4 x `threads` when that is larger) is cut into index ranges that are
- * formatted apart into memory and written to the file in order, so the
- * bytes are pr_vocab_export's at any thread count or piece size. Create it
+ * `piece_entries` entries (0: PR_VOCAB_EXPORT_PIECE when `threads` > 1, no
+ * limit at 1) is cut into index ranges that are formatted apart into memory
+ * and written to the file in order, so the bytes are pr_vocab_export's at
+ * any thread count or piece size. A fixed piece size keeps the longest
+ * task (~16K lines, a few ms) the same at every thread count. Create it
  * with the directory existing and nothing changing the engine until
  * pr_vocab_export_job_free; then call pr_vocab_export_job_work from up to
  * `threads` threads at once (when pr_engine_vocab_read_concurrent says the
  * backend allows it, else from one); each returns when no task is left, or
  * the job's first error (with its message) once one failed. The job keeps
- * `dir` (borrowed). Each piece's longest time is in *longest_ns. */
-#define PR_VOCAB_EXPORT_PIECE 32768
+ * `dir` (borrowed). */
+#define PR_VOCAB_EXPORT_PIECE 16384
 typedef struct pr_vocab_export_job pr_vocab_export_job;
 int pr_vocab_export_job_new(const pr_engine *eng, const char *dir, int threads,
                             size_t piece_entries, pr_vocab_export_job **out, char *errstr,
