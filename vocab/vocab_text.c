@@ -88,16 +88,18 @@ static char *pr__fmt_i64(char *end, int64_t v)
     return p;
 }
 
-static int pr__export_cb(const pr_vocab_entry *e, void *opaque)
+/* One entry's line, written backwards ending at `end` (at most
+ * PR__LINE_MAX bytes); returns its first character. */
+#define PR__LINE_MAX 128
+static char *pr__export_line(const pr_vocab_entry *e, uint32_t fields, char *end)
 {
-    pr__export_ctx *x = opaque;
-    char line[128], *end = line + sizeof(line), *p = end;
+    char *p = end;
     *--p = '\n';
-    if (x->fields & PR__TX_EVENT) {
+    if (fields & PR__TX_EVENT) {
         p = pr__fmt_i64(p, e->last_use_ms);
         *--p = '\t';
     }
-    if (x->fields & PR__TX_CLOCK) {
+    if (fields & PR__TX_CLOCK) {
         p = pr__fmt_u64(p, e->last_use, 10);
         *--p = '\t';
     }
@@ -105,7 +107,14 @@ static int pr__export_cb(const pr_vocab_entry *e, void *opaque)
     *--p = '\t';
     p = pr__fmt_u64(p, e->value, 16);
     *--p = '\t';
-    p = pr__fmt_i64(p, e->index);
+    return pr__fmt_i64(p, e->index);
+}
+
+static int pr__export_cb(const pr_vocab_entry *e, void *opaque)
+{
+    pr__export_ctx *x = opaque;
+    char line[PR__LINE_MAX], *end = line + sizeof(line);
+    char *p = pr__export_line(e, x->fields, end);
     return fwrite(p, 1, (size_t)(end - p), x->f) == (size_t)(end - p) ? 0 : PR_EIO;
 }
 
@@ -178,7 +187,7 @@ int pr_vocab_export(const pr_engine *eng, const char *dir, char *errstr, size_t 
  *
  * Tasks are whole columns (pr_vocab_export_column, straight to the file)
  * or pieces of a large one: index ranges [lo, hi) formatted into memory
- * (open_memstream, the same callback and header as above), the last piece
+ * (the same lines and header as above), the last piece
  * also holding the pending entries (index -1, after every assigned one, as
  * pr_engine_vocab_read gives them). A finished piece is written by the
  * thread that finishes it once every piece before it is written (the
@@ -225,13 +234,16 @@ struct pr_vocab_export_job {
 };
 
 typedef struct {
-    pr__export_ctx x;
+    char *buf; /* room for every line of the range: (hi - lo) x PR__LINE_MAX */
+    size_t len, cap;
+    uint32_t fields;
     int64_t lo, hi; /* indices written: [lo, hi), and pending when last */
     bool last;
 } pr__xrange;
 
 /* Entries of one piece: assigned ones in [lo, hi) (stops the read with
- * PR_EAGAIN past hi), pending ones when the piece is the last. */
+ * PR_EAGAIN past hi), pending ones when the piece is the last (these grow
+ * the buffer: their number is not known ahead). */
 static int pr__xrange_cb(const pr_vocab_entry *e, void *opaque)
 {
     pr__xrange *r = opaque;
@@ -239,20 +251,52 @@ static int pr__xrange_cb(const pr_vocab_entry *e, void *opaque)
         return 0;
     if (e->index >= r->hi || (e->index < 0 && !r->last))
         return r->last ? 0 : PR_EAGAIN;
-    return pr__export_cb(e, &r->x);
+    char line[PR__LINE_MAX], *end = line + sizeof(line);
+    char *p = pr__export_line(e, r->fields, end);
+    size_t n = (size_t)(end - p);
+    if (r->len + n > r->cap) { /* pending entries only */
+        size_t cap = 2 * r->cap + PR__LINE_MAX;
+        char *nb = realloc(r->buf, cap);
+        if (!nb)
+            return PR_ENOMEM;
+        r->buf = nb;
+        r->cap = cap;
+    }
+    memcpy(r->buf + r->len, p, n);
+    r->len += n;
+    return 0;
 }
 
-/* Format piece k of column xc into memory. */
+/* Format piece k of column xc into memory: lines straight into one buffer
+ * of the worst-case size (pages never touched cost nothing), the header
+ * (piece 0) through stdio first. */
 static int pr__xpiece_format(pr_vocab_export_job *job, pr__xcol *xc, uint32_t k)
 {
     pr__xpiece *p = &xc->piece[k];
-    FILE *f = open_memstream(&p->buf, &p->len);
-    if (!f)
-        return PR_ENOMEM;
-    pr__xrange r = {
-        {f, job->fields}, (int64_t)k * xc->step, (int64_t)(k + 1) * xc->step, k + 1 == xc->n_piece};
-    if (k == 0)
+    char *head = NULL;
+    size_t head_len = 0;
+    if (k == 0) {
+        FILE *f = open_memstream(&head, &head_len);
+        if (!f)
+            return PR_ENOMEM;
         pr__export_header(job->eng, xc->col, job->fields, f);
+        if (fclose(f)) {
+            free(head);
+            return PR_ENOMEM;
+        }
+    }
+    pr__xrange r = {.fields = job->fields,
+                    .lo = (int64_t)k * xc->step,
+                    .hi = (int64_t)(k + 1) * xc->step,
+                    .last = k + 1 == xc->n_piece};
+    r.cap = head_len + (size_t)xc->step * PR__LINE_MAX;
+    if (!(r.buf = malloc(r.cap))) {
+        free(head);
+        return PR_ENOMEM;
+    }
+    memcpy(r.buf, head, head_len);
+    r.len = head_len;
+    free(head);
     int rc;
     /* The last piece of a column that counts (min_count > 1) reads the whole
      * table for its pending entries; the others read from their start. */
@@ -262,8 +306,8 @@ static int pr__xpiece_format(pr_vocab_export_job *job, pr__xcol *xc, uint32_t k)
         rc = pr_engine_vocab_read_from(job->eng, xc->col, r.lo, pr__xrange_cb, &r);
     if (rc == PR_EAGAIN && !r.last)
         rc = 0;
-    if (fclose(f) && !rc)
-        rc = PR_ENOMEM;
+    p->buf = r.buf;
+    p->len = r.len;
     return rc;
 }
 
