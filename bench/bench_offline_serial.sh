@@ -35,6 +35,16 @@
 #   W / (serial + max(chains, decode / 16) + (engine + write - serial) / 16)
 # (decoding at 16 threads hides the chains up to their length; chains = 0
 # for a driver that does not print them, where they are inside serial).
+#
+# After the pass (issue 21): closing the outputs (serial) and the vocabulary
+# export (on every worker; its longest task, a column or a piece of one, is
+# what more threads cannot shorten). Columns export (wall s), xthr (its
+# thread-s), longest, close, and the figures with them counted:
+#   fx      = (serial + close + longest) / (W + xthr)
+#   amd16x  = 1 / (fx + (1 - fx) / 16)
+#   pipe16x = (W + xthr) / (W / pipe16 + close + max(longest, xthr / 16))
+# A driver that prints no after-pass line (before the export job) has its
+# whole export wall time counted as serial (xthr = longest = export).
 set -eu
 BASE=${1:?usage: bench_offline_serial.sh BASE_PIPEREC NEW_PIPEREC [ROWS] [ROUNDS] [THREADS]}
 NEW=${2:?usage: bench_offline_serial.sh BASE_PIPEREC NEW_PIPEREC [ROWS] [ROUNDS] [THREADS]}
@@ -72,7 +82,12 @@ one() {
         /thread-seconds per stage/ { gsub(",", ""); for (i = 1; i <= NF; i++) {
                                        if ($i == "decode") d = $(i + 1);
                                        if ($i == "engine") e = $(i + 1);
-                                       if ($i == "write") w = $(i + 1) } }
+                                       if ($i == "write") w = $(i + 1);
+                                       if ($i == "export") vx = $(i + 1) } }
+        /after the pass \(wall\)/ { gsub("[,()]", ""); for (i = 1; i <= NF; i++) {
+                                       if ($i == "close") cl = $(i + 1);
+                                       if ($i == "thread-s") vt = $(i - 1);
+                                       if ($i == "task") vl = $(i + 1) } }
         /in input order/ { gsub(",", ""); for (i = 1; i <= NF; i++) {
                              if ($i == "engine" && se == "") se = $(i + 1);
                              if ($i == "write" && sw == "") sw = $(i + 1);
@@ -86,8 +101,14 @@ one() {
               if (schema != "") { dc = d / 16; if (chain > dc) dc = chain;
                                   m = se + sw + dc + (e + w - se - sw) / 16 }
               p16 = m > 0 ? work / m : 0;
-              printf "%s %d %.2f %d %.2f %.2f %.2f %.2f %.2f %.4f %.1f %.1f %.2f\n",
-                     name, t, wall, rps, d, e, w, se, sw, f, a16, p16, chain }' "$TMP/err" >> "$RES"
+              if (vt == "") { vt = vx; vl = vx; cl = 0 }
+              fx = (work + vt) > 0 ? (f * work + cl + vl) / (work + vt) : 0;
+              a16x = 1 / (fx + (1 - fx) / 16);
+              xm = vt / 16; if (vl > xm) xm = vl;
+              mx = m + cl + xm; p16x = mx > 0 ? (work + vt) / mx : 0;
+              printf "%s %d %.2f %d %.2f %.2f %.2f %.2f %.2f %.4f %.1f %.1f %.2f %.3f %.3f %.3f %.3f %.4f %.1f %.1f\n",
+                     name, t, wall, rps, d, e, w, se, sw, f, a16, p16, chain,
+                     vx, vt, vl, cl, fx, a16x, p16x }' "$TMP/err" >> "$RES"
 }
 
 r=1
@@ -113,10 +134,10 @@ for T in $THREADS; do
         { echo "bench_offline_serial: vocab differs (new, $T threads)" >&2; exit 1; }
 done
 
-echo "| binary | threads | wall s | rows/s | decode | engine | write | serial engine | serial write | f | amdahl16 | pipe16 | chains |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-awk '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-       $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 }' "$RES"
+echo "| binary | threads | wall s | rows/s | decode | engine | write | serial engine | serial write | f | amdahl16 | pipe16 | chains | export | xthr | longest | close | fx | amd16x | pipe16x |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+awk '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+       $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20 }' "$RES"
 echo
 echo "medians (rounds: $ROUNDS, rows: $ROWS; outputs of new identical to base at 1 thread):"
 for name in base new; do

@@ -18,6 +18,14 @@
 #   (W = decode + engine + write, S = the serial thread-seconds: the chains
 #   run beside decoding, which at 16 threads hides them up to their length,
 #   but not beside the rest).
+# The same with the phases after the pass counted (issue 21: closing the
+# outputs is serial; the vocabulary export runs on every worker, its longest
+# task, one column or one piece of one, being what cannot shrink):
+#   serial_fraction_x = (S + close + longest) / (W + export thread-s)
+#   amdahl16_x        = 1 / (f_x + (1 - f_x) / 16)
+#   projection16_x    = (W + export) / (t16 + close + max(longest, export / 16))
+# A driver that does not print the after-pass line (before issue 21's
+# export job) has its whole export wall time counted as serial.
 # Data under BENCH_TMP (default /tmp), removed at exit.
 set -eu
 BUILD=${1:-build}
@@ -44,8 +52,9 @@ for thr in default 1; do
     stages=$(sed -n 's/.*decode \([0-9.]*\), engine \([0-9.]*\), write \([0-9.]*\), idle \([0-9.]*\), vocab export \([0-9.]*\).*/, "decode_s": \1, "engine_s": \2, "write_s": \3, "idle_s": \4, "vocab_export_s": \5/p' "$TMP/process.err")
     serial=$(sed -n 's/.*(serial): engine \([0-9.]*\), write \([0-9.]*\) thread-seconds, \([0-9.]*\)%.*/, "serial_engine_s": \1, "serial_write_s": \2, "serial_pct": \3/p' "$TMP/process.err")
     chain=$(sed -n 's/.*longest column chain per round.*: \([0-9.]*\) s in all.*/, "chain_s": \1/p' "$TMP/process.err")
+    after=$(sed -n 's/.*after the pass (wall): close \([0-9.]*\) s, vocab export \([0-9.]*\) s (\([0-9.]*\) thread-s, longest task \([0-9.]*\) s).*/, "close_s": \1, "vocab_export_thread_s": \3, "vocab_longest_s": \4/p' "$TMP/process.err")
     awk -v n="$n" -v r="$JROWS" -v b="$(stat -c %s "$TMP/events.jsonl")" -v s="$(echo "$t1 - $t0" | bc -l)" \
-        -v x=", \"pipeline\": \"clickstream jsonl->jagged npy\", \"threads_option\": \"$thr\"$stages$serial$chain" 'BEGIN {
+        -v x=", \"pipeline\": \"clickstream jsonl->jagged npy\", \"threads_option\": \"$thr\"$stages$serial$chain$after" 'BEGIN {
         printf "{\"bench\": \"piperec_process_json\", \"threads\": %d, \"rows\": %d, \"seconds\": %.4f, \"rows_per_s\": %.0f, \"mb_per_s\": %.1f%s}\n",
                n, r, s, r / s, b / s / 1e6, x }' | tee "$TMP/json-$thr.jsonl"
     rm -rf "$TMP/out-json"
@@ -61,9 +70,19 @@ a16 = 1 / (f + (1 - f) / 16)
 s = f * work
 chain = d.get("chain_s", 0.0)
 t16 = s + max(chain, d["decode_s"] / 16) + max(0.0, d["engine_s"] + d["write_s"] - s) / 16
+vx = d.get("vocab_export_thread_s", d["vocab_export_s"])
+vl = d.get("vocab_longest_s", d["vocab_export_s"])  # before the job: all serial
+close = d.get("close_s", 0.0)
+fx = (s + close + vl) / (work + vx)
+t16x = t16 + close + max(vl, vx / 16)
 print(json.dumps({"bench": "process_json_scaling", "threads": d["threads"],
                   "ratio_threads_over_1": round(d["rows_per_s"] / o["rows_per_s"], 2),
                   "serial_fraction": round(f, 4),
                   "amdahl16_projection": round(a16, 1),
-                  "chain_s": chain, "projection16": round(work / t16, 1)}))
+                  "chain_s": chain, "projection16": round(work / t16, 1),
+                  "vocab_export_s": d["vocab_export_s"], "vocab_export_thread_s": vx,
+                  "vocab_longest_s": vl, "close_s": close,
+                  "serial_fraction_x": round(fx, 4),
+                  "amdahl16_x": round(1 / (fx + (1 - fx) / 16), 1),
+                  "projection16_x": round((work + vx) / t16x, 1)}))
 PYEOF

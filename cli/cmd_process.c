@@ -101,6 +101,11 @@ static void pr__process_stages(const pr_offline_result *res)
             "piperec process: thread-seconds per stage: decode %.2f, engine %.2f, write %.2f, "
             "idle %.2f, vocab export %.2f\n",
             res->decode_s, res->engine_s, res->write_s, res->idle_s, res->vocab_s);
+    if (res->vocab_thread_s > 0)
+        fprintf(stderr,
+                "piperec process: after the pass (wall): close %.3f s, vocab export %.3f s "
+                "(%.3f thread-s, longest task %.3f s)\n",
+                res->close_s, res->vocab_s, res->vocab_thread_s, res->vocab_longest_s);
     double work = res->decode_s + res->engine_s + res->write_s;
     if (res->serial_engine_s + res->serial_write_s > 0 && work > 0)
         fprintf(stderr,

@@ -1262,41 +1262,28 @@ static void pr__abort_outputs(pr__run *run)
         fclose(run->rejects);
 }
 
-/* The vocabulary export's workers take columns in turn (next, under mu). */
+/* An export worker: the job's tasks until none is left or one failed. */
 typedef struct pr__vexp {
-    pr__run *run;
-    const char *dir;
-    uint32_t next;
+    pr_vocab_export_job *job;
+    int64_t *cpu_ns; /* thread-seconds, summed (atomic) */
     int rc;
     char errstr[PR__ERR];
-    pthread_mutex_t mu;
 } pr__vexp;
 
 static void *pr__vexp_main(void *arg)
 {
     pr__vexp *x = arg;
-    char err[PR__ERR];
-    for (;;) {
-        pthread_mutex_lock(&x->mu);
-        uint32_t c = x->rc ? UINT32_MAX : x->next++;
-        pthread_mutex_unlock(&x->mu);
-        if (c >= x->run->spec->n_sparse)
-            return NULL;
-        int rc = pr_vocab_export_column(x->run->eng, x->dir, c, err, sizeof(err));
-        if (rc) {
-            pthread_mutex_lock(&x->mu);
-            if (!x->rc) {
-                x->rc = rc;
-                snprintf(x->errstr, sizeof(x->errstr), "%s", err);
-            }
-            pthread_mutex_unlock(&x->mu);
-        }
-    }
+    int64_t t0 = pr_mono_ns();
+    x->rc = pr_vocab_export_job_work(x->job, x->errstr, sizeof(x->errstr));
+    __atomic_fetch_add(x->cpu_ns, pr_mono_ns() - t0, __ATOMIC_RELAXED);
+    return NULL;
 }
 
 /* DIR/vocab/, when the pipeline has a vocab operator: one file per column,
- * the columns on up to `threads` workers (the export only reads the engine;
- * its time is serial after the pass, so it too must not stay on one core). */
+ * on up to `threads` workers (the export only reads the engine; its time is
+ * after the pass, so on one core it would be serial): largest column first,
+ * a large column in pieces (pr_vocab_export_job); the bytes do not depend
+ * on the thread count. */
 static int pr__write_vocab(pr__run *run, char *errstr, size_t errstr_size)
 {
     if (!pr_spec_has_op(run->spec, PR_OP_VOCAB))
@@ -1306,26 +1293,32 @@ static int pr__write_vocab(pr__run *run, char *errstr, size_t errstr_size)
     snprintf(path, sizeof(path), "%s/vocab", run->opts->output_dir);
     if ((rc = pr__mkdir_p(path, errstr, errstr_size)))
         return rc;
-    pr__vexp x = {.run = run, .dir = path};
-    pthread_mutex_init(&x.mu, NULL);
     int threads = run->opts->threads > 0 ? run->opts->threads : 1;
     if (threads > 64)
         threads = 64;
-    if ((uint32_t)threads > run->spec->n_sparse)
-        threads = run->spec->n_sparse ? (int)run->spec->n_sparse : 1;
     if (!pr_engine_vocab_read_concurrent(run->eng))
         threads = 1; /* hls-sim, xrt: one transfer buffer for every read */
+    pr_vocab_export_job *job;
+    if ((rc = pr_vocab_export_job_new(run->eng, path, threads, 0, &job, errstr, errstr_size)))
+        return rc;
+    int64_t cpu_ns = 0;
+    pr__vexp x[64];
     pthread_t tids[64];
-    int started = 0;
+    bool started[64] = {false};
+    for (int t = 0; t < threads; t++)
+        x[t] = (pr__vexp){.job = job, .cpu_ns = &cpu_ns};
     for (int t = 1; t < threads; t++)
-        if (pthread_create(&tids[started], NULL, pr__vexp_main, &x) == 0)
-            started++;
-    pr__vexp_main(&x);
-    for (int t = 0; t < started; t++)
-        pthread_join(tids[t], NULL);
-    pthread_mutex_destroy(&x.mu);
-    if (x.rc)
-        return pr_seterr(errstr, errstr_size, x.rc, "%s", x.errstr);
+        started[t] = pthread_create(&tids[t], NULL, pr__vexp_main, &x[t]) == 0;
+    pr__vexp_main(&x[0]); /* and the job's tasks a thread did not start for */
+    for (int t = 1; t < threads; t++)
+        if (started[t])
+            pthread_join(tids[t], NULL);
+    run->res->vocab_thread_s = cpu_ns / 1e9;
+    run->res->vocab_longest_s = pr_vocab_export_job_longest_ns(job) / 1e9;
+    pr_vocab_export_job_free(job);
+    for (int t = 0; t < threads; t++)
+        if (x[t].rc)
+            return pr_seterr(errstr, errstr_size, x[t].rc, "%s", x[t].errstr);
     return 0;
 }
 
@@ -1389,7 +1382,10 @@ int pr_offline_run(const pr_pipeline_spec *spec, const pr_engine_opts *eopts,
         goto out_outputs;
     if (opts->progress)
         pr__progress(&run, true);
-    if ((rc = pr__close_outputs(&run, errstr, errstr_size)))
+    int64_t c0 = pr_mono_ns();
+    rc = pr__close_outputs(&run, errstr, errstr_size);
+    res->close_s = (pr_mono_ns() - c0) / 1e9;
+    if (rc)
         goto out_outputs;
     int64_t v0 = pr_mono_ns();
     rc = pr__write_vocab(&run, errstr, errstr_size);

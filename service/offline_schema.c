@@ -181,12 +181,11 @@ typedef struct pr__srun {
     int p_slot, p_rc;   /* the pending round's slot, its ends' error */
     char *p_errstr;     /* ... where the ends write it (the step's errstr) */
     size_t p_errstr_size;
-    int64_t t_gate;        /* when the gate opened */
-    uint32_t n_cols;       /* engine sparse columns */
-    int64_t *col_ns;       /* [n_cols] this step's chain of each column */
-    uint32_t *col_order;   /* [n_cols] the order a step takes the columns in */
-    const char *vocab_dir; /* the export's directory, for its workers */
-    uint32_t next_col;     /* the export: the next column a worker takes */
+    int64_t t_gate;            /* when the gate opened */
+    uint32_t n_cols;           /* engine sparse columns */
+    int64_t *col_ns;           /* [n_cols] this step's chain of each column */
+    uint32_t *col_order;       /* [n_cols] the order a step takes the columns in */
+    pr_vocab_export_job *vjob; /* the export's tasks, for its workers */
     /* Several workers: each writes its blocks at their place (prefix sums
      * of rows and of each feature's values, in input order); one appends. */
     bool positional;
@@ -199,6 +198,7 @@ typedef struct pr__srun {
     const char **names; /* sparse feature names, side order */
     uint16_t n_labels, n_dense, n_feat;
     int64_t decode_ns, engine_ns, write_ns, idle_ns, vocab_ns; /* stage timers */
+    int64_t vocab_cpu_ns, vocab_longest_ns, close_ns;          /* after the pass */
     int64_t serial_eng_ns, serial_wr_ns; /* ... of which holding the input order */
     int64_t chain_ns; /* per round its longest column chain (beside decoding, but the tail) */
 } pr__srun;
@@ -1214,30 +1214,37 @@ static int pr__srun_open(pr__srun *run, const pr_pipeline_spec *spec, char *errs
     return 0;
 }
 
-/* Export worker: columns in turn, until none is left or one fails. */
+/* Export worker: the job's tasks until none is left or one failed. */
 static void *pr__swork_vexport(void *arg)
 {
     pr__swork *w = arg;
-    pr__srun *run = w->run;
-    uint32_t c;
-    w->rc = 0;
-    while (!w->rc && (c = __atomic_fetch_add(&run->next_col, 1, __ATOMIC_RELAXED)) < run->n_cols)
-        w->rc = pr_vocab_export_column(run->eng, run->vocab_dir, c, w->err, sizeof(w->err));
+    int64_t t0 = pr_mono_ns();
+    w->rc = pr_vocab_export_job_work(w->run->vjob, w->err, sizeof(w->err));
+    __atomic_fetch_add(&w->run->vocab_cpu_ns, pr_mono_ns() - t0, __ATOMIC_RELAXED);
     return NULL;
 }
 
-/* DIR/vocab/: one file per column, the columns on the workers when the
- * backend reads concurrently (the export is serial after the pass, so it
- * must not stay on one core either); same bytes as pr_vocab_export. */
+/* DIR/vocab/: one file per column, on the workers when the backend reads
+ * concurrently (the export comes after the pass, so on one core it would be
+ * serial time): largest column first, a large column in pieces
+ * (pr_vocab_export_job); same bytes as pr_vocab_export. */
 static int pr__srun_vocab(pr__srun *run, const char *dir, char *errstr, size_t errstr_size)
 {
-    if (run->n_work == 1 || !pr_spec_has_op(pr_engine_spec(run->eng), PR_OP_VOCAB) ||
-        !pr_engine_vocab_read_concurrent(run->eng))
-        return pr_vocab_export(run->eng, dir, errstr, errstr_size);
-    run->vocab_dir = dir;
-    run->next_col = 0;
-    pr__srun_phase(run, pr__swork_vexport);
-    for (int k = 0; k < run->n_work; k++)
+    if (!pr_spec_has_op(pr_engine_spec(run->eng), PR_OP_VOCAB))
+        return pr_vocab_export(run->eng, dir, errstr, errstr_size); /* its message */
+    int n = pr_engine_vocab_read_concurrent(run->eng) ? run->n_work : 1;
+    int rc = pr_vocab_export_job_new(run->eng, dir, n, 0, &run->vjob, errstr, errstr_size);
+    if (rc)
+        return rc;
+    if (n == 1) {
+        pr__swork_vexport(&run->work[0]);
+    } else {
+        pr__srun_phase(run, pr__swork_vexport);
+    }
+    run->vocab_longest_ns = pr_vocab_export_job_longest_ns(run->vjob);
+    pr_vocab_export_job_free(run->vjob);
+    run->vjob = NULL;
+    for (int k = 0; k < n; k++)
         if (run->work[k].rc)
             return pr_seterr(errstr, errstr_size, run->work[k].rc, "%s", run->work[k].err);
     return 0;
@@ -1247,6 +1254,7 @@ static int pr__srun_vocab(pr__srun *run, const char *dir, char *errstr, size_t e
 static int pr__srun_close(pr__srun *run, int rc, char *errstr, size_t errstr_size)
 {
     char path[4200];
+    int64_t t_close = pr_mono_ns();
     if (!rc && run->jag && run->positional)
         pr_npy_jagged_set_rows(run->jag, run->rows_assigned, run->val_assigned);
     if (!rc && run->jag)
@@ -1260,6 +1268,7 @@ static int pr__srun_close(pr__srun *run, int rc, char *errstr, size_t errstr_siz
         pr_npy_abort(run->w_recycled);
     if (run->rejects && fclose(run->rejects) && !rc)
         rc = pr_seterr(errstr, errstr_size, PR_EIO, "rejects.tsv: %s", strerror(errno));
+    run->close_ns += pr_mono_ns() - t_close;
     if (!rc) {
         int64_t t0 = pr_mono_ns();
         snprintf(path, sizeof(path), "%s/vocab", run->opts->output_dir);
@@ -1445,6 +1454,9 @@ int pr_offline_run_schema(const pr_feature_schema *schema, const pr_pipeline_spe
     res->write_s = run.write_ns / 1e9;
     res->idle_s = run.idle_ns / 1e9;
     res->vocab_s = run.vocab_ns / 1e9;
+    res->vocab_thread_s = run.vocab_cpu_ns / 1e9;
+    res->vocab_longest_s = run.vocab_longest_ns / 1e9;
+    res->close_s = run.close_ns / 1e9;
     res->serial_engine_s = run.serial_eng_ns / 1e9;
     res->serial_write_s = run.serial_wr_ns / 1e9;
     res->chain_s = run.chain_ns / 1e9;

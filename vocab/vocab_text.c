@@ -14,11 +14,14 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <libgen.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "pr_clock.h"
 #include "pr_log.h"
 #include "vocab_int.h"
 
@@ -85,16 +88,18 @@ static char *pr__fmt_i64(char *end, int64_t v)
     return p;
 }
 
-static int pr__export_cb(const pr_vocab_entry *e, void *opaque)
+/* One entry's line, written backwards ending at `end` (at most
+ * PR__LINE_MAX bytes); returns its first character. */
+#define PR__LINE_MAX 128
+static char *pr__export_line(const pr_vocab_entry *e, uint32_t fields, char *end)
 {
-    pr__export_ctx *x = opaque;
-    char line[128], *end = line + sizeof(line), *p = end;
+    char *p = end;
     *--p = '\n';
-    if (x->fields & PR__TX_EVENT) {
+    if (fields & PR__TX_EVENT) {
         p = pr__fmt_i64(p, e->last_use_ms);
         *--p = '\t';
     }
-    if (x->fields & PR__TX_CLOCK) {
+    if (fields & PR__TX_CLOCK) {
         p = pr__fmt_u64(p, e->last_use, 10);
         *--p = '\t';
     }
@@ -102,7 +107,14 @@ static int pr__export_cb(const pr_vocab_entry *e, void *opaque)
     *--p = '\t';
     p = pr__fmt_u64(p, e->value, 16);
     *--p = '\t';
-    p = pr__fmt_i64(p, e->index);
+    return pr__fmt_i64(p, e->index);
+}
+
+static int pr__export_cb(const pr_vocab_entry *e, void *opaque)
+{
+    pr__export_ctx *x = opaque;
+    char line[PR__LINE_MAX], *end = line + sizeof(line);
+    char *p = pr__export_line(e, x->fields, end);
     return fwrite(p, 1, (size_t)(end - p), x->f) == (size_t)(end - p) ? 0 : PR_EIO;
 }
 
@@ -169,6 +181,303 @@ int pr_vocab_export(const pr_engine *eng, const char *dir, char *errstr, size_t 
             return rc;
     }
     return 0;
+}
+
+/* --- the export as a job on several threads (issue 21, offline)
+ *
+ * Tasks are whole columns (pr_vocab_export_column, straight to the file)
+ * or pieces of a large one: index ranges [lo, hi) formatted into memory
+ * (the same lines and header as above), the last piece
+ * also holding the pending entries (index -1, after every assigned one, as
+ * pr_engine_vocab_read gives them). A finished piece is written by the
+ * thread that finishes it once every piece before it is written (the
+ * column's lock; the file is opened at piece 0), so at most the pieces in
+ * flight sit in memory and the file's bytes come in order. Tasks run
+ * largest column first, a column's pieces in order. */
+
+typedef struct {
+    char *buf; /* formatted, not yet written (NULL once written) */
+    size_t len;
+    bool done;
+} pr__xpiece;
+
+typedef struct {
+    uint32_t col;
+    uint64_t size; /* pr_engine_vocab_size: the order of the tasks */
+    uint32_t n_piece;
+    int64_t step; /* indices per piece */
+    pr__xpiece *piece;
+    uint32_t next_write; /* first piece not written */
+    int fd;
+    char path[4096];
+    pthread_mutex_t mu;
+} pr__xcol;
+
+typedef struct {
+    uint32_t xc;    /* index into job->col */
+    uint32_t piece; /* UINT32_MAX: the whole column, unsplit */
+} pr__xtask;
+
+struct pr_vocab_export_job {
+    const pr_engine *eng;
+    const char *dir;
+    uint32_t fields;
+    pr__xcol *col;
+    uint32_t n_col;
+    pr__xtask *task;
+    uint32_t n_task;
+    uint32_t next; /* the next task (atomic) */
+    int64_t longest_ns;
+    pthread_mutex_t mu; /* rc, err, longest_ns */
+    int rc;
+    char err[512];
+};
+
+typedef struct {
+    char *buf; /* room for every line of the range: (hi - lo) x PR__LINE_MAX */
+    size_t len, cap;
+    uint32_t fields;
+    int64_t lo, hi; /* indices written: [lo, hi), and pending when last */
+    bool last;
+} pr__xrange;
+
+/* Entries of one piece: assigned ones in [lo, hi) (stops the read with
+ * PR_EAGAIN past hi), pending ones when the piece is the last (these grow
+ * the buffer: their number is not known ahead). */
+static int pr__xrange_cb(const pr_vocab_entry *e, void *opaque)
+{
+    pr__xrange *r = opaque;
+    if (e->index >= 0 && e->index < r->lo)
+        return 0;
+    if (e->index >= r->hi || (e->index < 0 && !r->last))
+        return r->last ? 0 : PR_EAGAIN;
+    char line[PR__LINE_MAX], *end = line + sizeof(line);
+    char *p = pr__export_line(e, r->fields, end);
+    size_t n = (size_t)(end - p);
+    if (r->len + n > r->cap) { /* pending entries only */
+        size_t cap = 2 * r->cap + PR__LINE_MAX;
+        char *nb = realloc(r->buf, cap);
+        if (!nb)
+            return PR_ENOMEM;
+        r->buf = nb;
+        r->cap = cap;
+    }
+    memcpy(r->buf + r->len, p, n);
+    r->len += n;
+    return 0;
+}
+
+/* Format piece k of column xc into memory: lines straight into one buffer
+ * of the worst-case size (pages never touched cost nothing), the header
+ * (piece 0) through stdio first. */
+static int pr__xpiece_format(pr_vocab_export_job *job, pr__xcol *xc, uint32_t k)
+{
+    pr__xpiece *p = &xc->piece[k];
+    char *head = NULL;
+    size_t head_len = 0;
+    if (k == 0) {
+        FILE *f = open_memstream(&head, &head_len);
+        if (!f)
+            return PR_ENOMEM;
+        pr__export_header(job->eng, xc->col, job->fields, f);
+        if (fclose(f)) {
+            free(head);
+            return PR_ENOMEM;
+        }
+    }
+    pr__xrange r = {.fields = job->fields,
+                    .lo = (int64_t)k * xc->step,
+                    .hi = (int64_t)(k + 1) * xc->step,
+                    .last = k + 1 == xc->n_piece};
+    r.cap = head_len + (size_t)xc->step * PR__LINE_MAX;
+    if (!(r.buf = malloc(r.cap))) {
+        free(head);
+        return PR_ENOMEM;
+    }
+    memcpy(r.buf, head, head_len);
+    r.len = head_len;
+    free(head);
+    int rc;
+    /* The last piece of a column that counts (min_count > 1) reads the whole
+     * table for its pending entries; the others read from their start. */
+    if (r.last && pr_engine_spec(job->eng)->sparse[xc->col].min_count > 1)
+        rc = pr_engine_vocab_read(job->eng, xc->col, pr__xrange_cb, &r);
+    else
+        rc = pr_engine_vocab_read_from(job->eng, xc->col, r.lo, pr__xrange_cb, &r);
+    if (rc == PR_EAGAIN && !r.last)
+        rc = 0;
+    p->buf = r.buf;
+    p->len = r.len;
+    return rc;
+}
+
+/* Piece k is formatted: write it and every formatted piece after it whose
+ * turn has come (the column's lock held). */
+static int pr__xpiece_commit(pr__xcol *xc, uint32_t k, char *errstr, size_t errstr_size)
+{
+    int rc = 0;
+    pthread_mutex_lock(&xc->mu);
+    xc->piece[k].done = true;
+    while (!rc && xc->next_write < xc->n_piece && xc->piece[xc->next_write].done) {
+        pr__xpiece *p = &xc->piece[xc->next_write];
+        if (xc->next_write == 0 &&
+            (xc->fd = open(xc->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666)) < 0)
+            rc = pr_seterr(errstr, errstr_size, PR_EIO, "vocab export: %s: %s", xc->path,
+                           strerror(errno));
+        for (size_t at = 0; !rc && at < p->len;) {
+            ssize_t n = write(xc->fd, p->buf + at, p->len - at);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                rc = pr_seterr(errstr, errstr_size, PR_EIO, "vocab export: writing %s failed: %s",
+                               xc->path, n < 0 ? strerror(errno) : "short write");
+            else
+                at += (size_t)n;
+        }
+        free(p->buf);
+        p->buf = NULL;
+        xc->next_write++;
+    }
+    if (!rc && xc->next_write == xc->n_piece && xc->fd >= 0) {
+        if (close(xc->fd))
+            rc = pr_seterr(errstr, errstr_size, PR_EIO, "vocab export: writing %s failed: %s",
+                           xc->path, strerror(errno));
+        xc->fd = -1;
+    }
+    pthread_mutex_unlock(&xc->mu);
+    return rc;
+}
+
+static int pr__xtask_run(pr_vocab_export_job *job, const pr__xtask *t, char *errstr,
+                         size_t errstr_size)
+{
+    pr__xcol *xc = &job->col[t->xc];
+    if (t->piece == UINT32_MAX)
+        return pr_vocab_export_column(job->eng, job->dir, xc->col, errstr, errstr_size);
+    int rc = pr__xpiece_format(job, xc, t->piece);
+    if (rc)
+        return pr_seterr(errstr, errstr_size, rc, "vocab export: formatting %s failed", xc->path);
+    return pr__xpiece_commit(xc, t->piece, errstr, errstr_size);
+}
+
+int pr_vocab_export_job_work(pr_vocab_export_job *job, char *errstr, size_t errstr_size)
+{
+    char err[512];
+    uint32_t i;
+    while (!__atomic_load_n(&job->rc, __ATOMIC_RELAXED) &&
+           (i = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED)) < job->n_task) {
+        int64_t t0 = pr_mono_ns();
+        int rc = pr__xtask_run(job, &job->task[i], err, sizeof(err));
+        int64_t ns = pr_mono_ns() - t0;
+        pthread_mutex_lock(&job->mu);
+        if (ns > job->longest_ns)
+            job->longest_ns = ns;
+        if (rc && !job->rc) {
+            snprintf(job->err, sizeof(job->err), "%s", err);
+            __atomic_store_n(&job->rc, rc, __ATOMIC_RELAXED);
+        }
+        pthread_mutex_unlock(&job->mu);
+    }
+    int rc = __atomic_load_n(&job->rc, __ATOMIC_ACQUIRE);
+    if (!rc)
+        return 0;
+    pthread_mutex_lock(&job->mu);
+    rc = pr_seterr(errstr, errstr_size, job->rc, "%s", job->err);
+    pthread_mutex_unlock(&job->mu);
+    return rc;
+}
+
+int64_t pr_vocab_export_job_longest_ns(const pr_vocab_export_job *job)
+{
+    return job->longest_ns;
+}
+
+/* Columns by vocabulary size, largest first (ties: column order). */
+static int pr__xcol_by_size(const void *a, const void *b)
+{
+    const pr__xcol *x = a, *y = b;
+    if (x->size != y->size)
+        return x->size < y->size ? 1 : -1;
+    return (x->col > y->col) - (x->col < y->col);
+}
+
+/* Each column's pieces (one whole-column task when it fits one piece),
+ * then the task list in order. */
+static int pr__xjob_plan(pr_vocab_export_job *job, size_t piece_entries)
+{
+    size_t n_task = 0;
+    for (uint32_t i = 0; i < job->n_col; i++) {
+        pr__xcol *xc = &job->col[i];
+        uint64_t size = xc->size;
+        xc->n_piece =
+            size > piece_entries ? (uint32_t)((size + piece_entries - 1) / piece_entries) : 1;
+        xc->step = (int64_t)piece_entries;
+        xc->fd = -1;
+        snprintf(xc->path, sizeof(xc->path), "%s/%s.tsv", job->dir,
+                 pr_engine_spec(job->eng)->sparse[xc->col].name);
+        pthread_mutex_init(&xc->mu, NULL);
+        if (xc->n_piece > 1 && !(xc->piece = calloc(xc->n_piece, sizeof(*xc->piece))))
+            return PR_ENOMEM;
+        n_task += xc->n_piece;
+    }
+    if (!(job->task = calloc(n_task ? n_task : 1, sizeof(*job->task))))
+        return PR_ENOMEM;
+    for (uint32_t i = 0; i < job->n_col; i++)
+        for (uint32_t k = 0; k < job->col[i].n_piece; k++)
+            job->task[job->n_task++] = (pr__xtask){i, job->col[i].n_piece > 1 ? k : UINT32_MAX};
+    return 0;
+}
+
+int pr_vocab_export_job_new(const pr_engine *eng, const char *dir, int threads,
+                            size_t piece_entries, pr_vocab_export_job **out, char *errstr,
+                            size_t errstr_size)
+{
+    if (!pr__has_vocab(eng))
+        return pr_seterr(errstr, errstr_size, PR_ESTATE,
+                         "vocab export: pipeline '%s' has no vocab operator",
+                         pr_engine_spec(eng)->name);
+    uint32_t n = pr_engine_spec(eng)->n_sparse;
+    /* One thread gains nothing from pieces (only a copy): whole columns. */
+    if (!piece_entries)
+        piece_entries = threads > 1 ? PR_VOCAB_EXPORT_PIECE : SIZE_MAX;
+    pr_vocab_export_job *job = calloc(1, sizeof(*job));
+    if (!job || !(job->col = calloc(n ? n : 1, sizeof(*job->col)))) {
+        free(job);
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "vocab export: out of memory");
+    }
+    job->eng = eng;
+    job->dir = dir;
+    job->fields = pr__text_fields(eng);
+    pthread_mutex_init(&job->mu, NULL);
+    job->n_col = n;
+    for (uint32_t c = 0; c < n; c++)
+        job->col[c] = (pr__xcol){.col = c, .size = pr_engine_vocab_size(eng, c), .fd = -1};
+    qsort(job->col, n, sizeof(*job->col), pr__xcol_by_size);
+    if (pr__xjob_plan(job, piece_entries)) {
+        pr_vocab_export_job_free(job);
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "vocab export: out of memory");
+    }
+    *out = job;
+    return 0;
+}
+
+void pr_vocab_export_job_free(pr_vocab_export_job *job)
+{
+    if (!job)
+        return;
+    for (uint32_t i = 0; i < job->n_col; i++) {
+        pr__xcol *xc = &job->col[i];
+        for (uint32_t k = 0; xc->piece && k < xc->n_piece; k++)
+            free(xc->piece[k].buf);
+        free(xc->piece);
+        if (xc->fd >= 0)
+            close(xc->fd);
+        pthread_mutex_destroy(&xc->mu);
+    }
+    pthread_mutex_destroy(&job->mu);
+    free(job->col);
+    free(job->task);
+    free(job);
 }
 
 /* --- text import (the export format read back; also seeds from other systems)

@@ -194,6 +194,11 @@ typedef struct pr_offline_result {
      * ones, rejects.tsv), the workers waiting for work; then the vocabulary
      * export (one thread, after the pass). Both passes of a two_pass run. */
     double decode_s, engine_s, write_s, idle_s, vocab_s;
+    /* After the pass (issue 21): the export's thread-seconds (its workers)
+     * and its longest task (one column or one piece: the export's wall time
+     * on unlimited threads), and the wall time closing the outputs (.npy
+     * headers, rejects.tsv) before it. Zero where a driver does not say. */
+    double vocab_thread_s, vocab_longest_s, close_s;
     /* Of engine_s and write_s, the time spent holding the input order (the
      * in-order engine and write stages; the Criteo layout): the serial
      * fraction that bounds the speed-up from more threads (Amdahl). */

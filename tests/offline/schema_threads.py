@@ -167,6 +167,29 @@ def all_new(piperec, tmp):
     identical(piperec, tmp, "all_new", cfg, inp, (64, 256))
 
 
+def split_export(piperec, tmp):
+    """A user vocabulary of 40K entries: above 16K entries a column's export
+    is cut into pieces formatted on several workers and written in order
+    (pr_vocab_export_job, issue 21); vocab/user.tsv, like every file, has the
+    same bytes at every thread count."""
+    src = os.environ.get("PR_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+    cfg = os.path.join(src, "examples", "clickstream.yaml")
+    gen = os.path.join(tmp, "gen-split.jsonl")
+    subprocess.run([piperec, "gen", "--format", "json", "--rows", "40000", "--output", gen],
+                   check=True, capture_output=True)
+    with open(gen) as f:
+        lines = f.read().splitlines()
+    out = [re.sub(r'"user":\{"id":"[^"]*"', '"user":{"id":"s%d"' % i, ln, count=1)
+           for i, ln in enumerate(lines)]
+    inp = os.path.join(tmp, "split-export.jsonl")
+    with open(inp, "w") as f:
+        f.write("\n".join(out) + "\n")
+    base = identical(piperec, tmp, "split_export", cfg, inp, (256,))
+    with open(os.path.join(base, "vocab", "user.tsv")) as f:
+        n = sum(1 for _ in f)
+    assert n > 2 * 16384, n  # three pieces or more
+
+
 def main():
     piperec = os.environ["PIPEREC"]
     tmp = os.environ.get("PR_TMP", "/tmp/schema_threads")
@@ -174,6 +197,7 @@ def main():
     reference_schema(piperec, tmp)
     clickstream(piperec, tmp)
     all_new(piperec, tmp)
+    split_export(piperec, tmp)
 
 
 if __name__ == "__main__":

@@ -62,6 +62,31 @@ int pr_vocab_export(const pr_engine *eng, const char *dir, char *errstr, size_t 
 int pr_vocab_export_column(const pr_engine *eng, const char *dir, uint32_t col, char *errstr,
                            size_t errstr_size);
 
+/* pr_vocab_export on several threads (issue 21, offline: the export after a
+ * pass must not hold one core while the others wait). A job splits the
+ * columns into tasks, largest column first; a column of more than
+ * `piece_entries` entries (0: PR_VOCAB_EXPORT_PIECE when `threads` > 1, no
+ * limit at 1) is cut into index ranges that are formatted apart into memory
+ * and written to the file in order, so the bytes are pr_vocab_export's at
+ * any thread count or piece size. A fixed piece size keeps the longest
+ * task (~16K lines, a few ms) the same at every thread count. Create it
+ * with the directory existing and nothing changing the engine until
+ * pr_vocab_export_job_free; then call pr_vocab_export_job_work from up to
+ * `threads` threads at once (when pr_engine_vocab_read_concurrent says the
+ * backend allows it, else from one); each returns when no task is left, or
+ * the job's first error (with its message) once one failed. The job keeps
+ * `dir` (borrowed). */
+#define PR_VOCAB_EXPORT_PIECE 16384
+typedef struct pr_vocab_export_job pr_vocab_export_job;
+int pr_vocab_export_job_new(const pr_engine *eng, const char *dir, int threads,
+                            size_t piece_entries, pr_vocab_export_job **out, char *errstr,
+                            size_t errstr_size);
+int pr_vocab_export_job_work(pr_vocab_export_job *job, char *errstr, size_t errstr_size);
+/* The longest single task (one column, or one piece of one) in ns: the
+ * export's wall time on unlimited threads is at least this. */
+int64_t pr_vocab_export_job_longest_ns(const pr_vocab_export_job *job);
+void pr_vocab_export_job_free(pr_vocab_export_job *job);
+
 /* Read vocabularies back from text (pr_vocab_export's format, or
  * another system's dictionary in it): DIR/<name>.tsv for every sparse column
  * (a missing file is an error; a file with only comments means an empty
