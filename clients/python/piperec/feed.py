@@ -36,14 +36,39 @@ __all__ = ["RawFeed"]
 _ALIGN = 64
 
 
+def _host_array(n, dtype, pin, torch_mod):
+    """A numpy array of n `dtype` items (a torch tensor's memory, page-locked
+    when `pin`, when torch is given)."""
+    if torch_mod is not None:
+        tdt = {np.int64: torch_mod.int64, np.int32: torch_mod.int32}[dtype]
+        return torch_mod.empty(n, dtype=tdt, pin_memory=pin).numpy()
+    return np.empty(n, dtype)
+
+
 class _Slot:
     """One receive buffer: `mem` (a torch uint8 tensor when torch is given,
-    else a numpy array), grown on demand, and a 64-byte aligned numpy view."""
+    else a numpy array), grown on demand, and a 64-byte aligned numpy view.
 
-    __slots__ = ("mem", "view", "cap", "used", "event", "grows")
+    `wide` and `ones`: the slot's int64 values and int32 all-ones lengths
+    for a batch that came compact on the wire but is handed out in the
+    default raw form (StreamDataset(compact_wire=True), the default): they
+    belong to the slot, so they live exactly as long as its batch's views."""
+
+    __slots__ = ("mem", "view", "cap", "used", "event", "grows", "wide", "ones")
 
     def __init__(self):
         self.mem, self.view, self.cap, self.used, self.event, self.grows = None, None, 0, False, None, 0
+        self.wide = self.ones = None
+
+    def widened(self, n_values, n_lengths, pin, torch_mod):
+        """(int64 [n_values] to write into, int32 [n_lengths] of ones): the
+        ones are written when the array is (re)allocated, not per batch."""
+        if self.wide is None or len(self.wide) < n_values:
+            self.wide = _host_array(n_values + n_values // 4, np.int64, pin, torch_mod)
+        if self.ones is None or len(self.ones) < n_lengths:
+            self.ones = _host_array(n_lengths + n_lengths // 4, np.int32, pin, torch_mod)
+            self.ones.fill(1)
+        return self.wide[:n_values], self.ones[:n_lengths]
 
     def alloc(self, n, pin, torch_mod):
         """A writable memoryview of n bytes at a 64-byte aligned address."""

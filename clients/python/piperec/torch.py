@@ -64,7 +64,7 @@ from torch import nn
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from piperec.feed import RawFeed
-from piperec_client import Position, ServerError, TrainerClient
+from piperec_client import RAW_UNIT, RAW_VALUES32, Position, ServerError, TrainerClient
 
 try:  # optional: torchrec's KeyedJaggedTensor for sparse features
     from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
@@ -503,12 +503,22 @@ class StreamDataset(IterableDataset):
         layout). On the host path ``sparse`` and the values are then int32
         and the lengths a shared ones tensor; on a device, values are
         widened to int64 there and the lengths are a cached device tensor.
+    compact_wire: layout="raw" without ``compact``: still ask the server for
+        the compact wire form (Subscribe.compact; default True) and rebuild
+        the default raw tensors on this side: int32 values widened into an
+        int64 array of the batch's ring slot (on a device: by the copy
+        there), and int32 all-ones lengths kept per slot (read only by
+        convention, as a device's cached ones are). The tensors are the
+        default raw layout's, values and dtypes; the socket carries 160
+        bytes a Criteo row instead of 368, which bounds the default raw
+        layout on a loopback (bench/RESULTS.md). False: the full raw bytes
+        on the wire, as before. Jagged batches are never compacted.
     """
 
     def __init__(self, endpoints, pipeline, credits=8, pin_memory=None, sparse_format="auto",
                  max_batches=None, idle_timeout=None, ack_lag=None, resume_window=4096,
                  connect_timeout=10.0, client_id=None, delivery="ack", layout="protobuf",
-                 device=None, streams=1, kjt_offsets=False, compact=False):
+                 device=None, streams=1, kjt_offsets=False, compact=False, compact_wire=True):
         super().__init__()
         if layout not in ("protobuf", "raw"):
             raise ValueError("layout must be protobuf or raw, not %r" % (layout,))
@@ -516,6 +526,7 @@ class StreamDataset(IterableDataset):
             raise ValueError("device= needs layout='raw' (the GPU feed)")
         self.layout, self.device, self.streams = layout, device, max(1, int(streams))
         self.kjt_offsets, self.compact = kjt_offsets, compact
+        self.compact_wire = bool(compact or compact_wire)
         self._feed = None
         self._dev_ones = {}  # (device, n) -> int32 ones on the device (compact lengths)
         if delivery not in ("ack", "checkpoint"):
@@ -681,7 +692,8 @@ class StreamDataset(IterableDataset):
                 resume = self._resume if self.delivery == "checkpoint" else None
                 return TrainerClient(endpoint, self.pipeline, credits=self.credits, client_id=cid,
                                      resume=resume, layout=self.layout,
-                                     kjt_offsets=self.kjt_offsets, compact=self.compact)
+                                     kjt_offsets=self.kjt_offsets,
+                                     compact=self.compact_wire and self.layout == "raw")
             except (ConnectionRefusedError, ConnectionResetError, socket.timeout,
                     FileNotFoundError):  # a unix: socket piperec has not made yet
                 if time.monotonic() >= deadline:
@@ -856,14 +868,15 @@ class StreamDataset(IterableDataset):
             self.skipped += 1
             return False
         if b.layout == "raw":
-            out = self._raw_views(b, conn.endpoint, epoch, keys)
+            out = self._raw_views(b, conn.endpoint, epoch, keys, slot, widen=dev is None, pin=pin,
+                                  torch_mod=feed._torch)
         else:  # a server without the raw layout: copied out, the buffer is free
             out = self._to_torch(b, conn.endpoint, epoch, keys, pin)
             feed.release(slot)
             slot = None
         ev = None
         if dev is not None:
-            out, ev = self._copy_to(out, dev, side)
+            out, ev = self._copy_to(out, dev, side, unit=bool(b.raw_flags & RAW_UNIT))
         return out, conn, b.sequence, slot, ev
 
     @staticmethod
@@ -882,11 +895,18 @@ class StreamDataset(IterableDataset):
         for slot in slots:
             feed.release(slot)
 
-    def _raw_views(self, b, endpoint, epoch, keys):
-        """A raw batch as tensors sharing the receive buffer (no copy)."""
+    def _raw_views(self, b, endpoint, epoch, keys, slot=None, widen=True, pin=False,
+                   torch_mod=None):
+        """A raw batch as tensors sharing the receive buffer (no copy). A
+        batch compact on the wire that the caller wants in the default form
+        (compact False; `widen`: on the host, not by a device copy) gets its
+        values widened into int64 and all-ones lengths, both `slot`'s."""
         out = StreamBatch()
         out.dense, out.labels = torch.from_numpy(b.dense), torch.from_numpy(b.labels)
-        values, lengths = torch.from_numpy(b.values), torch.from_numpy(b.lengths)
+        values, lengths = b.values, b.lengths
+        if widen and not self.compact and b.raw_flags & (RAW_UNIT | RAW_VALUES32):
+            values, lengths = self._widen(b, slot, pin, torch_mod)
+        values, lengths = torch.from_numpy(values), torch.from_numpy(lengths)
         offsets = torch.from_numpy(b.kjt_offsets) if b.kjt_offsets is not None else None
         if b.jagged:
             keys = list(b.keys)
@@ -899,6 +919,21 @@ class StreamDataset(IterableDataset):
         out.label_names, out.dense_names = list(b.label_names), list(b.dense_names)
         return self._finish(out, b, endpoint, epoch)
 
+    @staticmethod
+    def _widen(b, slot, pin, torch_mod):
+        """(int64 values, int32 lengths) of a compact batch, in the default
+        raw form, on `slot`'s arrays (fresh ones without a slot)."""
+        nv, nl = len(b.values), b.n_sparse * b.rows
+        if slot is not None:
+            wide, ones = slot.widened(nv, nl, pin, torch_mod)
+        else:
+            wide, ones = np.empty(nv, np.int64), np.ones(nl, np.int32)
+        if b.raw_flags & RAW_VALUES32:
+            np.copyto(wide, b.values, casting="safe")
+        else:
+            wide = b.values
+        return wide, (ones if b.raw_flags & RAW_UNIT else b.lengths)
+
     def _sparse_features(self, keys, values, lengths, offsets=None):
         if KeyedJaggedTensor is not None and self.sparse_format != "triple":
             if offsets is not None:
@@ -906,11 +941,12 @@ class StreamDataset(IterableDataset):
             return KeyedJaggedTensor(keys=keys, values=values, lengths=lengths)
         return JaggedSparse(keys, values, lengths)
 
-    def _copy_to(self, out, dev, side):
+    def _copy_to(self, out, dev, side, unit=None):
         """Issue the copy of a batch to `dev` on the side stream (CUDA), or
         a plain copy (another device). Returns (device batch, copy event or
         None); the consumer's stream waits on the event when the batch is
-        yielded (_on_current_stream)."""
+        yielded (_on_current_stream). `unit`: the batch came with unit
+        lengths (compact on the wire; None: when ``compact``)."""
         sf = out.sparse_features
         values, lengths = (sf.values, sf.lengths) if isinstance(sf, JaggedSparse) else (
             sf.values(), sf.lengths())
@@ -919,7 +955,7 @@ class StreamDataset(IterableDataset):
         g._ring = None
         ev = None
         ones = None
-        if self.compact and out.sparse is not None and lengths.numel():
+        if (self.compact if unit is None else unit) and out.sparse is not None and lengths.numel():
             # compact Criteo batch: all-ones lengths, cached on the device
             ones = self._dev_ones.get((str(dev), lengths.numel()))
             if ones is None:
