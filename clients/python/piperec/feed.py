@@ -29,9 +29,9 @@ from collections import deque
 
 import numpy as np
 
-from piperec_client import ConnectionClosed
+from piperec_client import RAW_UNIT, RAW_VALUES32, ConnectionClosed
 
-__all__ = ["RawFeed"]
+__all__ = ["RawFeed", "widen"]
 
 _ALIGN = 64
 
@@ -86,6 +86,30 @@ class _Slot:
         return memoryview(self.view)[:n]
 
 
+def widen(b, slot=None, pin=False, torch_mod=None):
+    """Turn a Criteo batch that came compact on the wire (flags 8 and/or 16)
+    into the default raw form in place: ``values`` (and ``sparse``) int64,
+    ``lengths`` int32 ones, on `slot`'s arrays (fresh ones without a slot),
+    and those flags cleared from ``b.raw_flags``. Other batches: untouched.
+    One pass over the values (~30 us for 4096 rows, the GIL released)."""
+    flags = b.raw_flags & (RAW_UNIT | RAW_VALUES32)
+    if not flags or b.jagged or b.layout != "raw":
+        return b
+    nv, nl = len(b._values), b.n_sparse * b.rows
+    if slot is not None:
+        wide, ones = slot.widened(nv, nl, pin, torch_mod)
+    else:
+        wide, ones = np.empty(nv, np.int64), np.ones(nl, np.int32)
+    if flags & RAW_VALUES32:
+        np.copyto(wide, b._values, casting="safe")
+        b._values, b.sparse_width = wide, 8
+        b.sparse = wide.reshape(b.n_sparse, b.rows).T
+    if flags & RAW_UNIT:
+        b._lengths = ones
+    b.raw_flags &= ~flags
+    return b
+
+
 class _Conn:
     """One connection and its receive thread's state."""
 
@@ -125,9 +149,12 @@ class RawFeed:
     n_slots: buffers in the ring (default: the sum of the granted credit
     windows + 1: the server never has more batches in flight to us).
     pin: page-locked buffers (torch needed). torch_mod: the torch module, or
-    None for plain numpy buffers."""
+    None for plain numpy buffers. wide: the receive thread widens batches
+    that came compact on the wire into the default raw form (:func:`widen`,
+    on the slot's arrays) before queueing them: done there, the values are
+    still in cache from the receive, and the consumer thread is spared."""
 
-    def __init__(self, clients, pin=False, torch_mod=None, n_slots=None, poll_s=0.5):
+    def __init__(self, clients, pin=False, torch_mod=None, n_slots=None, poll_s=0.5, wide=False):
         self.conns = [_Conn(ep, c) for ep, c in clients]
         if n_slots is None:
             n_slots = sum(int(c.client.info.get("credits") or 8) for c in self.conns) + 1
@@ -136,7 +163,7 @@ class RawFeed:
         self._mu = threading.Lock()
         self._out = queue.Queue()
         self._stop = False
-        self._pin, self._torch, self._poll = pin, torch_mod, poll_s
+        self._pin, self._torch, self._poll, self._wide = pin, torch_mod, poll_s, wide
         for c in self.conns:
             c.thread = threading.Thread(target=self._run, args=(c,), daemon=True,
                                         name="piperec-recv-%s" % c.endpoint)
@@ -268,6 +295,8 @@ class RawFeed:
                 if not slot.used:  # a small frame: decoded from its own bytes
                     self.release(slot)
                     slot = None
+                if self._wide and b.raw_flags:
+                    widen(b, slot, self._pin, self._torch)
                 self._out.put((conn, slot, b))
         except Exception as e:  # noqa: BLE001 — any failure ends the connection, and is reported
             if isinstance(e, OSError) and not isinstance(e, ConnectionError):

@@ -64,7 +64,7 @@ from torch import nn
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from piperec.feed import RawFeed
-from piperec_client import RAW_UNIT, RAW_VALUES32, Position, ServerError, TrainerClient
+from piperec_client import RAW_UNIT, Position, ServerError, TrainerClient
 
 try:  # optional: torchrec's KeyedJaggedTensor for sparse features
     from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
@@ -794,12 +794,14 @@ class StreamDataset(IterableDataset):
             keys = list(info.get("sparse_names") or [])
             if len(keys) != int(info.get("n_sparse", 0)):
                 keys = ["C%d" % (i + 1) for i in range(int(info.get("n_sparse", 0)))]
-            feed = RawFeed(clients, pin=pin, torch_mod=torch)
-            if record:
-                self._live, self._feed = feed.conns, feed
             dev = torch.device(self.device) if self.device is not None else None
             if dev is not None and dev.type == "cpu":
                 dev = None
+            # compact on the wire, default tensors wanted: the receive thread
+            # widens on the host; to a device, the copy widens there
+            feed = RawFeed(clients, pin=pin, torch_mod=torch, wide=not self.compact and dev is None)
+            if record:
+                self._live, self._feed = feed.conns, feed
             side = torch.cuda.Stream(device=dev) if dev is not None and dev.type == "cuda" else None
             pending = deque()  # (conn, sequence, slot, copy event): yielded, not yet acked
             staged = deque()   # (out, conn, sequence, slot, copy event): not yet yielded
@@ -868,8 +870,7 @@ class StreamDataset(IterableDataset):
             self.skipped += 1
             return False
         if b.layout == "raw":
-            out = self._raw_views(b, conn.endpoint, epoch, keys, slot, widen=dev is None, pin=pin,
-                                  torch_mod=feed._torch)
+            out = self._raw_views(b, conn.endpoint, epoch, keys)
         else:  # a server without the raw layout: copied out, the buffer is free
             out = self._to_torch(b, conn.endpoint, epoch, keys, pin)
             feed.release(slot)
@@ -895,18 +896,13 @@ class StreamDataset(IterableDataset):
         for slot in slots:
             feed.release(slot)
 
-    def _raw_views(self, b, endpoint, epoch, keys, slot=None, widen=True, pin=False,
-                   torch_mod=None):
-        """A raw batch as tensors sharing the receive buffer (no copy). A
-        batch compact on the wire that the caller wants in the default form
-        (compact False; `widen`: on the host, not by a device copy) gets its
-        values widened into int64 and all-ones lengths, both `slot`'s."""
+    def _raw_views(self, b, endpoint, epoch, keys):
+        """A raw batch as tensors sharing the receive buffer (no copy; a
+        batch compact on the wire was widened by the receive thread, on
+        arrays of its ring slot: piperec.feed.widen)."""
         out = StreamBatch()
         out.dense, out.labels = torch.from_numpy(b.dense), torch.from_numpy(b.labels)
-        values, lengths = b.values, b.lengths
-        if widen and not self.compact and b.raw_flags & (RAW_UNIT | RAW_VALUES32):
-            values, lengths = self._widen(b, slot, pin, torch_mod)
-        values, lengths = torch.from_numpy(values), torch.from_numpy(lengths)
+        values, lengths = torch.from_numpy(b.values), torch.from_numpy(b.lengths)
         offsets = torch.from_numpy(b.kjt_offsets) if b.kjt_offsets is not None else None
         if b.jagged:
             keys = list(b.keys)
@@ -918,21 +914,6 @@ class StreamDataset(IterableDataset):
         out.jagged = bool(b.jagged)
         out.label_names, out.dense_names = list(b.label_names), list(b.dense_names)
         return self._finish(out, b, endpoint, epoch)
-
-    @staticmethod
-    def _widen(b, slot, pin, torch_mod):
-        """(int64 values, int32 lengths) of a compact batch, in the default
-        raw form, on `slot`'s arrays (fresh ones without a slot)."""
-        nv, nl = len(b.values), b.n_sparse * b.rows
-        if slot is not None:
-            wide, ones = slot.widened(nv, nl, pin, torch_mod)
-        else:
-            wide, ones = np.empty(nv, np.int64), np.ones(nl, np.int32)
-        if b.raw_flags & RAW_VALUES32:
-            np.copyto(wide, b.values, casting="safe")
-        else:
-            wide = b.values
-        return wide, (ones if b.raw_flags & RAW_UNIT else b.lengths)
 
     def _sparse_features(self, keys, values, lengths, offsets=None):
         if KeyedJaggedTensor is not None and self.sparse_format != "triple":
