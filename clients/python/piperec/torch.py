@@ -505,9 +505,9 @@ class StreamDataset(IterableDataset):
         widened to int64 there and the lengths are a cached device tensor.
     compact_wire: layout="raw" without ``compact``: still ask the server for
         the compact wire form (Subscribe.compact; default True) and rebuild
-        the default raw tensors on this side: int32 values widened into an
-        int64 array of the batch's ring slot (on a device: by the copy
-        there), and int32 all-ones lengths kept per slot (read only by
+        the default raw tensors on this side: int32 values widened by the
+        receive thread into an int64 array of the batch's ring slot (on a
+        device: by the copy there), and int32 all-ones lengths kept per slot (read only by
         convention, as a device's cached ones are). The tensors are the
         default raw layout's, values and dtypes; the socket carries 160
         bytes a Criteo row instead of 368, which bounds the default raw
