@@ -264,7 +264,8 @@ class Batch:
     columns are, and ``lengths`` is a shared array of ones (read only by
     convention). ``raw_flags`` is the raw header's flags word (8: unit
     lengths, 16: int32 values; docs/trainer-protocol.md), 0 for a
-    TrainingBatch."""
+    TrainingBatch; ``piperec.feed.widen`` clears 8 and 16 when it rebuilds
+    the full form."""
 
     __slots__ = ("pipeline", "replica", "popular", "hot_version", "recycled", "epoch", "sequence", "rows", "n_dense", "n_sparse", "sparse_width", "labels",
                  "dense", "sparse", "offsets", "min_event_time_ms", "max_event_time_ms",

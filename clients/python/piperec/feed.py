@@ -91,7 +91,8 @@ def widen(b, slot=None, pin=False, torch_mod=None):
     into the default raw form in place: ``values`` (and ``sparse``) int64,
     ``lengths`` int32 ones, on `slot`'s arrays (fresh ones without a slot),
     and those flags cleared from ``b.raw_flags``. Other batches: untouched.
-    One pass over the values (~30 us for 4096 rows, the GIL released)."""
+    One memory-bound pass over the values (4096 rows: 30-50 us on a quiet
+    core, 150-230 us on the loaded 2-core CI box; bench/RESULTS.md)."""
     flags = b.raw_flags & (RAW_UNIT | RAW_VALUES32)
     if not flags or b.jagged or b.layout != "raw":
         return b

@@ -507,12 +507,12 @@ class StreamDataset(IterableDataset):
         the compact wire form (Subscribe.compact; default True) and rebuild
         the default raw tensors on this side: int32 values widened by the
         receive thread into an int64 array of the batch's ring slot (on a
-        device: by the copy there), and int32 all-ones lengths kept per slot (read only by
-        convention, as a device's cached ones are). The tensors are the
-        default raw layout's, values and dtypes; the socket carries 160
-        bytes a Criteo row instead of 368, which bounds the default raw
-        layout on a loopback (bench/RESULTS.md). False: the full raw bytes
-        on the wire, as before. Jagged batches are never compacted.
+        device: by the copy there), and int32 all-ones lengths kept per
+        slot (read only by convention, as a device's cached ones are). The
+        tensors are the default raw layout's, values and dtypes; the socket
+        carries 160 bytes a Criteo row instead of 368, which bounds the
+        default raw layout on a loopback (bench/RESULTS.md). False: the full
+        raw bytes on the wire, as before. Jagged batches are never compacted.
     """
 
     def __init__(self, endpoints, pipeline, credits=8, pin_memory=None, sparse_format="auto",
