@@ -16,7 +16,11 @@ sequence numbers, honouring credits and acks. It costs little CPU, so the
 figures are the client's cost: what a trainer pays per batch in Python.
 Prints one JSON line per measurement (bench/run.sh collects them), each
 with `vs_numpy_client`: its rows/s over the numpy client's (protobuf layout)
-in the same run; the StreamDataLoader cases add `vs_one_process`: their
+in the same run, `client_cpu_us_per_batch` (this process, all threads) and
+`server_cpu_us_per_batch` (the replay server process); `trainer_py_stream_dataset_raw`
+is the default raw dataset (compact on the wire, widened on the host) and
+`trainer_py_stream_dataset_raw_full_wire` the same with `compact_wire=False` (the full
+368-byte raw rows, the default before); the StreamDataLoader cases add `vs_one_process`: their
 rows/s over the same dataset iterated in the main process (the case named
 by `one_process_case`) in the same run.
 
@@ -210,19 +214,34 @@ def server_main(port_q, rows, total, unix_path):
     accept_loop(ls, False)
 
 
-def measure(name, rows, fn, extra=None, base=None, tcp=None, one=None):
+def proc_cpu(pid):
+    """CPU seconds (user + system) process `pid` has used (Linux /proc)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            st = f.read().rsplit(")", 1)[1].split()
+        return (int(st[11]) + int(st[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def measure(name, rows, fn, extra=None, base=None, tcp=None, one=None, server=None):
     # client_cpu_us_per_batch: CPU time of this process (all its threads, not
     # the replay server's, not DataLoader worker processes') per batch: on a
     # loaded machine it moves far less than rows/s, so before/after
-    # comparisons of the client's own cost read it
+    # comparisons of the client's own cost read it. server_cpu_us_per_batch:
+    # the replay server process's (pid `server`), over the same interval.
+    s0 = proc_cpu(server) if server else None
     t0, c0 = time.perf_counter(), time.process_time()
     n_batches, n_rows = fn()
     dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+    s1 = proc_cpu(server) if server else None
     bytes_per_row = 4 + 4 * N_DENSE + 4 * N_SPARSE
     r = {"bench": name, "threads": 1, "rows": n_rows, "batches": n_batches, "seconds": round(dt, 4),
          "rows_per_s": round(n_rows / dt), "batches_per_s": round(n_batches / dt, 1),
          "mb_per_s": round(n_rows * bytes_per_row / dt / 1e6, 1), "batch_rows": rows,
          "client_cpu_us_per_batch": round(cpu / max(n_batches, 1) * 1e6, 1)}
+    if s0 is not None and s1 is not None:
+        r["server_cpu_us_per_batch"] = round((s1 - s0) / max(n_batches, 1) * 1e6, 1)
     r.update(extra or {})
     if base:
         r["vs_numpy_client"] = round(r["rows_per_s"] / base, 3)
@@ -487,8 +506,12 @@ def main():
         ("trainer_py_stream_dataset", lambda ep: loop(ds("protobuf", pin_memory=False)),
          {"client": "StreamDataset, main process", "layout": "protobuf", "pinned": False}),
         ("trainer_py_stream_dataset_raw", lambda ep: loop(ds("raw")),
-         {"client": "StreamDataset, main process, ring + receive thread", "layout": "raw",
-          "pinned": pin}),
+         {"client": "StreamDataset, main process, ring + receive thread (compact on the wire, "
+          "widened on the host)", "layout": "raw", "pinned": pin, "wire_bytes_per_row": 160}),
+        ("trainer_py_stream_dataset_raw_full_wire", lambda ep: loop(ds("raw", compact_wire=False)),
+         {"client": "StreamDataset, main process, ring + receive thread, full raw bytes "
+          "(compact_wire=False: the default before)", "layout": "raw", "pinned": pin,
+          "wire_bytes_per_row": 368}),
         ("trainer_py_stream_dataset_raw_compact", lambda ep: loop(ds("raw", compact=True)),
          {"client": "StreamDataset, main process, ring + receive thread", "layout": "raw compact",
           "pinned": pin}),
@@ -571,7 +594,7 @@ def main():
         try:
             rps = measure(name, args.rows, lambda: fn(ep), extra, base,
                           tcp=by_name.get(extra.get("tcp_case")),
-                          one=by_name.get(extra.get("one_process_case")))
+                          one=by_name.get(extra.get("one_process_case")), server=p.pid)
             by_name[name] = rps
             if name == "trainer_py_numpy_client":
                 base = rps

@@ -262,13 +262,16 @@ class Batch:
     asked for (``kjt_offsets=True``), else None. With ``compact=True`` a
     Criteo batch's ``values``/``sparse`` are int32 when the pipeline's
     columns are, and ``lengths`` is a shared array of ones (read only by
-    convention)."""
+    convention). ``raw_flags`` is the raw header's flags word (8: unit
+    lengths, 16: int32 values; docs/trainer-protocol.md), 0 for a
+    TrainingBatch; ``piperec.feed.widen`` clears 8 and 16 when it rebuilds
+    the full form."""
 
     __slots__ = ("pipeline", "replica", "popular", "hot_version", "recycled", "epoch", "sequence", "rows", "n_dense", "n_sparse", "sparse_width", "labels",
                  "dense", "sparse", "offsets", "min_event_time_ms", "max_event_time_ms",
                  "emit_time_ms", "vocab_sizes", "sparse_names", "jagged", "n_labels",
                  "label_names", "dense_names", "_keys", "_values", "_lengths", "layout",
-                 "kjt_offsets")
+                 "kjt_offsets", "raw_flags")
 
     @property
     def keys(self):
@@ -400,6 +403,7 @@ def _new_batch():
     b.jagged, b.n_labels, b.label_names, b.dense_names = False, 0, [], []
     b._keys = b._values = b._lengths = None
     b.layout, b.kjt_offsets = "protobuf", None
+    b.raw_flags = 0
     return b
 
 
@@ -527,7 +531,7 @@ def decode_raw(buf, start=0, end=None, keys=None):
                              % (i, n, off))
         sec.append(mv[start + off:start + off + n])
     b = _new_batch()
-    b.layout = "raw"
+    b.layout, b.raw_flags = "raw", flags
     meta = bytes(sec[S_META])  # small: parsing bytes beats parsing a view of the buffer
     _, feature_keys = _decode_fields(b, meta, 0, len(meta))
     b.sequence, b.epoch, b.rows, b.n_dense, b.n_sparse = seq, epoch, rows, n_dense, n_keys

@@ -170,6 +170,101 @@ def test_dataset_raw_compact(bt):
     assert r["seqs"] == list(range(1, 11))
 
 
+def test_dataset_raw_compact_wire(bt):
+    # The default raw dataset asks for the compact wire form and widens on
+    # the host: the same tensors as the full raw bytes (int64 values and
+    # sparse, int32 all-ones lengths), on arrays of the batch's ring slot,
+    # allocated once each; compact_wire=False still gets the full bytes.
+    r = bt(30, """
+    import piperec_client as pc
+    pc.SMALL_FRAME = 0
+    from piperec.torch import StreamDataset
+    RESULT["flags"], RESULT["ptrs"] = {}, {}
+    for wire in (True, False):
+        ds = StreamDataset(ADDR, "bt", credits=3, idle_timeout=1.0, sparse_format="triple",
+                           layout="raw", compact_wire=wire, max_batches=15)
+        seen, ptrs = set(), set()
+        real = pc.decode_raw
+        def spy(*a, **kw):  # the flags as received, before the receive thread widens
+            b = real(*a, **kw)
+            seen.add(b.raw_flags)
+            return b
+        pc.decode_raw = spy
+        for b in ds:
+            g, dense, sparse, labels = expected(b.sequence)
+            sf = b.sparse_features
+            assert b.sparse.dtype == torch.int64 and np.array_equal(b.sparse.numpy(), sparse)
+            assert sf.values.dtype == torch.int64 and np.array_equal(sf.values.numpy(), sparse.T.reshape(-1))
+            assert sf.lengths.dtype == torch.int32 and np.array_equal(sf.lengths.numpy(), np.ones(8))
+            assert np.array_equal(b.dense.numpy(), dense) and np.array_equal(b.labels.numpy(), labels)
+            ptrs.add(sf.values.data_ptr())
+            RESULT["wide" + str(wire)] = sum(s.wide is not None for s in ds._feed.slots)
+        pc.decode_raw = real
+        RESULT["flags"][str(wire)] = sorted(seen)
+        RESULT["ptrs"][str(wire)] = len(ptrs)
+    """)
+    assert r["flags"] == {"True": [pc_flags_compact()], "False": [0]}
+    assert r["ptrs"]["True"] <= 4  # one int64 array per slot of the ring, reused
+    assert r["wideTrue"] >= 1 and r["wideFalse"] == 0
+
+
+def pc_flags_compact():
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "clients", "python"))
+    import piperec_client as pc
+    return pc.RAW_UNIT | pc.RAW_VALUES32
+
+
+def test_widen_without_slot_and_int64_wire():
+    # piperec.feed.widen (the receive thread's): a compact batch decoded
+    # from its own bytes (no ring slot) gets fresh arrays, one in a slot the
+    # slot's (reused); one whose values stayed int64 on the wire (an int64
+    # pipeline) keeps them, only its lengths come from the ones; the views
+    # equal the full raw bytes'.
+    import sys
+    import numpy as np
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+    import bench_trainer_py as bench
+    import piperec_client as pc
+    import piperec.torch as pt
+    from piperec.feed import _Slot, widen
+    ds = pt.StreamDataset("127.0.0.1:1", "bench", layout="raw", sparse_format="triple")
+    keys = ["C%d" % (i + 1) for i in range(26)]
+    pre, payload = bench.encode_raw(64)
+    full = pc.decode_raw(memoryview(bytearray(pre + payload)), len(pre))
+    pre, payload = bench.encode_raw(64, compact=True)
+
+    def compact():
+        return pc.decode_raw(memoryview(bytearray(pre + payload)), len(pre))
+    assert compact().raw_flags == pc.RAW_UNIT | pc.RAW_VALUES32 and full.raw_flags == 0
+    a = ds._raw_views(full, "ep", 0, keys)
+    slot = _Slot()
+    ptrs = set()
+    for s in (None, slot, slot):
+        w = widen(compact(), s)
+        assert w.raw_flags == 0 and w.sparse_width == 8
+        b = ds._raw_views(w, "ep", 0, keys)
+        for x, y in ((a.sparse, b.sparse), (a.sparse_features.values, b.sparse_features.values),
+                     (a.sparse_features.lengths, b.sparse_features.lengths)):
+            assert x.dtype == y.dtype and torch.equal(x, y)
+        if s is not None:
+            ptrs.add(b.sparse_features.values.data_ptr())
+    assert len(ptrs) == 1 and slot.wide is not None
+    assert widen(full) is full and full.raw_flags == 0  # nothing to do
+    c = compact()
+    c.raw_flags, c._values = pc.RAW_UNIT, full._values  # int64 values on the wire, unit lengths
+    widen(c, _Slot())
+    assert c._values is full._values and np.array_equal(c.lengths, full.lengths)
+    # to a device (no widening on the host: the copy widens; unit: cached device ones)
+    e = ds._raw_views(compact(), "ep", 0, keys)
+    assert e.sparse.dtype == torch.int32
+    g1, _ = ds._copy_to(e, torch.device("cpu"), None, unit=True)
+    g2, _ = ds._copy_to(e, torch.device("cpu"), None, unit=True)
+    assert g1.sparse.dtype == torch.int64 and torch.equal(g1.sparse, a.sparse)
+    assert g1.sparse_features.lengths is g2.sparse_features.lengths
+    assert torch.equal(g1.sparse_features.lengths, a.sparse_features.lengths)
+
+
 def test_dataset_raw_jagged_and_state(bt):
     r = bt(8, """
     from piperec.torch import StreamDataset

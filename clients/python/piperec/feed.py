@@ -29,21 +29,46 @@ from collections import deque
 
 import numpy as np
 
-from piperec_client import ConnectionClosed
+from piperec_client import RAW_UNIT, RAW_VALUES32, ConnectionClosed
 
-__all__ = ["RawFeed"]
+__all__ = ["RawFeed", "widen"]
 
 _ALIGN = 64
 
 
+def _host_array(n, dtype, pin, torch_mod):
+    """A numpy array of n `dtype` items (a torch tensor's memory, page-locked
+    when `pin`, when torch is given)."""
+    if torch_mod is not None:
+        tdt = {np.int64: torch_mod.int64, np.int32: torch_mod.int32}[dtype]
+        return torch_mod.empty(n, dtype=tdt, pin_memory=pin).numpy()
+    return np.empty(n, dtype)
+
+
 class _Slot:
     """One receive buffer: `mem` (a torch uint8 tensor when torch is given,
-    else a numpy array), grown on demand, and a 64-byte aligned numpy view."""
+    else a numpy array), grown on demand, and a 64-byte aligned numpy view.
 
-    __slots__ = ("mem", "view", "cap", "used", "event", "grows")
+    `wide` and `ones`: the slot's int64 values and int32 all-ones lengths
+    for a batch that came compact on the wire but is handed out in the
+    default raw form (StreamDataset(compact_wire=True), the default): they
+    belong to the slot, so they live exactly as long as its batch's views."""
+
+    __slots__ = ("mem", "view", "cap", "used", "event", "grows", "wide", "ones")
 
     def __init__(self):
         self.mem, self.view, self.cap, self.used, self.event, self.grows = None, None, 0, False, None, 0
+        self.wide = self.ones = None
+
+    def widened(self, n_values, n_lengths, pin, torch_mod):
+        """(int64 [n_values] to write into, int32 [n_lengths] of ones): the
+        ones are written when the array is (re)allocated, not per batch."""
+        if self.wide is None or len(self.wide) < n_values:
+            self.wide = _host_array(n_values + n_values // 4, np.int64, pin, torch_mod)
+        if self.ones is None or len(self.ones) < n_lengths:
+            self.ones = _host_array(n_lengths + n_lengths // 4, np.int32, pin, torch_mod)
+            self.ones.fill(1)
+        return self.wide[:n_values], self.ones[:n_lengths]
 
     def alloc(self, n, pin, torch_mod):
         """A writable memoryview of n bytes at a 64-byte aligned address."""
@@ -59,6 +84,31 @@ class _Slot:
             self.view, self.cap = arr[skip:skip + cap], cap
             self.grows += 1
         return memoryview(self.view)[:n]
+
+
+def widen(b, slot=None, pin=False, torch_mod=None):
+    """Turn a Criteo batch that came compact on the wire (flags 8 and/or 16)
+    into the default raw form in place: ``values`` (and ``sparse``) int64,
+    ``lengths`` int32 ones, on `slot`'s arrays (fresh ones without a slot),
+    and those flags cleared from ``b.raw_flags``. Other batches: untouched.
+    One memory-bound pass over the values (4096 rows: 30-50 us on a quiet
+    core, 150-230 us on the loaded 2-core CI box; bench/RESULTS.md)."""
+    flags = b.raw_flags & (RAW_UNIT | RAW_VALUES32)
+    if not flags or b.jagged or b.layout != "raw":
+        return b
+    nv, nl = len(b._values), b.n_sparse * b.rows
+    if slot is not None:
+        wide, ones = slot.widened(nv, nl, pin, torch_mod)
+    else:
+        wide, ones = np.empty(nv, np.int64), np.ones(nl, np.int32)
+    if flags & RAW_VALUES32:
+        np.copyto(wide, b._values, casting="safe")
+        b._values, b.sparse_width = wide, 8
+        b.sparse = wide.reshape(b.n_sparse, b.rows).T
+    if flags & RAW_UNIT:
+        b._lengths = ones
+    b.raw_flags &= ~flags
+    return b
 
 
 class _Conn:
@@ -100,9 +150,12 @@ class RawFeed:
     n_slots: buffers in the ring (default: the sum of the granted credit
     windows + 1: the server never has more batches in flight to us).
     pin: page-locked buffers (torch needed). torch_mod: the torch module, or
-    None for plain numpy buffers."""
+    None for plain numpy buffers. wide: the receive thread widens batches
+    that came compact on the wire into the default raw form (:func:`widen`,
+    on the slot's arrays) before queueing them: done there, the values are
+    still in cache from the receive, and the consumer thread is spared."""
 
-    def __init__(self, clients, pin=False, torch_mod=None, n_slots=None, poll_s=0.5):
+    def __init__(self, clients, pin=False, torch_mod=None, n_slots=None, poll_s=0.5, wide=False):
         self.conns = [_Conn(ep, c) for ep, c in clients]
         if n_slots is None:
             n_slots = sum(int(c.client.info.get("credits") or 8) for c in self.conns) + 1
@@ -111,7 +164,7 @@ class RawFeed:
         self._mu = threading.Lock()
         self._out = queue.Queue()
         self._stop = False
-        self._pin, self._torch, self._poll = pin, torch_mod, poll_s
+        self._pin, self._torch, self._poll, self._wide = pin, torch_mod, poll_s, wide
         for c in self.conns:
             c.thread = threading.Thread(target=self._run, args=(c,), daemon=True,
                                         name="piperec-recv-%s" % c.endpoint)
@@ -243,6 +296,8 @@ class RawFeed:
                 if not slot.used:  # a small frame: decoded from its own bytes
                     self.release(slot)
                     slot = None
+                if self._wide and b.raw_flags:
+                    widen(b, slot, self._pin, self._torch)
                 self._out.put((conn, slot, b))
         except Exception as e:  # noqa: BLE001 — any failure ends the connection, and is reported
             if isinstance(e, OSError) and not isinstance(e, ConnectionError):

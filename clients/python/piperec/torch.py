@@ -64,7 +64,7 @@ from torch import nn
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from piperec.feed import RawFeed
-from piperec_client import Position, ServerError, TrainerClient
+from piperec_client import RAW_UNIT, Position, ServerError, TrainerClient
 
 try:  # optional: torchrec's KeyedJaggedTensor for sparse features
     from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
@@ -503,12 +503,22 @@ class StreamDataset(IterableDataset):
         layout). On the host path ``sparse`` and the values are then int32
         and the lengths a shared ones tensor; on a device, values are
         widened to int64 there and the lengths are a cached device tensor.
+    compact_wire: layout="raw" without ``compact``: still ask the server for
+        the compact wire form (Subscribe.compact; default True) and rebuild
+        the default raw tensors on this side: int32 values widened by the
+        receive thread into an int64 array of the batch's ring slot (on a
+        device: by the copy there), and int32 all-ones lengths kept per
+        slot (read only by convention, as a device's cached ones are). The
+        tensors are the default raw layout's, values and dtypes; the socket
+        carries 160 bytes a Criteo row instead of 368, which bounds the
+        default raw layout on a loopback (bench/RESULTS.md). False: the full
+        raw bytes on the wire, as before. Jagged batches are never compacted.
     """
 
     def __init__(self, endpoints, pipeline, credits=8, pin_memory=None, sparse_format="auto",
                  max_batches=None, idle_timeout=None, ack_lag=None, resume_window=4096,
                  connect_timeout=10.0, client_id=None, delivery="ack", layout="protobuf",
-                 device=None, streams=1, kjt_offsets=False, compact=False):
+                 device=None, streams=1, kjt_offsets=False, compact=False, compact_wire=True):
         super().__init__()
         if layout not in ("protobuf", "raw"):
             raise ValueError("layout must be protobuf or raw, not %r" % (layout,))
@@ -516,6 +526,7 @@ class StreamDataset(IterableDataset):
             raise ValueError("device= needs layout='raw' (the GPU feed)")
         self.layout, self.device, self.streams = layout, device, max(1, int(streams))
         self.kjt_offsets, self.compact = kjt_offsets, compact
+        self.compact_wire = bool(compact or compact_wire)
         self._feed = None
         self._dev_ones = {}  # (device, n) -> int32 ones on the device (compact lengths)
         if delivery not in ("ack", "checkpoint"):
@@ -681,7 +692,8 @@ class StreamDataset(IterableDataset):
                 resume = self._resume if self.delivery == "checkpoint" else None
                 return TrainerClient(endpoint, self.pipeline, credits=self.credits, client_id=cid,
                                      resume=resume, layout=self.layout,
-                                     kjt_offsets=self.kjt_offsets, compact=self.compact)
+                                     kjt_offsets=self.kjt_offsets,
+                                     compact=self.compact_wire and self.layout == "raw")
             except (ConnectionRefusedError, ConnectionResetError, socket.timeout,
                     FileNotFoundError):  # a unix: socket piperec has not made yet
                 if time.monotonic() >= deadline:
@@ -782,12 +794,14 @@ class StreamDataset(IterableDataset):
             keys = list(info.get("sparse_names") or [])
             if len(keys) != int(info.get("n_sparse", 0)):
                 keys = ["C%d" % (i + 1) for i in range(int(info.get("n_sparse", 0)))]
-            feed = RawFeed(clients, pin=pin, torch_mod=torch)
-            if record:
-                self._live, self._feed = feed.conns, feed
             dev = torch.device(self.device) if self.device is not None else None
             if dev is not None and dev.type == "cpu":
                 dev = None
+            # compact on the wire, default tensors wanted: the receive thread
+            # widens on the host; to a device, the copy widens there
+            feed = RawFeed(clients, pin=pin, torch_mod=torch, wide=not self.compact and dev is None)
+            if record:
+                self._live, self._feed = feed.conns, feed
             side = torch.cuda.Stream(device=dev) if dev is not None and dev.type == "cuda" else None
             pending = deque()  # (conn, sequence, slot, copy event): yielded, not yet acked
             staged = deque()   # (out, conn, sequence, slot, copy event): not yet yielded
@@ -863,7 +877,7 @@ class StreamDataset(IterableDataset):
             slot = None
         ev = None
         if dev is not None:
-            out, ev = self._copy_to(out, dev, side)
+            out, ev = self._copy_to(out, dev, side, unit=bool(b.raw_flags & RAW_UNIT))
         return out, conn, b.sequence, slot, ev
 
     @staticmethod
@@ -883,7 +897,9 @@ class StreamDataset(IterableDataset):
             feed.release(slot)
 
     def _raw_views(self, b, endpoint, epoch, keys):
-        """A raw batch as tensors sharing the receive buffer (no copy)."""
+        """A raw batch as tensors sharing the receive buffer (no copy; a
+        batch compact on the wire was widened by the receive thread, on
+        arrays of its ring slot: piperec.feed.widen)."""
         out = StreamBatch()
         out.dense, out.labels = torch.from_numpy(b.dense), torch.from_numpy(b.labels)
         values, lengths = torch.from_numpy(b.values), torch.from_numpy(b.lengths)
@@ -906,11 +922,12 @@ class StreamDataset(IterableDataset):
             return KeyedJaggedTensor(keys=keys, values=values, lengths=lengths)
         return JaggedSparse(keys, values, lengths)
 
-    def _copy_to(self, out, dev, side):
+    def _copy_to(self, out, dev, side, unit=None):
         """Issue the copy of a batch to `dev` on the side stream (CUDA), or
         a plain copy (another device). Returns (device batch, copy event or
         None); the consumer's stream waits on the event when the batch is
-        yielded (_on_current_stream)."""
+        yielded (_on_current_stream). `unit`: the batch came with unit
+        lengths (compact on the wire; None: when ``compact``)."""
         sf = out.sparse_features
         values, lengths = (sf.values, sf.lengths) if isinstance(sf, JaggedSparse) else (
             sf.values(), sf.lengths())
@@ -919,7 +936,7 @@ class StreamDataset(IterableDataset):
         g._ring = None
         ev = None
         ones = None
-        if self.compact and out.sparse is not None and lengths.numel():
+        if (self.compact if unit is None else unit) and out.sparse is not None and lengths.numel():
             # compact Criteo batch: all-ones lengths, cached on the device
             ones = self._dev_ones.get((str(dev), lengths.numel()))
             if ones is None:
