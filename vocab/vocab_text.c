@@ -294,7 +294,8 @@ static int pr__xpiece_format(pr_vocab_export_job *job, pr__xcol *xc, uint32_t k)
         free(head);
         return PR_ENOMEM;
     }
-    memcpy(r.buf, head, head_len);
+    if (head_len) /* only the first piece has a header */
+        memcpy(r.buf, head, head_len);
     r.len = head_len;
     free(head);
     int rc;
