@@ -115,14 +115,18 @@ def reference_schema(piperec, tmp):
           % "/".join(map(str, THREADS)))
 
 
-def clickstream(piperec, tmp):
+def clickstream_events(piperec, tmp, name, rows):
+    """examples/clickstream.yaml and `rows` JSON events of `piperec gen`."""
     src = os.environ.get("PR_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
-    cfg = os.path.join(src, "examples", "clickstream.yaml")
-    gen = os.path.join(tmp, "gen.jsonl")
-    subprocess.run([piperec, "gen", "--format", "json", "--rows", "20000", "--output", gen],
+    gen = os.path.join(tmp, name)
+    subprocess.run([piperec, "gen", "--format", "json", "--rows", str(rows), "--output", gen],
                    check=True, capture_output=True)
     with open(gen) as f:
-        lines = f.read().splitlines()
+        return os.path.join(src, "examples", "clickstream.yaml"), f.read().splitlines()
+
+
+def clickstream(piperec, tmp):
+    cfg, lines = clickstream_events(piperec, tmp, "gen.jsonl", 20000)
     bad = ['{"ts": 1732600000000, "user": {"id": [1]}}', '{"ts": ', "[1, 2]",
            '{"ts": 1732600000000, "history": [1.5]}']
     for i in range(len(lines) - 1, 0, -331):
@@ -150,13 +154,7 @@ def all_new(piperec, tmp):
     the decoding beside it, so workers wait at the step's gate) and ids that
     come back one round later (first appearance and next use in different,
     overlapping rounds): the same bytes at every thread count."""
-    src = os.environ.get("PR_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
-    cfg = os.path.join(src, "examples", "clickstream.yaml")
-    gen = os.path.join(tmp, "gen-new.jsonl")
-    subprocess.run([piperec, "gen", "--format", "json", "--rows", "12000", "--output", gen],
-                   check=True, capture_output=True)
-    with open(gen) as f:
-        lines = f.read().splitlines()
+    cfg, lines = clickstream_events(piperec, tmp, "gen-new.jsonl", 12000)
     out = []
     for i, ln in enumerate(lines):
         uid = "n%d" % (i if i % 3 else max(0, i - 700))  # a third come back ~700 lines on
