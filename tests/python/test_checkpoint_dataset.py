@@ -106,7 +106,7 @@ def checkpoint_service(checkpoint_run):
     return checkpoint_run[0]
 
 
-@pytest.mark.parametrize("layout", ["protobuf", "raw", "workers", "ranks"])
+@pytest.mark.parametrize("layout", ["protobuf", "raw", "raw-thread", "workers", "ranks"])
 def test_kill9_during_commit_checkpoint(checkpoint_run, layout):
     """Issue 22: `piperec run` killed (SIGKILL) while the trainer commits
     checkpoints: commit_checkpoint() and the iterator raise ConnectionError
@@ -120,8 +120,12 @@ def test_kill9_during_commit_checkpoint(checkpoint_run, layout):
     addr, run = checkpoint_run
 
     def dataset(lay, cid):
+        # "raw": received on the iterating thread (the host path's default);
+        # "raw-thread": by a receive thread (the device path's default)
+        thread = {"raw-thread": True}.get(lay)
         return StreamDataset(addr, "p", credits=4, delivery="checkpoint", connect_timeout=20,
-                             idle_timeout=15, sparse_format="triple", layout=lay, client_id=cid)
+                             idle_timeout=15, sparse_format="triple", layout=lay.split("-")[0],
+                             client_id=cid, recv_thread=thread)
     if layout == "workers":
         dss = [dataset("protobuf", "w")]
         its = [iter(StreamDataLoader(dss[0], num_workers=2))]

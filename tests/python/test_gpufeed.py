@@ -571,3 +571,100 @@ def test_unix_socket_refusals(tmp_path):
         pc.TrainerClient("unix:" + str(tmp_path / "s"), "p", tls=True)
     with pytest.raises(FileNotFoundError, match="piperec at unix:"):
         pc.TrainerClient("unix:" + str(tmp_path / "missing.sock"), "p", timeout=1)
+
+
+@pytest.mark.parametrize("recv_thread", [None, True, False], ids=["default", "thread", "inline"])
+def test_dataset_raw_receive_paths_agree(bt, recv_thread):
+    # The host path's two receive paths (issue 22): on the iterating thread
+    # (piperec.feed.InlineFeed, the default without a device) and a receive
+    # thread per connection (RawFeed): the same batches, each acked exactly
+    # once (bt_serve checks), two connections, and with ack_lag=2 the views
+    # of the last three batches stay intact (a slot is never refilled
+    # before its batch was acked).
+    r = bt(40, """
+    import piperec_client as pc
+    pc.SMALL_FRAME = 0
+    from piperec.feed import InlineFeed, RawFeed
+    from piperec.torch import StreamDataset
+    ds = StreamDataset(ADDR, "bt", credits=5, idle_timeout=1.0, sparse_format="triple",
+                       layout="raw", ack_lag=2, streams=2, recv_thread=%r)
+    held, seqs = [], []
+    for b in ds:
+        RESULT["feed"] = type(ds._feed).__name__
+        held = (held + [b])[-3:]
+        for h in held:
+            g, dense, sparse, labels = expected(h.sequence)
+            assert np.array_equal(h.dense.numpy(), dense), "buffer reused before its ack"
+            assert np.array_equal(h.sparse.numpy(), sparse) and h.sparse.dtype == torch.int64
+            assert np.array_equal(h.labels.numpy(), labels)
+        seqs.append(b.sequence)
+        RESULT["conns"] = len(ds._live)
+    RESULT["seqs"] = sorted(seqs)
+    RESULT["state_batches"] = sum(p["batches"] for p in ds.state_dict()["endpoints"].values())
+    """ % (recv_thread,))
+    assert r["seqs"] == list(range(1, 41))
+    assert r["conns"] == 2 and r["state_batches"] == 40
+    assert r["feed"] == ("RawFeed" if recv_thread else "InlineFeed")
+
+
+def test_inline_feed_reuses_the_last_released_slot(bt):
+    # InlineFeed takes the slot released last (its memory still in cache):
+    # with ack_lag 0 two slots of the ring carry the whole stream.
+    r = bt(30, """
+    import piperec_client as pc
+    pc.SMALL_FRAME = 0
+    from piperec.torch import StreamDataset
+    ds = StreamDataset(ADDR, "bt", credits=6, idle_timeout=1.0, sparse_format="triple", layout="raw")
+    ptrs = set()
+    for b in ds:
+        ptrs.add(b.dense.data_ptr())
+        RESULT["slots"] = len(ds._feed.slots)
+        RESULT["used"] = sum(s.cap > 0 for s in ds._feed.slots)
+    RESULT["ptrs"] = len(ptrs)
+    """)
+    assert r["slots"] == 7 and r["used"] == 2 and r["ptrs"] == 2
+
+
+def test_inline_feed_errors_name_the_endpoint():
+    # A server that goes away under InlineFeed: the ack's failure is kept
+    # and reported by the next next() as (conn, None, ConnectionError naming
+    # the endpoint); commit raises it; then the feed ends.
+    import socket
+    import struct
+    import threading
+    import piperec_client as pc
+    from piperec.feed import InlineFeed
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    addr = "127.0.0.1:%d" % srv.getsockname()[1]
+
+    def serve():
+        s, _ = srv.accept()
+        n = struct.unpack("<I", s.recv(4))[0]
+        s.recv(n)
+        s.sendall(pc._frame(pc.F_SUBSCRIBE_OK, pc._field_varint(8, 4)))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()  # RST: like a killed server
+
+    t = threading.Thread(target=serve)
+    t.start()
+    c = pc.TrainerClient(addr, "p", layout="raw")
+    t.join()
+    feed = InlineFeed([(addr, c)])
+    conn = feed.conns[0]
+    for _ in range(50):  # the first write may still be accepted by the kernel
+        feed.ack(conn, 1)
+        if conn.error is not None:
+            break
+    got = feed.next(1.0)
+    assert got is not None and got[0] is conn and got[1] is None
+    assert isinstance(got[2], ConnectionError) and addr in str(got[2])
+    with pytest.raises(ConnectionError) as ei:
+        feed.commit(conn, pc.Position(), 1)
+    assert addr in str(ei.value)
+    assert feed.next(0.1) is None  # every connection ended
+    feed.close()
+    c.close()
+    srv.close()

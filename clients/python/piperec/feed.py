@@ -19,19 +19,26 @@ copy has finished (the caller waits on the copy's event first). All socket
 I/O of a connection (receive, Pong, Ack, CheckpointCommit) happens on its
 thread, so TLS connections are never used from two threads at once; the
 consumer queues acks and commits and wakes the thread through a pipe.
+
+:class:`InlineFeed` is the same ring without the thread: the consumer's
+own thread receives (StreamDataset's host path, ``device`` None, by
+default): on the host there is no device copy to overlap, and the thread's
+hand-off of each batch cost more than the overlap bought (bench/RESULTS.md,
+"Issue 22: the host path receives on the consumer's thread").
 """
 
 import os
 import queue
 import select
 import threading
+import time
 from collections import deque
 
 import numpy as np
 
 from piperec_client import RAW_UNIT, RAW_VALUES32, ConnectionClosed
 
-__all__ = ["RawFeed", "widen"]
+__all__ = ["RawFeed", "InlineFeed", "widen"]
 
 _ALIGN = 64
 
@@ -260,7 +267,8 @@ class RawFeed:
         except (BlockingIOError, OSError):
             pass
 
-    def _has_input(self, client):
+    @staticmethod
+    def _has_input(client):
         if client._frame is not None or len(client._buf) >= 4:
             return True
         pending = getattr(client.sock, "pending", None)  # TLS: decrypted bytes select() misses
@@ -312,3 +320,143 @@ class RawFeed:
             if conn.slot is not None:
                 self.release(conn.slot)
                 conn.slot = None
+
+
+class _InConn:
+    """One connection of an :class:`InlineFeed`: the names RawFeed's
+    connections have where the dataset reads them (endpoint, client,
+    error), and its partially received frame's slot."""
+
+    __slots__ = ("endpoint", "client", "error", "ended", "slot")
+
+    def __init__(self, endpoint, client):
+        self.endpoint, self.client = endpoint, client
+        self.error, self.ended, self.slot = None, False, None
+
+
+class InlineFeed:
+    """The raw-layout receive path without a receive thread: RawFeed's
+    interface (next, ack, commit, release, close, conns, slots), but every
+    receive, Pong, Ack and CheckpointCommit runs on the caller's thread.
+
+    Why: on the host path (no device copy to overlap) the receive thread's
+    hand-off of each batch (a queue, the GIL passing between two threads,
+    futex wakes: ~200-250 us a batch on the 2-core CI box, bench/RESULTS.md)
+    cost more than the overlap of receive and training step bought. What it
+    trades: while the training step runs nothing reads the socket (the
+    kernel's socket buffer and the server's credit window still hold the
+    next batches), and Pings are answered at the next batch asked for (the
+    server waits sinks.trainer.idle_timeout_ms, 60 s by default, as for
+    the TrainingBatch path). Same ring of slots, same widening, same
+    ownership rule: a slot is the consumer's from next() to release()."""
+
+    def __init__(self, clients, pin=False, torch_mod=None, n_slots=None, wide=False):
+        self.conns = [_InConn(ep, c) for ep, c in clients]
+        if n_slots is None:
+            n_slots = sum(int(c.client.info.get("credits") or 8) for c in self.conns) + 1
+        self.slots = [_Slot() for _ in range(n_slots)]
+        self._free = deque(self.slots)
+        self._pin, self._torch, self._wide = pin, torch_mod, wide
+        self._rr = 0
+
+    def _take_slot(self, conn):
+        if conn.slot is None:
+            if not self._free:  # not reached: the credit window bounds the slots held
+                self.slots.append(_Slot())
+                self._free.append(self.slots[-1])
+            # the slot released last: its buffer (and widened values) is
+            # still in cache, where the oldest free one of a ring of
+            # credits + 1 slots is not (a 4096-row Criteo batch is 1.5 MB)
+            conn.slot = self._free.pop()
+            conn.slot.used = False
+        return conn.slot
+
+    def _pick(self, live, deadline):
+        """(conn, receive timeout) to read next, or None when no connection
+        has input before the deadline; round robin between ready ones."""
+        if len(live) == 1:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            return live[0], left
+        ready = [c for c in live if RawFeed._has_input(c.client)]
+        if not ready:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            socks = select.select([c.client.sock for c in live], [], [], left)[0]
+            ready = [c for c in live if c.client.sock in socks]
+            if not ready:
+                return None
+        self._rr += 1
+        return ready[self._rr % len(ready)], 0.05  # bytes are there: finish a frame or come back
+
+    def _fail(self, conn, e):
+        if isinstance(e, OSError) and not isinstance(e, ConnectionError):
+            e = ConnectionClosed("piperec at %s: %s" % (conn.endpoint, e))
+        conn.error, conn.ended = e, True
+        if conn.slot is not None:
+            self.release(conn.slot)
+            conn.slot = None
+        return conn, None, e
+
+    def next(self, timeout=None):
+        """As RawFeed.next: (conn, slot, Batch); (conn, None, exception) once
+        for a connection that ended (also when an ack or a commit on it
+        failed); None on `timeout` idle seconds or when every connection
+        has ended."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            live = [c for c in self.conns if not c.ended]
+            if not live:
+                return None
+            for c in live:
+                if c.error is not None:
+                    return self._fail(c, c.error)
+            got = self._pick(live, deadline)
+            if got is None:
+                return None
+            conn, t = got
+            slot = self._take_slot(conn)
+            try:
+                b = conn.client.recv(timeout=t, into=lambda n: slot.alloc(n, self._pin, self._torch))
+            except Exception as e:  # noqa: BLE001 — any failure ends the connection, and is reported
+                return self._fail(conn, e)
+            if b is None:  # timed out; a frame in progress keeps its slot (conn.slot)
+                if len(live) == 1 or (deadline is not None and time.monotonic() >= deadline):
+                    return None
+                continue
+            conn.slot = None
+            if not slot.used:  # a small frame: decoded from its own bytes
+                self.release(slot)
+                slot = None
+            if self._wide and b.raw_flags:
+                widen(b, slot, self._pin, self._torch)
+            return conn, slot, b
+
+    def ack(self, conn, *seqs):
+        """Send an Ack now; a failure is reported by the next next()."""
+        if conn.error is None:
+            try:
+                conn.client.ack(*seqs)
+            except OSError as e:
+                conn.error = e
+
+    def commit(self, conn, position, checkpoint_id, timeout=10.0):
+        """Send a CheckpointCommit now; raises the connection's error
+        (ConnectionClosed naming the endpoint) when it cannot be."""
+        if conn.error is not None:
+            raise conn.error
+        try:
+            conn.client.commit_checkpoint(position, checkpoint_id)
+        except OSError as e:
+            conn.error = e
+            raise
+
+    def release(self, slot):
+        """Give a slot back to the ring (its batch acked)."""
+        if slot is not None:
+            slot.event = None
+            self._free.append(slot)
+
+    def close(self):
+        for c in self.conns:
+            if c.slot is not None:
+                self.release(c.slot)
+                c.slot = None

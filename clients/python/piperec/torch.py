@@ -63,7 +63,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from piperec.feed import RawFeed
+from piperec.feed import InlineFeed, RawFeed
 from piperec_client import RAW_UNIT, Position, ServerError, TrainerClient
 
 try:  # optional: torchrec's KeyedJaggedTensor for sparse features
@@ -513,12 +513,21 @@ class StreamDataset(IterableDataset):
         carries 160 bytes a Criteo row instead of 368, which bounds the
         default raw layout on a loopback (bench/RESULTS.md). False: the full
         raw bytes on the wire, as before. Jagged batches are never compacted.
+    recv_thread: layout="raw": None (default) = batches to a ``device`` are
+        received by background threads (one per connection; the receive
+        overlaps the training step and the copy), host batches (``device``
+        None or "cpu") on the iterating thread itself when the next batch
+        is asked for (piperec.feed.InlineFeed: no hand-off between threads,
+        which cost more than the overlap on the host path, bench/RESULTS.md);
+        True / False: always / never a receive thread. Batches, acks,
+        state_dict() and checkpoint delivery are the same either way.
     """
 
     def __init__(self, endpoints, pipeline, credits=8, pin_memory=None, sparse_format="auto",
                  max_batches=None, idle_timeout=None, ack_lag=None, resume_window=4096,
                  connect_timeout=10.0, client_id=None, delivery="ack", layout="protobuf",
-                 device=None, streams=1, kjt_offsets=False, compact=False, compact_wire=True):
+                 device=None, streams=1, kjt_offsets=False, compact=False, compact_wire=True,
+                 recv_thread=None):
         super().__init__()
         if layout not in ("protobuf", "raw"):
             raise ValueError("layout must be protobuf or raw, not %r" % (layout,))
@@ -526,6 +535,7 @@ class StreamDataset(IterableDataset):
             raise ValueError("device= needs layout='raw' (the GPU feed)")
         self.layout, self.device, self.streams = layout, device, max(1, int(streams))
         self.kjt_offsets, self.compact = kjt_offsets, compact
+        self.recv_thread = None if recv_thread is None else bool(recv_thread)
         self.compact_wire = bool(compact or compact_wire)
         self._feed = None
         self._dev_ones = {}  # (device, n) -> int32 ones on the device (compact lengths)
@@ -799,7 +809,11 @@ class StreamDataset(IterableDataset):
                 dev = None
             # compact on the wire, default tensors wanted: the receive thread
             # widens on the host; to a device, the copy widens there
-            feed = RawFeed(clients, pin=pin, torch_mod=torch, wide=not self.compact and dev is None)
+            wide = not self.compact and dev is None
+            if self._inline(dev):
+                feed = InlineFeed(clients, pin=pin, torch_mod=torch, wide=wide)
+            else:
+                feed = RawFeed(clients, pin=pin, torch_mod=torch, wide=wide)
             if record:
                 self._live, self._feed = feed.conns, feed
             side = torch.cuda.Stream(device=dev) if dev is not None and dev.type == "cuda" else None
@@ -847,6 +861,14 @@ class StreamDataset(IterableDataset):
                     c.close()
                 except OSError:
                     pass
+
+    def _inline(self, dev):
+        """Receive on the consumer's thread (piperec.feed.InlineFeed)?
+        recv_thread None (default): yes on the host path (no device), where
+        there is no copy to overlap; True / False: always a thread / never."""
+        if self.recv_thread is None:
+            return dev is None
+        return not self.recv_thread
 
     def _raw_take(self, feed, timeout, keys, pin, dev, side, wait=True):
         """The next batch of the feed as (out, conn, sequence, slot, copy
