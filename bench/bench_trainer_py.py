@@ -519,6 +519,10 @@ def main():
             ds("protobuf", pin_memory=False), num_workers=2)),
          {"client": "StreamDataLoader, 2 workers", "layout": "protobuf", "pinned": False,
           "one_process_case": "trainer_py_stream_dataset"}),
+        ("trainer_py_dataloader_2w_views", lambda ep: loop(StreamDataLoader(
+            ds("protobuf", pin_memory=False), num_workers=2, views=True)),
+         {"client": "StreamDataLoader, 2 workers, views on the ring slots (no copy-out)",
+          "layout": "protobuf", "pinned": False, "one_process_case": "trainer_py_stream_dataset"}),
         ("trainer_py_dataloader_2w_raw", lambda ep: loop(StreamDataLoader(ds("raw"), num_workers=2)),
          {"client": "StreamDataLoader num_workers=2 -> the receive thread", "layout": "raw",
           "pinned": pin, "one_process_case": "trainer_py_stream_dataset_raw"}),

@@ -228,3 +228,36 @@ def test_dataloader_workers_ring_exactly_once(bt):
     assert r["after"] == 0
     (pos,) = r["state"]["endpoints"].values()
     assert pos["batches"] == 60 and pos["last_seq"] == 60 and pos["floor"] == 60
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_dataloader_workers_views_intact_until_reuse(bt, workers):
+    # Issue 22: StreamDataLoader(views=True) hands out TrainingBatches as
+    # views on the workers' ring slots (no copy-out in the main process).
+    # A view is never refilled before the loop asked for the batch two
+    # after it: the batch of this step and the one before are checked at
+    # every step, while the slots are reused many times; every batch
+    # exactly once (bt_serve), positions as with copies.
+    r = bt(60, """
+    from piperec.torch import StreamDataset, StreamDataLoader
+    ds = StreamDataset(ADDR, "bt", credits=6, idle_timeout=2.0, sparse_format="triple")
+    dl = StreamDataLoader(ds, num_workers=%d, prefetch_factor=2, views=True)
+    held, ptrs, rows = [], set(), []
+    for b in dl:
+        assert b._ring is None
+        held = (held + [b])[-2:]
+        for h in held:
+            g, dense, sparse, labels = expected(h.sequence)
+            assert np.array_equal(h.dense.numpy(), dense), "slot refilled while its view was live"
+            assert np.array_equal(h.sparse.numpy(), sparse)
+            assert np.array_equal(h.labels.numpy(), labels)
+            assert np.array_equal(h.sparse_features.values.numpy(), sparse.T.reshape(-1))
+        ptrs.add(b.dense.data_ptr())
+        rows += [int(x) for x in b.dense[:, 0]]
+    RESULT["rows"], RESULT["ptrs"] = rows, len(ptrs)
+    RESULT["state"] = dl.state_dict()
+    """ % workers)
+    assert sorted(r["rows"]) == list(range(240))
+    assert r["ptrs"] <= workers * (2 * workers + 2)  # the ring's slots, not a tensor a batch
+    (pos,) = r["state"]["endpoints"].values()
+    assert pos["batches"] == 60 and pos["floor"] == 60

@@ -1140,9 +1140,21 @@ class StreamDataLoader(DataLoader):
     connections per endpoint, default 1), and iterating the loader is
     iterating the dataset (no DataLoader fetcher, collate or second record
     per batch; unless a collate_fn is given), so num_workers > 0 costs
-    exactly what one process costs there."""
+    exactly what one process costs there.
 
-    def __init__(self, dataset, num_workers=0, pin_memory=None, prefetch_factor=2, **kwargs):
+    views (TrainingBatch workers, pin_memory False): True hands out the
+    batch's tensors as views on the worker's ring slot instead of copying
+    them out in this process (the copy-out was about half of this process's
+    CPU a batch, bench/RESULTS.md). A view stays valid until the loop asks
+    for the batch two after it (the slot's reuse: a worker refills it only
+    after the DataLoader asked it for ring-size more batches, which it does
+    only once prefetch_factor * num_workers fewer were returned), so the
+    batch of this step and the one before are always intact, as with the
+    raw layout's views; ``.clone()`` what must live longer. With
+    pin_memory True the pin thread copies (into page-locked memory) anyway."""
+
+    def __init__(self, dataset, num_workers=0, pin_memory=None, prefetch_factor=2, views=False,
+                 **kwargs):
         if not isinstance(dataset, StreamDataset):
             raise TypeError("StreamDataLoader needs a StreamDataset")
         kwargs.pop("batch_size", None)
@@ -1152,6 +1164,7 @@ class StreamDataLoader(DataLoader):
         # bench/RESULTS.md).
         self._direct = dataset.layout == "raw" and "collate_fn" not in kwargs
         self._ring_n = 0  # worker ring slots (see "worker hand-off ring")
+        self._views = bool(views)
         if dataset.layout == "raw" and num_workers > 0:
             # The GPU feed's receive thread replaces worker processes: no
             # inter-process hand-off per batch, buffers already pinned. The
@@ -1191,9 +1204,12 @@ class StreamDataLoader(DataLoader):
             self.dataset._ring_slots = 0
         try:
             for b in it:
-                if getattr(b, "_ring", None) is not None:  # a view on a worker's ring slot: copy it out
+                if getattr(b, "_ring", None) is not None:  # a view on a worker's ring slot
                     tokens.add(b._ring[0])
-                    b = _ring_own(b)
+                    if self._views:  # valid until the slot's reuse (see the class doc)
+                        b._ring = None
+                    else:
+                        b = _ring_own(b)  # copied out: tensors of its own
                 self.dataset._record(b)
                 yield b
         finally:
