@@ -243,8 +243,8 @@ class RawFeed:
         if conn.slot is not None:
             return conn.slot
         with self._mu:
-            if self._free:
-                conn.slot = self._free.popleft()
+            if self._free:  # the slot released last: still in cache (InlineFeed._take_slot)
+                conn.slot = self._free.pop()
                 conn.slot.used = False
         return conn.slot
 

@@ -33,9 +33,10 @@ were acknowledged after the checkpoint was taken are not sent again (see
 docs/pytorch.md; exactly-once needs the server-side checkpoint mode).
 
 The GPU feed (issue 22; ``layout="raw"``): batches travel in the raw tensor
-layout, are received by one background thread per connection straight into
-a ring of preallocated buffers (page-locked when CUDA is available) and come
-out as zero-copy tensor views on them; with ``device="cuda"`` each batch is
+layout, are received straight into a ring of preallocated buffers
+(page-locked when CUDA is available) and come out as zero-copy tensor views
+on them: to a device by one background thread per connection, on the host
+by the iterating thread itself (``recv_thread``); with ``device="cuda"`` each batch is
 copied to the GPU on a side CUDA stream, the current stream waits on that
 copy's event, and the buffer is reused only once the copy has finished and
 the batch was acknowledged. Views are valid until the batch is acknowledged
@@ -1136,7 +1137,7 @@ class StreamDataLoader(DataLoader):
     batches cross from the workers in reused shared-memory ring slots and
     are copied out in this process (see "worker hand-off ring"). With a
     layout="raw" dataset it starts no worker processes: the batches come
-    from the dataset's receive thread(s) in the main process (``streams``
+    from the dataset's receive path in the main process (``streams``
     connections per endpoint, default 1), and iterating the loader is
     iterating the dataset (no DataLoader fetcher, collate or second record
     per batch; unless a collate_fn is given), so num_workers > 0 costs
