@@ -4,8 +4,9 @@ that does nothing: the numpy client (piperec_client, zero copy) side by side
 with piperec.torch.StreamDataset (main process, and a StreamDataLoader with
 2 workers), each over the TrainingBatch (protobuf) layout and over the raw
 tensor layout (issue 22: received into a ring of preallocated buffers,
-pinned when CUDA is available, zero-copy views; the loader runs on the
-dataset's receive thread instead of worker processes), plus host-to-GPU copies when torch.cuda.is_available()
+pinned when CUDA is available, zero-copy views; on the host received by the
+iterating thread, to a device by a receive thread; the loader runs on the
+dataset's receive path instead of worker processes), plus host-to-GPU copies when torch.cuda.is_available()
 (skipped, and said so, otherwise).
 
 The server is a replay server in a separate process speaking the trainer
@@ -22,7 +23,8 @@ is the default raw dataset (compact on the wire, widened on the host) and
 `trainer_py_stream_dataset_raw_full_wire` the same with `compact_wire=False` (the full
 368-byte raw rows, the default before); the StreamDataLoader cases add `vs_one_process`: their
 rows/s over the same dataset iterated in the main process (the case named
-by `one_process_case`) in the same run.
+by `one_process_case`) in the same run; `trainer_py_dataloader_2w_views` is the
+TrainingBatch loader with `views=True` (no copy-out in the main process).
 
 Live (--live PIPEREC, issue 22's "live `piperec run` -> GPU" figure): instead
 of the replay server, `piperec broker` (the test broker), `piperec gen` +
