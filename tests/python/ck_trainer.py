@@ -35,6 +35,19 @@ def _save(path, obj):
     os.rename(tmp, path)
 
 
+def _barrier(d, name, peers, timeout_s=60):
+    """Without it, a rank that imports torch faster can train on the whole
+    (small) stream before its sibling subscribes, and the sibling never
+    reaches a checkpoint."""
+    open(os.path.join(d, name + ".ready"), "w").close()
+    deadline = time.monotonic() + timeout_s
+    while sum(f.endswith(".ready") for f in os.listdir(d)) < peers:
+        if time.monotonic() > deadline:
+            raise SystemExit("ck_trainer: %d of %d peers ready after %d s" % (
+                sum(f.endswith(".ready") for f in os.listdir(d)), peers, timeout_s))
+        time.sleep(0.005)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("endpoint")
@@ -46,6 +59,9 @@ def main():
     ap.add_argument("--step-s", type=float, default=0.02, help="time a training step takes")
     ap.add_argument("--idle-timeout", type=float, default=15)
     ap.add_argument("--out", help="write the ids trained (after a restore) here at the end")
+    ap.add_argument("--barrier", help="a directory: mark this process ready there, then wait until "
+                    "--peers processes are, so data-parallel ranks start reading together")
+    ap.add_argument("--peers", type=int, default=1)
     args = ap.parse_args()
     from piperec.torch import StreamDataLoader, StreamDataset, merge_state_dicts
 
@@ -55,6 +71,8 @@ def main():
     if args.restore:
         saved = [json.load(open(p)) for p in args.restore]
         loader.load_state_dict(merge_state_dicts([s["data"] for s in saved]))
+    if args.barrier:
+        _barrier(args.barrier, args.client_id, args.peers)
     mine = []  # ids this process trained on
     n = 0
     for b in loader:

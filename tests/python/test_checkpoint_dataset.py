@@ -349,7 +349,10 @@ def test_trainer_kill9_then_restore_exactly_once(checkpoint_run, tmp_path, shape
                                 stdout=subprocess.PIPE, stderr=open(tmp_path / (name + ".err"), "a"),
                                 text=True, env=env, start_new_session=True)
     ckpts = [str(tmp_path / (n + ".ckpt.json")) for n in names]
-    procs = [start(n, "--ckpt", c) for n, c in zip(names, ckpts)]
+    barrier = tmp_path / "barrier"  # the ranks start reading together
+    barrier.mkdir()
+    procs = [start(n, "--ckpt", c, "--barrier", str(barrier), "--peers", str(len(names)))
+             for n, c in zip(names, ckpts)]
     try:
         seen = [0] * len(procs)
 
