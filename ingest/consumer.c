@@ -84,7 +84,7 @@ struct pr_consumer {
      * (pr__msg_facts); NULL when it came another way. */
     const rd_kafka_message_t *pre_m;
     pr__pt_facts pre;
-    /* Per instance, with polling threads and parallel decode (criteo_tsv):
+    /* Per instance, with polling threads and parallel decode (decode_par.h):
      * the runs its polling thread decodes its messages into (decode_par.h),
      * set once by the consumer thread when the pool opens (atomic), and the
      * topic handle -> index cache of that polling thread (its own). */
@@ -126,6 +126,7 @@ struct pr_consumer {
      * ahead of anything polled next. */
     unsigned decode_threads;
     const pr_feature_schema *features;
+    const pr_source_cfg *source; /* avro, protobuf: each decoder's reader (borrowed) */
     pr__dpool *dp;
     bool dp_failed;
     bool collecting; /* the pool holds this poll's messages */
@@ -918,7 +919,8 @@ static bool pr__poll_threads_wanted(void)
 }
 
 /* With polling threads, each decodes its own instance's messages into runs
- * (criteo_tsv with decode threads) unless PIPEREC_POLL_DECODE=0: the old
+ * (every format of the decode table, with decode threads) unless
+ * PIPEREC_POLL_DECODE=0: the old
  * path, where the pipeline thread's pool decodes them, kept as the bench's
  * baseline; it changes no output. */
 static bool pr__poll_decode_wanted(void)
@@ -952,6 +954,7 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
     c->on_offset_reset = conf->on_offset_reset;
     c->decode_threads = conf->decode_threads;
     c->features = conf->features;
+    c->source = conf->source;
     c->initial_reset = RD_KAFKA_OFFSET_END; /* librdkafka's default: latest */
     c->rl_reject = (pr_ratelimit)PR_RATELIMIT_INIT(5);
     c->rl_err = (pr_ratelimit)PR_RATELIMIT_INIT(5);
@@ -1995,14 +1998,16 @@ static int pr__merge(pr_consumer *c, pr_block *b, int64_t now_ms, rd_kafka_messa
 static void pr__pool_open(pr_consumer *c, const pr_block *b)
 {
     char e[256] = "";
-    c->dp = pr__dpool_new(c->decode_threads, c->format, c->spec, c->features, b->cap, e, sizeof(e));
+    const pr__dsrc src = {
+        .fmt = c->format, .spec = c->spec, .schema = c->features, .source = c->source};
+    c->dp = pr__dpool_new(c->decode_threads, &src, b->cap, e, sizeof(e));
     size_t cap = (b->cap > 1024 ? b->cap : 1024) + 2;
     c->backlog = c->dp ? calloc(cap, sizeof(*c->backlog)) : NULL;
     if (!c->dp || !c->backlog) {
         pr__dpool_free(c->dp);
         c->dp = NULL;
         c->dp_failed = true;
-        if (e[0] || c->format == PR_MSG_CRITEO_TSV || c->format == PR_MSG_JSON)
+        if (e[0] || pr__dfmt_of(&src))
             pr_warn("consumer: no parallel decode (%s); decoding on the polling thread only",
                     e[0] ? e : "out of memory");
         return;
@@ -2018,7 +2023,7 @@ static void pr__pool_open(pr_consumer *c, const pr_block *b)
     uint32_t run_rows = 256;
     unsigned n_runs = (unsigned)((b->cap + PR__PT_RING) / run_rows + 2);
     for (unsigned k = 0; k < c->n_rk; k++) {
-        pr__druns *d = pr__druns_new(c->format, c->spec, n_runs, run_rows);
+        pr__druns *d = pr__druns_new(&src, n_runs, run_rows);
         if (!d)
             break;
         __atomic_store_n(&c->druns[k], d, __ATOMIC_RELEASE);

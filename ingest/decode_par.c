@@ -48,13 +48,13 @@ typedef struct pr__dslot {
 } pr__dslot;
 
 struct pr__dpool {
-    pr_msg_format fmt;
-    const pr_pipeline_spec *spec;
+    pr__dsrc src;
+    const pr__dfmt *ft;
     bool parse_hex;
     unsigned n_threads;
     pthread_t *th;
     unsigned n_started;
-    pr_json_decoder **json; /* [n_threads], json only */
+    void **dec; /* [n_threads]: each thread's decoder (pr__dfmt) */
     pr__dslot *slots;
     unsigned n_slots;
     uint32_t slot_recs;
@@ -126,19 +126,21 @@ static void pr__rej_log(void *opaque, int reason, const char *detail, const char
     s->n_rej++;
 }
 
-/* Decode one message into slot s's block, its rejects into s's log (ctx:
- * the decoder, with partition, offset and default event time set). 0 with
- * rows [*row0, *row0 + *nrows) and rejects [*rej0, ...) logged; < 0 when it
- * did not decode whole (scratch full, memory): its rejects are forgotten. */
-static int pr__msg_decode(pr_msg_format fmt, pr_decode_ctx *ctx, pr__dslot *s, const void *buf,
-                          size_t len, uint32_t *row0, uint32_t *nrows, uint32_t *rej0,
-                          uint32_t *nrej)
+/* Decode one message into slot s's block with decoder dec of table ft, its
+ * rejects into s's log (ctx: partition, offset and default event time set).
+ * 0 with rows [*row0, *row0 + *nrows) and rejects [*rej0, ...) logged; < 0
+ * when it did not decode whole (scratch full, memory, a reader that cannot
+ * decode it yet): its rejects are forgotten. */
+static int pr__msg_decode(const pr__dfmt *ft, void *dec, pr_decode_ctx *ctx, pr__dslot *s,
+                          const void *buf, size_t len, uint32_t *row0, uint32_t *nrows,
+                          uint32_t *rej0, uint32_t *nrej)
 {
-    uint32_t r0 = s->blk->rows, next = 0;
+    static const char empty[1] = "";
+    uint32_t r0 = s->blk->rows;
     size_t j0 = s->n_rej;
     ctx->on_reject = pr__rej_log;
     ctx->opaque = s;
-    int rc = pr_decode_message(fmt, ctx, s->blk, buf, len, &next, NULL);
+    int rc = ft->decode(dec, ctx, s->blk, buf ? buf : empty, len);
     if (rc < 0 || s->oom) {
         s->n_rej = j0;
         return rc < 0 ? rc : PR_ENOMEM;
@@ -156,6 +158,7 @@ static void pr__slot_clear(pr__dslot *s)
     s->n_rej = 0;
     s->n_text = 0;
     s->oom = false;
+    s->off_row = UINT32_MAX; /* walking offsets: recomputed at first use */
 }
 
 /* Decode slot k on thread t (helper or the polling thread). */
@@ -164,8 +167,7 @@ static void pr__slot_decode(pr__dpool *dp, unsigned t, unsigned k)
     pr__dslot *s = &dp->slots[k];
     pr__slot_clear(s);
     bool serial_rest = false;
-    pr_decode_ctx ctx = {
-        .spec = dp->spec, .json = dp->json ? dp->json[t] : NULL, .parse_hex = dp->parse_hex};
+    pr_decode_ctx ctx = {.spec = dp->src.spec, .parse_hex = dp->parse_hex};
     for (uint32_t i = s->m0; i < s->m1; i++) {
         pr__dmsg *dm = &dp->msgs[i];
         if (dm->state != PR__DM_QUEUED)
@@ -178,8 +180,8 @@ static void pr__slot_decode(pr__dpool *dp, unsigned t, unsigned k)
         ctx.partition = dm->key;
         ctx.offset = dm->offset;
         ctx.default_event_time_ms = dm->event_ms;
-        if (pr__msg_decode(dp->fmt, &ctx, s, dm->m->payload, dm->m->len, &dm->row0, &dm->nrows,
-                           &dm->rej0, &dm->nrej)) {
+        if (pr__msg_decode(dp->ft, dp->dec[t], &ctx, s, dm->m->payload, dm->m->len, &dm->row0,
+                           &dm->nrows, &dm->rej0, &dm->nrej)) {
             /* The scratch filled up (or memory ran out): this message and the
              * rest of the slot are decoded at merge, into the caller's block. */
             serial_rest = true;
@@ -224,19 +226,27 @@ static void *pr__helper_run(void *arg)
 
 /* ---------------------------------------------------------------- lifecycle */
 
-static pr_block *pr__scratch_new(pr__dpool *dp, const pr_feature_schema *schema, uint32_t cap)
+/* A scratch block of table ft's layout, with the walking offsets a jagged
+ * one needs (*n_feat: its features). false: out of memory. */
+static bool pr__scratch_new(pr__dslot *s, const pr__dfmt *ft, const pr__dsrc *src, uint32_t cap,
+                            uint16_t *n_feat)
 {
-    if (dp->fmt == PR_MSG_JSON)
-        return pr_feature_block_new(schema, cap, true);
-    return pr_block_new(dp->spec->n_dense, dp->spec->n_sparse, cap, true);
+    s->blk = ft->scratch_new(src, cap);
+    if (!s->blk)
+        return false;
+    s->off_row = UINT32_MAX;
+    if (!s->blk->side)
+        return true;
+    *n_feat = s->blk->side->n_feat;
+    s->off = calloc(*n_feat ? *n_feat : 1, sizeof(uint32_t));
+    return s->off != NULL;
 }
 
-pr__dpool *pr__dpool_new(unsigned n_threads, pr_msg_format fmt, const pr_pipeline_spec *spec,
-                         const pr_feature_schema *schema, uint32_t block_cap, char *errstr,
+pr__dpool *pr__dpool_new(unsigned n_threads, const pr__dsrc *src, uint32_t block_cap, char *errstr,
                          size_t errstr_size)
 {
-    if (n_threads < 2 || block_cap == 0 ||
-        !(fmt == PR_MSG_CRITEO_TSV || (fmt == PR_MSG_JSON && schema)))
+    const pr__dfmt *ft = pr__dfmt_of(src);
+    if (n_threads < 2 || block_cap == 0 || !ft)
         return NULL;
     pr__dpool *dp = calloc(1, sizeof(*dp));
     if (!dp)
@@ -244,13 +254,13 @@ pr__dpool *pr__dpool_new(unsigned n_threads, pr_msg_format fmt, const pr_pipelin
     pthread_mutex_init(&dp->mu, NULL);
     pthread_cond_init(&dp->work, NULL);
     pthread_cond_init(&dp->done_cv, NULL);
-    dp->fmt = fmt;
-    dp->spec = spec;
-    dp->parse_hex = pr_decode_want_parse_hex(spec);
+    dp->src = *src;
+    dp->ft = ft;
+    dp->parse_hex = pr_decode_want_parse_hex(src->spec);
     dp->n_threads = n_threads;
     /* A slot is ~60-100 us of decoding: short enough that helpers start soon
      * after the poll does, long enough that the handoff is noise. */
-    dp->slot_recs = fmt == PR_MSG_JSON ? 64 : 256;
+    dp->slot_recs = ft->slot_recs;
     if (dp->slot_recs > block_cap)
         dp->slot_recs = block_cap;
     dp->n_slots = block_cap / dp->slot_recs + 2;
@@ -259,27 +269,15 @@ pr__dpool *pr__dpool_new(unsigned n_threads, pr_msg_format fmt, const pr_pipelin
     dp->slots = calloc(dp->n_slots, sizeof(*dp->slots));
     if (!dp->msgs || !dp->slots)
         goto out_free;
-    for (unsigned k = 0; k < dp->n_slots; k++) {
-        dp->slots[k].blk = pr__scratch_new(dp, schema, 2 * dp->slot_recs);
-        if (!dp->slots[k].blk)
+    for (unsigned k = 0; k < dp->n_slots; k++)
+        if (!pr__scratch_new(&dp->slots[k], ft, src, 2 * dp->slot_recs, &dp->n_feat))
             goto out_free;
-        if (dp->slots[k].blk->side) {
-            dp->n_feat = dp->slots[k].blk->side->n_feat;
-            dp->slots[k].off = calloc(dp->n_feat ? dp->n_feat : 1, sizeof(uint32_t));
-            if (!dp->slots[k].off)
-                goto out_free;
-        }
-    }
-    if (fmt == PR_MSG_JSON) {
-        dp->json = calloc(n_threads, sizeof(*dp->json));
-        if (!dp->json)
-            goto out_free;
-        for (unsigned t = 0; t < n_threads; t++) {
-            dp->json[t] = pr_json_decoder_new(schema, errstr, errstr_size);
-            if (!dp->json[t])
-                goto out_err;
-        }
-    }
+    dp->dec = calloc(n_threads, sizeof(*dp->dec));
+    if (!dp->dec)
+        goto out_free;
+    for (unsigned t = 0; t < n_threads; t++)
+        if (!(dp->dec[t] = pr__dfmt_dec_new(ft, src, errstr, errstr_size)))
+            goto out_err;
     dp->th = calloc(n_threads, sizeof(*dp->th));
     if (!dp->th)
         goto out_free;
@@ -331,9 +329,9 @@ void pr__dpool_free(pr__dpool *dp)
         free(dp->slots[k].off);
     }
     free(dp->slots);
-    for (unsigned t = 0; dp->json && t < dp->n_threads; t++)
-        pr_json_decoder_free(dp->json[t]);
-    free(dp->json);
+    for (unsigned t = 0; dp->dec && t < dp->n_threads; t++)
+        pr__dfmt_dec_free(dp->ft, dp->dec[t]);
+    free(dp->dec);
     free(dp->msgs);
     pthread_cond_destroy(&dp->work);
     pthread_cond_destroy(&dp->done_cv);
@@ -364,8 +362,10 @@ struct pr__drun {
 };
 
 struct pr__druns {
-    pr_msg_format fmt;
-    const pr_pipeline_spec *spec;
+    pr__dsrc src;
+    const pr__dfmt *ft;
+    void *dec; /* the polling thread's decoder */
+    uint16_t n_feat;
     bool parse_hex;
     unsigned n, open;
     bool sealed; /* the open run's messages were handed over: write no more */
@@ -381,28 +381,31 @@ static pr__dslot *pr__src(const pr__dpool *dp, const pr__dmsg *dm)
     return dm->run ? &dm->run->s : &dp->slots[dm->slot];
 }
 
-pr__druns *pr__druns_new(pr_msg_format fmt, const pr_pipeline_spec *spec, unsigned n_runs,
-                         uint32_t run_rows)
+pr__druns *pr__druns_new(const pr__dsrc *src, unsigned n_runs, uint32_t run_rows)
 {
-    if (fmt != PR_MSG_CRITEO_TSV || n_runs < 2 || run_rows == 0)
+    const pr__dfmt *ft = pr__dfmt_of(src);
+    if (!ft || n_runs < 2 || run_rows == 0)
         return NULL;
     pr__druns *d = calloc(1, sizeof(*d));
     if (!d)
         return NULL;
-    *d = (pr__druns){.fmt = fmt,
-                     .spec = spec,
-                     .parse_hex = pr_decode_want_parse_hex(spec),
+    *d = (pr__druns){.src = *src,
+                     .ft = ft,
+                     .parse_hex = pr_decode_want_parse_hex(src->spec),
                      .n = n_runs,
                      .rows = run_rows,
                      .sealed = true};
+    char e[256] = "";
+    if (!(d->dec = pr__dfmt_dec_new(ft, src, e, sizeof(e)))) {
+        pr_warn("consumer: no decoder for a polling thread (%s)", e);
+        goto out_free;
+    }
     d->run = calloc(n_runs, sizeof(*d->run));
     if (!d->run)
         goto out_free;
-    for (unsigned k = 0; k < n_runs; k++) {
-        d->run[k].s.blk = pr_block_new(spec->n_dense, spec->n_sparse, run_rows, true);
-        if (!d->run[k].s.blk)
+    for (unsigned k = 0; k < n_runs; k++)
+        if (!pr__scratch_new(&d->run[k].s, ft, src, run_rows, &d->n_feat))
             goto out_free;
-    }
     d->open = n_runs - 1; /* sealed: the first decode takes run 0 */
     return d;
 out_free:
@@ -423,8 +426,10 @@ void pr__druns_free(pr__druns *d)
         pr_block_free(d->run[k].s.blk);
         free(d->run[k].s.rej);
         free(d->run[k].s.text);
+        free(d->run[k].s.off);
     }
     free(d->run);
+    pr__dfmt_dec_free(d->ft, d->dec);
     free(d);
 }
 
@@ -463,14 +468,14 @@ int pr__druns_decode(pr__druns *d, const rd_kafka_message_t *m, int nrec, int32_
         d->no_run++;
         return PR_EAGAIN;
     }
-    pr_decode_ctx ctx = {.spec = d->spec,
+    pr_decode_ctx ctx = {.spec = d->src.spec,
                          .partition = key,
                          .offset = m->offset,
                          .default_event_time_ms = event_ms,
                          .parse_hex = d->parse_hex};
     pr__ddec dec = {.run = r};
-    if (pr__msg_decode(d->fmt, &ctx, &r->s, m->payload, m->len, &dec.row0, &dec.nrows, &dec.rej0,
-                       &dec.nrej)) {
+    if (pr__msg_decode(d->ft, d->dec, &ctx, &r->s, m->payload, m->len, &dec.row0, &dec.nrows,
+                       &dec.rej0, &dec.nrej)) {
         d->sealed = true; /* its rows are partial: the next decode starts a fresh run */
         return 0;
     }

@@ -10,7 +10,7 @@
  * replays its rejects and moves its consumed offset, exactly where the
  * serial decode would have done those things. So rows, rejects, dead letters
  * and offsets come out in the same order whatever the thread count.
- * With polling threads (consumers > 1, criteo_tsv) most messages come
+ * With polling threads (consumers > 1) most messages come
  * already decoded, into their instance's runs (pr__druns below), and join
  * the poll's list as decoded (pr__dpool_add_decoded): merged the same way.
  *
@@ -29,6 +29,39 @@
 
 typedef struct pr__dpool pr__dpool;
 
+/* ---- the per-format decode table (decode_fmt.c; issue 21): what the pool
+ * and the runs need of a format, so both decode every format through it.
+ * A decoder is per thread (its state is never shared). */
+typedef struct pr__dsrc {
+    pr_msg_format fmt;
+    const pr_pipeline_spec *spec;
+    const pr_feature_schema *schema; /* json, avro, protobuf: the declared schema */
+    const pr_source_cfg *source;     /* avro, protobuf: the reader's config (files) */
+} pr__dsrc;
+
+typedef struct pr__dfmt {
+    uint32_t slot_recs;       /* records per slot / run of this format */
+    bool needs_schema;        /* no entry without src->schema */
+    bool needs_source;        /* ... or without src->source (the reader's files) */
+    /* Per-thread decoder state (NULL: none); NULL with errstr on failure. */
+    void *(*dec_new)(const struct pr__dsrc *src, char *errstr, size_t errstr_size);
+    void (*dec_free)(void *dec);
+    /* A scratch block of cap rows in the layout the caller's block has. */
+    pr_block *(*scratch_new)(const struct pr__dsrc *src, uint32_t cap);
+    /* One whole message into b (ctx: reject callback, partition, offset,
+     * default event time set): as pr_decode_message with a fresh record
+     * cursor; < 0 when it did not decode whole. */
+    int (*decode)(void *dec, pr_decode_ctx *ctx, pr_block *b, const void *buf, size_t len);
+} pr__dfmt;
+
+/* src's entry; NULL when that format (or configuration: no declared schema,
+ * Avro with a schema registry) decodes on the pipeline thread only. */
+const pr__dfmt *pr__dfmt_of(const pr__dsrc *src);
+/* A decoder for one thread (non-NULL for a format without state); NULL
+ * with errstr on failure. Freed by pr__dfmt_dec_free (NULL ok). */
+void *pr__dfmt_dec_new(const pr__dfmt *ft, const pr__dsrc *src, char *errstr, size_t errstr_size);
+void pr__dfmt_dec_free(const pr__dfmt *ft, void *dec);
+
 /* ---- decoded runs (issue 21): with polling threads (poll_threads.h), each
  * instance's thread decodes its own messages into runs of its own, so the
  * pipeline thread only merges them. A run is a scratch block and a reject
@@ -36,7 +69,8 @@ typedef struct pr__dpool pr__dpool;
  * into one has been released by the consumer thread. The polling thread
  * writes a run only while none of its messages has been handed over
  * (pr__druns_seal before the hand-over), so the two never touch one run at
- * once. criteo_tsv only. */
+ * once. Every format of the decode table (pr__dfmt), each instance with a
+ * decoder of its own. */
 typedef struct pr__drun pr__drun;
 typedef struct pr__druns pr__druns;
 
@@ -47,10 +81,10 @@ typedef struct pr__ddec {
     uint32_t row0, nrows, rej0, nrej;
 } pr__ddec;
 
-/* n_runs runs of run_rows rows for one instance; NULL for a format other
- * than criteo_tsv, or out of memory. */
-pr__druns *pr__druns_new(pr_msg_format fmt, const pr_pipeline_spec *spec, unsigned n_runs,
-                         uint32_t run_rows);
+/* n_runs runs of run_rows rows for one instance (src is copied; what it
+ * points to must outlive the runs); NULL for a format without an entry in
+ * the decode table, or a failure (memory, a reader's files). */
+pr__druns *pr__druns_new(const pr__dsrc *src, unsigned n_runs, uint32_t run_rows);
 void pr__druns_free(pr__druns *d); /* NULL ok; every message released or gone */
 /* Polling thread: decode `nrec` records of m (partition key, default event
  * time) into the open run, or a free one. 1: decoded (*out). 0 (*out
@@ -102,12 +136,12 @@ typedef struct pr__dmsg {
 } pr__dmsg;
 
 /* A pool of n_threads decoders (the polling thread is one of them: n - 1
- * helper threads) for `fmt` (criteo_tsv or json; NULL for any other format,
- * or n_threads < 2, or a failure: then the consumer decodes serially). json
- * needs `schema` (one pr_json_decoder per thread). block_cap is the
- * caller's block capacity: one poll collects at most that many records. */
-pr__dpool *pr__dpool_new(unsigned n_threads, pr_msg_format fmt, const pr_pipeline_spec *spec,
-                         const pr_feature_schema *schema, uint32_t block_cap, char *errstr,
+ * helper threads) for src's format (src copied; NULL for a format without
+ * an entry in the decode table, n_threads < 2, or a failure: then the
+ * consumer decodes serially). One decoder per thread (pr__dfmt). block_cap
+ * is the caller's block capacity: one poll collects at most that many
+ * records. */
+pr__dpool *pr__dpool_new(unsigned n_threads, const pr__dsrc *src, uint32_t block_cap, char *errstr,
                          size_t errstr_size);
 void pr__dpool_free(pr__dpool *dp); /* NULL ok; the pool must be idle (after _finish) */
 unsigned pr__dpool_threads(const pr__dpool *dp);

@@ -11,10 +11,10 @@
  * thread, and K clients are served by K threads. So does the reading of
  * each message's facts (pr__pt_facts: the pipeline thread then does not
  * touch a message another core wrote, except to decode and destroy it).
- * With criteo_tsv and decode threads the polling thread also decodes its
- * instance's messages into runs of its own (decode_par.h, pr__druns; the
- * prep callback), handed over sealed: the pipeline thread merges their
- * rows instead of decoding them (issue 21).
+ * With decode threads (every format of decode_par.h's decode table) the
+ * polling thread also decodes its instance's messages into runs of its own
+ * (decode_par.h, pr__druns; the prep callback), handed over sealed: the
+ * pipeline thread merges their rows instead of decoding them (issue 21).
  * (Destroying consumed messages on the polling threads, through a ring
  * going back, was tried and not kept: it changes when librdkafka's objects
  * are released, and test_poll_threads' closes of 3 instances hung in

@@ -82,11 +82,13 @@ static const pr_cfgmap_entry source_entries[] = {
                  "Topic receiving records that fail to decode (and late ones under drop_to_dlq), "
                  "with the reason in a header. Unset: rejects are counted and logged only."),
     PR_CFG_E_INT("decode_threads", 0, pr_source_cfg, decode_threads, 0, 64, "0",
-                 "Threads that decode criteo_tsv and json messages, the polling thread "
-                 "included (1 = the polling thread only; 0 = engine.threads, at most the "
-                 "CPUs). The polling thread keeps polling while the others decode, then "
-                 "merges in poll order: rows, rejects, dead letters and offsets are the same "
-                 "for every count. Other formats decode on the polling thread."),
+                 "Threads that decode messages, the polling thread included (1 = the "
+                 "polling thread only; 0 = engine.threads, at most the CPUs); with "
+                 "source.consumers > 1 each instance's polling thread decodes its own "
+                 "messages too. The polling thread keeps polling while the others decode, "
+                 "then merges in poll order: rows, rejects, dead letters and offsets are the "
+                 "same for every count. Every format but avro with source.schema_registry "
+                 "(writer schemas fetched by id), which decodes on the polling thread."),
     PR_CFG_E_INT("consumers", 0, pr_source_cfg, consumers, 1, PR_CONSUMER_MAX_INSTANCES, "1",
                  "Members of the consumer group in this process, each its own librdkafka "
                  "client with its share of the partitions (one client delivers ~0.7-1M small "

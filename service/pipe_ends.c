@@ -142,6 +142,7 @@ int pr__consumer_open(pr_service *svc, pr__pipe *p, char *errstr, size_t errstr_
     cc.clock = svc->clock;
     cc.decode_threads = pr__decode_threads(svc, pc);
     cc.features = pc->features.declared ? &pc->features : NULL;
+    cc.source = &pc->source;
     cc.consumers = pc->source.consumers;
     cc.on_assign = pr__on_assign;
     cc.on_revoke = pr__on_revoke;

@@ -475,13 +475,17 @@ typedef struct pr_consumer_conf {
                                       * coordinator to drop that member first (fast
                                       * restart after SIGKILL). NULL = off */
     const pr_clock *clock;           /* event time fallback ("now"); NULL = real clock */
-    /* Decode threads (the polling thread included): > 1 decodes criteo_tsv
-     * and json messages on that many threads, merged back in poll order,
-     * so rows, rejects, dead letters and offsets are those of one thread;
-     * 0 or 1 = the polling thread only. json needs `features` (one decoder
-     * per thread; borrowed for life). */
+    /* Decode threads (the polling thread included): > 1 decodes messages
+     * on that many threads, merged back in poll order, so rows, rejects,
+     * dead letters and offsets are those of one thread; 0 or 1 = the
+     * polling thread only. Every format but Avro with a schema registry
+     * (whose writer schemas are fetched on the polling thread). json, avro
+     * and protobuf need `features` (one decoder per thread; borrowed for
+     * life), avro and protobuf also `source` (each thread's reader is made
+     * from its files; borrowed for life; NULL: those decode serially). */
     unsigned decode_threads;
     const pr_feature_schema *features;
+    const pr_source_cfg *source;
     /* Members of the group in this process (source.consumers; 0 or 1 = one,
      * at most PR_CONSUMER_MAX_INSTANCES): each its own librdkafka client
      * with its share of the partitions; with more than one, each is

@@ -157,9 +157,10 @@ static void test_runs_equal_serial(void **state)
     assert_true(want.n > 0);
 
     char es[256];
-    pr__druns *d = pr__druns_new(PR_MSG_CRITEO_TSV, &spec, RUNS, RUN_ROW);
+    const pr__dsrc src = {.fmt = PR_MSG_CRITEO_TSV, .spec = &spec};
+    pr__druns *d = pr__druns_new(&src, RUNS, RUN_ROW);
     assert_non_null(d);
-    pr__dpool *dp = pr__dpool_new(2, PR_MSG_CRITEO_TSV, &spec, NULL, 512, es, sizeof(es));
+    pr__dpool *dp = pr__dpool_new(2, &src, 512, es, sizeof(es));
     assert_non_null(dp);
     pr_block *out = pr_block_new(spec.n_dense, spec.n_sparse, 512, true);
     pr__drun *first = NULL;
@@ -226,8 +227,8 @@ static void test_runs_refuse(void **state)
     (void)state;
     pr_pipeline_spec spec;
     pr_pipeline_spec_default(&spec);
-    assert_null(pr__druns_new(PR_MSG_JSON, &spec, RUNS, RUN_ROW));
-    pr__druns *d = pr__druns_new(PR_MSG_CRITEO_TSV, &spec, RUNS, 2);
+    assert_null(pr__druns_new(&(pr__dsrc){.fmt = PR_MSG_JSON, .spec = &spec}, RUNS, RUN_ROW));
+    pr__druns *d = pr__druns_new(&(pr__dsrc){.fmt = PR_MSG_CRITEO_TSV, .spec = &spec}, RUNS, 2);
     assert_non_null(d);
     msgs ms;
     msgs_make(&ms);
@@ -243,11 +244,59 @@ static void test_runs_refuse(void **state)
     msgs_free(&ms);
 }
 
+/* The decode table (decode_fmt.c): which configurations decode off the
+ * pipeline thread. Criteo and the Event formats always; the record formats
+ * need a declared schema, Avro and Protobuf their source config too, and
+ * Avro with a schema registry never (writer schemas are fetched on the
+ * pipeline thread). */
+static void test_dfmt_table(void **state)
+{
+    (void)state;
+    pr_pipeline_spec spec;
+    pr_pipeline_spec_default(&spec);
+    pr_feature_schema fs;
+    memset(&fs, 0, sizeof(fs));
+    pr_source_cfg avro, pb;
+    memset(&avro, 0, sizeof(avro));
+    memset(&pb, 0, sizeof(pb));
+    avro.format = PR_MSG_AVRO;
+    pb.format = PR_MSG_PROTOBUF;
+    static const pr_msg_format always[] = {PR_MSG_CRITEO_TSV, PR_MSG_PROTOBUF_EVENT,
+                                           PR_MSG_PROTOBUF_EVENT_BATCH};
+    for (size_t i = 0; i < sizeof(always) / sizeof(always[0]); i++) {
+        const pr__dfmt *ft = pr__dfmt_of(&(pr__dsrc){.fmt = always[i], .spec = &spec});
+        assert_non_null(ft);
+        assert_non_null(ft->decode);
+        assert_non_null(ft->scratch_new);
+        assert_true(ft->slot_recs > 0);
+        char e[64];
+        void *dec = pr__dfmt_dec_new(ft, &(pr__dsrc){.fmt = always[i], .spec = &spec}, e,
+                                     sizeof(e));
+        assert_non_null(dec); /* stateless: not NULL */
+        pr__dfmt_dec_free(ft, dec);
+    }
+    assert_null(pr__dfmt_of(&(pr__dsrc){.fmt = PR_MSG_JSON, .spec = &spec}));
+    assert_non_null(pr__dfmt_of(&(pr__dsrc){.fmt = PR_MSG_JSON, .spec = &spec, .schema = &fs}));
+    assert_null(pr__dfmt_of(&(pr__dsrc){.fmt = PR_MSG_AVRO, .spec = &spec, .schema = &fs}));
+    assert_non_null(pr__dfmt_of(
+        &(pr__dsrc){.fmt = PR_MSG_AVRO, .spec = &spec, .schema = &fs, .source = &avro}));
+    assert_null(pr__dfmt_of(
+        &(pr__dsrc){.fmt = PR_MSG_PROTOBUF, .spec = &spec, .schema = &fs, .source = &avro}));
+    assert_non_null(pr__dfmt_of(
+        &(pr__dsrc){.fmt = PR_MSG_PROTOBUF, .spec = &spec, .schema = &fs, .source = &pb}));
+    avro.schema_registry.enabled = true;
+    assert_null(pr__dfmt_of(
+        &(pr__dsrc){.fmt = PR_MSG_AVRO, .spec = &spec, .schema = &fs, .source = &avro}));
+    assert_null(pr__dfmt_of(&(pr__dsrc){.fmt = PR_MSG__COUNT, .spec = &spec}));
+    assert_null(pr__dfmt_of(NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_runs_equal_serial),
         cmocka_unit_test(test_runs_refuse),
+        cmocka_unit_test(test_dfmt_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

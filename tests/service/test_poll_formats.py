@@ -1,0 +1,311 @@
+#!/usr/bin/python3
+"""test_poll_formats.py — every input format decodes off the pipeline thread
+(issue 21: the per-format decode table, ingest/decode_fmt.c) and nothing a
+user can see moves.
+
+For JSON, Avro (a fixed writer schema, plain bodies), the user's own
+Protobuf (shop.Click of tests/data/pbuser_clickstream.proto) and
+protobuf_event_batch (8 events a message), one partition, nine `piperec
+run`s side by side: consumers x decode_threads x engine.threads (1,1,1) —
+the serial decode, the reference — and (1,2,2), (1,4,1), (2,1,2), (2,2,1),
+(2,4,2), (3,2,2), (3,4,1), plus (2,2,2) with PIPEREC_POLL_DECODE=0 (the
+pool decodes every message: the old path). Batches of 64 rows; half the
+records there before the start, the rest produced while the runs read (many
+small blocks), garbage messages among them (rejected). Each run's
+files-sink output must equal the reference's byte for byte (for JSON the
+reference must also equal `piperec process`), its rejects count and its
+dead letters (in input order) the reference's. The log must show the
+parallel decode started (decode threads), and that the polling threads
+decoded messages into their runs where consumers > 1 (and none with
+PIPEREC_POLL_DECODE=0).
+Usage: test_poll_formats.py [json|avro|protobuf|batch]... (default: all).
+Env (pr_script_test): PIPEREC, PR_SOURCE_DIR, PR_TMP.
+"""
+import glob
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+
+import numpy as np
+
+PIPEREC = os.environ["PIPEREC"]
+SRC = os.environ["PR_SOURCE_DIR"]
+T = os.environ["PR_TMP"]
+N = 3000
+FORMATS = ("json", "avro", "protobuf", "batch")
+# consumers, decode threads, engine threads, PIPEREC_POLL_DECODE; first: the reference
+RUNS = [(1, 1, 1, "1"), (1, 2, 2, "1"), (1, 4, 1, "1"), (2, 1, 2, "1"), (2, 2, 1, "1"),
+        (2, 4, 2, "1"), (3, 2, 2, "1"), (3, 4, 1, "1"), (2, 2, 2, "0")]
+BAD_AT = (0, 1, 2, 3, 4)  # a garbage message before each part, and one at the end
+procs = []
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    for p in sorted(glob.glob(os.path.join(T, "*.err")))[-4:]:
+        print("---", os.path.basename(p))
+        print("".join(open(p, errors="replace").readlines()[-15:]))
+    sys.exit(1)
+
+
+def metric(hp, name):
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % hp, timeout=10) as r:
+            page = r.read().decode()
+    except OSError:
+        return -1
+    return sum(float(v) for v in re.findall(r'^%s\{pipeline="p"[^}]*\} (\S+)$' % name, page, re.M))
+
+
+def rolls(d):
+    out = []
+    for r in glob.glob(os.path.join(d, "batches-*")):
+        epoch, first = (int(x) for x in os.path.basename(r).split("-")[1:3])
+        out.append(((epoch, first), r))
+    return [r for _, r in sorted(out)]
+
+
+def npy_names(d):
+    return sorted(os.path.relpath(p, d) for p in glob.glob(os.path.join(d, "**", "*.npy"),
+                                                          recursive=True))
+
+
+def arrays(dirs, names):
+    return {n: np.concatenate([np.load(os.path.join(d, n)) for d in dirs]) for n in names}
+
+
+def schema_yaml():
+    text = open(os.path.join(SRC, "examples", "clickstream.yaml")).read()
+    m = re.search(r"^    schema:.*?(?=^    transform:)", text, re.M | re.S)
+    if not m:
+        fail("no schema in examples/clickstream.yaml")
+    return m.group(0) + "    transform:\n      vocab: { profile: default }\n"
+
+
+def source_yaml(fmt):
+    if fmt == "json":
+        return "      format: json\n"
+    if fmt == "avro":
+        return ("      format: avro\n      avro: { schema_file: \"%s\", framing: plain }\n" %
+                os.path.join(SRC, "examples", "clickstream.avsc"))
+    if fmt == "protobuf":
+        return ("      format: protobuf\n      protobuf: { descriptor_set: \"%s\", "
+                "message: shop.Click }\n" % os.path.join(T, "click.desc"))
+    return "      format: protobuf_event_batch\n"
+
+
+def config(fmt, topic, k, d, e, outdir, bootstrap):
+    return """pipelines:
+  - name: p
+    source:
+      kafka:
+        topics: [%s]
+        group.id: g-%s
+        properties: { bootstrap.servers: "%s", auto.offset.reset: earliest,
+                      fetch.wait.max.ms: 10, session.timeout.ms: 6000,
+                      heartbeat.interval.ms: 500 }
+%s      dead_letter_topic: %s-dlq
+      decode_threads: %d
+      consumers: %d
+%s    batch: { size: 64, max_delay_ms: 5 }
+    sinks:
+      files: { dir: "%s", roll_batches: 40 }
+engine: { threads: %d, overlap: true }
+http: { listen: "127.0.0.1:0" }
+log: { level: info }
+""" % (topic, topic, bootstrap, source_yaml(fmt), topic, d, k,
+       "" if fmt == "batch" else schema_yaml(), outdir, e)
+
+
+def make_parts(fmt):
+    """The input's four parts (files `piperec produce` reads)."""
+    data = os.path.join(T, "gen.%s" % fmt)
+    cmd = [PIPEREC, "gen", "--rows", str(N), "--seed", "5", "--output", data]
+    if fmt != "batch":
+        cmd[2:2] = ["--format", "json"]
+    subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL)
+    lines = open(data).readlines()
+    q = len(lines) // 4
+    paths = []
+    for k in range(4):
+        paths.append(os.path.join(T, "part%d.%s" % (k, fmt)))
+        open(paths[-1], "w").writelines(lines[k * q:(k + 1) * q if k < 3 else len(lines)])
+    return data, paths
+
+
+def produce(bootstrap, topic, fmt, path, rate=None):
+    cmd = [PIPEREC, "produce", "--bootstrap", bootstrap, "--topic", topic, "--input", path]
+    if fmt == "json":
+        cmd += ["--format", "json"]
+    elif fmt == "avro":
+        cmd += ["--format", "avro", "--avro-schema",
+                os.path.join(SRC, "examples", "clickstream.avsc"), "--schema-id", "plain"]
+    elif fmt == "protobuf":
+        cmd += ["--format", "protobuf", "--descriptor-set", os.path.join(T, "click.desc"),
+                "--message", "shop.Click"]
+    else:
+        cmd += ["--format", "protobuf_event_batch", "--events-per-message", "8"]
+    if rate:
+        cmd += ["--rate", str(rate)]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def garbage(bootstrap, topics, i):
+    """One garbage message (text: the dead letter reads back as a line)."""
+    for t in topics:
+        subprocess.run(["kcat", "-b", bootstrap, "-P", "-t", t, "-p", "0"],
+                       input="garbage %d\xff\n" % i, text=True, check=True, timeout=60)
+
+
+def produce_all(bootstrap, topics, fmt, path, rate=None):
+    ps = [produce(bootstrap, t, fmt, path, rate) for t in topics]
+    for p in ps:
+        if p.wait() != 0:
+            fail("%s: produce failed" % fmt)
+
+
+def run_decoded(log):
+    return sum(int(n) for n in re.findall(r"a polling thread decoded (\d+) message", log))
+
+
+def start_runs(fmt, topics, bootstrap):
+    runs = []
+    for (k, d, e, pd), topic in zip(RUNS, topics):
+        outdir = os.path.join(T, "out-" + topic)
+        cfg = os.path.join(T, topic + ".yaml")
+        open(cfg, "w").write(config(fmt, topic, k, d, e, outdir, bootstrap))
+        err = os.path.join(T, topic + ".err")
+        env = dict(os.environ, PIPEREC_POLL_DECODE=pd)
+        r = subprocess.Popen([PIPEREC, "run", "--config", cfg], stderr=open(err, "w"), env=env)
+        procs.append(r)
+        runs.append((k, d, e, pd, topic, outdir, err, r))
+    hps = {}
+    deadline = time.monotonic() + 60
+    while len(hps) < len(runs) and time.monotonic() < deadline:
+        for run in runs:
+            m = re.search(r"http on port (\d+)", open(run[6]).read())
+            if m:
+                hps[run[4]] = int(m.group(1))
+        time.sleep(0.1)
+    if len(hps) < len(runs):
+        fail("%s: a run printed no http port" % fmt)
+    return runs, hps
+
+
+def check_run(fmt, run, names, want, want_rej, want_dlq, bootstrap, got_rej):
+    k, d, e, pd, topic, outdir, err, r = run
+    what = "%s consumers %d decode %d engine %d poll_decode %s" % (fmt, k, d, e, pd)
+    if r.wait(60) != 0:
+        fail("%s: run exited %d" % (what, r.returncode))
+    log = open(err).read()
+    if d > 1 and ("consumer: %d decode threads" % d) not in log:
+        fail("%s: the parallel decode did not start" % what)
+    dec = run_decoded(log)
+    if k > 1 and d > 1 and pd == "1" and dec == 0:
+        fail("%s: no message went through the polling threads' runs" % what)
+    if pd == "0" and dec:
+        fail("%s: PIPEREC_POLL_DECODE=0 and %d messages decoded into runs" % (what, dec))
+    if got_rej != want_rej:
+        fail("%s: %d rejects, the serial run %d" % (what, got_rej, want_rej))
+    got = arrays(rolls(outdir), names)
+    for n in names:
+        a, b = got[n], want[n]
+        if a.shape != b.shape or a.dtype != b.dtype or a.tobytes() != b.tobytes():
+            fail("%s: %s differs from the serial run's (%s vs %s)" % (what, n, a.shape, b.shape))
+    dlq = subprocess.run(["kcat", "-b", bootstrap, "-C", "-t", topic + "-dlq", "-o", "beginning",
+                          "-e", "-q", "-f", "%s\n"], capture_output=True, text=True,
+                         errors="replace", timeout=60).stdout.splitlines()
+    if dlq != want_dlq:
+        fail("%s: dead letters %r, the serial run's %r" % (what, dlq[:8], want_dlq[:8]))
+
+
+def run_format(fmt, bootstrap):
+    t0 = time.monotonic()
+    data, parts = make_parts(fmt)
+    topics = ["%s%d%d%d%s" % (fmt, k, d, e, pd) for k, d, e, pd in RUNS]
+    # Preloaded: garbage, part 0, garbage, part 1; then while the runs read.
+    garbage(bootstrap, topics, 0)
+    produce_all(bootstrap, topics, fmt, parts[0])
+    garbage(bootstrap, topics, 1)
+    produce_all(bootstrap, topics, fmt, parts[1])
+    runs, hps = start_runs(fmt, topics, bootstrap)
+    garbage(bootstrap, topics, 2)
+    produce_all(bootstrap, topics, fmt, parts[2], 3000)
+    garbage(bootstrap, topics, 3)
+    produce_all(bootstrap, topics, fmt, parts[3], 3000)
+    garbage(bootstrap, topics, 4)
+    deadline = time.monotonic() + 120
+    for run in runs:
+        while metric(hps[run[4]], "piperec_records_out_total") < N and \
+                time.monotonic() < deadline:
+            time.sleep(0.2)
+    time.sleep(0.5)  # the last garbage message's dead letter
+    rejs = []
+    for run in runs:
+        hp = hps[run[4]]
+        if metric(hp, "piperec_records_out_total") != N:
+            fail("%s %s: %d rows out, want %d" % (fmt, run[:4],
+                                                 metric(hp, "piperec_records_out_total"), N))
+        rejs.append(metric(hp, "piperec_rejected_records_total"))
+        run[7].terminate()
+    ref = runs[0]
+    if ref[7].wait(60) != 0:
+        fail("%s: the serial run exited %d" % (fmt, ref[7].returncode))
+    rr = rolls(ref[5])
+    if not rr:
+        fail("%s: the serial run wrote no batch" % fmt)
+    names = npy_names(rr[0])
+    want = arrays(rr, names)
+    want_dlq = subprocess.run(["kcat", "-b", bootstrap, "-C", "-t", ref[4] + "-dlq", "-o",
+                               "beginning", "-e", "-q", "-f", "%s\n"], capture_output=True,
+                              text=True, errors="replace", timeout=60).stdout.splitlines()
+    if len(want_dlq) < len(BAD_AT) or rejs[0] < len(BAD_AT):
+        fail("%s: the serial run has %d dead letters, %d rejects (want >= %d)" %
+             (fmt, len(want_dlq), rejs[0], len(BAD_AT)))
+    if fmt == "json":
+        cfg0 = os.path.join(T, "cfg-json.yaml")
+        open(cfg0, "w").write(config(fmt, "x", 1, 1, 1, "/nonexistent", bootstrap))
+        off = os.path.join(T, "off-json")
+        subprocess.run([PIPEREC, "process", "--config", cfg0, "--input", data, "--output", off,
+                        "--no-progress"], check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        offa = arrays([off], names)
+        for n in names:
+            if offa[n].tobytes() != want[n].tobytes():
+                fail("json: the serial run's %s differs from piperec process" % n)
+    for run, rej in zip(runs[1:], rejs[1:]):
+        check_run(fmt, run, names, want, rejs[0], want_dlq, bootstrap, rej)
+    print("%s: %d runs (consumers, decode, engine, poll_decode %s) equal the serial run "
+          "(%d rows, %d rejects, dead letters in order) in %.0f s" %
+          (fmt, len(runs), RUNS, N, rejs[0], time.monotonic() - t0))
+
+
+try:
+    fmts = sys.argv[1:] or FORMATS
+    subprocess.run(["protoc", "--descriptor_set_out=" + os.path.join(T, "click.desc"),
+                    "--include_imports", "-I", os.path.join(SRC, "tests", "data"),
+                    "pbuser_clickstream.proto"], check=True)
+    berr = open(os.path.join(T, "broker.err"), "w")
+    topics = []
+    for fmt in fmts:
+        for k, d, e, pd in RUNS:
+            t = "%s%d%d%d%s" % (fmt, k, d, e, pd)
+            topics += [t, t + "-dlq"]
+    broker = subprocess.Popen([PIPEREC, "broker", "--partitions", "1", "--topics",
+                               ",".join(topics)], stdout=subprocess.PIPE, stderr=berr, text=True)
+    procs.append(broker)
+    first = broker.stdout.readline()
+    if not first.startswith("bootstrap="):
+        fail("broker printed %r" % first)
+    bootstrap = first.strip().split("=", 1)[1]
+    for fmt in fmts:
+        run_format(fmt, bootstrap)
+    print("test_poll_formats: ok")
+finally:
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
