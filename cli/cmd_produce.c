@@ -354,7 +354,8 @@ static void pr__produce_usage(FILE *f)
         "--format protobuf: the same JSON objects, each written as message M of the\n"
         "descriptor set FILE (protoc --descriptor_set_out=FILE --include_imports);\n"
         "plain, or registry-framed (0, id N, message indexes) with --schema-id N.\n"
-        "-X passes a librdkafka property (security.protocol, sasl.*, linger.ms...).\n"
+        "-X passes a librdkafka property (security.protocol, sasl.*, linger.ms...);\n"
+        "a bulk load (a file or --gen, no --rate) batches with linger.ms 100.\n"
         "The test broker (`piperec broker`) keeps only ~5 MB per partition.\n");
 }
 
@@ -639,12 +640,18 @@ static rd_kafka_t *pr__producer_new(const pr__produce_args *a, pr__prod *p, int 
         *eq = 0;
         props[i] = (pr_kv){kv[i], eq + 1};
     }
-    pr_kv boot = {"bootstrap.servers", a->bootstrap};
+    /* A bulk load (a file or --gen, no --rate) lingers longer: a slow
+     * encoder (Avro from JSON, ~20 us an event) otherwise sends a few
+     * messages per partition per batch, and the test broker serves one
+     * batch per partition per fetch (a 20x slower topic to read). Live
+     * input (stdin, --rate) keeps the role's 5 ms. -X linger.ms wins. */
+    bool bulk = a->rate <= 0 && (a->gen >= 0 || strcmp(a->input, "-") != 0);
+    pr_kv defs[] = {{"bootstrap.servers", a->bootstrap}, {"linger.ms", "100"}};
     pr_kafka_client_conf cc = {.role = PR_KAFKA_CLI_PRODUCER,
                                .props = props,
                                .n_props = (size_t)a->n_props,
-                               .defaults = &boot,
-                               .n_defaults = 1,
+                               .defaults = defs,
+                               .n_defaults = bulk ? 2 : 1,
                                .opaque = p,
                                .dr_msg_cb = pr__dr};
     rd_kafka_conf_t *conf;
