@@ -445,6 +445,7 @@ struct pr_batcher {
     pr__ackset acked;          /* notices acknowledged above the floor (pr_batcher_notice_acks) */
     pr__notes scratch;         /* a block's notices without the restored ones */
     bool hint_live;            /* no block added yet: notice_floor also holds the restored */
+    bool row_runs;             /* runs of rows of one partition at once (PIPEREC_BATCHER_RUNS=0: per row) */
     uint64_t next_ser;
     uint64_t hot_version; /* pr_batcher_hot_version */
 
@@ -695,6 +696,8 @@ int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, si
 
     size_t n = cfg->batch.size;
     b->n_class = cfg->batch.split == PR_BATCH_SPLIT_POPULAR ? PR__NCLASS : 1;
+    const char *runs = getenv("PIPEREC_BATCHER_RUNS"); /* "0": the per-row path (the baseline) */
+    b->row_runs = !(runs && strcmp(runs, "0") == 0);
     bool built = true;
     for (int k = 0; k < b->n_class; k++)
         if (pr__build_init(&b->bld[k], n) < 0 ||
@@ -1255,6 +1258,63 @@ static int pr__route_row(pr_batcher *b, const uint64_t *popular, const pr_out *o
     return cls;
 }
 
+/* Rows [r, e) of one partition (slot), kept, with no notice, backlog or
+ * stream choice between them (pr__run_end), all to the regular build: the
+ * same offsets, handles, metadata and batches as the per-row loop below,
+ * a batch's worth of rows at a time (no per-row calls). */
+static int pr__add_run(pr_batcher *b, const pr_block *in, const pr_out *out, int slot, uint32_t r,
+                       uint32_t e, uint32_t *k, int64_t now)
+{
+    pr__build *bd = &b->bld[PR__REGULAR];
+    int err;
+    while (r < e) {
+        if ((err = pr__ensure_cur(b, PR__REGULAR)) < 0)
+            return err;
+        uint32_t n = bd->cur->rows + *k;
+        uint32_t m = b->cfg.batch.size - n;
+        if (m > e - r)
+            m = e - r;
+        if (pr__offsets_push_run(&b->offs, slot, in->offset + r, m, bd->h + n) < 0)
+            return PR_ENOMEM;
+        if (b->hot_version > bd->hot_version)
+            bd->hot_version = b->hot_version;
+        if (n == 0 || now < bd->oldest)
+            bd->oldest = now;
+        for (uint32_t i = 0; i < m; i++) {
+            bd->ser[n + i] = b->next_ser++;
+            bd->key[n + i] = in->partition[r + i];
+            bd->off[n + i] = in->offset[r + i];
+            bd->et[n + i] = in->event_time_ms[r + i];
+            bd->idx[*k + i] = r + i;
+        }
+        *k += m;
+        r += m;
+        if (bd->cur->rows + *k == b->cfg.batch.size) {
+            pr__commit_rows(b, PR__REGULAR, out, k);
+            if ((err = pr__emit(b, PR__REGULAR, PR_BATCH_FULL)) < 0)
+                return err;
+        }
+    }
+    return 0;
+}
+
+/* End of the run pr__add_run may take from row r (kept, the regular
+ * stream): the next row of another partition, a reject or the row of the
+ * next notice (placed in front of it by the per-row loop). r itself when
+ * the fast path does not apply. */
+static uint32_t pr__run_end(const pr_batcher *b, const pr_block *in, const pr_out *out,
+                            const uint64_t *popular, uint32_t r, uint32_t next_notice)
+{
+    if (!b->row_runs || b->bl_live || (b->n_class > 1 && popular))
+        return r;
+    uint32_t e = r;
+    int32_t key = in->partition[r];
+    while (e < out->rows && e < next_notice && in->partition[e] == key &&
+           !(out->rejected && pr_bit_test(out->rejected, e)))
+        e++;
+    return e;
+}
+
 /* One pass in arrival order: offsets are pushed in offset order per
  * partition (the queues need it) while each row's data goes to its class's
  * build in runs, copied column by column when a build fills or at the end.
@@ -1283,6 +1343,13 @@ static int pr__add_partition_order(pr_batcher *b, const pr_block *in, const pr_o
         for (; ni < nn && nv[ni].row <= r; ni++)
             if ((err = pr__place_notice(b, &nv[ni], k, out)) < 0)
                 return err;
+        uint32_t e = pr__run_end(b, in, out, popular, r, ni < nn ? nv[ni].row : UINT32_MAX);
+        if (e > r + 1) {
+            if ((err = pr__add_run(b, in, out, slot, r, e, &k[PR__REGULAR], now)) < 0)
+                return err;
+            r = e - 1;
+            continue;
+        }
         int cls = pr__route_row(b, popular, out, r);
         pr__build *bd = &b->bld[cls];
         if ((err = pr__ensure_cur(b, cls)) < 0)

@@ -100,6 +100,32 @@ int pr__offsets_push(pr__offsets *o, int slot, int64_t offset, pr__rowh *h)
     return 0;
 }
 
+/* m pending rows of one partition at once (a run of the batcher's fast
+ * path): the same entries and handles as m calls of pr__offsets_push. */
+int pr__offsets_push_run(pr__offsets *o, int slot, const int64_t *offset, uint32_t m,
+                         pr__rowh *h)
+{
+    pr__ptrack *t = &o->parts[slot];
+    while (t->len + m > t->cap)
+        if (pr__grow(t) < 0)
+            return PR_ENOMEM;
+    size_t mask = t->cap - 1, j = t->head + t->len;
+    uint64_t abs = t->head_abs + t->len;
+    int64_t hi = t->highest;
+    for (uint32_t i = 0; i < m; i++) {
+        t->off[(j + i) & mask] = offset[i];
+        t->done[(j + i) & mask] = 0;
+        h[i].slot = (uint32_t)slot;
+        h[i].gen = t->gen;
+        h[i].abs = abs + i;
+        if (offset[i] > hi)
+            hi = offset[i];
+    }
+    t->len += m;
+    t->highest = hi;
+    return 0;
+}
+
 void pr__offsets_seen_done(pr__offsets *o, int slot, int64_t offset)
 {
     pr__ptrack *t = &o->parts[slot];
