@@ -23,8 +23,11 @@ is the default raw dataset (compact on the wire, widened on the host) and
 `trainer_py_stream_dataset_raw_full_wire` the same with `compact_wire=False` (the full
 368-byte raw rows, the default before); the StreamDataLoader cases add `vs_one_process`: their
 rows/s over the same dataset iterated in the main process (the case named
-by `one_process_case`) in the same run; `trainer_py_dataloader_2w_views` is the
-TrainingBatch loader with `views=True` (no copy-out in the main process).
+by `one_process_case`) in the same run; `trainer_py_dataloader_2w` is the
+TrainingBatch loader's default (num_workers=2 runs in the main process),
+`trainer_py_dataloader_2w_processes` the same with worker processes
+(`processes=True`), `trainer_py_dataloader_2w_views` with `views=True` (worker
+processes, no copy-out in the main process).
 
 Live (--live PIPEREC, issue 22's "live `piperec run` -> GPU" figure): instead
 of the replay server, `piperec broker` (the test broker), `piperec gen` +
@@ -519,7 +522,11 @@ def main():
           "pinned": pin}),
         ("trainer_py_dataloader_2w", lambda ep: loop(StreamDataLoader(
             ds("protobuf", pin_memory=False), num_workers=2)),
-         {"client": "StreamDataLoader, 2 workers", "layout": "protobuf", "pinned": False,
+         {"client": "StreamDataLoader num_workers=2 -> the main process (default)",
+          "layout": "protobuf", "pinned": False, "one_process_case": "trainer_py_stream_dataset"}),
+        ("trainer_py_dataloader_2w_processes", lambda ep: loop(StreamDataLoader(
+            ds("protobuf", pin_memory=False), num_workers=2, processes=True)),
+         {"client": "StreamDataLoader, 2 worker processes", "layout": "protobuf", "pinned": False,
           "one_process_case": "trainer_py_stream_dataset"}),
         ("trainer_py_dataloader_2w_views", lambda ep: loop(StreamDataLoader(
             ds("protobuf", pin_memory=False), num_workers=2, views=True)),
