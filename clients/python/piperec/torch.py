@@ -1139,9 +1139,10 @@ class StreamDataLoader(DataLoader):
     iterating the loader is iterating the dataset (no DataLoader fetcher,
     collate or second record per batch; unless a collate_fn is given), so
     num_workers > 0 costs exactly what one process costs (issue 22:
-    worker processes were 0.55 of one process over TrainingBatch on the
-    2-core CI box, 0.74 with views; bench/RESULTS.md). The dataset pins as
-    it would in one process (its pin_memory).
+    worker processes were 0.54 of one process over TrainingBatch by the
+    median on the 2-core CI box, 0.74 with views; bench/RESULTS.md). The
+    dataset pins as it would in one process (its pin_memory; the loader's
+    pin_memory applies to worker processes only).
 
     processes (TrainingBatch only; True when views is): num_workers > 0
     starts DataLoader worker processes, each with its own connection (the
