@@ -23,8 +23,11 @@ is the default raw dataset (compact on the wire, widened on the host) and
 `trainer_py_stream_dataset_raw_full_wire` the same with `compact_wire=False` (the full
 368-byte raw rows, the default before); the StreamDataLoader cases add `vs_one_process`: their
 rows/s over the same dataset iterated in the main process (the case named
-by `one_process_case`) in the same run; `trainer_py_dataloader_2w_views` is the
-TrainingBatch loader with `views=True` (no copy-out in the main process).
+by `one_process_case`) in the same run; `trainer_py_dataloader_2w` is the
+TrainingBatch loader's default (num_workers=2 runs in the main process),
+`trainer_py_dataloader_2w_processes` the same with worker processes
+(`processes=True`), `trainer_py_dataloader_2w_views` with `views=True` (worker
+processes, no copy-out in the main process).
 
 Live (--live PIPEREC, issue 22's "live `piperec run` -> GPU" figure): instead
 of the replay server, `piperec broker` (the test broker), `piperec gen` +
@@ -255,6 +258,38 @@ def measure(name, rows, fn, extra=None, base=None, tcp=None, one=None, server=No
     return r["rows_per_s"]
 
 
+def step_timers(torch_mod):
+    """Wrap the default raw host path's steps (issue 22: where a batch's
+    time goes) with time.perf_counter_ns accumulators; returns (totals
+    {step: ns}, undo). Steps nest: feed_next holds recv and widen."""
+    import piperec.feed as feed
+    import piperec.torch as ptorch
+    acc, undo = {}, []
+
+    def wrap(obj, attr, step):
+        f = getattr(obj, attr)
+        acc[step] = 0
+
+        def timed(*a, **k):
+            t = time.perf_counter_ns()
+            try:
+                return f(*a, **k)
+            finally:
+                acc[step] += time.perf_counter_ns() - t
+        setattr(obj, attr, timed)
+        undo.append((obj, attr, f))
+    for obj, attr, step in ((feed, "widen", "widen"), (feed.InlineFeed, "next", "feed_next"),
+                            (pc.TrainerClient, "recv", "recv"), (pc.TrainerClient, "ack", "ack"),
+                            (ptorch.StreamDataset, "_raw_views", "raw_views"),
+                            (ptorch.StreamDataset, "_record", "record")):
+        wrap(obj, attr, step)
+
+    def restore():
+        for obj, attr, f in reversed(undo):
+            setattr(obj, attr, f)
+    return acc, restore
+
+
 # ---------------------------------------------------------------- live: piperec run
 
 LIVE_ROW_BYTES = 243  # a `piperec gen` row; the test broker keeps ~5 MB a partition
@@ -419,6 +454,8 @@ def main():
     ap.add_argument("--rows", type=int, default=4096, help="rows per batch")
     ap.add_argument("--batches", type=int, default=2000, help="batches per measurement")
     ap.add_argument("--only", help="comma-separated case names (default: all)")
+    ap.add_argument("--steps", action="store_true", help="only the default raw StreamDataset, with "
+                    "the us a batch of each step of its host path (recv, widen, ack, ...)")
     ap.add_argument("--live", metavar="PIPEREC", help="the live cases: this piperec binary's "
                     "broker, gen, produce and run instead of the replay server")
     ap.add_argument("--live-rows", type=int, default=1_000_000, help="rows produced (--live)")
@@ -498,6 +535,24 @@ def main():
 
     ep_box = [None]
     pin = torch.cuda.is_available()
+    if args.steps:
+        p, ep_box[0] = run_server()
+        acc, restore = step_timers(torch)
+
+        def timed_loop():
+            n, r = loop(ds("raw"))
+            for k in acc:  # ns in all -> us a batch (the timers' own cost included)
+                acc[k] = round(acc[k] / max(n, 1) / 1e3, 1)
+            return n, r
+        try:
+            measure("trainer_py_stream_dataset_raw_steps", args.rows, timed_loop,
+                    {"client": "StreamDataset(layout=raw), host path, steps timed",
+                     "layout": "raw", "steps_us_per_batch": acc}, server=p.pid)
+        finally:
+            restore()
+            p.terminate()
+            p.join()
+        return
     cases = [
         ("trainer_py_numpy_client", lambda ep: loop(pc.TrainerClient(ep, "bench", credits=8).batches(
             timeout=5)), {"client": "piperec_client (numpy views)", "layout": "protobuf"}),
@@ -519,7 +574,11 @@ def main():
           "pinned": pin}),
         ("trainer_py_dataloader_2w", lambda ep: loop(StreamDataLoader(
             ds("protobuf", pin_memory=False), num_workers=2)),
-         {"client": "StreamDataLoader, 2 workers", "layout": "protobuf", "pinned": False,
+         {"client": "StreamDataLoader num_workers=2 -> the main process (default)",
+          "layout": "protobuf", "pinned": False, "one_process_case": "trainer_py_stream_dataset"}),
+        ("trainer_py_dataloader_2w_processes", lambda ep: loop(StreamDataLoader(
+            ds("protobuf", pin_memory=False), num_workers=2, processes=True)),
+         {"client": "StreamDataLoader, 2 worker processes", "layout": "protobuf", "pinned": False,
           "one_process_case": "trainer_py_stream_dataset"}),
         ("trainer_py_dataloader_2w_views", lambda ep: loop(StreamDataLoader(
             ds("protobuf", pin_memory=False), num_workers=2, views=True)),

@@ -67,7 +67,8 @@ def main():
 
     ds = StreamDataset(args.endpoint, "p", credits=4, delivery="checkpoint", connect_timeout=20,
                        idle_timeout=args.idle_timeout, sparse_format="triple", client_id=args.client_id)
-    loader = StreamDataLoader(ds, num_workers=args.workers, prefetch_factor=2) if args.workers else ds
+    loader = StreamDataLoader(ds, num_workers=args.workers, prefetch_factor=2,
+                              processes=True) if args.workers else ds
     if args.restore:
         saved = [json.load(open(p)) for p in args.restore]
         loader.load_state_dict(merge_state_dicts([s["data"] for s in saved]))

@@ -106,13 +106,15 @@ def checkpoint_service(checkpoint_run):
     return checkpoint_run[0]
 
 
-@pytest.mark.parametrize("layout", ["protobuf", "raw", "raw-thread", "workers", "ranks"])
+@pytest.mark.parametrize("layout", ["protobuf", "raw", "raw-thread", "workers", "loader", "ranks"])
 def test_kill9_during_commit_checkpoint(checkpoint_run, layout):
     """Issue 22: `piperec run` killed (SIGKILL) while the trainer commits
     checkpoints: commit_checkpoint() and the iterator raise ConnectionError
     naming the endpoint (was: a raw BrokenPipeError). "workers": a
     StreamDataLoader with 2 worker processes, whose commits go over short
-    connections of the main process; "ranks": two data-parallel ranks (one
+    connections of the main process; "loader": StreamDataLoader(num_workers=2)
+    by default (no worker processes: the dataset in the main process, issue
+    22); "ranks": two data-parallel ranks (one
     dataset each, raw layout), each committing the merged state."""
     import threading
     from piperec.torch import StreamDataLoader, StreamDataset, merge_state_dicts
@@ -128,7 +130,12 @@ def test_kill9_during_commit_checkpoint(checkpoint_run, layout):
                              client_id=cid, recv_thread=thread)
     if layout == "workers":
         dss = [dataset("protobuf", "w")]
-        its = [iter(StreamDataLoader(dss[0], num_workers=2))]
+        its = [iter(StreamDataLoader(dss[0], num_workers=2, processes=True))]
+    elif layout == "loader":
+        dss = [dataset("protobuf", "l")]
+        loader = StreamDataLoader(dss[0], num_workers=2)
+        assert loader.num_workers == 0 and loader._direct
+        its = [iter(loader)]
     elif layout == "ranks":
         dss = [dataset("raw", "rank0"), dataset("raw", "rank1")]
         its = [iter(d) for d in dss]
@@ -231,7 +238,7 @@ def test_checkpoint_commit_from_dataloader_workers(checkpoint_service, tmp_path)
     ckpt = tmp_path / "model.ckpt.json"
     ds = StreamDataset(addr, "p", credits=6, delivery="checkpoint", connect_timeout=20,
                        idle_timeout=15, sparse_format="triple")
-    loader = StreamDataLoader(ds, num_workers=2, prefetch_factor=2)
+    loader = StreamDataLoader(ds, num_workers=2, prefetch_factor=2, processes=True)
     it = iter(loader)
     before, after_ckpt = [], []
     for _ in range(10):
@@ -266,7 +273,7 @@ def test_checkpoint_commit_from_dataloader_workers(checkpoint_service, tmp_path)
         saved = json.load(f)
     ds2 = StreamDataset(addr, "p", credits=6, delivery="checkpoint", connect_timeout=20,
                         idle_timeout=3, sparse_format="triple")
-    loader2 = StreamDataLoader(ds2, num_workers=2, prefetch_factor=2)
+    loader2 = StreamDataLoader(ds2, num_workers=2, prefetch_factor=2, processes=True)
     loader2.load_state_dict(saved["data"])
     restored = list(saved["ids"])
     deadline = time.monotonic() + 40

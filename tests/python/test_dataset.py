@@ -82,7 +82,7 @@ def test_dataloader_workers_split_the_stream(bt):
     r = bt(40, """
     from piperec.torch import StreamDataset, StreamDataLoader
     ds = StreamDataset(ADDR, "bt", credits=2, max_batches=20, idle_timeout=5.0)
-    dl = StreamDataLoader(ds, num_workers=2)
+    dl = StreamDataLoader(ds, num_workers=2, processes=True)
     rows, seqs = [], []
     for b in dl:
         rows += [int(x) for x in b.dense[:, 0]]
@@ -94,6 +94,41 @@ def test_dataloader_workers_split_the_stream(bt):
     assert sorted(r["seqs"]) == list(range(1, 41))
     (pos,) = r["state"]["endpoints"].values()
     assert pos["batches"] == 40 and pos["last_seq"] == 40 and pos["floor"] == 40
+
+
+def test_dataloader_workers_default_in_main_process(bt):
+    # Issue 22: StreamDataLoader(num_workers=2) over TrainingBatch starts no
+    # worker processes by default: one connection in the main process,
+    # iterating the loader is iterating the dataset (each batch recorded
+    # once), every row exactly once in stream order, each batch acked once
+    # (bt_serve), the state_dict that of one process; processes=True (and
+    # views=True) keep the worker path.
+    r = bt(40, """
+    import os, threading
+    from piperec.torch import StreamDataset, StreamDataLoader
+    ds = StreamDataset(ADDR, "bt", credits=4, idle_timeout=2.0, sparse_format="triple")
+    dl = StreamDataLoader(ds, num_workers=2, prefetch_factor=2, persistent_workers=True)
+    RESULT["workers"], RESULT["direct"] = dl.num_workers, dl._direct
+    RESULT["gen"] = iter(dl).gi_code is ds._generate.__code__
+    rows, seqs, pids = [], [], set()
+    for b in dl:
+        g, dense, sparse, labels = expected(b.sequence)
+        assert np.array_equal(b.dense.numpy(), dense)
+        assert np.array_equal(b.sparse.numpy(), sparse)
+        rows += [int(x) for x in b.dense[:, 0]]
+        seqs.append(b.sequence)
+    RESULT["rows"], RESULT["seqs"] = rows, seqs
+    RESULT["state"] = dl.state_dict()
+    RESULT["kept"] = [StreamDataLoader(ds, num_workers=2, processes=True).num_workers,
+                      StreamDataLoader(ds, num_workers=2, views=True).num_workers,
+                      StreamDataLoader(ds, num_workers=2, views=True, processes=False).num_workers]
+    """)
+    assert r["workers"] == 0 and r["direct"] and r["gen"]
+    assert r["rows"] == list(range(160))  # one connection: every row once, in order
+    assert r["seqs"] == list(range(1, 41))
+    (pos,) = r["state"]["endpoints"].values()
+    assert pos["batches"] == 40 and pos["last_seq"] == 40 and pos["floor"] == 40
+    assert r["kept"] == [2, 2, 0]
 
 
 def test_ranks_split_the_stream(bt):
@@ -201,7 +236,7 @@ def test_dataloader_workers_ring_exactly_once(bt):
         views(b)
     pt._ring_views = counting
     ds = StreamDataset(ADDR, "bt", credits=6, idle_timeout=2.0, sparse_format="triple")
-    dl = StreamDataLoader(ds, num_workers=2, prefetch_factor=2)
+    dl = StreamDataLoader(ds, num_workers=2, prefetch_factor=2, processes=True)
     assert dl._ring_n == 6
     kept = list(dl)
     for b in kept:

@@ -1131,17 +1131,27 @@ class StreamDataLoader(DataLoader):
     """A DataLoader over a StreamDataset whose state_dict() is the position
     of what the training loop received (not what workers prefetched).
 
-    batch_size is None (piperec makes the batches). With num_workers > 0 it
-    sets the dataset's ack lag to prefetch_factor + 1 and pins in the
-    DataLoader (pin_memory defaults to the dataset's setting); TrainingBatch
-    batches cross from the workers in reused shared-memory ring slots and
-    are copied out in this process (see "worker hand-off ring"). With a
-    layout="raw" dataset it starts no worker processes: the batches come
-    from the dataset's receive path in the main process (``streams``
-    connections per endpoint, default 1), and iterating the loader is
-    iterating the dataset (no DataLoader fetcher, collate or second record
-    per batch; unless a collate_fn is given), so num_workers > 0 costs
-    exactly what one process costs there.
+    batch_size is None (piperec makes the batches). num_workers > 0 starts
+    no worker processes by default (``processes`` False): the batches come
+    from the dataset's receive path in the main process (layout="raw": the
+    feed, ``streams`` connections per endpoint, default 1; TrainingBatch:
+    one connection per endpoint, decoded as one process decodes), and
+    iterating the loader is iterating the dataset (no DataLoader fetcher,
+    collate or second record per batch; unless a collate_fn is given), so
+    num_workers > 0 costs exactly what one process costs (issue 22:
+    worker processes were 0.54 of one process over TrainingBatch by the
+    median on the 2-core CI box, 0.74 with views; bench/RESULTS.md). The
+    dataset pins as it would in one process (its pin_memory; the loader's
+    pin_memory applies to worker processes only).
+
+    processes (TrainingBatch only; True when views is): num_workers > 0
+    starts DataLoader worker processes, each with its own connection (the
+    server deals the batches between them); it sets the dataset's ack lag
+    to prefetch_factor + 1 and pins in the DataLoader (pin_memory defaults
+    to the dataset's setting); batches cross from the workers in reused
+    shared-memory ring slots and are copied out in this process (see
+    "worker hand-off ring"). Worth it only where decoding is the bound and
+    the workers have cores of their own. A raw dataset never starts them.
 
     views (TrainingBatch workers, pin_memory False): True hands out the
     batch's tensors as views on the worker's ring slot instead of copying
@@ -1155,26 +1165,30 @@ class StreamDataLoader(DataLoader):
     pin_memory True the pin thread copies (into page-locked memory) anyway."""
 
     def __init__(self, dataset, num_workers=0, pin_memory=None, prefetch_factor=2, views=False,
-                 **kwargs):
+                 processes=None, **kwargs):
         if not isinstance(dataset, StreamDataset):
             raise TypeError("StreamDataLoader needs a StreamDataset")
         kwargs.pop("batch_size", None)
-        # Over a raw dataset the loader adds nothing to a batch: iterate the
-        # dataset itself (the DataLoader's single-process fetcher, collate
-        # and this class's _record cost 5-20% of the client's CPU a batch,
-        # bench/RESULTS.md).
-        self._direct = dataset.layout == "raw" and "collate_fn" not in kwargs
-        self._ring_n = 0  # worker ring slots (see "worker hand-off ring")
         self._views = bool(views)
-        if dataset.layout == "raw" and num_workers > 0:
-            # The GPU feed's receive thread replaces worker processes: no
-            # inter-process hand-off per batch, buffers already pinned. The
-            # dataset's `streams` (connections per endpoint, default 1) sets
-            # the receive parallelism: more connections only pay where the
-            # receive is the bound and cores are free (bench/RESULTS.md).
+        processes = self._views if processes is None else bool(processes)
+        in_main = num_workers > 0 and (dataset.layout == "raw" or not processes)
+        # Over a raw dataset, or with workers routed to the main process,
+        # the loader adds nothing to a batch: iterate the dataset itself
+        # (the DataLoader's single-process fetcher, collate and this
+        # class's _record cost 5-20% of the client's CPU a batch,
+        # bench/RESULTS.md).
+        self._direct = (dataset.layout == "raw" or in_main) and "collate_fn" not in kwargs
+        self._ring_n = 0  # worker ring slots (see "worker hand-off ring")
+        if in_main:
+            # The dataset's receive path in this process replaces worker
+            # processes: no inter-process hand-off per batch, pinned (when
+            # wanted) by the dataset. For a raw dataset the `streams`
+            # (connections per endpoint, default 1) set the receive
+            # parallelism: more connections only pay where the receive is
+            # the bound and cores are free (bench/RESULTS.md).
             num_workers, pin_memory = 0, False
-            kwargs.pop("persistent_workers", None)
-            kwargs.pop("worker_init_fn", None)
+            for k in ("persistent_workers", "worker_init_fn", "multiprocessing_context"):
+                kwargs.pop(k, None)
         if pin_memory is None:
             pin_memory = dataset._want_pin() if num_workers > 0 else False
         if num_workers > 0:
