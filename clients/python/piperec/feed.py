@@ -118,6 +118,18 @@ def widen(b, slot=None, pin=False, torch_mod=None):
     return b
 
 
+def _settle(feed, slot, b):
+    """A received frame's slot as the batch keeps it: none for a small frame
+    (decoded from its own bytes; the slot goes back to `feed`), and the
+    compact wire's values widened into it when `feed` widens."""
+    if not slot.used:
+        feed.release(slot)
+        slot = None
+    if feed._wide and b.raw_flags:
+        widen(b, slot, feed._pin, feed._torch)
+    return slot
+
+
 class _Conn:
     """One connection and its receive thread's state."""
 
@@ -301,12 +313,7 @@ class RawFeed:
                 if b is None:
                     continue  # a frame in progress keeps its slot (conn.slot)
                 conn.slot = None
-                if not slot.used:  # a small frame: decoded from its own bytes
-                    self.release(slot)
-                    slot = None
-                if self._wide and b.raw_flags:
-                    widen(b, slot, self._pin, self._torch)
-                self._out.put((conn, slot, b))
+                self._out.put((conn, _settle(self, slot, b), b))
         except Exception as e:  # noqa: BLE001 — any failure ends the connection, and is reported
             if isinstance(e, OSError) and not isinstance(e, ConnectionError):
                 e = ConnectionClosed("piperec at %s: %s" % (conn.endpoint, e))
@@ -423,12 +430,7 @@ class InlineFeed:
                     return None
                 continue
             conn.slot = None
-            if not slot.used:  # a small frame: decoded from its own bytes
-                self.release(slot)
-                slot = None
-            if self._wide and b.raw_flags:
-                widen(b, slot, self._pin, self._torch)
-            return conn, slot, b
+            return conn, _settle(self, slot, b), b
 
     def ack(self, conn, *seqs):
         """Send an Ack now; a failure is reported by the next next()."""
