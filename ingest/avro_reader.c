@@ -28,12 +28,14 @@
  */
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <avro.h>
 
+#include "decode_par.h"
 #include "pr_clock.h"
 #include "pr_ingest.h"
 
@@ -41,6 +43,7 @@
 #define PR__AV_MAX_EMPTY   (1u << 20)          /* items of a zero-byte type in one block */
 #define PR__AV_NEG_TTL_NS  (10 * 1000000000LL) /* an unknown id is asked again after */
 #define PR__AV_MAX_DECIMAL 64                  /* bytes of a decimal's unscaled value */
+#define PR__AV_KNOWN_MAX   4096                /* writer schemas published to other threads */
 
 enum {
     AV_NULL,
@@ -108,12 +111,32 @@ typedef struct pr__entry {
     uint64_t used;
 } pr__entry;
 
+/* The writer schemas (id -> text) that a registry reader fetched and
+ * compiled, published to the readers of the other decoding threads (issue
+ * 21), per registry config: append-only, an entry written whole before the
+ * count that covers it is stored (release), read under an acquire load of
+ * the count; texts freed with the table, when its last reader goes. */
+typedef struct pr__known {
+    const pr_registry_cfg *cfg;
+    unsigned refs;         /* under pr__known_lock */
+    struct pr__known *next; /* under pr__known_lock */
+    uint32_t n;            /* published entries (atomic) */
+    struct {
+        uint32_t id;
+        char *text;
+    } ent[PR__AV_KNOWN_MAX];
+} pr__known;
+
+static pr__known *pr__knowns;
+static pthread_mutex_t pr__known_lock = PTHREAD_MUTEX_INITIALIZER;
+
 struct pr_avro_reader {
     const pr_json_path *paths;
     size_t n_paths;
     pr__ptrie *trie;
     uint32_t n_trie;
     pr_registry *reg;
+    pr__known *known; /* with reg: publishes to it; without: reads from it */
     bool own_reg, framed;
     pr__plan *fixed; /* schema_file */
     pr__entry *cache;
@@ -931,6 +954,102 @@ static int pr__read(pr_avro_reader *r, const av *n, int depth)
 
 /* ---------------------------------------------------------------- plans by id */
 
+/* cfg's table, made on first use; one reference more. NULL: out of memory. */
+static pr__known *pr__known_get(const pr_registry_cfg *cfg)
+{
+    pthread_mutex_lock(&pr__known_lock);
+    pr__known *k = pr__knowns;
+    while (k && k->cfg != cfg)
+        k = k->next;
+    if (!k && (k = calloc(1, sizeof(*k)))) {
+        k->cfg = cfg;
+        k->next = pr__knowns;
+        pr__knowns = k;
+    }
+    if (k)
+        k->refs++;
+    pthread_mutex_unlock(&pr__known_lock);
+    return k;
+}
+
+static void pr__known_put(pr__known *k)
+{
+    if (!k)
+        return;
+    pthread_mutex_lock(&pr__known_lock);
+    bool last = --k->refs == 0;
+    if (last) {
+        pr__known **pp = &pr__knowns;
+        while (*pp != k)
+            pp = &(*pp)->next;
+        *pp = k->next;
+    }
+    pthread_mutex_unlock(&pr__known_lock);
+    if (!last)
+        return;
+    for (uint32_t i = 0; i < k->n; i++)
+        free(k->ent[i].text);
+    free(k);
+}
+
+/* The text published for `id`, or NULL. Any thread. */
+static const char *pr__known_text(const pr__known *k, uint32_t id)
+{
+    uint32_t n = __atomic_load_n(&k->n, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; i < n; i++)
+        if (k->ent[i].id == id)
+            return k->ent[i].text;
+    return NULL;
+}
+
+/* Publish id's text (a schema this reader compiled). Full, or out of
+ * memory: not published (those messages keep decoding where it was fetched). */
+static void pr__known_add(pr__known *k, uint32_t id, const char *text)
+{
+    pthread_mutex_lock(&pr__known_lock); /* one writer at a time */
+    uint32_t n = k->n;
+    if (n < PR__AV_KNOWN_MAX && !pr__known_text(k, id) && (k->ent[n].text = strdup(text))) {
+        k->ent[n].id = id;
+        __atomic_store_n(&k->n, n + 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&pr__known_lock);
+}
+
+/* Cache slot `victim` (free, stale or least recently used) takes id's plan
+ * (NULL: a negative entry). */
+static void pr__cache_put(pr_avro_reader *r, uint32_t victim, uint32_t id, pr__plan *pl)
+{
+    if (r->n_cache < r->cache_max) {
+        victim = r->n_cache++;
+        pr_registry_note_cache(r->reg, 1, 0);
+    } else if (r->cache[victim].id == id) {
+        pr__plan_free(r->cache[victim].plan); /* the id's stale entry, replaced */
+    } else {
+        pr__plan_free(r->cache[victim].plan);
+        pr_registry_note_cache(r->reg, 0, 1);
+    }
+    r->cache[victim] = (pr__entry){
+        .id = id, .plan = pl, .neg_until_ns = pr_mono_ns() + PR__AV_NEG_TTL_NS, .used = r->tick};
+    r->last = (int32_t)victim;
+}
+
+/* A reader of another thread (no registry): id's plan compiled from the
+ * text its registry reader published. PR_EAGAIN when there is none yet
+ * (nothing reported: the message goes to the thread that fetches). */
+static int pr__plan_known(pr_avro_reader *r, uint32_t id, uint32_t victim, pr__plan **out)
+{
+    const char *text = pr__known_text(r->known, id);
+    char err[256];
+    pr__plan *pl = text ? pr__plan_new(r, text, err, sizeof(err)) : NULL;
+    if (!pl) {
+        snprintf(r->rej->detail, sizeof(r->rej->detail), "schema id %u: not fetched yet", id);
+        return PR_EAGAIN;
+    }
+    pr__cache_put(r, victim, id, pl);
+    *out = pl;
+    return 0;
+}
+
 /* The plan of schema id `id`: cached, or fetched and compiled. 0, a reason
  * (> 0, rej filled), PR_EAGAIN or PR_ENOMEM. */
 static int pr__plan_of(pr_avro_reader *r, uint32_t id, pr__plan **out)
@@ -959,6 +1078,8 @@ static int pr__plan_of(pr_avro_reader *r, uint32_t id, pr__plan **out)
         if (e->id == id || e->used < r->cache[victim].used)
             victim = i; /* a stale entry of this id, else the least recently used */
     }
+    if (!r->reg && r->known)
+        return pr__plan_known(r, id, victim, out);
     if (!r->reg)
         return pr__bad(r, PR_DEC_UNKNOWN_SCHEMA_ID, "a schema id, and no registry", -1);
     char *text = NULL, type[32], err[256];
@@ -974,19 +1095,10 @@ static int pr__plan_of(pr_avro_reader *r, uint32_t id, pr__plan **out)
     }
     if (rc == 0 && !(pl = pr__plan_new(r, text, err, sizeof(err))))
         rc = PR_EINVAL;
+    if (pl && r->known)
+        pr__known_add(r->known, id, text);
     free(text);
-    if (r->n_cache < r->cache_max) {
-        victim = r->n_cache++;
-        pr_registry_note_cache(r->reg, 1, 0);
-    } else if (r->cache[victim].id == id) {
-        pr__plan_free(r->cache[victim].plan); /* the id's stale entry, replaced */
-    } else {
-        pr__plan_free(r->cache[victim].plan);
-        pr_registry_note_cache(r->reg, 0, 1);
-    }
-    r->cache[victim] = (pr__entry){
-        .id = id, .plan = pl, .neg_until_ns = pr_mono_ns() + PR__AV_NEG_TTL_NS, .used = r->tick};
-    r->last = (int32_t)victim;
+    pr__cache_put(r, victim, id, pl);
     if (!pl) { /* 404, or a schema that is not usable Avro: the id is unknown to us */
         snprintf(r->rej->detail, sizeof(r->rej->detail), "schema id %u: %.100s", id,
                  rc == PR_EBADREC ? "not in the registry" : err);
@@ -1011,7 +1123,7 @@ int pr_avro_read(void *rd, pr_json_block *jb, const void *buf, size_t len, pr_js
         if (!pr_registry_frame(buf, len, &id, &body))
             return pr__bad(r, PR_DEC_BAD_FRAMING, "no registry framing (magic byte 0, id)", -1);
         r->p += body;
-        if (r->reg || !r->fixed) { /* the id picks the writer schema */
+        if (r->reg || r->known || !r->fixed) { /* the id picks the writer schema */
             int rc = pr__plan_of(r, id, &pl);
             if (rc)
                 return rc;
@@ -1033,22 +1145,28 @@ int pr_avro_read(void *rd, pr_json_block *jb, const void *buf, size_t len, pr_js
 
 /* ---------------------------------------------------------------- building */
 
-pr_avro_reader *pr_avro_reader_new(const pr_json_decoder *d, const char *schema_json,
-                                   pr_registry *reg, pr_avro_framing framing, uint32_t cache_max,
-                                   char *errstr, size_t errstr_size)
+/* pr_avro_reader_new, or with `known` (a reference the reader takes over):
+ * a registry reader publishes to it, a reader without a registry reads
+ * writer schemas from it. */
+static pr_avro_reader *pr__reader_new(const pr_json_decoder *d, const char *schema_json,
+                                      pr_registry *reg, pr__known *known, pr_avro_framing framing,
+                                      uint32_t cache_max, char *errstr, size_t errstr_size)
 {
-    if (!schema_json && !reg) {
+    if (!schema_json && !reg && !known) {
         pr_seterr(errstr, errstr_size, PR_EINVAL, "avro: needs a writer schema or a registry");
         return NULL;
     }
     pr_avro_reader *r = calloc(1, sizeof(*r));
     if (!r) {
+        pr__known_put(known);
         pr_seterr(errstr, errstr_size, PR_ENOMEM, "avro: out of memory");
         return NULL;
     }
     r->n_paths = pr_json_decoder_paths(d, &r->paths);
     r->reg = reg;
-    r->framed = framing == PR_AVRO_FRAMING_REGISTRY || (framing == PR_AVRO_FRAMING_AUTO && reg);
+    r->known = known;
+    r->framed = framing == PR_AVRO_FRAMING_REGISTRY ||
+                (framing == PR_AVRO_FRAMING_AUTO && (reg || known));
     r->cache_max = cache_max ? cache_max : 1000;
     r->last = -1;
     if (pr__trie_build(r) || !(r->cache = calloc(r->cache_max, sizeof(*r->cache)))) {
@@ -1063,6 +1181,13 @@ out_free:
     return NULL;
 }
 
+pr_avro_reader *pr_avro_reader_new(const pr_json_decoder *d, const char *schema_json,
+                                   pr_registry *reg, pr_avro_framing framing, uint32_t cache_max,
+                                   char *errstr, size_t errstr_size)
+{
+    return pr__reader_new(d, schema_json, reg, NULL, framing, cache_max, errstr, errstr_size);
+}
+
 void pr_avro_reader_free(pr_avro_reader *r)
 {
     if (!r)
@@ -1073,6 +1198,7 @@ void pr_avro_reader_free(pr_avro_reader *r)
     free(r->cache);
     pr__plan_free(r->fixed);
     free(r->trie);
+    pr__known_put(r->known);
     if (r->own_reg)
         pr_registry_free(r->reg);
     free(r);
@@ -1112,27 +1238,49 @@ static char *pr__slurp(const char *path, char *errstr, size_t errstr_size)
     return buf;
 }
 
-pr_avro_reader *pr_avro_reader_from_cfg(pr_json_decoder *d, const pr_source_cfg *src, char *errstr,
-                                        size_t errstr_size)
+/* pr_avro_reader_from_cfg; `offload`: a reader for another decoding thread
+ * (issue 21), with no registry client: it decodes the ids that the
+ * registry reader of the same config published, PR_EAGAIN for the rest. */
+static pr_avro_reader *pr__reader_from_cfg(pr_json_decoder *d, const pr_source_cfg *src,
+                                           bool offload, char *errstr, size_t errstr_size)
 {
     char *text = NULL;
     pr_registry *reg = NULL;
+    pr__known *known = NULL;
     if (src->avro.enabled && src->avro.schema_file &&
         !(text = pr__slurp(src->avro.schema_file, errstr, errstr_size)))
         return NULL;
-    if (src->schema_registry.enabled &&
+    if (src->schema_registry.enabled && !offload &&
         !(reg = pr_registry_new(&src->schema_registry, errstr, errstr_size))) {
         free(text);
         return NULL;
     }
-    pr_avro_reader *r = pr_avro_reader_new(d, text, reg, src->avro.framing,
-                                           src->schema_registry.cache_max, errstr, errstr_size);
+    if (src->schema_registry.enabled && !(known = pr__known_get(&src->schema_registry)) &&
+        offload) {
+        free(text);
+        pr_seterr(errstr, errstr_size, PR_ENOMEM, "avro: out of memory");
+        return NULL;
+    }
+    pr_avro_reader *r = pr__reader_new(d, text, reg, known, src->avro.framing,
+                                       src->schema_registry.cache_max, errstr, errstr_size);
     free(text);
-    if (!r) {
+    if (!r) { /* known released with it */
         pr_registry_free(reg);
         return NULL;
     }
     r->own_reg = true;
     pr_json_decoder_set_reader_owned(d, pr_avro_read, r, pr__reader_free);
     return r;
+}
+
+pr_avro_reader *pr_avro_reader_from_cfg(pr_json_decoder *d, const pr_source_cfg *src, char *errstr,
+                                        size_t errstr_size)
+{
+    return pr__reader_from_cfg(d, src, false, errstr, errstr_size);
+}
+
+int pr__avro_reader_offload(pr_json_decoder *d, const pr_source_cfg *src, char *errstr,
+                            size_t errstr_size)
+{
+    return pr__reader_from_cfg(d, src, true, errstr, errstr_size) ? 0 : PR_EINVAL;
 }

@@ -11,10 +11,12 @@
  * their own (Avro: with its own reader and writer-schema cache; Protobuf:
  * its own descriptor and reader, loaded from the same files), so no thread
  * shares a decoder. Criteo TSV and the Event / EventBatch formats keep no
- * state (their arena is unused). Avro with a schema registry is not in the
- * table: a writer schema fetched by another thread would move the fetch
- * (and the registry's counters, the wait on a registry that is down) off
- * the pipeline thread, so that stream keeps the serial decode.
+ * state (their arena is unused). Avro with a schema registry has an entry
+ * of its own: its decoders have no registry client, only the writer schemas
+ * that the pipeline thread's reader fetched and published (avro_reader.c),
+ * so a message with a schema id not fetched yet does not decode there and
+ * goes to the pipeline thread, which fetches it (the registry's counters,
+ * the wait on a registry that is down, the rejects stay where they were).
  */
 #include <stdlib.h>
 
@@ -29,6 +31,17 @@ static void *pr__dec_json_new(const pr__dsrc *src, char *errstr, size_t errstr_s
     pr_json_decoder *d = pr_json_decoder_new(src->schema, errstr, errstr_size);
     if (d && src->fmt != PR_MSG_JSON &&
         pr_json_decoder_for_source(d, src->source, errstr, errstr_size)) {
+        pr_json_decoder_free(d);
+        return NULL;
+    }
+    return d;
+}
+
+/* avro with a schema registry: the reader of the published writer schemas. */
+static void *pr__dec_avro_reg_new(const pr__dsrc *src, char *errstr, size_t errstr_size)
+{
+    pr_json_decoder *d = pr_json_decoder_new(src->schema, errstr, errstr_size);
+    if (d && pr__avro_reader_offload(d, src->source, errstr, errstr_size)) {
         pr_json_decoder_free(d);
         return NULL;
     }
@@ -118,6 +131,15 @@ static const pr__dfmt pr__dfmts[PR_MSG__COUNT] = {
                          .decode = pr__dec_record},
 };
 
+/* Avro with a schema registry (pr__dfmt_of picks it). */
+static const pr__dfmt pr__dfmt_avro_reg = {.slot_recs = 64,
+                                           .needs_schema = true,
+                                           .needs_source = true,
+                                           .dec_new = pr__dec_avro_reg_new,
+                                           .dec_free = pr__dec_json_free,
+                                           .scratch_new = pr__scratch_jagged,
+                                           .decode = pr__dec_record};
+
 const pr__dfmt *pr__dfmt_of(const pr__dsrc *src)
 {
     if (!src || !src->spec || (unsigned)src->fmt >= PR_MSG__COUNT)
@@ -126,9 +148,9 @@ const pr__dfmt *pr__dfmt_of(const pr__dsrc *src)
     if (!ft->decode || (ft->needs_schema && !src->schema) ||
         (ft->needs_source && (!src->source || src->source->format != src->fmt)))
         return NULL;
-    /* Writer schemas by id: fetched on the pipeline thread (serial decode). */
+    /* Writer schemas by id: fetched on the pipeline thread, published. */
     if (src->fmt == PR_MSG_AVRO && src->source->schema_registry.enabled)
-        return NULL;
+        return &pr__dfmt_avro_reg;
     return ft;
 }
 

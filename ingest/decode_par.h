@@ -54,13 +54,22 @@ typedef struct pr__dfmt {
     int (*decode)(void *dec, pr_decode_ctx *ctx, pr_block *b, const void *buf, size_t len);
 } pr__dfmt;
 
-/* src's entry; NULL when that format (or configuration: no declared schema,
- * Avro with a schema registry) decodes on the pipeline thread only. */
+/* src's entry; NULL when that format (or configuration: no declared schema)
+ * decodes on the pipeline thread only. */
 const pr__dfmt *pr__dfmt_of(const pr__dsrc *src);
 /* A decoder for one thread (non-NULL for a format without state); NULL
  * with errstr on failure. Freed by pr__dfmt_dec_free (NULL ok). */
 void *pr__dfmt_dec_new(const pr__dfmt *ft, const pr__dsrc *src, char *errstr, size_t errstr_size);
 void pr__dfmt_dec_free(const pr__dfmt *ft, void *dec);
+
+/* Registry-framed Avro off the pipeline thread (avro_reader.c; issue 21):
+ * set on d an Avro reader with no registry client, which decodes a message
+ * whose writer schema id the registry reader of the same config (src's
+ * schema_registry, on the pipeline thread) has already fetched and compiled
+ * (published to it), and answers PR_EAGAIN, reporting nothing, for any other
+ * id: that message then decodes on the pipeline thread, which fetches. */
+int pr__avro_reader_offload(pr_json_decoder *d, const pr_source_cfg *src, char *errstr,
+                            size_t errstr_size);
 
 /* ---- decoded runs (issue 21): with polling threads (poll_threads.h), each
  * instance's thread decodes its own messages into runs of its own, so the

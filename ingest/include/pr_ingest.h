@@ -478,8 +478,9 @@ typedef struct pr_consumer_conf {
     /* Decode threads (the polling thread included): > 1 decodes messages
      * on that many threads, merged back in poll order, so rows, rejects,
      * dead letters and offsets are those of one thread; 0 or 1 = the
-     * polling thread only. Every format but Avro with a schema registry
-     * (whose writer schemas are fetched on the polling thread). json, avro
+     * polling thread only. Every format (Avro with a schema registry: a
+     * message whose writer schema the polling thread has not fetched yet
+     * decodes there, which fetches it). json, avro
      * and protobuf need `features` (one decoder per thread; borrowed for
      * life), avro and protobuf also `source` (each thread's reader is made
      * from its files; borrowed for life; NULL: those decode serially). */

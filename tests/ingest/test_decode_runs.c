@@ -247,8 +247,8 @@ static void test_runs_refuse(void **state)
 /* The decode table (decode_fmt.c): which configurations decode off the
  * pipeline thread. Criteo and the Event formats always; the record formats
  * need a declared schema, Avro and Protobuf their source config too, and
- * Avro with a schema registry never (writer schemas are fetched on the
- * pipeline thread). */
+ * Avro with a schema registry has an entry of its own (its decoders read
+ * the writer schemas the pipeline thread fetched: issue 21). */
 static void test_dfmt_table(void **state)
 {
     (void)state;
@@ -284,9 +284,14 @@ static void test_dfmt_table(void **state)
         &(pr__dsrc){.fmt = PR_MSG_PROTOBUF, .spec = &spec, .schema = &fs, .source = &avro}));
     assert_non_null(pr__dfmt_of(
         &(pr__dsrc){.fmt = PR_MSG_PROTOBUF, .spec = &spec, .schema = &fs, .source = &pb}));
+    const pr__dfmt *plain = pr__dfmt_of(
+        &(pr__dsrc){.fmt = PR_MSG_AVRO, .spec = &spec, .schema = &fs, .source = &avro});
     avro.schema_registry.enabled = true;
-    assert_null(pr__dfmt_of(
-        &(pr__dsrc){.fmt = PR_MSG_AVRO, .spec = &spec, .schema = &fs, .source = &avro}));
+    const pr__dfmt *reg = pr__dfmt_of(
+        &(pr__dsrc){.fmt = PR_MSG_AVRO, .spec = &spec, .schema = &fs, .source = &avro});
+    assert_non_null(reg);
+    assert_ptr_not_equal(reg, plain);
+    assert_ptr_not_equal(reg->dec_new, plain->dec_new);
     assert_null(pr__dfmt_of(&(pr__dsrc){.fmt = PR_MSG__COUNT, .spec = &spec}));
     assert_null(pr__dfmt_of(NULL));
 }

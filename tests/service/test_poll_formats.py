@@ -18,7 +18,17 @@ dead letters (in input order) the reference's. The log must show the
 parallel decode started (decode threads), and that the polling threads
 decoded messages into their runs where consumers > 1 (and none with
 PIPEREC_POLL_DECODE=0).
-Usage: test_poll_formats.py [json|avro|protobuf|batch]... (default: all).
+avroreg: registry-framed Avro (the Confluent framing, writer schemas from
+the test registry tests/ingest/avro_registry.py), the same nine runs: parts
+0 and 1 under schema id 1, two messages under id 99 (the registry answers
+404: rejected unknown_schema_id, dead letters) between them; then the
+registry goes down, part 2 comes under id 2 (a schema id first seen
+mid-stream: clickstream_v2.avsc, while no run can fetch it: every run
+waits), the registry comes back on the same port after 2 s, and part 3
+comes under id 1 again. A decode thread or polling thread decodes a message
+only when its schema id was already fetched on the pipeline thread, so
+this checks that the rest stays in order there.
+Usage: test_poll_formats.py [json|avro|avroreg|protobuf|batch]... (default: all).
 Env (pr_script_test): PIPEREC, PR_SOURCE_DIR, PR_TMP.
 """
 import glob
@@ -35,7 +45,9 @@ PIPEREC = os.environ["PIPEREC"]
 SRC = os.environ["PR_SOURCE_DIR"]
 T = os.environ["PR_TMP"]
 N = 3000
-FORMATS = ("json", "avro", "protobuf", "batch")
+FORMATS = ("json", "avro", "avroreg", "protobuf", "batch")
+PY = "/usr/bin/python3"
+REGISTRY = {"port": 0, "proc": None}
 # consumers, decode threads, engine threads, PIPEREC_POLL_DECODE; first: the reference
 RUNS = [(1, 1, 1, "1"), (1, 2, 2, "1"), (1, 4, 1, "1"), (2, 1, 2, "1"), (2, 2, 1, "1"),
         (2, 4, 2, "1"), (3, 2, 2, "1"), (3, 4, 1, "1"), (2, 2, 2, "0")]
@@ -86,6 +98,9 @@ def schema_yaml():
 
 
 def source_yaml(fmt):
+    if fmt == "avroreg":
+        return ("      format: avro\n      schema_registry: { url: \"http://127.0.0.1:%d/\", "
+                "timeout_ms: 500 }\n" % REGISTRY["port"])
     if fmt == "json":
         return "      format: json\n"
     if fmt == "avro":
@@ -136,13 +151,46 @@ def make_parts(fmt):
     return data, paths
 
 
-def produce(bootstrap, topic, fmt, path, rate=None):
+def start_registry():
+    """The test registry (ids 1, 2) on REGISTRY's port (0 at first: any)."""
+    d = os.path.join(T, "reg")
+    os.makedirs(d, exist_ok=True)
+    for n, f in ((1, os.path.join(SRC, "examples", "clickstream.avsc")),
+                 (2, os.path.join(SRC, "tests", "ingest", "clickstream_v2.avsc"))):
+        open(os.path.join(d, "%d.avsc" % n), "w").write(open(f).read())
+    pf = os.path.join(T, "reg.port")
+    if os.path.exists(pf):
+        os.unlink(pf)
+    p = subprocess.Popen([PY, os.path.join(SRC, "tests", "ingest", "avro_registry.py"), "--dir", d,
+                          "--port", str(REGISTRY["port"]), "--port-file", pf],
+                         stderr=open(os.path.join(T, "registry.log"), "a"))
+    procs.append(p)
+    deadline = time.monotonic() + 20
+    while not (os.path.exists(pf) and open(pf).read().strip()):
+        if time.monotonic() > deadline:
+            fail("the test registry did not start")
+        time.sleep(0.1)
+    REGISTRY["port"] = int(open(pf).read())
+    REGISTRY["proc"] = p
+
+
+def stop_registry():
+    p = REGISTRY["proc"]
+    p.terminate()
+    p.wait(30)
+
+
+def produce(bootstrap, topic, fmt, path, rate=None, sid=1):
     cmd = [PIPEREC, "produce", "--bootstrap", bootstrap, "--topic", topic, "--input", path]
     if fmt == "json":
         cmd += ["--format", "json"]
     elif fmt == "avro":
         cmd += ["--format", "avro", "--avro-schema",
                 os.path.join(SRC, "examples", "clickstream.avsc"), "--schema-id", "plain"]
+    elif fmt == "avroreg":
+        avsc = (os.path.join(SRC, "tests", "ingest", "clickstream_v2.avsc") if sid == 2 else
+                os.path.join(SRC, "examples", "clickstream.avsc"))
+        cmd += ["--format", "avro", "--avro-schema", avsc, "--schema-id", str(sid)]
     elif fmt == "protobuf":
         cmd += ["--format", "protobuf", "--descriptor-set", os.path.join(T, "click.desc"),
                 "--message", "shop.Click"]
@@ -160,8 +208,8 @@ def garbage(bootstrap, topics, i):
                        input="garbage %d\xff\n" % i, text=True, check=True, timeout=60)
 
 
-def produce_all(bootstrap, topics, fmt, path, rate=None):
-    ps = [produce(bootstrap, t, fmt, path, rate) for t in topics]
+def produce_all(bootstrap, topics, fmt, path, rate=None, sid=1):
+    ps = [produce(bootstrap, t, fmt, path, rate, sid) for t in topics]
     for p in ps:
         if p.wait() != 0:
             fail("%s: produce failed" % fmt)
@@ -227,13 +275,29 @@ def run_format(fmt, bootstrap):
     data, parts = make_parts(fmt)
     topics = ["%s%d%d%d%s" % (fmt, k, d, e, pd) for k, d, e, pd in RUNS]
     # Preloaded: garbage, part 0, garbage, part 1; then while the runs read.
+    reg = fmt == "avroreg"
+    if reg and not REGISTRY["proc"]:
+        start_registry()
     garbage(bootstrap, topics, 0)
     produce_all(bootstrap, topics, fmt, parts[0])
     garbage(bootstrap, topics, 1)
+    if reg:  # two messages under an id the registry does not know
+        unknown = os.path.join(T, "unknown.avroreg")
+        open(unknown, "w").writelines(open(parts[0]).readlines()[:2])
+        produce_all(bootstrap, topics, fmt, unknown, sid=99)
     produce_all(bootstrap, topics, fmt, parts[1])
     runs, hps = start_runs(fmt, topics, bootstrap)
     garbage(bootstrap, topics, 2)
-    produce_all(bootstrap, topics, fmt, parts[2], 3000)
+    if reg:  # id 2 first seen while the registry is down
+        for run in runs:
+            while metric(hps[run[4]], "piperec_records_out_total") < N // 2 and \
+                    time.monotonic() < t0 + 120:
+                time.sleep(0.2)
+        stop_registry()
+    produce_all(bootstrap, topics, fmt, parts[2], 3000, sid=2 if reg else 1)
+    if reg:
+        time.sleep(2)
+        start_registry()
     garbage(bootstrap, topics, 3)
     produce_all(bootstrap, topics, fmt, parts[3], 3000)
     garbage(bootstrap, topics, 4)
