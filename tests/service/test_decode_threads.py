@@ -22,9 +22,9 @@ import re
 import subprocess
 import sys
 import time
-import urllib.request
 
 import numpy as np
+from svc_run import fail, metric, rolls
 
 PIPEREC = os.environ["PIPEREC"]
 SRC = os.environ["PR_SOURCE_DIR"]
@@ -32,28 +32,6 @@ T = os.environ["PR_TMP"]
 N = 8000                     # generated rows per format (under the broker's ~5 MB a partition)
 COMBOS = [(d, e) for d in (1, 2, 4) for e in (1, 2, 4)]
 procs = []
-
-
-def fail(msg):
-    print("FAIL:", msg)
-    for p in sorted(glob.glob(os.path.join(T, "*.err")))[-4:]:
-        print("---", os.path.basename(p))
-        print("".join(open(p, errors="replace").readlines()[-15:]))
-    sys.exit(1)
-
-
-def metric(hp, name):
-    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % hp, timeout=10) as r:
-        page = r.read().decode()
-    return sum(float(v) for v in re.findall(r'^%s\{pipeline="p"[^}]*\} (\S+)$' % name, page, re.M))
-
-
-def rolls(d):
-    out = []
-    for r in glob.glob(os.path.join(d, "batches-*")):
-        epoch, first = (int(x) for x in os.path.basename(r).split("-")[1:3])
-        out.append(((epoch, first), r))
-    return [r for _, r in sorted(out)]
 
 
 def arrays(dirs, names):

@@ -37,9 +37,9 @@ import re
 import subprocess
 import sys
 import time
-import urllib.request
 
 import numpy as np
+from svc_run import fail, metric, rolls
 
 PIPEREC = os.environ["PIPEREC"]
 SRC = os.environ["PR_SOURCE_DIR"]
@@ -53,31 +53,6 @@ RUNS = [(1, 1, 1, "1"), (1, 2, 2, "1"), (1, 4, 1, "1"), (2, 1, 2, "1"), (2, 2, 1
         (2, 4, 2, "1"), (3, 2, 2, "1"), (3, 4, 1, "1"), (2, 2, 2, "0")]
 BAD_AT = (0, 1, 2, 3, 4)  # a garbage message before each part, and one at the end
 procs = []
-
-
-def fail(msg):
-    print("FAIL:", msg)
-    for p in sorted(glob.glob(os.path.join(T, "*.err")))[-4:]:
-        print("---", os.path.basename(p))
-        print("".join(open(p, errors="replace").readlines()[-15:]))
-    sys.exit(1)
-
-
-def metric(hp, name):
-    try:
-        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % hp, timeout=10) as r:
-            page = r.read().decode()
-    except OSError:
-        return -1
-    return sum(float(v) for v in re.findall(r'^%s\{pipeline="p"[^}]*\} (\S+)$' % name, page, re.M))
-
-
-def rolls(d):
-    out = []
-    for r in glob.glob(os.path.join(d, "batches-*")):
-        epoch, first = (int(x) for x in os.path.basename(r).split("-")[1:3])
-        out.append(((epoch, first), r))
-    return [r for _, r in sorted(out)]
 
 
 def npy_names(d):

@@ -28,16 +28,15 @@ user can see may move.
    deadline (ingest/consumer.c pr__leave_one).
 Env (pr_script_test): PIPEREC, PR_SOURCE_DIR, PR_TMP.
 """
-import glob
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
-import urllib.request
 
 import numpy as np
+from svc_run import fail, metric, rolls
 
 PIPEREC = os.environ["PIPEREC"]
 SRC = os.environ["PR_SOURCE_DIR"]
@@ -50,31 +49,6 @@ COMBOS = [(k, e) for k in (1, 2, 3) for e in (1, 2)] + [(2, 4), (3, 4)]
 RUNS = [(k, e, "1") for k, e in COMBOS] + [(2, 2, "0")]
 NAMES = ["dense.npy", "labels.npy", "sparse.npy"]
 procs = []
-
-
-def fail(msg):
-    print("FAIL:", msg)
-    for p in sorted(glob.glob(os.path.join(T, "*.err")))[-4:]:
-        print("---", os.path.basename(p))
-        print("".join(open(p, errors="replace").readlines()[-15:]))
-    sys.exit(1)
-
-
-def metric(hp, name):
-    try:
-        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % hp, timeout=10) as r:
-            page = r.read().decode()
-    except OSError:
-        return -1
-    return sum(float(v) for v in re.findall(r'^%s\{pipeline="p"[^}]*\} (\S+)$' % name, page, re.M))
-
-
-def rolls(d):
-    out = []
-    for r in glob.glob(os.path.join(d, "batches-*")):
-        epoch, first = (int(x) for x in os.path.basename(r).split("-")[1:3])
-        out.append(((epoch, first), r))
-    return [r for _, r in sorted(out)]
 
 
 def arrays(dirs):
