@@ -445,7 +445,7 @@ struct pr_batcher {
     pr__ackset acked;          /* notices acknowledged above the floor (pr_batcher_notice_acks) */
     pr__notes scratch;         /* a block's notices without the restored ones */
     bool hint_live;            /* no block added yet: notice_floor also holds the restored */
-    bool row_runs;             /* runs of rows of one partition at once (PIPEREC_BATCHER_RUNS=0: per row) */
+    bool row_runs; /* runs of rows of one partition at once (PIPEREC_BATCHER_RUNS=0: per row) */
     uint64_t next_ser;
     uint64_t hot_version; /* pr_batcher_hot_version */
 

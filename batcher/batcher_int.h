@@ -73,8 +73,7 @@ int pr__offsets_slot(pr__offsets *o, int32_t key, bool create);
 /* A pending row: returns its handle (abs = -1 on ENOMEM). */
 int pr__offsets_push(pr__offsets *o, int slot, int64_t offset, pr__rowh *h);
 /* m pending rows of one partition (offsets in arrival order): handles into h[0..m). */
-int pr__offsets_push_run(pr__offsets *o, int slot, const int64_t *offset, uint32_t m,
-                         pr__rowh *h);
+int pr__offsets_push_run(pr__offsets *o, int slot, const int64_t *offset, uint32_t m, pr__rowh *h);
 /* A record done at once (rejected, late-dropped). */
 void pr__offsets_seen_done(pr__offsets *o, int slot, int64_t offset);
 /* The row of handle h is acknowledged. */

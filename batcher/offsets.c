@@ -102,8 +102,7 @@ int pr__offsets_push(pr__offsets *o, int slot, int64_t offset, pr__rowh *h)
 
 /* m pending rows of one partition at once (a run of the batcher's fast
  * path): the same entries and handles as m calls of pr__offsets_push. */
-int pr__offsets_push_run(pr__offsets *o, int slot, const int64_t *offset, uint32_t m,
-                         pr__rowh *h)
+int pr__offsets_push_run(pr__offsets *o, int slot, const int64_t *offset, uint32_t m, pr__rowh *h)
 {
     pr__ptrack *t = &o->parts[slot];
     while (t->len + m > t->cap)

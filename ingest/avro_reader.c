@@ -118,9 +118,9 @@ typedef struct pr__entry {
  * the count; texts freed with the table, when its last reader goes. */
 typedef struct pr__known {
     const pr_registry_cfg *cfg;
-    unsigned refs;         /* under pr__known_lock */
+    unsigned refs;          /* under pr__known_lock */
     struct pr__known *next; /* under pr__known_lock */
-    uint32_t n;            /* published entries (atomic) */
+    uint32_t n;             /* published entries (atomic) */
     struct {
         uint32_t id;
         char *text;
@@ -1165,8 +1165,8 @@ static pr_avro_reader *pr__reader_new(const pr_json_decoder *d, const char *sche
     r->n_paths = pr_json_decoder_paths(d, &r->paths);
     r->reg = reg;
     r->known = known;
-    r->framed = framing == PR_AVRO_FRAMING_REGISTRY ||
-                (framing == PR_AVRO_FRAMING_AUTO && (reg || known));
+    r->framed =
+        framing == PR_AVRO_FRAMING_REGISTRY || (framing == PR_AVRO_FRAMING_AUTO && (reg || known));
     r->cache_max = cache_max ? cache_max : 1000;
     r->last = -1;
     if (pr__trie_build(r) || !(r->cache = calloc(r->cache_max, sizeof(*r->cache)))) {

@@ -40,9 +40,9 @@ typedef struct pr__dsrc {
 } pr__dsrc;
 
 typedef struct pr__dfmt {
-    uint32_t slot_recs;       /* records per slot / run of this format */
-    bool needs_schema;        /* no entry without src->schema */
-    bool needs_source;        /* ... or without src->source (the reader's files) */
+    uint32_t slot_recs; /* records per slot / run of this format */
+    bool needs_schema;  /* no entry without src->schema */
+    bool needs_source;  /* ... or without src->source (the reader's files) */
     /* Per-thread decoder state (NULL: none); NULL with errstr on failure. */
     void *(*dec_new)(const struct pr__dsrc *src, char *errstr, size_t errstr_size);
     void (*dec_free)(void *dec);

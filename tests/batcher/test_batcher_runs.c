@@ -70,8 +70,8 @@ static uint32_t rnd(uint32_t *st)
 
 /* A block of runs: partition, run length 1..60, every row's offset the
  * partition's next; ~1/23 rejected; notices at random rows. */
-static void fill_block(bt_io *io, uint32_t *st, int64_t *next_off, pr_recycled *nv,
-                       uint32_t *nn, uint64_t *number)
+static void fill_block(bt_io *io, uint32_t *st, int64_t *next_off, pr_recycled *nv, uint32_t *nn,
+                       uint64_t *number)
 {
     bt_io_reset(io);
     uint32_t want = 1 + rnd(st) % 400;

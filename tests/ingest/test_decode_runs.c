@@ -270,8 +270,8 @@ static void test_dfmt_table(void **state)
         assert_non_null(ft->scratch_new);
         assert_true(ft->slot_recs > 0);
         char e[64];
-        void *dec = pr__dfmt_dec_new(ft, &(pr__dsrc){.fmt = always[i], .spec = &spec}, e,
-                                     sizeof(e));
+        void *dec =
+            pr__dfmt_dec_new(ft, &(pr__dsrc){.fmt = always[i], .spec = &spec}, e, sizeof(e));
         assert_non_null(dec); /* stateless: not NULL */
         pr__dfmt_dec_free(ft, dec);
     }
@@ -284,11 +284,11 @@ static void test_dfmt_table(void **state)
         &(pr__dsrc){.fmt = PR_MSG_PROTOBUF, .spec = &spec, .schema = &fs, .source = &avro}));
     assert_non_null(pr__dfmt_of(
         &(pr__dsrc){.fmt = PR_MSG_PROTOBUF, .spec = &spec, .schema = &fs, .source = &pb}));
-    const pr__dfmt *plain = pr__dfmt_of(
-        &(pr__dsrc){.fmt = PR_MSG_AVRO, .spec = &spec, .schema = &fs, .source = &avro});
+    const pr__dfmt *plain =
+        pr__dfmt_of(&(pr__dsrc){.fmt = PR_MSG_AVRO, .spec = &spec, .schema = &fs, .source = &avro});
     avro.schema_registry.enabled = true;
-    const pr__dfmt *reg = pr__dfmt_of(
-        &(pr__dsrc){.fmt = PR_MSG_AVRO, .spec = &spec, .schema = &fs, .source = &avro});
+    const pr__dfmt *reg =
+        pr__dfmt_of(&(pr__dsrc){.fmt = PR_MSG_AVRO, .spec = &spec, .schema = &fs, .source = &avro});
     assert_non_null(reg);
     assert_ptr_not_equal(reg, plain);
     assert_ptr_not_equal(reg->dec_new, plain->dec_new);
