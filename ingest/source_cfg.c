@@ -87,8 +87,9 @@ static const pr_cfgmap_entry source_entries[] = {
                  "source.consumers > 1 each instance's polling thread decodes its own "
                  "messages too. The polling thread keeps polling while the others decode, "
                  "then merges in poll order: rows, rejects, dead letters and offsets are the "
-                 "same for every count. Every format but avro with source.schema_registry "
-                 "(writer schemas fetched by id), which decodes on the polling thread."),
+                 "same for every count. Every format; avro with source.schema_registry: a "
+                 "message whose writer schema id is not fetched yet decodes on the "
+                 "polling thread, which fetches it."),
     PR_CFG_E_INT("consumers", 0, pr_source_cfg, consumers, 1, PR_CONSUMER_MAX_INSTANCES, "1",
                  "Members of the consumer group in this process, each its own librdkafka "
                  "client with its share of the partitions (one client delivers ~0.7-1M small "
