@@ -83,23 +83,6 @@ static int pr__grow(pr__ptrack *t)
     return 0;
 }
 
-int pr__offsets_push(pr__offsets *o, int slot, int64_t offset, pr__rowh *h)
-{
-    pr__ptrack *t = &o->parts[slot];
-    if (t->len == t->cap && pr__grow(t) < 0)
-        return PR_ENOMEM;
-    size_t j = (t->head + t->len) & (t->cap - 1);
-    t->off[j] = offset;
-    t->done[j] = 0;
-    h->slot = (uint32_t)slot;
-    h->gen = t->gen;
-    h->abs = t->head_abs + t->len;
-    t->len++;
-    if (offset > t->highest)
-        t->highest = offset;
-    return 0;
-}
-
 /* m pending rows of one partition at once (a run of the batcher's fast
  * path): the same entries and handles as m calls of pr__offsets_push. */
 int pr__offsets_push_run(pr__offsets *o, int slot, const int64_t *offset, uint32_t m, pr__rowh *h)
@@ -123,6 +106,11 @@ int pr__offsets_push_run(pr__offsets *o, int slot, const int64_t *offset, uint32
     t->len += m;
     t->highest = hi;
     return 0;
+}
+
+int pr__offsets_push(pr__offsets *o, int slot, int64_t offset, pr__rowh *h)
+{
+    return pr__offsets_push_run(o, slot, &offset, 1, h);
 }
 
 void pr__offsets_seen_done(pr__offsets *o, int slot, int64_t offset)
