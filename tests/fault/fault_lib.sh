@@ -11,7 +11,26 @@ pids=""
 fail() {
     echo "FAIL: $*" >&2
     for f in "$T"/*.err; do [ -f "$f" ] && { echo "--- $f"; tail -25 "$f"; }; done >&2
+    diag_run >&2
     exit 1
+}
+# diag_run: what the current `piperec run` was doing when a wait failed, for
+# a failure that does not reproduce: each thread's name, state and kernel
+# wait channel, the trainer's status line, and the consumer and batch
+# counters from /metrics (a stuck thread and a group join that never ended
+# look the same in the log alone).
+diag_run() {
+    [ -n "${RUN:-}" ] && kill -0 "$RUN" 2>/dev/null || return 0
+    echo "--- piperec run (pid $RUN) threads: name state wait-channel"
+    for d in /proc/"$RUN"/task/*; do
+        printf '%s %s %s\n' "$(cat "$d/comm" 2>/dev/null)" \
+            "$(awk '{ print $3 }' "$d/stat" 2>/dev/null)" "$(cat "$d/wchan" 2>/dev/null)"
+    done
+    [ -f "$T/trainer.status" ] && echo "--- trainer.status: $(cat "$T/trainer.status")"
+    [ -n "${HP:-}" ] || return 0
+    echo "--- /metrics (consumer, partitions, rows, batches)"
+    curl -sf -m 5 "http://127.0.0.1:$HP/metrics" 2>/dev/null |
+        grep -E '^piperec_(assigned_partitions|paused_partitions|consumer_errors|consumer_lag_records|engine_rows|batches_emitted|sink_batches|records)' | head -40
 }
 cleanup() { for p in $pids; do kill -9 "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
