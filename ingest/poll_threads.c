@@ -17,6 +17,19 @@
  * half of it (woken per pop, the two threads took turns per message: a
  * futex wake and a context switch each, the pipeline thread's largest cost
  * in a perf profile of issue 21).
+ *
+ * Runs are bounded by rows as well as by messages: the decoded rows a
+ * polling thread may hold are its instance's runs (consumer.c sizes them
+ * for a block and a ring of one-line messages), so with batched messages
+ * (EventBatch, 16 Criteo lines a message) they, not the ring, are the bound
+ * on how far a polling thread runs ahead. The thread hands its open run
+ * over at PR__PT_RUN_ROWS rows (it holds no more than a few runs the reader
+ * cannot take), and when every run is held it sleeps until the reader
+ * starts its next poll (the previous poll's runs are released by then:
+ * pr__pt_next wakes it), bounded by PR__PT_FULL_MS a sleep. It used to nap
+ * PR__PT_NAP_US and look again, ~450-1,200 times per instance on a 200K-row
+ * EventBatch stream, each nap handing over a short run (issue 21);
+ * PIPEREC_POLL_RUNS=nap keeps that behaviour, to measure against.
  */
 #define _GNU_SOURCE
 #include "poll_threads.h"
@@ -29,6 +42,7 @@
 #include <time.h>
 
 #include "pr_error.h"
+#include "pr_log.h"
 
 #define PR__PT_MASK    (PR__PT_RING - 1)
 #define PR__PT_POLL_MS 50 /* a polling thread's longest poll: how soon it sees stop */
@@ -47,6 +61,9 @@
  * busy elsewhere, and the message then goes over undecoded). */
 #define PR__PT_NAP_US  200
 #define PR__PT_BUSY_MS 50
+/* The open run goes over once it holds this many decoded rows (one-line
+ * messages reach PR__PT_RUN_MAX first, 16-row ones at 64 messages). */
+#define PR__PT_RUN_ROWS (4 * PR__PT_BATCH)
 
 typedef struct pr__pt_inst {
     pr__pt *pt;
@@ -60,10 +77,15 @@ typedef struct pr__pt_inst {
     int exited;    /* the thread returned; its last entry is in (atomic) */
     int draining;  /* its last poll found a message: more may follow at once (atomic) */
     int handing;   /* in its rebalance callback, until pr__pt_done (atomic) */
+    int starved;   /* its runs are all held: sleeps on cv until a poll starts (atomic) */
     pthread_mutex_t mu;
     pthread_cond_t cv; /* room in the ring, or `done` */
     bool done;         /* the rebalance event was handled (under mu) */
     size_t n_run;      /* entries in run[] (producer's only) */
+    uint32_t run_rows; /* rows decoded into them (producer's only) */
+    /* Logged at free (producer's until then): hand-overs of runs, times
+     * every run was held, sleeps for them (woken by a poll / timed out). */
+    uint64_t handovers, held, woken, timeouts;
     pr__pt_entry run[PR__PT_RUN_MAX];
     pr__pt_entry ring[PR__PT_RING];
 } pr__pt_inst;
@@ -74,6 +96,7 @@ struct pr__pt {
     pr__pt_prep_fn prep; /* per message, on its polling thread; NULL: none */
     pr__pt_seal_fn seal;
     void *prep_opaque;
+    bool nap; /* PIPEREC_POLL_RUNS=nap: the former nap loop and message-only runs */
     int stop; /* atomic */
     int gate; /* atomic: 1 = poll, -1 = leave without polling, 0 = wait */
     int idle; /* the reader sleeps on empty rings (atomic) */
@@ -154,6 +177,50 @@ static void pr__pt_flush(pr__pt_inst *in)
     for (size_t i = 0; i < in->n_run; i++)
         pr__pt_push(in, &in->run[i]);
     in->n_run = 0;
+    in->run_rows = 0;
+    in->handovers++;
+}
+
+/* Producer: every run is held (what this thread held is handed over):
+ * sleep until the reader starts a poll (pr__pt_wake_starved) or
+ * PR__PT_FULL_MS passed. */
+static void pr__pt_wait_runs(pr__pt_inst *in)
+{
+    pthread_mutex_lock(&in->mu);
+    __atomic_store_n(&in->starved, 1, __ATOMIC_SEQ_CST);
+    struct timespec ts;
+    pr__pt_deadline(&ts, PR__PT_FULL_MS);
+    int e = 0;
+    while (__atomic_load_n(&in->starved, __ATOMIC_SEQ_CST) && e != ETIMEDOUT)
+        e = pthread_cond_timedwait(&in->cv, &in->mu, &ts);
+    __atomic_store_n(&in->starved, 0, __ATOMIC_SEQ_CST);
+    pthread_mutex_unlock(&in->mu);
+    if (e == ETIMEDOUT)
+        in->timeouts++;
+    else
+        in->woken++;
+}
+
+/* Reader, at the start of a poll (its previous poll's runs are released):
+ * wake the polling threads that wait for a run. */
+static void pr__pt_wake_starved(pr__pt *pt)
+{
+    for (unsigned k = 0; k < pt->n; k++) {
+        pr__pt_inst *in = &pt->inst[k];
+        if (__atomic_load_n(&in->starved, __ATOMIC_SEQ_CST) &&
+            __atomic_exchange_n(&in->starved, 0, __ATOMIC_SEQ_CST)) {
+            pthread_mutex_lock(&in->mu);
+            pthread_cond_broadcast(&in->cv);
+            pthread_mutex_unlock(&in->mu);
+        }
+    }
+}
+
+static int64_t pr__pt_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 /* Producer: message m, through prep, into the ring or the open run. */
@@ -162,23 +229,33 @@ static void pr__pt_put(pr__pt_inst *in, rd_kafka_message_t *m)
     pr__pt *pt = in->pt;
     pr__pt_entry e = {.kind = PR__PT_MSG, .inst = in->k, .m = m, .f.nrec = -1};
     int rc = PR__PT_NOW;
+    int64_t until = 0;
     for (unsigned naps = 0; pt->prep && !m->err; naps++) {
         rc = pt->prep(pt->prep_opaque, in->k, m, &e);
         if (rc != PR__PT_BUSY)
             break;
         /* Every run is held: what this thread holds goes over first (the
-         * reader cannot release it otherwise), then a nap. */
+         * reader cannot release it otherwise), then a wait; after
+         * PR__PT_BUSY_MS the reader is busy elsewhere: m goes undecoded. */
+        in->held++;
         pr__pt_flush(in);
-        if (naps >= PR__PT_BUSY_MS * 1000 / PR__PT_NAP_US ||
+        int64_t now = pt->nap ? 0 : pr__pt_now_us();
+        if (!until)
+            until = now + PR__PT_BUSY_MS * 1000;
+        if ((pt->nap ? naps >= PR__PT_BUSY_MS * 1000 / PR__PT_NAP_US : now >= until) ||
             __atomic_load_n(&pt->stop, __ATOMIC_ACQUIRE)) {
             rc = PR__PT_NOW;
             break;
         }
-        nanosleep(&(struct timespec){.tv_nsec = PR__PT_NAP_US * 1000L}, NULL);
+        if (pt->nap)
+            nanosleep(&(struct timespec){.tv_nsec = PR__PT_NAP_US * 1000L}, NULL);
+        else
+            pr__pt_wait_runs(in);
     }
     if (rc == PR__PT_RUN) {
         in->run[in->n_run++] = e;
-        if (in->n_run == PR__PT_RUN_MAX)
+        in->run_rows += e.f.dec.nrows;
+        if (in->n_run == PR__PT_RUN_MAX || (!pt->nap && in->run_rows >= PR__PT_RUN_ROWS))
             pr__pt_flush(in);
         return;
     }
@@ -287,6 +364,8 @@ pr__pt *pr__pt_start(rd_kafka_t *const *rks, unsigned n, pr__pt_prep_fn prep, pr
     pt->prep = prep;
     pt->seal = seal;
     pt->prep_opaque = prep_opaque;
+    const char *v = getenv("PIPEREC_POLL_RUNS");
+    pt->nap = v && !strcmp(v, "nap");
     pthread_mutex_init(&pt->mu, NULL);
     pthread_cond_init(&pt->cv, NULL);
     for (unsigned k = 0; k < n; k++) {
@@ -354,6 +433,8 @@ void pr__pt_done(pr__pt *pt, unsigned inst)
 
 int pr__pt_next(pr__pt *pt, int wait_ms, pr__pt_entry *out)
 {
+    if (wait_ms > 0) /* a poll's first call: the previous one's runs are released */
+        pr__pt_wake_starved(pt);
     if (wait_ms > 0 && !pr__pt_ready(pt))
         goto sleep;
     /* Up to a batch from one instance before the next one's turn: its
@@ -426,6 +507,14 @@ void pr__pt_free(pr__pt *pt)
         if (e.kind == PR__PT_MSG && e.m)
             rd_kafka_message_destroy(e.m);
     for (unsigned k = 0; k < pt->n; k++) {
+        pr__pt_inst *in = &pt->inst[k];
+        if (in->handovers)
+            pr_info("consumer: polling thread %u handed over %llu run(s); every run held %llu "
+                    "time(s), %s %llu time(s) (%llu woken by a poll)",
+                    k, (unsigned long long)in->handovers, (unsigned long long)in->held,
+                    pt->nap ? "napped" : "waited",
+                    (unsigned long long)(pt->nap ? in->held : in->woken + in->timeouts),
+                    (unsigned long long)in->woken);
         pthread_mutex_destroy(&pt->inst[k].mu);
         pthread_cond_destroy(&pt->inst[k].cv);
     }

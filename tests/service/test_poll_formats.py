@@ -9,7 +9,11 @@ protobuf_event_batch (8 events a message), one partition, nine `piperec
 run`s side by side: consumers x decode_threads x engine.threads (1,1,1) —
 the serial decode, the reference — and (1,2,2), (1,4,1), (2,1,2), (2,2,1),
 (2,4,2), (3,2,2), (3,4,1), plus (2,2,2) with PIPEREC_POLL_DECODE=0 (the
-pool decodes every message: the old path). Batches of 64 rows; half the
+pool decodes every message: the old path) and (2,2,2) with
+PIPEREC_POLL_RUNS=nap (the polling threads' former runs: handed over by
+messages only, a nap when every run is held; the default hands a run over
+at 1,024 rows too, which the EventBatch stream reaches, 8 events a message,
+and sleeps until the reader's next poll). Batches of 64 rows; half the
 records there before the start, the rest produced while the runs read (many
 small blocks), garbage messages among them (rejected). Each run's
 files-sink output must equal the reference's byte for byte (for JSON the
@@ -25,7 +29,9 @@ the test registry tests/ingest/avro_registry.py), the same nine runs: parts
 registry goes down, part 2 comes under id 2 (a schema id first seen
 mid-stream: clickstream_v2.avsc, while no run can fetch it: every run
 waits), the registry comes back on the same port after 2 s, and part 3
-comes under id 1 again. A decode thread or polling thread decodes a message
+comes under id 1 again, then a rolling schema id: six chunks of it under
+ids 3-8, each first seen mid-stream (the v1 and v2 schemas in turn), as
+a producer that rolls its writer schema does. A decode thread or polling thread decodes a message
 only when its schema id was already fetched on the pipeline thread, so
 this checks that the rest stays in order there.
 Usage: test_poll_formats.py [json|avro|avroreg|protobuf|batch]... (default: all).
@@ -48,9 +54,11 @@ N = 3000
 FORMATS = ("json", "avro", "avroreg", "protobuf", "batch")
 PY = "/usr/bin/python3"
 REGISTRY = {"port": 0, "proc": None}
-# consumers, decode threads, engine threads, PIPEREC_POLL_DECODE; first: the reference
+# consumers, decode threads, engine threads, PIPEREC_POLL_DECODE ("nap": 1 with
+# PIPEREC_POLL_RUNS=nap); first: the reference
 RUNS = [(1, 1, 1, "1"), (1, 2, 2, "1"), (1, 4, 1, "1"), (2, 1, 2, "1"), (2, 2, 1, "1"),
-        (2, 4, 2, "1"), (3, 2, 2, "1"), (3, 4, 1, "1"), (2, 2, 2, "0")]
+        (2, 4, 2, "1"), (3, 2, 2, "1"), (3, 4, 1, "1"), (2, 2, 2, "0"), (2, 2, 2, "nap")]
+ROLL_IDS = range(3, 9)  # avroreg: part 3's rolling writer schema ids (odd: v1, even: v2)
 BAD_AT = (0, 1, 2, 3, 4)  # a garbage message before each part, and one at the end
 procs = []
 
@@ -126,13 +134,19 @@ def make_parts(fmt):
     return data, paths
 
 
+def avsc_of(sid):
+    """Writer schema of id sid (test registry, produce): even ids clickstream_v2."""
+    if sid % 2 == 0:
+        return os.path.join(SRC, "tests", "ingest", "clickstream_v2.avsc")
+    return os.path.join(SRC, "examples", "clickstream.avsc")
+
+
 def start_registry():
     """The test registry (ids 1, 2) on REGISTRY's port (0 at first: any)."""
     d = os.path.join(T, "reg")
     os.makedirs(d, exist_ok=True)
-    for n, f in ((1, os.path.join(SRC, "examples", "clickstream.avsc")),
-                 (2, os.path.join(SRC, "tests", "ingest", "clickstream_v2.avsc"))):
-        open(os.path.join(d, "%d.avsc" % n), "w").write(open(f).read())
+    for n in (1, 2) + tuple(ROLL_IDS):
+        open(os.path.join(d, "%d.avsc" % n), "w").write(open(avsc_of(n)).read())
     pf = os.path.join(T, "reg.port")
     if os.path.exists(pf):
         os.unlink(pf)
@@ -163,9 +177,7 @@ def produce(bootstrap, topic, fmt, path, rate=None, sid=1):
         cmd += ["--format", "avro", "--avro-schema",
                 os.path.join(SRC, "examples", "clickstream.avsc"), "--schema-id", "plain"]
     elif fmt == "avroreg":
-        avsc = (os.path.join(SRC, "tests", "ingest", "clickstream_v2.avsc") if sid == 2 else
-                os.path.join(SRC, "examples", "clickstream.avsc"))
-        cmd += ["--format", "avro", "--avro-schema", avsc, "--schema-id", str(sid)]
+        cmd += ["--format", "avro", "--avro-schema", avsc_of(sid), "--schema-id", str(sid)]
     elif fmt == "protobuf":
         cmd += ["--format", "protobuf", "--descriptor-set", os.path.join(T, "click.desc"),
                 "--message", "shop.Click"]
@@ -201,7 +213,9 @@ def start_runs(fmt, topics, bootstrap):
         cfg = os.path.join(T, topic + ".yaml")
         open(cfg, "w").write(config(fmt, topic, k, d, e, outdir, bootstrap))
         err = os.path.join(T, topic + ".err")
-        env = dict(os.environ, PIPEREC_POLL_DECODE=pd)
+        env = dict(os.environ, PIPEREC_POLL_DECODE="0" if pd == "0" else "1")
+        if pd == "nap":
+            env["PIPEREC_POLL_RUNS"] = "nap"
         r = subprocess.Popen([PIPEREC, "run", "--config", cfg], stderr=open(err, "w"), env=env)
         procs.append(r)
         runs.append((k, d, e, pd, topic, outdir, err, r))
@@ -227,7 +241,7 @@ def check_run(fmt, run, names, want, want_rej, want_dlq, bootstrap, got_rej):
     if d > 1 and ("consumer: %d decode threads" % d) not in log:
         fail("%s: the parallel decode did not start" % what)
     dec = run_decoded(log)
-    if k > 1 and d > 1 and pd == "1" and dec == 0:
+    if k > 1 and d > 1 and pd != "0" and dec == 0:
         fail("%s: no message went through the polling threads' runs" % what)
     if pd == "0" and dec:
         fail("%s: PIPEREC_POLL_DECODE=0 and %d messages decoded into runs" % (what, dec))
@@ -274,7 +288,15 @@ def run_format(fmt, bootstrap):
         time.sleep(2)
         start_registry()
     garbage(bootstrap, topics, 3)
-    produce_all(bootstrap, topics, fmt, parts[3], 3000)
+    if reg:  # id 1 again, then a rolling id: each chunk's id is new to every run
+        lines = open(parts[3]).readlines()
+        q = len(lines) // (len(ROLL_IDS) + 1)
+        for i, sid in enumerate((1,) + tuple(ROLL_IDS)):
+            chunk = os.path.join(T, "roll%d.avroreg" % sid)
+            open(chunk, "w").writelines(lines[i * q:(i + 1) * q if i < len(ROLL_IDS) else None])
+            produce_all(bootstrap, topics, fmt, chunk, 3000, sid=sid)
+    else:
+        produce_all(bootstrap, topics, fmt, parts[3], 3000)
     garbage(bootstrap, topics, 4)
     deadline = time.monotonic() + 120
     for run in runs:
