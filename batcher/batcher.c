@@ -60,6 +60,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "batcher_int.h"
 #include "pr_log.h"
@@ -446,6 +447,8 @@ struct pr_batcher {
     pr__notes scratch;         /* a block's notices without the restored ones */
     bool hint_live;            /* no block added yet: notice_floor also holds the restored */
     bool row_runs; /* runs of rows of one partition at once (PIPEREC_BATCHER_RUNS=0: per row) */
+    bool prof;     /* PIPEREC_WORKER_PROF=1: thread CPU per phase (pr_batcher_prof) */
+    uint64_t prof_ns[PR_BATCHER_PROF__COUNT];
     uint64_t next_ser;
     uint64_t hot_version; /* pr_batcher_hot_version */
 
@@ -698,6 +701,8 @@ int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, si
     b->n_class = cfg->batch.split == PR_BATCH_SPLIT_POPULAR ? PR__NCLASS : 1;
     const char *runs = getenv("PIPEREC_BATCHER_RUNS"); /* "0": the per-row path (the baseline) */
     b->row_runs = !(runs && strcmp(runs, "0") == 0);
+    const char *prof = getenv("PIPEREC_WORKER_PROF");
+    b->prof = prof && strcmp(prof, "0") != 0;
     bool built = true;
     for (int k = 0; k < b->n_class; k++)
         if (pr__build_init(&b->bld[k], n) < 0 ||
@@ -872,7 +877,47 @@ static int pr__notes_to_batch(pr_batcher *b, pr__build *bd, pr_batch *bt)
 }
 
 /* Hand the class's `cur` out as the next batch. */
+/* ---------------------------------------------------------------- phase profile
+ *
+ * PIPEREC_WORKER_PROF=1: the calling thread's CPU time spent in the column
+ * copies, the emission's bookkeeping and the on_emit callback (encoding and
+ * sink offers), so that the worker can tell its serial time per phase. */
+
+static uint64_t pr__thread_ns(const pr_batcher *b)
+{
+    if (!b->prof)
+        return 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void pr__prof_add(pr_batcher *b, int phase, uint64_t t0)
+{
+    if (b->prof)
+        b->prof_ns[phase] += pr__thread_ns(b) - t0;
+}
+
+void pr_batcher_prof(const pr_batcher *b, uint64_t ns[PR_BATCHER_PROF__COUNT])
+{
+    memcpy(ns, b->prof_ns, sizeof(b->prof_ns));
+}
+
+static int pr__emit_batch(pr_batcher *b, int cls, pr_batch_reason reason);
+
+/* Emit the build's cur; the emission's own CPU time, less the callback's,
+ * goes to PR_BATCHER_PROF_EMIT. */
 static int pr__emit(pr_batcher *b, int cls, pr_batch_reason reason)
+{
+    uint64_t t0 = pr__thread_ns(b), cb0 = b->prof_ns[PR_BATCHER_PROF_CALLBACK];
+    int err = pr__emit_batch(b, cls, reason);
+    if (b->prof)
+        b->prof_ns[PR_BATCHER_PROF_EMIT] +=
+            pr__thread_ns(b) - t0 - (b->prof_ns[PR_BATCHER_PROF_CALLBACK] - cb0);
+    return err;
+}
+
+static int pr__emit_batch(pr_batcher *b, int cls, pr_batch_reason reason)
 {
     pr__build *bd = &b->bld[cls];
     pr_batch *bt = bd->cur;
@@ -956,9 +1001,11 @@ static int pr__emit(pr_batcher *b, int cls, pr_batch_reason reason)
     pr_hist_snapshot_observe(&st->wait_s, (double)(bt->emit_mono_ns - bd->oldest) / 1e9);
 
     int err = pr__ensure_cur(b, cls); /* before the callback: it may call back into us */
+    uint64_t t0 = pr__thread_ns(b);
     pr_batch_ref(bt);
     c->on_emit(c->opaque, bt);
     pr_batch_unref(bt);
+    pr__prof_add(b, PR_BATCHER_PROF_CALLBACK, t0);
     return err;
 }
 
@@ -1073,7 +1120,9 @@ static inline int pr__row_class(const pr_batcher *b, const uint64_t *popular, ui
 static void pr__commit_rows(pr_batcher *b, int cls, const pr_out *out, uint32_t *k)
 {
     pr__build *bd = &b->bld[cls];
+    uint64_t t0 = pr__thread_ns(b);
     pr__copy_rows(b, bd, out, bd->idx, *k);
+    pr__prof_add(b, PR_BATCHER_PROF_COPY, t0);
     bd->cur->rows += *k;
     b->st.rows_in += *k;
     *k = 0;

@@ -96,6 +96,8 @@ struct pr__pipe {
     bool wquit;          /* under wlock */
     bool w_skip_done;    /* checkpoint filter already applied to wblk */
     uint32_t ahead_rows; /* rows of blk whose values were proposed ahead (vocab log) */
+    bool wprof_on;       /* PIPEREC_WORKER_PROF=1: worker.c's phase counters, logged at stop */
+    uint64_t wprof[16];  /* worker.c's pr__wprof slots (the worker's thread only) */
     /* Rows the batcher dropped as late while the worker ran: dead-lettered
      * by the pipeline thread when it collects the block. */
     struct pr__late {

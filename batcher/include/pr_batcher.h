@@ -540,6 +540,19 @@ typedef struct pr_batcher_stats {
 /* Snapshot (thread-safe). */
 void pr_batcher_get_stats(pr_batcher *b, pr_batcher_stats *st);
 
+/* Phase profile (PIPEREC_WORKER_PROF=1, else all zero): CPU nanoseconds of
+ * the calling threads in the column copies into batches, the emission's
+ * bookkeeping (less the callback) and on_emit (encoding, sink offers).
+ * Cumulative; the worker takes deltas around its own calls. The thread that
+ * calls pr_batcher_add* / poll / flush only. */
+enum {
+    PR_BATCHER_PROF_COPY,
+    PR_BATCHER_PROF_EMIT,
+    PR_BATCHER_PROF_CALLBACK,
+    PR_BATCHER_PROF__COUNT
+};
+void pr_batcher_prof(const pr_batcher *b, uint64_t ns[PR_BATCHER_PROF__COUNT]);
+
 /* In-flight bytes (buffered + emitted-unacked), for backpressure; pipeline
  * thread only, cheap. */
 uint64_t pr_batcher_inflight_bytes(const pr_batcher *b);
