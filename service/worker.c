@@ -266,6 +266,90 @@ static int pr__block_run(pr__pipe *p, pr_block *b, pr_out *o)
     return rc;
 }
 
+/* ---------------------------------------------------------------- deferred sends
+ *
+ * Issue 21: encoding a batch (pr_batch_encode: a full copy of its tensors
+ * into fresh memory) and offering it to the sinks was about half of the
+ * worker's serial CPU per row. The batches the worker emits now go, in
+ * sequence order, to a queue the pipeline thread drains: right after it
+ * hands the worker its next block (so the encoding overlaps that block's
+ * engine and batcher), whenever it finds no block to start, and before
+ * anything else it emits or does with the sinks (pr__emit_cb, join). The
+ * batches, their sequence numbers and the order of sends are the same; only
+ * the thread that encodes and offers them changes, and with deferral on the
+ * sinks are used by the pipeline thread alone. Offsets are unaffected: a
+ * batch's offsets become safe only when every sink acked it, after its
+ * send. Checkpoint delivery keeps the old path (the worker filters rows
+ * through the checkpoint sink). PIPEREC_WORKER_DEFER_EMIT=0: the worker
+ * sends as before (the baseline). */
+
+static bool pr__defer_env(void)
+{
+    static int on = -1; /* a benign race: every thread computes the same value */
+    if (on < 0) {
+        const char *v = getenv("PIPEREC_WORKER_DEFER_EMIT");
+        on = !(v && strcmp(v, "0") == 0);
+    }
+    return on;
+}
+
+void pr__emitq_init(pr__pipe *p)
+{
+    pthread_mutex_init(&p->emitq_lock, NULL);
+    p->emitq_on = pr__defer_env();
+}
+
+void pr__emitq_fini(pr__pipe *p)
+{
+    while (p->emitq_head) {
+        pr_batch *b = p->emitq_head;
+        p->emitq_head = b->send_next;
+        pr_batch_unref(b);
+    }
+    p->emitq_tail = NULL;
+    pthread_mutex_destroy(&p->emitq_lock);
+}
+
+/* On the worker thread (deferral on): queue b (a reference of its own) and
+ * return true. Elsewhere: false (send now). */
+bool pr__emit_defer(pr__pipe *p, pr_batch *b)
+{
+    if (!p->emitq_on || p->ckpt_sink || !p->wthread_started ||
+        !pthread_equal(pthread_self(), p->wthread))
+        return false;
+    b->send_next = NULL;
+    pr_batch_ref(b);
+    pthread_mutex_lock(&p->emitq_lock);
+    if (p->emitq_tail)
+        p->emitq_tail->send_next = b;
+    else
+        p->emitq_head = b;
+    p->emitq_tail = b;
+    pthread_mutex_unlock(&p->emitq_lock);
+    return true;
+}
+
+/* Send the queued batches, oldest first (the pipeline thread; the worker
+ * only finds it empty). */
+void pr__emit_drain(pr__pipe *p)
+{
+    for (;;) {
+        pthread_mutex_lock(&p->emitq_lock);
+        pr_batch *b = p->emitq_head;
+        if (b) {
+            p->emitq_head = b->send_next;
+            if (!p->emitq_head)
+                p->emitq_tail = NULL;
+            b->send_next = NULL;
+        }
+        pthread_mutex_unlock(&p->emitq_lock);
+        if (!b)
+            return;
+        pr__emit_send(p, b);
+        pr_batch_unref(b);
+    }
+}
+
 /* ---------------------------------------------------------------- the worker
  *
  * One block at a time goes from the pipeline thread (which owns the
@@ -315,7 +399,7 @@ pr__wstate pr__wstate_get(pr__pipe *p)
  * value, not on a second look at wstate: a run that ends between the two
  * would read DONE, and treating DONE as "not running" swapped in the
  * finished block before it was reset, so its rows ran twice. */
-pr__wstate pr__worker_collect(pr__pipe *p)
+static pr__wstate pr__collect_run(pr__pipe *p)
 {
     pthread_mutex_lock(&p->wlock);
     if (p->wstate != PR__W_DONE) {
@@ -340,6 +424,17 @@ pr__wstate pr__worker_collect(pr__pipe *p)
     return st;
 }
 
+/* Deferred sends go out here unless a block is about to be dispatched
+ * (which sends them beside its run): the worker is running, or idle with
+ * nothing to start. */
+pr__wstate pr__worker_collect(pr__pipe *p)
+{
+    pr__wstate st = pr__collect_run(p);
+    if (st == PR__W_RUNNING || (st == PR__W_IDLE && p->blk->rows == 0))
+        pr__emit_drain(p);
+    return st;
+}
+
 /* Hand wblk to the worker (or run it here when engine.overlap is off). */
 void pr__worker_dispatch(pr__pipe *p)
 {
@@ -354,6 +449,7 @@ void pr__worker_dispatch(pr__pipe *p)
     pr__wstate_set(p, PR__W_RUNNING);
     pthread_cond_broadcast(&p->wcond);
     pthread_mutex_unlock(&p->wlock);
+    pr__emit_drain(p); /* the previous blocks' batches, beside this one's run */
 }
 
 /* Wait until the worker is not running, up to timeout_ms (< 0: for good),
@@ -379,6 +475,7 @@ void pr__worker_wait(pr__pipe *p, int timeout_ms)
 void pr__worker_join(pr__pipe *p)
 {
     pr__worker_wait(p, -1);
+    pr__emit_drain(p); /* the caller may use the sinks or wait for acks */
 }
 
 /* Swap the filled block in as the worker's and start it. */

@@ -224,6 +224,9 @@ typedef struct pr_batch {
     /* Private to the batcher. */
     int refcnt;
     void *priv_rows; /* per-row offset-tracker handles */
+    /* The emitting service's queue of batches to send (service/worker.c:
+     * the worker emits, the pipeline thread sends); NULL elsewhere. */
+    struct pr_batch *send_next;
 } pr_batch;
 
 /* Take / drop a reference; the last unref frees the batch. */
