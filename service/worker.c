@@ -7,7 +7,9 @@
  * touches the engine, the batcher and the sinks only while the worker is
  * not running (its duties, the rebalance callbacks after pr__worker_join).
  * So the order of blocks, and with it every result, is that of one thread;
- * the overlap is reading and decoding the next block meanwhile.
+ * the overlap is reading and decoding the next block meanwhile, and
+ * encoding and sending the batches the worker emitted ("Deferred sends":
+ * then the sinks are the pipeline thread's alone).
  *
  * The handoff is the four-state machine pr__wstate (pipe.h): every change
  * goes through pr__wstate_set, under wlock, which logs the transition at
