@@ -74,9 +74,85 @@ static size_t pr__align64(size_t n)
     return (n + 63) & ~(size_t)63;
 }
 
-/* Allocate a batch whose tensors hold `cap` rows; rows is set to cap. */
+/* ---------------------------------------------------------------- tensor pool
+ *
+ * Issue 21: a batch's tensor block (~1.3 MB for 8192 Criteo rows) freed
+ * after its acks and a fresh one allocated for the next batch cost the
+ * worker page faults on every first write (the column copies), about as
+ * much as the copies themselves. The batcher keeps up to PR__TPOOL_MAX
+ * blocks of its one size that acked batches gave back, and takes them
+ * first. The pool outlives the batcher while batches hold it (refs); the
+ * last one frees it. The contents of a reused block are overwritten before
+ * emission exactly as a fresh one's (never zeroed either).
+ * PIPEREC_BATCHER_RECYCLE=0: every block fresh (the baseline). */
+
+#define PR__TPOOL_MAX 8
+
+typedef struct pr__tpool {
+    pthread_mutex_t lock;
+    size_t size;
+    int refs; /* the batcher + each batch whose block came from here */
+    int n;
+    void *blk[PR__TPOOL_MAX];
+} pr__tpool;
+
+static pr__tpool *pr__tpool_new(size_t size)
+{
+    pr__tpool *t = calloc(1, sizeof(*t));
+    if (!t)
+        return NULL;
+    pthread_mutex_init(&t->lock, NULL);
+    t->size = size;
+    t->refs = 1;
+    return t;
+}
+
+/* Drop one reference; with a block (or NULL), give it back first. */
+static void pr__tpool_put(pr__tpool *t, void *blk)
+{
+    pthread_mutex_lock(&t->lock);
+    if (blk && t->n < PR__TPOOL_MAX) {
+        t->blk[t->n++] = blk;
+        blk = NULL;
+    }
+    bool last = --t->refs == 0;
+    pthread_mutex_unlock(&t->lock);
+    free(blk);
+    if (!last)
+        return;
+    for (int i = 0; i < t->n; i++)
+        free(t->blk[i]);
+    pthread_mutex_destroy(&t->lock);
+    free(t);
+}
+
+/* A block of t->size bytes (64-aligned) and a reference for its batch. */
+static void *pr__tpool_get(pr__tpool *t)
+{
+    void *blk = NULL;
+    pthread_mutex_lock(&t->lock);
+    if (t->n)
+        blk = t->blk[--t->n];
+    t->refs++;
+    pthread_mutex_unlock(&t->lock);
+    if (!blk && !(blk = aligned_alloc(64, t->size))) {
+        pr__tpool_put(t, NULL);
+        return NULL;
+    }
+    return blk;
+}
+
+static size_t pr__tensor_bytes(uint32_t cap, uint16_t n_dense, uint16_t n_sparse, uint8_t w)
+{
+    size_t total = pr__align64((size_t)cap * 4) + pr__align64((size_t)cap * n_dense * 4) +
+                   pr__align64((size_t)cap * n_sparse * w);
+    return total ? total : 64;
+}
+
+/* Allocate a batch whose tensors hold `cap` rows; rows is set to cap. With
+ * a pool (of this size), the tensor block comes from it. */
 static pr_batch *pr__batch_alloc(const char *pipeline, uint32_t cap, uint16_t n_dense,
-                                 uint16_t n_sparse, uint8_t w, bool zero)
+                                 uint16_t n_sparse, uint8_t w, bool zero, pr__tpool *pool)
 {
     pr_batch *bt = calloc(1, sizeof(*bt));
     if (!bt)
@@ -85,7 +161,8 @@ static pr_batch *pr__batch_alloc(const char *pipeline, uint32_t cap, uint16_t n_
     size_t den = pr__align64((size_t)cap * n_dense * 4);
     size_t spa = pr__align64((size_t)cap * n_sparse * w);
     size_t total = lab + den + spa;
-    uint8_t *mem = aligned_alloc(64, total ? total : 64);
+    uint8_t *mem = pool ? pr__tpool_get(pool) : aligned_alloc(64, total ? total : 64);
+    bt->tpool = mem ? pool : NULL;
     if (!mem) {
         free(bt);
         return NULL;
@@ -109,7 +186,7 @@ pr_batch *pr_batch_new(const char *pipeline, uint32_t rows, uint16_t n_dense, ui
 {
     if (sparse_width != 4 && sparse_width != 8)
         return NULL;
-    pr_batch *bt = pr__batch_alloc(pipeline, rows, n_dense, n_sparse, sparse_width, true);
+    pr_batch *bt = pr__batch_alloc(pipeline, rows, n_dense, n_sparse, sparse_width, true, NULL);
     if (!bt)
         return NULL;
     bt->vocab_sizes = calloc(n_sparse ? n_sparse : 1, sizeof(uint64_t));
@@ -187,7 +264,10 @@ void pr_batch_unref(pr_batch *b)
 {
     if (!b || __atomic_sub_fetch(&b->refcnt, 1, __ATOMIC_ACQ_REL) != 0)
         return;
-    free(b->labels);    /* the tensor block starts with labels (Criteo) */
+    if (b->tpool) /* the tensor block starts with labels (Criteo) */
+        pr__tpool_put(b->tpool, b->labels);
+    else
+        free(b->labels);
     free(b->label_mat); /* ... or with label_mat (jagged) */
     free(b->values);
     free(b->feature_keys);
@@ -448,6 +528,7 @@ struct pr_batcher {
     bool hint_live;            /* no block added yet: notice_floor also holds the restored */
     bool row_runs; /* runs of rows of one partition at once (PIPEREC_BATCHER_RUNS=0: per row) */
     bool prof;     /* PIPEREC_WORKER_PROF=1: thread CPU per phase (pr_batcher_prof) */
+    pr__tpool *tpool; /* tensor blocks of acked batches (NULL: jagged, or RECYCLE=0) */
     uint64_t prof_ns[PR_BATCHER_PROF__COUNT];
     uint64_t next_ser;
     uint64_t hot_version; /* pr_batcher_hot_version */
@@ -599,7 +680,7 @@ static int pr__ensure_cur(pr_batcher *b, int cls)
     /* Not zeroed: every row is written before emission, and emission compacts. */
     bd->cur = b->jag ? pr__jag_batch(b->jag, b->pipeline, c->batch.size)
                      : pr__batch_alloc(b->pipeline, c->batch.size, c->n_dense, c->n_sparse,
-                                       c->sparse_width, false);
+                                       c->sparse_width, false, b->tpool);
     bd->h = malloc((size_t)c->batch.size * sizeof(*bd->h));
     if (!bd->cur || !bd->h) {
         pr_batch_unref(bd->cur);
@@ -701,6 +782,11 @@ int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, si
     b->n_class = cfg->batch.split == PR_BATCH_SPLIT_POPULAR ? PR__NCLASS : 1;
     const char *runs = getenv("PIPEREC_BATCHER_RUNS"); /* "0": the per-row path (the baseline) */
     b->row_runs = !(runs && strcmp(runs, "0") == 0);
+    const char *rec = getenv("PIPEREC_BATCHER_RECYCLE"); /* "0": fresh blocks (the baseline) */
+    if (!b->jag && !(rec && strcmp(rec, "0") == 0) &&
+        !(b->tpool = pr__tpool_new(pr__tensor_bytes(cfg->batch.size, cfg->n_dense,
+                                                    cfg->n_sparse, cfg->sparse_width))))
+        goto nomem;
     const char *prof = getenv("PIPEREC_WORKER_PROF");
     b->prof = prof && strcmp(prof, "0") != 0;
     bool built = true;
@@ -762,6 +848,8 @@ void pr_batcher_free(pr_batcher *b)
     pr__ackset_fini(&b->acked);
     free(b->scratch.v);
     pr__offsets_fini(&b->offs);
+    if (b->tpool) /* after every batch of ours above: the blocks go back first */
+        pr__tpool_put(b->tpool, NULL);
     pthread_mutex_destroy(&b->mu);
     free(b);
 }

@@ -227,6 +227,7 @@ typedef struct pr_batch {
     /* The emitting service's queue of batches to send (service/worker.c:
      * the worker emits, the pipeline thread sends); NULL elsewhere. */
     struct pr_batch *send_next;
+    struct pr__tpool *tpool; /* the batcher's pool its tensor block returns to, or NULL */
 } pr_batch;
 
 /* Take / drop a reference; the last unref frees the batch. */
