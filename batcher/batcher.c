@@ -126,6 +126,25 @@ static void pr__tpool_put(pr__tpool *t, void *blk)
     free(t);
 }
 
+void *pr__tpool_take(pr__tpool *t, size_t need)
+{
+    if (need > t->size)
+        return NULL;
+    void *blk = NULL;
+    pthread_mutex_lock(&t->lock);
+    if (t->n)
+        blk = t->blk[--t->n];
+    pthread_mutex_unlock(&t->lock);
+    return blk ? blk : aligned_alloc(64, t->size);
+}
+
+static void pr__tpool_ref(pr__tpool *t)
+{
+    pthread_mutex_lock(&t->lock);
+    t->refs++;
+    pthread_mutex_unlock(&t->lock);
+}
+
 /* A block of t->size bytes (64-aligned) and a reference for its batch. */
 static void *pr__tpool_get(pr__tpool *t)
 {
@@ -279,7 +298,10 @@ void pr_batch_unref(pr_batch *b)
     free(b->ranges);
     free(b->vocab_sizes);
     free(b->recycled);
-    free(b->pb);
+    if (b->pbpool)
+        pr__tpool_put(b->pbpool, b->pb_pooled ? b->pb : NULL);
+    if (!b->pb_pooled)
+        free(b->pb);
     free(b->priv_rows);
     free(b);
 }
@@ -529,6 +551,7 @@ struct pr_batcher {
     bool row_runs; /* runs of rows of one partition at once (PIPEREC_BATCHER_RUNS=0: per row) */
     bool prof;     /* PIPEREC_WORKER_PROF=1: thread CPU per phase (pr_batcher_prof) */
     pr__tpool *tpool; /* tensor blocks of acked batches (NULL: jagged, or RECYCLE=0) */
+    pr__tpool *pbpool; /* their encodings' blocks (tensors + 64 KiB for the rest) */
     uint64_t prof_ns[PR_BATCHER_PROF__COUNT];
     uint64_t next_ser;
     uint64_t hot_version; /* pr_batcher_hot_version */
@@ -691,6 +714,10 @@ static int pr__ensure_cur(pr_batcher *b, int cls)
     }
     bd->cur->popular = cls == PR__POPULAR;
     bd->cur->rows = 0;
+    if (b->pbpool) { /* the encoding's block (pr_batch_encode) */
+        pr__tpool_ref(b->pbpool);
+        bd->cur->pbpool = b->pbpool;
+    }
     return 0;
 }
 
@@ -784,8 +811,9 @@ int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, si
     b->row_runs = !(runs && strcmp(runs, "0") == 0);
     const char *rec = getenv("PIPEREC_BATCHER_RECYCLE"); /* "0": fresh blocks (the baseline) */
     if (!b->jag && !(rec && strcmp(rec, "0") == 0) &&
-        !(b->tpool = pr__tpool_new(pr__tensor_bytes(cfg->batch.size, cfg->n_dense,
-                                                    cfg->n_sparse, cfg->sparse_width))))
+        (!(b->tpool = pr__tpool_new(pr__tensor_bytes(cfg->batch.size, cfg->n_dense,
+                                                     cfg->n_sparse, cfg->sparse_width))) ||
+         !(b->pbpool = pr__tpool_new(b->tpool->size + 65536))))
         goto nomem;
     const char *prof = getenv("PIPEREC_WORKER_PROF");
     b->prof = prof && strcmp(prof, "0") != 0;
@@ -850,6 +878,8 @@ void pr_batcher_free(pr_batcher *b)
     pr__offsets_fini(&b->offs);
     if (b->tpool) /* after every batch of ours above: the blocks go back first */
         pr__tpool_put(b->tpool, NULL);
+    if (b->pbpool)
+        pr__tpool_put(b->pbpool, NULL);
     pthread_mutex_destroy(&b->mu);
     free(b);
 }

@@ -8,7 +8,8 @@
  * batch sizes that cut runs anywhere. The run side also recycles tensor
  * blocks (the default; the per-row side has PIPEREC_BATCHER_RECYCLE=0): each
  * compared batch is released at once, so acked batches' blocks come back
- * and are written again, and must leave nothing of their old rows.
+ * and are written again, and must leave nothing of their old rows (the
+ * tensors, and the encodings pr_batch_encode writes into pooled blocks).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -112,6 +113,13 @@ static void check_same(side *a, side *b)
         assert_int_equal(pr_batch_pb_write(x, ex), nx);
         assert_int_equal(pr_batch_pb_write(y, ey), ny);
         assert_memory_equal(ex, ey, nx);
+        /* pr_batch_encode (the run side's from its pool's blocks) gives the same bytes */
+        assert_int_equal(pr_batch_encode(a->sink.b[i]), 0);
+        assert_int_equal(pr_batch_encode(b->sink.b[i]), 0);
+        assert_int_equal(x->pb_len, nx);
+        assert_int_equal(y->pb_len, ny);
+        assert_memory_equal(x->pb, ex, nx);
+        assert_memory_equal(y->pb, ex, nx);
         free(ex);
         free(ey);
         /* Released: once acked too, the block goes back to the pool. */
