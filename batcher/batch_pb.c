@@ -298,7 +298,7 @@ int pr_batch_encode(pr_batch *b)
         return PR_ENOMEM;
     size_t w = pr_batch_pb_write(b, buf);
     if (w != n) {
-        free(buf); /* a pool's block too: taking one holds no reference */
+        free(buf);        /* a pool's block too: taking one holds no reference */
         return PR_EINVAL; /* cannot happen: size and write walk the same fields */
     }
     b->pb = buf;

@@ -548,9 +548,9 @@ struct pr_batcher {
     pr__ackset acked;          /* notices acknowledged above the floor (pr_batcher_notice_acks) */
     pr__notes scratch;         /* a block's notices without the restored ones */
     bool hint_live;            /* no block added yet: notice_floor also holds the restored */
-    bool row_runs; /* runs of rows of one partition at once (PIPEREC_BATCHER_RUNS=0: per row) */
-    bool prof;     /* PIPEREC_WORKER_PROF=1: thread CPU per phase (pr_batcher_prof) */
-    pr__tpool *tpool; /* tensor blocks of acked batches (NULL: jagged, or RECYCLE=0) */
+    bool row_runs;     /* runs of rows of one partition at once (PIPEREC_BATCHER_RUNS=0: per row) */
+    bool prof;         /* PIPEREC_WORKER_PROF=1: thread CPU per phase (pr_batcher_prof) */
+    pr__tpool *tpool;  /* tensor blocks of acked batches (NULL: jagged, or RECYCLE=0) */
     pr__tpool *pbpool; /* their encodings' blocks (tensors + 64 KiB for the rest) */
     uint64_t prof_ns[PR_BATCHER_PROF__COUNT];
     uint64_t next_ser;
@@ -811,8 +811,8 @@ int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, si
     b->row_runs = !(runs && strcmp(runs, "0") == 0);
     const char *rec = getenv("PIPEREC_BATCHER_RECYCLE"); /* "0": fresh blocks (the baseline) */
     if (!b->jag && !(rec && strcmp(rec, "0") == 0) &&
-        (!(b->tpool = pr__tpool_new(pr__tensor_bytes(cfg->batch.size, cfg->n_dense,
-                                                     cfg->n_sparse, cfg->sparse_width))) ||
+        (!(b->tpool = pr__tpool_new(pr__tensor_bytes(cfg->batch.size, cfg->n_dense, cfg->n_sparse,
+                                                     cfg->sparse_width))) ||
          !(b->pbpool = pr__tpool_new(b->tpool->size + 65536))))
         goto nomem;
     const char *prof = getenv("PIPEREC_WORKER_PROF");

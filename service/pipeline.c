@@ -52,7 +52,7 @@ void pr__emit_cb(void *opaque, pr_batch *b)
 {
     pr__pipe *p = opaque;
     if (pr__emit_defer(p, b))
-        return; /* the pipeline thread sends it (worker.c) */
+        return;        /* the pipeline thread sends it (worker.c) */
     pr__emit_drain(p); /* earlier sequences first */
     pr__emit_send(p, b);
 }

@@ -227,7 +227,7 @@ typedef struct pr_batch {
     /* The emitting service's queue of batches to send (service/worker.c:
      * the worker emits, the pipeline thread sends); NULL elsewhere. */
     struct pr_batch *send_next;
-    struct pr__tpool *tpool; /* the batcher's pool its tensor block returns to, or NULL */
+    struct pr__tpool *tpool;  /* the batcher's pool its tensor block returns to, or NULL */
     struct pr__tpool *pbpool; /* ... and its encoding's (held from allocation), or NULL */
     bool pb_pooled;           /* pb came from pbpool */
 } pr_batch;
