@@ -290,15 +290,19 @@ int pr_batch_encode(pr_batch *b)
     if (b->pb)
         return 0;
     size_t n = pr_batch_pb_size(b);
-    uint8_t *buf = malloc(n ? n : 1);
-    if (!buf)
+    /* A batcher's batch: a block of its pool when the encoding fits (no page
+     * faults on a fresh block; batcher.c, "tensor pool"). */
+    uint8_t *buf = b->pbpool ? pr__tpool_take(b->pbpool, n ? n : 1) : NULL;
+    bool pooled = buf != NULL;
+    if (!buf && !(buf = malloc(n ? n : 1)))
         return PR_ENOMEM;
     size_t w = pr_batch_pb_write(b, buf);
     if (w != n) {
-        free(buf);
+        free(buf);        /* a pool's block too: taking one holds no reference */
         return PR_EINVAL; /* cannot happen: size and write walk the same fields */
     }
     b->pb = buf;
+    b->pb_pooled = pooled;
     b->pb_len = n;
     return 0;
 }

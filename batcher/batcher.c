@@ -60,6 +60,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "batcher_int.h"
 #include "pr_log.h"
@@ -73,9 +74,104 @@ static size_t pr__align64(size_t n)
     return (n + 63) & ~(size_t)63;
 }
 
-/* Allocate a batch whose tensors hold `cap` rows; rows is set to cap. */
+/* ---------------------------------------------------------------- tensor pool
+ *
+ * Issue 21: a batch's tensor block (~1.3 MB for 8192 Criteo rows) freed
+ * after its acks and a fresh one allocated for the next batch cost the
+ * worker page faults on every first write (the column copies), about as
+ * much as the copies themselves. The batcher keeps up to PR__TPOOL_MAX
+ * blocks of its one size that acked batches gave back, and takes them
+ * first. The pool outlives the batcher while batches hold it (refs); the
+ * last one frees it. The contents of a reused block are overwritten before
+ * emission exactly as a fresh one's (never zeroed either).
+ * PIPEREC_BATCHER_RECYCLE=0: every block fresh (the baseline). */
+
+#define PR__TPOOL_MAX 8
+
+typedef struct pr__tpool {
+    pthread_mutex_t lock;
+    size_t size;
+    int refs; /* the batcher + each batch whose block came from here */
+    int n;
+    void *blk[PR__TPOOL_MAX];
+} pr__tpool;
+
+static pr__tpool *pr__tpool_new(size_t size)
+{
+    pr__tpool *t = calloc(1, sizeof(*t));
+    if (!t)
+        return NULL;
+    pthread_mutex_init(&t->lock, NULL);
+    t->size = size;
+    t->refs = 1;
+    return t;
+}
+
+/* Drop one reference; with a block (or NULL), give it back first. */
+static void pr__tpool_put(pr__tpool *t, void *blk)
+{
+    pthread_mutex_lock(&t->lock);
+    if (blk && t->n < PR__TPOOL_MAX) {
+        t->blk[t->n++] = blk;
+        blk = NULL;
+    }
+    bool last = --t->refs == 0;
+    pthread_mutex_unlock(&t->lock);
+    free(blk);
+    if (!last)
+        return;
+    for (int i = 0; i < t->n; i++)
+        free(t->blk[i]);
+    pthread_mutex_destroy(&t->lock);
+    free(t);
+}
+
+void *pr__tpool_take(pr__tpool *t, size_t need)
+{
+    if (need > t->size)
+        return NULL;
+    void *blk = NULL;
+    pthread_mutex_lock(&t->lock);
+    if (t->n)
+        blk = t->blk[--t->n];
+    pthread_mutex_unlock(&t->lock);
+    return blk ? blk : aligned_alloc(64, t->size);
+}
+
+static void pr__tpool_ref(pr__tpool *t)
+{
+    pthread_mutex_lock(&t->lock);
+    t->refs++;
+    pthread_mutex_unlock(&t->lock);
+}
+
+/* A block of t->size bytes (64-aligned) and a reference for its batch. */
+static void *pr__tpool_get(pr__tpool *t)
+{
+    void *blk = NULL;
+    pthread_mutex_lock(&t->lock);
+    if (t->n)
+        blk = t->blk[--t->n];
+    t->refs++;
+    pthread_mutex_unlock(&t->lock);
+    if (!blk && !(blk = aligned_alloc(64, t->size))) {
+        pr__tpool_put(t, NULL);
+        return NULL;
+    }
+    return blk;
+}
+
+static size_t pr__tensor_bytes(uint32_t cap, uint16_t n_dense, uint16_t n_sparse, uint8_t w)
+{
+    size_t total = pr__align64((size_t)cap * 4) + pr__align64((size_t)cap * n_dense * 4) +
+                   pr__align64((size_t)cap * n_sparse * w);
+    return total ? total : 64;
+}
+
+/* Allocate a batch whose tensors hold `cap` rows; rows is set to cap. With
+ * a pool (of this size), the tensor block comes from it. */
 static pr_batch *pr__batch_alloc(const char *pipeline, uint32_t cap, uint16_t n_dense,
-                                 uint16_t n_sparse, uint8_t w, bool zero)
+                                 uint16_t n_sparse, uint8_t w, bool zero, pr__tpool *pool)
 {
     pr_batch *bt = calloc(1, sizeof(*bt));
     if (!bt)
@@ -84,7 +180,8 @@ static pr_batch *pr__batch_alloc(const char *pipeline, uint32_t cap, uint16_t n_
     size_t den = pr__align64((size_t)cap * n_dense * 4);
     size_t spa = pr__align64((size_t)cap * n_sparse * w);
     size_t total = lab + den + spa;
-    uint8_t *mem = aligned_alloc(64, total ? total : 64);
+    uint8_t *mem = pool ? pr__tpool_get(pool) : aligned_alloc(64, total ? total : 64);
+    bt->tpool = mem ? pool : NULL;
     if (!mem) {
         free(bt);
         return NULL;
@@ -108,7 +205,7 @@ pr_batch *pr_batch_new(const char *pipeline, uint32_t rows, uint16_t n_dense, ui
 {
     if (sparse_width != 4 && sparse_width != 8)
         return NULL;
-    pr_batch *bt = pr__batch_alloc(pipeline, rows, n_dense, n_sparse, sparse_width, true);
+    pr_batch *bt = pr__batch_alloc(pipeline, rows, n_dense, n_sparse, sparse_width, true, NULL);
     if (!bt)
         return NULL;
     bt->vocab_sizes = calloc(n_sparse ? n_sparse : 1, sizeof(uint64_t));
@@ -186,7 +283,10 @@ void pr_batch_unref(pr_batch *b)
 {
     if (!b || __atomic_sub_fetch(&b->refcnt, 1, __ATOMIC_ACQ_REL) != 0)
         return;
-    free(b->labels);    /* the tensor block starts with labels (Criteo) */
+    if (b->tpool) /* the tensor block starts with labels (Criteo) */
+        pr__tpool_put(b->tpool, b->labels);
+    else
+        free(b->labels);
     free(b->label_mat); /* ... or with label_mat (jagged) */
     free(b->values);
     free(b->feature_keys);
@@ -198,7 +298,10 @@ void pr_batch_unref(pr_batch *b)
     free(b->ranges);
     free(b->vocab_sizes);
     free(b->recycled);
-    free(b->pb);
+    if (b->pbpool)
+        pr__tpool_put(b->pbpool, b->pb_pooled ? b->pb : NULL);
+    if (!b->pb_pooled)
+        free(b->pb);
     free(b->priv_rows);
     free(b);
 }
@@ -445,7 +548,11 @@ struct pr_batcher {
     pr__ackset acked;          /* notices acknowledged above the floor (pr_batcher_notice_acks) */
     pr__notes scratch;         /* a block's notices without the restored ones */
     bool hint_live;            /* no block added yet: notice_floor also holds the restored */
-    bool row_runs; /* runs of rows of one partition at once (PIPEREC_BATCHER_RUNS=0: per row) */
+    bool row_runs;     /* runs of rows of one partition at once (PIPEREC_BATCHER_RUNS=0: per row) */
+    bool prof;         /* PIPEREC_WORKER_PROF=1: thread CPU per phase (pr_batcher_prof) */
+    pr__tpool *tpool;  /* tensor blocks of acked batches (NULL: jagged, or RECYCLE=0) */
+    pr__tpool *pbpool; /* their encodings' blocks (tensors + 64 KiB for the rest) */
+    uint64_t prof_ns[PR_BATCHER_PROF__COUNT];
     uint64_t next_ser;
     uint64_t hot_version; /* pr_batcher_hot_version */
 
@@ -596,7 +703,7 @@ static int pr__ensure_cur(pr_batcher *b, int cls)
     /* Not zeroed: every row is written before emission, and emission compacts. */
     bd->cur = b->jag ? pr__jag_batch(b->jag, b->pipeline, c->batch.size)
                      : pr__batch_alloc(b->pipeline, c->batch.size, c->n_dense, c->n_sparse,
-                                       c->sparse_width, false);
+                                       c->sparse_width, false, b->tpool);
     bd->h = malloc((size_t)c->batch.size * sizeof(*bd->h));
     if (!bd->cur || !bd->h) {
         pr_batch_unref(bd->cur);
@@ -607,6 +714,10 @@ static int pr__ensure_cur(pr_batcher *b, int cls)
     }
     bd->cur->popular = cls == PR__POPULAR;
     bd->cur->rows = 0;
+    if (b->pbpool) { /* the encoding's block (pr_batch_encode) */
+        pr__tpool_ref(b->pbpool);
+        bd->cur->pbpool = b->pbpool;
+    }
     return 0;
 }
 
@@ -698,6 +809,14 @@ int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, si
     b->n_class = cfg->batch.split == PR_BATCH_SPLIT_POPULAR ? PR__NCLASS : 1;
     const char *runs = getenv("PIPEREC_BATCHER_RUNS"); /* "0": the per-row path (the baseline) */
     b->row_runs = !(runs && strcmp(runs, "0") == 0);
+    const char *rec = getenv("PIPEREC_BATCHER_RECYCLE"); /* "0": fresh blocks (the baseline) */
+    if (!b->jag && !(rec && strcmp(rec, "0") == 0) &&
+        (!(b->tpool = pr__tpool_new(pr__tensor_bytes(cfg->batch.size, cfg->n_dense, cfg->n_sparse,
+                                                     cfg->sparse_width))) ||
+         !(b->pbpool = pr__tpool_new(b->tpool->size + 65536))))
+        goto nomem;
+    const char *prof = getenv("PIPEREC_WORKER_PROF");
+    b->prof = prof && strcmp(prof, "0") != 0;
     bool built = true;
     for (int k = 0; k < b->n_class; k++)
         if (pr__build_init(&b->bld[k], n) < 0 ||
@@ -757,6 +876,10 @@ void pr_batcher_free(pr_batcher *b)
     pr__ackset_fini(&b->acked);
     free(b->scratch.v);
     pr__offsets_fini(&b->offs);
+    if (b->tpool) /* after every batch of ours above: the blocks go back first */
+        pr__tpool_put(b->tpool, NULL);
+    if (b->pbpool)
+        pr__tpool_put(b->pbpool, NULL);
     pthread_mutex_destroy(&b->mu);
     free(b);
 }
@@ -872,7 +995,47 @@ static int pr__notes_to_batch(pr_batcher *b, pr__build *bd, pr_batch *bt)
 }
 
 /* Hand the class's `cur` out as the next batch. */
+/* ---------------------------------------------------------------- phase profile
+ *
+ * PIPEREC_WORKER_PROF=1: the calling thread's CPU time spent in the column
+ * copies, the emission's bookkeeping and the on_emit callback (encoding and
+ * sink offers), so that the worker can tell its serial time per phase. */
+
+static uint64_t pr__thread_ns(const pr_batcher *b)
+{
+    if (!b->prof)
+        return 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void pr__prof_add(pr_batcher *b, int phase, uint64_t t0)
+{
+    if (b->prof)
+        b->prof_ns[phase] += pr__thread_ns(b) - t0;
+}
+
+void pr_batcher_prof(const pr_batcher *b, uint64_t ns[PR_BATCHER_PROF__COUNT])
+{
+    memcpy(ns, b->prof_ns, sizeof(b->prof_ns));
+}
+
+static int pr__emit_batch(pr_batcher *b, int cls, pr_batch_reason reason);
+
+/* Emit the build's cur; the emission's own CPU time, less the callback's,
+ * goes to PR_BATCHER_PROF_EMIT. */
 static int pr__emit(pr_batcher *b, int cls, pr_batch_reason reason)
+{
+    uint64_t t0 = pr__thread_ns(b), cb0 = b->prof_ns[PR_BATCHER_PROF_CALLBACK];
+    int err = pr__emit_batch(b, cls, reason);
+    if (b->prof)
+        b->prof_ns[PR_BATCHER_PROF_EMIT] +=
+            pr__thread_ns(b) - t0 - (b->prof_ns[PR_BATCHER_PROF_CALLBACK] - cb0);
+    return err;
+}
+
+static int pr__emit_batch(pr_batcher *b, int cls, pr_batch_reason reason)
 {
     pr__build *bd = &b->bld[cls];
     pr_batch *bt = bd->cur;
@@ -956,9 +1119,11 @@ static int pr__emit(pr_batcher *b, int cls, pr_batch_reason reason)
     pr_hist_snapshot_observe(&st->wait_s, (double)(bt->emit_mono_ns - bd->oldest) / 1e9);
 
     int err = pr__ensure_cur(b, cls); /* before the callback: it may call back into us */
+    uint64_t t0 = pr__thread_ns(b);
     pr_batch_ref(bt);
     c->on_emit(c->opaque, bt);
     pr_batch_unref(bt);
+    pr__prof_add(b, PR_BATCHER_PROF_CALLBACK, t0);
     return err;
 }
 
@@ -1073,7 +1238,9 @@ static inline int pr__row_class(const pr_batcher *b, const uint64_t *popular, ui
 static void pr__commit_rows(pr_batcher *b, int cls, const pr_out *out, uint32_t *k)
 {
     pr__build *bd = &b->bld[cls];
+    uint64_t t0 = pr__thread_ns(b);
     pr__copy_rows(b, bd, out, bd->idx, *k);
+    pr__prof_add(b, PR_BATCHER_PROF_COPY, t0);
     bd->cur->rows += *k;
     b->st.rows_in += *k;
     *k = 0;

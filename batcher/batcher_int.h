@@ -66,6 +66,11 @@ typedef struct pr__offsets {
     size_t last; /* lookup cache */
 } pr__offsets;
 
+/* The batcher's block pools (batcher.c, "tensor pool"): a block of the
+ * pool's size, from the pool or fresh (no reference taken), or NULL when
+ * `need` is larger; and the pool's size. */
+void *pr__tpool_take(struct pr__tpool *t, size_t need);
+
 void pr__offsets_init(pr__offsets *o);
 void pr__offsets_fini(pr__offsets *o);
 /* Slot of partition key, creating (and activating) it when `create`; -1 when absent / ENOMEM. */

@@ -273,6 +273,9 @@ stream() {
     RSS_KB=$(awk '/^VmHWM/ {print $2}' "/proc/$RPID/status" 2>/dev/null || echo 0)
     stop_pid "$CPID"; CPID=""
     stop_pid "$RPID"; RPID=""
+    # PIPEREC_WORKER_PROF=1: the worker's phase profile (logged at stop), one line per run
+    grep 'worker profile' "$TMP/run.err" | sed "s/^/threads=$3 lpm=$2 k=$5: /" \
+        >> "${BENCH_SWEEP_OUT:-$TMP}/worker_prof.log" || true
     STREAM_RATE=$($PY -c 'import json,sys; p=json.load(open(sys.argv[1])); print(p["rows"] / p["seconds"])' "$TMP/poll.json")
     ROWS_READ=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["rows"])' "$TMP/poll.json")
     $PY "$HELP" fields "$TMP/poll.json" "$ROWS_READ" broker,piperec,trainer "$TMP/ceil_line.json" \

@@ -96,6 +96,14 @@ struct pr__pipe {
     bool wquit;          /* under wlock */
     bool w_skip_done;    /* checkpoint filter already applied to wblk */
     uint32_t ahead_rows; /* rows of blk whose values were proposed ahead (vocab log) */
+    bool wprof_on;       /* PIPEREC_WORKER_PROF=1: worker.c's phase counters, logged at stop */
+    uint64_t wprof[16];  /* worker.c's pr__wprof slots (the worker's thread only) */
+    /* Batches the worker emitted, in sequence order, for the pipeline
+     * thread to encode and send while the worker runs the next block
+     * (worker.c, "Deferred sends"; PIPEREC_WORKER_DEFER_EMIT=0: off). */
+    bool emitq_on;
+    pthread_mutex_t emitq_lock;
+    pr_batch *emitq_head, *emitq_tail; /* linked by send_next; each holds a reference */
     /* Rows the batcher dropped as late while the worker ran: dead-lettered
      * by the pipeline thread when it collects the block. */
     struct pr__late {
@@ -198,6 +206,11 @@ void pr__refresh_cache(pr__pipe *p, int64_t now_ns, bool force);
 /* Batcher, consumer and sink callbacks (pr__pipe_init wires them). */
 uint64_t pr__vocab_cb(void *opaque, uint32_t col);
 void pr__emit_cb(void *opaque, pr_batch *b);
+void pr__emit_send(pr__pipe *p, pr_batch *b); /* encode + offer to the sinks, now */
+bool pr__emit_defer(pr__pipe *p, pr_batch *b);
+void pr__emit_drain(pr__pipe *p);
+void pr__emitq_init(pr__pipe *p);
+void pr__emitq_fini(pr__pipe *p);
 void pr__late_cb(void *opaque, const pr_block *in, const pr_out *out, uint32_t row);
 void pr__on_assign(void *opaque, pr_consumer *c, const pr_tp *parts, size_t n);
 void pr__on_revoke(void *opaque, pr_consumer *c, const pr_tp *parts, size_t n);

@@ -51,6 +51,14 @@ uint64_t pr__vocab_cb(void *opaque, uint32_t col)
 void pr__emit_cb(void *opaque, pr_batch *b)
 {
     pr__pipe *p = opaque;
+    if (pr__emit_defer(p, b))
+        return;        /* the pipeline thread sends it (worker.c) */
+    pr__emit_drain(p); /* earlier sequences first */
+    pr__emit_send(p, b);
+}
+
+void pr__emit_send(pr__pipe *p, pr_batch *b)
+{
     int rc = pr_sinkset_send(p->sinks, b);
     if (rc < 0) {
         atomic_fetch_add(&p->emit_errors, 1);

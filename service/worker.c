@@ -7,13 +7,16 @@
  * touches the engine, the batcher and the sinks only while the worker is
  * not running (its duties, the rebalance callbacks after pr__worker_join).
  * So the order of blocks, and with it every result, is that of one thread;
- * the overlap is reading and decoding the next block meanwhile.
+ * the overlap is reading and decoding the next block meanwhile, and
+ * encoding and sending the batches the worker emitted ("Deferred sends":
+ * then the sinks are the pipeline thread's alone).
  *
  * The handoff is the four-state machine pr__wstate (pipe.h): every change
  * goes through pr__wstate_set, under wlock, which logs the transition at
  * debug level, so a trace shows each block's way through the worker.
  */
 #define _GNU_SOURCE /* pthread_setname_np */
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +47,99 @@ static void pr__wstate_set(pr__pipe *p, pr__wstate st)
     pr_debug("pipeline %s: worker %s -> %s (%u rows)", p->cfg->name, pr__wstate_name(p->wstate),
              pr__wstate_name(st), p->wblk ? p->wblk->rows : 0);
     p->wstate = st;
+}
+
+/* ---------------------------------------------------------------- phase profile
+ *
+ * PIPEREC_WORKER_PROF=1: the worker's thread CPU and wall time per phase of
+ * a block (issue 21: its serial part per row is the 16-core bound of a
+ * pipeline), logged when the worker stops (at warn level: the benches log
+ * warnings only, and the switch is asked for). The engine phase
+ * is the one the pool shares (the worker takes columns like any pool
+ * worker); every other phase runs on the worker alone. */
+
+enum pr__wprof {
+    PR__WP_VOCAB_CPU,
+    PR__WP_VOCAB_WALL,
+    PR__WP_ENGINE_CPU,
+    PR__WP_ENGINE_WALL,
+    PR__WP_HOT_CPU, /* schema side tables + hot sets */
+    PR__WP_BATCHER_CPU,
+    PR__WP_COPY_CPU,     /* of BATCHER: column copies */
+    PR__WP_EMIT_CPU,     /* of BATCHER: emission bookkeeping */
+    PR__WP_CALLBACK_CPU, /* of BATCHER: on_emit (encoding, sink offers) */
+    PR__WP_RUN_CPU,
+    PR__WP_RUN_WALL,
+    PR__WP_ROWS,
+    PR__WP_BLOCKS,
+    PR__WP__COUNT
+};
+_Static_assert(PR__WP__COUNT <= sizeof(((pr__pipe *)0)->wprof) / sizeof(uint64_t),
+               "pr__pipe.wprof holds every slot");
+
+static uint64_t pr__clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+typedef struct pr__wmark {
+    uint64_t cpu, wall;
+} pr__wmark;
+
+static pr__wmark pr__wprof_mark(const pr__pipe *p)
+{
+    pr__wmark m = {0, 0};
+    if (p->wprof_on) {
+        m.cpu = pr__clock_ns(CLOCK_THREAD_CPUTIME_ID);
+        m.wall = pr__clock_ns(CLOCK_MONOTONIC);
+    }
+    return m;
+}
+
+/* Add the time since m to slot cpu (and wall, >= 0); m becomes now. */
+static void pr__wprof_add(pr__pipe *p, pr__wmark *m, int cpu, int wall)
+{
+    if (!p->wprof_on)
+        return;
+    pr__wmark n = pr__wprof_mark(p);
+    p->wprof[cpu] += n.cpu - m->cpu;
+    if (wall >= 0)
+        p->wprof[wall] += n.wall - m->wall;
+    *m = n;
+}
+
+static void pr__wprof_batcher(pr__pipe *p, const uint64_t before[PR_BATCHER_PROF__COUNT])
+{
+    uint64_t now[PR_BATCHER_PROF__COUNT];
+    pr_batcher_prof(p->bat, now);
+    p->wprof[PR__WP_COPY_CPU] += now[PR_BATCHER_PROF_COPY] - before[PR_BATCHER_PROF_COPY];
+    p->wprof[PR__WP_EMIT_CPU] += now[PR_BATCHER_PROF_EMIT] - before[PR_BATCHER_PROF_EMIT];
+    p->wprof[PR__WP_CALLBACK_CPU] +=
+        now[PR_BATCHER_PROF_CALLBACK] - before[PR_BATCHER_PROF_CALLBACK];
+}
+
+/* The log line at stop: ns per row of each phase; "serial" is the worker's
+ * CPU outside the engine phase (what the pool cannot take). */
+static void pr__wprof_log(const pr__pipe *p)
+{
+    const uint64_t *w = p->wprof;
+    if (!p->wprof_on || !w[PR__WP_ROWS])
+        return;
+    double r = (double)w[PR__WP_ROWS];
+    pr_warn("pipeline %s: worker profile: %" PRIu64 " rows %" PRIu64
+            " blocks; ns/row: run cpu %.1f wall %.1f, serial cpu %.1f; vocab cpu %.1f "
+            "wall %.1f; engine cpu %.1f wall %.1f; hot %.1f; batcher %.1f (copy %.1f, emit "
+            "%.1f, on_emit %.1f, append %.1f)",
+            p->cfg->name, w[PR__WP_ROWS], w[PR__WP_BLOCKS], w[PR__WP_RUN_CPU] / r,
+            w[PR__WP_RUN_WALL] / r, (w[PR__WP_RUN_CPU] - w[PR__WP_ENGINE_CPU]) / r,
+            w[PR__WP_VOCAB_CPU] / r, w[PR__WP_VOCAB_WALL] / r, w[PR__WP_ENGINE_CPU] / r,
+            w[PR__WP_ENGINE_WALL] / r, w[PR__WP_HOT_CPU] / r, w[PR__WP_BATCHER_CPU] / r,
+            w[PR__WP_COPY_CPU] / r, w[PR__WP_EMIT_CPU] / r, w[PR__WP_CALLBACK_CPU] / r,
+            ((double)w[PR__WP_BATCHER_CPU] - w[PR__WP_COPY_CPU] - w[PR__WP_EMIT_CPU] -
+             w[PR__WP_CALLBACK_CPU]) /
+                r);
 }
 
 /* ---------------------------------------------------------------- one block */
@@ -79,10 +175,11 @@ static void pr__skip_checkpointed(pr__pipe *p, pr_block *b)
  * engine.overlap is off). With a shared vocabulary PR_EAGAIN while the
  * block's new values wait for the log (each call waits a few ms): run it
  * again. Dead letters are left to pr__worker_collect (pipeline thread). */
-static int pr__block_run(pr__pipe *p, pr_block *b, pr_out *o)
+static int pr__block_steps(pr__pipe *p, pr_block *b, pr_out *o)
 {
     char e[512] = "";
     int rc;
+    pr__wmark m = pr__wprof_mark(p);
     if (p->ckpt_sink && !p->w_skip_done) {
         p->w_skip_done = true;
         if (b->rows)
@@ -91,6 +188,7 @@ static int pr__block_run(pr__pipe *p, pr_block *b, pr_out *o)
     if (b->rows == 0)
         return 0;
     rc = pr_vocab_store_resolve(p->vs, b, PR__VLOG_WAIT_MS, e, sizeof(e));
+    pr__wprof_add(p, &m, PR__WP_VOCAB_CPU, PR__WP_VOCAB_WALL);
     if (rc == PR_EAGAIN)
         return rc;
     if (rc) {
@@ -100,6 +198,7 @@ static int pr__block_run(pr__pipe *p, pr_block *b, pr_out *o)
         return rc;
     }
     rc = pr_engine_process(p->eng, b, o, e, sizeof(e));
+    pr__wprof_add(p, &m, PR__WP_ENGINE_CPU, PR__WP_ENGINE_WALL);
     if (!rc)
         rc = pr__schema_finish(p, b, o, e, sizeof(e)); /* a declared schema's side tables */
     if (rc) {
@@ -130,13 +229,127 @@ static int pr__block_run(pr__pipe *p, pr_block *b, pr_out *o)
         }
         pthread_mutex_unlock(&p->hot_lock);
     }
+    uint64_t bprof[PR_BATCHER_PROF__COUNT];
+    pr_batcher_prof(p->bat, bprof);
+    pr__wprof_add(p, &m, PR__WP_HOT_CPU, -1);
     rc = pr_batcher_add_split(p->bat, b, o, popular);
+    pr__wprof_add(p, &m, PR__WP_BATCHER_CPU, -1);
+    if (p->wprof_on)
+        pr__wprof_batcher(p, bprof);
     free(popular);
     if (rc) {
         pr__set_fatal(p, rc, "batcher refused rows");
         return rc;
     }
     return 0;
+}
+
+static bool pr__wprof_env(void)
+{
+    static int on = -1; /* a benign race: every thread computes the same value */
+    if (on < 0) {
+        const char *v = getenv("PIPEREC_WORKER_PROF");
+        on = v && strcmp(v, "0") != 0;
+    }
+    return on;
+}
+
+static int pr__block_run(pr__pipe *p, pr_block *b, pr_out *o)
+{
+    p->wprof_on = pr__wprof_env();
+    pr__wmark m = pr__wprof_mark(p);
+    uint32_t rows = b->rows;
+    int rc = pr__block_steps(p, b, o);
+    if (p->wprof_on && rc != PR_EAGAIN) {
+        pr__wprof_add(p, &m, PR__WP_RUN_CPU, PR__WP_RUN_WALL);
+        p->wprof[PR__WP_ROWS] += rows;
+        p->wprof[PR__WP_BLOCKS]++;
+    }
+    return rc;
+}
+
+/* ---------------------------------------------------------------- deferred sends
+ *
+ * Issue 21: encoding a batch (pr_batch_encode: a full copy of its tensors
+ * into fresh memory) and offering it to the sinks was about half of the
+ * worker's serial CPU per row. The batches the worker emits now go, in
+ * sequence order, to a queue the pipeline thread drains: right after it
+ * hands the worker its next block (so the encoding overlaps that block's
+ * engine and batcher), whenever it finds no block to start, and before
+ * anything else it emits or does with the sinks (pr__emit_cb, join). The
+ * batches, their sequence numbers and the order of sends are the same; only
+ * the thread that encodes and offers them changes, and with deferral on the
+ * sinks are used by the pipeline thread alone. Offsets are unaffected: a
+ * batch's offsets become safe only when every sink acked it, after its
+ * send. Checkpoint delivery keeps the old path (the worker filters rows
+ * through the checkpoint sink). PIPEREC_WORKER_DEFER_EMIT=0: the worker
+ * sends as before (the baseline). */
+
+static bool pr__defer_env(void)
+{
+    static int on = -1; /* a benign race: every thread computes the same value */
+    if (on < 0) {
+        const char *v = getenv("PIPEREC_WORKER_DEFER_EMIT");
+        on = !(v && strcmp(v, "0") == 0);
+    }
+    return on;
+}
+
+void pr__emitq_init(pr__pipe *p)
+{
+    pthread_mutex_init(&p->emitq_lock, NULL);
+    p->emitq_on = pr__defer_env();
+}
+
+void pr__emitq_fini(pr__pipe *p)
+{
+    while (p->emitq_head) {
+        pr_batch *b = p->emitq_head;
+        p->emitq_head = b->send_next;
+        pr_batch_unref(b);
+    }
+    p->emitq_tail = NULL;
+    pthread_mutex_destroy(&p->emitq_lock);
+}
+
+/* On the worker thread (deferral on): queue b (a reference of its own) and
+ * return true. Elsewhere: false (send now). */
+bool pr__emit_defer(pr__pipe *p, pr_batch *b)
+{
+    if (!p->emitq_on || p->ckpt_sink || !p->wthread_started ||
+        !pthread_equal(pthread_self(), p->wthread))
+        return false;
+    b->send_next = NULL;
+    pr_batch_ref(b);
+    pthread_mutex_lock(&p->emitq_lock);
+    if (p->emitq_tail)
+        p->emitq_tail->send_next = b;
+    else
+        p->emitq_head = b;
+    p->emitq_tail = b;
+    pthread_mutex_unlock(&p->emitq_lock);
+    return true;
+}
+
+/* Send the queued batches, oldest first (the pipeline thread; the worker
+ * only finds it empty). */
+void pr__emit_drain(pr__pipe *p)
+{
+    for (;;) {
+        pthread_mutex_lock(&p->emitq_lock);
+        pr_batch *b = p->emitq_head;
+        if (b) {
+            p->emitq_head = b->send_next;
+            if (!p->emitq_head)
+                p->emitq_tail = NULL;
+            b->send_next = NULL;
+        }
+        pthread_mutex_unlock(&p->emitq_lock);
+        if (!b)
+            return;
+        pr__emit_send(p, b);
+        pr_batch_unref(b);
+    }
 }
 
 /* ---------------------------------------------------------------- the worker
@@ -188,7 +401,7 @@ pr__wstate pr__wstate_get(pr__pipe *p)
  * value, not on a second look at wstate: a run that ends between the two
  * would read DONE, and treating DONE as "not running" swapped in the
  * finished block before it was reset, so its rows ran twice. */
-pr__wstate pr__worker_collect(pr__pipe *p)
+static pr__wstate pr__collect_run(pr__pipe *p)
 {
     pthread_mutex_lock(&p->wlock);
     if (p->wstate != PR__W_DONE) {
@@ -213,6 +426,17 @@ pr__wstate pr__worker_collect(pr__pipe *p)
     return st;
 }
 
+/* Deferred sends go out here unless a block is about to be dispatched
+ * (which sends them beside its run): the worker is running, or idle with
+ * nothing to start. */
+pr__wstate pr__worker_collect(pr__pipe *p)
+{
+    pr__wstate st = pr__collect_run(p);
+    if (st == PR__W_RUNNING || (st == PR__W_IDLE && p->blk->rows == 0))
+        pr__emit_drain(p);
+    return st;
+}
+
 /* Hand wblk to the worker (or run it here when engine.overlap is off). */
 void pr__worker_dispatch(pr__pipe *p)
 {
@@ -227,6 +451,7 @@ void pr__worker_dispatch(pr__pipe *p)
     pr__wstate_set(p, PR__W_RUNNING);
     pthread_cond_broadcast(&p->wcond);
     pthread_mutex_unlock(&p->wlock);
+    pr__emit_drain(p); /* the previous blocks' batches, beside this one's run */
 }
 
 /* Wait until the worker is not running, up to timeout_ms (< 0: for good),
@@ -252,6 +477,7 @@ void pr__worker_wait(pr__pipe *p, int timeout_ms)
 void pr__worker_join(pr__pipe *p)
 {
     pr__worker_wait(p, -1);
+    pr__emit_drain(p); /* the caller may use the sinks or wait for acks */
 }
 
 /* Swap the filled block in as the worker's and start it. */
@@ -268,6 +494,8 @@ void pr__worker_start_block(pr__pipe *p)
 /* Stop the worker thread (after the drain: the worker is idle). */
 void pr__worker_quit(pr__pipe *p)
 {
+    pr__wprof_log(p);
+    p->wprof[PR__WP_ROWS] = 0; /* logged once */
     if (!p->wthread_started)
         return;
     pthread_mutex_lock(&p->wlock);

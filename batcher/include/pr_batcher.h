@@ -224,6 +224,12 @@ typedef struct pr_batch {
     /* Private to the batcher. */
     int refcnt;
     void *priv_rows; /* per-row offset-tracker handles */
+    /* The emitting service's queue of batches to send (service/worker.c:
+     * the worker emits, the pipeline thread sends); NULL elsewhere. */
+    struct pr_batch *send_next;
+    struct pr__tpool *tpool;  /* the batcher's pool its tensor block returns to, or NULL */
+    struct pr__tpool *pbpool; /* ... and its encoding's (held from allocation), or NULL */
+    bool pb_pooled;           /* pb came from pbpool */
 } pr_batch;
 
 /* Take / drop a reference; the last unref frees the batch. */
@@ -539,6 +545,19 @@ typedef struct pr_batcher_stats {
 
 /* Snapshot (thread-safe). */
 void pr_batcher_get_stats(pr_batcher *b, pr_batcher_stats *st);
+
+/* Phase profile (PIPEREC_WORKER_PROF=1, else all zero): CPU nanoseconds of
+ * the calling threads in the column copies into batches, the emission's
+ * bookkeeping (less the callback) and on_emit (encoding, sink offers).
+ * Cumulative; the worker takes deltas around its own calls. The thread that
+ * calls pr_batcher_add* / poll / flush only. */
+enum {
+    PR_BATCHER_PROF_COPY,
+    PR_BATCHER_PROF_EMIT,
+    PR_BATCHER_PROF_CALLBACK,
+    PR_BATCHER_PROF__COUNT
+};
+void pr_batcher_prof(const pr_batcher *b, uint64_t ns[PR_BATCHER_PROF__COUNT]);
 
 /* In-flight bytes (buffered + emitted-unacked), for backpressure; pipeline
  * thread only, cheap. */

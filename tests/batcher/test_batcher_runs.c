@@ -5,7 +5,11 @@
  * batchers, one per path, give byte-identical TrainingBatch encodings, the
  * same sequence numbers and the same safe offsets after acks in any order,
  * across runs of 1..60 rows, rejects, notices at any row, revokes and
- * batch sizes that cut runs anywhere.
+ * batch sizes that cut runs anywhere. The run side also recycles tensor
+ * blocks (the default; the per-row side has PIPEREC_BATCHER_RECYCLE=0): each
+ * compared batch is released at once, so acked batches' blocks come back
+ * and are written again, and must leave nothing of their old rows (the
+ * tensors, and the encodings pr_batch_encode writes into pooled blocks).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -54,12 +58,16 @@ static void side_new(side *s, uint32_t size, pr_batch_ordering ord, bool runs)
         .opaque = &s->sink,
     };
     char err[256];
-    if (runs)
+    if (runs) {
         unsetenv("PIPEREC_BATCHER_RUNS");
-    else
+        unsetenv("PIPEREC_BATCHER_RECYCLE");
+    } else {
         setenv("PIPEREC_BATCHER_RUNS", "0", 1);
+        setenv("PIPEREC_BATCHER_RECYCLE", "0", 1);
+    }
     assert_int_equal(pr_batcher_new(&cfg, &s->b, err, sizeof(err)), 0);
     unsetenv("PIPEREC_BATCHER_RUNS");
+    unsetenv("PIPEREC_BATCHER_RECYCLE");
 }
 
 static uint32_t rnd(uint32_t *st)
@@ -96,6 +104,7 @@ static void check_same(side *a, side *b)
     for (size_t i = a->checked; i < a->sink.n; i++) {
         const pr_batch *x = a->sink.b[i], *y = b->sink.b[i];
         assert_int_equal(x->seq, y->seq);
+        assert_int_equal(x->seq, i + 1); /* ack_some acks by position */
         assert_int_equal(x->rows, y->rows);
         assert_int_equal(x->oldest_mono_ns, y->oldest_mono_ns);
         size_t nx = pr_batch_pb_size(x), ny = pr_batch_pb_size(y);
@@ -104,8 +113,19 @@ static void check_same(side *a, side *b)
         assert_int_equal(pr_batch_pb_write(x, ex), nx);
         assert_int_equal(pr_batch_pb_write(y, ey), ny);
         assert_memory_equal(ex, ey, nx);
+        /* pr_batch_encode (the run side's from its pool's blocks) gives the same bytes */
+        assert_int_equal(pr_batch_encode(a->sink.b[i]), 0);
+        assert_int_equal(pr_batch_encode(b->sink.b[i]), 0);
+        assert_int_equal(x->pb_len, nx);
+        assert_int_equal(y->pb_len, ny);
+        assert_memory_equal(x->pb, ex, nx);
+        assert_memory_equal(y->pb, ex, nx);
         free(ex);
         free(ey);
+        /* Released: once acked too, the block goes back to the pool. */
+        pr_batch_unref(a->sink.b[i]);
+        pr_batch_unref(b->sink.b[i]);
+        a->sink.b[i] = b->sink.b[i] = NULL;
     }
     a->checked = b->checked = a->sink.n;
     for (int32_t p = 0; p < NP; p++)
@@ -116,7 +136,7 @@ static void ack_some(side *s, uint32_t *st)
 {
     for (size_t i = 0; i < s->sink.n; i++)
         if (rnd(st) % 3 == 0)
-            (void)pr_batcher_ack(s->b, s->sink.b[i]->seq);
+            (void)pr_batcher_ack(s->b, i + 1); /* sequences start at 1, one per batch */
 }
 
 static void same_case(uint32_t size, pr_batch_ordering ord, uint32_t seed)

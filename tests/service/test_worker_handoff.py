@@ -19,6 +19,10 @@ and both drivers share the engine). The last round adds a vocab_log: new
 values are decided through the log, and while a block waits the next one's
 values are proposed ahead; one replica must still number every value in
 first-appearance order, exactly as the offline run does.
+Rounds vary engine.threads (1, 2, 4) and PIPEREC_WORKER_DEFER_EMIT (the
+worker's batches sent by the pipeline thread beside the next block, the
+default, or by the worker itself, the old path): every combination must give
+the offline output row for row.
 Env (pr_script_test): PIPEREC, PR_TMP. PR_HANDOFF_VOCAB_ALL=1 gives every
 round its own vocab_log topic (tests/service/handoff_loaded.sh runs copies
 of it at once on a loaded machine).
@@ -38,6 +42,9 @@ T = os.environ["PR_TMP"]
 N = 12000          # rows per round (about 2.4 MB of TSV: under the broker's 5 MB)
 ROUNDS = 5       # the last one with a vocab_log
 VOCAB_ALL = os.environ.get("PR_HANDOFF_VOCAB_ALL") == "1"  # every round with one
+# Per round: engine.threads and PIPEREC_WORKER_DEFER_EMIT (1: deferred sends).
+ROUND_THREADS = (1, 2, 4, 4, 2)
+ROUND_DEFER = ("1", "0", "1", "0", "1")
 procs = []
 
 
@@ -111,14 +118,16 @@ try:
     sinks:
       files: { dir: "%s", roll_batches: 50 }
 %s
-engine: { overlap: true }
+engine: { overlap: true, threads: %d }
 http: { listen: "127.0.0.1:0" }
 log: { level: info }
 """ % (rnd, rnd, bootstrap, outdir,
        "    vocab_log: { topic: vocab%d }" % rnd if VOCAB_ALL else
-       "    vocab_log: { topic: vocab }" if rnd == ROUNDS - 1 else ""))
+       "    vocab_log: { topic: vocab }" if rnd == ROUNDS - 1 else "",
+       ROUND_THREADS[rnd % len(ROUND_THREADS)]))
         rerr = os.path.join(T, "run%d.err" % rnd)
-        run = subprocess.Popen([PIPEREC, "run", "--config", cfg], stderr=open(rerr, "w"))
+        env = dict(os.environ, PIPEREC_WORKER_DEFER_EMIT=ROUND_DEFER[rnd % len(ROUND_DEFER)])
+        run = subprocess.Popen([PIPEREC, "run", "--config", cfg], stderr=open(rerr, "w"), env=env)
         procs.append(run)
         hp = None
         deadline = time.monotonic() + 30
@@ -169,8 +178,9 @@ log: { level: info }
         if rnd == ROUNDS - 1 and ahead == 0:
             fail("round %d: no value was proposed ahead: the look-ahead path was not "
                  "exercised" % rnd)
-        print("round %d: %d rows exactly once, in order%s" %
-              (rnd, N, " (vocab_log; %d values proposed ahead)" % ahead
+        print("round %d: %d rows exactly once, in order (engine.threads %d, deferred sends %s)%s" %
+              (rnd, N, ROUND_THREADS[rnd % len(ROUND_THREADS)],
+               ROUND_DEFER[rnd % len(ROUND_DEFER)], " (vocab_log; %d values proposed ahead)" % ahead
                if rnd == ROUNDS - 1 else ""))
     print("test_worker_handoff: ok")
 finally:
