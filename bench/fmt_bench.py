@@ -6,8 +6,10 @@ Per run also the context switches per 1K rows of the pipeline and polling
 threads (/proc), and the polling threads' log at stop (runs handed over,
 times every run was held).
 usage: fmt_bench.py REPS fmt[,fmt] variant=BINARY:DECODE_THREADS:ENV,...
-  fmt: json, avro, protobuf, batch (EventBatch, 16 events a message),
-       lines16 (criteo_tsv, 16 lines a message)
+  fmt: json, avro, avroreg (registry-framed Avro: writer schema id 1 from
+       the test registry, tests/ingest/avro_registry.py), protobuf, batch
+       (EventBatch, 16 events a message), lines16 (criteo_tsv, 16 lines a
+       message)
   e.g. fmt_bench.py 4 batch,lines16 old=build/piperec:2:PIPEREC_POLL_RUNS=nap \
            new=build/piperec:2:
   FB_ROWS: rows per topic (200000); FB_DIR: scratch directory (/tmp/fmtb)"""
@@ -19,6 +21,7 @@ T = os.environ.get("FB_DIR", "/tmp/fmtb")
 N = int(os.environ.get("FB_ROWS", "200000"))
 PARTS = 64
 TCK = os.sysconf("SC_CLK_TCK")
+REG_PORT = [0]  # the test registry's port (avroreg)
 
 
 def schema_yaml():
@@ -28,6 +31,9 @@ def schema_yaml():
 
 
 def source_yaml(fmt):
+    if fmt == "avroreg":
+        return ("      format: avro\n      schema_registry: { url: \"http://127.0.0.1:%d/\" }\n"
+                % REG_PORT[0])
     if fmt == "json":
         return "      format: json\n"
     if fmt == "avro":
@@ -173,7 +179,22 @@ def one(fmt, name, binary, env, d, bootstrap, seq):
     return res
 
 
+def registry():
+    os.makedirs(T + "/reg", exist_ok=True)
+    shutil.copy(SRC + "/examples/clickstream.avsc", T + "/reg/1.avsc")
+    pf = T + "/reg.port"
+    if os.path.exists(pf):
+        os.unlink(pf)
+    p = subprocess.Popen(["/usr/bin/python3", SRC + "/tests/ingest/avro_registry.py", "--dir",
+                          T + "/reg", "--port-file", pf])
+    while not (os.path.exists(pf) and open(pf).read().strip()):
+        time.sleep(0.05)
+    REG_PORT[0] = int(open(pf).read())
+    return p
+
+
 def main():
+    os.makedirs(T, exist_ok=True)
     reps = int(sys.argv[1])
     fmts = sys.argv[2].split(",")
     variants = []
@@ -187,6 +208,7 @@ def main():
     b = subprocess.Popen([NEW, "broker", "--partitions", str(PARTS), "--topics", ",".join(fmts)],
                          stdout=subprocess.PIPE, stderr=open(T + "/broker.err", "w"), text=True)
     bootstrap = b.stdout.readline().strip().split("=", 1)[1]
+    reg = registry() if "avroreg" in fmts else None
     try:
         for fmt in fmts:
             data = os.path.join(T, "gen.%s" % fmt)
@@ -199,6 +221,8 @@ def main():
             cmd += {"json": ["--format", "json"],
                     "avro": ["--format", "avro", "--avro-schema", SRC + "/examples/clickstream.avsc",
                              "--schema-id", "plain"],
+                    "avroreg": ["--format", "avro", "--avro-schema",
+                                SRC + "/examples/clickstream.avsc", "--schema-id", "1"],
                     "protobuf": ["--format", "protobuf", "--descriptor-set", T + "/click.desc",
                                  "--message", "shop.Click"],
                     "batch": ["--format", "protobuf_event_batch", "--events-per-message", "16"],
@@ -211,6 +235,8 @@ def main():
                     one(fmt, name, binary, env, d, bootstrap, seq)
     finally:
         b.kill()
+        if reg:
+            reg.kill()
 
 
 main()
