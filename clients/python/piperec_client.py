@@ -441,6 +441,8 @@ def _decode_fields(b, buf, start, end):
     and on every protobuf batch (issue 22: 17 -> 8 us a raw batch's meta)."""
     feature_keys, spans = [], {}
     pos, n = start, len(buf)
+    if end is None:
+        end = n
     while pos < end:
         key = buf[pos]
         if key < 0x80:

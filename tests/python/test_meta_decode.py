@@ -111,3 +111,13 @@ def test_decode_fields_truncated():
             pc._decode_fields(pc._new_batch(), buf + cut, 0, len(buf + cut))
     with pytest.raises(ValueError):  # a field running past `end`
         pc._decode_fields(pc._new_batch(), buf, 0, len(buf) - 1)
+
+
+def test_decode_fields_without_an_end_reads_to_the_buffers_end():
+    """decode_batch(buf) and _decode_fields(..., end=None), as callers that
+    pass a whole message do (the fault tests' dead-letter and Kafka sink
+    readers): the whole buffer, as with end=len(buf)."""
+    buf = _meta([7] * 26)
+    want, got = pc._new_batch(), pc._new_batch()
+    assert pc._decode_fields(got, buf, 0, None) == pc._decode_fields(want, buf, 0, len(buf))
+    assert _state(got) == _state(want)
