@@ -63,6 +63,7 @@
 #include <time.h>
 
 #include "batcher_int.h"
+#include "pr_env.h"
 #include "pr_log.h"
 
 #define NS_PER_MS 1000000LL
@@ -148,16 +149,9 @@ static void pr__tpool_ref(pr__tpool *t)
 /* A block of t->size bytes (64-aligned) and a reference for its batch. */
 static void *pr__tpool_get(pr__tpool *t)
 {
-    void *blk = NULL;
-    pthread_mutex_lock(&t->lock);
-    if (t->n)
-        blk = t->blk[--t->n];
-    t->refs++;
-    pthread_mutex_unlock(&t->lock);
-    if (!blk && !(blk = aligned_alloc(64, t->size))) {
-        pr__tpool_put(t, NULL);
-        return NULL;
-    }
+    void *blk = pr__tpool_take(t, t->size);
+    if (blk)
+        pr__tpool_ref(t);
     return blk;
 }
 
@@ -807,16 +801,14 @@ int pr_batcher_new(const pr_batcher_cfg *cfg, pr_batcher **out, char *errstr, si
 
     size_t n = cfg->batch.size;
     b->n_class = cfg->batch.split == PR_BATCH_SPLIT_POPULAR ? PR__NCLASS : 1;
-    const char *runs = getenv("PIPEREC_BATCHER_RUNS"); /* "0": the per-row path (the baseline) */
-    b->row_runs = !(runs && strcmp(runs, "0") == 0);
-    const char *rec = getenv("PIPEREC_BATCHER_RECYCLE"); /* "0": fresh blocks (the baseline) */
-    if (!b->jag && !(rec && strcmp(rec, "0") == 0) &&
+    b->row_runs = pr_env_switch("PIPEREC_BATCHER_RUNS", true); /* 0: per row (the baseline) */
+    /* PIPEREC_BATCHER_RECYCLE=0: fresh blocks (the baseline) */
+    if (!b->jag && pr_env_switch("PIPEREC_BATCHER_RECYCLE", true) &&
         (!(b->tpool = pr__tpool_new(pr__tensor_bytes(cfg->batch.size, cfg->n_dense, cfg->n_sparse,
                                                      cfg->sparse_width))) ||
          !(b->pbpool = pr__tpool_new(b->tpool->size + 65536))))
         goto nomem;
-    const char *prof = getenv("PIPEREC_WORKER_PROF");
-    b->prof = prof && strcmp(prof, "0") != 0;
+    b->prof = pr_env_switch("PIPEREC_WORKER_PROF", false);
     bool built = true;
     for (int k = 0; k < b->n_class; k++)
         if (pr__build_init(&b->bld[k], n) < 0 ||

@@ -33,6 +33,7 @@
 
 #include "decode_par.h"
 #include "poll_threads.h"
+#include "pr_env.h"
 #include "pr_ingest.h"
 #include "pr_log.h"
 
@@ -914,8 +915,7 @@ static int pr__conf_check(const pr_consumer_conf *conf, char *errstr, size_t err
  * polling thread beside it; it changes no output. */
 static bool pr__poll_threads_wanted(void)
 {
-    const char *v = getenv("PIPEREC_POLL_THREADS");
-    return !(v && !strcmp(v, "0"));
+    return pr_env_switch("PIPEREC_POLL_THREADS", true);
 }
 
 /* With polling threads, each decodes its own instance's messages into runs
@@ -925,8 +925,7 @@ static bool pr__poll_threads_wanted(void)
  * baseline; it changes no output. */
 static bool pr__poll_decode_wanted(void)
 {
-    const char *v = getenv("PIPEREC_POLL_DECODE");
-    return !(v && !strcmp(v, "0"));
+    return pr_env_switch("PIPEREC_POLL_DECODE", true);
 }
 
 static int pr__pt_prep(void *opaque, unsigned inst, const rd_kafka_message_t *m, pr__pt_entry *e);

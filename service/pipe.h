@@ -209,8 +209,8 @@ void pr__emit_cb(void *opaque, pr_batch *b);
 void pr__emit_send(pr__pipe *p, pr_batch *b); /* encode + offer to the sinks, now */
 bool pr__emit_defer(pr__pipe *p, pr_batch *b);
 void pr__emit_drain(pr__pipe *p);
-void pr__emitq_init(pr__pipe *p);
-void pr__emitq_fini(pr__pipe *p);
+void pr__worker_init(pr__pipe *p); /* the send queue, the switches */
+void pr__worker_fini(pr__pipe *p);
 void pr__late_cb(void *opaque, const pr_block *in, const pr_out *out, uint32_t row);
 void pr__on_assign(void *opaque, pr_consumer *c, const pr_tp *parts, size_t n);
 void pr__on_revoke(void *opaque, pr_consumer *c, const pr_tp *parts, size_t n);

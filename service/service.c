@@ -178,7 +178,7 @@ static void pr__pipe_free(pr__pipe *p)
         pr_out_free(p->wout);
     p->blk = p->wblk = NULL;
     p->wout = NULL;
-    pr__emitq_fini(p);
+    pr__worker_fini(p);
     pthread_mutex_destroy(&p->wlock);
     pthread_cond_destroy(&p->wcond);
     pthread_mutex_destroy(&p->lock);
@@ -274,7 +274,7 @@ static int pr__pipe_init(pr_service *svc, pr__pipe *p, size_t idx, char *errstr,
     pthread_mutex_init(&p->hot_lock, NULL);
     pthread_mutex_init(&p->wlock, NULL);
     pthread_cond_init(&p->wcond, NULL);
-    pr__emitq_init(p);
+    pr__worker_init(p);
     char e[1024] = "";
     int rc;
 

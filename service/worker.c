@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "pipe.h"
+#include "pr_env.h"
 #include "pr_log.h"
 
 static const char *const pr__wstate_names[PR__W__COUNT] = {
@@ -244,19 +245,8 @@ static int pr__block_steps(pr__pipe *p, pr_block *b, pr_out *o)
     return 0;
 }
 
-static bool pr__wprof_env(void)
-{
-    static int on = -1; /* a benign race: every thread computes the same value */
-    if (on < 0) {
-        const char *v = getenv("PIPEREC_WORKER_PROF");
-        on = v && strcmp(v, "0") != 0;
-    }
-    return on;
-}
-
 static int pr__block_run(pr__pipe *p, pr_block *b, pr_out *o)
 {
-    p->wprof_on = pr__wprof_env();
     pr__wmark m = pr__wprof_mark(p);
     uint32_t rows = b->rows;
     int rc = pr__block_steps(p, b, o);
@@ -285,23 +275,16 @@ static int pr__block_run(pr__pipe *p, pr_block *b, pr_out *o)
  * through the checkpoint sink). PIPEREC_WORKER_DEFER_EMIT=0: the worker
  * sends as before (the baseline). */
 
-static bool pr__defer_env(void)
-{
-    static int on = -1; /* a benign race: every thread computes the same value */
-    if (on < 0) {
-        const char *v = getenv("PIPEREC_WORKER_DEFER_EMIT");
-        on = !(v && strcmp(v, "0") == 0);
-    }
-    return on;
-}
-
-void pr__emitq_init(pr__pipe *p)
+/* The pipeline's worker-side state: the send queue and the two switches,
+ * read once here (pr_env.h). */
+void pr__worker_init(pr__pipe *p)
 {
     pthread_mutex_init(&p->emitq_lock, NULL);
-    p->emitq_on = pr__defer_env();
+    p->emitq_on = pr_env_switch("PIPEREC_WORKER_DEFER_EMIT", true);
+    p->wprof_on = pr_env_switch("PIPEREC_WORKER_PROF", false);
 }
 
-void pr__emitq_fini(pr__pipe *p)
+void pr__worker_fini(pr__pipe *p)
 {
     while (p->emitq_head) {
         pr_batch *b = p->emitq_head;
