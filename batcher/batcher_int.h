@@ -64,6 +64,10 @@ typedef struct pr__offsets {
     pr__ptrack *parts;
     size_t n, cap;
     size_t last; /* lookup cache */
+    /* key -> slot + 1 (0: empty), open addressing, at most half full: the
+     * store of safe offsets looks up every assigned partition per ack. */
+    uint32_t *ix;
+    size_t ix_cap;
 } pr__offsets;
 
 /* The batcher's block pools (batcher.c, "tensor pool"): a block of the

@@ -10,7 +10,9 @@
  * highest seen + 1 when the queue is empty. Records done at arrival (rejects,
  * late drops) only move `highest`: they can never be the lowest in-flight
  * offset. Memory is 9 bytes per in-flight row, bounded by the service's
- * in-flight byte limit. Partitions are few: linear lookup with a cache.
+ * in-flight byte limit. Lookup: the last slot, else a hash of the key (a
+ * linear scan was O(partitions) per miss, and the pipeline looks up every
+ * assigned partition after each ack: O(partitions^2) at 256 of them).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -30,14 +32,48 @@ void pr__offsets_fini(pr__offsets *o)
         free(o->parts[i].done);
     }
     free(o->parts);
+    free(o->ix);
     memset(o, 0, sizeof(*o));
+}
+
+static size_t pr__ix_home(int32_t key, size_t cap)
+{
+    return ((uint32_t)key * 2654435761u) & (cap - 1);
+}
+
+/* Slot i (key parts[i].key) into the index, grown to stay at most half full. */
+static int pr__ix_add(pr__offsets *o, size_t i)
+{
+    if (2 * (o->n + 1) > o->ix_cap) {
+        size_t nc = o->ix_cap ? 2 * o->ix_cap : 64;
+        uint32_t *nx = calloc(nc, sizeof(*nx));
+        if (!nx)
+            return -1;
+        free(o->ix);
+        o->ix = nx;
+        o->ix_cap = nc;
+        for (size_t j = 0; j < o->n; j++)
+            if (j != i) {
+                size_t h = pr__ix_home(o->parts[j].key, nc);
+                while (nx[h])
+                    h = (h + 1) & (nc - 1);
+                nx[h] = (uint32_t)j + 1;
+            }
+    }
+    size_t h = pr__ix_home(o->parts[i].key, o->ix_cap);
+    while (o->ix[h])
+        h = (h + 1) & (o->ix_cap - 1);
+    o->ix[h] = (uint32_t)i + 1;
+    return 0;
 }
 
 int pr__offsets_slot(pr__offsets *o, int32_t key, bool create)
 {
     if (o->last < o->n && o->parts[o->last].key == key)
         goto found;
-    for (size_t i = 0; i < o->n; i++) {
+    for (size_t h = o->ix_cap ? pr__ix_home(key, o->ix_cap) : 0; o->ix_cap && o->ix[h];
+         h = (h + 1) & (o->ix_cap - 1)) {
+        size_t i = o->ix[h] - 1;
         if (o->parts[i].key == key) {
             o->last = i;
             goto found;
@@ -51,6 +87,9 @@ int pr__offsets_slot(pr__offsets *o, int32_t key, bool create)
     memset(t, 0, sizeof(*t));
     t->key = key;
     t->highest = -1;
+    /* Indexed before it counts: a failure leaves the table as it was. */
+    if (pr__ix_add(o, o->n) < 0)
+        return -1;
     o->last = o->n++;
 found:
     if (create)

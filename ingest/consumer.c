@@ -165,6 +165,10 @@ struct pr_consumer {
     char *member_saved; /* the member id in member_file */
 
     pr_consumer_stats st; /* counters as atomics; gauges computed on read */
+    /* Messages and bytes polled, added to st once per pr_consumer_poll
+     * (per message, two atomic adds were a visible share of the pipeline
+     * thread's per-message path). Consumer thread only. */
+    uint64_t acc_messages, acc_bytes;
 };
 
 /* ---------------------------------------------------------------- tables */
@@ -1414,6 +1418,16 @@ static int pr__restart_due(pr_consumer *c, rd_kafka_t *rk, unsigned inst, char *
     if (c->pt && !pr__pt_quiet(c->pt, inst))
         return 0;
     c->restart[inst] = NULL;
+    /* Unassigned and assigned again below: what librdkafka stored for them
+     * is gone, so nothing counts as stored (pr_consumer_store_offset_key). */
+    for (int i = 0; i < l->cnt; i++) {
+        int tidx = pr__topic_index(c, l->elems[i].topic);
+        pthread_mutex_lock(&c->lock);
+        ssize_t k = tidx < 0 ? -1 : pr__part_find(c, PR_PART_KEY(tidx, l->elems[i].partition));
+        if (k >= 0)
+            c->parts[k].stored = -1;
+        pthread_mutex_unlock(&c->lock);
+    }
     rd_kafka_topic_partition_list_t *held = NULL;
     if (rd_kafka_assignment(rk, &held) == RD_KAFKA_RESP_ERR_NO_ERROR)
         for (int i = l->cnt - 1; i >= 0; i--)
@@ -1651,8 +1665,8 @@ static int pr__polled(pr_consumer *c, rd_kafka_t *rk, rd_kafka_message_t *m,
 {
     int rc;
     if (m == c->pre_m) { /* its polling thread read it: no error */
-        PR__ADD(c->st.messages, 1);
-        PR__ADD(c->st.bytes, c->pre.len);
+        c->acc_messages++;
+        c->acc_bytes += c->pre.len;
         *out = m;
         return 1;
     }
@@ -1675,8 +1689,8 @@ static int pr__polled(pr_consumer *c, rd_kafka_t *rk, rd_kafka_message_t *m,
         pr_log_ratelimited(&c->rl_err, PR_LOG_WARN, "consumer: %s", es);
         return 2;
     }
-    PR__ADD(c->st.messages, 1);
-    PR__ADD(c->st.bytes, m->len);
+    c->acc_messages++;
+    c->acc_bytes += m->len;
     *out = m;
     return 1;
 }
@@ -1701,9 +1715,10 @@ static int pr__ring_next(pr_consumer *c, int wait, rd_kafka_message_t **out, cha
                          size_t errstr_size)
 {
     *out = NULL;
-    pr__ddec_release(&c->pre.dec); /* the last message's, if nobody took it */
+    if (c->pre.dec.run)
+        pr__ddec_release(&c->pre.dec); /* the last message's, if nobody took it */
     for (unsigned k = 0; k < c->n_rk; k++) {
-        int rc = pr__restart_due(c, c->rks[k], k, errstr, errstr_size);
+        int rc = c->restart[k] ? pr__restart_due(c, c->rks[k], k, errstr, errstr_size) : 0;
         if (rc)
             return rc;
     }
@@ -1984,11 +1999,19 @@ static int pr__merge(pr_consumer *c, pr_block *b, int64_t now_ms, rd_kafka_messa
         c->backlog[k] = left;
     /* The polling threads' runs are read no more (a message now in the
      * backlog is decoded again when its turn comes). */
+    pr__drun *run = NULL;
+    uint32_t holds = 0;
     for (size_t i = 0; i < n; i++) {
         pr__dmsg *dm = pr__dpool_msg(c->dp, i);
-        pr__ddec_release(&(pr__ddec){.run = dm->run});
+        if (dm->run != run) {
+            pr__drun_release_n(run, holds);
+            run = dm->run;
+            holds = 0;
+        }
+        holds += run != NULL;
         dm->run = NULL;
     }
+    pr__drun_release_n(run, holds);
     return appended;
 }
 
@@ -2074,7 +2097,28 @@ static int pr__poll_par(pr_consumer *c, pr_block *b, int64_t now_ms, int64_t dea
     return rc < 0 ? rc : appended;
 }
 
+/* The counters of what pr__polled saw, into st. */
+static void pr__acc_flush(pr_consumer *c)
+{
+    if (c->acc_messages) {
+        PR__ADD(c->st.messages, c->acc_messages);
+        PR__ADD(c->st.bytes, c->acc_bytes);
+        c->acc_messages = c->acc_bytes = 0;
+    }
+}
+
+static int pr__consumer_poll(pr_consumer *c, pr_block *b, int timeout_ms, char *errstr,
+                             size_t errstr_size);
+
 int pr_consumer_poll(pr_consumer *c, pr_block *b, int timeout_ms, char *errstr, size_t errstr_size)
+{
+    int rc = pr__consumer_poll(c, b, timeout_ms, errstr, errstr_size);
+    pr__acc_flush(c);
+    return rc;
+}
+
+static int pr__consumer_poll(pr_consumer *c, pr_block *b, int timeout_ms, char *errstr,
+                             size_t errstr_size)
 {
     if (c->closed)
         return pr_seterr(errstr, errstr_size, PR_ESTATE, "consumer: closed");
@@ -2178,6 +2222,10 @@ int pr_consumer_store_offset_key(pr_consumer *c, int32_t key, int64_t next_offse
     if (i < 0 || !c->parts[i].assigned) {
         pthread_mutex_unlock(&c->lock);
         return PR_ESTATE;
+    }
+    if (c->parts[i].stored == next_offset) { /* stored already: librdkafka holds it */
+        pthread_mutex_unlock(&c->lock);
+        return 1;
     }
     const char *topic = c->topics[c->parts[i].tidx];
     int32_t partition = c->parts[i].partition;

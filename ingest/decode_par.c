@@ -498,6 +498,12 @@ void pr__ddec_release(pr__ddec *dec)
     dec->run = NULL;
 }
 
+void pr__drun_release_n(pr__drun *run, uint32_t n)
+{
+    if (run && n)
+        __atomic_sub_fetch(&run->refs, n, __ATOMIC_RELEASE);
+}
+
 /* ---------------------------------------------------------------- one poll */
 
 void pr__dpool_begin(pr__dpool *dp)

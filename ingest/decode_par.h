@@ -109,6 +109,8 @@ void pr__druns_seal(pr__druns *d);
 /* Consumer thread: a message's hold on its run ends (merged, dropped, or to
  * be decoded another way); dec->run is cleared. No-op when run is NULL. */
 void pr__ddec_release(pr__ddec *dec);
+/* n holds on one run given back at once (consecutive messages of a run). */
+void pr__drun_release_n(pr__drun *run, uint32_t n);
 
 /* A collected message's fate. */
 typedef enum pr__dm_state {

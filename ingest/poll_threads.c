@@ -64,6 +64,13 @@
 /* The open run goes over once it holds this many decoded rows (one-line
  * messages reach PR__PT_RUN_MAX first, 16-row ones at 64 messages). */
 #define PR__PT_RUN_ROWS (4 * PR__PT_BATCH)
+/* The reader publishes what it took at least every this many entries: per
+ * entry, the store, its fence and the producer's rereading of the line
+ * were the largest cost of the pipeline thread's per-message path (a perf
+ * profile of issue 21). The producer waits for room only at half a ring. */
+#define PR__PT_PUB 32
+/* Fields that two threads write go on cache lines of their own. */
+#define PR__PT_LINE _Alignas(64)
 
 typedef struct pr__pt_inst {
     pr__pt *pt;
@@ -71,22 +78,31 @@ typedef struct pr__pt_inst {
     rd_kafka_t *rk;
     pthread_t tid;
     bool started;
-    size_t head;   /* next to read (reader's; atomic) */
-    size_t tail;   /* next to write (producer's; atomic) */
-    int full_wait; /* the producer sleeps on a full ring (atomic) */
-    int exited;    /* the thread returned; its last entry is in (atomic) */
-    int draining;  /* its last poll found a message: more may follow at once (atomic) */
-    int handing;   /* in its rebalance callback, until pr__pt_done (atomic) */
-    int starved;   /* its runs are all held: sleeps on cv until a poll starts (atomic) */
     pthread_mutex_t mu;
     pthread_cond_t cv; /* room in the ring, or `done` */
     bool done;         /* the rebalance event was handled (under mu) */
+    /* The producer's side (its polling thread writes these; the reader
+     * reads tail and the flags): a cache line apart from the reader's. */
+    PR__PT_LINE size_t tail; /* next to write (atomic) */
+    size_t phead;            /* head as the producer last read it (producer's only) */
+    int full_wait;           /* the producer sleeps on a full ring (atomic) */
+    int exited;              /* the thread returned; its last entry is in (atomic) */
+    int draining; /* its last poll found a message: more may follow at once (atomic) */
+    int handing;  /* in its rebalance callback, until pr__pt_done (atomic) */
+    int starved;  /* its runs are all held: sleeps on cv until a poll starts (atomic) */
     size_t n_run;      /* entries in run[] (producer's only) */
     uint32_t run_rows; /* rows decoded into them (producer's only) */
     /* Logged at free (producer's until then): hand-overs of runs, times
      * every run was held, sleeps for them (woken by a poll / timed out). */
     uint64_t handovers, held, woken, timeouts;
-    pr__pt_entry run[PR__PT_RUN_MAX];
+    /* The reader's side: entries it took (rhead) are published to the
+     * producer (head) every PR__PT_PUB entries, when the ring looks empty,
+     * when it turns to another instance and before it sleeps; it rereads
+     * tail only when it has taken everything it saw (rtail). */
+    PR__PT_LINE size_t head; /* entries taken, as published (atomic) */
+    size_t rhead;            /* entries taken (reader's only) */
+    size_t rtail;            /* tail as the reader last read it (reader's only) */
+    PR__PT_LINE pr__pt_entry run[PR__PT_RUN_MAX];
     pr__pt_entry ring[PR__PT_RING];
 } pr__pt_inst;
 
@@ -122,10 +138,15 @@ static void pr__pt_wake_reader(pr__pt *pt)
     }
 }
 
+/* Producer: is the ring full? (Reads the published head only when the one
+ * it last read says so.) */
 static bool pr__pt_full(pr__pt_inst *in)
 {
     size_t t = __atomic_load_n(&in->tail, __ATOMIC_RELAXED);
-    return t - __atomic_load_n(&in->head, __ATOMIC_ACQUIRE) >= PR__PT_RING;
+    if (t - in->phead < PR__PT_RING)
+        return false;
+    in->phead = __atomic_load_n(&in->head, __ATOMIC_ACQUIRE);
+    return t - in->phead >= PR__PT_RING;
 }
 
 /* Entries in the ring, as the producer sees it. */
@@ -161,8 +182,10 @@ static void pr__pt_push(pr__pt_inst *in, const pr__pt_entry *e)
     __atomic_store_n(&in->tail, t + 1, __ATOMIC_SEQ_CST);
     /* A batch is ready, or this entry must not wait (an event, whose thread
      * now blocks; the draining flag tells the rest). */
+    if (t + 1 - in->phead >= PR__PT_BATCH)
+        in->phead = __atomic_load_n(&in->head, __ATOMIC_RELAXED);
     if (e->kind != PR__PT_MSG || !__atomic_load_n(&in->draining, __ATOMIC_RELAXED) ||
-        t + 1 - __atomic_load_n(&in->head, __ATOMIC_RELAXED) >= PR__PT_BATCH)
+        t + 1 - in->phead >= PR__PT_BATCH)
         pr__pt_wake_reader(in->pt);
 }
 
@@ -263,23 +286,37 @@ static void pr__pt_put(pr__pt_inst *in, rd_kafka_message_t *m)
     pr__pt_push(in, &e);
 }
 
-/* Reader: the oldest entry of instance in, if any. */
-static bool pr__pt_pop(pr__pt_inst *in, pr__pt_entry *out)
+/* Reader: tell the producer what was taken (rhead); a producer on a full
+ * ring waits until half of it is free (pr__pt_wait_room): woken then, not
+ * per entry. */
+static void pr__pt_publish(pr__pt_inst *in)
 {
-    size_t h = __atomic_load_n(&in->head, __ATOMIC_RELAXED);
-    if (h == __atomic_load_n(&in->tail, __ATOMIC_ACQUIRE))
-        return false;
-    *out = in->ring[h & PR__PT_MASK];
-    __atomic_store_n(&in->head, h + 1, __ATOMIC_SEQ_CST);
+    size_t h = in->rhead;
+    if (__atomic_load_n(&in->head, __ATOMIC_RELAXED) == h)
+        return;
+    __atomic_store_n(&in->head, h, __ATOMIC_SEQ_CST);
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    /* A producer on a full ring waits until half of it is free
-     * (pr__pt_wait_room): woken then, not per pop. */
     if (__atomic_load_n(&in->full_wait, __ATOMIC_SEQ_CST) &&
-        __atomic_load_n(&in->tail, __ATOMIC_SEQ_CST) - (h + 1) <= PR__PT_RING / 2) {
+        __atomic_load_n(&in->tail, __ATOMIC_SEQ_CST) - h <= PR__PT_RING / 2) {
         pthread_mutex_lock(&in->mu);
         pthread_cond_broadcast(&in->cv);
         pthread_mutex_unlock(&in->mu);
     }
+}
+
+/* Reader: the oldest entry of instance in, if any. */
+static bool pr__pt_pop(pr__pt_inst *in, pr__pt_entry *out)
+{
+    if (in->rhead == in->rtail) {
+        pr__pt_publish(in);
+        in->rtail = __atomic_load_n(&in->tail, __ATOMIC_ACQUIRE);
+        if (in->rhead == in->rtail)
+            return false;
+    }
+    *out = in->ring[in->rhead & PR__PT_MASK];
+    in->rhead++;
+    if (in->rhead - __atomic_load_n(&in->head, __ATOMIC_RELAXED) >= PR__PT_PUB)
+        pr__pt_publish(in);
     return true;
 }
 
@@ -291,8 +328,7 @@ static bool pr__pt_ready(pr__pt *pt)
     bool draining = false;
     for (unsigned k = 0; k < pt->n; k++) {
         pr__pt_inst *in = &pt->inst[k];
-        size_t n = __atomic_load_n(&in->tail, __ATOMIC_SEQ_CST) -
-                   __atomic_load_n(&in->head, __ATOMIC_RELAXED);
+        size_t n = __atomic_load_n(&in->tail, __ATOMIC_SEQ_CST) - in->rhead;
         if (n >= PR__PT_BATCH)
             return true;
         avail += n;
@@ -302,6 +338,14 @@ static bool pr__pt_ready(pr__pt *pt)
         draining |= __atomic_load_n(&in->draining, __ATOMIC_SEQ_CST) != 0;
     }
     return avail > 0 && !draining;
+}
+
+/* Producer: the draining flag, stored only when it changes (per message,
+ * the store and the line it dirties cost the reader a miss). */
+static void pr__pt_set_draining(pr__pt_inst *in, int v)
+{
+    if (__atomic_load_n(&in->draining, __ATOMIC_RELAXED) != v)
+        __atomic_store_n(&in->draining, v, __ATOMIC_SEQ_CST);
 }
 
 static void *pr__pt_main(void *arg)
@@ -327,16 +371,16 @@ static void *pr__pt_main(void *arg)
             rd_kafka_message_t *m = rd_kafka_consumer_poll(in->rk, 0);
             if (!m) {
                 pr__pt_flush(in);
-                __atomic_store_n(&in->draining, 0, __ATOMIC_SEQ_CST);
+                pr__pt_set_draining(in, 0);
                 pr__pt_wake_reader(pt);
                 m = rd_kafka_consumer_poll(in->rk, PR__PT_POLL_MS);
             }
-            __atomic_store_n(&in->draining, m != NULL, __ATOMIC_SEQ_CST);
+            pr__pt_set_draining(in, m != NULL);
             if (m)
                 pr__pt_put(in, m);
         }
     pr__pt_flush(in);
-    __atomic_store_n(&in->draining, 0, __ATOMIC_SEQ_CST);
+    pr__pt_set_draining(in, 0);
     __atomic_store_n(&in->exited, 1, __ATOMIC_SEQ_CST);
     pthread_mutex_lock(&pt->mu);
     pthread_cond_broadcast(&pt->cv);
@@ -355,7 +399,11 @@ static void pr__pt_open_gate(pr__pt *pt, int v)
 pr__pt *pr__pt_start(rd_kafka_t *const *rks, unsigned n, pr__pt_prep_fn prep, pr__pt_seal_fn seal,
                      void *prep_opaque, char *errstr, size_t errstr_size)
 {
-    pr__pt *pt = calloc(1, sizeof(*pt) + n * sizeof(pt->inst[0]));
+    size_t size = sizeof(pr__pt) + n * sizeof(pr__pt_inst);
+    void *mem = NULL;
+    pr__pt *pt = posix_memalign(&mem, 64, size) ? NULL : mem;
+    if (pt)
+        memset(pt, 0, size);
     if (!pt) {
         pr_seterr(errstr, errstr_size, PR_ENOMEM, "consumer: out of memory");
         return NULL;
@@ -417,8 +465,7 @@ bool pr__pt_quiet(pr__pt *pt, unsigned inst)
 {
     pr__pt_inst *in = &pt->inst[inst];
     return !__atomic_load_n(&in->handing, __ATOMIC_SEQ_CST) &&
-           __atomic_load_n(&in->head, __ATOMIC_SEQ_CST) ==
-               __atomic_load_n(&in->tail, __ATOMIC_SEQ_CST);
+           in->rhead == __atomic_load_n(&in->tail, __ATOMIC_SEQ_CST);
 }
 
 void pr__pt_done(pr__pt *pt, unsigned inst)
@@ -433,8 +480,11 @@ void pr__pt_done(pr__pt *pt, unsigned inst)
 
 int pr__pt_next(pr__pt *pt, int wait_ms, pr__pt_entry *out)
 {
-    if (wait_ms > 0) /* a poll's first call: the previous one's runs are released */
+    if (wait_ms > 0) { /* a poll's first call: the previous one's runs are released */
         pr__pt_wake_starved(pt);
+        for (unsigned k = 0; k < pt->n; k++)
+            pr__pt_publish(&pt->inst[k]);
+    }
     if (wait_ms > 0 && !pr__pt_ready(pt))
         goto sleep;
     /* Up to a batch from one instance before the next one's turn: its
@@ -448,6 +498,7 @@ int pr__pt_next(pr__pt *pt, int wait_ms, pr__pt_entry *out)
             pt->streak++;
             return 1;
         }
+        pr__pt_publish(in);
         pt->next = (pt->next + 1) % pt->n;
         pt->streak = 0;
     }

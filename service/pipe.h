@@ -132,6 +132,8 @@ struct pr__pipe {
      * the pipeline stops. */
     int32_t *revoked_keys;
     size_t n_revoked, cap_revoked;
+    pr_tp *tps; /* the assignment, read by each store of safe offsets */
+    size_t cap_tps;
     bool revoked_overflow;
 
     int64_t next_ckpt_ns;            /* next vocabulary checkpoint (pr_vocab_store_persistent) */

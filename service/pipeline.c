@@ -461,15 +461,22 @@ static void pr__store_safe_offsets(pr__pipe *p)
      * consumer got, or their offsets would wait for the next row to commit.
      * Every row below consumed_next was added to the batcher already (same
      * thread, block processed before this), so rows in flight still hold. */
-    pr_tp tps[256];
     pr__unproc_build(p);
-    size_t n = pr_consumer_assignment(p->cons, tps, sizeof(tps) / sizeof(tps[0]));
-    for (size_t i = 0; i < n && i < sizeof(tps) / sizeof(tps[0]); i++) {
-        int64_t cn = pr_consumer_consumed_next(p->cons, tps[i].key);
+    /* Every assigned partition (a fixed array of 256 left the rest out). */
+    size_t n = pr_consumer_assignment(p->cons, p->tps, p->cap_tps);
+    while (n > p->cap_tps) {
+        if (pr_grow((void **)&p->tps, &p->cap_tps, n, sizeof(*p->tps)) < 0) {
+            n = p->cap_tps; /* the others wait for the next store */
+            break;
+        }
+        n = pr_consumer_assignment(p->cons, p->tps, p->cap_tps);
+    }
+    for (size_t i = 0; i < n; i++) {
+        int64_t cn = pr_consumer_consumed_next(p->cons, p->tps[i].key);
         if (cn > 0)
-            cn = pr__cap_unprocessed(p, tps[i].key, cn);
+            cn = pr__cap_unprocessed(p, p->tps[i].key, cn);
         if (cn > 0)
-            pr_batcher_note_consumed(p->bat, tps[i].key, cn);
+            pr_batcher_note_consumed(p->bat, p->tps[i].key, cn);
     }
     pr_batcher_safe_offsets(p->bat, pr__store_cb, p);
     p->unproc_valid = false;

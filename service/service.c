@@ -173,6 +173,7 @@ static void pr__pipe_free(pr__pipe *p)
     free(p->late);
     free(p->unproc);
     free(p->revoked_keys);
+    free(p->tps);
     p->unproc = NULL;
     if (p->wout)
         pr_out_free(p->wout);

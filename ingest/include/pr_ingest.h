@@ -532,7 +532,9 @@ bool pr_consumer_paused(const pr_consumer *c);
 
 /* Mark everything before next_offset as processed (librdkafka's offset store;
  * committed by auto-commit or pr_consumer_commit). Storing for a partition not
- * assigned any more returns PR_ESTATE (harmless). */
+ * assigned any more returns PR_ESTATE (harmless); storing the offset stored
+ * last for that partition returns 1 and calls nothing (the service stores
+ * every partition's safe offset after each ack: most have not moved). */
 int pr_consumer_store_offset(pr_consumer *c, const char *topic, int32_t partition,
                              int64_t next_offset);
 int pr_consumer_store_offset_key(pr_consumer *c, int32_t key, int64_t next_offset);

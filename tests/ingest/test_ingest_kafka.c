@@ -283,6 +283,11 @@ static void test_consume_pause_commit_resume(void **state)
     assert_int_equal(pr_consumer_store_offset(c, "t3", 1, 111), 0);
     assert_int_equal(pr_consumer_store_offset_key(c, 2, 111), 0);
     assert_int_equal(pr_consumer_store_offset(c, "nope", 0, 1), PR_ESTATE);
+    /* The same offset again: stored already, nothing to do (1). */
+    assert_int_equal(pr_consumer_store_offset(c, "t3", 0, 50), 1);
+    assert_int_equal(pr_consumer_store_offset_key(c, 2, 111), 1);
+    assert_int_equal(pr_consumer_store_offset(c, "t3", 0, 49), 0);
+    assert_int_equal(pr_consumer_store_offset(c, "t3", 0, 50), 0);
     assert_int_equal(pr_consumer_commit(c, errstr, sizeof(errstr)), 0);
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(3);
     for (int p = 0; p < 3; p++)
