@@ -1,0 +1,116 @@
+#!/usr/bin/python3
+"""test_many_partitions.py — offsets of a pipeline with more partitions than
+the store of safe offsets once looked at (a fixed array of 256).
+
+300 partitions; each gets one Criteo line, then a message with no record
+in it (a blank line: nothing decoded, nothing rejected). Such a message
+reaches no batch, so its offset is committed only because the pipeline
+notes, for every assigned partition, how far the consumer got. With
+consumers 1 and 2 (the store reads the whole assignment of both instances),
+`piperec run` delivers the 300 rows and, after SIGTERM, the group's
+committed offsets are at every partition's end (600); before the fix the
+partitions past the 256th of the assignment stayed one message short.
+Env (pr_script_test): PIPEREC, PR_TMP, PR_SOURCE_DIR.
+"""
+import os
+import re
+import subprocess
+import sys
+import time
+
+from confluent_kafka import Producer
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from svc_run import fail, metric  # noqa: E402
+
+PIPEREC = os.environ["PIPEREC"]
+T = os.environ["PR_TMP"]
+SRC = os.environ["PR_SOURCE_DIR"]
+P = 300
+procs = []
+
+
+def start(cfg, name):
+    err = os.path.join(T, name + ".err")
+    r = subprocess.Popen([PIPEREC, "run", "--config", cfg], stderr=open(err, "w"))
+    procs.append(r)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        m = re.search(r"http on port (\d+)", open(err).read())
+        if m:
+            return r, int(m.group(1))
+        time.sleep(0.05)
+    fail("%s: no http port" % name)
+
+
+def committed(bootstrap, group):
+    return tuple(int(x) for x in subprocess.run(
+        ["/usr/bin/python3", os.path.join(SRC, "tests", "fault", "kafka_offsets.py"), bootstrap,
+         group, "ev"], check=True, capture_output=True, text=True).stdout.split())
+
+
+try:
+    berr = open(os.path.join(T, "broker.err"), "w")
+    broker = subprocess.Popen([PIPEREC, "broker", "--partitions", str(P), "--topics", "ev"],
+                              stdout=subprocess.PIPE, stderr=berr, text=True)
+    procs.append(broker)
+    first = broker.stdout.readline()
+    if not first.startswith("bootstrap="):
+        fail("broker printed %r" % first)
+    bootstrap = first.strip().split("=", 1)[1]
+    data = os.path.join(T, "in.tsv")
+    subprocess.run([PIPEREC, "gen", "--rows", str(P), "--seed", "5", "--output", data],
+                   check=True, stderr=subprocess.DEVNULL)
+    lines = open(data, "rb").read().splitlines()
+    pr = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for p in range(P):
+        pr.produce("ev", value=lines[p] + b"\n", partition=p)
+        pr.produce("ev", value=b"\n", partition=p)  # no record: no row, no reject
+    if pr.flush(30) != 0:
+        fail("producer: messages not delivered")
+
+    for consumers in (1, 2):
+        group = "many%d" % consumers
+        cfg = os.path.join(T, "run%d.yaml" % consumers)
+        open(cfg, "w").write("""pipelines:
+  - name: p
+    source:
+      kafka:
+        topics: [ev]
+        group.id: %s
+        properties: { bootstrap.servers: "%s", auto.offset.reset: earliest,
+                      session.timeout.ms: 6000, heartbeat.interval.ms: 500 }
+      consumers: %d
+    batch: { size: 64, max_delay_ms: 20 }
+    sinks:
+      files: { dir: "%s", roll_batches: 20 }
+engine: { threads: 2 }
+http: { listen: "127.0.0.1:0" }
+log: { level: info }
+""" % (group, bootstrap, consumers, os.path.join(T, "out%d" % consumers)))
+        run, hp = start(cfg, "run%d" % consumers)
+        deadline = time.monotonic() + 90
+        while metric(hp, "piperec_records_out_total") < P and time.monotonic() < deadline:
+            time.sleep(0.2)
+        out = metric(hp, "piperec_records_out_total")
+        rejected = metric(hp, "piperec_rejected_records_total")
+        time.sleep(1.0)  # the last acks and a store of safe offsets
+        run.terminate()
+        if run.wait(60) != 0:
+            fail("consumers %d: run exited %d after SIGTERM" % (consumers, run.returncode))
+        if out != P:
+            fail("consumers %d: records out %d, produced %d" % (consumers, out, P))
+        if rejected > 0:
+            fail("consumers %d: %d records rejected (a blank message holds none)" %
+                 (consumers, rejected))
+        got, end = committed(bootstrap, group)
+        if end != 2 * P or got != end:
+            fail("consumers %d: committed offsets sum to %d, the partitions end at %d "
+                 "(%d partitions one message short)" % (consumers, got, end, end - got))
+    print("test_many_partitions: ok (%d partitions, consumers 1 and 2: every offset committed, "
+          "records without rows included)" % P)
+finally:
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
