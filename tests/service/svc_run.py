@@ -1,13 +1,17 @@
 """svc_run.py — helpers shared by the service script tests that run `piperec
 run` over the test broker and compare what the files sink wrote
-(test_decode_threads.py, test_poll_threads.py, test_poll_formats.py): the
-failure report with the newest logs, a /metrics counter, the batch rolls in
-order. Imported from the scripts' own directory (sys.path[0])."""
+(test_decode_threads.py, test_poll_threads.py, test_poll_formats.py,
+test_many_partitions.py): the failure report with the newest logs, a
+/metrics counter, the batch rolls in order, the test broker and a run
+started with their logs under PR_TMP, the group's committed offsets.
+Imported from the scripts' own directory (sys.path[0])."""
 
 import glob
 import os
 import re
+import subprocess
 import sys
+import time
 import urllib.request
 
 
@@ -38,3 +42,40 @@ def rolls(d):
         epoch, first = (int(x) for x in os.path.basename(r).split("-")[1:3])
         out.append(((epoch, first), r))
     return [r for _, r in sorted(out)]
+
+
+def broker(piperec, partitions, topics, procs):
+    """`piperec broker` (appended to procs), its log in PR_TMP/broker.err;
+    returns its bootstrap address."""
+    err = open(os.path.join(os.environ["PR_TMP"], "broker.err"), "w")
+    b = subprocess.Popen([piperec, "broker", "--partitions", str(partitions), "--topics", topics],
+                         stdout=subprocess.PIPE, stderr=err, text=True)
+    procs.append(b)
+    first = b.stdout.readline()
+    if not first.startswith("bootstrap="):
+        fail("broker printed %r" % first)
+    return first.strip().split("=", 1)[1]
+
+
+def start(piperec, cfg, name, procs, env=None):
+    """`piperec run --config cfg` (appended to procs), its log in
+    PR_TMP/<name>.err; returns (process, http port) once it serves."""
+    err = os.path.join(os.environ["PR_TMP"], name + ".err")
+    r = subprocess.Popen([piperec, "run", "--config", cfg], stderr=open(err, "w"), env=env)
+    procs.append(r)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        m = re.search(r"http on port (\d+)", open(err).read())
+        if m:
+            return r, int(m.group(1))
+        time.sleep(0.05)
+    fail("%s: no http port" % name)
+
+
+def committed(bootstrap, group, topic):
+    """(sum of the group's committed offsets, sum of the partitions' ends)
+    of topic (tests/fault/kafka_offsets.py)."""
+    tool = os.path.join(os.environ["PR_SOURCE_DIR"], "tests", "fault", "kafka_offsets.py")
+    out = subprocess.run(["/usr/bin/python3", tool, bootstrap, group, topic], check=True,
+                         capture_output=True, text=True).stdout.split()
+    return int(out[0]), int(out[1])

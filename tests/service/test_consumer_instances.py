@@ -24,6 +24,9 @@ import urllib.request
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from svc_run import start  # noqa: E402
+
 PIPEREC = os.environ["PIPEREC"]
 T = os.environ["PR_TMP"]
 SRC = os.environ["PR_SOURCE_DIR"]
@@ -43,19 +46,6 @@ def metric(hp, name):
     with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % hp, timeout=10) as r:
         page = r.read().decode()
     return sum(float(v) for v in re.findall(r'^%s\{pipeline="p"[^}]*\} (\S+)$' % name, page, re.M))
-
-
-def start(cfg, name):
-    err = os.path.join(T, name + ".err")
-    r = subprocess.Popen([PIPEREC, "run", "--config", cfg], stderr=open(err, "w"))
-    procs.append(r)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        m = re.search(r"http on port (\d+)", open(err).read())
-        if m:
-            return r, int(m.group(1))
-        time.sleep(0.05)
-    fail("%s: no http port" % name)
 
 
 def rows_of(dirs):
@@ -114,7 +104,7 @@ log: { level: info }
     if rc == 0 or "group.instance.id" not in open(os.path.join(T, "bad.err")).read():
         fail("consumers 3 with a group.instance.id property: exit %d" % rc)
 
-    run, hp = start(cfg, "run1")
+    run, hp = start(PIPEREC, cfg, "run1", procs)
     deadline = time.monotonic() + 90
     while metric(hp, "piperec_records_out_total") < N and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -143,7 +133,7 @@ log: { level: info }
     if committed != end or end != N:
         fail("committed offsets %d of %d (topic end %d)" % (committed, N, end))
 
-    run, hp = start(cfg, "run2")
+    run, hp = start(PIPEREC, cfg, "run2", procs)
     deadline = time.monotonic() + 30
     while metric(hp, "piperec_assigned_partitions") < 8 and time.monotonic() < deadline:
         time.sleep(0.2)

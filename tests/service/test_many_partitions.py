@@ -13,7 +13,6 @@ partitions past the 256th of the assignment stayed one message short.
 Env (pr_script_test): PIPEREC, PR_TMP, PR_SOURCE_DIR.
 """
 import os
-import re
 import subprocess
 import sys
 import time
@@ -21,43 +20,15 @@ import time
 from confluent_kafka import Producer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from svc_run import fail, metric  # noqa: E402
+from svc_run import broker, committed, fail, metric, start  # noqa: E402
 
 PIPEREC = os.environ["PIPEREC"]
 T = os.environ["PR_TMP"]
-SRC = os.environ["PR_SOURCE_DIR"]
 P = 300
 procs = []
 
-
-def start(cfg, name):
-    err = os.path.join(T, name + ".err")
-    r = subprocess.Popen([PIPEREC, "run", "--config", cfg], stderr=open(err, "w"))
-    procs.append(r)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        m = re.search(r"http on port (\d+)", open(err).read())
-        if m:
-            return r, int(m.group(1))
-        time.sleep(0.05)
-    fail("%s: no http port" % name)
-
-
-def committed(bootstrap, group):
-    return tuple(int(x) for x in subprocess.run(
-        ["/usr/bin/python3", os.path.join(SRC, "tests", "fault", "kafka_offsets.py"), bootstrap,
-         group, "ev"], check=True, capture_output=True, text=True).stdout.split())
-
-
 try:
-    berr = open(os.path.join(T, "broker.err"), "w")
-    broker = subprocess.Popen([PIPEREC, "broker", "--partitions", str(P), "--topics", "ev"],
-                              stdout=subprocess.PIPE, stderr=berr, text=True)
-    procs.append(broker)
-    first = broker.stdout.readline()
-    if not first.startswith("bootstrap="):
-        fail("broker printed %r" % first)
-    bootstrap = first.strip().split("=", 1)[1]
+    bootstrap = broker(PIPEREC, P, "ev", procs)
     data = os.path.join(T, "in.tsv")
     subprocess.run([PIPEREC, "gen", "--rows", str(P), "--seed", "5", "--output", data],
                    check=True, stderr=subprocess.DEVNULL)
@@ -88,7 +59,7 @@ engine: { threads: 2 }
 http: { listen: "127.0.0.1:0" }
 log: { level: info }
 """ % (group, bootstrap, consumers, os.path.join(T, "out%d" % consumers)))
-        run, hp = start(cfg, "run%d" % consumers)
+        run, hp = start(PIPEREC, cfg, "run%d" % consumers, procs)
         deadline = time.monotonic() + 90
         while metric(hp, "piperec_records_out_total") < P and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -103,7 +74,7 @@ log: { level: info }
         if rejected > 0:
             fail("consumers %d: %d records rejected (a blank message holds none)" %
                  (consumers, rejected))
-        got, end = committed(bootstrap, group)
+        got, end = committed(bootstrap, group, "ev")
         if end != 2 * P or got != end:
             fail("consumers %d: committed offsets sum to %d, the partitions end at %d "
                  "(%d partitions one message short)" % (consumers, got, end, end - got))
