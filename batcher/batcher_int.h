@@ -68,6 +68,7 @@ typedef struct pr__offsets {
      * store of safe offsets looks up every assigned partition per ack. */
     uint32_t *ix;
     size_t ix_cap;
+    unsigned ix_bits; /* ix_cap = 2^ix_bits */
 } pr__offsets;
 
 /* The batcher's block pools (batcher.c, "tensor pool"): a block of the

@@ -36,9 +36,12 @@ void pr__offsets_fini(pr__offsets *o)
     memset(o, 0, sizeof(*o));
 }
 
-static size_t pr__ix_home(int32_t key, size_t cap)
+/* The key's home slot in an index of 2^bits slots: the product's high bits
+ * (its low bits depend only on the key's low bits, and keys of several
+ * topics share their partition numbers there: tidx << 16 | partition). */
+static size_t pr__ix_home(int32_t key, unsigned bits)
 {
-    return ((uint32_t)key * 2654435761u) & (cap - 1);
+    return ((uint32_t)key * 2654435761u) >> (32 - bits);
 }
 
 /* Slot i (key parts[i].key) into the index, grown to stay at most half full. */
@@ -52,15 +55,16 @@ static int pr__ix_add(pr__offsets *o, size_t i)
         free(o->ix);
         o->ix = nx;
         o->ix_cap = nc;
+        o->ix_bits = (unsigned)__builtin_ctzll(nc);
         for (size_t j = 0; j < o->n; j++)
             if (j != i) {
-                size_t h = pr__ix_home(o->parts[j].key, nc);
+                size_t h = pr__ix_home(o->parts[j].key, o->ix_bits);
                 while (nx[h])
                     h = (h + 1) & (nc - 1);
                 nx[h] = (uint32_t)j + 1;
             }
     }
-    size_t h = pr__ix_home(o->parts[i].key, o->ix_cap);
+    size_t h = pr__ix_home(o->parts[i].key, o->ix_bits);
     while (o->ix[h])
         h = (h + 1) & (o->ix_cap - 1);
     o->ix[h] = (uint32_t)i + 1;
@@ -71,7 +75,7 @@ int pr__offsets_slot(pr__offsets *o, int32_t key, bool create)
 {
     if (o->last < o->n && o->parts[o->last].key == key)
         goto found;
-    for (size_t h = o->ix_cap ? pr__ix_home(key, o->ix_cap) : 0; o->ix_cap && o->ix[h];
+    for (size_t h = o->ix_cap ? pr__ix_home(key, o->ix_bits) : 0; o->ix_cap && o->ix[h];
          h = (h + 1) & (o->ix_cap - 1)) {
         size_t i = o->ix[h] - 1;
         if (o->parts[i].key == key) {

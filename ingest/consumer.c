@@ -2223,7 +2223,10 @@ int pr_consumer_store_offset_key(pr_consumer *c, int32_t key, int64_t next_offse
         pthread_mutex_unlock(&c->lock);
         return PR_ESTATE;
     }
-    if (c->parts[i].stored == next_offset) { /* stored already: librdkafka holds it */
+    /* Stored already: librdkafka holds it. Sound because stores, assigns and
+     * restarts (which reset `stored` where librdkafka forgets its copy) all
+     * run on this one thread (pr_ingest.h, Threads). */
+    if (c->parts[i].stored == next_offset) {
         pthread_mutex_unlock(&c->lock);
         return 1;
     }

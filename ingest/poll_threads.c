@@ -182,8 +182,8 @@ static void pr__pt_push(pr__pt_inst *in, const pr__pt_entry *e)
     __atomic_store_n(&in->tail, t + 1, __ATOMIC_SEQ_CST);
     /* A batch is ready, or this entry must not wait (an event, whose thread
      * now blocks; the draining flag tells the rest). */
-    if (t + 1 - in->phead >= PR__PT_BATCH)
-        in->phead = __atomic_load_n(&in->head, __ATOMIC_RELAXED);
+    if (t + 1 - in->phead >= PR__PT_BATCH) /* acquire: pr__pt_full trusts phead for room */
+        in->phead = __atomic_load_n(&in->head, __ATOMIC_ACQUIRE);
     if (e->kind != PR__PT_MSG || !__atomic_load_n(&in->draining, __ATOMIC_RELAXED) ||
         t + 1 - in->phead >= PR__PT_BATCH)
         pr__pt_wake_reader(in->pt);
