@@ -67,7 +67,11 @@
 #          (bench_sweep.py fresh) acks each batch and records emit time -
 #          oldest event time (the Kafka timestamp the producer set): p50,
 #          p99, max over the batches after the first second, against the
-#          goal max_delay_ms + 20 ms; the rate it received; peak RSS;
+#          goal max_delay_ms + 20 ms; the rate it received; peak RSS; where
+#          the time went, from piperec's /metrics at the end (means per
+#          batch over the run): emit - oldest event time, the oldest row's
+#          wait in the batcher, and their difference, the time before the
+#          batcher (producer linger, broker, fetch wait, polling, engine);
 #      then `piperec process --threads T` on the same rows (same config):
 #      wall time and peak RSS;
 #   4. one JSON line per measurement (stdout, and BENCH_SWEEP_OUT/sweep.jsonl
@@ -112,6 +116,7 @@ PROPS=${BENCH_SWEEP_PROPS:-}
 FRESH=${BENCH_SWEEP_FRESH:-1}
 FRESH_LOADS=${BENCH_SWEEP_FRESH_LOADS:-"0.8 0.65 0.5 0.4 0.3"}
 FRESH_S=${BENCH_SWEEP_FRESH_S:-4}
+FRESH_X=${BENCH_SWEEP_FRESH_X:-} # more -X key=value for the paced producer
 INFLIGHT=${BENCH_SWEEP_INFLIGHT:-256MiB}
 MAX_DELAY_MS=100
 PY=${BENCH_SWEEP_PYTHON:-/usr/bin/python3}
@@ -371,19 +376,56 @@ fresh1() {
     sleep 1 # the partitions' start path (offset resets) after the assignment
     $PY "$HELP" fresh "127.0.0.1:$TPORT" bench "$N" "$TMP/fresh.json" 2> "$TMP/fresh.err" &
     FPID=$!
+    # Records not read yet (high watermark - fetch position, all partitions)
+    # and bytes in flight, every 100 ms until piperec stops.
+    $PY - "$HPORT" "$TMP/fresh.samples" <<'PYEOF' &
+import re, sys, time, urllib.request
+url = "http://127.0.0.1:%s/metrics" % sys.argv[1]
+out = open(sys.argv[2], "w")
+while True:
+    try:
+        page = urllib.request.urlopen(url, timeout=1).read().decode()
+    except Exception:
+        break
+    lag = sum(float(v) for v in re.findall(
+        r"^piperec_consumer_position_lag_records\{[^}]*\} (\S+)$", page, re.M))
+    inf = sum(float(v) for v in re.findall(r"^piperec_inflight_bytes\{[^}]*\} (\S+)$", page, re.M))
+    out.write("%d %d\n" % (lag, inf))
+    out.flush()
+    time.sleep(0.1)
+PYEOF
+    FSPID=$!
     # shellcheck disable=SC2046
     "$PIPEREC" produce --bootstrap "$B" --topic "$TOPIC" --gen "$N" --seed $((FRESH_NO + 1)) \
-        --lines-per-message "$1" --rate "$RATE" -X sticky.partitioning.linger.ms=0 \
+        --lines-per-message "$1" --rate "$RATE" -X sticky.partitioning.linger.ms=0 $FRESH_X \
         > /dev/null 2> "$TMP/produce.err" || { cat "$TMP/produce.err" >&2; exit 1; }
     wait "$FPID" || { cat "$TMP/fresh.err" >&2; tail -5 "$TMP/run.err" >&2; exit 1; }
+    $PY -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())' \
+        "http://127.0.0.1:$HPORT/metrics" > "$TMP/fresh.metrics" 2>/dev/null || : > "$TMP/fresh.metrics"
     RSS_KB=$(awk '/^VmHWM/ {print $2}' "/proc/$RPID/status" 2>/dev/null || echo 0)
     stop_pid "$RPID"; RPID=""
+    wait "$FSPID" 2>/dev/null || :
     KEPT_UP=$($PY -c 'import json,sys; f=json.load(open(sys.argv[1])); print(int((f.get("rows_per_s") or 0) >= 0.97 * int(sys.argv[2])))' "$TMP/fresh.json" "$RATE")
-    emit "$($PY - "$TMP/fresh.json" "$2" "$1" "$RATE" "$N" "$STREAM_RATE" "$RSS_KB" "$3" "$4" "$INFLIGHT" "$MAX_DELAY_MS" "$5" <<'PYEOF'
-import json, sys
+    emit "$($PY - "$TMP/fresh.json" "$2" "$1" "$RATE" "$N" "$STREAM_RATE" "$RSS_KB" "$3" "$4" "$INFLIGHT" "$MAX_DELAY_MS" "$5" "$TMP/fresh.metrics" "$TMP/fresh.samples" <<'PYEOF'
+import json, re, sys
 f = json.load(open(sys.argv[1]))
 goal = int(sys.argv[11]) + 20
 p99 = f.get("p99_ms")
+# Where the freshness goes, from piperec's own histograms (whole run, means
+# per batch): emit - oldest event time, and how long the oldest row waited
+# in the batcher; their difference is the time before the batcher (producer
+# linger, broker, fetch wait, polling, decode, engine).
+page = open(sys.argv[13]).read()
+def mean_ms(name):
+    s = re.findall(r"^%s_sum\{[^}]*\} (\S+)$" % name, page, re.M)
+    c = re.findall(r"^%s_count\{[^}]*\} (\S+)$" % name, page, re.M)
+    n = sum(float(x) for x in c)
+    return round(1000 * sum(float(x) for x in s) / n, 1) if n else None
+e2e = mean_ms("piperec_freshness_event_to_emit_seconds")
+waited = mean_ms("piperec_batch_wait_seconds")
+samples = [tuple(int(x) for x in l.split()) for l in open(sys.argv[14]) if l.strip()]
+lags = sorted(s[0] for s in samples) or [0]
+infl = sorted(s[1] for s in samples) or [0]
 print(json.dumps({"bench": "sweep_fresh", "threads": int(sys.argv[2]),
                   "lines_per_message": int(sys.argv[3]), "decode_threads": int(sys.argv[8]),
                   "consumers": int(sys.argv[9]), "load": float(sys.argv[12]),
@@ -394,6 +436,11 @@ print(json.dumps({"bench": "sweep_fresh", "threads": int(sys.argv[2]),
                   "max_delay_ms": int(sys.argv[11]), "goal_p99_ms": goal,
                   "kept_up": (f.get("rows_per_s") or 0) >= 0.97 * int(sys.argv[4]),
                   "goal_met": p99 is not None and p99 <= goal,
+                  "mean_event_to_emit_ms": e2e, "mean_batch_wait_ms": waited,
+                  "mean_before_batcher_ms": round(e2e - waited, 1)
+                  if e2e is not None and waited is not None else None,
+                  "unread_records_p50": lags[len(lags) // 2], "unread_records_max": lags[-1],
+                  "inflight_bytes_p50": infl[len(infl) // 2], "inflight_bytes_max": infl[-1],
                   "peak_rss_mb": round(int(sys.argv[7]) / 1024, 1),
                   "max_inflight_bytes": sys.argv[10]}))
 PYEOF
