@@ -89,7 +89,8 @@
 # each: "1 0" = with consumers > 1, one polling thread per instance, then all
 # instances polled by the pipeline thread as before; default "1"),
 # BENCH_SWEEP_NO_OFFLINE=1, BENCH_SWEEP_FRESH (1/0), BENCH_SWEEP_FRESH_LOADS,
-# BENCH_SWEEP_FRESH_S, BENCH_SWEEP_INFLIGHT (limits.max_inflight_bytes,
+# BENCH_SWEEP_FRESH_S, BENCH_SWEEP_FRESH_X (more "-X key=value" for the paced
+# producer), BENCH_SWEEP_INFLIGHT (limits.max_inflight_bytes,
 # default 256MiB; each run's JSON has it beside the peak RSS),
 # BENCH_SWEEP_POLL (adaptive, default, or fixed: /metrics every 20 ms),
 # BENCH_SWEEP_STATES=1 (sample piperec's thread states every 10 ms during its
