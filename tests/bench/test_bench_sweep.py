@@ -103,7 +103,8 @@ def test_summary(tmp):
 def test_real_sweep(tmp):
     build = os.path.dirname(os.environ["PIPEREC"])
     env = dict(os.environ, BENCH_SWEEP_BUILD=build, BENCH_SWEEP_ROWS="100000",
-               BENCH_SWEEP_PARTITIONS="16", BENCH_SWEEP_LINES_PER_MSG="0", BENCH_SWEEP_FRESH="0",
+               BENCH_SWEEP_PARTITIONS="16", BENCH_SWEEP_LINES_PER_MSG="0", BENCH_SWEEP_FRESH="1",
+               BENCH_SWEEP_FRESH_LOADS="0.1", BENCH_SWEEP_FRESH_S="2",
                BENCH_SWEEP_CEILING_N="0", BENCH_SWEEP_CEILING_RESET="0", BENCH_SWEEP_NO_OFFLINE="1",
                BENCH_SWEEP_OUT=os.path.join(tmp, "out"), BENCH_TMP=tmp)
     # its own session, so that a hang is stopped whole (broker, run, trainer)
@@ -139,6 +140,20 @@ def test_real_sweep(tmp):
                   "predicted_ratio_serial", "ceiling_involved_us_per_row", "ceiling_saturation",
                   "ceiling_busiest_thread_us_per_row"):
             check(l.get(k) is not None, "sweep_stream: %s missing" % k)
+    # the freshness step: its split from piperec's histograms and the samples
+    f = [l for l in lines if l.get("bench") == "sweep_fresh"]
+    check(len(f) == 1, "sweep_fresh: %d lines" % len(f))
+    for l in f:
+        e2e, waited, before = (l.get(k) for k in ("mean_event_to_emit_ms", "mean_batch_wait_ms",
+                                                   "mean_before_batcher_ms"))
+        check(None not in (e2e, waited, before) and near(e2e - waited, before, 0.2),
+              "sweep_fresh: event->emit %r, batcher wait %r, before %r" % (e2e, waited, before))
+        check(waited is not None and 0 <= waited <= l.get("max_delay_ms", 0) + 50,
+              "sweep_fresh: batcher wait %r over max_delay_ms" % waited)
+        for k in ("unread_records_p50", "unread_records_max", "inflight_bytes_p50",
+                  "inflight_bytes_max"):
+            check(isinstance(l.get(k), int) and l[k] >= 0, "sweep_fresh: %s = %r" % (k, l.get(k)))
+        check(l["inflight_bytes_max"] > 0, "sweep_fresh: no in-flight bytes sampled")
     summ = open(os.path.join(tmp, "out", "summary.md")).read()
     check("predicted: CPU-bound" in summ, "summary.md has no CPU table")
 
