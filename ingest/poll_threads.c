@@ -87,11 +87,11 @@ typedef struct pr__pt_inst {
     size_t phead;            /* head as the producer last read it (producer's only) */
     int full_wait;           /* the producer sleeps on a full ring (atomic) */
     int exited;              /* the thread returned; its last entry is in (atomic) */
-    int draining; /* its last poll found a message: more may follow at once (atomic) */
-    int handing;  /* in its rebalance callback, until pr__pt_done (atomic) */
-    int starved;  /* its runs are all held: sleeps on cv until a poll starts (atomic) */
-    size_t n_run;      /* entries in run[] (producer's only) */
-    uint32_t run_rows; /* rows decoded into them (producer's only) */
+    int draining;            /* its last poll found a message: more may follow at once (atomic) */
+    int handing;             /* in its rebalance callback, until pr__pt_done (atomic) */
+    int starved;             /* its runs are all held: sleeps on cv until a poll starts (atomic) */
+    size_t n_run;            /* entries in run[] (producer's only) */
+    uint32_t run_rows;       /* rows decoded into them (producer's only) */
     /* Logged at free (producer's until then): hand-overs of runs, times
      * every run was held, sleeps for them (woken by a poll / timed out). */
     uint64_t handovers, held, woken, timeouts;
