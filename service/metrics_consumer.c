@@ -112,10 +112,15 @@ static void pr__emit_dead_letters_pending(pr_mbuf *mb, const pr__family *f, cons
  * has no sample: the family stays small). */
 static void pr__emit_offset_resets(pr_mbuf *mb, const pr__family *f, const pr__metric_ctx *c)
 {
-    pr_tp tps[64];
-    uint64_t counts[64];
-    size_t n = pr_consumer_offset_resets(c->p->cons, tps, counts, 64);
-    for (size_t k = 0; k < n && k < 64; k++) {
+    /* Every partition that was (a recreated topic resets them all; a fixed
+     * array of 64 left the rest out). */
+    size_t cap = pr_consumer_offset_resets(c->p->cons, NULL, NULL, 0);
+    if (!cap)
+        return;
+    pr_tp *tps = malloc(cap * sizeof(*tps));
+    uint64_t *counts = malloc(cap * sizeof(*counts));
+    size_t n = tps && counts ? pr_consumer_offset_resets(c->p->cons, tps, counts, cap) : 0;
+    for (size_t k = 0; k < n && k < cap; k++) {
         char part[16];
         snprintf(part, sizeof(part), "%d", tps[k].partition);
         pr_label l[] = {{f->labels[0], pr__metric_pipe_name(c)},
@@ -123,6 +128,8 @@ static void pr__emit_offset_resets(pr_mbuf *mb, const pr__family *f, const pr__m
                         {f->labels[2], part}};
         pr__metric_sample(mb, f->name, l, 3, (double)counts[k]);
     }
+    free(tps);
+    free(counts);
 }
 
 #define PR__CS(field)   .off = offsetof(pr__consumer_snap, cs.field)
