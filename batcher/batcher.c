@@ -60,7 +60,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "batcher_int.h"
 #include "pr_env.h"
@@ -172,9 +171,8 @@ static pr_batch *pr__batch_alloc(const char *pipeline, uint32_t cap, uint16_t n_
         return NULL;
     size_t lab = pr__align64((size_t)cap * 4);
     size_t den = pr__align64((size_t)cap * n_dense * 4);
-    size_t spa = pr__align64((size_t)cap * n_sparse * w);
-    size_t total = lab + den + spa;
-    uint8_t *mem = pool ? pr__tpool_get(pool) : aligned_alloc(64, total ? total : 64);
+    size_t total = pr__tensor_bytes(cap, n_dense, n_sparse, w);
+    uint8_t *mem = pool ? pr__tpool_get(pool) : aligned_alloc(64, total);
     bt->tpool = mem ? pool : NULL;
     if (!mem) {
         free(bt);
@@ -986,7 +984,6 @@ static int pr__notes_to_batch(pr_batcher *b, pr__build *bd, pr_batch *bt)
     return 0;
 }
 
-/* Hand the class's `cur` out as the next batch. */
 /* ---------------------------------------------------------------- phase profile
  *
  * PIPEREC_WORKER_PROF=1: the calling thread's CPU time spent in the column
@@ -995,11 +992,7 @@ static int pr__notes_to_batch(pr_batcher *b, pr__build *bd, pr_batch *bt)
 
 static uint64_t pr__thread_ns(const pr_batcher *b)
 {
-    if (!b->prof)
-        return 0;
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    return b->prof ? (uint64_t)pr_thread_cpu_ns() : 0;
 }
 
 static void pr__prof_add(pr_batcher *b, int phase, uint64_t t0)
@@ -1027,6 +1020,7 @@ static int pr__emit(pr_batcher *b, int cls, pr_batch_reason reason)
     return err;
 }
 
+/* Hand the class's `cur` out as the next batch. */
 static int pr__emit_batch(pr_batcher *b, int cls, pr_batch_reason reason)
 {
     pr__build *bd = &b->bld[cls];

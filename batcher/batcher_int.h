@@ -73,7 +73,7 @@ typedef struct pr__offsets {
 
 /* The batcher's block pools (batcher.c, "tensor pool"): a block of the
  * pool's size, from the pool or fresh (no reference taken), or NULL when
- * `need` is larger; and the pool's size. */
+ * `need` is larger. */
 void *pr__tpool_take(struct pr__tpool *t, size_t need);
 
 void pr__offsets_init(pr__offsets *o);

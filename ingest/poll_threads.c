@@ -41,6 +41,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "pr_clock.h"
 #include "pr_error.h"
 #include "pr_log.h"
 
@@ -129,12 +130,19 @@ static void pr__pt_deadline(struct timespec *ts, int ms)
     ts->tv_nsec %= 1000000000L;
 }
 
+/* Wake whoever sleeps on cv (under mu, so a sleeper that checked its
+ * condition before our change is already waiting). */
+static void pr__pt_wake(pthread_mutex_t *mu, pthread_cond_t *cv)
+{
+    pthread_mutex_lock(mu);
+    pthread_cond_broadcast(cv);
+    pthread_mutex_unlock(mu);
+}
+
 static void pr__pt_wake_reader(pr__pt *pt)
 {
     if (__atomic_load_n(&pt->idle, __ATOMIC_SEQ_CST)) {
-        pthread_mutex_lock(&pt->mu);
-        pthread_cond_broadcast(&pt->cv);
-        pthread_mutex_unlock(&pt->mu);
+        pr__pt_wake(&pt->mu, &pt->cv);
     }
 }
 
@@ -232,18 +240,9 @@ static void pr__pt_wake_starved(pr__pt *pt)
         pr__pt_inst *in = &pt->inst[k];
         if (__atomic_load_n(&in->starved, __ATOMIC_SEQ_CST) &&
             __atomic_exchange_n(&in->starved, 0, __ATOMIC_SEQ_CST)) {
-            pthread_mutex_lock(&in->mu);
-            pthread_cond_broadcast(&in->cv);
-            pthread_mutex_unlock(&in->mu);
+            pr__pt_wake(&in->mu, &in->cv);
         }
     }
-}
-
-static int64_t pr__pt_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 /* Producer: message m, through prep, into the ring or the open run. */
@@ -262,7 +261,7 @@ static void pr__pt_put(pr__pt_inst *in, rd_kafka_message_t *m)
          * PR__PT_BUSY_MS the reader is busy elsewhere: m goes undecoded. */
         in->held++;
         pr__pt_flush(in);
-        int64_t now = pt->nap ? 0 : pr__pt_now_us();
+        int64_t now = pt->nap ? 0 : pr_mono_ns() / 1000;
         if (!until)
             until = now + PR__PT_BUSY_MS * 1000;
         if ((pt->nap ? naps >= PR__PT_BUSY_MS * 1000 / PR__PT_NAP_US : now >= until) ||
@@ -298,9 +297,7 @@ static void pr__pt_publish(pr__pt_inst *in)
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     if (__atomic_load_n(&in->full_wait, __ATOMIC_SEQ_CST) &&
         __atomic_load_n(&in->tail, __ATOMIC_SEQ_CST) - h <= PR__PT_RING / 2) {
-        pthread_mutex_lock(&in->mu);
-        pthread_cond_broadcast(&in->cv);
-        pthread_mutex_unlock(&in->mu);
+        pr__pt_wake(&in->mu, &in->cv);
     }
 }
 
@@ -382,9 +379,7 @@ static void *pr__pt_main(void *arg)
     pr__pt_flush(in);
     pr__pt_set_draining(in, 0);
     __atomic_store_n(&in->exited, 1, __ATOMIC_SEQ_CST);
-    pthread_mutex_lock(&pt->mu);
-    pthread_cond_broadcast(&pt->cv);
-    pthread_mutex_unlock(&pt->mu);
+    pr__pt_wake(&pt->mu, &pt->cv);
     return NULL;
 }
 

@@ -78,13 +78,6 @@ enum pr__wprof {
 _Static_assert(PR__WP__COUNT <= sizeof(((pr__pipe *)0)->wprof) / sizeof(uint64_t),
                "pr__pipe.wprof holds every slot");
 
-static uint64_t pr__clock_ns(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 typedef struct pr__wmark {
     uint64_t cpu, wall;
 } pr__wmark;
@@ -93,8 +86,8 @@ static pr__wmark pr__wprof_mark(const pr__pipe *p)
 {
     pr__wmark m = {0, 0};
     if (p->wprof_on) {
-        m.cpu = pr__clock_ns(CLOCK_THREAD_CPUTIME_ID);
-        m.wall = pr__clock_ns(CLOCK_MONOTONIC);
+        m.cpu = (uint64_t)pr_thread_cpu_ns();
+        m.wall = (uint64_t)pr_mono_ns();
     }
     return m;
 }

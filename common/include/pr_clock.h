@@ -21,6 +21,9 @@ typedef struct pr_clock {
 /* CLOCK_MONOTONIC in nanoseconds: the one reading for code that times itself
  * (statistics, benchmarks, kernel timing) and takes no injected clock. */
 int64_t pr_mono_ns(void);
+/* The calling thread's CPU time in nanoseconds (CLOCK_THREAD_CPUTIME_ID):
+ * the per-phase profiles (PIPEREC_WORKER_PROF). */
+int64_t pr_thread_cpu_ns(void);
 
 /* The process clock; a static object, never freed. */
 const pr_clock *pr_clock_real(void);
