@@ -515,6 +515,7 @@ def summary(path):
     for l in lines:
         if "threads" in l and l["threads"] not in threads:
             threads.append(l["threads"])
+    threads.sort()  # a sweep may run them in any order (the largest first on a lease)
     shapes = []
     for l in lines:
         if l.get("bench") == "sweep_stream" and l["lines_per_message"] not in shapes:

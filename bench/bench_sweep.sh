@@ -93,7 +93,8 @@
 # producer), BENCH_SWEEP_INFLIGHT (limits.max_inflight_bytes,
 # default 256MiB; each run's JSON has it beside the peak RSS),
 # BENCH_SWEEP_POLL (adaptive, default, or fixed: /metrics every 20 ms),
-# BENCH_SWEEP_STATES=1 (sample piperec's thread states every 10 ms during its
+# BENCH_SWEEP_STOP (kill, default: measured runs are killed once read; term:
+# stopped gracefully, for PIPEREC_WORKER_PROF), BENCH_SWEEP_STATES=1 (sample piperec's thread states every 10 ms during its
 # run: "thread_states" in its JSON line, where each kind of thread waits),
 # BENCH_SWEEP_PROPS ("key: value; key: value" librdkafka consumer properties
 # for both piperec's source and the ceiling), BENCH_SWEEP_OUT, BENCH_TMP.
@@ -146,6 +147,20 @@ stop_pid() {
     while kill -0 "$1" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.2; i=$((i + 1)); done
     kill -KILL "$1" 2>/dev/null || true
     wait "$1" 2>/dev/null || true
+}
+# end_run PID: a measured `piperec run`, once its figures are
+# read. Killed (BENCH_SWEEP_STOP=kill, default): each run reads a group of its
+# own, so nothing depends on its commits, and a graceful stop costs up to
+# the drain timeout plus one rebalance per consumer instance (10-25 s)
+# that the sweep would spend per run. BENCH_SWEEP_STOP=term stops them
+# gracefully (PIPEREC_WORKER_PROF's profile is logged at a graceful stop).
+end_run() {
+    if [ "${BENCH_SWEEP_STOP:-kill}" = term ]; then
+        stop_pid "$1"
+    else
+        kill -KILL "$1" 2>/dev/null || true
+        wait "$1" 2>/dev/null || true
+    fi
 }
 cleanup() {
     [ -n "$CPID" ] && stop_pid "$CPID"
@@ -277,8 +292,8 @@ stream() {
     wait "$PPOLL" || { cat "$TMP/poll.err" >&2; tail -5 "$TMP/run.err" >&2; exit 1; }
     if [ -n "$SPID" ]; then kill -TERM "$SPID"; wait "$SPID" || true; fi
     RSS_KB=$(awk '/^VmHWM/ {print $2}' "/proc/$RPID/status" 2>/dev/null || echo 0)
-    stop_pid "$CPID"; CPID=""
-    stop_pid "$RPID"; RPID=""
+    stop_pid "$CPID"; CPID="" # its summary line (rows received) is printed at exit
+    end_run "$RPID"; RPID=""
     # PIPEREC_WORKER_PROF=1: the worker's phase profile (logged at stop), one line per run
     grep 'worker profile' "$TMP/run.err" | sed "s/^/threads=$3 lpm=$2 k=$5: /" \
         >> "${BENCH_SWEEP_OUT:-$TMP}/worker_prof.log" || true
@@ -404,7 +419,7 @@ PYEOF
     $PY -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())' \
         "http://127.0.0.1:$HPORT/metrics" > "$TMP/fresh.metrics" 2>/dev/null || : > "$TMP/fresh.metrics"
     RSS_KB=$(awk '/^VmHWM/ {print $2}' "/proc/$RPID/status" 2>/dev/null || echo 0)
-    stop_pid "$RPID"; RPID=""
+    end_run "$RPID"; RPID=""
     wait "$FSPID" 2>/dev/null || :
     KEPT_UP=$($PY -c 'import json,sys; f=json.load(open(sys.argv[1])); print(int((f.get("rows_per_s") or 0) >= 0.97 * int(sys.argv[2])))' "$TMP/fresh.json" "$RATE")
     emit "$($PY - "$TMP/fresh.json" "$2" "$1" "$RATE" "$N" "$STREAM_RATE" "$RSS_KB" "$3" "$4" "$INFLIGHT" "$MAX_DELAY_MS" "$5" "$TMP/fresh.metrics" "$TMP/fresh.samples" <<'PYEOF'

@@ -32,10 +32,11 @@ processes, no copy-out in the main process).
 Live (--live PIPEREC, issue 22's "live `piperec run` -> GPU" figure): instead
 of the replay server, `piperec broker` (the test broker), `piperec gen` +
 `piperec produce` of --live-rows Criteo rows before anything reads, then one
-`piperec run` (engine.threads --live-threads, its own consumer group) per
-case, read by the numpy client, by StreamDataset(layout="raw", compact) into
-host memory and, with CUDA, by StreamDataset(device="cuda"); rows/s from the
-first batch received to the last (the consumer group's join is not counted).
+`piperec run` (engine.threads --live-threads, source.consumers
+--live-consumers, its own consumer group) per case, read by the numpy client,
+by StreamDataset(layout="raw", compact) into host memory and, with CUDA, by
+StreamDataset(device="cuda"); rows/s from the first batch received to the
+last (the consumer group's join is not counted).
 
 Co-located transport: the replay server also listens on a Unix domain
 socket (as piperec does with sinks.trainer.unix_path); the `_unix` cases
@@ -299,8 +300,9 @@ class LiveStream:
     """The test broker loaded with `rows` generated rows, and `piperec run`
     processes reading them (one per case, each its own consumer group)."""
 
-    def __init__(self, piperec, rows, partitions, threads, batch, tmpdir):
+    def __init__(self, piperec, rows, partitions, threads, batch, tmpdir, consumers=1):
         self.piperec, self.rows, self.threads, self.batch = piperec, rows, threads, batch
+        self.consumers = consumers
         self.tmp, self.procs = tmpdir, []
         # keep each partition under ~3 MB of the broker's ~5 MB
         self.partitions = max(partitions, -(-rows * LIVE_ROW_BYTES // 3_000_000))
@@ -340,6 +342,7 @@ class LiveStream:
           auto.offset.reset: earliest
           fetch.wait.max.ms: 10
       format: criteo_tsv
+      consumers: %d
     schema: { label: true, dense: 13, sparse: 26 }
     transform:
       dense: [neg2zero, log1p]
@@ -352,7 +355,7 @@ http: { listen: "127.0.0.1:0" }
 engine: { backend: cpu, threads: %d }
 limits: { max_inflight_bytes: 1GiB }
 log: { level: info }
-""" % (group, self.bootstrap, self.batch, self.threads))
+""" % (group, self.bootstrap, self.consumers, self.batch, self.threads))
         err = os.path.join(self.tmp, group + ".err")
         p = self._spawn([self.piperec, "run", "--config", cfg], group)
         deadline = time.monotonic() + 30
@@ -422,7 +425,7 @@ def live_main(args, torch, StreamDataset):
     stream = None
     try:
         stream = LiveStream(args.live, args.live_rows, args.live_partitions, args.live_threads,
-                            args.rows, tmpdir)
+                            args.rows, tmpdir, args.live_consumers)
         base = None
         for name, fn, extra in cases:
             if only and name not in only and name != "trainer_py_live_numpy_client":
@@ -434,7 +437,8 @@ def live_main(args, torch, StreamDataset):
                 stream.stop(p)
             res = {"bench": name, "rows": r, "batches": n, "seconds": round(dt, 4),
                    "rows_per_s": round(r / dt) if dt > 0 else 0, "batch_rows": args.rows,
-                   "engine_threads": args.live_threads, "partitions": stream.partitions,
+                   "engine_threads": args.live_threads, "consumers": args.live_consumers,
+                   "partitions": stream.partitions,
                    "transport": "tcp loopback", "source": "piperec run (test broker)",
                    "torch": torch.__version__, "numpy": np.__version__}
             res.update(extra)
@@ -462,6 +466,8 @@ def main():
     ap.add_argument("--live-partitions", type=int, default=128,
                     help="test broker partitions (--live; raised to keep each under ~3 MB)")
     ap.add_argument("--live-threads", type=int, default=2, help="piperec run engine.threads (--live)")
+    ap.add_argument("--live-consumers", type=int, default=1,
+                    help="piperec run source.consumers: consumer instances (--live)")
     args = ap.parse_args()
     import torch
     from piperec.torch import StreamDataLoader, StreamDataset

@@ -37,7 +37,11 @@
 #     DEVICE_GPU_QUICK=1.
 # Env: DEVICE_GPU_BUILD (default build), DEVICE_GPU_PYTHON (default python3:
 # the interpreter with torch), DEVICE_GPU_CASES (default "pytest bench live
-# example"), DEVICE_GPU_QUICK=1 (small sizes), DEVICE_GPU_COMMIT.
+# example", run in that order), DEVICE_GPU_QUICK=1 (small sizes),
+# DEVICE_GPU_COMMIT, DEVICE_GPU_PYTEST_WORKERS (pytest-xdist processes,
+# default 8; 1 = none), DEVICE_GPU_LIVE_CONSUMERS (default 4), the cases'
+# time limits in seconds DEVICE_GPU_PYTEST_S (180), DEVICE_GPU_BENCH_S (100),
+# DEVICE_GPU_LIVE_S (90), DEVICE_GPU_EXAMPLE_S (85, each style).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
@@ -147,7 +151,6 @@ run_case() {
     else record "$name" failed "$rc" "$dt"
     fi
 }
-want() { case " $CASES " in *" $1 "*) return 0 ;; esac; return 1; }
 
 export PYTHONDONTWRITEBYTECODE=1
 export PIPEREC="$WRAP/piperec" BT_SERVE="$WRAP/bt_serve" PR_SOURCE_DIR="$ROOT"
@@ -158,60 +161,77 @@ else
     BATCH=8192; BENCH_BATCHES=600; LIVE_ROWS=2000000; EX_TRAIN=1000000; EX_HOLD=100000
 fi
 
-# 1. the Python package's tests on this torch / numpy (examples: case 4)
-if want pytest; then
+# Each case is a function; they run in the order $CASES names them (a lease
+# script puts the GPU figures first and the tests last).
+# 1. the Python package's tests on this torch / numpy (examples: case 4), in
+# DEVICE_GPU_PYTEST_WORKERS processes (default 8) where pytest-xdist is there
+case_pytest() {
     if ! "$PY" -c 'import pytest' 2>/dev/null; then
         record pytest skipped 0 0 "no pytest for $PY"
     elif [ $BINS_OK = 0 ]; then
         record pytest skipped 0 0 "piperec or bt_serve missing"
     else
         mkdir -p "$WRAP/pytest"
-        PR_TMP=$WRAP/pytest run_case pytest 180 "$OUT/pytest.log" \
-            "$PY" -m pytest -q -p no:cacheprovider -rfEs --junitxml="$OUT/pytest.xml" \
+        xd=""
+        if [ "${DEVICE_GPU_PYTEST_WORKERS:-8}" -gt 1 ] && "$PY" -c 'import xdist' 2>/dev/null; then
+            xd="-n ${DEVICE_GPU_PYTEST_WORKERS:-8}"
+        fi
+        # shellcheck disable=SC2086 # $xd is two words or none
+        PR_TMP=$WRAP/pytest run_case pytest "${DEVICE_GPU_PYTEST_S:-180}" "$OUT/pytest.log" \
+            "$PY" -m pytest -q -p no:cacheprovider -rfEs $xd --junitxml="$OUT/pytest.xml" \
             --ignore="$ROOT/tests/python/test_example.py" \
             --ignore="$ROOT/tests/python/test_example_jagged.py" "$ROOT/tests/python"
         "$PY" "$ROOT/tests/python/check_compat_names.py" >> "$OUT/pytest.log" 2>&1 ||
             echo "device_gpu.sh: check_compat_names.py found names NumPy 2 / torch 2 removed (pytest.log)"
     fi
-fi
+}
 
 # 2. replay server -> numpy client / StreamDataset -> pinned memory -> GPU
-if want bench; then
-    run_case bench 100 "$OUT/bench.log" sh -c "\"$PY\" \"$HERE/bench_trainer_py.py\" --rows $BATCH \
+case_bench() {
+    run_case bench "${DEVICE_GPU_BENCH_S:-100}" "$OUT/bench.log" sh -c "\"$PY\" \"$HERE/bench_trainer_py.py\" --rows $BATCH \
         --batches $BENCH_BATCHES > \"$OUT/bench.jsonl\""
     [ "$CUDA" = 1 ] || echo "bench: skipped: no CUDA device (the *_gpu cases)"
-fi
+}
 
-# 3. live: piperec run (engine.threads 8) -> StreamDataset -> GPU
-if want live; then
+# 3. live: piperec run (engine.threads 8, DEVICE_GPU_LIVE_CONSUMERS consumer
+# instances, default 4) -> StreamDataset -> GPU
+case_live() {
     if [ $BINS_OK = 0 ]; then
         record live skipped 0 0 "piperec missing"
     else
-        run_case live 90 "$OUT/live.log" sh -c "\"$PY\" \"$HERE/bench_trainer_py.py\" --live \
-            \"$WRAP/piperec\" --rows $BATCH --live-rows $LIVE_ROWS --live-threads 8 > \"$OUT/live.jsonl\""
+        run_case live "${DEVICE_GPU_LIVE_S:-90}" "$OUT/live.log" sh -c "\"$PY\" \"$HERE/bench_trainer_py.py\" --live \
+            \"$WRAP/piperec\" --rows $BATCH --live-rows $LIVE_ROWS --live-threads 8 \
+            --live-consumers ${DEVICE_GPU_LIVE_CONSUMERS:-4} > \"$OUT/live.jsonl\""
         [ "$CUDA" = 1 ] || echo "live: skipped: no CUDA device (trainer_py_live_stream_dataset_raw_compact_gpu)"
     fi
-fi
+}
 
 # 4. examples/train_dlrm.py --device cuda: old style vs fused
-if want example; then
+case_example() {
     if [ "$CUDA" != 1 ]; then
         record example_old skipped 0 0 "no CUDA device"
         record example_fused skipped 0 0 "no CUDA device"
     elif [ $BINS_OK = 0 ]; then
         record example_old skipped 0 0 "piperec missing"
     else
-        for style in old fused; do
+        for style in fused old; do
             if [ $style = old ]; then extra="--embedding per-feature --layout protobuf"
             else extra="--embedding fused --layout raw --compact"; fi
             # shellcheck disable=SC2086 # $extra is several words
-            run_case "example_$style" 85 "$OUT/example_$style.txt" "$PY" "$ROOT/examples/train_dlrm.py" \
+            run_case "example_$style" "${DEVICE_GPU_EXAMPLE_S:-85}" "$OUT/example_$style.txt" "$PY" "$ROOT/examples/train_dlrm.py" \
                 --spawn --piperec "$WRAP/piperec" --device cuda --checkout --batch $BATCH \
                 --train-rows $EX_TRAIN --heldout-rows $EX_HOLD --rate 5000000 --partitions 16 \
                 --threads 4 --max-seconds 45 $extra
         done
     fi
-fi
+}
+
+for c in $CASES; do
+    case $c in
+        pytest | bench | live | example) "case_$c" ;;
+        *) echo "device_gpu.sh: unknown case $c (pytest, bench, live, example)" >&2 ;;
+    esac
+done
 
 # machine-readable example figures, and the summary
 "$PY" - "$OUT" <<'EOF' || echo "device_gpu.sh: summary failed"
