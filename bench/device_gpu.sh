@@ -272,8 +272,9 @@ for r in lines("bench.jsonl") + lines("live.jsonl"):
     md.append("| %s | %.2fM | %s | %s |" % (r["bench"], r["rows_per_s"] / 1e6, r.get("vs_numpy_client", ""),
                                            r.get("device", r.get("transport", ""))))
 for r in ex:
-    md.append("| %s | %.0f | | AUC %.4f, gpu_busy %s |" % (r["bench"], r.get("rows_per_s", 0),
-                                                           r.get("heldout_auc", 0), r.get("gpu_busy", "")))
+    md.append("| %s | %.0f | | AUC %.4f, gpu_busy %s, steady %.0f rows/s after %.1f s warm-up |"
+              % (r["bench"], r.get("rows_per_s", 0), r.get("heldout_auc", 0), r.get("gpu_busy", ""),
+                 r.get("steady_rows_per_s", 0), r.get("warmup_seconds", 0)))
 log = os.path.join(out, "pytest.log")
 tail = open(log).read().strip().splitlines() if os.path.exists(log) else []
 passed = [l for l in tail if re.search(r"\d+ (passed|failed)", l)]

@@ -467,8 +467,16 @@ def _now():
     return time.monotonic()  # the training clock (a test steps it by hand)
 
 
+# The first batches pay one-time costs (CUDA context and kernel loading,
+# the tables' first growth steps while the vocabulary is young): rows/s
+# after them is the steady rate (steady_rows_per_s), rows_per_s counts
+# from the first batch.
+WARMUP_BATCHES = 20
+
+
 def train(ds, args, t_start, dev, stream=None, pt=None):
     model = opt_dense = opt_emb = None
+    warm = None  # (clock, rows trained) once WARMUP_BATCHES were trained
     per_step_sync = False
     loss_fn = nn.BCEWithLogitsLoss()
     rows_trained = batches = grown = 0
@@ -510,6 +518,10 @@ def train(ds, args, t_start, dev, stream=None, pt=None):
             busy.stop(ev)
             rows_trained += b.rows
             batches += 1
+            if batches == WARMUP_BATCHES:  # one sync, so the steady clock starts after the work
+                if dev.type == "cuda":
+                    torch.cuda.synchronize()
+                warm = (_now(), rows_trained)
             d = loss.detach()
             if per_step_sync:
                 d = float(d)  # the old example's per-step loss read (a device sync)
@@ -544,14 +556,18 @@ def train(ds, args, t_start, dev, stream=None, pt=None):
     if t_end is None:
         t_end = _now()
     t_train = t_end - (t_first or t_start)
+    steady = rows_trained / max(t_train, 1e-9)
+    if warm is not None and t_end > warm[0] and rows_trained > warm[1]:
+        steady = (rows_trained - warm[1]) / (t_end - warm[0])
     gpu = ""
     if dev.type == "cuda":
         gpu = " device=%s gpu_busy=%.2f" % (torch.cuda.get_device_name(dev),
                                              busy.busy_ms / 1000.0 / max(t_train, 1e-9))
     print("heldout_auc=%.4f heldout_rows=%d positive=%.3f train_rows=%d batches=%d "
-          "train_seconds=%.1f rows_per_s=%.0f total_seconds=%.1f tables_grown=%d rows_in_tables=%d "
-          "embedding=%s layout=%s%s"
+          "train_seconds=%.1f rows_per_s=%.0f warmup_seconds=%.1f steady_rows_per_s=%.0f "
+          "total_seconds=%.1f tables_grown=%d rows_in_tables=%d embedding=%s layout=%s%s"
           % (a, len(y), y.mean(), rows_trained, batches, t_train, rows_trained / max(t_train, 1e-9),
+             (warm[0] - (t_first or t_start)) if warm else t_train, steady,
              _now() - t_start, grown, sum(model.emb.caps),
              getattr(args, "embedding", "fused"), getattr(args, "layout", "raw"), gpu),
           flush=True)

@@ -217,13 +217,21 @@ def test_state_positions_and_merge():
         StreamDataset("h:1", "other").load_state_dict(m)
 
 
-def test_dataloader_workers_ring_exactly_once(bt):
+@pytest.mark.parametrize("pin", [False, True])
+def test_dataloader_workers_ring_exactly_once(bt, pin):
     # Issue 22: StreamDataLoader workers hand TrainingBatches over in reused
     # shared-memory ring slots (prefetch_factor * num_workers + 2 a worker)
     # instead of new shared tensors per batch. Every row arrives exactly
     # once with the values one process gets (expected()), each worker's
     # batches in its connection's order, and batches the loop keeps stay
     # intact after their slots were reused many times (they were copied out).
+    # pin_memory=True (the default with CUDA): the loop gets the pin
+    # thread's page-locked copies; a slot is still mapped once per buffer,
+    # and the loader still forgets the rings at the end (on torch 2.11 with
+    # CUDA the copy re-ran the unpickling hook and kept the rings: 24 maps
+    # for 12 buffers, and a leak per epoch).
+    if pin and not torch.cuda.is_available():
+        pytest.skip("pin_memory needs a CUDA device")
     r = bt(60, """
     import piperec.torch as pt
     from piperec.torch import StreamDataset, StreamDataLoader
@@ -236,12 +244,13 @@ def test_dataloader_workers_ring_exactly_once(bt):
         views(b)
     pt._ring_views = counting
     ds = StreamDataset(ADDR, "bt", credits=6, idle_timeout=2.0, sparse_format="triple")
-    dl = StreamDataLoader(ds, num_workers=2, prefetch_factor=2, processes=True)
+    dl = StreamDataLoader(ds, num_workers=2, prefetch_factor=2, processes=True, pin_memory=%s)
     assert dl._ring_n == 6
     kept = list(dl)
     for b in kept:
         g, dense, sparse, labels = expected(b.sequence)
         assert b._ring is None
+        assert b.dense.is_pinned() == %s
         assert np.array_equal(b.dense.numpy(), dense)
         assert np.array_equal(b.sparse.numpy(), sparse)
         assert np.array_equal(b.labels.numpy(), labels)
@@ -254,7 +263,7 @@ def test_dataloader_workers_ring_exactly_once(bt):
     RESULT["state"] = dl.state_dict()
     RESULT["left"] = len(pt._RING_BUFS)
     RESULT["after"] = ds._ring_slots  # a plain DataLoader later gets torch's hand-off
-    """)
+    """ % (pin, pin))
     assert sorted(r["rows"]) == list(range(240))  # every row exactly once
     assert len(r["order"]) == 2 and all(len(o) > 6 for o in r["order"])  # both workers, slots reused
     assert all(o == sorted(o) for o in r["order"])  # each connection's order kept
@@ -276,7 +285,7 @@ def test_dataloader_workers_views_intact_until_reuse(bt, workers):
     r = bt(60, """
     from piperec.torch import StreamDataset, StreamDataLoader
     ds = StreamDataset(ADDR, "bt", credits=6, idle_timeout=2.0, sparse_format="triple")
-    dl = StreamDataLoader(ds, num_workers=%d, prefetch_factor=2, views=True)
+    dl = StreamDataLoader(ds, num_workers=%d, prefetch_factor=2, views=True, pin_memory=False)
     held, ptrs, rows = [], set(), []
     for b in dl:
         assert b._ring is None

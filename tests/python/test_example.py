@@ -99,6 +99,23 @@ def test_dlrm_example_rows_per_s_counts_training_only(monkeypatch):
     assert int(kv["train_rows"]) == 10 * rows and int(kv["heldout_rows"]) == 4 * rows, out.getvalue()
     assert float(kv["train_seconds"]) == 10.0, out.getvalue()
     assert float(kv["rows_per_s"]) == rows, out.getvalue()
+    # steady_rows_per_s: after the first WARMUP_BATCHES (here 4: the clock
+    # moves when the next batch is asked for, so 3 s for each of the first
+    # three and none for the fourth), then 1 s a batch: 6 batches in 6 s
+    monkeypatch.setattr(ex, "WARMUP_BATCHES", 4)
+    clock[0] = 0.0
+
+    def slow_start():
+        for i in range(14):
+            yield B(i)
+            clock[0] += 3.0 if i < 3 else 0.0 if i == 3 else 1.0 if i < 10 else 100.0
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert ex.train(slow_start(), args, 0.0, torch.device("cpu")) == 0
+    kv = dict(re.findall(r"(\w+)=([0-9.]+)", out.getvalue()))
+    assert float(kv["train_seconds"]) == 15.0, out.getvalue()
+    assert float(kv["warmup_seconds"]) == 9.0, out.getvalue()
+    assert float(kv["steady_rows_per_s"]) == rows, out.getvalue()
 
 
 def test_dlrm_example_producer_spreads_partitions():

@@ -106,7 +106,7 @@ class StreamBatch:
 
     __slots__ = ("dense", "labels", "sparse", "sparse_features", "vocab_sizes", "keys", "endpoint",
                  "epoch", "sequence", "rows", "offsets", "replica", "recycled", "jagged",
-                 "label_names", "dense_names", "_ring")
+                 "label_names", "dense_names", "_ring", "_ring_token")
 
     def _state(self):
         return {k: getattr(self, k, None) for k in self.__slots__}
@@ -127,8 +127,15 @@ class StreamBatch:
 
     def _map(self, fn):
         out = StreamBatch()
-        out.__setstate__(self._state())
-        out._ring = None  # fn made new tensors
+        for k, v in self._state().items():  # not __setstate__: its ring hook would map the slot again
+            setattr(out, k, v)
+        # fn makes new tensors: no longer a view on a worker's ring slot, but
+        # the loader still learns whose ring it came from (it forgets the
+        # ring's slots when its iterator ends): DataLoader(pin_memory=True)
+        # hands the loop the pinned copy, not the batch it unpickled
+        ring = self._ring
+        out._ring_token = ring[0] if isinstance(ring, tuple) else getattr(self, "_ring_token", None)
+        out._ring = None
         out.dense, out.labels = fn(self.dense), fn(self.labels)
         out.sparse = fn(self.sparse) if self.sparse is not None else None
         sf = self.sparse_features
@@ -1225,6 +1232,8 @@ class StreamDataLoader(DataLoader):
                         b._ring = None
                     else:
                         b = _ring_own(b)  # copied out: tensors of its own
+                elif getattr(b, "_ring_token", None) is not None:  # the pin thread's copy of one
+                    tokens.add(b._ring_token)
                 self.dataset._record(b)
                 yield b
         finally:
