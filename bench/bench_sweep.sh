@@ -94,7 +94,7 @@
 # default 256MiB; each run's JSON has it beside the peak RSS),
 # BENCH_SWEEP_POLL (adaptive, default, or fixed: /metrics every 20 ms),
 # BENCH_SWEEP_STOP (kill, default: measured runs are killed once read; term:
-# stopped gracefully, for PIPEREC_WORKER_PROF), BENCH_SWEEP_STATES=1 (sample piperec's thread states every 10 ms during its
+# stopped gracefully, their stop-time log in BENCH_SWEEP_OUT/run_logs.log), BENCH_SWEEP_STATES=1 (sample piperec's thread states every 10 ms during its
 # run: "thread_states" in its JSON line, where each kind of thread waits),
 # BENCH_SWEEP_PROPS ("key: value; key: value" librdkafka consumer properties
 # for both piperec's source and the ceiling), BENCH_SWEEP_OUT, BENCH_TMP.
@@ -120,6 +120,9 @@ FRESH_LOADS=${BENCH_SWEEP_FRESH_LOADS:-"0.8 0.65 0.5 0.4 0.3"}
 FRESH_S=${BENCH_SWEEP_FRESH_S:-4}
 FRESH_X=${BENCH_SWEEP_FRESH_X:-} # more -X key=value for the paced producer
 INFLIGHT=${BENCH_SWEEP_INFLIGHT:-256MiB}
+# warn; info with BENCH_SWEEP_STOP=term, whose stop-time lines are info
+LOG_LEVEL=warn
+[ "${BENCH_SWEEP_STOP:-kill}" = term ] && LOG_LEVEL=info
 MAX_DELAY_MS=100
 PY=${BENCH_SWEEP_PYTHON:-/usr/bin/python3}
 [ -x "$PY" ] || PY=python3
@@ -141,10 +144,11 @@ if [ -n "${BENCH_SWEEP_OUT:-}" ]; then
 fi
 : > "$RES"
 BPID=""; RPID=""; CPID=""
+# stop_pid PID [TRIES]: TERM, then KILL after TRIES x 0.2 s (default 50)
 stop_pid() {
     kill -TERM "$1" 2>/dev/null || return 0
     i=0
-    while kill -0 "$1" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.2; i=$((i + 1)); done
+    while kill -0 "$1" 2>/dev/null && [ $i -lt "${2:-50}" ]; do sleep 0.2; i=$((i + 1)); done
     kill -KILL "$1" 2>/dev/null || true
     wait "$1" 2>/dev/null || true
 }
@@ -153,10 +157,12 @@ stop_pid() {
 # own, so nothing depends on its commits, and a graceful stop costs up to
 # the drain timeout plus one rebalance per consumer instance (10-25 s)
 # that the sweep would spend per run. BENCH_SWEEP_STOP=term stops them
-# gracefully (PIPEREC_WORKER_PROF's profile is logged at a graceful stop).
+# gracefully, for up to 60 s (what piperec logs at a graceful stop lands
+# in BENCH_SWEEP_OUT/run_logs.log: the polling threads' runs and how often
+# every run was held, PIPEREC_WORKER_PROF's profile).
 end_run() {
     if [ "${BENCH_SWEEP_STOP:-kill}" = term ]; then
-        stop_pid "$1"
+        stop_pid "$1" 300
     else
         kill -KILL "$1" 2>/dev/null || true
         wait "$1" 2>/dev/null || true
@@ -230,7 +236,7 @@ $(printf '%s' "$PROPS" | tr ';' '\n' | sed -e '/^ *$/d' -e 's/^ */          /')
 http: { listen: "127.0.0.1:$5" }
 engine: { backend: cpu, threads: $2 }
 limits: { max_inflight_bytes: $INFLIGHT }
-log: { level: warn }
+log: { level: $LOG_LEVEL }
 EOF
 }
 
@@ -294,9 +300,12 @@ stream() {
     RSS_KB=$(awk '/^VmHWM/ {print $2}' "/proc/$RPID/status" 2>/dev/null || echo 0)
     stop_pid "$CPID"; CPID="" # its summary line (rows received) is printed at exit
     end_run "$RPID"; RPID=""
-    # PIPEREC_WORKER_PROF=1: the worker's phase profile (logged at stop), one line per run
-    grep 'worker profile' "$TMP/run.err" | sed "s/^/threads=$3 lpm=$2 k=$5: /" \
-        >> "${BENCH_SWEEP_OUT:-$TMP}/worker_prof.log" || true
+    # what piperec logged of its consumer and workers (at start, and at a
+    # graceful stop: BENCH_SWEEP_STOP=term; PIPEREC_WORKER_PROF=1 adds the
+    # worker's phase profile), one block per run
+    { echo "== threads=$3 lpm=$2 k=$5 decode=$4 poll_threads=$6"
+      grep -E 'consumer:|worker profile|drain' "$TMP/run.err" | grep -vE ' partition\(s\)|no committed offset' || true
+    } >> "${BENCH_SWEEP_OUT:-$TMP}/run_logs.log"
     STREAM_RATE=$($PY -c 'import json,sys; p=json.load(open(sys.argv[1])); print(p["rows"] / p["seconds"])' "$TMP/poll.json")
     ROWS_READ=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["rows"])' "$TMP/poll.json")
     $PY "$HELP" fields "$TMP/poll.json" "$ROWS_READ" broker,piperec,trainer "$TMP/ceil_line.json" \
