@@ -304,7 +304,7 @@ stream() {
     # graceful stop: BENCH_SWEEP_STOP=term; PIPEREC_WORKER_PROF=1 adds the
     # worker's phase profile), one block per run
     { echo "== threads=$3 lpm=$2 k=$5 decode=$4 poll_threads=$6"
-      grep -E 'consumer:|worker profile|drain' "$TMP/run.err" | grep -vE ' partition\(s\)|no committed offset' || true
+      grep -E 'consumer:|worker profile|drain|signal' "$TMP/run.err" | grep -v 'no committed offset' || true
     } >> "${BENCH_SWEEP_OUT:-$TMP}/run_logs.log"
     STREAM_RATE=$($PY -c 'import json,sys; p=json.load(open(sys.argv[1])); print(p["rows"] / p["seconds"])' "$TMP/poll.json")
     ROWS_READ=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["rows"])' "$TMP/poll.json")

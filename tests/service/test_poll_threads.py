@@ -7,8 +7,10 @@ user can see may move.
    side by side, consumers 1, 2, 3 x engine.threads 1, 2, and consumers 2, 3
    x engine.threads 4 (decode threads 2), each polling thread decoding its
    own instance's messages into runs (checked in the log: messages went
-   through the runs), and consumers 2 x engine 2 once more with
-   PIPEREC_POLL_DECODE=0 (the pool decodes them, the old path),
+   through the runs), consumers 2 x engine 2 once more with
+   PIPEREC_POLL_DECODE=0 (the pool decodes them, the old path), and
+   consumers 2 x engine 1 with decode_threads auto (the polling threads
+   decode there too: auto is at least 2 with several instances),
    batches of 64 rows over thousands of small blocks (half the rows there
    before the start, the rest produced while the runs read, 1- then 20-line
    messages). Each run's files-sink output must equal `piperec process`
@@ -45,8 +47,10 @@ N = 6000
 # engine 4 with polling threads: the worker's blocks come from polls whose
 # message facts the polling threads read (issue 21)
 COMBOS = [(k, e) for k in (1, 2, 3) for e in (1, 2)] + [(2, 4), (3, 4)]
-# consumers, engine threads, PIPEREC_POLL_DECODE: the runs, or the old path
-RUNS = [(k, e, "1") for k, e in COMBOS] + [(2, 2, "0")]
+# consumers, engine threads, PIPEREC_POLL_DECODE (the runs, or the old
+# path), source.decode_threads (0: auto, which with consumers > 1 is at least
+# 2, so that the polling threads decode at engine.threads 1 too)
+RUNS = [(k, e, "1", 2) for k, e in COMBOS] + [(2, 2, "0", 2), (2, 1, "1", 0)]
 NAMES = ["dense.npy", "labels.npy", "sparse.npy"]
 procs = []
 
@@ -66,7 +70,7 @@ def broker(parts, topics):
     return first.strip().split("=", 1)[1]
 
 
-def config(topic, group, k, e, outdir, bootstrap, state=None, batch=64, roll=40):
+def config(topic, group, k, e, outdir, bootstrap, state=None, batch=64, roll=40, decode=2):
     return """pipelines:
   - name: p
     source:
@@ -78,7 +82,7 @@ def config(topic, group, k, e, outdir, bootstrap, state=None, batch=64, roll=40)
                       heartbeat.interval.ms: 500 }
       format: criteo_tsv
       dead_letter_topic: %s-dlq
-      decode_threads: 2
+      decode_threads: %d
       consumers: %d
     batch: { size: %d, max_delay_ms: 5 }
     sinks:
@@ -86,7 +90,7 @@ def config(topic, group, k, e, outdir, bootstrap, state=None, batch=64, roll=40)
 %sengine: { threads: %d, overlap: true }
 http: { listen: "127.0.0.1:0" }
 log: { level: info }
-""" % (topic, group, bootstrap, topic, k, batch, outdir, roll,
+""" % (topic, group, bootstrap, topic, decode, k, batch, outdir, roll,
        "    state: { dir: \"%s\", checkpoint_interval_s: 1 }\n" % state if state else "", e)
 
 
@@ -170,15 +174,15 @@ def outputs_equal(bootstrap, lines, rejects, want):
     for k, p in enumerate(parts):
         ppaths.append(os.path.join(T, "det%d.tsv" % k))
         open(ppaths[-1], "w").writelines(p)
-    topics = ["d%d%d%s" % c for c in RUNS]
+    topics = ["d%d%d%sx%d" % c for c in RUNS]
     for p in [produce(bootstrap, t, ppaths[0]) for t in topics]:
         if p.wait() != 0:
             fail("produce failed")
     runs = []
-    for (k, e, pd), topic in zip(RUNS, topics):
+    for (k, e, pd, dec), topic in zip(RUNS, topics):
         outdir = os.path.join(T, "out-" + topic)
         cfg = os.path.join(T, topic + ".yaml")
-        open(cfg, "w").write(config(topic, "g-" + topic, k, e, outdir, bootstrap))
+        open(cfg, "w").write(config(topic, "g-" + topic, k, e, outdir, bootstrap, decode=dec))
         r, err = start(cfg, topic, pd)
         runs.append((k, e, topic, outdir, err, r))
     hps = {topic: port(err) for k, e, topic, outdir, err, r in runs}
@@ -205,7 +209,7 @@ def outputs_equal(bootstrap, lines, rejects, want):
         if k > 1 and ("consumer: %d instances, each polled by its own thread" % k) not in log:
             fail("consumers %d: no polling threads" % k)
         runs_on = "each polling thread decodes its own messages" in log
-        if k > 1 and runs_on != topic.endswith("1"):
+        if k > 1 and runs_on != topic.split("x")[0].endswith("1"):
             fail("%s: polling threads decoding %s, PIPEREC_POLL_DECODE says otherwise" %
                  (topic, runs_on))
         if k > 1 and runs_on and run_decoded(err) == 0:
@@ -391,7 +395,7 @@ try:
     if "outputs" in which:
         topics = []
         for c in RUNS:
-            topics += ["d%d%d%s" % c, "d%d%d%s-dlq" % c]
+            topics += ["d%d%d%sx%d" % c, "d%d%d%sx%d-dlq" % c]
         outputs_equal(broker(1, topics), lines, rejects, want)
     goodlines = [l for l in lines if l.rstrip("\n") not in rejects]
     if "leave" in which or "kill" in which:
