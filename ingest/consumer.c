@@ -34,6 +34,7 @@
 #include "decode_par.h"
 #include "poll_threads.h"
 #include "pr_env.h"
+#include "reaper.h"
 #include "pr_ingest.h"
 #include "pr_log.h"
 
@@ -80,6 +81,10 @@ struct pr_consumer {
      * before the rings (the wait cannot stop the rings, and an event may sit
      * behind them). */
     pr__pt *pt;
+    /* With polling threads: consumed messages the polling threads decoded
+     * are destroyed by a reaper thread (reaper.h), flushed before close;
+     * NULL: destroyed where consumed. */
+    pr__reaper *reaper;
     /* The message pr__next gave last and what its polling thread found
      * (pr__pt_prep), used once by the collect or the decode that follows
      * (pr__msg_facts); NULL when it came another way. */
@@ -932,6 +937,13 @@ static bool pr__poll_decode_wanted(void)
     return pr_env_switch("PIPEREC_POLL_DECODE", true);
 }
 
+/* PIPEREC_REAPER=0 destroys consumed messages on the pipeline thread, as
+ * before the reaper (for comparisons). */
+static bool pr__reaper_wanted(void)
+{
+    return pr_env_switch("PIPEREC_REAPER", true);
+}
+
 static int pr__pt_prep(void *opaque, unsigned inst, const rd_kafka_message_t *m, pr__pt_entry *e);
 static void pr__pt_seal(void *opaque, unsigned inst);
 
@@ -1031,6 +1043,8 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
         if (!c->pt)
             goto out_rk;
         pr_info("consumer: %u instances, each polled by its own thread", c->n_rk);
+        if (pr__reaper_wanted())
+            c->reaper = pr__reaper_start(); /* NULL: destroyed where consumed */
     }
     return c;
 
@@ -1229,11 +1243,25 @@ static rd_kafka_resp_err_t pr__leave_one(pr_consumer *c, unsigned k)
     return RD_KAFKA_RESP_ERR_NO_ERROR;
 }
 
+/* Stops the reaper once every message handed to it is destroyed. */
+static void pr__reaper_close(pr_consumer *c)
+{
+    if (!c->reaper)
+        return;
+    unsigned long long n = pr__reaper_stop(c->reaper);
+    c->reaper = NULL;
+    if (n)
+        pr_info("consumer: %llu consumed message(s) destroyed on the pipeline thread (the reaper "
+                "was behind)",
+                n);
+}
+
 int pr_consumer_close(pr_consumer *c, char *errstr, size_t errstr_size)
 {
     if (!c || c->closed || !c->rk)
         return 0;
-    if (c->pt) { /* from here on this thread polls the instances itself */
+    pr__reaper_close(c); /* every consumed message destroyed before anything leaves */
+    if (c->pt) {         /* from here on this thread polls the instances itself */
         pr__pt_stop(c->pt, pr__pt_serve, c);
         pr__pt_free(c->pt);
         c->pt = NULL;
@@ -1278,6 +1306,7 @@ void pr_consumer_free(pr_consumer *c)
 {
     if (!c)
         return;
+    pr__reaper_close(c);
     if (c->rk) {
         char es[256];
         if (pr_consumer_close(c, es, sizeof(es)))
@@ -1910,7 +1939,10 @@ static int pr__merged(pr_consumer *c, const pr__dmsg *dm)
     }
     if (dm->part >= 0)
         __atomic_store_n(&c->parts[dm->part].consumed_next, dm->offset + 1, __ATOMIC_RELAXED);
-    rd_kafka_message_destroy(m);
+    if (c->reaper)
+        pr__reaper_put(c->reaper, m);
+    else
+        rd_kafka_message_destroy(m);
     return (int)dm->nrows;
 }
 

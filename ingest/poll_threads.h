@@ -19,7 +19,8 @@
  * going back, was tried and not kept: it changes when librdkafka's objects
  * are released, and test_poll_threads' closes of 3 instances hung in
  * librdkafka 2.0.2's cooperative close more often with it on a loaded
- * machine: bench/RESULTS.md, issue 21.)
+ * machine: bench/RESULTS.md, issue 21. consumer.c now hands them to a
+ * reaper thread that it flushes before any instance leaves: reaper.h.)
  *
  * Why the pipeline's semantics do not move: a partition is one instance's,
  * and an instance's ring is FIFO, so per-partition order is librdkafka's;
