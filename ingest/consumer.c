@@ -34,9 +34,9 @@
 #include "decode_par.h"
 #include "poll_threads.h"
 #include "pr_env.h"
-#include "reaper.h"
 #include "pr_ingest.h"
 #include "pr_log.h"
+#include "reaper.h"
 
 /* The client's properties (enable.auto.offset.store=false, cooperative-sticky,
  * session.timeout.ms 6 s, queued.min.messages ...) are pr_kafka.h's group
