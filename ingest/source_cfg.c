@@ -83,9 +83,9 @@ static const pr_cfgmap_entry source_entries[] = {
                  "with the reason in a header. Unset: rejects are counted and logged only."),
     PR_CFG_E_INT("decode_threads", 0, pr_source_cfg, decode_threads, 0, 64, "0",
                  "Threads that decode messages, the polling thread included (1 = the "
-                 "polling thread only; 0 = engine.threads, at most the CPUs); with "
-                 "source.consumers > 1 each instance's polling thread decodes its own "
-                 "messages too. The polling thread keeps polling while the others decode, "
+                 "polling thread only; 0 = engine.threads, at most the CPUs, and at least 2 "
+                 "with source.consumers > 1); from 2, with source.consumers > 1, each "
+                 "instance's polling thread decodes its own messages too. The polling thread keeps polling while the others decode, "
                  "then merges in poll order: rows, rejects, dead letters and offsets are the "
                  "same for every count. Every format; avro with source.schema_registry: a "
                  "message whose writer schema id is not fetched yet decodes on the "
