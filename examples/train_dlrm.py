@@ -21,8 +21,11 @@ dense features, pairwise dot-product interactions, a top MLP.
 
 It trains on the first --train-rows rows of the stream, then scores the next
 --heldout-rows rows without training on them and prints their AUC as
-`heldout_auc=...` with rows/s (and, on CUDA, the share of wall time the GPU
-spent in training steps); exit 1 when below --min-auc, if given.
+`heldout_auc=...` with rows/s from the first batch, the steady rows/s after
+the first 20 batches (`steady_rows_per_s`; `warmup_seconds` is what those
+took: CUDA start-up, the tables' first growth) and, on CUDA, the share of
+wall time the GPU spent in training steps; exit 1 when below --min-auc, if
+given.
 
 It imports the installed `piperec` package when there is one (pip install
 ./clients/python), else this checkout's clients/python (--checkout forces
