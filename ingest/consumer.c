@@ -2146,6 +2146,8 @@ int pr_consumer_poll(pr_consumer *c, pr_block *b, int timeout_ms, char *errstr, 
 {
     int rc = pr__consumer_poll(c, b, timeout_ms, errstr, errstr_size);
     pr__acc_flush(c);
+    if (rc <= 0 && c->reaper) /* idle: the reaper's partial batch need not wait for more */
+        pr__reaper_kick(c->reaper);
     return rc;
 }
 

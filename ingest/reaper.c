@@ -115,6 +115,12 @@ void pr__reaper_put(pr__reaper *r, rd_kafka_message_t *m)
         pr__reaper_hand(r);
 }
 
+void pr__reaper_kick(pr__reaper *r)
+{
+    if (r->n_pend)
+        pr__reaper_hand(r);
+}
+
 void pr__reaper_flush(pr__reaper *r)
 {
     if (!r)

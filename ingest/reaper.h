@@ -35,6 +35,11 @@ pr__reaper *pr__reaper_start(void);
 /* The pipeline thread: m is consumed; it will be destroyed. */
 void pr__reaper_put(pr__reaper *r, rd_kafka_message_t *m);
 
+/* The pipeline thread: the messages put so far go to the reaper now, not
+ * when a batch is full (an idle poll: up to a batch of messages would keep
+ * their fetch buffers and partitions referenced until traffic resumes). */
+void pr__reaper_kick(pr__reaper *r);
+
 /* The pipeline thread: returns once every message put so far is destroyed. */
 void pr__reaper_flush(pr__reaper *r);
 
