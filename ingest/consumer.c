@@ -1306,8 +1306,7 @@ void pr_consumer_free(pr_consumer *c)
 {
     if (!c)
         return;
-    pr__reaper_close(c);
-    if (c->rk) {
+    if (c->rk) { /* the close stops the reaper first */
         char es[256];
         if (pr_consumer_close(c, es, sizeof(es)))
             pr_warn("%s", es);

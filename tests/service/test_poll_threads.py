@@ -175,6 +175,7 @@ def outputs_equal(bootstrap, lines, rejects, want):
         ppaths.append(os.path.join(T, "det%d.tsv" % k))
         open(ppaths[-1], "w").writelines(p)
     topics = ["d%d%d%sx%d" % c for c in RUNS]
+    poll_decode = {t: c[2] for t, c in zip(topics, RUNS)}
     for p in [produce(bootstrap, t, ppaths[0]) for t in topics]:
         if p.wait() != 0:
             fail("produce failed")
@@ -209,7 +210,7 @@ def outputs_equal(bootstrap, lines, rejects, want):
         if k > 1 and ("consumer: %d instances, each polled by its own thread" % k) not in log:
             fail("consumers %d: no polling threads" % k)
         runs_on = "each polling thread decodes its own messages" in log
-        if k > 1 and runs_on != topic.split("x")[0].endswith("1"):
+        if k > 1 and runs_on != (poll_decode[topic] == "1"):
             fail("%s: polling threads decoding %s, PIPEREC_POLL_DECODE says otherwise" %
                  (topic, runs_on))
         if k > 1 and runs_on and run_decoded(err) == 0:
