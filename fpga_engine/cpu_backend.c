@@ -487,8 +487,8 @@ static int pr__keys_push(pr__vcol *vc, uint64_t v)
 
 static void pr__vcol_free(pr__vcol *vc)
 {
-    pr__free_aligned(vc->dmap);
-    pr__free_aligned(vc->dcnt);
+    pr__table_free(vc->dmap, vc->dom * sizeof(int32_t));
+    pr__table_free(vc->dcnt, vc->dom * sizeof(uint32_t));
     free(vc->ht);
     free(vc->hcnt);
     free(vc->keys);
@@ -568,10 +568,10 @@ static int pr__vcol_init(pr__vcol *vc, const pr_pipeline_spec *spec, uint32_t c)
     vc->direct = pr_spec_has_op(spec, PR_OP_MODULUS) && m <= PR__DIRECT_MAX;
     if (vc->direct) {
         vc->dom = m;
-        vc->dmap = pr__zalloc_aligned(m * sizeof(int32_t));
+        vc->dmap = pr__table_alloc(m * sizeof(int32_t));
         if (!vc->dmap)
             return PR_ENOMEM;
-        if (vc->counting && !(vc->dcnt = pr__zalloc_aligned(m * sizeof(uint32_t))))
+        if (vc->counting && !(vc->dcnt = pr__table_alloc(m * sizeof(uint32_t))))
             return PR_ENOMEM;
         return 0;
     }

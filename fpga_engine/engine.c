@@ -16,6 +16,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "engine_int.h"
 #include "pr_log.h"
@@ -392,6 +393,45 @@ void pr__free_aligned(void *p)
 {
     if (p)
         free(((void **)p)[-1]);
+}
+
+#define PR__HUGE ((size_t)2 << 20)
+
+static size_t pr__table_len(size_t size)
+{
+    return (size + PR__HUGE - 1) & ~(PR__HUGE - 1);
+}
+
+void *pr__table_alloc(size_t size)
+{
+    if (size < PR__HUGE / 2) /* a few hundred pages at most: not worth a huge one */
+        return pr__zalloc_aligned(size);
+    size_t len = pr__table_len(size);
+    if (len < size)
+        return NULL;
+    /* Over-map by one huge page, then trim to a 2 MiB aligned range. */
+    unsigned char *raw =
+        mmap(NULL, len + PR__HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED)
+        return NULL;
+    uintptr_t a = ((uintptr_t)raw + PR__HUGE - 1) & ~(uintptr_t)(PR__HUGE - 1);
+    size_t head = a - (uintptr_t)raw;
+    if (head)
+        munmap(raw, head);
+    if (PR__HUGE - head)
+        munmap((void *)(a + len), PR__HUGE - head);
+#ifdef MADV_HUGEPAGE
+    (void)madvise((void *)a, len, MADV_HUGEPAGE); /* advice: fine if refused */
+#endif
+    return (void *)a;
+}
+
+void pr__table_free(void *p, size_t size)
+{
+    if (size < PR__HUGE / 2)
+        pr__free_aligned(p);
+    else if (p)
+        munmap(p, pr__table_len(size));
 }
 
 /* ---------------------------------------------------------------- blocks */
