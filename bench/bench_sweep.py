@@ -550,7 +550,7 @@ def summary(path):
             head += ["fresh %s: load, rows/s (target)" % tag, "p99 ms (goal)", "RSS MB"]
         head += ["ceiling %s rows/s" % tag, "RSS MB",
                  "ceiling, piperec's start path %s" % tag, "ceiling N consumers %s" % tag]
-    head += ["offline rows/s", "offline RSS MB"]
+    head += ["offline rows/s (process)", "offline pass rows/s (serial %)", "offline RSS MB"]
     rows = []
     for n in threads:
         r = [str(n)]
@@ -574,7 +574,9 @@ def summary(path):
             r += [fmt(s.get("ceiling_rows_per_s")), fmt(s.get("peak_rss_mb")),
                   fmt(cr.get("rows_per_s")), fmt(cn.get("rows_per_s"))]
         o = find("sweep_offline", n) or {}
-        r += [fmt(o.get("rows_per_s")), fmt(o.get("peak_rss_mb"))]
+        r += [fmt(o.get("rows_per_s")),
+              "%s (%s)" % (fmt(o.get("pass_rows_per_s")), fmt(o.get("serial_pct"))),
+              fmt(o.get("peak_rss_mb"))]
         rows.append(r)
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))

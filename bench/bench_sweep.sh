@@ -72,8 +72,12 @@
 #          batch over the run): emit - oldest event time, the oldest row's
 #          wait in the batcher, and their difference, the time before the
 #          batcher (producer linger, broker, fetch wait, polling, engine);
-#      then `piperec process --threads T` on the same rows (same config):
-#      wall time and peak RSS;
+#      then `piperec process --threads T` on the same rows (same config), or
+#      on BENCH_SWEEP_OFFLINE_ROWS rows of the same generator when set (at 16
+#      threads 4M rows take ~0.25 s, so the process's start and exit weigh):
+#      wall time and peak RSS, and the pass alone as piperec prints it (its
+#      rows/s, without start-up and exit) with the share of thread time spent
+#      in input order (serial_pct: what bounds the speed-up);
 #   4. one JSON line per measurement (stdout, and BENCH_SWEEP_OUT/sweep.jsonl
 #      as it goes when set), then the summary tables (rates; CPU per row) (and
 #      BENCH_SWEEP_OUT/summary.md; `bench_sweep.py summary FILE` remakes it).
@@ -88,7 +92,7 @@
 # BENCH_SWEEP_POLL_THREADS (values of PIPEREC_POLL_THREADS, one piperec run
 # each: "1 0" = with consumers > 1, one polling thread per instance, then all
 # instances polled by the pipeline thread as before; default "1"),
-# BENCH_SWEEP_NO_OFFLINE=1, BENCH_SWEEP_FRESH (1/0), BENCH_SWEEP_FRESH_LOADS,
+# BENCH_SWEEP_NO_OFFLINE=1, BENCH_SWEEP_OFFLINE_ROWS, BENCH_SWEEP_FRESH (1/0), BENCH_SWEEP_FRESH_LOADS,
 # BENCH_SWEEP_FRESH_S, BENCH_SWEEP_FRESH_X (more "-X key=value" for the paced
 # producer), BENCH_SWEEP_INFLIGHT (limits.max_inflight_bytes,
 # default 256MiB; each run's JSON has it beside the peak RSS),
@@ -200,6 +204,12 @@ B=${first#bootstrap=}
 
 echo "== sweep: gen + produce $ROWS rows (1 line/msg; $LPM lines/msg unless 0)" >&2
 "$PIPEREC" gen --rows "$ROWS" --seed 1 --threads "$NCPU" --output "$TMP/data.tsv"
+OFF_ROWS=${BENCH_SWEEP_OFFLINE_ROWS:-$ROWS}
+OFF_DATA=$TMP/data.tsv
+if [ -z "${BENCH_SWEEP_NO_OFFLINE:-}" ] && [ "$OFF_ROWS" != "$ROWS" ]; then
+    OFF_DATA=$TMP/offline.tsv
+    "$PIPEREC" gen --rows "$OFF_ROWS" --seed 1 --threads "$NCPU" --output "$OFF_DATA"
+fi
 # Round-robin per message (sticky.partitioning.linger.ms=0), as
 # bench_stream.sh: keyless sticky batches would burst a partition past ~5 MB.
 "$PIPEREC" produce --bootstrap "$B" --topic lines --input "$TMP/data.tsv" \
@@ -476,17 +486,26 @@ PYEOF
 offline() {
     rm -rf "$TMP/offline-out"
     $PY "$HELP" timed "$TMP/offline.json" "$PIPEREC" process --config "$TMP/run.yaml" \
-        --input "$TMP/data.tsv" --output "$TMP/offline-out" --threads "$1" --no-progress \
+        --input "$OFF_DATA" --output "$TMP/offline-out" --threads "$1" --no-progress \
         2> "$TMP/offline.err" || { tail -5 "$TMP/offline.err" >&2; exit 1; }
     rm -rf "$TMP/offline-out"
-    emit "$($PY - "$TMP/offline.json" "$1" "$ROWS" <<'PYEOF'
-import json, sys
+    emit "$($PY - "$TMP/offline.json" "$1" "$OFF_ROWS" "$TMP/offline.err" <<'PYEOF'
+import json, re, sys
 t = json.load(open(sys.argv[1]))
 rows = int(sys.argv[3])
+err = open(sys.argv[4]).read()
+m = re.search(r"(\d+) rows, \d+ rejected, ([0-9.]+) s, (\d+) rows/s", err)
+ser = re.search(r"serial\): engine ([0-9.]+), write ([0-9.]+) thread-seconds, ([0-9.]+)%", err)
 print(json.dumps({"bench": "sweep_offline", "threads": int(sys.argv[2]), "rows": rows,
                   "seconds": round(t["seconds"], 3), "rows_per_s": round(rows / t["seconds"]),
+                  "pass_seconds": float(m.group(2)) if m else None,
+                  "pass_rows_per_s": int(m.group(3)) if m else None,
+                  "serial_engine_s": float(ser.group(1)) if ser else None,
+                  "serial_write_s": float(ser.group(2)) if ser else None,
+                  "serial_pct": float(ser.group(3)) if ser else None,
                   "peak_rss_mb": t["peak_rss_mb"],
-                  "note": "wall time of the whole process: read TSV, decode, engine, write .npy"}))
+                  "note": "rows_per_s: wall time of the whole process (read TSV, decode, engine, "
+                          "write .npy); pass_rows_per_s: piperec's own figure for the pass"}))
 PYEOF
 )"
 }

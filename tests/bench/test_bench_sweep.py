@@ -105,7 +105,7 @@ def test_real_sweep(tmp):
     env = dict(os.environ, BENCH_SWEEP_BUILD=build, BENCH_SWEEP_ROWS="100000",
                BENCH_SWEEP_PARTITIONS="16", BENCH_SWEEP_LINES_PER_MSG="0", BENCH_SWEEP_FRESH="1",
                BENCH_SWEEP_FRESH_LOADS="0.1", BENCH_SWEEP_FRESH_S="2",
-               BENCH_SWEEP_CEILING_N="0", BENCH_SWEEP_CEILING_RESET="0", BENCH_SWEEP_NO_OFFLINE="1",
+               BENCH_SWEEP_CEILING_N="0", BENCH_SWEEP_CEILING_RESET="0", BENCH_SWEEP_OFFLINE_ROWS="30000",
                BENCH_SWEEP_OUT=os.path.join(tmp, "out"), BENCH_TMP=tmp)
     # its own session, so that a hang is stopped whole (broker, run, trainer)
     p = subprocess.Popen(["sh", os.path.join(SRC, "bench", "bench_sweep.sh"), "1"], env=env,
@@ -154,8 +154,19 @@ def test_real_sweep(tmp):
                   "inflight_bytes_max"):
             check(isinstance(l.get(k), int) and l[k] >= 0, "sweep_fresh: %s = %r" % (k, l.get(k)))
         check(l["inflight_bytes_max"] > 0, "sweep_fresh: no in-flight bytes sampled")
+    # the offline step, on its own input (BENCH_SWEEP_OFFLINE_ROWS): the
+    # process's figure and piperec's own for the pass, with the serial share
+    o = [l for l in lines if l.get("bench") == "sweep_offline"]
+    check(len(o) == 1 and o[0].get("rows") == 30000, "sweep_offline: %r" % o)
+    for l in o:
+        check((l.get("pass_rows_per_s") or 0) >= l.get("rows_per_s", 0) > 0,
+              "sweep_offline: pass %r rows/s below the whole process's %r" %
+              (l.get("pass_rows_per_s"), l.get("rows_per_s")))
+        check(l.get("serial_pct") is not None and 0 <= l["serial_pct"] <= 100,
+              "sweep_offline: serial_pct %r" % l.get("serial_pct"))
     summ = open(os.path.join(tmp, "out", "summary.md")).read()
     check("predicted: CPU-bound" in summ, "summary.md has no CPU table")
+    check("offline pass rows/s (serial %)" in summ, "summary.md has no offline pass column")
 
 
 def main():
