@@ -191,6 +191,10 @@ case_bench() {
     run_case bench "${DEVICE_GPU_BENCH_S:-100}" "$OUT/bench.log" sh -c "\"$PY\" \"$HERE/bench_trainer_py.py\" --rows $BATCH \
         --batches $BENCH_BATCHES > \"$OUT/bench.jsonl\""
     [ "$CUDA" = 1 ] || echo "bench: skipped: no CUDA device (the *_gpu cases)"
+    # where the default raw host path's time goes (widen, receive, views, ack:
+    # it ran at 0.45 of the numpy client on the H200 host, compact at 1.14)
+    run_case bench_steps "${DEVICE_GPU_STEPS_S:-30}" "$OUT/bench_steps.log" sh -c "\"$PY\" \"$HERE/bench_trainer_py.py\" --rows $BATCH \
+        --batches $BENCH_BATCHES --steps >> \"$OUT/bench.jsonl\""
 }
 
 # 3. live: piperec run (engine.threads 8, DEVICE_GPU_LIVE_CONSUMERS consumer
