@@ -94,7 +94,8 @@
 # instances polled by the pipeline thread as before; default "1"),
 # BENCH_SWEEP_NO_OFFLINE=1, BENCH_SWEEP_OFFLINE_ROWS, BENCH_SWEEP_FRESH (1/0), BENCH_SWEEP_FRESH_LOADS,
 # BENCH_SWEEP_FRESH_S, BENCH_SWEEP_FRESH_X (more "-X key=value" for the paced
-# producer), BENCH_SWEEP_INFLIGHT (limits.max_inflight_bytes,
+# producer), BENCH_SWEEP_FRESH_PRODUCERS (paced producer processes, default 1;
+# each produces its share of the rows at its share of the rate), BENCH_SWEEP_INFLIGHT (limits.max_inflight_bytes,
 # default 256MiB; each run's JSON has it beside the peak RSS),
 # BENCH_SWEEP_POLL (adaptive, default, or fixed: /metrics every 20 ms),
 # BENCH_SWEEP_STOP (kill, default: measured runs are killed once read; term:
@@ -123,6 +124,7 @@ FRESH=${BENCH_SWEEP_FRESH:-1}
 FRESH_LOADS=${BENCH_SWEEP_FRESH_LOADS:-"0.8 0.65 0.5 0.4 0.3"}
 FRESH_S=${BENCH_SWEEP_FRESH_S:-4}
 FRESH_X=${BENCH_SWEEP_FRESH_X:-} # more -X key=value for the paced producer
+FRESH_P=${BENCH_SWEEP_FRESH_PRODUCERS:-1}
 INFLIGHT=${BENCH_SWEEP_INFLIGHT:-256MiB}
 # warn; info with BENCH_SWEEP_STOP=term, whose stop-time lines are info
 LOG_LEVEL=warn
@@ -400,7 +402,7 @@ fresh1() {
     TOPIC="fresh-$2-$1"
     RATE=$($PY -c 'import sys; print(int(float(sys.argv[1]) * float(sys.argv[2])))' "$STREAM_RATE" "$5")
     N=$($PY -c 'import sys; print(int(sys.argv[1]) * int(sys.argv[2]))' "$RATE" "$FRESH_S")
-    N=$(( N / $1 * $1 ))
+    N=$(( N / ($1 * FRESH_P) * ($1 * FRESH_P) ))
     TPORT=$(free_port); HPORT=$(free_port)
     RUN_NO=$((RUN_NO + 1))
     # latest: a topic an earlier load filled is read from its end
@@ -430,10 +432,19 @@ while True:
     time.sleep(0.1)
 PYEOF
     FSPID=$!
-    # shellcheck disable=SC2046
-    "$PIPEREC" produce --bootstrap "$B" --topic "$TOPIC" --gen "$N" --seed $((FRESH_NO + 1)) \
-        --lines-per-message "$1" --rate "$RATE" -X sticky.partitioning.linger.ms=0 $FRESH_X \
-        > /dev/null 2> "$TMP/produce.err" || { cat "$TMP/produce.err" >&2; exit 1; }
+    # FRESH_P paced producer processes, each N / FRESH_P rows at RATE /
+    # FRESH_P (one process fell short of its rate on the 16-core host)
+    PPIDS=""
+    for P in $(seq 1 "$FRESH_P"); do
+        # shellcheck disable=SC2046
+        "$PIPEREC" produce --bootstrap "$B" --topic "$TOPIC" --gen $((N / FRESH_P)) \
+            --seed $((FRESH_NO * 100 + P)) --lines-per-message "$1" --rate $((RATE / FRESH_P)) \
+            -X sticky.partitioning.linger.ms=0 $FRESH_X > /dev/null 2> "$TMP/produce-$P.err" &
+        PPIDS="$PPIDS $!"
+    done
+    for P in $PPIDS; do
+        wait "$P" || { cat "$TMP"/produce-*.err >&2; exit 1; }
+    done
     wait "$FPID" || { cat "$TMP/fresh.err" >&2; tail -5 "$TMP/run.err" >&2; exit 1; }
     $PY -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())' \
         "http://127.0.0.1:$HPORT/metrics" > "$TMP/fresh.metrics" 2>/dev/null || : > "$TMP/fresh.metrics"
@@ -441,7 +452,7 @@ PYEOF
     end_run "$RPID"; RPID=""
     wait "$FSPID" 2>/dev/null || :
     KEPT_UP=$($PY -c 'import json,sys; f=json.load(open(sys.argv[1])); print(int((f.get("rows_per_s") or 0) >= 0.97 * int(sys.argv[2])))' "$TMP/fresh.json" "$RATE")
-    emit "$($PY - "$TMP/fresh.json" "$2" "$1" "$RATE" "$N" "$STREAM_RATE" "$RSS_KB" "$3" "$4" "$INFLIGHT" "$MAX_DELAY_MS" "$5" "$TMP/fresh.metrics" "$TMP/fresh.samples" <<'PYEOF'
+    emit "$($PY - "$TMP/fresh.json" "$2" "$1" "$RATE" "$N" "$STREAM_RATE" "$RSS_KB" "$3" "$4" "$INFLIGHT" "$MAX_DELAY_MS" "$5" "$TMP/fresh.metrics" "$TMP/fresh.samples" "$FRESH_P" <<'PYEOF'
 import json, re, sys
 f = json.load(open(sys.argv[1]))
 goal = int(sys.argv[11]) + 20
@@ -465,6 +476,7 @@ print(json.dumps({"bench": "sweep_fresh", "threads": int(sys.argv[2]),
                   "lines_per_message": int(sys.argv[3]), "decode_threads": int(sys.argv[8]),
                   "consumers": int(sys.argv[9]), "load": float(sys.argv[12]),
                   "of_rows_per_s": round(float(sys.argv[6])), "target_rows_per_s": int(sys.argv[4]),
+                  "producers": int(sys.argv[15]),
                   "produced_rows": int(sys.argv[5]), "received_rows": f["rows"],
                   "received_rows_per_s": f.get("rows_per_s"), "batches": f["batches"],
                   "p50_ms": f.get("p50_ms"), "p99_ms": p99, "max_ms": f.get("max_ms"),

@@ -23,7 +23,8 @@
 # here: BENCH_SWEEP_CONSUMERS=4 (piperec's source.consumers and the
 # ceiling's instances), BENCH_SWEEP_CEILING_N=0, BENCH_SWEEP_CEILING_RESET=0,
 # BENCH_SWEEP_FRESH_LOADS="0.8 0.5", BENCH_SWEEP_FRESH_S=3,
-# BENCH_SWEEP_OFFLINE_ROWS=16000000 (the offline step's own input: 4M rows
+# BENCH_SWEEP_FRESH_PRODUCERS=4 (one paced producer fell short of its rate
+# there), BENCH_SWEEP_OFFLINE_ROWS=16000000 (the offline step's own input: 4M rows
 # took 0.26 s at 16 threads, start and exit included).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -74,6 +75,7 @@ if [ $t -ge 60 ]; then
         BENCH_SWEEP_FRESH_LOADS=${BENCH_SWEEP_FRESH_LOADS:-"0.8 0.5"} \
         BENCH_SWEEP_FRESH_S=${BENCH_SWEEP_FRESH_S:-3} \
         BENCH_SWEEP_OFFLINE_ROWS=${BENCH_SWEEP_OFFLINE_ROWS:-16000000} \
+        BENCH_SWEEP_FRESH_PRODUCERS=${BENCH_SWEEP_FRESH_PRODUCERS:-4} \
         "$HERE/device_sweep.sh" "${DEVICE_LEASE_SWEEP_THREADS:-16 1 8 4 2}" > "$RES/sweep/run.log" 2>&1
     log "sweep: exit $?"
 else

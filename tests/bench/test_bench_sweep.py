@@ -105,6 +105,7 @@ def test_real_sweep(tmp):
     env = dict(os.environ, BENCH_SWEEP_BUILD=build, BENCH_SWEEP_ROWS="100000",
                BENCH_SWEEP_PARTITIONS="16", BENCH_SWEEP_LINES_PER_MSG="0", BENCH_SWEEP_FRESH="1",
                BENCH_SWEEP_FRESH_LOADS="0.1", BENCH_SWEEP_FRESH_S="2",
+               BENCH_SWEEP_FRESH_PRODUCERS="2",
                BENCH_SWEEP_CEILING_N="0", BENCH_SWEEP_CEILING_RESET="0", BENCH_SWEEP_OFFLINE_ROWS="30000",
                BENCH_SWEEP_OUT=os.path.join(tmp, "out"), BENCH_TMP=tmp)
     # its own session, so that a hang is stopped whole (broker, run, trainer)
@@ -144,6 +145,9 @@ def test_real_sweep(tmp):
     f = [l for l in lines if l.get("bench") == "sweep_fresh"]
     check(len(f) == 1, "sweep_fresh: %d lines" % len(f))
     for l in f:
+        check(l.get("producers") == 2 and l.get("received_rows") == l.get("produced_rows") > 0,
+              "sweep_fresh: %r producers, %r of %r rows received" %
+              (l.get("producers"), l.get("received_rows"), l.get("produced_rows")))
         e2e, waited, before = (l.get(k) for k in ("mean_event_to_emit_ms", "mean_batch_wait_ms",
                                                    "mean_before_batcher_ms"))
         check(None not in (e2e, waited, before) and near(e2e - waited, before, 0.2),
