@@ -1978,6 +1978,7 @@ static int pr__merge(pr_consumer *c, pr_block *b, int64_t now_ms, rd_kafka_messa
         if (keep) /* now c->pending */
             stop = i + 1;
     }
+    pr__dpool_copies_run(c->dp); /* the rows' columns, before anyone reads them */
     PR__ADD(c->st.records, (uint64_t)merged);
     appended += merged;
     size_t k = 0, rest = c->n_backlog - c->backlog_head;

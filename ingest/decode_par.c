@@ -21,10 +21,25 @@
 #include <string.h>
 
 #include "decode_par.h"
+#include "pr_env.h"
 #include "pr_log.h"
 
 /* A poll this small decodes serially: waking helpers would cost more. */
 #define PR__PAR_MIN_RECS 32
+/* The merge's deferred copies: at most this many rows a task (a run is 256
+ * rows; a slot up to its slot_recs), and a merge of fewer rows copies them
+ * itself. */
+#define PR__COPY_TASK_ROWS 512
+#define PR__COPY_MIN_ROWS  1024
+
+/* One deferred copy: rows [s0, s0 + n) of src into [d0, d0 + n) of dst,
+ * every column but the missing-value bitmaps (their words are shared by
+ * neighbouring tasks' rows: the merge copies them itself, in order). */
+typedef struct pr__dcopy {
+    pr_block *dst;
+    const pr_block *src;
+    uint32_t d0, s0, n;
+} pr__dcopy;
 
 /* A logged reject, text in the slot's buffer (offsets: it may grow). */
 typedef struct pr__rej {
@@ -67,6 +82,13 @@ struct pr__dpool {
     pthread_cond_t work, done_cv;
     unsigned posted, claimed, done; /* slots [0, posted) posted, in order */
     bool quit;
+    /* The merge's column copies (Criteo layout), deferred to the end of the
+     * merge and shared with the helpers (pr__dpool_copies_run). */
+    bool defer;
+    pr__dcopy *copies;
+    size_t n_copies, cap_copies;
+    size_t cposted, cclaimed, cdone; /* under mu */
+    uint64_t copy_rows, copy_rows_helpers;
     /* Where the work went (logged at free, info level): slots decoded by
      * helpers and by the polling thread, polls decoded serially. */
     uint64_t by_helpers, by_poller, serial_polls;
@@ -192,6 +214,38 @@ static void pr__slot_decode(pr__dpool *dp, unsigned t, unsigned k)
     }
 }
 
+static void pr__meta_copy(pr_block *dst, uint32_t d0, const pr_block *src, uint32_t s0, uint32_t n)
+{
+    if (dst->partition && src->partition)
+        memcpy(dst->partition + d0, src->partition + s0, n * sizeof(*dst->partition));
+    if (dst->offset && src->offset)
+        memcpy(dst->offset + d0, src->offset + s0, n * sizeof(*dst->offset));
+    if (dst->event_time_ms && src->event_time_ms)
+        memcpy(dst->event_time_ms + d0, src->event_time_ms + s0, n * sizeof(*dst->event_time_ms));
+}
+
+/* A deferred copy (pr__dcopy): every column but the bitmaps. */
+static void pr__copy_run(const pr__dcopy *t)
+{
+    pr_block *dst = t->dst;
+    const pr_block *src = t->src;
+    uint32_t d0 = t->d0, s0 = t->s0, n = t->n;
+    if (dst->labels && src->labels)
+        memcpy(dst->labels + d0, src->labels + s0, n * sizeof(*dst->labels));
+    for (uint32_t c = 0; c < src->n_dense; c++)
+        memcpy(dst->dense + (size_t)c * dst->cap + d0, src->dense + (size_t)c * src->cap + s0,
+               n * sizeof(double));
+    for (uint32_t c = 0; c < src->n_sparse; c++) {
+        if (src->sparse_enc[c] == PR_SPARSE_HEX)
+            memcpy(pr_block_hex(dst, c, d0), pr_block_hex((pr_block *)src, c, s0),
+                   (size_t)n * PR_HEX_SLOT);
+        else
+            memcpy(dst->sparse_u64 + (size_t)c * dst->scap + d0,
+                   src->sparse_u64 + (size_t)c * src->scap + s0, n * sizeof(uint64_t));
+    }
+    pr__meta_copy(dst, d0, src, s0, n);
+}
+
 /* A helper's loop; `t` its decoder index. */
 struct pr__helper_arg {
     pr__dpool *dp;
@@ -208,10 +262,20 @@ static void *pr__helper_run(void *arg)
     pthread_setname_np(pthread_self(), name);
     pthread_mutex_lock(&dp->mu);
     for (;;) {
-        while (!dp->quit && dp->claimed >= dp->posted)
+        while (!dp->quit && dp->claimed >= dp->posted && dp->cclaimed >= dp->cposted)
             pthread_cond_wait(&dp->work, &dp->mu);
         if (dp->quit)
             break;
+        if (dp->cclaimed < dp->cposted) {
+            size_t i = dp->cclaimed++;
+            pthread_mutex_unlock(&dp->mu);
+            pr__copy_run(&dp->copies[i]);
+            pthread_mutex_lock(&dp->mu);
+            dp->copy_rows_helpers += dp->copies[i].n;
+            if (++dp->cdone == dp->cposted)
+                pthread_cond_broadcast(&dp->done_cv);
+            continue;
+        }
         unsigned k = dp->claimed++;
         dp->by_helpers++;
         pthread_mutex_unlock(&dp->mu);
@@ -258,6 +322,7 @@ pr__dpool *pr__dpool_new(unsigned n_threads, const pr__dsrc *src, uint32_t block
     dp->ft = ft;
     dp->parse_hex = pr_decode_want_parse_hex(src->spec);
     dp->n_threads = n_threads;
+    dp->defer = pr_env_switch("PIPEREC_MERGE_COPY", true);
     /* A slot is ~60-100 us of decoding: short enough that helpers start soon
      * after the poll does, long enough that the handoff is noise. */
     dp->slot_recs = ft->slot_recs;
@@ -316,6 +381,9 @@ void pr__dpool_free(pr__dpool *dp)
                 "small poll(s) decoded serially",
                 (unsigned long long)dp->by_helpers, dp->n_started,
                 (unsigned long long)dp->by_poller, (unsigned long long)dp->serial_polls);
+    if (dp->n_started && dp->copy_rows)
+        pr_info("consumer: merge copies: %llu row(s), %llu of them by the helpers",
+                (unsigned long long)dp->copy_rows, (unsigned long long)dp->copy_rows_helpers);
     dp->quit = true;
     pthread_cond_broadcast(&dp->work);
     pthread_mutex_unlock(&dp->mu);
@@ -333,6 +401,7 @@ void pr__dpool_free(pr__dpool *dp)
         pr__dfmt_dec_free(dp->ft, dp->dec[t]);
     free(dp->dec);
     free(dp->msgs);
+    free(dp->copies);
     pthread_cond_destroy(&dp->work);
     pthread_cond_destroy(&dp->done_cv);
     pthread_mutex_destroy(&dp->mu);
@@ -667,18 +736,34 @@ static void pr__bits_copy(uint64_t *dst, size_t d0, const uint64_t *src, size_t 
     }
 }
 
-static void pr__meta_copy(pr_block *dst, uint32_t d0, const pr_block *src, uint32_t s0, uint32_t n)
+/* Queue a copy task (pr__dcopy) in pieces of at most PR__COPY_TASK_ROWS
+ * rows. false: out of memory (the caller copies itself). */
+static bool pr__copy_defer(pr__dpool *dp, pr_block *dst, const pr_block *src, uint32_t d0,
+                           uint32_t s0, uint32_t n)
 {
-    if (dst->partition && src->partition)
-        memcpy(dst->partition + d0, src->partition + s0, n * sizeof(*dst->partition));
-    if (dst->offset && src->offset)
-        memcpy(dst->offset + d0, src->offset + s0, n * sizeof(*dst->offset));
-    if (dst->event_time_ms && src->event_time_ms)
-        memcpy(dst->event_time_ms + d0, src->event_time_ms + s0, n * sizeof(*dst->event_time_ms));
+    size_t pieces = (n + PR__COPY_TASK_ROWS - 1) / PR__COPY_TASK_ROWS;
+    if (dp->n_copies + pieces > dp->cap_copies) {
+        size_t nc = dp->cap_copies ? 2 * dp->cap_copies : 64;
+        while (nc < dp->n_copies + pieces)
+            nc *= 2;
+        pr__dcopy *t = realloc(dp->copies, nc * sizeof(*t));
+        if (!t)
+            return false;
+        dp->copies = t;
+        dp->cap_copies = nc;
+    }
+    for (uint32_t k = 0; k < n; k += PR__COPY_TASK_ROWS) {
+        uint32_t m = n - k < PR__COPY_TASK_ROWS ? n - k : PR__COPY_TASK_ROWS;
+        dp->copies[dp->n_copies++] = (pr__dcopy){dst, src, d0 + k, s0 + k, m};
+    }
+    return true;
 }
 
-/* The Criteo layout: every column holds `rows` elements. */
-static int pr__append_criteo(pr_block *dst, const pr_block *src, uint32_t s0, uint32_t n)
+/* The Criteo layout: every column holds `rows` elements. The bitmaps are
+ * copied here, in order; the columns too, or (dp deferring) by
+ * pr__dpool_copies_run before the merge returns. */
+static int pr__append_criteo(pr__dpool *dp, pr_block *dst, const pr_block *src, uint32_t s0,
+                             uint32_t n)
 {
     if (dst->n_dense != src->n_dense || dst->n_sparse != src->n_sparse)
         return PR_EINVAL;
@@ -688,27 +773,63 @@ static int pr__append_criteo(pr_block *dst, const pr_block *src, uint32_t s0, ui
         return PR_EINVAL;
     uint32_t d0 = dst->rows;
     size_t dbw = pr_bitmap_words(dst->cap), sbw = pr_bitmap_words(src->cap);
-    if (dst->labels && src->labels)
-        memcpy(dst->labels + d0, src->labels + s0, n * sizeof(*dst->labels));
-    for (uint32_t c = 0; c < src->n_dense; c++) {
-        memcpy(dst->dense + (size_t)c * dst->cap + d0, src->dense + (size_t)c * src->cap + s0,
-               n * sizeof(double));
+    for (uint32_t c = 0; c < src->n_dense; c++)
         pr__bits_copy(dst->dense_missing + c * dbw, d0, src->dense_missing + c * sbw, s0, n);
-    }
     size_t dsw = pr_bitmap_words(dst->scap), ssw = pr_bitmap_words(src->scap);
     for (uint32_t c = 0; c < src->n_sparse; c++) {
         dst->sparse_enc[c] = src->sparse_enc[c];
-        if (src->sparse_enc[c] == PR_SPARSE_HEX)
-            memcpy(pr_block_hex(dst, c, d0), pr_block_hex((pr_block *)src, c, s0),
-                   (size_t)n * PR_HEX_SLOT);
-        else
-            memcpy(dst->sparse_u64 + (size_t)c * dst->scap + d0,
-                   src->sparse_u64 + (size_t)c * src->scap + s0, n * sizeof(uint64_t));
         pr__bits_copy(dst->sparse_missing + c * dsw, d0, src->sparse_missing + c * ssw, s0, n);
     }
-    pr__meta_copy(dst, d0, src, s0, n);
+    pr__dcopy t = {dst, src, d0, s0, n};
+    if (!(dp && dp->defer && pr__copy_defer(dp, dst, src, d0, s0, n)))
+        pr__copy_run(&t);
+    else
+        dp->copy_rows += n;
     dst->rows += n;
     return 0;
+}
+
+uint64_t pr__dpool_copies_pending(const pr__dpool *dp)
+{
+    uint64_t rows = 0;
+    for (size_t i = 0; dp && i < dp->n_copies; i++)
+        rows += dp->copies[i].n;
+    return rows;
+}
+
+void pr__dpool_copies_run(pr__dpool *dp)
+{
+    if (!dp || !dp->n_copies)
+        return;
+    size_t rows = 0;
+    for (size_t i = 0; i < dp->n_copies; i++)
+        rows += dp->copies[i].n;
+    if (dp->n_started == 0 || dp->n_copies < 2 || rows < PR__COPY_MIN_ROWS) {
+        for (size_t i = 0; i < dp->n_copies; i++)
+            pr__copy_run(&dp->copies[i]);
+        dp->n_copies = 0;
+        return;
+    }
+    pthread_mutex_lock(&dp->mu);
+    dp->cposted = dp->n_copies;
+    dp->cclaimed = dp->cdone = 0;
+    pthread_cond_broadcast(&dp->work);
+    for (;;) {
+        if (dp->cclaimed < dp->cposted) {
+            size_t i = dp->cclaimed++;
+            pthread_mutex_unlock(&dp->mu);
+            pr__copy_run(&dp->copies[i]);
+            pthread_mutex_lock(&dp->mu);
+            dp->cdone++;
+            continue;
+        }
+        if (dp->cdone >= dp->cposted)
+            break;
+        pthread_cond_wait(&dp->done_cv, &dp->mu);
+    }
+    dp->cposted = dp->cclaimed = dp->cdone = 0;
+    pthread_mutex_unlock(&dp->mu);
+    dp->n_copies = 0;
 }
 
 /* Per feature, elements (vocab) or values (others) of src's rows before row. */
@@ -785,7 +906,7 @@ int pr__dpool_merge(pr__dpool *dp, pr_block *dst, const pr__dmsg *dm, uint32_t n
     if (nrows == 0)
         return 0;
     if (!s->blk->side)
-        return pr__append_criteo(dst, s->blk, dm->row0, nrows);
+        return pr__append_criteo(dp, dst, s->blk, dm->row0, nrows);
     if (s->off_row != dm->row0) {
         pr__walk_offsets(s->blk, dm->row0, s->off);
         s->off_row = dm->row0;

@@ -172,6 +172,15 @@ bool pr__dpool_add_decoded(pr__dpool *dp, rd_kafka_message_t *m, int64_t offset,
 /* Decode what is left (the polling thread helps) and wait for every slot. */
 void pr__dpool_finish(pr__dpool *dp);
 
+/* The merge's column copies that pr__dpool_merge deferred (Criteo layout:
+ * the bitmaps were copied in order at once), shared with the helpers, which
+ * are idle by then; returns once every copy is done. Call before the merged
+ * rows are read and before the sources (runs, slots) are released.
+ * PIPEREC_MERGE_COPY=0: pr__dpool_merge copies everything itself. */
+void pr__dpool_copies_run(pr__dpool *dp);
+/* Rows whose copies wait for pr__dpool_copies_run (0 with none deferred). */
+uint64_t pr__dpool_copies_pending(const pr__dpool *dp);
+
 size_t pr__dpool_count(const pr__dpool *dp);
 pr__dmsg *pr__dpool_msg(pr__dpool *dp, size_t i);
 /* dm's k-th logged reject (k < dm->nrej). */
