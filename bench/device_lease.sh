@@ -18,7 +18,8 @@
 #   OUT=/dir bench/device_lease.sh
 # Env: DEVICE_LEASE_S (the deadline, seconds from the start; default 540),
 # DEVICE_LEASE_SWEEP_THREADS (default "16 1 8 4 2": the 16-thread figures
-# first), DEVICE_LEASE_TESTS_S (kept for the tests, default 75), and every
+# first), DEVICE_LEASE_AB (baseline switches for an A/B at 16 threads after
+# the sweep, default "PIPEREC_MERGE_COPY=0"; "" for none), DEVICE_LEASE_TESTS_S (kept for the tests, default 75), and every
 # DEVICE_GPU_*, DEVICE_SWEEP_* and BENCH_SWEEP_* knob, with these defaults
 # here: BENCH_SWEEP_CONSUMERS=4 (piperec's source.consumers and the
 # ceiling's instances), BENCH_SWEEP_CEILING_N=0, BENCH_SWEEP_CEILING_RESET=0,
@@ -82,6 +83,26 @@ else
     log "sweep: skipped, ${t}s left"
 fi
 pack
+
+# 2b. A/B at 16 threads, one line a message: the sweep's 16-thread run again
+# with each baseline switch of DEVICE_LEASE_AB set (space-separated NAME=0
+# items, one short sweep each; default PIPEREC_MERGE_COPY=0: the merge's
+# copies on the pipeline thread alone), beside the main sweep's figure.
+for ab in ${DEVICE_LEASE_AB-PIPEREC_MERGE_COPY=0}; do
+    t=$(($(left) - ${DEVICE_LEASE_TESTS_S:-75}))
+    if [ $t -lt 60 ]; then
+        log "a/b $ab: skipped, ${t}s left"
+        continue
+    fi
+    log "a/b $ab (at most ${t}s)"
+    mkdir -p "$RES/ab-$ab"
+    env "$ab" OUT=$RES/ab-$ab DEVICE_SWEEP_TIMEOUT_S=$((t - 5)) \
+        BENCH_SWEEP_CONSUMERS=${BENCH_SWEEP_CONSUMERS:-4} BENCH_SWEEP_CEILING_N=0 \
+        BENCH_SWEEP_CEILING_RESET=0 BENCH_SWEEP_FRESH=0 BENCH_SWEEP_NO_OFFLINE=1 \
+        BENCH_SWEEP_LINES_PER_MSG=0 "$HERE/device_sweep.sh" 16 > "$RES/ab-$ab/run.log" 2>&1
+    log "a/b $ab: exit $?"
+    pack
+done
 
 # 3. the Python tests on this torch / numpy
 t=$(($(left) - 10))
