@@ -551,9 +551,15 @@ static void pr__refuse(trainer_sink *t, int fd, bool plain, const char *peer,
 void (*pr__trainer_frame_hook)(void *arg);
 void *pr__trainer_frame_hook_arg;
 
-/* I/O thread, without mu: frame b for c and queue it for writing. */
+/* I/O thread, without mu: frame b for c and queue it for writing. The
+ * batch is encoded here when the sink set left that to this sink
+ * (PR_SINK_CAP_ENCODES): only this thread deals batches out, so only it
+ * encodes, once; the frames of both layouts read the encoding. */
 static int pr__send_batch(trainer_sink *t, tclient *c, pr_batch *b)
 {
+    int rc = pr_batch_encode(b);
+    if (rc < 0)
+        return rc;
     out_item *it = calloc(1, sizeof(*it));
     if (!it)
         return PR_ENOMEM;
@@ -566,7 +572,7 @@ static int pr__send_batch(trainer_sink *t, tclient *c, pr_batch *b)
         void (*hook)(void *) = __atomic_load_n(&pr__trainer_frame_hook, __ATOMIC_ACQUIRE);
         if (hook)
             hook(pr__trainer_frame_hook_arg);
-        int rc = pr__raw_frame(b, c->kjt_offsets, c->compact, &it->owned, &len);
+        rc = pr__raw_frame(b, c->kjt_offsets, c->compact, &it->owned, &len);
         if (rc < 0) {
             free(it);
             return rc;
@@ -1779,8 +1785,6 @@ fail:
 static int pr__trainer_send(pr_sink *s, pr_batch *b)
 {
     trainer_sink *t = (trainer_sink *)s;
-    if (!b->pb)
-        return PR_EINVAL;
     pthread_mutex_lock(&t->mu);
     if (t->max_queued && t->qlen + t->n_assigned >= t->max_queued) {
         t->st.batches_refused++;
@@ -1949,10 +1953,10 @@ const pr_sink_ops pr_sink_trainer_ops = {
     .get_stats = pr__trainer_stats,
     .free_ = pr__trainer_free,
     /* Capabilities: readers ack, unacked batches go to another trainer,
-     * checkpoint delivery, a listening port. */
+     * checkpoint delivery, a listening port, encoding on the I/O thread. */
     .enabled_off = offsetof(pr_sinks_cfg, trainer.enabled),
-    .caps =
-        PR_SINK_CAP_ACKS | PR_SINK_CAP_REDELIVERY | PR_SINK_CAP_CHECKPOINT | PR_SINK_CAP_LISTENER,
+    .caps = PR_SINK_CAP_ACKS | PR_SINK_CAP_REDELIVERY | PR_SINK_CAP_CHECKPOINT |
+            PR_SINK_CAP_LISTENER | PR_SINK_CAP_ENCODES,
     .port = pr_sink_trainer_port,
     .buffered_bytes = pr_sink_trainer_buffered_bytes,
     .checkpoint_mode = pr_sink_trainer_checkpoint_mode,

@@ -165,9 +165,14 @@ static ss_entry *pr__find(pr_sinkset *ss, uint64_t seq)
 
 int pr_sinkset_send(pr_sinkset *ss, pr_batch *b)
 {
-    int err = pr_batch_encode(b);
-    if (err < 0)
-        return err;
+    /* One sink that encodes on its own thread: the encoding is its. With
+     * several, the bytes are shared: encoded here, once, before any sink's
+     * thread can see the batch. */
+    if (!(ss->n == 1 && pr__has_cap(ss->sinks[0], PR_SINK_CAP_ENCODES))) {
+        int err = pr_batch_encode(b);
+        if (err < 0)
+            return err;
+    }
     if (ss->n_pend && ss->pend[ss->n_pend - 1].seq >= b->seq)
         return PR_EINVAL; /* sequences must increase */
     if (pr_grow((void **)&ss->pend, &ss->cap_pend, ss->n_pend + 1, sizeof(*ss->pend)) < 0)

@@ -198,12 +198,18 @@ const char *pr_trainer_auth_reason_name(int r);
  * PR_SINK_CAP_CHECKPOINT  checkpoint delivery (docs/trainer-protocol.md):
  *                         checkpoint_mode, resume_known, resume_filter.
  * PR_SINK_CAP_LISTENER    readers connect to a port: port, buffered_bytes,
- *                         and the connection counters of pr_sink_stats. */
+ *                         and the connection counters of pr_sink_stats.
+ * PR_SINK_CAP_ENCODES     send() takes a batch not yet encoded
+ *                         (pr_batch_encode) and encodes it on the sink's own
+ *                         thread when it needs the bytes; a sink set whose
+ *                         only sink has it leaves the encoding to it (issue
+ *                         21: off the pipeline thread). */
 typedef enum pr_sink_cap {
     PR_SINK_CAP_ACKS = 1u << 0,
     PR_SINK_CAP_REDELIVERY = 1u << 1,
     PR_SINK_CAP_CHECKPOINT = 1u << 2,
     PR_SINK_CAP_LISTENER = 1u << 3,
+    PR_SINK_CAP_ENCODES = 1u << 4,
 } pr_sink_cap;
 
 typedef struct pr_sink_ops {
