@@ -165,10 +165,15 @@ stop_pid() {
 # that the sweep would spend per run. BENCH_SWEEP_STOP=term stops them
 # gracefully, for up to 60 s (what piperec logs at a graceful stop lands
 # in BENCH_SWEEP_OUT/run_logs.log: the polling threads' runs and how often
-# every run was held, PIPEREC_WORKER_PROF's profile).
+# every run was held, PIPEREC_WORKER_PROF's profile), and the run's JSON
+# line gets stop_s: SIGTERM to exit (the drain, the final commit, the
+# consumer instances leaving the group).
 end_run() {
+    STOP_MS=-1
     if [ "${BENCH_SWEEP_STOP:-kill}" = term ]; then
+        t_stop=$(date +%s%N)
         stop_pid "$1" 300
+        STOP_MS=$(( ($(date +%s%N) - t_stop) / 1000000 ))
     else
         kill -KILL "$1" 2>/dev/null || true
         wait "$1" 2>/dev/null || true
@@ -322,7 +327,7 @@ stream() {
     ROWS_READ=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["rows"])' "$TMP/poll.json")
     $PY "$HELP" fields "$TMP/poll.json" "$ROWS_READ" broker,piperec,trainer "$TMP/ceil_line.json" \
         > "$TMP/run_cpu.json"
-    emit "$(HERE=$HERE $PY - "$TMP/consume.out" "$TMP/poll.json" "$ROWS" "$PARTS" "$RSS_KB" "$3" "$2" "$CEIL_RATE" "$BATCH" "$4" "$5" "$INFLIGHT" "$6" "$TMP/run_cpu.json" "$TMP/ceil_line.json" "$TMP/states.json" <<'PYEOF'
+    emit "$(HERE=$HERE $PY - "$TMP/consume.out" "$TMP/poll.json" "$ROWS" "$PARTS" "$RSS_KB" "$3" "$2" "$CEIL_RATE" "$BATCH" "$4" "$5" "$INFLIGHT" "$6" "$TMP/run_cpu.json" "$TMP/ceil_line.json" "$TMP/states.json" "$STOP_MS" <<'PYEOF'
 import json, os, re, sys
 sys.path.insert(0, os.environ["HERE"])
 import bench_sweep
@@ -356,6 +361,7 @@ print(json.dumps({"bench": "sweep_stream", "threads": int(sys.argv[6]),
                   "delivered_to_trainer": rows,
                   **json.load(open(sys.argv[14])),
                   **({"thread_states": st} if st else {}),
+                  **({"stop_s": int(sys.argv[17]) / 1000} if int(sys.argv[17]) >= 0 else {}),
                   **{"ceiling_" + k: c.get(k) for k in ("cpu_us_per_row", "involved_us_per_row",
                                                         "busy_share", "idle_share", "available_cores",
                                                         "saturation", "busiest_thread_cores",

@@ -105,7 +105,7 @@ def test_real_sweep(tmp):
     env = dict(os.environ, BENCH_SWEEP_BUILD=build, BENCH_SWEEP_ROWS="100000",
                BENCH_SWEEP_PARTITIONS="16", BENCH_SWEEP_LINES_PER_MSG="0", BENCH_SWEEP_FRESH="1",
                BENCH_SWEEP_FRESH_LOADS="0.1", BENCH_SWEEP_FRESH_S="2",
-               BENCH_SWEEP_FRESH_PRODUCERS="2",
+               BENCH_SWEEP_FRESH_PRODUCERS="2", BENCH_SWEEP_STOP="term", BENCH_SWEEP_CONSUMERS="2",
                BENCH_SWEEP_CEILING_N="0", BENCH_SWEEP_CEILING_RESET="0", BENCH_SWEEP_OFFLINE_ROWS="30000",
                BENCH_SWEEP_OUT=os.path.join(tmp, "out"), BENCH_TMP=tmp)
     # its own session, so that a hang is stopped whole (broker, run, trainer)
@@ -137,6 +137,10 @@ def test_real_sweep(tmp):
                   "%s: thread kinds per process" % bench)
     s = [l for l in lines if l.get("bench") == "sweep_stream"]
     for l in s:
+        # a graceful stop (BENCH_SWEEP_STOP=term) is timed: SIGTERM to exit
+        check(isinstance(l.get("stop_s"), float) and l["stop_s"] > 0,
+              "sweep_stream: stop_s %r" % l.get("stop_s"))
+        check(l.get("consumers") == 2, "sweep_stream: consumers %r" % l.get("consumers"))
         for k in ("predicted_ratio_equal_capacity", "predicted_ratio_cpu_bound",
                   "predicted_ratio_serial", "ceiling_involved_us_per_row", "ceiling_saturation",
                   "ceiling_busiest_thread_us_per_row"):
