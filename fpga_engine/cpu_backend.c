@@ -354,6 +354,7 @@ typedef struct pr__vcol {
     bool counting; /* min_count > 1 */
     bool direct;
     uint64_t dom;   /* direct: domain size M */
+    bool huge;      /* dmap, dcnt on huge pages (pr_engine_opts.huge_tables) */
     int32_t *dmap;  /* direct: [dom], index + 1; 0 = no index */
     uint32_t *dcnt; /* direct + counting: [dom] */
     pr__hslot *ht;  /* hash: [1 << hbits] */
@@ -487,8 +488,8 @@ static int pr__keys_push(pr__vcol *vc, uint64_t v)
 
 static void pr__vcol_free(pr__vcol *vc)
 {
-    pr__table_free(vc->dmap, vc->dom * sizeof(int32_t));
-    pr__table_free(vc->dcnt, vc->dom * sizeof(uint32_t));
+    pr__table_free(vc->dmap, vc->dom * sizeof(int32_t), vc->huge);
+    pr__table_free(vc->dcnt, vc->dom * sizeof(uint32_t), vc->huge);
     free(vc->ht);
     free(vc->hcnt);
     free(vc->keys);
@@ -529,9 +530,10 @@ static void pr__ht_del(pr__vcol *vc, pr__hslot *s)
     vc->hused--;
 }
 
-static int pr__vcol_init(pr__vcol *vc, const pr_pipeline_spec *spec, uint32_t c)
+static int pr__vcol_init(pr__vcol *vc, const pr_pipeline_spec *spec, uint32_t c, bool huge)
 {
     memset(vc, 0, sizeof(*vc));
+    vc->huge = huge;
     vc->base = pr__profile_base(spec->profile);
     vc->cap = pr__spec_col_capacity(spec, c);
     vc->min_count = spec->sparse[c].min_count;
@@ -568,10 +570,10 @@ static int pr__vcol_init(pr__vcol *vc, const pr_pipeline_spec *spec, uint32_t c)
     vc->direct = pr_spec_has_op(spec, PR_OP_MODULUS) && m <= PR__DIRECT_MAX;
     if (vc->direct) {
         vc->dom = m;
-        vc->dmap = pr__table_alloc(m * sizeof(int32_t));
+        vc->dmap = pr__table_alloc(m * sizeof(int32_t), vc->huge);
         if (!vc->dmap)
             return PR_ENOMEM;
-        if (vc->counting && !(vc->dcnt = pr__table_alloc(m * sizeof(uint32_t))))
+        if (vc->counting && !(vc->dcnt = pr__table_alloc(m * sizeof(uint32_t), vc->huge)))
             return PR_ENOMEM;
         return 0;
     }
@@ -1101,6 +1103,7 @@ struct pr_backend {
     bool count_done;
     pr__pool *pool;
     int threads;
+    bool huge;      /* pr_engine_opts.huge_tables */
     uint32_t chunk; /* rows per chunk: a multiple of 64 */
     pr__vcol *cols;
     pr__divider *div;
@@ -1174,6 +1177,7 @@ static int pr__cpu_new(const pr_pipeline_spec *spec, const pr_engine_opts *opts,
     for (int op = 0; op < PR_OP__COUNT; op++)
         be->has[op] = pr_spec_has_op(spec, (pr_op)op);
     be->threads = opts && opts->threads > 0 ? opts->threads : 1;
+    be->huge = opts && opts->huge_tables;
     be->chunk = pr__chunk_rows();
     be->hex2int = pr__hex2int_col;
     be->log1p = pr__log1p_col;
@@ -1198,7 +1202,7 @@ static int pr__cpu_new(const pr_pipeline_spec *spec, const pr_engine_opts *opts,
         if (be->has[PR_OP_MODULUS])
             pr__divider_init(&be->div[c], spec->sparse[c].modulus);
         if (be->has[PR_OP_VOCAB]) {
-            if (pr__vcol_init(&be->cols[c], spec, c))
+            if (pr__vcol_init(&be->cols[c], spec, c, be->huge))
                 goto nomem;
             if (be->cols[c].counting && spec->count_mode == PR_COUNT_TWO_PASS)
                 be->two_pass = true;
@@ -1798,7 +1802,7 @@ static int pr__cpu_vocab_load(pr_backend *be, uint32_t col, const pr_vocab_entry
     pr__vcol *vc = &be->cols[col];
     bool frozen = vc->frozen, undec_oov = vc->undec_oov; /* modes, not state */
     pr__vcol_free(vc);
-    int rc = pr__vcol_init(vc, &be->spec, col);
+    int rc = pr__vcol_init(vc, &be->spec, col, be->huge);
     vc->frozen = frozen;
     vc->undec_oov = undec_oov;
     if (rc)

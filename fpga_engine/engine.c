@@ -402,9 +402,9 @@ static size_t pr__table_len(size_t size)
     return (size + PR__HUGE - 1) & ~(PR__HUGE - 1);
 }
 
-void *pr__table_alloc(size_t size)
+void *pr__table_alloc(size_t size, bool huge)
 {
-    if (size < PR__HUGE / 2) /* a few hundred pages at most: not worth a huge one */
+    if (!huge || size < PR__HUGE / 2) /* under 1 MiB: not worth a huge page */
         return pr__zalloc_aligned(size);
     size_t len = pr__table_len(size);
     if (len < size)
@@ -426,9 +426,9 @@ void *pr__table_alloc(size_t size)
     return (void *)a;
 }
 
-void pr__table_free(void *p, size_t size)
+void pr__table_free(void *p, size_t size, bool huge)
 {
-    if (size < PR__HUGE / 2)
+    if (!huge || size < PR__HUGE / 2)
         pr__free_aligned(p);
     else if (p)
         munmap(p, pr__table_len(size));

@@ -43,15 +43,12 @@ void *pr__zalloc_aligned(size_t size);
 void pr__free_aligned(void *p);
 
 /* Zeroed memory for a table that is read before it is written, from several
- * threads (the direct vocabulary maps): 2 MiB aligned, asking for transparent
- * huge pages. With 4 KiB pages, a read maps the shared zero page and the first
- * write to each page then replaces it, which flushes the TLB of every CPU the
- * process runs on: 13K such faults for 26 columns of modulus 524288, most of
- * `piperec process`'s time on small inputs at 2+ threads and growing with the
- * CPU count. Huge pages make that one fault per 2 MiB. Tables under 1 MiB come
- * from pr__zalloc_aligned. Free with the same size. NULL when out of memory. */
-void *pr__table_alloc(size_t size);
-void pr__table_free(void *p, size_t size);
+ * threads (the direct vocabulary maps). huge: 2 MiB aligned, asking for
+ * transparent huge pages (pr_engine_opts.huge_tables says when and why);
+ * tables under 1 MiB, or !huge, come from pr__zalloc_aligned. Free with the
+ * same size and huge. NULL when out of memory. */
+void *pr__table_alloc(size_t size, bool huge);
+void pr__table_free(void *p, size_t size, bool huge);
 
 /* Backend registry (backends.c). Returns NULL for an unknown name. */
 const pr_backend_ops *pr__backend_lookup(const char *name);

@@ -1118,7 +1118,10 @@ static int pr__run_engine(pr__run *run, const pr_engine_opts *eopts, char *errst
                           size_t errstr_size)
 {
     const pr_pipeline_spec *spec = run->spec;
-    run->eng = pr_engine_new(spec, eopts, errstr, errstr_size);
+    /* One pass touches the direct maps whole: on huge pages (pr_engine.h). */
+    pr_engine_opts eo = eopts ? *eopts : (pr_engine_opts){0};
+    eo.huge_tables = true;
+    run->eng = pr_engine_new(spec, &eo, errstr, errstr_size);
     if (!run->eng)
         return PR_EINVAL;
     pr_vocab_store_opts vo = {

@@ -399,6 +399,13 @@ typedef struct pr_engine_opts {
     bool overlap;        /* streaming (`run`): decode the next block while the engine and
                           * batcher work on this one (a second thread per pipeline); not
                           * used by the engine itself. Default true from the table. */
+    bool huge_tables;    /* cpu: the direct vocabulary maps (1 MiB and larger) on transparent
+                          * huge pages. For batch runs (`piperec process` sets it), which
+                          * touch the maps whole at once: page by page, each first write
+                          * after a parallel read flushed every CPU's TLB. Streaming keeps
+                          * 4 KiB pages: a huge page's first touch zeroes 2 MiB, so a slow
+                          * stream's first block paid the whole maps at once (~0.25 s for
+                          * 26 maps of 2 MiB on the 2-core test VM). Not a config key. */
 } pr_engine_opts;
 
 extern const pr_cfgmap pr_engine_cfgmap;
