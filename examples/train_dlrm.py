@@ -11,7 +11,10 @@ With --spawn it starts `piperec broker` (the test Kafka broker), loads it with
 `piperec gen --signal 1 | piperec produce` (labels depend on a few sparse and
 dense features plus noise, so learning is measurable) and runs `piperec run`
 on the default DLRM transforms (dense log, sparse modulus + vocabulary) with a
-trainer sink. The model reads that sink through piperec.torch.StreamDataset
+trainer sink (engine.threads and source.consumers from the CPUs: 2 and 1 on a
+small machine, up to 8 threads and 4 consumer instances from 8 CPUs on, so a
+GPU host's stream is not held to one consumer's rate). The model reads that
+sink through piperec.torch.StreamDataset
 in the raw tensor layout (the GPU feed: batches land in pinned buffers and,
 with --device cuda, are copied to the GPU on a side stream while the previous
 step runs). DLRM = one fused embedding table for every sparse feature (each
@@ -260,6 +263,9 @@ class LocalStream:
             raise RuntimeError("piperec broker printed %r" % line)
         bootstrap = line.strip().split("=", 1)[1]
         cfg = os.path.join(self.tmp, "run.yaml")
+        ncpu = os.cpu_count() or 2
+        threads = max(2, min(8, ncpu // 2))
+        consumers = min(4, partitions) if ncpu >= 8 else 1
         with open(cfg, "w") as f:
             f.write("""pipelines:
   - name: dlrm
@@ -272,14 +278,16 @@ class LocalStream:
           auto.offset.reset: earliest
           fetch.wait.max.ms: 10
       format: criteo_tsv
+      consumers: %d
     batch: { size: %d, max_delay_ms: 200 }
     sinks:
       trainer: { listen: "127.0.0.1:0", max_unacked_batches: 64 }
     state: { dir: "%s/state" }
+engine: { threads: %d }
 limits: { max_inflight_bytes: 2GiB }
 http: { listen: "127.0.0.1:0" }
 log: { level: info }
-""" % (bootstrap, batch, self.tmp))
+""" % (bootstrap, consumers, batch, self.tmp, threads))
         self.run_err = os.path.join(self.tmp, "run.err")
         self._spawn([piperec, "run", "--config", cfg], "run", stderr=open(self.run_err, "w"))
         self.port = None
@@ -295,7 +303,7 @@ log: { level: info }
         # Produce only once the consumer owns the partitions: the test broker
         # keeps ~5 MB per partition, so rows produced while the consumer group
         # is still forming could be gone before piperec reads them.
-        while "partition(s) assigned" not in open(self.run_err).read():
+        while open(self.run_err).read().count("consumer: assigned") < consumers:
             if time.monotonic() > deadline:
                 raise RuntimeError("piperec run got no partitions:\n" + open(self.run_err).read()[-2000:])
             time.sleep(0.05)
