@@ -99,7 +99,8 @@ struct pr_consumer {
     int pt_tidx[PR_CONSUMER_MAX_INSTANCES];
     rd_kafka_message_t **held;
     size_t n_held, held_head, cap_held;
-    bool ever[PR_CONSUMER_MAX_INSTANCES]; /* per instance: an assignment arrived */
+    bool ever[PR_CONSUMER_MAX_INSTANCES];        /* per instance: an assignment arrived */
+    unsigned assigns[PR_CONSUMER_MAX_INSTANCES]; /* per instance: assign events (close) */
     pr_msg_format format;
     const pr_pipeline_spec *spec;
     pr_json_decoder *json; /* PR_MSG_JSON, _AVRO, _PROTOBUF; borrowed */
@@ -701,6 +702,7 @@ static void pr__rebalance(pr_consumer *c, rd_kafka_t *rk, unsigned inst, rd_kafk
             break;
         }
         c->ever[inst] = true;
+        c->assigns[inst]++;
         if (inst == 0)
             pr__member_save(c, rk);
         if (tps)
@@ -739,8 +741,7 @@ static void pr__rebalance(pr_consumer *c, rd_kafka_t *rk, unsigned inst, rd_kafk
         } else if (!rd_kafka_assignment_lost(rk)) {
             char es[256];
             if (pr__commit_one(c, rk, es, sizeof(es)))
-                /* closing: the instances committed before they left */
-                pr_log(c->closed ? PR_LOG_INFO : PR_LOG_WARN, "consumer: commit on revoke: %s", es);
+                pr_warn("consumer: commit on revoke: %s", es);
         } else {
             pr_warn("consumer: %d partition(s) lost; offsets not committed", parts->cnt);
         }
@@ -1109,16 +1110,69 @@ static void pr__finish_join(pr_consumer *c, unsigned k)
     }
 }
 
-/* Polls every instance once, up to `ms` each: their rebalance callbacks are
- * served; messages are not handed out (their offsets stay unstored, the next
- * owner reads them again). */
-static void pr__serve_all(pr_consumer *c, int ms)
+/* Is every partition of `held` in the assignment of one of rks[from, n_rk)? */
+static bool pr__taken_over(pr_consumer *c, unsigned from,
+                           const rd_kafka_topic_partition_list_t *held)
 {
-    for (unsigned k = 0; k < c->n_rk; k++) {
+    int found = 0;
+    for (unsigned k = from; k < c->n_rk; k++) {
+        rd_kafka_topic_partition_list_t *l = NULL;
+        if (rd_kafka_assignment(c->rks[k], &l) == RD_KAFKA_RESP_ERR_NO_ERROR)
+            for (int i = 0; i < held->cnt; i++)
+                found += rd_kafka_topic_partition_list_find(l, held->elems[i].topic,
+                                                            held->elems[i].partition) != NULL;
+        if (l)
+            rd_kafka_topic_partition_list_destroy(l);
+    }
+    return found >= held->cnt;
+}
+
+/* Has every instance of rks[from, n_rk) had an assign event since `before`
+ * (its share of the rebalance that the last leave started)? */
+static bool pr__reassigned(const pr_consumer *c, unsigned from, const unsigned *before)
+{
+    for (unsigned k = from; k < c->n_rk; k++)
+        if (c->assigns[k] == before[k])
+            return false;
+    return true;
+}
+
+/* Polls every instance of rks[from, n_rk) once, up to `ms` each: their
+ * rebalance callbacks are served; messages are not handed out (their offsets
+ * stay unstored, the next owner reads them again). */
+static void pr__serve_from(pr_consumer *c, unsigned from, int ms)
+{
+    for (unsigned k = from; k < c->n_rk; k++) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rks[k], ms);
         if (m)
             rd_kafka_message_destroy(m);
     }
+}
+
+/* source.consumers > 1: instance `from - 1` just left the group. Its
+ * partitions' commit on revoke can be refused (the group is rebalancing), so
+ * before the next instance leaves, the remaining ones take them over (serving
+ * their rebalance callbacks, reading nothing); the last instance to leave
+ * then revokes and commits them. The next instance also waits (up to
+ * PR__SETTLE_MS) for its own assign event of that rebalance (`before`: the
+ * counts when the leave began), so that its own leave starts from a settled
+ * assignment; a member whose assignment did not change may get none, hence
+ * the bound. The takeover is bounded by the session timeout: another
+ * process's member may be the one taking them. */
+#define PR__SETTLE_MS 1000
+static void pr__await_takeover(pr_consumer *c, unsigned from,
+                               const rd_kafka_topic_partition_list_t *held, const unsigned *before)
+{
+    if (from >= c->n_rk)
+        return;
+    const pr_clock *rt = pr_clock_real();
+    int64_t deadline = pr_clock_mono_ns(rt) + (int64_t)c->session_timeout_ms * 1000000;
+    int64_t settle = pr_clock_mono_ns(rt) + PR__SETTLE_MS * 1000000LL;
+    bool none = !held || !held->cnt;
+    while (!((none || pr__taken_over(c, from, held)) &&
+             (pr__reassigned(c, from, before) || pr_clock_mono_ns(rt) >= settle)) &&
+           pr_clock_mono_ns(rt) < deadline)
+        pr__serve_from(c, from, 20);
 }
 
 /* Has rk left its group: nothing assigned and no member id (a leave clears
@@ -1135,96 +1189,58 @@ static bool pr__has_left(rd_kafka_t *rk)
     return empty && gone;
 }
 
-/* Every instance leaves the group and closes, all at once, in bounded time.
- *
- * librdkafka 2.0.2 (#4527, fixed in 2.4) hangs rd_kafka_consumer_close for
- * good when an assign event is served once the group is terminating: the
- * assign becomes an unassign and the group waits for an assign call that
- * never comes. A rebalance started by a sibling instance's leave makes that
- * likely. So the instances first unsubscribe: an ordinary revoke through the
- * rebalance callback (on_revoke, commit, unassign), a queued assign served as
- * a normal one before it, then the leave. Only once they hold nothing and
- * have left do they close, with nothing left to revoke. Each wait is bounded
- * by the session timeout; a close that still does not finish leaves its
- * handle to process exit (warned: a stop must never hang).
- *
- * Issue 21: the instances used to leave one after another, each waiting
- * until the others had taken its partitions over, so that their commit on
- * revoke would not meet a rebalancing group; one rebalance per instance
- * (~5 s each on the test broker, near Kubernetes' 30 s grace period at 8
- * instances). Now every instance commits its stored offsets first, while the
- * group is stable, and then they all leave together: one rebalance, and the
- * commits on revoke, which may meet the siblings' leaves, only repeat what
- * is committed (the owner stores nothing new once it stopped reading). */
-static rd_kafka_resp_err_t pr__leave_all(pr_consumer *c)
+/* Instance k leaves the group and closes, in bounded time. librdkafka 2.0.2
+ * (#4527, fixed in 2.4) hangs rd_kafka_consumer_close for good when an
+ * assign event is served once the group is terminating: the assign becomes
+ * an unassign and the group waits for an assign call that never comes. A
+ * rebalance started by a sibling instance's leave makes that likely. So the
+ * instance first unsubscribes: an ordinary revoke through the rebalance
+ * callback (on_revoke, commit, unassign), a queued assign served as a normal
+ * one before it, then the leave; the instances after it are served meanwhile
+ * (they take its partitions over). Only once it holds nothing and has left
+ * does it close, with nothing left to revoke. Each wait is bounded by the
+ * session timeout; a close that still does not finish leaves its handle to
+ * process exit (warned: a stop must never hang; what it had acknowledged
+ * was committed on revoke, the rest is read again: at least once). */
+static rd_kafka_resp_err_t pr__leave_one(pr_consumer *c, unsigned k)
 {
+    rd_kafka_t *rk = c->rks[k];
     const pr_clock *rt = pr_clock_real();
     int64_t wait_ns = (int64_t)c->session_timeout_ms * 1000000;
-    rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
-    for (unsigned k = 0; c->n_rk > 1 && k < c->n_rk; k++) {
-        char es[256];
-        if (pr__commit_one(c, c->rks[k], es, sizeof(es)))
-            pr_warn("consumer: instance %u: commit before leaving: %s", k, es);
-    }
     int64_t t0 = pr_clock_mono_ns(rt), deadline = t0 + wait_ns;
-    for (unsigned k = 0; k < c->n_rk; k++) {
-        rd_kafka_resp_err_t e = rd_kafka_unsubscribe(c->rks[k]);
-        if (e)
-            pr_warn("consumer: instance %u: unsubscribe: %s", k, rd_kafka_err2str(e));
-    }
-    for (;;) {
-        bool all = true;
-        for (unsigned k = 0; k < c->n_rk && all; k++)
-            all = pr__has_left(c->rks[k]);
-        if (all || pr_clock_mono_ns(rt) >= deadline)
-            break;
-        pr__serve_all(c, 5);
-    }
-    for (unsigned k = 0; k < c->n_rk; k++)
-        if (!pr__has_left(c->rks[k]))
-            pr_warn("consumer: instance %u has not left the group %d ms after unsubscribing; "
-                    "closing it anyway",
-                    k, c->session_timeout_ms);
-    rd_kafka_queue_t *q[PR_CONSUMER_MAX_INSTANCES] = {0};
-    for (unsigned k = 0; k < c->n_rk; k++) {
-        q[k] = rd_kafka_queue_new(c->rks[k]);
-        rd_kafka_error_t *e = rd_kafka_consumer_close_queue(c->rks[k], q[k]);
-        if (e) {
-            if (!err)
-                err = rd_kafka_error_code(e);
-            rd_kafka_error_destroy(e);
-            rd_kafka_queue_destroy(q[k]);
-            q[k] = NULL;
-        }
+    rd_kafka_resp_err_t err = rd_kafka_unsubscribe(rk);
+    if (err)
+        pr_warn("consumer: instance %u: unsubscribe: %s", k, rd_kafka_err2str(err));
+    while (!pr__has_left(rk) && pr_clock_mono_ns(rt) < deadline)
+        pr__serve_from(c, k, 20);
+    if (!pr__has_left(rk))
+        pr_warn("consumer: instance %u has not left the group %d ms after unsubscribing; "
+                "closing it anyway",
+                k, c->session_timeout_ms);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_error_t *e = rd_kafka_consumer_close_queue(rk, q);
+    if (e) {
+        err = rd_kafka_error_code(e);
+        rd_kafka_error_destroy(e);
+        rd_kafka_queue_destroy(q);
+        return err;
     }
     int64_t t1 = pr_clock_mono_ns(rt);
     deadline = t1 + wait_ns;
-    for (;;) {
-        bool all = true;
-        for (unsigned k = 0; k < c->n_rk; k++)
-            if (q[k] && !rd_kafka_consumer_closed(c->rks[k])) {
-                all = false;
-                rd_kafka_queue_poll_callback(q[k], 5);
-            }
-        if (all || pr_clock_mono_ns(rt) >= deadline)
-            break;
+    while (!rd_kafka_consumer_closed(rk) && pr_clock_mono_ns(rt) < deadline)
+        rd_kafka_queue_poll_callback(q, 20);
+    if (!rd_kafka_consumer_closed(rk)) {
+        c->leak_rk[k] = true; /* its group still points at q: keep both */
+        pr_warn("consumer: instance %u did not finish closing in %d ms (librdkafka #4527); its "
+                "handle is left to process exit",
+                k, c->session_timeout_ms);
+        return RD_KAFKA_RESP_ERR_NO_ERROR;
     }
-    for (unsigned k = 0; k < c->n_rk; k++) {
-        if (!q[k])
-            continue;
-        if (!rd_kafka_consumer_closed(c->rks[k])) {
-            c->leak_rk[k] = true; /* its group still points at q: keep both */
-            pr_warn("consumer: instance %u did not finish closing in %d ms (librdkafka #4527); "
-                    "its handle is left to process exit",
-                    k, c->session_timeout_ms);
-            continue;
-        }
-        rd_kafka_queue_poll_callback(q[k], 0); /* the close's own reply */
-        rd_kafka_queue_destroy(q[k]);
-    }
-    pr_info("consumer: %u instance(s) left the group in %d ms, closed in %d ms", c->n_rk,
+    rd_kafka_queue_poll_callback(q, 0); /* the close's own reply */
+    rd_kafka_queue_destroy(q);
+    pr_info("consumer: instance %u left the group in %d ms, closed in %d ms", k,
             (int)((t1 - t0) / 1000000), (int)((pr_clock_mono_ns(rt) - t1) / 1000000));
-    return err;
+    return RD_KAFKA_RESP_ERR_NO_ERROR;
 }
 
 /* Stops the reaper once every message handed to it is destroyed. */
@@ -1254,7 +1270,22 @@ int pr_consumer_close(pr_consumer *c, char *errstr, size_t errstr_size)
     for (unsigned k = 0; k < c->n_rk; k++)
         pr__finish_join(c, k);
     c->closed = true;
-    rd_kafka_resp_err_t err = pr__leave_all(c);
+    /* Each instance revokes everything through the rebalance callback
+     * (on_revoke, then commit) and leaves the group, one after the other. */
+    rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+    for (unsigned k = 0; k < c->n_rk; k++) {
+        rd_kafka_topic_partition_list_t *held = NULL;
+        if (k + 1 < c->n_rk && rd_kafka_assignment(c->rks[k], &held) != RD_KAFKA_RESP_ERR_NO_ERROR)
+            held = NULL;
+        unsigned before[PR_CONSUMER_MAX_INSTANCES];
+        memcpy(before, c->assigns, sizeof(before));
+        rd_kafka_resp_err_t e = pr__leave_one(c, k);
+        if (!err)
+            err = e;
+        pr__await_takeover(c, k + 1, held, before);
+        if (held)
+            rd_kafka_topic_partition_list_destroy(held);
+    }
     if (c->pending) {
         rd_kafka_message_destroy(c->pending);
         c->pending = NULL;
