@@ -246,6 +246,40 @@ static void pr__copy_run(const pr__dcopy *t)
     pr__meta_copy(dst, d0, src, s0, n);
 }
 
+/* With mu held: claim and run one posted task, a deferred copy first, else a
+ * slot to decode (decoder t: 0 the polling thread's, helpers 1..n-1), and
+ * return with mu held; false when nothing is left to claim. The helpers and
+ * the thread that posted the work (pr__dpool_finish, pr__dpool_copies_run)
+ * take tasks the same way. */
+static bool pr__run_one(pr__dpool *dp, unsigned t)
+{
+    if (dp->cclaimed < dp->cposted) {
+        size_t i = dp->cclaimed++;
+        pthread_mutex_unlock(&dp->mu);
+        pr__copy_run(&dp->copies[i]);
+        pthread_mutex_lock(&dp->mu);
+        if (t)
+            dp->copy_rows_helpers += dp->copies[i].n;
+        if (++dp->cdone == dp->cposted)
+            pthread_cond_broadcast(&dp->done_cv);
+        return true;
+    }
+    if (dp->claimed < dp->posted) {
+        unsigned k = dp->claimed++;
+        if (t)
+            dp->by_helpers++;
+        else
+            dp->by_poller++;
+        pthread_mutex_unlock(&dp->mu);
+        pr__slot_decode(dp, t, k);
+        pthread_mutex_lock(&dp->mu);
+        if (++dp->done == dp->posted)
+            pthread_cond_broadcast(&dp->done_cv);
+        return true;
+    }
+    return false;
+}
+
 /* A helper's loop; `t` its decoder index. */
 struct pr__helper_arg {
     pr__dpool *dp;
@@ -261,29 +295,9 @@ static void *pr__helper_run(void *arg)
     snprintf(name, sizeof(name), "pr:decode-%u", a.t);
     pthread_setname_np(pthread_self(), name);
     pthread_mutex_lock(&dp->mu);
-    for (;;) {
-        while (!dp->quit && dp->claimed >= dp->posted && dp->cclaimed >= dp->cposted)
+    while (!dp->quit)
+        if (!pr__run_one(dp, a.t))
             pthread_cond_wait(&dp->work, &dp->mu);
-        if (dp->quit)
-            break;
-        if (dp->cclaimed < dp->cposted) {
-            size_t i = dp->cclaimed++;
-            pthread_mutex_unlock(&dp->mu);
-            pr__copy_run(&dp->copies[i]);
-            pthread_mutex_lock(&dp->mu);
-            dp->copy_rows_helpers += dp->copies[i].n;
-            if (++dp->cdone == dp->cposted)
-                pthread_cond_broadcast(&dp->done_cv);
-            continue;
-        }
-        unsigned k = dp->claimed++;
-        dp->by_helpers++;
-        pthread_mutex_unlock(&dp->mu);
-        pr__slot_decode(dp, a.t, k);
-        pthread_mutex_lock(&dp->mu);
-        if (++dp->done == dp->posted)
-            pthread_cond_broadcast(&dp->done_cv);
-    }
     pthread_mutex_unlock(&dp->mu);
     return NULL;
 }
@@ -661,20 +675,9 @@ void pr__dpool_finish(pr__dpool *dp)
         }
     }
     pthread_mutex_lock(&dp->mu);
-    for (;;) {
-        if (dp->claimed < dp->posted) {
-            unsigned k = dp->claimed++;
-            dp->by_poller++;
-            pthread_mutex_unlock(&dp->mu);
-            pr__slot_decode(dp, 0, k);
-            pthread_mutex_lock(&dp->mu);
-            dp->done++;
-            continue;
-        }
-        if (dp->done >= dp->posted)
-            break;
-        pthread_cond_wait(&dp->done_cv, &dp->mu);
-    }
+    while (dp->done < dp->posted)
+        if (!pr__run_one(dp, 0))
+            pthread_cond_wait(&dp->done_cv, &dp->mu);
     pthread_mutex_unlock(&dp->mu);
     for (unsigned k = 0; k < dp->posted; k++)
         dp->slots[k].off_row = UINT32_MAX; /* walking offsets: recomputed at first use */
@@ -780,11 +783,10 @@ static int pr__append_criteo(pr__dpool *dp, pr_block *dst, const pr_block *src, 
         dst->sparse_enc[c] = src->sparse_enc[c];
         pr__bits_copy(dst->sparse_missing + c * dsw, d0, src->sparse_missing + c * ssw, s0, n);
     }
-    pr__dcopy t = {dst, src, d0, s0, n};
-    if (!(dp && dp->defer && pr__copy_defer(dp, dst, src, d0, s0, n)))
-        pr__copy_run(&t);
-    else
+    if (dp && dp->defer && pr__copy_defer(dp, dst, src, d0, s0, n))
         dp->copy_rows += n;
+    else
+        pr__copy_run(&(pr__dcopy){dst, src, d0, s0, n});
     dst->rows += n;
     return 0;
 }
@@ -801,10 +803,8 @@ void pr__dpool_copies_run(pr__dpool *dp)
 {
     if (!dp || !dp->n_copies)
         return;
-    size_t rows = 0;
-    for (size_t i = 0; i < dp->n_copies; i++)
-        rows += dp->copies[i].n;
-    if (dp->n_started == 0 || dp->n_copies < 2 || rows < PR__COPY_MIN_ROWS) {
+    if (dp->n_started == 0 || dp->n_copies < 2 ||
+        pr__dpool_copies_pending(dp) < PR__COPY_MIN_ROWS) {
         for (size_t i = 0; i < dp->n_copies; i++)
             pr__copy_run(&dp->copies[i]);
         dp->n_copies = 0;
@@ -814,19 +814,9 @@ void pr__dpool_copies_run(pr__dpool *dp)
     dp->cposted = dp->n_copies;
     dp->cclaimed = dp->cdone = 0;
     pthread_cond_broadcast(&dp->work);
-    for (;;) {
-        if (dp->cclaimed < dp->cposted) {
-            size_t i = dp->cclaimed++;
-            pthread_mutex_unlock(&dp->mu);
-            pr__copy_run(&dp->copies[i]);
-            pthread_mutex_lock(&dp->mu);
-            dp->cdone++;
-            continue;
-        }
-        if (dp->cdone >= dp->cposted)
-            break;
-        pthread_cond_wait(&dp->done_cv, &dp->mu);
-    }
+    while (dp->cdone < dp->cposted)
+        if (!pr__run_one(dp, 0))
+            pthread_cond_wait(&dp->done_cv, &dp->mu);
     dp->cposted = dp->cclaimed = dp->cdone = 0;
     pthread_mutex_unlock(&dp->mu);
     dp->n_copies = 0;
