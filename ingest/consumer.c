@@ -99,8 +99,17 @@ struct pr_consumer {
     int pt_tidx[PR_CONSUMER_MAX_INSTANCES];
     rd_kafka_message_t **held;
     size_t n_held, held_head, cap_held;
-    bool ever[PR_CONSUMER_MAX_INSTANCES];        /* per instance: an assignment arrived */
-    unsigned assigns[PR_CONSUMER_MAX_INSTANCES]; /* per instance: assign events (close) */
+    bool ever[PR_CONSUMER_MAX_INSTANCES]; /* per instance: an assignment arrived */
+    /* Close with several instances (pr__leave_all): a revoke runs on_revoke
+     * and the commit, but its answer (the unassign) is held until every
+     * instance's revoke ran: no instance leaves before all have committed.
+     * close_revoked[k]: instance k's revoke ran; held_revoke[k]: its
+     * answer waits; held_incr[k]: the partitions to unassign incrementally
+     * (cooperative), else NULL. */
+    bool hold_revokes;
+    bool close_revoked[PR_CONSUMER_MAX_INSTANCES];
+    bool held_revoke[PR_CONSUMER_MAX_INSTANCES];
+    rd_kafka_topic_partition_list_t *held_incr[PR_CONSUMER_MAX_INSTANCES];
     pr_msg_format format;
     const pr_pipeline_spec *spec;
     pr_json_decoder *json; /* PR_MSG_JSON, _AVRO, _PROTOBUF; borrowed */
@@ -702,7 +711,6 @@ static void pr__rebalance(pr_consumer *c, rd_kafka_t *rk, unsigned inst, rd_kafk
             break;
         }
         c->ever[inst] = true;
-        c->assigns[inst]++;
         if (inst == 0)
             pr__member_save(c, rk);
         if (tps)
@@ -745,10 +753,16 @@ static void pr__rebalance(pr_consumer *c, rd_kafka_t *rk, unsigned inst, rd_kafk
         } else {
             pr_warn("consumer: %d partition(s) lost; offsets not committed", parts->cnt);
         }
-        if (held && coop)
+        c->close_revoked[inst] = c->close_revoked[inst] || c->hold_revokes;
+        if (held && c->hold_revokes) { /* answered by pr__answer_revokes */
+            c->held_revoke[inst] = true;
+            if (coop && !c->held_incr[inst])
+                c->held_incr[inst] = rd_kafka_topic_partition_list_copy(parts);
+        } else if (held && coop) {
             e = rd_kafka_incremental_unassign(rk, parts);
-        else if (held)
+        } else if (held) {
             kerr = rd_kafka_assign(rk, NULL);
+        }
         pr__mark_unassigned(c, tps, n);
         pr_info("consumer: revoked %d partition(s)", parts->cnt);
         break;
@@ -1110,137 +1124,176 @@ static void pr__finish_join(pr_consumer *c, unsigned k)
     }
 }
 
-/* Is every partition of `held` in the assignment of one of rks[from, n_rk)? */
-static bool pr__taken_over(pr_consumer *c, unsigned from,
-                           const rd_kafka_topic_partition_list_t *held)
+/* Polls every instance once, up to `ms` each: their rebalance callbacks are
+ * served; messages are not handed out (their offsets stay unstored, the next
+ * owner reads them again). */
+static void pr__serve_all(pr_consumer *c, int ms)
 {
-    int found = 0;
-    for (unsigned k = from; k < c->n_rk; k++) {
-        rd_kafka_topic_partition_list_t *l = NULL;
-        if (rd_kafka_assignment(c->rks[k], &l) == RD_KAFKA_RESP_ERR_NO_ERROR)
-            for (int i = 0; i < held->cnt; i++)
-                found += rd_kafka_topic_partition_list_find(l, held->elems[i].topic,
-                                                            held->elems[i].partition) != NULL;
-        if (l)
-            rd_kafka_topic_partition_list_destroy(l);
-    }
-    return found >= held->cnt;
-}
-
-/* Has every instance of rks[from, n_rk) had an assign event since `before`
- * (its share of the rebalance that the last leave started)? */
-static bool pr__reassigned(const pr_consumer *c, unsigned from, const unsigned *before)
-{
-    for (unsigned k = from; k < c->n_rk; k++)
-        if (c->assigns[k] == before[k])
-            return false;
-    return true;
-}
-
-/* Polls every instance of rks[from, n_rk) once, up to `ms` each: their
- * rebalance callbacks are served; messages are not handed out (their offsets
- * stay unstored, the next owner reads them again). */
-static void pr__serve_from(pr_consumer *c, unsigned from, int ms)
-{
-    for (unsigned k = from; k < c->n_rk; k++) {
+    for (unsigned k = 0; k < c->n_rk; k++) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rks[k], ms);
         if (m)
             rd_kafka_message_destroy(m);
     }
 }
 
-/* source.consumers > 1: instance `from - 1` just left the group. Its
- * partitions' commit on revoke can be refused (the group is rebalancing), so
- * before the next instance leaves, the remaining ones take them over (serving
- * their rebalance callbacks, reading nothing); the last instance to leave
- * then revokes and commits them. The next instance also waits (up to
- * PR__SETTLE_MS) for its own assign event of that rebalance (`before`: the
- * counts when the leave began), so that its own leave starts from a settled
- * assignment; a member whose assignment did not change may get none, hence
- * the bound. The takeover is bounded by the session timeout: another
- * process's member may be the one taking them. */
-#define PR__SETTLE_MS 1000
-static void pr__await_takeover(pr_consumer *c, unsigned from,
-                               const rd_kafka_topic_partition_list_t *held, const unsigned *before)
+/* Does rk hold no partition? */
+static bool pr__holds_none(rd_kafka_t *rk)
 {
-    if (from >= c->n_rk)
-        return;
-    const pr_clock *rt = pr_clock_real();
-    int64_t deadline = pr_clock_mono_ns(rt) + (int64_t)c->session_timeout_ms * 1000000;
-    int64_t settle = pr_clock_mono_ns(rt) + PR__SETTLE_MS * 1000000LL;
-    bool none = !held || !held->cnt;
-    while (!((none || pr__taken_over(c, from, held)) &&
-             (pr__reassigned(c, from, before) || pr_clock_mono_ns(rt) >= settle)) &&
-           pr_clock_mono_ns(rt) < deadline)
-        pr__serve_from(c, from, 20);
+    rd_kafka_topic_partition_list_t *l = NULL;
+    bool empty = rd_kafka_assignment(rk, &l) == RD_KAFKA_RESP_ERR_NO_ERROR && l->cnt == 0;
+    if (l)
+        rd_kafka_topic_partition_list_destroy(l);
+    return empty;
 }
 
 /* Has rk left its group: nothing assigned and no member id (a leave clears
  * it)? */
 static bool pr__has_left(rd_kafka_t *rk)
 {
-    rd_kafka_topic_partition_list_t *l = NULL;
-    bool empty = rd_kafka_assignment(rk, &l) == RD_KAFKA_RESP_ERR_NO_ERROR && l->cnt == 0;
-    if (l)
-        rd_kafka_topic_partition_list_destroy(l);
     char *mid = rd_kafka_memberid(rk);
     bool gone = !mid || !*mid;
     free(mid); /* rd_kafka_memberid strdups; rd_kafka_mem_free is free here */
-    return empty && gone;
+    return gone && pr__holds_none(rk);
 }
 
-/* Instance k leaves the group and closes, in bounded time. librdkafka 2.0.2
- * (#4527, fixed in 2.4) hangs rd_kafka_consumer_close for good when an
- * assign event is served once the group is terminating: the assign becomes
- * an unassign and the group waits for an assign call that never comes. A
- * rebalance started by a sibling instance's leave makes that likely. So the
- * instance first unsubscribes: an ordinary revoke through the rebalance
- * callback (on_revoke, commit, unassign), a queued assign served as a normal
- * one before it, then the leave; the instances after it are served meanwhile
- * (they take its partitions over). Only once it holds nothing and has left
- * does it close, with nothing left to revoke. Each wait is bounded by the
- * session timeout; a close that still does not finish leaves its handle to
- * process exit (warned: a stop must never hang; what it had acknowledged
- * was committed on revoke, the rest is read again: at least once). */
-static rd_kafka_resp_err_t pr__leave_one(pr_consumer *c, unsigned k)
+/* Answers every revoke pr__rebalance held (pr_consumer.hold_revokes): each
+ * instance unassigns, and librdkafka sends its LeaveGroup after that. */
+static void pr__answer_revokes(pr_consumer *c)
 {
-    rd_kafka_t *rk = c->rks[k];
+    c->hold_revokes = false;
+    for (unsigned k = 0; k < c->n_rk; k++) {
+        if (!c->held_revoke[k])
+            continue;
+        c->held_revoke[k] = false;
+        rd_kafka_error_t *e = NULL;
+        rd_kafka_resp_err_t kerr = RD_KAFKA_RESP_ERR_NO_ERROR;
+        if (c->held_incr[k]) {
+            e = rd_kafka_incremental_unassign(c->rks[k], c->held_incr[k]);
+            rd_kafka_topic_partition_list_destroy(c->held_incr[k]);
+            c->held_incr[k] = NULL;
+        } else {
+            kerr = rd_kafka_assign(c->rks[k], NULL);
+        }
+        if (e) {
+            pr_err("consumer: instance %u: unassign: %s", k, rd_kafka_error_string(e));
+            rd_kafka_error_destroy(e);
+        } else if (kerr) {
+            pr_err("consumer: instance %u: unassign: %s", k, rd_kafka_err2str(kerr));
+        }
+    }
+}
+
+/* Every instance leaves the group and closes, together, in bounded time.
+ *
+ * Commits first, leaves after. A commit on revoke that meets a rebalancing
+ * group can be refused, and what the owner stored in on_revoke would be read
+ * again. So the instances that hold partitions unsubscribe, and their
+ * revokes (on_revoke, then the commit) run while no member of this process
+ * has left: each revoke's answer, the unassign that lets librdkafka send the
+ * LeaveGroup, is held (pr_consumer.hold_revokes) until every such instance
+ * revoked. An instance assigned partitions meanwhile (a rebalance under way
+ * when the close began) unsubscribes too. Then all revokes are answered and
+ * the instances holding nothing unsubscribe: one rebalance for the whole
+ * process. The instances used to leave one after another, each waiting until
+ * the others had taken its partitions over: one rebalance per instance, ~5 s
+ * each on the test broker (issue 21).
+ *
+ * librdkafka 2.0.2 (#4527, fixed in 2.4) hangs rd_kafka_consumer_close for
+ * good when an assign event is served once the group is terminating: the
+ * assign becomes an unassign and the group waits for an assign call that
+ * never comes. So an instance closes only once it holds nothing and has
+ * left, with nothing left to revoke. Each wait is bounded by the session
+ * timeout; a close that still does not finish leaves its handle to process
+ * exit (warned: a stop must never hang; what was committed on revoke stays,
+ * the rest is read again: at least once). */
+static rd_kafka_resp_err_t pr__leave_all(pr_consumer *c)
+{
     const pr_clock *rt = pr_clock_real();
     int64_t wait_ns = (int64_t)c->session_timeout_ms * 1000000;
     int64_t t0 = pr_clock_mono_ns(rt), deadline = t0 + wait_ns;
-    rd_kafka_resp_err_t err = rd_kafka_unsubscribe(rk);
-    if (err)
-        pr_warn("consumer: instance %u: unsubscribe: %s", k, rd_kafka_err2str(err));
-    while (!pr__has_left(rk) && pr_clock_mono_ns(rt) < deadline)
-        pr__serve_from(c, k, 20);
-    if (!pr__has_left(rk))
-        pr_warn("consumer: instance %u has not left the group %d ms after unsubscribing; "
-                "closing it anyway",
-                k, c->session_timeout_ms);
-    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-    rd_kafka_error_t *e = rd_kafka_consumer_close_queue(rk, q);
-    if (e) {
-        err = rd_kafka_error_code(e);
-        rd_kafka_error_destroy(e);
-        rd_kafka_queue_destroy(q);
-        return err;
+    bool unsub[PR_CONSUMER_MAX_INSTANCES] = {0};
+    c->hold_revokes = true;
+    for (;;) { /* 1: the holders revoke and commit; nobody leaves yet */
+        bool all = true;
+        for (unsigned k = 0; k < c->n_rk; k++) {
+            if (!unsub[k] && !pr__holds_none(c->rks[k])) {
+                rd_kafka_resp_err_t e = rd_kafka_unsubscribe(c->rks[k]);
+                if (e)
+                    pr_warn("consumer: instance %u: unsubscribe: %s", k, rd_kafka_err2str(e));
+                unsub[k] = true;
+            }
+            all = all && (!unsub[k] || c->close_revoked[k] || pr__has_left(c->rks[k]));
+        }
+        if (all || pr_clock_mono_ns(rt) >= deadline)
+            break;
+        pr__serve_all(c, 5);
+    }
+    int64_t t_rev = pr_clock_mono_ns(rt);
+    pr__answer_revokes(c); /* 2: now they all leave */
+    for (unsigned k = 0; k < c->n_rk; k++) {
+        if (unsub[k])
+            continue;
+        rd_kafka_resp_err_t e = rd_kafka_unsubscribe(c->rks[k]);
+        if (e)
+            pr_warn("consumer: instance %u: unsubscribe: %s", k, rd_kafka_err2str(e));
+    }
+    for (;;) {
+        bool all = true;
+        for (unsigned k = 0; k < c->n_rk && all; k++)
+            all = pr__has_left(c->rks[k]);
+        if (all || pr_clock_mono_ns(rt) >= deadline)
+            break;
+        pr__serve_all(c, 5);
+        pr__answer_revokes(c); /* a revoke served late: answered at once */
+    }
+    for (unsigned k = 0; k < c->n_rk; k++)
+        if (!pr__has_left(c->rks[k]))
+            pr_warn("consumer: instance %u has not left the group %d ms after unsubscribing; "
+                    "closing it anyway",
+                    k, c->session_timeout_ms);
+    rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+    rd_kafka_queue_t *q[PR_CONSUMER_MAX_INSTANCES] = {0};
+    for (unsigned k = 0; k < c->n_rk; k++) { /* 3: close, all at once */
+        q[k] = rd_kafka_queue_new(c->rks[k]);
+        rd_kafka_error_t *e = rd_kafka_consumer_close_queue(c->rks[k], q[k]);
+        if (e) {
+            if (!err)
+                err = rd_kafka_error_code(e);
+            rd_kafka_error_destroy(e);
+            rd_kafka_queue_destroy(q[k]);
+            q[k] = NULL;
+        }
     }
     int64_t t1 = pr_clock_mono_ns(rt);
     deadline = t1 + wait_ns;
-    while (!rd_kafka_consumer_closed(rk) && pr_clock_mono_ns(rt) < deadline)
-        rd_kafka_queue_poll_callback(q, 20);
-    if (!rd_kafka_consumer_closed(rk)) {
-        c->leak_rk[k] = true; /* its group still points at q: keep both */
-        pr_warn("consumer: instance %u did not finish closing in %d ms (librdkafka #4527); its "
-                "handle is left to process exit",
-                k, c->session_timeout_ms);
-        return RD_KAFKA_RESP_ERR_NO_ERROR;
+    for (;;) {
+        bool all = true;
+        for (unsigned k = 0; k < c->n_rk; k++)
+            if (q[k] && !rd_kafka_consumer_closed(c->rks[k])) {
+                all = false;
+                rd_kafka_queue_poll_callback(q[k], 5);
+            }
+        if (all || pr_clock_mono_ns(rt) >= deadline)
+            break;
     }
-    rd_kafka_queue_poll_callback(q, 0); /* the close's own reply */
-    rd_kafka_queue_destroy(q);
-    pr_info("consumer: instance %u left the group in %d ms, closed in %d ms", k,
-            (int)((t1 - t0) / 1000000), (int)((pr_clock_mono_ns(rt) - t1) / 1000000));
-    return RD_KAFKA_RESP_ERR_NO_ERROR;
+    for (unsigned k = 0; k < c->n_rk; k++) {
+        if (!q[k])
+            continue;
+        if (!rd_kafka_consumer_closed(c->rks[k])) {
+            c->leak_rk[k] = true; /* its group still points at q: keep both */
+            pr_warn("consumer: instance %u did not finish closing in %d ms (librdkafka #4527); "
+                    "its handle is left to process exit",
+                    k, c->session_timeout_ms);
+            continue;
+        }
+        rd_kafka_queue_poll_callback(q[k], 0); /* the close's own reply */
+        rd_kafka_queue_destroy(q[k]);
+    }
+    pr_info("consumer: %u instance(s) revoked and committed in %d ms, left the group in %d ms, "
+            "closed in %d ms",
+            c->n_rk, (int)((t_rev - t0) / 1000000), (int)((t1 - t_rev) / 1000000),
+            (int)((pr_clock_mono_ns(rt) - t1) / 1000000));
+    return err;
 }
 
 /* Stops the reaper once every message handed to it is destroyed. */
@@ -1270,22 +1323,7 @@ int pr_consumer_close(pr_consumer *c, char *errstr, size_t errstr_size)
     for (unsigned k = 0; k < c->n_rk; k++)
         pr__finish_join(c, k);
     c->closed = true;
-    /* Each instance revokes everything through the rebalance callback
-     * (on_revoke, then commit) and leaves the group, one after the other. */
-    rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
-    for (unsigned k = 0; k < c->n_rk; k++) {
-        rd_kafka_topic_partition_list_t *held = NULL;
-        if (k + 1 < c->n_rk && rd_kafka_assignment(c->rks[k], &held) != RD_KAFKA_RESP_ERR_NO_ERROR)
-            held = NULL;
-        unsigned before[PR_CONSUMER_MAX_INSTANCES];
-        memcpy(before, c->assigns, sizeof(before));
-        rd_kafka_resp_err_t e = pr__leave_one(c, k);
-        if (!err)
-            err = e;
-        pr__await_takeover(c, k + 1, held, before);
-        if (held)
-            rd_kafka_topic_partition_list_destroy(held);
-    }
+    rd_kafka_resp_err_t err = pr__leave_all(c);
     if (c->pending) {
         rd_kafka_message_destroy(c->pending);
         c->pending = NULL;
@@ -1320,6 +1358,9 @@ void pr_consumer_free(pr_consumer *c)
     for (unsigned k = 0; k < PR_CONSUMER_MAX_INSTANCES; k++)
         if (c->restart[k])
             rd_kafka_topic_partition_list_destroy(c->restart[k]);
+    for (unsigned k = 0; k < PR_CONSUMER_MAX_INSTANCES; k++)
+        if (c->held_incr[k]) /* a close that failed before answering */
+            rd_kafka_topic_partition_list_destroy(c->held_incr[k]);
     free(c->backlog);
     pr__held_clear(c);
     free(c->held);

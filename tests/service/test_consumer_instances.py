@@ -10,8 +10,11 @@ comes out exactly once (labels and dense values as a multiset equal
 `piperec process` on the same rows: the partitions interleave, so the order
 and the vocabulary indices may differ), SIGTERM drains and exits 0, the
 group's committed offsets reach every partition's end, and a restart on the
-same group reads nothing again. A user-set group.instance.id property with
-consumers > 1 is refused.
+same group reads nothing again. At the stop the three instances revoke and
+commit before any of them leaves, then leave together: no instance takes a
+sibling's partitions over while the process stops (one rebalance, not one
+per instance, each ~5 s on the test broker). A user-set group.instance.id
+property with consumers > 1 is refused.
 Env (pr_script_test): PIPEREC, PR_TMP, PR_SOURCE_DIR.
 """
 import glob
@@ -123,6 +126,12 @@ log: { level: info }
     if log.count("consumer: assigned") < 3:
         fail("fewer than three instances were assigned partitions:\n%s" %
              "\n".join(l for l in log.splitlines() if "assigned" in l))
+    stop = log[log.find("draining"):]
+    if "draining" not in log or "3 instance(s) revoked and committed" not in stop:
+        fail("the three instances did not leave the group together at the stop")
+    if "consumer: assigned" in stop or "commit on revoke" in stop:
+        fail("partitions were reassigned (or a commit failed) while the process stopped:\n%s" %
+             "\n".join(l for l in stop.splitlines() if "consumer:" in l))
     rolls = sorted(glob.glob(os.path.join(outdir, "batches-*")))
     got, want = rows_of(rolls), rows_of([off])
     if got.shape != want.shape or not np.array_equal(got, want):
