@@ -87,9 +87,11 @@ struct pr_consumer {
     pr__reaper *reaper;
     /* The message pr__next gave last and what its polling thread found
      * (pr__pt_prep), used once by the collect or the decode that follows
-     * (pr__msg_facts); NULL when it came another way. */
+     * (pr__msg_facts); NULL when it came another way. pre_e: the ring's
+     * entry, taken straight into here (pre_e.f: the facts; a copy of them
+     * per message was ~6% of the pipeline thread, issue 21). */
     const rd_kafka_message_t *pre_m;
-    pr__pt_facts pre;
+    pr__pt_entry pre_e;
     /* Per instance, with polling threads and parallel decode (decode_par.h):
      * the runs its polling thread decodes its messages into (decode_par.h),
      * set once by the consumer thread when the pool opens (atomic), and the
@@ -1590,17 +1592,19 @@ static void pr__pt_seal(void *opaque, unsigned inst)
 }
 
 /* m's facts (record count, timestamp, ...): what its polling thread found
- * when m is the message pr__next just gave, else read here. Once per
- * message: the facts are forgotten after (an address can come again). */
-static void pr__msg_facts(pr_consumer *c, const rd_kafka_message_t *m, pr__pt_facts *f)
+ * when m is the message pr__next just gave (valid until the next pr__next),
+ * else read here into *local. Once per message: the facts are forgotten
+ * after (an address can come again). Their dec.run is NULL. */
+static const pr__pt_facts *pr__msg_facts(pr_consumer *c, const rd_kafka_message_t *m,
+                                         pr__pt_facts *local)
 {
-    if (m == c->pre_m && c->pre.nrec >= 0) {
-        *f = c->pre;
-        f->dec.run = NULL;
-        pr__ddec_release(&c->pre.dec); /* not taken (pr__collect takes it first) */
+    const pr__pt_facts *f = local;
+    if (m == c->pre_m && c->pre_e.f.nrec >= 0) {
+        pr__ddec_release(&c->pre_e.f.dec); /* not taken (pr__collect takes it first) */
+        f = &c->pre_e.f;
     } else {
         rd_kafka_timestamp_type_t tst;
-        *f = (pr__pt_facts){
+        *local = (pr__pt_facts){
             .nrec = m->len ? pr_message_record_count(c->format, m->payload, m->len, c->arena) : 0,
             .partition = m->partition,
             .ts = rd_kafka_message_timestamp(m, &tst),
@@ -1609,6 +1613,7 @@ static void pr__msg_facts(pr_consumer *c, const rd_kafka_message_t *m, pr__pt_fa
             .rkt = m->rkt};
     }
     c->pre_m = NULL;
+    return f;
 }
 
 /* An empty payload (or a tombstone) holds no record: count it under its own
@@ -1667,10 +1672,10 @@ static int pr__deliver(pr_consumer *c, pr_block *b, rd_kafka_message_t *m, int64
      * other goes whole into this block, or waits for the next one. A message
      * larger than a whole block is split from an empty block. */
     bool resuming = c->pending == m && c->pending_rec > 0;
-    pr__pt_facts f;
-    pr__msg_facts(c, m, &f);
-    int nrec = f.nrec;
-    int64_t ts = f.ts;
+    pr__pt_facts local;
+    const pr__pt_facts *f = pr__msg_facts(c, m, &local);
+    int nrec = f->nrec;
+    int64_t ts = f->ts;
     if (!resuming && b->rows > 0 && (uint32_t)nrec > b->cap - b->rows) {
         c->pending = m;
         c->pending_rec = 0;
@@ -1735,7 +1740,7 @@ static int pr__polled(pr_consumer *c, rd_kafka_t *rk, rd_kafka_message_t *m,
     int rc;
     if (m == c->pre_m) { /* its polling thread read it: no error */
         c->acc_messages++;
-        c->acc_bytes += c->pre.len;
+        c->acc_bytes += c->pre_e.f.len;
         *out = m;
         return 1;
     }
@@ -1784,28 +1789,26 @@ static int pr__ring_next(pr_consumer *c, int wait, rd_kafka_message_t **out, cha
                          size_t errstr_size)
 {
     *out = NULL;
-    if (c->pre.dec.run)
-        pr__ddec_release(&c->pre.dec); /* the last message's, if nobody took it */
+    pr__pt_entry *e = &c->pre_e;
+    pr__ddec_release(&e->f.dec); /* the last message's, if nobody took it */
     for (unsigned k = 0; k < c->n_rk; k++) {
         int rc = c->restart[k] ? pr__restart_due(c, c->rks[k], k, errstr, errstr_size) : 0;
         if (rc)
             return rc;
     }
-    pr__pt_entry e;
-    if (!pr__pt_next(c->pt, wait, &e))
+    if (!pr__pt_next(c->pt, wait, e))
         return 0;
-    if (e.kind == PR__PT_REBALANCE) {
-        pr__rebalance(c, c->rks[e.inst], e.inst, e.err, e.parts);
-        pr__pt_done(c->pt, e.inst);
+    if (e->kind == PR__PT_REBALANCE) {
+        e->f.dec.run = NULL; /* not a message: nothing to release */
+        pr__rebalance(c, c->rks[e->inst], e->inst, e->err, e->parts);
+        pr__pt_done(c->pt, e->inst);
         return 2;
     }
-    if (e.f.nrec >= 0) { /* read by its polling thread (pr__pt_prep) */
-        c->pre_m = e.m;
-        c->pre = e.f;
-    } else {
-        pr__ddec_release(&e.f.dec);
-    }
-    return pr__polled(c, c->rks[e.inst], e.m, out, errstr, errstr_size);
+    if (e->f.nrec >= 0) /* read by its polling thread (pr__pt_prep) */
+        c->pre_m = e->m;
+    else
+        pr__ddec_release(&e->f.dec);
+    return pr__polled(c, c->rks[e->inst], e->m, out, errstr, errstr_size);
 }
 
 /* The messages held during a decode wait come first, in order. */
@@ -1883,7 +1886,7 @@ static int pr__next(pr_consumer *c, int wait, rd_kafka_message_t **out, char *er
                     size_t errstr_size)
 {
     c->pre_m = NULL;
-    pr__ddec_release(&c->pre.dec);
+    pr__ddec_release(&c->pre_e.f.dec);
     if (c->pt)
         return pr__next_pt(c, wait, out, errstr, errstr_size);
     if (c->n_rk <= 1)
@@ -1928,15 +1931,16 @@ static bool pr__collect(pr_consumer *c, rd_kafka_message_t *m, int64_t now_ms, u
 {
     pr__ddec dec = {0};
     if (m == c->pre_m) { /* decoded by its polling thread: the hold is ours now */
-        dec = c->pre.dec;
-        c->pre.dec.run = NULL;
+        dec = c->pre_e.f.dec;
+        c->pre_e.f.dec.run = NULL;
     }
-    pr__pt_facts f;
-    pr__msg_facts(c, m, &f);
-    int tidx = pr__rkt_topic(c, f.rkt);
-    ssize_t pi = pr__part_get(c, tidx, f.partition);
-    int nrec = f.nrec;
-    int64_t ts = f.ts;
+    pr__pt_facts local;
+    const pr__pt_facts *f = pr__msg_facts(c, m, &local);
+    int nrec = f->nrec;
+    int32_t partition = f->partition;
+    int64_t ts = f->ts, offset = f->offset;
+    int tidx = pr__rkt_topic(c, f->rkt);
+    ssize_t pi = pr__part_get(c, tidx, partition);
     uint32_t need = nrec > 0 ? (uint32_t)nrec : 0;
     bool first = pr__dpool_count(c->dp) == 0;
     if (!first && *recs + need > room) {
@@ -1948,9 +1952,9 @@ static bool pr__collect(pr_consumer *c, rd_kafka_message_t *m, int64_t now_ms, u
     bool serial = *recs + need > room;
     if (serial)
         pr__ddec_release(&dec);
-    bool added = dec.run ? pr__dpool_add_decoded(c->dp, m, f.offset, PR_PART_KEY(tidx, f.partition),
+    bool added = dec.run ? pr__dpool_add_decoded(c->dp, m, offset, PR_PART_KEY(tidx, partition),
                                                  tidx, ts, nrec, &dec)
-                         : pr__dpool_add(c->dp, m, f.offset, PR_PART_KEY(tidx, f.partition), tidx,
+                         : pr__dpool_add(c->dp, m, offset, PR_PART_KEY(tidx, partition), tidx,
                                          ts > 0 ? ts : now_ms, serial ? -1 : nrec);
     if (!added) {
         pr__ddec_release(&dec);
