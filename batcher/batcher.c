@@ -2390,8 +2390,7 @@ int pr_batcher_ack(pr_batcher *b, uint64_t seq)
     b->ua[i] = NULL;
     pr__ackset_add(&b->acked, bt->recycled, bt->n_recycled);
     const pr__rowh *h = bt->priv_rows;
-    for (uint32_t r = 0; r < bt->rows; r++)
-        pr__offsets_done(&b->offs, &h[r]);
+    pr__offsets_done(&b->offs, h, bt->rows);
     b->n_unacked--;
     b->unacked_bytes -= bt->bytes;
     b->st.batches_acked++;

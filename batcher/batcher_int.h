@@ -86,8 +86,8 @@ int pr__offsets_push(pr__offsets *o, int slot, int64_t offset, pr__rowh *h);
 int pr__offsets_push_run(pr__offsets *o, int slot, const int64_t *offset, uint32_t m, pr__rowh *h);
 /* A record done at once (rejected, late-dropped). */
 void pr__offsets_seen_done(pr__offsets *o, int slot, int64_t offset);
-/* The row of handle h is acknowledged. */
-void pr__offsets_done(pr__offsets *o, const pr__rowh *h);
+/* The rows of handles h[0, n) are acknowledged. */
+void pr__offsets_done(pr__offsets *o, const pr__rowh *h, size_t n);
 /* Offset+1 safe to store for the slot; -1 when nothing was ever seen. */
 int64_t pr__offsets_safe(const pr__offsets *o, int slot);
 /* Forget the slot's state (revoke): clears the queue, bumps gen, deactivates. */

@@ -163,18 +163,36 @@ void pr__offsets_seen_done(pr__offsets *o, int slot, int64_t offset)
         t->highest = offset;
 }
 
-void pr__offsets_done(pr__offsets *o, const pr__rowh *h)
+/* Handles that follow each other in a batch are mostly a run of one
+ * partition (the batcher appends rows by runs): each run is marked whole
+ * and its partition's head advanced once (per row, this was ~3.5% of the
+ * pipeline thread at one line a message, issue 21). */
+void pr__offsets_done(pr__offsets *o, const pr__rowh *h, size_t n)
 {
-    if (h->slot >= o->n)
-        return;
-    pr__ptrack *t = &o->parts[h->slot];
-    if (t->gen != h->gen || h->abs < t->head_abs || h->abs >= t->head_abs + t->len)
-        return; /* revoked since, or already popped */
-    t->done[(t->head + (h->abs - t->head_abs)) & (t->cap - 1)] = 1;
-    while (t->len > 0 && t->done[t->head]) {
-        t->head = (t->head + 1) & (t->cap - 1);
-        t->len--;
-        t->head_abs++;
+    for (size_t r = 0; r < n;) {
+        size_t k = 1;
+        while (r + k < n && h[r + k].slot == h[r].slot && h[r + k].gen == h[r].gen &&
+               h[r + k].abs == h[r].abs + k)
+            k++;
+        const pr__rowh *a = &h[r];
+        r += k;
+        if (a->slot >= o->n)
+            continue;
+        pr__ptrack *t = &o->parts[a->slot];
+        if (t->gen != a->gen)
+            continue; /* revoked since */
+        uint64_t lo = a->abs, hi = a->abs + k, end = t->head_abs + t->len;
+        if (lo < t->head_abs)
+            lo = t->head_abs; /* already popped */
+        if (hi > end)
+            hi = end;
+        for (uint64_t x = lo; x < hi; x++)
+            t->done[(t->head + (x - t->head_abs)) & (t->cap - 1)] = 1;
+        while (t->len > 0 && t->done[t->head]) {
+            t->head = (t->head + 1) & (t->cap - 1);
+            t->len--;
+            t->head_abs++;
+        }
     }
 }
 

@@ -276,6 +276,49 @@ static void test_safe_offsets(void **state)
     fx_free(f);
 }
 
+/* Acks mark each batch's rows by runs of one partition (pr__offsets_done):
+ * blocks of three partitions in runs, batches of 6 that cut the runs, acked
+ * in a scrambled order; after every ack each partition's safe offset is the
+ * first offset of its rows still unacknowledged (or its last + 1). */
+static void test_safe_offsets_runs_acked_out_of_order(void **state)
+{
+    (void)state;
+    fx *f = fx_new(6, 1000, PR_BATCH_ORDER_PARTITION, 0, PR_BATCH_LATE_EMIT);
+    static const struct {
+        int32_t p;
+        int64_t first;
+        int n;
+    } blocks[] = {{0, 0, 5}, {1, 0, 3}, {0, 5, 5}, {1, 3, 6}, {2, 0, 1}, {0, 10, 7}};
+    int64_t end[3] = {0};
+    for (size_t i = 0; i < sizeof(blocks) / sizeof(blocks[0]); i++) {
+        add_rows(f, blocks[i].p, blocks[i].first, blocks[i].n, 5);
+        end[blocks[i].p] = blocks[i].first + blocks[i].n;
+    }
+    pr_batcher_flush(f->b);
+    int nb = (int)f->sink.n;
+    assert_true(nb >= 5 && nb <= 64);
+    bool acked[64] = {0};
+    int order[64], k = 0;
+    for (int i = nb - 1; i >= 0; i -= 2) /* last, third from last, ... then the rest */
+        order[k++] = i;
+    for (int i = nb - 2; i >= 0; i -= 2)
+        order[k++] = i;
+    for (int a = 0; a < nb; a++) {
+        assert_int_equal(pr_batcher_ack(f->b, f->sink.b[order[a]]->seq), 0);
+        acked[order[a]] = true;
+        for (int32_t p = 0; p < 3; p++) {
+            int64_t want = end[p];
+            for (int i = 0; i < nb; i++)
+                for (uint32_t r = 0; !acked[i] && r < f->sink.b[i]->n_ranges; r++)
+                    if (f->sink.b[i]->ranges[r].partition == p &&
+                        f->sink.b[i]->ranges[r].first_offset < want)
+                        want = f->sink.b[i]->ranges[r].first_offset;
+            assert_int_equal(pr_batcher_safe_offset(f->b, p), want);
+        }
+    }
+    fx_free(f);
+}
+
 /* Regression: empty messages at a partition's tail (no row, no reject) used
  * to hold its commit at the last row until more data arrived. */
 static void test_note_consumed_empty_tail(void **state)
@@ -1312,6 +1355,7 @@ int main(void)
         cmocka_unit_test(test_zero_delay),
         cmocka_unit_test(test_partition_order_and_metadata),
         cmocka_unit_test(test_safe_offsets),
+        cmocka_unit_test(test_safe_offsets_runs_acked_out_of_order),
         cmocka_unit_test(test_safe_offsets_multi_and_inflight),
         cmocka_unit_test(test_safe_offsets_many_partitions),
         cmocka_unit_test(test_note_consumed_empty_tail),
