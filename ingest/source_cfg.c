@@ -97,7 +97,9 @@ static const pr_cfgmap_entry source_entries[] = {
                  "messages/s); with 2 or more, each is polled by a thread of its own, "
                  "which hands messages and rebalance events to the pipeline thread in "
                  "order; offsets, rebalances, dead letters and metrics are kept for all "
-                 "together. A static member "
+                 "together; at a stop every instance revokes and commits before any "
+                 "leaves, then all leave in one rebalance (0.1-0.3 s on the test broker). "
+                 "A static member "
                  "(group_instance_id) gets -1, -2, ... for the second and later."),
 };
 const pr_cfgmap pr_source_cfgmap = PR_CFGMAP(source_entries);
