@@ -178,7 +178,7 @@ struct pr_consumer {
     pr_ratelimit rl_cb; /* librdkafka's callbacks (polling threads too); under lock */
     char *member_file;  /* see pr_consumer_conf.member_file; NULL = off */
     char *group_id;     /* for the member file */
-    char *member_saved; /* the member id in member_file */
+    char *member_saved[PR_CONSUMER_MAX_INSTANCES]; /* per instance: its id in member_file */
 
     pr_consumer_stats st; /* counters as atomics; gauges computed on read */
     /* Messages and bytes polled, added to st once per pr_consumer_poll
@@ -564,75 +564,63 @@ static void pr__drop_pending_of(pr_consumer *c, const rd_kafka_topic_partition_l
 
 /* ---------------------------------------------------------------- member file */
 
-/* Under dynamic membership a SIGKILLed process leaves its member in the group
- * until the session expires, and the coordinator holds the next rebalance
- * for it (on librdkafka's mock, twice). So the member id is kept in a small
- * file (one line: "piperec-member 1 TAB group TAB member-id"), rewritten when
- * an assignment comes with a new id and removed by a clean close (which sent
- * LeaveGroup itself). A new consumer that finds the file sends the
- * predecessor's LeaveGroup for it (pr_kafka_leave_group) before joining. */
+/* Under dynamic membership a SIGKILLed process leaves its members in the
+ * group until their sessions expire, and the coordinator holds the next
+ * rebalance for them (on librdkafka's mock, twice). So the member ids are
+ * kept in a small file, a line per consumer instance ("piperec-member 1 TAB
+ * group TAB member-id"), rewritten when an assignment comes with a new id
+ * and removed by a clean close (which sent LeaveGroup itself). A new
+ * consumer that finds the file sends each predecessor member's LeaveGroup
+ * for it (pr_kafka_leave_group) before joining. (It used to keep the first
+ * instance's only: with source.consumers > 1 a restart after SIGKILL waited
+ * out the others' sessions.) */
 #define PR__MEMBER_MAGIC    "piperec-member 1"
 #define PR__MEMBER_LEAVE_MS 3000
 
-static void pr__member_save(pr_consumer *c, rd_kafka_t *rk)
+static void pr__member_save(pr_consumer *c, unsigned inst)
 {
     if (!c->member_file)
         return;
-    char *mid = rd_kafka_memberid(rk);
-    if (!mid || !*mid || (c->member_saved && !strcmp(c->member_saved, mid))) {
+    char *mid = rd_kafka_memberid(c->rks[inst]);
+    if (!mid || !*mid || (c->member_saved[inst] && !strcmp(c->member_saved[inst], mid))) {
         free(mid);
         return;
     }
+    free(c->member_saved[inst]);
+    c->member_saved[inst] = mid;
     char tmp[4200];
     snprintf(tmp, sizeof(tmp), "%s.tmp", c->member_file);
     FILE *f = fopen(tmp, "w");
-    bool ok = f && fprintf(f, "%s\t%s\t%s\n", PR__MEMBER_MAGIC, c->group_id, mid) > 0;
+    bool ok = f != NULL;
+    for (unsigned k = 0; ok && k < c->n_rk; k++)
+        if (c->member_saved[k])
+            ok = fprintf(f, "%s\t%s\t%s\n", PR__MEMBER_MAGIC, c->group_id, c->member_saved[k]) > 0;
     if (f && fclose(f))
         ok = false;
-    if (ok && rename(tmp, c->member_file) == 0) {
-        free(c->member_saved);
-        c->member_saved = mid;
+    if (ok && rename(tmp, c->member_file) == 0)
         return;
-    }
     pr_warn("consumer: cannot keep the member id in %s: %s (a restart after SIGKILL will wait "
             "out the old session)",
             c->member_file, strerror(errno));
     unlink(tmp);
-    free(mid);
+    free(c->member_saved[inst]); /* tried again at the next assignment */
+    c->member_saved[inst] = NULL;
 }
 
 static void pr__member_forget(pr_consumer *c)
 {
     if (c->member_file && unlink(c->member_file) && errno != ENOENT)
         pr_warn("consumer: cannot remove %s: %s", c->member_file, strerror(errno));
-    free(c->member_saved);
-    c->member_saved = NULL;
+    for (unsigned k = 0; k < PR_CONSUMER_MAX_INSTANCES; k++) {
+        free(c->member_saved[k]);
+        c->member_saved[k] = NULL;
+    }
 }
 
-/* The predecessor's member, when its file is there: ask the coordinator to
+/* One predecessor member (a line of the member file): ask the coordinator to
  * drop it. Never fatal: the worst case is the old wait. */
-static void pr__member_leave_old(pr_consumer *c, const pr_consumer_conf *conf)
+static void pr__member_leave_one(pr_consumer *c, const pr_consumer_conf *conf, const char *mid)
 {
-    FILE *f = fopen(c->member_file, "r");
-    if (!f)
-        return;
-    char line[2048] = "";
-    bool got = fgets(line, sizeof(line), f) != NULL;
-    fclose(f);
-    line[strcspn(line, "\n")] = 0;
-    char *grp = strchr(line, '\t'), *mid = grp ? strchr(grp + 1, '\t') : NULL;
-    if (!got || !grp || !mid || strncmp(line, PR__MEMBER_MAGIC, strlen(PR__MEMBER_MAGIC))) {
-        pr_warn("consumer: %s: not a member file; ignored", c->member_file);
-        return;
-    }
-    *grp++ = 0;
-    *mid++ = 0;
-    if (strcmp(grp, c->group_id)) {
-        pr_info("consumer: %s names group '%s', not '%s'; ignored", c->member_file, grp,
-                c->group_id);
-        unlink(c->member_file);
-        return;
-    }
     char es[512];
     bool was = false;
     int64_t t0 = pr_clock_mono_ns(pr_clock_real());
@@ -652,7 +640,39 @@ static void pr__member_leave_old(pr_consumer *c, const pr_consumer_conf *conf)
         pr_info("consumer: the previous process's member %s is no longer in group %s", mid,
                 c->group_id);
     PR__ADD(c->st.stale_members[rc ? PR_STALE_FAILED : was ? PR_STALE_DROPPED : PR_STALE_GONE], 1);
-    unlink(c->member_file);
+}
+
+/* The predecessor's members, when its file is there: each line's member is
+ * dropped (pr__member_leave_one); then the file goes. */
+static void pr__member_leave_old(pr_consumer *c, const pr_consumer_conf *conf)
+{
+    FILE *f = fopen(c->member_file, "r");
+    if (!f)
+        return;
+    char line[2048];
+    unsigned n = 0;
+    bool ours = true;
+    while (n < PR_CONSUMER_MAX_INSTANCES && fgets(line, sizeof(line), f)) {
+        line[strcspn(line, "\n")] = 0;
+        char *grp = strchr(line, '\t'), *mid = grp ? strchr(grp + 1, '\t') : NULL;
+        if (!grp || !mid || strncmp(line, PR__MEMBER_MAGIC, strlen(PR__MEMBER_MAGIC))) {
+            pr_warn("consumer: %s: not a member file; ignored", c->member_file);
+            ours = n > 0; /* a file not ours is left alone */
+            break;
+        }
+        *grp++ = 0;
+        *mid++ = 0;
+        if (strcmp(grp, c->group_id)) {
+            pr_info("consumer: %s names group '%s', not '%s'; ignored", c->member_file, grp,
+                    c->group_id);
+            break;
+        }
+        pr__member_leave_one(c, conf, mid);
+        n++;
+    }
+    fclose(f);
+    if (ours)
+        unlink(c->member_file);
 }
 
 static int pr__commit_one(pr_consumer *c, rd_kafka_t *rk, char *errstr, size_t errstr_size);
@@ -713,8 +733,7 @@ static void pr__rebalance(pr_consumer *c, rd_kafka_t *rk, unsigned inst, rd_kafk
             break;
         }
         c->ever[inst] = true;
-        if (inst == 0)
-            pr__member_save(c, rk);
+        pr__member_save(c, inst);
         if (tps)
             n = pr__tps_from_list(c, parts, tps, true, inst);
         if (coop)
@@ -760,6 +779,12 @@ static void pr__rebalance(pr_consumer *c, rd_kafka_t *rk, unsigned inst, rd_kafk
             c->held_revoke[inst] = true;
             if (coop && !c->held_incr[inst])
                 c->held_incr[inst] = rd_kafka_topic_partition_list_copy(parts);
+            else if (coop) /* a second revoke before the answer: both go */
+                for (int i = 0; i < parts->cnt; i++)
+                    if (!rd_kafka_topic_partition_list_find(
+                            c->held_incr[inst], parts->elems[i].topic, parts->elems[i].partition))
+                        rd_kafka_topic_partition_list_add(c->held_incr[inst], parts->elems[i].topic,
+                                                          parts->elems[i].partition);
         } else if (held && coop) {
             e = rd_kafka_incremental_unassign(rk, parts);
         } else if (held) {
@@ -1027,8 +1052,7 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
         }
     }
 
-    /* The member file is the first instance's (with several, the others'
-     * members wait out their sessions after a SIGKILL). */
+    /* The member file: a line per instance (pr__member_save). */
     bool dynamic = !have_instance && !(conf->group_instance_id && *conf->group_instance_id);
     if (dynamic && conf->member_file && *conf->member_file) {
         c->member_file = strdup(conf->member_file);
@@ -1378,7 +1402,8 @@ void pr_consumer_free(pr_consumer *c)
     free(c->pix);
     free(c->member_file);
     free(c->group_id);
-    free(c->member_saved);
+    for (unsigned k = 0; k < PR_CONSUMER_MAX_INSTANCES; k++)
+        free(c->member_saved[k]);
     pthread_mutex_destroy(&c->lock);
     free(c);
 }

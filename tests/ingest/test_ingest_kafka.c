@@ -901,6 +901,90 @@ static bool read_member(const char *path, char *id, size_t n)
     return true;
 }
 
+/* With several instances (source.consumers) the member file holds every
+ * instance's member id, a line each, and a successor drops each of them: a
+ * restart after SIGKILL does not wait out the other instances' sessions.
+ * The "killed" process is simulated by a live one whose file a second
+ * consumer of the group finds. Runs in the two-instance group only. */
+static void test_leave_for_predecessor_instances(void **state)
+{
+    (void)state;
+    if (g_consumers < 2)
+        skip();
+    char errstr[512], dir[] = "/tmp/pr-leave-XXXXXX", path[600], path2[640];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/a.member", dir);
+    snprintf(path2, sizeof(path2), "%s/b.member", dir);
+    assert_int_equal(pr_mock_broker_create_topic(g_mb, "lvi", 4, errstr, sizeof(errstr)), 0);
+    produce_lines("lvi", 0, 40, 4);
+    seen *s = calloc(1, sizeof(*s));
+    reset_seen(s);
+    pr_block *b = pr_block_new(g_spec.n_dense, g_spec.n_sparse, 64, true);
+    pr_kv_ref props[] = {{"bootstrap.servers", pr_mock_broker_bootstrap(g_mb)},
+                         {"auto.offset.reset", "earliest"},
+                         {"session.timeout.ms", "4000"},
+                         {"heartbeat.interval.ms", "300"}};
+    const char *topics[] = {"lvi"};
+    pr_consumer_conf conf = {.topics = topics,
+                             .n_topics = 1,
+                             .group_id = "g-leave-inst",
+                             .props = props,
+                             .n_props = 4,
+                             .format = PR_MSG_CRITEO_TSV,
+                             .spec = &g_spec,
+                             .consumers = 2,
+                             .member_file = path};
+    pr_consumer *a = pr_consumer_new(&conf, errstr, sizeof(errstr));
+    if (!a)
+        fail_msg("%s", errstr);
+    assert_int_equal(poll_rows(a, b, s, 40, 30, false), 40);
+    /* Both instances hold partitions: two lines, two distinct ids, the first
+     * instance's among them. */
+    char lines[2][512] = {"", ""};
+    int n = 0;
+    double end = now_s() + 10;
+    while (n < 2 && now_s() < end) {
+        n = 0;
+        FILE *f = fopen(path, "r");
+        while (f && n < 2 && fgets(lines[n], sizeof(lines[n]), f))
+            n++;
+        if (f)
+            fclose(f);
+        if (n < 2)
+            pr_consumer_poll(a, b, 100, errstr, sizeof(errstr));
+        pr_block_reset(b);
+    }
+    assert_int_equal(n, 2);
+    assert_string_not_equal(lines[0], lines[1]);
+    char *mid = rd_kafka_memberid(pr_consumer_handle(a));
+    assert_true(strstr(lines[0], mid) || strstr(lines[1], mid));
+    free(mid);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(strncmp(lines[i], "piperec-member 1\tg-leave-inst\t", 30), 0);
+
+    /* A successor that finds this file drops both members on their behalf. */
+    FILE *f = fopen(path2, "w");
+    assert_non_null(f);
+    fprintf(f, "%s%s", lines[0], lines[1]);
+    fclose(f);
+    pr_consumer_conf conf2 = conf;
+    conf2.member_file = path2;
+    pr_consumer *c2 = pr_consumer_new(&conf2, errstr, sizeof(errstr));
+    if (!c2)
+        fail_msg("%s", errstr);
+    pr_consumer_stats st;
+    pr_consumer_get_stats(c2, &st);
+    assert_int_equal(st.stale_members[PR_STALE_DROPPED], 2);
+    assert_int_equal(st.stale_members[PR_STALE_FAILED], 0);
+    pr_consumer_free(c2);
+    pr_consumer_free(a);
+    assert_int_equal(access(path, F_OK), -1);
+    assert_int_equal(access(path2, F_OK), -1);
+    rmdir(dir);
+    pr_block_free(b);
+    free(s);
+}
+
 /* Issue 11, restart: the member file follows the consumer's member id, a
  * clean close removes it, pr_kafka_leave_group drops a member by id (and
  * says when it was gone already), a stale file is acted on at startup, and
@@ -1055,6 +1139,7 @@ int main(void)
         cmocka_unit_test(test_offset_out_of_range),
         cmocka_unit_test(test_dead_letters_never_vanish),
         cmocka_unit_test(test_leave_for_predecessor),
+        cmocka_unit_test(test_leave_for_predecessor_instances),
     };
     /* PR_TEST_GROUP picks one group (ctest runs each as its own test, so
      * each has its own time limit); unset runs all three. */

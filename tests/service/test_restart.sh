@@ -9,6 +9,8 @@
 #     batch after N ms", ~5 s: the mock's rebalance delay). Without that the
 #     mock cluster of librdkafka 2.0.2 (it ignores group.instance.id) held the
 #     rebalance twice for the dead member, about 2 x session.timeout.ms - 1 s.
+#   the same with source.consumers: 2: the member file keeps both instances'
+#     ids and the restart drops both (bound 10 s too).
 #   SIGTERM during a rebalance: while one member runs, a second one joins and
 #     gets SIGTERM at several points of its join; each must drain and exit 0
 #     (librdkafka 2.0.2 used to abort in rd_kafka_sticky_assignor_state_destroy).
@@ -83,6 +85,34 @@ curl -sf "http://127.0.0.1:$hp/metrics" |
     grep -q '^piperec_stale_members_total{pipeline="p",result="dropped"} 1$' ||
     fail "piperec_stale_members_total{result=dropped} is not 1"
 kill -TERM $R2; wait $R2 || fail "restarted run: exit $?"
+
+# ---- the same with two consumer instances (source.consumers: 2) ----------
+# The member file keeps both instances' ids, a line each, and the restart
+# drops both: it used to keep the first one's only, and the restart then
+# waited out the other's session.
+config k1 restart-k outk
+sed -i 's/^    source:$/    source:\n      consumers: 2/' "$T/k1.yaml"
+"$PIPEREC" run --config "$T/k1.yaml" 2> "$T/k1.err" &
+K1=$!; pids="$pids $K1"
+wait_until 30 "two-instance run's first batch" emitted "$T/k1.err"
+two_lines() { [ "$(grep -c '^piperec-member 1' "$T/state-outk/p.member")" -eq 2 ]; }
+wait_until 30 "both instances' member ids in the member file" two_lines
+kill -9 $K1; wait $K1 2>/dev/null || true
+kcat -P -b "$B" -t events -l "$DATA" 2>/dev/null || fail "kcat produce"
+t0=$(ms)
+"$PIPEREC" run --config "$T/k1.yaml" 2> "$T/k2.err" &
+K2=$!; pids="$pids $K2"
+wait_until 30 "restarted two-instance run's first batch" emitted "$T/k2.err"
+dt=$(( $(ms) - t0 ))
+echo "restart with 2 consumer instances: first batch after $dt ms"
+[ "$dt" -lt 10000 ] || fail "restart with 2 instances took $dt ms (bound 10000)"
+[ "$(grep -c "its member .* was dropped on its behalf" "$T/k2.err")" -eq 2 ] ||
+    fail "the predecessor's two members were not both dropped"
+hp=$(sed -n 's/.*http on port \([0-9]*\).*/\1/p' "$T/k2.err" | head -1)
+curl -sf "http://127.0.0.1:$hp/metrics" |
+    grep -q '^piperec_stale_members_total{pipeline="p",result="dropped"} 2$' ||
+    fail "piperec_stale_members_total{result=dropped} is not 2"
+kill -TERM $K2; wait $K2 || fail "restarted two-instance run: exit $?"
 
 # ---- point 8: SIGTERM while a second member joins ------------------------
 config a sigterm-g outa
