@@ -469,11 +469,12 @@ typedef struct pr_consumer_conf {
     pr_offset_reset on_offset_reset; /* position out of range; see pr_offset_reset */
     const char *group_instance_id;   /* group.instance.id (static membership); NULL or ""
                                       * = dynamic membership */
-    const char *member_file;         /* dynamic membership: where the member id is kept
-                                      * (written at each assignment, removed by a clean
-                                      * close); a new consumer that finds one asks the
-                                      * coordinator to drop that member first (fast
-                                      * restart after SIGKILL). NULL = off */
+    const char *member_file;         /* dynamic membership: where the member ids are
+                                      * kept, a line per instance (written at each
+                                      * assignment, removed by a clean close); a new
+                                      * consumer that finds one asks the coordinator to
+                                      * drop those members first (fast restart after
+                                      * SIGKILL). NULL = off */
     const pr_clock *clock;           /* event time fallback ("now"); NULL = real clock */
     /* Decode threads (the polling thread included): > 1 decodes messages
      * on that many threads, merged back in poll order, so rows, rejects,

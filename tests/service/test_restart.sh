@@ -64,55 +64,40 @@ emitted() { # log -> succeeds once the run's /v1/status shows a batch
 unset PIPEREC_INSTANCE_ID POD_NAME || true
 
 # ---- point 5: restart after SIGKILL --------------------------------------
-config r1 restart-g out
-"$PIPEREC" run --config "$T/r1.yaml" 2> "$T/r1.err" &
-R1=$!; pids="$pids $R1"
-wait_until 30 "first run's first batch" emitted "$T/r1.err"
-kill -9 $R1; wait $R1 2>/dev/null || true
-kcat -P -b "$B" -t events -l "$DATA" 2>/dev/null || fail "kcat produce"
-t0=$(ms)
-"$PIPEREC" run --config "$T/r1.yaml" 2> "$T/r2.err" &
-R2=$!; pids="$pids $R2"
-wait_until 30 "restarted run's first batch" emitted "$T/r2.err"
-dt=$(( $(ms) - t0 ))
-echo "restart: first batch after $dt ms"
-[ "$dt" -lt 10000 ] || fail "restart took $dt ms (bound 10000)"
-grep -q "epoch 2 " "$T/r2.err" || fail "restarted run is not epoch 2"
-grep -q "its member .* was dropped on its behalf" "$T/r2.err" ||
-    fail "the predecessor's member was not dropped"
-hp=$(sed -n 's/.*http on port \([0-9]*\).*/\1/p' "$T/r2.err" | head -1)
-curl -sf "http://127.0.0.1:$hp/metrics" |
-    grep -q '^piperec_stale_members_total{pipeline="p",result="dropped"} 1$' ||
-    fail "piperec_stale_members_total{result=dropped} is not 1"
-kill -TERM $R2; wait $R2 || fail "restarted run: exit $?"
-
-# ---- the same with two consumer instances (source.consumers: 2) ----------
-# The member file keeps both instances' ids, a line each, and the restart
-# drops both: it used to keep the first one's only, and the restart then
-# waited out the other's session.
-config k1 restart-k outk
-sed -i 's/^    source:$/    source:\n      consumers: 2/' "$T/k1.yaml"
-"$PIPEREC" run --config "$T/k1.yaml" 2> "$T/k1.err" &
-K1=$!; pids="$pids $K1"
-wait_until 30 "two-instance run's first batch" emitted "$T/k1.err"
-two_lines() { [ "$(grep -c '^piperec-member 1' "$T/state-outk/p.member")" -eq 2 ]; }
-wait_until 30 "both instances' member ids in the member file" two_lines
-kill -9 $K1; wait $K1 2>/dev/null || true
-kcat -P -b "$B" -t events -l "$DATA" 2>/dev/null || fail "kcat produce"
-t0=$(ms)
-"$PIPEREC" run --config "$T/k1.yaml" 2> "$T/k2.err" &
-K2=$!; pids="$pids $K2"
-wait_until 30 "restarted two-instance run's first batch" emitted "$T/k2.err"
-dt=$(( $(ms) - t0 ))
-echo "restart with 2 consumer instances: first batch after $dt ms"
-[ "$dt" -lt 10000 ] || fail "restart with 2 instances took $dt ms (bound 10000)"
-[ "$(grep -c "its member .* was dropped on its behalf" "$T/k2.err")" -eq 2 ] ||
-    fail "the predecessor's two members were not both dropped"
-hp=$(sed -n 's/.*http on port \([0-9]*\).*/\1/p' "$T/k2.err" | head -1)
-curl -sf "http://127.0.0.1:$hp/metrics" |
-    grep -q '^piperec_stale_members_total{pipeline="p",result="dropped"} 2$' ||
-    fail "piperec_stale_members_total{result=dropped} is not 2"
-kill -TERM $K2; wait $K2 || fail "restarted two-instance run: exit $?"
+# kill9_restart NAME GROUP CONSUMERS: a run with CONSUMERS instances gets its
+# first batch and every instance's member id is in the member file; kill -9;
+# new rows; the restart's first batch within 10 s, every predecessor member
+# dropped on its behalf (the log, piperec_stale_members_total), epoch 2.
+# With 2 instances: the file used to keep the first one's id only, and the
+# restart then waited out the other's session.
+kill9_restart() {
+    config "$1" "$2" "out$1"
+    [ "$3" -eq 1 ] || sed -i "s/^    source:\$/    source:\n      consumers: $3/" "$T/$1.yaml"
+    "$PIPEREC" run --config "$T/$1.yaml" 2> "$T/$1-a.err" &
+    RA=$!; pids="$pids $RA"
+    wait_until 30 "$1: first run's first batch" emitted "$T/$1-a.err"
+    ids() { [ "$(grep -c '^piperec-member 1' "$T/state-out$1/p.member")" -eq "$2" ]; }
+    wait_until 30 "$1: every instance's member id in the member file" ids "$1" "$3"
+    kill -9 $RA; wait $RA 2>/dev/null || true
+    kcat -P -b "$B" -t events -l "$DATA" 2>/dev/null || fail "kcat produce"
+    t0=$(ms)
+    "$PIPEREC" run --config "$T/$1.yaml" 2> "$T/$1-b.err" &
+    RB=$!; pids="$pids $RB"
+    wait_until 30 "$1: restarted run's first batch" emitted "$T/$1-b.err"
+    dt=$(( $(ms) - t0 ))
+    echo "restart with $3 consumer instance(s): first batch after $dt ms"
+    [ "$dt" -lt 10000 ] || fail "$1: restart took $dt ms (bound 10000)"
+    grep -q "epoch 2 " "$T/$1-b.err" || fail "$1: restarted run is not epoch 2"
+    [ "$(grep -c "its member .* was dropped on its behalf" "$T/$1-b.err")" -eq "$3" ] ||
+        fail "$1: not every predecessor member ($3) was dropped"
+    hp=$(sed -n 's/.*http on port \([0-9]*\).*/\1/p' "$T/$1-b.err" | head -1)
+    curl -sf "http://127.0.0.1:$hp/metrics" |
+        grep -q "^piperec_stale_members_total{pipeline=\"p\",result=\"dropped\"} $3\$" ||
+        fail "$1: piperec_stale_members_total{result=dropped} is not $3"
+    kill -TERM $RB; wait $RB || fail "$1: restarted run: exit $?"
+}
+kill9_restart r restart-g 1
+kill9_restart k restart-k 2
 
 # ---- point 8: SIGTERM while a second member joins ------------------------
 config a sigterm-g outa
