@@ -92,6 +92,9 @@ struct pr_consumer {
      * per message was ~6% of the pipeline thread, issue 21). */
     const rd_kafka_message_t *pre_m;
     pr__pt_entry pre_e;
+    /* Messages taken from the rings in spans (pr__collect_ring), and the
+     * spans: logged at close. */
+    uint64_t span_msgs, spans;
     /* Per instance, with polling threads and parallel decode (decode_par.h):
      * the runs its polling thread decodes its messages into (decode_par.h),
      * set once by the consumer thread when the pool opens (atomic), and the
@@ -978,6 +981,14 @@ static bool pr__poll_decode_wanted(void)
     return pr_env_switch("PIPEREC_POLL_DECODE", true);
 }
 
+/* With polling threads, a poll takes the messages waiting in a ring in
+ * spans, in place (pr__collect_ring), unless PIPEREC_RING_SPANS=0: one
+ * pr__next per message, as before (for comparisons; it changes no output). */
+static bool pr__ring_spans_wanted(void)
+{
+    return pr_env_switch("PIPEREC_RING_SPANS", true);
+}
+
 /* PIPEREC_REAPER=0 destroys consumed messages on the pipeline thread, as
  * before the reaper (for comparisons). */
 static bool pr__reaper_wanted(void)
@@ -1341,6 +1352,10 @@ int pr_consumer_close(pr_consumer *c, char *errstr, size_t errstr_size)
         return 0;
     pr__reaper_close(c); /* every consumed message destroyed before anything leaves */
     if (c->pt) {         /* from here on this thread polls the instances itself */
+        if (c->spans)
+            pr_info("consumer: %llu message(s) taken from the polling threads' rings in %llu "
+                    "span(s)",
+                    (unsigned long long)c->span_msgs, (unsigned long long)c->spans);
         pr__pt_stop(c->pt, pr__pt_serve, c);
         pr__pt_free(c->pt);
         c->pt = NULL;
@@ -1951,16 +1966,9 @@ static int pr__turn_wait(bool first, int64_t deadline)
 
 /* Into the pool, unless it would overfill the block (room: records) or the
  * pool is full: false, the message stays with the caller. */
-static bool pr__collect(pr_consumer *c, rd_kafka_message_t *m, int64_t now_ms, uint32_t room,
-                        uint32_t *recs)
+static bool pr__collect_facts(pr_consumer *c, rd_kafka_message_t *m, const pr__pt_facts *f,
+                              pr__ddec dec, int64_t now_ms, uint32_t room, uint32_t *recs)
 {
-    pr__ddec dec = {0};
-    if (m == c->pre_m) { /* decoded by its polling thread: the hold is ours now */
-        dec = c->pre_e.f.dec;
-        c->pre_e.f.dec.run = NULL;
-    }
-    pr__pt_facts local;
-    const pr__pt_facts *f = pr__msg_facts(c, m, &local);
     int nrec = f->nrec;
     int32_t partition = f->partition;
     int64_t ts = f->ts, offset = f->offset;
@@ -1988,6 +1996,47 @@ static bool pr__collect(pr_consumer *c, rd_kafka_message_t *m, int64_t now_ms, u
     pr__dpool_msg(c->dp, pr__dpool_count(c->dp) - 1)->part = pi;
     *recs += need;
     return true;
+}
+
+/* pr__collect_facts with m's facts (dec: the run its polling thread
+ * decoded it into, a hold the pool takes over, or none). */
+static bool pr__collect(pr_consumer *c, rd_kafka_message_t *m, int64_t now_ms, uint32_t room,
+                        uint32_t *recs)
+{
+    pr__ddec dec = {0};
+    if (m == c->pre_m) { /* decoded by its polling thread: the hold is ours now */
+        dec = c->pre_e.f.dec;
+        c->pre_e.f.dec.run = NULL;
+    }
+    pr__pt_facts local;
+    const pr__pt_facts *f = pr__msg_facts(c, m, &local);
+    return pr__collect_facts(c, m, f, dec, now_ms, room, recs);
+}
+
+/* With polling threads: the messages that wait in the ring of the instance
+ * in turn, collected in place (pr__pt_span: no copy of their entries, one
+ * turn for all), each as pr__next + pr__collect take one; at most max. Stops
+ * at an event, an error or a message its polling thread did not read (the
+ * caller's pr__next serves those). Returns the messages taken; *left: the
+ * last of them when it did not fit (it goes to the backlog). */
+static uint32_t pr__collect_ring(pr_consumer *c, int64_t now_ms, uint32_t room, uint32_t *recs,
+                                 uint32_t max, rd_kafka_message_t **left)
+{
+    pr__pt_entry *e;
+    size_t n = pr__pt_span(c->pt, max, &e), k = 0;
+    while (k < n && e[k].f.nrec >= 0) {
+        const pr__pt_entry *x = &e[k++];
+        c->acc_messages++;
+        c->acc_bytes += x->f.len;
+        if (!pr__collect_facts(c, x->m, &x->f, x->f.dec, now_ms, room, recs)) {
+            *left = x->m;
+            break;
+        }
+    }
+    pr__pt_span_taken(c->pt, k);
+    c->span_msgs += k;
+    c->spans += k > 0;
+    return (uint32_t)k;
 }
 
 /* A decoded message now in the block: its rejects, offset (its records are
@@ -2170,6 +2219,7 @@ static int pr__poll_par(pr_consumer *c, pr_block *b, int64_t now_ms, int64_t dea
            pr__collect(c, c->backlog[c->backlog_head], now_ms, room, &recs))
         c->backlog_head++;
     bool more = c->backlog_head == c->n_backlog;
+    bool span = pr__ring_spans_wanted();
     for (uint32_t msgs = 0; more && recs < room && msgs < budget;) {
         bool first = appended == 0 && msgs == 0 && pr__dpool_count(c->dp) == 0;
         int wait = pr__turn_wait(first, deadline);
@@ -2191,6 +2241,16 @@ static int pr__poll_par(pr_consumer *c, pr_block *b, int64_t now_ms, int64_t dea
             left = m;
             break;
         }
+        /* What else waits in the rings, taken in spans (not while messages
+         * held by a decode wait come first). */
+        while (c->pt && span && c->held_head == c->n_held && recs < room && msgs < budget) {
+            uint32_t k = pr__collect_ring(c, now_ms, room, &recs, budget - msgs, &left);
+            msgs += k;
+            if (!k || left)
+                break;
+        }
+        if (left)
+            break;
     }
     pr__dpool_finish(c->dp);
     appended += pr__merge(c, b, now_ms, left);

@@ -514,6 +514,48 @@ sleep:;
     return pr__pt_next(pt, 0, out);
 }
 
+size_t pr__pt_span(pr__pt *pt, size_t max, pr__pt_entry **out)
+{
+    /* The instance in turn, as pr__pt_next takes it (up to a batch of one
+     * before the next one's turn), without waiting. */
+    for (unsigned i = 0; i <= pt->n; i++) {
+        pr__pt_inst *in = &pt->inst[pt->next];
+        if (pt->streak < PR__PT_BATCH) {
+            if (in->rhead == in->rtail) {
+                pr__pt_publish(in);
+                in->rtail = __atomic_load_n(&in->tail, __ATOMIC_ACQUIRE);
+            }
+            size_t n = in->rtail - in->rhead;
+            if (n) {
+                size_t at = in->rhead & PR__PT_MASK;
+                size_t lim = PR__PT_RING - at; /* in place: up to the ring's end */
+                lim = n < lim ? n : lim;
+                lim = max < lim ? max : lim;
+                lim = PR__PT_BATCH - pt->streak < lim ? PR__PT_BATCH - pt->streak : lim;
+                pr__pt_entry *e = &in->ring[at];
+                size_t k = 0;
+                while (k < lim && e[k].kind == PR__PT_MSG)
+                    k++;
+                *out = e;
+                return k; /* 0: an event is next (pr__pt_next's) */
+            }
+        }
+        pr__pt_publish(in);
+        pt->next = (pt->next + 1) % pt->n;
+        pt->streak = 0;
+    }
+    return 0;
+}
+
+void pr__pt_span_taken(pr__pt *pt, size_t n)
+{
+    pr__pt_inst *in = &pt->inst[pt->next];
+    in->rhead += n;
+    pt->streak += (unsigned)n;
+    if (in->rhead - __atomic_load_n(&in->head, __ATOMIC_RELAXED) >= PR__PT_PUB)
+        pr__pt_publish(in);
+}
+
 static bool pr__pt_all_exited(pr__pt *pt)
 {
     for (unsigned k = 0; k < pt->n; k++)

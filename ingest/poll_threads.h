@@ -108,6 +108,17 @@ void pr__pt_handoff(pr__pt *pt, unsigned inst, rd_kafka_resp_err_t err,
  * wait_ms (0). A PR__PT_REBALANCE entry must be answered by pr__pt_done. */
 int pr__pt_next(pr__pt *pt, int wait_ms, pr__pt_entry *out);
 
+/* Consumer thread, without waiting: the messages (PR__PT_MSG entries, at
+ * most max) that follow in the ring of the instance in turn, in place
+ * (*out: the first), as pr__pt_next would give them one by one; 0 when none
+ * waits or an event comes first (pr__pt_next's to give). They stay the
+ * ring's until pr__pt_span_taken(n) says the first n were taken (n <= the
+ * span; what is not taken is the next span's or pr__pt_next's). Per message,
+ * pr__pt_next's copy of the entry and its turn were most of the pipeline
+ * thread's ring cost (a perf profile of issue 21). */
+size_t pr__pt_span(pr__pt *pt, size_t max, pr__pt_entry **out);
+void pr__pt_span_taken(pr__pt *pt, size_t n);
+
 /* Consumer thread: instance inst's ring is empty and its thread is not
  * handing over a rebalance event (then an assignment change made now cannot
  * be taken by librdkafka as the answer to an event not yet served, as long

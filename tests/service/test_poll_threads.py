@@ -8,7 +8,9 @@ user can see may move.
    x engine.threads 4 (decode threads 2), each polling thread decoding its
    own instance's messages into runs (checked in the log: messages went
    through the runs), consumers 2 x engine 2 once more with
-   PIPEREC_POLL_DECODE=0 (the pool decodes them, the old path), and
+   PIPEREC_POLL_DECODE=0 (the pool decodes them, the old path), once with
+   PIPEREC_RING_SPANS=0 (a message at a time from the rings, not in spans:
+   the log says which way each run took them), and
    consumers 2 x engine 1 with decode_threads auto (the polling threads
    decode there too: auto is at least 2 with several instances),
    batches of 64 rows over thousands of small blocks (half the rows there
@@ -49,8 +51,11 @@ N = 6000
 COMBOS = [(k, e) for k in (1, 2, 3) for e in (1, 2)] + [(2, 4), (3, 4)]
 # consumers, engine threads, PIPEREC_POLL_DECODE (the runs, or the old
 # path), source.decode_threads (0: auto, which with consumers > 1 is at least
-# 2, so that the polling threads decode at engine.threads 1 too)
-RUNS = [(k, e, "1", 2) for k, e in COMBOS] + [(2, 2, "0", 2), (2, 1, "1", 0)]
+# 2, so that the polling threads decode at engine.threads 1 too), and
+# PIPEREC_RING_SPANS (a poll takes what waits in a ring in spans, in place,
+# or one message at a time: the old path)
+RUNS = [(k, e, "1", 2, "1") for k, e in COMBOS] + \
+    [(2, 2, "0", 2, "1"), (2, 1, "1", 0, "1"), (2, 2, "1", 2, "0")]
 NAMES = ["dense.npy", "labels.npy", "sparse.npy"]
 procs = []
 
@@ -94,9 +99,9 @@ log: { level: info }
        "    state: { dir: \"%s\", checkpoint_interval_s: 1 }\n" % state if state else "", e)
 
 
-def start(cfg, name, poll_decode="1"):
+def start(cfg, name, poll_decode="1", spans="1"):
     err = os.path.join(T, name + ".err")
-    env = dict(os.environ, PIPEREC_POLL_DECODE=poll_decode)
+    env = dict(os.environ, PIPEREC_POLL_DECODE=poll_decode, PIPEREC_RING_SPANS=spans)
     r = subprocess.Popen([PIPEREC, "run", "--config", cfg], stderr=open(err, "w"), env=env)
     procs.append(r)
     return r, err
@@ -174,17 +179,18 @@ def outputs_equal(bootstrap, lines, rejects, want):
     for k, p in enumerate(parts):
         ppaths.append(os.path.join(T, "det%d.tsv" % k))
         open(ppaths[-1], "w").writelines(p)
-    topics = ["d%d%d%sx%d" % c for c in RUNS]
+    topics = ["d%d%d%sx%ds%s" % c for c in RUNS]
     poll_decode = {t: c[2] for t, c in zip(topics, RUNS)}
+    spans = {t: c[4] for t, c in zip(topics, RUNS)}
     for p in [produce(bootstrap, t, ppaths[0]) for t in topics]:
         if p.wait() != 0:
             fail("produce failed")
     runs = []
-    for (k, e, pd, dec), topic in zip(RUNS, topics):
+    for (k, e, pd, dec, sp), topic in zip(RUNS, topics):
         outdir = os.path.join(T, "out-" + topic)
         cfg = os.path.join(T, topic + ".yaml")
         open(cfg, "w").write(config(topic, "g-" + topic, k, e, outdir, bootstrap, decode=dec))
-        r, err = start(cfg, topic, pd)
+        r, err = start(cfg, topic, pd, sp)
         runs.append((k, e, topic, outdir, err, r))
     hps = {topic: port(err) for k, e, topic, outdir, err, r in runs}
     for p in [produce(bootstrap, t, ppaths[1], "1", 5000) for t in topics]:
@@ -215,6 +221,10 @@ def outputs_equal(bootstrap, lines, rejects, want):
                  (topic, runs_on))
         if k > 1 and runs_on and run_decoded(err) == 0:
             fail("%s: no message went through a polling thread's runs" % topic)
+        in_spans = ring_spans(err)
+        if k > 1 and (in_spans > 0) != (spans[topic] == "1"):
+            fail("%s: %d messages taken from the rings in spans, PIPEREC_RING_SPANS=%s" %
+                 (topic, in_spans, spans[topic]))
         if out != good or rej != len(rejects):
             fail("consumers %d engine %d: %d rows out (want %d), %d rejects (want %d)" %
                  (k, e, out, good, rej, len(rejects)))
@@ -274,6 +284,13 @@ def run_decoded(err):
     """Messages the polling threads of a stopped run decoded into their runs."""
     log = open(err).read()
     return sum(int(n) for n in re.findall(r"a polling thread decoded (\d+) message", log))
+
+
+def ring_spans(err):
+    """Messages a stopped run took from its polling threads' rings in spans."""
+    m = re.search(r"consumer: (\d+) message\(s\) taken from the polling threads' rings",
+                  open(err).read())
+    return int(m.group(1)) if m else 0
 
 
 def wait_rows(hps, want_rows, what, limit=120):
@@ -396,7 +413,7 @@ try:
     if "outputs" in which:
         topics = []
         for c in RUNS:
-            topics += ["d%d%d%sx%d" % c, "d%d%d%sx%d-dlq" % c]
+            topics += ["d%d%d%sx%ds%s" % c, "d%d%d%sx%ds%s-dlq" % c]
         outputs_equal(broker(1, topics), lines, rejects, want)
     goodlines = [l for l in lines if l.rstrip("\n") not in rejects]
     if "leave" in which or "kill" in which:
