@@ -19,7 +19,7 @@
 # Env: DEVICE_LEASE_S (the deadline, seconds from the start; default 540),
 # DEVICE_LEASE_SWEEP_THREADS (default "16 1 8 4 2": the 16-thread figures
 # first), DEVICE_LEASE_AB (baseline switches for an A/B at 16 threads after
-# the sweep, default "PIPEREC_MERGE_COPY=0"; "" for none), DEVICE_LEASE_TESTS_S (kept for the tests, default 75), and every
+# the sweep, default "PIPEREC_RING_SPANS=0 PIPEREC_MERGE_COPY=0"; "" for none), DEVICE_LEASE_TESTS_S (kept for the tests, default 75), and every
 # DEVICE_GPU_*, DEVICE_SWEEP_* and BENCH_SWEEP_* knob, with these defaults
 # here: BENCH_SWEEP_CONSUMERS=4 (piperec's source.consumers and the
 # ceiling's instances), BENCH_SWEEP_CEILING_N=0, BENCH_SWEEP_CEILING_RESET=0,
@@ -86,9 +86,10 @@ pack
 
 # 2b. A/B at 16 threads, one line a message: the sweep's 16-thread run again
 # with each baseline switch of DEVICE_LEASE_AB set (space-separated NAME=0
-# items, one short sweep each; default PIPEREC_MERGE_COPY=0: the merge's
-# copies on the pipeline thread alone), beside the main sweep's figure.
-for ab in ${DEVICE_LEASE_AB-PIPEREC_MERGE_COPY=0}; do
+# items, one short sweep each; default PIPEREC_RING_SPANS=0: the rings taken
+# a message at a time, then PIPEREC_MERGE_COPY=0: the merge's copies on the
+# pipeline thread alone), beside the main sweep's figure.
+for ab in ${DEVICE_LEASE_AB-PIPEREC_RING_SPANS=0 PIPEREC_MERGE_COPY=0}; do
     t=$(($(left) - ${DEVICE_LEASE_TESTS_S:-75}))
     if [ $t -lt 60 ]; then
         log "a/b $ab: skipped, ${t}s left"
