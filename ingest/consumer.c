@@ -271,7 +271,10 @@ static ssize_t pr__part_get(pr_consumer *c, int tidx, int32_t partition)
     int32_t key = PR_PART_KEY(tidx, partition);
     ssize_t i = pr__part_find(c, key);
     if (i >= 0) {
-        __atomic_store_n(&c->last_part, (size_t)i, __ATOMIC_RELAXED);
+        /* stored only when it moves: per message, the store dirtied a line
+         * other threads' lookups read */
+        if (__atomic_load_n(&c->last_part, __ATOMIC_RELAXED) != (size_t)i)
+            __atomic_store_n(&c->last_part, (size_t)i, __ATOMIC_RELAXED);
         return i;
     }
     pthread_mutex_lock(&c->lock);
