@@ -92,8 +92,9 @@ struct pr_consumer {
      * per message was ~6% of the pipeline thread, issue 21). */
     const rd_kafka_message_t *pre_m;
     pr__pt_entry pre_e;
-    /* Messages taken from the rings in spans (pr__collect_ring), and the
-     * spans: logged at close. */
+    /* Rings taken in spans (pr__collect_ring; PIPEREC_RING_SPANS, read
+     * once), the messages so taken and the spans: logged at close. */
+    bool ring_spans;
     uint64_t span_msgs, spans;
     /* Per instance, with polling threads and parallel decode (decode_par.h):
      * the runs its polling thread decodes its messages into (decode_par.h),
@@ -1097,6 +1098,7 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
         if (!c->pt)
             goto out_rk;
         pr_info("consumer: %u instances, each polled by its own thread", c->n_rk);
+        c->ring_spans = pr__ring_spans_wanted();
         if (pr__reaper_wanted())
             c->reaper = pr__reaper_start(); /* NULL: destroyed where consumed */
     }
@@ -2222,7 +2224,6 @@ static int pr__poll_par(pr_consumer *c, pr_block *b, int64_t now_ms, int64_t dea
            pr__collect(c, c->backlog[c->backlog_head], now_ms, room, &recs))
         c->backlog_head++;
     bool more = c->backlog_head == c->n_backlog;
-    bool span = pr__ring_spans_wanted();
     for (uint32_t msgs = 0; more && recs < room && msgs < budget;) {
         bool first = appended == 0 && msgs == 0 && pr__dpool_count(c->dp) == 0;
         int wait = pr__turn_wait(first, deadline);
@@ -2246,7 +2247,8 @@ static int pr__poll_par(pr_consumer *c, pr_block *b, int64_t now_ms, int64_t dea
         }
         /* What else waits in the rings, taken in spans (not while messages
          * held by a decode wait come first). */
-        while (c->pt && span && c->held_head == c->n_held && recs < room && msgs < budget) {
+        while (c->pt && c->ring_spans && c->held_head == c->n_held && recs < room &&
+               msgs < budget) {
             uint32_t k = pr__collect_ring(c, now_ms, room, &recs, budget - msgs, &left);
             msgs += k;
             if (!k || left)

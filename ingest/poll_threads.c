@@ -165,7 +165,7 @@ static size_t pr__pt_fill(pr__pt_inst *in)
 }
 
 /* Producer: sleep (bounded) on a full ring until the reader has taken half
- * of it (it wakes us then, once: pr__pt_pop). */
+ * of it (it wakes us then, once: pr__pt_publish). */
 static void pr__pt_wait_room(pr__pt_inst *in)
 {
     pthread_mutex_lock(&in->mu);
@@ -301,20 +301,39 @@ static void pr__pt_publish(pr__pt_inst *in)
     }
 }
 
-/* Reader: the oldest entry of instance in, if any. */
-static bool pr__pt_pop(pr__pt_inst *in, pr__pt_entry *out)
+/* Reader: how many entries of instance in wait (tail is reread only when
+ * the reader's copy says none). */
+static size_t pr__pt_avail(pr__pt_inst *in)
 {
     if (in->rhead == in->rtail) {
         pr__pt_publish(in);
         in->rtail = __atomic_load_n(&in->tail, __ATOMIC_ACQUIRE);
-        if (in->rhead == in->rtail)
-            return false;
     }
-    *out = in->ring[in->rhead & PR__PT_MASK];
-    in->rhead++;
+    return in->rtail - in->rhead;
+}
+
+/* Reader: n entries of instance in were taken; published every
+ * PR__PT_PUB. */
+static void pr__pt_took(pr__pt_inst *in, size_t n)
+{
+    in->rhead += n;
     if (in->rhead - __atomic_load_n(&in->head, __ATOMIC_RELAXED) >= PR__PT_PUB)
         pr__pt_publish(in);
-    return true;
+}
+
+/* Reader: the instance whose entries come next, up to a batch of one
+ * before the next one's turn (pt->streak), or NULL when no ring has any. */
+static pr__pt_inst *pr__pt_turn(pr__pt *pt)
+{
+    for (unsigned i = 0; i <= pt->n; i++) {
+        pr__pt_inst *in = &pt->inst[pt->next];
+        if (pt->streak < PR__PT_BATCH && pr__pt_avail(in))
+            return in;
+        pr__pt_publish(in);
+        pt->next = (pt->next + 1) % pt->n;
+        pt->streak = 0;
+    }
+    return NULL;
 }
 
 /* Enough to read now: a batch in some ring, or entries while no thread is
@@ -487,15 +506,12 @@ int pr__pt_next(pr__pt *pt, int wait_ms, pr__pt_entry *out)
      * thread decoded into one run are merged with one copy (taken in turn
      * per entry, every merge was of one row; per-partition order is each
      * ring's either way). */
-    for (unsigned i = 0; i <= pt->n; i++) {
-        pr__pt_inst *in = &pt->inst[pt->next];
-        if (pt->streak < PR__PT_BATCH && pr__pt_pop(in, out)) {
-            pt->streak++;
-            return 1;
-        }
-        pr__pt_publish(in);
-        pt->next = (pt->next + 1) % pt->n;
-        pt->streak = 0;
+    pr__pt_inst *in = pr__pt_turn(pt);
+    if (in) {
+        *out = in->ring[in->rhead & PR__PT_MASK];
+        pr__pt_took(in, 1);
+        pt->streak++;
+        return 1;
     }
     if (wait_ms <= 0)
         return 0;
@@ -516,44 +532,27 @@ sleep:;
 
 size_t pr__pt_span(pr__pt *pt, size_t max, pr__pt_entry **out)
 {
-    /* The instance in turn, as pr__pt_next takes it (up to a batch of one
-     * before the next one's turn), without waiting. */
-    for (unsigned i = 0; i <= pt->n; i++) {
-        pr__pt_inst *in = &pt->inst[pt->next];
-        if (pt->streak < PR__PT_BATCH) {
-            if (in->rhead == in->rtail) {
-                pr__pt_publish(in);
-                in->rtail = __atomic_load_n(&in->tail, __ATOMIC_ACQUIRE);
-            }
-            size_t n = in->rtail - in->rhead;
-            if (n) {
-                size_t at = in->rhead & PR__PT_MASK;
-                size_t lim = PR__PT_RING - at; /* in place: up to the ring's end */
-                lim = n < lim ? n : lim;
-                lim = max < lim ? max : lim;
-                lim = PR__PT_BATCH - pt->streak < lim ? PR__PT_BATCH - pt->streak : lim;
-                pr__pt_entry *e = &in->ring[at];
-                size_t k = 0;
-                while (k < lim && e[k].kind == PR__PT_MSG)
-                    k++;
-                *out = e;
-                return k; /* 0: an event is next (pr__pt_next's) */
-            }
-        }
-        pr__pt_publish(in);
-        pt->next = (pt->next + 1) % pt->n;
-        pt->streak = 0;
-    }
-    return 0;
+    pr__pt_inst *in = pr__pt_turn(pt); /* as pr__pt_next takes them, without waiting */
+    if (!in)
+        return 0;
+    size_t at = in->rhead & PR__PT_MASK;
+    size_t lim = PR__PT_RING - at; /* in place: up to the ring's end */
+    size_t n = in->rtail - in->rhead, left = PR__PT_BATCH - pt->streak;
+    lim = n < lim ? n : lim;
+    lim = max < lim ? max : lim;
+    lim = left < lim ? left : lim;
+    pr__pt_entry *e = &in->ring[at];
+    size_t k = 0;
+    while (k < lim && e[k].kind == PR__PT_MSG)
+        k++;
+    *out = e;
+    return k; /* 0: an event is next (pr__pt_next's) */
 }
 
 void pr__pt_span_taken(pr__pt *pt, size_t n)
 {
-    pr__pt_inst *in = &pt->inst[pt->next];
-    in->rhead += n;
+    pr__pt_took(&pt->inst[pt->next], n);
     pt->streak += (unsigned)n;
-    if (in->rhead - __atomic_load_n(&in->head, __ATOMIC_RELAXED) >= PR__PT_PUB)
-        pr__pt_publish(in);
 }
 
 static bool pr__pt_all_exited(pr__pt *pt)
