@@ -901,6 +901,27 @@ static bool read_member(const char *path, char *id, size_t n)
     return true;
 }
 
+/* The member-file tests' consumer: one topic, the mock's short sessions
+ * (props[4] filled here, the caller's: they must outlive the consumer's
+ * creation), its member ids kept in path; consumers 0 = one instance. */
+static pr_consumer_conf member_conf(pr_kv_ref props[4], const char *const *topics,
+                                    const char *group, const char *path, unsigned consumers)
+{
+    props[0] = (pr_kv_ref){"bootstrap.servers", pr_mock_broker_bootstrap(g_mb)};
+    props[1] = (pr_kv_ref){"auto.offset.reset", "earliest"};
+    props[2] = (pr_kv_ref){"session.timeout.ms", "4000"};
+    props[3] = (pr_kv_ref){"heartbeat.interval.ms", "300"};
+    return (pr_consumer_conf){.topics = topics,
+                              .n_topics = 1,
+                              .group_id = group,
+                              .props = props,
+                              .n_props = 4,
+                              .format = PR_MSG_CRITEO_TSV,
+                              .spec = &g_spec,
+                              .consumers = consumers,
+                              .member_file = path};
+}
+
 /* With several instances (source.consumers) the member file holds every
  * instance's member id, a line each, and a successor drops each of them: a
  * restart after SIGKILL does not wait out the other instances' sessions.
@@ -920,20 +941,9 @@ static void test_leave_for_predecessor_instances(void **state)
     seen *s = calloc(1, sizeof(*s));
     reset_seen(s);
     pr_block *b = pr_block_new(g_spec.n_dense, g_spec.n_sparse, 64, true);
-    pr_kv_ref props[] = {{"bootstrap.servers", pr_mock_broker_bootstrap(g_mb)},
-                         {"auto.offset.reset", "earliest"},
-                         {"session.timeout.ms", "4000"},
-                         {"heartbeat.interval.ms", "300"}};
+    pr_kv_ref props[4];
     const char *topics[] = {"lvi"};
-    pr_consumer_conf conf = {.topics = topics,
-                             .n_topics = 1,
-                             .group_id = "g-leave-inst",
-                             .props = props,
-                             .n_props = 4,
-                             .format = PR_MSG_CRITEO_TSV,
-                             .spec = &g_spec,
-                             .consumers = 2,
-                             .member_file = path};
+    pr_consumer_conf conf = member_conf(props, topics, "g-leave-inst", path, 2);
     pr_consumer *a = pr_consumer_new(&conf, errstr, sizeof(errstr));
     if (!a)
         fail_msg("%s", errstr);
@@ -1007,19 +1017,9 @@ static void test_leave_for_predecessor(void **state)
     fprintf(f, "piperec-member 1\tg-leave\tno-such-member\n");
     fclose(f);
 
-    pr_kv_ref props[] = {{"bootstrap.servers", pr_mock_broker_bootstrap(g_mb)},
-                         {"auto.offset.reset", "earliest"},
-                         {"session.timeout.ms", "4000"},
-                         {"heartbeat.interval.ms", "300"}};
+    pr_kv_ref props[4];
     const char *topics[] = {"lv"};
-    pr_consumer_conf conf = {.topics = topics,
-                             .n_topics = 1,
-                             .group_id = "g-leave",
-                             .props = props,
-                             .n_props = 4,
-                             .format = PR_MSG_CRITEO_TSV,
-                             .spec = &g_spec,
-                             .member_file = path};
+    pr_consumer_conf conf = member_conf(props, topics, "g-leave", path, 0);
     pr_consumer *c = pr_consumer_new(&conf, errstr, sizeof(errstr));
     if (!c)
         fail_msg("%s", errstr);
