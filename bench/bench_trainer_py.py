@@ -26,7 +26,7 @@ rows/s over the same dataset iterated in the main process (the case named
 by `one_process_case`) in the same run; `trainer_py_dataloader_2w` is the
 TrainingBatch loader's default (num_workers=2 runs in the main process),
 `trainer_py_dataloader_2w_processes` the same with worker processes
-(`processes=True`), `trainer_py_dataloader_2w_views` with `views=True` (worker
+(`processes=True`: zero-copy views on leased ring slots), `trainer_py_dataloader_2w_views` with `views=True` (worker
 processes, no copy-out in the main process).
 
 Live (--live PIPEREC, issue 22's "live `piperec run` -> GPU" figure): instead

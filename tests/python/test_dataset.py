@@ -221,10 +221,11 @@ def test_state_positions_and_merge():
 def test_dataloader_workers_ring_exactly_once(bt, pin):
     # Issue 22: StreamDataLoader workers hand TrainingBatches over in reused
     # shared-memory ring slots (prefetch_factor * num_workers + 2 a worker)
-    # instead of new shared tensors per batch. Every row arrives exactly
-    # once with the values one process gets (expected()), each worker's
-    # batches in its connection's order, and batches the loop keeps stay
-    # intact after their slots were reused many times (they were copied out).
+    # instead of new shared tensors per batch, each slot leased to its
+    # batch. Every row arrives exactly once with the values one process
+    # gets (expected()), each worker's batches in its connection's order. A
+    # loop that drops each batch after its step keeps the rings at their
+    # size: a buffer crosses once per slot, slots are refilled many times.
     # pin_memory=True (the default with CUDA): the loop gets the pin
     # thread's page-locked copies; a slot is still mapped once per buffer,
     # and the loader still forgets the rings at the end (on torch 2.11 with
@@ -246,8 +247,8 @@ def test_dataloader_workers_ring_exactly_once(bt, pin):
     ds = StreamDataset(ADDR, "bt", credits=6, idle_timeout=2.0, sparse_format="triple")
     dl = StreamDataLoader(ds, num_workers=2, prefetch_factor=2, processes=True, pin_memory=%s)
     assert dl._ring_n == 6
-    kept = list(dl)
-    for b in kept:
+    rows, n = [], 0
+    for b in dl:
         g, dense, sparse, labels = expected(b.sequence)
         assert b._ring is None
         assert b.dense.is_pinned() == %s
@@ -258,10 +259,13 @@ def test_dataloader_workers_ring_exactly_once(bt, pin):
         assert np.array_equal(b.sparse_features.lengths.numpy(), np.ones(8))
         assert b.offsets == [{"topic": b.offsets[0]["topic"], "partition": 0,
                               "first_offset": int(g[0]), "last_offset": int(g[-1]), "rows": 4}]
-    RESULT["rows"] = [int(x) for b in kept for x in b.dense[:, 0]]
+        rows += [int(x) for x in b.dense[:, 0]]
+        b.sparse_features.lengths[:] = 7  # the loop may write its batch: the next fill starts over
+        n += 1
+    RESULT["rows"] = rows
     RESULT["order"] = list(order.values())
     RESULT["state"] = dl.state_dict()
-    RESULT["left"] = len(pt._RING_BUFS)
+    RESULT["left"] = len(pt._RING_BUFS) + len(pt._RING_FLAGS)
     RESULT["after"] = ds._ring_slots  # a plain DataLoader later gets torch's hand-off
     """ % (pin, pin))
     assert sorted(r["rows"]) == list(range(240))  # every row exactly once
@@ -275,33 +279,53 @@ def test_dataloader_workers_ring_exactly_once(bt, pin):
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_dataloader_workers_views_intact_until_reuse(bt, workers):
-    # Issue 22: StreamDataLoader(views=True) hands out TrainingBatches as
-    # views on the workers' ring slots (no copy-out in the main process).
-    # A view is never refilled before the loop asked for the batch two
-    # after it: the batch of this step and the one before are checked at
-    # every step, while the slots are reused many times; every batch
-    # exactly once (bt_serve), positions as with copies.
+def test_dataloader_workers_kept_batches_intact(bt, workers):
+    # Issue 22: batches from worker processes are views on leased ring
+    # slots (no copy-out in the main process), yet a batch the loop keeps
+    # is never refilled: the loop keeps every batch (a list, as gradient
+    # accumulation or a replay buffer would) and checks them all at the
+    # end, the workers' rings grew instead. With _RING_MAX 8 the rest came
+    # in plain tensors (torch's hand-off), still intact. Once the loop
+    # drops them, every slot's flag is clear again.
     r = bt(60, """
+    import gc
+    import piperec.torch as pt
     from piperec.torch import StreamDataset, StreamDataLoader
+    pt._RING_MAX = 8  # the workers fork with it
+    flags = []
+    views = pt._ring_views
+    def keep_flags(b):
+        if b._ring[4] is not None:
+            flags.append(b._ring[4].numpy())
+        views(b)
+    pt._ring_views = keep_flags
     ds = StreamDataset(ADDR, "bt", credits=6, idle_timeout=2.0, sparse_format="triple")
     dl = StreamDataLoader(ds, num_workers=%d, prefetch_factor=2, views=True, pin_memory=False)
-    held, ptrs, rows = [], set(), []
+    kept = []
     for b in dl:
-        assert b._ring is None
-        held = (held + [b])[-2:]
-        for h in held:
-            g, dense, sparse, labels = expected(h.sequence)
-            assert np.array_equal(h.dense.numpy(), dense), "slot refilled while its view was live"
-            assert np.array_equal(h.sparse.numpy(), sparse)
-            assert np.array_equal(h.labels.numpy(), labels)
-            assert np.array_equal(h.sparse_features.values.numpy(), sparse.T.reshape(-1))
-        ptrs.add(b.dense.data_ptr())
-        rows += [int(x) for x in b.dense[:, 0]]
-    RESULT["rows"], RESULT["ptrs"] = rows, len(ptrs)
+        kept.append(b)
+        g, dense, sparse, labels = expected(b.sequence)
+        assert np.array_equal(b.dense.numpy(), dense)
+    bad = 0
+    for h in kept:
+        g, dense, sparse, labels = expected(h.sequence)
+        ok = (np.array_equal(h.dense.numpy(), dense) and np.array_equal(h.sparse.numpy(), sparse)
+              and np.array_equal(h.labels.numpy(), labels)
+              and np.array_equal(h.sparse_features.values.numpy(), sparse.T.reshape(-1))
+              and np.array_equal(h.sparse_features.lengths.numpy(), np.ones(8)))
+        bad += not ok
+    RESULT["bad"], RESULT["rows"] = bad, [int(x) for h in kept for x in h.dense[:, 0]]
+    RESULT["ptrs"] = len({h.dense.data_ptr() for h in kept})
+    RESULT["leased"] = sum(int(f.astype(np.int64).sum()) for f in flags)
+    del kept, b, h
+    gc.collect()
+    RESULT["after"] = sum(int(f.astype(np.int64).sum()) for f in flags)
     RESULT["state"] = dl.state_dict()
     """ % workers)
+    assert r["bad"] == 0  # no kept batch was refilled under the loop
     assert sorted(r["rows"]) == list(range(240))
-    assert r["ptrs"] <= workers * (2 * workers + 2)  # the ring's slots, not a tensor a batch
+    assert r["ptrs"] == 60  # every kept batch on memory of its own
+    assert 0 < r["leased"] <= workers * 8  # the rings grew to their cap, the rest plain
+    assert r["after"] == 0  # dropped batches gave their slots back
     (pos,) = r["state"]["endpoints"].values()
     assert pos["batches"] == 60 and pos["floor"] == 60

@@ -56,6 +56,7 @@ import socket
 import threading
 import time
 import warnings
+import weakref
 from collections import deque
 from typing import NamedTuple
 
@@ -159,7 +160,7 @@ class StreamBatch:
 
 # ---------------------------------------------------------------- worker hand-off ring
 
-# StreamDataLoader(num_workers>0) over TrainingBatch frames: a worker builds
+# StreamDataLoader(processes=True) over TrainingBatch frames: a worker builds
 # each batch's tensors in one slot of a ring of shared-memory buffers it
 # allocates once, and a batch crosses to the main process as the slot's key
 # (the buffer itself only the first time a slot is used). torch otherwise
@@ -168,14 +169,23 @@ class StreamBatch:
 # resource_sharer thread each): 5 per batch, ~10 ms a batch in the main
 # process (bench/RESULTS.md, "Issue 22: the loader over TrainingBatch").
 #
-# Reuse is safe because the DataLoader returns batches in index order and
-# hands a worker index j only after returning index j - prefetch_factor *
-# num_workers: a ring of prefetch_factor * num_workers + 2 slots per worker
-# is never written while the main process may still read the slot.
-# StreamDataLoader copies each batch out of its slot (or the pin_memory
-# thread does) before the loop sees it, so yielded tensors are owned.
+# Leases: the loop gets the batch's tensors as views on the slot, no copy
+# (a copy-out was about half of the main process's CPU a batch). The slot
+# stays the batch's for as long as any tensor on it lives: the views are
+# made from a numpy array of their own per batch (the lease), and when the
+# last tensor, view or numpy array on it is gone, the lease's finalizer
+# clears the slot's byte in the ring's shared flags. A worker refills only
+# a slot whose flag is clear; when every slot is leased it adds one (up to
+# _RING_MAX a ring), and past that builds the batch in plain tensors
+# (torch's own hand-off): memory follows what the loop keeps, as with
+# tensors of their own, and a batch never changes under the loop.
+# x86 and other total-store-order hosts need no fence: the main process's
+# reads of a slot come before its flag store, the worker's flag load before
+# its writes.
 
-_RING_BUFS = {}  # main process: (token, slot) -> (generation, uint8 buffer)
+_RING_MAX = 256  # slots a worker's ring may grow to while the loop keeps batches
+_RING_BUFS = {}  # main process: (token, slot) -> (generation, uint8 numpy view of the buffer)
+_RING_FLAGS = {}  # main process: token -> the ring's shared flags (uint8 numpy, 1 = leased)
 _RING_LOCK = threading.Lock()  # unpickled by the main thread or the pin thread
 
 
@@ -203,44 +213,65 @@ def _slot_tensors(buf, rows, nd, ns):
 
 class _RingRef:
     """Where a worker built a batch: its ring, slot and the slot's buffer
-    generation (a slot grown for a bigger batch gets a new buffer)."""
+    generation (a slot grown for a bigger batch gets a new buffer); the
+    buffer and the ring's flags travel only the first time."""
 
-    __slots__ = ("token", "slot", "gen", "buf", "send_buf", "shape", "kjt")
+    __slots__ = ("token", "slot", "gen", "buf", "flags", "shape", "kjt")
 
     def wire(self):
-        return (self.token, self.slot, self.gen, self.buf if self.send_buf else None,
-                self.shape, self.kjt)
+        return (self.token, self.slot, self.gen, self.buf, self.flags, self.shape, self.kjt)
 
 
 class _WorkerRing:
-    """A worker's ring of shared-memory slots (see above)."""
+    """A worker's ring of shared-memory slots and their lease flags (see
+    above)."""
 
     def __init__(self, n_slots):
         self.token = "%d-%s" % (os.getpid(), os.urandom(6).hex())
-        self.bufs = [None] * n_slots
-        self.gens = [0] * n_slots
-        self.shapes = [None] * n_slots
-        self.n = 0
+        self.flags = torch.zeros(_RING_MAX, dtype=torch.uint8).share_memory_()
+        self.free = self.flags.numpy()
+        self.flags_sent = False
+        self.bufs, self.gens = [None] * n_slots, [0] * n_slots
+        self.next = 0
+        self.grown = 0  # slots added because the loop kept every slot leased
+        self.plain = 0  # batches built in plain tensors: _RING_MAX slots leased
+
+    def _free_slot(self):
+        n = len(self.bufs)
+        for k in range(n):
+            i = (self.next + k) % n
+            if not self.free[i]:
+                return i
+        if n < _RING_MAX:
+            self.bufs.append(None)
+            self.gens.append(0)
+            self.grown += 1
+            return n
+        return None
 
     def take(self, rows, nd, ns, kjt):
-        """The next slot for a rows x (nd dense, ns sparse) batch: (ref,
-        (dense, labels, values, lengths)), lengths already all ones."""
-        i = self.n % len(self.bufs)
-        self.n += 1
+        """A free slot for a rows x (nd dense, ns sparse) batch: (ref,
+        (dense, labels, values, lengths)), lengths all ones; None when every
+        one of _RING_MAX slots is leased."""
+        i = self._free_slot()
+        if i is None:
+            self.plain += 1
+            return None
+        self.next = i + 1
         size = _ring_layout(rows, nd, ns)[4]
         buf = self.bufs[i]
         fresh = buf is None or buf.numel() < size
         if fresh:
             buf = self.bufs[i] = torch.empty(size, dtype=torch.uint8).share_memory_()
             self.gens[i] += 1
-            self.shapes[i] = None
         views = _slot_tensors(buf, rows, nd, ns)
-        if self.shapes[i] != (rows, nd, ns):
-            views[3].fill_(1)  # one-hot columns: every length is 1
-            self.shapes[i] = (rows, nd, ns)
+        views[3].fill_(1)  # one-hot columns: every length is 1 (the last lease's loop may have written)
+        self.free[i] = 1
         ref = _RingRef()
-        ref.token, ref.slot, ref.gen, ref.buf, ref.send_buf = self.token, i, self.gens[i], buf, fresh
-        ref.shape, ref.kjt = (rows, nd, ns), kjt
+        ref.token, ref.slot, ref.gen, ref.shape, ref.kjt = self.token, i, self.gens[i], (rows, nd, ns), kjt
+        ref.buf = buf if fresh else None
+        ref.flags = None if self.flags_sent else self.flags
+        self.flags_sent = True
         return ref, views
 
 
@@ -250,42 +281,40 @@ def _sparse_of(kjt, keys, values, lengths):
     return JaggedSparse(keys, values, lengths)
 
 
+def _ring_release(flags, slot):
+    flags[slot] = 0
+
+
 def _ring_views(b):
-    """Main process, unpickling: b's tensors as views on its worker's slot."""
-    token, slot, gen, buf, (rows, nd, ns), kjt = b._ring
+    """Main process, unpickling: b's tensors as views on its worker's slot,
+    through a lease of their own (see "worker hand-off ring")."""
+    token, slot, gen, buf, flags, (rows, nd, ns), kjt = b._ring
     with _RING_LOCK:
+        if flags is not None:
+            _RING_FLAGS[token] = flags.numpy()
         if buf is not None:
-            _RING_BUFS[(token, slot)] = (gen, buf)
-        else:
-            have, buf = _RING_BUFS.get((token, slot), (None, None))
-            if have != gen:
-                raise RuntimeError("piperec: a DataLoader worker's batch in ring slot %d came "
-                                   "without its buffer" % slot)
-    dense, labels, values, lengths = _slot_tensors(buf, rows, nd, ns)
+            _RING_BUFS[(token, slot)] = (gen, buf.numpy())
+        have, arr = _RING_BUFS.get((token, slot), (None, None))
+        fl = _RING_FLAGS.get(token)
+    if have != gen or fl is None:
+        raise RuntimeError("piperec: a DataLoader worker's batch in ring slot %d came without "
+                           "its buffer" % slot)
+    lease = arr.view()  # this batch's own array: its tensors keep it, and only them
+    weakref.finalize(lease, _ring_release, fl, slot).atexit = False
+    dense, labels, values, lengths = _slot_tensors(torch.from_numpy(lease), rows, nd, ns)
     b.dense, b.labels = dense, labels
     b.sparse = values.view(ns, rows).t()
     b.sparse_features = _sparse_of(kjt, b.keys, values, lengths)
 
 
-def _ring_own(b):
-    """A batch unpickled onto a ring slot, copied into tensors of its own
-    (one copy each; the all-ones lengths are made, not copied)."""
-    token, slot, gen, _, (rows, nd, ns), kjt = b._ring
-    out = StreamBatch()
-    out.__setstate__(dict(b._state(), _ring=None))
-    out.dense, out.labels = b.dense.clone(), b.labels.clone()
-    sf = b.sparse_features
-    values = (sf.values if isinstance(sf, JaggedSparse) else sf.values()).clone()
-    out.sparse = values.view(ns, rows).t()
-    out.sparse_features = _sparse_of(kjt, b.keys, values, torch.ones(ns * rows, dtype=torch.int32))
-    return out
-
-
 def _ring_drop(tokens):
-    """Forget the slots of rings whose loader iterator ended."""
+    """Forget the rings whose loader iterator ended (leased batches keep their
+    own references to the memory)."""
     with _RING_LOCK:
         for k in [k for k in _RING_BUFS if k[0] in tokens]:
             del _RING_BUFS[k]
+        for t in tokens:
+            _RING_FLAGS.pop(t, None)
 
 
 # ---------------------------------------------------------------- positions
@@ -1103,8 +1132,9 @@ class StreamDataset(IterableDataset):
             return self._finish(out, b, endpoint, epoch)
         rows, nd, ns = b.rows, b.n_dense, b.n_sparse
         use_kjt = KeyedJaggedTensor is not None and self.sparse_format != "triple"
-        if ring is not None:
-            out._ring, (dense, labels, values, lengths) = ring.take(rows, nd, ns, use_kjt)
+        got = ring.take(rows, nd, ns, use_kjt) if ring is not None else None
+        if got is not None:
+            out._ring, (dense, labels, values, lengths) = got
         else:
             dense = torch.empty((rows, nd), dtype=torch.float32, pin_memory=pin)
             labels = torch.empty(rows, dtype=torch.float32, pin_memory=pin)
@@ -1155,21 +1185,17 @@ class StreamDataLoader(DataLoader):
     starts DataLoader worker processes, each with its own connection (the
     server deals the batches between them); it sets the dataset's ack lag
     to prefetch_factor + 1 and pins in the DataLoader (pin_memory defaults
-    to the dataset's setting); batches cross from the workers in reused
-    shared-memory ring slots and are copied out in this process (see
-    "worker hand-off ring"). Worth it only where decoding is the bound and
-    the workers have cores of their own. A raw dataset never starts them.
+    to the dataset's setting). Batches cross from the workers in reused
+    shared-memory ring slots, each leased to its batch: the loop's tensors
+    are views on the slot (no copy in this process), and a worker refills
+    the slot only once every tensor on it is gone, so a batch the loop
+    keeps stays intact for as long as it is kept (its worker adds slots
+    meanwhile; see "worker hand-off ring"). Worth it only where decoding is
+    the bound and the workers have cores of their own. A raw dataset never
+    starts them.
 
-    views (TrainingBatch workers, pin_memory False): True hands out the
-    batch's tensors as views on the worker's ring slot instead of copying
-    them out in this process (the copy-out was about half of this process's
-    CPU a batch, bench/RESULTS.md). A view stays valid until the loop asks
-    for the batch two after it (the slot's reuse: a worker refills it only
-    after the DataLoader asked it for ring-size more batches, which it does
-    only once prefetch_factor * num_workers fewer were returned), so the
-    batch of this step and the one before are always intact, as with the
-    raw layout's views; ``.clone()`` what must live longer. With
-    pin_memory True the pin thread copies (into page-locked memory) anyway."""
+    views: kept for older callers (it used to skip a copy-out that no
+    longer exists); True still implies processes."""
 
     def __init__(self, dataset, num_workers=0, pin_memory=None, prefetch_factor=2, views=False,
                  processes=None, **kwargs):
@@ -1226,12 +1252,9 @@ class StreamDataLoader(DataLoader):
             self.dataset._ring_slots = 0
         try:
             for b in it:
-                if getattr(b, "_ring", None) is not None:  # a view on a worker's ring slot
+                if getattr(b, "_ring", None) is not None:  # views on a leased worker ring slot
                     tokens.add(b._ring[0])
-                    if self._views:  # valid until the slot's reuse (see the class doc)
-                        b._ring = None
-                    else:
-                        b = _ring_own(b)  # copied out: tensors of its own
+                    b._ring = None
                 elif getattr(b, "_ring_token", None) is not None:  # the pin thread's copy of one
                     tokens.add(b._ring_token)
                 self.dataset._record(b)
