@@ -15,7 +15,13 @@ connection keeps the wire busy while the training loop runs.
 Ownership: a buffer ("slot") belongs to the receive thread until a batch
 lands in it, then to the consumer until :meth:`RawFeed.release`, which the
 consumer calls once the batch is acknowledged and, on the GPU path, its
-copy has finished (the caller waits on the copy's event first). All socket
+copy has finished (the caller waits on the copy's event first). On the
+host the training loop holds views on the slot itself: the consumer leases
+the slot to them (``_Slot.leases``, weak references to the arrays the views
+were made from), and a released slot whose views are still alive is set
+aside rather than refilled; the ring takes it back once they are gone and,
+when every free slot is set aside, adds one. So a batch the loop keeps
+never changes under it, and memory follows what it keeps. All socket
 I/O of a connection (receive, Pong, Ack, CheckpointCommit) happens on its
 thread, so TLS connections are never used from two threads at once; the
 consumer queues acks and commits and wakes the thread through a pipe.
@@ -32,6 +38,7 @@ import queue
 import select
 import threading
 import time
+import weakref
 from collections import deque
 
 import numpy as np
@@ -61,11 +68,22 @@ class _Slot:
     default raw form (StreamDataset(compact_wire=True), the default): they
     belong to the slot, so they live exactly as long as its batch's views."""
 
-    __slots__ = ("mem", "view", "cap", "used", "event", "grows", "wide", "ones")
+    __slots__ = ("mem", "view", "cap", "used", "event", "grows", "wide", "ones", "leases")
 
     def __init__(self):
         self.mem, self.view, self.cap, self.used, self.event, self.grows = None, None, 0, False, None, 0
         self.wide = self.ones = None
+        self.leases = None  # weak references to the arrays the loop's views were made from
+
+    def lease(self, arrays):
+        """Lease the slot to the arrays (numpy; None skipped) that the
+        consumer's views were made from, all in the slot's memory: weak
+        references, so the slot knows when they are gone."""
+        self.leases = tuple(weakref.ref(a) for a in arrays if a is not None) or None
+
+    def leased(self):
+        """Does a view the consumer handed out still use this slot?"""
+        return self.leases is not None and any(r() is not None for r in self.leases)
 
     def widened(self, n_values, n_lengths, pin, torch_mod):
         """(int64 [n_values] to write into, int32 [n_lengths] of ones): the
@@ -130,6 +148,41 @@ def _settle(feed, slot, b):
     return slot
 
 
+def _give_back(feed, slot):
+    """A released slot into the ring's free list, or set aside while a view
+    on it lives (see "Ownership" above). The caller holds the feed's lock."""
+    slot.event = None
+    if slot.leased():
+        feed._held.append(slot)
+    else:
+        slot.leases = None
+        feed._free.append(slot)
+
+
+def _free_slot(feed):
+    """The next free slot, taken (the caller holds the feed's lock). Set-aside
+    slots whose views are gone come back first, as the most recently used
+    (in a loop that drops each batch after its step, the batch before the
+    last: the loop variable held it when it was released); with every free
+    slot set aside the ring grows by one. None when the ring is simply busy."""
+    if feed._held:
+        held, feed._held = feed._held, []
+        for s in held:
+            if s.leased():
+                feed._held.append(s)
+            else:
+                s.leases = None
+                feed._free.append(s)
+        if not feed._free and feed._held:
+            feed.slots.append(_Slot())
+            feed._free.append(feed.slots[-1])
+    if not feed._free:
+        return None
+    slot = feed._free.pop()  # the slot released last: still in cache
+    slot.used = False
+    return slot
+
+
 class _Conn:
     """One connection and its receive thread's state."""
 
@@ -180,6 +233,7 @@ class RawFeed:
             n_slots = sum(int(c.client.info.get("credits") or 8) for c in self.conns) + 1
         self.slots = [_Slot() for _ in range(n_slots)]
         self._free = deque(self.slots)
+        self._held = []  # released, but a view on each still lives
         self._mu = threading.Lock()
         self._out = queue.Queue()
         self._stop = False
@@ -233,9 +287,8 @@ class RawFeed:
         """Give a slot back to the ring (its batch acked, its copy done)."""
         if slot is None:
             return
-        slot.event = None
         with self._mu:
-            self._free.append(slot)
+            _give_back(self, slot)
         for c in self.conns:
             c.wake()
 
@@ -255,9 +308,7 @@ class RawFeed:
         if conn.slot is not None:
             return conn.slot
         with self._mu:
-            if self._free:  # the slot released last: still in cache (InlineFeed._take_slot)
-                conn.slot = self._free.pop()
-                conn.slot.used = False
+            conn.slot = _free_slot(self)
         return conn.slot
 
     def _flush(self, conn):
@@ -299,7 +350,7 @@ class RawFeed:
                     # that queued before seeing it set is seen here, one
                     # that queued after writes to the pipe.
                     conn.sleeping = True
-                    if conn.outbox or self._stop or (slot is None and self._free):
+                    if conn.outbox or self._stop or (slot is None and (self._free or self._held)):
                         conn.sleeping = False
                         continue
                     fds = [conn.wake_r] if slot is None else [conn.wake_r, client.sock]
@@ -363,19 +414,19 @@ class InlineFeed:
             n_slots = sum(int(c.client.info.get("credits") or 8) for c in self.conns) + 1
         self.slots = [_Slot() for _ in range(n_slots)]
         self._free = deque(self.slots)
+        self._held = []  # released, but a view on each still lives
         self._pin, self._torch, self._wide = pin, torch_mod, wide
         self._rr = 0
 
     def _take_slot(self, conn):
         if conn.slot is None:
-            if not self._free:  # not reached: the credit window bounds the slots held
-                self.slots.append(_Slot())
-                self._free.append(self.slots[-1])
             # the slot released last: its buffer (and widened values) is
             # still in cache, where the oldest free one of a ring of
             # credits + 1 slots is not (a 4096-row Criteo batch is 1.5 MB)
-            conn.slot = self._free.pop()
-            conn.slot.used = False
+            conn.slot = _free_slot(self)
+            if conn.slot is None:  # not reached: the credit window bounds the slots held
+                self.slots.append(_Slot())
+                conn.slot = self.slots[-1]
         return conn.slot
 
     def _pick(self, live, deadline):
@@ -454,8 +505,7 @@ class InlineFeed:
     def release(self, slot):
         """Give a slot back to the ring (its batch acked)."""
         if slot is not None:
-            slot.event = None
-            self._free.append(slot)
+            _give_back(self, slot)
 
     def close(self):
         for c in self.conns:

@@ -39,9 +39,10 @@ on them: to a device by one background thread per connection, on the host
 by the iterating thread itself (``recv_thread``); with ``device="cuda"`` each batch is
 copied to the GPU on a side CUDA stream, the current stream waits on that
 copy's event, and the buffer is reused only once the copy has finished and
-the batch was acknowledged. Views are valid until the batch is acknowledged
-(the next batch is asked for, with ``ack_lag`` 0): ``.clone()`` what must
-outlive that. See piperec.feed and docs/pytorch.md.
+the batch was acknowledged. On the host the views lease their buffer: it
+is refilled only once every tensor on it is gone (the ring adds a buffer
+meanwhile), so a kept batch never changes. See piperec.feed and
+docs/pytorch.md.
 
 ``grow_embeddings`` grows nn.Embedding / nn.EmbeddingBag tables in place to
 the per-column vocabulary sizes each batch carries, keeping trained rows and
@@ -522,8 +523,9 @@ class StreamDataset(IterableDataset):
     layout: "protobuf" (default: TrainingBatch frames, decoded and copied
         into new tensors per batch) or "raw" (the GPU feed: raw tensor frames
         received by background threads into a ring of preallocated, pinned
-        when CUDA is available, buffers; tensors are views on them, valid
-        until the batch is acknowledged). A server without the raw layout
+        when CUDA is available, buffers; tensors are views on them, and a
+        buffer is refilled only once its batch was acknowledged and no
+        tensor on it lives). A server without the raw layout
         answers with TrainingBatch frames, which are then copied as before.
     device: with layout="raw", a torch device ("cuda", "cuda:1") to copy
         each batch to on a side CUDA stream (the current stream waits on
@@ -930,6 +932,10 @@ class StreamDataset(IterableDataset):
             return False
         if b.layout == "raw":
             out = self._raw_views(b, conn.endpoint, epoch, keys)
+            if dev is None and slot is not None:  # the loop's views lease the slot (piperec.feed)
+                # (a compact batch's unit lengths are a shared array, not the slot's)
+                slot.lease((b.dense, b.labels, b.values, b.kjt_offsets,
+                            None if b.raw_flags & RAW_UNIT else b.lengths))
         else:  # a server without the raw layout: copied out, the buffer is free
             out = self._to_torch(b, conn.endpoint, epoch, keys, pin)
             feed.release(slot)
