@@ -19,7 +19,8 @@ Prints one JSON line per measurement (bench/run.sh collects them), each
 with `vs_numpy_client`: its rows/s over the numpy client's (protobuf layout)
 in the same run, `client_cpu_us_per_batch` (this process, all threads) and
 `server_cpu_us_per_batch` (the replay server process); `trainer_py_stream_dataset_raw`
-is the default raw dataset (compact on the wire, widened on the host) and
+is the default raw dataset (compact on the wire, widened on the host;
+`..._raw_recv_thread` the same with a receive thread, recv_thread=True) and
 `trainer_py_stream_dataset_raw_full_wire` the same with `compact_wire=False` (the full
 368-byte raw rows, the default before); the StreamDataLoader cases add `vs_one_process`: their
 rows/s over the same dataset iterated in the main process (the case named
@@ -571,6 +572,10 @@ def main():
         ("trainer_py_stream_dataset_raw", lambda ep: loop(ds("raw")),
          {"client": "StreamDataset, main process, ring + receive thread (compact on the wire, "
           "widened on the host)", "layout": "raw", "pinned": pin, "wire_bytes_per_row": 160}),
+        ("trainer_py_stream_dataset_raw_recv_thread", lambda ep: loop(ds("raw", recv_thread=True)),
+         {"client": "StreamDataset, main process, ring + a receive thread (recv_thread=True: "
+          "receive and widening overlap the loop; the default receives on the loop's thread)",
+          "layout": "raw", "pinned": pin, "wire_bytes_per_row": 160}),
         ("trainer_py_stream_dataset_raw_full_wire", lambda ep: loop(ds("raw", compact_wire=False)),
          {"client": "StreamDataset, main process, ring + receive thread, full raw bytes "
           "(compact_wire=False: the default before)", "layout": "raw", "pinned": pin,
