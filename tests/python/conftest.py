@@ -23,6 +23,13 @@ RESULT = {}
 def expected(seq):
     g = np.arange((seq - 1) * 4, seq * 4)
     return g, (g[:, None] + 0.5 * np.arange(3)).astype(np.float32), 10 * g[:, None] + np.arange(2), g %% 2
+def intact(b):
+    # a (one-hot) batch still holds exactly what bt_serve sent as its sequence
+    g, dense, sparse, labels = expected(b.sequence)
+    return (np.array_equal(b.dense.numpy(), dense) and np.array_equal(b.sparse.numpy(), sparse)
+            and np.array_equal(b.labels.numpy(), labels)
+            and np.array_equal(b.sparse_features.values.numpy(), sparse.T.reshape(-1))
+            and np.array_equal(b.sparse_features.lengths.numpy(), np.ones(8)))
 def expected_jagged(seq):
     # bt_serve's BT_JAGGED batches: (labels [4, 2], dense [4, 2], values, lengths)
     g = np.arange((seq - 1) * 4, seq * 4)

@@ -306,18 +306,11 @@ def test_dataloader_workers_kept_batches_intact(bt, workers):
         kept.append(b)
         g, dense, sparse, labels = expected(b.sequence)
         assert np.array_equal(b.dense.numpy(), dense)
-    bad = 0
-    for h in kept:
-        g, dense, sparse, labels = expected(h.sequence)
-        ok = (np.array_equal(h.dense.numpy(), dense) and np.array_equal(h.sparse.numpy(), sparse)
-              and np.array_equal(h.labels.numpy(), labels)
-              and np.array_equal(h.sparse_features.values.numpy(), sparse.T.reshape(-1))
-              and np.array_equal(h.sparse_features.lengths.numpy(), np.ones(8)))
-        bad += not ok
+    bad = sum(not intact(h) for h in kept)
     RESULT["bad"], RESULT["rows"] = bad, [int(x) for h in kept for x in h.dense[:, 0]]
     RESULT["ptrs"] = len({h.dense.data_ptr() for h in kept})
     RESULT["leased"] = sum(int(f.astype(np.int64).sum()) for f in flags)
-    del kept, b, h
+    del kept, b
     gc.collect()
     RESULT["after"] = sum(int(f.astype(np.int64).sum()) for f in flags)
     RESULT["state"] = dl.state_dict()

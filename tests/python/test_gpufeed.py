@@ -556,17 +556,10 @@ def test_dataset_raw_kept_batches_intact(bt, recv_thread):
         RESULT["slots"] = len(ds._feed.slots)
         if n == 40:
             break
-    bad = 0
-    for h in kept:
-        g, dense, sparse, labels = expected(h.sequence)
-        ok = (np.array_equal(h.dense.numpy(), dense) and np.array_equal(h.sparse.numpy(), sparse)
-              and np.array_equal(h.labels.numpy(), labels)
-              and np.array_equal(h.sparse_features.values.numpy(), sparse.T.reshape(-1))
-              and np.array_equal(h.sparse_features.lengths.numpy(), np.ones(8)))
-        bad += not ok
+    bad = sum(not intact(h) for h in kept)
     RESULT["bad"], RESULT["kept"] = bad, len(kept)
     RESULT["ptrs"] = len({h.dense.data_ptr() for h in kept})
-    del kept, h
+    del kept
     ptrs = set()
     for b in ds:
         g, dense, sparse, labels = expected(b.sequence)
