@@ -533,6 +533,19 @@ def test_dataset_raw_buffers_live_until_acked(bt):
     assert r["n"] == 30
 
 
+def test_dataset_device_implies_raw_layout():
+    # StreamDataset(device=...) is the GPU feed without also naming the
+    # layout; no device keeps TrainingBatch frames; a device with the
+    # protobuf layout named is a contradiction, refused.
+    from piperec.torch import StreamDataset
+    assert StreamDataset("h:1", "p").layout == "protobuf"
+    assert StreamDataset("h:1", "p", device="cpu").layout == "raw"
+    assert StreamDataset("h:1", "p", device="cuda:1").layout == "raw"
+    assert StreamDataset("h:1", "p", layout="raw").layout == "raw"
+    with pytest.raises(ValueError, match="device= needs layout='raw'"):
+        StreamDataset("h:1", "p", layout="protobuf", device="cuda")
+
+
 @pytest.mark.parametrize("recv_thread", [False, True], ids=["inline", "thread"])
 def test_dataset_raw_kept_batches_intact(bt, recv_thread):
     # Host path views lease their buffer (piperec.feed, "Ownership"): the

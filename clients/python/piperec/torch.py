@@ -520,14 +520,15 @@ class StreamDataset(IterableDataset):
         raises ``ConnectionError`` instead of ending the iterator: the model
         must be restored from its last checkpoint (rows trained since are
         replayed).
-    layout: "protobuf" (default: TrainingBatch frames, decoded and copied
-        into new tensors per batch) or "raw" (the GPU feed: raw tensor frames
+    layout: "protobuf" (the default without a device: TrainingBatch frames,
+        decoded and copied into new tensors per batch) or "raw" (the
+        default with a device; the GPU feed: raw tensor frames
         received by background threads into a ring of preallocated, pinned
         when CUDA is available, buffers; tensors are views on them, and a
         buffer is refilled only once its batch was acknowledged and no
         tensor on it lives). A server without the raw layout
         answers with TrainingBatch frames, which are then copied as before.
-    device: with layout="raw", a torch device ("cuda", "cuda:1") to copy
+    device: with layout="raw" (implied), a torch device ("cuda", "cuda:1") to copy
         each batch to on a side CUDA stream (the current stream waits on
         the copy's event; the next batch's copy overlaps this step); None or
         "cpu" yields the host views.
@@ -564,10 +565,12 @@ class StreamDataset(IterableDataset):
 
     def __init__(self, endpoints, pipeline, credits=8, pin_memory=None, sparse_format="auto",
                  max_batches=None, idle_timeout=None, ack_lag=None, resume_window=4096,
-                 connect_timeout=10.0, client_id=None, delivery="ack", layout="protobuf",
+                 connect_timeout=10.0, client_id=None, delivery="ack", layout=None,
                  device=None, streams=1, kjt_offsets=False, compact=False, compact_wire=True,
                  recv_thread=None):
         super().__init__()
+        if layout is None:  # a device means the GPU feed
+            layout = "raw" if device is not None else "protobuf"
         if layout not in ("protobuf", "raw"):
             raise ValueError("layout must be protobuf or raw, not %r" % (layout,))
         if device is not None and layout != "raw":
