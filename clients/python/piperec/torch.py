@@ -234,8 +234,7 @@ class _WorkerRing:
         self.flags_sent = False
         self.bufs, self.gens = [None] * n_slots, [0] * n_slots
         self.next = 0
-        self.grown = 0  # slots added because the loop kept every slot leased
-        self.plain = 0  # batches built in plain tensors: _RING_MAX slots leased
+        self.warned = False
 
     def _free_slot(self):
         n = len(self.bufs)
@@ -246,7 +245,6 @@ class _WorkerRing:
         if n < _RING_MAX:
             self.bufs.append(None)
             self.gens.append(0)
-            self.grown += 1
             return n
         return None
 
@@ -256,7 +254,11 @@ class _WorkerRing:
         one of _RING_MAX slots is leased."""
         i = self._free_slot()
         if i is None:
-            self.plain += 1
+            if not self.warned:
+                self.warned = True
+                warnings.warn("piperec: the training loop keeps %d batches of this DataLoader "
+                              "worker alive; further ones cross in torch's own shared tensors "
+                              "(slower) until some are dropped" % _RING_MAX)
             return None
         self.next = i + 1
         size = _ring_layout(rows, nd, ns)[4]
