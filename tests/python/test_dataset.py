@@ -217,6 +217,21 @@ def test_state_positions_and_merge():
         StreamDataset("h:1", "other").load_state_dict(m)
 
 
+def test_dataset_protobuf_kept_batches_intact(bt):
+    # TrainingBatch frames are received into one buffer per connection,
+    # reused frame after frame: every tensor of a batch is copied out of it
+    # first. A loop that keeps every batch finds each one intact at the end.
+    r = bt(30, """
+    import piperec_client as pc
+    pc.SMALL_FRAME = 0  # every frame into the reused buffer, as a real batch's would
+    from piperec.torch import StreamDataset
+    ds = StreamDataset(ADDR, "bt", credits=4, idle_timeout=1.0, sparse_format="triple")
+    kept = list(ds)
+    RESULT["n"], RESULT["bad"] = len(kept), sum(not intact(b) for b in kept)
+    """)
+    assert r["n"] == 30 and r["bad"] == 0
+
+
 @pytest.mark.parametrize("pin", [False, True])
 def test_dataloader_workers_ring_exactly_once(bt, pin):
     # Issue 22: StreamDataLoader workers hand TrainingBatches over in reused

@@ -319,7 +319,7 @@ def test_raw_layout_refusals():
     with pytest.raises(ValueError):
         StreamDataset("127.0.0.1:1", "p", layout="bogus")
     with pytest.raises(ValueError):
-        StreamDataset("127.0.0.1:1", "p", device="cpu")  # device= needs the raw layout
+        StreamDataset("127.0.0.1:1", "p", layout="protobuf", device="cpu")  # a device: raw only
     with pytest.raises(ValueError):
         pc.TrainerClient("127.0.0.1:1", "p", layout="arrow")
 

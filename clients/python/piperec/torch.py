@@ -476,6 +476,15 @@ class _Conn:
 
     def __init__(self, endpoint, client):
         self.endpoint, self.client = endpoint, client
+        self.rbuf = None
+
+    def into(self, n):
+        """The connection's receive buffer for a frame of n bytes, reused
+        frame after frame (TrainingBatch: every tensor is copied out of the
+        frame before the next one is read)."""
+        if self.rbuf is None or len(self.rbuf) < n:
+            self.rbuf = bytearray(n + n // 4)
+        return memoryview(self.rbuf)[:n]
 
     def buffered(self):
         """True when the client already holds bytes of a next frame, which
@@ -1091,7 +1100,7 @@ class StreamDataset(IterableDataset):
                 else:
                     t = 0.05  # bytes are there; finish a frame or come back
                 try:
-                    b = c.client.recv(t)
+                    b = c.client.recv(t, into=c.into)
                 except EOFError:
                     live.remove(c)
                     self._lost(c)
