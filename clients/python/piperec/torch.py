@@ -180,9 +180,11 @@ class StreamBatch:
 # _RING_MAX a ring), and past that builds the batch in plain tensors
 # (torch's own hand-off): memory follows what the loop keeps, as with
 # tensors of their own, and a batch never changes under the loop.
-# x86 and other total-store-order hosts need no fence: the main process's
-# reads of a slot come before its flag store, the worker's flag load before
-# its writes.
+# Ordering: the worker writes a slot only after it loaded a clear flag (a
+# control dependency, kept on every CPU); the main process clears the flag
+# only after the loop dropped every tensor on the slot, i.e. after the reads
+# whose values the loop used (ordered by total store order on x86; on weaker
+# models a store does not become visible before the loads it follows retire).
 
 _RING_MAX = 256  # slots a worker's ring may grow to while the loop keeps batches
 _RING_BUFS = {}  # main process: (token, slot) -> (generation, uint8 numpy view of the buffer)
