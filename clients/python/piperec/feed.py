@@ -159,12 +159,13 @@ def _give_back(feed, slot):
         feed._free.append(slot)
 
 
-def _free_slot(feed):
+def _free_slot(feed, grow=False):
     """The next free slot, taken (the caller holds the feed's lock). Set-aside
     slots whose views are gone come back first, as the most recently used
     (in a loop that drops each batch after its step, the batch before the
     last: the loop variable held it when it was released); with every free
-    slot set aside the ring grows by one. None when the ring is simply busy."""
+    slot set aside (or none free at all, with `grow`) the ring grows by one.
+    None when the ring is simply busy."""
     if feed._held:
         held, feed._held = feed._held, []
         for s in held:
@@ -173,11 +174,11 @@ def _free_slot(feed):
             else:
                 s.leases = None
                 feed._free.append(s)
-        if not feed._free and feed._held:
-            feed.slots.append(_Slot())
-            feed._free.append(feed.slots[-1])
     if not feed._free:
-        return None
+        if not (grow or feed._held):
+            return None
+        feed.slots.append(_Slot())
+        feed._free.append(feed.slots[-1])
     slot = feed._free.pop()  # the slot released last: still in cache
     slot.used = False
     return slot
@@ -422,11 +423,10 @@ class InlineFeed:
         if conn.slot is None:
             # the slot released last: its buffer (and widened values) is
             # still in cache, where the oldest free one of a ring of
-            # credits + 1 slots is not (a 4096-row Criteo batch is 1.5 MB)
-            conn.slot = _free_slot(self)
-            if conn.slot is None:  # not reached: the credit window bounds the slots held
-                self.slots.append(_Slot())
-                conn.slot = self.slots[-1]
+            # credits + 1 slots is not (a 4096-row Criteo batch is 1.5 MB);
+            # growing without a set-aside slot is not reached: the credit
+            # window bounds the slots held
+            conn.slot = _free_slot(self, grow=True)
         return conn.slot
 
     def _pick(self, live, deadline):

@@ -1231,8 +1231,7 @@ class StreamDataLoader(DataLoader):
         if not isinstance(dataset, StreamDataset):
             raise TypeError("StreamDataLoader needs a StreamDataset")
         kwargs.pop("batch_size", None)
-        self._views = bool(views)
-        processes = self._views if processes is None else bool(processes)
+        processes = bool(views) if processes is None else bool(processes)
         in_main = num_workers > 0 and (dataset.layout == "raw" or not processes)
         # Over a raw dataset, or with workers routed to the main process,
         # the loader adds nothing to a batch: iterate the dataset itself
