@@ -448,6 +448,11 @@ static void pr__set_str_key(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_ke
     }
     if (!(s = pr__want_scalar(c, n, "a string")))
         return;
+    /* dir: "" would pass here and fail later without naming the key. */
+    if (!*s && (k->flags & KF_NONEMPTY)) {
+        pr__cfg_error(c, n, NULL, "must not be an empty string");
+        return;
+    }
     if (k->names && pr__names_find(k->names, s) < 0) {
         pr__join_names(k->names, b, sizeof(b));
         pr__cfg_error(c, n, NULL, "unknown value '%.80s' (valid: %s)", s, b);
@@ -669,6 +674,14 @@ void pr__apply_map(cfg_ctx *c, yaml_node_t *map, const cfg_table *t, void *base)
         pr__cfg_error(c, map, NULL, "expected a mapping, got %s", g);
         return;
     }
+    /* A section switched off (`kafka: { enabled: false }`) needs none of its
+     * required keys: it is not used. */
+    bool off = false;
+    yaml_node_t *en = pr__map_find(c, map, "enabled");
+    if (en && en->type == YAML_SCALAR_NODE && !pr__is_null(en)) {
+        bool on;
+        off = pr__parse_bool(pr__scalar(en), &on) && !on;
+    }
     yaml_node_t *saved_map = c->map;
     c->map = map;
     /* Unknown and duplicate keys. */
@@ -706,7 +719,7 @@ void pr__apply_map(cfg_ctx *c, yaml_node_t *map, const cfg_table *t, void *base)
         size_t old = pr__path_push(c, k->name);
         if (v) {
             pr__apply_key(c, v, base, k);
-        } else if ((k->flags & KF_REQUIRED) && present) {
+        } else if ((k->flags & KF_REQUIRED) && present && !off) {
             pr__cfg_error(c, map, NULL, "missing (required)");
         } else if (k->type == KT_MAP) {
             pr__apply_map(c, NULL, k->sub, (char *)base + k->off);

@@ -252,6 +252,29 @@ static void test_group_id_default(void **state)
     pr_config_free(cfg);
 }
 
+/* A section switched off with `enabled: false` needs none of its required
+ * keys, and stays off. */
+static void test_disabled_sections(void **state)
+{
+    (void)state;
+    pr_config *cfg = load_ok(MINIMAL "    sinks: { trainer: { tls: { enabled: false } }, "
+                                     "kafka: { enabled: false }, files: { enabled: no } }\n"
+                                     "    state: { enabled: false }\n"
+                                     "http: { tls: { enabled: off } }\n");
+    const pr_pipeline_cfg *p = &cfg->pipelines[0];
+    assert_true(p->sinks.trainer.enabled);
+    assert_false(p->sinks.trainer.tls.enabled);
+    assert_false(p->sinks.kafka.enabled);
+    assert_false(p->sinks.files.enabled);
+    assert_false(p->state.enabled);
+    assert_false(cfg->http.tls.enabled);
+    pr_config_free(cfg);
+    /* Switched on, the same section still needs them. */
+    char err[1024];
+    load_fail(MINIMAL "    sinks: { kafka: { enabled: true } }\n", err, sizeof(err));
+    assert_non_null(strstr(err, "pipelines[0].sinks.kafka.topic: missing (required)"));
+}
+
 /* ---------------------------------------------------------------- errors */
 
 typedef struct err_case {
@@ -435,6 +458,19 @@ static const err_case err_cases[] = {
     {"empty topic scalar",
      MINIMAL "    source: { kafka: { topics: '' } }\n",
      {"pipelines[0].source.kafka.topics: must not be an empty string"}},
+    /* A quoted '' is a value, not a blank: keys that need a character refuse it. */
+    {"empty kafka sink topic",
+     MINIMAL "    sinks: { kafka: { topic: \"\" } }\n",
+     {"t.yaml:3: pipelines[0].sinks.kafka.topic: must not be an empty string"}},
+    {"empty group.id",
+     MINIMAL "    source: { kafka: { group.id: '' } }\n",
+     {"pipelines[0].source.kafka.group.id: must not be an empty string"}},
+    {"empty vocab seed",
+     MINIMAL "    transform: { vocab: { seed: '' } }\n",
+     {"pipelines[0].transform.vocab.seed: must not be an empty string"}},
+    {"empty state dir",
+     MINIMAL "    state: { dir: '' }\n",
+     {"pipelines[0].state.dir: must not be an empty string"}},
     /* Declared feature schema (issue 20). */
     {"duplicate feature name",
      SCHEMA "      dense: [ { name: price, path: p } ]\n"
@@ -1195,6 +1231,7 @@ int main(void)
         cmocka_unit_test(test_minimal_defaults),
         cmocka_unit_test(test_full_config),
         cmocka_unit_test(test_group_id_default),
+        cmocka_unit_test(test_disabled_sections),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_errors_collected),
         cmocka_unit_test(test_size_units),
