@@ -28,13 +28,16 @@ static void pr__process_usage(FILE *f)
     fprintf(f,
             "usage: piperec process [--config FILE] --input PATH|- --output DIR\n"
             "                       [--pipeline NAME] [--threads N] [--block-rows N]\n"
-            "       piperec process --config FILE --input EVENTS.jsonl --fit [--output FILE]\n"
             "                       [--backend cpu|hls-sim|xrt|auto] [--progress|--no-progress]\n"
             "                       [--buffered-io]\n"
+            "       piperec process --config FILE [--pipeline NAME] --input EVENTS.jsonl --fit\n"
+            "                       [--output FILE]\n"
             "  Raw Criteo TSV (label, dense ints, sparse hex) -> DIR/dense.npy, sparse.npy,\n"
-            "  labels.npy, vocab/<col>.tsv, rejects.tsv, and recycled.npy when a column\n"
-            "  evicts (int64 [K, 4]: column, output row, index, notice number; reset\n"
-            "  that embedding row before that row). Without --config the embedded\n"
+            "  labels.npy, vocab/<col>.tsv, rejects.tsv, meta.json (rows, names, vocabulary\n"
+            "  sizes), and recycled.npy when a column evicts (int64 [K, 4]: column, output\n"
+            "  row, index, notice number; reset that embedding row before that row). The\n"
+            "  files an earlier run left in DIR under these names are removed first, so\n"
+            "  none is stale. Without --config the embedded\n"
             "  default config is used. --threads N: N workers sharing decoding, the engine\n"
             "  and writing (default: the online CPUs); the engine itself uses 1 thread\n"
             "  below 8 workers, N/4 from 8 on. Results do not depend on N.\n"
@@ -42,7 +45,8 @@ static void pr__process_usage(FILE *f)
             "  (less kernel CPU, no page cache filled); --buffered-io writes them through\n"
             "  the page cache instead (the process may then end before the data reaches\n"
             "  the disk). The files' bytes are the same either way.\n"
-            "  A pipeline with a declared schema reads JSON lines instead and writes\n"
+            "  A pipeline with a declared schema reads JSON lines (source.format json), or\n"
+            "  varint-delimited records (avro, protobuf) instead and writes\n"
             "  DIR/labels.npy [N, L], dense.npy [N, D], sparse/<name>.values.npy (int64)\n"
             "  and sparse/<name>.lengths.npy (int32) per sparse feature, vocab/, rejects.tsv\n"
             "  (and recycled.npy: feature, row, index, number), decoding each line as\n"
@@ -163,7 +167,12 @@ static int pr__process_schema(const pr_pipeline_cfg *pc, const pr_config *cfg, c
     };
     pr_offline_result res;
     char err[4096];
-    int rc = pr_offline_run_schema(&pc->features, &pc->spec, &eopts, &oo, &res, err, sizeof(err));
+    int rc = pr_offline_clear_outputs(output, err, sizeof(err));
+    if (!rc)
+        rc = pr_offline_run_schema(&pc->features, &pc->spec, &eopts, &oo, &res, err, sizeof(err));
+    if (!rc)
+        rc = pr_offline_write_meta(output, pc->name, &pc->spec, pc->dense_names, &pc->features,
+                                   &res, err, sizeof(err));
     if (rc) {
         fprintf(stderr, "piperec process: %s\n", err);
         return rc == PR_EINVAL || rc == PR_ENOTSUP || rc == PR_ENODEV ? 2 : 1;
@@ -227,6 +236,13 @@ static int pr__process_fit(const pr_pipeline_cfg *pc, const char *input, const c
 {
     char err[1024];
     pr_fit_result res;
+    if (pc->source.format != PR_FORMAT_JSON) {
+        fprintf(stderr,
+                "piperec process --fit: pipelines[%s]: --fit reads the events as JSON lines; "
+                "source.format is %s (give --fit the same events as JSON lines)\n",
+                pc->name, pr_source_format_name(pc->source.format));
+        return 2;
+    }
     FILE *out = output ? fopen(output, "w") : stdout;
     if (!out) {
         fprintf(stderr, "piperec process --fit: cannot write %s\n", output);
@@ -372,7 +388,12 @@ int pr_cli_cmd_process(int argc, char **argv)
         .buffered_io = buffered_io,
     };
     pr_offline_result res;
-    rc = pr_offline_run(&pc->spec, &eopts, &oo, &res, err, sizeof(err));
+    rc = pr_offline_clear_outputs(output, err, sizeof(err));
+    if (!rc)
+        rc = pr_offline_run(&pc->spec, &eopts, &oo, &res, err, sizeof(err));
+    if (!rc)
+        rc = pr_offline_write_meta(output, pc->name, &pc->spec, pc->dense_names, NULL, &res, err,
+                                   sizeof(err));
     if (rc) {
         fprintf(stderr, "piperec process: %s\n", err);
         pr_config_free(cfg);

@@ -1409,6 +1409,13 @@ out_engine:
     free(run.col_seq);
     free(run.col_busy);
     pr_vocab_store_free(run.vs);
+    if (run.eng && !rc) {
+        res->n_vocab = pr_engine_spec(run.eng)->n_sparse;
+        for (uint32_t c = 0; c < res->n_vocab; c++) {
+            res->vocab_sizes[c] = pr_engine_vocab_size(run.eng, c);
+            memcpy(res->vocab_names[c], pr_engine_spec(run.eng)->sparse[c].name, PR_NAME_MAX);
+        }
+    }
     pr_engine_free(run.eng);
 out_input:
     if (run.map)

@@ -1444,6 +1444,13 @@ int pr_offline_run_schema(const pr_feature_schema *schema, const pr_pipeline_spe
         rc = pr__srun_pass(&run, errstr, errstr_size);
     if (run.eng)
         rc = pr__srun_close(&run, rc, errstr, errstr_size);
+    if (run.eng && !rc) {
+        res->n_vocab = pr_engine_spec(run.eng)->n_sparse;
+        for (uint32_t c = 0; c < res->n_vocab; c++) {
+            res->vocab_sizes[c] = pr_engine_vocab_size(run.eng, c);
+            memcpy(res->vocab_names[c], pr_engine_spec(run.eng)->sparse[c].name, PR_NAME_MAX);
+        }
+    }
     pr_engine_free(run.eng);
     pr__srun_workers_free(&run);
     pthread_cond_destroy(&run.cv);

@@ -207,7 +207,32 @@ typedef struct pr_offline_result {
      * (one column's, in input order), summed. The chains run beside the next
      * round's decoding; only the part past it counts in serial_engine_s. */
     double chain_s;
+    /* Each engine column's name and vocabulary size after the run
+     * (pr_engine_vocab_size: the embedding-table size; 0 without vocab). A
+     * declared schema's engine has a column only for the sparse features that
+     * reach it, so match by name. */
+    uint32_t n_vocab;
+    uint64_t vocab_sizes[PR_MAX_SPARSE];
+    char vocab_names[PR_MAX_SPARSE][PR_NAME_MAX];
 } pr_offline_result;
+
+/* `piperec process`'s output directory (service/offline_meta.c). Before a run:
+ * remove what an earlier run left there that this one may not rewrite, so
+ * nothing stale is read beside it: dense.npy, sparse.npy, labels.npy,
+ * meta.json, sparse/<name>.values.npy and .lengths.npy, vocab/<name>.tsv
+ * (rejects.tsv is rewritten; recycled.npy is the drivers'). Only those names:
+ * other files in DIR stay. 0 or PR_EIO with the path. */
+int pr_offline_clear_outputs(const char *dir, char *errstr, size_t errstr_size);
+
+/* After a run: DIR/meta.json, the keys of a files-sink roll's meta.json that
+ * an offline run has (docs/formats.md): pipeline, rows, rejected, n_dense,
+ * n_sparse, sparse_width, vocab_sizes, and sparse_names (Criteo layout) or
+ * jagged, n_labels, feature_keys, label_names, dense_names (declared schema).
+ * `schema` NULL = the Criteo layout of `spec`. Written to a temporary name and
+ * renamed. 0 or PR_EIO. */
+int pr_offline_write_meta(const char *dir, const char *pipeline, const pr_pipeline_spec *spec,
+                          const char (*dense_names)[PR_NAME_MAX], const pr_feature_schema *schema,
+                          const pr_offline_result *res, char *errstr, size_t errstr_size);
 
 /* Engine threads that suit `workers` offline workers: the engine stage runs
  * beside decoding on the other workers, so its own pool stays at 1 thread

@@ -3,7 +3,8 @@
 # line: rejects.tsv and the summary for each kind of bad line, stdin input,
 # "\r\n" and a missing final newline, thread invariance (byte-identical .npy),
 # gen determinism and shape, numpy reading our .npy files (Fortran order
-# included), and the exit codes (2 bad config, 1 I/O error).
+# included), the exit codes (2 bad config, 1 I/O error), meta.json and the
+# removal of an earlier run's files from DIR.
 # Env: PIPEREC, PR_TEST_DATA, PR_TMP, NPY_FIXTURE.
 set -eu
 PY=/usr/bin/python3
@@ -138,4 +139,54 @@ cp "$SAMPLE" "$T/indir/real.tsv"
 ln -sf real.tsv "$T/indir/inside.tsv"
 "$PIPEREC" process --input "$T/indir/inside.tsv" --output "$T/sym2" 2> "$T/sym2.err"
 ! grep -q "symlink" "$T/sym2.err" || fail "link inside the input dir warned: $(cat "$T/sym2.err")"
+# ---- meta.json, and nothing stale from an earlier run in the same DIR ------
+# A declared schema into DIR, then the same schema with a feature renamed and
+# the dense feature dropped, then the Criteo layout: each run's DIR holds its
+# own files only, and meta.json names them with the vocabulary sizes.
+cat > "$T/ev.jsonl" <<'EOF2'
+{"u": "a", "p": 1.5, "c": 1, "tags": ["x", "y"]}
+{"u": "b", "p": 2.5, "c": 0, "tags": []}
+{"u": "a", "p": 0.5, "c": 1, "tags": ["y"]}
+EOF2
+schema_cfg() { # $1: the user feature's name, $2: dense line or empty
+    printf 'pipelines:\n  - name: m\n    source: { format: json }\n    schema:\n'
+    printf '      labels: [ { name: click, path: c } ]\n%s' "$2"
+    printf '      sparse:\n        - { name: %s, path: u, ops: [vocab] }\n' "$1"
+    printf '        - { name: tags, path: tags, list: { max_len: 4 }, ops: [vocab] }\n'
+}
+schema_cfg user '      dense: [ { name: price, path: p } ]
+' > "$T/m1.yaml"
+schema_cfg uid '' > "$T/m2.yaml"
+"$PIPEREC" process --config "$T/m1.yaml" --input "$T/ev.jsonl" --output "$T/meta" 2>/dev/null \
+    || fail "process m1"
+$PY - "$T/meta/meta.json" <<'PYEOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+want = {"pipeline": "m", "rows": 3, "rejected": 0, "n_dense": 1, "n_sparse": 2, "jagged": True,
+        "n_labels": 1, "feature_keys": ["user", "tags"], "label_names": ["click"],
+        "dense_names": ["price"], "vocab_sizes": [2, 2]}  # profile dlrm: the 2 values each
+for k, v in want.items():
+    assert m.get(k) == v, (k, m.get(k), v)
+PYEOF
+"$PIPEREC" process --config "$T/m2.yaml" --input "$T/ev.jsonl" --output "$T/meta" 2>/dev/null \
+    || fail "process m2"
+[ ! -e "$T/meta/sparse/user.values.npy" ] && [ ! -e "$T/meta/vocab/user.tsv" ] \
+    && [ ! -e "$T/meta/dense.npy" ] || fail "an earlier run's files are left in DIR: $(ls -R "$T/meta")"
+[ -e "$T/meta/sparse/uid.values.npy" ] && [ -e "$T/meta/vocab/uid.tsv" ] || fail "m2's files"
+grep -q '"feature_keys": \["uid", "tags"\]' "$T/meta/meta.json" || fail "m2's meta.json"
+touch "$T/meta/notes.txt" # not ours: stays
+"$PIPEREC" process --input "$SAMPLE" --output "$T/meta" 2>/dev/null || fail "process criteo"
+[ -z "$(ls "$T/meta/sparse")" ] && [ ! -e "$T/meta/vocab/uid.tsv" ] && [ -e "$T/meta/notes.txt" ] \
+    || fail "criteo run into a schema run's DIR: $(ls -R "$T/meta")"
+$PY - "$T/meta" <<'PYEOF'
+import json, sys
+d = sys.argv[1]
+m = json.load(open(d + "/meta.json"))
+assert m["rows"] == 100 and m["n_sparse"] == 26 and m["sparse_names"][0] == "C1", m
+assert m["dense_names"][12] == "I13" and len(m["vocab_sizes"]) == 26, m
+for c, n in zip(m["sparse_names"], m["vocab_sizes"]):
+    head = open(f"{d}/vocab/{c}.tsv").readline()
+    assert head.rstrip().endswith(f"size {n}"), (c, n, head)
+PYEOF
+
 echo "test_offline_cli: ok"
