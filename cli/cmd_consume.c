@@ -128,7 +128,10 @@ static void pr__consume_usage(FILE *f)
         "usage: piperec consume --connect HOST:PORT --pipeline P [options]\n"
         "  --count N            stop after N batches (default: until EOF or SIGINT)\n"
         "  --credits K          credit window: unacked batches in flight (default 8)\n"
-        "  --output DIR         append every batch to DIR/{dense,sparse,labels}.npy + meta.json\n"
+        "  --output DIR         append every batch to DIR/{dense,sparse,labels}.npy (a\n"
+        "                       declared schema: labels, dense, sparse/<name>.values.npy\n"
+        "                       and .lengths.npy) + meta.json; files of an earlier run in\n"
+        "                       DIR are replaced unless --checkpoint-file resumes them\n"
         "  --client-id ID       name shown in the server's logs\n"
         "  --idle-timeout-ms MS stop when no batch came for MS ms (default: wait forever)\n"
         "  --connect-timeout-ms MS  keep retrying the connection for MS ms (default 30000;\n"
@@ -169,6 +172,9 @@ typedef struct npy_out {
     char (*j_keys)[PR_NAME_MAX];
     FILE *meta;
     char meta_path[4096];
+    const pr_trainer_info *info; /* the subscription: names, shape */
+    uint64_t *vocab;             /* the last batch's vocab_sizes, for the closing keys */
+    uint32_t n_vocab;
     void *scratch;
     size_t scratch_cap;
     uint64_t rows;
@@ -199,6 +205,7 @@ static int pr__out_open(npy_out *o, const char *dir, const pr_trainer_info *in, 
     if (mkdir(dir, 0755) < 0 && errno != EEXIST)
         return pr_seterr(err, es, PR_EIO, "--output: cannot create %s: %s", dir, strerror(errno));
     snprintf(o->dir, sizeof(o->dir), "%s", dir);
+    o->info = in;
     char sp[4200];
     struct stat st;
     snprintf(sp, sizeof(sp), "%s/sparse", dir);
@@ -382,9 +389,33 @@ meta:
     for (uint32_t i = 0; i < v->n_vocab_sizes; i++)
         fprintf(o->meta, "%s%llu", i ? ", " : "", (unsigned long long)v->vocab_sizes[i]);
     fprintf(o->meta, "]}");
+    if (v->n_vocab_sizes != o->n_vocab) {
+        uint64_t *nv = realloc(o->vocab, (v->n_vocab_sizes + 1) * sizeof(*nv));
+        if (!nv)
+            return PR_ENOMEM;
+        o->vocab = nv;
+        o->n_vocab = v->n_vocab_sizes;
+    }
+    for (uint32_t i = 0; i < v->n_vocab_sizes; i++)
+        o->vocab[i] = v->vocab_sizes[i];
     o->rows += v->rows;
     o->batches++;
     return 0;
+}
+
+static void pr__json_str(FILE *f, const char *s);
+
+/* ,\n  "key": ["a", ...] (names NULL: the key is left out). */
+static void pr__json_names(FILE *f, const char *key, char *const *names, uint32_t n)
+{
+    if (!names)
+        return;
+    fprintf(f, ",\n  \"%s\": [", key);
+    for (uint32_t i = 0; i < n; i++) {
+        fprintf(f, "%s", i ? ", " : "");
+        pr__json_str(f, names[i]);
+    }
+    fprintf(f, "]");
 }
 
 static int pr__out_close(npy_out *o, char *err, size_t es)
@@ -399,22 +430,33 @@ static int pr__out_close(npy_out *o, char *err, size_t es)
     if (o->jag && (r = pr_npy_jagged_close(o->jag, false, err, es)) < 0)
         rc = r;
     if (o->meta) {
+        /* The files sink's closing keys (docs/formats.md), so one loader
+         * reads both: the shape, the last batch's vocab_sizes, the names. */
         fprintf(o->meta, "\n  ],\n  \"rows\": %llu", (unsigned long long)o->rows);
         if (o->j_keys) {
             fprintf(o->meta,
                     ",\n  \"jagged\": true,\n  \"n_labels\": %u,\n  \"n_dense\": %u,\n  "
-                    "\"feature_keys\": [",
-                    o->j_labels, o->j_dense);
+                    "\"n_sparse\": %u,\n  \"sparse_width\": 8,\n  \"feature_keys\": [",
+                    o->j_labels, o->j_dense, o->j_feat);
             for (uint32_t i = 0; i < o->j_feat; i++)
                 fprintf(o->meta, "%s\"%s\"", i ? ", " : "", o->j_keys[i]);
             fprintf(o->meta, "]");
+        } else if (o->info) {
+            fprintf(o->meta, ",\n  \"n_dense\": %u,\n  \"n_sparse\": %u,\n  \"sparse_width\": %u",
+                    o->info->n_dense, o->info->n_sparse, o->info->sparse_width);
+            pr__json_names(o->meta, "dense_names", o->info->dense_names, o->info->n_dense);
+            pr__json_names(o->meta, "sparse_names", o->info->sparse_names, o->info->n_sparse);
         }
-        fprintf(o->meta, "\n}\n");
+        fprintf(o->meta, ",\n  \"vocab_sizes\": [");
+        for (uint32_t i = 0; i < o->n_vocab; i++)
+            fprintf(o->meta, "%s%llu", i ? ", " : "", (unsigned long long)o->vocab[i]);
+        fprintf(o->meta, "]\n}\n");
         if (fclose(o->meta) != 0 && rc == 0)
             rc = pr_seterr(err, es, PR_EIO, "%s: %s", o->meta_path, strerror(errno));
     }
     free(o->scratch);
     free(o->j_keys);
+    free(o->vocab);
     memset(o, 0, sizeof(*o));
     return rc;
 }
@@ -1018,7 +1060,8 @@ static int pr__consume_open(const consume_opts *opt, const pr_trainer_client_opt
 static void pr__consume_announce(const consume_opts *opt, const pr_trainer_info *in)
 {
     fprintf(stderr,
-            "piperec consume: subscribed to %s at %s: %u dense, %u sparse (int%u), %u credits\n",
+            "piperec consume: subscribed to %s at %s: %u dense, %u sparse (int%u; a declared "
+            "schema's jagged values are int64), %u credits\n",
             in->pipeline, opt->connect, in->n_dense, in->n_sparse, in->sparse_width * 8,
             in->credits);
     if (opt->layout == 1)

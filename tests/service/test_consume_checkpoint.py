@@ -41,6 +41,10 @@ TOTAL, CHUNK = 1200, 24
 procs = []
 
 
+
+def sparse_cols(out):
+    return np.load(os.path.join(out, "sparse.npy"), mmap_mode="r").shape[1]
+
 def fail(msg):
     print("FAIL:", msg)
     for f in sorted(os.listdir(T)):
@@ -183,6 +187,11 @@ def run_scenario(bootstrap, port):
     meta = json.load(open(os.path.join(out, "meta.json")))
     if meta["rows"] != TOTAL or sum(b["rows"] for b in meta["batches"]) != TOTAL:
         fail("meta.json rows disagree")
+    # The files sink's closing keys: shape, names and the last batch's vocab_sizes.
+    if (meta.get("n_sparse") != sparse_cols(out) or meta.get("dense_names", [""])[0] != "I1"
+            or len(meta.get("sparse_names", [])) != meta["n_sparse"]
+            or meta.get("vocab_sizes") != meta["batches"][-1]["vocab_sizes"]):
+        fail("meta.json closing keys: %s" % {k: v for k, v in meta.items() if k != "batches"})
     labels = np.load(os.path.join(out, "labels.npy"))
     sparse = np.load(os.path.join(out, "sparse.npy"))
     if labels.shape != (TOTAL,) or sparse.shape[0] != TOTAL:
