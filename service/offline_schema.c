@@ -159,6 +159,7 @@ typedef struct pr__srun {
     const pr_feature_schema *schema;
     const pr_offline_opts *opts;
     pr_offline_result *res;
+    int64_t lead; /* non-blank lines before the first JSON object; -1 after it (pr__srun_line) */
     pr_engine *eng;
     pr__swork *work; /* [n_work] */
     int n_work;
@@ -906,25 +907,43 @@ static int pr__sround_add(pr__sround *rd, const char *line, size_t len, int64_t 
     return 0;
 }
 
+/* Lines before the first JSON object that may still be bad records of a
+ * JSON lines file (rejected, like the same line further on); this many
+ * without an object, or an input with none, is not JSON lines at all. */
+#define PR__SNIFF_LINES 8
+
+/* The input is not JSON lines (see PR__SNIFF_LINES). */
+static int pr__not_json_lines(const pr__srun *run, int64_t lineno, char *errstr,
+                              size_t errstr_size)
+{
+    return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                     "%s: no JSON object in the first %" PRId64 " non-blank line(s), up to "
+                     "line %" PRId64 ": a declared schema reads JSON lines (one object per "
+                     "line); Criteo TSV goes with the Criteo layout (schema: { label, dense: N, "
+                     "sparse: M })",
+                     run->opts->input, run->lead, lineno);
+}
+
 /* One line of the input: counted, skipped when blank, else added to the
- * round (which runs when full). */
+ * round (which runs when full). run->lead counts the non-blank lines before
+ * the first object (-1 once one was seen). */
 static int pr__srun_line(pr__srun *run, const char *line, size_t len, int64_t lineno,
-                         bool *seen_object, char *errstr, size_t errstr_size)
+                         char *errstr, size_t errstr_size)
 {
     if (pr__blank(line, len))
         return 0;
-    if (!*seen_object && len >= 3 && memcmp(line, "\xef\xbb\xbf", 3) == 0)
+    if (run->lead == 0 && len >= 3 && memcmp(line, "\xef\xbb\xbf", 3) == 0)
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
                          "%s:%" PRId64 ": starts with a UTF-8 byte order mark, which JSON "
                          "lines must not have (RFC 8259): remove it, e.g. "
                          "sed -i '1s/^\\xEF\\xBB\\xBF//' FILE",
                          run->opts->input, lineno);
-    if (!*seen_object && !(*seen_object = pr__starts_object(line, len)))
-        return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                         "%s:%" PRId64 ": not a JSON object: a declared schema reads JSON "
-                         "lines (one object per line); Criteo TSV goes with the Criteo layout "
-                         "(schema: { label, dense: N, sparse: M })",
-                         run->opts->input, lineno);
+    if (run->lead >= 0) {
+        if (pr__starts_object(line, len))
+            run->lead = -1;
+        else if (++run->lead >= PR__SNIFF_LINES)
+            return pr__not_json_lines(run, lineno, errstr, errstr_size);
+    }
     if (pr__sround_add(&run->round, line, len, lineno))
         return pr_seterr(errstr, errstr_size, PR_ENOMEM, "offline: out of memory");
     return run->round.n == run->round.max ? pr__srun_round(run, errstr, errstr_size) : 0;
@@ -997,17 +1016,19 @@ static size_t pr__after_newline(const char *map, size_t at, size_t size)
 static int pr__srun_map_start(pr__srun *run, const char *map, size_t size, size_t *avg,
                               char *errstr, size_t errstr_size)
 {
-    bool seen_object = false;
     int64_t lineno = 0;
-    for (size_t p = 0; !seen_object && p < size;) {
+    run->lead = 0;
+    for (size_t p = 0; run->lead >= 0 && p < size;) {
         size_t q = pr__after_newline(map, p, size);
         size_t len = q - p - (map[q - 1] == '\n');
-        int rc = pr__srun_line(run, map + p, len, ++lineno, &seen_object, errstr, errstr_size);
+        int rc = pr__srun_line(run, map + p, len, ++lineno, errstr, errstr_size);
         if (rc)
             return rc;
         p = q;
     }
-    run->round.n = 0; /* pr__srun_line kept the line: the rounds take it again */
+    if (run->lead > 0)
+        return pr__not_json_lines(run, lineno, errstr, errstr_size);
+    run->round.n = 0; /* pr__srun_line kept the lines: the rounds take them again */
     size_t sample = size < 65536 ? size : 65536, lines = 0;
     for (const char *p = map; (p = memchr(p, '\n', (size_t)(map + sample - p))); p++)
         lines++;
@@ -1068,7 +1089,7 @@ static int pr__srun_pass_mapped(pr__srun *run, char *errstr, size_t errstr_size)
             close(fd);
         return 1;
     }
-    size_t size = (size_t)st.st_size, avg;
+    size_t size = (size_t)st.st_size, avg = 16;
     char *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (map == MAP_FAILED)
@@ -1129,7 +1150,7 @@ static int pr__srun_read(pr__srun *run, char *errstr, size_t errstr_size)
     ssize_t n;
     int64_t lineno = 0;
     int rc = 0;
-    bool seen_object = false;
+    run->lead = 0;
     if (delimited)
         rc = pr__srun_pass_delimited(run, f, errstr, errstr_size);
     while (!rc && !feof(f) && (n = getline(&line, &cap, f)) >= 0) {
@@ -1141,8 +1162,10 @@ static int pr__srun_read(pr__srun *run, char *errstr, size_t errstr_size)
             run->res->lines++;
             run->res->bytes += (uint64_t)n;
         }
-        rc = pr__srun_line(run, line, len, lineno, &seen_object, errstr, errstr_size);
+        rc = pr__srun_line(run, line, len, lineno, errstr, errstr_size);
     }
+    if (!rc && run->lead > 0)
+        rc = pr__not_json_lines(run, lineno, errstr, errstr_size);
     if (!rc && ferror(f))
         rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", in, strerror(errno));
     free(line);

@@ -443,8 +443,20 @@ def main():
         f.write("1\t" + "\t".join(["1"] * 13 + ["a1"] * 26) + "\n")
     p = subprocess.run([piperec, "process", "--config", cfg, "--input", tsv, "--output",
                         os.path.join(tmp, "out-tsv")], capture_output=True, text=True)
-    assert p.returncode == 2 and "not a JSON object" in p.stderr, (p.returncode, p.stderr)
-    print("ok: TSV input refused for a declared schema")
+    assert p.returncode == 2 and "no JSON object in the first 1" in p.stderr, (p.returncode, p.stderr)
+    # A JSON lines file whose first lines are bad records: those are rejects,
+    # as the same lines further on (only an input without objects is refused).
+    bad_first = os.path.join(tmp, "bad-first.jsonl")
+    with open(inp) as src, open(bad_first, "w") as f:
+        f.write("[1, 2, 3]\nnot json at all\n" + src.read())
+    for arg in (bad_first, "-"):
+        p = subprocess.run([piperec, "process", "--config", cfg, "--input", arg, "--output",
+                            os.path.join(tmp, "out-bad-first")], capture_output=True, text=True,
+                           stdin=open(bad_first) if arg == "-" else None)
+        assert p.returncode == 0, (arg, p.returncode, p.stderr)
+        rej = open(os.path.join(tmp, "out-bad-first", "rejects.tsv")).read().splitlines()
+        assert [r.split("\t")[:2] for r in rej[:2]] == [["1", "not_object"], ["2", "not_object"]], rej[:3]
+    print("ok: TSV input refused for a declared schema; bad first lines of JSON lines rejected")
     p = subprocess.run([piperec, "process", "--config", cfg, "--input", inp, "--output",
                         os.path.join(tmp, "out-hls"), "--backend", "hls-sim"],
                        capture_output=True, text=True)
