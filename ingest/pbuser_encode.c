@@ -7,7 +7,9 @@
  * driven by the descriptor set: each object is a message (keys are field
  * names or json_names), an array a repeated field (packable scalars packed),
  * an object on a map field a map, a string on an enum field its symbol.
- * null writes nothing, so an absent key and null read back the same. Not a
+ * null writes nothing, so an absent key and null read back the same; a
+ * number may come as a string, as protobuf's JSON mapping writes 64-bit
+ * integers ("ts_ms": "1732615200123"). Not a
  * hot path: each nested message is written to its own buffer and then copied
  * behind its length. Integers are read exactly (strtoll / strtoull), floats
  * with strtod, as the JSON extractor reads them.
@@ -241,8 +243,23 @@ static int pr__value(pr__jr *j, const pr__pbfield *f, pr__wbuf *out, bool packed
         pr__wb_varint(out, u);
         return 0;
     }
-    if (!pr__jnum(j, num, sizeof(num)))
+    if (j->p < j->end && *j->p == '"') {
+        /* Protobuf's JSON mapping writes 64-bit integers as strings ("123")
+         * and accepts a string for every number ("1.5", "NaN"): read its
+         * text as the number. */
+        pr__wbuf s = {0};
+        int rc = pr__jstr(j, &s);
+        bool fits = !rc && s.len > 0 && s.len < sizeof(num);
+        if (fits) {
+            memcpy(num, s.b, s.len);
+            num[s.len] = '\0';
+        }
+        free(s.b);
+        if (rc || !fits)
+            return rc ? rc : pr__jerr(j, "a number (or a number in a string) expected");
+    } else if (!pr__jnum(j, num, sizeof(num))) {
         return pr__jerr(j, "a number expected");
+    }
     char *e = NULL;
     errno = 0;
     double dv = 0;

@@ -343,6 +343,18 @@ static void test_scalar_types(void **state)
     static const uint8_t unk[] = {0x80, 0x01, 0x09}; /* field 16 varint 9 */
     assert_int_equal(read_bytes(&t, unk, sizeof(unk)), 0);
     want_i(&t, COLOR, 9);
+    /* Protobuf's JSON mapping: 64-bit integers as strings, any number may be one. */
+    assert_int_equal(read_json(&t, "{\"i64\": \"-9000000000\", \"u64\": \"18446744073709551615\", "
+                                   "\"i32\": \"7\", \"db\": \"-2.25\", \"fl\": \"NaN\"}"),
+                     0);
+    want_i(&t, I64, -9000000000LL);
+    want_i(&t, U64, -1);
+    want_i(&t, I32, 7);
+    assert_true(val(&t, DB, 0)->d == -2.25);
+    assert_true(val(&t, FL, 0)->d != val(&t, FL, 0)->d);
+    char err[256];
+    assert_true(pr_pbuser_encode_json(t.d, "{\"i64\": \"12x\"}", 12, false, 0, &t.pb, &t.pb_cap,
+                                      err, sizeof(err)) < 0);
     rfx_free(&t);
 }
 
