@@ -36,6 +36,19 @@ static yaml_node_t *pr__feature_node(cfg_ctx *c, yaml_node_t *pipe, const char *
     return l && l->type == YAML_MAPPING_NODE ? pr__map_find(c, l, key) : NULL;
 }
 
+/* What a feature can read (PR_FTYPE_*; 0 = anything): labels and dense
+ * features a number (integers and bools convert), a sparse or list feature
+ * what its first operator takes (an id: a string or an integer, without
+ * one); crosses and the event time are not checked here. */
+static unsigned pr__accepts(const pr_feature_spec *f)
+{
+    if (f->kind == PR_FEAT_EVENT_TIME || f->n_paths > 1)
+        return 0;
+    if (f->kind == PR_FEAT_LABEL || f->kind == PR_FEAT_DENSE)
+        return PR_FTYPE_NUM | PR_FTYPE_INT;
+    return f->n_ops ? pr_fop_table[f->ops[0].op].accepts : PR_FTYPE_STR | PR_FTYPE_INT;
+}
+
 static void pr__check_paths(cfg_ctx *c, yaml_node_t *map, const pr_pipeline_cfg *pl,
                             const pr_pbuser_desc *d)
 {
@@ -46,7 +59,8 @@ static void pr__check_paths(cfg_ctx *c, yaml_node_t *map, const pr_pipeline_cfg 
         size_t idx = seen[f->kind == PR_FEAT_LIST ? PR_FEAT_SPARSE : f->kind]++;
         for (uint8_t k = 0; k < f->n_paths; k++) {
             char e[300], sub[96];
-            if (pr_pbuser_check_path(d, f->paths[k], f->kind == PR_FEAT_LIST, e, sizeof(e)) == 0)
+            if (pr_pbuser_check_path(d, f->paths[k], f->kind == PR_FEAT_LIST, pr__accepts(f), e,
+                                     sizeof(e)) == 0)
                 continue;
             const char *key = f->n_paths > 1 ? "cross" : "path";
             if (f->kind == PR_FEAT_EVENT_TIME)

@@ -115,6 +115,22 @@ static const char *pr__type_text(unsigned t)
     return text[t & 7u];
 }
 
+void pr_ftype_text(unsigned mask, char *buf, size_t size)
+{
+    static const struct {
+        unsigned bit;
+        const char *text;
+    } names[] = {{PR_FTYPE_NUM, "a number"}, {PR_FTYPE_INT, "an integer"},
+                 {PR_FTYPE_STR, "a string"}};
+    size_t len = 0;
+    if (size)
+        buf[0] = '\0';
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if ((mask & names[i].bit) && len < size)
+            len += (size_t)snprintf(buf + len, size - len, "%s%s", len ? " or " : "",
+                                    names[i].text);
+}
+
 unsigned pr_feature_input_type(const pr_feature_spec *f)
 {
     switch (f->kind) {

@@ -322,8 +322,14 @@ static int pr__chain_fail(pr_json_decoder *d, const pr_feature_spec *f, uint32_t
         r++;
     int why = r < n ? d->why[r] : 0;
     memset(d->why, 0, n);
-    char what[96];
-    snprintf(what, sizeof(what), "'%s' refused the value", pr_fop_table[f->ops[s].op].name);
+    char what[96], takes[48];
+    const pr_fop_info *op = &pr_fop_table[f->ops[s].op];
+    if (why == PR_FOP_REJECT_TYPE) { /* say what it takes: the value's type is the other */
+        pr_ftype_text(op->accepts, takes, sizeof(takes));
+        snprintf(what, sizeof(what), "'%s' takes %s, and the value is not one", op->name, takes);
+    } else {
+        snprintf(what, sizeof(what), "'%s' refused the value", op->name);
+    }
     return pr__fail(d, f, pr__reason_of_fop(why), what);
 }
 

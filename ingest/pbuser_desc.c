@@ -441,8 +441,30 @@ int pr__pb_resolve(const pr_pbuser_desc *d, const char *path, pr__pbstep *steps,
     return 0;
 }
 
-int pr_pbuser_check_path(const pr_pbuser_desc *d, const char *path, bool list, char *errstr,
-                         size_t errstr_size)
+/* The PR_FTYPE_* a field's values read as (pbuser_decode.c): enums as their
+ * symbol (or the number of one the descriptor does not name), bools as
+ * integers; 0 for a message, which no feature reads. */
+static unsigned pr__pb_ftypes(uint8_t t)
+{
+    switch (t) {
+    case PR__PBT_DOUBLE:
+    case PR__PBT_FLOAT:
+        return PR_FTYPE_NUM;
+    case PR__PBT_STRING:
+    case PR__PBT_BYTES:
+        return PR_FTYPE_STR;
+    case PR__PBT_ENUM:
+        return PR_FTYPE_STR | PR_FTYPE_INT;
+    case PR__PBT_MESSAGE:
+    case PR__PBT_GROUP:
+        return 0;
+    default:
+        return PR_FTYPE_INT;
+    }
+}
+
+int pr_pbuser_check_path(const pr_pbuser_desc *d, const char *path, bool list, unsigned accepts,
+                         char *errstr, size_t errstr_size)
 {
     pr__pbstep steps[PR__PB_MAX_DEPTH];
     uint32_t n = 0;
@@ -471,5 +493,17 @@ int pr_pbuser_check_path(const pr_pbuser_desc *d, const char *path, bool list, c
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
                          "'%s' is repeated: declare a list feature (list: { max_len: N })",
                          f->name);
+    unsigned has = pr__pb_ftypes(f->type);
+    if (!has)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "'%s' is a message: a feature's path ends at one of its fields", f->name);
+    if (accepts && !(has & accepts)) {
+        char want[64];
+        pr_ftype_text(accepts, want, sizeof(want));
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "'%s' is %s field, and this feature takes %s (every record would be "
+                         "rejected wrong_type)",
+                         f->name, pr__pb_type_name(f->type), want);
+    }
     return 0;
 }

@@ -901,6 +901,9 @@ typedef struct pr_feature_schema {
 int pr_feature_check_chain(const pr_feature_spec *f, uint32_t *bad_op, char *errstr,
                            size_t errstr_size);
 
+/* "a number or a string": the types of a PR_FTYPE_* mask, for messages. */
+void pr_ftype_text(unsigned mask, char *buf, size_t size);
+
 /* The PR_FTYPE_* mask of a feature's raw value (before its operators). */
 unsigned pr_feature_input_type(const pr_feature_spec *f);
 

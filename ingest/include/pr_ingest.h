@@ -1185,10 +1185,12 @@ const char *pr_pbuser_desc_message(const pr_pbuser_desc *d); /* "pkg.Name" */
 
 /* Check one feature path: PR_EINVAL with errstr ("message shop.Click has no
  * field 'usr'", "'items' is a repeated message: a single-valued feature
- * cannot go through it", "'tags' is repeated: declare a list feature") or 0.
- * `list`: the feature is a list. */
-int pr_pbuser_check_path(const pr_pbuser_desc *d, const char *path, bool list, char *errstr,
-                         size_t errstr_size);
+ * cannot go through it", "'tags' is repeated: declare a list feature", "'id'
+ * is a string field, and this feature takes a number or an integer") or 0.
+ * `list`: the feature is a list; `accepts`: the PR_FTYPE_* mask the feature
+ * can read (0: any). */
+int pr_pbuser_check_path(const pr_pbuser_desc *d, const char *path, bool list, unsigned accepts,
+                         char *errstr, size_t errstr_size);
 
 /* A reader for the columns paths[0, n) (a decoder's pr_json_decoder_paths).
  * Borrows d, which must outlive it. NULL with errstr on a bad path. */

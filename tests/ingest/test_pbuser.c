@@ -811,6 +811,20 @@ static void test_config_errors(void **state)
     }
     config_fails("        - { name: u, path: user, ops: [vocab] }\n", "shop.Click",
                  "'user' is a message (shop.Click.User): name one of its fields");
+    /* A field of a type the feature can never take: refused at load, not
+     * every record rejected wrong_type at run time. */
+    config_fails("        - { name: p, path: item.price, ops: [vocab] }\n", "shop.Click",
+                 "schema.sparse[0].path: 'price' is a double field, and this feature takes an "
+                 "integer or a string");
+    config_fails("        - { name: u, path: user.id, ops: [vocab] }\n"
+                 "      dense:\n        - { name: d, path: user.id }\n",
+                 "shop.Click", "schema.dense[0].path: 'id' is a string field, and this feature "
+                 "takes a number or an integer");
+    config_fails("        - { name: u, path: user.id, ops: [vocab] }\n"
+                 "      dense:\n        - { name: d, path: ts }\n"
+                 "        - { name: p, path: item.price }\n"
+                 "        - { name: b, path: item.price, ops: [log1p] }\n",
+                 "shop.Click", NULL); /* integers convert to numbers */
     config_fails("        - { name: x, cross: [user.id, item.nope], ops: [ { hash: 9 } ] }\n",
                  "shop.Click", "schema.sparse[0].cross[1]: message shop.Click.Item has no field");
     /* a path through a repeated message, a map without its key */
