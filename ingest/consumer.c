@@ -1003,6 +1003,27 @@ static bool pr__reaper_wanted(void)
 static int pr__pt_prep(void *opaque, unsigned inst, const rd_kafka_message_t *m, pr__pt_entry *e);
 static void pr__pt_seal(void *opaque, unsigned inst);
 
+/* Dead letters: the topic (those it cannot take to the file), else the
+ * file alone, else none (rejects counted and logged only). */
+static int pr__dlq_open(pr_consumer *c, const pr_consumer_conf *conf, char *errstr,
+                        size_t errstr_size)
+{
+    if (conf->dead_letter_topic && *conf->dead_letter_topic) {
+        c->dlq =
+            pr_dlq_new(conf->dead_letter_topic, conf->props, conf->n_props, errstr, errstr_size);
+        if (!c->dlq)
+            return PR_EINVAL;
+        if (pr_dlq_set_file(c->dlq, conf->dead_letter_file, conf->dead_letter_file_max_bytes))
+            return pr_seterr(errstr, errstr_size, PR_ENOMEM, "consumer: out of memory");
+    } else if (conf->dead_letter_file && *conf->dead_letter_file) {
+        c->dlq = pr_dlq_new_file(conf->dead_letter_file, conf->dead_letter_file_max_bytes, errstr,
+                                 errstr_size);
+        if (!c->dlq)
+            return PR_EINVAL;
+    }
+    return 0;
+}
+
 pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t errstr_size)
 {
     char kerr[512];
@@ -1056,22 +1077,8 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
         goto out_conf;
     }
 
-    /* Dead letters: the topic (too large ones to the file), else the file. */
-    if (conf->dead_letter_topic && *conf->dead_letter_topic) {
-        c->dlq =
-            pr_dlq_new(conf->dead_letter_topic, conf->props, conf->n_props, errstr, errstr_size);
-        if (!c->dlq)
-            goto out_conf;
-        if (pr_dlq_set_file(c->dlq, conf->dead_letter_file, conf->dead_letter_file_max_bytes)) {
-            pr_seterr(errstr, errstr_size, PR_ENOMEM, "consumer: out of memory");
-            goto out_conf;
-        }
-    } else if (conf->dead_letter_file && *conf->dead_letter_file) {
-        c->dlq = pr_dlq_new_file(conf->dead_letter_file, conf->dead_letter_file_max_bytes, errstr,
-                                 errstr_size);
-        if (!c->dlq)
-            goto out_conf;
-    }
+    if (pr__dlq_open(c, conf, errstr, errstr_size))
+        goto out_conf;
 
     /* The member file: a line per instance (pr__member_save). */
     bool dynamic = !have_instance && !(conf->group_instance_id && *conf->group_instance_id);
