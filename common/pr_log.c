@@ -55,3 +55,14 @@ void pr_log_ratelimited(pr_ratelimit *rl, pr_log_level lvl, const char *fmt, ...
     pr_vlog(lvl, suffix, fmt, ap);
     va_end(ap);
 }
+
+uint64_t pr_log_ratelimited_flush(pr_ratelimit *rl, pr_log_level lvl, const char *what, bool now)
+{
+    if (!rl->suppressed || (!now && (int64_t)time(NULL) == rl->window_s))
+        return 0;
+    uint64_t n = rl->suppressed;
+    rl->suppressed = 0;
+    if (lvl <= pr_log_level_cur)
+        pr_log(lvl, "%s: %llu similar messages suppressed", what, (unsigned long long)n);
+    return n;
+}

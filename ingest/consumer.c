@@ -1003,6 +1003,27 @@ static bool pr__reaper_wanted(void)
 static int pr__pt_prep(void *opaque, unsigned inst, const rd_kafka_message_t *m, pr__pt_entry *e);
 static void pr__pt_seal(void *opaque, unsigned inst);
 
+/* Dead letters: the topic (those it cannot take to the file), else the
+ * file alone, else none (rejects counted and logged only). */
+static int pr__dlq_open(pr_consumer *c, const pr_consumer_conf *conf, char *errstr,
+                        size_t errstr_size)
+{
+    if (conf->dead_letter_topic && *conf->dead_letter_topic) {
+        c->dlq =
+            pr_dlq_new(conf->dead_letter_topic, conf->props, conf->n_props, errstr, errstr_size);
+        if (!c->dlq)
+            return PR_EINVAL;
+        if (pr_dlq_set_file(c->dlq, conf->dead_letter_file, conf->dead_letter_file_max_bytes))
+            return pr_seterr(errstr, errstr_size, PR_ENOMEM, "consumer: out of memory");
+    } else if (conf->dead_letter_file && *conf->dead_letter_file) {
+        c->dlq = pr_dlq_new_file(conf->dead_letter_file, conf->dead_letter_file_max_bytes, errstr,
+                                 errstr_size);
+        if (!c->dlq)
+            return PR_EINVAL;
+    }
+    return 0;
+}
+
 pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t errstr_size)
 {
     char kerr[512];
@@ -1056,16 +1077,8 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
         goto out_conf;
     }
 
-    if (conf->dead_letter_topic && *conf->dead_letter_topic) {
-        c->dlq =
-            pr_dlq_new(conf->dead_letter_topic, conf->props, conf->n_props, errstr, errstr_size);
-        if (!c->dlq)
-            goto out_conf;
-        if (pr_dlq_set_file(c->dlq, conf->dead_letter_file)) {
-            pr_seterr(errstr, errstr_size, PR_ENOMEM, "consumer: out of memory");
-            goto out_conf;
-        }
-    }
+    if (pr__dlq_open(c, conf, errstr, errstr_size))
+        goto out_conf;
 
     /* The member file: a line per instance (pr__member_save). */
     bool dynamic = !have_instance && !(conf->group_instance_id && *conf->group_instance_id);
@@ -1351,6 +1364,33 @@ static void pr__reaper_close(pr_consumer *c)
                 n);
 }
 
+static void pr__log_suppressed(pr_consumer *c, bool now);
+
+/* At close, one line: the records rejected over the consumer's life, by
+ * reason, and where their dead letters went. */
+static void pr__log_rejects(pr_consumer *c)
+{
+    uint64_t total = PR__LOAD(c->st.rejected_records);
+    if (!total)
+        return;
+    char by[512];
+    size_t n = 0;
+    by[0] = 0;
+    for (int i = 0; i < PR_DEC__COUNT && n < sizeof(by); i++) {
+        uint64_t v = PR__LOAD(c->st.rejects[i]);
+        if (v)
+            n += (size_t)snprintf(by + n, sizeof(by) - n, "%s%s %llu", n ? ", " : "",
+                                  pr_decode_reason_name(i), (unsigned long long)v);
+    }
+    pr_dlq_stats ds;
+    pr_dlq_get_stats(c->dlq, &ds);
+    pr_warn("consumer: %llu record(s) rejected (%s); dead letters: %llu to the topic, %llu to "
+            "the file%s",
+            (unsigned long long)total, by, (unsigned long long)ds.sent,
+            (unsigned long long)ds.to_file,
+            c->dlq ? "" : " (no dead-letter topic nor file: counted and logged only)");
+}
+
 int pr_consumer_close(pr_consumer *c, char *errstr, size_t errstr_size)
 {
     if (!c || c->closed || !c->rk)
@@ -1375,6 +1415,8 @@ int pr_consumer_close(pr_consumer *c, char *errstr, size_t errstr_size)
         c->pending = NULL;
     }
     pr__backlog_clear(c);
+    pr__log_suppressed(c, true);
+    pr__log_rejects(c);
     if (err)
         return pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer close: %s",
                          rd_kafka_err2str(err));
@@ -2277,10 +2319,22 @@ static void pr__acc_flush(pr_consumer *c)
 static int pr__consumer_poll(pr_consumer *c, pr_block *b, int timeout_ms, char *errstr,
                              size_t errstr_size);
 
+/* Rate-limited warnings whose window closed with some suppressed: said now,
+ * or a burst that ends would never be reported (`now`: at close, all). */
+static void pr__log_suppressed(pr_consumer *c, bool now)
+{
+    pr_log_ratelimited_flush(&c->rl_reject, PR_LOG_WARN, "consumer: rejected records", now);
+    pr_log_ratelimited_flush(&c->rl_err, PR_LOG_WARN, "consumer: errors", now);
+    pthread_mutex_lock(&c->lock);
+    pr_log_ratelimited_flush(&c->rl_cb, PR_LOG_WARN, "consumer: librdkafka", now);
+    pthread_mutex_unlock(&c->lock);
+}
+
 int pr_consumer_poll(pr_consumer *c, pr_block *b, int timeout_ms, char *errstr, size_t errstr_size)
 {
     int rc = pr__consumer_poll(c, b, timeout_ms, errstr, errstr_size);
     pr__acc_flush(c);
+    pr__log_suppressed(c, false);
     if (rc <= 0 && c->reaper) /* idle: the reaper's partial batch need not wait for more */
         pr__reaper_kick(c->reaper);
     return rc;
@@ -2515,6 +2569,7 @@ void pr_consumer_get_stats(const pr_consumer *c, pr_consumer_stats *st)
     st->dlq_sent = ds.sent;
     st->dlq_failed = ds.failed;
     st->dlq_file = ds.to_file;
+    st->dlq_file_dropped = ds.file_dropped;
     st->dlq_pending = ds.pending;
     st->paused = pr_consumer_paused(c);
     pthread_mutex_lock(&mc->lock);

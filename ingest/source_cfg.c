@@ -80,7 +80,20 @@ static const pr_cfgmap_entry source_entries[] = {
                   "one, and a declared schema needs one of them)."),
     PR_CFG_E_STR("dead_letter_topic", 0, pr_source_cfg, dead_letter_topic, NULL,
                  "Topic receiving records that fail to decode (and late ones under drop_to_dlq), "
-                 "with the reason in a header. Unset: rejects are counted and logged only."),
+                 "with the reason in headers (docs/formats.md). Unset: with state.dir, every "
+                 "rejected record goes to the dead-letter file "
+                 "`<state.dir>/<pipeline>.deadletters` (its offset committed only once the file "
+                 "is fsync'd); without state.dir, "
+                 "rejects are counted and logged only (warned at startup)."),
+    {.name = "dead_letter_file_max_bytes",
+     .type = PR_CFG_SIZE,
+     .off = offsetof(pr_source_cfg, dead_letter_file_max_bytes),
+     .min = 4096,
+     .def = "256MiB",
+     .doc = "Bound of the dead-letter file (`<state.dir>/<pipeline>.deadletters`): a letter "
+            "that would take it past this first renames it to `<file>.1`, deleting the older "
+            "`.1` (its letters counted in "
+            "`piperec_dead_letters_total{result=\"file_dropped\"}`). At least 4KiB."},
     PR_CFG_E_INT("decode_threads", 0, pr_source_cfg, decode_threads, 0, 64, "0",
                  "Threads that decode messages, the polling thread included (1 = the "
                  "polling thread only; 0 = engine.threads, at most the CPUs, and at least 2 "

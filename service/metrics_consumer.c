@@ -97,6 +97,8 @@ static void pr__emit_dead_letters(pr_mbuf *mb, const pr__family *f, const pr__me
     pr__metric_sample(mb, f->name, l2, 2, (double)s->dq.failed);
     pr_label l3[] = {{f->labels[0], pr__metric_pipe_name(c)}, {f->labels[1], "file"}};
     pr__metric_sample(mb, f->name, l3, 2, (double)s->dq.to_file);
+    pr_label l4[] = {{f->labels[0], pr__metric_pipe_name(c)}, {f->labels[1], "file_dropped"}};
+    pr__metric_sample(mb, f->name, l4, 2, (double)s->dq.file_dropped);
 }
 
 static void pr__emit_dead_letters_pending(pr_mbuf *mb, const pr__family *f, const pr__metric_ctx *c)
@@ -185,7 +187,8 @@ static const pr__family pr__families[] = {
     /* Dead letters, offset resets. */
     {320, "piperec_dead_letters_total", PR_METRIC_COUNTER,
      "Dead letters by result: sent (delivery confirmed), failed (attempts refused or failed; "
-     "retried), file (too large for the topic: written to the dead-letter file).",
+     "retried), file (written to the dead-letter file: no dead_letter_topic, or too large for "
+     "it), file_dropped (deleted with <file>.1 when the dead-letter file rotated).",
      PR__L_PIPE_AND("result"), .emit = pr__emit_dead_letters},
     {330, "piperec_dead_letters_pending", PR_METRIC_GAUGE,
      "Dead letters not yet confirmed by the topic nor written to the dead-letter file; each "

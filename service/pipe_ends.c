@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "pipe.h"
+#include "pr_log.h"
 
 /* The sink set of pipeline p: each built sink whose switch the pipeline's
  * config turns on, in table order; a listening sink gives the trainer port,
@@ -137,6 +138,7 @@ int pr__consumer_open(pr_service *svc, pr__pipe *p, char *errstr, size_t errstr_
     cc.spec = p->spec;
     cc.json = p->json;
     cc.dead_letter_topic = pc->source.dead_letter_topic;
+    cc.dead_letter_file_max_bytes = pc->source.dead_letter_file_max_bytes;
     cc.on_offset_reset = pc->source.kafka.on_offset_reset;
     cc.group_instance_id = pr__instance_id(p, pc);
     if (pc->state.enabled && pc->state.dir) {
@@ -146,6 +148,11 @@ int pr__consumer_open(pr_service *svc, pr__pipe *p, char *errstr, size_t errstr_
         snprintf(p->member_file, sizeof(p->member_file), "%s/%s.member", pc->state.dir, pc->name);
         cc.member_file = p->member_file;
     }
+    if (!cc.dead_letter_topic && !cc.dead_letter_file)
+        pr_warn("pipeline %s: no source.dead_letter_topic and no state.dir: rejected records "
+                "will be counted and logged only, not kept; set source.dead_letter_topic, or "
+                "state.dir for the dead-letter file <state.dir>/%s.deadletters",
+                pc->name, pc->name);
     cc.clock = svc->clock;
     cc.decode_threads = pr__decode_threads(svc, pc);
     cc.features = pc->features.declared ? &pc->features : NULL;

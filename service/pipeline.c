@@ -248,8 +248,11 @@ void pr__on_revoke(void *opaque, pr_consumer *c, const pr_tp *parts, size_t n)
 {
     pr__pipe *p = opaque;
     pr__worker_join(p);
-    /* Collect acks that already arrived so fewer batches are redelivered. */
+    /* Collect acks that already arrived so fewer batches are redelivered;
+     * dead letters written to the file become durable, so their offsets
+     * may be stored now (else the new owner reads them again). */
     pr_sinkset_poll(p->sinks, pr__ack_cb, p);
+    pr_dlq_sync(pr_consumer_dlq(p->cons));
     for (size_t i = 0; i < n; i++) {
         int64_t safe = -1;
         pr_batcher_revoke(p->bat, parts[i].key, &safe);

@@ -51,11 +51,16 @@
  * owner reads them).
  *
  * Rejects. A record a decoder refuses is counted by reason, logged
- * (rate-limited), passed to on_reject (when set) and, when a dead-letter topic
- * is configured, produced there with its original bytes and the headers
+ * (rate-limited; a burst's suppressed count is logged within a second of its
+ * end, and the totals by reason at close), passed to on_reject (when set)
+ * and, when a dead-letter topic is configured, produced there with its
+ * original bytes and the headers
  *   piperec-reason (pr_decode_reason_name), piperec-detail,
  *   piperec-source-topic, piperec-partition, piperec-offset
- * (plus piperec-record-index for a record inside a multi-record message).
+ * (plus piperec-record-index for a record inside a multi-record message);
+ * without a topic but with a dead-letter file, appended there with the same
+ * fields (pr_dlq_set_file). Either way its offset is held until the letter
+ * is confirmed or fsync'd (pr_dlq_hold).
  *
  * Threads. pr_consumer_poll, _pause, _resume, _store_offset*, _commit,
  * _consumed_next and _close are called by the one polling thread (callbacks
@@ -282,6 +287,13 @@ typedef pr_kv pr_kv_ref;
 pr_dlq *pr_dlq_new(const char *topic, const pr_kv_ref *props, size_t n_props, char *errstr,
                    size_t errstr_size);
 
+/* A dead-letter "producer" with no topic: every letter is appended to the
+ * dead-letter file `path` (the format: pr_dlq_set_file), written as it
+ * comes and fsync'd at most every 100 ms (pr_dlq_poll) or at once
+ * (pr_dlq_sync, pr_dlq_flush); each holds its offset until its fsync.
+ * max_bytes: see pr_dlq_set_file. NULL and a reason on failure. */
+pr_dlq *pr_dlq_new_file(const char *path, uint64_t max_bytes, char *errstr, size_t errstr_size);
+
 /* One dead letter: the original bytes (copied) plus the reason headers, from
  * source partition KEY `key` (PR_PART_KEY) at `offset`. record_index < 0
  * omits piperec-record-index. Non-blocking. The letter is pending until the
@@ -296,29 +308,46 @@ int pr_dlq_send(pr_dlq *d, int32_t key, const void *payload, size_t len, const c
                 int64_t record_index);
 
 /* Lowest source offset of partition key `key` whose dead letter is not yet
- * confirmed (INT64_MAX when none; NULL d is fine): offsets at or past it must
- * not be committed. Polling thread. */
+ * confirmed by the topic nor fsync'd in the file (INT64_MAX when none; NULL
+ * d is fine): offsets at or past it must not be committed. Polling thread. */
 int64_t pr_dlq_hold(const pr_dlq *d, int32_t key);
 
-/* Where letters the topic can never take are appended (and fsync'd): the
- * service passes <state.dir>/<pipeline>.deadletters. NULL = none. */
-int pr_dlq_set_file(pr_dlq *d, const char *path);
+/* The dead-letter file: where letters the topic can never take are appended
+ * (fsync'd at once), or with pr_dlq_new_file every letter. The service
+ * passes <state.dir>/<pipeline>.deadletters. Each letter is one text header
+ * line, tab-separated: piperec-dead-letter, reason, source topic, partition,
+ * offset, record index (-1: the message's only record), payload length,
+ * detail, why not in a topic; then exactly `length` payload bytes and a
+ * newline (docs/formats.md). A letter that would take the file past
+ * max_bytes (0 = no bound) first renames it to <path>.1, dropping the older
+ * .1 (its letters counted in file_dropped). NULL = none. Before the first
+ * letter only (PR_ESTATE after); PR_ENOMEM. */
+int pr_dlq_set_file(pr_dlq *d, const char *path, uint64_t max_bytes);
+
+/* fsync the dead-letter file now when it has letters not yet durable, so
+ * their offsets may be committed (a revoke, before it stores them). 0, or
+ * PR_EIO (fatal). NULL is fine. Polling thread. */
+int pr_dlq_sync(pr_dlq *d);
 
 /* Why the producer cannot go on (a letter that can go nowhere), or NULL. */
 const char *pr_dlq_fatal(const pr_dlq *d);
 
-/* Serve delivery reports and retries (non-blocking); the consumer calls it in its poll. */
+/* Serve delivery reports and retries, fsync the file when its last fsync is
+ * 100 ms old (non-blocking but for that fsync); the consumer calls it in its
+ * poll. */
 void pr_dlq_poll(pr_dlq *d);
-/* Wait up to timeout_ms for pending dead letters. PR_ETIMEDOUT if some remain. */
+/* Wait up to timeout_ms for pending dead letters, fsync the file.
+ * PR_ETIMEDOUT if some remain, PR_EIO when the file failed. */
 int pr_dlq_flush(pr_dlq *d, int timeout_ms);
 /* Flushes (up to 5 s) and frees. NULL is fine. */
 void pr_dlq_free(pr_dlq *d);
 
 typedef struct pr_dlq_stats {
-    uint64_t sent;    /* delivery confirmed by the broker */
-    uint64_t failed;  /* attempts refused at enqueue or failed at delivery (retried) */
-    uint64_t pending; /* not yet confirmed nor in the file: offsets held */
-    uint64_t to_file; /* written to the dead-letter file (the topic cannot take them) */
+    uint64_t sent;         /* delivery confirmed by the broker */
+    uint64_t failed;       /* attempts refused at enqueue or failed at delivery (retried) */
+    uint64_t pending;      /* not yet confirmed nor in the file: offsets held */
+    uint64_t to_file;      /* written to the dead-letter file (no topic, or it cannot take them) */
+    uint64_t file_dropped; /* deleted with <file>.1 when the file rotated */
 } pr_dlq_stats;
 
 void pr_dlq_get_stats(const pr_dlq *d, pr_dlq_stats *st); /* any thread */
@@ -436,13 +465,15 @@ typedef struct pr_avro_source_cfg {
 typedef struct pr_source_cfg pr_source_cfg;
 struct pr_source_cfg {
     pr_kafka_source_cfg kafka;
-    pr_msg_format format;            /* default criteo_tsv */
-    const char *dead_letter_topic;   /* NULL = rejects are only counted and logged */
-    uint32_t decode_threads;         /* 0 = auto (engine.threads, at most the CPUs) */
-    uint32_t consumers;              /* consumer instances (group members) in the process */
-    pr_avro_source_cfg avro;         /* format avro */
-    pr_registry_cfg schema_registry; /* format avro (and protobuf): writer schemas by id */
-    pr_pbuser_cfg protobuf;          /* format protobuf: descriptor set and message */
+    pr_msg_format format;                /* default criteo_tsv */
+    const char *dead_letter_topic;       /* NULL = the dead-letter file (state.dir), else
+                                          * rejects are only counted and logged */
+    uint64_t dead_letter_file_max_bytes; /* rotate the dead-letter file past it */
+    uint32_t decode_threads;             /* 0 = auto (engine.threads, at most the CPUs) */
+    uint32_t consumers;                  /* consumer instances (group members) in the process */
+    pr_avro_source_cfg avro;             /* format avro */
+    pr_registry_cfg schema_registry;     /* format avro (and protobuf): writer schemas by id */
+    pr_pbuser_cfg protobuf;              /* format protobuf: descriptor set and message */
 };
 
 extern const pr_cfgmap pr_source_cfgmap;
@@ -459,23 +490,26 @@ typedef struct pr_consumer_conf {
                              * partition.assignment.strategy=cooperative-sticky
                              * are forced; enable.auto.commit defaults to true */
     pr_msg_format format;
-    const pr_pipeline_spec *spec;    /* shape (label, n_dense, n_sparse); borrowed for life */
-    pr_json_decoder *json;           /* format json: the decoder, used by the polling thread
-                                      * only; borrowed for life; NULL otherwise */
-    const char *dead_letter_topic;   /* NULL = rejects are counted and logged only */
-    const char *dead_letter_file;    /* dead letters the topic can never take (too large)
-                                      * are appended here; NULL = none (then such a record
-                                      * stops the pipeline rather than being lost) */
-    pr_offset_reset on_offset_reset; /* position out of range; see pr_offset_reset */
-    const char *group_instance_id;   /* group.instance.id (static membership); NULL or ""
-                                      * = dynamic membership */
-    const char *member_file;         /* dynamic membership: where the member ids are
-                                      * kept, a line per instance (written at each
-                                      * assignment, removed by a clean close); a new
-                                      * consumer that finds one asks the coordinator to
-                                      * drop those members first (fast restart after
-                                      * SIGKILL). NULL = off */
-    const pr_clock *clock;           /* event time fallback ("now"); NULL = real clock */
+    const pr_pipeline_spec *spec;        /* shape (label, n_dense, n_sparse); borrowed for life */
+    pr_json_decoder *json;               /* format json: the decoder, used by the polling thread
+                                          * only; borrowed for life; NULL otherwise */
+    const char *dead_letter_topic;       /* NULL = every dead letter goes to dead_letter_file;
+                                          * neither: rejects are counted and logged only */
+    const char *dead_letter_file;        /* without a topic, every dead letter; with one, those
+                                          * the topic can never take (too large) are appended
+                                          * here; NULL = none (then such a record stops the
+                                          * pipeline rather than being lost) */
+    uint64_t dead_letter_file_max_bytes; /* rotate to <file>.1 past it; 0 = never */
+    pr_offset_reset on_offset_reset;     /* position out of range; see pr_offset_reset */
+    const char *group_instance_id;       /* group.instance.id (static membership); NULL or ""
+                                          * = dynamic membership */
+    const char *member_file;             /* dynamic membership: where the member ids are
+                                          * kept, a line per instance (written at each
+                                          * assignment, removed by a clean close); a new
+                                          * consumer that finds one asks the coordinator to
+                                          * drop those members first (fast restart after
+                                          * SIGKILL). NULL = off */
+    const pr_clock *clock;               /* event time fallback ("now"); NULL = real clock */
     /* Decode threads (the polling thread included): > 1 decodes messages
      * on that many threads, merged back in poll order, so rows, rejects,
      * dead letters and offsets are those of one thread; 0 or 1 = the
@@ -557,8 +591,8 @@ const char *pr_consumer_topic(const pr_consumer *c, int idx);
 
 /* The librdkafka handle, for things this API does not cover. Owned by c. */
 rd_kafka_t *pr_consumer_handle(pr_consumer *c);
-/* The dead-letter producer, NULL when none; the service sends engine rejects
- * through it. Owned by c. */
+/* The dead-letter producer (a topic, or the file alone), NULL when none; the
+ * service sends engine rejects through it. Owned by c. */
 pr_dlq *pr_consumer_dlq(pr_consumer *c);
 
 /* What became of a SIGKILLed predecessor's group member (member_file). */
@@ -577,13 +611,14 @@ typedef struct pr_consumer_stats {
     uint64_t rejected_records;       /* sum of rejects[] */
     uint64_t dlq_sent;
     uint64_t dlq_failed;
-    uint64_t kafka_errors;    /* non-fatal consumer errors seen by poll */
-    uint64_t rebalances;      /* assign + revoke events */
-    uint64_t offset_resets;   /* out-of-range positions reset (on_offset_reset) */
-    uint64_t commit_failures; /* offset commits the broker refused (e.g. mid-rebalance):
-                               * their rows may be read again (at-least-once) */
-    uint64_t dlq_file;        /* dead letters written to the dead-letter file */
-    uint64_t dlq_pending;     /* dead letters not yet confirmed (they hold offsets back) */
+    uint64_t kafka_errors;     /* non-fatal consumer errors seen by poll */
+    uint64_t rebalances;       /* assign + revoke events */
+    uint64_t offset_resets;    /* out-of-range positions reset (on_offset_reset) */
+    uint64_t commit_failures;  /* offset commits the broker refused (e.g. mid-rebalance):
+                                * their rows may be read again (at-least-once) */
+    uint64_t dlq_file;         /* dead letters written to the dead-letter file */
+    uint64_t dlq_file_dropped; /* ... deleted with <file>.1 when the file rotated */
+    uint64_t dlq_pending;      /* dead letters not yet confirmed (they hold offsets back) */
     uint64_t stale_members[PR_STALE__COUNT]; /* a killed predecessor's member at startup, by
                                                 pr_stale_member */
     uint32_t assigned_partitions;
