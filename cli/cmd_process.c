@@ -281,6 +281,52 @@ static bool pr__process_refuse_no_time(const pr_pipeline_cfg *pc)
     return true;
 }
 
+/* The Criteo layout (pr_offline_run): TSV into dense/sparse/labels.npy. */
+static int pr__process_criteo(const pr_pipeline_cfg *pc, const pr_config *cfg, const char *input,
+                              const char *output, long threads, uint32_t block_rows, int progress,
+                              bool buffered_io, const char *backend)
+{
+    char err[4096];
+    /* Offline, N workers share decoding and the in-order engine and write
+     * stages (service/offline.c), so by default there is one per CPU; the
+     * engine's own threads follow pr_offline_engine_threads. */
+    if (!threads) {
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = ncpu >= 1 ? ncpu : 1;
+        if (threads > 64)
+            threads = 64;
+    }
+    pr_engine_opts eopts = pr_config_engine_opts(cfg);
+    eopts.threads = pr_offline_engine_threads((int)threads);
+    if (backend)
+        eopts.backend = backend;
+
+    pr_offline_opts oo = {
+        .input = input,
+        .output_dir = output,
+        .threads = (int)threads,
+        .block_rows = block_rows,
+        .progress = progress >= 0 ? progress : isatty(2),
+        .vocab_seed = pc->vocab_seed,
+        .buffered_io = buffered_io,
+    };
+    pr_offline_result res;
+    int rc = pr_offline_clear_outputs(output, err, sizeof(err));
+    if (!rc)
+        rc = pr_offline_run(&pc->spec, &eopts, &oo, &res, err, sizeof(err));
+    if (!rc)
+        rc = pr_offline_write_meta(output, pc->name, &pc->spec, pc->dense_names, NULL, &res, err,
+                                   sizeof(err));
+    if (rc) {
+        fprintf(stderr, "piperec process: %s\n", err);
+        /* An engine that cannot be built for this spec/backend is a config problem. */
+        return rc == PR_EINVAL || rc == PR_ENOTSUP || rc == PR_ENODEV ? 2 : 1;
+    }
+
+    pr__process_report(&res, output);
+    return 0;
+}
+
 int pr_cli_cmd_process(int argc, char **argv)
 {
     const char *config = NULL, *input = NULL, *output = NULL, *pipeline = NULL, *backend = NULL;
@@ -364,44 +410,8 @@ int pr_cli_cmd_process(int argc, char **argv)
         pr_config_free(cfg);
         return 2;
     }
-    /* Offline, N workers share decoding and the in-order engine and write
-     * stages (service/offline.c), so by default there is one per CPU; the
-     * engine's own threads follow pr_offline_engine_threads. */
-    if (!threads) {
-        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = ncpu >= 1 ? ncpu : 1;
-        if (threads > 64)
-            threads = 64;
-    }
-    pr_engine_opts eopts = pr_config_engine_opts(cfg);
-    eopts.threads = pr_offline_engine_threads((int)threads);
-    if (backend)
-        eopts.backend = backend;
-
-    pr_offline_opts oo = {
-        .input = input,
-        .output_dir = output,
-        .threads = (int)threads,
-        .block_rows = (uint32_t)block_rows,
-        .progress = progress >= 0 ? progress : isatty(2),
-        .vocab_seed = pc->vocab_seed,
-        .buffered_io = buffered_io,
-    };
-    pr_offline_result res;
-    rc = pr_offline_clear_outputs(output, err, sizeof(err));
-    if (!rc)
-        rc = pr_offline_run(&pc->spec, &eopts, &oo, &res, err, sizeof(err));
-    if (!rc)
-        rc = pr_offline_write_meta(output, pc->name, &pc->spec, pc->dense_names, NULL, &res, err,
-                                   sizeof(err));
-    if (rc) {
-        fprintf(stderr, "piperec process: %s\n", err);
-        pr_config_free(cfg);
-        /* An engine that cannot be built for this spec/backend is a config problem. */
-        return rc == PR_EINVAL || rc == PR_ENOTSUP || rc == PR_ENODEV ? 2 : 1;
-    }
-
-    pr__process_report(&res, output);
+    rc = pr__process_criteo(pc, cfg, input, output, threads, (uint32_t)block_rows, progress,
+                            buffered_io, backend);
     pr_config_free(cfg);
-    return 0;
+    return rc;
 }
