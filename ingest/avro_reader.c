@@ -140,8 +140,8 @@ struct pr_avro_reader {
     pr_registry *reg;
     pr__known *known; /* with reg: publishes to it; without: reads from it */
     bool own_reg, framed;
-    pr__plan *fixed; /* schema_file */
-    av *fixed_skip;  /* fixed's skip node, with plain framing: tests a framing hint */
+    pr__plan *fixed;      /* schema_file */
+    av *fixed_skip;       /* fixed's skip node, with plain framing: tests a framing hint */
     const void *hint_key; /* the pipeline's source (else the reader): hint logged once */
     pr__entry *cache;
     uint32_t n_cache, cache_max;
@@ -1424,8 +1424,8 @@ void pr_avro_schema_free(pr_avro_schema *s)
 typedef struct pr__chk {
     const pr_avro_schema *s;
     const char *path;
-    bool list;    /* the feature takes a list */
-    bool in_elem; /* past an array of records */
+    bool list;      /* the feature takes a list */
+    bool in_elem;   /* past an array of records */
     unsigned types; /* PR_FTYPE_* | PR__AV_TIME of the values the path can give */
     char *err;
     size_t errn;
@@ -1433,11 +1433,11 @@ typedef struct pr__chk {
 
 /* What an Avro type is called in a message, by avro-c's type. */
 static const char *const pr__av_type_names[] = {
-    [AVRO_STRING] = "a string", [AVRO_BYTES] = "bytes",   [AVRO_INT32] = "an int",
-    [AVRO_INT64] = "a long",    [AVRO_FLOAT] = "a float", [AVRO_DOUBLE] = "a double",
-    [AVRO_BOOLEAN] = "a boolean", [AVRO_NULL] = "null",   [AVRO_RECORD] = "a record",
-    [AVRO_ENUM] = "an enum",    [AVRO_FIXED] = "a fixed", [AVRO_MAP] = "a map",
-    [AVRO_ARRAY] = "an array",  [AVRO_UNION] = "a union",
+    [AVRO_STRING] = "a string",   [AVRO_BYTES] = "bytes",   [AVRO_INT32] = "an int",
+    [AVRO_INT64] = "a long",      [AVRO_FLOAT] = "a float", [AVRO_DOUBLE] = "a double",
+    [AVRO_BOOLEAN] = "a boolean", [AVRO_NULL] = "null",     [AVRO_RECORD] = "a record",
+    [AVRO_ENUM] = "an enum",      [AVRO_FIXED] = "a fixed", [AVRO_MAP] = "a map",
+    [AVRO_ARRAY] = "an array",    [AVRO_UNION] = "a union",
 };
 
 static const char *pr__av_type_name(avro_schema_t s)
@@ -1555,8 +1555,9 @@ static int pr__chk_node(pr__chk *k, avro_schema_t s, json_t *j, const char *seg,
                                 false, depth + 1);
         if (kind == AV_ARRAY) {
             if (k->in_elem)
-                return pr__chk_fail(k, "%.*s is an array inside an array of records (one list "
-                                       "level per path)",
+                return pr__chk_fail(k,
+                                    "%.*s is an array inside an array of records (one list "
+                                    "level per path)",
                                     at_len, k->path);
             if (!k->list)
                 return pr__chk_fail(k,
@@ -1564,8 +1565,8 @@ static int pr__chk_node(pr__chk *k, avro_schema_t s, json_t *j, const char *seg,
                                     "go through it (declare a list feature: list: { max_len: N })",
                                     at_len, k->path);
             k->in_elem = true; /* the items take the same segment */
-            int rc = pr__chk_node(k, avro_schema_array_items(s), json_object_get(jo, "items"),
-                                  seg, false, depth + 1);
+            int rc = pr__chk_node(k, avro_schema_array_items(s), json_object_get(jo, "items"), seg,
+                                  false, depth + 1);
             k->in_elem = false;
             return rc;
         }
@@ -1584,8 +1585,8 @@ static int pr__chk_node(pr__chk *k, avro_schema_t s, json_t *j, const char *seg,
     if (kind == AV_ARRAY) {
         if (!k->list)
             return pr__chk_fail(k, "an array: declare a list feature (list: { max_len: N })");
-        return pr__chk_node(k, avro_schema_array_items(s), json_object_get(jo, "items"), NULL,
-                            true, depth + 1);
+        return pr__chk_node(k, avro_schema_array_items(s), json_object_get(jo, "items"), NULL, true,
+                            depth + 1);
     }
     if (k->list && !in_list && !k->in_elem)
         return pr__chk_fail(k,
@@ -1604,10 +1605,14 @@ static int pr__chk_node(pr__chk *k, avro_schema_t s, json_t *j, const char *seg,
  * operator that takes it) accepts, as json_decode.c would reject it. */
 static int pr__chk_types(pr__chk *k, const pr_feature_spec *f)
 {
-    static const char *const text[] = {"no value",         "a number",
-                                       "an integer",       "a number or an integer",
-                                       "a string",         "a number or a string",
-                                       "a string or an integer", "a value"};
+    static const char *const text[] = {"no value",
+                                       "a number",
+                                       "an integer",
+                                       "a number or an integer",
+                                       "a string",
+                                       "a number or a string",
+                                       "a string or an integer",
+                                       "a value"};
     unsigned t = k->types & 7u;
     if (!k->types || f->n_paths > 1) /* always null; a cross hashes any value */
         return 0;
