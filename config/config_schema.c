@@ -753,3 +753,57 @@ void pr__finish_schema(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
     }
     pr__spec_from_features(c, map, pl);
 }
+
+/* ---------------------------------------------------------------- paths vs a known schema
+ * (a Protobuf descriptor set, a fixed Avro writer schema) */
+
+/* The YAML list of a feature kind and the key holding its path. */
+static const char *pr__kind_list(pr_feature_kind k)
+{
+    return k == PR_FEAT_LABEL        ? "labels"
+           : k == PR_FEAT_DENSE      ? "dense"
+           : k == PR_FEAT_EVENT_TIME ? "event_time"
+                                     : "sparse";
+}
+
+/* Node of schema.<list>[i].<key> (NULL when not found: the line hint is used). */
+static yaml_node_t *pr__feature_node(cfg_ctx *c, yaml_node_t *pipe, const char *list, size_t i,
+                                     const char *key)
+{
+    yaml_node_t *s = pr__map_find(c, pipe, "schema");
+    yaml_node_t *l = s ? pr__map_find(c, s, list) : NULL;
+    if (l && l->type == YAML_SEQUENCE_NODE) {
+        yaml_node_item_t *it = l->data.sequence.items.start;
+        if (i >= (size_t)(l->data.sequence.items.top - it))
+            return NULL;
+        l = pr__node_get(c, it[i]);
+    }
+    return l && l->type == YAML_MAPPING_NODE ? pr__map_find(c, l, key) : NULL;
+}
+
+void pr__check_feature_paths(cfg_ctx *c, yaml_node_t *map, const pr_pipeline_cfg *pl,
+                             pr__path_check_fn fn, const void *schema)
+{
+    size_t seen[PR_FEAT_EVENT_TIME + 1] = {0};
+    for (uint32_t i = 0; i < pl->features.n_features; i++) {
+        const pr_feature_spec *f = &pl->features.features[i];
+        const char *list = pr__kind_list(f->kind);
+        size_t idx = seen[f->kind == PR_FEAT_LIST ? PR_FEAT_SPARSE : f->kind]++;
+        for (uint8_t k = 0; k < f->n_paths; k++) {
+            char e[400], sub[96];
+            if (fn(schema, f, k, e, sizeof(e)) == 0)
+                continue;
+            const char *key = f->n_paths > 1 ? "cross" : "path";
+            if (f->kind == PR_FEAT_EVENT_TIME)
+                snprintf(sub, sizeof(sub), "schema.event_time.path");
+            else if (f->n_paths > 1)
+                snprintf(sub, sizeof(sub), "schema.%s[%zu].cross[%u]", list, idx, (unsigned)k);
+            else
+                snprintf(sub, sizeof(sub), "schema.%s[%zu].path", list, idx);
+            yaml_node_t *n = f->kind == PR_FEAT_EVENT_TIME
+                                 ? pr__feature_node(c, map, "event_time", 0, "path")
+                                 : pr__feature_node(c, map, list, idx, key);
+            pr__cfg_error(c, n, sub, "%s", e);
+        }
+    }
+}

@@ -1344,6 +1344,7 @@ static void pr__finish_pipeline(cfg_ctx *c, yaml_node_t *map, void *base, bool p
         }
     }
     pr__check_protobuf(c, map, pl);
+    pr__check_avro(c, map, pl);
     /* Without a declared schema, the features are the Criteo preset of the
      * final spec (transform and per-column values applied). */
     if (!pl->features.declared) {

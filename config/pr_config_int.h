@@ -197,4 +197,17 @@ void pr__finish_schema(cfg_ctx *c, yaml_node_t *map, void *base, bool present);
  * in it and every feature path names a field of the right shape. */
 void pr__check_protobuf(cfg_ctx *c, yaml_node_t *map, const pr_pipeline_cfg *pl);
 
+/* source.avro with a fixed schema_file (config_avro.c): the writer schema
+ * parses and, without a registry, every feature path resolves in it. */
+void pr__check_avro(cfg_ctx *c, yaml_node_t *map, const pr_pipeline_cfg *pl);
+
+/* A format whose schema is known at load (config_schema.c): fn checks path
+ * k of feature f against `schema` (0, or an error with errstr); each
+ * failure is a config error at the path's key (schema.sparse[2].path,
+ * schema.sparse[0].cross[1], schema.event_time.path). */
+typedef int (*pr__path_check_fn)(const void *schema, const pr_feature_spec *f, uint8_t k,
+                                 char *errstr, size_t errstr_size);
+void pr__check_feature_paths(cfg_ctx *c, yaml_node_t *map, const pr_pipeline_cfg *pl,
+                             pr__path_check_fn fn, const void *schema);
+
 #endif

@@ -131,6 +131,34 @@ void pr_ftype_text(unsigned mask, char *buf, size_t size)
                                     names[i].text);
 }
 
+int pr_feature_check_input(const pr_feature_spec *f, unsigned types, char *errstr,
+                           size_t errstr_size)
+{
+    const unsigned all = PR_FTYPE_NUM | PR_FTYPE_INT | PR_FTYPE_STR;
+    unsigned t = types & all;
+    char gives[48], needs[48];
+    if (!t || f->n_paths > 1 || f->kind == PR_FEAT_EVENT_TIME)
+        return 0;
+    pr_ftype_text(t, gives, sizeof(gives));
+    if (f->kind == PR_FEAT_LABEL || f->kind == PR_FEAT_DENSE) {
+        if (t & (PR_FTYPE_NUM | PR_FTYPE_INT))
+            return 0;
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "it gives %s, and %s needs a number",
+                         gives, f->kind == PR_FEAT_LABEL ? "a label" : "a dense feature");
+    }
+    for (uint32_t i = 0; i < f->n_ops; i++) {
+        const pr_fop_info *in = &pr_fop_table[f->ops[i].op];
+        if (!(t & in->accepts)) {
+            pr_ftype_text(in->accepts, needs, sizeof(needs));
+            return pr_seterr(errstr, errstr_size, PR_EINVAL, "it gives %s, and '%s'%s needs %s",
+                             gives, in->name, i ? " (after the steps before it)" : "", needs);
+        }
+        t = in->output ? in->output : (t & in->accepts);
+        pr_ftype_text(t, gives, sizeof(gives));
+    }
+    return 0;
+}
+
 unsigned pr_feature_input_type(const pr_feature_spec *f)
 {
     switch (f->kind) {

@@ -29,6 +29,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,7 @@
 #include "decode_par.h"
 #include "pr_clock.h"
 #include "pr_ingest.h"
+#include "pr_log.h"
 
 #define PR__AV_MAX_DEPTH   64                  /* nested containers in one record */
 #define PR__AV_MAX_EMPTY   (1u << 20)          /* items of a zero-byte type in one block */
@@ -138,7 +140,9 @@ struct pr_avro_reader {
     pr_registry *reg;
     pr__known *known; /* with reg: publishes to it; without: reads from it */
     bool own_reg, framed;
-    pr__plan *fixed; /* schema_file */
+    pr__plan *fixed;      /* schema_file */
+    av *fixed_skip;       /* fixed's skip node, with plain framing: tests a framing hint */
+    const void *hint_key; /* the pipeline's source (else the reader): hint logged once */
     pr__entry *cache;
     uint32_t n_cache, cache_max;
     uint64_t tick;
@@ -607,8 +611,9 @@ static av *pr__compile(pr__cmp *c, avro_schema_t s, json_t *j, int64_t t, bool i
     return n;
 }
 
-/* Parse and compile one writer schema; NULL with errstr. */
-static pr__plan *pr__plan_new(pr_avro_reader *r, const char *text, char *errstr, size_t errstr_size)
+/* Parse one writer schema (avro-c's tree and its JSON, nothing compiled);
+ * NULL with errstr. */
+static pr__plan *pr__plan_parse(const char *text, char *errstr, size_t errstr_size)
 {
     pr__plan *pl = calloc(1, sizeof(*pl));
     if (!pl) {
@@ -626,6 +631,18 @@ static pr__plan *pr__plan_new(pr_avro_reader *r, const char *text, char *errstr,
         goto out_free;
     }
     pr__names(pl->names, pl->json, NULL);
+    return pl;
+out_free:
+    pr__plan_free(pl);
+    return NULL;
+}
+
+/* Parse and compile one writer schema; NULL with errstr. */
+static pr__plan *pr__plan_new(pr_avro_reader *r, const char *text, char *errstr, size_t errstr_size)
+{
+    pr__plan *pl = pr__plan_parse(text, errstr, errstr_size);
+    if (!pl)
+        return NULL;
     pr__cmp c = {.r = r, .pl = pl};
     if (!(pl->root = pr__compile(&c, pl->schema, pl->json, 0, false))) {
         pr_seterr(errstr, errstr_size, PR_EINVAL, "avro schema: cannot compile (out of memory?)");
@@ -1109,6 +1126,56 @@ static int pr__plan_of(pr_avro_reader *r, uint32_t id, pr__plan **out)
     return 0;
 }
 
+/* The sources whose framing hint was logged (a few pipelines a process). */
+static const void *pr__hinted[64];
+static unsigned pr__n_hinted;
+static pthread_mutex_t pr__hint_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A plain-framed message rejected as bad_avro that is really registry
+ * framed (`piperec gen|produce --format avro` frame by default): byte 0 is
+ * 0 and the bytes after the 5-byte header are one whole record of the
+ * writer schema. Then the detail says so and the pipeline logs it once
+ * (the reject stands: the config is what must change). */
+static void pr__framing_hint(pr_avro_reader *r, const uint8_t *buf, size_t len)
+{
+    uint32_t id;
+    size_t body;
+    if (!r->fixed_skip || !pr_registry_frame(buf, len, &id, &body))
+        return;
+    pr_json_reject saved = *r->rej; /* pr__skip writes its own rejects there */
+    r->start = r->p = buf + body;
+    r->end = buf + len;
+    bool whole = pr__skip(r, r->fixed_skip, 0) == 0 && r->p == r->end;
+    *r->rej = saved;
+    if (!whole)
+        return;
+    char hint[128];
+    int n = snprintf(hint, sizeof(hint),
+                     " (the message looks registry-framed: magic byte 0, schema id %u; set "
+                     "source.avro.framing: registry)",
+                     id);
+    size_t room = sizeof(r->rej->detail) - 1, have = strlen(r->rej->detail);
+    if (have + (size_t)n > room)
+        have = room > (size_t)n ? room - (size_t)n : 0;
+    snprintf(r->rej->detail + have, sizeof(r->rej->detail) - have, "%s", hint);
+    bool first = true;
+    pthread_mutex_lock(&pr__hint_lock);
+    for (unsigned i = 0; i < pr__n_hinted && first; i++)
+        first = pr__hinted[i] != r->hint_key;
+    if (first && pr__n_hinted < sizeof(pr__hinted) / sizeof(pr__hinted[0]))
+        pr__hinted[pr__n_hinted++] = r->hint_key;
+    else
+        first = false; /* logged already, or past the table: the details still say it */
+    pthread_mutex_unlock(&pr__hint_lock);
+    if (first)
+        pr_log(PR_LOG_WARN,
+               "avro: records rejected as bad_avro look registry-framed (magic byte 0, schema id "
+               "%u, then a valid body) but source.avro.framing is plain: set "
+               "source.avro.framing: registry, or produce plain bodies (piperec gen|produce "
+               "--format avro --schema-id plain)",
+               id);
+}
+
 int pr_avro_read(void *rd, pr_json_block *jb, const void *buf, size_t len, pr_json_reject *rej)
 {
     pr_avro_reader *r = rd;
@@ -1137,6 +1204,8 @@ int pr_avro_read(void *rd, pr_json_block *jb, const void *buf, size_t len, pr_js
         rc = pr__bad(r, PR_DEC_BAD_AVRO, "bytes after the record", -1);
     if (rc) {
         pr_json_row_abort(jb);
+        if (rc == PR_DEC_BAD_AVRO && !r->framed)
+            pr__framing_hint(r, buf, len);
         return rc;
     }
     pr_json_row_end(jb);
@@ -1175,6 +1244,14 @@ static pr_avro_reader *pr__reader_new(const pr_json_decoder *d, const char *sche
     }
     if (schema_json && !(r->fixed = pr__plan_new(r, schema_json, errstr, errstr_size)))
         goto out_free;
+    r->hint_key = r;
+    if (r->fixed && !r->framed) {
+        pr__cmp c = {.r = r, .pl = r->fixed};
+        if (!(r->fixed_skip = pr__skip_node(&c, r->fixed->schema, r->fixed->json))) {
+            pr_seterr(errstr, errstr_size, PR_ENOMEM, "avro: out of memory");
+            goto out_free;
+        }
+    }
     return r;
 out_free:
     pr_avro_reader_free(r);
@@ -1269,6 +1346,7 @@ static pr_avro_reader *pr__reader_from_cfg(pr_json_decoder *d, const pr_source_c
         return NULL;
     }
     r->own_reg = true;
+    r->hint_key = src;
     pr_json_decoder_set_reader_owned(d, pr_avro_read, r, pr__reader_free);
     return r;
 }
@@ -1283,4 +1361,278 @@ int pr__avro_reader_offload(pr_json_decoder *d, const pr_source_cfg *src, char *
                             size_t errstr_size)
 {
     return pr__reader_from_cfg(d, src, true, errstr, errstr_size) ? 0 : PR_EINVAL;
+}
+
+/* ---------------------------------------------------------------- load-time checks
+ * A fixed writer schema is known when the config loads, so each declared
+ * path is resolved against it then, the way pr__compile reads it (unions
+ * transparent, a record's field or a map's key per segment, an array of
+ * records mapped by a list feature), and a path that no record could ever
+ * give its feature is a config error instead of a wrong_type (or an
+ * all-missing feature) in every row. A union passes when one branch does:
+ * the other branches reject only the records that carry them, as at run
+ * time. */
+
+struct pr_avro_schema {
+    pr__plan *pl; /* parsed only: no plan compiled */
+    char *file;
+};
+
+pr_avro_schema *pr_avro_schema_load(const char *file, char *errstr, size_t errstr_size)
+{
+    char e[256];
+    char *text = pr__slurp(file, e, sizeof(e));
+    if (!text) {
+        pr_seterr(errstr, errstr_size, PR_EIO, "cannot read the writer schema %s", file);
+        return NULL;
+    }
+    pr_avro_schema *s = calloc(1, sizeof(*s));
+    if (!s || !(s->file = strdup(file))) {
+        free(s);
+        free(text);
+        pr_seterr(errstr, errstr_size, PR_ENOMEM, "avro: out of memory");
+        return NULL;
+    }
+    s->pl = pr__plan_parse(text, e, sizeof(e));
+    free(text);
+    avro_schema_t root = s->pl ? s->pl->schema : NULL;
+    while (root && is_avro_link(root))
+        root = avro_schema_link_target(root);
+    if (!s->pl)
+        pr_seterr(errstr, errstr_size, PR_EINVAL, "%s is not a usable Avro schema: %s", file, e);
+    else if (!root || avro_typeof(root) != AVRO_RECORD)
+        pr_seterr(errstr, errstr_size, PR_EINVAL,
+                  "%s: the top level of a writer schema must be a record", file);
+    else
+        return s;
+    pr_avro_schema_free(s);
+    return NULL;
+}
+
+void pr_avro_schema_free(pr_avro_schema *s)
+{
+    if (!s)
+        return;
+    pr__plan_free(s->pl);
+    free(s->file);
+    free(s);
+}
+
+#define PR__AV_TIME 8u /* beside the PR_FTYPE_* bits: an integer a time logical type tags */
+
+/* One path being resolved. */
+typedef struct pr__chk {
+    const pr_avro_schema *s;
+    const char *path;
+    bool list;      /* the feature takes a list */
+    bool in_elem;   /* past an array of records */
+    unsigned types; /* PR_FTYPE_* | PR__AV_TIME of the values the path can give */
+    char *err;
+    size_t errn;
+} pr__chk;
+
+/* What an Avro type is called in a message, by avro-c's type. */
+static const char *const pr__av_type_names[] = {
+    [AVRO_STRING] = "a string",   [AVRO_BYTES] = "bytes",   [AVRO_INT32] = "an int",
+    [AVRO_INT64] = "a long",      [AVRO_FLOAT] = "a float", [AVRO_DOUBLE] = "a double",
+    [AVRO_BOOLEAN] = "a boolean", [AVRO_NULL] = "null",     [AVRO_RECORD] = "a record",
+    [AVRO_ENUM] = "an enum",      [AVRO_FIXED] = "a fixed", [AVRO_MAP] = "a map",
+    [AVRO_ARRAY] = "an array",    [AVRO_UNION] = "a union",
+};
+
+static const char *pr__av_type_name(avro_schema_t s)
+{
+    avro_type_t t = avro_typeof(s);
+    return (size_t)t < sizeof(pr__av_type_names) / sizeof(pr__av_type_names[0]) &&
+                   pr__av_type_names[t]
+               ? pr__av_type_names[t]
+               : "a value";
+}
+
+/* The PR_FTYPE_* a scalar of kind k gives the JSON decoder (pr__leaf_scalar). */
+static unsigned pr__av_ftype(int kind, bool decimal, uint8_t unit)
+{
+    switch (kind) {
+    case AV_LONG:
+        return PR_FTYPE_INT | (unit ? PR__AV_TIME : 0);
+    case AV_BOOL:
+        return PR_FTYPE_INT;
+    case AV_FLOAT:
+    case AV_DOUBLE:
+        return PR_FTYPE_NUM;
+    case AV_BYTES:
+    case AV_FIXED:
+        return decimal ? PR_FTYPE_NUM : PR_FTYPE_STR;
+    case AV_ENUM:
+        return PR_FTYPE_STR;
+    default:
+        return 0;
+    }
+}
+
+static int pr__chk_fail(pr__chk *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int pr__chk_fail(pr__chk *k, const char *fmt, ...)
+{
+    char what[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    return pr_seterr(k->err, k->errn, PR_EINVAL, "'%s' in the writer schema %s: %s", k->path,
+                     k->s->file, what);
+}
+
+/* A record's field names, comma-separated, cut to fit. */
+static void pr__field_list(avro_schema_t s, char *b, size_t bn)
+{
+    size_t n = avro_schema_record_size(s), at = 0;
+    b[0] = 0;
+    for (size_t i = 0; i < n && at < bn; i++) {
+        const char *f = avro_schema_record_field_name(s, (int)i);
+        if (at + strlen(f) + 8 >= bn) {
+            snprintf(b + at, bn - at, "%s...", i ? ", " : "");
+            return;
+        }
+        at += (size_t)snprintf(b + at, bn - at, "%s%s", i ? ", " : "", f);
+    }
+}
+
+/* Schema node s (JSON j) reached with `seg` left of the path (NULL: the
+ * value at the path); in_list: an element of an array at the path. Mirrors
+ * pr__compile; 0, or PR_EINVAL with k->err. */
+static int pr__chk_node(pr__chk *k, avro_schema_t s, json_t *j, const char *seg, bool in_list,
+                        int depth)
+{
+    while (s && is_avro_link(s))
+        s = avro_schema_link_target(s);
+    int kind = s ? pr__kind(s) : -1;
+    if (kind < 0 || depth > PR__AV_MAX_DEPTH * 4)
+        return pr__chk_fail(k, "an unsupported type");
+    json_t *jo = pr__jobj(k->s->pl, j);
+    /* the path up to here, for messages */
+    int at_len = seg ? (int)(seg - k->path) - 1 : (int)strlen(k->path);
+    if (kind == AV_UNION) {
+        size_t nb = avro_schema_union_size(s);
+        char first[400] = "";
+        bool tried = false;
+        for (size_t i = 0; i < nb; i++) {
+            avro_schema_t b = avro_schema_union_branch(s, (int)i);
+            if (seg && avro_typeof(b) == AVRO_NULL)
+                continue; /* null on the way: the path is absent in that record */
+            if (pr__chk_node(k, b, json_array_get(jo, i), seg, in_list, depth + 1) == 0)
+                return 0;
+            if (!tried)
+                snprintf(first, sizeof(first), "%s", k->err);
+            tried = true;
+        }
+        if (tried)
+            return pr_seterr(k->err, k->errn, PR_EINVAL, "%s", first);
+        return 0;
+    }
+    if (seg) {
+        const char *dot = strchr(seg, '.');
+        size_t len = dot ? (size_t)(dot - seg) : strlen(seg);
+        const char *next = dot ? dot + 1 : NULL;
+        if (kind == AV_RECORD) {
+            size_t nf = avro_schema_record_size(s);
+            json_t *fields = json_object_get(jo, "fields");
+            for (size_t i = 0; i < nf; i++) {
+                const char *name = avro_schema_record_field_name(s, (int)i);
+                if (strlen(name) == len && memcmp(name, seg, len) == 0)
+                    return pr__chk_node(k, avro_schema_record_field_get_by_index(s, (int)i),
+                                        json_object_get(json_array_get(fields, i), "type"), next,
+                                        false, depth + 1);
+            }
+            char have[240];
+            pr__field_list(s, have, sizeof(have));
+            return pr_seterr(k->err, k->errn, PR_EINVAL,
+                             "'%s' is not in the writer schema %s (record %.*s has: %s)", k->path,
+                             k->s->file, at_len > 0 ? at_len : (int)strlen(avro_schema_name(s)),
+                             at_len > 0 ? k->path : avro_schema_name(s), have);
+        }
+        if (kind == AV_MAP) /* the segment is a key: any key may be there */
+            return pr__chk_node(k, avro_schema_map_values(s), json_object_get(jo, "values"), next,
+                                false, depth + 1);
+        if (kind == AV_ARRAY) {
+            if (k->in_elem)
+                return pr__chk_fail(k,
+                                    "%.*s is an array inside an array of records (one list "
+                                    "level per path)",
+                                    at_len, k->path);
+            if (!k->list)
+                return pr__chk_fail(k,
+                                    "%.*s is an array of records: a single-valued feature cannot "
+                                    "go through it (declare a list feature: list: { max_len: N })",
+                                    at_len, k->path);
+            k->in_elem = true; /* the items take the same segment */
+            int rc = pr__chk_node(k, avro_schema_array_items(s), json_object_get(jo, "items"), seg,
+                                  false, depth + 1);
+            k->in_elem = false;
+            return rc;
+        }
+        return pr__chk_fail(k, "%.*s is %s, not a record or map on the way to the path", at_len,
+                            k->path, pr__av_type_name(s));
+    }
+    if (kind == AV_RECORD || kind == AV_MAP)
+        return pr__chk_fail(k, "the path ends at %s, not a value", pr__av_type_name(s));
+    if (in_list && (kind == AV_NULL || kind == AV_ARRAY))
+        return pr__chk_fail(k, "an array of %s: a list holds scalars only",
+                            kind == AV_NULL ? "nulls" : "arrays");
+    if (k->in_elem && kind == AV_ARRAY)
+        return pr__chk_fail(k, "an array inside an array of records (one list level per path)");
+    if (kind == AV_NULL)
+        return 0; /* always missing, as in JSON */
+    if (kind == AV_ARRAY) {
+        if (!k->list)
+            return pr__chk_fail(k, "an array: declare a list feature (list: { max_len: N })");
+        return pr__chk_node(k, avro_schema_array_items(s), json_object_get(jo, "items"), NULL, true,
+                            depth + 1);
+    }
+    if (k->list && !in_list && !k->in_elem)
+        return pr__chk_fail(k,
+                            "%s, not an array: a list feature needs an array (or a path "
+                            "through an array of records)",
+                            pr__av_type_name(s));
+    av n = {.kind = (uint8_t)kind, .act = ACT_SKIP};
+    if (pr__annotate(&n, s, jo))
+        return pr__chk_fail(k, "out of memory");
+    k->types |= pr__av_ftype(kind, n.decimal, n.unit);
+    return 0;
+}
+
+/* What a feature reading values of `types` makes of them: 0, or PR_EINVAL
+ * when no value the path can give is one the feature (or its first
+ * operator that takes it) accepts, as json_decode.c would reject it. */
+static int pr__chk_types(pr__chk *k, const pr_feature_spec *f)
+{
+    unsigned t = k->types & (PR_FTYPE_NUM | PR_FTYPE_INT | PR_FTYPE_STR);
+    char why[200], gives[48];
+    if (!k->types || f->n_paths > 1) /* always null; a cross hashes any value */
+        return 0;
+    if (f->kind == PR_FEAT_EVENT_TIME) {
+        if (f->unit == PR_TIME_RFC3339 ? !(k->types & (PR_FTYPE_STR | PR__AV_TIME))
+                                       : !(t & (PR_FTYPE_NUM | PR_FTYPE_INT))) {
+            pr_ftype_text(t, gives, sizeof(gives));
+            return pr__chk_fail(k, "it gives %s, and event_time with unit %s needs %s", gives,
+                                pr_time_unit_names[f->unit],
+                                f->unit == PR_TIME_RFC3339 ? "a string (or a time logical type)"
+                                                           : "a number");
+        }
+        return 0;
+    }
+    if (pr_feature_check_input(f, t, why, sizeof(why)))
+        return pr__chk_fail(k, "%s", why);
+    return 0;
+}
+
+int pr_avro_check_feature(const pr_avro_schema *s, const pr_feature_spec *f, uint8_t k,
+                          char *errstr, size_t errstr_size)
+{
+    pr__chk c = {.s = s,
+                 .path = f->paths[k],
+                 .list = f->kind == PR_FEAT_LIST,
+                 .err = errstr,
+                 .errn = errstr_size};
+    int rc = pr__chk_node(&c, s->pl->schema, s->pl->json, f->paths[k], false, 0);
+    return rc ? rc : pr__chk_types(&c, f);
 }

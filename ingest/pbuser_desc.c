@@ -463,7 +463,7 @@ static unsigned pr__pb_ftypes(uint8_t t)
     }
 }
 
-int pr_pbuser_check_path(const pr_pbuser_desc *d, const char *path, bool list, unsigned accepts,
+int pr_pbuser_check_path(const pr_pbuser_desc *d, const char *path, bool list, unsigned *types,
                          char *errstr, size_t errstr_size)
 {
     pr__pbstep steps[PR__PB_MAX_DEPTH];
@@ -493,17 +493,8 @@ int pr_pbuser_check_path(const pr_pbuser_desc *d, const char *path, bool list, u
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
                          "'%s' is repeated: declare a list feature (list: { max_len: N })",
                          f->name);
-    unsigned has = pr__pb_ftypes(f->type);
-    if (!has)
+    if (!(*types = pr__pb_ftypes(f->type)))
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
                          "'%s' is a message: a feature's path ends at one of its fields", f->name);
-    if (accepts && !(has & accepts)) {
-        char want[64];
-        pr_ftype_text(accepts, want, sizeof(want));
-        return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                         "'%s' is %s field, and this feature takes %s (every record would be "
-                         "rejected wrong_type)",
-                         f->name, pr__pb_type_name(f->type), want);
-    }
     return 0;
 }

@@ -119,14 +119,18 @@ const pr_cfgmap pr_source_cfgmap = PR_CFGMAP(source_entries);
 
 static const pr_cfgmap_entry avro_source_entries[] = {
     PR_CFG_E_STR("schema_file", PR_CFG_NONEMPTY, pr_avro_source_cfg, schema_file, NULL,
-                 "The writer schema (an .avsc JSON file) of every message, when the topic has "
-                 "one fixed schema; otherwise set source.schema_registry and each message's "
-                 "schema id picks its writer schema."),
+                 "The writer schema (an .avsc JSON file, a path relative to the working directory) "
+                 "of every message, when the topic has one fixed schema; otherwise set "
+                 "source.schema_registry and each message's schema id picks its writer schema. "
+                 "Read when the config loads: a file that is missing or does not parse, and "
+                 "(without a registry) a feature path the schema cannot give, are config "
+                 "errors (docs/formats.md, Avro events)."),
     PR_CFG_E_ENUM("framing", pr_avro_source_cfg, framing, pr_avro_framing_names, "auto",
                   "plain: each message is an Avro binary body; registry: byte 0 is 0 (the magic "
                   "byte), then a 4-byte big-endian schema id, then the body (a message without "
                   "the magic byte is rejected as bad_framing); auto: registry with "
-                  "source.schema_registry, plain with schema_file alone."),
+                  "source.schema_registry, plain with schema_file alone. `piperec gen|produce "
+                  "--format avro` write registry framing unless given --schema-id plain."),
 };
 const pr_cfgmap pr_avro_source_cfgmap = PR_CFGMAP(avro_source_entries);
 

@@ -904,6 +904,17 @@ int pr_feature_check_chain(const pr_feature_spec *f, uint32_t *bad_op, char *err
 /* "a number or a string": the types of a PR_FTYPE_* mask, for messages. */
 void pr_ftype_text(unsigned mask, char *buf, size_t size);
 
+/* Can feature f keep a value when its path gives values of the PR_FTYPE_*
+ * mask `types` (a reader's load-time check: a fixed Avro writer schema, a
+ * Protobuf descriptor)? A label or dense feature needs a number (integers
+ * convert); a sparse or list feature's chain must take one of them at every
+ * step. 0 (also for a cross, the event time, or types 0: always null), or
+ * PR_EINVAL with errstr "it gives a string, and a dense feature needs a
+ * number" / "... and 'log1p' needs a number", the same rules as the JSON
+ * decoder's wrong_type. */
+int pr_feature_check_input(const pr_feature_spec *f, unsigned types, char *errstr,
+                           size_t errstr_size);
+
 /* The PR_FTYPE_* mask of a feature's raw value (before its operators). */
 unsigned pr_feature_input_type(const pr_feature_spec *f);
 

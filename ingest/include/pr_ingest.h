@@ -1147,6 +1147,24 @@ int pr_avro_read(void *rd, pr_json_block *jb, const void *buf, size_t len, pr_js
 pr_avro_reader *pr_avro_reader_from_cfg(pr_json_decoder *d, const pr_source_cfg *src, char *errstr,
                                         size_t errstr_size);
 
+/* A fixed writer schema (source.avro.schema_file) as the config loader
+ * checks it: pr_avro_schema_load reads and parses `file` (a path relative
+ * to the working directory), NULL with errstr naming the file when it
+ * cannot be read, does not parse, or its top level is not a record.
+ * pr_avro_check_feature resolves path k of f in it as the reader would
+ * read it: 0, or PR_EINVAL with errstr ("'user.idd' is not in the writer
+ * schema x.avsc (record user has: id, age_days)") when the path is not in
+ * the schema, crosses an array of records under a single-valued feature,
+ * ends at a record or map, is an array for a single-valued feature or not
+ * an array for a list one, or can only give values the feature (its first
+ * operator) refuses. With a registry the writer schemas come at run time
+ * and none of this applies (a path a writer schema lacks is absent). */
+typedef struct pr_avro_schema pr_avro_schema;
+pr_avro_schema *pr_avro_schema_load(const char *file, char *errstr, size_t errstr_size);
+void pr_avro_schema_free(pr_avro_schema *s); /* NULL ok */
+int pr_avro_check_feature(const pr_avro_schema *s, const pr_feature_spec *f, uint8_t k,
+                          char *errstr, size_t errstr_size);
+
 /* ---- Avro writer (ingest/avro_writer.c): JSON objects as Avro records ----
  * For tools and tests (`piperec produce|gen --format avro`), not the hot
  * path: a JSON object encoded under a writer schema (fields by name; a union
@@ -1220,11 +1238,10 @@ const char *pr_pbuser_desc_message(const pr_pbuser_desc *d); /* "pkg.Name" */
 
 /* Check one feature path: PR_EINVAL with errstr ("message shop.Click has no
  * field 'usr'", "'items' is a repeated message: a single-valued feature
- * cannot go through it", "'tags' is repeated: declare a list feature", "'id'
- * is a string field, and this feature takes a number or an integer") or 0.
- * `list`: the feature is a list; `accepts`: the PR_FTYPE_* mask the feature
- * can read (0: any). */
-int pr_pbuser_check_path(const pr_pbuser_desc *d, const char *path, bool list, unsigned accepts,
+ * cannot go through it", "'tags' is repeated: declare a list feature") or 0
+ * with *types the PR_FTYPE_* its values read as (pr_feature_check_input
+ * says whether the feature can take them). `list`: the feature is a list. */
+int pr_pbuser_check_path(const pr_pbuser_desc *d, const char *path, bool list, unsigned *types,
                          char *errstr, size_t errstr_size);
 
 /* A reader for the columns paths[0, n) (a decoder's pr_json_decoder_paths).

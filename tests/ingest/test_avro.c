@@ -7,7 +7,10 @@
  * writer schema lacks is absent; the reject reasons (bad_avro, bad_framing,
  * wrong_type, list_too_long) with nothing left in the block; the time logical
  * types in their writer's unit whatever event_time.unit says; arrays of
- * records mapped by list features as JSON's lists of objects. The registry
+ * records mapped by list features as JSON's lists of objects; a fixed
+ * writer schema checked when the config loads (missing file, unknown path,
+ * single-valued path through an array, types), and the hint that a plain
+ * pipeline's bad_avro record is registry-framed. The registry
  * (fetch, evolution, down/up, 404) is tested end to end in
  * tests/ingest/test_avro_registry.sh with a test registry server.
  */
@@ -17,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -472,6 +476,165 @@ static void test_lists_of_records(void **state)
     fx_free(&t);
 }
 
+/* ---- a fixed writer schema checked when the config loads ---- */
+
+static const char *const chk_avsc =
+    "{\"type\":\"record\",\"name\":\"Ev\",\"fields\":["
+    "{\"name\":\"ts\",\"type\":{\"type\":\"long\",\"logicalType\":\"timestamp-micros\"}},"
+    "{\"name\":\"user\",\"type\":[\"null\",{\"type\":\"record\",\"name\":\"U\",\"fields\":["
+    "{\"name\":\"id\",\"type\":\"string\"},{\"name\":\"age_days\",\"type\":[\"null\",\"int\"]},"
+    "{\"name\":\"geo\",\"type\":{\"type\":\"record\",\"name\":\"G\",\"fields\":["
+    "{\"name\":\"cc\",\"type\":\"string\"}]}}]}]},"
+    "{\"name\":\"amount\",\"type\":[\"null\",{\"type\":\"bytes\",\"logicalType\":\"decimal\","
+    "\"precision\":10,\"scale\":2}]},"
+    "{\"name\":\"tags\",\"type\":{\"type\":\"array\",\"items\":\"string\"}},"
+    "{\"name\":\"imps\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"record\","
+    "\"name\":\"I\",\"fields\":[{\"name\":\"ad\",\"type\":[\"null\",\"string\"]}]}}},"
+    "{\"name\":\"attrs\",\"type\":{\"type\":\"map\",\"values\":\"string\"}},"
+    "{\"name\":\"tier\",\"type\":{\"type\":\"enum\",\"name\":\"T\",\"symbols\":[\"A\",\"B\"]}}]}";
+
+/* The config of one pipeline reading `file` (a registry too when `reg`)
+ * with the schema lines `schema`: pr_config_load_string's rc, err filled. */
+static int load_avro(const char *file, bool reg, const char *schema, char *err, size_t errn)
+{
+    char yaml[4096];
+    snprintf(yaml, sizeof(yaml),
+             "pipelines:\n"
+             "  - name: t\n"
+             "    source:\n"
+             "      format: avro\n"
+             "      avro: { schema_file: \"%s\" }\n"
+             "%s"
+             "    schema:\n"
+             "%s",
+             file, reg ? "      schema_registry: { url: \"http://127.0.0.1:1/\" }\n" : "", schema);
+    pr_config *cfg = NULL;
+    err[0] = 0;
+    int rc = pr_config_load_string(yaml, strlen(yaml), "a.yaml", &cfg, err, errn);
+    pr_config_free(cfg);
+    return rc;
+}
+
+static void expect_refused(const char *file, const char *schema, const char *want)
+{
+    char err[2048];
+    assert_int_not_equal(load_avro(file, false, schema, err, sizeof(err)), 0);
+    if (!strstr(err, want))
+        fail_msg("expected \"%s\" in: %s", want, err);
+}
+
+static char *write_tmp(const char *text)
+{
+    static char path[64];
+    snprintf(path, sizeof(path), "/tmp/test_avro_XXXXXX.avsc");
+    int fd = mkstemps(path, 5);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    return strdup(path);
+}
+
+/* Missing and unparsable files, paths not in the schema, a single-valued
+ * path through an array of records, shapes and types no record can give:
+ * config errors naming the key; what the reader reads loads. */
+static void test_schema_file_checked(void **state)
+{
+    (void)state;
+    char *good = write_tmp(chk_avsc), *bad = write_tmp("{\"type\":\"record\",\"name\":");
+    static const char *const fine =
+        "      event_time: { path: ts, unit: ms }\n"
+        "      labels: [ { name: y, path: user.age_days, default: 0 } ]\n"
+        "      dense: [ { name: amount, path: amount, default: 0 } ]\n"
+        "      sparse:\n"
+        "        - { name: user, path: user.id, ops: [vocab] }\n"
+        "        - { name: cc, path: user.geo.cc, ops: [vocab] }\n"
+        "        - { name: tags, path: tags, list: { max_len: 4 }, ops: [vocab] }\n"
+        "        - { name: ads, path: imps.ad, list: { max_len: 4 }, ops: [vocab] }\n"
+        "        - { name: color, path: attrs.color, default: none, ops: [vocab] }\n"
+        "        - { name: tier, path: tier, ops: [vocab] }\n"
+        "        - { name: x, cross: [user.id, tier], ops: [ { hash: 64 } ] }\n"
+        "        - { name: hour, path: ts, ops: [hour_of_day] }\n";
+    char err[2048];
+    if (load_avro(good, false, fine, err, sizeof(err)))
+        fail_msg("refused: %s", err);
+    expect_refused("/nonexistent/x.avsc", fine,
+                   "a.yaml:5: pipelines[0].source.avro.schema_file: cannot read the writer "
+                   "schema /nonexistent/x.avsc");
+    expect_refused(bad, fine, "pipelines[0].source.avro.schema_file: ");
+    expect_refused(bad, fine, "is not a usable Avro schema");
+    static const char *const typo = "      sparse:\n"
+                                    "        - { name: tier, path: tier, ops: [vocab] }\n"
+                                    "        - { name: user, path: user.idd, ops: [vocab] }\n";
+    char want[512];
+    snprintf(want, sizeof(want),
+             "a.yaml:9: pipelines[0].schema.sparse[1].path: 'user.idd' is not in the writer "
+             "schema %s (record user has: id, age_days, geo)",
+             good);
+    expect_refused(good, typo, want);
+    expect_refused(good, "      sparse: [ { name: s, path: nope, ops: [vocab] } ]\n",
+                   "(record Ev has: ts, user, amount, tags, imps, attrs, tier)");
+    expect_refused(
+        good, "      sparse: [ { name: x, cross: [user.id, user.nope], ops: [ { hash: 8 } ] } ]\n",
+        "pipelines[0].schema.sparse[0].cross[1]: 'user.nope' is not in");
+    expect_refused(good, "      sparse: [ { name: ad, path: imps.ad, ops: [vocab] } ]\n",
+                   "pipelines[0].schema.sparse[0].path: 'imps.ad' in the writer schema");
+    expect_refused(good, "      sparse: [ { name: ad, path: imps.ad, ops: [vocab] } ]\n",
+                   "imps is an array of records: a single-valued feature cannot go through it");
+    expect_refused(good, "      sparse: [ { name: t, path: tags, ops: [vocab] } ]\n",
+                   "an array: declare a list feature");
+    expect_refused(
+        good, "      sparse: [ { name: t, path: tier, list: { max_len: 2 }, ops: [vocab] } ]\n",
+        "not an array: a list feature needs an array");
+    expect_refused(good, "      dense: [ { name: d, path: user.id } ]\n",
+                   "pipelines[0].schema.dense[0].path: 'user.id' in the writer schema");
+    expect_refused(good, "      dense: [ { name: d, path: user.id } ]\n",
+                   "it gives a string, and a dense feature needs a number");
+    expect_refused(good, "      dense: [ { name: d, path: user.geo } ]\n",
+                   "the path ends at a record, not a value");
+    expect_refused(good, "      event_time: { path: user.id, unit: ms }\n",
+                   "pipelines[0].schema.event_time.path: 'user.id'");
+    /* with a registry the writer schemas come at run time: a path a schema
+     * lacks is absent there (schema evolution), not checked at load */
+    if (load_avro(good, true, typo, err, sizeof(err)))
+        fail_msg("refused with a registry: %s", err);
+    unlink(good);
+    unlink(bad);
+    free(good);
+    free(bad);
+}
+
+/* A registry-framed record read as plain: bad_avro, and the detail says
+ * how to fix it; a record that is just broken gets no such hint. */
+static void test_framing_hint(void **state)
+{
+    (void)state;
+    fx t;
+    fx_init(&t, types_yaml, types_avsc, PR_AVRO_FRAMING_PLAIN);
+    const char *ev = "{\"ts\":1,\"y\":0,\"skipme\":{},\"amount\":null,\"f\":-2.25,\"attrs\":{},"
+                     "\"kind\":\"A\",\"blob\":\"0000\",\"raw\":null,\"a\":null,\"ids\":[],"
+                     "\"flag\":false,\"again\":\"1234\"}";
+    char err[256];
+    uint32_t next = 0;
+    assert_int_equal(
+        pr_avro_from_json(t.w, ev, strlen(ev), 7, &t.buf, &t.len, &t.cap, err, sizeof(err)), 0);
+    assert_int_equal(t.buf[0], 0);
+    assert_int_equal(pr_decode_message(PR_MSG_AVRO, &t.ca, t.ba, t.buf, t.len, &next, NULL), 0);
+    assert_int_equal(t.ra.last, PR_DEC_BAD_AVRO);
+    if (!strstr(t.ra.detail, "(the message looks registry-framed: magic byte 0, schema id 7; "
+                             "set source.avro.framing: registry)"))
+        fail_msg("no hint: %s", t.ra.detail);
+    /* the same bytes less one: byte 0 is 0, but no whole record follows */
+    t.ra.detail[0] = 0;
+    assert_int_equal(pr_decode_message(PR_MSG_AVRO, &t.ca, t.ba, t.buf, t.len - 1, &next, NULL), 0);
+    assert_int_equal(t.ra.last, PR_DEC_BAD_AVRO);
+    assert_non_null(strstr(t.ra.detail, "avro: "));
+    assert_null(strstr(t.ra.detail, "registry-framed"));
+    assert_int_equal(t.ba->rows, 0);
+    fx_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -482,6 +645,8 @@ int main(void)
         cmocka_unit_test(test_wrong_types),
         cmocka_unit_test(test_time_logical_types),
         cmocka_unit_test(test_lists_of_records),
+        cmocka_unit_test(test_schema_file_checked),
+        cmocka_unit_test(test_framing_hint),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
