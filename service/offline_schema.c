@@ -299,12 +299,6 @@ static int pr__srun_flush(pr__srun *run, pr__sunit *u, uint32_t i, char *errstr,
 
 /* ---------------------------------------------------------------- the tasks */
 
-/* Records are the user's Protobuf messages (source.format protobuf). */
-static bool pr__protobuf(const pr__srun *run)
-{
-    return run->opts->source && run->opts->source->format == PR_MSG_PROTOBUF;
-}
-
 /* Records are binary (Avro or Protobuf): rejects.tsv shows them as hex. */
 static bool pr__binary(const pr__srun *run)
 {
@@ -398,7 +392,7 @@ static int pr__sunit_decode(pr__swork *w, pr__sunit *u)
         do {
             if (!b && !(b = pr__sunit_block(u)))
                 return pr_seterr(u->err, sizeof(u->err), PR_ENOMEM, "offline: out of memory");
-            if (u->s_len[i] == 0 && pr__protobuf(u->run)) { /* as the consumer does */
+            if (u->s_len[i] == 0) { /* a zero-length record (Avro, Protobuf): as the consumer */
                 pr__sunit_reject(u, PR_DEC_EMPTY, "empty message", "", 0, lineno);
                 rc = 0;
                 break;

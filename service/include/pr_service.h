@@ -251,8 +251,8 @@ int pr_offline_run(const pr_pipeline_spec *spec, const pr_engine_opts *eopts,
 /* The same job for a declared feature schema (issue 20, service/offline_schema.c):
  * the input is JSON lines, or for source.format avro and protobuf
  * varint-delimited records (a varint length, then the message, as protobuf's
- * writeDelimitedTo; each may be registry-framed; a zero-length protobuf
- * message is rejected `empty`, as Kafka's empty payloads are; "line" numbers
+ * writeDelimitedTo; each may be registry-framed; a zero-length record is
+ * rejected `empty`, as Kafka's empty payloads are; "line" numbers
  * are then record numbers from 1) (JSON lines: one object per line; blank
  * lines skipped; the
  * first non-blank line must start with '{', else PR_EINVAL: the input is not

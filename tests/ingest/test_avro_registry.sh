@@ -205,11 +205,13 @@ for f in $(cd "$T/offjson" && find . -name '*.npy' -o -name '*.tsv' | sort); do
     n=$((n + 1))
 done
 [ $n -gt 10 ] || fail "only $n files compared"
-# 8. an offline reject keeps its binary record on one line, as hex
-printf '\006\005\001\002\003\004\012' > "$T/bad.avrof"
+# 8. an offline reject keeps its binary record on one line, as hex; a
+# zero-length record is `empty`, as an empty Kafka message is
+printf '\006\005\001\002\003\004\012\000' > "$T/bad.avrof"
 "$PIPEREC" process --config "$T/basic.yaml" --input "$T/bad.avrof" --output "$T/offbad" \
     --no-progress > /dev/null 2> "$T/process_bad.err" || fail "process bad: $(cat "$T/process_bad.err")"
-[ "$(wc -l < "$T/offbad/rejects.tsv")" -eq 1 ] || fail "rejects.tsv: $(cat "$T/offbad/rejects.tsv")"
+[ "$(wc -l < "$T/offbad/rejects.tsv")" -eq 2 ] || fail "rejects.tsv: $(cat "$T/offbad/rejects.tsv")"
 grep -q "^1	bad_framing	.*	05010203040a$" "$T/offbad/rejects.tsv" ||
     fail "rejects.tsv line: $(cat "$T/offbad/rejects.tsv")"
+grep -q "^2	empty	" "$T/offbad/rejects.tsv" || fail "empty record: $(cat "$T/offbad/rejects.tsv")"
 echo "test_avro_registry: ok ($((2 * N)) events, 2 schema ids, registry down and up, $n files equal)"
