@@ -952,6 +952,19 @@ static int pr__srun_pass_delimited(pr__srun *run, FILE *f, char *errstr, size_t 
     size_t cap = 0;
     int64_t recno = 0;
     int rc = 0, c;
+    /* An Avro object container file (.avro: "Obj" 1, a header, blocks) is
+     * not a sequence of records: say so rather than "truncated" somewhere.
+     * Only where the input can be read again from the start (a file). */
+    char magic[4];
+    long at = run->opts->source && run->opts->source->format == PR_MSG_AVRO ? ftell(f) : -1;
+    if (at == 0 && fread(magic, 1, 4, f) == 4 && memcmp(magic, "Obj\x01", 4) == 0)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "%s: an Avro object container file; piperec process reads "
+                         "varint-delimited records, one Kafka message each (docs/formats.md, "
+                         "\"Avro container files\", converts one)",
+                         run->opts->input);
+    if (at == 0 && fseek(f, 0, SEEK_SET) != 0)
+        return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", run->opts->input, strerror(errno));
     while (!rc && (c = getc(f)) != EOF) {
         uint64_t len = 0;
         for (unsigned shift = 0;; shift += 7) {

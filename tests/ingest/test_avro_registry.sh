@@ -16,7 +16,9 @@
 #   of the same events as JSON lines (B without context); offline Avro (a file
 #   of framed records from `piperec gen --format avro`, ids 1 and 2, through
 #   the registry with basic auth and cache_max 1) writes byte-identical .npy
-#   files (and vocabularies, rejects.tsv) to offline JSON.
+#   files (and vocabularies, rejects.tsv) to offline JSON; a zero-length record
+#   is `empty`; an Avro container file is refused by its magic, and the
+#   converter in docs/formats.md turns it into records that process the same.
 # Env (from pr_script_test): PIPEREC, PR_SOURCE_DIR, PR_TMP.
 set -eu
 T="$PR_TMP"
@@ -214,4 +216,43 @@ printf '\006\005\001\002\003\004\012\000' > "$T/bad.avrof"
 grep -q "^1	bad_framing	.*	05010203040a$" "$T/offbad/rejects.tsv" ||
     fail "rejects.tsv line: $(cat "$T/offbad/rejects.tsv")"
 grep -q "^2	empty	" "$T/offbad/rejects.tsv" || fail "empty record: $(cat "$T/offbad/rejects.tsv")"
+# 9. an Avro container file: refused by its magic; the converter of
+# docs/formats.md ("Avro container files", run as written there) turns it
+# into records that process to the same files as piperec gen's plain ones
+config "      format: avro
+      avro: { schema_file: \"$V1\" }" > "$T/file.yaml"
+"$PIPEREC" gen --rows 200 --seed 3 --format avro --avro-schema "$V1" --schema-id plain \
+    --output "$T/plain.avrof"
+$PY - "$V1" "$T/plain.avrof" "$T/events.avro" <<'PYEOF'
+import io, sys, avro.datafile, avro.io, avro.schema
+schema = avro.schema.parse(open(sys.argv[1]).read())
+buf, pos = open(sys.argv[2], "rb").read(), 0
+with open(sys.argv[3], "wb") as f:
+    w = avro.datafile.DataFileWriter(f, avro.io.DatumWriter(), schema)
+    while pos < len(buf):
+        n = shift = 0
+        while True:
+            b = buf[pos]; pos += 1; n |= (b & 0x7F) << shift; shift += 7
+            if not b & 0x80:
+                break
+        w.append(avro.io.DatumReader(schema).read(avro.io.BinaryDecoder(io.BytesIO(buf[pos:pos + n]))))
+        pos += n
+    w.close()
+PYEOF
+rc=0; "$PIPEREC" process --config "$T/file.yaml" --input "$T/events.avro" --output "$T/offcont" \
+    --no-progress > /dev/null 2> "$T/process_cont.err" || rc=$?
+[ "$rc" -eq 2 ] && grep -q "an Avro object container file" "$T/process_cont.err" ||
+    fail "container file: exit $rc, $(cat "$T/process_cont.err")"
+awk '/^### Avro container files/ {on = 1} on && /^```python/ {code = 1; next}
+     code && /^```/ {exit} code {print}' "$PR_SOURCE_DIR/docs/formats.md" > "$T/convert.py"
+[ -s "$T/convert.py" ] || fail "no converter in docs/formats.md"
+$PY "$T/convert.py" "$T/events.avro" "$T/converted.avrof" || fail "the docs' converter"
+for x in plain converted; do
+    "$PIPEREC" process --config "$T/file.yaml" --input "$T/$x.avrof" --output "$T/off$x" \
+        --no-progress > /dev/null 2> "$T/process_$x.err" || fail "process $x: $(cat "$T/process_$x.err")"
+done
+grep -q "200 rows, 0 rejected" "$T/process_converted.err" || fail "converted: $(cat "$T/process_converted.err")"
+for f in $(cd "$T/offplain" && find . -name '*.npy' | sort); do
+    cmp -s "$T/offplain/$f" "$T/offconverted/$f" || fail "container $f differs from plain records"
+done
 echo "test_avro_registry: ok ($((2 * N)) events, 2 schema ids, registry down and up, $n files equal)"
