@@ -64,6 +64,8 @@ typedef struct pr__cur {
     int32_t key;
     int64_t offset;
     int nrec;
+    const void *mkey; /* the message's Kafka key, for its dead letters */
+    size_t mkey_len;
 } pr__cur;
 
 struct pr_consumer {
@@ -857,8 +859,9 @@ static void pr__on_reject(void *opaque, int reason, const char *detail, const ch
         c->on_reject(c->opaque, c, &ri);
     }
     if (c->dlq)
-        pr_dlq_send(c->dlq, c->cur.key, rec, len, pr_decode_reason_name(reason), detail,
-                    c->cur.topic, c->cur.partition, c->cur.offset, c->cur.nrec > 1 ? recno : -1);
+        pr_dlq_send_keyed(c->dlq, c->cur.key, c->cur.mkey, c->cur.mkey_len, rec, len,
+                          pr_decode_reason_name(reason), detail, c->cur.topic, c->cur.partition,
+                          c->cur.offset, c->cur.nrec > 1 ? recno : -1);
 }
 
 /* ---------------------------------------------------------------- lifecycle */
@@ -1711,7 +1714,9 @@ static void pr__deliver_empty(pr_consumer *c, rd_kafka_message_t *m, int tidx, s
                        .partition = m->partition,
                        .key = PR_PART_KEY(tidx, m->partition),
                        .offset = m->offset,
-                       .nrec = 1};
+                       .nrec = 1,
+                       .mkey = m->key,
+                       .mkey_len = m->key_len};
     pr__on_reject(c, PR_DEC_EMPTY, "empty message", "", 0, 0);
     if (pi >= 0)
         __atomic_store_n(&c->parts[pi].consumed_next, m->offset + 1, __ATOMIC_RELAXED);
@@ -1774,7 +1779,9 @@ static int pr__deliver(pr_consumer *c, pr_block *b, rd_kafka_message_t *m, int64
                        .partition = m->partition,
                        .key = PR_PART_KEY(tidx, m->partition),
                        .offset = m->offset,
-                       .nrec = nrec};
+                       .nrec = nrec,
+                       .mkey = m->key,
+                       .mkey_len = m->key_len};
     pr_decode_ctx ctx = {.spec = c->spec,
                          .json = c->json,
                          .on_reject = pr__on_reject,
@@ -2096,7 +2103,9 @@ static int pr__merged(pr_consumer *c, const pr__dmsg *dm)
                            .partition = m->partition,
                            .key = dm->key,
                            .offset = m->offset,
-                           .nrec = dm->nrec};
+                           .nrec = dm->nrec,
+                           .mkey = m->key,
+                           .mkey_len = m->key_len};
     for (uint32_t k = 0; k < dm->nrej; k++) {
         pr__drej r;
         pr__dpool_reject(c->dp, dm, k, &r);

@@ -56,6 +56,8 @@ typedef struct pr__letter {
     char *reason, *detail, *src_topic;
     void *payload;
     size_t len;
+    void *mkey; /* the source message's Kafka key (NULL: none), kept on the letter */
+    size_t mkey_len;
     bool in_queue;       /* handed to librdkafka, delivery report pending */
     int64_t next_try_ns; /* retry not before (monotonic) */
 } pr__letter;
@@ -104,6 +106,7 @@ static void pr__letter_free(pr__letter *l)
     free(l->detail);
     free(l->src_topic);
     free(l->payload);
+    free(l->mkey);
     free(l);
 }
 
@@ -405,10 +408,10 @@ static int pr__produce(pr_dlq *d, pr__letter *l)
         snprintf(idx, sizeof(idx), "%" PRId64, l->record_index);
         rd_kafka_header_add(h, "piperec-record-index", -1, idx, -1);
     }
-    rd_kafka_resp_err_t err =
-        rd_kafka_producev(d->rk, RD_KAFKA_V_TOPIC(d->topic), RD_KAFKA_V_VALUE(l->payload, l->len),
-                          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h),
-                          RD_KAFKA_V_OPAQUE(l), RD_KAFKA_V_END);
+    rd_kafka_resp_err_t err = rd_kafka_producev(
+        d->rk, RD_KAFKA_V_TOPIC(d->topic), RD_KAFKA_V_VALUE(l->payload, l->len),
+        RD_KAFKA_V_KEY(l->mkey, l->mkey_len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+        RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_OPAQUE(l), RD_KAFKA_V_END);
     if (!err) {
         l->in_queue = true;
         return 0;
@@ -522,6 +525,15 @@ int pr_dlq_send(pr_dlq *d, int32_t key, const void *payload, size_t len, const c
                 const char *detail, const char *src_topic, int32_t partition, int64_t offset,
                 int64_t record_index)
 {
+    return pr_dlq_send_keyed(d, key, NULL, 0, payload, len, reason, detail, src_topic, partition,
+                             offset, record_index);
+}
+
+int pr_dlq_send_keyed(pr_dlq *d, int32_t key, const void *mkey, size_t mkey_len,
+                      const void *payload, size_t len, const char *reason, const char *detail,
+                      const char *src_topic, int32_t partition, int64_t offset,
+                      int64_t record_index)
+{
     if (!d->rk) /* no topic: straight to the file, held until its fsync */
         return pr__file_put(d, key, reason ? reason : "unknown", detail ? detail : "",
                             src_topic ? src_topic : "", partition, offset, record_index, payload,
@@ -547,6 +559,13 @@ int pr_dlq_send(pr_dlq *d, int32_t key, const void *payload, size_t len, const c
     }
     if (len)
         memcpy(l->payload, payload, len);
+    if (mkey && (l->mkey = malloc(mkey_len ? mkey_len : 1)) != NULL) {
+        memcpy(l->mkey, mkey, mkey_len);
+        l->mkey_len = mkey_len;
+    } else if (mkey) {
+        pr__letter_free(l);
+        return PR_ENOMEM;
+    }
     l->next = d->letters;
     d->letters = l;
     __atomic_add_fetch(&d->pending, 1, __ATOMIC_RELAXED);

@@ -306,6 +306,12 @@ pr_dlq *pr_dlq_new_file(const char *path, uint64_t max_bytes, char *errstr, size
 int pr_dlq_send(pr_dlq *d, int32_t key, const void *payload, size_t len, const char *reason,
                 const char *detail, const char *src_topic, int32_t partition, int64_t offset,
                 int64_t record_index);
+/* The same with the source message's Kafka key (mkey NULL: none), which the
+ * dead letter keeps as its own key, so a keyed topic's letters stay keyed. */
+int pr_dlq_send_keyed(pr_dlq *d, int32_t key, const void *mkey, size_t mkey_len,
+                      const void *payload, size_t len, const char *reason, const char *detail,
+                      const char *src_topic, int32_t partition, int64_t offset,
+                      int64_t record_index);
 
 /* Lowest source offset of partition key `key` whose dead letter is not yet
  * confirmed by the topic nor fsync'd in the file (INT64_MAX when none; NULL

@@ -82,7 +82,7 @@ curl -sf "$U/healthz" | grep -q ok || fail "/healthz"
 
 # 4. kcat produces the sample plus one malformed line
 kcat -b "$B" -P -t events -l "$DATA"
-printf '1\t2\t3\n' | kcat -b "$B" -P -t events
+printf 'user-7|1\t2\t3\n' | kcat -b "$B" -P -t events -K '|'   # keyed: its dead letter keeps the key
 good=$(grep -c . "$DATA")
 
 # 5. a trainer (piperec consume) writes what it gets as npy
@@ -133,12 +133,13 @@ grep -q '^piperec_hot_coverage_ratio{pipeline="p",column="C1",k="100"} ' "$T/met
 # one)
 i=0
 while :; do
-    kcat -b "$B" -C -t events-dlq -o beginning -e -q -f '%h|%s\n' > "$T/dlq.txt"
+    kcat -b "$B" -C -t events-dlq -o beginning -e -q -f '%k|%h|%s\n' > "$T/dlq.txt"
     [ "$(grep -c . "$T/dlq.txt")" -ge 1 ] || [ $i -ge 20 ] && break
     i=$((i + 1)); sleep 0.5
 done
 [ "$(grep -c . "$T/dlq.txt")" -eq 1 ] || fail "dead-letter topic: $(cat "$T/dlq.txt")"
 grep -q "piperec-reason=field_count" "$T/dlq.txt" || fail "dead letter without reason header"
+grep -q "^user-7|" "$T/dlq.txt" || fail "dead letter without the source message's key: $(cat "$T/dlq.txt")"
 
 # 8. SIGTERM drains and exits 0
 kill -TERM "$RUN"
