@@ -594,7 +594,17 @@ static void pr__drain(pr__pipe *p)
         pr_warn("pipeline %s: dead letters still pending at shutdown; their offsets stay "
                 "uncommitted (read again after restart)",
                 p->cfg->name);
+    /* Say what the drain waits for (a trainer that went away acks nothing,
+     * and the drain then takes its whole timeout): now and every 5 s. */
+    int64_t said_ns = 0;
     while (pr_batcher_unacked_batches(p->bat) > 0 && pr_mono_ns() < deadline) {
+        if (pr_mono_ns() - said_ns >= 5000000000LL) {
+            said_ns = pr_mono_ns();
+            pr_info("pipeline %s: draining: %llu batch(es) wait for their acknowledgement "
+                    "(%.1f s left of the drain timeout)",
+                    p->cfg->name, (unsigned long long)pr_batcher_unacked_batches(p->bat),
+                    (double)(deadline - said_ns) / 1e9);
+        }
         pr_sinkset_poll(p->sinks, pr__ack_cb, p);
         pr__store_safe_offsets(p);
         atomic_store(&p->last_turn_ns, pr_mono_ns());
