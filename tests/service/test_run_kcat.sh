@@ -108,6 +108,8 @@ p = s["pipelines"][0]
 assert s["healthy"] and s["ready"], s
 assert p["name"] == "p" and p["backend"] == "cpu", p
 assert p["assignment"] and p["assignment"][0]["topic"] == "events", p
+f = p["freshness_seconds"]  # the mean beside the bucket-bound quantiles
+assert f["event_to_emit_mean"] is None or f["event_to_emit_mean"] >= 0, f
 assert sum(p["vocab_sizes"].values()) > 0, p
 print("status ok: %d records in, %d batches" % (p["records_in"], p["batches_emitted"]))
 ' || fail "/v1/status"
