@@ -1349,8 +1349,18 @@ static int pr__parse_document(jp *j)
     int vk = pr__value_kind(*j->p);
     if (vk == VK_BAD)
         return pr__fail(j, PR_JSON_NOT_JSON, j->p, -1, "not JSON");
-    if (vk != VK_OBJECT)
-        return pr__fail(j, PR_JSON_NOT_OBJECT, j->p, -1, "the document is not an object");
+    if (vk != VK_OBJECT) {
+        /* not_object only for a JSON value ([1, 2], "x", 7, null): text that
+         * merely starts like one ("not json", "nul") is not JSON at all. */
+        const uint8_t *at = j->p;
+        int r = pr__skip_value(j, 0);
+        if (r)
+            return r == PR_JSON_TRUNCATED ? pr__fail(j, PR_JSON_NOT_JSON, at, -1, "not JSON") : r;
+        pr__skip_ws(j);
+        if (j->p != j->end)
+            return pr__fail(j, PR_JSON_NOT_JSON, j->p, -1, "not JSON");
+        return pr__fail(j, PR_JSON_NOT_OBJECT, at, -1, "the document is not an object");
+    }
     j->s->stamp[0] = j->s->gen;
     int r = pr__walk_object(j, 0, 1);
     if (r)

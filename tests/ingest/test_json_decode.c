@@ -259,7 +259,8 @@ static void test_rejects(void **state)
         int reason;
     } cases[] = {
         {"{\"user\" 1}", PR_DEC_NOT_JSON},
-        {"nope", PR_DEC_NOT_OBJECT},
+        {"nope", PR_DEC_NOT_JSON},
+        {"null", PR_DEC_NOT_OBJECT},
         {"[1]", PR_DEC_NOT_OBJECT},
         {"{\"user\":", PR_DEC_TRUNCATED},
         {"{\"user\":{\"id\":\"\xff\"}}", PR_DEC_BAD_UTF8},

@@ -157,6 +157,12 @@ static void test_every_reason(void **state)
         {"\"str\"", PR_JSON_NOT_OBJECT},
         {"42", PR_JSON_NOT_OBJECT},
         {"null", PR_JSON_NOT_OBJECT},
+        {" [1, {\"a\": 2}] ", PR_JSON_NOT_OBJECT},
+        /* text that only starts like a JSON value is not JSON */
+        {"nul", PR_JSON_NOT_JSON},
+        {"not json at all", PR_JSON_NOT_JSON},
+        {"[1,2] x", PR_JSON_NOT_JSON},
+        {"\"open", PR_JSON_NOT_JSON},
         {"{", PR_JSON_TRUNCATED},
         {"{\"i\":1", PR_JSON_TRUNCATED},
         {"{\"s\":\"ab", PR_JSON_TRUNCATED},
@@ -188,7 +194,7 @@ static void test_every_reason(void **state)
     assert_non_null(strstr(f.rej.detail, "i: expected an int64"));
     assert_int_equal(f.rej.offset, 5);
     /* NULL reject pointer is fine */
-    assert_int_equal(pr_json_extract(f.x, f.b, "[", 1, NULL), PR_JSON_NOT_OBJECT);
+    assert_int_equal(pr_json_extract(f.x, f.b, "[", 1, NULL), PR_JSON_NOT_JSON);
     fx_close(&f);
 }
 

@@ -455,7 +455,7 @@ def main():
                            stdin=open(bad_first) if arg == "-" else None)
         assert p.returncode == 0, (arg, p.returncode, p.stderr)
         rej = open(os.path.join(tmp, "out-bad-first", "rejects.tsv")).read().splitlines()
-        assert [r.split("\t")[:2] for r in rej[:2]] == [["1", "not_object"], ["2", "not_object"]], rej[:3]
+        assert [r.split("\t")[:2] for r in rej[:2]] == [["1", "not_object"], ["2", "not_json"]], rej[:3]
     print("ok: TSV input refused for a declared schema; bad first lines of JSON lines rejected")
     p = subprocess.run([piperec, "process", "--config", cfg, "--input", inp, "--output",
                         os.path.join(tmp, "out-hls"), "--backend", "hls-sim"],
