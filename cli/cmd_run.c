@@ -23,11 +23,15 @@
 
 static void pr__run_usage(FILE *f)
 {
-    fprintf(f, "usage: piperec run --config FILE [--check]\n"
+    fprintf(f, "usage: piperec run --config FILE [--set PATH=VALUE]... [--check]\n"
                "\n"
                "Run every pipeline of FILE (YAML, see docs/configuration.md) until SIGTERM or\n"
                "SIGINT, then drain: emit partial batches, wait for acknowledgements, commit.\n"
                "  --config FILE   the configuration (required)\n"
+               "  --set PATH=VALUE  override one setting (VALUE read as YAML, checked as in\n"
+               "                  the file), e.g. --set\n"
+               "                  'pipelines[*].source.kafka.properties.bootstrap.servers=HOST:PORT'\n"
+               "                  (docs/configuration.md, \"Overriding from the command line\")\n"
                "  --check         validate the configuration and exit (0 = valid)\n");
 }
 
@@ -50,12 +54,41 @@ static void pr__run_keep_freed_memory(void)
         mallopt(M_TRIM_THRESHOLD, 64 << 20);
 }
 
+#define PR__RUN_MAX_SET 32
+
+/* One --set PATH=VALUE: split at the first '=' into a copy. 0, or 2 with a
+ * message. */
+static int pr__run_add_set(const char *arg, char **paths, char **values, size_t *n)
+{
+    const char *eq = strchr(arg, '=');
+    if (!eq || eq == arg) {
+        fprintf(stderr, "piperec run: --set '%s': expected PATH=VALUE\n", arg);
+        return 2;
+    }
+    if (*n == PR__RUN_MAX_SET) {
+        fprintf(stderr, "piperec run: more than %d --set\n", PR__RUN_MAX_SET);
+        return 2;
+    }
+    char *copy = strdup(arg);
+    if (!copy)
+        return 1;
+    copy[eq - arg] = '\0';
+    paths[*n] = copy;
+    values[(*n)++] = copy + (eq - arg) + 1;
+    return 0;
+}
+
 int pr_cli_cmd_run(int argc, char **argv)
 {
     const char *path = NULL;
     bool check_only = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--config") && i + 1 < argc) {
+    char *ov_path[PR__RUN_MAX_SET], *ov_value[PR__RUN_MAX_SET];
+    size_t n_ov = 0;
+    int rc = 0;
+    for (int i = 1; i < argc && !rc; i++) {
+        if (!strcmp(argv[i], "--set") && i + 1 < argc) {
+            rc = pr__run_add_set(argv[++i], ov_path, ov_value, &n_ov);
+        } else if (!strcmp(argv[i], "--config") && i + 1 < argc) {
             path = argv[++i];
         } else if (!strncmp(argv[i], "--config=", 9)) {
             path = argv[i] + 9;
@@ -67,21 +100,25 @@ int pr_cli_cmd_run(int argc, char **argv)
         } else {
             fprintf(stderr, "piperec run: unknown argument '%s'\n", argv[i]);
             pr__run_usage(stderr);
-            return 2;
+            rc = 2;
         }
     }
-    if (!path) {
+    if (!rc && !path) {
         fprintf(stderr, "piperec run: --config FILE is required\n");
         pr__run_usage(stderr);
-        return 2;
+        rc = 2;
     }
 
     char err[4096];
     pr_config *cfg = NULL;
-    if (pr_config_load_file(path, &cfg, err, sizeof(err))) {
+    if (!rc && pr_config_load_file_with(path, ov_path, ov_value, n_ov, &cfg, err, sizeof(err))) {
         fprintf(stderr, "piperec run: %s\n", err);
-        return 2;
+        rc = 2;
     }
+    for (size_t k = 0; k < n_ov; k++)
+        free(ov_path[k]); /* ov_value[k] points into the same allocation */
+    if (rc)
+        return rc;
     if (pr_config_check_streaming(cfg, err, sizeof(err))) {
         fprintf(stderr, "piperec run: %s\n", err);
         pr_config_free(cfg);
@@ -127,7 +164,7 @@ int pr_cli_cmd_run(int argc, char **argv)
     }
     if (sig > 0)
         pr_info("signal %d: draining", sig);
-    int rc = pr_service_stop(svc);
+    rc = pr_service_stop(svc);
     int exit_code = 0;
     if (rc == PR_ETIMEDOUT) {
         pr_warn("drain timed out; unacknowledged records will be delivered again");

@@ -5,7 +5,8 @@
 #   curl /metrics | promtool check metrics, /healthz, /readyz, /v1/status
 #   a malformed line lands in the dead-letter topic (read with kcat)
 #   the streamed arrays equal `piperec process` on the same lines (numpy)
-#   SIGTERM drains and exits 0; a bad config exits 2 naming the key.
+#   SIGTERM drains and exits 0; a bad config (or --set) exits 2 naming the key;
+#   the broker's address comes from --set, not the file.
 # Env (from pr_script_test): PIPEREC, PR_TEST_DATA, PR_TMP.
 set -eu
 T="$PR_TMP"
@@ -36,6 +37,11 @@ Y
 rc=0; "$PIPEREC" run --config "$T/bad.yaml" 2> "$T/bad.err" || rc=$?
 [ "$rc" -eq 2 ] || fail "bad config: exit $rc, expected 2"
 grep -q "batch.size" "$T/bad.err" || fail "bad config message does not name batch.size: $(cat "$T/bad.err")"
+# ... and so does a bad --set
+rc=0; "$PIPEREC" run --config "$T/bad.yaml" --set 'pipelines[p].batch.size=64' \
+    --set 'engine.threads=0' --check 2> "$T/bad_set.err" || rc=$?
+[ "$rc" -eq 2 ] && grep -q "engine.threads: must be between 1 and 64, got 0" "$T/bad_set.err" \
+    && ! grep -q "batch.size" "$T/bad_set.err" || fail "--set: exit $rc, $(cat "$T/bad_set.err")"
 
 # 2. broker
 mkfifo "$T/broker.fifo"
@@ -54,7 +60,7 @@ pipelines:
         topics: [events]
         group.id: run-test
         properties:
-          bootstrap.servers: "$B"
+          bootstrap.servers: "127.0.0.1:1"   # the broker's address comes from --set
           auto.offset.reset: earliest
           session.timeout.ms: 4000
           heartbeat.interval.ms: 300
@@ -69,8 +75,9 @@ http: { listen: "127.0.0.1:0" }
 hot: { top_k: 128 }
 log: { level: info }
 Y
-"$PIPEREC" run --config "$T/run.yaml" --check | grep -q ok || fail "--check"
-"$PIPEREC" run --config "$T/run.yaml" 2> "$T/run.err" &
+SET="pipelines[*].source.kafka.properties.bootstrap.servers=$B"
+"$PIPEREC" run --config "$T/run.yaml" --set "$SET" --check | grep -q ok || fail "--check"
+"$PIPEREC" run --config "$T/run.yaml" --set "$SET" 2> "$T/run.err" &
 RUN=$!
 pids="$pids $RUN"
 wait_until 20 "the http port in the log" grep -q "http on port" "$T/run.err"
