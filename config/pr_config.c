@@ -1273,6 +1273,37 @@ static const cfg_key transform_keys[] = {
 };
 static const cfg_table transform_tab = TABLE(transform_keys, NULL);
 
+/* The engine names a column's setting "sparse.<column>.<key>: why": point
+ * at the key the user wrote, transform.columns.<column>.<key> when the file
+ * has it, else transform.vocab.<key> (every column's value), so the message
+ * names a path of the file; anything else stays under `transform`. */
+static void pr__engine_error(cfg_ctx *c, yaml_node_t *map, const char *e)
+{
+    yaml_node_t *tr = pr__map_find(c, map, "transform");
+    const char *name = e + 7, *dot = strncmp(e, "sparse.", 7) == 0 ? strchr(name, '.') : NULL;
+    const char *colon = dot ? strstr(dot, ": ") : NULL;
+    char col[PR_NAME_MAX], key[32], path[160];
+    if (!colon || (size_t)(dot - name) >= sizeof(col) || (size_t)(colon - dot - 1) >= sizeof(key)) {
+        pr__cfg_error(c, tr, "transform", "%s", e);
+        return;
+    }
+    snprintf(col, sizeof(col), "%.*s", (int)(dot - name), name);
+    snprintf(key, sizeof(key), "%.*s", (int)(colon - dot - 1), dot + 1);
+    yaml_node_t *cols = pr__map_find(c, tr, "columns");
+    yaml_node_t *n = pr__map_find(c, pr__map_find(c, cols, col), key);
+    if (n) {
+        snprintf(path, sizeof(path), "transform.columns.%s.%s", col, key);
+        pr__cfg_error(c, n, path, "%s", colon + 2);
+        return;
+    }
+    n = pr__map_find(c, pr__map_find(c, tr, "vocab"), key);
+    snprintf(path, sizeof(path), "transform.vocab.%s", key);
+    if (n)
+        pr__cfg_error(c, n, path, "%s (column %s)", colon + 2, col);
+    else
+        pr__cfg_error(c, tr, "transform", "%s", e);
+}
+
 /* ---------------------------------------------------------------- pipelines */
 
 static void pr__finish_pipeline(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
@@ -1365,7 +1396,7 @@ static void pr__finish_pipeline(cfg_ctx *c, yaml_node_t *map, void *base, bool p
         if (pr_pipeline_spec_validate(&pl->spec, e, sizeof(e)) < 0 ||
             (pl->features.declared &&
              pr_feature_engine_spec(&pl->features, &pl->spec, &es, e, sizeof(e)) < 0))
-            pr__cfg_error(c, pr__map_find(c, map, "transform"), "transform", "%s", e);
+            pr__engine_error(c, map, e);
         else if (pl->features.declared)
             for (uint32_t k = 0; k < es.n_sparse; k++)
                 if (es.sparse[k].eviction == PR_EVICT_TTL && es.sparse[k].ttl_s)
