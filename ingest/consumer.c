@@ -330,6 +330,10 @@ static void pr__log_cb(const rd_kafka_t *rk, int level, const char *fac, const c
                      : level <= 4 ? PR_LOG_WARN
                      : level <= 6 ? PR_LOG_INFO
                                   : PR_LOG_DEBUG;
+    /* A connection's FAIL is also a client error (pr__error_cb: counted,
+     * rate-limited): said once there, not twice. */
+    if (strcmp(fac, "FAIL") == 0)
+        l = PR_LOG_DEBUG;
     pr_log(l, "librdkafka %s: %s", fac, buf);
 }
 

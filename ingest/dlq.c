@@ -467,6 +467,30 @@ static pr_dlq *pr__dlq_alloc(void)
     return d;
 }
 
+/* The producer's own log lines through piperec's log (not raw to stderr);
+ * a connection's FAIL is said by pr__dlq_error_cb instead. */
+static void pr__dlq_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    (void)rk;
+    pr_log_level l = strcmp(fac, "FAIL") == 0 ? PR_LOG_DEBUG
+                     : level <= 3             ? PR_LOG_ERROR
+                     : level <= 4             ? PR_LOG_WARN
+                     : level <= 6             ? PR_LOG_INFO
+                                              : PR_LOG_DEBUG;
+    pr_log(l, "dead-letter producer: librdkafka %s: %s", fac, buf);
+}
+
+/* Client errors (a broker down...): served by pr_dlq_poll's rd_kafka_poll,
+ * on the polling thread, like the letters' reports. A letter still waits
+ * and holds its offset; this only says why. */
+static void pr__dlq_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    (void)rk;
+    pr_dlq *d = opaque;
+    pr_log_ratelimited(&d->rl, PR_LOG_WARN, "dead-letter producer: %s: %s",
+                       rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+}
+
 pr_dlq *pr_dlq_new(const char *topic, const pr_kv_ref *props, size_t n_props, char *errstr,
                    size_t errstr_size)
 {
@@ -490,6 +514,8 @@ pr_dlq *pr_dlq_new(const char *topic, const pr_kv_ref *props, size_t n_props, ch
                                .props = props,
                                .n_props = n_props,
                                .opaque = d,
+                               .log_cb = pr__dlq_log_cb,
+                               .error_cb = pr__dlq_error_cb,
                                .dr_msg_cb = pr__dlq_dr};
     if (pr_kafka_client_new(&cc, &d->rk, errstr, errstr_size))
         goto out_free;
