@@ -315,7 +315,19 @@ pr_pbuser_desc *pr_pbuser_desc_load(const char *file, const char *message, char 
         goto out_free;
     d->root = pr__find_msg(d, message[0] == '.' ? message + 1 : message);
     if (d->root < 0 || d->msgs[d->root].map_entry) {
-        pr_seterr(errstr, errstr_size, PR_EINVAL, "message %s is not in %s", message, file);
+        /* The name without its package ("Event" for team.v1.Event): say
+         * which full name is meant. */
+        const char *like = NULL;
+        size_t ml = strlen(message);
+        for (uint32_t m = 0; m < d->n_msgs && !like; m++) {
+            const char *full = d->msgs[m].full;
+            size_t fl = strlen(full);
+            if (!d->msgs[m].map_entry && fl > ml && full[fl - ml - 1] == '.' &&
+                strcmp(full + fl - ml, message) == 0)
+                like = full;
+        }
+        pr_seterr(errstr, errstr_size, PR_EINVAL, "message %s is not in %s%s%s%s", message, file,
+                  like ? " (give the full name: " : "", like ? like : "", like ? ")" : "");
         goto out_free;
     }
     /* Its registry message-index path: positions from the file's top level. */

@@ -773,6 +773,8 @@ static void test_config_errors(void **state)
                      "        - { name: h, path: history, list: { max_len: 4 }, ops: [vocab] }\n";
     config_fails(ok, "shop.Click", NULL);
     config_fails(ok, "shop.Clack", "source.protobuf.message: message shop.Clack is not in");
+    config_fails(ok, "Click", "message Click is not in");
+    config_fails(ok, "Click", "(give the full name: shop.Click)");
     config_fails("        - { name: u, path: user.id, ops: [vocab] }\n"
                  "        - { name: i, path: item.id, ops: [vocab] }\n"
                  "        - { name: x, path: usr.id, ops: [vocab] }\n",
