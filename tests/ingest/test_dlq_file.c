@@ -116,6 +116,13 @@ static void test_letters_held_until_fsync(void **state)
     rmdir(dir);
 }
 
+/* Letters of offsets [from, to) on partition key 0, each `len` bytes. */
+static void send_range(pr_dlq *d, const char *payload, size_t len, int from, int to)
+{
+    for (int i = from; i < to; i++)
+        assert_int_equal(pr_dlq_send(d, 0, payload, len, "bad_hex", "C1", "ev", 0, i, -1), 0);
+}
+
 /* At the cap the file becomes <file>.1 once; the next rotation drops that
  * .1, its letters counted. A restart counts the letters of files it found. */
 static void test_rotation_at_cap(void **state)
@@ -129,10 +136,7 @@ static void test_rotation_at_cap(void **state)
     /* ~1070 bytes a letter, a 4 KiB cap: 3 letters a file. */
     pr_dlq *d = pr_dlq_new_file(path, 4096, errstr, sizeof(errstr));
     assert_non_null(d);
-    for (int i = 0; i < 7; i++)
-        assert_int_equal(pr_dlq_send(d, 0, payload, sizeof(payload), "bad_hex", "C1", "ev", 0,
-                                     i, -1),
-                         0);
+    send_range(d, payload, sizeof(payload), 0, 7);
     assert_int_equal(pr_dlq_sync(d), 0);
     pr_dlq_stats st;
     pr_dlq_get_stats(d, &st);
@@ -153,10 +157,7 @@ static void test_rotation_at_cap(void **state)
      * goes (its count unknown until then). */
     d = pr_dlq_new_file(path, 4096, errstr, sizeof(errstr));
     assert_non_null(d);
-    for (int i = 7; i < 10; i++)
-        assert_int_equal(pr_dlq_send(d, 0, payload, sizeof(payload), "bad_hex", "C1", "ev", 0,
-                                     i, -1),
-                         0);
+    send_range(d, payload, sizeof(payload), 7, 10);
     assert_int_equal(pr_dlq_sync(d), 0);
     pr_dlq_get_stats(d, &st);
     assert_int_equal(st.file_dropped, 3);
