@@ -259,10 +259,12 @@ static void pr__file_rotate(pr_dlq *d)
         return;
     int64_t dropped = f->letters1 >= 0 ? f->letters1 : pr__file_count(f->path1);
     if (rename(f->path, f->path1)) {
-        pr_log_ratelimited(&d->rl, PR_LOG_WARN,
-                           "dead-letter file %s: rename to %s failed (%s); appending past "
-                           "dead_letter_file_max_bytes",
-                           f->path, f->path1, strerror(errno));
+        /* Not again at every letter (each would cost an fsync): the file
+         * grows past the cap from here, and says so once. */
+        pr_warn("dead-letter file %s: rename to %s failed (%s); appending past "
+                "dead_letter_file_max_bytes from now on",
+                f->path, f->path1, strerror(errno));
+        f->max_bytes = 0;
         return;
     }
     __atomic_add_fetch(&d->file_dropped, (uint64_t)dropped, __ATOMIC_RELAXED);
@@ -275,6 +277,27 @@ static void pr__file_rotate(pr_dlq *d)
     if (pr__file_open(f))
         return; /* the append fails next and says why */
     f->dir_dirty = true;
+}
+
+/* Hold `offset` of partition key `key` until the next fsync (the lowest
+ * unsynced offset per key). 0, or PR_ENOMEM (fatal set). */
+static int pr__file_hold(pr_dlq *d, int32_t key, int64_t offset)
+{
+    pr__dlfile *f = &d->f;
+    size_t u = 0;
+    while (u < f->n_unsynced && f->unsynced[u].key != key)
+        u++;
+    if (u == f->n_unsynced) {
+        if (pr_grow((void **)&f->unsynced, &f->cap_unsynced, u + 1, sizeof(*f->unsynced))) {
+            f->failed = true;
+            pr__set_fatal(d, "dead letter of offset %" PRId64 ": out of memory", offset);
+            return PR_ENOMEM;
+        }
+        f->unsynced[f->n_unsynced++] = (pr__unsynced){key, offset};
+    } else if (offset < f->unsynced[u].offset) {
+        f->unsynced[u].offset = offset;
+    }
+    return 0;
 }
 
 /* Header fields hold no tab nor newline. */
@@ -303,19 +326,8 @@ static int pr__file_put(pr_dlq *d, int32_t key, const char *reason, const char *
     if (!f->path)
         return PR_ENODEV;
     /* Held first: whatever happens next, its offset is not committed past. */
-    size_t u = 0;
-    while (u < f->n_unsynced && f->unsynced[u].key != key)
-        u++;
-    if (u == f->n_unsynced) {
-        if (pr_grow((void **)&f->unsynced, &f->cap_unsynced, u + 1, sizeof(*f->unsynced))) {
-            f->failed = true;
-            pr__set_fatal(d, "dead letter of offset %" PRId64 ": out of memory", offset);
-            return PR_ENOMEM;
-        }
-        f->unsynced[f->n_unsynced++] = (pr__unsynced){key, offset};
-    } else if (offset < f->unsynced[u].offset) {
-        f->unsynced[u].offset = offset;
-    }
+    if (pr__file_hold(d, key, offset))
+        return PR_ENOMEM;
     if (f->failed)
         return PR_EIO;
     char hdr[PR__HDR_MAX], b1[256], b2[512], b3[256];
@@ -333,7 +345,9 @@ static int pr__file_put(pr_dlq *d, int32_t key, const char *reason, const char *
     if (f->fd < 0 && pr__file_open(f))
         rc = PR_EIO;
     if (!rc && f->max_bytes && f->size && f->size + need > f->max_bytes) {
-        pr__file_rotate(d);
+        pr__file_rotate(d); /* its fsync releases every hold: this letter's again */
+        if (pr__file_hold(d, key, offset))
+            return PR_ENOMEM;
         if (f->fd < 0 || f->failed)
             rc = PR_EIO;
     }
@@ -578,9 +592,7 @@ int pr_dlq_send_keyed(pr_dlq *d, int32_t key, const void *mkey, size_t mkey_len,
     l->len = len;
     if (!l->reason || !l->detail || !l->src_topic || !l->payload) {
         pr__letter_free(l);
-        if (!d->fatal[0])
-            snprintf(d->fatal, sizeof(d->fatal), "dead letter of offset %" PRId64 ": out of memory",
-                     offset);
+        pr__set_fatal(d, "dead letter of offset %" PRId64 ": out of memory", offset);
         return PR_ENOMEM;
     }
     if (len)
@@ -590,6 +602,7 @@ int pr_dlq_send_keyed(pr_dlq *d, int32_t key, const void *mkey, size_t mkey_len,
         l->mkey_len = mkey_len;
     } else if (mkey) {
         pr__letter_free(l);
+        pr__set_fatal(d, "dead letter of offset %" PRId64 ": out of memory", offset);
         return PR_ENOMEM;
     }
     l->next = d->letters;

@@ -136,8 +136,15 @@ static void test_rotation_at_cap(void **state)
     /* ~1070 bytes a letter, a 4 KiB cap: 3 letters a file. */
     pr_dlq *d = pr_dlq_new_file(path, 4096, errstr, sizeof(errstr));
     assert_non_null(d);
-    send_range(d, payload, sizeof(payload), 0, 7);
+    send_range(d, payload, sizeof(payload), 0, 3);
     assert_int_equal(pr_dlq_sync(d), 0);
+    /* The letter that rotates the file holds its offset until the next
+     * fsync like any other (the rotation's own fsync released the rest). */
+    send_range(d, payload, sizeof(payload), 3, 4);
+    assert_int_equal(pr_dlq_hold(d, 0), 3);
+    send_range(d, payload, sizeof(payload), 4, 7);
+    assert_int_equal(pr_dlq_sync(d), 0);
+    assert_int_equal(pr_dlq_hold(d, 0), INT64_MAX);
     pr_dlq_stats st;
     pr_dlq_get_stats(d, &st);
     assert_int_equal(st.to_file, 7);
