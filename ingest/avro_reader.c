@@ -1513,19 +1513,24 @@ static int pr__chk_node(pr__chk *k, avro_schema_t s, json_t *j, const char *seg,
     int at_len = seg ? (int)(seg - k->path) - 1 : (int)strlen(k->path);
     if (kind == AV_UNION) {
         size_t nb = avro_schema_union_size(s);
+        /* Every branch, not the first that fits: the types the path can
+         * give are all its branches' (["null", "string"] gives a string,
+         * ["string", "double"] a number too); one branch that fits is enough. */
         char first[400] = "";
-        bool tried = false;
+        bool tried = false, fits = false;
         for (size_t i = 0; i < nb; i++) {
             avro_schema_t b = avro_schema_union_branch(s, (int)i);
             if (seg && avro_typeof(b) == AVRO_NULL)
                 continue; /* null on the way: the path is absent in that record */
-            if (pr__chk_node(k, b, json_array_get(jo, i), seg, in_list, depth + 1) == 0)
-                return 0;
+            if (pr__chk_node(k, b, json_array_get(jo, i), seg, in_list, depth + 1) == 0) {
+                fits = true;
+                continue;
+            }
             if (!tried)
                 snprintf(first, sizeof(first), "%s", k->err);
             tried = true;
         }
-        if (tried)
+        if (tried && !fits)
             return pr_seterr(k->err, k->errn, PR_EINVAL, "%s", first);
         return 0;
     }

@@ -491,7 +491,9 @@ static const char *const chk_avsc =
     "{\"name\":\"imps\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"record\","
     "\"name\":\"I\",\"fields\":[{\"name\":\"ad\",\"type\":[\"null\",\"string\"]}]}}},"
     "{\"name\":\"attrs\",\"type\":{\"type\":\"map\",\"values\":\"string\"}},"
-    "{\"name\":\"tier\",\"type\":{\"type\":\"enum\",\"name\":\"T\",\"symbols\":[\"A\",\"B\"]}}]}";
+    "{\"name\":\"tier\",\"type\":{\"type\":\"enum\",\"name\":\"T\",\"symbols\":[\"A\",\"B\"]}},"
+    "{\"name\":\"opt\",\"type\":[\"null\",\"string\"]},"
+    "{\"name\":\"mixed\",\"type\":[\"string\",\"double\"]}]}";
 
 /* The config of one pipeline reading `file` (a registry too when `reg`)
  * with the schema lines `schema`: pr_config_load_string's rc, err filled. */
@@ -574,7 +576,7 @@ static void test_schema_file_checked(void **state)
              good);
     expect_refused(good, typo, want);
     expect_refused(good, "      sparse: [ { name: s, path: nope, ops: [vocab] } ]\n",
-                   "(record Ev has: ts, user, amount, tags, imps, attrs, tier)");
+                   "(record Ev has: ts, user, amount, tags, imps, attrs, tier, opt, mixed)");
     expect_refused(
         good, "      sparse: [ { name: x, cross: [user.id, user.nope], ops: [ { hash: 8 } ] } ]\n",
         "pipelines[0].schema.sparse[0].cross[1]: 'user.nope' is not in");
@@ -591,6 +593,12 @@ static void test_schema_file_checked(void **state)
                    "pipelines[0].schema.dense[0].path: 'user.id' in the writer schema");
     expect_refused(good, "      dense: [ { name: d, path: user.id } ]\n",
                    "it gives a string, and a dense feature needs a number");
+    /* a union gives every branch's type: a nullable string is still a
+     * string; a string-or-double can be a number */
+    expect_refused(good, "      dense: [ { name: d, path: opt } ]\n",
+                   "it gives a string, and a dense feature needs a number");
+    if (load_avro(good, false, "      dense: [ { name: d, path: mixed } ]\n", err, sizeof(err)))
+        fail_msg("a union with a number refused: %s", err);
     expect_refused(good, "      dense: [ { name: d, path: user.geo } ]\n",
                    "the path ends at a record, not a value");
     expect_refused(good, "      event_time: { path: user.id, unit: ms }\n",
