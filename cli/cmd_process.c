@@ -167,7 +167,7 @@ static int pr__process_schema(const pr_pipeline_cfg *pc, const pr_config *cfg, c
     };
     pr_offline_result res;
     char err[4096];
-    int rc = pr_offline_clear_outputs(output, err, sizeof(err));
+    int rc = pr_offline_clear_outputs(output, pc->vocab_seed, err, sizeof(err));
     if (!rc)
         rc = pr_offline_run_schema(&pc->features, &pc->spec, &eopts, &oo, &res, err, sizeof(err));
     if (!rc)
@@ -311,7 +311,7 @@ static int pr__process_criteo(const pr_pipeline_cfg *pc, const pr_config *cfg, c
         .buffered_io = buffered_io,
     };
     pr_offline_result res;
-    int rc = pr_offline_clear_outputs(output, err, sizeof(err));
+    int rc = pr_offline_clear_outputs(output, pc->vocab_seed, err, sizeof(err));
     if (!rc)
         rc = pr_offline_run(&pc->spec, &eopts, &oo, &res, err, sizeof(err));
     if (!rc)

@@ -17,6 +17,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "pr_mbuf.h"
@@ -61,7 +62,16 @@ static int pr__rm_matching(const char *dir, const char *sub, const char *const *
     return rc;
 }
 
-int pr_offline_clear_outputs(const char *dir, char *errstr, size_t errstr_size)
+/* Are a and b the same directory? */
+static bool pr__same_dir(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return a && b && stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+int pr_offline_clear_outputs(const char *dir, const char *vocab_seed, char *errstr,
+                             size_t errstr_size)
 {
     static const char *const top[] = {"dense.npy", "sparse.npy", "labels.npy", "meta.json"};
     static const char *const arrays[] = {".values.npy", ".lengths.npy", NULL};
@@ -71,7 +81,9 @@ int pr_offline_clear_outputs(const char *dir, char *errstr, size_t errstr_size)
         rc = pr__rm(dir, top[i], errstr, errstr_size);
     if (!rc)
         rc = pr__rm_matching(dir, "sparse", arrays, errstr, errstr_size);
-    if (!rc)
+    char vdir[4200];
+    snprintf(vdir, sizeof(vdir), "%s/vocab", dir);
+    if (!rc && !pr__same_dir(vocab_seed, vdir)) /* the seed is read when the run starts */
         rc = pr__rm_matching(dir, "vocab", vocab, errstr, errstr_size);
     return rc;
 }

@@ -221,8 +221,11 @@ typedef struct pr_offline_result {
  * nothing stale is read beside it: dense.npy, sparse.npy, labels.npy,
  * meta.json, sparse/<name>.values.npy and .lengths.npy, vocab/<name>.tsv
  * (rejects.tsv is rewritten; recycled.npy is the drivers'). Only those names:
- * other files in DIR stay. 0 or PR_EIO with the path. */
-int pr_offline_clear_outputs(const char *dir, char *errstr, size_t errstr_size);
+ * other files in DIR stay, and vocab/ stays whole when it is the run's
+ * vocabulary seed (`vocab_seed`, NULL = none: transform.vocab.seed naming
+ * the vocab/ an earlier run wrote there). 0 or PR_EIO with the path. */
+int pr_offline_clear_outputs(const char *dir, const char *vocab_seed, char *errstr,
+                             size_t errstr_size);
 
 /* After a run: DIR/meta.json, the keys of a files-sink roll's meta.json that
  * an offline run has (docs/formats.md): pipeline, rows, rejected, n_dense,

@@ -35,6 +35,15 @@ b = np.load(t + "/b/sparse.npy"); a = np.load(t + "/all/sparse.npy")
 assert (b == a[50:]).all(), "seeded run gives other indices than one run over all rows"
 PYEOF
 
+# ---- the seed is the output's own vocab/: read before the run replaces it -
+cp -r "$T/a" "$T/same"
+sed "s|$T/a/vocab|$T/same/vocab|" "$T/seed.yaml" > "$T/same.yaml"
+"$PIPEREC" process --config "$T/same.yaml" --input "$T/b.tsv" --output "$T/same" 2>"$T/same.err" \
+    || fail "seeded from its own output's vocab/: $(cat "$T/same.err")"
+for f in "$T"/all/vocab/*.tsv; do
+    cmp -s "$f" "$T/same/vocab/$(basename "$f")" || fail "same-dir seed: $(basename "$f") differs"
+done
+
 # ---- export -> import -> export ------------------------------------------
 "$PIPEREC" vocab import --state "$T/st" --pipeline criteo --input "$T/all/vocab" 2>/dev/null \
     || fail "import"
