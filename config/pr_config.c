@@ -448,8 +448,9 @@ static void pr__set_str_key(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_ke
     }
     if (!(s = pr__want_scalar(c, n, "a string")))
         return;
-    /* dir: "" would pass here and fail later without naming the key. */
-    if (!*s && (k->flags & KF_NONEMPTY)) {
+    /* dir: "" would pass here and fail later without naming the key (in a
+     * section switched off, nothing reads it). */
+    if (!*s && (k->flags & KF_NONEMPTY) && !c->off) {
         pr__cfg_error(c, n, NULL, "must not be an empty string");
         return;
     }
@@ -683,7 +684,9 @@ void pr__apply_map(cfg_ctx *c, yaml_node_t *map, const cfg_table *t, void *base)
         off = pr__parse_bool(pr__scalar(en), &on) && !on;
     }
     yaml_node_t *saved_map = c->map;
+    bool saved_off = c->off;
     c->map = map;
+    c->off = off || saved_off;
     /* Unknown and duplicate keys. */
     if (map) {
         for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
@@ -732,6 +735,7 @@ void pr__apply_map(cfg_ctx *c, yaml_node_t *map, const cfg_table *t, void *base)
     if (t->finish)
         t->finish(c, map, base, present);
     c->map = saved_map;
+    c->off = saved_off;
 }
 
 /* ---------------------------------------------------------------- source, batch, sinks, state */
@@ -1280,7 +1284,8 @@ static const cfg_table transform_tab = TABLE(transform_keys, NULL);
 static void pr__engine_error(cfg_ctx *c, yaml_node_t *map, const char *e)
 {
     yaml_node_t *tr = pr__map_find(c, map, "transform");
-    const char *name = e + 7, *dot = strncmp(e, "sparse.", 7) == 0 ? strchr(name, '.') : NULL;
+    bool col_rule = strncmp(e, "sparse.", 7) == 0;
+    const char *name = col_rule ? e + 7 : e, *dot = col_rule ? strchr(name, '.') : NULL;
     const char *colon = dot ? strstr(dot, ": ") : NULL;
     char col[PR_NAME_MAX], key[32], path[160];
     if (!colon || (size_t)(dot - name) >= sizeof(col) || (size_t)(colon - dot - 1) >= sizeof(key)) {

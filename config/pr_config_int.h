@@ -31,6 +31,7 @@ typedef struct cfg_ctx {
     char path[PR__PATH_MAX];
     size_t pathlen;
     yaml_node_t *map;  /* mapping being applied (for handlers that look at siblings) */
+    bool off;          /* inside a section switched off (enabled: false): values not needed */
     int line_hint;     /* line used when an error has no node (post-load checks) */
     yaml_node_t synth; /* scalar node used to apply a default */
     pr_config *cfg;

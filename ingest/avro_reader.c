@@ -30,6 +30,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1293,7 +1294,7 @@ static char *pr__slurp(const char *path, char *errstr, size_t errstr_size)
     char *buf = NULL;
     size_t len = 0, cap = 0, n;
     if (!f) {
-        pr_seterr(errstr, errstr_size, PR_EIO, "avro: cannot open %s", path);
+        pr_seterr(errstr, errstr_size, PR_EIO, "avro: cannot open %s: %s", path, strerror(errno));
         return NULL;
     }
     do {
@@ -1383,7 +1384,7 @@ pr_avro_schema *pr_avro_schema_load(const char *file, char *errstr, size_t errst
     char e[256];
     char *text = pr__slurp(file, e, sizeof(e));
     if (!text) {
-        pr_seterr(errstr, errstr_size, PR_EIO, "cannot read the writer schema %s", file);
+        pr_seterr(errstr, errstr_size, PR_EIO, "cannot read the writer schema %s (%s)", file, e);
         return NULL;
     }
     pr_avro_schema *s = calloc(1, sizeof(*s));

@@ -214,13 +214,14 @@ static int pr__file_sync(pr_dlq *d)
         rc = PR_EIO;
     if (!rc && f->dir_dirty)
         rc = pr__fsync_dir(f->path);
+    int why = errno; /* before anything else can change it */
     f->synced_ns = pr__mono_ns();
     if (rc) {
         f->failed = true;
         pr__set_fatal(d,
                       "dead-letter file %s: write or fsync failed (%s); stopping before the "
                       "offsets of its unsynced letters are committed",
-                      f->path, strerror(errno));
+                      f->path, strerror(why));
         return rc;
     }
     f->dir_dirty = false;
@@ -712,11 +713,15 @@ void pr_dlq_free(pr_dlq *d)
 {
     if (!d)
         return;
-    if (pr_dlq_flush(d, 5000))
+    if (pr_dlq_flush(d, 5000) && d->rk)
         pr_warn("dead letters of %s: %" PRIu64 " not delivered at shutdown%s (their offsets were "
                 "not committed: they will be read again)",
-                d->topic ? d->topic : d->f.path, __atomic_load_n(&d->pending, __ATOMIC_RELAXED),
+                d->topic, __atomic_load_n(&d->pending, __ATOMIC_RELAXED),
                 d->f.failed ? ", the dead-letter file failed" : "");
+    else if (d->f.failed)
+        pr_warn("dead letters in %s: the file failed; the offsets of letters not synced were "
+                "not committed: they will be read again",
+                d->f.path);
     pr_log_ratelimited_flush(&d->rl, PR_LOG_WARN, "dead letters", true);
     d->closing = true;
     if (d->rk)

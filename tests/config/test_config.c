@@ -259,7 +259,7 @@ static void test_disabled_sections(void **state)
     (void)state;
     pr_config *cfg = load_ok(MINIMAL "    sinks: { trainer: { tls: { enabled: false } }, "
                                      "kafka: { enabled: false }, files: { enabled: no } }\n"
-                                     "    state: { enabled: false }\n"
+                                     "    state: { enabled: false, dir: '' }\n"
                                      "http: { tls: { enabled: off } }\n");
     const pr_pipeline_cfg *p = &cfg->pipelines[0];
     assert_true(p->sinks.trainer.enabled);
