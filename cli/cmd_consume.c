@@ -123,33 +123,32 @@ static const struct option consume_longopts[] = {
 
 static void pr__consume_usage(FILE *f)
 {
-    fprintf(
-        f,
-        "usage: piperec consume --connect HOST:PORT --pipeline P [options]\n"
-        "  --count N            stop after N batches (default: until EOF or SIGINT)\n"
-        "  --credits K          credit window: unacked batches in flight (default 8)\n"
-        "  --output DIR         append every batch to DIR/{dense,sparse,labels}.npy (a\n"
-        "                       declared schema: labels, dense, sparse/<name>.values.npy\n"
-        "                       and .lengths.npy) + meta.json; files of an earlier run in\n"
-        "                       DIR are replaced unless --checkpoint-file resumes them\n"
-        "  --client-id ID       name shown in the server's logs\n"
-        "  --idle-timeout-ms MS stop when no batch came for MS ms (default: wait forever)\n"
-        "  --connect-timeout-ms MS  keep retrying the connection for MS ms (default 30000;\n"
-        "                       0: try once)\n"
-        "  --quiet              only the summary\n"
-        "  --tls                TLS, server checked against the system CAs\n"
-        "  --tls-ca FILE        TLS, server checked against the CAs in FILE (PEM)\n"
-        "  --tls-cert FILE      client certificate for mutual TLS (with --tls-key)\n"
-        "  --tls-key FILE       its private key\n"
-        "  --token-file FILE    send the bearer token in FILE (first non-comment line)\n"
-        "  --verbose            one line per batch on stderr: epoch/seq, rows, offsets\n"
-        "  --checkpoint-file F  checkpoint delivery: resume from the position in F, and\n"
-        "                       write F (then CheckpointCommit) at each checkpoint and at a\n"
-        "                       clean stop; with --output, the output resumes too\n"
-        "  --checkpoint-every N checkpoint every N batches (needs --checkpoint-file)\n"
-        "  --layout L           protobuf (default) or raw: the raw tensor layout, checked\n"
-        "                       and written as the same .npy bytes\n"
-        "  (--connect also takes unix:PATH, the server's sinks.trainer.unix_path)\n");
+    fprintf(f,
+            "usage: piperec consume --connect HOST:PORT --pipeline P [options]\n"
+            "  --count N            stop after N batches (default: until EOF or SIGINT)\n"
+            "  --credits K          credit window: unacked batches in flight (default 8)\n"
+            "  --output DIR         append every batch to DIR/{dense,sparse,labels}.npy (a\n"
+            "                       declared schema: labels, dense, sparse/<name>.values.npy\n"
+            "                       and .lengths.npy) + meta.json; files of an earlier run in\n"
+            "                       DIR are replaced unless --checkpoint-file resumes them\n"
+            "  --client-id ID       name shown in the server's logs\n"
+            "  --idle-timeout-ms MS stop when no batch came for MS ms (default: wait forever)\n"
+            "  --connect-timeout-ms MS  keep retrying the connection for MS ms (default 30000;\n"
+            "                       0: try once)\n"
+            "  --quiet              only the summary\n"
+            "  --tls                TLS, server checked against the system CAs\n"
+            "  --tls-ca FILE        TLS, server checked against the CAs in FILE (PEM)\n"
+            "  --tls-cert FILE      client certificate for mutual TLS (with --tls-key)\n"
+            "  --tls-key FILE       its private key\n"
+            "  --token-file FILE    send the bearer token in FILE (first non-comment line)\n"
+            "  --verbose            one line per batch on stderr: epoch/seq, rows, offsets\n"
+            "  --checkpoint-file F  checkpoint delivery: resume from the position in F, and\n"
+            "                       write F (then CheckpointCommit) at each checkpoint and at a\n"
+            "                       clean stop; with --output, the output resumes too\n"
+            "  --checkpoint-every N checkpoint every N batches (needs --checkpoint-file)\n"
+            "  --layout L           protobuf (default) or raw: the raw tensor layout, checked\n"
+            "                       and written as the same .npy bytes\n"
+            "  (--connect also takes unix:PATH, the server's sinks.trainer.unix_path)\n");
 }
 
 static double pr__mono_s(void)

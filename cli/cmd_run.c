@@ -23,16 +23,17 @@
 
 static void pr__run_usage(FILE *f)
 {
-    fprintf(f, "usage: piperec run --config FILE [--set PATH=VALUE]... [--check]\n"
-               "\n"
-               "Run every pipeline of FILE (YAML, see docs/configuration.md) until SIGTERM or\n"
-               "SIGINT, then drain: emit partial batches, wait for acknowledgements, commit.\n"
-               "  --config FILE   the configuration (required)\n"
-               "  --set PATH=VALUE  override one setting (VALUE read as YAML, checked as in\n"
-               "                  the file), e.g. --set\n"
-               "                  'pipelines[*].source.kafka.properties.bootstrap.servers=HOST:PORT'\n"
-               "                  (docs/configuration.md, \"Overriding from the command line\")\n"
-               "  --check         validate the configuration and exit (0 = valid)\n");
+    fprintf(f,
+            "usage: piperec run --config FILE [--set PATH=VALUE]... [--check]\n"
+            "\n"
+            "Run every pipeline of FILE (YAML, see docs/configuration.md) until SIGTERM or\n"
+            "SIGINT, then drain: emit partial batches, wait for acknowledgements, commit.\n"
+            "  --config FILE   the configuration (required)\n"
+            "  --set PATH=VALUE  override one setting (VALUE read as YAML, checked as in\n"
+            "                  the file), e.g. --set\n"
+            "                  'pipelines[*].source.kafka.properties.bootstrap.servers=HOST:PORT'\n"
+            "                  (docs/configuration.md, \"Overriding from the command line\")\n"
+            "  --check         validate the configuration and exit (0 = valid)\n");
 }
 
 /* Keep freed heap memory in the process instead of handing it back to the

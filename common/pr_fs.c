@@ -2,10 +2,14 @@
 #include "pr_fs.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "pr_error.h"
 
@@ -30,4 +34,33 @@ out_err:;
     pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", tmp, strerror(e));
     errno = e;
     return PR_EIO;
+}
+
+int pr_write_all(int fd, const void *p, size_t n)
+{
+    const char *c = p;
+    while (n) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return PR_EIO;
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int pr_fsync_dir_of(const char *path)
+{
+    char *dup = strdup(path);
+    if (!dup)
+        return PR_ENOMEM;
+    int fd = open(dirname(dup), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    free(dup);
+    if (fd < 0)
+        return PR_EIO;
+    int rc = fsync(fd) ? PR_EIO : 0;
+    close(fd);
+    return rc;
 }

@@ -120,15 +120,15 @@ void pr_ftype_text(unsigned mask, char *buf, size_t size)
     static const struct {
         unsigned bit;
         const char *text;
-    } names[] = {{PR_FTYPE_NUM, "a number"}, {PR_FTYPE_INT, "an integer"},
-                 {PR_FTYPE_STR, "a string"}};
+    } names[] = {
+        {PR_FTYPE_NUM, "a number"}, {PR_FTYPE_INT, "an integer"}, {PR_FTYPE_STR, "a string"}};
     size_t len = 0;
     if (size)
         buf[0] = '\0';
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if ((mask & names[i].bit) && len < size)
-            len += (size_t)snprintf(buf + len, size - len, "%s%s", len ? " or " : "",
-                                    names[i].text);
+            len +=
+                (size_t)snprintf(buf + len, size - len, "%s%s", len ? " or " : "", names[i].text);
 }
 
 int pr_feature_check_input(const pr_feature_spec *f, unsigned types, char *errstr,

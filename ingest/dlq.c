@@ -42,6 +42,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "pr_fs.h"
 #include "pr_grow.h"
 #include "pr_ingest.h"
 #include "pr_log.h"
@@ -148,21 +149,6 @@ static void pr__set_fatal(pr_dlq *d, const char *fmt, ...)
     pr_err("%s", d->fatal);
 }
 
-static int pr__write_all(int fd, const void *p, size_t n)
-{
-    const char *c = p;
-    while (n) {
-        ssize_t w = write(fd, c, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return PR_EIO;
-        c += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 static int pr__file_open(pr__dlfile *f)
 {
     f->fd = open(f->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -183,20 +169,8 @@ static int pr__file_open(pr__dlfile *f)
 
 static int pr__file_drain_buf(pr__dlfile *f)
 {
-    int rc = f->n_buf ? pr__write_all(f->fd, f->buf, f->n_buf) : 0;
+    int rc = f->n_buf ? pr_write_all(f->fd, f->buf, f->n_buf) : 0;
     f->n_buf = 0;
-    return rc;
-}
-
-static int pr__fsync_dir(const char *path)
-{
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof(tmp), "%s", path);
-    int fd = open(dirname(tmp), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return PR_EIO;
-    int rc = fsync(fd) ? PR_EIO : 0;
-    close(fd);
     return rc;
 }
 
@@ -213,7 +187,7 @@ static int pr__file_sync(pr_dlq *d)
     if (!rc && fsync(f->fd))
         rc = PR_EIO;
     if (!rc && f->dir_dirty)
-        rc = pr__fsync_dir(f->path);
+        rc = pr_fsync_dir_of(f->path);
     int why = errno; /* before anything else can change it */
     f->synced_ns = pr__mono_ns();
     if (rc) {
@@ -355,8 +329,8 @@ static int pr__file_put(pr_dlq *d, int32_t key, const char *reason, const char *
     if (!rc && f->n_buf + need > PR__FILE_BUF)
         rc = pr__file_drain_buf(f);
     if (!rc && need > PR__FILE_BUF) { /* a large letter: straight through */
-        if (pr__write_all(f->fd, hdr, (size_t)n) || pr__write_all(f->fd, payload, len) ||
-            pr__write_all(f->fd, "\n", 1))
+        if (pr_write_all(f->fd, hdr, (size_t)n) || pr_write_all(f->fd, payload, len) ||
+            pr_write_all(f->fd, "\n", 1))
             rc = PR_EIO;
     } else if (!rc) {
         memcpy(f->buf + f->n_buf, hdr, (size_t)n);

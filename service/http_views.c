@@ -404,8 +404,8 @@ void pr_service_render_status(pr_service *svc, pr_mbuf *mb)
         /* The quantiles stop at the histogram's top bound (60 s); the mean
          * does not, so events much older than that read as what they are. */
         pr_mbuf_puts(mb, ",\"event_to_emit_mean\":");
-        pr__json_num(mb, st.fresh_emit.count ? st.fresh_emit.sum / (double)st.fresh_emit.count
-                                              : NAN);
+        pr__json_num(mb,
+                     st.fresh_emit.count ? st.fresh_emit.sum / (double)st.fresh_emit.count : NAN);
         pr_mbuf_puts(mb, ",\"emit_to_ack_p50\":");
         pr__json_num(mb, pr_hist_snapshot_quantile(&st.fresh_ack, 0.5));
         pr_mbuf_puts(mb, ",\"emit_to_ack_p99\":");

@@ -40,8 +40,8 @@ static bool pr__ends_with(const char *s, const char *tail)
 }
 
 /* Remove every file of DIR/sub whose name ends with one of `tails`. */
-static int pr__rm_matching(const char *dir, const char *sub, const char *const *tails,
-                           char *errstr, size_t errstr_size)
+static int pr__rm_matching(const char *dir, const char *sub, const char *const *tails, char *errstr,
+                           size_t errstr_size)
 {
     char path[4200];
     snprintf(path, sizeof(path), "%s/%s", dir, sub);
@@ -102,8 +102,8 @@ static void pr__names(pr_mbuf *m, const char *key, const char *const *names, uin
 
 /* The declared schema's names of one kind (sparse: PR_FEAT_SPARSE and
  * PR_FEAT_LIST), in schema order, into `out` (at most `cap`). */
-static uint32_t pr__kind_names(const pr_feature_schema *s, pr_feature_kind kind,
-                               const char **out, uint32_t cap)
+static uint32_t pr__kind_names(const pr_feature_schema *s, pr_feature_kind kind, const char **out,
+                               uint32_t cap)
 {
     uint32_t n = 0;
     for (uint32_t i = 0; i < s->n_features && n < cap; i++) {

@@ -907,8 +907,7 @@ static int pr__sround_add(pr__sround *rd, const char *line, size_t len, int64_t 
 #define PR__SNIFF_LINES 8
 
 /* The input is not JSON lines (see PR__SNIFF_LINES). */
-static int pr__not_json_lines(const pr__srun *run, int64_t lineno, char *errstr,
-                              size_t errstr_size)
+static int pr__not_json_lines(const pr__srun *run, int64_t lineno, char *errstr, size_t errstr_size)
 {
     return pr_seterr(errstr, errstr_size, PR_EINVAL,
                      "%s: no JSON object in the first %" PRId64 " non-blank line(s), up to "
@@ -921,8 +920,8 @@ static int pr__not_json_lines(const pr__srun *run, int64_t lineno, char *errstr,
 /* One line of the input: counted, skipped when blank, else added to the
  * round (which runs when full). run->lead counts the non-blank lines before
  * the first object (-1 once one was seen). */
-static int pr__srun_line(pr__srun *run, const char *line, size_t len, int64_t lineno,
-                         char *errstr, size_t errstr_size)
+static int pr__srun_line(pr__srun *run, const char *line, size_t len, int64_t lineno, char *errstr,
+                         size_t errstr_size)
 {
     if (pr__blank(line, len))
         return 0;

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pr_fs.h" /* pr_write_all, pr_fsync_dir_of */
 #include "pr_vocab.h"
 
 /* FNV-1a, 64 bits: file checksums (not security). */
@@ -60,11 +61,6 @@ static inline uint64_t pr__notice_next(const pr_engine *eng)
 {
     return pr_engine_vocab_recycled_total(eng) + 1;
 }
-
-/* fsync the directory that holds `path` (after a rename or a create). */
-int pr__vocab_fsync_dir_of(const char *path);
-/* write(2) all of it, across EINTR and short writes. PR_EIO. */
-int pr__vocab_write_all(int fd, const void *p, size_t n);
 
 /* One journal record in memory, whatever the version on disk (the layout
  * of versions 2-4 on disk, tick_ms last: vocab_journal.c). */

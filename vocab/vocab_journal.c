@@ -52,22 +52,6 @@ static void pr__journal_sync(pr_engine *eng)
         pr__journal_sync_col(eng, c);
 }
 
-int pr__vocab_write_all(int fd, const void *p, size_t n)
-{
-    const char *c = p;
-    while (n) {
-        ssize_t w = write(fd, c, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return PR_EIO;
-        }
-        c += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* --- formats
  *
  * Written from now on (version 4):
@@ -292,7 +276,7 @@ static int pr__jr_convert(const pr_engine *eng, const char *path, const pr__jrec
         return PR_EIO;
     unsigned char hdr[PR__JR_HDR];
     pr__jr_header(eng, hdr);
-    int rc = pr__vocab_write_all(fd, hdr, sizeof(hdr));
+    int rc = pr_write_all(fd, hdr, sizeof(hdr));
     for (size_t i = 0; i <= n && !rc; i++) {
         pr__jrec r;
         if (i < n)
@@ -302,7 +286,7 @@ static int pr__jr_convert(const pr_engine *eng, const char *path, const pr__jrec
         else
             break;
         r.check = pr__jr_check(&r, fmt.rec_size);
-        rc = pr__vocab_write_all(fd, &r, fmt.rec_size);
+        rc = pr_write_all(fd, &r, fmt.rec_size);
     }
     if (!rc && fdatasync(fd))
         rc = PR_EIO;
@@ -311,7 +295,7 @@ static int pr__jr_convert(const pr_engine *eng, const char *path, const pr__jrec
     if (!rc && rename(tmp, path))
         rc = PR_EIO;
     if (!rc)
-        rc = pr__vocab_fsync_dir_of(path);
+        rc = pr_fsync_dir_of(path);
     if (rc)
         unlink(tmp);
     return rc;
@@ -367,8 +351,8 @@ int pr_vocab_journal_open(pr_engine *eng, const char *path, char *errstr, size_t
         /* New (or header torn by a crash at creation): start it afresh. */
         unsigned char hdr[PR__JR_HDR];
         pr__jr_header(eng, hdr);
-        if (ftruncate(fd, 0) || pr__vocab_write_all(fd, hdr, sizeof(hdr)) || fdatasync(fd) ||
-            pr__vocab_fsync_dir_of(path))
+        if (ftruncate(fd, 0) || pr_write_all(fd, hdr, sizeof(hdr)) || fdatasync(fd) ||
+            pr_fsync_dir_of(path))
             rc = pr_seterr(errstr, errstr_size, PR_EIO, "vocab journal: %s: %s", path,
                            strerror(errno));
     } else {
@@ -554,7 +538,7 @@ static int pr__journal_append(pr_engine *eng, pr__journal *j, char *errstr, size
             if (rec_size != sizeof(*b.r))
                 memmove((char *)b.r + i * rec_size, &b.r[i], rec_size);
         }
-        if (!rc && (pr__vocab_write_all(j->fd, b.r, b.n * rec_size) || fdatasync(j->fd)))
+        if (!rc && (pr_write_all(j->fd, b.r, b.n * rec_size) || fdatasync(j->fd)))
             rc = PR_EIO;
     }
     free(b.r);

@@ -26,20 +26,6 @@
 #include "pr_log.h"
 #include "vocab_int.h"
 
-int pr__vocab_fsync_dir_of(const char *path)
-{
-    char *dup = strdup(path);
-    if (!dup)
-        return PR_ENOMEM;
-    int fd = open(dirname(dup), O_RDONLY | O_DIRECTORY);
-    free(dup);
-    if (fd < 0)
-        return PR_EIO;
-    int rc = fsync(fd) ? PR_EIO : 0;
-    close(fd);
-    return rc;
-}
-
 /* --- binary snapshot
  *
  * Written from now on (version 5), one layout for every pipeline:
@@ -213,7 +199,7 @@ int pr_vocab_save_tagged(const pr_engine *eng, const char *path, const void *tag
     if (!rc && rename(tmp, path))
         rc = PR_EIO;
     if (!rc)
-        rc = pr__vocab_fsync_dir_of(path);
+        rc = pr_fsync_dir_of(path);
     if (rc) {
         int e = errno;
         unlink(tmp);

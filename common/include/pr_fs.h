@@ -12,4 +12,11 @@
  * path ("<path>: <reason>"); PR_EINVAL for a path longer than PATH_MAX. */
 int pr_mkdir_p(const char *dir, char *errstr, size_t errstr_size);
 
+/* write(2) all n bytes (EINTR retried). 0, or PR_EIO with errno set. */
+int pr_write_all(int fd, const void *p, size_t n);
+
+/* fsync the directory holding `path`, so a file created or renamed there
+ * survives a crash. 0, PR_EIO (errno set) or PR_ENOMEM. */
+int pr_fsync_dir_of(const char *path);
+
 #endif

@@ -412,8 +412,7 @@ static const err_case err_cases[] = {
      {"pipelines[0].transform.columns.C2.modulus: transform.sparse has no modulus operator"}},
     {"engine rule: min_count under dlrm",
      MINIMAL "    transform: { vocab: { min_count: 2 } }\n",
-     {"t.yaml:3: pipelines[0].transform.vocab.min_count: 2 needs profile default",
-      "(column C1)"}},
+     {"t.yaml:3: pipelines[0].transform.vocab.min_count: 2 needs profile default", "(column C1)"}},
     /* Issue 14: eviction ttl takes exactly one of ttl_records and ttl_s. */
     {"ttl_records and ttl_s",
      MINIMAL TTL_VOCAB ", ttl_records: 5, ttl_s: 60 } }\n",

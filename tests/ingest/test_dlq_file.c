@@ -206,8 +206,7 @@ static void test_suppressed_count_flushed(void **state)
     for (int i = 0; i < 8; i++)
         pr_log_ratelimited(&rl, PR_LOG_WARN, "reject %d", i);
     if (rl.window_s == (int64_t)time(NULL)) /* the burst's window still open */
-        assert_int_equal(pr_log_ratelimited_flush(&rl, PR_LOG_WARN, "consumer: rejects", false),
-                         0);
+        assert_int_equal(pr_log_ratelimited_flush(&rl, PR_LOG_WARN, "consumer: rejects", false), 0);
     uint64_t suppressed = rl.suppressed; /* 3, or fewer when a second ticked mid-burst */
     assert_true(suppressed > 0 && suppressed <= 3);
     rl.window_s -= 1; /* the window closes */

@@ -816,12 +816,15 @@ static void test_config_errors(void **state)
     /* A field of a type the feature can never take: refused at load, not
      * every record rejected wrong_type at run time. */
     config_fails("        - { name: p, path: item.price, ops: [vocab] }\n", "shop.Click",
-                 "schema.sparse[0].path: 'item.price' in message shop.Click: it gives a number, and 'vocab' needs an "
+                 "schema.sparse[0].path: 'item.price' in message shop.Click: it gives a number, "
+                 "and 'vocab' needs an "
                  "integer or a string");
-    config_fails("        - { name: u, path: user.id, ops: [vocab] }\n"
-                 "      dense:\n        - { name: d, path: user.id }\n",
-                 "shop.Click", "schema.dense[0].path: 'user.id' in message shop.Click: it gives a string, and a dense "
-                 "feature needs a number");
+    config_fails(
+        "        - { name: u, path: user.id, ops: [vocab] }\n"
+        "      dense:\n        - { name: d, path: user.id }\n",
+        "shop.Click",
+        "schema.dense[0].path: 'user.id' in message shop.Click: it gives a string, and a dense "
+        "feature needs a number");
     config_fails("        - { name: u, path: user.id, ops: [vocab] }\n"
                  "      dense:\n        - { name: d, path: ts }\n"
                  "        - { name: p, path: item.price }\n"
