@@ -321,6 +321,16 @@ static int pr__xpiece_commit(pr__xcol *xc, uint32_t k, char *errstr, size_t errs
     xc->piece[k].done = true;
     while (!rc && xc->next_write < xc->n_piece && xc->piece[xc->next_write].done) {
         pr__xpiece *p = &xc->piece[xc->next_write];
+        if (xc->next_write > 0 && xc->fd < 0) {
+            /* The file could not be opened: that error (its piece 0's worker
+             * reported it) stands; a later piece has nowhere to go. Writing
+             * it to fd -1 gave "Bad file descriptor", which could be the
+             * error the job kept. */
+            free(p->buf);
+            p->buf = NULL;
+            xc->next_write++;
+            continue;
+        }
         if (xc->next_write == 0 &&
             (xc->fd = open(xc->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666)) < 0)
             rc = pr_seterr(errstr, errstr_size, PR_EIO, "vocab export: %s: %s", xc->path,
