@@ -43,7 +43,9 @@ static void pr__vocab_usage(FILE *f)
         "          and the eviction statistics (the import continues the same notices).\n"
         "  --state defaults to the pipeline's state.dir; --pipeline to the first one.\n"
         "       piperec vocab hot --top K (--url http://HOST:PORT | --input DIR) ...\n"
-        "  hot:    the K hottest indices per column (piperec vocab hot --help).\n");
+        "  hot:    the K hottest indices per column (piperec vocab hot --help).\n"
+        "       piperec vocab lookup --feature F (--state DIR | --input DIR) [--ids PATH|-] ...\n"
+        "  lookup: the index each of your ids has (piperec vocab lookup --help).\n");
 }
 
 static int pr__rc_exit(int rc)
@@ -51,72 +53,130 @@ static int pr__rc_exit(int rc)
     return rc == PR_EIO || rc == PR_ENOMEM ? 1 : 2;
 }
 
-/* Where a pipeline's vocabulary lives, as `piperec vocab` found it. */
-typedef struct {
-    const pr_pipeline_cfg *pc;
-    const char *state, *snap, *journal;
-    bool have_snap, have_journal;
-    bool shared;     /* vocab_log: one tagged snapshot, no journal to replay */
-    const char *dir; /* --output or --input */
-} pr__vocab_where;
+/* export: snapshot + journal replay -> dir. Returns the exit code. */
+static int pr__vocab_export_state(pr_cli_vocab *v, const char *dir)
+{
+    char err[4096];
+    int rc = pr_cli_vocab_load_state(v, "export");
+    if (rc)
+        return rc;
+    if ((rc = pr_vocab_export(v->eng, dir, err, sizeof(err)))) {
+        fprintf(stderr, "piperec vocab export: %s\n", err);
+        return pr__rc_exit(rc);
+    }
+    fprintf(stderr, "piperec vocab export: pipeline %s: %u columns -> %s\n", v->pc->name,
+            (unsigned)pr_engine_spec(v->eng)->n_sparse, dir);
+    return 0;
+}
 
-/* export: snapshot + journal replay -> w->dir. Returns the exit code. */
-static int pr__vocab_export_state(pr_engine *eng, const pr__vocab_where *w)
+/* import: dir -> a new snapshot (the old journal removed). Returns the
+ * exit code. */
+static int pr__vocab_import_state(pr_cli_vocab *v, const char *dir, bool force)
 {
     char err[4096];
     int rc;
-    if (!w->have_snap && !w->have_journal) {
-        fprintf(stderr, "piperec vocab export: %s holds no vocabulary for pipeline %s (no %s)\n",
-                w->state, w->pc->name, w->snap);
+    if ((v->have_snap || v->have_journal) && !force) {
+        fprintf(stderr,
+                "piperec vocab import: %s already holds a vocabulary for pipeline %s (%s); "
+                "use --force to replace it\n",
+                v->state, v->pc->name, v->have_snap ? v->snap : v->journal);
+        return 2;
+    }
+    if ((rc = pr_vocab_import(v->eng, dir, err, sizeof(err)))) {
+        fprintf(stderr, "piperec vocab import: %s\n", err);
+        return pr__rc_exit(rc);
+    }
+    if (access(v->state, F_OK) != 0 && mkdir(v->state, 0777) && errno != EEXIST) {
+        fprintf(stderr, "piperec vocab import: mkdir %s: %s\n", v->state, strerror(errno));
+        return 1;
+    }
+    /* The old journal's indices belong to the replaced vocabulary. */
+    if (v->have_journal && unlink(v->journal)) {
+        fprintf(stderr, "piperec vocab import: %s: %s\n", v->journal, strerror(errno));
+        return 1;
+    }
+    if ((rc = pr_vocab_save(v->eng, v->snap, err, sizeof(err)))) {
+        fprintf(stderr, "piperec vocab import: %s\n", err);
+        return 1;
+    }
+    fprintf(stderr, "piperec vocab import: pipeline %s: %s -> %s\n", v->pc->name, dir, v->snap);
+    return 0;
+}
+
+int pr_cli_vocab_open(const char *sub, const char *config, const char *pipeline, const char *state,
+                      bool need_state, pr_cli_vocab *v)
+{
+    char err[4096];
+    memset(v, 0, sizeof(*v));
+    int rc = config ? pr_config_load_file(config, &v->cfg, err, sizeof(err))
+                    : pr_config_load_default(&v->cfg, err, sizeof(err));
+    if (rc) {
+        fprintf(stderr, "piperec vocab %s: %s\n", sub, err);
+        return rc == PR_EIO ? 1 : 2;
+    }
+    v->pc = pipeline ? pr_config_pipeline(v->cfg, pipeline) : &v->cfg->pipelines[0];
+    if (!v->pc) {
+        fprintf(stderr, "piperec vocab %s: no pipeline named '%s' in %s\n", sub, pipeline,
+                v->cfg->origin);
+        return 2;
+    }
+    v->state = state ? state : v->pc->state.dir;
+    if (need_state && !v->state) {
+        fprintf(stderr, "piperec vocab %s: --state is required (pipeline %s has no state.dir)\n",
+                sub, v->pc->name);
+        return 2;
+    }
+    /* A shared vocabulary (vocab_log) keeps one tagged snapshot, no journal. */
+    v->shared = v->pc->vocab_log.enabled;
+    if (v->state) {
+        pr_vocab_state_paths(v->state, v->pc->name, v->shared, v->snap, sizeof(v->snap), v->journal,
+                             sizeof(v->journal));
+        v->have_snap = access(v->snap, F_OK) == 0;
+        v->have_journal = access(v->journal, F_OK) == 0;
+    }
+    /* One thread is plenty: nothing is processed. */
+    pr_engine_opts eo = pr_config_engine_opts(v->cfg);
+    eo.threads = 1;
+    /* A declared schema's engine has one column per vocab feature. */
+    v->espec = v->pc->spec;
+    if (v->pc->features.declared &&
+        pr_feature_engine_spec(&v->pc->features, &v->pc->spec, &v->espec, err, sizeof(err)) < 0) {
+        fprintf(stderr, "piperec vocab %s: pipeline %s: %s\n", sub, v->pc->name, err);
+        return 2;
+    }
+    if (!(v->eng = pr_engine_new(&v->espec, &eo, err, sizeof(err)))) {
+        fprintf(stderr, "piperec vocab %s: pipeline %s: %s\n", sub, v->pc->name, err);
+        return 2;
+    }
+    return 0;
+}
+
+int pr_cli_vocab_load_state(pr_cli_vocab *v, const char *sub)
+{
+    char err[4096];
+    int rc;
+    if (!v->have_snap && !v->have_journal) {
+        fprintf(stderr, "piperec vocab %s: %s holds no vocabulary for pipeline %s (no %s)\n", sub,
+                v->state, v->pc->name, v->snap);
         return 2;
     }
     unsigned char tag[PR_SNAPSHOT_TAG_MAX];
     uint32_t tag_len = 0;
-    if ((w->have_snap &&
-         (rc = pr_vocab_load_tagged(eng, w->snap, tag, sizeof(tag), &tag_len, err, sizeof(err)))) ||
-        (w->have_journal && !w->shared &&
-         (rc = pr_vocab_journal_replay(eng, w->journal, err, sizeof(err)))) ||
-        (rc = pr_vocab_export(eng, w->dir, err, sizeof(err)))) {
-        fprintf(stderr, "piperec vocab export: %s\n", err);
+    if ((v->have_snap && (rc = pr_vocab_load_tagged(v->eng, v->snap, tag, sizeof(tag), &tag_len,
+                                                    err, sizeof(err)))) ||
+        (v->have_journal && !v->shared &&
+         (rc = pr_vocab_journal_replay(v->eng, v->journal, err, sizeof(err))))) {
+        fprintf(stderr, "piperec vocab %s: %s\n", sub, err);
         return pr__rc_exit(rc);
     }
-    fprintf(stderr, "piperec vocab export: pipeline %s: %u columns -> %s\n", w->pc->name,
-            (unsigned)pr_engine_spec(eng)->n_sparse, w->dir);
     return 0;
 }
 
-/* import: w->dir -> a new snapshot (the old journal removed). Returns the
- * exit code. */
-static int pr__vocab_import_state(pr_engine *eng, const pr__vocab_where *w, bool force)
+void pr_cli_vocab_close(pr_cli_vocab *v)
 {
-    char err[4096];
-    int rc;
-    if ((w->have_snap || w->have_journal) && !force) {
-        fprintf(stderr,
-                "piperec vocab import: %s already holds a vocabulary for pipeline %s (%s); "
-                "use --force to replace it\n",
-                w->state, w->pc->name, w->have_snap ? w->snap : w->journal);
-        return 2;
-    }
-    if ((rc = pr_vocab_import(eng, w->dir, err, sizeof(err)))) {
-        fprintf(stderr, "piperec vocab import: %s\n", err);
-        return pr__rc_exit(rc);
-    }
-    if (access(w->state, F_OK) != 0 && mkdir(w->state, 0777) && errno != EEXIST) {
-        fprintf(stderr, "piperec vocab import: mkdir %s: %s\n", w->state, strerror(errno));
-        return 1;
-    }
-    /* The old journal's indices belong to the replaced vocabulary. */
-    if (w->have_journal && unlink(w->journal)) {
-        fprintf(stderr, "piperec vocab import: %s: %s\n", w->journal, strerror(errno));
-        return 1;
-    }
-    if ((rc = pr_vocab_save(eng, w->snap, err, sizeof(err)))) {
-        fprintf(stderr, "piperec vocab import: %s\n", err);
-        return 1;
-    }
-    fprintf(stderr, "piperec vocab import: pipeline %s: %s -> %s\n", w->pc->name, w->dir, w->snap);
-    return 0;
+    pr_engine_free(v->eng);
+    pr_config_free(v->cfg);
+    memset(v, 0, sizeof(*v));
 }
 
 int pr_cli_cmd_vocab(int argc, char **argv)
@@ -127,6 +187,8 @@ int pr_cli_cmd_vocab(int argc, char **argv)
     }
     if (!strcmp(argv[1], "hot"))
         return pr_cli_vocab_hot(argc, argv);
+    if (!strcmp(argv[1], "lookup"))
+        return pr_cli_vocab_lookup(argc, argv);
     bool is_export = !strcmp(argv[1], "export");
     if (!is_export && strcmp(argv[1], "import")) {
         fprintf(stderr, "piperec vocab: unknown subcommand '%s'\n", argv[1]);
@@ -169,61 +231,17 @@ int pr_cli_cmd_vocab(int argc, char **argv)
                 is_export ? "--output" : "--input");
         return 2;
     }
-
-    char err[4096];
-    pr_config *cfg = NULL;
-    int rc = config ? pr_config_load_file(config, &cfg, err, sizeof(err))
-                    : pr_config_load_default(&cfg, err, sizeof(err));
-    if (rc) {
-        fprintf(stderr, "piperec vocab %s: %s\n", argv[1], err);
-        return rc == PR_EIO ? 1 : 2;
-    }
-    int ret = 2;
-    pr_engine *eng = NULL;
-    const pr_pipeline_cfg *pc = pipeline ? pr_config_pipeline(cfg, pipeline) : &cfg->pipelines[0];
-    if (!pc) {
-        fprintf(stderr, "piperec vocab %s: no pipeline named '%s' in %s\n", argv[1], pipeline,
-                cfg->origin);
-        goto out;
-    }
-    if (!state)
-        state = pc->state.dir;
-    if (!state) {
-        fprintf(stderr, "piperec vocab %s: --state is required (pipeline %s has no state.dir)\n",
-                argv[1], pc->name);
-        goto out;
-    }
-    char snap[4096], journal[4096];
-    /* A shared vocabulary (vocab_log) keeps one tagged snapshot, no journal. */
-    bool shared = pc->vocab_log.enabled;
-    pr_vocab_state_paths(state, pc->name, shared, snap, sizeof(snap), journal, sizeof(journal));
-    if (shared && !is_export) {
+    pr_cli_vocab v;
+    int ret = pr_cli_vocab_open(argv[1], config, pipeline, state, true, &v);
+    if (ret == 0 && v.shared && !is_export) {
         fprintf(stderr,
                 "piperec vocab import: pipeline %s shares its vocabulary through "
                 "vocab_log: the log decides every index (docs/vocab-log.md)\n",
-                pc->name);
-        goto out;
+                v.pc->name);
+        ret = 2;
+    } else if (ret == 0) {
+        ret = is_export ? pr__vocab_export_state(&v, dir) : pr__vocab_import_state(&v, dir, force);
     }
-    /* One thread is plenty: nothing is processed. */
-    pr_engine_opts eo = pr_config_engine_opts(cfg);
-    eo.threads = 1;
-    /* A declared schema's engine has one column per vocab feature. */
-    pr_pipeline_spec espec = pc->spec;
-    if (pc->features.declared &&
-        pr_feature_engine_spec(&pc->features, &pc->spec, &espec, err, sizeof(err)) < 0) {
-        fprintf(stderr, "piperec vocab %s: pipeline %s: %s\n", argv[1], pc->name, err);
-        goto out;
-    }
-    eng = pr_engine_new(&espec, &eo, err, sizeof(err));
-    if (!eng) {
-        fprintf(stderr, "piperec vocab %s: pipeline %s: %s\n", argv[1], pc->name, err);
-        goto out;
-    }
-    bool have_snap = access(snap, F_OK) == 0, have_journal = access(journal, F_OK) == 0;
-    pr__vocab_where w = {pc, state, snap, journal, have_snap, have_journal, shared, dir};
-    ret = is_export ? pr__vocab_export_state(eng, &w) : pr__vocab_import_state(eng, &w, force);
-out:
-    pr_engine_free(eng);
-    pr_config_free(cfg);
+    pr_cli_vocab_close(&v);
     return ret;
 }

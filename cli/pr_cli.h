@@ -14,18 +14,48 @@
 #include <stddef.h>
 #include <stdint.h>
 
-int pr_cli_cmd_process(int argc, char **argv); /* offline: TSV file -> .npy */
-int pr_cli_cmd_gen(int argc, char **argv);     /* synthetic Criteo-shaped data */
-int pr_cli_cmd_run(int argc, char **argv);     /* the streaming service */
-int pr_cli_cmd_broker(int argc, char **argv);  /* librdkafka mock cluster on loopback */
-int pr_cli_cmd_produce(int argc, char **argv); /* load events into Kafka */
-int pr_cli_cmd_consume(int argc, char **argv); /* reference trainer-stream client */
-int pr_cli_cmd_demo(int argc, char **argv);    /* one-command live demo */
-int pr_cli_cmd_vocab(int argc, char **argv);   /* vocabulary export/import/hot */
-int pr_cli_vocab_hot(int argc, char **argv);   /* `vocab hot` (cmd_vocab_hot.c) */
-int pr_cli_cmd_explain(int argc, char **argv); /* features and operator placement */
+#include "pr_config.h"
+#include "pr_engine.h"
+
+int pr_cli_cmd_process(int argc, char **argv);  /* offline: TSV file -> .npy */
+int pr_cli_cmd_gen(int argc, char **argv);      /* synthetic Criteo-shaped data */
+int pr_cli_cmd_run(int argc, char **argv);      /* the streaming service */
+int pr_cli_cmd_broker(int argc, char **argv);   /* librdkafka mock cluster on loopback */
+int pr_cli_cmd_produce(int argc, char **argv);  /* load events into Kafka */
+int pr_cli_cmd_consume(int argc, char **argv);  /* reference trainer-stream client */
+int pr_cli_cmd_demo(int argc, char **argv);     /* one-command live demo */
+int pr_cli_cmd_vocab(int argc, char **argv);    /* vocabulary export/import/hot */
+int pr_cli_vocab_hot(int argc, char **argv);    /* `vocab hot` (cmd_vocab_hot.c) */
+int pr_cli_cmd_explain(int argc, char **argv);  /* features and operator placement */
+int pr_cli_vocab_lookup(int argc, char **argv); /* `vocab lookup` (cmd_vocab_lookup.c) */
 
 /* ---------------------------------------------------------------- helpers */
+
+/* A pipeline's vocabulary as `piperec vocab` opens it (cmd_vocab.c): the
+ * config, the pipeline, an empty engine of its vocabulary columns (a
+ * declared schema's: one per vocab feature, espec) and where its state
+ * lives. */
+typedef struct pr_cli_vocab {
+    pr_config *cfg;
+    const pr_pipeline_cfg *pc;
+    pr_pipeline_spec espec; /* the engine's spec */
+    pr_engine *eng;
+    const char *state;              /* --state or the pipeline's state.dir; may be NULL */
+    char snap[4096], journal[4096]; /* under state */
+    bool have_snap, have_journal;
+    bool shared; /* vocab_log: one tagged snapshot, no journal */
+} pr_cli_vocab;
+
+/* Load the config (NULL: the embedded one), find the pipeline (NULL: the
+ * first) and build its engine; need_state: a state dir is required. Prints
+ * what is wrong as "piperec vocab <sub>: ..." and returns the exit code (0,
+ * 1 I/O, 2 usage/config). pr_cli_vocab_close after, whatever it returned. */
+int pr_cli_vocab_open(const char *sub, const char *config, const char *pipeline, const char *state,
+                      bool need_state, pr_cli_vocab *v);
+/* The state dir's snapshot and journal into v->eng (as the service would
+ * recover them); the exit code as above. */
+int pr_cli_vocab_load_state(pr_cli_vocab *v, const char *sub);
+void pr_cli_vocab_close(pr_cli_vocab *v);
 
 #ifndef PR_VERSION
 #define PR_VERSION "0.0.0"

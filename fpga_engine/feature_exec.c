@@ -298,6 +298,12 @@ static int pr__post_vocab(const pr_feature_spec *f, int k0, int64_t *v, uint32_t
     return 0;
 }
 
+int pr_feature_after_vocab(const pr_feature_spec *f, int64_t *v, uint32_t n, pr_fval *tmp)
+{
+    int k = pr_feature_vocab_step(f);
+    return k < 0 ? 0 : pr__post_vocab(f, k + 1, v, n, tmp);
+}
+
 /* Element e of vocab column c: the row holding it, from the feature's lengths
  * (a running cursor over rows, elements come in row order). */
 typedef struct pr__elem_row {

@@ -1026,6 +1026,12 @@ int pr_feature_side_index(const pr_feature_schema *schema, uint32_t i);
 /* Index of the vocab step in a feature's chain, or -1 when it has none. */
 int pr_feature_vocab_step(const pr_feature_spec *f);
 
+/* The operators after a feature's vocab step applied to n indices in place
+ * (as pr_feature_finish applies them; a step leaving a value missing gives
+ * 0); tmp has room for n values. 0, or the operator library's error. A
+ * feature without vocab: nothing to do. */
+int pr_feature_after_vocab(const pr_feature_spec *f, int64_t *v, uint32_t n, pr_fval *tmp);
+
 /* The engine spec for a declared schema: name, profile and count_mode from
  * `base` (the config's transform), n_dense 0, no label, sparse_ops [vocab]
  * (U64 columns: no hex2int, no modulus; the schema's own operators ran in the

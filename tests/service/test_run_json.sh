@@ -9,7 +9,8 @@
 #   line in the dead-letter topic with its piperec-reason header
 #   SIGTERM drains and exits 0; the streamed vocabularies (piperec vocab
 #   export of the state dir) equal `piperec process` on the same lines, and
-#   offline rejects the same lines for the same reasons
+#   offline rejects the same lines for the same reasons; `vocab lookup` of
+#   every event from the state dir equals the lookup from the offline output
 #   a declared schema with source.format criteo_tsv is refused (exit 2)
 #   hot sets per vocab feature: /v1/hot counts every element of a list
 # Env (from pr_script_test): PIPEREC, PR_SOURCE_DIR, PR_TMP.
@@ -168,6 +169,17 @@ for f in "$T"/offline/vocab/*.tsv; do
     cmp -s "$f" "$T/vstream/$name" || fail "vocabulary $name differs between streaming and offline"
 done
 [ "$(ls "$T/vstream" | wc -l)" -eq "$(ls "$T/offline/vocab" | wc -l)" ] || fail "vocab files"
+# ids -> indices from the service's own state dir (snapshot + journal) equal
+# those from the offline output, for every event's user and history
+for f in user history; do
+    "$PIPEREC" vocab lookup --config "$T/run.yaml" --feature $f --events --ids "$T/all.jsonl" \
+        > "$T/lk-stream-$f.tsv" 2> "$T/lookup.err" || fail "vocab lookup --state $f"
+    "$PIPEREC" vocab lookup --config "$T/run.yaml" --feature $f --events --ids "$T/all.jsonl" \
+        --input "$T/offline" > "$T/lk-offline-$f.tsv" 2>> "$T/lookup.err" \
+        || fail "vocab lookup --input $f"
+    cmp -s "$T/lk-stream-$f.tsv" "$T/lk-offline-$f.tsv" || fail "lookup $f: state dir != offline"
+    grep -q "	known" "$T/lk-stream-$f.tsv" || fail "lookup $f: nothing known"
+done
 # per-stage times, as the Criteo path prints them (issue 20)
 grep -Eq "^piperec process: thread-seconds per stage: decode [0-9]+\.[0-9]{2}, engine [0-9]+\.[0-9]{2}, write [0-9]+\.[0-9]{2}, idle [0-9]+\.[0-9]{2}, vocab export [0-9]+\.[0-9]{2}\$" \
     "$T/process.err" || fail "no stage times: $(cat "$T/process.err")"
