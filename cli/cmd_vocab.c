@@ -26,6 +26,7 @@
 #include "pr_cli.h"
 #include "pr_config.h"
 #include "pr_engine.h"
+#include "pr_fs.h"
 #include "pr_vocab.h"
 
 static void pr__vocab_usage(FILE *f)
@@ -69,9 +70,9 @@ static int pr__vocab_export_state(pr_cli_vocab *v, const char *dir)
     return 0;
 }
 
-/* import: dir -> a new snapshot (the old journal removed). Returns the
- * exit code. */
-static int pr__vocab_import_state(pr_cli_vocab *v, const char *dir, bool force)
+/* import, the state dir locked: dir -> a new snapshot (the old journal
+ * removed). Returns the exit code. */
+static int pr__vocab_import_locked(pr_cli_vocab *v, const char *dir, bool force)
 {
     char err[4096];
     int rc;
@@ -86,10 +87,6 @@ static int pr__vocab_import_state(pr_cli_vocab *v, const char *dir, bool force)
         fprintf(stderr, "piperec vocab import: %s\n", err);
         return pr__rc_exit(rc);
     }
-    if (access(v->state, F_OK) != 0 && mkdir(v->state, 0777) && errno != EEXIST) {
-        fprintf(stderr, "piperec vocab import: mkdir %s: %s\n", v->state, strerror(errno));
-        return 1;
-    }
     /* The old journal's indices belong to the replaced vocabulary. */
     if (v->have_journal && unlink(v->journal)) {
         fprintf(stderr, "piperec vocab import: %s: %s\n", v->journal, strerror(errno));
@@ -101,6 +98,31 @@ static int pr__vocab_import_state(pr_cli_vocab *v, const char *dir, bool force)
     }
     fprintf(stderr, "piperec vocab import: pipeline %s: %s -> %s\n", v->pc->name, dir, v->snap);
     return 0;
+}
+
+/* import under the pipeline's lock, which the service holds while it runs
+ * the pipeline: replacing its snapshot and journal under it would lose its
+ * indices. Returns the exit code. */
+static int pr__vocab_import_state(pr_cli_vocab *v, const char *dir, bool force)
+{
+    char err[4096], lock[4200];
+    if (access(v->state, F_OK) != 0 && mkdir(v->state, 0777) && errno != EEXIST) {
+        fprintf(stderr, "piperec vocab import: mkdir %s: %s\n", v->state, strerror(errno));
+        return 1;
+    }
+    snprintf(lock, sizeof(lock), "%s/%s.lock", v->state, v->pc->name);
+    int lfd = pr_lock_file(lock, err, sizeof(err));
+    if (lfd < 0) {
+        fprintf(stderr, "piperec vocab import: %s%s\n", err,
+                lfd == PR_ESTATE ? ": stop the service first" : "");
+        return lfd == PR_ESTATE ? 2 : 1;
+    }
+    /* What the state dir holds, now that nothing else writes it. */
+    v->have_snap = access(v->snap, F_OK) == 0;
+    v->have_journal = access(v->journal, F_OK) == 0;
+    int ret = pr__vocab_import_locked(v, dir, force);
+    close(lfd);
+    return ret;
 }
 
 int pr_cli_vocab_open(const char *sub, const char *config, const char *pipeline, const char *state,

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include "pr_error.h"
@@ -63,4 +64,31 @@ int pr_fsync_dir_of(const char *path)
     int rc = fsync(fd) ? PR_EIO : 0;
     close(fd);
     return rc;
+}
+
+int pr_lock_file(const char *path, char *errstr, size_t errstr_size)
+{
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char pid[32] = "";
+        ssize_t n = e == EWOULDBLOCK ? pread(fd, pid, sizeof(pid) - 1, 0) : -1;
+        close(fd);
+        if (e != EWOULDBLOCK)
+            return pr_seterr(errstr, errstr_size, PR_EIO, "%s: lock: %s", path, strerror(e));
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        return pr_seterr(errstr, errstr_size, PR_ESTATE, "%s is locked by another process%s%s",
+                         path, pid[0] ? ", pid " : "", pid);
+    }
+    char buf[32];
+    int n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, buf, (size_t)n, 0) != n) {
+        int e = errno;
+        close(fd);
+        return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", path, strerror(e));
+    }
+    return fd;
 }

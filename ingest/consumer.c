@@ -1793,6 +1793,7 @@ static int pr__deliver(pr_consumer *c, pr_block *b, rd_kafka_message_t *m, int64
                          .partition = c->cur.key,
                          .offset = m->offset,
                          .default_event_time_ms = ts > 0 ? ts : now_ms,
+                         .max_event_ahead_ms = pr__event_ahead_ms(c->source),
                          .parse_hex = pr_decode_want_parse_hex(c->spec)};
     uint32_t before = b->rows;
     if (!resuming)

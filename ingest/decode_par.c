@@ -189,7 +189,9 @@ static void pr__slot_decode(pr__dpool *dp, unsigned t, unsigned k)
     pr__dslot *s = &dp->slots[k];
     pr__slot_clear(s);
     bool serial_rest = false;
-    pr_decode_ctx ctx = {.spec = dp->src.spec, .parse_hex = dp->parse_hex};
+    pr_decode_ctx ctx = {.spec = dp->src.spec,
+                         .parse_hex = dp->parse_hex,
+                         .max_event_ahead_ms = pr__event_ahead_ms(dp->src.source)};
     for (uint32_t i = s->m0; i < s->m1; i++) {
         pr__dmsg *dm = &dp->msgs[i];
         if (dm->state != PR__DM_QUEUED)
@@ -555,6 +557,7 @@ int pr__druns_decode(pr__druns *d, const rd_kafka_message_t *m, int nrec, int32_
                          .partition = key,
                          .offset = m->offset,
                          .default_event_time_ms = event_ms,
+                         .max_event_ahead_ms = pr__event_ahead_ms(d->src.source),
                          .parse_hex = d->parse_hex};
     pr__ddec dec = {.run = r};
     if (pr__msg_decode(d->ft, d->dec, &ctx, &r->s, m->payload, m->len, &dec.row0, &dec.nrows,

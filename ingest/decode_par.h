@@ -39,6 +39,12 @@ typedef struct pr__dsrc {
     const pr_source_cfg *source;     /* avro, protobuf: the reader's config (files) */
 } pr__dsrc;
 
+/* pr_decode_ctx.max_event_ahead_ms from the source config (NULL: no bound). */
+static inline int64_t pr__event_ahead_ms(const pr_source_cfg *source)
+{
+    return source ? (int64_t)source->max_event_time_ahead_s * 1000 : 0;
+}
+
 typedef struct pr__dfmt {
     uint32_t slot_recs; /* records per slot / run of this format */
     bool needs_schema;  /* no entry without src->schema */

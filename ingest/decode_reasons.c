@@ -1,6 +1,11 @@
 /* decode_reasons.c — names of the decoder reject reasons (metric labels,
  * rejects.tsv, dead-letter headers), and the JSON extractor's reasons mapped
  * onto them (same names, so a JSON reject reads the same everywhere). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
 #include "pr_ingest.h"
 
 static const char *const pr_decode_reason_names[PR_DEC__COUNT] = {
@@ -53,4 +58,33 @@ int pr_decode_reason_of_json(int json_reason)
     if (json_reason <= 0 || json_reason >= PR_JSON__REASONS)
         return PR_DEC_NOT_JSON;
     return pr_decode_of_json[json_reason];
+}
+
+/* ms since the epoch as RFC 3339 UTC with milliseconds. */
+static void pr__rfc3339_ms(int64_t ms, char *buf, size_t size)
+{
+    time_t t = (time_t)(ms >= 0 ? ms / 1000 : -((-ms + 999) / 1000));
+    struct tm tm;
+    if (!gmtime_r(&t, &tm) || !strftime(buf, size, "%Y-%m-%dT%H:%M:%S", &tm)) {
+        snprintf(buf, size, "%" PRId64 " ms", ms);
+        return;
+    }
+    size_t n = strlen(buf);
+    snprintf(buf + n, size - n, ".%03dZ", (int)(ms - (int64_t)t * 1000));
+}
+
+int pr_decode_check_ahead(const pr_decode_ctx *ctx, int64_t event_ms, char *what, size_t size)
+{
+    int64_t ref = ctx->default_event_time_ms;
+    if (ctx->max_event_ahead_ms <= 0 || ref <= 0 || event_ms <= ref ||
+        event_ms - ref <= ctx->max_event_ahead_ms)
+        return 0;
+    char et[48], mt[48];
+    pr__rfc3339_ms(event_ms, et, sizeof(et));
+    pr__rfc3339_ms(ref, mt, sizeof(mt));
+    snprintf(what, size,
+             "event time %s is %.1f days ahead of the message's timestamp %s "
+             "(source.max_event_time_ahead_s %" PRId64 ")",
+             et, (double)(event_ms - ref) / 86400000.0, mt, ctx->max_event_ahead_ms / 1000);
+    return PR_DEC_BAD_TIME;
 }

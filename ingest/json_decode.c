@@ -62,7 +62,7 @@ struct pr_json_decoder {
     uint32_t *need; /* [n_side] elements per engine column (block's vocab_col order) */
     pr_fval *fv;    /* [PR_FEAT_MAX_LIST] a chain's values */
     uint8_t *why;   /* [PR_FEAT_MAX_LIST] operator reject reasons */
-    char detail[PR_NAME_MAX + PR_FEAT_PATH_MAX + 128];
+    char detail[PR_NAME_MAX + PR_FEAT_PATH_MAX + 256];
 };
 
 static bool pr__is_side(const pr_feature_spec *f)
@@ -361,6 +361,19 @@ static int pr__numeric(pr_json_decoder *d, const pr__jfeat *jf, pr_fval *v)
     return 0;
 }
 
+/* A label's or dense feature's final value must be a finite float32: NaN
+ * or infinity (Avro and Protobuf doubles can carry them), or a magnitude
+ * beyond float32 (1e300: inf in the tensor), would make a loss NaN. */
+static int pr__float32(pr_json_decoder *d, const pr__jfeat *jf, const pr_fval *v)
+{
+    if (v->type != PR_FVAL_NUM || isfinite((float)v->num))
+        return 0;
+    char what[96];
+    snprintf(what, sizeof(what), "%g is %s", v->num,
+             isfinite(v->num) ? "beyond float32" : "not a finite number");
+    return pr__fail(d, jf->f, PR_DEC_NUMBER_OUT_OF_RANGE, what);
+}
+
 static int pr__event_time(pr_json_decoder *d, const pr__jfeat *jf, const pr_decode_ctx *ctx)
 {
     pr_fval v;
@@ -376,6 +389,9 @@ static int pr__event_time(pr_json_decoder *d, const pr__jfeat *jf, const pr_deco
     } else if (pr_fop_time_us(&v, jf->f->unit, &us))
         return pr__fail(d, jf->f, PR_DEC_BAD_TIME, "not a time in its unit");
     d->event_ms = us >= 0 ? us / 1000 : -((-us + 999) / 1000);
+    char what[200];
+    if (pr_decode_check_ahead(ctx, d->event_ms, what, sizeof(what)))
+        return pr__fail(d, jf->f, PR_DEC_BAD_TIME, what);
     return 0;
 }
 
@@ -506,12 +522,13 @@ static int pr__features(pr_json_decoder *d, const pr_decode_ctx *ctx)
             rc = pr__event_time(d, jf, ctx);
             break;
         case PR_FEAT_LABEL:
-            if (!(rc = pr__numeric(d, jf, &v)))
+            if (!(rc = pr__numeric(d, jf, &v)) && !(rc = pr__float32(d, jf, &v)))
                 d->labels[jf->slot] = v.type == PR_FVAL_NUM ? (float)v.num : 0.0f;
             break;
         case PR_FEAT_DENSE:
             if (!(rc = pr__numeric(d, jf, &v)) &&
-                !(rc = pr__chain(d, jf->f, 0, jf->f->n_ops, &v, 1)))
+                !(rc = pr__chain(d, jf->f, 0, jf->f->n_ops, &v, 1)) &&
+                !(rc = pr__float32(d, jf, &v)))
                 d->dense[jf->slot] = v.type == PR_FVAL_NUM ? (float)v.num : 0.0f;
             break;
         case PR_FEAT_SPARSE:

@@ -16,6 +16,7 @@
  * Either way a rejected event leaves no trace in the block (no stray
  * missing bits), and a malformed message appends nothing.
  */
+#include <math.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -384,6 +385,7 @@ typedef struct pr__ev {
     int64_t event_time_ms;
     size_t n_dense, n_hex, n_id;
     int64_t dmiss_bad, smiss_bad; /* first out-of-range index, -1 = none */
+    int64_t dense_bad;            /* first dense value that is NaN or infinite, -1 = none */
     uint64_t dmiss[PR__BM_WORDS]; /* dense_missing indices */
     uint64_t smiss[PR__BM_WORDS]; /* sparse_missing indices and empty hex strings */
     int64_t hex_bad;              /* first sparse_hex index with a problem, -1 = none */
@@ -516,8 +518,12 @@ static inline bool pr__ev_dense(pr_block *b, pr__ev *e, uint32_t nd, unsigned w,
     }
     for (const uint8_t *q = p, *qe = p + n; q < qe; q += 8) {
         size_t c = e->n_dense++;
-        if (c < nd)
-            memcpy(b->dense + c * cap + r, q, 8);
+        if (c < nd) {
+            double *d = b->dense + c * cap + r;
+            memcpy(d, q, 8);
+            if (!isfinite(*d) && e->dense_bad < 0) /* as the TSV decoder's "nan" / "inf" */
+                e->dense_bad = (int64_t)c;
+        }
     }
     *pp = p + n;
     return true;
@@ -619,9 +625,10 @@ static inline bool pr__ev_parse(const pr_decode_ctx *ctx, pr_block *b, pr__ev *e
 
 /* The shape checks, in pr__check_event's order and words: PR_DEC_OK or a
  * reject reason with `detail`. */
-static inline int pr__ev_check(const pr_pipeline_spec *spec, const pr_block *b, const pr__ev *e,
+static inline int pr__ev_check(const pr_decode_ctx *ctx, const pr_block *b, const pr__ev *e,
                                char *detail, size_t dsz)
 {
+    const pr_pipeline_spec *spec = ctx->spec;
     if (e->n_dense != spec->n_dense) {
         snprintf(detail, dsz, "%zu dense values, expected %u", e->n_dense, spec->n_dense);
         return PR_DEC_BAD_SHAPE;
@@ -645,6 +652,13 @@ static inline int pr__ev_check(const pr_pipeline_spec *spec, const pr_block *b, 
                  (uint32_t)e->smiss_bad, spec->n_sparse);
         return PR_DEC_BAD_SHAPE;
     }
+    if (e->dense_bad >= 0) {
+        snprintf(detail, dsz, "dense[%" PRId64 "]: %g is not a finite number", e->dense_bad,
+                 b->dense[(size_t)e->dense_bad * b->cap + b->rows]);
+        return PR_DEC_BAD_DENSE;
+    }
+    if (e->event_time_ms > 0 && pr_decode_check_ahead(ctx, e->event_time_ms, detail, dsz))
+        return PR_DEC_BAD_TIME;
     if (e->hex_bad >= 0) {
         if (e->hex_bad_reason == PR_DEC_LONG_HEX)
             snprintf(detail, dsz, "sparse_hex[%zu]: %zu digits (max 16)", (size_t)e->hex_bad,
@@ -698,12 +712,12 @@ static int pr__fast_event(const pr_decode_ctx *ctx, pr_block *b, const uint8_t *
 {
     pr__ev e;
     memset(&e, 0, sizeof(e));
-    e.dmiss_bad = e.smiss_bad = e.hex_bad = -1;
+    e.dmiss_bad = e.smiss_bad = e.hex_bad = e.dense_bad = -1;
     if (ctx->parse_hex)
         pr__ev_enc(ctx, b, &e, false);
     if (!pr__ev_parse(ctx, b, &e, p, end))
         return -1;
-    int reason = pr__ev_check(ctx->spec, b, &e, detail, dsz);
+    int reason = pr__ev_check(ctx, b, &e, detail, dsz);
     if (reason != PR_DEC_OK)
         return reason;
     pr__ev_commit(ctx, b, &e);

@@ -104,6 +104,15 @@ static const pr_cfgmap_entry source_entries[] = {
                  "same for every count. Every format; avro with source.schema_registry: a "
                  "message whose writer schema id is not fetched yet decodes on the "
                  "polling thread, which fetches it."),
+    PR_CFG_E_INT("max_event_time_ahead_s", 0, pr_source_cfg, max_event_time_ahead_s, 0,
+                 UINT32_MAX, "86400",
+                 "A record whose own event time (schema.event_time, Event.event_time_ms) is "
+                 "more than this many seconds ahead of its Kafka message's timestamp is "
+                 "rejected `bad_time` (dead-lettered, counted): one producer with a wrong "
+                 "clock must not move the event-time watermark (ordering: event_time) or a "
+                 "ttl_s eviction clock years ahead, which would make every later record late "
+                 "or every value idle. 0 = no bound. Streaming only: offline has no message "
+                 "timestamps."),
     PR_CFG_E_INT("consumers", 0, pr_source_cfg, consumers, 1, PR_CONSUMER_MAX_INSTANCES, "1",
                  "Members of the consumer group in this process, each its own librdkafka "
                  "client with its share of the partitions (one client delivers ~0.7-1M small "

@@ -138,6 +138,8 @@ struct pr__pipe {
 
     int64_t next_ckpt_ns;            /* next vocabulary checkpoint (pr_vocab_store_persistent) */
     _Atomic uint64_t epoch;          /* restart epoch stamped on every batch (pr__epoch_bump) */
+    int lock_fd;                     /* <state.dir>/<pipeline>.lock, held for life */
+    bool have_lock;                  /* lock_fd is open */
     char dead_letter_file[PATH_MAX]; /* <state.dir>/<name>.deadletters, or "" */
     char member_file[PATH_MAX];      /* <state.dir>/<name>.member (consumer member id), or "" */
     char floor_file[PATH_MAX]; /* <state.dir>/<name>.notices (pr_batcher_notice_floor), or "" */

@@ -67,6 +67,21 @@ static int pr__epoch_bump(pr__pipe *p, char *errstr, size_t errstr_size)
         return pr_seterr(errstr, errstr_size, PR_EIO, "state.dir '%s': %s", st->dir,
                          strerror(errno));
     char path[PATH_MAX], tmp[PATH_MAX + 8];
+    /* One process per pipeline's state: a second would hand out the same
+     * indices to other values and overwrite the first's snapshot. */
+    snprintf(path, sizeof(path), "%s/%s.lock", st->dir, p->cfg->name);
+    char le[PATH_MAX + 64];
+    int fd = pr_lock_file(path, le, sizeof(le));
+    if (fd < 0)
+        return pr_seterr(errstr, errstr_size, fd == PR_ESTATE ? PR_ESTATE : PR_EIO,
+                         "%s%s", le,
+                         fd == PR_ESTATE ? ": another piperec runs this pipeline on the same "
+                                           "state.dir (two would give the same indices to "
+                                           "different values); stop it, or give this one its "
+                                           "own state.dir"
+                                         : "");
+    p->lock_fd = fd;
+    p->have_lock = true;
     snprintf(path, sizeof(path), "%s/%s.epoch", st->dir, p->cfg->name);
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     uint64_t last = 0;
@@ -87,7 +102,7 @@ static int pr__epoch_bump(pr__pipe *p, char *errstr, size_t errstr_size)
         return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", path, strerror(errno));
     }
     uint64_t next = last + 1;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     char buf[32];
     int n = snprintf(buf, sizeof(buf), "%llu\n", (unsigned long long)next);
     bool ok = fd >= 0 && write(fd, buf, (size_t)n) == n && fsync(fd) == 0;
@@ -191,6 +206,9 @@ static void pr__pipe_free(pr__pipe *p)
     pthread_mutex_destroy(&p->hot_lock);
     pr_json_decoder_free(p->json);
     p->json = NULL;
+    if (p->have_lock)
+        close(p->lock_fd);
+    p->have_lock = false;
 }
 
 /* Rows per block for pipeline pc (see the comments inside). */

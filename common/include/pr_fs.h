@@ -19,4 +19,11 @@ int pr_write_all(int fd, const void *p, size_t n);
  * survives a crash. 0, PR_EIO (errno set) or PR_ENOMEM. */
 int pr_fsync_dir_of(const char *path);
 
+/* Take an exclusive lock on `path` (created if absent) for the life of the
+ * returned fd (flock: released by close or by the process's death, kill -9
+ * included) and write this process's pid into it. Returns the fd (>= 0);
+ * PR_ESTATE when another process holds it (errstr names the path and the
+ * holder's pid); PR_EIO on another failure (errstr says why). */
+int pr_lock_file(const char *path, char *errstr, size_t errstr_size);
+
 #endif

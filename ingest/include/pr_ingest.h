@@ -159,6 +159,11 @@ typedef struct pr_decode_ctx {
     int32_t partition;
     int64_t offset;                /* Kafka offset, or first line number offline */
     int64_t default_event_time_ms; /* used when the record carries no event time */
+    /* > 0: a record whose own event time is more than this past
+     * default_event_time_ms (streaming: the Kafka message timestamp) is
+     * rejected bad_time, so that one wrong clock cannot move the event-time
+     * watermark (or a ttl_s clock) years ahead. 0 = no bound (offline). */
+    int64_t max_event_ahead_ms;
     /* Fused Hex2Int: a block this context starts (rows == 0) gets
      * PR_SPARSE_U64 sparse columns and hex values are parsed while decoding.
      * Only valid when the pipeline's sparse ops start with hex2int (see
@@ -166,6 +171,12 @@ typedef struct pr_decode_ctx {
      * own Hex2Int leave it false. A column keeps the encoding it has. */
     bool parse_hex;
 } pr_decode_ctx;
+
+/* A record's own event time against ctx->max_event_ahead_ms: 0 when within
+ * the bound (or no bound, or no message time), else PR_DEC_BAD_TIME with
+ * `what` ("event time 2100-01-01T00:00:00.000Z is 27000.0 days ahead of the
+ * message's timestamp 2026-...Z (source.max_event_time_ahead_s 86400)"). */
+int pr_decode_check_ahead(const pr_decode_ctx *ctx, int64_t event_ms, char *what, size_t size);
 
 /* True when fused Hex2Int gives the same results as the engine's: the
  * pipeline's sparse ops start with hex2int. */
@@ -477,6 +488,8 @@ struct pr_source_cfg {
     uint64_t dead_letter_file_max_bytes; /* rotate the dead-letter file past it */
     uint32_t decode_threads;             /* 0 = auto (engine.threads, at most the CPUs) */
     uint32_t consumers;                  /* consumer instances (group members) in the process */
+    uint32_t max_event_time_ahead_s;     /* a record's own event time further ahead of its
+                                          * message's timestamp: bad_time; 0 = no bound */
     pr_avro_source_cfg avro;             /* format avro */
     pr_registry_cfg schema_registry;     /* format avro (and protobuf): writer schemas by id */
     pr_pbuser_cfg protobuf;              /* format protobuf: descriptor set and message */

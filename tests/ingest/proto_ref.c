@@ -8,6 +8,7 @@
  * compare the fast decoders with these. They were in the product library
  * only as that reference; nothing in the product calls them.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +76,13 @@ static int pr__check_event(const pr_decode_ctx *ctx, const pr_block *b,
                      ev->sparse_missing[i], spec->n_sparse);
             return PR_DEC_BAD_SHAPE;
         }
+    for (size_t i = 0; i < ev->n_dense && i < b->n_dense; i++)
+        if (!isfinite(ev->dense[i])) {
+            snprintf(detail, dsz, "dense[%zu]: %g is not a finite number", i, ev->dense[i]);
+            return PR_DEC_BAD_DENSE;
+        }
+    if (ev->event_time_ms > 0 && pr_decode_check_ahead(ctx, ev->event_time_ms, detail, dsz))
+        return PR_DEC_BAD_TIME;
     for (size_t i = 0; i < ev->n_sparse_hex; i++) {
         const char *s = ev->sparse_hex[i];
         size_t l = strlen(s);

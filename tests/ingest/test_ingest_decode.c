@@ -4,6 +4,7 @@
  * reject reason, messages split across blocks, and random/mutated bytes that
  * must never crash and must account for every record.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,6 +25,7 @@ typedef struct rej_log {
     size_t len[64];
     uint8_t rec[64][512];
     int by_reason[PR_DEC__COUNT];
+    char detail[64][256];
 } rej_log;
 
 static void on_rej(void *opaque, int reason, const char *detail, const char *rec, size_t len,
@@ -38,6 +40,7 @@ static void on_rej(void *opaque, int reason, const char *detail, const char *rec
         l->recno[l->n] = recno;
         l->len[l->n] = len;
         memcpy(l->rec[l->n], rec, len < 512 ? len : 512);
+        snprintf(l->detail[l->n], sizeof(l->detail[0]), "%s", detail);
     }
     l->n++;
 }
@@ -328,6 +331,49 @@ static void test_event_rejects(void **state)
     /* a rejected event leaves no missing bits behind */
     for (uint32_t c = 0; c < 3; c++)
         assert_false(bit(b->sparse_missing, b, c, 0));
+
+    /* A dense value the TSV text could not carry (nan, inf) is bad_dense; an
+     * event time more than the bound ahead of the message's is bad_time. */
+    double nan_dense[2] = {1, NAN}, inf_dense[2] = {-INFINITY, 2};
+    const struct {
+        double *dense;
+        int64_t event_ms, ahead_ms;
+        int want;
+        const char *detail;
+    } more[] = {
+        {nan_dense, 0, 0, PR_DEC_BAD_DENSE, "dense[1]: nan is not a finite number"},
+        {inf_dense, 0, 0, PR_DEC_BAD_DENSE, "dense[0]: -inf is not a finite number"},
+        {dense, 999 + 86400000 + 1, 86400000, PR_DEC_BAD_TIME, NULL},
+        {dense, 999 + 86400000, 86400000, PR_DEC_OK, NULL},
+        {dense, 4102444800000, 0, PR_DEC_OK, NULL},
+    };
+    for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++) {
+        Piperec__V1__Event ev = PIPEREC__V1__EVENT__INIT;
+        ev.n_dense = 2;
+        ev.dense = more[i].dense;
+        ev.n_sparse_hex = 3;
+        ev.sparse_hex = hex;
+        ev.event_time_ms = more[i].event_ms;
+        ctx.max_event_ahead_ms = more[i].ahead_ms;
+        size_t len;
+        uint8_t *buf = pack_event(&ev, &len);
+        uint32_t next = 0, rows = b->rows;
+        rl.n = 0;
+        int ok = more[i].want == PR_DEC_OK;
+        assert_int_equal(pr_decode_protobuf_event(&ctx, b, buf, len, &next, NULL), ok);
+        assert_int_equal(rl.n, !ok);
+        assert_int_equal(b->rows, rows + (uint32_t)ok);
+        if (!ok) {
+            assert_int_equal(rl.reason[0], more[i].want);
+            if (more[i].detail)
+                assert_string_equal(rl.detail[0], more[i].detail);
+            else
+                assert_non_null(strstr(rl.detail[0], "ahead of the message's timestamp"));
+        }
+        free(buf);
+    }
+    ctx.max_event_ahead_ms = 0;
+    b->rows = 0;
 
     /* Unparsable payloads. */
     const uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};

@@ -237,6 +237,58 @@ static void test_ttl_s_needs_time(void **state)
     fx_free(&t);
 }
 
+/* What reaches a float32 tensor must be finite (a NaN or an infinite label
+ * makes a loss NaN), and a record's own event time may not run further ahead
+ * of its message's timestamp than source.max_event_time_ahead_s. */
+static void test_bounds(void **state)
+{
+    (void)state;
+    fx t;
+    fx_init(&t, schema_yaml, 64);
+    const struct {
+        const char *doc;
+        int ok;
+        const char *detail;
+    } cases[] = {
+        {"{\"label\":{\"click\":1e300}}", 0, "click (label.click): 1e+300 is beyond float32"},
+        {"{\"label\":{\"click\":3e38}}", 1, NULL},
+        {"{\"user\":{\"age\":-1e39}}", 0, "age (user.age): -1e+39 is beyond float32"},
+        {"{\"user\":{\"age\":1e38}}", 1, NULL},
+        /* the final value counts: clip brings 1e300 back to 100 */
+        {"{\"item\":{\"price\":1e300}}", 1, NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        t.rl.n = 0;
+        assert_int_equal(decode(&t, cases[i].doc), cases[i].ok);
+        assert_int_equal(t.rl.n, !cases[i].ok);
+        if (!cases[i].ok) {
+            assert_int_equal(t.rl.reason[0], PR_DEC_NUMBER_OUT_OF_RANGE);
+            assert_string_equal(t.rl.detail[0], cases[i].detail);
+        }
+    }
+    /* event time: the message's is 5000 ms; a day ahead is the bound */
+    t.ctx.max_event_ahead_ms = 86400000;
+    t.rl.n = 0;
+    assert_int_equal(decode(&t, "{\"ts\": 86405000}"), 1);
+    assert_int_equal(decode(&t, "{\"ts\": -5000000}"), 1); /* behind: late, never bad */
+    assert_int_equal(t.rl.n, 0);
+    assert_int_equal(decode(&t, "{\"ts\": 4102444800000}"), 0);
+    assert_int_equal(t.rl.n, 1);
+    assert_int_equal(t.rl.reason[0], PR_DEC_BAD_TIME);
+    assert_string_equal(t.rl.detail[0],
+                        "event_time (ts): event time 2100-01-01T00:00:00.000Z is 47482.0 days "
+                        "ahead of the message's timestamp 1970-01-01T00:00:05.000Z "
+                        "(source.max_event_time_ahead_s 86400)");
+    assert_int_equal(decode(&t, "{\"ts\": 86405001}"), 0);
+    /* no bound, or no message time (offline): accepted */
+    t.ctx.max_event_ahead_ms = 0;
+    assert_int_equal(decode(&t, "{\"ts\": 4102444800000}"), 1);
+    t.ctx.max_event_ahead_ms = 86400000;
+    t.ctx.default_event_time_ms = 0;
+    assert_int_equal(decode(&t, "{\"ts\": 4102444800000}"), 1);
+    fx_free(&t);
+}
+
 static void test_rejects(void **state)
 {
     (void)state;
@@ -480,6 +532,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values),
         cmocka_unit_test(test_rejects),
+        cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_ttl_s_needs_time),
         cmocka_unit_test(test_id_rules),
         cmocka_unit_test(test_full),

@@ -7,6 +7,7 @@
 #   piperec produce --format json (1 partition)   -> piperec run (files sink)
 #   every record is counted: rows in, rejects by reason in /metrics, each bad
 #   line in the dead-letter topic with its piperec-reason header
+#   a second run on the same state dir, and vocab import, are refused (lock)
 #   SIGTERM drains and exits 0; the streamed vocabularies (piperec vocab
 #   export of the state dir) equal `piperec process` on the same lines, and
 #   offline rejects the same lines for the same reasons; `vocab lookup` of
@@ -153,6 +154,17 @@ wait_until 30 "the dead letters" sh -c \
 kcat -b "$B" -C -t clicks-dlq -o beginning -e -q -f '%h\n' > "$T/dlq.txt"
 grep -q "piperec-reason=bad_time" "$T/dlq.txt" || fail "no bad_time dead letter"
 grep -q "piperec-detail=event_time (ts)" "$T/dlq.txt" || fail "the bad_time detail names no feature: $(cat "$T/dlq.txt")"
+
+# one process per pipeline's state dir: a second `run` and a `vocab import`
+# are refused while this one holds it (the lock names the holder's pid)
+rc=0; "$PIPEREC" run --config "$T/run.yaml" > /dev/null 2> "$T/run2.err" || rc=$?
+[ "$rc" -eq 1 ] || fail "a second run on the same state dir: exit $rc, expected 1"
+grep -q "state/p.lock is locked by another process, pid $RUN" "$T/run2.err" \
+    || fail "second run's message: $(cat "$T/run2.err")"
+rc=0; "$PIPEREC" vocab import --config "$T/run.yaml" --pipeline p --input "$T/run.yaml.d" --force \
+    > /dev/null 2> "$T/import.err" || rc=$?
+[ "$rc" -eq 2 ] && grep -q "stop the service first" "$T/import.err" \
+    || fail "vocab import under a running service: exit $rc: $(cat "$T/import.err")"
 
 # 5. SIGTERM drains and exits 0
 kill -TERM "$RUN"
