@@ -690,6 +690,11 @@ static int pr__produce_file(pr__prod *p, const char *input)
         rc = pr__add_line(p, line, (size_t)n);
     }
     free(line);
+    /* A read error (a directory: EISDIR) is not the end of the input. */
+    if (!rc && ferror(f)) {
+        fprintf(stderr, "piperec produce: %s: %s\n", input, strerror(errno));
+        rc = 1;
+    }
     if (f != stdin)
         fclose(f);
     return rc;

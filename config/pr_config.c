@@ -41,6 +41,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <regex.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -771,11 +772,41 @@ static const cfg_key source_keys[] = {
              "format protobuf: the events' descriptor set and message (docs/formats.md, "
              "Protobuf events)."),
 };
-/* Avro needs a writer schema from somewhere; plain framing cannot carry ids. */
+/* Is `topic` one the source reads: a name in the list, or a match of a
+ * "^regex" entry (librdkafka's subscription patterns, POSIX extended)? */
+static bool pr__source_reads(const pr_kafka_source_cfg *k, const char *topic)
+{
+    for (size_t i = 0; i < k->n_topics; i++) {
+        const char *t = k->topics[i];
+        if (t[0] != '^') {
+            if (!strcmp(t, topic))
+                return true;
+            continue;
+        }
+        regex_t re;
+        if (regcomp(&re, t, REG_EXTENDED | REG_NOSUB) == 0) {
+            bool m = regexec(&re, topic, 0, NULL, 0) == 0;
+            regfree(&re);
+            if (m)
+                return true;
+        }
+    }
+    return false;
+}
+
+/* Avro needs a writer schema from somewhere; plain framing cannot carry ids.
+ * The dead-letter topic is never one the source reads: each rejected record
+ * would come back, be rejected and be produced again, forever. */
 static void pr__finish_source(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
 {
     (void)present;
     pr_source_cfg *s = base;
+    if (s->dead_letter_topic && pr__source_reads(&s->kafka, s->dead_letter_topic))
+        pr__cfg_error(c, pr__map_find(c, map, "dead_letter_topic"), "dead_letter_topic",
+                      "'%s' is a topic this source reads: every rejected record would be read "
+                      "again, rejected again and produced again, without end; give the dead "
+                      "letters a topic of their own",
+                      s->dead_letter_topic);
     bool reg = s->schema_registry.enabled, file = s->avro.enabled && s->avro.schema_file;
     if (s->format != PR_FORMAT_AVRO) {
         if (s->avro.enabled)

@@ -29,6 +29,7 @@
  * otherwise the engine's Hex2Int rejects them.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,7 +142,9 @@ static bool pr__parse_float(const char *s, size_t len, double *out)
     char *end;
     errno = 0;
     double v = strtod(tmp, &end);
-    if (end != tmp + len || errno == ERANGE || v != v)
+    /* ERANGE: overflow (HUGE_VAL) is refused; an underflow (1e-400) is the
+     * nearest double, 0 or subnormal, as any tiny decimal would be. */
+    if (end != tmp + len || (errno == ERANGE && isinf(v)) || v != v)
         return false;
     *out = v;
     return true;
@@ -210,8 +213,15 @@ static inline int pr__line_label(pr_block *b, uint32_t r, const char *p, const c
     int32_t lab;
     if (!pr__parse_label(p, (size_t)(fe - p), &lab)) {
         char show[PR__SHOW_MAX + 8];
-        pr__show(show, sizeof(show), p, (size_t)(fe - p));
-        snprintf(detail, dsz, "label: '%s' is not an integer", show);
+        size_t n = (size_t)(fe - p), sign = n && (*p == '-' || *p == '+');
+        bool digits = n > sign;
+        for (size_t i = sign; i < n && digits; i++)
+            digits = p[i] >= '0' && p[i] <= '9';
+        pr__show(show, sizeof(show), p, n);
+        snprintf(detail, dsz,
+                 digits ? "label: '%s' is out of range (an int32 label)"
+                        : "label: '%s' is not an integer",
+                 show);
         return PR_DEC_BAD_LABEL;
     }
     b->labels[r] = lab;

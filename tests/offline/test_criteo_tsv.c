@@ -106,6 +106,8 @@ static void test_good_line(void **state)
     assert_int_equal(f->rj.n, 0);
 }
 
+static void with_field(char *out, size_t n, int idx, const char *val);
+
 static void test_values(void **state)
 {
     fixture *f = *state;
@@ -123,6 +125,14 @@ static void test_values(void **state)
     assert_memory_equal(pr_block_hex(f->b, 25, 0), "0000000000000001", 16); /* '\r' stripped */
     assert_true(missing(f->b->sparse_missing, f->b, 3, 0));
     assert_false(missing(f->b->sparse_missing, f->b, 25, 0));
+    /* an underflowing decimal is the nearest double (0 or subnormal), not a reject */
+    char tiny[1024];
+    with_field(tiny, sizeof(tiny), 1, "1e-400");
+    assert_int_equal(pr_decode_criteo_line(&f->ctx, f->b, tiny, strlen(tiny), 2), 1);
+    assert_true(f->b->dense[1] == 0.0);
+    with_field(tiny, sizeof(tiny), 1, "4.9e-324");
+    assert_int_equal(pr_decode_criteo_line(&f->ctx, f->b, tiny, strlen(tiny), 3), 1);
+    assert_true(f->b->dense[2] > 0.0 && f->b->dense[2] < 1e-300);
 }
 
 typedef struct bad_case {
@@ -177,6 +187,15 @@ static void test_rejects(void **state)
     check_reject(f, line, PR_DEC_BAD_DENSE, "I3: '12abc'");
     with_field(line, sizeof(line), 5, "nan");
     check_reject(f, line, PR_DEC_BAD_DENSE, "I5");
+    with_field(line, sizeof(line), 5, "1e999"); /* overflow */
+    check_reject(f, line, PR_DEC_BAD_DENSE, "I5");
+    /* a label that is an integer, but not an int32, says so */
+    with_field(line, sizeof(line), 0, "2147483648");
+    check_reject(f, line, PR_DEC_BAD_LABEL, "'2147483648' is out of range (an int32 label)");
+    with_field(line, sizeof(line), 0, "-9223372036854775807");
+    check_reject(f, line, PR_DEC_BAD_LABEL, "out of range");
+    with_field(line, sizeof(line), 0, "1.0");
+    check_reject(f, line, PR_DEC_BAD_LABEL, "'1.0' is not an integer");
     with_field(line, sizeof(line), 14, "0123456789abcdef0");
     check_reject(f, line, PR_DEC_LONG_HEX, "C1: 17 characters");
     with_field(line, sizeof(line), 39, "0123456789abcdef01234");
