@@ -24,35 +24,12 @@
 
 /* ---------------------------------------------------------------- schema */
 
-/* Embedding rows a feature's last operator can produce; 0 when unbounded or
- * when the vocabulary decides. */
-
 /* memcpy that allows n == 0 with NULL pointers (an empty list, a schema
  * without labels or dense features: those arrays may not exist). */
 static inline void pr__copy(void *dst, const void *src, size_t n)
 {
     if (n)
         memcpy(dst, src, n);
-}
-
-static uint64_t pr__chain_size(const pr_feature_spec *f)
-{
-    if (!f->n_ops)
-        return 0;
-    const pr_fop_step *st = &f->ops[f->n_ops - 1];
-    switch (st->op) {
-    case PR_FOP_HASH:
-    case PR_FOP_MODULUS:
-        return st->n;
-    case PR_FOP_BUCKETIZE:
-        return (uint64_t)st->n_bounds + 2; /* 0 missing, 1 .. n_bounds + 1 */
-    case PR_FOP_HOUR_OF_DAY:
-        return 25; /* 1..24, 0 missing */
-    case PR_FOP_DAY_OF_WEEK:
-        return 8; /* 1..7, 0 missing */
-    default:
-        return 0;
-    }
 }
 
 static bool pr__has_vocab(const pr_feature_spec *f)
@@ -91,7 +68,7 @@ int pr_batch_schema_from_features(const pr_feature_schema *fs, pr_batch_schema *
             uint16_t k = out->n_feat++;
             keys[k] = f->name;
             vc[k] = pr__has_vocab(f) ? next_col++ : -1;
-            sizes[k] = pr__chain_size(f);
+            sizes[k] = pr_feature_value_range(f);
         }
     }
     return 0;

@@ -103,8 +103,8 @@ int pr_cli_cmd_broker(int argc, char **argv)
     }
     printf("bootstrap=%s\n", pr_mock_broker_bootstrap(mb));
     fflush(stdout);
-    pr_info("test broker up at %s: topics %s with %d partition(s) each (no durability, "
-            "~5 MB per partition)",
+    pr_info("test broker up at %s: topics %s (NAME:N has N partitions, the others %d) (no "
+            "durability, ~5 MB per partition)",
             pr_mock_broker_bootstrap(mb), topics, partitions);
     int sig;
     for (;;) {

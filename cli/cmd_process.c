@@ -255,10 +255,17 @@ static int pr__process_fit(const pr_pipeline_cfg *pc, const char *input, const c
         fprintf(stderr, "piperec process: pipelines[%s]: %s\n", pc->name, err);
         return rc == PR_EIO ? 1 : 2;
     }
+    if (res.lines > 0 && res.rejected == res.lines) {
+        fprintf(stderr,
+                "piperec process --fit: pipelines[%s]: all %" PRIu64 " lines were rejected, so "
+                "nothing was fitted: is %s the events as JSON lines?\n",
+                pc->name, res.lines, input);
+        return 2;
+    }
     fprintf(stderr,
             "piperec process --fit: %" PRIu64 " lines, %" PRIu64 " rejected (skipped), %" PRIu32
             " standardize feature(s) fitted\n",
-            res.lines, res.rejected, res.features);
+            res.lines, res.rejected, res.features - res.degenerate);
     if (res.degenerate)
         fprintf(stderr,
                 "piperec process --fit: %" PRIu32 " feature(s) have std 0 or no value; the "
@@ -407,6 +414,17 @@ int pr_cli_cmd_process(int argc, char **argv)
         return rc;
     }
     if (pr__process_refuse_ttl_s(pc)) {
+        pr_config_free(cfg);
+        return 2;
+    }
+    /* The Criteo layout offline reads TSV lines; an EventBatch / Event file
+     * would be read as text and every "line" rejected, exit 0. */
+    if (pc->source.format != PR_FORMAT_CRITEO_TSV) {
+        fprintf(stderr,
+                "piperec process: pipelines[%s]: source.format %s is not read offline: "
+                "`piperec process` reads Criteo TSV lines for the Criteo layout (give it the "
+                "TSV the events were made from, e.g. `piperec gen` without --format)\n",
+                pc->name, pr_source_format_name(pc->source.format));
         pr_config_free(cfg);
         return 2;
     }

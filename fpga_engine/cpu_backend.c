@@ -1600,8 +1600,9 @@ static int pr__col_failure(const pr_backend *be, uint32_t c, int64_t row, int er
     return pr_seterr(errstr, errstr_size, PR_EFULL,
                      "engine: vocabulary of column %s is full (capacity %" PRIu64
                      " indices, profile dlrm has no out-of-vocabulary index) at block row %" PRId64
-                     "; raise sparse.%s.capacity, bound the column with a smaller modulus, "
-                     "or use profile default to map overflow to the OOV index",
+                     "; raise transform.columns.%s.capacity (or transform.vocab.capacity), bound "
+                     "the column with a smaller modulus, or use profile default to map overflow "
+                     "to the OOV index",
                      nm, be->cols[c].cap, row, nm);
 }
 

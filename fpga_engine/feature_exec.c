@@ -298,6 +298,26 @@ static int pr__post_vocab(const pr_feature_spec *f, int k0, int64_t *v, uint32_t
     return 0;
 }
 
+uint64_t pr_feature_value_range(const pr_feature_spec *f)
+{
+    if (!f->n_ops)
+        return 0;
+    const pr_fop_step *st = &f->ops[f->n_ops - 1];
+    switch (st->op) {
+    case PR_FOP_HASH:
+    case PR_FOP_MODULUS:
+        return st->n;
+    case PR_FOP_BUCKETIZE:
+        return (uint64_t)st->n_bounds + 2; /* 0 missing, 1 .. n_bounds + 1 */
+    case PR_FOP_HOUR_OF_DAY:
+        return 25; /* 1..24, 0 missing */
+    case PR_FOP_DAY_OF_WEEK:
+        return 8; /* 1..7, 0 missing */
+    default:
+        return 0;
+    }
+}
+
 int pr_feature_after_vocab(const pr_feature_spec *f, int64_t *v, uint32_t n, pr_fval *tmp)
 {
     int k = pr_feature_vocab_step(f);

@@ -70,6 +70,7 @@ struct av {
     uint8_t unit;     /* AV_LONG with a time logicalType: its pr_json_unit */
     bool zero_size;   /* encodes in no bytes (bounds counts of such items) */
     bool decimal;     /* AV_BYTES / AV_FIXED with logicalType decimal */
+    bool utf8;        /* AV_BYTES from an Avro string: must be UTF-8 (bad_utf8) */
     int32_t col;      /* ACT_LEAF, ACT_WRONG: the column (its path names rejects) */
     int32_t scale;    /* decimal */
     int64_t size;     /* AV_FIXED: bytes; AV_ENUM: symbols */
@@ -379,6 +380,7 @@ static int pr__annotate(av *n, avro_schema_t s, json_t *jo)
             n->scale = (int32_t)json_integer_value(json_object_get(jo, "scale"));
         }
     }
+    n->utf8 = avro_typeof(s) == AVRO_STRING;
     if (n->kind == AV_FIXED)
         n->size = avro_schema_fixed_size(s);
     if (n->kind == AV_ENUM) {
@@ -869,6 +871,8 @@ static int pr__leaf_scalar(pr_avro_reader *r, const av *n)
         if ((rc = n->kind == AV_FIXED ? (len = (size_t)n->size, pr__take(r, len, &s))
                                       : pr__bytes(r, &s, &len)))
             return rc;
+        if (n->utf8 && !pr_utf8_valid(s, len))
+            return pr__bad(r, PR_DEC_BAD_UTF8, "invalid UTF-8", n->col);
         if (!n->decimal)
             return pr__put_rc(r, pr_json_row_put_str(r->jb, (uint32_t)n->col, (const char *)s, len),
                               n->col);

@@ -2,6 +2,7 @@
  * rejects.tsv, dead-letter headers), and the JSON extractor's reasons mapped
  * onto them (same names, so a JSON reject reads the same everywhere). */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -87,4 +88,45 @@ int pr_decode_check_ahead(const pr_decode_ctx *ctx, int64_t event_ms, char *what
              "(source.max_event_time_ahead_s %" PRId64 ")",
              et, (double)(event_ms - ref) / 86400000.0, mt, ctx->max_event_ahead_ms / 1000);
     return PR_DEC_BAD_TIME;
+}
+
+/* Strict UTF-8 (no overlongs, no surrogates, at most U+10FFFF). */
+bool pr_utf8_valid(const void *p, size_t n)
+{
+    const uint8_t *s = p;
+    size_t i = 0;
+    for (uint64_t w; i + 8 <= n; i += 8) { /* ASCII, eight bytes at a time */
+        memcpy(&w, s + i, 8);
+        if (w & 0x8080808080808080ull)
+            break;
+    }
+    while (i < n) {
+        uint8_t c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t k = c >= 0xc2 && c <= 0xdf   ? 1
+                   : c >= 0xe0 && c <= 0xef ? 2
+                   : c >= 0xf0 && c <= 0xf4 ? 3
+                                            : 0;
+        if (!k || n - i <= k)
+            return false;
+        uint8_t lo = 0x80, hi = 0xbf;
+        if (c == 0xe0)
+            lo = 0xa0;
+        else if (c == 0xed)
+            hi = 0x9f;
+        else if (c == 0xf0)
+            lo = 0x90;
+        else if (c == 0xf4)
+            hi = 0x8f;
+        if (s[i + 1] < lo || s[i + 1] > hi)
+            return false;
+        for (size_t j = 2; j <= k; j++)
+            if ((s[i + j] & 0xc0) != 0x80)
+                return false;
+        i += k + 1;
+    }
+    return true;
 }

@@ -366,7 +366,7 @@ static int pr__numeric(pr_json_decoder *d, const pr__jfeat *jf, pr_fval *v)
  * beyond float32 (1e300: inf in the tensor), would make a loss NaN. */
 static int pr__float32(pr_json_decoder *d, const pr__jfeat *jf, const pr_fval *v)
 {
-    if (v->type != PR_FVAL_NUM || isfinite((float)v->num))
+    if (v->type != PR_FVAL_NUM || isfinite((float)v->num) || d->fs->nonfinite_ok)
         return 0;
     char what[96];
     snprintf(what, sizeof(what), "%g is %s", v->num,

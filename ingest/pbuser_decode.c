@@ -638,46 +638,6 @@ static int pr__walk(pr_pbuser_reader *r, uint32_t node, const uint8_t *p, const 
 
 /* ---------------------------------------------------------------- the row */
 
-/* Strict UTF-8 (no overlongs, no surrogates, at most U+10FFFF). */
-static bool pr__utf8_ok(const uint8_t *s, size_t n)
-{
-    size_t i = 0;
-    for (uint64_t w; i + 8 <= n; i += 8) { /* ASCII, eight bytes at a time */
-        memcpy(&w, s + i, 8);
-        if (w & 0x8080808080808080ull)
-            break;
-    }
-    while (i < n) {
-        uint8_t c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t k = c >= 0xc2 && c <= 0xdf   ? 1
-                   : c >= 0xe0 && c <= 0xef ? 2
-                   : c >= 0xf0 && c <= 0xf4 ? 3
-                                            : 0;
-        if (!k || n - i <= k)
-            return false;
-        uint8_t lo = 0x80, hi = 0xbf;
-        if (c == 0xe0)
-            lo = 0xa0;
-        else if (c == 0xed)
-            hi = 0x9f;
-        else if (c == 0xf0)
-            lo = 0x90;
-        else if (c == 0xf4)
-            hi = 0x8f;
-        if (s[i + 1] < lo || s[i + 1] > hi)
-            return false;
-        for (size_t j = 2; j <= k; j++)
-            if ((s[i + j] & 0xc0) != 0x80)
-                return false;
-        i += k + 1;
-    }
-    return true;
-}
-
 /* Column c's value v into the open row, converted by the field's type. */
 static int pr__put(pr_pbuser_reader *r, pr_json_block *jb, uint32_t col, const pr__pbval *v)
 {
@@ -686,7 +646,7 @@ static int pr__put(pr_pbuser_reader *r, pr_json_block *jb, uint32_t col, const p
     uint64_t u = v->u;
     switch (f->type) {
     case PR__PBT_STRING:
-        if (!pr__utf8_ok(v->s, v->len)) {
+        if (!pr_utf8_valid(v->s, v->len)) {
             snprintf(r->detail, r->detail_size, "field '%s': invalid UTF-8 at byte %zu", f->name,
                      (size_t)(v->s - r->base));
             return PR_JSON_BAD_UTF8;

@@ -870,6 +870,13 @@ int pr_decode_criteo_message(const pr_decode_ctx *ctx, pr_block *b, const char *
         }
         rec++;
     }
+    /* Only line breaks: one record (pr_message_record_count), rejected as
+     * empty, so that the message is dead-lettered, not silently consumed. */
+    if (rec == 0 && *next_rec == 0 && len > 0) {
+        pr__reject(ctx, PR_DEC_EMPTY, "no line: the message holds only line breaks", buf, len,
+                   0);
+        rec = 1;
+    }
     *next_rec = rec;
     return appended;
 }
@@ -973,7 +980,7 @@ int pr_message_record_count(pr_msg_format fmt, const void *buf, size_t len, pr_a
         int n = 0;
         while (pr__next_line(&p, end, &line, &l))
             n++;
-        return n;
+        return n ? n : len > 0; /* only line breaks: one record, rejected as empty */
     }
     case PR_MSG_PROTOBUF_EVENT:
     case PR_MSG_JSON:

@@ -154,6 +154,7 @@ int pr_offline_fit(const pr_feature_schema *s, const char *input, FILE *out, pr_
     /* The decoder runs a dense feature's whole chain: cut each fitted chain
      * before its standardize step so the block holds the value reaching it. */
     pr_feature_schema cut = *s;
+    cut.nonfinite_ok = true; /* the NaN fill below marks a missing value */
     cut.features = rc ? NULL : malloc((size_t)s->n_features * sizeof(*cut.features));
     if (!rc && !cut.features)
         rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "fit: out of memory");

@@ -142,16 +142,20 @@ int pr_offline_write_meta(const char *dir, const char *pipeline, const pr_pipeli
                    ",\n  \"rows\": %" PRIu64 ",\n  \"rejected\": %" PRIu64
                    ",\n  \"n_dense\": %u,\n  \"n_sparse\": %u,\n  \"sparse_width\": %u",
                    res->rows, res->rejected, n_dense, n_sparse, schema ? 8u : res->sparse_width);
-    /* vocab_sizes in the arrays' sparse order (the engine's columns by name:
-     * a declared feature without vocab has none, and its size is 0). */
-    if (schema)
-        pr__kind_names(schema, PR_FEAT_SPARSE, names, cap);
-    else
-        for (uint32_t c = 0; c < n_sparse && c < cap; c++)
-            names[c] = spec->sparse[c].name;
+    /* vocab_sizes in the arrays' sparse order, as a batch gives them: the
+     * engine's columns by name; a declared feature without vocab has the
+     * range of its last operator (hash N: N; 0 when unbounded). */
     pr_mbuf_puts(&m, ",\n  \"vocab_sizes\": [");
-    for (uint32_t c = 0; c < n_sparse && c < cap; c++)
-        pr_mbuf_printf(&m, "%s%" PRIu64, c ? ", " : "", pr__vocab_size(res, names[c]));
+    for (uint32_t i = 0, c = 0; schema && i < schema->n_features; i++) {
+        const pr_feature_spec *f = &schema->features[i];
+        if (f->kind != PR_FEAT_SPARSE && f->kind != PR_FEAT_LIST)
+            continue;
+        uint64_t size = pr_feature_vocab_step(f) >= 0 ? pr__vocab_size(res, f->name)
+                                                      : pr_feature_value_range(f);
+        pr_mbuf_printf(&m, "%s%" PRIu64, c++ ? ", " : "", size);
+    }
+    for (uint32_t c = 0; !schema && c < n_sparse && c < cap; c++)
+        pr_mbuf_printf(&m, "%s%" PRIu64, c ? ", " : "", pr__vocab_size(res, spec->sparse[c].name));
     pr_mbuf_puts(&m, "]");
     if (schema) {
         pr_mbuf_printf(&m, ",\n  \"jagged\": true,\n  \"n_labels\": %u", n_labels);

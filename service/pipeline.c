@@ -633,6 +633,41 @@ static void pr__drain(pr__pipe *p)
     p->drained = true;
 }
 
+/* Batches wait for a trainer and none is connected: say so every 5 minutes
+ * from 30 s on (reading stops at limits.max_inflight_bytes, and nothing
+ * else in the log would say why). */
+static void pr__trainer_watch(pr__pipe *p, int64_t now)
+{
+    if (!p->cfg->sinks.trainer.enabled || now < p->trainer_check_ns)
+        return;
+    p->trainer_check_ns = now + 1000000000LL;
+    uint64_t waiting = pr_batcher_unacked_batches(p->bat), clients = 0;
+    for (size_t i = 0; i < pr_sinkset_count(p->sinks); i++) {
+        pr_sink *s = pr_sinkset_get(p->sinks, i);
+        if (!strcmp(pr_sink_name(s), "trainer")) {
+            pr_sink_stats st = {0};
+            pr_sink_get_stats(s, &st);
+            clients += st.clients;
+        }
+    }
+    if (!waiting || clients) {
+        p->no_trainer_since_ns = 0;
+        return;
+    }
+    if (!p->no_trainer_since_ns)
+        p->no_trainer_since_ns = now;
+    int64_t idle = now - p->no_trainer_since_ns;
+    if (idle < 30000000000LL ||
+        (p->no_trainer_warned_ns && now - p->no_trainer_warned_ns < 300000000000LL))
+        return;
+    p->no_trainer_warned_ns = now;
+    pr_warn("pipeline %s: %llu batch(es) wait for a trainer and none has been connected to %s "
+            "for %lld s%s",
+            p->cfg->name, (unsigned long long)waiting, p->cfg->sinks.trainer.listen,
+            (long long)(idle / 1000000000LL),
+            p->bp_paused ? "; reading is paused (limits.max_inflight_bytes reached)" : "");
+}
+
 /* The pipeline thread's duties between runs (the worker is not running:
  * engine, batcher and sinks are free): acks and offsets, batch deadlines,
  * in-flight bytes and backpressure, checkpoints, the stats cache. */
@@ -645,6 +680,7 @@ static void pr__duties(pr__pipe *p, int64_t now, int64_t *last_store_ns)
     pr_batcher_poll(p->bat);
     pr__update_inflight(p);
     pr__backpressure(p);
+    pr__trainer_watch(p, now);
     if (pr_vocab_store_persistent(p->vs) && now >= p->next_ckpt_ns)
         pr__pipe_checkpoint(p);
     pr__refresh_cache(p, now, false);
@@ -672,7 +708,7 @@ static int pr__read(pr__pipe *p, pr__wstate ws)
                      (uint64_t)(pr_mono_ns() - t_poll));
     if (n < 0) {
         char msg[600];
-        snprintf(msg, sizeof(msg), "consumer: %s", e);
+        snprintf(msg, sizeof(msg), "%s%s", strncmp(e, "consumer: ", 10) ? "consumer: " : "", e);
         pr__set_fatal(p, n, msg);
     }
     return n;

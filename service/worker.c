@@ -197,7 +197,8 @@ static int pr__block_steps(pr__pipe *p, pr_block *b, pr_out *o)
         rc = pr__schema_finish(p, b, o, e, sizeof(e)); /* a declared schema's side tables */
     if (rc) {
         char msg[600];
-        snprintf(msg, sizeof(msg), "engine: %s (%s)", e, pr_strerror(rc));
+        snprintf(msg, sizeof(msg), "%s%s (%s)", strncmp(e, "engine: ", 8) ? "engine: " : "", e,
+                 pr_strerror(rc));
         pr__set_fatal(p, rc, msg);
         return rc;
     }

@@ -27,8 +27,11 @@ static const pr_cfgmap_entry trainer_entries[] = {
     PR_CFG_E_INT("max_unacked_batches", 0, pr_trainer_sink_cfg, max_unacked_batches, 1, 65536, "64",
                  "Credit window: batches sent to a trainer and not yet acknowledged."),
     PR_CFG_E_INT("ack_timeout_ms", 0, pr_trainer_sink_cfg, ack_timeout_ms, 1, INT32_MAX, "30000",
-                 "A trainer silent this long with batches outstanding is dropped and its batches "
-                 "are re-sent to another trainer."),
+                 "A trainer whose oldest outstanding batch stays unacknowledged this long is "
+                 "dropped (Error TIMEOUT) and its batches are re-sent to another trainer, however "
+                 "chatty the connection: the longest training step (an evaluation pass, a large "
+                 "torch.save) must stay below it, since a batch is acked when the loop asks for "
+                 "the next one. Raise it for slow steps."),
     PR_CFG_E_INT("keepalive_ms", PR_CFG_INTERNAL, pr_trainer_sink_cfg, keepalive_ms, 1, INT32_MAX,
                  "10000", "Interval of the server's Ping frames."),
     PR_CFG_E_INT("max_connections", 0, pr_trainer_sink_cfg, max_connections, 1, 65536, "64",

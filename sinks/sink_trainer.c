@@ -801,8 +801,17 @@ static bool pr__ckpt_add_ranges(pr__posset *ps, Piperec__V1__OffsetRange *const 
 static void pr__handle_checkpoint(trainer_sink *t, tclient *c,
                                   const Piperec__Trainer__V1__CheckpointCommit *cc)
 {
-    if (!t->ckpt)
-        return; /* ack delivery: acks already released everything */
+    if (!t->ckpt) {
+        /* ack delivery: acks already released (and let the service commit)
+         * every batch. A trainer that checkpoints believes rows after its
+         * checkpoint come again after a crash; here they would not. */
+        pr__drop(t, c, PR_TRAINER_DROP_PROTOCOL, PIPEREC__TRAINER__V1__ERROR__CODE__PROTOCOL,
+                 "CheckpointCommit, but this server's sinks.trainer.delivery is ack: acked "
+                 "batches are committed at once, so rows after a checkpoint would not come "
+                 "again after a trainer crash; set delivery: checkpoint on the server, or "
+                 "train with delivery ack");
+        return;
+    }
     pr__posset ps;
     pr__posset_init(&ps);
     bool ok = pr__ckpt_add_ranges(&ps, cc->ranges, cc->n_ranges);

@@ -1033,10 +1033,16 @@ static int pr__check_topic(pr_vocablog *vl, int64_t deadline, char *errstr, size
         if (md)
             rd_kafka_metadata_destroy(md);
         if (pr_mono_ns() >= deadline) {
+            char bs[512] = "";
+            size_t bsz = sizeof(bs);
+            if (rd_kafka_conf_get(rd_kafka_conf(vl->cons), "bootstrap.servers", bs, &bsz) !=
+                RD_KAFKA_CONF_OK)
+                snprintf(bs, sizeof(bs), "(unset)");
             rc = pr_seterr(errstr, errstr_size, PR_EKAFKA,
-                           "vocab log %s unreachable for %lld ms (%s): check "
-                           "vocab_log.properties.bootstrap.servers",
-                           vl->topic, (long long)vl->startup_timeout_ms, rd_kafka_err2str(err));
+                           "vocab log %s unreachable for %lld ms (%s) at bootstrap.servers %s "
+                           "(vocab_log.properties, else the source's kafka properties)",
+                           vl->topic, (long long)vl->startup_timeout_ms, rd_kafka_err2str(err),
+                           bs);
             break;
         }
         pr_log_ratelimited(&vl->rl, PR_LOG_WARN, "pipeline %s: vocab log %s: %s; retrying",

@@ -45,6 +45,7 @@ __all__ = ["TrainerClient", "Batch", "Position", "ServerError", "ConnectionClose
 
 PROTOCOL_VERSION = 1
 MAX_FRAME = 1 << 31
+SUBSCRIBE_FRAME_MAX = 1 << 20  # the frames before SubscribeOk (it, Ping, Error) are small
 
 # Frame oneof field numbers (schemas/trainer.proto).
 F_SUBSCRIBE, F_SUBSCRIBE_OK, F_BATCH, F_ACK, F_CREDIT, F_PING, F_PONG, F_ERROR = range(1, 9)
@@ -753,6 +754,9 @@ class TrainerClient:
         local = address.startswith(UNIX_PREFIX)
         host, _, port = address.rpartition(":")
         host = host.strip("[]") or "127.0.0.1"
+        if not local and not port.isdigit():
+            raise ValueError("piperec endpoint %r: expected HOST:PORT (e.g. 127.0.0.1:7070, the "
+                             "server's sinks.trainer.listen) or unix:/path" % (address,))
         self.pipeline = pipeline
         self.endpoint = address
         if token_file is not None and token is None:
@@ -777,6 +781,7 @@ class TrainerClient:
         self._waitall = not want_tls and hasattr(socket, "MSG_WAITALL") and os.name == "posix"
         self._rcvto = None  # SO_RCVTIMEO as last set (None: none)
         self._frame, self._filled, self._base, self._flen = None, 0, 0, 0
+        self.info = None  # SubscribeOk's fields, once it came
         self._tmo = timeout  # the socket's timeout as last set (create_connection)
         try:
             self.sock = _connect(address, host, port, timeout)
@@ -904,9 +909,14 @@ class TrainerClient:
                     return None, None, 0, 0
                 self._buf += chunk
             (n,) = struct.unpack_from("<I", self._buf, 0)
-            if n > MAX_FRAME:
-                raise ValueError("piperec at %s: a frame of %d bytes (more than %d): not a piperec "
-                                 "trainer port?" % (self.endpoint, n, MAX_FRAME))
+            # Before SubscribeOk only small control frames come: a peer that
+            # announces more is not piperec (an HTTP answer reads as ~1.3 GB)
+            limit = MAX_FRAME if self.info is not None else SUBSCRIBE_FRAME_MAX
+            if n > limit:
+                raise ValueError("piperec at %s: a frame of %d bytes (more than %d%s): not a "
+                                 "piperec trainer port?" % (self.endpoint, n, limit,
+                                                            "" if self.info is not None
+                                                            else " before SubscribeOk"))
             have = min(n, len(self._buf) - 4)
             if into is not None and n > SMALL_FRAME:
                 frame = into(4 + n)
@@ -1013,13 +1023,19 @@ class TrainerClient:
     def batches(self, count=None, timeout=None):
         """Yield batches; each is acked when the loop asks for the next one
         (so a batch whose loop body did not finish is redelivered). Stops
-        after `count` batches, on EOF, or after `timeout` idle seconds."""
+        after `count` batches, after `timeout` idle seconds, or when the
+        server stops (its SHUTDOWN notice). A server that goes away without
+        it (killed, a reset) raises ConnectionClosed naming the endpoint, a
+        server Error (TIMEOUT: a batch unacked for ack_timeout_ms) raises
+        ServerError: never a quiet end that looks like the stream's."""
         n = 0
         while count is None or n < count:
             try:
                 b = self.recv(timeout)
-            except EOFError:
-                return
+            except ServerError as e:
+                if e.code == "SHUTDOWN":
+                    return
+                raise
             if b is None:
                 return
             n += 1

@@ -891,6 +891,11 @@ typedef struct pr_feature_schema {
      * record without an event time after the epoch (bad_time), since the
      * engine refuses a block holding such a row. Set by the config. */
     bool time_required;
+    /* Let non-finite values through to labels and dense values (the JSON
+     * decoder rejects a non-finite float32 otherwise): `process --fit` marks
+     * missing values NaN and leaves non-finite ones out of its statistics.
+     * Never set by a config. */
+    bool nonfinite_ok;
 } pr_feature_schema;
 
 /* Check a chain's types and order for the feature's kind. On failure returns
@@ -1025,6 +1030,12 @@ void pr_fop_write_reference(FILE *f);
 int pr_feature_side_index(const pr_feature_schema *schema, uint32_t i);
 /* Index of the vocab step in a feature's chain, or -1 when it has none. */
 int pr_feature_vocab_step(const pr_feature_spec *f);
+
+/* Embedding rows a feature's last operator can produce (hash N, modulus N:
+ * N; bucketize: bounds + 2; hour_of_day 25; day_of_week 8, 0 being
+ * missing); 0 when unbounded or when a vocabulary decides. The size a batch
+ * (and meta.json) reports for a feature without vocab. */
+uint64_t pr_feature_value_range(const pr_feature_spec *f);
 
 /* The operators after a feature's vocab step applied to n indices in place
  * (as pr_feature_finish applies them; a step leaving a value missing gives

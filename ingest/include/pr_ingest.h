@@ -178,6 +178,11 @@ typedef struct pr_decode_ctx {
  * message's timestamp 2026-...Z (source.max_event_time_ahead_s 86400)"). */
 int pr_decode_check_ahead(const pr_decode_ctx *ctx, int64_t event_ms, char *what, size_t size);
 
+/* Strict UTF-8 (no overlongs, no surrogates, at most U+10FFFF): what a
+ * string value must be in every format (JSON's extractor, Protobuf string
+ * fields, Avro strings), bad_utf8 otherwise. */
+bool pr_utf8_valid(const void *s, size_t n);
+
 /* True when fused Hex2Int gives the same results as the engine's: the
  * pipeline's sparse ops start with hex2int. */
 static inline bool pr_decode_want_parse_hex(const pr_pipeline_spec *spec)
@@ -269,7 +274,9 @@ int pr_decode_message(pr_msg_format fmt, const pr_decode_ctx *ctx, pr_block *b, 
                       size_t len, uint32_t *next_rec, pr_arena *arena);
 
 /* Records in a message without decoding its values: lines for criteo_tsv
- * (a trailing newline does not start a record), 1 for protobuf_event and json, the
+ * (a trailing newline does not start a record, blank lines are skipped, and
+ * a message of only line breaks is 1 record, rejected empty), 1 for
+ * protobuf_event and json, the
  * number of events for protobuf_event_batch (0 when it does not parse). */
 int pr_message_record_count(pr_msg_format fmt, const void *buf, size_t len, pr_arena *arena);
 

@@ -293,6 +293,29 @@ if checksum("--set", "config.log.level=debug") == base:
 if checksum("--set", "podAnnotations.x=y", "--set", "resources.limits.memory=3Gi") != base:
     fail("checksum/config changed without a config change")
 
+# ---- the documented install line (deploy/README.md) renders, and the ports
+# and the broker follow the values: a changed service port moves the listen
+# addresses, probes, container ports and the scrape annotation together
+ported = render("--set", "kafka.bootstrapServers=kafka.ml:9092", "--set", "service.metricsPort=9500",
+                "--set", "service.trainerPort=7171")
+pcfg = yaml.safe_load(one(ported, "ConfigMap")["data"]["config.yaml"])
+if pcfg["http"]["listen"] != "0.0.0.0:9500":
+    fail("http.listen does not follow service.metricsPort: %s" % pcfg["http"])
+for pl in pcfg["pipelines"]:
+    if pl["sinks"]["trainer"]["listen"] != "0.0.0.0:7171":
+        fail("trainer listen does not follow service.trainerPort: %s" % pl["sinks"]["trainer"])
+    if pl["source"]["kafka"]["properties"]["bootstrap.servers"] != "kafka.ml:9092":
+        fail("kafka.bootstrapServers not applied: %s" % pl["source"]["kafka"])
+pss = one(ported, "StatefulSet")["spec"]["template"]
+if pss["metadata"]["annotations"].get("prometheus.io/port") != "9500":
+    fail("prometheus.io/port does not follow service.metricsPort: %s" % pss["metadata"]["annotations"])
+ports = {p["name"]: p["containerPort"] for c in pss["spec"]["containers"] for p in c.get("ports", [])}
+if ports.get("metrics") != 9500 or 7171 not in ports.values():
+    fail("container ports: %s" % ports)
+readme = open(os.path.join(SRC, "deploy", "README.md")).read()
+if "--set kafka.bootstrapServers=" not in readme:
+    fail("deploy/README.md's install line does not use kafka.bootstrapServers")
+
 # ---- the rendered config is a valid piperec config
 cfg_text = one(default, "ConfigMap").get("data", {}).get("config.yaml", "")
 if PIPEREC and cfg_text:

@@ -14,6 +14,7 @@
  * (fetch, evolution, down/up, 404) is tested end to end in
  * tests/ingest/test_avro_registry.sh with a test registry server.
  */
+#define _GNU_SOURCE /* memmem */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -301,6 +302,41 @@ static void test_rejects(void **state)
     assert_int_equal(pr_decode_message(PR_MSG_AVRO, &t.ca, t.ba, t.buf, t.len, &next, NULL), 0);
     assert_int_equal(t.ra.last, PR_DEC_BAD_FRAMING);
     fx_free(&t);
+}
+
+/* An Avro string is UTF-8 as a JSON or a Protobuf string is: invalid bytes
+ * are bad_utf8 in every format (the same events give the same batches). */
+static void test_bad_utf8(void **state)
+{
+    (void)state;
+    char *yaml = slurp(PR_SOURCE_DIR "/examples/clickstream.yaml");
+    char *schema = slurp(PR_SOURCE_DIR "/examples/clickstream.avsc");
+    fx t;
+    fx_init(&t, yaml, schema, PR_AVRO_FRAMING_PLAIN);
+    char ev[PR_GEN_JSON_LINE_MAX];
+    size_t n = pr_gen_json_event(5, 0, ev, sizeof(ev));
+    ev[n] = 0;
+    assert_int_equal(both(&t, ev, -1), 1);
+    char *id = strstr(ev, "\"id\":\"u");
+    assert_non_null(id);
+    char uid[32];
+    size_t ul = strcspn(id + 6, "\"");
+    memcpy(uid, id + 6, ul);
+    char err[256];
+    assert_int_equal(
+        pr_avro_from_json(t.w, ev, strlen(ev), -1, &t.buf, &t.len, &t.cap, err, sizeof(err)), 0);
+    uint8_t *at = memmem(t.buf, t.len, uid, ul);
+    assert_non_null(at);
+    at[0] = 0xff; /* never in UTF-8 */
+    uint32_t next = 0, rows = t.ba->rows;
+    t.ra.n = 0;
+    assert_int_equal(pr_decode_message(PR_MSG_AVRO, &t.ca, t.ba, t.buf, t.len, &next, NULL), 0);
+    assert_int_equal(t.ra.n, 1);
+    assert_int_equal(t.ra.last, PR_DEC_BAD_UTF8);
+    assert_int_equal(t.ba->rows, rows);
+    fx_free(&t);
+    free(yaml);
+    free(schema);
 }
 
 /* Where the writer schema cannot hold what the path needs: wrong_type when
@@ -650,6 +686,7 @@ int main(void)
         cmocka_unit_test(test_clickstream_framed),
         cmocka_unit_test(test_types),
         cmocka_unit_test(test_rejects),
+        cmocka_unit_test(test_bad_utf8),
         cmocka_unit_test(test_wrong_types),
         cmocka_unit_test(test_time_logical_types),
         cmocka_unit_test(test_lists_of_records),

@@ -120,6 +120,21 @@ static void test_criteo_multi_line(void **state)
     }
     assert_int_equal(b->labels[0], 0);
     assert_int_equal(b->labels[1], 1);
+    /* a message of nothing but line breaks is one record, rejected empty */
+    static const char *const blanks[] = {"\n", "\r\n\r\n", "\n\n\n"};
+    for (size_t i = 0; i < 3; i++) {
+        size_t bl = strlen(blanks[i]);
+        assert_int_equal(pr_message_record_count(PR_MSG_CRITEO_TSV, blanks[i], bl, NULL), 1);
+        rl.n = 0;
+        next = 0;
+        assert_int_equal(pr_decode_message(PR_MSG_CRITEO_TSV, &ctx, b, blanks[i], bl, &next, NULL),
+                         0);
+        assert_int_equal(next, 1);
+        assert_int_equal(rl.n, 1);
+        assert_int_equal(rl.reason[0], PR_DEC_EMPTY);
+        assert_int_equal(rl.len[0], bl); /* the original bytes, for the dead letter */
+    }
+    assert_int_equal(b->rows, 2);
     pr_block_free(b);
 }
 

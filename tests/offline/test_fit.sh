@@ -69,4 +69,9 @@ sed 's/{ standardize: { mean: 0, std: 1 } }/neg2zero/' "$T/fit.yaml" > "$T/nostd
 if "$PIPEREC" process --config "$T/nostd.yaml" --input "$T/ev.jsonl" --fit 2> "$T/err2"; then
     fail "no standardize step accepted"; fi
 grep -q "standardize" "$T/err2" || fail "refusal does not say why: $(cat "$T/err2")"
+# a file that is not JSON lines fits nothing: exit 2, not "1 fitted"
+printf '1\t2\t3\n4\t5\t6\n' > "$T/tsv.txt"
+rc=0; "$PIPEREC" process --config "$T/fit.yaml" --input "$T/tsv.txt" --fit > /dev/null 2> "$T/err3" || rc=$?
+[ "$rc" -eq 2 ] || fail "--fit on TSV: exit $rc: $(cat "$T/err3")"
+grep -q "all 2 lines were rejected" "$T/err3" || fail "--fit on TSV: $(cat "$T/err3")"
 echo OK

@@ -64,6 +64,12 @@ cmp "$T/g1.tsv" "$T/g2.tsv" || fail "gen not deterministic"
 ! cmp -s "$T/g3.tsv" "$(head -1000 "$T/g1.tsv" > "$T/g1h.tsv"; echo "$T/g1h.tsv")" || fail "seed ignored"
 "$PIPEREC" gen --rows 1000 --seed 42 --format binary --output "$T/g.bin"
 [ -s "$T/g.bin" ] || fail "binary output empty"
+# process reads Criteo TSV for the Criteo layout: a config whose source is
+# EventBatch is refused (exit 2), not read as text with every line rejected
+printf 'pipelines:\n  - name: criteo\n    source: { format: protobuf_event_batch }\n' > "$T/eb.yaml"
+rc=0; "$PIPEREC" process --config "$T/eb.yaml" --input "$T/g.bin" --output "$T/eb" 2> "$T/eb.err" || rc=$?
+[ "$rc" -eq 2 ] && grep -q "source.format protobuf_event_batch is not read offline" "$T/eb.err" \
+    || fail "EventBatch config offline: exit $rc: $(cat "$T/eb.err")"
 $PY - "$T/g1.tsv" <<'PYEOF'
 import sys
 import pandas as pd

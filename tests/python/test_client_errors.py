@@ -38,6 +38,10 @@ def _server(mode):
             s.recv(4096)
             s.sendall(b"\xff\xff\xff\xff" + b"x" * 64)
             time.sleep(0.5)
+        elif mode == "http":  # an HTTP server: its answer reads as a ~1.3 GB frame
+            s.recv(4096)
+            s.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+            time.sleep(0.5)
         elif mode == "refuse":  # Error{UNKNOWN_PIPELINE}
             s.recv(4096)
             body = pc._field_varint(1, 3) + pc._field_bytes(2, b"no pipeline 'p'")
@@ -54,6 +58,7 @@ def _server(mode):
     ("silent", {"timeout": 1.0}, TimeoutError),
     ("reset", {"tls": True}, ConnectionError),
     ("garbage", {}, ValueError),
+    ("http", {}, ValueError),
     ("refuse", {}, pc.ServerError),
 ])
 def test_subscribe_errors_name_the_endpoint(mode, kw, etype, monkeypatch):
@@ -96,3 +101,73 @@ def test_refused_keeps_type_and_names_the_endpoint():
     with pytest.raises(ConnectionRefusedError) as ei:
         pc.TrainerClient(addr, "p", timeout=1.0)
     assert addr in str(ei.value), str(ei.value)
+
+
+def _stream_server(end):
+    """A stand-in that subscribes the client (SubscribeOk, 4 credits) and then
+    ends the stream: "stop" sends the Error{SHUTDOWN} a stopping piperec sends,
+    "killed" resets the connection as a killed server's kernel would."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    addr = "127.0.0.1:%d" % srv.getsockname()[1]
+
+    def run():
+        s, _ = srv.accept()
+        srv.close()
+        n = struct.unpack("<I", s.recv(4))[0]
+        while n > 0:
+            n -= len(s.recv(n))
+        s.sendall(pc._frame(pc.F_SUBSCRIBE_OK, pc._field_varint(8, 4)))
+        time.sleep(0.2)
+        if end == "stop":
+            body = pc._field_varint(1, 7) + pc._field_bytes(2, b"server is stopping")
+            s.sendall(pc._frame(pc.F_ERROR, body))
+            time.sleep(0.2)
+        else:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return addr, t
+
+
+@pytest.mark.parametrize("end", ["stop", "killed"])
+@pytest.mark.parametrize("reader", ["numpy", "protobuf", "raw"])
+def test_a_killed_server_is_not_the_end_of_the_stream(end, reader):
+    # A crash must never look like a finished stream: only the server's
+    # SHUTDOWN notice ends a loop quietly (numpy batches(), StreamDataset in
+    # both layouts); a reset raises ConnectionClosed naming the endpoint.
+    addr, t = _stream_server(end)
+    def loop():
+        if reader == "numpy":
+            with pc.TrainerClient(addr, "p") as c:
+                return sum(1 for _ in c.batches(timeout=10))
+        from piperec.torch import StreamDataset
+        return sum(1 for _ in StreamDataset(addr, "p", layout=reader, idle_timeout=10))
+    if end == "stop":
+        assert loop() == 0
+    else:
+        with pytest.raises(ConnectionError) as ei:
+            loop()
+        assert addr in str(ei.value), ei.value
+    t.join()
+
+
+def test_an_endpoint_without_a_port_says_what_is_expected():
+    with pytest.raises(ValueError) as ei:
+        pc.TrainerClient("127.0.0.1", "p")
+    assert "expected HOST:PORT" in str(ei.value), ei.value
+
+
+def test_a_peer_that_is_not_piperec_is_refused_before_allocating():
+    # the length of an HTTP answer's first 4 bytes is ~1.3 GB: refused at
+    # once ("not a piperec trainer port?"), nothing allocated for it
+    import resource
+    addr, t = _server("http")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(ValueError) as ei:
+        pc.TrainerClient(addr, "p")
+    t.join()
+    assert "not a piperec trainer port?" in str(ei.value), ei.value
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200 * 1024  # KiB

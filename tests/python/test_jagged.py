@@ -52,6 +52,18 @@ def test_dataset_jagged(bt):
             if fmt == "triple":
                 assert isinstance(sf, pt.JaggedSparse) and sf.keys == ["user", "hist"]
                 v, l = sf.values, sf.lengths
+                # EmbeddingBag inputs per feature, without hand-written slicing
+                eb = b.embedding_bag_inputs()
+                assert list(eb) == ["user", "hist"]
+                o = 0
+                for k, name in enumerate(["user", "hist"]):
+                    ln = lengths[4 * k:4 * k + 4]
+                    ev, eo = eb[name]
+                    assert np.array_equal(ev.numpy(), values[o:o + ln.sum()]), name
+                    assert np.array_equal(eo.numpy(), np.concatenate([[0], np.cumsum(ln)[:-1]]))
+                    o += ln.sum()
+                bag = torch.nn.EmbeddingBag(10000, 3, mode="sum")
+                assert tuple(bag(*eb["hist"]).shape) == (4, 3)
             else:
                 v, l = (sf.v, sf.l) if isinstance(sf, FakeKJT) else (sf.values(), sf.lengths())
             assert v.dtype == torch.int64

@@ -316,7 +316,7 @@ typedef struct cfx {
     size_t n_acked;
 } cfx;
 
-static cfx *cfx_new(void)
+static cfx *cfx_new_mode(pr_trainer_delivery delivery)
 {
     cfx *f = calloc(1, sizeof(*f));
     const char *dn[] = {"I1", "I2"}, *sn[] = {"C1"};
@@ -328,14 +328,19 @@ static cfx *cfx_new(void)
                        .sparse_names = sn};
     cfg.trainer.listen = "127.0.0.1:0";
     cfg.trainer.max_unacked_batches = 64;
-    cfg.trainer.delivery = PR_TRAINER_DELIVERY_CHECKPOINT;
+    cfg.trainer.delivery = delivery;
     char err[256];
     assert_int_equal(pr_sink_new(&pr_sink_trainer_ops, &cfg, &f->sink, err, sizeof(err)), 0);
     f->ss = pr_sinkset_new();
     assert_int_equal(pr_sinkset_add(f->ss, f->sink), 0);
     snprintf(f->addr, sizeof(f->addr), "127.0.0.1:%d", pr_sink_port(f->sink));
-    assert_true(pr_sink_checkpoint_mode(f->sink));
+    assert_int_equal(pr_sink_checkpoint_mode(f->sink), delivery == PR_TRAINER_DELIVERY_CHECKPOINT);
     return f;
+}
+
+static cfx *cfx_new(void)
+{
+    return cfx_new_mode(PR_TRAINER_DELIVERY_CHECKPOINT);
 }
 
 static void cfx_free(cfx *f)
@@ -462,6 +467,31 @@ static void test_sink_commit_releases_covered(void **state)
     cfx_free(f);
 }
 
+/* A trainer that checkpoints against a server in ack delivery is told at its
+ * first commit (before it relies on a replay the server will not make),
+ * not ignored: acked batches are committed there at once. */
+static void test_sink_commit_in_ack_mode_is_an_error(void **state)
+{
+    (void)state;
+    cfx *f = cfx_new_mode(PR_TRAINER_DELIVERY_ACK);
+    pr_trainer_client *c = open_client(f, NULL, 0);
+    send_seq(f, 1);
+    pr_trainer_position *pos = pr_trainer_position_new();
+    assert_int_equal(take(c, pos), 1);
+    assert_int_equal(pr_trainer_client_ack(c, 1), 0);
+    const pr_trainer_range *r;
+    int64_t n = pr_trainer_position_ranges(pos, &r);
+    char err[512] = "";
+    uint32_t released = 0;
+    int rc = pr_trainer_client_checkpoint(c, r, (size_t)n, 1, 5000, &released, err, sizeof(err));
+    assert_true(rc < 0);
+    if (!strstr(err, "delivery is ack"))
+        fail_msg("commit in ack mode: rc %d, '%s'", rc, err);
+    pr_trainer_position_free(pos);
+    pr_trainer_client_close(c);
+    cfx_free(f);
+}
+
 /* A trainer crashes after its checkpoint: what it trained on after the
  * checkpoint goes to the next trainer; one restored from a checkpoint whose
  * commit was lost gets that checkpoint's batches released by its resume. */
@@ -517,6 +547,7 @@ int main(void)
         cmocka_unit_test(test_position_json),
         cmocka_unit_test(test_position_parse_errors),
         cmocka_unit_test(test_sink_commit_releases_covered),
+        cmocka_unit_test(test_sink_commit_in_ack_mode_is_an_error),
         cmocka_unit_test(test_sink_crash_and_resume),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -67,7 +67,7 @@ from torch import nn
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from piperec.feed import InlineFeed, RawFeed
-from piperec_client import RAW_UNIT, Position, ServerError, TrainerClient
+from piperec_client import RAW_UNIT, ConnectionClosed, Position, ServerError, TrainerClient
 
 try:  # optional: torchrec's KeyedJaggedTensor for sparse features
     from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
@@ -82,8 +82,10 @@ STATE_VERSION = 1
 
 class JaggedSparse(NamedTuple):
     """Sparse features without torchrec, laid out like a KeyedJaggedTensor:
-    ``values`` int64 [n_keys * B] key-major (all rows of key 0, then key 1,
-    ...), ``lengths`` int32 [n_keys * B] (all 1: one-hot columns)."""
+    ``values`` int64, key-major (all rows of key 0, then key 1, ...),
+    ``lengths`` int32 [n_keys * B] (values of each row of each key; all 1
+    for Criteo's one-hot columns). A KeyedJaggedTensor has methods where this
+    has attributes: :meth:`StreamBatch.embedding_bag_inputs` reads both."""
     keys: list
     values: torch.Tensor
     lengths: torch.Tensor
@@ -126,6 +128,29 @@ class StreamBatch:
             setattr(self, k, v)
         if state.get("_ring") is not None:
             _ring_views(self)
+
+    def embedding_bag_inputs(self):
+        """{feature: (values, offsets)} for an ``nn.EmbeddingBag`` (or
+        ``F.embedding_bag``) per sparse feature: values int64 (the feature's
+        values, row after row), offsets int64 [B] (row r's values start at
+        offsets[r]). The same with or without torchrec: sparse_features a
+        KeyedJaggedTensor (methods) or a JaggedSparse (attributes). Views
+        on the batch's memory, offsets excepted."""
+        sf = self.sparse_features
+        keys, values, lengths = (getattr(sf, a) for a in ("keys", "values", "lengths"))
+        keys, values, lengths = (x() if callable(x) else x for x in (keys, values, lengths))
+        nk = len(keys)
+        rows = lengths.numel() // nk if nk else 0
+        lens = lengths.reshape(nk, rows).to(torch.int64)
+        out, start = {}, 0
+        for k, name in enumerate(keys):
+            offsets = torch.zeros(rows, dtype=torch.int64)
+            if rows > 1:
+                offsets[1:] = torch.cumsum(lens[k, :-1], 0)
+            n = int(lens[k].sum())
+            out[name] = (values[start:start + n], offsets)
+            start += n
+        return out
 
     def _map(self, fn):
         out = StreamBatch()
@@ -938,7 +963,7 @@ class StreamDataset(IterableDataset):
             if not isinstance(b, (ConnectionError, ServerError)) or (
                     isinstance(b, ServerError) and b.code != "SHUTDOWN"):
                 raise b  # a server Error or a malformed frame: not a connection that ended
-            self._lost(conn)
+            self._lost(conn, b)
             return False
         epoch = _batch_epoch(b)
         if self._already_consumed(conn.endpoint, epoch, b.sequence):
@@ -1070,11 +1095,22 @@ class StreamDataset(IterableDataset):
             except OSError:
                 pass  # connection gone: the server resends them elsewhere
 
-    def _lost(self, conn):
+    def _lost(self, conn, err=None):
+        """Connection `conn` ended with `err` (what its receive raised). Only
+        a server's SHUTDOWN notice (a stop, SIGTERM) ends the iteration
+        quietly; a server that died, a reset or a TIMEOUT raises, so that a
+        crash never looks like the end of the stream. Under checkpoint
+        delivery every end raises: the model must be restored."""
         if self.delivery == "checkpoint":
             raise ConnectionError(
                 "piperec at %s closed the trainer stream (checkpoint delivery): restore the last "
                 "checkpoint (model and load_state_dict) before training on" % conn.endpoint)
+        if isinstance(err, ServerError) and err.code == "SHUTDOWN":
+            return
+        raise ConnectionClosed(
+            "piperec at %s: the trainer stream ended without the server's shutdown notice (%s): "
+            "the server died or the connection broke; its unacknowledged batches are delivered "
+            "again (to another trainer, or after a reconnect)" % (conn.endpoint, err or "closed"))
 
     def _recv_any(self, live, rr):
         """Next (conn, numpy Batch) from any live connection, or None on idle
@@ -1103,15 +1139,15 @@ class StreamDataset(IterableDataset):
                     t = 0.05  # bytes are there; finish a frame or come back
                 try:
                     b = c.client.recv(t, into=c.into)
-                except EOFError:
+                except (EOFError, OSError) as e:
                     live.remove(c)
-                    self._lost(c)
+                    self._lost(c, e)
                     break
                 except ServerError as e:
                     if e.code != "SHUTDOWN":
                         raise
                     live.remove(c)
-                    self._lost(c)
+                    self._lost(c, e)
                     break
                 if b is not None:
                     rr[0] += 1

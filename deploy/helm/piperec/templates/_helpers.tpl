@@ -35,12 +35,26 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/* .Values.config with sinks.trainer.tls / .auth of every pipeline pointing at
      the mounted Secrets (tls.enabled, auth.token.enabled), and http.tls when
-     httpTls.enabled; keys the config already sets win. */}}
+     httpTls.enabled; keys the config already sets win. The chart owns the
+     listen addresses (http.listen on service.metricsPort, every trainer sink
+     on service.trainerPort: the probes, ports and Service use them) and,
+     when kafka.bootstrapServers is set, every pipeline's
+     source.kafka.properties.bootstrap.servers. */}}
 {{- define "piperec.config" -}}
 {{- $cfg := deepCopy .Values.config -}}
 {{- range $p := ($cfg.pipelines | default list) -}}
+{{- if $.Values.kafka.bootstrapServers -}}
+{{- $src := $p.source | default dict -}}
+{{- $k := $src.kafka | default dict -}}
+{{- $props := $k.properties | default dict -}}
+{{- $_ := set $props "bootstrap.servers" $.Values.kafka.bootstrapServers -}}
+{{- $_ := set $k "properties" $props -}}
+{{- $_ := set $src "kafka" $k -}}
+{{- $_ := set $p "source" $src -}}
+{{- end -}}
 {{- if and $p.sinks (hasKey $p.sinks "trainer") -}}
 {{- $tr := $p.sinks.trainer | default dict -}}
+{{- $_ := set $tr "listen" (printf "0.0.0.0:%v" $.Values.service.trainerPort) -}}
 {{- if $.Values.tls.enabled -}}
 {{- $tls := dict "cert_file" (printf "%s/tls.crt" $.Values.tls.mountPath) "key_file" (printf "%s/tls.key" $.Values.tls.mountPath) -}}
 {{- if $.Values.tls.clientAuth -}}
@@ -58,6 +72,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- $_ := set $p.sinks "trainer" $tr -}}
 {{- end -}}
 {{- end -}}
+{{- $hl := $cfg.http | default dict -}}
+{{- $_ := set $hl "listen" (printf "0.0.0.0:%v" .Values.service.metricsPort) -}}
+{{- $_ := set $cfg "http" $hl -}}
 {{- if .Values.httpTls.enabled -}}
 {{- $http := $cfg.http | default dict -}}
 {{- $htls := dict "cert_file" (printf "%s/tls.crt" .Values.httpTls.mountPath) "key_file" (printf "%s/tls.key" .Values.httpTls.mountPath) -}}
