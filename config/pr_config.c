@@ -2069,6 +2069,47 @@ int pr_config_set(pr_config *cfg, const char *path, const char *value, char *err
 
 /* ---------------------------------------------------------------- streaming checks */
 
+/* Do two listen addresses take the same port (port 0 never clashes; a
+ * wildcard host clashes with every host)? */
+static bool pr__listen_clash(const char *a, const char *b)
+{
+    char ha[256], hb[256];
+    uint16_t pa, pb;
+    if (!a || !b || pr_hostport_parse(a, ha, sizeof(ha), &pa) ||
+        pr_hostport_parse(b, hb, sizeof(hb), &pb) || pa == 0 || pa != pb)
+        return false;
+    static const char *const any[] = {"0.0.0.0", "::", "*", ""};
+    for (size_t i = 0; i < sizeof(any) / sizeof(any[0]); i++)
+        if (!strcmp(ha, any[i]) || !strcmp(hb, any[i]))
+            return true;
+    return !strcmp(ha, hb);
+}
+
+/* The ports the service listens on: http.listen and every trainer sink; a
+ * clash passes --check and fails at start with "Address already in use". */
+static void pr__check_listen_clash(cfg_ctx *c, const pr_config *cfg)
+{
+    c->line_hint = 0; /* the whole config's ports: no one line */
+    for (size_t i = 0; i < cfg->n_pipelines; i++) {
+        const pr_trainer_sink_cfg *t = &cfg->pipelines[i].sinks.trainer;
+        if (!t->enabled)
+            continue;
+        if (pr__listen_clash(t->listen, cfg->http.listen))
+            pr__cfg_error(c, NULL, NULL,
+                          "pipelines[%zu].sinks.trainer.listen: %s takes the port of "
+                          "http.listen %s",
+                          i, t->listen, cfg->http.listen);
+        for (size_t j = 0; j < i; j++) {
+            const pr_trainer_sink_cfg *u = &cfg->pipelines[j].sinks.trainer;
+            if (u->enabled && pr__listen_clash(t->listen, u->listen))
+                pr__cfg_error(c, NULL, NULL,
+                              "pipelines[%zu].sinks.trainer.listen: %s takes the port of "
+                              "pipelines[%zu].sinks.trainer.listen %s",
+                              i, t->listen, j, u->listen);
+        }
+    }
+}
+
 int pr_config_check_streaming(const pr_config *cfg, char *errstr, size_t errstr_size)
 {
     if (errstr && errstr_size)
@@ -2137,6 +2178,8 @@ int pr_config_check_streaming(const pr_config *cfg, char *errstr, size_t errstr_
                           pl->batch.popular_min_rows, pl->batch.size);
         pr__path_pop(&c, old);
     }
+    pr__path_pop(&c, 0);
+    pr__check_listen_clash(&c, cfg);
     return c.n_errors ? PR_EINVAL : 0;
 }
 

@@ -768,6 +768,22 @@ static void test_combinations_refused(void **state)
                      PR_EINVAL);
     assert_null(bad);
     assert_non_null(strstr(err, "vocab_log: cannot be combined with transform.vocab.seed"));
+    /* two listeners on one port pass a config check, not a start */
+    cfg = load_ok(MINIMAL SRC "    sinks: { trainer: { listen: \"0.0.0.0:7171\" } }\n"
+                              "  - name: q\n" SRC
+                              "    sinks: { trainer: { listen: \"127.0.0.1:7171\" } }\n"
+                              "http: { listen: \"127.0.0.1:7171\" }\n");
+    assert_int_equal(pr_config_check_streaming(cfg, err, sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "pipelines[0].sinks.trainer.listen: 0.0.0.0:7171 takes the port of "
+                                "http.listen 127.0.0.1:7171"));
+    assert_non_null(strstr(err, "pipelines[1].sinks.trainer.listen: 127.0.0.1:7171 takes the "
+                                "port of pipelines[0].sinks.trainer.listen 0.0.0.0:7171"));
+    assert_null(strstr(err, ":3:")); /* no misleading line */
+    pr_config_free(cfg);
+    cfg = load_ok(MINIMAL SRC "    sinks: { trainer: { listen: \"127.0.0.1:0\" } }\n"
+                              "http: { listen: \"127.0.0.1:0\" }\n");
+    assert_int_equal(pr_config_check_streaming(cfg, err, sizeof(err)), 0); /* 0: any free port */
+    pr_config_free(cfg);
 #undef SRC
 }
 

@@ -22,16 +22,25 @@ sys.path.insert(0, os.path.join(SRC, "clients", "python"))
 import piperec_client as pc  # noqa: E402
 
 
-def _server(mode):
-    """A one-connection stand-in server doing `mode`; returns (endpoint, thread)."""
+def _one_connection(serve):
+    """A stand-in server on a loopback port: accepts one connection and runs
+    serve(socket) on it in a thread; returns (endpoint, thread)."""
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
-    addr = "127.0.0.1:%d" % srv.getsockname()[1]
 
     def run():
         s, _ = srv.accept()
         srv.close()
+        serve(s)
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return "127.0.0.1:%d" % srv.getsockname()[1], t
+
+
+def _server(mode):
+    """A one-connection stand-in server doing `mode`; returns (endpoint, thread)."""
+    def run(s):
         if mode == "silent":  # accepts, never answers the Subscribe
             time.sleep(2.5)
         elif mode == "garbage":  # a length prefix no piperec frame has
@@ -49,9 +58,7 @@ def _server(mode):
             time.sleep(0.5)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         s.close()  # "reset" closes at once with RST: like a killed server
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    return addr, t
+    return _one_connection(run)
 
 
 @pytest.mark.parametrize("mode,kw,etype", [
@@ -107,14 +114,7 @@ def _stream_server(end):
     """A stand-in that subscribes the client (SubscribeOk, 4 credits) and then
     ends the stream: "stop" sends the Error{SHUTDOWN} a stopping piperec sends,
     "killed" resets the connection as a killed server's kernel would."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(1)
-    addr = "127.0.0.1:%d" % srv.getsockname()[1]
-
-    def run():
-        s, _ = srv.accept()
-        srv.close()
+    def run(s):
         n = struct.unpack("<I", s.recv(4))[0]
         while n > 0:
             n -= len(s.recv(n))
@@ -127,9 +127,7 @@ def _stream_server(end):
         else:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         s.close()
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    return addr, t
+    return _one_connection(run)
 
 
 @pytest.mark.parametrize("end", ["stop", "killed"])
