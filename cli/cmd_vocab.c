@@ -112,7 +112,10 @@ static int pr__vocab_import_state(pr_cli_vocab *v, const char *dir, bool force)
     }
     snprintf(lock, sizeof(lock), "%s/%s.lock", v->state, v->pc->name);
     int lfd = pr_lock_file(lock, err, sizeof(err));
-    if (lfd < 0) {
+    if (lfd == PR_ENOTSUP)
+        fprintf(stderr, "piperec vocab import: %s: no lock on this file system; be sure the "
+                        "service is stopped\n", err);
+    else if (lfd < 0) {
         fprintf(stderr, "piperec vocab import: %s%s\n", err,
                 lfd == PR_ESTATE ? ": stop the service first" : "");
         return lfd == PR_ESTATE ? 2 : 1;
@@ -121,7 +124,8 @@ static int pr__vocab_import_state(pr_cli_vocab *v, const char *dir, bool force)
     v->have_snap = access(v->snap, F_OK) == 0;
     v->have_journal = access(v->journal, F_OK) == 0;
     int ret = pr__vocab_import_locked(v, dir, force);
-    close(lfd);
+    if (lfd >= 0)
+        close(lfd);
     return ret;
 }
 

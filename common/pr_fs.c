@@ -77,7 +77,9 @@ int pr_lock_file(const char *path, char *errstr, size_t errstr_size)
         ssize_t n = e == EWOULDBLOCK ? pread(fd, pid, sizeof(pid) - 1, 0) : -1;
         close(fd);
         if (e != EWOULDBLOCK)
-            return pr_seterr(errstr, errstr_size, PR_EIO, "%s: lock: %s", path, strerror(e));
+            return pr_seterr(errstr, errstr_size,
+                             e == ENOLCK || e == EOPNOTSUPP || e == EINVAL ? PR_ENOTSUP : PR_EIO,
+                             "%s: lock: %s", path, strerror(e));
         pid[n > 0 ? n : 0] = '\0';
         pid[strcspn(pid, "\n")] = '\0';
         return pr_seterr(errstr, errstr_size, PR_ESTATE, "%s is locked by another process%s%s",

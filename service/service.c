@@ -72,7 +72,11 @@ static int pr__epoch_bump(pr__pipe *p, char *errstr, size_t errstr_size)
     snprintf(path, sizeof(path), "%s/%s.lock", st->dir, p->cfg->name);
     char le[PATH_MAX + 64];
     int fd = pr_lock_file(path, le, sizeof(le));
-    if (fd < 0)
+    if (fd == PR_ENOTSUP)
+        pr_warn("pipeline %s: %s: this file system takes no locks, so a second process on "
+                "this state.dir would not be stopped",
+                p->cfg->name, le);
+    else if (fd < 0)
         return pr_seterr(errstr, errstr_size, fd == PR_ESTATE ? PR_ESTATE : PR_EIO,
                          "%s%s", le,
                          fd == PR_ESTATE ? ": another piperec runs this pipeline on the same "
@@ -81,7 +85,7 @@ static int pr__epoch_bump(pr__pipe *p, char *errstr, size_t errstr_size)
                                            "own state.dir"
                                          : "");
     p->lock_fd = fd;
-    p->have_lock = true;
+    p->have_lock = fd >= 0;
     snprintf(path, sizeof(path), "%s/%s.epoch", st->dir, p->cfg->name);
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     uint64_t last = 0;

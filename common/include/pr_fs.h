@@ -23,7 +23,8 @@ int pr_fsync_dir_of(const char *path);
  * returned fd (flock: released by close or by the process's death, kill -9
  * included) and write this process's pid into it. Returns the fd (>= 0);
  * PR_ESTATE when another process holds it (errstr names the path and the
- * holder's pid); PR_EIO on another failure (errstr says why). */
+ * holder's pid); PR_ENOTSUP when the file system has no such locks (some
+ * network file systems); PR_EIO on another failure (errstr says why). */
 int pr_lock_file(const char *path, char *errstr, size_t errstr_size);
 
 #endif
