@@ -394,7 +394,7 @@ int pr_cli_cmd_process(int argc, char **argv)
                     : pr_config_load_default(&cfg, err, sizeof(err));
     if (rc) {
         fprintf(stderr, "piperec process: %s\n", err);
-        return rc == PR_EIO ? 1 : 2;
+        return 2; /* a config that cannot be read is a usage error, as for run */
     }
     const pr_pipeline_cfg *pc = pipeline ? pr_config_pipeline(cfg, pipeline) : &cfg->pipelines[0];
     if (!pc) {

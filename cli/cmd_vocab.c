@@ -138,7 +138,7 @@ int pr_cli_vocab_open(const char *sub, const char *config, const char *pipeline,
                     : pr_config_load_default(&v->cfg, err, sizeof(err));
     if (rc) {
         fprintf(stderr, "piperec vocab %s: %s\n", sub, err);
-        return rc == PR_EIO ? 1 : 2;
+        return 2; /* a config that cannot be read is a usage error, as for run */
     }
     v->pc = pipeline ? pr_config_pipeline(v->cfg, pipeline) : &v->cfg->pipelines[0];
     if (!v->pc) {

@@ -263,7 +263,7 @@ static int pr__hot_input_columns(const char *config, const char *pipeline, pr_co
                     : pr_config_load_default(cfg, err, sizeof(err));
     if (rc) {
         fprintf(stderr, "piperec vocab hot: %s\n", err);
-        return rc == PR_EIO ? 1 : 2;
+        return 2; /* a config that cannot be read is a usage error, as for run */
     }
     const pr_pipeline_cfg *pc =
         pipeline ? pr_config_pipeline(*cfg, pipeline) : &(*cfg)->pipelines[0];

@@ -125,6 +125,9 @@ set +e
 "$PIPEREC" process --config "$T/bad.yaml" --input "$SAMPLE" --output "$T/x" 2> "$T/rc.err"; rc=$?
 [ $rc = 2 ] || fail "bad config: exit $rc, want 2"
 grep -q modulus "$T/rc.err" || fail "bad config message: $(cat "$T/rc.err")"
+"$PIPEREC" process --config "$T/no-such.yaml" --input "$SAMPLE" --output "$T/x" 2> "$T/rc.err"; rc=$?
+[ $rc = 2 ] || fail "missing config: exit $rc, want 2 (as run and explain)"
+grep -q "no-such.yaml" "$T/rc.err" || fail "missing config message: $(cat "$T/rc.err")"
 "$PIPEREC" process --input "$T/does-not-exist.tsv" --output "$T/x" 2> "$T/rc.err"; rc=$?
 [ $rc = 1 ] || fail "missing input: exit $rc, want 1"
 grep -q "does-not-exist.tsv: No such file" "$T/rc.err" || fail "missing input message: $(cat "$T/rc.err")"
