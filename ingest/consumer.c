@@ -1721,7 +1721,9 @@ static void pr__deliver_empty(pr_consumer *c, rd_kafka_message_t *m, int tidx, s
                        .nrec = 1,
                        .mkey = m->key,
                        .mkey_len = m->key_len};
-    pr__on_reject(c, PR_DEC_EMPTY, "empty message", "", 0, 0);
+    /* A tombstone (a null value) keeps its null in the dead letter. */
+    pr__on_reject(c, PR_DEC_EMPTY, m->payload ? "empty message" : "tombstone (null value)",
+                  m->payload ? "" : NULL, 0, 0);
     if (pi >= 0)
         __atomic_store_n(&c->parts[pi].consumed_next, m->offset + 1, __ATOMIC_RELAXED);
     if (c->pending == m) {

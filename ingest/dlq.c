@@ -57,7 +57,8 @@ typedef struct pr__letter {
     char *reason, *detail, *src_topic;
     void *payload;
     size_t len;
-    void *mkey; /* the source message's Kafka key (NULL: none), kept on the letter */
+    bool tombstone; /* the source message had a null value: the letter has one too */
+    void *mkey;     /* the source message's Kafka key (NULL: none), kept on the letter */
     size_t mkey_len;
     bool in_queue;       /* handed to librdkafka, delivery report pending */
     int64_t next_try_ns; /* retry not before (monotonic) */
@@ -398,7 +399,8 @@ static int pr__produce(pr_dlq *d, pr__letter *l)
         rd_kafka_header_add(h, "piperec-record-index", -1, idx, -1);
     }
     rd_kafka_resp_err_t err = rd_kafka_producev(
-        d->rk, RD_KAFKA_V_TOPIC(d->topic), RD_KAFKA_V_VALUE(l->payload, l->len),
+        d->rk, RD_KAFKA_V_TOPIC(d->topic),
+        RD_KAFKA_V_VALUE(l->tombstone ? NULL : l->payload, l->tombstone ? 0 : l->len),
         RD_KAFKA_V_KEY(l->mkey, l->mkey_len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
         RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_OPAQUE(l), RD_KAFKA_V_END);
     if (!err) {
@@ -551,8 +553,8 @@ int pr_dlq_send_keyed(pr_dlq *d, int32_t key, const void *mkey, size_t mkey_len,
 {
     if (!d->rk) /* no topic: straight to the file, held until its fsync */
         return pr__file_put(d, key, reason ? reason : "unknown", detail ? detail : "",
-                            src_topic ? src_topic : "", partition, offset, record_index, payload,
-                            len, "no dead_letter_topic");
+                            src_topic ? src_topic : "", partition, offset, record_index,
+                            payload ? payload : "", payload ? len : 0, "no dead_letter_topic");
     pr__letter *l = calloc(1, sizeof(*l));
     if (!l)
         return PR_ENOMEM;
@@ -563,6 +565,8 @@ int pr_dlq_send_keyed(pr_dlq *d, int32_t key, const void *mkey, size_t mkey_len,
     l->reason = pr__dup(reason ? reason : "unknown");
     l->detail = pr__dup(detail);
     l->src_topic = pr__dup(src_topic);
+    l->tombstone = payload == NULL;
+    len = payload ? len : 0;
     l->payload = malloc(len ? len : 1);
     l->len = len;
     if (!l->reason || !l->detail || !l->src_topic || !l->payload) {

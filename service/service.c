@@ -77,8 +77,7 @@ static int pr__epoch_bump(pr__pipe *p, char *errstr, size_t errstr_size)
                 "this state.dir would not be stopped",
                 p->cfg->name, le);
     else if (fd < 0)
-        return pr_seterr(errstr, errstr_size, fd == PR_ESTATE ? PR_ESTATE : PR_EIO,
-                         "%s%s", le,
+        return pr_seterr(errstr, errstr_size, fd == PR_ESTATE ? PR_ESTATE : PR_EIO, "%s%s", le,
                          fd == PR_ESTATE ? ": another piperec runs this pipeline on the same "
                                            "state.dir (two would give the same indices to "
                                            "different values); stop it, or give this one its "

@@ -90,6 +90,7 @@ curl -sf "$U/healthz" | grep -q ok || fail "/healthz"
 # 4. kcat produces the sample plus one malformed line
 kcat -b "$B" -P -t events -l "$DATA"
 printf 'user-7|1\t2\t3\n' | kcat -b "$B" -P -t events -K '|'   # keyed: its dead letter keeps the key
+printf 'tomb-1|\n' | kcat -b "$B" -P -t events -K '|' -Z       # a tombstone (null value)
 good=$(grep -c . "$DATA")
 
 # 5. a trainer (piperec consume) writes what it gets as npy
@@ -99,7 +100,7 @@ CONS=$!
 pids="$pids $CONS"
 wait_until 30 "/readyz" curl -sf "$U/readyz"
 wait_until 30 "all records consumed" sh -c \
-    "curl -sf '$U/metrics' | grep -q '^piperec_messages_in_total{pipeline=\"p\"} $((good + 1))\$'"
+    "curl -sf '$U/metrics' | grep -q '^piperec_messages_in_total{pipeline=\"p\"} $((good + 2))\$'"
 wait "$CONS" || fail "piperec consume failed: $(cat "$T/consume.err")"
 
 # 6. metrics: promtool-clean and with the expected figures
@@ -107,6 +108,8 @@ curl -sf "$U/metrics" > "$T/metrics.txt"
 promtool check metrics < "$T/metrics.txt" || fail "promtool check metrics"
 grep -q '^piperec_rejected_records_total{pipeline="p",reason="field_count"} 1$' "$T/metrics.txt" \
     || fail "the malformed line is not counted"
+grep -q '^piperec_rejected_records_total{pipeline="p",reason="empty"} 1$' "$T/metrics.txt" \
+    || fail "the tombstone is not counted"
 grep -q '^piperec_build_info{version=' "$T/metrics.txt" || fail "no build info"
 curl -sf "$U/v1/status" | $PY -c '
 import json, sys
@@ -142,13 +145,16 @@ grep -q '^piperec_hot_coverage_ratio{pipeline="p",column="C1",k="100"} ' "$T/met
 # one)
 i=0
 while :; do
-    kcat -b "$B" -C -t events-dlq -o beginning -e -q -f '%k|%h|%s\n' > "$T/dlq.txt"
-    [ "$(grep -c . "$T/dlq.txt")" -ge 1 ] || [ $i -ge 20 ] && break
+    kcat -b "$B" -C -t events-dlq -o beginning -e -q -f '%k|%S|%h|%s\n' > "$T/dlq.txt"
+    [ "$(grep -c . "$T/dlq.txt")" -ge 2 ] || [ $i -ge 20 ] && break
     i=$((i + 1)); sleep 0.5
 done
-[ "$(grep -c . "$T/dlq.txt")" -eq 1 ] || fail "dead-letter topic: $(cat "$T/dlq.txt")"
-grep -q "piperec-reason=field_count" "$T/dlq.txt" || fail "dead letter without reason header"
-grep -q "^user-7|" "$T/dlq.txt" || fail "dead letter without the source message's key: $(cat "$T/dlq.txt")"
+[ "$(grep -c . "$T/dlq.txt")" -eq 2 ] || fail "dead-letter topic: $(cat "$T/dlq.txt")"
+grep "^user-7|" "$T/dlq.txt" | grep -q "piperec-reason=field_count" \
+    || fail "dead letter without the source message's key or reason: $(cat "$T/dlq.txt")"
+# the tombstone's letter is a tombstone too (kcat %S: -1 for a null value)
+grep "^tomb-1|" "$T/dlq.txt" | grep -q "^tomb-1|-1|.*piperec-reason=empty" \
+    || fail "the tombstone's dead letter: $(cat "$T/dlq.txt")"
 
 # 8. SIGTERM drains and exits 0
 kill -TERM "$RUN"
