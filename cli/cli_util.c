@@ -52,3 +52,8 @@ bool pr_cli_port_free(const char *host, uint16_t port)
     close(fd);
     return ok;
 }
+
+int pr_cli_exit_code(int rc)
+{
+    return rc == PR_EIO || rc == PR_ENOMEM ? 1 : 2;
+}

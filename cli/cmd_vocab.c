@@ -49,11 +49,6 @@ static void pr__vocab_usage(FILE *f)
         "  lookup: the index each of your ids has (piperec vocab lookup --help).\n");
 }
 
-static int pr__rc_exit(int rc)
-{
-    return rc == PR_EIO || rc == PR_ENOMEM ? 1 : 2;
-}
-
 /* export: snapshot + journal replay -> dir. Returns the exit code. */
 static int pr__vocab_export_state(pr_cli_vocab *v, const char *dir)
 {
@@ -63,7 +58,7 @@ static int pr__vocab_export_state(pr_cli_vocab *v, const char *dir)
         return rc;
     if ((rc = pr_vocab_export(v->eng, dir, err, sizeof(err)))) {
         fprintf(stderr, "piperec vocab export: %s\n", err);
-        return pr__rc_exit(rc);
+        return pr_cli_exit_code(rc);
     }
     fprintf(stderr, "piperec vocab export: pipeline %s: %u columns -> %s\n", v->pc->name,
             (unsigned)pr_engine_spec(v->eng)->n_sparse, dir);
@@ -85,7 +80,7 @@ static int pr__vocab_import_locked(pr_cli_vocab *v, const char *dir, bool force)
     }
     if ((rc = pr_vocab_import(v->eng, dir, err, sizeof(err)))) {
         fprintf(stderr, "piperec vocab import: %s\n", err);
-        return pr__rc_exit(rc);
+        return pr_cli_exit_code(rc);
     }
     /* The old journal's indices belong to the replaced vocabulary. */
     if (v->have_journal && unlink(v->journal)) {
@@ -113,8 +108,10 @@ static int pr__vocab_import_state(pr_cli_vocab *v, const char *dir, bool force)
     snprintf(lock, sizeof(lock), "%s/%s.lock", v->state, v->pc->name);
     int lfd = pr_lock_file(lock, err, sizeof(err));
     if (lfd == PR_ENOTSUP)
-        fprintf(stderr, "piperec vocab import: %s: no lock on this file system; be sure the "
-                        "service is stopped\n", err);
+        fprintf(stderr,
+                "piperec vocab import: %s: no lock on this file system; be sure the "
+                "service is stopped\n",
+                err);
     else if (lfd < 0) {
         fprintf(stderr, "piperec vocab import: %s%s\n", err,
                 lfd == PR_ESTATE ? ": stop the service first" : "");
@@ -161,8 +158,8 @@ int pr_cli_vocab_open(const char *sub, const char *config, const char *pipeline,
         v->have_journal = access(v->journal, F_OK) == 0;
     }
     /* One thread is plenty: nothing is processed. */
-    pr_engine_opts eo = pr_config_engine_opts(v->cfg);
-    eo.threads = 1;
+    v->eo = pr_config_engine_opts(v->cfg);
+    v->eo.threads = 1;
     /* A declared schema's engine has one column per vocab feature. */
     v->espec = v->pc->spec;
     if (v->pc->features.declared &&
@@ -170,30 +167,63 @@ int pr_cli_vocab_open(const char *sub, const char *config, const char *pipeline,
         fprintf(stderr, "piperec vocab %s: pipeline %s: %s\n", sub, v->pc->name, err);
         return 2;
     }
-    if (!(v->eng = pr_engine_new(&v->espec, &eo, err, sizeof(err)))) {
+    if (!(v->eng = pr_engine_new(&v->espec, &v->eo, err, sizeof(err)))) {
         fprintf(stderr, "piperec vocab %s: pipeline %s: %s\n", sub, v->pc->name, err);
         return 2;
     }
     return 0;
 }
 
+/* The snapshot's identity: a checkpoint renames a new one in (then empties
+ * the journal), which changes it. */
+static bool pr__same_file(bool had, const struct stat *a, const char *path)
+{
+    struct stat b;
+    bool has = stat(path, &b) == 0;
+    return had == has && (!had || (a->st_ino == b.st_ino && a->st_size == b.st_size &&
+                                   a->st_mtim.tv_sec == b.st_mtim.tv_sec &&
+                                   a->st_mtim.tv_nsec == b.st_mtim.tv_nsec));
+}
+
 int pr_cli_vocab_load_state(pr_cli_vocab *v, const char *sub)
 {
     char err[4096];
-    int rc;
+    int rc = 0;
     if (!v->have_snap && !v->have_journal) {
         fprintf(stderr, "piperec vocab %s: %s holds no vocabulary for pipeline %s (no %s)\n", sub,
                 v->state, v->pc->name, v->snap);
         return 2;
     }
-    unsigned char tag[PR_SNAPSHOT_TAG_MAX];
-    uint32_t tag_len = 0;
-    if ((v->have_snap && (rc = pr_vocab_load_tagged(v->eng, v->snap, tag, sizeof(tag), &tag_len,
-                                                    err, sizeof(err)))) ||
-        (v->have_journal && !v->shared &&
-         (rc = pr_vocab_journal_replay(v->eng, v->journal, err, sizeof(err))))) {
+    /* Beside a running service a checkpoint may replace the snapshot and
+     * empty the journal between the two reads: an old snapshot with the new
+     * journal would miss every index between them. Read again when the
+     * snapshot changed under the read. */
+    for (int attempt = 0; attempt < 5; attempt++) {
+        struct stat st;
+        bool had = stat(v->snap, &st) == 0;
+        unsigned char tag[PR_SNAPSHOT_TAG_MAX];
+        uint32_t tag_len = 0;
+        rc = 0;
+        if ((had && (rc = pr_vocab_load_tagged(v->eng, v->snap, tag, sizeof(tag), &tag_len, err,
+                                               sizeof(err)))) ||
+            (v->have_journal && !v->shared && access(v->journal, F_OK) == 0 &&
+             (rc = pr_vocab_journal_replay(v->eng, v->journal, err, sizeof(err)))) ||
+            pr__same_file(had, &st, v->snap))
+            break;
+        pr_engine_free(v->eng); /* a fresh engine for the next read */
+        if (!(v->eng = pr_engine_new(&v->espec, &v->eo, err, sizeof(err)))) {
+            rc = PR_ENOMEM;
+            break;
+        }
+        rc = PR_ESTATE;
+        snprintf(err, sizeof(err),
+                 "%.3900s kept changing while it was read (a checkpoint every "
+                 "few milliseconds?)",
+                 v->snap);
+    }
+    if (rc) {
         fprintf(stderr, "piperec vocab %s: %s\n", sub, err);
-        return pr__rc_exit(rc);
+        return pr_cli_exit_code(rc);
     }
     return 0;
 }

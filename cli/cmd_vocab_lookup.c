@@ -60,6 +60,7 @@ static void pr__lookup_usage(FILE *f)
             "    below_min_count  seen fewer than min_count times: 1 (OOV)\n"
             "    missing          null / empty: default gives 0, dlrm key 0's index\n"
             "    rejected         the id cannot be this feature's value (stderr says why)\n"
+            "    empty            --events, a list feature: the event's list has no value\n"
             "  Index -> id: look up your catalog and read the table the other way.\n");
 }
 
@@ -134,13 +135,14 @@ typedef enum {
     PR__LK_BELOW,
     PR__LK_MISSING,
     PR__LK_REJECTED,
+    PR__LK_EMPTY,
     PR__LK__COUNT
 } pr__lk_status;
 
 static const char *const pr__lk_names[PR__LK__COUNT] = {
     [PR__LK_KNOWN] = "known",           [PR__LK_UNSEEN] = "unseen",
     [PR__LK_BELOW] = "below_min_count", [PR__LK_MISSING] = "missing",
-    [PR__LK_REJECTED] = "rejected",
+    [PR__LK_REJECTED] = "rejected",     [PR__LK_EMPTY] = "empty",
 };
 
 /* ---------------------------------------------------------------- the lookup */
@@ -384,6 +386,8 @@ static int pr__lookup_line(pr__lookup *lk, const char *line, size_t n, FILE *out
         lk->counts[lk->st[k]]++;
         fprintf(out, "%s%s", k ? "," : "", pr__lk_names[lk->st[k]]);
     }
+    if (!nk)
+        lk->counts[PR__LK_EMPTY]++;
     fputs(nk ? "\n" : "empty\n", out);
     return 0;
 }
@@ -494,7 +498,7 @@ static int pr__lookup_load(pr_cli_vocab *v, const char *input)
     int rc = pr_vocab_import(v->eng, dir, err, sizeof(err));
     if (rc) {
         fprintf(stderr, "piperec vocab lookup: %s\n", err);
-        return rc == PR_EIO || rc == PR_ENOMEM ? 1 : 2;
+        return pr_cli_exit_code(rc);
     }
     return 0;
 }
@@ -506,11 +510,9 @@ static int pr__lookup_run(pr_cli_vocab *v, pr__lookup *lk, const char *feature, 
     /* A two-pass config's vocabulary reads like a streaming one. */
     if (v->espec.count_mode == PR_COUNT_TWO_PASS) {
         char err[1024];
-        pr_engine_opts eo = pr_config_engine_opts(v->cfg);
-        eo.threads = 1;
         v->espec.count_mode = PR_COUNT_STREAMING;
         pr_engine_free(v->eng);
-        if (!(v->eng = pr_engine_new(&v->espec, &eo, err, sizeof(err)))) {
+        if (!(v->eng = pr_engine_new(&v->espec, &v->eo, err, sizeof(err)))) {
             fprintf(stderr, "piperec vocab lookup: %s\n", err);
             return 2;
         }
@@ -545,8 +547,6 @@ static int pr__lookup_run(pr_cli_vocab *v, pr__lookup *lk, const char *feature, 
     while (!rc && (n = getline(&line, &cap, in)) >= 0) {
         while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
             n--;
-        if (n == 0 && !lk->strings && lk->declared)
-            continue; /* a blank line is no JSON value and no event */
         rc = pr__lookup_line(lk, line, (size_t)n, out);
     }
     free(line);
@@ -565,12 +565,13 @@ static int pr__lookup_run(pr_cli_vocab *v, pr__lookup *lk, const char *feature, 
     fprintf(stderr,
             "piperec vocab lookup: feature %s (pipeline %s, profile %s, %zu keys in the "
             "vocabulary): %" PRIu64 " lines, %" PRIu64 " values: %" PRIu64 " known, %" PRIu64
-            " unseen, %" PRIu64 " below_min_count, %" PRIu64 " missing, %" PRIu64 " rejected\n",
+            " unseen, %" PRIu64 " below_min_count, %" PRIu64 " missing, %" PRIu64
+            " rejected, %" PRIu64 " empty\n",
             feature, v->pc->name, pr_vocab_profile_name(v->espec.profile), lk->map.n, lk->lines,
             lk->counts[PR__LK_KNOWN] + lk->counts[PR__LK_UNSEEN] + lk->counts[PR__LK_BELOW] +
                 lk->counts[PR__LK_MISSING],
             lk->counts[PR__LK_KNOWN], lk->counts[PR__LK_UNSEEN], lk->counts[PR__LK_BELOW],
-            lk->counts[PR__LK_MISSING], lk->counts[PR__LK_REJECTED]);
+            lk->counts[PR__LK_MISSING], lk->counts[PR__LK_REJECTED], lk->counts[PR__LK_EMPTY]);
     return ret;
 }
 

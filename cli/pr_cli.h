@@ -39,6 +39,7 @@ typedef struct pr_cli_vocab {
     pr_config *cfg;
     const pr_pipeline_cfg *pc;
     pr_pipeline_spec espec; /* the engine's spec */
+    pr_engine_opts eo;      /* and its options (one thread: nothing is processed) */
     pr_engine *eng;
     const char *state;              /* --state or the pipeline's state.dir; may be NULL */
     char snap[4096], journal[4096]; /* under state */
@@ -67,6 +68,10 @@ void pr_cli_block_signals(sigset_t *set);
 
 /* Wait up to timeout_ms for one of `set`; returns the signal or 0. */
 int pr_cli_wait_signal(const sigset_t *set, int timeout_ms);
+
+/* The exit code of a PR_E* failure: 1 for a runtime one (PR_EIO,
+ * PR_ENOMEM), else 2 (bad input, usage, configuration). */
+int pr_cli_exit_code(int rc);
 
 /* True when host:port can be bound right now (a hint, not a promise). */
 bool pr_cli_port_free(const char *host, uint16_t port);

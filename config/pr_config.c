@@ -2094,7 +2094,7 @@ static void pr__check_listen_clash(cfg_ctx *c, const pr_config *cfg)
         const pr_trainer_sink_cfg *t = &cfg->pipelines[i].sinks.trainer;
         if (!t->enabled)
             continue;
-        if (pr__listen_clash(t->listen, cfg->http.listen))
+        if (cfg->http.enabled && pr__listen_clash(t->listen, cfg->http.listen))
             pr__cfg_error(c, NULL, NULL,
                           "pipelines[%zu].sinks.trainer.listen: %s takes the port of "
                           "http.listen %s",

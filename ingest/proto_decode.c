@@ -385,7 +385,8 @@ typedef struct pr__ev {
     int64_t event_time_ms;
     size_t n_dense, n_hex, n_id;
     int64_t dmiss_bad, smiss_bad; /* first out-of-range index, -1 = none */
-    int64_t dense_bad;            /* first dense value that is NaN or infinite, -1 = none */
+    int64_t dense_bad;            /* first dense value that is NaN or infinite, -1 = none
+                                   * (one listed in dense_missing is no value: it goes) */
     uint64_t dmiss[PR__BM_WORDS]; /* dense_missing indices */
     uint64_t smiss[PR__BM_WORDS]; /* sparse_missing indices and empty hex strings */
     int64_t hex_bad;              /* first sparse_hex index with a problem, -1 = none */
@@ -652,10 +653,13 @@ static inline int pr__ev_check(const pr_decode_ctx *ctx, const pr_block *b, cons
                  (uint32_t)e->smiss_bad, spec->n_sparse);
         return PR_DEC_BAD_SHAPE;
     }
-    if (e->dense_bad >= 0) {
-        snprintf(detail, dsz, "dense[%" PRId64 "]: %g is not a finite number", e->dense_bad,
-                 b->dense[(size_t)e->dense_bad * b->cap + b->rows]);
-        return PR_DEC_BAD_DENSE;
+    const uint32_t nd = spec->n_dense < b->n_dense ? spec->n_dense : b->n_dense;
+    for (int64_t c = e->dense_bad; c >= 0 && c < nd; c++) {
+        double v = b->dense[(size_t)c * b->cap + b->rows];
+        if (!isfinite(v) && !((e->dmiss[c / 64] >> (c % 64)) & 1)) {
+            snprintf(detail, dsz, "dense[%" PRId64 "]: %g is not a finite number", c, v);
+            return PR_DEC_BAD_DENSE;
+        }
     }
     if (e->event_time_ms > 0 && pr_decode_check_ahead(ctx, e->event_time_ms, detail, dsz))
         return PR_DEC_BAD_TIME;
@@ -873,8 +877,7 @@ int pr_decode_criteo_message(const pr_decode_ctx *ctx, pr_block *b, const char *
     /* Only line breaks: one record (pr_message_record_count), rejected as
      * empty, so that the message is dead-lettered, not silently consumed. */
     if (rec == 0 && *next_rec == 0 && len > 0) {
-        pr__reject(ctx, PR_DEC_EMPTY, "no line: the message holds only line breaks", buf, len,
-                   0);
+        pr__reject(ctx, PR_DEC_EMPTY, "no line: the message holds only line breaks", buf, len, 0);
         rec = 1;
     }
     *next_rec = rec;

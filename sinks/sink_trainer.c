@@ -1226,6 +1226,60 @@ static void pr__client_flush(trainer_sink *t, tclient *c)
         c->dead = true;
 }
 
+/* Shutdown: tell every subscribed client, and make the notice arrive. A
+ * trainer ends its loop quietly only on this SHUTDOWN (any other end is a
+ * crash to it), so the notice must not wait behind batch frames a slow
+ * trainer has no room for, nor be destroyed by a reset: the batch frames
+ * not yet begun are dropped (unacked, they are delivered again after the
+ * restart), the Error goes next, the queues are written for up to
+ * SHUTDOWN_WRITE_NS, then the write side is shut and what the trainers
+ * still send (acks) is read away, so the close is an orderly FIN. */
+#define SHUTDOWN_WRITE_NS (2000LL * NS_PER_MS)
+static void pr__shutdown_notice(trainer_sink *t)
+{
+    for (tclient *c = t->clients; c; c = c->next) {
+        if (!c->subscribed || c->closing || c->dead)
+            continue;
+        out_item **pp = c->oq_head && c->oq_head->done ? &c->oq_head->next : &c->oq_head;
+        while (*pp) { /* keep a frame half written (framing), drop the rest */
+            out_item *it = *pp;
+            *pp = it->next;
+            pr__item_free(it);
+        }
+        c->oq_tail = NULL;
+        for (out_item *it = c->oq_head; it; it = it->next)
+            c->oq_tail = it;
+        pr__send_error(t, c, PIPEREC__TRAINER__V1__ERROR__CODE__SHUTDOWN, "server is stopping");
+    }
+    int64_t deadline = pr_mono_ns() + SHUTDOWN_WRITE_NS;
+    for (;;) {
+        struct pollfd fds[64];
+        nfds_t n = 0;
+        for (tclient *c = t->clients; c; c = c->next) {
+            if (c->dead || !c->oq_head)
+                continue;
+            pr__client_flush(t, c);
+            if (!c->dead && c->oq_head && n < sizeof(fds) / sizeof(fds[0]))
+                fds[n++] = (struct pollfd){.fd = c->fd, .events = POLLOUT};
+        }
+        int64_t left = deadline - pr_mono_ns();
+        if (n == 0 || left <= 0)
+            break;
+        (void)poll(fds, n, (int)(left / NS_PER_MS) + 1);
+    }
+    for (tclient *c = t->clients; c; c = c->next) {
+        if (c->ssl)
+            continue; /* TLS: close_notify at the drop */
+        (void)shutdown(c->fd, SHUT_WR);
+        char sink[4096]; /* a few acks: read until the peer closes or 100 ms pass */
+        int64_t until = pr_mono_ns() + 100 * NS_PER_MS;
+        struct pollfd pf = {.fd = c->fd, .events = POLLIN};
+        while (pr_mono_ns() < until && poll(&pf, 1, 20) > 0 &&
+               recv(c->fd, sink, sizeof(sink), MSG_DONTWAIT) > 0)
+            ;
+    }
+}
+
 /* accept() failed with EMFILE/ENFILE: the pending connections would keep
  * the listening socket readable and the loop spinning. Give up the spare
  * descriptor, accept one and close it, take the spare back, until the
@@ -1469,13 +1523,7 @@ static void *pr__io_thread(void *arg)
         for (tclient *c = t->clients; c; c = c->next)
             pr__client_flush(t, c);
     }
-    /* Shutdown: tell subscribed clients, best effort. */
-    for (tclient *c = t->clients; c; c = c->next) {
-        if (c->subscribed && !c->closing) {
-            pr__send_error(t, c, PIPEREC__TRAINER__V1__ERROR__CODE__SHUTDOWN, "server is stopping");
-            pr__client_flush(t, c);
-        }
-    }
+    pr__shutdown_notice(t);
     free(pfd);
     free(pc);
     return NULL;

@@ -784,6 +784,10 @@ static void test_combinations_refused(void **state)
                               "http: { listen: \"127.0.0.1:0\" }\n");
     assert_int_equal(pr_config_check_streaming(cfg, err, sizeof(err)), 0); /* 0: any free port */
     pr_config_free(cfg);
+    cfg = load_ok(MINIMAL SRC "    sinks: { trainer: { listen: \"127.0.0.1:9464\" } }\n"
+                              "http: { enabled: false }\n"); /* nothing binds http.listen */
+    assert_int_equal(pr_config_check_streaming(cfg, err, sizeof(err)), 0);
+    pr_config_free(cfg);
 #undef SRC
 }
 

@@ -46,6 +46,15 @@ static uint8_t pr__col_enc(const pr_decode_ctx *ctx, pr_block *b, uint32_t c, bo
 }
 
 /* Validate an event against the spec. Returns PR_DEC_OK or a reason. */
+/* Is index i in the list (dense_missing: a missing slot's value is no value)? */
+static bool pr__listed(const uint32_t *list, size_t n, size_t i)
+{
+    for (size_t k = 0; k < n; k++)
+        if (list[k] == i)
+            return true;
+    return false;
+}
+
 static int pr__check_event(const pr_decode_ctx *ctx, const pr_block *b,
                            const Piperec__V1__Event *ev, char *detail, size_t dsz)
 {
@@ -77,7 +86,7 @@ static int pr__check_event(const pr_decode_ctx *ctx, const pr_block *b,
             return PR_DEC_BAD_SHAPE;
         }
     for (size_t i = 0; i < ev->n_dense && i < b->n_dense; i++)
-        if (!isfinite(ev->dense[i])) {
+        if (!isfinite(ev->dense[i]) && !pr__listed(ev->dense_missing, ev->n_dense_missing, i)) {
             snprintf(detail, dsz, "dense[%zu]: %g is not a finite number", i, ev->dense[i]);
             return PR_DEC_BAD_DENSE;
         }

@@ -361,6 +361,7 @@ static void test_event_rejects(void **state)
         {dense, 999 + 86400000 + 1, 86400000, PR_DEC_BAD_TIME, NULL},
         {dense, 999 + 86400000, 86400000, PR_DEC_OK, NULL},
         {dense, 4102444800000, 0, PR_DEC_OK, NULL},
+        {nan_dense, 0, 0, PR_DEC_OK, NULL}, /* dense[1] listed missing: its NaN is no value */
     };
     for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++) {
         Piperec__V1__Event ev = PIPEREC__V1__EVENT__INIT;
@@ -370,6 +371,11 @@ static void test_event_rejects(void **state)
         ev.sparse_hex = hex;
         ev.event_time_ms = more[i].event_ms;
         ctx.max_event_ahead_ms = more[i].ahead_ms;
+        uint32_t miss1[1] = {1};
+        if (i == sizeof(more) / sizeof(more[0]) - 1) {
+            ev.n_dense_missing = 1;
+            ev.dense_missing = miss1;
+        }
         size_t len;
         uint8_t *buf = pack_event(&ev, &len);
         uint32_t next = 0, rows = b->rows;

@@ -156,6 +156,14 @@ def main():
         fail("null / unseen: %s" % st)
     if st[4:] != [("-", "rejected")] * 3 or "wrong_type" not in err or "not_json" not in err:
         fail("bad ids: %s\n%s" % (st, err))
+    # one output line per input line, blank ones included (rejected), so that
+    # the output lines up with the input; --events counts every line
+    got, err = lookup(EXAMPLE, "user", ["--input", out], ['"u1"', "", '"u2"'])
+    if [g[0] for g in got] != ['"u1"', "", '"u2"'] or got[1][1:] != ["-", "rejected"]:
+        fail("blank line: %s" % got)
+    got, err = lookup(EXAMPLE, "user", ["--input", out], [lines[0], "", "{\"user\":"], "--events")
+    if [g[0] for g in got] != ["1", "2", "3"] or "line 3 rejected (truncated)" not in err:
+        fail("--events line numbers: %s %s" % (got, err))
     # a TAB in a string id cannot split the output's columns
     got, _ = lookup(EXAMPLE, "user", ["--input", out], ["a\tb"], "--strings")
     if got != [["a\\tb", "1", "unseen"]]:

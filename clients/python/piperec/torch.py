@@ -142,13 +142,11 @@ class StreamBatch:
         nk = len(keys)
         rows = lengths.numel() // nk if nk else 0
         lens = lengths.reshape(nk, rows).to(torch.int64)
+        # offsets on the batch's device (a batch moved to the GPU stays there)
+        offsets = torch.cat([lens.new_zeros(nk, min(rows, 1)), lens.cumsum(1)[:, :-1]], 1)
         out, start = {}, 0
-        for k, name in enumerate(keys):
-            offsets = torch.zeros(rows, dtype=torch.int64)
-            if rows > 1:
-                offsets[1:] = torch.cumsum(lens[k, :-1], 0)
-            n = int(lens[k].sum())
-            out[name] = (values[start:start + n], offsets)
+        for name, n in zip(keys, lens.sum(1).tolist()):  # one device sync, not one per key
+            out[name] = (values[start:start + n], offsets[len(out)])
             start += n
         return out
 
@@ -730,7 +728,8 @@ class StreamDataset(IterableDataset):
         Such a connection may be dealt a batch before it closes; that batch
         is unacked and goes back to the queue (not lost, not trained); it
         waits for the server's CheckpointOk (TimeoutError after `timeout`
-        seconds: a server not in checkpoint delivery never answers), and
+        seconds; a server in ack delivery answers ServerError PROTOCOL
+        naming sinks.trainer.delivery, an older one never answers), and
         ``self.checkpoint_released[endpoint]`` says how many batches it let go.
         Returns the number of endpoints committed to."""
         if self.delivery != "checkpoint":
