@@ -312,6 +312,32 @@ if pss["metadata"]["annotations"].get("prometheus.io/port") != "9500":
 ports = {p["name"]: p["containerPort"] for c in pss["spec"]["containers"] for p in c.get("ports", [])}
 if ports.get("metrics") != 9500 or 7171 not in ports.values():
     fail("container ports: %s" % ports)
+# two trainer pipelines keep their own ports (one port for both would not start)
+two = os.path.join(TMP, "two-trainers.yaml")
+with open(two, "w") as f:
+    f.write("""config:
+  pipelines:
+    - name: a
+      source: { kafka: { topics: [a], properties: { bootstrap.servers: "k:9092" } } }
+      sinks: { trainer: { listen: "0.0.0.0:7070" } }
+      state: { dir: /var/lib/piperec/a }
+    - name: b
+      source: { kafka: { topics: [b], properties: { bootstrap.servers: "k:9092" } } }
+      sinks: { trainer: { listen: "0.0.0.0:7071" } }
+      state: { dir: /var/lib/piperec/b }
+  http: { listen: "0.0.0.0:9464" }
+""")
+r2 = render("-f", two)
+c2 = yaml.safe_load(one(r2, "ConfigMap")["data"]["config.yaml"])
+if [p["sinks"]["trainer"]["listen"] for p in c2["pipelines"]] != ["0.0.0.0:7070", "0.0.0.0:7071"]:
+    fail("two trainer pipelines: %s" % [p["sinks"]["trainer"] for p in c2["pipelines"]])
+if PIPEREC:
+    p2 = os.path.join(TMP, "two-trainers-config.yaml")
+    with open(p2, "w") as f:
+        f.write(one(r2, "ConfigMap")["data"]["config.yaml"])
+    r = subprocess.run([PIPEREC, "run", "--config", p2, "--check"], capture_output=True, text=True)
+    if r.returncode != 0:
+        fail("two trainer pipelines rendered a config --check refuses: %s" % (r.stderr or r.stdout))
 readme = open(os.path.join(SRC, "deploy", "README.md")).read()
 if "--set kafka.bootstrapServers=" not in readme:
     fail("deploy/README.md's install line does not use kafka.bootstrapServers")

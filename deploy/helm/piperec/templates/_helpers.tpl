@@ -36,12 +36,19 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{/* .Values.config with sinks.trainer.tls / .auth of every pipeline pointing at
      the mounted Secrets (tls.enabled, auth.token.enabled), and http.tls when
      httpTls.enabled; keys the config already sets win. The chart owns the
-     listen addresses (http.listen on service.metricsPort, every trainer sink
-     on service.trainerPort: the probes, ports and Service use them) and,
+     listen addresses (http.listen on service.metricsPort, the trainer sink
+     on service.trainerPort when one pipeline has one: the probes, ports and
+     Service use them; several keep their own ports, one per pipeline) and,
      when kafka.bootstrapServers is set, every pipeline's
      source.kafka.properties.bootstrap.servers. */}}
 {{- define "piperec.config" -}}
 {{- $cfg := deepCopy .Values.config -}}
+{{- $trainers := 0 -}}
+{{- range $p := ($cfg.pipelines | default list) -}}
+{{- if and $p.sinks (hasKey $p.sinks "trainer") -}}
+{{- $trainers = add1 $trainers -}}
+{{- end -}}
+{{- end -}}
 {{- range $p := ($cfg.pipelines | default list) -}}
 {{- if $.Values.kafka.bootstrapServers -}}
 {{- $src := $p.source | default dict -}}
@@ -54,7 +61,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- if and $p.sinks (hasKey $p.sinks "trainer") -}}
 {{- $tr := $p.sinks.trainer | default dict -}}
+{{- if eq $trainers 1 -}}
 {{- $_ := set $tr "listen" (printf "0.0.0.0:%v" $.Values.service.trainerPort) -}}
+{{- end -}}
 {{- if $.Values.tls.enabled -}}
 {{- $tls := dict "cert_file" (printf "%s/tls.crt" $.Values.tls.mountPath) "key_file" (printf "%s/tls.key" $.Values.tls.mountPath) -}}
 {{- if $.Values.tls.clientAuth -}}
