@@ -46,7 +46,10 @@ static void pr__vocab_usage(FILE *f)
         "       piperec vocab hot --top K (--url http://HOST:PORT | --input DIR) ...\n"
         "  hot:    the K hottest indices per column (piperec vocab hot --help).\n"
         "       piperec vocab lookup --feature F (--state DIR | --input DIR) [--ids PATH|-] ...\n"
-        "  lookup: the index each of your ids has (piperec vocab lookup --help).\n");
+        "  lookup: the index each of your ids has (piperec vocab lookup --help).\n"
+        "       piperec vocab migrate --from OLD_CONFIG [--config NEW_CONFIG] ...\n"
+        "  migrate: keep the indices over a change of the features (piperec vocab migrate\n"
+        "          --help).\n");
 }
 
 /* export: snapshot + journal replay -> dir. Returns the exit code. */
@@ -245,6 +248,8 @@ int pr_cli_cmd_vocab(int argc, char **argv)
         return pr_cli_vocab_hot(argc, argv);
     if (!strcmp(argv[1], "lookup"))
         return pr_cli_vocab_lookup(argc, argv);
+    if (!strcmp(argv[1], "migrate"))
+        return pr_cli_vocab_migrate(argc, argv);
     bool is_export = !strcmp(argv[1], "export");
     if (!is_export && strcmp(argv[1], "import")) {
         fprintf(stderr, "piperec vocab: unknown subcommand '%s'\n", argv[1]);

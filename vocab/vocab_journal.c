@@ -167,7 +167,9 @@ static int pr__jr_header_check(const pr_engine *eng, const unsigned char *hdr, c
     if (fp != pr_engine_vocab_fingerprint(eng) || ns != pr_engine_spec(eng)->n_sparse)
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
                          "vocab journal: %s was written for a different pipeline spec "
-                         "(fingerprint %016" PRIx64 ", this pipeline %016" PRIx64 ")",
+                         "(fingerprint %016" PRIx64 ", this pipeline %016" PRIx64
+                         "): after a change of the features, `piperec vocab migrate --from "
+                         "OLD_CONFIG` carries every kept feature's indices over",
                          path, fp, pr_engine_vocab_fingerprint(eng));
     return 0;
 }

@@ -28,9 +28,10 @@
 
 /* --- binary snapshot
  *
- * Written from now on (version 5), one layout for every pipeline:
+ * Written from now on (version 6), one layout for every pipeline:
  *
- *   "PRVSNAP1" u32 5 u32 n_sparse u64 fingerprint u32 fields
+ *   "PRVSNAP1" u32 6 u32 n_sparse u64 fingerprint u32 fields
+ *   u32 names_len, the columns' names, each ended by a zero byte
  *   u32 tag_len, tag_len bytes of the caller's tag (0 without)
  *   u64 notice_next, u32 n, n x {u32 col, u32 0, i64 index, u64 number}
  *   per column: [u64 clock] [i64 event clock] u64 n, then
@@ -42,16 +43,23 @@
  * ttl_s: event clocks, last_use_ms), so a pipeline without eviction keeps
  * its 24-byte entries.
  *
- * Read as well, and rewritten as version 5 by the next snapshot, the formats
+ * The names make a snapshot refuse a config whose vocab features moved:
+ * the fingerprint covers each column's settings, not its name, so features
+ * swapped, renamed or replaced by one of the same settings would otherwise
+ * load each other's indices.
+ *
+ * Read as well, and rewritten as version 6 by the next snapshot, the formats
  * of earlier releases, each the same layout with parts left out:
- *   1  no fields word, no tag, no notices, fields 0
- *   2  no fields word, a tag, no notices, fields 0
- *   3  no fields word, a tag, notices, fields CLOCK
- *   4  no fields word, a tag, notices, fields CLOCK | EVENT
+ *   1  no fields word, no names, no tag, no notices, fields 0
+ *   2  no fields word, no names, a tag, no notices, fields 0
+ *   3  no fields word, no names, a tag, notices, fields CLOCK
+ *   4  no fields word, no names, a tag, notices, fields CLOCK | EVENT
+ *   5  no names
  */
 
 static const char pr__snap_magic[8] = {'P', 'R', 'V', 'S', 'N', 'A', 'P', '1'};
-#define PR__SNAP_VERSION 5
+#define PR__SNAP_VERSION 6
+#define PR__SNAP_NAMES   6 /* the first version with the column names */
 enum { PR__SF_CLOCK = 1, PR__SF_EVENT = 2 };
 
 /* What a snapshot of a given version holds. */
@@ -62,6 +70,14 @@ typedef struct {
     uint32_t fields;
 } pr__snap_layout;
 
+/* The column names of a snapshot (version >= PR__SNAP_NAMES), each ended by
+ * a zero byte. */
+typedef struct {
+    bool has;
+    uint32_t len;
+    char buf[PR_MAX_SPARSE * PR_NAME_MAX];
+} pr__snap_names;
+
 static pr__snap_layout pr__snap_layout_of(uint32_t version, uint32_t fields)
 {
     static const pr__snap_layout legacy[] = {
@@ -71,7 +87,7 @@ static pr__snap_layout pr__snap_layout_of(uint32_t version, uint32_t fields)
         {3, true, true, PR__SF_CLOCK},
         {4, true, true, PR__SF_CLOCK | PR__SF_EVENT},
     };
-    if (version < PR__SNAP_VERSION)
+    if (version < 5)
         return legacy[version];
     return (pr__snap_layout){version, true, true, fields};
 }
@@ -142,6 +158,13 @@ static int pr__snap_write_body(const pr_engine *eng, pr__writer *w, const void *
     pr__w(w, hdr, sizeof(hdr));
     pr__w(w, &fp, 8);
     pr__w(w, &w->fields, 4);
+    uint32_t names_len = 0;
+    for (uint32_t c = 0; c < hdr[1]; c++)
+        names_len += (uint32_t)strlen(pr_engine_spec(eng)->sparse[c].name) + 1;
+    pr__w(w, &names_len, 4);
+    for (uint32_t c = 0; c < hdr[1]; c++)
+        pr__w(w, pr_engine_spec(eng)->sparse[c].name,
+              strlen(pr_engine_spec(eng)->sparse[c].name) + 1);
     pr__w(w, &tag_len, 4);
     pr__w(w, tag, tag_len);
     /* To announce after a restart: the replayed ones not sent yet, and
@@ -227,16 +250,15 @@ int pr_vocab_load(pr_engine *eng, const char *path, char *errstr, size_t errstr_
 /* Magic, version, spec and tag; *lay the file's layout. Leaves f at the
  * body (the notices, or the first column) and *h over what it read. */
 static int pr__snap_read_header(pr_engine *eng, FILE *f, const char *path, pr__snap_layout *lay,
-                                void *tag, uint32_t tag_cap, uint32_t *tag_len, uint64_t *h,
-                                char *errstr, size_t errstr_size)
+                                pr__snap_names *nm, void *tag, uint32_t tag_cap, uint32_t *tag_len,
+                                uint64_t *h, char *errstr, size_t errstr_size)
 {
     char magic[8];
     uint32_t hdr[2], fields = 0;
     uint64_t fp;
     if (pr__read_exact(f, magic, 8, h) || memcmp(magic, pr__snap_magic, 8) ||
         pr__read_exact(f, hdr, sizeof(hdr), h) || hdr[0] < 1 || hdr[0] > PR__SNAP_VERSION ||
-        pr__read_exact(f, &fp, 8, h) ||
-        (hdr[0] >= PR__SNAP_VERSION && pr__read_exact(f, &fields, 4, h)))
+        pr__read_exact(f, &fp, 8, h) || (hdr[0] >= 5 && pr__read_exact(f, &fields, 4, h)))
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "vocab load: %s is not a piperec snapshot",
                          path);
     if (fp != pr_engine_vocab_fingerprint(eng) || hdr[1] != pr_engine_spec(eng)->n_sparse)
@@ -244,8 +266,10 @@ static int pr__snap_read_header(pr_engine *eng, FILE *f, const char *path, pr__s
                          "vocab load: %s was written for a different pipeline spec (fingerprint "
                          "%016" PRIx64 ", this pipeline %016" PRIx64
                          "): sparse ops, profile, modulus, min_count, capacity or eviction "
-                         "settings (eviction, ttl_records, ttl_s, decay_records) changed; "
-                         "the indices it holds do not apply",
+                         "settings (eviction, ttl_records, ttl_s, decay_records) changed, or the "
+                         "features with a vocabulary (added, removed, renamed); the indices it "
+                         "holds do not apply as they are: `piperec vocab migrate --from "
+                         "OLD_CONFIG` carries every kept feature's indices over",
                          path, fp, pr_engine_vocab_fingerprint(eng));
     *lay = pr__snap_layout_of(hdr[0], fields);
     if (lay->fields != pr__snap_fields(eng)) /* the fingerprint already differs; be explicit */
@@ -253,6 +277,13 @@ static int pr__snap_read_header(pr_engine *eng, FILE *f, const char *path, pr__s
                          "vocab load: %s: snapshot version %u does not match this pipeline's "
                          "eviction settings",
                          path, hdr[0]);
+    if (hdr[0] >= PR__SNAP_NAMES) { /* compared once the checksum is known good */
+        if (pr__read_exact(f, &nm->len, 4, h) || nm->len > sizeof(nm->buf) ||
+            pr__read_exact(f, nm->buf, nm->len, h))
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "vocab load: %s is truncated or corrupt (names)", path);
+        nm->has = true;
+    }
     if (!lay->has_tag)
         return 0;
     uint32_t n = 0;
@@ -267,6 +298,31 @@ static int pr__snap_read_header(pr_engine *eng, FILE *f, const char *path, pr__s
     if (n)
         memcpy(tag, tb, n);
     *tag_len = n;
+    return 0;
+}
+
+/* The snapshot's column names against this engine's: a feature moved,
+ * renamed or replaced by one of the same settings has the same
+ * fingerprint, and would load another feature's indices. */
+static int pr__snap_check_names(const pr_engine *eng, const char *path, const pr__snap_names *nm,
+                                char *errstr, size_t errstr_size)
+{
+    const char *p = nm->buf, *end = nm->buf + nm->len;
+    for (uint32_t c = 0; c < pr_engine_spec(eng)->n_sparse; c++) {
+        const char *z = p < end ? memchr(p, 0, (size_t)(end - p)) : NULL;
+        const char *want = pr_engine_spec(eng)->sparse[c].name;
+        if (!z)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "vocab load: %s is truncated or corrupt (names)", path);
+        if (strcmp(p, want))
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "vocab load: %s: column %u is %.64s in the snapshot, %s in this "
+                             "config (vocab features reordered, renamed or replaced): its indices "
+                             "belong to another feature; `piperec vocab migrate --from "
+                             "OLD_CONFIG` carries every kept feature's indices over by name",
+                             path, c, p, want);
+        p = z + 1;
+    }
     return 0;
 }
 
@@ -365,13 +421,17 @@ int pr_vocab_load_tagged(pr_engine *eng, const char *path, void *tag, uint32_t t
     pr_vocab_entry *ents = NULL;
     uint64_t h = PR__FNV_INIT;
     pr__snap_layout lay = {0};
-    int rc =
-        pr__snap_read_header(eng, f, path, &lay, tag, tag_cap, tag_len, &h, errstr, errstr_size);
+    pr__snap_names *nm = calloc(1, sizeof(*nm));
+    int rc = nm ? pr__snap_read_header(eng, f, path, &lay, nm, tag, tag_cap, tag_len, &h, errstr,
+                                       errstr_size)
+                : pr_seterr(errstr, errstr_size, PR_ENOMEM, "vocab load: out of memory");
     if (rc)
         goto out;
     /* Verify the checksum before touching any state. */
     if ((rc = pr__snap_verify(f, h)))
         goto bad;
+    if (nm->has && (rc = pr__snap_check_names(eng, path, nm, errstr, errstr_size)))
+        goto out;
     if (lay.has_notices && (rc = pr__snap_read_notices(eng, f))) {
         if (rc == PR_ENOMEM) {
             rc = pr_seterr(errstr, errstr_size, rc, "vocab load: out of memory");
@@ -394,6 +454,7 @@ bad:
               pr_strerror(rc));
 out:
     free(ents);
+    free(nm);
     fclose(f);
     return rc;
 }

@@ -1,0 +1,241 @@
+/*
+ * cmd_vocab_migrate.c — `piperec vocab migrate --from OLD.yaml`: carry a
+ * pipeline's vocabularies over a change of its features.
+ *
+ * Why: a snapshot is tied to the pipeline's spec (its fingerprint covers the
+ * columns and their settings), so a team that adds a feature to a running
+ * pipeline would otherwise have to drop every vocabulary, and with it every
+ * index its model was trained on. Columns are matched by name instead: the
+ * state dir's vocabulary, read with the config it was written under (OLD),
+ * is exported as text, each column the new config still has is imported
+ * with its indices (and eviction state) unchanged, a new column starts
+ * empty, a column the new config dropped is reported and left out. A
+ * column whose settings changed is checked by the import as any dictionary
+ * is (indices within capacity, keys below the modulus...).
+ *
+ * The state dir is locked (the service must be stopped, as for import), the
+ * journal is folded into the new snapshot and removed. Not for a shared
+ * vocabulary (vocab_log): the log decides every index there.
+ * Exit codes: 0 done, 1 I/O failure, 2 usage, config or a column that does
+ * not fit.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pr_cli.h"
+#include "pr_fs.h"
+#include "pr_vocab.h"
+
+static void pr__migrate_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: piperec vocab migrate --from OLD_CONFIG [--config NEW_CONFIG] [--pipeline P]\n"
+            "                             [--state DIR]\n"
+            "  Carries a pipeline's vocabularies over a change of its features: the state\n"
+            "  dir's vocabulary, written under OLD_CONFIG, becomes the one NEW_CONFIG (default\n"
+            "  the embedded config) reads. Columns match by name: kept ones keep every index,\n"
+            "  new ones start empty, dropped ones are reported. Stop the service first.\n");
+}
+
+static bool pr__has_column(const pr_pipeline_spec *s, const char *name)
+{
+    for (uint32_t c = 0; c < s->n_sparse; c++)
+        if (!strcmp(s->sparse[c].name, name))
+            return true;
+    return false;
+}
+
+/* The "notice_next N" of a kept column's state line, or 0 when none. */
+static unsigned long long pr__notice_next_of(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char line[512];
+    unsigned long long n = 0;
+    while (f && fgets(line, sizeof(line), f) && line[0] == '#')
+        if (sscanf(line, "#! piperec-state notice_next %llu", &n) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* A new column's empty file, from the new (still empty) engine: the header
+ * (and state line) the import expects, with the notice counter the kept
+ * columns carry (every file must carry the same one). */
+static int pr__new_column_file(pr_engine *eng, const char *dir, uint32_t c,
+                               unsigned long long notice_next, char *err, size_t errn)
+{
+    int rc = pr_vocab_export_column(eng, dir, c, err, errn);
+    if (rc || !notice_next)
+        return rc;
+    char path[4400];
+    snprintf(path, sizeof(path), "%.4200s/%s.tsv", dir, pr_engine_spec(eng)->sparse[c].name);
+    FILE *f = fopen(path, "r");
+    char text[8192];
+    size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+    if (f)
+        fclose(f);
+    text[n] = '\0';
+    char *at = strstr(text, "#! piperec-state notice_next ");
+    if (!at)
+        return 0;
+    char *num = at + strlen("#! piperec-state notice_next "),
+         *end = num + strspn(num, "0123456789");
+    f = fopen(path, "w");
+    if (!f || fprintf(f, "%.*s%llu%s", (int)(num - text), text, notice_next, end) < 0 ||
+        fclose(f) != 0)
+        return pr_seterr(err, errn, PR_EIO, "%s: %s", path, strerror(errno));
+    return 0;
+}
+
+static void pr__rm_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char p[4600];
+    while (d && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(p, sizeof(p), "%.4200s/%s", dir, e->d_name);
+        unlink(p);
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+/* Old vocabulary -> text in tmp -> the new engine -> the new snapshot. */
+static int pr__migrate(pr_cli_vocab *o, pr_cli_vocab *n, const char *tmp)
+{
+    char err[4096];
+    const pr_pipeline_spec *os = &o->espec, *ns = &n->espec;
+    int rc = pr_vocab_export(o->eng, tmp, err, sizeof(err));
+    if (rc) {
+        fprintf(stderr, "piperec vocab migrate: %s\n", err);
+        return pr_cli_exit_code(rc);
+    }
+    unsigned long long notice_next = 0;
+    char path[4400];
+    for (uint32_t c = 0; c < ns->n_sparse && !notice_next; c++)
+        if (pr__has_column(os, ns->sparse[c].name)) {
+            snprintf(path, sizeof(path), "%s/%s.tsv", tmp, ns->sparse[c].name);
+            notice_next = pr__notice_next_of(path);
+        }
+    for (uint32_t c = 0; c < os->n_sparse; c++)
+        if (!pr__has_column(ns, os->sparse[c].name)) {
+            fprintf(stderr, "piperec vocab migrate: column %s: not in the new config, dropped\n",
+                    os->sparse[c].name);
+            snprintf(path, sizeof(path), "%s/%s.tsv", tmp, os->sparse[c].name);
+            unlink(path);
+        }
+    for (uint32_t c = 0; c < ns->n_sparse; c++) {
+        bool kept = pr__has_column(os, ns->sparse[c].name);
+        if (!kept && (rc = pr__new_column_file(n->eng, tmp, c, notice_next, err, sizeof(err)))) {
+            fprintf(stderr, "piperec vocab migrate: %s\n", err);
+            return pr_cli_exit_code(rc);
+        }
+        fprintf(stderr, "piperec vocab migrate: column %s: %s\n", ns->sparse[c].name,
+                kept ? "kept, every index unchanged" : "new, starts empty");
+    }
+    if ((rc = pr_vocab_import(n->eng, tmp, err, sizeof(err)))) {
+        fprintf(stderr, "piperec vocab migrate: %s (nothing changed in %s)\n", err, n->state);
+        return pr_cli_exit_code(rc);
+    }
+    /* The journal's records are folded into the export: the new snapshot
+     * replaces both. */
+    if ((rc = pr_vocab_save(n->eng, n->snap, err, sizeof(err)))) {
+        fprintf(stderr, "piperec vocab migrate: %s\n", err);
+        return 1;
+    }
+    if (unlink(n->journal) && errno != ENOENT) {
+        fprintf(stderr, "piperec vocab migrate: %s: %s\n", n->journal, strerror(errno));
+        return 1;
+    }
+    fprintf(stderr, "piperec vocab migrate: pipeline %s: %u column(s) -> %s\n", n->pc->name,
+            (unsigned)ns->n_sparse, n->snap);
+    return 0;
+}
+
+int pr_cli_vocab_migrate(int argc, char **argv)
+{
+    const char *from = NULL, *config = NULL, *pipeline = NULL, *state = NULL;
+    struct {
+        const char *name;
+        const char **val;
+    } opts[] = {
+        {"--from", &from}, {"--config", &config}, {"--pipeline", &pipeline}, {"--state", &state}};
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            pr__migrate_usage(stdout);
+            return 0;
+        }
+        size_t k = 0, nk = sizeof(opts) / sizeof(opts[0]);
+        while (k < nk && strcmp(argv[i], opts[k].name))
+            k++;
+        if (k == nk || i + 1 >= argc) {
+            fprintf(stderr, "piperec vocab migrate: %s '%s'\n",
+                    k == nk ? "unknown option" : "missing value for", argv[i]);
+            pr__migrate_usage(stderr);
+            return 2;
+        }
+        *opts[k].val = argv[++i];
+    }
+    if (!from) {
+        fprintf(stderr, "piperec vocab migrate: --from OLD_CONFIG is required (the config the "
+                        "state dir's vocabulary was written under)\n");
+        return 2;
+    }
+    pr_cli_vocab o, n;
+    memset(&n, 0, sizeof(n));
+    int ret = pr_cli_vocab_open("migrate", from, pipeline, state, true, &o);
+    if (!ret)
+        ret = pr_cli_vocab_open("migrate", config, pipeline, state ? state : o.state, true, &n);
+    if (!ret && strcmp(o.pc->name, n.pc->name)) {
+        fprintf(stderr,
+                "piperec vocab migrate: pipeline %s in --from, %s in the new config: "
+                "name the same one with --pipeline\n",
+                o.pc->name, n.pc->name);
+        ret = 2;
+    }
+    if (!ret && (o.shared || n.shared)) {
+        fprintf(stderr,
+                "piperec vocab migrate: pipeline %s shares its vocabulary through "
+                "vocab_log: the log decides every index (docs/vocab-log.md)\n",
+                n.pc->name);
+        ret = 2;
+    }
+    char lock[4200], err[4096], tmp[4200];
+    int lfd = -1;
+    if (!ret) {
+        snprintf(lock, sizeof(lock), "%s/%s.lock", n.state, n.pc->name);
+        lfd = pr_lock_file(lock, err, sizeof(err));
+        if (lfd < 0 && lfd != PR_ENOTSUP) {
+            fprintf(stderr, "piperec vocab migrate: %s%s\n", err,
+                    lfd == PR_ESTATE ? ": stop the service first" : "");
+            ret = lfd == PR_ESTATE ? 2 : 1;
+        }
+    }
+    if (!ret)
+        ret = pr_cli_vocab_load_state(&o, "migrate");
+    if (!ret) {
+        snprintf(tmp, sizeof(tmp), "%s/.migrate-%s-XXXXXX", n.state, n.pc->name);
+        if (!mkdtemp(tmp)) {
+            fprintf(stderr, "piperec vocab migrate: %s: %s\n", tmp, strerror(errno));
+            ret = 1;
+        } else {
+            ret = pr__migrate(&o, &n, tmp);
+            pr__rm_dir(tmp);
+        }
+    }
+    if (lfd >= 0)
+        close(lfd);
+    pr_cli_vocab_close(&o);
+    pr_cli_vocab_close(&n);
+    return ret;
+}

@@ -1,0 +1,133 @@
+#!/usr/bin/python3
+"""test_vocab_migrate.py — `piperec vocab migrate --from OLD`: a pipeline's
+vocabularies carried over a change of its features (docs/formats.md,
+"Changing the features").
+
+examples/clickstream.yaml's vocabulary (from `piperec process`, imported into
+a state dir) is migrated to a config that adds a feature (device) and drops
+one (category):
+  - before: the new config cannot read the state dir (the error points at
+    migrate);
+  - after: every kept column's export is byte-identical to the old one, the
+    new column is empty, the dropped one is gone, the journal is folded in;
+  - `vocab lookup` of every event's user and history gives the same indices
+    under the new config as under the old one;
+  - a config that breaks a kept column (modulus below its keys) fails and
+    leaves the state dir as it was;
+  - usage: --from missing, another pipeline's name.
+usage: test_vocab_migrate.py   ($PIPEREC, $PR_TMP, $PR_SOURCE_DIR)
+"""
+import filecmp
+import os
+import subprocess
+import sys
+
+PIPEREC = os.environ["PIPEREC"]
+TMP = os.environ["PR_TMP"]
+SRC = os.environ["PR_SOURCE_DIR"]
+EXAMPLE = os.path.join(SRC, "examples", "clickstream.yaml")
+
+
+def fail(msg):
+    print("FAIL: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def run(args, rc=0):
+    p = subprocess.run([PIPEREC] + args, capture_output=True, text=True)
+    if p.returncode != rc:
+        fail("%s: exit %d (want %d)\n%s" % (" ".join(args), p.returncode, rc, p.stderr))
+    return p
+
+
+def write(name, text):
+    path = os.path.join(TMP, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def main():
+    ev = os.path.join(TMP, "ev.jsonl")
+    run(["gen", "--format", "json", "--rows", "3000", "--seed", "3", "--output", ev])
+    text = open(EXAMPLE).read()
+    old = write("old.yaml", text)
+    new_text = text.replace(
+        "        - { name: category, path: item.category, default: unknown, ops: [vocab] }\n", ""
+    ).replace("        - { name: weekday, path: ts, ops: [day_of_week] }\n",
+              "        - { name: weekday, path: ts, ops: [day_of_week] }\n"
+              "        - { name: device, path: context.device, ops: [vocab] }\n")
+    if new_text.count("device, path: context.device") != 1 or "name: category" in new_text:
+        fail("example changed: edit the test's replacements")
+    new = write("new.yaml", new_text)
+    out = os.path.join(TMP, "out")
+    run(["process", "--config", old, "--input", ev, "--output", out, "--no-progress"])
+    st = os.path.join(TMP, "state")
+    run(["vocab", "import", "--config", old, "--state", st, "--input", os.path.join(out, "vocab")])
+    before = os.path.join(TMP, "before")
+    run(["vocab", "export", "--config", old, "--state", st, "--output", before])
+
+    # the new config cannot read the old state (same settings, same column
+    # count: only the names tell columns 2.. apart), and says what to do
+    p = run(["vocab", "export", "--config", new, "--state", st, "--output",
+             os.path.join(TMP, "x")], rc=2)
+    if "column 2 is category in the snapshot, history in this config" not in p.stderr or \
+            "vocab migrate --from" not in p.stderr:
+        fail("the refusal does not name the moved column and migrate: %s" % p.stderr)
+
+    # a kept column that no longer fits (a capacity below the indices item
+    # has handed out): fails, nothing changes
+    bad = write("bad.yaml", new_text.replace("      vocab: { profile: default }",
+                                             "      vocab: { profile: default }\n"
+                                             "      columns: { item: { capacity: 5 } }"))
+    snap = os.path.join(st, "clicks.vocab")
+    mtime = os.stat(snap).st_mtime_ns
+    p = run(["vocab", "migrate", "--from", old, "--config", bad, "--state", st], rc=2)
+    if "item" not in p.stderr or "nothing changed" not in p.stderr:
+        fail("a column that does not fit: %s" % p.stderr)
+    if os.stat(snap).st_mtime_ns != mtime:
+        fail("a failed migrate changed the snapshot")
+    if [n for n in os.listdir(st) if n.startswith(".migrate")]:
+        fail("a failed migrate left its temporary folder")
+
+    # the migrate
+    p = run(["vocab", "migrate", "--from", old, "--config", new, "--state", st])
+    for want in ("column user: kept", "column device: new, starts empty",
+                 "column category: not in the new config, dropped"):
+        if want not in p.stderr:
+            fail("migrate summary lacks %r: %s" % (want, p.stderr))
+    after = os.path.join(TMP, "after")
+    run(["vocab", "export", "--config", new, "--state", st, "--output", after])
+    for name in ("user", "item", "history", "hour"):
+        if not filecmp.cmp(os.path.join(before, name + ".tsv"), os.path.join(after, name + ".tsv"),
+                           shallow=False):
+            fail("column %s changed in the migrate" % name)
+    if os.path.exists(os.path.join(after, "category.tsv")):
+        fail("the dropped column is still there")
+    dev = [l for l in open(os.path.join(after, "device.tsv")) if not l.startswith("#")]
+    if dev:
+        fail("the new column is not empty: %s" % dev[:3])
+    if os.path.exists(os.path.join(st, "clicks.journal")):
+        fail("the journal was not folded into the new snapshot")
+
+    # the same ids get the same indices under the new config
+    for feat in ("user", "history"):
+        a = run(["vocab", "lookup", "--config", old, "--feature", feat, "--events", "--ids", ev,
+                 "--input", out]).stdout
+        b = run(["vocab", "lookup", "--config", new, "--feature", feat, "--events", "--ids", ev,
+                 "--state", st]).stdout
+        if a != b:
+            fail("%s: lookups differ after the migrate" % feat)
+
+    # usage
+    p = run(["vocab", "migrate", "--config", new, "--state", st], rc=2)
+    if "--from OLD_CONFIG is required" not in p.stderr:
+        fail("--from missing: %s" % p.stderr)
+    other = write("other.yaml", new_text.replace("name: clicks", "name: other"))
+    p = run(["vocab", "migrate", "--from", new, "--config", other, "--state", st], rc=2)
+    if "name the same one with --pipeline" not in p.stderr:
+        fail("another pipeline's name: %s" % p.stderr)
+    print("test_vocab_migrate: ok (4 columns kept byte for byte, 1 new, 1 dropped; lookups equal)")
+
+
+main()
