@@ -57,3 +57,29 @@ int pr_cli_exit_code(int rc)
 {
     return rc == PR_EIO || rc == PR_ENOMEM ? 1 : 2;
 }
+
+int pr_cli_parse_opts(const char *cmd, int argc, char **argv, int from, const pr_cli_opt *opts,
+                      size_t n_opts, void (*usage)(FILE *))
+{
+    for (int i = from; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 1;
+        }
+        size_t k = 0;
+        while (k < n_opts && strcmp(argv[i], opts[k].name))
+            k++;
+        if (k < n_opts && opts[k].flag) {
+            *opts[k].flag = true;
+            continue;
+        }
+        if (k == n_opts || i + 1 >= argc) {
+            fprintf(stderr, "piperec %s: %s '%s'\n", cmd,
+                    k == n_opts ? "unknown option" : "missing value for", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+        *opts[k].val = argv[++i];
+    }
+    return 0;
+}

@@ -258,35 +258,18 @@ int pr_cli_cmd_vocab(int argc, char **argv)
     }
     const char *config = NULL, *pipeline = NULL, *state = NULL, *dir = NULL;
     bool force = false;
-    struct {
-        const char *name;
-        const char **val;
-    } opts[] = {
-        {"--config", &config},
-        {"--pipeline", &pipeline},
-        {"--state", &state},
-        {is_export ? "--output" : "--input", &dir},
+    /* --force is import's only: export takes 4 options, import 5 */
+    const pr_cli_opt opts[] = {
+        {"--config", &config, NULL}, {"--pipeline", &pipeline, NULL},
+        {"--state", &state, NULL},   {is_export ? "--output" : "--input", &dir, NULL},
+        {"--force", NULL, &force},
     };
-    for (int i = 2; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            pr__vocab_usage(stdout);
-            return 0;
-        }
-        if (!is_export && !strcmp(argv[i], "--force")) {
-            force = true;
-            continue;
-        }
-        size_t k = 0, nk = sizeof(opts) / sizeof(opts[0]);
-        while (k < nk && strcmp(argv[i], opts[k].name))
-            k++;
-        if (k == nk || i + 1 >= argc) {
-            fprintf(stderr, "piperec vocab %s: %s '%s'\n", argv[1],
-                    k == nk ? "unknown option" : "missing value for", argv[i]);
-            pr__vocab_usage(stderr);
-            return 2;
-        }
-        *opts[k].val = argv[++i];
-    }
+    char cmd[32];
+    snprintf(cmd, sizeof(cmd), "vocab %s", argv[1]);
+    int pr = pr_cli_parse_opts(cmd, argc, argv, 2, opts, sizeof(opts) / sizeof(opts[0]) - is_export,
+                               pr__vocab_usage);
+    if (pr)
+        return pr == 1 ? 0 : pr;
     if (!dir) {
         fprintf(stderr, "piperec vocab %s: %s is required\n", argv[1],
                 is_export ? "--output" : "--input");

@@ -580,35 +580,15 @@ int pr_cli_vocab_lookup(int argc, char **argv)
     const char *config = NULL, *pipeline = NULL, *state = NULL, *input = NULL, *feature = NULL,
                *ids = "-", *output = "-";
     bool strings = false, events = false;
-    struct {
-        const char *name;
-        const char **val;
-        bool *flag;
-    } opts[] = {
+    const pr_cli_opt opts[] = {
         {"--config", &config, NULL}, {"--pipeline", &pipeline, NULL}, {"--state", &state, NULL},
         {"--input", &input, NULL},   {"--feature", &feature, NULL},   {"--ids", &ids, NULL},
         {"--output", &output, NULL}, {"--strings", NULL, &strings},   {"--events", NULL, &events},
     };
-    for (int i = 2; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            pr__lookup_usage(stdout);
-            return 0;
-        }
-        size_t k = 0, nk = sizeof(opts) / sizeof(opts[0]);
-        while (k < nk && strcmp(argv[i], opts[k].name))
-            k++;
-        if (k < nk && opts[k].flag) {
-            *opts[k].flag = true;
-            continue;
-        }
-        if (k == nk || i + 1 >= argc) {
-            fprintf(stderr, "piperec vocab lookup: %s '%s'\n",
-                    k == nk ? "unknown option" : "missing value for", argv[i]);
-            pr__lookup_usage(stderr);
-            return 2;
-        }
-        *opts[k].val = argv[++i];
-    }
+    int pr = pr_cli_parse_opts("vocab lookup", argc, argv, 2, opts, sizeof(opts) / sizeof(opts[0]),
+                               pr__lookup_usage);
+    if (pr)
+        return pr == 1 ? 0 : pr;
     const char *bad = !feature            ? "--feature is required"
                       : state && input    ? "give --state or --input, not both"
                       : strings && events ? "give --strings or --events, not both"

@@ -165,27 +165,14 @@ static int pr__migrate(pr_cli_vocab *o, pr_cli_vocab *n, const char *tmp)
 int pr_cli_vocab_migrate(int argc, char **argv)
 {
     const char *from = NULL, *config = NULL, *pipeline = NULL, *state = NULL;
-    struct {
-        const char *name;
-        const char **val;
-    } opts[] = {
-        {"--from", &from}, {"--config", &config}, {"--pipeline", &pipeline}, {"--state", &state}};
-    for (int i = 2; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            pr__migrate_usage(stdout);
-            return 0;
-        }
-        size_t k = 0, nk = sizeof(opts) / sizeof(opts[0]);
-        while (k < nk && strcmp(argv[i], opts[k].name))
-            k++;
-        if (k == nk || i + 1 >= argc) {
-            fprintf(stderr, "piperec vocab migrate: %s '%s'\n",
-                    k == nk ? "unknown option" : "missing value for", argv[i]);
-            pr__migrate_usage(stderr);
-            return 2;
-        }
-        *opts[k].val = argv[++i];
-    }
+    const pr_cli_opt opts[] = {{"--from", &from, NULL},
+                               {"--config", &config, NULL},
+                               {"--pipeline", &pipeline, NULL},
+                               {"--state", &state, NULL}};
+    int pr = pr_cli_parse_opts("vocab migrate", argc, argv, 2, opts, sizeof(opts) / sizeof(opts[0]),
+                               pr__migrate_usage);
+    if (pr)
+        return pr == 1 ? 0 : pr;
     if (!from) {
         fprintf(stderr, "piperec vocab migrate: --from OLD_CONFIG is required (the config the "
                         "state dir's vocabulary was written under)\n");

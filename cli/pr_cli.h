@@ -13,21 +13,22 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "pr_config.h"
 #include "pr_engine.h"
 
-int pr_cli_cmd_process(int argc, char **argv);  /* offline: TSV file -> .npy */
-int pr_cli_cmd_gen(int argc, char **argv);      /* synthetic Criteo-shaped data */
-int pr_cli_cmd_run(int argc, char **argv);      /* the streaming service */
-int pr_cli_cmd_broker(int argc, char **argv);   /* librdkafka mock cluster on loopback */
-int pr_cli_cmd_produce(int argc, char **argv);  /* load events into Kafka */
-int pr_cli_cmd_consume(int argc, char **argv);  /* reference trainer-stream client */
-int pr_cli_cmd_demo(int argc, char **argv);     /* one-command live demo */
-int pr_cli_cmd_vocab(int argc, char **argv);    /* vocabulary export/import/hot */
-int pr_cli_vocab_hot(int argc, char **argv);    /* `vocab hot` (cmd_vocab_hot.c) */
-int pr_cli_cmd_explain(int argc, char **argv);  /* features and operator placement */
-int pr_cli_vocab_lookup(int argc, char **argv); /* `vocab lookup` (cmd_vocab_lookup.c) */
+int pr_cli_cmd_process(int argc, char **argv);   /* offline: TSV file -> .npy */
+int pr_cli_cmd_gen(int argc, char **argv);       /* synthetic Criteo-shaped data */
+int pr_cli_cmd_run(int argc, char **argv);       /* the streaming service */
+int pr_cli_cmd_broker(int argc, char **argv);    /* librdkafka mock cluster on loopback */
+int pr_cli_cmd_produce(int argc, char **argv);   /* load events into Kafka */
+int pr_cli_cmd_consume(int argc, char **argv);   /* reference trainer-stream client */
+int pr_cli_cmd_demo(int argc, char **argv);      /* one-command live demo */
+int pr_cli_cmd_vocab(int argc, char **argv);     /* vocabulary export/import/hot */
+int pr_cli_vocab_hot(int argc, char **argv);     /* `vocab hot` (cmd_vocab_hot.c) */
+int pr_cli_cmd_explain(int argc, char **argv);   /* features and operator placement */
+int pr_cli_vocab_lookup(int argc, char **argv);  /* `vocab lookup` (cmd_vocab_lookup.c) */
 int pr_cli_vocab_migrate(int argc, char **argv); /* `vocab migrate` (cmd_vocab_migrate.c) */
 
 /* ---------------------------------------------------------------- helpers */
@@ -69,6 +70,20 @@ void pr_cli_block_signals(sigset_t *set);
 
 /* Wait up to timeout_ms for one of `set`; returns the signal or 0. */
 int pr_cli_wait_signal(const sigset_t *set, int timeout_ms);
+
+/* One command-line option: `--name VALUE` (val) or `--name` alone (flag). */
+typedef struct pr_cli_opt {
+    const char *name;
+    const char **val;
+    bool *flag;
+} pr_cli_opt;
+
+/* Parse argv[from, argc): each argument one of opts (a repeated one: the
+ * last wins). Returns 0; 1 after printing usage to stdout for --help / -h
+ * (exit 0); 2 after printing "piperec CMD: unknown option 'X'" (or "missing
+ * value for") and usage to stderr. */
+int pr_cli_parse_opts(const char *cmd, int argc, char **argv, int from, const pr_cli_opt *opts,
+                      size_t n_opts, void (*usage)(FILE *));
 
 /* The exit code of a PR_E* failure: 1 for a runtime one (PR_EIO,
  * PR_ENOMEM), else 2 (bad input, usage, configuration). */
