@@ -169,6 +169,7 @@ struct pr_consumer {
     bool waiting;
     int64_t retry_at_ns;
     char wait_why[160];
+    char last_error[160]; /* the client's last error (pr__error_cb); under lock */
     bool closed;
     /* Left to process exit: closed mid-join (destroying would abort,
      * librdkafka #4312) or a close that did not finish (#4527). */
@@ -350,6 +351,8 @@ static void pr__error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaq
     pthread_mutex_lock(&c->lock);
     pr_log_ratelimited(&c->rl_cb, PR_LOG_WARN, "consumer: %s: %s",
                        rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+    snprintf(c->last_error, sizeof(c->last_error), "%s: %s",
+             rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -2595,6 +2598,7 @@ void pr_consumer_get_stats(const pr_consumer *c, pr_consumer_stats *st)
     st->decode_waiting = __atomic_load_n(&mc->waiting, __ATOMIC_RELAXED);
     if (st->decode_waiting)
         snprintf(st->decode_wait_why, sizeof(st->decode_wait_why), "%s", mc->wait_why);
+    snprintf(st->last_kafka_error, sizeof(st->last_kafka_error), "%s", mc->last_error);
     pthread_mutex_unlock(&mc->lock);
     st->paused_partitions = st->paused ? st->assigned_partitions : 0;
 }

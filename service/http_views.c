@@ -263,7 +263,10 @@ bool pr_service_ready(pr_service *svc, char *why, size_t why_size)
         pr_consumer_stats cs;
         pr_consumer_get_stats(p->cons, &cs);
         if (cs.assigned_partitions == 0) {
-            snprintf(why, why_size, "pipeline %s has no partitions assigned", p->cfg->name);
+            /* With the brokers down the client's last error says why. */
+            snprintf(why, why_size, "pipeline %s has no partitions assigned%s%s%s", p->cfg->name,
+                     cs.last_kafka_error[0] ? " (last Kafka error: " : "", cs.last_kafka_error,
+                     cs.last_kafka_error[0] ? ")" : "");
             return false;
         }
         if (cs.decode_waiting) { /* e.g. the schema registry is down: nothing moves */

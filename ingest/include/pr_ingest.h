@@ -657,6 +657,8 @@ typedef struct pr_consumer_stats {
     uint64_t decode_waits;   /* retries that answered PR_EAGAIN */
     uint32_t decode_waiting; /* gauge: 1 while a message waits */
     char decode_wait_why[160];
+    char last_kafka_error[160]; /* the client's last error ("" none): what /readyz says
+                                 * while no partition is assigned (brokers down) */
 } pr_consumer_stats;
 
 void pr_consumer_get_stats(const pr_consumer *c, pr_consumer_stats *st); /* any thread */

@@ -55,6 +55,9 @@ errs_grew() { [ "$(metric piperec_consumer_errors_total)" -gt "$errs0" ]; }
 wait_until 14 "consumer errors during the outage" errs_grew
 wait_until 14 "/readyz 503 during the outage" not_ready
 curl -s "http://127.0.0.1:$HP/readyz" | grep -q "no partitions assigned" || fail "readyz reason"
+# ... and says why: the client's last error (the errors grew above)
+curl -s "http://127.0.0.1:$HP/readyz" | grep -q "(last Kafka error: " \
+    || fail "readyz does not say why: $(curl -s "http://127.0.0.1:$HP/readyz")"
 healthy || fail "/healthz not 200 during the outage"
 echo "outage visible after $(( $(ms) - t_down )) ms: consumer errors $errs0 -> $(metric piperec_consumer_errors_total), readyz 503"
 # Hold the outage for FAULT_OUTAGE_S in all (polling that the process stays
