@@ -61,6 +61,7 @@ int pr_cli_exit_code(int rc)
 int pr_cli_parse_opts(const char *cmd, int argc, char **argv, int from, const pr_cli_opt *opts,
                       size_t n_opts, void (*usage)(FILE *))
 {
+    uint64_t seen = 0; /* options given so far (the first 64) */
     for (int i = from; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
@@ -69,6 +70,13 @@ int pr_cli_parse_opts(const char *cmd, int argc, char **argv, int from, const pr
         size_t k = 0;
         while (k < n_opts && strcmp(argv[i], opts[k].name))
             k++;
+        if (k < n_opts && k < 64 && (seen >> k & 1)) { /* which one was meant? */
+            fprintf(stderr, "piperec %s: '%s' given twice\n", cmd, argv[i]);
+            usage(stderr);
+            return 2;
+        }
+        if (k < n_opts && k < 64)
+            seen |= 1ull << k;
         if (k < n_opts && opts[k].flag) {
             *opts[k].flag = true;
             continue;

@@ -78,10 +78,10 @@ typedef struct pr_cli_opt {
     bool *flag;
 } pr_cli_opt;
 
-/* Parse argv[from, argc): each argument one of opts (a repeated one: the
- * last wins). Returns 0; 1 after printing usage to stdout for --help / -h
- * (exit 0); 2 after printing "piperec CMD: unknown option 'X'" (or "missing
- * value for") and usage to stderr. */
+/* Parse argv[from, argc): each argument one of opts, each at most once.
+ * Returns 0; 1 after printing usage to stdout for --help / -h (exit 0); 2
+ * after printing "piperec CMD: unknown option 'X'" (or "missing value for",
+ * or "given twice") and usage to stderr. */
 int pr_cli_parse_opts(const char *cmd, int argc, char **argv, int from, const pr_cli_opt *opts,
                       size_t n_opts, void (*usage)(FILE *));
 

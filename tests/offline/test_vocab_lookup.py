@@ -276,6 +276,7 @@ def main():
         (["--feature", "tags", "--input", out], "no vocab operator"),
         (["--feature", "user", "--input", out, "--state", st_dir], "not both"),
         (["--input", out], "--feature is required"),
+        (["--feature", "user", "--feature", "item", "--input", out], "'--feature' given twice"),
         (["--feature", "user", "--input", os.path.join(TMP, "absent")], "absent: No such file"),
         (["--feature", "user", "--input", ev_path], "ev.jsonl: Not a directory"),
         (["--feature", "user", "--state", os.path.join(TMP, "absent")], "holds no vocabulary"),
