@@ -205,23 +205,6 @@ static bool pr__json_scalar(const char *s, size_t n)
     return true;
 }
 
-static void pr__put_json_string(pr_mbuf *b, const char *s, size_t n)
-{
-    pr_mbuf_append(b, "\"", 1);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') {
-            pr_mbuf_append(b, "\\", 1);
-            pr_mbuf_append(b, s + i, 1);
-        } else if (c < 0x20) {
-            pr_mbuf_printf(b, "\\u%04x", c);
-        } else {
-            pr_mbuf_append(b, s + i, 1);
-        }
-    }
-    pr_mbuf_append(b, "\"", 1);
-}
-
 /* The event that carries `id` at the feature's path: {"a":{"b":ID}} for
  * path a.b, the id in a one-element list for a list feature. */
 static void pr__id_event(pr__lookup *lk, const char *id, size_t n)
@@ -231,7 +214,7 @@ static void pr__id_event(pr__lookup *lk, const char *id, size_t n)
     for (const char *p = lk->feat->paths[0], *dot;; p = dot + 1) {
         dot = strchr(p, '.');
         pr_mbuf_append(b, "{", 1);
-        pr__put_json_string(b, p, dot ? (size_t)(dot - p) : strlen(p));
+        pr_mbuf_json_strn(b, p, dot ? (size_t)(dot - p) : strlen(p));
         pr_mbuf_append(b, ":", 1);
         depth++;
         if (!dot)
@@ -241,7 +224,7 @@ static void pr__id_event(pr__lookup *lk, const char *id, size_t n)
     if (list)
         pr_mbuf_append(b, "[", 1);
     if (lk->strings)
-        pr__put_json_string(b, id, n);
+        pr_mbuf_json_strn(b, id, n);
     else
         pr_mbuf_append(b, id, n);
     if (list)

@@ -65,35 +65,6 @@ static unsigned long long pr__notice_next_of(const char *path)
     return n;
 }
 
-/* A new column's empty file, from the new (still empty) engine: the header
- * (and state line) the import expects, with the notice counter the kept
- * columns carry (every file must carry the same one). */
-static int pr__new_column_file(pr_engine *eng, const char *dir, uint32_t c,
-                               unsigned long long notice_next, char *err, size_t errn)
-{
-    int rc = pr_vocab_export_column(eng, dir, c, err, errn);
-    if (rc || !notice_next)
-        return rc;
-    char path[4400];
-    snprintf(path, sizeof(path), "%.4200s/%s.tsv", dir, pr_engine_spec(eng)->sparse[c].name);
-    FILE *f = fopen(path, "r");
-    char text[8192];
-    size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
-    if (f)
-        fclose(f);
-    text[n] = '\0';
-    char *at = strstr(text, "#! piperec-state notice_next ");
-    if (!at)
-        return 0;
-    char *num = at + strlen("#! piperec-state notice_next "),
-         *end = num + strspn(num, "0123456789");
-    f = fopen(path, "w");
-    if (!f || fprintf(f, "%.*s%llu%s", (int)(num - text), text, notice_next, end) < 0 ||
-        fclose(f) != 0)
-        return pr_seterr(err, errn, PR_EIO, "%s: %s", path, strerror(errno));
-    return 0;
-}
-
 static void pr__rm_dir(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -134,9 +105,13 @@ static int pr__migrate(pr_cli_vocab *o, pr_cli_vocab *n, const char *tmp)
             snprintf(path, sizeof(path), "%s/%s.tsv", tmp, os->sparse[c].name);
             unlink(path);
         }
+    /* A new column's empty file comes from the new (still empty) engine: the
+     * header and state line the import expects, with the notice counter the
+     * kept columns carry (every file must carry the same one). */
+    pr_engine_vocab_notices_set_next(n->eng, notice_next);
     for (uint32_t c = 0; c < ns->n_sparse; c++) {
         bool kept = pr__has_column(os, ns->sparse[c].name);
-        if (!kept && (rc = pr__new_column_file(n->eng, tmp, c, notice_next, err, sizeof(err)))) {
+        if (!kept && (rc = pr_vocab_export_column(n->eng, tmp, c, err, sizeof(err)))) {
             fprintf(stderr, "piperec vocab migrate: %s\n", err);
             return pr_cli_exit_code(rc);
         }

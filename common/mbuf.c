@@ -88,8 +88,13 @@ void pr_mbuf_printf(pr_mbuf *mb, const char *fmt, ...)
 
 void pr_mbuf_json_str(pr_mbuf *mb, const char *s)
 {
+    pr_mbuf_json_strn(mb, s ? s : "", s ? strlen(s) : 0);
+}
+
+void pr_mbuf_json_strn(pr_mbuf *mb, const char *s, size_t n)
+{
     pr_mbuf_append(mb, "\"", 1);
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+    for (const unsigned char *p = (const unsigned char *)s, *end = p + n; p < end; p++) {
         switch (*p) {
         case '"':
             pr_mbuf_append(mb, "\\\"", 2);

@@ -104,8 +104,8 @@ static const pr_cfgmap_entry source_entries[] = {
                  "same for every count. Every format; avro with source.schema_registry: a "
                  "message whose writer schema id is not fetched yet decodes on the "
                  "polling thread, which fetches it."),
-    PR_CFG_E_INT("max_event_time_ahead_s", 0, pr_source_cfg, max_event_time_ahead_s, 0,
-                 UINT32_MAX, "86400",
+    PR_CFG_E_INT("max_event_time_ahead_s", 0, pr_source_cfg, max_event_time_ahead_s, 0, UINT32_MAX,
+                 "86400",
                  "A record whose own event time (schema.event_time, Event.event_time_ms) is "
                  "more than this many seconds ahead of its Kafka message's timestamp is "
                  "rejected `bad_time` (dead-lettered, counted): one producer with a wrong "

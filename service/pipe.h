@@ -150,8 +150,8 @@ struct pr__pipe {
     pthread_t thread;
     bool thread_started;
     bool bp_paused;
-    int64_t trainer_check_ns;   /* next look for waiting batches without a trainer */
-    int64_t no_trainer_since_ns; /* batches wait and no trainer is connected, since; 0 = not */
+    int64_t trainer_check_ns;     /* next look for waiting batches without a trainer */
+    int64_t no_trainer_since_ns;  /* batches wait and no trainer is connected, since; 0 = not */
     int64_t no_trainer_warned_ns; /* last warning about it */
     bool drained;
     bool stored_since_commit;

@@ -1041,8 +1041,7 @@ static int pr__check_topic(pr_vocablog *vl, int64_t deadline, char *errstr, size
             rc = pr_seterr(errstr, errstr_size, PR_EKAFKA,
                            "vocab log %s unreachable for %lld ms (%s) at bootstrap.servers %s "
                            "(vocab_log.properties, else the source's kafka properties)",
-                           vl->topic, (long long)vl->startup_timeout_ms, rd_kafka_err2str(err),
-                           bs);
+                           vl->topic, (long long)vl->startup_timeout_ms, rd_kafka_err2str(err), bs);
             break;
         }
         pr_log_ratelimited(&vl->rl, PR_LOG_WARN, "pipeline %s: vocab log %s: %s; retrying",

@@ -29,5 +29,7 @@ void pr_mbuf_printf(pr_mbuf *mb, const char *fmt, ...) __attribute__((format(pri
 void pr_mbuf_vprintf(pr_mbuf *mb, const char *fmt, va_list ap);
 /* A JSON string literal with quotes and escapes. */
 void pr_mbuf_json_str(pr_mbuf *mb, const char *s);
+/* The same for the n bytes at s (zero bytes included, as \u0000). */
+void pr_mbuf_json_strn(pr_mbuf *mb, const char *s, size_t n);
 
 #endif
