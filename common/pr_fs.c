@@ -94,3 +94,34 @@ int pr_lock_file(const char *path, char *errstr, size_t errstr_size)
     }
     return fd;
 }
+
+int pr_read_text_file(const char *path, size_t max, char **out, char *errstr, size_t errstr_size)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", path, strerror(errno));
+    char *buf = malloc(max + 1);
+    if (!buf) {
+        fclose(f);
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "%s: out of memory", path);
+    }
+    size_t n = fread(buf, 1, max + 1, f);
+    int bad = ferror(f), e = errno;
+    fclose(f);
+    if (bad || n > max) {
+        free(buf);
+        if (bad)
+            return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", path, strerror(e));
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: larger than %zu bytes", path, max);
+    }
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        n--;
+    buf[n] = '\0';
+    if (strlen(buf) != n) {
+        free(buf);
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: holds a NUL byte", path);
+    }
+    *out = buf;
+    return 0;
+}

@@ -35,7 +35,10 @@
  */
 #include "pr_config.h"
 #include "pr_config_int.h"
+#include "pr_fs.h"
 #include "pr_hostport.h"
+#include "pr_kafka.h"
+#include "pr_log.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -578,6 +581,75 @@ static void pr__set_strlist(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_ke
     }
 }
 
+/* ---- property values kept elsewhere: ${env:NAME}, ${file:PATH}
+ *
+ * A librdkafka property's value may name where it is kept instead of holding
+ * it, so that secrets (sasl.password, ssl.key.pem, ...) stay out of the
+ * config file and its ConfigMap: the whole value `${env:NAME}` is that
+ * environment variable, `${file:PATH}` that file's content, trailing
+ * newlines dropped (a mounted Kubernetes Secret). A value beginning `$${` is
+ * the literal rest after one `$`. Any other value beginning `${` is refused:
+ * a shell-style `${PASSWORD}` would otherwise reach the broker as its text. */
+
+#define PR__REF_FILE_MAX (1u << 20)
+
+static char *pr__ref_env(cfg_ctx *c, yaml_node_t *n, const char *name)
+{
+    const char *v = getenv(name);
+    if (!v) {
+        pr__cfg_error(c, n, NULL, "environment variable %s is not set (the value is ${env:%s})",
+                      name, name);
+        return NULL;
+    }
+    return pr__xstrdup(v);
+}
+
+static char *pr__ref_file(cfg_ctx *c, yaml_node_t *n, const char *path)
+{
+    char *v, err[PR__PATH_MAX + 64];
+    if (pr_read_text_file(path, PR__REF_FILE_MAX, &v, err, sizeof(err))) {
+        pr__cfg_error(c, n, NULL, "cannot read the value's file (${file:%s}): %s", path, err);
+        return NULL;
+    }
+    return v;
+}
+
+static const struct {
+    const char *prefix;
+    char *(*get)(cfg_ctx *, yaml_node_t *, const char *);
+} pr__refs[] = {
+    {"${env:", pr__ref_env},
+    {"${file:", pr__ref_file},
+};
+
+/* The value of property scalar `s` (node n), malloc'd; NULL after an error
+ * recorded at the current key. */
+static char *pr__kv_value(cfg_ctx *c, yaml_node_t *n, const char *s)
+{
+    if (!strncmp(s, "$${", 3))
+        return pr__xstrdup(s + 1);
+    if (strncmp(s, "${", 2))
+        return pr__xstrdup(s);
+    size_t len = strlen(s);
+    for (size_t i = 0; i < sizeof(pr__refs) / sizeof(pr__refs[0]); i++) {
+        size_t pl = strlen(pr__refs[i].prefix);
+        if (strncmp(s, pr__refs[i].prefix, pl))
+            continue;
+        if (len <= pl + 1 || s[len - 1] != '}')
+            break;
+        char *arg = pr__xstrdup(s + pl);
+        arg[len - pl - 1] = '\0';
+        char *v = pr__refs[i].get(c, n, arg);
+        free(arg);
+        return v;
+    }
+    pr__cfg_error(c, n, NULL,
+                  "\"%.60s\" is not a reference piperec knows: the whole value is ${env:NAME} or "
+                  "${file:PATH} (write $${ for a value that begins with ${)",
+                  s);
+    return NULL;
+}
+
 static void pr__set_kv(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
 {
     char *p = (char *)base + k->off;
@@ -602,9 +674,11 @@ static void pr__set_kv(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
             continue;
         size_t old = pr__path_push(c, ks);
         /* Numbers and booleans keep their text: librdkafka wants strings. */
-        if ((s = pr__want_scalar(c, vn, "a value (string, number or boolean)"))) {
+        char *v;
+        if ((s = pr__want_scalar(c, vn, "a value (string, number or boolean)")) &&
+            (v = pr__kv_value(c, vn, s))) {
             l->items[l->n].key = pr__xstrdup(ks);
-            l->items[l->n].value = pr__xstrdup(s);
+            l->items[l->n].value = v;
             l->n++;
         }
         pr__path_pop(c, old);
@@ -1342,37 +1416,51 @@ static void pr__engine_error(cfg_ctx *c, yaml_node_t *map, const char *e)
 
 /* ---------------------------------------------------------------- pipelines */
 
+/* Append a copy of key=value to l. */
+static void pr__kv_add(pr_kv_list *l, const char *key, const char *value)
+{
+    pr_kv *items = realloc(l->items, (l->n + 1) * sizeof(pr_kv));
+    if (!items)
+        abort();
+    l->items = items;
+    l->items[l->n].key = pr__xstrdup(key);
+    l->items[l->n].value = pr__xstrdup(value);
+    l->n++;
+}
+
+/* The source's properties a Kafka sink on the same cluster takes: where the
+ * brokers are and how to reach them (TLS, SASL). */
+static bool pr__same_cluster_key(const char *key)
+{
+    static const char *const prefixes[] = {"bootstrap.servers", "security.protocol", "sasl.",
+                                           "ssl.", "ssl_"};
+    for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+        if (!strncmp(key, prefixes[i], strlen(prefixes[i])))
+            return true;
+    return false;
+}
+
 static void pr__finish_pipeline(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
 {
     (void)present;
     pr_pipeline_cfg *pl = base;
     memcpy(pl->spec.name, pl->name, PR_NAME_MAX);
-    /* The Kafka sink talks to the source's cluster unless told otherwise. */
+    /* The Kafka sink talks to the source's cluster unless told otherwise,
+     * and then as the source does: its bootstrap.servers and its security
+     * settings, where the sink sets none of its own. */
     pr_kv_list *sp = &pl->sinks.kafka.properties;
-    const char *bs = pr_kv_get(&pl->source.kafka.properties, "bootstrap.servers");
-    if (pl->sinks.kafka.enabled && bs && !pr_kv_get(sp, "bootstrap.servers")) {
-        pr_kv *items = realloc(sp->items, (sp->n + 1) * sizeof(pr_kv));
-        if (!items)
-            abort();
-        sp->items = items;
-        sp->items[sp->n].key = pr__xstrdup("bootstrap.servers");
-        sp->items[sp->n].value = pr__xstrdup(bs);
-        sp->n++;
-    }
+    const pr_kv_list *srcp = &pl->source.kafka.properties;
+    if (pl->sinks.kafka.enabled && pr_kv_get(srcp, "bootstrap.servers") &&
+        !pr_kv_get(sp, "bootstrap.servers"))
+        for (size_t i = 0; i < srcp->n; i++)
+            if (pr__same_cluster_key(srcp->items[i].key) && !pr_kv_get(sp, srcp->items[i].key))
+                pr__kv_add(sp, srcp->items[i].key, srcp->items[i].value);
     /* The vocabulary log talks to the source's cluster unless told otherwise:
      * without properties of its own it gets a copy of the source's. */
     pr_kv_list *vp = &pl->vocab_log.properties;
-    const pr_kv_list *srcp = &pl->source.kafka.properties;
-    if (pl->vocab_log.enabled && vp->n == 0 && srcp->n) {
-        vp->items = calloc(srcp->n, sizeof(pr_kv));
-        if (!vp->items)
-            abort();
-        for (size_t i = 0; i < srcp->n; i++) {
-            vp->items[i].key = pr__xstrdup(srcp->items[i].key);
-            vp->items[i].value = pr__xstrdup(srcp->items[i].value);
-        }
-        vp->n = srcp->n;
-    }
+    if (pl->vocab_log.enabled && vp->n == 0)
+        for (size_t i = 0; i < srcp->n; i++)
+            pr__kv_add(vp, srcp->items[i].key, srcp->items[i].value);
     if (pl->vocab_log.enabled) {
         if (!pr_spec_has_op(&pl->spec, PR_OP_VOCAB))
             pr__cfg_error(c, pr__map_find(c, map, "vocab_log"), "vocab_log",
@@ -2110,6 +2198,71 @@ static void pr__check_listen_clash(cfg_ctx *c, const pr_config *cfg)
     }
 }
 
+/* Every Kafka client of pipeline `pl` built from its properties as the
+ * service builds it (pr_kafka_client_new, then destroyed before it did
+ * anything): a misspelt property, a bad value or an unreadable TLS file is
+ * a config error of `run --check`, not a failed start. */
+static void pr__check_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    (void)rk;
+    /* A connection's failure is not the config's: the check does not wait
+     * for the brokers (FAIL and ERROR: what the client logs when it tried). */
+    bool conn = !strcmp(fac, "FAIL") || !strcmp(fac, "ERROR");
+    pr_log(conn         ? PR_LOG_DEBUG
+           : level <= 3 ? PR_LOG_ERROR
+           : level <= 4 ? PR_LOG_WARN
+                        : PR_LOG_DEBUG,
+           "librdkafka %s: %s", fac, buf);
+}
+
+static void pr__check_kafka_clients(cfg_ctx *c, const pr_pipeline_cfg *pl)
+{
+    const pr_kv_list *src = &pl->source.kafka.properties;
+    const struct {
+        bool on;
+        pr_kafka_role role;
+        const pr_kv_list *props;
+        const char *key;
+    } clients[] = {
+        {pl->source.kafka.enabled && pr_kv_get(src, "bootstrap.servers"), PR_KAFKA_GROUP_CONSUMER,
+         src, "source.kafka.properties"},
+        {pl->source.kafka.enabled && pl->source.dead_letter_topic, PR_KAFKA_DLQ_PRODUCER, src,
+         "source.kafka.properties"},
+        {pl->sinks.kafka.enabled, PR_KAFKA_SINK_PRODUCER, &pl->sinks.kafka.properties,
+         "sinks.kafka.properties"},
+        {pl->vocab_log.enabled, PR_KAFKA_VOCAB_PRODUCER, &pl->vocab_log.properties,
+         "vocab_log.properties"},
+        {pl->vocab_log.enabled, PR_KAFKA_VOCAB_READER, &pl->vocab_log.properties,
+         "vocab_log.properties"},
+    };
+    const pr_kv_list *failed = NULL; /* one report per list */
+    for (size_t i = 0; i < sizeof(clients) / sizeof(clients[0]); i++) {
+        if (!clients[i].on || clients[i].props == failed)
+            continue;
+        pr_kafka_client_conf cc = {.role = clients[i].role,
+                                   .props = clients[i].props->items,
+                                   .n_props = clients[i].props->n,
+                                   .log_cb = pr__check_log_cb};
+        rd_kafka_t *rk;
+        char e[600];
+        if (pr_kafka_client_new(&cc, &rk, e, sizeof(e))) {
+            /* Roles named by their config path ("sinks.kafka.properties.acks:
+             * ...") keep the property in the path. */
+            size_t kl = strlen(clients[i].key);
+            char *colon = strstr(e, ": ");
+            if (!strncmp(e, clients[i].key, kl) && e[kl] == '.' && colon) {
+                *colon = '\0';
+                pr__cfg_error(c, NULL, e, "%s", colon + 2);
+            } else {
+                pr__cfg_error(c, NULL, clients[i].key, "%s", e);
+            }
+            failed = clients[i].props;
+        } else {
+            rd_kafka_destroy(rk);
+        }
+    }
+}
+
 int pr_config_check_streaming(const pr_config *cfg, char *errstr, size_t errstr_size)
 {
     if (errstr && errstr_size)
@@ -2150,6 +2303,7 @@ int pr_config_check_streaming(const pr_config *cfg, char *errstr, size_t errstr_
                           "%s needs a declared schema (schema: { event_time, labels, dense: "
                           "[...], sparse: [...] }) to say which fields to read",
                           pr_source_format_name(pl->source.format));
+        pr__check_kafka_clients(&c, pl);
         const pr_sinks_cfg *s = &pl->sinks;
         if (!s->trainer.enabled && !s->kafka.enabled && !s->files.enabled)
             pr__cfg_error(&c, NULL, "sinks",

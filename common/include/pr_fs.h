@@ -27,4 +27,11 @@ int pr_fsync_dir_of(const char *path);
  * network file systems); PR_EIO on another failure (errstr says why). */
 int pr_lock_file(const char *path, char *errstr, size_t errstr_size);
 
+/* A small text file's content, malloc'd into *out (the caller frees it),
+ * its trailing newlines (\n, \r\n) dropped: a secret or a certificate
+ * mounted from a Kubernetes Secret. Returns 0; PR_EIO (errstr: "<path>:
+ * <reason>"), PR_EINVAL for a file over `max` bytes or holding a NUL byte,
+ * PR_ENOMEM. */
+int pr_read_text_file(const char *path, size_t max, char **out, char *errstr, size_t errstr_size);
+
 #endif

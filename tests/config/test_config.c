@@ -743,6 +743,124 @@ static void test_properties_passthrough(void **state)
     pr_config_free(cfg);
 }
 
+/* A property's value may live elsewhere: ${env:NAME}, ${file:PATH} (trailing
+ * newlines dropped), $${ for a literal ${. An unset variable, an unreadable
+ * file and an unknown ${...} are errors naming the key. */
+static void test_property_references(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/pr_test_secret_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "s3cr3t\r\n\n", 9), 9);
+    close(fd);
+    setenv("PR_TEST_SASL_USER", "svc-ml", 1);
+    char yaml[1024];
+    snprintf(yaml, sizeof(yaml),
+             MINIMAL "    source:\n"
+                     "      kafka:\n"
+                     "        topics: [t]\n"
+                     "        properties:\n"
+                     "          bootstrap.servers: \"a:1\"\n"
+                     "          sasl.username: \"${env:PR_TEST_SASL_USER}\"\n"
+                     "          sasl.password: ${file:%s}\n"
+                     "          client.id: \"$${literal}\"\n"
+                     "          client.rack: \"a${env:X}\"\n",
+             path);
+    pr_config *cfg = load_ok(yaml);
+    const pr_kv_list *p = &cfg->pipelines[0].source.kafka.properties;
+    assert_string_equal(pr_kv_get(p, "sasl.username"), "svc-ml");
+    assert_string_equal(pr_kv_get(p, "sasl.password"), "s3cr3t");
+    assert_string_equal(pr_kv_get(p, "client.id"), "${literal}");
+    assert_string_equal(pr_kv_get(p, "client.rack"), "a${env:X}"); /* whole values only */
+    pr_config_free(cfg);
+
+    char err[1024];
+    unsetenv("PR_TEST_UNSET_VAR");
+    load_fail(MINIMAL "    source: { kafka: { topics: [t], properties: {\n"
+                      "      sasl.password: \"${env:PR_TEST_UNSET_VAR}\" } } }\n",
+              err, sizeof(err));
+    assert_non_null(strstr(err, "t.yaml:4: pipelines[0].source.kafka.properties.sasl.password: "
+                                "environment variable PR_TEST_UNSET_VAR is not set"));
+    unlink(path);
+    snprintf(yaml, sizeof(yaml),
+             MINIMAL
+             "    sinks: { kafka: { topic: o, properties: { ssl.key.pem: \"${file:%s}\" } } }\n",
+             path);
+    load_fail(yaml, err, sizeof(err));
+    assert_non_null(strstr(err, "pipelines[0].sinks.kafka.properties.ssl.key.pem: cannot read "
+                                "the value's file"));
+    assert_non_null(strstr(err, "No such file or directory"));
+    static const char *const unknown[] = {"${PASSWORD}", "${env:}", "${file:/x", "${vault:a/b}"};
+    for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
+        snprintf(yaml, sizeof(yaml),
+                 MINIMAL "    vocab_log: { topic: v, properties: { sasl.password: \"%s\" } }\n",
+                 unknown[i]);
+        load_fail(yaml, err, sizeof(err));
+        if (!strstr(err, "vocab_log.properties.sasl.password: ") ||
+            !strstr(err, "is not a reference piperec knows"))
+            fail_msg("%s: %s", unknown[i], err);
+    }
+}
+
+/* A Kafka sink on the source's cluster reaches it as the source does (its
+ * TLS and SASL settings); one with brokers of its own keeps its own. A
+ * misspelt property or a bad value of any client fails run --check. */
+static void test_kafka_clients_checked(void **state)
+{
+    (void)state;
+#define SECURED                                                                                    \
+    "    source:\n"                                                                                \
+    "      kafka:\n"                                                                               \
+    "        topics: [t]\n"                                                                        \
+    "        properties:\n"                                                                        \
+    "          bootstrap.servers: \"a:1\"\n"                                                       \
+    "          security.protocol: SASL_SSL\n"                                                      \
+    "          sasl.mechanisms: SCRAM-SHA-512\n"                                                   \
+    "          sasl.username: u\n"                                                                 \
+    "          sasl.password: p\n"                                                                 \
+    "          session.timeout.ms: 6000\n"
+    pr_config *cfg = load_ok(MINIMAL SECURED "    sinks: { kafka: { topic: o } }\n");
+    const pr_kv_list *sk = &cfg->pipelines[0].sinks.kafka.properties;
+    assert_string_equal(pr_kv_get(sk, "bootstrap.servers"), "a:1");
+    assert_string_equal(pr_kv_get(sk, "security.protocol"), "SASL_SSL");
+    assert_string_equal(pr_kv_get(sk, "sasl.mechanisms"), "SCRAM-SHA-512");
+    assert_string_equal(pr_kv_get(sk, "sasl.password"), "p");
+    assert_null(pr_kv_get(sk, "session.timeout.ms")); /* a consumer's, not the cluster's */
+    pr_config_free(cfg);
+    cfg = load_ok(MINIMAL SECURED "    sinks: { kafka: { topic: o, properties: {\n"
+                                  "      bootstrap.servers: \"other:1\" } } }\n");
+    sk = &cfg->pipelines[0].sinks.kafka.properties;
+    assert_int_equal(sk->n, 1);
+    pr_config_free(cfg);
+
+    char err[1024];
+    cfg = load_ok(MINIMAL SECURED "    sinks: { files: { dir: /tmp/x } }\n");
+    assert_int_equal(pr_config_check_streaming(cfg, err, sizeof(err)), 0);
+    pr_config_free(cfg);
+    cfg = load_ok(MINIMAL "    source: { kafka: { topics: [t], properties: {\n"
+                          "      bootstrap.servers: \"a:1\", securty.protocol: SSL } } }\n"
+                          "    sinks: { files: { dir: /tmp/x } }\n");
+    assert_int_equal(pr_config_check_streaming(cfg, err, sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "pipelines[0].source.kafka.properties: consumer: property "
+                                "securty.protocol: No such configuration property"));
+    pr_config_free(cfg);
+    cfg = load_ok(MINIMAL "    source: { kafka: { topics: [t], properties: { bootstrap.servers: "
+                          "\"a:1\" } } }\n"
+                          "    sinks: { kafka: { topic: o, properties: { acks: most } } }\n");
+    assert_int_equal(pr_config_check_streaming(cfg, err, sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "pipelines[0].sinks.kafka.properties.acks: Invalid value"));
+    pr_config_free(cfg);
+    cfg = load_ok(MINIMAL "    source: { kafka: { topics: [t], properties: { bootstrap.servers: "
+                          "\"a:1\", security.protocol: SSL, ssl.ca.location: /nonexistent/ca.pem "
+                          "} } }\n"
+                          "    sinks: { files: { dir: /tmp/x } }\n");
+    assert_int_equal(pr_config_check_streaming(cfg, err, sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "pipelines[0].source.kafka.properties: consumer: ssl.ca.location"));
+    pr_config_free(cfg);
+#undef SECURED
+}
+
 /* batch.split popular needs hot sets, and cannot go with checkpoint delivery;
  * vocab_log cannot go with a seed. Each mistake names its key. */
 static void test_combinations_refused(void **state)
@@ -1266,6 +1384,8 @@ int main(void)
         cmocka_unit_test(test_size_units),
         cmocka_unit_test(test_hostport),
         cmocka_unit_test(test_properties_passthrough),
+        cmocka_unit_test(test_property_references),
+        cmocka_unit_test(test_kafka_clients_checked),
         cmocka_unit_test(test_column_overrides),
         cmocka_unit_test(test_ttl_s),
         cmocka_unit_test(test_set),
