@@ -45,7 +45,9 @@ static const pr_cfgmap_entry kafka_source_entries[] = {
                  "committed only after every batch holding a record is acknowledged."),
     PR_CFG_E_KV("properties", pr_kafka_source_cfg, properties,
                 "librdkafka consumer properties, passed through untouched (numbers and booleans "
-                "become strings). `run` needs bootstrap.servers. piperec defaults "
+                "become strings; a whole value ${env:NAME} or ${file:PATH} is read from there, "
+                "for secrets). `run` needs bootstrap.servers; TLS and SASL settings here reach "
+                "every client of the pipeline. piperec defaults "
                 "session.timeout.ms to 6000 (librdkafka: 45000) so a restarted process gets its "
                 "partitions back within seconds, queued.min.messages to 1000000 (librdkafka: "
                 "100000) so fetching keeps up with small messages, and queued.max.messages.kbytes "

@@ -123,8 +123,9 @@ static const pr_cfgmap_entry kafka_entries[] = {
     PR_CFG_E_STR("topic", PR_CFG_REQUIRED | PR_CFG_NONEMPTY, pr_kafka_sink_cfg, topic, NULL,
                  "Topic receiving piperec.Batch messages."),
     PR_CFG_E_KV("properties", pr_kafka_sink_cfg, properties,
-                "librdkafka producer properties, passed through; bootstrap.servers defaults to "
-                "the source's."),
+                "librdkafka producer properties, passed through (${env:NAME}, ${file:PATH} as in "
+                "the source's); without bootstrap.servers of its own the sink takes the source's "
+                "bootstrap.servers, security.protocol, sasl.* and ssl.*."),
     PR_CFG_E_INT("max_queued_batches", PR_CFG_INTERNAL, pr_kafka_sink_cfg, max_queued_batches, 1, 0,
                  "10000", "Batches accepted and not yet delivered before send() refuses."),
 };

@@ -342,6 +342,61 @@ readme = open(os.path.join(SRC, "deploy", "README.md")).read()
 if "--set kafka.bootstrapServers=" not in readme:
     fail("deploy/README.md's install line does not use kafka.bootstrapServers")
 
+# ---- a secured Kafka cluster: kafka.properties reach every pipeline's source
+# (a key the pipeline sets wins), kafka.secretName is mounted read-only, and a
+# ${file:...} value naming a file of the Secret passes run --check where the
+# file exists and fails naming the key where it does not
+secdir = os.path.join(TMP, "kafka-secret")
+os.makedirs(secdir, exist_ok=True)
+with open(os.path.join(secdir, "password"), "w") as f:
+    f.write("s3cr3t\n")
+secured_values = os.path.join(TMP, "secured.yaml")
+with open(secured_values, "w") as f:
+    f.write("""kafka:
+  bootstrapServers: "kafka.prod:9093"
+  secretName: piperec-kafka
+  secretMountPath: %s
+  properties:
+    security.protocol: SASL_PLAINTEXT
+    sasl.mechanisms: SCRAM-SHA-512
+    sasl.username: piperec
+    sasl.password: "${file:%s/password}"
+    auto.offset.reset: latest
+""" % (secdir, secdir))
+sec = render("-f", secured_values)
+scfg_text = one(sec, "ConfigMap").get("data", {}).get("config.yaml", "")
+scfg = yaml.safe_load(scfg_text) if scfg_text else {"pipelines": []}
+dcfg = yaml.safe_load(one(default, "ConfigMap").get("data", {}).get("config.yaml", "") or "pipelines: []")
+for pl, dpl in zip(scfg["pipelines"], dcfg["pipelines"]):
+    props = pl["source"]["kafka"]["properties"]
+    own = dpl["source"]["kafka"].get("properties", {})
+    if props.get("security.protocol") != "SASL_PLAINTEXT" or props.get("sasl.username") != "piperec":
+        fail("kafka.properties not added to pipeline %s: %s" % (pl["name"], props))
+    if props.get("bootstrap.servers") != "kafka.prod:9093":
+        fail("kafka.bootstrapServers not applied with kafka.properties: %s" % props)
+    if own.get("auto.offset.reset") != "earliest" or props.get("auto.offset.reset") != "earliest":
+        fail("kafka.properties overrode the pipeline's own auto.offset.reset: %s" % props)
+sts = one(sec, "StatefulSet")["spec"]["template"]["spec"]
+mounts = {m["name"]: m for c in sts["containers"] for m in c.get("volumeMounts", [])}
+vols = {v["name"]: v for v in sts.get("volumes", [])}
+if mounts.get("kafka-secret", {}).get("mountPath") != secdir or not mounts["kafka-secret"].get("readOnly"):
+    fail("kafka.secretName not mounted read-only at kafka.secretMountPath: %s" % mounts.get("kafka-secret"))
+if vols.get("kafka-secret", {}).get("secret", {}).get("secretName") != "piperec-kafka":
+    fail("kafka.secretName volume: %s" % vols.get("kafka-secret"))
+if "kafka-secret" in {v["name"] for v in one(default, "StatefulSet")["spec"]["template"]["spec"].get("volumes", [])}:
+    fail("a Kafka Secret is mounted without kafka.secretName")
+if PIPEREC and scfg_text:
+    p = os.path.join(TMP, "secured-config.yaml")
+    with open(p, "w") as f:
+        f.write(scfg_text)
+    r = subprocess.run([PIPEREC, "run", "--config", p, "--check"], capture_output=True, text=True)
+    if r.returncode != 0:
+        fail("secured config rejected by run --check: %s" % (r.stderr or r.stdout))
+    os.unlink(os.path.join(secdir, "password"))
+    r = subprocess.run([PIPEREC, "run", "--config", p, "--check"], capture_output=True, text=True)
+    if r.returncode != 2 or "source.kafka.properties.sasl.password: cannot read the value's file" not in r.stderr:
+        fail("run --check with the Secret's file missing: rc %d, %s" % (r.returncode, r.stderr))
+
 # ---- the rendered config is a valid piperec config
 cfg_text = one(default, "ConfigMap").get("data", {}).get("config.yaml", "")
 if PIPEREC and cfg_text:

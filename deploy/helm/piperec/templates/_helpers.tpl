@@ -40,7 +40,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
      on service.trainerPort when one pipeline has one: the probes, ports and
      Service use them; several keep their own ports, one per pipeline) and,
      when kafka.bootstrapServers is set, every pipeline's
-     source.kafka.properties.bootstrap.servers. */}}
+     source.kafka.properties.bootstrap.servers; kafka.properties are added
+     to every pipeline's source.kafka.properties (the pipeline's own keys
+     win). */}}
 {{- define "piperec.config" -}}
 {{- $cfg := deepCopy .Values.config -}}
 {{- $trainers := 0 -}}
@@ -50,11 +52,13 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- end -}}
 {{- range $p := ($cfg.pipelines | default list) -}}
-{{- if $.Values.kafka.bootstrapServers -}}
+{{- if or $.Values.kafka.bootstrapServers $.Values.kafka.properties -}}
 {{- $src := $p.source | default dict -}}
 {{- $k := $src.kafka | default dict -}}
-{{- $props := $k.properties | default dict -}}
+{{- $props := merge ($k.properties | default dict) (deepCopy ($.Values.kafka.properties | default dict)) -}}
+{{- if $.Values.kafka.bootstrapServers -}}
 {{- $_ := set $props "bootstrap.servers" $.Values.kafka.bootstrapServers -}}
+{{- end -}}
 {{- $_ := set $k "properties" $props -}}
 {{- $_ := set $src "kafka" $k -}}
 {{- $_ := set $p "source" $src -}}
