@@ -72,7 +72,12 @@ done
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "cpus: $(nproc)"
     grep -m1 "model name" /proc/cpuinfo || true
-    grep -E "^(MemTotal|MemAvailable)" /proc/meminfo || true
+    # Physical cores vs hardware threads: 16 vCPUs may be 8 cores x 2 threads,
+    # which caps "linear" scaling of CPU-bound stages (offline) near 8-10x.
+    if command -v lscpu > /dev/null; then
+        lscpu | grep -E "^(Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|NUMA node\(s\)|L3 cache|Hypervisor vendor)" || true
+    fi
+    echo "physical cores (core ids x sockets): $(grep -E '^(physical id|core id)' /proc/cpuinfo | paste - - | sort -u | wc -l)"
     echo "kernel: $(uname -r)"
     echo "commit: ${DEVICE_SWEEP_COMMIT:-$(git -C "$HERE/.." rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 } > "$OUT/machine.txt"
