@@ -596,12 +596,31 @@ static int pr__commit(pr_json_decoder *d, const pr_decode_ctx *ctx, pr_block *b,
 /* Row 0 of d->jb from one record: the JSON extractor, or the reader set.
  * 0 with *reason 0 (a row), or with a pr_decode_reason (d->detail says it);
  * < 0 an error. */
-static int pr__read_row(pr_json_decoder *d, const char *doc, size_t len, int *reason)
+/* Schema-registry framing of a JSON Kafka message (Confluent's JSON Schema
+ * serializer): byte 0 = 0, the magic byte, then a 4-byte big-endian schema
+ * id, then the JSON text. JSON text never begins with a NUL byte, so a
+ * message that does is read as framed; the id is skipped, not looked up (the
+ * declared schema is the schema). */
+#define PR__JSON_FRAMING 5
+
+static int pr__read_row(pr_json_decoder *d, const char *doc, size_t len, bool message, int *reason)
 {
     pr_json_reject rej; /* not zeroed whole: 160 bytes per record for nothing */
     rej.reason = 0;
     rej.offset = 0;
     rej.detail[0] = 0;
+    if (message && !d->read && len && doc[0] == 0) {
+        if (len < PR__JSON_FRAMING) {
+            *reason = PR_DEC_BAD_FRAMING;
+            snprintf(d->detail, sizeof(d->detail),
+                     "%zu byte(s) begin with byte 0: registry framing needs 5 (magic byte 0 and a "
+                     "4-byte schema id) before the JSON",
+                     len);
+            return 0;
+        }
+        doc += PR__JSON_FRAMING;
+        len -= PR__JSON_FRAMING;
+    }
     pr_json_block_reset(d->jb);
     int rc = d->read ? d->read(d->rd, d->jb, doc, len, &rej)
                      : pr_json_extract(d->x, d->jb, doc, len, &rej);
@@ -618,7 +637,7 @@ static int pr__read_row(pr_json_decoder *d, const char *doc, size_t len, int *re
 /* One document: 1 appended, 0 rejected (reported), PR_EFULL, PR_ENOMEM,
  * PR_EINVAL, PR_EAGAIN (a reader's: not decodable yet). */
 static int pr__decode_one(const pr_decode_ctx *ctx, pr_block *b, const char *doc, size_t len,
-                          int64_t recno, int64_t offset)
+                          bool message, int64_t recno, int64_t offset)
 {
     pr_json_decoder *d = ctx->json;
     if (!d || !b->side || !b->col_rows || b->side->n_feat != d->n_side ||
@@ -626,7 +645,7 @@ static int pr__decode_one(const pr_decode_ctx *ctx, pr_block *b, const char *doc
         return PR_EINVAL;
     if (b->rows >= b->cap)
         return PR_EFULL;
-    int reason = 0, rc = pr__read_row(d, doc, len, &reason);
+    int reason = 0, rc = pr__read_row(d, doc, len, message, &reason);
     if (rc < 0)
         return rc; /* PR_EAGAIN (reader: retry later), PR_ENOMEM */
     if (!reason)
@@ -643,7 +662,7 @@ static int pr__decode_one(const pr_decode_ctx *ctx, pr_block *b, const char *doc
 int pr_decode_json_line(const pr_decode_ctx *ctx, pr_block *b, const char *line, size_t len,
                         int64_t recno)
 {
-    return pr__decode_one(ctx, b, line, len, recno, recno);
+    return pr__decode_one(ctx, b, line, len, false, recno, recno);
 }
 
 static bool pr__blank(const char *p, size_t len)
@@ -666,7 +685,7 @@ size_t pr_decode_json_lines(const pr_decode_ctx *ctx, pr_block *b, const char *b
         const char *le = nl ? nl : end;
         size_t ll = (size_t)(le - p);
         if (!pr__blank(p, ll) &&
-            pr__decode_one(ctx, b, p, ll, first_recno + lines, first_recno + lines) < 0)
+            pr__decode_one(ctx, b, p, ll, false, first_recno + lines, first_recno + lines) < 0)
             break; /* no room (or no memory): this line again, in the next block */
         lines++;
         p = nl ? nl + 1 : end;
@@ -679,7 +698,7 @@ size_t pr_decode_json_lines(const pr_decode_ctx *ctx, pr_block *b, const char *b
 int pr_decode_json_message(const pr_decode_ctx *ctx, pr_block *b, const void *buf, size_t len,
                            uint32_t *next_rec)
 {
-    int rc = pr__decode_one(ctx, b, buf, len, 0, ctx->offset);
+    int rc = pr__decode_one(ctx, b, buf, len, true, 0, ctx->offset);
     if (rc == PR_EFULL)
         *next_rec = 0;
     return rc;

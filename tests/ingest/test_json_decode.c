@@ -50,6 +50,7 @@ enum { C_USER, C_CAT, C_HIST, C_HX };
 typedef struct rej_log {
     int n;
     int reason[64];
+    size_t len[64];
     char detail[64][256];
 } rej_log;
 
@@ -57,11 +58,11 @@ static void on_rej(void *opaque, int reason, const char *detail, const char *rec
                    int64_t recno)
 {
     (void)rec;
-    (void)len;
     (void)recno;
     rej_log *l = opaque;
     if (l->n < 64) {
         l->reason[l->n] = reason;
+        l->len[l->n] = len;
         snprintf(l->detail[l->n], sizeof(l->detail[0]), "%s", detail);
     }
     l->n++;
@@ -477,6 +478,45 @@ static void test_lines_and_message(void **state)
     fx_free(&t);
 }
 
+/* A Kafka message in schema-registry framing (Confluent's JSON Schema
+ * serializer: byte 0 = 0, a 4-byte schema id, the JSON) decodes as the bare
+ * JSON; a rejected one keeps its whole bytes (the dead letter). A line of a
+ * file is never read as framed. */
+static void test_registry_framed_message(void **state)
+{
+    (void)state;
+    fx t;
+    fx_init(&t, schema_yaml, 64);
+    uint32_t next = 0;
+    const char plain[] = "{\"user\":{\"id\":5},\"item\":{\"cat\":\"shoes\"}}";
+    char framed[64] = {0, 0, 0, 1, 0x2a};
+    memcpy(framed + 5, plain, sizeof(plain) - 1);
+    size_t flen = 5 + sizeof(plain) - 1;
+    assert_int_equal(pr_decode_message(PR_MSG_JSON, &t.ctx, t.b, plain, strlen(plain), &next, NULL),
+                     1);
+    assert_int_equal(pr_decode_message(PR_MSG_JSON, &t.ctx, t.b, framed, flen, &next, NULL), 1);
+    assert_int_equal(t.rl.n, 0);
+    assert_int_equal(t.b->rows, 2);
+    assert_true(key_at(t.b, C_USER, 1) == 5);
+    assert_true(key_at(t.b, C_USER, 1) == key_at(t.b, C_USER, 0));
+    assert_true(key_at(t.b, C_CAT, 1) == key_at(t.b, C_CAT, 0));
+    /* too short for the framing; framed garbage: rejected with the whole message */
+    const char shortf[] = {0, 0, 1};
+    assert_int_equal(pr_decode_message(PR_MSG_JSON, &t.ctx, t.b, shortf, 3, &next, NULL), 0);
+    assert_int_equal(t.rl.reason[0], PR_DEC_BAD_FRAMING);
+    assert_int_equal(t.rl.len[0], 3);
+    assert_non_null(strstr(t.rl.detail[0], "registry framing needs 5"));
+    char bad[16] = {0, 0, 0, 0, 7, '{', 'x'};
+    assert_int_equal(pr_decode_message(PR_MSG_JSON, &t.ctx, t.b, bad, 7, &next, NULL), 0);
+    assert_int_equal(t.rl.reason[1], PR_DEC_NOT_JSON);
+    assert_int_equal(t.rl.len[1], 7);
+    assert_int_equal(pr_decode_json_line(&t.ctx, t.b, framed, flen, 1), 0);
+    assert_int_equal(t.rl.n, 3);
+    assert_int_not_equal(t.rl.reason[2], 0);
+    assert_int_equal(t.b->rows, 2);
+    fx_free(&t);
+}
+
 /* The generated clickstream through the example's schema: no rejects, and
  * the same blocks whatever the block size. */
 static void test_gen_clickstream(void **state)
@@ -537,6 +577,7 @@ int main(void)
         cmocka_unit_test(test_id_rules),
         cmocka_unit_test(test_full),
         cmocka_unit_test(test_lines_and_message),
+        cmocka_unit_test(test_registry_framed_message),
         cmocka_unit_test(test_gen_clickstream),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
