@@ -8,9 +8,10 @@
  * (service/include/pr_service.h), plus recycled.npy, the recycled-index
  * notices, when a column evicts (docs/formats.md). Without --config the
  * embedded default config is used. Exit codes: 0 done, 1 I/O or runtime
- * failure (the path and strerror are printed), 2 usage or config error (the
- * config's own message). Progress goes to stderr only when stderr is a
- * terminal; the one-line summary is always printed to stderr.
+ * failure (the path and strerror are printed) or every record rejected, 2
+ * usage or config error (the config's own message) or an input that is not
+ * what the config reads (compressed, JSON for TSV, ...). Progress goes to stderr only when stderr
+ * is a terminal; the one-line summary is always printed to stderr.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -128,6 +129,96 @@ static void pr__process_stages(const pr_offline_result *res)
  * (pr_offline_run_schema). --threads N decodes on N workers (default: the
  * online CPUs) and gives the engine N threads (default engine.threads);
  * results do not depend on either. */
+/* ---- the input, looked at before a pass: what a wrong file would
+ * otherwise turn into (every line rejected, exit 0, or a reason that names
+ * the wrong cause). */
+
+/* Compressed files by their magic bytes: piperec reads uncompressed input. */
+static const struct {
+    const char *magic;
+    size_t len;
+    const char *name, *cat;
+} pr__compressed[] = {
+    {"\x1f\x8b", 2, "gzip", "zcat"},
+    {"\x28\xb5\x2f\xfd", 4, "zstd", "zstdcat"},
+    {"BZh", 3, "bzip2", "bzcat"},
+    {"\xfd\x37\x7a\x58\x5a\x00", 6, "xz", "xzcat"},
+    {"\x04\x22\x4d\x18", 4, "lz4", "lz4cat"},
+    {"PK\x03\x04", 4, "zip", "unzip -p"},
+};
+
+/* What the input expects: the Criteo layout's TSV lines, a declared
+ * schema's JSON lines, or varint-delimited records (avro, protobuf). */
+typedef enum { PR__IN_TSV, PR__IN_JSON, PR__IN_DELIMITED } pr__in_kind;
+
+/* 0, or 2 after saying why `input` cannot be what `kind` reads. Standard
+ * input and what cannot be opened are left to the pass. */
+static int pr__process_sniff(const char *input, pr__in_kind kind)
+{
+    if (!strcmp(input, "-"))
+        return 0;
+    FILE *f = fopen(input, "rb");
+    if (!f)
+        return 0;
+    unsigned char head[64];
+    size_t n = fread(head, 1, sizeof(head), f);
+    fclose(f);
+    for (size_t i = 0; i < sizeof(pr__compressed) / sizeof(pr__compressed[0]); i++)
+        if (n >= pr__compressed[i].len &&
+            !memcmp(head, pr__compressed[i].magic, pr__compressed[i].len)) {
+            fprintf(stderr,
+                    "piperec process: %s is %s-compressed: piperec reads uncompressed input; "
+                    "decompress it first, or on the fly: %s %s | piperec process --input - ...\n",
+                    input, pr__compressed[i].name, pr__compressed[i].cat, input);
+            return 2;
+        }
+    bool bom = n >= 3 && !memcmp(head, "\xef\xbb\xbf", 3);
+    size_t k = bom ? 3 : 0;
+    while (k < n && (head[k] == ' ' || head[k] == '\t' || head[k] == '\r' || head[k] == '\n'))
+        k++;
+    bool object = k < n && head[k] == '{';
+    if (kind == PR__IN_TSV && bom) {
+        fprintf(stderr,
+                "piperec process: %s:1: starts with a UTF-8 byte order mark, which would be read "
+                "as part of the first label: remove it, e.g. sed -i '1s/^\\xEF\\xBB\\xBF//' "
+                "FILE\n",
+                input);
+        return 2;
+    }
+    if (kind == PR__IN_TSV && object) {
+        fprintf(stderr,
+                "piperec process: %s looks like JSON lines (it begins with an object), and the "
+                "Criteo layout reads TSV lines: JSON events need a declared schema "
+                "(source.format: json and schema: { event_time, labels, dense, sparse }; "
+                "docs/configuration.md \"Feature schema\", examples/clickstream.yaml)\n",
+                input);
+        return 2;
+    }
+    if (kind == PR__IN_DELIMITED && object) {
+        fprintf(stderr,
+                "piperec process: %s looks like JSON lines (it begins with an object), and "
+                "source.format avro and protobuf read varint-delimited records: set "
+                "source.format: json for JSON lines\n",
+                input);
+        return 2;
+    }
+    return 0;
+}
+
+/* 0, or 1 after saying so when every record of the input was rejected:
+ * the outputs are written (rejects.tsv says why), but there is nothing to
+ * train on, and a script's next step must not carry on as if there was. */
+static int pr__process_all_rejected(const pr_offline_result *res, const char *output)
+{
+    if (res->rows || !res->rejected)
+        return 0;
+    fprintf(stderr,
+            "piperec process: every record was rejected (%" PRIu64 "): nothing to train on; "
+            "%s/rejects.tsv says why for each (is the input in the format the config reads?)\n",
+            res->rejected, output);
+    return 1;
+}
+
 static int pr__process_schema(const pr_pipeline_cfg *pc, const pr_config *cfg, const char *input,
                               const char *output, int threads, uint32_t block_rows, int progress,
                               bool buffered_io, const char *backend)
@@ -188,7 +279,7 @@ static int pr__process_schema(const pr_pipeline_cfg *pc, const pr_config *cfg, c
             : pc->source.format == PR_FORMAT_AVRO ? "Avro records"
                                                   : "JSON lines");
     pr__process_stages(&res);
-    return 0;
+    return pr__process_all_rejected(&res, output);
 }
 
 /* A declared schema with an event time (what ttl_s eviction reads offline). */
@@ -331,7 +422,7 @@ static int pr__process_criteo(const pr_pipeline_cfg *pc, const pr_config *cfg, c
     }
 
     pr__process_report(&res, output);
-    return 0;
+    return pr__process_all_rejected(&res, output);
 }
 
 int pr_cli_cmd_process(int argc, char **argv)
@@ -403,6 +494,15 @@ int pr_cli_cmd_process(int argc, char **argv)
         return 2;
     }
     if (!fit && pr__process_refuse_no_time(pc)) {
+        pr_config_free(cfg);
+        return 2;
+    }
+    pr__in_kind kind =
+        !fit && !pc->features.declared ? PR__IN_TSV
+        : pc->source.format == PR_FORMAT_AVRO || pc->source.format == PR_FORMAT_PROTOBUF
+            ? PR__IN_DELIMITED
+            : PR__IN_JSON;
+    if (pr__process_sniff(input, kind)) {
         pr_config_free(cfg);
         return 2;
     }

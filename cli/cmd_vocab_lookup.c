@@ -486,8 +486,37 @@ static int pr__lookup_load(pr_cli_vocab *v, const char *input)
     return 0;
 }
 
-static int pr__lookup_run(pr_cli_vocab *v, pr__lookup *lk, const char *feature, const char *input,
-                          const char *ids, const char *output)
+/* 0, or 2 after saying so when --input's meta.json (a `piperec process`
+ * output) names another pipeline than the config's: its vocabulary is read
+ * through the wrong features otherwise ("no column 'user'" from the
+ * embedded Criteo config, or another pipeline's steps). */
+static int pr__lookup_check_meta(const pr_cli_vocab *v, const char *input, const char *config)
+{
+    char path[4096], buf[512];
+    snprintf(path, sizeof(path), "%s/meta.json", input);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    static const char key[] = "\"pipeline\": \"";
+    const char *p = strstr(buf, key), *e = p ? strchr(p + sizeof(key) - 1, '"') : NULL;
+    if (!e)
+        return 0;
+    p += sizeof(key) - 1;
+    if ((size_t)(e - p) == strlen(v->pc->name) && !memcmp(p, v->pc->name, (size_t)(e - p)))
+        return 0;
+    fprintf(stderr,
+            "piperec vocab lookup: %s says pipeline '%.*s' wrote it, but this lookup reads it "
+            "through pipeline '%s' of %s: pass the --config%s it was processed with\n",
+            path, (int)(e - p), p, v->pc->name, config ? config : "the embedded default config",
+            config ? " (and --pipeline)" : "");
+    return 2;
+}
+
+static int pr__lookup_run(pr_cli_vocab *v, pr__lookup *lk, const char *config, const char *feature,
+                          const char *input, const char *ids, const char *output)
 {
     int ret;
     /* A two-pass config's vocabulary reads like a streaming one. */
@@ -502,7 +531,8 @@ static int pr__lookup_run(pr_cli_vocab *v, pr__lookup *lk, const char *feature, 
     }
     lk->pc = v->pc;
     lk->espec = &v->espec;
-    if ((ret = pr__lookup_prepare(lk, feature)) || (ret = pr__lookup_load(v, input)))
+    if ((input && (ret = pr__lookup_check_meta(v, input, config))) ||
+        (ret = pr__lookup_prepare(lk, feature)) || (ret = pr__lookup_load(v, input)))
         return ret;
     uint64_t entries = 0;
     pr_engine_vocab_read(v->eng, lk->col, pr__count_cb, &entries);
@@ -527,12 +557,31 @@ static int pr__lookup_run(pr_cli_vocab *v, pr__lookup *lk, const char *feature, 
     size_t cap = 0;
     ssize_t n;
     int rc = 0;
+    bool first = true;
     while (!rc && (n = getline(&line, &cap, in)) >= 0) {
         while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
             n--;
+        /* A byte order mark would be read as part of the first id (a wrong
+         * "unseen"): refused, as everywhere piperec reads text. */
+        if (first && n >= 3 && !memcmp(line, "\xef\xbb\xbf", 3)) {
+            fprintf(stderr,
+                    "piperec vocab lookup: %s:1: starts with a UTF-8 byte order mark, which "
+                    "would be read as part of the first id: remove it, e.g. "
+                    "sed -i '1s/^\\xEF\\xBB\\xBF//' FILE\n",
+                    in == stdin ? "standard input" : ids);
+            break;
+        }
+        first = false;
         rc = pr__lookup_line(lk, line, (size_t)n, out);
     }
     free(line);
+    if (first && n >= 0) { /* the byte order mark */
+        if (in != stdin)
+            fclose(in);
+        if (out != stdout)
+            fclose(out);
+        return 2;
+    }
     ret = 0;
     if (rc || ferror(in)) {
         fprintf(stderr, "piperec vocab lookup: %s\n",
@@ -585,7 +634,7 @@ int pr_cli_vocab_lookup(int argc, char **argv)
     pr__lookup lk = {.strings = strings, .events = events};
     int ret = pr_cli_vocab_open("lookup", config, pipeline, state, !input, &v);
     if (ret == 0)
-        ret = pr__lookup_run(&v, &lk, feature, input, ids, output);
+        ret = pr__lookup_run(&v, &lk, config, feature, input, ids, output);
     pr__kmap_free(&lk.map);
     pr_block_free(lk.blk);
     pr_json_decoder_free(lk.dec);

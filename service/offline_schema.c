@@ -911,8 +911,9 @@ static int pr__not_json_lines(const pr__srun *run, int64_t lineno, char *errstr,
 {
     return pr_seterr(errstr, errstr_size, PR_EINVAL,
                      "%s: no JSON object in the first %" PRId64 " non-blank line(s), up to "
-                     "line %" PRId64 ": a declared schema reads JSON lines (one object per "
-                     "line); Criteo TSV goes with the Criteo layout (schema: { label, dense: N, "
+                     "line %" PRId64 ": source.format json reads JSON lines (one object per "
+                     "line); varint-delimited Avro or Protobuf records need source.format avro "
+                     "or protobuf, and Criteo TSV the Criteo layout (schema: { label, dense: N, "
                      "sparse: M })",
                      run->opts->input, run->lead, lineno);
 }

@@ -136,8 +136,12 @@ static const pr_cfgmap_entry files_entries[] = {
     PR_CFG_E_STR("dir", PR_CFG_REQUIRED | PR_CFG_NONEMPTY, pr_files_sink_cfg, dir, NULL,
                  "Directory for .npy batch files (created if missing)."),
     PR_CFG_E_INT("roll_batches", 0, pr_files_sink_cfg, roll_batches, 1, UINT32_MAX, "100",
-                 "Batches written per file set before a new one is started."),
-    PR_CFG_E_INT("roll_max_ms", PR_CFG_INTERNAL, pr_files_sink_cfg, roll_max_ms, 1, INT32_MAX,
-                 "1000", "A roll this old is closed at the next poll."),
+                 "Most batches in one roll (file set); a roll also closes at roll_max_ms, "
+                 "whichever comes first."),
+    PR_CFG_E_INT("roll_max_ms", 0, pr_files_sink_cfg, roll_max_ms, 1, INT32_MAX, "1000",
+                 "A roll this old (since its first batch) is closed at the next poll, however "
+                 "few batches it holds: a roll's batches are acknowledged, and their offsets "
+                 "committed, only once it is closed and fsync'd, so this bounds how long they "
+                 "wait. Raise it (with roll_batches) for fewer, larger rolls."),
 };
 const pr_cfgmap pr_sink_files_cfgmap = PR_CFGMAP(files_entries);

@@ -779,6 +779,13 @@ static int pr__imp_parse(const pr_engine *eng, uint32_t c, const char *path, pr_
         line++;
         while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
             buf[--len] = 0;
+        if (line == 1 && len >= 3 && !memcmp(buf, "\xef\xbb\xbf", 3)) {
+            rc = pr_seterr(errstr, errstr_size, PR_EBADREC,
+                           "%s:1: starts with a UTF-8 byte order mark (an editor saved it so): "
+                           "remove it, e.g. sed -i '1s/^\\xEF\\xBB\\xBF//' FILE",
+                           path);
+            break;
+        }
         if (!strncmp(buf, PR__STATE_TAG " ", tag_len + 1)) {
             rc = pr__imp_state(&r, buf + tag_len + 1, line, ic, errstr, errstr_size);
             continue;

@@ -208,10 +208,14 @@ for f in $(cd "$T/offjson" && find . -name '*.npy' -o -name '*.tsv' | sort); do
 done
 [ $n -gt 10 ] || fail "only $n files compared"
 # 8. an offline reject keeps its binary record on one line, as hex; a
-# zero-length record is `empty`, as an empty Kafka message is
+# zero-length record is `empty`, as an empty Kafka message is; every record
+# rejected: the outputs are written, and the exit is 1 (nothing to train on)
 printf '\006\005\001\002\003\004\012\000' > "$T/bad.avrof"
+rc=0
 "$PIPEREC" process --config "$T/basic.yaml" --input "$T/bad.avrof" --output "$T/offbad" \
-    --no-progress > /dev/null 2> "$T/process_bad.err" || fail "process bad: $(cat "$T/process_bad.err")"
+    --no-progress > /dev/null 2> "$T/process_bad.err" || rc=$?
+[ $rc -eq 1 ] && grep -q "every record was rejected (2): nothing to train on" "$T/process_bad.err" ||
+    fail "process bad: rc $rc, $(cat "$T/process_bad.err")"
 [ "$(wc -l < "$T/offbad/rejects.tsv")" -eq 2 ] || fail "rejects.tsv: $(cat "$T/offbad/rejects.tsv")"
 grep -q "^1	bad_framing	.*	05010203040a$" "$T/offbad/rejects.tsv" ||
     fail "rejects.tsv line: $(cat "$T/offbad/rejects.tsv")"

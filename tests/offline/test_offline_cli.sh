@@ -198,4 +198,26 @@ for c, n in zip(m["sparse_names"], m["vocab_sizes"]):
     assert head.rstrip().endswith(f"size {n}"), (c, n, head)
 PYEOF
 
+# The input looked at first: compressed, JSON for the Criteo layout, a byte
+# order mark: exit 2 naming the cause (every line was rejected, exit 0);
+# records all rejected: the outputs are written, exit 1
+gzip -c "$SAMPLE" > "$T/sample.tsv.gz"
+rc=0; "$PIPEREC" process --input "$T/sample.tsv.gz" --output "$T/gz" 2> "$T/gz.err" || rc=$?
+[ $rc -eq 2 ] && grep -q "is gzip-compressed: .*zcat $T/sample.tsv.gz | piperec process --input -" \
+    "$T/gz.err" || fail "gzip input: rc $rc, $(cat "$T/gz.err")"
+gzip -dc "$T/sample.tsv.gz" | "$PIPEREC" process --input - --output "$T/gz" 2>/dev/null \
+    || fail "zcat | process --input -"
+printf '{"user": {"id": 1}}\n' > "$T/ev.jsonl"
+rc=0; "$PIPEREC" process --input "$T/ev.jsonl" --output "$T/js" 2> "$T/js.err" || rc=$?
+[ $rc -eq 2 ] && grep -q "looks like JSON lines.*declared schema" "$T/js.err" \
+    || fail "JSON lines for the Criteo layout: rc $rc, $(cat "$T/js.err")"
+printf '\357\273\277' | cat - "$SAMPLE" > "$T/bom.tsv"
+rc=0; "$PIPEREC" process --input "$T/bom.tsv" --output "$T/bom" 2> "$T/bom.err" || rc=$?
+[ $rc -eq 2 ] && grep -q "bom.tsv:1: starts with a UTF-8 byte order mark" "$T/bom.err" \
+    || fail "BOM: rc $rc, $(cat "$T/bom.err")"
+printf 'a\tb\nc\n' > "$T/junk.tsv"
+rc=0; "$PIPEREC" process --input "$T/junk.tsv" --output "$T/junk" 2> "$T/junk.err" || rc=$?
+[ $rc -eq 1 ] && grep -q "every record was rejected (2): nothing to train on" "$T/junk.err" \
+    && [ "$(wc -l < "$T/junk/rejects.tsv")" -eq 2 ] || fail "all rejected: rc $rc, $(cat "$T/junk.err")"
+
 echo "test_offline_cli: ok"

@@ -67,6 +67,13 @@ bad() { # $1: expected message part; stdin: lines appended to C1.tsv
     fi
     grep -q "$1" "$T/bad.err" || { cat "$T/bad.err"; fail "message: $1"; }
 }
+# a byte order mark (a file an editor saved) is named, not "1 fields"
+rm -rf "$T/bom" && cp -r "$T/a/vocab" "$T/bom"
+{ printf '\357\273\277'; cat "$T/a/vocab/C1.tsv"; } > "$T/bom/C1.tsv.new" && mv "$T/bom/C1.tsv.new" "$T/bom/C1.tsv"
+if "$PIPEREC" vocab import --state "$T/st4" --input "$T/bom" 2>"$T/bom.err"; then
+    fail "accepted a seed with a byte order mark"
+fi
+grep -q "C1.tsv:1: starts with a UTF-8 byte order mark" "$T/bom.err" || { cat "$T/bom.err"; fail "BOM message"; }
 N=$(grep -vc '^#' "$T/a/vocab/C1.tsv")
 L=$(wc -l < "$T/a/vocab/C1.tsv")
 V=$(sed -n 3p "$T/a/vocab/C1.tsv" | cut -f2)

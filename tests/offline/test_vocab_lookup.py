@@ -168,6 +168,17 @@ def main():
     got, _ = lookup(EXAMPLE, "user", ["--input", out], ["a\tb"], "--strings")
     if got != [["a\\tb", "1", "unseen"]]:
         fail("TAB in an id: %r" % got)
+    # a byte order mark on line 1 would be read into the first id (a wrong
+    # "unseen"): refused, naming it
+    p = run(["vocab", "lookup", "--config", EXAMPLE, "--feature", "user", "--input", out,
+             "--strings"], "\ufeff" + sids[0] + "\n", rc=2)
+    if "byte order mark" not in p.stderr or p.stdout:
+        fail("BOM: %r %r" % (p.stdout, p.stderr))
+    # without --config, a declared schema's output is not read through the
+    # embedded Criteo config: meta.json's pipeline is named
+    p = run(["vocab", "lookup", "--feature", "user", "--input", out], '"u1"\n', rc=2)
+    if "says pipeline 'clicks' wrote it" not in p.stderr or "--config" not in p.stderr:
+        fail("no --config on a schema output: %s" % p.stderr)
     # nothing was added: the vocabulary files are unchanged by lookups
     before = open(os.path.join(out, "vocab", "user.tsv")).read()
     lookup(EXAMPLE, "user", ["--input", out], ['"new-1"', '"new-2"'])
