@@ -9,9 +9,11 @@
  * state dir's vocabulary, read with the config it was written under (OLD),
  * is exported as text, each column the new config still has is imported
  * with its indices (and eviction state) unchanged, a new column starts
- * empty, a column the new config dropped is reported and left out. A
- * column whose settings changed is checked by the import as any dictionary
- * is (indices within capacity, keys below the modulus...).
+ * empty, a column the new config dropped is reported and left out, and a
+ * declared feature whose values get other keys now (its paths, default or
+ * operators before vocab changed: pr_feature_vocab_input_fp) starts empty
+ * too. A column whose settings changed is checked by the import as any
+ * dictionary is (indices within capacity, keys below the modulus...).
  *
  * The state dir is locked (the service must be stopped, as for import), the
  * journal is folded into the new snapshot and removed. Not for a shared
@@ -48,6 +50,21 @@ static bool pr__has_column(const pr_pipeline_spec *s, const char *name)
     for (uint32_t c = 0; c < s->n_sparse; c++)
         if (!strcmp(s->sparse[c].name, name))
             return true;
+    return false;
+}
+
+/* Does new column `nc` keep the old config's column of its name? Not when
+ * its values get other keys now (a declared feature whose paths, default or
+ * operators before vocab changed): its indices would name other values. */
+static bool pr__kept(const pr_pipeline_spec *os, const pr_sparse_col_spec *nc, bool *changed)
+{
+    *changed = false;
+    for (uint32_t c = 0; c < os->n_sparse; c++)
+        if (!strcmp(os->sparse[c].name, nc->name)) {
+            uint64_t a = os->sparse[c].input_fp, b = nc->input_fp;
+            *changed = a && b && a != b;
+            return !*changed;
+        }
     return false;
 }
 
@@ -93,8 +110,9 @@ static int pr__migrate(pr_cli_vocab *o, pr_cli_vocab *n, const char *tmp)
     }
     unsigned long long notice_next = 0;
     char path[4400];
+    bool changed;
     for (uint32_t c = 0; c < ns->n_sparse && !notice_next; c++)
-        if (pr__has_column(os, ns->sparse[c].name)) {
+        if (pr__kept(os, &ns->sparse[c], &changed)) {
             snprintf(path, sizeof(path), "%s/%s.tsv", tmp, ns->sparse[c].name);
             notice_next = pr__notice_next_of(path);
         }
@@ -110,13 +128,16 @@ static int pr__migrate(pr_cli_vocab *o, pr_cli_vocab *n, const char *tmp)
      * kept columns carry (every file must carry the same one). */
     pr_engine_vocab_notices_set_next(n->eng, notice_next);
     for (uint32_t c = 0; c < ns->n_sparse; c++) {
-        bool kept = pr__has_column(os, ns->sparse[c].name);
+        bool kept = pr__kept(os, &ns->sparse[c], &changed);
         if (!kept && (rc = pr_vocab_export_column(n->eng, tmp, c, err, sizeof(err)))) {
             fprintf(stderr, "piperec vocab migrate: %s\n", err);
             return pr_cli_exit_code(rc);
         }
         fprintf(stderr, "piperec vocab migrate: column %s: %s\n", ns->sparse[c].name,
-                kept ? "kept, every index unchanged" : "new, starts empty");
+                kept      ? "kept, every index unchanged"
+                : changed ? "its values get other keys now (paths, default or operators before "
+                            "vocab changed), starts empty"
+                          : "new, starts empty");
     }
     if ((rc = pr_vocab_import(n->eng, tmp, err, sizeof(err)))) {
         fprintf(stderr, "piperec vocab migrate: %s (nothing changed in %s)\n", err, n->state);

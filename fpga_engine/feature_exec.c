@@ -153,6 +153,84 @@ int pr_feature_vocab_step(const pr_feature_spec *f)
     return -1;
 }
 
+/* One step's argument as text (its op's argument form). */
+static size_t pr__step_text(const pr_fop_step *st, char *out, size_t n)
+{
+    const pr_fop_info *in = &pr_fop_table[st->op];
+    int w = snprintf(out, n, "%s", in->name);
+    size_t k = w > 0 ? (size_t)w : 0;
+#define PR__APP(...)                                                                               \
+    do {                                                                                           \
+        if (k < n) {                                                                               \
+            int ww = snprintf(out + k, n - k, __VA_ARGS__);                                        \
+            k += ww > 0 ? (size_t)ww : 0;                                                          \
+        }                                                                                          \
+    } while (0)
+    switch (in->arg) {
+    case PR_FARG_VALUE:
+        if (st->value_type == PR_FTYPE_STR)
+            PR__APP(" \"%s\"", st->str);
+        else if (st->value_type == PR_FTYPE_INT)
+            PR__APP(" %" PRIu64, st->n);
+        else
+            PR__APP(" %.17g", st->a);
+        break;
+    case PR_FARG_RANGE:
+    case PR_FARG_STATS:
+        PR__APP(" %.17g %.17g", st->a, st->b);
+        break;
+    case PR_FARG_BOUNDS:
+        for (uint16_t i = 0; i < st->n_bounds; i++)
+            PR__APP("%s%.17g", i ? "," : " ", st->bounds[i]);
+        break;
+    case PR_FARG_COUNT:
+        PR__APP(" %" PRIu64, st->n);
+        break;
+    case PR_FARG_UNIT:
+        PR__APP(" %s", pr_time_unit_names[st->unit]);
+        break;
+    case PR_FARG_NONE:
+        break;
+    }
+#undef PR__APP
+    return k < n ? k : (n ? n - 1 : 0);
+}
+
+void pr_feature_vocab_input(const pr_feature_spec *f, char *out, size_t n)
+{
+    if (!n)
+        return;
+    size_t k = 0;
+    out[0] = '\0';
+    k += (size_t)snprintf(out, n, "paths");
+    for (uint8_t i = 0; i < f->n_paths && k < n; i++)
+        k += (size_t)snprintf(out + k, n - k, "%s%s", i ? "," : " ", f->paths[i]);
+    if (k < n)
+        k += (size_t)snprintf(out + k, n - k, "; default ");
+    if (k < n && f->has_default) {
+        char t[PR_FOP_STR_MAX + 48];
+        pr__step_text(&f->deflt, t, sizeof(t));
+        k += (size_t)snprintf(out + k, n - k, "%s", t + strlen("fill "));
+    } else if (k < n) {
+        k += (size_t)snprintf(out + k, n - k, "-");
+    }
+    if (k < n)
+        k += (size_t)snprintf(out + k, n - k, "; ops");
+    int v = pr_feature_vocab_step(f);
+    for (int i = 0; i < (v < 0 ? f->n_ops : v) && k < n; i++) {
+        k += (size_t)snprintf(out + k, n - k, "%s", i ? ", " : " ");
+        if (k < n)
+            k += pr__step_text(&f->ops[i], out + k, n - k);
+    }
+}
+
+uint64_t pr_feature_vocab_input_fp(const pr_feature_spec *f)
+{
+    char t[8192];
+    pr_feature_vocab_input(f, t, sizeof(t));
+    return pr_fop_hash64(t, strlen(t)) | 1;
+}
+
 /* Counts of a schema's labels, dense, sparse+list and vocab features. */
 typedef struct pr__shape {
     uint16_t labels, dense, feat, vocab;
@@ -266,6 +344,7 @@ int pr_feature_engine_spec(const pr_feature_schema *schema, const pr_pipeline_sp
         *cs = bc ? *bc : def.sparse[0];
         snprintf(cs->name, sizeof(cs->name), "%s", f->name);
         cs->modulus = def.sparse[0].modulus; /* unused: no modulus operator */
+        cs->input_fp = pr_feature_vocab_input_fp(f);
         if (f->kind == PR_FEAT_LIST && cs->eviction == PR_EVICT_TTL && cs->ttl_s)
             return pr_seterr(errstr, errstr_size, PR_EINVAL,
                              "transform.columns.%s.ttl_s: list feature '%s' cannot evict by "

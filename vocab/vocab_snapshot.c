@@ -28,10 +28,11 @@
 
 /* --- binary snapshot
  *
- * Written from now on (version 6), one layout for every pipeline:
+ * Written from now on (version 7), one layout for every pipeline:
  *
- *   "PRVSNAP1" u32 6 u32 n_sparse u64 fingerprint u32 fields
+ *   "PRVSNAP1" u32 7 u32 n_sparse u64 fingerprint u32 fields
  *   u32 names_len, the columns' names, each ended by a zero byte
+ *   u32 n_sparse, n_sparse x u64 input fingerprint (0: the Criteo layout)
  *   u32 tag_len, tag_len bytes of the caller's tag (0 without)
  *   u64 notice_next, u32 n, n x {u32 col, u32 0, i64 index, u64 number}
  *   per column: [u64 clock] [i64 event clock] u64 n, then
@@ -46,20 +47,26 @@
  * The names make a snapshot refuse a config whose vocab features moved:
  * the fingerprint covers each column's settings, not its name, so features
  * swapped, renamed or replaced by one of the same settings would otherwise
- * load each other's indices.
+ * load each other's indices. The input fingerprints
+ * (pr_feature_vocab_input_fp) make it refuse a declared feature whose
+ * paths, default or operators before vocab changed: the same name, but its
+ * values get other keys (a modulus 1000 for 1000000: item 1000 would take
+ * item 0's index).
  *
- * Read as well, and rewritten as version 6 by the next snapshot, the formats
+ * Read as well, and rewritten as version 7 by the next snapshot, the formats
  * of earlier releases, each the same layout with parts left out:
  *   1  no fields word, no names, no tag, no notices, fields 0
  *   2  no fields word, no names, a tag, no notices, fields 0
  *   3  no fields word, no names, a tag, notices, fields CLOCK
  *   4  no fields word, no names, a tag, notices, fields CLOCK | EVENT
- *   5  no names
+ *   5  no names, no input fingerprints
+ *   6  no input fingerprints
  */
 
 static const char pr__snap_magic[8] = {'P', 'R', 'V', 'S', 'N', 'A', 'P', '1'};
-#define PR__SNAP_VERSION 6
+#define PR__SNAP_VERSION 7
 #define PR__SNAP_NAMES   6 /* the first version with the column names */
+#define PR__SNAP_INPUTS  7 /* the first version with the input fingerprints */
 enum { PR__SF_CLOCK = 1, PR__SF_EVENT = 2 };
 
 /* What a snapshot of a given version holds. */
@@ -76,6 +83,8 @@ typedef struct {
     bool has;
     uint32_t len;
     char buf[PR_MAX_SPARSE * PR_NAME_MAX];
+    bool has_inputs; /* version >= PR__SNAP_INPUTS */
+    uint64_t input[PR_MAX_SPARSE];
 } pr__snap_names;
 
 static pr__snap_layout pr__snap_layout_of(uint32_t version, uint32_t fields)
@@ -165,6 +174,9 @@ static int pr__snap_write_body(const pr_engine *eng, pr__writer *w, const void *
     for (uint32_t c = 0; c < hdr[1]; c++)
         pr__w(w, pr_engine_spec(eng)->sparse[c].name,
               strlen(pr_engine_spec(eng)->sparse[c].name) + 1);
+    pr__w(w, &hdr[1], 4);
+    for (uint32_t c = 0; c < hdr[1]; c++)
+        pr__w(w, &pr_engine_spec(eng)->sparse[c].input_fp, 8);
     pr__w(w, &tag_len, 4);
     pr__w(w, tag, tag_len);
     /* To announce after a restart: the replayed ones not sent yet, and
@@ -284,6 +296,14 @@ static int pr__snap_read_header(pr_engine *eng, FILE *f, const char *path, pr__s
                              "vocab load: %s is truncated or corrupt (names)", path);
         nm->has = true;
     }
+    if (hdr[0] >= PR__SNAP_INPUTS) {
+        uint32_t n = 0;
+        if (pr__read_exact(f, &n, 4, h) || n != hdr[1] ||
+            pr__read_exact(f, nm->input, (size_t)n * 8, h))
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "vocab load: %s is truncated or corrupt (input fingerprints)", path);
+        nm->has_inputs = true;
+    }
     if (!lay->has_tag)
         return 0;
     uint32_t n = 0;
@@ -321,6 +341,15 @@ static int pr__snap_check_names(const pr_engine *eng, const char *path, const pr
                              "belong to another feature; `piperec vocab migrate --from "
                              "OLD_CONFIG` carries every kept feature's indices over by name",
                              path, c, p, want);
+        uint64_t mine = pr_engine_spec(eng)->sparse[c].input_fp;
+        if (nm->has_inputs && nm->input[c] && mine && nm->input[c] != mine)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "vocab load: %s: feature %s gives its values other keys than when "
+                             "the snapshot was written: its paths, default or operators before "
+                             "vocab changed (`piperec explain` shows them), so its indices would "
+                             "name other values; `piperec vocab migrate --from OLD_CONFIG` keeps "
+                             "every other feature's indices and starts this one empty",
+                             path, want);
         p = z + 1;
     }
     return 0;

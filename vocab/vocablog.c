@@ -251,6 +251,7 @@ static void pr__settings_build(const pr_vocablog *vl, pr__settings *ps)
         ps->cols[c].modulus = mod ? sp->sparse[c].modulus : 0;
         ps->cols[c].min_count = sp->sparse[c].min_count;
         ps->cols[c].capacity = sp->sparse[c].capacity;
+        ps->cols[c].input_fingerprint = sp->sparse[c].input_fp;
         if (sp->sparse[c].eviction != PR_EVICT_NONE) {
             ps->cols[c].eviction = (char *)pr_vocab_eviction_names[sp->sparse[c].eviction];
             ps->cols[c].ttl_records = sp->sparse[c].ttl_records;
@@ -309,6 +310,13 @@ static void pr__settings_diff(const Piperec__Vocablog__V1__Settings *log,
         else if (l->decay_records != m->decay_records)
             snprintf(out, n, "column %s decay_records is %" PRIu64 " in the log, %" PRIu64 " here",
                      l->name, l->decay_records, m->decay_records);
+        else if (l->input_fingerprint && m->input_fingerprint &&
+                 l->input_fingerprint != m->input_fingerprint)
+            snprintf(out, n,
+                     "feature %s gives its values other keys here than in the log: its paths, "
+                     "default or operators before vocab differ (input fingerprint %016" PRIx64
+                     " in the log, %016" PRIx64 " here; `piperec explain` shows the chain)",
+                     l->name, l->input_fingerprint, m->input_fingerprint);
         if (out[0])
             return;
     }

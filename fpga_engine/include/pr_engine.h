@@ -124,6 +124,9 @@ typedef struct pr_sparse_col_spec {
                                  * back) is ttl_s seconds past the clock at its last lookup.
                                  * Every processed row needs event_time_ms > 0. */
     uint64_t decay_records;     /* PR_EVICT_LFU: lookups between halvings; 0 = no decay */
+    uint64_t input_fp;          /* a declared feature's: pr_feature_vocab_input_fp (its paths,
+                                 * default and operators before vocab: what its keys mean);
+                                 * 0 for the Criteo layout (hex2int/modulus are the spec's) */
 } pr_sparse_col_spec;
 
 typedef struct pr_pipeline_spec {
@@ -1030,6 +1033,16 @@ void pr_fop_write_reference(FILE *f);
 int pr_feature_side_index(const pr_feature_schema *schema, uint32_t i);
 /* Index of the vocab step in a feature's chain, or -1 when it has none. */
 int pr_feature_vocab_step(const pr_feature_spec *f);
+
+/* What decides the keys a feature's vocabulary sees, as canonical text: its
+ * paths, its default and the operators before its vocab step with their
+ * arguments ("paths item.id; default -; ops modulus 1000"). Not its name,
+ * kind or list length, which change no key. Truncated to n - 1 bytes. */
+void pr_feature_vocab_input(const pr_feature_spec *f, char *out, size_t n);
+/* A nonzero 64-bit fingerprint of pr_feature_vocab_input's text: two
+ * configs whose feature gives the same value a different key differ here
+ * (the snapshot and the vocab log keep it per column). */
+uint64_t pr_feature_vocab_input_fp(const pr_feature_spec *f);
 
 /* Embedding rows a feature's last operator can produce (hash N, modulus N:
  * N; bucketize: bounds + 2; hour_of_day 25; day_of_week 8, 0 being

@@ -466,6 +466,54 @@ static void expect_chain(pr_feature_kind kind, const pr_fop *ops, int n, int bad
         fail_msg("'%s' not in '%s'", text, err);
 }
 
+/* What decides a feature's vocabulary keys, as text and fingerprint: paths,
+ * default, the operators before vocab with their arguments; not the name,
+ * the kind, the list length or the steps after vocab. */
+static void test_vocab_input(void **state)
+{
+    (void)state;
+    pr_feature_spec f;
+    memset(&f, 0, sizeof(f));
+    snprintf(f.name, sizeof(f.name), "item");
+    f.kind = PR_FEAT_SPARSE;
+    f.n_paths = 1;
+    snprintf(f.paths[0], sizeof(f.paths[0]), "item.id");
+    f.n_ops = 3;
+    f.ops[0] = (pr_fop_step){.op = PR_FOP_MODULUS, .n = 1000000};
+    f.ops[1] = (pr_fop_step){.op = PR_FOP_VOCAB};
+    f.ops[2] = (pr_fop_step){.op = PR_FOP_HASH, .n = 7};
+    char t[512];
+    pr_feature_vocab_input(&f, t, sizeof(t));
+    assert_string_equal(t, "paths item.id; default -; ops modulus 1000000");
+    uint64_t fp = pr_feature_vocab_input_fp(&f);
+    assert_true(fp != 0);
+    pr_feature_spec g = f; /* the same keys: name, kind, list, steps after vocab */
+    snprintf(g.name, sizeof(g.name), "other");
+    g.kind = PR_FEAT_LIST;
+    g.max_len = 5;
+    g.ops[2].n = 9;
+    assert_true(pr_feature_vocab_input_fp(&g) == fp);
+    g = f; /* other keys: the modulus, the path, a default, a step before vocab */
+    g.ops[0].n = 1000;
+    assert_true(pr_feature_vocab_input_fp(&g) != fp);
+    g = f;
+    snprintf(g.paths[0], sizeof(g.paths[0]), "item.sku");
+    assert_true(pr_feature_vocab_input_fp(&g) != fp);
+    g = f;
+    g.has_default = true;
+    g.deflt = (pr_fop_step){.op = PR_FOP_FILL, .value_type = PR_FTYPE_STR, .str = "unknown"};
+    pr_feature_vocab_input(&g, t, sizeof(t));
+    assert_string_equal(t, "paths item.id; default \"unknown\"; ops modulus 1000000");
+    assert_true(pr_feature_vocab_input_fp(&g) != fp);
+    g = f;
+    g.n_ops = 4;
+    memmove(&g.ops[1], &g.ops[0], 3 * sizeof(g.ops[0]));
+    g.ops[0] = (pr_fop_step){.op = PR_FOP_BUCKETIZE, .n_bounds = 2, .bounds = {1.5, 10}};
+    pr_feature_vocab_input(&g, t, sizeof(t));
+    assert_string_equal(t, "paths item.id; default -; ops bucketize 1.5,10, modulus 1000000");
+    assert_true(pr_feature_vocab_input_fp(&g) != fp);
+}
+
 static void test_chain_check(void **state)
 {
     (void)state;
@@ -641,6 +689,7 @@ int main(void)
         cmocka_unit_test(test_time),
         cmocka_unit_test(test_table_documented),
         cmocka_unit_test(test_chain_check),
+        cmocka_unit_test(test_vocab_input),
         cmocka_unit_test(test_placement),
         cmocka_unit_test(test_criteo_preset),
     };

@@ -97,5 +97,16 @@ for name in os.listdir(d):
         by_index[idx], by_value[val] = val, idx
 PY
 n=$(cat "$T"/export1/*.tsv | grep -vc '^#')
-echo "2 replicas ($r1 + $r2 rows), JSON with a list feature: $(ls "$T/export1" | wc -l) vocabularies equal ($n entries), one value per index"
+# A replica whose feature gives values other keys (item: modulus 1000 for the
+# log's 1000000) exits naming it: the log records each declared feature's
+# input fingerprint (its item 1000 got the log's index of item 0 before).
+sed -i 's/{ modulus: 1000000 }, vocab/{ modulus: 1000 }, vocab/' "$T/schema.yaml"
+grep -q "modulus: 1000 }" "$T/schema.yaml" || fail "could not change item's modulus"
+replica_config 3
+if POD_NAME=r3 timeout 60 "$PIPEREC" run --config "$T/r3.yaml" 2> "$T/r3.err"; then
+    fail "a replica whose item feature has another modulus started"
+fi
+grep -q "feature item gives its values other keys here than in the log" "$T/r3.err" ||
+    fail "the feature's conflict was not named: $(tail -3 "$T/r3.err")"
+echo "2 replicas ($r1 + $r2 rows), JSON with a list feature: $(ls "$T/export1" | wc -l) vocabularies equal ($n entries), one value per index; a changed feature chain refused"
 echo "OK"

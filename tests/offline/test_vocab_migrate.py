@@ -119,12 +119,35 @@ def main():
         if a != b:
             fail("%s: lookups differ after the migrate" % feat)
 
+    # a feature whose values get other keys (item: modulus 1000 for 1000000;
+    # item 1000 would take item 0's index): the snapshot refuses it, naming
+    # it; the migrate starts it empty and keeps the others
+    mod = write("mod.yaml", new_text.replace("{ modulus: 1000000 }, vocab", "{ modulus: 1000 }, vocab"))
+    if "{ modulus: 1000 }, vocab" not in open(mod).read():
+        fail("example changed: edit the test's modulus replacement")
+    p = run(["vocab", "export", "--config", mod, "--state", st, "--output",
+             os.path.join(TMP, "y")], rc=2)
+    if "feature item gives its values other keys than when the snapshot was written" not in \
+            p.stderr or "vocab migrate --from" not in p.stderr:
+        fail("a changed feature chain was not refused by name: %s" % p.stderr)
+    p = run(["vocab", "migrate", "--from", new, "--config", mod, "--state", st])
+    if "column item: its values get other keys now" not in p.stderr or \
+            "column user: kept" not in p.stderr:
+        fail("migrate of a changed chain: %s" % p.stderr)
+    after2 = os.path.join(TMP, "after2")
+    run(["vocab", "export", "--config", mod, "--state", st, "--output", after2])
+    if [l for l in open(os.path.join(after2, "item.tsv")) if not l.startswith("#")]:
+        fail("the changed feature kept its old indices")
+    if not filecmp.cmp(os.path.join(after, "user.tsv"), os.path.join(after2, "user.tsv"),
+                       shallow=False):
+        fail("user changed in the second migrate")
+
     # usage
     p = run(["vocab", "migrate", "--config", new, "--state", st], rc=2)
     if "--from OLD_CONFIG is required" not in p.stderr:
         fail("--from missing: %s" % p.stderr)
     other = write("other.yaml", new_text.replace("name: clicks", "name: other"))
-    p = run(["vocab", "migrate", "--from", new, "--config", other, "--state", st], rc=2)
+    p = run(["vocab", "migrate", "--from", mod, "--config", other, "--state", st], rc=2)
     if "name the same one with --pipeline" not in p.stderr:
         fail("another pipeline's name: %s" % p.stderr)
     print("test_vocab_migrate: ok (4 columns kept byte for byte, 1 new, 1 dropped; lookups equal)")
