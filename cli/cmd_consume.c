@@ -387,7 +387,21 @@ meta:
     fprintf(o->meta, "\", \"vocab_sizes\": [");
     for (uint32_t i = 0; i < v->n_vocab_sizes; i++)
         fprintf(o->meta, "%s%llu", i ? ", " : "", (unsigned long long)v->vocab_sizes[i]);
-    fprintf(o->meta, "]}");
+    fprintf(o->meta, "]");
+    /* Bounded vocabularies: the batch's recycled-index notices, as the files
+     * sink writes them, with `row` a row of the output's files: rows from it
+     * on use `index` of `column` for a new value (reset that embedding row). */
+    if (v->n_recycled) {
+        fprintf(o->meta, ", \"recycled\": [");
+        for (uint32_t i = 0; i < v->n_recycled; i++) {
+            const pr_recycled *r = &v->recycled[i];
+            fprintf(o->meta, "%s[%u, %llu, %lld, %llu]", i ? ", " : "", r->col,
+                    (unsigned long long)(o->rows + r->row), (long long)r->index,
+                    (unsigned long long)r->number);
+        }
+        fprintf(o->meta, "]");
+    }
+    fprintf(o->meta, "}");
     if (v->n_vocab_sizes != o->n_vocab) {
         uint64_t *nv = realloc(o->vocab, (v->n_vocab_sizes + 1) * sizeof(*nv));
         if (!nv)
@@ -852,8 +866,9 @@ static bool pr__consume_parse(int argc, char **argv, consume_opts *opt, int *sta
 /* What was received, for the sequence checks and the summary. */
 typedef struct consume_tally {
     uint64_t batches, rows, first_seq, last_seq, max_seq, out_of_order, repeats;
-    uint64_t epoch; /* of the batches being tallied: a higher one starts afresh */
-    uint64_t *seen; /* bitmap of sequences received: catches repeats */
+    uint64_t notices; /* recycled-index notices the batches carried */
+    uint64_t epoch;   /* of the batches being tallied: a higher one starts afresh */
+    uint64_t *seen;   /* bitmap of sequences received: catches repeats */
     size_t seen_cap;
     double t_first, t_last;
 } consume_tally;
@@ -946,6 +961,7 @@ static int pr__consume_batch(pr_trainer_client *c, const consume_opts *opt, npy_
     }
     t->batches++;
     t->rows += v->rows;
+    t->notices += v->n_recycled;
     t->t_last = pr__mono_s();
     uint64_t seq = v->seq;
     pr_batch_view_fini(v);
@@ -1016,11 +1032,14 @@ static void pr__consume_summary(const char *end, const consume_tally *t, double 
     pr__consume_rate(t, rate, sizeof(rate));
     printf("piperec consume: %s: %llu batches, %llu rows, seq %llu..%llu (max %llu), %llu out of "
            "order, "
-           "%llu repeated, %s, %.2f s total, epoch %llu\n",
+           "%llu repeated, %s, %.2f s total, epoch %llu",
            end, (unsigned long long)t->batches, (unsigned long long)t->rows,
            (unsigned long long)t->first_seq, (unsigned long long)t->last_seq,
            (unsigned long long)t->max_seq, (unsigned long long)t->out_of_order,
            (unsigned long long)t->repeats, rate, pr__mono_s() - t0, (unsigned long long)t->epoch);
+    if (t->notices) /* bounded vocabularies: meta.json "recycled" with --output */
+        printf(", %llu recycled-index notice(s)", (unsigned long long)t->notices);
+    printf("\n");
 }
 
 /* Open with retries: connection-level failures (refused, unreachable, name

@@ -366,15 +366,26 @@ class RecycledTracker:
     ``fresh(batch)`` returns the notices of `batch` not seen before (by
     number), for the caller to reset; notices re-sent after a server restart
     (same numbers) are dropped. ``last`` is the highest number applied; keep
-    it in the trainer checkpoint (``state_dict``/``load_state_dict``)."""
+    it in the trainer checkpoint (``state_dict``/``load_state_dict``).
+
+    A new tracker (no ``last``, nothing loaded) starts at the first number it
+    meets: a stream that begins past #1 (a replica started from a copied
+    snapshot, a vocabulary imported, a trainer joining a running pipeline)
+    has nothing below it for this trainer's fresh model to reset, and
+    waiting for those numbers kept every later one in the set for good."""
 
     def __init__(self, last=0):
         self.last = last
         self._seen = set()
+        self._started = last > 0
 
     def fresh(self, batch):
         out = []
-        for n in getattr(batch, "recycled", None) or ():
+        notices = getattr(batch, "recycled", None) or ()
+        if notices and not self._started:
+            self.last = min(n[3] for n in notices) - 1
+        self._started = self._started or bool(notices)
+        for n in notices:
             num = n[3]
             if num <= self.last or num in self._seen:
                 continue  # applied already (a re-announcement after a restart)
@@ -391,6 +402,7 @@ class RecycledTracker:
     def load_state_dict(self, st):
         self.last = int(st.get("last", 0))
         self._seen = set(int(x) for x in st.get("seen", ()))
+        self._started = True
 
 
 def _new_batch():
