@@ -145,7 +145,8 @@ static void pr__consume_usage(FILE *f)
             "  --checkpoint-file F  checkpoint delivery: resume from the position in F, and\n"
             "                       write F (then CheckpointCommit) at each checkpoint and at a\n"
             "                       clean stop; with --output, the output resumes too\n"
-            "  --checkpoint-every N checkpoint every N batches (needs --checkpoint-file)\n"
+            "  --checkpoint-every N checkpoint every N batches (needs --checkpoint-file),\n"
+            "                       and when no batch came for 1 s (the tail gets committed)\n"
             "  --layout L           protobuf (default) or raw: the raw tensor layout, checked\n"
             "                       and written as the same .npy bytes\n"
             "  (--connect also takes unix:PATH, the server's sinks.trainer.unix_path)\n");
@@ -975,6 +976,9 @@ static int pr__consume_batch(pr_trainer_client *c, const consume_opts *opt, npy_
     return 0;
 }
 
+/* A checkpoint is also taken once no batch came for this long. */
+#define PR__CONSUME_IDLE_CHECKPOINT_S 1.0
+
 /* Receive until --count, EOF, the idle timeout, an error or a signal.
  * *end says why it stopped; returns 0, or 1 after a runtime error. */
 static int pr__consume_loop(pr_trainer_client *c, const consume_opts *opt, npy_out *out,
@@ -988,16 +992,24 @@ static int pr__consume_loop(pr_trainer_client *c, const consume_opts *opt, npy_o
         pr_batch_view v;
         int r = pr_trainer_client_next(c, &v, 200, err, sizeof(err));
         if (r == 0) {
-            if (opt->idle_timeout_ms >= 0 &&
-                (pr__mono_s() - idle_since) * 1e3 >= (double)opt->idle_timeout_ms) {
+            double idle = pr__mono_s() - idle_since;
+            if (opt->idle_timeout_ms >= 0 && idle * 1e3 >= (double)opt->idle_timeout_ms) {
                 *end = "idle timeout";
                 break;
             }
+            /* The tail after the last --checkpoint-every group: checkpointed
+             * once the stream pauses, so the committed offsets catch up
+             * (they waited for N more batches, or the stop). */
+            if (ck && ck->since && idle >= PR__CONSUME_IDLE_CHECKPOINT_S &&
+                (rc = pr__consume_checkpoint(c, opt, out, ck)) != 0)
+                break;
             continue;
         }
         if (r < 0) {
             if (r == PR_EIO && !strcmp(err, "server closed the connection")) {
                 *end = "server closed the connection";
+            } else if (r == PR_ESTATE && pr_trainer_client_stopping(c)) {
+                *end = "server stopping"; /* a clean stop: the last checkpoint follows */
             } else {
                 fprintf(stderr, "piperec consume: %s\n", err);
                 rc = 1;

@@ -52,6 +52,7 @@ struct pr_trainer_client {
     size_t consumed;  /* bytes of the last returned frame, dropped at the next call */
     uint8_t *rebuilt; /* raw layout: the last batch as a TrainingBatch (the view's bytes) */
     size_t rebuilt_cap;
+    bool stopping; /* the server sent Error{SHUTDOWN}: a clean stop, still draining */
 };
 
 static int64_t pr__now_ms(void)
@@ -227,10 +228,18 @@ static int pr__read_frame(pr_trainer_client *c, int64_t deadline, uint32_t *n, c
     return pr__fill_frame_at(c, 0, deadline, n, errstr, es);
 }
 
-static int pr__server_error(const Piperec__Trainer__V1__Frame *f, char *errstr, size_t es)
+static int pr__server_error(pr_trainer_client *c, const Piperec__Trainer__V1__Frame *f,
+                            char *errstr, size_t es)
 {
+    if (f->error->code == PIPEREC__TRAINER__V1__ERROR__CODE__SHUTDOWN)
+        c->stopping = true;
     return pr_seterr(errstr, es, PR_ESTATE, "server error %d: %s", (int)f->error->code,
                      f->error->message ? f->error->message : "");
+}
+
+bool pr_trainer_client_stopping(const pr_trainer_client *c)
+{
+    return c && c->stopping;
 }
 
 static char **pr__names_copy(char **src, size_t n)
@@ -498,7 +507,7 @@ static int pr__tc_await_ok(pr_trainer_client *c, const pr_trainer_client_opts *o
             break;
         }
         if (r->msg_case == PIPEREC__TRAINER__V1__FRAME__MSG_ERROR) {
-            err = pr__server_error(r, errstr, es);
+            err = pr__server_error(c, r, errstr, es);
             pr__frame_free(r);
             break;
         }
@@ -753,7 +762,7 @@ int pr_trainer_client_next(pr_trainer_client *c, pr_batch_view *v, int timeout_m
             continue;
         }
         case PIPEREC__TRAINER__V1__FRAME__MSG_ERROR:
-            err = pr__server_error(f, errstr, es);
+            err = pr__server_error(c, f, errstr, es);
             pr__frame_free(f);
             return err;
         default:
@@ -823,7 +832,7 @@ int pr_trainer_client_checkpoint(pr_trainer_client *c, const pr_trainer_range *r
                 done = pr_seterr(errstr, es, PR_EIO, "cannot answer a ping");
             break;
         case PIPEREC__TRAINER__V1__FRAME__MSG_ERROR:
-            done = pr__server_error(r, errstr, es);
+            done = pr__server_error(c, r, errstr, es);
             break;
         case PIPEREC__TRAINER__V1__FRAME__MSG_CHECKPOINT_OK:
             if (r->checkpoint_ok->id == id) {

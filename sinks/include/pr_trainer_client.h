@@ -100,6 +100,12 @@ const pr_trainer_info *pr_trainer_client_info(const pr_trainer_client *c);
 int pr_trainer_client_next(pr_trainer_client *c, pr_batch_view *v, int timeout_ms, char *errstr,
                            size_t errstr_size);
 
+/* Did the server say it is stopping (Error{SHUTDOWN}, returned as
+ * PR_ESTATE by the call that read it)? A clean stop: the connection stays
+ * open while the server drains, so acks and a last CheckpointCommit still
+ * reach it. */
+bool pr_trainer_client_stopping(const pr_trainer_client *c);
+
 /* Acknowledge a batch (replenishes one credit). */
 int pr_trainer_client_ack(pr_trainer_client *c, uint64_t seq);
 

@@ -83,11 +83,11 @@ CKPT = re.compile(r"checkpoint (\d+): (\d+) batches")
 class Consume:
     """One `piperec consume` run; its stderr lines are read by a thread."""
 
-    def __init__(self, port, ckpt, out, n, extra=()):
+    def __init__(self, port, ckpt, out, n, extra=(), every=4):
         self.log = open(os.path.join(T, "consume-%d.err" % n), "w")
         self.p = subprocess.Popen(
             [PIPEREC, "consume", "--connect", "127.0.0.1:%d" % port, "--pipeline", "p",
-             "--credits", "2", "--checkpoint-file", ckpt, "--checkpoint-every", "4",
+             "--credits", "2", "--checkpoint-file", ckpt, "--checkpoint-every", str(every),
              "--output", out, "--verbose"] + list(extra),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         procs.append(self.p)
@@ -207,6 +207,41 @@ def run_scenario(bootstrap, port):
           % (TOTAL, st["checkpoint"], pos.to_dict()))
 
 
+def tail_and_stop(bootstrap, port, run):
+    """The tail after the last --checkpoint-every group is checkpointed once
+    the stream pauses (the committed offsets reach the ends while piperec
+    runs), and SIGTERM of `piperec run` is a clean end for consume: exit 0,
+    "server stopping", and the server's drain does not time out."""
+    ckpt, out = os.path.join(T, "consume.ckpt"), os.path.join(T, "out")
+    produce(bootstrap, TOTAL, CHUNK)
+    c = Consume(port, ckpt, out, 10, every=1000)
+    c.wait_for(lambda ev: any(e[0] == "batch" for e in ev) and ev[-1][0] == "ckpt", 30)
+    tool = os.path.join(os.environ["PR_SOURCE_DIR"], "tests", "fault", "kafka_offsets.py")
+    deadline = time.monotonic() + 20
+    while True:
+        done, ends = (int(x) for x in subprocess.run(
+            ["/usr/bin/python3", tool, bootstrap, "ck", "ck"], check=True, capture_output=True,
+            text=True).stdout.split())
+        if done == ends == TOTAL + CHUNK:
+            break
+        if time.monotonic() > deadline:
+            fail("the idle tail was not committed: %d of %d" % (done, ends))
+        time.sleep(0.2)
+    run.send_signal(signal.SIGTERM)
+    summary = c.finish()
+    run.wait(timeout=30)
+    if c.p.returncode != 0 or "server stopping" not in summary:
+        fail("consume at the server's clean stop: rc %d, %r" % (c.p.returncode, summary))
+    log = open(os.path.join(T, "run.err")).read()
+    if "drain timed out" in log or "not acknowledged at shutdown" in log:
+        fail("the drain waited for consume: %s" % log[-800:])
+    st = json.load(open(ckpt))
+    if st["rows"] != TOTAL + CHUNK:
+        fail("checkpoint after the stop: %d rows" % st["rows"])
+    print("idle tail committed (%d offsets); SIGTERM: consume exit 0, drain without a timeout"
+          % done)
+
+
 def usage_checks(port):
     r = subprocess.run([PIPEREC, "consume", "--connect", "127.0.0.1:%d" % port, "--pipeline",
                         "p", "--checkpoint-every", "3"], capture_output=True, text=True)
@@ -260,6 +295,7 @@ log: { level: info }
     procs.append(run)
     usage_checks(port)
     run_scenario(bootstrap, port)
+    tail_and_stop(bootstrap, port, run)
     print("OK")
 
 
