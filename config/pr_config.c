@@ -2198,6 +2198,41 @@ static void pr__check_listen_clash(cfg_ctx *c, const pr_config *cfg)
     }
 }
 
+/* Is `a` the same directory path as `b` (trailing slashes and "./" aside)? */
+static bool pr__same_dir(const char *a, const char *b)
+{
+    while (!strncmp(a, "./", 2))
+        a += 2;
+    while (!strncmp(b, "./", 2))
+        b += 2;
+    size_t la = strlen(a), lb = strlen(b);
+    while (la > 1 && a[la - 1] == '/')
+        la--;
+    while (lb > 1 && b[lb - 1] == '/')
+        lb--;
+    return la == lb && !memcmp(a, b, la);
+}
+
+/* Two pipelines' files sinks in one directory name their rolls alike
+ * (batches-<epoch>-<first>-<last>: both start at epoch 1, sequence 1) and
+ * each would take the other's unfinished roll for a crash's leftover. */
+static void pr__check_files_dirs(cfg_ctx *c, const pr_config *cfg)
+{
+    c->line_hint = 0;
+    for (size_t i = 0; i < cfg->n_pipelines; i++) {
+        const pr_files_sink_cfg *f = &cfg->pipelines[i].sinks.files;
+        for (size_t j = 0; f->enabled && f->dir && j < i; j++) {
+            const pr_files_sink_cfg *g = &cfg->pipelines[j].sinks.files;
+            if (g->enabled && g->dir && pr__same_dir(f->dir, g->dir))
+                pr__cfg_error(c, NULL, NULL,
+                              "pipelines[%zu].sinks.files.dir: %s is also the files sink of "
+                              "pipelines[%zu] (%s): their batch files would collide; give each "
+                              "pipeline a directory of its own",
+                              i, f->dir, j, cfg->pipelines[j].name);
+        }
+    }
+}
+
 /* Every Kafka client of pipeline `pl` built from its properties as the
  * service builds it (pr_kafka_client_new, then destroyed before it did
  * anything): a misspelt property, a bad value or an unreadable TLS file is
@@ -2334,6 +2369,7 @@ int pr_config_check_streaming(const pr_config *cfg, char *errstr, size_t errstr_
     }
     pr__path_pop(&c, 0);
     pr__check_listen_clash(&c, cfg);
+    pr__check_files_dirs(&c, cfg);
     return c.n_errors ? PR_EINVAL : 0;
 }
 

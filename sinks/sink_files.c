@@ -35,7 +35,8 @@
  * and DIR is fsync'd; only then are its batches acknowledged. A crash before
  * that leaves a .tmp- directory that readers ignore, and the batches' input
  * offsets were never committed, so they are read and written again. Closing
- * the sink with a roll open removes its .tmp- directory for the same reason.
+ * the sink with a roll open removes its .tmp- directory for the same reason,
+ * and opening it removes those a crash left (pr__sweep_tmp).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -126,6 +127,33 @@ static void pr__rm_tree(const char *dir)
         closedir(d);
     }
     rmdir(dir);
+}
+
+/* The unfinished rolls a crash (kill -9, power loss) left in dir: their
+ * batches were never acknowledged, so they are written again; the
+ * directories would otherwise pile up, one per crash. The directory is this
+ * sink's alone (the config refuses two pipelines in one; the state dir's
+ * lock, one process per pipeline). */
+static void pr__sweep_tmp(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    static const char prefix[] = ".tmp-batches-";
+    char p[4400];
+    unsigned n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, prefix, sizeof(prefix) - 1)) {
+            snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+            pr__rm_tree(p);
+            n++;
+        }
+    closedir(d);
+    if (n)
+        pr_info("files sink: removed %u unfinished roll(s) an earlier run left in %s (never "
+                "acknowledged: their batches are written again)",
+                n, dir);
 }
 
 static void pr__free_jnames(files_sink *f)
@@ -471,6 +499,7 @@ static int pr__files_new(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, si
         pr__files_free(&f->base);
         return pr_seterr(errstr, es, PR_EIO, "sinks.files.dir: %s is not writable", cfg->files.dir);
     }
+    pr__sweep_tmp(f->dir);
     *out = &f->base;
     return 0;
 }

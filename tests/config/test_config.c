@@ -861,6 +861,30 @@ static void test_kafka_clients_checked(void **state)
 #undef SECURED
 }
 
+/* Two pipelines' files sinks in one directory would name their rolls alike:
+ * refused, naming both (trailing slashes and ./ do not hide it). */
+static void test_files_dirs_refused(void **state)
+{
+    (void)state;
+    char err[1024];
+    pr_config *cfg = load_ok(
+        "pipelines:\n"
+        "  - name: a\n"
+        "    source: { kafka: { topics: [a], properties: { bootstrap.servers: \"h:1\" } } }\n"
+        "    sinks: { files: { dir: out/x } }\n"
+        "  - name: b\n"
+        "    source: { kafka: { topics: [b], properties: { bootstrap.servers: \"h:1\" } } }\n"
+        "    sinks: { files: { dir: ./out/x/ } }\n"
+        "  - name: c\n"
+        "    source: { kafka: { topics: [c], properties: { bootstrap.servers: \"h:1\" } } }\n"
+        "    sinks: { files: { dir: out/xy } }\n");
+    assert_int_equal(pr_config_check_streaming(cfg, err, sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "pipelines[1].sinks.files.dir: ./out/x/ is also the files sink "
+                                "of pipelines[0] (a)"));
+    assert_null(strstr(err, "pipelines[2]"));
+    pr_config_free(cfg);
+}
+
 /* batch.split popular needs hot sets, and cannot go with checkpoint delivery;
  * vocab_log cannot go with a seed. Each mistake names its key. */
 static void test_combinations_refused(void **state)
@@ -1386,6 +1410,7 @@ int main(void)
         cmocka_unit_test(test_properties_passthrough),
         cmocka_unit_test(test_property_references),
         cmocka_unit_test(test_kafka_clients_checked),
+        cmocka_unit_test(test_files_dirs_refused),
         cmocka_unit_test(test_column_overrides),
         cmocka_unit_test(test_ttl_s),
         cmocka_unit_test(test_set),

@@ -55,7 +55,7 @@ static void test_roll_and_ack(void **state)
     (void)state;
     char dir[512];
     snprintf(dir, sizeof(dir), "%s/test-tmp/test_sink_files", PR_BINARY_DIR);
-    char cmd[1200];
+    char cmd[2600];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s' && mkdir -p '%s'", dir, dir);
     assert_int_equal(system(cmd), 0);
 
@@ -113,6 +113,20 @@ static void test_roll_and_ack(void **state)
     pr_sink_free(s);
     assert_false(exists(dir, ".tmp-batches-7-4"));
     assert_int_equal(n_acked, 3);
+
+    /* What a kill -9 leaves (an unfinished roll, a jagged one with its
+     * sparse/) is removed when the sink opens; finished rolls stay. */
+    snprintf(cmd, sizeof(cmd),
+             "mkdir -p '%s/.tmp-batches-7-9/sparse' && touch '%s/.tmp-batches-7-9/dense.npy' "
+             "'%s/.tmp-batches-7-9/sparse/u.values.npy' && mkdir '%s/.tmp-batches-8-1'",
+             dir, dir, dir, dir);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(pr_sink_new(&pr_sink_files_ops, &cfg, &s, err, sizeof(err)), 0);
+    assert_false(exists(dir, ".tmp-batches-7-9"));
+    assert_false(exists(dir, ".tmp-batches-8-1"));
+    assert_true(exists(dir, "batches-7-1-2/meta.json"));
+    assert_true(exists(dir, "batches-7-3-3/labels.npy"));
+    pr_sink_free(s);
 }
 
 /* The jagged set (pr_npy_jagged, issue 20): rows appended, then continued
