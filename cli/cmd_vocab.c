@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pr_cli.h"
@@ -193,8 +194,11 @@ int pr_cli_vocab_load_state(pr_cli_vocab *v, const char *sub)
     char err[4096];
     int rc = 0;
     if (!v->have_snap && !v->have_journal) {
-        fprintf(stderr, "piperec vocab %s: %s holds no vocabulary for pipeline %s (no %s)\n", sub,
-                v->state, v->pc->name, v->snap);
+        fprintf(stderr, "piperec vocab %s: %s holds no vocabulary for pipeline %s (no %s)%s\n", sub,
+                v->state, v->pc->name, v->snap,
+                v->shared ? ": a replica of a shared vocabulary (vocab_log) writes its first "
+                            "snapshot state.checkpoint_interval_s after it starts, and at a stop"
+                          : "");
         return 2;
     }
     /* Beside a running service a checkpoint may replace the snapshot and
@@ -228,6 +232,15 @@ int pr_cli_vocab_load_state(pr_cli_vocab *v, const char *sub)
         fprintf(stderr, "piperec vocab %s: %s\n", sub, err);
         return pr_cli_exit_code(rc);
     }
+    /* A shared vocabulary's journal is the log: the snapshot alone is what
+     * the state dir holds, up to a checkpoint interval behind the replica. */
+    struct stat st;
+    if (v->shared && stat(v->snap, &st) == 0)
+        fprintf(stderr,
+                "piperec vocab %s: %s is a replica's snapshot of a shared vocabulary, written "
+                "%.0f s ago: indices the log gave since then are not in it (they are in the "
+                "next snapshot, every state.checkpoint_interval_s)\n",
+                sub, v->snap, difftime(time(NULL), st.st_mtime));
     return 0;
 }
 

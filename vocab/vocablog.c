@@ -440,11 +440,12 @@ static int pr__apply_msg(pr_vocablog *vl, const rd_kafka_message_t *m, char *err
         atomic_store(&vl->last_err_ns, pr_mono_ns());
         if (m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE ||
             m->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
-            return pr_seterr(errstr, errstr_size, PR_EKAFKA,
-                             "vocab log %s: %s at offset %" PRId64
-                             ": the log lost records this replica still needs (retention, or "
-                             "the topic was deleted); see docs/vocab-log.md, Recovery",
-                             vl->topic, rd_kafka_err2str(m->err), vl->next);
+            return pr_seterr(
+                errstr, errstr_size, PR_EKAFKA,
+                "vocab log %s: %s at offset %" PRId64
+                ": the log lost records this replica still needs (retention, or "
+                "the topic was deleted); see docs/vocab-log.md, \"Errors and what they look like\"",
+                vl->topic, rd_kafka_err2str(m->err), vl->next);
         pr_log_ratelimited(&vl->rl, PR_LOG_WARN, "pipeline %s: vocab log %s: %s", vl->pipeline,
                            vl->topic, rd_kafka_message_errstr(m));
         return 0;
