@@ -340,6 +340,52 @@ def test_files_sink_rolls_in_order(outputs, tmp_path, name):
     assert np.array_equal(two["dense"], want["dense"][:cuts[2]])
 
 
+@pytest.mark.parametrize("name", ["lru", "clickev"])
+def test_consume_output_layout(outputs, tmp_path, name):
+    """A `piperec consume --output` directory: one set of arrays, meta.json
+    with a batch list (epoch, seq per batch) whose notices have rows of the
+    output's files, no recycled.npy."""
+    want = _expected(outputs[name])
+    n = len(want["dense"])
+    d = str(tmp_path / "consumed")
+    _write_roll(d, want, 0, n, 0, 1, 1)
+    meta = json.load(open(os.path.join(d, "meta.json")))
+    for k in ("epoch", "first_seq", "last_seq"):
+        del meta[k]
+    cuts = list(range(0, n, 256)) + [n]
+    meta["batches"] = []
+    for seq, (lo, hi) in enumerate(zip(cuts, cuts[1:]), 1):
+        b = {"epoch": 3, "seq": seq, "rows": hi - lo, "row_start": lo, "offsets": [],
+             "vocab_sizes": meta["vocab_sizes"]}
+        rec = [[c, r, i, num] for c, i, r, num in want["notices"] if lo <= r < hi]
+        if rec:
+            b["recycled"] = rec
+        meta["batches"].append(b)
+    with open(os.path.join(d, "meta.json"), "w") as f:
+        json.dump(meta, f)
+    assert not os.path.exists(os.path.join(d, "recycled.npy"))
+    ds = FileDataset(d, batch_size=999, sparse_format="triple")
+    got = _collect(ds)
+    _assert_same(got, want)
+    assert all(b.epoch is None for b in got["batches"])
+
+
+def test_layout_change_ends_a_batch(outputs):
+    crit, click = outputs["criteo"], outputs["click"]
+    n1 = json.load(open(os.path.join(crit, "meta.json")))["rows"]
+    n2 = json.load(open(os.path.join(click, "meta.json")))["rows"]
+    for drop in (False, True):
+        ds = FileDataset([crit, click], batch_size=1024, drop_last=drop, sparse_format="triple")
+        bs = list(ds)
+        tail = [] if drop else [n1 % 1024]
+        tail2 = [] if drop else [n2 % 1024]
+        assert [b.rows for b in bs] == [1024] * (n1 // 1024) + tail + [1024] * (n2 // 1024) + tail2
+        assert [b.jagged for b in bs] == [False] * (len(bs) - n2 // 1024 - len(tail2)) + \
+            [True] * (n2 // 1024 + len(tail2))
+        assert ds.jagged and ds.keys == json.load(open(os.path.join(click, "meta.json")))["feature_keys"]
+        assert [b.sequence for b in bs] == list(range(1, len(bs) + 1))
+
+
 # ---------------------------------------------------------------- errors
 
 def test_not_a_piperec_output(outputs, tmp_path):
@@ -438,8 +484,11 @@ def test_real_rolls_match_process_and_stream(tmp_path):
             return sum(json.load(open(m))["rows"] for m in metas)
         while in_rolls() < rows and time.time() < deadline:
             time.sleep(0.05)
-        run.terminate()
-        assert run.wait(timeout=30) == 0, (tmp_path / "run.err").read_text()[-3000:]
+        assert in_rolls() == rows, (tmp_path / "run.err").read_text()[-3000:]
+        # every row is in a closed roll; the stream's last batch is unacked
+        # (the loop stopped at it), which a clean stop would wait for
+        run.kill()
+        run.wait()
     finally:
         for p in procs:
             if p.poll() is None:

@@ -30,6 +30,7 @@ out of the mapped files into new tensors, and a backfill is never read whole.
 import json
 import os
 import re
+import warnings
 
 import numpy as np
 import torch
@@ -109,8 +110,8 @@ def _roll_epoch(meta):
 def _notices_of(d, meta):
     """The part's recycled-index notices as an int64 [K, 4] array of
     (column, row, index, number), row a row of the part's files, sorted by
-    row (stable): recycled.npy (piperec process) or the batches' "recycled"
-    lists of a roll's meta.json."""
+    row (stable): recycled.npy (piperec process) or the "recycled" lists of
+    meta.json's batches (a files-sink roll, a consume output)."""
     npy = _load(os.path.join(d, "recycled.npy"), required=False)
     rows = [] if npy is None else [np.asarray(npy, dtype=np.int64).reshape(-1, 4)]
     for b in meta.get("batches") or ():
@@ -221,7 +222,7 @@ def _plan(parts, batch_size, drop_last):
                 cur, have = [], 0
     if cur:
         plan.append(cur)
-    if drop_last:
+    if drop_last:  # a short batch ends its parts' rows: no later batch reads past it
         plan = [b for b in plan if sum(e - s for _, s, e in b) == batch_size]
     return plan
 
@@ -235,6 +236,15 @@ def _notices(part, s, e, at):
     lo, hi = np.searchsorted(rows, s, "left"), np.searchsorted(rows, e, "left")
     return [(int(c), int(idx), int(r) - s + at, int(num))
             for c, r, idx, num in part.notices[lo:hi].tolist()]
+
+
+def _largest(parts):
+    """Per key, the largest meta.json vocabulary size of these parts (of one
+    layout; the last part's sizes when some part has none)."""
+    sizes = [p.vocab_sizes for p in parts]
+    if any(len(v) != len(sizes[-1]) for v in sizes):
+        return list(sizes[-1])
+    return [max(v) for v in zip(*sizes)]
 
 
 class FileDataset(IterableDataset):
@@ -254,7 +264,8 @@ class FileDataset(IterableDataset):
     sparse_format: as StreamDataset's: "auto" (KeyedJaggedTensor when
         torchrec is importable), "kjt" (require torchrec) or "triple"
         (JaggedSparse).
-    pin_memory: build the batches in page-locked memory.
+    pin_memory: build the batches in page-locked memory (with CUDA only:
+        a warning, and no pinning, without it).
 
     Batches are those of StreamDataset for the same rows: Criteo ``dense``
     float32 [B, n_dense], ``labels`` float32 [B] (the files hold int32;
@@ -266,7 +277,7 @@ class FileDataset(IterableDataset):
     reads (a process output's final sizes, a roll's at its last batch): at
     least what each of its rows needs. ``recycled`` holds the notices whose
     row is in the batch, as (column, index, row in the batch, number), from
-    recycled.npy (process) or the rolls' meta.json; call
+    recycled.npy (process) or meta.json (rolls, consume output); call
     ``reset_recycled(tables, b)`` before the step, as for the stream (after
     a crash a files sink can write rows and notices twice: pass a
     ``piperec.RecycledTracker`` to apply each number once). ``endpoint`` is
@@ -300,6 +311,9 @@ class FileDataset(IterableDataset):
         if not dirs:
             raise ValueError("FileDataset: no path given")
         self.batch_size, self.drop_last = int(batch_size), bool(drop_last)
+        if pin_memory and not torch.cuda.is_available():
+            warnings.warn("FileDataset: pin_memory=True but torch has no CUDA; not pinning")
+            pin_memory = False
         self.sparse_format, self.pin_memory = sparse_format, bool(pin_memory)
         self._parts = [_Part(d) for d in dirs]
         self._plan = _plan(self._parts, self.batch_size, self.drop_last)
@@ -314,11 +328,7 @@ class FileDataset(IterableDataset):
         self.label_names, self.dense_names = list(last.label_names), list(last.dense_names)
         self.n_dense = last.n_dense
         self.rows = sum(p.rows for p in self._parts)
-        sizes = [0] * len(self.keys)
-        for p in self._parts:
-            if p.keys == last.keys and len(p.vocab_sizes) == len(sizes):
-                sizes = [max(a, b) for a, b in zip(sizes, p.vocab_sizes)]
-        self.vocab_sizes = sizes
+        self.vocab_sizes = _largest([p for p in self._parts if p.keys == last.keys])
 
     def __len__(self):
         return len(self._plan)
@@ -368,8 +378,7 @@ class FileDataset(IterableDataset):
         out = self._jagged(slices, starts, rows) if parts[0].jagged else \
             self._criteo(slices, rows)
         out.keys = list(parts[0].keys)
-        out.vocab_sizes = [max(v) for v in zip(*(p.vocab_sizes for p in parts))] \
-            if all(len(p.vocab_sizes) == len(out.keys) for p in parts) else list(parts[-1].vocab_sizes)
+        out.vocab_sizes = _largest(parts)
         out.recycled, at = [], 0
         for pi, s, e in slices:
             out.recycled += _notices(self._parts[pi], s, e, at)
