@@ -64,3 +64,26 @@ def bt(tmp_path):
         assert "acked exactly once" in p.stdout
         return json.loads(out.read_text())
     return run
+
+
+@pytest.fixture
+def piperec_broker(tmp_path):
+    """start(partitions, topics) -> bootstrap address: a `piperec broker` (the
+    test broker, its log in tmp_path/broker.err), stopped when the test ends."""
+    procs = []
+
+    def start(partitions, topics):
+        piperec = os.environ.get("PIPEREC")
+        if not piperec or not os.path.exists(piperec):
+            pytest.skip("PIPEREC not set: run through ctest")
+        br = subprocess.Popen([piperec, "broker", "--partitions", str(partitions), "--topics",
+                               topics], stdout=subprocess.PIPE,
+                              stderr=open(tmp_path / "broker.err", "w"), text=True)
+        procs.append(br)
+        first = br.stdout.readline().strip()
+        assert first.startswith("bootstrap="), first
+        return first[len("bootstrap="):]
+    yield start
+    for p in procs:
+        p.kill()
+        p.wait()

@@ -48,20 +48,12 @@ def _ids(b):
 
 
 @pytest.fixture
-def checkpoint_run(tmp_path):
+def checkpoint_run(tmp_path, piperec_broker):
     """(trainer endpoint, the `piperec run` process)."""
-    piperec = os.environ.get("PIPEREC")
-    if not piperec or not os.path.exists(piperec):
-        pytest.skip("PIPEREC not set: run through ctest")
+    bootstrap = piperec_broker(2, "ck")
+    piperec = os.environ["PIPEREC"]
     procs = []
     try:
-        br = subprocess.Popen([piperec, "broker", "--partitions", "2", "--topics", "ck"],
-                              stdout=subprocess.PIPE, stderr=open(tmp_path / "broker.err", "w"),
-                              text=True)
-        procs.append(br)
-        first = br.stdout.readline().strip()
-        assert first.startswith("bootstrap="), first
-        bootstrap = first[len("bootstrap="):]
         rows = tmp_path / "rows.tsv"
         with open(rows, "w") as f:
             for i in range(TOTAL):

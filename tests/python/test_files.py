@@ -437,7 +437,7 @@ def _until(ds, rows):
             return
 
 
-def test_real_rolls_match_process_and_stream(tmp_path):
+def test_real_rolls_match_process_and_stream(tmp_path, piperec_broker):
     """`piperec run` (one partition, lru eviction) writes rolls and feeds a
     StreamDataset; `piperec process` reads the same rows with the same
     config. The rolls, the process output and the stream hold the same rows
@@ -447,15 +447,9 @@ def test_real_rolls_match_process_and_stream(tmp_path):
     rows = 6000
     _run([P, "gen", "--rows", str(rows), "--seed", "7", "--zipf", "1.1", "--output",
           str(tmp_path / "in.tsv")])
+    boot = piperec_broker(1, "ev")
     procs = []
     try:
-        br = subprocess.Popen([P, "broker", "--partitions", "1", "--topics", "ev"],
-                              stdout=subprocess.PIPE, stderr=open(tmp_path / "broker.err", "w"),
-                              text=True)
-        procs.append(br)
-        first = br.stdout.readline().strip()
-        assert first.startswith("bootstrap="), first
-        boot = first[len("bootstrap="):]
         _run([P, "produce", "--bootstrap", boot, "--topic", "ev", "--input", str(tmp_path / "in.tsv")])
         port = _free_port()
         cfg = tmp_path / "run.yaml"
