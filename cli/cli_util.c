@@ -91,3 +91,23 @@ int pr_cli_parse_opts(const char *cmd, int argc, char **argv, int from, const pr
     }
     return 0;
 }
+
+int pr_cli_add_set(const char *cmd, const char *arg, char **paths, char **values, size_t *n)
+{
+    const char *eq = strchr(arg, '=');
+    if (!eq || eq == arg) {
+        fprintf(stderr, "piperec %s: --set '%s': expected PATH=VALUE\n", cmd, arg);
+        return 2;
+    }
+    if (*n == PR_CLI_MAX_SET) {
+        fprintf(stderr, "piperec %s: more than %d --set\n", cmd, PR_CLI_MAX_SET);
+        return 2;
+    }
+    char *copy = strdup(arg);
+    if (!copy)
+        return 1;
+    copy[eq - arg] = '\0';
+    paths[*n] = copy;
+    values[(*n)++] = copy + (eq - arg) + 1;
+    return 0;
+}

@@ -27,8 +27,8 @@
 static void pr__process_usage(FILE *f)
 {
     fprintf(f,
-            "usage: piperec process [--config FILE] --input PATH|- --output DIR\n"
-            "                       [--pipeline NAME] [--threads N] [--block-rows N]\n"
+            "usage: piperec process [--config FILE] [--set PATH=VALUE]... --input PATH|-\n"
+            "                       --output DIR [--pipeline NAME] [--threads N] [--block-rows N]\n"
             "                       [--backend cpu|hls-sim|xrt|auto] [--progress|--no-progress]\n"
             "                       [--buffered-io]\n"
             "       piperec process --config FILE [--pipeline NAME] --input EVENTS.jsonl --fit\n"
@@ -38,9 +38,11 @@ static void pr__process_usage(FILE *f)
             "  sizes), and recycled.npy when a column evicts (int64 [K, 4]: column, output\n"
             "  row, index, notice number; reset that embedding row before that row). The\n"
             "  files an earlier run left in DIR under these names are removed first, so\n"
-            "  none is stale. Without --config the embedded\n"
-            "  default config is used. --threads N: N workers sharing decoding, the engine\n"
-            "  and writing (default: the online CPUs); the engine itself uses 1 thread\n"
+            "  none is stale. Without --config the embedded default config is used;\n"
+            "  --set overrides one setting, as for `piperec run`\n"
+            "  (--fit prints the --set lines that put its numbers in). --threads N: N\n"
+            "  workers sharing decoding, the engine and writing (default: the online\n"
+            "  CPUs); the engine itself uses 1 thread\n"
             "  below 8 workers, N/4 from 8 on. Results do not depend on N.\n"
             "  The .npy files are written with O_DIRECT where the filesystem allows it\n"
             "  (less kernel CPU, no page cache filled); --buffered-io writes them through\n"
@@ -339,7 +341,7 @@ static int pr__process_fit(const pr_pipeline_cfg *pc, const char *input, const c
         fprintf(stderr, "piperec process --fit: cannot write %s\n", output);
         return 1;
     }
-    int rc = pr_offline_fit(&pc->features, input, out, &res, err, sizeof(err));
+    int rc = pr_offline_fit(&pc->features, pc->name, input, out, &res, err, sizeof(err));
     if (output && fclose(out) != 0 && !rc)
         rc = pr_seterr(err, sizeof(err), PR_EIO, "cannot write %s", output);
     if (rc) {
@@ -425,6 +427,30 @@ static int pr__process_criteo(const pr_pipeline_cfg *pc, const pr_config *cfg, c
     return pr__process_all_rejected(&res, output);
 }
 
+/* The config (the embedded default without --config) with the --set
+ * overrides applied: 0, or 2 after the message (a config that cannot be read
+ * is a usage error, as for run). */
+static int pr__process_load(const char *config, char **ov_path, char **ov_value, size_t n_ov,
+                            pr_config **cfg)
+{
+    char err[4096];
+    int rc = config
+                 ? pr_config_load_file_with(config, ov_path, ov_value, n_ov, cfg, err, sizeof(err))
+                 : pr_config_load_default(cfg, err, sizeof(err));
+    for (size_t k = 0; !rc && !config && k < n_ov; k++)
+        rc = pr_config_set(*cfg, ov_path[k], ov_value[k], err, sizeof(err));
+    if (!rc)
+        return 0;
+    fprintf(stderr, "piperec process: %s\n", err);
+    pr_config_free(*cfg);
+    *cfg = NULL;
+    return 2;
+}
+
+static int pr__process_main(const pr_config *cfg, bool fit, const char *input, const char *output,
+                            const char *pipeline, const char *backend, const char *threads_s,
+                            const char *block_rows_s, int progress, bool buffered_io);
+
 int pr_cli_cmd_process(int argc, char **argv)
 {
     const char *config = NULL, *input = NULL, *output = NULL, *pipeline = NULL, *backend = NULL;
@@ -439,10 +465,18 @@ int pr_cli_cmd_process(int argc, char **argv)
         {"--pipeline", &pipeline}, {"--threads", &threads_s}, {"--block-rows", &block_rows_s},
         {"--backend", &backend},
     };
-    for (int i = 1; i < argc; i++) {
+    char *ov_path[PR_CLI_MAX_SET], *ov_value[PR_CLI_MAX_SET];
+    size_t n_ov = 0;
+    int rc = 0;
+    for (int i = 1; i < argc && !rc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             pr__process_usage(stdout);
-            return 0;
+            rc = -1;
+            break;
+        }
+        if (!strcmp(argv[i], "--set") && i + 1 < argc) {
+            rc = pr_cli_add_set("process", argv[++i], ov_path, ov_value, &n_ov);
+            continue;
         }
         if (!strcmp(argv[i], "--progress") || !strcmp(argv[i], "--no-progress")) {
             progress = argv[i][2] == 'p';
@@ -459,10 +493,29 @@ int pr_cli_cmd_process(int argc, char **argv)
             fprintf(stderr, "piperec process: %s '%s'\n",
                     k == nk ? "unknown option" : "missing value for", argv[i]);
             pr__process_usage(stderr);
-            return 2;
+            rc = 2;
+            break;
         }
         *opts[k].val = argv[++i];
     }
+    pr_config *cfg = NULL;
+    if (!rc)
+        rc = pr__process_load(config, ov_path, ov_value, n_ov, &cfg);
+    for (size_t k = 0; k < n_ov; k++)
+        free(ov_path[k]); /* ov_value[k] points into the same allocation */
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    rc = pr__process_main(cfg, fit, input, output, pipeline, backend, threads_s, block_rows_s,
+                          progress, buffered_io);
+    pr_config_free(cfg);
+    return rc;
+}
+
+/* Everything after the options: checks, then the pass (or --fit). */
+static int pr__process_main(const pr_config *cfg, bool fit, const char *input, const char *output,
+                            const char *pipeline, const char *backend, const char *threads_s,
+                            const char *block_rows_s, int progress, bool buffered_io)
+{
     if (!input || (!output && !fit)) {
         fprintf(stderr, "piperec process: %s is required\n", !input ? "--input" : "--output");
         pr__process_usage(stderr);
@@ -479,22 +532,13 @@ int pr_cli_cmd_process(int argc, char **argv)
         return 2;
     }
 
-    char err[4096];
-    pr_config *cfg = NULL;
-    int rc = config ? pr_config_load_file(config, &cfg, err, sizeof(err))
-                    : pr_config_load_default(&cfg, err, sizeof(err));
-    if (rc) {
-        fprintf(stderr, "piperec process: %s\n", err);
-        return 2; /* a config that cannot be read is a usage error, as for run */
-    }
+    int rc;
     const pr_pipeline_cfg *pc = pipeline ? pr_config_pipeline(cfg, pipeline) : &cfg->pipelines[0];
     if (!pc) {
         fprintf(stderr, "piperec process: no pipeline named '%s' in %s\n", pipeline, cfg->origin);
-        pr_config_free(cfg);
         return 2;
     }
     if (!fit && pr__process_refuse_no_time(pc)) {
-        pr_config_free(cfg);
         return 2;
     }
     pr__in_kind kind =
@@ -503,18 +547,15 @@ int pr_cli_cmd_process(int argc, char **argv)
             ? PR__IN_DELIMITED
             : PR__IN_JSON;
     if (pr__process_sniff(input, kind)) {
-        pr_config_free(cfg);
         return 2;
     }
     if (fit || pc->features.declared) {
         rc = fit ? pr__process_fit(pc, input, output)
                  : pr__process_schema(pc, cfg, input, output, (int)threads, (uint32_t)block_rows,
                                       progress, buffered_io, backend);
-        pr_config_free(cfg);
         return rc;
     }
     if (pr__process_refuse_ttl_s(pc)) {
-        pr_config_free(cfg);
         return 2;
     }
     /* The Criteo layout offline reads TSV lines; an EventBatch / Event file
@@ -525,11 +566,9 @@ int pr_cli_cmd_process(int argc, char **argv)
                 "`piperec process` reads Criteo TSV lines for the Criteo layout (give it the "
                 "TSV the events were made from, e.g. `piperec gen` without --format)\n",
                 pc->name, pr_source_format_name(pc->source.format));
-        pr_config_free(cfg);
         return 2;
     }
     rc = pr__process_criteo(pc, cfg, input, output, threads, (uint32_t)block_rows, progress,
                             buffered_io, backend);
-    pr_config_free(cfg);
     return rc;
 }

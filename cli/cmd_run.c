@@ -55,40 +55,16 @@ static void pr__run_keep_freed_memory(void)
         mallopt(M_TRIM_THRESHOLD, 64 << 20);
 }
 
-#define PR__RUN_MAX_SET 32
-
-/* One --set PATH=VALUE: split at the first '=' into a copy. 0, or 2 with a
- * message. */
-static int pr__run_add_set(const char *arg, char **paths, char **values, size_t *n)
-{
-    const char *eq = strchr(arg, '=');
-    if (!eq || eq == arg) {
-        fprintf(stderr, "piperec run: --set '%s': expected PATH=VALUE\n", arg);
-        return 2;
-    }
-    if (*n == PR__RUN_MAX_SET) {
-        fprintf(stderr, "piperec run: more than %d --set\n", PR__RUN_MAX_SET);
-        return 2;
-    }
-    char *copy = strdup(arg);
-    if (!copy)
-        return 1;
-    copy[eq - arg] = '\0';
-    paths[*n] = copy;
-    values[(*n)++] = copy + (eq - arg) + 1;
-    return 0;
-}
-
 int pr_cli_cmd_run(int argc, char **argv)
 {
     const char *path = NULL;
     bool check_only = false;
-    char *ov_path[PR__RUN_MAX_SET], *ov_value[PR__RUN_MAX_SET];
+    char *ov_path[PR_CLI_MAX_SET], *ov_value[PR_CLI_MAX_SET];
     size_t n_ov = 0;
     int rc = 0;
     for (int i = 1; i < argc && !rc; i++) {
         if (!strcmp(argv[i], "--set") && i + 1 < argc) {
-            rc = pr__run_add_set(argv[++i], ov_path, ov_value, &n_ov);
+            rc = pr_cli_add_set("run", argv[++i], ov_path, ov_value, &n_ov);
         } else if (!strcmp(argv[i], "--config") && i + 1 < argc) {
             path = argv[++i];
         } else if (!strncmp(argv[i], "--config=", 9)) {

@@ -85,6 +85,12 @@ typedef struct pr_cli_opt {
 int pr_cli_parse_opts(const char *cmd, int argc, char **argv, int from, const pr_cli_opt *opts,
                       size_t n_opts, void (*usage)(FILE *));
 
+/* One `--set PATH=VALUE` of `piperec CMD` (run, process): split at the first
+ * '=' into one malloc'd copy (paths[i]; values[i] points into it), at most
+ * PR_CLI_MAX_SET. 0, 1 (no memory) or 2 after a message. */
+#define PR_CLI_MAX_SET 32
+int pr_cli_add_set(const char *cmd, const char *arg, char **paths, char **values, size_t *n);
+
 /* The exit code of a PR_E* failure: 1 for a runtime one (PR_EIO,
  * PR_ENOMEM), else 2 (bad input, usage, configuration). */
 int pr_cli_exit_code(int rc);

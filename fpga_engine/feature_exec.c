@@ -153,12 +153,10 @@ int pr_feature_vocab_step(const pr_feature_spec *f)
     return -1;
 }
 
-/* One step's argument as text (its op's argument form). */
-static size_t pr__step_text(const pr_fop_step *st, char *out, size_t n)
+size_t pr_fop_step_yaml(const pr_fop_step *st, char *out, size_t n)
 {
     const pr_fop_info *in = &pr_fop_table[st->op];
-    int w = snprintf(out, n, "%s", in->name);
-    size_t k = w > 0 ? (size_t)w : 0;
+    size_t k = 0;
 #define PR__APP(...)                                                                               \
     do {                                                                                           \
         if (k < n) {                                                                               \
@@ -166,32 +164,46 @@ static size_t pr__step_text(const pr_fop_step *st, char *out, size_t n)
             k += ww > 0 ? (size_t)ww : 0;                                                          \
         }                                                                                          \
     } while (0)
+    if (in->arg == PR_FARG_NONE)
+        PR__APP("%s", in->name);
+    else
+        PR__APP("{ %s: ", in->name);
     switch (in->arg) {
     case PR_FARG_VALUE:
-        if (st->value_type == PR_FTYPE_STR)
-            PR__APP(" \"%s\"", st->str);
-        else if (st->value_type == PR_FTYPE_INT)
-            PR__APP(" %" PRIu64, st->n);
-        else
-            PR__APP(" %.17g", st->a);
+        if (st->value_type == PR_FTYPE_STR) {
+            PR__APP("\"");
+            for (const char *c = st->str; *c; c++)
+                PR__APP(*c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
+            PR__APP("\"");
+        } else if (st->value_type == PR_FTYPE_INT) {
+            PR__APP("%" PRId64, (int64_t)st->n);
+        } else {
+            PR__APP("%.17g", st->a);
+        }
         break;
     case PR_FARG_RANGE:
+        PR__APP("[%.17g, %.17g]", st->a, st->b);
+        break;
     case PR_FARG_STATS:
-        PR__APP(" %.17g %.17g", st->a, st->b);
+        PR__APP("{ mean: %.17g, std: %.17g }", st->a, st->b);
         break;
     case PR_FARG_BOUNDS:
+        PR__APP("[");
         for (uint16_t i = 0; i < st->n_bounds; i++)
-            PR__APP("%s%.17g", i ? "," : " ", st->bounds[i]);
+            PR__APP("%s%.17g", i ? ", " : "", st->bounds[i]);
+        PR__APP("]");
         break;
     case PR_FARG_COUNT:
-        PR__APP(" %" PRIu64, st->n);
+        PR__APP("%" PRIu64, st->n);
         break;
     case PR_FARG_UNIT:
-        PR__APP(" %s", pr_time_unit_names[st->unit]);
+        PR__APP("%s", pr_time_unit_names[st->unit]);
         break;
     case PR_FARG_NONE:
         break;
     }
+    if (in->arg != PR_FARG_NONE)
+        PR__APP(" }");
 #undef PR__APP
     return k < n ? k : (n ? n - 1 : 0);
 }
@@ -208,9 +220,7 @@ void pr_feature_vocab_input(const pr_feature_spec *f, char *out, size_t n)
     if (k < n)
         k += (size_t)snprintf(out + k, n - k, "; default ");
     if (k < n && f->has_default) {
-        char t[PR_FOP_STR_MAX + 48];
-        pr__step_text(&f->deflt, t, sizeof(t));
-        k += (size_t)snprintf(out + k, n - k, "%s", t + strlen("fill "));
+        k += pr_fop_step_yaml(&f->deflt, out + k, n - k);
     } else if (k < n) {
         k += (size_t)snprintf(out + k, n - k, "-");
     }
@@ -220,7 +230,7 @@ void pr_feature_vocab_input(const pr_feature_spec *f, char *out, size_t n)
     for (int i = 0; i < (v < 0 ? f->n_ops : v) && k < n; i++) {
         k += (size_t)snprintf(out + k, n - k, "%s", i ? ", " : " ");
         if (k < n)
-            k += pr__step_text(&f->ops[i], out + k, n - k);
+            k += pr_fop_step_yaml(&f->ops[i], out + k, n - k);
     }
 }
 

@@ -112,9 +112,30 @@ static int pr__fit_pass(const pr_feature_schema *s, FILE *in, pr__fit_acc *acc, 
     return rc;
 }
 
-/* The YAML snippet; a feature whose std is 0 (or with no value) gets a comment. */
-static void pr__fit_write(const pr_feature_schema *s, const pr__fit_acc *acc, uint32_t n_acc,
-                          FILE *out, pr_fit_result *res)
+/* The feature's whole `ops:` list in YAML flow form with its standardize
+ * step fitted, as a --set line for `piperec run` / `piperec process`. */
+static void pr__fit_set_line(const char *pipeline, const pr_feature_spec *f, const pr__fit_acc *a,
+                             double sd, FILE *out)
+{
+    char ops[4096];
+    size_t k = 0;
+    for (uint32_t i = 0; i < f->n_ops && k + 2 < sizeof(ops); i++) {
+        pr_fop_step st = f->ops[i];
+        if (i == a->step) {
+            st.a = a->mean;
+            st.b = sd;
+        }
+        if (i)
+            k += (size_t)snprintf(ops + k, sizeof(ops) - k, ", ");
+        k += pr_fop_step_yaml(&st, ops + k, sizeof(ops) - k);
+    }
+    fprintf(out, "#   --set 'pipelines[%s].schema.dense[%s].ops=[%s]'\n", pipeline, f->name, ops);
+}
+
+/* The YAML snippet; a feature whose std is 0 (or with no value) gets a
+ * comment; with `pipeline`, each fitted one a --set line too. */
+static void pr__fit_write(const pr_feature_schema *s, const char *pipeline, const pr__fit_acc *acc,
+                          uint32_t n_acc, FILE *out, pr_fit_result *res)
 {
     fprintf(out, "# piperec process --fit: population mean and std of each value as it reaches "
                  "its standardize step (values missing there are left out; n counts the others)\n");
@@ -129,12 +150,14 @@ static void pr__fit_write(const pr_feature_schema *s, const pr__fit_acc *acc, ui
         }
         fprintf(out, "%s: { standardize: { mean: %.17g, std: %.17g } }  # n=%" PRIu64 "\n", name,
                 a->mean, sd, a->n);
+        if (pipeline && a->n && sd > 0)
+            pr__fit_set_line(pipeline, &s->features[a->feat], a, sd, out);
     }
     res->features = n_acc;
 }
 
-int pr_offline_fit(const pr_feature_schema *s, const char *input, FILE *out, pr_fit_result *res,
-                   char *errstr, size_t errstr_size)
+int pr_offline_fit(const pr_feature_schema *s, const char *pipeline, const char *input, FILE *out,
+                   pr_fit_result *res, char *errstr, size_t errstr_size)
 {
     memset(res, 0, sizeof(*res));
     if (!s->declared)
@@ -172,7 +195,7 @@ int pr_offline_fit(const pr_feature_schema *s, const char *input, FILE *out, pr_
     if (in)
         fclose(in);
     if (!rc)
-        pr__fit_write(s, acc, n_acc, out, res);
+        pr__fit_write(s, pipeline, acc, n_acc, out, res);
     free(acc);
     return rc;
 }

@@ -1034,9 +1034,14 @@ int pr_feature_side_index(const pr_feature_schema *schema, uint32_t i);
 /* Index of the vocab step in a feature's chain, or -1 when it has none. */
 int pr_feature_vocab_step(const pr_feature_spec *f);
 
+/* One step as the config writes it, in YAML flow form (`log1p`, `{ modulus:
+ * 1000 }`, `{ standardize: { mean: 1.5, std: 2 } }`, numbers %.17g, so they
+ * read back the same). Returns the length written (truncated to n - 1). */
+size_t pr_fop_step_yaml(const pr_fop_step *st, char *out, size_t n);
+
 /* What decides the keys a feature's vocabulary sees, as canonical text: its
  * paths, its default and the operators before its vocab step with their
- * arguments ("paths item.id; default -; ops modulus 1000"). Not its name,
+ * arguments ("paths item.id; default -; ops { modulus: 1000 }"). Not its name,
  * kind or list length, which change no key. Truncated to n - 1 bytes. */
 void pr_feature_vocab_input(const pr_feature_spec *f, char *out, size_t n);
 /* A nonzero 64-bit fingerprint of pr_feature_vocab_input's text: two

@@ -279,14 +279,16 @@ int pr_offline_run_schema(const pr_feature_schema *schema, const pr_pipeline_spe
  * `standardize` step, the mean and population std (Welford, input order) of the
  * value as it reaches that step (missing values skipped, rejected lines skipped
  * and counted), written to `out` as YAML (name: { standardize: { mean, std } },
- * %.17g). PR_EINVAL when the schema is not declared or has no standardize step. */
+ * %.17g) and, with `pipeline`, as a comment holding the `--set` that puts the
+ * numbers into the config (the feature's whole ops list). PR_EINVAL when the schema is not declared
+ * or has no standardize step. */
 typedef struct pr_fit_result {
     uint64_t lines, rejected; /* non-blank lines read; of them rejected */
     uint32_t features;        /* features fitted */
     uint32_t degenerate;      /* of them with std 0 or no value */
 } pr_fit_result;
 
-int pr_offline_fit(const pr_feature_schema *schema, const char *input, FILE *out,
-                   pr_fit_result *res, char *errstr, size_t errstr_size);
+int pr_offline_fit(const pr_feature_schema *schema, const char *pipeline, const char *input,
+                   FILE *out, pr_fit_result *res, char *errstr, size_t errstr_size);
 
 #endif

@@ -484,7 +484,7 @@ static void test_vocab_input(void **state)
     f.ops[2] = (pr_fop_step){.op = PR_FOP_HASH, .n = 7};
     char t[512];
     pr_feature_vocab_input(&f, t, sizeof(t));
-    assert_string_equal(t, "paths item.id; default -; ops modulus 1000000");
+    assert_string_equal(t, "paths item.id; default -; ops { modulus: 1000000 }");
     uint64_t fp = pr_feature_vocab_input_fp(&f);
     assert_true(fp != 0);
     pr_feature_spec g = f; /* the same keys: name, kind, list, steps after vocab */
@@ -503,14 +503,14 @@ static void test_vocab_input(void **state)
     g.has_default = true;
     g.deflt = (pr_fop_step){.op = PR_FOP_FILL, .value_type = PR_FTYPE_STR, .str = "unknown"};
     pr_feature_vocab_input(&g, t, sizeof(t));
-    assert_string_equal(t, "paths item.id; default \"unknown\"; ops modulus 1000000");
+    assert_string_equal(t, "paths item.id; default { fill: \"unknown\" }; ops { modulus: 1000000 }");
     assert_true(pr_feature_vocab_input_fp(&g) != fp);
     g = f;
     g.n_ops = 4;
     memmove(&g.ops[1], &g.ops[0], 3 * sizeof(g.ops[0]));
     g.ops[0] = (pr_fop_step){.op = PR_FOP_BUCKETIZE, .n_bounds = 2, .bounds = {1.5, 10}};
     pr_feature_vocab_input(&g, t, sizeof(t));
-    assert_string_equal(t, "paths item.id; default -; ops bucketize 1.5,10, modulus 1000000");
+    assert_string_equal(t, "paths item.id; default -; ops { bucketize: [1.5, 10] }, { modulus: 1000000 }");
     assert_true(pr_feature_vocab_input_fp(&g) != fp);
 }
 

@@ -65,6 +65,27 @@ n_d = [l for l in open(sys.argv[2]) if l.startswith("d:")][0]
 assert n_d.rstrip().endswith("# n=%d" % len(d)), (n_d, len(d))
 P
 grep -q "5 rejected" "$T/err" || fail "rejected count: $(cat "$T/err")"
+# the --set lines put the numbers in: `process --set ...` standardizes a and
+# b to mean 0, std 1 (float32), and keeps each feature's other steps
+$PY - "$PIPEREC" "$T" <<'P' || fail "the --set lines of --fit"
+import json, re, subprocess, sys
+import numpy as np
+piperec, t = sys.argv[1], sys.argv[2]
+sets = re.findall(r"^#   --set '(.*)'$", open(t + "/out.yaml").read(), re.M)
+assert len(sets) == 3, sets
+assert any(s.startswith("pipelines[fit].schema.dense[b].ops=[{ clip: [0, 50] }, log1p, "
+                        "{ standardize: { mean: ") for s in sets), sets
+args = [piperec, "process", "--config", t + "/fit.yaml", "--input", t + "/ev.jsonl",
+        "--output", t + "/fitted", "--no-progress"]
+for s in sets:
+    args += ["--set", s]
+subprocess.run(args, check=True, capture_output=True)
+names = json.load(open(t + "/fitted/meta.json"))["dense_names"]
+x = np.load(t + "/fitted/dense.npy").astype(np.float64)
+for n in ("a", "b"):
+    v = x[:, names.index(n)]
+    assert abs(v.mean()) < 1e-5 and abs(v.std() - 1) < 1e-5, (n, v.mean(), v.std())
+P
 sed 's/{ standardize: { mean: 0, std: 1 } }/neg2zero/' "$T/fit.yaml" > "$T/nostd.yaml"
 if "$PIPEREC" process --config "$T/nostd.yaml" --input "$T/ev.jsonl" --fit 2> "$T/err2"; then
     fail "no standardize step accepted"; fi
