@@ -14,10 +14,12 @@
  * is a terminal; the one-line summary is always printed to stderr.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "pr_cli.h"
@@ -153,19 +155,27 @@ static const struct {
  * schema's JSON lines, or varint-delimited records (avro, protobuf). */
 typedef enum { PR__IN_TSV, PR__IN_JSON, PR__IN_DELIMITED } pr__in_kind;
 
-/* 0, or 2 after saying why `input` cannot be what `kind` reads. Standard
- * input and what cannot be opened are left to the pass. */
+/* 0, or 2 after saying why `input` cannot be what `kind` reads. Only a
+ * regular file is looked at (pread, so nothing is consumed): standard input,
+ * a pipe (/dev/stdin, <(zcat ...)) or a FIFO would lose what was read, and
+ * what cannot be opened is left to the pass. Varint-delimited records are
+ * binary: no magic bytes are tested on them. */
 static int pr__process_sniff(const char *input, pr__in_kind kind)
 {
     if (!strcmp(input, "-"))
         return 0;
-    FILE *f = fopen(input, "rb");
-    if (!f)
+    int fd = open(input, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0)
         return 0;
     unsigned char head[64];
-    size_t n = fread(head, 1, sizeof(head), f);
-    fclose(f);
-    for (size_t i = 0; i < sizeof(pr__compressed) / sizeof(pr__compressed[0]); i++)
+    ssize_t got = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? pread(fd, head, sizeof(head), 0)
+                                                             : -1;
+    close(fd);
+    size_t n = got > 0 ? (size_t)got : 0;
+    for (size_t i = 0; kind != PR__IN_DELIMITED && i < sizeof(pr__compressed) /
+                                                           sizeof(pr__compressed[0]);
+         i++)
         if (n >= pr__compressed[i].len &&
             !memcmp(head, pr__compressed[i].magic, pr__compressed[i].len)) {
             fprintf(stderr,

@@ -207,6 +207,11 @@ rc=0; "$PIPEREC" process --input "$T/sample.tsv.gz" --output "$T/gz" 2> "$T/gz.e
     "$T/gz.err" || fail "gzip input: rc $rc, $(cat "$T/gz.err")"
 gzip -dc "$T/sample.tsv.gz" | "$PIPEREC" process --input - --output "$T/gz" 2>/dev/null \
     || fail "zcat | process --input -"
+# a FIFO (as <(zcat F) gives) is not looked at first: every row arrives
+rm -f "$T/fifo" && mkfifo "$T/fifo"
+cat "$SAMPLE" > "$T/fifo" &
+"$PIPEREC" process --input "$T/fifo" --output "$T/fifo.out" 2> "$T/fifo.err" || fail "FIFO input"
+grep -q "100 rows, 0 rejected" "$T/fifo.err" || fail "FIFO input lost rows: $(cat "$T/fifo.err")"
 printf '{"user": {"id": 1}}\n' > "$T/ev.jsonl"
 rc=0; "$PIPEREC" process --input "$T/ev.jsonl" --output "$T/js" 2> "$T/js.err" || rc=$?
 [ $rc -eq 2 ] && grep -q "looks like JSON lines.*declared schema" "$T/js.err" \
