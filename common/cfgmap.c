@@ -14,6 +14,91 @@
 #include <strings.h>
 
 #include "pr_error.h"
+#include "pr_fs.h"
+
+/* ---- property values kept elsewhere: ${env:NAME}, ${file:PATH} */
+
+#define PR__REF_FILE_MAX (1u << 20)
+
+static int pr__ref_env(const char *name, char **out, char *errstr, size_t errstr_size)
+{
+    const char *v = getenv(name);
+    if (!v)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "environment variable %s is not set (the value is ${env:%s})", name, name);
+    *out = strdup(v);
+    return *out ? 0 : pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
+}
+
+static int pr__ref_file(const char *path, char **out, char *errstr, size_t errstr_size)
+{
+    char err[600];
+    int rc = pr_read_text_file(path, PR__REF_FILE_MAX, out, err, sizeof(err));
+    return rc ? pr_seterr(errstr, errstr_size, rc, "cannot read the value's file (${file:%s}): %s",
+                          path, err)
+              : 0;
+}
+
+static const struct {
+    const char *prefix;
+    int (*get)(const char *arg, char **out, char *errstr, size_t errstr_size);
+} pr__refs[] = {
+    {"${env:", pr__ref_env},
+    {"${file:", pr__ref_file},
+};
+
+/* The table entry of reference `raw`, or -1 when malformed; *arg its
+ * argument (malloc'd). -2 when raw is not a reference at all. */
+static int pr__ref_parse(const char *raw, char **arg)
+{
+    *arg = NULL;
+    if (!strncmp(raw, "$${", 3) || strncmp(raw, "${", 2))
+        return -2;
+    size_t len = strlen(raw);
+    for (size_t i = 0; i < sizeof(pr__refs) / sizeof(pr__refs[0]); i++) {
+        size_t pl = strlen(pr__refs[i].prefix);
+        if (strncmp(raw, pr__refs[i].prefix, pl))
+            continue;
+        if (len <= pl + 1 || raw[len - 1] != '}')
+            return -1;
+        if (!(*arg = strndup(raw + pl, len - pl - 1)))
+            return -1;
+        return (int)i;
+    }
+    return -1;
+}
+
+/* Never the value itself in the message: it may be a literal secret. */
+static int pr__ref_malformed(char *errstr, size_t errstr_size)
+{
+    return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                     "the value begins with ${ but is not ${env:NAME} or ${file:PATH} (the whole "
+                     "value; write $${ for a value that begins with ${)");
+}
+
+int pr_kv_ref_check(const char *raw, char *errstr, size_t errstr_size)
+{
+    char *arg;
+    int i = pr__ref_parse(raw, &arg);
+    free(arg);
+    return i == -1 ? pr__ref_malformed(errstr, errstr_size) : 0;
+}
+
+int pr_kv_ref_resolve(const char *raw, char **out, char *errstr, size_t errstr_size)
+{
+    char *arg;
+    *out = NULL;
+    int i = pr__ref_parse(raw, &arg);
+    if (i == -1)
+        return pr__ref_malformed(errstr, errstr_size);
+    if (i == -2) {
+        *out = strdup(raw + (raw[0] == '$' && raw[1] == '$' && raw[2] == '{'));
+        return *out ? 0 : pr_seterr(errstr, errstr_size, PR_ENOMEM, "out of memory");
+    }
+    int rc = pr__refs[i].get(arg, out, errstr, errstr_size);
+    free(arg);
+    return rc;
+}
 
 const char *pr_kv_get(const pr_kv_list *l, const char *key)
 {

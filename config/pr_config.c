@@ -35,7 +35,6 @@
  */
 #include "pr_config.h"
 #include "pr_config_int.h"
-#include "pr_fs.h"
 #include "pr_hostport.h"
 #include "pr_kafka.h"
 #include "pr_log.h"
@@ -581,73 +580,18 @@ static void pr__set_strlist(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_ke
     }
 }
 
-/* ---- property values kept elsewhere: ${env:NAME}, ${file:PATH}
- *
- * A librdkafka property's value may name where it is kept instead of holding
- * it, so that secrets (sasl.password, ssl.key.pem, ...) stay out of the
- * config file and its ConfigMap: the whole value `${env:NAME}` is that
- * environment variable, `${file:PATH}` that file's content, trailing
- * newlines dropped (a mounted Kubernetes Secret). A value beginning `$${` is
- * the literal rest after one `$`. Any other value beginning `${` is refused:
- * a shell-style `${PASSWORD}` would otherwise reach the broker as its text. */
-
-#define PR__REF_FILE_MAX (1u << 20)
-
-static char *pr__ref_env(cfg_ctx *c, yaml_node_t *n, const char *name)
-{
-    const char *v = getenv(name);
-    if (!v) {
-        pr__cfg_error(c, n, NULL, "environment variable %s is not set (the value is ${env:%s})",
-                      name, name);
-        return NULL;
-    }
-    return pr__xstrdup(v);
-}
-
-static char *pr__ref_file(cfg_ctx *c, yaml_node_t *n, const char *path)
-{
-    char *v, err[PR__PATH_MAX + 64];
-    if (pr_read_text_file(path, PR__REF_FILE_MAX, &v, err, sizeof(err))) {
-        pr__cfg_error(c, n, NULL, "cannot read the value's file (${file:%s}): %s", path, err);
-        return NULL;
-    }
-    return v;
-}
-
-static const struct {
-    const char *prefix;
-    char *(*get)(cfg_ctx *, yaml_node_t *, const char *);
-} pr__refs[] = {
-    {"${env:", pr__ref_env},
-    {"${file:", pr__ref_file},
-};
-
-/* The value of property scalar `s` (node n), malloc'd; NULL after an error
- * recorded at the current key. */
+/* A property's value as written; a malformed ${...} reference is an error
+ * here, and a well-formed one is resolved only when a Kafka client is built
+ * (pr_kv_ref_resolve), so a command that builds none needs no secret.
+ * Returns a malloc'd copy, or NULL after recording the error. */
 static char *pr__kv_value(cfg_ctx *c, yaml_node_t *n, const char *s)
 {
-    if (!strncmp(s, "$${", 3))
-        return pr__xstrdup(s + 1);
-    if (strncmp(s, "${", 2))
-        return pr__xstrdup(s);
-    size_t len = strlen(s);
-    for (size_t i = 0; i < sizeof(pr__refs) / sizeof(pr__refs[0]); i++) {
-        size_t pl = strlen(pr__refs[i].prefix);
-        if (strncmp(s, pr__refs[i].prefix, pl))
-            continue;
-        if (len <= pl + 1 || s[len - 1] != '}')
-            break;
-        char *arg = pr__xstrdup(s + pl);
-        arg[len - pl - 1] = '\0';
-        char *v = pr__refs[i].get(c, n, arg);
-        free(arg);
-        return v;
+    char err[256];
+    if (pr_kv_ref_check(s, err, sizeof(err))) {
+        pr__cfg_error(c, n, NULL, "%s", err);
+        return NULL;
     }
-    pr__cfg_error(c, n, NULL,
-                  "\"%.60s\" is not a reference piperec knows: the whole value is ${env:NAME} or "
-                  "${file:PATH} (write $${ for a value that begins with ${)",
-                  s);
-    return NULL;
+    return pr__xstrdup(s);
 }
 
 static void pr__set_kv(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)

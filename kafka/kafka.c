@@ -9,8 +9,10 @@
  * configurations with those hand-built ones, property by property); the
  * comments say why each value is piperec's.
  */
+#include <stdlib.h>
 #include <string.h>
 
+#include "pr_cfgmap.h"
 #include "pr_error.h"
 #include "pr_kafka.h"
 #include "pr_log.h"
@@ -323,7 +325,12 @@ static int pr__apply_user(const pr__role *r, const pr_kafka_client_conf *cc, rd_
                 pr_warn("%s: property %s=%s ignored: piperec sets it", r->name, k, v);
             continue;
         }
-        int rc = pr__set(conf, k, v, r->prop_prefix, true, errstr, errstr_size);
+        char *val, why[700];
+        int rc = pr_kv_ref_resolve(v, &val, why, sizeof(why));
+        if (rc)
+            return pr_seterr(errstr, errstr_size, rc, "%s%s: %s", r->prop_prefix, k, why);
+        rc = pr__set(conf, k, val, r->prop_prefix, true, errstr, errstr_size);
+        free(val);
         if (rc)
             return rc;
     }

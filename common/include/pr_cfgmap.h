@@ -44,6 +44,22 @@ typedef struct pr_kv_list {
 /* Value of `key`, or NULL. The last occurrence wins. */
 const char *pr_kv_get(const pr_kv_list *l, const char *key);
 
+/* A librdkafka property's value may name where it is kept instead of holding
+ * it, so that secrets stay out of the config file: the whole value
+ * `${env:NAME}` is that environment variable, `${file:PATH}` that file's
+ * content, trailing newlines dropped (a mounted Kubernetes Secret); `$${...}`
+ * is the literal `${...}`. Lists keep the value as written: it is resolved
+ * only where a Kafka client is built (pr_kafka), so commands that build none
+ * (process, explain, vocab) need no secret.
+ *
+ * pr_kv_ref_check: 0, or PR_EINVAL when `raw` begins with ${ but is neither
+ * reference (the message never quotes the value: it may be a secret).
+ * pr_kv_ref_resolve: the value to use, malloc'd into *out; PR_EINVAL (an
+ * unset variable, a malformed reference), PR_EIO (an unreadable file),
+ * PR_ENOMEM, errstr saying which. */
+int pr_kv_ref_check(const char *raw, char *errstr, size_t errstr_size);
+int pr_kv_ref_resolve(const char *raw, char **out, char *errstr, size_t errstr_size);
+
 /* ---------------------------------------------------------------- tables */
 
 typedef enum pr_cfg_type {

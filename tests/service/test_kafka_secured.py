@@ -10,7 +10,8 @@ pipeline is not ready (the authentication error), the consumer's error
 counter must count it, and the Kafka sink's producer must have tried SASL
 too (it took only bootstrap.servers from the source before). Then the same
 config with the password file gone: `run --check` and `run` refuse it with
-exit 2, naming the key; with the variable unset the same. Env
+exit 2, naming the key, while `explain` (no Kafka client) needs no secret;
+with the variable unset the same. Env
 (pr_script_test): PIPEREC, PR_TMP.
 """
 import os
@@ -94,9 +95,14 @@ log: { level: debug }
     os.unlink(pw)
     for cmd in (["run", "--config", cfg, "--check"], ["run", "--config", cfg]):
         r = subprocess.run([PIPEREC] + cmd, env=env, capture_output=True, text=True, timeout=30)
-        if r.returncode != 2 or "pipelines[0].source.kafka.properties.sasl.password: cannot " \
-                "read the value's file" not in r.stderr:
+        if r.returncode != 2 or "pipelines[0].source.kafka.properties: consumer: property " \
+                "sasl.password: cannot read the value's file" not in r.stderr:
             fail("%s without the password file: rc %d, %s" % (cmd, r.returncode, r.stderr))
+    # a command that builds no Kafka client needs no secret
+    r = subprocess.run([PIPEREC, "explain", "--config", cfg], env=env, capture_output=True,
+                       text=True, timeout=30)
+    if r.returncode != 0:
+        fail("explain without the password file: rc %d, %s" % (r.returncode, r.stderr))
     with open(pw, "w") as f:
         f.write("s3cr3t\n")
     r = subprocess.run([PIPEREC, "run", "--config", cfg, "--check"], capture_output=True,
