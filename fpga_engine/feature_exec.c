@@ -234,11 +234,79 @@ void pr_feature_vocab_input(const pr_feature_spec *f, char *out, size_t n)
     }
 }
 
+/* The fingerprint's encoding, frozen: snapshots and vocab logs keep its
+ * value, so it never follows the display text above. Version 1: each field
+ * little-endian, in this order (a string as its bytes and a zero byte, a
+ * double as its IEEE-754 bits): u32 1, u32 n_paths, the paths; u8
+ * has_default, the default step; u32 n (the ops before vocab), each step.
+ * A step: its operator's config name, u8 value_type, u8 unit, u64 n, f64 a,
+ * f64 b, the string value, u16 n_bounds, the bounds. */
+typedef struct {
+    uint8_t buf[16384];
+    size_t n;
+} pr__fpbuf;
+
+static void pr__fp_put(pr__fpbuf *b, const void *p, size_t n)
+{
+    if (b->n + n <= sizeof(b->buf))
+        memcpy(b->buf + b->n, p, n);
+    b->n += n; /* past the end: hashed as it stands, never overrun */
+}
+
+static void pr__fp_u64(pr__fpbuf *b, uint64_t v, size_t width)
+{
+    uint8_t le[8];
+    for (size_t i = 0; i < width; i++)
+        le[i] = (uint8_t)(v >> (8 * i));
+    pr__fp_put(b, le, width);
+}
+
+static void pr__fp_str(pr__fpbuf *b, const char *s)
+{
+    pr__fp_put(b, s, strlen(s) + 1);
+}
+
+static void pr__fp_f64(pr__fpbuf *b, double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, 8);
+    pr__fp_u64(b, u, 8);
+}
+
+static void pr__fp_step(pr__fpbuf *b, const pr_fop_step *st)
+{
+    pr__fp_str(b, pr_fop_table[st->op].name);
+    pr__fp_u64(b, st->value_type, 1);
+    pr__fp_u64(b, (uint64_t)st->unit, 1);
+    pr__fp_u64(b, st->n, 8);
+    pr__fp_f64(b, st->a);
+    pr__fp_f64(b, st->b);
+    pr__fp_str(b, st->str);
+    pr__fp_u64(b, st->n_bounds, 2);
+    for (uint16_t i = 0; i < st->n_bounds && i < PR_FOP_MAX_BOUNDS; i++)
+        pr__fp_f64(b, st->bounds[i]);
+}
+
 uint64_t pr_feature_vocab_input_fp(const pr_feature_spec *f)
 {
-    char t[8192];
-    pr_feature_vocab_input(f, t, sizeof(t));
-    return pr_fop_hash64(t, strlen(t)) | 1;
+    pr__fpbuf *b = calloc(1, sizeof(*b));
+    if (!b)
+        return 1;
+    pr__fp_u64(b, 1, 4);
+    pr__fp_u64(b, f->n_paths, 4);
+    for (uint8_t i = 0; i < f->n_paths && i < PR_FEAT_MAX_CROSS; i++)
+        pr__fp_str(b, f->paths[i]);
+    pr__fp_u64(b, f->has_default, 1);
+    if (f->has_default)
+        pr__fp_step(b, &f->deflt);
+    int v = pr_feature_vocab_step(f);
+    uint32_t n = (uint32_t)(v < 0 ? f->n_ops : v);
+    pr__fp_u64(b, n, 4);
+    for (uint32_t i = 0; i < n; i++)
+        pr__fp_step(b, &f->ops[i]);
+    uint64_t h = pr_fop_hash64(b->buf, b->n < sizeof(b->buf) ? b->n : sizeof(b->buf)) | 1;
+    free(b);
+    return h;
 }
 
 /* Counts of a schema's labels, dense, sparse+list and vocab features. */

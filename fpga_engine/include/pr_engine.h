@@ -1044,9 +1044,11 @@ size_t pr_fop_step_yaml(const pr_fop_step *st, char *out, size_t n);
  * arguments ("paths item.id; default -; ops { modulus: 1000 }"). Not its name,
  * kind or list length, which change no key. Truncated to n - 1 bytes. */
 void pr_feature_vocab_input(const pr_feature_spec *f, char *out, size_t n);
-/* A nonzero 64-bit fingerprint of pr_feature_vocab_input's text: two
- * configs whose feature gives the same value a different key differ here
- * (the snapshot and the vocab log keep it per column). */
+/* A nonzero 64-bit fingerprint of the same fields, in a frozen binary
+ * encoding (not the text, which may change): two configs whose feature
+ * gives the same value a different key differ here. Snapshots and the vocab
+ * log keep it per column, so its value for a given feature never changes
+ * (tests/engine/test_feature_ops.c pins some). */
 uint64_t pr_feature_vocab_input_fp(const pr_feature_spec *f);
 
 /* Embedding rows a feature's last operator can produce (hash N, modulus N:

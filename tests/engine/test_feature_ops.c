@@ -487,6 +487,9 @@ static void test_vocab_input(void **state)
     assert_string_equal(t, "paths item.id; default -; ops { modulus: 1000000 }");
     uint64_t fp = pr_feature_vocab_input_fp(&f);
     assert_true(fp != 0);
+    /* frozen: snapshots and vocab logs keep these values (a change of the
+     * encoding would refuse every declared feature's state dir and log) */
+    assert_true(fp == 0xa7d3d9f1c0f3214full);
     pr_feature_spec g = f; /* the same keys: name, kind, list, steps after vocab */
     snprintf(g.name, sizeof(g.name), "other");
     g.kind = PR_FEAT_LIST;
@@ -503,14 +506,17 @@ static void test_vocab_input(void **state)
     g.has_default = true;
     g.deflt = (pr_fop_step){.op = PR_FOP_FILL, .value_type = PR_FTYPE_STR, .str = "unknown"};
     pr_feature_vocab_input(&g, t, sizeof(t));
-    assert_string_equal(t, "paths item.id; default { fill: \"unknown\" }; ops { modulus: 1000000 }");
+    assert_string_equal(t,
+                        "paths item.id; default { fill: \"unknown\" }; ops { modulus: 1000000 }");
     assert_true(pr_feature_vocab_input_fp(&g) != fp);
+    assert_true(pr_feature_vocab_input_fp(&g) == 0x5c9fc1eebf0bad0dull);
     g = f;
     g.n_ops = 4;
     memmove(&g.ops[1], &g.ops[0], 3 * sizeof(g.ops[0]));
     g.ops[0] = (pr_fop_step){.op = PR_FOP_BUCKETIZE, .n_bounds = 2, .bounds = {1.5, 10}};
     pr_feature_vocab_input(&g, t, sizeof(t));
-    assert_string_equal(t, "paths item.id; default -; ops { bucketize: [1.5, 10] }, { modulus: 1000000 }");
+    assert_string_equal(
+        t, "paths item.id; default -; ops { bucketize: [1.5, 10] }, { modulus: 1000000 }");
     assert_true(pr_feature_vocab_input_fp(&g) != fp);
 }
 
