@@ -28,11 +28,13 @@
 
 /* --- binary snapshot
  *
- * Written from now on (version 7), one layout for every pipeline:
+ * Written from now on (version 7 for a declared schema, version 6, without
+ * the input fingerprints, for the Criteo layout, so that the release before
+ * still reads it), one layout for every pipeline:
  *
  *   "PRVSNAP1" u32 7 u32 n_sparse u64 fingerprint u32 fields
  *   u32 names_len, the columns' names, each ended by a zero byte
- *   u32 n_sparse, n_sparse x u64 input fingerprint (0: the Criteo layout)
+ *   [u32 n_sparse, n_sparse x u64 input fingerprint]    (version 7)
  *   u32 tag_len, tag_len bytes of the caller's tag (0 without)
  *   u64 notice_next, u32 n, n x {u32 col, u32 0, i64 index, u64 number}
  *   per column: [u64 clock] [i64 event clock] u64 n, then
@@ -53,7 +55,7 @@
  * values get other keys (a modulus 1000 for 1000000: item 1000 would take
  * item 0's index).
  *
- * Read as well, and rewritten as version 7 by the next snapshot, the formats
+ * Read as well, and rewritten as version 6 or 7 by the next snapshot, the formats
  * of earlier releases, each the same layout with parts left out:
  *   1  no fields word, no names, no tag, no notices, fields 0
  *   2  no fields word, no names, a tag, no notices, fields 0
@@ -162,7 +164,13 @@ static int pr__snap_notice_cb(const pr_recycled *r, void *opaque)
 static int pr__snap_write_body(const pr_engine *eng, pr__writer *w, const void *tag,
                                uint32_t tag_len)
 {
-    uint32_t hdr[2] = {PR__SNAP_VERSION, pr_engine_spec(eng)->n_sparse};
+    /* Version 7 only where it says more: a pipeline without input
+     * fingerprints (the Criteo layout) keeps writing version 6, which the
+     * release before this one reads (a rollback keeps its state dir). */
+    bool inputs = false;
+    for (uint32_t c = 0; c < pr_engine_spec(eng)->n_sparse; c++)
+        inputs |= pr_engine_spec(eng)->sparse[c].input_fp != 0;
+    uint32_t hdr[2] = {inputs ? PR__SNAP_VERSION : PR__SNAP_NAMES, pr_engine_spec(eng)->n_sparse};
     uint64_t fp = pr_engine_vocab_fingerprint(eng);
     pr__w(w, hdr, sizeof(hdr));
     pr__w(w, &fp, 8);
@@ -174,9 +182,11 @@ static int pr__snap_write_body(const pr_engine *eng, pr__writer *w, const void *
     for (uint32_t c = 0; c < hdr[1]; c++)
         pr__w(w, pr_engine_spec(eng)->sparse[c].name,
               strlen(pr_engine_spec(eng)->sparse[c].name) + 1);
-    pr__w(w, &hdr[1], 4);
-    for (uint32_t c = 0; c < hdr[1]; c++)
-        pr__w(w, &pr_engine_spec(eng)->sparse[c].input_fp, 8);
+    if (inputs) {
+        pr__w(w, &hdr[1], 4);
+        for (uint32_t c = 0; c < hdr[1]; c++)
+            pr__w(w, &pr_engine_spec(eng)->sparse[c].input_fp, 8);
+    }
     pr__w(w, &tag_len, 4);
     pr__w(w, tag, tag_len);
     /* To announce after a restart: the replayed ones not sent yet, and
@@ -269,8 +279,16 @@ static int pr__snap_read_header(pr_engine *eng, FILE *f, const char *path, pr__s
     uint32_t hdr[2], fields = 0;
     uint64_t fp;
     if (pr__read_exact(f, magic, 8, h) || memcmp(magic, pr__snap_magic, 8) ||
-        pr__read_exact(f, hdr, sizeof(hdr), h) || hdr[0] < 1 || hdr[0] > PR__SNAP_VERSION ||
-        pr__read_exact(f, &fp, 8, h) || (hdr[0] >= 5 && pr__read_exact(f, &fields, 4, h)))
+        pr__read_exact(f, hdr, sizeof(hdr), h) || hdr[0] < 1)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "vocab load: %s is not a piperec snapshot",
+                         path);
+    if (hdr[0] > PR__SNAP_VERSION)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "vocab load: %s was written by a newer piperec (snapshot version %u; "
+                         "this one reads up to %u): run that release, or move the vocabulary "
+                         "with its `piperec vocab export` and this one's `vocab import`",
+                         path, hdr[0], PR__SNAP_VERSION);
+    if (pr__read_exact(f, &fp, 8, h) || (hdr[0] >= 5 && pr__read_exact(f, &fields, 4, h)))
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "vocab load: %s is not a piperec snapshot",
                          path);
     if (fp != pr_engine_vocab_fingerprint(eng) || hdr[1] != pr_engine_spec(eng)->n_sparse)

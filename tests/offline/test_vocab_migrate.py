@@ -19,6 +19,7 @@ usage: test_vocab_migrate.py   ($PIPEREC, $PR_TMP, $PR_SOURCE_DIR)
 """
 import filecmp
 import os
+import struct
 import subprocess
 import sys
 
@@ -141,6 +142,34 @@ def main():
     if not filecmp.cmp(os.path.join(after, "user.tsv"), os.path.join(after2, "user.tsv"),
                        shallow=False):
         fail("user changed in the second migrate")
+
+    # a state dir of the release before (snapshot version 6, no input
+    # fingerprints) loads with the same indices, and a rewrite makes it 7
+    fix = os.path.join(SRC, "tests", "offline", "fixtures", "v6_clicks")
+    fcfg = os.path.join(fix, "clicks.yaml")
+    st6 = os.path.join(TMP, "v6state")
+    os.makedirs(st6, exist_ok=True)
+    with open(os.path.join(fix, "clicks.vocab"), "rb") as f:
+        old_bytes = f.read()
+    if struct.unpack_from("<I", old_bytes, 8)[0] != 6:
+        fail("the fixture is not a version 6 snapshot")
+    with open(os.path.join(st6, "clicks.vocab"), "wb") as f:
+        f.write(old_bytes)
+    proc6 = os.path.join(TMP, "v6proc")
+    run(["process", "--config", fcfg, "--input", os.path.join(fix, "events.jsonl"), "--output",
+         proc6, "--no-progress"])
+    for tag, extra in (("as written", []), ("rewritten", ["migrate"])):
+        if extra:
+            run(["vocab", "migrate", "--from", fcfg, "--config", fcfg, "--state", st6])
+            with open(os.path.join(st6, "clicks.vocab"), "rb") as f:
+                if struct.unpack_from("<I", f.read(), 8)[0] != 7:
+                    fail("the rewritten snapshot is not version 7")
+        exp = os.path.join(TMP, "v6exp-" + str(len(extra)))
+        run(["vocab", "export", "--config", fcfg, "--state", st6, "--output", exp])
+        for name in sorted(os.listdir(os.path.join(proc6, "vocab"))):
+            if not filecmp.cmp(os.path.join(proc6, "vocab", name), os.path.join(exp, name),
+                               shallow=False):
+                fail("version 6 snapshot (%s): %s differs from today's process" % (tag, name))
 
     # usage
     p = run(["vocab", "migrate", "--config", new, "--state", st], rc=2)
