@@ -1000,7 +1000,7 @@ static int pr__consume_loop(pr_trainer_client *c, const consume_opts *opt, npy_o
             /* The tail after the last --checkpoint-every group: checkpointed
              * once the stream pauses, so the committed offsets catch up
              * (they waited for N more batches, or the stop). */
-            if (ck && ck->since && idle >= PR__CONSUME_IDLE_CHECKPOINT_S &&
+            if (ck && opt->ckpt_every && ck->since && idle >= PR__CONSUME_IDLE_CHECKPOINT_S &&
                 (rc = pr__consume_checkpoint(c, opt, out, ck)) != 0)
                 break;
             continue;
