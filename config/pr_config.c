@@ -1372,16 +1372,27 @@ static void pr__kv_add(pr_kv_list *l, const char *key, const char *value)
     l->n++;
 }
 
-/* The source's properties a Kafka sink on the same cluster takes: where the
- * brokers are and how to reach them (TLS, SASL). */
-static bool pr__same_cluster_key(const char *key)
+/* Does a producer take source property `key` (a Kafka sink on the source's
+ * cluster)? Every one but the consumer's own (librdkafka's scope C, as far
+ * as pr_kafka knows it): the brokers, TLS, SASL, client tuning. */
+static bool pr__producer_key(const char *key)
 {
-    static const char *const prefixes[] = {"bootstrap.servers", "security.protocol", "sasl.",
-                                           "ssl.", "ssl_"};
-    for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
-        if (!strncmp(key, prefixes[i], strlen(prefixes[i])))
-            return true;
-    return false;
+    return pr_kafka_prop_scope(key) != PR_KAFKA_SCOPE_CONSUMER;
+}
+
+/* Add to `l` each of `from`'s properties it does not set itself (and that
+ * `want` takes, when given). */
+static void pr__kv_inherit(pr_kv_list *l, const pr_kv_list *from, bool (*want)(const char *))
+{
+    size_t own = l->n;
+    for (size_t i = 0; i < from->n; i++) {
+        const char *k = from->items[i].key;
+        bool set = false;
+        for (size_t j = 0; j < own && !set; j++)
+            set = !strcmp(l->items[j].key, k);
+        if (!set && (!want || want(k)))
+            pr__kv_add(l, k, from->items[i].value);
+    }
 }
 
 static void pr__finish_pipeline(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
@@ -1389,22 +1400,18 @@ static void pr__finish_pipeline(cfg_ctx *c, yaml_node_t *map, void *base, bool p
     (void)present;
     pr_pipeline_cfg *pl = base;
     memcpy(pl->spec.name, pl->name, PR_NAME_MAX);
-    /* The Kafka sink talks to the source's cluster unless told otherwise,
-     * and then as the source does: its bootstrap.servers and its security
-     * settings, where the sink sets none of its own. */
+    /* The Kafka sink and the vocabulary log talk to the source's cluster
+     * unless they name brokers of their own, and then as the source does:
+     * its properties (TLS, SASL, ...; the sink those a producer takes),
+     * their own keys winning. */
     pr_kv_list *sp = &pl->sinks.kafka.properties;
     const pr_kv_list *srcp = &pl->source.kafka.properties;
     if (pl->sinks.kafka.enabled && pr_kv_get(srcp, "bootstrap.servers") &&
         !pr_kv_get(sp, "bootstrap.servers"))
-        for (size_t i = 0; i < srcp->n; i++)
-            if (pr__same_cluster_key(srcp->items[i].key) && !pr_kv_get(sp, srcp->items[i].key))
-                pr__kv_add(sp, srcp->items[i].key, srcp->items[i].value);
-    /* The vocabulary log talks to the source's cluster unless told otherwise:
-     * without properties of its own it gets a copy of the source's. */
+        pr__kv_inherit(sp, srcp, pr__producer_key);
     pr_kv_list *vp = &pl->vocab_log.properties;
-    if (pl->vocab_log.enabled && vp->n == 0)
-        for (size_t i = 0; i < srcp->n; i++)
-            pr__kv_add(vp, srcp->items[i].key, srcp->items[i].value);
+    if (pl->vocab_log.enabled && !pr_kv_get(vp, "bootstrap.servers"))
+        pr__kv_inherit(vp, srcp, NULL);
     if (pl->vocab_log.enabled) {
         if (!pr_spec_has_op(&pl->spec, PR_OP_VOCAB))
             pr__cfg_error(c, pr__map_find(c, map, "vocab_log"), "vocab_log",

@@ -124,8 +124,9 @@ static const pr_cfgmap_entry kafka_entries[] = {
                  "Topic receiving piperec.Batch messages."),
     PR_CFG_E_KV("properties", pr_kafka_sink_cfg, properties,
                 "librdkafka producer properties, passed through (${env:NAME}, ${file:PATH} as in "
-                "the source's); without bootstrap.servers of its own the sink takes the source's "
-                "bootstrap.servers, security.protocol, sasl.* and ssl.*."),
+                "the source's); without bootstrap.servers of its own the sink is on the source's "
+                "cluster and takes the source's properties a producer has (brokers, TLS, SASL, "
+                "...), its own keys winning."),
     PR_CFG_E_INT("max_queued_batches", PR_CFG_INTERNAL, pr_kafka_sink_cfg, max_queued_batches, 1, 0,
                  "10000", "Batches accepted and not yet delivered before send() refuses."),
 };

@@ -12,8 +12,9 @@ static const pr_cfgmap_entry vocablog_entries[] = {
                  "retention.bytes=-1, cleanup.policy=delete. Replicas of a pipeline that name the "
                  "same topic share one vocabulary (docs/vocab-log.md)."),
     PR_CFG_E_KV("properties", pr_vocablog_cfg, properties,
-                "librdkafka properties for the log's producer and reader (bootstrap.servers, "
-                "security...). Default: the pipeline's source.kafka.properties."),
+                "librdkafka properties for the log's producer and reader. Without "
+                "bootstrap.servers of their own the log is on the source's cluster and takes "
+                "every source.kafka.properties key it does not set (brokers, TLS, SASL, ...)."),
     PR_CFG_E_INT("startup_timeout_ms", 0, pr_vocablog_cfg, startup_timeout_ms, 1000, 3600000,
                  "60000",
                  "How long a start waits for the log (metadata, watermarks, reading it to its "

@@ -826,13 +826,26 @@ static void test_kafka_clients_checked(void **state)
     "          sasl.username: u\n"                                                                 \
     "          sasl.password: p\n"                                                                 \
     "          session.timeout.ms: 6000\n"
-    pr_config *cfg = load_ok(MINIMAL SECURED "    sinks: { kafka: { topic: o } }\n");
+    pr_config *cfg =
+        load_ok(MINIMAL SECURED
+                "          enable.ssl.certificate.verification: false\n"
+                "    sinks: { kafka: { topic: o, properties: { sasl.username: s } } }\n"
+                "    transform: { vocab: { profile: default } }\n"
+                "    vocab_log: { topic: v, properties: { message.max.bytes: 2000000 } }\n");
     const pr_kv_list *sk = &cfg->pipelines[0].sinks.kafka.properties;
     assert_string_equal(pr_kv_get(sk, "bootstrap.servers"), "a:1");
     assert_string_equal(pr_kv_get(sk, "security.protocol"), "SASL_SSL");
     assert_string_equal(pr_kv_get(sk, "sasl.mechanisms"), "SCRAM-SHA-512");
     assert_string_equal(pr_kv_get(sk, "sasl.password"), "p");
+    assert_string_equal(pr_kv_get(sk, "sasl.username"), "s"); /* its own wins */
+    assert_string_equal(pr_kv_get(sk, "enable.ssl.certificate.verification"), "false");
     assert_null(pr_kv_get(sk, "session.timeout.ms")); /* a consumer's, not the cluster's */
+    /* the vocab log with a property of its own still reaches the cluster */
+    const pr_kv_list *vl = &cfg->pipelines[0].vocab_log.properties;
+    assert_string_equal(pr_kv_get(vl, "message.max.bytes"), "2000000");
+    assert_string_equal(pr_kv_get(vl, "bootstrap.servers"), "a:1");
+    assert_string_equal(pr_kv_get(vl, "sasl.password"), "p");
+    assert_string_equal(pr_kv_get(vl, "enable.ssl.certificate.verification"), "false");
     pr_config_free(cfg);
     cfg = load_ok(MINIMAL SECURED "    sinks: { kafka: { topic: o, properties: {\n"
                                   "      bootstrap.servers: \"other:1\" } } }\n");
