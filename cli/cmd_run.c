@@ -101,6 +101,11 @@ int pr_cli_cmd_run(int argc, char **argv)
         pr_config_free(cfg);
         return 2;
     }
+    if (check_only && pr_config_check_kafka(cfg, err, sizeof(err))) {
+        fprintf(stderr, "piperec run: %s\n", err);
+        pr_config_free(cfg);
+        return 2;
+    }
     if (check_only) {
         printf("%s: ok (%zu pipeline%s)\n", path, cfg->n_pipelines,
                cfg->n_pipelines == 1 ? "" : "s");

@@ -2221,9 +2221,11 @@ static void pr__check_kafka_clients(cfg_ctx *c, const pr_pipeline_cfg *pl)
         {pl->vocab_log.enabled, PR_KAFKA_VOCAB_READER, &pl->vocab_log.properties,
          "vocab_log.properties"},
     };
-    const pr_kv_list *failed = NULL; /* one report per list */
-    for (size_t i = 0; i < sizeof(clients) / sizeof(clients[0]); i++) {
-        if (!clients[i].on || clients[i].props == failed)
+    /* One report: the sink's and the log's lists carry the source's keys, so
+     * a bad source value would otherwise come again under their paths. */
+    bool failed = false;
+    for (size_t i = 0; i < sizeof(clients) / sizeof(clients[0]) && !failed; i++) {
+        if (!clients[i].on)
             continue;
         pr_kafka_client_conf cc = {.role = clients[i].role,
                                    .props = clients[i].props->items,
@@ -2242,11 +2244,55 @@ static void pr__check_kafka_clients(cfg_ctx *c, const pr_pipeline_cfg *pl)
             } else {
                 pr__cfg_error(c, NULL, clients[i].key, "%s", e);
             }
-            failed = clients[i].props;
+            failed = true;
         } else {
             rd_kafka_destroy(rk);
         }
     }
+}
+
+/* The ${env:}/${file:} values of the pipeline's Kafka properties resolved
+ * (and dropped): an unset variable or an unreadable file is a config error
+ * of every start, naming the key, without building a client. One report:
+ * the sink's and the log's lists carry the source's keys. */
+static void pr__check_kafka_refs(cfg_ctx *c, const pr_pipeline_cfg *pl)
+{
+    const struct {
+        bool on;
+        const pr_kv_list *props;
+        const char *key;
+    } lists[] = {
+        {pl->source.kafka.enabled, &pl->source.kafka.properties, "source.kafka.properties"},
+        {pl->sinks.kafka.enabled, &pl->sinks.kafka.properties, "sinks.kafka.properties"},
+        {pl->vocab_log.enabled, &pl->vocab_log.properties, "vocab_log.properties"},
+    };
+    for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
+        for (size_t k = 0; lists[i].on && k < lists[i].props->n; k++) {
+            char *v, err[700], key[PR__PATH_MAX];
+            if (!pr_kv_ref_resolve(lists[i].props->items[k].value, &v, err, sizeof(err))) {
+                free(v);
+                continue;
+            }
+            snprintf(key, sizeof(key), "%s.%s", lists[i].key, lists[i].props->items[k].key);
+            pr__cfg_error(c, NULL, key, "%s", err);
+            return;
+        }
+}
+
+int pr_config_check_kafka(const pr_config *cfg, char *errstr, size_t errstr_size)
+{
+    if (errstr && errstr_size)
+        errstr[0] = '\0';
+    cfg_ctx c = {.origin = cfg->origin, .err = errstr, .errn = errstr_size};
+    pr__path_push(&c, "pipelines");
+    for (size_t i = 0; i < cfg->n_pipelines; i++) {
+        size_t old = pr__path_push_index(&c, i);
+        c.line_hint = cfg->pipelines[i].line;
+        pr__check_kafka_clients(&c, &cfg->pipelines[i]);
+        pr__path_pop(&c, old);
+    }
+    pr__path_pop(&c, 0);
+    return c.n_errors ? PR_EINVAL : 0;
 }
 
 int pr_config_check_streaming(const pr_config *cfg, char *errstr, size_t errstr_size)
@@ -2273,6 +2319,7 @@ int pr_config_check_streaming(const pr_config *cfg, char *errstr, size_t errstr_
                 pr__cfg_error(&c, NULL, "source.kafka.properties.bootstrap.servers",
                               "missing: the Kafka brokers to connect to");
         }
+        pr__check_kafka_refs(&c, pl);
         /* A declared schema reads JSON, Avro or Protobuf events (the JSON
          * decoder applies it, with the format's reader); the other formats
          * are the Criteo layout. */
@@ -2289,7 +2336,6 @@ int pr_config_check_streaming(const pr_config *cfg, char *errstr, size_t errstr_
                           "%s needs a declared schema (schema: { event_time, labels, dense: "
                           "[...], sparse: [...] }) to say which fields to read",
                           pr_source_format_name(pl->source.format));
-        pr__check_kafka_clients(&c, pl);
         const pr_sinks_cfg *s = &pl->sinks;
         if (!s->trainer.enabled && !s->kafka.enabled && !s->files.enabled)
             pr__cfg_error(&c, NULL, "sinks",

@@ -190,6 +190,16 @@ int pr_config_load_default(pr_config **out, char *errstr, size_t errstr_size);
  * found, one per line, like loading does. */
 int pr_config_check_streaming(const pr_config *cfg, char *errstr, size_t errstr_size);
 
+/* `piperec run --check`'s last step: every Kafka client of each pipeline
+ * (consumer, dead letters, Kafka sink, vocab log) built from its
+ * properties, ${env:}/${file:} values resolved, as the service builds it,
+ * then destroyed before it waited for a broker: a misspelt property, a bad
+ * value, an unset variable or an unreadable TLS file fails here, naming the
+ * key (one report per pipeline). Not part of every start, which builds the
+ * clients anyway (and would run a GSSAPI kinit or an OIDC token fetch
+ * twice). */
+int pr_config_check_kafka(const pr_config *cfg, char *errstr, size_t errstr_size);
+
 /* Override one setting after loading, e.g. from the command line:
  *
  *     pr_config_set(cfg, "engine.backend", "hls-sim", ...)

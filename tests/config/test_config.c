@@ -784,16 +784,21 @@ static void test_property_references(void **state)
         free(v);
     }
     assert_int_equal(pr_config_check_streaming(cfg, err, sizeof(err)), 0);
-    /* unset, unreadable: the check (each client built) names the key */
+    assert_int_equal(pr_config_check_kafka(cfg, err, sizeof(err)), 0);
+    /* unset, unreadable: every start's check names the key, as --check's does */
     unsetenv("PR_TEST_SASL_USER");
     assert_int_equal(pr_config_check_streaming(cfg, err, sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "pipelines[0].source.kafka.properties.sasl.username: environment "
+                                "variable PR_TEST_SASL_USER is not set"));
+    assert_int_equal(pr_config_check_kafka(cfg, err, sizeof(err)), PR_EINVAL);
     assert_non_null(strstr(err,
                            "pipelines[0].source.kafka.properties: consumer: property "
                            "sasl.username: environment variable PR_TEST_SASL_USER is not set"));
     setenv("PR_TEST_SASL_USER", "svc-ml", 1);
     unlink(path);
     assert_int_equal(pr_config_check_streaming(cfg, err, sizeof(err)), PR_EINVAL);
-    assert_non_null(strstr(err, "property sasl.password: cannot read the value's file"));
+    assert_non_null(strstr(err, "source.kafka.properties.sasl.password: cannot read the value's "
+                                "file"));
     assert_non_null(strstr(err, "No such file or directory"));
     pr_config_free(cfg);
     static const char *const unknown[] = {"${PASSWORD}", "${env:}", "${file:/x", "${vault:a/b}"};
@@ -855,26 +860,27 @@ static void test_kafka_clients_checked(void **state)
 
     char err[1024];
     cfg = load_ok(MINIMAL SECURED "    sinks: { files: { dir: /tmp/x } }\n");
-    assert_int_equal(pr_config_check_streaming(cfg, err, sizeof(err)), 0);
+    assert_int_equal(pr_config_check_kafka(cfg, err, sizeof(err)), 0);
     pr_config_free(cfg);
     cfg = load_ok(MINIMAL "    source: { kafka: { topics: [t], properties: {\n"
                           "      bootstrap.servers: \"a:1\", securty.protocol: SSL } } }\n"
                           "    sinks: { files: { dir: /tmp/x } }\n");
-    assert_int_equal(pr_config_check_streaming(cfg, err, sizeof(err)), PR_EINVAL);
+    assert_int_equal(pr_config_check_streaming(cfg, err, sizeof(err)), 0); /* --check's only */
+    assert_int_equal(pr_config_check_kafka(cfg, err, sizeof(err)), PR_EINVAL);
     assert_non_null(strstr(err, "pipelines[0].source.kafka.properties: consumer: property "
                                 "securty.protocol: No such configuration property"));
     pr_config_free(cfg);
     cfg = load_ok(MINIMAL "    source: { kafka: { topics: [t], properties: { bootstrap.servers: "
                           "\"a:1\" } } }\n"
                           "    sinks: { kafka: { topic: o, properties: { acks: most } } }\n");
-    assert_int_equal(pr_config_check_streaming(cfg, err, sizeof(err)), PR_EINVAL);
+    assert_int_equal(pr_config_check_kafka(cfg, err, sizeof(err)), PR_EINVAL);
     assert_non_null(strstr(err, "pipelines[0].sinks.kafka.properties.acks: Invalid value"));
     pr_config_free(cfg);
     cfg = load_ok(MINIMAL "    source: { kafka: { topics: [t], properties: { bootstrap.servers: "
                           "\"a:1\", security.protocol: SSL, ssl.ca.location: /nonexistent/ca.pem "
                           "} } }\n"
                           "    sinks: { files: { dir: /tmp/x } }\n");
-    assert_int_equal(pr_config_check_streaming(cfg, err, sizeof(err)), PR_EINVAL);
+    assert_int_equal(pr_config_check_kafka(cfg, err, sizeof(err)), PR_EINVAL);
     assert_non_null(strstr(err, "pipelines[0].source.kafka.properties: consumer: ssl.ca.location"));
     pr_config_free(cfg);
 #undef SECURED

@@ -394,8 +394,7 @@ if PIPEREC and scfg_text:
         fail("secured config rejected by run --check: %s" % (r.stderr or r.stdout))
     os.unlink(os.path.join(secdir, "password"))
     r = subprocess.run([PIPEREC, "run", "--config", p, "--check"], capture_output=True, text=True)
-    if r.returncode != 2 or "source.kafka.properties: consumer: property sasl.password: cannot read the value's " \
-            "file" not in r.stderr:
+    if r.returncode != 2 or "source.kafka.properties.sasl.password: cannot read the value's file" not in r.stderr:
         fail("run --check with the Secret's file missing: rc %d, %s" % (r.returncode, r.stderr))
 
 # ---- the rendered config is a valid piperec config

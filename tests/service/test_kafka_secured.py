@@ -95,8 +95,8 @@ log: { level: debug }
     os.unlink(pw)
     for cmd in (["run", "--config", cfg, "--check"], ["run", "--config", cfg]):
         r = subprocess.run([PIPEREC] + cmd, env=env, capture_output=True, text=True, timeout=30)
-        if r.returncode != 2 or "pipelines[0].source.kafka.properties: consumer: property " \
-                "sasl.password: cannot read the value's file" not in r.stderr:
+        if r.returncode != 2 or "pipelines[0].source.kafka.properties.sasl.password: cannot " \
+                "read the value's file" not in r.stderr:
             fail("%s without the password file: rc %d, %s" % (cmd, r.returncode, r.stderr))
     # a command that builds no Kafka client needs no secret
     r = subprocess.run([PIPEREC, "explain", "--config", cfg], env=env, capture_output=True,
