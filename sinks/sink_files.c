@@ -41,6 +41,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <stdio.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -60,6 +61,7 @@
 typedef struct files_sink {
     pr_sink base;
     char *dir;
+    int lock_fd; /* DIR opened and flock'd for the sink's life; -1 none */
     uint32_t roll_batches;
     int64_t roll_max_ns;
     const pr_clock *clock;
@@ -132,8 +134,8 @@ static void pr__rm_tree(const char *dir)
 /* The unfinished rolls a crash (kill -9, power loss) left in dir: their
  * batches were never acknowledged, so they are written again; the
  * directories would otherwise pile up, one per crash. The directory is this
- * sink's alone (the config refuses two pipelines in one; the state dir's
- * lock, one process per pipeline). */
+ * sink's alone (the config refuses two pipelines in one; across processes,
+ * the flock on DIR itself, taken first). */
 static void pr__sweep_tmp(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -468,6 +470,7 @@ static int pr__files_new(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, si
     if (!f)
         return pr_seterr(errstr, es, PR_ENOMEM, "files sink: out of memory");
     f->base.ops = &pr_sink_files_ops;
+    f->lock_fd = -1;
     pthread_mutex_init(&f->mu, NULL);
     f->dir = strdup(cfg->files.dir);
     pr_files_sink_cfg fc = cfg->files;
@@ -499,7 +502,31 @@ static int pr__files_new(const pr_sink_cfg *cfg, pr_sink **out, char *errstr, si
         pr__files_free(&f->base);
         return pr_seterr(errstr, es, PR_EIO, "sinks.files.dir: %s is not writable", cfg->files.dir);
     }
-    pr__sweep_tmp(f->dir);
+    /* The directory is this sink's alone, across processes too (two would
+     * name their rolls alike, and each sweep the other's open roll). */
+    int fd = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        close(fd);
+        fd = -1;
+        if (e == EWOULDBLOCK) {
+            pr__files_free(&f->base);
+            return pr_seterr(errstr, es, PR_ESTATE,
+                             "sinks.files.dir: %s is the files sink of another process (it "
+                             "holds the directory's lock): give each pipeline and each process a "
+                             "directory of its own",
+                             cfg->files.dir);
+        }
+        errno = e;
+    }
+    if (fd >= 0) {
+        f->lock_fd = fd;
+        pr__sweep_tmp(f->dir);
+    } else {
+        pr_warn("files sink: %s: cannot lock it (%s): unfinished rolls an earlier run left are "
+                "kept",
+                cfg->files.dir, strerror(errno));
+    }
     *out = &f->base;
     return 0;
 }
@@ -583,6 +610,8 @@ static void pr__files_free(pr_sink *s)
     free(f->seqs);
     pr__acks_fini(&f->acked);
     free(f->dir);
+    if (f->lock_fd >= 0)
+        close(f->lock_fd);
     pthread_mutex_destroy(&f->mu);
     free(f);
 }

@@ -126,7 +126,14 @@ static void test_roll_and_ack(void **state)
     assert_false(exists(dir, ".tmp-batches-8-1"));
     assert_true(exists(dir, "batches-7-1-2/meta.json"));
     assert_true(exists(dir, "batches-7-3-3/labels.npy"));
+    /* a second sink on the directory (another process, or a config mistake)
+     * is refused while this one holds it, and welcome once it is gone */
+    pr_sink *s2 = NULL;
+    assert_int_equal(pr_sink_new(&pr_sink_files_ops, &cfg, &s2, err, sizeof(err)), PR_ESTATE);
+    assert_non_null(strstr(err, "is the files sink of another process"));
     pr_sink_free(s);
+    assert_int_equal(pr_sink_new(&pr_sink_files_ops, &cfg, &s2, err, sizeof(err)), 0);
+    pr_sink_free(s2);
 }
 
 /* The jagged set (pr_npy_jagged, issue 20): rows appended, then continued
