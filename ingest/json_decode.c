@@ -609,7 +609,8 @@ static int pr__read_row(pr_json_decoder *d, const char *doc, size_t len, bool me
     rej.reason = 0;
     rej.offset = 0;
     rej.detail[0] = 0;
-    if (message && !d->read && len && doc[0] == 0) {
+    bool framed = message && !d->read && len && doc[0] == 0;
+    if (framed) {
         if (len < PR__JSON_FRAMING) {
             *reason = PR_DEC_BAD_FRAMING;
             snprintf(d->detail, sizeof(d->detail),
@@ -630,7 +631,10 @@ static int pr__read_row(pr_json_decoder *d, const char *doc, size_t len, bool me
         return rc;
     /* a reader gives pr_decode_reason, the extractor pr_json_reason */
     *reason = !d->read ? pr_decode_reason_of_json(rc) : rc < PR_DEC__COUNT ? rc : PR_DEC_WRONG_TYPE;
-    snprintf(d->detail, sizeof(d->detail), "%s", rej.detail); /* names the byte */
+    /* names the byte: of the JSON, after a registry frame (the dead letter
+     * keeps the whole message) */
+    snprintf(d->detail, sizeof(d->detail), "%s%s", rej.detail,
+             framed ? " (of the JSON after the 5-byte registry frame)" : "");
     return 0;
 }
 

@@ -510,6 +510,7 @@ static void test_registry_framed_message(void **state)
     assert_int_equal(pr_decode_message(PR_MSG_JSON, &t.ctx, t.b, bad, 7, &next, NULL), 0);
     assert_int_equal(t.rl.reason[1], PR_DEC_NOT_JSON);
     assert_int_equal(t.rl.len[1], 7);
+    assert_non_null(strstr(t.rl.detail[1], "after the 5-byte registry frame"));
     assert_int_equal(pr_decode_json_line(&t.ctx, t.b, framed, flen, 1), 0);
     assert_int_equal(t.rl.n, 3);
     assert_int_not_equal(t.rl.reason[2], 0);
