@@ -2,7 +2,9 @@
  * kafka.c — the client builder of pr_kafka.h: a scope table of the
  * properties piperec touches, one settings table per client role, and the
  * three steps (defaults, the user's properties, forced values) that turn
- * them into a librdkafka configuration.
+ * them into a librdkafka configuration. The user's values are resolved here
+ * (${env:NAME}, ${file:PATH}: pr_kv_ref_resolve), so only a command that
+ * builds a client needs the secrets they name.
  *
  * The values below are the ones each client was built with before this
  * builder existed (tests/kafka/test_kafka_builder.c compares the resulting
