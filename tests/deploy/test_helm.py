@@ -140,6 +140,15 @@ def one(objs, kind, suffix=""):
     return {}
 
 
+def check_config(text, name):
+    """`piperec run --check` of a rendered config.yaml, written to TMP/name."""
+    p = os.path.join(TMP, name)
+    with open(p, "w") as f:
+        f.write(text)
+    return subprocess.run([PIPEREC, "run", "--config", p, "--check"], capture_output=True,
+                          text=True)
+
+
 # ---- StatefulSet
 sts = one(default, "StatefulSet")
 pod = sts.get("spec", {}).get("template", {}).get("spec", {})
@@ -332,10 +341,7 @@ c2 = yaml.safe_load(one(r2, "ConfigMap")["data"]["config.yaml"])
 if [p["sinks"]["trainer"]["listen"] for p in c2["pipelines"]] != ["0.0.0.0:7070", "0.0.0.0:7071"]:
     fail("two trainer pipelines: %s" % [p["sinks"]["trainer"] for p in c2["pipelines"]])
 if PIPEREC:
-    p2 = os.path.join(TMP, "two-trainers-config.yaml")
-    with open(p2, "w") as f:
-        f.write(one(r2, "ConfigMap")["data"]["config.yaml"])
-    r = subprocess.run([PIPEREC, "run", "--config", p2, "--check"], capture_output=True, text=True)
+    r = check_config(one(r2, "ConfigMap")["data"]["config.yaml"], "two-trainers-config.yaml")
     if r.returncode != 0:
         fail("two trainer pipelines rendered a config --check refuses: %s" % (r.stderr or r.stdout))
 readme = open(os.path.join(SRC, "deploy", "README.md")).read()
@@ -386,24 +392,18 @@ if vols.get("kafka-secret", {}).get("secret", {}).get("secretName") != "piperec-
 if "kafka-secret" in {v["name"] for v in one(default, "StatefulSet")["spec"]["template"]["spec"].get("volumes", [])}:
     fail("a Kafka Secret is mounted without kafka.secretName")
 if PIPEREC and scfg_text:
-    p = os.path.join(TMP, "secured-config.yaml")
-    with open(p, "w") as f:
-        f.write(scfg_text)
-    r = subprocess.run([PIPEREC, "run", "--config", p, "--check"], capture_output=True, text=True)
+    r = check_config(scfg_text, "secured-config.yaml")
     if r.returncode != 0:
         fail("secured config rejected by run --check: %s" % (r.stderr or r.stdout))
     os.unlink(os.path.join(secdir, "password"))
-    r = subprocess.run([PIPEREC, "run", "--config", p, "--check"], capture_output=True, text=True)
+    r = check_config(scfg_text, "secured-config.yaml")
     if r.returncode != 2 or "source.kafka.properties.sasl.password: cannot read the value's file" not in r.stderr:
         fail("run --check with the Secret's file missing: rc %d, %s" % (r.returncode, r.stderr))
 
 # ---- the rendered config is a valid piperec config
 cfg_text = one(default, "ConfigMap").get("data", {}).get("config.yaml", "")
 if PIPEREC and cfg_text:
-    p = os.path.join(TMP, "rendered-config.yaml")
-    with open(p, "w") as f:
-        f.write(cfg_text)
-    r = subprocess.run([PIPEREC, "run", "--config", p, "--check"], capture_output=True, text=True)
+    r = check_config(cfg_text, "rendered-config.yaml")
     if r.returncode != 0:
         fail("rendered config.yaml rejected: %s" % (r.stderr or r.stdout))
 
