@@ -5,6 +5,7 @@ unless every batch was acked exactly once."""
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -87,3 +88,15 @@ def piperec_broker(tmp_path):
     for p in procs:
         p.kill()
         p.wait()
+
+
+@pytest.fixture
+def free_port():
+    """A function giving a TCP port free on 127.0.0.1 right now."""
+    def pick():
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        return port
+    return pick

@@ -21,14 +21,6 @@ torch = pytest.importorskip("torch")
 TOTAL = 600
 
 
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 def _released(tmp_path):
     """Batches the trainer sink has let go of (piperec_sink_batches_acked_total):
     in checkpoint delivery, those a committed checkpoint (or a resume) holds."""
@@ -48,7 +40,7 @@ def _ids(b):
 
 
 @pytest.fixture
-def checkpoint_run(tmp_path, piperec_broker):
+def checkpoint_run(tmp_path, piperec_broker, free_port):
     """(trainer endpoint, the `piperec run` process)."""
     bootstrap = piperec_broker(2, "ck")
     piperec = os.environ["PIPEREC"]
@@ -63,7 +55,7 @@ def checkpoint_run(tmp_path, piperec_broker):
         r = subprocess.run([piperec, "produce", "--bootstrap", bootstrap, "--topic", "ck",
                             "--input", str(rows)], capture_output=True, text=True, timeout=30)
         assert r.returncode == 0, r.stderr
-        port, http = _free_port(), _free_port()
+        port, http = free_port(), free_port()
         (tmp_path / "http.port").write_text(str(http))
         cfg = tmp_path / "ck.yaml"
         cfg.write_text("""pipelines:

@@ -13,7 +13,6 @@ import glob
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -419,14 +418,6 @@ def test_package_exports_it():
 
 # ---------------------------------------------------------------- real rolls and the stream
 
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 def _until(ds, rows):
     """A dataset's batches until `rows` rows came (or it ended)."""
     got = 0
@@ -437,7 +428,7 @@ def _until(ds, rows):
             return
 
 
-def test_real_rolls_match_process_and_stream(tmp_path, piperec_broker):
+def test_real_rolls_match_process_and_stream(tmp_path, piperec_broker, free_port):
     """`piperec run` (one partition, lru eviction) writes rolls and feeds a
     StreamDataset; `piperec process` reads the same rows with the same
     config. The rolls, the process output and the stream hold the same rows
@@ -451,7 +442,7 @@ def test_real_rolls_match_process_and_stream(tmp_path, piperec_broker):
     procs = []
     try:
         _run([P, "produce", "--bootstrap", boot, "--topic", "ev", "--input", str(tmp_path / "in.tsv")])
-        port = _free_port()
+        port = free_port()
         cfg = tmp_path / "run.yaml"
         cfg.write_text("""pipelines:
   - name: p
