@@ -162,10 +162,10 @@ typedef enum { PR__IN_TSV, PR__IN_JSON, PR__IN_DELIMITED } pr__in_kind;
  * binary: no magic bytes are tested on them. */
 static int pr__process_sniff(const char *input, pr__in_kind kind)
 {
-    if (!strcmp(input, "-"))
-        return 0;
-    int fd = open(input, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     struct stat st;
+    if (!strcmp(input, "-") || stat(input, &st) != 0 || !S_ISREG(st.st_mode))
+        return 0; /* not even opened: opening a FIFO would let its writer go */
+    int fd = open(input, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return 0;
     unsigned char head[64];

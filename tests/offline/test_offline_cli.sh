@@ -210,7 +210,7 @@ gzip -dc "$T/sample.tsv.gz" | "$PIPEREC" process --input - --output "$T/gz" 2>/d
 # a FIFO (as <(zcat F) gives) is not looked at first: every row arrives
 rm -f "$T/fifo" && mkfifo "$T/fifo"
 cat "$SAMPLE" > "$T/fifo" &
-"$PIPEREC" process --input "$T/fifo" --output "$T/fifo.out" 2> "$T/fifo.err" || fail "FIFO input"
+timeout 60 "$PIPEREC" process --input "$T/fifo" --output "$T/fifo.out" 2> "$T/fifo.err" || fail "FIFO input (hung or failed)"
 grep -q "100 rows, 0 rejected" "$T/fifo.err" || fail "FIFO input lost rows: $(cat "$T/fifo.err")"
 printf '{"user": {"id": 1}}\n' > "$T/ev.jsonl"
 rc=0; "$PIPEREC" process --input "$T/ev.jsonl" --output "$T/js" 2> "$T/js.err" || rc=$?
