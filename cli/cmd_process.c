@@ -169,13 +169,12 @@ static int pr__process_sniff(const char *input, pr__in_kind kind)
     if (fd < 0)
         return 0;
     unsigned char head[64];
-    ssize_t got = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? pread(fd, head, sizeof(head), 0)
-                                                             : -1;
+    ssize_t got =
+        fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? pread(fd, head, sizeof(head), 0) : -1;
     close(fd);
     size_t n = got > 0 ? (size_t)got : 0;
-    for (size_t i = 0; kind != PR__IN_DELIMITED && i < sizeof(pr__compressed) /
-                                                           sizeof(pr__compressed[0]);
-         i++)
+    for (size_t i = 0;
+         kind != PR__IN_DELIMITED && i < sizeof(pr__compressed) / sizeof(pr__compressed[0]); i++)
         if (n >= pr__compressed[i].len &&
             !memcmp(head, pr__compressed[i].magic, pr__compressed[i].len)) {
             fprintf(stderr,

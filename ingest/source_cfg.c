@@ -76,7 +76,8 @@ static const pr_cfgmap_entry source_entries[] = {
     PR_CFG_E_ENUM("format", pr_source_cfg, format, pr_msg_format_names, "criteo_tsv",
                   "Payload encoding: criteo_tsv (one TSV line per message), protobuf_event "
                   "(piperec.Event), protobuf_event_batch (piperec.EventBatch), json (one JSON "
-                  "object per message, bare or schema-registry framed), avro (one Avro record per message, plain or "
+                  "object per message, bare or schema-registry framed), avro (one Avro record per "
+                  "message, plain or "
                   "schema-registry framed) or protobuf (one message of the user's own .proto); "
                   "json, avro and protobuf are read through the declared `schema:` (they need "
                   "one, and a declared schema needs one of them)."),
