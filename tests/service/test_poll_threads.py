@@ -348,7 +348,10 @@ def kill_restart(bootstrap, lines, want, good):
     hp = port(err)
     feed = produce(bootstrap, "kr", parts[1], "1", 3000)
     deadline = time.monotonic() + 60
-    while metric(hp, "piperec_records_out_total") < good // 2 and time.monotonic() < deadline:
+    # The kill lands after the first run closed a roll (the check below wants
+    # output of both runs) and while rows still come.
+    while (metric(hp, "piperec_records_out_total") < good // 2 or not rolls(out)) and \
+            time.monotonic() < deadline:
         time.sleep(0.05)
     r.send_signal(signal.SIGKILL)
     r.wait()
