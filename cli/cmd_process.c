@@ -279,17 +279,24 @@ static int pr__process_schema(const pr_pipeline_cfg *pc, const pr_config *cfg, c
         fprintf(stderr, "piperec process: %s\n", err);
         return rc == PR_EINVAL || rc == PR_ENOTSUP || rc == PR_ENODEV ? 2 : 1;
     }
-    char by[512];
+    char by[512], filt[64] = "";
     pr__process_rejects_by(&res, by, sizeof(by));
+    if (pc->features.n_filter)
+        snprintf(filt, sizeof(filt), ", %" PRIu64 " filtered", res.filtered);
     fprintf(stderr,
-            "piperec process: %" PRIu64 " rows, %" PRIu64 " rejected%s, %.2f s, %.0f rows/s -> "
+            "piperec process: %" PRIu64 " rows, %" PRIu64 " rejected%s%s, %.2f s, %.0f rows/s -> "
             "%s (declared schema: %s)\n",
-            res.rows, res.rejected, by, res.seconds,
+            res.rows, res.rejected, by, filt, res.seconds,
             res.seconds > 0 ? (double)res.lines / res.seconds : 0.0, output,
             pb                                    ? "length-delimited Protobuf messages"
             : pc->source.format == PR_FORMAT_AVRO ? "Avro records"
                                                   : "JSON lines");
     pr__process_stages(&res);
+    if (!res.rows && !res.rejected && res.filtered)
+        fprintf(stderr,
+                "piperec process: schema.filter dropped every record (%" PRIu64
+                "): no row written; check its conditions against the input\n",
+                res.filtered);
     return pr__process_all_rejected(&res, output);
 }
 

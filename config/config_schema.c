@@ -670,6 +670,181 @@ void pr__h_cpu_ops(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
     }
 }
 
+/* ---------------------------------------------------------------- schema.filter */
+
+/* One value of an `in` / `not_in` list: an integer (plain), true / false (1 /
+ * 0, as an id reads them) or a string (a quoted number is a string). */
+static bool pr__filter_value(cfg_ctx *c, yaml_node_t *n, pr_filter_value *v)
+{
+    const char *s = pr__want_scalar(c, n, "a string, an integer, true or false");
+    if (!s)
+        return false;
+    bool plain = n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+    if (plain && (strcmp(s, "true") == 0 || strcmp(s, "false") == 0)) {
+        v->type = PR_FTYPE_INT;
+        v->i = s[0] == 't';
+        return true;
+    }
+    if (plain && pr__is_int_text(s)) {
+        static const cfg_key ik = {
+            .name = "value", .type = KT_INT, .width = 8, .is_signed = true, .min = INT64_MIN};
+        uint64_t u;
+        if (!pr__parse_int_key(c, n, &ik, &u))
+            return false;
+        v->type = PR_FTYPE_INT;
+        v->i = (int64_t)u;
+        return true;
+    }
+    char *end;
+    if (plain && !pr__is_null(n) && (strtod(s, &end), end != s && !*end)) {
+        pr__cfg_error(c, n, NULL,
+                      "a filter value is a string, an integer, true or false, got '%.80s' (quote "
+                      "it to mean the string)",
+                      s);
+        return false;
+    }
+    if (pr__is_null(n)) {
+        pr__cfg_error(c, n, NULL,
+                      "null is not a value to match: absent and null are the same "
+                      "(`present: false` keeps them)");
+        return false;
+    }
+    size_t len = strlen(s);
+    if (len >= PR_FOP_STR_MAX) {
+        pr__cfg_error(c, n, NULL, "at most %d bytes, got %zu", PR_FOP_STR_MAX - 1, len);
+        return false;
+    }
+    v->type = PR_FTYPE_STR;
+    v->len = (uint8_t)len;
+    memcpy(v->str, s, len + 1);
+    return true;
+}
+
+static void pr__h_filter_path(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    (void)k;
+    pr__parse_path(c, n, ((pr_filter_cond *)base)->path);
+}
+
+/* in: [...] / not_in: [...]: the values, distinct. */
+static void pr__h_filter_values(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    pr_filter_cond *fc = base;
+    char g[96];
+    fc->op = strcmp(k->name, "in") == 0 ? PR_FILTER_IN : PR_FILTER_NOT_IN;
+    if (n->type != YAML_SEQUENCE_NODE) {
+        pr__got(n, g, sizeof(g));
+        pr__cfg_error(c, n, NULL, "expected a list of values ([click, view], [1, 2]), got %s", g);
+        return;
+    }
+    size_t items = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+    if (items == 0 || items > PR_FILTER_MAX_VALUES) {
+        pr__cfg_error(c, n, NULL, "1..%d values, got %zu", PR_FILTER_MAX_VALUES, items);
+        return;
+    }
+    for (size_t i = 0; i < items; i++) {
+        yaml_node_t *it = pr__node_get(c, n->data.sequence.items.start[i]);
+        size_t old = pr__path_push_index(c, i);
+        pr_filter_value *v = &fc->values[fc->n_values];
+        if (pr__filter_value(c, it, v)) {
+            bool dup = false;
+            for (uint16_t j = 0; j < fc->n_values && !dup; j++)
+                dup = fc->values[j].type == v->type && fc->values[j].i == v->i &&
+                      strcmp(fc->values[j].str, v->str) == 0;
+            if (dup)
+                pr__cfg_error(c, it, NULL, "'%s' is listed twice",
+                              v->type == PR_FTYPE_STR ? v->str : pr__scalar(it));
+            else
+                fc->n_values++;
+        }
+        pr__path_pop(c, old);
+    }
+}
+
+static void pr__h_filter_present(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    (void)k;
+    const char *s = pr__want_scalar(c, n, "true or false");
+    if (!s)
+        return;
+    if (strcmp(s, "true") && strcmp(s, "false")) {
+        pr__cfg_error(c, n, NULL, "expected true or false, got '%.80s'", s);
+        return;
+    }
+    ((pr_filter_cond *)base)->op = s[0] == 't' ? PR_FILTER_PRESENT : PR_FILTER_ABSENT;
+}
+
+/* Exactly one test per condition. */
+static void pr__finish_filter_cond(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
+{
+    (void)base;
+    if (!present || !map)
+        return;
+    static const char *const tests[] = {"in", "not_in", "present"};
+    int n = 0;
+    for (size_t i = 0; i < 3; i++)
+        n += pr__map_find(c, map, tests[i]) != NULL;
+    if (n != 1)
+        pr__cfg_error(c, map, NULL,
+                      "%s: a condition has one test, `in: [...]`, `not_in: [...]` or "
+                      "`present: true|false`",
+                      n ? "more than one test" : "no test");
+}
+
+static const cfg_key filter_item_keys[] = {
+    K_CUSTOM("path", KF_REQUIRED, pr__h_filter_path, "path", NULL,
+             "Dotted path of the field the condition reads, e.g. type or user.is_bot."),
+    K_CUSTOM("in", 0, pr__h_filter_values, "list of 1..64 values", NULL,
+             "The record passes when the value (a list: one of its elements) is one of these "
+             "(strings, integers, true/false); absent or null does not pass."),
+    K_CUSTOM("not_in", 0, pr__h_filter_values, "list of 1..64 values", NULL,
+             "The record passes when the value (every element of a list) is none of these; "
+             "absent or null passes."),
+    K_CUSTOM("present", 0, pr__h_filter_present, "boolean", NULL,
+             "true: the record passes when the path holds a value that is not null (an empty "
+             "list too); false: when it is absent or null."),
+};
+const cfg_table pr__filter_item_tab = TABLE(filter_item_keys, pr__finish_filter_cond);
+
+void pr__h_filter(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    (void)k;
+    pr_pipeline_cfg *pl = base;
+    pr_feature_schema *fs = &pl->features;
+    char g[96];
+    if (n->type != YAML_SEQUENCE_NODE) {
+        pr__got(n, g, sizeof(g));
+        pr__cfg_error(c, n, NULL, "expected a list of conditions ({ path, in: [...] }), got %s",
+                      g);
+        return;
+    }
+    size_t items = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+    if (items == 0 || items > PR_FILTER_MAX_CONDS) {
+        pr__cfg_error(c, n, NULL, "1..%d conditions, got %zu", PR_FILTER_MAX_CONDS, items);
+        return;
+    }
+    free(fs->filter);
+    fs->filter = calloc(items, sizeof(*fs->filter));
+    if (!fs->filter)
+        abort(); /* startup only, as pr__feature_add */
+    fs->n_filter = 0;
+    for (size_t i = 0; i < items; i++) {
+        yaml_node_t *it = pr__node_get(c, n->data.sequence.items.start[i]);
+        size_t old = pr__path_push_index(c, i);
+        pr_filter_cond *fc = &fs->filter[fs->n_filter];
+        int before = c->n_errors;
+        if (it->type != YAML_MAPPING_NODE) {
+            pr__got(it, g, sizeof(g));
+            pr__cfg_error(c, it, NULL, "expected a condition { path, in: [...] }, got %s", g);
+        } else {
+            pr__apply_map(c, it, &pr__filter_item_tab, fc);
+        }
+        if (c->n_errors == before)
+            fs->n_filter++;
+        pr__path_pop(c, old);
+    }
+}
+
 static int pr__kind_rank(pr_feature_kind k)
 {
     static const int rank[PR_FEAT__COUNT] = {[PR_FEAT_EVENT_TIME] = 0,
@@ -732,8 +907,13 @@ void pr__finish_schema(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
     (void)present;
     pr_pipeline_cfg *pl = base;
     pr_feature_schema *fs = &pl->features;
-    if (!fs->declared)
+    if (!fs->declared) {
+        if (fs->n_filter)
+            pr__cfg_error(c, pr__map_find(c, map, "filter"), "filter",
+                          "needs a declared schema (labels, dense, sparse as lists of features): "
+                          "the Criteo layout has no named fields to test");
         return;
+    }
     static const char *const criteo_keys[] = {"label",       "dense",        "sparse",
                                               "dense_names", "sparse_names", NULL};
     for (int i = 0; criteo_keys[i]; i++) {

@@ -1003,6 +1003,14 @@ static const cfg_key schema_keys[] = {
     K_CUSTOM("sparse_names", 0, pr__h_sparse_names, "list of names", NULL,
              "Names of the sparse features instead of C1..Cn (sets `sparse` when it is "
              "absent); transform.columns keys on them."),
+    {.name = "filter",
+     .type = KT_CUSTOM,
+     .flags = KF_LIST,
+     .fn = pr__h_filter,
+     .sub = &pr__filter_item_tab,
+     .type_doc = "list of conditions",
+     .doc = "Declared schema: which records become rows; all conditions must hold (see "
+            "Record filter). A record that fails is dropped, counted, not rejected."},
     K_CUSTOM("cpu_ops", 0, pr__h_cpu_ops, "`all` or list of operators", NULL,
              "Operators the cpu may run when engine.backend (hls-sim, xrt) cannot; without it "
              "such an operator is an error (no silent fallback)."),
@@ -1711,6 +1719,7 @@ void pr_config_free(pr_config *cfg)
     for (size_t i = 0; i < cfg->n_pipelines; i++) {
         pr__free_by_table(&pipeline_tab, &cfg->pipelines[i]);
         free(cfg->pipelines[i].features.features);
+        free(cfg->pipelines[i].features.filter);
     }
     free(cfg->pipelines);
     pr__free_by_table(&root_tab, cfg);

@@ -28,6 +28,7 @@
 const char *const pr_feature_kind_names[] = {"label", "dense",      "sparse",
                                              "list",  "event_time", NULL};
 const char *const pr_time_unit_names[] = {"s", "ms", "us", "rfc3339", NULL};
+const char *const pr_filter_op_names[] = {"in", "not_in", "present", "absent", NULL};
 
 #define NUM  PR_FTYPE_NUM
 #define INT  PR_FTYPE_INT

@@ -840,11 +840,16 @@ static void pr__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         pr__rebalance(c, rk, inst, err, parts);
 }
 
-/* The decoders' reject callback: count, log, tell the owner, dead-letter. */
+/* The decoders' reject callback: count, log, tell the owner, dead-letter
+ * (a filtered record: count only). */
 static void pr__on_reject(void *opaque, int reason, const char *detail, const char *rec, size_t len,
                           int64_t recno)
 {
     pr_consumer *c = opaque;
+    if (reason == PR_DEC_FILTERED) { /* dropped on purpose: counted, nothing else */
+        PR__ADD(c->st.filtered, 1);
+        return;
+    }
     if (reason < 0 || reason >= PR_DEC__COUNT)
         reason = 0;
     PR__ADD(c->st.rejects[reason], 1);
@@ -2577,6 +2582,7 @@ void pr_consumer_get_stats(const pr_consumer *c, pr_consumer_stats *st)
     for (int i = 0; i < PR_DEC__COUNT; i++)
         st->rejects[i] = PR__LOAD(mc->st.rejects[i]);
     st->rejected_records = PR__LOAD(mc->st.rejected_records);
+    st->filtered = PR__LOAD(mc->st.filtered);
     st->kafka_errors = PR__LOAD(mc->st.kafka_errors);
     st->rebalances = PR__LOAD(mc->st.rebalances);
     st->offset_resets = PR__LOAD(mc->st.offset_resets);

@@ -52,6 +52,7 @@ struct pr_json_decoder {
     void (*rd_free)(void *rd); /* set: the decoder owns rd */
     uint32_t n_feat;
     pr__jfeat *feat;
+    uint32_t fcol[PR_FILTER_MAX_CONDS]; /* extractor column of each filter condition */
     uint16_t n_labels, n_dense, n_side;
     /* one record, staged */
     float *labels, *dense; /* [n_labels], [n_dense] */
@@ -117,6 +118,17 @@ static int pr__paths(pr_json_decoder *d, const pr_feature_schema *fs, pr_json_pa
             d->feat[i].col[k] = (uint32_t)j;
         }
     }
+    /* The filter's paths: either shape (a list matches by its elements). */
+    for (uint32_t i = 0; i < fs->n_filter; i++) {
+        size_t j = pr__path_find(paths, n, fs->filter[i].path);
+        if (j == n) {
+            if (n >= sizeof(uses))
+                return PR_EINVAL;
+            paths[n++] = (pr_json_path){
+                .path = fs->filter[i].path, .type = PR_JSON_ANY, .max_list = PR_FEAT_MAX_LIST};
+        }
+        d->fcol[i] = (uint32_t)j;
+    }
     for (size_t j = 0; j < n; j++)
         paths[j].shape = uses[j] == 2   ? PR_JSON_LIST
                          : uses[j] == 1 ? PR_JSON_SCALAR
@@ -157,7 +169,13 @@ pr_json_decoder *pr_json_decoder_new(const pr_feature_schema *fs, char *errstr, 
         return NULL;
     }
     pr_json_decoder *d = calloc(1, sizeof(*d));
-    pr_json_path *paths = calloc((size_t)fs->n_features * PR_FEAT_MAX_CROSS, sizeof(*paths));
+    if (fs->n_filter > PR_FILTER_MAX_CONDS) {
+        pr_seterr(errstr, errstr_size, PR_EINVAL, "json: more than %d filter conditions",
+                  PR_FILTER_MAX_CONDS);
+        return NULL;
+    }
+    pr_json_path *paths =
+        calloc((size_t)fs->n_features * PR_FEAT_MAX_CROSS + fs->n_filter, sizeof(*paths));
     if (!d || !paths || !(d->feat = calloc(fs->n_features, sizeof(*d->feat))))
         goto out_nomem;
     d->fs = fs;
@@ -546,6 +564,64 @@ static int pr__features(pr_json_decoder *d, const pr_decode_ctx *ctx)
     return pr__time_for_ttl(d, d->fs);
 }
 
+/* ---------------------------------------------------------------- the filter */
+
+/* Does extracted value a equal filter value v (pr_engine.h's matching rules)? */
+static bool pr__filter_eq(const pr_json_decoder *d, const pr_json_any *a, const pr_filter_value *v)
+{
+    switch (a->type) {
+    case PR_JSON_STRING:
+        return v->type == PR_FTYPE_STR && a->s.len == v->len &&
+               memcmp(d->jb->arena + a->s.off, v->str, v->len) == 0;
+    case PR_JSON_INT64:
+    case PR_JSON_BOOL:
+        return v->type == PR_FTYPE_INT && a->i == v->i;
+    case PR_JSON_DOUBLE:
+        return v->type == PR_FTYPE_INT && !a->big_int && a->d == (double)v->i;
+    default:
+        return false;
+    }
+}
+
+/* Is any value at the condition's path one of its values? */
+static bool pr__filter_any(const pr_json_decoder *d, const pr_filter_cond *fc, const pr_json_col *c)
+{
+    uint32_t n = c->present[0] == PR_JSON_PRESENT ? c->count[0] : 0;
+    for (uint32_t i = 0; i < n; i++)
+        for (uint16_t k = 0; k < fc->n_values; k++)
+            if (pr__filter_eq(d, &c->any[i], &fc->values[k]))
+                return true;
+    return false;
+}
+
+/* Does the extracted record pass every condition of schema.filter? */
+static bool pr__filter_pass(const pr_json_decoder *d)
+{
+    const pr_feature_schema *fs = d->fs;
+    for (uint32_t i = 0; i < fs->n_filter; i++) {
+        const pr_filter_cond *fc = &fs->filter[i];
+        const pr_json_col *c = &d->jb->cols[d->fcol[i]];
+        bool pass;
+        switch (fc->op) {
+        case PR_FILTER_IN:
+            pass = pr__filter_any(d, fc, c);
+            break;
+        case PR_FILTER_NOT_IN:
+            pass = !pr__filter_any(d, fc, c);
+            break;
+        case PR_FILTER_PRESENT:
+            pass = c->present[0] == PR_JSON_PRESENT;
+            break;
+        default: /* PR_FILTER_ABSENT */
+            pass = c->present[0] != PR_JSON_PRESENT;
+            break;
+        }
+        if (!pass)
+            return false;
+    }
+    return true;
+}
+
 /* The staged record as row b->rows: PR_EFULL when it does not fit. */
 static int pr__commit(pr_json_decoder *d, const pr_decode_ctx *ctx, pr_block *b, int64_t offset)
 {
@@ -638,7 +714,7 @@ static int pr__read_row(pr_json_decoder *d, const char *doc, size_t len, bool me
     return 0;
 }
 
-/* One document: 1 appended, 0 rejected (reported), PR_EFULL, PR_ENOMEM,
+/* One document: 1 appended, 0 rejected or filtered (reported), PR_EFULL, PR_ENOMEM,
  * PR_EINVAL, PR_EAGAIN (a reader's: not decodable yet). */
 static int pr__decode_one(const pr_decode_ctx *ctx, pr_block *b, const char *doc, size_t len,
                           bool message, int64_t recno, int64_t offset)
@@ -652,6 +728,11 @@ static int pr__decode_one(const pr_decode_ctx *ctx, pr_block *b, const char *doc
     int reason = 0, rc = pr__read_row(d, doc, len, message, &reason);
     if (rc < 0)
         return rc; /* PR_EAGAIN (reader: retry later), PR_ENOMEM */
+    if (!reason && d->fs->n_filter && !pr__filter_pass(d)) {
+        if (ctx->on_reject) /* not a reject: keeps its place among the records */
+            ctx->on_reject(ctx->opaque, PR_DEC_FILTERED, "", doc, 0, recno);
+        return 0;
+    }
     if (!reason)
         reason = pr__features(d, ctx);
     if (reason) {

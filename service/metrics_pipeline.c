@@ -3,7 +3,7 @@
  * (metric_families.h): whether it runs and turns, its restart epoch,
  * backpressure, the rejects of every stage under one `reason` label (the
  * loop counts the engine's and merges them with the decoder's and the
- * batcher's), vocabulary checkpoints and the hot-set sketches.
+ * batcher's), the records the schema's filter dropped, vocabulary checkpoints and the hot-set sketches.
  */
 #include <stdio.h>
 #include <string.h>
@@ -17,6 +17,7 @@ typedef struct pr__pipe_snap {
     uint64_t dec_rejects[PR_DEC__COUNT];
     uint64_t engine_rejects[PR_REJECT__ENGINE_COUNT];
     uint64_t late_dropped;
+    uint64_t filtered;
 } pr__pipe_snap;
 
 static void pr__pipe_scrape(pr__pipe *p, void *snap)
@@ -29,6 +30,7 @@ static void pr__pipe_scrape(pr__pipe *p, void *snap)
     pr_consumer_stats cs;
     pr_consumer_get_stats(p->cons, &cs);
     memcpy(s->dec_rejects, cs.rejects, sizeof(s->dec_rejects));
+    s->filtered = cs.filtered;
     for (int r = 0; r < PR_REJECT__ENGINE_COUNT; r++)
         s->engine_rejects[r] = atomic_load(&p->engine_rejects[r]);
     pr_batcher_stats bs;
@@ -137,6 +139,10 @@ static const pr__family pr__families[] = {
      "Records rejected (malformed), by reason; each also goes to the dead-letter "
      "topic when one is configured.",
      PR__L_PIPE_AND("reason"), .emit = pr__emit_rejects},
+    {315, "piperec_filtered_records_total", PR_METRIC_COUNTER,
+     "Records the declared schema's filter (schema.filter) dropped: read, offsets committed, "
+     "no row; not rejects (no dead letter).",
+     PR__L_PIPE, PR__PS(filtered)},
     {590, "piperec_vocab_checkpoints_total", PR_METRIC_COUNTER,
      "Vocabulary snapshots written to state.dir.", PR__L_PIPE, PR__PS(checkpoints)},
     {600,

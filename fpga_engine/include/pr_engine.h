@@ -882,11 +882,48 @@ typedef struct pr_feature_spec {
     pr_fop_step ops[PR_FEAT_MAX_OPS];
 } pr_feature_spec;
 
-/* A pipeline's features. `features` is owned by whoever built it (the config
- * frees its own). */
+/* schema.filter: which records of a declared schema become rows. A record
+ * passes when every condition holds; one that does not is dropped before its
+ * features are read (no row, no reject, no vocabulary effect) and counted
+ * (pr_ingest.h, PR_DEC_FILTERED). A value matches by type: a string equals
+ * the same bytes; an integer (true / false are 1 / 0) equals an integer, a
+ * bool or a number of the same value; a list matches when one of its
+ * elements does. Absent and null are the same. */
+#define PR_FILTER_MAX_CONDS  16
+#define PR_FILTER_MAX_VALUES 64
+
+typedef enum pr_filter_op {
+    PR_FILTER_IN = 0, /* the value (a list: an element) is one of values */
+    PR_FILTER_NOT_IN, /* absent, null, or the value (every element) is none of values */
+    PR_FILTER_PRESENT, /* the path holds a value that is not null (an empty list too) */
+    PR_FILTER_ABSENT,  /* absent or null */
+    PR_FILTER__COUNT
+} pr_filter_op;
+
+/* "in", "not_in", "present", "absent"; NULL-terminated. */
+extern const char *const pr_filter_op_names[];
+
+typedef struct pr_filter_value {
+    uint8_t type; /* PR_FTYPE_INT or PR_FTYPE_STR */
+    uint8_t len;  /* STR: bytes, < PR_FOP_STR_MAX */
+    int64_t i;    /* INT */
+    char str[PR_FOP_STR_MAX];
+} pr_filter_value;
+
+typedef struct pr_filter_cond {
+    char path[PR_FEAT_PATH_MAX];
+    pr_filter_op op;
+    uint16_t n_values; /* IN, NOT_IN: 1..PR_FILTER_MAX_VALUES */
+    pr_filter_value values[PR_FILTER_MAX_VALUES];
+} pr_filter_cond;
+
+/* A pipeline's features. `features` and `filter` are owned by whoever built
+ * it (the config frees its own). */
 typedef struct pr_feature_schema {
     pr_feature_spec *features;
     uint32_t n_features;
+    pr_filter_cond *filter; /* [n_filter], all must hold; NULL when none */
+    uint32_t n_filter;
     bool declared;    /* true: the config's `schema:` list; false: the Criteo preset */
     uint32_t cpu_ops; /* bit (1u << op): this operator may run on the cpu when the engine
                        * backend cannot run it (schema.cpu_ops); 0 = no fallback */

@@ -142,8 +142,17 @@ const char *pr_decode_reason_name(int reason);
  * PR_DEC_NOT_JSON for anything unknown. */
 int pr_decode_reason_of_json(int json_reason);
 
-/* Called once per rejected record. `rec`/`len` is the raw record (one TSV line
- * without its newline, or the whole message payload). */
+/* Not a reject: a record the declared schema's filter (schema.filter) drops.
+ * The decoder reports it through the reject callback with this reason, an
+ * empty detail and len 0, so that it keeps its place among a message's
+ * records wherever rejects travel (decode threads, merges); every handler
+ * counts it as filtered and does nothing else: no log, no dead letter, no
+ * rejects.tsv line. Outside [0, PR_DEC__COUNT): no reject counter has it. */
+#define PR_DEC_FILTERED 0x100
+
+/* Called once per rejected record (and per filtered one: PR_DEC_FILTERED).
+ * `rec`/`len` is the raw record (one TSV line without its newline, or the
+ * whole message payload). */
 typedef void (*pr_reject_cb)(void *opaque, int reason, const char *detail, const char *rec,
                              size_t len, int64_t recno);
 
@@ -635,6 +644,7 @@ typedef struct pr_consumer_stats {
     uint64_t records;                /* rows appended to blocks */
     uint64_t rejects[PR_DEC__COUNT]; /* rejected records by pr_decode_reason */
     uint64_t rejected_records;       /* sum of rejects[] */
+    uint64_t filtered;               /* records schema.filter dropped (PR_DEC_FILTERED) */
     uint64_t dlq_sent;
     uint64_t dlq_failed;
     uint64_t kafka_errors;     /* non-fatal consumer errors seen by poll */

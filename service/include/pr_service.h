@@ -70,6 +70,7 @@ typedef struct pr_pipeline_stats {
     uint64_t messages_in; /* Kafka messages consumed */
     uint64_t bytes_in;    /* payload bytes consumed */
     uint64_t rejected;    /* records rejected (decode + engine) */
+    uint64_t filtered;    /* records schema.filter dropped */
     uint64_t rows_out;    /* rows emitted in batches */
     uint64_t batches_emitted;
     uint64_t batches_acked;
@@ -185,6 +186,7 @@ typedef struct pr_offline_result {
     uint64_t rows;                       /* rows written */
     uint64_t rejected;                   /* lines rejected (all reasons) */
     uint64_t rejected_by[PR_DEC__COUNT]; /* by pr_decode_reason */
+    uint64_t filtered;                   /* records schema.filter dropped (no row, no reject) */
     uint64_t bytes;                      /* input bytes */
     double seconds;                      /* wall time of the whole run */
     uint8_t sparse_width;                /* 4 or 8 */
