@@ -12,6 +12,7 @@
  * placement. --reference prints the generated tables of
  * docs/configuration.md (keys, then operators) for regenerating the page.
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -93,6 +94,26 @@ static void pr__feature_line(const pr_feature_spec *f)
     printf("\n");
 }
 
+/* "  filter     context.device in [ios, android]": one line per condition. */
+static void pr__filter_lines(const pr_feature_schema *fs)
+{
+    for (uint32_t i = 0; i < fs->n_filter; i++) {
+        const pr_filter_cond *fc = &fs->filter[i];
+        printf("  %-10s %-20s %s", i ? "and" : "filter", fc->path,
+               fc->op == PR_FILTER_PRESENT  ? "present"
+               : fc->op == PR_FILTER_ABSENT ? "absent or null"
+                                            : pr_filter_op_names[fc->op]);
+        for (uint16_t k = 0; k < fc->n_values; k++) {
+            const pr_filter_value *v = &fc->values[k];
+            if (v->type == PR_FTYPE_STR)
+                printf("%s\"%s\"", k ? ", " : " [", v->str);
+            else
+                printf("%s%" PRId64, k ? ", " : " [", v->i);
+        }
+        printf("%s\n", fc->n_values ? "]" : "");
+    }
+}
+
 static int pr__explain_pipeline(const pr_config *cfg, const pr_pipeline_cfg *pl)
 {
     const pr_feature_schema *fs = &pl->features;
@@ -106,6 +127,7 @@ static int pr__explain_pipeline(const pr_config *cfg, const pr_pipeline_cfg *pl)
                 printf(" %s", pr_fop_table[op].name);
     }
     printf("\n");
+    pr__filter_lines(fs);
     for (uint32_t i = 0; i < fs->n_features; i++) {
         const pr_feature_spec *f = &fs->features[i];
         const char *on[PR_FEAT_MAX_OPS];

@@ -676,6 +676,12 @@ void pr__h_cpu_ops(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
  * 0, as an id reads them) or a string (a quoted number is a string). */
 static bool pr__filter_value(cfg_ctx *c, yaml_node_t *n, pr_filter_value *v)
 {
+    if (pr__is_null(n)) {
+        pr__cfg_error(c, n, NULL,
+                      "null is not a value to match: absent and null are the same "
+                      "(`present: false` keeps them)");
+        return false;
+    }
     const char *s = pr__want_scalar(c, n, "a string, an integer, true or false");
     if (!s)
         return false;
@@ -696,17 +702,11 @@ static bool pr__filter_value(cfg_ctx *c, yaml_node_t *n, pr_filter_value *v)
         return true;
     }
     char *end;
-    if (plain && !pr__is_null(n) && (strtod(s, &end), end != s && !*end)) {
+    if (plain && (strtod(s, &end), end != s && !*end)) {
         pr__cfg_error(c, n, NULL,
                       "a filter value is a string, an integer, true or false, got '%.80s' (quote "
                       "it to mean the string)",
                       s);
-        return false;
-    }
-    if (pr__is_null(n)) {
-        pr__cfg_error(c, n, NULL,
-                      "null is not a value to match: absent and null are the same "
-                      "(`present: false` keeps them)");
         return false;
     }
     size_t len = strlen(s);
@@ -902,6 +902,67 @@ static void pr__spec_from_features(cfg_ctx *c, yaml_node_t *map, pr_pipeline_cfg
             sp->sparse_ops[sp->n_sparse_ops++] = (uint8_t)engine_ops[i].op;
 }
 
+static const char *pr__kind_list(pr_feature_kind k);
+
+/* Where path k of feature i (in the sorted list) is written: "sparse[2].path". */
+static void pr__feature_key(const pr_feature_schema *fs, uint32_t i, uint8_t k, char *b,
+                            size_t bn)
+{
+    const pr_feature_spec *f = &fs->features[i];
+    const char *list = pr__kind_list(f->kind);
+    uint32_t idx = 0;
+    for (uint32_t j = 0; j < i; j++)
+        idx += strcmp(pr__kind_list(fs->features[j].kind), list) == 0;
+    if (f->kind == PR_FEAT_EVENT_TIME)
+        snprintf(b, bn, "event_time.path");
+    else if (f->n_paths > 1)
+        snprintf(b, bn, "%s[%u].cross[%u]", list, idx, (unsigned)k);
+    else
+        snprintf(b, bn, "%s[%u].path", list, idx);
+}
+
+/* Is a a strict prefix of b at a segment ("user" of "user.id")? */
+static bool pr__path_prefix(const char *a, const char *b)
+{
+    size_t n = strlen(a);
+    return strncmp(a, b, n) == 0 && b[n] == '.';
+}
+
+/* One event field cannot be read both as a whole and inside ("user" and
+ * "user.id": the extractor reads each path once): an error naming both
+ * keys, at load rather than when the decoder is built. */
+static void pr__check_path_prefixes(cfg_ctx *c, yaml_node_t *map, const pr_feature_schema *fs)
+{
+    typedef struct {
+        const char *path;
+        char key[48];
+    } pr__pkey;
+    uint32_t n = fs->n_filter;
+    for (uint32_t i = 0; i < fs->n_features; i++)
+        n += fs->features[i].n_paths;
+    pr__pkey *pk = calloc(n ? n : 1, sizeof(*pk));
+    if (!pk)
+        abort(); /* startup only, as pr__feature_add */
+    n = 0;
+    for (uint32_t i = 0; i < fs->n_features; i++)
+        for (uint8_t k = 0; k < fs->features[i].n_paths; k++, n++) {
+            pk[n].path = fs->features[i].paths[k];
+            pr__feature_key(fs, i, k, pk[n].key, sizeof(pk[n].key));
+        }
+    for (uint32_t i = 0; i < fs->n_filter; i++, n++) {
+        pk[n].path = fs->filter[i].path;
+        snprintf(pk[n].key, sizeof(pk[n].key), "filter[%u].path", i);
+    }
+    for (uint32_t a = 0; a < n; a++)
+        for (uint32_t b = 0; b < n; b++)
+            if (pr__path_prefix(pk[a].path, pk[b].path))
+                pr__cfg_error(c, map, pk[a].key,
+                              "'%s' is inside '%s' (%s): a field is read whole or by the paths "
+                              "inside it, not both",
+                              pk[b].path, pk[a].path, pk[b].key);
+    free(pk);
+}
+
 void pr__finish_schema(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
 {
     (void)present;
@@ -932,6 +993,7 @@ void pr__finish_schema(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
         fs->features[j] = f;
     }
     pr__spec_from_features(c, map, pl);
+    pr__check_path_prefixes(c, map, fs);
 }
 
 /* ---------------------------------------------------------------- paths vs a known schema
@@ -985,5 +1047,25 @@ void pr__check_feature_paths(cfg_ctx *c, yaml_node_t *map, const pr_pipeline_cfg
                                  : pr__feature_node(c, map, list, idx, key);
             pr__cfg_error(c, n, sub, "%s", e);
         }
+    }
+    /* schema.filter's paths: in the schema, a single value or a list, of
+     * any type (a condition matches by value): read as a scalar, else as a
+     * list, and the scalar's reason when neither works ("no field"). */
+    for (uint32_t i = 0; i < pl->features.n_filter; i++) {
+        pr_feature_spec f;
+        memset(&f, 0, sizeof(f));
+        snprintf(f.paths[0], sizeof(f.paths[0]), "%s", pl->features.filter[i].path);
+        memcpy(f.paths[1], f.paths[0], sizeof(f.paths[0]));
+        char e[400], e2[400], sub[64];
+        f.kind = PR_FEAT_SPARSE; /* a path of a cross: a single value, no type check */
+        f.n_paths = 2;
+        if (fn(schema, &f, 0, e, sizeof(e)) == 0)
+            continue;
+        f.kind = PR_FEAT_LIST; /* a list of ids */
+        f.n_paths = 1;
+        if (fn(schema, &f, 0, e2, sizeof(e2)) == 0)
+            continue;
+        snprintf(sub, sizeof(sub), "schema.filter[%u].path", i);
+        pr__cfg_error(c, pr__feature_node(c, map, "filter", i, "path"), sub, "%s", e);
     }
 }

@@ -1341,6 +1341,101 @@ static void test_schema_declared(void **state)
     pr_config_free(cfg);
 }
 
+/* schema.filter: what each condition parses to, and every refusal naming
+ * its key. */
+#define FSPARSE "      sparse: [ { name: u, path: user.id, ops: [vocab] } ]\n"
+
+static void filter_refused(const char *filter, const char *want)
+{
+    char y[8192], err[4096];
+    snprintf(y, sizeof(y), SCHEMA FSPARSE "      filter:\n%s", filter);
+    load_fail(y, err, sizeof(err));
+    if (!strstr(err, want))
+        fail_msg("error '%s' lacks '%s'", err, want);
+}
+
+static void test_schema_filter(void **state)
+{
+    (void)state;
+    pr_config *cfg = load_ok(SCHEMA FSPARSE "      filter:\n"
+                                            "        - { path: type, in: [click, 3, true, '4'] }\n"
+                                            "        - { path: user.bot, not_in: [false, -2] }\n"
+                                            "        - { path: user.id, present: true }\n"
+                                            "        - { path: deleted, present: false }\n");
+    const pr_feature_schema *fs = &cfg->pipelines[0].features;
+    assert_int_equal(fs->n_filter, 4);
+    const pr_filter_cond *c = fs->filter;
+    assert_string_equal(c[0].path, "type");
+    assert_int_equal(c[0].op, PR_FILTER_IN);
+    assert_int_equal(c[0].n_values, 4);
+    assert_int_equal(c[0].values[0].type, PR_FTYPE_STR);
+    assert_string_equal(c[0].values[0].str, "click");
+    assert_int_equal(c[0].values[0].len, 5);
+    assert_int_equal(c[0].values[1].type, PR_FTYPE_INT);
+    assert_int_equal(c[0].values[1].i, 3);
+    assert_int_equal(c[0].values[2].type, PR_FTYPE_INT); /* true: 1, as ids read it */
+    assert_int_equal(c[0].values[2].i, 1);
+    assert_int_equal(c[0].values[3].type, PR_FTYPE_STR); /* quoted: the string */
+    assert_string_equal(c[0].values[3].str, "4");
+    assert_int_equal(c[1].op, PR_FILTER_NOT_IN);
+    assert_int_equal(c[1].values[0].i, 0);
+    assert_int_equal(c[1].values[1].i, -2);
+    assert_int_equal(c[2].op, PR_FILTER_PRESENT);
+    assert_int_equal(c[3].op, PR_FILTER_ABSENT);
+    pr_config_free(cfg);
+
+    filter_refused("        - { path: type }\n",
+                   "t.yaml:6: pipelines[0].schema.filter[0]: no test: a condition has one test");
+    filter_refused("        - { path: a, in: [x] }\n        - { path: b, in: [x], present: true }\n",
+                   "pipelines[0].schema.filter[1]: more than one test");
+    filter_refused("        - { in: [x] }\n", "pipelines[0].schema.filter[0].path: ");
+    filter_refused("        - { path: a, in: [] }\n", "schema.filter[0].in: 1..64 values, got 0");
+    filter_refused("        - { path: a, in: x }\n", "schema.filter[0].in: expected a list");
+    filter_refused("        - { path: a, in: [1.5] }\n",
+                   "schema.filter[0].in[0]: a filter value is a string, an integer, true or "
+                   "false, got '1.5' (quote it");
+    filter_refused("        - { path: a, not_in: [x, ~] }\n",
+                   "schema.filter[0].not_in[1]: null is not a value to match");
+    filter_refused("        - { path: a, in: [x, y, x] }\n",
+                   "schema.filter[0].in[2]: 'x' is listed twice");
+    filter_refused("        - { path: a, in: [1, 2, 1] }\n",
+                   "schema.filter[0].in[2]: '1' is listed twice");
+    filter_refused("        - { path: a, present: maybe }\n",
+                   "schema.filter[0].present: expected true or false, got 'maybe'");
+    filter_refused("        - { path: a..b, present: true }\n",
+                   "schema.filter[0].path: invalid path 'a..b'");
+    filter_refused("        - { path: a, in: [x], also: 1 }\n", "schema.filter[0].also");
+    filter_refused("        - { path: user, present: true }\n",
+                   "pipelines[0].schema.filter[0].path: 'user.id' is inside 'user' "
+                   "(sparse[0].path)");
+    filter_refused("        - { path: user.id.x, present: true }\n",
+                   "pipelines[0].schema.sparse[0].path: 'user.id.x' is inside 'user.id' "
+                   "(filter[0].path)");
+    filter_refused("        - { path: a, in: [aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa] }\n",
+                   "at most 63 bytes, got 66");
+    char many[4096];
+    size_t n = 0;
+    for (int i = 0; i < PR_FILTER_MAX_CONDS + 1; i++)
+        n += (size_t)snprintf(many + n, sizeof(many) - n, "        - { path: f%d, present: true }\n",
+                              i);
+    filter_refused(many, "schema.filter: 1..16 conditions, got 17");
+    n = (size_t)snprintf(many, sizeof(many), "        - { path: a, in: [");
+    for (int i = 0; i < PR_FILTER_MAX_VALUES + 1; i++)
+        n += (size_t)snprintf(many + n, sizeof(many) - n, "%s%d", i ? ", " : "", i);
+    snprintf(many + n, sizeof(many) - n, "] }\n");
+    filter_refused(many, "schema.filter[0].in: 1..64 values, got 65");
+    /* features reading a field whole and inside are refused the same way */
+    char err[4096];
+    load_fail(SCHEMA "      sparse:\n        - { name: u, path: user, ops: [vocab] }\n"
+                     "        - { name: v, path: user.id, ops: [vocab] }\n",
+              err, sizeof(err));
+    assert_non_null(strstr(err, "schema.sparse[0].path: 'user.id' is inside 'user' (sparse[1].path)"));
+    /* the Criteo layout has no named fields */
+    load_fail(MINIMAL "    schema:\n      filter: [ { path: a, present: true } ]\n", err,
+              sizeof(err));
+    assert_non_null(strstr(err, "pipelines[0].schema.filter: needs a declared schema"));
+}
+
 /* No declared schema: the Criteo preset of the final spec. */
 static void test_schema_preset(void **state)
 {
@@ -1444,6 +1539,7 @@ int main(void)
         cmocka_unit_test(test_combinations_refused),
         cmocka_unit_test(test_component_defaults_match_loader),
         cmocka_unit_test(test_schema_declared),
+        cmocka_unit_test(test_schema_filter),
         cmocka_unit_test(test_schema_preset),
         cmocka_unit_test(test_schema_placement),
     };

@@ -30,7 +30,7 @@
 #include "pr_ingest.h"
 
 typedef struct rej_log {
-    int n, last;
+    int n, last, filtered;
     char detail[256];
 } rej_log;
 
@@ -41,6 +41,12 @@ static void on_rej(void *opaque, int reason, const char *detail, const char *rec
     (void)len;
     (void)recno;
     rej_log *l = opaque;
+    l->last = reason;
+    if (reason == PR_DEC_FILTERED) { /* schema.filter: not a reject */
+        assert_int_equal(len, 0);
+        l->filtered++;
+        return;
+    }
     l->n++;
     l->last = reason;
     snprintf(l->detail, sizeof(l->detail), "%s", detail);
@@ -149,10 +155,36 @@ static int both(fx *t, const char *ev, int64_t framed_id)
     return a;
 }
 
-/* The clickstream: Avro equals JSON, plain and framed. */
-static void run_clickstream(pr_avro_framing framing, int64_t id)
+/* examples/clickstream.yaml with `filter` (YAML lines) as its schema.filter. */
+static char *with_filter(char *yaml, const char *filter)
 {
-    char *yaml = slurp(PR_SOURCE_DIR "/examples/clickstream.yaml");
+    if (!filter)
+        return yaml;
+    const char *at = strstr(yaml, "    schema:\n");
+    assert_non_null(at);
+    at += strlen("    schema:\n");
+    size_t n = strlen(yaml) + strlen(filter) + 32;
+    char *out = malloc(n);
+    assert_non_null(out);
+    snprintf(out, n, "%.*s      filter:\n%s%s", (int)(at - yaml), yaml, filter, at);
+    free(yaml);
+    return out;
+}
+
+/* A filter over every kind of value the clickstream has: strings, integers,
+ * a list, an optional field, a path the writer schema lacks (absent). */
+static const char *const click_filter =
+    "        - { path: context.device, in: [ios, android, web] }\n"
+    "        - { path: item.tags, not_in: [sale, new] }\n"
+    "        - { path: user.age_days, present: true }\n"
+    "        - { path: context.page, not_in: [3] }\n"
+    "        - { path: context.nosuch, present: false }\n";
+
+/* The clickstream: Avro equals JSON, plain and framed; with a filter, the
+ * same records pass. */
+static void run_clickstream(pr_avro_framing framing, int64_t id, const char *filter)
+{
+    char *yaml = with_filter(slurp(PR_SOURCE_DIR "/examples/clickstream.yaml"), filter);
     char *schema = slurp(PR_SOURCE_DIR "/examples/clickstream.avsc");
     fx t;
     fx_init(&t, yaml, schema, framing);
@@ -171,11 +203,16 @@ static void run_clickstream(pr_avro_framing framing, int64_t id)
             row--;
             continue;
         }
-        assert_int_equal(rc, 1);
+        assert_true(rc == 1 || (filter && rc == 0));
     }
     blocks_equal(t.bj, t.ba);
     rows += t.bj->rows;
-    assert_int_equal(rows, N);
+    assert_int_equal(rows + (uint32_t)t.ra.filtered, N);
+    assert_int_equal(t.ra.filtered, t.rj.filtered);
+    if (filter) /* each condition drops some, not all */
+        assert_in_range(t.ra.filtered, N / 4, N - N / 8);
+    else
+        assert_int_equal(t.ra.filtered, 0);
     assert_int_equal(t.ra.n, 0);
     fx_free(&t);
     free(yaml);
@@ -185,13 +222,20 @@ static void run_clickstream(pr_avro_framing framing, int64_t id)
 static void test_clickstream_plain(void **state)
 {
     (void)state;
-    run_clickstream(PR_AVRO_FRAMING_PLAIN, -1);
+    run_clickstream(PR_AVRO_FRAMING_PLAIN, -1, NULL);
+}
+
+static void test_clickstream_filter(void **state)
+{
+    (void)state;
+    run_clickstream(PR_AVRO_FRAMING_PLAIN, -1, click_filter);
+    run_clickstream(PR_AVRO_FRAMING_REGISTRY, 7, click_filter);
 }
 
 static void test_clickstream_framed(void **state)
 {
     (void)state;
-    run_clickstream(PR_AVRO_FRAMING_REGISTRY, 42); /* the fixed schema, whatever the id */
+    run_clickstream(PR_AVRO_FRAMING_REGISTRY, 42, NULL); /* the fixed schema, whatever the id */
 }
 
 static const char *const types_yaml =
@@ -639,6 +683,28 @@ static void test_schema_file_checked(void **state)
                    "the path ends at a record, not a value");
     expect_refused(good, "      event_time: { path: user.id, unit: ms }\n",
                    "pipelines[0].schema.event_time.path: 'user.id'");
+    /* schema.filter's paths: a value or an array of any type; not a path the
+     * schema lacks, nor a record */
+    static const char *const filtered = "      sparse: [ { name: t, path: tier, ops: [vocab] } ]\n"
+                                        "      filter:\n"
+                                        "        - { path: user.id, in: [a] }\n"
+                                        "        - { path: amount, not_in: [0] }\n"
+                                        "        - { path: tags, in: [x] }\n"
+                                        "        - { path: opt, present: true }\n"
+                                        "        - { path: mixed, absent: true }\n";
+    if (load_avro(good, false, filtered, err, sizeof(err)) == 0 || !strstr(err, "absent"))
+        fail_msg("an unknown condition key not named: %s", err);
+    char fixed[1024];
+    snprintf(fixed, sizeof(fixed), "%.*s", (int)(strstr(filtered, "        - { path: mixed") - filtered),
+             filtered);
+    if (load_avro(good, false, fixed, err, sizeof(err)))
+        fail_msg("filter paths refused: %s", err);
+    strcat(fixed, "        - { path: user.nope, present: false }\n");
+    expect_refused(good, fixed, "pipelines[0].schema.filter[4].path: 'user.nope' is not in");
+    expect_refused(good,
+                   "      sparse: [ { name: t, path: tier, ops: [vocab] } ]\n"
+                   "      filter: [ { path: user.geo, present: true } ]\n",
+                   "pipelines[0].schema.filter[0].path: ");
     /* with a registry the writer schemas come at run time: a path a schema
      * lacks is absent there (schema evolution), not checked at load */
     if (load_avro(good, true, typo, err, sizeof(err)))
@@ -684,6 +750,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_clickstream_plain),
         cmocka_unit_test(test_clickstream_framed),
+        cmocka_unit_test(test_clickstream_filter),
         cmocka_unit_test(test_types),
         cmocka_unit_test(test_rejects),
         cmocka_unit_test(test_bad_utf8),

@@ -27,6 +27,7 @@
 typedef struct rej_log {
     int n;
     int last;
+    int filtered; /* PR_DEC_FILTERED reports (schema.filter), not rejects */
     char detail[256];
 } rej_log;
 
@@ -37,6 +38,11 @@ static void on_rej(void *opaque, int reason, const char *detail, const char *rec
     (void)len;
     (void)recno;
     rej_log *l = opaque;
+    l->last = reason;
+    if (reason == PR_DEC_FILTERED) {
+        l->filtered++;
+        return;
+    }
     l->n++;
     l->last = reason;
     snprintf(l->detail, sizeof(l->detail), "%s", detail);
@@ -70,6 +76,36 @@ static void blocks_equal(const pr_block *a, const pr_block *b)
     assert_memory_equal(a->offset, b->offset, rows * sizeof(int64_t));
 }
 
+/* yaml with `filter` (YAML lines, NULL = none) as its schema.filter. */
+static char *with_filter(char *yaml, const char *filter)
+{
+    if (!filter)
+        return yaml;
+    const char *at = strstr(yaml, "    schema:\n");
+    assert_non_null(at);
+    at += strlen("    schema:\n");
+    size_t n = strlen(yaml) + strlen(filter) + 32;
+    char *out = malloc(n);
+    assert_non_null(out);
+    snprintf(out, n, "%.*s      filter:\n%s%s", (int)(at - yaml), yaml, filter, at);
+    free(yaml);
+    return out;
+}
+
+/* examples/clickstream.yaml as it is (a copy). */
+static char *clickstream_json_yaml(void)
+{
+    FILE *f = fopen(PR_SOURCE_DIR "/examples/clickstream.yaml", "rb");
+    assert_non_null(f);
+    static char text[16384];
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    char *out = strdup(text);
+    assert_non_null(out);
+    return out;
+}
+
 /* examples/clickstream.yaml with `format: json` replaced by protobuf (the
  * pbuser_clickstream.proto message); framing as given. */
 static char *clickstream_yaml(const char *framing)
@@ -95,13 +131,15 @@ static char *clickstream_yaml(const char *framing)
 
 /* ---------------------------------------------------------------- same as JSON */
 
-static void same_as_json(const char *framing, bool framed)
+static void same_as_json(const char *framing, bool framed, const char *filter)
 {
     char err[512];
     pr_config *cj = NULL, *cp = NULL;
-    if (pr_config_load_file(PR_SOURCE_DIR "/examples/clickstream.yaml", &cj, err, sizeof(err)))
+    char *yj = with_filter(clickstream_json_yaml(), filter);
+    if (pr_config_load_string(yj, strlen(yj), "json.yaml", &cj, err, sizeof(err)))
         fail_msg("%s", err);
-    char *y = clickstream_yaml(framing);
+    free(yj);
+    char *y = with_filter(clickstream_yaml(framing), filter);
     if (pr_config_load_string(y, strlen(y), "pb.yaml", &cp, err, sizeof(err)))
         fail_msg("%s", err);
     free(y);
@@ -138,6 +176,10 @@ static void same_as_json(const char *framing, bool framed)
         if (rl.n)
             fail_msg("row %d rejected: %s", (int)row, rl.detail);
         assert_int_equal(a, b);
+        if (a == 0) { /* filtered: both said so */
+            assert_int_equal(rl.filtered % 2, 0);
+            continue;
+        }
         if (a == PR_EFULL) {
             blocks_equal(bj, bp);
             total += bj->rows;
@@ -150,7 +192,11 @@ static void same_as_json(const char *framing, bool framed)
     }
     blocks_equal(bj, bp);
     total += bj->rows;
-    assert_int_equal(total, N);
+    assert_int_equal(total + (uint32_t)rl.filtered / 2, N);
+    if (filter) /* each condition drops some, not all */
+        assert_in_range(rl.filtered / 2, N / 4, N - N / 8);
+    else
+        assert_int_equal(rl.filtered, 0);
     free(pb);
     pr_block_free(bj);
     pr_block_free(bp);
@@ -165,14 +211,26 @@ static void same_as_json(const char *framing, bool framed)
 static void test_same_as_json(void **state)
 {
     (void)state;
-    same_as_json("none", false);
+    same_as_json("none", false, NULL);
+}
+
+/* The same records pass schema.filter as JSON and as Protobuf: strings, an
+ * int32 (proto3: 0 is not on the wire), a repeated field, an optional one. */
+static void test_filter_same_as_json(void **state)
+{
+    (void)state;
+    same_as_json("none", false,
+                 "        - { path: context.device, in: [ios, android, web] }\n"
+                 "        - { path: item.tags, not_in: [sale, new] }\n"
+                 "        - { path: user.age_days, present: true }\n"
+                 "        - { path: context.page, not_in: [3] }\n");
 }
 
 static void test_same_as_json_framed(void **state)
 {
     (void)state;
-    same_as_json("auto", true);
-    same_as_json("registry", true);
+    same_as_json("auto", true, NULL);
+    same_as_json("registry", true, NULL);
 }
 
 /* ---------------------------------------------------------------- the reader alone */
@@ -772,6 +830,21 @@ static void test_config_errors(void **state)
     const char *ok = "        - { name: u, path: user.id, ops: [vocab] }\n"
                      "        - { name: h, path: history, list: { max_len: 4 }, ops: [vocab] }\n";
     config_fails(ok, "shop.Click", NULL);
+    /* schema.filter's paths: a scalar or a repeated field of any type; not a
+     * field the message lacks (named at load, not at the start) */
+    config_fails("        - { name: u, path: user.id, ops: [vocab] }\n"
+                 "      filter:\n"
+                 "        - { path: item.tags, not_in: [sale] }\n"
+                 "        - { path: item.price, in: [1] }\n"
+                 "        - { path: user.age_days, present: true }\n",
+                 "shop.Click", NULL);
+    config_fails("        - { name: u, path: user.id, ops: [vocab] }\n"
+                 "      filter:\n"
+                 "        - { path: context.device, in: [ios] }\n"
+                 "        - { path: context.nosuch, present: false }\n",
+                 "shop.Click",
+                 "pipelines[0].schema.filter[1].path: message shop.Click.Context has no field "
+                 "'nosuch'");
     config_fails(ok, "shop.Clack", "source.protobuf.message: message shop.Clack is not in");
     config_fails(ok, "Click", "message Click is not in");
     config_fails(ok, "Click", "(give the full name: shop.Click)");
@@ -874,6 +947,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_same_as_json),
         cmocka_unit_test(test_same_as_json_framed),
+        cmocka_unit_test(test_filter_same_as_json),
         cmocka_unit_test(test_scalar_types),
         cmocka_unit_test(test_python_reference),
         cmocka_unit_test(test_presence),
