@@ -478,6 +478,103 @@ static void test_lines_and_message(void **state)
     fx_free(&t);
 }
 
+/* schema.filter: each rule of the match (pr_engine.h), a failing record
+ * dropped before its features (no row, no reject even when a feature would
+ * refuse it, no vocabulary key), reported as PR_DEC_FILTERED with len 0; a
+ * record that does not parse is rejected whatever the filter says. */
+static const char *const filter_yaml =
+    "pipelines:\n"
+    "  - name: t\n"
+    "    schema:\n"
+    "      filter:\n"
+    "        - { path: type, in: [click, 7, true] }\n"
+    "        - { path: bot, not_in: [true, yes] }\n"
+    "        - { path: user.id, present: true }\n"
+    "        - { path: deleted, present: false }\n"
+    "      sparse:\n"
+    "        - { name: user, path: user.id, ops: [vocab] }\n"
+    "        - { name: n, path: n, ops: [vocab] }\n";
+
+static int filter_one(fx *t, const char *doc)
+{
+    uint32_t rows = t->b->rows;
+    int rl = t->rl.n, rc = decode(t, doc);
+    if (rc == 1) {
+        assert_int_equal(t->rl.n, rl);
+        return 1;
+    }
+    assert_int_equal(rc, 0);
+    assert_int_equal(t->b->rows, rows);
+    assert_int_equal(t->rl.n, rl + 1);
+    return t->rl.reason[rl] == PR_DEC_FILTERED ? -1 : 0; /* -1 filtered, 0 rejected */
+}
+
+static void test_filter(void **state)
+{
+    (void)state;
+    fx t;
+    fx_init(&t, filter_yaml, 64);
+    static const struct {
+        const char *doc;
+        int want; /* 1 a row, -1 filtered, 0 rejected */
+    } cases[] = {
+        {"{\"type\": \"click\", \"user\": {\"id\": 1}}", 1},
+        {"{\"type\": \"view\", \"user\": {\"id\": 1}}", -1},
+        {"{\"type\": \"Click\", \"user\": {\"id\": 1}}", -1},  /* bytes, exactly */
+        {"{\"type\": \"click \", \"user\": {\"id\": 1}}", -1}, /* length too */
+        {"{\"type\": 7, \"user\": {\"id\": 1}}", 1},          /* an integer */
+        {"{\"type\": 7.0, \"user\": {\"id\": 1}}", 1},        /* a number of that value */
+        {"{\"type\": 7.5, \"user\": {\"id\": 1}}", -1},
+        {"{\"type\": \"7\", \"user\": {\"id\": 1}}", -1},     /* a string is not 7 */
+        {"{\"type\": true, \"user\": {\"id\": 1}}", 1},       /* true is 1, in the list */
+        {"{\"type\": 1, \"user\": {\"id\": 1}}", 1},
+        {"{\"type\": false, \"user\": {\"id\": 1}}", -1},
+        {"{\"type\": 1e30, \"user\": {\"id\": 1}}", -1},
+        {"{\"type\": 99999999999999999999, \"user\": {\"id\": 1}}", -1}, /* beyond int64 */
+        {"{\"type\": [\"view\", \"click\"], \"user\": {\"id\": 1}}", 1}, /* an element */
+        {"{\"type\": [\"view\"], \"user\": {\"id\": 1}}", -1},
+        {"{\"type\": [], \"user\": {\"id\": 1}}", -1},
+        {"{\"type\": null, \"user\": {\"id\": 1}}", -1},
+        {"{\"user\": {\"id\": 1}}", -1},
+        {"{\"type\": \"click\", \"bot\": true, \"user\": {\"id\": 1}}", -1},
+        {"{\"type\": \"click\", \"bot\": \"yes\", \"user\": {\"id\": 1}}", -1},
+        {"{\"type\": \"click\", \"bot\": [false, \"yes\"], \"user\": {\"id\": 1}}", -1},
+        {"{\"type\": \"click\", \"bot\": false, \"user\": {\"id\": 1}}", 1},
+        {"{\"type\": \"click\", \"bot\": null, \"user\": {\"id\": 1}}", 1}, /* not_in: null passes */
+        {"{\"type\": \"click\", \"bot\": [], \"user\": {\"id\": 1}}", 1},
+        {"{\"type\": \"click\", \"user\": {\"id\": null}}", -1},
+        {"{\"type\": \"click\", \"user\": null}", -1},
+        {"{\"type\": \"click\", \"user\": {}}", -1},
+        {"{\"type\": \"click\", \"user\": {\"id\": 1}, \"deleted\": null}", 1},
+        {"{\"type\": \"click\", \"user\": {\"id\": 1}, \"deleted\": false}", -1},
+        {"{\"type\": \"click\", \"user\": {\"id\": 1}, \"deleted\": []}", -1},
+        /* a failing record is not read further: a feature that would refuse
+         * it (n: a number where an id is needed) does not reject it */
+        {"{\"type\": \"view\", \"user\": {\"id\": 1}, \"n\": 1.5}", -1},
+        {"{\"type\": \"click\", \"user\": {\"id\": 1}, \"n\": 1.5}", 0},
+        /* one that does not parse is rejected whatever it holds */
+        {"{\"type\": \"view\", \"user\": {\"id\": 1}", 0},
+        {"{\"type\": \"view\", \"user\": 5}", 0},
+    };
+    int rows = 0;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int got = filter_one(&t, cases[i].doc);
+        if (got != cases[i].want)
+            fail_msg("%s: got %d, want %d", cases[i].doc, got, cases[i].want);
+        rows += got == 1;
+
+    }
+    for (int k = 0; k < t.rl.n && k < 64; k++)
+        if (t.rl.reason[k] == PR_DEC_FILTERED) {
+            assert_int_equal(t.rl.len[k], 0);
+            assert_string_equal(t.rl.detail[k], "");
+        }
+    assert_int_equal((int)t.b->rows, rows);
+    /* filtered records left no vocabulary key: only the rows' */
+    assert_int_equal(t.b->col_rows[0], (uint32_t)rows);
+    fx_free(&t);
+}
+
 /* A Kafka message in schema-registry framing (Confluent's JSON Schema
  * serializer: byte 0 = 0, a 4-byte schema id, the JSON) decodes as the bare
  * JSON; a rejected one keeps its whole bytes (the dead letter). A line of a
@@ -579,6 +676,7 @@ int main(void)
         cmocka_unit_test(test_full),
         cmocka_unit_test(test_lines_and_message),
         cmocka_unit_test(test_registry_framed_message),
+        cmocka_unit_test(test_filter),
         cmocka_unit_test(test_gen_clickstream),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
