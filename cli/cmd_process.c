@@ -364,17 +364,18 @@ static int pr__process_fit(const pr_pipeline_cfg *pc, const char *input, const c
         fprintf(stderr, "piperec process: pipelines[%s]: %s\n", pc->name, err);
         return rc == PR_EIO ? 1 : 2;
     }
-    if (res.lines > 0 && res.rejected == res.lines) {
+    if (res.lines > 0 && res.rejected + res.filtered == res.lines) {
         fprintf(stderr,
-                "piperec process --fit: pipelines[%s]: all %" PRIu64 " lines were rejected, so "
-                "nothing was fitted: is %s the events as JSON lines?\n",
-                pc->name, res.lines, input);
+                "piperec process --fit: pipelines[%s]: all %" PRIu64 " lines were rejected (%" PRIu64
+                ") or filtered (%" PRIu64 "), so nothing was fitted: is %s the events as JSON "
+                "lines, and does schema.filter keep any?\n",
+                pc->name, res.lines, res.rejected, res.filtered, input);
         return 2;
     }
     fprintf(stderr,
-            "piperec process --fit: %" PRIu64 " lines, %" PRIu64 " rejected (skipped), %" PRIu32
-            " standardize feature(s) fitted\n",
-            res.lines, res.rejected, res.features - res.degenerate);
+            "piperec process --fit: %" PRIu64 " lines, %" PRIu64 " rejected (skipped), %" PRIu64
+            " filtered (schema.filter), %" PRIu32 " standardize feature(s) fitted\n",
+            res.lines, res.rejected, res.filtered, res.features - res.degenerate);
     if (res.degenerate)
         fprintf(stderr,
                 "piperec process --fit: %" PRIu32 " feature(s) have std 0 or no value; the "

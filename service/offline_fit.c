@@ -63,10 +63,13 @@ static void pr__fit_row(const pr_feature_schema *s, const pr_block *b, pr__fit_a
     }
 }
 
+/* Rejects are only counted (by the caller: no row); a filtered record is
+ * told apart, so that it does not count as rejected. */
 static void pr__fit_noreject(void *opaque, int reason, const char *detail, const char *rec,
                              size_t rec_len, int64_t recno)
 {
-    (void)opaque, (void)reason, (void)detail, (void)rec, (void)rec_len, (void)recno;
+    (void)detail, (void)rec, (void)rec_len, (void)recno;
+    *(bool *)opaque = reason == PR_DEC_FILTERED;
 }
 
 /* Read `in` line by line, one row block of one row, into the accumulators. */
@@ -82,7 +85,8 @@ static int pr__fit_pass(const pr_feature_schema *s, FILE *in, pr__fit_acc *acc, 
     ssize_t len;
     int64_t lineno = 0;
     int rc = b ? 0 : pr_seterr(errstr, errstr_size, PR_ENOMEM, "fit: out of memory");
-    pr_decode_ctx ctx = {.json = dec, .on_reject = pr__fit_noreject, .opaque = NULL};
+    bool filtered = false;
+    pr_decode_ctx ctx = {.json = dec, .on_reject = pr__fit_noreject, .opaque = &filtered};
     while (!rc && (len = getline(&line, &cap, in)) >= 0) {
         lineno++;
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
@@ -93,6 +97,7 @@ static int pr__fit_pass(const pr_feature_schema *s, FILE *in, pr__fit_acc *acc, 
         if (at == (size_t)len)
             continue;
         pr_block_reset(b);
+        filtered = false;
         int drc = pr_decode_json_line(&ctx, b, line, (size_t)len, lineno);
         if (drc < 0 && drc != PR_EFULL) {
             rc = pr_seterr(errstr, errstr_size, drc, "fit: line %" PRId64 ": %s", lineno,
@@ -100,6 +105,10 @@ static int pr__fit_pass(const pr_feature_schema *s, FILE *in, pr__fit_acc *acc, 
             break;
         }
         res->lines++;
+        if (filtered) {
+            res->filtered++;
+            continue;
+        }
         if (drc == PR_EFULL || b->rows == 0) {
             res->rejected++;
             continue;

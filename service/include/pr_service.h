@@ -286,6 +286,7 @@ int pr_offline_run_schema(const pr_feature_schema *schema, const pr_pipeline_spe
  * or has no standardize step. */
 typedef struct pr_fit_result {
     uint64_t lines, rejected; /* non-blank lines read; of them rejected */
+    uint64_t filtered;        /* of them dropped by schema.filter (not fitted) */
     uint32_t features;        /* features fitted */
     uint32_t degenerate;      /* of them with std 0 or no value */
 } pr_fit_result;

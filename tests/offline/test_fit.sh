@@ -90,6 +90,28 @@ sed 's/{ standardize: { mean: 0, std: 1 } }/neg2zero/' "$T/fit.yaml" > "$T/nostd
 if "$PIPEREC" process --config "$T/nostd.yaml" --input "$T/ev.jsonl" --fit 2> "$T/err2"; then
     fail "no standardize step accepted"; fi
 grep -q "standardize" "$T/err2" || fail "refusal does not say why: $(cat "$T/err2")"
+# schema.filter: only the records it keeps are fitted (click 1 here), the
+# others counted as filtered, not rejected
+sed 's/^    schema:$/    schema:\n      filter: [ { path: click, in: [1] } ]/' "$T/fit.yaml" > "$T/filt.yaml"
+"$PIPEREC" process --config "$T/filt.yaml" --input "$T/ev.jsonl" --fit > "$T/outf.yaml" 2> "$T/errf" ||
+    fail "fit with a filter: $(cat "$T/errf")"
+$PY - "$T/ev.jsonl" "$T/outf.yaml" "$T/errf" <<'P'
+import json, re, sys
+import numpy as np
+kept, dropped = [], 0
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    if e["click"] == 1: kept.append(float(np.float32(e.get("a", 3.0))))
+    else: dropped += 1
+got = [l for l in open(sys.argv[2]) if l.startswith("a:")][0]
+m = re.match(r"a: \{ standardize: \{ mean: (\S+), std: (\S+) \} \}", got)
+x = np.array(kept)
+assert abs(float(m.group(1)) - x.mean()) <= 1e-9 * abs(x.mean()), (got, x.mean())
+err = open(sys.argv[3]).read()
+# the filter reads first: a click "x" fails it (a string is not 1) before the
+# label could reject it
+assert "0 rejected (skipped), %d filtered" % dropped in err, err
+P
 # a file that is not JSON lines fits nothing: exit 2, not "1 fitted"
 printf '1\t2\t3\n4\t5\t6\n' > "$T/tsv.txt"
 rc=0; "$PIPEREC" process --config "$T/fit.yaml" --input "$T/tsv.txt" --fit > /dev/null 2> "$T/err3" || rc=$?
