@@ -956,9 +956,13 @@ void pr_json_row_abort(pr_json_block *b);
  * documents, one record at a time, into a declared schema's pr_block
  * (pr_feature_block_new: side tables, one U64 engine column per vocab
  * feature). Per record:
- *   - the schema's distinct paths are extracted in one pass (pr_json_extract,
- *     every path as PR_JSON_ANY); a document the extractor refuses is
- *     rejected with its reason (not_json, truncated, bad_utf8, ...);
+ *   - the schema's distinct paths (its filter's too) are extracted in one
+ *     pass (pr_json_extract, every path as PR_JSON_ANY); a document the
+ *     extractor refuses is rejected with its reason (not_json, truncated,
+ *     bad_utf8, ...);
+ *   - schema.filter (pr_engine.h): a record failing a condition is reported
+ *     as PR_DEC_FILTERED (not a reject) and read no further: its features
+ *     are not looked at, nothing is staged;
  *   - event_time: read in its unit (s / ms / us: integer or number;
  *     rfc3339: string) into the row's event_time_ms (floored to the ms);
  *     absent or null: ctx->default_event_time_ms; unreadable: bad_time;
