@@ -79,7 +79,7 @@ static void pr__feature_line(const pr_feature_spec *f)
                                     f->paths[i]);
         snprintf(src + len, sizeof(src) - len, ")");
     } else {
-        snprintf(src, sizeof(src), "%s", f->paths[0]);
+        snprintf(src, sizeof(src), "%s", f->weight ? "(1 / downsample.rate on a kept sampled row, else 1)" : f->paths[0]);
     }
     printf("  %-10s %-20s %s", pr_feature_kind_names[f->kind], f->name, src);
     if (f->kind == PR_FEAT_EVENT_TIME)
@@ -94,24 +94,41 @@ static void pr__feature_line(const pr_feature_spec *f)
     printf("\n");
 }
 
-/* "  filter     context.device in [ios, android]": one line per condition. */
+/* "context.device in ["ios", "android"]" (no newline). */
+static void pr__cond_text(const pr_filter_cond *fc, int width)
+{
+    printf("%-*s %s", width, fc->path,
+           fc->op == PR_FILTER_PRESENT  ? "present"
+           : fc->op == PR_FILTER_ABSENT ? "absent or null"
+                                        : pr_filter_op_names[fc->op]);
+    for (uint16_t k = 0; k < fc->n_values; k++) {
+        const pr_filter_value *v = &fc->values[k];
+        if (v->type == PR_FTYPE_STR)
+            printf("%s\"%s\"", k ? ", " : " [", v->str);
+        else
+            printf("%s%" PRId64, k ? ", " : " [", v->i);
+    }
+    printf("%s", fc->n_values ? "]" : "");
+}
+
+/* The record filter, a line per condition, and the downsampling. */
 static void pr__filter_lines(const pr_feature_schema *fs)
 {
     for (uint32_t i = 0; i < fs->n_filter; i++) {
-        const pr_filter_cond *fc = &fs->filter[i];
-        printf("  %-10s %-20s %s", i ? "and" : "filter", fc->path,
-               fc->op == PR_FILTER_PRESENT  ? "present"
-               : fc->op == PR_FILTER_ABSENT ? "absent or null"
-                                            : pr_filter_op_names[fc->op]);
-        for (uint16_t k = 0; k < fc->n_values; k++) {
-            const pr_filter_value *v = &fc->values[k];
-            if (v->type == PR_FTYPE_STR)
-                printf("%s\"%s\"", k ? ", " : " [", v->str);
-            else
-                printf("%s%" PRId64, k ? ", " : " [", v->i);
-        }
-        printf("%s\n", fc->n_values ? "]" : "");
+        printf("  %-10s ", i ? "and" : "filter");
+        pr__cond_text(&fs->filter[i], 20);
+        printf("\n");
     }
+    const pr_downsample *ds = &fs->downsample;
+    if (!ds->enabled)
+        return;
+    printf("  %-10s keep %g of ", "downsample", ds->rate);
+    if (ds->has_where)
+        pr__cond_text(&ds->where, 0);
+    else
+        printf("every record");
+    printf(", decided by %s%s%s\n", ds->key[0] ? ds->key : "the record's bytes",
+           ds->weight[0] ? ", weight label " : "", ds->weight);
 }
 
 static int pr__explain_pipeline(const pr_config *cfg, const pr_pipeline_cfg *pl)

@@ -279,10 +279,14 @@ static int pr__process_schema(const pr_pipeline_cfg *pc, const pr_config *cfg, c
         fprintf(stderr, "piperec process: %s\n", err);
         return rc == PR_EINVAL || rc == PR_ENOTSUP || rc == PR_ENODEV ? 2 : 1;
     }
-    char by[512], filt[64] = "";
+    char by[512], filt[96] = "";
     pr__process_rejects_by(&res, by, sizeof(by));
+    int fl = 0;
     if (pc->features.n_filter)
-        snprintf(filt, sizeof(filt), ", %" PRIu64 " filtered", res.filtered);
+        fl = snprintf(filt, sizeof(filt), ", %" PRIu64 " filtered", res.filtered);
+    if (pc->features.downsample.enabled)
+        snprintf(filt + fl, sizeof(filt) - (size_t)fl, ", %" PRIu64 " sampled out",
+                 res.sampled_out);
     fprintf(stderr,
             "piperec process: %" PRIu64 " rows, %" PRIu64 " rejected%s%s, %.2f s, %.0f rows/s -> "
             "%s (declared schema: %s)\n",
@@ -374,7 +378,7 @@ static int pr__process_fit(const pr_pipeline_cfg *pc, const char *input, const c
     }
     fprintf(stderr,
             "piperec process --fit: %" PRIu64 " lines, %" PRIu64 " rejected (skipped), %" PRIu64
-            " filtered (schema.filter), %" PRIu32 " standardize feature(s) fitted\n",
+            " filtered (schema.filter, downsample), %" PRIu32 " standardize feature(s) fitted\n",
             res.lines, res.rejected, res.filtered, res.features - res.degenerate);
     if (res.degenerate)
         fprintf(stderr,

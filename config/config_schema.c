@@ -845,6 +845,107 @@ void pr__h_filter(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
     }
 }
 
+/* ---------------------------------------------------------------- schema.downsample */
+
+static void pr__h_ds_rate(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    (void)k;
+    pr_downsample *ds = base;
+    double r;
+    if (!pr__parse_number(c, n, &r))
+        return;
+    if (!(r > 0 && r <= 1)) {
+        pr__cfg_error(c, n, NULL, "the share of records kept: > 0 and <= 1, got %g", r);
+        return;
+    }
+    ds->rate = r;
+    /* keep when hash < rate * 2^64 (r < 1: below 2^64) */
+    ds->threshold = r >= 1 ? UINT64_MAX : (uint64_t)ldexp(r, 64);
+}
+
+static void pr__h_ds_where(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    (void)k;
+    pr_downsample *ds = base;
+    char g[96];
+    if (n->type != YAML_MAPPING_NODE) {
+        pr__got(n, g, sizeof(g));
+        pr__cfg_error(c, n, NULL, "expected a condition { path, in: [...] }, got %s", g);
+        return;
+    }
+    int before = c->n_errors;
+    pr__apply_map(c, n, &pr__filter_item_tab, &ds->where);
+    ds->has_where = c->n_errors == before;
+}
+
+static void pr__h_ds_key(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    (void)k;
+    pr__parse_path(c, n, ((pr_downsample *)base)->key);
+}
+
+static void pr__finish_ds(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
+{
+    (void)c;
+    (void)map;
+    if (present)
+        ((pr_downsample *)base)->enabled = true;
+}
+
+static const cfg_key downsample_keys[] = {
+    K_CUSTOM("rate", KF_REQUIRED, pr__h_ds_rate, "number in (0, 1]", NULL,
+             "The share of the selected records kept (0.1: one in ten)."),
+    K_CUSTOM("where", 0, pr__h_ds_where, "condition", NULL,
+             "Which records are sampled, one condition as in filter ({ path, in | not_in | "
+             "present }); without it every record. The others are all kept."),
+    K_CUSTOM("key", 0, pr__h_ds_key, "path", NULL,
+             "The field whose value decides (e.g. an event or request id): the same value is "
+             "kept or dropped everywhere. Without it, or where a record has none, the "
+             "record's bytes decide."),
+    {.name = "weight",
+     .type = KT_NAME,
+     .off = offsetof(pr_downsample, weight),
+     .width = PR_NAME_MAX,
+     .doc = "A label of this name added after the others: 1 / rate on a kept selected row, 1 "
+            "on every other row (for a weighted loss)."},
+};
+const cfg_table pr__downsample_tab = TABLE(downsample_keys, pr__finish_ds);
+
+void pr__h_downsample(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    (void)k;
+    pr_pipeline_cfg *pl = base;
+    char g[96];
+    if (n->type != YAML_MAPPING_NODE) {
+        pr__got(n, g, sizeof(g));
+        pr__cfg_error(c, n, NULL, "expected { rate, where, key, weight }, got %s", g);
+        return;
+    }
+    pr__apply_map(c, n, &pr__downsample_tab, &pl->features.downsample);
+}
+
+/* The weight label of schema.downsample, added after the declared labels. */
+static void pr__downsample_weight(cfg_ctx *c, yaml_node_t *map, pr_pipeline_cfg *pl)
+{
+    const pr_downsample *ds = &pl->features.downsample;
+    if (!ds->enabled || !ds->weight[0])
+        return;
+    pr_feature_spec f;
+    memset(&f, 0, sizeof(f));
+    f.kind = PR_FEAT_LABEL;
+    f.weight = true;
+    snprintf(f.name, sizeof(f.name), "%s", ds->weight);
+    yaml_node_t *dn = pr__map_find(c, map, "downsample");
+    for (uint32_t i = 0; i < pl->features.n_features; i++)
+        if (strcmp(pl->features.features[i].name, f.name) == 0) {
+            pr__cfg_error(c, dn ? pr__map_find(c, dn, "weight") : map, "downsample.weight",
+                          "'%s' is also the name of a %s feature", f.name,
+                          pr_feature_kind_names[pl->features.features[i].kind]);
+            return;
+        }
+    pr__feature_add(c, dn ? dn : map, pl, &f);
+}
+
 static int pr__kind_rank(pr_feature_kind k)
 {
     static const int rank[PR_FEAT__COUNT] = {[PR_FEAT_EVENT_TIME] = 0,
@@ -928,6 +1029,29 @@ static bool pr__path_prefix(const char *a, const char *b)
     return strncmp(a, b, n) == 0 && b[n] == '.';
 }
 
+/* The paths a schema reads besides its features' (the filter's, the
+ * downsample's where and key), with the key each is written under. */
+#define PR__EXTRA_PATHS_MAX (PR_FILTER_MAX_CONDS + 2)
+static uint32_t pr__extra_paths(const pr_feature_schema *fs, const char **paths,
+                                char (*keys)[48])
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < fs->n_filter; i++, n++) {
+        paths[n] = fs->filter[i].path;
+        snprintf(keys[n], 48, "filter[%u].path", i);
+    }
+    const pr_downsample *ds = &fs->downsample;
+    if (ds->enabled && ds->has_where) {
+        paths[n] = ds->where.path;
+        snprintf(keys[n++], 48, "downsample.where.path");
+    }
+    if (ds->enabled && ds->key[0]) {
+        paths[n] = ds->key;
+        snprintf(keys[n++], 48, "downsample.key");
+    }
+    return n;
+}
+
 /* One event field cannot be read both as a whole and inside ("user" and
  * "user.id": the extractor reads each path once): an error naming both
  * keys, at load rather than when the decoder is built. */
@@ -937,7 +1061,7 @@ static void pr__check_path_prefixes(cfg_ctx *c, yaml_node_t *map, const pr_featu
         const char *path;
         char key[48];
     } pr__pkey;
-    uint32_t n = fs->n_filter;
+    uint32_t n = PR__EXTRA_PATHS_MAX;
     for (uint32_t i = 0; i < fs->n_features; i++)
         n += fs->features[i].n_paths;
     pr__pkey *pk = calloc(n ? n : 1, sizeof(*pk));
@@ -949,9 +1073,12 @@ static void pr__check_path_prefixes(cfg_ctx *c, yaml_node_t *map, const pr_featu
             pk[n].path = fs->features[i].paths[k];
             pr__feature_key(fs, i, k, pk[n].key, sizeof(pk[n].key));
         }
-    for (uint32_t i = 0; i < fs->n_filter; i++, n++) {
-        pk[n].path = fs->filter[i].path;
-        snprintf(pk[n].key, sizeof(pk[n].key), "filter[%u].path", i);
+    const char *xp[PR__EXTRA_PATHS_MAX];
+    char xk[PR__EXTRA_PATHS_MAX][48];
+    uint32_t nx = pr__extra_paths(fs, xp, xk);
+    for (uint32_t i = 0; i < nx; i++, n++) {
+        pk[n].path = xp[i];
+        memcpy(pk[n].key, xk[i], sizeof(pk[n].key));
     }
     for (uint32_t a = 0; a < n; a++)
         for (uint32_t b = 0; b < n; b++)
@@ -969,12 +1096,15 @@ void pr__finish_schema(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
     pr_pipeline_cfg *pl = base;
     pr_feature_schema *fs = &pl->features;
     if (!fs->declared) {
-        if (fs->n_filter)
-            pr__cfg_error(c, pr__map_find(c, map, "filter"), "filter",
-                          "needs a declared schema (labels, dense, sparse as lists of features): "
-                          "the Criteo layout has no named fields to test");
+        static const char *const declared_only[] = {"filter", "downsample", NULL};
+        for (int i = 0; declared_only[i]; i++)
+            if (pr__map_find(c, map, declared_only[i]))
+                pr__cfg_error(c, pr__map_find(c, map, declared_only[i]), declared_only[i],
+                              "needs a declared schema (labels, dense, sparse as lists of "
+                              "features): the Criteo layout has no named fields to test");
         return;
     }
+    pr__downsample_weight(c, map, pl);
     static const char *const criteo_keys[] = {"label",       "dense",        "sparse",
                                               "dense_names", "sparse_names", NULL};
     for (int i = 0; criteo_keys[i]; i++) {
@@ -1048,13 +1178,17 @@ void pr__check_feature_paths(cfg_ctx *c, yaml_node_t *map, const pr_pipeline_cfg
             pr__cfg_error(c, n, sub, "%s", e);
         }
     }
-    /* schema.filter's paths: in the schema, a single value or a list, of
-     * any type (a condition matches by value): read as a scalar, else as a
-     * list, and the scalar's reason when neither works ("no field"). */
-    for (uint32_t i = 0; i < pl->features.n_filter; i++) {
+    /* schema.filter's and schema.downsample's paths: in the schema, a single
+     * value or a list, of any type (a condition matches by value): read as a
+     * scalar, else as a list, and the scalar's reason when neither works ("no
+     * field"). */
+    const char *xp[PR__EXTRA_PATHS_MAX];
+    char xk[PR__EXTRA_PATHS_MAX][48];
+    uint32_t nx = pr__extra_paths(&pl->features, xp, xk);
+    for (uint32_t i = 0; i < nx; i++) {
         pr_feature_spec f;
         memset(&f, 0, sizeof(f));
-        snprintf(f.paths[0], sizeof(f.paths[0]), "%s", pl->features.filter[i].path);
+        snprintf(f.paths[0], sizeof(f.paths[0]), "%s", xp[i]);
         memcpy(f.paths[1], f.paths[0], sizeof(f.paths[0]));
         char e[400], e2[400], sub[64];
         f.kind = PR_FEAT_SPARSE; /* a path of a cross: a single value, no type check */
@@ -1065,7 +1199,10 @@ void pr__check_feature_paths(cfg_ctx *c, yaml_node_t *map, const pr_pipeline_cfg
         f.n_paths = 1;
         if (fn(schema, &f, 0, e2, sizeof(e2)) == 0)
             continue;
-        snprintf(sub, sizeof(sub), "schema.filter[%u].path", i);
-        pr__cfg_error(c, pr__feature_node(c, map, "filter", i, "path"), sub, "%s", e);
+        snprintf(sub, sizeof(sub), "schema.%s", xk[i]);
+        yaml_node_t *n = NULL;
+        if (strncmp(xk[i], "filter[", 7) == 0)
+            n = pr__feature_node(c, map, "filter", (size_t)atoi(xk[i] + 7), "path");
+        pr__cfg_error(c, n, sub, "%s", e);
     }
 }

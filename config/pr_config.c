@@ -1011,6 +1011,14 @@ static const cfg_key schema_keys[] = {
      .type_doc = "list of conditions",
      .doc = "Declared schema: which records become rows; all conditions must hold (see "
             "Record filter). A record that fails is dropped, counted, not rejected."},
+    {.name = "downsample",
+     .type = KT_CUSTOM,
+     .flags = KF_SUB,
+     .fn = pr__h_downsample,
+     .sub = &pr__downsample_tab,
+     .type_doc = "mapping",
+     .doc = "Declared schema: keep a share of some records (negative downsampling), decided "
+            "by a hash, with an optional weight label (see Downsampling)."},
     K_CUSTOM("cpu_ops", 0, pr__h_cpu_ops, "`all` or list of operators", NULL,
              "Operators the cpu may run when engine.backend (hls-sim, xrt) cannot; without it "
              "such an operator is an error (no silent fallback)."),

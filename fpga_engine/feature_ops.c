@@ -374,6 +374,13 @@ static void pr__le64(uint8_t *b, uint64_t v)
         b[i] = (uint8_t)(v >> (8 * i));
 }
 
+uint64_t pr_downsample_hash_id(uint64_t id)
+{
+    uint8_t b[8];
+    pr__le64(b, id);
+    return pr_fop_hash64(b, sizeof(b));
+}
+
 static uint64_t pr__num_bits(double d)
 {
     uint64_t u;

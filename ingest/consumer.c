@@ -841,13 +841,16 @@ static void pr__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 }
 
 /* The decoders' reject callback: count, log, tell the owner, dead-letter
- * (a filtered record: count only). */
+ * (a filtered or sampled-out record: count only). */
 static void pr__on_reject(void *opaque, int reason, const char *detail, const char *rec, size_t len,
                           int64_t recno)
 {
     pr_consumer *c = opaque;
-    if (reason == PR_DEC_FILTERED) { /* dropped on purpose: counted, nothing else */
-        PR__ADD(c->st.filtered, 1);
+    if (pr_decode_dropped(reason)) { /* dropped on purpose: counted, nothing else */
+        if (reason == PR_DEC_FILTERED)
+            PR__ADD(c->st.filtered, 1);
+        else
+            PR__ADD(c->st.sampled_out, 1);
         return;
     }
     if (reason < 0 || reason >= PR_DEC__COUNT)
@@ -2583,6 +2586,7 @@ void pr_consumer_get_stats(const pr_consumer *c, pr_consumer_stats *st)
         st->rejects[i] = PR__LOAD(mc->st.rejects[i]);
     st->rejected_records = PR__LOAD(mc->st.rejected_records);
     st->filtered = PR__LOAD(mc->st.filtered);
+    st->sampled_out = PR__LOAD(mc->st.sampled_out);
     st->kafka_errors = PR__LOAD(mc->st.kafka_errors);
     st->rebalances = PR__LOAD(mc->st.rebalances);
     st->offset_resets = PR__LOAD(mc->st.offset_resets);

@@ -53,6 +53,8 @@ struct pr_json_decoder {
     uint32_t n_feat;
     pr__jfeat *feat;
     uint32_t fcol[PR_FILTER_MAX_CONDS]; /* extractor column of each filter condition */
+    uint32_t ds_where_col, ds_key_col;  /* schema.downsample's where and key columns */
+    float weight;                       /* the record's weight label (downsample) */
     uint16_t n_labels, n_dense, n_side;
     /* one record, staged */
     float *labels, *dense; /* [n_labels], [n_dense] */
@@ -118,16 +120,33 @@ static int pr__paths(pr_json_decoder *d, const pr_feature_schema *fs, pr_json_pa
             d->feat[i].col[k] = (uint32_t)j;
         }
     }
-    /* The filter's paths: either shape (a list matches by its elements). */
+    /* The filter's and the downsample's paths: either shape (a list matches
+     * by its elements). */
+    const pr_downsample *ds = &fs->downsample;
+    const char *extra[PR_FILTER_MAX_CONDS + 2];
+    uint32_t *col_of[PR_FILTER_MAX_CONDS + 2];
+    uint32_t n_extra = 0;
     for (uint32_t i = 0; i < fs->n_filter; i++) {
-        size_t j = pr__path_find(paths, n, fs->filter[i].path);
+        extra[n_extra] = fs->filter[i].path;
+        col_of[n_extra++] = &d->fcol[i];
+    }
+    if (ds->enabled && ds->has_where) {
+        extra[n_extra] = ds->where.path;
+        col_of[n_extra++] = &d->ds_where_col;
+    }
+    if (ds->enabled && ds->key[0]) {
+        extra[n_extra] = ds->key;
+        col_of[n_extra++] = &d->ds_key_col;
+    }
+    for (uint32_t i = 0; i < n_extra; i++) {
+        size_t j = pr__path_find(paths, n, extra[i]);
         if (j == n) {
             if (n >= sizeof(uses))
                 return PR_EINVAL;
             paths[n++] = (pr_json_path){
-                .path = fs->filter[i].path, .type = PR_JSON_ANY, .max_list = PR_FEAT_MAX_LIST};
+                .path = extra[i], .type = PR_JSON_ANY, .max_list = PR_FEAT_MAX_LIST};
         }
-        d->fcol[i] = (uint32_t)j;
+        *col_of[i] = (uint32_t)j;
     }
     for (size_t j = 0; j < n; j++)
         paths[j].shape = uses[j] == 2   ? PR_JSON_LIST
@@ -175,7 +194,7 @@ pr_json_decoder *pr_json_decoder_new(const pr_feature_schema *fs, char *errstr, 
         return NULL;
     }
     pr_json_path *paths =
-        calloc((size_t)fs->n_features * PR_FEAT_MAX_CROSS + fs->n_filter, sizeof(*paths));
+        calloc((size_t)fs->n_features * PR_FEAT_MAX_CROSS + fs->n_filter + 2, sizeof(*paths));
     if (!d || !paths || !(d->feat = calloc(fs->n_features, sizeof(*d->feat))))
         goto out_nomem;
     d->fs = fs;
@@ -540,7 +559,9 @@ static int pr__features(pr_json_decoder *d, const pr_decode_ctx *ctx)
             rc = pr__event_time(d, jf, ctx);
             break;
         case PR_FEAT_LABEL:
-            if (!(rc = pr__numeric(d, jf, &v)) && !(rc = pr__float32(d, jf, &v)))
+            if (jf->f->weight) /* schema.downsample's, no path */
+                d->labels[jf->slot] = d->weight;
+            else if (!(rc = pr__numeric(d, jf, &v)) && !(rc = pr__float32(d, jf, &v)))
                 d->labels[jf->slot] = v.type == PR_FVAL_NUM ? (float)v.num : 0.0f;
             break;
         case PR_FEAT_DENSE:
@@ -594,31 +615,53 @@ static bool pr__filter_any(const pr_json_decoder *d, const pr_filter_cond *fc, c
     return false;
 }
 
+/* Does the extracted record pass condition fc (its path in column col)? */
+static bool pr__cond_pass(const pr_json_decoder *d, const pr_filter_cond *fc, uint32_t col)
+{
+    const pr_json_col *c = &d->jb->cols[col];
+    switch (fc->op) {
+    case PR_FILTER_IN:
+        return pr__filter_any(d, fc, c);
+    case PR_FILTER_NOT_IN:
+        return !pr__filter_any(d, fc, c);
+    case PR_FILTER_PRESENT:
+        return c->present[0] == PR_JSON_PRESENT;
+    default: /* PR_FILTER_ABSENT */
+        return c->present[0] != PR_JSON_PRESENT;
+    }
+}
+
 /* Does the extracted record pass every condition of schema.filter? */
 static bool pr__filter_pass(const pr_json_decoder *d)
 {
     const pr_feature_schema *fs = d->fs;
-    for (uint32_t i = 0; i < fs->n_filter; i++) {
-        const pr_filter_cond *fc = &fs->filter[i];
-        const pr_json_col *c = &d->jb->cols[d->fcol[i]];
-        bool pass;
-        switch (fc->op) {
-        case PR_FILTER_IN:
-            pass = pr__filter_any(d, fc, c);
-            break;
-        case PR_FILTER_NOT_IN:
-            pass = !pr__filter_any(d, fc, c);
-            break;
-        case PR_FILTER_PRESENT:
-            pass = c->present[0] == PR_JSON_PRESENT;
-            break;
-        default: /* PR_FILTER_ABSENT */
-            pass = c->present[0] != PR_JSON_PRESENT;
-            break;
-        }
-        if (!pass)
+    for (uint32_t i = 0; i < fs->n_filter; i++)
+        if (!pr__cond_pass(d, &fs->filter[i], d->fcol[i]))
             return false;
+    return true;
+}
+
+/* schema.downsample: is the record (doc: its bytes) kept? Sets d->weight. */
+static bool pr__downsample_keep(pr_json_decoder *d, const char *doc, size_t len)
+{
+    const pr_downsample *ds = &d->fs->downsample;
+    d->weight = 1.0f;
+    if (ds->has_where && !pr__cond_pass(d, &ds->where, d->ds_where_col))
+        return true; /* not sampled: kept, weight 1 */
+    uint64_t h;
+    const pr_json_col *c = ds->key[0] ? &d->jb->cols[d->ds_key_col] : NULL;
+    if (c && c->present[0] == PR_JSON_PRESENT && c->count[0] == 1) {
+        const pr_json_any *a = &c->any[0];
+        uint64_t id = a->type == PR_JSON_STRING ? pr_fop_hash64(d->jb->arena + a->s.off, a->s.len)
+                      : a->type == PR_JSON_DOUBLE ? (uint64_t)pr_fop_hash64(&a->d, sizeof(a->d))
+                                                  : (uint64_t)a->i;
+        h = pr_downsample_hash_id(id);
+    } else {
+        h = pr_fop_hash64(doc, len);
     }
+    if (ds->threshold != UINT64_MAX && h >= ds->threshold)
+        return false;
+    d->weight = (float)(1.0 / ds->rate);
     return true;
 }
 
@@ -731,6 +774,11 @@ static int pr__decode_one(const pr_decode_ctx *ctx, pr_block *b, const char *doc
     if (!reason && d->fs->n_filter && !pr__filter_pass(d)) {
         if (ctx->on_reject) /* not a reject: keeps its place among the records */
             ctx->on_reject(ctx->opaque, PR_DEC_FILTERED, "", doc, 0, recno);
+        return 0;
+    }
+    if (!reason && d->fs->downsample.enabled && !pr__downsample_keep(d, doc, len)) {
+        if (ctx->on_reject)
+            ctx->on_reject(ctx->opaque, PR_DEC_SAMPLED_OUT, "", doc, 0, recno);
         return 0;
     }
     if (!reason)

@@ -190,6 +190,7 @@ int pr_service_pipeline_stats(pr_service *svc, size_t i, pr_pipeline_stats *st)
     st->bytes_in = cs.bytes;
     st->rejected = cs.rejected_records;
     st->filtered = cs.filtered;
+    st->sampled_out = cs.sampled_out;
     for (int r = 0; r < PR_REJECT__ENGINE_COUNT; r++)
         st->rejected += atomic_load(&p->engine_rejects[r]);
     st->rows_out = bs.rows_out;
@@ -387,12 +388,12 @@ void pr_service_render_status(pr_service *svc, pr_mbuf *mb)
         pthread_mutex_unlock(&p->lock);
         pr_mbuf_printf(mb,
                        ",\"records_in\":%llu,\"messages_in\":%llu,\"bytes_in\":%llu,"
-                       "\"rejected\":%llu,\"filtered\":%llu,\"records_out\":%llu,"
+                       "\"rejected\":%llu,\"filtered\":%llu,\"sampled_out\":%llu,\"records_out\":%llu,"
                        "\"batches_emitted\":%llu,\"batches_acked\":%llu,\"inflight_bytes\":%llu,"
                        "\"paused_partitions\":%u,\"lag\":%lld",
                        (unsigned long long)st.records_in, (unsigned long long)st.messages_in,
                        (unsigned long long)st.bytes_in, (unsigned long long)st.rejected,
-                       (unsigned long long)st.filtered,
+                       (unsigned long long)st.filtered, (unsigned long long)st.sampled_out,
                        (unsigned long long)st.rows_out, (unsigned long long)st.batches_emitted,
                        (unsigned long long)st.batches_acked, (unsigned long long)st.inflight_bytes,
                        st.paused_partitions, (long long)st.lag);

@@ -3,7 +3,7 @@
  * (metric_families.h): whether it runs and turns, its restart epoch,
  * backpressure, the rejects of every stage under one `reason` label (the
  * loop counts the engine's and merges them with the decoder's and the
- * batcher's), the records the schema's filter dropped, vocabulary checkpoints and the hot-set sketches.
+ * batcher's), the records the schema's filter and downsampling dropped, vocabulary checkpoints and the hot-set sketches.
  */
 #include <stdio.h>
 #include <string.h>
@@ -17,7 +17,7 @@ typedef struct pr__pipe_snap {
     uint64_t dec_rejects[PR_DEC__COUNT];
     uint64_t engine_rejects[PR_REJECT__ENGINE_COUNT];
     uint64_t late_dropped;
-    uint64_t filtered;
+    uint64_t filtered, sampled_out;
 } pr__pipe_snap;
 
 static void pr__pipe_scrape(pr__pipe *p, void *snap)
@@ -31,6 +31,7 @@ static void pr__pipe_scrape(pr__pipe *p, void *snap)
     pr_consumer_get_stats(p->cons, &cs);
     memcpy(s->dec_rejects, cs.rejects, sizeof(s->dec_rejects));
     s->filtered = cs.filtered;
+    s->sampled_out = cs.sampled_out;
     for (int r = 0; r < PR_REJECT__ENGINE_COUNT; r++)
         s->engine_rejects[r] = atomic_load(&p->engine_rejects[r]);
     pr_batcher_stats bs;
@@ -143,6 +144,9 @@ static const pr__family pr__families[] = {
      "Records the declared schema's filter (schema.filter) dropped: read, offsets committed, "
      "no row; not rejects (no dead letter).",
      PR__L_PIPE, PR__PS(filtered)},
+    {316, "piperec_sampled_out_records_total", PR_METRIC_COUNTER,
+     "Records schema.downsample did not keep: read, offsets committed, no row; not rejects.",
+     PR__L_PIPE, PR__PS(sampled_out)},
     {590, "piperec_vocab_checkpoints_total", PR_METRIC_COUNTER,
      "Vocabulary snapshots written to state.dir.", PR__L_PIPE, PR__PS(checkpoints)},
     {600,

@@ -145,8 +145,11 @@ int pr_offline_write_meta(const char *dir, const char *pipeline, const pr_pipeli
     /* vocab_sizes in the arrays' sparse order, as a batch gives them: the
      * engine's columns by name; a declared feature without vocab has the
      * range of its last operator (hash N: N; 0 when unbounded). */
-    if (schema && schema->n_filter) /* only then: other runs' meta.json is as it was */
+    /* only when configured: other runs' meta.json is as it was */
+    if (schema && schema->n_filter)
         pr_mbuf_printf(&m, ",\n  \"filtered\": %" PRIu64, res->filtered);
+    if (schema && schema->downsample.enabled)
+        pr_mbuf_printf(&m, ",\n  \"sampled_out\": %" PRIu64, res->sampled_out);
     pr_mbuf_puts(&m, ",\n  \"vocab_sizes\": [");
     for (uint32_t i = 0, c = 0; schema && i < schema->n_features; i++) {
         const pr_feature_spec *f = &schema->features[i];

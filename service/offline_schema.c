@@ -113,7 +113,7 @@ typedef struct pr__sunit {
     uint64_t **place;
     uint32_t n_blk, used;
     pr_mbuf rej; /* its rejects.tsv lines, in line order */
-    uint64_t rejected, rejected_by[PR_DEC__COUNT], filtered;
+    uint64_t rejected, rejected_by[PR_DEC__COUNT], filtered, sampled_out;
     int decoded; /* this step's decoding of it is done (atomic; PAR waits for it) */
     int rc;
     char err[256];
@@ -313,8 +313,11 @@ static void pr__sunit_reject(void *opaque, int reason, const char *detail, const
     pr__sunit *u = opaque;
     if (u->run->counting)
         return;
-    if (reason == PR_DEC_FILTERED) { /* not a reject: counted only */
-        u->filtered++;
+    if (pr_decode_dropped(reason)) { /* not a reject: counted only */
+        if (reason == PR_DEC_FILTERED)
+            u->filtered++;
+        else
+            u->sampled_out++;
         return;
     }
     pr_mbuf_printf(&u->rej, "%" PRId64 "\t%s\t%s\t", recno, pr_decode_reason_name(reason), detail);
@@ -620,12 +623,14 @@ static void pr__srun_collect(pr__srun *run)
 }
 
 /* Unit u's rejects, in line order, to rejects.tsv (in input order); its
- * filtered count to the result. */
+ * filtered and sampled-out counts to the result. */
 static void pr__srun_rejects(pr__srun *run, pr__sunit *u)
 {
-    if (!run->counting)
+    if (!run->counting) {
         run->res->filtered += u->filtered;
-    u->filtered = 0;
+        run->res->sampled_out += u->sampled_out;
+    }
+    u->filtered = u->sampled_out = 0;
     if (!run->counting && u->rej.len) {
         int64_t t0 = pr_mono_ns();
         fwrite(u->rej.buf, 1, u->rej.len, run->rejects);

@@ -878,6 +878,7 @@ typedef struct pr_feature_spec {
     bool has_default;  /* a missing field takes `deflt` (a fill step) */
     pr_fop_step deflt; /* PR_FOP_FILL with the default value */
     pr_time_unit unit; /* PR_FEAT_EVENT_TIME */
+    bool weight;       /* PR_FEAT_LABEL without a path: schema.downsample's weight */
     uint8_t n_ops;
     pr_fop_step ops[PR_FEAT_MAX_OPS];
 } pr_feature_spec;
@@ -917,6 +918,28 @@ typedef struct pr_filter_cond {
     pr_filter_value values[PR_FILTER_MAX_VALUES];
 } pr_filter_cond;
 
+/* schema.downsample: of the records `where` selects (all without it), keep
+ * a `rate` share, decided by a hash of the value at `key` (of the record's
+ * bytes when it has none), so that the same event is kept or dropped in
+ * every run, thread count and mode; a dropped one is counted
+ * (PR_DEC_SAMPLED_OUT). With a weight label, a kept selected row weighs
+ * 1 / rate and every other row 1, so that a trainer's weighted loss sees
+ * the data as it was before the sampling. */
+typedef struct pr_downsample {
+    bool enabled;
+    bool has_where;
+    double rate;                /* (0, 1] */
+    uint64_t threshold;         /* keep when the decision hash < threshold; UINT64_MAX: rate 1 */
+    pr_filter_cond where;       /* has_where: the records sampled */
+    char key[PR_FEAT_PATH_MAX]; /* "" = the record's bytes */
+    char weight[PR_NAME_MAX];   /* the weight label's name; "" = none */
+} pr_downsample;
+
+/* The decision hash of a downsampled record: the key's id (an integer's
+ * value, a string's pr_fop_hash64) through pr_fop_hash64 of its 8
+ * little-endian bytes; or pr_fop_hash64 of the record's bytes. */
+uint64_t pr_downsample_hash_id(uint64_t id);
+
 /* A pipeline's features. `features` and `filter` are owned by whoever built
  * it (the config frees its own). */
 typedef struct pr_feature_schema {
@@ -924,6 +947,7 @@ typedef struct pr_feature_schema {
     uint32_t n_features;
     pr_filter_cond *filter; /* [n_filter], all must hold; NULL when none */
     uint32_t n_filter;
+    pr_downsample downsample;
     bool declared;    /* true: the config's `schema:` list; false: the Criteo preset */
     uint32_t cpu_ops; /* bit (1u << op): this operator may run on the cpu when the engine
                        * backend cannot run it (schema.cpu_ops); 0 = no fallback */

@@ -149,6 +149,14 @@ int pr_decode_reason_of_json(int json_reason);
  * counts it as filtered and does nothing else: no log, no dead letter, no
  * rejects.tsv line. Outside [0, PR_DEC__COUNT): no reject counter has it. */
 #define PR_DEC_FILTERED 0x100
+/* Likewise: a record schema.downsample did not keep (PR_DEC_SAMPLED_OUT). */
+#define PR_DEC_SAMPLED_OUT 0x101
+
+/* Is `reason` a record dropped on purpose (filter, downsample), not a reject? */
+static inline bool pr_decode_dropped(int reason)
+{
+    return reason == PR_DEC_FILTERED || reason == PR_DEC_SAMPLED_OUT;
+}
 
 /* Called once per rejected record (and per filtered one: PR_DEC_FILTERED).
  * `rec`/`len` is the raw record (one TSV line without its newline, or the
@@ -645,6 +653,7 @@ typedef struct pr_consumer_stats {
     uint64_t rejects[PR_DEC__COUNT]; /* rejected records by pr_decode_reason */
     uint64_t rejected_records;       /* sum of rejects[] */
     uint64_t filtered;               /* records schema.filter dropped (PR_DEC_FILTERED) */
+    uint64_t sampled_out;            /* records schema.downsample dropped (PR_DEC_SAMPLED_OUT) */
     uint64_t dlq_sent;
     uint64_t dlq_failed;
     uint64_t kafka_errors;     /* non-fatal consumer errors seen by poll */

@@ -71,6 +71,7 @@ typedef struct pr_pipeline_stats {
     uint64_t bytes_in;    /* payload bytes consumed */
     uint64_t rejected;    /* records rejected (decode + engine) */
     uint64_t filtered;    /* records schema.filter dropped */
+    uint64_t sampled_out; /* records schema.downsample dropped */
     uint64_t rows_out;    /* rows emitted in batches */
     uint64_t batches_emitted;
     uint64_t batches_acked;
@@ -187,6 +188,7 @@ typedef struct pr_offline_result {
     uint64_t rejected;                   /* lines rejected (all reasons) */
     uint64_t rejected_by[PR_DEC__COUNT]; /* by pr_decode_reason */
     uint64_t filtered;                   /* records schema.filter dropped (no row, no reject) */
+    uint64_t sampled_out;                /* records schema.downsample dropped (likewise) */
     uint64_t bytes;                      /* input bytes */
     double seconds;                      /* wall time of the whole run */
     uint8_t sparse_width;                /* 4 or 8 */
@@ -286,7 +288,7 @@ int pr_offline_run_schema(const pr_feature_schema *schema, const pr_pipeline_spe
  * or has no standardize step. */
 typedef struct pr_fit_result {
     uint64_t lines, rejected; /* non-blank lines read; of them rejected */
-    uint64_t filtered;        /* of them dropped by schema.filter (not fitted) */
+    uint64_t filtered;        /* of them dropped by schema.filter or downsample (not fitted) */
     uint32_t features;        /* features fitted */
     uint32_t degenerate;      /* of them with std 0 or no value */
 } pr_fit_result;
