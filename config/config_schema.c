@@ -896,7 +896,7 @@ static const cfg_key downsample_keys[] = {
     K_CUSTOM("rate", KF_REQUIRED, pr__h_ds_rate, "number in (0, 1]", NULL,
              "The share of the selected records kept (0.1: one in ten)."),
     K_CUSTOM("where", 0, pr__h_ds_where, "condition", NULL,
-             "Which records are sampled, one condition as in filter ({ path, in | not_in | "
+             "Which records are sampled, one condition as in filter ({ path, and in, not_in or "
              "present }); without it every record. The others are all kept."),
     K_CUSTOM("key", 0, pr__h_ds_key, "path", NULL,
              "The field whose value decides (e.g. an event or request id): the same value is "

@@ -1436,6 +1436,72 @@ static void test_schema_filter(void **state)
     assert_non_null(strstr(err, "pipelines[0].schema.filter: needs a declared schema"));
 }
 
+/* schema.downsample: what it parses to (the weight label after the others),
+ * and every refusal naming its key. */
+static void downsample_refused(const char *ds, const char *want)
+{
+    char y[4096], err[4096];
+    snprintf(y, sizeof(y),
+             SCHEMA "      labels: [ { name: click, path: click } ]\n" FSPARSE "      downsample: %s\n",
+             ds);
+    load_fail(y, err, sizeof(err));
+    if (!strstr(err, want))
+        fail_msg("error '%s' lacks '%s'", err, want);
+}
+
+static void test_schema_downsample(void **state)
+{
+    (void)state;
+    pr_config *cfg = load_ok(SCHEMA "      downsample: { weight: w, rate: 0.1, key: event.id, "
+                                    "where: { path: click, in: [0] } }\n"
+                                    "      labels: [ { name: click, path: click } ]\n" FSPARSE);
+    const pr_feature_schema *fs = &cfg->pipelines[0].features;
+    const pr_downsample *ds = &fs->downsample;
+    assert_true(ds->enabled);
+    assert_true(ds->rate == 0.1);
+    assert_true(ds->threshold == (uint64_t)(0.1 * 18446744073709551616.0));
+    assert_true(ds->has_where);
+    assert_string_equal(ds->where.path, "click");
+    assert_int_equal(ds->where.op, PR_FILTER_IN);
+    assert_int_equal(ds->where.values[0].i, 0);
+    assert_string_equal(ds->key, "event.id");
+    assert_string_equal(ds->weight, "w");
+    /* the weight is a label after the declared ones, without a path */
+    assert_string_equal(fs->features[0].name, "click");
+    assert_string_equal(fs->features[1].name, "w");
+    assert_int_equal(fs->features[1].kind, PR_FEAT_LABEL);
+    assert_true(fs->features[1].weight);
+    assert_int_equal(fs->features[1].n_paths, 0);
+    pr_config_free(cfg);
+    cfg = load_ok(SCHEMA "      downsample: { rate: 1 }\n" FSPARSE);
+    ds = &cfg->pipelines[0].features.downsample;
+    assert_true(ds->enabled && !ds->has_where && !ds->key[0] && !ds->weight[0]);
+    assert_true(ds->threshold == UINT64_MAX);
+    assert_int_equal(cfg->pipelines[0].features.n_features, 1);
+    pr_config_free(cfg);
+
+    downsample_refused("{ rate: 0 }", "pipelines[0].schema.downsample.rate: the share of records "
+                                      "kept: > 0 and <= 1, got 0");
+    downsample_refused("{ rate: 1.5 }", "downsample.rate: the share of records kept");
+    downsample_refused("{ rate: x }", "downsample.rate: expected a finite number, got 'x'");
+    downsample_refused("{ key: id }", "downsample.rate: ");
+    downsample_refused("{ rate: 0.5, where: [ { path: a, in: [1] } ] }",
+                       "downsample.where: expected a condition");
+    downsample_refused("{ rate: 0.5, where: { path: a } }", "downsample.where: no test");
+    downsample_refused("{ rate: 0.5, key: 'a..b' }", "downsample.key: invalid path");
+    downsample_refused("{ rate: 0.5, weight: click }",
+                       "pipelines[0].schema.downsample.weight: 'click' is also the name of a label "
+                       "feature");
+    downsample_refused("{ rate: 0.5, weight: 'a b' }", "downsample.weight");
+    downsample_refused("{ rate: 0.5, seed: 3 }", "downsample.seed");
+    downsample_refused("0.5", "downsample: expected { rate, where, key, weight }");
+    downsample_refused("{ rate: 0.5, key: user }",
+                       "'user.id' is inside 'user' (sparse[0].path)");
+    char err[4096];
+    load_fail(MINIMAL "    schema:\n      downsample: { rate: 0.5 }\n", err, sizeof(err));
+    assert_non_null(strstr(err, "pipelines[0].schema.downsample: needs a declared schema"));
+}
+
 /* No declared schema: the Criteo preset of the final spec. */
 static void test_schema_preset(void **state)
 {
@@ -1540,6 +1606,7 @@ int main(void)
         cmocka_unit_test(test_component_defaults_match_loader),
         cmocka_unit_test(test_schema_declared),
         cmocka_unit_test(test_schema_filter),
+        cmocka_unit_test(test_schema_downsample),
         cmocka_unit_test(test_schema_preset),
         cmocka_unit_test(test_schema_placement),
     };

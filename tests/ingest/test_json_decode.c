@@ -575,6 +575,91 @@ static void test_filter(void **state)
     fx_free(&t);
 }
 
+/* schema.downsample: the decision hash is frozen (the same event is kept or
+ * dropped by every release: a replay after an upgrade trains on the same
+ * rows); the kept share is the rate; the key alone decides; records `where`
+ * does not select are kept with weight 1, kept selected ones weigh 1/rate;
+ * without a key (or with none in the record) its bytes decide. */
+static const char *const ds_yaml =
+    "pipelines:\n"
+    "  - name: t\n"
+    "    schema:\n"
+    "      downsample: { rate: 0.25, where: { path: click, in: [0] }, key: id, weight: w }\n"
+    "      labels: [ { name: click, path: click } ]\n"
+    "      sparse:\n"
+    "        - { name: user, path: user, ops: [vocab] }\n";
+
+static float label_at(const pr_block *b, uint32_t row, uint32_t k)
+{
+    return b->side->labels[(size_t)row * b->side->n_labels + k];
+}
+
+static void test_downsample(void **state)
+{
+    (void)state;
+    assert_true(pr_downsample_hash_id(42) == 0xf648bb2458c9d02aull);
+    assert_true(pr_downsample_hash_id(pr_fop_hash64("e1", 2)) == 0x8dcd4495e5f579f5ull);
+    fx t;
+    fx_init(&t, ds_yaml, 64);
+    assert_int_equal(t.b->side->n_labels, 2);
+    enum { N = 20000 };
+    char doc[160];
+    uint32_t kept = 0, sampled = 0;
+    for (int i = 0; i < N; i++) {
+        snprintf(doc, sizeof(doc), "{\"id\": \"e%d\", \"click\": %d, \"user\": %d}", i, i % 5 == 0,
+                 i % 7);
+        pr_block_reset(t.b);
+        int rl = t.rl.n, rc = decode(&t, doc);
+        if (i % 5 == 0) { /* click 1: not selected, kept, weight 1 */
+            assert_int_equal(rc, 1);
+            assert_true(label_at(t.b, 0, 1) == 1.0f);
+            continue;
+        }
+        sampled++;
+        uint64_t h = pr_downsample_hash_id(pr_fop_hash64(doc + 8, (size_t)(strchr(doc + 8, '"') - doc - 8)));
+        bool want = h < t.fs->downsample.threshold;
+        assert_int_equal(rc, want ? 1 : 0);
+        if (want) {
+            kept++;
+            assert_true(label_at(t.b, 0, 0) == 0.0f);
+            assert_true(label_at(t.b, 0, 1) == 4.0f);
+        } else {
+            assert_int_equal(t.rl.n, rl + 1);
+            assert_int_equal(t.rl.reason[rl < 64 ? rl : 63], rl < 64 ? PR_DEC_SAMPLED_OUT
+                                                                    : t.rl.reason[63]);
+        }
+    }
+    assert_in_range(kept, sampled / 4 - sampled / 40, sampled / 4 + sampled / 40);
+    /* the key decides: other fields (and their order) do not */
+    const char *a = "{\"id\": \"e3\", \"click\": 0, \"user\": 1}";
+    const char *b = "{\"user\": 99, \"click\": 0, \"id\": \"e3\", \"x\": [1, 2]}";
+    pr_block_reset(t.b);
+    assert_int_equal(decode(&t, a), decode(&t, b));
+    /* an integer key is its value */
+    bool k7 = pr_downsample_hash_id(7) < t.fs->downsample.threshold;
+    pr_block_reset(t.b);
+    assert_int_equal(decode(&t, "{\"id\": 7, \"click\": 0, \"user\": 1}"), k7 ? 1 : 0);
+    /* no key in the record: its bytes decide, the same bytes the same way */
+    const char *nokey = "{\"click\": 0, \"user\": 5}";
+    bool kb = pr_fop_hash64(nokey, strlen(nokey)) < t.fs->downsample.threshold;
+    for (int r = 0; r < 3; r++) {
+        pr_block_reset(t.b);
+        assert_int_equal(decode(&t, nokey), kb ? 1 : 0);
+    }
+    fx_free(&t);
+    /* rate 1, no where: everything kept, weight 1 / 1 */
+    fx_init(&t,
+            "pipelines:\n  - name: t\n    schema:\n      downsample: { rate: 1, weight: w }\n"
+            "      sparse: [ { name: user, path: user, ops: [vocab] } ]\n",
+            64);
+    for (int i = 0; i < 60; i++) {
+        snprintf(doc, sizeof(doc), "{\"user\": %d}", i);
+        assert_int_equal(decode(&t, doc), 1);
+        assert_true(label_at(t.b, (uint32_t)i, 0) == 1.0f);
+    }
+    fx_free(&t);
+}
+
 /* A Kafka message in schema-registry framing (Confluent's JSON Schema
  * serializer: byte 0 = 0, a 4-byte schema id, the JSON) decodes as the bare
  * JSON; a rejected one keeps its whole bytes (the dead letter). A line of a
@@ -677,6 +762,7 @@ int main(void)
         cmocka_unit_test(test_lines_and_message),
         cmocka_unit_test(test_registry_framed_message),
         cmocka_unit_test(test_filter),
+        cmocka_unit_test(test_downsample),
         cmocka_unit_test(test_gen_clickstream),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
