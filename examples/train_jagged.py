@@ -26,9 +26,16 @@ pairwise dot-product interactions and a top MLP predict --label (click).
 It trains on the first --train-rows rows of the stream, then scores the next
 --heldout-rows rows without training on them and prints their AUC as
 `heldout_auc=...` (exit 1 when below --min-auc, if given).
+
+--downsample RATE (with --spawn) keeps that share of the negatives
+(schema.downsample, decided by event_id) with a label `weight` of 1/RATE on
+them; --weight NAME (default `weight` when the stream has it) weighs each
+row's loss by that label, so the model learns the click rate of the data
+before the sampling.
 """
 
 import argparse
+import urllib.request
 import os
 import re
 import shutil
@@ -168,6 +175,14 @@ def auc(y, s):
 
 # ---------------------------------------------------------------- a local stream
 
+def with_downsample(schema, rate):
+    """SCHEMA with the negatives downsampled to `rate` (None: as it is)."""
+    if not rate:
+        return schema
+    return schema.replace("    schema:\n", "    schema:\n      downsample: { rate: %r, where: { "
+                          "path: label.click, in: [0] }, key: event_id, weight: weight }\n" % rate, 1)
+
+
 class StreamRefused(RuntimeError):
     """`piperec run` refused the pipeline (e.g. a build without streaming schemas)."""
 
@@ -180,7 +195,7 @@ LOST_ROWS = re.compile(r"offset \d+ is out of range|offset out of range|OFFSET_O
 class LocalStream:
     """piperec broker + gen --format json | produce + piperec run, in a temp dir."""
 
-    def __init__(self, piperec, rows, seed, batch, partitions, log):
+    def __init__(self, piperec, rows, seed, batch, partitions, log, downsample=None):
         self.tmp = tempfile.mkdtemp(prefix="piperec-jagged.")
         self.procs = []
         self.log = log
@@ -210,7 +225,8 @@ class LocalStream:
 limits: { max_inflight_bytes: 2GiB }
 http: { listen: "127.0.0.1:0" }
 log: { level: info }
-""" % (bootstrap, SCHEMA, batch, self.tmp))
+""" % (bootstrap, with_downsample(SCHEMA, downsample), batch, self.tmp))
+        self.downsample = downsample
         self.run_err = os.path.join(self.tmp, "run.err")
         run = self._spawn([piperec, "run", "--config", cfg], stderr=open(self.run_err, "w"))
         deadline = time.monotonic() + 30
@@ -233,6 +249,8 @@ log: { level: info }
                 raise RuntimeError("piperec run got no partitions:\n" + open(self.run_err).read()[-2000:])
             time.sleep(0.05)
         self.endpoint = "127.0.0.1:%d" % self.port
+        m = re.search(r"http on port (\d+)", open(self.run_err).read())
+        self.http = int(m.group(1)) if m else None
         # gen | produce in chunks, at most `lookahead` rows ahead of the
         # trainer (backpressure plus the test broker's small partitions).
         self.piperec, self.bootstrap, self.seed = piperec, bootstrap, seed
@@ -249,10 +267,24 @@ log: { level: info }
         """piperec's complaint when the test broker dropped rows it had not read."""
         return LOST_ROWS.search(open(self.run_err).read()) is not None
 
+    def _consumed(self):
+        """Events piperec has read: the rows a trainer took, or, when
+        downsampling drops some before any trainer sees them, the messages
+        piperec consumed (its /metrics), one event each."""
+        if not self.downsample or not self.http:
+            return self.taken
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.http, timeout=5) as r:
+                page = r.read().decode()
+        except OSError:
+            return 0
+        return sum(float(v) for v in
+                   re.findall(r"^piperec_messages_in_total\{[^}]*\} (\S+)$", page, re.M))
+
     def _feed(self):
         chunk = max(self.lookahead // 4, 1)
         while not self.stop and self.produced < self.rows:
-            if self.produced - self.taken >= self.lookahead:
+            if self.produced - self._consumed() >= self.lookahead:
                 time.sleep(0.02)
                 continue
             n = min(chunk, self.rows - self.produced)
@@ -313,6 +345,10 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--max-seconds", type=float, default=110, help="stop training after this long")
     ap.add_argument("--min-auc", type=float, help="exit 1 when the held-out AUC is below this")
+    ap.add_argument("--downsample", type=float, help="--spawn: keep this share of the negatives, "
+                    "with a weight label (schema.downsample)")
+    ap.add_argument("--weight", help="label weighing each row's loss (default: `weight` when "
+                    "the stream has such a label)")
     args = ap.parse_args(argv)
 
     torch.manual_seed(args.seed)
@@ -322,8 +358,11 @@ def main(argv=None):
     try:
         if args.spawn:
             try:
-                stream = LocalStream(args.piperec, args.train_rows + args.heldout_rows + 4 * args.batch,
-                                     args.seed, args.batch, args.partitions, sys.stderr)
+                rows = args.train_rows + args.heldout_rows + 4 * args.batch
+                if args.downsample:  # events to produce: dropped negatives give no row
+                    rows = int(rows / args.downsample)
+                stream = LocalStream(args.piperec, rows, args.seed, args.batch, args.partitions,
+                                     sys.stderr, args.downsample)
             except StreamRefused as e:
                 print("stream refused: %s" % e, file=sys.stderr)
                 return 3
@@ -344,12 +383,12 @@ def main(argv=None):
 
 def train(ds, args, t_start, stream=None):
     model = opt_dense = opt_emb = None
-    loss_fn = nn.BCEWithLogitsLoss()
+    loss_fn = nn.BCEWithLogitsLoss(reduction="none")
     rows_trained = batches = 0
     t_first = None
-    hold_y, hold_s = [], []
+    hold_y, hold_s, hold_w = [], [], []
     loss_ema = None
-    label = 0
+    label, weight = 0, None
     for b in ds:
         if stream is not None:
             stream.took(b.rows)
@@ -360,6 +399,12 @@ def train(ds, args, t_start, stream=None):
         if model is None:
             t_first = time.monotonic()
             label = b.label_names.index(args.label) if args.label in b.label_names else 0
+            wname = args.weight or ("weight" if "weight" in b.label_names else None)
+            if wname is not None and wname not in b.label_names:
+                print("no label %r to weigh by (labels %s)" % (wname, b.label_names),
+                      file=sys.stderr)
+                return 1
+            weight = b.label_names.index(wname) if wname else None
             model = JaggedDLRM(b.dense.shape[1], len(b.keys), dim=args.dim)
             opt_dense = torch.optim.Adam([p for n, p in model.named_parameters()
                                           if not n.startswith("tables.")], lr=args.lr)
@@ -373,7 +418,10 @@ def train(ds, args, t_start, stream=None):
         training = rows_trained < args.train_rows and time.monotonic() - t_start < args.max_seconds
         if training:
             logits = model(b.dense, b.sparse_features)
-            loss = loss_fn(logits, y)
+            per_row = loss_fn(logits, y)
+            # a weighted mean: rows a downsampling kept stand for 1/rate rows
+            loss = per_row.mean() if weight is None else \
+                (per_row * b.labels[:, weight]).sum() / b.labels[:, weight].sum()
             opt_dense.zero_grad()
             opt_emb.zero_grad()
             loss.backward()
@@ -390,6 +438,8 @@ def train(ds, args, t_start, stream=None):
         with torch.no_grad():
             hold_s.append(torch.sigmoid(model(b.dense, b.sparse_features)).numpy())
         hold_y.append(y.numpy().copy())
+        if weight is not None:
+            hold_w.append(b.labels[:, weight].numpy().copy())
         if sum(len(v) for v in hold_y) >= args.heldout_rows:
             break
     if model is None or not hold_y:
@@ -404,6 +454,10 @@ def train(ds, args, t_start, stream=None):
           % (a, len(y), y.mean(), rows_trained, batches, t_train, rows_trained / max(t_train, 1e-9),
              time.monotonic() - t_start, sum(t.num_embeddings for t in model.tables)),
           flush=True)
+    if hold_w:  # the click rate the model predicts vs the data's before the sampling
+        w = np.concatenate(hold_w)
+        print("heldout_mean_prediction=%.4f heldout_weighted_positive=%.4f"
+              % (float((s * w).sum() / w.sum()), float((y * w).sum() / w.sum())), flush=True)
     if args.min_auc is not None and not a >= args.min_auc:
         print("held-out AUC %.4f below %.2f" % (a, args.min_auc), file=sys.stderr)
         return 1

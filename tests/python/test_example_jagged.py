@@ -29,6 +29,31 @@ def test_jagged_example_learns():
     assert m and float(m.group(1)) >= 0.60 and int(m.group(2)) >= 30000, p.stdout
 
 
+def test_jagged_example_downsampled():
+    # schema.downsample keeps 0.3 of the negatives with a weight label of
+    # 1/0.3; the weighted loss learns the click rate of the data before the
+    # sampling: the weighted mean prediction on held-out rows is within 0.05
+    # of the weighted positive share (unweighted, the kept rows are ~64%
+    # clicks against ~35% in the data).
+    piperec = os.environ.get("PIPEREC")
+    if not piperec:
+        pytest.skip("PIPEREC not set: run through ctest")
+    p = subprocess.run([sys.executable, os.path.join(SRC, "examples", "train_jagged.py"), "--spawn",
+                        "--piperec", piperec, "--train-rows", "100000", "--heldout-rows", "20000",
+                        "--max-seconds", "60", "--min-auc", "0.60", "--downsample", "0.3"],
+                       capture_output=True, text=True, timeout=170)
+    print(p.stdout, p.stderr[-3000:])
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "labels ['click', 'purchase', 'weight']" in p.stderr, p.stderr[-3000:]
+    m = re.search(r"heldout_mean_prediction=([0-9.]+) heldout_weighted_positive=([0-9.]+)",
+                  p.stdout)
+    assert m, p.stdout
+    pred, pos = float(m.group(1)), float(m.group(2))
+    assert 0.25 < pos < 0.45 and abs(pred - pos) < 0.05, (pred, pos)
+    m = re.search(r"positive=([0-9.]+)", p.stdout)
+    assert float(m.group(1)) > 0.5, p.stdout  # the kept rows: most negatives dropped
+
+
 def test_jagged_example_sees_lost_rows(tmp_path):
     # Like train_dlrm.py: when the test broker dropped rows piperec had not
     # read, the example says so and exits 1 (it did not look).
