@@ -28,6 +28,7 @@
 #include "pr_config.h"
 #include "pr_gen.h"
 #include "pr_ingest.h"
+#include "schema_insert.h"
 
 typedef struct rej_log {
     int n, last, filtered;
@@ -155,22 +156,6 @@ static int both(fx *t, const char *ev, int64_t framed_id)
     return a;
 }
 
-/* examples/clickstream.yaml with `filter` (YAML lines) as its schema.filter. */
-static char *with_filter(char *yaml, const char *filter)
-{
-    if (!filter)
-        return yaml;
-    const char *at = strstr(yaml, "    schema:\n");
-    assert_non_null(at);
-    at += strlen("    schema:\n");
-    size_t n = strlen(yaml) + strlen(filter) + 32;
-    char *out = malloc(n);
-    assert_non_null(out);
-    snprintf(out, n, "%.*s%s%s", (int)(at - yaml), yaml, filter, at);
-    free(yaml);
-    return out;
-}
-
 /* A filter over every kind of value the clickstream has: strings, integers,
  * a list, an optional field, a path the writer schema lacks (absent); then
  * negatives downsampled by event id, with a weight label. */
@@ -188,7 +173,7 @@ static const char *const click_filter =
  * same records pass. */
 static void run_clickstream(pr_avro_framing framing, int64_t id, const char *filter)
 {
-    char *yaml = with_filter(slurp(PR_SOURCE_DIR "/examples/clickstream.yaml"), filter);
+    char *yaml = schema_insert(slurp(PR_SOURCE_DIR "/examples/clickstream.yaml"), filter);
     char *schema = slurp(PR_SOURCE_DIR "/examples/clickstream.avsc");
     fx t;
     fx_init(&t, yaml, schema, framing);

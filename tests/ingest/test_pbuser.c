@@ -23,6 +23,7 @@
 #include "pr_config.h"
 #include "pr_gen.h"
 #include "pr_ingest.h"
+#include "schema_insert.h"
 
 typedef struct rej_log {
     int n;
@@ -76,22 +77,6 @@ static void blocks_equal(const pr_block *a, const pr_block *b)
     assert_memory_equal(a->offset, b->offset, rows * sizeof(int64_t));
 }
 
-/* yaml with `filter` (YAML lines, NULL = none) as its schema.filter. */
-static char *with_filter(char *yaml, const char *filter)
-{
-    if (!filter)
-        return yaml;
-    const char *at = strstr(yaml, "    schema:\n");
-    assert_non_null(at);
-    at += strlen("    schema:\n");
-    size_t n = strlen(yaml) + strlen(filter) + 32;
-    char *out = malloc(n);
-    assert_non_null(out);
-    snprintf(out, n, "%.*s%s%s", (int)(at - yaml), yaml, filter, at);
-    free(yaml);
-    return out;
-}
-
 /* examples/clickstream.yaml as it is (a copy). */
 static char *clickstream_json_yaml(void)
 {
@@ -110,12 +95,8 @@ static char *clickstream_json_yaml(void)
  * pbuser_clickstream.proto message); framing as given. */
 static char *clickstream_yaml(const char *framing)
 {
-    FILE *f = fopen(PR_SOURCE_DIR "/examples/clickstream.yaml", "rb");
-    assert_non_null(f);
-    static char text[16384];
-    size_t n = fread(text, 1, sizeof(text) - 1, f);
-    fclose(f);
-    text[n] = '\0';
+    char *text = clickstream_json_yaml();
+    size_t n = strlen(text);
     const char *at = strstr(text, "      format: json\n");
     assert_non_null(at);
     char *out = malloc(n + 512);
@@ -126,6 +107,7 @@ static char *clickstream_yaml(const char *framing)
                      (int)(at - text), text, PR_PBUSER_DESC, framing,
                      at + strlen("      format: json\n"));
     assert_true(k > 0);
+    free(text);
     return out;
 }
 
@@ -135,11 +117,11 @@ static void same_as_json(const char *framing, bool framed, const char *filter)
 {
     char err[512];
     pr_config *cj = NULL, *cp = NULL;
-    char *yj = with_filter(clickstream_json_yaml(), filter);
+    char *yj = schema_insert(clickstream_json_yaml(), filter);
     if (pr_config_load_string(yj, strlen(yj), "json.yaml", &cj, err, sizeof(err)))
         fail_msg("%s", err);
     free(yj);
-    char *y = with_filter(clickstream_yaml(framing), filter);
+    char *y = schema_insert(clickstream_yaml(framing), filter);
     if (pr_config_load_string(y, strlen(y), "pb.yaml", &cp, err, sizeof(err)))
         fail_msg("%s", err);
     free(y);
