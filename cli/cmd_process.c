@@ -223,10 +223,19 @@ static int pr__process_all_rejected(const pr_offline_result *res, const char *ou
 {
     if (res->rows || !res->rejected)
         return 0;
-    fprintf(stderr,
-            "piperec process: every record was rejected (%" PRIu64 "): nothing to train on; "
-            "%s/rejects.tsv says why for each (is the input in the format the config reads?)\n",
-            res->rejected, output);
+    uint64_t dropped = res->filtered + res->sampled_out;
+    if (dropped)
+        fprintf(stderr,
+                "piperec process: every record schema.filter / downsample kept was rejected "
+                "(%" PRIu64 "; %" PRIu64 " dropped on purpose): nothing to train on; "
+                "%s/rejects.tsv says why for each\n",
+                res->rejected, dropped, output);
+    else
+        fprintf(stderr,
+                "piperec process: every record was rejected (%" PRIu64 "): nothing to train on; "
+                "%s/rejects.tsv says why for each (is the input in the format the config "
+                "reads?)\n",
+                res->rejected, output);
     return 1;
 }
 
@@ -296,11 +305,12 @@ static int pr__process_schema(const pr_pipeline_cfg *pc, const pr_config *cfg, c
             : pc->source.format == PR_FORMAT_AVRO ? "Avro records"
                                                   : "JSON lines");
     pr__process_stages(&res);
-    if (!res.rows && !res.rejected && res.filtered)
+    if (!res.rows && !res.rejected && res.filtered + res.sampled_out)
         fprintf(stderr,
-                "piperec process: schema.filter dropped every record (%" PRIu64
-                "): no row written; check its conditions against the input\n",
-                res.filtered);
+                "piperec process: schema.filter / downsample dropped every record (%" PRIu64
+                " filtered, %" PRIu64 " sampled out): no row written; check the conditions "
+                "against the input\n",
+                res.filtered, res.sampled_out);
     return pr__process_all_rejected(&res, output);
 }
 

@@ -695,6 +695,15 @@ static bool pr__filter_value(cfg_ctx *c, yaml_node_t *n, pr_filter_value *v)
         static const cfg_key ik = {
             .name = "value", .type = KT_INT, .width = 8, .is_signed = true, .min = INT64_MIN};
         uint64_t u;
+        errno = 0;
+        strtoll(s, NULL, 10);
+        if (errno == ERANGE) {
+            pr__cfg_error(c, n, NULL,
+                          "%.80s is beyond int64 (-9223372036854775808..9223372036854775807): "
+                          "an event's integer that large is not read as one",
+                          s);
+            return false;
+        }
         if (!pr__parse_int_key(c, n, &ik, &u))
             return false;
         v->type = PR_FTYPE_INT;
@@ -910,19 +919,6 @@ static const cfg_key downsample_keys[] = {
             "on every other row (for a weighted loss)."},
 };
 const cfg_table pr__downsample_tab = TABLE(downsample_keys, pr__finish_ds);
-
-void pr__h_downsample(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
-{
-    (void)k;
-    pr_pipeline_cfg *pl = base;
-    char g[96];
-    if (n->type != YAML_MAPPING_NODE) {
-        pr__got(n, g, sizeof(g));
-        pr__cfg_error(c, n, NULL, "expected { rate, where, key, weight }, got %s", g);
-        return;
-    }
-    pr__apply_map(c, n, &pr__downsample_tab, &pl->features.downsample);
-}
 
 /* The weight label of schema.downsample, added after the declared labels. */
 static void pr__downsample_weight(cfg_ctx *c, yaml_node_t *map, pr_pipeline_cfg *pl)

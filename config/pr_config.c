@@ -1012,11 +1012,9 @@ static const cfg_key schema_keys[] = {
      .doc = "Declared schema: which records become rows; all conditions must hold (see "
             "Record filter). A record that fails is dropped, counted, not rejected."},
     {.name = "downsample",
-     .type = KT_CUSTOM,
-     .flags = KF_SUB,
-     .fn = pr__h_downsample,
+     .type = KT_MAP,
+     .off = offsetof(pr_pipeline_cfg, features.downsample),
      .sub = &pr__downsample_tab,
-     .type_doc = "mapping",
      .doc = "Declared schema: keep a share of some records (negative downsampling), decided "
             "by a hash, with an optional weight label (see Downsampling)."},
     K_CUSTOM("cpu_ops", 0, pr__h_cpu_ops, "`all` or list of operators", NULL,

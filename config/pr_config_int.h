@@ -194,9 +194,9 @@ void pr__h_cpu_ops(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k);
 /* schema.filter: the record filter's conditions (pl->features.filter). */
 extern const cfg_table pr__filter_item_tab;
 void pr__h_filter(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k);
-/* schema.downsample (pl->features.downsample; its weight label). */
+/* schema.downsample's keys (pl->features.downsample; its weight label is
+ * added by pr__finish_schema). */
 extern const cfg_table pr__downsample_tab;
-void pr__h_downsample(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k);
 /* The schema level's cross-key checks; a declared schema sets the spec. */
 void pr__finish_schema(cfg_ctx *c, yaml_node_t *map, void *base, bool present);
 

@@ -41,6 +41,12 @@ typedef struct pr__jfeat {
     uint16_t slot;                   /* label / dense index */
 } pr__jfeat;
 
+/* Where the filter's and the downsample's paths are in an extracted block. */
+typedef struct pr__sel {
+    uint32_t fcol[PR_FILTER_MAX_CONDS]; /* each filter condition's column */
+    uint32_t where_col, key_col;        /* schema.downsample's where and key */
+} pr__sel;
+
 struct pr_json_decoder {
     const pr_feature_schema *fs; /* the caller's; outlives the decoder */
     pr_json_extractor *x;
@@ -52,9 +58,14 @@ struct pr_json_decoder {
     void (*rd_free)(void *rd); /* set: the decoder owns rd */
     uint32_t n_feat;
     pr__jfeat *feat;
-    uint32_t fcol[PR_FILTER_MAX_CONDS]; /* extractor column of each filter condition */
-    uint32_t ds_where_col, ds_key_col;  /* schema.downsample's where and key columns */
-    float weight;                       /* the record's weight label (downsample) */
+    /* schema.filter and schema.downsample: their columns in jb, and a second
+     * extractor of their paths alone (JSON), for a record the full one
+     * refuses for a feature's sake: the filter still decides first. */
+    pr__sel sel, fsel;
+    bool selects;          /* the schema has a filter or a downsample */
+    pr_json_extractor *fx; /* NULL: no path of theirs */
+    pr_json_block *fjb;
+    float weight; /* the record's weight label (downsample) */
     uint16_t n_labels, n_dense, n_side;
     /* one record, staged */
     float *labels, *dense; /* [n_labels], [n_dense] */
@@ -98,6 +109,42 @@ static size_t pr__path_find(const pr_json_path *paths, size_t n, const char *pat
     return i;
 }
 
+/* The filter's and the downsample's paths added to paths[0, *n) (at most
+ * cap), where they are not already; sel says where each is. */
+static int pr__sel_paths(const pr_feature_schema *fs, pr_json_path *paths, size_t *n, size_t cap,
+                         pr__sel *sel)
+{
+    const pr_downsample *ds = &fs->downsample;
+    const char *extra[PR_FILTER_MAX_CONDS + 2];
+    uint32_t *col_of[PR_FILTER_MAX_CONDS + 2];
+    uint32_t n_extra = 0;
+    for (uint32_t i = 0; i < fs->n_filter; i++) {
+        extra[n_extra] = fs->filter[i].path;
+        col_of[n_extra++] = &sel->fcol[i];
+    }
+    if (ds->enabled && ds->has_where) {
+        extra[n_extra] = ds->where.path;
+        col_of[n_extra++] = &sel->where_col;
+    }
+    if (ds->enabled && ds->key[0]) {
+        extra[n_extra] = ds->key;
+        col_of[n_extra++] = &sel->key_col;
+    }
+    for (uint32_t i = 0; i < n_extra; i++) {
+        size_t j = pr__path_find(paths, *n, extra[i]);
+        if (j == *n) {
+            if (*n >= cap)
+                return PR_EINVAL;
+            paths[(*n)++] = (pr_json_path){.path = extra[i],
+                                           .type = PR_JSON_ANY,
+                                           .shape = PR_JSON_SCALAR_OR_LIST,
+                                           .max_list = PR_FEAT_MAX_LIST};
+        }
+        *col_of[i] = (uint32_t)j;
+    }
+    return 0;
+}
+
 /* The distinct paths of the schema, one extractor column each: PR_JSON_ANY,
  * a list shape when every feature reading it is a list, a scalar when none
  * is, either when both (a scalar feature then refuses a list itself). */
@@ -121,33 +168,9 @@ static int pr__paths(pr_json_decoder *d, const pr_feature_schema *fs, pr_json_pa
         }
     }
     /* The filter's and the downsample's paths: either shape (a list matches
-     * by its elements). */
-    const pr_downsample *ds = &fs->downsample;
-    const char *extra[PR_FILTER_MAX_CONDS + 2];
-    uint32_t *col_of[PR_FILTER_MAX_CONDS + 2];
-    uint32_t n_extra = 0;
-    for (uint32_t i = 0; i < fs->n_filter; i++) {
-        extra[n_extra] = fs->filter[i].path;
-        col_of[n_extra++] = &d->fcol[i];
-    }
-    if (ds->enabled && ds->has_where) {
-        extra[n_extra] = ds->where.path;
-        col_of[n_extra++] = &d->ds_where_col;
-    }
-    if (ds->enabled && ds->key[0]) {
-        extra[n_extra] = ds->key;
-        col_of[n_extra++] = &d->ds_key_col;
-    }
-    for (uint32_t i = 0; i < n_extra; i++) {
-        size_t j = pr__path_find(paths, n, extra[i]);
-        if (j == n) {
-            if (n >= sizeof(uses))
-                return PR_EINVAL;
-            paths[n++] = (pr_json_path){
-                .path = extra[i], .type = PR_JSON_ANY, .max_list = PR_FEAT_MAX_LIST};
-        }
-        *col_of[i] = (uint32_t)j;
-    }
+     * by its elements) unless a feature reads it too. */
+    if (pr__sel_paths(fs, paths, &n, sizeof(uses), &d->sel))
+        return PR_EINVAL;
     for (size_t j = 0; j < n; j++)
         paths[j].shape = uses[j] == 2   ? PR_JSON_LIST
                          : uses[j] == 1 ? PR_JSON_SCALAR
@@ -187,12 +210,12 @@ pr_json_decoder *pr_json_decoder_new(const pr_feature_schema *fs, char *errstr, 
         pr_seterr(errstr, errstr_size, PR_EINVAL, "json: needs a declared feature schema");
         return NULL;
     }
-    pr_json_decoder *d = calloc(1, sizeof(*d));
     if (fs->n_filter > PR_FILTER_MAX_CONDS) {
         pr_seterr(errstr, errstr_size, PR_EINVAL, "json: more than %d filter conditions",
                   PR_FILTER_MAX_CONDS);
         return NULL;
     }
+    pr_json_decoder *d = calloc(1, sizeof(*d));
     pr_json_path *paths =
         calloc((size_t)fs->n_features * PR_FEAT_MAX_CROSS + fs->n_filter + 2, sizeof(*paths));
     if (!d || !paths || !(d->feat = calloc(fs->n_features, sizeof(*d->feat))))
@@ -224,6 +247,19 @@ pr_json_decoder *pr_json_decoder_new(const pr_feature_schema *fs, char *errstr, 
     }
     if (!(d->jb = pr_json_block_new(d->x, 1)) || pr__stage_alloc(d, fs))
         goto out_nomem;
+    d->selects = fs->n_filter || fs->downsample.enabled;
+    pr_json_path fpaths[PR_FILTER_MAX_CONDS + 2];
+    size_t nf = 0;
+    pr__sel_paths(fs, fpaths, &nf, PR_FILTER_MAX_CONDS + 2, &d->fsel);
+    if (nf) {
+        d->fx = pr_json_extractor_new(fpaths, nf, 0, xerr, sizeof(xerr));
+        if (!d->fx) {
+            pr_seterr(errstr, errstr_size, PR_EINVAL, "json: the filter's paths: %s", xerr);
+            goto out_free;
+        }
+        if (!(d->fjb = pr_json_block_new(d->fx, 1)))
+            goto out_nomem;
+    }
     d->paths = paths;
     d->n_paths = n_paths;
     return d;
@@ -255,6 +291,8 @@ void pr_json_decoder_free(pr_json_decoder *d)
         d->rd_free(d->rd);
     pr_json_block_free(d->jb);
     pr_json_extractor_free(d->x);
+    pr_json_block_free(d->fjb);
+    pr_json_extractor_free(d->fx);
     free(d->paths);
     free(d->feat);
     free(d);
@@ -587,13 +625,14 @@ static int pr__features(pr_json_decoder *d, const pr_decode_ctx *ctx)
 
 /* ---------------------------------------------------------------- the filter */
 
-/* Does extracted value a equal filter value v (pr_engine.h's matching rules)? */
-static bool pr__filter_eq(const pr_json_decoder *d, const pr_json_any *a, const pr_filter_value *v)
+/* Does extracted value a (of block jb) equal filter value v (pr_engine.h's
+ * matching rules)? */
+static bool pr__filter_eq(const pr_json_block *jb, const pr_json_any *a, const pr_filter_value *v)
 {
     switch (a->type) {
     case PR_JSON_STRING:
         return v->type == PR_FTYPE_STR && a->s.len == v->len &&
-               memcmp(d->jb->arena + a->s.off, v->str, v->len) == 0;
+               memcmp(jb->arena + a->s.off, v->str, v->len) == 0;
     case PR_JSON_INT64:
     case PR_JSON_BOOL:
         return v->type == PR_FTYPE_INT && a->i == v->i;
@@ -604,26 +643,26 @@ static bool pr__filter_eq(const pr_json_decoder *d, const pr_json_any *a, const 
     }
 }
 
-/* Is any value at the condition's path one of its values? */
-static bool pr__filter_any(const pr_json_decoder *d, const pr_filter_cond *fc, const pr_json_col *c)
+/* Is any value at the condition's path (column c of jb) one of its values? */
+static bool pr__filter_any(const pr_json_block *jb, const pr_filter_cond *fc, const pr_json_col *c)
 {
     uint32_t n = c->present[0] == PR_JSON_PRESENT ? c->count[0] : 0;
     for (uint32_t i = 0; i < n; i++)
         for (uint16_t k = 0; k < fc->n_values; k++)
-            if (pr__filter_eq(d, &c->any[i], &fc->values[k]))
+            if (pr__filter_eq(jb, &c->any[i], &fc->values[k]))
                 return true;
     return false;
 }
 
-/* Does the extracted record pass condition fc (its path in column col)? */
-static bool pr__cond_pass(const pr_json_decoder *d, const pr_filter_cond *fc, uint32_t col)
+/* Does the record extracted in jb pass condition fc (its path in column col)? */
+static bool pr__cond_pass(const pr_json_block *jb, const pr_filter_cond *fc, uint32_t col)
 {
-    const pr_json_col *c = &d->jb->cols[col];
+    const pr_json_col *c = &jb->cols[col];
     switch (fc->op) {
     case PR_FILTER_IN:
-        return pr__filter_any(d, fc, c);
+        return pr__filter_any(jb, fc, c);
     case PR_FILTER_NOT_IN:
-        return !pr__filter_any(d, fc, c);
+        return !pr__filter_any(jb, fc, c);
     case PR_FILTER_PRESENT:
         return c->present[0] == PR_JSON_PRESENT;
     default: /* PR_FILTER_ABSENT */
@@ -631,38 +670,76 @@ static bool pr__cond_pass(const pr_json_decoder *d, const pr_filter_cond *fc, ui
     }
 }
 
-/* Does the extracted record pass every condition of schema.filter? */
-static bool pr__filter_pass(const pr_json_decoder *d)
+/* The downsample key's id: a string's pr_fop_hash64, an integer's value (a
+ * bool 0 / 1, a number of an integral value within int64 that integer, as
+ * the filter matches); false for anything else (a fraction, an integer
+ * beyond int64, a list of several, absent): the record's bytes decide. */
+static bool pr__key_id(const pr_json_block *jb, const pr_json_col *c, uint64_t *id)
+{
+    if (c->present[0] != PR_JSON_PRESENT || c->count[0] != 1)
+        return false;
+    const pr_json_any *a = &c->any[0];
+    switch (a->type) {
+    case PR_JSON_STRING:
+        *id = pr_fop_hash64(jb->arena + a->s.off, a->s.len);
+        return true;
+    case PR_JSON_INT64:
+    case PR_JSON_BOOL:
+        *id = (uint64_t)a->i;
+        return true;
+    case PR_JSON_DOUBLE:
+        if (a->big_int || !(a->d >= -9223372036854775808.0 && a->d < 9223372036854775808.0) ||
+            a->d != (double)(int64_t)a->d)
+            return false;
+        *id = (uint64_t)(int64_t)a->d;
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* What schema.filter and schema.downsample make of the record extracted in
+ * jb (sel: where their paths are; doc: its bytes, the JSON without a
+ * registry frame): 0 kept (d->weight set), PR_DEC_FILTERED or
+ * PR_DEC_SAMPLED_OUT. */
+static int pr__select(pr_json_decoder *d, const pr_json_block *jb, const pr__sel *sel,
+                      const char *doc, size_t len)
 {
     const pr_feature_schema *fs = d->fs;
     for (uint32_t i = 0; i < fs->n_filter; i++)
-        if (!pr__cond_pass(d, &fs->filter[i], d->fcol[i]))
-            return false;
-    return true;
+        if (!pr__cond_pass(jb, &fs->filter[i], sel->fcol[i]))
+            return PR_DEC_FILTERED;
+    const pr_downsample *ds = &fs->downsample;
+    d->weight = 1.0f;
+    if (!ds->enabled || (ds->has_where && !pr__cond_pass(jb, &ds->where, sel->where_col)))
+        return 0; /* not sampled: kept, weight 1 */
+    uint64_t id, h;
+    if (ds->key[0] && pr__key_id(jb, &jb->cols[sel->key_col], &id))
+        h = pr_downsample_hash_id(id);
+    else
+        h = pr_fop_hash64(doc, len);
+    if (ds->threshold != UINT64_MAX && h >= ds->threshold)
+        return PR_DEC_SAMPLED_OUT;
+    d->weight = (float)(1.0 / ds->rate);
+    return 0;
 }
 
-/* schema.downsample: is the record (doc: its bytes) kept? Sets d->weight. */
-static bool pr__downsample_keep(pr_json_decoder *d, const char *doc, size_t len)
+/* A record the extractor refused for a value at one of the features' paths
+ * (a type, a shape, a range): are the filter's and the downsample's paths
+ * readable alone? Then they decide first (the record may not be one the
+ * features are for); jdoc: the JSON. 0 kept (the refusal stands),
+ * PR_DEC_FILTERED or PR_DEC_SAMPLED_OUT. */
+static int pr__select_refused(pr_json_decoder *d, int reason, const char *jdoc, size_t jlen)
 {
-    const pr_downsample *ds = &d->fs->downsample;
-    d->weight = 1.0f;
-    if (ds->has_where && !pr__cond_pass(d, &ds->where, d->ds_where_col))
-        return true; /* not sampled: kept, weight 1 */
-    uint64_t h;
-    const pr_json_col *c = ds->key[0] ? &d->jb->cols[d->ds_key_col] : NULL;
-    if (c && c->present[0] == PR_JSON_PRESENT && c->count[0] == 1) {
-        const pr_json_any *a = &c->any[0];
-        uint64_t id = a->type == PR_JSON_STRING ? pr_fop_hash64(d->jb->arena + a->s.off, a->s.len)
-                      : a->type == PR_JSON_DOUBLE ? (uint64_t)pr_fop_hash64(&a->d, sizeof(a->d))
-                                                  : (uint64_t)a->i;
-        h = pr_downsample_hash_id(id);
-    } else {
-        h = pr_fop_hash64(doc, len);
-    }
-    if (ds->threshold != UINT64_MAX && h >= ds->threshold)
-        return false;
-    d->weight = (float)(1.0 / ds->rate);
-    return true;
+    if (d->read || (reason != PR_DEC_WRONG_TYPE && reason != PR_DEC_LIST_TOO_LONG &&
+                    reason != PR_DEC_NUMBER_OUT_OF_RANGE))
+        return 0;
+    if (!d->fx) /* a downsample by the record's bytes alone: no column is read */
+        return pr__select(d, d->jb, &d->sel, jdoc, jlen);
+    pr_json_block_reset(d->fjb);
+    if (pr_json_extract(d->fx, d->fjb, jdoc, jlen, NULL) != 0)
+        return 0;
+    return pr__select(d, d->fjb, &d->fsel, jdoc, jlen);
 }
 
 /* The staged record as row b->rows: PR_EFULL when it does not fit. */
@@ -714,7 +791,7 @@ static int pr__commit(pr_json_decoder *d, const pr_decode_ctx *ctx, pr_block *b,
 
 /* Row 0 of d->jb from one record: the JSON extractor, or the reader set.
  * 0 with *reason 0 (a row), or with a pr_decode_reason (d->detail says it);
- * < 0 an error. */
+ * < 0 an error. *jdoc, *jlen: the record without a registry frame. */
 /* Schema-registry framing of a JSON Kafka message (Confluent's JSON Schema
  * serializer): byte 0 = 0, the magic byte, then a 4-byte big-endian schema
  * id, then the JSON text. JSON text never begins with a NUL byte, so a
@@ -722,7 +799,8 @@ static int pr__commit(pr_json_decoder *d, const pr_decode_ctx *ctx, pr_block *b,
  * declared schema is the schema). */
 #define PR__JSON_FRAMING 5
 
-static int pr__read_row(pr_json_decoder *d, const char *doc, size_t len, bool message, int *reason)
+static int pr__read_row(pr_json_decoder *d, const char *doc, size_t len, bool message, int *reason,
+                        const char **jdoc, size_t *jlen)
 {
     pr_json_reject rej; /* not zeroed whole: 160 bytes per record for nothing */
     rej.reason = 0;
@@ -741,6 +819,8 @@ static int pr__read_row(pr_json_decoder *d, const char *doc, size_t len, bool me
         doc += PR__JSON_FRAMING;
         len -= PR__JSON_FRAMING;
     }
+    *jdoc = doc;
+    *jlen = len;
     pr_json_block_reset(d->jb);
     int rc = d->read ? d->read(d->rd, d->jb, doc, len, &rej)
                      : pr_json_extract(d->x, d->jb, doc, len, &rej);
@@ -768,17 +848,18 @@ static int pr__decode_one(const pr_decode_ctx *ctx, pr_block *b, const char *doc
         return PR_EINVAL;
     if (b->rows >= b->cap)
         return PR_EFULL;
-    int reason = 0, rc = pr__read_row(d, doc, len, message, &reason);
+    const char *jdoc = doc;
+    size_t jlen = len;
+    int reason = 0, rc = pr__read_row(d, doc, len, message, &reason, &jdoc, &jlen);
     if (rc < 0)
         return rc; /* PR_EAGAIN (reader: retry later), PR_ENOMEM */
-    if (!reason && d->fs->n_filter && !pr__filter_pass(d)) {
-        if (ctx->on_reject) /* not a reject: keeps its place among the records */
-            ctx->on_reject(ctx->opaque, PR_DEC_FILTERED, "", doc, 0, recno);
-        return 0;
-    }
-    if (!reason && d->fs->downsample.enabled && !pr__downsample_keep(d, doc, len)) {
+    /* the filter and the downsample decide first */
+    int drop = !d->selects ? 0
+               : reason ? pr__select_refused(d, reason, jdoc, jlen)
+                        : pr__select(d, d->jb, &d->sel, jdoc, jlen);
+    if (drop) { /* not a reject: keeps its place among the records */
         if (ctx->on_reject)
-            ctx->on_reject(ctx->opaque, PR_DEC_SAMPLED_OUT, "", doc, 0, recno);
+            ctx->on_reject(ctx->opaque, drop, "", doc, 0, recno);
         return 0;
     }
     if (!reason)

@@ -1400,6 +1400,8 @@ static void test_schema_filter(void **state)
                    "schema.filter[0].in[2]: 'x' is listed twice");
     filter_refused("        - { path: a, in: [1, 2, 1] }\n",
                    "schema.filter[0].in[2]: '1' is listed twice");
+    filter_refused("        - { path: a, in: [9223372036854775808] }\n",
+                   "schema.filter[0].in[0]: 9223372036854775808 is beyond int64");
     filter_refused("        - { path: a, present: maybe }\n",
                    "schema.filter[0].present: expected true or false, got 'maybe'");
     filter_refused("        - { path: a..b, present: true }\n",
@@ -1452,6 +1454,7 @@ static void downsample_refused(const char *ds, const char *want)
 static void test_schema_downsample(void **state)
 {
     (void)state;
+    char err[4096];
     pr_config *cfg = load_ok(SCHEMA "      downsample: { weight: w, rate: 0.1, key: event.id, "
                                     "where: { path: click, in: [0] } }\n"
                                     "      labels: [ { name: click, path: click } ]\n" FSPARSE);
@@ -1480,6 +1483,22 @@ static void test_schema_downsample(void **state)
     assert_int_equal(cfg->pipelines[0].features.n_features, 1);
     pr_config_free(cfg);
 
+    /* --set reaches its keys: a rate changed, a downsample added */
+    cfg = load_ok(SCHEMA "      downsample: { rate: 0.1, weight: w }\n" FSPARSE);
+    assert_int_equal(pr_config_set(cfg, "pipelines[0].schema.downsample.rate", "0.5", err,
+                                   sizeof(err)),
+                     0);
+    assert_true(cfg->pipelines[0].features.downsample.rate == 0.5);
+    assert_true(cfg->pipelines[0].features.downsample.threshold == (uint64_t)1 << 63);
+    assert_int_equal(cfg->pipelines[0].features.n_features, 2); /* one weight label */
+    pr_config_free(cfg);
+    cfg = load_ok(SCHEMA FSPARSE);
+    assert_int_equal(pr_config_set(cfg, "pipelines[0].schema.downsample.rate", "0.25", err,
+                                   sizeof(err)),
+                     0);
+    assert_true(cfg->pipelines[0].features.downsample.enabled);
+    pr_config_free(cfg);
+
     downsample_refused("{ rate: 0 }", "pipelines[0].schema.downsample.rate: the share of records "
                                       "kept: > 0 and <= 1, got 0");
     downsample_refused("{ rate: 1.5 }", "downsample.rate: the share of records kept");
@@ -1494,10 +1513,9 @@ static void test_schema_downsample(void **state)
                        "feature");
     downsample_refused("{ rate: 0.5, weight: 'a b' }", "downsample.weight");
     downsample_refused("{ rate: 0.5, seed: 3 }", "downsample.seed");
-    downsample_refused("0.5", "downsample: expected { rate, where, key, weight }");
+    downsample_refused("0.5", "downsample: expected a mapping, got '0.5'");
     downsample_refused("{ rate: 0.5, key: user }",
                        "'user.id' is inside 'user' (sparse[0].path)");
-    char err[4096];
     load_fail(MINIMAL "    schema:\n      downsample: { rate: 0.5 }\n", err, sizeof(err));
     assert_non_null(strstr(err, "pipelines[0].schema.downsample: needs a declared schema"));
 }

@@ -573,6 +573,41 @@ static void test_filter(void **state)
     /* filtered records left no vocabulary key: only the rows' */
     assert_int_equal(t.b->col_rows[0], (uint32_t)rows);
     fx_free(&t);
+
+    /* The filter decides before the features refuse a value: a record of
+     * another kind whose fields a feature cannot read (a list where it wants
+     * one value, a scalar where a list, an object on the way, a number out
+     * of range) is filtered, not rejected; one the filter keeps is rejected
+     * as before, and so is one whose filter path itself cannot be read. */
+    fx_init(&t,
+            "pipelines:\n  - name: t\n    schema:\n"
+            "      filter: [ { path: type, in: [click] }, { path: tags, not_in: [sale] } ]\n"
+            "      sparse:\n"
+            "        - { name: t, path: type, ops: [vocab] }\n"
+            "        - { name: u, path: user.id, ops: [vocab] }\n"
+            "        - { name: tags, path: tags, list: { max_len: 4 }, ops: [vocab] }\n",
+            64);
+    static const struct {
+        const char *doc;
+        int want;
+    } refused[] = {
+        {"{\"type\": [\"view\"]}", -1},
+        {"{\"type\": \"click\", \"tags\": \"sale\"}", -1},
+        {"{\"type\": \"click\", \"tags\": \"new\"}", 0},
+        {"{\"type\": \"view\", \"user\": 5}", -1},
+        {"{\"type\": \"view\", \"user\": [{\"id\": 1}]}", -1},
+        {"{\"type\": \"view\", \"user\": {\"id\": 1e999}}", -1},
+        {"{\"type\": \"click\", \"user\": 5}", 0},
+        {"{\"type\": {\"a\": 1}}", 0},
+        {"{\"type\": \"view\", \"user\": 5", 0},
+        {"{\"type\": \"click\", \"user\": {\"id\": 2}, \"tags\": [\"x\"]}", 1},
+    };
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        int got = filter_one(&t, refused[i].doc);
+        if (got != refused[i].want)
+            fail_msg("%s: got %d, want %d", refused[i].doc, got, refused[i].want);
+    }
+    fx_free(&t);
 }
 
 /* schema.downsample: the decision hash is frozen (the same event is kept or
@@ -639,6 +674,21 @@ static void test_downsample(void **state)
     bool k7 = pr_downsample_hash_id(7) < t.fs->downsample.threshold;
     pr_block_reset(t.b);
     assert_int_equal(decode(&t, "{\"id\": 7, \"click\": 0, \"user\": 1}"), k7 ? 1 : 0);
+    /* a number of an integral value is that integer, as the filter matches;
+     * a list of one is its element; a fraction or an integer beyond int64
+     * is no id: the bytes decide */
+    pr_block_reset(t.b);
+    assert_int_equal(decode(&t, "{\"id\": 7.0, \"click\": 0, \"user\": 1}"), k7 ? 1 : 0);
+    pr_block_reset(t.b);
+    assert_int_equal(decode(&t, "{\"id\": [7], \"click\": 0, \"user\": 1}"), k7 ? 1 : 0);
+    static const char *const no_id[] = {"{\"id\": 7.5, \"click\": 0, \"user\": 1}",
+                                        "{\"id\": 18446744073709551000, \"click\": 0, \"user\": 1}",
+                                        "{\"id\": [1, 2], \"click\": 0, \"user\": 1}"};
+    for (size_t i = 0; i < 3; i++) {
+        pr_block_reset(t.b);
+        bool kb = pr_fop_hash64(no_id[i], strlen(no_id[i])) < t.fs->downsample.threshold;
+        assert_int_equal(decode(&t, no_id[i]), kb ? 1 : 0);
+    }
     /* no key in the record: its bytes decide, the same bytes the same way */
     const char *nokey = "{\"click\": 0, \"user\": 5}";
     bool kb = pr_fop_hash64(nokey, strlen(nokey)) < t.fs->downsample.threshold;
