@@ -3,13 +3,16 @@
  * declared schema (ingest/json_decode.c, pr_decode_json_line): the
  * extractor plus the schema's type rules and operators (defaults, lists with
  * keep last, lists of objects, hex2int, bucketize, hash, a cross,
- * hour_of_day, event time).
+ * hour_of_day, event time), behind a record filter (one condition on a
+ * feature's path: the filter's own extraction when a feature refuses) and
+ * a keyed downsample with a weight label.
  *
  * Input: one flags byte, then the document.
  *   bit 0: a 64-row block (else 1024 rows)
  * Checks, beyond no crash / leak / UB / hang:
  *   - the return is 1 (row appended), 0 (rejected, exactly one reject with a
- *     named reason) or PR_EFULL (only when the block is full);
+ *     named reason, or dropped: filtered or sampled out) or PR_EFULL (only
+ *     when the block is full);
  *   - a rejected record leaves the block as it was (rows, elements of every
  *     vocab column, values of every side feature);
  *   - an appended row is consistent: its lengths are the elements each vocab
@@ -33,6 +36,8 @@ static const char yaml[] =
     "  - name: f\n"
     "    source: { format: json }\n"
     "    schema:\n"
+    "      filter: [ { path: kind, not_in: [skip, 3, true] }, { path: u.id, not_in: [x] } ]\n"
+    "      downsample: { rate: 0.9, where: { path: l.y, in: [0] }, key: e, weight: w }\n"
     "      event_time: { path: ts, unit: ms }\n"
     "      labels: [ { name: y, path: l.y }, { name: z, path: l.z, default: 0 } ]\n"
     "      dense: [ { name: p, path: i.p, default: 1, ops: [ { clip: [0, 9] }, log1p ] } ]\n"
@@ -124,8 +129,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rc != 1) {
         FUZZ_CHECK(memcmp(&before, &after, sizeof(before)) == 0);
         FUZZ_CHECK(rc == PR_EFULL ? rl.n == 0 : rl.n == 1);
-        if (rc == 0)
-            FUZZ_CHECK(strcmp(pr_decode_reason_name(rl.reason[0]), "unknown") != 0);
+        if (rc == 0) /* a reject with its name, or a record the filter / downsample dropped */
+            FUZZ_CHECK(pr_decode_dropped(rl.reason[0]) ||
+                       strcmp(pr_decode_reason_name(rl.reason[0]), "unknown") != 0);
         if (rc == PR_EFULL)
             pr_block_reset(b);
         return 0;
