@@ -1100,6 +1100,11 @@ void pr__finish_schema(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
                               "features): the Criteo layout has no named fields to test");
         return;
     }
+    yaml_node_t *dn = pr__map_find(c, map, "downsample");
+    if (dn && pr__is_null(dn)) /* an emptied block must not turn the sampling off unseen */
+        pr__cfg_error(c, dn, "downsample",
+                      "expected a mapping { rate, where, key, weight }, got nothing (remove the "
+                      "key to keep every record)");
     pr__downsample_weight(c, map, pl);
     static const char *const criteo_keys[] = {"label",       "dense",        "sparse",
                                               "dense_names", "sparse_names", NULL};

@@ -625,6 +625,17 @@ static int pr__features(pr_json_decoder *d, const pr_decode_ctx *ctx)
 
 /* ---------------------------------------------------------------- the filter */
 
+/* A number of an integral value within int64 as that integer (exactly:
+ * 2^53 + 1 written as a float is not 2^53 + 1); false for anything else. */
+static bool pr__integral(const pr_json_any *a, int64_t *i)
+{
+    if (a->big_int || !(a->d >= -9223372036854775808.0 && a->d < 9223372036854775808.0) ||
+        a->d != (double)(int64_t)a->d)
+        return false;
+    *i = (int64_t)a->d;
+    return true;
+}
+
 /* Does extracted value a (of block jb) equal filter value v (pr_engine.h's
  * matching rules)? */
 static bool pr__filter_eq(const pr_json_block *jb, const pr_json_any *a, const pr_filter_value *v)
@@ -636,8 +647,10 @@ static bool pr__filter_eq(const pr_json_block *jb, const pr_json_any *a, const p
     case PR_JSON_INT64:
     case PR_JSON_BOOL:
         return v->type == PR_FTYPE_INT && a->i == v->i;
-    case PR_JSON_DOUBLE:
-        return v->type == PR_FTYPE_INT && !a->big_int && a->d == (double)v->i;
+    case PR_JSON_DOUBLE: {
+        int64_t i;
+        return v->type == PR_FTYPE_INT && pr__integral(a, &i) && i == v->i;
+    }
     default:
         return false;
     }
@@ -687,12 +700,13 @@ static bool pr__key_id(const pr_json_block *jb, const pr_json_col *c, uint64_t *
     case PR_JSON_BOOL:
         *id = (uint64_t)a->i;
         return true;
-    case PR_JSON_DOUBLE:
-        if (a->big_int || !(a->d >= -9223372036854775808.0 && a->d < 9223372036854775808.0) ||
-            a->d != (double)(int64_t)a->d)
+    case PR_JSON_DOUBLE: {
+        int64_t i;
+        if (!pr__integral(a, &i))
             return false;
-        *id = (uint64_t)(int64_t)a->d;
+        *id = (uint64_t)i;
         return true;
+    }
     default:
         return false;
     }

@@ -1514,6 +1514,8 @@ static void test_schema_downsample(void **state)
     downsample_refused("{ rate: 0.5, weight: 'a b' }", "downsample.weight");
     downsample_refused("{ rate: 0.5, seed: 3 }", "downsample.seed");
     downsample_refused("0.5", "downsample: expected a mapping, got '0.5'");
+    downsample_refused("", "pipelines[0].schema.downsample: expected a mapping { rate, where, key, "
+                           "weight }, got nothing");
     downsample_refused("{ rate: 0.5, key: user }",
                        "'user.id' is inside 'user' (sparse[0].path)");
     load_fail(MINIMAL "    schema:\n      downsample: { rate: 0.5 }\n", err, sizeof(err));

@@ -530,6 +530,7 @@ static void test_filter(void **state)
         {"{\"type\": 1, \"user\": {\"id\": 1}}", 1},
         {"{\"type\": false, \"user\": {\"id\": 1}}", -1},
         {"{\"type\": 1e30, \"user\": {\"id\": 1}}", -1},
+        {"{\"type\": 7.000000001, \"user\": {\"id\": 1}}", -1},
         {"{\"type\": 99999999999999999999, \"user\": {\"id\": 1}}", -1}, /* beyond int64 */
         {"{\"type\": [\"view\", \"click\"], \"user\": {\"id\": 1}}", 1}, /* an element */
         {"{\"type\": [\"view\"], \"user\": {\"id\": 1}}", -1},
@@ -607,6 +608,16 @@ static void test_filter(void **state)
         if (got != refused[i].want)
             fail_msg("%s: got %d, want %d", refused[i].doc, got, refused[i].want);
     }
+    fx_free(&t);
+
+    /* a number matches an integer exactly, beyond 2^53 too */
+    fx_init(&t,
+            "pipelines:\n  - name: t\n    schema:\n"
+            "      filter: [ { path: n, in: [9007199254740993] } ]\n"
+            "      sparse: [ { name: u, path: u, ops: [vocab] } ]\n",
+            64);
+    assert_int_equal(filter_one(&t, "{\"n\": 9007199254740992.0, \"u\": 1}"), -1);
+    assert_int_equal(filter_one(&t, "{\"n\": 9007199254740993, \"u\": 1}"), 1);
     fx_free(&t);
 }
 
