@@ -79,7 +79,8 @@ static void pr__feature_line(const pr_feature_spec *f)
                                     f->paths[i]);
         snprintf(src + len, sizeof(src) - len, ")");
     } else {
-        snprintf(src, sizeof(src), "%s", f->weight ? "(1 / downsample.rate on a kept sampled row, else 1)" : f->paths[0]);
+        snprintf(src, sizeof(src), "%s",
+                 f->weight ? "(1 / downsample.rate on a kept sampled row, else 1)" : f->paths[0]);
     }
     printf("  %-10s %-20s %s", pr_feature_kind_names[f->kind], f->name, src);
     if (f->kind == PR_FEAT_EVENT_TIME)

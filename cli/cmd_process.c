@@ -380,8 +380,9 @@ static int pr__process_fit(const pr_pipeline_cfg *pc, const char *input, const c
     }
     if (res.lines > 0 && res.rejected + res.filtered == res.lines) {
         fprintf(stderr,
-                "piperec process --fit: pipelines[%s]: all %" PRIu64 " lines were rejected (%" PRIu64
-                ") or filtered (%" PRIu64 "), so nothing was fitted: is %s the events as JSON "
+                "piperec process --fit: pipelines[%s]: all %" PRIu64
+                " lines were rejected (%" PRIu64 ") or filtered (%" PRIu64
+                "), so nothing was fitted: is %s the events as JSON "
                 "lines, and does schema.filter keep any?\n",
                 pc->name, res.lines, res.rejected, res.filtered, input);
         return 2;

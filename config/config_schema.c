@@ -823,8 +823,7 @@ void pr__h_filter(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
     char g[96];
     if (n->type != YAML_SEQUENCE_NODE) {
         pr__got(n, g, sizeof(g));
-        pr__cfg_error(c, n, NULL, "expected a list of conditions ({ path, in: [...] }), got %s",
-                      g);
+        pr__cfg_error(c, n, NULL, "expected a list of conditions ({ path, in: [...] }), got %s", g);
         return;
     }
     size_t items = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
@@ -1002,8 +1001,7 @@ static void pr__spec_from_features(cfg_ctx *c, yaml_node_t *map, pr_pipeline_cfg
 static const char *pr__kind_list(pr_feature_kind k);
 
 /* Where path k of feature i (in the sorted list) is written: "sparse[2].path". */
-static void pr__feature_key(const pr_feature_schema *fs, uint32_t i, uint8_t k, char *b,
-                            size_t bn)
+static void pr__feature_key(const pr_feature_schema *fs, uint32_t i, uint8_t k, char *b, size_t bn)
 {
     const pr_feature_spec *f = &fs->features[i];
     const char *list = pr__kind_list(f->kind);
@@ -1028,8 +1026,7 @@ static bool pr__path_prefix(const char *a, const char *b)
 /* The paths a schema reads besides its features' (the filter's, the
  * downsample's where and key), with the key each is written under. */
 #define PR__EXTRA_PATHS_MAX (PR_FILTER_MAX_CONDS + 2)
-static uint32_t pr__extra_paths(const pr_feature_schema *fs, const char **paths,
-                                char (*keys)[48])
+static uint32_t pr__extra_paths(const pr_feature_schema *fs, const char **paths, char (*keys)[48])
 {
     uint32_t n = 0;
     for (uint32_t i = 0; i < fs->n_filter; i++, n++) {

@@ -869,8 +869,8 @@ static int pr__decode_one(const pr_decode_ctx *ctx, pr_block *b, const char *doc
         return rc; /* PR_EAGAIN (reader: retry later), PR_ENOMEM */
     /* the filter and the downsample decide first */
     int drop = !d->selects ? 0
-               : reason ? pr__select_refused(d, reason, jdoc, jlen)
-                        : pr__select(d, d->jb, &d->sel, jdoc, jlen);
+               : reason    ? pr__select_refused(d, reason, jdoc, jlen)
+                           : pr__select(d, d->jb, &d->sel, jdoc, jlen);
     if (drop) { /* not a reject: keeps its place among the records */
         if (ctx->on_reject)
             ctx->on_reject(ctx->opaque, drop, "", doc, 0, recno);

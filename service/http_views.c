@@ -386,17 +386,18 @@ void pr_service_render_status(pr_service *svc, pr_mbuf *mb)
         uint64_t vocab[PR_MAX_SPARSE];
         memcpy(vocab, p->vocab, sizeof(vocab));
         pthread_mutex_unlock(&p->lock);
-        pr_mbuf_printf(mb,
-                       ",\"records_in\":%llu,\"messages_in\":%llu,\"bytes_in\":%llu,"
-                       "\"rejected\":%llu,\"filtered\":%llu,\"sampled_out\":%llu,\"records_out\":%llu,"
-                       "\"batches_emitted\":%llu,\"batches_acked\":%llu,\"inflight_bytes\":%llu,"
-                       "\"paused_partitions\":%u,\"lag\":%lld",
-                       (unsigned long long)st.records_in, (unsigned long long)st.messages_in,
-                       (unsigned long long)st.bytes_in, (unsigned long long)st.rejected,
-                       (unsigned long long)st.filtered, (unsigned long long)st.sampled_out,
-                       (unsigned long long)st.rows_out, (unsigned long long)st.batches_emitted,
-                       (unsigned long long)st.batches_acked, (unsigned long long)st.inflight_bytes,
-                       st.paused_partitions, (long long)st.lag);
+        pr_mbuf_printf(
+            mb,
+            ",\"records_in\":%llu,\"messages_in\":%llu,\"bytes_in\":%llu,"
+            "\"rejected\":%llu,\"filtered\":%llu,\"sampled_out\":%llu,\"records_out\":%llu,"
+            "\"batches_emitted\":%llu,\"batches_acked\":%llu,\"inflight_bytes\":%llu,"
+            "\"paused_partitions\":%u,\"lag\":%lld",
+            (unsigned long long)st.records_in, (unsigned long long)st.messages_in,
+            (unsigned long long)st.bytes_in, (unsigned long long)st.rejected,
+            (unsigned long long)st.filtered, (unsigned long long)st.sampled_out,
+            (unsigned long long)st.rows_out, (unsigned long long)st.batches_emitted,
+            (unsigned long long)st.batches_acked, (unsigned long long)st.inflight_bytes,
+            st.paused_partitions, (long long)st.lag);
         pr_mbuf_puts(mb, ",\"rates\":{\"records_in_per_second\":");
         pr__json_num(mb, rr);
         pr_mbuf_puts(mb, ",\"records_out_per_second\":");

@@ -3,7 +3,8 @@
  * (metric_families.h): whether it runs and turns, its restart epoch,
  * backpressure, the rejects of every stage under one `reason` label (the
  * loop counts the engine's and merges them with the decoder's and the
- * batcher's), the records the schema's filter and downsampling dropped, vocabulary checkpoints and the hot-set sketches.
+ * batcher's), the records the schema's filter and downsampling dropped, vocabulary checkpoints and
+ * the hot-set sketches.
  */
 #include <stdio.h>
 #include <string.h>

@@ -894,8 +894,8 @@ typedef struct pr_feature_spec {
 #define PR_FILTER_MAX_VALUES 64
 
 typedef enum pr_filter_op {
-    PR_FILTER_IN = 0, /* the value (a list: an element) is one of values */
-    PR_FILTER_NOT_IN, /* absent, null, or the value (every element) is none of values */
+    PR_FILTER_IN = 0,  /* the value (a list: an element) is one of values */
+    PR_FILTER_NOT_IN,  /* absent, null, or the value (every element) is none of values */
     PR_FILTER_PRESENT, /* the path holds a value that is not null (an empty list too) */
     PR_FILTER_ABSENT,  /* absent or null */
     PR_FILTER__COUNT

@@ -1386,8 +1386,9 @@ static void test_schema_filter(void **state)
 
     filter_refused("        - { path: type }\n",
                    "t.yaml:6: pipelines[0].schema.filter[0]: no test: a condition has one test");
-    filter_refused("        - { path: a, in: [x] }\n        - { path: b, in: [x], present: true }\n",
-                   "pipelines[0].schema.filter[1]: more than one test");
+    filter_refused(
+        "        - { path: a, in: [x] }\n        - { path: b, in: [x], present: true }\n",
+        "pipelines[0].schema.filter[1]: more than one test");
     filter_refused("        - { in: [x] }\n", "pipelines[0].schema.filter[0].path: ");
     filter_refused("        - { path: a, in: [] }\n", "schema.filter[0].in: 1..64 values, got 0");
     filter_refused("        - { path: a, in: x }\n", "schema.filter[0].in: expected a list");
@@ -1413,13 +1414,14 @@ static void test_schema_filter(void **state)
     filter_refused("        - { path: user.id.x, present: true }\n",
                    "pipelines[0].schema.sparse[0].path: 'user.id.x' is inside 'user.id' "
                    "(filter[0].path)");
-    filter_refused("        - { path: a, in: [aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa] }\n",
+    filter_refused("        - { path: a, in: "
+                   "[aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa] }\n",
                    "at most 63 bytes, got 66");
     char many[4096];
     size_t n = 0;
     for (int i = 0; i < PR_FILTER_MAX_CONDS + 1; i++)
-        n += (size_t)snprintf(many + n, sizeof(many) - n, "        - { path: f%d, present: true }\n",
-                              i);
+        n += (size_t)snprintf(many + n, sizeof(many) - n,
+                              "        - { path: f%d, present: true }\n", i);
     filter_refused(many, "schema.filter: 1..16 conditions, got 17");
     n = (size_t)snprintf(many, sizeof(many), "        - { path: a, in: [");
     for (int i = 0; i < PR_FILTER_MAX_VALUES + 1; i++)
@@ -1431,7 +1433,8 @@ static void test_schema_filter(void **state)
     load_fail(SCHEMA "      sparse:\n        - { name: u, path: user, ops: [vocab] }\n"
                      "        - { name: v, path: user.id, ops: [vocab] }\n",
               err, sizeof(err));
-    assert_non_null(strstr(err, "schema.sparse[0].path: 'user.id' is inside 'user' (sparse[1].path)"));
+    assert_non_null(
+        strstr(err, "schema.sparse[0].path: 'user.id' is inside 'user' (sparse[1].path)"));
     /* the Criteo layout has no named fields */
     load_fail(MINIMAL "    schema:\n      filter: [ { path: a, present: true } ]\n", err,
               sizeof(err));
@@ -1444,7 +1447,8 @@ static void downsample_refused(const char *ds, const char *want)
 {
     char y[4096], err[4096];
     snprintf(y, sizeof(y),
-             SCHEMA "      labels: [ { name: click, path: click } ]\n" FSPARSE "      downsample: %s\n",
+             SCHEMA "      labels: [ { name: click, path: click } ]\n" FSPARSE
+                    "      downsample: %s\n",
              ds);
     load_fail(y, err, sizeof(err));
     if (!strstr(err, want))
@@ -1485,17 +1489,15 @@ static void test_schema_downsample(void **state)
 
     /* --set reaches its keys: a rate changed, a downsample added */
     cfg = load_ok(SCHEMA "      downsample: { rate: 0.1, weight: w }\n" FSPARSE);
-    assert_int_equal(pr_config_set(cfg, "pipelines[0].schema.downsample.rate", "0.5", err,
-                                   sizeof(err)),
-                     0);
+    assert_int_equal(
+        pr_config_set(cfg, "pipelines[0].schema.downsample.rate", "0.5", err, sizeof(err)), 0);
     assert_true(cfg->pipelines[0].features.downsample.rate == 0.5);
     assert_true(cfg->pipelines[0].features.downsample.threshold == (uint64_t)1 << 63);
     assert_int_equal(cfg->pipelines[0].features.n_features, 2); /* one weight label */
     pr_config_free(cfg);
     cfg = load_ok(SCHEMA FSPARSE);
-    assert_int_equal(pr_config_set(cfg, "pipelines[0].schema.downsample.rate", "0.25", err,
-                                   sizeof(err)),
-                     0);
+    assert_int_equal(
+        pr_config_set(cfg, "pipelines[0].schema.downsample.rate", "0.25", err, sizeof(err)), 0);
     assert_true(cfg->pipelines[0].features.downsample.enabled);
     pr_config_free(cfg);
 
@@ -1516,8 +1518,7 @@ static void test_schema_downsample(void **state)
     downsample_refused("0.5", "downsample: expected a mapping, got '0.5'");
     downsample_refused("", "pipelines[0].schema.downsample: expected a mapping { rate, where, key, "
                            "weight }, got nothing");
-    downsample_refused("{ rate: 0.5, key: user }",
-                       "'user.id' is inside 'user' (sparse[0].path)");
+    downsample_refused("{ rate: 0.5, key: user }", "'user.id' is inside 'user' (sparse[0].path)");
     load_fail(MINIMAL "    schema:\n      downsample: { rate: 0.5 }\n", err, sizeof(err));
     assert_non_null(strstr(err, "pipelines[0].schema.downsample: needs a declared schema"));
 }

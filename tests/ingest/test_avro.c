@@ -684,8 +684,8 @@ static void test_schema_file_checked(void **state)
     if (load_avro(good, false, filtered, err, sizeof(err)) == 0 || !strstr(err, "absent"))
         fail_msg("an unknown condition key not named: %s", err);
     char fixed[1024];
-    snprintf(fixed, sizeof(fixed), "%.*s", (int)(strstr(filtered, "        - { path: mixed") - filtered),
-             filtered);
+    snprintf(fixed, sizeof(fixed), "%.*s",
+             (int)(strstr(filtered, "        - { path: mixed") - filtered), filtered);
     if (load_avro(good, false, fixed, err, sizeof(err)))
         fail_msg("filter paths refused: %s", err);
     strcat(fixed, "        - { path: user.nope, present: false }\n");

@@ -482,18 +482,17 @@ static void test_lines_and_message(void **state)
  * dropped before its features (no row, no reject even when a feature would
  * refuse it, no vocabulary key), reported as PR_DEC_FILTERED with len 0; a
  * record that does not parse is rejected whatever the filter says. */
-static const char *const filter_yaml =
-    "pipelines:\n"
-    "  - name: t\n"
-    "    schema:\n"
-    "      filter:\n"
-    "        - { path: type, in: [click, 7, true] }\n"
-    "        - { path: bot, not_in: [true, yes] }\n"
-    "        - { path: user.id, present: true }\n"
-    "        - { path: deleted, present: false }\n"
-    "      sparse:\n"
-    "        - { name: user, path: user.id, ops: [vocab] }\n"
-    "        - { name: n, path: n, ops: [vocab] }\n";
+static const char *const filter_yaml = "pipelines:\n"
+                                       "  - name: t\n"
+                                       "    schema:\n"
+                                       "      filter:\n"
+                                       "        - { path: type, in: [click, 7, true] }\n"
+                                       "        - { path: bot, not_in: [true, yes] }\n"
+                                       "        - { path: user.id, present: true }\n"
+                                       "        - { path: deleted, present: false }\n"
+                                       "      sparse:\n"
+                                       "        - { name: user, path: user.id, ops: [vocab] }\n"
+                                       "        - { name: n, path: n, ops: [vocab] }\n";
 
 static int filter_one(fx *t, const char *doc)
 {
@@ -522,11 +521,11 @@ static void test_filter(void **state)
         {"{\"type\": \"view\", \"user\": {\"id\": 1}}", -1},
         {"{\"type\": \"Click\", \"user\": {\"id\": 1}}", -1},  /* bytes, exactly */
         {"{\"type\": \"click \", \"user\": {\"id\": 1}}", -1}, /* length too */
-        {"{\"type\": 7, \"user\": {\"id\": 1}}", 1},          /* an integer */
-        {"{\"type\": 7.0, \"user\": {\"id\": 1}}", 1},        /* a number of that value */
+        {"{\"type\": 7, \"user\": {\"id\": 1}}", 1},           /* an integer */
+        {"{\"type\": 7.0, \"user\": {\"id\": 1}}", 1},         /* a number of that value */
         {"{\"type\": 7.5, \"user\": {\"id\": 1}}", -1},
-        {"{\"type\": \"7\", \"user\": {\"id\": 1}}", -1},     /* a string is not 7 */
-        {"{\"type\": true, \"user\": {\"id\": 1}}", 1},       /* true is 1, in the list */
+        {"{\"type\": \"7\", \"user\": {\"id\": 1}}", -1}, /* a string is not 7 */
+        {"{\"type\": true, \"user\": {\"id\": 1}}", 1},   /* true is 1, in the list */
         {"{\"type\": 1, \"user\": {\"id\": 1}}", 1},
         {"{\"type\": false, \"user\": {\"id\": 1}}", -1},
         {"{\"type\": 1e30, \"user\": {\"id\": 1}}", -1},
@@ -541,7 +540,8 @@ static void test_filter(void **state)
         {"{\"type\": \"click\", \"bot\": \"yes\", \"user\": {\"id\": 1}}", -1},
         {"{\"type\": \"click\", \"bot\": [false, \"yes\"], \"user\": {\"id\": 1}}", -1},
         {"{\"type\": \"click\", \"bot\": false, \"user\": {\"id\": 1}}", 1},
-        {"{\"type\": \"click\", \"bot\": null, \"user\": {\"id\": 1}}", 1}, /* not_in: null passes */
+        {"{\"type\": \"click\", \"bot\": null, \"user\": {\"id\": 1}}",
+         1}, /* not_in: null passes */
         {"{\"type\": \"click\", \"bot\": [], \"user\": {\"id\": 1}}", 1},
         {"{\"type\": \"click\", \"user\": {\"id\": null}}", -1},
         {"{\"type\": \"click\", \"user\": null}", -1},
@@ -563,7 +563,6 @@ static void test_filter(void **state)
         if (got != cases[i].want)
             fail_msg("%s: got %d, want %d", cases[i].doc, got, cases[i].want);
         rows += got == 1;
-
     }
     for (int k = 0; k < t.rl.n && k < 64; k++)
         if (t.rl.reason[k] == PR_DEC_FILTERED) {
@@ -662,7 +661,8 @@ static void test_downsample(void **state)
             continue;
         }
         sampled++;
-        uint64_t h = pr_downsample_hash_id(pr_fop_hash64(doc + 8, (size_t)(strchr(doc + 8, '"') - doc - 8)));
+        uint64_t h =
+            pr_downsample_hash_id(pr_fop_hash64(doc + 8, (size_t)(strchr(doc + 8, '"') - doc - 8)));
         bool want = h < t.fs->downsample.threshold;
         assert_int_equal(rc, want ? 1 : 0);
         if (want) {
@@ -671,8 +671,8 @@ static void test_downsample(void **state)
             assert_true(label_at(t.b, 0, 1) == 4.0f);
         } else {
             assert_int_equal(t.rl.n, rl + 1);
-            assert_int_equal(t.rl.reason[rl < 64 ? rl : 63], rl < 64 ? PR_DEC_SAMPLED_OUT
-                                                                    : t.rl.reason[63]);
+            assert_int_equal(t.rl.reason[rl < 64 ? rl : 63],
+                             rl < 64 ? PR_DEC_SAMPLED_OUT : t.rl.reason[63]);
         }
     }
     assert_in_range(kept, sampled / 4 - sampled / 40, sampled / 4 + sampled / 40);

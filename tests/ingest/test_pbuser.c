@@ -203,7 +203,7 @@ static void test_filter_same_as_json(void **state)
     (void)state;
     same_as_json("none", false,
                  "      filter:\n"
-    "        - { path: context.device, in: [ios, android, web] }\n"
+                 "        - { path: context.device, in: [ios, android, web] }\n"
                  "        - { path: item.tags, not_in: [sale, new] }\n"
                  "        - { path: user.age_days, present: true }\n"
                  "        - { path: context.page, not_in: [3] }\n");
