@@ -1023,26 +1023,16 @@ static bool pr__path_prefix(const char *a, const char *b)
     return strncmp(a, b, n) == 0 && b[n] == '.';
 }
 
-/* The paths a schema reads besides its features' (the filter's, the
- * downsample's where and key), with the key each is written under. */
-#define PR__EXTRA_PATHS_MAX (PR_FILTER_MAX_CONDS + 2)
-static uint32_t pr__extra_paths(const pr_feature_schema *fs, const char **paths, char (*keys)[48])
+/* The key path i of pr_feature_select_paths is written under:
+ * "filter[2].path", "downsample.where.path" or "downsample.key". */
+static void pr__select_key(const pr_feature_schema *fs, uint32_t i, char *b, size_t bn)
 {
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < fs->n_filter; i++, n++) {
-        paths[n] = fs->filter[i].path;
-        snprintf(keys[n], 48, "filter[%u].path", i);
-    }
-    const pr_downsample *ds = &fs->downsample;
-    if (ds->enabled && ds->has_where) {
-        paths[n] = ds->where.path;
-        snprintf(keys[n++], 48, "downsample.where.path");
-    }
-    if (ds->enabled && ds->key[0]) {
-        paths[n] = ds->key;
-        snprintf(keys[n++], 48, "downsample.key");
-    }
-    return n;
+    if (i < fs->n_filter)
+        snprintf(b, bn, "filter[%u].path", i);
+    else if (i == fs->n_filter && fs->downsample.has_where)
+        snprintf(b, bn, "downsample.where.path");
+    else
+        snprintf(b, bn, "downsample.key");
 }
 
 /* One event field cannot be read both as a whole and inside ("user" and
@@ -1054,7 +1044,7 @@ static void pr__check_path_prefixes(cfg_ctx *c, yaml_node_t *map, const pr_featu
         const char *path;
         char key[48];
     } pr__pkey;
-    uint32_t n = PR__EXTRA_PATHS_MAX;
+    uint32_t n = PR_SELECT_PATHS_MAX;
     for (uint32_t i = 0; i < fs->n_features; i++)
         n += fs->features[i].n_paths;
     pr__pkey *pk = calloc(n ? n : 1, sizeof(*pk));
@@ -1066,12 +1056,11 @@ static void pr__check_path_prefixes(cfg_ctx *c, yaml_node_t *map, const pr_featu
             pk[n].path = fs->features[i].paths[k];
             pr__feature_key(fs, i, k, pk[n].key, sizeof(pk[n].key));
         }
-    const char *xp[PR__EXTRA_PATHS_MAX];
-    char xk[PR__EXTRA_PATHS_MAX][48];
-    uint32_t nx = pr__extra_paths(fs, xp, xk);
+    const char *xp[PR_SELECT_PATHS_MAX];
+    uint32_t nx = pr_feature_select_paths(fs, xp);
     for (uint32_t i = 0; i < nx; i++, n++) {
         pk[n].path = xp[i];
-        memcpy(pk[n].key, xk[i], sizeof(pk[n].key));
+        pr__select_key(fs, i, pk[n].key, sizeof(pk[n].key));
     }
     for (uint32_t a = 0; a < n; a++)
         for (uint32_t b = 0; b < n; b++)
@@ -1180,15 +1169,14 @@ void pr__check_feature_paths(cfg_ctx *c, yaml_node_t *map, const pr_pipeline_cfg
      * value or a list, of any type (a condition matches by value): read as a
      * scalar, else as a list, and the scalar's reason when neither works ("no
      * field"). */
-    const char *xp[PR__EXTRA_PATHS_MAX];
-    char xk[PR__EXTRA_PATHS_MAX][48];
-    uint32_t nx = pr__extra_paths(&pl->features, xp, xk);
+    const char *xp[PR_SELECT_PATHS_MAX];
+    uint32_t nx = pr_feature_select_paths(&pl->features, xp);
     for (uint32_t i = 0; i < nx; i++) {
         pr_feature_spec f;
         memset(&f, 0, sizeof(f));
         snprintf(f.paths[0], sizeof(f.paths[0]), "%s", xp[i]);
         memcpy(f.paths[1], f.paths[0], sizeof(f.paths[0]));
-        char e[400], e2[400], sub[64];
+        char e[400], e2[400], key[48], sub[64];
         f.kind = PR_FEAT_SPARSE; /* a path of a cross: a single value, no type check */
         f.n_paths = 2;
         if (fn(schema, &f, 0, e, sizeof(e)) == 0)
@@ -1197,10 +1185,10 @@ void pr__check_feature_paths(cfg_ctx *c, yaml_node_t *map, const pr_pipeline_cfg
         f.n_paths = 1;
         if (fn(schema, &f, 0, e2, sizeof(e2)) == 0)
             continue;
-        snprintf(sub, sizeof(sub), "schema.%s", xk[i]);
-        yaml_node_t *n = NULL;
-        if (strncmp(xk[i], "filter[", 7) == 0)
-            n = pr__feature_node(c, map, "filter", (size_t)atoi(xk[i] + 7), "path");
+        pr__select_key(&pl->features, i, key, sizeof(key));
+        snprintf(sub, sizeof(sub), "schema.%s", key);
+        yaml_node_t *n =
+            i < pl->features.n_filter ? pr__feature_node(c, map, "filter", i, "path") : NULL;
         pr__cfg_error(c, n, sub, "%s", e);
     }
 }

@@ -374,6 +374,19 @@ static void pr__le64(uint8_t *b, uint64_t v)
         b[i] = (uint8_t)(v >> (8 * i));
 }
 
+uint32_t pr_feature_select_paths(const pr_feature_schema *fs, const char **paths)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < fs->n_filter && n < PR_FILTER_MAX_CONDS; i++)
+        paths[n++] = fs->filter[i].path;
+    const pr_downsample *ds = &fs->downsample;
+    if (ds->enabled && ds->has_where)
+        paths[n++] = ds->where.path;
+    if (ds->enabled && ds->key[0])
+        paths[n++] = ds->key;
+    return n;
+}
+
 uint64_t pr_downsample_hash_id(uint64_t id)
 {
     uint8_t b[8];

@@ -41,10 +41,11 @@ typedef struct pr__jfeat {
     uint16_t slot;                   /* label / dense index */
 } pr__jfeat;
 
-/* Where the filter's and the downsample's paths are in an extracted block. */
+/* Where the filter's and the downsample's paths are in an extracted block:
+ * col[i] for path i of pr_feature_select_paths (the filter's conditions,
+ * then the downsample's where, then its key). */
 typedef struct pr__sel {
-    uint32_t fcol[PR_FILTER_MAX_CONDS]; /* each filter condition's column */
-    uint32_t where_col, key_col;        /* schema.downsample's where and key */
+    uint32_t col[PR_SELECT_PATHS_MAX];
 } pr__sel;
 
 struct pr_json_decoder {
@@ -114,22 +115,8 @@ static size_t pr__path_find(const pr_json_path *paths, size_t n, const char *pat
 static int pr__sel_paths(const pr_feature_schema *fs, pr_json_path *paths, size_t *n, size_t cap,
                          pr__sel *sel)
 {
-    const pr_downsample *ds = &fs->downsample;
-    const char *extra[PR_FILTER_MAX_CONDS + 2];
-    uint32_t *col_of[PR_FILTER_MAX_CONDS + 2];
-    uint32_t n_extra = 0;
-    for (uint32_t i = 0; i < fs->n_filter; i++) {
-        extra[n_extra] = fs->filter[i].path;
-        col_of[n_extra++] = &sel->fcol[i];
-    }
-    if (ds->enabled && ds->has_where) {
-        extra[n_extra] = ds->where.path;
-        col_of[n_extra++] = &sel->where_col;
-    }
-    if (ds->enabled && ds->key[0]) {
-        extra[n_extra] = ds->key;
-        col_of[n_extra++] = &sel->key_col;
-    }
+    const char *extra[PR_SELECT_PATHS_MAX];
+    uint32_t n_extra = pr_feature_select_paths(fs, extra);
     for (uint32_t i = 0; i < n_extra; i++) {
         size_t j = pr__path_find(paths, *n, extra[i]);
         if (j == *n) {
@@ -140,7 +127,7 @@ static int pr__sel_paths(const pr_feature_schema *fs, pr_json_path *paths, size_
                                            .shape = PR_JSON_SCALAR_OR_LIST,
                                            .max_list = PR_FEAT_MAX_LIST};
         }
-        *col_of[i] = (uint32_t)j;
+        sel->col[i] = (uint32_t)j;
     }
     return 0;
 }
@@ -217,7 +204,7 @@ pr_json_decoder *pr_json_decoder_new(const pr_feature_schema *fs, char *errstr, 
     }
     pr_json_decoder *d = calloc(1, sizeof(*d));
     pr_json_path *paths =
-        calloc((size_t)fs->n_features * PR_FEAT_MAX_CROSS + fs->n_filter + 2, sizeof(*paths));
+        calloc((size_t)fs->n_features * PR_FEAT_MAX_CROSS + PR_SELECT_PATHS_MAX, sizeof(*paths));
     if (!d || !paths || !(d->feat = calloc(fs->n_features, sizeof(*d->feat))))
         goto out_nomem;
     d->fs = fs;
@@ -248,9 +235,9 @@ pr_json_decoder *pr_json_decoder_new(const pr_feature_schema *fs, char *errstr, 
     if (!(d->jb = pr_json_block_new(d->x, 1)) || pr__stage_alloc(d, fs))
         goto out_nomem;
     d->selects = fs->n_filter || fs->downsample.enabled;
-    pr_json_path fpaths[PR_FILTER_MAX_CONDS + 2];
+    pr_json_path fpaths[PR_SELECT_PATHS_MAX];
     size_t nf = 0;
-    pr__sel_paths(fs, fpaths, &nf, PR_FILTER_MAX_CONDS + 2, &d->fsel);
+    pr__sel_paths(fs, fpaths, &nf, PR_SELECT_PATHS_MAX, &d->fsel);
     if (nf) {
         d->fx = pr_json_extractor_new(fpaths, nf, 0, xerr, sizeof(xerr));
         if (!d->fx) {
@@ -721,14 +708,15 @@ static int pr__select(pr_json_decoder *d, const pr_json_block *jb, const pr__sel
 {
     const pr_feature_schema *fs = d->fs;
     for (uint32_t i = 0; i < fs->n_filter; i++)
-        if (!pr__cond_pass(jb, &fs->filter[i], sel->fcol[i]))
+        if (!pr__cond_pass(jb, &fs->filter[i], sel->col[i]))
             return PR_DEC_FILTERED;
     const pr_downsample *ds = &fs->downsample;
     d->weight = 1.0f;
-    if (!ds->enabled || (ds->has_where && !pr__cond_pass(jb, &ds->where, sel->where_col)))
+    /* pr_feature_select_paths' order: where after the filter, then key */
+    if (!ds->enabled || (ds->has_where && !pr__cond_pass(jb, &ds->where, sel->col[fs->n_filter])))
         return 0; /* not sampled: kept, weight 1 */
     uint64_t id, h;
-    if (ds->key[0] && pr__key_id(jb, &jb->cols[sel->key_col], &id))
+    if (ds->key[0] && pr__key_id(jb, &jb->cols[sel->col[fs->n_filter + ds->has_where]], &id))
         h = pr_downsample_hash_id(id);
     else
         h = pr_fop_hash64(doc, len);

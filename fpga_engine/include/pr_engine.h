@@ -962,6 +962,13 @@ typedef struct pr_feature_schema {
     bool nonfinite_ok;
 } pr_feature_schema;
 
+/* The paths schema.filter and schema.downsample read, in this order: each
+ * filter condition's, then the downsample's where and its key (those it
+ * has), into paths; returns how many (at most PR_SELECT_PATHS_MAX). The one
+ * list the config checks and the decoders extract. */
+#define PR_SELECT_PATHS_MAX (PR_FILTER_MAX_CONDS + 2)
+uint32_t pr_feature_select_paths(const pr_feature_schema *fs, const char **paths);
+
 /* Check a chain's types and order for the feature's kind. On failure returns
  * PR_EINVAL, *bad_op is the index of the offending step (n_ops when the
  * chain's end is the problem) and errstr says why, naming the operator and
