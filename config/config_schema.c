@@ -46,18 +46,12 @@ static bool pr__is_int_text(const char *s)
     return true;
 }
 
-/* A fill or default value for a feature of `kind`, as a fill step: a number
- * for labels and dense features; an integer (plain) or a string otherwise. */
-static bool pr__parse_value(cfg_ctx *c, yaml_node_t *n, pr_feature_kind kind, pr_fop_step *st)
+/* The scalar text s of node n as an id value (a fill step's): an integer
+ * (plain; ids up to 2^64-1) or a string; `what` begins the refusal of a
+ * plain number ("a sparse value is a string or an integer"). */
+static bool pr__id_text(cfg_ctx *c, yaml_node_t *n, const char *s, const char *what,
+                        pr_fop_step *st)
 {
-    st->op = PR_FOP_FILL;
-    if (kind == PR_FEAT_LABEL || kind == PR_FEAT_DENSE) {
-        st->value_type = PR_FTYPE_NUM;
-        return pr__parse_number(c, n, &st->a);
-    }
-    const char *s = pr__want_scalar(c, n, "a string or an integer");
-    if (!s)
-        return false;
     bool plain = n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
     if (plain && pr__is_int_text(s)) {
         static const cfg_key ik = {
@@ -79,10 +73,7 @@ static bool pr__parse_value(cfg_ctx *c, yaml_node_t *n, pr_feature_kind kind, pr
     }
     char *end;
     if (plain && (strtod(s, &end), end != s && !*end)) {
-        pr__cfg_error(c, n, NULL,
-                      "a sparse value is a string or an integer, got '%.80s' (quote it to "
-                      "mean the string)",
-                      s);
+        pr__cfg_error(c, n, NULL, "%s, got '%.80s' (quote it to mean the string)", what, s);
         return false;
     }
     if (strlen(s) >= PR_FOP_STR_MAX) {
@@ -92,6 +83,19 @@ static bool pr__parse_value(cfg_ctx *c, yaml_node_t *n, pr_feature_kind kind, pr
     st->value_type = PR_FTYPE_STR;
     snprintf(st->str, sizeof(st->str), "%s", s);
     return true;
+}
+
+/* A fill or default value for a feature of `kind`, as a fill step: a number
+ * for labels and dense features; an integer (plain) or a string otherwise. */
+static bool pr__parse_value(cfg_ctx *c, yaml_node_t *n, pr_feature_kind kind, pr_fop_step *st)
+{
+    st->op = PR_FOP_FILL;
+    if (kind == PR_FEAT_LABEL || kind == PR_FEAT_DENSE) {
+        st->value_type = PR_FTYPE_NUM;
+        return pr__parse_number(c, n, &st->a);
+    }
+    const char *s = pr__want_scalar(c, n, "a string or an integer");
+    return s && pr__id_text(c, n, s, "a sparse value is a string or an integer", st);
 }
 
 /* A dotted path into the event: segments non-empty, no spaces or controls. */
@@ -692,9 +696,6 @@ static bool pr__filter_value(cfg_ctx *c, yaml_node_t *n, pr_filter_value *v)
         return true;
     }
     if (plain && pr__is_int_text(s)) {
-        static const cfg_key ik = {
-            .name = "value", .type = KT_INT, .width = 8, .is_signed = true, .min = INT64_MIN};
-        uint64_t u;
         errno = 0;
         strtoll(s, NULL, 10);
         if (errno == ERANGE) {
@@ -704,28 +705,15 @@ static bool pr__filter_value(cfg_ctx *c, yaml_node_t *n, pr_filter_value *v)
                           s);
             return false;
         }
-        if (!pr__parse_int_key(c, n, &ik, &u))
-            return false;
-        v->type = PR_FTYPE_INT;
-        v->i = (int64_t)u;
-        return true;
     }
-    char *end;
-    if (plain && (strtod(s, &end), end != s && !*end)) {
-        pr__cfg_error(c, n, NULL,
-                      "a filter value is a string, an integer, true or false, got '%.80s' (quote "
-                      "it to mean the string)",
-                      s);
+    pr_fop_step st;
+    memset(&st, 0, sizeof(st));
+    if (!pr__id_text(c, n, s, "a filter value is a string, an integer, true or false", &st))
         return false;
-    }
-    size_t len = strlen(s);
-    if (len >= PR_FOP_STR_MAX) {
-        pr__cfg_error(c, n, NULL, "at most %d bytes, got %zu", PR_FOP_STR_MAX - 1, len);
-        return false;
-    }
-    v->type = PR_FTYPE_STR;
-    v->len = (uint8_t)len;
-    memcpy(v->str, s, len + 1);
+    v->type = st.value_type;
+    v->i = (int64_t)st.n;
+    v->len = (uint8_t)strlen(st.str);
+    memcpy(v->str, st.str, sizeof(v->str));
     return true;
 }
 
