@@ -15,16 +15,23 @@ pytest.importorskip("torch")
 SRC = os.environ.get("PR_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 
 
-def test_jagged_example_learns():
+def spawn_example(train_rows, heldout_rows, *more):
+    """examples/train_jagged.py --spawn (60 s, held-out AUC >= 0.60): the
+    finished process, after checking it exited 0."""
     piperec = os.environ.get("PIPEREC")
     if not piperec:
         pytest.skip("PIPEREC not set: run through ctest")
     p = subprocess.run([sys.executable, os.path.join(SRC, "examples", "train_jagged.py"), "--spawn",
-                        "--piperec", piperec, "--train-rows", "150000", "--heldout-rows", "30000",
-                        "--max-seconds", "60", "--min-auc", "0.60"],
+                        "--piperec", piperec, "--train-rows", str(train_rows), "--heldout-rows",
+                        str(heldout_rows), "--max-seconds", "60", "--min-auc", "0.60"] + list(more),
                        capture_output=True, text=True, timeout=170)
     print(p.stdout, p.stderr[-3000:])
     assert p.returncode == 0, p.stderr[-3000:]
+    return p
+
+
+def test_jagged_example_learns():
+    p = spawn_example(150000, 30000)
     m = re.search(r"heldout_auc=([0-9.]+) heldout_rows=(\d+)", p.stdout)
     assert m and float(m.group(1)) >= 0.60 and int(m.group(2)) >= 30000, p.stdout
 
@@ -35,15 +42,7 @@ def test_jagged_example_downsampled():
     # sampling: the weighted mean prediction on held-out rows is within 0.05
     # of the weighted positive share (unweighted, the kept rows are ~64%
     # clicks against ~35% in the data).
-    piperec = os.environ.get("PIPEREC")
-    if not piperec:
-        pytest.skip("PIPEREC not set: run through ctest")
-    p = subprocess.run([sys.executable, os.path.join(SRC, "examples", "train_jagged.py"), "--spawn",
-                        "--piperec", piperec, "--train-rows", "100000", "--heldout-rows", "20000",
-                        "--max-seconds", "60", "--min-auc", "0.60", "--downsample", "0.3"],
-                       capture_output=True, text=True, timeout=170)
-    print(p.stdout, p.stderr[-3000:])
-    assert p.returncode == 0, p.stderr[-3000:]
+    p = spawn_example(100000, 20000, "--downsample", "0.3")
     assert "labels ['click', 'purchase', 'weight']" in p.stderr, p.stderr[-3000:]
     m = re.search(r"heldout_mean_prediction=([0-9.]+) heldout_weighted_positive=([0-9.]+)",
                   p.stdout)

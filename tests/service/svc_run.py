@@ -3,12 +3,14 @@ run` over the test broker and compare what the files sink wrote
 (test_decode_threads.py, test_poll_threads.py, test_poll_formats.py,
 test_many_partitions.py): the failure report with the newest logs, a
 /metrics counter, the batch rolls in order, the test broker and a run
-started with their logs under PR_TMP, the group's committed offsets.
+started with their logs under PR_TMP, the group's committed offsets, a free
+TCP port.
 Imported from the scripts' own directory (sys.path[0])."""
 
 import glob
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -79,3 +81,12 @@ def committed(bootstrap, group, topic):
     out = subprocess.run(["/usr/bin/python3", tool, bootstrap, group, topic], check=True,
                          capture_output=True, text=True).stdout.split()
     return int(out[0]), int(out[1])
+
+
+def free_port():
+    """A TCP port free on 127.0.0.1 right now."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port

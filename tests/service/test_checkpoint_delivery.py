@@ -21,13 +21,13 @@ import json
 import math
 import os
 import random
-import socket
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.environ["PR_SOURCE_DIR"], "clients", "python"))
 from piperec_client import Position, TrainerClient  # noqa: E402
+from svc_run import free_port  # noqa: E402
 
 PIPEREC = os.environ["PIPEREC"]
 T = os.environ["PR_TMP"]
@@ -43,13 +43,6 @@ def fail(msg):
                 print("".join(fh.readlines()[-15:]))
     sys.exit(1)
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def row_id(b, r):

@@ -24,7 +24,6 @@ import os
 import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -34,6 +33,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.environ["PR_SOURCE_DIR"], "clients", "python"))
 from piperec_client import Position  # noqa: E402
+from svc_run import free_port  # noqa: E402
 
 PIPEREC = os.environ["PIPEREC"]
 T = os.environ["PR_TMP"]
@@ -54,13 +54,6 @@ def fail(msg):
                 print("".join(fh.readlines()[-20:]))
     sys.exit(1)
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def produce(bootstrap, first, n):
