@@ -65,7 +65,7 @@ static void pr__fit_row(const pr_feature_schema *s, const pr_block *b, pr__fit_a
 
 /* Rejects are only counted (by the caller: no row); a record filtered or
  * sampled out is told apart, so that it does not count as rejected. */
-static void pr__fit_noreject(void *opaque, int reason, const char *detail, const char *rec,
+static void pr__fit_note_drop(void *opaque, int reason, const char *detail, const char *rec,
                              size_t rec_len, int64_t recno)
 {
     (void)detail, (void)rec, (void)rec_len, (void)recno;
@@ -86,7 +86,7 @@ static int pr__fit_pass(const pr_feature_schema *s, FILE *in, pr__fit_acc *acc, 
     int64_t lineno = 0;
     int rc = b ? 0 : pr_seterr(errstr, errstr_size, PR_ENOMEM, "fit: out of memory");
     bool filtered = false;
-    pr_decode_ctx ctx = {.json = dec, .on_reject = pr__fit_noreject, .opaque = &filtered};
+    pr_decode_ctx ctx = {.json = dec, .on_reject = pr__fit_note_drop, .opaque = &filtered};
     while (!rc && (len = getline(&line, &cap, in)) >= 0) {
         lineno++;
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
