@@ -28,6 +28,7 @@ int pr_cli_cmd_demo(int argc, char **argv);      /* one-command live demo */
 int pr_cli_cmd_vocab(int argc, char **argv);     /* vocabulary export/import/hot */
 int pr_cli_vocab_hot(int argc, char **argv);     /* `vocab hot` (cmd_vocab_hot.c) */
 int pr_cli_cmd_explain(int argc, char **argv);   /* features and operator placement */
+int pr_cli_cmd_infer(int argc, char **argv);     /* a config from sample events */
 int pr_cli_vocab_lookup(int argc, char **argv);  /* `vocab lookup` (cmd_vocab_lookup.c) */
 int pr_cli_vocab_migrate(int argc, char **argv); /* `vocab migrate` (cmd_vocab_migrate.c) */
 

@@ -43,6 +43,7 @@
 #include "pr_error.h"
 #include "pr_ingest.h"
 #include "pr_log.h"
+#include "pr_mbuf.h"
 #include "pr_sink.h"
 #include "pr_vocab.h"
 
@@ -231,5 +232,43 @@ int pr_config_parse_size(const char *s, uint64_t *out);
 /* Write the key reference (every key path, type, default, doc) as a Markdown
  * table, generated from the key tables. */
 void pr_config_write_reference(FILE *f);
+
+/* ---------------------------------------------------------------- inference */
+
+/* `piperec infer` (config_infer.c): statistics of sample events per field
+ * path, and the declared-schema config they suggest (event time, labels,
+ * dense features with a transform fitted to the sample, ids and lists with a
+ * vocabulary; every line commented with what was seen, the fields left out
+ * listed with the reason). Rules: docs/configuration.md, "Inferring a
+ * schema". One thread; the same events in the same order give the same text. */
+typedef struct pr_infer pr_infer;
+
+typedef struct pr_infer_opts {
+    const char *name;      /* the pipeline's name; NULL: "events" */
+    const char *topic;     /* NULL: the name */
+    const char *bootstrap; /* NULL: "127.0.0.1:9092" */
+    const char *labels;    /* comma-separated paths: exactly these labels; NULL: detected */
+    const char *time_path; /* the event time's path; NULL: detected; "": none */
+    const char *ignore;    /* comma-separated paths left out, with every field under them */
+    const char *origin;    /* where the events came from, for the first comment */
+} pr_infer_opts;
+
+typedef struct pr_infer_summary {
+    bool event_time;
+    size_t labels, dense, sparse, lists, skipped; /* sparse counts the lists too */
+} pr_infer_summary;
+
+int pr_infer_new(pr_infer **out); /* 0 or PR_ENOMEM */
+void pr_infer_free(pr_infer *inf);
+/* One event: the JSON text of one object. PR_EBADREC (counted in
+ * pr_infer_rejected, nothing else kept) when it is not one; PR_ENOMEM. */
+int pr_infer_add_json(pr_infer *inf, const char *text, size_t len);
+uint64_t pr_infer_events(const pr_infer *inf);
+uint64_t pr_infer_rejected(const pr_infer *inf);
+/* Appends the config to out and fills *sum. PR_EINVAL with errstr when no
+ * event was added, or an option names a path no event has (or a label that
+ * is not a number, an event time that is not a time); PR_ENOMEM. */
+int pr_infer_write(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf *out,
+                   pr_infer_summary *sum, char *errstr, size_t errstr_size);
 
 #endif

@@ -1,0 +1,167 @@
+/*
+ * cmd_infer.c — `piperec infer --input EVENTS.jsonl [--output FILE] ...`.
+ *
+ * Reads sample events (JSON lines, one object each, as `piperec process` and
+ * a `source.format: json` topic take them), and writes the declared-schema
+ * config they suggest (config/config_infer.c): a team's first config from
+ * its own events, every choice commented, instead of forty lines written by
+ * hand. The text is loaded back through the config loader before it is
+ * written, so what this prints always loads; a summary goes to stderr.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pr_cli.h"
+#include "pr_config.h"
+
+#define PR__INFER_ROWS_DEFAULT 100000
+
+static void pr__infer_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: piperec infer --input EVENTS.jsonl|- [--output FILE] [--rows N]\n"
+            "                     [--name NAME] [--topic T] [--bootstrap HOST:PORT]\n"
+            "                     [--labels PATH,...] [--time PATH|none] [--ignore PATH,...]\n"
+            "  Read sample events (one JSON object per line; the first N, default %d)\n"
+            "  and write the config their fields suggest: the event time, the labels,\n"
+            "  dense features with a transform fitted to the sample, ids and lists with\n"
+            "  a vocabulary, each with a comment on what was seen; fields left out are\n"
+            "  listed with the reason. Review it, then `piperec process --config FILE`\n"
+            "  or `piperec run --config FILE`. --labels names the labels (else fields\n"
+            "  such as label.*, click, purchase holding 0/1 are), --time the event time\n"
+            "  (else the first time-named field holding times), --ignore fields to leave\n"
+            "  out (with everything under them).\n",
+            PR__INFER_ROWS_DEFAULT);
+}
+
+/* A line of only blanks (JSON whitespace). */
+static bool pr__blank(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n')
+            return false;
+    return true;
+}
+
+/* The events of f into inf, at most rows; the exit code. */
+static int pr__infer_read(FILE *f, const char *input, uint64_t rows, pr_infer *inf)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    uint64_t lineno = 0;
+    int code = 0;
+    while (pr_infer_events(inf) < rows && (n = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        if (pr__blank(line, (size_t)n))
+            continue;
+        int rc = pr_infer_add_json(inf, line, (size_t)n);
+        if (rc == PR_EBADREC && pr_infer_rejected(inf) <= 3)
+            fprintf(stderr, "piperec infer: %s:%" PRIu64 ": not a JSON object; skipped\n", input,
+                    lineno);
+        else if (rc && rc != PR_EBADREC) {
+            fprintf(stderr, "piperec infer: %s\n", pr_strerror(rc));
+            code = 1;
+            break;
+        }
+    }
+    if (!code && ferror(f)) {
+        fprintf(stderr, "piperec infer: reading %s failed\n", input);
+        code = 1;
+    }
+    free(line);
+    return code;
+}
+
+int pr_cli_cmd_infer(int argc, char **argv)
+{
+    const char *input = NULL, *output = NULL, *rows_s = NULL;
+    pr_infer_opts o = {0};
+    const pr_cli_opt opts[] = {
+        {"--input", &input, NULL},       {"--output", &output, NULL},
+        {"--rows", &rows_s, NULL},       {"--name", &o.name, NULL},
+        {"--topic", &o.topic, NULL},     {"--bootstrap", &o.bootstrap, NULL},
+        {"--labels", &o.labels, NULL},   {"--time", &o.time_path, NULL},
+        {"--ignore", &o.ignore, NULL},
+    };
+    int pr = pr_cli_parse_opts("infer", argc, argv, 1, opts, sizeof(opts) / sizeof(opts[0]),
+                               pr__infer_usage);
+    if (pr)
+        return pr == 1 ? 0 : 2;
+    if (!input) {
+        fprintf(stderr, "piperec infer: --input is required\n");
+        pr__infer_usage(stderr);
+        return 2;
+    }
+    uint64_t rows = PR__INFER_ROWS_DEFAULT;
+    if (rows_s) {
+        char *end;
+        unsigned long long v = strtoull(rows_s, &end, 10);
+        if (!*rows_s || *end || v == 0 || rows_s[0] == '-') {
+            fprintf(stderr, "piperec infer: --rows: want a whole number >= 1, got '%s'\n",
+                    rows_s);
+            return 2;
+        }
+        rows = v;
+    }
+    if (o.time_path && !strcmp(o.time_path, "none"))
+        o.time_path = "";
+    o.origin = strcmp(input, "-") ? input : "stdin";
+
+    FILE *f = strcmp(input, "-") ? fopen(input, "r") : stdin;
+    if (!f) {
+        fprintf(stderr, "piperec infer: cannot open --input %s: %m\n", input);
+        return 2;
+    }
+    pr_infer *inf = NULL;
+    int code = pr_infer_new(&inf) ? 1 : pr__infer_read(f, input, rows, inf);
+    if (f != stdin)
+        fclose(f);
+
+    pr_mbuf mb;
+    pr_mbuf_init(&mb);
+    pr_infer_summary sum;
+    char err[512];
+    if (!code) {
+        int rc = pr_infer_write(inf, &o, &mb, &sum, err, sizeof(err));
+        if (rc) {
+            fprintf(stderr, "piperec infer: %s\n", rc == PR_EINVAL ? err : pr_strerror(rc));
+            code = rc == PR_EINVAL ? 2 : 1;
+        }
+    }
+    if (!code) {
+        /* what is printed must load: a failure here is a bug of the rules */
+        pr_config *cfg = NULL;
+        char lerr[2048];
+        if (pr_config_load_string(mb.buf, mb.len, "<inferred>", &cfg, lerr, sizeof(lerr))) {
+            fprintf(stderr,
+                    "piperec infer: the inferred config does not load (a bug; please report "
+                    "it with the events):\n%s\n%s",
+                    lerr, mb.buf);
+            code = 1;
+        }
+        pr_config_free(cfg);
+    }
+    if (!code) {
+        FILE *of = output ? fopen(output, "w") : stdout;
+        if (!of || fwrite(mb.buf, 1, mb.len, of) != mb.len || (output && fclose(of))) {
+            fprintf(stderr, "piperec infer: cannot write %s: %m\n", output ? output : "stdout");
+            code = 1;
+        } else {
+            if (!output)
+                fflush(stdout);
+            fprintf(stderr,
+                    "piperec infer: %" PRIu64 " events (%" PRIu64 " skipped): %s%zu labels, %zu "
+                    "dense, %zu sparse (%zu lists), %zu fields not used%s%s\n",
+                    pr_infer_events(inf), pr_infer_rejected(inf),
+                    sum.event_time ? "event time, " : "no event time, ", sum.labels, sum.dense,
+                    sum.sparse, sum.lists, sum.skipped, output ? " -> " : "",
+                    output ? output : "");
+        }
+    }
+    pr_mbuf_fini(&mb);
+    pr_infer_free(inf);
+    return code;
+}

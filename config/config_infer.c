@@ -1,0 +1,1020 @@
+/*
+ * config_infer.c — `piperec infer`: a declared-schema config from sample events.
+ *
+ * A team with a topic of JSON events should not have to write forty lines of
+ * YAML before its first batch. This file reads sample events (one JSON object
+ * each), keeps statistics per field path (how often present, which types,
+ * distinct values, numeric range, list lengths, whether the values look like
+ * times), and writes the config those statistics suggest: the event time,
+ * the labels, dense features with a transform fitted to the sample, sparse
+ * ids and multi-valued lists with a vocabulary, and a comment on every line
+ * saying what was seen, so the reader can judge each choice. Fields not used
+ * are listed with the reason. The decisions are a fixed table of rules
+ * (docs/configuration.md, "Inferring a schema"), not a model: the same events
+ * give the same config, and the caller checks that it loads.
+ *
+ * Memory is bounded: at most PR__INF_MAX_PATHS paths and, per path, an exact
+ * set of at most PR__INF_DISTINCT_CAP distinct values (then "more than").
+ */
+#include <ctype.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pr_config.h"
+#include "pr_engine.h"
+
+#define PR__INF_MAX_PATHS    1024
+#define PR__INF_DISTINCT_CAP 65536
+#define PR__INF_FEW_VALUES   64 /* an integer field with at most this many values is a category */
+#define PR__INF_MAX_DEPTH    64 /* objects and lists deeper than the decoder reads (too_deep) */
+
+/* One field path and what was seen there. */
+typedef struct pr__ip {
+    char path[PR_FEAT_PATH_MAX];
+    bool path_bad;    /* a segment the path syntax cannot name, or too long */
+    bool under_list;  /* crosses a list of objects: read as a list */
+    bool nested;      /* a list met under a list of objects */
+    bool too_deep;    /* objects nested deeper than the decoder reads */
+    uint64_t records; /* events where it held something non-null */
+    uint64_t nulls;
+    uint64_t n_obj, n_arr_obj, n_arr_scalar, n_arr_empty, n_scalar; /* shapes of the value */
+    /* scalars: the value itself, a list's elements, or a mapped field's values */
+    uint64_t n_bool, n_int, n_num, n_str, n_elem_null, n_elem_other;
+    uint64_t n_stat; /* numbers seen (bool, int, num) */
+    double min, max, mean, m2;
+    bool non_binary; /* a number other than 0 and 1 */
+    uint64_t n_time[PR_TIME__COUNT];
+    uint64_t *set; /* distinct values' hashes, open addressing, 0 = empty */
+    size_t set_cap, set_n;
+    bool set_full;
+    uint32_t *len_hist; /* lists: events by length, [0, PR_FEAT_MAX_LIST + 1] */
+    uint32_t cur_len, max_len;
+    uint64_t cur_rec; /* event number + 1 it was last touched in */
+    char example[40];
+} pr__ip;
+
+struct pr_infer {
+    pr__ip *ps;
+    size_t n, cap;
+    uint32_t *index; /* open addressing by path hash: ps index + 1 */
+    size_t index_cap;
+    uint64_t events, bad, paths_dropped;
+};
+
+static uint64_t pr__fnv(const void *p, size_t n, uint64_t h)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t pr__mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return x ? x : 1;
+}
+
+int pr_infer_new(pr_infer **out)
+{
+    pr_infer *inf = calloc(1, sizeof(*inf));
+    if (!inf)
+        return PR_ENOMEM;
+    inf->index_cap = 2 * PR__INF_MAX_PATHS;
+    inf->index = calloc(inf->index_cap, sizeof(*inf->index));
+    if (!inf->index) {
+        free(inf);
+        return PR_ENOMEM;
+    }
+    *out = inf;
+    return 0;
+}
+
+void pr_infer_free(pr_infer *inf)
+{
+    if (!inf)
+        return;
+    for (size_t i = 0; i < inf->n; i++) {
+        free(inf->ps[i].set);
+        free(inf->ps[i].len_hist);
+    }
+    free(inf->ps);
+    free(inf->index);
+    free(inf);
+}
+
+uint64_t pr_infer_events(const pr_infer *inf)
+{
+    return inf->events;
+}
+
+uint64_t pr_infer_rejected(const pr_infer *inf)
+{
+    return inf->bad;
+}
+
+/* A key the path syntax can name: non-empty, no '.', no space or control. */
+static bool pr__key_ok(const char *k)
+{
+    if (!*k)
+        return false;
+    for (const unsigned char *c = (const unsigned char *)k; *c; c++)
+        if (*c == '.' || *c <= ' ' || *c == 0x7f)
+            return false;
+    return true;
+}
+
+static pr__ip *pr__ip_find(const pr_infer *inf, const char *path)
+{
+    size_t mask = inf->index_cap - 1;
+    for (size_t k = pr__fnv(path, strlen(path), 0xcbf29ce484222325ull) & mask;;
+         k = (k + 1) & mask) {
+        uint32_t at = inf->index[k];
+        if (!at)
+            return NULL;
+        if (!strcmp(inf->ps[at - 1].path, path))
+            return &inf->ps[at - 1];
+    }
+}
+
+/* The path's entry, created at first sight (the caller keeps the cap);
+ * NULL when out of memory. */
+static pr__ip *pr__ip_get(pr_infer *inf, const char *path, bool bad, bool under_list)
+{
+    size_t len = strlen(path);
+    size_t mask = inf->index_cap - 1;
+    pr__ip *found = pr__ip_find(inf, path);
+    if (found)
+        return found;
+    if (inf->n == inf->cap) {
+        size_t cap = inf->cap ? 2 * inf->cap : 64;
+        pr__ip *ps = realloc(inf->ps, cap * sizeof(*ps));
+        if (!ps)
+            return NULL;
+        inf->ps = ps;
+        inf->cap = cap;
+    }
+    pr__ip *ip = &inf->ps[inf->n];
+    memset(ip, 0, sizeof(*ip));
+    snprintf(ip->path, sizeof(ip->path), "%s", path);
+    ip->path_bad = bad || len >= PR_FEAT_PATH_MAX;
+    ip->under_list = under_list;
+    if (under_list) { /* a mapped field is a list: its lengths per event */
+        ip->len_hist = calloc(PR_FEAT_MAX_LIST + 2, sizeof(*ip->len_hist));
+        if (!ip->len_hist)
+            return NULL;
+    }
+    inf->n++;
+    for (size_t k = pr__fnv(path, len, 0xcbf29ce484222325ull) & mask;; k = (k + 1) & mask)
+        if (!inf->index[k]) {
+            inf->index[k] = (uint32_t)inf->n;
+            break;
+        }
+    return ip;
+}
+
+/* The path is seen in event `rec`: counts the event once, closes the last
+ * event's list length. */
+static void pr__touch(pr__ip *ip, uint64_t rec)
+{
+    if (ip->cur_rec == rec + 1)
+        return;
+    if (ip->cur_rec && ip->len_hist)
+        ip->len_hist[ip->cur_len > PR_FEAT_MAX_LIST ? PR_FEAT_MAX_LIST + 1 : ip->cur_len]++;
+    ip->cur_rec = rec + 1;
+    ip->cur_len = 0;
+    ip->records++;
+}
+
+static void pr__distinct(pr__ip *ip, uint64_t h)
+{
+    if (ip->set_full)
+        return;
+    if (ip->set_n * 2 >= ip->set_cap) {
+        if (ip->set_n >= PR__INF_DISTINCT_CAP) {
+            ip->set_full = true;
+            return;
+        }
+        size_t cap = ip->set_cap ? 2 * ip->set_cap : 64;
+        uint64_t *set = calloc(cap, sizeof(*set));
+        if (!set) {
+            ip->set_full = true;
+            return;
+        }
+        for (size_t i = 0; i < ip->set_cap; i++)
+            if (ip->set[i])
+                for (size_t k = ip->set[i] & (cap - 1);; k = (k + 1) & (cap - 1))
+                    if (!set[k]) {
+                        set[k] = ip->set[i];
+                        break;
+                    }
+        free(ip->set);
+        ip->set = set;
+        ip->set_cap = cap;
+    }
+    for (size_t k = h & (ip->set_cap - 1);; k = (k + 1) & (ip->set_cap - 1)) {
+        if (ip->set[k] == h)
+            return;
+        if (!ip->set[k]) {
+            ip->set[k] = h;
+            ip->set_n++;
+            return;
+        }
+    }
+}
+
+static void pr__number(pr__ip *ip, double x)
+{
+    ip->n_stat++;
+    if (ip->n_stat == 1 || x < ip->min)
+        ip->min = x;
+    if (ip->n_stat == 1 || x > ip->max)
+        ip->max = x;
+    double d = x - ip->mean;
+    ip->mean += d / (double)ip->n_stat;
+    ip->m2 += d * (x - ip->mean);
+    if (x != 0 && x != 1)
+        ip->non_binary = true;
+    double a = fabs(x);
+    if (a >= 1e9 && a < 1e10)
+        ip->n_time[PR_TIME_S]++;
+    else if (a >= 1e12 && a < 1e13)
+        ip->n_time[PR_TIME_MS]++;
+    else if (a >= 1e15 && a < 1e16)
+        ip->n_time[PR_TIME_US]++;
+}
+
+/* One scalar value at the path (the value, a list element, a mapped field). */
+static void pr__scalar(pr__ip *ip, const json_t *v)
+{
+    uint64_t h = 0;
+    switch (json_typeof(v)) {
+    case JSON_TRUE:
+    case JSON_FALSE: {
+        int b = json_is_true(v);
+        ip->n_bool++;
+        pr__number(ip, b);
+        h = pr__mix(0xb0 + (uint64_t)b);
+        if (!ip->example[0])
+            snprintf(ip->example, sizeof(ip->example), "%s", b ? "true" : "false");
+        break;
+    }
+    case JSON_INTEGER: {
+        json_int_t x = json_integer_value(v);
+        ip->n_int++;
+        pr__number(ip, (double)x);
+        h = pr__mix(pr__fnv(&x, sizeof(x), 0x1234567ull));
+        if (!ip->example[0])
+            snprintf(ip->example, sizeof(ip->example), "%" JSON_INTEGER_FORMAT, x);
+        break;
+    }
+    case JSON_REAL: {
+        double x = json_real_value(v);
+        ip->n_num++;
+        pr__number(ip, x);
+        h = pr__mix(pr__fnv(&x, sizeof(x), 0x7654321ull));
+        if (!ip->example[0])
+            snprintf(ip->example, sizeof(ip->example), "%.6g", x);
+        break;
+    }
+    case JSON_STRING: {
+        const char *s = json_string_value(v);
+        size_t n = json_string_length(v);
+        int64_t us;
+        ip->n_str++;
+        if (pr_fop_parse_rfc3339(s, n, &us) == 0)
+            ip->n_time[PR_TIME_RFC3339]++;
+        h = pr__mix(pr__fnv(s, n, 0xabcdefull));
+        if (!ip->example[0]) {
+            /* a printable excerpt in quotes (no quote, backslash or control byte) */
+            size_t k = 0, cap = sizeof(ip->example) - 5;
+            ip->example[k++] = '"';
+            for (size_t i = 0; i < n && k < cap; i++) {
+                unsigned char c = (unsigned char)s[i];
+                ip->example[k++] = (c < ' ' || c == '"' || c == '\\' || c == 0x7f) ? '?' : (char)c;
+            }
+            if (n + 1 > cap) {
+                memcpy(ip->example + k, "...", 3);
+                k += 3;
+            }
+            ip->example[k++] = '"';
+            ip->example[k] = 0;
+        }
+        break;
+    }
+    default:
+        return;
+    }
+    pr__distinct(ip, h);
+}
+
+static int pr__walk(pr_infer *inf, const char *prefix, bool prefix_bad, const json_t *obj,
+                    bool under_list, uint64_t rec, unsigned depth);
+
+/* The value v found at `path`. */
+static int pr__value(pr_infer *inf, const char *path, bool bad, const json_t *v, bool under_list,
+                     uint64_t rec, unsigned depth)
+{
+    if (inf->n == PR__INF_MAX_PATHS && !pr__ip_find(inf, path)) {
+        inf->paths_dropped++;
+        return 0;
+    }
+    pr__ip *ip = pr__ip_get(inf, path, bad, under_list);
+    if (!ip)
+        return PR_ENOMEM;
+    if (json_is_null(v)) {
+        ip->nulls++;
+        return 0;
+    }
+    if (json_is_object(v)) {
+        ip->n_obj++;
+        pr__touch(ip, rec);
+        if (depth >= PR__INF_MAX_DEPTH) { /* the decoder rejects it (too_deep) */
+            ip->too_deep = true;
+            return 0;
+        }
+        return pr__walk(inf, ip->path, ip->path_bad, v, under_list, rec, depth + 1);
+    }
+    if (!json_is_array(v)) {
+        ip->n_scalar++;
+        pr__touch(ip, rec);
+        if (under_list && ++ip->cur_len > ip->max_len)
+            ip->max_len = ip->cur_len;
+        pr__scalar(ip, v);
+        return 0;
+    }
+    pr__touch(ip, rec);
+    if (under_list) {
+        ip->nested = true;
+        return 0;
+    }
+    if (!ip->len_hist) {
+        ip->len_hist = calloc(PR_FEAT_MAX_LIST + 2, sizeof(*ip->len_hist));
+        if (!ip->len_hist)
+            return PR_ENOMEM;
+    }
+    size_t n = json_array_size(v), n_obj = 0;
+    for (size_t i = 0; i < n; i++)
+        n_obj += json_is_object(json_array_get(v, i));
+    if (!n) { /* [] fits a list of values and a list of objects alike */
+        ip->n_arr_empty++;
+        return 0;
+    }
+    if (n_obj) {
+        ip->n_arr_obj++;
+        for (size_t i = 0; i < n; i++) {
+            const json_t *e = json_array_get(v, i);
+            if (json_is_object(e)) {
+                if (depth >= PR__INF_MAX_DEPTH) {
+                    ip->too_deep = true;
+                    break;
+                }
+                int rc = pr__walk(inf, ip->path, ip->path_bad, e, true, rec, depth + 2);
+                if (rc)
+                    return rc;
+            } else if (!json_is_null(e)) {
+                ip->n_elem_other++;
+            }
+        }
+        return 0;
+    }
+    ip->n_arr_scalar++;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *e = json_array_get(v, i);
+        if (json_is_null(e))
+            ip->n_elem_null++;
+        else if (json_is_array(e))
+            ip->n_elem_other++;
+        else
+            pr__scalar(ip, e);
+    }
+    ip->cur_len = (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n);
+    if (ip->cur_len > ip->max_len)
+        ip->max_len = ip->cur_len;
+    return 0;
+}
+
+static int pr__walk(pr_infer *inf, const char *prefix, bool prefix_bad, const json_t *obj,
+                    bool under_list, uint64_t rec, unsigned depth)
+{
+    const char *key;
+    const json_t *v;
+    char path[2 * PR_FEAT_PATH_MAX];
+    json_object_foreach((json_t *)obj, key, v)
+    {
+        bool bad = prefix_bad || !pr__key_ok(key);
+        int len = snprintf(path, PR_FEAT_PATH_MAX, "%s%s%s", prefix, *prefix ? "." : "", key);
+        if (len >= PR_FEAT_PATH_MAX)
+            bad = true;
+        int rc = pr__value(inf, path, bad, v, under_list, rec, depth);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int pr_infer_add_json(pr_infer *inf, const char *text, size_t len)
+{
+    json_error_t jerr;
+    json_t *root = json_loadb(text, len, 0, &jerr);
+    if (!root || !json_is_object(root)) {
+        json_decref(root);
+        inf->bad++;
+        return PR_EBADREC;
+    }
+    int rc = pr__walk(inf, "", false, root, false, inf->events, 1);
+    json_decref(root);
+    if (rc)
+        return rc;
+    inf->events++;
+    return 0;
+}
+
+/* ------------------------------------------------------------- decisions */
+
+typedef enum pr__ikind {
+    PR__IK_NONE = 0, /* a container (object or list of objects): its fields speak */
+    PR__IK_SKIP,
+    PR__IK_TIME,
+    PR__IK_LABEL,
+    PR__IK_DENSE,
+    PR__IK_SPARSE,
+    PR__IK_LIST,
+} pr__ikind;
+
+typedef struct pr__idec {
+    pr__ikind kind;
+    pr_time_unit unit;
+    char why[256];  /* SKIP: the reason; else what was seen */
+    char ops[200];  /* the ops list, or "" */
+    char extra[64]; /* more keys: "default: 0", "list: { max_len: 9 }" */
+    char name[PR_NAME_MAX];
+} pr__idec;
+
+static const char *pr__last_seg(const char *path)
+{
+    const char *d = strrchr(path, '.');
+    return d ? d + 1 : path;
+}
+
+static bool pr__word_in(const char *w, const char *const *words)
+{
+    for (size_t i = 0; words[i]; i++)
+        if (!strcasecmp(w, words[i]))
+            return true;
+    return false;
+}
+
+/* Names of a field that holds an outcome to learn. */
+static const char *const pr__label_words[] = {
+    "label",    "click",     "clicked", "is_click", "clicks",  "target",    "y",
+    "purchase", "purchased", "convert", "converted", "conversion", "like", "liked",
+    "buy",      "bought",    "share",   "shared",  "follow",  "followed",  "watched",
+    "finished", "completed", "add_to_cart", "added_to_cart", "ordered", NULL};
+/* Names of an object whose numeric fields are all outcomes. */
+static const char *const pr__label_parents[] = {"label",  "labels",   "target", "targets",
+                                                 "outcome", "outcomes", "y",      NULL};
+/* Names of a field that holds the event's time. */
+static const char *const pr__time_words[] = {"ts",         "time",         "timestamp",
+                                              "event_time", "event_ts",     "eventtime",
+                                              "datetime",   "created_at",   "occurred_at",
+                                              "ts_ms",      "timestamp_ms", "event_timestamp",
+                                              NULL};
+/* Names of a field unique to each event. */
+static const char *const pr__event_id_words[] = {"event_id",   "eventid", "request_id", "message_id",
+                                                  "uuid",       "trace_id", "impression_id",
+                                                  "log_id",     "record_id", NULL};
+
+static bool pr__has_label_parent(const char *path)
+{
+    char seg[PR_FEAT_PATH_MAX];
+    const char *p = path, *d;
+    while ((d = strchr(p, '.'))) {
+        size_t n = (size_t)(d - p);
+        if (n < sizeof(seg)) {
+            memcpy(seg, p, n);
+            seg[n] = 0;
+            if (pr__word_in(seg, pr__label_parents))
+                return true;
+        }
+        p = d + 1;
+    }
+    return false;
+}
+
+static bool pr__time_named(const char *path)
+{
+    const char *s = pr__last_seg(path);
+    size_t n = strlen(s);
+    if (pr__word_in(s, pr__time_words))
+        return true;
+    return (n > 3 && (!strcasecmp(s + n - 3, "_ts") || !strcasecmp(s + n - 3, "_at"))) ||
+           (n > 5 && !strcasecmp(s + n - 5, "_time"));
+}
+
+/* id, ids, user_id, item-ids, userId, itemIDs. */
+static bool pr__id_named(const char *path)
+{
+    const char *s = pr__last_seg(path);
+    size_t n = strlen(s);
+    if (!strcasecmp(s, "id") || !strcasecmp(s, "ids"))
+        return true;
+    if (n > 1 && (s[n - 1] == 's' || s[n - 1] == 'S'))
+        n--; /* a plural */
+    if (n > 3 && (s[n - 3] == '_' || s[n - 3] == '-') && !strncasecmp(s + n - 2, "id", 2))
+        return true;
+    return n > 2 && islower((unsigned char)s[n - 3]) && s[n - 2] == 'I' &&
+           (s[n - 1] == 'd' || s[n - 1] == 'D');
+}
+
+/* The unit every numeric or string value of the path fits, or -1. */
+static int pr__time_unit_of(const pr__ip *ip)
+{
+    uint64_t scalars = ip->n_bool + ip->n_int + ip->n_num + ip->n_str;
+    if (!scalars || ip->n_arr_scalar || ip->n_arr_obj || ip->n_obj || ip->under_list || ip->n_bool)
+        return -1;
+    for (int u = 0; u < PR_TIME__COUNT; u++)
+        if (ip->n_time[u] == scalars)
+            return u;
+    return -1;
+}
+
+static uint64_t pr__distinct_n(const pr__ip *ip)
+{
+    return ip->set_n;
+}
+
+/* "8123 distinct" or "more than 65536 distinct". */
+static void pr__distinct_text(const pr__ip *ip, char *b, size_t n)
+{
+    if (ip->set_full)
+        snprintf(b, n, "over %zu distinct", ip->set_n);
+    else
+        snprintf(b, n, "%zu distinct", ip->set_n);
+}
+
+/* The length at the q-th quantile of the events holding the list (the
+ * last event's length is still in cur_len). */
+static uint32_t pr__len_quantile(const pr__ip *ip, double q)
+{
+    uint32_t last = ip->cur_len > PR_FEAT_MAX_LIST ? PR_FEAT_MAX_LIST + 1 : ip->cur_len;
+    uint64_t total = ip->cur_rec ? 1 : 0, acc = 0;
+    for (uint32_t i = 0; i <= PR_FEAT_MAX_LIST + 1; i++)
+        total += ip->len_hist[i];
+    uint64_t want = (uint64_t)ceil(q * (double)total);
+    for (uint32_t i = 0; i <= PR_FEAT_MAX_LIST + 1; i++) {
+        acc += ip->len_hist[i] + (ip->cur_rec && i == last);
+        if (acc >= want && acc)
+            return i;
+    }
+    return ip->max_len;
+}
+
+static double pr__std(const pr__ip *ip)
+{
+    return ip->n_stat ? sqrt(ip->m2 / (double)ip->n_stat) : 0; /* as process --fit: ddof 0 */
+}
+
+static bool pr__in_list(const char *path, const char *csv)
+{
+    if (!csv)
+        return false;
+    size_t n = strlen(path);
+    for (const char *p = csv; *p;) {
+        const char *e = strchr(p, ',');
+        size_t k = e ? (size_t)(e - p) : strlen(p);
+        /* the path itself, or a field under it */
+        if (k && k <= n && !strncmp(p, path, k) && (path[k] == 0 || path[k] == '.'))
+            return true;
+        p += k + (e ? 1 : 0);
+    }
+    return false;
+}
+
+static void pr__skip(pr__idec *d, const char *why)
+{
+    d->kind = PR__IK_SKIP;
+    snprintf(d->why, sizeof(d->why), "%s", why);
+}
+
+/* The ops and comment of a numeric (dense) feature. */
+static void pr__dense(const pr__ip *ip, uint64_t events, pr__idec *d)
+{
+    double sd = pr__std(ip);
+    d->kind = PR__IK_DENSE;
+    snprintf(d->why, sizeof(d->why), "%s %.6g..%.6g, mean %.6g, std %.6g, in %.0f%% of events",
+             ip->n_num ? "numbers" : "integers", ip->min, ip->max, ip->mean, sd,
+             100.0 * (double)ip->records / (double)events);
+    if (ip->min >= 0 && (ip->max >= 100 || ip->max > 10 * ip->mean)) {
+        /* non-negative and long-tailed (counts, prices, durations) */
+        snprintf(d->ops, sizeof(d->ops), "log1p");
+    } else if (ip->records < events) {
+        /* a missing value becomes the mean, so 0 after standardizing */
+        snprintf(d->ops, sizeof(d->ops), "{ fill: %.6g }, { standardize: { mean: %.6g, std: %.6g } }",
+                 ip->mean, ip->mean, sd);
+    } else {
+        snprintf(d->ops, sizeof(d->ops), "{ standardize: { mean: %.6g, std: %.6g } }", ip->mean, sd);
+    }
+}
+
+static void pr__decide(const pr_infer *inf, const pr__ip *ip, const pr_infer_opts *o, bool is_time,
+                       bool labels_given, pr__idec *d)
+{
+    char dist[48];
+    uint64_t ev = inf->events;
+    double pct = 100.0 * (double)ip->records / (double)(ev ? ev : 1);
+    uint64_t scalars = ip->n_bool + ip->n_int + ip->n_num + ip->n_str;
+    memset(d, 0, sizeof(*d));
+    pr__distinct_text(ip, dist, sizeof(dist));
+
+    if (pr__in_list(ip->path, o->ignore)) {
+        pr__skip(d, "left out (--ignore)");
+        return;
+    }
+    if (ip->too_deep) {
+        pr__skip(d, "objects nested over 64 deep (the decoder rejects such events: too_deep)");
+        return;
+    }
+    if (ip->n_obj && !scalars && !ip->n_arr_scalar)
+        return; /* an object: its fields are decided one by one */
+    if (ip->n_arr_obj && !ip->n_arr_scalar && !ip->n_scalar && !ip->n_obj) { /* [] too */
+        if (ip->n_elem_other)
+            pr__skip(d, "a list of objects mixed with other values: its fields are read where "
+                        "objects are");
+        return; /* a list of objects: its fields are lists */
+    }
+    if (ip->path_bad) {
+            pr__skip(d, "a key a path cannot name (empty, '.', space or control character, or a "
+                    "path over 127 bytes)");
+        return;
+    }
+    if (!ip->records) {
+        pr__skip(d, "always null");
+        return;
+    }
+    if (ip->nested) {
+        pr__skip(d, "a list inside a list of objects (one list level per path)");
+        return;
+    }
+    if ((ip->n_obj != 0) + (ip->n_arr_obj + ip->n_arr_scalar + ip->n_arr_empty != 0) +
+            (ip->n_scalar != 0) >
+        1) {
+        pr__skip(d, "an object, a list or a value from one event to the next");
+        return;
+    }
+    if (is_time) {
+        int u = pr__time_unit_of(ip);
+        d->kind = PR__IK_TIME;
+        d->unit = u < 0 ? PR_TIME_MS : (pr_time_unit)u;
+        snprintf(d->why, sizeof(d->why), "%s, in %.0f%% of events, e.g. %s",
+                 pr_time_unit_names[d->unit], pct, ip->example);
+        return;
+    }
+    bool list = ip->n_arr_scalar || ip->n_arr_empty || ip->under_list;
+    bool numeric = ip->n_int + ip->n_num + ip->n_bool == scalars && scalars;
+    if (!list && numeric && ip->n_str == 0) {
+        bool named = pr__word_in(pr__last_seg(ip->path), pr__label_words) ||
+                     (!strncasecmp(pr__last_seg(ip->path), "is_", 3) &&
+                      pr__word_in(pr__last_seg(ip->path) + 3, pr__label_words));
+        bool label = labels_given ? pr__in_list(ip->path, o->labels) && true
+                                  : ((named && !ip->non_binary) || pr__has_label_parent(ip->path));
+        if (labels_given && label) {
+            /* exactly the given paths (not fields under them) */
+            label = false;
+            for (const char *p = o->labels; *p;) {
+                const char *e = strchr(p, ',');
+                size_t k = e ? (size_t)(e - p) : strlen(p);
+                if (k == strlen(ip->path) && !strncmp(p, ip->path, k))
+                    label = true;
+                p += k + (e ? 1 : 0);
+            }
+        }
+        if (label) {
+            d->kind = PR__IK_LABEL;
+            if (!ip->non_binary)
+                snprintf(d->why, sizeof(d->why), "0/1, mean %.4g, in %.0f%% of events", ip->mean,
+                         pct);
+            else
+                snprintf(d->why, sizeof(d->why), "numbers %.6g..%.6g, mean %.6g, in %.0f%% of events",
+                         ip->min, ip->max, ip->mean, pct);
+            if (ip->records < ev)
+                snprintf(d->extra, sizeof(d->extra), "default: 0");
+            return;
+        }
+    }
+    if (ip->n_elem_null || ip->n_elem_other) {
+        pr__skip(d, "a list holding nulls, lists or objects beside values (a list feature "
+                    "reads strings or integers)");
+        return;
+    }
+    if (!scalars) {
+        pr__skip(d, list ? "lists always empty" : "no value seen");
+        return;
+    }
+    if (pr__time_unit_of(ip) >= 0 && pr__time_named(ip->path)) {
+        char b[256];
+        snprintf(b, sizeof(b), "a time (%s) besides the event time: add it with hour_of_day or "
+                 "day_of_week if it matters", pr_time_unit_names[pr__time_unit_of(ip)]);
+        pr__skip(d, b);
+        return;
+    }
+    if (!list && !ip->set_full && pr__distinct_n(ip) == 1 && ip->records == ev) {
+        pr__skip(d, "the same value in every event");
+        return;
+    }
+    bool ids = ip->n_num == 0 && ip->n_str + ip->n_int + ip->n_bool == scalars;
+    bool unique = !ip->set_full && pr__distinct_n(ip) == scalars && scalars >= 50;
+    if (!list && ids &&
+        ((unique && ip->n_str + ip->n_int) ||
+         (pr__word_in(pr__last_seg(ip->path), pr__event_id_words) &&
+          (ip->set_full || pr__distinct_n(ip) * 10 >= scalars * 9)))) {
+        char b[256];
+        snprintf(b, sizeof(b), "%s in %" PRIu64 " values: an event id, not a feature",
+                 dist, scalars);
+        pr__skip(d, b);
+        return;
+    }
+    if (list) {
+        if (!ids) {
+            pr__skip(d, ip->n_str ? "a list mixing strings and numbers"
+                                  : "a list of numbers (a list feature reads ids: strings or "
+                                    "integers)");
+            return;
+        }
+        uint32_t p99 = pr__len_quantile(ip, 0.99);
+        d->kind = PR__IK_LIST;
+        snprintf(d->ops, sizeof(d->ops), "vocab");
+        snprintf(d->why, sizeof(d->why),
+                 "lists of %s%s, in %.0f%% of events, length p99 %u max %u%s, %s, e.g. %s",
+                 ip->n_str ? (ip->n_int ? "strings and integers" : "strings") : "integers",
+                 ip->under_list ? " (a field of a list of objects)" : "", pct, p99, ip->max_len,
+                 ip->max_len > PR_FEAT_MAX_LIST ? " (over 4096 rejects the event)" : "", dist,
+                 ip->example);
+        snprintf(d->extra, sizeof(d->extra), "list: { max_len: %u }",
+                 p99 < 1 ? 1 : p99 > PR_FEAT_MAX_LIST ? PR_FEAT_MAX_LIST : p99);
+        return;
+    }
+    if (ids && (ip->n_str || ip->n_bool || pr__id_named(ip->path) ||
+                (!ip->set_full && pr__distinct_n(ip) <= PR__INF_FEW_VALUES))) {
+        d->kind = PR__IK_SPARSE;
+        snprintf(d->ops, sizeof(d->ops), "vocab");
+        snprintf(d->why, sizeof(d->why), "%s, in %.0f%% of events, %s, e.g. %s",
+                 ip->n_str ? (ip->n_int ? "strings and integers (42 and \"42\" are two ids)"
+                                        : "strings")
+                           : ip->n_bool ? "true/false" : "integers",
+                 pct, dist, ip->example);
+        return;
+    }
+    if (ip->n_str) {
+        pr__skip(d, "strings mixed with numbers");
+        return;
+    }
+    pr__dense(ip, ev, d);
+}
+
+/* A feature name: the field's last key, or its whole path when another
+ * feature's last key is the same; [A-Za-z0-9_-], at most 63; unique. */
+static void pr__name(const pr__ip *ps, const pr__idec *ds, size_t n, size_t i, pr__idec *all)
+{
+    const char *seg = pr__last_seg(ps[i].path);
+    bool clash = !strcmp(seg, "event_time");
+    for (size_t j = 0; j < n && !clash; j++)
+        if (j != i && ds[j].kind > PR__IK_SKIP && ds[j].kind != PR__IK_TIME &&
+            !strcmp(pr__last_seg(ps[j].path), seg))
+            clash = true;
+    const char *src = clash ? ps[i].path : seg;
+    char b[PR_NAME_MAX];
+    size_t k = 0;
+    for (; src[k] && k + 1 < sizeof(b) - 4; k++) {
+        unsigned char c = (unsigned char)src[k];
+        b[k] = (isalnum(c) || c == '_' || c == '-') ? (char)c : '_';
+    }
+    b[k] = 0;
+    /* unique against the names given so far */
+    char cand[PR_NAME_MAX];
+    snprintf(cand, sizeof(cand), "%s", b);
+    for (unsigned t = 2;; t++) {
+        bool taken = !strcmp(cand, "event_time");
+        for (size_t j = 0; j < i && !taken; j++)
+            if (all[j].name[0] && !strcmp(all[j].name, cand))
+                taken = true;
+        if (!taken)
+            break;
+        snprintf(cand, sizeof(cand), "%.*s_%u", (int)(sizeof(b) - 5), b, t);
+    }
+    snprintf(all[i].name, sizeof(all[i].name), "%s", cand);
+}
+
+/* A path as YAML: plain when it is made of safe characters, else quoted. */
+static void pr__yaml_path(pr_mbuf *mb, const char *p)
+{
+    bool plain = isalpha((unsigned char)p[0]) || p[0] == '_';
+    for (const char *c = p; *c && plain; c++)
+        plain = isalnum((unsigned char)*c) || *c == '_' || *c == '-' || *c == '.';
+    if (plain)
+        pr_mbuf_puts(mb, p);
+    else
+        pr_mbuf_json_str(mb, p);
+}
+
+static bool pr__path_seen(const pr_infer *inf, const char *path)
+{
+    for (size_t i = 0; i < inf->n; i++)
+        if (!strcmp(inf->ps[i].path, path))
+            return true;
+    return false;
+}
+
+/* Each path of a comma list was seen, else PR_EINVAL naming the option. */
+static int pr__check_list(const pr_infer *inf, const char *csv, const char *opt, char *errstr,
+                          size_t errn)
+{
+    if (!csv)
+        return 0;
+    for (const char *p = csv; *p;) {
+        const char *e = strchr(p, ',');
+        size_t k = e ? (size_t)(e - p) : strlen(p);
+        char path[PR_FEAT_PATH_MAX];
+        if (!k || k >= sizeof(path)) {
+            snprintf(errstr, errn, "%s: an empty or over-long path in '%s'", opt, csv);
+            return PR_EINVAL;
+        }
+        memcpy(path, p, k);
+        path[k] = 0;
+        if (!pr__path_seen(inf, path)) {
+            snprintf(errstr, errn, "%s: no event has the field '%s'", opt, path);
+            return PR_EINVAL;
+        }
+        p += k + (e ? 1 : 0);
+    }
+    return 0;
+}
+
+/* The event time: --time, else the first time-named field whose values all
+ * read as times of one unit; -1 for none. */
+static long pr__pick_time(const pr_infer *inf, const pr_infer_opts *o)
+{
+    if (o->time_path) {
+        if (!*o->time_path)
+            return -1;
+        for (size_t i = 0; i < inf->n; i++)
+            if (!strcmp(inf->ps[i].path, o->time_path))
+                return (long)i;
+        return -1;
+    }
+    for (size_t i = 0; i < inf->n; i++) {
+        const pr__ip *ip = &inf->ps[i];
+        if (!ip->path_bad && !pr__in_list(ip->path, o->ignore) && pr__time_named(ip->path) &&
+            pr__time_unit_of(ip) >= 0)
+            return (long)i;
+    }
+    return -1;
+}
+
+static void pr__feature_line(pr_mbuf *mb, const pr__ip *ip, const pr__idec *d)
+{
+    pr_mbuf_printf(mb, "        - { name: %s, path: ", d->name);
+    pr__yaml_path(mb, ip->path);
+    if (d->extra[0])
+        pr_mbuf_printf(mb, ", %s", d->extra);
+    if (d->ops[0])
+        pr_mbuf_printf(mb, ", ops: [%s]", d->ops);
+    pr_mbuf_printf(mb, " }   # %s\n", d->why);
+}
+
+int pr_infer_write(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf *out,
+                   pr_infer_summary *sum, char *errstr, size_t errn)
+{
+    memset(sum, 0, sizeof(*sum));
+    if (!inf->events) {
+        snprintf(errstr, errn, "no event to learn from (%" PRIu64 " lines not JSON objects)",
+                 inf->bad);
+        return PR_EINVAL;
+    }
+    int rc = pr__check_list(inf, o->labels, "--labels", errstr, errn);
+    if (!rc)
+        rc = pr__check_list(inf, o->ignore, "--ignore", errstr, errn);
+    if (!rc && o->time_path && *o->time_path && !pr__path_seen(inf, o->time_path)) {
+        snprintf(errstr, errn, "--time: no event has the field '%s'", o->time_path);
+        rc = PR_EINVAL;
+    }
+    if (rc)
+        return rc;
+    long t = pr__pick_time(inf, o);
+    if (t >= 0 && o->time_path && pr__time_unit_of(&inf->ps[t]) < 0) {
+        snprintf(errstr, errn,
+                 "--time: '%s' does not hold times (seconds, ms or us since the epoch, or RFC "
+                 "3339 strings) in every event that has it",
+                 o->time_path);
+        return PR_EINVAL;
+    }
+    pr__idec *ds = calloc(inf->n ? inf->n : 1, sizeof(*ds));
+    if (!ds)
+        return PR_ENOMEM;
+    bool labels_given = o->labels && *o->labels;
+    for (size_t i = 0; i < inf->n; i++)
+        pr__decide(inf, &inf->ps[i], o, (long)i == t, labels_given, &ds[i]);
+    for (size_t i = 0; i < inf->n; i++)
+        if (ds[i].kind > PR__IK_SKIP && ds[i].kind != PR__IK_TIME)
+            pr__name(inf->ps, ds, inf->n, i, ds);
+    if (labels_given) /* a given label that is no number */
+        for (const char *p = o->labels; *p;) {
+            const char *e = strchr(p, ',');
+            size_t k = e ? (size_t)(e - p) : strlen(p);
+            for (size_t i = 0; i < inf->n; i++)
+                if (strlen(inf->ps[i].path) == k && !strncmp(inf->ps[i].path, p, k) &&
+                    ds[i].kind != PR__IK_LABEL) {
+                    snprintf(errstr, errn, "--labels: '%s' is not a number or true/false in "
+                             "every event that has it", inf->ps[i].path);
+                    free(ds);
+                    return PR_EINVAL;
+                }
+            p += k + (e ? 1 : 0);
+        }
+
+    const char *name = o->name ? o->name : "events";
+    pr_mbuf_printf(out,
+                   "# Inferred by `piperec infer` from %" PRIu64 " events of %s", inf->events,
+                   o->origin ? o->origin : "the input");
+    if (inf->bad)
+        pr_mbuf_printf(out, " (%" PRIu64 " lines that are not JSON objects skipped)", inf->bad);
+    pr_mbuf_printf(out, ".\n"
+                        "# Review it before training: each feature's comment says what was seen, and\n"
+                        "# the fields left out are listed at the end of the schema with the reason.\n"
+                        "# The rules: docs/configuration.md, \"Inferring a schema\".\n");
+    if (inf->paths_dropped)
+        pr_mbuf_printf(out, "# Only the first %d field paths were studied; %" PRIu64
+                            " more were seen.\n", PR__INF_MAX_PATHS, inf->paths_dropped);
+    pr_mbuf_printf(out, "pipelines:\n  - name: %s\n    source:\n      kafka:\n        topics: [%s]\n",
+                   name, o->topic ? o->topic : name);
+    pr_mbuf_printf(out,
+                   "        properties: { bootstrap.servers: \"%s\", auto.offset.reset: earliest }\n"
+                   "      format: json\n"
+                   "    schema:\n",
+                   o->bootstrap ? o->bootstrap : "127.0.0.1:9092");
+    if (t >= 0) {
+        pr_mbuf_printf(out, "      event_time: { path: ");
+        pr__yaml_path(out, inf->ps[t].path);
+        pr_mbuf_printf(out, ", unit: %s }   # %s\n", pr_time_unit_names[ds[t].unit], ds[t].why);
+        sum->event_time = true;
+    } else {
+        pr_mbuf_printf(out, "      # no event time found (a time-named field of s, ms, us or RFC "
+                            "3339 values): batches use the Kafka message time; --time PATH names "
+                            "one\n");
+    }
+    static const struct {
+        pr__ikind kind;
+        const char *key;
+    } sections[] = {{PR__IK_LABEL, "labels"}, {PR__IK_DENSE, "dense"}, {PR__IK_SPARSE, "sparse"}};
+    for (size_t s = 0; s < sizeof(sections) / sizeof(sections[0]); s++) {
+        size_t cnt = 0;
+        for (size_t i = 0; i < inf->n; i++)
+            cnt += ds[i].kind == sections[s].kind ||
+                   (sections[s].kind == PR__IK_SPARSE && ds[i].kind == PR__IK_LIST);
+        if (!cnt) {
+            if (sections[s].kind == PR__IK_LABEL)
+                pr_mbuf_printf(out, "      # no label found (a 0/1 field named like click, "
+                                    "purchase, label, or a number under label.*): --labels "
+                                    "PATH,... names them\n");
+            continue;
+        }
+        pr_mbuf_printf(out, "      %s:\n", sections[s].key);
+        for (size_t i = 0; i < inf->n; i++)
+            if (ds[i].kind == sections[s].kind ||
+                (sections[s].kind == PR__IK_SPARSE && ds[i].kind == PR__IK_LIST)) {
+                pr__feature_line(out, &inf->ps[i], &ds[i]);
+                switch (ds[i].kind) {
+                case PR__IK_LABEL: sum->labels++; break;
+                case PR__IK_DENSE: sum->dense++; break;
+                case PR__IK_LIST: sum->lists++; /* fall through */
+                default: sum->sparse++; break;
+                }
+            }
+    }
+    if (t >= 0 && sum->sparse)
+        pr_mbuf_printf(out, "        # the time of day and week often matter:\n"
+                            "        # - { name: hour, path: %s, ops: [hour_of_day, vocab] }\n"
+                            "        # - { name: weekday, path: %s, ops: [day_of_week] }\n",
+                       inf->ps[t].path, inf->ps[t].path);
+    size_t skipped = 0;
+    for (size_t i = 0; i < inf->n; i++)
+        if (ds[i].kind == PR__IK_SKIP) {
+            if (!skipped++)
+                pr_mbuf_printf(out, "      # not used:\n");
+            pr_mbuf_printf(out, "      #   %s: %s\n", inf->ps[i].path, ds[i].why);
+        }
+    sum->skipped = skipped;
+    pr_mbuf_printf(out, "    transform:\n"
+                        "      vocab: { profile: default }   # 0 = missing, 1 = out of vocabulary, "
+                        "ids from 2\n"
+                        "    batch: { size: 4096, max_delay_ms: 100 }\n"
+                        "    sinks:\n"
+                        "      trainer: { listen: \"127.0.0.1:7070\" }\n");
+    free(ds);
+    return out->err;
+}
