@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pr_config.h"
+#include "pr_config_int.h"
 #include "pr_engine.h"
 
 #define PR__INF_MAX_PATHS    1024
@@ -418,6 +418,20 @@ static int pr__walk(pr_infer *inf, const char *prefix, bool prefix_bad, const js
     return 0;
 }
 
+int pr__infer_add_root(pr_infer *inf, const json_t *root)
+{
+    int rc = pr__walk(inf, "", false, root, false, inf->events, 1);
+    if (rc)
+        return rc;
+    inf->events++;
+    return 0;
+}
+
+void pr__infer_reject(pr_infer *inf)
+{
+    inf->bad++;
+}
+
 int pr_infer_add_json(pr_infer *inf, const char *text, size_t len)
 {
     json_error_t jerr;
@@ -427,12 +441,9 @@ int pr_infer_add_json(pr_infer *inf, const char *text, size_t len)
         inf->bad++;
         return PR_EBADREC;
     }
-    int rc = pr__walk(inf, "", false, root, false, inf->events, 1);
+    int rc = pr__infer_add_root(inf, root);
     json_decref(root);
-    if (rc)
-        return rc;
-    inf->events++;
-    return 0;
+    return rc;
 }
 
 /* ------------------------------------------------------------- decisions */
@@ -953,10 +964,16 @@ int pr_infer_write(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf *out,
     pr_mbuf_printf(out, "pipelines:\n  - name: %s\n    source:\n      kafka:\n        topics: [%s]\n",
                    name, o->topic ? o->topic : name);
     pr_mbuf_printf(out,
-                   "        properties: { bootstrap.servers: \"%s\", auto.offset.reset: earliest }\n"
-                   "      format: json\n"
-                   "    schema:\n",
+                   "        properties: { bootstrap.servers: \"%s\", auto.offset.reset: earliest }\n",
                    o->bootstrap ? o->bootstrap : "127.0.0.1:9092");
+    if (o->avro_schema_file) {
+        pr_mbuf_printf(out, "      format: avro\n      avro: { schema_file: ");
+        pr_mbuf_json_str(out, o->avro_schema_file);
+        pr_mbuf_printf(out, " }   # plain bodies or registry-framed ones (framing: auto)\n");
+    } else {
+        pr_mbuf_printf(out, "      format: json\n");
+    }
+    pr_mbuf_printf(out, "    schema:\n");
     if (t >= 0) {
         pr_mbuf_printf(out, "      event_time: { path: ");
         pr__yaml_path(out, inf->ps[t].path);

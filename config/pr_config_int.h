@@ -217,4 +217,14 @@ typedef int (*pr__path_check_fn)(const void *schema, const pr_feature_spec *f, u
 void pr__check_feature_paths(cfg_ctx *c, yaml_node_t *map, const pr_pipeline_cfg *pl,
                              pr__path_check_fn fn, const void *schema);
 
+/* ---------------------------------------------------------------- inference */
+
+/* One event as a JSON object (config_infer.c): what pr_infer_add_json does
+ * after parsing, for readers that make the object themselves (the Avro
+ * records of config_infer_avro.c). The caller keeps root. 0 or PR_ENOMEM. */
+struct json_t;
+int pr__infer_add_root(pr_infer *inf, const struct json_t *root);
+/* A record that did not decode: counted as pr_infer_rejected. */
+void pr__infer_reject(pr_infer *inf);
+
 #endif

@@ -251,6 +251,7 @@ typedef struct pr_infer_opts {
     const char *time_path; /* the event time's path; NULL: detected; "": none */
     const char *ignore;    /* comma-separated paths left out, with every field under them */
     const char *origin;    /* where the events came from, for the first comment */
+    const char *avro_schema_file; /* NULL: format json; else format avro with this schema_file */
 } pr_infer_opts;
 
 typedef struct pr_infer_summary {
@@ -263,6 +264,14 @@ void pr_infer_free(pr_infer *inf);
 /* One event: the JSON text of one object. PR_EBADREC (counted in
  * pr_infer_rejected, nothing else kept) when it is not one; PR_ENOMEM. */
 int pr_infer_add_json(pr_infer *inf, const char *text, size_t len);
+/* Avro records (config_infer_avro.c): varint-delimited binary bodies, as
+ * `piperec process` reads format avro, each decoded with the writer schema in
+ * schema_file and added as the event the Avro reader sees (a union as its
+ * branch, an enum as its symbol, ...), until max_events events were added or
+ * f ends. A record that does not decode is counted in pr_infer_rejected.
+ * PR_EINVAL with errstr for a schema that does not load; PR_EIO; PR_ENOMEM. */
+int pr_infer_add_avro_records(pr_infer *inf, const char *schema_file, FILE *f,
+                              uint64_t max_events, char *errstr, size_t errstr_size);
 uint64_t pr_infer_events(const pr_infer *inf);
 uint64_t pr_infer_rejected(const pr_infer *inf);
 /* Appends the config to out and fills *sum. PR_EINVAL with errstr when no
