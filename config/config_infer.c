@@ -228,7 +228,7 @@ static void pr__distinct(pr__ip *ip, uint64_t h)
     }
 }
 
-static void pr__number(pr__ip *ip, double x)
+static void pr__inf_number(pr__ip *ip, double x)
 {
     ip->n_stat++;
     if (ip->n_stat == 1 || x < ip->min)
@@ -250,7 +250,7 @@ static void pr__number(pr__ip *ip, double x)
 }
 
 /* One scalar value at the path (the value, a list element, a mapped field). */
-static void pr__scalar(pr__ip *ip, const json_t *v)
+static void pr__inf_scalar(pr__ip *ip, const json_t *v)
 {
     uint64_t h = 0;
     switch (json_typeof(v)) {
@@ -258,7 +258,7 @@ static void pr__scalar(pr__ip *ip, const json_t *v)
     case JSON_FALSE: {
         int b = json_is_true(v);
         ip->n_bool++;
-        pr__number(ip, b);
+        pr__inf_number(ip, b);
         h = pr__mix(0xb0 + (uint64_t)b);
         if (!ip->example[0])
             snprintf(ip->example, sizeof(ip->example), "%s", b ? "true" : "false");
@@ -267,7 +267,7 @@ static void pr__scalar(pr__ip *ip, const json_t *v)
     case JSON_INTEGER: {
         json_int_t x = json_integer_value(v);
         ip->n_int++;
-        pr__number(ip, (double)x);
+        pr__inf_number(ip, (double)x);
         h = pr__mix(pr__fnv(&x, sizeof(x), 0x1234567ull));
         if (!ip->example[0])
             snprintf(ip->example, sizeof(ip->example), "%" JSON_INTEGER_FORMAT, x);
@@ -276,7 +276,7 @@ static void pr__scalar(pr__ip *ip, const json_t *v)
     case JSON_REAL: {
         double x = json_real_value(v);
         ip->n_num++;
-        pr__number(ip, x);
+        pr__inf_number(ip, x);
         h = pr__mix(pr__fnv(&x, sizeof(x), 0x7654321ull));
         if (!ip->example[0])
             snprintf(ip->example, sizeof(ip->example), "%.6g", x);
@@ -313,11 +313,11 @@ static void pr__scalar(pr__ip *ip, const json_t *v)
     pr__distinct(ip, h);
 }
 
-static int pr__walk(pr_infer *inf, const char *prefix, bool prefix_bad, const json_t *obj,
+static int pr__inf_walk(pr_infer *inf, const char *prefix, bool prefix_bad, const json_t *obj,
                     bool under_list, uint64_t rec, unsigned depth);
 
 /* The value v found at `path`. */
-static int pr__value(pr_infer *inf, const char *path, bool bad, const json_t *v, bool under_list,
+static int pr__inf_value(pr_infer *inf, const char *path, bool bad, const json_t *v, bool under_list,
                      uint64_t rec, unsigned depth)
 {
     if (inf->n == PR__INF_MAX_PATHS && !pr__ip_find(inf, path)) {
@@ -338,14 +338,14 @@ static int pr__value(pr_infer *inf, const char *path, bool bad, const json_t *v,
             ip->too_deep = true;
             return 0;
         }
-        return pr__walk(inf, ip->path, ip->path_bad, v, under_list, rec, depth + 1);
+        return pr__inf_walk(inf, ip->path, ip->path_bad, v, under_list, rec, depth + 1);
     }
     if (!json_is_array(v)) {
         ip->n_scalar++;
         pr__touch(ip, rec);
         if (under_list && ++ip->cur_len > ip->max_len)
             ip->max_len = ip->cur_len;
-        pr__scalar(ip, v);
+        pr__inf_scalar(ip, v);
         return 0;
     }
     pr__touch(ip, rec);
@@ -374,7 +374,7 @@ static int pr__value(pr_infer *inf, const char *path, bool bad, const json_t *v,
                     ip->too_deep = true;
                     break;
                 }
-                int rc = pr__walk(inf, ip->path, ip->path_bad, e, true, rec, depth + 2);
+                int rc = pr__inf_walk(inf, ip->path, ip->path_bad, e, true, rec, depth + 2);
                 if (rc)
                     return rc;
             } else if (!json_is_null(e)) {
@@ -391,7 +391,7 @@ static int pr__value(pr_infer *inf, const char *path, bool bad, const json_t *v,
         else if (json_is_array(e))
             ip->n_elem_other++;
         else
-            pr__scalar(ip, e);
+            pr__inf_scalar(ip, e);
     }
     ip->cur_len = (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n);
     if (ip->cur_len > ip->max_len)
@@ -399,7 +399,7 @@ static int pr__value(pr_infer *inf, const char *path, bool bad, const json_t *v,
     return 0;
 }
 
-static int pr__walk(pr_infer *inf, const char *prefix, bool prefix_bad, const json_t *obj,
+static int pr__inf_walk(pr_infer *inf, const char *prefix, bool prefix_bad, const json_t *obj,
                     bool under_list, uint64_t rec, unsigned depth)
 {
     const char *key;
@@ -411,7 +411,7 @@ static int pr__walk(pr_infer *inf, const char *prefix, bool prefix_bad, const js
         int len = snprintf(path, PR_FEAT_PATH_MAX, "%s%s%s", prefix, *prefix ? "." : "", key);
         if (len >= PR_FEAT_PATH_MAX)
             bad = true;
-        int rc = pr__value(inf, path, bad, v, under_list, rec, depth);
+        int rc = pr__inf_value(inf, path, bad, v, under_list, rec, depth);
         if (rc)
             return rc;
     }
@@ -420,7 +420,7 @@ static int pr__walk(pr_infer *inf, const char *prefix, bool prefix_bad, const js
 
 int pr__infer_add_root(pr_infer *inf, const json_t *root)
 {
-    int rc = pr__walk(inf, "", false, root, false, inf->events, 1);
+    int rc = pr__inf_walk(inf, "", false, root, false, inf->events, 1);
     if (rc)
         return rc;
     inf->events++;
@@ -607,14 +607,14 @@ static bool pr__in_list(const char *path, const char *csv)
     return false;
 }
 
-static void pr__skip(pr__idec *d, const char *why)
+static void pr__inf_skip(pr__idec *d, const char *why)
 {
     d->kind = PR__IK_SKIP;
     snprintf(d->why, sizeof(d->why), "%s", why);
 }
 
 /* The ops and comment of a numeric (dense) feature. */
-static void pr__dense(const pr__ip *ip, uint64_t events, pr__idec *d)
+static void pr__inf_dense(const pr__ip *ip, uint64_t events, pr__idec *d)
 {
     double sd = pr__std(ip);
     d->kind = PR__IK_DENSE;
@@ -633,7 +633,7 @@ static void pr__dense(const pr__ip *ip, uint64_t events, pr__idec *d)
     }
 }
 
-static void pr__decide(const pr_infer *inf, const pr__ip *ip, const pr_infer_opts *o, bool is_time,
+static void pr__inf_decide(const pr_infer *inf, const pr__ip *ip, const pr_infer_opts *o, bool is_time,
                        bool labels_given, pr__idec *d)
 {
     char dist[48];
@@ -644,38 +644,38 @@ static void pr__decide(const pr_infer *inf, const pr__ip *ip, const pr_infer_opt
     pr__distinct_text(ip, dist, sizeof(dist));
 
     if (pr__in_list(ip->path, o->ignore)) {
-        pr__skip(d, "left out (--ignore)");
+        pr__inf_skip(d, "left out (--ignore)");
         return;
     }
     if (ip->too_deep) {
-        pr__skip(d, "objects nested over 64 deep (the decoder rejects such events: too_deep)");
+        pr__inf_skip(d, "objects nested over 64 deep (the decoder rejects such events: too_deep)");
         return;
     }
     if (ip->n_obj && !scalars && !ip->n_arr_scalar)
         return; /* an object: its fields are decided one by one */
     if (ip->n_arr_obj && !ip->n_arr_scalar && !ip->n_scalar && !ip->n_obj) { /* [] too */
         if (ip->n_elem_other)
-            pr__skip(d, "a list of objects mixed with other values: its fields are read where "
+            pr__inf_skip(d, "a list of objects mixed with other values: its fields are read where "
                         "objects are");
         return; /* a list of objects: its fields are lists */
     }
     if (ip->path_bad) {
-            pr__skip(d, "a key a path cannot name (empty, '.', space or control character, or a "
+            pr__inf_skip(d, "a key a path cannot name (empty, '.', space or control character, or a "
                     "path over 127 bytes)");
         return;
     }
     if (!ip->records) {
-        pr__skip(d, "always null");
+        pr__inf_skip(d, "always null");
         return;
     }
     if (ip->nested) {
-        pr__skip(d, "a list inside a list of objects (one list level per path)");
+        pr__inf_skip(d, "a list inside a list of objects (one list level per path)");
         return;
     }
     if ((ip->n_obj != 0) + (ip->n_arr_obj + ip->n_arr_scalar + ip->n_arr_empty != 0) +
             (ip->n_scalar != 0) >
         1) {
-        pr__skip(d, "an object, a list or a value from one event to the next");
+        pr__inf_skip(d, "an object, a list or a value from one event to the next");
         return;
     }
     if (is_time) {
@@ -719,23 +719,23 @@ static void pr__decide(const pr_infer *inf, const pr__ip *ip, const pr_infer_opt
         }
     }
     if (ip->n_elem_null || ip->n_elem_other) {
-        pr__skip(d, "a list holding nulls, lists or objects beside values (a list feature "
+        pr__inf_skip(d, "a list holding nulls, lists or objects beside values (a list feature "
                     "reads strings or integers)");
         return;
     }
     if (!scalars) {
-        pr__skip(d, list ? "lists always empty" : "no value seen");
+        pr__inf_skip(d, list ? "lists always empty" : "no value seen");
         return;
     }
     if (pr__time_unit_of(ip) >= 0 && pr__time_named(ip->path)) {
         char b[256];
         snprintf(b, sizeof(b), "a time (%s) besides the event time: add it with hour_of_day or "
                  "day_of_week if it matters", pr_time_unit_names[pr__time_unit_of(ip)]);
-        pr__skip(d, b);
+        pr__inf_skip(d, b);
         return;
     }
     if (!list && !ip->set_full && pr__distinct_n(ip) == 1 && ip->records == ev) {
-        pr__skip(d, "the same value in every event");
+        pr__inf_skip(d, "the same value in every event");
         return;
     }
     bool ids = ip->n_num == 0 && ip->n_str + ip->n_int + ip->n_bool == scalars;
@@ -747,12 +747,12 @@ static void pr__decide(const pr_infer *inf, const pr__ip *ip, const pr_infer_opt
         char b[256];
         snprintf(b, sizeof(b), "%s in %" PRIu64 " values: an event id, not a feature",
                  dist, scalars);
-        pr__skip(d, b);
+        pr__inf_skip(d, b);
         return;
     }
     if (list) {
         if (!ids) {
-            pr__skip(d, ip->n_str ? "a list mixing strings and numbers"
+            pr__inf_skip(d, ip->n_str ? "a list mixing strings and numbers"
                                   : "a list of numbers (a list feature reads ids: strings or "
                                     "integers)");
             return;
@@ -782,15 +782,15 @@ static void pr__decide(const pr_infer *inf, const pr__ip *ip, const pr_infer_opt
         return;
     }
     if (ip->n_str) {
-        pr__skip(d, "strings mixed with numbers");
+        pr__inf_skip(d, "strings mixed with numbers");
         return;
     }
-    pr__dense(ip, ev, d);
+    pr__inf_dense(ip, ev, d);
 }
 
 /* A feature name: the field's last key, or its whole path when another
  * feature's last key is the same; [A-Za-z0-9_-], at most 63; unique. */
-static void pr__name(const pr__ip *ps, const pr__idec *ds, size_t n, size_t i, pr__idec *all)
+static void pr__inf_name(const pr__ip *ps, const pr__idec *ds, size_t n, size_t i, pr__idec *all)
 {
     const char *seg = pr__last_seg(ps[i].path);
     bool clash = !strcmp(seg, "event_time");
@@ -929,10 +929,10 @@ int pr_infer_write(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf *out,
         return PR_ENOMEM;
     bool labels_given = o->labels && *o->labels;
     for (size_t i = 0; i < inf->n; i++)
-        pr__decide(inf, &inf->ps[i], o, (long)i == t, labels_given, &ds[i]);
+        pr__inf_decide(inf, &inf->ps[i], o, (long)i == t, labels_given, &ds[i]);
     for (size_t i = 0; i < inf->n; i++)
         if (ds[i].kind > PR__IK_SKIP && ds[i].kind != PR__IK_TIME)
-            pr__name(inf->ps, ds, inf->n, i, ds);
+            pr__inf_name(inf->ps, ds, inf->n, i, ds);
     if (labels_given) /* a given label that is no number */
         for (const char *p = o->labels; *p;) {
             const char *e = strchr(p, ',');
