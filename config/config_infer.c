@@ -741,7 +741,7 @@ static void pr__inf_decide(const pr_infer *inf, const pr__ip *ip, const pr_infer
     bool ids = ip->n_num == 0 && ip->n_str + ip->n_int + ip->n_bool == scalars;
     bool unique = !ip->set_full && pr__distinct_n(ip) == scalars && scalars >= 50;
     if (!list && ids &&
-        ((unique && ip->n_str + ip->n_int) ||
+        ((unique && (ip->n_str || pr__id_named(ip->path))) ||
          (pr__word_in(pr__last_seg(ip->path), pr__event_id_words) &&
           (ip->set_full || pr__distinct_n(ip) * 10 >= scalars * 9)))) {
         char b[256];

@@ -1,0 +1,346 @@
+/*
+ * test_infer.c — `piperec infer`'s rules (config/config_infer.c): sample
+ * events in, a config out. Each test feeds events, loads the text it writes
+ * through the config loader (what `infer` itself checks) and asserts on the
+ * loaded features (kind, path, operators), not on the wording, plus the
+ * comments that carry a decision (why a field is left out).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "pr_config.h"
+
+typedef struct inferred {
+    pr_mbuf text;
+    pr_config *cfg;
+    pr_infer_summary sum;
+} inferred;
+
+/* Feed the events (NULL-terminated), write and load the config. */
+static void infer_ok(const char *const *events, const pr_infer_opts *o, inferred *r)
+{
+    pr_infer *inf = NULL;
+    assert_int_equal(pr_infer_new(&inf), 0);
+    for (size_t i = 0; events[i]; i++)
+        pr_infer_add_json(inf, events[i], strlen(events[i]));
+    pr_mbuf_init(&r->text);
+    char err[2048];
+    pr_infer_opts none = {0};
+    int rc = pr_infer_write(inf, o ? o : &none, &r->text, &r->sum, err, sizeof(err));
+    if (rc)
+        fail_msg("infer failed: %s", err);
+    pr_infer_free(inf);
+    r->cfg = NULL;
+    if (pr_config_load_string(r->text.buf, r->text.len, "<inferred>", &r->cfg, err, sizeof(err)))
+        fail_msg("the inferred config does not load: %s\n%s", err, r->text.buf);
+}
+
+static void inferred_free(inferred *r)
+{
+    pr_config_free(r->cfg);
+    pr_mbuf_fini(&r->text);
+}
+
+/* Repeat one event template n times, "%d" replaced by the event's number
+ * (and further %d by derived values: i % 7, i % 3, i * 37). */
+static char **repeat(const char *fmt, int n)
+{
+    char **ev = calloc((size_t)n + 1, sizeof(*ev));
+    assert_non_null(ev);
+    for (int i = 0; i < n; i++) {
+        char b[2048];
+        snprintf(b, sizeof(b), fmt, i, i % 7, i % 3, i * 37);
+        ev[i] = strdup(b);
+    }
+    return ev;
+}
+
+static void repeat_free(char **ev)
+{
+    for (size_t i = 0; ev[i]; i++)
+        free(ev[i]);
+    free(ev);
+}
+
+static const pr_feature_spec *feat(const inferred *r, const char *name)
+{
+    const pr_feature_schema *fs = &r->cfg->pipelines[0].features;
+    for (uint32_t i = 0; i < fs->n_features; i++)
+        if (!strcmp(fs->features[i].name, name))
+            return &fs->features[i];
+    return NULL;
+}
+
+static const pr_feature_spec *feat_ok(const inferred *r, const char *name, pr_feature_kind kind,
+                                      const char *path)
+{
+    const pr_feature_spec *f = feat(r, name);
+    if (!f)
+        fail_msg("no feature %s in:\n%s", name, r->text.buf);
+    assert_int_equal(f->kind, kind);
+    assert_string_equal(f->paths[0], path);
+    return f;
+}
+
+/* The path is listed as not used, with `why` in its reason. */
+static void skipped(const inferred *r, const char *path, const char *why)
+{
+    char b[256];
+    snprintf(b, sizeof(b), "#   %s: ", path);
+    const char *at = strstr(r->text.buf, b);
+    if (!at)
+        fail_msg("%s not listed as not used:\n%s", path, r->text.buf);
+    const char *eol = strchr(at, '\n');
+    if (!strstr(at, why) || strstr(at, why) > eol)
+        fail_msg("%s: reason without '%s': %.*s", path, why, (int)(eol - at), at);
+}
+
+/* A click stream: every kind the rules tell apart. */
+static void test_kinds(void **state)
+{
+    (void)state;
+    /* vary the values per event: %d is i, i % 7, i % 3, i * 37 */
+    char **ev = calloc(201, sizeof(*ev));
+    for (int i = 0; i < 200; i++) {
+        char b[1024];
+        snprintf(b, sizeof(b),
+                 "{\"event_id\": \"e%d\", \"ts\": %lld, \"user\": {\"id\": \"u%d\", \"age_days\": "
+                 "%d}, \"item\": {\"id\": %d, \"price\": %g, \"tags\": [%s]}, \"history\": [%d, "
+                 "%d], \"v\": 3, \"page\": %d, \"score\": %g, \"label\": {\"click\": %d, "
+                 "\"dwell_s\": %g}}",
+                 i, 1732600000000LL + i * 1000, i % 13, i * 37, 1000 + i % 17, 0.5 + i * 3.1,
+                 i % 2 ? "\"x\", \"y\"" : "\"z\"", i, i + 1, i % 5, (i % 9) - 4.5, i % 2,
+                 i * 0.25);
+        ev[i] = strdup(b);
+    }
+    inferred r;
+    infer_ok((const char *const *)ev, NULL, &r);
+    const pr_feature_spec *f = feat_ok(&r, "event_time", PR_FEAT_EVENT_TIME, "ts");
+    assert_int_equal(f->unit, PR_TIME_MS);
+    feat_ok(&r, "click", PR_FEAT_LABEL, "label.click");
+    feat_ok(&r, "dwell_s", PR_FEAT_LABEL, "label.dwell_s"); /* a number under label */
+    /* ids: strings, an *.id integer, a few-valued integer */
+    f = feat_ok(&r, "user_id", PR_FEAT_SPARSE, "user.id");
+    assert_int_equal(f->ops[f->n_ops - 1].op, PR_FOP_VOCAB);
+    feat_ok(&r, "item_id", PR_FEAT_SPARSE, "item.id");
+    feat_ok(&r, "page", PR_FEAT_SPARSE, "page");
+    /* lists keep their p99 length */
+    f = feat_ok(&r, "tags", PR_FEAT_LIST, "item.tags");
+    assert_int_equal(f->max_len, 2);
+    f = feat_ok(&r, "history", PR_FEAT_LIST, "history");
+    assert_int_equal(f->max_len, 2);
+    /* long-tailed non-negative numbers: log1p; others: standardize */
+    f = feat_ok(&r, "price", PR_FEAT_DENSE, "item.price");
+    assert_int_equal(f->n_ops, 1);
+    assert_int_equal(f->ops[0].op, PR_FOP_LOG1P);
+    f = feat_ok(&r, "age_days", PR_FEAT_DENSE, "user.age_days");
+    assert_int_equal(f->ops[0].op, PR_FOP_LOG1P);
+    f = feat_ok(&r, "score", PR_FEAT_DENSE, "score");
+    assert_int_equal(f->ops[0].op, PR_FOP_STANDARDIZE);
+    assert_true(f->ops[0].a > -0.6 && f->ops[0].a < 0.6);
+    assert_true(f->ops[0].b > 2 && f->ops[0].b < 3);
+    skipped(&r, "event_id", "an event id");
+    skipped(&r, "v", "the same value in every event");
+    assert_true(r.sum.event_time);
+    assert_int_equal(r.sum.labels, 2);
+    assert_int_equal(r.sum.dense, 3);
+    assert_int_equal(r.sum.sparse, 5);
+    assert_int_equal(r.sum.lists, 2);
+    assert_int_equal(r.sum.skipped, 2);
+    /* the same events give the same text */
+    inferred r2;
+    infer_ok((const char *const *)ev, NULL, &r2);
+    assert_string_equal(r.text.buf, r2.text.buf);
+    inferred_free(&r2);
+    inferred_free(&r);
+    repeat_free(ev);
+}
+
+/* Missing values: a label's default, a dense value's fill at the mean. */
+static void test_missing(void **state)
+{
+    (void)state;
+    char **ev = calloc(101, sizeof(*ev));
+    for (int i = 0; i < 100; i++) {
+        char b[256];
+        if (i % 4)
+            snprintf(b, sizeof(b), "{\"x\": %.1f, \"purchase\": %d, \"click\": 1}", (i % 10) - 5.0,
+                     i % 2);
+        else
+            snprintf(b, sizeof(b), "{\"x\": null, \"click\": 0}");
+        ev[i] = strdup(b);
+    }
+    inferred r;
+    infer_ok((const char *const *)ev, NULL, &r);
+    const pr_feature_spec *f = feat_ok(&r, "purchase", PR_FEAT_LABEL, "purchase");
+    assert_true(f->has_default);
+    f = feat_ok(&r, "x", PR_FEAT_DENSE, "x");
+    assert_int_equal(f->n_ops, 2);
+    assert_int_equal(f->ops[0].op, PR_FOP_FILL);
+    assert_int_equal(f->ops[1].op, PR_FOP_STANDARDIZE);
+    assert_true(f->ops[0].a == f->ops[1].a); /* filled with the mean */
+    f = feat_ok(&r, "click", PR_FEAT_LABEL, "click");
+    assert_false(f->has_default);
+    inferred_free(&r);
+    repeat_free(ev);
+}
+
+/* Lists of objects read as lists; what no feature can read is left out. */
+static void test_shapes(void **state)
+{
+    (void)state;
+    char deep[600] = "";
+    for (int i = 0; i < 70; i++)
+        strcat(deep, "{\"d\": ");
+    strcat(deep, "1");
+    for (int i = 0; i < 70; i++)
+        strcat(deep, "}");
+    char **ev = calloc(61, sizeof(*ev));
+    for (int i = 0; i < 60; i++) {
+        char b[2048];
+        snprintf(b, sizeof(b),
+                 "{\"imps\": [{\"ad\": \"a%d\", \"bid\": %g}, {\"ad\": \"b%d\"}], "
+                 "\"emb\": [0.5, %g], \"mixed\": %s, \"shape\": %s, \"nest\": {\"l\": [[1], [2]]},"
+                 " \"weird key\": %d, \"time\": \"2026-11-%02dT10:00:00Z\", "
+                 "\"signup_at\": %d, \"never\": null, \"deep\": %s, \"obj_list\": [{\"t\": [1]}]}",
+                 i % 5, i * 0.5, i % 3, i * 0.1, i % 2 ? "1" : "\"one\"",
+                 i % 2 ? "[1]" : "{\"a\": 1}", i % 4, 1 + i % 28, 1600000000 + i, deep);
+        ev[i] = strdup(b);
+    }
+    inferred r;
+    infer_ok((const char *const *)ev, NULL, &r);
+    const pr_feature_spec *f = feat_ok(&r, "ad", PR_FEAT_LIST, "imps.ad");
+    assert_int_equal(f->max_len, 2);
+    f = feat_ok(&r, "event_time", PR_FEAT_EVENT_TIME, "time");
+    assert_int_equal(f->unit, PR_TIME_RFC3339);
+    feat_ok(&r, "mixed", PR_FEAT_SPARSE, "mixed"); /* 1 and "one": two kinds of ids */
+    assert_non_null(strstr(r.text.buf, "are two ids"));
+    skipped(&r, "imps.bid", "a list of numbers");
+    skipped(&r, "emb", "a list of numbers");
+    skipped(&r, "shape", "an object, a list or a value");
+    skipped(&r, "nest.l", "a list holding");
+    skipped(&r, "weird key", "a key a path cannot name");
+    skipped(&r, "signup_at", "a time (s) besides the event time");
+    skipped(&r, "never", "always null");
+    skipped(&r, "obj_list.t", "a list inside a list of objects");
+    assert_non_null(strstr(r.text.buf, "nested over 64 deep"));
+    assert_non_null(strstr(r.text.buf, "# no label found"));
+    inferred_free(&r);
+    repeat_free(ev);
+}
+
+/* --labels, --time, --ignore: the caller's word wins; a bad one is refused. */
+static void test_options(void **state)
+{
+    (void)state;
+    char **ev = repeat("{\"id\": \"r%d\", \"t\": %d, \"y\": {\"ok\": %d, \"n\": 5}, \"skip\": "
+                       "{\"a\": %d}, \"ts\": 1700000000}",
+                       80);
+    pr_infer_opts o = {.labels = "t", .time_path = "", .ignore = "skip,y.n"};
+    inferred r;
+    infer_ok((const char *const *)ev, &o, &r);
+    feat_ok(&r, "t", PR_FEAT_LABEL, "t");
+    feat_ok(&r, "ok", PR_FEAT_SPARSE, "y.ok"); /* under y (a label parent) but not given */
+    assert_null(feat(&r, "event_time"));
+    skipped(&r, "skip.a", "--ignore");
+    skipped(&r, "y.n", "--ignore");
+    assert_non_null(strstr(r.text.buf, "no event time found"));
+    inferred_free(&r);
+
+    /* refusals name the option and the path */
+    static const struct {
+        pr_infer_opts o;
+        const char *msg;
+    } bad[] = {
+        {{.labels = "nope"}, "--labels: no event has the field 'nope'"},
+        {{.labels = "id"}, "--labels: 'id' is not a number"},
+        {{.time_path = "t"}, "--time: 't' does not hold times"},
+        {{.time_path = "zz"}, "--time: no event has the field 'zz'"},
+        {{.ignore = "skip,,y.n"}, "--ignore: an empty"},
+    };
+    pr_infer *inf = NULL;
+    assert_int_equal(pr_infer_new(&inf), 0);
+    for (size_t i = 0; ev[i]; i++)
+        assert_int_equal(pr_infer_add_json(inf, ev[i], strlen(ev[i])), 0);
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        pr_mbuf mb;
+        pr_mbuf_init(&mb);
+        pr_infer_summary sum;
+        char err[512] = "";
+        assert_int_equal(pr_infer_write(inf, &bad[k].o, &mb, &sum, err, sizeof(err)), PR_EINVAL);
+        if (!strstr(err, bad[k].msg))
+            fail_msg("case %zu: '%s' lacks '%s'", k, err, bad[k].msg);
+        pr_mbuf_fini(&mb);
+    }
+    pr_infer_free(inf);
+    repeat_free(ev);
+}
+
+/* Lines that are not JSON objects are counted, not learnt; none at all is
+ * refused. */
+static void test_bad_lines(void **state)
+{
+    (void)state;
+    pr_infer *inf = NULL;
+    assert_int_equal(pr_infer_new(&inf), 0);
+    static const char *const bad[] = {"not json", "[1, 2]", "{\"a\": 1", "null", "{\"a\": 1} x"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(pr_infer_add_json(inf, bad[i], strlen(bad[i])), PR_EBADREC);
+    assert_int_equal(pr_infer_events(inf), 0);
+    assert_int_equal(pr_infer_rejected(inf), 5);
+    pr_mbuf mb;
+    pr_mbuf_init(&mb);
+    pr_infer_summary sum;
+    char err[256];
+    pr_infer_opts o = {0};
+    assert_int_equal(pr_infer_write(inf, &o, &mb, &sum, err, sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "no event"));
+    pr_mbuf_fini(&mb);
+    pr_infer_free(inf);
+}
+
+/* Names: a field's last key, its whole path when two share one, never the
+ * event time's; ids unique per event are left out, also past the exact
+ * distinct count when named so. */
+static void test_names(void **state)
+{
+    (void)state;
+    char **ev = repeat("{\"a\": {\"id\": \"x%d\"}, \"b\": {\"id\": %d}, \"event_time\": %d, "
+                       "\"ts\": 1700000000123, \"request_id\": \"q%d\"}",
+                       100);
+    for (int i = 0; i < 100; i++) { /* a.id repeats: not unique */
+        char b[256];
+        snprintf(b, sizeof(b),
+                 "{\"a\": {\"id\": \"x%d\"}, \"b\": {\"id\": %d}, \"event_time\": %d, "
+                 "\"ts\": 1700000000123, \"request_id\": \"q%d\"}",
+                 i % 10, i % 20, i % 3, i);
+        free(ev[i]);
+        ev[i] = strdup(b);
+    }
+    inferred r;
+    infer_ok((const char *const *)ev, NULL, &r);
+    feat_ok(&r, "a_id", PR_FEAT_SPARSE, "a.id");
+    feat_ok(&r, "b_id", PR_FEAT_SPARSE, "b.id");
+    feat_ok(&r, "event_time_2", PR_FEAT_SPARSE, "event_time"); /* the time's name is taken */
+    feat_ok(&r, "event_time", PR_FEAT_EVENT_TIME, "ts");
+    skipped(&r, "request_id", "an event id");
+    inferred_free(&r);
+    repeat_free(ev);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kinds),   cmocka_unit_test(test_missing),
+        cmocka_unit_test(test_shapes),  cmocka_unit_test(test_options),
+        cmocka_unit_test(test_bad_lines), cmocka_unit_test(test_names),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
