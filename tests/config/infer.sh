@@ -1,0 +1,69 @@
+#!/bin/sh
+# infer.sh — `piperec infer` end to end: the generated clickstream in, a
+# config out that `process` runs with no reject and `run --check` accepts,
+# with the features a person would have declared; stdin and --rows; the same
+# events give the same text; refusals exit 2 with the option named.
+# Environment (pr_script_test): PIPEREC, PR_SOURCE_DIR, PR_TMP.
+set -eu
+fail() { echo "FAIL: $*" >&2; exit 1; }
+T=$PR_TMP
+
+"$PIPEREC" gen --format json --rows 5000 --seed 4 --output "$T/ev.jsonl" 2>/dev/null
+"$PIPEREC" infer --input "$T/ev.jsonl" --output "$T/cfg.yaml" --name clicks --topic clicks \
+    2> "$T/err" || fail "infer: $(cat "$T/err")"
+grep -q "5000 events (0 skipped): event time, 3 labels, 2 dense, 7 sparse (2 lists), 1 fields not used" \
+    "$T/err" || fail "summary: $(cat "$T/err")"
+
+# The decisions, line by line (what a person would have declared).
+want() { grep -q -- "$1" "$T/cfg.yaml" || fail "no line with '$1' in: $(cat "$T/cfg.yaml")"; }
+want "event_time: { path: ts, unit: ms }"
+want "- { name: click, path: label.click }"
+want "- { name: purchase, path: label.purchase, default: 0 }"
+want "- { name: price, path: item.price, ops: \[log1p\] }"
+want "- { name: user_id, path: user.id, ops: \[vocab\] }"
+want "- { name: item_id, path: item.id, ops: \[vocab\] }"
+want "- { name: history, path: history, list: { max_len: 20 }, ops: \[vocab\] }"
+want "#   event_id: .* an event id, not a feature"
+want "topics: \[clicks\]"
+
+# It runs: every event a row, none rejected, and the service's check passes.
+"$PIPEREC" process --config "$T/cfg.yaml" --input "$T/ev.jsonl" --output "$T/out" 2> "$T/perr" ||
+    fail "process: $(cat "$T/perr")"
+grep -q "5000 rows, 0 rejected" "$T/perr" || fail "process: $(cat "$T/perr")"
+for f in labels.npy dense.npy sparse/history.values.npy sparse/history.lengths.npy; do
+    [ -s "$T/out/$f" ] || fail "no $f"
+done
+"$PIPEREC" run --config "$T/cfg.yaml" --check > "$T/check" 2>&1 || fail "run --check: $(cat "$T/check")"
+
+# stdin and --rows: the first N events; the same events, the same text.
+head -n 1000 "$T/ev.jsonl" > "$T/ev1k.jsonl"
+"$PIPEREC" infer --input - --rows 1000 --name clicks --topic clicks < "$T/ev.jsonl" > "$T/a.yaml" 2> "$T/err"
+grep -q "^piperec infer: 1000 events" "$T/err" || fail "--rows: $(cat "$T/err")"
+"$PIPEREC" infer --input "$T/ev1k.jsonl" --name clicks --topic clicks > "$T/b.yaml" 2>/dev/null
+sed 1d "$T/a.yaml" > "$T/a1"; sed 1d "$T/b.yaml" > "$T/b1"   # the first line names the input
+cmp "$T/a1" "$T/b1" || fail "stdin with --rows 1000 differs from the first 1000 lines"
+
+# Options: --time none, --labels, --ignore.
+"$PIPEREC" infer --input "$T/ev1k.jsonl" --time none --labels label.click \
+    --ignore history,item > "$T/o.yaml" 2>/dev/null
+grep -q "no event time found" "$T/o.yaml" || fail "--time none"
+grep -q "name: click" "$T/o.yaml" || fail "--labels: click"
+grep -q "name: purchase, path: label.purchase, ops" "$T/o.yaml" || fail "--labels: purchase a feature"
+grep -q "path: item\.\|path: history" "$T/o.yaml" && fail "--ignore left item.* or history in"
+grep -q "#   item.price: left out (--ignore)" "$T/o.yaml" || fail "--ignore not listed"
+
+# Refusals: exit 2, the option named.
+refuse() { # expected-message args...
+    msg=$1; shift
+    if "$PIPEREC" infer "$@" > /dev/null 2> "$T/rerr"; then fail "accepted: $*"; else rc=$?; fi
+    [ "$rc" -eq 2 ] || fail "exit $rc for: $*"
+    grep -q -- "$msg" "$T/rerr" || fail "message for $*: $(cat "$T/rerr")"
+}
+refuse "--input is required"
+refuse "cannot open --input" --input "$T/nope.jsonl"
+refuse "--rows: want a whole number" --input "$T/ev1k.jsonl" --rows 0
+refuse "--labels: no event has the field 'label.clicks'" --input "$T/ev1k.jsonl" --labels label.clicks
+refuse "--time: 'user.id' does not hold times" --input "$T/ev1k.jsonl" --time user.id
+printf 'a,b,c\n1,2,3\n' > "$T/csv"
+refuse "no event to learn from (2 lines not JSON objects)" --input "$T/csv"
+echo "infer: ok"
