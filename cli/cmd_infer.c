@@ -2,11 +2,15 @@
  * cmd_infer.c — `piperec infer --input EVENTS.jsonl [--output FILE] ...`.
  *
  * Reads sample events (JSON lines, one object each, as `piperec process` and
- * a `source.format: json` topic take them), and writes the declared-schema
- * config they suggest (config/config_infer.c): a team's first config from
- * its own events, every choice commented, instead of forty lines written by
- * hand. The text is loaded back through the config loader before it is
- * written, so what this prints always loads; a summary goes to stderr.
+ * a `source.format: json` topic take them; or, with --avro-schema, the
+ * varint-delimited Avro records `piperec process` reads for `source.format:
+ * avro`, each as the Avro reader sees it: config/config_infer_avro.c, and the
+ * config is then format avro with that schema file), and writes the
+ * declared-schema config they suggest (config/config_infer.c): a team's
+ * first config from its own events, every choice commented, instead of forty
+ * lines written by hand. The text is loaded back through the config loader
+ * before it is written, so what this prints always loads; a summary goes to
+ * stderr.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -22,8 +26,9 @@ static void pr__infer_usage(FILE *f)
 {
     fprintf(f,
             "usage: piperec infer --input EVENTS.jsonl|- [--output FILE] [--rows N]\n"
-            "                     [--name NAME] [--topic T] [--bootstrap HOST:PORT]\n"
-            "                     [--labels PATH,...] [--time PATH|none] [--ignore PATH,...]\n"
+            "                     [--avro-schema FILE.avsc] [--name NAME] [--topic T]\n"
+            "                     [--bootstrap HOST:PORT] [--labels PATH,...]\n"
+            "                     [--time PATH|none] [--ignore PATH,...]\n"
             "  Read sample events (one JSON object per line; the first N, default %d)\n"
             "  and write the config their fields suggest: the event time, the labels,\n"
             "  dense features with a transform fitted to the sample, ids and lists with\n"
@@ -32,7 +37,11 @@ static void pr__infer_usage(FILE *f)
             "  or `piperec run --config FILE`. --labels names the labels (else fields\n"
             "  such as label.*, click, purchase holding 0/1 are), --time the event time\n"
             "  (else the first time-named field holding times), --ignore fields to leave\n"
-            "  out (with everything under them).\n",
+            "  out (with everything under them). --avro-schema: the input is Avro\n"
+            "  records under this writer schema, each varint-length-prefixed with no\n"
+            "  registry header (`piperec gen --format avro --schema-id plain`); a\n"
+            "  record that does not decode is skipped, and the config reads format avro\n"
+            "  with this schema_file.\n",
             PR__INFER_ROWS_DEFAULT);
 }
 
@@ -45,7 +54,7 @@ static bool pr__blank(const char *s, size_t n)
     return true;
 }
 
-/* The events of f into inf, at most rows; the exit code. */
+/* The JSON lines of f into inf, at most rows; the exit code. */
 static int pr__infer_read(FILE *f, const char *input, uint64_t rows, pr_infer *inf)
 {
     char *line = NULL;
@@ -59,8 +68,8 @@ static int pr__infer_read(FILE *f, const char *input, uint64_t rows, pr_infer *i
             continue;
         int rc = pr_infer_add_json(inf, line, (size_t)n);
         if (rc == PR_EBADREC && pr_infer_rejected(inf) <= 3)
-            fprintf(stderr, "piperec infer: %s:%" PRIu64 ": not a JSON object; skipped\n", input,
-                    lineno);
+            fprintf(stderr, "piperec infer: %s:%" PRIu64 ": %s; skipped\n", input, lineno,
+                    pr_infer_last_error(inf));
         else if (rc && rc != PR_EBADREC) {
             fprintf(stderr, "piperec infer: %s\n", pr_strerror(rc));
             code = 1;
@@ -77,14 +86,14 @@ static int pr__infer_read(FILE *f, const char *input, uint64_t rows, pr_infer *i
 
 int pr_cli_cmd_infer(int argc, char **argv)
 {
-    const char *input = NULL, *output = NULL, *rows_s = NULL;
+    const char *input = NULL, *output = NULL, *rows_s = NULL, *avsc = NULL;
     pr_infer_opts o = {0};
     const pr_cli_opt opts[] = {
-        {"--input", &input, NULL},       {"--output", &output, NULL},
-        {"--rows", &rows_s, NULL},       {"--name", &o.name, NULL},
-        {"--topic", &o.topic, NULL},     {"--bootstrap", &o.bootstrap, NULL},
-        {"--labels", &o.labels, NULL},   {"--time", &o.time_path, NULL},
-        {"--ignore", &o.ignore, NULL},
+        {"--input", &input, NULL},     {"--output", &output, NULL},
+        {"--rows", &rows_s, NULL},     {"--name", &o.name, NULL},
+        {"--topic", &o.topic, NULL},   {"--bootstrap", &o.bootstrap, NULL},
+        {"--labels", &o.labels, NULL}, {"--time", &o.time_path, NULL},
+        {"--ignore", &o.ignore, NULL}, {"--avro-schema", &avsc, NULL},
     };
     int pr = pr_cli_parse_opts("infer", argc, argv, 1, opts, sizeof(opts) / sizeof(opts[0]),
                                pr__infer_usage);
@@ -109,21 +118,36 @@ int pr_cli_cmd_infer(int argc, char **argv)
     if (o.time_path && !strcmp(o.time_path, "none"))
         o.time_path = "";
     o.origin = strcmp(input, "-") ? input : "stdin";
+    o.avro_schema_file = avsc;
 
-    FILE *f = strcmp(input, "-") ? fopen(input, "r") : stdin;
+    FILE *f = strcmp(input, "-") ? fopen(input, avsc ? "rb" : "r") : stdin;
     if (!f) {
         fprintf(stderr, "piperec infer: cannot open --input %s: %m\n", input);
         return 2;
     }
     pr_infer *inf = NULL;
-    int code = pr_infer_new(&inf) ? 1 : pr__infer_read(f, input, rows, inf);
+    char err[512];
+    int code = pr_infer_new(&inf) ? 1 : avsc ? 0 : pr__infer_read(f, input, rows, inf);
+    if (inf && avsc) {
+        int rc = pr_infer_add_avro_records(inf, avsc, f, rows, err, sizeof(err));
+        if (rc) {
+            fprintf(stderr, "piperec infer: %s%s%s\n", rc == PR_EIO ? input : "",
+                    rc == PR_EIO ? ": " : "", err);
+            code = rc == PR_EINVAL ? 2 : 1;
+        }
+    }
     if (f != stdin)
         fclose(f);
+    if (!code && avsc && !pr_infer_events(inf) && pr_infer_rejected(inf))
+        fprintf(stderr,
+                "piperec infer: no record of %s decodes under %s; infer reads plain bodies, "
+                "each varint-length-prefixed (`piperec gen|produce --format avro` add a "
+                "registry header unless given --schema-id plain)\n",
+                input, avsc);
 
     pr_mbuf mb;
     pr_mbuf_init(&mb);
     pr_infer_summary sum;
-    char err[512];
     if (!code) {
         int rc = pr_infer_write(inf, &o, &mb, &sum, err, sizeof(err));
         if (rc) {

@@ -20,6 +20,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,6 +63,7 @@ struct pr_infer {
     uint32_t *index; /* open addressing by path hash: ps index + 1 */
     size_t index_cap;
     uint64_t events, bad, paths_dropped;
+    char last_err[200]; /* why the last refused event was */
 };
 
 static uint64_t pr__fnv(const void *p, size_t n, uint64_t h)
@@ -118,15 +120,46 @@ uint64_t pr_infer_rejected(const pr_infer *inf)
     return inf->bad;
 }
 
-/* A key the path syntax can name: non-empty, no '.', no space or control. */
+const char *pr_infer_last_error(const pr_infer *inf)
+{
+    return inf->last_err;
+}
+
+/* A key the path syntax can name, and YAML can print (libyaml's printable
+ * set: no control character, C1 control, byte-order mark, U+FFFE/U+FFFF or
+ * character beyond U+FFFF): non-empty, no '.', no space. */
 static bool pr__key_ok(const char *k)
 {
-    if (!*k)
+    const unsigned char *c = (const unsigned char *)k;
+    if (!*c)
         return false;
-    for (const unsigned char *c = (const unsigned char *)k; *c; c++)
+    for (; *c; c++) {
         if (*c == '.' || *c <= ' ' || *c == 0x7f)
             return false;
+        if (*c < 0x80)
+            continue;
+        if (*c >= 0xf0 || (*c == 0xc2 && c[1] < 0xa0) ||
+            (*c == 0xef && ((c[1] == 0xbb && c[2] == 0xbf) ||
+                            (c[1] == 0xbf && (c[2] == 0xbe || c[2] == 0xbf)))))
+            return false;
+    }
     return true;
+}
+
+/* A comment's text: printed ASCII only (a key or a file name may hold
+ * anything; YAML refuses control characters even in comments). */
+static void pr__comment(pr_mbuf *mb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void pr__comment(pr_mbuf *mb, const char *fmt, ...)
+{
+    char b[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b, sizeof(b), fmt, ap);
+    va_end(ap);
+    for (char *p = b; *p; p++)
+        if ((unsigned char)*p < ' ' || (unsigned char)*p >= 0x7f)
+            *p = '?';
+    pr_mbuf_puts(mb, b);
 }
 
 static pr__ip *pr__ip_find(const pr_infer *inf, const char *path)
@@ -296,7 +329,7 @@ static void pr__inf_scalar(pr__ip *ip, const json_t *v)
             ip->example[k++] = '"';
             for (size_t i = 0; i < n && k < cap; i++) {
                 unsigned char c = (unsigned char)s[i];
-                ip->example[k++] = (c < ' ' || c == '"' || c == '\\' || c == 0x7f) ? '?' : (char)c;
+                ip->example[k++] = (c < ' ' || c == '"' || c == '\\' || c >= 0x7f) ? '?' : (char)c;
             }
             if (n + 1 > cap) {
                 memcpy(ip->example + k, "...", 3);
@@ -338,7 +371,8 @@ static int pr__inf_value(pr_infer *inf, const char *path, bool bad, const json_t
             ip->too_deep = true;
             return 0;
         }
-        return pr__inf_walk(inf, ip->path, ip->path_bad, v, under_list, rec, depth + 1);
+        /* the walk may grow inf->ps: neither ip nor ip->path outlives it */
+        return pr__inf_walk(inf, path, ip->path_bad, v, under_list, rec, depth + 1);
     }
     if (!json_is_array(v)) {
         ip->n_scalar++;
@@ -366,19 +400,22 @@ static int pr__inf_value(pr_infer *inf, const char *path, bool bad, const json_t
         return 0;
     }
     if (n_obj) {
+        /* the walks may grow inf->ps: ip is found again by its index */
+        size_t at = (size_t)(ip - inf->ps);
+        bool pbad = ip->path_bad;
         ip->n_arr_obj++;
         for (size_t i = 0; i < n; i++) {
             const json_t *e = json_array_get(v, i);
             if (json_is_object(e)) {
                 if (depth >= PR__INF_MAX_DEPTH) {
-                    ip->too_deep = true;
+                    inf->ps[at].too_deep = true;
                     break;
                 }
-                int rc = pr__inf_walk(inf, ip->path, ip->path_bad, e, true, rec, depth + 2);
+                int rc = pr__inf_walk(inf, path, pbad, e, true, rec, depth + 2);
                 if (rc)
                     return rc;
             } else if (!json_is_null(e)) {
-                ip->n_elem_other++;
+                inf->ps[at].n_elem_other++;
             }
         }
         return 0;
@@ -435,8 +472,15 @@ void pr__infer_reject(pr_infer *inf)
 int pr_infer_add_json(pr_infer *inf, const char *text, size_t len)
 {
     json_error_t jerr;
-    json_t *root = json_loadb(text, len, 0, &jerr);
+    /* A repeated key is refused: the decoder may reject the event at the
+     * first occurrence where the statistics would keep the last. */
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root || !json_is_object(root)) {
+        if (root)
+            snprintf(inf->last_err, sizeof(inf->last_err), "not a JSON object");
+        else
+            snprintf(inf->last_err, sizeof(inf->last_err), "%s at byte %d", jerr.text,
+                     jerr.position);
         json_decref(root);
         inf->bad++;
         return PR_EBADREC;
@@ -621,9 +665,18 @@ static void pr__inf_dense(const pr__ip *ip, uint64_t events, pr__idec *d)
     snprintf(d->why, sizeof(d->why), "%s %.6g..%.6g, mean %.6g, std %.6g, in %.0f%% of events",
              ip->n_num ? "numbers" : "integers", ip->min, ip->max, ip->mean, sd,
              100.0 * (double)ip->records / (double)events);
-    if (ip->min >= 0 && (ip->max >= 100 || ip->max > 10 * ip->mean)) {
+    if (ip->min == ip->max) { /* absent or this value: no measure */
+        char b[256];
+        snprintf(b, sizeof(b), "one number (%.6g) where present, in %.0f%% of events: no measure",
+                 ip->min, 100.0 * (double)ip->records / (double)events);
+        pr__inf_skip(d, b);
+        return;
+    }
+    if (ip->min >= 0 && (ip->max >= 100 || ip->max > 10 * ip->mean || !isfinite(sd))) {
         /* non-negative and long-tailed (counts, prices, durations) */
         snprintf(d->ops, sizeof(d->ops), "log1p");
+    } else if (!isfinite(sd) || !isfinite(ip->mean)) {
+        pr__inf_skip(d, "numbers too large to standardize (beyond 1e154), some negative");
     } else if (ip->records < events) {
         /* a missing value becomes the mean, so 0 after standardizing */
         snprintf(d->ops, sizeof(d->ops), "{ fill: %.6g }, { standardize: { mean: %.6g, std: %.6g } }",
@@ -631,6 +684,27 @@ static void pr__inf_dense(const pr__ip *ip, uint64_t events, pr__idec *d)
     } else {
         snprintf(d->ops, sizeof(d->ops), "{ standardize: { mean: %.6g, std: %.6g } }", ip->mean, sd);
     }
+}
+
+/* Every object on the way to the path is always one shape: an object (or
+ * null), or a list of objects (or []); else the decoder would meet a value,
+ * or the other shape, where the path goes through. NULL, or the first
+ * ancestor that is not. */
+static const pr__ip *pr__ancestor_mixed(const pr_infer *inf, const pr__ip *ip)
+{
+    char pre[PR_FEAT_PATH_MAX];
+    for (const char *d = strchr(ip->path, '.'); d; d = strchr(d + 1, '.')) {
+        size_t n = (size_t)(d - ip->path);
+        memcpy(pre, ip->path, n);
+        pre[n] = 0;
+        const pr__ip *a = pr__ip_find(inf, pre);
+        if (!a)
+            continue;
+        bool obj = a->n_obj, objs = a->n_arr_obj + a->n_arr_empty;
+        if (a->n_scalar || a->n_arr_scalar || a->n_elem_other || (obj && objs))
+            return a;
+    }
+    return NULL;
 }
 
 static void pr__inf_decide(const pr_infer *inf, const pr__ip *ip, const pr_infer_opts *o, bool is_time,
@@ -659,6 +733,14 @@ static void pr__inf_decide(const pr_infer *inf, const pr__ip *ip, const pr_infer
                         "objects are");
         return; /* a list of objects: its fields are lists */
     }
+    const pr__ip *mixed = pr__ancestor_mixed(inf, ip);
+    if (mixed) {
+        char b[256];
+        snprintf(b, sizeof(b), "under %s, which is not always an object (or always a list of "
+                 "objects)", mixed->path);
+        pr__inf_skip(d, b);
+        return;
+    }
     if (ip->path_bad) {
             pr__inf_skip(d, "a key a path cannot name (empty, '.', space or control character, or a "
                     "path over 127 bytes)");
@@ -670,6 +752,10 @@ static void pr__inf_decide(const pr_infer *inf, const pr__ip *ip, const pr_infer
     }
     if (ip->nested) {
         pr__inf_skip(d, "a list inside a list of objects (one list level per path)");
+        return;
+    }
+    if (ip->n_arr_obj && ip->n_arr_scalar) {
+        pr__inf_skip(d, "a list of objects in some events, of values in others");
         return;
     }
     if ((ip->n_obj != 0) + (ip->n_arr_obj + ip->n_arr_scalar + ip->n_arr_empty != 0) +
@@ -821,10 +907,13 @@ static void pr__inf_name(const pr__ip *ps, const pr__idec *ds, size_t n, size_t 
     snprintf(all[i].name, sizeof(all[i].name), "%s", cand);
 }
 
-/* A path as YAML: plain when it is made of safe characters, else quoted. */
-static void pr__yaml_path(pr_mbuf *mb, const char *p)
+/* A name or path as YAML: plain when it is made of safe characters and
+ * YAML would not read it as something else (null, a boolean), else quoted. */
+static void pr__yaml_str(pr_mbuf *mb, const char *p)
 {
-    bool plain = isalpha((unsigned char)p[0]) || p[0] == '_';
+    static const char *const special[] = {"null", "true", "false", "yes", "no", "on",
+                                           "off",  "y",    "n",     NULL};
+    bool plain = (isalpha((unsigned char)p[0]) || p[0] == '_') && !pr__word_in(p, special);
     for (const char *c = p; *c && plain; c++)
         plain = isalnum((unsigned char)*c) || *c == '_' || *c == '-' || *c == '.';
     if (plain)
@@ -889,8 +978,10 @@ static long pr__pick_time(const pr_infer *inf, const pr_infer_opts *o)
 
 static void pr__feature_line(pr_mbuf *mb, const pr__ip *ip, const pr__idec *d)
 {
-    pr_mbuf_printf(mb, "        - { name: %s, path: ", d->name);
-    pr__yaml_path(mb, ip->path);
+    pr_mbuf_printf(mb, "        - { name: ");
+    pr__yaml_str(mb, d->name);
+    pr_mbuf_printf(mb, ", path: ");
+    pr__yaml_str(mb, ip->path);
     if (d->extra[0])
         pr_mbuf_printf(mb, ", %s", d->extra);
     if (d->ops[0])
@@ -903,7 +994,7 @@ int pr_infer_write(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf *out,
 {
     memset(sum, 0, sizeof(*sum));
     if (!inf->events) {
-        snprintf(errstr, errn, "no event to learn from (%" PRIu64 " lines not JSON objects)",
+        snprintf(errstr, errn, "no event to learn from (%" PRIu64 " records do not read as events)",
                  inf->bad);
         return PR_EINVAL;
     }
@@ -948,12 +1039,28 @@ int pr_infer_write(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf *out,
             p += k + (e ? 1 : 0);
         }
 
+    size_t n_feat = 0;
+    for (size_t i = 0; i < inf->n; i++)
+        n_feat += ds[i].kind == PR__IK_DENSE || ds[i].kind == PR__IK_SPARSE ||
+                  ds[i].kind == PR__IK_LIST;
+    if (!n_feat) { /* a schema needs one; say why the first fields are none */
+        size_t len = (size_t)snprintf(errstr, errn, "no field of the %zu seen can be a dense or "
+                                                    "sparse feature",
+                                      inf->n);
+        for (size_t i = 0, k = 0; i < inf->n && k < 3 && len < errn; i++)
+            if (ds[i].kind == PR__IK_SKIP) {
+                len += (size_t)snprintf(errstr + len, errn - len, "%s %s: %s", k++ ? ";" : ":",
+                                        inf->ps[i].path, ds[i].why);
+            }
+        free(ds);
+        return PR_EINVAL;
+    }
     const char *name = o->name ? o->name : "events";
-    pr_mbuf_printf(out,
-                   "# Inferred by `piperec infer` from %" PRIu64 " events of %s", inf->events,
-                   o->origin ? o->origin : "the input");
+    pr__comment(out, "# Inferred by `piperec infer` from %" PRIu64 " events of %s", inf->events,
+                o->origin ? o->origin : "the input");
     if (inf->bad)
-        pr_mbuf_printf(out, " (%" PRIu64 " lines that are not JSON objects skipped)", inf->bad);
+        pr_mbuf_printf(out, " (%" PRIu64 " records that do not read as events skipped)",
+                       inf->bad);
     pr_mbuf_printf(out, ".\n"
                         "# Review it before training: each feature's comment says what was seen, and\n"
                         "# the fields left out are listed at the end of the schema with the reason.\n"
@@ -969,15 +1076,17 @@ int pr_infer_write(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf *out,
     if (o->avro_schema_file) {
         pr_mbuf_printf(out, "      format: avro\n      avro: { schema_file: ");
         pr_mbuf_json_str(out, o->avro_schema_file);
-        pr_mbuf_printf(out, " }   # plain bodies or registry-framed ones (framing: auto)\n");
+        pr_mbuf_printf(out, " }   # plain bodies; framing: registry for a schema-registry "
+                            "header\n");
     } else {
         pr_mbuf_printf(out, "      format: json\n");
     }
     pr_mbuf_printf(out, "    schema:\n");
     if (t >= 0) {
         pr_mbuf_printf(out, "      event_time: { path: ");
-        pr__yaml_path(out, inf->ps[t].path);
-        pr_mbuf_printf(out, ", unit: %s }   # %s\n", pr_time_unit_names[ds[t].unit], ds[t].why);
+        pr__yaml_str(out, inf->ps[t].path);
+        pr__comment(out, ", unit: %s }   # %s", pr_time_unit_names[ds[t].unit], ds[t].why);
+        pr_mbuf_puts(out, "\n");
         sum->event_time = true;
     } else {
         pr_mbuf_printf(out, "      # no event time found (a time-named field of s, ms, us or RFC "
@@ -1023,7 +1132,8 @@ int pr_infer_write(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf *out,
         if (ds[i].kind == PR__IK_SKIP) {
             if (!skipped++)
                 pr_mbuf_printf(out, "      # not used:\n");
-            pr_mbuf_printf(out, "      #   %s: %s\n", inf->ps[i].path, ds[i].why);
+            pr__comment(out, "      #   %s: %s", inf->ps[i].path, ds[i].why);
+            pr_mbuf_puts(out, "\n");
         }
     sum->skipped = skipped;
     pr_mbuf_printf(out, "    transform:\n"

@@ -262,8 +262,10 @@ typedef struct pr_infer_summary {
 int pr_infer_new(pr_infer **out); /* 0 or PR_ENOMEM */
 void pr_infer_free(pr_infer *inf);
 /* One event: the JSON text of one object. PR_EBADREC (counted in
- * pr_infer_rejected, nothing else kept) when it is not one; PR_ENOMEM. */
+ * pr_infer_rejected, nothing else kept; why in pr_infer_last_error) when it
+ * is not one, or repeats a key; PR_ENOMEM. */
 int pr_infer_add_json(pr_infer *inf, const char *text, size_t len);
+const char *pr_infer_last_error(const pr_infer *inf);
 /* Avro records (config_infer_avro.c): varint-delimited binary bodies, as
  * `piperec process` reads format avro, each decoded with the writer schema in
  * schema_file and added as the event the Avro reader sees (a union as its

@@ -65,5 +65,5 @@ refuse "--rows: want a whole number" --input "$T/ev1k.jsonl" --rows 0
 refuse "--labels: no event has the field 'label.clicks'" --input "$T/ev1k.jsonl" --labels label.clicks
 refuse "--time: 'user.id' does not hold times" --input "$T/ev1k.jsonl" --time user.id
 printf 'a,b,c\n1,2,3\n' > "$T/csv"
-refuse "no event to learn from (2 lines not JSON objects)" --input "$T/csv"
+refuse "no event to learn from (2 records do not read as events)" --input "$T/csv"
 echo "infer: ok"

@@ -18,6 +18,8 @@ target's flags byte where it has one, see each fuzz_*.c):
   json          clickstream events of BUILD_DIR/bench/bench_json --emit, under
                 each path set, and small documents for escapes, numbers,
                 lists, nesting and duplicate keys
+  infer         runs of clickstream events (`piperec gen --format json`)
+                under each option bit, and small event sets for every rule
 Crash regressions (files named crash-*/regress-*) are kept as they are.
 """
 import os
@@ -288,6 +290,30 @@ def json_docs(build):
     write("json_decode", "objlist_bad", bytes([1]) + b'{"l":{"y":0},"imp":[{"ad":["a"]},5]}')
 
 
+# ------------------------------------------------------------------ infer
+def infer_docs(build):
+    clean("infer")
+    ev = subprocess.run([os.path.join(build, "piperec"), "gen", "--format", "json", "--rows", "12",
+                         "--seed", "4", "--output", "-"], check=True,
+                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout
+    for flags in range(8):
+        write("infer", "clicks%d" % flags, bytes([flags]) + ev)
+    sets = {
+        "kinds": b'{"id":"e1","ts":1700000000000,"u":{"id":"a"},"p":1.5,"y":{"c":1},"l":[1,2]}\n'
+                 b'{"id":"e2","ts":1700000001000,"u":{"id":"b"},"p":250.0,"y":{"c":0},"l":[]}\n'
+                 b'{"id":"e3","ts":1700000002000,"u":{"id":"a"},"p":null,"y":{"c":1}}',
+        "objlist": b'{"imp":[{"ad":"a1","pos":1},{"ad":"a2"}],"click":1}\n'
+                   b'{"imp":[],"click":0}\n{"imp":[{"ad":"a3","pos":[1]}],"click":0}',
+        "shapes": b'{"a":1,"b":"x","c":[1.5],"d":{"e":true}}\n{"a":"one","b":2,"c":3,"d":[1]}\n'
+                  b'{"a":null,"weird key":1,"t":"2026-01-02T03:04:05Z"}',
+        "bad": b'not json\n[1]\n{"a":1\n\n{"k\\u0000":1,"x":"\\ud800"}',
+        "numbers": b'{"x":1e300,"y":-0.0,"z":9007199254740993,"c":1}\n{"x":2,"y":3,"z":1,"c":0}',
+    }
+    for name, body in sets.items():
+        write("infer", name, bytes([0]) + body)
+        write("infer", name + "_opts", bytes([7]) + body)
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["--trainer-client"]:
         trainer_client()
@@ -301,3 +327,4 @@ if __name__ == "__main__":
     config()
     http()
     json_docs(build)
+    infer_docs(build)

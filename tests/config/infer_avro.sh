@@ -1,0 +1,126 @@
+#!/bin/sh
+# infer_avro.sh — `piperec infer --avro-schema` (config/config_infer_avro.c):
+# the generated clickstream as Avro records gives the features the same events
+# give as JSON lines, in a config that reads format avro with the schema file;
+# `process` runs that config over the Avro file with no reject into the arrays
+# the JSON config makes of the JSON file; a record that does not decode is
+# skipped (the next one read when its length was readable), and a schema that
+# does not load or registry-framed records are refused with the reason.
+# Environment (pr_script_test): PIPEREC, PR_SOURCE_DIR, PR_TMP.
+set -eu
+fail() { echo "FAIL: $*" >&2; exit 1; }
+T=$PR_TMP
+avsc=$PR_SOURCE_DIR/examples/clickstream.avsc
+
+"$PIPEREC" gen --format json --rows 3000 --seed 4 --output "$T/ev.jsonl" 2>/dev/null
+"$PIPEREC" gen --format avro --avro-schema "$avsc" --schema-id plain --rows 3000 --seed 4 \
+    --output "$T/ev.avro" 2>/dev/null
+"$PIPEREC" infer --input "$T/ev.jsonl" --output "$T/json.yaml" 2> "$T/err" ||
+    fail "infer json: $(cat "$T/err")"
+"$PIPEREC" infer --input "$T/ev.avro" --avro-schema "$avsc" --output "$T/avro.yaml" 2> "$T/err" ||
+    fail "infer avro: $(cat "$T/err")"
+grep -q "3000 events (0 skipped): event time, 3 labels, 2 dense, 7 sparse (2 lists), 1 fields not used" \
+    "$T/err" || fail "avro summary: $(cat "$T/err")"
+grep -q '^      format: avro$' "$T/avro.yaml" || fail "no format avro: $(cat "$T/avro.yaml")"
+grep -qF "avro: { schema_file: \"$avsc\" }" "$T/avro.yaml" || fail "no schema_file: $(cat "$T/avro.yaml")"
+grep -q 'format: json' "$T/avro.yaml" && fail "format json in the avro config"
+
+# The schema part (schema: up to transform:), feature by feature. The lines
+# are the same, comments (what was seen) included: an Avro union's null branch
+# is an absent value, as a JSON field left out. Only the order may differ:
+# features are listed in the order their paths were first met, and the Avro
+# record always carries user.age_days (null when unknown) where the first JSON
+# event leaves it out, so age_days can come before price.
+sed -n '/^    schema:/,/^    transform:/p' "$T/json.yaml" > "$T/json.schema"
+sed -n '/^    schema:/,/^    transform:/p' "$T/avro.yaml" > "$T/avro.schema"
+[ -s "$T/avro.schema" ] || fail "no schema part in $(cat "$T/avro.yaml")"
+for line in \
+    'event_time: { path: ts, unit: ms }   # ms, in 100% of events, e.g. 1732600000035' \
+    '- { name: click, path: label.click }   # 0/1, mean 0.3653, in 100% of events' \
+    '- { name: purchase, path: label.purchase, default: 0 }   # 0/1, mean 0.0576, in 71% of events' \
+    '- { name: price, path: item.price, ops: [log1p] }' \
+    '- { name: age_days, path: user.age_days, ops: [log1p] }   # integers 1..3645, mean 1879.43, std 1071.57, in 90% of events' \
+    '- { name: user_id, path: user.id, ops: [vocab] }   # strings, in 100% of events, 2750 distinct' \
+    '- { name: item_id, path: item.id, ops: [vocab] }   # integers, in 100% of events, 2640 distinct' \
+    '- { name: tags, path: item.tags, list: { max_len: 3 }, ops: [vocab] }' \
+    '- { name: device, path: context.device, ops: [vocab] }   # strings, in 95% of events' \
+    '- { name: history, path: history, list: { max_len: 20 }, ops: [vocab] }   # lists of integers, in 92% of events, length p99 20 max 20, 19100 distinct' \
+    '#   event_id: 3000 distinct in 3000 values: an event id, not a feature'; do
+    grep -qF -- "$line" "$T/json.schema" || fail "json config lacks '$line': $(cat "$T/json.schema")"
+    grep -qF -- "$line" "$T/avro.schema" || fail "avro config lacks '$line': $(cat "$T/avro.schema")"
+done
+sort "$T/json.schema" > "$T/json.sorted"
+sort "$T/avro.schema" > "$T/avro.sorted"
+cmp -s "$T/json.sorted" "$T/avro.sorted" ||
+    fail "schema lines differ: $(diff "$T/json.schema" "$T/avro.schema" || true)"
+
+# It runs: the Avro config over the Avro file, every record a row, none
+# rejected, the same labels, ids and lists as the JSON config over the JSON
+# file (vocabularies built from the same values in the same order).
+"$PIPEREC" process --config "$T/json.yaml" --input "$T/ev.jsonl" --output "$T/oj" 2> "$T/perr" ||
+    fail "process json: $(cat "$T/perr")"
+grep -q "^piperec process: 3000 rows, 0 rejected" "$T/perr" || fail "process json: $(cat "$T/perr")"
+"$PIPEREC" process --config "$T/avro.yaml" --input "$T/ev.avro" --output "$T/oa" 2> "$T/perr" ||
+    fail "process avro: $(cat "$T/perr")"
+grep -q "^piperec process: 3000 rows, 0 rejected" "$T/perr" || fail "process avro: $(cat "$T/perr")"
+n=0
+for f in labels.npy $(cd "$T/oj" && ls sparse/*.npy vocab/*.tsv); do
+    [ -s "$T/oj/$f" ] || fail "no $f"
+    cmp "$T/oj/$f" "$T/oa/$f" || fail "$f: the Avro run differs from the JSON run"
+    n=$((n + 1))
+done
+[ "$n" -ge 15 ] || fail "only $n files compared"
+# dense.npy holds the dense features in the schema's order: with the Avro
+# config's source and the JSON config's schema (the same lines, in the JSON
+# order) the Avro file gives the JSON run's dense.npy byte for byte.
+{
+    sed -n '1,/^    schema:/p' "$T/avro.yaml" | sed '$d'
+    sed -n '/^    schema:/,$p' "$T/json.yaml"
+} > "$T/avro_json_order.yaml"
+"$PIPEREC" process --config "$T/avro_json_order.yaml" --input "$T/ev.avro" --output "$T/oa2" \
+    2> "$T/perr" || fail "process avro (json order): $(cat "$T/perr")"
+grep -q "^piperec process: 3000 rows, 0 rejected" "$T/perr" || fail "json order: $(cat "$T/perr")"
+cmp "$T/oj/dense.npy" "$T/oa2/dense.npy" || fail "dense.npy: the Avro run differs"
+if cmp -s "$T/json.schema" "$T/avro.schema"; then
+    cmp "$T/oj/dense.npy" "$T/oa/dense.npy" || fail "dense.npy differs under identical schemas"
+fi
+
+# --rows with Avro: the first N records.
+"$PIPEREC" infer --input - --avro-schema "$avsc" --rows 1000 < "$T/ev.avro" > /dev/null 2> "$T/err" ||
+    fail "--rows: $(cat "$T/err")"
+grep -q "^piperec infer: 1000 events (0 skipped)" "$T/err" || fail "--rows: $(cat "$T/err")"
+
+# A corrupt record first (length 4, then a string length that never ends) is
+# skipped and the next read; a length beyond the end of the file is counted
+# and ends the input. Exit 0, the same config.
+{
+    printf '\004\377\377\377\377'
+    cat "$T/ev.avro"
+    printf '\177abc'
+} > "$T/bad.avro"
+"$PIPEREC" infer --input "$T/bad.avro" --avro-schema "$avsc" --output "$T/bad.yaml" 2> "$T/err" ||
+    fail "corrupt records: exit $?: $(cat "$T/err")"
+grep -q "^piperec infer: 3000 events (2 skipped)" "$T/err" || fail "corrupt records: $(cat "$T/err")"
+sed -n '/^    schema:/,/^    transform:/p' "$T/bad.yaml" | cmp -s - "$T/avro.schema" ||
+    fail "the corrupt records changed the schema"
+
+# Refusals, exit 2 with the reason: a schema that does not load, and
+# registry-framed records (gen's default framing) under --avro-schema.
+refuse() { # expected-message args...
+    msg=$1
+    shift
+    if "$PIPEREC" infer "$@" > /dev/null 2> "$T/rerr"; then fail "accepted: $*"; else rc=$?; fi
+    [ "$rc" -eq 2 ] || fail "exit $rc for: $*: $(cat "$T/rerr")"
+    grep -q -- "$msg" "$T/rerr" || fail "message for $*: $(cat "$T/rerr")"
+}
+refuse "cannot read the writer schema $T/none.avsc" --input "$T/ev.avro" --avro-schema "$T/none.avsc"
+echo '{"type": "recrod", "name": "X", "fields": []}' > "$T/bad.avsc"
+refuse "$T/bad.avsc is not a usable Avro schema" --input "$T/ev.avro" --avro-schema "$T/bad.avsc"
+echo '"long"' > "$T/long.avsc"
+refuse "the top level of a writer schema must be a record" --input "$T/ev.avro" \
+    --avro-schema "$T/long.avsc"
+"$PIPEREC" gen --format avro --avro-schema "$avsc" --rows 50 --seed 4 --output "$T/framed.avro" \
+    2>/dev/null
+refuse "no record of $T/framed.avro decodes under $avsc" --input "$T/framed.avro" \
+    --avro-schema "$avsc"
+echo "infer_avro: ok"
