@@ -1078,6 +1078,12 @@ int pr_infer_write(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf *out,
         pr_mbuf_json_str(out, o->avro_schema_file);
         pr_mbuf_printf(out, " }   # plain bodies; framing: registry for a schema-registry "
                             "header\n");
+    } else if (o->pb_descriptor_set && o->pb_message) {
+        pr_mbuf_printf(out, "      format: protobuf\n      protobuf: { descriptor_set: ");
+        pr_mbuf_json_str(out, o->pb_descriptor_set);
+        pr_mbuf_printf(out, ", message: ");
+        pr_mbuf_json_str(out, o->pb_message);
+        pr_mbuf_printf(out, " }\n");
     } else {
         pr_mbuf_printf(out, "      format: json\n");
     }

@@ -252,6 +252,8 @@ typedef struct pr_infer_opts {
     const char *ignore;    /* comma-separated paths left out, with every field under them */
     const char *origin;    /* where the events came from, for the first comment */
     const char *avro_schema_file; /* NULL: format json; else format avro with this schema_file */
+    const char *pb_descriptor_set; /* else, with pb_message: format protobuf */
+    const char *pb_message;        /* "pkg.Name" */
 } pr_infer_opts;
 
 typedef struct pr_infer_summary {
@@ -274,6 +276,16 @@ const char *pr_infer_last_error(const pr_infer *inf);
  * PR_EINVAL with errstr for a schema that does not load; PR_EIO; PR_ENOMEM. */
 int pr_infer_add_avro_records(pr_infer *inf, const char *schema_file, FILE *f,
                               uint64_t max_events, char *errstr, size_t errstr_size);
+/* Protobuf messages (config_infer_pb.c): varint-delimited messages, as
+ * `piperec process` reads format protobuf, each decoded with the message
+ * `message` of the descriptor set in descriptor_set and added as the event
+ * the Protobuf reader sees (fields by name, nested messages as objects,
+ * repeated fields as lists, enums as their names, ...), until max_events
+ * events were added or f ends. A message that does not decode is counted in
+ * pr_infer_rejected. PR_EINVAL with errstr for a descriptor set or message
+ * that does not load; PR_EIO; PR_ENOMEM. */
+int pr_infer_add_pb_messages(pr_infer *inf, const char *descriptor_set, const char *message,
+                             FILE *f, uint64_t max_events, char *errstr, size_t errstr_size);
 uint64_t pr_infer_events(const pr_infer *inf);
 uint64_t pr_infer_rejected(const pr_infer *inf);
 /* Appends the config to out and fills *sum. PR_EINVAL with errstr when no
