@@ -27,6 +27,14 @@ It trains on the first --train-rows rows of the stream, then scores the next
 --heldout-rows rows without training on them and prints their AUC as
 `heldout_auc=...` (exit 1 when below --min-auc, if given).
 
+--schema FILE (with --spawn) takes the schema and transform sections of
+FILE's first pipeline instead of the one below, e.g. what `piperec infer`
+wrote from a sample of the events:
+
+    build/piperec gen --format json --rows 20000 --seed 9 --output sample.jsonl
+    build/piperec infer --input sample.jsonl --output inferred.yaml
+    /usr/bin/python3 examples/train_jagged.py --spawn --schema inferred.yaml
+
 --downsample RATE (with --spawn) keeps that share of the negatives
 (schema.downsample, decided by event_id) with a label `weight` of 1/RATE on
 them; --weight NAME (default `weight` when the stream has it) weighs each
@@ -175,6 +183,23 @@ def auc(y, s):
 
 # ---------------------------------------------------------------- a local stream
 
+def schema_of(path):
+    """The `schema:` and `transform:` sections of the first pipeline of a
+    config file (as `piperec infer` writes them: four spaces deep), as text."""
+    out, inside = [], False
+    for line in open(path):
+        key = re.match(r"^    ([a-z_]+):", line)
+        if key:
+            inside = key.group(1) in ("schema", "transform")
+        elif re.match(r"^ {0,3}\S", line) and out:  # the next pipeline or a top-level key
+            break
+        if inside:
+            out.append(line)
+    if not out:
+        raise SystemExit("%s: no schema: section four spaces deep" % path)
+    return "".join(out)
+
+
 def with_downsample(schema, rate):
     """SCHEMA with the negatives downsampled to `rate` (None: as it is)."""
     if not rate:
@@ -195,7 +220,8 @@ LOST_ROWS = re.compile(r"offset \d+ is out of range|offset out of range|OFFSET_O
 class LocalStream:
     """piperec broker + gen --format json | produce + piperec run, in a temp dir."""
 
-    def __init__(self, piperec, rows, seed, batch, partitions, log, downsample=None):
+    def __init__(self, piperec, rows, seed, batch, partitions, log, downsample=None,
+                 schema=SCHEMA):
         self.tmp = tempfile.mkdtemp(prefix="piperec-jagged.")
         self.procs = []
         self.log = log
@@ -225,7 +251,7 @@ class LocalStream:
 limits: { max_inflight_bytes: 2GiB }
 http: { listen: "127.0.0.1:0" }
 log: { level: info }
-""" % (bootstrap, with_downsample(SCHEMA, downsample), batch, self.tmp))
+""" % (bootstrap, with_downsample(schema, downsample), batch, self.tmp))
         self.downsample = downsample
         self.run_err = os.path.join(self.tmp, "run.err")
         run = self._spawn([piperec, "run", "--config", cfg], stderr=open(self.run_err, "w"))
@@ -347,6 +373,8 @@ def main(argv=None):
     ap.add_argument("--min-auc", type=float, help="exit 1 when the held-out AUC is below this")
     ap.add_argument("--downsample", type=float, help="--spawn: keep this share of the negatives, "
                     "with a weight label (schema.downsample)")
+    ap.add_argument("--schema", help="--spawn: the schema and transform sections of this "
+                    "config file's first pipeline (e.g. `piperec infer`'s output)")
     ap.add_argument("--weight", help="label weighing each row's loss (default: `weight` when "
                     "the stream has such a label)")
     args = ap.parse_args(argv)
@@ -362,7 +390,8 @@ def main(argv=None):
                 if args.downsample:  # events to produce: dropped negatives give no row
                     rows = int(rows / args.downsample)
                 stream = LocalStream(args.piperec, rows, args.seed, args.batch, args.partitions,
-                                     sys.stderr, args.downsample)
+                                     sys.stderr, args.downsample,
+                                     schema_of(args.schema) if args.schema else SCHEMA)
             except StreamRefused as e:
                 print("stream refused: %s" % e, file=sys.stderr)
                 return 3
