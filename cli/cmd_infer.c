@@ -5,7 +5,11 @@
  * a `source.format: json` topic take them; or, with --avro-schema, the
  * varint-delimited Avro records `piperec process` reads for `source.format:
  * avro`, each as the Avro reader sees it: config/config_infer_avro.c, and the
- * config is then format avro with that schema file), and writes the
+ * config is then format avro with that schema file; or, with
+ * --descriptor-set and --message, the varint-delimited Protobuf messages it
+ * reads for `source.format: protobuf`, each as the Protobuf reader sees it:
+ * config/config_infer_pb.c, and the config is then format protobuf with that
+ * descriptor set and message), and writes the
  * declared-schema config they suggest (config/config_infer.c): a team's
  * first config from its own events, every choice commented, instead of forty
  * lines written by hand. The text is loaded back through the config loader
@@ -26,7 +30,8 @@ static void pr__infer_usage(FILE *f)
 {
     fprintf(f,
             "usage: piperec infer --input EVENTS.jsonl|- [--output FILE] [--rows N]\n"
-            "                     [--avro-schema FILE.avsc] [--name NAME] [--topic T]\n"
+            "                     [--avro-schema FILE.avsc | --descriptor-set FILE\n"
+            "                      --message PKG.NAME] [--name NAME] [--topic T]\n"
             "                     [--bootstrap HOST:PORT] [--labels PATH,...]\n"
             "                     [--time PATH|none] [--ignore PATH,...]\n"
             "  Read sample events (one JSON object per line; the first N, default %d)\n"
@@ -41,7 +46,11 @@ static void pr__infer_usage(FILE *f)
             "  records under this writer schema, each varint-length-prefixed with no\n"
             "  registry header (`piperec gen --format avro --schema-id plain`); a\n"
             "  record that does not decode is skipped, and the config reads format avro\n"
-            "  with this schema_file.\n",
+            "  with this schema_file. --descriptor-set with --message: the input is\n"
+            "  Protobuf messages PKG.NAME of this FileDescriptorSet (protoc\n"
+            "  --descriptor_set_out=FILE --include_imports), each varint-length-prefixed\n"
+            "  (`piperec gen --format protobuf`); a message that does not decode is\n"
+            "  skipped, and the config reads format protobuf with this descriptor set.\n",
             PR__INFER_ROWS_DEFAULT);
 }
 
@@ -86,14 +95,16 @@ static int pr__infer_read(FILE *f, const char *input, uint64_t rows, pr_infer *i
 
 int pr_cli_cmd_infer(int argc, char **argv)
 {
-    const char *input = NULL, *output = NULL, *rows_s = NULL, *avsc = NULL;
+    const char *input = NULL, *output = NULL, *rows_s = NULL, *avsc = NULL, *desc = NULL,
+               *msg = NULL;
     pr_infer_opts o = {0};
     const pr_cli_opt opts[] = {
-        {"--input", &input, NULL},     {"--output", &output, NULL},
-        {"--rows", &rows_s, NULL},     {"--name", &o.name, NULL},
-        {"--topic", &o.topic, NULL},   {"--bootstrap", &o.bootstrap, NULL},
-        {"--labels", &o.labels, NULL}, {"--time", &o.time_path, NULL},
-        {"--ignore", &o.ignore, NULL}, {"--avro-schema", &avsc, NULL},
+        {"--input", &input, NULL},         {"--output", &output, NULL},
+        {"--rows", &rows_s, NULL},         {"--name", &o.name, NULL},
+        {"--topic", &o.topic, NULL},       {"--bootstrap", &o.bootstrap, NULL},
+        {"--labels", &o.labels, NULL},     {"--time", &o.time_path, NULL},
+        {"--ignore", &o.ignore, NULL},     {"--avro-schema", &avsc, NULL},
+        {"--descriptor-set", &desc, NULL}, {"--message", &msg, NULL},
     };
     int pr = pr_cli_parse_opts("infer", argc, argv, 1, opts, sizeof(opts) / sizeof(opts[0]),
                                pr__infer_usage);
@@ -101,6 +112,15 @@ int pr_cli_cmd_infer(int argc, char **argv)
         return pr == 1 ? 0 : 2;
     if (!input) {
         fprintf(stderr, "piperec infer: --input is required\n");
+        pr__infer_usage(stderr);
+        return 2;
+    }
+    if (!desc != !msg || (desc && avsc)) {
+        fprintf(stderr, "piperec infer: %s\n",
+                !desc != !msg ? "--descriptor-set and --message go together (the messages' "
+                                "FileDescriptorSet and their message, PKG.NAME)"
+                              : "--avro-schema and --descriptor-set/--message exclude each "
+                                "other (the input is Avro records or Protobuf messages)");
         pr__infer_usage(stderr);
         return 2;
     }
@@ -119,17 +139,21 @@ int pr_cli_cmd_infer(int argc, char **argv)
         o.time_path = "";
     o.origin = strcmp(input, "-") ? input : "stdin";
     o.avro_schema_file = avsc;
+    o.pb_descriptor_set = desc;
+    o.pb_message = msg;
+    bool binary = avsc || desc;
 
-    FILE *f = strcmp(input, "-") ? fopen(input, avsc ? "rb" : "r") : stdin;
+    FILE *f = strcmp(input, "-") ? fopen(input, binary ? "rb" : "r") : stdin;
     if (!f) {
         fprintf(stderr, "piperec infer: cannot open --input %s: %m\n", input);
         return 2;
     }
     pr_infer *inf = NULL;
     char err[512];
-    int code = pr_infer_new(&inf) ? 1 : avsc ? 0 : pr__infer_read(f, input, rows, inf);
-    if (inf && avsc) {
-        int rc = pr_infer_add_avro_records(inf, avsc, f, rows, err, sizeof(err));
+    int code = pr_infer_new(&inf) ? 1 : binary ? 0 : pr__infer_read(f, input, rows, inf);
+    if (inf && binary) {
+        int rc = avsc ? pr_infer_add_avro_records(inf, avsc, f, rows, err, sizeof(err))
+                      : pr_infer_add_pb_messages(inf, desc, msg, f, rows, err, sizeof(err));
         if (rc) {
             fprintf(stderr, "piperec infer: %s%s%s\n", rc == PR_EIO ? input : "",
                     rc == PR_EIO ? ": " : "", err);
@@ -144,6 +168,12 @@ int pr_cli_cmd_infer(int argc, char **argv)
                 "each varint-length-prefixed (`piperec gen|produce --format avro` add a "
                 "registry header unless given --schema-id plain)\n",
                 input, avsc);
+    if (!code && desc && !pr_infer_events(inf) && pr_infer_rejected(inf))
+        fprintf(stderr,
+                "piperec infer: no message of %s decodes as %s of %s; infer reads messages "
+                "each varint-length-prefixed (`piperec gen --format protobuf`), plain or with "
+                "registry framing that names this message\n",
+                input, msg, desc);
 
     pr_mbuf mb;
     pr_mbuf_init(&mb);

@@ -14,9 +14,12 @@
  * give the same config, and the caller checks that it loads.
  *
  * Memory is bounded: at most PR__INF_MAX_PATHS paths and, per path, an exact
- * set of at most PR__INF_DISTINCT_CAP distinct values (then "more than").
+ * set of at most PR__INF_DISTINCT_CAP distinct values (PR__INF_DISTINCT_NUM
+ * for fractional numbers; then "over"): 256 MiB for a thousand string
+ * fields of unique values, a few MiB for ordinary events.
  */
 #include <ctype.h>
+#include <float.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
@@ -28,9 +31,14 @@
 #include "pr_engine.h"
 
 #define PR__INF_MAX_PATHS    1024
-#define PR__INF_DISTINCT_CAP 65536
+#define PR__INF_DISTINCT_CAP 16384 /* values of ids: a unique id shows up to here */
+#define PR__INF_DISTINCT_NUM 256   /* values of fractional numbers: only few or one matter */
 #define PR__INF_FEW_VALUES   64 /* an integer field with at most this many values is a category */
-#define PR__INF_MAX_DEPTH    64 /* objects and lists deeper than the decoder reads (too_deep) */
+#define PR__INF_MAX_DEPTH    64
+/* What an integer beyond int64 becomes for the walk (JSON text; a string
+ * whose first byte is 0, which the statistics count as such an integer). */
+#define PR__INF_BIGINT_JSON "\"\\u0000piperec:integer beyond int64\""
+#define PR__INF_BIGINT_LEN  (sizeof("piperec:integer beyond int64")) /* objects and lists deeper than the decoder reads (too_deep) */
 
 /* One field path and what was seen there. */
 typedef struct pr__ip {
@@ -48,6 +56,10 @@ typedef struct pr__ip {
     double min, max, mean, m2;
     bool non_binary; /* a number other than 0 and 1 */
     uint64_t n_time[PR_TIME__COUNT];
+    uint64_t n_time_ns; /* numbers of nanoseconds since the epoch */
+    uint64_t n_bigint;  /* integers beyond int64 */
+    uint64_t n_date;    /* strings that are dates, YYYY-MM-DD */
+    double max_abs;
     uint64_t *set; /* distinct values' hashes, open addressing, 0 = empty */
     size_t set_cap, set_n;
     bool set_full;
@@ -229,7 +241,7 @@ static void pr__distinct(pr__ip *ip, uint64_t h)
     if (ip->set_full)
         return;
     if (ip->set_n * 2 >= ip->set_cap) {
-        if (ip->set_n >= PR__INF_DISTINCT_CAP) {
+        if (ip->set_n >= (ip->n_num ? PR__INF_DISTINCT_NUM : PR__INF_DISTINCT_CAP)) {
             ip->set_full = true;
             return;
         }
@@ -274,12 +286,28 @@ static void pr__inf_number(pr__ip *ip, double x)
     if (x != 0 && x != 1)
         ip->non_binary = true;
     double a = fabs(x);
+    if (a > ip->max_abs)
+        ip->max_abs = a;
+    if (a >= 1e18 && a < 1e19)
+        ip->n_time_ns++;
     if (a >= 1e9 && a < 1e10)
         ip->n_time[PR_TIME_S]++;
     else if (a >= 1e12 && a < 1e13)
         ip->n_time[PR_TIME_MS]++;
     else if (a >= 1e15 && a < 1e16)
         ip->n_time[PR_TIME_US]++;
+}
+
+/* A string that is a date, YYYY-MM-DD. */
+static bool pr__is_date(const char *s, size_t n)
+{
+    static const char pat[] = "dddd-dd-dd";
+    if (n != sizeof(pat) - 1)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (pat[i] == 'd' ? !isdigit((unsigned char)s[i]) : s[i] != '-')
+            return false;
+    return true;
 }
 
 /* One scalar value at the path (the value, a list element, a mapped field). */
@@ -318,10 +346,16 @@ static void pr__inf_scalar(pr__ip *ip, const json_t *v)
     case JSON_STRING: {
         const char *s = json_string_value(v);
         size_t n = json_string_length(v);
+        if (n == PR__INF_BIGINT_LEN && !s[0] && !memcmp(s + 1, "piperec:", 8)) {
+            ip->n_bigint++; /* the marker pr_infer_add_json put there */
+            return;
+        }
         int64_t us;
         ip->n_str++;
         if (pr_fop_parse_rfc3339(s, n, &us) == 0)
             ip->n_time[PR_TIME_RFC3339]++;
+        else if (pr__is_date(s, n))
+            ip->n_date++;
         h = pr__mix(pr__fnv(s, n, 0xabcdefull));
         if (!ip->example[0]) {
             /* a printable excerpt in quotes (no quote, backslash or control byte) */
@@ -475,6 +509,30 @@ int pr_infer_add_json(pr_infer *inf, const char *text, size_t len)
     /* A repeated key is refused: the decoder may reject the event at the
      * first occurrence where the statistics would keep the last. */
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    char *copy = NULL;
+    for (int k = 0; !root && strstr(jerr.text, "too big") && k < 64; k++) {
+        /* an integer beyond int64 (jansson stops just after it): learn the
+         * event with a marker string in its place, which no feature reads */
+        size_t end = (size_t)jerr.position, at = end, n = copy ? strlen(copy) : len;
+        const char *src = copy ? copy : text;
+        while (at > 0 && (isdigit((unsigned char)src[at - 1]) || src[at - 1] == '-'))
+            at--;
+        if (at == end || end > n)
+            break;
+        char *next = malloc(n - (end - at) + sizeof(PR__INF_BIGINT_JSON));
+        if (!next) {
+            free(copy);
+            return PR_ENOMEM;
+        }
+        memcpy(next, src, at);
+        memcpy(next + at, PR__INF_BIGINT_JSON, sizeof(PR__INF_BIGINT_JSON) - 1);
+        memcpy(next + at + sizeof(PR__INF_BIGINT_JSON) - 1, src + end, n - end);
+        next[n - (end - at) + sizeof(PR__INF_BIGINT_JSON) - 1] = 0;
+        free(copy);
+        copy = next;
+        root = json_loadb(copy, strlen(copy), JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+    }
+    free(copy);
     if (!root || !json_is_object(root)) {
         if (root)
             snprintf(inf->last_err, sizeof(inf->last_err), "not a JSON object");
@@ -525,76 +583,145 @@ static bool pr__word_in(const char *w, const char *const *words)
     return false;
 }
 
-/* Names of a field that holds an outcome to learn. */
+/* A key as the name tables below spell it: lower case, without '_' and '-'
+ * ("is_Click" -> "isclick"). */
+static void pr__norm(const char *seg, size_t n, char *out, size_t on)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n && seg[i] && k + 1 < on; i++)
+        if (seg[i] != '_' && seg[i] != '-')
+            out[k++] = (char)tolower((unsigned char)seg[i]);
+    out[k] = 0;
+}
+
+/* The path's last key, normalized. */
+static void pr__norm_last(const char *path, char *out, size_t on)
+{
+    const char *s = pr__last_seg(path);
+    pr__norm(s, strlen(s), out, on);
+}
+
+/* Names of a field that holds an outcome to learn (also after "is"). */
 static const char *const pr__label_words[] = {
-    "label",    "click",     "clicked", "is_click", "clicks",  "target",    "y",
-    "purchase", "purchased", "convert", "converted", "conversion", "like", "liked",
-    "buy",      "bought",    "share",   "shared",  "follow",  "followed",  "watched",
-    "finished", "completed", "add_to_cart", "added_to_cart", "ordered", NULL};
-/* Names of an object whose numeric fields are all outcomes. */
-static const char *const pr__label_parents[] = {"label",  "labels",   "target", "targets",
-                                                 "outcome", "outcomes", "y",      NULL};
+    "label",     "click",    "clicked",   "clicks",   "target",    "y",          "purchase",
+    "purchased", "convert",  "converted", "conversion", "like",    "liked",      "buy",
+    "bought",    "share",    "shared",    "follow",   "followed",  "watched",    "finished",
+    "completed", "addtocart", "addedtocart", "ordered", NULL};
+/* Names of an object whose number fields are all outcomes (label.dwell_s). */
+static const char *const pr__label_parents[] = {"label", "labels", "outcome", "outcomes", NULL};
 /* Names of a field that holds the event's time. */
-static const char *const pr__time_words[] = {"ts",         "time",         "timestamp",
-                                              "event_time", "event_ts",     "eventtime",
-                                              "datetime",   "created_at",   "occurred_at",
-                                              "ts_ms",      "timestamp_ms", "event_timestamp",
-                                              NULL};
+static const char *const pr__time_words[] = {
+    "ts",        "time",       "timestamp", "eventtime", "eventts",    "eventtimestamp",
+    "tsms",      "timestampms", "datetime", "occurredat", "createdat", "loggedat",
+    "servertime", "clienttime", NULL};
 /* Names of a field unique to each event. */
-static const char *const pr__event_id_words[] = {"event_id",   "eventid", "request_id", "message_id",
-                                                  "uuid",       "trace_id", "impression_id",
-                                                  "log_id",     "record_id", NULL};
+static const char *const pr__event_id_words[] = {
+    "eventid", "requestid", "messageid", "msgid", "uuid", "guid", "traceid", "impressionid",
+    "logid",   "recordid",  NULL};
+/* Last keys ending in "id" that are no ids. */
+static const char *const pr__not_id_words[] = {
+    "paid", "valid", "invalid", "void", "avoid", "android", "rapid", "solid", "liquid", "fluid",
+    "humid", "hybrid", "acid", "vivid", "grid", "squid", "mid", "bid", "kid", "lid", "did", "hid",
+    "maxbid", "minbid", NULL};
+/* Lists that are histories, newest last: keep the last values. */
+static const char *const pr__history_words[] = {"history", "hist", "recent", "past", "seq",
+                                                 "sequence", "sessionitems", NULL};
+
+static bool pr__outcome_named(const char *path)
+{
+    char w[PR_FEAT_PATH_MAX];
+    pr__norm_last(path, w, sizeof(w));
+    return pr__word_in(w, pr__label_words) ||
+           (!strncmp(w, "is", 2) && pr__word_in(w + 2, pr__label_words));
+}
 
 static bool pr__has_label_parent(const char *path)
 {
     char seg[PR_FEAT_PATH_MAX];
-    const char *p = path, *d;
-    while ((d = strchr(p, '.'))) {
-        size_t n = (size_t)(d - p);
-        if (n < sizeof(seg)) {
-            memcpy(seg, p, n);
-            seg[n] = 0;
-            if (pr__word_in(seg, pr__label_parents))
-                return true;
-        }
-        p = d + 1;
+    for (const char *p = path, *d; (d = strchr(p, '.')); p = d + 1) {
+        pr__norm(p, (size_t)(d - p), seg, sizeof(seg));
+        if (pr__word_in(seg, pr__label_parents))
+            return true;
     }
     return false;
 }
 
-static bool pr__time_named(const char *path)
+/* How much the name says "the event's time": 0 a time word at the top
+ * level, 1 a *_ts, *_at, *_time (*_ms, *_us, *_ns, createdAt, sendTime)
+ * key at the top level, 2 and 3 the same nested; -1 not a time name. */
+static int pr__time_rank(const char *path)
 {
     const char *s = pr__last_seg(path);
     size_t n = strlen(s);
-    if (pr__word_in(s, pr__time_words))
-        return true;
-    return (n > 3 && (!strcasecmp(s + n - 3, "_ts") || !strcasecmp(s + n - 3, "_at"))) ||
-           (n > 5 && !strcasecmp(s + n - 5, "_time"));
+    char w[PR_FEAT_PATH_MAX];
+    pr__norm(s, n, w, sizeof(w));
+    int nested = s != path ? 2 : 0;
+    if (pr__word_in(w, pr__time_words))
+        return nested;
+    if ((n > 3 && (!strcasecmp(s + n - 3, "_ts") || !strcasecmp(s + n - 3, "_at") ||
+                   !strcasecmp(s + n - 3, "_ms") || !strcasecmp(s + n - 3, "_us") ||
+                   !strcasecmp(s + n - 3, "_ns"))) ||
+        (n > 5 && !strcasecmp(s + n - 5, "_time")) ||
+        (n > 2 && islower((unsigned char)s[n - 3]) && !strcmp(s + n - 2, "At")) ||
+        (n > 4 && islower((unsigned char)s[n - 5]) && !strcmp(s + n - 4, "Time")))
+        return nested + 1;
+    return -1;
 }
 
-/* id, ids, user_id, item-ids, userId, itemIDs. */
+/* id, ids, user_id, item-ids, userId, itemIDs, userid, uid, sku; not paid,
+ * valid, android, max_bid. */
 static bool pr__id_named(const char *path)
 {
     const char *s = pr__last_seg(path);
     size_t n = strlen(s);
-    if (!strcasecmp(s, "id") || !strcasecmp(s, "ids"))
+    char w[PR_FEAT_PATH_MAX];
+    pr__norm(s, n, w, sizeof(w));
+    size_t k = strlen(w);
+    if (k && w[k - 1] == 's' && k > 2 && !strcmp(w + k - 3, "ids"))
+        w[--k] = 0; /* a plural */
+    if (!strcmp(w, "sku") || !strcmp(w, "skus"))
         return true;
-    if (n > 1 && (s[n - 1] == 's' || s[n - 1] == 'S'))
-        n--; /* a plural */
-    if (n > 3 && (s[n - 3] == '_' || s[n - 3] == '-') && !strncasecmp(s + n - 2, "id", 2))
+    if (k < 2 || strcmp(w + k - 2, "id") || pr__word_in(w, pr__not_id_words))
+        return false;
+    /* "id" itself, after a separator or a camel hump (user_id, userId), or
+     * closing a short all-lower key (userid, uid): not a word that ends so */
+    if (k == 2 || s[n - 3 - (s[n - 1] == 's')] == '_' || s[n - 3 - (s[n - 1] == 's')] == '-' ||
+        s[n - 2 - (s[n - 1] == 's')] == 'I')
         return true;
-    return n > 2 && islower((unsigned char)s[n - 3]) && s[n - 2] == 'I' &&
-           (s[n - 1] == 'd' || s[n - 1] == 'D');
+    return k <= 8;
 }
 
-/* The unit every numeric or string value of the path fits, or -1. */
+static bool pr__event_id_named(const char *path)
+{
+    char w[PR_FEAT_PATH_MAX];
+    pr__norm_last(path, w, sizeof(w));
+    return pr__word_in(w, pr__event_id_words) || !strcmp(path, "id") || !strcmp(path, "_id");
+}
+
+static bool pr__history_named(const char *path)
+{
+    char w[PR_FEAT_PATH_MAX];
+    pr__norm_last(path, w, sizeof(w));
+    for (size_t i = 0; pr__history_words[i]; i++)
+        if (strstr(w, pr__history_words[i]))
+            return true;
+    return false;
+}
+
+/* The unit of the path's times: RFC 3339 when every value is such a string;
+ * s, ms or us when every value is a number and at least 99% of them lie in
+ * that unit's range (a few sentinels, 0 or -1, read as early times);
+ * else -1. */
 static int pr__time_unit_of(const pr__ip *ip)
 {
     uint64_t scalars = ip->n_bool + ip->n_int + ip->n_num + ip->n_str;
-    if (!scalars || ip->n_arr_scalar || ip->n_arr_obj || ip->n_obj || ip->under_list || ip->n_bool)
+    if (!scalars || ip->n_arr_scalar || ip->n_arr_obj || ip->n_obj || ip->under_list ||
+        ip->n_bool || ip->n_bigint)
         return -1;
-    for (int u = 0; u < PR_TIME__COUNT; u++)
-        if (ip->n_time[u] == scalars)
+    if (ip->n_str)
+        return ip->n_time[PR_TIME_RFC3339] == scalars ? PR_TIME_RFC3339 : -1;
+    for (int u = 0; u < PR_TIME_RFC3339; u++)
+        if (ip->n_time[u] * 100 >= scalars * 99)
             return u;
     return -1;
 }
@@ -635,18 +762,33 @@ static double pr__std(const pr__ip *ip)
     return ip->n_stat ? sqrt(ip->m2 / (double)ip->n_stat) : 0; /* as process --fit: ddof 0 */
 }
 
-static bool pr__in_list(const char *path, const char *csv)
+/* The next item of a comma list into out; false at the end. An item that
+ * does not fit gives "" (which matches no path). */
+static bool pr__csv_next(const char **p, char *out, size_t n)
 {
-    if (!csv)
+    if (!*p || !**p)
         return false;
+    const char *e = strchr(*p, ',');
+    size_t k = e ? (size_t)(e - *p) : strlen(*p);
+    out[0] = 0;
+    if (k < n) {
+        memcpy(out, *p, k);
+        out[k] = 0;
+    }
+    *p += k + (e ? 1 : 0);
+    return true;
+}
+
+/* The path is an item of the comma list (or, with under, lies under one). */
+static bool pr__in_list(const char *path, const char *csv, bool under)
+{
+    char item[PR_FEAT_PATH_MAX];
     size_t n = strlen(path);
-    for (const char *p = csv; *p;) {
-        const char *e = strchr(p, ',');
-        size_t k = e ? (size_t)(e - p) : strlen(p);
-        /* the path itself, or a field under it */
-        if (k && k <= n && !strncmp(p, path, k) && (path[k] == 0 || path[k] == '.'))
+    for (const char *p = csv; pr__csv_next(&p, item, sizeof(item));) {
+        size_t k = strlen(item);
+        if (k && k <= n && !strncmp(item, path, k) &&
+            (path[k] == 0 || (under && path[k] == '.')))
             return true;
-        p += k + (e ? 1 : 0);
     }
     return false;
 }
@@ -657,32 +799,33 @@ static void pr__inf_skip(pr__idec *d, const char *why)
     snprintf(d->why, sizeof(d->why), "%s", why);
 }
 
-/* The ops and comment of a numeric (dense) feature. */
+/* The ops and comment of a numeric (dense) feature. The fitted numbers are
+ * printed with 9 digits, which give the float32 the engine computes in. */
 static void pr__inf_dense(const pr__ip *ip, uint64_t events, pr__idec *d)
 {
-    double sd = pr__std(ip);
+    double sd = pr__std(ip), pct = 100.0 * (double)ip->records / (double)events;
     d->kind = PR__IK_DENSE;
     snprintf(d->why, sizeof(d->why), "%s %.6g..%.6g, mean %.6g, std %.6g, in %.0f%% of events",
-             ip->n_num ? "numbers" : "integers", ip->min, ip->max, ip->mean, sd,
-             100.0 * (double)ip->records / (double)events);
+             ip->n_num ? "numbers" : "integers", ip->min, ip->max, ip->mean, sd, pct);
     if (ip->min == ip->max) { /* absent or this value: no measure */
         char b[256];
         snprintf(b, sizeof(b), "one number (%.6g) where present, in %.0f%% of events: no measure",
-                 ip->min, 100.0 * (double)ip->records / (double)events);
+                 ip->min, pct);
         pr__inf_skip(d, b);
-        return;
-    }
-    if (ip->min >= 0 && (ip->max >= 100 || ip->max > 10 * ip->mean || !isfinite(sd))) {
+    } else if (ip->min >= 0 &&
+               (ip->max >= 100 || ip->max > 10 * ip->mean || !isfinite(sd) || ip->max > FLT_MAX)) {
         /* non-negative and long-tailed (counts, prices, durations) */
         snprintf(d->ops, sizeof(d->ops), "log1p");
-    } else if (!isfinite(sd) || !isfinite(ip->mean)) {
-        pr__inf_skip(d, "numbers too large to standardize (beyond 1e154), some negative");
+    } else if (!isfinite(sd) || !isfinite(ip->mean) || ip->max_abs > FLT_MAX) {
+        pr__inf_skip(d, "numbers beyond float32, some negative: no transform here keeps them");
     } else if (ip->records < events) {
         /* a missing value becomes the mean, so 0 after standardizing */
-        snprintf(d->ops, sizeof(d->ops), "{ fill: %.6g }, { standardize: { mean: %.6g, std: %.6g } }",
-                 ip->mean, ip->mean, sd);
+        snprintf(d->ops, sizeof(d->ops),
+                 "{ fill: %.9g }, { standardize: { mean: %.9g, std: %.9g } }", ip->mean, ip->mean,
+                 sd);
     } else {
-        snprintf(d->ops, sizeof(d->ops), "{ standardize: { mean: %.6g, std: %.6g } }", ip->mean, sd);
+        snprintf(d->ops, sizeof(d->ops), "{ standardize: { mean: %.9g, std: %.9g } }", ip->mean,
+                 sd);
     }
 }
 
@@ -707,17 +850,24 @@ static const pr__ip *pr__ancestor_mixed(const pr_infer *inf, const pr__ip *ip)
     return NULL;
 }
 
-static void pr__inf_decide(const pr_infer *inf, const pr__ip *ip, const pr_infer_opts *o, bool is_time,
-                       bool labels_given, pr__idec *d)
+/* What the field at ip becomes (d). The rules, in order, are those of
+ * docs/configuration.md, "Inferring a schema": left out when the user says
+ * so, when its shape varies or a decoder could not read it; the event time;
+ * a label; left out when it is an outcome that is not a label, a time, a
+ * date, an event id or constant; a list; an id (sparse); a number (dense). */
+static void pr__inf_decide(const pr_infer *inf, const pr__ip *ip, const pr_infer_opts *o,
+                           bool is_time, pr__idec *d)
 {
-    char dist[48];
+    char dist[48], b[256];
     uint64_t ev = inf->events;
     double pct = 100.0 * (double)ip->records / (double)(ev ? ev : 1);
-    uint64_t scalars = ip->n_bool + ip->n_int + ip->n_num + ip->n_str;
+    uint64_t scalars = ip->n_bool + ip->n_int + ip->n_num + ip->n_str + ip->n_bigint;
+    bool labels_given = o->labels && *o->labels;
     memset(d, 0, sizeof(*d));
     pr__distinct_text(ip, dist, sizeof(dist));
 
-    if (pr__in_list(ip->path, o->ignore)) {
+    /* --- what no feature can read */
+    if (o->ignore && pr__in_list(ip->path, o->ignore, true)) {
         pr__inf_skip(d, "left out (--ignore)");
         return;
     }
@@ -729,21 +879,21 @@ static void pr__inf_decide(const pr_infer *inf, const pr__ip *ip, const pr_infer
         return; /* an object: its fields are decided one by one */
     if (ip->n_arr_obj && !ip->n_arr_scalar && !ip->n_scalar && !ip->n_obj) { /* [] too */
         if (ip->n_elem_other)
-            pr__inf_skip(d, "a list of objects mixed with other values: its fields are read where "
-                        "objects are");
+            pr__inf_skip(d, "a list of objects mixed with other values: its fields are read "
+                            "where objects are");
         return; /* a list of objects: its fields are lists */
     }
     const pr__ip *mixed = pr__ancestor_mixed(inf, ip);
     if (mixed) {
-        char b[256];
-        snprintf(b, sizeof(b), "under %s, which is not always an object (or always a list of "
-                 "objects)", mixed->path);
+        snprintf(b, sizeof(b),
+                 "under %s, which is not always an object (or always a list of objects)",
+                 mixed->path);
         pr__inf_skip(d, b);
         return;
     }
     if (ip->path_bad) {
-            pr__inf_skip(d, "a key a path cannot name (empty, '.', space or control character, or a "
-                    "path over 127 bytes)");
+        pr__inf_skip(d, "a key a path cannot name (empty, '.', space or control character, or a "
+                        "path over 127 bytes)");
         return;
     }
     if (!ip->records) {
@@ -764,60 +914,89 @@ static void pr__inf_decide(const pr_infer *inf, const pr__ip *ip, const pr_infer
         pr__inf_skip(d, "an object, a list or a value from one event to the next");
         return;
     }
+    if (ip->n_elem_null || ip->n_elem_other) {
+        pr__inf_skip(d, "a list holding nulls, lists or objects beside values (a list feature "
+                        "reads strings or integers)");
+        return;
+    }
+    if (ip->n_bigint) {
+        snprintf(b, sizeof(b),
+                 "integers beyond int64 in %" PRIu64 " values (rejected as number_out_of_range): "
+                 "send such ids as strings",
+                 ip->n_bigint);
+        pr__inf_skip(d, b);
+        return;
+    }
+
+    /* --- the event time */
+    bool list = ip->n_arr_scalar || ip->n_arr_empty || ip->under_list;
+    int unit = pr__time_unit_of(ip);
     if (is_time) {
-        int u = pr__time_unit_of(ip);
+        if (unit < 0) {
+            pr__inf_skip(d, "not a time in every event (s, ms or us since the epoch, or RFC "
+                            "3339 strings)");
+            return;
+        }
         d->kind = PR__IK_TIME;
-        d->unit = u < 0 ? PR_TIME_MS : (pr_time_unit)u;
+        d->unit = (pr_time_unit)unit;
         snprintf(d->why, sizeof(d->why), "%s, in %.0f%% of events, e.g. %s",
                  pr_time_unit_names[d->unit], pct, ip->example);
         return;
     }
-    bool list = ip->n_arr_scalar || ip->n_arr_empty || ip->under_list;
-    bool numeric = ip->n_int + ip->n_num + ip->n_bool == scalars && scalars;
-    if (!list && numeric && ip->n_str == 0) {
-        bool named = pr__word_in(pr__last_seg(ip->path), pr__label_words) ||
-                     (!strncasecmp(pr__last_seg(ip->path), "is_", 3) &&
-                      pr__word_in(pr__last_seg(ip->path) + 3, pr__label_words));
-        bool label = labels_given ? pr__in_list(ip->path, o->labels) && true
-                                  : ((named && !ip->non_binary) || pr__has_label_parent(ip->path));
-        if (labels_given && label) {
-            /* exactly the given paths (not fields under them) */
-            label = false;
-            for (const char *p = o->labels; *p;) {
-                const char *e = strchr(p, ',');
-                size_t k = e ? (size_t)(e - p) : strlen(p);
-                if (k == strlen(ip->path) && !strncmp(p, ip->path, k))
-                    label = true;
-                p += k + (e ? 1 : 0);
-            }
-        }
-        if (label) {
-            d->kind = PR__IK_LABEL;
-            if (!ip->non_binary)
-                snprintf(d->why, sizeof(d->why), "0/1, mean %.4g, in %.0f%% of events", ip->mean,
-                         pct);
-            else
-                snprintf(d->why, sizeof(d->why), "numbers %.6g..%.6g, mean %.6g, in %.0f%% of events",
-                         ip->min, ip->max, ip->mean, pct);
-            if (ip->records < ev)
-                snprintf(d->extra, sizeof(d->extra), "default: 0");
+
+    /* --- labels, and outcomes that are not */
+    bool numeric = scalars && ip->n_int + ip->n_num + ip->n_bool == scalars;
+    bool outcome = pr__outcome_named(ip->path) || pr__has_label_parent(ip->path);
+    bool label = labels_given ? pr__in_list(ip->path, o->labels, false)
+                              : !list && numeric && outcome &&
+                                    (!ip->non_binary || pr__has_label_parent(ip->path));
+    if (label) {
+        if (list || !numeric) {
+            pr__inf_skip(d, "not a number or true/false in every event: no label");
             return;
         }
-    }
-    if (ip->n_elem_null || ip->n_elem_other) {
-        pr__inf_skip(d, "a list holding nulls, lists or objects beside values (a list feature "
-                    "reads strings or integers)");
+        if (ip->max_abs > FLT_MAX) {
+            pr__inf_skip(d, "values beyond float32: no label (number_out_of_range)");
+            return;
+        }
+        d->kind = PR__IK_LABEL;
+        if (!ip->non_binary)
+            snprintf(d->why, sizeof(d->why), "0/1, mean %.4g, in %.0f%% of events", ip->mean,
+                     pct);
+        else
+            snprintf(d->why, sizeof(d->why), "numbers %.6g..%.6g, mean %.6g, in %.0f%% of events",
+                     ip->min, ip->max, ip->mean, pct);
+        if (ip->records < ev)
+            snprintf(d->extra, sizeof(d->extra), "default: 0");
         return;
     }
+    if (outcome) { /* an outcome is no input: it would leak the answer */
+        pr__inf_skip(d, labels_given ? "named like an outcome, not among --labels: no input "
+                                       "either (it would leak the answer)"
+                                     : "named like an outcome but not 0/1 (or a number under "
+                                       "label.*): --labels to train on it");
+        return;
+    }
+
+    /* --- fields that are no feature */
     if (!scalars) {
         pr__inf_skip(d, list ? "lists always empty" : "no value seen");
         return;
     }
-    if (pr__time_unit_of(ip) >= 0 && pr__time_named(ip->path)) {
-        char b[256];
-        snprintf(b, sizeof(b), "a time (%s) besides the event time: add it with hour_of_day or "
-                 "day_of_week if it matters", pr_time_unit_names[pr__time_unit_of(ip)]);
+    if (unit >= 0 && (pr__time_rank(ip->path) >= 0 || unit == PR_TIME_RFC3339)) {
+        snprintf(b, sizeof(b),
+                 "a time (%s) besides the event time: add it with hour_of_day or day_of_week if "
+                 "it matters",
+                 pr_time_unit_names[unit]);
         pr__inf_skip(d, b);
+        return;
+    }
+    if (pr__time_rank(ip->path) >= 0 && ip->n_time_ns * 100 >= scalars * 99 && !ip->n_str) {
+        pr__inf_skip(d, "a time in nanoseconds: no unit reads it (s, ms, us or RFC 3339)");
+        return;
+    }
+    if (ip->n_date && ip->n_date == ip->n_str && ip->n_str == scalars) {
+        pr__inf_skip(d, "dates (YYYY-MM-DD): as ids they would never match a later day");
         return;
     }
     if (!list && !ip->set_full && pr__distinct_n(ip) == 1 && ip->records == ev) {
@@ -826,49 +1005,58 @@ static void pr__inf_decide(const pr_infer *inf, const pr__ip *ip, const pr_infer
     }
     bool ids = ip->n_num == 0 && ip->n_str + ip->n_int + ip->n_bool == scalars;
     bool unique = !ip->set_full && pr__distinct_n(ip) == scalars && scalars >= 50;
-    if (!list && ids &&
-        ((unique && (ip->n_str || pr__id_named(ip->path))) ||
-         (pr__word_in(pr__last_seg(ip->path), pr__event_id_words) &&
-          (ip->set_full || pr__distinct_n(ip) * 10 >= scalars * 9)))) {
-        char b[256];
-        snprintf(b, sizeof(b), "%s in %" PRIu64 " values: an event id, not a feature",
-                 dist, scalars);
+    if (!list && ids && pr__event_id_named(ip->path) &&
+        (ip->set_full || pr__distinct_n(ip) * 10 >= scalars * 9)) {
+        snprintf(b, sizeof(b), "%s in %" PRIu64 " values: an event id, not a feature", dist,
+                 scalars);
         pr__inf_skip(d, b);
         return;
     }
+
+    /* --- lists, ids, numbers */
     if (list) {
         if (!ids) {
             pr__inf_skip(d, ip->n_str ? "a list mixing strings and numbers"
-                                  : "a list of numbers (a list feature reads ids: strings or "
-                                    "integers)");
+                                      : "a list of numbers (a list feature reads ids: strings or "
+                                        "integers)");
+            return;
+        }
+        if (ip->max_len > PR_FEAT_MAX_LIST) {
+            snprintf(b, sizeof(b),
+                     "lists of up to %u elements: over 4096 the decoder rejects the event "
+                     "(list_too_long); cut them upstream",
+                     ip->max_len);
+            pr__inf_skip(d, b);
             return;
         }
         uint32_t p99 = pr__len_quantile(ip, 0.99);
+        bool last = pr__history_named(ip->path);
         d->kind = PR__IK_LIST;
         snprintf(d->ops, sizeof(d->ops), "vocab");
         snprintf(d->why, sizeof(d->why),
-                 "lists of %s%s, in %.0f%% of events, length p99 %u max %u%s, %s, e.g. %s",
+                 "lists of %s%s, in %.0f%% of events, length p99 %u max %u, %s, e.g. %s%s",
                  ip->n_str ? (ip->n_int ? "strings and integers" : "strings") : "integers",
                  ip->under_list ? " (a field of a list of objects)" : "", pct, p99, ip->max_len,
-                 ip->max_len > PR_FEAT_MAX_LIST ? " (over 4096 rejects the event)" : "", dist,
-                 ip->example);
-        snprintf(d->extra, sizeof(d->extra), "list: { max_len: %u }",
-                 p99 < 1 ? 1 : p99 > PR_FEAT_MAX_LIST ? PR_FEAT_MAX_LIST : p99);
+                 dist, ip->example, last ? "; keep: last as for a history, oldest first" : "");
+        snprintf(d->extra, sizeof(d->extra), "list: { max_len: %u%s }", p99 < 1 ? 1 : p99,
+                 last ? ", keep: last" : "");
         return;
     }
     if (ids && (ip->n_str || ip->n_bool || pr__id_named(ip->path) ||
                 (!ip->set_full && pr__distinct_n(ip) <= PR__INF_FEW_VALUES))) {
         d->kind = PR__IK_SPARSE;
         snprintf(d->ops, sizeof(d->ops), "vocab");
-        snprintf(d->why, sizeof(d->why), "%s, in %.0f%% of events, %s, e.g. %s",
+        snprintf(d->why, sizeof(d->why), "%s%s, in %.0f%% of events, %s, e.g. %s",
+                 unique ? "unique in every event of the sample (an event id? --ignore it): " : "",
                  ip->n_str ? (ip->n_int ? "strings and integers (42 and \"42\" are two ids)"
                                         : "strings")
-                           : ip->n_bool ? "true/false" : "integers",
+                 : ip->n_bool ? "true/false"
+                              : "integers",
                  pct, dist, ip->example);
         return;
     }
     if (ip->n_str) {
-        pr__inf_skip(d, "strings mixed with numbers");
+        pr__inf_skip(d, "strings mixed with fractional numbers");
         return;
     }
     pr__inf_dense(ip, ev, d);
@@ -934,46 +1122,90 @@ static bool pr__path_seen(const pr_infer *inf, const char *path)
 static int pr__check_list(const pr_infer *inf, const char *csv, const char *opt, char *errstr,
                           size_t errn)
 {
-    if (!csv)
-        return 0;
-    for (const char *p = csv; *p;) {
-        const char *e = strchr(p, ',');
-        size_t k = e ? (size_t)(e - p) : strlen(p);
-        char path[PR_FEAT_PATH_MAX];
-        if (!k || k >= sizeof(path)) {
+    char path[PR_FEAT_PATH_MAX];
+    for (const char *p = csv; pr__csv_next(&p, path, sizeof(path));) {
+        if (!path[0]) {
             snprintf(errstr, errn, "%s: an empty or over-long path in '%s'", opt, csv);
             return PR_EINVAL;
         }
-        memcpy(path, p, k);
-        path[k] = 0;
         if (!pr__path_seen(inf, path)) {
             snprintf(errstr, errn, "%s: no event has the field '%s'", opt, path);
             return PR_EINVAL;
         }
-        p += k + (e ? 1 : 0);
     }
     return 0;
 }
 
-/* The event time: --time, else the first time-named field whose values all
- * read as times of one unit; -1 for none. */
-static long pr__pick_time(const pr_infer *inf, const pr_infer_opts *o)
+/* The event time, decided into *td: --time's field, else the time-named
+ * field (best pr__time_rank first, then first seen) that decides as a time;
+ * -1 for none. PR_EINVAL (-2) with errstr when --time's field cannot be. */
+static long pr__pick_time(const pr_infer *inf, const pr_infer_opts *o, pr__idec *td,
+                          char *errstr, size_t errn)
 {
     if (o->time_path) {
         if (!*o->time_path)
             return -1;
         for (size_t i = 0; i < inf->n; i++)
-            if (!strcmp(inf->ps[i].path, o->time_path))
-                return (long)i;
-        return -1;
+            if (!strcmp(inf->ps[i].path, o->time_path)) {
+                pr__inf_decide(inf, &inf->ps[i], o, true, td);
+                if (td->kind == PR__IK_TIME)
+                    return (long)i;
+                snprintf(errstr, errn, "--time: '%s' cannot be the event time: %s",
+                         o->time_path, td->kind == PR__IK_SKIP ? td->why : "an object");
+                return -2;
+            }
+        snprintf(errstr, errn, "--time: no event has the field '%s'", o->time_path);
+        return -2;
     }
-    for (size_t i = 0; i < inf->n; i++) {
-        const pr__ip *ip = &inf->ps[i];
-        if (!ip->path_bad && !pr__in_list(ip->path, o->ignore) && pr__time_named(ip->path) &&
-            pr__time_unit_of(ip) >= 0)
-            return (long)i;
-    }
+    for (int rank = 0; rank < 4; rank++)
+        for (size_t i = 0; i < inf->n; i++)
+            if (pr__time_rank(inf->ps[i].path) == rank && pr__time_unit_of(&inf->ps[i]) >= 0) {
+                pr__inf_decide(inf, &inf->ps[i], o, true, td);
+                if (td->kind == PR__IK_TIME)
+                    return (long)i;
+            }
     return -1;
+}
+
+/* --name, --topic, --bootstrap as the config takes them, else PR_EINVAL. */
+static int pr__check_names(const pr_infer_opts *o, char *errstr, size_t errn)
+{
+    static const struct {
+        const char *opt, *extra; /* extra: characters allowed beside A-Z a-z 0-9 _ - */
+        size_t max;
+    } rules[] = {{"--name", "", PR_NAME_MAX - 1}, {"--topic", ".", 249}};
+    const char *vals[] = {o->name, o->topic};
+    for (size_t r = 0; r < sizeof(rules) / sizeof(rules[0]); r++) {
+        const char *v = vals[r];
+        if (!v)
+            continue;
+        size_t n = strlen(v);
+        bool ok = n >= 1 && n <= rules[r].max;
+        for (const char *c = v; *c && ok; c++)
+            ok = isalnum((unsigned char)*c) || *c == '_' || *c == '-' ||
+                 strchr(rules[r].extra, *c);
+        if (!ok) {
+            snprintf(errstr, errn, "%s: want 1..%zu of A-Z a-z 0-9 _ -%s, got '%s'",
+                     rules[r].opt, rules[r].max, *rules[r].extra ? " ." : "", v);
+            return PR_EINVAL;
+        }
+    }
+    for (const char *c = o->bootstrap; c && *c; c++)
+        if ((unsigned char)*c <= ' ' || *c == '"' || *c == '\\' || (unsigned char)*c >= 0x7f) {
+            snprintf(errstr, errn, "--bootstrap: want HOST:PORT[,HOST:PORT...], got '%s'",
+                     o->bootstrap);
+            return PR_EINVAL;
+        }
+    return 0;
+}
+
+/* A file the config names, absolute (the loader reads it from wherever
+ * the service runs); as given when it does not resolve. */
+static void pr__file_str(pr_mbuf *mb, const char *file)
+{
+    char *abs = realpath(file, NULL);
+    pr_mbuf_json_str(mb, abs ? abs : file);
+    free(abs);
 }
 
 static void pr__feature_line(pr_mbuf *mb, const pr__ip *ip, const pr__idec *d)
@@ -986,7 +1218,8 @@ static void pr__feature_line(pr_mbuf *mb, const pr__ip *ip, const pr__idec *d)
         pr_mbuf_printf(mb, ", %s", d->extra);
     if (d->ops[0])
         pr_mbuf_printf(mb, ", ops: [%s]", d->ops);
-    pr_mbuf_printf(mb, " }   # %s\n", d->why);
+    pr__comment(mb, " }   # %s", d->why);
+    pr_mbuf_puts(mb, "\n");
 }
 
 int pr_infer_write(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf *out,
@@ -998,55 +1231,51 @@ int pr_infer_write(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf *out,
                  inf->bad);
         return PR_EINVAL;
     }
-    int rc = pr__check_list(inf, o->labels, "--labels", errstr, errn);
+    int rc = pr__check_names(o, errstr, errn);
+    if (!rc)
+        rc = pr__check_list(inf, o->labels, "--labels", errstr, errn);
     if (!rc)
         rc = pr__check_list(inf, o->ignore, "--ignore", errstr, errn);
-    if (!rc && o->time_path && *o->time_path && !pr__path_seen(inf, o->time_path)) {
-        snprintf(errstr, errn, "--time: no event has the field '%s'", o->time_path);
-        rc = PR_EINVAL;
-    }
     if (rc)
         return rc;
-    long t = pr__pick_time(inf, o);
-    if (t >= 0 && o->time_path && pr__time_unit_of(&inf->ps[t]) < 0) {
-        snprintf(errstr, errn,
-                 "--time: '%s' does not hold times (seconds, ms or us since the epoch, or RFC "
-                 "3339 strings) in every event that has it",
-                 o->time_path);
+    pr__idec td;
+    long t = pr__pick_time(inf, o, &td, errstr, errn);
+    if (t == -2)
         return PR_EINVAL;
-    }
     pr__idec *ds = calloc(inf->n ? inf->n : 1, sizeof(*ds));
     if (!ds)
         return PR_ENOMEM;
-    bool labels_given = o->labels && *o->labels;
-    for (size_t i = 0; i < inf->n; i++)
-        pr__inf_decide(inf, &inf->ps[i], o, (long)i == t, labels_given, &ds[i]);
+    for (size_t i = 0; i < inf->n; i++) {
+        if ((long)i == t)
+            ds[i] = td;
+        else
+            pr__inf_decide(inf, &inf->ps[i], o, false, &ds[i]);
+    }
     for (size_t i = 0; i < inf->n; i++)
         if (ds[i].kind > PR__IK_SKIP && ds[i].kind != PR__IK_TIME)
             pr__inf_name(inf->ps, ds, inf->n, i, ds);
-    if (labels_given) /* a given label that is no number */
-        for (const char *p = o->labels; *p;) {
-            const char *e = strchr(p, ',');
-            size_t k = e ? (size_t)(e - p) : strlen(p);
-            for (size_t i = 0; i < inf->n; i++)
-                if (strlen(inf->ps[i].path) == k && !strncmp(inf->ps[i].path, p, k) &&
-                    ds[i].kind != PR__IK_LABEL) {
-                    snprintf(errstr, errn, "--labels: '%s' is not a number or true/false in "
-                             "every event that has it", inf->ps[i].path);
-                    free(ds);
-                    return PR_EINVAL;
-                }
-            p += k + (e ? 1 : 0);
-        }
+    char item[PR_FEAT_PATH_MAX]; /* a given label that is no number */
+    for (const char *p = o->labels; pr__csv_next(&p, item, sizeof(item));)
+        for (size_t i = 0; i < inf->n; i++)
+            if (!strcmp(inf->ps[i].path, item) && ds[i].kind != PR__IK_LABEL) {
+                snprintf(errstr, errn, "--labels: '%s' cannot be a label: %s", item,
+                         ds[i].kind == PR__IK_SKIP ? ds[i].why : "not a number or true/false");
+                free(ds);
+                return PR_EINVAL;
+            }
 
     size_t n_feat = 0;
     for (size_t i = 0; i < inf->n; i++)
         n_feat += ds[i].kind == PR__IK_DENSE || ds[i].kind == PR__IK_SPARSE ||
                   ds[i].kind == PR__IK_LIST;
     if (!n_feat) { /* a schema needs one; say why the first fields are none */
-        size_t len = (size_t)snprintf(errstr, errn, "no field of the %zu seen can be a dense or "
-                                                    "sparse feature",
-                                      inf->n);
+        size_t n_label = 0;
+        for (size_t i = 0; i < inf->n; i++)
+            n_label += ds[i].kind == PR__IK_LABEL;
+        size_t len = (size_t)snprintf(errstr, errn,
+                                      "no field of the %zu seen can be a dense or sparse feature "
+                                      "(%zu taken as labels)",
+                                      inf->n, n_label);
         for (size_t i = 0, k = 0; i < inf->n && k < 3 && len < errn; i++)
             if (ds[i].kind == PR__IK_SKIP) {
                 len += (size_t)snprintf(errstr + len, errn - len, "%s %s: %s", k++ ? ";" : ":",
@@ -1068,19 +1297,21 @@ int pr_infer_write(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf *out,
     if (inf->paths_dropped)
         pr_mbuf_printf(out, "# Only the first %d field paths were studied; %" PRIu64
                             " more were seen.\n", PR__INF_MAX_PATHS, inf->paths_dropped);
-    pr_mbuf_printf(out, "pipelines:\n  - name: %s\n    source:\n      kafka:\n        topics: [%s]\n",
-                   name, o->topic ? o->topic : name);
-    pr_mbuf_printf(out,
-                   "        properties: { bootstrap.servers: \"%s\", auto.offset.reset: earliest }\n",
-                   o->bootstrap ? o->bootstrap : "127.0.0.1:9092");
+    pr_mbuf_printf(out, "pipelines:\n  - name: ");
+    pr__yaml_str(out, name);
+    pr_mbuf_printf(out, "\n    source:\n      kafka:\n        topics: [");
+    pr__yaml_str(out, o->topic ? o->topic : name);
+    pr_mbuf_printf(out, "]\n        properties: { bootstrap.servers: ");
+    pr_mbuf_json_str(out, o->bootstrap ? o->bootstrap : "127.0.0.1:9092");
+    pr_mbuf_printf(out, ", auto.offset.reset: earliest }\n");
     if (o->avro_schema_file) {
         pr_mbuf_printf(out, "      format: avro\n      avro: { schema_file: ");
-        pr_mbuf_json_str(out, o->avro_schema_file);
+        pr__file_str(out, o->avro_schema_file);
         pr_mbuf_printf(out, " }   # plain bodies; framing: registry for a schema-registry "
                             "header\n");
     } else if (o->pb_descriptor_set && o->pb_message) {
         pr_mbuf_printf(out, "      format: protobuf\n      protobuf: { descriptor_set: ");
-        pr_mbuf_json_str(out, o->pb_descriptor_set);
+        pr__file_str(out, o->pb_descriptor_set);
         pr_mbuf_printf(out, ", message: ");
         pr_mbuf_json_str(out, o->pb_message);
         pr_mbuf_printf(out, " }\n");

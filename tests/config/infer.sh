@@ -22,7 +22,7 @@ want "- { name: purchase, path: label.purchase, default: 0 }"
 want "- { name: price, path: item.price, ops: \[log1p\] }"
 want "- { name: user_id, path: user.id, ops: \[vocab\] }"
 want "- { name: item_id, path: item.id, ops: \[vocab\] }"
-want "- { name: history, path: history, list: { max_len: 20 }, ops: \[vocab\] }"
+want "- { name: history, path: history, list: { max_len: 20, keep: last }, ops: \[vocab\] }"
 want "#   event_id: .* an event id, not a feature"
 want "topics: \[clicks\]"
 
@@ -48,7 +48,8 @@ cmp "$T/a1" "$T/b1" || fail "stdin with --rows 1000 differs from the first 1000 
     --ignore history,item > "$T/o.yaml" 2>/dev/null
 grep -q "no event time found" "$T/o.yaml" || fail "--time none"
 grep -q "name: click" "$T/o.yaml" || fail "--labels: click"
-grep -q "name: purchase, path: label.purchase, ops" "$T/o.yaml" || fail "--labels: purchase a feature"
+grep -q "#   label.purchase: named like an outcome, not among --labels" "$T/o.yaml" ||
+    fail "--labels: purchase must be left out, not an input (it would leak the answer)"
 grep -q "path: item\.\|path: history" "$T/o.yaml" && fail "--ignore left item.* or history in"
 grep -q "#   item.price: left out (--ignore)" "$T/o.yaml" || fail "--ignore not listed"
 
@@ -63,7 +64,11 @@ refuse "--input is required"
 refuse "cannot open --input" --input "$T/nope.jsonl"
 refuse "--rows: want a whole number" --input "$T/ev1k.jsonl" --rows 0
 refuse "--labels: no event has the field 'label.clicks'" --input "$T/ev1k.jsonl" --labels label.clicks
-refuse "--time: 'user.id' does not hold times" --input "$T/ev1k.jsonl" --time user.id
+refuse "--time: 'user.id' cannot be the event time: not a time" --input "$T/ev1k.jsonl" --time user.id
+refuse "--name: want 1..63 of A-Z a-z 0-9 _ -, got 'a:b'" --input "$T/ev1k.jsonl" --name a:b
+refuse "--topic: want 1..249 of" --input "$T/ev1k.jsonl" --topic 'a,b'
+refuse "--bootstrap: want HOST:PORT" --input "$T/ev1k.jsonl" --bootstrap 'h"'
+refuse "--time: 'event_id' cannot be the event time" --input "$T/ev1k.jsonl" --time event_id
 printf 'a,b,c\n1,2,3\n' > "$T/csv"
 refuse "no event to learn from (2 records do not read as events)" --input "$T/csv"
 echo "infer: ok"

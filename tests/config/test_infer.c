@@ -5,6 +5,7 @@
  * loaded features (kind, path, operators), not on the wording, plus the
  * comments that carry a decision (why a field is left out).
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -260,8 +261,8 @@ static void test_options(void **state)
         const char *msg;
     } bad[] = {
         {{.labels = "nope"}, "--labels: no event has the field 'nope'"},
-        {{.labels = "id"}, "--labels: 'id' is not a number"},
-        {{.time_path = "t"}, "--time: 't' does not hold times"},
+        {{.labels = "id"}, "--labels: 'id' cannot be a label: not a number"},
+        {{.time_path = "t"}, "--time: 't' cannot be the event time: not a time"},
         {{.time_path = "zz"}, "--time: no event has the field 'zz'"},
         {{.ignore = "skip,,y.n"}, "--ignore: an empty"},
     };
@@ -335,12 +336,72 @@ static void test_names(void **state)
     repeat_free(ev);
 }
 
+/* What a review of real teams' events asked for: outcomes never become
+ * inputs; ids by their names; the event time by its name's rank, read past
+ * a sentinel, never under a field that is sometimes no object; what the
+ * decoder would reject is left out (integers beyond int64, lists over 4096,
+ * labels beyond float32); dates and nanoseconds are no ids or measures. */
+static void test_review(void **state)
+{
+    (void)state;
+    char big[4096 * 2 + 64];
+    size_t k = (size_t)sprintf(big, "[");
+    for (int i = 0; i < 4100; i++)
+        k += (size_t)sprintf(big + k, "%s1", i ? "," : "");
+    sprintf(big + k, "]");
+    char **ev = calloc(301, sizeof(*ev));
+    for (int i = 0; i < 300; i++) {
+        char *b = malloc(sizeof(big) + 1024);
+        snprintf(b, sizeof(big) + 1024,
+                 "{\"user\": {\"created_at\": %lld, \"userid\": %d, \"uid\": %d}, \"ts\": %lld, "
+                 "\"paid\": %d.5, \"label\": \"%d\", \"purchase\": %d, \"click\": %d, "
+                 "\"target\": {\"item_id\": %d, \"bid\": %d.25}, \"hash\": %s, \"day\": "
+                 "\"2026-11-%02d\", \"sent_ns\": %lld, \"meta\": %s, \"big\": %s, "
+                 "\"lng\": %.4f, \"r\": %s, \"outcome\": {\"revenue\": %s}}",
+                 1600000000000LL + i, 100000 + i * 7, 5000 + i * 3,
+                 i == 7 ? 0LL : 1732600000000LL + i * 1000, i, i % 2, i % 3, i % 2, i % 9,
+                 i % 50, i == 5 ? "18446744073709551615" : "12", 1 + i % 28,
+                 1732600000000000000LL + i, i % 10 ? "{\"at_ms\": 1700000000000}" : "\"none\"",
+                 i == 3 ? big : "[1, 2]", -122.4 + (i % 10) * 0.001,
+                 i == 9 ? "3.5e38" : "0.5", i == 9 ? "3.5e38" : "0.5");
+        ev[i] = b;
+    }
+    inferred r;
+    infer_ok((const char *const *)ev, NULL, &r);
+    const pr_feature_spec *f = feat_ok(&r, "event_time", PR_FEAT_EVENT_TIME, "ts");
+    assert_int_equal(f->unit, PR_TIME_MS); /* the top-level ts, past its one 0 */
+    skipped(&r, "user.created_at", "a time (ms) besides the event time");
+    feat_ok(&r, "userid", PR_FEAT_SPARSE, "user.userid");
+    feat_ok(&r, "uid", PR_FEAT_SPARSE, "user.uid");
+    feat_ok(&r, "paid", PR_FEAT_DENSE, "paid");
+    feat_ok(&r, "click", PR_FEAT_LABEL, "click");
+    skipped(&r, "label", "named like an outcome");    /* "0"/"1" strings */
+    skipped(&r, "purchase", "named like an outcome"); /* 0/1/2 */
+    feat_ok(&r, "item_id", PR_FEAT_SPARSE, "target.item_id"); /* target is no label parent */
+    feat_ok(&r, "bid", PR_FEAT_DENSE, "target.bid");
+    skipped(&r, "hash", "integers beyond int64");
+    skipped(&r, "day", "dates");
+    skipped(&r, "sent_ns", "nanoseconds");
+    skipped(&r, "meta.at_ms", "under meta");
+    skipped(&r, "big", "over 4096");
+    skipped(&r, "outcome.revenue", "beyond float32"); /* a label could not hold it */
+    f = feat_ok(&r, "r", PR_FEAT_DENSE, "r");            /* log1p brings it back */
+    assert_int_equal(f->ops[0].op, PR_FOP_LOG1P);
+    /* 9 digits: a standardized longitude keeps its precision */
+    f = feat_ok(&r, "lng", PR_FEAT_DENSE, "lng");
+    assert_int_equal(f->ops[0].op, PR_FOP_STANDARDIZE);
+    assert_true(fabs(f->ops[0].a - (-122.3955)) < 1e-6);
+    inferred_free(&r);
+    repeat_free(ev);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kinds),   cmocka_unit_test(test_missing),
         cmocka_unit_test(test_shapes),  cmocka_unit_test(test_options),
         cmocka_unit_test(test_bad_lines), cmocka_unit_test(test_names),
+        cmocka_unit_test(test_review),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
