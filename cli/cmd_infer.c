@@ -16,6 +16,7 @@
  * before it is written, so what this prints always loads; a summary goes to
  * stderr.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,8 +87,8 @@ static int pr__infer_read(FILE *f, const char *input, uint64_t rows, pr_infer *i
         }
     }
     if (!code && ferror(f)) {
-        fprintf(stderr, "piperec infer: reading %s failed\n", input);
-        code = 1;
+        fprintf(stderr, "piperec infer: cannot read --input %s: %m\n", input);
+        code = errno == EISDIR ? 2 : 1;
     }
     free(line);
     return code;
