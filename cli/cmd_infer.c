@@ -12,9 +12,11 @@
  * descriptor set and message), and writes the
  * declared-schema config they suggest (config/config_infer.c): a team's
  * first config from its own events, every choice commented, instead of forty
- * lines written by hand. The text is loaded back through the config loader
- * before it is written, so what this prints always loads; a summary goes to
- * stderr.
+ * lines written by hand. Without --input, --bootstrap and --topic read the
+ * same messages straight from the topic (cli/infer_kafka.c: from the
+ * beginning, no consumer group, nothing committed). The text is loaded back
+ * through the config loader before it is written, so what this prints always
+ * loads; a summary goes to stderr.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -25,16 +27,23 @@
 #include "pr_cli.h"
 #include "pr_config.h"
 
-#define PR__INFER_ROWS_DEFAULT 100000
+#define PR__INFER_ROWS_DEFAULT    100000
+#define PR__INFER_TIMEOUT_DEFAULT 30 /* seconds, reading a topic */
 
 static void pr__infer_usage(FILE *f)
 {
     fprintf(f,
-            "usage: piperec infer --input EVENTS.jsonl|- [--output FILE] [--rows N]\n"
+            "usage: piperec infer (--input EVENTS.jsonl|- | --bootstrap HOST:PORT --topic T\n"
+            "                      [--timeout S]) [--output FILE] [--rows N]\n"
             "                     [--avro-schema FILE.avsc | --descriptor-set FILE\n"
             "                      --message PKG.NAME] [--name NAME] [--topic T]\n"
             "                     [--bootstrap HOST:PORT] [--labels PATH,...]\n"
             "                     [--time PATH|none] [--ignore PATH,...]\n"
+            "  --input FILE|- or --bootstrap ADDR --topic T (read the topic from its\n"
+            "  beginning, no group, nothing committed; one message an event, JSON bare\n"
+            "  or registry-framed; tombstones skipped; until N events, every partition\n"
+            "  at its end, or --timeout S, default %d, passed). The config names the\n"
+            "  topic and bootstrap given (with --input they only fill it in).\n"
             "  Read sample events (one JSON object per line; the first N, default %d)\n"
             "  and write the config their fields suggest: the event time, the labels,\n"
             "  dense features with a transform fitted to the sample, ids and lists with\n"
@@ -51,8 +60,9 @@ static void pr__infer_usage(FILE *f)
             "  Protobuf messages PKG.NAME of this FileDescriptorSet (protoc\n"
             "  --descriptor_set_out=FILE --include_imports), each varint-length-prefixed\n"
             "  (`piperec gen --format protobuf`); a message that does not decode is\n"
-            "  skipped, and the config reads format protobuf with this descriptor set.\n",
-            PR__INFER_ROWS_DEFAULT);
+            "  skipped, and the config reads format protobuf with this descriptor set.\n"
+            "  From a topic, the same formats, one message each (no length prefix).\n",
+            PR__INFER_TIMEOUT_DEFAULT, PR__INFER_ROWS_DEFAULT);
 }
 
 /* A line of only blanks (JSON whitespace). */
@@ -97,7 +107,7 @@ static int pr__infer_read(FILE *f, const char *input, uint64_t rows, pr_infer *i
 int pr_cli_cmd_infer(int argc, char **argv)
 {
     const char *input = NULL, *output = NULL, *rows_s = NULL, *avsc = NULL, *desc = NULL,
-               *msg = NULL;
+               *msg = NULL, *timeout_s = NULL;
     pr_infer_opts o = {0};
     const pr_cli_opt opts[] = {
         {"--input", &input, NULL},         {"--output", &output, NULL},
@@ -106,15 +116,36 @@ int pr_cli_cmd_infer(int argc, char **argv)
         {"--labels", &o.labels, NULL},     {"--time", &o.time_path, NULL},
         {"--ignore", &o.ignore, NULL},     {"--avro-schema", &avsc, NULL},
         {"--descriptor-set", &desc, NULL}, {"--message", &msg, NULL},
+        {"--timeout", &timeout_s, NULL},
     };
     int pr = pr_cli_parse_opts("infer", argc, argv, 1, opts, sizeof(opts) / sizeof(opts[0]),
                                pr__infer_usage);
     if (pr)
         return pr == 1 ? 0 : 2;
-    if (!input) {
-        fprintf(stderr, "piperec infer: --input is required\n");
+    /* Two modes: a file (--topic and --bootstrap only fill the config in),
+     * or the topic itself. */
+    bool from_topic = !input;
+    if (from_topic && (!o.topic || !o.bootstrap)) {
+        fprintf(stderr, "piperec infer: --input is required (FILE or -), or --bootstrap ADDR "
+                        "and --topic T to read a topic\n");
         pr__infer_usage(stderr);
         return 2;
+    }
+    if (timeout_s && !from_topic) {
+        fprintf(stderr, "piperec infer: --timeout goes with reading a topic (--bootstrap and "
+                        "--topic without --input)\n");
+        return 2;
+    }
+    int timeout = PR__INFER_TIMEOUT_DEFAULT;
+    if (timeout_s) {
+        char *end;
+        long v = strtol(timeout_s, &end, 10);
+        if (!*timeout_s || *end || v < 1 || v > 86400) {
+            fprintf(stderr, "piperec infer: --timeout: want whole seconds 1..86400, got '%s'\n",
+                    timeout_s);
+            return 2;
+        }
+        timeout = (int)v;
     }
     if (!desc != !msg || (desc && avsc)) {
         fprintf(stderr, "piperec infer: %s\n",
@@ -138,21 +169,32 @@ int pr_cli_cmd_infer(int argc, char **argv)
     }
     if (o.time_path && !strcmp(o.time_path, "none"))
         o.time_path = "";
-    o.origin = strcmp(input, "-") ? input : "stdin";
+    char origin[1024];
+    if (from_topic) {
+        snprintf(origin, sizeof(origin), "topic %s at %s", o.topic, o.bootstrap);
+        input = origin; /* how messages below name where the events came from */
+    }
+    o.origin = from_topic || strcmp(input, "-") ? input : "stdin";
     o.avro_schema_file = avsc;
     o.pb_descriptor_set = desc;
     o.pb_message = msg;
     bool binary = avsc || desc;
 
-    FILE *f = strcmp(input, "-") ? fopen(input, binary ? "rb" : "r") : stdin;
-    if (!f) {
+    FILE *f = from_topic ? NULL : strcmp(input, "-") ? fopen(input, binary ? "rb" : "r") : stdin;
+    if (!f && !from_topic) {
         fprintf(stderr, "piperec infer: cannot open --input %s: %m\n", input);
         return 2;
     }
     pr_infer *inf = NULL;
     char err[512];
-    int code = pr_infer_new(&inf) ? 1 : binary ? 0 : pr__infer_read(f, input, rows, inf);
-    if (inf && binary) {
+    int code = pr_infer_new(&inf)     ? 1
+               : from_topic || binary ? 0
+                                      : pr__infer_read(f, input, rows, inf);
+    if (inf && from_topic) {
+        code = pr_cli_infer_kafka(o.bootstrap, o.topic, timeout, rows, inf, &o, err, sizeof(err));
+        if (code)
+            fprintf(stderr, "piperec infer: %s\n", err);
+    } else if (inf && binary) {
         int rc = avsc ? pr_infer_add_avro_records(inf, avsc, f, rows, err, sizeof(err))
                       : pr_infer_add_pb_messages(inf, desc, msg, f, rows, err, sizeof(err));
         if (rc) {
@@ -161,20 +203,23 @@ int pr_cli_cmd_infer(int argc, char **argv)
             code = rc == PR_EINVAL ? 2 : 1;
         }
     }
-    if (f != stdin)
+    if (f && f != stdin)
         fclose(f);
+    /* A topic's messages are one record each, no length prefix to get wrong:
+     * registry framing is then the likely cause. */
     if (!code && avsc && !pr_infer_events(inf) && pr_infer_rejected(inf))
         fprintf(stderr,
-                "piperec infer: no record of %s decodes under %s; infer reads plain bodies, "
-                "each varint-length-prefixed (`piperec gen|produce --format avro` add a "
-                "registry header unless given --schema-id plain)\n",
-                input, avsc);
+                "piperec infer: no record of %s decodes under %s%sinfer reads plain bodies%s "
+                "(`piperec gen|produce --format avro` add a registry header unless given "
+                "--schema-id plain)\n",
+                input, avsc, from_topic ? ": registry-framed Avro (first byte 0)? " : "; ",
+                from_topic ? "" : ", each varint-length-prefixed");
     if (!code && desc && !pr_infer_events(inf) && pr_infer_rejected(inf))
         fprintf(stderr,
-                "piperec infer: no message of %s decodes as %s of %s; infer reads messages "
-                "each varint-length-prefixed (`piperec gen --format protobuf`), plain or with "
-                "registry framing that names this message\n",
-                input, msg, desc);
+                "piperec infer: no message of %s decodes as %s of %s; infer reads messages%s, "
+                "plain or with registry framing that names this message\n",
+                input, msg, desc,
+                from_topic ? "" : " each varint-length-prefixed (`piperec gen --format protobuf`)");
 
     pr_mbuf mb;
     pr_mbuf_init(&mb);

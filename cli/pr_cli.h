@@ -61,6 +61,18 @@ int pr_cli_vocab_open(const char *sub, const char *config, const char *pipeline,
 int pr_cli_vocab_load_state(pr_cli_vocab *v, const char *sub);
 void pr_cli_vocab_close(pr_cli_vocab *v);
 
+/* `piperec infer --bootstrap ADDR --topic T` (infer_kafka.c): up to `rows`
+ * events of topic T into inf, read from the beginning of every partition
+ * with no consumer group (nothing joined, stored or committed), until every
+ * partition is at its end or timeout_s passed; each message read as
+ * o->avro_schema_file / o->pb_descriptor_set say (else JSON, bare or
+ * registry-framed); tombstones skipped. A summary line goes to stderr.
+ * Returns the exit code, err filled when not 0: 1 runtime (memory); 2 the
+ * broker not reached within the timeout, the topic does not exist, or the
+ * schema / descriptor set does not load. */
+int pr_cli_infer_kafka(const char *bootstrap, const char *topic, int timeout_s, uint64_t rows,
+                       pr_infer *inf, const pr_infer_opts *o, char *err, size_t errn);
+
 #ifndef PR_VERSION
 #define PR_VERSION "0.0.0"
 #endif
