@@ -10,14 +10,26 @@
  * logical types as written: the inference tells ms from us by magnitude),
  * float/double numbers, a decimal a number, other bytes/fixed strings.
  *
- * Decoded with avro-c's generic values, not the reader's compiled plans: a
- * sample is read once and every field is wanted. avro-c keeps no
- * logicalType, so the schema's JSON is walked in step (decimals), as the
- * reader does. Records the reader rejects are rejected here where avro-c
- * shows why: truncated, bytes after the record, a union branch, enum index
- * or boolean out of range, a string not UTF-8, a decimal over 64 bytes, over
- * 64 nested values. (A garbage block count over items that encode in no
- * bytes makes avro-c append that many items; such schemas are rare.)
+ * Decoded here, straight into jansson, not with avro-c's generic values:
+ * avro_value_read trusts the lengths and counts it reads (a corrupt varint
+ * becomes a malloc of any size; a short read leaks the string it was
+ * filling), and infer reads whatever file it is given. avro-c only parses
+ * and checks the writer schema; its tree is compiled once into nodes (one
+ * per schema node, a named type shared so recursion ends at its own node),
+ * with what avro-c does not keep (logicalType decimal) read from the
+ * schema's JSON in step, as the reader does.
+ *
+ * Safe on any bytes: every length and count is checked against the bytes
+ * left before anything is allocated, so a record costs memory in proportion
+ * to its length. Rejected as ingest/avro_reader.c's pr__read rejects:
+ * truncated, a varint over 10 bytes, a length or block count beyond the
+ * record (items of a zero-byte type: 2^20 per block), a union branch or enum
+ * index out of range, a boolean not 0 or 1, a string not UTF-8, a decimal
+ * over 64 bytes, more than 64 levels of nesting counted as the reader counts
+ * them (a record's fields, an array's items, a map's values one level
+ * deeper, a union none), bytes after the record. One limit more: 2^20 items
+ * of a zero-byte type per record, not per block, as here each is a JSON
+ * value (the reader stores none).
  */
 #include <avro.h>
 #include <errno.h>
@@ -29,18 +41,40 @@
 
 #include "pr_config_int.h"
 
-#define PR__IA_MAX_DEPTH   64 /* nested values, as the reader's too_deep */
-#define PR__IA_MAX_DECIMAL 64 /* bytes of a decimal's unscaled value */
+#define PR__IA_MAX_DEPTH   64         /* nested values, as the reader's PR__AV_MAX_DEPTH */
+#define PR__IA_MAX_EMPTY   (1u << 20) /* items of a zero-byte type, as PR__AV_MAX_EMPTY */
+#define PR__IA_MAX_DECIMAL 64         /* bytes of a decimal's unscaled value */
 #define PR__IA_CHUNK       (1u << 20)
+
+/* One schema node, links resolved. */
+typedef struct pr__ian pr__ian;
+struct pr__ian {
+    avro_schema_t s; /* with jo, what a named type's node is shared under */
+    json_t *jo;      /* its JSON as pr__ia_jobj gives it (logicalType) */
+    avro_type_t type;
+    bool zero_size; /* encodes in no bytes: such items are bounded by count */
+    bool decimal;   /* bytes or fixed with logicalType decimal */
+    double scale10; /* decimal: 10^scale */
+    int64_t size;   /* fixed: bytes; enum: symbols */
+    uint32_t n;     /* kids: record fields, union branches, array items / map values (1) */
+    pr__ian **kid;
+    const char **name; /* record: field names (NULL: not UTF-8, no path can name it) */
+};
 
 typedef struct pr__ia {
     avro_schema_t schema;
-    avro_value_iface_t *iface;
-    avro_value_t val;
-    avro_reader_t rd;
-    json_t *sj;    /* the schema's JSON, walked in step with the values */
+    json_t *sj;    /* the schema's JSON, walked in step with avro-c's tree */
     json_t *names; /* named type -> its JSON object */
+    pr__ian *root;
+    pr__ian **nodes; /* every node, for freeing and sharing */
+    size_t n_nodes, cap_nodes;
 } pr__ia;
+
+/* One record body being decoded. */
+typedef struct pr__iar {
+    const uint8_t *p, *end;
+    uint32_t empty; /* items of a zero-byte type still allowed in this record */
+} pr__iar;
 
 /* Every named type's JSON object under its name and full name. */
 static void pr__ia_names(json_t *names, json_t *j, const char *ns)
@@ -85,33 +119,169 @@ static json_t *pr__ia_jobj(const pr__ia *ia, json_t *j)
     return json_is_object(t) || json_is_array(t) ? t : j;
 }
 
-/* bytes or fixed: a decimal's number, else a string of the bytes; bytes
- * that are not UTF-8 (a JSON string cannot hold them, and the sample value
- * goes into a YAML comment) as lowercase hex: still a string with as many
- * distinct values, so the inference decides as for the reader's string. */
-static int pr__ia_bytes(json_t *jo, const unsigned char *s, size_t n, json_t **out)
+/* ---------------------------------------------------------------- compiling */
+
+static pr__ian *pr__ia_node(pr__ia *ia)
 {
-    const char *lt = json_string_value(json_object_get(jo, "logicalType"));
-    if (lt && !strcmp(lt, "decimal")) {
-        if (n > PR__IA_MAX_DECIMAL)
-            return PR_EBADREC; /* number_out_of_range */
-        bool neg = n > 0 && (s[0] & 0x80);
-        double x = 0;
-        for (size_t i = 0; i < n; i++)
-            x = x * 256.0 + (double)(neg ? (unsigned char)~s[i] : s[i]);
-        x = (neg ? -(x + 1.0) : x) /
-            pow(10.0, (double)json_integer_value(json_object_get(jo, "scale")));
-        *out = isfinite(x) ? json_real(x) : json_null();
-    } else if (pr_utf8_valid(s, n)) {
-        *out = json_stringn((const char *)s, n);
-    } else {
-        char *hex = malloc(2 * n + 1);
-        for (size_t i = 0; hex && i < n; i++)
-            snprintf(hex + 2 * i, 3, "%02x", s[i]);
-        *out = hex ? json_stringn(hex, 2 * n) : NULL;
-        free(hex);
+    if (ia->n_nodes == ia->cap_nodes) {
+        size_t cap = ia->cap_nodes ? ia->cap_nodes * 2 : 32;
+        pr__ian **m = realloc(ia->nodes, cap * sizeof(*m));
+        if (!m)
+            return NULL;
+        ia->nodes = m;
+        ia->cap_nodes = cap;
     }
-    return *out ? 0 : PR_ENOMEM;
+    pr__ian *n = calloc(1, sizeof(*n));
+    if (n)
+        ia->nodes[ia->n_nodes++] = n;
+    return n;
+}
+
+static int pr__ia_kids(pr__ian *n, size_t count)
+{
+    n->n = (uint32_t)count;
+    n->kid = calloc(count ? count : 1, sizeof(*n->kid));
+    return n->kid ? 0 : PR_ENOMEM;
+}
+
+/* The node of schema node s, written as j in the schema's JSON; NULL: out
+ * of memory. A named type's node is made once and registered before its
+ * kids, so a recursive type refers to itself (its zero_size then reads as
+ * the reader's does, true while its fields are compiled). */
+static pr__ian *pr__ia_compile(pr__ia *ia, avro_schema_t s, json_t *j)
+{
+    while (s && is_avro_link(s))
+        s = avro_schema_link_target(s);
+    if (!s)
+        return NULL;
+    json_t *jo = pr__ia_jobj(ia, j);
+    avro_type_t t = avro_typeof(s);
+    if (t == AVRO_RECORD || t == AVRO_ENUM || t == AVRO_FIXED)
+        for (size_t i = 0; i < ia->n_nodes; i++)
+            if (ia->nodes[i]->s == s && ia->nodes[i]->jo == jo)
+                return ia->nodes[i];
+    pr__ian *n = pr__ia_node(ia);
+    if (!n)
+        return NULL;
+    *n = (pr__ian){.s = s, .jo = jo, .type = t, .zero_size = t == AVRO_NULL};
+    const char *lt = json_string_value(json_object_get(jo, "logicalType"));
+    if ((t == AVRO_BYTES || t == AVRO_FIXED) && lt && !strcmp(lt, "decimal")) {
+        n->decimal = true;
+        n->scale10 = pow(10.0, (double)json_integer_value(json_object_get(jo, "scale")));
+    }
+    switch (t) {
+    case AVRO_FIXED:
+        n->size = avro_schema_fixed_size(s);
+        n->zero_size = n->size == 0;
+        break;
+    case AVRO_ENUM:
+        n->size = avro_schema_enum_number_of_symbols(s);
+        break;
+    case AVRO_RECORD: {
+        size_t nf = avro_schema_record_size(s);
+        json_t *fields = json_object_get(jo, "fields");
+        if (pr__ia_kids(n, nf) || !(n->name = calloc(nf ? nf : 1, sizeof(*n->name))))
+            return NULL;
+        n->zero_size = true;
+        for (size_t i = 0; i < nf; i++) {
+            const char *name = avro_schema_record_field_name(s, (int)i);
+            n->name[i] = name && pr_utf8_valid(name, strlen(name)) ? name : NULL;
+            n->kid[i] = pr__ia_compile(ia, avro_schema_record_field_get_by_index(s, (int)i),
+                                       json_object_get(json_array_get(fields, i), "type"));
+            if (!n->kid[i])
+                return NULL;
+            n->zero_size = n->zero_size && n->kid[i]->zero_size;
+        }
+        break;
+    }
+    case AVRO_UNION: {
+        size_t nb = avro_schema_union_size(s);
+        if (pr__ia_kids(n, nb))
+            return NULL;
+        for (size_t i = 0; i < nb; i++)
+            if (!(n->kid[i] = pr__ia_compile(ia, avro_schema_union_branch(s, (int)i),
+                                             json_array_get(jo, i))))
+                return NULL;
+        break;
+    }
+    case AVRO_ARRAY:
+    case AVRO_MAP:
+        if (pr__ia_kids(n, 1) ||
+            !(n->kid[0] = pr__ia_compile(
+                  ia, t == AVRO_ARRAY ? avro_schema_array_items(s) : avro_schema_map_values(s),
+                  json_object_get(jo, t == AVRO_ARRAY ? "items" : "values"))))
+            return NULL;
+        break;
+    default:
+        break;
+    }
+    return n;
+}
+
+/* ---------------------------------------------------------------- decoding */
+
+/* A zigzag varint long, as the reader's pr__long: 10 bytes at most. */
+static int pr__ia_long(pr__iar *r, int64_t *v)
+{
+    uint64_t u = 0;
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+        if (r->p >= r->end)
+            return PR_EBADREC; /* truncated */
+        uint8_t b = *r->p++;
+        u |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+            return 0;
+        }
+    }
+    return PR_EBADREC;
+}
+
+static int pr__ia_take(pr__iar *r, size_t n, const uint8_t **s)
+{
+    if ((size_t)(r->end - r->p) < n)
+        return PR_EBADREC; /* truncated */
+    *s = r->p;
+    r->p += n;
+    return 0;
+}
+
+/* A length (bytes, string, map key) and its bytes, all in the record. */
+static int pr__ia_len(pr__iar *r, const uint8_t **s, size_t *len)
+{
+    int64_t n;
+    if (pr__ia_long(r, &n) || n < 0 || n > r->end - r->p)
+        return PR_EBADREC; /* bad length */
+    *len = (size_t)n;
+    return pr__ia_take(r, *len, s);
+}
+
+/* The item count of the next block of an array or map (0: the end), as the
+ * reader's pr__block; a negative count is followed by the block's byte
+ * size, which must lie in the record. */
+static int pr__ia_block(pr__iar *r, const pr__ian *n, int64_t *count)
+{
+    const pr__ian *item = n->kid[0];
+    int64_t size;
+    if (pr__ia_long(r, count))
+        return PR_EBADREC;
+    if (*count == 0)
+        return 0;
+    if (*count < 0) {
+        if (*count == INT64_MIN || pr__ia_long(r, &size) || size < 0 || size > r->end - r->p)
+            return PR_EBADREC; /* bad block count or size */
+        *count = -*count;
+    }
+    if (item->zero_size ? *count > PR__IA_MAX_EMPTY : *count > r->end - r->p)
+        return PR_EBADREC; /* block count beyond the record */
+    if (n->type == AVRO_MAP && *count > r->end - r->p)
+        return PR_EBADREC; /* each entry has a key length: it would be truncated */
+    if (item->zero_size && n->type == AVRO_ARRAY) {
+        if ((uint64_t)*count > r->empty)
+            return PR_EBADREC;
+        r->empty -= (uint32_t)*count;
+    }
+    return 0;
 }
 
 /* A number, or null for NaN and the infinities (no JSON number: absent). */
@@ -120,112 +290,184 @@ static json_t *pr__ia_real(double x)
     return isfinite(x) ? json_real(x) : json_null();
 }
 
-/* v (its schema written as j) as the JSON value the reader shows at its
- * path, into *out: 0, PR_EBADREC (the reader rejects the record), PR_ENOMEM. */
-static int pr__ia_value(const pr__ia *ia, avro_value_t *v, json_t *j, int depth, json_t **out)
+/* bytes or fixed: a decimal's number, else a string of the bytes; bytes
+ * that are not UTF-8 (a JSON string cannot hold them, and the sample value
+ * goes into a YAML comment) as lowercase hex: still a string with as many
+ * distinct values, so the inference decides as for the reader's string. */
+static int pr__ia_bytes(const pr__ian *n, const uint8_t *s, size_t len, json_t **out)
 {
-    json_t *jo = pr__ia_jobj(ia, j);
-    avro_type_t t = avro_value_get_type(v);
-    avro_value_t kid;
-    const void *b = NULL;
-    const char *s = NULL;
-    size_t n = 0;
-    int rc = 0, k = -1;
-    int32_t i32 = 0;
-    int64_t i64 = 0;
-    float f = 0;
-    double d = 0;
+    if (n->decimal) {
+        if (len > PR__IA_MAX_DECIMAL)
+            return PR_EBADREC; /* number_out_of_range */
+        bool neg = len > 0 && (s[0] & 0x80);
+        double x = 0;
+        for (size_t i = 0; i < len; i++)
+            x = x * 256.0 + (double)(neg ? (uint8_t)~s[i] : s[i]);
+        *out = pr__ia_real((neg ? -(x + 1.0) : x) / n->scale10);
+    } else if (pr_utf8_valid(s, len)) {
+        *out = json_stringn((const char *)s, len);
+    } else {
+        char *hex = malloc(2 * len + 1); /* len is within the record */
+        for (size_t i = 0; hex && i < len; i++)
+            snprintf(hex + 2 * i, 3, "%02x", s[i]);
+        *out = hex ? json_stringn(hex, 2 * len) : NULL;
+        free(hex);
+    }
+    return *out ? 0 : PR_ENOMEM;
+}
+
+static int pr__ia_value(pr__iar *r, const pr__ian *n, int depth, json_t **out);
+
+/* x under key (len bytes) in map, the last of a repeated key kept
+ * as jansson keeps a repeated JSON key; a key no path can name (not UTF-8, a
+ * NUL in it) is dropped with its value. Takes x. */
+static int pr__ia_put(json_t *map, const uint8_t *key, size_t len, json_t *x)
+{
+    char small[256], *k = small;
+    if (memchr(key, 0, len) || !pr_utf8_valid(key, len)) {
+        json_decref(x);
+        return 0;
+    }
+    if (len >= sizeof(small) && !(k = malloc(len + 1))) { /* len is within the record */
+        json_decref(x);
+        return PR_ENOMEM;
+    }
+    memcpy(k, key, len);
+    k[len] = 0;
+    int rc = json_object_set_new(map, k, x) ? PR_ENOMEM : 0;
+    if (k != small)
+        free(k);
+    return rc;
+}
+
+/* An array's items or a map's entries, block by block, into out. */
+static int pr__ia_blocks(pr__iar *r, const pr__ian *n, int depth, json_t *out)
+{
+    for (;;) {
+        int64_t count;
+        int rc = pr__ia_block(r, n, &count);
+        if (rc || count == 0)
+            return rc;
+        for (int64_t i = 0; i < count; i++) {
+            const uint8_t *key = NULL;
+            size_t len = 0;
+            json_t *x;
+            if (n->type == AVRO_MAP && (rc = pr__ia_len(r, &key, &len)))
+                return rc;
+            if ((rc = pr__ia_value(r, n->kid[0], depth + 1, &x)))
+                return rc;
+            if (n->type == AVRO_ARRAY)
+                rc = json_array_append_new(out, x) ? PR_ENOMEM : 0;
+            else
+                rc = pr__ia_put(out, key, len, x);
+            if (rc)
+                return rc;
+        }
+    }
+}
+
+/* The value of node n at nesting depth (the reader's pr__read), as the JSON
+ * value the reader shows at its path, into *out: 0, PR_EBADREC (the reader
+ * rejects the record), PR_ENOMEM. */
+static int pr__ia_value(pr__iar *r, const pr__ian *n, int depth, json_t **out)
+{
+    const uint8_t *s;
+    size_t len;
+    int64_t v;
+    int rc = 0;
     *out = NULL;
     if (depth > PR__IA_MAX_DEPTH)
         return PR_EBADREC; /* too_deep */
-    switch (t) {
+    switch (n->type) {
     case AVRO_NULL:
         *out = json_null();
         break;
     case AVRO_BOOLEAN:
-        avro_value_get_boolean(v, &k);
-        if (k != 0 && k != 1)
+        if (pr__ia_take(r, 1, &s) || *s > 1)
             return PR_EBADREC;
-        *out = json_boolean(k);
+        *out = json_boolean(*s);
         break;
-    case AVRO_INT32:
-        avro_value_get_int(v, &i32);
-        *out = json_integer(i32);
-        break;
+    case AVRO_INT32: /* the reader reads an int as a long */
     case AVRO_INT64:
-        avro_value_get_long(v, &i64);
-        *out = json_integer(i64);
+        if (pr__ia_long(r, &v))
+            return PR_EBADREC;
+        *out = json_integer(v);
         break;
-    case AVRO_FLOAT:
-        avro_value_get_float(v, &f);
+    case AVRO_FLOAT: {
+        float f;
+        if (pr__ia_take(r, 4, &s))
+            return PR_EBADREC;
+        memcpy(&f, s, 4); /* little-endian, as this host (and the reader) */
         *out = pr__ia_real(f);
         break;
-    case AVRO_DOUBLE:
-        avro_value_get_double(v, &d);
+    }
+    case AVRO_DOUBLE: {
+        double d;
+        if (pr__ia_take(r, 8, &s))
+            return PR_EBADREC;
+        memcpy(&d, s, 8);
         *out = pr__ia_real(d);
         break;
+    }
     case AVRO_ENUM:
-        avro_value_get_enum(v, &k);
-        if (k < 0 || k >= avro_schema_enum_number_of_symbols(avro_value_get_schema(v)))
+        if (pr__ia_long(r, &v) || v < 0 || v >= n->size)
             return PR_EBADREC;
-        *out = json_string(avro_schema_enum_get(avro_value_get_schema(v), k));
+        *out = json_string(avro_schema_enum_get(n->s, (int)v));
         break;
     case AVRO_STRING:
-        avro_value_get_string(v, &s, &n); /* n counts the NUL */
-        n = n ? n - 1 : 0;
-        if (!s || !pr_utf8_valid(s, n))
+        if (pr__ia_len(r, &s, &len) || !pr_utf8_valid(s, len))
             return PR_EBADREC; /* bad_utf8, as a JSON line that is not UTF-8 */
-        *out = json_stringn(s, n);
+        *out = json_stringn((const char *)s, len);
         break;
     case AVRO_BYTES:
     case AVRO_FIXED:
-        if (t == AVRO_BYTES ? avro_value_get_bytes(v, &b, &n) : avro_value_get_fixed(v, &b, &n))
+        if (n->type == AVRO_BYTES ? pr__ia_len(r, &s, &len)
+                                  : pr__ia_take(r, len = (size_t)n->size, &s))
             return PR_EBADREC;
-        return pr__ia_bytes(jo, b ? b : "", n, out);
+        return pr__ia_bytes(n, s, len, out);
     case AVRO_UNION:
-        if (avro_value_get_discriminant(v, &k) || avro_value_get_current_branch(v, &kid))
+        if (pr__ia_long(r, &v) || v < 0 || v >= n->n)
             return PR_EBADREC;
-        return pr__ia_value(ia, &kid, json_array_get(jo, (size_t)k), depth + 1, out);
+        return pr__ia_value(r, n->kid[v], depth, out); /* a union is no level of nesting */
     case AVRO_RECORD:
-    case AVRO_MAP:
-    case AVRO_ARRAY: {
-        json_t *kj = json_object_get(jo, t == AVRO_ARRAY ? "items" : "values"), *x;
-        *out = t == AVRO_ARRAY ? json_array() : json_object();
-        avro_value_get_size(v, &n);
-        for (size_t i = 0; *out && !rc && i < n; i++) {
-            avro_value_get_by_index(v, i, &kid, &s);
-            if (t == AVRO_RECORD)
-                kj = json_object_get(json_array_get(json_object_get(jo, "fields"), i), "type");
-            if ((rc = pr__ia_value(ia, &kid, kj, depth + 1, &x)))
+        if (!(*out = json_object()))
+            return PR_ENOMEM;
+        for (uint32_t i = 0; !rc && i < n->n; i++) {
+            json_t *x;
+            if ((rc = pr__ia_value(r, n->kid[i], depth + 1, &x)))
                 break;
-            if (t == AVRO_ARRAY)
-                rc = json_array_append_new(*out, x) ? PR_ENOMEM : 0;
-            else if (s && pr_utf8_valid(s, strlen(s))) /* else no path can name it */
-                rc = json_object_set_new(*out, s, x) ? PR_ENOMEM : 0;
+            if (n->name[i]) /* else no path can name it */
+                rc = json_object_set_new(*out, n->name[i], x) ? PR_ENOMEM : 0;
             else
                 json_decref(x);
         }
         break;
-    }
+    case AVRO_ARRAY:
+    case AVRO_MAP:
+        if (!(*out = n->type == AVRO_ARRAY ? json_array() : json_object()))
+            return PR_ENOMEM;
+        rc = pr__ia_blocks(r, n, depth, *out);
+        break;
     default:
         return PR_EBADREC;
     }
     if (rc) {
         json_decref(*out);
         *out = NULL;
+        return rc;
     }
-    return rc ? rc : *out ? 0 : PR_ENOMEM;
+    return *out ? 0 : PR_ENOMEM;
 }
 
 /* One record body: added, or counted as rejected. 0 or PR_ENOMEM. */
 static int pr__ia_record(pr__ia *ia, pr_infer *inf, const char *buf, size_t len)
 {
+    pr__iar r = {
+        .p = (const uint8_t *)buf, .end = (const uint8_t *)buf + len, .empty = PR__IA_MAX_EMPTY};
     json_t *root = NULL;
-    char extra;
-    int rc = PR_EBADREC;
-    avro_reader_memory_set_source(ia->rd, len ? buf : "", (int64_t)len);
-    if (!avro_value_read(ia->rd, &ia->val) && avro_read(ia->rd, &extra, 1) /* none left */)
-        rc = pr__ia_value(ia, &ia->val, ia->sj, 0, &root);
+    int rc = pr__ia_value(&r, ia->root, 0, &root);
+    if (!rc && r.p != r.end)
+        rc = PR_EBADREC; /* bytes after the record */
     if (!rc)
         rc = pr__infer_add_root(inf, root);
     json_decref(root);
@@ -236,12 +478,12 @@ static int pr__ia_record(pr__ia *ia, pr_infer *inf, const char *buf, size_t len)
 
 static void pr__ia_fini(pr__ia *ia)
 {
-    if (ia->val.iface)
-        avro_value_decref(&ia->val);
-    if (ia->iface)
-        avro_value_iface_decref(ia->iface);
-    if (ia->rd)
-        avro_reader_free(ia->rd);
+    for (size_t i = 0; i < ia->n_nodes; i++) {
+        free(ia->nodes[i]->kid);
+        free(ia->nodes[i]->name);
+        free(ia->nodes[i]);
+    }
+    free(ia->nodes);
     if (ia->schema)
         avro_schema_decref(ia->schema);
     json_decref(ia->sj);
@@ -249,7 +491,7 @@ static void pr__ia_fini(pr__ia *ia)
 }
 
 /* The writer schema in path, parsed by jansson (its JSON, for logicalType)
- * and by avro-c (the tree the values follow), and one value to read into. */
+ * and checked by avro-c (the tree the nodes follow), compiled. */
 static int pr__ia_init(pr__ia *ia, const char *path, char *errstr, size_t errstr_size)
 {
     json_error_t jerr;
@@ -268,14 +510,12 @@ static int pr__ia_init(pr__ia *ia, const char *path, char *errstr, size_t errstr
     } else if (avro_typeof(ia->schema) != AVRO_RECORD) {
         rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
                        "%s: the top level of a writer schema must be a record", path);
-    } else if (!(ia->iface = avro_generic_class_from_schema(ia->schema)) ||
-               avro_generic_value_new(ia->iface, &ia->val) ||
-               !(ia->rd = avro_reader_memory("", 0))) {
-        rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "%s: out of memory", path);
+    } else {
+        pr__ia_names(ia->names, ia->sj, NULL);
+        if (!(ia->root = pr__ia_compile(ia, ia->schema, ia->sj)))
+            rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "%s: out of memory", path);
     }
     free(text);
-    if (!rc)
-        pr__ia_names(ia->names, ia->sj, NULL);
     return rc;
 }
 

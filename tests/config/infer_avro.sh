@@ -4,8 +4,10 @@
 # give as JSON lines, in a config that reads format avro with the schema file;
 # `process` runs that config over the Avro file with no reject into the arrays
 # the JSON config makes of the JSON file; a record that does not decode is
-# skipped (the next one read when its length was readable), and a schema that
-# does not load or registry-framed records are refused with the reason.
+# skipped (the next one read when its length was readable), corrupt bytes
+# inside records are skipped without a crash, nesting is counted as the reader
+# counts it (a union no level), and a schema that does not load or
+# registry-framed records are refused with the reason.
 # Environment (pr_script_test): PIPEREC, PR_SOURCE_DIR, PR_TMP.
 set -eu
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -44,7 +46,7 @@ for line in \
     '- { name: item_id, path: item.id, ops: [vocab] }   # integers, in 100% of events, 2640 distinct' \
     '- { name: tags, path: item.tags, list: { max_len: 3 }, ops: [vocab] }' \
     '- { name: device, path: context.device, ops: [vocab] }   # strings, in 95% of events' \
-    '- { name: history, path: history, list: { max_len: 20 }, ops: [vocab] }   # lists of integers, in 92% of events, length p99 20 max 20, 19100 distinct' \
+    '- { name: history, path: history, list: { max_len: 20, keep: last }, ops: [vocab] }   # lists of integers, in 92% of events, length p99 20 max 20, over 16384 distinct' \
     '#   event_id: 3000 distinct in 3000 values: an event id, not a feature'; do
     grep -qF -- "$line" "$T/json.schema" || fail "json config lacks '$line': $(cat "$T/json.schema")"
     grep -qF -- "$line" "$T/avro.schema" || fail "avro config lacks '$line': $(cat "$T/avro.schema")"
@@ -103,6 +105,99 @@ grep -q "^piperec infer: 1000 events (0 skipped)" "$T/err" || fail "--rows: $(ca
 grep -q "^piperec infer: 3000 events (2 skipped)" "$T/err" || fail "corrupt records: $(cat "$T/err")"
 sed -n '/^    schema:/,/^    transform:/p' "$T/bad.yaml" | cmp -s - "$T/avro.schema" ||
     fail "the corrupt records changed the schema"
+
+# Corrupt bytes inside records (config_infer_avro.c checks every length and
+# count against the bytes left): 20 copies of a file, each with six records
+# changed at offsets derived from k (a byte overwritten, bytes inserted, a
+# negative block count and size, a bit flipped; the framing kept), and one
+# whose first string claims 2^60 bytes. Never a crash or an allocation of
+# what a corrupt varint claims (an ASan build runs these clean); exit 0 with
+# some records skipped, or 2 only when nothing decodes.
+"$PIPEREC" gen --format avro --avro-schema "$avsc" --schema-id plain --rows 200 --seed 4 \
+    --output "$T/ev200.avro" 2>/dev/null
+/usr/bin/python3 - "$T/ev200.avro" "$T/cor" <<'PY'
+import sys
+data = open(sys.argv[1], "rb").read()
+def uvarint(n):
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7f | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+recs, at = [], 0
+while at < len(data):
+    n = shift = 0
+    while True:
+        b = data[at]
+        at += 1
+        n |= (b & 0x7f) << shift
+        shift += 7
+        if not b & 0x80:
+            break
+    recs.append(bytearray(data[at:at + n]))
+    at += n
+def write(path, bodies):
+    with open(path, "wb") as f:
+        for r in bodies:
+            f.write(uvarint(len(r)) + bytes(r))
+for k in range(20):
+    out = [bytearray(r) for r in recs]
+    for i in range(6):
+        r = out[(k * 37 + i * 61) % len(out)]
+        off = (k * 13 + i * 29) % len(r)
+        mode = (k + i) % 4
+        if mode == 0:
+            r[off] = 0xff - r[off] if r[off] != 0x7f else 0x81
+        elif mode == 1:
+            r[off:off] = b"\xff\xff\xff\xff\x0f\x81"
+        elif mode == 2:
+            r[off:off + 4] = b"\x81\x80\x80\x04"
+        else:
+            r[off] ^= 1 << (k % 8)
+    write("%s.%d" % (sys.argv[2], k), out)
+# event_id's length (one byte) replaced by the zigzag varint of 2^60
+write("%s.huge" % sys.argv[2], [uvarint(2 ** 61) + recs[0][1:]] + recs[1:])
+PY
+for f in "$T"/cor.*; do
+    if "$PIPEREC" infer --input "$f" --avro-schema "$avsc" --output /dev/null 2> "$T/err"; then
+        grep -Eq "^piperec infer: [0-9]+ events \([1-9][0-9]* skipped\)" "$T/err" ||
+            fail "$f: no record skipped: $(cat "$T/err")"
+    else
+        rc=$?
+        [ "$rc" -eq 2 ] && grep -qF "no record of $f decodes" "$T/err" ||
+            fail "$f: exit $rc: $(cat "$T/err")"
+    fi
+done
+"$PIPEREC" infer --input "$T/cor.huge" --avro-schema "$avsc" --output /dev/null 2> "$T/err" ||
+    fail "2^60-byte string: exit $?: $(cat "$T/err")"
+grep -q "^piperec infer: 199 events (1 skipped)" "$T/err" || fail "2^60-byte string: $(cat "$T/err")"
+
+# Nesting is counted as the reader counts it (pr__read: a record's fields one
+# level deeper, a union none): 40 optional records one inside the next (41
+# levels to the innermost long, 81 by a count that takes each union as a
+# level) are events, and process reads them with the config.
+/usr/bin/python3 - "$T/deep" <<'PY'
+import json, sys
+def rec(i):
+    t = "long" if i == 40 else ["null", rec(i + 1)]
+    return {"type": "record", "name": "R%d" % i, "fields": [{"name": "a", "type": t}]}
+top = rec(0)
+top["fields"].append({"name": "id", "type": "string"})
+json.dump(top, open(sys.argv[1] + ".avsc", "w"))
+with open(sys.argv[1] + ".avro", "wb") as f:
+    for k in range(50):  # a = branch 1 forty times, then the long k; id "u" + digit
+        body = b"\x02" * 40 + bytes([2 * k]) + b"\x04u" + bytes([48 + k % 10])
+        f.write(bytes([len(body)]) + body)
+PY
+"$PIPEREC" infer --input "$T/deep.avro" --avro-schema "$T/deep.avsc" --output "$T/deep.yaml" \
+    2> "$T/err" || fail "40 nested records: $(cat "$T/err")"
+grep -q "^piperec infer: 50 events (0 skipped)" "$T/err" || fail "40 nested records: $(cat "$T/err")"
+grep -q "path: a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a," \
+    "$T/deep.yaml" || fail "no feature at the innermost long: $(cat "$T/deep.yaml")"
+"$PIPEREC" process --config "$T/deep.yaml" --input "$T/deep.avro" --output "$T/odeep" 2> "$T/perr" ||
+    fail "process 40 nested records: $(cat "$T/perr")"
+grep -q "^piperec process: 50 rows, 0 rejected" "$T/perr" || fail "process deep: $(cat "$T/perr")"
 
 # Refusals, exit 2 with the reason: a schema that does not load, and
 # registry-framed records (gen's default framing) under --avro-schema.
