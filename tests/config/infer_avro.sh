@@ -198,6 +198,14 @@ grep -q "path: a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\.a\
 "$PIPEREC" process --config "$T/deep.yaml" --input "$T/deep.avro" --output "$T/odeep" 2> "$T/perr" ||
     fail "process 40 nested records: $(cat "$T/perr")"
 grep -q "^piperec process: 50 rows, 0 rejected" "$T/perr" || fail "process deep: $(cat "$T/perr")"
+# The service's reader counts a skipped field's depth the same way: with only
+# `id` read, the 40 nested records are skipped, not rejected as too_deep (they
+# were, when a union counted as a level in pr__skip).
+sed '/path: a\.a/d' "$T/deep.yaml" > "$T/deep_id.yaml"
+grep -q "path: id" "$T/deep_id.yaml" || fail "no id feature: $(cat "$T/deep_id.yaml")"
+"$PIPEREC" process --config "$T/deep_id.yaml" --input "$T/deep.avro" --output "$T/odeep_id" \
+    2> "$T/perr" || fail "process deep, id only: $(cat "$T/perr")"
+grep -q "^piperec process: 50 rows, 0 rejected" "$T/perr" || fail "process deep, id only: $(cat "$T/perr")"
 
 # Refusals, exit 2 with the reason: a schema that does not load, and
 # registry-framed records (gen's default framing) under --avro-schema.
