@@ -53,10 +53,11 @@ static void pr__infer_usage(FILE *f)
             "  such as label.*, click, purchase holding 0/1 are), --time the event time\n"
             "  (else the first time-named field holding times), --ignore fields to leave\n"
             "  out (with everything under them). --avro-schema: the input is Avro\n"
-            "  records under this writer schema, each varint-length-prefixed with no\n"
-            "  registry header (`piperec gen --format avro --schema-id plain`); a\n"
-            "  record that does not decode is skipped, and the config reads format avro\n"
-            "  with this schema_file. --descriptor-set with --message: the input is\n"
+            "  records under this writer schema, each varint-length-prefixed, plain or\n"
+            "  behind a schema-registry header (its id not looked up); a record that\n"
+            "  does not decode is skipped, and the config reads format avro with this\n"
+            "  schema_file (framing: registry when most records had the header).\n"
+            "  --descriptor-set with --message: the input is\n"
             "  Protobuf messages PKG.NAME of this FileDescriptorSet (protoc\n"
             "  --descriptor_set_out=FILE --include_imports), each varint-length-prefixed\n"
             "  (`piperec gen --format protobuf`); a message that does not decode is\n"
@@ -205,15 +206,11 @@ int pr_cli_cmd_infer(int argc, char **argv)
     }
     if (f && f != stdin)
         fclose(f);
-    /* A topic's messages are one record each, no length prefix to get wrong:
-     * registry framing is then the likely cause. */
     if (!code && avsc && !pr_infer_events(inf) && pr_infer_rejected(inf))
         fprintf(stderr,
-                "piperec infer: no record of %s decodes under %s%sinfer reads plain bodies%s "
-                "(`piperec gen|produce --format avro` add a registry header unless given "
-                "--schema-id plain)\n",
-                input, avsc, from_topic ? ": registry-framed Avro (first byte 0)? " : "; ",
-                from_topic ? "" : ", each varint-length-prefixed");
+                "piperec infer: no record of %s decodes under %s, plain or behind a "
+                "schema-registry header%s: another writer schema?\n",
+                input, avsc, from_topic ? "" : " (each varint-length-prefixed)");
     if (!code && desc && !pr_infer_events(inf) && pr_infer_rejected(inf))
         fprintf(stderr,
                 "piperec infer: no message of %s decodes as %s of %s; infer reads messages%s, "

@@ -30,8 +30,7 @@
  * does); Avro and Protobuf messages are gathered as `varint(len) + payload`
  * in memory and read through pr_infer_add_avro_records /
  * pr_infer_add_pb_messages over fmemopen, the readers of the file path
- * (the Protobuf reader takes registry framing; the Avro reader reads plain
- * bodies, so a registry-framed Avro message is counted as skipped).
+ * (both readers take plain bodies and bodies behind a registry header).
  */
 #define _GNU_SOURCE
 #include <inttypes.h>

@@ -19,6 +19,7 @@
  * fields of unique values, a few MiB for ordinary events.
  */
 #include <ctype.h>
+#include <errno.h>
 #include <float.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -35,6 +36,7 @@
 #define PR__INF_DISTINCT_NUM 256   /* values of fractional numbers: only few or one matter */
 #define PR__INF_FEW_VALUES   64 /* an integer field with at most this many values is a category */
 #define PR__INF_MAX_DEPTH    64
+#define PR__INF_CHUNK        (1u << 20) /* a delimited record is read this much at a time */
 /* What an integer beyond int64 becomes for the walk (JSON text; a string
  * whose first byte is 0, which the statistics count as such an integer). */
 #define PR__INF_BIGINT_JSON "\"\\u0000piperec:integer beyond int64\""
@@ -76,6 +78,7 @@ struct pr_infer {
     size_t index_cap;
     uint64_t events, bad, paths_dropped;
     char last_err[200]; /* why the last refused event was */
+    bool avro_registry; /* Avro records came in schema-registry framing */
 };
 
 static uint64_t pr__fnv(const void *p, size_t n, uint64_t h)
@@ -501,6 +504,54 @@ int pr__infer_add_root(pr_infer *inf, const json_t *root)
 void pr__infer_reject(pr_infer *inf)
 {
     inf->bad++;
+}
+
+int pr__infer_read_delimited(pr_infer *inf, FILE *f, uint64_t max_events, pr__infer_record_fn one,
+                             void *ctx, const char *what, char *errstr, size_t errstr_size)
+{
+    uint8_t *rec = NULL;
+    size_t cap = 0;
+    int rc = 0, c;
+    while (!rc && pr_infer_events(inf) < max_events && (c = getc(f)) != EOF) {
+        uint64_t len = 0;
+        unsigned shift = 0;
+        for (; c != EOF && (c & 0x80) && shift < 35; shift += 7, c = getc(f))
+            len |= (uint64_t)(c & 0x7f) << shift; /* as the offline reader: 6 bytes at most */
+        bool ok = c != EOF && !(c & 0x80);
+        len |= ok ? (uint64_t)c << shift : 0;
+        /* grown as the bytes come: a garbage length costs no more than the input has */
+        for (size_t got = 0, want; ok && got < len; got += want) {
+            want = len - got < PR__INF_CHUNK ? (size_t)(len - got) : PR__INF_CHUNK;
+            if (got + want > cap) {
+                uint8_t *nb = realloc(rec, got + want);
+                if (!nb) {
+                    rc = PR_ENOMEM;
+                    break;
+                }
+                rec = nb;
+                cap = got + want;
+            }
+            ok = fread(rec + got, 1, want, f) == want;
+        }
+        if (rc || ferror(f))
+            break;
+        if (!ok) { /* a length unreadable or beyond the input: no next record */
+            pr__infer_reject(inf);
+            break;
+        }
+        rc = one(ctx, inf, len ? rec : (const uint8_t *)"", (size_t)len);
+    }
+    free(rec);
+    if (rc)
+        return pr_seterr(errstr, errstr_size, rc, "%s: out of memory", what);
+    if (ferror(f))
+        return pr_seterr(errstr, errstr_size, PR_EIO, "reading the %s: %s", what, strerror(errno));
+    return 0;
+}
+
+void pr__infer_set_avro_registry(pr_infer *inf)
+{
+    inf->avro_registry = true;
 }
 
 int pr_infer_add_json(pr_infer *inf, const char *text, size_t len)
@@ -1307,8 +1358,12 @@ int pr_infer_write(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf *out,
     if (o->avro_schema_file) {
         pr_mbuf_printf(out, "      format: avro\n      avro: { schema_file: ");
         pr__file_str(out, o->avro_schema_file);
-        pr_mbuf_printf(out, " }   # plain bodies; framing: registry for a schema-registry "
-                            "header\n");
+        if (inf->avro_registry)
+            pr_mbuf_printf(out, ", framing: registry }   # a schema-registry header before "
+                                "each body (its id is not looked up)\n");
+        else
+            pr_mbuf_printf(out, " }   # plain bodies; framing: registry for a schema-registry "
+                                "header\n");
     } else if (o->pb_descriptor_set && o->pb_message) {
         pr_mbuf_printf(out, "      format: protobuf\n      protobuf: { descriptor_set: ");
         pr__file_str(out, o->pb_descriptor_set);

@@ -44,7 +44,6 @@
 #define PR__IA_MAX_DEPTH   64         /* nested values, as the reader's PR__AV_MAX_DEPTH */
 #define PR__IA_MAX_EMPTY   (1u << 20) /* items of a zero-byte type, as PR__AV_MAX_EMPTY */
 #define PR__IA_MAX_DECIMAL 64         /* bytes of a decimal's unscaled value */
-#define PR__IA_CHUNK       (1u << 20)
 
 /* One schema node, links resolved. */
 typedef struct pr__ian pr__ian;
@@ -68,6 +67,7 @@ typedef struct pr__ia {
     pr__ian *root;
     pr__ian **nodes; /* every node, for freeing and sharing */
     size_t n_nodes, cap_nodes;
+    uint64_t n_plain, n_registry; /* records read each way */
 } pr__ia;
 
 /* One record body being decoded. */
@@ -459,15 +459,33 @@ static int pr__ia_value(pr__iar *r, const pr__ian *n, int depth, json_t **out)
     return *out ? 0 : PR_ENOMEM;
 }
 
-/* One record body: added, or counted as rejected. 0 or PR_ENOMEM. */
-static int pr__ia_record(pr__ia *ia, pr_infer *inf, const char *buf, size_t len)
+/* A record body decoded into *root; PR_EBADREC when it does not decode. */
+static int pr__ia_body(const pr__ia *ia, const uint8_t *p, size_t len, json_t **root)
 {
-    pr__iar r = {
-        .p = (const uint8_t *)buf, .end = (const uint8_t *)buf + len, .empty = PR__IA_MAX_EMPTY};
-    json_t *root = NULL;
-    int rc = pr__ia_value(&r, ia->root, 0, &root);
+    pr__iar r = {.p = p, .end = p + len, .empty = PR__IA_MAX_EMPTY};
+    int rc = pr__ia_value(&r, ia->root, 0, root);
     if (!rc && r.p != r.end)
         rc = PR_EBADREC; /* bytes after the record */
+    if (rc) {
+        json_decref(*root);
+        *root = NULL;
+    }
+    return rc;
+}
+
+/* One record (a pr__infer_record_fn): a plain body, else one behind a
+ * schema-registry header (byte 0, a 4-byte schema id; the id is not looked
+ * up: the schema is the file's); added, or counted as rejected. */
+static int pr__ia_record(void *ctx, pr_infer *inf, const uint8_t *p, size_t len)
+{
+    pr__ia *ia = ctx;
+    json_t *root = NULL;
+    int rc = pr__ia_body(ia, p, len, &root);
+    if (rc == PR_EBADREC && len >= 5 && p[0] == 0 &&
+        (rc = pr__ia_body(ia, p + 5, len - 5, &root)) == 0)
+        ia->n_registry++;
+    else if (!rc)
+        ia->n_plain++;
     if (!rc)
         rc = pr__infer_add_root(inf, root);
     json_decref(root);
@@ -523,43 +541,13 @@ int pr_infer_add_avro_records(pr_infer *inf, const char *schema_file, FILE *f, u
                               char *errstr, size_t errstr_size)
 {
     pr__ia ia = {0};
-    int rc = pr__ia_init(&ia, schema_file, errstr, errstr_size), c;
-    char *rec = NULL;
-    size_t cap = 0;
-    while (!rc && pr_infer_events(inf) < max_events && (c = getc(f)) != EOF) {
-        uint64_t len = 0;
-        unsigned shift = 0;
-        for (; c != EOF && (c & 0x80) && shift < 35; shift += 7, c = getc(f))
-            len |= (uint64_t)(c & 0x7f) << shift; /* as the offline reader: 6 bytes at most */
-        bool ok = c != EOF && !(c & 0x80);
-        len |= ok ? (uint64_t)c << shift : 0;
-        /* grown as the bytes come: a garbage length costs no more than the input has */
-        for (size_t got = 0, want; ok && got < len; got += want) {
-            want = len - got < PR__IA_CHUNK ? (size_t)(len - got) : PR__IA_CHUNK;
-            if (got + want > cap) {
-                char *nb = realloc(rec, got + want);
-                if (!nb) {
-                    rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "avro records: out of memory");
-                    break;
-                }
-                rec = nb;
-                cap = got + want;
-            }
-            ok = fread(rec + got, 1, want, f) == want;
-        }
-        if (rc || ferror(f))
-            break;
-        if (!ok) { /* a length unreadable or beyond the input: no next record */
-            pr__infer_reject(inf);
-            break;
-        }
-        if ((rc = pr__ia_record(&ia, inf, rec, (size_t)len)))
-            pr_seterr(errstr, errstr_size, rc, "avro records: out of memory");
-    }
-    if (!rc && ferror(f))
-        rc =
-            pr_seterr(errstr, errstr_size, PR_EIO, "reading the Avro records: %s", strerror(errno));
-    free(rec);
+    int rc = pr__ia_init(&ia, schema_file, errstr, errstr_size);
+    if (!rc)
+        rc = pr__infer_read_delimited(inf, f, max_events, pr__ia_record, &ia, "Avro records",
+                                      errstr, errstr_size);
+    /* most records behind a registry header: the config reads them so */
+    if (!rc && ia.n_registry > ia.n_plain)
+        pr__infer_set_avro_registry(inf);
     pr__ia_fini(&ia);
     return rc;
 }

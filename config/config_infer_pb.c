@@ -43,7 +43,6 @@
 #define PR__T(x)         GOOGLE__PROTOBUF__FIELD_DESCRIPTOR_PROTO__TYPE__TYPE_##x
 #define PR__IP_MAX_DEPTH 100        /* nesting, as the reader's PR__PB_MAX_DEPTH */
 #define PR__IP_MAX_FIELD 536870911u /* 2^29 - 1 */
-#define PR__IP_CHUNK     (1u << 20)
 
 typedef Google__Protobuf__FieldDescriptorProto pr__ipfd;
 typedef Google__Protobuf__FileDescriptorSet pr__ipset;
@@ -460,8 +459,9 @@ static bool pr__ip_unframe(const pr__ipb *b, const uint8_t **pp, const uint8_t *
 }
 
 /* One message: added, or counted as rejected. 0 or PR_ENOMEM. */
-static int pr__ip_record(const pr__ipb *b, pr_infer *inf, const uint8_t *p, size_t len)
+static int pr__ip_record(void *ctx, pr_infer *inf, const uint8_t *p, size_t len)
 {
+    const pr__ipb *b = ctx;
     const uint8_t *end = p + len;
     json_t *root = NULL;
     int rc = len && !p[0] && !pr__ip_unframe(b, &p, end) ? PR_EBADREC : 0;
@@ -479,46 +479,13 @@ int pr_infer_add_pb_messages(pr_infer *inf, const char *descriptor_set, const ch
                              FILE *f, uint64_t max_events, char *errstr, size_t errstr_size)
 {
     pr__ipb b = {0};
-    int rc = pr__ip_load(descriptor_set, message, &b.set, errstr, errstr_size), c;
+    int rc = pr__ip_load(descriptor_set, message, &b.set, errstr, errstr_size);
     if (!rc && !(b.root = pr__ip_type(b.set, message, b.path, &b.n_path)).m)
         rc = pr_seterr(errstr, errstr_size, PR_EINVAL, "message %s is not in %s", message,
                        descriptor_set); /* it was a moment ago: the file changed */
-    uint8_t *rec = NULL;
-    size_t cap = 0;
-    while (!rc && pr_infer_events(inf) < max_events && (c = getc(f)) != EOF) {
-        uint64_t len = 0;
-        unsigned shift = 0;
-        for (; c != EOF && (c & 0x80) && shift < 35; shift += 7, c = getc(f))
-            len |= (uint64_t)(c & 0x7f) << shift; /* as the offline reader: 6 bytes at most */
-        bool ok = c != EOF && !(c & 0x80);
-        len |= ok ? (uint64_t)c << shift : 0;
-        /* grown as the bytes come: a garbage length costs no more than the input has */
-        for (size_t got = 0, want; ok && got < len; got += want) {
-            want = len - got < PR__IP_CHUNK ? (size_t)(len - got) : PR__IP_CHUNK;
-            if (got + want > cap) {
-                uint8_t *nb = realloc(rec, got + want);
-                if (!nb) {
-                    rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "protobuf: out of memory");
-                    break;
-                }
-                rec = nb;
-                cap = got + want;
-            }
-            ok = fread(rec + got, 1, want, f) == want;
-        }
-        if (rc || ferror(f))
-            break;
-        if (!ok) { /* a length unreadable or beyond the input: no next message */
-            pr__infer_reject(inf);
-            break;
-        }
-        if ((rc = pr__ip_record(&b, inf, len ? rec : (const uint8_t *)"", (size_t)len)))
-            pr_seterr(errstr, errstr_size, rc, "protobuf: out of memory");
-    }
-    if (!rc && ferror(f))
-        rc = pr_seterr(errstr, errstr_size, PR_EIO, "reading the Protobuf messages: %s",
-                       strerror(errno));
-    free(rec);
+    if (!rc)
+        rc = pr__infer_read_delimited(inf, f, max_events, pr__ip_record, &b, "Protobuf messages",
+                                      errstr, errstr_size);
     if (b.set)
         google__protobuf__file_descriptor_set__free_unpacked(b.set, NULL);
     return rc;

@@ -226,5 +226,17 @@ struct json_t;
 int pr__infer_add_root(pr_infer *inf, const struct json_t *root);
 /* A record that did not decode: counted as pr_infer_rejected. */
 void pr__infer_reject(pr_infer *inf);
+/* The Avro records were in schema-registry framing: the config says so. */
+void pr__infer_set_avro_registry(pr_infer *inf);
+/* One varint-delimited record's body: added, or counted as rejected; 0 or
+ * PR_ENOMEM. */
+typedef int (*pr__infer_record_fn)(void *ctx, pr_infer *inf, const uint8_t *body, size_t len);
+/* The varint-delimited records of f (lengths of 6 bytes at most, as
+ * `piperec process` reads them), each through one, until max_events events
+ * were added or f ends; a length unreadable or beyond the input is counted
+ * as a rejected record and ends the reading. 0, PR_EIO or PR_ENOMEM with
+ * errstr ("WHAT: ..."). */
+int pr__infer_read_delimited(pr_infer *inf, FILE *f, uint64_t max_events, pr__infer_record_fn one,
+                             void *ctx, const char *what, char *errstr, size_t errstr_size);
 
 #endif

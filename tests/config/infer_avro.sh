@@ -6,8 +6,8 @@
 # the JSON config makes of the JSON file; a record that does not decode is
 # skipped (the next one read when its length was readable), corrupt bytes
 # inside records are skipped without a crash, nesting is counted as the reader
-# counts it (a union no level), and a schema that does not load or
-# registry-framed records are refused with the reason.
+# counts it (a union no level), a schema that does not load is refused, and
+# registry-framed records are read behind the header (framing: registry).
 # Environment (pr_script_test): PIPEREC, PR_SOURCE_DIR, PR_TMP.
 set -eu
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -222,8 +222,21 @@ refuse "$T/bad.avsc is not a usable Avro schema" --input "$T/ev.avro" --avro-sch
 echo '"long"' > "$T/long.avsc"
 refuse "the top level of a writer schema must be a record" --input "$T/ev.avro" \
     --avro-schema "$T/long.avsc"
-"$PIPEREC" gen --format avro --avro-schema "$avsc" --rows 50 --seed 4 --output "$T/framed.avro" \
+/usr/bin/python3 -c 'import sys; sys.stdout.buffer.write(bytes([5, 255, 255, 255, 255, 255]) * 20)' \
+    > "$T/junk.avro"
+refuse "no record of $T/junk.avro decodes under $avsc, plain or behind a schema-registry header" \
+    --input "$T/junk.avro" --avro-schema "$avsc"
+
+# Registry-framed records (gen's default framing, as Confluent's serializer
+# writes them): read behind the header, the config says framing: registry,
+# and process reads the same records into the same arrays as the plain ones.
+"$PIPEREC" gen --format avro --avro-schema "$avsc" --rows 3000 --seed 4 --output "$T/framed.avro" \
     2>/dev/null
-refuse "no record of $T/framed.avro decodes under $avsc" --input "$T/framed.avro" \
-    --avro-schema "$avsc"
+"$PIPEREC" infer --input "$T/framed.avro" --avro-schema "$avsc" --output "$T/framed.yaml" \
+    2> "$T/err" || fail "framed: $(cat "$T/err")"
+grep -q "^piperec infer: 3000 events (0 skipped)" "$T/err" || fail "framed: $(cat "$T/err")"
+grep -q "framing: registry }" "$T/framed.yaml" || fail "no framing: registry: $(cat "$T/framed.yaml")"
+"$PIPEREC" process --config "$T/framed.yaml" --input "$T/framed.avro" --output "$T/oframed" \
+    2> "$T/perr" || fail "process framed: $(cat "$T/perr")"
+grep -q "^piperec process: 3000 rows, 0 rejected" "$T/perr" || fail "process framed: $(cat "$T/perr")"
 echo "infer_avro: ok"
