@@ -52,18 +52,6 @@ typedef struct pr__ik_client {
     char last_error[256];
 } pr__ik_client;
 
-/* A connection that fails is said once by our own message (exit 2 naming
- * the bootstrap), not by librdkafka's log lines on every retry. */
-static void pr__ik_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
-{
-    (void)rk;
-    bool conn = !strcmp(fac, "FAIL") || !strcmp(fac, "ERROR");
-    pr_log(conn         ? PR_LOG_DEBUG
-           : level <= 3 ? PR_LOG_ERROR
-           : level <= 4 ? PR_LOG_WARN
-                        : PR_LOG_DEBUG,
-           "infer: librdkafka %s: %s", fac, buf);
-}
 
 static void pr__ik_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
@@ -149,7 +137,7 @@ static rd_kafka_t *pr__ik_consumer(const char *bootstrap, pr__ik_client *c, char
                                .set = set,
                                .n_set = sizeof(set) / sizeof(set[0]),
                                .opaque = c,
-                               .log_cb = pr__ik_log_cb,
+                               .log_cb = pr_kafka_log_quiet_connect,
                                .error_cb = pr__ik_error_cb};
     rd_kafka_t *rk = NULL;
     if (pr_kafka_client_new(&cc, &rk, err, errn))

@@ -2202,20 +2202,8 @@ static void pr__check_files_dirs(cfg_ctx *c, const pr_config *cfg)
 /* Every Kafka client of pipeline `pl` built from its properties as the
  * service builds it (pr_kafka_client_new, then destroyed before it did
  * anything): a misspelt property, a bad value or an unreadable TLS file is
- * a config error of `run --check`, not a failed start. */
-static void pr__check_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
-{
-    (void)rk;
-    /* A connection's failure is not the config's: the check does not wait
-     * for the brokers (FAIL and ERROR: what the client logs when it tried). */
-    bool conn = !strcmp(fac, "FAIL") || !strcmp(fac, "ERROR");
-    pr_log(conn         ? PR_LOG_DEBUG
-           : level <= 3 ? PR_LOG_ERROR
-           : level <= 4 ? PR_LOG_WARN
-                        : PR_LOG_DEBUG,
-           "librdkafka %s: %s", fac, buf);
-}
-
+ * a config error of `run --check`, not a failed start. A connection's
+ * failure is not the config's: the check does not wait for the brokers. */
 static void pr__check_kafka_clients(cfg_ctx *c, const pr_pipeline_cfg *pl)
 {
     const pr_kv_list *src = &pl->source.kafka.properties;
@@ -2245,7 +2233,7 @@ static void pr__check_kafka_clients(cfg_ctx *c, const pr_pipeline_cfg *pl)
         pr_kafka_client_conf cc = {.role = clients[i].role,
                                    .props = clients[i].props->items,
                                    .n_props = clients[i].props->n,
-                                   .log_cb = pr__check_log_cb};
+                                   .log_cb = pr_kafka_log_quiet_connect};
         rd_kafka_t *rk;
         char e[600];
         if (pr_kafka_client_new(&cc, &rk, e, sizeof(e))) {

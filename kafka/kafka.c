@@ -235,6 +235,17 @@ rd_kafka_type_t pr_kafka_role_type(pr_kafka_role role)
     return r ? r->type : RD_KAFKA_PRODUCER;
 }
 
+void pr_kafka_log_quiet_connect(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    (void)rk;
+    bool conn = !strcmp(fac, "FAIL") || !strcmp(fac, "ERROR");
+    pr_log(conn         ? PR_LOG_DEBUG
+           : level <= 3 ? PR_LOG_ERROR
+           : level <= 4 ? PR_LOG_WARN
+                        : PR_LOG_DEBUG,
+           "librdkafka %s: %s", fac, buf);
+}
+
 const char *pr_kafka_role_name(pr_kafka_role role)
 {
     const pr__role *r = pr__role_of(role);

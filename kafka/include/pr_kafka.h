@@ -111,6 +111,11 @@ int pr_kafka_client_new(const pr_kafka_client_conf *cc, rd_kafka_t **out, char *
 rd_kafka_t *pr_kafka_new_simple(pr_kafka_role role, const char *bootstrap, const pr_kv *props,
                                 size_t n_props, char *errstr, size_t errstr_size);
 
+/* A log_cb for a client whose failure to reach the brokers its caller
+ * reports itself (`run --check`, `infer --topic`): librdkafka's connection
+ * failures (FAIL, ERROR) at debug level, the rest at their own level. */
+void pr_kafka_log_quiet_connect(const rd_kafka_t *rk, int level, const char *fac, const char *buf);
+
 /* RD_KAFKA_CONSUMER or RD_KAFKA_PRODUCER. */
 rd_kafka_type_t pr_kafka_role_type(pr_kafka_role role);
 

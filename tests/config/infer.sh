@@ -5,7 +5,7 @@
 # events give the same text; refusals exit 2 with the option named.
 # Environment (pr_script_test): PIPEREC, PR_SOURCE_DIR, PR_TMP.
 set -eu
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$PR_SOURCE_DIR/tests/config/infer_lib.sh"
 T=$PR_TMP
 
 "$PIPEREC" gen --format json --rows 5000 --seed 4 --output "$T/ev.jsonl" 2>/dev/null
@@ -54,12 +54,6 @@ grep -q "path: item\.\|path: history" "$T/o.yaml" && fail "--ignore left item.* 
 grep -q "#   item.price: left out (--ignore)" "$T/o.yaml" || fail "--ignore not listed"
 
 # Refusals: exit 2, the option named.
-refuse() { # expected-message args...
-    msg=$1; shift
-    if "$PIPEREC" infer "$@" > /dev/null 2> "$T/rerr"; then fail "accepted: $*"; else rc=$?; fi
-    [ "$rc" -eq 2 ] || fail "exit $rc for: $*"
-    grep -q -- "$msg" "$T/rerr" || fail "message for $*: $(cat "$T/rerr")"
-}
 refuse "--input is required"
 refuse "cannot open --input" --input "$T/nope.jsonl"
 refuse "--rows: want a whole number" --input "$T/ev1k.jsonl" --rows 0

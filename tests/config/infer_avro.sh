@@ -10,7 +10,7 @@
 # registry-framed records are read behind the header (framing: registry).
 # Environment (pr_script_test): PIPEREC, PR_SOURCE_DIR, PR_TMP.
 set -eu
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$PR_SOURCE_DIR/tests/config/infer_lib.sh"
 T=$PR_TMP
 avsc=$PR_SOURCE_DIR/examples/clickstream.avsc
 
@@ -33,8 +33,8 @@ grep -q 'format: json' "$T/avro.yaml" && fail "format json in the avro config"
 # features are listed in the order their paths were first met, and the Avro
 # record always carries user.age_days (null when unknown) where the first JSON
 # event leaves it out, so age_days can come before price.
-sed -n '/^    schema:/,/^    transform:/p' "$T/json.yaml" > "$T/json.schema"
-sed -n '/^    schema:/,/^    transform:/p' "$T/avro.yaml" > "$T/avro.schema"
+schema "$T/json.yaml" > "$T/json.schema"
+schema "$T/avro.yaml" > "$T/avro.schema"
 [ -s "$T/avro.schema" ] || fail "no schema part in $(cat "$T/avro.yaml")"
 for line in \
     'event_time: { path: ts, unit: ms }   # ms, in 100% of events, e.g. 1732600000035' \
@@ -103,7 +103,7 @@ grep -q "^piperec infer: 1000 events (0 skipped)" "$T/err" || fail "--rows: $(ca
 "$PIPEREC" infer --input "$T/bad.avro" --avro-schema "$avsc" --output "$T/bad.yaml" 2> "$T/err" ||
     fail "corrupt records: exit $?: $(cat "$T/err")"
 grep -q "^piperec infer: 3000 events (2 skipped)" "$T/err" || fail "corrupt records: $(cat "$T/err")"
-sed -n '/^    schema:/,/^    transform:/p' "$T/bad.yaml" | cmp -s - "$T/avro.schema" ||
+schema "$T/bad.yaml" | cmp -s - "$T/avro.schema" ||
     fail "the corrupt records changed the schema"
 
 # Corrupt bytes inside records (config_infer_avro.c checks every length and
@@ -209,13 +209,6 @@ grep -q "^piperec process: 50 rows, 0 rejected" "$T/perr" || fail "process deep,
 
 # Refusals, exit 2 with the reason: a schema that does not load, and
 # registry-framed records (gen's default framing) under --avro-schema.
-refuse() { # expected-message args...
-    msg=$1
-    shift
-    if "$PIPEREC" infer "$@" > /dev/null 2> "$T/rerr"; then fail "accepted: $*"; else rc=$?; fi
-    [ "$rc" -eq 2 ] || fail "exit $rc for: $*: $(cat "$T/rerr")"
-    grep -q -- "$msg" "$T/rerr" || fail "message for $*: $(cat "$T/rerr")"
-}
 refuse "cannot read the writer schema $T/none.avsc" --input "$T/ev.avro" --avro-schema "$T/none.avsc"
 echo '{"type": "recrod", "name": "X", "fields": []}' > "$T/bad.avsc"
 refuse "$T/bad.avsc is not a usable Avro schema" --input "$T/ev.avro" --avro-schema "$T/bad.avsc"

@@ -10,14 +10,13 @@
 # naming them (the broker within --timeout), and so are the options misused.
 # Environment (pr_script_test): PIPEREC, PR_SOURCE_DIR, PR_TMP.
 set -eu
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$PR_SOURCE_DIR/tests/config/infer_lib.sh"
 T=$PR_TMP
 N=2000
 
 "$PIPEREC" gen --format json --rows $N --seed 4 --output "$T/ev.jsonl" 2>/dev/null
 "$PIPEREC" infer --input "$T/ev.jsonl" --output "$T/file.yaml" 2> "$T/err" ||
     fail "infer --input: $(cat "$T/err")"
-schema() { sed -n '/^    schema:/,/^    transform:/p' "$1"; }
 schema "$T/file.yaml" > "$T/file.schema"
 [ -s "$T/file.schema" ] || fail "no schema part in $(cat "$T/file.yaml")"
 
@@ -121,13 +120,6 @@ grep -q "^piperec infer: 300 events (0 skipped)" "$T/err" || fail "framed Avro: 
 grep -q "framing: registry }" "$T/av.yaml" || fail "no framing: registry: $(cat "$T/av.yaml")"
 
 # Refusals, exit 2 with the reason.
-refuse() { # expected-message args...
-    msg=$1
-    shift
-    if "$PIPEREC" infer "$@" > /dev/null 2> "$T/rerr"; then fail "accepted: $*"; else rc=$?; fi
-    [ "$rc" -eq 2 ] || fail "exit $rc for: $*: $(cat "$T/rerr")"
-    grep -qF -- "$msg" "$T/rerr" || fail "message for $*: $(cat "$T/rerr")"
-}
 # An unknown topic, twice: asking did not create it.
 refuse "topic nope does not exist at --bootstrap $B" --bootstrap "$B" --topic nope
 refuse "topic nope does not exist at --bootstrap $B" --bootstrap "$B" --topic nope

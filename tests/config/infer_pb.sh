@@ -11,7 +11,7 @@
 # message that does not load, or the options misused, are refused (exit 2).
 # Environment (pr_script_test): PIPEREC, PR_SOURCE_DIR, PR_TMP.
 set -eu
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$PR_SOURCE_DIR/tests/config/infer_lib.sh"
 T=$PR_TMP
 desc=$T/click.desc
 protoc --descriptor_set_out="$desc" --include_imports -I "$PR_SOURCE_DIR/tests/data" \
@@ -39,8 +39,8 @@ grep -q 'format: json' "$T/pb.yaml" && fail "format json in the protobuf config"
 # those two comments say "in 100% of events" where JSON's say less. proto3
 # fields not on the wire (click 0, page 0) are their default, as the reader
 # gives them, and `optional` ones (purchase, age_days) absent, as in JSON.
-sed -n '/^    schema:/,/^    transform:/p' "$T/json.yaml" > "$T/json.schema"
-sed -n '/^    schema:/,/^    transform:/p' "$T/pb.yaml" > "$T/pb.schema"
+schema "$T/json.yaml" > "$T/json.schema"
+schema "$T/pb.yaml" > "$T/pb.schema"
 [ -s "$T/pb.schema" ] || fail "no schema part in $(cat "$T/pb.yaml")"
 for line in \
     'event_time: { path: ts, unit: ms }   # ms, in 100% of events' \
@@ -108,7 +108,7 @@ grep -q "^piperec process: 500 rows, 0 rejected" "$T/perr" || fail "framed: $(ca
 pb --input "$T/bad.pb" --output "$T/bad.yaml" 2> "$T/err" ||
     fail "corrupt messages: exit $?: $(cat "$T/err")"
 grep -q "^piperec infer: 3000 events (2 skipped)" "$T/err" || fail "corrupt: $(cat "$T/err")"
-sed -n '/^    schema:/,/^    transform:/p' "$T/bad.yaml" | cmp -s - "$T/pb.schema" ||
+schema "$T/bad.yaml" | cmp -s - "$T/pb.schema" ||
     fail "the corrupt messages changed the schema"
 
 # Every type the reader reads: scalars of each encoding, enums (an unnamed
@@ -205,13 +205,6 @@ done
 grep -q "^piperec process: 600 rows, 0 rejected" "$T/perr" || fail "types: $(cat "$T/perr")"
 
 # Refusals, exit 2 with the reason.
-refuse() { # expected-message args...
-    msg=$1
-    shift
-    if "$PIPEREC" infer "$@" > /dev/null 2> "$T/rerr"; then fail "accepted: $*"; else rc=$?; fi
-    [ "$rc" -eq 2 ] || fail "exit $rc for: $*: $(cat "$T/rerr")"
-    grep -q -- "$msg" "$T/rerr" || fail "message for $*: $(cat "$T/rerr")"
-}
 refuse "$T/none.desc: No such file" --input "$T/ev.pb" --descriptor-set "$T/none.desc" \
     --message shop.Click
 refuse "$T/ev.jsonl: not a FileDescriptorSet" --input "$T/ev.pb" --descriptor-set "$T/ev.jsonl" \
