@@ -27,7 +27,9 @@
 # A driver that does not print the after-pass line (before issue 21's
 # export job) has its whole export wall time counted as serial.
 # Then piperec_process_json_filtered: the same events with schema.filter and
-# schema.downsample, input records/s and its ratio to the unfiltered run.
+# schema.downsample, input records/s and its ratio to the unfiltered run;
+# then piperec_infer_json: `piperec infer` over the same events, and the
+# config it wrote run by `process` (rows, rejects).
 # Data under BENCH_TMP (default /tmp), removed at exit.
 set -eu
 BUILD=${1:-build}
@@ -78,6 +80,24 @@ awk -v r="$JROWS" -v o="$rows_out" -v s="$(echo "$t1 - $t0" | bc -l)" \
     -v base="$(sed -n 's/.*"rows_per_s": \([0-9]*\).*/\1/p' "$TMP/json-default.jsonl")" 'BEGIN {
     printf "{\"bench\": \"piperec_process_json_filtered\", \"records\": %d, \"rows_out\": %d, \"seconds\": %.4f, \"records_per_s\": %.0f, \"ratio_vs_unfiltered\": %.2f}\n",
            r, o, s, r / s, (r / s) / base }'
+rm -rf "$TMP/out-json"
+# 4d. `piperec infer` over the same events (one thread: it is a one-off
+# tool), events per second and its time as a share of `process --threads 1`
+# on them, then `process` with the config it wrote: rows and rejects.
+t0=$(now)
+"$PIPEREC" infer --input "$TMP/events.jsonl" --rows "$JROWS" --output "$TMP/inferred.yaml" \
+    2> "$TMP/infer.err"
+t1=$(now)
+cat "$TMP/infer.err" >&2
+"$PIPEREC" process --config "$TMP/inferred.yaml" --input "$TMP/events.jsonl" --output "$TMP/out-json" \
+    --no-progress 2> "$TMP/inferred.err"
+head -1 "$TMP/inferred.err" >&2
+awk -v r="$JROWS" -v s="$(echo "$t1 - $t0" | bc -l)" \
+    -v base="$(sed -n 's/.*"seconds": \([0-9.]*\).*/\1/p' "$TMP/json-1.jsonl")" \
+    -v out="$(sed -n 's/^piperec process: \([0-9]*\) rows, \([0-9]*\) rejected.*/\1 \2/p' "$TMP/inferred.err" | head -1)" \
+    'BEGIN { split(out, o, " ");
+    printf "{\"bench\": \"piperec_infer_json\", \"events\": %d, \"seconds\": %.4f, \"events_per_s\": %.0f, \"ratio_vs_process_1_thread\": %.2f, \"process_rows\": %d, \"process_rejected\": %d}\n",
+           r, s, r / s, s / base, o[1], o[2] }'
 rm -rf "$TMP/out-json"
 $PY - "$TMP/json-default.jsonl" "$TMP/json-1.jsonl" <<'PYEOF'
 import json, sys
