@@ -105,6 +105,57 @@ static int pr__infer_read(FILE *f, const char *input, uint64_t rows, pr_infer *i
     return code;
 }
 
+/* The config from what inf learnt, loaded back (what is printed must
+ * load: a failure is a bug of the rules), written to output (NULL:
+ * stdout), and the summary on stderr; the exit code. */
+static int pr__infer_emit(const pr_infer *inf, const pr_infer_opts *o, const char *output)
+{
+    int code = 0;
+    char err[512];
+    pr_mbuf mb;
+    pr_mbuf_init(&mb);
+    pr_infer_summary sum;
+    if (!code) {
+        int rc = pr_infer_write(inf, o, &mb, &sum, err, sizeof(err));
+        if (rc) {
+            fprintf(stderr, "piperec infer: %s\n", rc == PR_EINVAL ? err : pr_strerror(rc));
+            code = rc == PR_EINVAL ? 2 : 1;
+        }
+    }
+    if (!code) {
+        /* what is printed must load: a failure here is a bug of the rules */
+        pr_config *cfg = NULL;
+        char lerr[2048];
+        if (pr_config_load_string(mb.buf, mb.len, "<inferred>", &cfg, lerr, sizeof(lerr))) {
+            fprintf(stderr,
+                    "piperec infer: the inferred config does not load (a bug; please report "
+                    "it with the events):\n%s\n%s",
+                    lerr, mb.buf);
+            code = 1;
+        }
+        pr_config_free(cfg);
+    }
+    if (!code) {
+        FILE *of = output ? fopen(output, "w") : stdout;
+        if (!of || fwrite(mb.buf, 1, mb.len, of) != mb.len || (output && fclose(of))) {
+            fprintf(stderr, "piperec infer: cannot write %s: %m\n", output ? output : "stdout");
+            code = 1;
+        } else {
+            if (!output)
+                fflush(stdout);
+            fprintf(stderr,
+                    "piperec infer: %" PRIu64 " events (%" PRIu64 " skipped): %s%zu labels, %zu "
+                    "dense, %zu sparse (%zu lists), %zu fields not used%s%s\n",
+                    pr_infer_events(inf), pr_infer_rejected(inf),
+                    sum.event_time ? "event time, " : "no event time, ", sum.labels, sum.dense,
+                    sum.sparse, sum.lists, sum.skipped, output ? " -> " : "",
+                    output ? output : "");
+        }
+    }
+    pr_mbuf_fini(&mb);
+    return code;
+}
+
 int pr_cli_cmd_infer(int argc, char **argv)
 {
     const char *input = NULL, *output = NULL, *rows_s = NULL, *avsc = NULL, *desc = NULL,
@@ -218,47 +269,8 @@ int pr_cli_cmd_infer(int argc, char **argv)
                 input, msg, desc,
                 from_topic ? "" : " each varint-length-prefixed (`piperec gen --format protobuf`)");
 
-    pr_mbuf mb;
-    pr_mbuf_init(&mb);
-    pr_infer_summary sum;
-    if (!code) {
-        int rc = pr_infer_write(inf, &o, &mb, &sum, err, sizeof(err));
-        if (rc) {
-            fprintf(stderr, "piperec infer: %s\n", rc == PR_EINVAL ? err : pr_strerror(rc));
-            code = rc == PR_EINVAL ? 2 : 1;
-        }
-    }
-    if (!code) {
-        /* what is printed must load: a failure here is a bug of the rules */
-        pr_config *cfg = NULL;
-        char lerr[2048];
-        if (pr_config_load_string(mb.buf, mb.len, "<inferred>", &cfg, lerr, sizeof(lerr))) {
-            fprintf(stderr,
-                    "piperec infer: the inferred config does not load (a bug; please report "
-                    "it with the events):\n%s\n%s",
-                    lerr, mb.buf);
-            code = 1;
-        }
-        pr_config_free(cfg);
-    }
-    if (!code) {
-        FILE *of = output ? fopen(output, "w") : stdout;
-        if (!of || fwrite(mb.buf, 1, mb.len, of) != mb.len || (output && fclose(of))) {
-            fprintf(stderr, "piperec infer: cannot write %s: %m\n", output ? output : "stdout");
-            code = 1;
-        } else {
-            if (!output)
-                fflush(stdout);
-            fprintf(stderr,
-                    "piperec infer: %" PRIu64 " events (%" PRIu64 " skipped): %s%zu labels, %zu "
-                    "dense, %zu sparse (%zu lists), %zu fields not used%s%s\n",
-                    pr_infer_events(inf), pr_infer_rejected(inf),
-                    sum.event_time ? "event time, " : "no event time, ", sum.labels, sum.dense,
-                    sum.sparse, sum.lists, sum.skipped, output ? " -> " : "",
-                    output ? output : "");
-        }
-    }
-    pr_mbuf_fini(&mb);
+    if (!code)
+        code = pr__infer_emit(inf, &o, output);
     pr_infer_free(inf);
     return code;
 }

@@ -36,6 +36,8 @@
 #define PR__INF_DISTINCT_NUM 256   /* values of fractional numbers: only few or one matter */
 #define PR__INF_FEW_VALUES   64 /* an integer field with at most this many values is a category */
 #define PR__INF_MAX_DEPTH    64
+#define PR__INF_RARE_PCT     1.0 /* a field in under 1% of the events ... */
+#define PR__INF_RARE_EVENTS  10  /* ... and under 10 of them is too rare to learn from */
 #define PR__INF_CHUNK        (1u << 20) /* a delimited record is read this much at a time */
 /* What an integer beyond int64 becomes for the walk (JSON text; a string
  * whose first byte is 0, which the statistics count as such an integer). */
@@ -60,6 +62,8 @@ typedef struct pr__ip {
     uint64_t n_time[PR_TIME__COUNT];
     uint64_t n_time_ns; /* numbers of nanoseconds since the epoch */
     uint64_t n_bigint;  /* integers beyond int64 */
+    uint64_t n_nonfinite; /* NaN or infinities (an Avro or Protobuf float) */
+    uint64_t n_badutf8;   /* strings that are not UTF-8 (Avro, Protobuf) */
     uint64_t n_date;    /* strings that are dates, YYYY-MM-DD */
     double max_abs;
     uint64_t *set; /* distinct values' hashes, open addressing, 0 = empty */
@@ -349,8 +353,14 @@ static void pr__inf_scalar(pr__ip *ip, const json_t *v)
     case JSON_STRING: {
         const char *s = json_string_value(v);
         size_t n = json_string_length(v);
-        if (n == PR__INF_BIGINT_LEN && !s[0] && !memcmp(s + 1, "piperec:", 8)) {
-            ip->n_bigint++; /* the marker pr_infer_add_json put there */
+        if (n > 9 && !s[0] && !memcmp(s + 1, "piperec:", 8)) { /* a marker */
+            if (n == sizeof(PR__INF_MARK_NONFINITE) - 1 &&
+                !memcmp(s, PR__INF_MARK_NONFINITE, n))
+                ip->n_nonfinite++;
+            else if (n == sizeof(PR__INF_MARK_BADUTF8) - 1 && !memcmp(s, PR__INF_MARK_BADUTF8, n))
+                ip->n_badutf8++;
+            else
+                ip->n_bigint++; /* the one pr_infer_add_json puts there */
             return;
         }
         int64_t us;
@@ -760,9 +770,9 @@ static bool pr__history_named(const char *path)
 }
 
 /* The unit of the path's times: RFC 3339 when every value is such a string;
- * s, ms or us when every value is a number and at least 99% of them lie in
- * that unit's range (a few sentinels, 0 or -1, read as early times);
- * else -1. */
+ * s, ms or us when every value is a number, at least 99% of them lie in
+ * that unit's range and none beyond it (a few sentinels, 0 or -1, read as
+ * early times; a larger one the decoder rejects as bad_time); else -1. */
 static int pr__time_unit_of(const pr__ip *ip)
 {
     uint64_t scalars = ip->n_bool + ip->n_int + ip->n_num + ip->n_str;
@@ -771,8 +781,9 @@ static int pr__time_unit_of(const pr__ip *ip)
         return -1;
     if (ip->n_str)
         return ip->n_time[PR_TIME_RFC3339] == scalars ? PR_TIME_RFC3339 : -1;
+    static const double upper[] = {[PR_TIME_S] = 1e10, [PR_TIME_MS] = 1e13, [PR_TIME_US] = 1e16};
     for (int u = 0; u < PR_TIME_RFC3339; u++)
-        if (ip->n_time[u] * 100 >= scalars * 99)
+        if (ip->n_time[u] * 100 >= scalars * 99 && ip->max_abs < upper[u])
             return u;
     return -1;
 }
@@ -901,74 +912,79 @@ static const pr__ip *pr__ancestor_mixed(const pr_infer *inf, const pr__ip *ip)
     return NULL;
 }
 
-/* What the field at ip becomes (d). The rules, in order, are those of
- * docs/configuration.md, "Inferring a schema": left out when the user says
- * so, when its shape varies or a decoder could not read it; the event time;
- * a label; left out when it is an outcome that is not a label, a time, a
- * date, an event id or constant; a list; an id (sparse); a number (dense). */
-static void pr__inf_decide(const pr_infer *inf, const pr__ip *ip, const pr_infer_opts *o,
-                           bool is_time, pr__idec *d)
-{
-    char dist[48], b[256];
-    uint64_t ev = inf->events;
-    double pct = 100.0 * (double)ip->records / (double)(ev ? ev : 1);
-    uint64_t scalars = ip->n_bool + ip->n_int + ip->n_num + ip->n_str + ip->n_bigint;
-    bool labels_given = o->labels && *o->labels;
-    memset(d, 0, sizeof(*d));
-    pr__distinct_text(ip, dist, sizeof(dist));
+/* What the decision reads of one field, computed once. */
+typedef struct pr__ictx {
+    const pr_infer *inf;
+    const pr__ip *ip;
+    const pr_infer_opts *o;
+    uint64_t scalars; /* values seen (a list's elements) */
+    double pct;       /* share of the events holding it */
+    bool list;        /* read as a list */
+    bool labels_given;
+    int unit; /* pr__time_unit_of */
+    char dist[48];
+} pr__ictx;
 
+/* Left out because its shape varies or no decoder could read it (or a
+ * container, decided by its fields): true when decided. */
+static bool pr__inf_unreadable(const pr__ictx *c, pr__idec *d)
+{
+    const pr__ip *ip = c->ip;
+    const pr_infer_opts *o = c->o;
+    uint64_t scalars = c->scalars;
+    char b[256];
     /* --- what no feature can read */
     if (o->ignore && pr__in_list(ip->path, o->ignore, true)) {
         pr__inf_skip(d, "left out (--ignore)");
-        return;
+        return true;
     }
     if (ip->too_deep) {
         pr__inf_skip(d, "objects nested over 64 deep (the decoder rejects such events: too_deep)");
-        return;
+        return true;
     }
     if (ip->n_obj && !scalars && !ip->n_arr_scalar)
-        return; /* an object: its fields are decided one by one */
+        return true; /* an object: its fields are decided one by one */
     if (ip->n_arr_obj && !ip->n_arr_scalar && !ip->n_scalar && !ip->n_obj) { /* [] too */
         if (ip->n_elem_other)
             pr__inf_skip(d, "a list of objects mixed with other values: its fields are read "
                             "where objects are");
-        return; /* a list of objects: its fields are lists */
+        return true; /* a list of objects: its fields are lists */
     }
-    const pr__ip *mixed = pr__ancestor_mixed(inf, ip);
+    const pr__ip *mixed = pr__ancestor_mixed(c->inf, ip);
     if (mixed) {
         snprintf(b, sizeof(b),
                  "under %s, which is not always an object (or always a list of objects)",
                  mixed->path);
         pr__inf_skip(d, b);
-        return;
+        return true;
     }
     if (ip->path_bad) {
         pr__inf_skip(d, "a key a path cannot name (empty, '.', space or control character, or a "
                         "path over 127 bytes)");
-        return;
+        return true;
     }
     if (!ip->records) {
         pr__inf_skip(d, "always null");
-        return;
+        return true;
     }
     if (ip->nested) {
         pr__inf_skip(d, "a list inside a list of objects (one list level per path)");
-        return;
+        return true;
     }
     if (ip->n_arr_obj && ip->n_arr_scalar) {
         pr__inf_skip(d, "a list of objects in some events, of values in others");
-        return;
+        return true;
     }
     if ((ip->n_obj != 0) + (ip->n_arr_obj + ip->n_arr_scalar + ip->n_arr_empty != 0) +
             (ip->n_scalar != 0) >
         1) {
         pr__inf_skip(d, "an object, a list or a value from one event to the next");
-        return;
+        return true;
     }
     if (ip->n_elem_null || ip->n_elem_other) {
         pr__inf_skip(d, "a list holding nulls, lists or objects beside values (a list feature "
                         "reads strings or integers)");
-        return;
+        return true;
     }
     if (ip->n_bigint) {
         snprintf(b, sizeof(b),
@@ -976,39 +992,32 @@ static void pr__inf_decide(const pr_infer *inf, const pr__ip *ip, const pr_infer
                  "send such ids as strings",
                  ip->n_bigint);
         pr__inf_skip(d, b);
-        return;
+        return true;
     }
 
-    /* --- the event time */
-    bool list = ip->n_arr_scalar || ip->n_arr_empty || ip->under_list;
-    int unit = pr__time_unit_of(ip);
-    if (is_time) {
-        if (unit < 0) {
-            pr__inf_skip(d, "not a time in every event (s, ms or us since the epoch, or RFC "
-                            "3339 strings)");
-            return;
-        }
-        d->kind = PR__IK_TIME;
-        d->unit = (pr_time_unit)unit;
-        snprintf(d->why, sizeof(d->why), "%s, in %.0f%% of events, e.g. %s",
-                 pr_time_unit_names[d->unit], pct, ip->example);
-        return;
-    }
+    return false;
+}
 
-    /* --- labels, and outcomes that are not */
+/* A label, or an outcome left out (an input must not hold the answer):
+ * true when decided. */
+static bool pr__inf_outcome(const pr__ictx *c, pr__idec *d)
+{
+    const pr__ip *ip = c->ip;
+    uint64_t ev = c->inf->events, scalars = c->scalars;
+    double pct = c->pct;
     bool numeric = scalars && ip->n_int + ip->n_num + ip->n_bool == scalars;
     bool outcome = pr__outcome_named(ip->path) || pr__has_label_parent(ip->path);
-    bool label = labels_given ? pr__in_list(ip->path, o->labels, false)
-                              : !list && numeric && outcome &&
+    bool label = c->labels_given ? pr__in_list(ip->path, c->o->labels, false)
+                                 : !c->list && numeric && outcome &&
                                     (!ip->non_binary || pr__has_label_parent(ip->path));
     if (label) {
-        if (list || !numeric) {
+        if (c->list || !numeric) {
             pr__inf_skip(d, "not a number or true/false in every event: no label");
-            return;
+            return true;
         }
         if (ip->max_abs > FLT_MAX) {
             pr__inf_skip(d, "values beyond float32: no label (number_out_of_range)");
-            return;
+            return true;
         }
         d->kind = PR__IK_LABEL;
         if (!ip->non_binary)
@@ -1019,53 +1028,92 @@ static void pr__inf_decide(const pr_infer *inf, const pr__ip *ip, const pr_infer
                      ip->min, ip->max, ip->mean, pct);
         if (ip->records < ev)
             snprintf(d->extra, sizeof(d->extra), "default: 0");
-        return;
+        return true;
     }
     if (outcome) { /* an outcome is no input: it would leak the answer */
-        pr__inf_skip(d, labels_given ? "named like an outcome, not among --labels: no input "
+        pr__inf_skip(d, c->labels_given ? "named like an outcome, not among --labels: no input "
                                        "either (it would leak the answer)"
                                      : "named like an outcome but not 0/1 (or a number under "
                                        "label.*): --labels to train on it");
-        return;
+        return true;
     }
 
-    /* --- fields that are no feature */
+    return false;
+}
+
+/* Left out though readable: no value, another time, a date, one value, an
+ * event id: true when decided. */
+static bool pr__inf_no_feature(const pr__ictx *c, pr__idec *d)
+{
+    const pr__ip *ip = c->ip;
+    uint64_t ev = c->inf->events, scalars = c->scalars;
+    char b[256];
     if (!scalars) {
-        pr__inf_skip(d, list ? "lists always empty" : "no value seen");
-        return;
+        pr__inf_skip(d, c->list ? "lists always empty" : "no value seen");
+        return true;
     }
-    if (unit >= 0 && (pr__time_rank(ip->path) >= 0 || unit == PR_TIME_RFC3339)) {
+    if (ip->n_badutf8) {
+        snprintf(b, sizeof(b), "strings that are not UTF-8 in %" PRIu64 " values (bad_utf8)",
+                 ip->n_badutf8);
+        pr__inf_skip(d, b);
+        return true;
+    }
+    if (ip->n_nonfinite) {
+        snprintf(b, sizeof(b),
+                 "NaN or infinity in %" PRIu64 " values (rejected as number_out_of_range)",
+                 ip->n_nonfinite);
+        pr__inf_skip(d, b);
+        return true;
+    }
+    if (c->pct < PR__INF_RARE_PCT && ip->records < PR__INF_RARE_EVENTS) {
+        snprintf(b, sizeof(b), "in %" PRIu64 " of %" PRIu64 " events: too rare to learn from",
+                 ip->records, ev);
+        pr__inf_skip(d, b);
+        return true;
+    }
+    if (c->unit >= 0 && (pr__time_rank(ip->path) >= 0 || c->unit == PR_TIME_RFC3339)) {
         snprintf(b, sizeof(b),
                  "a time (%s) besides the event time: add it with hour_of_day or day_of_week if "
                  "it matters",
-                 pr_time_unit_names[unit]);
+                 pr_time_unit_names[c->unit]);
         pr__inf_skip(d, b);
-        return;
+        return true;
     }
     if (pr__time_rank(ip->path) >= 0 && ip->n_time_ns * 100 >= scalars * 99 && !ip->n_str) {
         pr__inf_skip(d, "a time in nanoseconds: no unit reads it (s, ms, us or RFC 3339)");
-        return;
+        return true;
     }
     if (ip->n_date && ip->n_date == ip->n_str && ip->n_str == scalars) {
         pr__inf_skip(d, "dates (YYYY-MM-DD): as ids they would never match a later day");
-        return;
+        return true;
     }
-    if (!list && !ip->set_full && pr__distinct_n(ip) == 1 && ip->records == ev) {
+    if (!c->list && !ip->set_full && pr__distinct_n(ip) == 1 && ip->records == ev) {
         pr__inf_skip(d, "the same value in every event");
-        return;
+        return true;
     }
     bool ids = ip->n_num == 0 && ip->n_str + ip->n_int + ip->n_bool == scalars;
-    bool unique = !ip->set_full && pr__distinct_n(ip) == scalars && scalars >= 50;
-    if (!list && ids && pr__event_id_named(ip->path) &&
+    if (!c->list && ids && pr__event_id_named(ip->path) &&
         (ip->set_full || pr__distinct_n(ip) * 10 >= scalars * 9)) {
-        snprintf(b, sizeof(b), "%s in %" PRIu64 " values: an event id, not a feature", dist,
+        snprintf(b, sizeof(b), "%s in %" PRIu64 " values: an event id, not a feature", c->dist,
                  scalars);
         pr__inf_skip(d, b);
-        return;
+        return true;
     }
 
+    return false;
+}
+
+/* A list, an id (sparse) or a number (dense). */
+static void pr__inf_feature(const pr__ictx *c, pr__idec *d)
+{
+    const pr__ip *ip = c->ip;
+    uint64_t ev = c->inf->events, scalars = c->scalars;
+    double pct = c->pct;
+    char b[256];
+    bool ids = ip->n_num == 0 && ip->n_str + ip->n_int + ip->n_bool == scalars;
+    bool unique = !ip->set_full && pr__distinct_n(ip) == scalars && scalars >= 50;
     /* --- lists, ids, numbers */
-    if (list) {
+    if (c->list) {
         if (!ids) {
             pr__inf_skip(d, ip->n_str ? "a list mixing strings and numbers"
                                       : "a list of numbers (a list feature reads ids: strings or "
@@ -1074,9 +1122,8 @@ static void pr__inf_decide(const pr_infer *inf, const pr__ip *ip, const pr_infer
         }
         if (ip->max_len > PR_FEAT_MAX_LIST) {
             snprintf(b, sizeof(b),
-                     "lists of up to %u elements: over 4096 the decoder rejects the event "
-                     "(list_too_long); cut them upstream",
-                     ip->max_len);
+                     "lists over 4096 elements in some events: the decoder rejects those "
+                     "(list_too_long); cut them upstream");
             pr__inf_skip(d, b);
             return;
         }
@@ -1088,7 +1135,7 @@ static void pr__inf_decide(const pr_infer *inf, const pr__ip *ip, const pr_infer
                  "lists of %s%s, in %.0f%% of events, length p99 %u max %u, %s, e.g. %s%s",
                  ip->n_str ? (ip->n_int ? "strings and integers" : "strings") : "integers",
                  ip->under_list ? " (a field of a list of objects)" : "", pct, p99, ip->max_len,
-                 dist, ip->example, last ? "; keep: last as for a history, oldest first" : "");
+                 c->dist, ip->example, last ? "; keep: last as for a history, oldest first" : "");
         snprintf(d->extra, sizeof(d->extra), "list: { max_len: %u%s }", p99 < 1 ? 1 : p99,
                  last ? ", keep: last" : "");
         return;
@@ -1103,7 +1150,7 @@ static void pr__inf_decide(const pr_infer *inf, const pr__ip *ip, const pr_infer
                                         : "strings")
                  : ip->n_bool ? "true/false"
                               : "integers",
-                 pct, dist, ip->example);
+                 pct, c->dist, ip->example);
         return;
     }
     if (ip->n_str) {
@@ -1111,6 +1158,40 @@ static void pr__inf_decide(const pr_infer *inf, const pr__ip *ip, const pr_infer
         return;
     }
     pr__inf_dense(ip, ev, d);
+}
+
+/* What the field at ip becomes (d). The rules, in order, are those of
+ * docs/configuration.md, "Inferring a schema": left out when the user says
+ * so, when its shape varies or a decoder could not read it; the event time;
+ * a label; left out when it is an outcome that is not a label, a time, a
+ * date, an event id or constant; a list; an id (sparse); a number (dense). */
+static void pr__inf_decide(const pr_infer *inf, const pr__ip *ip, const pr_infer_opts *o,
+                           bool is_time, pr__idec *d)
+{
+    pr__ictx c = {.inf = inf, .ip = ip, .o = o};
+    c.scalars = ip->n_bool + ip->n_int + ip->n_num + ip->n_str + ip->n_bigint;
+    c.pct = 100.0 * (double)ip->records / (double)(inf->events ? inf->events : 1);
+    c.list = ip->n_arr_scalar || ip->n_arr_empty || ip->under_list;
+    c.labels_given = o->labels && *o->labels;
+    c.unit = pr__time_unit_of(ip);
+    pr__distinct_text(ip, c.dist, sizeof(c.dist));
+    memset(d, 0, sizeof(*d));
+    if (pr__inf_unreadable(&c, d))
+        return;
+    if (is_time) { /* the event time */
+        if (c.unit < 0) {
+            pr__inf_skip(d, "not a time in every event (s, ms or us since the epoch, or RFC "
+                            "3339 strings)");
+            return;
+        }
+        d->kind = PR__IK_TIME;
+        d->unit = (pr_time_unit)c.unit;
+        snprintf(d->why, sizeof(d->why), "%s, in %.0f%% of events, e.g. %s",
+                 pr_time_unit_names[d->unit], c.pct, ip->example);
+        return;
+    }
+    if (!pr__inf_outcome(&c, d) && !pr__inf_no_feature(&c, d))
+        pr__inf_feature(&c, d);
 }
 
 /* A feature name: the field's last key, or its whole path when another
@@ -1273,15 +1354,13 @@ static void pr__feature_line(pr_mbuf *mb, const pr__ip *ip, const pr__idec *d)
     pr_mbuf_puts(mb, "\n");
 }
 
-int pr_infer_write(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf *out,
-                   pr_infer_summary *sum, char *errstr, size_t errn)
+/* Every field decided (*out, [inf->n], the caller's to free) and *t the
+ * event time's index (-1: none), after the options' checks; names given,
+ * the schema's caps kept. PR_EINVAL with errstr (an option, no feature),
+ * PR_ENOMEM. */
+static int pr__infer_decide_all(const pr_infer *inf, const pr_infer_opts *o, pr__idec **out,
+                                long *t, char *errstr, size_t errn)
 {
-    memset(sum, 0, sizeof(*sum));
-    if (!inf->events) {
-        snprintf(errstr, errn, "no event to learn from (%" PRIu64 " records do not read as events)",
-                 inf->bad);
-        return PR_EINVAL;
-    }
     int rc = pr__check_names(o, errstr, errn);
     if (!rc)
         rc = pr__check_list(inf, o->labels, "--labels", errstr, errn);
@@ -1290,17 +1369,28 @@ int pr_infer_write(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf *out,
     if (rc)
         return rc;
     pr__idec td;
-    long t = pr__pick_time(inf, o, &td, errstr, errn);
-    if (t == -2)
+    *t = pr__pick_time(inf, o, &td, errstr, errn);
+    if (*t == -2)
         return PR_EINVAL;
     pr__idec *ds = calloc(inf->n ? inf->n : 1, sizeof(*ds));
     if (!ds)
         return PR_ENOMEM;
     for (size_t i = 0; i < inf->n; i++) {
-        if ((long)i == t)
+        if ((long)i == *t)
             ds[i] = td;
         else
             pr__inf_decide(inf, &inf->ps[i], o, false, &ds[i]);
+    }
+    size_t nd = 0, ns = 0; /* the first PR_MAX_DENSE / PR_MAX_SPARSE, as a schema takes */
+    for (size_t i = 0; i < inf->n; i++) {
+        bool dense = ds[i].kind == PR__IK_DENSE;
+        if (dense || ds[i].kind == PR__IK_SPARSE || ds[i].kind == PR__IK_LIST) {
+            if (dense ? ++nd > PR_MAX_DENSE : ++ns > PR_MAX_SPARSE)
+                pr__inf_skip(&ds[i], dense ? "over 256 dense features (the most a schema "
+                                             "takes): the first ones seen are kept"
+                                           : "over 256 sparse features (the most a schema "
+                                             "takes): the first ones seen are kept");
+        }
     }
     for (size_t i = 0; i < inf->n; i++)
         if (ds[i].kind > PR__IK_SKIP && ds[i].kind != PR__IK_TIME)
@@ -1335,6 +1425,24 @@ int pr_infer_write(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf *out,
         free(ds);
         return PR_EINVAL;
     }
+    *out = ds;
+    return 0;
+}
+
+int pr_infer_write(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf *out,
+                   pr_infer_summary *sum, char *errstr, size_t errn)
+{
+    memset(sum, 0, sizeof(*sum));
+    if (!inf->events) {
+        snprintf(errstr, errn, "no event to learn from (%" PRIu64 " records do not read as events)",
+                 inf->bad);
+        return PR_EINVAL;
+    }
+    pr__idec *ds = NULL;
+    long t;
+    int rc = pr__infer_decide_all(inf, o, &ds, &t, errstr, errn);
+    if (rc)
+        return rc;
     const char *name = o->name ? o->name : "events";
     pr__comment(out, "# Inferred by `piperec infer` from %" PRIu64 " events of %s", inf->events,
                 o->origin ? o->origin : "the input");

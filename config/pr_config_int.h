@@ -224,6 +224,13 @@ void pr__check_feature_paths(cfg_ctx *c, yaml_node_t *map, const pr_pipeline_cfg
  * records of config_infer_avro.c). The caller keeps root. 0 or PR_ENOMEM. */
 struct json_t;
 int pr__infer_add_root(pr_infer *inf, const struct json_t *root);
+/* Markers a reader puts where a value no feature can read was: a string
+ * starting with a zero byte and "piperec:", counted as such (NaN or an
+ * infinity; a string that is not UTF-8), so that the field is left out with
+ * the reason while the record's other fields are learnt. */
+#define PR__INF_MARK_NONFINITE "\0piperec:non-finite"
+#define PR__INF_MARK_BADUTF8   "\0piperec:not UTF-8"
+
 /* A record that did not decode: counted as pr_infer_rejected. */
 void pr__infer_reject(pr_infer *inf);
 /* The Avro records were in schema-registry framing: the config says so. */
