@@ -47,6 +47,11 @@
 #include "pr_kafka.h"
 #include "pr_log.h"
 
+/* Binary messages of which none decodes before reading stops (the wrong
+ * schema): enough that a topic's oldest messages in an older schema do not
+ * stop it. */
+#define PR__IK_GIVE_UP 10000
+
 /* The client's last error, for a message naming why the broker was not reached. */
 typedef struct pr__ik_client {
     char last_error[256];
@@ -260,11 +265,11 @@ int pr_cli_infer_kafka(const char *bootstrap, const char *topic, int timeout_s, 
         if (have + b.n >= rows) {
             if (!b.n)
                 break;
-            uint64_t rejected = pr_infer_rejected(inf);
-            code = pr__ik_flush(&b, inf, o, rows - have, err, errn);
-            /* a round that decodes nothing: the wrong schema or framing;
-             * reading on to the end or the timeout would not help */
-            if (!code && pr_infer_events(inf) == have && pr_infer_rejected(inf) > rejected) {
+            code = pr__ik_flush(&b, inf, o, rows, err, errn);
+            /* nothing decoded in many messages: the wrong schema; reading on
+             * to the end or the timeout would not help (a topic whose oldest
+             * messages are in an older schema decodes later ones) */
+            if (!code && !pr_infer_events(inf) && pr_infer_rejected(inf) >= PR__IK_GIVE_UP) {
                 undecodable = true;
                 break;
             }
@@ -297,10 +302,10 @@ int pr_cli_infer_kafka(const char *bootstrap, const char *topic, int timeout_s, 
         rd_kafka_message_destroy(m);
     }
     if (!code && !undecodable)
-        code = pr__ik_flush(&b, inf, o, rows - pr_infer_events(inf), err, errn);
+        code = pr__ik_flush(&b, inf, o, rows, err, errn);
 
     if (!code) {
-        const char *why = undecodable                    ? "none of the last messages decoded"
+        const char *why = undecodable                    ? "none of the first messages decoded"
                           : pr_infer_events(inf) >= rows ? "--rows reached"
                           : timed_out                    ? "--timeout reached"
                                                          : "every partition at its end";

@@ -994,6 +994,19 @@ static bool pr__inf_unreadable(const pr__ictx *c, pr__idec *d)
         pr__inf_skip(d, b);
         return true;
     }
+    if (ip->n_badutf8) {
+        snprintf(b, sizeof(b), "strings that are not UTF-8 in %" PRIu64 " values (bad_utf8)",
+                 ip->n_badutf8);
+        pr__inf_skip(d, b);
+        return true;
+    }
+    if (ip->n_nonfinite) {
+        snprintf(b, sizeof(b),
+                 "NaN or infinity in %" PRIu64 " values (rejected as number_out_of_range)",
+                 ip->n_nonfinite);
+        pr__inf_skip(d, b);
+        return true;
+    }
 
     return false;
 }
@@ -1050,19 +1063,6 @@ static bool pr__inf_no_feature(const pr__ictx *c, pr__idec *d)
     char b[256];
     if (!scalars) {
         pr__inf_skip(d, c->list ? "lists always empty" : "no value seen");
-        return true;
-    }
-    if (ip->n_badutf8) {
-        snprintf(b, sizeof(b), "strings that are not UTF-8 in %" PRIu64 " values (bad_utf8)",
-                 ip->n_badutf8);
-        pr__inf_skip(d, b);
-        return true;
-    }
-    if (ip->n_nonfinite) {
-        snprintf(b, sizeof(b),
-                 "NaN or infinity in %" PRIu64 " values (rejected as number_out_of_range)",
-                 ip->n_nonfinite);
-        pr__inf_skip(d, b);
         return true;
     }
     if (c->pct < PR__INF_RARE_PCT && ip->records < PR__INF_RARE_EVENTS) {

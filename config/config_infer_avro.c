@@ -284,10 +284,12 @@ static int pr__ia_block(pr__iar *r, const pr__ian *n, int64_t *count)
     return 0;
 }
 
-/* A number, or null for NaN and the infinities (no JSON number: absent). */
+/* A number, or for NaN and the infinities (no JSON number; the decoder
+ * rejects them) the marker the statistics count as such. */
 static json_t *pr__ia_real(double x)
 {
-    return isfinite(x) ? json_real(x) : json_null();
+    return isfinite(x) ? json_real(x)
+                       : json_stringn(PR__INF_MARK_NONFINITE, sizeof(PR__INF_MARK_NONFINITE) - 1);
 }
 
 /* bytes or fixed: a decimal's number, else a string of the bytes; bytes
@@ -356,7 +358,9 @@ static int pr__ia_blocks(pr__iar *r, const pr__ian *n, int depth, json_t *out)
                 return rc;
             if ((rc = pr__ia_value(r, n->kid[0], depth + 1, &x)))
                 return rc;
-            if (n->type == AVRO_ARRAY)
+            if (n->type == AVRO_ARRAY && json_array_size(out) > PR_FEAT_MAX_LIST)
+                json_decref(x); /* over 4096 is all the rules need: no more memory */
+            else if (n->type == AVRO_ARRAY)
                 rc = json_array_append_new(out, x) ? PR_ENOMEM : 0;
             else
                 rc = pr__ia_put(out, key, len, x);
@@ -415,9 +419,13 @@ static int pr__ia_value(pr__iar *r, const pr__ian *n, int depth, json_t **out)
         *out = json_string(avro_schema_enum_get(n->s, (int)v));
         break;
     case AVRO_STRING:
-        if (pr__ia_len(r, &s, &len) || !pr_utf8_valid(s, len))
-            return PR_EBADREC; /* bad_utf8, as a JSON line that is not UTF-8 */
-        *out = json_stringn((const char *)s, len);
+        if (pr__ia_len(r, &s, &len))
+            return PR_EBADREC;
+        /* not UTF-8: the decoder rejects it at a feature's path only, so the
+         * field is left out by its marker and the record learnt */
+        *out = pr_utf8_valid(s, len)
+                   ? json_stringn((const char *)s, len)
+                   : json_stringn(PR__INF_MARK_BADUTF8, sizeof(PR__INF_MARK_BADUTF8) - 1);
         break;
     case AVRO_BYTES:
     case AVRO_FIXED:

@@ -207,8 +207,9 @@ static int64_t pr__ip_int(int t, uint64_t u)
     return (int64_t)u; /* int64, sfixed64; uint64 and fixed64 their bits */
 }
 
-/* A scalar field's value (u its bits; for LEN, u bytes at s) into *out:
- * 0, PR_EBADREC (a string not UTF-8: bad_utf8), PR_ENOMEM. */
+/* A scalar field's value (u its bits; for LEN, u bytes at s) into *out (a
+ * string not UTF-8, NaN or an infinity as the statistics' marker): 0 or
+ * PR_ENOMEM. */
 static int pr__ip_scalar(const pr__ipset *set, const pr__ipfd *fd, uint64_t u, const uint8_t *s,
                          json_t **out)
 {
@@ -219,8 +220,8 @@ static int pr__ip_scalar(const pr__ipset *set, const pr__ipfd *fd, uint64_t u, c
     if (fd->type == PR__T(STRING) || fd->type == PR__T(BYTES)) {
         if (pr_utf8_valid(s, u))
             *out = json_stringn((const char *)s, u);
-        else if (fd->type == PR__T(STRING))
-            return PR_EBADREC;
+        else if (fd->type == PR__T(STRING)) /* the decoder rejects it at a feature's path */
+            *out = json_stringn(PR__INF_MARK_BADUTF8, sizeof(PR__INF_MARK_BADUTF8) - 1);
         else { /* bytes: lowercase hex */
             char *hex = malloc(2 * u + 1);
             for (size_t i = 0; hex && i < u; i++)
@@ -241,7 +242,9 @@ static int pr__ip_scalar(const pr__ipset *set, const pr__ipfd *fd, uint64_t u, c
         memcpy(&fl, &w, sizeof(fl));
         memcpy(&db, &u, sizeof(db));
         db = fd->type == PR__T(FLOAT) ? fl : db;
-        *out = isfinite(db) ? json_real(db) : json_null(); /* no JSON number: absent */
+        *out = isfinite(db) ? json_real(db) /* else the decoder rejects it: a marker */
+                            : json_stringn(PR__INF_MARK_NONFINITE,
+                                           sizeof(PR__INF_MARK_NONFINITE) - 1);
     } else {
         *out = json_integer(pr__ip_int(fd->type, u));
     }
@@ -257,6 +260,10 @@ static int pr__ip_put(json_t *obj, const char *name, bool list, json_t *v)
     if (!json_is_array(a) && (!(a = json_array()) || json_object_set_new(obj, name, a))) {
         json_decref(v);
         return PR_ENOMEM;
+    }
+    if (json_array_size(a) > PR_FEAT_MAX_LIST) { /* over 4096 is all the rules need */
+        json_decref(v);
+        return 0;
     }
     return json_array_append_new(a, v) ? PR_ENOMEM : 0;
 }

@@ -207,6 +207,46 @@ grep -q "path: id" "$T/deep_id.yaml" || fail "no id feature: $(cat "$T/deep_id.y
     2> "$T/perr" || fail "process deep, id only: $(cat "$T/perr")"
 grep -q "^piperec process: 50 rows, 0 rejected" "$T/perr" || fail "process deep, id only: $(cat "$T/perr")"
 
+# A NaN or an infinity (a double) and a string that is not UTF-8: the decoder
+# rejects such a value at a feature's path only, so those fields are left out
+# with the reason, every record is learnt, and process rejects none.
+/usr/bin/python3 - "$T/odd" <<'PY'
+import json, struct, sys
+def uv(v):  # the file's length prefix: a plain varint
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    return bytes(out + bytes([v]))
+def zz(v):  # Avro's zigzag long
+    v = (v << 1) ^ (v >> 63)
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    return bytes(out + bytes([v]))
+json.dump({"type": "record", "name": "Odd", "fields": [
+    {"name": "id", "type": "long"}, {"name": "score", "type": "double"},
+    {"name": "s", "type": "string"}, {"name": "x", "type": "double"},
+    {"name": "click", "type": "int"}]}, open(sys.argv[1] + ".avsc", "w"))
+with open(sys.argv[1] + ".avro", "wb") as f:
+    for i in range(200):
+        score = float("nan") if i % 50 == 0 else (float("inf") if i == 7 else i * 0.5)
+        sv = (b"\xff%d" % (i % 10)) if i % 10 == 0 else b"s%d" % (i % 13)
+        body = (zz(i % 17) + struct.pack("<d", score) + zz(len(sv)) + sv +
+                struct.pack("<d", (i % 9) - 4.0) + zz(i % 2))
+        f.write(uv(len(body)) + body)
+PY
+"$PIPEREC" infer --input "$T/odd.avro" --avro-schema "$T/odd.avsc" --output "$T/odd.yaml" \
+    2> "$T/err" || fail "odd values: $(cat "$T/err")"
+grep -q "^piperec infer: 200 events (0 skipped)" "$T/err" || fail "odd values: $(cat "$T/err")"
+grep -q "#   score: NaN or infinity in 5 values" "$T/odd.yaml" || fail "NaN: $(cat "$T/odd.yaml")"
+grep -q "#   s: strings that are not UTF-8 in 20 values" "$T/odd.yaml" ||
+    fail "not UTF-8: $(cat "$T/odd.yaml")"
+"$PIPEREC" process --config "$T/odd.yaml" --input "$T/odd.avro" --output "$T/oodd" 2> "$T/perr" ||
+    fail "process odd values: $(cat "$T/perr")"
+grep -q "^piperec process: 200 rows, 0 rejected" "$T/perr" || fail "process odd: $(cat "$T/perr")"
+
 # Refusals, exit 2 with the reason: a schema that does not load, and
 # registry-framed records (gen's default framing) under --avro-schema.
 refuse "cannot read the writer schema $T/none.avsc" --input "$T/ev.avro" --avro-schema "$T/none.avsc"

@@ -21,7 +21,7 @@ schema "$T/file.yaml" > "$T/file.schema"
 [ -s "$T/file.schema" ] || fail "no schema part in $(cat "$T/file.yaml")"
 
 mkfifo "$T/broker.fifo"
-"$PIPEREC" broker --partitions 1 --topics clicks,clicks4:4,mixed,pb,av \
+"$PIPEREC" broker --partitions 1 --topics clicks,clicks4:4,mixed,pb,av,avold \
     > "$T/broker.fifo" 2> "$T/broker.err" &
 BPID=$!
 trap 'kill $BPID 2>/dev/null || true' EXIT
@@ -118,6 +118,20 @@ produce av --format avro --avro-schema "$PR_SOURCE_DIR/examples/clickstream.avsc
     fail "framed Avro: $(cat "$T/err")"
 grep -q "^piperec infer: 300 events (0 skipped)" "$T/err" || fail "framed Avro: $(cat "$T/err")"
 grep -q "framing: registry }" "$T/av.yaml" || fail "no framing: registry: $(cat "$T/av.yaml")"
+
+# The oldest messages in another format (5 JSON lines) do not stop the
+# reading, and --rows counts the events that decoded: 100 of them, then 6.
+head -n 5 "$T/ev.jsonl" > "$T/h5.jsonl"
+produce avold --format json --input "$T/h5.jsonl"
+produce avold --format avro --avro-schema "$PR_SOURCE_DIR/examples/clickstream.avsc" \
+    --input "$T/h300.jsonl"
+for n in 100 6; do
+    "$PIPEREC" infer --bootstrap "$B" --topic avold --rows $n \
+        --avro-schema "$PR_SOURCE_DIR/examples/clickstream.avsc" > /dev/null 2> "$T/err" ||
+        fail "older messages first, --rows $n: $(cat "$T/err")"
+    grep -q "^piperec infer: $n events (5 skipped)" "$T/err" ||
+        fail "older messages first, --rows $n: $(cat "$T/err")"
+done
 
 # Refusals, exit 2 with the reason.
 # An unknown topic, twice: asking did not create it.

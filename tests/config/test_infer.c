@@ -395,13 +395,55 @@ static void test_review(void **state)
     repeat_free(ev);
 }
 
+/* The second review: an event time must convert in every event (one value
+ * beyond its unit's range is a bad_time reject); at most 256 dense and 256
+ * sparse features, the first ones seen; a field in under 1% of the events
+ * and under 10 of them is too rare to learn from. */
+static void test_review2(void **state)
+{
+    (void)state;
+    char **ev = calloc(201, sizeof(*ev));
+    for (int i = 0; i < 200; i++) {
+        char b[256];
+        snprintf(b, sizeof(b), "{\"ts\": %s, \"u\": \"u%d\", \"click\": %d%s}",
+                 i == 9 ? "1e300" : i == 8 ? "0" : "1700000000000", i % 7, i % 2,
+                 i == 3 ? ", \"once\": \"x\"" : "");
+        ev[i] = strdup(b);
+    }
+    inferred r;
+    infer_ok((const char *const *)ev, NULL, &r);
+    assert_null(feat(&r, "event_time")); /* 1e300 ms is no time: none chosen */
+    assert_non_null(strstr(r.text.buf, "no event time found"));
+    skipped(&r, "once", "too rare to learn from");
+    inferred_free(&r);
+    repeat_free(ev);
+
+    ev = calloc(4, sizeof(*ev));
+    for (int e = 0; e < 3; e++) {
+        char *b = malloc(300 * 64), *p = b;
+        p += sprintf(p, "{\"click\": %d", e % 2);
+        for (int i = 0; i < 300; i++)
+            p += sprintf(p, ", \"s%03d\": \"v%d\", \"d%03d\": %d.5", i, e, i, e * 1000 + i);
+        sprintf(p, "}");
+        ev[e] = b;
+    }
+    infer_ok((const char *const *)ev, NULL, &r);
+    assert_int_equal(r.sum.dense, 256);
+    assert_int_equal(r.sum.sparse, 256);
+    feat_ok(&r, "s255", PR_FEAT_SPARSE, "s255");
+    skipped(&r, "s256", "over 256 sparse features");
+    skipped(&r, "d299", "over 256 dense features");
+    inferred_free(&r);
+    repeat_free(ev);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kinds),   cmocka_unit_test(test_missing),
         cmocka_unit_test(test_shapes),  cmocka_unit_test(test_options),
         cmocka_unit_test(test_bad_lines), cmocka_unit_test(test_names),
-        cmocka_unit_test(test_review),
+        cmocka_unit_test(test_review),  cmocka_unit_test(test_review2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
