@@ -148,8 +148,7 @@ static int pr__infer_emit(const pr_infer *inf, const pr_infer_opts *o, const cha
                     "dense, %zu sparse (%zu lists), %zu fields not used%s%s\n",
                     pr_infer_events(inf), pr_infer_rejected(inf),
                     sum.event_time ? "event time, " : "no event time, ", sum.labels, sum.dense,
-                    sum.sparse, sum.lists, sum.skipped, output ? " -> " : "",
-                    output ? output : "");
+                    sum.sparse, sum.lists, sum.skipped, output ? " -> " : "", output ? output : "");
         }
     }
     pr_mbuf_fini(&mb);
@@ -213,8 +212,7 @@ int pr_cli_cmd_infer(int argc, char **argv)
         char *end;
         unsigned long long v = strtoull(rows_s, &end, 10);
         if (!*rows_s || *end || v == 0 || rows_s[0] == '-') {
-            fprintf(stderr, "piperec infer: --rows: want a whole number >= 1, got '%s'\n",
-                    rows_s);
+            fprintf(stderr, "piperec infer: --rows: want a whole number >= 1, got '%s'\n", rows_s);
             return 2;
         }
         rows = v;

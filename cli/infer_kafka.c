@@ -57,7 +57,6 @@ typedef struct pr__ik_client {
     char last_error[256];
 } pr__ik_client;
 
-
 static void pr__ik_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
     (void)rk;

@@ -36,13 +36,15 @@
 #define PR__INF_DISTINCT_NUM 256   /* values of fractional numbers: only few or one matter */
 #define PR__INF_FEW_VALUES   64 /* an integer field with at most this many values is a category */
 #define PR__INF_MAX_DEPTH    64
-#define PR__INF_RARE_PCT     1.0 /* a field in under 1% of the events ... */
-#define PR__INF_RARE_EVENTS  10  /* ... and under 10 of them is too rare to learn from */
+#define PR__INF_RARE_PCT     1.0        /* a field in under 1% of the events ... */
+#define PR__INF_RARE_EVENTS  10         /* ... and under 10 of them is too rare to learn from */
 #define PR__INF_CHUNK        (1u << 20) /* a delimited record is read this much at a time */
 /* What an integer beyond int64 becomes for the walk (JSON text; a string
  * whose first byte is 0, which the statistics count as such an integer). */
 #define PR__INF_BIGINT_JSON "\"\\u0000piperec:integer beyond int64\""
-#define PR__INF_BIGINT_LEN  (sizeof("piperec:integer beyond int64")) /* objects and lists deeper than the decoder reads (too_deep) */
+#define PR__INF_BIGINT_LEN                                                                         \
+    (sizeof("piperec:integer beyond int64")) /* objects and lists deeper than the decoder reads    \
+                                                (too_deep) */
 
 /* One field path and what was seen there. */
 typedef struct pr__ip {
@@ -60,11 +62,11 @@ typedef struct pr__ip {
     double min, max, mean, m2;
     bool non_binary; /* a number other than 0 and 1 */
     uint64_t n_time[PR_TIME__COUNT];
-    uint64_t n_time_ns; /* numbers of nanoseconds since the epoch */
-    uint64_t n_bigint;  /* integers beyond int64 */
+    uint64_t n_time_ns;   /* numbers of nanoseconds since the epoch */
+    uint64_t n_bigint;    /* integers beyond int64 */
     uint64_t n_nonfinite; /* NaN or infinities (an Avro or Protobuf float) */
     uint64_t n_badutf8;   /* strings that are not UTF-8 (Avro, Protobuf) */
-    uint64_t n_date;    /* strings that are dates, YYYY-MM-DD */
+    uint64_t n_date;      /* strings that are dates, YYYY-MM-DD */
     double max_abs;
     uint64_t *set; /* distinct values' hashes, open addressing, 0 = empty */
     size_t set_cap, set_n;
@@ -158,8 +160,8 @@ static bool pr__key_ok(const char *k)
         if (*c < 0x80)
             continue;
         if (*c >= 0xf0 || (*c == 0xc2 && c[1] < 0xa0) ||
-            (*c == 0xef && ((c[1] == 0xbb && c[2] == 0xbf) ||
-                            (c[1] == 0xbf && (c[2] == 0xbe || c[2] == 0xbf)))))
+            (*c == 0xef &&
+             ((c[1] == 0xbb && c[2] == 0xbf) || (c[1] == 0xbf && (c[2] == 0xbe || c[2] == 0xbf)))))
             return false;
     }
     return true;
@@ -354,8 +356,7 @@ static void pr__inf_scalar(pr__ip *ip, const json_t *v)
         const char *s = json_string_value(v);
         size_t n = json_string_length(v);
         if (n > 9 && !s[0] && !memcmp(s + 1, "piperec:", 8)) { /* a marker */
-            if (n == sizeof(PR__INF_MARK_NONFINITE) - 1 &&
-                !memcmp(s, PR__INF_MARK_NONFINITE, n))
+            if (n == sizeof(PR__INF_MARK_NONFINITE) - 1 && !memcmp(s, PR__INF_MARK_NONFINITE, n))
                 ip->n_nonfinite++;
             else if (n == sizeof(PR__INF_MARK_BADUTF8) - 1 && !memcmp(s, PR__INF_MARK_BADUTF8, n))
                 ip->n_badutf8++;
@@ -394,11 +395,11 @@ static void pr__inf_scalar(pr__ip *ip, const json_t *v)
 }
 
 static int pr__inf_walk(pr_infer *inf, const char *prefix, bool prefix_bad, const json_t *obj,
-                    bool under_list, uint64_t rec, unsigned depth);
+                        bool under_list, uint64_t rec, unsigned depth);
 
 /* The value v found at `path`. */
-static int pr__inf_value(pr_infer *inf, const char *path, bool bad, const json_t *v, bool under_list,
-                     uint64_t rec, unsigned depth)
+static int pr__inf_value(pr_infer *inf, const char *path, bool bad, const json_t *v,
+                         bool under_list, uint64_t rec, unsigned depth)
 {
     if (inf->n == PR__INF_MAX_PATHS && !pr__ip_find(inf, path)) {
         inf->paths_dropped++;
@@ -484,7 +485,7 @@ static int pr__inf_value(pr_infer *inf, const char *path, bool bad, const json_t
 }
 
 static int pr__inf_walk(pr_infer *inf, const char *prefix, bool prefix_bad, const json_t *obj,
-                    bool under_list, uint64_t rec, unsigned depth)
+                        bool under_list, uint64_t rec, unsigned depth)
 {
     const char *key;
     const json_t *v;
@@ -664,29 +665,29 @@ static void pr__norm_last(const char *path, char *out, size_t on)
 
 /* Names of a field that holds an outcome to learn (also after "is"). */
 static const char *const pr__label_words[] = {
-    "label",     "click",    "clicked",   "clicks",   "target",    "y",          "purchase",
-    "purchased", "convert",  "converted", "conversion", "like",    "liked",      "buy",
-    "bought",    "share",    "shared",    "follow",   "followed",  "watched",    "finished",
-    "completed", "addtocart", "addedtocart", "ordered", NULL};
+    "label",     "click",     "clicked",     "clicks",     "target",   "y",       "purchase",
+    "purchased", "convert",   "converted",   "conversion", "like",     "liked",   "buy",
+    "bought",    "share",     "shared",      "follow",     "followed", "watched", "finished",
+    "completed", "addtocart", "addedtocart", "ordered",    NULL};
 /* Names of an object whose number fields are all outcomes (label.dwell_s). */
 static const char *const pr__label_parents[] = {"label", "labels", "outcome", "outcomes", NULL};
 /* Names of a field that holds the event's time. */
 static const char *const pr__time_words[] = {
-    "ts",        "time",       "timestamp", "eventtime", "eventts",    "eventtimestamp",
-    "tsms",      "timestampms", "datetime", "occurredat", "createdat", "loggedat",
-    "servertime", "clienttime", NULL};
+    "ts",         "time",        "timestamp", "eventtime",  "eventts",   "eventtimestamp",
+    "tsms",       "timestampms", "datetime",  "occurredat", "createdat", "loggedat",
+    "servertime", "clienttime",  NULL};
 /* Names of a field unique to each event. */
 static const char *const pr__event_id_words[] = {
-    "eventid", "requestid", "messageid", "msgid", "uuid", "guid", "traceid", "impressionid",
-    "logid",   "recordid",  NULL};
+    "eventid", "requestid",    "messageid", "msgid",    "uuid", "guid",
+    "traceid", "impressionid", "logid",     "recordid", NULL};
 /* Last keys ending in "id" that are no ids. */
 static const char *const pr__not_id_words[] = {
-    "paid", "valid", "invalid", "void", "avoid", "android", "rapid", "solid", "liquid", "fluid",
-    "humid", "hybrid", "acid", "vivid", "grid", "squid", "mid", "bid", "kid", "lid", "did", "hid",
-    "maxbid", "minbid", NULL};
+    "paid",  "valid", "invalid", "void", "avoid",  "android", "rapid", "solid", "liquid",
+    "fluid", "humid", "hybrid",  "acid", "vivid",  "grid",    "squid", "mid",   "bid",
+    "kid",   "lid",   "did",     "hid",  "maxbid", "minbid",  NULL};
 /* Lists that are histories, newest last: keep the last values. */
-static const char *const pr__history_words[] = {"history", "hist", "recent", "past", "seq",
-                                                 "sequence", "sessionitems", NULL};
+static const char *const pr__history_words[] = {"history", "hist",     "recent",       "past",
+                                                "seq",     "sequence", "sessionitems", NULL};
 
 static bool pr__outcome_named(const char *path)
 {
@@ -848,8 +849,7 @@ static bool pr__in_list(const char *path, const char *csv, bool under)
     size_t n = strlen(path);
     for (const char *p = csv; pr__csv_next(&p, item, sizeof(item));) {
         size_t k = strlen(item);
-        if (k && k <= n && !strncmp(item, path, k) &&
-            (path[k] == 0 || (under && path[k] == '.')))
+        if (k && k <= n && !strncmp(item, path, k) && (path[k] == 0 || (under && path[k] == '.')))
             return true;
     }
     return false;
@@ -1022,7 +1022,7 @@ static bool pr__inf_outcome(const pr__ictx *c, pr__idec *d)
     bool outcome = pr__outcome_named(ip->path) || pr__has_label_parent(ip->path);
     bool label = c->labels_given ? pr__in_list(ip->path, c->o->labels, false)
                                  : !c->list && numeric && outcome &&
-                                    (!ip->non_binary || pr__has_label_parent(ip->path));
+                                       (!ip->non_binary || pr__has_label_parent(ip->path));
     if (label) {
         if (c->list || !numeric) {
             pr__inf_skip(d, "not a number or true/false in every event: no label");
@@ -1034,8 +1034,7 @@ static bool pr__inf_outcome(const pr__ictx *c, pr__idec *d)
         }
         d->kind = PR__IK_LABEL;
         if (!ip->non_binary)
-            snprintf(d->why, sizeof(d->why), "0/1, mean %.4g, in %.0f%% of events", ip->mean,
-                     pct);
+            snprintf(d->why, sizeof(d->why), "0/1, mean %.4g, in %.0f%% of events", ip->mean, pct);
         else
             snprintf(d->why, sizeof(d->why), "numbers %.6g..%.6g, mean %.6g, in %.0f%% of events",
                      ip->min, ip->max, ip->mean, pct);
@@ -1045,9 +1044,9 @@ static bool pr__inf_outcome(const pr__ictx *c, pr__idec *d)
     }
     if (outcome) { /* an outcome is no input: it would leak the answer */
         pr__inf_skip(d, c->labels_given ? "named like an outcome, not among --labels: no input "
-                                       "either (it would leak the answer)"
-                                     : "named like an outcome but not 0/1 (or a number under "
-                                       "label.*): --labels to train on it");
+                                          "either (it would leak the answer)"
+                                        : "named like an outcome but not 0/1 (or a number under "
+                                          "label.*): --labels to train on it");
         return true;
     }
 
@@ -1146,8 +1145,8 @@ static void pr__inf_feature(const pr__ictx *c, pr__idec *d)
         snprintf(d->ops, sizeof(d->ops), "vocab");
         snprintf(d->why, sizeof(d->why), "%s%s, in %.0f%% of events, %s, e.g. %s",
                  unique ? "unique in every event of the sample (an event id? --ignore it): " : "",
-                 ip->n_str ? (ip->n_int ? "strings and integers (42 and \"42\" are two ids)"
-                                        : "strings")
+                 ip->n_str
+                     ? (ip->n_int ? "strings and integers (42 and \"42\" are two ids)" : "strings")
                  : ip->n_bool ? "true/false"
                               : "integers",
                  pct, c->dist, ip->example);
@@ -1231,8 +1230,8 @@ static void pr__inf_name(const pr__ip *ps, const pr__idec *ds, size_t n, size_t 
  * YAML would not read it as something else (null, a boolean), else quoted. */
 static void pr__yaml_str(pr_mbuf *mb, const char *p)
 {
-    static const char *const special[] = {"null", "true", "false", "yes", "no", "on",
-                                           "off",  "y",    "n",     NULL};
+    static const char *const special[] = {"null", "true", "false", "yes", "no",
+                                          "on",   "off",  "y",     "n",   NULL};
     bool plain = (isalpha((unsigned char)p[0]) || p[0] == '_') && !pr__word_in(p, special);
     for (const char *c = p; *c && plain; c++)
         plain = isalnum((unsigned char)*c) || *c == '_' || *c == '-' || *c == '.';
@@ -1271,8 +1270,8 @@ static int pr__check_list(const pr_infer *inf, const char *csv, const char *opt,
 /* The event time, decided into *td: --time's field, else the time-named
  * field (best pr__time_rank first, then first seen) that decides as a time;
  * -1 for none. PR_EINVAL (-2) with errstr when --time's field cannot be. */
-static long pr__pick_time(const pr_infer *inf, const pr_infer_opts *o, pr__idec *td,
-                          char *errstr, size_t errn)
+static long pr__pick_time(const pr_infer *inf, const pr_infer_opts *o, pr__idec *td, char *errstr,
+                          size_t errn)
 {
     if (o->time_path) {
         if (!*o->time_path)
@@ -1282,8 +1281,8 @@ static long pr__pick_time(const pr_infer *inf, const pr_infer_opts *o, pr__idec 
                 pr__inf_decide(inf, &inf->ps[i], o, true, td);
                 if (td->kind == PR__IK_TIME)
                     return (long)i;
-                snprintf(errstr, errn, "--time: '%s' cannot be the event time: %s",
-                         o->time_path, td->kind == PR__IK_SKIP ? td->why : "an object");
+                snprintf(errstr, errn, "--time: '%s' cannot be the event time: %s", o->time_path,
+                         td->kind == PR__IK_SKIP ? td->why : "an object");
                 return -2;
             }
         snprintf(errstr, errn, "--time: no event has the field '%s'", o->time_path);
@@ -1314,11 +1313,10 @@ static int pr__check_names(const pr_infer_opts *o, char *errstr, size_t errn)
         size_t n = strlen(v);
         bool ok = n >= 1 && n <= rules[r].max;
         for (const char *c = v; *c && ok; c++)
-            ok = isalnum((unsigned char)*c) || *c == '_' || *c == '-' ||
-                 strchr(rules[r].extra, *c);
+            ok = isalnum((unsigned char)*c) || *c == '_' || *c == '-' || strchr(rules[r].extra, *c);
         if (!ok) {
-            snprintf(errstr, errn, "%s: want 1..%zu of A-Z a-z 0-9 _ -%s, got '%s'",
-                     rules[r].opt, rules[r].max, *rules[r].extra ? " ." : "", v);
+            snprintf(errstr, errn, "%s: want 1..%zu of A-Z a-z 0-9 _ -%s, got '%s'", rules[r].opt,
+                     rules[r].max, *rules[r].extra ? " ." : "", v);
             return PR_EINVAL;
         }
     }
@@ -1407,8 +1405,8 @@ static int pr__infer_decide_all(const pr_infer *inf, const pr_infer_opts *o, pr_
 
     size_t n_feat = 0;
     for (size_t i = 0; i < inf->n; i++)
-        n_feat += ds[i].kind == PR__IK_DENSE || ds[i].kind == PR__IK_SPARSE ||
-                  ds[i].kind == PR__IK_LIST;
+        n_feat +=
+            ds[i].kind == PR__IK_DENSE || ds[i].kind == PR__IK_SPARSE || ds[i].kind == PR__IK_LIST;
     if (!n_feat) { /* a schema needs one; say why the first fields are none */
         size_t n_label = 0;
         for (size_t i = 0; i < inf->n; i++)
@@ -1429,8 +1427,8 @@ static int pr__infer_decide_all(const pr_infer *inf, const pr_infer_opts *o, pr_
     return 0;
 }
 
-int pr_infer_write(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf *out,
-                   pr_infer_summary *sum, char *errstr, size_t errn)
+int pr_infer_write(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf *out, pr_infer_summary *sum,
+                   char *errstr, size_t errn)
 {
     memset(sum, 0, sizeof(*sum));
     if (!inf->events) {
@@ -1447,15 +1445,16 @@ int pr_infer_write(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf *out,
     pr__comment(out, "# Inferred by `piperec infer` from %" PRIu64 " events of %s", inf->events,
                 o->origin ? o->origin : "the input");
     if (inf->bad)
-        pr_mbuf_printf(out, " (%" PRIu64 " records that do not read as events skipped)",
-                       inf->bad);
-    pr_mbuf_printf(out, ".\n"
-                        "# Review it before training: each feature's comment says what was seen, and\n"
-                        "# the fields left out are listed at the end of the schema with the reason.\n"
-                        "# The rules: docs/configuration.md, \"Inferring a schema\".\n");
+        pr_mbuf_printf(out, " (%" PRIu64 " records that do not read as events skipped)", inf->bad);
+    pr_mbuf_printf(out,
+                   ".\n"
+                   "# Review it before training: each feature's comment says what was seen, and\n"
+                   "# the fields left out are listed at the end of the schema with the reason.\n"
+                   "# The rules: docs/configuration.md, \"Inferring a schema\".\n");
     if (inf->paths_dropped)
-        pr_mbuf_printf(out, "# Only the first %d field paths were studied; %" PRIu64
-                            " more were seen.\n", PR__INF_MAX_PATHS, inf->paths_dropped);
+        pr_mbuf_printf(
+            out, "# Only the first %d field paths were studied; %" PRIu64 " more were seen.\n",
+            PR__INF_MAX_PATHS, inf->paths_dropped);
     pr_mbuf_printf(out, "pipelines:\n  - name: ");
     pr__yaml_str(out, name);
     pr_mbuf_printf(out, "\n    source:\n      kafka:\n        topics: [");
@@ -1515,17 +1514,25 @@ int pr_infer_write(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf *out,
                 (sections[s].kind == PR__IK_SPARSE && ds[i].kind == PR__IK_LIST)) {
                 pr__feature_line(out, &inf->ps[i], &ds[i]);
                 switch (ds[i].kind) {
-                case PR__IK_LABEL: sum->labels++; break;
-                case PR__IK_DENSE: sum->dense++; break;
-                case PR__IK_LIST: sum->lists++; /* fall through */
-                default: sum->sparse++; break;
+                case PR__IK_LABEL:
+                    sum->labels++;
+                    break;
+                case PR__IK_DENSE:
+                    sum->dense++;
+                    break;
+                case PR__IK_LIST:
+                    sum->lists++; /* fall through */
+                default:
+                    sum->sparse++;
+                    break;
                 }
             }
     }
     if (t >= 0 && sum->sparse)
-        pr_mbuf_printf(out, "        # the time of day and week often matter:\n"
-                            "        # - { name: hour, path: %s, ops: [hour_of_day, vocab] }\n"
-                            "        # - { name: weekday, path: %s, ops: [day_of_week] }\n",
+        pr_mbuf_printf(out,
+                       "        # the time of day and week often matter:\n"
+                       "        # - { name: hour, path: %s, ops: [hour_of_day, vocab] }\n"
+                       "        # - { name: weekday, path: %s, ops: [day_of_week] }\n",
                        inf->ps[t].path, inf->ps[t].path);
     size_t skipped = 0;
     for (size_t i = 0; i < inf->n; i++)

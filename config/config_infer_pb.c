@@ -242,9 +242,9 @@ static int pr__ip_scalar(const pr__ipset *set, const pr__ipfd *fd, uint64_t u, c
         memcpy(&fl, &w, sizeof(fl));
         memcpy(&db, &u, sizeof(db));
         db = fd->type == PR__T(FLOAT) ? fl : db;
-        *out = isfinite(db) ? json_real(db) /* else the decoder rejects it: a marker */
-                            : json_stringn(PR__INF_MARK_NONFINITE,
-                                           sizeof(PR__INF_MARK_NONFINITE) - 1);
+        *out = isfinite(db)
+                   ? json_real(db) /* else the decoder rejects it: a marker */
+                   : json_stringn(PR__INF_MARK_NONFINITE, sizeof(PR__INF_MARK_NONFINITE) - 1);
     } else {
         *out = json_integer(pr__ip_int(fd->type, u));
     }

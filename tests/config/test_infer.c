@@ -117,8 +117,7 @@ static void test_kinds(void **state)
                  "%d], \"v\": 3, \"page\": %d, \"score\": %g, \"label\": {\"click\": %d, "
                  "\"dwell_s\": %g}}",
                  i, 1732600000000LL + i * 1000, i % 13, i * 37, 1000 + i % 17, 0.5 + i * 3.1,
-                 i % 2 ? "\"x\", \"y\"" : "\"z\"", i, i + 1, i % 5, (i % 9) - 4.5, i % 2,
-                 i * 0.25);
+                 i % 2 ? "\"x\", \"y\"" : "\"z\"", i, i + 1, i % 5, (i % 9) - 4.5, i % 2, i * 0.25);
         ev[i] = strdup(b);
     }
     inferred r;
@@ -359,11 +358,10 @@ static void test_review(void **state)
                  "\"2026-11-%02d\", \"sent_ns\": %lld, \"meta\": %s, \"big\": %s, "
                  "\"lng\": %.4f, \"r\": %s, \"outcome\": {\"revenue\": %s}}",
                  1600000000000LL + i, 100000 + i * 7, 5000 + i * 3,
-                 i == 7 ? 0LL : 1732600000000LL + i * 1000, i, i % 2, i % 3, i % 2, i % 9,
-                 i % 50, i == 5 ? "18446744073709551615" : "12", 1 + i % 28,
-                 1732600000000000000LL + i, i % 10 ? "{\"at_ms\": 1700000000000}" : "\"none\"",
-                 i == 3 ? big : "[1, 2]", -122.4 + (i % 10) * 0.001,
-                 i == 9 ? "3.5e38" : "0.5", i == 9 ? "3.5e38" : "0.5");
+                 i == 7 ? 0LL : 1732600000000LL + i * 1000, i, i % 2, i % 3, i % 2, i % 9, i % 50,
+                 i == 5 ? "18446744073709551615" : "12", 1 + i % 28, 1732600000000000000LL + i,
+                 i % 10 ? "{\"at_ms\": 1700000000000}" : "\"none\"", i == 3 ? big : "[1, 2]",
+                 -122.4 + (i % 10) * 0.001, i == 9 ? "3.5e38" : "0.5", i == 9 ? "3.5e38" : "0.5");
         ev[i] = b;
     }
     inferred r;
@@ -375,8 +373,8 @@ static void test_review(void **state)
     feat_ok(&r, "uid", PR_FEAT_SPARSE, "user.uid");
     feat_ok(&r, "paid", PR_FEAT_DENSE, "paid");
     feat_ok(&r, "click", PR_FEAT_LABEL, "click");
-    skipped(&r, "label", "named like an outcome");    /* "0"/"1" strings */
-    skipped(&r, "purchase", "named like an outcome"); /* 0/1/2 */
+    skipped(&r, "label", "named like an outcome");            /* "0"/"1" strings */
+    skipped(&r, "purchase", "named like an outcome");         /* 0/1/2 */
     feat_ok(&r, "item_id", PR_FEAT_SPARSE, "target.item_id"); /* target is no label parent */
     feat_ok(&r, "bid", PR_FEAT_DENSE, "target.bid");
     skipped(&r, "hash", "integers beyond int64");
@@ -385,7 +383,7 @@ static void test_review(void **state)
     skipped(&r, "meta.at_ms", "under meta");
     skipped(&r, "big", "over 4096");
     skipped(&r, "outcome.revenue", "beyond float32"); /* a label could not hold it */
-    f = feat_ok(&r, "r", PR_FEAT_DENSE, "r");            /* log1p brings it back */
+    f = feat_ok(&r, "r", PR_FEAT_DENSE, "r");         /* log1p brings it back */
     assert_int_equal(f->ops[0].op, PR_FOP_LOG1P);
     /* 9 digits: a standardized longitude keeps its precision */
     f = feat_ok(&r, "lng", PR_FEAT_DENSE, "lng");
@@ -406,8 +404,10 @@ static void test_review2(void **state)
     for (int i = 0; i < 200; i++) {
         char b[256];
         snprintf(b, sizeof(b), "{\"ts\": %s, \"u\": \"u%d\", \"click\": %d%s}",
-                 i == 9 ? "1e300" : i == 8 ? "0" : "1700000000000", i % 7, i % 2,
-                 i == 3 ? ", \"once\": \"x\"" : "");
+                 i == 9   ? "1e300"
+                 : i == 8 ? "0"
+                          : "1700000000000",
+                 i % 7, i % 2, i == 3 ? ", \"once\": \"x\"" : "");
         ev[i] = strdup(b);
     }
     inferred r;
@@ -440,10 +440,10 @@ static void test_review2(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_kinds),   cmocka_unit_test(test_missing),
-        cmocka_unit_test(test_shapes),  cmocka_unit_test(test_options),
+        cmocka_unit_test(test_kinds),     cmocka_unit_test(test_missing),
+        cmocka_unit_test(test_shapes),    cmocka_unit_test(test_options),
         cmocka_unit_test(test_bad_lines), cmocka_unit_test(test_names),
-        cmocka_unit_test(test_review),  cmocka_unit_test(test_review2),
+        cmocka_unit_test(test_review),    cmocka_unit_test(test_review2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

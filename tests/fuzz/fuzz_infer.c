@@ -65,9 +65,8 @@ static bool first_key(const char *doc, size_t len, int k, char *out, size_t n)
 
 static bool allowed_reject(int reason)
 {
-    static const char *const ok[] = {"too_deep", "list_too_long", "number_out_of_range",
-                                     "not_json", "bad_utf8",      "bad_escape",
-                                     "truncated", NULL};
+    static const char *const ok[] = {"too_deep", "list_too_long", "number_out_of_range", "not_json",
+                                     "bad_utf8", "bad_escape",    "truncated",           NULL};
     const char *name = pr_decode_reason_name(reason);
     for (size_t i = 0; ok[i]; i++)
         if (!strcmp(name, ok[i]))
