@@ -1427,20 +1427,9 @@ static int pr__infer_decide_all(const pr_infer *inf, const pr_infer_opts *o, pr_
     return 0;
 }
 
-int pr_infer_write(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf *out, pr_infer_summary *sum,
-                   char *errstr, size_t errn)
+/* The config's first comments and its source (a Kafka topic, the format). */
+static void pr__infer_head(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf *out)
 {
-    memset(sum, 0, sizeof(*sum));
-    if (!inf->events) {
-        snprintf(errstr, errn, "no event to learn from (%" PRIu64 " records do not read as events)",
-                 inf->bad);
-        return PR_EINVAL;
-    }
-    pr__idec *ds = NULL;
-    long t;
-    int rc = pr__infer_decide_all(inf, o, &ds, &t, errstr, errn);
-    if (rc)
-        return rc;
     const char *name = o->name ? o->name : "events";
     pr__comment(out, "# Inferred by `piperec infer` from %" PRIu64 " events of %s", inf->events,
                 o->origin ? o->origin : "the input");
@@ -1480,6 +1469,23 @@ int pr_infer_write(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf *out, pr
     } else {
         pr_mbuf_printf(out, "      format: json\n");
     }
+}
+
+int pr_infer_write(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf *out, pr_infer_summary *sum,
+                   char *errstr, size_t errn)
+{
+    memset(sum, 0, sizeof(*sum));
+    if (!inf->events) {
+        snprintf(errstr, errn, "no event to learn from (%" PRIu64 " records do not read as events)",
+                 inf->bad);
+        return PR_EINVAL;
+    }
+    pr__idec *ds = NULL;
+    long t;
+    int rc = pr__infer_decide_all(inf, o, &ds, &t, errstr, errn);
+    if (rc)
+        return rc;
+    pr__infer_head(inf, o, out);
     pr_mbuf_printf(out, "    schema:\n");
     if (t >= 0) {
         pr_mbuf_printf(out, "      event_time: { path: ");
