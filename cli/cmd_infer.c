@@ -39,11 +39,16 @@ static void pr__infer_usage(FILE *f)
             "                      --message PKG.NAME] [--name NAME] [--topic T]\n"
             "                     [--bootstrap HOST:PORT] [--labels PATH,...]\n"
             "                     [--time PATH|none] [--ignore PATH,...]\n"
+            "                     [--kafka-properties FILE]\n"
             "  --input FILE|- or --bootstrap ADDR --topic T (read the topic from its\n"
             "  beginning, no group, nothing committed; one message an event, JSON bare\n"
             "  or registry-framed; tombstones skipped; until N events, every partition\n"
             "  at its end, or --timeout S, default %d, passed). The config names the\n"
             "  topic and bootstrap given (with --input they only fill it in).\n"
+            "  --kafka-properties FILE: KEY=VALUE lines (security.protocol, sasl.*,\n"
+            "  ssl.*; ${env:NAME} and ${file:PATH} values resolved) for reading the\n"
+            "  topic, copied into the config; a password, secret or token's raw\n"
+            "  value is written as ${env:PIPEREC_KAFKA_<KEY>}, never copied.\n"
             "  Read sample events (one JSON object per line; the first N, default %d)\n"
             "  and write the config their fields suggest: the event time, the labels,\n"
             "  dense features with a transform fitted to the sample, ids and lists with\n"
@@ -155,10 +160,79 @@ static int pr__infer_emit(const pr_infer *inf, const pr_infer_opts *o, const cha
     return code;
 }
 
+#define PR__INFER_MAX_PROPS 64
+
+/* --kafka-properties FILE: KEY=VALUE lines (blank ones and # comments
+ * skipped; spaces around KEY and VALUE trimmed) into kv[], their text in
+ * *text (the caller frees it); bootstrap.servers also into *bootstrap
+ * unless --bootstrap gave one. The exit code (2 with a message naming the
+ * file and line). */
+static int pr__infer_props(const char *file, pr_kv *kv, size_t *n, char **text,
+                           const char **bootstrap)
+{
+    FILE *f = fopen(file, "r");
+    if (!f) {
+        fprintf(stderr, "piperec infer: cannot open --kafka-properties %s: %m\n", file);
+        return 2;
+    }
+    char *buf = NULL;
+    size_t cap = 0, len = 0;
+    int c;
+    while ((c = getc(f)) != EOF) {
+        if (len + 2 > cap && !(buf = realloc(buf, cap = cap ? 2 * cap : 4096))) {
+            fclose(f);
+            return 1;
+        }
+        buf[len++] = (char)c;
+    }
+    fclose(f);
+    if (!buf && !(buf = calloc(1, 1)))
+        return 1;
+    buf[len] = 0;
+    *text = buf;
+    *n = 0;
+    int lineno = 0;
+    for (char *line = buf, *next; line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = 0;
+        lineno++;
+        while (*line == ' ' || *line == '\t')
+            line++;
+        size_t l = strlen(line);
+        while (l && (line[l - 1] == ' ' || line[l - 1] == '\t' || line[l - 1] == '\r'))
+            line[--l] = 0;
+        if (!*line || *line == '#')
+            continue;
+        char *eq = strchr(line, '=');
+        if (!eq || eq == line || *n == PR__INFER_MAX_PROPS) {
+            fprintf(stderr, "piperec infer: --kafka-properties %s:%d: %s\n", file, lineno,
+                    eq && eq != line ? "more than 64 properties" : "want KEY=VALUE");
+            return 2;
+        }
+        char *k_end = eq;
+        while (k_end > line && (k_end[-1] == ' ' || k_end[-1] == '\t'))
+            k_end--;
+        *k_end = 0;
+        char *v = eq + 1;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        kv[*n].key = line;
+        kv[(*n)++].value = v;
+        if (!strcmp(line, "bootstrap.servers") && !*bootstrap)
+            *bootstrap = v;
+    }
+    return 0;
+}
+
+static int pr__infer_main(const char *input, const char *output, const char *rows_s,
+                          const char *avsc, const char *desc, const char *msg,
+                          const char *timeout_s, pr_infer_opts *opts);
+
 int pr_cli_cmd_infer(int argc, char **argv)
 {
     const char *input = NULL, *output = NULL, *rows_s = NULL, *avsc = NULL, *desc = NULL,
-               *msg = NULL, *timeout_s = NULL;
+               *msg = NULL, *timeout_s = NULL, *props_file = NULL;
     pr_infer_opts o = {0};
     const pr_cli_opt opts[] = {
         {"--input", &input, NULL},         {"--output", &output, NULL},
@@ -167,7 +241,7 @@ int pr_cli_cmd_infer(int argc, char **argv)
         {"--labels", &o.labels, NULL},     {"--time", &o.time_path, NULL},
         {"--ignore", &o.ignore, NULL},     {"--avro-schema", &avsc, NULL},
         {"--descriptor-set", &desc, NULL}, {"--message", &msg, NULL},
-        {"--timeout", &timeout_s, NULL},
+        {"--timeout", &timeout_s, NULL},   {"--kafka-properties", &props_file, NULL},
     };
     int pr = pr_cli_parse_opts("infer", argc, argv, 1, opts, sizeof(opts) / sizeof(opts[0]),
                                pr__infer_usage);
@@ -175,6 +249,27 @@ int pr_cli_cmd_infer(int argc, char **argv)
         return pr == 1 ? 0 : 2;
     /* Two modes: a file (--topic and --bootstrap only fill the config in),
      * or the topic itself. */
+    pr_kv props[PR__INFER_MAX_PROPS];
+    char *props_text = NULL;
+    if (props_file) {
+        int pc = pr__infer_props(props_file, props, &o.n_kafka_props, &props_text, &o.bootstrap);
+        if (pc) {
+            free(props_text);
+            return pc;
+        }
+        o.kafka_props = props;
+    }
+    int code = pr__infer_main(input, output, rows_s, avsc, desc, msg, timeout_s, &o);
+    free(props_text);
+    return code;
+}
+
+/* The command after its options: the modes, the reading, the config. */
+static int pr__infer_main(const char *input, const char *output, const char *rows_s,
+                          const char *avsc, const char *desc, const char *msg,
+                          const char *timeout_s, pr_infer_opts *opts)
+{
+    pr_infer_opts o = *opts;
     bool from_topic = !input;
     if (from_topic && (!o.topic || !o.bootstrap)) {
         fprintf(stderr, "piperec infer: --input is required (FILE or -), or --bootstrap ADDR "

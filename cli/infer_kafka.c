@@ -126,7 +126,8 @@ static int pr__ik_flush(pr__ik_buf *b, pr_infer *inf, const pr_infer_opts *o, ui
 
 /* The consumer: bootstrap, no group, nothing stored, end of partition
  * reported. NULL after filling err. */
-static rd_kafka_t *pr__ik_consumer(const char *bootstrap, pr__ik_client *c, char *err, size_t errn)
+static rd_kafka_t *pr__ik_consumer(const char *bootstrap, const pr_infer_opts *o, pr__ik_client *c,
+                                   char *err, size_t errn)
 {
     const pr_kv defaults[] = {{"bootstrap.servers", bootstrap}};
     const pr_kv set[] = {
@@ -136,6 +137,8 @@ static rd_kafka_t *pr__ik_consumer(const char *bootstrap, pr__ik_client *c, char
         {"auto.offset.reset", "earliest"}, /* the beginning moved on meanwhile (retention) */
     };
     pr_kafka_client_conf cc = {.role = PR_KAFKA_PLAIN_CONSUMER,
+                               .props = o->kafka_props,
+                               .n_props = o->n_kafka_props,
                                .defaults = defaults,
                                .n_defaults = 1,
                                .set = set,
@@ -232,7 +235,7 @@ int pr_cli_infer_kafka(const char *bootstrap, const char *topic, int timeout_s, 
     uint64_t taken = 0, tombstones = 0;
     int code;
 
-    rd_kafka_t *rk = pr__ik_consumer(bootstrap, &c, err, errn);
+    rd_kafka_t *rk = pr__ik_consumer(bootstrap, o, &c, err, errn);
     if (!rk)
         return 2;
     if ((code = pr__ik_partitions(rk, &c, bootstrap, topic, timeout_s * 1000, &n_parts, err, errn)))

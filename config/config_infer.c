@@ -1427,6 +1427,41 @@ static int pr__infer_decide_all(const pr_infer *inf, const pr_infer_opts *o, pr_
     return 0;
 }
 
+/* A property whose value must not be copied into a file. */
+static bool pr__secret_key(const char *key)
+{
+    static const char *const words[] = {"password", "secret", "token", "jaas", NULL};
+    for (size_t i = 0; words[i]; i++)
+        if (strstr(key, words[i]))
+            return true;
+    return false;
+}
+
+/* The caller's Kafka properties after bootstrap.servers (which the option or
+ * the first one gave): references as given, a secret's raw value as an
+ * environment reference the service resolves when it starts. */
+static void pr__infer_props(const pr_infer_opts *o, pr_mbuf *out)
+{
+    for (size_t i = 0; i < o->n_kafka_props; i++) {
+        const pr_kv *kv = &o->kafka_props[i];
+        if (!strcmp(kv->key, "bootstrap.servers") || !strcmp(kv->key, "auto.offset.reset"))
+            continue;
+        pr_mbuf_printf(out, ",\n                      ");
+        pr__yaml_str(out, kv->key);
+        pr_mbuf_printf(out, ": ");
+        if (pr__secret_key(kv->key) && strncmp(kv->value, "${", 2)) {
+            char ref[256];
+            size_t k = (size_t)snprintf(ref, sizeof(ref), "${env:PIPEREC_KAFKA_");
+            for (const char *c = kv->key; *c && k + 2 < sizeof(ref); c++)
+                ref[k++] = isalnum((unsigned char)*c) ? (char)toupper((unsigned char)*c) : '_';
+            snprintf(ref + k, sizeof(ref) - k, "}");
+            pr_mbuf_json_str(out, ref);
+        } else {
+            pr_mbuf_json_str(out, kv->value);
+        }
+    }
+}
+
 /* The config's first comments and its source (a Kafka topic, the format). */
 static void pr__infer_head(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf *out)
 {
@@ -1450,7 +1485,9 @@ static void pr__infer_head(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf 
     pr__yaml_str(out, o->topic ? o->topic : name);
     pr_mbuf_printf(out, "]\n        properties: { bootstrap.servers: ");
     pr_mbuf_json_str(out, o->bootstrap ? o->bootstrap : "127.0.0.1:9092");
-    pr_mbuf_printf(out, ", auto.offset.reset: earliest }\n");
+    pr_mbuf_printf(out, ", auto.offset.reset: earliest");
+    pr__infer_props(o, out);
+    pr_mbuf_printf(out, " }\n");
     if (o->avro_schema_file) {
         pr_mbuf_printf(out, "      format: avro\n      avro: { schema_file: ");
         pr__file_str(out, o->avro_schema_file);

@@ -254,6 +254,12 @@ typedef struct pr_infer_opts {
     const char *avro_schema_file; /* NULL: format json; else format avro with this schema_file */
     const char *pb_descriptor_set; /* else, with pb_message: format protobuf */
     const char *pb_message;        /* "pkg.Name" */
+    /* Kafka client properties (security.protocol, sasl.*, ...) for the
+     * config's source.kafka.properties: a secret's raw value (a key naming a
+     * password, secret or token) is written as ${env:PIPEREC_KAFKA_<KEY>}, a
+     * ${env:} / ${file:} reference as given. */
+    const pr_kv *kafka_props;
+    size_t n_kafka_props;
 } pr_infer_opts;
 
 typedef struct pr_infer_summary {

@@ -53,10 +53,36 @@ grep -q "#   label.purchase: named like an outcome, not among --labels" "$T/o.ya
 grep -q "path: item\.\|path: history" "$T/o.yaml" && fail "--ignore left item.* or history in"
 grep -q "#   item.price: left out (--ignore)" "$T/o.yaml" || fail "--ignore not listed"
 
+# --kafka-properties: a secured cluster's properties go into the config, a
+# password never (an environment reference the service resolves instead),
+# and `run --check` builds the clients from them.
+cat > "$T/kp.properties" <<'P'
+# the cluster the trainers read
+bootstrap.servers = kafka-1:9093
+security.protocol=SASL_SSL
+sasl.mechanism=PLAIN
+sasl.username=trainer
+sasl.password=hunter2
+client.id=${env:PR_INFER_TEST_HOST}
+P
+"$PIPEREC" infer --input "$T/ev1k.jsonl" --kafka-properties "$T/kp.properties" > "$T/kp.yaml" \
+    2>/dev/null || fail "--kafka-properties"
+grep -q 'bootstrap.servers: "kafka-1:9093"' "$T/kp.yaml" || fail "bootstrap from the file"
+grep -q 'security.protocol: "SASL_SSL",' "$T/kp.yaml" || fail "security.protocol"
+grep -q 'sasl.password: "${env:PIPEREC_KAFKA_SASL_PASSWORD}",' "$T/kp.yaml" || fail "password ref"
+grep -q 'client.id: "${env:PR_INFER_TEST_HOST}" }' "$T/kp.yaml" || fail "a reference as given"
+grep -q hunter2 "$T/kp.yaml" && fail "the password was copied into the config"
+PIPEREC_KAFKA_SASL_PASSWORD=x PR_INFER_TEST_HOST=h "$PIPEREC" run --config "$T/kp.yaml" --check \
+    > "$T/check" 2>&1 || fail "run --check with the properties: $(cat "$T/check")"
+printf 'security.protocol\n' > "$T/bad.properties"
+
 # Refusals: exit 2, the option named.
 refuse "--input is required"
 refuse "cannot open --input" --input "$T/nope.jsonl"
 refuse "--rows: want a whole number" --input "$T/ev1k.jsonl" --rows 0
+refuse "--kafka-properties $T/bad.properties:1: want KEY=VALUE" --input "$T/ev1k.jsonl" \
+    --kafka-properties "$T/bad.properties"
+refuse "cannot open --kafka-properties" --input "$T/ev1k.jsonl" --kafka-properties "$T/none"
 refuse "--labels: no event has the field 'label.clicks'" --input "$T/ev1k.jsonl" --labels label.clicks
 refuse "--time: 'user.id' cannot be the event time: not a time" --input "$T/ev1k.jsonl" --time user.id
 refuse "--name: want 1..63 of A-Z a-z 0-9 _ -, got 'a:b'" --input "$T/ev1k.jsonl" --name a:b

@@ -133,6 +133,16 @@ for n in 100 6; do
         fail "older messages first, --rows $n: $(cat "$T/err")"
 done
 
+# --kafka-properties reach the client that reads the topic: a valid one
+# reads as before, one librdkafka does not know is refused naming it.
+printf 'client.id=piperec-infer-test\nsocket.keepalive.enable=true\n' > "$T/ok.properties"
+"$PIPEREC" infer --bootstrap "$B" --topic clicks --rows 100 --kafka-properties "$T/ok.properties" \
+    > "$T/kp.yaml" 2> "$T/err" || fail "--kafka-properties: $(cat "$T/err")"
+grep -q '^piperec infer: 100 events' "$T/err" || fail "--kafka-properties: $(cat "$T/err")"
+grep -q 'client.id: "piperec-infer-test"' "$T/kp.yaml" || fail "client.id not in the config"
+printf 'no.such.property=1\n' > "$T/bad.properties"
+refuse "no.such.property" --bootstrap "$B" --topic clicks --kafka-properties "$T/bad.properties"
+
 # Refusals, exit 2 with the reason.
 # An unknown topic, twice: asking did not create it.
 refuse "topic nope does not exist at --bootstrap $B" --bootstrap "$B" --topic nope
