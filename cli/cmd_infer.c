@@ -179,9 +179,14 @@ static int pr__infer_props(const char *file, pr_kv *kv, size_t *n, char **text,
     size_t cap = 0, len = 0;
     int c;
     while ((c = getc(f)) != EOF) {
-        if (len + 2 > cap && !(buf = realloc(buf, cap = cap ? 2 * cap : 4096))) {
-            fclose(f);
-            return 1;
+        if (len + 2 > cap) {
+            char *nb = realloc(buf, cap = cap ? 2 * cap : 4096);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return 1;
+            }
+            buf = nb;
         }
         buf[len++] = (char)c;
     }
