@@ -36,7 +36,7 @@ static const pr_command pr_commands[] = {
     {"consume", pr_cli_cmd_consume, "reference trainer client: --connect HOST:PORT --pipeline P"},
     {"vocab", pr_cli_cmd_vocab, "vocabulary export|import: --state DIR --pipeline P"},
     {"explain", pr_cli_cmd_explain, "features, operator chains and their backends: --config FILE"},
-    {"infer", pr_cli_cmd_infer, "a config from sample JSON events: --input EVENTS.jsonl"},
+    {"infer", pr_cli_cmd_infer, "a config from sample events: --input FILE | --topic T"},
     {"version", pr__cmd_version, "print the version"},
 };
 

@@ -275,7 +275,9 @@ void pr_infer_free(pr_infer *inf);
 int pr_infer_add_json(pr_infer *inf, const char *text, size_t len);
 const char *pr_infer_last_error(const pr_infer *inf);
 /* Avro records (config_infer_avro.c): varint-delimited binary bodies, as
- * `piperec process` reads format avro, each decoded with the writer schema in
+ * `piperec process` reads format avro, plain or behind a schema-registry
+ * header (most of them so: the config says framing: registry), each
+ * decoded with the writer schema in
  * schema_file and added as the event the Avro reader sees (a union as its
  * branch, an enum as its symbol, ...), until max_events events were added or
  * f ends. A record that does not decode is counted in pr_infer_rejected.
