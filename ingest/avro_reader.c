@@ -799,7 +799,7 @@ static int pr__skip(pr_avro_reader *r, const av *n, int depth)
         if (v < 0 || v >= n->n)
             return pr__bad(r, PR_DEC_BAD_AVRO, "union branch out of range", -1);
         return pr__skip(r, n->kid[v], depth); /* no level, as in pr__read */
-    default: /* AV_ARRAY, AV_MAP */
+    default:                                  /* AV_ARRAY, AV_MAP */
         return pr__skip_blocks(r, n, depth);
     }
 }

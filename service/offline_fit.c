@@ -66,7 +66,7 @@ static void pr__fit_row(const pr_feature_schema *s, const pr_block *b, pr__fit_a
 /* Rejects are only counted (by the caller: no row); a record filtered or
  * sampled out is told apart, so that it does not count as rejected. */
 static void pr__fit_note_drop(void *opaque, int reason, const char *detail, const char *rec,
-                             size_t rec_len, int64_t recno)
+                              size_t rec_len, int64_t recno)
 {
     (void)detail, (void)rec, (void)rec_len, (void)recno;
     *(bool *)opaque = pr_decode_dropped(reason);

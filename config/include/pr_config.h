@@ -244,14 +244,14 @@ void pr_config_write_reference(FILE *f);
 typedef struct pr_infer pr_infer;
 
 typedef struct pr_infer_opts {
-    const char *name;      /* the pipeline's name; NULL: "events" */
-    const char *topic;     /* NULL: the name */
-    const char *bootstrap; /* NULL: "127.0.0.1:9092" */
-    const char *labels;    /* comma-separated paths: exactly these labels; NULL: detected */
-    const char *time_path; /* the event time's path; NULL: detected; "": none */
-    const char *ignore;    /* comma-separated paths left out, with every field under them */
-    const char *origin;    /* where the events came from, for the first comment */
-    const char *avro_schema_file; /* NULL: format json; else format avro with this schema_file */
+    const char *name;              /* the pipeline's name; NULL: "events" */
+    const char *topic;             /* NULL: the name */
+    const char *bootstrap;         /* NULL: "127.0.0.1:9092" */
+    const char *labels;            /* comma-separated paths: exactly these labels; NULL: detected */
+    const char *time_path;         /* the event time's path; NULL: detected; "": none */
+    const char *ignore;            /* comma-separated paths left out, with every field under them */
+    const char *origin;            /* where the events came from, for the first comment */
+    const char *avro_schema_file;  /* NULL: format json; else format avro with this schema_file */
     const char *pb_descriptor_set; /* else, with pb_message: format protobuf */
     const char *pb_message;        /* "pkg.Name" */
     /* Kafka client properties (security.protocol, sasl.*, ...) for the
@@ -282,8 +282,8 @@ const char *pr_infer_last_error(const pr_infer *inf);
  * branch, an enum as its symbol, ...), until max_events events were added or
  * f ends. A record that does not decode is counted in pr_infer_rejected.
  * PR_EINVAL with errstr for a schema that does not load; PR_EIO; PR_ENOMEM. */
-int pr_infer_add_avro_records(pr_infer *inf, const char *schema_file, FILE *f,
-                              uint64_t max_events, char *errstr, size_t errstr_size);
+int pr_infer_add_avro_records(pr_infer *inf, const char *schema_file, FILE *f, uint64_t max_events,
+                              char *errstr, size_t errstr_size);
 /* Protobuf messages (config_infer_pb.c): varint-delimited messages, as
  * `piperec process` reads format protobuf, each decoded with the message
  * `message` of the descriptor set in descriptor_set and added as the event
@@ -299,7 +299,7 @@ uint64_t pr_infer_rejected(const pr_infer *inf);
 /* Appends the config to out and fills *sum. PR_EINVAL with errstr when no
  * event was added, or an option names a path no event has (or a label that
  * is not a number, an event time that is not a time); PR_ENOMEM. */
-int pr_infer_write(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf *out,
-                   pr_infer_summary *sum, char *errstr, size_t errstr_size);
+int pr_infer_write(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf *out, pr_infer_summary *sum,
+                   char *errstr, size_t errstr_size);
 
 #endif
