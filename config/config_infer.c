@@ -87,20 +87,12 @@ struct pr_infer {
     bool avro_registry; /* Avro records came in schema-registry framing */
 };
 
-static uint64_t pr__fnv(const void *p, size_t n, uint64_t h)
+/* A value's key in a distinct set: the operators' hash (XXH64) of its
+ * bytes, apart by type (42, "42" and 42.0 differ), never 0 (an empty slot). */
+static uint64_t pr__value_key(const void *p, size_t n, uint64_t type)
 {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-
-static uint64_t pr__mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    return x ? x : 1;
+    uint64_t h = pr_fop_hash64(p, n) + type * 0x9e3779b97f4a7c15ull;
+    return h ? h : 1;
 }
 
 int pr_infer_new(pr_infer **out)
@@ -186,8 +178,7 @@ static void pr__comment(pr_mbuf *mb, const char *fmt, ...)
 static pr__ip *pr__ip_find(const pr_infer *inf, const char *path)
 {
     size_t mask = inf->index_cap - 1;
-    for (size_t k = pr__fnv(path, strlen(path), 0xcbf29ce484222325ull) & mask;;
-         k = (k + 1) & mask) {
+    for (size_t k = pr_fop_hash64(path, strlen(path)) & mask;; k = (k + 1) & mask) {
         uint32_t at = inf->index[k];
         if (!at)
             return NULL;
@@ -224,7 +215,7 @@ static pr__ip *pr__ip_get(pr_infer *inf, const char *path, bool bad, bool under_
             return NULL;
     }
     inf->n++;
-    for (size_t k = pr__fnv(path, len, 0xcbf29ce484222325ull) & mask;; k = (k + 1) & mask)
+    for (size_t k = pr_fop_hash64(path, len) & mask;; k = (k + 1) & mask)
         if (!inf->index[k]) {
             inf->index[k] = (uint32_t)inf->n;
             break;
@@ -329,7 +320,7 @@ static void pr__inf_scalar(pr__ip *ip, const json_t *v)
         int b = json_is_true(v);
         ip->n_bool++;
         pr__inf_number(ip, b);
-        h = pr__mix(0xb0 + (uint64_t)b);
+        h = pr__value_key(&b, sizeof(b), 1);
         if (!ip->example[0])
             snprintf(ip->example, sizeof(ip->example), "%s", b ? "true" : "false");
         break;
@@ -338,7 +329,7 @@ static void pr__inf_scalar(pr__ip *ip, const json_t *v)
         json_int_t x = json_integer_value(v);
         ip->n_int++;
         pr__inf_number(ip, (double)x);
-        h = pr__mix(pr__fnv(&x, sizeof(x), 0x1234567ull));
+        h = pr__value_key(&x, sizeof(x), 2);
         if (!ip->example[0])
             snprintf(ip->example, sizeof(ip->example), "%" JSON_INTEGER_FORMAT, x);
         break;
@@ -347,7 +338,7 @@ static void pr__inf_scalar(pr__ip *ip, const json_t *v)
         double x = json_real_value(v);
         ip->n_num++;
         pr__inf_number(ip, x);
-        h = pr__mix(pr__fnv(&x, sizeof(x), 0x7654321ull));
+        h = pr__value_key(&x, sizeof(x), 3);
         if (!ip->example[0])
             snprintf(ip->example, sizeof(ip->example), "%.6g", x);
         break;
@@ -370,7 +361,7 @@ static void pr__inf_scalar(pr__ip *ip, const json_t *v)
             ip->n_time[PR_TIME_RFC3339]++;
         else if (pr__is_date(s, n))
             ip->n_date++;
-        h = pr__mix(pr__fnv(s, n, 0xabcdefull));
+        h = pr__value_key(s, n, 4);
         if (!ip->example[0]) {
             /* a printable excerpt in quotes (no quote, backslash or control byte) */
             size_t k = 0, cap = sizeof(ip->example) - 5;
