@@ -44,7 +44,9 @@ int pr_batch_schema_from_features(const pr_feature_schema *fs, pr_batch_schema *
 {
     memset(out, 0, sizeof(*out));
     size_t n = fs->n_features ? fs->n_features : 1;
-    const char **lab = calloc(n, sizeof(char *)), **den = calloc(n, sizeof(char *));
+    size_t nd = pr_feature_schema_dense_cols(fs);
+    nd = nd ? nd : 1;
+    const char **lab = calloc(n, sizeof(char *)), **den = calloc(nd, sizeof(char *));
     const char **keys = calloc(n, sizeof(char *));
     int16_t *vc = calloc(n, sizeof(int16_t));
     uint64_t *sizes = calloc(n, sizeof(uint64_t));
@@ -53,7 +55,8 @@ int pr_batch_schema_from_features(const pr_feature_schema *fs, pr_batch_schema *
     out->feature_names = keys;
     out->vocab_col = vc;
     out->sizes = sizes;
-    if (!lab || !den || !keys || !vc || !sizes) {
+    out->dense_buf = calloc(nd, PR_NAME_MAX);
+    if (!lab || !den || !keys || !vc || !sizes || !out->dense_buf) {
         pr_batch_schema_fini(out);
         return PR_ENOMEM;
     }
@@ -63,7 +66,11 @@ int pr_batch_schema_from_features(const pr_feature_schema *fs, pr_batch_schema *
         if (f->kind == PR_FEAT_LABEL) {
             lab[out->n_labels++] = f->name;
         } else if (f->kind == PR_FEAT_DENSE) {
-            den[out->n_dense++] = f->name;
+            for (uint32_t c = 0; c < pr_feature_dense_cols(f); c++) {
+                pr_feature_dense_col_name(f, c, out->dense_buf[out->n_dense], PR_NAME_MAX);
+                den[out->n_dense] = out->dense_buf[out->n_dense];
+                out->n_dense++;
+            }
         } else if (f->kind == PR_FEAT_SPARSE || f->kind == PR_FEAT_LIST) {
             uint16_t k = out->n_feat++;
             keys[k] = f->name;
@@ -81,6 +88,7 @@ void pr_batch_schema_fini(pr_batch_schema *s)
     free((void *)s->feature_names);
     free((void *)s->vocab_col);
     free((void *)s->sizes);
+    free(s->dense_buf);
     memset(s, 0, sizeof(*s));
 }
 

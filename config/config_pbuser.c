@@ -19,7 +19,7 @@ static int pr__pb_check(const void *schema, const pr_feature_spec *f, uint8_t k,
 {
     unsigned types = 0;
     char why[200];
-    int rc = pr_pbuser_check_path(schema, f->paths[k], f->kind == PR_FEAT_LIST, &types, errstr,
+    int rc = pr_pbuser_check_path(schema, f->paths[k], pr_feature_reads_list(f), &types, errstr,
                                   errstr_size);
     if (rc == 0 && pr_feature_check_input(f, types, why, sizeof(why)))
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "'%s' in message %s: %s", f->paths[k],

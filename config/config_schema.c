@@ -478,6 +478,16 @@ static void pr__finish_feature(cfg_ctx *c, yaml_node_t *map, void *base, bool pr
     }
     if (!f->name[0])
         return;
+    if (f->dim) { /* its columns' names, NAME[dim-1] the longest, must fit */
+        char last[PR_NAME_MAX + 16];
+        int len = snprintf(last, sizeof(last), "%s[%u]", f->name, f->dim - 1u);
+        if (len >= PR_NAME_MAX)
+            pr__cfg_error(c, pr__map_find(c, map, "name"), "name",
+                          "with dim %u the columns are named %s[0]..%s: at most %d characters "
+                          "each, so the name at most %d",
+                          f->dim, f->name, last, PR_NAME_MAX - 1,
+                          PR_NAME_MAX - 1 - (len - (int)strlen(f->name)));
+    }
     uint32_t bad;
     char e[300];
     if (pr_feature_check_chain(f, &bad, e, sizeof(e)) == 0)
@@ -518,6 +528,14 @@ const cfg_table pr__label_item_tab = TABLE(label_item_keys, pr__finish_feature);
 static const cfg_key dense_item_keys[] = {
     FEAT_NAME_KEY,
     FEAT_PATH_KEY(KF_REQUIRED),
+    {.name = "dim",
+     .type = KT_INT,
+     .off = offsetof(pr_feature_spec, dim),
+     .width = FSIZE(pr_feature_spec, dim),
+     .min = 1,
+     .max = PR_FEAT_MAX_DIM,
+     .doc = "Present: the field is a vector, a list of exactly dim numbers (an embedding), each "
+            "through ops, into dim dense columns NAME[0]..NAME[dim-1] (1..4096)."},
     FEAT_DEFAULT_KEY("number", "Value of a missing field, before the operators."),
     FEAT_OPS_KEY,
 };
@@ -952,9 +970,9 @@ static void pr__spec_from_features(cfg_ctx *c, yaml_node_t *map, pr_pipeline_cfg
     for (uint32_t i = 0; i < fs->n_features; i++) {
         const pr_feature_spec *f = &fs->features[i];
         sp->has_label |= f->kind == PR_FEAT_LABEL;
-        if (f->kind == PR_FEAT_DENSE && nd < PR_MAX_DENSE)
-            snprintf(pl->dense_names[nd], PR_NAME_MAX, "%s", f->name);
-        nd += f->kind == PR_FEAT_DENSE;
+        for (uint32_t k = 0; k < pr_feature_dense_cols(f); k++, nd++)
+            if (nd < PR_MAX_DENSE_COLS)
+                pr_feature_dense_col_name(f, k, pl->dense_names[nd], PR_NAME_MAX);
         if (f->kind != PR_FEAT_SPARSE && f->kind != PR_FEAT_LIST)
             continue;
         for (uint32_t k = 0; k < f->n_ops; k++) {
@@ -966,12 +984,14 @@ static void pr__spec_from_features(cfg_ctx *c, yaml_node_t *map, pr_pipeline_cfg
             snprintf(sp->sparse[ns].name, PR_NAME_MAX, "%s", f->name);
         ns++;
     }
-    if (nd > PR_MAX_DENSE || ns > PR_MAX_SPARSE)
-        pr__cfg_error(c, map, NULL, "%u dense and %u sparse features, at most %d of each", nd, ns,
-                      PR_MAX_DENSE);
+    if (nd > PR_MAX_DENSE_COLS)
+        pr__cfg_error(c, map, NULL, "%u dense columns (a vector takes its dim), at most %d", nd,
+                      PR_MAX_DENSE_COLS);
+    if (ns > PR_MAX_SPARSE)
+        pr__cfg_error(c, map, NULL, "%u sparse features, at most %d", ns, PR_MAX_SPARSE);
     if (nd + ns == 0 && c->n_errors == 0) /* not when the features had errors */
         pr__cfg_error(c, map, NULL, "declares no dense or sparse feature");
-    sp->n_dense = (uint16_t)(nd < PR_MAX_DENSE ? nd : PR_MAX_DENSE);
+    sp->n_dense = (uint16_t)(nd < PR_MAX_DENSE_COLS ? nd : PR_MAX_DENSE_COLS);
     sp->n_sparse = (uint16_t)(ns < PR_MAX_SPARSE ? ns : PR_MAX_SPARSE);
     sp->n_dense_ops = 0;
     sp->n_sparse_ops = 0;

@@ -1481,8 +1481,11 @@ static void pr__finish_pipeline(cfg_ctx *c, yaml_node_t *map, void *base, bool p
      * refuses eviction ttl_s on a list feature (no per-element event time). */
     if (c->n_errors == 0) {
         char e[400];
-        pr_pipeline_spec es;
-        if (pr_pipeline_spec_validate(&pl->spec, e, sizeof(e)) < 0 ||
+        pr_pipeline_spec es, chk = pl->spec;
+        if (pl->features.declared) /* its dense columns are the decoder's (PR_MAX_DENSE_COLS,
+                                    * checked with the features), none is the engine's */
+            chk.n_dense = 0;
+        if (pr_pipeline_spec_validate(&chk, e, sizeof(e)) < 0 ||
             (pl->features.declared &&
              pr_feature_engine_spec(&pl->features, &pl->spec, &es, e, sizeof(e)) < 0))
             pr__engine_error(c, map, e);

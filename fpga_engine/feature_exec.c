@@ -323,7 +323,7 @@ static pr__shape pr__schema_shape(const pr_feature_schema *schema)
         if (f->kind == PR_FEAT_LABEL)
             sh.labels++;
         else if (f->kind == PR_FEAT_DENSE)
-            sh.dense++;
+            sh.dense += (uint16_t)pr_feature_dense_cols(f);
         else if (pr__feat_is_sparse(f)) {
             sh.feat++;
             if (pr_feature_vocab_step(f) >= 0) {

@@ -387,6 +387,34 @@ uint32_t pr_feature_select_paths(const pr_feature_schema *fs, const char **paths
     return n;
 }
 
+void pr_feature_dense_col_name(const pr_feature_spec *f, uint32_t c, char *buf, size_t size)
+{
+    int n = snprintf(buf, size, "%s", f->name);
+    if (f->dim && n >= 0 && (size_t)n < size)
+        snprintf(buf + n, size - (size_t)n, "[%u]", c);
+}
+
+uint32_t pr_feature_schema_dense_cols(const pr_feature_schema *fs)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < fs->n_features; i++)
+        n += pr_feature_dense_cols(&fs->features[i]);
+    return n;
+}
+
+uint32_t pr_feature_dense_names(const pr_feature_schema *fs, char (*names)[PR_NAME_MAX],
+                                uint32_t cap)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < fs->n_features; i++) {
+        const pr_feature_spec *f = &fs->features[i];
+        for (uint32_t c = 0; c < pr_feature_dense_cols(f); c++, n++)
+            if (n < cap)
+                pr_feature_dense_col_name(f, c, names[n], PR_NAME_MAX);
+    }
+    return n;
+}
+
 uint64_t pr_downsample_hash_id(uint64_t id)
 {
     uint8_t b[8];

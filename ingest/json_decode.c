@@ -150,7 +150,7 @@ static int pr__paths(pr_json_decoder *d, const pr_feature_schema *fs, pr_json_pa
                 paths[n++] = (pr_json_path){
                     .path = f->paths[k], .type = PR_JSON_ANY, .max_list = PR_FEAT_MAX_LIST};
             }
-            uses[j] |= f->kind == PR_FEAT_LIST ? 2 : 1;
+            uses[j] |= pr_feature_reads_list(f) ? 2 : 1;
             d->feat[i].col[k] = (uint32_t)j;
         }
     }
@@ -218,8 +218,10 @@ pr_json_decoder *pr_json_decoder_new(const pr_feature_schema *fs, char *errstr, 
         jf->tunit = pr__time_op_unit(jf->f);
         if (jf->f->kind == PR_FEAT_LABEL)
             jf->slot = d->n_labels++;
-        else if (jf->f->kind == PR_FEAT_DENSE)
-            jf->slot = d->n_dense++;
+        else if (jf->f->kind == PR_FEAT_DENSE) { /* a vector: dim columns from slot */
+            jf->slot = d->n_dense;
+            d->n_dense = (uint16_t)(d->n_dense + pr_feature_dense_cols(jf->f));
+        }
     }
     size_t n_paths = 0;
     if (pr__paths(d, fs, paths, &n_paths)) {
@@ -436,6 +438,48 @@ static int pr__float32(pr_json_decoder *d, const pr__jfeat *jf, const pr_fval *v
     return pr__fail(d, jf->f, PR_DEC_NUMBER_OUT_OF_RANGE, what);
 }
 
+/* A dense vector (`dim`): a list of exactly dim numbers (bools and integers
+ * convert), each through the chain into column slot + k; absent or null,
+ * every element is missing (the default, a fill, else 0). */
+static int pr__vector(pr_json_decoder *d, const pr__jfeat *jf)
+{
+    const pr_feature_spec *f = jf->f;
+    const pr_json_col *c = &d->jb->cols[jf->col[0]];
+    uint32_t dim = f->dim;
+    pr_fval *v = d->fv;
+    char what[96];
+    if (c->present[0] == PR_JSON_PRESENT) {
+        if (c->count[0] != dim) {
+            snprintf(what, sizeof(what), "a vector of %u numbers expected, got %u", dim,
+                     c->count[0]);
+            return pr__fail(d, f, PR_DEC_WRONG_TYPE, what);
+        }
+        for (uint32_t k = 0; k < dim; k++) {
+            pr__value(d, jf->col[0], k, &v[k], jf->tunit);
+            if (v[k].type == PR_FVAL_STR) {
+                snprintf(what, sizeof(what), "a number expected at [%u], got a string", k);
+                return pr__fail(d, f, PR_DEC_WRONG_TYPE, what);
+            }
+            if (v[k].type == PR_FVAL_INT) {
+                v[k].num = (double)(int64_t)v[k].u;
+                v[k].type = PR_FVAL_NUM;
+            }
+        }
+    } else {
+        memset(v, 0, dim * sizeof(*v)); /* PR_FVAL_MISSING */
+    }
+    if (f->has_default)
+        pr_fop_apply(&f->deflt, v, dim, NULL);
+    int rc = pr__chain(d, f, 0, f->n_ops, v, dim);
+    for (uint32_t k = 0; !rc && k < dim; k++)
+        rc = pr__float32(d, jf, &v[k]);
+    if (rc)
+        return rc;
+    for (uint32_t k = 0; k < dim; k++)
+        d->dense[jf->slot + k] = v[k].type == PR_FVAL_NUM ? (float)v[k].num : 0.0f;
+    return 0;
+}
+
 static int pr__event_time(pr_json_decoder *d, const pr__jfeat *jf, const pr_decode_ctx *ctx)
 {
     pr_fval v;
@@ -590,7 +634,9 @@ static int pr__features(pr_json_decoder *d, const pr_decode_ctx *ctx)
                 d->labels[jf->slot] = v.type == PR_FVAL_NUM ? (float)v.num : 0.0f;
             break;
         case PR_FEAT_DENSE:
-            if (!(rc = pr__numeric(d, jf, &v)) &&
+            if (jf->f->dim)
+                rc = pr__vector(d, jf);
+            else if (!(rc = pr__numeric(d, jf, &v)) &&
                 !(rc = pr__chain(d, jf->f, 0, jf->f->n_ops, &v, 1)) &&
                 !(rc = pr__float32(d, jf, &v)))
                 d->dense[jf->slot] = v.type == PR_FVAL_NUM ? (float)v.num : 0.0f;

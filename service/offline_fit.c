@@ -24,7 +24,8 @@
 #include "pr_service.h"
 
 typedef struct pr__fit_acc {
-    uint32_t feat, dense, step; /* feature index, dense column, standardize step */
+    uint32_t feat, dense, step; /* feature index, its first dense column, standardize step */
+    uint32_t cols;              /* its dense columns: a vector's elements are pooled */
     uint64_t n;
     double mean, m2;
 } pr__fit_acc;
@@ -39,10 +40,11 @@ static uint32_t pr__fit_find(const pr_feature_schema *s, pr__fit_acc *acc)
             continue;
         for (uint32_t k = 0; k < f->n_ops; k++)
             if (f->ops[k].op == PR_FOP_STANDARDIZE) {
-                acc[n++] = (pr__fit_acc){.feat = i, .dense = dense, .step = k};
+                acc[n++] = (pr__fit_acc){
+                    .feat = i, .dense = dense, .step = k, .cols = pr_feature_dense_cols(f)};
                 break;
             }
-        dense++;
+        dense += pr_feature_dense_cols(f);
     }
     return n;
 }
@@ -53,13 +55,17 @@ static void pr__fit_row(const pr_feature_schema *s, const pr_block *b, pr__fit_a
     (void)s;
     for (uint32_t j = 0; j < n_acc; j++) {
         pr__fit_acc *a = &acc[j];
-        double v = b->side->dense[a->dense]; /* row 0; the decoder ran the steps before */
-        if (!isfinite(v))
-            continue;
-        a->n++;
-        double d = v - a->mean;
-        a->mean += d / (double)a->n;
-        a->m2 += d * (v - a->mean);
+        for (uint32_t c = 0; c < a->cols; c++) {
+            /* row 0; the decoder ran the steps before; a vector's elements
+             * in order, one mean and std for all (standardize is scalar) */
+            double v = b->side->dense[a->dense + c];
+            if (!isfinite(v))
+                continue;
+            a->n++;
+            double d = v - a->mean;
+            a->mean += d / (double)a->n;
+            a->m2 += d * (v - a->mean);
+        }
     }
 }
 

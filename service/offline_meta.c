@@ -126,12 +126,11 @@ int pr_offline_write_meta(const char *dir, const char *pipeline, const pr_pipeli
                           const char (*dense_names)[PR_NAME_MAX], const pr_feature_schema *schema,
                           const pr_offline_result *res, char *errstr, size_t errstr_size)
 {
-    const char *names[PR_MAX_SPARSE > PR_MAX_DENSE ? PR_MAX_SPARSE : PR_MAX_DENSE];
+    const char *names[PR_MAX_SPARSE > PR_MAX_DENSE_COLS ? PR_MAX_SPARSE : PR_MAX_DENSE_COLS];
     const uint32_t cap = sizeof(names) / sizeof(names[0]);
     uint32_t n_labels = 0, n_dense = spec->n_dense, n_sparse = spec->n_sparse;
     if (schema) {
         n_labels = pr__kind_names(schema, PR_FEAT_LABEL, names, cap);
-        n_dense = pr__kind_names(schema, PR_FEAT_DENSE, names, cap);
         n_sparse = pr__kind_names(schema, PR_FEAT_SPARSE, names, cap);
     }
     pr_mbuf m;
@@ -166,15 +165,16 @@ int pr_offline_write_meta(const char *dir, const char *pipeline, const pr_pipeli
         pr_mbuf_printf(&m, ",\n  \"jagged\": true,\n  \"n_labels\": %u", n_labels);
         pr__names(&m, "feature_keys", names, pr__kind_names(schema, PR_FEAT_SPARSE, names, cap));
         pr__names(&m, "label_names", names, pr__kind_names(schema, PR_FEAT_LABEL, names, cap));
-        pr__names(&m, "dense_names", names, pr__kind_names(schema, PR_FEAT_DENSE, names, cap));
     } else {
         for (uint32_t c = 0; c < n_sparse && c < cap; c++)
             names[c] = spec->sparse[c].name;
         pr__names(&m, "sparse_names", names, n_sparse);
-        for (uint32_t c = 0; c < n_dense && c < cap; c++)
-            names[c] = dense_names[c];
-        pr__names(&m, "dense_names", names, n_dense);
     }
+    /* the config's names: I1.. (or schema.dense_names), or a declared
+     * schema's columns, a vector's as NAME[0]..NAME[dim-1] */
+    for (uint32_t c = 0; c < n_dense && c < cap; c++)
+        names[c] = dense_names[c];
+    pr__names(&m, "dense_names", names, n_dense);
     pr_mbuf_puts(&m, "\n}\n");
 
     char path[4200], tmp[4210];

@@ -1327,6 +1327,8 @@ static int pr__srun_close(pr__srun *run, int rc, char *errstr, size_t errstr_siz
  * the others, few enough that blocks stay large (a unit's lines fill about
  * one block of block_rows / units rows, at least 64). */
 #define PR__UNITS_PER_WORKER 4
+/* Dense bytes of a default block: 8192 rows of 256 columns */
+#define PR__BLOCK_DENSE_BYTES (8192u * 256u * 4u)
 
 /* The workers (opts->threads, at most 64), each with its decoder, the two
  * slots' units and the round's line table. */
@@ -1334,6 +1336,14 @@ static int pr__srun_workers(pr__srun *run, char *errstr, size_t errstr_size)
 {
     int n = run->opts->threads < 1 ? 1 : run->opts->threads > 64 ? 64 : run->opts->threads;
     run->block_rows = run->opts->block_rows ? run->opts->block_rows : PR_OFFLINE_BLOCK_ROWS;
+    /* Wide rows (dense vectors): the default blocks hold at most
+     * PR__BLOCK_DENSE_BYTES of dense values each, so that memory stays that
+     * of ~256 columns per thread whatever the dims (a few blocks per worker) */
+    uint64_t dense_row = 4ull * pr_feature_schema_dense_cols(run->schema);
+    if (!run->opts->block_rows && dense_row * run->block_rows > PR__BLOCK_DENSE_BYTES) {
+        uint64_t r = PR__BLOCK_DENSE_BYTES / dense_row / 64 * 64;
+        run->block_rows = (uint32_t)(r < 64 ? 64 : r);
+    }
     uint32_t per =
         run->block_rows / 64 < PR__UNITS_PER_WORKER ? run->block_rows / 64 : PR__UNITS_PER_WORKER;
     per = per && n > 1 ? per : 1; /* one worker: nothing to balance, whole blocks */
@@ -1448,7 +1458,7 @@ static int pr__srun_setup(pr__srun *run, const pr_pipeline_spec *spec, const pr_
             run->names[fi++] = schema->features[i].name;
         run->n_feat = (uint16_t)fi;
         run->n_labels += k == PR_FEAT_LABEL;
-        run->n_dense += k == PR_FEAT_DENSE;
+        run->n_dense += (uint16_t)pr_feature_dense_cols(&schema->features[i]);
     }
     run->res->sparse_width = pr_engine_sparse_width(run->eng);
     return 0;

@@ -121,7 +121,7 @@ struct pr__pipe {
     bool unproc_valid;
 
     /* Names for sinks (borrowed from cfg). */
-    const char *dense_names[PR_MAX_DENSE];
+    const char *dense_names[PR_MAX_DENSE_COLS];
     const char *sparse_names[PR_MAX_SPARSE];
 
     /* Partitions revoked since the block was last prepared: rows of theirs

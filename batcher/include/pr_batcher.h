@@ -397,10 +397,13 @@ typedef struct pr_batch_schema {
     const char *const *feature_names; /* [n_feat]: the KeyedJaggedTensor keys */
     const int16_t *vocab_col;         /* [n_feat]: engine sparse column, -1 = none */
     const uint64_t *sizes;            /* [n_feat]; NULL = all 0 */
+    char (*dense_buf)[PR_NAME_MAX];   /* pr_batch_schema_from_features: the dense columns'
+                                       * names dense_names points at (owned) */
 } pr_batch_schema;
 
 /* The batch shape of a declared feature schema (batch_jagged.c): names point
- * into `fs` (which must outlive `out` until pr_batcher_new copied them),
+ * into `fs` (which must outlive `out` until pr_batcher_new copied them; the
+ * dense columns' names, a vector's NAME[0].., are out's own),
  * vocab_col numbers the features with a vocab step in schema order (the
  * engine's columns, pr_feature_engine_spec), sizes from each chain's last
  * operator. Free with pr_batch_schema_fini. 0 or PR_ENOMEM. */

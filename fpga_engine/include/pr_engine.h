@@ -42,7 +42,10 @@
 #include "pr_cfgmap.h"
 #include "pr_error.h"
 
-#define PR_MAX_DENSE  256
+#define PR_MAX_DENSE  256 /* dense columns of the Criteo layout (the engine's own) */
+/* Dense columns of a declared schema, its vector features' dims counted
+ * (their values run in the decoder, never in the engine's dense columns). */
+#define PR_MAX_DENSE_COLS 4096
 #define PR_MAX_SPARSE 256
 #define PR_MAX_OPS    8
 #define PR_HEX_SLOT   16 /* bytes per hex value in a block: up to 16 digits */
@@ -769,6 +772,7 @@ const char *const *pr_engine_backends(void);
 #define PR_FOP_MAX_BOUNDS 64   /* bucketize boundaries */
 #define PR_FOP_STR_MAX    64   /* a string fill / default value, NUL included */
 #define PR_FEAT_MAX_LIST  4096 /* max_len of a list feature */
+#define PR_FEAT_MAX_DIM   PR_MAX_DENSE_COLS /* dim of a dense vector feature */
 
 /* Seed of every hash the operators compute (hash, cross): the ASCII bytes
  * "piperec" followed by a zero byte, read as a big-endian 64-bit number. */
@@ -875,6 +879,8 @@ typedef struct pr_feature_spec {
     char paths[PR_FEAT_MAX_CROSS][PR_FEAT_PATH_MAX]; /* dotted paths into the event */
     uint32_t max_len;  /* PR_FEAT_LIST: values kept, 1..PR_FEAT_MAX_LIST */
     bool keep_last;    /* PR_FEAT_LIST: keep the last max_len values (else the first) */
+    uint16_t dim;      /* PR_FEAT_DENSE: 0 a number; 1..PR_FEAT_MAX_DIM a vector of that many
+                        * numbers (`dim:`), dim dense columns NAME[0]..NAME[dim-1] */
     bool has_default;  /* a missing field takes `deflt` (a fill step) */
     pr_fop_step deflt; /* PR_FOP_FILL with the default value */
     pr_time_unit unit; /* PR_FEAT_EVENT_TIME */
@@ -969,6 +975,14 @@ typedef struct pr_feature_schema {
 #define PR_SELECT_PATHS_MAX (PR_FILTER_MAX_CONDS + 2)
 uint32_t pr_feature_select_paths(const pr_feature_schema *fs, const char **paths);
 
+/* The dense columns of a schema (its dense features' pr_feature_dense_cols). */
+uint32_t pr_feature_schema_dense_cols(const pr_feature_schema *fs);
+
+/* The names of a schema's dense columns, in column order, into names[0, cap)
+ * (pr_feature_dense_col_name); returns how many the schema has. */
+uint32_t pr_feature_dense_names(const pr_feature_schema *fs, char (*names)[PR_NAME_MAX],
+                                uint32_t cap);
+
 /* Check a chain's types and order for the feature's kind. On failure returns
  * PR_EINVAL, *bad_op is the index of the offending step (n_ops when the
  * chain's end is the problem) and errstr says why, naming the operator and
@@ -993,6 +1007,28 @@ int pr_feature_check_input(const pr_feature_spec *f, unsigned types, char *errst
 
 /* The PR_FTYPE_* mask of a feature's raw value (before its operators). */
 unsigned pr_feature_input_type(const pr_feature_spec *f);
+
+/* Dense vectors (`dim:`): a dense feature with dim >= 1 reads a list of
+ * exactly dim numbers at its path, each through the feature's chain, into
+ * dim consecutive dense columns named NAME[0]..NAME[dim-1]; a dense feature
+ * without dim reads one number into one column named NAME. */
+
+/* The dense columns f takes: dim for a vector, 1 for a dense number, 0 for
+ * any other kind. */
+static inline uint32_t pr_feature_dense_cols(const pr_feature_spec *f)
+{
+    return f->kind != PR_FEAT_DENSE ? 0 : f->dim ? f->dim : 1;
+}
+
+/* Does f read a list at its path (a list feature, a dense vector)? */
+static inline bool pr_feature_reads_list(const pr_feature_spec *f)
+{
+    return f->kind == PR_FEAT_LIST || (f->kind == PR_FEAT_DENSE && f->dim);
+}
+
+/* Column c (< pr_feature_dense_cols(f)) of dense feature f's name into buf:
+ * NAME, or NAME[c] for a vector. The config keeps that under PR_NAME_MAX. */
+void pr_feature_dense_col_name(const pr_feature_spec *f, uint32_t c, char *buf, size_t size);
 
 /* Placement: which backend runs each operator of `f` when the engine's
  * backend is `backend` ("cpu", "hls-sim", "xrt"; "auto" is placed as xrt, the

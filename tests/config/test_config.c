@@ -564,7 +564,7 @@ static const err_case err_cases[] = {
      {"schema.sparse[0].default: a sparse value is a string or an integer"}},
     {"unknown feature key",
      SCHEMA "      dense: [ { name: a, pth: a } ]\n",
-     {"schema.dense[0].pth: unknown key (valid: name, path, default, ops)"}},
+     {"schema.dense[0].pth: unknown key (valid: name, path, dim, default, ops)"}},
     {"hour_of_day without a unit",
      SCHEMA "      sparse: [ { name: h, path: ts, ops: [hour_of_day, vocab] } ]\n",
      {"ops[0]: 'hour_of_day' needs a time unit", "{ hour_of_day: ms }"}},
