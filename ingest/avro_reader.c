@@ -1594,14 +1594,15 @@ static int pr__chk_node(pr__chk *k, avro_schema_t s, json_t *j, const char *seg,
         return 0; /* always missing, as in JSON */
     if (kind == AV_ARRAY) {
         if (!k->list)
-            return pr__chk_fail(k, "an array: declare a list feature (list: { max_len: N })");
+            return pr__chk_fail(k, "an array: declare a list feature (list: { max_len: N }), or "
+                                   "a dense vector (dim: N)");
         return pr__chk_node(k, avro_schema_array_items(s), json_object_get(jo, "items"), NULL, true,
                             depth + 1);
     }
     if (k->list && !in_list && !k->in_elem)
         return pr__chk_fail(k,
-                            "%s, not an array: a list feature needs an array (or a path "
-                            "through an array of records)",
+                            "%s, not an array: a list feature (or a dense vector) needs an "
+                            "array (or a path through an array of records)",
                             pr__av_type_name(s));
     av n = {.kind = (uint8_t)kind, .act = ACT_SKIP};
     if (pr__annotate(&n, s, jo))

@@ -439,8 +439,10 @@ static int pr__float32(pr_json_decoder *d, const pr__jfeat *jf, const pr_fval *v
 }
 
 /* A dense vector (`dim`): a list of exactly dim numbers (bools and integers
- * convert), each through the chain into column slot + k; absent or null,
- * every element is missing (the default, a fill, else 0). */
+ * convert), each through the chain into column slot + k; absent, null or
+ * an empty list (a Protobuf repeated field cannot tell empty from absent,
+ * nor a path through an empty list of objects), every element is missing
+ * (the default, a fill, else 0). */
 static int pr__vector(pr_json_decoder *d, const pr__jfeat *jf)
 {
     const pr_feature_spec *f = jf->f;
@@ -448,7 +450,7 @@ static int pr__vector(pr_json_decoder *d, const pr__jfeat *jf)
     uint32_t dim = f->dim;
     pr_fval *v = d->fv;
     char what[96];
-    if (c->present[0] == PR_JSON_PRESENT) {
+    if (c->present[0] == PR_JSON_PRESENT && c->count[0]) {
         if (c->count[0] != dim) {
             snprintf(what, sizeof(what), "a vector of %u numbers expected, got %u", dim,
                      c->count[0]);

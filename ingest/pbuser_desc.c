@@ -499,11 +499,13 @@ int pr_pbuser_check_path(const pr_pbuser_desc *d, const char *path, bool list, u
     }
     if (list && !f->repeated)
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                         "'%s' is not repeated (%s): a list feature needs a repeated field",
+                         "'%s' is not repeated (%s): a list feature (or a dense vector) needs "
+                         "a repeated field",
                          f->name, pr__pb_type_name(f->type));
     if (!list && f->repeated)
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                         "'%s' is repeated: declare a list feature (list: { max_len: N })",
+                         "'%s' is repeated: declare a list feature (list: { max_len: N }), or a "
+                         "dense vector (dim: N)",
                          f->name);
     if (!(*types = pr__pb_ftypes(f->type)))
         return pr_seterr(errstr, errstr_size, PR_EINVAL,

@@ -562,6 +562,23 @@ static const err_case err_cases[] = {
     {"sparse default not a string or integer",
      SCHEMA "      sparse: [ { name: a, path: a, default: 1.5, ops: [vocab] } ]\n",
      {"schema.sparse[0].default: a sparse value is a string or an integer"}},
+    {"dim 0", SCHEMA "      dense: [ { name: a, path: a, dim: 0 } ]\n",
+     {"schema.dense[0].dim: must be between 1 and 4096, got 0"}},
+    {"dim too large", SCHEMA "      dense: [ { name: a, path: a, dim: 4097 } ]\n",
+     {"schema.dense[0].dim: "}},
+    {"dim on a sparse feature",
+     SCHEMA "      sparse: [ { name: a, path: a, dim: 2, ops: [vocab] } ]\n",
+     {"schema.sparse[0].dim: unknown key"}},
+    {"dim on a label", SCHEMA "      labels: [ { name: a, path: a, dim: 2 } ]\n",
+     {"schema.labels[0].dim: unknown key"}},
+    {"vector columns' names too long",
+     SCHEMA "      dense: [ { name: abcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghij, "
+            "path: a, dim: 100 } ]\n",
+     {"schema.dense[0].name: with dim 100 the columns are named", "[99]", "so the name at most 59"}},
+    {"too many dense columns",
+     SCHEMA "      dense:\n        - { name: a, path: a, dim: 4000 }\n"
+            "        - { name: b, path: b, dim: 97 }\n",
+     {"4097 dense columns (a vector takes its dim), at most 4096"}},
     {"unknown feature key",
      SCHEMA "      dense: [ { name: a, pth: a } ]\n",
      {"schema.dense[0].pth: unknown key (valid: name, path, dim, default, ops)"}},
@@ -1354,6 +1371,37 @@ static void filter_refused(const char *filter, const char *want)
         fail_msg("error '%s' lacks '%s'", err, want);
 }
 
+/* Dense vectors: dim columns each, named NAME[k], in schema order with the
+ * numbers; up to 4096 columns in all (more than the Criteo layout's 256). */
+static void test_schema_dense_vectors(void **state)
+{
+    (void)state;
+    pr_config *cfg = load_ok(SCHEMA "      dense:\n"
+                                    "        - { name: price, path: price }\n"
+                                    "        - { name: emb, path: item.emb, dim: 3000, default: 0, "
+                                    "ops: [ { clip: [-1, 1] } ] }\n"
+                                    "        - { name: age, path: age }\n"
+                                    "        - { name: v, path: v, dim: 2 }\n");
+    const pr_pipeline_cfg *pl = &cfg->pipelines[0];
+    assert_int_equal(pl->spec.n_dense, 3004);
+    assert_string_equal(pl->dense_names[0], "price");
+    assert_string_equal(pl->dense_names[1], "emb[0]");
+    assert_string_equal(pl->dense_names[3000], "emb[2999]");
+    assert_string_equal(pl->dense_names[3001], "age");
+    assert_string_equal(pl->dense_names[3003], "v[1]");
+    const pr_feature_spec *f = feat(pl, "emb");
+    assert_int_equal(f->dim, 3000);
+    assert_int_equal(pr_feature_dense_cols(f), 3000);
+    assert_true(pr_feature_reads_list(f));
+    assert_int_equal(pr_feature_dense_cols(feat(pl, "price")), 1);
+    assert_false(pr_feature_reads_list(feat(pl, "price")));
+    assert_int_equal(pr_feature_schema_dense_cols(&pl->features), 3004);
+    char names[4][PR_NAME_MAX];
+    assert_int_equal(pr_feature_dense_names(&pl->features, names, 4), 3004);
+    assert_string_equal(names[3], "emb[2]");
+    pr_config_free(cfg);
+}
+
 static void test_schema_filter(void **state)
 {
     (void)state;
@@ -1626,6 +1674,7 @@ int main(void)
         cmocka_unit_test(test_combinations_refused),
         cmocka_unit_test(test_component_defaults_match_loader),
         cmocka_unit_test(test_schema_declared),
+        cmocka_unit_test(test_schema_dense_vectors),
         cmocka_unit_test(test_schema_filter),
         cmocka_unit_test(test_schema_downsample),
         cmocka_unit_test(test_schema_preset),

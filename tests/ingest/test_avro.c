@@ -15,6 +15,7 @@
  * tests/ingest/test_avro_registry.sh with a test registry server.
  */
 #define _GNU_SOURCE /* memmem */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -657,7 +658,7 @@ static void test_schema_file_checked(void **state)
                    "an array: declare a list feature");
     expect_refused(
         good, "      sparse: [ { name: t, path: tier, list: { max_len: 2 }, ops: [vocab] } ]\n",
-        "not an array: a list feature needs an array");
+        "not an array: a list feature (or a dense vector) needs an array");
     expect_refused(good, "      dense: [ { name: d, path: user.id } ]\n",
                    "pipelines[0].schema.dense[0].path: 'user.id' in the writer schema");
     expect_refused(good, "      dense: [ { name: d, path: user.id } ]\n",
@@ -704,6 +705,107 @@ static void test_schema_file_checked(void **state)
     free(bad);
 }
 
+/* Dense vectors (dim): an array of floats, a nullable array of doubles, an
+ * array of ints and vectors through an array of records read as the same
+ * JSON lists do: values, defaults, and the same rejects (a wrong length, a
+ * value beyond float32). */
+static const char *const vec_yaml =
+    "pipelines:\n"
+    "  - name: t\n"
+    "    source: { format: json }\n"
+    "    schema:\n"
+    "      labels: [ { name: y, path: y } ]\n"
+    "      dense:\n"
+    "        - { name: emb, path: emb, dim: 3 }\n"
+    "        - { name: dv, path: dv, dim: 2, default: 7, ops: [ { clip: [-5, 1e12] } ] }\n"
+    "        - { name: iv, path: iv, dim: 2, ops: [log1p] }\n"
+    "        - { name: pos, path: imps.p, dim: 2, default: 0 }\n";
+
+static const char *const vec_avsc =
+    "{\"type\":\"record\",\"name\":\"V\",\"fields\":["
+    "{\"name\":\"y\",\"type\":\"int\"},"
+    "{\"name\":\"emb\",\"type\":{\"type\":\"array\",\"items\":\"float\"}},"
+    "{\"name\":\"dv\",\"type\":[\"null\",{\"type\":\"array\",\"items\":\"double\"}]},"
+    "{\"name\":\"iv\",\"type\":{\"type\":\"array\",\"items\":\"long\"}},"
+    "{\"name\":\"imps\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"record\","
+    "\"name\":\"P\",\"fields\":[{\"name\":\"p\",\"type\":\"double\"}]}}}]}";
+
+static void test_dense_vectors(void **state)
+{
+    (void)state;
+    fx t;
+    fx_init(&t, vec_yaml, vec_avsc, PR_AVRO_FRAMING_PLAIN);
+    static const struct {
+        const char *ev;
+        int rows, reason;
+    } cases[] = {
+        {"{\"y\":1,\"emb\":[0.5,-1.25,3],\"dv\":[-10,2],\"iv\":[0,3],"
+         "\"imps\":[{\"p\":1.5},{\"p\":2.5}]}",
+         1, 0},
+        {"{\"y\":0,\"emb\":[1,2,3],\"dv\":null,\"iv\":[1,1],\"imps\":[{\"p\":1},{\"p\":2}]}", 1,
+         0},
+        {"{\"y\":0,\"emb\":[],\"dv\":[],\"iv\":[],\"imps\":[]}", 1, 0}, /* empty: missing */
+        {"{\"y\":0,\"emb\":[1,2],\"dv\":null,\"iv\":[1,1],\"imps\":[]}", 0, PR_DEC_WRONG_TYPE},
+        {"{\"y\":0,\"emb\":[1,2,3,4],\"dv\":[1,2],\"iv\":[1,1],\"imps\":[]}", 0,
+         PR_DEC_WRONG_TYPE},
+        {"{\"y\":0,\"emb\":[1,2,3],\"dv\":[1e300,2],\"iv\":[1,1],\"imps\":[{\"p\":1},{\"p\":2}]}",
+         1, 0}, /* clipped into float32 */
+        {"{\"y\":0,\"emb\":[1,2,3],\"dv\":[1,2],\"iv\":[1,1],\"imps\":[{\"p\":1e300},{\"p\":2}]}",
+         0, PR_DEC_NUMBER_OUT_OF_RANGE},
+        {"{\"y\":0,\"emb\":[1,2,3],\"dv\":[1,2,3],\"iv\":[1,1],\"imps\":[{\"p\":1},{\"p\":2}]}",
+         0, PR_DEC_WRONG_TYPE},
+    };
+    int rows = 0;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        t.rj.last = t.ra.last = 0;
+        int rc = both(&t, cases[i].ev, -1);
+        assert_int_equal(rc, cases[i].rows);
+        if (!cases[i].rows && t.ra.last != cases[i].reason)
+            fail_msg("%s: %s", cases[i].ev, pr_decode_reason_name(t.ra.last));
+        rows += rc;
+    }
+    blocks_equal(t.bj, t.ba);
+    assert_int_equal(t.ba->rows, rows);
+    const pr_fside *sd = t.ba->side;
+    assert_int_equal(sd->n_dense, 9);
+    const float l1 = (float)log1p(1.0);
+    const float want[4][9] = {{0.5f, -1.25f, 3, -5, 2, 0, (float)log1p(3.0), 1.5f, 2.5f},
+                              {1, 2, 3, 7, 7, l1, l1, 1, 2},
+                              {0, 0, 0, 7, 7, 0, 0, 0, 0},
+                              {1, 2, 3, 1e12f, 2, l1, l1, 1, 2}};
+    for (int r = 0; r < 4; r++)
+        for (int c = 0; c < 9; c++)
+            if (sd->dense[r * 9 + c] != want[r][c])
+                fail_msg("row %d column %d: %g, want %g", r, c, sd->dense[r * 9 + c], want[r][c]);
+    if (!strstr(t.ra.detail, "dv (dv): a vector of 2 numbers expected, got 3"))
+        fail_msg("detail: %s", t.ra.detail);
+    fx_free(&t);
+}
+
+/* The writer schema checks of a vector: an array of numbers, not a value,
+ * not an array of strings; a single-valued dense feature on an array is
+ * told about dim. */
+static void test_dense_vectors_checked(void **state)
+{
+    (void)state;
+    char *good = write_tmp(vec_avsc), err[2048];
+    if (load_avro(good, false, "      dense: [ { name: e, path: emb, dim: 4 } ]\n", err,
+                  sizeof(err)))
+        fail_msg("refused: %s", err);
+    expect_refused(good, "      dense: [ { name: e, path: y, dim: 4 } ]\n",
+                   "int, not an array: a list feature (or a dense vector) needs an array");
+    expect_refused(good, "      dense: [ { name: e, path: emb } ]\n",
+                   "an array: declare a list feature (list: { max_len: N }), or a dense vector "
+                   "(dim: N)");
+    unlink(good);
+    free(good);
+    good = write_tmp(chk_avsc);
+    expect_refused(good, "      dense: [ { name: e, path: tags, dim: 2 } ]\n",
+                   "it gives a string, and a dense feature needs a number");
+    unlink(good);
+    free(good);
+}
+
 /* A registry-framed record read as plain: bad_avro, and the detail says
  * how to fix it; a record that is just broken gets no such hint. */
 static void test_framing_hint(void **state)
@@ -748,6 +850,8 @@ int main(void)
         cmocka_unit_test(test_lists_of_records),
         cmocka_unit_test(test_schema_file_checked),
         cmocka_unit_test(test_framing_hint),
+        cmocka_unit_test(test_dense_vectors),
+        cmocka_unit_test(test_dense_vectors_checked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -779,6 +779,84 @@ static void test_lists_of_messages_same_as_json(void **state)
     pr_config_free(cfg);
 }
 
+/* Dense vectors (dim) from repeated float / double (packed and not) and
+ * through a repeated message: the same rows as the JSON events; an empty
+ * repeated field (proto3 cannot tell it from an absent one) is missing, as
+ * an empty JSON list is; a wrong length is wrong_type in both. */
+static void test_dense_vectors_same_as_json(void **state)
+{
+    (void)state;
+    char y[2048], err[512];
+    snprintf(y, sizeof(y),
+             "pipelines:\n  - name: t\n    source:\n      format: protobuf\n"
+             "      protobuf: { descriptor_set: \"%s\", message: t3.All }\n"
+             "    schema:\n      labels: [ { name: y, path: i32 } ]\n      dense:\n"
+             "        - { name: v, path: vec, dim: 3 }\n"
+             "        - { name: d, path: dvec, dim: 2, default: 9, ops: [neg2zero] }\n"
+             "        - { name: n, path: items.n, dim: 2 }\n",
+             PR_PBUSER_DESC);
+    pr_config *cfg = NULL;
+    if (pr_config_load_string(y, strlen(y), "pb.yaml", &cfg, err, sizeof(err)))
+        fail_msg("%s", err);
+    const pr_feature_schema *fs = &cfg->pipelines[0].features;
+    pr_json_decoder *dj = pr_json_decoder_new(fs, err, sizeof(err));
+    pr_json_decoder *dp = pr_json_decoder_new(fs, err, sizeof(err));
+    assert_non_null(dj);
+    assert_non_null(dp);
+    pr_pbuser_desc *desc;
+    pr_pbuser_reader *rd;
+    if (pr_pbuser_attach(dp, &cfg->pipelines[0].source.protobuf, &desc, &rd, err, sizeof(err)))
+        fail_msg("%s", err);
+    rej_log rj = {0}, rp = {0};
+    pr_decode_ctx xj = {.json = dj, .on_reject = on_rej, .opaque = &rj};
+    pr_decode_ctx xp = {.json = dp, .on_reject = on_rej, .opaque = &rp};
+    pr_block *bj = pr_feature_block_new(fs, 64, true);
+    pr_block *bp = pr_feature_block_new(fs, 64, true);
+    static const struct {
+        const char *ev;
+        int rows;
+    } evs[] = {
+        {"{\"i32\": 1, \"vec\": [0.5, -2, 3], \"dvec\": [-1.5, 4], \"items\": [{\"n\": 7}, "
+         "{\"n\": 8}]}",
+         1},
+        {"{\"i32\": 0, \"vec\": [1, 2, 3], \"dvec\": [], \"items\": []}", 1},
+        {"{\"i32\": 0}", 1},
+        {"{\"i32\": 0, \"vec\": [1, 2], \"dvec\": [1, 2]}", 0},
+        {"{\"i32\": 0, \"vec\": [1, 2, 3], \"items\": [{\"n\": 1}]}", 0},
+    };
+    uint8_t *pb = NULL;
+    size_t pb_cap = 0;
+    for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++) {
+        int pl = pr_pbuser_encode_json(desc, evs[i].ev, strlen(evs[i].ev), false, 0, &pb, &pb_cap,
+                                       err, sizeof(err));
+        if (pl < 0)
+            fail_msg("encode %s: %s", evs[i].ev, err);
+        uint32_t next = 0;
+        assert_int_equal(
+            pr_decode_message(PR_MSG_JSON, &xj, bj, evs[i].ev, strlen(evs[i].ev), &next, NULL),
+            evs[i].rows);
+        assert_int_equal(pr_decode_message(PR_MSG_PROTOBUF, &xp, bp, pb, (size_t)pl, &next, NULL),
+                         evs[i].rows);
+        if (!evs[i].rows)
+            assert_int_equal(rp.last, PR_DEC_WRONG_TYPE);
+        assert_int_equal(rj.last, rp.last);
+    }
+    assert_int_equal(rp.n, 2);
+    blocks_equal(bj, bp);
+    const float want[3][7] = {
+        {0.5f, -2, 3, 0, 4, 7, 8}, {1, 2, 3, 9, 9, 0, 0}, {0, 0, 0, 9, 9, 0, 0}};
+    assert_int_equal(bp->side->n_dense, 7);
+    assert_memory_equal(bp->side->dense, want, sizeof(want));
+    free(pb);
+    pr_block_free(bj);
+    pr_block_free(bp);
+    pr_json_decoder_free(dj);
+    pr_json_decoder_free(dp);
+    pr_pbuser_reader_free(rd);
+    pr_pbuser_desc_free(desc);
+    pr_config_free(cfg);
+}
+
 /* ---------------------------------------------------------------- config */
 
 static void config_fails(const char *schema, const char *message, const char *want)
@@ -841,6 +919,22 @@ static void test_config_errors(void **state)
                  "schema.sparse[0].path: 'tags' is repeated: declare a list feature");
     config_fails("        - { name: t, path: user.id, list: { max_len: 2 }, ops: [vocab] }\n",
                  "shop.Click", "'id' is not repeated");
+    /* dense vectors: a repeated number field, told apart from a list */
+    config_fails("        - { name: u, path: user.id, ops: [vocab] }\n"
+                 "      dense: [ { name: h, path: history, dim: 4 } ]\n",
+                 "shop.Click", NULL);
+    config_fails("        - { name: u, path: user.id, ops: [vocab] }\n"
+                 "      dense: [ { name: h, path: history } ]\n",
+                 "shop.Click",
+                 "schema.dense[0].path: 'history' is repeated: declare a list feature (list: { "
+                 "max_len: N }), or a dense vector (dim: N)");
+    config_fails("        - { name: u, path: user.id, ops: [vocab] }\n"
+                 "      dense: [ { name: p, path: item.price, dim: 2 } ]\n",
+                 "shop.Click", "'price' is not repeated (a double): a list feature (or a dense "
+                 "vector) needs a repeated field");
+    config_fails("        - { name: u, path: user.id, ops: [vocab] }\n"
+                 "      dense: [ { name: t, path: item.tags, dim: 2 } ]\n",
+                 "shop.Click", "it gives a string, and a dense feature needs a number");
     /* lists of messages: a list feature maps over them, one list level per path */
     {
         char y2[2048], e2[1024];
@@ -940,6 +1034,7 @@ int main(void)
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_lists_of_messages),
         cmocka_unit_test(test_lists_of_messages_same_as_json),
+        cmocka_unit_test(test_dense_vectors_same_as_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
