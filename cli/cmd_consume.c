@@ -455,6 +455,9 @@ static int pr__out_close(npy_out *o, char *err, size_t es)
             for (uint32_t i = 0; i < o->j_feat; i++)
                 fprintf(o->meta, "%s\"%s\"", i ? ", " : "", o->j_keys[i]);
             fprintf(o->meta, "]");
+            /* the server's column names (Subscribe): a vector's NAME[0].. */
+            if (o->info && o->info->dense_names && o->info->n_dense == o->j_dense)
+                pr__json_names(o->meta, "dense_names", o->info->dense_names, o->info->n_dense);
         } else if (o->info) {
             fprintf(o->meta, ",\n  \"n_dense\": %u,\n  \"n_sparse\": %u,\n  \"sparse_width\": %u",
                     o->info->n_dense, o->info->n_sparse, o->info->sparse_width);
