@@ -3,7 +3,8 @@
  * declared schema (ingest/json_decode.c, pr_decode_json_line): the
  * extractor plus the schema's type rules and operators (defaults, lists with
  * keep last, lists of objects, hex2int, bucketize, hash, a cross,
- * hour_of_day, event time), behind a record filter (one condition on a
+ * hour_of_day, event time, dense vectors: one direct, one through a list of
+ * objects), behind a record filter (one condition on a
  * feature's path: the filter's own extraction when a feature refuses) and
  * a keyed downsample with a weight label.
  *
@@ -17,10 +18,12 @@
  *     vocab column, values of every side feature);
  *   - an appended row is consistent: its lengths are the elements each vocab
  *     column gained and the values each side feature gained, single-valued
- *     features have length 1, lists at most max_len;
+ *     features have length 1, lists at most max_len, every dense column
+ *     (vectors' too) a finite float32;
  *   - decoding is a function of the document: the same document in a fresh
  *     block gives the same row.
  */
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -40,7 +43,10 @@ static const char yaml[] =
     "      downsample: { rate: 0.9, where: { path: l.y, in: [0] }, key: e, weight: w }\n"
     "      event_time: { path: ts, unit: ms }\n"
     "      labels: [ { name: y, path: l.y }, { name: z, path: l.z, default: 0 } ]\n"
-    "      dense: [ { name: p, path: i.p, default: 1, ops: [ { clip: [0, 9] }, log1p ] } ]\n"
+    "      dense:\n"
+    "        - { name: p, path: i.p, default: 1, ops: [ { clip: [0, 9] }, log1p ] }\n"
+    "        - { name: v, path: i.v, dim: 3, default: 2, ops: [ { clip: [-5, 5] } ] }\n"
+    "        - { name: iv, path: imp.v, dim: 2 }\n"
     "      sparse:\n"
     "        - { name: u, path: u.id, ops: [vocab] }\n"
     "        - { name: c, path: i.c, default: none, ops: [vocab] }\n"
@@ -106,6 +112,10 @@ static void check_row(const pr_block *b, const counts *before)
             FUZZ_CHECK(s->n_values[f] - before->val[f] == (uint32_t)len);
         f++;
     }
+    /* every dense column (a vector's included) a finite float32 */
+    FUZZ_CHECK(s->n_dense == pr_feature_schema_dense_cols(fs));
+    for (uint16_t c = 0; c < s->n_dense; c++)
+        FUZZ_CHECK(isfinite(s->dense[(size_t)r * s->n_dense + c]));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -145,6 +155,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const pr_fside *s = b->side, *t = o->side;
     FUZZ_CHECK(memcmp(s->labels + (size_t)before.rows * s->n_labels, t->labels,
                       s->n_labels * sizeof(float)) == 0);
+    FUZZ_CHECK(memcmp(s->dense + (size_t)before.rows * s->n_dense, t->dense,
+                      s->n_dense * sizeof(float)) == 0);
     for (uint16_t f = 0; f < s->n_feat; f++) {
         int c = s->vocab_col[f];
         uint32_t n = (uint32_t)s->lengths[(size_t)f * s->cap + before.rows];
