@@ -228,7 +228,8 @@ static uint32_t pr__block_rows(const pr_service *svc, const pr_pipeline_cfg *pc,
     if (limit) {
         uint64_t row_bytes = 4 + 4ull * pc->spec.n_dense +
                              (uint64_t)pr_engine_sparse_width(eng) * pc->spec.n_sparse + 24;
-        /* (a declared schema: pc->spec counts its dense and sparse features) */
+        /* (a declared schema: pc->spec counts its dense columns, a vector's
+         * dim each, and its sparse features) */
         uint64_t rows =
             limit / svc->cfg->n_pipelines / (svc->cfg->engine.overlap ? 8 : 4) / row_bytes;
         if (rows < 64)
