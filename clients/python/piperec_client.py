@@ -206,6 +206,23 @@ def _frame(num, body):
 
 # ---------------------------------------------------------------- batches
 
+def dense_slices(dense_names):
+    """{feature: slice of the dense columns} from a batch's (or meta.json's)
+    ``dense_names``: a dense vector's columns ``NAME[0]``..``NAME[dim-1]``
+    (``dim:`` in the schema) are one feature, ``slice(k, k + dim)``; a
+    scalar feature is ``slice(k, k + 1)``. So ``dense[:, s["item_emb"]]``
+    is the [rows, dim] embedding, a view."""
+    out, order = {}, []
+    for k, n in enumerate(dense_names):
+        name = n[:n.rindex("[")] if n.endswith("]") and "[" in n else n
+        if name in out and out[name].stop == k:
+            out[name] = slice(out[name].start, k + 1)
+        else:
+            out[name] = slice(k, k + 1)
+            order.append(name)
+    return {n: out[n] for n in order}
+
+
 class Batch:
     """One TrainingBatch. Arrays are zero-copy views on the received frame:
     labels int32 [rows], dense float32 [rows, n_dense], sparse int32 or int64
@@ -298,6 +315,11 @@ class Batch:
         if self._lengths is None:
             self._lengths = np.ones(self.n_sparse * self.rows, dtype=np.int32)
         return self._lengths
+
+    def dense_feature(self, name):
+        """One dense feature's columns, a view: float32 [rows, dim] for a
+        dense vector (``dim:``), [rows, 1] for a number (dense_slices)."""
+        return self.dense[:, dense_slices(self.dense_names)[name]]
 
     def feature(self, name):
         """(values, lengths) of one sparse feature: lengths int32 [rows]."""

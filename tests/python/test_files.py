@@ -416,6 +416,35 @@ def test_package_exports_it():
     assert piperec.FileDataset is FileDataset
 
 
+def test_dense_vectors_by_feature(tmp_path):
+    """A schema with dense vectors (dim): dense_names NAME[0].., and
+    dense_feature / dense_slices give each feature's columns as a view."""
+    P = _piperec()
+    cfg = tmp_path / "v.yaml"
+    cfg.write_text("pipelines:\n  - name: v\n    source: { kafka: { topics: [v] }, format: json }\n"
+                   "    schema:\n      labels: [ { name: y, path: y } ]\n      dense:\n"
+                   "        - { name: a, path: a, default: 0 }\n"
+                   "        - { name: emb, path: e, dim: 3, default: 0 }\n"
+                   "        - { name: b, path: b, default: 0 }\n"
+                   "      sparse: [ { name: u, path: u, ops: [vocab] } ]\n")
+    rows = [{"y": i % 2, "a": i, "e": [i, -i, 0.5 * i], "b": 2 * i, "u": "u%d" % i}
+            for i in range(50)]
+    (tmp_path / "ev.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    _run([P, "process", "--config", str(cfg), "--input", str(tmp_path / "ev.jsonl"), "--output",
+          str(tmp_path / "out"), "--no-progress"])
+    assert piperec.dense_slices(["a", "emb[0]", "emb[1]", "emb[2]", "b"]) == {
+        "a": slice(0, 1), "emb": slice(1, 4), "b": slice(4, 5)}
+    got = []
+    for b in FileDataset(str(tmp_path / "out"), batch_size=16):
+        assert b.dense_names == ["a", "emb[0]", "emb[1]", "emb[2]", "b"]
+        e = b.dense_feature("emb")
+        assert tuple(e.shape) == (b.rows, 3) and e.data_ptr() == b.dense[:, 1:].data_ptr()
+        got.append(e.numpy().copy())
+        assert b.dense_feature("b").numpy()[:, 0].tolist() == b.dense.numpy()[:, 4].tolist()
+    want = np.array([r["e"] for r in rows], dtype=np.float32)
+    assert np.array_equal(np.concatenate(got), want)
+
+
 # ---------------------------------------------------------------- real rolls and the stream
 
 def _until(ds, rows):

@@ -12,10 +12,11 @@ batches.
 """
 
 from piperec.client import (PROTOCOL_VERSION, Batch, ServerError, TrainerClient,  # noqa: F401
-                            RecycledTracker, decode_batch, ConnectionClosed, decode_raw)
+                            RecycledTracker, decode_batch, ConnectionClosed, decode_raw,
+                            dense_slices)
 
 __all__ = ["TrainerClient", "Batch", "ServerError", "PROTOCOL_VERSION", "decode_batch",
-           "RecycledTracker", "ConnectionClosed", "decode_raw"]
+           "RecycledTracker", "ConnectionClosed", "decode_raw", "dense_slices"]
 __version__ = "0.1.0"
 
 

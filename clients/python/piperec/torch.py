@@ -67,7 +67,8 @@ from torch import nn
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from piperec.feed import InlineFeed, RawFeed
-from piperec_client import RAW_UNIT, ConnectionClosed, Position, ServerError, TrainerClient
+from piperec_client import (RAW_UNIT, ConnectionClosed, Position, ServerError, TrainerClient,
+                            dense_slices)
 
 try:  # optional: torchrec's KeyedJaggedTensor for sparse features
     from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
@@ -128,6 +129,12 @@ class StreamBatch:
             setattr(self, k, v)
         if state.get("_ring") is not None:
             _ring_views(self)
+
+    def dense_feature(self, name):
+        """One dense feature's columns of ``dense``, a view: [B, dim] for a
+        dense vector (``dim:`` in the schema, columns NAME[0]..), [B, 1] for
+        a number (piperec.dense_slices)."""
+        return self.dense[:, dense_slices(self.dense_names)[name]]
 
     def embedding_bag_inputs(self):
         """{feature: (values, offsets)} for an ``nn.EmbeddingBag`` (or
