@@ -6,8 +6,9 @@
  * each), keeps statistics per field path (how often present, which types,
  * distinct values, numeric range, list lengths, whether the values look like
  * times), and writes the config those statistics suggest: the event time,
- * the labels, dense features with a transform fitted to the sample, sparse
- * ids and multi-valued lists with a vocabulary, and a comment on every line
+ * the labels, dense features with a transform fitted to the sample, dense
+ * vectors (embeddings: lists of numbers of one length), sparse ids and
+ * multi-valued lists with a vocabulary, and a comment on every line
  * saying what was seen, so the reader can judge each choice. Fields not used
  * are listed with the reason. The decisions are a fixed table of rules
  * (docs/configuration.md, "Inferring a schema"), not a model: the same events
@@ -75,6 +76,7 @@ typedef struct pr__ip {
     uint32_t cur_len, max_len;
     uint64_t cur_rec; /* event number + 1 it was last touched in */
     char example[40];
+    char list_example[48]; /* the first list of values' first elements: "[0.12, -3, ...]" */
 } pr__ip;
 
 struct pr_infer {
@@ -385,6 +387,30 @@ static void pr__inf_scalar(pr__ip *ip, const json_t *v)
     pr__distinct(ip, h);
 }
 
+/* The first elements of a list of values, as the comment of a dense
+ * vector shows them: "[0.12, -3, 7.5, ...]". */
+static void pr__list_example(pr__ip *ip, const json_t *v)
+{
+    char *b = ip->list_example;
+    size_t cap = sizeof(ip->list_example), k = 1, n = json_array_size(v), i = 0;
+    b[0] = '[';
+    for (; i < n; i++) {
+        const json_t *e = json_array_get(v, i);
+        char one[32];
+        if (json_is_integer(e))
+            snprintf(one, sizeof(one), "%" JSON_INTEGER_FORMAT, json_integer_value(e));
+        else if (json_is_real(e))
+            snprintf(one, sizeof(one), "%.4g", json_real_value(e));
+        else
+            snprintf(one, sizeof(one), "%s", json_is_string(e) ? "\"...\"" : "?");
+        size_t len = strlen(one) + (i ? 2 : 0);
+        if (k + len + sizeof(", ...]") > cap)
+            break;
+        k += (size_t)snprintf(b + k, cap - k, "%s%s", i ? ", " : "", one);
+    }
+    snprintf(b + k, cap - k, "%s]", i < n ? ", ..." : "");
+}
+
 static int pr__inf_walk(pr_infer *inf, const char *prefix, bool prefix_bad, const json_t *obj,
                         bool under_list, uint64_t rec, unsigned depth);
 
@@ -469,6 +495,8 @@ static int pr__inf_value(pr_infer *inf, const char *path, bool bad, const json_t
         else
             pr__inf_scalar(ip, e);
     }
+    if (!ip->list_example[0])
+        pr__list_example(ip, v);
     ip->cur_len = (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n);
     if (ip->cur_len > ip->max_len)
         ip->max_len = ip->cur_len;
@@ -618,8 +646,9 @@ typedef struct pr__idec {
     pr_time_unit unit;
     char why[256];  /* SKIP: the reason; else what was seen */
     char ops[200];  /* the ops list, or "" */
-    char extra[64]; /* more keys: "default: 0", "list: { max_len: 9 }" */
+    char extra[64]; /* more keys: "default: 0", "list: { max_len: 9 }", "dim: 64" */
     char name[PR_NAME_MAX];
+    uint32_t dim; /* DENSE: 0 a number, else a vector's length (its dense columns) */
 } pr__idec;
 
 static const char *pr__last_seg(const char *path)
@@ -676,6 +705,10 @@ static const char *const pr__not_id_words[] = {
     "paid",  "valid", "invalid", "void", "avoid",  "android", "rapid", "solid", "liquid",
     "fluid", "humid", "hybrid",  "acid", "vivid",  "grid",    "squid", "mid",   "bid",
     "kid",   "lid",   "did",     "hid",  "maxbid", "minbid",  NULL};
+/* Words of a key that name a vector of numbers (an embedding). */
+static const char *const pr__vector_words[] = {"emb",       "embs",       "embed", "embeds",
+                                               "embedding", "embeddings", "vec",   "vecs",
+                                               "vector",    "vectors",    NULL};
 /* Lists that are histories, newest last: keep the last values. */
 static const char *const pr__history_words[] = {"history", "hist",     "recent",       "past",
                                                 "seq",     "sequence", "sessionitems", NULL};
@@ -751,6 +784,31 @@ static bool pr__event_id_named(const char *path)
     return pr__word_in(w, pr__event_id_words) || !strcmp(path, "id") || !strcmp(path, "_id");
 }
 
+/* A word of the last key (split at '_', '-', digits and camel humps) names
+ * a vector: user_emb, itemEmbedding, item2vec, QUERY_VECTOR; not member,
+ * vecto. */
+static bool pr__vector_named(const char *path)
+{
+    const char *s = pr__last_seg(path);
+    for (size_t i = 0, n = strlen(s); i < n;) {
+        if (!isalpha((unsigned char)s[i])) {
+            i++;
+            continue;
+        }
+        char w[PR_FEAT_PATH_MAX];
+        size_t k = 0;
+        w[k++] = s[i++];
+        for (; i < n && isalpha((unsigned char)s[i]) &&
+               !(isupper((unsigned char)s[i]) && islower((unsigned char)s[i - 1]));
+             i++)
+            w[k++] = s[i];
+        w[k] = 0;
+        if (pr__word_in(w, pr__vector_words))
+            return true;
+    }
+    return false;
+}
+
 static bool pr__history_named(const char *path)
 {
     char w[PR_FEAT_PATH_MAX];
@@ -809,6 +867,25 @@ static uint32_t pr__len_quantile(const pr__ip *ip, double q)
             return i;
     }
     return ip->max_len;
+}
+
+/* The shortest and longest non-empty list (PR_FEAT_MAX_LIST + 1: longer)
+ * into *lo, *hi; the events holding one (an empty list reads as missing). */
+static uint64_t pr__len_range(const pr__ip *ip, uint32_t *lo, uint32_t *hi)
+{
+    uint32_t last = ip->cur_len > PR_FEAT_MAX_LIST ? PR_FEAT_MAX_LIST + 1 : ip->cur_len;
+    uint64_t held = 0;
+    *lo = *hi = 0;
+    for (uint32_t i = 1; i <= PR_FEAT_MAX_LIST + 1; i++) {
+        uint64_t k = ip->len_hist[i] + (ip->cur_rec && i == last);
+        if (!k)
+            continue;
+        held += k;
+        if (!*lo)
+            *lo = i;
+        *hi = i;
+    }
+    return held;
 }
 
 static double pr__std(const pr__ip *ip)
@@ -1093,6 +1170,74 @@ static bool pr__inf_no_feature(const pr__ictx *c, pr__idec *d)
     return false;
 }
 
+/* A dense vector (`dim`): a list of numbers, with a fractional one among
+ * them or under a vector's name (pr__vector_named, not an id's), of one
+ * length L (2..4096) in every event holding one; no ops (an embedding is
+ * used as it is), `default: 0` where events lack it (absent, null or []).
+ * True when decided: a vector, or a list of fractional numbers left out
+ * with the reason; false for the lists the id rules decide. */
+static bool pr__inf_vector(const pr__ictx *c, pr__idec *d)
+{
+    const pr__ip *ip = c->ip;
+    uint64_t ev = c->inf->events;
+    bool frac = ip->n_num > 0;
+    if (!frac && (ip->n_int != c->scalars || !pr__vector_named(ip->path) ||
+                  pr__id_named(ip->path) || ip->under_list))
+        return false;
+    if (ip->under_list) {
+        pr__inf_skip(d, "a list of numbers under a list of objects (a dense vector reads one "
+                        "list of numbers, a list feature reads ids)");
+        return true;
+    }
+    char b[256];
+    uint32_t lo, hi;
+    uint64_t held = pr__len_range(ip, &lo, &hi);
+    if (ip->n_str || ip->n_bool) {
+        pr__inf_skip(d, ip->n_str ? "a list mixing strings and numbers"
+                                  : "a list mixing true/false and numbers (a dense vector reads "
+                                    "numbers, a list feature reads ids)");
+        return true;
+    }
+    bool fixed = held && lo == hi && lo >= 2 && hi <= PR_FEAT_MAX_LIST;
+    if (!fixed && !frac)
+        return false; /* integers under a vector's name: the id rules decide */
+    if (!fixed) {
+        if (hi > PR_FEAT_MAX_LIST)
+            snprintf(b, sizeof(b),
+                     "a list of numbers over 4096 long in some events: a dense "
+                     "vector takes at most 4096 (the decoder rejects longer "
+                     "lists: list_too_long)");
+        else if (lo != hi)
+            snprintf(b, sizeof(b),
+                     "a list of numbers whose length varies (%u..%u): a dense vector needs one "
+                     "length, a list feature reads ids",
+                     lo, hi);
+        else
+            snprintf(b, sizeof(b),
+                     "a list of one number in every event: a dense vector takes "
+                     "2..4096 (declare dim: 1 by hand), a list feature reads ids");
+        pr__inf_skip(d, b);
+        return true;
+    }
+    if (ip->max_abs > FLT_MAX) {
+        snprintf(b, sizeof(b),
+                 "a list of numbers beyond float32 (up to %.3g): a dense vector rejects them "
+                 "(number_out_of_range)",
+                 ip->max_abs);
+        pr__inf_skip(d, b);
+        return true;
+    }
+    d->kind = PR__IK_DENSE;
+    d->dim = lo;
+    snprintf(d->why, sizeof(d->why),
+             "vectors of %u %s (an embedding: used as it is), in %.0f%% of events, elements "
+             "%.6g..%.6g, e.g. %s",
+             lo, frac ? "numbers" : "integers", 100.0 * (double)held / (double)ev, ip->min, ip->max,
+             ip->list_example);
+    snprintf(d->extra, sizeof(d->extra), "dim: %u%s", lo, held < ev ? ", default: 0" : "");
+    return true;
+}
+
 /* A list, an id (sparse) or a number (dense). */
 static void pr__inf_feature(const pr__ictx *c, pr__idec *d)
 {
@@ -1102,8 +1247,10 @@ static void pr__inf_feature(const pr__ictx *c, pr__idec *d)
     char b[256];
     bool ids = ip->n_num == 0 && ip->n_str + ip->n_int + ip->n_bool == scalars;
     bool unique = !ip->set_full && pr__distinct_n(ip) == scalars && scalars >= 50;
-    /* --- lists, ids, numbers */
+    /* --- lists (dense vectors first), ids, numbers */
     if (c->list) {
+        if (pr__inf_vector(c, d))
+            return;
         if (!ids) {
             pr__inf_skip(d, ip->n_str ? "a list mixing strings and numbers"
                                       : "a list of numbers (a list feature reads ids: strings or "
@@ -1185,9 +1332,14 @@ static void pr__inf_decide(const pr_infer *inf, const pr__ip *ip, const pr_infer
 }
 
 /* A feature name: the field's last key, or its whole path when another
- * feature's last key is the same; [A-Za-z0-9_-], at most 63; unique. */
+ * feature's last key is the same; [A-Za-z0-9_-], at most 63 (a vector's
+ * fewer: its columns' names NAME[dim-1] must fit in 63); unique. */
 static void pr__inf_name(const pr__ip *ps, const pr__idec *ds, size_t n, size_t i, pr__idec *all)
 {
+    char idx[16] = "";
+    if (ds[i].kind == PR__IK_DENSE && ds[i].dim)
+        snprintf(idx, sizeof(idx), "[%u]", ds[i].dim - 1);
+    size_t cut = sizeof(all[i].name) - 5 - strlen(idx); /* room for "_NNN" */
     const char *seg = pr__last_seg(ps[i].path);
     bool clash = !strcmp(seg, "event_time");
     for (size_t j = 0; j < n && !clash; j++)
@@ -1197,7 +1349,7 @@ static void pr__inf_name(const pr__ip *ps, const pr__idec *ds, size_t n, size_t 
     const char *src = clash ? ps[i].path : seg;
     char b[PR_NAME_MAX];
     size_t k = 0;
-    for (; src[k] && k + 1 < sizeof(b) - 4; k++) {
+    for (; src[k] && k < cut; k++) {
         unsigned char c = (unsigned char)src[k];
         b[k] = (isalnum(c) || c == '_' || c == '-') ? (char)c : '_';
     }
@@ -1212,7 +1364,7 @@ static void pr__inf_name(const pr__ip *ps, const pr__idec *ds, size_t n, size_t 
                 taken = true;
         if (!taken)
             break;
-        snprintf(cand, sizeof(cand), "%.*s_%u", (int)(sizeof(b) - 5), b, t);
+        snprintf(cand, sizeof(cand), "%.*s_%u", (int)cut, b, t);
     }
     snprintf(all[i].name, sizeof(all[i].name), "%s", cand);
 }
@@ -1343,6 +1495,41 @@ static void pr__feature_line(pr_mbuf *mb, const pr__ip *ip, const pr__idec *d)
     pr_mbuf_puts(mb, "\n");
 }
 
+/* The schema's caps, the first features seen kept: at most PR_MAX_DENSE
+ * dense features in PR_MAX_DENSE_COLS dense columns (a vector takes its
+ * dim: one that does not fit in what is left is left out, a later smaller
+ * one may fit), at most PR_MAX_SPARSE sparse ones (lists too). */
+static void pr__infer_caps(pr__idec *ds, size_t n)
+{
+    size_t nd = 0, ns = 0, cols = 0;
+    char b[256];
+    for (size_t i = 0; i < n; i++) {
+        if (ds[i].kind == PR__IK_SPARSE || ds[i].kind == PR__IK_LIST) {
+            if (++ns > PR_MAX_SPARSE)
+                pr__inf_skip(&ds[i], "over 256 sparse features (the most a schema takes): the "
+                                     "first ones seen are kept");
+            continue;
+        }
+        if (ds[i].kind != PR__IK_DENSE)
+            continue;
+        size_t w = ds[i].dim ? ds[i].dim : 1;
+        if (nd >= PR_MAX_DENSE) {
+            pr__inf_skip(&ds[i], "over 256 dense features (the most a schema takes): the first "
+                                 "ones seen are kept");
+        } else if (cols + w > PR_MAX_DENSE_COLS) {
+            snprintf(b, sizeof(b),
+                     "%s over the %d dense columns a schema takes (%zu taken by the dense "
+                     "features seen before it)",
+                     ds[i].dim ? "a vector whose dim would go" : "a number that would go",
+                     PR_MAX_DENSE_COLS, cols);
+            pr__inf_skip(&ds[i], b);
+        } else {
+            nd++;
+            cols += w;
+        }
+    }
+}
+
 /* Every field decided (*out, [inf->n], the caller's to free) and *t the
  * event time's index (-1: none), after the options' checks; names given,
  * the schema's caps kept. PR_EINVAL with errstr (an option, no feature),
@@ -1370,17 +1557,7 @@ static int pr__infer_decide_all(const pr_infer *inf, const pr_infer_opts *o, pr_
         else
             pr__inf_decide(inf, &inf->ps[i], o, false, &ds[i]);
     }
-    size_t nd = 0, ns = 0; /* the first PR_MAX_DENSE / PR_MAX_SPARSE, as a schema takes */
-    for (size_t i = 0; i < inf->n; i++) {
-        bool dense = ds[i].kind == PR__IK_DENSE;
-        if (dense || ds[i].kind == PR__IK_SPARSE || ds[i].kind == PR__IK_LIST) {
-            if (dense ? ++nd > PR_MAX_DENSE : ++ns > PR_MAX_SPARSE)
-                pr__inf_skip(&ds[i], dense ? "over 256 dense features (the most a schema "
-                                             "takes): the first ones seen are kept"
-                                           : "over 256 sparse features (the most a schema "
-                                             "takes): the first ones seen are kept");
-        }
-    }
+    pr__infer_caps(ds, inf->n);
     for (size_t i = 0; i < inf->n; i++)
         if (ds[i].kind > PR__IK_SKIP && ds[i].kind != PR__IK_TIME)
             pr__inf_name(inf->ps, ds, inf->n, i, ds);

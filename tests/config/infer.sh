@@ -76,6 +76,35 @@ PIPEREC_KAFKA_SASL_PASSWORD=x PR_INFER_TEST_HOST=h "$PIPEREC" run --config "$T/k
     > "$T/check" 2>&1 || fail "run --check with the properties: $(cat "$T/check")"
 printf 'security.protocol\n' > "$T/bad.properties"
 
+# Dense vectors: a list of numbers of one length becomes a vector (dim, and
+# default: 0 where events lack it), a list whose length varies is left out,
+# ids stay lists; process reads every event, a vector into dim columns.
+awk 'BEGIN {
+    for (i = 0; i < 200; i++) {
+        s = ""
+        for (k = 0; k <= i % 4; k++)
+            s = s (k ? ", " : "") (i * 0.5 + k * 0.25)
+        printf "{\"click\": %d, \"item_emb\": [%.3f, %.3f, 0.5, %.4f], ", i % 2, i / 200, -i / 100, (i % 7) / 3
+        if (i % 3)
+            printf "\"ctx_vec\": [%.2f, %.2f, %.2f], ", i / 10, i / 20, -i / 30
+        printf "\"scores\": [%s], \"recent_items\": [%d, %d]}\n", s, i % 17, i % 5
+    }
+}' > "$T/vec.jsonl"
+"$PIPEREC" infer --input "$T/vec.jsonl" --output "$T/vec.yaml" 2> "$T/err" ||
+    fail "infer vectors: $(cat "$T/err")"
+for line in \
+    '- { name: item_emb, path: item_emb, dim: 4 }   # vectors of 4 numbers' \
+    '- { name: ctx_vec, path: ctx_vec, dim: 3, default: 0 }   # vectors of 3 numbers .* in 6[67]% of events' \
+    '#   scores: a list of numbers whose length varies (1..4)' \
+    '- { name: recent_items, path: recent_items, list: { max_len: 2, keep: last }, ops: \[vocab\] }'; do
+    grep -q -- "$line" "$T/vec.yaml" || fail "vectors: no line with '$line' in: $(cat "$T/vec.yaml")"
+done
+"$PIPEREC" process --config "$T/vec.yaml" --input "$T/vec.jsonl" --output "$T/vout" 2> "$T/perr" ||
+    fail "process vectors: $(cat "$T/perr")"
+grep -q "200 rows, 0 rejected" "$T/perr" || fail "process vectors: $(cat "$T/perr")"
+grep -q '"n_dense": 7,' "$T/vout/meta.json" || fail "vectors: not 4 + 3 dense columns"
+grep -q '"item_emb\[3\]", "ctx_vec\[0\]"' "$T/vout/meta.json" || fail "vectors: column names"
+
 # Refusals: exit 2, the option named.
 refuse "--input is required"
 refuse "cannot open --input" --input "$T/nope.jsonl"

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -222,8 +223,9 @@ static void test_shapes(void **state)
     assert_int_equal(f->unit, PR_TIME_RFC3339);
     feat_ok(&r, "mixed", PR_FEAT_SPARSE, "mixed"); /* 1 and "one": two kinds of ids */
     assert_non_null(strstr(r.text.buf, "are two ids"));
-    skipped(&r, "imps.bid", "a list of numbers");
-    skipped(&r, "emb", "a list of numbers");
+    skipped(&r, "imps.bid", "a list of numbers under a list of objects");
+    f = feat_ok(&r, "emb", PR_FEAT_DENSE, "emb"); /* [0.5, x]: a vector of 2 */
+    assert_int_equal(f->dim, 2);
     skipped(&r, "shape", "an object, a list or a value");
     skipped(&r, "nest.l", "a list holding");
     skipped(&r, "weird key", "a key a path cannot name");
@@ -437,13 +439,289 @@ static void test_review2(void **state)
     repeat_free(ev);
 }
 
+/* The event's vectors: a list of `n` numbers, "%g" of base + k * step. */
+static int vec_json(char *b, size_t cap, int n, double base, double step)
+{
+    size_t k = (size_t)snprintf(b, cap, "[");
+    for (int i = 0; i < n && k < cap; i++)
+        k += (size_t)snprintf(b + k, cap - k, "%s%g", i ? ", " : "", base + i * step);
+    if (k < cap)
+        k += (size_t)snprintf(b + k, cap - k, "]");
+    return (int)k;
+}
+
+/* Dense vectors (dim): a list of numbers of one length in every event that
+ * holds one, with a fractional number or under an embedding's name; no ops,
+ * default: 0 where some events lack it ([] and null too); a length that
+ * varies, one number, a value beyond float32, true/false or strings among
+ * the numbers leave it out; integer lists stay lists (ids). */
+static void test_vectors(void **state)
+{
+    (void)state;
+    char **ev = calloc(101, sizeof(*ev));
+    for (int i = 0; i < 100; i++) {
+        char b[4096], emb[256], ctx[128], var[256], big[64], lk[256];
+        vec_json(emb, sizeof(emb), 8, -0.5 + i * 0.01, 0.125);
+        if (i % 4 == 3)
+            vec_json(ctx, sizeof(ctx), 4, i * 0.5, -1);
+        else
+            snprintf(ctx, sizeof(ctx), i % 4 == 1 ? "null" : "[]");
+        vec_json(var, sizeof(var), 3 + i % 7, 0.25, 1);
+        snprintf(big, sizeof(big), "[0.5, %s]", i == 7 ? "1e300" : "1.5");
+        vec_json(lk, sizeof(lk), 16, 0.5, i);
+        snprintf(b, sizeof(b),
+                 "{\"click\": %d, \"emb\": %s, %s%s%s\"var\": %s, \"hist\": [%d, %d, %d], "
+                 "\"user_emb\": [%d, %d, %d, %d], \"item2vec\": [%d%s], \"emb_ids\": [%d, 7, 9], "
+                 "\"member\": [%d, 1, 2], \"big\": %s, \"flags\": [0.5, %s], \"one\": [%g], "
+                 "\"words\": [\"a\", 0.5], \"a_very_long_query_embedding_key_for_the_ranking_"
+                 "model_v2\": %s}",
+                 i % 2, emb, i % 4 ? "\"ctx\": " : "", i % 4 ? ctx : "", i % 4 ? ", " : "", var, i,
+                 i + 1, i + 2, i % 5, i % 3, -i, i, i % 9, i % 2 ? ", 4" : "", i % 11, i % 13, big,
+                 i % 2 ? "true" : "false", i * 0.5, lk);
+        ev[i] = strdup(b);
+    }
+    inferred r;
+    infer_ok((const char *const *)ev, NULL, &r);
+    const pr_feature_spec *f = feat_ok(&r, "emb", PR_FEAT_DENSE, "emb");
+    assert_int_equal(f->dim, 8);
+    assert_int_equal(f->n_ops, 0); /* an embedding is used as it is */
+    assert_false(f->has_default);  /* in every event */
+    assert_non_null(strstr(r.text.buf, "dim: 8 }   # vectors of 8 numbers "));
+    assert_non_null(strstr(r.text.buf, "in 100% of events, elements -0.5..1.365, e.g. [-0.5, "));
+    f = feat_ok(&r, "ctx", PR_FEAT_DENSE, "ctx"); /* absent, null, [] or 4 numbers */
+    assert_int_equal(f->dim, 4);
+    assert_int_equal(f->n_ops, 0);
+    assert_true(f->has_default);
+    assert_true(f->deflt.a == 0);
+    assert_non_null(strstr(r.text.buf, "dim: 4, default: 0 }   # vectors of 4 numbers "
+                                       "(an embedding: used as it is), in 25% of events"));
+    f = feat_ok(&r, "user_emb", PR_FEAT_DENSE, "user_emb"); /* integers, an embedding's name */
+    assert_int_equal(f->dim, 4);
+    assert_non_null(strstr(r.text.buf, "vectors of 4 integers"));
+    /* a long key: the name leaves room for its columns' NAME[15] (the config loaded) */
+    f = feat_ok(&r, "a_very_long_query_embedding_key_for_the_ranking_model_v", PR_FEAT_DENSE,
+                "a_very_long_query_embedding_key_for_the_ranking_model_v2");
+    assert_int_equal(f->dim, 16);
+    /* integer lists stay lists: ids, a length that varies, an id's name, no vector name */
+    f = feat_ok(&r, "hist", PR_FEAT_LIST, "hist");
+    assert_int_equal(f->max_len, 3);
+    feat_ok(&r, "item2vec", PR_FEAT_LIST, "item2vec");
+    feat_ok(&r, "emb_ids", PR_FEAT_LIST, "emb_ids");
+    feat_ok(&r, "member", PR_FEAT_LIST, "member");
+    skipped(&r, "var",
+            "a list of numbers whose length varies (3..9): a dense vector needs one "
+            "length, a list feature reads ids");
+    skipped(&r, "big", "beyond float32 (up to 1e+300)");
+    skipped(&r, "flags", "a list mixing true/false and numbers");
+    skipped(&r, "one", "a list of one number");
+    skipped(&r, "words", "a list mixing strings and numbers");
+    assert_int_equal(r.sum.dense, 4);
+    assert_int_equal(r.sum.lists, 4);
+    assert_int_equal(r.sum.skipped, 5);
+    inferred_free(&r);
+    repeat_free(ev);
+}
+
+/* The dense budget: at most 256 dense features in 4096 dense columns, a
+ * vector counted by its dim; one that does not fit in what is left is left
+ * out, a smaller one seen later still goes in. */
+static void test_vector_budget(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *key;
+        int dim;
+    } vecs[] = {{"a_emb", 3000}, {"b_emb", 1000}, {"c_emb", 200}, {"d_emb", 90}};
+    char **ev = calloc(4, sizeof(*ev));
+    for (int e = 0; e < 3; e++) {
+        size_t cap = 64 * 1024, k = 0;
+        char *b = malloc(cap);
+        k += (size_t)snprintf(b + k, cap - k, "{\"click\": %d", e % 2);
+        for (size_t v = 0; v < sizeof(vecs) / sizeof(vecs[0]); v++) {
+            k += (size_t)snprintf(b + k, cap - k, ", \"%s\": ", vecs[v].key);
+            k += (size_t)vec_json(b + k, cap - k, vecs[v].dim, e * 0.5, 0.25);
+        }
+        for (int x = 0; x < 10; x++) /* 6 of them fit: 3000 + 1000 + 90 + 6 = 4096 */
+            k += (size_t)snprintf(b + k, cap - k, ", \"x%d\": %d.5", x, e * 10 + x);
+        snprintf(b + k, cap - k, "}");
+        ev[e] = b;
+    }
+    inferred r;
+    infer_ok((const char *const *)ev, NULL, &r);
+    assert_int_equal(feat_ok(&r, "a_emb", PR_FEAT_DENSE, "a_emb")->dim, 3000);
+    assert_int_equal(feat_ok(&r, "b_emb", PR_FEAT_DENSE, "b_emb")->dim, 1000);
+    skipped(&r, "c_emb",
+            "a vector whose dim would go over the 4096 dense columns a schema takes "
+            "(4000 taken");
+    assert_int_equal(feat_ok(&r, "d_emb", PR_FEAT_DENSE, "d_emb")->dim, 90);
+    feat_ok(&r, "x5", PR_FEAT_DENSE, "x5");
+    skipped(&r, "x6", "a number that would go over the 4096 dense columns");
+    skipped(&r, "x9", "over the 4096 dense columns");
+    assert_int_equal(r.sum.dense, 9);
+    assert_int_equal(r.cfg->pipelines[0].features.n_features, 10); /* and the label */
+    assert_int_equal(pr_feature_schema_dense_cols(&r.cfg->pipelines[0].features), 4096);
+    inferred_free(&r);
+    repeat_free(ev);
+}
+
+/* A file under /tmp with these bytes; its path into path (a mkstemps
+ * template with suffix). */
+static void temp_file(char *path, int suffix, const void *data, size_t n)
+{
+    int fd = mkstemps(path, suffix);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* Avro arrays of float and double, Protobuf repeated float and double, as
+ * JSON lists are: a vector of one length in every record becomes a dense
+ * vector the format's config check accepts (an empty Avro array or an
+ * absent repeated field is missing: default 0); an array of longs stays a
+ * list; a NaN (which JSON cannot hold) leaves the array out. */
+static void test_vector_formats(void **state)
+{
+    (void)state;
+    /* Avro: record E { array<float> emb; array<double> dv; array<long> ids } */
+    static const char avsc[] =
+        "{\"type\": \"record\", \"name\": \"E\", \"fields\": ["
+        "{\"name\": \"emb\", \"type\": {\"type\": \"array\", \"items\": \"float\"}}, "
+        "{\"name\": \"dv\", \"type\": {\"type\": \"array\", \"items\": \"double\"}}, "
+        "{\"name\": \"ids\", \"type\": {\"type\": \"array\", \"items\": \"long\"}}, "
+        "{\"name\": \"nan_emb\", \"type\": {\"type\": \"array\", \"items\": \"double\"}}]}";
+    char avsc_path[] = "/tmp/pr_test_infer_XXXXXX.avsc";
+    temp_file(avsc_path, 5, avsc, sizeof(avsc) - 1);
+    FILE *recs = tmpfile();
+    assert_non_null(recs);
+    for (int i = 0; i < 40; i++) {
+        uint8_t body[256];
+        size_t n = 0;
+        body[n++] = 3 * 2; /* 3 floats, a zigzag count */
+        for (int k = 0; k < 3; k++) {
+            float x = 0.25f * (float)(i + k);
+            memcpy(body + n, &x, 4); /* little-endian, as the Avro spec */
+            n += 4;
+        }
+        body[n++] = 0;
+        if (i % 2) { /* 2 doubles, else an empty array */
+            body[n++] = 2 * 2;
+            for (int k = 0; k < 2; k++) {
+                double x = -1.5 * (double)(i + k);
+                memcpy(body + n, &x, 8);
+                n += 8;
+            }
+        }
+        body[n++] = 0;
+        body[n++] = 2 * 2; /* ids: 2 longs */
+        body[n++] = (uint8_t)(2 * (i % 50));
+        body[n++] = 2 * 3;
+        body[n++] = 0;
+        body[n++] = 2 * 2; /* nan_emb: 2 doubles, a NaN in one record */
+        for (int k = 0; k < 2; k++) {
+            double x = i == 5 && k ? NAN : 0.5 * (double)(i - k);
+            memcpy(body + n, &x, 8);
+            n += 8;
+        }
+        body[n++] = 0;
+        fputc((int)n, recs);
+        fwrite(body, 1, n, recs);
+    }
+    rewind(recs);
+    pr_infer *inf = NULL;
+    char err[2048];
+    assert_int_equal(pr_infer_new(&inf), 0);
+    assert_int_equal(pr_infer_add_avro_records(inf, avsc_path, recs, 1000, err, sizeof(err)), 0);
+    fclose(recs);
+    pr_infer_opts ao = {.avro_schema_file = avsc_path};
+    inferred r;
+    pr_mbuf_init(&r.text);
+    assert_int_equal(pr_infer_write(inf, &ao, &r.text, &r.sum, err, sizeof(err)), 0);
+    pr_infer_free(inf);
+    if (pr_config_load_string(r.text.buf, r.text.len, "<inferred>", &r.cfg, err, sizeof(err)))
+        fail_msg("the inferred Avro config does not load: %s\n%s", err, r.text.buf);
+    const pr_feature_spec *f = feat_ok(&r, "emb", PR_FEAT_DENSE, "emb");
+    assert_int_equal(f->dim, 3);
+    assert_false(f->has_default);
+    f = feat_ok(&r, "dv", PR_FEAT_DENSE, "dv");
+    assert_int_equal(f->dim, 2);
+    assert_true(f->has_default);
+    feat_ok(&r, "ids", PR_FEAT_LIST, "ids");
+    skipped(&r, "nan_emb", "NaN or infinity in 1 values");
+    inferred_free(&r);
+    unlink(avsc_path);
+
+    /* Protobuf: the descriptor set protoc writes of
+     *   syntax = "proto3"; package v;
+     *   message E { repeated float vec = 1; repeated double dvec = 2 [packed = false];
+     *               repeated int64 ids = 3; } */
+    static const uint8_t desc[] = {
+        0x0a, 0x55, 0x0a, 0x07, 0x76, 0x2e, 0x70, 0x72, 0x6f, 0x74, 0x6f, 0x12, 0x01, 0x76, 0x22,
+        0x3f, 0x0a, 0x01, 0x45, 0x12, 0x10, 0x0a, 0x03, 0x76, 0x65, 0x63, 0x18, 0x01, 0x20, 0x03,
+        0x28, 0x02, 0x52, 0x03, 0x76, 0x65, 0x63, 0x12, 0x16, 0x0a, 0x04, 0x64, 0x76, 0x65, 0x63,
+        0x18, 0x02, 0x20, 0x03, 0x28, 0x01, 0x42, 0x02, 0x10, 0x00, 0x52, 0x04, 0x64, 0x76, 0x65,
+        0x63, 0x12, 0x10, 0x0a, 0x03, 0x69, 0x64, 0x73, 0x18, 0x03, 0x20, 0x03, 0x28, 0x03, 0x52,
+        0x03, 0x69, 0x64, 0x73, 0x62, 0x06, 0x70, 0x72, 0x6f, 0x74, 0x6f, 0x33};
+    char desc_path[] = "/tmp/pr_test_infer_XXXXXX.desc";
+    temp_file(desc_path, 5, desc, sizeof(desc));
+    FILE *msgs = tmpfile();
+    assert_non_null(msgs);
+    for (int i = 0; i < 40; i++) {
+        uint8_t m[256];
+        size_t n = 0;
+        m[n++] = 0x0a; /* vec: packed, 4 floats */
+        m[n++] = 16;
+        for (int k = 0; k < 4; k++) {
+            float x = 0.5f * (float)(i - k);
+            memcpy(m + n, &x, 4);
+            n += 4;
+        }
+        for (int k = 0; i % 2 && k < 2; k++) { /* dvec: 2 unpacked doubles, else absent */
+            double x = 0.125 * (double)(i * k);
+            m[n++] = 0x11;
+            memcpy(m + n, &x, 8);
+            n += 8;
+        }
+        m[n++] = 0x1a; /* ids: packed, 2 varints */
+        m[n++] = 2;
+        m[n++] = (uint8_t)(i % 30);
+        m[n++] = 5;
+        fputc((int)n, msgs);
+        fwrite(m, 1, n, msgs);
+    }
+    rewind(msgs);
+    assert_int_equal(pr_infer_new(&inf), 0);
+    assert_int_equal(pr_infer_add_pb_messages(inf, desc_path, "v.E", msgs, 1000, err, sizeof(err)),
+                     0);
+    fclose(msgs);
+    pr_infer_opts po = {.pb_descriptor_set = desc_path, .pb_message = "v.E"};
+    pr_mbuf_init(&r.text);
+    assert_int_equal(pr_infer_write(inf, &po, &r.text, &r.sum, err, sizeof(err)), 0);
+    pr_infer_free(inf);
+    r.cfg = NULL;
+    if (pr_config_load_string(r.text.buf, r.text.len, "<inferred>", &r.cfg, err, sizeof(err)))
+        fail_msg("the inferred Protobuf config does not load: %s\n%s", err, r.text.buf);
+    f = feat_ok(&r, "vec", PR_FEAT_DENSE, "vec");
+    assert_int_equal(f->dim, 4);
+    assert_false(f->has_default);
+    f = feat_ok(&r, "dvec", PR_FEAT_DENSE, "dvec");
+    assert_int_equal(f->dim, 2);
+    assert_true(f->has_default); /* absent (an empty repeated field) in half */
+    feat_ok(&r, "ids", PR_FEAT_LIST, "ids");
+    inferred_free(&r);
+    unlink(desc_path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_kinds),     cmocka_unit_test(test_missing),
-        cmocka_unit_test(test_shapes),    cmocka_unit_test(test_options),
-        cmocka_unit_test(test_bad_lines), cmocka_unit_test(test_names),
-        cmocka_unit_test(test_review),    cmocka_unit_test(test_review2),
+        cmocka_unit_test(test_kinds),          cmocka_unit_test(test_missing),
+        cmocka_unit_test(test_shapes),         cmocka_unit_test(test_options),
+        cmocka_unit_test(test_bad_lines),      cmocka_unit_test(test_names),
+        cmocka_unit_test(test_review),         cmocka_unit_test(test_review2),
+        cmocka_unit_test(test_vectors),        cmocka_unit_test(test_vector_budget),
+        cmocka_unit_test(test_vector_formats),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
