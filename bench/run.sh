@@ -31,6 +31,10 @@
 #      16 threads 1 / (f + (1 - f) / 16), bounded by the column chains
 #      (projection16; projections, not measurements); bench_process_json.sh
 #      runs this step alone
+#   4e. bench/bench_vectors.sh: dense vectors (dim 64, BENCH_VEC_ROWS, default
+#      200K events) at 1 thread against the same events with the vector
+#      written as 64 named fields (identical dense.npy checked) and against a
+#      Python json.loads + numpy loop; ratios
 #   5. the pandas/numpy baseline (bench/baseline_pandas.py, one core) on the
 #      first BENCH_BASELINE_ROWS rows (default 300K; it is ~100x slower),
 #      checked against piperec's output for the same rows
@@ -145,6 +149,7 @@ for thr in default 1; do
 done
 
 BENCH_TMP=${BENCH_TMP:-/tmp} sh "$HERE/bench_process_json.sh" "$BUILD" | collect
+BENCH_TMP=${BENCH_TMP:-/tmp} sh "$HERE/bench_vectors.sh" "$BUILD" | collect
 
 echo "== 5. pandas baseline: $BASE_ROWS rows, 1 core" >&2
 head -n "$BASE_ROWS" "$TMP/data.tsv" > "$TMP/slice.tsv"

@@ -472,6 +472,54 @@ static void test_numbers(void **state)
     fx_close(&f);
 }
 
+/* Every decimal the word-at-a-time fraction path reads (I.F, 1..7 integer
+ * and 1..8 fraction digits) and its neighbours it leaves to the full
+ * parser (8 integer digits, 9 fraction digits, exponents, integers), in a
+ * document long enough for the fast path, as a value and inside a list:
+ * the same double as strtod, bit for bit (-0.0 included). */
+static void test_decimals_like_strtod(void **state)
+{
+    (void)state;
+    static const pr_json_path paths[] = {{"d", PR_JSON_DOUBLE, 0, 0},
+                                         {"l", PR_JSON_DOUBLE, PR_JSON_LIST, 0}};
+    fx f;
+    fx_open(&f, paths, 2, 0);
+    uint64_t x = 88172645463325252ull;
+    char lit[64], doc[256];
+    for (int it = 0; it < 200000; it++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int ni = 1 + (int)(x % 8), nf = (int)((x >> 8) % 10), k = 0;
+        if ((x >> 16) & 1)
+            lit[k++] = '-';
+        for (int i = 0; i < ni; i++)
+            lit[k++] = (char)('0' + (i == 0 && ni > 1 ? 1 + (x >> (20 + i)) % 9
+                                                      : (x >> (20 + 3 * i)) % 10));
+        if (nf) {
+            lit[k++] = '.';
+            for (int i = 0; i < nf; i++)
+                lit[k++] = (char)('0' + (x >> (40 + 2 * i)) % 10);
+        }
+        if (((x >> 60) & 7) == 0)
+            k += snprintf(lit + k, sizeof(lit) - (size_t)k, "e%d", (int)((x >> 50) % 9) - 4);
+        lit[k] = 0;
+        /* an integer is read as one ("-0" is 0, docs: the extractor) */
+        double want = strchr(lit, '.') || strchr(lit, 'e') ? strtod(lit, NULL)
+                                                           : (double)strtoll(lit, NULL, 10);
+        pr_json_block_reset(f.b);
+        snprintf(doc, sizeof(doc), "{\"d\":%s,\"l\":[%s, %s],\"pad\":\"%s\"}", lit, lit, lit,
+                 "0123456789012345678901234567890123456789");
+        assert_int_equal(ex(&f, doc), 0);
+        const pr_json_col *l = &f.b->cols[1];
+        uint32_t at = first(l, f.b->rows - 1);
+        assert_int_equal(l->count[f.b->rows - 1], 2);
+        double got[3] = {last_f64(&f, 0), l->f64[at], l->f64[at + 1]};
+        for (int i = 0; i < 3; i++)
+            if (memcmp(&got[i], &want, sizeof(want)) != 0)
+                fail_msg("%s: got %.17g (%d), strtod %.17g", lit, got[i], i, want);
+    }
+    fx_close(&f);
+}
+
 /* Unknown fields of every kind are skipped; key order does not matter. */
 static void test_unknown_fields_and_order(void **state)
 {
@@ -854,6 +902,7 @@ int main(void)
         cmocka_unit_test(test_escaped_keys),
         cmocka_unit_test(test_bad_utf8),
         cmocka_unit_test(test_numbers),
+        cmocka_unit_test(test_decimals_like_strtod),
         cmocka_unit_test(test_unknown_fields_and_order),
         cmocka_unit_test(test_lists_null_absent),
         cmocka_unit_test(test_duplicate_keys),
