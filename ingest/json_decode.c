@@ -38,7 +38,8 @@ typedef struct pr__jfeat {
     int side;                        /* index among sparse+list features, -1 */
     int vocab_step;                  /* index of `vocab` in the chain, -1 */
     int8_t tunit;                    /* a time-tagged value's pr_time_unit here, -1 as is */
-    uint16_t slot;                   /* label / dense index */
+    uint16_t slot;                   /* label / dense index (a vector's first column) */
+    uint16_t dim;                    /* f->dim: a dense vector's columns, 0 a number */
 } pr__jfeat;
 
 /* Where the filter's and the downsample's paths are in an extracted block:
@@ -216,6 +217,7 @@ pr_json_decoder *pr_json_decoder_new(const pr_feature_schema *fs, char *errstr, 
         jf->side = pr__is_side(jf->f) ? d->n_side++ : -1;
         jf->vocab_step = pr_feature_vocab_step(jf->f);
         jf->tunit = pr__time_op_unit(jf->f);
+        jf->dim = jf->f->dim;
         if (jf->f->kind == PR_FEAT_LABEL)
             jf->slot = d->n_labels++;
         else if (jf->f->kind == PR_FEAT_DENSE) { /* a vector: dim columns from slot */
@@ -636,7 +638,7 @@ static int pr__features(pr_json_decoder *d, const pr_decode_ctx *ctx)
                 d->labels[jf->slot] = v.type == PR_FVAL_NUM ? (float)v.num : 0.0f;
             break;
         case PR_FEAT_DENSE:
-            if (jf->f->dim)
+            if (jf->dim)
                 rc = pr__vector(d, jf);
             else if (!(rc = pr__numeric(d, jf, &v)) &&
                 !(rc = pr__chain(d, jf->f, 0, jf->f->n_ops, &v, 1)) &&

@@ -823,53 +823,15 @@ static inline size_t pr__fast_int(const uint8_t *p, const uint8_t *end, int64_t 
     return neg + n;
 }
 
-/* The common case of a fraction (prices, scores, embeddings): I.F with 1 to
- * 7 integer digits (no leading zero but "0") and 1 to 8 fraction digits, no
- * exponent, with at least 18 bytes of input left, read as two words. Its
- * value m / 10^nf has m < 10^15 < 2^53: exactly the Clinger fast path of
- * pr__parse_number, so the same double. Returns the bytes it took, or 0
- * for anything else (the full parser decides). */
-static inline size_t pr__fast_dec(const uint8_t *p, const uint8_t *end, double *d)
-{
-    static const uint64_t pow10_u[9] = {1,      10,      100,      1000,     10000,
-                                        100000, 1000000, 10000000, 100000000};
-    if (end - p < 18)
-        return 0;
-    bool neg = *p == '-';
-    const uint8_t *q = p + neg;
-    uint64_t w, wf;
-    memcpy(&w, q, 8);
-    unsigned n = pr__swar_digits(w);
-    if (n == 0 || n == 8 || (q[0] == '0' && n > 1) || q[n] != '.')
-        return 0;
-    const uint8_t *f = q + n + 1; /* f + 8 < p + 18: in the input */
-    memcpy(&wf, f, 8);
-    unsigned nf = pr__swar_digits(wf);
-    uint8_t c = f[nf];
-    if (nf == 0 || (c >= '0' && c <= '9') || (c | 0x20) == 'e')
-        return 0;
-    uint64_t m = pr__swar_value8(w << (8 * (8 - n))) * pow10_u[nf] +
-                 pr__swar_value8(wf << (8 * (8 - nf)));
-    double x = (double)m / pow10_exact[nf];
-    *d = neg ? -x : x;
-    return neg + n + 1 + nf;
-}
-
 static inline int pr__parse_number_fast(jp *j, jnum *out)
 {
     size_t n = pr__fast_int(j->p, j->end, &out->i);
-    if (n) {
-        out->kind = NUM_INT;
-        out->d = (double)out->i;
-        j->p += n;
-        return 0;
-    }
-    if ((n = pr__fast_dec(j->p, j->end, &out->d))) {
-        out->kind = NUM_FLOAT;
-        j->p += n;
-        return 0;
-    }
-    return pr__parse_number(j, out);
+    if (!n)
+        return pr__parse_number(j, out);
+    out->kind = NUM_INT;
+    out->d = (double)out->i;
+    j->p += n;
+    return 0;
 }
 
 static int pr__skip_value(jp *j, uint32_t depth);

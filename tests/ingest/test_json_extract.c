@@ -472,11 +472,10 @@ static void test_numbers(void **state)
     fx_close(&f);
 }
 
-/* Every decimal the word-at-a-time fraction path reads (I.F, 1..7 integer
- * and 1..8 fraction digits) and its neighbours it leaves to the full
- * parser (8 integer digits, 9 fraction digits, exponents, integers), in a
- * document long enough for the fast path, as a value and inside a list:
- * the same double as strtod, bit for bit (-0.0 included). */
+/* Decimals of 1..8 integer and 0..9 fraction digits, signs and exponents
+ * (Clinger's exact path and strtod's), in a document long enough for any
+ * read-ahead, as a value and inside a list: the same double as strtod, bit
+ * for bit (-0.0 included; an integer as an integer: "-0" is 0). */
 static void test_decimals_like_strtod(void **state)
 {
     (void)state;
