@@ -106,3 +106,4 @@ awk -v v="$(rate "$TMP/vector.json")" -v f="$(rate "$TMP/flat.json")" \
     -v dim="$DIM" 'BEGIN {
     printf "{\"bench\": \"vector_ratios\", \"dim\": %d, \"vector_over_flat\": %.2f, \"vector_over_python\": %.2f, \"default_threads_over_1\": %.2f, \"identical\": %s}\n",
         dim, v / f, v / p, m / v, id }'
+[ "$identical" = true ] || { echo "bench_vectors: the vector and flat runs wrote different dense.npy" >&2; exit 1; }

@@ -957,6 +957,28 @@ static int pr__kind_rank(pr_feature_kind k)
     return rank[k];
 }
 
+/* A dense vector's path is its own: another feature reading it would take
+ * the list as a single value or map it over a list of objects, and the
+ * vector's shape (one list, its positions kept) could not hold for both. */
+static void pr__vector_paths_own(cfg_ctx *c, yaml_node_t *map, const pr_feature_schema *fs)
+{
+    for (uint32_t i = 0; i < fs->n_features; i++) {
+        const pr_feature_spec *v = &fs->features[i];
+        if (v->kind != PR_FEAT_DENSE || !v->dim)
+            continue;
+        for (uint32_t j = 0; j < fs->n_features; j++)
+            for (uint8_t k = 0; j != i && k < fs->features[j].n_paths; k++)
+                if (strcmp(fs->features[j].paths[k], v->paths[0]) == 0) {
+                    pr__cfg_error(c, map, NULL,
+                                  "dense vector '%s' reads '%s', and so does %s feature '%s': a "
+                                  "vector's path is its own",
+                                  v->name, v->paths[0], pr_feature_kind_names[fs->features[j].kind],
+                                  fs->features[j].name);
+                    return;
+                }
+    }
+}
+
 /* A declared schema drives today's spec: counts, names and the union of the
  * engine operators its sparse features use (for the vocabulary settings and
  * their checks). */
@@ -964,12 +986,13 @@ static void pr__spec_from_features(cfg_ctx *c, yaml_node_t *map, pr_pipeline_cfg
 {
     pr_feature_schema *fs = &pl->features;
     pr_pipeline_spec *sp = &pl->spec;
-    uint32_t nd = 0, ns = 0;
+    uint32_t nd = 0, ns = 0, nf = 0; /* dense columns, sparse features, dense features */
     bool has[PR_FOP__COUNT] = {false};
     sp->has_label = false;
     for (uint32_t i = 0; i < fs->n_features; i++) {
         const pr_feature_spec *f = &fs->features[i];
         sp->has_label |= f->kind == PR_FEAT_LABEL;
+        nf += f->kind == PR_FEAT_DENSE;
         for (uint32_t k = 0; k < pr_feature_dense_cols(f); k++, nd++)
             if (nd < PR_MAX_DENSE_COLS)
                 pr_feature_dense_col_name(f, k, pl->dense_names[nd], PR_NAME_MAX);
@@ -984,11 +1007,13 @@ static void pr__spec_from_features(cfg_ctx *c, yaml_node_t *map, pr_pipeline_cfg
             snprintf(sp->sparse[ns].name, PR_NAME_MAX, "%s", f->name);
         ns++;
     }
-    if (nd > PR_MAX_DENSE_COLS)
+    if (nf > PR_MAX_DENSE || ns > PR_MAX_SPARSE)
+        pr__cfg_error(c, map, NULL, "%u dense and %u sparse features, at most %d of each", nf, ns,
+                      PR_MAX_DENSE);
+    else if (nd > PR_MAX_DENSE_COLS)
         pr__cfg_error(c, map, NULL, "%u dense columns (a vector takes its dim), at most %d", nd,
                       PR_MAX_DENSE_COLS);
-    if (ns > PR_MAX_SPARSE)
-        pr__cfg_error(c, map, NULL, "%u sparse features, at most %d", ns, PR_MAX_SPARSE);
+    pr__vector_paths_own(c, map, fs);
     if (nd + ns == 0 && c->n_errors == 0) /* not when the features had errors */
         pr__cfg_error(c, map, NULL, "declares no dense or sparse feature");
     sp->n_dense = (uint16_t)(nd < PR_MAX_DENSE_COLS ? nd : PR_MAX_DENSE_COLS);

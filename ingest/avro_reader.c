@@ -507,11 +507,15 @@ static av *pr__descend(pr__cmp *c, av *n, avro_schema_t s, json_t *jo, uint32_t 
     return n;
 }
 
-/* The column of a single-valued path at or below trie node t, -1 none. */
+/* The column of a single-valued path (or a dense vector's: its positions
+ * must hold, so it reads no list of records) at or below trie node t, -1
+ * none. */
 static int32_t pr__scalar_below(const pr_avro_reader *r, uint32_t t)
 {
-    if (r->trie[t].col >= 0)
-        return r->paths[r->trie[t].col].shape == PR_JSON_SCALAR ? r->trie[t].col : -1;
+    if (r->trie[t].col >= 0) {
+        pr_json_shape sh = r->paths[r->trie[t].col].shape;
+        return sh == PR_JSON_SCALAR || sh == PR_JSON_VECTOR ? r->trie[t].col : -1;
+    }
     for (uint32_t k = r->trie[t].first; k; k = r->trie[k].next) {
         int32_t col = pr__scalar_below(r, k);
         if (col >= 0)
@@ -531,7 +535,8 @@ static av *pr__compile_objlist(pr__cmp *c, avro_schema_t s, json_t *jo, uint32_t
         return pr__wrong(c, AV_ARRAY, -1,
                          "a list inside a list of records (one list level per path)");
     if (scalar >= 0)
-        return pr__wrong(c, AV_ARRAY, scalar, "a list of records, under a single-valued path");
+        return pr__wrong(c, AV_ARRAY, scalar,
+                         "a list of records, under a single-valued path (or a dense vector's)");
     av *n = pr__node(c->pl, AV_ARRAY, ACT_DESCEND);
     if (!n || pr__kids(n, 1))
         return NULL;
@@ -599,7 +604,8 @@ static av *pr__compile(pr__cmp *c, avro_schema_t s, json_t *j, int64_t t, bool i
                                       t, true)))
             return NULL;
         n->col = tn->col;
-    } else if (kind != AV_NULL && shape == PR_JSON_LIST && !in_list && !c->in_elem) {
+    } else if (kind != AV_NULL && (shape == PR_JSON_LIST || shape == PR_JSON_VECTOR) && !in_list &&
+               !c->in_elem) {
         n = pr__wrong(c, (uint8_t)kind, tn->col, "a list expected");
     } else {
         n = pr__node(pl, (uint8_t)kind, ACT_LEAF);
@@ -1430,6 +1436,7 @@ typedef struct pr__chk {
     const pr_avro_schema *s;
     const char *path;
     bool list;      /* the feature takes a list */
+    bool vector;    /* ... a dense vector's: never through an array of records */
     bool in_elem;   /* past an array of records */
     unsigned types; /* PR_FTYPE_* | PR__AV_TIME of the values the path can give */
     char *err;
@@ -1574,6 +1581,12 @@ static int pr__chk_node(pr__chk *k, avro_schema_t s, json_t *j, const char *seg,
                                     "%.*s is an array of records: a single-valued feature cannot "
                                     "go through it (declare a list feature: list: { max_len: N })",
                                     at_len, k->path);
+            if (k->vector)
+                return pr__chk_fail(k,
+                                    "%.*s is an array of records: a dense vector reads one array "
+                                    "of numbers, not one element per record (its positions must "
+                                    "hold)",
+                                    at_len, k->path);
             k->in_elem = true; /* the items take the same segment */
             int rc = pr__chk_node(k, avro_schema_array_items(s), json_object_get(jo, "items"), seg,
                                   false, depth + 1);
@@ -1642,6 +1655,7 @@ int pr_avro_check_feature(const pr_avro_schema *s, const pr_feature_spec *f, uin
     pr__chk c = {.s = s,
                  .path = f->paths[k],
                  .list = pr_feature_reads_list(f),
+                 .vector = f->kind == PR_FEAT_DENSE && f->dim,
                  .err = errstr,
                  .errn = errstr_size};
     int rc = pr__chk_node(&c, s->pl->schema, s->pl->json, f->paths[k], false, 0);

@@ -135,36 +135,39 @@ static int pr__sel_paths(const pr_feature_schema *fs, pr_json_path *paths, size_
 
 /* The distinct paths of the schema, one extractor column each: PR_JSON_ANY,
  * a list shape when every feature reading it is a list, a scalar when none
- * is, either when both (a scalar feature then refuses a list itself). */
+ * is, either when both (a scalar feature then refuses a list itself); a
+ * dense vector's path the vector shape (no list of objects on the way). */
 static int pr__paths(pr_json_decoder *d, const pr_feature_schema *fs, pr_json_path *paths,
                      size_t *n_out)
 {
-    size_t n = 0;
-    uint8_t uses[PR_FEAT_MAX_CROSS * 256] = {0}; /* bit 0 scalar user, bit 1 list user */
+    size_t n = 0, cap = (size_t)fs->n_features * PR_FEAT_MAX_CROSS + PR_SELECT_PATHS_MAX;
+    /* bit 0 scalar user, bit 1 list user, bit 2 dense vector (its path is its
+     * own: the config refuses another feature on it) */
+    uint8_t *uses = calloc(cap, 1);
+    if (!uses)
+        return PR_ENOMEM;
     for (uint32_t i = 0; i < fs->n_features; i++) {
         const pr_feature_spec *f = &fs->features[i];
         for (uint8_t k = 0; k < f->n_paths; k++) {
             size_t j = pr__path_find(paths, n, f->paths[k]);
-            if (j == n) {
-                if (n >= sizeof(uses))
-                    return PR_EINVAL;
+            if (j == n)
                 paths[n++] = (pr_json_path){
                     .path = f->paths[k], .type = PR_JSON_ANY, .max_list = PR_FEAT_MAX_LIST};
-            }
-            uses[j] |= pr_feature_reads_list(f) ? 2 : 1;
+            uses[j] |= f->kind == PR_FEAT_DENSE && f->dim ? 4 : pr_feature_reads_list(f) ? 2 : 1;
             d->feat[i].col[k] = (uint32_t)j;
         }
     }
     /* The filter's and the downsample's paths: either shape (a list matches
      * by its elements) unless a feature reads it too. */
-    if (pr__sel_paths(fs, paths, &n, sizeof(uses), &d->sel))
-        return PR_EINVAL;
+    int rc = pr__sel_paths(fs, paths, &n, cap, &d->sel);
     for (size_t j = 0; j < n; j++)
-        paths[j].shape = uses[j] == 2   ? PR_JSON_LIST
+        paths[j].shape = uses[j] & 4    ? PR_JSON_VECTOR
+                         : uses[j] == 2 ? PR_JSON_LIST
                          : uses[j] == 1 ? PR_JSON_SCALAR
                                         : PR_JSON_SCALAR_OR_LIST;
+    free(uses);
     *n_out = n;
-    return 0;
+    return rc;
 }
 
 static int pr__stage_alloc(pr_json_decoder *d, const pr_feature_schema *fs)
@@ -203,6 +206,15 @@ pr_json_decoder *pr_json_decoder_new(const pr_feature_schema *fs, char *errstr, 
                   PR_FILTER_MAX_CONDS);
         return NULL;
     }
+    /* a vector's elements go through fv / why ([PR_FEAT_MAX_LIST]) and into
+     * the staged dense row: the config's limits, checked again for a schema
+     * built by hand */
+    _Static_assert(PR_FEAT_MAX_DIM <= PR_FEAT_MAX_LIST, "a vector's elements fit fv");
+    if (pr_feature_schema_dense_cols(fs) > PR_MAX_DENSE_COLS) {
+        pr_seterr(errstr, errstr_size, PR_EINVAL, "json: more than %d dense columns",
+                  PR_MAX_DENSE_COLS);
+        return NULL;
+    }
     pr_json_decoder *d = calloc(1, sizeof(*d));
     pr_json_path *paths =
         calloc((size_t)fs->n_features * PR_FEAT_MAX_CROSS + PR_SELECT_PATHS_MAX, sizeof(*paths));
@@ -226,10 +238,8 @@ pr_json_decoder *pr_json_decoder_new(const pr_feature_schema *fs, char *errstr, 
         }
     }
     size_t n_paths = 0;
-    if (pr__paths(d, fs, paths, &n_paths)) {
-        pr_seterr(errstr, errstr_size, PR_EINVAL, "json: too many distinct paths");
-        goto out_free;
-    }
+    if (pr__paths(d, fs, paths, &n_paths))
+        goto out_nomem;
     char xerr[256];
     d->x = pr_json_extractor_new(paths, n_paths, 0, xerr, sizeof(xerr));
     if (!d->x) {
@@ -641,8 +651,8 @@ static int pr__features(pr_json_decoder *d, const pr_decode_ctx *ctx)
             if (jf->dim)
                 rc = pr__vector(d, jf);
             else if (!(rc = pr__numeric(d, jf, &v)) &&
-                !(rc = pr__chain(d, jf->f, 0, jf->f->n_ops, &v, 1)) &&
-                !(rc = pr__float32(d, jf, &v)))
+                     !(rc = pr__chain(d, jf->f, 0, jf->f->n_ops, &v, 1)) &&
+                     !(rc = pr__float32(d, jf, &v)))
                 d->dense[jf->slot] = v.type == PR_FVAL_NUM ? (float)v.num : 0.0f;
             break;
         case PR_FEAT_SPARSE:

@@ -200,7 +200,8 @@ static void pr__assign_slots(pr_json_extractor *x, uint32_t n, uint32_t *slot)
     nd->slot_hi = *slot;
     nd->all_list = true;
     for (uint32_t k = nd->slot_lo; k < nd->slot_hi; k++)
-        if (x->paths[x->slot_path[k]].shape == PR_JSON_SCALAR)
+        if (x->paths[x->slot_path[k]].shape == PR_JSON_SCALAR ||
+            x->paths[x->slot_path[k]].shape == PR_JSON_VECTOR)
             nd->all_list = false;
 }
 
@@ -265,7 +266,7 @@ pr_json_extractor *pr_json_extractor_new(const pr_json_path *paths, size_t n, ui
     for (size_t i = 0; i < n; i++) {
         const pr_json_path *p = &paths[i];
         if (!p->path || p->type < PR_JSON_INT64 || p->type > PR_JSON_ANY ||
-            p->shape < PR_JSON_SCALAR || p->shape > PR_JSON_SCALAR_OR_LIST) {
+            p->shape < PR_JSON_SCALAR || p->shape > PR_JSON_VECTOR) {
             pr_seterr(errstr, errstr_size, PR_EINVAL, "json path %zu: %s", i,
                       p->path ? "bad type or shape" : "no path");
             goto out_free;
@@ -1060,7 +1061,7 @@ static int pr__take_leaf(jp *j, uint32_t node, uint32_t pi, uint32_t depth)
     if (vk == VK_OBJECT)
         return pr__fail(j, PR_JSON_WRONG_TYPE, j->p, node, "an object is not a value");
     if (vk != VK_ARRAY) {
-        if (vk != VK_BAD && pa->shape == PR_JSON_LIST)
+        if (vk != VK_BAD && (pa->shape == PR_JSON_LIST || pa->shape == PR_JSON_VECTOR))
             return pr__fail(j, PR_JSON_WRONG_TYPE, j->p, node, "a list expected");
         if ((r = pr__take_scalar(j, pi, node)))
             return r;
@@ -1176,7 +1177,7 @@ static __attribute__((noinline)) int pr__map_list(jp *j, uint32_t node, uint32_t
                         "a list inside a list of objects (one list level per path)");
     if (!nd->all_list)
         return pr__fail(j, PR_JSON_WRONG_TYPE, j->p, node,
-                        "a list of objects, under a single-valued path");
+                        "a list of objects, under a single-valued path (or a dense vector's)");
     if (depth > j->x->max_depth)
         return pr__fail(j, PR_JSON_TOO_DEEP, j->p, -1, "nesting too deep");
     for (uint32_t k = nd->slot_lo; k < nd->slot_hi; k++)

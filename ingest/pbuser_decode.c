@@ -218,13 +218,20 @@ static int pr__compile_path(pr_pbuser_reader *r, const pr_json_path *jp, uint32_
     if (!c->list && !(c->v = calloc(1, sizeof(*c->v))))
         return PR_ENOMEM;
     c->cap = c->list ? 0 : 1;
-    if (jp->shape != PR_JSON_LIST && c->list)
-        return pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: the %s: declare a list feature",
-                         jp->path,
-                         c->mapped ? "path goes through a repeated message" : "field is repeated");
-    if (jp->shape == PR_JSON_LIST && !c->list)
+    bool listy = jp->shape == PR_JSON_LIST || jp->shape == PR_JSON_VECTOR;
+    if (jp->shape == PR_JSON_VECTOR && c->mapped)
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                         "%s: the field is not repeated: a list feature needs a repeated field",
+                         "%s: the path goes through a repeated message: a dense vector reads one "
+                         "repeated number field (its positions must hold)",
+                         jp->path);
+    if (!listy && c->list)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "%s: the %s: declare a list feature, or a dense vector (dim: N)", jp->path,
+                         c->mapped ? "path goes through a repeated message" : "field is repeated");
+    if (listy && !c->list)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "%s: the field is not repeated: a list feature (or a dense vector) "
+                         "needs a repeated field",
                          jp->path);
     return 0;
 }

@@ -475,9 +475,10 @@ static unsigned pr__pb_ftypes(uint8_t t)
     }
 }
 
-int pr_pbuser_check_path(const pr_pbuser_desc *d, const char *path, bool list, unsigned *types,
-                         char *errstr, size_t errstr_size)
+int pr_pbuser_check_path(const pr_pbuser_desc *d, const char *path, pr_json_shape shape,
+                         unsigned *types, char *errstr, size_t errstr_size)
 {
+    bool list = shape != PR_JSON_SCALAR;
     pr__pbstep steps[PR__PB_MAX_DEPTH];
     uint32_t n = 0;
     int rc = pr__pb_resolve(d, path, steps, &n, errstr, errstr_size);
@@ -490,6 +491,12 @@ int pr_pbuser_check_path(const pr_pbuser_desc *d, const char *path, bool list, u
     for (uint32_t i = 0; i + 1 < n; i++) {
         if (steps[i].key || !steps[i].f->repeated)
             continue;
+        if (shape == PR_JSON_VECTOR)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "'%s' is a repeated message: a dense vector reads one repeated "
+                             "number field, not one element per message (its positions must "
+                             "hold)",
+                             steps[i].f->name);
         if (list) /* one element per message of the repeated field */
             return 0;
         return pr_seterr(errstr, errstr_size, PR_EINVAL,

@@ -33,6 +33,7 @@ drops is sent again, possibly to another trainer. Ack only after the batch
 is used (``batches()`` does that for you).
 """
 
+import functools
 import os
 import socket
 import struct
@@ -211,7 +212,13 @@ def dense_slices(dense_names):
     ``dense_names``: a dense vector's columns ``NAME[0]``..``NAME[dim-1]``
     (``dim:`` in the schema) are one feature, ``slice(k, k + dim)``; a
     scalar feature is ``slice(k, k + 1)``. So ``dense[:, s["item_emb"]]``
-    is the [rows, dim] embedding, a view."""
+    is the [rows, dim] embedding, a view. Cached per list of names (every
+    batch of a stream has the same)."""
+    return dict(_dense_slices(tuple(dense_names)))
+
+
+@functools.lru_cache(maxsize=16)
+def _dense_slices(dense_names):
     out, order = {}, []
     for k, n in enumerate(dense_names):
         name = n[:n.rindex("[")] if n.endswith("]") and "[" in n else n
@@ -220,7 +227,7 @@ def dense_slices(dense_names):
         else:
             out[name] = slice(k, k + 1)
             order.append(name)
-    return {n: out[n] for n in order}
+    return tuple((n, out[n]) for n in order)
 
 
 class Batch:

@@ -754,7 +754,9 @@ void pr_mock_broker_stop(pr_mock_broker *mb); /* NULL ok */
  *                   DOUBLE for any other number, BOOL); the schema decoder
  *                   reads every path this way and checks types itself
  *   shapes: PR_JSON_SCALAR (an array -> wrong_type), PR_JSON_LIST (an array of
- *   scalars of the type; a scalar -> wrong_type), PR_JSON_SCALAR_OR_LIST.
+ *   scalars of the type; a scalar -> wrong_type), PR_JSON_SCALAR_OR_LIST,
+ *   PR_JSON_VECTOR (as LIST, but a list of objects on the way -> wrong_type,
+ *   as for a scalar: an element without the field would shift the rest).
  *   Inside a list, null and nested arrays/objects -> wrong_type; more than
  *   max_list elements -> list_too_long. An object at a path -> wrong_type.
  *   A non-object, non-null value where a path needs an object (path "user.id",
@@ -823,6 +825,8 @@ typedef enum pr_json_shape {
     PR_JSON_SCALAR = 0,
     PR_JSON_LIST,
     PR_JSON_SCALAR_OR_LIST,
+    PR_JSON_VECTOR, /* a list at the path itself, never mapped over a list of
+                     * objects on the way (a dense vector: its positions hold) */
 } pr_json_shape;
 
 enum { PR_JSON_ABSENT = 0, PR_JSON_NULL = 1, PR_JSON_PRESENT = 2 };
@@ -1291,9 +1295,11 @@ const char *pr_pbuser_desc_message(const pr_pbuser_desc *d); /* "pkg.Name" */
  * field 'usr'", "'items' is a repeated message: a single-valued feature
  * cannot go through it", "'tags' is repeated: declare a list feature") or 0
  * with *types the PR_FTYPE_* its values read as (pr_feature_check_input
- * says whether the feature can take them). `list`: the feature is a list. */
-int pr_pbuser_check_path(const pr_pbuser_desc *d, const char *path, bool list, unsigned *types,
-                         char *errstr, size_t errstr_size);
+ * says whether the feature can take them). `shape`: how the feature reads
+ * the path, PR_JSON_SCALAR, PR_JSON_LIST (a list feature) or PR_JSON_VECTOR
+ * (a dense vector: a repeated field, not through a repeated message). */
+int pr_pbuser_check_path(const pr_pbuser_desc *d, const char *path, pr_json_shape shape,
+                         unsigned *types, char *errstr, size_t errstr_size);
 
 /* A reader for the columns paths[0, n) (a decoder's pr_json_decoder_paths).
  * Borrows d, which must outlive it. NULL with errstr on a bad path. */

@@ -3,8 +3,7 @@
  * declared schema (ingest/json_decode.c, pr_decode_json_line): the
  * extractor plus the schema's type rules and operators (defaults, lists with
  * keep last, lists of objects, hex2int, bucketize, hash, a cross,
- * hour_of_day, event time, dense vectors: one direct, one through a list of
- * objects), behind a record filter (one condition on a
+ * hour_of_day, event time, two dense vectors), behind a record filter (one condition on a
  * feature's path: the filter's own extraction when a feature refuses) and
  * a keyed downsample with a weight label.
  *
@@ -46,7 +45,7 @@ static const char yaml[] =
     "      dense:\n"
     "        - { name: p, path: i.p, default: 1, ops: [ { clip: [0, 9] }, log1p ] }\n"
     "        - { name: v, path: i.v, dim: 3, default: 2, ops: [ { clip: [-5, 5] } ] }\n"
-    "        - { name: iv, path: imp.v, dim: 2 }\n"
+    "        - { name: iv, path: iv, dim: 2 }\n"
     "      sparse:\n"
     "        - { name: u, path: u.id, ops: [vocab] }\n"
     "        - { name: c, path: i.c, default: none, ops: [vocab] }\n"

@@ -705,10 +705,11 @@ static void test_schema_file_checked(void **state)
     free(bad);
 }
 
-/* Dense vectors (dim): an array of floats, a nullable array of doubles, an
- * array of ints and vectors through an array of records read as the same
- * JSON lists do: values, defaults, and the same rejects (a wrong length, a
- * value beyond float32). */
+/* Dense vectors (dim): an array of floats, a nullable array of doubles and
+ * an array of ints read as the same JSON lists do: values, defaults, and
+ * the same rejects (a wrong length, a value beyond float32); a vector
+ * through an array of records is refused in both (an element without the
+ * field would shift the rest). */
 static const char *const vec_yaml =
     "pipelines:\n"
     "  - name: t\n"
@@ -719,7 +720,7 @@ static const char *const vec_yaml =
     "        - { name: emb, path: emb, dim: 3 }\n"
     "        - { name: dv, path: dv, dim: 2, default: 7, ops: [ { clip: [-5, 1e12] } ] }\n"
     "        - { name: iv, path: iv, dim: 2, ops: [log1p] }\n"
-    "        - { name: pos, path: imps.p, dim: 2, default: 0 }\n";
+    "        - { name: pos, path: pos, dim: 2, default: 0 }\n";
 
 static const char *const vec_avsc =
     "{\"type\":\"record\",\"name\":\"V\",\"fields\":["
@@ -727,6 +728,7 @@ static const char *const vec_avsc =
     "{\"name\":\"emb\",\"type\":{\"type\":\"array\",\"items\":\"float\"}},"
     "{\"name\":\"dv\",\"type\":[\"null\",{\"type\":\"array\",\"items\":\"double\"}]},"
     "{\"name\":\"iv\",\"type\":{\"type\":\"array\",\"items\":\"long\"}},"
+    "{\"name\":\"pos\",\"type\":{\"type\":\"array\",\"items\":\"double\"}},"
     "{\"name\":\"imps\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"record\","
     "\"name\":\"P\",\"fields\":[{\"name\":\"p\",\"type\":\"double\"}]}}}]}";
 
@@ -739,21 +741,21 @@ static void test_dense_vectors(void **state)
         const char *ev;
         int rows, reason;
     } cases[] = {
-        {"{\"y\":1,\"emb\":[0.5,-1.25,3],\"dv\":[-10,2],\"iv\":[0,3],"
-         "\"imps\":[{\"p\":1.5},{\"p\":2.5}]}",
+        {"{\"y\":1,\"emb\":[0.5,-1.25,3],\"dv\":[-10,2],\"iv\":[0,3],\"pos\":[1.5,2.5],\"imps\":[]"
+         "}",
          1, 0},
-        {"{\"y\":0,\"emb\":[1,2,3],\"dv\":null,\"iv\":[1,1],\"imps\":[{\"p\":1},{\"p\":2}]}", 1,
-         0},
-        {"{\"y\":0,\"emb\":[],\"dv\":[],\"iv\":[],\"imps\":[]}", 1, 0}, /* empty: missing */
-        {"{\"y\":0,\"emb\":[1,2],\"dv\":null,\"iv\":[1,1],\"imps\":[]}", 0, PR_DEC_WRONG_TYPE},
-        {"{\"y\":0,\"emb\":[1,2,3,4],\"dv\":[1,2],\"iv\":[1,1],\"imps\":[]}", 0,
+        {"{\"y\":0,\"emb\":[1,2,3],\"dv\":null,\"iv\":[1,1],\"pos\":[1,2],\"imps\":[]}", 1, 0},
+        {"{\"y\":0,\"emb\":[],\"dv\":[],\"iv\":[],\"pos\":[],\"imps\":[]}", 1, 0}, /* empty */
+        {"{\"y\":0,\"emb\":[1,2],\"dv\":null,\"iv\":[1,1],\"pos\":[],\"imps\":[]}", 0,
          PR_DEC_WRONG_TYPE},
-        {"{\"y\":0,\"emb\":[1,2,3],\"dv\":[1e300,2],\"iv\":[1,1],\"imps\":[{\"p\":1},{\"p\":2}]}",
-         1, 0}, /* clipped into float32 */
-        {"{\"y\":0,\"emb\":[1,2,3],\"dv\":[1,2],\"iv\":[1,1],\"imps\":[{\"p\":1e300},{\"p\":2}]}",
-         0, PR_DEC_NUMBER_OUT_OF_RANGE},
-        {"{\"y\":0,\"emb\":[1,2,3],\"dv\":[1,2,3],\"iv\":[1,1],\"imps\":[{\"p\":1},{\"p\":2}]}",
-         0, PR_DEC_WRONG_TYPE},
+        {"{\"y\":0,\"emb\":[1,2,3,4],\"dv\":[1,2],\"iv\":[1,1],\"pos\":[],\"imps\":[]}", 0,
+         PR_DEC_WRONG_TYPE},
+        {"{\"y\":0,\"emb\":[1,2,3],\"dv\":[1e300,2],\"iv\":[1,1],\"pos\":[1,2],\"imps\":[]}", 1,
+         0}, /* clipped into float32 */
+        {"{\"y\":0,\"emb\":[1,2,3],\"dv\":[1,2],\"iv\":[1,1],\"pos\":[1e300,2],\"imps\":[]}", 0,
+         PR_DEC_NUMBER_OUT_OF_RANGE},
+        {"{\"y\":0,\"emb\":[1,2,3],\"dv\":[1,2,3],\"iv\":[1,1],\"pos\":[1,2],\"imps\":[]}", 0,
+         PR_DEC_WRONG_TYPE},
     };
     int rows = 0;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -780,6 +782,24 @@ static void test_dense_vectors(void **state)
     if (!strstr(t.ra.detail, "dv (dv): a vector of 2 numbers expected, got 3"))
         fail_msg("detail: %s", t.ra.detail);
     fx_free(&t);
+
+    /* through an array of records: wrong_type in both formats */
+    static const char *const through = "pipelines:\n"
+                                       "  - name: t\n"
+                                       "    source: { format: json }\n"
+                                       "    schema:\n"
+                                       "      labels: [ { name: y, path: y } ]\n"
+                                       "      dense: [ { name: p, path: imps.p, dim: 2 } ]\n";
+    fx_init(&t, through, vec_avsc, PR_AVRO_FRAMING_PLAIN);
+    assert_int_equal(both(&t,
+                          "{\"y\":1,\"emb\":[1,2,3],\"dv\":null,\"iv\":[1,1],\"pos\":[],"
+                          "\"imps\":[{\"p\":1},{\"p\":2}]}",
+                          -1),
+                     0);
+    assert_int_equal(t.ra.last, PR_DEC_WRONG_TYPE);
+    if (!strstr(t.rj.detail, "a dense vector's") || !strstr(t.ra.detail, "a dense vector's"))
+        fail_msg("json: %s; avro: %s", t.rj.detail, t.ra.detail);
+    fx_free(&t);
 }
 
 /* The writer schema checks of a vector: an array of numbers, not a value,
@@ -792,6 +812,8 @@ static void test_dense_vectors_checked(void **state)
     if (load_avro(good, false, "      dense: [ { name: e, path: emb, dim: 4 } ]\n", err,
                   sizeof(err)))
         fail_msg("refused: %s", err);
+    expect_refused(good, "      dense: [ { name: e, path: imps.p, dim: 2 } ]\n",
+                   "imps is an array of records: a dense vector reads one array of numbers");
     expect_refused(good, "      dense: [ { name: e, path: y, dim: 4 } ]\n",
                    "int, not an array: a list feature (or a dense vector) needs an array");
     expect_refused(good, "      dense: [ { name: e, path: emb } ]\n",

@@ -779,10 +779,11 @@ static void test_lists_of_messages_same_as_json(void **state)
     pr_config_free(cfg);
 }
 
-/* Dense vectors (dim) from repeated float / double (packed and not) and
- * through a repeated message: the same rows as the JSON events; an empty
- * repeated field (proto3 cannot tell it from an absent one) is missing, as
- * an empty JSON list is; a wrong length is wrong_type in both. */
+/* Dense vectors (dim) from repeated float / double / int64 (packed and
+ * not): the same rows as the JSON events; an empty repeated field (proto3
+ * cannot tell it from an absent one) is missing, as an empty JSON list is;
+ * a wrong length is wrong_type in both. A vector through a repeated message
+ * is a config error (an element without the field would shift the rest). */
 static void test_dense_vectors_same_as_json(void **state)
 {
     (void)state;
@@ -793,7 +794,7 @@ static void test_dense_vectors_same_as_json(void **state)
              "    schema:\n      labels: [ { name: y, path: i32 } ]\n      dense:\n"
              "        - { name: v, path: vec, dim: 3 }\n"
              "        - { name: d, path: dvec, dim: 2, default: 9, ops: [neg2zero] }\n"
-             "        - { name: n, path: items.n, dim: 2 }\n",
+             "        - { name: n, path: packed, dim: 2 }\n",
              PR_PBUSER_DESC);
     pr_config *cfg = NULL;
     if (pr_config_load_string(y, strlen(y), "pb.yaml", &cfg, err, sizeof(err)))
@@ -816,13 +817,11 @@ static void test_dense_vectors_same_as_json(void **state)
         const char *ev;
         int rows;
     } evs[] = {
-        {"{\"i32\": 1, \"vec\": [0.5, -2, 3], \"dvec\": [-1.5, 4], \"items\": [{\"n\": 7}, "
-         "{\"n\": 8}]}",
-         1},
-        {"{\"i32\": 0, \"vec\": [1, 2, 3], \"dvec\": [], \"items\": []}", 1},
+        {"{\"i32\": 1, \"vec\": [0.5, -2, 3], \"dvec\": [-1.5, 4], \"packed\": [7, 8]}", 1},
+        {"{\"i32\": 0, \"vec\": [1, 2, 3], \"dvec\": [], \"packed\": []}", 1},
         {"{\"i32\": 0}", 1},
         {"{\"i32\": 0, \"vec\": [1, 2], \"dvec\": [1, 2]}", 0},
-        {"{\"i32\": 0, \"vec\": [1, 2, 3], \"items\": [{\"n\": 1}]}", 0},
+        {"{\"i32\": 0, \"vec\": [1, 2, 3], \"packed\": [1]}", 0},
     };
     uint8_t *pb = NULL;
     size_t pb_cap = 0;
@@ -855,6 +854,15 @@ static void test_dense_vectors_same_as_json(void **state)
     pr_pbuser_reader_free(rd);
     pr_pbuser_desc_free(desc);
     pr_config_free(cfg);
+    snprintf(y, sizeof(y),
+             "pipelines:\n  - name: t\n    source:\n      format: protobuf\n"
+             "      protobuf: { descriptor_set: \"%s\", message: t3.All }\n"
+             "    schema:\n      dense: [ { name: n, path: items.n, dim: 2 } ]\n",
+             PR_PBUSER_DESC);
+    assert_int_not_equal(pr_config_load_string(y, strlen(y), "pb.yaml", &cfg, err, sizeof(err)), 0);
+    if (!strstr(err, "schema.dense[0].path: 'items' is a repeated message: a dense vector reads "
+                     "one repeated number field"))
+        fail_msg("%s", err);
 }
 
 /* ---------------------------------------------------------------- config */
@@ -930,7 +938,8 @@ static void test_config_errors(void **state)
                  "max_len: N }), or a dense vector (dim: N)");
     config_fails("        - { name: u, path: user.id, ops: [vocab] }\n"
                  "      dense: [ { name: p, path: item.price, dim: 2 } ]\n",
-                 "shop.Click", "'price' is not repeated (a double): a list feature (or a dense "
+                 "shop.Click",
+                 "'price' is not repeated (a double): a list feature (or a dense "
                  "vector) needs a repeated field");
     config_fails("        - { name: u, path: user.id, ops: [vocab] }\n"
                  "      dense: [ { name: t, path: item.tags, dim: 2 } ]\n",

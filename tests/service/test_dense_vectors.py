@@ -1,14 +1,14 @@
 #!/usr/bin/python3
 """test_dense_vectors.py — dense vector features (`dim: N`) end to end: an
 embedding of 300 floats (more columns than the Criteo layout's 256), a
-4-number vector through log1p, and a vector read through a list of
-objects, beside scalar features.
+4-number vector through log1p and a 2-number one, beside scalar features
+and a list feature over a list of objects.
 
 Offline (`piperec process`): every value equals a NumPy reference computed
 from the events (defaults for absent, null or empty vectors; clip; log1p);
 meta.json names the columns NAME[0]..NAME[dim-1] in schema order; the bad
 vectors (a wrong length, a string element, a null element, a value beyond
-float32, a number where a list belongs) are rejected wrong_type /
+float32, a number where a list belongs, objects in the list) are rejected wrong_type /
 number_out_of_range with the feature named; 1 and 4 threads write the same
 bytes. `process --fit` pools a vector's elements into one mean and std.
 
@@ -43,9 +43,10 @@ SCHEMA = """    schema:
         - { name: price, path: price, default: 0 }
         - { name: emb, path: item.emb, dim: %d, default: 0.5, ops: [ { clip: [-1, 1] } ] }
         - { name: cnt, path: counts, dim: 4, ops: [ neg2zero, log1p ] }
-        - { name: pos, path: imps.p, dim: 2, default: -1 }
+        - { name: pos, path: pos, dim: 2, default: -1 }
       sparse:
         - { name: user, path: user, ops: [vocab] }
+        - { name: imp, path: imps.p, list: { max_len: 4 }, ops: [ { hash: 100 } ] }
 """ % DIM
 
 
@@ -85,16 +86,19 @@ def events():
         if r.random() < 0.9:
             e["counts"] = [r.choice([-3, 0, 1, 7, 250]) for _ in range(4)]
         if r.random() < 0.7:
-            e["imps"] = [{"p": r.randrange(10)}, {"p": r.randrange(10)}]
+            e["pos"] = [r.randrange(10), r.randrange(10)]
+        if r.random() < 0.5:
+            e["imps"] = [{"p": r.randrange(10)} for _ in range(r.randrange(4))]
         lines.append(json.dumps(e) + "\n")
         good.append(e)
         if i in (5, 600, 1200):
             for b in ('{"click": 1, "user": "b", "counts": [1, 2, 3]}',
                       '{"click": 1, "user": "b", "counts": [1, "2", 3, 4]}',
                       '{"click": 1, "user": "b", "counts": [1, null, 3, 4]}',
-                      '{"click": 1, "user": "b", "imps": [{"p": 1e300}, {"p": 2}]}',
+                      '{"click": 1, "user": "b", "pos": [1e300, 2]}',
                       '{"click": 1, "user": "b", "counts": 5}',
-                      '{"click": 1, "user": "b", "imps": [{"p": 1}]}'):
+                      '{"click": 1, "user": "b", "pos": [1]}',
+                      '{"click": 1, "user": "b", "pos": [{"p": 1}, {"p": 2}]}'):
                 lines.append(b + "\n")
                 bad.append(b)
     return lines, good, bad
@@ -106,7 +110,7 @@ def reference(good):
     for e in good:
         emb = (e.get("item") or {}).get("emb") or [0.5] * DIM
         cnt = e.get("counts") or [0] * 4
-        pos = [o["p"] for o in e.get("imps", [])] or [-1, -1]
+        pos = e.get("pos") or [-1, -1]
         rows.append([e["price"]] + [min(max(x, -1), 1) for x in emb] +
                     [np.log1p(max(float(x), 0.0)) for x in cnt] + pos)
     return np.array(rows, dtype=np.float64).astype(np.float32)
