@@ -709,39 +709,87 @@ static void test_lists_of_messages(void **state)
     rfx_free(&t);
 }
 
+/* One schema over t3.All, two decoders (JSON text; Protobuf through its
+ * reader) and a block each: the same events both ways. */
+typedef struct pbfx {
+    pr_config *cfg;
+    pr_json_decoder *dj, *dp;
+    pr_pbuser_desc *desc;
+    pr_pbuser_reader *rd;
+    rej_log rj, rp;
+    pr_decode_ctx xj, xp;
+    pr_block *bj, *bp;
+    uint8_t *pb;
+    size_t pb_cap;
+} pbfx;
+
+static void pbfx_init(pbfx *t, const char *schema)
+{
+    char y[2048], err[512];
+    memset(t, 0, sizeof(*t));
+    snprintf(y, sizeof(y),
+             "pipelines:\n  - name: t\n    source:\n      format: protobuf\n"
+             "      protobuf: { descriptor_set: \"%s\", message: t3.All }\n"
+             "    schema:\n      labels: [ { name: y, path: i32 } ]\n%s",
+             PR_PBUSER_DESC, schema);
+    if (pr_config_load_string(y, strlen(y), "pb.yaml", &t->cfg, err, sizeof(err)))
+        fail_msg("%s", err);
+    const pr_feature_schema *fs = &t->cfg->pipelines[0].features;
+    t->dj = pr_json_decoder_new(fs, err, sizeof(err));
+    t->dp = pr_json_decoder_new(fs, err, sizeof(err));
+    assert_non_null(t->dj);
+    assert_non_null(t->dp);
+    if (pr_pbuser_attach(t->dp, &t->cfg->pipelines[0].source.protobuf, &t->desc, &t->rd, err,
+                         sizeof(err)))
+        fail_msg("%s", err);
+    t->xj = (pr_decode_ctx){.json = t->dj, .on_reject = on_rej, .opaque = &t->rj};
+    t->xp = (pr_decode_ctx){.json = t->dp, .on_reject = on_rej, .opaque = &t->rp};
+    t->bj = pr_feature_block_new(fs, 64, true);
+    t->bp = pr_feature_block_new(fs, 64, true);
+}
+
+/* Event ev (JSON) both ways as record i: the rows each gave, which must agree. */
+static int pbfx_both(pbfx *t, const char *ev, int64_t i)
+{
+    char err[512];
+    int pl = pr_pbuser_encode_json(t->desc, ev, strlen(ev), false, 0, &t->pb, &t->pb_cap, err,
+                                   sizeof(err));
+    if (pl < 0)
+        fail_msg("encode %s: %s", ev, err);
+    t->xj.offset = t->xp.offset = i;
+    uint32_t next = 0;
+    int a = pr_decode_message(PR_MSG_JSON, &t->xj, t->bj, ev, strlen(ev), &next, NULL);
+    int b = pr_decode_message(PR_MSG_PROTOBUF, &t->xp, t->bp, t->pb, (size_t)pl, &next, NULL);
+    if (a != b || t->rj.last != t->rp.last)
+        fail_msg("%s: json %d (%s), protobuf %d (%s)", ev, a, pr_decode_reason_name(t->rj.last), b,
+                 pr_decode_reason_name(t->rp.last));
+    return a;
+}
+
+static void pbfx_free(pbfx *t)
+{
+    free(t->pb);
+    pr_block_free(t->bj);
+    pr_block_free(t->bp);
+    pr_json_decoder_free(t->dj);
+    pr_json_decoder_free(t->dp);
+    pr_pbuser_reader_free(t->rd);
+    pr_pbuser_desc_free(t->desc);
+    pr_config_free(t->cfg);
+}
+
 /* The same events as JSON and as Protobuf through the schema: identical blocks. */
 static void test_lists_of_messages_same_as_json(void **state)
 {
     (void)state;
-    char y[2048], err[512];
-    snprintf(
-        y, sizeof(y),
-        "pipelines:\n  - name: t\n    source:\n      format: protobuf\n"
-        "      protobuf: { descriptor_set: \"%s\", message: t3.All }\n"
-        "    schema:\n      labels: [ { name: y, path: i32 } ]\n      sparse:\n"
-        "        - { name: n, path: items.n, list: { max_len: 3, keep: last }, ops: [vocab] }\n"
-        "        - { name: s, path: items.s, list: { max_len: 8 }, ops: [vocab] }\n"
-        "        - { name: h, path: items.opt, list: { max_len: 8 }, ops: [ { hash: 50 } ] }\n"
-        "        - { name: c, path: str, ops: [vocab] }\n",
-        PR_PBUSER_DESC);
-    pr_config *cfg = NULL;
-    if (pr_config_load_string(y, strlen(y), "pb.yaml", &cfg, err, sizeof(err)))
-        fail_msg("%s", err);
-    const pr_feature_schema *fs = &cfg->pipelines[0].features;
-    pr_json_decoder *dj = pr_json_decoder_new(fs, err, sizeof(err));
-    pr_json_decoder *dp = pr_json_decoder_new(fs, err, sizeof(err));
-    assert_non_null(dj);
-    assert_non_null(dp);
-    pr_pbuser_desc *desc;
-    pr_pbuser_reader *rd;
-    if (pr_pbuser_attach(dp, &cfg->pipelines[0].source.protobuf, &desc, &rd, err, sizeof(err)))
-        fail_msg("%s", err);
-    rej_log rl = {0};
-    pr_decode_ctx xj = {.json = dj, .on_reject = on_rej, .opaque = &rl};
-    pr_decode_ctx xp = xj;
-    xp.json = dp;
-    pr_block *bj = pr_feature_block_new(fs, 64, true);
-    pr_block *bp = pr_feature_block_new(fs, 64, true);
+    pbfx t;
+    pbfx_init(&t, "      sparse:\n"
+                  "        - { name: n, path: items.n, list: { max_len: 3, keep: last }, ops: "
+                  "[vocab] }\n"
+                  "        - { name: s, path: items.s, list: { max_len: 8 }, ops: [vocab] }\n"
+                  "        - { name: h, path: items.opt, list: { max_len: 8 }, ops: [ { hash: 50 "
+                  "} ] }\n"
+                  "        - { name: c, path: str, ops: [vocab] }\n");
     /* every field given (proto3 implicit presence reads an absent one as its default) */
     static const char *const evs[] = {
         "{\"i32\": 1, \"str\": \"u1\", \"items\": [{\"n\": 7, \"s\": \"a1\", \"opt\": 2}, "
@@ -751,32 +799,13 @@ static void test_lists_of_messages_same_as_json(void **state)
         "{\"i32\": 1, \"str\": \"u1\", \"items\": []}",
         "{\"i32\": 1, \"str\": \"u3\"}",
     };
-    uint8_t *pb = NULL;
-    size_t pb_cap = 0;
-    for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++) {
-        int pl = pr_pbuser_encode_json(desc, evs[i], strlen(evs[i]), false, 0, &pb, &pb_cap, err,
-                                       sizeof(err));
-        if (pl < 0)
-            fail_msg("encode %s: %s", evs[i], err);
-        xj.offset = xp.offset = (int64_t)i;
-        uint32_t next = 0;
-        assert_int_equal(
-            pr_decode_message(PR_MSG_JSON, &xj, bj, evs[i], strlen(evs[i]), &next, NULL), 1);
-        assert_int_equal(pr_decode_message(PR_MSG_PROTOBUF, &xp, bp, pb, (size_t)pl, &next, NULL),
-                         1);
-    }
-    assert_int_equal(rl.n, 0);
-    blocks_equal(bj, bp);
-    assert_int_equal(pr_fside_lengths(bp->side, 0)[1], 3); /* keep last 3 of 4 */
-    assert_int_equal(pr_fside_lengths(bp->side, 2)[1], 1); /* absent opt dropped */
-    free(pb);
-    pr_block_free(bj);
-    pr_block_free(bp);
-    pr_json_decoder_free(dj);
-    pr_json_decoder_free(dp);
-    pr_pbuser_reader_free(rd);
-    pr_pbuser_desc_free(desc);
-    pr_config_free(cfg);
+    for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
+        assert_int_equal(pbfx_both(&t, evs[i], (int64_t)i), 1);
+    assert_int_equal(t.rj.n + t.rp.n, 0);
+    blocks_equal(t.bj, t.bp);
+    assert_int_equal(pr_fside_lengths(t.bp->side, 0)[1], 3); /* keep last 3 of 4 */
+    assert_int_equal(pr_fside_lengths(t.bp->side, 2)[1], 1); /* absent opt dropped */
+    pbfx_free(&t);
 }
 
 /* Dense vectors (dim) from repeated float / double / int64 (packed and
@@ -787,32 +816,11 @@ static void test_lists_of_messages_same_as_json(void **state)
 static void test_dense_vectors_same_as_json(void **state)
 {
     (void)state;
-    char y[2048], err[512];
-    snprintf(y, sizeof(y),
-             "pipelines:\n  - name: t\n    source:\n      format: protobuf\n"
-             "      protobuf: { descriptor_set: \"%s\", message: t3.All }\n"
-             "    schema:\n      labels: [ { name: y, path: i32 } ]\n      dense:\n"
-             "        - { name: v, path: vec, dim: 3 }\n"
-             "        - { name: d, path: dvec, dim: 2, default: 9, ops: [neg2zero] }\n"
-             "        - { name: n, path: packed, dim: 2 }\n",
-             PR_PBUSER_DESC);
-    pr_config *cfg = NULL;
-    if (pr_config_load_string(y, strlen(y), "pb.yaml", &cfg, err, sizeof(err)))
-        fail_msg("%s", err);
-    const pr_feature_schema *fs = &cfg->pipelines[0].features;
-    pr_json_decoder *dj = pr_json_decoder_new(fs, err, sizeof(err));
-    pr_json_decoder *dp = pr_json_decoder_new(fs, err, sizeof(err));
-    assert_non_null(dj);
-    assert_non_null(dp);
-    pr_pbuser_desc *desc;
-    pr_pbuser_reader *rd;
-    if (pr_pbuser_attach(dp, &cfg->pipelines[0].source.protobuf, &desc, &rd, err, sizeof(err)))
-        fail_msg("%s", err);
-    rej_log rj = {0}, rp = {0};
-    pr_decode_ctx xj = {.json = dj, .on_reject = on_rej, .opaque = &rj};
-    pr_decode_ctx xp = {.json = dp, .on_reject = on_rej, .opaque = &rp};
-    pr_block *bj = pr_feature_block_new(fs, 64, true);
-    pr_block *bp = pr_feature_block_new(fs, 64, true);
+    pbfx t;
+    pbfx_init(&t, "      dense:\n"
+                  "        - { name: v, path: vec, dim: 3 }\n"
+                  "        - { name: d, path: dvec, dim: 2, default: 9, ops: [neg2zero] }\n"
+                  "        - { name: n, path: packed, dim: 2 }\n");
     static const struct {
         const char *ev;
         int rows;
@@ -823,37 +831,20 @@ static void test_dense_vectors_same_as_json(void **state)
         {"{\"i32\": 0, \"vec\": [1, 2], \"dvec\": [1, 2]}", 0},
         {"{\"i32\": 0, \"vec\": [1, 2, 3], \"packed\": [1]}", 0},
     };
-    uint8_t *pb = NULL;
-    size_t pb_cap = 0;
     for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++) {
-        int pl = pr_pbuser_encode_json(desc, evs[i].ev, strlen(evs[i].ev), false, 0, &pb, &pb_cap,
-                                       err, sizeof(err));
-        if (pl < 0)
-            fail_msg("encode %s: %s", evs[i].ev, err);
-        uint32_t next = 0;
-        assert_int_equal(
-            pr_decode_message(PR_MSG_JSON, &xj, bj, evs[i].ev, strlen(evs[i].ev), &next, NULL),
-            evs[i].rows);
-        assert_int_equal(pr_decode_message(PR_MSG_PROTOBUF, &xp, bp, pb, (size_t)pl, &next, NULL),
-                         evs[i].rows);
+        assert_int_equal(pbfx_both(&t, evs[i].ev, (int64_t)i), evs[i].rows);
         if (!evs[i].rows)
-            assert_int_equal(rp.last, PR_DEC_WRONG_TYPE);
-        assert_int_equal(rj.last, rp.last);
+            assert_int_equal(t.rp.last, PR_DEC_WRONG_TYPE);
     }
-    assert_int_equal(rp.n, 2);
-    blocks_equal(bj, bp);
+    assert_int_equal(t.rp.n, 2);
+    blocks_equal(t.bj, t.bp);
     const float want[3][7] = {
         {0.5f, -2, 3, 0, 4, 7, 8}, {1, 2, 3, 9, 9, 0, 0}, {0, 0, 0, 9, 9, 0, 0}};
-    assert_int_equal(bp->side->n_dense, 7);
-    assert_memory_equal(bp->side->dense, want, sizeof(want));
-    free(pb);
-    pr_block_free(bj);
-    pr_block_free(bp);
-    pr_json_decoder_free(dj);
-    pr_json_decoder_free(dp);
-    pr_pbuser_reader_free(rd);
-    pr_pbuser_desc_free(desc);
-    pr_config_free(cfg);
+    assert_int_equal(t.bp->side->n_dense, 7);
+    assert_memory_equal(t.bp->side->dense, want, sizeof(want));
+    pbfx_free(&t);
+    char y[1024], err[512];
+    pr_config *cfg = NULL;
     snprintf(y, sizeof(y),
              "pipelines:\n  - name: t\n    source:\n      format: protobuf\n"
              "      protobuf: { descriptor_set: \"%s\", message: t3.All }\n"
