@@ -88,7 +88,8 @@ static void pr__feature_line(const pr_feature_spec *f)
     if (f->kind == PR_FEAT_LIST)
         printf("  max_len %u keep %s", f->max_len, f->keep_last ? "last" : "first");
     if (f->dim)
-        printf("  dim %u (columns %s[0]..%s[%u])", f->dim, f->name, f->name, f->dim - 1u);
+        printf("  dim %u%s (columns %s[0]..%s[%u])", f->dim,
+               f->encoding == PR_VEC_F32 ? " f32 bytes" : "", f->name, f->name, f->dim - 1u);
     if (f->has_default) {
         char d[128];
         pr__step_text(&f->deflt, d, sizeof(d));

@@ -19,9 +19,10 @@ static int pr__pb_check(const void *schema, const pr_feature_spec *f, uint8_t k,
 {
     unsigned types = 0;
     char why[200];
-    pr_json_shape shape = f->kind == PR_FEAT_DENSE && f->dim ? PR_JSON_VECTOR
-                          : pr_feature_reads_list(f)         ? PR_JSON_LIST
-                                                             : PR_JSON_SCALAR;
+    pr_json_shape shape = f->kind == PR_FEAT_DENSE && f->dim && !pr_feature_vector_bytes(f)
+                              ? PR_JSON_VECTOR
+                          : pr_feature_reads_list(f) ? PR_JSON_LIST
+                                                     : PR_JSON_SCALAR;
     int rc = pr_pbuser_check_path(schema, f->paths[k], shape, &types, errstr, errstr_size);
     if (rc == 0 && pr_feature_check_input(f, types, why, sizeof(why)))
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "'%s' in message %s: %s", f->paths[k],

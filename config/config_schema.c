@@ -478,6 +478,9 @@ static void pr__finish_feature(cfg_ctx *c, yaml_node_t *map, void *base, bool pr
     }
     if (!f->name[0])
         return;
+    if (f->encoding != PR_VEC_LIST && !f->dim)
+        pr__cfg_error(c, pr__map_find(c, map, "encoding"), "encoding",
+                      "applies to a dense vector: give dim too");
     if (f->dim) { /* its columns' names, NAME[dim-1] the longest, must fit */
         char last[PR_NAME_MAX + 16];
         int len = snprintf(last, sizeof(last), "%s[%u]", f->name, f->dim - 1u);
@@ -536,6 +539,13 @@ static const cfg_key dense_item_keys[] = {
      .max = PR_FEAT_MAX_DIM,
      .doc = "Present: the field is a vector, a list of exactly dim numbers (an embedding), each "
             "through ops, into dim dense columns NAME[0]..NAME[dim-1] (1..4096)."},
+    {.name = "encoding",
+     .type = KT_ENUM,
+     .off = offsetof(pr_feature_spec, encoding),
+     .names = pr_vec_encoding_names,
+     .def = "list",
+     .doc = "A vector's form in the event: list (numbers) or f32 (dim float32 little-endian as "
+            "bytes: Avro bytes/fixed, Protobuf bytes; base64 in JSON)."},
     FEAT_DEFAULT_KEY("number", "Value of a missing field, before the operators."),
     FEAT_OPS_KEY,
 };

@@ -28,6 +28,7 @@
 const char *const pr_feature_kind_names[] = {"label", "dense",      "sparse",
                                              "list",  "event_time", NULL};
 const char *const pr_time_unit_names[] = {"s", "ms", "us", "rfc3339", NULL};
+const char *const pr_vec_encoding_names[] = {"list", "f32", NULL};
 const char *const pr_filter_op_names[] = {"in", "not_in", "present", "absent", NULL};
 
 #define NUM  PR_FTYPE_NUM
@@ -141,6 +142,14 @@ int pr_feature_check_input(const pr_feature_spec *f, unsigned types, char *errst
     if (!t || f->n_paths > 1 || f->kind == PR_FEAT_EVENT_TIME)
         return 0;
     pr_ftype_text(t, gives, sizeof(gives));
+    if (pr_feature_vector_bytes(f)) {
+        if (t & PR_FTYPE_STR)
+            return 0;
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "it gives %s, and a dense vector with encoding f32 needs bytes (a "
+                         "string)",
+                         gives);
+    }
     if (f->kind == PR_FEAT_LABEL || f->kind == PR_FEAT_DENSE) {
         if (t & (PR_FTYPE_NUM | PR_FTYPE_INT))
             return 0;
@@ -162,7 +171,7 @@ int pr_feature_check_input(const pr_feature_spec *f, unsigned types, char *errst
 
 unsigned pr_feature_input_type(const pr_feature_spec *f)
 {
-    switch (f->kind) {
+    switch (f->kind) { /* a vector of f32 bytes: numbers by the time its chain runs */
     case PR_FEAT_LABEL:
     case PR_FEAT_DENSE:
         return PR_FTYPE_NUM;

@@ -1655,7 +1655,7 @@ int pr_avro_check_feature(const pr_avro_schema *s, const pr_feature_spec *f, uin
     pr__chk c = {.s = s,
                  .path = f->paths[k],
                  .list = pr_feature_reads_list(f),
-                 .vector = f->kind == PR_FEAT_DENSE && f->dim,
+                 .vector = pr_feature_reads_list(f) && f->kind == PR_FEAT_DENSE,
                  .err = errstr,
                  .errn = errstr_size};
     int rc = pr__chk_node(&c, s->pl->schema, s->pl->json, f->paths[k], false, 0);

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pr_base64.h"
 #include "pr_ingest.h"
 
 /* The per-value helpers below run once per value of every record (~20 per
@@ -77,6 +78,7 @@ struct pr_json_decoder {
     uint8_t **miss; /* [n_side] 1 = a missing key (single-valued vocab feature) */
     uint32_t *need; /* [n_side] elements per engine column (block's vocab_col order) */
     pr_fval *fv;    /* [PR_FEAT_MAX_LIST] a chain's values */
+    uint8_t *raw;   /* [PR_FEAT_MAX_DIM * 4 + 3] a base64 vector's bytes (encoding f32) */
     uint8_t *why;   /* [PR_FEAT_MAX_LIST] operator reject reasons */
     char detail[PR_NAME_MAX + PR_FEAT_PATH_MAX + 256];
 };
@@ -153,7 +155,9 @@ static int pr__paths(pr_json_decoder *d, const pr_feature_schema *fs, pr_json_pa
             if (j == n)
                 paths[n++] = (pr_json_path){
                     .path = f->paths[k], .type = PR_JSON_ANY, .max_list = PR_FEAT_MAX_LIST};
-            uses[j] |= f->kind == PR_FEAT_DENSE && f->dim ? 4 : pr_feature_reads_list(f) ? 2 : 1;
+            uses[j] |= f->kind == PR_FEAT_DENSE && f->dim && !pr_feature_vector_bytes(f) ? 4
+                       : pr_feature_reads_list(f)                                        ? 2
+                                                                                         : 1;
             d->feat[i].col[k] = (uint32_t)j;
         }
     }
@@ -180,7 +184,9 @@ static int pr__stage_alloc(pr_json_decoder *d, const pr_feature_schema *fs)
     d->need = calloc((size_t)d->n_side + 1, sizeof(uint32_t));
     d->fv = calloc(PR_FEAT_MAX_LIST, sizeof(pr_fval));
     d->why = calloc(PR_FEAT_MAX_LIST, 1);
-    if (!d->labels || !d->dense || !d->cnt || !d->val || !d->miss || !d->need || !d->fv || !d->why)
+    d->raw = malloc((size_t)PR_FEAT_MAX_DIM * 4 + 3);
+    if (!d->labels || !d->dense || !d->cnt || !d->val || !d->miss || !d->need || !d->fv ||
+        !d->why || !d->raw)
         return PR_ENOMEM;
     for (uint32_t i = 0; i < fs->n_features; i++) {
         const pr__jfeat *jf = &d->feat[i];
@@ -288,6 +294,7 @@ void pr_json_decoder_free(pr_json_decoder *d)
     free(d->need);
     free(d->fv);
     free(d->why);
+    free(d->raw);
     if (d->rd_free)
         d->rd_free(d->rd);
     pr_json_block_free(d->jb);
@@ -450,41 +457,97 @@ static int pr__float32(pr_json_decoder *d, const pr__jfeat *jf, const pr_fval *v
     return pr__fail(d, jf->f, PR_DEC_NUMBER_OUT_OF_RANGE, what);
 }
 
-/* A dense vector (`dim`): a list of exactly dim numbers (bools and integers
- * convert), each through the chain into column slot + k; absent, null or
- * an empty list (a Protobuf repeated field cannot tell empty from absent,
- * nor a path through an empty list of objects), every element is missing
- * (the default, a fill, else 0). */
-static int pr__vector(pr_json_decoder *d, const pr__jfeat *jf)
+/* A dense vector (`dim`) written as a list: exactly dim numbers (bools and
+ * integers convert) into d->fv; absent, null or an empty list (a Protobuf
+ * repeated field cannot tell empty from absent, nor a path through an
+ * empty list of objects) leaves every element missing. */
+static int pr__vector_list(pr_json_decoder *d, const pr__jfeat *jf)
 {
     const pr_feature_spec *f = jf->f;
     const pr_json_col *c = &d->jb->cols[jf->col[0]];
     uint32_t dim = f->dim;
     pr_fval *v = d->fv;
     char what[96];
-    if (c->present[0] == PR_JSON_PRESENT && c->count[0]) {
-        if (c->count[0] != dim) {
-            snprintf(what, sizeof(what), "a vector of %u numbers expected, got %u", dim,
-                     c->count[0]);
+    if (c->present[0] != PR_JSON_PRESENT || !c->count[0]) {
+        memset(v, 0, dim * sizeof(*v)); /* PR_FVAL_MISSING */
+        return 0;
+    }
+    if (c->count[0] != dim) {
+        snprintf(what, sizeof(what), "a vector of %u numbers expected, got %u", dim, c->count[0]);
+        return pr__fail(d, f, PR_DEC_WRONG_TYPE, what);
+    }
+    for (uint32_t k = 0; k < dim; k++) {
+        pr__value(d, jf->col[0], k, &v[k], jf->tunit);
+        if (v[k].type == PR_FVAL_STR) {
+            snprintf(what, sizeof(what), "a number expected at [%u], got a string", k);
             return pr__fail(d, f, PR_DEC_WRONG_TYPE, what);
         }
-        for (uint32_t k = 0; k < dim; k++) {
-            pr__value(d, jf->col[0], k, &v[k], jf->tunit);
-            if (v[k].type == PR_FVAL_STR) {
-                snprintf(what, sizeof(what), "a number expected at [%u], got a string", k);
-                return pr__fail(d, f, PR_DEC_WRONG_TYPE, what);
-            }
-            if (v[k].type == PR_FVAL_INT) {
-                v[k].num = (double)(int64_t)v[k].u;
-                v[k].type = PR_FVAL_NUM;
-            }
+        if (v[k].type == PR_FVAL_INT) {
+            v[k].num = (double)(int64_t)v[k].u;
+            v[k].type = PR_FVAL_NUM;
         }
-    } else {
-        memset(v, 0, dim * sizeof(*v)); /* PR_FVAL_MISSING */
     }
+    return 0;
+}
+
+/* A dense vector with `encoding: f32`: one string of dim float32
+ * little-endian, its bytes as they are from a binary format (Avro bytes,
+ * fixed or string; Protobuf bytes or string), base64 in JSON text (the
+ * standard or the URL-safe alphabet, padded or not); absent, null or empty
+ * (a proto3 bytes field cannot tell empty from absent) leaves every element
+ * missing. */
+static int pr__vector_bytes(pr_json_decoder *d, const pr__jfeat *jf)
+{
+    const pr_feature_spec *f = jf->f;
+    uint32_t dim = f->dim;
+    pr_fval *v = d->fv, s;
+    char what[128];
+    int rc = pr__scalar(d, jf, 0, &s);
+    if (rc)
+        return rc;
+    if (s.type == PR_FVAL_MISSING || (s.type == PR_FVAL_STR && s.len == 0)) {
+        memset(v, 0, dim * sizeof(*v));
+        return 0;
+    }
+    if (s.type != PR_FVAL_STR)
+        return pr__fail(d, f, PR_DEC_WRONG_TYPE,
+                        "float32 bytes expected (base64 in JSON), got a number");
+    const uint8_t *b = (const uint8_t *)s.str;
+    size_t n = s.len;
+    if (!d->read) { /* JSON text: base64 */
+        if (pr_base64_decode(s.str, s.len, d->raw, (size_t)PR_FEAT_MAX_DIM * 4 + 3, &n))
+            return pr__fail(d, f, PR_DEC_WRONG_TYPE, "not base64 (f32 bytes in JSON text)");
+        b = d->raw;
+    }
+    if (n != (size_t)dim * 4) {
+        snprintf(what, sizeof(what), "a vector of %u float32 is %u bytes, got %zu", dim, dim * 4,
+                 n);
+        return pr__fail(d, f, PR_DEC_WRONG_TYPE, what);
+    }
+    for (uint32_t k = 0; k < dim; k++) {
+        uint32_t u = (uint32_t)b[4 * k] | (uint32_t)b[4 * k + 1] << 8 |
+                     (uint32_t)b[4 * k + 2] << 16 | (uint32_t)b[4 * k + 3] << 24;
+        float x;
+        memcpy(&x, &u, sizeof(x));
+        v[k] = (pr_fval){.type = PR_FVAL_NUM, .num = x};
+    }
+    return 0;
+}
+
+/* A dense vector: its dim values (pr__vector_list or pr__vector_bytes),
+ * each through the chain into column slot + k; missing ones take the
+ * default (a fill, else 0). */
+static int pr__vector(pr_json_decoder *d, const pr__jfeat *jf)
+{
+    const pr_feature_spec *f = jf->f;
+    uint32_t dim = f->dim;
+    pr_fval *v = d->fv;
+    int rc = f->encoding == PR_VEC_F32 ? pr__vector_bytes(d, jf) : pr__vector_list(d, jf);
+    if (rc)
+        return rc;
     if (f->has_default)
         pr_fop_apply(&f->deflt, v, dim, NULL);
-    int rc = pr__chain(d, f, 0, f->n_ops, v, dim);
+    rc = pr__chain(d, f, 0, f->n_ops, v, dim);
     for (uint32_t k = 0; !rc && k < dim; k++)
         rc = pr__float32(d, jf, &v[k]);
     if (rc)

@@ -42,14 +42,14 @@
 #include "pr_cfgmap.h"
 #include "pr_error.h"
 
-#define PR_MAX_DENSE  256 /* dense columns of the Criteo layout (the engine's own) */
+#define PR_MAX_DENSE 256 /* dense columns of the Criteo layout (the engine's own) */
 /* Dense columns of a declared schema, its vector features' dims counted
  * (their values run in the decoder, never in the engine's dense columns). */
 #define PR_MAX_DENSE_COLS 4096
-#define PR_MAX_SPARSE 256
-#define PR_MAX_OPS    8
-#define PR_HEX_SLOT   16 /* bytes per hex value in a block: up to 16 digits */
-#define PR_NAME_MAX   64
+#define PR_MAX_SPARSE     256
+#define PR_MAX_OPS        8
+#define PR_HEX_SLOT       16 /* bytes per hex value in a block: up to 16 digits */
+#define PR_NAME_MAX       64
 
 /* ---------------------------------------------------------------- operators */
 
@@ -806,6 +806,17 @@ typedef enum pr_time_unit {
 /* "s", "ms", "us", "rfc3339"; NULL-terminated. */
 extern const char *const pr_time_unit_names[];
 
+/* How a dense vector (`dim`) is written in the event (`encoding`). */
+typedef enum pr_vec_encoding {
+    PR_VEC_LIST = 0, /* a list of dim numbers (JSON array, Avro array, repeated field) */
+    PR_VEC_F32,      /* dim float32, little-endian, as bytes: Avro bytes / fixed / string,
+                      * Protobuf bytes / string; in JSON text a base64 string */
+    PR_VEC__COUNT
+} pr_vec_encoding;
+
+/* "list", "f32"; NULL-terminated. */
+extern const char *const pr_vec_encoding_names[];
+
 typedef enum pr_fop {
     PR_FOP_FILL = 0,    /* missing -> value */
     PR_FOP_CLIP,        /* [lo, hi] */
@@ -877,14 +888,15 @@ typedef struct pr_feature_spec {
     pr_feature_kind kind;
     uint8_t n_paths;                                 /* 1, or 2.. for a cross */
     char paths[PR_FEAT_MAX_CROSS][PR_FEAT_PATH_MAX]; /* dotted paths into the event */
-    uint32_t max_len;  /* PR_FEAT_LIST: values kept, 1..PR_FEAT_MAX_LIST */
-    bool keep_last;    /* PR_FEAT_LIST: keep the last max_len values (else the first) */
-    uint16_t dim;      /* PR_FEAT_DENSE: 0 a number; 1..PR_FEAT_MAX_DIM a vector of that many
-                        * numbers (`dim:`), dim dense columns NAME[0]..NAME[dim-1] */
-    bool has_default;  /* a missing field takes `deflt` (a fill step) */
-    pr_fop_step deflt; /* PR_FOP_FILL with the default value */
-    pr_time_unit unit; /* PR_FEAT_EVENT_TIME */
-    bool weight;       /* PR_FEAT_LABEL without a path: schema.downsample's weight */
+    uint32_t max_len;         /* PR_FEAT_LIST: values kept, 1..PR_FEAT_MAX_LIST */
+    bool keep_last;           /* PR_FEAT_LIST: keep the last max_len values (else the first) */
+    uint16_t dim;             /* PR_FEAT_DENSE: 0 a number; 1..PR_FEAT_MAX_DIM a vector of that many
+                               * numbers (`dim:`), dim dense columns NAME[0]..NAME[dim-1] */
+    pr_vec_encoding encoding; /* a vector's: a list of numbers, or float32 bytes */
+    bool has_default;         /* a missing field takes `deflt` (a fill step) */
+    pr_fop_step deflt;        /* PR_FOP_FILL with the default value */
+    pr_time_unit unit;        /* PR_FEAT_EVENT_TIME */
+    bool weight;              /* PR_FEAT_LABEL without a path: schema.downsample's weight */
     uint8_t n_ops;
     pr_fop_step ops[PR_FEAT_MAX_OPS];
 } pr_feature_spec;
@@ -1020,10 +1032,18 @@ static inline uint32_t pr_feature_dense_cols(const pr_feature_spec *f)
     return f->kind != PR_FEAT_DENSE ? 0 : f->dim ? f->dim : 1;
 }
 
-/* Does f read a list at its path (a list feature, a dense vector)? */
+/* Does f read a list at its path (a list feature, a dense vector written
+ * as a list of numbers)? */
 static inline bool pr_feature_reads_list(const pr_feature_spec *f)
 {
-    return f->kind == PR_FEAT_LIST || (f->kind == PR_FEAT_DENSE && f->dim);
+    return f->kind == PR_FEAT_LIST ||
+           (f->kind == PR_FEAT_DENSE && f->dim && f->encoding == PR_VEC_LIST);
+}
+
+/* Is f a dense vector written as float32 bytes (one string value)? */
+static inline bool pr_feature_vector_bytes(const pr_feature_spec *f)
+{
+    return f->kind == PR_FEAT_DENSE && f->dim && f->encoding == PR_VEC_F32;
 }
 
 /* Column c (< pr_feature_dense_cols(f)) of dense feature f's name into buf:

@@ -3,7 +3,8 @@
  * declared schema (ingest/json_decode.c, pr_decode_json_line): the
  * extractor plus the schema's type rules and operators (defaults, lists with
  * keep last, lists of objects, hex2int, bucketize, hash, a cross,
- * hour_of_day, event time, two dense vectors), behind a record filter (one condition on a
+ * hour_of_day, event time, two dense vectors as lists, one as base64 float32
+ * bytes), behind a record filter (one condition on a
  * feature's path: the filter's own extraction when a feature refuses) and
  * a keyed downsample with a weight label.
  *
@@ -46,6 +47,7 @@ static const char yaml[] =
     "        - { name: p, path: i.p, default: 1, ops: [ { clip: [0, 9] }, log1p ] }\n"
     "        - { name: v, path: i.v, dim: 3, default: 2, ops: [ { clip: [-5, 5] } ] }\n"
     "        - { name: iv, path: iv, dim: 2 }\n"
+    "        - { name: fb, path: fb, dim: 2, encoding: f32, default: 1 }\n"
     "      sparse:\n"
     "        - { name: u, path: u.id, ops: [vocab] }\n"
     "        - { name: c, path: i.c, default: none, ops: [vocab] }\n"

@@ -802,6 +802,74 @@ static void test_dense_vectors(void **state)
     fx_free(&t);
 }
 
+/* Dense vectors as float32 bytes (encoding f32): Avro bytes and fixed read
+ * raw give the rows JSON gives for the same bytes in base64; a wrong
+ * length is wrong_type in both, an empty value is missing. (The bytes are
+ * ASCII so that the JSON form the Avro writer takes carries them as they
+ * are; as float32 they are finite.) */
+static void test_dense_vector_bytes(void **state)
+{
+    (void)state;
+    static const char *const yaml =
+        "pipelines:\n"
+        "  - name: t\n"
+        "    source: { format: json }\n"
+        "    schema:\n"
+        "      labels: [ { name: y, path: y } ]\n"
+        "      dense:\n"
+        "        - { name: b, path: b, dim: 3, encoding: f32 }\n"
+        "        - { name: f, path: f, dim: 2, encoding: f32, default: 1 }\n";
+    static const char *const avsc =
+        "{\"type\":\"record\",\"name\":\"B\",\"fields\":["
+        "{\"name\":\"y\",\"type\":\"int\"},{\"name\":\"b\",\"type\":\"bytes\"},"
+        "{\"name\":\"f\",\"type\":[\"null\",{\"type\":\"fixed\",\"name\":\"F8\",\"size\":8}]}]}";
+    static const struct {
+        const char *json, *avro; /* base64 in JSON text; the raw bytes for the writer */
+        int rows;
+    } cases[] = {
+        {"{\"y\":1,\"b\":\"YWJjZGVmZ2hpamts\",\"f\":\"QUJDREVGR0g=\"}",
+         "{\"y\":1,\"b\":\"abcdefghijkl\",\"f\":\"ABCDEFGH\"}", 1},
+        {"{\"y\":0,\"b\":\"YWJjZGVmZ2hpamts\",\"f\":null}",
+         "{\"y\":0,\"b\":\"abcdefghijkl\",\"f\":null}", 1},
+        {"{\"y\":0,\"b\":\"\",\"f\":null}", "{\"y\":0,\"b\":\"\",\"f\":null}", 1},
+        {"{\"y\":0,\"b\":\"YWJjZGVmZ2g\",\"f\":null}", "{\"y\":0,\"b\":\"abcdefgh\",\"f\":null}",
+         0},
+    };
+    fx t;
+    fx_init(&t, yaml, avsc, PR_AVRO_FRAMING_PLAIN);
+    char err[256];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        if (pr_avro_from_json(t.w, cases[i].avro, strlen(cases[i].avro), -1, &t.buf, &t.len, &t.cap,
+                              err, sizeof(err)))
+            fail_msg("encode %s: %s", cases[i].avro, err);
+        uint32_t next = 0;
+        t.rj.last = t.ra.last = 0;
+        assert_int_equal(pr_decode_message(PR_MSG_JSON, &t.cj, t.bj, cases[i].json,
+                                           strlen(cases[i].json), &next, NULL),
+                         cases[i].rows);
+        assert_int_equal(pr_decode_message(PR_MSG_AVRO, &t.ca, t.ba, t.buf, t.len, &next, NULL),
+                         cases[i].rows);
+        assert_int_equal(t.rj.last, t.ra.last);
+    }
+    assert_int_equal(t.ra.last, PR_DEC_WRONG_TYPE);
+    if (!strstr(t.ra.detail, "b (b): a vector of 3 float32 is 12 bytes, got 8"))
+        fail_msg("detail: %s", t.ra.detail);
+    blocks_equal(t.bj, t.ba);
+    float want[3][5];
+    memcpy(want[0], "abcdefghijklABCDEFGH", 20);
+    memcpy(want[1], "abcdefghijkl", 12);
+    want[1][3] = want[1][4] = 1;
+    for (int c = 0; c < 5; c++)
+        want[2][c] = c < 3 ? 0 : 1;
+    assert_memory_equal(t.ba->side->dense, want, sizeof(want));
+    fx_free(&t);
+    char *good = write_tmp(avsc);
+    expect_refused(good, "      dense: [ { name: e, path: y, dim: 1, encoding: f32 } ]\n",
+                   "it gives an integer, and a dense vector with encoding f32 needs bytes");
+    unlink(good);
+    free(good);
+}
+
 /* The writer schema checks of a vector: an array of numbers, not a value,
  * not an array of strings; a single-valued dense feature on an array is
  * told about dim. */
@@ -874,6 +942,7 @@ int main(void)
         cmocka_unit_test(test_framing_hint),
         cmocka_unit_test(test_dense_vectors),
         cmocka_unit_test(test_dense_vectors_checked),
+        cmocka_unit_test(test_dense_vector_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

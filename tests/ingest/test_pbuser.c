@@ -856,6 +856,51 @@ static void test_dense_vectors_same_as_json(void **state)
         fail_msg("%s", err);
 }
 
+/* A dense vector as float32 bytes (encoding f32) in a Protobuf bytes
+ * field and a string field, read raw: the rows JSON gives for the same
+ * bytes in base64 (ASCII bytes, so that the JSON form the encoder takes
+ * carries them as they are). */
+static void test_dense_vector_bytes_same_as_json(void **state)
+{
+    (void)state;
+    pbfx t;
+    pbfx_init(&t, "      dense:\n"
+                  "        - { name: b, path: by, dim: 2, encoding: f32 }\n"
+                  "        - { name: s, path: str, dim: 1, encoding: f32, default: 3 }\n");
+    static const struct {
+        const char *json, *pb;
+        int rows;
+    } evs[] = {
+        {"{\"i32\": 1, \"by\": \"YWJjZGVmZ2g=\", \"str\": \"WFlaVw\"}",
+         "{\"i32\": 1, \"by\": \"abcdefgh\", \"str\": \"XYZW\"}", 1},
+        {"{\"i32\": 0, \"by\": \"YWJjZGVmZ2g\"}", "{\"i32\": 0, \"by\": \"abcdefgh\"}", 1},
+        {"{\"i32\": 0, \"by\": \"YWJj\"}", "{\"i32\": 0, \"by\": \"abc\"}", 0},
+    };
+    char err[512];
+    for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++) {
+        int pl = pr_pbuser_encode_json(t.desc, evs[i].pb, strlen(evs[i].pb), false, 0, &t.pb,
+                                       &t.pb_cap, err, sizeof(err));
+        if (pl < 0)
+            fail_msg("encode %s: %s", evs[i].pb, err);
+        uint32_t next = 0;
+        assert_int_equal(pr_decode_message(PR_MSG_JSON, &t.xj, t.bj, evs[i].json,
+                                           strlen(evs[i].json), &next, NULL),
+                         evs[i].rows);
+        assert_int_equal(
+            pr_decode_message(PR_MSG_PROTOBUF, &t.xp, t.bp, t.pb, (size_t)pl, &next, NULL),
+            evs[i].rows);
+        assert_int_equal(t.rj.last, t.rp.last);
+    }
+    assert_int_equal(t.rp.last, PR_DEC_WRONG_TYPE);
+    blocks_equal(t.bj, t.bp);
+    float want[2][3];
+    memcpy(want[0], "abcdefghXYZW", 12);
+    memcpy(want[1], "abcdefgh", 8);
+    want[1][2] = 3;
+    assert_memory_equal(t.bp->side->dense, want, sizeof(want));
+    pbfx_free(&t);
+}
+
 /* ---------------------------------------------------------------- config */
 
 static void config_fails(const char *schema, const char *message, const char *want)
@@ -935,6 +980,13 @@ static void test_config_errors(void **state)
     config_fails("        - { name: u, path: user.id, ops: [vocab] }\n"
                  "      dense: [ { name: t, path: item.tags, dim: 2 } ]\n",
                  "shop.Click", "it gives a string, and a dense feature needs a number");
+    config_fails("        - { name: u, path: user.id, ops: [vocab] }\n"
+                 "      dense: [ { name: p, path: item.price, dim: 2, encoding: f32 } ]\n",
+                 "shop.Click",
+                 "it gives a number, and a dense vector with encoding f32 needs bytes");
+    config_fails("        - { name: u, path: user.id, ops: [vocab] }\n"
+                 "      dense: [ { name: t, path: item.tags, dim: 2, encoding: f32 } ]\n",
+                 "shop.Click", "'tags' is repeated");
     /* lists of messages: a list feature maps over them, one list level per path */
     {
         char y2[2048], e2[1024];
@@ -1035,6 +1087,7 @@ int main(void)
         cmocka_unit_test(test_lists_of_messages),
         cmocka_unit_test(test_lists_of_messages_same_as_json),
         cmocka_unit_test(test_dense_vectors_same_as_json),
+        cmocka_unit_test(test_dense_vector_bytes_same_as_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

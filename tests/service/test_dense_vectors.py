@@ -1,14 +1,16 @@
 #!/usr/bin/python3
 """test_dense_vectors.py — dense vector features (`dim: N`) end to end: an
 embedding of 300 floats (more columns than the Criteo layout's 256), a
-4-number vector through log1p and a 2-number one, beside scalar features
-and a list feature over a list of objects.
+4-number vector through log1p, a 2-number one, and one of 2 float32 in
+base64 (encoding f32), beside scalar features and a list feature over a
+list of objects.
 
 Offline (`piperec process`): every value equals a NumPy reference computed
 from the events (defaults for absent, null or empty vectors; clip; log1p);
 meta.json names the columns NAME[0]..NAME[dim-1] in schema order; the bad
 vectors (a wrong length, a string element, a null element, a value beyond
-float32, a number where a list belongs, objects in the list) are rejected wrong_type /
+float32, a number where a list belongs, objects in the list, 4 bytes
+where 8 belong, text that is not base64) are rejected wrong_type /
 number_out_of_range with the feature named; 1 and 4 threads write the same
 bytes. `process --fit` pools a vector's elements into one mean and std.
 
@@ -20,11 +22,13 @@ protobuf layout at one run, the raw layout at the other) writes the same
 dense.npy and names the same columns.
 Env (pr_script_test): PIPEREC, PR_SOURCE_DIR, PR_TMP.
 """
+import base64
 import glob
 import json
 import os
 import random
 import re
+import struct
 import subprocess
 import time
 
@@ -44,6 +48,7 @@ SCHEMA = """    schema:
         - { name: emb, path: item.emb, dim: %d, default: 0.5, ops: [ { clip: [-1, 1] } ] }
         - { name: cnt, path: counts, dim: 4, ops: [ neg2zero, log1p ] }
         - { name: pos, path: pos, dim: 2, default: -1 }
+        - { name: fb, path: fb, dim: 2, encoding: f32 }
       sparse:
         - { name: user, path: user, ops: [vocab] }
         - { name: imp, path: imps.p, list: { max_len: 4 }, ops: [ { hash: 100 } ] }
@@ -89,6 +94,8 @@ def events():
             e["pos"] = [r.randrange(10), r.randrange(10)]
         if r.random() < 0.5:
             e["imps"] = [{"p": r.randrange(10)} for _ in range(r.randrange(4))]
+        if r.random() < 0.6:
+            e["fb"] = base64.b64encode(struct.pack("<2f", r.uniform(-9, 9), i)).decode()
         lines.append(json.dumps(e) + "\n")
         good.append(e)
         if i in (5, 600, 1200):
@@ -98,7 +105,9 @@ def events():
                       '{"click": 1, "user": "b", "pos": [1e300, 2]}',
                       '{"click": 1, "user": "b", "counts": 5}',
                       '{"click": 1, "user": "b", "pos": [1]}',
-                      '{"click": 1, "user": "b", "pos": [{"p": 1}, {"p": 2}]}'):
+                      '{"click": 1, "user": "b", "pos": [{"p": 1}, {"p": 2}]}',
+                      '{"click": 1, "user": "b", "fb": "AACAPw=="}',
+                      '{"click": 1, "user": "b", "fb": "not base64"}'):
                 lines.append(b + "\n")
                 bad.append(b)
     return lines, good, bad
@@ -111,14 +120,15 @@ def reference(good):
         emb = (e.get("item") or {}).get("emb") or [0.5] * DIM
         cnt = e.get("counts") or [0] * 4
         pos = e.get("pos") or [-1, -1]
+        fb = list(struct.unpack("<2f", base64.b64decode(e["fb"]))) if e.get("fb") else [0, 0]
         rows.append([e["price"]] + [min(max(x, -1), 1) for x in emb] +
-                    [np.log1p(max(float(x), 0.0)) for x in cnt] + pos)
+                    [np.log1p(max(float(x), 0.0)) for x in cnt] + pos + fb)
     return np.array(rows, dtype=np.float64).astype(np.float32)
 
 
 def names():
     return (["price"] + ["emb[%d]" % k for k in range(DIM)] + ["cnt[%d]" % k for k in range(4)] +
-            ["pos[0]", "pos[1]"])
+            ["pos[0]", "pos[1]", "fb[0]", "fb[1]"])
 
 
 def npy(d):
