@@ -537,8 +537,9 @@ static const cfg_key dense_item_keys[] = {
      .width = FSIZE(pr_feature_spec, dim),
      .min = 1,
      .max = PR_FEAT_MAX_DIM,
-     .doc = "Present: the field is a vector, a list of exactly dim numbers (an embedding), each "
-            "through ops, into dim dense columns NAME[0]..NAME[dim-1] (1..4096)."},
+     .doc = "Present: the field is a vector of dim numbers (an embedding: a list, or float32 "
+            "bytes with encoding f32), each through ops, into dim dense columns "
+            "NAME[0]..NAME[dim-1] (1..4096)."},
     {.name = "encoding",
      .type = KT_ENUM,
      .off = offsetof(pr_feature_spec, encoding),
@@ -967,6 +968,8 @@ static int pr__kind_rank(pr_feature_kind k)
     return rank[k];
 }
 
+static void pr__feature_key(const pr_feature_schema *fs, uint32_t i, uint8_t k, char *b, size_t bn);
+
 /* A dense vector's path is its own: another feature reading it would take
  * the list as a single value or map it over a list of objects, and the
  * vector's shape (one list, its positions kept) could not hold for both. */
@@ -979,7 +982,9 @@ static void pr__vector_paths_own(cfg_ctx *c, yaml_node_t *map, const pr_feature_
         for (uint32_t j = 0; j < fs->n_features; j++)
             for (uint8_t k = 0; j != i && k < fs->features[j].n_paths; k++)
                 if (strcmp(fs->features[j].paths[k], v->paths[0]) == 0) {
-                    pr__cfg_error(c, map, NULL,
+                    char key[64];
+                    pr__feature_key(fs, i, 0, key, sizeof(key));
+                    pr__cfg_error(c, map, key,
                                   "dense vector '%s' reads '%s', and so does %s feature '%s': a "
                                   "vector's path is its own",
                                   v->name, v->paths[0], pr_feature_kind_names[fs->features[j].kind],

@@ -142,12 +142,12 @@ int pr_feature_check_input(const pr_feature_spec *f, unsigned types, char *errst
     if (!t || f->n_paths > 1 || f->kind == PR_FEAT_EVENT_TIME)
         return 0;
     pr_ftype_text(t, gives, sizeof(gives));
-    if (pr_feature_vector_bytes(f)) {
-        if (t & PR_FTYPE_STR)
+    if (pr_feature_vector_bytes(f)) { /* raw bytes: a text field must be UTF-8, floats are not */
+        if (types & PR_FTYPE_BYTES)
             return 0;
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                         "it gives %s, and a dense vector with encoding f32 needs bytes (a "
-                         "string)",
+                         "it gives %s, and a dense vector with encoding f32 needs bytes (Avro "
+                         "bytes or fixed, Protobuf bytes)",
                          gives);
     }
     if (f->kind == PR_FEAT_LABEL || f->kind == PR_FEAT_DENSE) {

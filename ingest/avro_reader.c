@@ -1435,10 +1435,11 @@ void pr_avro_schema_free(pr_avro_schema *s)
 typedef struct pr__chk {
     const pr_avro_schema *s;
     const char *path;
-    bool list;      /* the feature takes a list */
-    bool vector;    /* ... a dense vector's: never through an array of records */
-    bool in_elem;   /* past an array of records */
-    unsigned types; /* PR_FTYPE_* | PR__AV_TIME of the values the path can give */
+    bool list;       /* the feature takes a list */
+    bool vector;     /* ... a dense vector's: never through an array of records */
+    uint32_t vbytes; /* a dense vector of float32 bytes: its byte count (a fixed's size) */
+    bool in_elem;    /* past an array of records */
+    unsigned types;  /* PR_FTYPE_* | PR__AV_TIME of the values the path can give */
     char *err;
     size_t errn;
 } pr__chk;
@@ -1461,8 +1462,9 @@ static const char *pr__av_type_name(avro_schema_t s)
                : "a value";
 }
 
-/* The PR_FTYPE_* a scalar of kind k gives the JSON decoder (pr__leaf_scalar). */
-static unsigned pr__av_ftype(int kind, bool decimal, uint8_t unit)
+/* The PR_FTYPE_* a scalar of kind k gives the JSON decoder (pr__leaf_scalar);
+ * PR_FTYPE_BYTES too for bytes or fixed, not a string (text is UTF-8). */
+static unsigned pr__av_ftype(int kind, bool decimal, bool utf8, uint8_t unit)
 {
     switch (kind) {
     case AV_LONG:
@@ -1474,7 +1476,7 @@ static unsigned pr__av_ftype(int kind, bool decimal, uint8_t unit)
         return PR_FTYPE_NUM;
     case AV_BYTES:
     case AV_FIXED:
-        return decimal ? PR_FTYPE_NUM : PR_FTYPE_STR;
+        return decimal ? PR_FTYPE_NUM : PR_FTYPE_STR | (utf8 ? 0 : PR_FTYPE_BYTES); /* a string */
     case AV_ENUM:
         return PR_FTYPE_STR;
     default:
@@ -1606,6 +1608,9 @@ static int pr__chk_node(pr__chk *k, avro_schema_t s, json_t *j, const char *seg,
     if (kind == AV_NULL)
         return 0; /* always missing, as in JSON */
     if (kind == AV_ARRAY) {
+        if (k->vbytes)
+            return pr__chk_fail(k, "an array: encoding f32 reads one bytes value (an array of "
+                                   "numbers is encoding: list)");
         if (!k->list)
             return pr__chk_fail(k, "an array: declare a list feature (list: { max_len: N }), or "
                                    "a dense vector (dim: N)");
@@ -1620,7 +1625,10 @@ static int pr__chk_node(pr__chk *k, avro_schema_t s, json_t *j, const char *seg,
     av n = {.kind = (uint8_t)kind, .act = ACT_SKIP};
     if (pr__annotate(&n, s, jo))
         return pr__chk_fail(k, "out of memory");
-    k->types |= pr__av_ftype(kind, n.decimal, n.unit);
+    if (k->vbytes && kind == AV_FIXED && !n.decimal && n.size != k->vbytes)
+        return pr__chk_fail(k, "a fixed of %u bytes, and a vector of %u float32 is %u bytes",
+                            (unsigned)n.size, k->vbytes / 4, k->vbytes);
+    k->types |= pr__av_ftype(kind, n.decimal, n.utf8, n.unit);
     return 0;
 }
 
@@ -1629,7 +1637,7 @@ static int pr__chk_node(pr__chk *k, avro_schema_t s, json_t *j, const char *seg,
  * operator that takes it) accepts, as json_decode.c would reject it. */
 static int pr__chk_types(pr__chk *k, const pr_feature_spec *f)
 {
-    unsigned t = k->types & (PR_FTYPE_NUM | PR_FTYPE_INT | PR_FTYPE_STR);
+    unsigned t = k->types & (PR_FTYPE_NUM | PR_FTYPE_INT | PR_FTYPE_STR | PR_FTYPE_BYTES);
     char why[200], gives[48];
     if (!k->types || f->n_paths > 1) /* always null; a cross hashes any value */
         return 0;
@@ -1656,6 +1664,7 @@ int pr_avro_check_feature(const pr_avro_schema *s, const pr_feature_spec *f, uin
                  .path = f->paths[k],
                  .list = pr_feature_reads_list(f),
                  .vector = pr_feature_reads_list(f) && f->kind == PR_FEAT_DENSE,
+                 .vbytes = pr_feature_vector_bytes(f) ? 4u * f->dim : 0,
                  .err = errstr,
                  .errn = errstr_size};
     int rc = pr__chk_node(&c, s->pl->schema, s->pl->json, f->paths[k], false, 0);

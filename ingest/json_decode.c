@@ -78,7 +78,7 @@ struct pr_json_decoder {
     uint8_t **miss; /* [n_side] 1 = a missing key (single-valued vocab feature) */
     uint32_t *need; /* [n_side] elements per engine column (block's vocab_col order) */
     pr_fval *fv;    /* [PR_FEAT_MAX_LIST] a chain's values */
-    uint8_t *raw;   /* [PR_FEAT_MAX_DIM * 4 + 3] a base64 vector's bytes (encoding f32) */
+    uint8_t *raw;   /* [PR_FEAT_MAX_DIM * 4] a base64 vector's bytes (encoding f32) */
     uint8_t *why;   /* [PR_FEAT_MAX_LIST] operator reject reasons */
     char detail[PR_NAME_MAX + PR_FEAT_PATH_MAX + 256];
 };
@@ -184,7 +184,7 @@ static int pr__stage_alloc(pr_json_decoder *d, const pr_feature_schema *fs)
     d->need = calloc((size_t)d->n_side + 1, sizeof(uint32_t));
     d->fv = calloc(PR_FEAT_MAX_LIST, sizeof(pr_fval));
     d->why = calloc(PR_FEAT_MAX_LIST, 1);
-    d->raw = malloc((size_t)PR_FEAT_MAX_DIM * 4 + 3);
+    d->raw = malloc((size_t)PR_FEAT_MAX_DIM * 4);
     if (!d->labels || !d->dense || !d->cnt || !d->val || !d->miss || !d->need || !d->fv ||
         !d->why || !d->raw)
         return PR_ENOMEM;
@@ -459,8 +459,8 @@ static int pr__float32(pr_json_decoder *d, const pr__jfeat *jf, const pr_fval *v
 
 /* A dense vector (`dim`) written as a list: exactly dim numbers (bools and
  * integers convert) into d->fv; absent, null or an empty list (a Protobuf
- * repeated field cannot tell empty from absent, nor a path through an
- * empty list of objects) leaves every element missing. */
+ * repeated field cannot tell empty from absent) leaves every element
+ * missing. */
 static int pr__vector_list(pr_json_decoder *d, const pr__jfeat *jf)
 {
     const pr_feature_spec *f = jf->f;
@@ -491,8 +491,9 @@ static int pr__vector_list(pr_json_decoder *d, const pr__jfeat *jf)
 }
 
 /* A dense vector with `encoding: f32`: one string of dim float32
- * little-endian, its bytes as they are from a binary format (Avro bytes,
- * fixed or string; Protobuf bytes or string), base64 in JSON text (the
+ * little-endian, its bytes as they are from a binary format (Avro bytes or
+ * fixed, Protobuf bytes: text fields must be UTF-8, which floats are not;
+ * the config checks a fixed writer schema), base64 in JSON text (the
  * standard or the URL-safe alphabet, padded or not); absent, null or empty
  * (a proto3 bytes field cannot tell empty from absent) leaves every element
  * missing. */
@@ -515,7 +516,12 @@ static int pr__vector_bytes(pr_json_decoder *d, const pr__jfeat *jf)
     const uint8_t *b = (const uint8_t *)s.str;
     size_t n = s.len;
     if (!d->read) { /* JSON text: base64 */
-        if (pr_base64_decode(s.str, s.len, d->raw, (size_t)PR_FEAT_MAX_DIM * 4 + 3, &n))
+        if (s.len / 4 * 3 > (size_t)PR_FEAT_MAX_DIM * 4) {
+            snprintf(what, sizeof(what), "a vector of %u float32 is %u bytes, got over %u", dim,
+                     dim * 4, PR_FEAT_MAX_DIM * 4);
+            return pr__fail(d, f, PR_DEC_WRONG_TYPE, what);
+        }
+        if (pr_base64_decode(s.str, s.len, d->raw, (size_t)PR_FEAT_MAX_DIM * 4, &n))
             return pr__fail(d, f, PR_DEC_WRONG_TYPE, "not base64 (f32 bytes in JSON text)");
         b = d->raw;
     }

@@ -463,8 +463,9 @@ static unsigned pr__pb_ftypes(uint8_t t)
     case PR__PBT_FLOAT:
         return PR_FTYPE_NUM;
     case PR__PBT_STRING:
-    case PR__PBT_BYTES:
         return PR_FTYPE_STR;
+    case PR__PBT_BYTES:
+        return PR_FTYPE_STR | PR_FTYPE_BYTES;
     case PR__PBT_ENUM:
         return PR_FTYPE_STR | PR_FTYPE_INT;
     case PR__PBT_MESSAGE:

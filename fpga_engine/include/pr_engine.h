@@ -782,6 +782,10 @@ const char *const *pr_engine_backends(void);
 #define PR_FTYPE_NUM 1u /* float64 number */
 #define PR_FTYPE_INT 2u /* 64-bit integer: an id, a hash, a bucket, an index */
 #define PR_FTYPE_STR 4u /* byte string (UTF-8 as the event has it) */
+/* Beside PR_FTYPE_STR in a reader's load-time check only (a fixed Avro
+ * writer schema, a Protobuf descriptor): the field holds raw bytes (Avro
+ * bytes or fixed, Protobuf bytes), not text that must be UTF-8. */
+#define PR_FTYPE_BYTES 16u
 
 typedef enum pr_feature_kind {
     PR_FEAT_LABEL = 0,  /* float32 target; several allowed; no operators */
@@ -809,8 +813,8 @@ extern const char *const pr_time_unit_names[];
 /* How a dense vector (`dim`) is written in the event (`encoding`). */
 typedef enum pr_vec_encoding {
     PR_VEC_LIST = 0, /* a list of dim numbers (JSON array, Avro array, repeated field) */
-    PR_VEC_F32,      /* dim float32, little-endian, as bytes: Avro bytes / fixed / string,
-                      * Protobuf bytes / string; in JSON text a base64 string */
+    PR_VEC_F32,      /* dim float32, little-endian, as bytes: Avro bytes or fixed,
+                      * Protobuf bytes; in JSON text a base64 string */
     PR_VEC__COUNT
 } pr_vec_encoding;
 

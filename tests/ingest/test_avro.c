@@ -868,6 +868,25 @@ static void test_dense_vector_bytes(void **state)
                    "it gives an integer, and a dense vector with encoding f32 needs bytes");
     unlink(good);
     free(good);
+    good = write_tmp("{\"type\":\"record\",\"name\":\"G\",\"fields\":[{\"name\":\"g\","
+                     "\"type\":{\"type\":\"fixed\",\"name\":\"G8\",\"size\":8}}]}");
+    expect_refused(good, "      dense: [ { name: e, path: g, dim: 3, encoding: f32 } ]\n",
+                   "a fixed of 8 bytes, and a vector of 3 float32 is 12 bytes");
+    char lerr[2048];
+    if (load_avro(good, false, "      dense: [ { name: e, path: g, dim: 2, encoding: f32 } ]\n",
+                  lerr, sizeof(lerr)))
+        fail_msg("refused: %s", lerr);
+    unlink(good);
+    free(good);
+    good = write_tmp(chk_avsc); /* text and enums: UTF-8 symbols, not float bytes */
+    expect_refused(good, "      dense: [ { name: e, path: user.id, dim: 1, encoding: f32 } ]\n",
+                   "it gives a string, and a dense vector with encoding f32 needs bytes");
+    expect_refused(good, "      dense: [ { name: e, path: tier, dim: 1, encoding: f32 } ]\n",
+                   "it gives a string, and a dense vector with encoding f32 needs bytes");
+    expect_refused(good, "      dense: [ { name: e, path: tags, dim: 1, encoding: f32 } ]\n",
+                   "an array: encoding f32 reads one bytes value");
+    unlink(good);
+    free(good);
 }
 
 /* The writer schema checks of a vector: an array of numbers, not a value,
