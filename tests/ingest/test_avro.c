@@ -705,22 +705,22 @@ static void test_schema_file_checked(void **state)
     free(bad);
 }
 
+/* The head of the dense vector tests' configs: one pipeline, label y. */
+#define Y_HEAD                                                                                     \
+    "pipelines:\n  - name: t\n    source: { format: json }\n    schema:\n"                         \
+    "      labels: [ { name: y, path: y } ]\n"
+
 /* Dense vectors (dim): an array of floats, a nullable array of doubles and
  * an array of ints read as the same JSON lists do: values, defaults, and
  * the same rejects (a wrong length, a value beyond float32); a vector
  * through an array of records is refused in both (an element without the
  * field would shift the rest). */
 static const char *const vec_yaml =
-    "pipelines:\n"
-    "  - name: t\n"
-    "    source: { format: json }\n"
-    "    schema:\n"
-    "      labels: [ { name: y, path: y } ]\n"
-    "      dense:\n"
-    "        - { name: emb, path: emb, dim: 3 }\n"
-    "        - { name: dv, path: dv, dim: 2, default: 7, ops: [ { clip: [-5, 1e12] } ] }\n"
-    "        - { name: iv, path: iv, dim: 2, ops: [log1p] }\n"
-    "        - { name: pos, path: pos, dim: 2, default: 0 }\n";
+    Y_HEAD "      dense:\n"
+           "        - { name: emb, path: emb, dim: 3 }\n"
+           "        - { name: dv, path: dv, dim: 2, default: 7, ops: [ { clip: [-5, 1e12] } ] }\n"
+           "        - { name: iv, path: iv, dim: 2, ops: [log1p] }\n"
+           "        - { name: pos, path: pos, dim: 2, default: 0 }\n";
 
 static const char *const vec_avsc =
     "{\"type\":\"record\",\"name\":\"V\",\"fields\":["
@@ -811,14 +811,9 @@ static void test_dense_vector_bytes(void **state)
 {
     (void)state;
     static const char *const yaml =
-        "pipelines:\n"
-        "  - name: t\n"
-        "    source: { format: json }\n"
-        "    schema:\n"
-        "      labels: [ { name: y, path: y } ]\n"
-        "      dense:\n"
-        "        - { name: b, path: b, dim: 3, encoding: f32 }\n"
-        "        - { name: f, path: f, dim: 2, encoding: f32, default: 1 }\n";
+        Y_HEAD "      dense:\n"
+               "        - { name: b, path: b, dim: 3, encoding: f32 }\n"
+               "        - { name: f, path: f, dim: 2, encoding: f32, default: 1 }\n";
     static const char *const avsc =
         "{\"type\":\"record\",\"name\":\"B\",\"fields\":["
         "{\"name\":\"y\",\"type\":\"int\"},{\"name\":\"b\",\"type\":\"bytes\"},"
