@@ -486,6 +486,7 @@ def test_real_rolls_match_process_and_stream(tmp_path, piperec_broker, free_port
     sinks:
       files: { dir: "%s/rolls", roll_batches: 4 }
       trainer: { listen: "127.0.0.1:%d" }
+http: { listen: "127.0.0.1:0" }
 """ % (boot, tmp_path, port))
         run = subprocess.Popen([P, "run", "--config", str(cfg)], stderr=open(tmp_path / "run.err", "w"))
         procs.append(run)
