@@ -372,6 +372,26 @@ PYEOF
 }
 
 # wait_ready HPORT: until /readyz answers 200 (the group holds its partitions)
+# wait_assigned HPORT N: until piperec_assigned_partitions reaches N (60 s).
+wait_assigned() {
+    $PY - "$1" "$2" <<'PYEOF'
+import re, sys, time, urllib.request
+url = "http://127.0.0.1:%s/metrics" % sys.argv[1]
+end = time.time() + 60
+while time.time() < end:
+    try:
+        page = urllib.request.urlopen(url, timeout=1).read().decode()
+        n = sum(float(v) for v in re.findall(r"^piperec_assigned_partitions\{[^}]*\} (\S+)$",
+                                             page, re.M))
+        if n >= int(sys.argv[2]):
+            sys.exit(0)
+    except Exception:
+        pass
+    time.sleep(0.1)
+sys.exit("bench_sweep: piperec run holds fewer than %s partitions after 60 s" % sys.argv[2])
+PYEOF
+}
+
 wait_ready() {
     $PY - "$1" <<'PYEOF'
 import sys, time, urllib.request
@@ -416,6 +436,11 @@ fresh1() {
     "$PIPEREC" run --config "$TMP/run.yaml" 2> "$TMP/run.err" &
     RPID=$!
     wait_ready "$HPORT" || { tail -5 "$TMP/run.err" >&2; exit 1; }
+    # Ready is one partition; with several consumer instances the others
+    # join later (a rebalance each), and a partition assigned after the
+    # producers started would skip their rows (offset reset latest): wait
+    # for all PARTS (half the rows were lost so in two CIs)
+    wait_assigned "$HPORT" "$PARTS" || { tail -5 "$TMP/run.err" >&2; exit 1; }
     sleep 1 # the partitions' start path (offset resets) after the assignment
     $PY "$HELP" fresh "127.0.0.1:$TPORT" bench "$N" "$TMP/fresh.json" 2> "$TMP/fresh.err" &
     FPID=$!

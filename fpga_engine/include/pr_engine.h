@@ -1025,9 +1025,10 @@ int pr_feature_check_input(const pr_feature_spec *f, unsigned types, char *errst
 unsigned pr_feature_input_type(const pr_feature_spec *f);
 
 /* Dense vectors (`dim:`): a dense feature with dim >= 1 reads a list of
- * exactly dim numbers at its path, each through the feature's chain, into
- * dim consecutive dense columns named NAME[0]..NAME[dim-1]; a dense feature
- * without dim reads one number into one column named NAME. */
+ * exactly dim numbers at its path (or, with encoding f32, one value of dim
+ * float32 bytes), each through the feature's chain, into dim consecutive
+ * dense columns named NAME[0]..NAME[dim-1]; a dense feature without dim
+ * reads one number into one column named NAME. */
 
 /* The dense columns f takes: dim for a vector, 1 for a dense number, 0 for
  * any other kind. */
