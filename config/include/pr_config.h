@@ -101,10 +101,10 @@ typedef struct pr_state_cfg {
 } pr_state_cfg;
 
 typedef struct pr_pipeline_cfg {
-    char name[PR_NAME_MAX];                      /* same as spec.name; unique across pipelines */
-    pr_pipeline_spec spec;                       /* schema + transform, ready for pr_engine_new */
+    char name[PR_NAME_MAX]; /* same as spec.name; unique across pipelines */
+    pr_pipeline_spec spec;  /* schema + transform, ready for pr_engine_new */
     char dense_names[PR_MAX_DENSE_COLS][PR_NAME_MAX]; /* "I1".., schema.dense_names, or a
-                                                      * declared schema's dense columns */
+                                                       * declared schema's dense columns */
     pr_source_cfg source;
     pr_batch_cfg batch;
     pr_sinks_cfg sinks;

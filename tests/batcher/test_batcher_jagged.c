@@ -137,8 +137,8 @@ static uint64_t vocab_cb(void *opaque, uint32_t col)
     return 1000 + col;
 }
 
-static const pr_batch_schema schema = {NL,          ND,         NF,    label_names, dense_names,
-                                       feat_names,  vocab_col, sizes, NULL};
+static const pr_batch_schema schema = {NL,         ND,        NF,    label_names, dense_names,
+                                       feat_names, vocab_col, sizes, NULL};
 
 static fx *fx_new_split(uint32_t size, pr_batch_ordering ord, pr_batch_split split,
                         uint32_t popular_min_rows)
