@@ -60,17 +60,14 @@ int pr_batch_schema_from_features(const pr_feature_schema *fs, pr_batch_schema *
         pr_batch_schema_fini(out);
         return PR_ENOMEM;
     }
+    out->n_dense = (uint16_t)pr_feature_dense_names(fs, out->dense_buf, (uint32_t)nd);
+    for (uint16_t c = 0; c < out->n_dense; c++)
+        den[c] = out->dense_buf[c];
     int16_t next_col = 0;
     for (uint32_t i = 0; i < fs->n_features; i++) {
         const pr_feature_spec *f = &fs->features[i];
         if (f->kind == PR_FEAT_LABEL) {
             lab[out->n_labels++] = f->name;
-        } else if (f->kind == PR_FEAT_DENSE) {
-            for (uint32_t c = 0; c < pr_feature_dense_cols(f); c++) {
-                pr_feature_dense_col_name(f, c, out->dense_buf[out->n_dense], PR_NAME_MAX);
-                den[out->n_dense] = out->dense_buf[out->n_dense];
-                out->n_dense++;
-            }
         } else if (f->kind == PR_FEAT_SPARSE || f->kind == PR_FEAT_LIST) {
             uint16_t k = out->n_feat++;
             keys[k] = f->name;

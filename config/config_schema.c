@@ -1001,16 +1001,14 @@ static void pr__spec_from_features(cfg_ctx *c, yaml_node_t *map, pr_pipeline_cfg
 {
     pr_feature_schema *fs = &pl->features;
     pr_pipeline_spec *sp = &pl->spec;
-    uint32_t nd = 0, ns = 0, nf = 0; /* dense columns, sparse features, dense features */
+    /* dense columns (their names), sparse features, dense features */
+    uint32_t nd = pr_feature_dense_names(fs, pl->dense_names, PR_MAX_DENSE_COLS), ns = 0, nf = 0;
     bool has[PR_FOP__COUNT] = {false};
     sp->has_label = false;
     for (uint32_t i = 0; i < fs->n_features; i++) {
         const pr_feature_spec *f = &fs->features[i];
         sp->has_label |= f->kind == PR_FEAT_LABEL;
         nf += f->kind == PR_FEAT_DENSE;
-        for (uint32_t k = 0; k < pr_feature_dense_cols(f); k++, nd++)
-            if (nd < PR_MAX_DENSE_COLS)
-                pr_feature_dense_col_name(f, k, pl->dense_names[nd], PR_NAME_MAX);
         if (f->kind != PR_FEAT_SPARSE && f->kind != PR_FEAT_LIST)
             continue;
         for (uint32_t k = 0; k < f->n_ops; k++) {

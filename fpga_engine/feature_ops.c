@@ -396,7 +396,8 @@ uint32_t pr_feature_select_paths(const pr_feature_schema *fs, const char **paths
     return n;
 }
 
-void pr_feature_dense_col_name(const pr_feature_spec *f, uint32_t c, char *buf, size_t size)
+/* Column c of dense feature f's name: NAME, or NAME[c] for a vector. */
+static void pr__dense_col_name(const pr_feature_spec *f, uint32_t c, char *buf, size_t size)
 {
     int n = snprintf(buf, size, "%s", f->name);
     if (f->dim && n >= 0 && (size_t)n < size)
@@ -419,7 +420,7 @@ uint32_t pr_feature_dense_names(const pr_feature_schema *fs, char (*names)[PR_NA
         const pr_feature_spec *f = &fs->features[i];
         for (uint32_t c = 0; c < pr_feature_dense_cols(f); c++, n++)
             if (n < cap)
-                pr_feature_dense_col_name(f, c, names[n], PR_NAME_MAX);
+                pr__dense_col_name(f, c, names[n], PR_NAME_MAX);
     }
     return n;
 }

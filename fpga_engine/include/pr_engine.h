@@ -994,8 +994,9 @@ uint32_t pr_feature_select_paths(const pr_feature_schema *fs, const char **paths
 /* The dense columns of a schema (its dense features' pr_feature_dense_cols). */
 uint32_t pr_feature_schema_dense_cols(const pr_feature_schema *fs);
 
-/* The names of a schema's dense columns, in column order, into names[0, cap)
- * (pr_feature_dense_col_name); returns how many the schema has. */
+/* The names of a schema's dense columns, in column order, into names[0, cap):
+ * NAME, or NAME[c] for column c of a vector (the config keeps that under
+ * PR_NAME_MAX); returns how many the schema has. */
 uint32_t pr_feature_dense_names(const pr_feature_schema *fs, char (*names)[PR_NAME_MAX],
                                 uint32_t cap);
 
@@ -1050,10 +1051,6 @@ static inline bool pr_feature_vector_bytes(const pr_feature_spec *f)
 {
     return f->kind == PR_FEAT_DENSE && f->dim && f->encoding == PR_VEC_F32;
 }
-
-/* Column c (< pr_feature_dense_cols(f)) of dense feature f's name into buf:
- * NAME, or NAME[c] for a vector. The config keeps that under PR_NAME_MAX. */
-void pr_feature_dense_col_name(const pr_feature_spec *f, uint32_t c, char *buf, size_t size);
 
 /* Placement: which backend runs each operator of `f` when the engine's
  * backend is `backend` ("cpu", "hls-sim", "xrt"; "auto" is placed as xrt, the
