@@ -238,10 +238,13 @@ def streaming(lines, good, bad, ref):
         if not trainer_port(topic):
             fail("%s: no trainer port in the log" % topic)
         cons_dir = os.path.join(T, "cons%d" % threads)
+        # consume stops 15 s after its last batch: the second half's producer
+        # may take seconds to start on a loaded machine (with 3 s it once read
+        # only the preloaded half under a full ctest beside a CI)
         cons = subprocess.Popen([PIPEREC, "consume", "--connect",
                                  "127.0.0.1:%d" % trainer_port(topic), "--pipeline", "p",
                                  "--output", cons_dir, "--layout", layout, "--quiet",
-                                 "--idle-timeout-ms", "3000"],
+                                 "--idle-timeout-ms", "15000"],
                                 stdout=subprocess.DEVNULL, stderr=open(cons_dir + ".err", "w"))
         procs.append(cons)
         produce(bootstrap, topic, rest, 3000)
