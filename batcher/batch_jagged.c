@@ -50,13 +50,18 @@ int pr_batch_schema_from_features(const pr_feature_schema *fs, pr_batch_schema *
     const char **keys = calloc(n, sizeof(char *));
     int16_t *vc = calloc(n, sizeof(int16_t));
     uint64_t *sizes = calloc(n, sizeof(uint64_t));
+    bool any_w = false;
+    for (uint32_t i = 0; i < fs->n_features; i++)
+        any_w |= pr_feature_weighted(&fs->features[i]);
+    uint8_t *wtd = any_w ? calloc(n, 1) : NULL;
+    out->weighted = wtd;
     out->label_names = lab;
     out->dense_names = den;
     out->feature_names = keys;
     out->vocab_col = vc;
     out->sizes = sizes;
     out->dense_buf = calloc(nd, PR_NAME_MAX);
-    if (!lab || !den || !keys || !vc || !sizes || !out->dense_buf) {
+    if (!lab || !den || !keys || !vc || !sizes || !out->dense_buf || (any_w && !wtd)) {
         pr_batch_schema_fini(out);
         return PR_ENOMEM;
     }
@@ -73,6 +78,8 @@ int pr_batch_schema_from_features(const pr_feature_schema *fs, pr_batch_schema *
             keys[k] = f->name;
             vc[k] = pr__has_vocab(f) ? next_col++ : -1;
             sizes[k] = pr_feature_value_range(f);
+            if (wtd)
+                wtd[k] = pr_feature_weighted(f);
         }
     }
     return 0;
@@ -85,6 +92,7 @@ void pr_batch_schema_fini(pr_batch_schema *s)
     free((void *)s->feature_names);
     free((void *)s->vocab_col);
     free((void *)s->sizes);
+    free((void *)s->weighted);
     free(s->dense_buf);
     memset(s, 0, sizeof(*s));
 }
@@ -116,6 +124,9 @@ int pr__jag_new(const pr_batch_schema *s, pr__jag **out)
         ok = false;
     if (ok && s->dense_names && !(j->dense_names = pr__copy_names(s->dense_names, s->n_dense)))
         ok = false;
+    if (ok && s->weighted && (j->weighted = calloc(nf, 1)))
+        memcpy(j->weighted, s->weighted, s->n_feat);
+    ok &= !s->weighted || j->weighted;
     for (uint16_t f = 0; ok && f < s->n_feat; f++) {
         j->vocab_col[f] = s->vocab_col ? s->vocab_col[f] : -1;
         j->sizes[f] = s->sizes ? s->sizes[f] : 0;
@@ -137,6 +148,7 @@ void pr__jag_free(pr__jag *j)
     free(j->dense_names);
     free(j->vocab_col);
     free(j->sizes);
+    free(j->weighted);
     free(j->voff);
     for (uint32_t i = 0; i < j->p_cap; i++)
         free(j->p_vals[i]);
@@ -156,13 +168,18 @@ int pr__jbuild_init(const pr__jag *j, pr__jbuild *jb)
     jb->fv = calloc(nf, sizeof(*jb->fv));
     jb->fn = calloc(nf, sizeof(*jb->fn));
     jb->fcap = calloc(nf, sizeof(*jb->fcap));
-    return jb->fv && jb->fn && jb->fcap ? 0 : PR_ENOMEM;
+    jb->fw = calloc(nf, sizeof(*jb->fw));
+    jb->wtd = j->weighted;
+    return jb->fv && jb->fn && jb->fcap && jb->fw ? 0 : PR_ENOMEM;
 }
 
 void pr__jbuild_fini(const pr__jag *j, pr__jbuild *jb)
 {
     for (uint32_t f = 0; jb->fv && f < j->n_feat; f++)
         free(jb->fv[f]);
+    for (uint32_t f = 0; jb->fw && f < j->n_feat; f++)
+        free(jb->fw[f]);
+    free(jb->fw);
     free(jb->fv);
     free(jb->fn);
     free(jb->fcap);
@@ -216,6 +233,9 @@ int pr__jag_block(pr__jag *j, const pr_out *out)
         vo[out->rows] = at;
         if (at > s->n_values[f])
             return PR_EINVAL; /* lengths promise more values than the side holds */
+        bool w = j->weighted && j->weighted[f];
+        if (w != (s->weights[f] != NULL) || (w && at > s->n_weights[f]))
+            return PR_EINVAL; /* weighted in the schema and not in the block, or short */
     }
     return 0;
 }
@@ -239,8 +259,22 @@ static int pr__fv_reserve(pr__jbuild *jb, uint32_t f, uint64_t more)
     if (!v)
         return PR_ENOMEM;
     jb->fv[f] = v;
+    if (jb->wtd && jb->wtd[f]) {
+        float *w = realloc(jb->fw[f], nc * sizeof(*w));
+        if (!w)
+            return PR_ENOMEM; /* fv grew, fcap not: the next call retries both */
+        jb->fw[f] = w;
+    }
     jb->fcap[f] = nc;
     return 0;
+}
+
+/* The weights of n values of feature f appended to the build (fn not moved:
+ * the caller moves it with the values). */
+static inline void pr__fw_put(pr__jbuild *jb, uint32_t f, const float *w, uint64_t n)
+{
+    if (jb->wtd && jb->wtd[f])
+        pr__copy(jb->fw[f] + jb->fn[f], w, (size_t)n * 4);
 }
 
 /* Rows [r, r + k) of the block into rows [n, n + k) of bt (values appended
@@ -267,6 +301,8 @@ static int pr__copy_run(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_t
         if (pr__fv_reserve(jb, f, nv) < 0)
             return PR_ENOMEM;
         pr__copy(jb->fv[f] + jb->fn[f], out->side->values[f] + vo[r], (size_t)nv * 8);
+        if (out->side->weights[f])
+            pr__fw_put(jb, f, out->side->weights[f] + vo[r], nv);
         jb->fn[f] += nv;
     }
     return 0;
@@ -322,25 +358,34 @@ int pr__jag_to_pending(pr__jag *j, const pr_out *out, uint32_t r, uint32_t slot,
     pr__copy(dst + (size_t)j->n_labels * 4, s->dense + (size_t)r * j->n_dense,
              (size_t)j->n_dense * 4);
     int32_t *len = pr__pend_lengths(j, dst);
-    uint64_t total = 0;
+    uint64_t total = 0, tw = 0;
     for (uint32_t f = 0; f < j->n_feat; f++) {
         const uint64_t *vo = j->voff + (size_t)f * j->voff_cap;
         len[f] = (int32_t)(vo[r + 1] - vo[r]);
         total += (uint64_t)len[f];
+        if (j->weighted && j->weighted[f])
+            tw += (uint64_t)len[f];
     }
-    if (total > j->p_vcap[slot]) {
-        int64_t *v = realloc(j->p_vals[slot], total * sizeof(*v));
+    uint64_t need = total + (tw + 1) / 2; /* the weights, float32, after the values */
+    if (need > j->p_vcap[slot]) {
+        int64_t *v = realloc(j->p_vals[slot], need * sizeof(*v));
         if (!v)
             return PR_ENOMEM;
         j->p_vals[slot] = v;
-        j->p_vcap[slot] = (uint32_t)total;
+        j->p_vcap[slot] = (uint32_t)need;
     }
     uint64_t at = 0;
+    float *wt = (float *)(j->p_vals[slot] + total);
     for (uint32_t f = 0; f < j->n_feat; f++) {
         uint32_t k;
         const int64_t *v = pr__jag_row_values(j, out, f, r, &k);
         pr__copy(j->p_vals[slot] + at, v, (size_t)k * 8);
         at += k;
+        if (j->weighted && j->weighted[f]) {
+            const uint64_t *vo = j->voff + (size_t)f * j->voff_cap;
+            pr__copy(wt, s->weights[f] + vo[r], (size_t)k * 4);
+            wt += k;
+        }
     }
     return 0;
 }
@@ -365,12 +410,20 @@ int pr__jag_from_pending(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_
              (size_t)j->n_dense * 4);
     const int32_t *len = pr__pend_lengths(j, src);
     const int64_t *v = j->p_vals[slot];
+    uint64_t total = 0;
+    for (uint32_t f = 0; f < j->n_feat; f++)
+        total += (uint64_t)len[f];
+    const float *wt = (const float *)(j->p_vals[slot] + total);
     for (uint32_t f = 0; f < j->n_feat; f++) {
         uint32_t k = (uint32_t)len[f];
         bt->lengths[(size_t)f * cap + n] = (int32_t)k;
         if (pr__fv_reserve(jb, f, k) < 0)
             return PR_ENOMEM;
         pr__copy(jb->fv[f] + jb->fn[f], v, (size_t)k * 8);
+        if (jb->wtd && jb->wtd[f]) {
+            pr__fw_put(jb, f, wt, k);
+            wt += k;
+        }
         jb->fn[f] += k;
         v += k;
     }
@@ -402,6 +455,8 @@ void pr__jag_keep_rows(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_t 
             uint32_t k = (uint32_t)len[i];
             if (keep[i]) {
                 memmove(jb->fv[f] + wr, jb->fv[f] + rd, (size_t)k * 8);
+                if (jb->wtd && jb->wtd[f])
+                    memmove(jb->fw[f] + wr, jb->fw[f] + rd, (size_t)k * 4);
                 wr += k;
                 len[o++] = (int32_t)k;
             }
@@ -426,8 +481,38 @@ int pr__jag_move_row(const pr__jag *j, pr__jbuild *djb, pr_batch *d, const pr__j
         if (pr__fv_reserve(djb, f, k) < 0)
             return PR_ENOMEM;
         pr__copy(djb->fv[f] + djb->fn[f], sjb->fv[f] + vat[f], (size_t)k * 8);
+        if (sjb->wtd && sjb->wtd[f])
+            pr__fw_put(djb, f, sjb->fw[f] + vat[f], k);
         djb->fn[f] += k;
         vat[f] += k;
+    }
+    return 0;
+}
+
+/* The batch's weights, key-major beside its values: a weighted feature's
+ * from the build, 1 for every value of the others (a KeyedJaggedTensor's
+ * weights cover every key). Runs before pr__jag_finish's loop resets fn:
+ * it reads the counts from the lengths instead. */
+static int pr__jag_finish_weights(const pr__jag *j, const pr__jbuild *jb, pr_batch *bt)
+{
+    free(bt->weights);
+    free(bt->weighted);
+    bt->weights = malloc(bt->n_values ? bt->n_values * sizeof(float) : 4);
+    bt->weighted = malloc(j->n_feat ? j->n_feat : 1);
+    if (!bt->weights || !bt->weighted)
+        return PR_ENOMEM;
+    memcpy(bt->weighted, j->weighted, j->n_feat);
+    uint64_t at = 0;
+    for (uint32_t f = 0; f < j->n_feat; f++) {
+        uint64_t k = 0;
+        for (uint32_t r = 0; r < bt->rows; r++)
+            k += (uint32_t)bt->lengths[(size_t)f * bt->rows + r];
+        if (j->weighted[f])
+            pr__copy(bt->weights + at, jb->fw[f], (size_t)k * 4);
+        else
+            for (uint64_t i = 0; i < k; i++)
+                bt->weights[at + i] = 1.0f;
+        at += k;
     }
     return 0;
 }
@@ -452,9 +537,11 @@ int pr__jag_finish(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_t cap)
     free(bt->values);
     bt->values = v;
     bt->n_values = total;
+    int rc = j->weighted ? pr__jag_finish_weights(j, jb, bt) : 0;
     bt->bytes = pr_batch_label_mat_bytes(bt) + pr_batch_dense_mat_bytes(bt) +
-                pr_batch_lengths_bytes(bt) + pr_batch_values_bytes(bt);
-    return 0;
+                pr_batch_lengths_bytes(bt) + pr_batch_values_bytes(bt) +
+                pr_batch_weights_bytes(bt);
+    return rc;
 }
 
 uint64_t pr__jag_vocab_size(const pr__jag *j, uint32_t f, pr_batch_vocab_cb cb, void *opaque)

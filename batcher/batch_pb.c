@@ -58,7 +58,9 @@ enum {
     F_LABEL_MAT,
     F_DENSE_MAT,
     F_LABEL_NAMES,
-    F_DENSE_NAMES /* 30 */
+    F_DENSE_NAMES, /* 30 */
+    F_WEIGHTS,     /* 31: weighted features (`weights:`) */
+    F_WEIGHTED_KEYS
 };
 /* RecycledIndices field numbers (packed parallel arrays). */
 enum { N_COLUMN = 1, N_INDEX, N_ROW, N_NUMBER };
@@ -180,12 +182,36 @@ static uint8_t *pr__put_names(uint8_t *p, uint32_t f, const char (*names)[PR_NAM
     return p;
 }
 
-/* Fields 22-30 (all zero / empty for a Criteo batch: nothing written). */
+/* Fields 31-32: the weights and the names of the features that carry them
+ * (nothing when no feature does). */
+static size_t pr__weights_size(const pr_batch *b)
+{
+    if (!b->weights || !b->weighted)
+        return 0;
+    size_t n = pr__sz_len_field(F_WEIGHTS, pr_batch_weights_bytes(b));
+    for (uint32_t f = 0; f < b->n_sparse; f++)
+        if (b->weighted[f])
+            n += pr__names_size(F_WEIGHTED_KEYS, &b->feature_keys[f], 1);
+    return n;
+}
+
+static uint8_t *pr__put_weights(const pr_batch *b, uint8_t *p)
+{
+    if (!b->weights || !b->weighted)
+        return p;
+    p = pr__put_len_field(p, F_WEIGHTS, b->weights, pr_batch_weights_bytes(b));
+    for (uint32_t f = 0; f < b->n_sparse; f++)
+        if (b->weighted[f])
+            p = pr__put_names(p, F_WEIGHTED_KEYS, &b->feature_keys[f], 1);
+    return p;
+}
+
+/* Fields 22-32 (all zero / empty for a Criteo batch: nothing written). */
 static size_t pr__jagged_size(const pr_batch *b)
 {
     if (!b->jagged)
         return 0;
-    return pr__sz_varint_field(F_JAGGED, 1) +
+    return pr__weights_size(b) + pr__sz_varint_field(F_JAGGED, 1) +
            pr__names_size(F_FEATURE_KEYS, b->feature_keys, b->n_sparse) +
            pr__sz_len_field(F_VALUES, pr_batch_values_bytes(b)) +
            pr__sz_len_field(F_LENGTHS, pr_batch_lengths_bytes(b)) +
@@ -208,7 +234,8 @@ static uint8_t *pr__put_jagged(const pr_batch *b, uint8_t *p)
     p = pr__put_len_field(p, F_LABEL_MAT, b->label_mat, pr_batch_label_mat_bytes(b));
     p = pr__put_len_field(p, F_DENSE_MAT, b->dense_mat, pr_batch_dense_mat_bytes(b));
     p = pr__put_names(p, F_LABEL_NAMES, b->label_names, b->n_labels);
-    return pr__put_names(p, F_DENSE_NAMES, b->dense_names, b->n_dense);
+    p = pr__put_names(p, F_DENSE_NAMES, b->dense_names, b->n_dense);
+    return pr__put_weights(b, p);
 }
 
 size_t pr_batch_pb_size(const pr_batch *b)
@@ -379,6 +406,7 @@ void pr_batch_view_fini(pr_batch_view *v)
     free(v->feature_keys);
     free(v->label_names);
     free(v->dense_names);
+    free(v->weighted_keys);
     memset(v, 0, sizeof(*v));
 }
 
@@ -512,6 +540,12 @@ static int pr__decode_jagged_len(pr_batch_view *v, const pb_field *f)
         return pr__push_str(&v->label_names, &v->n_label_names, f) < 0 ? PR_ENOMEM : 1;
     case F_DENSE_NAMES:
         return pr__push_str(&v->dense_names, &v->n_dense_names, f) < 0 ? PR_ENOMEM : 1;
+    case F_WEIGHTED_KEYS:
+        return pr__push_str(&v->weighted_keys, &v->n_weighted_keys, f) < 0 ? PR_ENOMEM : 1;
+    case F_WEIGHTS:
+        v->weights = f->data;
+        v->weights_len = f->len;
+        return 1;
     case F_VALUES:
         v->values = f->data;
         v->values_len = f->len;
@@ -531,6 +565,15 @@ static int pr__decode_jagged_len(pr_batch_view *v, const pb_field *f)
     default:
         return 0;
     }
+}
+
+int pr_batch_view_key_index(const pr_batch_view *v, const pr_batch_view_str *name)
+{
+    for (uint32_t i = 0; i < v->n_feature_keys; i++)
+        if (v->feature_keys[i].len == name->len &&
+            memcmp(v->feature_keys[i].s, name->s, name->len) == 0)
+            return (int)i;
+    return -1;
 }
 
 /* Shapes of a jagged batch; NULL when they hold, else why not. */
@@ -561,6 +604,13 @@ static const char *pr__check_jagged(const pr_batch_view *v)
     }
     if (v->values_len % 8 || v->values_len / 8 != sum)
         return "values length does not match the sum of lengths x 8";
+    if (v->weights_len && v->weights_len != sum * 4)
+        return "weights length does not match the sum of lengths x 4";
+    if (!v->weights_len != !v->n_weighted_keys)
+        return "weights without weighted_keys, or the reverse";
+    for (uint32_t i = 0; i < v->n_weighted_keys; i++)
+        if (pr_batch_view_key_index(v, &v->weighted_keys[i]) < 0)
+            return "a weighted_keys name that is not a feature key";
     return NULL;
 }
 
@@ -788,6 +838,16 @@ static pr_batch *pr__jagged_from_view(const char *name, const pr_batch_view *v)
         memcpy(b->label_mat, v->label_mat, v->label_mat_len);
     if (v->dense_mat_len)
         memcpy(b->dense_mat, v->dense_mat, v->dense_mat_len);
+    if (v->weights_len) {
+        b->weights = malloc(v->weights_len);
+        b->weighted = calloc(v->n_sparse ? v->n_sparse : 1, 1);
+        if (!b->weights || !b->weighted)
+            goto nomem;
+        memcpy(b->weights, v->weights, v->weights_len);
+        for (uint32_t i = 0; i < v->n_weighted_keys; i++)
+            b->weighted[pr_batch_view_key_index(v, &v->weighted_keys[i])] = 1;
+        b->bytes += v->weights_len;
+    }
     return b;
 nomem:
     pr_batch_unref(b);

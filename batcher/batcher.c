@@ -281,6 +281,8 @@ void pr_batch_unref(pr_batch *b)
         free(b->labels);
     free(b->label_mat); /* ... or with label_mat (jagged) */
     free(b->values);
+    free(b->weights);
+    free(b->weighted);
     free(b->feature_keys);
     free(b->label_names);
     free(b->dense_names);

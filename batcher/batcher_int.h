@@ -105,9 +105,11 @@ typedef struct pr__jag {
     char (*dense_names)[PR_NAME_MAX]; /* NULL = not sent */
     int16_t *vocab_col;
     uint64_t *sizes;
-    uint64_t *voff; /* [n_feat][voff_cap]: start of row r's values (the block's) */
+    uint8_t *weighted; /* [n_feat] 1 = the feature carries weights; NULL = none does */
+    uint64_t *voff;    /* [n_feat][voff_cap]: start of row r's values (the block's) */
     uint32_t voff_cap;
-    /* event_time pending rows: each pool slot's values (all features) */
+    /* event_time pending rows: each pool slot's values (all features), then
+     * the weighted features' weights as float32 (in the same allocation) */
     int64_t **p_vals;
     uint32_t *p_vcap;
     uint32_t p_cap;
@@ -116,6 +118,8 @@ typedef struct pr__jag {
 /* The values of one build's rows, per feature (lengths live in the batch). */
 typedef struct pr__jbuild {
     int64_t **fv;
+    float **fw;          /* [n_feat]: a weighted feature's weights beside fv (fcap); else NULL */
+    const uint8_t *wtd;  /* the jag's weighted, NULL = none */
     uint64_t *fn, *fcap;
 } pr__jbuild;
 

@@ -170,6 +170,7 @@ typedef struct npy_out {
     uint64_t at_rows; /* rows to keep when jag_resume */
     uint16_t j_labels, j_dense, j_feat;
     char (*j_keys)[PR_NAME_MAX];
+    uint8_t *j_weighted; /* [j_feat] 1 = carries weights (the first batch's weighted_keys) */
     FILE *meta;
     char meta_path[4096];
     const pr_trainer_info *info; /* the subscription: names, shape */
@@ -255,8 +256,16 @@ static int pr__out_sync(npy_out *o, out_mark *m, char *err, size_t es)
     return 0;
 }
 
+static void *pr__scratch(npy_out *o, const uint8_t *p, size_t copy, size_t n);
+
 /* Tensors in a view may be unaligned: copy into aligned scratch first. */
 static const void *pr__aligned(npy_out *o, const uint8_t *p, size_t n)
+{
+    return pr__scratch(o, p, n, n);
+}
+
+/* Aligned scratch of n bytes, its first `copy` bytes from p (NULL with copy 0). */
+static void *pr__scratch(npy_out *o, const uint8_t *p, size_t copy, size_t n)
 {
     if (n > o->scratch_cap) {
         free(o->scratch);
@@ -267,7 +276,8 @@ static const void *pr__aligned(npy_out *o, const uint8_t *p, size_t n)
             return NULL;
         }
     }
-    memcpy(o->scratch, p, n);
+    if (copy)
+        memcpy(o->scratch, p, copy);
     return o->scratch;
 }
 
@@ -300,6 +310,13 @@ static int pr__out_open_jagged(npy_out *o, const pr_batch_view *v, char *err, si
     int rc = pr_npy_jagged_open(&o->jag, o->dir, o->j_labels, o->j_dense, o->j_feat, names,
                                 o->jag_resume, o->at_rows, err, es);
     free(names);
+    if (rc == 0 && v->n_weighted_keys) {
+        if (!(o->j_weighted = calloc(v->n_sparse ? v->n_sparse : 1, 1)))
+            return pr_seterr(err, es, PR_ENOMEM, "out of memory");
+        for (uint32_t i = 0; i < v->n_weighted_keys; i++)
+            o->j_weighted[pr_batch_view_key_index(v, &v->weighted_keys[i])] = 1;
+        rc = pr_npy_jagged_weigh(o->jag, o->j_weighted, o->jag_resume, err, es);
+    }
     return rc;
 }
 
@@ -313,8 +330,8 @@ static int pr__out_write_jagged(npy_out *o, const pr_batch_view *v, char *err, s
         return pr_seterr(err, es, PR_EINVAL, "batch %llu: another shape than the first batch's",
                          (unsigned long long)v->seq);
     size_t a = (v->label_mat_len + 63) & ~(size_t)63, b = (v->dense_mat_len + 63) & ~(size_t)63;
-    size_t c = (v->lengths_len + 63) & ~(size_t)63;
-    uint8_t *m = (uint8_t *)pr__aligned(o, v->label_mat, a + b + c + v->values_len);
+    size_t c = (v->lengths_len + 63) & ~(size_t)63, d = (v->values_len + 63) & ~(size_t)63;
+    uint8_t *m = pr__scratch(o, v->label_mat, v->label_mat_len, a + b + c + d + v->weights_len);
     if (!m)
         return pr_seterr(err, es, PR_ENOMEM, "out of memory");
     if (v->dense_mat_len)
@@ -323,9 +340,12 @@ static int pr__out_write_jagged(npy_out *o, const pr_batch_view *v, char *err, s
         memcpy(m + a + b, v->lengths, v->lengths_len);
     if (v->values_len)
         memcpy(m + a + b + c, v->values, v->values_len);
-    return pr_npy_jagged_append(o->jag, v->rows, (const float *)m, (const float *)(m + a),
-                                (const int32_t *)(m + a + b), (const int64_t *)(m + a + b + c), err,
-                                es);
+    if (v->weights_len)
+        memcpy(m + a + b + c + d, v->weights, v->weights_len);
+    return pr_npy_jagged_append_weighted(
+        o->jag, v->rows, (const float *)m, (const float *)(m + a), (const int32_t *)(m + a + b),
+        (const int64_t *)(m + a + b + c), v->weights_len ? (const float *)(m + a + b + c + d) : NULL,
+        err, es);
 }
 
 static int pr__out_write(npy_out *o, const pr_batch_view *v, char *err, size_t es)
@@ -455,6 +475,13 @@ static int pr__out_close(npy_out *o, char *err, size_t es)
             for (uint32_t i = 0; i < o->j_feat; i++)
                 fprintf(o->meta, "%s\"%s\"", i ? ", " : "", o->j_keys[i]);
             fprintf(o->meta, "]");
+            if (o->j_weighted) {
+                fprintf(o->meta, ",\n  \"weighted_keys\": [");
+                for (uint32_t i = 0, k = 0; i < o->j_feat; i++)
+                    if (o->j_weighted[i])
+                        fprintf(o->meta, "%s\"%s\"", k++ ? ", " : "", o->j_keys[i]);
+                fprintf(o->meta, "]");
+            }
             /* the server's column names (Subscribe): a vector's NAME[0].. */
             if (o->info && o->info->dense_names && o->info->n_dense == o->j_dense)
                 pr__json_names(o->meta, "dense_names", o->info->dense_names, o->info->n_dense);
@@ -473,6 +500,7 @@ static int pr__out_close(npy_out *o, char *err, size_t es)
     }
     free(o->scratch);
     free(o->j_keys);
+    free(o->j_weighted);
     free(o->vocab);
     memset(o, 0, sizeof(*o));
     return rc;

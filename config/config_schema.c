@@ -459,6 +459,37 @@ static const cfg_key list_keys[] = {
 };
 static const cfg_table pr__list_tab = TABLE(list_keys, pr__finish_list);
 
+static void pr__h_weights_path(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    (void)k;
+    pr__parse_path(c, n, ((pr_feature_spec *)base)->weights_path);
+}
+
+static void pr__h_weights_default(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    (void)k;
+    pr_feature_spec *f = base;
+    double d;
+    if (!pr__parse_number(c, n, &d))
+        return;
+    if (!isfinite((float)d)) {
+        pr__cfg_error(c, n, NULL, "%g is beyond float32", d);
+        return;
+    }
+    f->has_weight_default = true;
+    f->weight_default = (float)d;
+}
+
+static const cfg_key weights_keys[] = {
+    K_CUSTOM("path", KF_REQUIRED, pr__h_weights_path, "path", NULL,
+             "Dotted path of the weights: a list of numbers, one per id, position by position "
+             "(a field beside the ids in a list of objects, or a list as long as the ids')."),
+    K_CUSTOM("default", 0, pr__h_weights_default, "number", NULL,
+             "Weight of an id that has none (its object lacks the field, or null there; or no "
+             "weights list); without it such a record is rejected (wrong_type)."),
+};
+static const cfg_table pr__weights_tab = TABLE(weights_keys, NULL);
+
 /* Cross-key checks of one feature, then its chain's types (the engine's). */
 static void pr__finish_feature(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
 {
@@ -474,6 +505,16 @@ static void pr__finish_feature(cfg_ctx *c, yaml_node_t *map, void *base, bool pr
     }
     if (f->kind == PR_FEAT_LIST && f->n_paths > 1) {
         pr__cfg_error(c, map, "list", "a cross is single-valued; it cannot be a list");
+        return;
+    }
+    if (f->weights_path[0] && f->kind != PR_FEAT_LIST) {
+        pr__cfg_error(c, pr__map_find(c, map, "weights"), "weights",
+                      "only a list feature (with list:) carries weights, one per id");
+        return;
+    }
+    if (f->weights_path[0] && strcmp(f->weights_path, f->paths[0]) == 0) {
+        pr__cfg_error(c, pr__map_find(c, map, "weights"), "weights.path",
+                      "'%s' is the ids' own path: the weights are another field", f->paths[0]);
         return;
     }
     if (!f->name[0])
@@ -563,6 +604,12 @@ static const cfg_key sparse_item_keys[] = {
      .off = 0,
      .sub = &pr__list_tab,
      .doc = "Present: the field is a list (multi-hot), each element through ops."},
+    {.name = "weights",
+     .type = KT_MAP,
+     .off = 0,
+     .sub = &pr__weights_tab,
+     .doc = "A list feature's weights (an id-score list: a KeyedJaggedTensor's weights): one "
+            "float32 per id, read at weights.path."},
     FEAT_DEFAULT_KEY("string or integer",
                      "Value of a missing field, before the operators (not for lists or "
                      "crosses)."),
@@ -994,6 +1041,36 @@ static void pr__vector_paths_own(cfg_ctx *c, yaml_node_t *map, const pr_feature_
     }
 }
 
+/* A weighted list reads its ids and weights position by position (holes
+ * kept, PR_JSON_ALIGNED): a path of theirs cannot also be a single-valued
+ * feature's, a dense vector's or a cross's, whose shapes differ. */
+static void pr__weights_paths(cfg_ctx *c, yaml_node_t *map, const pr_feature_schema *fs)
+{
+    for (uint32_t i = 0; i < fs->n_features; i++) {
+        const pr_feature_spec *w = &fs->features[i];
+        if (!pr_feature_weighted(w))
+            continue;
+        const char *own[2] = {w->paths[0], w->weights_path};
+        for (uint32_t j = 0; j < fs->n_features; j++) {
+            const pr_feature_spec *o = &fs->features[j];
+            if (j == i || (o->kind == PR_FEAT_LIST && o->n_paths == 1))
+                continue;
+            for (uint8_t k = 0; k < o->n_paths; k++)
+                for (int p = 0; p < 2; p++)
+                    if (strcmp(o->paths[k], own[p]) == 0) {
+                        char key[64];
+                        pr__feature_key(fs, i, 0, key, sizeof(key));
+                        pr__cfg_error(c, map, key,
+                                      "weighted list '%s' reads '%s', and so does %s feature "
+                                      "'%s': a weighted list's paths are read by list features "
+                                      "only",
+                                      w->name, own[p], pr_feature_kind_names[o->kind], o->name);
+                        return;
+                    }
+        }
+    }
+}
+
 /* A declared schema drives today's spec: counts, names and the union of the
  * engine operators its sparse features use (for the vocabulary settings and
  * their checks). */
@@ -1027,6 +1104,7 @@ static void pr__spec_from_features(cfg_ctx *c, yaml_node_t *map, pr_pipeline_cfg
         pr__cfg_error(c, map, NULL, "%u dense columns (a vector takes its dim), at most %d", nd,
                       PR_MAX_DENSE_COLS);
     pr__vector_paths_own(c, map, fs);
+    pr__weights_paths(c, map, fs);
     if (nd + ns == 0 && c->n_errors == 0) /* not when the features had errors */
         pr__cfg_error(c, map, NULL, "declares no dense or sparse feature");
     sp->n_dense = (uint16_t)(nd < PR_MAX_DENSE_COLS ? nd : PR_MAX_DENSE_COLS);

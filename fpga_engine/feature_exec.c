@@ -38,8 +38,11 @@ pr_fside *pr_fside_new(uint16_t n_labels, uint16_t n_dense, uint16_t n_feat, uin
     s->values = calloc((size_t)n_feat + 1, sizeof(int64_t *));
     s->n_values = calloc((size_t)n_feat + 1, sizeof(uint32_t));
     s->values_cap = calloc((size_t)n_feat + 1, sizeof(uint32_t));
+    s->weights = calloc((size_t)n_feat + 1, sizeof(float *));
+    s->n_weights = calloc((size_t)n_feat + 1, sizeof(uint32_t));
+    s->weights_cap = calloc((size_t)n_feat + 1, sizeof(uint32_t));
     bool ok = s->labels && s->dense && s->lengths && s->vocab_col && s->values && s->n_values &&
-              s->values_cap;
+              s->values_cap && s->weights && s->n_weights && s->weights_cap;
     for (uint16_t f = 0; ok && f < n_feat; f++) {
         s->vocab_col[f] = -1;
         s->values[f] = malloc((size_t)cap * sizeof(int64_t));
@@ -59,6 +62,11 @@ void pr_fside_free(pr_fside *s)
         return;
     for (uint16_t f = 0; s->values && f < s->n_feat; f++)
         free(s->values[f]);
+    for (uint16_t f = 0; s->weights && f < s->n_feat; f++)
+        free(s->weights[f]);
+    free(s->weights);
+    free(s->n_weights);
+    free(s->weights_cap);
     free(s->labels);
     free(s->dense);
     free(s->lengths);
@@ -73,10 +81,57 @@ void pr_fside_reset(pr_fside *s)
 {
     memset(s->lengths, 0, (size_t)s->cap * s->n_feat * sizeof(int32_t));
     memset(s->n_values, 0, (size_t)s->n_feat * sizeof(uint32_t));
+    memset(s->n_weights, 0, (size_t)s->n_feat * sizeof(uint32_t));
+}
+
+int pr_fside_weigh(pr_fside *s, uint16_t f)
+{
+    if (f >= s->n_feat)
+        return PR_EINVAL;
+    if (s->weights[f])
+        return 0;
+    s->weights[f] = malloc((size_t)s->cap * sizeof(float));
+    if (!s->weights[f])
+        return PR_ENOMEM;
+    s->weights_cap[f] = s->cap;
+    s->n_weights[f] = 0;
+    return 0;
+}
+
+bool pr_fside_weighted(const pr_fside *s)
+{
+    for (uint16_t f = 0; s && f < s->n_feat; f++)
+        if (s->weights[f])
+            return true;
+    return false;
+}
+
+int pr_fside_reserve_weights(pr_fside *s, uint16_t f, uint32_t more)
+{
+    if (!s->weights[f])
+        return PR_EINVAL;
+    uint64_t need = (uint64_t)s->n_weights[f] + more;
+    if (need <= s->weights_cap[f])
+        return 0;
+    if (need > UINT32_MAX)
+        return PR_ENOMEM;
+    uint64_t nc = (uint64_t)s->weights_cap[f] * 2;
+    if (nc < need)
+        nc = need;
+    if (nc > UINT32_MAX)
+        nc = UINT32_MAX;
+    float *p = realloc(s->weights[f], (size_t)nc * sizeof(float));
+    if (!p)
+        return PR_ENOMEM;
+    s->weights[f] = p;
+    s->weights_cap[f] = (uint32_t)nc;
+    return 0;
 }
 
 int pr_fside_reserve(pr_fside *s, uint16_t f, uint32_t more)
 {
+    if (s->weights[f] && pr_fside_reserve_weights(s, f, more))
+        return PR_ENOMEM;
     uint64_t need = (uint64_t)s->n_values[f] + more;
     if (need <= s->values_cap[f])
         return 0;
@@ -115,13 +170,18 @@ int pr_fside_copy_rows(pr_fside *dst, uint32_t d0, const pr_fside *src, uint32_t
                 off += (uint32_t)sl[r];
         for (uint32_t r = s0; r < s0 + n; r++)
             k += (uint32_t)sl[r];
-        if (off + k > src->n_values[f])
+        if (off + k > src->n_values[f] || !dst->weights[f] != !src->weights[f] ||
+            (src->weights[f] && off + k > src->n_weights[f]))
             return PR_EINVAL;
         if (pr_fside_reserve(dst, f, (uint32_t)k))
             return PR_ENOMEM;
         memcpy(dst->lengths + (size_t)f * dst->cap + d0, sl + s0, (size_t)n * sizeof(int32_t));
         memcpy(dst->values[f] + dst->n_values[f], src->values[f] + off, k * sizeof(int64_t));
         dst->n_values[f] += (uint32_t)k;
+        if (src->weights[f]) {
+            memcpy(dst->weights[f] + dst->n_weights[f], src->weights[f] + off, k * sizeof(float));
+            dst->n_weights[f] += (uint32_t)k;
+        }
         if (src_off)
             src_off[f] = (uint32_t)(off + k);
     }
@@ -347,6 +407,11 @@ pr_fside *pr_feature_side_new(const pr_feature_schema *schema, uint32_t cap)
         int f = pr_feature_side_index(schema, i);
         if (f >= 0 && pr_feature_vocab_step(&schema->features[i]) >= 0)
             s->vocab_col[f] = col++;
+        if (f >= 0 && pr_feature_weighted(&schema->features[i]) &&
+            pr_fside_weigh(s, (uint16_t)f)) {
+            pr_fside_free(s);
+            return NULL;
+        }
     }
     return s;
 }
@@ -587,6 +652,26 @@ static int pr__finish_check(const pr_feature_schema *schema, const pr_block *in,
     return 0;
 }
 
+/* A weighted feature's weights, as the block has them (the engine never
+ * sees them): one per element, in the order of its values. */
+static int pr__finish_weights(const pr_feature_spec *f, const pr_fside *is, pr_fside *os,
+                              uint16_t fi, char *errstr, size_t errstr_size)
+{
+    if (!is->weights[fi] != !os->weights[fi])
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "feature %s: weighted in the block but not the output, or the reverse",
+                         f->name);
+    if (!is->weights[fi])
+        return 0;
+    uint32_t n = is->n_weights[fi];
+    os->n_weights[fi] = 0;
+    if (pr_fside_reserve_weights(os, fi, n))
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "feature %s: out of memory", f->name);
+    memcpy(os->weights[fi], is->weights[fi], (size_t)n * sizeof(float));
+    os->n_weights[fi] = n;
+    return 0;
+}
+
 int pr_feature_finish(const pr_feature_schema *schema, const pr_block *in, pr_out *out,
                       char *errstr, size_t errstr_size)
 {
@@ -606,6 +691,8 @@ int pr_feature_finish(const pr_feature_schema *schema, const pr_block *in, pr_ou
         const pr_feature_spec *f = &schema->features[i];
         memcpy(pr_fside_lengths(os, (uint16_t)fi), pr_fside_lengths((pr_fside *)is, (uint16_t)fi),
                (size_t)rows * sizeof(int32_t));
+        if ((rc = pr__finish_weights(f, is, os, (uint16_t)fi, errstr, errstr_size)))
+            return rc;
         int col = is->vocab_col[fi];
         if (col >= 0) {
             feat_of_col[col] = (int16_t)fi;

@@ -863,7 +863,9 @@ static int pr__append_jagged(pr_block *dst, const pr_block *src, uint32_t s0, ui
             return PR_EFULL;
     }
     for (uint16_t f = 0; f < ss->n_feat; f++)
-        if (ss->vocab_col[f] < 0 && pr_fside_reserve(ds, f, k[f]))
+        if ((ss->vocab_col[f] < 0 && pr_fside_reserve(ds, f, k[f])) ||
+            (!ss->weights[f] != !ds->weights[f]) ||
+            (ss->weights[f] && pr_fside_reserve_weights(ds, f, k[f])))
             return PR_ENOMEM;
     uint32_t d0 = dst->rows;
     memcpy(ds->labels + (size_t)d0 * ds->n_labels, ss->labels + (size_t)s0 * ss->n_labels,
@@ -875,6 +877,11 @@ static int pr__append_jagged(pr_block *dst, const pr_block *src, uint32_t s0, ui
         memcpy(ds->lengths + (size_t)f * ds->cap + d0, ss->lengths + (size_t)f * ss->cap + s0,
                n * sizeof(int32_t));
         int c = ss->vocab_col[f];
+        if (ss->weights[f]) {
+            memcpy(ds->weights[f] + ds->n_weights[f], ss->weights[f] + off[f],
+                   k[f] * sizeof(float));
+            ds->n_weights[f] += k[f];
+        }
         if (c < 0) {
             memcpy(ds->values[f] + ds->n_values[f], ss->values[f] + off[f], k[f] * sizeof(int64_t));
             ds->n_values[f] += k[f];

@@ -41,6 +41,7 @@ typedef struct pr__jfeat {
     int8_t tunit;                    /* a time-tagged value's pr_time_unit here, -1 as is */
     uint16_t slot;                   /* label / dense index (a vector's first column) */
     uint16_t dim;                    /* f->dim: a dense vector's columns, 0 a number */
+    int32_t wcol;                    /* a weighted list's weights path: extractor column, -1 */
 } pr__jfeat;
 
 /* Where the filter's and the downsample's paths are in an extracted block:
@@ -76,6 +77,8 @@ struct pr_json_decoder {
     uint32_t *cnt;  /* [n_side] values kept */
     uint64_t **val; /* [n_side] keys (vocab) or int64 values, up to max_len */
     uint8_t **miss; /* [n_side] 1 = a missing key (single-valued vocab feature) */
+    float **wt;     /* [n_side] a weighted list's staged weights, up to max_len; else NULL */
+    float *fw;      /* [PR_FEAT_MAX_LIST] a weighted list's weights beside fv; NaN = missing */
     uint32_t *need; /* [n_side] elements per engine column (block's vocab_col order) */
     pr_fval *fv;    /* [PR_FEAT_MAX_LIST] a chain's values */
     uint8_t *raw;   /* [PR_FEAT_MAX_DIM * 4] a base64 vector's bytes (encoding f32) */
@@ -142,9 +145,11 @@ static int pr__sel_paths(const pr_feature_schema *fs, pr_json_path *paths, size_
 static int pr__paths(pr_json_decoder *d, const pr_feature_schema *fs, pr_json_path *paths,
                      size_t *n_out)
 {
-    size_t n = 0, cap = (size_t)fs->n_features * PR_FEAT_MAX_CROSS + PR_SELECT_PATHS_MAX;
+    size_t n = 0, cap = (size_t)fs->n_features * (PR_FEAT_MAX_CROSS + 1) + PR_SELECT_PATHS_MAX;
     /* bit 0 scalar user, bit 1 list user, bit 2 dense vector (its path is its
-     * own: the config refuses another feature on it) */
+     * own: the config refuses another feature on it), bit 3 a weighted list's
+     * ids or weights (aligned: holes kept; the config refuses a single-valued
+     * feature or a vector on it) */
     uint8_t *uses = calloc(cap, 1);
     if (!uses)
         return PR_ENOMEM;
@@ -160,12 +165,23 @@ static int pr__paths(pr_json_decoder *d, const pr_feature_schema *fs, pr_json_pa
                                                                                          : 1;
             d->feat[i].col[k] = (uint32_t)j;
         }
+        d->feat[i].wcol = -1;
+        if (pr_feature_weighted(f)) {
+            size_t j = pr__path_find(paths, n, f->weights_path);
+            if (j == n)
+                paths[n++] = (pr_json_path){
+                    .path = f->weights_path, .type = PR_JSON_ANY, .max_list = PR_FEAT_MAX_LIST};
+            uses[j] |= 8;
+            uses[d->feat[i].col[0]] |= 8;
+            d->feat[i].wcol = (int32_t)j;
+        }
     }
     /* The filter's and the downsample's paths: either shape (a list matches
      * by its elements) unless a feature reads it too. */
     int rc = pr__sel_paths(fs, paths, &n, cap, &d->sel);
     for (size_t j = 0; j < n; j++)
         paths[j].shape = uses[j] & 4    ? PR_JSON_VECTOR
+                         : uses[j] & 8  ? PR_JSON_ALIGNED
                          : uses[j] == 2 ? PR_JSON_LIST
                          : uses[j] == 1 ? PR_JSON_SCALAR
                                         : PR_JSON_SCALAR_OR_LIST;
@@ -185,8 +201,10 @@ static int pr__stage_alloc(pr_json_decoder *d, const pr_feature_schema *fs)
     d->fv = calloc(PR_FEAT_MAX_LIST, sizeof(pr_fval));
     d->why = calloc(PR_FEAT_MAX_LIST, 1);
     d->raw = malloc((size_t)PR_FEAT_MAX_DIM * 4);
+    d->wt = calloc((size_t)d->n_side + 1, sizeof(float *));
+    d->fw = calloc(PR_FEAT_MAX_LIST, sizeof(float));
     if (!d->labels || !d->dense || !d->cnt || !d->val || !d->miss || !d->need || !d->fv ||
-        !d->why || !d->raw)
+        !d->why || !d->raw || !d->wt || !d->fw)
         return PR_ENOMEM;
     for (uint32_t i = 0; i < fs->n_features; i++) {
         const pr__jfeat *jf = &d->feat[i];
@@ -196,6 +214,8 @@ static int pr__stage_alloc(pr_json_decoder *d, const pr_feature_schema *fs)
         d->val[jf->side] = calloc(m ? m : 1, sizeof(uint64_t));
         d->miss[jf->side] = calloc(m ? m : 1, 1);
         if (!d->val[jf->side] || !d->miss[jf->side])
+            return PR_ENOMEM;
+        if (jf->wcol >= 0 && !(d->wt[jf->side] = calloc(m ? m : 1, sizeof(float))))
             return PR_ENOMEM;
     }
     return 0;
@@ -222,8 +242,8 @@ pr_json_decoder *pr_json_decoder_new(const pr_feature_schema *fs, char *errstr, 
         return NULL;
     }
     pr_json_decoder *d = calloc(1, sizeof(*d));
-    pr_json_path *paths =
-        calloc((size_t)fs->n_features * PR_FEAT_MAX_CROSS + PR_SELECT_PATHS_MAX, sizeof(*paths));
+    pr_json_path *paths = calloc(
+        (size_t)fs->n_features * (PR_FEAT_MAX_CROSS + 1) + PR_SELECT_PATHS_MAX, sizeof(*paths));
     if (!d || !paths || !(d->feat = calloc(fs->n_features, sizeof(*d->feat))))
         goto out_nomem;
     d->fs = fs;
@@ -285,7 +305,11 @@ void pr_json_decoder_free(pr_json_decoder *d)
     for (uint16_t s = 0; d->val && s < d->n_side; s++) {
         free(d->val[s]);
         free(d->miss[s]);
+        if (d->wt)
+            free(d->wt[s]);
     }
+    free(d->wt);
+    free(d->fw);
     free(d->labels);
     free(d->dense);
     free(d->cnt);
@@ -358,6 +382,8 @@ PR__HOT void pr__value(const pr_json_decoder *d, uint32_t col, uint32_t k, pr_fv
     const pr_json_any *a = &d->jb->cols[col].any[k];
     memset(v, 0, sizeof(*v));
     switch (a->type) {
+    case PR_JSON_HOLE: /* a PR_JSON_ALIGNED path's element without the field */
+        break;
     case PR_JSON_STRING:
         v->type = PR_FVAL_STR;
         v->len = a->s.len;
@@ -657,27 +683,97 @@ static int pr__single(pr_json_decoder *d, const pr__jfeat *jf)
     return pr__finish_value(d, jf, v, &d->val[jf->side][0], &d->miss[jf->side][0]);
 }
 
+/* A weighted list's weights, position by position with its n ids, into
+ * d->fw (NaN: missing, a hole or no weights list): a list of as many
+ * numbers, each a finite float32 (bools are not weights). */
+static int pr__weights(pr_json_decoder *d, const pr__jfeat *jf, uint32_t n)
+{
+    const pr_json_col *c = &d->jb->cols[jf->wcol];
+    uint32_t wn = c->present[0] == PR_JSON_PRESENT ? c->count[0] : 0;
+    char what[PR_FEAT_PATH_MAX + 96];
+    if (wn && wn != n) {
+        snprintf(what, sizeof(what), "weights (%s): %u numbers for %u ids",
+                 jf->f->weights_path, wn, n);
+        return pr__fail(d, jf->f, PR_DEC_WRONG_TYPE, what);
+    }
+    for (uint32_t k = 0; k < n; k++) {
+        const pr_json_any *a = wn ? &c->any[k] : NULL;
+        double w = !a || a->type == PR_JSON_HOLE ? NAN
+                   : a->type == PR_JSON_INT64    ? (double)a->i
+                                                 : a->d;
+        if (a && (a->type == PR_JSON_STRING || a->type == PR_JSON_BOOL)) {
+            snprintf(what, sizeof(what), "weights (%s): element %u is %s, not a number",
+                     jf->f->weights_path, k, a->type == PR_JSON_STRING ? "a string" : "a bool");
+            return pr__fail(d, jf->f, PR_DEC_WRONG_TYPE, what);
+        }
+        if (!isnan(w) && !isfinite((float)w) && !d->fs->nonfinite_ok) {
+            snprintf(what, sizeof(what), "weights (%s): %g is %s", jf->f->weights_path, w,
+                     isfinite(w) ? "beyond float32" : "not a finite number");
+            return pr__fail(d, jf->f, PR_DEC_NUMBER_OUT_OF_RANGE, what);
+        }
+        d->fw[k] = (float)w;
+    }
+    return 0;
+}
+
+/* A weighted list's elements that survived (fv[0, kept), their weights in
+ * fw): a missing weight takes the default, else rejects the record. */
+static int pr__weights_fill(pr_json_decoder *d, const pr__jfeat *jf, uint32_t kept)
+{
+    for (uint32_t k = 0; k < kept; k++) {
+        if (!isnan(d->fw[k]))
+            continue;
+        if (!jf->f->has_weight_default) {
+            char what[PR_FEAT_PATH_MAX + 96];
+            snprintf(what, sizeof(what), "weights (%s): an id without a weight (no default)",
+                     jf->f->weights_path);
+            return pr__fail(d, jf->f, PR_DEC_WRONG_TYPE, what);
+        }
+        d->fw[k] = jf->f->weight_default;
+    }
+    return 0;
+}
+
+/* A list feature: its elements (a weighted list's with their weights; holes
+ * of an aligned path dropped first, as an element without the field) through
+ * the chain up to vocab; missing ones dropped, then max_len and keep. */
 static int pr__list(pr_json_decoder *d, const pr__jfeat *jf)
 {
     const pr_feature_spec *f = jf->f;
     const pr_json_col *c = &d->jb->cols[jf->col[0]];
     uint32_t n = c->present[0] == PR_JSON_PRESENT ? c->count[0] : 0;
     uint32_t to = jf->vocab_step >= 0 ? (uint32_t)jf->vocab_step : f->n_ops;
-    for (uint32_t k = 0; k < n; k++)
-        pr__value(d, jf->col[0], k, &d->fv[k], jf->tunit);
-    int rc = pr__chain(d, f, 0, to, d->fv, n);
-    if (rc)
+    bool weighted = jf->wcol >= 0;
+    int rc;
+    if (weighted && (rc = pr__weights(d, jf, n)))
         return rc;
-    uint32_t kept = 0; /* missing elements dropped, order kept */
-    for (uint32_t k = 0; k < n; k++)
-        if (d->fv[k].type != PR_FVAL_MISSING)
+    uint32_t m = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        if (c->any[k].type == PR_JSON_HOLE)
+            continue;
+        if (weighted)
+            d->fw[m] = d->fw[k];
+        pr__value(d, jf->col[0], k, &d->fv[m++], jf->tunit);
+    }
+    if ((rc = pr__chain(d, f, 0, to, d->fv, m)))
+        return rc;
+    uint32_t kept = 0; /* missing elements dropped (with their weights), order kept */
+    for (uint32_t k = 0; k < m; k++)
+        if (d->fv[k].type != PR_FVAL_MISSING) {
+            if (weighted)
+                d->fw[kept] = d->fw[k];
             d->fv[kept++] = d->fv[k];
+        }
+    if (weighted && (rc = pr__weights_fill(d, jf, kept)))
+        return rc;
     uint32_t first = kept > f->max_len && f->keep_last ? kept - f->max_len : 0;
-    uint32_t m = kept - first < f->max_len ? kept - first : f->max_len;
+    m = kept - first < f->max_len ? kept - first : f->max_len;
     for (uint32_t k = 0; k < m; k++)
         if ((rc = pr__finish_value(d, jf, &d->fv[first + k], &d->val[jf->side][k],
                                    &d->miss[jf->side][k])))
             return rc;
+    if (weighted)
+        memcpy(d->wt[jf->side], d->fw + first, (size_t)m * sizeof(float));
     d->cnt[jf->side] = m;
     return 0;
 }
@@ -885,7 +981,8 @@ static int pr__commit(pr_json_decoder *d, const pr_decode_ctx *ctx, pr_block *b,
     if (!pr_block_fits(b, d->need))
         return PR_EFULL;
     for (uint16_t f = 0; f < d->n_side; f++)
-        if (s->vocab_col[f] < 0 && pr_fside_reserve(s, f, d->cnt[f]))
+        if ((s->vocab_col[f] < 0 && pr_fside_reserve(s, f, d->cnt[f])) ||
+            (d->wt[f] && pr_fside_reserve_weights(s, f, d->cnt[f])))
             return PR_ENOMEM;
     uint32_t r = b->rows;
     memcpy(s->labels + (size_t)r * d->n_labels, d->labels, d->n_labels * sizeof(float));
@@ -894,6 +991,10 @@ static int pr__commit(pr_json_decoder *d, const pr_decode_ctx *ctx, pr_block *b,
     for (uint16_t f = 0; f < d->n_side; f++) {
         uint32_t n = d->cnt[f];
         pr_fside_lengths(s, f)[r] = (int32_t)n;
+        if (d->wt[f]) {
+            memcpy(s->weights[f] + s->n_weights[f], d->wt[f], (size_t)n * sizeof(float));
+            s->n_weights[f] += n;
+        }
         int c = s->vocab_col[f];
         if (c < 0) {
             for (uint32_t k = 0; k < n; k++)

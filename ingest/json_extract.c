@@ -57,6 +57,7 @@ typedef struct jnode {
     uint32_t name_path, name_len; /* full dotted name = paths[name_path].path[0, name_len) */
     uint64_t k8;                  /* the key's first 8 bytes, zero-padded */
     bool all_list;                /* every leaf below takes a list: may map over an array */
+    bool has_aligned;             /* a PR_JSON_ALIGNED leaf below: mapping keeps holes */
 } jnode;
 
 struct pr_json_extractor {
@@ -199,10 +200,14 @@ static void pr__assign_slots(pr_json_extractor *x, uint32_t n, uint32_t *slot)
         pr__assign_slots(x, nd->child0 + i, slot);
     nd->slot_hi = *slot;
     nd->all_list = true;
-    for (uint32_t k = nd->slot_lo; k < nd->slot_hi; k++)
-        if (x->paths[x->slot_path[k]].shape == PR_JSON_SCALAR ||
-            x->paths[x->slot_path[k]].shape == PR_JSON_VECTOR)
+    nd->has_aligned = false;
+    for (uint32_t k = nd->slot_lo; k < nd->slot_hi; k++) {
+        pr_json_shape sh = x->paths[x->slot_path[k]].shape;
+        if (sh == PR_JSON_SCALAR || sh == PR_JSON_VECTOR)
             nd->all_list = false;
+        if (sh == PR_JSON_ALIGNED)
+            nd->has_aligned = true;
+    }
 }
 
 /* Flatten the temporary trie breadth-first: a node's children get
@@ -266,7 +271,8 @@ pr_json_extractor *pr_json_extractor_new(const pr_json_path *paths, size_t n, ui
     for (size_t i = 0; i < n; i++) {
         const pr_json_path *p = &paths[i];
         if (!p->path || p->type < PR_JSON_INT64 || p->type > PR_JSON_ANY ||
-            p->shape < PR_JSON_SCALAR || p->shape > PR_JSON_VECTOR) {
+            p->shape < PR_JSON_SCALAR || p->shape > PR_JSON_ALIGNED ||
+            (p->shape == PR_JSON_ALIGNED && p->type != PR_JSON_ANY)) {
             pr_seterr(errstr, errstr_size, PR_EINVAL, "json path %zu: %s", i,
                       p->path ? "bad type or shape" : "no path");
             goto out_free;
@@ -1061,7 +1067,8 @@ static int pr__take_leaf(jp *j, uint32_t node, uint32_t pi, uint32_t depth)
     if (vk == VK_OBJECT)
         return pr__fail(j, PR_JSON_WRONG_TYPE, j->p, node, "an object is not a value");
     if (vk != VK_ARRAY) {
-        if (vk != VK_BAD && (pa->shape == PR_JSON_LIST || pa->shape == PR_JSON_VECTOR))
+        if (vk != VK_BAD && (pa->shape == PR_JSON_LIST || pa->shape == PR_JSON_VECTOR ||
+                             pa->shape == PR_JSON_ALIGNED))
             return pr__fail(j, PR_JSON_WRONG_TYPE, j->p, node, "a list expected");
         if ((r = pr__take_scalar(j, pi, node)))
             return r;
@@ -1160,6 +1167,27 @@ static __attribute__((noinline)) int pr__take_mapped(jp *j, uint32_t node, uint3
 
 static int pr__walk_object(jp *j, uint32_t node, uint32_t depth);
 
+/* After one element of a list of objects under `nd`: every PR_JSON_ALIGNED
+ * leaf below that the element gave no value (no field, null there, or a
+ * null element) gets a hole, so that its positions stay the elements'. */
+static __attribute__((noinline)) int pr__fill_holes(jp *j, const jnode *nd)
+{
+    pr__json_scratch *s = j->s;
+    for (uint32_t k = nd->slot_lo; k < nd->slot_hi; k++) {
+        uint32_t pi = j->x->slot_path[k];
+        pr_json_col *c = &j->b->cols[pi];
+        if (j->x->paths[pi].shape != PR_JSON_ALIGNED || c->n_values != s->elem_start[pi])
+            continue;
+        if (s->count[pi] >= j->x->paths[pi].max_list)
+            return pr__fail(j, PR_JSON_LIST_TOO_LONG, j->p, -1, "list too long");
+        if (pr__reserve_value(c, PR_JSON_ANY))
+            return E_NOMEM;
+        c->any[c->n_values++] = (pr_json_any){.type = PR_JSON_HOLE};
+        s->count[pi]++;
+    }
+    return 0;
+}
+
 /* An array at j->p under inner node `node`: a list of objects, each walked
  * under `node`, so that every leaf below reads as a list of the values its
  * path finds in the elements, in order (leaves take list shapes only; one
@@ -1195,6 +1223,11 @@ static __attribute__((noinline)) int pr__map_list(jp *j, uint32_t node, uint32_t
         if (j->p >= j->end)
             return pr__fail_end_or(j, PR_JSON_NOT_JSON, "value expected");
         int vk = pr__value_kind(*j->p);
+        if (nd->has_aligned)
+            for (uint32_t k = nd->slot_lo; k < nd->slot_hi; k++) {
+                uint32_t pi = j->x->slot_path[k];
+                s->elem_start[pi] = j->b->cols[pi].n_values;
+            }
         if (vk == VK_NULL) {
             r = pr__literal(j, "null", 4);
         } else if (vk == VK_OBJECT) {
@@ -1214,6 +1247,8 @@ static __attribute__((noinline)) int pr__map_list(jp *j, uint32_t node, uint32_t
         } else {
             return pr__fail(j, PR_JSON_WRONG_TYPE, j->p, node, "a list of objects expected");
         }
+        if (!r && nd->has_aligned)
+            r = pr__fill_holes(j, nd);
         if (r)
             return r;
         pr__skip_ws(j);
@@ -1581,6 +1616,21 @@ int pr_json_row_null(pr_json_block *b, uint32_t col)
     b->cols[col].n_values = s->row_start[col]; /* null replaces what the path had */
     s->present[col] = PR_JSON_NULL;
     s->count[col] = 0;
+    return 0;
+}
+
+int pr_json_row_hole(pr_json_block *b, uint32_t col)
+{
+    if (col >= b->n_cols || !b->scratch->row_open)
+        return PR_EINVAL;
+    if (b->scratch->x->paths[col].shape != PR_JSON_ALIGNED)
+        return PR_JSON_WRONG_TYPE;
+    int r = pr__row_slot(b, col);
+    if (r)
+        return r;
+    pr_json_col *c = &b->cols[col];
+    c->any[c->n_values] = (pr_json_any){.type = PR_JSON_HOLE};
+    pr__row_took(b, col);
     return 0;
 }
 

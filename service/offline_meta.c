@@ -165,6 +165,12 @@ int pr_offline_write_meta(const char *dir, const char *pipeline, const pr_pipeli
         pr_mbuf_printf(&m, ",\n  \"jagged\": true,\n  \"n_labels\": %u", n_labels);
         pr__names(&m, "feature_keys", names, pr__kind_names(schema, PR_FEAT_SPARSE, names, cap));
         pr__names(&m, "label_names", names, pr__kind_names(schema, PR_FEAT_LABEL, names, cap));
+        uint32_t nw = 0;
+        for (uint32_t i = 0; i < schema->n_features && nw < cap; i++)
+            if (pr_feature_weighted(&schema->features[i]))
+                names[nw++] = schema->features[i].name;
+        if (nw)
+            pr__names(&m, "weighted_keys", names, nw);
     } else {
         for (uint32_t c = 0; c < n_sparse && c < cap; c++)
             names[c] = spec->sparse[c].name;

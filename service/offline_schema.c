@@ -1230,6 +1230,21 @@ static int pr__mkdirs(const char *dir, char *errstr, size_t errstr_size)
         }
 }
 
+/* The weighted features' weights files (sparse/<name>.weights.npy). */
+static int pr__weigh_files(pr__srun *run, char *errstr, size_t errstr_size)
+{
+    uint8_t wtd[2 * PR_MAX_SPARSE] = {0};
+    bool any = false;
+    for (uint32_t i = 0; i < run->schema->n_features; i++) {
+        int f = pr_feature_side_index(run->schema, i);
+        if (f >= 0 && f < 2 * PR_MAX_SPARSE && pr_feature_weighted(&run->schema->features[i])) {
+            wtd[f] = 1;
+            any = true;
+        }
+    }
+    return any ? pr_npy_jagged_weigh(run->jag, wtd, false, errstr, errstr_size) : 0;
+}
+
 /* Open the outputs: the layout, rejects.tsv, recycled.npy when evicting. */
 static int pr__srun_open(pr__srun *run, const pr_pipeline_spec *spec, char *errstr,
                          size_t errstr_size)
@@ -1241,7 +1256,8 @@ static int pr__srun_open(pr__srun *run, const pr_pipeline_spec *spec, char *errs
         return rc;
     unsigned fl = run->opts->buffered_io ? 0 : PR_NPY_DIRECT;
     if ((rc = pr_npy_jagged_open_flags(&run->jag, dir, run->n_labels, run->n_dense, run->n_feat,
-                                       run->names, false, 0, fl, errstr, errstr_size)))
+                                       run->names, false, 0, fl, errstr, errstr_size)) ||
+        (rc = pr__weigh_files(run, errstr, errstr_size)))
         return rc;
     run->positional = run->n_work > 1;
     if (run->positional && (rc = pr_npy_jagged_begin_positional(run->jag, errstr, errstr_size)))

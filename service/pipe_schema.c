@@ -72,6 +72,8 @@ static void pr__move_row(pr_block *b, uint32_t r, uint32_t w, uint32_t *rd, uint
             pr__move_keys(b, (uint32_t)c, rd[f], wr[f], n);
         else if (rd[f] != wr[f])
             memmove(s->values[f] + wr[f], s->values[f] + rd[f], n * sizeof(int64_t));
+        if (s->weights[f] && rd[f] != wr[f])
+            memmove(s->weights[f] + wr[f], s->weights[f] + rd[f], n * sizeof(float));
         wr[f] += n;
     }
     if (w == r)
@@ -103,6 +105,8 @@ void pr__schema_drop_rows(pr_block *b, bool (*drop)(void *, const pr_block *, ui
     }
     for (uint16_t f = 0; f < s->n_feat; f++) {
         int c = s->vocab_col[f];
+        if (s->weights[f])
+            s->n_weights[f] = wr[f];
         if (c < 0) {
             s->n_values[f] = wr[f];
             continue;

@@ -6,6 +6,7 @@
  *     DIR/dense.npy                   float32 [N, n_dense]
  *     DIR/sparse/<name>.values.npy    int64   [sum of lengths]
  *     DIR/sparse/<name>.lengths.npy   int32   [N]
+ *     DIR/sparse/<name>.weights.npy   float32 [sum of lengths]  (weighted features)
  *
  * (labels.npy / dense.npy only when the schema has labels / dense
  * features). This is the one writer of that layout: `piperec process`
@@ -36,6 +37,8 @@ struct pr_npy_jagged {
     uint64_t rows;
     pr_npy_writer *labels, *dense;
     pr_npy_writer **values, **lengths; /* [n_feat] */
+    pr_npy_writer **weights;           /* [n_feat]: NULL for an unweighted feature */
+    uint8_t *weighted;                 /* [n_feat]: 1 = has a weights file (kept past close) */
 };
 
 static bool pr__name_ok(const char *s)
@@ -109,6 +112,8 @@ static void pr__free_set(pr_npy_jagged *j)
     free(j->names);
     free(j->values);
     free(j->lengths);
+    free(j->weights);
+    free(j->weighted);
     free(j);
 }
 
@@ -145,7 +150,9 @@ int pr_npy_jagged_open_flags(pr_npy_jagged **out, const char *dir, uint16_t n_la
     j->names = calloc(nf, sizeof(char *));
     j->values = calloc(nf, sizeof(*j->values));
     j->lengths = calloc(nf, sizeof(*j->lengths));
-    bool ok = j->names && j->values && j->lengths;
+    j->weights = calloc(nf, sizeof(*j->weights));
+    j->weighted = calloc(nf, 1);
+    bool ok = j->names && j->values && j->lengths && j->weights && j->weighted;
     for (uint16_t f = 0; ok && f < n_feat; f++)
         ok = (j->names[f] = strdup(names[f])) != NULL;
     if (!ok) {
@@ -168,8 +175,34 @@ int pr_npy_jagged_open_flags(pr_npy_jagged **out, const char *dir, uint16_t n_la
     return 0;
 }
 
+int pr_npy_jagged_weigh(pr_npy_jagged *j, const uint8_t *weighted, bool resume, char *errstr,
+                        size_t es)
+{
+    int rc;
+    for (int f = 0; weighted && f < j->n_feat; f++) {
+        if (!weighted[f] || j->weights[f])
+            continue;
+        uint64_t nv = 0;
+        if (resume && (rc = pr__kept_values(j, f, j->rows, &nv, errstr, es)) < 0)
+            return rc;
+        if ((rc = pr__open_one(j, &j->weights[f], f, "weights", PR_NPY_F32, 0, resume, nv, errstr,
+                               es)) < 0)
+            return rc;
+        j->weighted[f] = 1;
+    }
+    return 0;
+}
+
 int pr_npy_jagged_append(pr_npy_jagged *j, uint32_t rows, const float *labels, const float *dense,
                          const int32_t *lengths, const int64_t *values, char *errstr, size_t es)
+{
+    return pr_npy_jagged_append_weighted(j, rows, labels, dense, lengths, values, NULL, errstr, es);
+}
+
+int pr_npy_jagged_append_weighted(pr_npy_jagged *j, uint32_t rows, const float *labels,
+                                  const float *dense, const int32_t *lengths,
+                                  const int64_t *values, const float *weights, char *errstr,
+                                  size_t es)
 {
     int rc;
     if ((j->labels && (rc = pr_npy_append_rows(j->labels, labels, rows, errstr, es)) < 0) ||
@@ -183,6 +216,14 @@ int pr_npy_jagged_append(pr_npy_jagged *j, uint32_t rows, const float *labels, c
             n += (uint64_t)len[r];
         if ((rc = pr_npy_append_rows(j->lengths[f], len, rows, errstr, es)) < 0 ||
             (n && (rc = pr_npy_append_rows(j->values[f], v, (uint32_t)n, errstr, es)) < 0))
+            return rc;
+        if (j->weights[f] && !weights)
+            return pr_seterr(errstr, es, PR_EINVAL,
+                             "jagged set: feature %s is weighted, the batch has no weights",
+                             j->names[f]);
+        if (j->weights[f] && n &&
+            (rc = pr_npy_append_rows(j->weights[f], weights + (v - values), (uint32_t)n, errstr,
+                                     es)) < 0)
             return rc;
         v += n;
     }
@@ -219,6 +260,13 @@ int pr_npy_jagged_append_side(pr_npy_jagged *j, const pr_fside *side, uint32_t r
             (n && (rc = pr_npy_append_rows(j->values[f], side->values[f] + v0, (uint32_t)n, errstr,
                                            es)) < 0))
             return rc;
+        if (j->weights[f] && (!side->weights[f] || v0 + n > side->n_weights[f]))
+            return pr_seterr(errstr, es, PR_EINVAL, "jagged set: feature %s: weights missing",
+                             j->names[f]);
+        if (j->weights[f] && n &&
+            (rc = pr_npy_append_rows(j->weights[f], side->weights[f] + v0, (uint32_t)n, errstr,
+                                     es)) < 0)
+            return rc;
     }
     j->rows += rows;
     return 0;
@@ -232,7 +280,8 @@ int pr_npy_jagged_begin_positional(pr_npy_jagged *j, char *errstr, size_t es)
         return rc;
     for (uint16_t f = 0; f < j->n_feat; f++)
         if ((rc = pr_npy_begin_positional(j->lengths[f], errstr, es)) ||
-            (rc = pr_npy_begin_positional(j->values[f], errstr, es)))
+            (rc = pr_npy_begin_positional(j->values[f], errstr, es)) ||
+            (j->weights[f] && (rc = pr_npy_begin_positional(j->weights[f], errstr, es))))
             return rc;
     return 0;
 }
@@ -262,6 +311,13 @@ int pr_npy_jagged_pwrite_side(pr_npy_jagged *j, const pr_fside *side, uint64_t r
             (n && (rc = pr_npy_pwrite_rows(j->values[f], val0[f], side->values[f], (uint32_t)n,
                                            errstr, es))))
             return rc;
+        if (j->weights[f] && (!side->weights[f] || n > side->n_weights[f]))
+            return pr_seterr(errstr, es, PR_EINVAL, "jagged set: feature %s: weights missing",
+                             j->names[f]);
+        if (j->weights[f] && n &&
+            (rc = pr_npy_pwrite_rows(j->weights[f], val0[f], side->weights[f], (uint32_t)n, errstr,
+                                     es)))
+            return rc;
     }
     return 0;
 }
@@ -275,6 +331,8 @@ void pr_npy_jagged_set_rows(pr_npy_jagged *j, uint64_t rows, const uint64_t *n_v
     for (uint16_t f = 0; f < j->n_feat; f++) {
         pr_npy_set_rows(j->lengths[f], rows);
         pr_npy_set_rows(j->values[f], n_values[f]);
+        if (j->weights[f])
+            pr_npy_set_rows(j->weights[f], n_values[f]);
     }
     j->rows = rows;
 }
@@ -292,7 +350,8 @@ int pr_npy_jagged_sync(pr_npy_jagged *j, char *errstr, size_t es)
         return rc;
     for (uint16_t f = 0; f < j->n_feat; f++)
         if ((rc = pr_npy_sync(j->lengths[f], errstr, es)) < 0 ||
-            (rc = pr_npy_sync(j->values[f], errstr, es)) < 0)
+            (rc = pr_npy_sync(j->values[f], errstr, es)) < 0 ||
+            (j->weights[f] && (rc = pr_npy_sync(j->weights[f], errstr, es)) < 0))
             return rc;
     return 0;
 }
@@ -328,6 +387,7 @@ int pr_npy_jagged_close(pr_npy_jagged *j, bool durable, char *errstr, size_t es)
     for (uint16_t f = 0; f < j->n_feat; f++) {
         pr__close_one(&j->lengths[f], &rc, errstr, es);
         pr__close_one(&j->values[f], &rc, errstr, es);
+        pr__close_one(&j->weights[f], &rc, errstr, es);
     }
     char p[4400];
     if (durable && rc == 0 && j->n_labels && pr__path_of(j, -1, "labels", p, sizeof(p)) > 0)
@@ -338,6 +398,10 @@ int pr_npy_jagged_close(pr_npy_jagged *j, bool durable, char *errstr, size_t es)
         pr__path_of(j, f, "lengths", p, sizeof(p));
         if ((rc = pr__fsync_path(p, errstr, es)) == 0) {
             pr__path_of(j, f, "values", p, sizeof(p));
+            rc = pr__fsync_path(p, errstr, es);
+        }
+        if (rc == 0 && j->weighted[f]) {
+            pr__path_of(j, f, "weights", p, sizeof(p));
             rc = pr__fsync_path(p, errstr, es);
         }
     }
@@ -357,6 +421,8 @@ void pr_npy_jagged_abort(pr_npy_jagged *j)
     for (uint16_t f = 0; f < j->n_feat; f++) {
         pr_npy_abort(j->lengths[f]);
         pr_npy_abort(j->values[f]);
+        if (j->weights)
+            pr_npy_abort(j->weights[f]);
     }
     char p[4400];
     snprintf(p, sizeof(p), "%s/sparse", j->dir);

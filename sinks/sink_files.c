@@ -79,6 +79,7 @@ typedef struct files_sink {
     pr_npy_jagged *jag; /* a roll of jagged batches: its files instead of the three above */
     uint16_t j_labels, j_dense, j_feat;
     char (*j_keys)[PR_NAME_MAX], (*j_label_names)[PR_NAME_MAX], (*j_dense_names)[PR_NAME_MAX];
+    uint8_t *j_weighted; /* [j_feat] the features with weights (first batch's); NULL none */
     FILE *meta; /* batch entries, joined into meta.json at close */
     char meta_path[4200];
     uint64_t *seqs; /* batches in the roll */
@@ -163,6 +164,8 @@ static void pr__free_jnames(files_sink *f)
     free(f->j_keys);
     free(f->j_label_names);
     free(f->j_dense_names);
+    free(f->j_weighted);
+    f->j_weighted = NULL;
     f->j_keys = f->j_label_names = f->j_dense_names = NULL;
 }
 
@@ -209,6 +212,14 @@ static int pr__roll_open_jagged(files_sink *f, const pr_batch *b, char *errstr, 
     if (rc == 0)
         rc = pr_npy_jagged_open(&f->jag, f->tmp, b->n_labels, b->n_dense, b->n_sparse, names, false,
                                 0, errstr, es);
+    if (rc == 0 && b->weighted) {
+        if (!(f->j_weighted = malloc(b->n_sparse ? b->n_sparse : 1)))
+            rc = pr_seterr(errstr, es, PR_ENOMEM, "files sink: out of memory");
+        else
+            memcpy(f->j_weighted, b->weighted, b->n_sparse);
+    }
+    if (rc == 0 && f->j_weighted)
+        rc = pr_npy_jagged_weigh(f->jag, f->j_weighted, false, errstr, es);
     free(names);
     return rc;
 }
@@ -302,6 +313,15 @@ static void pr__meta_jagged(files_sink *f, FILE *o)
         pr__json_names(o, "label_names", f->j_label_names, f->j_labels);
     if (f->j_dense_names)
         pr__json_names(o, "dense_names", f->j_dense_names, f->j_dense);
+    if (f->j_weighted) {
+        fprintf(o, ",\n  \"weighted_keys\": [");
+        for (uint32_t i = 0, k = 0; i < f->j_feat; i++)
+            if (f->j_weighted[i]) {
+                fprintf(o, "%s", k++ ? ", " : "");
+                pr__json_str(o, f->j_keys[i], strnlen(f->j_keys[i], PR_NAME_MAX));
+            }
+        fprintf(o, "]");
+    }
 }
 
 /* Close the roll's arrays: the jagged set (fsync'd by its close) or the
@@ -401,8 +421,9 @@ static int pr__write_batch(files_sink *f, const pr_batch *b, char *errstr, size_
 {
     int err;
     if (f->jag) {
-        if ((err = pr_npy_jagged_append(f->jag, b->rows, b->label_mat, b->dense_mat, b->lengths,
-                                        b->values, errstr, es)) < 0)
+        if ((err = pr_npy_jagged_append_weighted(f->jag, b->rows, b->label_mat, b->dense_mat,
+                                                 b->lengths, b->values, b->weights, errstr, es)) <
+            0)
             return err;
     } else if ((err = pr_npy_append_cols(f->w_dense, b->dense, b->rows, b->rows, errstr, es)) < 0 ||
                (err = pr_npy_append_cols(f->w_sparse, b->sparse, b->rows, b->rows, errstr, es)) <

@@ -684,7 +684,8 @@ static int pr__raw_to_view(pr_trainer_client *c, const uint8_t *frame, size_t n,
     size_t need = rv.sec_len[PR__RAW_META] + 64;
     if (jagged)
         need += rv.sec_len[PR__RAW_DENSE] + rv.sec_len[PR__RAW_LABELS] +
-                rv.sec_len[PR__RAW_LENGTHS] + rv.sec_len[PR__RAW_VALUES];
+                rv.sec_len[PR__RAW_LENGTHS] + rv.sec_len[PR__RAW_VALUES] +
+                rv.sec_len[PR__RAW_WEIGHTS];
     else
         need += (size_t)rv.rows * (4 + 4 * rv.n_dense + 8 * rv.n_keys);
     if (need > c->rebuilt_cap) {
@@ -716,6 +717,8 @@ static int pr__raw_to_view(pr_trainer_client *c, const uint8_t *frame, size_t n,
         p = pr__put_bytes(p, 25, rv.sec[PR__RAW_LENGTHS], rv.sec_len[PR__RAW_LENGTHS]);
         p = pr__put_bytes(p, 27, rv.sec[PR__RAW_LABELS], rv.sec_len[PR__RAW_LABELS]);
         p = pr__put_bytes(p, 28, rv.sec[PR__RAW_DENSE], rv.sec_len[PR__RAW_DENSE]);
+        if (rv.sec_len[PR__RAW_WEIGHTS])
+            p = pr__put_bytes(p, 31, rv.sec[PR__RAW_WEIGHTS], rv.sec_len[PR__RAW_WEIGHTS]);
     } else if (!(p = pr__raw_criteo_fields(p, &rv, width))) {
         return pr_seterr(errstr, es, PR_EBADREC, "raw batch: a value does not fit int32");
     }

@@ -127,7 +127,8 @@ long pr__tls_result(SSL *ssl, int rc, size_t n, short *want)
 /* ---------------------------------------------------------------- raw tensor layout */
 
 typedef struct raw_plan {
-    size_t off[PR__RAW_NSEC], len[PR__RAW_NSEC];
+    size_t off[PR__RAW_NSEC_MAX], len[PR__RAW_NSEC_MAX];
+    int nsec;       /* PR__RAW_NSEC, or PR__RAW_NSEC_MAX with weights */
     size_t pre;     /* frame bytes before the payload: 4 + tag + varint */
     size_t payload; /* payload bytes (may end with zero padding) */
 } raw_plan;
@@ -136,7 +137,7 @@ typedef struct raw_plan {
 static bool pr__tensor_field(uint64_t num)
 {
     static const uint8_t tensor[32] = {
-        [7] = 1, [8] = 1, [9] = 1, [24] = 1, [25] = 1, [27] = 1, [28] = 1};
+        [7] = 1, [8] = 1, [9] = 1, [24] = 1, [25] = 1, [27] = 1, [28] = 1, [31] = 1};
     return num < 32 && tensor[num];
 }
 
@@ -172,7 +173,7 @@ static size_t pr__align_up(size_t x, size_t a)
 static void pr__raw_place(raw_plan *pl, size_t pre)
 {
     size_t at = PR__RAW_HDR;
-    for (int s = 0; s < PR__RAW_NSEC; s++) {
+    for (int s = 0; s < pl->nsec; s++) {
         at = pr__align_up(pre + at, PR__RAW_ALIGN) - pre;
         pl->off[s] = at;
         at += pl->len[s];
@@ -228,8 +229,9 @@ static void pr__raw_header(const pr_batch *b, const raw_plan *pl, uint32_t flags
     pr__put64(h + 40, b->seq);
     pr__put64(h + 48, n_values);
     pr__put32(h + 56, b->n_recycled);
-    pr__put32(h + 60, PR__RAW_NSEC);
-    for (int s = 0; s < PR__RAW_NSEC; s++) {
+    pr__put32(h + 60, (uint32_t)pl->nsec);
+    _Static_assert(64 + 8 * PR__RAW_NSEC_MAX <= PR__RAW_HDR, "section table fits the header");
+    for (int s = 0; s < pl->nsec; s++) {
         pr__put32(h + 64 + 8 * s, (uint32_t)pl->off[s]);
         pr__put32(h + 68 + 8 * s, (uint32_t)pl->len[s]);
     }
@@ -270,6 +272,8 @@ static void pr__raw_fill_jagged(const pr_batch *b, uint8_t *pay, const raw_plan 
         memcpy(pay + pl->off[PR__RAW_LENGTHS], b->lengths, pl->len[PR__RAW_LENGTHS]);
     if (pl->len[PR__RAW_VALUES])
         memcpy(pay + pl->off[PR__RAW_VALUES], b->values, pl->len[PR__RAW_VALUES]);
+    if (pl->nsec > PR__RAW_WEIGHTS && pl->len[PR__RAW_WEIGHTS])
+        memcpy(pay + pl->off[PR__RAW_WEIGHTS], b->weights, pl->len[PR__RAW_WEIGHTS]);
 }
 
 /* Offsets (0, then the running sum of the lengths) and notices. */
@@ -301,9 +305,11 @@ int pr__raw_frame(const pr_batch *b, bool offsets, bool compact, uint8_t **out, 
     size_t meta = pr__meta_copy(b->pb, b->pb_len, NULL);
     if (meta == SIZE_MAX)
         return PR_EINVAL;
+    bool wts = b->jagged && b->weights;
     raw_plan pl = {.len = {rows * b->n_dense * 4, rows * n_labels * 4, unit ? 0 : nk * rows * 4,
                            (size_t)n_values * (v32 ? 4 : 8), offsets ? (nk * rows + 1) * 4 : 0,
-                           (size_t)b->n_recycled * 32, meta}};
+                           (size_t)b->n_recycled * 32, meta, wts ? (size_t)n_values * 4 : 0},
+                   .nsec = wts ? PR__RAW_NSEC_MAX : PR__RAW_NSEC};
     pr__raw_plan(&pl);
     size_t total = pl.pre + pl.payload;
     if (total - 4 > PR__FRAME_MAX)
@@ -317,10 +323,10 @@ int pr__raw_frame(const pr_batch *b, bool offsets, bool compact, uint8_t **out, 
     uint8_t *pay = buf + pl.pre;
     uint32_t flags = (b->jagged ? PR__RAW_F_JAGGED : 0) | (b->popular ? PR__RAW_F_POPULAR : 0) |
                      (offsets ? PR__RAW_F_OFFSETS : 0) | (unit ? PR__RAW_F_UNIT : 0) |
-                     (v32 ? PR__RAW_F_VALUES32 : 0);
+                     (v32 ? PR__RAW_F_VALUES32 : 0) | (wts ? PR__RAW_F_WEIGHTS : 0);
     pr__raw_header(b, &pl, flags, n_labels, n_values, pay);
     size_t at = PR__RAW_HDR; /* zero the padding between sections */
-    for (int s = 0; s < PR__RAW_NSEC; s++) {
+    for (int s = 0; s < pl.nsec; s++) {
         memset(pay + at, 0, pl.off[s] - at);
         at = pl.off[s] + pl.len[s];
     }
@@ -376,14 +382,18 @@ int pr__raw_parse(const uint8_t *pay, size_t len, pr__raw_view *v)
         v->n_values > len || v->n_notices > len)
         return PR_EBADREC; /* keeps the products below from wrapping */
     uint64_t rows = v->rows, nk = v->n_keys;
-    uint64_t want[PR__RAW_NSEC] = {rows * v->n_dense * 4,
-                                   rows * v->n_labels * 4,
-                                   (v->flags & PR__RAW_F_UNIT) ? 0 : nk * rows * 4,
-                                   v->n_values * ((v->flags & PR__RAW_F_VALUES32) ? 4 : 8),
-                                   (v->flags & PR__RAW_F_OFFSETS) ? (nk * rows + 1) * 4 : 0,
-                                   (uint64_t)v->n_notices * 32,
-                                   0};
-    for (int s = 0; s < PR__RAW_NSEC; s++) {
+    bool wts = v->flags & PR__RAW_F_WEIGHTS;
+    uint64_t want[PR__RAW_NSEC_MAX] = {rows * v->n_dense * 4,
+                                       rows * v->n_labels * 4,
+                                       (v->flags & PR__RAW_F_UNIT) ? 0 : nk * rows * 4,
+                                       v->n_values * ((v->flags & PR__RAW_F_VALUES32) ? 4 : 8),
+                                       (v->flags & PR__RAW_F_OFFSETS) ? (nk * rows + 1) * 4 : 0,
+                                       (uint64_t)v->n_notices * 32,
+                                       0,
+                                       v->n_values * 4};
+    if (wts && nsec < PR__RAW_NSEC_MAX)
+        return PR_EBADREC;
+    for (int s = 0; s < (wts ? PR__RAW_NSEC_MAX : PR__RAW_NSEC); s++) {
         uint64_t off = pr__get32(pay + 64 + 8 * s), n = pr__get32(pay + 68 + 8 * s);
         if (off < hb || off + n > len || (s != PR__RAW_META && n != want[s]))
             return PR_EBADREC;

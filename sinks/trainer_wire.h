@@ -35,6 +35,7 @@
 #define PR__RAW_F_OFFSETS  4u  /* the offsets section is present */
 #define PR__RAW_F_UNIT     8u  /* every length is 1: the lengths section is empty (compact) */
 #define PR__RAW_F_VALUES32 16u /* values are int32, not int64 (compact) */
+#define PR__RAW_F_WEIGHTS  32u /* section 7 holds the weights (8 sections) */
 
 /* Sections, in payload order; the header's table has one (offset, bytes)
  * pair each, offsets counted from the payload start. */
@@ -45,8 +46,10 @@ enum {
     PR__RAW_VALUES,  /* int64 [n_values], key-major (int32 with PR__RAW_F_VALUES32) */
     PR__RAW_OFFSETS, /* int32 [n_keys * rows + 1]: 0 and the running sum of lengths */
     PR__RAW_NOTICES, /* int64 [n_notices][4]: column, index, row, number */
-    PR__RAW_META,    /* TrainingBatch without its tensor fields (7-9, 24, 25, 27, 28) */
-    PR__RAW_NSEC
+    PR__RAW_META,    /* TrainingBatch without its tensor fields (7-9, 24, 25, 27, 28, 31) */
+    PR__RAW_NSEC,    /* the sections every raw batch has (7) */
+    PR__RAW_WEIGHTS = PR__RAW_NSEC, /* float32 [n_values] with PR__RAW_F_WEIGHTS */
+    PR__RAW_NSEC_MAX
 };
 
 /* A parsed raw payload: pointers into it (64-byte aligned when the frame
@@ -54,8 +57,8 @@ enum {
 typedef struct pr__raw_view {
     uint32_t flags, rows, n_dense, n_labels, n_keys, preamble, n_notices;
     uint64_t epoch, seq, n_values;
-    const uint8_t *sec[PR__RAW_NSEC];
-    size_t sec_len[PR__RAW_NSEC];
+    const uint8_t *sec[PR__RAW_NSEC_MAX]; /* sec[PR__RAW_WEIGHTS] NULL without weights */
+    size_t sec_len[PR__RAW_NSEC_MAX];
 } pr__raw_view;
 
 /* Build the whole raw frame of `b` (length prefix included) in a new

@@ -211,6 +211,11 @@ typedef struct pr_batch {
     int32_t *lengths;  /* [n_sparse][rows] key-major: values of feature f in row r */
     int64_t *values;   /* key-major: feature 0's values (rows in order), then feature 1 .. */
     uint64_t n_values; /* sum of lengths */
+    /* Weighted features (TrainingBatch fields 31-32): weights float32 [n_values],
+     * weight k of value k, 1 on an unweighted feature's values; weighted
+     * [n_sparse] 1 = the feature carries weights. Both NULL when none does. */
+    float *weights;
+    uint8_t *weighted;
     char (*feature_keys)[PR_NAME_MAX]; /* [n_sparse] */
     char (*label_names)[PR_NAME_MAX];  /* [n_labels]; NULL = not sent */
     char (*dense_names)[PR_NAME_MAX];  /* [n_dense]; NULL = not sent */
@@ -265,6 +270,10 @@ static inline size_t pr_batch_lengths_bytes(const pr_batch *b)
 static inline size_t pr_batch_values_bytes(const pr_batch *b)
 {
     return (size_t)b->n_values * 8;
+}
+static inline size_t pr_batch_weights_bytes(const pr_batch *b)
+{
+    return b->weights ? (size_t)b->n_values * 4 : 0;
 }
 
 /* Build a standalone batch (tests, tools, decoders): allocates tensors for
@@ -355,7 +364,14 @@ typedef struct pr_batch_view {
     uint32_t n_label_names;
     pr_batch_view_str *dense_names;
     uint32_t n_dense_names;
+    const uint8_t *weights; /* field 31: float32 [n_values]; NULL = none */
+    size_t weights_len;
+    pr_batch_view_str *weighted_keys; /* field 32 */
+    uint32_t n_weighted_keys;
 } pr_batch_view;
+
+/* Index of `name` among a view's feature_keys, or -1. */
+int pr_batch_view_key_index(const pr_batch_view *v, const pr_batch_view_str *name);
 
 /* Decode and check shapes (tensor lengths must match rows x columns x width).
  * On failure returns PR_EBADREC with a reason and leaves nothing to free. */
@@ -399,6 +415,8 @@ typedef struct pr_batch_schema {
     const uint64_t *sizes;            /* [n_feat]; NULL = all 0 */
     char (*dense_buf)[PR_NAME_MAX];   /* pr_batch_schema_from_features: the dense columns'
                                        * names dense_names points at (owned) */
+    const uint8_t *weighted;          /* [n_feat] 1 = carries weights (`weights:`); NULL = none
+                                       * (pr_batch_schema_from_features: owned) */
 } pr_batch_schema;
 
 /* The batch shape of a declared feature schema (batch_jagged.c): names point

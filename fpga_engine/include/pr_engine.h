@@ -224,6 +224,12 @@ typedef struct pr_fside {
                                          * -1 none */
     int64_t **values;                   /* [n_feat]: row-major values (sum of lengths) */
     uint32_t *n_values, *values_cap;    /* [n_feat] */
+    /* Weighted features (`weights:`): weights[f] float32, one per element in
+     * the order of the feature's values (so its count is the sum of the
+     * lengths, in a block as in an output, vocab feature or not); NULL for an
+     * unweighted feature (every weight 1). n_weights, weights_cap as above. */
+    float **weights;                    /* [n_feat] */
+    uint32_t *n_weights, *weights_cap;  /* [n_feat] */
 } pr_fside;
 
 /* Allocate side tables for `cap` rows (values of each feature start with room
@@ -233,10 +239,20 @@ typedef struct pr_fside {
 pr_fside *pr_fside_new(uint16_t n_labels, uint16_t n_dense, uint16_t n_feat, uint32_t cap);
 void pr_fside_free(pr_fside *s);
 void pr_fside_reset(pr_fside *s);
-/* Make room for `more` values of feature f past n_values[f]: 0 or PR_ENOMEM. */
+/* Make room for `more` values of feature f past n_values[f] (and, for a
+ * weighted feature, `more` weights past n_weights[f]): 0 or PR_ENOMEM. */
 int pr_fside_reserve(pr_fside *s, uint16_t f, uint32_t more);
-/* Append rows [s0, s0 + n) of src as rows [d0, d0 + n) of dst (same shape):
- * labels, dense and lengths copied; each feature's values of those rows
+/* Make feature f weighted (weights[f] allocated, room for cap weights):
+ * 0, or PR_ENOMEM. Idempotent. */
+int pr_fside_weigh(pr_fside *s, uint16_t f);
+/* Room for `more` weights of feature f past n_weights[f]: 0 or PR_ENOMEM
+ * (PR_EINVAL for an unweighted feature). */
+int pr_fside_reserve_weights(pr_fside *s, uint16_t f, uint32_t more);
+/* Does any feature of s carry weights? */
+bool pr_fside_weighted(const pr_fside *s);
+/* Append rows [s0, s0 + n) of src as rows [d0, d0 + n) of dst (same shape,
+ * the same features weighted): labels, dense, lengths and weights copied;
+ * each feature's values of those rows
  * appended after dst->n_values[f] (so dst's rows before d0 must hold exactly
  * dst->n_values[f] values, as when rows are appended in order). src_off, when
  * not NULL, is [n_feat] value offsets of row s0 in src (saves summing the
@@ -901,6 +917,15 @@ typedef struct pr_feature_spec {
     pr_fop_step deflt;        /* PR_FOP_FILL with the default value */
     pr_time_unit unit;        /* PR_FEAT_EVENT_TIME */
     bool weight;              /* PR_FEAT_LABEL without a path: schema.downsample's weight */
+    /* PR_FEAT_LIST with `weights:` (an id-score list): one float32 weight per
+     * element, read at weights_path ("" = an unweighted list) position by
+     * position with the ids; an element dropped drops its weight. A missing
+     * weight (a hole: an object of a list of objects without the field, or
+     * null there; or the whole weights list absent) takes weight_default when
+     * has_weight_default, else rejects the record. */
+    char weights_path[PR_FEAT_PATH_MAX];
+    bool has_weight_default;
+    float weight_default;
     uint8_t n_ops;
     pr_fop_step ops[PR_FEAT_MAX_OPS];
 } pr_feature_spec;
@@ -1044,6 +1069,12 @@ static inline bool pr_feature_reads_list(const pr_feature_spec *f)
 {
     return f->kind == PR_FEAT_LIST ||
            (f->kind == PR_FEAT_DENSE && f->dim && f->encoding == PR_VEC_LIST);
+}
+
+/* Is f a list feature with weights (an id-score list)? */
+static inline bool pr_feature_weighted(const pr_feature_spec *f)
+{
+    return f->kind == PR_FEAT_LIST && f->weights_path[0] != '\0';
 }
 
 /* Is f a dense vector written as float32 bytes (one string value)? */

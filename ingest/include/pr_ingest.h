@@ -756,7 +756,9 @@ void pr_mock_broker_stop(pr_mock_broker *mb); /* NULL ok */
  *   shapes: PR_JSON_SCALAR (an array -> wrong_type), PR_JSON_LIST (an array of
  *   scalars of the type; a scalar -> wrong_type), PR_JSON_SCALAR_OR_LIST,
  *   PR_JSON_VECTOR (as LIST, but a list of objects on the way -> wrong_type,
- *   as for a scalar: an element without the field would shift the rest).
+ *   as for a scalar: an element without the field would shift the rest),
+ *   PR_JSON_ALIGNED (as LIST, but over a list of objects an element without
+ *   the field, null there, or null itself gives a hole, type PR_JSON_HOLE).
  *   Inside a list, null and nested arrays/objects -> wrong_type; more than
  *   max_list elements -> list_too_long. An object at a path -> wrong_type.
  *   A non-object, non-null value where a path needs an object (path "user.id",
@@ -827,7 +829,17 @@ typedef enum pr_json_shape {
     PR_JSON_SCALAR_OR_LIST,
     PR_JSON_VECTOR, /* a list at the path itself, never mapped over a list of
                      * objects on the way (a dense vector: its positions hold) */
+    PR_JSON_ALIGNED, /* as LIST, but mapping over a list of objects keeps every
+                      * position: an element without the field, with null
+                      * there, or null itself, adds a hole (a PR_JSON_ANY value
+                      * of type PR_JSON_HOLE) instead of nothing, so that two
+                      * ALIGNED paths under one list of objects have the same
+                      * count and element k from the same object (the ids and
+                      * weights of an id-score list). PR_JSON_ANY paths only. */
 } pr_json_shape;
+
+/* The type of a hole of a PR_JSON_ALIGNED path (pr_json_any.type). */
+#define PR_JSON_HOLE 0
 
 enum { PR_JSON_ABSENT = 0, PR_JSON_NULL = 1, PR_JSON_PRESENT = 2 };
 
@@ -959,6 +971,10 @@ int pr_json_row_begin(pr_json_block *b);
 int pr_json_row_put(pr_json_block *b, uint32_t col, const pr_json_any *v);
 int pr_json_row_put_str(pr_json_block *b, uint32_t col, const char *s, size_t len);
 int pr_json_row_null(pr_json_block *b, uint32_t col);
+/* A hole as the next element of a PR_JSON_ALIGNED column (an element of a
+ * list of records / repeated messages without the field): same returns as
+ * pr_json_row_put (wrong_type on another shape; list_too_long counts it). */
+int pr_json_row_hole(pr_json_block *b, uint32_t col);
 void pr_json_row_end(pr_json_block *b);
 void pr_json_row_abort(pr_json_block *b);
 

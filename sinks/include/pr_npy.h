@@ -121,6 +121,8 @@ int pr_npy_write_array(const char *path, pr_npy_dtype dt, const void *data, uint
  *   DIR/dense.npy                   float32 [N, D]   (only when D > 0)
  *   DIR/sparse/<name>.values.npy    int64 [sum of lengths], row-major values
  *   DIR/sparse/<name>.lengths.npy   int32 [N], values of each row
+ *   DIR/sparse/<name>.weights.npy   float32 [sum of lengths], a weighted
+ *                                   feature's weights (pr_npy_jagged_weigh)
  * one values/lengths pair per sparse or list feature, in schema order (a
  * single-valued feature has length 1 in every row). Vocabularies, rejects
  * and notices are the caller's (as for the Criteo layout). */
@@ -139,12 +141,23 @@ int pr_npy_jagged_open_flags(pr_npy_jagged **out, const char *dir, uint16_t n_la
                              uint16_t n_dense, uint16_t n_feat, const char *const *names,
                              bool resume, uint64_t keep_rows, unsigned flags, char *errstr,
                              size_t errstr_size);
+/* Give the features with weighted[f] a weights file (new, or with `resume`
+ * continued at the set's kept rows' value count), before anything is
+ * appended. */
+int pr_npy_jagged_weigh(pr_npy_jagged *j, const uint8_t *weighted, bool resume, char *errstr,
+                        size_t errstr_size);
 /* Append `rows` rows: labels [rows][n_labels] and dense [rows][n_dense]
  * row-major, lengths [n_feat][rows] and values key-major (feature 0's
  * values, then feature 1's ...), as in a jagged pr_batch. */
 int pr_npy_jagged_append(pr_npy_jagged *j, uint32_t rows, const float *labels, const float *dense,
                          const int32_t *lengths, const int64_t *values, char *errstr,
                          size_t errstr_size);
+/* The same with the batch's weights (float32 beside values, key-major; NULL
+ * = none, an error when the set has a weighted feature). */
+int pr_npy_jagged_append_weighted(pr_npy_jagged *j, uint32_t rows, const float *labels,
+                                  const float *dense, const int32_t *lengths,
+                                  const int64_t *values, const float *weights, char *errstr,
+                                  size_t errstr_size);
 /* Append rows [r0, r0 + rows) of the engine's side tables `side` (shaped
  * n_labels, n_dense, n_feat as the set; values of a feature start after the
  * lengths of rows before r0). PR_EINVAL for another shape. */
