@@ -589,6 +589,27 @@ static const err_case err_cases[] = {
      SCHEMA
      "      dense:\n        - { name: a, path: x }\n        - { name: v, path: x, dim: 2 }\n",
      {"dense vector 'v' reads 'x', and so does dense feature 'a': a vector's path is its own"}},
+    {"weights on a single-valued feature",
+     SCHEMA "      sparse: [ { name: a, path: a, weights: { path: w }, ops: [vocab] } ]\n",
+     {"schema.sparse[0].weights: only a list feature (with list:) carries weights"}},
+    {"weights without a path",
+     SCHEMA "      sparse: [ { name: a, path: a, list: { max_len: 2 }, weights: { default: 1 } } ]\n",
+     {"schema.sparse[0].weights.path: "}},
+    {"weights on the ids' own path",
+     SCHEMA "      sparse: [ { name: a, path: a, list: { max_len: 2 }, weights: { path: a } } ]\n",
+     {"schema.sparse[0].weights.path: 'a' is the ids' own path"}},
+    {"weights default beyond float32",
+     SCHEMA "      sparse: [ { name: a, path: a, list: { max_len: 2 },\n"
+            "                  weights: { path: w, default: 1e300 }, ops: [vocab] } ]\n",
+     {"schema.sparse[0].weights.default: 1e+300 is beyond float32"}},
+    {"a weighted list's path read by a single-valued feature",
+     SCHEMA "      dense: [ { name: d, path: w } ]\n"
+            "      sparse: [ { name: a, path: a, list: { max_len: 2 }, weights: { path: w },\n"
+            "                  ops: [vocab] } ]\n",
+     {"weighted list 'a' reads 'w', and so does dense feature 'd'"}},
+    {"weights: unknown key",
+     SCHEMA "      sparse: [ { name: a, path: a, list: { max_len: 2 }, weights: { pth: w } } ]\n",
+     {"schema.sparse[0].weights.pth: unknown key (valid: path, default)"}},
     {"too many dense columns",
      SCHEMA "      dense:\n        - { name: a, path: a, dim: 4000 }\n"
             "        - { name: b, path: b, dim: 97 }\n",

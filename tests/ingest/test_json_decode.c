@@ -763,6 +763,91 @@ static void test_registry_framed_message(void **state)
 
 /* The generated clickstream through the example's schema: no rejects, and
  * the same blocks whatever the block size. */
+/* Weighted lists: ids and weights position by position over a list of
+ * objects (holes kept: an object without the id drops its weight, one
+ * without the weight takes the default), parallel lists, max_len/keep on the
+ * pairs, ids the chain makes missing, and every reject. */
+static const char *const weighted_yaml =
+    "pipelines:\n"
+    "  - name: t\n"
+    "    source: { format: json }\n"
+    "    schema:\n"
+    "      sparse:\n"
+    "        - { name: cats, path: cats.id, list: { max_len: 3 },\n"
+    "            weights: { path: cats.score, default: 0.5 }, ops: [vocab] }\n"
+    "        - { name: hist, path: hist, list: { max_len: 2, keep: last },\n"
+    "            weights: { path: dwell }, ops: [hex2int, { hash: 1000 }] }\n"
+    "        - { name: catsh, path: cats.id, list: { max_len: 8 }, ops: [ { hash: 100 } ] }\n"
+    "    transform: { vocab: { profile: default } }\n";
+
+static void weights_of(const fx *t, uint16_t f, float *out, uint32_t n)
+{
+    const pr_fside *s = t->b->side;
+    assert_non_null(s->weights[f]);
+    assert_int_equal(s->n_weights[f], n);
+    memcpy(out, s->weights[f], n * sizeof(float));
+}
+
+static void test_weighted_lists(void **state)
+{
+    (void)state;
+    fx t;
+    fx_init(&t, weighted_yaml, 64);
+    assert_int_equal(decode(&t, "{\"cats\":[{\"id\":\"a\",\"score\":0.9},{\"id\":\"b\"},"
+                                "{\"score\":3},null,{\"id\":null,\"score\":4},"
+                                "{\"id\":\"c\",\"score\":null},{\"id\":\"d\",\"score\":2}],"
+                                "\"hist\":[\"a\",\"\",\"ff\",\"10\"],\"dwell\":[1,2,3,4]}"),
+                     1);
+    if (t.rl.n)
+        fail_msg("rejected: %s", t.rl.detail[0]);
+    const pr_fside *s = t.b->side;
+    /* cats: a(0.9), b(default), c(default); d cut by max_len 3 */
+    assert_int_equal(pr_fside_lengths(t.b->side, 0)[0], 3);
+    assert_int_equal(key_at(t.b, 0, 0), hs("a"));
+    assert_int_equal(key_at(t.b, 0, 1), hs("b"));
+    assert_int_equal(key_at(t.b, 0, 2), hs("c"));
+    float w[8];
+    weights_of(&t, 0, w, 3);
+    assert_true(w[0] == 0.9f && w[1] == 0.5f && w[2] == 0.5f);
+    /* hist: "" becomes missing and is dropped with its weight 2; keep last 2
+     * of a(1), ff(3), 10(4) -> ff(3), 10(4) */
+    assert_int_equal(pr_fside_lengths(t.b->side, 1)[0], 2);
+    weights_of(&t, 1, w, 2);
+    assert_true(w[0] == 3.0f && w[1] == 4.0f);
+    assert_null(s->weights[2]); /* catsh shares cats.id, unweighted: holes never reach it */
+    assert_int_equal(pr_fside_lengths(t.b->side, 2)[0], 4);
+    /* an absent weights list: every id takes the default; none without one */
+    assert_int_equal(decode(&t, "{\"cats\":[{\"id\":\"a\"},{\"id\":\"b\"}]}"), 1);
+    weights_of(&t, 0, w, 5);
+    assert_true(w[3] == 0.5f && w[4] == 0.5f);
+    const struct {
+        const char *doc;
+        int reason;
+        const char *says;
+    } bad[] = {
+        {"{\"hist\":[\"a\",\"b\"],\"dwell\":[1]}", PR_DEC_WRONG_TYPE, "1 numbers for 2 ids"},
+        {"{\"hist\":[\"a\"]}", PR_DEC_WRONG_TYPE, "no default"},
+        {"{\"hist\":[\"a\"],\"dwell\":[\"x\"]}", PR_DEC_WRONG_TYPE, "a string"},
+        {"{\"hist\":[\"a\"],\"dwell\":[true]}", PR_DEC_WRONG_TYPE, "a bool"},
+        {"{\"hist\":[\"a\"],\"dwell\":[1e300]}", PR_DEC_NUMBER_OUT_OF_RANGE, "beyond float32"},
+        {"{\"hist\":[\"a\"],\"dwell\":7}", PR_DEC_WRONG_TYPE, NULL},
+        {"{\"cats\":[{\"id\":\"a\",\"score\":[1]}]}", PR_DEC_WRONG_TYPE, NULL},
+    };
+    uint32_t rows = t.b->rows;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        t.rl.n = 0;
+        assert_int_equal(decode(&t, bad[i].doc), 0);
+        assert_int_equal(t.rl.n, 1);
+        assert_int_equal(t.rl.reason[0], bad[i].reason);
+        if (bad[i].says && !strstr(t.rl.detail[0], bad[i].says))
+            fail_msg("case %zu: '%s' does not say '%s'", i, t.rl.detail[0], bad[i].says);
+        assert_int_equal(t.b->rows, rows); /* nothing of a reject stays */
+        assert_int_equal(s->n_weights[0], 5);
+        assert_int_equal(s->n_weights[1], 2);
+    }
+    fx_free(&t);
+}
+
 static void test_gen_clickstream(void **state)
 {
     (void)state;
@@ -825,6 +910,7 @@ int main(void)
         cmocka_unit_test(test_filter),
         cmocka_unit_test(test_downsample),
         cmocka_unit_test(test_gen_clickstream),
+        cmocka_unit_test(test_weighted_lists),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
