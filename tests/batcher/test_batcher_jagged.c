@@ -45,6 +45,13 @@ static int64_t hist_val(int32_t p, int64_t off, int j)
 {
     return (p * 100000 + off) * 10 + j;
 }
+/* With g_weighted, hist is a weighted list: each value's weight. */
+static bool g_weighted;
+static const uint8_t weighted[NF] = {0, 1, 0};
+static float hist_w(int64_t v)
+{
+    return (float)(v % 1000) + 0.25f;
+}
 
 typedef struct jio {
     pr_block in;
@@ -63,6 +70,8 @@ static jio *jio_new(uint32_t cap)
     io->out.rejected = calloc(pr_bitmap_words(cap), sizeof(uint64_t));
     io->out.side = pr_fside_new(NL, ND, NF, cap);
     assert_non_null(io->out.side);
+    if (g_weighted)
+        assert_int_equal(pr_fside_weigh(io->out.side, 1), 0);
     return io;
 }
 
@@ -107,8 +116,11 @@ static void jrow(jio *io, int32_t p, int64_t off, int64_t et, int rejected)
     pr_fside_lengths(s, 0)[r] = 1;
     push_val(s, 0, rejected ? 0 : user_of(p, off));
     pr_fside_lengths(s, 1)[r] = hist_len(off);
-    for (int j = 0; j < hist_len(off); j++)
+    for (int j = 0; j < hist_len(off); j++) {
         push_val(s, 1, rejected ? 0 : hist_val(p, off, j));
+        if (g_weighted)
+            s->weights[1][s->n_weights[1]++] = hist_w(hist_val(p, off, j));
+    }
     pr_fside_lengths(s, 2)[r] = 1;
     push_val(s, 2, rejected ? 0 : off % 5);
     if (rejected) {
@@ -139,6 +151,8 @@ static uint64_t vocab_cb(void *opaque, uint32_t col)
 
 static const pr_batch_schema schema = {NL,         ND,        NF,    label_names, dense_names,
                                        feat_names, vocab_col, sizes, NULL, NULL};
+static const pr_batch_schema schema_w = {
+    NL, ND, NF, label_names, dense_names, feat_names, vocab_col, sizes, NULL, weighted};
 
 static fx *fx_new_split(uint32_t size, pr_batch_ordering ord, pr_batch_split split,
                         uint32_t popular_min_rows)
@@ -158,7 +172,7 @@ static fx *fx_new_split(uint32_t size, pr_batch_ordering ord, pr_batch_split spl
         .on_emit = on_emit,
         .vocab_size = vocab_cb,
         .opaque = f,
-        .schema = &schema,
+        .schema = g_weighted ? &schema_w : &schema,
     };
     char err[256];
     assert_int_equal(pr_batcher_new(&cfg, &f->bt, err, sizeof(err)), 0);
@@ -207,8 +221,12 @@ static void check_batch(const pr_batch *b, int64_t *ids)
         assert_true(b->label_mat[r * NL + 1] == (off % 3 == 0 ? 1.0f : 0.0f));
         assert_true(b->dense_mat[r] == (float)u + 0.5f);
         assert_int_equal(b->lengths[b->rows + r], hist_len(off));
-        for (int j = 0; j < hist_len(off); j++)
+        for (int j = 0; j < hist_len(off); j++) {
+            if (g_weighted) /* the weight travels with its value; 1 on the others */
+                assert_true(b->weights[at[1]] == hist_w(hist_val(p, off, j)) &&
+                            b->weights[at[0] - 1] == 1.0f && b->weights[at[2]] == 1.0f);
             assert_int_equal(b->values[at[1]++], hist_val(p, off, j));
+        }
         assert_int_equal(b->lengths[2 * b->rows + r], 1);
         assert_int_equal(b->values[at[2]++], off % 5);
     }
@@ -225,6 +243,18 @@ static void check_batch(const pr_batch *b, int64_t *ids)
     assert_int_equal(v.values_len, b->n_values * 8);
     assert_memory_equal(v.values, b->values, v.values_len);
     assert_memory_equal(v.lengths, b->lengths, v.lengths_len);
+    assert_int_equal(!b->weights, !g_weighted);
+    assert_int_equal(v.weights_len, g_weighted ? b->n_values * 4 : 0);
+    if (g_weighted) {
+        assert_memory_equal(v.weights, b->weights, v.weights_len);
+        assert_int_equal(v.n_weighted_keys, 1);
+        assert_int_equal(pr_batch_view_key_index(&v, &v.weighted_keys[0]), 1);
+        pr_batch *back = pr_batch_from_view(&v); /* the C client's batch */
+        assert_non_null(back);
+        assert_memory_equal(back->weights, b->weights, v.weights_len);
+        assert_true(back->weighted[1] && !back->weighted[0] && !back->weighted[2]);
+        pr_batch_unref(back);
+    }
     pr_batch_view_fini(&v);
     pr_batch_unref(copy);
 }
@@ -489,6 +519,21 @@ static void test_refusals(void **state)
     fx_free(f);
 }
 
+/* The same runs with hist weighted: every weight stays with its value
+ * through blocks, the event-time pool, the popular split's moves and the
+ * wire (TrainingBatch 31-32 and back). */
+static void test_weighted(void **state)
+{
+    g_weighted = true;
+    test_partition_order(state);
+    test_event_time(state);
+    test_revoke(state);
+    test_split(state);
+    test_split_event_time(state);
+    test_split_notices(state);
+    g_weighted = false;
+}
+
 static void test_schema_from_features(void **state)
 {
     (void)state;
@@ -593,6 +638,7 @@ int main(void)
         cmocka_unit_test(test_split_notices),
         cmocka_unit_test(test_split_event_time),
         cmocka_unit_test(test_schema_from_features),
+        cmocka_unit_test(test_weighted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -101,6 +101,23 @@ static pr_batch *jagged_batch(void)
     return b;
 }
 
+/* jagged_batch with "hist" weighted (weights:): 0.5 + value on its values,
+ * 1 on id's. */
+static pr_batch *weighted_batch(void)
+{
+    pr_batch *b = jagged_batch();
+    b->weights = malloc(b->n_values * sizeof(float));
+    b->weighted = calloc(2, 1);
+    assert_true(b->weights && b->weighted);
+    b->weighted[1] = 1;
+    for (uint64_t k = 0; k < b->n_values; k++)
+        b->weights[k] = k < 4 ? 1.0f : 0.5f + (float)b->values[k];
+    free(b->pb);
+    b->pb = NULL;
+    assert_int_equal(pr_batch_encode(b), 0);
+    return b;
+}
+
 /* Build the raw frame of b, check its preamble and alignment, parse it. */
 static uint8_t *raw_of_c(const pr_batch *b, bool offsets, bool compact, pr__raw_view *v)
 {
@@ -119,8 +136,9 @@ static uint8_t *raw_of_c(const pr_batch *b, bool offsets, bool compact, pr__raw_
     assert_memory_equal(fr->raw_batch.data, buf + pre, fr->raw_batch.len);
     piperec__trainer__v1__frame__free_unpacked(fr, NULL);
     assert_int_equal(pr__raw_parse(buf + pre, len - pre, v), 0);
-    for (int s = 0; s < PR__RAW_NSEC; s++) /* and from the frame start */
-        assert_int_equal((size_t)(v->sec[s] - buf) % PR__RAW_ALIGN, 0);
+    for (int s = 0; s < PR__RAW_NSEC_MAX; s++) /* and from the frame start */
+        if (s < PR__RAW_NSEC || v->sec[s])
+            assert_int_equal((size_t)(v->sec[s] - buf) % PR__RAW_ALIGN, 0);
     return buf;
 }
 
@@ -245,6 +263,46 @@ static void test_jagged(void **state)
     check_meta(&v, &pv);
     free(buf);
     pr_batch_view_fini(&pv);
+    pr_batch_unref(b);
+}
+
+/* Weights: flag 32 and an 8th section (float32, one per value, aligned),
+ * left out of the metadata, which keeps weighted_keys; a batch without
+ * them has 7 sections, as before. */
+static void test_jagged_weights(void **state)
+{
+    (void)state;
+    pr_batch *b = weighted_batch();
+    pr_batch_view pv;
+    char err[256];
+    assert_int_equal(pr_batch_decode(b->pb, b->pb_len, &pv, err, sizeof(err)), 0);
+    assert_int_equal(pv.weights_len, b->n_values * 4);
+    pr__raw_view v;
+    uint8_t *buf = raw_of(b, false, &v);
+    assert_int_equal(v.flags, PR__RAW_F_JAGGED | PR__RAW_F_WEIGHTS);
+    assert_int_equal(v.sec_len[PR__RAW_WEIGHTS], b->n_values * 4);
+    assert_memory_equal(v.sec[PR__RAW_WEIGHTS], b->weights, b->n_values * 4);
+    uint32_t nsec;
+    memcpy(&nsec, buf + v.preamble + 60, 4); /* the header's section count */
+    assert_int_equal(nsec, 8);
+    check_meta(&v, &pv);
+    Piperec__V1__TrainingBatch *m =
+        piperec__v1__training_batch__unpack(NULL, v.sec_len[PR__RAW_META], v.sec[PR__RAW_META]);
+    assert_non_null(m);
+    assert_int_equal(m->weights.len, 0);
+    assert_int_equal(m->n_weighted_keys, 1);
+    assert_string_equal(m->weighted_keys[0], "hist");
+    piperec__v1__training_batch__free_unpacked(m, NULL);
+    free(buf);
+    pr_batch_view_fini(&pv);
+    pr_batch_unref(b);
+    b = jagged_batch(); /* no weights: 7 sections, no flag */
+    buf = raw_of(b, false, &v);
+    assert_int_equal(v.flags, PR__RAW_F_JAGGED);
+    assert_null(v.sec[PR__RAW_WEIGHTS]);
+    memcpy(&nsec, buf + v.preamble + 60, 4);
+    assert_int_equal(nsec, 7);
+    free(buf);
     pr_batch_unref(b);
 }
 
@@ -691,6 +749,10 @@ static void expect_same_view(const pr_batch_view *a, const pr_batch_view *b)
     assert_int_equal(a->n_vocab_sizes, b->n_vocab_sizes);
     assert_int_equal(a->n_recycled, b->n_recycled);
     assert_int_equal(a->n_ranges, b->n_ranges);
+    assert_int_equal(a->weights_len, b->weights_len);
+    if (a->weights_len)
+        assert_memory_equal(a->weights, b->weights, a->weights_len);
+    assert_int_equal(a->n_weighted_keys, b->n_weighted_keys);
 }
 
 static void client_raw_case(pr_batch *b, uint8_t width, bool jagged)
@@ -726,12 +788,15 @@ static void test_client_raw_equals_pb(void **state)
 {
     (void)state;
     pr_batch *b8 = criteo_batch(37, 8), *b4 = criteo_batch(37, 4), *bj = jagged_batch();
+    pr_batch *bw = weighted_batch();
     client_raw_case(b8, 8, false);
     client_raw_case(b4, 4, false);
     client_raw_case(bj, 8, true);
+    client_raw_case(bw, 8, true);
     pr_batch_unref(b8);
     pr_batch_unref(b4);
     pr_batch_unref(bj);
+    pr_batch_unref(bw);
 }
 
 int main(void)
@@ -742,6 +807,7 @@ int main(void)
         cmocka_unit_test(test_parse_rejects),  cmocka_unit_test(test_sink_layouts),
         cmocka_unit_test(test_criteo_compact), cmocka_unit_test(test_frame_outside_lock),
         cmocka_unit_test(test_unix_socket),    cmocka_unit_test(test_client_raw_equals_pb),
+        cmocka_unit_test(test_jagged_weights),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
