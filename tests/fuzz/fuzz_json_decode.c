@@ -4,7 +4,8 @@
  * extractor plus the schema's type rules and operators (defaults, lists with
  * keep last, lists of objects, hex2int, bucketize, hash, a cross,
  * hour_of_day, event time, two dense vectors as lists, one as base64 float32
- * bytes), behind a record filter (one condition on a
+ * bytes, two weighted lists: one over a list of objects with a default, one
+ * parallel without), behind a record filter (one condition on a
  * feature's path: the filter's own extraction when a feature refuses) and
  * a keyed downsample with a weight label.
  *
@@ -51,13 +52,15 @@ static const char yaml[] =
     "      sparse:\n"
     "        - { name: u, path: u.id, ops: [vocab] }\n"
     "        - { name: c, path: i.c, default: none, ops: [vocab] }\n"
-    "        - { name: h, path: h, list: { max_len: 4, keep: last }, ops: [vocab] }\n"
+    "        - { name: h, path: h, list: { max_len: 4, keep: last }, weights: { path: hw },\n"
+    "            ops: [vocab] }\n"
     "        - { name: t, path: i.t, list: { max_len: 3 }, ops: [ { hash: 97 } ] }\n"
     "        - { name: x, path: x, ops: [hex2int, vocab] }\n"
     "        - { name: a, path: u.a, ops: [ { bucketize: [1, 10, 100] } ] }\n"
     "        - { name: hr, path: ts, ops: [hour_of_day] }\n"
     "        - { name: cx, cross: [i.c, u.id], ops: [ { hash: 1000 } ] }\n"
-    "        - { name: ia, path: imp.ad, list: { max_len: 3, keep: last }, ops: [vocab] }\n"
+    "        - { name: ia, path: imp.ad, list: { max_len: 3, keep: last },\n"
+    "            weights: { path: imp.w, default: 1 }, ops: [vocab] }\n"
     "        - { name: ip, path: imp.p, list: { max_len: 5 }, ops: [ { hash: 13 } ] }\n";
 
 static pr_config *g_cfg;
@@ -81,7 +84,7 @@ static void fuzz_init(void)
 
 /* Elements per vocab column and values per side feature. */
 typedef struct counts {
-    uint32_t rows, col[PR_MAX_SPARSE], val[PR_MAX_SPARSE];
+    uint32_t rows, col[PR_MAX_SPARSE], val[PR_MAX_SPARSE], wts[PR_MAX_SPARSE];
 } counts;
 
 static void snap(const pr_block *b, counts *c)
@@ -90,8 +93,10 @@ static void snap(const pr_block *b, counts *c)
     c->rows = b->rows;
     for (uint32_t k = 0; k < b->n_sparse; k++)
         c->col[k] = b->col_rows[k];
-    for (uint16_t f = 0; f < b->side->n_feat; f++)
+    for (uint16_t f = 0; f < b->side->n_feat; f++) {
         c->val[f] = b->side->n_values[f];
+        c->wts[f] = b->side->n_weights[f];
+    }
 }
 
 static void check_row(const pr_block *b, const counts *before)
@@ -111,6 +116,13 @@ static void check_row(const pr_block *b, const counts *before)
             FUZZ_CHECK(b->col_rows[c] - before->col[c] == (uint32_t)len);
         else
             FUZZ_CHECK(s->n_values[f] - before->val[f] == (uint32_t)len);
+        /* a weighted list: one finite float32 weight per element */
+        FUZZ_CHECK(!pr_feature_weighted(fe) == !s->weights[f]);
+        if (s->weights[f]) {
+            FUZZ_CHECK(s->n_weights[f] - before->wts[f] == (uint32_t)len);
+            for (uint32_t k = before->wts[f]; k < s->n_weights[f]; k++)
+                FUZZ_CHECK(isfinite(s->weights[f][k]));
+        }
         f++;
     }
     /* every dense column (a vector's included) a finite float32 */
@@ -166,6 +178,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                               o->sparse_u64 + (size_t)c * o->scap, n * sizeof(uint64_t)) == 0);
         else
             FUZZ_CHECK(memcmp(s->values[f] + before.val[f], t->values[f], n * sizeof(int64_t)) ==
+                       0);
+        if (s->weights[f])
+            FUZZ_CHECK(memcmp(s->weights[f] + before.wts[f], t->weights[f], n * sizeof(float)) ==
                        0);
     }
     pr_block_reset(o);
