@@ -87,6 +87,11 @@ static void pr__feature_line(const pr_feature_spec *f)
         printf("  unit %s", pr_time_unit_names[f->unit]);
     if (f->kind == PR_FEAT_LIST)
         printf("  max_len %u keep %s", f->max_len, f->keep_last ? "last" : "first");
+    if (pr_feature_weighted(f)) {
+        printf("  weights %s", f->weights_path);
+        if (f->has_weight_default)
+            printf(" (default %g)", (double)f->weight_default);
+    }
     if (f->dim)
         printf("  dim %u%s (columns %s[0]..%s[%u])", f->dim,
                f->encoding == PR_VEC_F32 ? " f32 bytes" : "", f->name, f->name, f->dim - 1u);

@@ -639,6 +639,7 @@ typedef enum pr__ikind {
     PR__IK_DENSE,
     PR__IK_SPARSE,
     PR__IK_LIST,
+    PR__IK_WEIGHTS, /* the weights of a list feature beside it (pr__infer_weights) */
 } pr__ikind;
 
 typedef struct pr__idec {
@@ -646,9 +647,10 @@ typedef struct pr__idec {
     pr_time_unit unit;
     char why[256];  /* SKIP: the reason; else what was seen */
     char ops[200];  /* the ops list, or "" */
-    char extra[64]; /* more keys: "default: 0", "list: { max_len: 9 }", "dim: 64" */
+    char extra[256]; /* more keys: "default: 0", "list: { max_len: 9 }", "dim: 64" */
     char name[PR_NAME_MAX];
-    uint32_t dim; /* DENSE: 0 a number, else a vector's length (its dense columns) */
+    uint32_t dim;  /* DENSE: 0 a number, else a vector's length (its dense columns) */
+    bool weights;  /* SKIP: fractional numbers under a list of objects: a list's weights? */
 } pr__idec;
 
 static const char *pr__last_seg(const char *path)
@@ -1187,6 +1189,7 @@ static bool pr__inf_vector(const pr__ictx *c, pr__idec *d)
     if (ip->under_list) {
         pr__inf_skip(d, "a list of numbers under a list of objects (a dense vector reads one "
                         "list of numbers, a list feature reads ids)");
+        d->weights = frac && !ip->n_str && !ip->n_bool && !ip->nested && ip->max_abs <= FLT_MAX;
         return true;
     }
     char b[256];
@@ -1495,6 +1498,43 @@ static void pr__feature_line(pr_mbuf *mb, const pr__ip *ip, const pr__idec *d)
     pr_mbuf_puts(mb, "\n");
 }
 
+/* Fractional numbers beside the ids of one list feature in a list of
+ * objects ("cats": [{"id": "a", "score": 0.7}]) become that list's weights
+ * (an id-score list), with default 1 for an id without one. Two or more
+ * id lists under the same objects: which one they weigh is the user's
+ * call; they stay out, with the reason. */
+static void pr__infer_weights(const pr_infer *inf, pr__idec *ds)
+{
+    for (size_t i = 0; i < inf->n; i++) {
+        if (ds[i].kind != PR__IK_SKIP || !ds[i].weights)
+            continue;
+        const char *p = inf->ps[i].path, *dot = strrchr(p, '.');
+        size_t plen = dot ? (size_t)(dot - p) + 1 : 0, n_ids = 0, j = 0;
+        for (size_t k = 0; k < inf->n; k++)
+            if (ds[k].kind == PR__IK_LIST && inf->ps[k].under_list && !inf->ps[k].nested &&
+                !strncmp(inf->ps[k].path, p, plen) && !strchr(inf->ps[k].path + plen, '.')) {
+                n_ids++;
+                j = k;
+            }
+        if (n_ids != 1) {
+            if (n_ids > 1)
+                snprintf(ds[i].why, sizeof(ds[i].why),
+                         "numbers beside %zu id lists in one list of objects: weights of one? "
+                         "(give it weights: { path: %.100s })",
+                         n_ids, p);
+            continue;
+        }
+        size_t el = strlen(ds[j].extra);
+        snprintf(ds[j].extra + el, sizeof(ds[j].extra) - el, ", weights: { path: %s, default: 1 }",
+                 p);
+        el = strlen(ds[j].why);
+        snprintf(ds[j].why + el, sizeof(ds[j].why) - el,
+                 "; weighted by %s (%.6g..%.6g; 1 for an id without one)", pr__last_seg(p),
+                 inf->ps[i].min, inf->ps[i].max);
+        ds[i].kind = PR__IK_WEIGHTS;
+    }
+}
+
 /* The schema's caps, the first features seen kept: at most PR_MAX_DENSE
  * dense features in PR_MAX_DENSE_COLS dense columns (a vector takes its
  * dim: one that does not fit in what is left is left out, a later smaller
@@ -1558,6 +1598,7 @@ static int pr__infer_decide_all(const pr_infer *inf, const pr_infer_opts *o, pr_
             pr__inf_decide(inf, &inf->ps[i], o, false, &ds[i]);
     }
     pr__infer_caps(ds, inf->n);
+    pr__infer_weights(inf, ds);
     for (size_t i = 0; i < inf->n; i++)
         if (ds[i].kind > PR__IK_SKIP && ds[i].kind != PR__IK_TIME)
             pr__inf_name(inf->ps, ds, inf->n, i, ds);

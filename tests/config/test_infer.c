@@ -223,7 +223,11 @@ static void test_shapes(void **state)
     assert_int_equal(f->unit, PR_TIME_RFC3339);
     feat_ok(&r, "mixed", PR_FEAT_SPARSE, "mixed"); /* 1 and "one": two kinds of ids */
     assert_non_null(strstr(r.text.buf, "are two ids"));
-    skipped(&r, "imps.bid", "a list of numbers under a list of objects");
+    /* bid beside the one id list in imps: its weights, 1 for the ad without */
+    f = feat(&r, "ad");
+    assert_string_equal(f->weights_path, "imps.bid");
+    assert_true(f->has_weight_default && f->weight_default == 1.0f);
+    assert_null(strstr(r.text.buf, "#   imps.bid: "));
     f = feat_ok(&r, "emb", PR_FEAT_DENSE, "emb"); /* [0.5, x]: a vector of 2 */
     assert_int_equal(f->dim, 2);
     skipped(&r, "shape", "an object, a list or a value");
@@ -234,6 +238,23 @@ static void test_shapes(void **state)
     skipped(&r, "obj_list.t", "a list inside a list of objects");
     assert_non_null(strstr(r.text.buf, "nested over 64 deep"));
     assert_non_null(strstr(r.text.buf, "# no label found"));
+    inferred_free(&r);
+    repeat_free(ev);
+}
+
+/* Numbers beside two id lists in one list of objects weigh neither (which
+ * one is the user's call); integers there are ids, not weights. */
+static void test_weights(void **state)
+{
+    (void)state;
+    char **ev = repeat("{\"imps\": [{\"ad\": \"a%d\", \"cat\": \"c%d\", \"score\": 0.%d, "
+                       "\"pos\": %d}]}",
+                       80);
+    inferred r;
+    infer_ok((const char *const *)ev, NULL, &r);
+    assert_int_equal(feat(&r, "ad")->weights_path[0], 0);
+    assert_int_equal(feat(&r, "cat")->weights_path[0], 0);
+    skipped(&r, "imps.score", "numbers beside 3 id lists in one list of objects");
     inferred_free(&r);
     repeat_free(ev);
 }
@@ -717,7 +738,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kinds),          cmocka_unit_test(test_missing),
-        cmocka_unit_test(test_shapes),         cmocka_unit_test(test_options),
+        cmocka_unit_test(test_shapes),
+        cmocka_unit_test(test_weights),         cmocka_unit_test(test_options),
         cmocka_unit_test(test_bad_lines),      cmocka_unit_test(test_names),
         cmocka_unit_test(test_review),         cmocka_unit_test(test_review2),
         cmocka_unit_test(test_vectors),        cmocka_unit_test(test_vector_budget),
