@@ -35,6 +35,11 @@
 #      200K events) at 1 thread against the same events with the vector
 #      written as 64 named fields (identical dense.npy checked) and against a
 #      Python json.loads + numpy loop; ratios
+#   4f. bench/bench_weights.sh: weighted lists (an id-score list over a list
+#      of objects and a history with dwell times, BENCH_W_ROWS, default 200K
+#      events) at 1 thread against the same config without weights (the
+#      same ids checked) and against a Python converter to the same arrays
+#      (checked); ratios
 #   5. the pandas/numpy baseline (bench/baseline_pandas.py, one core) on the
 #      first BENCH_BASELINE_ROWS rows (default 300K; it is ~100x slower),
 #      checked against piperec's output for the same rows
@@ -150,6 +155,7 @@ done
 
 BENCH_TMP=${BENCH_TMP:-/tmp} sh "$HERE/bench_process_json.sh" "$BUILD" | collect
 BENCH_TMP=${BENCH_TMP:-/tmp} sh "$HERE/bench_vectors.sh" "$BUILD" | collect
+BENCH_TMP=${BENCH_TMP:-/tmp} sh "$HERE/bench_weights.sh" "$BUILD" | collect
 
 echo "== 5. pandas baseline: $BASE_ROWS rows, 1 core" >&2
 head -n "$BASE_ROWS" "$TMP/data.tsv" > "$TMP/slice.tsv"
