@@ -130,8 +130,6 @@ int pr_fside_reserve_weights(pr_fside *s, uint16_t f, uint32_t more)
 
 int pr_fside_reserve(pr_fside *s, uint16_t f, uint32_t more)
 {
-    if (s->weights[f] && pr_fside_reserve_weights(s, f, more))
-        return PR_ENOMEM;
     uint64_t need = (uint64_t)s->n_values[f] + more;
     if (need <= s->values_cap[f])
         return 0;
@@ -173,7 +171,8 @@ int pr_fside_copy_rows(pr_fside *dst, uint32_t d0, const pr_fside *src, uint32_t
         if (off + k > src->n_values[f] || !dst->weights[f] != !src->weights[f] ||
             (src->weights[f] && off + k > src->n_weights[f]))
             return PR_EINVAL;
-        if (pr_fside_reserve(dst, f, (uint32_t)k))
+        if (pr_fside_reserve(dst, f, (uint32_t)k) ||
+            (dst->weights[f] && pr_fside_reserve_weights(dst, f, (uint32_t)k)))
             return PR_ENOMEM;
         memcpy(dst->lengths + (size_t)f * dst->cap + d0, sl + s0, (size_t)n * sizeof(int32_t));
         memcpy(dst->values[f] + dst->n_values[f], src->values[f] + off, k * sizeof(int64_t));

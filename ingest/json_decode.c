@@ -42,6 +42,7 @@ typedef struct pr__jfeat {
     uint16_t slot;                   /* label / dense index (a vector's first column) */
     uint16_t dim;                    /* f->dim: a dense vector's columns, 0 a number */
     int32_t wcol;                    /* a weighted list's weights path: extractor column, -1 */
+    bool holes;                      /* its path is PR_JSON_ALIGNED: may hold holes */
 } pr__jfeat;
 
 /* Where the filter's and the downsample's paths are in an extracted block:
@@ -71,6 +72,7 @@ struct pr_json_decoder {
     pr_json_block *fjb;
     float weight; /* the record's weight label (downsample) */
     uint16_t n_labels, n_dense, n_side;
+    bool weighted; /* some list has weights (d->wt) */
     /* one record, staged */
     float *labels, *dense; /* [n_labels], [n_dense] */
     int64_t event_ms;
@@ -185,6 +187,9 @@ static int pr__paths(pr_json_decoder *d, const pr_feature_schema *fs, pr_json_pa
                          : uses[j] == 2 ? PR_JSON_LIST
                          : uses[j] == 1 ? PR_JSON_SCALAR
                                         : PR_JSON_SCALAR_OR_LIST;
+    for (uint32_t i = 0; i < fs->n_features; i++)
+        d->feat[i].holes = fs->features[i].n_paths == 1 &&
+                           paths[d->feat[i].col[0]].shape == PR_JSON_ALIGNED;
     free(uses);
     *n_out = n;
     return rc;
@@ -217,6 +222,7 @@ static int pr__stage_alloc(pr_json_decoder *d, const pr_feature_schema *fs)
             return PR_ENOMEM;
         if (jf->wcol >= 0 && !(d->wt[jf->side] = calloc(m ? m : 1, sizeof(float))))
             return PR_ENOMEM;
+        d->weighted |= jf->wcol >= 0;
     }
     return 0;
 }
@@ -748,24 +754,33 @@ static int pr__list(pr_json_decoder *d, const pr__jfeat *jf)
     if (weighted && (rc = pr__weights(d, jf, n)))
         return rc;
     uint32_t m = 0;
-    for (uint32_t k = 0; k < n; k++) {
-        if (c->any[k].type == PR_JSON_HOLE)
-            continue;
-        if (weighted)
-            d->fw[m] = d->fw[k];
-        pr__value(d, jf->col[0], k, &d->fv[m++], jf->tunit);
-    }
+    if (!jf->holes) /* the common case: no holes to drop, no weights */
+        for (; m < n; m++)
+            pr__value(d, jf->col[0], m, &d->fv[m], jf->tunit);
+    else
+        for (uint32_t k = 0; k < n; k++) {
+            if (c->any[k].type == PR_JSON_HOLE)
+                continue;
+            if (weighted)
+                d->fw[m] = d->fw[k];
+            pr__value(d, jf->col[0], k, &d->fv[m++], jf->tunit);
+        }
     if ((rc = pr__chain(d, f, 0, to, d->fv, m)))
         return rc;
     uint32_t kept = 0; /* missing elements dropped (with their weights), order kept */
-    for (uint32_t k = 0; k < m; k++)
-        if (d->fv[k].type != PR_FVAL_MISSING) {
-            if (weighted)
+    if (!weighted) {
+        for (uint32_t k = 0; k < m; k++)
+            if (d->fv[k].type != PR_FVAL_MISSING)
+                d->fv[kept++] = d->fv[k];
+    } else {
+        for (uint32_t k = 0; k < m; k++)
+            if (d->fv[k].type != PR_FVAL_MISSING) {
                 d->fw[kept] = d->fw[k];
-            d->fv[kept++] = d->fv[k];
-        }
-    if (weighted && (rc = pr__weights_fill(d, jf, kept)))
-        return rc;
+                d->fv[kept++] = d->fv[k];
+            }
+        if ((rc = pr__weights_fill(d, jf, kept)))
+            return rc;
+    }
     uint32_t first = kept > f->max_len && f->keep_last ? kept - f->max_len : 0;
     m = kept - first < f->max_len ? kept - first : f->max_len;
     for (uint32_t k = 0; k < m; k++)
@@ -981,8 +996,10 @@ static int pr__commit(pr_json_decoder *d, const pr_decode_ctx *ctx, pr_block *b,
     if (!pr_block_fits(b, d->need))
         return PR_EFULL;
     for (uint16_t f = 0; f < d->n_side; f++)
-        if ((s->vocab_col[f] < 0 && pr_fside_reserve(s, f, d->cnt[f])) ||
-            (d->wt[f] && pr_fside_reserve_weights(s, f, d->cnt[f])))
+        if (s->vocab_col[f] < 0 && pr_fside_reserve(s, f, d->cnt[f]))
+            return PR_ENOMEM;
+    for (uint16_t f = 0; d->weighted && f < d->n_side; f++)
+        if (d->wt[f] && pr_fside_reserve_weights(s, f, d->cnt[f]))
             return PR_ENOMEM;
     uint32_t r = b->rows;
     memcpy(s->labels + (size_t)r * d->n_labels, d->labels, d->n_labels * sizeof(float));
@@ -991,7 +1008,7 @@ static int pr__commit(pr_json_decoder *d, const pr_decode_ctx *ctx, pr_block *b,
     for (uint16_t f = 0; f < d->n_side; f++) {
         uint32_t n = d->cnt[f];
         pr_fside_lengths(s, f)[r] = (int32_t)n;
-        if (d->wt[f]) {
+        if (d->weighted && d->wt[f]) {
             memcpy(s->weights[f] + s->n_weights[f], d->wt[f], (size_t)n * sizeof(float));
             s->n_weights[f] += n;
         }

@@ -239,8 +239,8 @@ typedef struct pr_fside {
 pr_fside *pr_fside_new(uint16_t n_labels, uint16_t n_dense, uint16_t n_feat, uint32_t cap);
 void pr_fside_free(pr_fside *s);
 void pr_fside_reset(pr_fside *s);
-/* Make room for `more` values of feature f past n_values[f] (and, for a
- * weighted feature, `more` weights past n_weights[f]): 0 or PR_ENOMEM. */
+/* Make room for `more` values of feature f past n_values[f]: 0 or
+ * PR_ENOMEM (weights: pr_fside_reserve_weights). */
 int pr_fside_reserve(pr_fside *s, uint16_t f, uint32_t more);
 /* Make feature f weighted (weights[f] allocated, room for cap weights):
  * 0, or PR_ENOMEM. Idempotent. */
