@@ -19,7 +19,8 @@ Example::
 Raw tensor layout (``layout="raw"``, docs/trainer-protocol.md "Raw batch
 layout"): the server sends each batch as one fixed header and 64-byte
 aligned sections (dense and labels float32 row-major, KeyedJaggedTensor
-int64 values and int32 lengths), and ``recv(into=...)`` receives a batch
+int64 values and int32 lengths, and float32 weights when a list feature is
+weighted), and ``recv(into=...)`` receives a batch
 straight into a caller's preallocated buffer (pinned memory for a GPU
 feed), the arrays being views on it. A server that predates the layout
 answers with TrainingBatch frames, which decode as always.
@@ -42,7 +43,7 @@ import time
 import numpy as np
 
 __all__ = ["TrainerClient", "Batch", "Position", "ServerError", "ConnectionClosed", "PROTOCOL_VERSION",
-           "LAYOUT_PROTOBUF", "LAYOUT_RAW", "decode_raw"]
+           "LAYOUT_PROTOBUF", "LAYOUT_RAW", "decode_raw", "UnknownFeature"]
 
 PROTOCOL_VERSION = 1
 MAX_FRAME = 1 << 31
@@ -61,10 +62,12 @@ _LAYOUTS = {"protobuf": LAYOUT_PROTOBUF, "raw": LAYOUT_RAW}
 # sequence, n_values, n_notices, n_sections; then (offset, bytes) pairs.
 RAW_MAGIC, RAW_VERSION, RAW_HEADER = 0x54425250, 1, 128
 RAW_JAGGED, RAW_POPULAR, RAW_OFFSETS, RAW_UNIT, RAW_VALUES32 = 1, 2, 4, 8, 16
+RAW_WEIGHTS = 32  # section 7 (float32 weights, one per value) present; 8 sections
 _RAW_HDR = struct.Struct("<IHHIIIIIIQQQII")
-(S_DENSE, S_LABELS, S_LENGTHS, S_VALUES, S_OFFSETS, S_NOTICES, S_META) = range(7)
-_RAW_NSEC = 7
+(S_DENSE, S_LABELS, S_LENGTHS, S_VALUES, S_OFFSETS, S_NOTICES, S_META, S_WEIGHTS) = range(8)
+_RAW_NSEC = 7  # sections every raw batch has; S_WEIGHTS comes with RAW_WEIGHTS only
 _RAW_TABLE = struct.Struct("<%dI" % (2 * _RAW_NSEC))  # the section table: (offset, bytes) each
+_RAW_SEC7 = struct.Struct("<II")  # section 7's (offset, bytes), at header offset 120
 _F4, _I4, _I8 = np.dtype("<f4"), np.dtype("<i4"), np.dtype("<i8")
 SMALL_FRAME = 4096  # frames up to this size never go into a caller's buffer
 HEAD_READ = 256  # bytes read for a frame's head when it may go into a caller's buffer
@@ -85,6 +88,15 @@ class ServerError(Exception):
         self.endpoint = endpoint
         where = "" if endpoint is None else "piperec at %s: " % endpoint
         super().__init__("%sserver error %s: %s" % (where, self.code, message))
+
+
+class UnknownFeature(ValueError, KeyError):
+    """Batch.feature(name) / feature_weights(name) of a name the batch's
+    ``keys`` lack: a ValueError (what ``keys.index`` raised before) and a
+    KeyError."""
+
+    def __str__(self):  # a KeyError would quote its message
+        return str(self.args[0]) if self.args else ""
 
 
 class ConnectionClosed(ConnectionError, EOFError):
@@ -290,15 +302,24 @@ class Batch:
     Criteo batch's ``values``/``sparse`` are int32 when the pipeline's
     columns are, and ``lengths`` is a shared array of ones (read only by
     convention). ``raw_flags`` is the raw header's flags word (8: unit
-    lengths, 16: int32 values; docs/trainer-protocol.md), 0 for a
-    TrainingBatch; ``piperec.feed.widen`` clears 8 and 16 when it rebuilds
-    the full form."""
+    lengths, 16: int32 values, 32: weights; docs/trainer-protocol.md), 0
+    for a TrainingBatch; ``piperec.feed.widen`` clears 8 and 16 when it
+    rebuilds the full form.
+
+    Weighted lists (id-score lists, ``weights:`` in the schema): ``weights``
+    is float32 [n_values], one weight per value in the order of ``values``
+    (the KeyedJaggedTensor's weights: 1.0 on the values of a feature without
+    weights), a view on the frame like ``values``; ``weighted_keys`` names
+    the features whose weights came from the events. A batch of a schema
+    without weighted lists (and every Criteo batch) has ``weights`` None and
+    ``weighted_keys`` []. ``feature_weights(name)`` gives one feature's
+    weights, aligned with ``feature(name)``'s values."""
 
     __slots__ = ("pipeline", "replica", "popular", "hot_version", "recycled", "epoch", "sequence", "rows", "n_dense", "n_sparse", "sparse_width", "labels",
                  "dense", "sparse", "offsets", "min_event_time_ms", "max_event_time_ms",
                  "emit_time_ms", "vocab_sizes", "sparse_names", "jagged", "n_labels",
                  "label_names", "dense_names", "_keys", "_values", "_lengths", "layout",
-                 "kjt_offsets", "raw_flags")
+                 "kjt_offsets", "raw_flags", "weights", "weighted_keys")
 
     @property
     def keys(self):
@@ -328,12 +349,32 @@ class Batch:
         dense vector (``dim:``), [rows, 1] for a number (dense_slices)."""
         return self.dense[:, dense_slices(self.dense_names)[name]]
 
+    def _feature_span(self, name):
+        """(first value, value count, lengths [rows]) of feature `name`;
+        ValueError (a KeyError too) for a name not in ``keys``."""
+        try:
+            f = self.keys.index(name)
+        except ValueError:
+            raise UnknownFeature("no feature %r in this batch (keys: %s)"
+                                 % (name, ", ".join(self.keys))) from None
+        lengths = self.lengths[f * self.rows:(f + 1) * self.rows]
+        start = int(self.lengths[:f * self.rows].sum(dtype=np.int64))
+        return start, int(lengths.sum(dtype=np.int64)), lengths
+
     def feature(self, name):
         """(values, lengths) of one sparse feature: lengths int32 [rows]."""
-        f = self.keys.index(name)
-        lengths = self.lengths[f * self.rows:(f + 1) * self.rows]
-        start = int(self.lengths[:f * self.rows].sum())
-        return self.values[start:start + int(lengths.sum())], lengths
+        start, n, lengths = self._feature_span(name)
+        return self.values[start:start + n], lengths
+
+    def feature_weights(self, name):
+        """One feature's weights: float32, as long as ``feature(name)``'s
+        values (a view on ``weights``); ones for a feature without weights
+        in a batch that has some; None when the batch has no weights. An
+        unknown name raises as ``feature(name)`` does."""
+        start, n, _ = self._feature_span(name)
+        if self.weights is None:
+            return None
+        return self.weights[start:start + n]
 
     def to_torch(self):
         """(dense, sparse, labels) as torch tensors sharing memory with the
@@ -448,6 +489,7 @@ def _new_batch():
     b._keys = b._values = b._lengths = None
     b.layout, b.kjt_offsets = "protobuf", None
     b.raw_flags = 0
+    b.weights, b.weighted_keys = None, []
     return b
 
 
@@ -457,8 +499,9 @@ _META_VARINT = {2: "sequence", 3: "rows", 4: "n_dense", 5: "n_sparse", 6: "spars
                 16: "epoch", 21: "hot_version", 26: "n_labels"}
 _META_SIGNED = {11: "min_event_time_ms", 12: "max_event_time_ms", 13: "emit_time_ms"}
 _META_BOOL = {20: "popular", 22: "jagged"}
-_META_TEXT = {23: None, 29: "label_names", 30: "dense_names", 15: "sparse_names"}
-_TENSOR_FIELDS = frozenset((7, 8, 9, 24, 25, 27, 28))
+_META_TEXT = {23: None, 29: "label_names", 30: "dense_names", 15: "sparse_names",
+              32: "weighted_keys"}
+_TENSOR_FIELDS = frozenset((7, 8, 9, 24, 25, 27, 28, 31))
 _PACKED = {}  # packed vocab_sizes bytes -> tuple of ints (they change slowly)
 
 
@@ -554,8 +597,18 @@ def decode_batch(buf, start=0, end=None):
     return b
 
 
+def _check_weighted(b, what):
+    """A batch's weighted_keys against its keys and weights (both or neither)."""
+    if b.weighted_keys and b.weights is None:
+        raise ValueError("%s: weighted_keys %s without weights" % (what, b.weighted_keys))
+    unknown = [k for k in b.weighted_keys if k not in b._keys]
+    if unknown:
+        raise ValueError("%s: weighted_keys %s not among the feature keys" % (what, unknown))
+
+
 def _decode_jagged(b, mv, spans, feature_keys):
-    """The jagged tensors (fields 24, 25, 27, 28) as views on the frame."""
+    """The jagged tensors (fields 24, 25, 27, 28; 31 when weighted) as views
+    on the frame."""
     rows, nf = b.rows, b.n_sparse
 
     def arr(num, dtype, want):
@@ -571,7 +624,10 @@ def _decode_jagged(b, mv, spans, feature_keys):
     b._lengths = arr(25, np.int32, nf * rows)
     if (b._lengths < 0).any():
         raise ValueError("jagged batch: negative length")
-    b._values = arr(24, np.int64, int(b._lengths.sum()))
+    b._values = arr(24, np.int64, int(b._lengths.sum(dtype=np.int64)))
+    if 31 in spans:  # weighted lists: one float32 per value
+        b.weights = arr(31, np.float32, len(b._values))
+    _check_weighted(b, "jagged batch")
     b.labels = arr(27, np.float32, rows * b.n_labels).reshape(rows, b.n_labels)
     b.dense = arr(28, np.float32, rows * b.n_dense).reshape(rows, b.n_dense)
     b.sparse = None
@@ -601,15 +657,22 @@ def decode_raw(buf, start=0, end=None, keys=None):
     if end - start < RAW_HEADER:
         raise ValueError("raw batch: %d bytes, shorter than its header" % (end - start))
     (magic, version, hbytes, flags, rows, n_dense, n_labels, n_keys, _pre, epoch, seq, n_values,
-     n_notices, nsec) = _RAW_HDR.unpack_from(buf, start)
-    if magic != RAW_MAGIC or version != RAW_VERSION or hbytes < RAW_HEADER or nsec < _RAW_NSEC:
+     n_notices, nsec_hdr) = _RAW_HDR.unpack_from(buf, start)
+    if magic != RAW_MAGIC or version != RAW_VERSION or hbytes < RAW_HEADER or nsec_hdr < _RAW_NSEC:
         raise ValueError("raw batch: bad header (magic %#x, version %d)" % (magic, version))
     table = _RAW_TABLE.unpack_from(buf, start + 64)
     want = (rows * n_dense * 4, rows * n_labels * 4, 0 if flags & RAW_UNIT else n_keys * rows * 4,
             n_values * (4 if flags & RAW_VALUES32 else 8),
             (n_keys * rows + 1) * 4 if flags & RAW_OFFSETS else 0, n_notices * 32, None)
+    nsec = _RAW_NSEC
+    if flags & RAW_WEIGHTS:  # section 7, its (offset, bytes) at header offset 120
+        if nsec_hdr < _RAW_NSEC + 1:
+            raise ValueError("raw batch: weights flag with %d sections" % nsec_hdr)
+        table += _RAW_SEC7.unpack_from(buf, start + 64 + 8 * _RAW_NSEC)
+        want += (n_values * 4,)
+        nsec += 1
     sec = []
-    for i in range(_RAW_NSEC):
+    for i in range(nsec):
         off, n = table[2 * i], table[2 * i + 1]
         if off < hbytes or start + off + n > end or (want[i] is not None and n != want[i]):
             raise ValueError("raw batch: section %d (%d bytes at %d) does not fit its shape"
@@ -627,11 +690,16 @@ def decode_raw(buf, start=0, end=None, keys=None):
     b._lengths = _ones(n_keys * rows) if flags & RAW_UNIT else np.frombuffer(sec[S_LENGTHS], i4)
     b._values = np.frombuffer(sec[S_VALUES], i4 if flags & RAW_VALUES32 else i8)
     b.kjt_offsets = np.frombuffer(sec[S_OFFSETS], i4) if flags & RAW_OFFSETS else None
+    if flags & RAW_WEIGHTS:
+        b.weights = np.frombuffer(sec[S_WEIGHTS], f4)
+    elif b.weighted_keys:
+        raise ValueError("raw batch: weighted_keys %s without the weights flag" % b.weighted_keys)
     if b.jagged:
         b.n_labels, b.labels, b.sparse = n_labels, labels, None
         if len(feature_keys) != n_keys:
             raise ValueError("raw batch: %d feature keys for %d keys" % (len(feature_keys), n_keys))
         b._keys = feature_keys
+        _check_weighted(b, "raw batch")
     else:
         b.labels, b.sparse_width = labels.reshape(rows), b._values.dtype.itemsize
         b.sparse = b._values.reshape(n_keys, rows).T

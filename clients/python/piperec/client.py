@@ -7,7 +7,8 @@ the package has one import path: ``from piperec.client import TrainerClient``.
 
 from piperec_client import (PROTOCOL_VERSION, Batch, ServerError, TrainerClient,  # noqa: F401
                             decode_batch, main, RecycledTracker, ConnectionClosed, decode_raw,
-                            LAYOUT_PROTOBUF, LAYOUT_RAW, dense_slices)
+                            LAYOUT_PROTOBUF, LAYOUT_RAW, dense_slices, UnknownFeature)
 
 __all__ = ["TrainerClient", "Batch", "ServerError", "PROTOCOL_VERSION", "decode_batch", "main", "RecycledTracker",
-           "ConnectionClosed", "decode_raw", "LAYOUT_PROTOBUF", "LAYOUT_RAW", "dense_slices"]
+           "ConnectionClosed", "decode_raw", "LAYOUT_PROTOBUF", "LAYOUT_RAW", "dense_slices",
+           "UnknownFeature"]

@@ -12,7 +12,9 @@ writes outside the trainer stream, all in one .npy layout (docs/formats.md):
 
 Both layouts are read: Criteo (dense.npy, sparse.npy, labels.npy) and a
 declared schema's (labels.npy [N, L], dense.npy [N, D],
-sparse/<name>.values.npy + sparse/<name>.lengths.npy).
+sparse/<name>.values.npy + sparse/<name>.lengths.npy, and
+sparse/<name>.weights.npy for each weighted list that meta.json's
+``weighted_keys`` names).
 
 Why: a model is often trained first on a backfill (``piperec process``) and
 then on the live stream (``StreamDataset``). FileDataset yields the same
@@ -151,13 +153,26 @@ class _Part:
         self.keys = names if len(names) == n_sparse else ["C%d" % (i + 1) for i in range(n_sparse)]
         self.n_labels = 0
         self.label_names, self.dense_names = [], []
+        self.weighted_keys = []
 
     def _open_jagged(self, d, meta):
         self.keys = [str(k) for k in meta.get("feature_keys") or ()]
-        self.values, self.lengths = [], []
+        self.weighted_keys = [str(k) for k in meta.get("weighted_keys") or ()]
+        unknown = [k for k in self.weighted_keys if k not in self.keys]
+        if unknown:
+            raise ValueError("FileDataset: %s: meta.json's weighted_keys %s are not among its "
+                             "feature_keys" % (d, unknown))
+        self.values, self.lengths, self.weights = [], [], []
         for k in self.keys:
             self.values.append(_load(os.path.join(d, "sparse", k + ".values.npy")))
             self.lengths.append(_load(os.path.join(d, "sparse", k + ".lengths.npy")))
+            w = None
+            if k in self.weighted_keys:  # one float32 per value of the feature
+                w = _load(os.path.join(d, "sparse", k + ".weights.npy"))
+                if w.shape != self.values[-1].shape:
+                    raise ValueError("FileDataset: %s: sparse/%s.weights.npy holds %s weights for "
+                                     "%s values" % (d, k, w.shape, self.values[-1].shape))
+            self.weights.append(w)
         n_labels, n_dense = int(meta.get("n_labels", 0)), int(meta.get("n_dense", 0))
         self.labels = _load(os.path.join(d, "labels.npy"), required=n_labels > 0)
         self.dense = _load(os.path.join(d, "dense.npy"), required=n_dense > 0)
@@ -188,7 +203,7 @@ class _Part:
     def layout(self):
         """What must match for a batch to take rows of two parts."""
         return (self.meta.get("pipeline"), self.jagged, tuple(self.keys), self.n_dense,
-                self.n_labels)
+                self.n_labels, tuple(self.weighted_keys))
 
     # A DataLoader worker started by spawn gets the part by pickle: send the
     # directory and map the files again there (a memmap pickles its data).
@@ -272,7 +287,13 @@ class FileDataset(IterableDataset):
     zeros when there is no labels.npy), ``sparse`` int64 [B, n_sparse] (a
     view on the key-major ``sparse_features`` values), every length 1; a
     declared schema's (``jagged`` True) ``labels`` float32 [B, L], ``dense``
-    float32 [B, D], ``sparse`` None, the true lengths. ``vocab_sizes`` is
+    float32 [B, D], ``sparse`` None, the true lengths; with weighted lists
+    (meta.json ``weighted_keys``, ``sparse/<name>.weights.npy``) the
+    sparse features carry float32 weights, one per value (the
+    KeyedJaggedTensor's ``weights``, JaggedSparse ``.weights``; 1 for the
+    values of an unweighted feature), as ``StreamBatch.weights``, and
+    ``weighted_keys`` names the weighted features ([] when none; a change
+    of them ends a batch like a change of keys). ``vocab_sizes`` is
     the largest of the meta.json ``vocab_sizes`` of the parts the batch
     reads (a process output's final sizes, a roll's at its last batch): at
     least what each of its rows needs. ``recycled`` holds the notices whose
@@ -292,7 +313,7 @@ class FileDataset(IterableDataset):
 
     Attributes: ``paths`` (the part directories in read order), ``metas``
     (their meta.json dicts), ``meta`` (the last one), ``keys``, ``jagged``,
-    ``label_names``, ``dense_names``, ``n_dense`` (of the last part),
+    ``weighted_keys``, ``label_names``, ``dense_names``, ``n_dense`` (of the last part),
     ``vocab_sizes`` (the largest per key over the parts with those keys: the
     embedding table sizes), ``rows``; ``len()`` is the number of batches.
     """
@@ -325,6 +346,7 @@ class FileDataset(IterableDataset):
         self.metas = [p.meta for p in self._parts]
         self.meta = last.meta
         self.keys, self.jagged = list(last.keys), last.jagged
+        self.weighted_keys = list(last.weighted_keys)
         self.label_names, self.dense_names = list(last.label_names), list(last.dense_names)
         self.n_dense = last.n_dense
         self.rows = sum(p.rows for p in self._parts)
@@ -367,10 +389,8 @@ class FileDataset(IterableDataset):
     def _empty(self, shape, dtype):
         return torch.empty(shape, dtype=dtype, pin_memory=self.pin_memory)
 
-    def _sparse_features(self, keys, values, lengths):
-        if _pt.KeyedJaggedTensor is not None and self.sparse_format != "triple":
-            return _pt.KeyedJaggedTensor(keys=keys, values=values, lengths=lengths)
-        return _pt.JaggedSparse(keys, values, lengths)
+    def _sparse_features(self, keys, values, lengths, weights=None):
+        return _pt._sparse_features(self.sparse_format, keys, values, lengths, weights=weights)
 
     def _batch(self, number, slices, starts):
         parts = [self._parts[pi] for pi, _, _ in slices]
@@ -378,6 +398,7 @@ class FileDataset(IterableDataset):
         out = self._jagged(slices, starts, rows) if parts[0].jagged else \
             self._criteo(slices, rows)
         out.keys = list(parts[0].keys)
+        out.weighted_keys = list(parts[0].weighted_keys)
         out.vocab_sizes = _largest(parts)
         out.recycled, at = [], 0
         for pi, s, e in slices:
@@ -427,6 +448,11 @@ class FileDataset(IterableDataset):
         total = sum(n for spans in starts for _, n in spans)
         values = self._empty(total, torch.int64)
         lengths = self._empty(nk * rows, torch.int32)
+        weights = None
+        if p0.weighted_keys:  # ones, then each weighted feature's weights at its values' places
+            weights = self._empty(total, torch.float32)
+            w = weights.numpy()
+            w.fill(1)
         lab, d = labels.numpy(), dense.numpy()
         v, ln = values.numpy(), lengths.numpy().reshape(nk, rows)
         at, pos = 0, 0
@@ -442,11 +468,14 @@ class FileDataset(IterableDataset):
         for k in range(nk):  # key-major: every slice's values of key k, then key k + 1
             for (pi, _, _), spans in zip(slices, starts):
                 first, n = spans[k]
-                v[pos:pos + n] = self._parts[pi].values[k][first:first + n]
+                p = self._parts[pi]
+                v[pos:pos + n] = p.values[k][first:first + n]
+                if weights is not None and p.weights[k] is not None:
+                    w[pos:pos + n] = p.weights[k][first:first + n]
                 pos += n
         out = _pt.StreamBatch()
         out.dense, out.labels, out.sparse = dense, labels, None
-        out.sparse_features = self._sparse_features(list(p0.keys), values, lengths)
+        out.sparse_features = self._sparse_features(list(p0.keys), values, lengths, weights)
         out.jagged = True
         out.label_names, out.dense_names = list(p0.label_names), list(p0.dense_names)
         return out

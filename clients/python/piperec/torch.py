@@ -22,6 +22,10 @@ is float32 [B, n_labels], ``dense`` float32 [B, n_dense], ``sparse`` is None
 the true lengths (0.. for a list feature, 1 for a single-valued one);
 ``keys`` are the batch's feature keys, ``label_names`` / ``dense_names`` name
 the label and dense columns, and ``vocab_sizes`` / notices index ``keys``.
+Weighted lists (``weights:``, id-score lists) add float32 weights, one per
+value: the KeyedJaggedTensor's ``weights`` (JaggedSparse ``.weights``, None
+without them), also ``StreamBatch.weights``; ``weighted_keys`` names the
+weighted features; the GPU feed copies them with the values.
 
 Positions: ``state_dict()`` records, per endpoint, the batch epoch (when the
 batch header carries one), the last sequence consumed and the exact set of
@@ -81,15 +85,46 @@ __all__ = ["StreamDataset", "StreamDataLoader", "StreamBatch", "JaggedSparse", "
 STATE_VERSION = 1
 
 
-class JaggedSparse(NamedTuple):
+class _KeysValuesLengths(NamedTuple):
+    keys: list
+    values: torch.Tensor
+    lengths: torch.Tensor
+
+
+class JaggedSparse(_KeysValuesLengths):
     """Sparse features without torchrec, laid out like a KeyedJaggedTensor:
     ``values`` int64, key-major (all rows of key 0, then key 1, ...),
     ``lengths`` int32 [n_keys * B] (values of each row of each key; all 1
     for Criteo's one-hot columns). A KeyedJaggedTensor has methods where this
-    has attributes: :meth:`StreamBatch.embedding_bag_inputs` reads both."""
-    keys: list
-    values: torch.Tensor
-    lengths: torch.Tensor
+    has attributes: :meth:`StreamBatch.embedding_bag_inputs` reads both.
+
+    ``weights``: float32 [len(values)], the weight of each value (weighted
+    lists; 1 on the values of an unweighted feature), or None when the batch
+    has none: ``JaggedSparse(keys, values, lengths, weights=None)``. It is an
+    attribute beside the (keys, values, lengths) triple, not a fourth item,
+    so code that unpacks or indexes the triple (``k, v, l = sf``,
+    ``sf[-1]``) keeps working."""
+
+    weights = None  # class default: also what _make / _replace copies carry
+
+    def __new__(cls, keys, values, lengths, weights=None):
+        self = super().__new__(cls, keys, values, lengths)
+        if weights is not None:
+            self.weights = weights
+        return self
+
+    def __repr__(self):
+        return "JaggedSparse(keys=%r, values=%r, lengths=%r, weights=%r)" % (
+            self.keys, self.values, self.lengths, self.weights)
+
+
+def _sf_parts(sf):
+    """(values, lengths, weights or None) of a JaggedSparse or a
+    KeyedJaggedTensor (weights_or_none(); a stand-in without it: None)."""
+    if isinstance(sf, JaggedSparse):
+        return sf.values, sf.lengths, sf.weights
+    w = getattr(sf, "weights_or_none", None)
+    return sf.values(), sf.lengths(), (w() if callable(w) else None)
 
 
 class StreamBatch:
@@ -107,11 +142,16 @@ class StreamBatch:
     bounded vocabulary: reset those rows first (``reset_recycled``).
     Jagged batches (declared schema; ``jagged`` True): labels float32
     [B, n_labels], sparse None, sparse_features with the true lengths,
-    label_names / dense_names the column names (see the module doc)."""
+    label_names / dense_names the column names (see the module doc).
+    Weighted lists: ``sparse_features`` carries the weights (the
+    KeyedJaggedTensor's ``weights()``, JaggedSparse ``.weights``; float32,
+    one per value, 1 for unweighted features), ``weights`` is that tensor
+    (None without weighted lists), ``weighted_keys`` names the weighted
+    features ([] when none)."""
 
     __slots__ = ("dense", "labels", "sparse", "sparse_features", "vocab_sizes", "keys", "endpoint",
                  "epoch", "sequence", "rows", "offsets", "replica", "recycled", "jagged",
-                 "label_names", "dense_names", "_ring", "_ring_token")
+                 "label_names", "dense_names", "weighted_keys", "_ring", "_ring_token")
 
     def _state(self):
         return {k: getattr(self, k, None) for k in self.__slots__}
@@ -136,16 +176,27 @@ class StreamBatch:
         a number (piperec.dense_slices)."""
         return self.dense[:, dense_slices(self.dense_names)[name]]
 
-    def embedding_bag_inputs(self):
+    @property
+    def weights(self):
+        """The batch's weights (float32, one per value of
+        ``sparse_features``, key-major), or None without weighted lists."""
+        sf = getattr(self, "sparse_features", None)
+        return None if sf is None else _sf_parts(sf)[2]
+
+    def embedding_bag_inputs(self, weights=False):
         """{feature: (values, offsets)} for an ``nn.EmbeddingBag`` (or
         ``F.embedding_bag``) per sparse feature: values int64 (the feature's
         values, row after row), offsets int64 [B] (row r's values start at
         offsets[r]). The same with or without torchrec: sparse_features a
         KeyedJaggedTensor (methods) or a JaggedSparse (attributes). Views
-        on the batch's memory, offsets excepted."""
+        on the batch's memory, offsets excepted. ``weights=True``: triples
+        (values, offsets, per_sample_weights), the last the feature's
+        float32 weights (``EmbeddingBag(mode="sum")(values, offsets,
+        per_sample_weights=...)``), or None when the batch has no weights."""
         sf = self.sparse_features
-        keys, values, lengths = (getattr(sf, a) for a in ("keys", "values", "lengths"))
-        keys, values, lengths = (x() if callable(x) else x for x in (keys, values, lengths))
+        keys = sf.keys
+        keys = keys() if callable(keys) else keys
+        values, lengths, w = _sf_parts(sf)
         nk = len(keys)
         rows = lengths.numel() // nk if nk else 0
         lens = lengths.reshape(nk, rows).to(torch.int64)
@@ -153,7 +204,11 @@ class StreamBatch:
         offsets = torch.cat([lens.new_zeros(nk, min(rows, 1)), lens.cumsum(1)[:, :-1]], 1)
         out, start = {}, 0
         for name, n in zip(keys, lens.sum(1).tolist()):  # one device sync, not one per key
-            out[name] = (values[start:start + n], offsets[len(out)])
+            if weights:
+                out[name] = (values[start:start + n], offsets[len(out)],
+                             None if w is None else w[start:start + n])
+            else:
+                out[name] = (values[start:start + n], offsets[len(out)])
             start += n
         return out
 
@@ -172,7 +227,8 @@ class StreamBatch:
         out.sparse = fn(self.sparse) if self.sparse is not None else None
         sf = self.sparse_features
         if isinstance(sf, JaggedSparse):
-            out.sparse_features = JaggedSparse(sf.keys, fn(sf.values), fn(sf.lengths))
+            out.sparse_features = JaggedSparse(sf.keys, fn(sf.values), fn(sf.lengths),
+                                               None if sf.weights is None else fn(sf.weights))
         elif hasattr(sf, "pin_memory") or hasattr(sf, "to"):
             out.sparse_features = fn(sf)
         return out
@@ -308,6 +364,30 @@ class _WorkerRing:
         ref.flags = None if self.flags_sent else self.flags
         self.flags_sent = True
         return ref, views
+
+
+def _weights_of(b):
+    """A numpy Batch's weights as a tensor on the same memory (None when it
+    has none); a misaligned view inside a frame is copied once."""
+    w = getattr(b, "weights", None)
+    if w is None:
+        return None
+    if not w.flags.aligned:
+        w = np.ascontiguousarray(w)
+    return torch.from_numpy(w)
+
+
+def _sparse_features(sparse_format, keys, values, lengths, offsets=None, weights=None):
+    """A KeyedJaggedTensor (torchrec importable, sparse_format not "triple")
+    or a JaggedSparse; offsets and weights passed only when given."""
+    if KeyedJaggedTensor is not None and sparse_format != "triple":
+        kw = {}
+        if offsets is not None:
+            kw["offsets"] = offsets
+        if weights is not None:
+            kw["weights"] = weights
+        return KeyedJaggedTensor(keys=keys, values=values, lengths=lengths, **kw)
+    return JaggedSparse(keys, values, lengths, weights)
 
 
 def _sparse_of(kjt, keys, values, lengths):
@@ -981,7 +1061,7 @@ class StreamDataset(IterableDataset):
             out = self._raw_views(b, conn.endpoint, epoch, keys)
             if dev is None and slot is not None:  # the loop's views lease the slot (piperec.feed)
                 # (a compact batch's unit lengths are a shared array, not the slot's)
-                slot.lease((b.dense, b.labels, b.values, b.kjt_offsets,
+                slot.lease((b.dense, b.labels, b.values, b.kjt_offsets, b.weights,
                             None if b.raw_flags & RAW_UNIT else b.lengths))
         else:  # a server without the raw layout: copied out, the buffer is free
             out = self._to_torch(b, conn.endpoint, epoch, keys, pin)
@@ -1016,23 +1096,20 @@ class StreamDataset(IterableDataset):
         out.dense, out.labels = torch.from_numpy(b.dense), torch.from_numpy(b.labels)
         values, lengths = torch.from_numpy(b.values), torch.from_numpy(b.lengths)
         offsets = torch.from_numpy(b.kjt_offsets) if b.kjt_offsets is not None else None
+        weights = _weights_of(b)
         if b.jagged:
             keys = list(b.keys)
             out.sparse = None
         else:
             out.sparse = values.view(b.n_sparse, b.rows).t()
-        out.sparse_features = self._sparse_features(keys, values, lengths, offsets)
+        out.sparse_features = self._sparse_features(keys, values, lengths, offsets, weights)
         out.keys = keys
         out.jagged = bool(b.jagged)
         out.label_names, out.dense_names = list(b.label_names), list(b.dense_names)
         return self._finish(out, b, endpoint, epoch)
 
-    def _sparse_features(self, keys, values, lengths, offsets=None):
-        if KeyedJaggedTensor is not None and self.sparse_format != "triple":
-            if offsets is not None:
-                return KeyedJaggedTensor(keys=keys, values=values, lengths=lengths, offsets=offsets)
-            return KeyedJaggedTensor(keys=keys, values=values, lengths=lengths)
-        return JaggedSparse(keys, values, lengths)
+    def _sparse_features(self, keys, values, lengths, offsets=None, weights=None):
+        return _sparse_features(self.sparse_format, keys, values, lengths, offsets, weights)
 
     def _copy_to(self, out, dev, side, unit=None):
         """Issue the copy of a batch to `dev` on the side stream (CUDA), or
@@ -1040,9 +1117,7 @@ class StreamDataset(IterableDataset):
         None); the consumer's stream waits on the event when the batch is
         yielded (_on_current_stream). `unit`: the batch came with unit
         lengths (compact on the wire; None: when ``compact``)."""
-        sf = out.sparse_features
-        values, lengths = (sf.values, sf.lengths) if isinstance(sf, JaggedSparse) else (
-            sf.values(), sf.lengths())
+        values, lengths, weights = _sf_parts(out.sparse_features)
         g = StreamBatch()
         g.__setstate__(out._state())
         g._ring = None
@@ -1057,16 +1132,19 @@ class StreamDataset(IterableDataset):
             g.dense, g.labels = out.dense.to(dev), out.labels.to(dev)
             values = values.to(dev).long()
             lengths = ones if ones is not None else lengths.to(dev)
+            weights = weights.to(dev) if weights is not None else None
         else:
             with torch.cuda.stream(side):
                 g.dense = out.dense.to(dev, non_blocking=True)
                 g.labels = out.labels.to(dev, non_blocking=True)
                 values = values.to(dev, non_blocking=True).long()  # int32 (compact): widened there
                 lengths = ones if ones is not None else lengths.to(dev, non_blocking=True)
+                if weights is not None:  # the weights section, copied as the values are
+                    weights = weights.to(dev, non_blocking=True)
                 ev = torch.cuda.Event()
                 ev.record(side)
         g.sparse = values.view(len(out.keys), out.rows).t() if out.sparse is not None else None
-        g.sparse_features = self._sparse_features(out.keys, values, lengths)
+        g.sparse_features = self._sparse_features(out.keys, values, lengths, weights=weights)
         return g, ev
 
     @staticmethod
@@ -1075,11 +1153,10 @@ class StreamDataset(IterableDataset):
         g's memory from being reused before that stream is done with it."""
         main = torch.cuda.current_stream(dev)
         main.wait_event(ev)
-        sf = g.sparse_features
-        values, lengths = (sf.values, sf.lengths) if isinstance(sf, JaggedSparse) else (
-            sf.values(), sf.lengths())
-        for t in (g.dense, g.labels, values, lengths):
-            t.record_stream(main)
+        values, lengths, weights = _sf_parts(g.sparse_features)
+        for t in (g.dense, g.labels, values, lengths, weights):
+            if t is not None:
+                t.record_stream(main)
 
     def _note_unacked(self, pending):
         for p in self._positions.values():
@@ -1175,11 +1252,10 @@ class StreamDataset(IterableDataset):
         out.labels = copy(b.labels, torch.float32)
         out.sparse = None
         values, lengths = copy(b.values, torch.int64), copy(b.lengths, torch.int32)
+        w = getattr(b, "weights", None)
+        weights = copy(w, torch.float32) if w is not None else None
         keys = list(b.keys)
-        if KeyedJaggedTensor is not None and self.sparse_format != "triple":
-            out.sparse_features = KeyedJaggedTensor(keys=keys, values=values, lengths=lengths)
-        else:
-            out.sparse_features = JaggedSparse(keys, values, lengths)
+        out.sparse_features = self._sparse_features(keys, values, lengths, weights=weights)
         out.keys = keys
         out.label_names, out.dense_names = list(b.label_names), list(b.dense_names)
         return out
@@ -1232,6 +1308,7 @@ class StreamDataset(IterableDataset):
         out.offsets = [dict(r) for r in getattr(b, "offsets", None) or ()]
         out.replica = getattr(b, "replica", "")
         out.recycled = list(getattr(b, "recycled", None) or ())
+        out.weighted_keys = list(getattr(b, "weighted_keys", None) or ())
         return out
 
 
