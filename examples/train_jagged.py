@@ -22,6 +22,8 @@ has one EmbeddingBag (mode sum) per feature, fed (values, offsets) with the
 offsets taken from the lengths, grown in place with grow_embeddings as the
 per-feature vocabulary sizes grow; a bottom MLP on the dense features,
 pairwise dot-product interactions and a top MLP predict --label (click).
+A schema with weighted lists (`weights:`, an id-score list) sends each
+value's weight, and the bags take them as per_sample_weights.
 
 It trains on the first --train-rows rows of the stream, then scores the next
 --heldout-rows rows without training on them and prints their AUC as
@@ -101,13 +103,17 @@ def emb_init(t):
 
 
 def features(sf, rows):
-    """Per key (values, offsets) of a KeyedJaggedTensor or a JaggedSparse:
-    values key-major, so feature k's values follow those of features < k;
-    offsets[r] = where row r's values start (an empty bag when length 0)."""
+    """Per key (values, offsets, weights) of a KeyedJaggedTensor or a
+    JaggedSparse: values key-major, so feature k's values follow those of
+    features < k; offsets[r] = where row r's values start (an empty bag when
+    length 0); weights the values' weights when the schema has weighted lists
+    (`weights:`, 1 on an unweighted feature's values), else None."""
     if isinstance(sf, JaggedSparse):
         values, lengths, n = sf.values, sf.lengths, len(sf.keys)
+        weights = getattr(sf, "weights", None)
     else:  # torchrec KeyedJaggedTensor
         values, lengths, n = sf.values(), sf.lengths(), len(sf.keys())
+        weights = sf.weights_or_none()
     lengths = lengths.view(n, rows).long()
     per_key = lengths.sum(1)
     starts = torch.cumsum(per_key, 0) - per_key
@@ -115,7 +121,8 @@ def features(sf, rows):
     for k in range(n):
         offsets = torch.cumsum(lengths[k], 0) - lengths[k]
         a = int(starts[k])
-        out.append((values[a:a + int(per_key[k])], offsets))
+        w = None if weights is None else weights[a:a + int(per_key[k])]
+        out.append((values[a:a + int(per_key[k])], offsets, w))
     return out
 
 
@@ -141,8 +148,9 @@ class JaggedDLRM(nn.Module):
             dense = torch.zeros(rows, 1)
         x = self.bottom(dense)
         feats = [x]
-        for k, (values, offsets) in enumerate(features(sparse_features, rows)):
-            feats.append(self.tables[k](values, offsets))
+        for k, (values, offsets, w) in enumerate(features(sparse_features, rows)):
+            # a weighted list (an id-score list): each id's vector times its weight
+            feats.append(self.tables[k](values, offsets, per_sample_weights=w))
         t = torch.stack(feats, 1)                      # [B, 1 + n_feat, dim]
         z = torch.bmm(t, t.transpose(1, 2))[:, self.iu[0], self.iu[1]]
         return self.top(torch.cat([x, z], 1)).squeeze(1)
@@ -154,7 +162,7 @@ def table_sizes(b):
     sizes = list(b.vocab_sizes)
     sf = b.sparse_features
     if 0 in sizes:
-        for k, (values, _) in enumerate(features(sf, b.rows)):
+        for k, (values, _, _) in enumerate(features(sf, b.rows)):
             if sizes[k] == 0 and values.numel():
                 sizes[k] = int(values.max()) + 1
     return sizes

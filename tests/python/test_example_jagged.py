@@ -85,3 +85,32 @@ def test_jagged_example_inferred_schema(tmp_path):
     p = spawn_example(100000, 20000, "--schema", str(cfg))
     assert "'user_id'" in p.stderr and "'history'" in p.stderr, p.stderr[-3000:]
 
+
+
+def test_jagged_model_uses_weights():
+    # A weighted list (an id-score list): the example's model feeds each
+    # feature's weights to its EmbeddingBag as per_sample_weights, so a
+    # weight scales its id's vector (weight 0: the id counts for nothing;
+    # weights 1: the same as no weights).
+    import torch
+    sys.path.insert(0, os.path.join(SRC, "examples"))
+    import train_jagged as ex
+    from piperec.torch import JaggedSparse
+    torch.manual_seed(0)
+    model = ex.JaggedDLRM(n_dense=1, n_feat=2, dim=4)
+    for t in model.tables:
+        ex.grow_embeddings(t, 10)
+    keys = ["u", "cats"]
+    values = torch.tensor([1, 2, 3, 4, 5, 6], dtype=torch.int64)  # u: 1, 2; cats: [3, 4], [5, 6]
+    lengths = torch.tensor([1, 1, 2, 2], dtype=torch.int32)
+    dense = torch.zeros(2, 1)
+    plain = model(dense, JaggedSparse(keys, values, lengths))
+    ones = model(dense, JaggedSparse(keys, values, lengths, torch.ones(6)))
+    assert torch.allclose(plain, ones)
+    w = torch.tensor([1, 1, 0.5, 2.0, 0.0, 1.0])
+    rows = [t for t in ex.features(JaggedSparse(keys, values, lengths, w), 2)]
+    bag = model.tables[1](*rows[1][:2], per_sample_weights=rows[1][2])
+    tab = model.tables[1].weight
+    assert torch.allclose(bag[0], 0.5 * tab[3] + 2.0 * tab[4])
+    assert torch.allclose(bag[1], tab[6])  # id 5 weighs 0
+    assert not torch.allclose(model(dense, JaggedSparse(keys, values, lengths, w)), plain)
