@@ -19,8 +19,19 @@ static int pr__pb_check(const void *schema, const pr_feature_spec *f, uint8_t k,
 {
     unsigned types = 0;
     char why[200];
+    if (k == PR_FEAT_WEIGHTS_PATH) { /* a weighted list's weights: a list of numbers */
+        int rc = pr_pbuser_check_path(schema, f->weights_path, PR_JSON_ALIGNED, &types, errstr,
+                                      errstr_size);
+        if (rc == 0 && (types & (PR_FTYPE_STR | PR_FTYPE_BYTES)))
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "'%s' in message %s: a string or bytes field, and weights are "
+                             "numbers",
+                             f->weights_path, pr_pbuser_desc_message(schema));
+        return rc;
+    }
     pr_json_shape shape = f->kind == PR_FEAT_DENSE && f->dim && !pr_feature_vector_bytes(f)
                               ? PR_JSON_VECTOR
+                          : pr_feature_weighted(f)   ? PR_JSON_ALIGNED
                           : pr_feature_reads_list(f) ? PR_JSON_LIST
                                                      : PR_JSON_SCALAR;
     int rc = pr_pbuser_check_path(schema, f->paths[k], shape, &types, errstr, errstr_size);

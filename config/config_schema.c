@@ -1288,6 +1288,13 @@ void pr__check_feature_paths(cfg_ctx *c, yaml_node_t *map, const pr_pipeline_cfg
                                  : pr__feature_node(c, map, list, idx, key);
             pr__cfg_error(c, n, sub, "%s", e);
         }
+        char e[400], sub[96];
+        if (pr_feature_weighted(f) && fn(schema, f, PR_FEAT_WEIGHTS_PATH, e, sizeof(e)) != 0) {
+            snprintf(sub, sizeof(sub), "schema.%s[%zu].weights.path", list, idx);
+            yaml_node_t *wn = pr__feature_node(c, map, list, idx, "weights");
+            pr__cfg_error(c, wn && wn->type == YAML_MAPPING_NODE ? pr__map_find(c, wn, "path") : wn,
+                          sub, "%s", e);
+        }
     }
     /* schema.filter's and schema.downsample's paths: in the schema, a single
      * value or a list, of any type (a condition matches by value): read as a

@@ -43,6 +43,7 @@
 #include "pr_log.h"
 
 #define PR__AV_MAX_DEPTH   64                  /* nested containers in one record */
+#define PR__AV_MAX_ALIGNED (2 * PR_MAX_SPARSE) /* a weighted list's ids and weights each */
 #define PR__AV_MAX_EMPTY   (1u << 20)          /* items of a zero-byte type in one block */
 #define PR__AV_NEG_TTL_NS  (10 * 1000000000LL) /* an unknown id is asked again after */
 #define PR__AV_MAX_DECIMAL 64                  /* bytes of a decimal's unscaled value */
@@ -83,6 +84,8 @@ struct av {
     av **key_val;
     const char **sym; /* AV_ENUM leaf: symbols */
     uint32_t *sym_len;
+    uint32_t n_aligned; /* AV_ARRAY of records: PR_JSON_ALIGNED columns below, */
+    int32_t *aligned;   /* each given a hole by an item without a value there */
 };
 
 /* The wanted paths as a trie: node 0 is the record; a leaf has a column. */
@@ -233,6 +236,7 @@ static void pr__plan_free(pr__plan *pl)
         free(n->key_val);
         free(n->sym);
         free(n->sym_len);
+        free(n->aligned);
         free(n);
     }
     free(pl->nodes);
@@ -524,6 +528,25 @@ static int32_t pr__scalar_below(const pr_avro_reader *r, uint32_t t)
     return -1;
 }
 
+/* The PR_JSON_ALIGNED columns at or below trie node t, into n->aligned. */
+static int pr__aligned_below(const pr_avro_reader *r, uint32_t t, av *n)
+{
+    if (r->trie[t].col >= 0) {
+        if (r->paths[r->trie[t].col].shape != PR_JSON_ALIGNED)
+            return 0;
+        int32_t *a = realloc(n->aligned, (n->n_aligned + 1) * sizeof(*a));
+        if (!a)
+            return PR_ENOMEM;
+        n->aligned = a;
+        a[n->n_aligned++] = r->trie[t].col;
+        return 0;
+    }
+    for (uint32_t k = r->trie[t].first; k; k = r->trie[k].next)
+        if (pr__aligned_below(r, k, n))
+            return PR_ENOMEM;
+    return 0;
+}
+
 /* An array on the way to paths (trie node t): an array of records whose
  * items the paths below map over (each leaf reads one list element per
  * item), as the JSON extractor does. One list level per path, and only
@@ -538,7 +561,7 @@ static av *pr__compile_objlist(pr__cmp *c, avro_schema_t s, json_t *jo, uint32_t
         return pr__wrong(c, AV_ARRAY, scalar,
                          "a list of records, under a single-valued path (or a dense vector's)");
     av *n = pr__node(c->pl, AV_ARRAY, ACT_DESCEND);
-    if (!n || pr__kids(n, 1))
+    if (!n || pr__kids(n, 1) || pr__aligned_below(c->r, t, n))
         return NULL;
     c->in_elem = true;
     n->kid[0] = pr__compile(c, avro_schema_array_items(s), json_object_get(jo, "items"), t, false);
@@ -604,8 +627,9 @@ static av *pr__compile(pr__cmp *c, avro_schema_t s, json_t *j, int64_t t, bool i
                                       t, true)))
             return NULL;
         n->col = tn->col;
-    } else if (kind != AV_NULL && (shape == PR_JSON_LIST || shape == PR_JSON_VECTOR) && !in_list &&
-               !c->in_elem) {
+    } else if (kind != AV_NULL &&
+               (shape == PR_JSON_LIST || shape == PR_JSON_VECTOR || shape == PR_JSON_ALIGNED) &&
+               !in_list && !c->in_elem) {
         n = pr__wrong(c, (uint8_t)kind, tn->col, "a list expected");
     } else {
         n = pr__node(pl, (uint8_t)kind, ACT_LEAF);
@@ -909,16 +933,39 @@ static int pr__leaf_list(pr_avro_reader *r, const av *n, int depth)
 
 /* An array of records on the way to paths: each item read (its leaves
  * append one list element each). */
+/* After one item of an array of records: each PR_JSON_ALIGNED column below
+ * that the item gave no value (no such field in its branch, null there, a
+ * null item) gets a hole, so that its positions stay the items'. */
+static int pr__objlist_holes(pr_avro_reader *r, const av *n, const uint32_t *before)
+{
+    for (uint32_t k = 0; k < n->n_aligned; k++) {
+        uint32_t col = (uint32_t)n->aligned[k];
+        int rc = r->jb->cols[col].n_values == before[k]
+                     ? pr__put_rc(r, pr_json_row_hole(r->jb, col), n->aligned[k])
+                     : 0;
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 static int pr__objlist(pr_avro_reader *r, const av *n, int depth)
 {
+    uint32_t before[PR__AV_MAX_ALIGNED]; /* the config's paths bound n_aligned */
+    if (n->n_aligned > PR__AV_MAX_ALIGNED)
+        return PR_EINVAL;
     for (;;) {
         int64_t count, size;
         int rc = pr__block(r, n->kid[0], &count, &size);
         if (rc || count == 0)
             return rc;
-        for (int64_t i = 0; i < count; i++)
-            if ((rc = pr__read(r, n->kid[0], depth + 1)))
+        for (int64_t i = 0; i < count; i++) {
+            for (uint32_t k = 0; k < n->n_aligned; k++)
+                before[k] = r->jb->cols[n->aligned[k]].n_values;
+            if ((rc = pr__read(r, n->kid[0], depth + 1)) ||
+                (n->n_aligned && (rc = pr__objlist_holes(r, n, before))))
                 return rc;
+        }
     }
 }
 
@@ -1660,13 +1707,21 @@ static int pr__chk_types(pr__chk *k, const pr_feature_spec *f)
 int pr_avro_check_feature(const pr_avro_schema *s, const pr_feature_spec *f, uint8_t k,
                           char *errstr, size_t errstr_size)
 {
+    bool w = k == PR_FEAT_WEIGHTS_PATH; /* a weighted list's weights: a list of numbers */
+    const char *path = w ? f->weights_path : f->paths[k];
     pr__chk c = {.s = s,
-                 .path = f->paths[k],
-                 .list = pr_feature_reads_list(f),
-                 .vector = pr_feature_reads_list(f) && f->kind == PR_FEAT_DENSE,
-                 .vbytes = pr_feature_vector_bytes(f) ? 4u * f->dim : 0,
+                 .path = path,
+                 .list = w || pr_feature_reads_list(f),
+                 .vector = !w && pr_feature_reads_list(f) && f->kind == PR_FEAT_DENSE,
+                 .vbytes = !w && pr_feature_vector_bytes(f) ? 4u * f->dim : 0,
                  .err = errstr,
                  .errn = errstr_size};
-    int rc = pr__chk_node(&c, s->pl->schema, s->pl->json, f->paths[k], false, 0);
-    return rc ? rc : pr__chk_types(&c, f);
+    int rc = pr__chk_node(&c, s->pl->schema, s->pl->json, path, false, 0);
+    if (rc || !w)
+        return rc ? rc : pr__chk_types(&c, f);
+    char gives[48];
+    pr_ftype_text(c.types, gives, sizeof(gives));
+    if (c.types & (PR_FTYPE_STR | PR_FTYPE_BYTES))
+        return pr__chk_fail(&c, "it gives %s, and weights are numbers", gives);
+    return 0;
 }

@@ -86,6 +86,7 @@ typedef struct pr__pbcol {
     bool implicit;
     bool list;
     bool mapped;        /* crosses a repeated message: one value per element */
+    bool aligned;       /* mapped, PR_JSON_ALIGNED: an element without a value is a hole */
     uint32_t elem_node; /* mapped: the repeated message's node */
     uint32_t elem0;     /* mapped: where the current element's values begin; else 0 */
     int8_t want;        /* the wire type of one value */
@@ -218,7 +219,9 @@ static int pr__compile_path(pr_pbuser_reader *r, const pr_json_path *jp, uint32_
     if (!c->list && !(c->v = calloc(1, sizeof(*c->v))))
         return PR_ENOMEM;
     c->cap = c->list ? 0 : 1;
-    bool listy = jp->shape == PR_JSON_LIST || jp->shape == PR_JSON_VECTOR;
+    bool listy = jp->shape == PR_JSON_LIST || jp->shape == PR_JSON_VECTOR ||
+                 jp->shape == PR_JSON_ALIGNED;
+    c->aligned = c->mapped && jp->shape == PR_JSON_ALIGNED;
     if (jp->shape == PR_JSON_VECTOR && c->mapped)
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
                          "%s: the path goes through a repeated message: a dense vector reads one "
@@ -556,9 +559,15 @@ static int pr__map_entry(pr_pbuser_reader *r, const pr__pbent *e, const uint8_t 
     return 0;
 }
 
+/* A staged hole (pr__pbval.s): an element of a repeated message without a
+ * value for an aligned column (pr_json_row_hole when the row is written). */
+static const uint8_t pr__hole[1];
+
 /* One element of a repeated message (node `node`) at p[0, end): walked as
  * a message of its own; each column that maps over it gets the element's
- * value (the default for an implicit field the element lacks), or nothing. */
+ * value (the default for an implicit field the element lacks: proto3
+ * cannot tell 0 from absent), or nothing, or for an aligned column (a
+ * weighted list's ids and weights) a hole that keeps the positions. */
 static int pr__element(pr_pbuser_reader *r, uint32_t node, const uint8_t *p, const uint8_t *end,
                        uint32_t depth)
 {
@@ -574,8 +583,11 @@ static int pr__element(pr_pbuser_reader *r, uint32_t node, const uint8_t *p, con
             continue;
         static const uint8_t none[1];
         const pr__pbval dflt = {.s = none}; /* as pr__put_default */
+        const pr__pbval hole = {.s = pr__hole};
         if (c->implicit && c->n == c->elem0 && r->seen[c->parent])
             rc = pr__stage(r, c, &dflt);
+        else if (c->aligned && c->n == c->elem0)
+            rc = pr__stage(r, c, &hole);
         c->elem0 = 0;
     }
     return rc;
@@ -651,6 +663,8 @@ static int pr__put(pr_pbuser_reader *r, pr_json_block *jb, uint32_t col, const p
     const pr__pbfield *f = r->cols[col].f;
     pr_json_any a = {.type = PR_JSON_INT64};
     uint64_t u = v->u;
+    if (v->s == pr__hole)
+        return pr_json_row_hole(jb, col);
     switch (f->type) {
     case PR__PBT_STRING:
         if (!pr_utf8_valid(v->s, v->len)) {

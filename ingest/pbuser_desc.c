@@ -498,8 +498,10 @@ int pr_pbuser_check_path(const pr_pbuser_desc *d, const char *path, pr_json_shap
                              "number field, not one element per message (its positions must "
                              "hold)",
                              steps[i].f->name);
-        if (list) /* one element per message of the repeated field */
+        if (list) { /* one element per message of the repeated field */
+            *types = f->repeated ? 0 : pr__pb_ftypes(f->type);
             return 0;
+        }
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
                          "'%s' is a repeated message: a single-valued feature cannot go through "
                          "it (declare a list feature: list: { max_len: N })",

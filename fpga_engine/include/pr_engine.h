@@ -1071,6 +1071,10 @@ static inline bool pr_feature_reads_list(const pr_feature_spec *f)
            (f->kind == PR_FEAT_DENSE && f->dim && f->encoding == PR_VEC_LIST);
 }
 
+/* The path index (beside 0..n_paths-1) that names a weighted list's
+ * weights_path in the load-time path checks (Avro, Protobuf). */
+#define PR_FEAT_WEIGHTS_PATH 255
+
 /* Is f a list feature with weights (an id-score list)? */
 static inline bool pr_feature_weighted(const pr_feature_spec *f)
 {

@@ -78,6 +78,10 @@ static void blocks_equal(pr_block *a, pr_block *b)
         assert_int_equal(sa->n_values[f], sb->n_values[f]);
         if (sa->n_values[f])
             assert_memory_equal(sa->values[f], sb->values[f], sa->n_values[f] * sizeof(int64_t));
+        assert_int_equal(!sa->weights[f], !sb->weights[f]);
+        assert_int_equal(sa->n_weights[f], sb->n_weights[f]);
+        if (sa->n_weights[f])
+            assert_memory_equal(sa->weights[f], sb->weights[f], sa->n_weights[f] * sizeof(float));
     }
     size_t words = pr_bitmap_words(a->scap);
     for (uint32_t c = 0; c < a->n_sparse; c++) {
@@ -802,6 +806,98 @@ static void test_dense_vectors(void **state)
     fx_free(&t);
 }
 
+/* Weighted lists: ids and scores in an array of records with nullable
+ * fields (an item without the id drops its score, one without the score
+ * takes the default), parallel arrays (a nullable one), and the rejects,
+ * all as the same JSON events give them; a weights path the writer schema
+ * gives as strings fails the config check. */
+static const char *const w_avsc =
+    "{\"type\":\"record\",\"name\":\"W\",\"fields\":["
+    "{\"name\":\"y\",\"type\":\"int\"},"
+    "{\"name\":\"cats\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"record\","
+    "\"name\":\"C\",\"fields\":[{\"name\":\"id\",\"type\":[\"null\",\"string\"]},"
+    "{\"name\":\"score\",\"type\":[\"null\",\"double\"]},"
+    "{\"name\":\"tag\",\"type\":\"string\"}]}}},"
+    "{\"name\":\"hist\",\"type\":{\"type\":\"array\",\"items\":\"string\"}},"
+    "{\"name\":\"dwell\",\"type\":[\"null\",{\"type\":\"array\",\"items\":\"float\"}]}]}";
+
+static void test_weighted_lists(void **state)
+{
+    (void)state;
+    static const char *const yaml =
+        Y_HEAD "      sparse:\n"
+               "        - { name: cats, path: cats.id, list: { max_len: 3 },\n"
+               "            weights: { path: cats.score, default: 0.5 }, ops: [vocab] }\n"
+               "        - { name: hist, path: hist, list: { max_len: 4, keep: last },\n"
+               "            weights: { path: dwell }, ops: [vocab] }\n"
+               "        - { name: tags, path: cats.tag, list: { max_len: 8 }, ops: [vocab] }\n";
+    fx t;
+    fx_init(&t, yaml, w_avsc, PR_AVRO_FRAMING_PLAIN);
+    static const struct {
+        const char *ev;
+        int rows, reason;
+    } cases[] = {
+        {"{\"y\":1,\"cats\":[{\"id\":\"a\",\"score\":0.25,\"tag\":\"t\"},{\"id\":\"b\","
+         "\"score\":null,\"tag\":\"t\"},{\"id\":null,\"score\":3,\"tag\":\"u\"},{\"id\":"
+         "\"c\",\"score\":2,\"tag\":\"v\"}],\"hist\":[\"x\",\"y\"],\"dwell\":[1.5,2]}",
+         1, 0},
+        {"{\"y\":0,\"cats\":[],\"hist\":[],\"dwell\":null}", 1, 0},
+        {"{\"y\":0,\"cats\":[{\"id\":null,\"score\":null,\"tag\":\"t\"}],\"hist\":[\"x\"],"
+         "\"dwell\":[4]}",
+         1, 0},
+        {"{\"y\":0,\"cats\":[],\"hist\":[\"x\"],\"dwell\":null}", 0, PR_DEC_WRONG_TYPE},
+        {"{\"y\":0,\"cats\":[],\"hist\":[\"x\",\"y\"],\"dwell\":[1]}", 0, PR_DEC_WRONG_TYPE},
+        {"{\"y\":0,\"cats\":[{\"id\":\"a\",\"score\":1e300,\"tag\":\"t\"}],\"hist\":[],"
+         "\"dwell\":null}",
+         0, PR_DEC_NUMBER_OUT_OF_RANGE},
+    };
+    int rows = 0;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        t.rj.last = t.ra.last = 0;
+        int rc = both(&t, cases[i].ev, -1);
+        assert_int_equal(rc, cases[i].rows);
+        if (!cases[i].rows && t.ra.last != cases[i].reason)
+            fail_msg("%s: %s", cases[i].ev, pr_decode_reason_name(t.ra.last));
+        rows += rc;
+    }
+    blocks_equal(t.bj, t.ba);
+    const pr_fside *sd = t.ba->side;
+    static const float cw[] = {0.25f, 0.5f, 2.0f}, hw[] = {1.5f, 2.0f, 4.0f};
+    assert_int_equal(sd->n_weights[0], 3);
+    assert_memory_equal(sd->weights[0], cw, sizeof(cw));
+    assert_int_equal(sd->n_weights[1], 3);
+    assert_memory_equal(sd->weights[1], hw, sizeof(hw));
+    assert_null(sd->weights[2]);
+    assert_int_equal(pr_fside_lengths((pr_fside *)sd, 2)[0], 4); /* tags: every item */
+    fx_free(&t);
+    /* a fixed writer schema: the weights path must give numbers */
+    char *f = write_tmp(w_avsc);
+    expect_refused(f,
+                   "      sparse:\n"
+                   "        - { name: cats, path: cats.id, list: { max_len: 3 },\n"
+                   "            weights: { path: cats.tag }, ops: [vocab] }\n",
+                   "schema.sparse[0].weights.path: 'cats.tag'");
+    expect_refused(f,
+                   "      sparse:\n"
+                   "        - { name: cats, path: cats.id, list: { max_len: 3 },\n"
+                   "            weights: { path: cats.tag }, ops: [vocab] }\n",
+                   "weights are numbers");
+    expect_refused(f,
+                   "      sparse:\n"
+                   "        - { name: cats, path: cats.id, list: { max_len: 3 },\n"
+                   "            weights: { path: cats.nope }, ops: [vocab] }\n",
+                   "schema.sparse[0].weights.path: 'cats.nope' is not in the writer schema");
+    char err[2048];
+    if (load_avro(f, false,
+                  "      sparse:\n"
+                  "        - { name: cats, path: cats.id, list: { max_len: 3 },\n"
+                  "            weights: { path: cats.score }, ops: [vocab] }\n",
+                  err, sizeof(err)))
+        fail_msg("a good weights path refused: %s", err);
+    unlink(f);
+    free(f);
+}
+
 /* Dense vectors as float32 bytes (encoding f32): Avro bytes and fixed read
  * raw give the rows JSON gives for the same bytes in base64; a wrong
  * length is wrong_type in both, an empty value is missing. (The bytes are
@@ -955,6 +1051,7 @@ int main(void)
         cmocka_unit_test(test_schema_file_checked),
         cmocka_unit_test(test_framing_hint),
         cmocka_unit_test(test_dense_vectors),
+        cmocka_unit_test(test_weighted_lists),
         cmocka_unit_test(test_dense_vectors_checked),
         cmocka_unit_test(test_dense_vector_bytes),
     };
