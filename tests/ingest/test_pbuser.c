@@ -63,6 +63,10 @@ static void blocks_equal(const pr_block *a, const pr_block *b)
         assert_int_equal(sa->n_values[f], sb->n_values[f]);
         if (sa->n_values[f])
             assert_memory_equal(sa->values[f], sb->values[f], sa->n_values[f] * sizeof(int64_t));
+        assert_int_equal(!sa->weights[f], !sb->weights[f]);
+        assert_int_equal(sa->n_weights[f], sb->n_weights[f]);
+        if (sa->n_weights[f])
+            assert_memory_equal(sa->weights[f], sb->weights[f], sa->n_weights[f] * sizeof(float));
     }
     size_t words = pr_bitmap_words(a->scap);
     for (uint32_t c = 0; c < a->n_sparse; c++) {
@@ -856,6 +860,63 @@ static void test_dense_vectors_same_as_json(void **state)
         fail_msg("%s", err);
 }
 
+/* Weighted lists: ids and an optional score in a repeated message (an
+ * element without the score takes the default: a hole keeps the
+ * positions), parallel repeated fields, and the rejects, as the same JSON
+ * events give them; a weights path on a string field fails the config. */
+static void test_weighted_lists_same_as_json(void **state)
+{
+    (void)state;
+    pbfx t;
+    pbfx_init(&t, "      sparse:\n"
+                  "        - { name: s, path: items.s, list: { max_len: 8 },\n"
+                  "            weights: { path: items.score, default: 0.5 }, ops: [vocab] }\n"
+                  "        - { name: h, path: hist, list: { max_len: 2, keep: last },\n"
+                  "            weights: { path: dwell }, ops: [vocab] }\n"
+                  "        - { name: n, path: items.n, list: { max_len: 8 }, ops: [vocab] }\n");
+    static const struct {
+        const char *ev;
+        int rows, reason;
+    } evs[] = {
+        {"{\"i32\": 1, \"items\": [{\"s\": \"a\", \"n\": 1, \"score\": 0.25}, {\"s\": \"b\", "
+         "\"n\": 2}, {\"s\": \"c\", \"n\": 3, \"score\": 2}], \"hist\": [\"x\", \"y\", \"z\"], "
+         "\"dwell\": [1, 2, 3.5]}",
+         1, 0},
+        {"{\"i32\": 0, \"items\": [{\"s\": \"a\", \"n\": 1}]}", 1, 0},
+        {"{\"i32\": 0, \"hist\": [\"x\"]}", 0, PR_DEC_WRONG_TYPE},
+        {"{\"i32\": 0, \"hist\": [\"x\", \"y\"], \"dwell\": [1]}", 0, PR_DEC_WRONG_TYPE},
+        {"{\"i32\": 0, \"items\": [{\"s\": \"a\", \"n\": 1, \"score\": 1e300}]}", 0,
+         PR_DEC_NUMBER_OUT_OF_RANGE},
+    };
+    for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++) {
+        assert_int_equal(pbfx_both(&t, evs[i].ev, (int64_t)i), evs[i].rows);
+        if (!evs[i].rows && t.rp.last != evs[i].reason)
+            fail_msg("%s: %s", evs[i].ev, pr_decode_reason_name(t.rp.last));
+    }
+    blocks_equal(t.bj, t.bp);
+    const pr_fside *sd = t.bp->side;
+    static const float sw[] = {0.25f, 0.5f, 2.0f, 0.5f}, hw[] = {2.0f, 3.5f};
+    assert_int_equal(sd->n_weights[0], 4);
+    assert_memory_equal(sd->weights[0], sw, sizeof(sw));
+    assert_int_equal(sd->n_weights[1], 2);
+    assert_memory_equal(sd->weights[1], hw, sizeof(hw));
+    assert_null(sd->weights[2]);
+    pbfx_free(&t);
+    char y[1024], err[512];
+    pr_config *cfg = NULL;
+    snprintf(y, sizeof(y),
+             "pipelines:\n  - name: t\n    source:\n      format: protobuf\n"
+             "      protobuf: { descriptor_set: \"%s\", message: t3.All }\n"
+             "    schema:\n      sparse:\n"
+             "        - { name: n, path: items.n, list: { max_len: 2 },\n"
+             "            weights: { path: items.s }, ops: [vocab] }\n",
+             PR_PBUSER_DESC);
+    assert_int_not_equal(pr_config_load_string(y, strlen(y), "pb.yaml", &cfg, err, sizeof(err)), 0);
+    if (!strstr(err, "schema.sparse[0].weights.path: 'items.s' in message t3.All: a string or "
+                     "bytes field, and weights are numbers"))
+        fail_msg("%s", err);
+}
+
 /* A dense vector as float32 bytes (encoding f32) in a Protobuf bytes
  * field, read raw: the rows JSON gives for the same bytes in base64 (ASCII
  * bytes, so that the JSON form the encoder takes carries them as they
@@ -1093,6 +1154,7 @@ int main(void)
         cmocka_unit_test(test_lists_of_messages),
         cmocka_unit_test(test_lists_of_messages_same_as_json),
         cmocka_unit_test(test_dense_vectors_same_as_json),
+        cmocka_unit_test(test_weighted_lists_same_as_json),
         cmocka_unit_test(test_dense_vector_bytes_same_as_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
