@@ -5,11 +5,15 @@
  * path the schema cannot give (`user.idd`, a single-valued path through an
  * array of records, a dense feature on a string), fails `piperec explain`,
  * `run --check`, `run` and `process` alike with the key named, instead of
- * an all-missing feature or a wrong_type in every row later. The same
- * shape as Protobuf's (config_pbuser.c); the resolving is the reader's
- * (pr_avro_check_feature, ingest/avro_reader.c). With a schema registry the
- * writer schemas arrive at run time: there a path a schema lacks is schema
- * evolution (absent), not an error, and nothing is checked here.
+ * an all-missing feature or a wrong_type in every row later. A weighted
+ * list's weights path is checked too (k == PR_FEAT_WEIGHTS_PATH, key
+ * schema.sparse[i].weights.path): a list of int, long, float or double, as
+ * its ids are a list (a string, bytes, enum or boolean weight would reject
+ * every record that has one). The same shape as Protobuf's
+ * (config_pbuser.c); the resolving is the reader's (pr_avro_check_feature,
+ * ingest/avro_reader.c). With a schema registry the writer schemas arrive
+ * at run time: there a path a schema lacks is schema evolution (absent),
+ * not an error, and nothing is checked here.
  */
 #include "pr_config_int.h"
 

@@ -19,16 +19,21 @@ static int pr__pb_check(const void *schema, const pr_feature_spec *f, uint8_t k,
 {
     unsigned types = 0;
     char why[200];
-    if (k == PR_FEAT_WEIGHTS_PATH) { /* a weighted list's weights: a list of numbers */
+    /* A weighted list's weights (pr__check_feature_paths passes k ==
+     * PR_FEAT_WEIGHTS_PATH): a repeated field, or a field of a repeated
+     * message, of numbers. A string, bytes or enum field reads as a string,
+     * and a bool as true / false, which the decoder rejects as a weight. */
+    if (k == PR_FEAT_WEIGHTS_PATH) {
         int rc = pr_pbuser_check_path(schema, f->weights_path, PR_JSON_ALIGNED, &types, errstr,
                                       errstr_size);
-        if (rc == 0 && (types & (PR_FTYPE_STR | PR_FTYPE_BYTES)))
+        if (rc == 0 && (types & (PR_FTYPE_STR | PR_FTYPE_BYTES | PR_FTYPE_BOOL)))
             return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                             "'%s' in message %s: a string or bytes field, and weights are "
-                             "numbers",
+                             "'%s' in message %s: a string, bytes, enum or bool field, and "
+                             "weights are numbers (an integer, float or double field)",
                              f->weights_path, pr_pbuser_desc_message(schema));
         return rc;
     }
+    /* the ids of a weighted list: as a list's (PR_JSON_ALIGNED reads alike) */
     pr_json_shape shape = f->kind == PR_FEAT_DENSE && f->dim && !pr_feature_vector_bytes(f)
                               ? PR_JSON_VECTOR
                           : pr_feature_weighted(f)   ? PR_JSON_ALIGNED

@@ -43,7 +43,6 @@
 #include "pr_log.h"
 
 #define PR__AV_MAX_DEPTH   64                  /* nested containers in one record */
-#define PR__AV_MAX_ALIGNED (2 * PR_MAX_SPARSE) /* a weighted list's ids and weights each */
 #define PR__AV_MAX_EMPTY   (1u << 20)          /* items of a zero-byte type in one block */
 #define PR__AV_NEG_TTL_NS  (10 * 1000000000LL) /* an unknown id is asked again after */
 #define PR__AV_MAX_DECIMAL 64                  /* bytes of a decimal's unscaled value */
@@ -153,6 +152,8 @@ struct pr_avro_reader {
     uint64_t tick;
     int32_t last; /* cache index of the last hit, -1 */
     /* one record */
+    uint32_t *elem_start; /* [n_paths]: an aligned column's values before the current item
+                           * of an array of records (one list level: never nested) */
     const uint8_t *p, *end, *start;
     pr_json_block *jb;
     pr_json_reject *rej;
@@ -931,16 +932,15 @@ static int pr__leaf_list(pr_avro_reader *r, const av *n, int depth)
     }
 }
 
-/* An array of records on the way to paths: each item read (its leaves
- * append one list element each). */
 /* After one item of an array of records: each PR_JSON_ALIGNED column below
- * that the item gave no value (no such field in its branch, null there, a
- * null item) gets a hole, so that its positions stay the items'. */
-static int pr__objlist_holes(pr_avro_reader *r, const av *n, const uint32_t *before)
+ * that the item gave no value (no such field in its record branch, null
+ * there or on the way, a null item of a nullable union) gets a hole, so that
+ * its positions stay the items', as the JSON extractor's pr__fill_holes. */
+static int pr__objlist_holes(pr_avro_reader *r, const av *n)
 {
     for (uint32_t k = 0; k < n->n_aligned; k++) {
         uint32_t col = (uint32_t)n->aligned[k];
-        int rc = r->jb->cols[col].n_values == before[k]
+        int rc = r->jb->cols[col].n_values == r->elem_start[col]
                      ? pr__put_rc(r, pr_json_row_hole(r->jb, col), n->aligned[k])
                      : 0;
         if (rc)
@@ -949,11 +949,10 @@ static int pr__objlist_holes(pr_avro_reader *r, const av *n, const uint32_t *bef
     return 0;
 }
 
+/* An array of records on the way to paths: each item read (its leaves
+ * append one list element each; aligned columns a hole where it has none). */
 static int pr__objlist(pr_avro_reader *r, const av *n, int depth)
 {
-    uint32_t before[PR__AV_MAX_ALIGNED]; /* the config's paths bound n_aligned */
-    if (n->n_aligned > PR__AV_MAX_ALIGNED)
-        return PR_EINVAL;
     for (;;) {
         int64_t count, size;
         int rc = pr__block(r, n->kid[0], &count, &size);
@@ -961,9 +960,9 @@ static int pr__objlist(pr_avro_reader *r, const av *n, int depth)
             return rc;
         for (int64_t i = 0; i < count; i++) {
             for (uint32_t k = 0; k < n->n_aligned; k++)
-                before[k] = r->jb->cols[n->aligned[k]].n_values;
+                r->elem_start[n->aligned[k]] = r->jb->cols[n->aligned[k]].n_values;
             if ((rc = pr__read(r, n->kid[0], depth + 1)) ||
-                (n->n_aligned && (rc = pr__objlist_holes(r, n, before))))
+                (n->n_aligned && (rc = pr__objlist_holes(r, n))))
                 return rc;
         }
     }
@@ -1296,7 +1295,8 @@ static pr_avro_reader *pr__reader_new(const pr_json_decoder *d, const char *sche
         framing == PR_AVRO_FRAMING_REGISTRY || (framing == PR_AVRO_FRAMING_AUTO && (reg || known));
     r->cache_max = cache_max ? cache_max : 1000;
     r->last = -1;
-    if (pr__trie_build(r) || !(r->cache = calloc(r->cache_max, sizeof(*r->cache)))) {
+    if (pr__trie_build(r) || !(r->cache = calloc(r->cache_max, sizeof(*r->cache))) ||
+        !(r->elem_start = calloc(r->n_paths + 1, sizeof(*r->elem_start)))) {
         pr_seterr(errstr, errstr_size, PR_ENOMEM, "avro: out of memory");
         goto out_free;
     }
@@ -1333,6 +1333,7 @@ void pr_avro_reader_free(pr_avro_reader *r)
     free(r->cache);
     pr__plan_free(r->fixed);
     free(r->trie);
+    free(r->elem_start);
     pr__known_put(r->known);
     if (r->own_reg)
         pr_registry_free(r->reg);
@@ -1482,11 +1483,13 @@ void pr_avro_schema_free(pr_avro_schema *s)
 typedef struct pr__chk {
     const pr_avro_schema *s;
     const char *path;
-    bool list;       /* the feature takes a list */
-    bool vector;     /* ... a dense vector's: never through an array of records */
-    uint32_t vbytes; /* a dense vector of float32 bytes: its byte count (a fixed's size) */
-    bool in_elem;    /* past an array of records */
-    unsigned types;  /* PR_FTYPE_* | PR__AV_TIME of the values the path can give */
+    bool list;           /* the feature takes a list */
+    bool vector;         /* ... a dense vector's: never through an array of records */
+    uint32_t vbytes;     /* a dense vector of float32 bytes: its byte count (a fixed's size) */
+    bool in_elem;        /* past an array of records */
+    unsigned types;      /* PR_FTYPE_* | PR__AV_TIME of the values the path can give */
+    const char *not_num; /* the first type the path can give that is no number (a
+                          * string, bytes, an enum, a boolean), for a weights path */
     char *err;
     size_t errn;
 } pr__chk;
@@ -1675,7 +1678,10 @@ static int pr__chk_node(pr__chk *k, avro_schema_t s, json_t *j, const char *seg,
     if (k->vbytes && kind == AV_FIXED && !n.decimal && n.size != k->vbytes)
         return pr__chk_fail(k, "a fixed of %u bytes, and a vector of %u float32 is %u bytes",
                             (unsigned)n.size, k->vbytes / 4, k->vbytes);
-    k->types |= pr__av_ftype(kind, n.decimal, n.utf8, n.unit);
+    unsigned ft = pr__av_ftype(kind, n.decimal, n.utf8, n.unit);
+    if (!k->not_num && (kind == AV_BOOL || (ft & PR_FTYPE_STR)))
+        k->not_num = pr__av_type_name(s);
+    k->types |= ft;
     return 0;
 }
 
@@ -1704,6 +1710,10 @@ static int pr__chk_types(pr__chk *k, const pr_feature_spec *f)
     return 0;
 }
 
+/* k == PR_FEAT_WEIGHTS_PATH: a weighted list's weights path, which must be a
+ * list (an array, or a field of an array of records, as the ids) of numbers:
+ * int, long, float, double (a decimal, a time type too); the ids path of a
+ * weighted list is checked as any list feature's. */
 int pr_avro_check_feature(const pr_avro_schema *s, const pr_feature_spec *f, uint8_t k,
                           char *errstr, size_t errstr_size)
 {
@@ -1719,9 +1729,8 @@ int pr_avro_check_feature(const pr_avro_schema *s, const pr_feature_spec *f, uin
     int rc = pr__chk_node(&c, s->pl->schema, s->pl->json, path, false, 0);
     if (rc || !w)
         return rc ? rc : pr__chk_types(&c, f);
-    char gives[48];
-    pr_ftype_text(c.types, gives, sizeof(gives));
-    if (c.types & (PR_FTYPE_STR | PR_FTYPE_BYTES))
-        return pr__chk_fail(&c, "it gives %s, and weights are numbers", gives);
+    if (c.not_num) /* the decoder would reject it wrong_type: a weight is a number, never a bool */
+        return pr__chk_fail(&c, "it gives %s, and weights are numbers (int, long, float, double)",
+                            c.not_num);
     return 0;
 }

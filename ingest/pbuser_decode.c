@@ -33,7 +33,15 @@
  * value wins inside the element, oneof, implicit presence giving the
  * default when the element lacks the field). Such a column remembers where
  * the current element's values begin (elem0), so clearing inside an element
- * clears that element only.
+ * clears that element only. A PR_JSON_ALIGNED column (a weighted list's ids
+ * or weights) keeps one position per element: an element that gives it no
+ * value (an explicit-presence field it lacks, a message on the way it lacks,
+ * a map key it lacks) stages a hole, pr_json_row_hole when the row is
+ * written, as JSON's extractor does for an object without the key. A proto3
+ * implicit field the element lacks is no hole but its zero value (0, 0.0,
+ * "", the enum's 0), exactly as a LIST column of it reads: the wire cannot
+ * tell 0 from absent, so such an id is kept and such a weight is 0, never
+ * the feature's weights default (declare the field `optional` for that).
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -219,8 +227,8 @@ static int pr__compile_path(pr_pbuser_reader *r, const pr_json_path *jp, uint32_
     if (!c->list && !(c->v = calloc(1, sizeof(*c->v))))
         return PR_ENOMEM;
     c->cap = c->list ? 0 : 1;
-    bool listy = jp->shape == PR_JSON_LIST || jp->shape == PR_JSON_VECTOR ||
-                 jp->shape == PR_JSON_ALIGNED;
+    bool listy =
+        jp->shape == PR_JSON_LIST || jp->shape == PR_JSON_VECTOR || jp->shape == PR_JSON_ALIGNED;
     c->aligned = c->mapped && jp->shape == PR_JSON_ALIGNED;
     if (jp->shape == PR_JSON_VECTOR && c->mapped)
         return pr_seterr(errstr, errstr_size, PR_EINVAL,

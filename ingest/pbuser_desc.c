@@ -468,6 +468,8 @@ static unsigned pr__pb_ftypes(uint8_t t)
         return PR_FTYPE_STR | PR_FTYPE_BYTES;
     case PR__PBT_ENUM:
         return PR_FTYPE_STR | PR_FTYPE_INT;
+    case PR__PBT_BOOL:
+        return PR_FTYPE_INT | PR_FTYPE_BOOL;
     case PR__PBT_MESSAGE:
     case PR__PBT_GROUP:
         return 0;
@@ -479,6 +481,8 @@ static unsigned pr__pb_ftypes(uint8_t t)
 int pr_pbuser_check_path(const pr_pbuser_desc *d, const char *path, pr_json_shape shape,
                          unsigned *types, char *errstr, size_t errstr_size)
 {
+    /* LIST, ALIGNED (a weighted list's ids and weights: the same fields as a
+     * list's, holes are the reader's business), VECTOR, SCALAR_OR_LIST */
     bool list = shape != PR_JSON_SCALAR;
     pr__pbstep steps[PR__PB_MAX_DEPTH];
     uint32_t n = 0;

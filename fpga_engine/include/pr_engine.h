@@ -228,8 +228,8 @@ typedef struct pr_fside {
      * the order of the feature's values (so its count is the sum of the
      * lengths, in a block as in an output, vocab feature or not); NULL for an
      * unweighted feature (every weight 1). n_weights, weights_cap as above. */
-    float **weights;                    /* [n_feat] */
-    uint32_t *n_weights, *weights_cap;  /* [n_feat] */
+    float **weights;                   /* [n_feat] */
+    uint32_t *n_weights, *weights_cap; /* [n_feat] */
 } pr_fside;
 
 /* Allocate side tables for `cap` rows (values of each feature start with room
@@ -802,6 +802,9 @@ const char *const *pr_engine_backends(void);
  * writer schema, a Protobuf descriptor): the field holds raw bytes (Avro
  * bytes or fixed, Protobuf bytes), not text that must be UTF-8. */
 #define PR_FTYPE_BYTES 16u
+/* Beside PR_FTYPE_INT in a Protobuf descriptor's load-time check only: the
+ * field is a bool (read as 0 / 1), which a weight may not be. */
+#define PR_FTYPE_BOOL 32u
 
 typedef enum pr_feature_kind {
     PR_FEAT_LABEL = 0,  /* float32 target; several allowed; no operators */

@@ -7,9 +7,11 @@
  * writer schema lacks is absent; the reject reasons (bad_avro, bad_framing,
  * wrong_type, list_too_long) with nothing left in the block; the time logical
  * types in their writer's unit whatever event_time.unit says; arrays of
- * records mapped by list features as JSON's lists of objects; a fixed
- * writer schema checked when the config loads (missing file, unknown path,
- * single-valued path through an array, types), and the hint that a plain
+ * records mapped by list features as JSON's lists of objects; weighted
+ * lists (ids and weights kept aligned over arrays of records by holes, and
+ * parallel arrays) as JSON gives them; a fixed writer schema checked when
+ * the config loads (missing file, unknown path, single-valued path through
+ * an array, types, a weights path of numbers), and the hint that a plain
  * pipeline's bad_avro record is registry-framed. The registry
  * (fetch, evolution, down/up, 404) is tested end to end in
  * tests/ingest/test_avro_registry.sh with a test registry server.
@@ -898,6 +900,183 @@ static void test_weighted_lists(void **state)
     free(f);
 }
 
+/* Aligned paths over an array of a nullable record union: a null item, a
+ * null record on the way to the weight (meta), a null field, all keep the
+ * positions (a hole each); an item without the id drops its weight, an id
+ * without a weight takes the default or, without one, rejects the record
+ * wrong_type; a record branch of the writer schema without the weights
+ * field gives holes only. Each as the same JSON events give it. */
+static const char *const wr_avsc =
+    "{\"type\":\"record\",\"name\":\"W\",\"fields\":["
+    "{\"name\":\"y\",\"type\":\"int\"},"
+    "{\"name\":\"cats\",\"type\":[\"null\",{\"type\":\"array\",\"items\":[\"null\","
+    "{\"type\":\"record\",\"name\":\"C\",\"fields\":["
+    "{\"name\":\"id\",\"type\":[\"null\",\"string\"]},"
+    "{\"name\":\"meta\",\"type\":[\"null\",{\"type\":\"record\",\"name\":\"M\",\"fields\":["
+    "{\"name\":\"w\",\"type\":[\"null\",\"float\"]}]}]},"
+    "{\"name\":\"score\",\"type\":[\"null\",\"long\"]}]}]}]}]}";
+
+/* The same without the score field (an older writer). */
+static const char *const wr_old_avsc =
+    "{\"type\":\"record\",\"name\":\"W\",\"fields\":["
+    "{\"name\":\"y\",\"type\":\"int\"},"
+    "{\"name\":\"cats\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"record\","
+    "\"name\":\"C\",\"fields\":[{\"name\":\"id\",\"type\":[\"null\",\"string\"]}]}}}]}";
+
+typedef struct wcase {
+    const char *ev;
+    int rows, reason;
+} wcase;
+
+/* cases[0, n) both ways (JSON, Avro under writer schema avsc) through a
+ * fixture made from yaml: the rows and reasons each case names, blocks
+ * equal; the caller reads t's blocks, then fx_free(t). */
+static void weighted_cases(fx *t, const char *yaml, const char *avsc, const wcase *cases, size_t n)
+{
+    fx_init(t, yaml, avsc, PR_AVRO_FRAMING_PLAIN);
+    for (size_t i = 0; i < n; i++) {
+        t->rj.last = t->ra.last = 0;
+        assert_int_equal(both(t, cases[i].ev, -1), cases[i].rows);
+        if (!cases[i].rows && t->ra.last != cases[i].reason)
+            fail_msg("%s: %s", cases[i].ev, pr_decode_reason_name(t->ra.last));
+    }
+    blocks_equal(t->bj, t->ba);
+}
+
+static void test_weighted_records_aligned(void **state)
+{
+    (void)state;
+    static const char *const dflt =
+        Y_HEAD "      sparse:\n"
+               "        - { name: cats, path: cats.id, list: { max_len: 8 },\n"
+               "            weights: { path: cats.meta.w, default: 0.5 }, ops: [vocab] }\n"
+               "        - { name: ids, path: cats.id, list: { max_len: 8 }, ops: [vocab] }\n";
+    static const wcase dcases[] = {
+        {"{\"y\":1,\"cats\":[{\"id\":\"a\",\"meta\":{\"w\":2}},null,{\"id\":\"b\",\"meta\":null},"
+         "{\"id\":null,\"meta\":{\"w\":3}},{\"id\":\"c\",\"meta\":{\"w\":null}},{\"meta\":{\"w\":9}"
+         "},"
+         "{\"id\":\"d\",\"meta\":{\"w\":4}}]}",
+         1, 0},
+        {"{\"y\":0,\"cats\":null}", 1, 0},
+        {"{\"y\":0,\"cats\":[null,null,{\"id\":null}]}", 1, 0},
+        {"{\"y\":0,\"cats\":[]}", 1, 0},
+        {"{\"y\":1,\"cats\":[null,{\"id\":\"e\"}]}", 1, 0},
+    };
+    fx t;
+    weighted_cases(&t, dflt, wr_avsc, dcases, sizeof(dcases) / sizeof(dcases[0]));
+    const pr_fside *sd = t.ba->side;
+    static const float w0[] = {2.0f, 0.5f, 0.5f, 4.0f, 0.5f};
+    assert_int_equal(sd->n_weights[0], 5);
+    assert_memory_equal(sd->weights[0], w0, sizeof(w0));
+    static const int32_t len0[] = {4, 0, 0, 0, 1};
+    assert_memory_equal(pr_fside_lengths((pr_fside *)sd, 0), len0, sizeof(len0));
+    assert_memory_equal(pr_fside_lengths((pr_fside *)sd, 1), len0, sizeof(len0)); /* ids alone */
+    assert_null(sd->weights[1]);
+    fx_free(&t);
+
+    /* no default: an id without its weight rejects the record */
+    static const char *const strict =
+        Y_HEAD "      sparse:\n"
+               "        - { name: cats, path: cats.id, list: { max_len: 8 },\n"
+               "            weights: { path: cats.score }, ops: [vocab] }\n";
+    static const wcase scases[] = {
+        {"{\"y\":1,\"cats\":[{\"id\":\"a\",\"score\":7},{\"id\":null,\"score\":2},null,"
+         "{\"score\":5},{\"id\":\"b\",\"score\":-1}]}",
+         1, 0},
+        {"{\"y\":1,\"cats\":[{\"id\":\"a\",\"score\":1},{\"id\":\"b\"}]}", 0, PR_DEC_WRONG_TYPE},
+        {"{\"y\":1,\"cats\":[{\"id\":\"a\",\"score\":1},null,{\"id\":\"b\",\"score\":null}]}", 0,
+         PR_DEC_WRONG_TYPE},
+        {"{\"y\":1,\"cats\":[null,{\"score\":3}]}", 1, 0},
+    };
+    weighted_cases(&t, strict, wr_avsc, scases, sizeof(scases) / sizeof(scases[0]));
+    static const float w1[] = {7.0f, -1.0f};
+    assert_int_equal(t.ba->side->n_weights[0], 2);
+    assert_memory_equal(t.ba->side->weights[0], w1, sizeof(w1));
+    fx_free(&t);
+
+    /* a writer schema whose records lack the weights field: every id a hole's
+     * weight (the default, or the record rejected) */
+    static const char *const old =
+        Y_HEAD "      sparse:\n"
+               "        - { name: cats, path: cats.id, list: { max_len: 8 },\n"
+               "            weights: { path: cats.score, default: 0.25 }, ops: [vocab] }\n";
+    static const wcase ocases[] = {
+        {"{\"y\":1,\"cats\":[{\"id\":\"a\"},{\"id\":null},{\"id\":\"b\"}]}", 1, 0},
+        {"{\"y\":0,\"cats\":[]}", 1, 0},
+    };
+    weighted_cases(&t, old, wr_old_avsc, ocases, sizeof(ocases) / sizeof(ocases[0]));
+    static const float w2[] = {0.25f, 0.25f};
+    assert_int_equal(t.ba->side->n_weights[0], 2);
+    assert_memory_equal(t.ba->side->weights[0], w2, sizeof(w2));
+    fx_free(&t);
+    static const wcase rcases[] = {
+        {"{\"y\":1,\"cats\":[{\"id\":\"a\"}]}", 0, PR_DEC_WRONG_TYPE},
+        {"{\"y\":1,\"cats\":[{\"id\":null}]}", 1, 0},
+    };
+    weighted_cases(&t, strict, wr_old_avsc, rcases, sizeof(rcases) / sizeof(rcases[0]));
+    fx_free(&t);
+}
+
+/* A fixed writer schema and weights: a list of int, long, float, double or
+ * decimal loads; a boolean, an enum, bytes, a string or a single number is
+ * refused naming schema.sparse[i].weights.path; the ids of a weighted list
+ * must be a list too (schema.sparse[i].path). */
+static const char *const wchk_avsc =
+    "{\"type\":\"record\",\"name\":\"K\",\"fields\":["
+    "{\"name\":\"ids\",\"type\":{\"type\":\"array\",\"items\":\"string\"}},"
+    "{\"name\":\"one\",\"type\":\"string\"},"
+    "{\"name\":\"ints\",\"type\":{\"type\":\"array\",\"items\":\"int\"}},"
+    "{\"name\":\"decs\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"bytes\","
+    "\"logicalType\":\"decimal\",\"precision\":6,\"scale\":2}}},"
+    "{\"name\":\"flags\",\"type\":{\"type\":\"array\",\"items\":\"boolean\"}},"
+    "{\"name\":\"kinds\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"enum\",\"name\":\"E\","
+    "\"symbols\":[\"A\",\"B\"]}}},"
+    "{\"name\":\"blobs\",\"type\":{\"type\":\"array\",\"items\":\"bytes\"}},"
+    "{\"name\":\"amount\",\"type\":\"double\"},"
+    "{\"name\":\"recs\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"record\",\"name\":"
+    "\"R\",\"fields\":[{\"name\":\"id\",\"type\":\"long\"},{\"name\":\"on\",\"type\":"
+    "[\"null\",\"boolean\"]},{\"name\":\"w\",\"type\":[\"null\",\"double\"]}]}}}]}";
+
+static void test_weighted_schema_checked(void **state)
+{
+    (void)state;
+    char *f = write_tmp(wchk_avsc), err[2048], y[512];
+    static const char *const good[] = {"ints", "decs"};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(y, sizeof(y),
+                 "      sparse:\n"
+                 "        - { name: a, path: ids, list: { max_len: 3 },\n"
+                 "            weights: { path: %s }, ops: [vocab] }\n"
+                 "        - { name: r, path: recs.id, list: { max_len: 3 },\n"
+                 "            weights: { path: recs.w, default: 1 }, ops: [vocab] }\n",
+                 good[i]);
+        if (load_avro(f, false, y, err, sizeof(err)))
+            fail_msg("weights %s refused: %s", good[i], err);
+    }
+    static const struct {
+        const char *ids, *weights, *want;
+    } bad[] = {
+        {"ids", "flags", "schema.sparse[0].weights.path: 'flags' in the writer schema"},
+        {"ids", "flags", "it gives a boolean, and weights are numbers"},
+        {"ids", "kinds", "it gives an enum, and weights are numbers"},
+        {"ids", "blobs", "it gives bytes, and weights are numbers"},
+        {"ids", "one", "schema.sparse[0].weights.path: 'one' in the writer schema"},
+        {"ids", "amount", "a double, not an array: a list feature"},
+        {"recs.id", "recs.on", "it gives a boolean, and weights are numbers"},
+        {"one", "ints", "schema.sparse[0].path: 'one' in the writer schema"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(y, sizeof(y),
+                 "      sparse:\n"
+                 "        - { name: a, path: %s, list: { max_len: 3 },\n"
+                 "            weights: { path: %s }, ops: [vocab] }\n",
+                 bad[i].ids, bad[i].weights);
+        expect_refused(f, y, bad[i].want);
+    }
+    unlink(f);
+    free(f);
+}
+
 /* Dense vectors as float32 bytes (encoding f32): Avro bytes and fixed read
  * raw give the rows JSON gives for the same bytes in base64; a wrong
  * length is wrong_type in both, an empty value is missing. (The bytes are
@@ -1052,6 +1231,8 @@ int main(void)
         cmocka_unit_test(test_framing_hint),
         cmocka_unit_test(test_dense_vectors),
         cmocka_unit_test(test_weighted_lists),
+        cmocka_unit_test(test_weighted_records_aligned),
+        cmocka_unit_test(test_weighted_schema_checked),
         cmocka_unit_test(test_dense_vectors_checked),
         cmocka_unit_test(test_dense_vector_bytes),
     };

@@ -6,7 +6,10 @@
  * enums, nested messages, and 2000 random messages written by Python's
  * protobuf against what its decoder reads (pbuser_reference.py); the
  * presence rules (proto3 implicit, optional, proto2); malformed wire bytes and
- * framing rejected with their reason; the config's errors naming the key.
+ * framing rejected with their reason; the config's errors naming the key;
+ * weighted lists over repeated messages (aligned paths: a hole per element
+ * without an explicit-presence field, an implicit one's zero value) and
+ * parallel repeated fields, as JSON gives them.
  *
  * The descriptor set is built from tests/data/pbuser_*.proto by protoc at
  * build time (PR_PBUSER_DESC).
@@ -752,22 +755,29 @@ static void pbfx_init(pbfx *t, const char *schema)
     t->bp = pr_feature_block_new(fs, 64, true);
 }
 
+/* Event ev_json as JSON and ev_pb written as Protobuf, as record i: the rows
+ * each gave, which must agree (two texts where proto3 cannot say "absent"). */
+static int pbfx_pair(pbfx *t, const char *ev_json, const char *ev_pb, int64_t i)
+{
+    char err[512];
+    int pl = pr_pbuser_encode_json(t->desc, ev_pb, strlen(ev_pb), false, 0, &t->pb, &t->pb_cap, err,
+                                   sizeof(err));
+    if (pl < 0)
+        fail_msg("encode %s: %s", ev_pb, err);
+    t->xj.offset = t->xp.offset = i;
+    uint32_t next = 0;
+    int a = pr_decode_message(PR_MSG_JSON, &t->xj, t->bj, ev_json, strlen(ev_json), &next, NULL);
+    int b = pr_decode_message(PR_MSG_PROTOBUF, &t->xp, t->bp, t->pb, (size_t)pl, &next, NULL);
+    if (a != b || t->rj.last != t->rp.last)
+        fail_msg("%s: json %d (%s), protobuf %d (%s)", ev_pb, a, pr_decode_reason_name(t->rj.last),
+                 b, pr_decode_reason_name(t->rp.last));
+    return a;
+}
+
 /* Event ev (JSON) both ways as record i: the rows each gave, which must agree. */
 static int pbfx_both(pbfx *t, const char *ev, int64_t i)
 {
-    char err[512];
-    int pl = pr_pbuser_encode_json(t->desc, ev, strlen(ev), false, 0, &t->pb, &t->pb_cap, err,
-                                   sizeof(err));
-    if (pl < 0)
-        fail_msg("encode %s: %s", ev, err);
-    t->xj.offset = t->xp.offset = i;
-    uint32_t next = 0;
-    int a = pr_decode_message(PR_MSG_JSON, &t->xj, t->bj, ev, strlen(ev), &next, NULL);
-    int b = pr_decode_message(PR_MSG_PROTOBUF, &t->xp, t->bp, t->pb, (size_t)pl, &next, NULL);
-    if (a != b || t->rj.last != t->rp.last)
-        fail_msg("%s: json %d (%s), protobuf %d (%s)", ev, a, pr_decode_reason_name(t->rj.last), b,
-                 pr_decode_reason_name(t->rp.last));
-    return a;
+    return pbfx_pair(t, ev, ev, i);
 }
 
 static void pbfx_free(pbfx *t)
@@ -912,9 +922,204 @@ static void test_weighted_lists_same_as_json(void **state)
              "            weights: { path: items.s }, ops: [vocab] }\n",
              PR_PBUSER_DESC);
     assert_int_not_equal(pr_config_load_string(y, strlen(y), "pb.yaml", &cfg, err, sizeof(err)), 0);
-    if (!strstr(err, "schema.sparse[0].weights.path: 'items.s' in message t3.All: a string or "
-                     "bytes field, and weights are numbers"))
+    if (!strstr(err, "schema.sparse[0].weights.path: 'items.s' in message t3.All: a string, "
+                     "bytes, enum or bool field, and weights are numbers"))
         fail_msg("%s", err);
+}
+
+/* A config over t3.All with `sparse` as its features: loads when want is
+ * NULL, else fails with want in the error. */
+static void all_config(const char *sparse, const char *want)
+{
+    char y[2048], err[1024];
+    pr_config *cfg = NULL;
+    snprintf(y, sizeof(y),
+             "pipelines:\n  - name: t\n    source:\n      format: protobuf\n"
+             "      protobuf: { descriptor_set: \"%s\", message: t3.All }\n"
+             "    schema:\n      sparse:\n%s",
+             PR_PBUSER_DESC, sparse);
+    int rc = pr_config_load_string(y, strlen(y), "pb.yaml", &cfg, err, sizeof(err));
+    if (!want) {
+        if (rc)
+            fail_msg("unexpected: %s", err);
+        pr_config_free(cfg);
+        return;
+    }
+    assert_int_not_equal(rc, 0);
+    if (!strstr(err, want))
+        fail_msg("error '%s' lacks '%s'", err, want);
+}
+
+#define AL(p)                                                                                      \
+    {                                                                                              \
+        .path = p, .type = PR_JSON_ANY, .shape = PR_JSON_ALIGNED, .max_list = 4                    \
+    }
+
+/* Element k of column col is a hole. */
+static void want_hole(rfx *t, uint32_t col, uint32_t k)
+{
+    assert_int_equal(val(t, col, k)->type, PR_JSON_HOLE);
+}
+
+/* PR_JSON_ALIGNED paths through a repeated message: one position per
+ * element, a hole where the element lacks an explicit-presence field (as
+ * JSON's extractor gives for an object without the key); a proto3 implicit
+ * field the element lacks reads its zero value, as a LIST of it does, not a
+ * hole; a repeated field on an aligned path reads as a list (no holes);
+ * holes count towards max_list. */
+static void test_aligned_over_messages(void **state)
+{
+    (void)state;
+    static const pr_json_path paths[] = {AL("items.opt"), AL("items.score"), AL("items.n"),
+                                         LI("items.s"),   AL("dwell"),       AL("items.c")};
+    rfx t;
+    rfx_init(&t, "t3.All", paths, 6, PR_PB_FRAMING_NONE);
+    static const char ev[] = "{\"items\": [{\"opt\": 1, \"score\": 0.5, \"n\": 3}, {\"n\": 4}, "
+                             "{\"opt\": 2}, {}], \"dwell\": [1.5, 2]}";
+    assert_int_equal(read_json(&t, ev), 0);
+    for (uint32_t c = 0; c < 4; c++)
+        assert_int_equal(t.jb->cols[c].count[0], 4);
+    assert_int_equal(val(&t, 0, 0)->i, 1);
+    want_hole(&t, 0, 1);
+    assert_int_equal(val(&t, 0, 2)->i, 2);
+    want_hole(&t, 0, 3);
+    assert_true(val(&t, 1, 0)->d == 0.5);
+    want_hole(&t, 1, 1);
+    want_hole(&t, 1, 2);
+    want_hole(&t, 1, 3);
+    static const int64_t ns[] = {3, 4, 0, 0}; /* implicit: 0 where absent, as a list's "" */
+    for (uint32_t k = 0; k < 4; k++) {
+        assert_int_equal(val(&t, 2, k)->type, PR_JSON_INT64);
+        assert_int_equal(val(&t, 2, k)->i, ns[k]);
+        want_s(&t, 3, k, "");
+        want_s(&t, 5, k, "COLOR_NONE"); /* an implicit enum: its 0 value */
+    }
+    assert_int_equal(t.jb->cols[4].count[0], 2);
+    assert_true(val(&t, 4, 1)->d == 2.0);
+    /* the explicit-presence columns as JSON's extractor reads the same text */
+    pr_json_block *jb = pr_json_block_new(t.x, 1);
+    assert_int_equal(pr_json_extract(t.x, jb, ev, strlen(ev), NULL), 0);
+    for (uint32_t c = 0; c < 2; c++) {
+        assert_int_equal(jb->cols[c].count[0], 4);
+        for (uint32_t k = 0; k < 4; k++)
+            assert_int_equal(jb->cols[c].any[k].type, t.jb->cols[c].any[k].type);
+    }
+    pr_json_block_free(jb);
+    /* five elements without opt: five holes, past max_list 4 */
+    assert_int_equal(read_json(&t, "{\"items\": [{\"n\": 1}, {}, {}, {}, {}]}"),
+                     PR_DEC_LIST_TOO_LONG);
+    /* no elements: nothing, no hole */
+    assert_int_equal(read_json(&t, "{\"items\": []}"), 0);
+    assert_int_equal(t.jb->cols[0].count[0], 0);
+    rfx_free(&t);
+}
+
+/* A weighted list over a repeated message: an element without the id (an
+ * optional field) drops its weight, one without the score takes the default
+ * or, without a default, rejects the record wrong_type; an empty element
+ * keeps the positions. The same JSON events give the same blocks. A proto3
+ * implicit field inside an element is its zero value, never a hole: as an
+ * id it is kept, as a weight it is 0 (not the default), as the JSON event
+ * with an explicit 0 gives. */
+static void test_weighted_messages_aligned(void **state)
+{
+    (void)state;
+    pbfx t;
+    pbfx_init(&t, "      sparse:\n"
+                  "        - { name: o, path: items.opt, list: { max_len: 8 },\n"
+                  "            weights: { path: items.score, default: 0.5 }, ops: [vocab] }\n"
+                  "        - { name: p, path: items.opt, list: { max_len: 8 }, ops: [vocab] }\n"
+                  "        - { name: z, path: items.opt, list: { max_len: 8 },\n"
+                  "            weights: { path: items.n, default: 9 }, ops: [vocab] }\n"
+                  "        - { name: m, path: items.n, list: { max_len: 8 },\n"
+                  "            weights: { path: items.score, default: 0.5 }, ops: [vocab] }\n");
+    static const struct {
+        const char *json, *pb;
+    } evs[] = {
+        {"{\"i32\": 1, \"items\": [{\"opt\": 1, \"score\": 2, \"n\": 5}, {\"score\": 3, \"n\": 0}, "
+         "{\"opt\": 2, \"n\": 0}, {\"n\": 0}, {\"opt\": 3, \"score\": 0.25, \"n\": 6}]}",
+         "{\"i32\": 1, \"items\": [{\"opt\": 1, \"score\": 2, \"n\": 5}, {\"score\": 3}, "
+         "{\"opt\": 2}, {}, {\"opt\": 3, \"score\": 0.25, \"n\": 6}]}"},
+        {"{\"i32\": 0, \"items\": [{\"s\": \"x\", \"n\": 0}]}", "{\"i32\": 0, \"items\": [{\"s\": "
+                                                                "\"x\"}]}"},
+        {"{\"i32\": 0}", "{\"i32\": 0}"},
+    };
+    for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
+        assert_int_equal(pbfx_pair(&t, evs[i].json, evs[i].pb, (int64_t)i), 1);
+    blocks_equal(t.bj, t.bp);
+    const pr_fside *sd = t.bp->side;
+    static const float ow[] = {2.0f, 0.5f, 0.25f}, zw[] = {5.0f, 0.0f, 6.0f},
+                       mw[] = {2.0f, 3.0f, 0.5f, 0.5f, 0.25f, 0.5f};
+    assert_int_equal(sd->n_weights[0], 3);
+    assert_memory_equal(sd->weights[0], ow, sizeof(ow));
+    assert_int_equal(pr_fside_lengths(t.bp->side, 1)[0], 3); /* the ids alone */
+    assert_int_equal(sd->n_weights[2], 3);
+    assert_memory_equal(sd->weights[2], zw, sizeof(zw));
+    assert_int_equal(sd->n_weights[3], 6); /* implicit ids: every element, a 0 where absent */
+    assert_memory_equal(sd->weights[3], mw, sizeof(mw));
+    pbfx_free(&t);
+    /* no default */
+    pbfx_init(&t, "      sparse:\n"
+                  "        - { name: o, path: items.opt, list: { max_len: 8 },\n"
+                  "            weights: { path: items.score }, ops: [vocab] }\n");
+    static const struct {
+        const char *ev;
+        int rows, reason;
+    } strict[] = {
+        {"{\"i32\": 1, \"items\": [{\"opt\": 1, \"score\": 2}, {\"score\": 3}, {}]}", 1, 0},
+        {"{\"i32\": 1, \"items\": [{\"opt\": 1, \"score\": 2}, {\"opt\": 2}]}", 0,
+         PR_DEC_WRONG_TYPE},
+        {"{\"i32\": 1, \"items\": [{}, {\"opt\": 4, \"score\": -1}]}", 1, 0},
+    };
+    for (size_t i = 0; i < sizeof(strict) / sizeof(strict[0]); i++) {
+        t.rj.last = t.rp.last = 0;
+        assert_int_equal(pbfx_both(&t, strict[i].ev, (int64_t)i), strict[i].rows);
+        if (!strict[i].rows && t.rp.last != strict[i].reason)
+            fail_msg("%s: %s", strict[i].ev, pr_decode_reason_name(t.rp.last));
+    }
+    blocks_equal(t.bj, t.bp);
+    static const float sw[] = {2.0f, -1.0f};
+    assert_int_equal(t.bp->side->n_weights[0], 2);
+    assert_memory_equal(t.bp->side->weights[0], sw, sizeof(sw));
+    pbfx_free(&t);
+}
+
+/* The descriptor set and weights: a list of numbers (a repeated number
+ * field, a number field of a repeated message) loads; a string, bytes or
+ * enum field, or a field that is not a list, is refused naming
+ * schema.sparse[i].weights.path; the ids of a weighted list are a list too. */
+static void test_weighted_config(void **state)
+{
+    (void)state;
+    all_config("        - { name: h, path: hist, list: { max_len: 2 },\n"
+               "            weights: { path: packed }, ops: [vocab] }\n"
+               "        - { name: o, path: items.opt, list: { max_len: 2 },\n"
+               "            weights: { path: items.n }, ops: [vocab] }\n",
+               NULL);
+    static const struct {
+        const char *ids, *weights, *want;
+    } bad[] = {
+        {"hist", "colors",
+         "schema.sparse[0].weights.path: 'colors' in message t3.All: a string, bytes, enum or "
+         "bool field, and weights are numbers"},
+        {"hist", "names", "'names' in message t3.All: a string, bytes, enum or bool field"},
+        {"items.opt", "items.c",
+         "'items.c' in message t3.All: a string, bytes, enum or bool field"},
+        {"hist", "flags", "'flags' in message t3.All: a string, bytes, enum or bool field"},
+        {"hist", "db", "schema.sparse[0].weights.path: 'db' is not repeated"},
+        {"hist", "inner.n", "schema.sparse[0].weights.path: 'n' is not repeated"},
+        {"hist", "nosuch", "schema.sparse[0].weights.path: message t3.All has no field 'nosuch'"},
+        {"items.opt", "items.tags", "'tags' is repeated inside the repeated message 'items'"},
+        {"str", "dwell", "schema.sparse[0].path: 'str' is not repeated"},
+    };
+    char y[512];
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(y, sizeof(y),
+                 "        - { name: a, path: %s, list: { max_len: 3 },\n"
+                 "            weights: { path: %s }, ops: [vocab] }\n",
+                 bad[i].ids, bad[i].weights);
+        all_config(y, bad[i].want);
+    }
 }
 
 /* A dense vector as float32 bytes (encoding f32) in a Protobuf bytes
@@ -1155,6 +1360,9 @@ int main(void)
         cmocka_unit_test(test_lists_of_messages_same_as_json),
         cmocka_unit_test(test_dense_vectors_same_as_json),
         cmocka_unit_test(test_weighted_lists_same_as_json),
+        cmocka_unit_test(test_aligned_over_messages),
+        cmocka_unit_test(test_weighted_messages_aligned),
+        cmocka_unit_test(test_weighted_config),
         cmocka_unit_test(test_dense_vector_bytes_same_as_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

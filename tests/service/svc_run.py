@@ -90,3 +90,35 @@ def free_port():
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+def produce_json(piperec, bootstrap, topic, path, rate=None):
+    """`piperec produce --format json` of the JSON lines at path into topic
+    (--rate events/s when given); fails the test when it fails."""
+    cmd = [piperec, "produce", "--bootstrap", bootstrap, "--topic", topic, "--input", path,
+           "--format", "json"]
+    if rate:
+        cmd += ["--rate", str(rate)]
+    if subprocess.run(cmd, capture_output=True).returncode != 0:
+        fail("produce %s" % path)
+
+
+def trainer_port(name, pipeline="p", timeout=20):
+    """The trainer sink's port that `start(..., name, ...)`'s run logged for
+    pipeline (waits up to timeout seconds)."""
+    err = os.path.join(os.environ["PR_TMP"], name + ".err")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = re.search(r"trainer sink: pipeline %s listening on \S+ \(port (\d+)" % pipeline,
+                      open(err).read())
+        if m:
+            return int(m.group(1))
+        time.sleep(0.05)
+    fail("%s: no trainer port in the log" % name)
+
+
+def dead_letters(bootstrap, topic):
+    """Every message of topic, in order, as text lines (kcat)."""
+    return subprocess.run(["kcat", "-b", bootstrap, "-C", "-t", topic, "-o", "beginning", "-e",
+                           "-q", "-f", "%s\n"], capture_output=True, text=True,
+                          timeout=60).stdout.splitlines()

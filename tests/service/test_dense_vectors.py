@@ -33,7 +33,7 @@ import subprocess
 import time
 
 import numpy as np
-from svc_run import broker, fail, metric, rolls, start
+from svc_run import broker, dead_letters, fail, metric, produce_json, rolls, start, trainer_port
 
 PIPEREC = os.environ["PIPEREC"]
 T = os.environ["PR_TMP"]
@@ -203,21 +203,6 @@ def fit(data, good):
     print("fit: a vector's %d elements pooled: mean %.6g std %.6g" % (len(vals), mean, std))
 
 
-def produce(bootstrap, topic, path, rate=None):
-    cmd = [PIPEREC, "produce", "--bootstrap", bootstrap, "--topic", topic, "--input", path,
-           "--format", "json"]
-    if rate:
-        cmd += ["--rate", str(rate)]
-    if subprocess.run(cmd, capture_output=True).returncode != 0:
-        fail("produce %s" % path)
-
-
-def trainer_port(topic):
-    m = re.search(r"trainer sink: pipeline p listening on \S+ \(port (\d+)",
-                  open(os.path.join(T, topic + ".err")).read())
-    return m and int(m.group(1))
-
-
 def streaming(lines, good, bad, ref):
     bootstrap = broker(PIPEREC, 1, "v1,v1-dlq,v3,v3-dlq", procs)
     half = os.path.join(T, "half1.jsonl")
@@ -227,16 +212,11 @@ def streaming(lines, good, bad, ref):
     want = {n: np.load(os.path.join(ref, n)) for n in npy(ref)}
     for threads, layout in ((1, "protobuf"), (3, "raw")):
         topic = "v%d" % threads
-        produce(bootstrap, topic, half)
+        produce_json(PIPEREC, bootstrap, topic, half)
         out = os.path.join(T, "out%d" % threads)
         cfg = os.path.join(T, topic + ".yaml")
         open(cfg, "w").write(config(topic, out, bootstrap, threads))
         run, hp = start(PIPEREC, cfg, topic, procs)
-        deadline = time.monotonic() + 20
-        while not trainer_port(topic) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if not trainer_port(topic):
-            fail("%s: no trainer port in the log" % topic)
         cons_dir = os.path.join(T, "cons%d" % threads)
         # consume stops 15 s after its last batch: the second half's producer
         # may take seconds to start on a loaded machine (with 3 s it once read
@@ -247,7 +227,7 @@ def streaming(lines, good, bad, ref):
                                  "--idle-timeout-ms", "15000"],
                                 stdout=subprocess.DEVNULL, stderr=open(cons_dir + ".err", "w"))
         procs.append(cons)
-        produce(bootstrap, topic, rest, 3000)
+        produce_json(PIPEREC, bootstrap, topic, rest, 3000)
         deadline = time.monotonic() + 90
         while metric(hp, "piperec_records_out_total") < len(good) and \
                 time.monotonic() < deadline:
@@ -271,9 +251,7 @@ def streaming(lines, good, bad, ref):
         cmeta = json.load(open(os.path.join(cons_dir, "meta.json")))
         if cmeta.get("dense_names") != names():
             fail("%s: consume's meta names %r" % (topic, cmeta.get("dense_names", [])[:5]))
-        dlq = subprocess.run(["kcat", "-b", bootstrap, "-C", "-t", topic + "-dlq", "-o",
-                              "beginning", "-e", "-q", "-f", "%s\n"], capture_output=True,
-                             text=True, timeout=60).stdout.splitlines()
+        dlq = dead_letters(bootstrap, topic + "-dlq")
         if dlq != bad:
             fail("%s: dead letters %r" % (topic, dlq[:3]))
         print("streaming: engine.threads %d: rolls = process, consume (%s layout) = process, "

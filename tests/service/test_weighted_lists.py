@@ -29,12 +29,11 @@ import glob
 import json
 import os
 import random
-import re
 import subprocess
 import time
 
 import numpy as np
-from svc_run import broker, fail, metric, rolls, start
+from svc_run import broker, dead_letters, fail, metric, produce_json, rolls, start, trainer_port
 
 PIPEREC = os.environ["PIPEREC"]
 T = os.environ["PR_TMP"]
@@ -224,21 +223,6 @@ def offline(data, good, bad):
     return os.path.join(T, "off1")
 
 
-def produce(bootstrap, topic, path, rate=None):
-    cmd = [PIPEREC, "produce", "--bootstrap", bootstrap, "--topic", topic, "--input", path,
-           "--format", "json"]
-    if rate:
-        cmd += ["--rate", str(rate)]
-    if subprocess.run(cmd, capture_output=True).returncode != 0:
-        fail("produce %s" % path)
-
-
-def trainer_port(topic):
-    m = re.search(r"trainer sink: pipeline p listening on \S+ \(port (\d+)",
-                  open(os.path.join(T, topic + ".err")).read())
-    return m and int(m.group(1))
-
-
 def consume(topic, threads, layout):
     cons_dir = os.path.join(T, "cons%d" % threads)
     # stops 15 s after its last batch (the second half's producer may start late)
@@ -265,9 +249,7 @@ def check_stream(topic, out, cons_dir, layout, want, bad, bootstrap):
     cmeta = json.load(open(os.path.join(cons_dir, "meta.json")))
     if cmeta.get("weighted_keys") != ["cats", "hist"]:
         fail("%s: consume's meta weighted_keys %r" % (topic, cmeta.get("weighted_keys")))
-    dlq = subprocess.run(["kcat", "-b", bootstrap, "-C", "-t", topic + "-dlq", "-o",
-                          "beginning", "-e", "-q", "-f", "%s\n"], capture_output=True,
-                         text=True, timeout=60).stdout.splitlines()
+    dlq = dead_letters(bootstrap, topic + "-dlq")
     if dlq != bad:
         fail("%s: dead letters %r" % (topic, dlq[:3]))
 
@@ -281,18 +263,13 @@ def streaming(lines, good, bad, ref):
     want = {n: np.load(os.path.join(ref, n)) for n in npy(ref)}
     for threads, layout in ((1, "protobuf"), (3, "raw")):
         topic = "w%d" % threads
-        produce(bootstrap, topic, half)
+        produce_json(PIPEREC, bootstrap, topic, half)
         out = os.path.join(T, "out%d" % threads)
         cfg = os.path.join(T, topic + ".yaml")
         open(cfg, "w").write(config(topic, out, bootstrap, threads))
         run, hp = start(PIPEREC, cfg, topic, procs)
-        deadline = time.monotonic() + 20
-        while not trainer_port(topic) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if not trainer_port(topic):
-            fail("%s: no trainer port in the log" % topic)
         cons, cons_dir = consume(topic, threads, layout)
-        produce(bootstrap, topic, rest, 3000)
+        produce_json(PIPEREC, bootstrap, topic, rest, 3000)
         deadline = time.monotonic() + 90
         while metric(hp, "piperec_records_out_total") < len(good) and \
                 time.monotonic() < deadline:
