@@ -606,7 +606,9 @@ static const char *pr__check_jagged(const pr_batch_view *v)
         return "values length does not match the sum of lengths x 8";
     if (v->weights_len && v->weights_len != sum * 4)
         return "weights length does not match the sum of lengths x 4";
-    if (!v->weights_len != !v->n_weighted_keys)
+    /* an empty bytes field is absent on the wire: a weighted batch without a
+     * value (every list empty) has weighted_keys and no weights */
+    if (v->weights_len ? !v->n_weighted_keys : v->n_weighted_keys && sum)
         return "weights without weighted_keys, or the reverse";
     for (uint32_t i = 0; i < v->n_weighted_keys; i++)
         if (pr_batch_view_key_index(v, &v->weighted_keys[i]) < 0)
@@ -838,12 +840,13 @@ static pr_batch *pr__jagged_from_view(const char *name, const pr_batch_view *v)
         memcpy(b->label_mat, v->label_mat, v->label_mat_len);
     if (v->dense_mat_len)
         memcpy(b->dense_mat, v->dense_mat, v->dense_mat_len);
-    if (v->weights_len) {
-        b->weights = malloc(v->weights_len);
+    if (v->n_weighted_keys) {
+        b->weights = malloc(v->weights_len ? v->weights_len : 4);
         b->weighted = calloc(v->n_sparse ? v->n_sparse : 1, 1);
         if (!b->weights || !b->weighted)
             goto nomem;
-        memcpy(b->weights, v->weights, v->weights_len);
+        if (v->weights_len)
+            memcpy(b->weights, v->weights, v->weights_len);
         for (uint32_t i = 0; i < v->n_weighted_keys; i++)
             b->weighted[pr_batch_view_key_index(v, &v->weighted_keys[i])] = 1;
         b->bytes += v->weights_len;

@@ -129,7 +129,8 @@ static void pr__consume_usage(FILE *f)
             "  --credits K          credit window: unacked batches in flight (default 8)\n"
             "  --output DIR         append every batch to DIR/{dense,sparse,labels}.npy (a\n"
             "                       declared schema: labels, dense, sparse/<name>.values.npy\n"
-            "                       and .lengths.npy) + meta.json; files of an earlier run in\n"
+            "                       and .lengths.npy, a weighted list's .weights.npy) +\n"
+            "                       meta.json; files of an earlier run in\n"
             "                       DIR are replaced unless --checkpoint-file resumes them\n"
             "  --client-id ID       name shown in the server's logs\n"
             "  --idle-timeout-ms MS stop when no batch came for MS ms (default: wait forever)\n"
@@ -344,8 +345,8 @@ static int pr__out_write_jagged(npy_out *o, const pr_batch_view *v, char *err, s
         memcpy(m + a + b + c + d, v->weights, v->weights_len);
     return pr_npy_jagged_append_weighted(
         o->jag, v->rows, (const float *)m, (const float *)(m + a), (const int32_t *)(m + a + b),
-        (const int64_t *)(m + a + b + c), v->weights_len ? (const float *)(m + a + b + c + d) : NULL,
-        err, es);
+        (const int64_t *)(m + a + b + c),
+        v->weights_len ? (const float *)(m + a + b + c + d) : NULL, err, es);
 }
 
 static int pr__out_write(npy_out *o, const pr_batch_view *v, char *err, size_t es)

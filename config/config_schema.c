@@ -1170,16 +1170,24 @@ static void pr__check_path_prefixes(cfg_ctx *c, yaml_node_t *map, const pr_featu
     } pr__pkey;
     uint32_t n = PR_SELECT_PATHS_MAX;
     for (uint32_t i = 0; i < fs->n_features; i++)
-        n += fs->features[i].n_paths;
+        n += fs->features[i].n_paths + 1u; /* and a weighted list's weights path */
     pr__pkey *pk = calloc(n ? n : 1, sizeof(*pk));
     if (!pk)
         abort(); /* startup only, as pr__feature_add */
     n = 0;
-    for (uint32_t i = 0; i < fs->n_features; i++)
+    for (uint32_t i = 0; i < fs->n_features; i++) {
         for (uint8_t k = 0; k < fs->features[i].n_paths; k++, n++) {
             pk[n].path = fs->features[i].paths[k];
             pr__feature_key(fs, i, k, pk[n].key, sizeof(pk[n].key));
         }
+        if (pr_feature_weighted(&fs->features[i])) {
+            pk[n].path = fs->features[i].weights_path;
+            pr__feature_key(fs, i, 0, pk[n].key, sizeof(pk[n].key)); /* LIST[i].path */
+            char *dot = strrchr(pk[n].key, '.');
+            snprintf(dot, sizeof(pk[n].key) - (size_t)(dot - pk[n].key), ".weights.path");
+            n++;
+        }
+    }
     const char *xp[PR_SELECT_PATHS_MAX];
     uint32_t nx = pr_feature_select_paths(fs, xp);
     for (uint32_t i = 0; i < nx; i++, n++) {

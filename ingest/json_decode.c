@@ -80,7 +80,8 @@ struct pr_json_decoder {
     uint64_t **val; /* [n_side] keys (vocab) or int64 values, up to max_len */
     uint8_t **miss; /* [n_side] 1 = a missing key (single-valued vocab feature) */
     float **wt;     /* [n_side] a weighted list's staged weights, up to max_len; else NULL */
-    float *fw;      /* [PR_FEAT_MAX_LIST] a weighted list's weights beside fv; NaN = missing */
+    uint32_t *wpos; /* [PR_FEAT_MAX_LIST] a weighted list's element's position in its weights
+                     * list, beside fv (PR__NO_WEIGHTS: none) */
     uint32_t *need; /* [n_side] elements per engine column (block's vocab_col order) */
     pr_fval *fv;    /* [PR_FEAT_MAX_LIST] a chain's values */
     uint8_t *raw;   /* [PR_FEAT_MAX_DIM * 4] a base64 vector's bytes (encoding f32) */
@@ -188,8 +189,8 @@ static int pr__paths(pr_json_decoder *d, const pr_feature_schema *fs, pr_json_pa
                          : uses[j] == 1 ? PR_JSON_SCALAR
                                         : PR_JSON_SCALAR_OR_LIST;
     for (uint32_t i = 0; i < fs->n_features; i++)
-        d->feat[i].holes = fs->features[i].n_paths == 1 &&
-                           paths[d->feat[i].col[0]].shape == PR_JSON_ALIGNED;
+        d->feat[i].holes =
+            fs->features[i].n_paths == 1 && paths[d->feat[i].col[0]].shape == PR_JSON_ALIGNED;
     free(uses);
     *n_out = n;
     return rc;
@@ -207,9 +208,9 @@ static int pr__stage_alloc(pr_json_decoder *d, const pr_feature_schema *fs)
     d->why = calloc(PR_FEAT_MAX_LIST, 1);
     d->raw = malloc((size_t)PR_FEAT_MAX_DIM * 4);
     d->wt = calloc((size_t)d->n_side + 1, sizeof(float *));
-    d->fw = calloc(PR_FEAT_MAX_LIST, sizeof(float));
+    d->wpos = calloc(PR_FEAT_MAX_LIST, sizeof(uint32_t));
     if (!d->labels || !d->dense || !d->cnt || !d->val || !d->miss || !d->need || !d->fv ||
-        !d->why || !d->raw || !d->wt || !d->fw)
+        !d->why || !d->raw || !d->wt || !d->wpos)
         return PR_ENOMEM;
     for (uint32_t i = 0; i < fs->n_features; i++) {
         const pr__jfeat *jf = &d->feat[i];
@@ -315,7 +316,7 @@ void pr_json_decoder_free(pr_json_decoder *d)
             free(d->wt[s]);
     }
     free(d->wt);
-    free(d->fw);
+    free(d->wpos);
     free(d->labels);
     free(d->dense);
     free(d->cnt);
@@ -689,60 +690,61 @@ static int pr__single(pr_json_decoder *d, const pr__jfeat *jf)
     return pr__finish_value(d, jf, v, &d->val[jf->side][0], &d->miss[jf->side][0]);
 }
 
-/* A weighted list's weights, position by position with its n ids, into
- * d->fw (NaN: missing, a hole or no weights list): a list of as many
- * numbers, each a finite float32 (bools are not weights). */
-static int pr__weights(pr_json_decoder *d, const pr__jfeat *jf, uint32_t n)
+/* A weighted list's weights list against its n ids: as long (or absent);
+ * the weights themselves are read later, for the ids that are kept. */
+static int pr__weights_len(pr_json_decoder *d, const pr__jfeat *jf, uint32_t n)
 {
     const pr_json_col *c = &d->jb->cols[jf->wcol];
     uint32_t wn = c->present[0] == PR_JSON_PRESENT ? c->count[0] : 0;
+    if (!wn || wn == n)
+        return 0;
     char what[PR_FEAT_PATH_MAX + 96];
-    if (wn && wn != n) {
-        snprintf(what, sizeof(what), "weights (%s): %u numbers for %u ids",
-                 jf->f->weights_path, wn, n);
-        return pr__fail(d, jf->f, PR_DEC_WRONG_TYPE, what);
-    }
-    for (uint32_t k = 0; k < n; k++) {
-        const pr_json_any *a = wn ? &c->any[k] : NULL;
-        double w = !a || a->type == PR_JSON_HOLE ? NAN
-                   : a->type == PR_JSON_INT64    ? (double)a->i
-                                                 : a->d;
-        if (a && (a->type == PR_JSON_STRING || a->type == PR_JSON_BOOL)) {
-            snprintf(what, sizeof(what), "weights (%s): element %u is %s, not a number",
-                     jf->f->weights_path, k, a->type == PR_JSON_STRING ? "a string" : "a bool");
+    snprintf(what, sizeof(what), "weights (%s): %u numbers for %u ids", jf->f->weights_path, wn, n);
+    return pr__fail(d, jf->f, PR_DEC_WRONG_TYPE, what);
+}
+
+/* The weights of the m ids kept, whose positions in the weights list are
+ * d->wpos[0, m) (PR__NO_WEIGHTS: no weights list), into out: a number, as
+ * float32; missing (a hole, no list) the default, or the record rejected;
+ * a string or a bool wrong_type; NaN, infinity or beyond float32
+ * number_out_of_range. Only kept ids are judged: a weight whose id was
+ * dropped (missing, cut by max_len) never rejects its record. */
+#define PR__NO_WEIGHTS UINT32_MAX
+static int pr__weights_take(pr_json_decoder *d, const pr__jfeat *jf, uint32_t m, float *out)
+{
+    const pr_json_col *c = &d->jb->cols[jf->wcol];
+    char what[PR_FEAT_PATH_MAX + 96];
+    for (uint32_t k = 0; k < m; k++) {
+        const pr_json_any *a = d->wpos[k] == PR__NO_WEIGHTS ? NULL : &c->any[d->wpos[k]];
+        if (!a || a->type == PR_JSON_HOLE) {
+            if (!jf->f->has_weight_default) {
+                snprintf(what, sizeof(what), "weights (%s): an id without a weight (no default)",
+                         jf->f->weights_path);
+                return pr__fail(d, jf->f, PR_DEC_WRONG_TYPE, what);
+            }
+            out[k] = jf->f->weight_default;
+            continue;
+        }
+        if (a->type == PR_JSON_STRING || a->type == PR_JSON_BOOL) {
+            snprintf(what, sizeof(what), "weights (%s): a weight is %s, not a number",
+                     jf->f->weights_path, a->type == PR_JSON_STRING ? "a string" : "a bool");
             return pr__fail(d, jf->f, PR_DEC_WRONG_TYPE, what);
         }
-        if (!isnan(w) && !isfinite((float)w) && !d->fs->nonfinite_ok) {
+        double w = a->type == PR_JSON_INT64 ? (double)a->i : a->d;
+        if (!isfinite((float)w) && !d->fs->nonfinite_ok) {
             snprintf(what, sizeof(what), "weights (%s): %g is %s", jf->f->weights_path, w,
                      isfinite(w) ? "beyond float32" : "not a finite number");
             return pr__fail(d, jf->f, PR_DEC_NUMBER_OUT_OF_RANGE, what);
         }
-        d->fw[k] = (float)w;
+        out[k] = (float)w;
     }
     return 0;
 }
 
-/* A weighted list's elements that survived (fv[0, kept), their weights in
- * fw): a missing weight takes the default, else rejects the record. */
-static int pr__weights_fill(pr_json_decoder *d, const pr__jfeat *jf, uint32_t kept)
-{
-    for (uint32_t k = 0; k < kept; k++) {
-        if (!isnan(d->fw[k]))
-            continue;
-        if (!jf->f->has_weight_default) {
-            char what[PR_FEAT_PATH_MAX + 96];
-            snprintf(what, sizeof(what), "weights (%s): an id without a weight (no default)",
-                     jf->f->weights_path);
-            return pr__fail(d, jf->f, PR_DEC_WRONG_TYPE, what);
-        }
-        d->fw[k] = jf->f->weight_default;
-    }
-    return 0;
-}
-
-/* A list feature: its elements (a weighted list's with their weights; holes
- * of an aligned path dropped first, as an element without the field) through
- * the chain up to vocab; missing ones dropped, then max_len and keep. */
+/* A list feature: its elements (a weighted list's with the positions of
+ * their weights; holes of an aligned path dropped first, as an element
+ * without the field) through the chain up to vocab; missing ones dropped,
+ * then max_len and keep; then the kept ids' weights. */
 static int pr__list(pr_json_decoder *d, const pr__jfeat *jf)
 {
     const pr_feature_spec *f = jf->f;
@@ -751,8 +753,9 @@ static int pr__list(pr_json_decoder *d, const pr__jfeat *jf)
     uint32_t to = jf->vocab_step >= 0 ? (uint32_t)jf->vocab_step : f->n_ops;
     bool weighted = jf->wcol >= 0;
     int rc;
-    if (weighted && (rc = pr__weights(d, jf, n)))
+    if (weighted && (rc = pr__weights_len(d, jf, n)))
         return rc;
+    bool no_list = weighted && d->jb->cols[jf->wcol].present[0] != PR_JSON_PRESENT;
     uint32_t m = 0;
     if (!jf->holes) /* the common case: no holes to drop, no weights */
         for (; m < n; m++)
@@ -762,7 +765,7 @@ static int pr__list(pr_json_decoder *d, const pr__jfeat *jf)
             if (c->any[k].type == PR_JSON_HOLE)
                 continue;
             if (weighted)
-                d->fw[m] = d->fw[k];
+                d->wpos[m] = no_list || !d->jb->cols[jf->wcol].count[0] ? PR__NO_WEIGHTS : k;
             pr__value(d, jf->col[0], k, &d->fv[m++], jf->tunit);
         }
     if ((rc = pr__chain(d, f, 0, to, d->fv, m)))
@@ -775,11 +778,9 @@ static int pr__list(pr_json_decoder *d, const pr__jfeat *jf)
     } else {
         for (uint32_t k = 0; k < m; k++)
             if (d->fv[k].type != PR_FVAL_MISSING) {
-                d->fw[kept] = d->fw[k];
+                d->wpos[kept] = d->wpos[k];
                 d->fv[kept++] = d->fv[k];
             }
-        if ((rc = pr__weights_fill(d, jf, kept)))
-            return rc;
     }
     uint32_t first = kept > f->max_len && f->keep_last ? kept - f->max_len : 0;
     m = kept - first < f->max_len ? kept - first : f->max_len;
@@ -787,8 +788,12 @@ static int pr__list(pr_json_decoder *d, const pr__jfeat *jf)
         if ((rc = pr__finish_value(d, jf, &d->fv[first + k], &d->val[jf->side][k],
                                    &d->miss[jf->side][k])))
             return rc;
-    if (weighted)
-        memcpy(d->wt[jf->side], d->fw + first, (size_t)m * sizeof(float));
+    if (weighted) {
+        if (first)
+            memmove(d->wpos, d->wpos + first, (size_t)m * sizeof(*d->wpos));
+        if ((rc = pr__weights_take(d, jf, m, d->wt[jf->side])))
+            return rc;
+    }
     d->cnt[jf->side] = m;
     return 0;
 }

@@ -74,7 +74,7 @@ int pr_offline_clear_outputs(const char *dir, const char *vocab_seed, char *errs
                              size_t errstr_size)
 {
     static const char *const top[] = {"dense.npy", "sparse.npy", "labels.npy", "meta.json"};
-    static const char *const arrays[] = {".values.npy", ".lengths.npy", NULL};
+    static const char *const arrays[] = {".values.npy", ".lengths.npy", ".weights.npy", NULL};
     static const char *const vocab[] = {".tsv", NULL};
     int rc = 0;
     for (size_t i = 0; i < sizeof(top) / sizeof(top[0]) && !rc; i++)

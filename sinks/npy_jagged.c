@@ -96,6 +96,12 @@ static int pr__open_all(pr_npy_jagged *j, bool resume, uint64_t keep, char *errs
         uint64_t nv = 0;
         if (resume && (rc = pr__kept_values(j, f, keep, &nv, errstr, es)) < 0)
             return rc;
+        if (!resume) { /* pr_npy_jagged_weigh makes it again for a weighted feature: never
+                        * an earlier run's weights beside these values */
+            char p[4400];
+            pr__path_of(j, f, "weights", p, sizeof(p));
+            unlink(p);
+        }
         if ((rc = pr__open_one(j, &j->lengths[f], f, "lengths", PR_NPY_I32, 0, resume, keep, errstr,
                                es)) < 0 ||
             (rc = pr__open_one(j, &j->values[f], f, "values", PR_NPY_I64, 0, resume, nv, errstr,
@@ -200,9 +206,8 @@ int pr_npy_jagged_append(pr_npy_jagged *j, uint32_t rows, const float *labels, c
 }
 
 int pr_npy_jagged_append_weighted(pr_npy_jagged *j, uint32_t rows, const float *labels,
-                                  const float *dense, const int32_t *lengths,
-                                  const int64_t *values, const float *weights, char *errstr,
-                                  size_t es)
+                                  const float *dense, const int32_t *lengths, const int64_t *values,
+                                  const float *weights, char *errstr, size_t es)
 {
     int rc;
     if ((j->labels && (rc = pr_npy_append_rows(j->labels, labels, rows, errstr, es)) < 0) ||

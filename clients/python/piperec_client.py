@@ -379,7 +379,9 @@ class Batch:
     def to_torch(self):
         """(dense, sparse, labels) as torch tensors sharing memory with the
         arrays; for a jagged batch `sparse` is the triple (keys, values,
-        lengths)."""
+        lengths). Weighted lists' weights are not in it (the triple stays a
+        triple for its callers): ``torch.from_numpy(batch.weights)``, or
+        piperec.torch's StreamDataset, whose KeyedJaggedTensor carries them."""
         import torch  # optional dependency
         def conv(a):
             if not a.flags.aligned:
@@ -627,6 +629,9 @@ def _decode_jagged(b, mv, spans, feature_keys):
     b._values = arr(24, np.int64, int(b._lengths.sum(dtype=np.int64)))
     if 31 in spans:  # weighted lists: one float32 per value
         b.weights = arr(31, np.float32, len(b._values))
+    elif b.weighted_keys and not len(b._values):
+        # an empty bytes field is absent on the wire: weighted, no value at all
+        b.weights = np.empty(0, np.float32)
     _check_weighted(b, "jagged batch")
     b.labels = arr(27, np.float32, rows * b.n_labels).reshape(rows, b.n_labels)
     b.dense = arr(28, np.float32, rows * b.n_dense).reshape(rows, b.n_dense)

@@ -593,7 +593,8 @@ static const err_case err_cases[] = {
      SCHEMA "      sparse: [ { name: a, path: a, weights: { path: w }, ops: [vocab] } ]\n",
      {"schema.sparse[0].weights: only a list feature (with list:) carries weights"}},
     {"weights without a path",
-     SCHEMA "      sparse: [ { name: a, path: a, list: { max_len: 2 }, weights: { default: 1 } } ]\n",
+     SCHEMA
+     "      sparse: [ { name: a, path: a, list: { max_len: 2 }, weights: { default: 1 } } ]\n",
      {"schema.sparse[0].weights.path: "}},
     {"weights on the ids' own path",
      SCHEMA "      sparse: [ { name: a, path: a, list: { max_len: 2 }, weights: { path: a } } ]\n",
@@ -607,6 +608,10 @@ static const err_case err_cases[] = {
             "      sparse: [ { name: a, path: a, list: { max_len: 2 }, weights: { path: w },\n"
             "                  ops: [vocab] } ]\n",
      {"weighted list 'a' reads 'w', and so does dense feature 'd'"}},
+    {"weights path inside the ids' path",
+     SCHEMA "      sparse: [ { name: a, path: cats, list: { max_len: 2 },\n"
+            "                  weights: { path: cats.w }, ops: [vocab] } ]\n",
+     {"schema.sparse[0].path: 'cats.w' is inside 'cats' (sparse[0].weights.path)"}},
     {"weights: unknown key",
      SCHEMA "      sparse: [ { name: a, path: a, list: { max_len: 2 }, weights: { pth: w } } ]\n",
      {"schema.sparse[0].weights.pth: unknown key (valid: path, default)"}},

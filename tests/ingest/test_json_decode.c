@@ -816,10 +816,20 @@ static void test_weighted_lists(void **state)
     assert_true(w[0] == 3.0f && w[1] == 4.0f);
     assert_null(s->weights[2]); /* catsh shares cats.id, unweighted: holes never reach it */
     assert_int_equal(pr_fside_lengths(t.b->side, 2)[0], 4);
+    /* a weight whose id is dropped (no id, or cut by max_len / keep) is never
+     * judged: a string there, or a missing one, rejects nothing */
+    assert_int_equal(decode(&t, "{\"cats\":[{\"id\":\"a\",\"score\":1},{\"score\":\"n/a\"},"
+                                "{\"id\":null,\"score\":1e300}],"
+                                "\"hist\":[\"a\",\"b\",\"c\"],\"dwell\":[\"x\",5,6]}"),
+                     1);
+    weights_of(&t, 1, w, 4);
+    assert_true(w[2] == 5.0f && w[3] == 6.0f);
+    weights_of(&t, 0, w, 4);
+    assert_true(w[3] == 1.0f);
     /* an absent weights list: every id takes the default; none without one */
     assert_int_equal(decode(&t, "{\"cats\":[{\"id\":\"a\"},{\"id\":\"b\"}]}"), 1);
-    weights_of(&t, 0, w, 5);
-    assert_true(w[3] == 0.5f && w[4] == 0.5f);
+    weights_of(&t, 0, w, 6);
+    assert_true(w[4] == 0.5f && w[5] == 0.5f);
     const struct {
         const char *doc;
         int reason;
@@ -842,8 +852,8 @@ static void test_weighted_lists(void **state)
         if (bad[i].says && !strstr(t.rl.detail[0], bad[i].says))
             fail_msg("case %zu: '%s' does not say '%s'", i, t.rl.detail[0], bad[i].says);
         assert_int_equal(t.b->rows, rows); /* nothing of a reject stays */
-        assert_int_equal(s->n_weights[0], 5);
-        assert_int_equal(s->n_weights[1], 2);
+        assert_int_equal(s->n_weights[0], 6);
+        assert_int_equal(s->n_weights[1], 4);
     }
     fx_free(&t);
 }

@@ -904,6 +904,16 @@ static void test_weighted_lists_same_as_json(void **state)
             fail_msg("%s: %s", evs[i].ev, pr_decode_reason_name(t.rp.last));
     }
     blocks_equal(t.bj, t.bp);
+    /* a NaN weight (JSON cannot write one) is out of range, not a missing
+     * weight: hist "x" (field 31) with dwell [NaN] (field 32, packed float) */
+    static const uint8_t nan_w[] = {0x08, 0x01, 0xfa, 0x01, 0x01, 'x', 0x82,
+                                    0x02, 0x04, 0x00, 0x00, 0xc0, 0x7f};
+    uint32_t next = 0;
+    uint32_t rows = t.bp->rows;
+    assert_int_equal(
+        pr_decode_message(PR_MSG_PROTOBUF, &t.xp, t.bp, nan_w, sizeof(nan_w), &next, NULL), 0);
+    assert_int_equal(t.rp.last, PR_DEC_NUMBER_OUT_OF_RANGE);
+    assert_int_equal(t.bp->rows, rows);
     const pr_fside *sd = t.bp->side;
     static const float sw[] = {0.25f, 0.5f, 2.0f, 0.5f}, hw[] = {2.0f, 3.5f};
     assert_int_equal(sd->n_weights[0], 4);

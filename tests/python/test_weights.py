@@ -182,6 +182,19 @@ def test_protobuf_weighted_batch_decodes():
     assert b.layout == "protobuf" and b.raw_flags == 0
 
 
+def test_protobuf_weighted_batch_without_a_value():
+    # every list empty: the weights field is empty, so absent on the wire,
+    # beside weighted_keys (what piperec run sends for such a batch)
+    rows = 2
+    body = (pc._field_bytes(1, b"w") + pc._field_varint(2, 9) + pc._field_varint(3, rows)
+            + pc._field_varint(5, 1) + pc._field_varint(6, 8) + pc._field_varint(22, 1)
+            + pc._field_bytes(23, b"hist") + pc._field_bytes(25, bytes(4 * rows))
+            + pc._field_bytes(32, b"hist"))
+    b = pc.decode_batch(bytearray(body))
+    assert b.weighted_keys == ["hist"] and b.weights is not None and len(b.weights) == 0
+    assert len(b.feature_weights("hist")) == 0
+
+
 def test_protobuf_fields_31_32_in_the_field_decoder():
     buf = _pb(2)
     b = pc._new_batch()

@@ -118,6 +118,23 @@ static pr_batch *weighted_batch(void)
     return b;
 }
 
+/* A weighted batch without a single value (every row's list empty): its
+ * weights field is empty, so absent on the wire, beside weighted_keys. */
+static pr_batch *weighted_empty_batch(void)
+{
+    pr_batch *b = pr_batch_new_jagged("events", 3, 2, 2, 2, 0);
+    assert_non_null(b);
+    b->seq = 6;
+    snprintf(b->feature_keys[0], PR_NAME_MAX, "cats");
+    snprintf(b->feature_keys[1], PR_NAME_MAX, "hist");
+    b->weights = malloc(4);
+    b->weighted = calloc(2, 1);
+    assert_true(b->weights && b->weighted);
+    b->weighted[0] = b->weighted[1] = 1;
+    assert_int_equal(pr_batch_encode(b), 0);
+    return b;
+}
+
 /* Build the raw frame of b, check its preamble and alignment, parse it. */
 static uint8_t *raw_of_c(const pr_batch *b, bool offsets, bool compact, pr__raw_view *v)
 {
@@ -295,6 +312,19 @@ static void test_jagged_weights(void **state)
     piperec__v1__training_batch__free_unpacked(m, NULL);
     free(buf);
     pr_batch_view_fini(&pv);
+    pr_batch_unref(b);
+    b = weighted_empty_batch(); /* no value: weighted_keys, no weights field, both ways */
+    assert_int_equal(pr_batch_decode(b->pb, b->pb_len, &pv, err, sizeof(err)), 0);
+    assert_int_equal(pv.weights_len, 0);
+    assert_int_equal(pv.n_weighted_keys, 2);
+    pr_batch *back = pr_batch_from_view(&pv);
+    assert_true(back && back->weights && back->weighted && back->weighted[1]);
+    pr_batch_unref(back);
+    pr_batch_view_fini(&pv);
+    buf = raw_of(b, false, &v);
+    assert_int_equal(v.flags, PR__RAW_F_JAGGED | PR__RAW_F_WEIGHTS);
+    assert_int_equal(v.sec_len[PR__RAW_WEIGHTS], 0);
+    free(buf);
     pr_batch_unref(b);
     b = jagged_batch(); /* no weights: 7 sections, no flag */
     buf = raw_of(b, false, &v);
@@ -793,6 +823,9 @@ static void test_client_raw_equals_pb(void **state)
     client_raw_case(b4, 4, false);
     client_raw_case(bj, 8, true);
     client_raw_case(bw, 8, true);
+    pr_batch *be = weighted_empty_batch();
+    client_raw_case(be, 8, true);
+    pr_batch_unref(be);
     pr_batch_unref(b8);
     pr_batch_unref(b4);
     pr_batch_unref(bj);
