@@ -491,28 +491,25 @@ int pr__jag_move_row(const pr__jag *j, pr__jbuild *djb, pr_batch *d, const pr__j
 
 /* The batch's weights, key-major beside its values: a weighted feature's
  * from the build, 1 for every value of the others (a KeyedJaggedTensor's
- * weights cover every key). Runs before pr__jag_finish's loop resets fn:
- * it reads the counts from the lengths instead. */
-static int pr__jag_finish_weights(const pr__jag *j, const pr__jbuild *jb, pr_batch *bt)
+ * weights cover every key); jb->fn[f] (not reset yet) counts each. */
+static int pr__jag_finish_weights(const pr__jag *j, const pr__jbuild *jb, pr_batch *bt,
+                                  uint64_t total)
 {
     free(bt->weights);
     free(bt->weighted);
-    bt->weights = malloc(bt->n_values ? bt->n_values * sizeof(float) : 4);
+    bt->weights = malloc(total ? total * sizeof(float) : 4);
     bt->weighted = malloc(j->n_feat ? j->n_feat : 1);
     if (!bt->weights || !bt->weighted)
         return PR_ENOMEM;
     memcpy(bt->weighted, j->weighted, j->n_feat);
     uint64_t at = 0;
     for (uint32_t f = 0; f < j->n_feat; f++) {
-        uint64_t k = 0;
-        for (uint32_t r = 0; r < bt->rows; r++)
-            k += (uint32_t)bt->lengths[(size_t)f * bt->rows + r];
         if (j->weighted[f])
-            pr__copy(bt->weights + at, jb->fw[f], (size_t)k * 4);
+            pr__copy(bt->weights + at, jb->fw[f], (size_t)jb->fn[f] * 4);
         else
-            for (uint64_t i = 0; i < k; i++)
+            for (uint64_t i = 0; i < jb->fn[f]; i++)
                 bt->weights[at + i] = 1.0f;
-        at += k;
+        at += jb->fn[f];
     }
     return 0;
 }
@@ -524,8 +521,11 @@ int pr__jag_finish(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_t cap)
     for (uint32_t f = 0; f < j->n_feat; f++)
         total += jb->fn[f];
     int64_t *v = malloc(total ? total * sizeof(*v) : 8);
-    if (!v)
-        return PR_ENOMEM;
+    int rc = !v ? PR_ENOMEM : j->weighted ? pr__jag_finish_weights(j, jb, bt, total) : 0;
+    if (rc) {
+        free(v);
+        return rc;
+    }
     uint64_t at = 0;
     for (uint32_t f = 0; f < j->n_feat; f++) {
         pr__copy(v + at, jb->fv[f], jb->fn[f] * 8);
@@ -537,11 +537,9 @@ int pr__jag_finish(const pr__jag *j, pr__jbuild *jb, pr_batch *bt, uint32_t cap)
     free(bt->values);
     bt->values = v;
     bt->n_values = total;
-    int rc = j->weighted ? pr__jag_finish_weights(j, jb, bt) : 0;
     bt->bytes = pr_batch_label_mat_bytes(bt) + pr_batch_dense_mat_bytes(bt) +
-                pr_batch_lengths_bytes(bt) + pr_batch_values_bytes(bt) +
-                pr_batch_weights_bytes(bt);
-    return rc;
+                pr_batch_lengths_bytes(bt) + pr_batch_values_bytes(bt) + pr_batch_weights_bytes(bt);
+    return 0;
 }
 
 uint64_t pr__jag_vocab_size(const pr__jag *j, uint32_t f, pr_batch_vocab_cb cb, void *opaque)

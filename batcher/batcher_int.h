@@ -118,8 +118,8 @@ typedef struct pr__jag {
 /* The values of one build's rows, per feature (lengths live in the batch). */
 typedef struct pr__jbuild {
     int64_t **fv;
-    float **fw;          /* [n_feat]: a weighted feature's weights beside fv (fcap); else NULL */
-    const uint8_t *wtd;  /* the jag's weighted, NULL = none */
+    float **fw;         /* [n_feat]: a weighted feature's weights beside fv (fcap); else NULL */
+    const uint8_t *wtd; /* the jag's weighted, NULL = none */
     uint64_t *fn, *fcap;
 } pr__jbuild;
 

@@ -645,12 +645,12 @@ typedef enum pr__ikind {
 typedef struct pr__idec {
     pr__ikind kind;
     pr_time_unit unit;
-    char why[256];  /* SKIP: the reason; else what was seen */
-    char ops[200];  /* the ops list, or "" */
+    char why[256];   /* SKIP: the reason; else what was seen */
+    char ops[200];   /* the ops list, or "" */
     char extra[256]; /* more keys: "default: 0", "list: { max_len: 9 }", "dim: 64" */
     char name[PR_NAME_MAX];
-    uint32_t dim;  /* DENSE: 0 a number, else a vector's length (its dense columns) */
-    bool weights;  /* SKIP: fractional numbers under a list of objects: a list's weights? */
+    uint32_t dim; /* DENSE: 0 a number, else a vector's length (its dense columns) */
+    bool weights; /* SKIP: fractional numbers under a list of objects: a list's weights? */
 } pr__idec;
 
 static const char *pr__last_seg(const char *path)

@@ -406,8 +406,7 @@ pr_fside *pr_feature_side_new(const pr_feature_schema *schema, uint32_t cap)
         int f = pr_feature_side_index(schema, i);
         if (f >= 0 && pr_feature_vocab_step(&schema->features[i]) >= 0)
             s->vocab_col[f] = col++;
-        if (f >= 0 && pr_feature_weighted(&schema->features[i]) &&
-            pr_fside_weigh(s, (uint16_t)f)) {
+        if (f >= 0 && pr_feature_weighted(&schema->features[i]) && pr_fside_weigh(s, (uint16_t)f)) {
             pr_fside_free(s);
             return NULL;
         }

@@ -755,7 +755,9 @@ static int pr__list(pr_json_decoder *d, const pr__jfeat *jf)
     int rc;
     if (weighted && (rc = pr__weights_len(d, jf, n)))
         return rc;
-    bool no_list = weighted && d->jb->cols[jf->wcol].present[0] != PR_JSON_PRESENT;
+    /* no weights list (absent, null, empty): every kept id takes the default */
+    bool no_list = weighted && (d->jb->cols[jf->wcol].present[0] != PR_JSON_PRESENT ||
+                                !d->jb->cols[jf->wcol].count[0]);
     uint32_t m = 0;
     if (!jf->holes) /* the common case: no holes to drop, no weights */
         for (; m < n; m++)
@@ -765,7 +767,7 @@ static int pr__list(pr_json_decoder *d, const pr__jfeat *jf)
             if (c->any[k].type == PR_JSON_HOLE)
                 continue;
             if (weighted)
-                d->wpos[m] = no_list || !d->jb->cols[jf->wcol].count[0] ? PR__NO_WEIGHTS : k;
+                d->wpos[m] = no_list ? PR__NO_WEIGHTS : k;
             pr__value(d, jf->col[0], k, &d->fv[m++], jf->tunit);
         }
     if ((rc = pr__chain(d, f, 0, to, d->fv, m)))

@@ -80,7 +80,7 @@ typedef struct files_sink {
     uint16_t j_labels, j_dense, j_feat;
     char (*j_keys)[PR_NAME_MAX], (*j_label_names)[PR_NAME_MAX], (*j_dense_names)[PR_NAME_MAX];
     uint8_t *j_weighted; /* [j_feat] the features with weights (first batch's); NULL none */
-    FILE *meta; /* batch entries, joined into meta.json at close */
+    FILE *meta;          /* batch entries, joined into meta.json at close */
     char meta_path[4200];
     uint64_t *seqs; /* batches in the roll */
     size_t n_seqs, cap_seqs;

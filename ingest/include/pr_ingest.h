@@ -827,8 +827,8 @@ typedef enum pr_json_shape {
     PR_JSON_SCALAR = 0,
     PR_JSON_LIST,
     PR_JSON_SCALAR_OR_LIST,
-    PR_JSON_VECTOR, /* a list at the path itself, never mapped over a list of
-                     * objects on the way (a dense vector: its positions hold) */
+    PR_JSON_VECTOR,  /* a list at the path itself, never mapped over a list of
+                      * objects on the way (a dense vector: its positions hold) */
     PR_JSON_ALIGNED, /* as LIST, but mapping over a list of objects keeps every
                       * position: an element without the field, with null
                       * there, or null itself, adds a hole (a PR_JSON_ANY value

@@ -155,9 +155,8 @@ int pr_npy_jagged_append(pr_npy_jagged *j, uint32_t rows, const float *labels, c
 /* The same with the batch's weights (float32 beside values, key-major; NULL
  * = none, an error when the set has a weighted feature). */
 int pr_npy_jagged_append_weighted(pr_npy_jagged *j, uint32_t rows, const float *labels,
-                                  const float *dense, const int32_t *lengths,
-                                  const int64_t *values, const float *weights, char *errstr,
-                                  size_t errstr_size);
+                                  const float *dense, const int32_t *lengths, const int64_t *values,
+                                  const float *weights, char *errstr, size_t errstr_size);
 /* Append rows [r0, r0 + rows) of the engine's side tables `side` (shaped
  * n_labels, n_dense, n_feat as the set; values of a feature start after the
  * lengths of rows before r0). PR_EINVAL for another shape. */

@@ -150,9 +150,9 @@ static uint64_t vocab_cb(void *opaque, uint32_t col)
 }
 
 static const pr_batch_schema schema = {NL,         ND,        NF,    label_names, dense_names,
-                                       feat_names, vocab_col, sizes, NULL, NULL};
-static const pr_batch_schema schema_w = {
-    NL, ND, NF, label_names, dense_names, feat_names, vocab_col, sizes, NULL, weighted};
+                                       feat_names, vocab_col, sizes, NULL,        NULL};
+static const pr_batch_schema schema_w = {NL,         ND,        NF,    label_names, dense_names,
+                                         feat_names, vocab_col, sizes, NULL,        weighted};
 
 static fx *fx_new_split(uint32_t size, pr_batch_ordering ord, pr_batch_split split,
                         uint32_t popular_min_rows)

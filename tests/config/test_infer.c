@@ -737,13 +737,12 @@ static void test_vector_formats(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_kinds),          cmocka_unit_test(test_missing),
-        cmocka_unit_test(test_shapes),
-        cmocka_unit_test(test_weights),         cmocka_unit_test(test_options),
-        cmocka_unit_test(test_bad_lines),      cmocka_unit_test(test_names),
-        cmocka_unit_test(test_review),         cmocka_unit_test(test_review2),
-        cmocka_unit_test(test_vectors),        cmocka_unit_test(test_vector_budget),
-        cmocka_unit_test(test_vector_formats),
+        cmocka_unit_test(test_kinds),         cmocka_unit_test(test_missing),
+        cmocka_unit_test(test_shapes),        cmocka_unit_test(test_weights),
+        cmocka_unit_test(test_options),       cmocka_unit_test(test_bad_lines),
+        cmocka_unit_test(test_names),         cmocka_unit_test(test_review),
+        cmocka_unit_test(test_review2),       cmocka_unit_test(test_vectors),
+        cmocka_unit_test(test_vector_budget), cmocka_unit_test(test_vector_formats),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -122,3 +122,26 @@ def dead_letters(bootstrap, topic):
     return subprocess.run(["kcat", "-b", bootstrap, "-C", "-t", topic, "-o", "beginning", "-e",
                            "-q", "-f", "%s\n"], capture_output=True, text=True,
                           timeout=60).stdout.splitlines()
+
+
+def json_run_config(schema, topic, outdir, bootstrap, threads):
+    """A one-pipeline config (pipeline p): JSON events from topic (dead
+    letters to topic-dlq) through the declared `schema` lines, batches of
+    64 to the files sink at outdir (rolls of 20) and a trainer port."""
+    return """pipelines:
+  - name: p
+    source:
+      kafka:
+        topics: [%s]
+        group.id: g-%s
+        properties: { bootstrap.servers: "%s", auto.offset.reset: earliest,
+                      fetch.wait.max.ms: 10 }
+      format: json
+      dead_letter_topic: %s-dlq
+%s    batch: { size: 64, max_delay_ms: 5 }
+    sinks:
+      files: { dir: "%s", roll_batches: 20 }
+      trainer: { listen: "127.0.0.1:0" }
+engine: { threads: %d }
+http: { listen: "127.0.0.1:0" }
+""" % (topic, topic, bootstrap, topic, schema, outdir, threads)

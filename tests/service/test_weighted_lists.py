@@ -33,7 +33,8 @@ import subprocess
 import time
 
 import numpy as np
-from svc_run import broker, dead_letters, fail, metric, produce_json, rolls, start, trainer_port
+from svc_run import (broker, dead_letters, fail, json_run_config, metric, produce_json, rolls,
+                     start, trainer_port)
 
 PIPEREC = os.environ["PIPEREC"]
 T = os.environ["PR_TMP"]
@@ -55,23 +56,7 @@ SCHEMA = """    schema:
 
 
 def config(topic="w", outdir="/nonexistent", bootstrap="127.0.0.1:1", threads=1):
-    return """pipelines:
-  - name: p
-    source:
-      kafka:
-        topics: [%s]
-        group.id: g-%s
-        properties: { bootstrap.servers: "%s", auto.offset.reset: earliest,
-                      fetch.wait.max.ms: 10 }
-      format: json
-      dead_letter_topic: %s-dlq
-%s    batch: { size: 64, max_delay_ms: 5 }
-    sinks:
-      files: { dir: "%s", roll_batches: 20 }
-      trainer: { listen: "127.0.0.1:0" }
-engine: { threads: %d }
-http: { listen: "127.0.0.1:0" }
-""" % (topic, topic, bootstrap, topic, SCHEMA, outdir, threads)
+    return json_run_config(SCHEMA, topic, outdir, bootstrap, threads)
 
 
 def events():
