@@ -651,6 +651,7 @@ typedef struct pr__idec {
     char name[PR_NAME_MAX];
     uint32_t dim; /* DENSE: 0 a number, else a vector's length (its dense columns) */
     bool weights; /* SKIP: fractional numbers under a list of objects: a list's weights? */
+    const char *weights_path; /* LIST: its weights' path (pr__infer_weights), or NULL */
 } pr__idec;
 
 static const char *pr__last_seg(const char *path)
@@ -1492,47 +1493,79 @@ static void pr__feature_line(pr_mbuf *mb, const pr__ip *ip, const pr__idec *d)
     pr__yaml_str(mb, ip->path);
     if (d->extra[0])
         pr_mbuf_printf(mb, ", %s", d->extra);
+    if (d->weights_path) {
+        pr_mbuf_puts(mb, ", weights: { path: ");
+        pr__yaml_str(mb, d->weights_path);
+        pr_mbuf_puts(mb, ", default: 1 }");
+    }
     if (d->ops[0])
         pr_mbuf_printf(mb, ", ops: [%s]", d->ops);
     pr__comment(mb, " }   # %s", d->why);
     pr_mbuf_puts(mb, "\n");
 }
 
+/* The one id list whose objects hold weight candidate i (a fractional
+ * number beside the ids in a list of objects), or SIZE_MAX; *n_ids counts
+ * the id lists under those objects. */
+static size_t pr__weights_ids(const pr_infer *inf, const pr__idec *ds, size_t i, size_t *n_ids)
+{
+    const char *p = inf->ps[i].path, *dot = strrchr(p, '.');
+    size_t plen = dot ? (size_t)(dot - p) + 1 : 0, j = SIZE_MAX;
+    *n_ids = 0;
+    for (size_t k = 0; k < inf->n; k++)
+        if (ds[k].kind == PR__IK_LIST && inf->ps[k].under_list && !inf->ps[k].nested &&
+            !strncmp(inf->ps[k].path, p, plen) && !strchr(inf->ps[k].path + plen, '.')) {
+            ++*n_ids;
+            j = k;
+        }
+    return *n_ids == 1 ? j : SIZE_MAX;
+}
+
 /* Fractional numbers beside the ids of one list feature in a list of
  * objects ("cats": [{"id": "a", "score": 0.7}]) become that list's weights
  * (an id-score list), with default 1 for an id without one. Two or more
- * id lists under the same objects: which one they weigh is the user's
- * call; they stay out, with the reason. */
+ * id lists under the same objects, or two or more such numbers beside one
+ * id list: which weighs which is the user's call; they stay out, with the
+ * reason. */
 static void pr__infer_weights(const pr_infer *inf, pr__idec *ds)
 {
+    size_t *of = malloc((inf->n ? inf->n : 1) * sizeof(*of));
+    if (!of)
+        return;
     for (size_t i = 0; i < inf->n; i++) {
+        of[i] = SIZE_MAX;
         if (ds[i].kind != PR__IK_SKIP || !ds[i].weights)
             continue;
-        const char *p = inf->ps[i].path, *dot = strrchr(p, '.');
-        size_t plen = dot ? (size_t)(dot - p) + 1 : 0, n_ids = 0, j = 0;
+        size_t n_ids;
+        of[i] = pr__weights_ids(inf, ds, i, &n_ids);
+        if (n_ids > 1)
+            snprintf(ds[i].why, sizeof(ds[i].why),
+                     "numbers beside %zu id lists in one list of objects: weights of one? "
+                     "(give it weights: { path: %.100s })",
+                     n_ids, inf->ps[i].path);
+    }
+    for (size_t i = 0; i < inf->n; i++) {
+        size_t j = of[i], rivals = 0;
+        if (j == SIZE_MAX)
+            continue;
         for (size_t k = 0; k < inf->n; k++)
-            if (ds[k].kind == PR__IK_LIST && inf->ps[k].under_list && !inf->ps[k].nested &&
-                !strncmp(inf->ps[k].path, p, plen) && !strchr(inf->ps[k].path + plen, '.')) {
-                n_ids++;
-                j = k;
-            }
-        if (n_ids != 1) {
-            if (n_ids > 1)
-                snprintf(ds[i].why, sizeof(ds[i].why),
-                         "numbers beside %zu id lists in one list of objects: weights of one? "
-                         "(give it weights: { path: %.100s })",
-                         n_ids, p);
+            rivals += k != i && of[k] == j;
+        const char *p = inf->ps[i].path;
+        if (rivals) {
+            snprintf(ds[i].why, sizeof(ds[i].why),
+                     "one of %zu fractional numbers beside the ids %.40s: which weighs them? "
+                     "(give it weights: { path: %.100s })",
+                     rivals + 1, pr__last_seg(inf->ps[j].path), p);
             continue;
         }
-        size_t el = strlen(ds[j].extra);
-        snprintf(ds[j].extra + el, sizeof(ds[j].extra) - el, ", weights: { path: %s, default: 1 }",
-                 p);
-        el = strlen(ds[j].why);
+        ds[j].weights_path = p;
+        size_t el = strlen(ds[j].why);
         snprintf(ds[j].why + el, sizeof(ds[j].why) - el,
                  "; weighted by %s (%.6g..%.6g; 1 for an id without one)", pr__last_seg(p),
                  inf->ps[i].min, inf->ps[i].max);
         ds[i].kind = PR__IK_WEIGHTS;
     }
+    free(of);
 }
 
 /* The schema's caps, the first features seen kept: at most PR_MAX_DENSE

@@ -257,6 +257,27 @@ static void test_weights(void **state)
     skipped(&r, "imps.score", "numbers beside 3 id lists in one list of objects");
     inferred_free(&r);
     repeat_free(ev);
+
+    /* two fractional numbers beside one id list: neither is guessed (the
+     * fuzzer's find: both were proposed, a config that does not load) */
+    ev = repeat("{\"imps\": [{\"ad\": \"a%d\", \"seqw\": 0.%d5, \"w\": 1.%d5}, "
+                "{\"ad\": \"b\"}], \"c\": %d}",
+                80);
+    infer_ok((const char *const *)ev, NULL, &r);
+    assert_int_equal(feat(&r, "ad")->weights_path[0], 0);
+    skipped(&r, "imps.seqw", "one of 2 fractional numbers beside the ids ad");
+    skipped(&r, "imps.w", "one of 2 fractional numbers beside the ids ad");
+    inferred_free(&r);
+    repeat_free(ev);
+
+    /* a weights path that YAML must quote is quoted (the fuzzer's find) */
+    ev = repeat("{\"imps{\": [{\"ad\": \"a%d\", \"w\": 0.%d5}, {\"ad\": \"b\"}], "
+                "\"c\": %d}",
+                80);
+    infer_ok((const char *const *)ev, NULL, &r);
+    assert_string_equal(feat(&r, "ad")->weights_path, "imps{.w");
+    inferred_free(&r);
+    repeat_free(ev);
 }
 
 /* --labels, --time, --ignore: the caller's word wins; a bad one is refused. */
