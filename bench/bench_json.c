@@ -103,35 +103,35 @@ static size_t gen_event(uint64_t *s, uint64_t row, char *out)
 }
 
 static const pr_json_path bench_paths[] = {
-    {"ts", PR_JSON_INT64, PR_JSON_SCALAR, 0},
-    {"user.id", PR_JSON_KEY, PR_JSON_SCALAR, 0},
-    {"user.age_days", PR_JSON_INT64, PR_JSON_SCALAR, 0},
-    {"item.id", PR_JSON_KEY, PR_JSON_SCALAR, 0},
-    {"item.category", PR_JSON_STRING, PR_JSON_SCALAR, 0},
-    {"item.price", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0},
-    {"item.tags", PR_JSON_STRING, PR_JSON_LIST, 16},
-    {"history", PR_JSON_INT64, PR_JSON_LIST, 64},
-    {"label.click", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0},
-    {"label.purchase", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0},
-    {"label.dwell_ms", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0},
-    {"context.device", PR_JSON_STRING, PR_JSON_SCALAR, 0},
+    {"ts", PR_JSON_INT64, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"user.id", PR_JSON_KEY, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"user.age_days", PR_JSON_INT64, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"item.id", PR_JSON_KEY, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"item.category", PR_JSON_STRING, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"item.price", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"item.tags", PR_JSON_STRING, PR_JSON_LIST, 16, PR_JSON_AT},
+    {"history", PR_JSON_INT64, PR_JSON_LIST, 64, PR_JSON_AT},
+    {"label.click", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"label.purchase", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"label.dwell_ms", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"context.device", PR_JSON_STRING, PR_JSON_SCALAR, 0, PR_JSON_AT},
 };
 
 /* The distinct paths examples/clickstream.yaml reads (its schema), typed as
  * the features use them: the extract-only figure on the example clickstream. */
 static const pr_json_path click_paths[] = {
-    {"ts", PR_JSON_INT64, PR_JSON_SCALAR, 0},
-    {"user.id", PR_JSON_KEY, PR_JSON_SCALAR, 0},
-    {"user.age_days", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0},
-    {"item.id", PR_JSON_KEY, PR_JSON_SCALAR, 0},
-    {"item.category", PR_JSON_STRING, PR_JSON_SCALAR, 0},
-    {"item.price", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0},
-    {"item.tags", PR_JSON_STRING, PR_JSON_LIST, 16},
-    {"history", PR_JSON_INT64, PR_JSON_LIST, 64},
-    {"label.click", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0},
-    {"label.purchase", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0},
-    {"label.dwell_s", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0},
-    {"context.device", PR_JSON_STRING, PR_JSON_SCALAR, 0},
+    {"ts", PR_JSON_INT64, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"user.id", PR_JSON_KEY, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"user.age_days", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"item.id", PR_JSON_KEY, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"item.category", PR_JSON_STRING, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"item.price", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"item.tags", PR_JSON_STRING, PR_JSON_LIST, 16, PR_JSON_AT},
+    {"history", PR_JSON_INT64, PR_JSON_LIST, 64, PR_JSON_AT},
+    {"label.click", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"label.purchase", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"label.dwell_s", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"context.device", PR_JSON_STRING, PR_JSON_SCALAR, 0, PR_JSON_AT},
 };
 
 typedef struct corpus {

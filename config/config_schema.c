@@ -437,6 +437,19 @@ static void pr__h_feat_keep(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_ke
     f->keep_last = v == 1;
 }
 
+/* list.from: keys (the path names a map whose keys are the list) or value
+ * (the default: the list at the path). */
+static void pr__h_list_from(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    (void)k;
+    static const char *const from_names[] = {"value", "keys", NULL};
+    const char *s = pr__want_scalar(c, n, "value or keys");
+    int v = s ? pr__names_find(from_names, s) : -1;
+    if (s && v < 0)
+        pr__cfg_error(c, n, NULL, "unknown value '%.80s' (valid: value, keys)", s);
+    ((pr_feature_spec *)base)->from_keys = v == 1;
+}
+
 static void pr__finish_list(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
 {
     (void)c;
@@ -456,6 +469,10 @@ static const cfg_key list_keys[] = {
      .doc = "Values kept per record (1..4096); longer lists are cut."},
     K_CUSTOM("keep", 0, pr__h_feat_keep, "one of: first, last", "first",
              "Which end of a longer list is kept."),
+    K_CUSTOM("from", 0, pr__h_list_from, "one of: value, keys", "value",
+             "keys: the path names a map (a JSON object, an Avro map, a Protobuf map field) and "
+             "its keys, in the event's order, are the list (a tag set, a user's category "
+             "scores); value: the list at the path."),
 };
 static const cfg_table pr__list_tab = TABLE(list_keys, pr__finish_list);
 
@@ -480,15 +497,43 @@ static void pr__h_weights_default(cfg_ctx *c, yaml_node_t *n, void *base, const 
     f->weight_default = (float)d;
 }
 
+static void pr__h_weights_from(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    (void)k;
+    const char *s = pr__want_scalar(c, n, "values");
+    if (s && strcmp(s, "values") != 0)
+        pr__cfg_error(c, n, NULL, "unknown value '%.80s' (valid: values)", s);
+    ((pr_feature_spec *)base)->weights_from_values = s && !strcmp(s, "values");
+}
+
+/* Exactly one of weights.path and weights.from. */
+static void pr__finish_weights(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
+{
+    (void)base;
+    if (!present)
+        return;
+    bool path = pr__map_find(c, map, "path") != NULL, from = pr__map_find(c, map, "from") != NULL;
+    if (path == from)
+        pr__cfg_error(c, map, NULL,
+                      path ? "give path or from, not both"
+                           : "missing path (the weights' field), or from: values (the values of "
+                             "a map whose keys are the ids)");
+}
+
 static const cfg_key weights_keys[] = {
-    K_CUSTOM("path", KF_REQUIRED, pr__h_weights_path, "path", NULL,
+    K_CUSTOM("path", 0, pr__h_weights_path, "path", NULL,
              "Dotted path of the weights: a list of numbers, one per id, position by position "
-             "(a field beside the ids in a list of objects, or a list as long as the ids')."),
+             "(a field beside the ids in a list of objects, or a list as long as the ids'). "
+             "Give path or from."),
+    K_CUSTOM("from", 0, pr__h_weights_from, "values", NULL,
+             "values: with list: { from: keys }, each key's value in the map is its weight. "
+             "Give path or from."),
     K_CUSTOM("default", 0, pr__h_weights_default, "number", NULL,
-             "Weight of an id that has none (its object lacks the field, or null there; or no "
+             "Weight of an id that has none (its object lacks the field, or null there; its map "
+             "value null; or no "
              "weights list); without it such a record is rejected (wrong_type)."),
 };
-static const cfg_table pr__weights_tab = TABLE(weights_keys, NULL);
+static const cfg_table pr__weights_tab = TABLE(weights_keys, pr__finish_weights);
 
 /* Cross-key checks of one feature, then its chain's types (the engine's). */
 static void pr__finish_feature(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
@@ -507,12 +552,29 @@ static void pr__finish_feature(cfg_ctx *c, yaml_node_t *map, void *base, bool pr
         pr__cfg_error(c, map, "list", "a cross is single-valued; it cannot be a list");
         return;
     }
+    if (f->from_keys && f->kind != PR_FEAT_LIST) { /* only under list: */
+        pr__cfg_error(c, map, "list.from", "keys makes a list; give list:");
+        return;
+    }
+    if (f->weights_from_values) {
+        if (!f->from_keys) {
+            pr__cfg_error(c, pr__map_find(c, map, "weights"), "weights.from",
+                          "values are the weights of a map's keys: give list: { from: keys }");
+            return;
+        }
+        snprintf(f->weights_path, sizeof(f->weights_path), "%s", f->paths[0]);
+    } else if (f->from_keys && f->weights_path[0]) {
+        pr__cfg_error(c, pr__map_find(c, map, "weights"), "weights.path",
+                      "a map's keys are weighted by its values: weights: { from: values }");
+        return;
+    }
     if (f->weights_path[0] && f->kind != PR_FEAT_LIST) {
         pr__cfg_error(c, pr__map_find(c, map, "weights"), "weights",
                       "only a list feature (with list:) carries weights, one per id");
         return;
     }
-    if (f->weights_path[0] && strcmp(f->weights_path, f->paths[0]) == 0) {
+    if (f->weights_path[0] && !f->weights_from_values &&
+        strcmp(f->weights_path, f->paths[0]) == 0) {
         pr__cfg_error(c, pr__map_find(c, map, "weights"), "weights.path",
                       "'%s' is the ids' own path: the weights are another field", f->paths[0]);
         return;
@@ -1071,6 +1133,38 @@ static void pr__weights_paths(cfg_ctx *c, yaml_node_t *map, const pr_feature_sch
     }
 }
 
+/* A map read by its keys (list: { from: keys }) is read as a map only: no
+ * other feature, filter or downsample reads the same path as a value. */
+static void pr__map_paths_own(cfg_ctx *c, yaml_node_t *map, const pr_feature_schema *fs)
+{
+    const char *xp[PR_SELECT_PATHS_MAX];
+    uint32_t nx = pr_feature_select_paths(fs, xp);
+    for (uint32_t i = 0; i < fs->n_features; i++) {
+        const pr_feature_spec *m = &fs->features[i];
+        if (!m->from_keys)
+            continue;
+        const char *other = NULL;
+        for (uint32_t j = 0; j < fs->n_features && !other; j++) {
+            const pr_feature_spec *o = &fs->features[j];
+            for (uint8_t k = 0; k < o->n_paths && !o->from_keys; k++)
+                if (!strcmp(o->paths[k], m->paths[0]))
+                    other = o->name;
+        }
+        for (uint32_t j = 0; j < nx && !other; j++)
+            if (!strcmp(xp[j], m->paths[0]))
+                other = "a filter or downsample condition";
+        if (other) {
+            char key[64];
+            pr__feature_key(fs, i, 0, key, sizeof(key));
+            pr__cfg_error(c, map, key,
+                          "'%s' is read as a map (list: { from: keys }) by '%s' and as a value "
+                          "by %s%s: a map's keys are read by from: keys lists only",
+                          m->paths[0], m->name, strchr(other, ' ') ? "" : "feature ", other);
+            return;
+        }
+    }
+}
+
 /* A declared schema drives today's spec: counts, names and the union of the
  * engine operators its sparse features use (for the vocabulary settings and
  * their checks). */
@@ -1105,6 +1199,7 @@ static void pr__spec_from_features(cfg_ctx *c, yaml_node_t *map, pr_pipeline_cfg
                       PR_MAX_DENSE_COLS);
     pr__vector_paths_own(c, map, fs);
     pr__weights_paths(c, map, fs);
+    pr__map_paths_own(c, map, fs);
     if (nd + ns == 0 && c->n_errors == 0) /* not when the features had errors */
         pr__cfg_error(c, map, NULL, "declares no dense or sparse feature");
     sp->n_dense = (uint16_t)(nd < PR_MAX_DENSE_COLS ? nd : PR_MAX_DENSE_COLS);

@@ -1282,6 +1282,15 @@ static pr_avro_reader *pr__reader_new(const pr_json_decoder *d, const char *sche
         pr_seterr(errstr, errstr_size, PR_EINVAL, "avro: needs a writer schema or a registry");
         return NULL;
     }
+    const pr_json_path *ps;
+    for (size_t i = 0, n = pr_json_decoder_paths(d, &ps); i < n; i++)
+        if (ps[i].part != PR_JSON_AT) {
+            pr__known_put(known);
+            pr_seterr(errstr, errstr_size, PR_EINVAL,
+                      "avro: '%s' is read as a map (list: { from: keys }): not yet for Avro",
+                      ps[i].path);
+            return NULL;
+        }
     pr_avro_reader *r = calloc(1, sizeof(*r));
     if (!r) {
         pr__known_put(known);

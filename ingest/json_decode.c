@@ -111,10 +111,11 @@ static int8_t pr__time_op_unit(const pr_feature_spec *f)
 }
 
 /* Index of `path` in paths[0, n), or n. */
-static size_t pr__path_find(const pr_json_path *paths, size_t n, const char *path)
+static size_t pr__path_find(const pr_json_path *paths, size_t n, const char *path,
+                            pr_json_part part)
 {
     size_t i = 0;
-    while (i < n && strcmp(paths[i].path, path) != 0)
+    while (i < n && (paths[i].part != part || strcmp(paths[i].path, path) != 0))
         i++;
     return i;
 }
@@ -127,7 +128,7 @@ static int pr__sel_paths(const pr_feature_schema *fs, pr_json_path *paths, size_
     const char *extra[PR_SELECT_PATHS_MAX];
     uint32_t n_extra = pr_feature_select_paths(fs, extra);
     for (uint32_t i = 0; i < n_extra; i++) {
-        size_t j = pr__path_find(paths, *n, extra[i]);
+        size_t j = pr__path_find(paths, *n, extra[i], PR_JSON_AT);
         if (j == *n) {
             if (*n >= cap)
                 return PR_EINVAL;
@@ -158,11 +159,14 @@ static int pr__paths(pr_json_decoder *d, const pr_feature_schema *fs, pr_json_pa
         return PR_ENOMEM;
     for (uint32_t i = 0; i < fs->n_features; i++) {
         const pr_feature_spec *f = &fs->features[i];
+        pr_json_part part = f->from_keys ? PR_JSON_KEYS : PR_JSON_AT;
         for (uint8_t k = 0; k < f->n_paths; k++) {
-            size_t j = pr__path_find(paths, n, f->paths[k]);
+            size_t j = pr__path_find(paths, n, f->paths[k], part);
             if (j == n)
-                paths[n++] = (pr_json_path){
-                    .path = f->paths[k], .type = PR_JSON_ANY, .max_list = PR_FEAT_MAX_LIST};
+                paths[n++] = (pr_json_path){.path = f->paths[k],
+                                            .type = PR_JSON_ANY,
+                                            .max_list = PR_FEAT_MAX_LIST,
+                                            .part = part};
             uses[j] |= f->kind == PR_FEAT_DENSE && f->dim && !pr_feature_vector_bytes(f) ? 4
                        : pr_feature_reads_list(f)                                        ? 2
                                                                                          : 1;
@@ -170,10 +174,13 @@ static int pr__paths(pr_json_decoder *d, const pr_feature_schema *fs, pr_json_pa
         }
         d->feat[i].wcol = -1;
         if (pr_feature_weighted(f)) {
-            size_t j = pr__path_find(paths, n, f->weights_path);
+            part = f->weights_from_values ? PR_JSON_VALUES : PR_JSON_AT;
+            size_t j = pr__path_find(paths, n, f->weights_path, part);
             if (j == n)
-                paths[n++] = (pr_json_path){
-                    .path = f->weights_path, .type = PR_JSON_ANY, .max_list = PR_FEAT_MAX_LIST};
+                paths[n++] = (pr_json_path){.path = f->weights_path,
+                                            .type = PR_JSON_ANY,
+                                            .max_list = PR_FEAT_MAX_LIST,
+                                            .part = part};
             uses[j] |= 8;
             uses[d->feat[i].col[0]] |= 8;
             d->feat[i].wcol = (int32_t)j;

@@ -58,11 +58,19 @@ typedef struct jnode {
     uint64_t k8;                  /* the key's first 8 bytes, zero-padded */
     bool all_list;                /* every leaf below takes a list: may map over an array */
     bool has_aligned;             /* a PR_JSON_ALIGNED leaf below: mapping keeps holes */
+    int32_t map_keys, map_vals;   /* a map's node (PR_JSON_KEYS/VALUES paths): their path
+                                   * indices, -1 for none; both -1 on other nodes */
 } jnode;
+
+/* The trie segment under a map's node for its keys' and its values' path
+ * (a control byte: no configured path can have it). */
+#define MAP_KEYS_SEG '\x01'
+#define MAP_VALS_SEG '\x02'
 
 struct pr_json_extractor {
     size_t n_paths;
     pr_json_path *paths; /* path strings copied */
+    char **tpaths;       /* [paths] a map part's trie string ("user.tags" + ".\x01"), else NULL */
     jnode *nodes;
     uint32_t n_nodes;
     uint32_t *slot_path; /* leaves in trie order: a subtree's leaves are contiguous */
@@ -141,8 +149,8 @@ typedef struct tnode {
     uint32_t name_path, name_len;
 } tnode;
 
-static int pr__trie_insert(tnode *t, uint32_t *n_t, const char *path, uint32_t pi, char *errstr,
-                           size_t errstr_size)
+static int pr__trie_insert(tnode *t, uint32_t *n_t, const char *path, const char *shown,
+                           uint32_t pi, char *errstr, size_t errstr_size)
 {
     uint32_t cur = 0;
     const char *seg = path;
@@ -150,10 +158,11 @@ static int pr__trie_insert(tnode *t, uint32_t *n_t, const char *path, uint32_t p
         const char *dot = strchr(seg, '.');
         size_t len = dot ? (size_t)(dot - seg) : strlen(seg);
         if (len == 0)
-            return pr_seterr(errstr, errstr_size, PR_EINVAL, "json path '%s': empty segment", path);
+            return pr_seterr(errstr, errstr_size, PR_EINVAL, "json path '%s': empty segment",
+                             shown);
         if (t[cur].path >= 0)
             return pr_seterr(errstr, errstr_size, PR_EINVAL, "json path '%s': '%.*s' is a path too",
-                             path, (int)t[cur].name_len,
+                             shown, (int)t[cur].name_len,
                              t[cur].key - (t[cur].name_len - t[cur].key_len));
         uint32_t c = t[cur].first, last = NO_NODE;
         while (c != NO_NODE && !(t[c].key_len == len && !memcmp(t[c].key, seg, len))) {
@@ -180,10 +189,10 @@ static int pr__trie_insert(tnode *t, uint32_t *n_t, const char *path, uint32_t p
         seg = dot + 1;
     }
     if (t[cur].path >= 0)
-        return pr_seterr(errstr, errstr_size, PR_EINVAL, "json path '%s' given twice", path);
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "json path '%s' given twice", shown);
     if (t[cur].first != NO_NODE)
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                         "json path '%s' is a prefix of another path", path);
+                         "json path '%s' is a prefix of another path", shown);
     t[cur].path = (int32_t)pi;
     return 0;
 }
@@ -231,7 +240,9 @@ static int pr__trie_flatten(pr_json_extractor *x, const tnode *t, uint32_t n_t)
                       .path = t[ti].path,
                       .child0 = tail,
                       .name_path = t[ti].name_path,
-                      .name_len = t[ti].name_len};
+                      .name_len = t[ti].name_len,
+                      .map_keys = -1,
+                      .map_vals = -1};
         if (nd->key) /* not the root */
             nd->k8 = pr__key_word(nd->key, nd->key_len, nd->key + nd->key_len);
         for (uint32_t c = t[ti].first; c != NO_NODE; c = t[c].next) {
@@ -246,6 +257,62 @@ static int pr__trie_flatten(pr_json_extractor *x, const tnode *t, uint32_t n_t)
     return 0;
 }
 
+/* A map's node: its children are its keys' and values' leaves only, and
+ * its values come with its keys (which say where a repeated key's value
+ * goes). */
+static int pr__map_nodes(pr_json_extractor *x, char *errstr, size_t errstr_size)
+{
+    for (uint32_t i = 0; i < x->n_nodes; i++) {
+        jnode *nd = &x->nodes[i];
+        bool named = false;
+        for (uint32_t k = 0; k < nd->n_children; k++) {
+            const jnode *c = &x->nodes[nd->child0 + k];
+            bool part = c->key_len == 1 && (c->key[0] == MAP_KEYS_SEG || c->key[0] == MAP_VALS_SEG);
+            if (part && c->key[0] == MAP_KEYS_SEG)
+                nd->map_keys = c->path;
+            else if (part)
+                nd->map_vals = c->path;
+            named |= !part;
+        }
+        if ((nd->map_keys >= 0 || nd->map_vals >= 0) && named)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "json path '%s' is read as a map (its keys): no path may name a key "
+                             "under it",
+                             x->paths[nd->map_keys >= 0 ? nd->map_keys : nd->map_vals].path);
+        if (nd->map_vals >= 0 && nd->map_keys < 0)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "json path '%s': a map's values are read with its keys",
+                             x->paths[nd->map_vals].path);
+    }
+    return 0;
+}
+
+/* Checks one path's type, shape and part; its trie string into *tpath
+ * (allocated for a map part). */
+static int pr__path_ok(const pr_json_path *p, size_t i, char **tpath, char *errstr,
+                       size_t errstr_size)
+{
+    *tpath = NULL;
+    if (!p->path || p->type < PR_JSON_INT64 || p->type > PR_JSON_ANY || p->shape < PR_JSON_SCALAR ||
+        p->shape > PR_JSON_ALIGNED || (p->shape == PR_JSON_ALIGNED && p->type != PR_JSON_ANY) ||
+        p->part > PR_JSON_VALUES ||
+        (p->part != PR_JSON_AT &&
+         (p->type != PR_JSON_ANY || (p->shape != PR_JSON_LIST && p->shape != PR_JSON_ALIGNED))) ||
+        (p->part == PR_JSON_VALUES && p->shape != PR_JSON_ALIGNED))
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "json path %zu: %s", i,
+                         p->path ? "bad type, shape or part" : "no path");
+    if (p->part == PR_JSON_AT)
+        return 0;
+    size_t len = strlen(p->path);
+    if (!(*tpath = malloc(len + 3)))
+        return PR_ENOMEM;
+    memcpy(*tpath, p->path, len);
+    (*tpath)[len] = '.';
+    (*tpath)[len + 1] = p->part == PR_JSON_KEYS ? MAP_KEYS_SEG : MAP_VALS_SEG;
+    (*tpath)[len + 2] = '\0';
+    return 0;
+}
+
 pr_json_extractor *pr_json_extractor_new(const pr_json_path *paths, size_t n, uint32_t max_depth,
                                          char *errstr, size_t errstr_size)
 {
@@ -257,38 +324,41 @@ pr_json_extractor *pr_json_extractor_new(const pr_json_path *paths, size_t n, ui
     pr_json_extractor *x = calloc(1, sizeof(*x));
     size_t max_nodes = 1;
     for (size_t i = 0; i < n; i++)
-        max_nodes += paths[i].path ? strlen(paths[i].path) / 2 + 1 : 1;
+        max_nodes += paths[i].path ? strlen(paths[i].path) / 2 + 2 : 1; /* + a map part's */
     tnode *t = malloc(max_nodes * sizeof(*t));
     if (!x || !t)
         goto out_nomem;
     x->max_depth = max_depth ? max_depth : PR_JSON_DEFAULT_MAX_DEPTH;
     x->n_paths = n;
     x->paths = calloc(n, sizeof(*x->paths));
-    if (!x->paths)
+    x->tpaths = calloc(n, sizeof(*x->tpaths));
+    if (!x->paths || !x->tpaths)
         goto out_nomem;
     uint32_t n_t = 1;
     t[0] = (tnode){.path = -1, .first = NO_NODE, .next = NO_NODE};
     for (size_t i = 0; i < n; i++) {
         const pr_json_path *p = &paths[i];
-        if (!p->path || p->type < PR_JSON_INT64 || p->type > PR_JSON_ANY ||
-            p->shape < PR_JSON_SCALAR || p->shape > PR_JSON_ALIGNED ||
-            (p->shape == PR_JSON_ALIGNED && p->type != PR_JSON_ANY)) {
-            pr_seterr(errstr, errstr_size, PR_EINVAL, "json path %zu: %s", i,
-                      p->path ? "bad type or shape" : "no path");
+        int rc = pr__path_ok(p, i, &x->tpaths[i], errstr, errstr_size);
+        if (rc == PR_ENOMEM)
+            goto out_nomem;
+        if (rc)
             goto out_free;
-        }
         x->paths[i] = *p;
         if (!x->paths[i].max_list)
             x->paths[i].max_list = PR_JSON_DEFAULT_MAX_LIST;
         if (!(x->paths[i].path = strdup(p->path)))
             goto out_nomem;
-        if (pr__trie_insert(t, &n_t, x->paths[i].path, (uint32_t)i, errstr, errstr_size))
+        const char *tp = x->tpaths[i] ? x->tpaths[i] : x->paths[i].path;
+        if (pr__trie_insert(t, &n_t, tp, x->paths[i].path, (uint32_t)i, errstr, errstr_size))
             goto out_free;
     }
     if (pr__trie_flatten(x, t, n_t))
         goto out_nomem;
+    if (pr__map_nodes(x, errstr, errstr_size))
+        goto out_free;
     free(t);
     return x;
+
 out_nomem:
     pr_seterr(errstr, errstr_size, PR_ENOMEM, "json: out of memory");
 out_free:
@@ -303,6 +373,9 @@ void pr_json_extractor_free(pr_json_extractor *x)
         return;
     for (size_t i = 0; x->paths && i < x->n_paths; i++)
         free((char *)x->paths[i].path);
+    for (size_t i = 0; x->tpaths && i < x->n_paths; i++)
+        free(x->tpaths[i]);
+    free(x->tpaths);
     free(x->paths);
     free(x->nodes);
     free(x->slot_path);
@@ -1281,6 +1354,128 @@ static uint32_t pr__find_child(const pr_json_extractor *x, uint32_t node, const 
     return NO_NODE;
 }
 
+static int pr__read_key(jp *j, const char **key, size_t *len);
+
+/* The key just read (key, len) among the map's entries so far (keys path
+ * kpi's values since the row began): its index, or -1. */
+static int64_t pr__map_dup(const jp *j, uint32_t kpi, const char *key, size_t len)
+{
+    const pr_json_col *c = &j->b->cols[kpi];
+    for (uint32_t e = j->s->row_start[kpi]; e < c->n_values; e++)
+        if (c->any[e].s.len == len && !memcmp(j->b->arena + c->any[e].s.off, key, len))
+            return (int64_t)e;
+    return -1;
+}
+
+/* A map's value for entry `dup` (-1: a new entry, appended) of values path
+ * vpi: a scalar, or a hole for null. */
+static int pr__map_value(jp *j, uint32_t node, uint32_t vpi, int64_t dup)
+{
+    pr_json_col *c = &j->b->cols[vpi];
+    int vk = pr__value_kind(*j->p), r;
+    if (vk >= VK_ARRAY)
+        return pr__fail(j, PR_JSON_WRONG_TYPE, j->p, node,
+                        "a list or object as a map's value (a weight is a number)");
+    if (pr__reserve_value(c, PR_JSON_ANY))
+        return E_NOMEM;
+    if (vk == VK_NULL) {
+        if ((r = pr__literal(j, "null", 4)))
+            return r;
+        c->any[c->n_values++] = (pr_json_any){.type = PR_JSON_HOLE};
+    } else if ((r = pr__take_scalar(j, vpi, node))) {
+        return r;
+    }
+    if (dup >= 0)
+        c->any[dup] = c->any[--c->n_values];
+    return 0;
+}
+
+/* One member of a map (j->p at its key's quote): its key to keys path kpi,
+ * its value to values path vpi (or skipped); a repeated key keeps its
+ * place and takes the new value. */
+static int pr__map_entry(jp *j, uint32_t node, int32_t kpi, int32_t vpi, uint32_t depth)
+{
+    const char *key;
+    size_t klen;
+    int r;
+    if ((r = pr__read_key(j, &key, &klen)))
+        return r;
+    pr__skip_ws(j);
+    if (j->p >= j->end || *j->p != ':')
+        return pr__fail_end_or(j, PR_JSON_NOT_JSON, "':' expected");
+    j->p++;
+    pr__skip_ws(j);
+    if (j->p >= j->end)
+        return pr__fail_end_or(j, PR_JSON_NOT_JSON, "value expected");
+    int64_t dup = pr__map_dup(j, (uint32_t)kpi, key, klen);
+    if (dup < 0) {
+        pr_json_col *kc = &j->b->cols[kpi];
+        pr_json_block *b = j->b;
+        if (j->s->count[kpi] >= j->x->paths[kpi].max_list)
+            return pr__fail(j, PR_JSON_LIST_TOO_LONG, j->p, node, "map with too many keys");
+        if (pr__reserve_value(kc, PR_JSON_ANY))
+            return E_NOMEM;
+        memcpy(b->arena + b->arena_len, key, klen); /* room: the document's length */
+        kc->any[kc->n_values++] =
+            (pr_json_any){.type = PR_JSON_STRING, .s = {(uint32_t)b->arena_len, (uint32_t)klen}};
+        b->arena_len += klen;
+        j->s->count[kpi]++;
+        if (vpi >= 0)
+            j->s->count[vpi]++;
+    }
+    if (vpi < 0)
+        return pr__skip_value(j, depth + 1);
+    return pr__map_value(
+        j, node, (uint32_t)vpi,
+        dup >= 0 ? dup - (int64_t)j->s->row_start[kpi] + (int64_t)j->s->row_start[vpi] : -1);
+}
+
+/* The value of a map's node `node` at j->p: an object, whose entries are
+ * read in order (pr__map_entry); null reads as absent. Kept out of line
+ * (as pr__map_list): the hot loop stays as it was. */
+static __attribute__((noinline)) int pr__take_map(jp *j, uint32_t node, uint32_t depth)
+{
+    const jnode *nd = &j->x->nodes[node];
+    int vk = pr__value_kind(*j->p);
+    if (vk == VK_NULL)
+        return pr__literal(j, "null", 4);
+    if (vk == VK_BAD)
+        return pr__fail(j, PR_JSON_NOT_JSON, j->p, -1, "value expected");
+    if (vk != VK_OBJECT || j->in_elem)
+        return pr__fail(j, PR_JSON_WRONG_TYPE, j->p, node,
+                        j->in_elem ? "a map inside a list of objects (one list level per path)"
+                                   : "a map (an object) expected");
+    if (depth > j->x->max_depth)
+        return pr__fail(j, PR_JSON_TOO_DEEP, j->p, -1, "nesting too deep");
+    j->s->present[nd->map_keys] = PR_JSON_PRESENT;
+    if (nd->map_vals >= 0)
+        j->s->present[nd->map_vals] = PR_JSON_PRESENT;
+    j->p++;
+    pr__skip_ws(j);
+    if (j->p < j->end && *j->p == '}') {
+        j->p++;
+        return 0;
+    }
+    for (;;) {
+        int r;
+        pr__skip_ws(j);
+        if (j->p >= j->end || *j->p != '"')
+            return pr__fail_end_or(j, PR_JSON_NOT_JSON, "key expected");
+        if ((r = pr__map_entry(j, node, nd->map_keys, nd->map_vals, depth)))
+            return r;
+        pr__skip_ws(j);
+        if (j->p < j->end && *j->p == ',') {
+            j->p++;
+            continue;
+        }
+        if (j->p < j->end && *j->p == '}') {
+            j->p++;
+            return 0;
+        }
+        return pr__fail_end_or(j, PR_JSON_NOT_JSON, "',' or '}' expected");
+    }
+}
+
 /* The value of trie node `node` at j->p (depth: its depth as a container). */
 static int pr__take_node(jp *j, uint32_t node, uint32_t depth)
 {
@@ -1291,6 +1486,8 @@ static int pr__take_node(jp *j, uint32_t node, uint32_t depth)
     if (nd->path >= 0)
         return j->in_elem ? pr__take_mapped(j, node, (uint32_t)nd->path)
                           : pr__take_leaf(j, node, (uint32_t)nd->path, depth);
+    if (nd->map_keys >= 0)
+        return pr__take_map(j, node, depth);
     switch (pr__value_kind(*j->p)) {
     case VK_OBJECT:
         if (depth > j->x->max_depth)

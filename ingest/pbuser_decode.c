@@ -260,6 +260,13 @@ pr_pbuser_reader *pr_pbuser_reader_new(const pr_pbuser_desc *d, pr_pb_framing fr
     r->n_cols = (uint32_t)n;
     for (size_t i = 0; i < n; i++) {
         char e[256] = "";
+        if (paths[i].part != PR_JSON_AT) {
+            pr_seterr(errstr, errstr_size, PR_EINVAL,
+                      "protobuf: '%s' is read as a map (list: { from: keys }): not yet for "
+                      "Protobuf",
+                      paths[i].path);
+            goto out_free;
+        }
         int rc = pr__compile_path(r, &paths[i], (uint32_t)i, e, sizeof(e));
         if (rc == PR_ENOMEM || (rc && !e[0]))
             goto out_nomem;

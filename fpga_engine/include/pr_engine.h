@@ -929,6 +929,13 @@ typedef struct pr_feature_spec {
     char weights_path[PR_FEAT_PATH_MAX];
     bool has_weight_default;
     float weight_default;
+    /* PR_FEAT_LIST with `list: { from: keys }`: the path names a map (a
+     * JSON object, an Avro map, a Protobuf map field) whose keys, in the
+     * event's order, are the list's values; with `weights: { from: values }`
+     * (weights_from_values, weights_path then the same path) each key's
+     * value is its weight. */
+    bool from_keys;
+    bool weights_from_values;
     uint8_t n_ops;
     pr_fop_step ops[PR_FEAT_MAX_OPS];
 } pr_feature_spec;

@@ -847,11 +847,27 @@ enum { PR_JSON_ABSENT = 0, PR_JSON_NULL = 1, PR_JSON_PRESENT = 2 };
 #define PR_JSON_MAX_DEPTH_LIMIT   1024
 #define PR_JSON_DEFAULT_MAX_LIST  1024
 
+/* What a path reads: the value at it, or the entries of the map (object)
+ * at it. A map's entries are read in the document's order, one element
+ * per key (a repeated key keeps its first place and takes its last value,
+ * as Python's dict and JavaScript do); the map is a list level of its own
+ * (under a list of objects -> wrong_type). PR_JSON_KEYS reads the keys as
+ * PR_JSON_STRING values; PR_JSON_VALUES the values, PR_JSON_ANY scalars
+ * (null -> a hole; a list or object -> wrong_type), and needs the KEYS path
+ * of the same map (which dedups) and the ALIGNED shape. Both PR_JSON_ANY,
+ * list shapes; a map's path reads no named key below it. */
+typedef enum pr_json_part {
+    PR_JSON_AT = 0, /* the value at the path */
+    PR_JSON_KEYS,   /* the keys of the map at the path */
+    PR_JSON_VALUES, /* the values of the map at the path, aligned with its keys */
+} pr_json_part;
+
 typedef struct pr_json_path {
     const char *path; /* dotted, e.g. "user.id"; copied */
     pr_json_type type;
     pr_json_shape shape;
     uint32_t max_list; /* lists only; 0 = PR_JSON_DEFAULT_MAX_LIST */
+    pr_json_part part; /* PR_JSON_AT unless a map's keys or values */
 } pr_json_path;
 
 typedef struct pr_json_extractor pr_json_extractor;

@@ -595,7 +595,45 @@ static const err_case err_cases[] = {
     {"weights without a path",
      SCHEMA
      "      sparse: [ { name: a, path: a, list: { max_len: 2 }, weights: { default: 1 } } ]\n",
-     {"schema.sparse[0].weights.path: "}},
+     {"schema.sparse[0].weights: missing path (the weights' field), or from: values"}},
+    {"weights with path and from",
+     SCHEMA "      sparse: [ { name: a, path: a, list: { max_len: 2, from: keys },\n"
+            "                  weights: { path: w, from: values }, ops: [vocab] } ]\n",
+     {"schema.sparse[0].weights: give path or from, not both"}},
+    {"list.from unknown",
+     SCHEMA
+     "      sparse: [ { name: a, path: a, list: { max_len: 2, from: vals }, ops: [vocab] } ]\n",
+     {"schema.sparse[0].list.from: unknown value 'vals' (valid: value, keys)"}},
+    {"weights.from unknown",
+     SCHEMA "      sparse: [ { name: a, path: a, list: { max_len: 2, from: keys },\n"
+            "                  weights: { from: keys }, ops: [vocab] } ]\n",
+     {"schema.sparse[0].weights.from: unknown value 'keys' (valid: values)"}},
+    {"weights from values without from keys",
+     SCHEMA "      sparse: [ { name: a, path: a, list: { max_len: 2 },\n"
+            "                  weights: { from: values }, ops: [vocab] } ]\n",
+     {"schema.sparse[0].weights.from: values are the weights of a map's keys: give list: { "
+      "from: keys }"}},
+    {"a map's keys weighted by another path",
+     SCHEMA "      sparse: [ { name: a, path: a, list: { max_len: 2, from: keys },\n"
+            "                  weights: { path: w }, ops: [vocab] } ]\n",
+     {"schema.sparse[0].weights.path: a map's keys are weighted by its values"}},
+    {"a map read as a value too",
+     SCHEMA "      sparse:\n"
+            "        - { name: a, path: m, list: { max_len: 2, from: keys }, ops: [vocab] }\n"
+            "        - { name: b, path: m, list: { max_len: 2 }, ops: [vocab] }\n",
+     {"schema.sparse[0].path: 'm' is read as a map (list: { from: keys }) by 'a' and as a value "
+      "by feature b"}},
+    {"a map read as a value by a filter",
+     SCHEMA "      sparse:\n"
+            "        - { name: a, path: m, list: { max_len: 2, from: keys }, ops: [vocab] }\n"
+            "      filter: [ { path: m, in: [x] } ]\n",
+     {"'m' is read as a map (list: { from: keys }) by 'a' and as a value by a filter or "
+      "downsample condition"}},
+    {"a key under a map read by its keys",
+     SCHEMA "      sparse:\n"
+            "        - { name: a, path: m, list: { max_len: 2, from: keys }, ops: [vocab] }\n"
+            "        - { name: b, path: m.x, ops: [vocab] }\n",
+     {"'m.x' is inside 'm'"}},
     {"weights on the ids' own path",
      SCHEMA "      sparse: [ { name: a, path: a, list: { max_len: 2 }, weights: { path: a } } ]\n",
      {"schema.sparse[0].weights.path: 'a' is the ids' own path"}},
@@ -614,7 +652,7 @@ static const err_case err_cases[] = {
      {"schema.sparse[0].path: 'cats.w' is inside 'cats' (sparse[0].weights.path)"}},
     {"weights: unknown key",
      SCHEMA "      sparse: [ { name: a, path: a, list: { max_len: 2 }, weights: { pth: w } } ]\n",
-     {"schema.sparse[0].weights.pth: unknown key (valid: path, default)"}},
+     {"schema.sparse[0].weights.pth: unknown key (valid: path, from, default)"}},
     {"too many dense columns",
      SCHEMA "      dense:\n        - { name: a, path: a, dim: 4000 }\n"
             "        - { name: b, path: b, dim: 97 }\n",

@@ -29,29 +29,29 @@
 #include "pr_log.h"
 
 static const pr_json_path set0[] = {
-    {"ts", PR_JSON_INT64, PR_JSON_SCALAR, 0},        {"user.id", PR_JSON_KEY, PR_JSON_SCALAR, 0},
-    {"user.age_days", PR_JSON_INT64, 0, 0},          {"item.id", PR_JSON_KEY, PR_JSON_SCALAR, 0},
-    {"item.category", PR_JSON_STRING, 0, 0},         {"item.price", PR_JSON_DOUBLE, 0, 0},
-    {"item.tags", PR_JSON_STRING, PR_JSON_LIST, 16}, {"history", PR_JSON_INT64, PR_JSON_LIST, 64},
-    {"label.click", PR_JSON_DOUBLE, 0, 0},           {"label.purchase", PR_JSON_DOUBLE, 0, 0},
-    {"context.device", PR_JSON_STRING, 0, 0},
+    {"ts", PR_JSON_INT64, PR_JSON_SCALAR, 0, PR_JSON_AT},        {"user.id", PR_JSON_KEY, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"user.age_days", PR_JSON_INT64, 0, 0, PR_JSON_AT},          {"item.id", PR_JSON_KEY, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"item.category", PR_JSON_STRING, 0, 0, PR_JSON_AT},         {"item.price", PR_JSON_DOUBLE, 0, 0, PR_JSON_AT},
+    {"item.tags", PR_JSON_STRING, PR_JSON_LIST, 16, PR_JSON_AT}, {"history", PR_JSON_INT64, PR_JSON_LIST, 64, PR_JSON_AT},
+    {"label.click", PR_JSON_DOUBLE, 0, 0, PR_JSON_AT},           {"label.purchase", PR_JSON_DOUBLE, 0, 0, PR_JSON_AT},
+    {"context.device", PR_JSON_STRING, 0, 0, PR_JSON_AT},
 };
 static const pr_json_path set1[] = {
-    {"a", PR_JSON_INT64, PR_JSON_SCALAR_OR_LIST, 3},
-    {"b", PR_JSON_DOUBLE, PR_JSON_SCALAR_OR_LIST, 3},
-    {"c", PR_JSON_BOOL, PR_JSON_SCALAR_OR_LIST, 3},
-    {"d", PR_JSON_STRING, PR_JSON_SCALAR_OR_LIST, 3},
-    {"e", PR_JSON_KEY, PR_JSON_SCALAR_OR_LIST, 3},
-    {"f.a", PR_JSON_INT64, 0, 0},
-    {"f.f.a", PR_JSON_STRING, PR_JSON_LIST, 2},
+    {"a", PR_JSON_INT64, PR_JSON_SCALAR_OR_LIST, 3, PR_JSON_AT},
+    {"b", PR_JSON_DOUBLE, PR_JSON_SCALAR_OR_LIST, 3, PR_JSON_AT},
+    {"c", PR_JSON_BOOL, PR_JSON_SCALAR_OR_LIST, 3, PR_JSON_AT},
+    {"d", PR_JSON_STRING, PR_JSON_SCALAR_OR_LIST, 3, PR_JSON_AT},
+    {"e", PR_JSON_KEY, PR_JSON_SCALAR_OR_LIST, 3, PR_JSON_AT},
+    {"f.a", PR_JSON_INT64, 0, 0, PR_JSON_AT},
+    {"f.f.a", PR_JSON_STRING, PR_JSON_LIST, 2, PR_JSON_AT},
 };
 static const pr_json_path set2[] = {
-    {"a.b.c.d.e", PR_JSON_INT64, PR_JSON_LIST, 1000},
-    {"a.b.x", PR_JSON_DOUBLE, PR_JSON_LIST, 5},
-    {"a.y", PR_JSON_STRING, PR_JSON_LIST, 1},
-    {"z", PR_JSON_BOOL, PR_JSON_LIST, 4},
+    {"a.b.c.d.e", PR_JSON_INT64, PR_JSON_LIST, 1000, PR_JSON_AT},
+    {"a.b.x", PR_JSON_DOUBLE, PR_JSON_LIST, 5, PR_JSON_AT},
+    {"a.y", PR_JSON_STRING, PR_JSON_LIST, 1, PR_JSON_AT},
+    {"z", PR_JSON_BOOL, PR_JSON_LIST, 4, PR_JSON_AT},
 };
-static const pr_json_path set3[] = {{"k", PR_JSON_KEY, PR_JSON_SCALAR_OR_LIST, 8}};
+static const pr_json_path set3[] = {{"k", PR_JSON_KEY, PR_JSON_SCALAR_OR_LIST, 8, PR_JSON_AT}};
 
 static const struct {
     const pr_json_path *p;

@@ -858,6 +858,77 @@ static void test_weighted_lists(void **state)
     fx_free(&t);
 }
 
+static const char *const map_yaml =
+    "pipelines:\n"
+    "  - name: t\n"
+    "    source: { format: json }\n"
+    "    schema:\n"
+    "      sparse:\n"
+    "        - { name: aff, path: user.aff, list: { max_len: 3, from: keys },\n"
+    "            weights: { from: values, default: 0.5 }, ops: [vocab] }\n"
+    "        - { name: affs, path: user.aff, list: { max_len: 2, from: keys, keep: last },\n"
+    "            ops: [ { hash: 1000 } ] }\n"
+    "        - { name: tags, path: tags, list: { max_len: 8, from: keys },\n"
+    "            weights: { from: values }, ops: [vocab] }\n"
+    "    transform: { vocab: { profile: default } }\n";
+
+/* list: { from: keys } and weights: { from: values }: a map's keys are the
+ * ids in the event's order, each weighted by its value; max_len and keep cut
+ * both; null takes the default; a string or a map where a number belongs
+ * rejects, naming the feature. */
+static void test_map_lists(void **state)
+{
+    (void)state;
+    fx t;
+    fx_init(&t, map_yaml, 64);
+    assert_int_equal(decode(&t, "{\"user\":{\"aff\":{\"sports\":0.7,\"news\":null,\"\":2,"
+                                "\"film\":4,\"sports\":0.25}},\"tags\":{\"a\":1,\"b\":-2.5}}"),
+                     1);
+    if (t.rl.n)
+        fail_msg("rejected: %s", t.rl.detail[0]);
+    float w[8];
+    /* aff: sports (0.25, its last value in its first place), news (the
+     * default), "" (2; a key as any other); film cut by max_len */
+    assert_int_equal(pr_fside_lengths(t.b->side, 0)[0], 3);
+    assert_int_equal(key_at(t.b, 0, 0), hs("sports"));
+    assert_int_equal(key_at(t.b, 0, 1), hs("news"));
+    assert_int_equal(key_at(t.b, 0, 2), hs(""));
+    weights_of(&t, 0, w, 3);
+    assert_true(w[0] == 0.25f && w[1] == 0.5f && w[2] == 2.0f);
+    /* affs: the same keys, unweighted, the last 2 kept ("" is a value for a hash) */
+    assert_int_equal(pr_fside_lengths(t.b->side, 1)[0], 2);
+    assert_null(t.b->side->weights[1]);
+    weights_of(&t, 2, w, 2);
+    assert_true(w[0] == 1.0f && w[1] == -2.5f);
+    /* {} and an absent map: empty lists */
+    assert_int_equal(decode(&t, "{\"user\":{\"aff\":{}}}"), 1);
+    assert_int_equal(pr_fside_lengths(t.b->side, 0)[1], 0);
+    assert_int_equal(pr_fside_lengths(t.b->side, 2)[1], 0);
+    const struct {
+        const char *doc;
+        int reason;
+        const char *says;
+    } bad[] = {
+        {"{\"tags\":{\"a\":null}}", PR_DEC_WRONG_TYPE, "no default"},
+        {"{\"tags\":{\"a\":\"1\"}}", PR_DEC_WRONG_TYPE, "a string"},
+        {"{\"user\":{\"aff\":{\"a\":true}}}", PR_DEC_WRONG_TYPE, "a bool"},
+        {"{\"user\":{\"aff\":{\"a\":1e300}}}", PR_DEC_NUMBER_OUT_OF_RANGE, "beyond float32"},
+        {"{\"user\":{\"aff\":{\"a\":{\"b\":1}}}}", PR_DEC_WRONG_TYPE, "a map's value"},
+        {"{\"user\":{\"aff\":[\"a\"]}}", PR_DEC_WRONG_TYPE, "a map (an object) expected"},
+    };
+    uint32_t rows = t.b->rows;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        t.rl.n = 0;
+        assert_int_equal(decode(&t, bad[i].doc), 0);
+        assert_int_equal(t.rl.n, 1);
+        assert_int_equal(t.rl.reason[0], bad[i].reason);
+        if (!strstr(t.rl.detail[0], bad[i].says))
+            fail_msg("case %zu: '%s' does not say '%s'", i, t.rl.detail[0], bad[i].says);
+        assert_int_equal(t.b->rows, rows);
+    }
+    fx_free(&t);
+}
+
 static void test_gen_clickstream(void **state)
 {
     (void)state;
@@ -921,6 +992,7 @@ int main(void)
         cmocka_unit_test(test_downsample),
         cmocka_unit_test(test_gen_clickstream),
         cmocka_unit_test(test_weighted_lists),
+        cmocka_unit_test(test_map_lists),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

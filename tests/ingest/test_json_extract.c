@@ -105,13 +105,13 @@ static uint32_t last_count(fx *f, uint32_t col)
 }
 
 static const pr_json_path P_ONE_OF_EACH[] = {
-    {"i", PR_JSON_INT64, PR_JSON_SCALAR, 0},
-    {"d", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0},
-    {"b", PR_JSON_BOOL, PR_JSON_SCALAR, 0},
-    {"s", PR_JSON_STRING, PR_JSON_SCALAR, 0},
-    {"k", PR_JSON_KEY, PR_JSON_SCALAR, 0},
-    {"l", PR_JSON_INT64, PR_JSON_LIST, 3},
-    {"e", PR_JSON_STRING, PR_JSON_SCALAR_OR_LIST, 0},
+    {"i", PR_JSON_INT64, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"d", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"b", PR_JSON_BOOL, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"s", PR_JSON_STRING, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"k", PR_JSON_KEY, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"l", PR_JSON_INT64, PR_JSON_LIST, 3, PR_JSON_AT},
+    {"e", PR_JSON_STRING, PR_JSON_SCALAR_OR_LIST, 0, PR_JSON_AT},
 };
 enum { C_I, C_D, C_B, C_S, C_K, C_L, C_E };
 #define N_ONE (sizeof(P_ONE_OF_EACH) / sizeof(P_ONE_OF_EACH[0]))
@@ -225,11 +225,11 @@ static void test_nesting(void **state)
 {
     (void)state;
     static const pr_json_path paths[] = {
-        {"id", PR_JSON_INT64, PR_JSON_SCALAR, 0},
-        {"user.id", PR_JSON_STRING, PR_JSON_SCALAR, 0},
-        {"user.user.id", PR_JSON_INT64, PR_JSON_SCALAR, 0},
-        {"a.b.c.d", PR_JSON_BOOL, PR_JSON_SCALAR, 0},
-        {"a.x", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0},
+        {"id", PR_JSON_INT64, PR_JSON_SCALAR, 0, PR_JSON_AT},
+        {"user.id", PR_JSON_STRING, PR_JSON_SCALAR, 0, PR_JSON_AT},
+        {"user.user.id", PR_JSON_INT64, PR_JSON_SCALAR, 0, PR_JSON_AT},
+        {"a.b.c.d", PR_JSON_BOOL, PR_JSON_SCALAR, 0, PR_JSON_AT},
+        {"a.x", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0, PR_JSON_AT},
     };
     fx f;
     fx_open(&f, paths, 5, 0);
@@ -253,18 +253,20 @@ static void test_nesting(void **state)
     assert_non_null(strstr(f.rej.detail, "a.b:"));
     /* compile errors */
     char err[256];
-    static const pr_json_path prefix[] = {{"a", PR_JSON_INT64, 0, 0}, {"a.b", PR_JSON_INT64, 0, 0}};
+    static const pr_json_path prefix[] = {{"a", PR_JSON_INT64, 0, 0, PR_JSON_AT},
+                                          {"a.b", PR_JSON_INT64, 0, 0, PR_JSON_AT}};
     assert_null(pr_json_extractor_new(prefix, 2, 0, err, sizeof(err)));
     assert_non_null(strstr(err, "'a'"));
-    static const pr_json_path prefix2[] = {{"a.b", PR_JSON_INT64, 0, 0},
-                                           {"a", PR_JSON_INT64, 0, 0}};
+    static const pr_json_path prefix2[] = {{"a.b", PR_JSON_INT64, 0, 0, PR_JSON_AT},
+                                           {"a", PR_JSON_INT64, 0, 0, PR_JSON_AT}};
     assert_null(pr_json_extractor_new(prefix2, 2, 0, err, sizeof(err)));
-    static const pr_json_path dup[] = {{"a.b", PR_JSON_INT64, 0, 0}, {"a.b", PR_JSON_BOOL, 0, 0}};
+    static const pr_json_path dup[] = {{"a.b", PR_JSON_INT64, 0, 0, PR_JSON_AT},
+                                       {"a.b", PR_JSON_BOOL, 0, 0, PR_JSON_AT}};
     assert_null(pr_json_extractor_new(dup, 2, 0, err, sizeof(err)));
     assert_non_null(strstr(err, "twice"));
-    static const pr_json_path empty[] = {{"a..b", PR_JSON_INT64, 0, 0}};
+    static const pr_json_path empty[] = {{"a..b", PR_JSON_INT64, 0, 0, PR_JSON_AT}};
     assert_null(pr_json_extractor_new(empty, 1, 0, err, sizeof(err)));
-    static const pr_json_path badtype[] = {{"a", 0, 0, 0}};
+    static const pr_json_path badtype[] = {{"a", 0, 0, 0, PR_JSON_AT}};
     assert_null(pr_json_extractor_new(badtype, 1, 0, err, sizeof(err)));
     assert_null(pr_json_extractor_new(paths, 5, PR_JSON_MAX_DEPTH_LIMIT + 1, err, sizeof(err)));
     fx_close(&f);
@@ -273,7 +275,7 @@ static void test_nesting(void **state)
 static void test_depth(void **state)
 {
     (void)state;
-    static const pr_json_path paths[] = {{"a.b", PR_JSON_INT64, PR_JSON_LIST, 0}};
+    static const pr_json_path paths[] = {{"a.b", PR_JSON_INT64, PR_JSON_LIST, 0, PR_JSON_AT}};
     fx f;
     fx_open(&f, paths, 1, 3);
     assert_int_equal(ex(&f, "{\"a\":{\"b\":[1]}}"), 0); /* list at depth 3 */
@@ -298,7 +300,8 @@ static void test_depth(void **state)
 static void test_escapes(void **state)
 {
     (void)state;
-    static const pr_json_path paths[] = {{"s", PR_JSON_STRING, PR_JSON_SCALAR_OR_LIST, 0}};
+    static const pr_json_path paths[] = {
+        {"s", PR_JSON_STRING, PR_JSON_SCALAR_OR_LIST, 0, PR_JSON_AT}};
     fx f;
     fx_open(&f, paths, 1, 0);
     assert_int_equal(ex(&f, "{\"s\":\"a\\\"b\\\\c\\/d\\b\\f\\n\\r\\t\"}"), 0);
@@ -338,8 +341,8 @@ static void test_escapes(void **state)
 static void test_escaped_keys(void **state)
 {
     (void)state;
-    static const pr_json_path paths[] = {{"id", PR_JSON_INT64, 0, 0},
-                                         {"caf\xc3\xa9.n", PR_JSON_INT64, 0, 0}};
+    static const pr_json_path paths[] = {{"id", PR_JSON_INT64, 0, 0, PR_JSON_AT},
+                                         {"caf\xc3\xa9.n", PR_JSON_INT64, 0, 0, PR_JSON_AT}};
     fx f;
     fx_open(&f, paths, 2, 0);
     assert_int_equal(ex(&f, "{\"\\u0069d\":5,\"caf\\u00e9\":{\"\\u006e\":6}}"), 0);
@@ -354,7 +357,7 @@ static void test_escaped_keys(void **state)
 static void test_bad_utf8(void **state)
 {
     (void)state;
-    static const pr_json_path paths[] = {{"s", PR_JSON_STRING, 0, 0}};
+    static const pr_json_path paths[] = {{"s", PR_JSON_STRING, 0, 0, PR_JSON_AT}};
     fx f;
     fx_open(&f, paths, 1, 0);
     static const char *const bad[] = {
@@ -407,8 +410,9 @@ static void test_bad_utf8(void **state)
 static void test_numbers(void **state)
 {
     (void)state;
-    static const pr_json_path paths[] = {
-        {"i", PR_JSON_INT64, 0, 0}, {"d", PR_JSON_DOUBLE, 0, 0}, {"k", PR_JSON_KEY, 0, 0}};
+    static const pr_json_path paths[] = {{"i", PR_JSON_INT64, 0, 0, PR_JSON_AT},
+                                         {"d", PR_JSON_DOUBLE, 0, 0, PR_JSON_AT},
+                                         {"k", PR_JSON_KEY, 0, 0, PR_JSON_AT}};
     fx f;
     fx_open(&f, paths, 3, 0);
     assert_int_equal(ex(&f, "{\"i\":-0,\"d\":-0,\"k\":-0}"), 0);
@@ -479,8 +483,8 @@ static void test_numbers(void **state)
 static void test_decimals_like_strtod(void **state)
 {
     (void)state;
-    static const pr_json_path paths[] = {{"d", PR_JSON_DOUBLE, 0, 0},
-                                         {"l", PR_JSON_DOUBLE, PR_JSON_LIST, 0}};
+    static const pr_json_path paths[] = {{"d", PR_JSON_DOUBLE, 0, 0, PR_JSON_AT},
+                                         {"l", PR_JSON_DOUBLE, PR_JSON_LIST, 0, PR_JSON_AT}};
     fx f;
     fx_open(&f, paths, 2, 0);
     uint64_t x = 88172645463325252ull;
@@ -523,9 +527,9 @@ static void test_decimals_like_strtod(void **state)
 static void test_unknown_fields_and_order(void **state)
 {
     (void)state;
-    static const pr_json_path paths[] = {{"u.id", PR_JSON_KEY, 0, 0},
-                                         {"h", PR_JSON_INT64, PR_JSON_LIST, 0},
-                                         {"p", PR_JSON_DOUBLE, 0, 0}};
+    static const pr_json_path paths[] = {{"u.id", PR_JSON_KEY, 0, 0, PR_JSON_AT},
+                                         {"h", PR_JSON_INT64, PR_JSON_LIST, 0, PR_JSON_AT},
+                                         {"p", PR_JSON_DOUBLE, 0, 0, PR_JSON_AT}};
     fx f;
     fx_open(&f, paths, 3, 0);
     static const char *const docs[] = {
@@ -587,14 +591,159 @@ static void test_lists_null_absent(void **state)
 /* Lists of objects (issue 20 follow-up): a path through an array of objects
  * maps over its elements; absent or null fields drop that element; one list
  * level per path; a single-valued path that crosses a list is wrong_type. */
+/* Row r's k-th value of an ANY column (static buffer): "s:TEXT", "i:N",
+ * "d:X", "b:0/1" or "hole". */
+static const char *any_at(fx *f, uint32_t col, uint32_t r, uint32_t k)
+{
+    static char buf[256];
+    const pr_json_col *c = &f->b->cols[col];
+    assert_true(k < c->count[r]);
+    const pr_json_any *a = &c->any[first(c, r) + k];
+    switch (a->type) {
+    case PR_JSON_STRING:
+        snprintf(buf, sizeof(buf), "s:%.*s", (int)a->s.len, f->b->arena + a->s.off);
+        break;
+    case PR_JSON_INT64:
+        snprintf(buf, sizeof(buf), "i:%lld", (long long)a->i);
+        break;
+    case PR_JSON_DOUBLE:
+        snprintf(buf, sizeof(buf), "d:%g", a->d);
+        break;
+    case PR_JSON_BOOL:
+        snprintf(buf, sizeof(buf), "b:%d", (int)a->i);
+        break;
+    default:
+        snprintf(buf, sizeof(buf), "hole");
+    }
+    return buf;
+}
+
+/* A map's entries (PR_JSON_KEYS, PR_JSON_VALUES): keys in the document's
+ * order, values aligned with them, a repeated key in its first place with
+ * its last value, null a hole; the map a list level of its own. */
+static void test_map_entries(void **state)
+{
+    (void)state;
+    static const pr_json_path paths[] = {
+        {"user.aff", PR_JSON_ANY, PR_JSON_ALIGNED, 3, PR_JSON_KEYS},
+        {"user.aff", PR_JSON_ANY, PR_JSON_ALIGNED, 3, PR_JSON_VALUES},
+        {"tags", PR_JSON_ANY, PR_JSON_LIST, 0, PR_JSON_KEYS},
+        {"user.id", PR_JSON_ANY, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    };
+    fx f;
+    fx_open(&f, paths, 4, 0);
+    assert_int_equal(ex(&f, "{\"user\":{\"id\":7,\"aff\":{\"sports\":0.5,\"n\\u0065ws\":2,"
+                            "\"x\":null,\"sports\":true}},\"tags\":{\"a\":[1,{}],\"b\":{}}}"),
+                     0);
+    uint32_t r = f.b->rows - 1;
+    assert_int_equal(last_count(&f, 0), 3);
+    assert_int_equal(last_count(&f, 1), 3);
+    assert_string_equal(any_at(&f, 0, r, 0), "s:sports");
+    assert_string_equal(any_at(&f, 0, r, 1), "s:news");
+    assert_string_equal(any_at(&f, 0, r, 2), "s:x");
+    assert_string_equal(any_at(&f, 1, r, 0), "b:1"); /* sports: its last value, first place */
+    assert_string_equal(any_at(&f, 1, r, 1), "i:2");
+    assert_string_equal(any_at(&f, 1, r, 2), "hole");
+    assert_int_equal(last_count(&f, 2), 2); /* keys only: any value, skipped */
+    assert_string_equal(any_at(&f, 2, r, 1), "s:b");
+    assert_string_equal(any_at(&f, 3, r, 0), "i:7");
+    /* {} present and empty; null and absent read as absent */
+    assert_int_equal(ex(&f, "{\"user\":{\"aff\":{}},\"tags\":null}"), 0);
+    assert_int_equal(last_present(&f, 0), PR_JSON_PRESENT);
+    assert_int_equal(last_count(&f, 0), 0);
+    assert_int_equal(last_present(&f, 2), PR_JSON_ABSENT);
+    /* the map repeated: the last wins, whole */
+    assert_int_equal(ex(&f, "{\"user\":{\"aff\":{\"a\":1,\"b\":2},\"aff\":{\"c\":3}}}"), 0);
+    r = f.b->rows - 1;
+    assert_int_equal(last_count(&f, 0), 1);
+    assert_string_equal(any_at(&f, 0, r, 0), "s:c");
+    assert_string_equal(any_at(&f, 1, r, 0), "i:3");
+    /* a repeated key does not count twice against max_list */
+    assert_int_equal(ex(&f, "{\"user\":{\"aff\":{\"a\":1,\"b\":2,\"a\":5,\"c\":3}}}"), 0);
+    assert_int_equal(last_count(&f, 1), 3);
+    assert_string_equal(any_at(&f, 1, f.b->rows - 1, 0), "i:5");
+    uint32_t rows = f.b->rows, nv0 = f.b->cols[0].n_values, nv1 = f.b->cols[1].n_values;
+    size_t arena = f.b->arena_len;
+    static const struct {
+        const char *doc;
+        int reason;
+        const char *detail;
+    } bad[] = {
+        {"{\"user\":{\"aff\":{\"a\":1,\"b\":2,\"c\":3,\"d\":4}}}", PR_JSON_LIST_TOO_LONG,
+         "user.aff: map with too many keys"},
+        {"{\"user\":{\"aff\":[{\"a\":1}]}}", PR_JSON_WRONG_TYPE,
+         "user.aff: a map (an object) expected"},
+        {"{\"user\":{\"aff\":5}}", PR_JSON_WRONG_TYPE, "user.aff: a map (an object) expected"},
+        {"{\"user\":{\"aff\":{\"a\":[1]}}}", PR_JSON_WRONG_TYPE,
+         "user.aff: a list or object as a map's value"},
+        {"{\"user\":{\"aff\":{\"a\":{}}}}", PR_JSON_WRONG_TYPE,
+         "user.aff: a list or object as a map's value"},
+        {"{\"user\":[{\"aff\":{\"a\":1}}]}", PR_JSON_WRONG_TYPE,
+         "a list of objects, under a single-valued path"},
+        {"{\"user\":{\"aff\":{\"a\":1,}}}", PR_JSON_NOT_JSON, "key expected"},
+        {"{\"user\":{\"aff\":{\"a\" 1}}}", PR_JSON_NOT_JSON, "':' expected"},
+        {"{\"user\":{\"aff\":{\"a\":1", PR_JSON_TRUNCATED, ""},
+        {"{\"tags\":{\"a\":[1,}}", PR_JSON_NOT_JSON, ""},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int rc = ex(&f, bad[i].doc);
+        if (rc != bad[i].reason || !strstr(f.rej.detail, bad[i].detail))
+            fail_msg("case %zu: %d '%s'", i, rc, f.rej.detail);
+    }
+    /* rejects leave nothing behind */
+    assert_int_equal(f.b->rows, rows);
+    assert_int_equal(f.b->cols[0].n_values, nv0);
+    assert_int_equal(f.b->cols[1].n_values, nv1);
+    assert_int_equal(f.b->arena_len, arena);
+    fx_close(&f);
+
+    /* under a list of objects a map is a second list level */
+    static const pr_json_path in_list[] = {
+        {"imp.m", PR_JSON_ANY, PR_JSON_LIST, 0, PR_JSON_KEYS},
+    };
+    fx_open(&f, in_list, 1, 0);
+    assert_int_equal(ex(&f, "{\"imp\":[{\"m\":{\"a\":1}}]}"), PR_JSON_WRONG_TYPE);
+    assert_non_null(strstr(f.rej.detail, "a map inside a list of objects"));
+    fx_close(&f);
+
+    /* compiling: a map's path names no key under it; values come with keys;
+     * list shapes of PR_JSON_ANY only */
+    static const struct {
+        pr_json_path p[2];
+        size_t n;
+        const char *err;
+    } refused[] = {
+        {{{"m", PR_JSON_ANY, PR_JSON_LIST, 0, PR_JSON_KEYS},
+          {"m.x", PR_JSON_ANY, 0, 0, PR_JSON_AT}},
+         2,
+         "json path 'm' is read as a map"},
+        {{{"m", PR_JSON_ANY, PR_JSON_ALIGNED, 0, PR_JSON_VALUES}},
+         1,
+         "a map's values are read with its keys"},
+        {{{"m", PR_JSON_ANY, PR_JSON_SCALAR, 0, PR_JSON_KEYS}}, 1, "bad type, shape or part"},
+        {{{"m", PR_JSON_KEY, PR_JSON_LIST, 0, PR_JSON_KEYS}}, 1, "bad type, shape or part"},
+        {{{"m", PR_JSON_ANY, PR_JSON_LIST, 0, PR_JSON_VALUES}}, 1, "bad type, shape or part"},
+        {{{"m", PR_JSON_ANY, PR_JSON_LIST, 0, PR_JSON_KEYS}, {"m", PR_JSON_ANY, 0, 0, PR_JSON_AT}},
+         2,
+         "is a prefix of another path"},
+    };
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        char err[256] = "";
+        pr_json_extractor *x =
+            pr_json_extractor_new(refused[i].p, refused[i].n, 0, err, sizeof(err));
+        if (x || !strstr(err, refused[i].err))
+            fail_msg("refused case %zu: %s", i, err);
+    }
+}
+
 static void test_lists_of_objects(void **state)
 {
     (void)state;
     static const pr_json_path paths[] = {
-        {"imp.ad_id", PR_JSON_KEY, PR_JSON_LIST, 3},
-        {"imp.pos", PR_JSON_INT64, PR_JSON_SCALAR_OR_LIST, 0},
-        {"imp.meta.cat", PR_JSON_STRING, PR_JSON_LIST, 0},
-        {"user.id", PR_JSON_INT64, PR_JSON_SCALAR, 0},
+        {"imp.ad_id", PR_JSON_KEY, PR_JSON_LIST, 3, PR_JSON_AT},
+        {"imp.pos", PR_JSON_INT64, PR_JSON_SCALAR_OR_LIST, 0, PR_JSON_AT},
+        {"imp.meta.cat", PR_JSON_STRING, PR_JSON_LIST, 0, PR_JSON_AT},
+        {"user.id", PR_JSON_INT64, PR_JSON_SCALAR, 0, PR_JSON_AT},
     };
     fx f;
     fx_open(&f, paths, 4, 0);
@@ -664,7 +813,7 @@ static void test_lists_of_objects(void **state)
     assert_int_equal(f.b->cols[0].n_values, nv + 3);
     fx_close(&f);
     /* depth: the elements of a list of objects are one level below the list */
-    static const pr_json_path deep[] = {{"a.b.c", PR_JSON_INT64, PR_JSON_LIST, 0}};
+    static const pr_json_path deep[] = {{"a.b.c", PR_JSON_INT64, PR_JSON_LIST, 0, PR_JSON_AT}};
     fx_open(&f, deep, 1, 3);
     assert_int_equal(ex(&f, "{\"a\":{\"b\":[1]}}"), PR_JSON_WRONG_TYPE);
     assert_int_equal(ex(&f, "{\"a\":[{\"b\":{\"c\":1}}]}"), PR_JSON_TOO_DEEP);
@@ -681,9 +830,10 @@ static void test_lists_of_objects(void **state)
 static void test_duplicate_keys(void **state)
 {
     (void)state;
-    static const pr_json_path paths[] = {{"a", PR_JSON_INT64, PR_JSON_SCALAR_OR_LIST, 0},
-                                         {"u.id", PR_JSON_INT64, 0, 0},
-                                         {"u.x", PR_JSON_INT64, 0, 0}};
+    static const pr_json_path paths[] = {
+        {"a", PR_JSON_INT64, PR_JSON_SCALAR_OR_LIST, 0, PR_JSON_AT},
+        {"u.id", PR_JSON_INT64, 0, 0, PR_JSON_AT},
+        {"u.x", PR_JSON_INT64, 0, 0, PR_JSON_AT}};
     fx f;
     fx_open(&f, paths, 3, 0);
     assert_int_equal(ex(&f, "{\"a\":[1,2,3],\"a\":4}"), 0);
@@ -741,8 +891,8 @@ static void test_reject_leaves_nothing(void **state)
 static void test_block_full_and_growth(void **state)
 {
     (void)state;
-    static const pr_json_path paths[] = {{"l", PR_JSON_INT64, PR_JSON_LIST, 5000},
-                                         {"s", PR_JSON_STRING, 0, 0}};
+    static const pr_json_path paths[] = {{"l", PR_JSON_INT64, PR_JSON_LIST, 5000, PR_JSON_AT},
+                                         {"s", PR_JSON_STRING, 0, 0, PR_JSON_AT}};
     char err[256];
     pr_json_extractor *x = pr_json_extractor_new(paths, 2, 0, err, sizeof(err));
     assert_non_null(x);
@@ -777,15 +927,15 @@ static void test_block_full_and_growth(void **state)
 /* ---- cross-check against Python's json module ---- */
 
 static const pr_json_path REF_PATHS[] = {
-    {"a", PR_JSON_INT64, PR_JSON_SCALAR, 0},
-    {"b", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0},
-    {"s", PR_JSON_STRING, PR_JSON_SCALAR, 0},
-    {"k", PR_JSON_KEY, PR_JSON_SCALAR_OR_LIST, 0},
-    {"t", PR_JSON_BOOL, PR_JSON_SCALAR, 0},
-    {"l", PR_JSON_INT64, PR_JSON_LIST, 5},
-    {"o.x", PR_JSON_STRING, PR_JSON_SCALAR_OR_LIST, 0},
-    {"o.y.z", PR_JSON_DOUBLE, PR_JSON_LIST, 4},
-    {"o.k", PR_JSON_KEY, PR_JSON_SCALAR, 0},
+    {"a", PR_JSON_INT64, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"b", PR_JSON_DOUBLE, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"s", PR_JSON_STRING, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"k", PR_JSON_KEY, PR_JSON_SCALAR_OR_LIST, 0, PR_JSON_AT},
+    {"t", PR_JSON_BOOL, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"l", PR_JSON_INT64, PR_JSON_LIST, 5, PR_JSON_AT},
+    {"o.x", PR_JSON_STRING, PR_JSON_SCALAR_OR_LIST, 0, PR_JSON_AT},
+    {"o.y.z", PR_JSON_DOUBLE, PR_JSON_LIST, 4, PR_JSON_AT},
+    {"o.k", PR_JSON_KEY, PR_JSON_SCALAR, 0, PR_JSON_AT},
 };
 #define N_REF (sizeof(REF_PATHS) / sizeof(REF_PATHS[0]))
 
@@ -906,6 +1056,7 @@ int main(void)
         cmocka_unit_test(test_lists_null_absent),
         cmocka_unit_test(test_duplicate_keys),
         cmocka_unit_test(test_lists_of_objects),
+        cmocka_unit_test(test_map_entries),
         cmocka_unit_test(test_reject_leaves_nothing),
         cmocka_unit_test(test_block_full_and_growth),
         cmocka_unit_test(test_cross_check_python),
