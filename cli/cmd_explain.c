@@ -86,9 +86,11 @@ static void pr__feature_line(const pr_feature_spec *f)
     if (f->kind == PR_FEAT_EVENT_TIME)
         printf("  unit %s", pr_time_unit_names[f->unit]);
     if (f->kind == PR_FEAT_LIST)
-        printf("  max_len %u keep %s", f->max_len, f->keep_last ? "last" : "first");
+        printf("  max_len %u keep %s%s", f->max_len, f->keep_last ? "last" : "first",
+               f->from_keys ? " (the map's keys)" : "");
     if (pr_feature_weighted(f)) {
-        printf("  weights %s", f->weights_path);
+        printf("  weights %s%s", f->weights_path,
+               f->weights_from_values ? " (the map's values)" : "");
         if (f->has_weight_default)
             printf(" (default %g)", (double)f->weight_default);
     }

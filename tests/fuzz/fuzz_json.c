@@ -29,11 +29,16 @@
 #include "pr_log.h"
 
 static const pr_json_path set0[] = {
-    {"ts", PR_JSON_INT64, PR_JSON_SCALAR, 0, PR_JSON_AT},        {"user.id", PR_JSON_KEY, PR_JSON_SCALAR, 0, PR_JSON_AT},
-    {"user.age_days", PR_JSON_INT64, 0, 0, PR_JSON_AT},          {"item.id", PR_JSON_KEY, PR_JSON_SCALAR, 0, PR_JSON_AT},
-    {"item.category", PR_JSON_STRING, 0, 0, PR_JSON_AT},         {"item.price", PR_JSON_DOUBLE, 0, 0, PR_JSON_AT},
-    {"item.tags", PR_JSON_STRING, PR_JSON_LIST, 16, PR_JSON_AT}, {"history", PR_JSON_INT64, PR_JSON_LIST, 64, PR_JSON_AT},
-    {"label.click", PR_JSON_DOUBLE, 0, 0, PR_JSON_AT},           {"label.purchase", PR_JSON_DOUBLE, 0, 0, PR_JSON_AT},
+    {"ts", PR_JSON_INT64, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"user.id", PR_JSON_KEY, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"user.age_days", PR_JSON_INT64, 0, 0, PR_JSON_AT},
+    {"item.id", PR_JSON_KEY, PR_JSON_SCALAR, 0, PR_JSON_AT},
+    {"item.category", PR_JSON_STRING, 0, 0, PR_JSON_AT},
+    {"item.price", PR_JSON_DOUBLE, 0, 0, PR_JSON_AT},
+    {"item.tags", PR_JSON_STRING, PR_JSON_LIST, 16, PR_JSON_AT},
+    {"history", PR_JSON_INT64, PR_JSON_LIST, 64, PR_JSON_AT},
+    {"label.click", PR_JSON_DOUBLE, 0, 0, PR_JSON_AT},
+    {"label.purchase", PR_JSON_DOUBLE, 0, 0, PR_JSON_AT},
     {"context.device", PR_JSON_STRING, 0, 0, PR_JSON_AT},
 };
 static const pr_json_path set1[] = {
@@ -44,6 +49,8 @@ static const pr_json_path set1[] = {
     {"e", PR_JSON_KEY, PR_JSON_SCALAR_OR_LIST, 3, PR_JSON_AT},
     {"f.a", PR_JSON_INT64, 0, 0, PR_JSON_AT},
     {"f.f.a", PR_JSON_STRING, PR_JSON_LIST, 2, PR_JSON_AT},
+    {"g", PR_JSON_ANY, PR_JSON_ALIGNED, 3, PR_JSON_KEYS},
+    {"g", PR_JSON_ANY, PR_JSON_ALIGNED, 3, PR_JSON_VALUES},
 };
 static const pr_json_path set2[] = {
     {"a.b.c.d.e", PR_JSON_INT64, PR_JSON_LIST, 1000, PR_JSON_AT},
@@ -51,7 +58,8 @@ static const pr_json_path set2[] = {
     {"a.y", PR_JSON_STRING, PR_JSON_LIST, 1, PR_JSON_AT},
     {"z", PR_JSON_BOOL, PR_JSON_LIST, 4, PR_JSON_AT},
 };
-static const pr_json_path set3[] = {{"k", PR_JSON_KEY, PR_JSON_SCALAR_OR_LIST, 8, PR_JSON_AT}};
+static const pr_json_path set3[] = {{"k", PR_JSON_KEY, PR_JSON_SCALAR_OR_LIST, 8, PR_JSON_AT},
+                                    {"m.n", PR_JSON_ANY, PR_JSON_LIST, 4, PR_JSON_KEYS}};
 
 static const struct {
     const pr_json_path *p;
@@ -59,7 +67,7 @@ static const struct {
 } sets[4] = {{set0, sizeof(set0) / sizeof(set0[0])},
              {set1, sizeof(set1) / sizeof(set1[0])},
              {set2, sizeof(set2) / sizeof(set2[0])},
-             {set3, 1}};
+             {set3, 2}};
 
 static pr_json_extractor *xs[8];
 
@@ -143,6 +151,20 @@ static int extract_checked(const pr_json_extractor *x, const pr_json_path *paths
                 FUZZ_CHECK(valid_utf8((const uint8_t *)b->arena + s.off, s.len));
             } else if (paths[c].type == PR_JSON_BOOL) {
                 FUZZ_CHECK(col->b[k] <= 1);
+            } else if (paths[c].type == PR_JSON_ANY) {
+                const pr_json_any *v = &col->any[k];
+                FUZZ_CHECK(v->type <= PR_JSON_ANY);
+                FUZZ_CHECK(v->type != PR_JSON_HOLE || paths[c].shape == PR_JSON_ALIGNED);
+                if (v->type == PR_JSON_STRING) {
+                    FUZZ_CHECK(v->s.off >= arena && (size_t)v->s.off + v->s.len <= b->arena_len);
+                    FUZZ_CHECK(valid_utf8((const uint8_t *)b->arena + v->s.off, v->s.len));
+                }
+                /* a map's keys are strings, each once */
+                FUZZ_CHECK(paths[c].part != PR_JSON_KEYS || v->type == PR_JSON_STRING);
+                for (uint32_t e = nv[c]; paths[c].part == PR_JSON_KEYS && e < k; e++)
+                    FUZZ_CHECK(
+                        col->any[e].s.len != v->s.len ||
+                        memcmp(b->arena + col->any[e].s.off, b->arena + v->s.off, v->s.len) != 0);
             }
         }
     }
@@ -168,6 +190,18 @@ static void compare_rows(const pr_json_path *paths, const pr_json_block *a, uint
             case PR_JSON_BOOL:
                 FUZZ_CHECK(x->b[vx + k] == y->b[vy + k]);
                 break;
+            case PR_JSON_ANY: {
+                const pr_json_any *p = &x->any[vx + k], *q = &y->any[vy + k];
+                FUZZ_CHECK(p->type == q->type);
+                if (p->type == PR_JSON_STRING)
+                    FUZZ_CHECK(p->s.len == q->s.len &&
+                               !memcmp(a->arena + p->s.off, b->arena + q->s.off, p->s.len));
+                else if (p->type == PR_JSON_DOUBLE)
+                    FUZZ_CHECK(!memcmp(&p->d, &q->d, sizeof(double)));
+                else if (p->type != PR_JSON_HOLE)
+                    FUZZ_CHECK(p->i == q->i);
+                break;
+            }
             default:
                 FUZZ_CHECK(x->str[vx + k].len == y->str[vy + k].len);
                 FUZZ_CHECK(!memcmp(a->arena + x->str[vx + k].off, b->arena + y->str[vy + k].off,

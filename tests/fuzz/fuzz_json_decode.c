@@ -61,7 +61,12 @@ static const char yaml[] =
     "        - { name: cx, cross: [i.c, u.id], ops: [ { hash: 1000 } ] }\n"
     "        - { name: ia, path: imp.ad, list: { max_len: 3, keep: last },\n"
     "            weights: { path: imp.w, default: 1 }, ops: [vocab] }\n"
-    "        - { name: ip, path: imp.p, list: { max_len: 5 }, ops: [ { hash: 13 } ] }\n";
+    "        - { name: ip, path: imp.p, list: { max_len: 5 }, ops: [ { hash: 13 } ] }\n"
+    "        - { name: m, path: u.m, list: { max_len: 3, from: keys },\n"
+    "            weights: { from: values, default: 0.5 }, ops: [vocab] }\n"
+    "        - { name: mk, path: u.m, list: { max_len: 2, from: keys, keep: last }, ops: [vocab] "
+    "}\n"
+    "        - { name: tg, path: tg, list: { max_len: 4, from: keys }, ops: [ { hash: 7 } ] }\n";
 
 static pr_config *g_cfg;
 static pr_json_decoder *g_dec;
