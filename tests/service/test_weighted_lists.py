@@ -9,13 +9,19 @@ events:
 - `hist`: two parallel lists (ids and dwell times), keep the last 3, the
   ids through hex2int (an empty string becomes missing and is dropped with
   its weight) and hash;
-- `cat_h`: the same ids as `cats`, unweighted (holes never reach it).
+- `cat_h`: the same ids as `cats`, unweighted (holes never reach it);
+- `aff`: a map read by its keys (`list: { from: keys }`), each weighted by
+  its value (`weights: { from: values }`, null takes the default 0.5), keys
+  repeated in the raw JSON (first place, last value: Python's json.loads is
+  the reference), keep the last 3, through vocab;
+- `tags`: a tag set, the keys of a map of anything, through hash.
 
 Offline (`piperec process`): values, lengths and sparse/<name>.weights.npy
 equal the reference; meta.json's weighted_keys; the bad events (a weights
 list of another length, an id without a weight and no default, a string or
 a bool weight, a weight beyond float32) are rejected with the reason and
-the feature named; 1 and 4 threads write the same bytes.
+the feature named, and so are a map's string value and a list where the
+map belongs; 1 and 4 threads write the same bytes.
 
 Streaming (`piperec run`, one partition, engine.threads 1 and 3, half the
 events preloaded and the rest produced while it reads): the files sink's
@@ -51,6 +57,9 @@ SCHEMA = """    schema:
         - { name: hist, path: hist, list: { max_len: 3, keep: last },
             weights: { path: dwell }, ops: [hex2int, { hash: 1000 }] }
         - { name: cat_h, path: cats.id, list: { max_len: 8 }, ops: [ { hash: 50 } ] }
+        - { name: aff, path: u.aff, list: { max_len: 3, keep: last, from: keys },
+            weights: { from: values, default: 0.5 }, ops: [vocab] }
+        - { name: tags, path: tags, list: { max_len: 6, from: keys }, ops: [ { hash: 70 } ] }
     transform: { vocab: { profile: default } }
 """
 
@@ -85,17 +94,40 @@ def events():
                          else "%x" % r.randrange(1 << 20) for _ in range(n)]
             e["dwell"] = [r.choice([r.randrange(100), round(r.uniform(0, 30), 2)])
                           for _ in range(n)]
-        lines.append(json.dumps(e) + "\n")
-        good.append(e)
+        line = json.dumps(e)[:-1] + maps(r) + "}"
+        lines.append(line + "\n")
+        good.append(json.loads(line))
         if i in (7, 700, 1400):
             for b in ('{"click": 1, "user": "b", "hist": ["a", "b"], "dwell": [1]}',
                       '{"click": 1, "user": "b", "hist": ["a"]}',
                       '{"click": 1, "user": "b", "cats": [{"id": "x", "score": "0.5"}]}',
                       '{"click": 1, "user": "b", "hist": ["a"], "dwell": [true]}',
-                      '{"click": 1, "user": "b", "hist": ["a"], "dwell": [1e300]}'):
+                      '{"click": 1, "user": "b", "hist": ["a"], "dwell": [1e300]}',
+                      '{"click": 1, "user": "b", "u": {"aff": {"x": 1, "y": "2"}}}',
+                      '{"click": 1, "user": "b", "u": {"aff": ["x"]}}'):
                 lines.append(b + "\n")
                 bad.append(b)
     return lines, good, bad
+
+
+def maps(r):
+    """', "u": {"aff": {...}}, "tags": {...}' written by hand: a key may be
+    given twice (the JSON reference, json.loads, keeps its first place and
+    its last value)."""
+    out = ""
+    if r.random() < 0.85:
+        ents = []
+        for _ in range(r.randrange(6)):
+            v = r.random()
+            ents.append('"k%d": %s' % (r.randrange(25), "null" if v < 0.1 else
+                                       json.dumps(round(r.uniform(-3, 3), 3) if v < 0.6
+                                                  else r.randrange(10))))
+        out += ', "u": {"aff": {%s}}' % ", ".join(ents)
+    if r.random() < 0.6:
+        out += ', "tags": {%s}' % ", ".join(
+            '"t%d": %s' % (r.randrange(12), r.choice(["true", "1", "[1, {}]", "null", '"x"']))
+            for _ in range(r.randrange(5)))
+    return out
 
 
 def f32(x):
@@ -104,13 +136,13 @@ def f32(x):
 
 def reference(good):
     """{feature: (values int64, lengths int32, weights float32 or None)}."""
-    vocab = {"user": {}, "cats": {}}
+    vocab = {"user": {}, "cats": {}, "aff": {}}
 
     def index(f, key):
         return vocab[f].setdefault(key, len(vocab[f]) + 2)
 
     import xxhash
-    out = {k: ([], [], []) for k in ("user", "cats", "hist", "cat_h")}
+    out = {k: ([], [], []) for k in ("user", "cats", "hist", "cat_h", "aff", "tags")}
     for e in good:
         out["user"][0].append(index("user", e["user"]))
         out["user"][1].append(1)
@@ -128,8 +160,15 @@ def reference(good):
         out["hist"][0].extend(hash_int(v) % 1000 for v, _ in pairs)
         out["hist"][1].append(len(pairs))
         out["hist"][2].extend(f32(w) for _, w in pairs)
+        aff = list((e.get("u") or {}).get("aff", {}).items())[-3:]
+        out["aff"][0].extend(index("aff", k) for k, _ in aff)
+        out["aff"][1].append(len(aff))
+        out["aff"][2].extend(f32(0.5 if w is None else w) for _, w in aff)
+        tags = list(e.get("tags", {}))[:6]
+        out["tags"][0].extend(xxhash.xxh64_intdigest(t.encode(), seed=SEED) % 70 for t in tags)
+        out["tags"][1].append(len(tags))
     return {k: (np.array(v, np.int64), np.array(n, np.int32),
-                np.array(w, np.float32) if k in ("cats", "hist") else None)
+                np.array(w, np.float32) if k in ("cats", "hist", "aff") else None)
             for k, (v, n, w) in out.items()}
 
 
@@ -158,7 +197,7 @@ def process(data, out, threads):
 
 def check_against(d, want, hashed):
     for f, (v, n, w) in want.items():
-        if f in ("hist", "cat_h") and not hashed:
+        if f in ("hist", "cat_h", "tags") and not hashed:
             continue
         got_v = np.load(os.path.join(d, "sparse", f + ".values.npy"))
         got_n = np.load(os.path.join(d, "sparse", f + ".lengths.npy"))
@@ -190,7 +229,7 @@ def offline(data, good, bad):
     want = reference(good)
     check_against(os.path.join(T, "off1"), want, hashed=True)
     meta = json.load(open(os.path.join(T, "off1", "meta.json")))
-    if meta.get("weighted_keys") != ["cats", "hist"]:
+    if meta.get("weighted_keys") != ["cats", "hist", "aff"]:
         fail("meta.json weighted_keys %r" % meta.get("weighted_keys"))
     rej = [ln.split("\t") for ln in open(os.path.join(T, "off1", "rejects.tsv"))]
     if [r[3].rstrip("\n") for r in rej] != bad:
@@ -198,9 +237,10 @@ def offline(data, good, bad):
     reasons = [r[1] for r in rej]
     if reasons.count("number_out_of_range") != 3 or reasons.count("wrong_type") != len(bad) - 3:
         fail("reject reasons %r" % reasons)
-    says = ["1 numbers for 2 ids", "no default", "a string", "a bool", "beyond float32"]
+    says = ["1 numbers for 2 ids", "no default", "a string", "a bool", "beyond float32",
+            "aff (u.aff): weights (u.aff): a weight is a string", "u.aff: a map (an object)"]
     for r, s in zip(rej, says):
-        if s not in r[2] or "weights" not in r[2]:
+        if s not in r[2] or ("weights" not in r[2] and "map" not in r[2]):
             fail("the reject does not say why: %r (expected %r)" % (r[2], s))
     nw = sum(len(w) for _, _, w in want.values() if w is not None)
     print("offline: %d rows, %d weights = the reference, 1 thread = 4, %d rejects (%s)" %
@@ -225,14 +265,14 @@ def check_stream(topic, out, cons_dir, layout, want, bad, bootstrap):
         got = np.concatenate([np.load(os.path.join(r, n)) for r in rolls(out)])
         if got.tobytes() != want[n].tobytes() or got.shape != want[n].shape:
             fail("%s: %s differs from the offline output" % (topic, n))
-    for f in ("cats", "hist"):
+    for f in ("cats", "hist", "aff"):
         n = "sparse/%s.weights.npy" % f
         if np.load(os.path.join(cons_dir, n)).tobytes() != want[n].tobytes():
             fail("%s: consume's %s (%s layout) differs" % (topic, n, layout))
     if os.path.exists(os.path.join(cons_dir, "sparse", "cat_h.weights.npy")):
         fail("%s: consume wrote weights for an unweighted feature" % topic)
     cmeta = json.load(open(os.path.join(cons_dir, "meta.json")))
-    if cmeta.get("weighted_keys") != ["cats", "hist"]:
+    if cmeta.get("weighted_keys") != ["cats", "hist", "aff"]:
         fail("%s: consume's meta weighted_keys %r" % (topic, cmeta.get("weighted_keys")))
     dlq = dead_letters(bootstrap, topic + "-dlq")
     if dlq != bad:
