@@ -37,6 +37,8 @@
 #define PR__INF_DISTINCT_NUM 256   /* values of fractional numbers: only few or one matter */
 #define PR__INF_FEW_VALUES   64 /* an integer field with at most this many values is a category */
 #define PR__INF_MAX_DEPTH    64
+#define PR__INF_MAP_KEYS     64         /* an object with this many distinct keys is a map */
+#define PR__INF_MAP_MIN_KEYS 16         /* ... and one with this many, few of them per event */
 #define PR__INF_RARE_PCT     1.0        /* a field in under 1% of the events ... */
 #define PR__INF_RARE_EVENTS  10         /* ... and under 10 of them is too rare to learn from */
 #define PR__INF_CHUNK        (1u << 20) /* a delimited record is read this much at a time */
@@ -77,6 +79,13 @@ typedef struct pr__ip {
     uint64_t cur_rec; /* event number + 1 it was last touched in */
     char example[40];
     char list_example[48]; /* the first list of values' first elements: "[0.12, -3, ...]" */
+    /* an object (not under a list of objects): its keys (distinct in set,
+     * per event in len_hist / cur_len / max_len) and its values, to tell a
+     * map ({"sports": 0.7}) from a record (pr__inf_is_map) */
+    bool map_now;                       /* over PR__INF_MAP_KEYS keys: keys no longer paths */
+    uint64_t mv_num, mv_null, mv_other; /* its values: numbers (within float32), null, others */
+    double mv_min, mv_max;
+    bool mv_weights; /* a number other than 0 and 1 among them */
 } pr__ip;
 
 struct pr_infer {
@@ -414,6 +423,41 @@ static void pr__list_example(pr__ip *ip, const json_t *v)
 static int pr__inf_walk(pr_infer *inf, const char *prefix, bool prefix_bad, const json_t *obj,
                         bool under_list, uint64_t rec, unsigned depth);
 
+/* The keys and values of the object v at ip (not under a list of objects):
+ * what tells a map from a record. */
+static void pr__inf_object(pr__ip *ip, const json_t *v)
+{
+    const char *key;
+    json_t *kv;
+    json_object_foreach((json_t *)v, key, kv)
+    {
+        pr__distinct(ip, pr__value_key(key, strlen(key), 5));
+        if (!ip->example[0])
+            snprintf(ip->example, sizeof(ip->example), "\"%.30s\"", key);
+        if (json_is_null(kv)) {
+            ip->mv_null++;
+        } else if (json_is_number(kv) && fabs(json_number_value(kv)) <= FLT_MAX) {
+            double x = json_number_value(kv);
+            if (!ip->mv_num || x < ip->mv_min)
+                ip->mv_min = x;
+            if (!ip->mv_num || x > ip->mv_max)
+                ip->mv_max = x;
+            ip->mv_num++;
+            ip->mv_weights |= x != 0 && x != 1;
+        } else {
+            ip->mv_other++;
+        }
+    }
+    size_t n = json_object_size(v);
+    ip->cur_len = (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n);
+    if (ip->cur_len > ip->max_len)
+        ip->max_len = ip->cur_len;
+    if (!ip->set_full && ip->set_n >= PR__INF_MAP_KEYS)
+        ip->map_now = true;
+    else if (ip->set_full)
+        ip->map_now = true;
+}
+
 /* The value v found at `path`. */
 static int pr__inf_value(pr_infer *inf, const char *path, bool bad, const json_t *v,
                          bool under_list, uint64_t rec, unsigned depth)
@@ -435,6 +479,14 @@ static int pr__inf_value(pr_infer *inf, const char *path, bool bad, const json_t
         if (depth >= PR__INF_MAX_DEPTH) { /* the decoder rejects it (too_deep) */
             ip->too_deep = true;
             return 0;
+        }
+        if (!under_list) {
+            if (!ip->len_hist &&
+                !(ip->len_hist = calloc(PR_FEAT_MAX_LIST + 2, sizeof(*ip->len_hist))))
+                return PR_ENOMEM;
+            pr__inf_object(ip, v);
+            if (ip->map_now) /* a map: its keys are no paths (they would fill the table) */
+                return 0;
         }
         /* the walk may grow inf->ps: neither ip nor ip->path outlives it */
         return pr__inf_walk(inf, path, ip->path_bad, v, under_list, rec, depth + 1);
@@ -640,6 +692,7 @@ typedef enum pr__ikind {
     PR__IK_SPARSE,
     PR__IK_LIST,
     PR__IK_WEIGHTS, /* the weights of a list feature beside it (pr__infer_weights) */
+    PR__IK_MAPKEY,  /* a key of a map read by its keys (pr__inf_map): not listed */
 } pr__ikind;
 
 typedef struct pr__idec {
@@ -996,6 +1049,64 @@ typedef struct pr__ictx {
     char dist[48];
 } pr__ictx;
 
+/* Is the object at ip a map, whose keys are ids (list: { from: keys }),
+ * rather than a record of fields? Over PR__INF_MAP_KEYS distinct keys, or
+ * PR__INF_MAP_MIN_KEYS with at most a quarter of them in half the events;
+ * always an object, not under a list of objects. */
+static bool pr__inf_is_map(const pr__ip *ip)
+{
+    if (!ip->n_obj || ip->under_list || ip->n_scalar || ip->n_arr_obj || ip->n_arr_scalar ||
+        ip->n_arr_empty || ip->path_bad || !ip->len_hist)
+        return false;
+    if (ip->map_now)
+        return true;
+    return ip->set_n >= PR__INF_MAP_MIN_KEYS && 4 * pr__len_quantile(ip, 0.5) <= ip->set_n;
+}
+
+/* The map whose keys ip lies under (ip a field of one of its values), or
+ * NULL. */
+static const pr__ip *pr__inf_in_map(const pr_infer *inf, const pr__ip *ip)
+{
+    char pre[PR_FEAT_PATH_MAX];
+    snprintf(pre, sizeof(pre), "%s", ip->path);
+    for (char *dot = strchr(pre, '.'); dot; dot = strchr(dot + 1, '.')) {
+        *dot = '\0';
+        const pr__ip *a = pr__ip_find(inf, pre);
+        *dot = '.';
+        if (a && pr__inf_is_map(a))
+            return a;
+    }
+    return NULL;
+}
+
+/* A map (pr__inf_is_map) as a list of its keys, weighted by its values
+ * when they are numbers beyond 0/1: true when decided. */
+static bool pr__inf_map(const pr__ictx *c, pr__idec *d)
+{
+    const pr__ip *ip = c->ip;
+    if (!pr__inf_is_map(ip))
+        return false;
+    if (ip->max_len > PR_FEAT_MAX_LIST) {
+        pr__inf_skip(d, "a map with over 4096 keys in some events: the decoder rejects those "
+                        "(list_too_long)");
+        return true;
+    }
+    uint32_t p99 = pr__len_quantile(ip, 0.99);
+    bool weighted = ip->mv_weights && !ip->mv_other;
+    d->kind = PR__IK_LIST;
+    snprintf(d->ops, sizeof(d->ops), "vocab");
+    snprintf(d->extra, sizeof(d->extra), "list: { max_len: %u, from: keys }%s", p99 < 1 ? 1 : p99,
+             weighted ? ", weights: { from: values, default: 1 }" : "");
+    int n = snprintf(d->why, sizeof(d->why),
+                     "a map: its keys as ids, in %.0f%% of events, keys per event p99 %u max %u, "
+                     "%s%zu distinct keys, e.g. %s",
+                     c->pct, p99, ip->max_len, ip->set_full ? "over " : "", ip->set_n, ip->example);
+    if (weighted && n > 0 && (size_t)n < sizeof(d->why))
+        snprintf(d->why + n, sizeof(d->why) - (size_t)n, "; weighted by its values (%.6g..%.6g%s)",
+                 ip->mv_min, ip->mv_max, ip->mv_null ? "; 1 for null" : "");
+    return true;
+}
+
 /* Left out because its shape varies or no decoder could read it (or a
  * container, decided by its fields): true when decided. */
 static bool pr__inf_unreadable(const pr__ictx *c, pr__idec *d)
@@ -1013,6 +1124,14 @@ static bool pr__inf_unreadable(const pr__ictx *c, pr__idec *d)
         pr__inf_skip(d, "objects nested over 64 deep (the decoder rejects such events: too_deep)");
         return true;
     }
+    const pr__ip *map = pr__inf_in_map(c->inf, ip);
+    if (map) {
+        d->kind = PR__IK_MAPKEY;
+        snprintf(d->why, sizeof(d->why), "a key of the map %.100s (read by its keys)", map->path);
+        return true;
+    }
+    if (ip->n_obj && !scalars && !ip->n_arr_scalar && pr__inf_map(c, d))
+        return true;
     if (ip->n_obj && !scalars && !ip->n_arr_scalar)
         return true; /* an object: its fields are decided one by one */
     if (ip->n_arr_obj && !ip->n_arr_scalar && !ip->n_scalar && !ip->n_obj) { /* [] too */
@@ -1347,7 +1466,7 @@ static void pr__inf_name(const pr__ip *ps, const pr__idec *ds, size_t n, size_t 
     const char *seg = pr__last_seg(ps[i].path);
     bool clash = !strcmp(seg, "event_time");
     for (size_t j = 0; j < n && !clash; j++)
-        if (j != i && ds[j].kind > PR__IK_SKIP && ds[j].kind != PR__IK_TIME &&
+        if (j != i && ds[j].kind > PR__IK_TIME && ds[j].kind <= PR__IK_LIST &&
             !strcmp(pr__last_seg(ps[j].path), seg))
             clash = true;
     const char *src = clash ? ps[i].path : seg;
@@ -1633,7 +1752,7 @@ static int pr__infer_decide_all(const pr_infer *inf, const pr_infer_opts *o, pr_
     pr__infer_caps(ds, inf->n);
     pr__infer_weights(inf, ds);
     for (size_t i = 0; i < inf->n; i++)
-        if (ds[i].kind > PR__IK_SKIP && ds[i].kind != PR__IK_TIME)
+        if (ds[i].kind > PR__IK_TIME && ds[i].kind <= PR__IK_LIST) /* a feature */
             pr__inf_name(inf->ps, ds, inf->n, i, ds);
     char item[PR_FEAT_PATH_MAX]; /* a given label that is no number */
     for (const char *p = o->labels; pr__csv_next(&p, item, sizeof(item));)

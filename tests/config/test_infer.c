@@ -280,6 +280,53 @@ static void test_weights(void **state)
     repeat_free(ev);
 }
 
+/* A map ({"sports": 0.7}: many keys, few of them per event) becomes a list
+ * of its keys, weighted by its values when they are numbers beyond 0/1; a
+ * record of many fields, all there, stays fields; a map's keys are not
+ * listed one by one, and a huge one stops making paths. */
+static void test_maps(void **state)
+{
+    (void)state;
+    enum { N = 300 };
+    char **ev = calloc(N + 1, sizeof(*ev));
+    assert_non_null(ev);
+    for (int i = 0; i < N; i++) {
+        char b[4096];
+        int n = snprintf(b, sizeof(b),
+                         "{\"y\": %d, \"aff\": {\"c%d\": 0.%d, \"c%d\": %s}, \"tags\": "
+                         "{\"t%d\": true}, \"rec\": {",
+                         i % 2, i % 30, i % 9 + 1, (i + 7) % 30, i % 10 ? "2" : "null", i % 20);
+        for (int k = 0; k < 20; k++) /* a record: 20 fields in every event */
+            n += snprintf(b + n, sizeof(b) - (size_t)n, "%s\"f%d\": %d", k ? ", " : "", k,
+                          (i + k) % 5);
+        n += snprintf(b + n, sizeof(b) - (size_t)n,
+                      "}, \"big\": {\"i%d\": 1, \"i%d\": 1}, \"mix\": {\"m%d\": %s}}", i, i + 1000,
+                      i % 40, i % 2 ? "true" : "0.5");
+        ev[i] = strdup(b);
+    }
+    inferred r;
+    infer_ok((const char *const *)ev, NULL, &r);
+    const pr_feature_spec *f = feat(&r, "aff");
+    assert_non_null(f);
+    assert_int_equal(f->kind, PR_FEAT_LIST);
+    assert_true(f->from_keys && f->weights_from_values && f->has_weight_default);
+    assert_int_equal(f->max_len, 2);
+    assert_non_null(strstr(r.text.buf, "a map: its keys as ids"));
+    f = feat(&r, "tags"); /* all true: keys only */
+    assert_non_null(f);
+    assert_true(f->from_keys && !pr_feature_weighted(f));
+    f = feat(&r, "big"); /* over 64 distinct keys */
+    assert_true(f && f->from_keys && !pr_feature_weighted(f));
+    f = feat(&r, "mix"); /* true beside numbers: a weight cannot be true, keys only (fuzzer) */
+    assert_true(f && f->from_keys && !pr_feature_weighted(f));
+    assert_non_null(feat(&r, "f0")); /* the record's fields stay fields */
+    assert_null(feat(&r, "c1"));
+    assert_null(strstr(r.text.buf, "#   aff.c1:")); /* a map's keys are not listed */
+    assert_null(strstr(r.text.buf, "#   big.i1:"));
+    inferred_free(&r);
+    repeat_free(ev);
+}
+
 /* --labels, --time, --ignore: the caller's word wins; a bad one is refused. */
 static void test_options(void **state)
 {
@@ -758,12 +805,13 @@ static void test_vector_formats(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_kinds),         cmocka_unit_test(test_missing),
-        cmocka_unit_test(test_shapes),        cmocka_unit_test(test_weights),
-        cmocka_unit_test(test_options),       cmocka_unit_test(test_bad_lines),
-        cmocka_unit_test(test_names),         cmocka_unit_test(test_review),
-        cmocka_unit_test(test_review2),       cmocka_unit_test(test_vectors),
-        cmocka_unit_test(test_vector_budget), cmocka_unit_test(test_vector_formats),
+        cmocka_unit_test(test_kinds),          cmocka_unit_test(test_missing),
+        cmocka_unit_test(test_shapes),         cmocka_unit_test(test_weights),
+        cmocka_unit_test(test_maps),           cmocka_unit_test(test_options),
+        cmocka_unit_test(test_bad_lines),      cmocka_unit_test(test_names),
+        cmocka_unit_test(test_review),         cmocka_unit_test(test_review2),
+        cmocka_unit_test(test_vectors),        cmocka_unit_test(test_vector_budget),
+        cmocka_unit_test(test_vector_formats),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

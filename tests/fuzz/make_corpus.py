@@ -314,6 +314,9 @@ def infer_docs(build):
                   b'{"a":null,"weird key":1,"t":"2026-01-02T03:04:05Z"}',
         "bad": b'not json\n[1]\n{"a":1\n\n{"k\\u0000":1,"x":"\\ud800"}',
         "numbers": b'{"x":1e300,"y":-0.0,"z":9007199254740993,"c":1}\n{"x":2,"y":3,"z":1,"c":0}',
+        # maps: many keys, few per event (weighted by their values, or keys only)
+        "maps": b"\n".join(b'{"c":%d,"m":{"k%d":0.%d,"k%d":null},"t":{"t%d":true}}'
+                           % (i % 2, i, i % 9, i + 40, i % 20) for i in range(40)),
     }
     for name, body in sets.items():
         write("infer", name, bytes([0]) + body)
