@@ -40,6 +40,10 @@
 #      events) at 1 thread against the same config without weights (the
 #      same ids checked) and against a Python converter to the same arrays
 #      (checked); ratios
+#   4g. bench/bench_maps.sh: maps read as lists (a user's interest scores
+#      {"c123": 0.42, ...}, BENCH_M_ROWS, default 200K events) at 1 thread
+#      against the same ids and scores as a list of objects (identical
+#      outputs checked) and against a Python converter (checked); ratios
 #   5. the pandas/numpy baseline (bench/baseline_pandas.py, one core) on the
 #      first BENCH_BASELINE_ROWS rows (default 300K; it is ~100x slower),
 #      checked against piperec's output for the same rows
@@ -156,6 +160,7 @@ done
 BENCH_TMP=${BENCH_TMP:-/tmp} sh "$HERE/bench_process_json.sh" "$BUILD" | collect
 BENCH_TMP=${BENCH_TMP:-/tmp} sh "$HERE/bench_vectors.sh" "$BUILD" | collect
 BENCH_TMP=${BENCH_TMP:-/tmp} sh "$HERE/bench_weights.sh" "$BUILD" | collect
+BENCH_TMP=${BENCH_TMP:-/tmp} sh "$HERE/bench_maps.sh" "$BUILD" | collect
 
 echo "== 5. pandas baseline: $BASE_ROWS rows, 1 core" >&2
 head -n "$BASE_ROWS" "$TMP/data.tsv" > "$TMP/slice.tsv"
