@@ -58,8 +58,8 @@ typedef struct jnode {
     uint64_t k8;                  /* the key's first 8 bytes, zero-padded */
     bool all_list;                /* every leaf below takes a list: may map over an array */
     bool has_aligned;             /* a PR_JSON_ALIGNED leaf below: mapping keeps holes */
-    int32_t map_keys, map_vals;   /* a map's node (PR_JSON_KEYS/VALUES paths): their path
-                                   * indices, -1 for none; both -1 on other nodes */
+    bool is_map;                  /* a map's node: its children are its PR_JSON_KEYS and
+                                   * VALUES leaves (pr__map_nodes) */
 } jnode;
 
 /* The trie segment under a map's node for its keys' and its values' path
@@ -240,9 +240,7 @@ static int pr__trie_flatten(pr_json_extractor *x, const tnode *t, uint32_t n_t)
                       .path = t[ti].path,
                       .child0 = tail,
                       .name_path = t[ti].name_path,
-                      .name_len = t[ti].name_len,
-                      .map_keys = -1,
-                      .map_vals = -1};
+                      .name_len = t[ti].name_len};
         if (nd->key) /* not the root */
             nd->k8 = pr__key_word(nd->key, nd->key_len, nd->key + nd->key_len);
         for (uint32_t c = t[ti].first; c != NO_NODE; c = t[c].next) {
@@ -264,25 +262,27 @@ static int pr__map_nodes(pr_json_extractor *x, char *errstr, size_t errstr_size)
 {
     for (uint32_t i = 0; i < x->n_nodes; i++) {
         jnode *nd = &x->nodes[i];
+        int32_t keys = -1, vals = -1;
         bool named = false;
         for (uint32_t k = 0; k < nd->n_children; k++) {
             const jnode *c = &x->nodes[nd->child0 + k];
             bool part = c->key_len == 1 && (c->key[0] == MAP_KEYS_SEG || c->key[0] == MAP_VALS_SEG);
             if (part && c->key[0] == MAP_KEYS_SEG)
-                nd->map_keys = c->path;
+                keys = c->path;
             else if (part)
-                nd->map_vals = c->path;
+                vals = c->path;
             named |= !part;
         }
-        if ((nd->map_keys >= 0 || nd->map_vals >= 0) && named)
+        nd->is_map = keys >= 0 || vals >= 0;
+        if (nd->is_map && named)
             return pr_seterr(errstr, errstr_size, PR_EINVAL,
                              "json path '%s' is read as a map (its keys): no path may name a key "
                              "under it",
-                             x->paths[nd->map_keys >= 0 ? nd->map_keys : nd->map_vals].path);
-        if (nd->map_vals >= 0 && nd->map_keys < 0)
+                             x->paths[keys >= 0 ? keys : vals].path);
+        if (vals >= 0 && keys < 0)
             return pr_seterr(errstr, errstr_size, PR_EINVAL,
                              "json path '%s': a map's values are read with its keys",
-                             x->paths[nd->map_vals].path);
+                             x->paths[vals].path);
     }
     return 0;
 }
@@ -1354,7 +1354,7 @@ static uint32_t pr__find_child(const pr_json_extractor *x, uint32_t node, const 
     return NO_NODE;
 }
 
-static int pr__read_key(jp *j, const char **key, size_t *len);
+static inline __attribute__((always_inline)) int pr__read_key(jp *j, const char **key, size_t *len);
 
 /* The key just read (key, len) among the map's entries so far (keys path
  * kpi's values since the row began): its index, or -1. */
@@ -1447,9 +1447,14 @@ static __attribute__((noinline)) int pr__take_map(jp *j, uint32_t node, uint32_t
                                    : "a map (an object) expected");
     if (depth > j->x->max_depth)
         return pr__fail(j, PR_JSON_TOO_DEEP, j->p, -1, "nesting too deep");
-    j->s->present[nd->map_keys] = PR_JSON_PRESENT;
-    if (nd->map_vals >= 0)
-        j->s->present[nd->map_vals] = PR_JSON_PRESENT;
+    int32_t kpi = -1, vpi = -1; /* its children: the keys' leaf and the values' */
+    for (uint32_t k = 0; k < nd->n_children; k++) {
+        const jnode *c = &j->x->nodes[nd->child0 + k];
+        *(c->key[0] == MAP_KEYS_SEG ? &kpi : &vpi) = c->path;
+    }
+    j->s->present[kpi] = PR_JSON_PRESENT;
+    if (vpi >= 0)
+        j->s->present[vpi] = PR_JSON_PRESENT;
     j->p++;
     pr__skip_ws(j);
     if (j->p < j->end && *j->p == '}') {
@@ -1461,7 +1466,7 @@ static __attribute__((noinline)) int pr__take_map(jp *j, uint32_t node, uint32_t
         pr__skip_ws(j);
         if (j->p >= j->end || *j->p != '"')
             return pr__fail_end_or(j, PR_JSON_NOT_JSON, "key expected");
-        if ((r = pr__map_entry(j, node, nd->map_keys, nd->map_vals, depth)))
+        if ((r = pr__map_entry(j, node, kpi, vpi, depth)))
             return r;
         pr__skip_ws(j);
         if (j->p < j->end && *j->p == ',') {
@@ -1486,7 +1491,7 @@ static int pr__take_node(jp *j, uint32_t node, uint32_t depth)
     if (nd->path >= 0)
         return j->in_elem ? pr__take_mapped(j, node, (uint32_t)nd->path)
                           : pr__take_leaf(j, node, (uint32_t)nd->path, depth);
-    if (nd->map_keys >= 0)
+    if (nd->is_map)
         return pr__take_map(j, node, depth);
     switch (pr__value_kind(*j->p)) {
     case VK_OBJECT:
@@ -1505,7 +1510,7 @@ static int pr__take_node(jp *j, uint32_t node, uint32_t depth)
 }
 
 /* Read one key (j->p at its opening quote); *key is unescaped when needed. */
-static int pr__read_key(jp *j, const char **key, size_t *len)
+static inline __attribute__((always_inline)) int pr__read_key(jp *j, const char **key, size_t *len)
 {
     const uint8_t *ks = ++j->p;
     bool esc = false;
