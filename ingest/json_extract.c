@@ -89,6 +89,11 @@ struct pr__json_scratch {
     size_t key_cap;
     char *num_buf; /* NUL-terminated copies of numbers for strtod */
     size_t num_cap;
+    /* a big map's keys (pr__map_dup): entry index + 1 by key hash, open
+     * addressing, for the map now read (keys column mh_col, mh_n of its
+     * entries in; mh_col UINT32_MAX: none) */
+    uint32_t *mh;
+    uint32_t mh_cap, mh_col, mh_n;
     /* the row writer (another format's reader fills a row) */
     const pr_json_extractor *x; /* the block's extractor: each column's type and shape */
     size_t row_arena;           /* arena_len when the open row began */
@@ -504,6 +509,7 @@ void pr_json_block_free(pr_json_block *b)
         free(s->elem_start);
         free(s->key_buf);
         free(s->num_buf);
+        free(s->mh);
         free(s);
     }
     free(b);
@@ -1356,13 +1362,72 @@ static uint32_t pr__find_child(const pr_json_extractor *x, uint32_t node, const 
 
 static inline __attribute__((always_inline)) int pr__read_key(jp *j, const char **key, size_t *len);
 
+/* Up to this many entries a map's repeated key is looked for one by one;
+ * past it in a hash table (a map of 1000 item counts stays linear). */
+#define MAP_LINEAR 16
+
+static uint32_t pr__key_hash(const char *key, size_t len)
+{
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (uint8_t)key[i]) * 0x100000001b3ull;
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+static bool pr__key_is(const jp *j, const pr_json_any *a, const char *key, size_t len)
+{
+    return a->s.len == len && !memcmp(j->b->arena + a->s.off, key, len);
+}
+
+/* The key (key, len) in the hash table of the map whose entries are keys
+ * path kpi's values [lo, lo + n): its index, or -1; the table catches up
+ * with the entries first (built whole for a new map). */
+static int64_t pr__map_dup_hashed(jp *j, uint32_t kpi, uint32_t lo, uint32_t n, const char *key,
+                                  size_t len)
+{
+    pr__json_scratch *s = j->s;
+    const pr_json_col *c = &j->b->cols[kpi];
+    uint32_t need = 2 * (j->x->paths[kpi].max_list + 1), cap = 64;
+    while (cap < need)
+        cap *= 2;
+    if (s->mh_cap < cap) {
+        uint32_t *t = realloc(s->mh, cap * sizeof(*t));
+        if (!t)
+            return -2;
+        s->mh = t;
+        s->mh_cap = cap;
+        s->mh_col = UINT32_MAX;
+    }
+    if (s->mh_col != kpi || s->mh_n > n) {
+        memset(s->mh, 0, s->mh_cap * sizeof(*s->mh));
+        s->mh_col = kpi;
+        s->mh_n = 0;
+    }
+    uint32_t mask = s->mh_cap - 1;
+    for (; s->mh_n < n; s->mh_n++) {
+        const pr_json_any *a = &c->any[lo + s->mh_n];
+        uint32_t k = pr__key_hash(j->b->arena + a->s.off, a->s.len) & mask;
+        while (s->mh[k])
+            k = (k + 1) & mask;
+        s->mh[k] = s->mh_n + 1;
+    }
+    for (uint32_t k = pr__key_hash(key, len) & mask; s->mh[k]; k = (k + 1) & mask)
+        if (pr__key_is(j, &c->any[lo + s->mh[k] - 1], key, len))
+            return (int64_t)(lo + s->mh[k] - 1);
+    return -1;
+}
+
 /* The key just read (key, len) among the map's entries so far (keys path
- * kpi's values since the row began): its index, or -1. */
-static int64_t pr__map_dup(const jp *j, uint32_t kpi, const char *key, size_t len)
+ * kpi's values since the row began): its index, -1 for none, -2 out of
+ * memory. */
+static int64_t pr__map_dup(jp *j, uint32_t kpi, const char *key, size_t len)
 {
     const pr_json_col *c = &j->b->cols[kpi];
-    for (uint32_t e = j->s->row_start[kpi]; e < c->n_values; e++)
-        if (c->any[e].s.len == len && !memcmp(j->b->arena + c->any[e].s.off, key, len))
+    uint32_t lo = j->s->row_start[kpi], n = c->n_values - lo;
+    if (n > MAP_LINEAR)
+        return pr__map_dup_hashed(j, kpi, lo, n, key, len);
+    for (uint32_t e = lo; e < c->n_values; e++)
+        if (pr__key_is(j, &c->any[e], key, len))
             return (int64_t)e;
     return -1;
 }
@@ -1408,6 +1473,8 @@ static int pr__map_entry(jp *j, uint32_t node, int32_t kpi, int32_t vpi, uint32_
     if (j->p >= j->end)
         return pr__fail_end_or(j, PR_JSON_NOT_JSON, "value expected");
     int64_t dup = pr__map_dup(j, (uint32_t)kpi, key, klen);
+    if (dup == -2)
+        return E_NOMEM;
     if (dup < 0) {
         pr_json_col *kc = &j->b->cols[kpi];
         pr_json_block *b = j->b;
@@ -1452,6 +1519,7 @@ static __attribute__((noinline)) int pr__take_map(jp *j, uint32_t node, uint32_t
         const jnode *c = &j->x->nodes[nd->child0 + k];
         *(c->key[0] == MAP_KEYS_SEG ? &kpi : &vpi) = c->path;
     }
+    j->s->mh_col = UINT32_MAX; /* a new map: its own table, if it grows big */
     j->s->present[kpi] = PR_JSON_PRESENT;
     if (vpi >= 0)
         j->s->present[vpi] = PR_JSON_PRESENT;

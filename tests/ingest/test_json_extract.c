@@ -697,6 +697,38 @@ static void test_map_entries(void **state)
     assert_int_equal(f.b->arena_len, arena);
     fx_close(&f);
 
+    /* a big map: repeated keys found past the linear scan (a hash table),
+     * a second map in the same row and the next row start their own */
+    static const pr_json_path big[] = {
+        {"m", PR_JSON_ANY, PR_JSON_ALIGNED, 100, PR_JSON_KEYS},
+        {"m", PR_JSON_ANY, PR_JSON_ALIGNED, 100, PR_JSON_VALUES},
+    };
+    fx_open(&f, big, 2, 0);
+    for (int pass = 0; pass < 2; pass++) {
+        char doc[8192];
+        int n = snprintf(doc, sizeof(doc), "{\"m\": {\"zz\": 0");
+        for (int k = 0; k < 60; k++) /* k40..k59 repeat k0..k19 (and zz at 50) */
+            n +=
+                snprintf(doc + n, sizeof(doc) - (size_t)n, ", \"k%d\": %d", k < 40 ? k : k - 40, k);
+        n += snprintf(doc + n, sizeof(doc) - (size_t)n, ", \"zz\": 7}%s}",
+                      pass ? ", \"m\": {\"a\": 1, \"a\": 2}" : "");
+        assert_int_equal(ex(&f, doc), 0);
+        r = f.b->rows - 1;
+        if (pass) { /* the map repeated: the last wins */
+            assert_int_equal(last_count(&f, 0), 1);
+            assert_string_equal(any_at(&f, 1, r, 0), "i:2");
+            continue;
+        }
+        assert_int_equal(last_count(&f, 0), 41);
+        assert_int_equal(last_count(&f, 1), 41);
+        assert_string_equal(any_at(&f, 0, r, 0), "s:zz");
+        assert_string_equal(any_at(&f, 1, r, 0), "i:7");
+        assert_string_equal(any_at(&f, 0, r, 5), "s:k4");
+        assert_string_equal(any_at(&f, 1, r, 5), "i:44");  /* k4's last value */
+        assert_string_equal(any_at(&f, 1, r, 30), "i:29"); /* k29, given once */
+    }
+    fx_close(&f);
+
     /* under a list of objects a map is a second list level */
     static const pr_json_path in_list[] = {
         {"imp.m", PR_JSON_ANY, PR_JSON_LIST, 0, PR_JSON_KEYS},
