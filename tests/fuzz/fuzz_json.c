@@ -59,7 +59,7 @@ static const pr_json_path set2[] = {
     {"z", PR_JSON_BOOL, PR_JSON_LIST, 4, PR_JSON_AT},
 };
 static const pr_json_path set3[] = {{"k", PR_JSON_KEY, PR_JSON_SCALAR_OR_LIST, 8, PR_JSON_AT},
-                                    {"m.n", PR_JSON_ANY, PR_JSON_LIST, 4, PR_JSON_KEYS}};
+                                    {"m.n", PR_JSON_ANY, PR_JSON_LIST, 40, PR_JSON_KEYS}};
 
 static const struct {
     const pr_json_path *p;

@@ -291,6 +291,8 @@ def json_docs(build):
     # maps read by their keys (list: { from: keys }), weighted by their values
     write("json", "map", bytes([1]) + b'{"g":{"a":1,"b":null,"a":2.5,"\\u0063":"x"},"a":[1]}')
     write("json", "map_keys", bytes([3]) + b'{"m":{"n":{"x":[1,{}],"y":{}}},"k":1}')
+    write("json", "map_big", bytes([3]) + b'{"m":{"n":{' +
+          b','.join(b'"k%d":%d' % (i % 25, i) for i in range(45)) + b'}},"k":1}')
     write("json_decode", "map", bytes([0]) + b'{"l":{"y":1},"u":{"id":"u1","m":{"s":0.7,"n":null,'
           b'"s":2,"f":1}},"tg":{"a":true,"b":{}}}')
     write("json_decode", "map_bad", bytes([1]) + b'{"l":{"y":0},"u":{"m":{"s":"x"}},"tg":[1]}')
