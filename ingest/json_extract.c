@@ -33,6 +33,13 @@
  * Each element gets its own gen (stamp) so that a key repeated inside one
  * element resets that element only.
  *
+ * A map read by its keys (PR_JSON_KEYS / PR_JSON_VALUES paths, a list
+ * feature's `list: { from: keys }`) is a node whose children are two pseudo
+ * leaves (segments \x01 and \x02, which no configured path can hold): its
+ * object is walked by pr__take_map, out of line, appending every key and
+ * value in order; a repeated key keeps its first place and takes its last
+ * value (found by a scan, past 16 keys through a hash table).
+ *
  * The row writer at the end (pr_json_row_*) lets another format's reader
  * (Avro, Protobuf) fill one row of the same columns, with the same type and
  * shape rules, so that json_decode.c turns every format's rows into block
