@@ -24,8 +24,10 @@ static int pr__pb_check(const void *schema, const pr_feature_spec *f, uint8_t k,
      * message, of numbers. A string, bytes or enum field reads as a string,
      * and a bool as true / false, which the decoder rejects as a weight. */
     if (k == PR_FEAT_WEIGHTS_PATH) {
-        int rc = pr_pbuser_check_path(schema, f->weights_path, PR_JSON_ALIGNED, &types, errstr,
-                                      errstr_size);
+        if (f->weights_from_values) /* a map's values: pr__pb_check_values */
+            return 0;
+        int rc = pr_pbuser_check_path(schema, f->weights_path, PR_JSON_ALIGNED, PR_JSON_AT, &types,
+                                      errstr, errstr_size);
         if (rc == 0 && (types & (PR_FTYPE_STR | PR_FTYPE_BYTES | PR_FTYPE_BOOL)))
             return pr_seterr(errstr, errstr_size, PR_EINVAL,
                              "'%s' in message %s: a string, bytes, enum or bool field, and "
@@ -39,11 +41,54 @@ static int pr__pb_check(const void *schema, const pr_feature_spec *f, uint8_t k,
                           : pr_feature_weighted(f)   ? PR_JSON_ALIGNED
                           : pr_feature_reads_list(f) ? PR_JSON_LIST
                                                      : PR_JSON_SCALAR;
-    int rc = pr_pbuser_check_path(schema, f->paths[k], shape, &types, errstr, errstr_size);
+    /* list: { from: keys }: a map field, its keys strings (integers in decimal) */
+    pr_json_part part = f->from_keys ? PR_JSON_KEYS : PR_JSON_AT;
+    int rc = pr_pbuser_check_path(schema, f->paths[k], shape, part, &types, errstr, errstr_size);
     if (rc == 0 && pr_feature_check_input(f, types, why, sizeof(why)))
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "'%s' in message %s: %s", f->paths[k],
                          pr_pbuser_desc_message(schema), why);
     return rc;
+}
+
+/* weights: { from: values }: the map's value type is a number type (an
+ * integer, float or double; a string, bytes or enum value reads as a
+ * string, a bool as true / false, a message as none: the decoder would
+ * reject them all as weights). The error names schema.sparse[i].weights.from
+ * (pr__check_feature_paths names weights.path); a path that does not
+ * resolve is its own error, at schema.sparse[i].path. */
+static void pr__pb_check_values(cfg_ctx *c, yaml_node_t *map, const pr_pipeline_cfg *pl,
+                                const pr_pbuser_desc *d)
+{
+    size_t idx = 0; /* the feature's place in schema.sparse (lists included) */
+    for (uint32_t i = 0; i < pl->features.n_features; i++) {
+        const pr_feature_spec *f = &pl->features.features[i];
+        if (f->kind != PR_FEAT_SPARSE && f->kind != PR_FEAT_LIST)
+            continue;
+        size_t at = idx++;
+        unsigned types = 0;
+        char e[400];
+        if (!f->weights_from_values ||
+            pr_pbuser_check_path(d, f->weights_path, PR_JSON_ALIGNED, PR_JSON_VALUES, &types, e,
+                                 sizeof(e)) ||
+            (types && !(types & (PR_FTYPE_STR | PR_FTYPE_BYTES | PR_FTYPE_BOOL))))
+            continue;
+        yaml_node_t *s = pr__map_find(c, map, "schema");
+        yaml_node_t *l = s ? pr__map_find(c, s, "sparse") : NULL, *w = NULL;
+        if (l && l->type == YAML_SEQUENCE_NODE &&
+            at < (size_t)(l->data.sequence.items.top - l->data.sequence.items.start)) {
+            yaml_node_t *it = pr__node_get(c, l->data.sequence.items.start[at]);
+            w = it && it->type == YAML_MAPPING_NODE ? pr__map_find(c, it, "weights") : NULL;
+            if (w && w->type == YAML_MAPPING_NODE)
+                w = pr__map_find(c, w, "from");
+        }
+        char sub[64];
+        snprintf(sub, sizeof(sub), "schema.sparse[%zu].weights.from", at);
+        pr__cfg_error(c, w, sub,
+                      "'%s' in message %s: a map of %s values, and weights are numbers (a map "
+                      "whose value type is an integer, float or double)",
+                      f->weights_path, pr_pbuser_desc_message(d),
+                      types ? "string, bytes, enum or bool" : "message");
+    }
 }
 
 void pr__check_protobuf(cfg_ctx *c, yaml_node_t *map, const pr_pipeline_cfg *pl)
@@ -76,7 +121,9 @@ void pr__check_protobuf(cfg_ctx *c, yaml_node_t *map, const pr_pipeline_cfg *pl)
                       msg ? "source.protobuf.message" : "source.protobuf.descriptor_set", "%s", e);
         return;
     }
-    if (pl->features.declared)
+    if (pl->features.declared) {
         pr__check_feature_paths(c, map, pl, pr__pb_check, d);
+        pr__pb_check_values(c, map, pl, d);
+    }
     pr_pbuser_desc_free(d);
 }

@@ -42,6 +42,18 @@
  * "", the enum's 0), exactly as a LIST column of it reads: the wire cannot
  * tell 0 from absent, so such an id is kept and such a weight is 0, never
  * the feature's weights default (declare the field `optional` for that).
+ *
+ * Maps read by their entries. A PR_JSON_KEYS path names a map field itself
+ * (list: { from: keys }): one entry (PR__PE_KEYS) stages each map entry's
+ * key on the keys column and, when the same path's PR_JSON_VALUES column is
+ * asked for, its value on that one, in wire order, so position k of both is
+ * entry k. A key that occurs again (protobuf's merge: the last value wins)
+ * keeps its first position and overwrites its staged value there, as JSON's
+ * extractor does for a repeated object key; past PR__MAP_LINEAR keys the
+ * earlier ones are found through a hash table. Keys are written as strings
+ * (an integer key in decimal), an entry without its value stages the value
+ * type's 0 (map values have no presence: never a hole). Such a map is a
+ * list level of its own: never under a repeated message (compile error).
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -52,7 +64,7 @@
 #include "pbuser_int.h"
 #include "pr_varint.h"
 
-enum { PR__PE_COL, PR__PE_NODE, PR__PE_MAP };
+enum { PR__PE_COL, PR__PE_NODE, PR__PE_MAP, PR__PE_KEYS };
 
 typedef struct pr__pbkey {
     const char *key; /* map key as text (decimal for integer keys, true/false) */
@@ -68,8 +80,9 @@ typedef struct pr__pbent {
     uint32_t col;  /* PR__PE_COL */
     uint32_t node; /* PR__PE_NODE */
     uint32_t n_keys;
-    pr__pbkey *keys; /* PR__PE_MAP */
-    const pr__pbfield *kf, *vf;
+    pr__pbkey *keys;            /* PR__PE_MAP */
+    const pr__pbfield *kf, *vf; /* PR__PE_MAP, PR__PE_KEYS: the entry's key and value */
+    int32_t kcol, vcol;         /* PR__PE_KEYS: the keys' and the values' columns, -1 none */
 } pr__pbent;
 
 #define PR__DIRECT 32 /* field numbers below this find their entry by index */
@@ -101,6 +114,12 @@ typedef struct pr__pbcol {
     uint32_t max;       /* staged values bound: max_list + 1 (the writer refuses the last) */
     uint32_t n, cap;
     pr__pbval *v;
+    /* a map read by its entries (PR__PE_KEYS): the keys' or the values' column */
+    const pr__pbfield *map; /* the map field, else NULL */
+    bool keys;              /* the keys' column: written as strings (pr__put_keys) */
+    bool mh_stale;          /* the keys' hash table holds another map's keys */
+    uint32_t mh_cap, mh_n;  /* table slots (a power of 2); keys v[0, mh_n) are in it */
+    uint32_t *mh;           /* key index + 1 per slot, 0 empty (open addressing) */
 } pr__pbcol;
 
 struct pr_pbuser_reader {
@@ -129,13 +148,23 @@ static int pr__node_new(pr_pbuser_reader *r, int32_t msg, uint32_t *out)
     return 0;
 }
 
+/* The entry of `node` for field number num, NULL when none. */
+static pr__pbent *pr__entry_of(pr_pbuser_reader *r, uint32_t node, uint32_t num)
+{
+    pr__pbnode *n = &r->nodes[node];
+    for (uint32_t i = 0; i < n->n_ent; i++)
+        if (n->ent[i].number == num)
+            return &n->ent[i];
+    return NULL;
+}
+
 /* The entry of `node` for field f (made when missing). */
 static pr__pbent *pr__entry(pr_pbuser_reader *r, uint32_t node, const pr__pbfield *f, uint8_t kind)
 {
     pr__pbnode *n = &r->nodes[node];
-    for (uint32_t i = 0; i < n->n_ent; i++)
-        if (n->ent[i].number == f->number)
-            return n->ent[i].kind == kind ? &n->ent[i] : NULL;
+    pr__pbent *old = pr__entry_of(r, node, f->number);
+    if (old)
+        return old->kind == kind ? old : NULL;
     pr__pbent *ne = realloc(n->ent, (n->n_ent + 1) * sizeof(*ne));
     if (!ne)
         return NULL;
@@ -167,13 +196,59 @@ static pr__pbkey *pr__map_key(pr_pbuser_reader *r, pr__pbent *e, const pr__pbste
     return k;
 }
 
+/* A map read by its entries and one of its keys: not both. */
+static int pr__map_clash(const pr_json_path *jp, const pr__pbfield *f, char *errstr,
+                         size_t errstr_size)
+{
+    return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                     "%s: '%s' is read as a map (list: { from: keys }): no path may name a key "
+                     "under it",
+                     jp->path, f->name);
+}
+
+/* Column col reads the entries of map field f of `node` (jp->part): its
+ * keys or its values; one PR__PE_KEYS entry serves both columns. */
+static int pr__map_col(pr_pbuser_reader *r, uint32_t node, const pr__pbfield *f,
+                       const pr_json_path *jp, uint32_t col, char *errstr, size_t errstr_size)
+{
+    bool keys = jp->part == PR_JSON_KEYS;
+    if (jp->shape != PR_JSON_ALIGNED && (!keys || jp->shape != PR_JSON_LIST))
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: a map's %s are read as a list%s",
+                         jp->path, keys ? "keys" : "values", keys ? "" : " aligned with its keys");
+    pr__pbent *e = pr__entry_of(r, node, f->number);
+    if (e && e->kind != PR__PE_KEYS)
+        return pr__map_clash(jp, f, errstr, errstr_size);
+    if (!e) {
+        if (!(e = pr__entry(r, node, f, PR__PE_KEYS)))
+            return PR_ENOMEM;
+        e->kcol = e->vcol = -1;
+        e->kf = pr__pb_field_by_number(r->d, f->msg, 1);
+        e->vf = pr__pb_field_by_number(r->d, f->msg, 2);
+    }
+    if (!e->kf || !e->vf)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: map entry without key/value",
+                         jp->path);
+    if (!keys && e->vf->msg >= 0)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "%s: the map's values are messages (%s): its keys only are a list",
+                         jp->path, r->d->msgs[e->vf->msg].full);
+    int32_t *at = keys ? &e->kcol : &e->vcol;
+    if (*at >= 0)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: the map's %s read twice", jp->path,
+                         keys ? "keys" : "values");
+    *at = (int32_t)col;
+    r->cols[col] = (pr__pbcol){
+        .f = keys ? e->kf : e->vf, .parent = node, .list = true, .map = f, .keys = keys};
+    return 0;
+}
+
 /* One path into the plan as column `col`. */
 static int pr__compile_path(pr_pbuser_reader *r, const pr_json_path *jp, uint32_t col, char *errstr,
                             size_t errstr_size)
 {
     pr__pbstep st[PR__PB_MAX_DEPTH];
     uint32_t n = 0;
-    if (pr__pb_resolve(r->d, jp->path, st, &n, errstr, errstr_size))
+    if (pr__pb_resolve(r->d, jp->path, jp->part != PR_JSON_AT, st, &n, errstr, errstr_size))
         return PR_EINVAL;
     uint32_t node = 0, elem_node = 0;
     bool mapped = false;
@@ -182,6 +257,9 @@ static int pr__compile_path(pr_pbuser_reader *r, const pr_json_path *jp, uint32_
         bool last = i + 1 == n;
         const pr__pbfield *f = st[i].f;
         if (st[i].key) {
+            const pr__pbent *o = pr__entry_of(r, node, f->number);
+            if (o && o->kind == PR__PE_KEYS)
+                return pr__map_clash(jp, f, errstr, errstr_size);
             pr__pbent *e = pr__entry(r, node, f, PR__PE_MAP);
             if (!e)
                 return PR_ENOMEM;
@@ -198,6 +276,10 @@ static int pr__compile_path(pr_pbuser_reader *r, const pr_json_path *jp, uint32_
                 k->col = (int32_t)col;
                 *c = (pr__pbcol){.f = e->vf, .parent = node, .implicit = true};
             }
+        } else if (last && jp->part != PR_JSON_AT) { /* a map read by its entries */
+            int rc = pr__map_col(r, node, f, jp, col, errstr, errstr_size);
+            if (rc)
+                return rc;
         } else if (last) {
             pr__pbent *e = pr__entry(r, node, f, PR__PE_COL);
             if (!e)
@@ -260,13 +342,6 @@ pr_pbuser_reader *pr_pbuser_reader_new(const pr_pbuser_desc *d, pr_pb_framing fr
     r->n_cols = (uint32_t)n;
     for (size_t i = 0; i < n; i++) {
         char e[256] = "";
-        if (paths[i].part != PR_JSON_AT) {
-            pr_seterr(errstr, errstr_size, PR_EINVAL,
-                      "protobuf: '%s' is read as a map (list: { from: keys }): not yet for "
-                      "Protobuf",
-                      paths[i].path);
-            goto out_free;
-        }
         int rc = pr__compile_path(r, &paths[i], (uint32_t)i, e, sizeof(e));
         if (rc == PR_ENOMEM || (rc && !e[0]))
             goto out_nomem;
@@ -278,9 +353,17 @@ pr_pbuser_reader *pr_pbuser_reader_new(const pr_pbuser_desc *d, pr_pb_framing fr
     if (!(r->seen = calloc(r->n_nodes, 1)))
         goto out_nomem;
     for (uint32_t i = 0; i < r->n_nodes; i++) /* entries are final: index them */
-        for (uint32_t k = 0; k < r->nodes[i].n_ent; k++)
-            if (r->nodes[i].ent[k].number < PR__DIRECT)
-                r->nodes[i].direct[r->nodes[i].ent[k].number] = (uint16_t)(k + 1);
+        for (uint32_t k = 0; k < r->nodes[i].n_ent; k++) {
+            const pr__pbent *ek = &r->nodes[i].ent[k];
+            if (ek->kind == PR__PE_KEYS && ek->kcol < 0) { /* its entries come with the keys */
+                pr_seterr(errstr, errstr_size, PR_EINVAL,
+                          "protobuf: map '%s': its values are read with its keys (no keys path)",
+                          ek->f->name);
+                goto out_free;
+            }
+            if (ek->number < PR__DIRECT)
+                r->nodes[i].direct[ek->number] = (uint16_t)(k + 1);
+        }
     return r;
 out_nomem:
     pr_seterr(errstr, errstr_size, PR_ENOMEM, "protobuf: out of memory");
@@ -298,8 +381,10 @@ void pr_pbuser_reader_free(pr_pbuser_reader *r)
             free(r->nodes[i].ent[k].keys);
         free(r->nodes[i].ent);
     }
-    for (uint32_t i = 0; r->cols && i < r->n_cols; i++)
+    for (uint32_t i = 0; r->cols && i < r->n_cols; i++) {
         free(r->cols[i].v);
+        free(r->cols[i].mh);
+    }
     free(r->nodes);
     free(r->cols);
     free(r->seen);
@@ -460,6 +545,12 @@ static void pr__clear_entry(pr_pbuser_reader *r, const pr__pbent *e)
         r->cols[e->col].n = r->cols[e->col].elem0;
     else if (e->kind == PR__PE_NODE)
         pr__clear_node(r, e->node);
+    else if (e->kind == PR__PE_KEYS) /* not under a repeated message: elem0 is 0 */
+        for (int32_t i = 0; i < 2; i++) {
+            int32_t col = i ? e->vcol : e->kcol;
+            if (col >= 0)
+                r->cols[col].n = 0;
+        }
     else
         for (uint32_t k = 0; k < e->n_keys; k++) {
             pr__clear_node(r, e->keys[k].node);
@@ -486,11 +577,34 @@ static void pr__oneof(pr_pbuser_reader *r, const pr__pbnode *n, const pr__pbent 
 static int pr__walk(pr_pbuser_reader *r, uint32_t node, const uint8_t *p, const uint8_t *end,
                     uint32_t depth);
 
-/* The text of a map key (decimal for integers), into buf. */
+/* A map key's integer as its type reads it (sign-extended, zigzag
+ * decoded; a uint64's bits; a bool 0 / 1), so that equal keys compare
+ * equal. */
+static uint64_t pr__key_norm(uint8_t type, uint64_t u)
+{
+    switch (type) {
+    case PR__PBT_INT32:
+    case PR__PBT_SFIXED32:
+        return (uint64_t)(int64_t)(int32_t)(uint32_t)u;
+    case PR__PBT_UINT32:
+    case PR__PBT_FIXED32:
+        return (uint32_t)u;
+    case PR__PBT_SINT32:
+        return (uint64_t)(int64_t)(int32_t)(((uint32_t)u >> 1) ^ (0u - ((uint32_t)u & 1)));
+    case PR__PBT_SINT64:
+        return (u >> 1) ^ (0 - (u & 1));
+    case PR__PBT_BOOL:
+        return u != 0;
+    default: /* int64, uint64, fixed64, sfixed64: the bits */
+        return u;
+    }
+}
+
+/* The text of a map key, its integer normalized (pr__key_norm): the string,
+ * an integer in decimal, true / false; into buf. */
 static size_t pr__key_text(const pr__pbfield *kf, const pr__pbval *v, char *buf, size_t cap,
                            const char **out)
 {
-    int64_t i = (int64_t)v->u;
     switch (kf->type) {
     case PR__PBT_STRING: /* an entry without its key: "" */
         *out = v->s ? (const char *)v->s : "";
@@ -498,29 +612,44 @@ static size_t pr__key_text(const pr__pbfield *kf, const pr__pbval *v, char *buf,
     case PR__PBT_BOOL:
         *out = v->u ? "true" : "false";
         return strlen(*out);
-    case PR__PBT_INT32:
-    case PR__PBT_SFIXED32:
-        i = (int32_t)(uint32_t)v->u;
-        break;
-    case PR__PBT_UINT32:
-    case PR__PBT_FIXED32:
-        i = (uint32_t)v->u;
-        break;
-    case PR__PBT_SINT32:
-        i = (int32_t)(((uint32_t)v->u >> 1) ^ (0u - ((uint32_t)v->u & 1)));
-        break;
-    case PR__PBT_SINT64:
-        i = (int64_t)((v->u >> 1) ^ (0 - (v->u & 1)));
-        break;
     case PR__PBT_UINT64:
     case PR__PBT_FIXED64:
         *out = buf;
         return (size_t)snprintf(buf, cap, "%" PRIu64, v->u);
     default:
-        break;
+        *out = buf;
+        return (size_t)snprintf(buf, cap, "%" PRId64, (int64_t)v->u);
     }
-    *out = buf;
-    return (size_t)snprintf(buf, cap, "%" PRId64, i);
+}
+
+/* The key (field 1 of the key's wire type; another is skipped, as an
+ * unknown field) and the value (field 2: its wire type in *val_wt, left
+ * -1 when absent, where its bytes begin in *vat) of one map entry
+ * p[0, end); the last of each wins. */
+static int pr__entry_fields(pr_pbuser_reader *r, const pr__pbent *e, const uint8_t *p,
+                            const uint8_t *end, uint32_t depth, pr__pbval *key, pr__pbval *val,
+                            int *val_wt, const uint8_t **vat)
+{
+    while (p < end) {
+        uint64_t tag;
+        size_t k = pr_varint_get(p, end, &tag);
+        if (!k)
+            return pr__bad(r, p, "truncated tag in map entry");
+        p += k;
+        int wt = (int)(tag & 7), rc;
+        if (tag >> 3 == 1 && wt == pr__pb_wire_type(e->kf->type)) {
+            rc = pr__read(r, wt, &p, end, key);
+        } else if (tag >> 3 == 2) {
+            *vat = p;
+            *val_wt = wt;
+            rc = pr__read(r, wt, &p, end, val);
+        } else {
+            rc = pr__skip(r, wt, tag >> 3, &p, end, depth + 1);
+        }
+        if (rc)
+            return rc;
+    }
+    return 0;
 }
 
 /* One map entry of a configured map field. */
@@ -528,27 +657,12 @@ static int pr__map_entry(pr_pbuser_reader *r, const pr__pbent *e, const uint8_t 
                          const uint8_t *end, uint32_t depth)
 {
     pr__pbval key = {0}, val = {0};
-    int val_wt = -1, rc;
+    int val_wt = -1;
     const uint8_t *vat = p;
-    while (p < end) {
-        uint64_t tag;
-        size_t k = pr_varint_get(p, end, &tag);
-        if (!k)
-            return pr__bad(r, p, "truncated tag in map entry");
-        p += k;
-        int wt = (int)(tag & 7);
-        if (tag >> 3 == 1 && wt == pr__pb_wire_type(e->kf->type)) {
-            rc = pr__read(r, wt, &p, end, &key);
-        } else if (tag >> 3 == 2) {
-            vat = p;
-            val_wt = wt;
-            rc = pr__read(r, wt, &p, end, &val);
-        } else {
-            rc = pr__skip(r, wt, tag >> 3, &p, end, depth + 1);
-        }
-        if (rc)
-            return rc;
-    }
+    int rc = pr__entry_fields(r, e, p, end, depth, &key, &val, &val_wt, &vat);
+    if (rc)
+        return rc;
+    key.u = pr__key_norm(e->kf->type, key.u);
     char buf[32];
     const char *kt;
     size_t kl = pr__key_text(e->kf, &key, buf, sizeof(buf), &kt);
@@ -572,6 +686,106 @@ static int pr__map_entry(pr_pbuser_reader *r, const pr__pbent *e, const uint8_t 
         return pr__walk(r, k->node, val.s, val.s + val.len, depth + 1);
     }
     return 0;
+}
+
+#define PR__MAP_LINEAR 16 /* a map's keys past this many are found by hash */
+
+static bool pr__key_eq(bool str, const pr__pbval *a, const pr__pbval *b)
+{
+    if (!str)
+        return a->u == b->u;
+    return a->len == b->len && (!a->len || !memcmp(a->s, b->s, a->len));
+}
+
+static uint32_t pr__key_hash(bool str, const pr__pbval *k)
+{
+    uint64_t h = k->u * 0x9e3779b97f4a7c15ull;
+    if (str) {
+        h = 0xcbf29ce484222325ull; /* FNV-1a */
+        for (uint32_t i = 0; i < k->len; i++)
+            h = (h ^ k->s[i]) * 0x100000001b3ull;
+    }
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+/* Key k (normalized) among the keys staged on keys column kc: its index,
+ * -1 when new, PR_ENOMEM. Past PR__MAP_LINEAR keys through a hash table
+ * kept at most half full (grown and rebuilt past that), which first takes
+ * the keys staged since its last use, or all of them for a new map
+ * (mh_stale). */
+static int64_t pr__keys_find(pr__pbcol *kc, bool str, const pr__pbval *k)
+{
+    if (kc->n <= PR__MAP_LINEAR) {
+        for (uint32_t i = 0; i < kc->n; i++)
+            if (pr__key_eq(str, &kc->v[i], k))
+                return i;
+        return -1;
+    }
+    bool grow = 2 * (uint64_t)kc->n >= kc->mh_cap;
+    if (grow || kc->mh_stale) {
+        if (grow) {
+            uint64_t cap = kc->mh_cap ? kc->mh_cap : 64;
+            while (cap <= 2 * (uint64_t)kc->n)
+                cap *= 2;
+            uint32_t *t = cap <= UINT32_MAX ? realloc(kc->mh, cap * sizeof(*t)) : NULL;
+            if (!t)
+                return PR_ENOMEM;
+            kc->mh = t;
+            kc->mh_cap = (uint32_t)cap;
+        }
+        memset(kc->mh, 0, kc->mh_cap * sizeof(*kc->mh));
+        kc->mh_n = 0;
+        kc->mh_stale = false;
+    }
+    uint32_t mask = kc->mh_cap - 1;
+    for (; kc->mh_n < kc->n; kc->mh_n++) {
+        uint32_t at = pr__key_hash(str, &kc->v[kc->mh_n]) & mask;
+        while (kc->mh[at])
+            at = (at + 1) & mask;
+        kc->mh[at] = kc->mh_n + 1;
+    }
+    for (uint32_t at = pr__key_hash(str, k) & mask; kc->mh[at]; at = (at + 1) & mask)
+        if (pr__key_eq(str, &kc->v[kc->mh[at] - 1], k))
+            return kc->mh[at] - 1;
+    return -1;
+}
+
+/* One entry of a map read by its entries (PR__PE_KEYS), in wire order: its
+ * key to the keys column, its value to the values column when a path reads
+ * them (an entry without one: the value type's 0, map values having no
+ * presence). A key staged before keeps its place and takes this value
+ * (protobuf's rule for a repeated key, and JSON's for an object's). */
+static int pr__keys_entry(pr_pbuser_reader *r, const pr__pbent *e, const uint8_t *p,
+                          const uint8_t *end, uint32_t depth)
+{
+    static const uint8_t none[1]; /* as pr__put_default: "", 0 */
+    pr__pbval key = {0}, val = {.s = none};
+    int val_wt = -1;
+    const uint8_t *vat = p;
+    int rc = pr__entry_fields(r, e, p, end, depth, &key, &val, &val_wt, &vat);
+    if (rc)
+        return rc;
+    pr__pbcol *kc = &r->cols[e->kcol], *vc = e->vcol >= 0 ? &r->cols[e->vcol] : NULL;
+    if (vc && val_wt >= 0 && val_wt != vc->want)
+        return pr__bad(r, vat, "map '%s' value: wire type %d, expected %d", e->f->name, val_wt,
+                       vc->want);
+    bool str = e->kf->type == PR__PBT_STRING;
+    key.u = str ? 0 : pr__key_norm(e->kf->type, key.u);
+    int64_t dup = pr__keys_find(kc, str, &key);
+    if (dup == PR_ENOMEM)
+        return PR_ENOMEM;
+    if (dup >= 0) {
+        if (vc && (uint64_t)dup < vc->n)
+            vc->v[dup] = val;
+        return 0;
+    }
+    if (kc->n >= kc->max) /* one past max_list already: the writer refuses the row */
+        return 0;
+    if (kc->n == 0) /* a new map (a record, or the map cleared): its own hash table */
+        kc->mh_stale = true;
+    if ((rc = pr__stage(r, kc, &key)) || !vc)
+        return rc;
+    return pr__stage(r, vc, &val);
 }
 
 /* A staged hole (pr__pbval.s): an element of a repeated message without a
@@ -623,6 +837,8 @@ static int pr__field_value(pr_pbuser_reader *r, const pr__pbent *e, int wt, cons
         return rc;
     if (e->kind == PR__PE_MAP)
         return pr__map_entry(r, e, v.s, v.s + v.len, depth + 1);
+    if (e->kind == PR__PE_KEYS)
+        return pr__keys_entry(r, e, v.s, v.s + v.len, depth + 1);
     if (e->f->repeated)
         return pr__element(r, e->node, v.s, v.s + v.len, depth + 1);
     r->seen[e->node] = 1; /* a message occurring twice merges: nothing cleared */
@@ -748,6 +964,26 @@ static int pr__put_default(pr_pbuser_reader *r, pr_json_block *jb, uint32_t col)
     return pr__put(r, jb, col, &v);
 }
 
+/* The keys staged on keys column col, as strings (integers in decimal). */
+static int pr__put_keys(pr_pbuser_reader *r, pr_json_block *jb, uint32_t col)
+{
+    const pr__pbcol *c = &r->cols[col];
+    int rc = 0;
+    for (uint32_t k = 0; k < c->n && !rc; k++) {
+        const pr__pbval *v = &c->v[k];
+        char buf[32];
+        const char *kt;
+        size_t kl = pr__key_text(c->f, v, buf, sizeof(buf), &kt);
+        if (c->f->type == PR__PBT_STRING && !pr_utf8_valid(kt, kl)) {
+            snprintf(r->detail, r->detail_size, "map '%s': a key of invalid UTF-8 at byte %zu",
+                     c->map->name, (size_t)(v->s - r->base));
+            return PR_JSON_BAD_UTF8;
+        }
+        rc = pr_json_row_put_str(jb, col, kt, kl);
+    }
+    return rc;
+}
+
 /* The staged record as the block's next row. */
 static int pr__emit(pr_pbuser_reader *r, pr_json_block *jb)
 {
@@ -756,13 +992,16 @@ static int pr__emit(pr_pbuser_reader *r, pr_json_block *jb)
         return rc;
     for (uint32_t i = 0; i < r->n_cols && !rc; i++) {
         const pr__pbcol *c = &r->cols[i];
-        for (uint32_t k = 0; k < c->n && !rc; k++)
-            rc = pr__put(r, jb, i, &c->v[k]);
+        if (c->keys)
+            rc = pr__put_keys(r, jb, i);
+        else
+            for (uint32_t k = 0; k < c->n && !rc; k++)
+                rc = pr__put(r, jb, i, &c->v[k]);
         if (!c->n && c->implicit && !c->mapped && r->seen[c->parent])
             rc = pr__put_default(r, jb, i);
         if (rc > 0 && rc != PR_JSON_BAD_UTF8)
-            snprintf(r->detail, r->detail_size, "field '%s': %s", c->f->name,
-                     pr_json_reason_name(rc));
+            snprintf(r->detail, r->detail_size, "field '%s': %s",
+                     c->map ? c->map->name : c->f->name, pr_json_reason_name(rc));
     }
     if (rc) {
         pr_json_row_abort(jb);

@@ -395,8 +395,8 @@ const pr__pbfield *pr__pb_field_by_number(const pr_pbuser_desc *d, int32_t m, ui
 
 /* ---------------------------------------------------------------- paths */
 
-int pr__pb_resolve(const pr_pbuser_desc *d, const char *path, pr__pbstep *steps, uint32_t *n_steps,
-                   char *errstr, size_t errstr_size)
+int pr__pb_resolve(const pr_pbuser_desc *d, const char *path, bool map, pr__pbstep *steps,
+                   uint32_t *n_steps, char *errstr, size_t errstr_size)
 {
     int32_t m = d->root;
     const char *p = path;
@@ -416,6 +416,20 @@ int pr__pb_resolve(const pr_pbuser_desc *d, const char *path, pr__pbstep *steps,
         if (f->type == PR__PBT_GROUP)
             return pr_seterr(errstr, errstr_size, PR_EINVAL, "'%s' is a group (not supported)",
                              f->name);
+        if (map && !dot) { /* the map whose entries are read: the path's end */
+            if (!is_map)
+                return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                                 "'%s' is not a map field (%s%s): list: { from: keys } reads a map",
+                                 f->name, f->repeated ? "repeated, " : "",
+                                 pr__pb_type_name(f->type));
+            if (crossed)
+                return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                                 "'%s' is a map inside the repeated message '%s': one list level "
+                                 "per path (the map's keys are a list)",
+                                 f->name, crossed);
+            *n_steps = n + 1;
+            return 0;
+        }
         if (is_map) {
             if (!dot)
                 return pr_seterr(errstr, errstr_size, PR_EINVAL,
@@ -437,7 +451,7 @@ int pr__pb_resolve(const pr_pbuser_desc *d, const char *path, pr__pbstep *steps,
             crossed = f->name; /* a list of messages: the path maps over its elements */
         }
         n++;
-        if (f->msg >= 0 && !dot)
+        if (f->msg >= 0 && !dot && !map) /* map: a key of a map, below */
             return pr_seterr(errstr, errstr_size, PR_EINVAL,
                              "'%s' is a message (%s): name one of its fields", f->name,
                              d->msgs[f->msg].full);
@@ -449,6 +463,11 @@ int pr__pb_resolve(const pr_pbuser_desc *d, const char *path, pr__pbstep *steps,
         m = f->msg;
         p = dot + 1;
     }
+    if (map) /* the path ends at a key of a map (`attrs.color`): its value */
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "'%s' names a key of the map '%s', not a map field: list: { from: keys } "
+                         "reads a map (its path)",
+                         path, steps[n - 1].f->name);
     *n_steps = n;
     return 0;
 }
@@ -478,15 +497,36 @@ static unsigned pr__pb_ftypes(uint8_t t)
     }
 }
 
-int pr_pbuser_check_path(const pr_pbuser_desc *d, const char *path, pr_json_shape shape,
-                         unsigned *types, char *errstr, size_t errstr_size)
+/* A map field read by its entries: its keys (strings; integer keys in
+ * decimal, bool keys true / false) or its values (the value type's). */
+static int pr__pb_check_map(const pr_pbuser_desc *d, const char *path, pr_json_part part,
+                            unsigned *types, char *errstr, size_t errstr_size)
 {
+    pr__pbstep steps[PR__PB_MAX_DEPTH];
+    uint32_t n = 0;
+    int rc = pr__pb_resolve(d, path, true, steps, &n, errstr, errstr_size);
+    if (rc)
+        return rc;
+    const pr__pbfield *f = steps[n - 1].f;
+    const pr__pbfield *vf = pr__pb_field_by_number(d, f->msg, 2);
+    if (!pr__pb_field_by_number(d, f->msg, 1) || !vf)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "'%s': map entry without key/value",
+                         f->name);
+    *types = part == PR_JSON_KEYS ? PR_FTYPE_STR : pr__pb_ftypes(vf->type);
+    return 0;
+}
+
+int pr_pbuser_check_path(const pr_pbuser_desc *d, const char *path, pr_json_shape shape,
+                         pr_json_part part, unsigned *types, char *errstr, size_t errstr_size)
+{
+    if (part != PR_JSON_AT)
+        return pr__pb_check_map(d, path, part, types, errstr, errstr_size);
     /* LIST, ALIGNED (a weighted list's ids and weights: the same fields as a
      * list's, holes are the reader's business), VECTOR, SCALAR_OR_LIST */
     bool list = shape != PR_JSON_SCALAR;
     pr__pbstep steps[PR__PB_MAX_DEPTH];
     uint32_t n = 0;
-    int rc = pr__pb_resolve(d, path, steps, &n, errstr, errstr_size);
+    int rc = pr__pb_resolve(d, path, false, steps, &n, errstr, errstr_size);
     if (rc)
         return rc;
     const pr__pbstep *last = &steps[n - 1];

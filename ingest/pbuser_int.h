@@ -118,16 +118,19 @@ typedef struct pr__pbstep {
     uint32_t key_len;
 } pr__pbstep;
 
+/* The reader frees d with itself. */
+void pr__pb_reader_own(pr_pbuser_reader *r, pr_pbuser_desc *d);
+
 /* Resolve dotted `path` from the root message into steps (at most
  * PR__PB_MAX_DEPTH); a map field takes the next segment as its key and then
  * continues in its value (the entry's field 2). The last step is a value
  * (scalar, enum, string, bytes; repeated or not). A path may go through one
  * repeated message (a list of messages: the path maps over its elements);
- * nothing repeated after it (one list level per path). */
-/* The reader frees d with itself. */
-void pr__pb_reader_own(pr_pbuser_reader *r, pr_pbuser_desc *d);
-
-int pr__pb_resolve(const pr_pbuser_desc *d, const char *path, pr__pbstep *steps, uint32_t *n_steps,
-                   char *errstr, size_t errstr_size);
+ * nothing repeated after it (one list level per path).
+ * With `map` (a path read by a map's keys, PR_JSON_KEYS / PR_JSON_VALUES)
+ * the path ends at a map field itself, its last step without a key: the
+ * map's entries are the list, so no repeated message on the way. */
+int pr__pb_resolve(const pr_pbuser_desc *d, const char *path, bool map, pr__pbstep *steps,
+                   uint32_t *n_steps, char *errstr, size_t errstr_size);
 
 #endif

@@ -1286,7 +1286,12 @@ int pr_avro_from_json(pr_avro_writer *w, const char *json, size_t len, int64_t f
  * feature needs a repeated field (packed or not, both read), or goes through
  * one repeated message (a list of messages: one element per message, each
  * read as a message of its own; nothing repeated below it); a single-valued
- * feature needs a singular field under no repeated message.
+ * feature needs a singular field under no repeated message. A path with
+ * part PR_JSON_KEYS names a map field itself (under no repeated message):
+ * its entries in wire order, the keys as strings (integers in decimal), the
+ * values on the same path's PR_JSON_VALUES column (an entry without its
+ * value: the value type's 0); a key that occurs again keeps its first place
+ * and takes its last value; max_list counts the keys.
  *
  * Presence: proto2 fields, proto3 `optional` fields, oneof members and
  * message fields have explicit presence: absent = missing (the feature's
@@ -1329,9 +1334,14 @@ const char *pr_pbuser_desc_message(const pr_pbuser_desc *d); /* "pkg.Name" */
  * with *types the PR_FTYPE_* its values read as (pr_feature_check_input
  * says whether the feature can take them). `shape`: how the feature reads
  * the path, PR_JSON_SCALAR, PR_JSON_LIST (a list feature) or PR_JSON_VECTOR
- * (a dense vector: a repeated field, not through a repeated message). */
+ * (a dense vector: a repeated field, not through a repeated message).
+ * `part` PR_JSON_KEYS or PR_JSON_VALUES (list: { from: keys }, weights:
+ * { from: values }): the path must name a map field, under no repeated
+ * message ("'tags' is not a map field (...): list: { from: keys } reads a
+ * map"); *types is then PR_FTYPE_STR for the keys, the value type's for
+ * the values (0 for a message). */
 int pr_pbuser_check_path(const pr_pbuser_desc *d, const char *path, pr_json_shape shape,
-                         unsigned *types, char *errstr, size_t errstr_size);
+                         pr_json_part part, unsigned *types, char *errstr, size_t errstr_size);
 
 /* A reader for the columns paths[0, n) (a decoder's pr_json_decoder_paths).
  * Borrows d, which must outlive it. NULL with errstr on a bad path. */
