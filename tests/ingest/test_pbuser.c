@@ -9,7 +9,9 @@
  * framing rejected with their reason; the config's errors naming the key;
  * weighted lists over repeated messages (aligned paths: a hole per element
  * without an explicit-presence field, an implicit one's zero value) and
- * parallel repeated fields, as JSON gives them.
+ * parallel repeated fields, as JSON gives them; map fields read by their
+ * keys (list: { from: keys }, weights: { from: values }) as JSON objects
+ * are, and their load-time errors.
  *
  * The descriptor set is built from tests/data/pbuser_*.proto by protoc at
  * build time (PR_PBUSER_DESC).
@@ -1353,6 +1355,358 @@ static void test_config_errors(void **state)
     assert_non_null(strstr(err, "source.schema_registry: not used by format protobuf"));
 }
 
+/* ---------------------------------------------------------------- maps read by their keys */
+
+#define MK(p, pt, sh, ml)                                                                          \
+    {                                                                                              \
+        .path = p, .type = PR_JSON_ANY, .shape = sh, .max_list = ml, .part = pt                    \
+    }
+
+/* Event json through the Protobuf reader (written by the encoder) and through
+ * JSON's extractor over the same paths: the same columns, value by value
+ * (a map that is {} in JSON and no entry in Protobuf: length 0 both). */
+static void same_as_extractor(rfx *t, const char *json)
+{
+    if (read_json(t, json) != 0)
+        fail_msg("%s: %s", json, t->rej.detail);
+    pr_json_block *jb = pr_json_block_new(t->x, 1);
+    pr_json_reject rej;
+    if (pr_json_extract(t->x, jb, json, strlen(json), &rej))
+        fail_msg("extract %s: %s", json, rej.detail);
+    for (uint32_t c = 0; c < jb->n_cols; c++) {
+        const pr_json_col *a = &jb->cols[c], *b = &t->jb->cols[c];
+        if (a->count[0] != b->count[0])
+            fail_msg("%s: column %u: json %u values, protobuf %u", json, c, a->count[0],
+                     b->count[0]);
+        if (a->count[0])
+            assert_int_equal(a->present[0], b->present[0]);
+        for (uint32_t k = 0; k < a->count[0]; k++) {
+            const pr_json_any *x = &a->any[k], *y = &b->any[k];
+            if (x->type != y->type)
+                fail_msg("%s: column %u[%u]: json type %d, protobuf %d", json, c, k, x->type,
+                         y->type);
+            if (x->type == PR_JSON_STRING) {
+                assert_int_equal(x->s.len, y->s.len);
+                assert_memory_equal(jb->arena + x->s.off, t->jb->arena + y->s.off, x->s.len);
+            } else {
+                assert_memory_equal(&x->i, &y->i, sizeof(x->i)); /* the int64 or the double */
+            }
+        }
+    }
+    pr_json_block_free(jb);
+}
+
+/* A map field read by its keys (PR_JSON_KEYS) and values (PR_JSON_VALUES):
+ * the entries in wire order, a repeated key in its first place with its
+ * last value, integer keys in decimal (sint32 zigzag, a uint64 above 2^63
+ * unsigned), values by type, all as JSON's extractor reads the same text;
+ * max_list counts distinct keys; an entry without its key reads "" / 0,
+ * without its value the value type's 0 (never a hole); a bad key or value
+ * on the wire is refused. */
+static void test_map_keys_reader(void **state)
+{
+    (void)state;
+    static const pr_json_path paths[] = {MK("wmap", PR_JSON_KEYS, PR_JSON_ALIGNED, 4),
+                                         MK("wmap", PR_JSON_VALUES, PR_JSON_ALIGNED, 4),
+                                         MK("scores", PR_JSON_KEYS, PR_JSON_LIST, 4),
+                                         MK("zmap", PR_JSON_KEYS, PR_JSON_ALIGNED, 4),
+                                         MK("zmap", PR_JSON_VALUES, PR_JSON_ALIGNED, 4),
+                                         MK("umap", PR_JSON_KEYS, PR_JSON_ALIGNED, 4),
+                                         MK("umap", PR_JSON_VALUES, PR_JSON_ALIGNED, 4),
+                                         MK("attrs", PR_JSON_KEYS, PR_JSON_LIST, 4),
+                                         SC("i32")};
+    rfx t;
+    rfx_init(&t, "t3.All", paths, 9, PR_PB_FRAMING_NONE);
+    same_as_extractor(&t,
+                      "{\"wmap\": {\"b\": 2.5, \"a\": 0.25, \"b\": -1.5, \"c\": 0.5}, "
+                      "\"scores\": {\"-3\": 1.5, \"7\": 2.5, \"-3\": 3.5}, "
+                      "\"zmap\": {\"-2\": -7, \"0\": 0, \"2147483647\": 9, \"-2147483648\": 1}, "
+                      "\"umap\": {\"18446744073709551615\": -5, \"1\": 3}, "
+                      "\"attrs\": {\"\xc3\xa9\": \"x\", \"\": \"y\"}, \"i32\": 1}");
+    assert_int_equal(t.jb->cols[0].count[0], 3);
+    want_s(&t, 0, 0, "b");
+    want_s(&t, 0, 1, "a");
+    want_s(&t, 0, 2, "c");
+    assert_true(val(&t, 1, 0)->type == PR_JSON_DOUBLE && val(&t, 1, 0)->d == -1.5);
+    assert_true(val(&t, 1, 1)->d == 0.25);
+    want_s(&t, 2, 0, "-3");
+    want_s(&t, 3, 3, "-2147483648");
+    assert_int_equal(val(&t, 4, 0)->i, -7);
+    want_s(&t, 5, 0, "18446744073709551615");
+    assert_int_equal(val(&t, 6, 0)->i, -5);
+    /* four keys, some twice: within max_list 4; five: list_too_long */
+    same_as_extractor(
+        &t, "{\"i32\": 0, \"wmap\": {\"a\": 1.5, \"b\": 2.5, \"a\": 3.5, \"c\": 0.5, \"d\": "
+            "0.5, \"c\": 4.5, \"b\": 8.5}}");
+    assert_true(val(&t, 1, 0)->d == 3.5 && val(&t, 1, 1)->d == 8.5 && val(&t, 1, 2)->d == 4.5);
+    assert_int_equal(
+        read_json(&t, "{\"wmap\": {\"a\": 1, \"b\": 2, \"c\": 3, \"d\": 4, \"e\": 5}}"),
+        PR_DEC_LIST_TOO_LONG);
+    /* empty and absent maps: nothing */
+    same_as_extractor(&t, "{\"wmap\": {}, \"zmap\": {}, \"i32\": 2}");
+    want_absent(&t, 0);
+    same_as_extractor(&t, "{\"i32\": 0}");
+    /* wmap (34) entries {key "a"} (no value), {value 1.0} (no key); zmap (36)
+     * an empty entry: key 0, value 0 */
+    static const uint8_t partial[] = {0x92, 0x02, 0x03, 0x0a, 0x01, 'a',  0x92, 0x02, 0x09, 0x11, 0,
+                                      0,    0,    0,    0,    0,    0xf0, 0x3f, 0xa2, 0x02, 0x00};
+    assert_int_equal(read_bytes(&t, partial, sizeof(partial)), 0);
+    want_s(&t, 0, 0, "a");
+    want_s(&t, 0, 1, "");
+    assert_true(val(&t, 1, 0)->type == PR_JSON_DOUBLE && val(&t, 1, 0)->d == 0.0);
+    assert_true(val(&t, 1, 1)->d == 1.0);
+    want_s(&t, 3, 0, "0");
+    assert_true(val(&t, 4, 0)->type == PR_JSON_INT64 && val(&t, 4, 0)->i == 0);
+    /* a value of another wire type; a key that is not UTF-8 */
+    want_bad(&t, "\x92\x02\x05\x0a\x01\x61\x10\x01", 8, PR_DEC_BAD_PROTOBUF,
+             "map 'wmap' value: wire type 0, expected 1");
+    want_bad(&t, "\x92\x02\x03\x0a\x01\xff", 6, PR_DEC_BAD_UTF8,
+             "map 'wmap': a key of invalid UTF-8");
+    rfx_free(&t);
+}
+
+/* A big map: its repeated keys found past PR__MAP_LINEAR entries (a hash
+ * table), built anew for the next record's map (whose keys sit elsewhere). */
+static void test_map_keys_big(void **state)
+{
+    (void)state;
+    static const pr_json_path paths[] = {MK("wmap", PR_JSON_KEYS, PR_JSON_ALIGNED, 64),
+                                         MK("wmap", PR_JSON_VALUES, PR_JSON_ALIGNED, 64)};
+    rfx t;
+    rfx_init(&t, "t3.All", paths, 2, PR_PB_FRAMING_NONE);
+    char ev[4096];
+    int n = snprintf(ev, sizeof(ev), "{\"wmap\": {");
+    for (int i = 0; i < 40; i++)
+        n += snprintf(ev + n, sizeof(ev) - (size_t)n, "\"k%d\": %d.5, ", i, i);
+    snprintf(ev + n, sizeof(ev) - (size_t)n,
+             "\"k3\": 100.5, \"k39\": 200.5, \"k20\": 300.5, \"k3\": 400.5}}");
+    same_as_extractor(&t, ev);
+    assert_int_equal(t.jb->cols[0].count[0], 40);
+    want_s(&t, 0, 39, "k39");
+    assert_true(val(&t, 1, 3)->d == 400.5 && val(&t, 1, 39)->d == 200.5 &&
+                val(&t, 1, 20)->d == 300.5 && val(&t, 1, 21)->d == 21.5);
+    n = snprintf(ev, sizeof(ev), "{\"wmap\": {");
+    for (int i = 19; i >= 0; i--)
+        n += snprintf(ev + n, sizeof(ev) - (size_t)n, "\"k%d\": %d.5, ", i, i);
+    snprintf(ev + n, sizeof(ev) - (size_t)n, "\"k0\": 7.5, \"k19\": 8.5, \"x\": 1.5}}");
+    same_as_extractor(&t, ev);
+    assert_int_equal(t.jb->cols[0].count[0], 21);
+    assert_true(val(&t, 1, 19)->d == 7.5 && val(&t, 1, 0)->d == 8.5);
+    rfx_free(&t);
+}
+
+/* A map read by its keys inside messages: under a map's value (a later
+ * entry with the same key replaces the value and so the inner map's keys,
+ * as JSON's repeated key does), and in a message that occurs twice on the
+ * wire (protobuf merges it: the inner map's entries add up, a key in both
+ * takes the last value). */
+static void test_map_keys_nested(void **state)
+{
+    (void)state;
+    static const pr_json_path paths[] = {MK("objs.a.m", PR_JSON_KEYS, PR_JSON_ALIGNED, 4),
+                                         MK("objs.a.m", PR_JSON_VALUES, PR_JSON_ALIGNED, 4),
+                                         MK("inner.m", PR_JSON_KEYS, PR_JSON_ALIGNED, 4),
+                                         MK("inner.m", PR_JSON_VALUES, PR_JSON_ALIGNED, 4)};
+    rfx t;
+    rfx_init(&t, "t3.All", paths, 4, PR_PB_FRAMING_NONE);
+    same_as_extractor(&t, "{\"objs\": {\"a\": {\"m\": {\"x\": 1.5, \"y\": 0.5}}, \"b\": {\"m\": "
+                          "{\"z\": 1.5}}, \"a\": {\"m\": {\"y\": 2.5}}}, \"inner\": {\"m\": "
+                          "{\"p\": 1.5, \"q\": 2.5}}}");
+    assert_int_equal(t.jb->cols[0].count[0], 1);
+    want_s(&t, 0, 0, "y");
+    assert_true(val(&t, 1, 0)->d == 2.5);
+    want_s(&t, 2, 1, "q");
+    char err[256];
+    uint8_t *two = NULL;
+    size_t cap = 0;
+    static const char e1[] = "{\"inner\": {\"m\": {\"p\": 1.5, \"q\": 2.5}}}",
+                      e2[] = "{\"inner\": {\"m\": {\"r\": 0.5, \"p\": 3.5}}}";
+    int a = pr_pbuser_encode_json(t.d, e1, strlen(e1), false, 0, &two, &cap, err, sizeof(err));
+    assert_true(a > 0);
+    uint8_t *buf = malloc((size_t)a * 2 + 64);
+    memcpy(buf, two, (size_t)a);
+    int b = pr_pbuser_encode_json(t.d, e2, strlen(e2), false, 0, &two, &cap, err, sizeof(err));
+    assert_true(b > 0);
+    memcpy(buf + a, two, (size_t)b);
+    assert_int_equal(read_bytes(&t, buf, (size_t)(a + b)), 0);
+    assert_int_equal(t.jb->cols[2].count[0], 3);
+    want_s(&t, 2, 0, "p");
+    want_s(&t, 2, 2, "r");
+    assert_true(val(&t, 3, 0)->d == 3.5 && val(&t, 3, 1)->d == 2.5 && val(&t, 3, 2)->d == 0.5);
+    free(buf);
+    free(two);
+    rfx_free(&t);
+}
+
+/* pr_pbuser_reader_new fails with `want` in its error. */
+static void reader_fails(const pr_json_path *paths, size_t n, const char *want)
+{
+    char err[512];
+    pr_pbuser_desc *d = pr_pbuser_desc_load(PR_PBUSER_DESC, "t3.All", err, sizeof(err));
+    assert_non_null(d);
+    pr_pbuser_reader *r = pr_pbuser_reader_new(d, PR_PB_FRAMING_NONE, paths, n, err, sizeof(err));
+    if (r || !strstr(err, want))
+        fail_msg("reader: '%s' lacks '%s'", r ? "(made)" : err, want);
+    pr_pbuser_desc_free(d);
+}
+
+/* Paths the reader refuses for a map read by its keys. */
+static void test_map_keys_refused(void **state)
+{
+    (void)state;
+    const pr_json_path under[] = {MK("items.m", PR_JSON_KEYS, PR_JSON_LIST, 4)};
+    reader_fails(under, 1, "'m' is a map inside the repeated message 'items': one list level");
+    const pr_json_path not_map[] = {MK("names", PR_JSON_KEYS, PR_JSON_LIST, 4)};
+    reader_fails(not_map, 1, "'names' is not a map field (repeated, a string)");
+    const pr_json_path key_below[] = {MK("attrs", PR_JSON_KEYS, PR_JSON_LIST, 4), SC("attrs.k1")};
+    reader_fails(key_below, 2, "'attrs' is read as a map (list: { from: keys }): no path may name");
+    const pr_json_path key_above[] = {SC("attrs.k1"), MK("attrs", PR_JSON_KEYS, PR_JSON_LIST, 4)};
+    reader_fails(key_above, 2, "'attrs' is read as a map (list: { from: keys }): no path may name");
+    const pr_json_path msgs[] = {MK("objs", PR_JSON_KEYS, PR_JSON_ALIGNED, 4),
+                                 MK("objs", PR_JSON_VALUES, PR_JSON_ALIGNED, 4)};
+    reader_fails(msgs, 2, "objs: the map's values are messages (t3.Inner)");
+    const pr_json_path alone[] = {MK("wmap", PR_JSON_VALUES, PR_JSON_ALIGNED, 4)};
+    reader_fails(alone, 1, "map 'wmap': its values are read with its keys");
+    const pr_json_path shape[] = {MK("wmap", PR_JSON_KEYS, PR_JSON_ALIGNED, 4),
+                                  MK("wmap", PR_JSON_VALUES, PR_JSON_LIST, 4)};
+    reader_fails(shape, 2, "wmap: a map's values are read as a list aligned with its keys");
+}
+
+/* JSON event json and Protobuf bytes pb as record i (pbfx_pair for bytes
+ * the encoder cannot write). */
+static int pbfx_raw(pbfx *t, const char *json, const void *pb, size_t len, int64_t i)
+{
+    t->xj.offset = t->xp.offset = i;
+    uint32_t next = 0;
+    int a = pr_decode_message(PR_MSG_JSON, &t->xj, t->bj, json, strlen(json), &next, NULL);
+    int b = pr_decode_message(PR_MSG_PROTOBUF, &t->xp, t->bp, pb, len, &next, NULL);
+    if (a != b || t->rj.last != t->rp.last)
+        fail_msg("%s: json %d, protobuf %d (%s)", json, a, b, pr_decode_reason_name(t->rp.last));
+    return a;
+}
+
+/* list: { from: keys } and weights: { from: values } over Protobuf map
+ * fields: the same blocks as the same JSON events (ids, weights, keep
+ * last, a repeated key, empty and absent maps, integer keys, a map past
+ * PR_FEAT_MAX_LIST keys rejected list_too_long both ways); an entry without
+ * its value weighs 0 (JSON's 0, not the default: map values have no
+ * presence). */
+static void test_map_keys_same_as_json(void **state)
+{
+    (void)state;
+    pbfx t;
+    pbfx_init(&t, "      sparse:\n"
+                  "        - { name: w, path: wmap, list: { max_len: 8, from: keys },\n"
+                  "            weights: { from: values, default: 0.5 }, ops: [vocab] }\n"
+                  "        - { name: k, path: attrs, list: { max_len: 2, keep: last, from: keys "
+                  "}, ops: [vocab] }\n"
+                  "        - { name: i, path: imap, list: { max_len: 4, from: keys },\n"
+                  "            weights: { from: values }, ops: [vocab] }\n"
+                  "        - { name: s, path: scores, list: { max_len: 8, from: keys }, ops: [ { "
+                  "hash: 50 } ] }\n"
+                  "        - { name: v, path: wmap, list: { max_len: 2, keep: last, from: keys "
+                  "}, ops: [vocab] }\n");
+    static const char *const evs[] = {
+        "{\"i32\": 1, \"wmap\": {\"a\": 0.25, \"b\": 2, \"c\": -1.5}, \"attrs\": {\"x\": \"1\", "
+        "\"y\": \"2\", \"z\": \"3\"}, \"imap\": {\"7\": 0.5, \"-3\": 1.5}, \"scores\": {\"-3\": 1, "
+        "\"9\": 2}}",
+        "{\"i32\": 0, \"wmap\": {\"a\": 1, \"b\": 2, \"a\": 3}, \"imap\": {\"5\": 1, \"5\": 2.5}}",
+        "{\"i32\": 0, \"wmap\": {}, \"attrs\": {}, \"imap\": {}}",
+        "{\"i32\": 1}",
+    };
+    for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
+        assert_int_equal(pbfx_both(&t, evs[i], (int64_t)i), 1);
+    /* wmap (34): {"b": 4} then {"a"} without a value */
+    static const uint8_t novalue[] = {0x08, 0x01, 0x92, 0x02, 0x0c, 0x0a, 0x01, 'b',
+                                      0x11, 0,    0,    0,    0,    0,    0,    0x10,
+                                      0x40, 0x92, 0x02, 0x03, 0x0a, 0x01, 'a'};
+    assert_int_equal(
+        pbfx_raw(&t, "{\"i32\": 1, \"wmap\": {\"b\": 4, \"a\": 0}}", novalue, sizeof(novalue), 4),
+        1);
+    /* 40 keys, some again past the first 8 kept; then 4097 keys */
+    char *ev = malloc(80000);
+    int n = snprintf(ev, 80000, "{\"i32\": 1, \"wmap\": {");
+    for (int i = 0; i < 40; i++)
+        n += snprintf(ev + n, 80000 - (size_t)n, "\"k%d\": %d, ", i, i);
+    snprintf(ev + n, 80000 - (size_t)n, "\"k3\": 100, \"k30\": 7, \"k0\": 9}}");
+    assert_int_equal(pbfx_both(&t, ev, 5), 1);
+    n = snprintf(ev, 80000, "{\"i32\": 1, \"wmap\": {");
+    for (int i = 0; i <= PR_FEAT_MAX_LIST; i++)
+        n += snprintf(ev + n, 80000 - (size_t)n, "%s\"k%d\": 1", i ? ", " : "", i);
+    snprintf(ev + n, 80000 - (size_t)n, "}}");
+    assert_int_equal(pbfx_both(&t, ev, 6), 0);
+    assert_int_equal(t.rp.last, PR_DEC_LIST_TOO_LONG);
+    free(ev);
+    assert_int_equal(t.rp.n, 1);
+    blocks_equal(t.bj, t.bp);
+    const pr_fside *sd = t.bp->side;
+    static const float ww[] = {0.25f, 2, -1.5f, 3, 2, 4, 0, 9, 1, 2, 100, 4, 5, 6, 7};
+    assert_int_equal(sd->n_weights[0], 15);
+    assert_memory_equal(sd->weights[0], ww, sizeof(ww));
+    static const float iw[] = {0.5f, 1.5f, 2.5f};
+    assert_int_equal(sd->n_weights[2], 3);
+    assert_memory_equal(sd->weights[2], iw, sizeof(iw));
+    static const int32_t klen[] = {2, 0, 0, 0, 0, 0}, wlen[] = {3, 2, 0, 0, 2, 8};
+    assert_memory_equal(pr_fside_lengths(t.bp->side, 1), klen, sizeof(klen)); /* last 2 of 3 */
+    assert_memory_equal(pr_fside_lengths(t.bp->side, 0), wlen, sizeof(wlen));
+    pbfx_free(&t);
+}
+
+/* The descriptor set and maps read by their keys: a map field of any key
+ * type loads, weighted by number values; a field that is no map is refused
+ * naming schema.sparse[i].path, values that are no numbers naming
+ * schema.sparse[i].weights.from, a map under a repeated message too. */
+static void test_map_keys_config(void **state)
+{
+    (void)state;
+    all_config(
+        "        - { name: w, path: wmap, list: { max_len: 2, from: keys },\n"
+        "            weights: { from: values }, ops: [vocab] }\n"
+        "        - { name: i, path: imap, list: { max_len: 2, from: keys },\n"
+        "            weights: { from: values, default: 1 }, ops: [vocab] }\n"
+        "        - { name: z, path: zmap, list: { max_len: 2, from: keys },\n"
+        "            weights: { from: values }, ops: [vocab] }\n"
+        "        - { name: u, path: umap, list: { max_len: 2, from: keys },\n"
+        "            weights: { from: values }, ops: [ { hash: 10 } ] }\n"
+        "        - { name: a, path: attrs, list: { max_len: 2, from: keys }, ops: [vocab] }\n"
+        "        - { name: o, path: objs, list: { max_len: 2, from: keys }, ops: [vocab] }\n",
+        NULL);
+    static const struct {
+        const char *path, *weights, *want;
+    } bad[] = {
+        {"names", "",
+         "schema.sparse[1].path: 'names' is not a map field (repeated, a string): list: { from: "
+         "keys } reads a map"},
+        {"str", "", "schema.sparse[1].path: 'str' is not a map field (a string)"},
+        {"inner", "", "schema.sparse[1].path: 'inner' is not a map field (a message)"},
+        {"items", "", "schema.sparse[1].path: 'items' is not a map field (repeated, a message)"},
+        {"items.m", "", "schema.sparse[1].path: 'm' is a map inside the repeated message 'items'"},
+        {"wmap.a", "",
+         "schema.sparse[1].path: 'wmap.a' names a key of the map 'wmap', not a map field"},
+        {"objs.a", "", "schema.sparse[1].path: 'objs.a' names a key of the map 'objs'"},
+        {"nosuch", ", weights: { from: values }",
+         "schema.sparse[1].path: message t3.All has no field 'nosuch'"},
+        {"attrs", ", weights: { from: values }",
+         "schema.sparse[1].weights.from: 'attrs' in message t3.All: a map of string, bytes, enum "
+         "or bool values, and weights are numbers"},
+        {"cmap", ", weights: { from: values }",
+         "schema.sparse[1].weights.from: 'cmap' in message t3.All: a map of string"},
+        {"bmap", ", weights: { from: values }",
+         "schema.sparse[1].weights.from: 'bmap' in message t3.All: a map of string"},
+        {"objs", ", weights: { from: values }",
+         "schema.sparse[1].weights.from: 'objs' in message t3.All: a map of message values"},
+    };
+    char y[512];
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(
+            y, sizeof(y),
+            "        - { name: a, path: hist, list: { max_len: 3 }, ops: [vocab] }\n"
+            "        - { name: b, path: %s, list: { max_len: 3, from: keys }%s, ops: [vocab] }\n",
+            bad[i].path, bad[i].weights);
+        all_config(y, bad[i].want);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1374,6 +1728,12 @@ int main(void)
         cmocka_unit_test(test_weighted_messages_aligned),
         cmocka_unit_test(test_weighted_config),
         cmocka_unit_test(test_dense_vector_bytes_same_as_json),
+        cmocka_unit_test(test_map_keys_reader),
+        cmocka_unit_test(test_map_keys_big),
+        cmocka_unit_test(test_map_keys_nested),
+        cmocka_unit_test(test_map_keys_refused),
+        cmocka_unit_test(test_map_keys_same_as_json),
+        cmocka_unit_test(test_map_keys_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
