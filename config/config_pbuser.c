@@ -24,8 +24,17 @@ static int pr__pb_check(const void *schema, const pr_feature_spec *f, uint8_t k,
      * message, of numbers. A string, bytes or enum field reads as a string,
      * and a bool as true / false, which the decoder rejects as a weight. */
     if (k == PR_FEAT_WEIGHTS_PATH) {
-        if (f->weights_from_values) /* a map's values: pr__pb_check_values */
+        if (f->weights_from_values) { /* a map's values; a path error is the ids' */
+            int rc = pr_pbuser_check_path(schema, f->weights_path, PR_JSON_ALIGNED, PR_JSON_VALUES,
+                                          &types, errstr, errstr_size);
+            if (rc == 0 && (!types || (types & (PR_FTYPE_STR | PR_FTYPE_BYTES | PR_FTYPE_BOOL))))
+                return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                                 "'%s' in message %s: a map of %s values, and weights are numbers "
+                                 "(a map whose value type is an integer, float or double)",
+                                 f->weights_path, pr_pbuser_desc_message(schema),
+                                 types ? "string, bytes, enum or bool" : "message");
             return 0;
+        }
         int rc = pr_pbuser_check_path(schema, f->weights_path, PR_JSON_ALIGNED, PR_JSON_AT, &types,
                                       errstr, errstr_size);
         if (rc == 0 && (types & (PR_FTYPE_STR | PR_FTYPE_BYTES | PR_FTYPE_BOOL)))
@@ -48,47 +57,6 @@ static int pr__pb_check(const void *schema, const pr_feature_spec *f, uint8_t k,
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "'%s' in message %s: %s", f->paths[k],
                          pr_pbuser_desc_message(schema), why);
     return rc;
-}
-
-/* weights: { from: values }: the map's value type is a number type (an
- * integer, float or double; a string, bytes or enum value reads as a
- * string, a bool as true / false, a message as none: the decoder would
- * reject them all as weights). The error names schema.sparse[i].weights.from
- * (pr__check_feature_paths names weights.path); a path that does not
- * resolve is its own error, at schema.sparse[i].path. */
-static void pr__pb_check_values(cfg_ctx *c, yaml_node_t *map, const pr_pipeline_cfg *pl,
-                                const pr_pbuser_desc *d)
-{
-    size_t idx = 0; /* the feature's place in schema.sparse (lists included) */
-    for (uint32_t i = 0; i < pl->features.n_features; i++) {
-        const pr_feature_spec *f = &pl->features.features[i];
-        if (f->kind != PR_FEAT_SPARSE && f->kind != PR_FEAT_LIST)
-            continue;
-        size_t at = idx++;
-        unsigned types = 0;
-        char e[400];
-        if (!f->weights_from_values ||
-            pr_pbuser_check_path(d, f->weights_path, PR_JSON_ALIGNED, PR_JSON_VALUES, &types, e,
-                                 sizeof(e)) ||
-            (types && !(types & (PR_FTYPE_STR | PR_FTYPE_BYTES | PR_FTYPE_BOOL))))
-            continue;
-        yaml_node_t *s = pr__map_find(c, map, "schema");
-        yaml_node_t *l = s ? pr__map_find(c, s, "sparse") : NULL, *w = NULL;
-        if (l && l->type == YAML_SEQUENCE_NODE &&
-            at < (size_t)(l->data.sequence.items.top - l->data.sequence.items.start)) {
-            yaml_node_t *it = pr__node_get(c, l->data.sequence.items.start[at]);
-            w = it && it->type == YAML_MAPPING_NODE ? pr__map_find(c, it, "weights") : NULL;
-            if (w && w->type == YAML_MAPPING_NODE)
-                w = pr__map_find(c, w, "from");
-        }
-        char sub[64];
-        snprintf(sub, sizeof(sub), "schema.sparse[%zu].weights.from", at);
-        pr__cfg_error(c, w, sub,
-                      "'%s' in message %s: a map of %s values, and weights are numbers (a map "
-                      "whose value type is an integer, float or double)",
-                      f->weights_path, pr_pbuser_desc_message(d),
-                      types ? "string, bytes, enum or bool" : "message");
-    }
 }
 
 void pr__check_protobuf(cfg_ctx *c, yaml_node_t *map, const pr_pipeline_cfg *pl)
@@ -121,9 +89,7 @@ void pr__check_protobuf(cfg_ctx *c, yaml_node_t *map, const pr_pipeline_cfg *pl)
                       msg ? "source.protobuf.message" : "source.protobuf.descriptor_set", "%s", e);
         return;
     }
-    if (pl->features.declared) {
+    if (pl->features.declared)
         pr__check_feature_paths(c, map, pl, pr__pb_check, d);
-        pr__pb_check_values(c, map, pl, d);
-    }
     pr_pbuser_desc_free(d);
 }

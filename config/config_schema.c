@@ -1393,9 +1393,10 @@ void pr__check_feature_paths(cfg_ctx *c, yaml_node_t *map, const pr_pipeline_cfg
         }
         char e[400], sub[96];
         if (pr_feature_weighted(f) && fn(schema, f, PR_FEAT_WEIGHTS_PATH, e, sizeof(e)) != 0) {
-            snprintf(sub, sizeof(sub), "schema.%s[%zu].weights.path", list, idx);
+            const char *wk = f->weights_from_values ? "from" : "path"; /* the key given */
+            snprintf(sub, sizeof(sub), "schema.%s[%zu].weights.%s", list, idx, wk);
             yaml_node_t *wn = pr__feature_node(c, map, list, idx, "weights");
-            pr__cfg_error(c, wn && wn->type == YAML_MAPPING_NODE ? pr__map_find(c, wn, "path") : wn,
+            pr__cfg_error(c, wn && wn->type == YAML_MAPPING_NODE ? pr__map_find(c, wn, wk) : wn,
                           sub, "%s", e);
         }
     }
