@@ -58,6 +58,11 @@ static const char yaml_fmt[] =
     "        - { name: cl, path: colors, list: { max_len: 4 }, ops: [vocab] }\n"
     "        - { name: z3, path: s32, ops: [vocab] }\n"
     "        - { name: by, path: by, ops: [ { hash: 1000 } ] }\n"
+    "        - { name: wm, path: wmap, list: { max_len: 20, from: keys },\n"
+    "            weights: { from: values, default: 1 }, ops: [vocab] }\n"
+    "        - { name: im, path: imap, list: { max_len: 3, from: keys, keep: last },\n"
+    "            weights: { from: values }, ops: [vocab] }\n"
+    "        - { name: cm, path: cmap, list: { max_len: 4, from: keys }, ops: [vocab] }\n"
     "        - { name: x, cross: [inner.c, f32], ops: [ { hash: 1000 } ] }\n";
 
 typedef struct fuzz_setup {
