@@ -12,9 +12,12 @@
  * paths, into a plan: one node per (schema node, path position). A node
  * either skips its value (a skip node per schema node, shared, recursion
  * allowed), writes it to a column (a leaf), descends (records, wanted map
- * keys, unions), or says the value cannot be what the path needs (wrong
- * type, raised only when such a value is actually present, as the JSON
- * extractor does). Reading a record is then one pass over its bytes with no
+ * keys, unions), reads a map whole (a list: { from: keys } path: every key
+ * to one column, every value to another or skipped; a repeated key found
+ * in the keys read so far, past 16 through a hash table made with the
+ * reader), or says the value cannot be what the path needs (wrong type,
+ * raised only when such a value is actually present, as the JSON extractor
+ * does). Reading a record is then one pass over its bytes with no
  * allocation: blocks of arrays and maps that carry their byte size are
  * skipped in one jump.
  *
@@ -47,6 +50,7 @@
 #define PR__AV_NEG_TTL_NS  (10 * 1000000000LL) /* an unknown id is asked again after */
 #define PR__AV_MAX_DECIMAL 64                  /* bytes of a decimal's unscaled value */
 #define PR__AV_KNOWN_MAX   4096                /* writer schemas published to other threads */
+#define PR__AV_MAP_LINEAR  16 /* a map's keys looked up one by one; past it, hashed */
 
 enum {
     AV_NULL,
@@ -62,7 +66,13 @@ enum {
     AV_MAP,
     AV_UNION
 };
-enum { ACT_SKIP, ACT_LEAF, ACT_DESCEND, ACT_WRONG };
+enum {
+    ACT_SKIP,
+    ACT_LEAF,
+    ACT_DESCEND,
+    ACT_WRONG,
+    ACT_KEYS, /* AV_MAP read whole: its keys to col, its values to vcol (list: { from: keys }) */
+};
 
 typedef struct av av;
 struct av {
@@ -71,7 +81,9 @@ struct av {
     bool zero_size;   /* encodes in no bytes (bounds counts of such items) */
     bool decimal;     /* AV_BYTES / AV_FIXED with logicalType decimal */
     bool utf8;        /* AV_BYTES from an Avro string: must be UTF-8 (bad_utf8) */
-    int32_t col;      /* ACT_LEAF, ACT_WRONG: the column (its path names rejects) */
+    int32_t col;      /* ACT_LEAF, ACT_WRONG: the column (its path names rejects);
+                       * ACT_KEYS: the keys' column */
+    int32_t vcol;     /* ACT_KEYS: the values' column, -1 none (values skipped) */
     int32_t scale;    /* decimal */
     int64_t size;     /* AV_FIXED: bytes; AV_ENUM: symbols */
     const char *what; /* ACT_WRONG: why */
@@ -87,11 +99,14 @@ struct av {
     int32_t *aligned;   /* each given a hole by an item without a value there */
 };
 
-/* The wanted paths as a trie: node 0 is the record; a leaf has a column. */
+/* The wanted paths as a trie: node 0 is the record; a leaf has a column; a
+ * map read whole (PR_JSON_KEYS, PR_JSON_VALUES paths) has its keys' column
+ * and its values' (-1 none), and no children. */
 typedef struct pr__ptrie {
     const char *seg;
     uint32_t seg_len;
     int32_t col;
+    int32_t kcol, vcol;
     uint32_t first, next; /* first child, next sibling (0 = none) */
 } pr__ptrie;
 
@@ -154,6 +169,11 @@ struct pr_avro_reader {
     /* one record */
     uint32_t *elem_start; /* [n_paths]: an aligned column's values before the current item
                            * of an array of records (one list level: never nested) */
+    struct {
+        uint32_t gen, idx;
+    } * mh;                         /* a map read whole, past PR__AV_MAP_LINEAR keys: its key
+                                     * indexes by hash (entries of generation mh_gen) */
+    uint32_t mh_mask, mh_gen, mh_n; /* mh_n: the map's keys in mh so far */
     const uint8_t *p, *end, *start;
     pr_json_block *jb;
     pr_json_reject *rej;
@@ -177,7 +197,7 @@ static int pr__trie_build(pr_avro_reader *r)
     r->trie = calloc(max, sizeof(*r->trie));
     if (!r->trie)
         return PR_ENOMEM;
-    r->trie[0].col = -1;
+    r->trie[0] = (pr__ptrie){.col = -1, .kcol = -1, .vcol = -1};
     r->n_trie = 1;
     for (size_t i = 0; i < r->n_paths; i++) {
         const char *s = r->paths[i].path;
@@ -188,7 +208,8 @@ static int pr__trie_build(pr_avro_reader *r)
             uint32_t k = pr__trie_child(r, t, s, len);
             if (!k) {
                 k = r->n_trie++;
-                r->trie[k] = (pr__ptrie){.seg = s, .seg_len = (uint32_t)len, .col = -1};
+                r->trie[k] = (pr__ptrie){
+                    .seg = s, .seg_len = (uint32_t)len, .col = -1, .kcol = -1, .vcol = -1};
                 r->trie[k].next = r->trie[t].first;
                 r->trie[t].first = k;
             }
@@ -197,7 +218,31 @@ static int pr__trie_build(pr_avro_reader *r)
                 break;
             s = dot + 1;
         }
-        r->trie[t].col = (int32_t)i;
+        *(r->paths[i].part == PR_JSON_KEYS     ? &r->trie[t].kcol
+          : r->paths[i].part == PR_JSON_VALUES ? &r->trie[t].vcol
+                                               : &r->trie[t].col) = (int32_t)i;
+    }
+    return 0;
+}
+
+/* A map read whole is read as a map only: no value at its path, no key
+ * named under it, its values with its keys (the decoder's JSON extractor
+ * refuses the same paths). */
+static int pr__trie_maps_ok(const pr_avro_reader *r, char *errstr, size_t errstr_size)
+{
+    for (uint32_t t = 1; t < r->n_trie; t++) {
+        const pr__ptrie *tn = &r->trie[t];
+        if (tn->kcol < 0 && tn->vcol < 0)
+            continue;
+        const char *path = r->paths[tn->kcol >= 0 ? tn->kcol : tn->vcol].path;
+        if (tn->kcol < 0)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "avro: '%s': a map's values are read with its keys", path);
+        if (tn->col >= 0 || tn->first)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "avro: '%s' is read as a map (its keys): no path may read it as a "
+                             "value or name a key under it",
+                             path);
     }
     return 0;
 }
@@ -219,6 +264,7 @@ static av *pr__node(pr__plan *pl, uint8_t kind, uint8_t act)
         n->kind = kind;
         n->act = act;
         n->col = -1;
+        n->vcol = -1;
         n->zero_size = kind == AV_NULL;
         pl->nodes[pl->n_nodes++] = n;
     }
@@ -570,6 +616,66 @@ static av *pr__compile_objlist(pr__cmp *c, avro_schema_t s, json_t *jo, uint32_t
     return n->kid[0] ? n : NULL;
 }
 
+/* A map's value schema s (JSON j) read into values column vcol: a scalar as
+ * a leaf's (the decoder judges a weight: a number, else wrong_type), null a
+ * hole (pr__map_value), a record, array or map wrong, as JSON's. */
+static av *pr__compile_value(pr__cmp *c, avro_schema_t s, json_t *j, int32_t vcol, int depth)
+{
+    while (s && is_avro_link(s))
+        s = avro_schema_link_target(s);
+    int kind = s ? pr__kind(s) : -1;
+    if (kind < 0 || depth > PR__AV_MAX_DEPTH)
+        return NULL;
+    if (kind == AV_RECORD || kind == AV_ARRAY || kind == AV_MAP)
+        return pr__wrong(c, (uint8_t)kind, vcol,
+                         "a list or record as a map's value (a weight is a number)");
+    json_t *jo = pr__jobj(c->pl, j);
+    av *n = pr__node(c->pl, (uint8_t)kind, kind == AV_UNION ? ACT_DESCEND : ACT_LEAF);
+    if (!n)
+        return NULL;
+    n->col = vcol;
+    if (kind == AV_UNION) {
+        size_t nb = avro_schema_union_size(s);
+        if (pr__kids(n, (uint32_t)nb))
+            return NULL;
+        for (size_t i = 0; i < nb; i++)
+            if (!(n->kid[i] = pr__compile_value(c, avro_schema_union_branch(s, (int)i),
+                                                json_array_get(jo, i), vcol, depth + 1)))
+                return NULL;
+    }
+    if (pr__annotate(n, s, jo))
+        return NULL;
+    if (kind == AV_FIXED)
+        n->zero_size = n->size == 0;
+    return n;
+}
+
+/* Schema node s (JSON j) at a map read whole, trie node tn (list: { from:
+ * keys }): a map, its keys to tn->kcol and its values to tn->vcol or
+ * skipped; null: absent; anything else, or a map under an array of
+ * records (one list level per path), wrong, as the JSON extractor's
+ * pr__take_map. */
+static av *pr__compile_keys(pr__cmp *c, avro_schema_t s, json_t *j, int kind, const pr__ptrie *tn)
+{
+    if (kind == AV_NULL)
+        return pr__skip_node(c, s, j);
+    if (c->in_elem)
+        return pr__wrong(c, (uint8_t)kind, tn->kcol,
+                         "a map inside a list of records (one list level per path)");
+    if (kind != AV_MAP)
+        return pr__wrong(c, (uint8_t)kind, tn->kcol, "a map expected");
+    json_t *jo = pr__jobj(c->pl, j), *vj = json_object_get(jo, "values");
+    avro_schema_t vs = avro_schema_map_values(s);
+    av *n = pr__node(c->pl, AV_MAP, ACT_KEYS);
+    if (!n || pr__kids(n, 1))
+        return NULL;
+    n->col = tn->kcol;
+    n->vcol = tn->vcol;
+    n->kid[0] =
+        tn->vcol >= 0 ? pr__compile_value(c, vs, vj, tn->vcol, 0) : pr__skip_node(c, vs, vj);
+    return n->kid[0] ? n : NULL;
+}
+
 /* Schema node s (JSON j) at trie node t (-1: not wanted, skip); in_list: an
  * element of a list at a leaf. Under an array of records (c->in_elem) a
  * leaf takes one scalar per item, and null there adds nothing. */
@@ -599,6 +705,8 @@ static av *pr__compile(pr__cmp *c, avro_schema_t s, json_t *j, int64_t t, bool i
             if (!(n->kid[i] = pr__compile(c, avro_schema_union_branch(s, (int)i),
                                           json_array_get(jo, i), t, in_list)))
                 return NULL;
+    } else if (tn->kcol >= 0) {
+        n = pr__compile_keys(c, s, j, kind, tn);
     } else if (!leaf) {
         if (kind == AV_NULL)
             n = pr__skip_node(c, s, j); /* null on the way: the path is absent */
@@ -991,6 +1099,216 @@ static int pr__map(pr_avro_reader *r, const av *n, int depth)
     }
 }
 
+/* ---- a map read whole (ACT_KEYS) ---- */
+
+static uint32_t pr__key_hash(const uint8_t *key, size_t len)
+{
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ key[i]) * 0x100000001b3ull;
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+/* The key (key, len) among the keys of the map being read (keys column
+ * kcol's values from k0): its value index, or -1. One by one up to
+ * PR__AV_MAP_LINEAR keys, past it through r->mh, which catches up with the
+ * keys first (a map of 1000 item counts stays linear, not quadratic). */
+static int64_t pr__key_find(pr_avro_reader *r, uint32_t kcol, uint32_t k0, const uint8_t *key,
+                            size_t len)
+{
+    const pr_json_col *c = &r->jb->cols[kcol];
+    const char *arena = r->jb->arena;
+    uint32_t n = c->n_values - k0;
+    if (n <= PR__AV_MAP_LINEAR) {
+        for (uint32_t e = k0; e < c->n_values; e++)
+            if (c->any[e].s.len == len && (!len || !memcmp(arena + c->any[e].s.off, key, len)))
+                return e;
+        return -1;
+    }
+    for (; r->mh_n < n; r->mh_n++) {
+        const pr_json_any *a = &c->any[k0 + r->mh_n];
+        uint32_t h = pr__key_hash((const uint8_t *)arena + a->s.off, a->s.len) & r->mh_mask;
+        while (r->mh[h].gen == r->mh_gen)
+            h = (h + 1) & r->mh_mask;
+        r->mh[h].gen = r->mh_gen;
+        r->mh[h].idx = r->mh_n;
+    }
+    for (uint32_t h = pr__key_hash(key, len) & r->mh_mask; r->mh[h].gen == r->mh_gen;
+         h = (h + 1) & r->mh_mask) {
+        const pr_json_any *a = &c->any[k0 + r->mh[h].idx];
+        if (a->s.len == len && (!len || !memcmp(arena + a->s.off, key, len)))
+            return k0 + r->mh[h].idx;
+    }
+    return -1;
+}
+
+/* A string value of a repeated key (a map of strings, enums or bytes: the
+ * decoder refuses it as a weight, as JSON's) over values[slot] of column
+ * col, its bytes put at the end of the block's arena, grown as the row
+ * writer grows it (the value replaces an entry in place, which
+ * pr_json_row_put_str cannot do). */
+static int pr__str_at(pr_avro_reader *r, int32_t col, uint32_t slot, const void *s, size_t len)
+{
+    pr_json_block *b = r->jb;
+    if (len > UINT32_MAX - b->arena_len)
+        return PR_ENOMEM;
+    if (b->arena_len + len > b->arena_cap) {
+        size_t cap = b->arena_cap ? b->arena_cap : 4096;
+        while (cap < b->arena_len + len)
+            cap *= 2;
+        char *a = realloc(b->arena, cap);
+        if (!a)
+            return PR_ENOMEM;
+        b->arena = a;
+        b->arena_cap = cap;
+    }
+    if (len)
+        memcpy(b->arena + b->arena_len, s, len);
+    b->cols[col].any[slot] =
+        (pr_json_any){.type = PR_JSON_STRING, .s = {(uint32_t)b->arena_len, (uint32_t)len}};
+    b->arena_len += len;
+    return 0;
+}
+
+/* A map's value (leaf n, not a union) decoded as pr__leaf_scalar reads it:
+ * *a (type PR_JSON_HOLE for null), or a string (*s, *len) when a->type is
+ * PR_JSON_STRING. Not pr__leaf_scalar itself: a second caller would make
+ * GCC call it out of line on the hot path. */
+static int pr__map_scalar(pr_avro_reader *r, const av *n, pr_json_any *a, const uint8_t **s,
+                          size_t *len)
+{
+    int rc = 0;
+    float f;
+    *a = (pr_json_any){.type = PR_JSON_HOLE};
+    switch (n->kind) {
+    case AV_NULL:
+        return 0;
+    case AV_BOOL:
+        if ((rc = pr__take(r, 1, s)))
+            return rc;
+        if (**s > 1)
+            return pr__bad(r, PR_DEC_BAD_AVRO, "boolean not 0 or 1", n->col);
+        *a = (pr_json_any){.type = PR_JSON_BOOL, .i = **s};
+        return 0;
+    case AV_LONG:
+        *a = (pr_json_any){.type = PR_JSON_INT64, .unit = n->unit};
+        return pr__long(r, &a->i);
+    case AV_FLOAT:
+        if ((rc = pr__take(r, 4, s)))
+            return rc;
+        memcpy(&f, *s, 4); /* little-endian, as this host */
+        *a = (pr_json_any){.type = PR_JSON_DOUBLE, .d = f};
+        return 0;
+    case AV_DOUBLE:
+        a->type = PR_JSON_DOUBLE;
+        if (!(rc = pr__take(r, 8, s)))
+            memcpy(&a->d, *s, 8);
+        return rc;
+    case AV_ENUM:
+        if ((rc = pr__long(r, &a->i)))
+            return rc;
+        if (a->i < 0 || a->i >= n->size)
+            return pr__bad(r, PR_DEC_BAD_AVRO, "enum index out of range", n->col);
+        *s = (const uint8_t *)n->sym[a->i];
+        *len = n->sym_len[a->i];
+        a->type = PR_JSON_STRING;
+        return 0;
+    default: /* AV_BYTES, AV_FIXED: strings, or decimals */
+        if ((rc = n->kind == AV_FIXED ? (*len = (size_t)n->size, pr__take(r, *len, s))
+                                      : pr__bytes(r, s, len)))
+            return rc;
+        if (n->utf8 && !pr_utf8_valid(*s, *len))
+            return pr__bad(r, PR_DEC_BAD_UTF8, "invalid UTF-8", n->col);
+        if (!n->decimal)
+            a->type = PR_JSON_STRING;
+        else if (*len > PR__AV_MAX_DECIMAL)
+            return pr__bad(r, PR_DEC_NUMBER_OUT_OF_RANGE, "decimal too long", n->col);
+        else
+            *a = (pr_json_any){.type = PR_JSON_DOUBLE, .d = pr__decimal(*s, *len, n->scale)};
+        return 0;
+    }
+}
+
+/* A map's value (node n) into its values column: appended for a new key
+ * (slot -1), or over the value of the key's first place, values[slot], for
+ * a repeated key (the last value wins, as the JSON extractor's
+ * pr__map_value; a row writer put would append); null: a hole. */
+static int pr__map_value(pr_avro_reader *r, const av *n, int64_t slot)
+{
+    int64_t b;
+    int rc;
+    while (n->kind == AV_UNION && n->act == ACT_DESCEND) {
+        if ((rc = pr__long(r, &b)))
+            return rc;
+        if (b < 0 || b >= n->n)
+            return pr__bad(r, PR_DEC_BAD_AVRO, "union branch out of range", -1);
+        n = n->kid[b];
+    }
+    if (n->act == ACT_WRONG)
+        return pr__bad(r, PR_DEC_WRONG_TYPE, n->what, n->col);
+    pr_json_any a;
+    const uint8_t *s = NULL;
+    size_t len = 0;
+    if ((rc = pr__map_scalar(r, n, &a, &s, &len)))
+        return rc;
+    uint32_t col = (uint32_t)n->col;
+    if (slot < 0)
+        return pr__put_rc(r,
+                          a.type == PR_JSON_HOLE ? pr_json_row_hole(r->jb, col)
+                          : a.type == PR_JSON_STRING
+                              ? pr_json_row_put_str(r->jb, col, (const char *)s, len)
+                              : pr_json_row_put(r->jb, col, &a),
+                          n->col);
+    if (a.type == PR_JSON_STRING)
+        return pr__str_at(r, n->col, (uint32_t)slot, s, len);
+    r->jb->cols[col].any[slot] = a;
+    return 0;
+}
+
+/* A map read whole (ACT_KEYS): each entry's key, a string, to column
+ * n->col and its value to n->vcol (or skipped), in the encoded order; a
+ * repeated key keeps its first place and takes its last value; more keys
+ * than the column's max_list: list_too_long. As the JSON extractor's
+ * pr__take_map, so both give the decoder the same row. Kept out of line:
+ * pr__read, the hot loop, stays as it was. */
+static __attribute__((noinline)) int pr__map_keys(pr_avro_reader *r, const av *n, int depth)
+{
+    pr_json_block *jb = r->jb;
+    uint32_t kcol = (uint32_t)n->col;
+    int rc;
+    /* the map a second time in one record (its key repeated in a map on the
+     * way): the last one is read, as JSON's last occurrence */
+    if ((rc = pr_json_row_null(jb, kcol)) ||
+        (n->vcol >= 0 && (rc = pr_json_row_null(jb, (uint32_t)n->vcol))))
+        return rc;
+    uint32_t k0 = jb->cols[kcol].n_values, v0 = n->vcol >= 0 ? jb->cols[n->vcol].n_values : 0;
+    r->mh_n = 0;
+    if (++r->mh_gen == 0) { /* wrapped: entries of an old generation could match */
+        memset(r->mh, 0, ((size_t)r->mh_mask + 1) * sizeof(*r->mh));
+        r->mh_gen = 1;
+    }
+    for (;;) {
+        int64_t count, size;
+        if ((rc = pr__block(r, n->kid[0], &count, &size)) || count == 0)
+            return rc;
+        for (int64_t i = 0; i < count; i++) {
+            const uint8_t *key;
+            size_t len;
+            if ((rc = pr__bytes(r, &key, &len)))
+                return rc;
+            if (!pr_utf8_valid(key, len))
+                return pr__bad(r, PR_DEC_BAD_UTF8, "invalid UTF-8 in a map key", n->col);
+            int64_t dup = pr__key_find(r, kcol, k0, key, len);
+            if (dup < 0 &&
+                (rc = pr__put_rc(r, pr_json_row_put_str(jb, kcol, (const char *)key, len), n->col)))
+                return rc;
+            if ((rc = n->vcol < 0 ? pr__skip(r, n->kid[0], depth + 1)
+                                  : pr__map_value(r, n->kid[0], dup < 0 ? -1 : v0 + dup - k0)))
+                return rc;
+        }
+    }
+}
+
 static int pr__read(pr_avro_reader *r, const av *n, int depth)
 {
     int rc;
@@ -1004,6 +1322,8 @@ static int pr__read(pr_avro_reader *r, const av *n, int depth)
         return pr__bad(r, PR_DEC_WRONG_TYPE, n->what, n->col);
     case ACT_LEAF:
         return n->kind == AV_ARRAY ? pr__leaf_list(r, n, depth) : pr__leaf_scalar(r, n);
+    case ACT_KEYS:
+        return pr__map_keys(r, n, depth);
     default:
         break;
     }
@@ -1271,6 +1591,25 @@ int pr_avro_read(void *rd, pr_json_block *jb, const void *buf, size_t len, pr_js
 
 /* ---------------------------------------------------------------- building */
 
+/* The hash table of the maps read whole (none: no table): room for twice
+ * the most keys a map may have (max_list), so probes stay short. */
+static int pr__map_table(pr_avro_reader *r)
+{
+    uint32_t keys = 0, cap = 64;
+    for (size_t i = 0; i < r->n_paths; i++)
+        if (r->paths[i].part == PR_JSON_KEYS) {
+            uint32_t m = r->paths[i].max_list ? r->paths[i].max_list : PR_JSON_DEFAULT_MAX_LIST;
+            keys = m > keys ? m : keys;
+        }
+    if (!keys)
+        return 0;
+    while (cap < 2 * (keys + 1))
+        cap *= 2;
+    r->mh_mask = cap - 1;
+    r->mh = calloc(cap, sizeof(*r->mh));
+    return r->mh ? 0 : PR_ENOMEM;
+}
+
 /* pr_avro_reader_new, or with `known` (a reference the reader takes over):
  * a registry reader publishes to it, a reader without a registry reads
  * writer schemas from it. */
@@ -1282,15 +1621,6 @@ static pr_avro_reader *pr__reader_new(const pr_json_decoder *d, const char *sche
         pr_seterr(errstr, errstr_size, PR_EINVAL, "avro: needs a writer schema or a registry");
         return NULL;
     }
-    const pr_json_path *ps;
-    for (size_t i = 0, n = pr_json_decoder_paths(d, &ps); i < n; i++)
-        if (ps[i].part != PR_JSON_AT) {
-            pr__known_put(known);
-            pr_seterr(errstr, errstr_size, PR_EINVAL,
-                      "avro: '%s' is read as a map (list: { from: keys }): not yet for Avro",
-                      ps[i].path);
-            return NULL;
-        }
     pr_avro_reader *r = calloc(1, sizeof(*r));
     if (!r) {
         pr__known_put(known);
@@ -1305,10 +1635,12 @@ static pr_avro_reader *pr__reader_new(const pr_json_decoder *d, const char *sche
     r->cache_max = cache_max ? cache_max : 1000;
     r->last = -1;
     if (pr__trie_build(r) || !(r->cache = calloc(r->cache_max, sizeof(*r->cache))) ||
-        !(r->elem_start = calloc(r->n_paths + 1, sizeof(*r->elem_start)))) {
+        !(r->elem_start = calloc(r->n_paths + 1, sizeof(*r->elem_start))) || pr__map_table(r)) {
         pr_seterr(errstr, errstr_size, PR_ENOMEM, "avro: out of memory");
         goto out_free;
     }
+    if (pr__trie_maps_ok(r, errstr, errstr_size))
+        goto out_free;
     if (schema_json && !(r->fixed = pr__plan_new(r, schema_json, errstr, errstr_size)))
         goto out_free;
     r->hint_key = r;
@@ -1343,6 +1675,7 @@ void pr_avro_reader_free(pr_avro_reader *r)
     pr__plan_free(r->fixed);
     free(r->trie);
     free(r->elem_start);
+    free(r->mh);
     pr__known_put(r->known);
     if (r->own_reg)
         pr_registry_free(r->reg);
@@ -1496,6 +1829,8 @@ typedef struct pr__chk {
     bool vector;         /* ... a dense vector's: never through an array of records */
     uint32_t vbytes;     /* a dense vector of float32 bytes: its byte count (a fixed's size) */
     bool in_elem;        /* past an array of records */
+    bool map;            /* list: { from: keys }: the path names a map read whole */
+    bool map_values;     /* ... and weights: { from: values }: its values are checked */
     unsigned types;      /* PR_FTYPE_* | PR__AV_TIME of the values the path can give */
     const char *not_num; /* the first type the path can give that is no number (a
                           * string, bytes, an enum, a boolean), for a weights path */
@@ -1570,6 +1905,135 @@ static void pr__field_list(avro_schema_t s, char *b, size_t bn)
     }
 }
 
+/* A map's value schema s (JSON j) as weights: { from: values } reads it:
+ * int, long, float, double (a decimal, a time type too), or a union of
+ * those and null (a hole); 0, or PR_EINVAL naming the first that is not. */
+static int pr__chk_map_values(pr__chk *k, avro_schema_t s, json_t *j, int depth)
+{
+    while (s && is_avro_link(s))
+        s = avro_schema_link_target(s);
+    int kind = s ? pr__kind(s) : -1;
+    if (kind < 0 || depth > PR__AV_MAX_DEPTH)
+        return pr__chk_fail(k, "an unsupported type");
+    json_t *jo = pr__jobj(k->s->pl, j);
+    if (kind == AV_UNION) {
+        size_t nb = avro_schema_union_size(s);
+        for (size_t i = 0; i < nb; i++)
+            if (pr__chk_map_values(k, avro_schema_union_branch(s, (int)i), json_array_get(jo, i),
+                                   depth + 1))
+                return PR_EINVAL;
+        return 0;
+    }
+    av n = {.kind = (uint8_t)kind, .act = ACT_SKIP};
+    if (pr__annotate(&n, s, jo))
+        return pr__chk_fail(k, "out of memory");
+    if (kind == AV_NULL || kind == AV_LONG || kind == AV_FLOAT || kind == AV_DOUBLE || n.decimal)
+        return 0;
+    return pr__chk_fail(k,
+                        "the map's values can be %s, and weights (from: values) are numbers "
+                        "(int, long, float, double)",
+                        pr__av_type_name(s));
+}
+
+/* The value at a map path (list: { from: keys }), as pr__compile_keys reads
+ * it: a map, or a union with one (its null branch absent, any other
+ * branch rejects the records that carry it); not under an array of
+ * records. Its keys are strings; with weights: { from: values } its values
+ * numbers. 0, or PR_EINVAL with k->err. */
+static int pr__chk_map(pr__chk *k, avro_schema_t s, json_t *j, int depth)
+{
+    json_t *jo = pr__jobj(k->s->pl, j);
+    avro_schema_t m = s;
+    const char *other = NULL; /* the union's first branch that is neither null nor a map */
+    if (avro_typeof(s) == AVRO_UNION) {
+        m = NULL;
+        for (size_t i = 0, nb = avro_schema_union_size(s); i < nb && !m; i++) {
+            avro_schema_t b = avro_schema_union_branch(s, (int)i);
+            while (b && is_avro_link(b))
+                b = avro_schema_link_target(b);
+            if (b && avro_typeof(b) == AVRO_MAP) {
+                m = b;
+                jo = pr__jobj(k->s->pl, json_array_get(jo, i));
+            } else if (b && !other && avro_typeof(b) != AVRO_NULL) {
+                other = pr__av_type_name(b);
+            }
+        }
+    }
+    if (!m || avro_typeof(m) != AVRO_MAP)
+        return pr__chk_fail(k, "it is %s, not a map: list: { from: keys } reads a map",
+                            m       ? pr__av_type_name(m)
+                            : other ? other
+                                    : "null");
+    if (k->in_elem)
+        return pr__chk_fail(k, "a map inside an array of records (one list level per path): "
+                               "list: { from: keys } reads one map");
+    k->types |= PR_FTYPE_STR; /* the keys */
+    if (!k->map_values)
+        return 0;
+    return pr__chk_map_values(k, avro_schema_map_values(m), json_object_get(jo, "values"),
+                              depth + 1);
+}
+
+static int pr__chk_node(pr__chk *k, avro_schema_t s, json_t *j, const char *seg, bool in_list,
+                        int depth);
+
+/* Schema node s (its JSON object jo, a kind other than a union) on the way
+ * to the path, `seg` left of it: a record's field or a map's key, or an
+ * array of records whose items the path maps over. As pr__chk_node. */
+static int pr__chk_way(pr__chk *k, avro_schema_t s, json_t *jo, int kind, const char *seg,
+                       int depth)
+{
+    int at_len = (int)(seg - k->path) - 1; /* the path up to here, for messages */
+    const char *dot = strchr(seg, '.');
+    size_t len = dot ? (size_t)(dot - seg) : strlen(seg);
+    const char *next = dot ? dot + 1 : NULL;
+    if (kind == AV_RECORD) {
+        size_t nf = avro_schema_record_size(s);
+        json_t *fields = json_object_get(jo, "fields");
+        for (size_t i = 0; i < nf; i++) {
+            const char *name = avro_schema_record_field_name(s, (int)i);
+            if (strlen(name) == len && memcmp(name, seg, len) == 0)
+                return pr__chk_node(k, avro_schema_record_field_get_by_index(s, (int)i),
+                                    json_object_get(json_array_get(fields, i), "type"), next, false,
+                                    depth + 1);
+        }
+        char have[240];
+        pr__field_list(s, have, sizeof(have));
+        return pr_seterr(k->err, k->errn, PR_EINVAL,
+                         "'%s' is not in the writer schema %s (record %.*s has: %s)", k->path,
+                         k->s->file, at_len > 0 ? at_len : (int)strlen(avro_schema_name(s)),
+                         at_len > 0 ? k->path : avro_schema_name(s), have);
+    }
+    if (kind == AV_MAP) /* the segment is a key: any key may be there */
+        return pr__chk_node(k, avro_schema_map_values(s), json_object_get(jo, "values"), next,
+                            false, depth + 1);
+    if (kind == AV_ARRAY) {
+        if (k->in_elem)
+            return pr__chk_fail(k,
+                                "%.*s is an array inside an array of records (one list "
+                                "level per path)",
+                                at_len, k->path);
+        if (!k->list)
+            return pr__chk_fail(k,
+                                "%.*s is an array of records: a single-valued feature cannot "
+                                "go through it (declare a list feature: list: { max_len: N })",
+                                at_len, k->path);
+        if (k->vector)
+            return pr__chk_fail(k,
+                                "%.*s is an array of records: a dense vector reads one array "
+                                "of numbers, not one element per record (its positions must "
+                                "hold)",
+                                at_len, k->path);
+        k->in_elem = true; /* the items take the same segment */
+        int rc = pr__chk_node(k, avro_schema_array_items(s), json_object_get(jo, "items"), seg,
+                              false, depth + 1);
+        k->in_elem = false;
+        return rc;
+    }
+    return pr__chk_fail(k, "%.*s is %s, not a record or map on the way to the path", at_len,
+                        k->path, pr__av_type_name(s));
+}
+
 /* Schema node s (JSON j) reached with `seg` left of the path (NULL: the
  * value at the path); in_list: an element of an array at the path. Mirrors
  * pr__compile; 0, or PR_EINVAL with k->err. */
@@ -1581,9 +2045,9 @@ static int pr__chk_node(pr__chk *k, avro_schema_t s, json_t *j, const char *seg,
     int kind = s ? pr__kind(s) : -1;
     if (kind < 0 || depth > PR__AV_MAX_DEPTH * 4)
         return pr__chk_fail(k, "an unsupported type");
+    if (!seg && k->map)
+        return pr__chk_map(k, s, j, depth);
     json_t *jo = pr__jobj(k->s->pl, j);
-    /* the path up to here, for messages */
-    int at_len = seg ? (int)(seg - k->path) - 1 : (int)strlen(k->path);
     if (kind == AV_UNION) {
         size_t nb = avro_schema_union_size(s);
         /* Every branch, not the first that fits: the types the path can
@@ -1607,56 +2071,8 @@ static int pr__chk_node(pr__chk *k, avro_schema_t s, json_t *j, const char *seg,
             return pr_seterr(k->err, k->errn, PR_EINVAL, "%s", first);
         return 0;
     }
-    if (seg) {
-        const char *dot = strchr(seg, '.');
-        size_t len = dot ? (size_t)(dot - seg) : strlen(seg);
-        const char *next = dot ? dot + 1 : NULL;
-        if (kind == AV_RECORD) {
-            size_t nf = avro_schema_record_size(s);
-            json_t *fields = json_object_get(jo, "fields");
-            for (size_t i = 0; i < nf; i++) {
-                const char *name = avro_schema_record_field_name(s, (int)i);
-                if (strlen(name) == len && memcmp(name, seg, len) == 0)
-                    return pr__chk_node(k, avro_schema_record_field_get_by_index(s, (int)i),
-                                        json_object_get(json_array_get(fields, i), "type"), next,
-                                        false, depth + 1);
-            }
-            char have[240];
-            pr__field_list(s, have, sizeof(have));
-            return pr_seterr(k->err, k->errn, PR_EINVAL,
-                             "'%s' is not in the writer schema %s (record %.*s has: %s)", k->path,
-                             k->s->file, at_len > 0 ? at_len : (int)strlen(avro_schema_name(s)),
-                             at_len > 0 ? k->path : avro_schema_name(s), have);
-        }
-        if (kind == AV_MAP) /* the segment is a key: any key may be there */
-            return pr__chk_node(k, avro_schema_map_values(s), json_object_get(jo, "values"), next,
-                                false, depth + 1);
-        if (kind == AV_ARRAY) {
-            if (k->in_elem)
-                return pr__chk_fail(k,
-                                    "%.*s is an array inside an array of records (one list "
-                                    "level per path)",
-                                    at_len, k->path);
-            if (!k->list)
-                return pr__chk_fail(k,
-                                    "%.*s is an array of records: a single-valued feature cannot "
-                                    "go through it (declare a list feature: list: { max_len: N })",
-                                    at_len, k->path);
-            if (k->vector)
-                return pr__chk_fail(k,
-                                    "%.*s is an array of records: a dense vector reads one array "
-                                    "of numbers, not one element per record (its positions must "
-                                    "hold)",
-                                    at_len, k->path);
-            k->in_elem = true; /* the items take the same segment */
-            int rc = pr__chk_node(k, avro_schema_array_items(s), json_object_get(jo, "items"), seg,
-                                  false, depth + 1);
-            k->in_elem = false;
-            return rc;
-        }
-        return pr__chk_fail(k, "%.*s is %s, not a record or map on the way to the path", at_len,
-                            k->path, pr__av_type_name(s));
-    }
+    if (seg)
+        return pr__chk_way(k, s, jo, kind, seg, depth);
     if (kind == AV_RECORD || kind == AV_MAP)
         return pr__chk_fail(k, "the path ends at %s, not a value", pr__av_type_name(s));
     if (in_list && (kind == AV_NULL || kind == AV_ARRAY))
@@ -1722,7 +2138,9 @@ static int pr__chk_types(pr__chk *k, const pr_feature_spec *f)
 /* k == PR_FEAT_WEIGHTS_PATH: a weighted list's weights path, which must be a
  * list (an array, or a field of an array of records, as the ids) of numbers:
  * int, long, float, double (a decimal, a time type too); the ids path of a
- * weighted list is checked as any list feature's. */
+ * weighted list is checked as any list feature's. A list: { from: keys }
+ * path must name a map (pr__chk_map), whose values are the numbers with
+ * weights: { from: values }. */
 int pr_avro_check_feature(const pr_avro_schema *s, const pr_feature_spec *f, uint8_t k,
                           char *errstr, size_t errstr_size)
 {
@@ -1733,6 +2151,8 @@ int pr_avro_check_feature(const pr_avro_schema *s, const pr_feature_spec *f, uin
                  .list = w || pr_feature_reads_list(f),
                  .vector = !w && pr_feature_reads_list(f) && f->kind == PR_FEAT_DENSE,
                  .vbytes = !w && pr_feature_vector_bytes(f) ? 4u * f->dim : 0,
+                 .map = f->from_keys,
+                 .map_values = w && f->weights_from_values,
                  .err = errstr,
                  .errn = errstr_size};
     int rc = pr__chk_node(&c, s->pl->schema, s->pl->json, path, false, 0);

@@ -1200,7 +1200,12 @@ void pr_registry_note_cache(pr_registry *r, int64_t delta, uint64_t evicted);
  * A path the writer schema lacks is absent (the feature's default). An array
  * of records on the way is a list of objects, as in JSON: a list path maps
  * over its items (a null field adds no element); a single-valued path or a
- * second array level there -> wrong_type when such a value is present.
+ * second array level there -> wrong_type when such a value is present. A
+ * PR_JSON_KEYS / PR_JSON_VALUES path (list: { from: keys }) reads the map
+ * at it whole, as the JSON extractor reads an object (pr_json_part): its
+ * keys in the encoded order, a repeated key in its first place with its
+ * last value, a null value a hole; a null map is absent; a map under an
+ * array of records, or no map at the path -> wrong_type.
  *
  * Writer schemas: a fixed one (source.avro.schema_file), or one per schema id
  * from the registry (registry framing). Each writer schema is parsed with
@@ -1244,8 +1249,12 @@ pr_avro_reader *pr_avro_reader_from_cfg(pr_json_decoder *d, const pr_source_cfg 
  * the schema, crosses an array of records under a single-valued feature,
  * ends at a record or map, is an array for a single-valued feature or not
  * an array for a list one, or can only give values the feature (its first
- * operator) refuses. With a registry the writer schemas come at run time
- * and none of this applies (a path a writer schema lacks is absent). */
+ * operator) refuses; for list: { from: keys }, names no map (or a union
+ * with one), or a map under an array of records, and with weights: { from:
+ * values } (k == PR_FEAT_WEIGHTS_PATH) a map whose values can be other than
+ * numbers (int, long, float, double, decimal) or null. With a registry the
+ * writer schemas come at run time and none of this applies (a path a
+ * writer schema lacks is absent). */
 typedef struct pr_avro_schema pr_avro_schema;
 pr_avro_schema *pr_avro_schema_load(const char *file, char *errstr, size_t errstr_size);
 void pr_avro_schema_free(pr_avro_schema *s); /* NULL ok */

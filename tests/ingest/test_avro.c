@@ -9,9 +9,12 @@
  * types in their writer's unit whatever event_time.unit says; arrays of
  * records mapped by list features as JSON's lists of objects; weighted
  * lists (ids and weights kept aligned over arrays of records by holes, and
- * parallel arrays) as JSON gives them; a fixed writer schema checked when
+ * parallel arrays) as JSON gives them; maps read by their keys (list: {
+ * from: keys }, weighted by their values; repeated keys, written by hand)
+ * as the same JSON objects give them; a fixed writer schema checked when
  * the config loads (missing file, unknown path, single-valued path through
- * an array, types, a weights path of numbers), and the hint that a plain
+ * an array, types, a weights path of numbers, a map path that names no map
+ * or whose values are no numbers), and the hint that a plain
  * pipeline's bad_avro record is registry-framed. The registry
  * (fetch, evolution, down/up, 404) is tested end to end in
  * tests/ingest/test_avro_registry.sh with a test registry server.
@@ -1077,6 +1080,475 @@ static void test_weighted_schema_checked(void **state)
     free(f);
 }
 
+/* ---- maps read by their keys (list: { from: keys }) ---- */
+
+/* Maps whose keys are a list's ids: a map of doubles weighted by its values,
+ * a nullable map of nullable floats (null values take the default), a map
+ * of longs read by its keys only (keep: last), a map behind a map's key;
+ * null, absent and empty maps; all as the same JSON objects give them. */
+static const char *const map_avsc =
+    "{\"type\":\"record\",\"name\":\"M\",\"fields\":["
+    "{\"name\":\"y\",\"type\":\"int\"},"
+    "{\"name\":\"aff\",\"type\":{\"type\":\"map\",\"values\":\"double\"}},"
+    "{\"name\":\"opt\",\"type\":[\"null\",{\"type\":\"map\",\"values\":[\"null\",\"float\"]}]},"
+    "{\"name\":\"cnt\",\"type\":{\"type\":\"map\",\"values\":\"long\"}},"
+    "{\"name\":\"nested\",\"type\":{\"type\":\"map\",\"values\":{\"type\":\"map\","
+    "\"values\":\"int\"}}}]}";
+
+/* The same without opt (an older writer): the map is absent. */
+static const char *const map_old_avsc =
+    "{\"type\":\"record\",\"name\":\"M\",\"fields\":["
+    "{\"name\":\"y\",\"type\":\"int\"},"
+    "{\"name\":\"aff\",\"type\":{\"type\":\"map\",\"values\":\"double\"}},"
+    "{\"name\":\"cnt\",\"type\":{\"type\":\"map\",\"values\":\"long\"}},"
+    "{\"name\":\"nested\",\"type\":{\"type\":\"map\",\"values\":{\"type\":\"map\","
+    "\"values\":\"int\"}}}]}";
+
+static const char *const map_yaml =
+    Y_HEAD "      sparse:\n"
+           "        - { name: aff, path: aff, list: { max_len: 3, from: keys },\n"
+           "            weights: { from: values }, ops: [vocab] }\n"
+           "        - { name: opt, path: opt, list: { max_len: 4, from: keys },\n"
+           "            weights: { from: values, default: 0.5 }, ops: [vocab] }\n"
+           "        - { name: cnt, path: cnt, list: { max_len: 2, from: keys, keep: last },\n"
+           "            ops: [vocab] }\n"
+           "        - { name: nx, path: nested.x, list: { max_len: 8, from: keys }, ops: [vocab] "
+           "}\n";
+
+static void test_maps_weighted(void **state)
+{
+    (void)state;
+    static const wcase cases[] = {
+        {"{\"y\":1,\"aff\":{\"sports\":0.7,\"news\":0.25,\"tech\":2,\"art\":1},\"opt\":{\"a\":"
+         "null,\"b\":1.5,\"c\":-2},\"cnt\":{\"x\":3,\"y\":4,\"z\":5},\"nested\":{\"w\":{\"q\":1},"
+         "\"x\":{\"p\":2,\"o\":3}}}",
+         1, 0},
+        {"{\"y\":0,\"aff\":{},\"opt\":null,\"cnt\":{},\"nested\":{}}", 1, 0},
+        {"{\"y\":0,\"aff\":{\"q\":-3},\"opt\":{},\"cnt\":{\"k\":1},\"nested\":{\"x\":{}}}", 1, 0},
+        {"{\"y\":0,\"aff\":{},\"cnt\":{},\"nested\":{}}", 1, 0}, /* no opt: null in Avro */
+        {"{\"y\":0,\"aff\":{\"a\":1e300},\"cnt\":{},\"nested\":{}}", 0, PR_DEC_NUMBER_OUT_OF_RANGE},
+    };
+    fx t;
+    weighted_cases(&t, map_yaml, map_avsc, cases, sizeof(cases) / sizeof(cases[0]));
+    const pr_fside *sd = t.ba->side;
+    assert_int_equal(t.ba->rows, 4);
+    static const float aw[] = {0.7f, 0.25f, 2.0f, -3.0f}, ow[] = {0.5f, 1.5f, -2.0f};
+    assert_int_equal(sd->n_weights[0], 4);
+    assert_memory_equal(sd->weights[0], aw, sizeof(aw));
+    assert_int_equal(sd->n_weights[1], 3);
+    assert_memory_equal(sd->weights[1], ow, sizeof(ow));
+    assert_null(sd->weights[2]);
+    static const int32_t al[] = {3, 0, 1, 0}, ol[] = {3, 0, 0, 0}, cl[] = {2, 0, 1, 0},
+                         nl[] = {2, 0, 0, 0};
+    assert_memory_equal(pr_fside_lengths((pr_fside *)sd, 0), al, sizeof(al));
+    assert_memory_equal(pr_fside_lengths((pr_fside *)sd, 1), ol, sizeof(ol));
+    assert_memory_equal(pr_fside_lengths((pr_fside *)sd, 2), cl, sizeof(cl));
+    assert_memory_equal(pr_fside_lengths((pr_fside *)sd, 3), nl, sizeof(nl));
+    /* keep: last kept y and z, in the map's order: the ids of "y" then "z" */
+    const uint64_t *cnt = t.ba->sparse_u64 + 2 * (size_t)t.ba->scap;
+    assert_int_equal(t.ba->col_rows[2], 3);
+    assert_true(cnt[0] == pr_fop_hash64("y", 1) && cnt[1] == pr_fop_hash64("z", 1));
+    fx_free(&t);
+
+    /* no default: a null value rejects the record; an older writer without
+     * the map gives none */
+    static const char *const strict =
+        Y_HEAD "      sparse:\n"
+               "        - { name: opt, path: opt, list: { max_len: 4, from: keys },\n"
+               "            weights: { from: values }, ops: [vocab] }\n";
+    static const wcase scases[] = {
+        {"{\"y\":1,\"aff\":{},\"opt\":{\"a\":1,\"b\":null},\"cnt\":{},\"nested\":{}}", 0,
+         PR_DEC_WRONG_TYPE},
+        {"{\"y\":1,\"aff\":{},\"opt\":{\"a\":1,\"b\":2},\"cnt\":{},\"nested\":{}}", 1, 0},
+        {"{\"y\":1,\"aff\":{},\"opt\":null,\"cnt\":{},\"nested\":{}}", 1, 0},
+    };
+    weighted_cases(&t, strict, map_avsc, scases, sizeof(scases) / sizeof(scases[0]));
+    assert_int_equal(t.ba->rows, 2);
+    if (!strstr(t.ra.detail, "an id without a weight"))
+        fail_msg("detail: %s", t.ra.detail);
+    fx_free(&t);
+    static const wcase ocases[] = {
+        {"{\"y\":1,\"aff\":{\"a\":1},\"cnt\":{\"b\":2},\"nested\":{\"x\":{\"c\":3}}}", 1, 0},
+    };
+    weighted_cases(&t, map_yaml, map_old_avsc, ocases, 1);
+    assert_int_equal(pr_fside_lengths(t.ba->side, 1)[0], 0);
+    assert_int_equal(pr_fside_lengths(t.ba->side, 3)[0], 1);
+    fx_free(&t);
+}
+
+/* An Avro record built by hand, beside its JSON text: maps with repeated
+ * keys (which the Avro writer, from a JSON object, never writes). */
+typedef struct hand {
+    uint8_t *b;
+    size_t n, cap;
+    char *j;
+    size_t jn, jcap;
+} hand;
+
+static void h_raw(hand *h, const void *p, size_t n)
+{
+    if (h->n + n > h->cap) {
+        h->cap = (h->n + n) * 2 + 64;
+        h->b = realloc(h->b, h->cap);
+        assert_non_null(h->b);
+    }
+    memcpy(h->b + h->n, p, n);
+    h->n += n;
+}
+
+static void h_long(hand *h, int64_t v)
+{
+    uint64_t u = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    uint8_t b[10];
+    size_t n = 0;
+    do {
+        b[n++] = (uint8_t)((u & 0x7f) | (u > 0x7f ? 0x80 : 0));
+        u >>= 7;
+    } while (u);
+    h_raw(h, b, n);
+}
+
+static void h_str(hand *h, const char *s)
+{
+    h_long(h, (int64_t)strlen(s));
+    h_raw(h, s, strlen(s));
+}
+
+static void h_json(hand *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void h_json(hand *h, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (h->jn + (size_t)n + 1 > h->jcap) {
+        h->jcap = (h->jn + (size_t)n + 1) * 2 + 64;
+        h->j = realloc(h->j, h->jcap);
+        assert_non_null(h->j);
+    }
+    va_start(ap, fmt);
+    vsnprintf(h->j + h->jn, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    h->jn += (size_t)n;
+}
+
+/* One map entry: a key and its value: t 'n' null, 'd' a double, 'l' a long,
+ * 's' a string. */
+typedef struct ment {
+    const char *k;
+    char t;
+    double v;
+    const char *s;
+} ment;
+
+/* e[0, n) as a map in both forms; `branches`: the union of its values by
+ * type letter ("nds": null is branch 0, ...), NULL for none; the first
+ * `split` entries in a block that gives its byte size (negative count). */
+static void h_map(hand *h, const ment *e, size_t n, const char *branches, size_t split)
+{
+    hand blk = {0};
+    hand *to = split ? &blk : h;
+    h_json(h, "{");
+    if (!split && n)
+        h_long(h, (int64_t)n);
+    for (size_t i = 0; i < n; i++) {
+        if (i == split && split) {
+            h_long(h, -(int64_t)split);
+            h_long(h, (int64_t)blk.n);
+            h_raw(h, blk.b, blk.n);
+            if (n > split)
+                h_long(h, (int64_t)(n - split));
+            to = h;
+        }
+        h_str(to, e[i].k);
+        if (branches)
+            h_long(to, strchr(branches, e[i].t) - branches);
+        h_json(h, "%s\"%s\":", i ? "," : "", e[i].k);
+        if (e[i].t == 'n') {
+            h_json(h, "null");
+        } else if (e[i].t == 'd') {
+            h_raw(to, &e[i].v, 8);
+            h_json(h, "%.17g", e[i].v);
+        } else if (e[i].t == 'l') {
+            h_long(to, (int64_t)e[i].v);
+            h_json(h, "%lld", (long long)e[i].v);
+        } else {
+            h_str(to, e[i].s);
+            h_json(h, "\"%s\"", e[i].s);
+        }
+    }
+    if (split && split >= n) { /* all in the sized block */
+        h_long(h, -(int64_t)n);
+        h_long(h, (int64_t)blk.n);
+        h_raw(h, blk.b, blk.n);
+    }
+    h_long(h, 0);
+    h_json(h, "}");
+    free(blk.b);
+    free(blk.j);
+}
+
+/* A record of rk_avsc: y, m (weighted), k (keys only), nested (a map whose
+ * key x, given twice, names a map of keys). Returns what both decoders
+ * returned. */
+static int hand_both(fx *t, const ment *m, size_t nm, size_t split, const ment *k, size_t nk,
+                     const ment *x1, size_t nx1, const ment *x2, size_t nx2)
+{
+    hand h = {0};
+    h_long(&h, 1);
+    h_json(&h, "{\"y\":1,\"m\":");
+    h_map(&h, m, nm, "nds", split);
+    h_json(&h, ",\"k\":");
+    h_map(&h, k, nk, NULL, 0);
+    h_json(&h, ",\"nested\":{\"x\":");
+    h_long(&h, 2); /* nested: x, then x again */
+    h_str(&h, "x");
+    h_map(&h, x1, nx1, NULL, 0);
+    h_json(&h, ",\"x\":");
+    h_str(&h, "x");
+    h_map(&h, x2, nx2, NULL, 0);
+    h_long(&h, 0);
+    h_json(&h, "}}");
+    uint32_t next = 0;
+    t->rj.last = t->ra.last = 0;
+    int a = pr_decode_message(PR_MSG_JSON, &t->cj, t->bj, h.j, h.jn, &next, NULL);
+    int b = pr_decode_message(PR_MSG_AVRO, &t->ca, t->ba, h.b, h.n, &next, NULL);
+    if (a != b || t->rj.last != t->ra.last)
+        fail_msg("%s: json %d (%s), avro %d (%s: %s)", h.j, a, pr_decode_reason_name(t->rj.last), b,
+                 pr_decode_reason_name(t->ra.last), t->ra.detail);
+    free(h.b);
+    free(h.j);
+    return a;
+}
+
+static const char *const rk_avsc =
+    "{\"type\":\"record\",\"name\":\"R\",\"fields\":["
+    "{\"name\":\"y\",\"type\":\"int\"},"
+    "{\"name\":\"m\",\"type\":{\"type\":\"map\",\"values\":[\"null\",\"double\",\"string\"]}},"
+    "{\"name\":\"k\",\"type\":{\"type\":\"map\",\"values\":\"long\"}},"
+    "{\"name\":\"nested\",\"type\":{\"type\":\"map\",\"values\":{\"type\":\"map\","
+    "\"values\":\"long\"}}}]}";
+
+/* A repeated key keeps its first place and takes its last value (null, a
+ * number, a string alike), in small maps and past PR__AV_MAP_LINEAR keys
+ * (the hash table), across blocks; a map given twice (its key repeated in
+ * the map above it) is read from its last occurrence; a key that is not
+ * UTF-8 is bad_utf8; 4096 distinct keys
+ * with repeats load, 4097 are list_too_long: as JSON text with the same
+ * repeated keys. */
+static void test_maps_repeated_keys(void **state)
+{
+    (void)state;
+    static const char *const yaml = Y_HEAD
+        "      sparse:\n"
+        "        - { name: m, path: m, list: { max_len: 64, from: keys },\n"
+        "            weights: { from: values, default: 0.5 }, ops: [vocab] }\n"
+        "        - { name: k, path: k, list: { max_len: 64, from: keys, keep: last },\n"
+        "            ops: [vocab] }\n"
+        "        - { name: x, path: nested.x, list: { max_len: 8, from: keys }, ops: [vocab] "
+        "}\n";
+    fx t;
+    fx_init(&t, yaml, rk_avsc, PR_AVRO_FRAMING_PLAIN);
+    static const ment m1[] = {{"a", 'd', 1, 0}, {"b", 'd', 2, 0}, {"a", 'n', 0, 0},
+                              {"c", 'd', 3, 0}, {"b", 'd', 4, 0}, {"d", 'n', 0, 0},
+                              {"d", 'd', 5, 0}},
+                      k1[] = {{"p", 'l', 1, 0}, {"q", 'l', 2, 0}, {"p", 'l', 3, 0}},
+                      x1[] = {{"u", 'l', 1, 0}, {"v", 'l', 1, 0}}, x2[] = {{"w", 'l', 1, 0}};
+    assert_int_equal(hand_both(&t, m1, 7, 2, k1, 3, x1, 2, x2, 1), 1);
+    /* 40 keys, every third given again with a new value, k05 again as null */
+    ment big[70];
+    char names[40][8];
+    size_t nb = 0;
+    for (int i = 0; i < 40; i++) {
+        snprintf(names[i], sizeof(names[i]), "k%02d", i);
+        big[nb++] = (ment){names[i], 'd', i, 0};
+    }
+    for (int i = 0; i < 40; i += 3)
+        big[nb++] = (ment){names[i], 'd', 100 + i, 0};
+    big[nb++] = (ment){names[5], 'n', 0, 0};
+    big[nb++] = (ment){names[7], 's', 0, "seven"};
+    big[nb++] = (ment){names[7], 'd', 7.5, 0}; /* a string, then a number: the number */
+    assert_int_equal(hand_both(&t, big, nb, 25, big, 0, x1, 2, x2, 0), 1);
+    /* a string as the last value: a weight that is a string rejects */
+    static const ment ms[] = {{"a", 'd', 2, 0}, {"a", 's', 0, "x"}};
+    assert_int_equal(hand_both(&t, ms, 2, 0, k1, 0, x1, 0, x2, 0), 0);
+    assert_int_equal(t.ra.last, PR_DEC_WRONG_TYPE);
+    big[nb - 2] = (ment){names[7], 'd', 7.5, 0};
+    big[nb - 1] = (ment){names[7], 's', 0, "seven"};
+    assert_int_equal(hand_both(&t, big, nb, 0, big, 0, x1, 0, x2, 0), 0);
+    assert_int_equal(t.ra.last, PR_DEC_WRONG_TYPE);
+    static const ment bad_key[] = {{"a", 'd', 1, 0}, {"b\xff", 'd', 2, 0}}; /* not UTF-8 */
+    assert_int_equal(hand_both(&t, bad_key, 2, 0, k1, 0, x1, 0, x2, 0), 0);
+    assert_int_equal(t.ra.last, PR_DEC_BAD_UTF8);
+    blocks_equal(t.bj, t.ba);
+    const pr_fside *sd = t.ba->side;
+    assert_int_equal(t.ba->rows, 2);
+    static const int32_t ml[] = {4, 40}, kl[] = {2, 0}, xl[] = {1, 0};
+    assert_memory_equal(pr_fside_lengths((pr_fside *)sd, 0), ml, sizeof(ml));
+    assert_memory_equal(pr_fside_lengths((pr_fside *)sd, 1), kl, sizeof(kl));
+    assert_memory_equal(pr_fside_lengths((pr_fside *)sd, 2), xl, sizeof(xl));
+    float want[44] = {0.5f, 4, 3, 5};
+    for (int i = 0; i < 40; i++)
+        want[4 + i] = i == 5 ? 0.5f : i == 7 ? 7.5f : i % 3 == 0 ? 100.0f + i : (float)i;
+    assert_int_equal(sd->n_weights[0], 44);
+    assert_memory_equal(sd->weights[0], want, sizeof(want));
+    assert_true(t.ba->sparse_u64[2 * (size_t)t.ba->scap] == pr_fop_hash64("w", 1));
+    fx_free(&t);
+
+    /* 4096 distinct keys (the most a list reads), each given twice: they
+     * load; one key more is list_too_long */
+    fx_init(&t, yaml, rk_avsc, PR_AVRO_FRAMING_PLAIN);
+    enum { KEYS = PR_FEAT_MAX_LIST + 1 };
+    ment *e = calloc(2 * KEYS, sizeof(*e)), *d = calloc(2 * KEYS, sizeof(*d));
+    char(*kn)[8] = calloc(KEYS, sizeof(*kn));
+    assert_true(e && d && kn);
+    size_t ne = 0;
+    for (int i = 0; i < KEYS - 1; i++) {
+        snprintf(kn[i], sizeof(kn[i]), "%d", i);
+        e[ne++] = (ment){kn[i], 'l', i, 0};
+        e[ne++] = (ment){kn[(i * 7) % (i + 1)], 'l', -i, 0};
+    }
+    for (size_t i = 0; i < ne; i++)
+        d[i] = (ment){e[i].k, 'd', e[i].v / 4, 0};
+    assert_int_equal(hand_both(&t, d, ne, 1000, e, ne, x1, 0, x2, 0), 1);
+    snprintf(kn[KEYS - 1], sizeof(kn[0]), "%d", KEYS - 1);
+    e[ne++] = (ment){kn[KEYS - 1], 'l', 1, 0};
+    assert_int_equal(hand_both(&t, d, 0, 0, e, ne, x1, 0, x2, 0), 0);
+    assert_int_equal(t.ra.last, PR_DEC_LIST_TOO_LONG);
+    d[ne - 1] = (ment){e[ne - 1].k, 'd', 1, 0};
+    assert_int_equal(hand_both(&t, d, ne, 0, e, 0, x1, 0, x2, 0), 0);
+    assert_int_equal(t.ra.last, PR_DEC_LIST_TOO_LONG);
+    blocks_equal(t.bj, t.ba);
+    assert_int_equal(t.ba->rows, 1);
+    assert_int_equal(pr_fside_lengths(t.ba->side, 0)[0], 64);
+    assert_int_equal(pr_fside_lengths(t.ba->side, 1)[0], 64);
+    free(e);
+    free(d);
+    free(kn);
+    fx_free(&t);
+}
+
+/* What a map path refuses, in both formats: a string where the map
+ * belongs, a map under an array of records (one list level per path; a
+ * null one there is absent), a list as a map's value. */
+static void test_maps_rejected(void **state)
+{
+    (void)state;
+    static const char *const avsc =
+        "{\"type\":\"record\",\"name\":\"X\",\"fields\":["
+        "{\"name\":\"y\",\"type\":\"int\"},"
+        "{\"name\":\"v\",\"type\":[\"null\",\"string\",{\"type\":\"map\",\"values\":\"double\"}]},"
+        "{\"name\":\"recs\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"record\","
+        "\"name\":\"I\",\"fields\":[{\"name\":\"m\",\"type\":[\"null\",{\"type\":\"map\","
+        "\"values\":\"double\"}]}]}}},"
+        "{\"name\":\"mr\",\"type\":{\"type\":\"map\",\"values\":[\"null\",{\"type\":\"array\","
+        "\"items\":\"double\"}]}}]}";
+    static const char *const yaml =
+        Y_HEAD "      sparse:\n"
+               "        - { name: v, path: v, list: { max_len: 8, from: keys },\n"
+               "            weights: { from: values, default: 1 }, ops: [vocab] }\n"
+               "        - { name: r, path: recs.m, list: { max_len: 8, from: keys }, ops: [vocab] "
+               "}\n"
+               "        - { name: mr, path: mr, list: { max_len: 8, from: keys },\n"
+               "            weights: { from: values, default: 2 }, ops: [vocab] }\n";
+    static const wcase cases[] = {
+        {"{\"y\":1,\"v\":{\"a\":1},\"recs\":[],\"mr\":{\"a\":null}}", 1, 0},
+        {"{\"y\":1,\"v\":\"str\",\"recs\":[],\"mr\":{}}", 0, PR_DEC_WRONG_TYPE},
+        {"{\"y\":1,\"v\":null,\"recs\":[{\"m\":null},{\"m\":null}],\"mr\":{}}", 1, 0},
+        {"{\"y\":1,\"v\":null,\"recs\":[{\"m\":{}}],\"mr\":{}}", 0, PR_DEC_WRONG_TYPE},
+        {"{\"y\":1,\"v\":null,\"recs\":[],\"mr\":{\"a\":[1,2]}}", 0, PR_DEC_WRONG_TYPE},
+        {"{\"y\":1,\"v\":null,\"recs\":[{\"m\":null},{\"m\":{\"a\":1}}],\"mr\":{}}", 0,
+         PR_DEC_WRONG_TYPE},
+    };
+    fx t;
+    weighted_cases(&t, yaml, avsc, cases, sizeof(cases) / sizeof(cases[0]));
+    if (!strstr(t.ra.detail, "recs.m: a map inside a list of records (one list level per path)"))
+        fail_msg("detail: %s", t.ra.detail);
+    assert_int_equal(both(&t, "{\"y\":1,\"v\":\"str\",\"recs\":[],\"mr\":{}}", -1), 0);
+    if (!strstr(t.ra.detail, "v: a map expected"))
+        fail_msg("detail: %s", t.ra.detail);
+    assert_int_equal(both(&t, "{\"y\":1,\"v\":null,\"recs\":[],\"mr\":{\"a\":[1,2]}}", -1), 0);
+    if (!strstr(t.ra.detail, "mr: a list or record as a map's value"))
+        fail_msg("detail: %s", t.ra.detail);
+    assert_int_equal(t.ba->rows, 2);
+    static const float w[] = {1.0f, 2.0f}; /* v's a: 1; mr's a: null, the default */
+    assert_int_equal(t.ba->side->n_weights[0], 1);
+    assert_int_equal(t.ba->side->n_weights[2], 1);
+    assert_true(t.ba->side->weights[0][0] == w[0] && t.ba->side->weights[2][0] == w[1]);
+    fx_free(&t);
+}
+
+/* A fixed writer schema and from: keys: a map (or a nullable one, or one
+ * behind a map's key) loads, its values int, long, float, double or decimal
+ * (nullable too) with weights: { from: values }; a record, an array, a
+ * string, a nullable string, a map under an array of records are refused
+ * naming schema.sparse[i].path; values that are strings or booleans naming
+ * the weights. */
+static const char *const mchk_avsc =
+    "{\"type\":\"record\",\"name\":\"C\",\"fields\":["
+    "{\"name\":\"aff\",\"type\":{\"type\":\"map\",\"values\":\"double\"}},"
+    "{\"name\":\"opt\",\"type\":[\"null\",{\"type\":\"map\",\"values\":[\"null\",\"float\"]}]},"
+    "{\"name\":\"cnt\",\"type\":{\"type\":\"map\",\"values\":\"int\"}},"
+    "{\"name\":\"dec\",\"type\":{\"type\":\"map\",\"values\":{\"type\":\"bytes\","
+    "\"logicalType\":\"decimal\",\"precision\":6,\"scale\":2}}},"
+    "{\"name\":\"names\",\"type\":{\"type\":\"map\",\"values\":\"string\"}},"
+    "{\"name\":\"flags\",\"type\":{\"type\":\"map\",\"values\":[\"null\",\"boolean\"]}},"
+    "{\"name\":\"nested\",\"type\":{\"type\":\"map\",\"values\":{\"type\":\"map\","
+    "\"values\":\"long\"}}},"
+    "{\"name\":\"user\",\"type\":{\"type\":\"record\",\"name\":\"U\",\"fields\":["
+    "{\"name\":\"id\",\"type\":\"string\"}]}},"
+    "{\"name\":\"tags\",\"type\":{\"type\":\"array\",\"items\":\"string\"}},"
+    "{\"name\":\"one\",\"type\":[\"null\",\"string\"]},"
+    "{\"name\":\"recs\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"record\","
+    "\"name\":\"I\",\"fields\":[{\"name\":\"m\",\"type\":{\"type\":\"map\","
+    "\"values\":\"double\"}}]}}}]}";
+
+static void test_maps_schema_checked(void **state)
+{
+    (void)state;
+    char *f = write_tmp(mchk_avsc), err[2048], y[512];
+    static const char *const good[] = {"aff", "opt", "cnt", "dec", "nested.x"};
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        snprintf(y, sizeof(y),
+                 "      sparse:\n"
+                 "        - { name: a, path: %s, list: { max_len: 3, from: keys },\n"
+                 "            weights: { from: values, default: 1 }, ops: [vocab] }\n"
+                 "        - { name: n, path: names, list: { max_len: 3, from: keys }, ops: "
+                 "[vocab] }\n",
+                 good[i]);
+        if (load_avro(f, false, y, err, sizeof(err)))
+            fail_msg("map %s refused: %s", good[i], err);
+    }
+    static const struct {
+        const char *path;
+        bool weighted;
+        const char *want;
+    } bad[] = {
+        {"user", false, "schema.sparse[0].path: 'user' in the writer schema"},
+        {"user", false, "it is a record, not a map: list: { from: keys } reads a map"},
+        {"tags", true, "schema.sparse[0].path: 'tags' in the writer schema"},
+        {"tags", true, "it is an array, not a map: list: { from: keys } reads a map"},
+        {"one", false, "it is a string, not a map: list: { from: keys } reads a map"},
+        {"recs.m", false, "a map inside an array of records (one list level per path)"},
+        {"user.nope", false, "'user.nope' is not in the writer schema"},
+        {"names", true, "schema.sparse[0].weights"},
+        {"names", true,
+         "the map's values can be a string, and weights (from: values) are numbers (int, long, "
+         "float, double)"},
+        {"flags", true, "the map's values can be a boolean, and weights"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(y, sizeof(y),
+                 "      sparse:\n"
+                 "        - { name: a, path: %s, list: { max_len: 3, from: keys }%s, ops: [vocab] "
+                 "}\n",
+                 bad[i].path, bad[i].weighted ? ", weights: { from: values }" : "");
+        expect_refused(f, y, bad[i].want);
+    }
+    unlink(f);
+    free(f);
+}
+
 /* Dense vectors as float32 bytes (encoding f32): Avro bytes and fixed read
  * raw give the rows JSON gives for the same bytes in base64; a wrong
  * length is wrong_type in both, an empty value is missing. (The bytes are
@@ -1235,6 +1707,10 @@ int main(void)
         cmocka_unit_test(test_weighted_schema_checked),
         cmocka_unit_test(test_dense_vectors_checked),
         cmocka_unit_test(test_dense_vector_bytes),
+        cmocka_unit_test(test_maps_weighted),
+        cmocka_unit_test(test_maps_repeated_keys),
+        cmocka_unit_test(test_maps_rejected),
+        cmocka_unit_test(test_maps_schema_checked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
