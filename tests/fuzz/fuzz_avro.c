@@ -45,7 +45,9 @@ static const char yaml[] =
     "        - { name: x, path: fx, ops: [vocab] }\n"
     "        - { name: b, path: raw, ops: [vocab] }\n"
     "        - { name: s, path: strs, list: { max_len: 3 }, ops: [vocab] }\n"
-    "        - { name: cx, cross: [kind, u.id], ops: [ { hash: 1000 } ] }\n";
+    "        - { name: cx, cross: [kind, u.id], ops: [ { hash: 1000 } ] }\n"
+    "        - { name: wm, path: wm, list: { max_len: 20, from: keys },\n"
+    "            weights: { from: values, default: 1 }, ops: [vocab] }\n";
 
 static const char avsc[] =
     "{\"type\":\"record\",\"name\":\"R\",\"fields\":["
@@ -66,7 +68,8 @@ static const char avsc[] =
     "{\"name\":\"raw\",\"type\":[\"null\",\"bytes\"]},"
     "{\"name\":\"strs\",\"type\":[\"null\",{\"type\":\"array\",\"items\":\"string\"}]},"
     "{\"name\":\"tree\",\"type\":[\"null\",{\"type\":\"record\",\"name\":\"Node\",\"fields\":["
-    "{\"name\":\"v\",\"type\":\"int\"},{\"name\":\"next\",\"type\":[\"null\",\"Node\"]}]}]}]}";
+    "{\"name\":\"v\",\"type\":\"int\"},{\"name\":\"next\",\"type\":[\"null\",\"Node\"]}]}]},"
+    "{\"name\":\"wm\",\"type\":{\"type\":\"map\",\"values\":[\"null\",\"double\"]}}]}";
 
 static pr_config *g_cfg;
 static pr_json_decoder *g_dec[2]; /* plain, framed */

@@ -20,12 +20,13 @@ recs = [
     {"ts": 1732600000123, "y": 1.0, "skip": [{"a": "x", "b": None, "c": 1.5}], "u": {"id": "u1", "b": True},
      "kind": "b", "h": [1, 2, 3, 4, 5, 6], "m": {"z": 3, "tag": "red", "q": None}, "dec": decimal.Decimal("12.34"),
      "f": 0.25, "fx": b"abc", "raw": b"\x00\xff", "strs": ["p", "q", "r", "s"],
-     "tree": {"v": 1, "next": {"v": 2, "next": None}}},
+     "tree": {"v": 1, "next": {"v": 2, "next": None}}, "wm": {"a": 0.5, "b": None, "c": 2.0}},
     {"ts": None, "y": 0.0, "skip": [], "u": None, "kind": "a", "h": [], "m": {}, "dec": decimal.Decimal("0.00"),
-     "f": -1.0, "fx": b"\x00\x00\x00", "raw": None, "strs": None, "tree": None},
+     "f": -1.0, "fx": b"\x00\x00\x00", "raw": None, "strs": None, "tree": None, "wm": {}},
     {"ts": -5, "y": -2.5, "skip": [{}], "u": {"id": 42, "b": False}, "kind": "c", "h": [9],
      "m": {"tag": "", "z": None}, "dec": decimal.Decimal("-2.00"), "f": 1e30, "fx": b"zzz", "raw": b"",
-     "strs": [], "tree": {"v": -1, "next": None}},
+     "strs": [], "tree": {"v": -1, "next": None},
+     "wm": {"k%d" % i: float(i) for i in range(25)}},
 ]
 out = "tests/fuzz/corpus/avro"
 os.makedirs(out, exist_ok=True)
