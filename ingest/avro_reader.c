@@ -17,7 +17,9 @@
  * in the keys read so far, past 16 through a hash table made with the
  * reader), or says the value cannot be what the path needs (wrong type,
  * raised only when such a value is actually present, as the JSON extractor
- * does). Reading a record is then one pass over its bytes with no
+ * does). A wanted map key met again in one map takes back what its first
+ * occurrence wrote (pr_json_row_mark / _undo on the columns below it), so
+ * the last occurrence wins as in JSON. Reading a record is then one pass over its bytes with no
  * allocation: blocks of arrays and maps that carry their byte size are
  * skipped in one jump.
  *
@@ -93,7 +95,11 @@ struct av {
     const char **key;
     uint32_t *key_len;
     av **key_val;
-    const char **sym; /* AV_ENUM leaf: symbols */
+    uint32_t *key_cols_at; /* key k's columns (below it) are key_cols[key_cols_at[k], [k + 1]) */
+    int32_t *key_cols;
+    uint32_t n_key_cols;
+    uint64_t *key_seen; /* key k: the map instance (pr_avro_reader.map_gen) that last read it */
+    const char **sym;   /* AV_ENUM leaf: symbols */
     uint32_t *sym_len;
     uint32_t n_aligned; /* AV_ARRAY of records: PR_JSON_ALIGNED columns below, */
     int32_t *aligned;   /* each given a hole by an item without a value there */
@@ -174,6 +180,8 @@ struct pr_avro_reader {
     } * mh;                         /* a map read whole, past PR__AV_MAP_LINEAR keys: its key
                                      * indexes by hash (entries of generation mh_gen) */
     uint32_t mh_mask, mh_gen, mh_n; /* mh_n: the map's keys in mh so far */
+    uint64_t map_gen;               /* map instances on the way to paths read so far (pr__map) */
+    pr_json_row_at *at; /* [n_paths]: a column's state before its key's first occurrence */
     const uint8_t *p, *end, *start;
     pr_json_block *jb;
     pr_json_reject *rej;
@@ -281,6 +289,9 @@ static void pr__plan_free(pr__plan *pl)
         free(n->key);
         free(n->key_len);
         free(n->key_val);
+        free(n->key_cols_at);
+        free(n->key_cols);
+        free(n->key_seen);
         free(n->sym);
         free(n->sym_len);
         free(n->aligned);
@@ -518,6 +529,26 @@ static av *pr__wrong(pr__cmp *c, uint8_t kind, int32_t col, const char *what)
     return n;
 }
 
+/* The columns at or below trie node t (a leaf's, a map's keys and values),
+ * appended to n->key_cols: what a map's key met again must take back. */
+static int pr__cols_below(const pr_avro_reader *r, uint32_t t, av *n)
+{
+    const int32_t cols[3] = {r->trie[t].col, r->trie[t].kcol, r->trie[t].vcol};
+    for (int i = 0; i < 3; i++) {
+        if (cols[i] < 0)
+            continue;
+        int32_t *a = realloc(n->key_cols, (n->n_key_cols + 1) * sizeof(*a));
+        if (!a)
+            return PR_ENOMEM;
+        n->key_cols = a;
+        a[n->n_key_cols++] = cols[i];
+    }
+    for (uint32_t k = r->trie[t].first; k; k = r->trie[k].next)
+        if (pr__cols_below(r, k, n))
+            return PR_ENOMEM;
+    return 0;
+}
+
 /* A record's fields or a map's wanted keys against trie node t. */
 static av *pr__descend(pr__cmp *c, av *n, avro_schema_t s, json_t *jo, uint32_t t)
 {
@@ -549,11 +580,15 @@ static av *pr__descend(pr__cmp *c, av *n, avro_schema_t s, json_t *jo, uint32_t 
     if (!n->key || !n->key_len || !n->key_val || pr__kids(n, 1) ||
         !(n->kid[0] = pr__compile(c, vs, vj, -1, false)))
         return NULL;
+    if (!(n->key_cols_at = calloc(nk + 1, sizeof(*n->key_cols_at))) ||
+        !(n->key_seen = calloc(nk + 1, sizeof(*n->key_seen))))
+        return NULL;
     for (uint32_t k = r->trie[t].first; k; k = r->trie[k].next, n->n_keys++) {
         n->key[n->n_keys] = r->trie[k].seg;
         n->key_len[n->n_keys] = r->trie[k].seg_len;
-        if (!(n->key_val[n->n_keys] = pr__compile(c, vs, vj, k, false)))
+        if (!(n->key_val[n->n_keys] = pr__compile(c, vs, vj, k, false)) || pr__cols_below(r, k, n))
             return NULL;
+        n->key_cols_at[n->n_keys + 1] = n->n_key_cols;
     }
     return n;
 }
@@ -1076,9 +1111,29 @@ static int pr__objlist(pr_avro_reader *r, const av *n, int depth)
     }
 }
 
+/* Wanted key k of map node n read in map instance `inst`: its first
+ * occurrence there marks the columns below it; one met again takes back
+ * what the earlier one put (the last occurrence wins, as the JSON
+ * extractor's repeated key). A column lies below one key of a map, and a
+ * map below a key first met is new, so the marks nested maps take of a
+ * column are all the state before the outer key's first occurrence. */
+static void pr__map_key_met(pr_avro_reader *r, const av *n, uint32_t k, uint64_t inst)
+{
+    bool again = n->key_seen[k] == inst;
+    n->key_seen[k] = inst;
+    for (uint32_t i = n->key_cols_at[k]; i < n->key_cols_at[k + 1]; i++) {
+        uint32_t col = (uint32_t)n->key_cols[i];
+        if (again)
+            pr_json_row_undo(r->jb, col, &r->at[col]);
+        else
+            pr_json_row_mark(r->jb, col, &r->at[col]);
+    }
+}
+
 /* A map on the way to paths: wanted keys read, the others skipped. */
 static int pr__map(pr_avro_reader *r, const av *n, int depth)
 {
+    const uint64_t inst = ++r->map_gen;
     for (;;) {
         int64_t count, size;
         int rc = pr__block(r, n->kid[0], &count, &size);
@@ -1091,8 +1146,11 @@ static int pr__map(pr_avro_reader *r, const av *n, int depth)
                 return rc;
             const av *v = n->kid[0];
             for (uint32_t k = 0; k < n->n_keys; k++)
-                if (n->key_len[k] == len && memcmp(n->key[k], key, len) == 0)
+                if (n->key_len[k] == len && memcmp(n->key[k], key, len) == 0) {
                     v = n->key_val[k];
+                    pr__map_key_met(r, n, k, inst);
+                    break;
+                }
             if ((rc = pr__read(r, v, depth + 1)))
                 return rc;
         }
@@ -1635,7 +1693,8 @@ static pr_avro_reader *pr__reader_new(const pr_json_decoder *d, const char *sche
     r->cache_max = cache_max ? cache_max : 1000;
     r->last = -1;
     if (pr__trie_build(r) || !(r->cache = calloc(r->cache_max, sizeof(*r->cache))) ||
-        !(r->elem_start = calloc(r->n_paths + 1, sizeof(*r->elem_start))) || pr__map_table(r)) {
+        !(r->elem_start = calloc(r->n_paths + 1, sizeof(*r->elem_start))) ||
+        !(r->at = calloc(r->n_paths + 1, sizeof(*r->at))) || pr__map_table(r)) {
         pr_seterr(errstr, errstr_size, PR_ENOMEM, "avro: out of memory");
         goto out_free;
     }
@@ -1675,6 +1734,7 @@ void pr_avro_reader_free(pr_avro_reader *r)
     pr__plan_free(r->fixed);
     free(r->trie);
     free(r->elem_start);
+    free(r->at);
     free(r->mh);
     pr__known_put(r->known);
     if (r->own_reg)

@@ -1911,6 +1911,20 @@ int pr_json_row_hole(pr_json_block *b, uint32_t col)
     return 0;
 }
 
+void pr_json_row_mark(const pr_json_block *b, uint32_t col, pr_json_row_at *at)
+{
+    const pr__json_scratch *s = b->scratch;
+    *at = (pr_json_row_at){b->cols[col].n_values, s->count[col], s->present[col]};
+}
+
+void pr_json_row_undo(pr_json_block *b, uint32_t col, const pr_json_row_at *at)
+{
+    pr__json_scratch *s = b->scratch;
+    b->cols[col].n_values = at->n_values; /* strings stay in the arena until the row ends */
+    s->count[col] = at->count;
+    s->present[col] = at->present;
+}
+
 void pr_json_row_end(pr_json_block *b)
 {
     pr__json_scratch *s = b->scratch;

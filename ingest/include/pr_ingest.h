@@ -971,7 +971,12 @@ int pr_json_extract(const pr_json_extractor *x, pr_json_block *b, const char *do
  *   pr_json_row_null      the path is there and null (drops values put
  *                         earlier in the row for that column);
  *   pr_json_row_end       the row counts (columns never written: absent);
- *   pr_json_row_abort     nothing of the open row is kept.
+ *   pr_json_row_abort     nothing of the open row is kept;
+ *   pr_json_row_mark      a column's state in the open row, and
+ *   pr_json_row_undo      back to that state (what was put since is
+ *                         dropped): a key met again in a map on the way to
+ *                         a path replaces what its first occurrence put, as
+ *                         the JSON extractor's last occurrence wins.
  * put, put_str and null return 0, PR_ENOMEM, PR_EINVAL (no open row, column
  * out of range) or a pr_json_reason (> 0): wrong_type for a value the
  * column's type does not take (on a PR_JSON_ANY column: none) or for a
@@ -993,6 +998,12 @@ int pr_json_row_null(pr_json_block *b, uint32_t col);
 int pr_json_row_hole(pr_json_block *b, uint32_t col);
 void pr_json_row_end(pr_json_block *b);
 void pr_json_row_abort(pr_json_block *b);
+typedef struct pr_json_row_at {
+    uint32_t n_values, count;
+    uint8_t present;
+} pr_json_row_at;
+void pr_json_row_mark(const pr_json_block *b, uint32_t col, pr_json_row_at *at);
+void pr_json_row_undo(pr_json_block *b, uint32_t col, const pr_json_row_at *at);
 
 /* ================================================================ JSON decoder
  * (ingest/json_decode.c; issue 20, source.format json)

@@ -11,7 +11,8 @@
  * lists (ids and weights kept aligned over arrays of records by holes, and
  * parallel arrays) as JSON gives them; maps read by their keys (list: {
  * from: keys }, weighted by their values; repeated keys, written by hand)
- * as the same JSON objects give them; a fixed writer schema checked when
+ * as the same JSON objects give them; a map key on the way to a path
+ * written twice (the last entry wins, in items of arrays too); a fixed writer schema checked when
  * the config loads (missing file, unknown path, single-valued path through
  * an array, types, a weights path of numbers, a map path that names no map
  * or whose values are no numbers), and the hint that a plain
@@ -1428,6 +1429,179 @@ static void test_maps_repeated_keys(void **state)
     fx_free(&t);
 }
 
+/* A map on the way to paths (its key a path segment) whose key comes
+ * again: the last occurrence wins, as JSON's repeated object key, for a
+ * scalar (a string, then another or null), a record's fields below the key
+ * (a scalar and a list), the keys of a map read whole below it, and inside
+ * the items of an array of records (each item on its own). */
+static const char *const pk_avsc =
+    "{\"type\":\"record\",\"name\":\"P\",\"fields\":["
+    "{\"name\":\"y\",\"type\":\"int\"},"
+    "{\"name\":\"a\",\"type\":{\"type\":\"map\",\"values\":[\"null\",\"string\"]}},"
+    "{\"name\":\"b\",\"type\":{\"type\":\"map\",\"values\":{\"type\":\"record\",\"name\":\"B\","
+    "\"fields\":[{\"name\":\"s\",\"type\":[\"null\",\"string\"]},"
+    "{\"name\":\"l\",\"type\":{\"type\":\"array\",\"items\":\"long\"}},"
+    "{\"name\":\"m\",\"type\":{\"type\":\"map\",\"values\":\"double\"}}]}}},"
+    "{\"name\":\"imps\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"record\",\"name\":\"I\","
+    "\"fields\":[{\"name\":\"id\",\"type\":\"string\"},"
+    "{\"name\":\"at\",\"type\":{\"type\":\"map\",\"values\":\"string\"}}]}}}]}";
+
+/* One entry of a map on the way: key, a string (NULL: null), a list of
+ * longs and a map of doubles (b's records), or an item's attribute map. */
+typedef struct pent {
+    const char *k, *s;
+    int nl;
+    int64_t l[3];
+    int nm;
+    const char *mk[3];
+} pent;
+
+static void h_pmap_a(hand *h, const pent *e, int n)
+{
+    h_json(h, ",\"a\":{");
+    if (n)
+        h_long(h, n);
+    for (int i = 0; i < n; i++) {
+        h_str(h, e[i].k);
+        h_long(h, e[i].s ? 1 : 0);
+        if (e[i].s)
+            h_str(h, e[i].s);
+        h_json(h, "%s\"%s\":", i ? "," : "", e[i].k);
+        h_json(h, e[i].s ? "\"%s\"" : "null", e[i].s);
+    }
+    h_long(h, 0);
+    h_json(h, "}");
+}
+
+static void h_pmap_b(hand *h, const pent *e, int n)
+{
+    h_json(h, ",\"b\":{");
+    if (n)
+        h_long(h, n);
+    for (int i = 0; i < n; i++) {
+        h_str(h, e[i].k);
+        h_json(h, "%s\"%s\":{\"s\":", i ? "," : "", e[i].k);
+        h_long(h, e[i].s ? 1 : 0);
+        if (e[i].s)
+            h_str(h, e[i].s);
+        h_json(h, e[i].s ? "\"%s\"" : "null", e[i].s);
+        h_json(h, ",\"l\":[");
+        if (e[i].nl)
+            h_long(h, e[i].nl);
+        for (int k = 0; k < e[i].nl; k++) {
+            h_long(h, e[i].l[k]);
+            h_json(h, "%s%lld", k ? "," : "", (long long)e[i].l[k]);
+        }
+        h_long(h, 0);
+        h_json(h, "],\"m\":{");
+        if (e[i].nm)
+            h_long(h, e[i].nm);
+        for (int k = 0; k < e[i].nm; k++) {
+            double d = k + 0.5;
+            h_str(h, e[i].mk[k]);
+            h_raw(h, &d, 8);
+            h_json(h, "%s\"%s\":%.17g", k ? "," : "", e[i].mk[k], d);
+        }
+        h_long(h, 0);
+        h_json(h, "}}");
+    }
+    h_long(h, 0);
+    h_json(h, "}");
+}
+
+/* imps: items of (id in k, its attribute map: keys mk, each value s). */
+static void h_pimps(hand *h, const pent *e, int n)
+{
+    h_json(h, ",\"imps\":[");
+    if (n)
+        h_long(h, n);
+    for (int i = 0; i < n; i++) {
+        h_str(h, e[i].k);
+        h_json(h, "%s{\"id\":\"%s\",\"at\":{", i ? "," : "", e[i].k);
+        if (e[i].nm)
+            h_long(h, e[i].nm);
+        for (int k = 0; k < e[i].nm; k++) {
+            h_str(h, e[i].mk[k]);
+            h_str(h, e[i].s);
+            h_json(h, "%s\"%s\":\"%s\"", k ? "," : "", e[i].mk[k], e[i].s);
+        }
+        h_long(h, 0);
+        h_json(h, "}}");
+    }
+    h_long(h, 0);
+    h_json(h, "]");
+}
+
+static int hand_path_keys(fx *t, const pent *a, int na, const pent *b, int nb, const pent *im,
+                          int ni)
+{
+    hand h = {0};
+    h_long(&h, 1);
+    h_json(&h, "{\"y\":1");
+    h_pmap_a(&h, a, na);
+    h_pmap_b(&h, b, nb);
+    h_pimps(&h, im, ni);
+    h_json(&h, "}");
+    uint32_t next = 0;
+    t->rj.last = t->ra.last = 0;
+    int rj = pr_decode_message(PR_MSG_JSON, &t->cj, t->bj, h.j, h.jn, &next, NULL);
+    int ra = pr_decode_message(PR_MSG_AVRO, &t->ca, t->ba, h.b, h.n, &next, NULL);
+    if (rj != ra || t->rj.last != t->ra.last)
+        fail_msg("%s: json %d (%s), avro %d (%s: %s)", h.j, rj, pr_decode_reason_name(t->rj.last),
+                 ra, pr_decode_reason_name(t->ra.last), t->ra.detail);
+    free(h.b);
+    free(h.j);
+    return rj;
+}
+
+static void test_maps_repeated_path_keys(void **state)
+{
+    (void)state;
+    static const char *const yaml =
+        Y_HEAD "      sparse:\n"
+               "        - { name: ac, path: a.color, ops: [vocab] }\n"
+               "        - { name: bs, path: b.x.s, ops: [vocab] }\n"
+               "        - { name: bl, path: b.x.l, list: { max_len: 4 }, ops: [vocab] }\n"
+               "        - { name: bm, path: b.x.m, list: { max_len: 4, from: keys },\n"
+               "            weights: { from: values, default: 9 }, ops: [vocab] }\n"
+               "        - { name: ic, path: imps.at.c, list: { max_len: 4 }, ops: [vocab] }\n"
+               "        - { name: ii, path: imps.id, list: { max_len: 4 }, ops: [vocab] }\n";
+    fx t;
+    fx_init(&t, yaml, pk_avsc, PR_AVRO_FRAMING_PLAIN);
+    /* a scalar twice, then null last; a record twice (its list shorter, its
+     * string null, its map other keys); items whose attribute key repeats */
+    static const pent
+        a1[] = {{.k = "color", .s = "red"}, {.k = "z", .s = "q"}, {.k = "color", .s = "blue"}},
+        a2[] = {{.k = "color", .s = "red"}, {.k = "color", .s = NULL}},
+        b1[] = {{.k = "x", .s = "p", .nl = 3, .l = {1, 2, 3}, .nm = 2, .mk = {"m1", "m2"}},
+                {.k = "y", .s = "o", .nl = 1, .l = {9}},
+                {.k = "x", .s = NULL, .nl = 1, .l = {4}, .nm = 1, .mk = {"m3"}}},
+        b2[] = {{.k = "x", .s = "p", .nl = 2, .l = {5, 6}},
+                {.k = "x", .s = "r", .nl = 0},
+                {.k = "x", .s = "s", .nl = 2, .l = {7, 8}, .nm = 3, .mk = {"m4", "m5", "m4"}}},
+        i1[] = {{.k = "i1", .s = "u", .nm = 2, .mk = {"c", "c"}},
+                {.k = "i2", .s = "w", .nm = 1, .mk = {"d"}},
+                {.k = "i3", .s = "v", .nm = 3, .mk = {"c", "e", "c"}}};
+    assert_int_equal(hand_path_keys(&t, a1, 3, b1, 3, i1, 3), 1);
+    assert_int_equal(hand_path_keys(&t, a2, 2, b2, 3, i1, 1), 1);
+    /* a scalar given twice is no longer two values (it was wrong_type) */
+    static const pent a3[] = {
+        {.k = "color", .s = "red"}, {.k = "color", .s = "red"}, {.k = "color", .s = "green"}};
+    assert_int_equal(hand_path_keys(&t, a3, 3, b2, 0, i1, 0), 1);
+    blocks_equal(t.bj, t.ba);
+    const pr_fside *sd = t.ba->side;
+    assert_int_equal(t.ba->rows, 3);
+    static const int32_t bl[] = {1, 2, 0}, bm[] = {1, 2, 0}, ic[] = {2, 1, 0}, ii[] = {3, 1, 0};
+    assert_memory_equal(pr_fside_lengths((pr_fside *)sd, 2), bl, sizeof(bl));
+    assert_memory_equal(pr_fside_lengths((pr_fside *)sd, 3), bm, sizeof(bm));
+    assert_memory_equal(pr_fside_lengths((pr_fside *)sd, 4), ic, sizeof(ic));
+    assert_memory_equal(pr_fside_lengths((pr_fside *)sd, 5), ii, sizeof(ii));
+    static const float bw[] = {0.5f, 2.5f, 1.5f}; /* m3; m4 (its last value), m5 */
+    assert_int_equal(sd->n_weights[3], 3);
+    assert_memory_equal(sd->weights[3], bw, sizeof(bw));
+    fx_free(&t);
+}
+
 /* What a map path refuses, in both formats: a string where the map
  * belongs, a map under an array of records (one list level per path; a
  * null one there is absent), a list as a map's value. */
@@ -1709,6 +1883,7 @@ int main(void)
         cmocka_unit_test(test_dense_vector_bytes),
         cmocka_unit_test(test_maps_weighted),
         cmocka_unit_test(test_maps_repeated_keys),
+        cmocka_unit_test(test_maps_repeated_path_keys),
         cmocka_unit_test(test_maps_rejected),
         cmocka_unit_test(test_maps_schema_checked),
     };
