@@ -94,6 +94,8 @@ static void pr__feature_line(const pr_feature_spec *f)
         if (f->has_weight_default)
             printf(" (default %g)", (double)f->weight_default);
     }
+    if (f->table[0])
+        printf("  table %s (shares its vocabulary)", f->table);
     if (f->dim)
         printf("  dim %u%s (columns %s[0]..%s[%u])", f->dim,
                f->encoding == PR_VEC_F32 ? " f32 bytes" : "", f->name, f->name, f->dim - 1u);

@@ -676,6 +676,15 @@ static const cfg_key sparse_item_keys[] = {
                      "Value of a missing field, before the operators (not for lists or "
                      "crosses)."),
     FEAT_OPS_KEY,
+    {.name = "table",
+     .type = KT_NAME,
+     .off = offsetof(pr_feature_spec, table),
+     .width = PR_NAME_MAX,
+     .doc = "A shared vocabulary: the name of another sparse feature whose vocabulary (and "
+            "so embedding table) this one uses, e.g. a click history's items in the "
+            "candidate item's table; the same value gets the same index in both. Both need "
+            "vocab and the same operators up to it; that feature names no table itself. "
+            "Unset: the feature's own."},
 };
 const cfg_table pr__sparse_item_tab = TABLE(sparse_item_keys, pr__finish_feature);
 
@@ -1165,6 +1174,56 @@ static void pr__map_paths_own(cfg_ctx *c, yaml_node_t *map, const pr_feature_sch
     }
 }
 
+static void pr__feature_item(const pr_feature_schema *fs, uint32_t i, const char *what, char *b,
+                             size_t bn);
+
+/* `table:` names the owner of a shared vocabulary: a sparse feature of the
+ * schema with vocab and no table of its own, whose operators up to vocab
+ * are the same (so a value is the same key in both). A feature naming
+ * itself has its own table. */
+static void pr__tables_check(cfg_ctx *c, yaml_node_t *map, pr_feature_schema *fs)
+{
+    for (uint32_t i = 0; i < fs->n_features; i++) {
+        pr_feature_spec *f = &fs->features[i];
+        if (!f->table[0])
+            continue;
+        if (!strcmp(f->table, f->name)) {
+            f->table[0] = '\0';
+            continue;
+        }
+        char key[80];
+        pr__feature_item(fs, i, "table", key, sizeof(key));
+        const pr_feature_spec *o = NULL;
+        for (uint32_t j = 0; j < fs->n_features && !o; j++)
+            if ((fs->features[j].kind == PR_FEAT_SPARSE || fs->features[j].kind == PR_FEAT_LIST) &&
+                !strcmp(fs->features[j].name, f->table))
+                o = &fs->features[j];
+        if (pr_feature_vocab_step(f) < 0)
+            pr__cfg_error(c, map, key,
+                          "'%s' has no vocab step: a shared table is a vocabulary (add vocab "
+                          "to its ops)",
+                          f->name);
+        else if (!o)
+            pr__cfg_error(c, map, key, "no sparse feature is named '%s'", f->table);
+        else if (pr_feature_vocab_step(o) < 0)
+            pr__cfg_error(c, map, key, "'%s' has no vocab step: only a vocabulary is shared",
+                          o->name);
+        else if (o->table[0] && strcmp(o->table, o->name))
+            pr__cfg_error(c, map, key,
+                          "'%s' uses the table of '%s' itself: name '%s' (a table has one "
+                          "owner)",
+                          o->name, o->table, o->table);
+        else if (!pr_feature_same_keys(f, o))
+            pr__cfg_error(c, map, key,
+                          "'%s' and '%s' must have the same operators up to and including "
+                          "vocab, so that a value is the same key in both",
+                          f->name, o->name);
+        else
+            continue;
+        return;
+    }
+}
+
 /* A declared schema drives today's spec: counts, names and the union of the
  * engine operators its sparse features use (for the vocabulary settings and
  * their checks). */
@@ -1200,6 +1259,7 @@ static void pr__spec_from_features(cfg_ctx *c, yaml_node_t *map, pr_pipeline_cfg
     pr__vector_paths_own(c, map, fs);
     pr__weights_paths(c, map, fs);
     pr__map_paths_own(c, map, fs);
+    pr__tables_check(c, map, fs);
     if (nd + ns == 0 && c->n_errors == 0) /* not when the features had errors */
         pr__cfg_error(c, map, NULL, "declares no dense or sparse feature");
     sp->n_dense = (uint16_t)(nd < PR_MAX_DENSE_COLS ? nd : PR_MAX_DENSE_COLS);
@@ -1233,6 +1293,17 @@ static void pr__feature_key(const pr_feature_schema *fs, uint32_t i, uint8_t k, 
         snprintf(b, bn, "%s[%u].cross[%u]", list, idx, (unsigned)k);
     else
         snprintf(b, bn, "%s[%u].path", list, idx);
+}
+
+/* The key `what` of feature i as written: "sparse[3].table". */
+static void pr__feature_item(const pr_feature_schema *fs, uint32_t i, const char *what, char *b,
+                             size_t bn)
+{
+    const char *list = pr__kind_list(fs->features[i].kind);
+    uint32_t idx = 0;
+    for (uint32_t j = 0; j < i; j++)
+        idx += strcmp(pr__kind_list(fs->features[j].kind), list) == 0;
+    snprintf(b, bn, "%s[%u].%s", list, idx, what);
 }
 
 /* Is a a strict prefix of b at a segment ("user" of "user.id")? */

@@ -1297,6 +1297,18 @@ static void pr__h_columns(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key 
         size_t col = 0;
         while (col < pl->spec.n_sparse && strcmp(pl->spec.sparse[col].name, name) != 0)
             col++;
+        const pr_feature_spec *sf = NULL; /* a feature using another's table */
+        for (uint32_t i = 0; i < pl->features.n_features && !sf; i++)
+            if (!strcmp(pl->features.features[i].name, name) && pl->features.features[i].table[0] &&
+                strcmp(pl->features.features[i].table, name))
+                sf = &pl->features.features[i];
+        if (sf) {
+            pr__cfg_error(c, kn, name,
+                          "'%s' uses the vocabulary of '%s' (its table): set the options under "
+                          "transform.columns.%s",
+                          name, sf->table, sf->table);
+            continue;
+        }
         if (col == pl->spec.n_sparse) {
             if (pl->spec.n_sparse == 0)
                 pr__cfg_error(c, kn, name, "unknown column (the schema has no sparse columns)");

@@ -898,8 +898,14 @@ static void pr__order_jagged_notices(const pr_block *in, pr_out *out)
         if (s->vocab_col[f] < 0)
             continue;
         uint32_t c = (uint32_t)s->vocab_col[f], r = 0;
+        bool first_of_col = true; /* a shared table's column: once, by its row runs */
+        for (uint16_t g = 0; s->shared && g < f; g++)
+            first_of_col &= s->vocab_col[g] != (int)c;
+        if (!first_of_col)
+            continue;
         const int32_t *len = s->lengths + (size_t)f * s->cap;
-        uint64_t first = 0, end = (uint64_t)len[0]; /* row r holds elements [first, end) */
+#define PR__RUN(r) ((uint64_t)(s->shared ? pr_fside_col_len(s, (int)c, (r)) : (uint32_t)len[(r)]))
+        uint64_t first = 0, end = PR__RUN(0); /* row r holds elements [first, end) */
         for (uint32_t i = 0; i < out->n_recycled; i++) {
             uint64_t e = out->recycled[i].row;
             if (out->recycled[i].col != c)
@@ -907,14 +913,16 @@ static void pr__order_jagged_notices(const pr_block *in, pr_out *out)
             if (e < first) { /* not in element order: scan again from row 0 */
                 r = 0;
                 first = 0;
-                end = (uint64_t)len[0];
+                end = PR__RUN(0);
             }
             while (e >= end && r + 1 < in->rows) {
                 first = end;
-                end += (uint64_t)len[++r];
+                ++r;
+                end += PR__RUN(r);
             }
             k[i].row = r;
         }
+#undef PR__RUN
     }
     qsort(k, out->n_recycled, sizeof(*k), pr__jnote_cmp);
     for (uint32_t i = 0; i < out->n_recycled; i++)

@@ -212,6 +212,31 @@ int pr_feature_vocab_step(const pr_feature_spec *f)
     return -1;
 }
 
+int pr_feature_table_owner(const pr_feature_schema *schema, uint32_t i)
+{
+    if (i >= schema->n_features || pr_feature_vocab_step(&schema->features[i]) < 0)
+        return -1;
+    const char *t = schema->features[i].table;
+    if (!t[0])
+        return (int)i;
+    for (uint32_t j = 0; j < schema->n_features; j++) {
+        const pr_feature_spec *o = &schema->features[j];
+        if (pr__feat_is_sparse(o) && !strcmp(o->name, t) && !o->table[0] &&
+            pr_feature_vocab_step(o) >= 0)
+            return (int)j;
+    }
+    return -1;
+}
+
+uint32_t pr_fside_col_len(const pr_fside *s, int c, uint32_t r)
+{
+    uint32_t n = 0;
+    for (uint16_t f = 0; f < s->n_feat; f++)
+        if (s->vocab_col[f] == c)
+            n += (uint32_t)s->lengths[(size_t)f * s->cap + r];
+    return n;
+}
+
 size_t pr_fop_step_yaml(const pr_fop_step *st, char *out, size_t n)
 {
     const pr_fop_info *in = &pr_fop_table[st->op];
@@ -368,11 +393,46 @@ uint64_t pr_feature_vocab_input_fp(const pr_feature_spec *f)
     return h;
 }
 
-/* Counts of a schema's labels, dense, sparse+list and vocab features. */
+/* Same keys: the steps up to and including vocab encoded alike. */
+bool pr_feature_same_keys(const pr_feature_spec *a, const pr_feature_spec *b)
+{
+    int va = pr_feature_vocab_step(a), vb = pr_feature_vocab_step(b);
+    if (va < 0 || va != vb)
+        return false;
+    pr__fpbuf *x = calloc(1, sizeof(*x)), *y = calloc(1, sizeof(*y));
+    bool same = x && y;
+    for (int i = 0; same && i <= va; i++) {
+        x->n = y->n = 0;
+        pr__fp_step(x, &a->ops[i]);
+        pr__fp_step(y, &b->ops[i]);
+        same = x->n == y->n && x->n <= sizeof(x->buf) && !memcmp(x->buf, y->buf, x->n);
+    }
+    free(x);
+    free(y);
+    return same;
+}
+
+/* Counts of a schema's labels, dense, sparse+list features and vocab
+ * columns (one per table: its owner's). */
 typedef struct pr__shape {
     uint16_t labels, dense, feat, vocab;
-    uint32_t max_list; /* the largest max_len of a vocab list feature */
+    uint32_t max_list; /* the most keys one record puts in a column holding a vocab list
+                        * feature (a shared table: its features' max_len and 1s summed) */
 } pr__shape;
+
+/* The most keys one record puts in the column of owner feature o. */
+static uint32_t pr__table_max(const pr_feature_schema *schema, uint32_t o)
+{
+    uint32_t n = 0;
+    bool list = false;
+    for (uint32_t i = 0; i < schema->n_features; i++)
+        if (pr_feature_table_owner(schema, i) == (int)o) {
+            const pr_feature_spec *f = &schema->features[i];
+            list |= f->kind == PR_FEAT_LIST;
+            n += f->kind == PR_FEAT_LIST ? f->max_len : 1;
+        }
+    return list ? n : 0;
+}
 
 static pr__shape pr__schema_shape(const pr_feature_schema *schema)
 {
@@ -385,10 +445,11 @@ static pr__shape pr__schema_shape(const pr_feature_schema *schema)
             sh.dense += (uint16_t)pr_feature_dense_cols(f);
         else if (pr__feat_is_sparse(f)) {
             sh.feat++;
-            if (pr_feature_vocab_step(f) >= 0) {
+            if (pr_feature_table_owner(schema, i) == (int)i) {
                 sh.vocab++;
-                if (f->kind == PR_FEAT_LIST && f->max_len > sh.max_list)
-                    sh.max_list = f->max_len;
+                uint32_t m = pr__table_max(schema, i);
+                if (m > sh.max_list)
+                    sh.max_list = m;
             }
         }
     }
@@ -401,11 +462,19 @@ pr_fside *pr_feature_side_new(const pr_feature_schema *schema, uint32_t cap)
     pr_fside *s = pr_fside_new(sh.labels, sh.dense, sh.feat, cap);
     if (!s)
         return NULL;
-    int16_t col = 0;
+    int16_t col = 0, col_of[PR_MAX_SPARSE * 2]; /* [side index of an owner] its column */
     for (uint32_t i = 0; i < schema->n_features; i++) {
         int f = pr_feature_side_index(schema, i);
-        if (f >= 0 && pr_feature_vocab_step(&schema->features[i]) >= 0)
-            s->vocab_col[f] = col++;
+        if (f >= 0 && f < PR_MAX_SPARSE * 2 && pr_feature_table_owner(schema, i) == (int)i)
+            col_of[f] = col++;
+    }
+    for (uint32_t i = 0; i < schema->n_features; i++) {
+        int f = pr_feature_side_index(schema, i), o = pr_feature_table_owner(schema, i);
+        int fo = o >= 0 ? pr_feature_side_index(schema, (uint32_t)o) : -1;
+        if (f >= 0 && fo >= 0 && fo < PR_MAX_SPARSE * 2) {
+            s->vocab_col[f] = col_of[fo];
+            s->shared |= o != (int)i;
+        }
         if (f >= 0 && pr_feature_weighted(&schema->features[i]) && pr_fside_weigh(s, (uint16_t)f)) {
             pr_fside_free(s);
             return NULL;
@@ -475,7 +544,7 @@ int pr_feature_engine_spec(const pr_feature_schema *schema, const pr_pipeline_sp
     uint32_t n = 0;
     for (uint32_t i = 0; i < schema->n_features; i++) {
         const pr_feature_spec *f = &schema->features[i];
-        if (!pr__feat_is_sparse(f) || pr_feature_vocab_step(f) < 0)
+        if (!pr__feat_is_sparse(f) || pr_feature_table_owner(schema, i) != (int)i)
             continue;
         if (n == PR_MAX_SPARSE)
             return pr_seterr(errstr, errstr_size, PR_EINVAL,
@@ -484,14 +553,19 @@ int pr_feature_engine_spec(const pr_feature_schema *schema, const pr_pipeline_sp
         const pr_sparse_col_spec *bc = pr__base_col(base, f->name);
         *cs = bc ? *bc : def.sparse[0];
         snprintf(cs->name, sizeof(cs->name), "%s", f->name);
-        cs->modulus = def.sparse[0].modulus; /* unused: no modulus operator */
-        cs->input_fp = pr_feature_vocab_input_fp(f);
-        if (f->kind == PR_FEAT_LIST && cs->eviction == PR_EVICT_TTL && cs->ttl_s)
-            return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                             "transform.columns.%s.ttl_s: list feature '%s' cannot evict by "
-                             "event time (its elements have no time of their own yet); use "
-                             "ttl_records, or eviction lru or lfu",
-                             f->name, f->name);
+        cs->modulus = def.sparse[0].modulus;         /* unused: no modulus operator */
+        cs->input_fp = pr_feature_vocab_input_fp(f); /* a table's: its owner's (members
+                                                      * have its operators: same keys) */
+        for (uint32_t j = 0; j < schema->n_features; j++) {
+            const pr_feature_spec *m = &schema->features[j];
+            if (pr_feature_table_owner(schema, j) == (int)i && m->kind == PR_FEAT_LIST &&
+                cs->eviction == PR_EVICT_TTL && cs->ttl_s)
+                return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                                 "transform.columns.%s.ttl_s: list feature '%s' cannot evict by "
+                                 "event time (its elements have no time of their own yet); use "
+                                 "ttl_records, or eviction lru or lfu",
+                                 f->name, m->name);
+        }
     }
     spec->n_sparse = (uint16_t)n;
     return pr_pipeline_spec_validate(spec, errstr, errstr_size);
@@ -561,13 +635,53 @@ static uint32_t pr__row_of(pr__elem_row *er, uint32_t e)
     return er->row;
 }
 
-/* A vocab feature's values: the engine's indices of its column, then the
- * operators after vocab. */
+/* Shared tables (in->side->shared): every vocab feature's indices taken
+ * out of its column, row by row, each row's run split among the column's
+ * features in feature order (as the decoder wrote them). */
+static int pr__finish_shared(const pr_block *in, pr_out *out, char *errstr, size_t errstr_size)
+{
+    const pr_fside *is = in->side;
+    pr_fside *os = out->side;
+    uint32_t pos[PR_MAX_SPARSE] = {0};
+    for (uint16_t f = 0; f < is->n_feat; f++) {
+        if (is->vocab_col[f] < 0)
+            continue;
+        uint64_t sum = 0;
+        for (uint32_t r = 0; r < in->rows; r++)
+            sum += (uint32_t)is->lengths[(size_t)f * is->cap + r];
+        os->n_values[f] = 0;
+        if (sum > UINT32_MAX || pr_fside_reserve(os, f, (uint32_t)sum))
+            return pr_seterr(errstr, errstr_size, PR_ENOMEM, "shared table: out of memory");
+    }
+    for (uint32_t r = 0; r < in->rows; r++)
+        for (uint16_t f = 0; f < is->n_feat; f++) {
+            int c = is->vocab_col[f];
+            if (c < 0)
+                continue;
+            uint32_t l = (uint32_t)is->lengths[(size_t)f * is->cap + r];
+            if ((uint64_t)pos[c] + l > pr_block_col_rows(in, (uint32_t)c))
+                return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                                 "shared table: lengths pass the %u keys of column %d",
+                                 pr_block_col_rows(in, (uint32_t)c), c);
+            for (uint32_t k = 0; k < l; k++)
+                os->values[f][os->n_values[f]++] = pr_out_index(out, (uint32_t)c, pos[c] + k);
+            pos[c] += l;
+        }
+    for (uint32_t c = 0; c < in->n_sparse && c < PR_MAX_SPARSE; c++)
+        if (pos[c] != pr_block_col_rows(in, c))
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "shared table: lengths sum to %u but column %u holds %u keys", pos[c],
+                             c, pr_block_col_rows(in, c));
+    return 0;
+}
+
+/* A vocab feature's values: the engine's indices of its column (already
+ * taken out with a shared table's), then the operators after vocab. */
 static int pr__finish_vocab_feat(const pr_feature_spec *f, const pr_block *in, pr_out *out,
                                  uint16_t fi, int col, char *errstr, size_t errstr_size)
 {
     pr_fside *os = out->side;
-    uint32_t n = pr_block_col_rows(in, (uint32_t)col);
+    uint32_t n = in->side->shared ? os->n_values[fi] : pr_block_col_rows(in, (uint32_t)col);
     uint64_t sum = 0;
     const int32_t *len = pr_fside_lengths(in->side, fi);
     for (uint32_t r = 0; r < in->rows; r++)
@@ -576,13 +690,15 @@ static int pr__finish_vocab_feat(const pr_feature_spec *f, const pr_block *in, p
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
                          "feature %s: lengths sum to %" PRIu64 " but its column holds %u keys",
                          f->name, sum, n);
-    os->n_values[fi] = 0;
-    if (pr_fside_reserve(os, fi, n))
-        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "feature %s: out of memory", f->name);
+    if (!in->side->shared) {
+        os->n_values[fi] = 0;
+        if (pr_fside_reserve(os, fi, n))
+            return pr_seterr(errstr, errstr_size, PR_ENOMEM, "feature %s: out of memory", f->name);
+        for (uint32_t e = 0; e < n; e++)
+            os->values[fi][e] = pr_out_index(out, (uint32_t)col, e);
+        os->n_values[fi] = n;
+    }
     int64_t *v = os->values[fi];
-    for (uint32_t e = 0; e < n; e++)
-        v[e] = pr_out_index(out, (uint32_t)col, e);
-    os->n_values[fi] = n;
     int k = pr_feature_vocab_step(f);
     if (k + 1 < f->n_ops && n) {
         pr_fval *tmp = malloc((size_t)n * sizeof(*tmp));
@@ -598,10 +714,55 @@ static int pr__finish_vocab_feat(const pr_feature_spec *f, const pr_block *in, p
 /* Re-express the engine's notices (col = engine column, row = element) as
  * (col = side feature index, row = block row), keeping their order, then
  * order them by (row, col) with a stable insertion sort (notices are few). */
+/* A walk over a shared column's elements: (row, feature) runs in order. */
+typedef struct pr__shared_at {
+    uint32_t row, start, end; /* the run of feature f in row `row`: elements [start, end) */
+    uint16_t f;
+    bool on;
+} pr__shared_at;
+
+/* Element e of shared column c: its row and the feature that holds it
+ * (a walk w kept per column, restarted when e lies before it). */
+static void pr__shared_place(const pr_block *in, uint32_t c, uint32_t e, pr__shared_at *w)
+{
+    const pr_fside *s = in->side;
+    if (!w->on || e < w->start)
+        *w = (pr__shared_at){.on = true};
+    else if (e < w->end)
+        return;
+    else
+        w->f++; /* past this run: on from the next feature */
+    w->start = w->end;
+    for (; w->row < in->rows; w->row++, w->f = 0)
+        for (; w->f < s->n_feat; w->f++) {
+            if (s->vocab_col[w->f] != (int)c)
+                continue;
+            uint32_t l = (uint32_t)s->lengths[(size_t)w->f * s->cap + w->row];
+            w->start = w->end;
+            w->end += l;
+            if (e < w->end)
+                return;
+        }
+    /* past the end (never: the engine's notices name its own elements) */
+    w->row = in->rows ? in->rows - 1 : 0;
+    for (w->f = 0; w->f + 1 < s->n_feat && s->vocab_col[w->f] != (int)c; w->f++)
+        ;
+    w->on = false;
+}
+
 static void pr__finish_notices(const pr_block *in, pr_out *out, const int16_t *feat_of_col)
 {
+    pr__shared_at walk[PR_MAX_SPARSE];
+    if (in->side->shared)
+        memset(walk, 0, sizeof(walk));
     for (uint32_t i = 0; i < out->n_recycled; i++) {
         pr_recycled *r = &out->recycled[i];
+        if (in->side->shared && r->col < PR_MAX_SPARSE) {
+            pr__shared_place(in, r->col, r->row, &walk[r->col]);
+            r->row = walk[r->col].row;
+            r->col = walk[r->col].f;
+            continue;
+        }
         uint16_t fi = (uint16_t)feat_of_col[r->col];
         pr__elem_row er = {pr_fside_lengths(in->side, fi), in->rows, 0,
                            in->rows ? (uint32_t)pr_fside_lengths(in->side, fi)[0] : 0};
@@ -682,6 +843,8 @@ int pr_feature_finish(const pr_feature_schema *schema, const pr_block *in, pr_ou
     memcpy(os->labels, is->labels, (size_t)rows * is->n_labels * sizeof(float));
     memcpy(os->dense, is->dense, (size_t)rows * is->n_dense * sizeof(float));
     int16_t feat_of_col[PR_MAX_SPARSE];
+    if (is->shared && (rc = pr__finish_shared(in, out, errstr, errstr_size)))
+        return rc;
     for (uint32_t i = 0; i < schema->n_features; i++) {
         int fi = pr_feature_side_index(schema, i);
         if (fi < 0)

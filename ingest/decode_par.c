@@ -840,7 +840,9 @@ static void pr__walk_offsets(const pr_block *src, uint32_t row, uint32_t *off)
 
 /* A declared schema's jagged block: side tables (labels, dense, lengths,
  * values of features without a vocabulary) and one key column per vocab
- * feature, elements row-major. off: the walking offsets of row s0. */
+ * table, elements row-major (a shared table's features interleaved row by
+ * row: its column's elements before row s0 are its features' offsets
+ * summed, and rows s0.. are one run). off: the walking offsets of row s0. */
 static int pr__append_jagged(pr_block *dst, const pr_block *src, uint32_t s0, uint32_t n,
                              uint32_t *off)
 {
@@ -852,16 +854,21 @@ static int pr__append_jagged(pr_block *dst, const pr_block *src, uint32_t s0, ui
         return PR_EINVAL;
     if (dst->rows + n > dst->cap)
         return PR_EFULL;
-    uint32_t k[2 * PR_MAX_SPARSE];
+    uint32_t k[2 * PR_MAX_SPARSE], kc[PR_MAX_SPARSE] = {0}, oc[PR_MAX_SPARSE] = {0};
     for (uint16_t f = 0; f < ss->n_feat; f++) {
         const int32_t *len = ss->lengths + (size_t)f * ss->cap;
         k[f] = 0;
         for (uint32_t r = s0; r < s0 + n; r++)
             k[f] += (uint32_t)len[r];
         int c = ss->vocab_col[f];
-        if (c >= 0 && (uint64_t)dst->col_rows[c] + k[f] > dst->scap)
-            return PR_EFULL;
+        if (c >= 0) {
+            kc[c] += k[f];
+            oc[c] += off[f];
+        }
     }
+    for (uint32_t c = 0; c < src->n_sparse && c < PR_MAX_SPARSE; c++)
+        if ((uint64_t)dst->col_rows[c] + kc[c] > dst->scap)
+            return PR_EFULL;
     for (uint16_t f = 0; f < ss->n_feat; f++)
         if ((ss->vocab_col[f] < 0 && pr_fside_reserve(ds, f, k[f])) ||
             (!ss->weights[f] != !ds->weights[f]) ||
@@ -885,15 +892,16 @@ static int pr__append_jagged(pr_block *dst, const pr_block *src, uint32_t s0, ui
         if (c < 0) {
             memcpy(ds->values[f] + ds->n_values[f], ss->values[f] + off[f], k[f] * sizeof(int64_t));
             ds->n_values[f] += k[f];
-        } else {
-            uint32_t at = dst->col_rows[c];
-            memcpy(dst->sparse_u64 + (size_t)c * dst->scap + at,
-                   src->sparse_u64 + (size_t)c * src->scap + off[f], k[f] * sizeof(uint64_t));
-            pr__bits_copy(dst->sparse_missing + c * dsw, at, src->sparse_missing + c * ssw, off[f],
-                          k[f]);
-            dst->col_rows[c] = at + k[f];
         }
         off[f] += k[f];
+    }
+    for (uint32_t c = 0; c < src->n_sparse && c < PR_MAX_SPARSE; c++) {
+        uint32_t at = dst->col_rows[c];
+        memcpy(dst->sparse_u64 + (size_t)c * dst->scap + at,
+               src->sparse_u64 + (size_t)c * src->scap + oc[c], kc[c] * sizeof(uint64_t));
+        pr__bits_copy(dst->sparse_missing + c * dsw, at, src->sparse_missing + c * ssw, oc[c],
+                      kc[c]);
+        dst->col_rows[c] = at + kc[c];
     }
     pr__meta_copy(dst, d0, src, s0, n);
     dst->rows += n;

@@ -1006,7 +1006,7 @@ static int pr__commit(pr_json_decoder *d, const pr_decode_ctx *ctx, pr_block *b,
         d->need[c] = 0;
     for (uint16_t f = 0; f < d->n_side; f++)
         if (s->vocab_col[f] >= 0)
-            d->need[s->vocab_col[f]] = d->cnt[f];
+            d->need[s->vocab_col[f]] += d->cnt[f]; /* a shared table: its features' */
     if (!pr_block_fits(b, d->need))
         return PR_EFULL;
     for (uint16_t f = 0; f < d->n_side; f++)

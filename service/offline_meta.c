@@ -154,8 +154,9 @@ int pr_offline_write_meta(const char *dir, const char *pipeline, const pr_pipeli
         const pr_feature_spec *f = &schema->features[i];
         if (f->kind != PR_FEAT_SPARSE && f->kind != PR_FEAT_LIST)
             continue;
-        uint64_t size = pr_feature_vocab_step(f) >= 0 ? pr__vocab_size(res, f->name)
-                                                      : pr_feature_value_range(f);
+        uint64_t size = pr_feature_vocab_step(f) >= 0
+                            ? pr__vocab_size(res, f->table[0] ? f->table : f->name)
+                            : pr_feature_value_range(f);
         pr_mbuf_printf(&m, "%s%" PRIu64, c++ ? ", " : "", size);
     }
     for (uint32_t c = 0; !schema && c < n_sparse && c < cap; c++)
@@ -171,6 +172,17 @@ int pr_offline_write_meta(const char *dir, const char *pipeline, const pr_pipeli
                 names[nw++] = schema->features[i].name;
         if (nw)
             pr__names(&m, "weighted_keys", names, nw);
+        uint32_t nt = 0; /* shared vocabularies: each feature's table (only when some share) */
+        bool shared = false;
+        for (uint32_t i = 0; i < schema->n_features && nt < cap; i++) {
+            const pr_feature_spec *f = &schema->features[i];
+            if (f->kind != PR_FEAT_SPARSE && f->kind != PR_FEAT_LIST)
+                continue;
+            shared |= f->table[0] != '\0';
+            names[nt++] = f->table[0] ? f->table : f->name;
+        }
+        if (shared)
+            pr__names(&m, "feature_tables", names, nt);
     } else {
         for (uint32_t c = 0; c < n_sparse && c < cap; c++)
             names[c] = spec->sparse[c].name;

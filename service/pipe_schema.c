@@ -60,21 +60,34 @@ static void pr__move_keys(pr_block *b, uint32_t c, uint32_t from, uint32_t to, u
     }
 }
 
-/* One kept row r moved to w: meta, labels, dense, each feature's values. */
-static void pr__move_row(pr_block *b, uint32_t r, uint32_t w, uint32_t *rd, uint32_t *wr)
+/* Row r's keys in each vocab column (a shared table's: its features' summed). */
+static void pr__col_runs(const pr_fside *s, uint32_t r, uint32_t n_cols, uint32_t *run)
+{
+    memset(run, 0, n_cols * sizeof(*run));
+    for (uint16_t f = 0; f < s->n_feat; f++)
+        if (s->vocab_col[f] >= 0 && (uint32_t)s->vocab_col[f] < n_cols)
+            run[s->vocab_col[f]] += (uint32_t)pr_fside_lengths((pr_fside *)s, f)[r];
+}
+
+/* One kept row r moved to w: meta, labels, dense, each feature's values and
+ * weights (rd, wr: per feature), each vocab column's keys (crd, cwr: per
+ * column; run: row r's keys in each). */
+static void pr__move_row(pr_block *b, uint32_t r, uint32_t w, uint32_t *rd, uint32_t *wr,
+                         const uint32_t *crd, uint32_t *cwr, const uint32_t *run)
 {
     pr_fside *s = b->side;
     for (uint16_t f = 0; f < s->n_feat; f++) {
         uint32_t n = (uint32_t)pr_fside_lengths(s, f)[r];
         pr_fside_lengths(s, f)[w] = (int32_t)n;
-        int c = s->vocab_col[f];
-        if (c >= 0)
-            pr__move_keys(b, (uint32_t)c, rd[f], wr[f], n);
-        else if (rd[f] != wr[f])
+        if (s->vocab_col[f] < 0 && rd[f] != wr[f])
             memmove(s->values[f] + wr[f], s->values[f] + rd[f], n * sizeof(int64_t));
         if (s->weights[f] && rd[f] != wr[f])
             memmove(s->weights[f] + wr[f], s->weights[f] + rd[f], n * sizeof(float));
         wr[f] += n;
+    }
+    for (uint32_t c = 0; c < b->n_sparse; c++) {
+        pr__move_keys(b, c, crd[c], cwr[c], run[c]);
+        cwr[c] += run[c];
     }
     if (w == r)
         return;
@@ -92,29 +105,30 @@ void pr__schema_drop_rows(pr_block *b, bool (*drop)(void *, const pr_block *, ui
 {
     pr_fside *s = b->side;
     uint32_t rd[PR_MAX_SPARSE * 2] = {0}, wr[PR_MAX_SPARSE * 2] = {0}; /* per feature */
+    uint32_t crd[PR_MAX_SPARSE] = {0}, cwr[PR_MAX_SPARSE] = {0}, run[PR_MAX_SPARSE];
     uint32_t w = 0;
-    if (s->n_feat > PR_MAX_SPARSE * 2)
+    if (s->n_feat > PR_MAX_SPARSE * 2 || b->n_sparse > PR_MAX_SPARSE)
         return; /* the config allows at most PR_MAX_SPARSE sparse features */
     for (uint32_t r = 0; r < b->rows; r++) {
-        uint32_t at[PR_MAX_SPARSE * 2];
-        for (uint16_t f = 0; f < s->n_feat; f++)
-            at[f] = rd[f] + (uint32_t)pr_fside_lengths(s, f)[r];
+        pr__col_runs(s, r, b->n_sparse, run);
         if (!drop(opaque, b, r))
-            pr__move_row(b, r, w++, rd, wr);
-        memcpy(rd, at, s->n_feat * sizeof(uint32_t));
+            pr__move_row(b, r, w++, rd, wr, crd, cwr, run);
+        for (uint16_t f = 0; f < s->n_feat; f++)
+            rd[f] += (uint32_t)pr_fside_lengths(s, f)[r];
+        for (uint32_t c = 0; c < b->n_sparse; c++)
+            crd[c] += run[c];
     }
     for (uint16_t f = 0; f < s->n_feat; f++) {
-        int c = s->vocab_col[f];
         if (s->weights[f])
             s->n_weights[f] = wr[f];
-        if (c < 0) {
+        if (s->vocab_col[f] < 0)
             s->n_values[f] = wr[f];
-            continue;
-        }
+    }
+    for (uint32_t c = 0; c < b->n_sparse; c++) {
         uint64_t *m = b->sparse_missing + (size_t)c * pr_bitmap_words(b->scap);
-        for (uint32_t e = wr[f]; e < b->col_rows[c]; e++)
+        for (uint32_t e = cwr[c]; e < b->col_rows[c]; e++)
             pr_bit_clear(m, e);
-        b->col_rows[c] = wr[f];
+        b->col_rows[c] = cwr[c];
     }
     for (uint32_t r = w; r < b->rows; r++)
         for (uint16_t f = 0; f < s->n_feat; f++)

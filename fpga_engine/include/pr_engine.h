@@ -222,8 +222,10 @@ typedef struct pr_fside {
     int32_t *lengths;                   /* [n_feat][cap]: values of feature f in row r */
     int16_t *vocab_col;                 /* [n_feat]: engine sparse column of a vocab feature,
                                          * -1 none */
-    int64_t **values;                   /* [n_feat]: row-major values (sum of lengths) */
-    uint32_t *n_values, *values_cap;    /* [n_feat] */
+    bool shared;      /* some column holds several features' keys (`table:`): row r's run of
+                       * column c is its features' row-r keys in feature order (pr_fside_col_len) */
+    int64_t **values; /* [n_feat]: row-major values (sum of lengths) */
+    uint32_t *n_values, *values_cap; /* [n_feat] */
     /* Weighted features (`weights:`): weights[f] float32, one per element in
      * the order of the feature's values (so its count is the sum of the
      * lengths, in a block as in an output, vocab feature or not); NULL for an
@@ -237,6 +239,9 @@ typedef struct pr_fside {
  * allocation failure. pr_fside_reset empties it (n_values = 0, lengths 0);
  * pr_fside_free frees it (NULL is fine). */
 pr_fside *pr_fside_new(uint16_t n_labels, uint16_t n_dense, uint16_t n_feat, uint32_t cap);
+/* The keys row r has in vocab column c: the lengths of the features whose
+ * vocab_col is c (one feature unless s->shared). */
+uint32_t pr_fside_col_len(const pr_fside *s, int c, uint32_t r);
 void pr_fside_free(pr_fside *s);
 void pr_fside_reset(pr_fside *s);
 /* Make room for `more` values of feature f past n_values[f]: 0 or
@@ -936,6 +941,12 @@ typedef struct pr_feature_spec {
      * value is its weight. */
     bool from_keys;
     bool weights_from_values;
+    /* `table: OWNER` (a shared vocabulary): the name of the sparse feature
+     * whose vocabulary, and so embedding table, this one uses; "" = its own.
+     * The owner names none; both have the same operators up to vocab. The
+     * engine sees one column per table (named after the owner), its keys
+     * row by row, in each row the members' keys in schema order. */
+    char table[PR_NAME_MAX];
     uint8_t n_ops;
     pr_fop_step ops[PR_FEAT_MAX_OPS];
 } pr_feature_spec;
@@ -1204,6 +1215,13 @@ void pr_fop_write_reference(FILE *f);
 int pr_feature_side_index(const pr_feature_schema *schema, uint32_t i);
 /* Index of the vocab step in a feature's chain, or -1 when it has none. */
 int pr_feature_vocab_step(const pr_feature_spec *f);
+/* The schema index of the feature whose vocabulary feature i uses: the
+ * feature its `table:` names, else i; -1 when i has no vocab step or names
+ * no such feature (the config refuses that). */
+int pr_feature_table_owner(const pr_feature_schema *schema, uint32_t i);
+/* True when a and b give every value the same vocabulary key: the same
+ * operators, with the same arguments, up to and including vocab. */
+bool pr_feature_same_keys(const pr_feature_spec *a, const pr_feature_spec *b);
 
 /* One step as the config writes it, in YAML flow form (`log1p`, `{ modulus:
  * 1000 }`, `{ standardize: { mean: 1.5, std: 2 } }`, numbers %.17g, so they

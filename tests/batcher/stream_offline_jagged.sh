@@ -7,7 +7,9 @@
 # order), and meta.json names the features and their vocabulary sizes.
 # JAGGED_EVICT=1: the history list's vocabulary is bounded (capacity 300,
 # eviction lru), and the streamed recycled-index notices (meta.json, per
-# feature, rows of the rolls) equal offline recycled.npy.
+# feature, rows of the rolls) equal offline recycled.npy. A feature `recent`
+# (the history's last 3) shares the history's table (`table:`): its elements
+# interleave with the history's in one column, in stream and offline alike.
 # Env (from pr_script_test): PIPEREC, PR_SOURCE_DIR, PR_TMP.
 set -eu
 T="$PR_TMP"
@@ -35,6 +37,10 @@ B="${first#bootstrap=}"
 sed -n '/^    schema:/,/^    transform:/p' "$PR_SOURCE_DIR/examples/clickstream.yaml" | sed '$d' \
     > "$T/schema.yaml"
 grep -q "history" "$T/schema.yaml" || fail "could not take the schema from the example"
+# a shared vocabulary: the history's last 3 items again, in history's table
+sed -i '/- { name: history,/a\        - { name: recent, path: history, list: { max_len: 3, keep: last }, ops: [vocab], table: history }' \
+    "$T/schema.yaml"
+grep -q "table: history" "$T/schema.yaml" || fail "could not add the shared feature"
 cat > "$T/run.yaml" <<Y
 pipelines:
   - name: p
@@ -105,7 +111,7 @@ for d, m in zip(rolls, metas):
 if evict:
     rec = np.load(os.path.join(off, "recycled.npy"))
     assert len(rec) > 10 and len(notes) == len(rec), (len(notes), rec.shape)
-    assert {c for c, _, _, _ in notes} == {keys.index("history")}
+    assert {c for c, _, _, _ in notes} <= {keys.index("history"), keys.index("recent")}
     assert sorted(notes, key=lambda t: t[3]) == [tuple(int(x) for x in r) for r in rec], "notices differ"
 else:
     assert not notes

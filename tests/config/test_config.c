@@ -617,6 +617,46 @@ static const err_case err_cases[] = {
      SCHEMA "      sparse: [ { name: a, path: a, list: { max_len: 2, from: keys },\n"
             "                  weights: { path: w }, ops: [vocab] } ]\n",
      {"schema.sparse[0].weights.path: a map's keys are weighted by its values"}},
+    {"a table without vocab",
+     SCHEMA "      sparse:\n"
+            "        - { name: a, path: a, ops: [vocab] }\n"
+            "        - { name: b, path: b, ops: [ { hash: 10 } ], table: a }\n",
+     {"schema.sparse[1].table: 'b' has no vocab step: a shared table is a vocabulary"}},
+    {"a table nobody owns",
+     SCHEMA "      sparse:\n"
+            "        - { name: a, path: a, ops: [vocab] }\n"
+            "        - { name: b, path: b, ops: [vocab], table: nope }\n",
+     {"schema.sparse[1].table: no sparse feature is named 'nope'"}},
+    {"a table owner without vocab",
+     SCHEMA "      sparse:\n"
+            "        - { name: a, path: a, ops: [ { hash: 10 } ] }\n"
+            "        - { name: b, path: b, ops: [vocab], table: a }\n",
+     {"schema.sparse[1].table: 'a' has no vocab step: only a vocabulary is shared"}},
+    {"a table of a member",
+     SCHEMA "      sparse:\n"
+            "        - { name: a, path: a, ops: [vocab] }\n"
+            "        - { name: b, path: b, ops: [vocab], table: a }\n"
+            "        - { name: c, path: c, ops: [vocab], table: b }\n",
+     {"schema.sparse[2].table: 'b' uses the table of 'a' itself: name 'a'"}},
+    {"a table with other operators",
+     SCHEMA "      sparse:\n"
+            "        - { name: a, path: a, ops: [ { modulus: 1000 }, vocab ] }\n"
+            "        - { name: b, path: b, list: { max_len: 3 }, ops: [vocab], table: a }\n",
+     {"schema.sparse[1].table: 'b' and 'a' must have the same operators up to and including "
+      "vocab"}},
+    {"a table with another modulus",
+     SCHEMA "      sparse:\n"
+            "        - { name: a, path: a, ops: [ { modulus: 1000 }, vocab ] }\n"
+            "        - { name: b, path: b, ops: [ { modulus: 999 }, vocab ], table: a }\n",
+     {"schema.sparse[1].table: 'b' and 'a' must have the same operators"}},
+    {"a member's vocabulary options",
+     SCHEMA "      sparse:\n"
+            "        - { name: a, path: a, ops: [vocab] }\n"
+            "        - { name: b, path: b, ops: [vocab], table: a }\n"
+            "    transform:\n      vocab: { profile: default }\n"
+            "      columns: { b: { capacity: 10 } }\n",
+     {"transform.columns.b: 'b' uses the vocabulary of 'a' (its table): set the options under "
+      "transform.columns.a"}},
     {"a map read as a value too",
      SCHEMA "      sparse:\n"
             "        - { name: a, path: m, list: { max_len: 2, from: keys }, ops: [vocab] }\n"
@@ -1688,6 +1728,44 @@ static void test_schema_preset(void **state)
 }
 
 /* Placement is checked against engine.backend, also after an override. */
+/* Shared vocabularies: members map to their owner's engine column (named
+ * after it, with its transform.columns options), a feature naming itself
+ * owns its table, the owner keeps the fingerprint it has alone. */
+static void test_schema_tables(void **state)
+{
+    (void)state;
+    pr_config *cfg = load_ok(SCHEMA "      sparse:\n"
+                                    "        - { name: h, path: h, list: { max_len: 4 }, ops: "
+                                    "[vocab], table: it }\n"
+                                    "        - { name: it, path: i, ops: [vocab] }\n"
+                                    "        - { name: u, path: u, ops: [vocab], table: u }\n"
+                                    "        - { name: x, path: x, ops: [ { hash: 9 } ] }\n"
+                                    "        - { name: c, path: c.id, list: { max_len: 2 }, ops: "
+                                    "[vocab], table: it }\n"
+                                    "    transform:\n      vocab: { profile: default }\n"
+                                    "      columns: { it: { capacity: 50, eviction: lru } }\n");
+    const pr_feature_schema *fs = &cfg->pipelines[0].features;
+    pr_pipeline_spec es;
+    char err[256];
+    assert_int_equal(pr_feature_engine_spec(fs, &cfg->pipelines[0].spec, &es, err, sizeof(err)), 0);
+    assert_int_equal(es.n_sparse, 2);
+    assert_string_equal(es.sparse[0].name, "it");
+    assert_string_equal(es.sparse[1].name, "u");
+    assert_int_equal(es.sparse[0].capacity, 50);
+    assert_int_equal(es.sparse[0].eviction, PR_EVICT_LRU);
+    assert_true(es.sparse[0].input_fp == pr_feature_vocab_input_fp(&fs->features[1]));
+    assert_string_equal(fs->features[2].table, ""); /* naming itself: its own */
+    pr_fside *sd = pr_feature_side_new(fs, 8);
+    assert_non_null(sd);
+    static const int16_t cols[] = {0, 0, 1, -1, 0};
+    assert_memory_equal(sd->vocab_col, cols, sizeof(cols));
+    assert_true(sd->shared);
+    /* a record puts up to 4 + 1 + 2 keys in the table's column */
+    assert_true(pr_feature_block_scap(fs, 1) >= 7);
+    pr_fside_free(sd);
+    pr_config_free(cfg);
+}
+
 static void test_schema_placement(void **state)
 {
     (void)state;
@@ -1757,6 +1835,7 @@ int main(void)
         cmocka_unit_test(test_schema_downsample),
         cmocka_unit_test(test_schema_preset),
         cmocka_unit_test(test_schema_placement),
+        cmocka_unit_test(test_schema_tables),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
