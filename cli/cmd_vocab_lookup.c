@@ -153,6 +153,7 @@ typedef struct pr__lookup {
     bool declared, events, strings;
     /* declared schema: the feature alone, decoded by the JSON decoder */
     const pr_feature_spec *feat;
+    pr_feature_spec alone; /* feat with its own table (a shared one's member reads it) */
     pr_feature_schema one;
     pr_pipeline_spec spec1;
     pr_json_decoder *dec;
@@ -411,10 +412,10 @@ static int pr__lookup_prepare(pr__lookup *lk, const char *name)
                     name, (unsigned)lk->feat->n_paths);
             return 2;
         }
-        lk->one = (pr_feature_schema){.features = (pr_feature_spec *)lk->feat,
-                                      .n_features = 1,
-                                      .declared = true,
-                                      .cpu_ops = fs->cpu_ops};
+        lk->alone = *lk->feat;
+        lk->alone.table[0] = '\0'; /* a member: its keys, looked up in its table's column */
+        lk->one = (pr_feature_schema){
+            .features = &lk->alone, .n_features = 1, .declared = true, .cpu_ops = fs->cpu_ops};
         if (pr_feature_engine_spec(&lk->one, &lk->pc->spec, &lk->spec1, err, sizeof(err)) < 0 ||
             !(lk->dec = pr_json_decoder_new(&lk->one, err, sizeof(err)))) {
             fprintf(stderr, "piperec vocab lookup: feature %s: %s\n", name, err);
@@ -435,6 +436,8 @@ static int pr__lookup_prepare(pr__lookup *lk, const char *name)
         lk->ctx.parse_hex = true;
     }
     uint32_t c = 0;
+    if (lk->declared && lk->feat->table[0])
+        name = lk->feat->table; /* a shared vocabulary: its owner's column */
     while (c < lk->espec->n_sparse && strcmp(lk->espec->sparse[c].name, name))
         c++;
     if (c == lk->espec->n_sparse) {

@@ -93,7 +93,7 @@ def reference(evs):
         want["user"].append(idx(users, e["user"]))
         want["history"] += [idx(table, v) for v in e["history"][-5:]]
         want["cart"] += [idx(table, c["id"]) for c in e["cart"][:4]]
-    return want, len(table) + 2
+    return want, len(table) + 2, table
 
 
 def main():
@@ -111,7 +111,7 @@ def main():
     o1 = os.path.join(tmp, "o1")
     for th, _ in runs[1:]:
         same_tree(o1, os.path.join(tmp, "o%d" % th))
-    want, size = reference(evs)
+    want, size, table_ix = reference(evs)
     for k, v in want.items():
         got = np.load(os.path.join(o1, "sparse", k + ".values.npy")).tolist()
         if got != v:
@@ -125,6 +125,16 @@ def main():
     sizes = dict(zip(meta["feature_keys"], meta["vocab_sizes"]))
     assert sizes["item"] == sizes["history"] == sizes["cart"] == size, (sizes, size)
     assert meta["rejected"] > 10 and meta["filtered"] > 100, meta
+    # `piperec vocab lookup` of a member reads the table: the owner's indices
+    ids = "i1\ni5\ni299\nnope\n"
+    for feat in ("item", "history", "cart"):
+        p = subprocess.run([piperec, "vocab", "lookup", "--config", cfg, "--feature", feat,
+                            "--input", o1, "--strings"], input=ids, capture_output=True,
+                           text=True)
+        assert p.returncode == 0, p.stderr
+        got = [line.split("\t")[1] for line in p.stdout.splitlines()]
+        want_ix = [str(table_ix.get(v, 1)) for v in ids.split()]
+        assert got == want_ix, (feat, got, want_ix)
 
     # a bounded table: notices name the member and row holding the index
     cfg = os.path.join(tmp, "bounded.yaml")

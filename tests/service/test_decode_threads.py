@@ -4,7 +4,8 @@ engine.threads (issue 21): the polling thread hands messages to decode
 threads and merges them back in poll order, so every count must give the
 same rows, in the same order, with the same values, and the same rejects.
 
-For Criteo TSV and for JSON through a declared schema (the example's), one
+For Criteo TSV and for JSON through a declared schema (the example's, plus a
+feature sharing the history's vocabulary: `table:`), one
 partition, nine `piperec run`s side by side, decode threads 1, 2, 4 x engine
 threads 1, 2, 4, each on its own topic holding the same records: half of
 them there before the run starts (polls of thousands of messages: the
@@ -80,7 +81,15 @@ def config(fmt, topic, d, e, outdir, bootstrap):
         m = re.search(r"^    schema:.*?(?=^    transform:)", text, re.M | re.S)
         if not m:
             fail("no schema in examples/clickstream.yaml")
-        schema = m.group(0) + "    transform:\n      vocab: { profile: default }\n"
+        hist = "        - { name: history, path: history, list: { max_len: 10, keep: last }, " \
+               "ops: [vocab] }\n"
+        if hist not in m.group(0):
+            fail("no history feature in examples/clickstream.yaml")
+        # a shared vocabulary: two features' keys interleaved in one column
+        schema = m.group(0).replace(hist, hist + "        - { name: recent, path: history, "
+                                    "list: { max_len: 3, keep: last }, ops: [vocab], "
+                                    "table: history }\n")
+        schema += "    transform:\n      vocab: { profile: default }\n"
     return """pipelines:
   - name: p
     source:

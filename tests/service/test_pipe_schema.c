@@ -2,7 +2,8 @@
  * test_pipe_schema.c — dropping rows from a declared schema's jagged block
  * (service/pipe_schema.c, used when partitions are revoked or a checkpoint
  * already holds rows): the rows kept equal a block decoded from the kept
- * records alone, elements, missing bits, side values and metadata included.
+ * records alone, elements, missing bits, side values and metadata included;
+ * also with shared vocabularies (several features' keys in one column).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,6 +28,22 @@ static const char *const yaml =
     "        - { name: u, path: u, ops: [vocab] }\n"
     "        - { name: h, path: h, list: { max_len: 5 }, ops: [vocab] }\n"
     "        - { name: t, path: t, list: { max_len: 3 }, ops: [ { hash: 50 } ] }\n";
+
+/* The same with shared vocabularies: the history's last 2 items in h's
+ * column, the user again in u's (elements interleaved row by row). */
+static const char *const yaml_tables =
+    "pipelines:\n"
+    "  - name: t\n"
+    "    source: { format: json }\n"
+    "    schema:\n"
+    "      labels: [ { name: y, path: y } ]\n"
+    "      dense: [ { name: d, path: d } ]\n"
+    "      sparse:\n"
+    "        - { name: u, path: u, ops: [vocab] }\n"
+    "        - { name: h, path: h, list: { max_len: 5 }, ops: [vocab] }\n"
+    "        - { name: hl, path: h, list: { max_len: 2, keep: last }, ops: [vocab], table: h }\n"
+    "        - { name: t, path: t, list: { max_len: 3 }, ops: [ { hash: 50 } ] }\n"
+    "        - { name: u2, path: u, ops: [vocab], table: u }\n";
 
 static bool drop_odd_partition(void *opaque, const pr_block *b, uint32_t r)
 {
@@ -62,9 +79,8 @@ static void fill(pr_decode_ctx *ctx, pr_block *b, bool kept_only)
     }
 }
 
-static void test_drop_rows(void **state)
+static void run_drop_rows(const char *yaml)
 {
-    (void)state;
     char err[512];
     pr_config *cfg = NULL;
     if (pr_config_load_string(yaml, strlen(yaml), "t.yaml", &cfg, err, sizeof(err)))
@@ -108,10 +124,23 @@ static void test_drop_rows(void **state)
     pr_config_free(cfg);
 }
 
+static void test_drop_rows(void **state)
+{
+    (void)state;
+    run_drop_rows(yaml);
+}
+
+static void test_drop_rows_shared_tables(void **state)
+{
+    (void)state;
+    run_drop_rows(yaml_tables);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_drop_rows),
+        cmocka_unit_test(test_drop_rows_shared_tables),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
