@@ -82,7 +82,9 @@ typedef struct pr__ip {
     /* an object (not under a list of objects): its keys (distinct in set,
      * per event in len_hist / cur_len / max_len) and its values, to tell a
      * map ({"sports": 0.7}) from a record (pr__inf_is_map) */
-    bool map_now;                       /* over PR__INF_MAP_KEYS keys: keys no longer paths */
+    bool map_now;      /* over PR__INF_MAP_KEYS keys: keys no longer paths */
+    int8_t schema_map; /* the writer schema's word (pr__infer_set_schema): 1 may be a map, -1
+                        * a record or message, 0 not asked yet */
     uint64_t mv_num, mv_null, mv_other; /* its values: numbers (within float32), null, others */
     double mv_min, mv_max;
     bool mv_weights; /* a number other than 0 and 1 among them */
@@ -96,6 +98,8 @@ struct pr_infer {
     uint64_t events, bad, paths_dropped;
     char last_err[200]; /* why the last refused event was */
     bool avro_registry; /* Avro records came in schema-registry framing */
+    const void *schema; /* pr__infer_set_schema */
+    pr__infer_map_fn map_at;
 };
 
 /* A value's key in a distinct set: the operators' hash (XXH64) of its
@@ -452,6 +456,8 @@ static void pr__inf_object(pr__ip *ip, const json_t *v)
     ip->cur_len = (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n);
     if (ip->cur_len > ip->max_len)
         ip->max_len = ip->cur_len;
+    if (ip->schema_map < 0) /* a record or message by its schema: never a map */
+        return;
     if (!ip->set_full && ip->set_n >= PR__INF_MAP_KEYS)
         ip->map_now = true;
     else if (ip->set_full)
@@ -481,6 +487,8 @@ static int pr__inf_value(pr_infer *inf, const char *path, bool bad, const json_t
             return 0;
         }
         if (!under_list) {
+            if (!ip->schema_map)
+                ip->schema_map = !inf->map_at || inf->map_at(inf->schema, path) ? 1 : -1;
             if (!ip->len_hist &&
                 !(ip->len_hist = calloc(PR_FEAT_MAX_LIST + 2, sizeof(*ip->len_hist))))
                 return PR_ENOMEM;
@@ -634,6 +642,12 @@ int pr__infer_read_delimited(pr_infer *inf, FILE *f, uint64_t max_events, pr__in
 void pr__infer_set_avro_registry(pr_infer *inf)
 {
     inf->avro_registry = true;
+}
+
+void pr__infer_set_schema(pr_infer *inf, const void *schema, pr__infer_map_fn map_at)
+{
+    inf->schema = schema;
+    inf->map_at = map_at;
 }
 
 int pr_infer_add_json(pr_infer *inf, const char *text, size_t len)
@@ -1056,7 +1070,7 @@ typedef struct pr__ictx {
 static bool pr__inf_is_map(const pr__ip *ip)
 {
     if (!ip->n_obj || ip->under_list || ip->n_scalar || ip->n_arr_obj || ip->n_arr_scalar ||
-        ip->n_arr_empty || ip->path_bad || !ip->len_hist)
+        ip->n_arr_empty || ip->path_bad || !ip->len_hist || ip->schema_map < 0)
         return false;
     if (ip->map_now)
         return true;

@@ -545,14 +545,30 @@ static int pr__ia_init(pr__ia *ia, const char *path, char *errstr, size_t errstr
     return rc;
 }
 
+/* May the object at `path` be a map: does the reader take it as one
+ * (list: { from: keys })? A record is not. */
+static bool pr__ia_map_at(const void *schema, const char *path)
+{
+    pr_feature_spec f = {.kind = PR_FEAT_LIST, .n_paths = 1, .max_len = 1, .from_keys = true};
+    snprintf(f.paths[0], sizeof(f.paths[0]), "%s", path);
+    char e[256];
+    return pr_avro_check_feature(schema, &f, 0, e, sizeof(e)) == 0;
+}
+
 int pr_infer_add_avro_records(pr_infer *inf, const char *schema_file, FILE *f, uint64_t max_events,
                               char *errstr, size_t errstr_size)
 {
     pr__ia ia = {0};
     int rc = pr__ia_init(&ia, schema_file, errstr, errstr_size);
+    pr_avro_schema *as = rc ? NULL : pr_avro_schema_load(schema_file, errstr, errstr_size);
+    if (!rc && !as)
+        rc = PR_EINVAL;
+    pr__infer_set_schema(inf, as, pr__ia_map_at);
     if (!rc)
         rc = pr__infer_read_delimited(inf, f, max_events, pr__ia_record, &ia, "Avro records",
                                       errstr, errstr_size);
+    pr__infer_set_schema(inf, NULL, NULL);
+    pr_avro_schema_free(as);
     /* most records behind a registry header: the config reads them so */
     if (!rc && ia.n_registry > ia.n_plain)
         pr__infer_set_avro_registry(inf);

@@ -482,17 +482,32 @@ static int pr__ip_record(void *ctx, pr_infer *inf, const uint8_t *p, size_t len)
     return rc == PR_EBADREC ? 0 : rc;
 }
 
+/* May the object at `path` be a map: is it a map field (not a message)? */
+static bool pr__ip_map_at(const void *schema, const char *path)
+{
+    unsigned types;
+    char e[256];
+    return pr_pbuser_check_path(schema, path, PR_JSON_LIST, PR_JSON_KEYS, &types, e, sizeof(e)) ==
+           0;
+}
+
 int pr_infer_add_pb_messages(pr_infer *inf, const char *descriptor_set, const char *message,
                              FILE *f, uint64_t max_events, char *errstr, size_t errstr_size)
 {
     pr__ipb b = {0};
+    pr_pbuser_desc *d = NULL;
     int rc = pr__ip_load(descriptor_set, message, &b.set, errstr, errstr_size);
     if (!rc && !(b.root = pr__ip_type(b.set, message, b.path, &b.n_path)).m)
         rc = pr_seterr(errstr, errstr_size, PR_EINVAL, "message %s is not in %s", message,
                        descriptor_set); /* it was a moment ago: the file changed */
+    if (!rc && !(d = pr_pbuser_desc_load(descriptor_set, message, errstr, errstr_size)))
+        rc = PR_EINVAL;
+    pr__infer_set_schema(inf, d, pr__ip_map_at);
     if (!rc)
         rc = pr__infer_read_delimited(inf, f, max_events, pr__ip_record, &b, "Protobuf messages",
                                       errstr, errstr_size);
+    pr__infer_set_schema(inf, NULL, NULL);
+    pr_pbuser_desc_free(d);
     if (b.set)
         google__protobuf__file_descriptor_set__free_unpacked(b.set, NULL);
     return rc;

@@ -1158,6 +1158,9 @@ static void pr__map_paths_own(cfg_ctx *c, yaml_node_t *map, const pr_feature_sch
             for (uint8_t k = 0; k < o->n_paths && !o->from_keys; k++)
                 if (!strcmp(o->paths[k], m->paths[0]))
                     other = o->name;
+            if (o->weights_path[0] && !o->weights_from_values &&
+                !strcmp(o->weights_path, m->paths[0])) /* its weights.path */
+                other = o->name;
         }
         for (uint32_t j = 0; j < nx && !other; j++)
             if (!strcmp(xp[j], m->paths[0]))

@@ -235,6 +235,13 @@ int pr__infer_add_root(pr_infer *inf, const struct json_t *root);
 void pr__infer_reject(pr_infer *inf);
 /* The Avro records were in schema-registry framing: the config says so. */
 void pr__infer_set_avro_registry(pr_infer *inf);
+/* With a writer schema or descriptor set the events' maps are known: while
+ * records are added, map_at(schema, path) says whether the object at a
+ * path may be a map (list: { from: keys }); one that cannot (a record, a
+ * message) is never proposed as one, however many fields it has. NULL:
+ * JSON, judged by its keys alone. */
+typedef bool (*pr__infer_map_fn)(const void *schema, const char *path);
+void pr__infer_set_schema(pr_infer *inf, const void *schema, pr__infer_map_fn map_at);
 /* One varint-delimited record's body: added, or counted as rejected; 0 or
  * PR_ENOMEM. */
 typedef int (*pr__infer_record_fn)(void *ctx, pr_infer *inf, const uint8_t *body, size_t len);

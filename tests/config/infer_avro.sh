@@ -7,7 +7,8 @@
 # skipped (the next one read when its length was readable), corrupt bytes
 # inside records are skipped without a crash, nesting is counted as the reader
 # counts it (a union no level), a schema that does not load is refused, and
-# registry-framed records are read behind the header (framing: registry).
+# registry-framed records are read behind the header (framing: registry);
+# a wide record stays a record and a map a map, as the writer schema says.
 # Environment (pr_script_test): PIPEREC, PR_SOURCE_DIR, PR_TMP.
 set -eu
 . "$PR_SOURCE_DIR/tests/config/infer_lib.sh"
@@ -272,4 +273,49 @@ grep -q "framing: registry }" "$T/framed.yaml" || fail "no framing: registry: $(
 "$PIPEREC" process --config "$T/framed.yaml" --input "$T/framed.avro" --output "$T/oframed" \
     2> "$T/perr" || fail "process framed: $(cat "$T/perr")"
 grep -q "^piperec process: 3000 rows, 0 rejected" "$T/perr" || fail "process framed: $(cat "$T/perr")"
+# A record of 70 fields stays a record (its fields are dense features), and a
+# map beside it of 2..8 keys of 120 is a map (list: { from: keys }, weighted):
+# the writer schema says which is which, whatever the counts of keys.
+cat > "$T/wide.avsc" <<'J'
+{"type": "record", "name": "W", "fields": [
+ {"name": "click", "type": "long"},
+ {"name": "f", "type": {"type": "record", "name": "F", "fields": [
+J
+i=0; while [ $i -lt 70 ]; do
+    sep=","; [ $i -eq 69 ] && sep=""
+    echo "  {\"name\": \"x$i\", \"type\": \"double\"}$sep" >> "$T/wide.avsc"; i=$((i + 1))
+done
+cat >> "$T/wide.avsc" <<'J'
+ ]}},
+ {"name": "m", "type": {"type": "map", "values": "double"}}]}
+J
+/usr/bin/python3 - "$T/wide.avsc" "$T/wide.avro" <<'PY' || fail "python avro writer"
+import io, random, sys
+import avro.io, avro.schema
+sch = avro.schema.parse(open(sys.argv[1]).read())
+w, r = avro.io.DatumWriter(sch), random.Random(3)
+def varint(n):
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7f | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+with open(sys.argv[2], "wb") as out:
+    for i in range(400):
+        rec = {"click": i % 2, "f": {"x%d" % k: r.random() for k in range(70)},
+               "m": {"c%d" % r.randrange(120): r.random() for _ in range(r.randint(2, 8))}}
+        b = io.BytesIO()
+        w.write(rec, avro.io.BinaryEncoder(b))
+        out.write(varint(len(b.getvalue())) + b.getvalue())
+PY
+"$PIPEREC" infer --input "$T/wide.avro" --avro-schema "$T/wide.avsc" --time none \
+    --output "$T/wide.yaml" 2> "$T/err" || fail "infer wide: $(cat "$T/err")"
+grep -q "400 events (0 skipped): no event time, 1 labels, 70 dense, 1 sparse (1 lists)" "$T/err" ||
+    fail "wide summary: $(cat "$T/err")"
+grep -q 'path: m, list: { max_len: [0-9]*, from: keys }' "$T/wide.yaml" ||
+    fail "the map is not read by its keys: $(cat "$T/wide.yaml")"
+"$PIPEREC" process --config "$T/wide.yaml" --input "$T/wide.avro" --output "$T/owide" \
+    2> "$T/perr" || fail "process wide: $(cat "$T/perr")"
+grep -q "^piperec process: 400 rows, 0 rejected" "$T/perr" || fail "wide: $(cat "$T/perr")"
 echo "infer_avro: ok"

@@ -204,6 +204,59 @@ done
     fail "process types: $(cat "$T/perr")"
 grep -q "^piperec process: 600 rows, 0 rejected" "$T/perr" || fail "types: $(cat "$T/perr")"
 
+# A message of 70 optional fields (2 set per event) stays a message (its
+# fields are dense features, those set), and a map<string, double> of 2..8
+# keys of 120 is a map (list: { from: keys }): the descriptor says which.
+{
+    echo 'syntax = "proto3"; package wd; message F {'
+    i=0; while [ $i -lt 70 ]; do echo "  optional double x$i = $((i + 1));"; i=$((i + 1)); done
+    echo '} message W { int64 click = 1; F f = 2; map<string, double> m = 3; }'
+} > "$T/wide.proto"
+protoc --descriptor_set_out="$T/wide.desc" --include_imports -I "$T" wide.proto ||
+    fail "protoc wide"
+/usr/bin/python3 - "$T/wide.desc" "$T/wide.pb" <<'PY' || fail "python wide encoder"
+import random, sys
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+fds = descriptor_pb2.FileDescriptorSet()
+fds.ParseFromString(open(sys.argv[1], "rb").read())
+pool = descriptor_pool.DescriptorPool()
+for f in fds.file:
+    pool.Add(f)
+desc = pool.FindMessageTypeByName("wd.W")
+try:
+    cls = message_factory.GetMessageClass(desc)
+except AttributeError:
+    cls = message_factory.MessageFactory(pool).GetPrototype(desc)
+def varint(n):
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7f | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+r = random.Random(5)
+with open(sys.argv[2], "wb") as out:
+    for i in range(400):
+        m = cls()
+        m.click = i % 2
+        for k in r.sample(range(70), 2):
+            setattr(m.f, "x%d" % k, r.random())
+        for _ in range(r.randint(2, 8)):
+            m.m["c%d" % r.randrange(120)] = r.random()
+        b = m.SerializeToString()
+        out.write(varint(len(b)) + b)
+PY
+"$PIPEREC" infer --input "$T/wide.pb" --descriptor-set "$T/wide.desc" --message wd.W \
+    --time none --output "$T/wide.yaml" 2> "$T/err" || fail "infer wide: $(cat "$T/err")"
+grep -q "^piperec infer: 400 events (0 skipped)" "$T/err" || fail "wide: $(cat "$T/err")"
+grep -q 'path: m, list: { max_len: [0-9]*, from: keys }' "$T/wide.yaml" ||
+    fail "the map is not read by its keys: $(cat "$T/wide.yaml")"
+grep -q 'path: f\.x[0-9]*' "$T/wide.yaml" || fail "no field of f: $(cat "$T/wide.yaml")"
+grep -q 'path: f,' "$T/wide.yaml" && fail "the message read as a map: $(cat "$T/wide.yaml")"
+"$PIPEREC" process --config "$T/wide.yaml" --input "$T/wide.pb" --output "$T/owide" \
+    2> "$T/perr" || fail "process wide: $(cat "$T/perr")"
+grep -q "^piperec process: 400 rows, 0 rejected" "$T/perr" || fail "wide: $(cat "$T/perr")"
+
 # Refusals, exit 2 with the reason.
 refuse "$T/none.desc: No such file" --input "$T/ev.pb" --descriptor-set "$T/none.desc" \
     --message shop.Click

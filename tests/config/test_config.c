@@ -663,6 +663,13 @@ static const err_case err_cases[] = {
             "        - { name: b, path: m, list: { max_len: 2 }, ops: [vocab] }\n",
      {"schema.sparse[0].path: 'm' is read as a map (list: { from: keys }) by 'a' and as a value "
       "by feature b"}},
+    {"a map read as another list's weights",
+     SCHEMA "      sparse:\n"
+            "        - { name: a, path: m, list: { max_len: 2, from: keys }, ops: [vocab] }\n"
+            "        - { name: b, path: x, list: { max_len: 2 }, weights: { path: m },\n"
+            "            ops: [vocab] }\n",
+     {"schema.sparse[0].path: 'm' is read as a map (list: { from: keys }) by 'a' and as a value "
+      "by feature b"}},
     {"a map read as a value by a filter",
      SCHEMA "      sparse:\n"
             "        - { name: a, path: m, list: { max_len: 2, from: keys }, ops: [vocab] }\n"
