@@ -101,6 +101,8 @@ struct pr__json_scratch {
      * entries in; mh_col UINT32_MAX: none) */
     uint32_t *mh;
     uint32_t mh_cap, mh_col, mh_n;
+    uint32_t mh_size; /* slots in use: twice the map's entries or more, from 64, doubled
+                       * (and rebuilt) as it grows, so a map costs its own size */
     /* the row writer (another format's reader fills a row) */
     const pr_json_extractor *x; /* the block's extractor: each column's type and shape */
     size_t row_arena;           /* arena_len when the open row began */
@@ -1394,8 +1396,9 @@ static int64_t pr__map_dup_hashed(jp *j, uint32_t kpi, uint32_t lo, uint32_t n, 
 {
     pr__json_scratch *s = j->s;
     const pr_json_col *c = &j->b->cols[kpi];
-    uint32_t need = 2 * (j->x->paths[kpi].max_list + 1), cap = 64;
-    while (cap < need)
+    bool same = s->mh_col == kpi && s->mh_n <= n; /* the table holds this map's first mh_n */
+    uint32_t cap = same && s->mh_size ? s->mh_size : 64;
+    while (cap < 2 * (n + 1))
         cap *= 2;
     if (s->mh_cap < cap) {
         uint32_t *t = realloc(s->mh, cap * sizeof(*t));
@@ -1403,14 +1406,15 @@ static int64_t pr__map_dup_hashed(jp *j, uint32_t kpi, uint32_t lo, uint32_t n, 
             return -2;
         s->mh = t;
         s->mh_cap = cap;
-        s->mh_col = UINT32_MAX;
+        same = false;
     }
-    if (s->mh_col != kpi || s->mh_n > n) {
-        memset(s->mh, 0, s->mh_cap * sizeof(*s->mh));
+    if (!same || cap != s->mh_size) { /* a new map, or grown: built again */
+        memset(s->mh, 0, cap * sizeof(*s->mh));
+        s->mh_size = cap;
         s->mh_col = kpi;
         s->mh_n = 0;
     }
-    uint32_t mask = s->mh_cap - 1;
+    uint32_t mask = s->mh_size - 1;
     for (; s->mh_n < n; s->mh_n++) {
         const pr_json_any *a = &c->any[lo + s->mh_n];
         uint32_t k = pr__key_hash(j->b->arena + a->s.off, a->s.len) & mask;
