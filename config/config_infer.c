@@ -1562,7 +1562,8 @@ static long pr__pick_time(const pr_infer *inf, const pr_infer_opts *o, pr__idec 
                 if (td->kind == PR__IK_TIME)
                     return (long)i;
                 snprintf(errstr, errn, "--time: '%s' cannot be the event time: %s", o->time_path,
-                         td->kind == PR__IK_SKIP ? td->why : "an object");
+                         td->kind == PR__IK_SKIP || td->kind == PR__IK_MAPKEY ? td->why
+                                                                              : "an object");
                 return -2;
             }
         snprintf(errstr, errn, "--time: no event has the field '%s'", o->time_path);
@@ -1773,7 +1774,9 @@ static int pr__infer_decide_all(const pr_infer *inf, const pr_infer_opts *o, pr_
         for (size_t i = 0; i < inf->n; i++)
             if (!strcmp(inf->ps[i].path, item) && ds[i].kind != PR__IK_LABEL) {
                 snprintf(errstr, errn, "--labels: '%s' cannot be a label: %s", item,
-                         ds[i].kind == PR__IK_SKIP ? ds[i].why : "not a number or true/false");
+                         ds[i].kind == PR__IK_SKIP || ds[i].kind == PR__IK_MAPKEY
+                             ? ds[i].why
+                             : "not a number or true/false");
                 free(ds);
                 return PR_EINVAL;
             }

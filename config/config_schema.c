@@ -671,7 +671,7 @@ static const cfg_key sparse_item_keys[] = {
      .off = 0,
      .sub = &pr__weights_tab,
      .doc = "A list feature's weights (an id-score list: a KeyedJaggedTensor's weights): one "
-            "float32 per id, read at weights.path."},
+            "float32 per id, read at weights.path, or a map's values (weights.from)."},
     FEAT_DEFAULT_KEY("string or integer",
                      "Value of a missing field, before the operators (not for lists or "
                      "crosses)."),

@@ -625,7 +625,8 @@ static size_t pr__key_text(const pr__pbfield *kf, const pr__pbval *v, char *buf,
 /* The key (field 1 of the key's wire type; another is skipped, as an
  * unknown field) and the value (field 2: its wire type in *val_wt, left
  * -1 when absent, where its bytes begin in *vat) of one map entry
- * p[0, end); the last of each wins. */
+ * p[0, end); the last of each wins; a key of another wire type is
+ * bad_protobuf, as protobuf's own parsers refuse it. */
 static int pr__entry_fields(pr_pbuser_reader *r, const pr__pbent *e, const uint8_t *p,
                             const uint8_t *end, uint32_t depth, pr__pbval *key, pr__pbval *val,
                             int *val_wt, const uint8_t **vat)
@@ -639,6 +640,9 @@ static int pr__entry_fields(pr_pbuser_reader *r, const pr__pbent *e, const uint8
         int wt = (int)(tag & 7), rc;
         if (tag >> 3 == 1 && wt == pr__pb_wire_type(e->kf->type)) {
             rc = pr__read(r, wt, &p, end, key);
+        } else if (tag >> 3 == 1) { /* as protobuf's parsers: not an unknown field */
+            return pr__bad(r, p, "map '%s' key: wire type %d, expected %d", e->f->name, wt,
+                           pr__pb_wire_type(e->kf->type));
         } else if (tag >> 3 == 2) {
             *vat = p;
             *val_wt = wt;

@@ -324,6 +324,24 @@ static void test_maps(void **state)
     assert_null(strstr(r.text.buf, "#   aff.c1:")); /* a map's keys are not listed */
     assert_null(strstr(r.text.buf, "#   big.i1:"));
     inferred_free(&r);
+    /* a key of a map given as a label or time: refused, saying so */
+    pr_infer *inf = NULL;
+    assert_int_equal(pr_infer_new(&inf), 0);
+    for (size_t i = 0; ev[i]; i++)
+        assert_int_equal(pr_infer_add_json(inf, ev[i], strlen(ev[i])), 0);
+    static const pr_infer_opts lo = {.labels = "aff.c3"}, to = {.time_path = "aff.c3"};
+    const pr_infer_opts *opts[] = {&lo, &to};
+    for (size_t k = 0; k < 2; k++) {
+        pr_mbuf mb;
+        pr_mbuf_init(&mb);
+        pr_infer_summary sum;
+        char err[512] = "";
+        assert_int_equal(pr_infer_write(inf, opts[k], &mb, &sum, err, sizeof(err)), PR_EINVAL);
+        if (!strstr(err, "a key of the map aff (read by its keys)"))
+            fail_msg("'%s' does not say the map", err);
+        pr_mbuf_fini(&mb);
+    }
+    pr_infer_free(inf);
     repeat_free(ev);
 }
 

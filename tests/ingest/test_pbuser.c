@@ -1462,6 +1462,10 @@ static void test_map_keys_reader(void **state)
              "map 'wmap' value: wire type 0, expected 1");
     want_bad(&t, "\x92\x02\x03\x0a\x01\xff", 6, PR_DEC_BAD_UTF8,
              "map 'wmap': a key of invalid UTF-8");
+    /* a key of another wire type (a varint for a string): refused, as
+     * protobuf's parsers refuse it, not read as an empty key */
+    want_bad(&t, "\x92\x02\x0b\x08\x05\x11\0\0\0\0\0\0\xf0\x3f", 14, PR_DEC_BAD_PROTOBUF,
+             "map 'wmap' key: wire type 0, expected 2");
     rfx_free(&t);
 }
 
