@@ -32,14 +32,6 @@ static inline void pr__copy(void *dst, const void *src, size_t n)
         memcpy(dst, src, n);
 }
 
-static bool pr__has_vocab(const pr_feature_spec *f)
-{
-    for (uint32_t i = 0; i < f->n_ops; i++)
-        if (f->ops[i].op == PR_FOP_VOCAB)
-            return true;
-    return false;
-}
-
 int pr_batch_schema_from_features(const pr_feature_schema *fs, pr_batch_schema *out)
 {
     memset(out, 0, sizeof(*out));
@@ -68,7 +60,6 @@ int pr_batch_schema_from_features(const pr_feature_schema *fs, pr_batch_schema *
     out->n_dense = (uint16_t)pr_feature_dense_names(fs, out->dense_buf, (uint32_t)nd);
     for (uint16_t c = 0; c < out->n_dense; c++)
         den[c] = out->dense_buf[c];
-    int16_t next_col = 0;
     for (uint32_t i = 0; i < fs->n_features; i++) {
         const pr_feature_spec *f = &fs->features[i];
         if (f->kind == PR_FEAT_LABEL) {
@@ -76,7 +67,7 @@ int pr_batch_schema_from_features(const pr_feature_schema *fs, pr_batch_schema *
         } else if (f->kind == PR_FEAT_SPARSE || f->kind == PR_FEAT_LIST) {
             uint16_t k = out->n_feat++;
             keys[k] = f->name;
-            vc[k] = pr__has_vocab(f) ? next_col++ : -1;
+            vc[k] = (int16_t)pr_feature_vocab_col(fs, i); /* a shared table: its owner's */
             sizes[k] = pr_feature_value_range(f);
             if (wtd)
                 wtd[k] = pr_feature_weighted(f);

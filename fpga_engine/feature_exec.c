@@ -228,6 +228,15 @@ int pr_feature_table_owner(const pr_feature_schema *schema, uint32_t i)
     return -1;
 }
 
+int pr_feature_vocab_col(const pr_feature_schema *schema, uint32_t i)
+{
+    int o = pr_feature_table_owner(schema, i), col = 0;
+    for (int j = 0; j < o; j++)
+        col += pr__feat_is_sparse(&schema->features[j]) &&
+               pr_feature_table_owner(schema, (uint32_t)j) == j;
+    return o < 0 ? -1 : col;
+}
+
 uint32_t pr_fside_col_len(const pr_fside *s, int c, uint32_t r)
 {
     uint32_t n = 0;
@@ -462,17 +471,10 @@ pr_fside *pr_feature_side_new(const pr_feature_schema *schema, uint32_t cap)
     pr_fside *s = pr_fside_new(sh.labels, sh.dense, sh.feat, cap);
     if (!s)
         return NULL;
-    int16_t col = 0, col_of[PR_MAX_SPARSE * 2]; /* [side index of an owner] its column */
-    for (uint32_t i = 0; i < schema->n_features; i++) {
-        int f = pr_feature_side_index(schema, i);
-        if (f >= 0 && f < PR_MAX_SPARSE * 2 && pr_feature_table_owner(schema, i) == (int)i)
-            col_of[f] = col++;
-    }
     for (uint32_t i = 0; i < schema->n_features; i++) {
         int f = pr_feature_side_index(schema, i), o = pr_feature_table_owner(schema, i);
-        int fo = o >= 0 ? pr_feature_side_index(schema, (uint32_t)o) : -1;
-        if (f >= 0 && fo >= 0 && fo < PR_MAX_SPARSE * 2) {
-            s->vocab_col[f] = col_of[fo];
+        if (f >= 0 && o >= 0) {
+            s->vocab_col[f] = (int16_t)pr_feature_vocab_col(schema, i);
             s->shared |= o != (int)i;
         }
         if (f >= 0 && pr_feature_weighted(&schema->features[i]) && pr_fside_weigh(s, (uint16_t)f)) {

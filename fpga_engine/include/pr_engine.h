@@ -1219,6 +1219,10 @@ int pr_feature_vocab_step(const pr_feature_spec *f);
  * feature its `table:` names, else i; -1 when i has no vocab step or names
  * no such feature (the config refuses that). */
 int pr_feature_table_owner(const pr_feature_schema *schema, uint32_t i);
+/* The engine column of feature i's vocabulary (its table's: one per owner,
+ * in the owners' schema order), or -1 without vocab. What a block's and a
+ * batch schema's vocab_col hold. */
+int pr_feature_vocab_col(const pr_feature_schema *schema, uint32_t i);
 /* True when a and b give every value the same vocabulary key: the same
  * operators, with the same arguments, up to and including vocab. */
 bool pr_feature_same_keys(const pr_feature_spec *a, const pr_feature_spec *b);

@@ -103,6 +103,13 @@ assert np.load(os.path.join(off, "labels.npy")).shape[0] == n
 hist = cat("sparse/history.lengths.npy")
 assert hist.min() == 0 and hist.max() > 1, "history should be a true list"
 assert all(len(m["vocab_sizes"]) == len(keys) for m in metas)
+# the last batch's vocabulary sizes are the offline run's; a shared table's
+# features report its one size
+om = json.load(open(os.path.join(off, "meta.json")))
+sizes = dict(zip(keys, metas[-1]["vocab_sizes"]))
+assert metas[-1]["vocab_sizes"] == om["vocab_sizes"], (metas[-1]["vocab_sizes"], om["vocab_sizes"])
+assert sizes["recent"] == sizes["history"] > 2, sizes
+assert om["feature_tables"][keys.index("recent")] == "history", om
 notes, base = [], 0
 for d, m in zip(rolls, metas):
     for b in m["batches"]:
