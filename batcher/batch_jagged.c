@@ -42,9 +42,13 @@ int pr_batch_schema_from_features(const pr_feature_schema *fs, pr_batch_schema *
     const char **keys = calloc(n, sizeof(char *));
     int16_t *vc = calloc(n, sizeof(int16_t));
     uint64_t *sizes = calloc(n, sizeof(uint64_t));
-    bool any_w = false;
-    for (uint32_t i = 0; i < fs->n_features; i++)
+    bool any_w = false, any_t = false;
+    for (uint32_t i = 0; i < fs->n_features; i++) {
         any_w |= pr_feature_weighted(&fs->features[i]);
+        any_t |= fs->features[i].table[0] != '\0';
+    }
+    const char **tabs = any_t ? calloc(n, sizeof(char *)) : NULL;
+    out->feature_tables = tabs;
     uint8_t *wtd = any_w ? calloc(n, 1) : NULL;
     out->weighted = wtd;
     out->label_names = lab;
@@ -53,7 +57,8 @@ int pr_batch_schema_from_features(const pr_feature_schema *fs, pr_batch_schema *
     out->vocab_col = vc;
     out->sizes = sizes;
     out->dense_buf = calloc(nd, PR_NAME_MAX);
-    if (!lab || !den || !keys || !vc || !sizes || !out->dense_buf || (any_w && !wtd)) {
+    if (!lab || !den || !keys || !vc || !sizes || !out->dense_buf || (any_w && !wtd) ||
+        (any_t && !tabs)) {
         pr_batch_schema_fini(out);
         return PR_ENOMEM;
     }
@@ -71,6 +76,8 @@ int pr_batch_schema_from_features(const pr_feature_schema *fs, pr_batch_schema *
             sizes[k] = pr_feature_value_range(f);
             if (wtd)
                 wtd[k] = pr_feature_weighted(f);
+            if (tabs)
+                tabs[k] = f->table[0] ? f->table : f->name;
         }
     }
     return 0;
@@ -84,6 +91,7 @@ void pr_batch_schema_fini(pr_batch_schema *s)
     free((void *)s->vocab_col);
     free((void *)s->sizes);
     free((void *)s->weighted);
+    free((void *)s->feature_tables);
     free(s->dense_buf);
     memset(s, 0, sizeof(*s));
 }
@@ -115,6 +123,8 @@ int pr__jag_new(const pr_batch_schema *s, pr__jag **out)
         ok = false;
     if (ok && s->dense_names && !(j->dense_names = pr__copy_names(s->dense_names, s->n_dense)))
         ok = false;
+    if (ok && s->feature_tables && !(j->tables = pr__copy_names(s->feature_tables, s->n_feat)))
+        ok = false;
     if (ok && s->weighted && (j->weighted = calloc(nf, 1)))
         memcpy(j->weighted, s->weighted, s->n_feat);
     ok &= !s->weighted || j->weighted;
@@ -135,6 +145,7 @@ void pr__jag_free(pr__jag *j)
     if (!j)
         return;
     free(j->keys);
+    free(j->tables);
     free(j->label_names);
     free(j->dense_names);
     free(j->vocab_col);
@@ -186,6 +197,8 @@ pr_batch *pr__jag_batch(const pr__jag *j, const char *pipeline, uint32_t cap)
     bt->vocab_sizes = NULL;
     bt->bytes = 0;
     pr__copy(bt->feature_keys, j->keys, (size_t)j->n_feat * PR_NAME_MAX);
+    if (j->tables && (bt->feature_tables = malloc((size_t)j->n_feat * PR_NAME_MAX + 1)))
+        pr__copy(bt->feature_tables, j->tables, (size_t)j->n_feat * PR_NAME_MAX);
     if (j->label_names && (bt->label_names = malloc((size_t)j->n_labels * PR_NAME_MAX + 1)))
         pr__copy(bt->label_names, j->label_names, (size_t)j->n_labels * PR_NAME_MAX);
     if (j->dense_names && (bt->dense_names = malloc((size_t)j->n_dense * PR_NAME_MAX + 1)))

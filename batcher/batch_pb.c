@@ -60,7 +60,8 @@ enum {
     F_LABEL_NAMES,
     F_DENSE_NAMES, /* 30 */
     F_WEIGHTS,     /* 31: weighted features (`weights:`) */
-    F_WEIGHTED_KEYS
+    F_WEIGHTED_KEYS,
+    F_FEATURE_TABLES /* 33: shared vocabularies (`table:`) */
 };
 /* RecycledIndices field numbers (packed parallel arrays). */
 enum { N_COLUMN = 1, N_INDEX, N_ROW, N_NUMBER };
@@ -219,7 +220,9 @@ static size_t pr__jagged_size(const pr_batch *b)
            pr__sz_len_field(F_LABEL_MAT, pr_batch_label_mat_bytes(b)) +
            pr__sz_len_field(F_DENSE_MAT, pr_batch_dense_mat_bytes(b)) +
            pr__names_size(F_LABEL_NAMES, b->label_names, b->n_labels) +
-           pr__names_size(F_DENSE_NAMES, b->dense_names, b->n_dense);
+           pr__names_size(F_DENSE_NAMES, b->dense_names, b->n_dense) +
+           (b->feature_tables ? pr__names_size(F_FEATURE_TABLES, b->feature_tables, b->n_sparse)
+                              : 0);
 }
 
 static uint8_t *pr__put_jagged(const pr_batch *b, uint8_t *p)
@@ -235,6 +238,8 @@ static uint8_t *pr__put_jagged(const pr_batch *b, uint8_t *p)
     p = pr__put_len_field(p, F_DENSE_MAT, b->dense_mat, pr_batch_dense_mat_bytes(b));
     p = pr__put_names(p, F_LABEL_NAMES, b->label_names, b->n_labels);
     p = pr__put_names(p, F_DENSE_NAMES, b->dense_names, b->n_dense);
+    if (b->feature_tables)
+        p = pr__put_names(p, F_FEATURE_TABLES, b->feature_tables, b->n_sparse);
     return pr__put_weights(b, p);
 }
 
@@ -407,6 +412,7 @@ void pr_batch_view_fini(pr_batch_view *v)
     free(v->label_names);
     free(v->dense_names);
     free(v->weighted_keys);
+    free(v->feature_tables);
     memset(v, 0, sizeof(*v));
 }
 
@@ -542,6 +548,8 @@ static int pr__decode_jagged_len(pr_batch_view *v, const pb_field *f)
         return pr__push_str(&v->dense_names, &v->n_dense_names, f) < 0 ? PR_ENOMEM : 1;
     case F_WEIGHTED_KEYS:
         return pr__push_str(&v->weighted_keys, &v->n_weighted_keys, f) < 0 ? PR_ENOMEM : 1;
+    case F_FEATURE_TABLES:
+        return pr__push_str(&v->feature_tables, &v->n_feature_tables, f) < 0 ? PR_ENOMEM : 1;
     case F_WEIGHTS:
         v->weights = f->data;
         v->weights_len = f->len;
@@ -583,6 +591,8 @@ static const char *pr__check_jagged(const pr_batch_view *v)
         return "a jagged batch carries labels, dense or sparse (fields 7-9)";
     if (v->n_feature_keys != v->n_sparse)
         return "feature_keys count does not match n_sparse";
+    if (v->n_feature_tables && v->n_feature_tables != v->n_feature_keys)
+        return "feature_tables count does not match feature_keys";
     if (v->n_labels > UINT16_MAX)
         return "n_labels above 65535";
     if (v->lengths_len != (size_t)v->rows * v->n_sparse * 4)
@@ -828,6 +838,11 @@ static pr_batch *pr__jagged_from_view(const char *name, const pr_batch_view *v)
     if (v->n_dense_names && !(b->dense_names = calloc(v->n_dense, PR_NAME_MAX)))
         goto nomem;
     pr__copy_names(b->feature_keys, v->feature_keys, v->n_feature_keys);
+    if (v->n_feature_tables) {
+        if (!(b->feature_tables = calloc(v->n_sparse, PR_NAME_MAX)))
+            goto nomem;
+        pr__copy_names(b->feature_tables, v->feature_tables, v->n_feature_tables);
+    }
     if (b->label_names)
         pr__copy_names(b->label_names, v->label_names, v->n_label_names);
     if (b->dense_names)

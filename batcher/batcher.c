@@ -284,6 +284,7 @@ void pr_batch_unref(pr_batch *b)
     free(b->weights);
     free(b->weighted);
     free(b->feature_keys);
+    free(b->feature_tables);
     free(b->label_names);
     free(b->dense_names);
     for (uint32_t i = 0; i < b->n_topics; i++)

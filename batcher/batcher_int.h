@@ -103,6 +103,7 @@ typedef struct pr__jag {
     char (*keys)[PR_NAME_MAX];
     char (*label_names)[PR_NAME_MAX]; /* NULL = not sent */
     char (*dense_names)[PR_NAME_MAX]; /* NULL = not sent */
+    char (*tables)[PR_NAME_MAX];      /* each feature's vocabulary table; NULL = none shared */
     int16_t *vocab_col;
     uint64_t *sizes;
     uint8_t *weighted; /* [n_feat] 1 = the feature carries weights; NULL = none does */

@@ -18,9 +18,11 @@ on the user's affinity to the item's category and on the history).
 The batches are jagged (docs/trainer-protocol.md, "Jagged batches"): per
 feature int64 values key-major and int32 lengths (a list feature has 0..
 values per row), labels float32 [B, L], dense float32 [B, D]. The model
-has one EmbeddingBag (mode sum) per feature, fed (values, offsets) with the
-offsets taken from the lengths, grown in place with grow_embeddings as the
-per-feature vocabulary sizes grow; a bottom MLP on the dense features,
+has one EmbeddingBag (mode sum) per vocabulary table, fed (values, offsets)
+with the offsets taken from the lengths, grown in place with grow_embeddings
+as the vocabulary sizes grow: the click history shares the candidate item's
+vocabulary (`table: item`), so an item has one index, and one embedding, as
+the candidate and in a history (the batch's ``feature_tables``); a bottom MLP on the dense features,
 pairwise dot-product interactions and a top MLP predict --label (click).
 A schema with weighted lists (`weights:`, an id-score list) sends each
 value's weight, and the bags take them as per_sample_weights.
@@ -78,7 +80,8 @@ SCHEMA = """    schema:
         - { name: item, path: item.id, ops: [vocab] }
         - { name: category, path: item.category, default: unknown, ops: [vocab] }
         - { name: tags, path: item.tags, list: { max_len: 8 }, ops: [ { hash: 4096 } ] }
-        - { name: history, path: history, list: { max_len: 20, keep: last }, ops: [vocab] }
+        - { name: history, path: history, list: { max_len: 20, keep: last }, ops: [vocab],
+            table: item }
         - { name: device, path: context.device, ops: [vocab] }
         - { name: hour, path: ts, ops: [hour_of_day] }
         - { name: cat_x_device, cross: [item.category, context.device], ops: [ { hash: 4096 } ] }
@@ -127,13 +130,19 @@ def features(sf, rows):
 
 
 class JaggedDLRM(nn.Module):
-    """One EmbeddingBag (sum) per sparse/list feature, a bottom MLP on the
-    dense features, dot-product interactions, a top MLP."""
+    """One EmbeddingBag (sum) per vocabulary table, a bottom MLP on the
+    dense features, dot-product interactions, a top MLP. `tables`: each
+    feature's table (the batch's ``tables``: features that share a
+    vocabulary, `table:` in the schema, look their ids up in one bag);
+    None: every feature its own."""
 
-    def __init__(self, n_dense, n_feat, dim=16, bottom=(32,), top=(64, 32)):
+    def __init__(self, n_dense, n_feat, dim=16, bottom=(32,), top=(64, 32), tables=None):
         super().__init__()
+        names = list(tables) if tables else list(range(n_feat))
+        self.table_names = list(dict.fromkeys(names))      # distinct, in first-use order
+        self.table_of = [self.table_names.index(t) for t in names]
         self.tables = nn.ModuleList()
-        for _ in range(n_feat):
+        for _ in self.table_names:
             t = nn.EmbeddingBag(1, dim, mode="sum", sparse=True)  # grown from the batches
             emb_init(t.weight.data)
             self.tables.append(t)
@@ -150,22 +159,28 @@ class JaggedDLRM(nn.Module):
         feats = [x]
         for k, (values, offsets, w) in enumerate(features(sparse_features, rows)):
             # a weighted list (an id-score list): each id's vector times its weight
-            feats.append(self.tables[k](values, offsets, per_sample_weights=w))
+            feats.append(self.tables[self.table_of[k]](values, offsets, per_sample_weights=w))
         t = torch.stack(feats, 1)                      # [B, 1 + n_feat, dim]
         z = torch.bmm(t, t.transpose(1, 2))[:, self.iu[0], self.iu[1]]
         return self.top(torch.cat([x, z], 1)).squeeze(1)
 
 
-def table_sizes(b):
-    """Rows each feature's table needs: the batch's vocab_sizes, or (a
-    feature without a bounded size, 0) its largest value + 1."""
+def table_sizes(b, model=None):
+    """Rows each table needs: the batch's vocab_sizes, or (a feature
+    without a bounded size, 0) its largest value + 1; per table of `model`
+    (the largest of its features': a shared vocabulary reports one size)."""
     sizes = list(b.vocab_sizes)
     sf = b.sparse_features
     if 0 in sizes:
         for k, (values, _, _) in enumerate(features(sf, b.rows)):
             if sizes[k] == 0 and values.numel():
                 sizes[k] = int(values.max()) + 1
-    return sizes
+    if model is None:
+        return sizes
+    out = [0] * len(model.table_names)
+    for k, t in enumerate(model.table_of):
+        out[t] = max(out[t], sizes[k])
+    return out
 
 
 def auc(y, s):
@@ -442,15 +457,21 @@ def train(ds, args, t_start, stream=None):
                       file=sys.stderr)
                 return 1
             weight = b.label_names.index(wname) if wname else None
-            model = JaggedDLRM(b.dense.shape[1], len(b.keys), dim=args.dim)
+            tables = list(getattr(b, "feature_tables", None) or ())  # shared vocabularies
+            model = JaggedDLRM(b.dense.shape[1], len(b.keys), dim=args.dim, tables=tables)
             opt_dense = torch.optim.Adam([p for n, p in model.named_parameters()
                                           if not n.startswith("tables.")], lr=args.lr)
             opt_emb = torch.optim.SparseAdam(list(model.tables.parameters()), lr=args.emb_lr)
             print("features %s, labels %s, dense %s" % (b.keys, b.label_names, b.dense_names),
                   file=sys.stderr, flush=True)
+            shared = {t: [k for k, u in zip(b.keys, tables) if u == t] for t in tables}
+            shared = {t: ks for t, ks in shared.items() if len(ks) > 1}
+            if shared:
+                print("shared embedding tables %s" % shared, file=sys.stderr, flush=True)
         # Vocabularies grow with the stream: grow the tables (and their
         # SparseAdam state) before using the new indices.
-        grow_embeddings(model.tables, table_sizes(b), optimizer=opt_emb, init=emb_init, headroom=1.5)
+        grow_embeddings(model.tables, table_sizes(b, model), optimizer=opt_emb, init=emb_init,
+                        headroom=1.5)
         y = b.labels[:, label]
         training = rows_trained < args.train_rows and time.monotonic() - t_start < args.max_seconds
         if training:

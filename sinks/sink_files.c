@@ -79,6 +79,7 @@ typedef struct files_sink {
     pr_npy_jagged *jag; /* a roll of jagged batches: its files instead of the three above */
     uint16_t j_labels, j_dense, j_feat;
     char (*j_keys)[PR_NAME_MAX], (*j_label_names)[PR_NAME_MAX], (*j_dense_names)[PR_NAME_MAX];
+    char (*j_tables)[PR_NAME_MAX]; /* each feature's vocabulary table; NULL = none shared */
     uint8_t *j_weighted; /* [j_feat] the features with weights (first batch's); NULL none */
     FILE *meta;          /* batch entries, joined into meta.json at close */
     char meta_path[4200];
@@ -164,9 +165,10 @@ static void pr__free_jnames(files_sink *f)
     free(f->j_keys);
     free(f->j_label_names);
     free(f->j_dense_names);
+    free(f->j_tables);
     free(f->j_weighted);
     f->j_weighted = NULL;
-    f->j_keys = f->j_label_names = f->j_dense_names = NULL;
+    f->j_keys = f->j_label_names = f->j_dense_names = f->j_tables = NULL;
 }
 
 static void pr__roll_abort(files_sink *f)
@@ -200,9 +202,11 @@ static int pr__roll_open_jagged(files_sink *f, const pr_batch *b, char *errstr, 
         memcpy(f->j_label_names, b->label_names, (size_t)b->n_labels * PR_NAME_MAX);
     if (b->dense_names && (f->j_dense_names = malloc((size_t)b->n_dense * PR_NAME_MAX + 1)))
         memcpy(f->j_dense_names, b->dense_names, (size_t)b->n_dense * PR_NAME_MAX);
+    if (b->feature_tables && (f->j_tables = malloc(nk)))
+        memcpy(f->j_tables, b->feature_tables, (size_t)b->n_sparse * PR_NAME_MAX);
     int rc = 0;
     if (!names || !f->j_keys || (b->label_names && !f->j_label_names) ||
-        (b->dense_names && !f->j_dense_names))
+        (b->dense_names && !f->j_dense_names) || (b->feature_tables && !f->j_tables))
         rc = pr_seterr(errstr, es, PR_ENOMEM, "files sink: out of memory");
     for (uint32_t i = 0; rc == 0 && i < b->n_sparse; i++) {
         memcpy(f->j_keys[i], b->feature_keys[i], PR_NAME_MAX);
@@ -322,6 +326,8 @@ static void pr__meta_jagged(files_sink *f, FILE *o)
             }
         fprintf(o, "]");
     }
+    if (f->j_tables) /* shared vocabularies, as `piperec process` writes them */
+        pr__json_names(o, "feature_tables", f->j_tables, f->j_feat);
 }
 
 /* Close the roll's arrays: the jagged set (fsync'd by its close) or the

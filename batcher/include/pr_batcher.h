@@ -217,8 +217,11 @@ typedef struct pr_batch {
     float *weights;
     uint8_t *weighted;
     char (*feature_keys)[PR_NAME_MAX]; /* [n_sparse] */
-    char (*label_names)[PR_NAME_MAX];  /* [n_labels]; NULL = not sent */
-    char (*dense_names)[PR_NAME_MAX];  /* [n_dense]; NULL = not sent */
+    /* [n_sparse] each feature's vocabulary table (its own name, or the
+     * `table:` it shares: TrainingBatch field 33); NULL = none shared */
+    char (*feature_tables)[PR_NAME_MAX];
+    char (*label_names)[PR_NAME_MAX]; /* [n_labels]; NULL = not sent */
+    char (*dense_names)[PR_NAME_MAX]; /* [n_dense]; NULL = not sent */
 
     /* Encoded piperec.v1.TrainingBatch, set once by pr_batch_encode(). */
     uint8_t *pb;
@@ -368,6 +371,8 @@ typedef struct pr_batch_view {
     size_t weights_len;
     pr_batch_view_str *weighted_keys; /* field 32 */
     uint32_t n_weighted_keys;
+    pr_batch_view_str *feature_tables; /* field 33: [n_feature_keys], or none */
+    uint32_t n_feature_tables;
 } pr_batch_view;
 
 /* Index of `name` among a view's feature_keys, or -1. */
@@ -408,15 +413,17 @@ typedef uint64_t (*pr_batch_vocab_cb)(void *opaque, uint32_t col);
  * col = feature index and row = block row. */
 typedef struct pr_batch_schema {
     uint16_t n_labels, n_dense, n_feat;
-    const char *const *label_names;   /* [n_labels]; NULL = not sent */
-    const char *const *dense_names;   /* [n_dense]; NULL = not sent */
-    const char *const *feature_names; /* [n_feat]: the KeyedJaggedTensor keys */
-    const int16_t *vocab_col;         /* [n_feat]: engine sparse column, -1 = none */
-    const uint64_t *sizes;            /* [n_feat]; NULL = all 0 */
-    char (*dense_buf)[PR_NAME_MAX];   /* pr_batch_schema_from_features: the dense columns'
-                                       * names dense_names points at (owned) */
-    const uint8_t *weighted;          /* [n_feat] 1 = carries weights (`weights:`); NULL = none
-                                       * (pr_batch_schema_from_features: owned) */
+    const char *const *label_names;    /* [n_labels]; NULL = not sent */
+    const char *const *dense_names;    /* [n_dense]; NULL = not sent */
+    const char *const *feature_names;  /* [n_feat]: the KeyedJaggedTensor keys */
+    const int16_t *vocab_col;          /* [n_feat]: engine sparse column, -1 = none */
+    const uint64_t *sizes;             /* [n_feat]; NULL = all 0 */
+    char (*dense_buf)[PR_NAME_MAX];    /* pr_batch_schema_from_features: the dense columns'
+                                        * names dense_names points at (owned) */
+    const uint8_t *weighted;           /* [n_feat] 1 = carries weights (`weights:`); NULL = none
+                                        * (pr_batch_schema_from_features: owned) */
+    const char *const *feature_tables; /* [n_feat] each feature's vocabulary table; NULL =
+                                        * none shared (pr_batch_schema_from_features: owned) */
 } pr_batch_schema;
 
 /* The batch shape of a declared feature schema (batch_jagged.c): names point

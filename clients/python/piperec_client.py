@@ -313,13 +313,24 @@ class Batch:
     the features whose weights came from the events. A batch of a schema
     without weighted lists (and every Criteo batch) has ``weights`` None and
     ``weighted_keys`` []. ``feature_weights(name)`` gives one feature's
-    weights, aligned with ``feature(name)``'s values."""
+    weights, aligned with ``feature(name)``'s values.
+
+    Shared vocabularies (``table:`` in the schema): ``feature_tables`` gives
+    each feature's vocabulary table, in the order of ``keys`` (its own name,
+    or the feature whose vocabulary it shares), [] when no feature shares
+    one; ``tables`` is that list, or ``keys`` when it is empty. Features of
+    one table have one index per value: give them one embedding table."""
 
     __slots__ = ("pipeline", "replica", "popular", "hot_version", "recycled", "epoch", "sequence", "rows", "n_dense", "n_sparse", "sparse_width", "labels",
                  "dense", "sparse", "offsets", "min_event_time_ms", "max_event_time_ms",
                  "emit_time_ms", "vocab_sizes", "sparse_names", "jagged", "n_labels",
                  "label_names", "dense_names", "_keys", "_values", "_lengths", "layout",
-                 "kjt_offsets", "raw_flags", "weights", "weighted_keys")
+                 "kjt_offsets", "raw_flags", "weights", "weighted_keys", "feature_tables")
+
+    @property
+    def tables(self):
+        """Each feature's vocabulary table (feature_tables, else the keys)."""
+        return list(self.feature_tables) if self.feature_tables else list(self.keys)
 
     @property
     def keys(self):
@@ -492,6 +503,7 @@ def _new_batch():
     b.layout, b.kjt_offsets = "protobuf", None
     b.raw_flags = 0
     b.weights, b.weighted_keys = None, []
+    b.feature_tables = []
     return b
 
 
@@ -502,7 +514,7 @@ _META_VARINT = {2: "sequence", 3: "rows", 4: "n_dense", 5: "n_sparse", 6: "spars
 _META_SIGNED = {11: "min_event_time_ms", 12: "max_event_time_ms", 13: "emit_time_ms"}
 _META_BOOL = {20: "popular", 22: "jagged"}
 _META_TEXT = {23: None, 29: "label_names", 30: "dense_names", 15: "sparse_names",
-              32: "weighted_keys"}
+              32: "weighted_keys", 33: "feature_tables"}
 _TENSOR_FIELDS = frozenset((7, 8, 9, 24, 25, 27, 28, 31))
 _PACKED = {}  # packed vocab_sizes bytes -> tuple of ints (they change slowly)
 
@@ -600,7 +612,11 @@ def decode_batch(buf, start=0, end=None):
 
 
 def _check_weighted(b, what):
-    """A batch's weighted_keys against its keys and weights (both or neither)."""
+    """A batch's weighted_keys against its keys and weights (both or neither),
+    and its feature_tables (one per key, or none)."""
+    if b.feature_tables and len(b.feature_tables) != len(b._keys):
+        raise ValueError("%s: %d feature_tables for %d feature keys"
+                         % (what, len(b.feature_tables), len(b._keys)))
     if b.weighted_keys and b.weights is None:
         raise ValueError("%s: weighted_keys %s without weights" % (what, b.weighted_keys))
     unknown = [k for k in b.weighted_keys if k not in b._keys]

@@ -110,6 +110,7 @@ sizes = dict(zip(keys, metas[-1]["vocab_sizes"]))
 assert metas[-1]["vocab_sizes"] == om["vocab_sizes"], (metas[-1]["vocab_sizes"], om["vocab_sizes"])
 assert sizes["recent"] == sizes["history"] > 2, sizes
 assert om["feature_tables"][keys.index("recent")] == "history", om
+assert all(m["feature_tables"] == om["feature_tables"] for m in metas), metas[0]
 notes, base = [], 0
 for d, m in zip(rolls, metas):
     for b in m["batches"]:

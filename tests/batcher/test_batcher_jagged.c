@@ -149,10 +149,12 @@ static uint64_t vocab_cb(void *opaque, uint32_t col)
     return 1000 + col;
 }
 
-static const pr_batch_schema schema = {NL,         ND,        NF,    label_names, dense_names,
-                                       feat_names, vocab_col, sizes, NULL,        NULL};
-static const pr_batch_schema schema_w = {NL,         ND,        NF,    label_names, dense_names,
-                                         feat_names, vocab_col, sizes, NULL,        weighted};
+/* the weighted schema also names each feature's vocabulary table (field 33) */
+static const char *const tables[NF] = {"user", "hist", "user"};
+static const pr_batch_schema schema = {NL,        ND,    NF,   label_names, dense_names, feat_names,
+                                       vocab_col, sizes, NULL, NULL,        NULL};
+static const pr_batch_schema schema_w = {
+    NL, ND, NF, label_names, dense_names, feat_names, vocab_col, sizes, NULL, weighted, tables};
 
 static fx *fx_new_split(uint32_t size, pr_batch_ordering ord, pr_batch_split split,
                         uint32_t popular_min_rows)
@@ -253,7 +255,16 @@ static void check_batch(const pr_batch *b, int64_t *ids)
         assert_non_null(back);
         assert_memory_equal(back->weights, b->weights, v.weights_len);
         assert_true(back->weighted[1] && !back->weighted[0] && !back->weighted[2]);
+        assert_int_equal(v.n_feature_tables, NF);
+        for (int k = 0; k < NF; k++) {
+            assert_int_equal(v.feature_tables[k].len, strlen(tables[k]));
+            assert_memory_equal(v.feature_tables[k].s, tables[k], strlen(tables[k]));
+            assert_string_equal(back->feature_tables[k], tables[k]);
+        }
         pr_batch_unref(back);
+    } else {
+        assert_int_equal(v.n_feature_tables, 0); /* none shared: nothing on the wire */
+        assert_null(b->feature_tables);
     }
     pr_batch_view_fini(&v);
     pr_batch_unref(copy);
@@ -537,7 +548,7 @@ static void test_weighted(void **state)
 static void test_schema_from_features(void **state)
 {
     (void)state;
-    pr_feature_spec fs[6];
+    pr_feature_spec fs[7];
     memset(fs, 0, sizeof(fs));
     snprintf(fs[0].name, PR_NAME_MAX, "click");
     fs[0].kind = PR_FEAT_LABEL;
@@ -562,12 +573,17 @@ static void test_schema_from_features(void **state)
     fs[5].n_ops = 1;
     fs[5].ops[0].op = PR_FOP_BUCKETIZE;
     fs[5].ops[0].n_bounds = 4;
-    pr_feature_schema sch = {.features = fs, .n_features = 6, .declared = true};
+    snprintf(fs[6].name, PR_NAME_MAX, "recent"); /* history's table (`table:`) */
+    fs[6].kind = PR_FEAT_LIST;
+    fs[6].n_ops = 1;
+    fs[6].ops[0].op = PR_FOP_VOCAB;
+    snprintf(fs[6].table, PR_NAME_MAX, "history");
+    pr_feature_schema sch = {.features = fs, .n_features = 7, .declared = true};
     pr_batch_schema bs;
     assert_int_equal(pr_batch_schema_from_features(&sch, &bs), 0);
     assert_int_equal(bs.n_labels, 1);
     assert_int_equal(bs.n_dense, 1);
-    assert_int_equal(bs.n_feat, 4);
+    assert_int_equal(bs.n_feat, 5);
     assert_string_equal(bs.feature_names[2], "history");
     assert_int_equal(bs.vocab_col[0], 0);
     assert_int_equal(bs.vocab_col[1], -1);
@@ -575,6 +591,10 @@ static void test_schema_from_features(void **state)
     assert_int_equal(bs.vocab_col[3], -1);
     assert_int_equal(bs.sizes[1], 65536);
     assert_int_equal(bs.sizes[3], 6);
+    assert_int_equal(bs.vocab_col[4], 1); /* recent: history's column */
+    assert_non_null(bs.feature_tables);
+    assert_string_equal(bs.feature_tables[0], "user");
+    assert_string_equal(bs.feature_tables[4], "history");
     pr_batch_schema_fini(&bs);
 }
 

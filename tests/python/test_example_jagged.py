@@ -34,6 +34,24 @@ def test_jagged_example_learns():
     p = spawn_example(150000, 30000)
     m = re.search(r"heldout_auc=([0-9.]+) heldout_rows=(\d+)", p.stdout)
     assert m and float(m.group(1)) >= 0.60 and int(m.group(2)) >= 30000, p.stdout
+    # the history shares the item's vocabulary (`table: item`): the batches
+    # say so (feature_tables) and the model looks both up in one bag
+    assert "shared embedding tables {'item': ['item', 'history']}" in p.stderr, p.stderr[-3000:]
+
+
+def test_jagged_model_shares_tables():
+    # features of one table (a batch's feature_tables) share one EmbeddingBag:
+    # the same index gives the same vector in either feature
+    import torch
+    sys.path.insert(0, os.path.join(SRC, "examples"))
+    import train_jagged as ex
+    model = ex.JaggedDLRM(n_dense=1, n_feat=3, dim=4, tables=["item", "user", "item"])
+    assert len(model.tables) == 2 and model.table_of == [0, 1, 0]
+    assert ex.JaggedDLRM(n_dense=1, n_feat=3, dim=4).table_of == [0, 1, 2]
+
+    class B:  # what table_sizes reads of a batch
+        vocab_sizes, rows, sparse_features = [7, 3, 7], 1, None
+    assert ex.table_sizes(B, model) == [7, 3]
 
 
 def test_jagged_example_downsampled():

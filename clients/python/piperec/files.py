@@ -154,10 +154,15 @@ class _Part:
         self.n_labels = 0
         self.label_names, self.dense_names = [], []
         self.weighted_keys = []
+        self.feature_tables = []
 
     def _open_jagged(self, d, meta):
         self.keys = [str(k) for k in meta.get("feature_keys") or ()]
         self.weighted_keys = [str(k) for k in meta.get("weighted_keys") or ()]
+        self.feature_tables = [str(k) for k in meta.get("feature_tables") or ()]
+        if self.feature_tables and len(self.feature_tables) != len(self.keys):
+            raise ValueError("FileDataset: %s: meta.json has %d feature_tables for %d "
+                             "feature_keys" % (d, len(self.feature_tables), len(self.keys)))
         unknown = [k for k in self.weighted_keys if k not in self.keys]
         if unknown:
             raise ValueError("FileDataset: %s: meta.json's weighted_keys %s are not among its "
@@ -347,6 +352,7 @@ class FileDataset(IterableDataset):
         self.meta = last.meta
         self.keys, self.jagged = list(last.keys), last.jagged
         self.weighted_keys = list(last.weighted_keys)
+        self.feature_tables = list(last.feature_tables)
         self.label_names, self.dense_names = list(last.label_names), list(last.dense_names)
         self.n_dense = last.n_dense
         self.rows = sum(p.rows for p in self._parts)
@@ -399,6 +405,7 @@ class FileDataset(IterableDataset):
             self._criteo(slices, rows)
         out.keys = list(parts[0].keys)
         out.weighted_keys = list(parts[0].weighted_keys)
+        out.feature_tables = list(parts[0].feature_tables)
         out.vocab_sizes = _largest(parts)
         out.recycled, at = [], 0
         for pi, s, e in slices:

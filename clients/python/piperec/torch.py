@@ -147,11 +147,14 @@ class StreamBatch:
     KeyedJaggedTensor's ``weights()``, JaggedSparse ``.weights``; float32,
     one per value, 1 for unweighted features), ``weights`` is that tensor
     (None without weighted lists), ``weighted_keys`` names the weighted
-    features ([] when none)."""
+    features ([] when none). Shared vocabularies (``table:``):
+    ``feature_tables`` gives each key's vocabulary table ([] when none is
+    shared): features of one table share one embedding table."""
 
     __slots__ = ("dense", "labels", "sparse", "sparse_features", "vocab_sizes", "keys", "endpoint",
                  "epoch", "sequence", "rows", "offsets", "replica", "recycled", "jagged",
-                 "label_names", "dense_names", "weighted_keys", "_ring", "_ring_token")
+                 "label_names", "dense_names", "weighted_keys", "feature_tables", "_ring",
+                 "_ring_token")
 
     def _state(self):
         return {k: getattr(self, k, None) for k in self.__slots__}
@@ -1309,6 +1312,7 @@ class StreamDataset(IterableDataset):
         out.replica = getattr(b, "replica", "")
         out.recycled = list(getattr(b, "recycled", None) or ())
         out.weighted_keys = list(getattr(b, "weighted_keys", None) or ())
+        out.feature_tables = list(getattr(b, "feature_tables", None) or ())
         return out
 
 
