@@ -1702,6 +1702,59 @@ static void pr__infer_weights(const pr_infer *inf, pr__idec *ds)
     free(of);
 }
 
+static bool pr__set_has(const pr__ip *ip, uint64_t h)
+{
+    if (!ip->set_cap)
+        return false;
+    for (size_t k = h & (ip->set_cap - 1);; k = (k + 1) & (ip->set_cap - 1)) {
+        if (ip->set[k] == h)
+            return true;
+        if (!ip->set[k])
+            return false;
+    }
+}
+
+/* A shared vocabulary to suggest (a comment, never a key: two id spaces
+ * of integers may overlap by chance): feature j (a vocab list or id, over
+ * PR__INF_FEW_VALUES distinct values) whose values the sample also saw in
+ * an earlier feature i with the same operators, as a click history's items
+ * are candidate items: a tenth or more of the smaller of their distinct
+ * sets (a sample of a big id space overlaps another sample of it little:
+ * 20,000 events of `piperec gen` give a quarter). */
+static void pr__infer_tables(const pr_infer *inf, pr__idec *ds)
+{
+    for (size_t j = 0; j < inf->n; j++) {
+        const pr__ip *b = &inf->ps[j];
+        bool id = ds[j].kind == PR__IK_SPARSE || ds[j].kind == PR__IK_LIST;
+        if (!id || !strstr(ds[j].ops, "vocab") || b->set_n <= PR__INF_FEW_VALUES)
+            continue;
+        size_t best = SIZE_MAX, best_n = 0;
+        for (size_t i = 0; i < j; i++) {
+            const pr__ip *a = &inf->ps[i];
+            if ((ds[i].kind != PR__IK_SPARSE && ds[i].kind != PR__IK_LIST) ||
+                strcmp(ds[i].ops, ds[j].ops) || a->set_n <= PR__INF_FEW_VALUES)
+                continue;
+            size_t n = 0;
+            for (size_t k = 0; k < b->set_cap; k++)
+                n += b->set[k] && pr__set_has(a, b->set[k]);
+            if (n > best_n) {
+                best = i;
+                best_n = n;
+            }
+        }
+        size_t small = best == SIZE_MAX                 ? 0
+                       : inf->ps[best].set_n < b->set_n ? inf->ps[best].set_n
+                                                        : b->set_n;
+        if (best == SIZE_MAX || 10 * best_n < small)
+            continue;
+        size_t el = strlen(ds[j].why);
+        snprintf(ds[j].why + el, sizeof(ds[j].why) - el,
+                 "; %zu values also in %s: if they are the same ids, table: %s gives both one "
+                 "vocabulary",
+                 best_n, ds[best].name, ds[best].name);
+    }
+}
+
 /* The schema's caps, the first features seen kept: at most PR_MAX_DENSE
  * dense features in PR_MAX_DENSE_COLS dense columns (a vector takes its
  * dim: one that does not fit in what is left is left out, a later smaller
@@ -1769,6 +1822,7 @@ static int pr__infer_decide_all(const pr_infer *inf, const pr_infer_opts *o, pr_
     for (size_t i = 0; i < inf->n; i++)
         if (ds[i].kind > PR__IK_TIME && ds[i].kind <= PR__IK_LIST) /* a feature */
             pr__inf_name(inf->ps, ds, inf->n, i, ds);
+    pr__infer_tables(inf, ds);
     char item[PR_FEAT_PATH_MAX]; /* a given label that is no number */
     for (const char *p = o->labels; pr__csv_next(&p, item, sizeof(item));)
         for (size_t i = 0; i < inf->n; i++)

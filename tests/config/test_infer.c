@@ -345,6 +345,41 @@ static void test_maps(void **state)
     repeat_free(ev);
 }
 
+/* A list whose ids the sample also saw in an earlier id field (a history of
+ * candidate items) gets a comment suggesting `table:` (never the key: two
+ * integer id spaces may overlap by chance); string ids of another space,
+ * and a field of few values, get none. */
+static void test_tables_suggested(void **state)
+{
+    (void)state;
+    enum { N = 600 };
+    char **ev = calloc(N + 1, sizeof(*ev));
+    assert_non_null(ev);
+    for (int i = 0; i < N; i++) {
+        char b[512];
+        int n = snprintf(b, sizeof(b),
+                         "{\"y\": %d, \"item\": \"i%d\", \"user\": \"u%d\", \"page\": %d, "
+                         "\"hist\": [",
+                         i % 2, (i * 7919) % 400, (i * 31) % 300, i % 9);
+        for (int k = 0; k < 4; k++)
+            n += snprintf(b + n, sizeof(b) - (size_t)n, "%s\"i%d\"", k ? ", " : "",
+                          (i * 13 + k * 101) % 400);
+        snprintf(b + n, sizeof(b) - (size_t)n, "], \"pages\": [%d]}", i % 9);
+        ev[i] = strdup(b);
+    }
+    inferred r;
+    infer_ok((const char *const *)ev, NULL, &r);
+    const pr_feature_spec *h = feat(&r, "hist");
+    assert_non_null(h);
+    assert_string_equal(h->table, ""); /* a suggestion only */
+    assert_non_null(strstr(r.text.buf, "values also in item: if they are the same ids, table: "
+                                       "item gives both one vocabulary"));
+    assert_null(strstr(r.text.buf, "also in user"));
+    assert_null(strstr(r.text.buf, "also in page"));
+    inferred_free(&r);
+    repeat_free(ev);
+}
+
 /* --labels, --time, --ignore: the caller's word wins; a bad one is refused. */
 static void test_options(void **state)
 {
@@ -823,13 +858,13 @@ static void test_vector_formats(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_kinds),          cmocka_unit_test(test_missing),
-        cmocka_unit_test(test_shapes),         cmocka_unit_test(test_weights),
-        cmocka_unit_test(test_maps),           cmocka_unit_test(test_options),
-        cmocka_unit_test(test_bad_lines),      cmocka_unit_test(test_names),
-        cmocka_unit_test(test_review),         cmocka_unit_test(test_review2),
-        cmocka_unit_test(test_vectors),        cmocka_unit_test(test_vector_budget),
-        cmocka_unit_test(test_vector_formats),
+        cmocka_unit_test(test_kinds),         cmocka_unit_test(test_missing),
+        cmocka_unit_test(test_shapes),        cmocka_unit_test(test_weights),
+        cmocka_unit_test(test_maps),          cmocka_unit_test(test_tables_suggested),
+        cmocka_unit_test(test_options),       cmocka_unit_test(test_bad_lines),
+        cmocka_unit_test(test_names),         cmocka_unit_test(test_review),
+        cmocka_unit_test(test_review2),       cmocka_unit_test(test_vectors),
+        cmocka_unit_test(test_vector_budget), cmocka_unit_test(test_vector_formats),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
