@@ -4,13 +4,14 @@
  *
  * Prints, per pipeline, each feature (kind, name, path) and its operator
  * chain with the backend that runs each operator under the configured
- * engine.backend (pr_feature_place in fpga_engine/include/pr_engine.h). A
- * config that asks a backend for an operator it cannot run does not load: the
- * loader's message names the pipeline, the feature, the operator and why, and
- * the exit code is 2, the same refusal `run` and `process` give. --backend
- * overrides engine.backend (as `process --backend` does) to see another
- * placement. --reference prints the generated tables of
- * docs/configuration.md (keys, then operators) for regenerating the page.
+ * engine.backend (pr_feature_place in fpga_engine/include/pr_engine.h), then
+ * a weighted list's weights.ops (always on the cpu). A config that asks a
+ * backend for an operator it cannot run does not load: the loader's message
+ * names the pipeline, the feature, the operator and why, and the exit code is
+ * 2, the same refusal `run` and `process` give. --backend overrides
+ * engine.backend (as `process --backend` does) to see another placement.
+ * --reference prints the generated tables of docs/configuration.md (keys,
+ * then operators) for regenerating the page.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -173,6 +174,12 @@ static int pr__explain_pipeline(const pr_config *cfg, const pr_pipeline_cfg *pl)
             char st[400];
             pr__step_text(&f->ops[k], st, sizeof(st));
             printf("      %-40s on %s\n", st, on[k]);
+        }
+        for (uint8_t k = 0; k < f->n_weight_ops; k++) { /* the decoder's: the cpu */
+            char st[400], line[420];
+            pr__step_text(&f->weight_ops[k], st, sizeof(st));
+            snprintf(line, sizeof(line), "weights: %s", st);
+            printf("      %-40s on cpu\n", line);
         }
     }
     return 0;

@@ -341,10 +341,12 @@ static bool pr__feat_op(cfg_ctx *c, yaml_node_t *it, const pr_feature_spec *f, p
     return true;
 }
 
-static void pr__h_feat_ops(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+/* The items of an `ops:` list after steps[0, *count): at most
+ * PR_FEAT_MAX_OPS in all; an item that does not parse poisons *count
+ * (PR_FEAT_MAX_OPS + 1: no chain check on top). */
+static void pr__ops_list(cfg_ctx *c, yaml_node_t *n, const pr_feature_spec *f, pr_fop_step *steps,
+                         uint8_t *count)
 {
-    (void)k;
-    pr_feature_spec *f = base;
     char g[96];
     if (n->type != YAML_SEQUENCE_NODE) {
         pr__got(n, g, sizeof(g));
@@ -352,8 +354,8 @@ static void pr__h_feat_ops(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key
         return;
     }
     size_t items = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
-    if (items + f->n_ops > PR_FEAT_MAX_OPS) {
-        pr__cfg_error(c, n, NULL, "%zu operators, at most %d", items, PR_FEAT_MAX_OPS - f->n_ops);
+    if (items + *count > PR_FEAT_MAX_OPS) {
+        pr__cfg_error(c, n, NULL, "%zu operators, at most %d", items, PR_FEAT_MAX_OPS - *count);
         return;
     }
     for (size_t i = 0; i < items; i++) {
@@ -361,13 +363,20 @@ static void pr__h_feat_ops(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key
         size_t old = pr__path_push_index(c, i);
         pr_fop_step st;
         if (pr__feat_op(c, it, f, &st))
-            f->ops[f->n_ops++] = st;
+            steps[(*count)++] = st;
         else
-            f->n_ops = PR_FEAT_MAX_OPS + 1; /* poisoned: no chain check on top */
+            *count = PR_FEAT_MAX_OPS + 1;
         pr__path_pop(c, old);
-        if (f->n_ops > PR_FEAT_MAX_OPS)
+        if (*count > PR_FEAT_MAX_OPS)
             break;
     }
+}
+
+static void pr__h_feat_ops(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    (void)k;
+    pr_feature_spec *f = base;
+    pr__ops_list(c, n, f, f->ops, &f->n_ops);
 }
 
 static void pr__h_feat_path(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
@@ -494,7 +503,23 @@ static void pr__h_weights_default(cfg_ctx *c, yaml_node_t *n, void *base, const 
         return;
     }
     f->has_weight_default = true;
-    f->weight_default = (float)d;
+    f->weight_default = d;
+}
+
+/* weights.ops: the `ops:` parser, then the engine's rule (numbers only). */
+static void pr__h_weights_ops(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    (void)k;
+    pr_feature_spec *f = base;
+    pr__ops_list(c, n, f, f->weight_ops, &f->n_weight_ops);
+    uint32_t bad;
+    char e[300];
+    if (f->n_weight_ops > PR_FEAT_MAX_OPS ||
+        pr_feature_check_weight_ops(f, &bad, e, sizeof(e)) == 0)
+        return;
+    size_t old = pr__path_push_index(c, bad);
+    pr__cfg_error(c, pr__node_get(c, n->data.sequence.items.start[bad]), NULL, "%s", e);
+    pr__path_pop(c, old);
 }
 
 static void pr__h_weights_from(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
@@ -532,6 +557,10 @@ static const cfg_key weights_keys[] = {
              "Weight of an id that has none (its object lacks the field, or null there; its map "
              "value null; or no "
              "weights list); without it such a record is rejected (wrong_type)."),
+    K_CUSTOM("ops", KF_DOC_DEFAULT, pr__h_weights_ops, "list of operators", "[]",
+             "The weights' operator chain, numeric operators only (neg2zero, log1p, clip, "
+             "standardize): each kept weight, the default applied first, in float64, then "
+             "float32; a result that is not finite rejects the record (number_out_of_range)."),
 };
 static const cfg_table pr__weights_tab = TABLE(weights_keys, pr__finish_weights);
 

@@ -245,6 +245,41 @@ int pr_feature_check_chain(const pr_feature_spec *f, uint32_t *bad_op, char *err
     return 0;
 }
 
+bool pr_fop_weight_op(pr_fop op)
+{
+    const pr_fop_info *in = &pr_fop_table[op];
+    return op != PR_FOP_FILL && (in->accepts & PR_FTYPE_NUM) &&
+           (in->output == 0 || in->output == PR_FTYPE_NUM);
+}
+
+int pr_feature_check_weight_ops(const pr_feature_spec *f, uint32_t *bad_op, char *errstr,
+                                size_t errstr_size)
+{
+    char valid[128] = "";
+    size_t len = 0;
+    for (int op = 0; op < PR_FOP__COUNT; op++)
+        if (pr_fop_weight_op((pr_fop)op))
+            len += (size_t)snprintf(valid + len, len < sizeof(valid) ? sizeof(valid) - len : 0,
+                                    "%s%s", len ? ", " : "", pr_fop_table[op].name);
+    for (uint32_t i = 0; i < f->n_weight_ops; i++) {
+        pr_fop op = f->weight_ops[i].op;
+        const pr_fop_info *in = &pr_fop_table[op];
+        *bad_op = i;
+        if (op == PR_FOP_FILL)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "'fill' is not a weights operator: weights.default gives a missing "
+                             "weight its value (valid: %s)",
+                             valid);
+        if (!pr_fop_weight_op(op))
+            return pr_seterr(
+                errstr, errstr_size, PR_EINVAL, "'%s' %s %s, and a weight is a number (valid: %s)",
+                in->name, in->accepts & PR_FTYPE_NUM ? "gives" : "takes",
+                pr__type_text(in->accepts & PR_FTYPE_NUM ? in->output : in->accepts), valid);
+    }
+    *bad_op = f->n_weight_ops;
+    return 0;
+}
+
 /* ---------------------------------------------------------------- placement */
 
 /* Position of op in the FPGA kernel's fixed chain for f, or -1 when the
@@ -314,6 +349,15 @@ int pr_feature_place(const pr_feature_spec *f, const char *backend, uint32_t cpu
                              "feature '%s': operator '%s' cannot run on backend %s: %s; list it "
                              "in schema.cpu_ops to run it on the cpu, or set engine.backend: cpu",
                              f->name, pr_fop_table[op].name, name, why);
+    }
+    for (uint32_t i = 0; is_fpga && i < f->n_weight_ops; i++) { /* always the cpu's */
+        pr_fop op = f->weight_ops[i].op;
+        if (!(cpu_ops & (1u << op)))
+            return pr_seterr(errstr, errstr_size, PR_ENOTSUP,
+                             "feature '%s': weights operator '%s' cannot run on backend %s: the "
+                             "kernel has no weights; list it in schema.cpu_ops to run it on the "
+                             "cpu, or set engine.backend: cpu",
+                             f->name, pr_fop_table[op].name, name);
     }
     return 0;
 }

@@ -715,35 +715,85 @@ static int pr__weights_len(pr_json_decoder *d, const pr__jfeat *jf, uint32_t n)
  * float32; missing (a hole, no list) the default, or the record rejected;
  * a string or a bool wrong_type; NaN, infinity or beyond float32
  * number_out_of_range. Only kept ids are judged: a weight whose id was
- * dropped (missing, cut by max_len) never rejects its record. */
+ * dropped (missing, cut by max_len) never rejects its record. With
+ * weights.ops the chain runs on the kept weights (pr__weights_ops) and
+ * only its result is judged, as a dense feature's. */
 #define PR__NO_WEIGHTS UINT32_MAX
-static int pr__weights_take(pr_json_decoder *d, const pr__jfeat *jf, uint32_t m, float *out)
+
+/* Kept weight k as read, or the default: 0, or the record's reject. */
+PR__HOT int pr__weight_raw(pr_json_decoder *d, const pr__jfeat *jf, uint32_t k, double *w)
 {
     const pr_json_col *c = &d->jb->cols[jf->wcol];
+    const pr_json_any *a = d->wpos[k] == PR__NO_WEIGHTS ? NULL : &c->any[d->wpos[k]];
     char what[PR_FEAT_PATH_MAX + 96];
-    for (uint32_t k = 0; k < m; k++) {
-        const pr_json_any *a = d->wpos[k] == PR__NO_WEIGHTS ? NULL : &c->any[d->wpos[k]];
-        if (!a || a->type == PR_JSON_HOLE) {
-            if (!jf->f->has_weight_default) {
-                snprintf(what, sizeof(what), "weights (%s): an id without a weight (no default)",
-                         jf->f->weights_path);
-                return pr__fail(d, jf->f, PR_DEC_WRONG_TYPE, what);
-            }
-            out[k] = jf->f->weight_default;
-            continue;
-        }
-        if (a->type == PR_JSON_STRING || a->type == PR_JSON_BOOL) {
-            snprintf(what, sizeof(what), "weights (%s): a weight is %s, not a number",
-                     jf->f->weights_path, a->type == PR_JSON_STRING ? "a string" : "a bool");
+    if (!a || a->type == PR_JSON_HOLE) {
+        if (!jf->f->has_weight_default) {
+            snprintf(what, sizeof(what), "weights (%s): an id without a weight (no default)",
+                     jf->f->weights_path);
             return pr__fail(d, jf->f, PR_DEC_WRONG_TYPE, what);
         }
-        double w = a->type == PR_JSON_INT64 ? (double)a->i : a->d;
-        if (!isfinite((float)w) && !d->fs->nonfinite_ok) {
-            snprintf(what, sizeof(what), "weights (%s): %g is %s", jf->f->weights_path, w,
-                     isfinite(w) ? "beyond float32" : "not a finite number");
-            return pr__fail(d, jf->f, PR_DEC_NUMBER_OUT_OF_RANGE, what);
+        *w = jf->f->weight_default;
+        return 0;
+    }
+    if (a->type == PR_JSON_STRING || a->type == PR_JSON_BOOL) {
+        snprintf(what, sizeof(what), "weights (%s): a weight is %s, not a number",
+                 jf->f->weights_path, a->type == PR_JSON_STRING ? "a string" : "a bool");
+        return pr__fail(d, jf->f, PR_DEC_WRONG_TYPE, what);
+    }
+    *w = a->type == PR_JSON_INT64 ? (double)a->i : a->d;
+    return 0;
+}
+
+/* A weight as float32, or number_out_of_range (`ops`: after the operators). */
+PR__HOT int pr__weight_f32(pr_json_decoder *d, const pr__jfeat *jf, double w, const char *ops,
+                           float *out)
+{
+    if (!isfinite((float)w) && !d->fs->nonfinite_ok) {
+        char what[PR_FEAT_PATH_MAX + 96];
+        snprintf(what, sizeof(what), "weights (%s): %s%g is %s", jf->f->weights_path, ops,
+                 isnan(w) ? NAN : w, /* "nan", not "-nan" (log1p(-2)) */
+                 isfinite(w) ? "beyond float32" : "not a finite number");
+        return pr__fail(d, jf->f, PR_DEC_NUMBER_OUT_OF_RANGE, what);
+    }
+    *out = (float)w;
+    return 0;
+}
+
+/* weights.ops: the m kept weights (the default first) through the chain
+ * in double, as a dense vector's elements, then each as float32. */
+static int pr__weights_ops(pr_json_decoder *d, const pr__jfeat *jf, uint32_t m, float *out)
+{
+    const pr_feature_spec *f = jf->f;
+    pr_fval *v = d->fv; /* the ids are staged: fv is free */
+    int rc;
+    for (uint32_t k = 0; k < m; k++) {
+        v[k] = (pr_fval){.type = PR_FVAL_NUM};
+        if ((rc = pr__weight_raw(d, jf, k, &v[k].num)))
+            return rc;
+    }
+    for (uint32_t s = 0; s < f->n_weight_ops; s++)
+        if (pr_fop_apply(&f->weight_ops[s], v, m, d->why) != 0) { /* numbers: never */
+            memset(d->why, 0, m);
+            char what[PR_FEAT_PATH_MAX + 96];
+            snprintf(what, sizeof(what), "weights (%s): '%s' refused a weight", f->weights_path,
+                     pr_fop_table[f->weight_ops[s].op].name);
+            return pr__fail(d, f, PR_DEC_WRONG_TYPE, what);
         }
-        out[k] = (float)w;
+    for (uint32_t k = 0; k < m; k++)
+        if ((rc = pr__weight_f32(d, jf, v[k].num, "after the operators ", &out[k])))
+            return rc;
+    return 0;
+}
+
+static int pr__weights_take(pr_json_decoder *d, const pr__jfeat *jf, uint32_t m, float *out)
+{
+    if (jf->f->n_weight_ops)
+        return pr__weights_ops(d, jf, m, out);
+    for (uint32_t k = 0; k < m; k++) {
+        double w;
+        int rc = pr__weight_raw(d, jf, k, &w);
+        if (rc || (rc = pr__weight_f32(d, jf, w, "", &out[k])))
+            return rc;
     }
     return 0;
 }

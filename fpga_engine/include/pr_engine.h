@@ -933,7 +933,14 @@ typedef struct pr_feature_spec {
      * has_weight_default, else rejects the record. */
     char weights_path[PR_FEAT_PATH_MAX];
     bool has_weight_default;
-    float weight_default;
+    double weight_default; /* as written (finite in float32): the chain's input */
+    /* `weights.ops`: numeric operators (pr_fop_weight_op) each kept weight
+     * goes through in double, after the default, the result rounded to
+     * float32, which must be finite (else the record is rejected,
+     * number_out_of_range). Dropped ids' weights never run them. 0: the
+     * weight is the number as read. */
+    uint8_t n_weight_ops;
+    pr_fop_step weight_ops[PR_FEAT_MAX_OPS];
     /* PR_FEAT_LIST with `list: { from: keys }`: the path names a map (a
      * JSON object, an Avro map, a Protobuf map field) whose keys, in the
      * event's order, are the list's values; with `weights: { from: values }`
@@ -1054,6 +1061,17 @@ uint32_t pr_feature_dense_names(const pr_feature_schema *fs, char (*names)[PR_NA
 int pr_feature_check_chain(const pr_feature_spec *f, uint32_t *bad_op, char *errstr,
                            size_t errstr_size);
 
+/* Can `op` be a step of a weighted list's `weights.ops`? A weight's
+ * operators take a number and give a number (neg2zero, log1p, clip,
+ * standardize); fill is not one (weights.default fills a missing weight). */
+bool pr_fop_weight_op(pr_fop op);
+
+/* Check f's weights.ops: 0, or PR_EINVAL with *bad_op the offending step
+ * and errstr why ("'bucketize' gives an integer, and a weight is a number
+ * (valid: clip, neg2zero, log1p, standardize)"). */
+int pr_feature_check_weight_ops(const pr_feature_spec *f, uint32_t *bad_op, char *errstr,
+                                size_t errstr_size);
+
 /* "a number or a string": the types of a PR_FTYPE_* mask, for messages. */
 void pr_ftype_text(unsigned mask, char *buf, size_t size);
 
@@ -1118,6 +1136,8 @@ static inline bool pr_feature_vector_bytes(const pr_feature_spec *f)
  * kernel's vocabularies are direct-indexed tables). Every other operator goes to the cpu only when
  * its bit is in cpu_ops; otherwise PR_ENOTSUP and errstr names the feature, the operator, the
  * backend and why. On success on[i] is the name of the backend running step i ("cpu" or `backend`).
+ * A weighted list's weights.ops always run on the cpu (in the decoder): on an FPGA backend each
+ * needs its bit in cpu_ops too.
  */
 int pr_feature_place(const pr_feature_spec *f, const char *backend, uint32_t cpu_ops,
                      const char **on, char *errstr, size_t errstr_size);

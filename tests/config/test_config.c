@@ -699,7 +699,47 @@ static const err_case err_cases[] = {
      {"schema.sparse[0].path: 'cats.w' is inside 'cats' (sparse[0].weights.path)"}},
     {"weights: unknown key",
      SCHEMA "      sparse: [ { name: a, path: a, list: { max_len: 2 }, weights: { pth: w } } ]\n",
-     {"schema.sparse[0].weights.pth: unknown key (valid: path, from, default)"}},
+     {"schema.sparse[0].weights.pth: unknown key (valid: path, from, default, ops)"}},
+    {"weights.ops: an operator that gives an integer",
+     SCHEMA "      sparse: [ { name: a, path: a, list: { max_len: 2 }, ops: [vocab],\n"
+            "                  weights: { path: w, ops: [log1p, { bucketize: [1, 2] }] } } ]\n",
+     {"schema.sparse[0].weights.ops[1]: 'bucketize' gives an integer, and a weight is a number "
+      "(valid: clip, neg2zero, log1p, standardize)"}},
+    {"weights.ops: an operator that takes an integer or a string",
+     SCHEMA "      sparse: [ { name: a, path: a, list: { max_len: 2, from: keys }, ops: [vocab],\n"
+            "                  weights: { from: values, ops: [hex2int] } } ]\n",
+     {"schema.sparse[0].weights.ops[0]: 'hex2int' takes a string or an integer, and a weight is "
+      "a number"}},
+    {"weights.ops: fill",
+     SCHEMA "      sparse: [ { name: a, path: a, list: { max_len: 2 }, ops: [vocab],\n"
+            "                  weights: { path: w, ops: [ { fill: 1 } ] } } ]\n",
+     {"schema.sparse[0].weights.ops[0]: 'fill' is not a weights operator: weights.default"}},
+    {"weights.ops: vocab, hash, a time operator",
+     SCHEMA "      sparse:\n"
+            "        - { name: a, path: a, list: { max_len: 2 }, ops: [vocab],\n"
+            "            weights: { path: w, ops: [vocab] } }\n"
+            "        - { name: b, path: b, list: { max_len: 2 }, ops: [vocab],\n"
+            "            weights: { path: v, ops: [neg2zero, { hash: 10 }, { hour_of_day: s }] } "
+            "}\n",
+     {"schema.sparse[0].weights.ops[0]: 'vocab' takes",
+      "schema.sparse[1].weights.ops[1]: 'hash' gives an integer"}},
+    {"weights.ops: an unknown operator",
+     SCHEMA "      sparse: [ { name: a, path: a, list: { max_len: 2 }, ops: [vocab],\n"
+            "                  weights: { path: w, ops: [log2] } } ]\n",
+     {"schema.sparse[0].weights.ops[0]: unknown operator 'log2'"}},
+    {"weights.ops: a bad argument",
+     SCHEMA "      sparse: [ { name: a, path: a, list: { max_len: 2 }, ops: [vocab],\n"
+            "                  weights: { path: w, ops: [ { clip: [5, 0] } ] } } ]\n",
+     {"schema.sparse[0].weights.ops[0].clip: [lo, hi] needs lo <= hi"}},
+    {"weights.ops without path or from",
+     SCHEMA "      sparse: [ { name: a, path: a, list: { max_len: 2 }, ops: [vocab],\n"
+            "                  weights: { ops: [log1p] } } ]\n",
+     {"schema.sparse[0].weights: missing path (the weights' field), or from: values"}},
+    {"weights.ops on an FPGA backend",
+     SCHEMA "      sparse: [ { name: a, path: a, list: { max_len: 2 }, ops: [vocab],\n"
+            "                  weights: { path: w, ops: [log1p] } } ]\n"
+            "      cpu_ops: [vocab]\nengine: { backend: hls-sim }\n",
+     {"feature 'a': weights operator 'log1p' cannot run on backend hls-sim", "schema.cpu_ops"}},
     {"too many dense columns",
      SCHEMA "      dense:\n        - { name: a, path: a, dim: 4000 }\n"
             "        - { name: b, path: b, dim: 97 }\n",
@@ -1773,6 +1813,50 @@ static void test_schema_tables(void **state)
     pr_config_free(cfg);
 }
 
+/* weights.ops: the numeric operators, parsed by the ops: parser, in order;
+ * the default kept as written (a double, the chain's input). */
+static void test_schema_weight_ops(void **state)
+{
+    (void)state;
+    pr_config *cfg = load_ok(
+        MINIMAL "    schema:\n      sparse:\n"
+                "        - { name: h, path: h, list: { max_len: 4 }, ops: [vocab],\n"
+                "            weights: { path: w, default: 0.1, ops: [neg2zero, log1p, { clip: "
+                "[0, 5] }, { standardize: { mean: 1.5, std: 2 } }] } }\n"
+                "        - { name: m, path: m, list: { max_len: 4, from: keys }, ops: [vocab],\n"
+                "            weights: { from: values, ops: [log1p] } }\n"
+                "        - { name: u, path: u, list: { max_len: 4 }, weights: { path: v },\n"
+                "            ops: [vocab] }\n");
+    const pr_pipeline_cfg *pl = &cfg->pipelines[0];
+    const pr_feature_spec *f = feat(pl, "h");
+    assert_true(f->has_weight_default && f->weight_default == 0.1);
+    assert_int_equal(f->n_weight_ops, 4);
+    assert_int_equal(f->weight_ops[0].op, PR_FOP_NEG2ZERO);
+    assert_int_equal(f->weight_ops[1].op, PR_FOP_LOG1P);
+    assert_int_equal(f->weight_ops[2].op, PR_FOP_CLIP);
+    assert_true(f->weight_ops[2].a == 0 && f->weight_ops[2].b == 5);
+    assert_int_equal(f->weight_ops[3].op, PR_FOP_STANDARDIZE);
+    assert_true(f->weight_ops[3].a == 1.5 && f->weight_ops[3].b == 2);
+    assert_int_equal(f->n_ops, 1); /* the ids' chain is its own */
+    f = feat(pl, "m");
+    assert_true(f->weights_from_values && f->n_weight_ops == 1);
+    assert_int_equal(f->weight_ops[0].op, PR_FOP_LOG1P);
+    assert_int_equal(feat(pl, "u")->n_weight_ops, 0);
+    /* the weights' operators may run on the cpu beside an FPGA backend */
+    char err[2048];
+    assert_int_equal(pr_config_set(cfg, "pipelines[0].schema.cpu_ops",
+                                   "[vocab, neg2zero, log1p, clip, "
+                                   "standardize]",
+                                   err, sizeof(err)),
+                     0);
+    assert_int_equal(pr_config_set(cfg, "engine.backend", "hls-sim", err, sizeof(err)), 0);
+    pr_config_free(cfg);
+    for (int op = 0; op < PR_FOP__COUNT; op++) /* the numeric operators, by the table */
+        assert_int_equal(pr_fop_weight_op((pr_fop)op), op == PR_FOP_CLIP || op == PR_FOP_NEG2ZERO ||
+                                                           op == PR_FOP_LOG1P ||
+                                                           op == PR_FOP_STANDARDIZE);
+}
+
 static void test_schema_placement(void **state)
 {
     (void)state;
@@ -1842,6 +1926,7 @@ int main(void)
         cmocka_unit_test(test_schema_downsample),
         cmocka_unit_test(test_schema_preset),
         cmocka_unit_test(test_schema_placement),
+        cmocka_unit_test(test_schema_weight_ops),
         cmocka_unit_test(test_schema_tables),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
