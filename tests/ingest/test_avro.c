@@ -836,7 +836,14 @@ static void test_weighted_lists(void **state)
                "            weights: { path: cats.score, default: 0.5 }, ops: [vocab] }\n"
                "        - { name: hist, path: hist, list: { max_len: 4, keep: last },\n"
                "            weights: { path: dwell }, ops: [vocab] }\n"
-               "        - { name: tags, path: cats.tag, list: { max_len: 8 }, ops: [vocab] }\n";
+               "        - { name: tags, path: cats.tag, list: { max_len: 8 }, ops: [vocab] }\n"
+               "        - { name: catl, path: cats.id, list: { max_len: 3 }, ops: [vocab],\n"
+               "            weights: { path: cats.score, default: 0.5,\n"
+               "                       ops: [log1p, { clip: [0, 1] }] } }\n"
+               "        - { name: histz, path: hist, list: { max_len: 4, keep: last },\n"
+               "            weights: { path: dwell, ops: [ { standardize: { mean: 1, std: 2 } } "
+               "] },\n"
+               "            ops: [vocab] }\n";
     fx t;
     fx_init(&t, yaml, w_avsc, PR_AVRO_FRAMING_PLAIN);
     static const struct {
@@ -875,6 +882,13 @@ static void test_weighted_lists(void **state)
     assert_memory_equal(sd->weights[1], hw, sizeof(hw));
     assert_null(sd->weights[2]);
     assert_int_equal(pr_fside_lengths((pr_fside *)sd, 2)[0], 4); /* tags: every item */
+    /* weights.ops: the same chain on the same weights (blocks_equal: as JSON) */
+    const float lw[] = {(float)log1p(0.25), (float)log1p(0.5), 1.0f},
+                zw[] = {(float)((1.5 - 1) / 2), (float)((2.0 - 1) / 2), (float)((4.0 - 1) / 2)};
+    assert_int_equal(sd->n_weights[3], 3);
+    assert_memory_equal(sd->weights[3], lw, sizeof(lw));
+    assert_int_equal(sd->n_weights[4], 3);
+    assert_memory_equal(sd->weights[4], zw, sizeof(zw));
     fx_free(&t);
     /* a fixed writer schema: the weights path must give numbers */
     char *f = write_tmp(w_avsc);

@@ -929,6 +929,107 @@ static void test_map_lists(void **state)
     fx_free(&t);
 }
 
+/* weights.ops: the numeric operators on the kept weights, in double after
+ * the default, then float32 (compared bit for bit with the same double
+ * computation rounded once); ids cut by max_len or dropped as holes drop
+ * their weights before the chain; a result that is not finite rejects. */
+static const char *const weight_ops_yaml =
+    "pipelines:\n"
+    "  - name: t\n"
+    "    source: { format: json }\n"
+    "    schema:\n"
+    "      sparse:\n"
+    "        - { name: hist, path: hist, list: { max_len: 3, keep: last }, ops: [vocab],\n"
+    "            weights: { path: dwell, default: 0.1, ops: [log1p, { clip: [0, 2] }] } }\n"
+    "        - { name: z, path: z.id, list: { max_len: 4 }, ops: [vocab],\n"
+    "            weights: { path: z.s, default: 0.3,\n"
+    "                       ops: [ { standardize: { mean: 0.7, std: 0.3 } } ] } }\n"
+    "        - { name: aff, path: aff, list: { max_len: 2, from: keys }, ops: [vocab],\n"
+    "            weights: { from: values, ops: [neg2zero, log1p] } }\n"
+    "        - { name: l, path: l, list: { max_len: 2 }, ops: [vocab],\n"
+    "            weights: { path: lw, ops: [log1p] } }\n"
+    "    transform: { vocab: { profile: default } }\n";
+
+static float lc(double x) /* log1p then clip [0, 2], as the chain computes it */
+{
+    return (float)fmin(fmax(log1p(x), 0), 2);
+}
+
+static float zs(double x) /* standardize mean 0.7 std 0.3 */
+{
+    return (float)((x - 0.7) / 0.3);
+}
+
+static void assert_weights(const fx *t, uint16_t f, uint32_t from, const float *want, uint32_t n)
+{
+    float w[16];
+    assert_true(from + n <= 16);
+    weights_of(t, f, w, from + n);
+    for (uint32_t k = 0; k < n; k++)
+        if (memcmp(&w[from + k], &want[k], sizeof(float)) != 0)
+            fail_msg("feature %u weight %u: %.9g, want %.9g", f, from + k, (double)w[from + k],
+                     (double)want[k]);
+}
+
+static void test_weight_ops(void **state)
+{
+    (void)state;
+    fx t;
+    fx_init(&t, weight_ops_yaml, 64);
+    /* hist: a(-5) cut by keep last 3 before the chain (log1p(-5) would be
+     * NaN); z: the object without an id drops its -100, b takes the default
+     * 0.3 (as written, a double) before standardize; aff: neg2zero, log1p */
+    assert_int_equal(decode(&t, "{\"hist\":[\"a\",\"b\",\"c\",\"d\"],\"dwell\":[-5,0.5,3,1.7],"
+                                "\"z\":[{\"id\":\"a\",\"s\":0.9},{\"s\":-100},{\"id\":\"b\"}],"
+                                "\"aff\":{\"p\":2.5,\"n\":-3}}"),
+                     1);
+    if (t.rl.n)
+        fail_msg("rejected: %s", t.rl.detail[0]);
+    assert_int_equal(key_at(t.b, 0, 0), hs("b"));
+    assert_weights(&t, 0, 0, (float[]){lc(0.5), lc(3), lc(1.7)}, 3);
+    assert_weights(&t, 1, 0, (float[]){zs(0.9), zs(0.3)}, 2);
+    assert_true(zs(0.3) != zs((double)0.3f)); /* the default enters as written */
+    assert_weights(&t, 2, 0, (float[]){(float)log1p(2.5), 0.0f}, 2);
+    /* the default (no weights list) through the chain; 1e300 is clipped to
+     * 2 (only the chain's result is judged); an integer weight as a double */
+    assert_int_equal(decode(&t, "{\"hist\":[\"x\"]}"), 1);
+    assert_int_equal(decode(&t, "{\"hist\":[\"y\",\"w\"],\"dwell\":[1e300,7]}"), 1);
+    if (t.rl.n)
+        fail_msg("rejected: %s", t.rl.detail[0]);
+    assert_weights(&t, 0, 3, (float[]){lc(0.1), 2.0f, lc(7)}, 3);
+    const struct {
+        const char *doc;
+        const char *says;
+    } bad[] = {
+        {"{\"hist\":[\"a\"],\"dwell\":[-2]}",
+         "hist (hist): weights (dwell): after the operators nan is not a finite number"},
+        {"{\"l\":[\"a\"],\"lw\":[-1]}",
+         "l (l): weights (lw): after the operators -inf is not a finite number"},
+        {"{\"hist\":[\"a\"],\"dwell\":[-1]}", NULL}, /* clip makes -inf 0: kept */
+        {"{\"z\":[{\"id\":\"a\",\"s\":1e300}]}",
+         "z (z.id): weights (z.s): after the operators 3.33333e+300 is beyond float32"},
+        {"{\"aff\":{\"p\":1e300,\"q\":1}}", NULL}, /* log1p(1e300) = 690.8: kept */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        uint32_t rows = t.b->rows, nw = t.b->side->n_weights[0];
+        t.rl.n = 0;
+        assert_int_equal(decode(&t, bad[i].doc), bad[i].says ? 0 : 1);
+        if (!bad[i].says) {
+            assert_int_equal(t.rl.n, 0);
+            continue;
+        }
+        assert_int_equal(t.rl.n, 1);
+        assert_int_equal(t.rl.reason[0], PR_DEC_NUMBER_OUT_OF_RANGE);
+        if (!strstr(t.rl.detail[0], bad[i].says))
+            fail_msg("case %zu: '%s' does not say '%s'", i, t.rl.detail[0], bad[i].says);
+        assert_int_equal(t.b->rows, rows); /* nothing of a reject stays */
+        assert_int_equal(t.b->side->n_weights[0], nw);
+    }
+    assert_weights(&t, 0, 6, (float[]){0.0f}, 1);
+    assert_weights(&t, 2, 2, (float[]){(float)log1p(1e300), (float)log1p(1)}, 2);
+    fx_free(&t);
+}
+
 static void test_gen_clickstream(void **state)
 {
     (void)state;
@@ -993,6 +1094,7 @@ int main(void)
         cmocka_unit_test(test_gen_clickstream),
         cmocka_unit_test(test_weighted_lists),
         cmocka_unit_test(test_map_lists),
+        cmocka_unit_test(test_weight_ops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

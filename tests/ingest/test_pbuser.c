@@ -16,6 +16,7 @@
  * The descriptor set is built from tests/data/pbuser_*.proto by protoc at
  * build time (PR_PBUSER_DESC).
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -885,7 +886,10 @@ static void test_weighted_lists_same_as_json(void **state)
                   "            weights: { path: items.score, default: 0.5 }, ops: [vocab] }\n"
                   "        - { name: h, path: hist, list: { max_len: 2, keep: last },\n"
                   "            weights: { path: dwell }, ops: [vocab] }\n"
-                  "        - { name: n, path: items.n, list: { max_len: 8 }, ops: [vocab] }\n");
+                  "        - { name: n, path: items.n, list: { max_len: 8 }, ops: [vocab] }\n"
+                  "        - { name: sl, path: items.s, list: { max_len: 8 }, ops: [vocab],\n"
+                  "            weights: { path: items.score, default: 0.5,\n"
+                  "                       ops: [log1p, { clip: [0, 1] }] } }\n");
     static const struct {
         const char *ev;
         int rows, reason;
@@ -923,6 +927,10 @@ static void test_weighted_lists_same_as_json(void **state)
     assert_int_equal(sd->n_weights[1], 2);
     assert_memory_equal(sd->weights[1], hw, sizeof(hw));
     assert_null(sd->weights[2]);
+    /* weights.ops: the same chain on the same weights (blocks_equal: as JSON) */
+    const float lw[] = {(float)log1p(0.25), (float)log1p(0.5), 1.0f, (float)log1p(0.5)};
+    assert_int_equal(sd->n_weights[3], 4);
+    assert_memory_equal(sd->weights[3], lw, sizeof(lw));
     pbfx_free(&t);
     char y[1024], err[512];
     pr_config *cfg = NULL;
