@@ -11,6 +11,10 @@
  * NaNs, and a log1p of a value below -1) are left out of the statistics. At
  * run time such a value stays missing through standardize and ends as 0,
  * the fitted mean.
+ * A weighted list's weights.ops with a standardize step is fitted the same
+ * way over every kept weight as it reaches the step (the chain cut there;
+ * a weight is never missing: the default or a reject), its line keyed
+ * NAME.weights.
  * Welford's method, in input order on one thread, so the result never depends
  * on --threads. Writes a YAML snippet (name -> { standardize: { mean, std } }).
  */
@@ -26,6 +30,7 @@
 typedef struct pr__fit_acc {
     uint32_t feat, dense, step; /* feature index, its first dense column, standardize step */
     uint32_t cols;              /* its dense columns: a vector's elements are pooled */
+    int side;                   /* weights.ops: the list's side index (its weights); else -1 */
     uint64_t n;
     double mean, m2;
 } pr__fit_acc;
@@ -36,17 +41,36 @@ static uint32_t pr__fit_find(const pr_feature_schema *s, pr__fit_acc *acc)
     uint32_t n = 0, dense = 0;
     for (uint32_t i = 0; i < s->n_features; i++) {
         const pr_feature_spec *f = &s->features[i];
+        for (uint32_t k = 0; pr_feature_weighted(f) && k < f->n_weight_ops; k++)
+            if (f->weight_ops[k].op == PR_FOP_STANDARDIZE) {
+                acc[n++] = (pr__fit_acc){.feat = i, .step = k, .side = pr_feature_side_index(s, i)};
+                break;
+            }
         if (f->kind != PR_FEAT_DENSE)
             continue;
         for (uint32_t k = 0; k < f->n_ops; k++)
             if (f->ops[k].op == PR_FOP_STANDARDIZE) {
-                acc[n++] = (pr__fit_acc){
-                    .feat = i, .dense = dense, .step = k, .cols = pr_feature_dense_cols(f)};
+                acc[n++] = (pr__fit_acc){.feat = i,
+                                         .dense = dense,
+                                         .step = k,
+                                         .cols = pr_feature_dense_cols(f),
+                                         .side = -1};
                 break;
             }
         dense += pr_feature_dense_cols(f);
     }
     return n;
+}
+
+/* One value into a's statistics (Welford); a non-finite one is left out. */
+static void pr__fit_add(pr__fit_acc *a, double v)
+{
+    if (!isfinite(v))
+        return;
+    a->n++;
+    double d = v - a->mean;
+    a->mean += d / (double)a->n;
+    a->m2 += d * (v - a->mean);
 }
 
 static void pr__fit_row(const pr_feature_schema *s, const pr_block *b, pr__fit_acc *acc,
@@ -55,17 +79,13 @@ static void pr__fit_row(const pr_feature_schema *s, const pr_block *b, pr__fit_a
     (void)s;
     for (uint32_t j = 0; j < n_acc; j++) {
         pr__fit_acc *a = &acc[j];
-        for (uint32_t c = 0; c < a->cols; c++) {
-            /* row 0; the decoder ran the steps before; a vector's elements
-             * in order, one mean and std for all (standardize is scalar) */
-            double v = b->side->dense[a->dense + c];
-            if (!isfinite(v))
-                continue;
-            a->n++;
-            double d = v - a->mean;
-            a->mean += d / (double)a->n;
-            a->m2 += d * (v - a->mean);
-        }
+        /* row 0; the decoder ran the steps before; a vector's elements (a
+         * list's kept weights) in order, one mean and std for all
+         * (standardize is scalar) */
+        for (uint32_t c = 0; a->side < 0 && c < a->cols; c++)
+            pr__fit_add(a, b->side->dense[a->dense + c]);
+        for (uint32_t k = 0; a->side >= 0 && k < b->side->n_weights[a->side]; k++)
+            pr__fit_add(a, b->side->weights[a->side][k]);
     }
 }
 
@@ -127,15 +147,18 @@ static int pr__fit_pass(const pr_feature_schema *s, FILE *in, pr__fit_acc *acc, 
     return rc;
 }
 
-/* The feature's whole `ops:` list in YAML flow form with its standardize
- * step fitted, as a --set line for `piperec run` / `piperec process`. */
+/* The feature's whole `ops:` list (or its weights.ops) in YAML flow form
+ * with its standardize step fitted, as a --set line for `piperec run` /
+ * `piperec process`. */
 static void pr__fit_set_line(const char *pipeline, const pr_feature_spec *f, const pr__fit_acc *a,
                              double sd, FILE *out)
 {
+    const pr_fop_step *steps = a->side < 0 ? f->ops : f->weight_ops;
+    uint32_t n = a->side < 0 ? f->n_ops : f->n_weight_ops;
     char ops[4096];
     size_t k = 0;
-    for (uint32_t i = 0; i < f->n_ops && k + 2 < sizeof(ops); i++) {
-        pr_fop_step st = f->ops[i];
+    for (uint32_t i = 0; i < n && k + 2 < sizeof(ops); i++) {
+        pr_fop_step st = steps[i];
         if (i == a->step) {
             st.a = a->mean;
             st.b = sd;
@@ -144,7 +167,8 @@ static void pr__fit_set_line(const char *pipeline, const pr_feature_spec *f, con
             k += (size_t)snprintf(ops + k, sizeof(ops) - k, ", ");
         k += pr_fop_step_yaml(&st, ops + k, sizeof(ops) - k);
     }
-    fprintf(out, "#   --set 'pipelines[%s].schema.dense[%s].ops=[%s]'\n", pipeline, f->name, ops);
+    fprintf(out, "#   --set 'pipelines[%s].schema.%s[%s].%s=[%s]'\n", pipeline,
+            a->side < 0 ? "dense" : "sparse", f->name, a->side < 0 ? "ops" : "weights.ops", ops);
 }
 
 /* The YAML snippet; a feature whose std is 0 (or with no value) gets a
@@ -156,7 +180,9 @@ static void pr__fit_write(const pr_feature_schema *s, const char *pipeline, cons
                  "its standardize step (values missing there are left out; n counts the others)\n");
     for (uint32_t j = 0; j < n_acc; j++) {
         const pr__fit_acc *a = &acc[j];
-        const char *name = s->features[a->feat].name;
+        char name[PR_NAME_MAX + 8];
+        snprintf(name, sizeof(name), "%s%s", s->features[a->feat].name,
+                 a->side < 0 ? "" : ".weights");
         double sd = a->n ? sqrt(a->m2 / (double)a->n) : 0;
         if (a->n == 0 || !(sd > 0)) {
             fprintf(out, "# %s: %s; standardize needs std > 0\n", name,
@@ -185,7 +211,8 @@ int pr_offline_fit(const pr_feature_schema *s, const char *pipeline, const char 
     int rc = 0;
     if (!n_acc)
         rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
-                       "--fit: no dense feature of the schema has a `standardize` step");
+                       "--fit: no dense feature (or weights.ops) of the schema has a "
+                       "`standardize` step");
     FILE *in = rc ? NULL : fopen(input, "r");
     if (!rc && !in)
         rc = pr_seterr(errstr, errstr_size, PR_EIO, "--fit: cannot open %s", input);
@@ -200,6 +227,10 @@ int pr_offline_fit(const pr_feature_schema *s, const char *pipeline, const char 
         memcpy(cut.features, s->features, (size_t)s->n_features * sizeof(*cut.features));
         for (uint32_t j = 0; j < n_acc; j++) { /* standardize -> fill NaN: missing marked */
             pr_feature_spec *f = &cut.features[acc[j].feat];
+            if (acc[j].side >= 0) { /* weights: never missing, cut before the step */
+                f->n_weight_ops = (uint8_t)acc[j].step;
+                continue;
+            }
             f->ops[acc[j].step] =
                 (pr_fop_step){.op = PR_FOP_FILL, .value_type = PR_FTYPE_NUM, .a = NAN};
             f->n_ops = (uint8_t)(acc[j].step + 1);

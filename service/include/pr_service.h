@@ -284,7 +284,9 @@ int pr_offline_run_schema(const pr_feature_schema *schema, const pr_pipeline_spe
  * value as it reaches that step (missing values skipped, rejected lines skipped
  * and counted), written to `out` as YAML (name: { standardize: { mean, std } },
  * %.17g) and, with `pipeline`, as a comment holding the `--set` that puts the
- * numbers into the config (the feature's whole ops list). PR_EINVAL when the schema is not declared
+ * numbers into the config (the feature's whole ops list). A weighted list whose
+ * weights.ops has a standardize step: the same over its kept weights, keyed
+ * NAME.weights, the --set naming its weights.ops. PR_EINVAL when the schema is not declared
  * or has no standardize step. */
 typedef struct pr_fit_result {
     uint64_t lines, rejected; /* non-blank lines read; of them rejected */

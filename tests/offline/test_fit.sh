@@ -4,7 +4,7 @@
 # (after fill / clip / log1p before the step, as float32 like the engine;
 # rejected lines skipped; a value missing at the step, with no default or fill
 # before it, left out, not counted as 0: feature d), identical for --threads 1
-# and 4, and the refusals.
+# and 4, a weighted list's weights.ops, and the refusals.
 # Env: PIPEREC, PR_TMP.
 set -eu
 PY=/usr/bin/python3
@@ -111,6 +111,61 @@ err = open(sys.argv[3]).read()
 # the filter reads first: a click "x" fails it (a string is not 1) before the
 # label could reject it
 assert "0 rejected (skipped), %d filtered" % dropped in err, err
+P
+# weights.ops: a weighted list's standardize step is fitted over every kept
+# weight as it reaches the step (ids cut by max_len / keep drop theirs first,
+# an absent weights list gives each id the default), keyed NAME.weights;
+# its --set line makes the kept weights mean 0, std 1
+cat > "$T/wfit.yaml" <<'Y'
+pipelines:
+  - name: w
+    source: { format: json }
+    schema:
+      sparse:
+        - { name: hist, path: hist, list: { max_len: 3, keep: last }, ops: [vocab],
+            weights: { path: dwell, default: 2,
+                       ops: [ { clip: [0, 100] }, log1p, { standardize: { mean: 0, std: 1 } } ] } }
+Y
+$PY - "$T/wev.jsonl" <<'P'
+import json, random, sys
+r = random.Random(11)
+with open(sys.argv[1], "w") as f:
+    for i in range(400):
+        n = r.randint(0, 6)
+        e = {"hist": ["i%d" % r.randint(0, 50) for _ in range(n)]}
+        if r.random() < 0.8: e["dwell"] = [r.uniform(-20, 300) for _ in range(n)]
+        f.write(json.dumps(e) + "\n")
+P
+"$PIPEREC" process --config "$T/wfit.yaml" --input "$T/wev.jsonl" --fit > "$T/wout.yaml" 2> "$T/werr" ||
+    fail "weights fit: $(cat "$T/werr")"
+"$PIPEREC" process --config "$T/wfit.yaml" --input "$T/wev.jsonl" --fit --threads 4 \
+    --output "$T/wout4.yaml" 2>/dev/null
+cmp "$T/wout.yaml" "$T/wout4.yaml" || fail "--threads changes the weights' --fit"
+$PY - "$PIPEREC" "$T" <<'P' || fail "weights.ops --fit: $(cat "$T/wout.yaml")"
+import json, math, re, subprocess, sys
+import numpy as np
+piperec, t = sys.argv[1], sys.argv[2]
+w = []
+for line in open(t + "/wev.jsonl"):
+    e = json.loads(line)
+    ws = e.get("dwell", [2.0] * len(e["hist"]))[-3:]
+    w += [float(np.float32(math.log1p(min(max(x, 0.0), 100.0)))) for x in ws]
+out = open(t + "/wout.yaml").read()
+m = re.search(r"^hist\.weights: \{ standardize: \{ mean: (\S+), std: (\S+) \} \}  # n=(\d+)$", out, re.M)
+assert m, out
+x = np.array(w)
+assert int(m.group(3)) == len(w), (m.group(3), len(w))
+for g, want in zip((float(m.group(1)), float(m.group(2))), (x.mean(), x.std())):
+    assert abs(g - want) <= 1e-9 * abs(want), (g, want)
+sets = re.findall(r"^#   --set '(.*)'$", out, re.M)
+assert len(sets) == 1 and sets[0].startswith(
+    "pipelines[w].schema.sparse[hist].weights.ops=[{ clip: [0, 100] }, log1p, { standardize: "
+    "{ mean: "), sets
+subprocess.run([piperec, "process", "--config", t + "/wfit.yaml", "--input", t + "/wev.jsonl",
+                "--output", t + "/wfitted", "--no-progress", "--set", sets[0]],
+               check=True, capture_output=True)
+v = np.load(t + "/wfitted/sparse/hist.weights.npy").astype(np.float64)
+assert len(v) == len(w) and abs(v.mean()) < 1e-5 and abs(v.std() - 1) < 1e-5, (v.mean(), v.std())
 P
 # a file that is not JSON lines fits nothing: exit 2, not "1 fitted"
 printf '1\t2\t3\n4\t5\t6\n' > "$T/tsv.txt"
