@@ -44,6 +44,10 @@
 #      {"c123": 0.42, ...}, BENCH_M_ROWS, default 200K events) at 1 thread
 #      against the same ids and scores as a list of objects (identical
 #      outputs checked) and against a Python converter (checked); ratios
+#   4h. bench/bench_tables.sh: shared vocabularies (a click history in the
+#      candidate item's table, `table: item`, BENCH_T_ROWS, default 200K
+#      events) at 1 thread against separate vocabularies and against a
+#      Python converter (checked); ratios, embedding rows of both layouts
 #   5. the pandas/numpy baseline (bench/baseline_pandas.py, one core) on the
 #      first BENCH_BASELINE_ROWS rows (default 300K; it is ~100x slower),
 #      checked against piperec's output for the same rows
@@ -161,6 +165,7 @@ BENCH_TMP=${BENCH_TMP:-/tmp} sh "$HERE/bench_process_json.sh" "$BUILD" | collect
 BENCH_TMP=${BENCH_TMP:-/tmp} sh "$HERE/bench_vectors.sh" "$BUILD" | collect
 BENCH_TMP=${BENCH_TMP:-/tmp} sh "$HERE/bench_weights.sh" "$BUILD" | collect
 BENCH_TMP=${BENCH_TMP:-/tmp} sh "$HERE/bench_maps.sh" "$BUILD" | collect
+BENCH_TMP=${BENCH_TMP:-/tmp} sh "$HERE/bench_tables.sh" "$BUILD" | collect
 
 echo "== 5. pandas baseline: $BASE_ROWS rows, 1 core" >&2
 head -n "$BASE_ROWS" "$TMP/data.tsv" > "$TMP/slice.tsv"
