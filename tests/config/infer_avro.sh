@@ -290,24 +290,19 @@ cat >> "$T/wide.avsc" <<'J'
  {"name": "m", "type": {"type": "map", "values": "double"}}]}
 J
 /usr/bin/python3 - "$T/wide.avsc" "$T/wide.avro" <<'PY' || fail "python avro writer"
-import io, random, sys
+import io, os, random, sys
 import avro.io, avro.schema
+sys.path.insert(0, os.path.join(os.environ["PR_SOURCE_DIR"], "tests", "config"))
+from records import write_delimited
 sch = avro.schema.parse(open(sys.argv[1]).read())
-w, r = avro.io.DatumWriter(sch), random.Random(3)
-def varint(n):
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7f | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-with open(sys.argv[2], "wb") as out:
-    for i in range(400):
-        rec = {"click": i % 2, "f": {"x%d" % k: r.random() for k in range(70)},
-               "m": {"c%d" % r.randrange(120): r.random() for _ in range(r.randint(2, 8))}}
-        b = io.BytesIO()
-        w.write(rec, avro.io.BinaryEncoder(b))
-        out.write(varint(len(b.getvalue())) + b.getvalue())
+w, r, bodies = avro.io.DatumWriter(sch), random.Random(3), []
+for i in range(400):
+    rec = {"click": i % 2, "f": {"x%d" % k: r.random() for k in range(70)},
+           "m": {"c%d" % r.randrange(120): r.random() for _ in range(r.randint(2, 8))}}
+    b = io.BytesIO()
+    w.write(rec, avro.io.BinaryEncoder(b))
+    bodies.append(b.getvalue())
+write_delimited(sys.argv[2], bodies)
 PY
 "$PIPEREC" infer --input "$T/wide.avro" --avro-schema "$T/wide.avsc" --time none \
     --output "$T/wide.yaml" 2> "$T/err" || fail "infer wide: $(cat "$T/err")"

@@ -121,25 +121,10 @@ schema "$T/bad.yaml" | cmp -s - "$T/pb.schema" ||
 protoc --descriptor_set_out="$T/types.desc" --include_imports -I "$PR_SOURCE_DIR/tests/data" \
     pbuser_types.proto || fail "protoc types"
 shares=$(/usr/bin/python3 - "$T/types.desc" "$T/all.pb" <<'PY'
-import random, sys
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-fds = descriptor_pb2.FileDescriptorSet()
-fds.ParseFromString(open(sys.argv[1], "rb").read())
-pool = descriptor_pool.DescriptorPool()
-for f in fds.file:
-    pool.Add(f)
-desc = pool.FindMessageTypeByName("t3.All")
-try:
-    cls = message_factory.GetMessageClass(desc)
-except AttributeError:
-    cls = message_factory.MessageFactory(pool).GetPrototype(desc)
-def varint(n):
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7f | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+import os, random, sys
+sys.path.insert(0, os.path.join(os.environ["PR_SOURCE_DIR"], "tests", "config"))
+from records import message_class, uvarint as varint
+cls = message_class(sys.argv[1], "t3.All")
 r = random.Random(1)
 seen = {"inner": 0, "opt": 0, "one_n": 0, "one_s": 0}
 with open(sys.argv[2], "wb") as out:
@@ -215,36 +200,19 @@ grep -q "^piperec process: 600 rows, 0 rejected" "$T/perr" || fail "types: $(cat
 protoc --descriptor_set_out="$T/wide.desc" --include_imports -I "$T" wide.proto ||
     fail "protoc wide"
 /usr/bin/python3 - "$T/wide.desc" "$T/wide.pb" <<'PY' || fail "python wide encoder"
-import random, sys
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-fds = descriptor_pb2.FileDescriptorSet()
-fds.ParseFromString(open(sys.argv[1], "rb").read())
-pool = descriptor_pool.DescriptorPool()
-for f in fds.file:
-    pool.Add(f)
-desc = pool.FindMessageTypeByName("wd.W")
-try:
-    cls = message_factory.GetMessageClass(desc)
-except AttributeError:
-    cls = message_factory.MessageFactory(pool).GetPrototype(desc)
-def varint(n):
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7f | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-r = random.Random(5)
-with open(sys.argv[2], "wb") as out:
-    for i in range(400):
-        m = cls()
-        m.click = i % 2
-        for k in r.sample(range(70), 2):
-            setattr(m.f, "x%d" % k, r.random())
-        for _ in range(r.randint(2, 8)):
-            m.m["c%d" % r.randrange(120)] = r.random()
-        b = m.SerializeToString()
-        out.write(varint(len(b)) + b)
+import os, random, sys
+sys.path.insert(0, os.path.join(os.environ["PR_SOURCE_DIR"], "tests", "config"))
+from records import message_class, write_delimited
+cls, r, bodies = message_class(sys.argv[1], "wd.W"), random.Random(5), []
+for i in range(400):
+    m = cls()
+    m.click = i % 2
+    for k in r.sample(range(70), 2):
+        setattr(m.f, "x%d" % k, r.random())
+    for _ in range(r.randint(2, 8)):
+        m.m["c%d" % r.randrange(120)] = r.random()
+    bodies.append(m.SerializeToString())
+write_delimited(sys.argv[2], bodies)
 PY
 "$PIPEREC" infer --input "$T/wide.pb" --descriptor-set "$T/wide.desc" --message wd.W \
     --time none --output "$T/wide.yaml" 2> "$T/err" || fail "infer wide: $(cat "$T/err")"
