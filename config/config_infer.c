@@ -1067,14 +1067,21 @@ typedef struct pr__ictx {
  * rather than a record of fields? Over PR__INF_MAP_KEYS distinct keys, or
  * PR__INF_MAP_MIN_KEYS with at most a quarter of them in half the events;
  * always an object, not under a list of objects. */
-static bool pr__inf_is_map(const pr__ip *ip)
+/* Keys as a map has them (many, few per event), whatever else the path
+ * holds in some events. */
+static bool pr__inf_map_keys(const pr__ip *ip)
 {
-    if (!ip->n_obj || ip->under_list || ip->n_scalar || ip->n_arr_obj || ip->n_arr_scalar ||
-        ip->n_arr_empty || ip->path_bad || !ip->len_hist || ip->schema_map < 0)
+    if (!ip->n_obj || ip->under_list || ip->path_bad || !ip->len_hist || ip->schema_map < 0)
         return false;
     if (ip->map_now)
         return true;
     return ip->set_n >= PR__INF_MAP_MIN_KEYS && 4 * pr__len_quantile(ip, 0.5) <= ip->set_n;
+}
+
+static bool pr__inf_is_map(const pr__ip *ip)
+{
+    return !ip->n_scalar && !ip->n_arr_obj && !ip->n_arr_scalar && !ip->n_arr_empty &&
+           pr__inf_map_keys(ip);
 }
 
 /* The map whose keys ip lies under (ip a field of one of its values), or
@@ -1146,6 +1153,12 @@ static bool pr__inf_unreadable(const pr__ictx *c, pr__idec *d)
     }
     if (ip->n_obj && !scalars && !ip->n_arr_scalar && pr__inf_map(c, d))
         return true;
+    if (ip->n_obj && pr__inf_map_keys(ip) && !pr__inf_is_map(ip)) {
+        pr__inf_skip(d, "a map (many keys, few per event) that is not always an object: "
+                        "list: { from: keys } would reject the events where it is a value or "
+                        "a list");
+        return true;
+    }
     if (ip->n_obj && !scalars && !ip->n_arr_scalar)
         return true; /* an object: its fields are decided one by one */
     if (ip->n_arr_obj && !ip->n_arr_scalar && !ip->n_scalar && !ip->n_obj) { /* [] too */
@@ -1155,6 +1168,12 @@ static bool pr__inf_unreadable(const pr__ictx *c, pr__idec *d)
         return true; /* a list of objects: its fields are lists */
     }
     const pr__ip *mixed = pr__ancestor_mixed(c->inf, ip);
+    if (mixed && pr__inf_map_keys(mixed)) { /* its keys: one line, the map's */
+        d->kind = PR__IK_MAPKEY;
+        snprintf(d->why, sizeof(d->why), "a key of %.100s (a map, not always an object)",
+                 mixed->path);
+        return true;
+    }
     if (mixed) {
         snprintf(b, sizeof(b),
                  "under %s, which is not always an object (or always a list of objects)",

@@ -342,6 +342,18 @@ static void test_maps(void **state)
         pr_mbuf_fini(&mb);
     }
     pr_infer_free(inf);
+    /* the map once a string (or []): listed once with the reason, its keys
+     * not one by one */
+    for (int k = 0; k < 2; k++) {
+        free(ev[5]);
+        ev[5] = strdup(k ? "{\"y\": 1, \"aff\": []}" : "{\"y\": 1, \"aff\": \"x\"}");
+        infer_ok((const char *const *)ev, NULL, &r);
+        assert_null(feat(&r, "aff"));
+        assert_non_null(strstr(r.text.buf, "#   aff: a map (many keys, few per event) that is "
+                                           "not always an object"));
+        assert_null(strstr(r.text.buf, "#   aff.c"));
+        inferred_free(&r);
+    }
     repeat_free(ev);
 }
 
