@@ -48,6 +48,48 @@ def write(name, text):
     return path
 
 
+def shared_table(ev):
+    """The history joins the item's vocabulary (`table: item`): the old state
+    is refused (the features with a vocabulary changed), the migrate keeps
+    the item's indices byte for byte and drops the history's own column;
+    after it, an item's history index is its candidate index."""
+    head = ("pipelines:\n  - name: t\n    source: { format: json }\n    schema:\n"
+            "      labels: [ { name: click, path: label.click } ]\n      sparse:\n"
+            "        - { name: item, path: item.id, ops: [vocab] }\n"
+            "        - { name: history, path: history, list: { max_len: 10, keep: last }, "
+            "ops: [vocab]%s }\n    transform: { vocab: { profile: default } }\n")
+    old, new = write("t_old.yaml", head % ""), write("t_new.yaml", head % ", table: item")
+    out, st = os.path.join(TMP, "t_out"), os.path.join(TMP, "t_state")
+    run(["process", "--config", old, "--input", ev, "--output", out, "--no-progress"])
+    run(["vocab", "import", "--config", old, "--state", st, "--input", os.path.join(out, "vocab")])
+    p = run(["vocab", "export", "--config", new, "--state", st, "--output",
+             os.path.join(TMP, "t_x")], rc=2)
+    if "vocab migrate --from" not in p.stderr:
+        fail("a history joining a table: the old state was not refused: %s" % p.stderr)
+    p = run(["vocab", "migrate", "--from", old, "--config", new, "--state", st])
+    for want in ("column item: kept, every index unchanged",
+                 "column history: not in the new config, dropped"):
+        if want not in p.stderr:
+            fail("migrate into a shared table lacks %r: %s" % (want, p.stderr))
+    after = os.path.join(TMP, "t_after")
+    run(["vocab", "export", "--config", new, "--state", st, "--output", after])
+    if sorted(os.listdir(after)) != ["item.tsv"] or not filecmp.cmp(
+            os.path.join(out, "vocab", "item.tsv"), os.path.join(after, "item.tsv"),
+            shallow=False):
+        fail("the item's table changed in the migrate: %s" % os.listdir(after))
+    ids = '"5972"\n41\n'
+    a = None
+    for feat in ("item", "history"):
+        p = subprocess.run([PIPEREC, "vocab", "lookup", "--config", new, "--feature", feat,
+                            "--state", st], input=ids, capture_output=True, text=True)
+        if p.returncode:
+            fail("lookup %s: %s" % (feat, p.stderr))
+        if a is None:
+            a = p.stdout
+        elif p.stdout != a:
+            fail("item and history give other indices in one table: %r %r" % (a, p.stdout))
+
+
 def main():
     ev = os.path.join(TMP, "ev.jsonl")
     run(["gen", "--format", "json", "--rows", "3000", "--seed", "3", "--output", ev])
@@ -179,7 +221,9 @@ def main():
     p = run(["vocab", "migrate", "--from", mod, "--config", other, "--state", st], rc=2)
     if "name the same one with --pipeline" not in p.stderr:
         fail("another pipeline's name: %s" % p.stderr)
-    print("test_vocab_migrate: ok (4 columns kept byte for byte, 1 new, 1 dropped; lookups equal)")
+    shared_table(ev)
+    print("test_vocab_migrate: ok (4 columns kept byte for byte, 1 new, 1 dropped; lookups equal; "
+          "a history joining the item's table)")
 
 
 main()
