@@ -53,6 +53,17 @@ static int pr__pb_check(const void *schema, const pr_feature_spec *f, uint8_t k,
     /* list: { from: keys }: a map field, its keys strings (integers in decimal) */
     pr_json_part part = f->from_keys ? PR_JSON_KEYS : PR_JSON_AT;
     int rc = pr_pbuser_check_path(schema, f->paths[k], shape, part, &types, errstr, errstr_size);
+    if (rc == 0 && f->from_entries) { /* each key crossed with its value: a scalar */
+        unsigned vt = 0;
+        if (pr_pbuser_check_path(schema, f->paths[k], PR_JSON_ALIGNED, PR_JSON_VALUES, &vt, errstr,
+                                 errstr_size) == 0 &&
+            !vt)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "'%s' in message %s: a map of message values, and from: entries "
+                             "crosses each key with a scalar value",
+                             f->paths[k], pr_pbuser_desc_message(schema));
+        types = PR_FTYPE_INT; /* the crosses */
+    }
     if (rc == 0 && pr_feature_check_input(f, types, why, sizeof(why)))
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "'%s' in message %s: %s", f->paths[k],
                          pr_pbuser_desc_message(schema), why);

@@ -446,17 +446,19 @@ static void pr__h_feat_keep(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_ke
     f->keep_last = v == 1;
 }
 
-/* list.from: keys (the path names a map whose keys are the list) or value
- * (the default: the list at the path). */
+/* list.from: keys (the path names a map whose keys are the list), entries
+ * (its keys crossed with their values) or value (the default: the list at
+ * the path). */
 static void pr__h_list_from(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
 {
     (void)k;
-    static const char *const from_names[] = {"value", "keys", NULL};
-    const char *s = pr__want_scalar(c, n, "value or keys");
+    static const char *const from_names[] = {"value", "keys", "entries", NULL};
+    const char *s = pr__want_scalar(c, n, "value, keys or entries");
     int v = s ? pr__names_find(from_names, s) : -1;
     if (s && v < 0)
-        pr__cfg_error(c, n, NULL, "unknown value '%.80s' (valid: value, keys)", s);
-    ((pr_feature_spec *)base)->from_keys = v == 1;
+        pr__cfg_error(c, n, NULL, "unknown value '%.80s' (valid: value, keys, entries)", s);
+    ((pr_feature_spec *)base)->from_keys = v >= 1;
+    ((pr_feature_spec *)base)->from_entries = v == 2;
 }
 
 static void pr__finish_list(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
@@ -478,10 +480,12 @@ static const cfg_key list_keys[] = {
      .doc = "Values kept per record (1..4096); longer lists are cut."},
     K_CUSTOM("keep", 0, pr__h_feat_keep, "one of: first, last", "first",
              "Which end of a longer list is kept."),
-    K_CUSTOM("from", 0, pr__h_list_from, "one of: value, keys", "value",
+    K_CUSTOM("from", 0, pr__h_list_from, "one of: value, keys, entries", "value",
              "keys: the path names a map (a JSON object, an Avro map, a Protobuf map field) and "
              "its keys, in the event's order, are the list (a tag set, a user's category "
-             "scores); value: the list at the path."),
+             "scores); entries: each key crossed with its value into one id (an attribute map "
+             "{\"color\": \"red\"}: color=red), a null value left out; value: the list at "
+             "the path."),
 };
 static const cfg_table pr__list_tab = TABLE(list_keys, pr__finish_list);
 
@@ -583,6 +587,13 @@ static void pr__finish_feature(cfg_ctx *c, yaml_node_t *map, void *base, bool pr
     }
     if (f->from_keys && f->kind != PR_FEAT_LIST) { /* only under list: */
         pr__cfg_error(c, map, "list.from", "keys makes a list; give list:");
+        return;
+    }
+    if (f->from_entries && (f->weights_from_values || f->weights_path[0])) {
+        pr__cfg_error(c, pr__map_find(c, map, "weights"), "weights",
+                      "from: entries makes ids of the keys and their values: nothing is left "
+                      "to weigh them (from: keys with weights: { from: values } reads values "
+                      "as weights)");
         return;
     }
     if (f->weights_from_values) {

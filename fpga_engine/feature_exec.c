@@ -331,7 +331,9 @@ void pr_feature_vocab_input(const pr_feature_spec *f, char *out, size_t n)
  * value, so it never follows the display text above. Version 1: each field
  * little-endian, in this order (a string as its bytes and a zero byte, a
  * double as its IEEE-754 bits): u32 1, u32 n_paths, the paths; u8
- * has_default, the default step; u32 n (the ops before vocab), each step.
+ * has_default, the default step; u32 n (the ops before vocab), each step;
+ * a list of a map's entries, "from entries" (nothing for any other
+ * feature: each keeps the value it had before).
  * A step: its operator's config name, u8 value_type, u8 unit, u64 n, f64 a,
  * f64 b, the string value, u16 n_bounds, the bounds. */
 typedef struct {
@@ -397,6 +399,8 @@ uint64_t pr_feature_vocab_input_fp(const pr_feature_spec *f)
     pr__fp_u64(b, n, 4);
     for (uint32_t i = 0; i < n; i++)
         pr__fp_step(b, &f->ops[i]);
+    if (f->from_entries) /* a map's entries: other keys than its keys */
+        pr__fp_str(b, "from entries");
     uint64_t h = pr_fop_hash64(b->buf, b->n < sizeof(b->buf) ? b->n : sizeof(b->buf)) | 1;
     free(b);
     return h;

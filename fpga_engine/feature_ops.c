@@ -176,8 +176,8 @@ unsigned pr_feature_input_type(const pr_feature_spec *f)
     case PR_FEAT_DENSE:
         return PR_FTYPE_NUM;
     case PR_FEAT_SPARSE:
-    case PR_FEAT_LIST:
-        return PR_FTYPE_STR | PR_FTYPE_INT;
+    case PR_FEAT_LIST: /* a map's entries: their cross, an integer */
+        return f->from_entries ? PR_FTYPE_INT : PR_FTYPE_STR | PR_FTYPE_INT;
     default:
         return PR_FTYPE_NUM | PR_FTYPE_INT | PR_FTYPE_STR;
     }

@@ -1891,6 +1891,7 @@ typedef struct pr__chk {
     bool in_elem;        /* past an array of records */
     bool map;            /* list: { from: keys }: the path names a map read whole */
     bool map_values;     /* ... and weights: { from: values }: its values are checked */
+    bool map_entries;    /* ... or list: { from: entries }: its values must be scalars */
     unsigned types;      /* PR_FTYPE_* | PR__AV_TIME of the values the path can give */
     const char *not_num; /* the first type the path can give that is no number (a
                           * string, bytes, an enum, a boolean), for a weights path */
@@ -1987,6 +1988,14 @@ static int pr__chk_map_values(pr__chk *k, avro_schema_t s, json_t *j, int depth)
     av n = {.kind = (uint8_t)kind, .act = ACT_SKIP};
     if (pr__annotate(&n, s, jo))
         return pr__chk_fail(k, "out of memory");
+    if (k->map_entries) { /* crossed with the keys: any scalar */
+        if (kind != AV_RECORD && kind != AV_ARRAY && kind != AV_MAP)
+            return 0;
+        return pr__chk_fail(k,
+                            "the map's values can be %s, and from: entries crosses each key with "
+                            "a scalar value",
+                            pr__av_type_name(s));
+    }
     if (kind == AV_NULL || kind == AV_LONG || kind == AV_FLOAT || kind == AV_DOUBLE || n.decimal)
         return 0;
     return pr__chk_fail(k,
@@ -2027,8 +2036,8 @@ static int pr__chk_map(pr__chk *k, avro_schema_t s, json_t *j, int depth)
     if (k->in_elem)
         return pr__chk_fail(k, "a map inside an array of records (one list level per path): "
                                "list: { from: keys } reads one map");
-    k->types |= PR_FTYPE_STR; /* the keys */
-    if (!k->map_values)
+    k->types |= k->map_entries ? PR_FTYPE_INT : PR_FTYPE_STR; /* the keys, or their crosses */
+    if (!k->map_values && !k->map_entries)
         return 0;
     return pr__chk_map_values(k, avro_schema_map_values(m), json_object_get(jo, "values"),
                               depth + 1);
@@ -2213,6 +2222,7 @@ int pr_avro_check_feature(const pr_avro_schema *s, const pr_feature_spec *f, uin
                  .vbytes = !w && pr_feature_vector_bytes(f) ? 4u * f->dim : 0,
                  .map = f->from_keys,
                  .map_values = w && f->weights_from_values,
+                 .map_entries = !w && f->from_entries,
                  .err = errstr,
                  .errn = errstr_size};
     int rc = pr__chk_node(&c, s->pl->schema, s->pl->json, path, false, 0);

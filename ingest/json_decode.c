@@ -42,7 +42,8 @@ typedef struct pr__jfeat {
     uint16_t slot;                   /* label / dense index (a vector's first column) */
     uint16_t dim;                    /* f->dim: a dense vector's columns, 0 a number */
     int32_t wcol;                    /* a weighted list's weights path: extractor column, -1 */
-    bool holes;                      /* its path is PR_JSON_ALIGNED: may hold holes */
+    int32_t ecol; /* list: { from: entries }: the map's values (crossed with its keys), -1 */
+    bool holes;   /* its path is PR_JSON_ALIGNED: may hold holes */
 } pr__jfeat;
 
 /* Where the filter's and the downsample's paths are in an extracted block:
@@ -84,6 +85,7 @@ struct pr_json_decoder {
                      * list, beside fv (PR__NO_WEIGHTS: none) */
     uint32_t *need; /* [n_side] elements per engine column (block's vocab_col order) */
     pr_fval *fv;    /* [PR_FEAT_MAX_LIST] a chain's values */
+    pr_fval *fv2;   /* [PR_FEAT_MAX_LIST] a map's values, crossed with its keys (entries) */
     uint8_t *raw;   /* [PR_FEAT_MAX_DIM * 4] a base64 vector's bytes (encoding f32) */
     uint8_t *why;   /* [PR_FEAT_MAX_LIST] operator reject reasons */
     char detail[PR_NAME_MAX + PR_FEAT_PATH_MAX + 256];
@@ -185,6 +187,18 @@ static int pr__paths(pr_json_decoder *d, const pr_feature_schema *fs, pr_json_pa
             uses[d->feat[i].col[0]] |= 8;
             d->feat[i].wcol = (int32_t)j;
         }
+        d->feat[i].ecol = -1;
+        if (f->from_entries) { /* the values beside the keys, entry by entry */
+            size_t j = pr__path_find(paths, n, f->paths[0], PR_JSON_VALUES);
+            if (j == n)
+                paths[n++] = (pr_json_path){.path = f->paths[0],
+                                            .type = PR_JSON_ANY,
+                                            .max_list = PR_FEAT_MAX_LIST,
+                                            .part = PR_JSON_VALUES};
+            uses[j] |= 8;
+            uses[d->feat[i].col[0]] |= 8;
+            d->feat[i].ecol = (int32_t)j;
+        }
     }
     /* The filter's and the downsample's paths: either shape (a list matches
      * by its elements) unless a feature reads it too. */
@@ -212,12 +226,13 @@ static int pr__stage_alloc(pr_json_decoder *d, const pr_feature_schema *fs)
     d->miss = calloc((size_t)d->n_side + 1, sizeof(uint8_t *));
     d->need = calloc((size_t)d->n_side + 1, sizeof(uint32_t));
     d->fv = calloc(PR_FEAT_MAX_LIST, sizeof(pr_fval));
+    d->fv2 = calloc(PR_FEAT_MAX_LIST, sizeof(pr_fval));
     d->why = calloc(PR_FEAT_MAX_LIST, 1);
     d->raw = malloc((size_t)PR_FEAT_MAX_DIM * 4);
     d->wt = calloc((size_t)d->n_side + 1, sizeof(float *));
     d->wpos = calloc(PR_FEAT_MAX_LIST, sizeof(uint32_t));
     if (!d->labels || !d->dense || !d->cnt || !d->val || !d->miss || !d->need || !d->fv ||
-        !d->why || !d->raw || !d->wt || !d->wpos)
+        !d->fv2 || !d->why || !d->raw || !d->wt || !d->wpos)
         return PR_ENOMEM;
     for (uint32_t i = 0; i < fs->n_features; i++) {
         const pr__jfeat *jf = &d->feat[i];
@@ -331,6 +346,7 @@ void pr_json_decoder_free(pr_json_decoder *d)
     free(d->miss);
     free(d->need);
     free(d->fv);
+    free(d->fv2);
     free(d->why);
     free(d->raw);
     if (d->rd_free)
@@ -798,10 +814,31 @@ static int pr__weights_take(pr_json_decoder *d, const pr__jfeat *jf, uint32_t m,
     return 0;
 }
 
+/* A map's m entries (keys in d->fv, as read): each key crossed with its
+ * value (pr_fop_cross, as `cross:`) into one integer id; a null value (a
+ * hole) leaves the entry missing, dropped with the other missing ones. Kept
+ * out of line: the common list stays as compact as it was. */
+static __attribute__((noinline)) int pr__entries(pr_json_decoder *d, const pr__jfeat *jf,
+                                                 uint32_t m)
+{
+    const pr_json_col *c = &d->jb->cols[jf->ecol];
+    for (uint32_t k = 0; k < m; k++)
+        if (c->any[k].type == PR_JSON_HOLE)
+            d->fv2[k] = (pr_fval){.type = PR_FVAL_MISSING};
+        else
+            pr__value(d, (uint32_t)jf->ecol, k, &d->fv2[k], -1);
+    const pr_fval *cols[2] = {d->fv, d->fv2};
+    d->why[0] = 0;
+    if (pr_fop_cross(cols, 2, m, d->fv, d->why) != 0)
+        return pr__fail(d, jf->f, pr__reason_of_fop(d->why[0]), "'cross' refused an entry");
+    return 0;
+}
+
 /* A list feature: its elements (a weighted list's with the positions of
  * their weights; holes of an aligned path dropped first, as an element
- * without the field) through the chain up to vocab; missing ones dropped,
- * then max_len and keep; then the kept ids' weights. */
+ * without the field; a map's entries crossed) through the chain up to
+ * vocab; missing ones dropped, then max_len and keep; then the kept ids'
+ * weights. */
 static int pr__list(pr_json_decoder *d, const pr__jfeat *jf)
 {
     const pr_feature_spec *f = jf->f;
@@ -827,6 +864,8 @@ static int pr__list(pr_json_decoder *d, const pr__jfeat *jf)
                 d->wpos[m] = no_list ? PR__NO_WEIGHTS : k;
             pr__value(d, jf->col[0], k, &d->fv[m++], jf->tunit);
         }
+    if (jf->ecol >= 0 && (rc = pr__entries(d, jf, m)))
+        return rc;
     if ((rc = pr__chain(d, f, 0, to, d->fv, m)))
         return rc;
     uint32_t kept = 0; /* missing elements dropped (with their weights), order kept */

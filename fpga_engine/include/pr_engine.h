@@ -948,6 +948,10 @@ typedef struct pr_feature_spec {
      * value is its weight. */
     bool from_keys;
     bool weights_from_values;
+    /* `list: { from: entries }` (from_keys set too): each entry's key and
+     * value crossed (pr_fop_cross of the two, as `cross:`) into one integer
+     * id, `color=red` not `color`; an entry whose value is null is left out. */
+    bool from_entries;
     /* `table: OWNER` (a shared vocabulary): the name of the sparse feature
      * whose vocabulary, and so embedding table, this one uses; "" = its own.
      * The owner names none; both have the same operators up to vocab. The

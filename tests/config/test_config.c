@@ -603,7 +603,7 @@ static const err_case err_cases[] = {
     {"list.from unknown",
      SCHEMA
      "      sparse: [ { name: a, path: a, list: { max_len: 2, from: vals }, ops: [vocab] } ]\n",
-     {"schema.sparse[0].list.from: unknown value 'vals' (valid: value, keys)"}},
+     {"schema.sparse[0].list.from: unknown value 'vals' (valid: value, keys, entries)"}},
     {"weights.from unknown",
      SCHEMA "      sparse: [ { name: a, path: a, list: { max_len: 2, from: keys },\n"
             "                  weights: { from: keys }, ops: [vocab] } ]\n",
@@ -663,6 +663,10 @@ static const err_case err_cases[] = {
             "        - { name: b, path: m, list: { max_len: 2 }, ops: [vocab] }\n",
      {"schema.sparse[0].path: 'm' is read as a map (list: { from: keys }) by 'a' and as a value "
       "by feature b"}},
+    {"entries with weights",
+     SCHEMA "      sparse: [ { name: a, path: a, list: { max_len: 2, from: entries },\n"
+            "                  weights: { from: values }, ops: [vocab] } ]\n",
+     {"schema.sparse[0].weights: from: entries makes ids of the keys and their values"}},
     {"a map read as another list's weights",
      SCHEMA "      sparse:\n"
             "        - { name: a, path: m, list: { max_len: 2, from: keys }, ops: [vocab] }\n"

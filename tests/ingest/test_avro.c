@@ -1128,7 +1128,8 @@ static const char *const map_yaml =
            "        - { name: cnt, path: cnt, list: { max_len: 2, from: keys, keep: last },\n"
            "            ops: [vocab] }\n"
            "        - { name: nx, path: nested.x, list: { max_len: 8, from: keys }, ops: [vocab] "
-           "}\n";
+           "}\n"
+           "        - { name: ce, path: cnt, list: { max_len: 4, from: entries }, ops: [vocab] }\n";
 
 static void test_maps_weighted(void **state)
 {
@@ -1163,6 +1164,16 @@ static void test_maps_weighted(void **state)
     const uint64_t *cnt = t.ba->sparse_u64 + 2 * (size_t)t.ba->scap;
     assert_int_equal(t.ba->col_rows[2], 3);
     assert_true(cnt[0] == pr_fop_hash64("y", 1) && cnt[1] == pr_fop_hash64("z", 1));
+    /* from: entries: each key crossed with its value (a long as JSON's
+     * integer; a float value would be a number, which JSON's -2 is not:
+     * a value's type counts, as for cross) */
+    static const int32_t cel[] = {3, 0, 1, 0};
+    assert_memory_equal(pr_fside_lengths((pr_fside *)sd, 4), cel, sizeof(cel));
+    pr_fval kx = {.type = PR_FVAL_STR, .str = "x", .len = 1}, v3 = {.type = PR_FVAL_INT, .u = 3},
+            ex;
+    const pr_fval *xc[2] = {&kx, &v3};
+    assert_int_equal(pr_fop_cross(xc, 2, 1, &ex, NULL), 0);
+    assert_true(t.ba->sparse_u64[4 * (size_t)t.ba->scap] == ex.u);
     fx_free(&t);
 
     /* no default: a null value rejects the record; an older writer without
@@ -1733,6 +1744,24 @@ static void test_maps_schema_checked(void **state)
                  bad[i].path, bad[i].weighted ? ", weights: { from: values }" : "");
         expect_refused(f, y, bad[i].want);
     }
+    /* from: entries: scalar values (strings, booleans, numbers) load; a
+     * map of maps is refused, naming the path */
+    static const char *const eok[] = {"names", "flags", "cnt", "opt"};
+    for (size_t i = 0; i < sizeof(eok) / sizeof(eok[0]); i++) {
+        snprintf(y, sizeof(y),
+                 "      sparse:\n"
+                 "        - { name: a, path: %s, list: { max_len: 3, from: entries }, ops: "
+                 "[vocab] }\n",
+                 eok[i]);
+        if (load_avro(f, false, y, err, sizeof(err)))
+            fail_msg("entries of %s refused: %s", eok[i], err);
+    }
+    expect_refused(f,
+                   "      sparse:\n"
+                   "        - { name: a, path: nested, list: { max_len: 3, from: entries }, ops: "
+                   "[vocab] }\n",
+                   "the map's values can be a map, and from: entries crosses each key with a "
+                   "scalar value");
     unlink(f);
     free(f);
 }

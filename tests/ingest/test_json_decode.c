@@ -929,6 +929,65 @@ static void test_map_lists(void **state)
     fx_free(&t);
 }
 
+/* list: { from: entries }: each key crossed with its value (the cross of
+ * `cross:`: a string value and the same integer differ), in the event's
+ * order; a repeated key keeps its first place and its last value; a null
+ * value leaves the entry out; a list or object value is wrong_type; keep
+ * last and max_len cut the entries. */
+static const char *const entries_yaml =
+    "pipelines:\n"
+    "  - name: t\n"
+    "    source: { format: json }\n"
+    "    schema:\n"
+    "      sparse:\n"
+    "        - { name: attrs, path: item.attrs, list: { max_len: 3, from: entries }, "
+    "ops: [vocab] }\n"
+    "        - { name: last, path: item.attrs, list: { max_len: 1, from: entries, keep: last "
+    "}, ops: [vocab] }\n"
+    "    transform: { vocab: { profile: default } }\n";
+
+static uint64_t cross2(const char *key, pr_fval v)
+{
+    pr_fval k = {.type = PR_FVAL_STR, .str = key, .len = strlen(key)}, out;
+    const pr_fval *cols[2] = {&k, &v};
+    assert_int_equal(pr_fop_cross(cols, 2, 1, &out, NULL), 0);
+    return out.u;
+}
+
+static void test_map_entries(void **state)
+{
+    (void)state;
+    fx t;
+    fx_init(&t, entries_yaml, 64);
+    assert_int_equal(decode(&t, "{\"item\":{\"attrs\":{\"color\":\"red\",\"n\":3,\"size\":null,"
+                                "\"color\":\"blue\",\"s\":\"3\",\"b\":true}}}"),
+                     1);
+    if (t.rl.n)
+        fail_msg("rejected: %s", t.rl.detail[0]);
+    const pr_fval blue = {.type = PR_FVAL_STR, .str = "blue", .len = 4};
+    const pr_fval three = {.type = PR_FVAL_INT, .u = 3};
+    const pr_fval s3 = {.type = PR_FVAL_STR, .str = "3", .len = 1};
+    const pr_fval one = {.type = PR_FVAL_INT, .u = 1};
+    assert_int_equal(pr_fside_lengths(t.b->side, 0)[0], 3); /* color, n, s (size: null) */
+    assert_int_equal(key_at(t.b, 0, 0), cross2("color", blue));
+    assert_int_equal(key_at(t.b, 0, 1), cross2("n", three));
+    assert_int_equal(key_at(t.b, 0, 2), cross2("s", s3));
+    assert_true(cross2("n", three) != cross2("n", s3) && cross2("color", blue) != hs("color"));
+    assert_int_equal(pr_fside_lengths(t.b->side, 1)[0], 1); /* keep last: b=true */
+    assert_int_equal(key_at(t.b, 1, 0), cross2("b", one));
+    /* empty, absent, every value null: empty lists */
+    assert_int_equal(decode(&t, "{\"item\":{\"attrs\":{}}}"), 1);
+    assert_int_equal(decode(&t, "{\"item\":{}}"), 1);
+    assert_int_equal(decode(&t, "{\"item\":{\"attrs\":{\"a\":null}}}"), 1);
+    for (uint32_t r = 1; r < 4; r++)
+        assert_int_equal(pr_fside_lengths(t.b->side, 0)[r], 0);
+    t.rl.n = 0;
+    assert_int_equal(decode(&t, "{\"item\":{\"attrs\":{\"a\":[1]}}}"), 0);
+    assert_int_equal(t.rl.reason[0], PR_DEC_WRONG_TYPE);
+    assert_int_equal(t.b->rows, 4);
+    fx_free(&t);
+}
+
 /* weights.ops: the numeric operators on the kept weights, in double after
  * the default, then float32 (compared bit for bit with the same double
  * computation rounded once); ids cut by max_len or dropped as holes drop
@@ -1094,6 +1153,7 @@ int main(void)
         cmocka_unit_test(test_gen_clickstream),
         cmocka_unit_test(test_weighted_lists),
         cmocka_unit_test(test_map_lists),
+        cmocka_unit_test(test_map_entries),
         cmocka_unit_test(test_weight_ops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

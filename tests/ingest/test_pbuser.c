@@ -1617,7 +1617,9 @@ static void test_map_keys_same_as_json(void **state)
                   "        - { name: s, path: scores, list: { max_len: 8, from: keys }, ops: [ { "
                   "hash: 50 } ] }\n"
                   "        - { name: v, path: wmap, list: { max_len: 2, keep: last, from: keys "
-                  "}, ops: [vocab] }\n");
+                  "}, ops: [vocab] }\n"
+                  "        - { name: e, path: attrs, list: { max_len: 4, from: entries }, ops: "
+                  "[vocab] }\n");
     static const char *const evs[] = {
         "{\"i32\": 1, \"wmap\": {\"a\": 0.25, \"b\": 2, \"c\": -1.5}, \"attrs\": {\"x\": \"1\", "
         "\"y\": \"2\", \"z\": \"3\"}, \"imap\": {\"7\": 0.5, \"-3\": 1.5}, \"scores\": {\"-3\": 1, "
