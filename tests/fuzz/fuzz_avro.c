@@ -47,7 +47,8 @@ static const char yaml[] =
     "        - { name: s, path: strs, list: { max_len: 3 }, ops: [vocab] }\n"
     "        - { name: cx, cross: [kind, u.id], ops: [ { hash: 1000 } ] }\n"
     "        - { name: wm, path: wm, list: { max_len: 20, from: keys },\n"
-    "            weights: { from: values, default: 1 }, ops: [vocab] }\n";
+    "            weights: { from: values, default: 1 }, ops: [vocab] }\n"
+    "        - { name: we, path: wm, list: { max_len: 5, from: entries }, ops: [vocab] }\n";
 
 static const char avsc[] =
     "{\"type\":\"record\",\"name\":\"R\",\"fields\":["

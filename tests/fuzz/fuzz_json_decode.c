@@ -67,7 +67,10 @@ static const char yaml[] =
     "            weights: { from: values, default: 0.5 }, ops: [vocab] }\n"
     "        - { name: mk, path: u.m, list: { max_len: 2, from: keys, keep: last }, ops: [vocab] "
     "}\n"
-    "        - { name: tg, path: tg, list: { max_len: 4, from: keys }, ops: [ { hash: 7 } ] }\n";
+    "        - { name: tg, path: tg, list: { max_len: 4, from: keys }, ops: [ { hash: 7 } ] }\n"
+    "        - { name: me, path: u.m, list: { max_len: 3, from: entries, keep: last }, ops: "
+    "[vocab] }\n"
+    "        - { name: it, path: imp.ad, list: { max_len: 4 }, ops: [vocab], table: ia }\n";
 
 static pr_config *g_cfg;
 static pr_json_decoder *g_dec;
@@ -118,8 +121,8 @@ static void check_row(const pr_block *b, const counts *before)
         int32_t len = s->lengths[(size_t)f * s->cap + r];
         FUZZ_CHECK(fe->kind == PR_FEAT_LIST ? len >= 0 && (uint32_t)len <= fe->max_len : len == 1);
         int c = s->vocab_col[f];
-        if (c >= 0)
-            FUZZ_CHECK(b->col_rows[c] - before->col[c] == (uint32_t)len);
+        if (c >= 0) /* a shared table's column: its features' row lengths summed */
+            FUZZ_CHECK(b->col_rows[c] - before->col[c] == pr_fside_col_len(s, c, r));
         else
             FUZZ_CHECK(s->n_values[f] - before->val[f] == (uint32_t)len);
         /* a weighted list: one finite float32 weight per element */

@@ -63,6 +63,7 @@ static const char yaml_fmt[] =
     "        - { name: im, path: imap, list: { max_len: 3, from: keys, keep: last },\n"
     "            weights: { from: values }, ops: [vocab] }\n"
     "        - { name: cm, path: cmap, list: { max_len: 4, from: keys }, ops: [vocab] }\n"
+    "        - { name: ce, path: cmap, list: { max_len: 4, from: entries }, ops: [vocab] }\n"
     "        - { name: x, cross: [inner.c, f32], ops: [ { hash: 1000 } ] }\n";
 
 typedef struct fuzz_setup {
