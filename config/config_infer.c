@@ -86,6 +86,7 @@ typedef struct pr__ip {
     int8_t schema_map; /* the writer schema's word (pr__infer_set_schema): 1 may be a map, -1
                         * a record or message, 0 not asked yet */
     uint64_t mv_num, mv_null, mv_other; /* its values: numbers (within float32), null, others */
+    uint64_t mv_str;                    /* ... of the others, strings */
     double mv_min, mv_max;
     bool mv_weights; /* a number other than 0 and 1 among them */
 } pr__ip;
@@ -450,6 +451,7 @@ static void pr__inf_object(pr__ip *ip, const json_t *v)
             ip->mv_weights |= x != 0 && x != 1;
         } else {
             ip->mv_other++;
+            ip->mv_str += json_is_string(kv);
         }
     }
     size_t n = json_object_size(v);
@@ -1114,13 +1116,18 @@ static bool pr__inf_map(const pr__ictx *c, pr__idec *d)
     }
     uint32_t p99 = pr__len_quantile(ip, 0.99);
     bool weighted = ip->mv_weights && !ip->mv_other;
+    /* an attribute map, {"color": "red"}: every value a string (or null) */
+    bool entries = ip->mv_str && ip->mv_str == ip->mv_other && !ip->mv_num;
     d->kind = PR__IK_LIST;
     snprintf(d->ops, sizeof(d->ops), "vocab");
-    snprintf(d->extra, sizeof(d->extra), "list: { max_len: %u, from: keys }%s", p99 < 1 ? 1 : p99,
+    snprintf(d->extra, sizeof(d->extra), "list: { max_len: %u, from: %s }%s", p99 < 1 ? 1 : p99,
+             entries ? "entries" : "keys",
              weighted ? ", weights: { from: values, default: 1 }" : "");
     int n = snprintf(d->why, sizeof(d->why),
-                     "a map: its keys as ids, in %.0f%% of events, keys per event p99 %u max %u, "
+                     "a map: %s, in %.0f%% of events, keys per event p99 %u max %u, "
                      "%s%zu distinct keys, e.g. %s",
+                     entries ? "each key with its string value as an id (color=red)"
+                             : "its keys as ids",
                      c->pct, p99, ip->max_len, ip->set_full ? "over " : "", ip->set_n, ip->example);
     if (weighted && n > 0 && (size_t)n < sizeof(d->why))
         snprintf(d->why + n, sizeof(d->why) - (size_t)n, "; weighted by its values (%.6g..%.6g%s)",

@@ -300,8 +300,10 @@ static void test_maps(void **state)
             n += snprintf(b + n, sizeof(b) - (size_t)n, "%s\"f%d\": %d", k ? ", " : "", k,
                           (i + k) % 5);
         n += snprintf(b + n, sizeof(b) - (size_t)n,
-                      "}, \"big\": {\"i%d\": 1, \"i%d\": 1}, \"mix\": {\"m%d\": %s}}", i, i + 1000,
-                      i % 40, i % 2 ? "true" : "0.5");
+                      "}, \"big\": {\"i%d\": 1, \"i%d\": 1}, \"mix\": {\"m%d\": %s}, "
+                      "\"attrs\": {\"a%d\": \"v%d\", \"a%d\": %s}}",
+                      i, i + 1000, i % 40, i % 2 ? "true" : "0.5", i % 50, i % 7, (i + 9) % 50,
+                      i % 5 ? "\"w\"" : "null");
         ev[i] = strdup(b);
     }
     inferred r;
@@ -319,6 +321,8 @@ static void test_maps(void **state)
     assert_true(f && f->from_keys && !pr_feature_weighted(f));
     f = feat(&r, "mix"); /* true beside numbers: a weight cannot be true, keys only (fuzzer) */
     assert_true(f && f->from_keys && !pr_feature_weighted(f));
+    f = feat(&r, "attrs"); /* string values: each key with its value (from: entries) */
+    assert_true(f && f->from_keys && f->from_entries && !pr_feature_weighted(f));
     assert_non_null(feat(&r, "f0")); /* the record's fields stay fields */
     assert_null(feat(&r, "c1"));
     assert_null(strstr(r.text.buf, "#   aff.c1:")); /* a map's keys are not listed */
