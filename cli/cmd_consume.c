@@ -172,6 +172,7 @@ typedef struct npy_out {
     uint16_t j_labels, j_dense, j_feat;
     char (*j_keys)[PR_NAME_MAX];
     uint8_t *j_weighted; /* [j_feat] 1 = carries weights (the first batch's weighted_keys) */
+    char (*j_tables)[PR_NAME_MAX]; /* [j_feat] each feature's vocabulary table; NULL: none shared */
     FILE *meta;
     char meta_path[4096];
     const pr_trainer_info *info; /* the subscription: names, shape */
@@ -311,6 +312,13 @@ static int pr__out_open_jagged(npy_out *o, const pr_batch_view *v, char *err, si
     int rc = pr_npy_jagged_open(&o->jag, o->dir, o->j_labels, o->j_dense, o->j_feat, names,
                                 o->jag_resume, o->at_rows, err, es);
     free(names);
+    if (rc == 0 && v->n_feature_tables == v->n_sparse && v->n_sparse) {
+        if (!(o->j_tables = calloc(v->n_sparse, PR_NAME_MAX)))
+            return pr_seterr(err, es, PR_ENOMEM, "out of memory");
+        for (uint32_t i = 0; i < v->n_sparse; i++)
+            snprintf(o->j_tables[i], PR_NAME_MAX, "%.*s", (int)v->feature_tables[i].len,
+                     v->feature_tables[i].s);
+    }
     if (rc == 0 && v->n_weighted_keys) {
         if (!(o->j_weighted = calloc(v->n_sparse ? v->n_sparse : 1, 1)))
             return pr_seterr(err, es, PR_ENOMEM, "out of memory");
@@ -483,6 +491,12 @@ static int pr__out_close(npy_out *o, char *err, size_t es)
                         fprintf(o->meta, "%s\"%s\"", k++ ? ", " : "", o->j_keys[i]);
                 fprintf(o->meta, "]");
             }
+            if (o->j_tables) { /* shared vocabularies, as the server names them */
+                fprintf(o->meta, ",\n  \"feature_tables\": [");
+                for (uint32_t i = 0; i < o->j_feat; i++)
+                    fprintf(o->meta, "%s\"%s\"", i ? ", " : "", o->j_tables[i]);
+                fprintf(o->meta, "]");
+            }
             /* the server's column names (Subscribe): a vector's NAME[0].. */
             if (o->info && o->info->dense_names && o->info->n_dense == o->j_dense)
                 pr__json_names(o->meta, "dense_names", o->info->dense_names, o->info->n_dense);
@@ -502,6 +516,7 @@ static int pr__out_close(npy_out *o, char *err, size_t es)
     free(o->scratch);
     free(o->j_keys);
     free(o->j_weighted);
+    free(o->j_tables);
     free(o->vocab);
     memset(o, 0, sizeof(*o));
     return rc;

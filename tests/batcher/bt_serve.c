@@ -17,7 +17,8 @@
  * BT_JAGGED=1: jagged batches instead (a declared schema, issue 20): labels
  * click = g % 2 and buy = (g % 3 == 0), dense price = g + 0.25 and 2g,
  * features user (one value, 10*g) and hist (a list of g % 3 values,
- * 100*g + j), vocab sizes 100+s and 200+s; same offsets.
+ * 100*g + j), vocab sizes 100+s and 200+s; same offsets. BT_TABLES=1 with
+ * it: hist shares user's vocabulary (feature_tables user, user).
  */
 #include <poll.h>
 #include <signal.h>
@@ -49,6 +50,10 @@ static pr_batch *make_jagged(uint64_t s)
         snprintf(b->dense_names[k], PR_NAME_MAX, "%s", jag_dense[k]);
         snprintf(b->feature_keys[k], PR_NAME_MAX, "%s", jag_keys[k]);
     }
+    if (getenv("BT_TABLES") && !strcmp(getenv("BT_TABLES"), "1") &&
+        (b->feature_tables = calloc(2, PR_NAME_MAX))) /* hist in user's table */
+        for (int k = 0; k < 2; k++)
+            snprintf(b->feature_tables[k], PR_NAME_MAX, "user");
     uint64_t at = 0;
     for (uint32_t i = 0; i < ROWS; i++) {
         uint64_t g = g0 + i;

@@ -3,7 +3,8 @@
 # declared schema, issue 20; bt_serve BT_JAGGED=1): the output is the
 # declared schema's offline layout (labels.npy [N, L], dense.npy [N, D],
 # sparse/<feature>.values.npy, sparse/<feature>.lengths.npy, meta.json),
-# every value checked with numpy.
+# every value checked with numpy; with shared vocabularies meta.json names
+# each feature's table (feature_tables).
 set -eu
 BT_JAGGED=1 "$BT_SERVE" trainer 12 sh -c '"$0" consume --connect 127.0.0.1:$BT_PORT --pipeline bt \
     --count 12 --credits 3 --output "$1" > "$1.summary"' "$PIPEREC" "$PR_TMP/out"
@@ -30,3 +31,14 @@ assert meta["batches"][0]["vocab_sizes"] == [101, 201]
 print("consume jagged output OK")
 PY
 echo OK
+
+# shared vocabularies (BT_TABLES=1: hist in user's table): meta.json names
+# each feature's table, as the batches do (TrainingBatch field 33)
+BT_JAGGED=1 BT_TABLES=1 "$BT_SERVE" trainer 2 sh -c '"$0" consume --connect 127.0.0.1:$BT_PORT \
+    --pipeline bt --count 2 --output "$1" > "$1.summary"' "$PIPEREC" "$PR_TMP/tables"
+/usr/bin/python3 - "$PR_TMP/tables" <<'PY'
+import json, sys
+meta = json.load(open(sys.argv[1] + "/meta.json"))
+assert meta["feature_tables"] == ["user", "user"], meta
+print("consume jagged feature_tables OK")
+PY

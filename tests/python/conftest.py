@@ -54,11 +54,12 @@ def bt(tmp_path):
     if not serve or not os.path.exists(serve):
         pytest.skip("BT_SERVE (tests/batcher/bt_serve) not set: run through ctest")
 
-    def run(n_batches, code, timeout=120, jagged=False):
+    def run(n_batches, code, timeout=120, jagged=False, tables=False):
         script = tmp_path / "client.py"
         script.write_text(PRELUDE + textwrap.dedent(code) + EPILOGUE)
         out = tmp_path / "result.json"
-        env = dict(os.environ, BT_RESULT=str(out), BT_JAGGED="1" if jagged else "0")
+        env = dict(os.environ, BT_RESULT=str(out), BT_JAGGED="1" if jagged else "0",
+                   BT_TABLES="1" if tables else "0")
         p = subprocess.run([serve, "trainer", str(n_batches), sys.executable, str(script)],
                            env=env, capture_output=True, text=True, timeout=timeout)
         assert p.returncode == 0, "bt_serve/client failed:\n%s\n%s" % (p.stdout, p.stderr)

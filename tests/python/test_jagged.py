@@ -28,6 +28,31 @@ def test_numpy_client_jagged(bt):
     assert r["n"] == 6
 
 
+def test_feature_tables(bt):
+    # shared vocabularies (TrainingBatch field 33): each key's table, in the
+    # protobuf and raw layouts alike; [] (tables = the keys) without it
+    r = bt(4, """
+    from piperec_client import TrainerClient
+    n = 0
+    for layout in ("protobuf", "raw"):
+        with TrainerClient(ADDR, "bt", credits=2, layout=layout) as c:
+            for b in c.batches(count=2, timeout=5):
+                assert b.feature_tables == ["user", "user"], (layout, b.feature_tables)
+                assert b.tables == ["user", "user"] and b.keys == ["user", "hist"]
+                n += 1
+    RESULT["n"] = n
+    """, jagged=True, tables=True)
+    assert r["n"] == 4
+    r = bt(2, """
+    from piperec_client import TrainerClient
+    with TrainerClient(ADDR, "bt", credits=2) as c:
+        for b in c.batches(count=2, timeout=5):
+            assert b.feature_tables == [] and b.tables == ["user", "hist"]
+    RESULT["n"] = 2
+    """, jagged=True)
+    assert r["n"] == 2
+
+
 def test_dataset_jagged(bt):
     pytest.importorskip("torch")
     r = bt(6, """
