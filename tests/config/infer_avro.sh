@@ -117,15 +117,10 @@ schema "$T/bad.yaml" | cmp -s - "$T/avro.schema" ||
 "$PIPEREC" gen --format avro --avro-schema "$avsc" --schema-id plain --rows 200 --seed 4 \
     --output "$T/ev200.avro" 2>/dev/null
 /usr/bin/python3 - "$T/ev200.avro" "$T/cor" <<'PY'
-import sys
+import os, sys
+sys.path.insert(0, os.path.join(os.environ["PR_SOURCE_DIR"], "tests", "config"))
+from records import uvarint
 data = open(sys.argv[1], "rb").read()
-def uvarint(n):
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7f | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 recs, at = [], 0
 while at < len(data):
     n = shift = 0

@@ -35,33 +35,17 @@ protoc --descriptor_set_out="$T/click.desc" --include_imports -I "$PR_SOURCE_DIR
 
 # 1. offline: Python's encoder, length-delimited, two malformed records last
 "$PY" - "$T/click.desc" "$T/events.jsonl" "$T/events.pbd" <<'PY' || fail "python encoder"
-import sys
-from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
-fds = descriptor_pb2.FileDescriptorSet()
-fds.ParseFromString(open(sys.argv[1], "rb").read())
-pool = descriptor_pool.DescriptorPool()
-for f in fds.file:
-    pool.Add(f)
-desc = pool.FindMessageTypeByName("shop.Click")
-try:
-    cls = message_factory.GetMessageClass(desc)
-except AttributeError:
-    cls = message_factory.MessageFactory(pool).GetPrototype(desc)
-def varint(n):
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7f | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-with open(sys.argv[3], "wb") as out:
-    for line in open(sys.argv[2]):
-        m = cls()
-        json_format.Parse(line, m)
-        b = m.SerializeToString()
-        out.write(varint(len(b)) + b)
-    for bad in (b"\x1a\x09\x0a", b"\x10"):  # user: length past the end; ts: truncated
-        out.write(varint(len(bad)) + bad)
+import os, sys
+from google.protobuf import json_format
+sys.path.insert(0, os.path.join(os.environ["PR_SOURCE_DIR"], "tests", "config"))
+from records import message_class, write_delimited
+cls, bodies = message_class(sys.argv[1], "shop.Click"), []
+for line in open(sys.argv[2]):
+    m = cls()
+    json_format.Parse(line, m)
+    bodies.append(m.SerializeToString())
+bodies += [b"\x1a\x09\x0a", b"\x10"]  # user: length past the end; ts: truncated
+write_delimited(sys.argv[3], bodies)
 PY
 
 sed -n '/^    schema:/,/^    transform:/p' "$PR_SOURCE_DIR/examples/clickstream.yaml" | sed '$d' \
