@@ -1749,7 +1749,11 @@ static bool pr__set_has(const pr__ip *ip, uint64_t h)
  * 20,000 events of `piperec gen` give a quarter). */
 static void pr__infer_tables(const pr_infer *inf, pr__idec *ds)
 {
+    size_t *owner = malloc((inf->n ? inf->n : 1) * sizeof(*owner)); /* the table each joins */
+    if (!owner)
+        return;
     for (size_t j = 0; j < inf->n; j++) {
+        owner[j] = SIZE_MAX;
         const pr__ip *b = &inf->ps[j];
         bool id = ds[j].kind == PR__IK_SPARSE || ds[j].kind == PR__IK_LIST;
         if (!id || !strstr(ds[j].ops, "vocab") || b->set_n <= PR__INF_FEW_VALUES)
@@ -1773,12 +1777,15 @@ static void pr__infer_tables(const pr_infer *inf, pr__idec *ds)
                                                         : b->set_n;
         if (best == SIZE_MAX || 10 * best_n < small)
             continue;
+        /* a table has one owner: the one `best` would join, else best */
+        owner[j] = owner[best] != SIZE_MAX ? owner[best] : best;
         size_t el = strlen(ds[j].why);
         snprintf(ds[j].why + el, sizeof(ds[j].why) - el,
-                 "; %zu values also in %s: if they are the same ids, table: %s gives both one "
+                 "; %zu values also in %s: if they are the same ids, table: %s gives them one "
                  "vocabulary",
-                 best_n, ds[best].name, ds[best].name);
+                 best_n, ds[best].name, ds[owner[j]].name);
     }
+    free(owner);
 }
 
 /* The schema's caps, the first features seen kept: at most PR_MAX_DENSE

@@ -1259,8 +1259,14 @@ static void pr__tables_check(cfg_ctx *c, yaml_node_t *map, pr_feature_schema *fs
         else if (!pr_feature_same_keys(f, o))
             pr__cfg_error(c, map, key,
                           "'%s' and '%s' must have the same operators up to and including "
-                          "vocab, so that a value is the same key in both",
+                          "vocab (and a map read the same way, keys or entries), so that a "
+                          "value is the same key in both",
                           f->name, o->name);
+        else if (pr_feature_vocab_step(f) + 1 < f->n_ops || pr_feature_vocab_step(o) + 1 < o->n_ops)
+            pr__cfg_error(c, map, key,
+                          "'%s' has operators after vocab: a shared table's features end with "
+                          "vocab, so that their values are the table's indices",
+                          pr_feature_vocab_step(f) + 1 < f->n_ops ? f->name : o->name);
         else
             continue;
         return;

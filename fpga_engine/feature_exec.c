@@ -410,7 +410,7 @@ uint64_t pr_feature_vocab_input_fp(const pr_feature_spec *f)
 bool pr_feature_same_keys(const pr_feature_spec *a, const pr_feature_spec *b)
 {
     int va = pr_feature_vocab_step(a), vb = pr_feature_vocab_step(b);
-    if (va < 0 || va != vb)
+    if (va < 0 || va != vb || a->from_entries != b->from_entries) /* a map's keys or entries */
         return false;
     pr__fpbuf *x = calloc(1, sizeof(*x)), *y = calloc(1, sizeof(*y));
     bool same = x && y;

@@ -764,7 +764,10 @@ PR__HOT int pr__weight_raw(pr_json_decoder *d, const pr__jfeat *jf, uint32_t k, 
 PR__HOT int pr__weight_f32(pr_json_decoder *d, const pr__jfeat *jf, double w, const char *ops,
                            float *out)
 {
-    if (!isfinite((float)w) && !d->fs->nonfinite_ok) {
+    /* --fit (nonfinite_ok) keeps an infinity, which an operator after the
+     * cut may still bound, out of its statistics; NaN stays NaN through
+     * every operator, so the run rejects its record and the fit skips it */
+    if (!isfinite((float)w) && (!d->fs->nonfinite_ok || isnan(w))) {
         char what[PR_FEAT_PATH_MAX + 96];
         snprintf(what, sizeof(what), "weights (%s): %s%g is %s", jf->f->weights_path, ops,
                  isnan(w) ? NAN : w, /* "nan", not "-nan" (log1p(-2)) */

@@ -1248,7 +1248,8 @@ int pr_feature_table_owner(const pr_feature_schema *schema, uint32_t i);
  * batch schema's vocab_col hold. */
 int pr_feature_vocab_col(const pr_feature_schema *schema, uint32_t i);
 /* True when a and b give every value the same vocabulary key: the same
- * operators, with the same arguments, up to and including vocab. */
+ * operators, with the same arguments, up to and including vocab, and a map
+ * read the same way (its keys, or its entries). */
 bool pr_feature_same_keys(const pr_feature_spec *a, const pr_feature_spec *b);
 
 /* One step as the config writes it, in YAML flow form (`log1p`, `{ modulus:

@@ -649,6 +649,24 @@ static const err_case err_cases[] = {
             "        - { name: a, path: a, ops: [ { modulus: 1000 }, vocab ] }\n"
             "        - { name: b, path: b, ops: [ { modulus: 999 }, vocab ], table: a }\n",
      {"schema.sparse[1].table: 'b' and 'a' must have the same operators"}},
+    {"a table with operators after vocab",
+     SCHEMA "      sparse:\n"
+            "        - { name: a, path: a, ops: [vocab] }\n"
+            "        - { name: b, path: b, ops: [ vocab, { modulus: 50 } ], table: a }\n",
+     {"schema.sparse[1].table: 'b' has operators after vocab: a shared table's features end "
+      "with vocab"}},
+    {"a table owner with operators after vocab",
+     SCHEMA "      sparse:\n"
+            "        - { name: a, path: a, ops: [ vocab, { modulus: 50 } ] }\n"
+            "        - { name: b, path: b, ops: [vocab], table: a }\n",
+     {"schema.sparse[1].table: 'a' has operators after vocab"}},
+    {"a table of map keys and map entries",
+     SCHEMA "      sparse:\n"
+            "        - { name: a, path: a, list: { max_len: 3, from: keys }, ops: [vocab] }\n"
+            "        - { name: b, path: b, list: { max_len: 3, from: entries }, ops: [vocab], "
+            "table: a }\n",
+     {"schema.sparse[1].table: 'b' and 'a' must have the same operators up to and including "
+      "vocab (and a map read the same way"}},
     {"a member's vocabulary options",
      SCHEMA "      sparse:\n"
             "        - { name: a, path: a, ops: [vocab] }\n"

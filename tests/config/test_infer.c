@@ -389,7 +389,7 @@ static void test_tables_suggested(void **state)
     assert_non_null(h);
     assert_string_equal(h->table, ""); /* a suggestion only */
     assert_non_null(strstr(r.text.buf, "values also in item: if they are the same ids, table: "
-                                       "item gives both one vocabulary"));
+                                       "item gives them one vocabulary"));
     assert_null(strstr(r.text.buf, "also in user"));
     assert_null(strstr(r.text.buf, "also in page"));
     inferred_free(&r);

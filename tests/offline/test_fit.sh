@@ -167,6 +167,45 @@ subprocess.run([piperec, "process", "--config", t + "/wfit.yaml", "--input", t +
 v = np.load(t + "/wfitted/sparse/hist.weights.npy").astype(np.float64)
 assert len(v) == len(w) and abs(v.mean()) < 1e-5 and abs(v.std() - 1) < 1e-5, (v.mean(), v.std())
 P
+# a kept weight below -1 makes log1p NaN, and NaN passes every operator, so
+# the run rejects its record: the fit skips that record too (all its
+# weights), as it skips every rejected line
+cat > "$T/wfit2.yaml" <<'Y'
+pipelines:
+  - name: w
+    source: { format: json }
+    schema:
+      sparse:
+        - { name: hist, path: hist, list: { max_len: 3, keep: last }, ops: [vocab],
+            weights: { path: dwell, default: 2,
+                       ops: [ log1p, { standardize: { mean: 0, std: 1 } } ] } }
+Y
+"$PIPEREC" process --config "$T/wfit2.yaml" --input "$T/wev.jsonl" --fit > "$T/wout2.yaml" \
+    2> "$T/werr2" || fail "weights fit 2: $(cat "$T/werr2")"
+"$PIPEREC" process --config "$T/wfit2.yaml" --input "$T/wev.jsonl" --output "$T/wrun2" \
+    --no-progress 2> "$T/wrun2.err" || fail "weights run 2: $(cat "$T/wrun2.err")"
+$PY - "$T" <<'P' || fail "weights --fit skips the records the run rejects: $(cat "$T/werr2")"
+import json, math, re, sys
+import numpy as np
+t = sys.argv[1]
+w, rejected = [], 0
+for line in open(t + "/wev.jsonl"):
+    e = json.loads(line)
+    ws = e.get("dwell", [2.0] * len(e["hist"]))[-3:]
+    if any(x < -1 for x in ws):
+        rejected += 1
+        continue
+    w += [float(np.float32(math.log1p(x))) for x in ws]
+assert rejected > 10, rejected
+err, out = open(t + "/werr2").read(), open(t + "/wout2.yaml").read()
+assert "%d rejected (skipped)" % rejected in err, (rejected, err)
+assert ("%d rejected" % rejected) in open(t + "/wrun2.err").read()
+m = re.search(r"^hist\.weights: \{ standardize: \{ mean: (\S+), std: (\S+) \} \}  # n=(\d+)$", out, re.M)
+assert m and int(m.group(3)) == len(w), (out, len(w))
+x = np.array(w)
+for g, want in zip((float(m.group(1)), float(m.group(2))), (x.mean(), x.std())):
+    assert abs(g - want) <= 1e-9 * abs(want), (g, want)
+P
 # a file that is not JSON lines fits nothing: exit 2, not "1 fitted"
 printf '1\t2\t3\n4\t5\t6\n' > "$T/tsv.txt"
 rc=0; "$PIPEREC" process --config "$T/fit.yaml" --input "$T/tsv.txt" --fit > /dev/null 2> "$T/err3" || rc=$?
