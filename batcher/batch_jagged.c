@@ -77,7 +77,7 @@ int pr_batch_schema_from_features(const pr_feature_schema *fs, pr_batch_schema *
             if (wtd)
                 wtd[k] = pr_feature_weighted(f);
             if (tabs)
-                tabs[k] = f->table[0] ? f->table : f->name;
+                tabs[k] = pr_feature_table_name(f);
         }
     }
     return 0;

@@ -436,8 +436,8 @@ static int pr__lookup_prepare(pr__lookup *lk, const char *name)
         lk->ctx.parse_hex = true;
     }
     uint32_t c = 0;
-    if (lk->declared && lk->feat->table[0])
-        name = lk->feat->table; /* a shared vocabulary: its owner's column */
+    if (lk->declared)
+        name = pr_feature_table_name(lk->feat); /* a shared vocabulary: its owner's column */
     while (c < lk->espec->n_sparse && strcmp(lk->espec->sparse[c].name, name))
         c++;
     if (c == lk->espec->n_sparse) {

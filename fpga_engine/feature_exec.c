@@ -433,7 +433,8 @@ typedef struct pr__shape {
                         * feature (a shared table: its features' max_len and 1s summed) */
 } pr__shape;
 
-/* The most keys one record puts in the column of owner feature o. */
+/* The most keys one record puts in the column of owner feature o: 0 for a
+ * single-valued feature alone (one key a row, as a block's rows). */
 static uint32_t pr__table_max(const pr_feature_schema *schema, uint32_t o)
 {
     uint32_t n = 0;
@@ -444,7 +445,7 @@ static uint32_t pr__table_max(const pr_feature_schema *schema, uint32_t o)
             list |= f->kind == PR_FEAT_LIST;
             n += f->kind == PR_FEAT_LIST ? f->max_len : 1;
         }
-    return list ? n : 0;
+    return list || n > 1 ? n : 0;
 }
 
 static pr__shape pr__schema_shape(const pr_feature_schema *schema)

@@ -144,6 +144,22 @@ static int pr__sel_paths(const pr_feature_schema *fs, pr_json_path *paths, size_
     return 0;
 }
 
+/* The column of (path, part) read position by position beside a list's
+ * ids in column `ids` (a weighted list's weights, a map's values for its
+ * entries): both PR_JSON_ALIGNED, so holes keep the positions; added to
+ * paths when new. */
+static int32_t pr__aligned_col(pr_json_path *paths, size_t *n, uint8_t *uses, const char *path,
+                               pr_json_part part, uint32_t ids)
+{
+    size_t j = pr__path_find(paths, *n, path, part);
+    if (j == *n)
+        paths[(*n)++] = (pr_json_path){
+            .path = path, .type = PR_JSON_ANY, .max_list = PR_FEAT_MAX_LIST, .part = part};
+    uses[j] |= 8;
+    uses[ids] |= 8;
+    return (int32_t)j;
+}
+
 /* The distinct paths of the schema, one extractor column each: PR_JSON_ANY,
  * a list shape when every feature reading it is a list, a scalar when none
  * is, either when both (a scalar feature then refuses a list itself); a
@@ -174,31 +190,16 @@ static int pr__paths(pr_json_decoder *d, const pr_feature_schema *fs, pr_json_pa
                                                                                          : 1;
             d->feat[i].col[k] = (uint32_t)j;
         }
-        d->feat[i].wcol = -1;
-        if (pr_feature_weighted(f)) {
-            part = f->weights_from_values ? PR_JSON_VALUES : PR_JSON_AT;
-            size_t j = pr__path_find(paths, n, f->weights_path, part);
-            if (j == n)
-                paths[n++] = (pr_json_path){.path = f->weights_path,
-                                            .type = PR_JSON_ANY,
-                                            .max_list = PR_FEAT_MAX_LIST,
-                                            .part = part};
-            uses[j] |= 8;
-            uses[d->feat[i].col[0]] |= 8;
-            d->feat[i].wcol = (int32_t)j;
-        }
-        d->feat[i].ecol = -1;
-        if (f->from_entries) { /* the values beside the keys, entry by entry */
-            size_t j = pr__path_find(paths, n, f->paths[0], PR_JSON_VALUES);
-            if (j == n)
-                paths[n++] = (pr_json_path){.path = f->paths[0],
-                                            .type = PR_JSON_ANY,
-                                            .max_list = PR_FEAT_MAX_LIST,
-                                            .part = PR_JSON_VALUES};
-            uses[j] |= 8;
-            uses[d->feat[i].col[0]] |= 8;
-            d->feat[i].ecol = (int32_t)j;
-        }
+        d->feat[i].wcol =
+            !pr_feature_weighted(f)
+                ? -1
+                : pr__aligned_col(paths, &n, uses, f->weights_path,
+                                  f->weights_from_values ? PR_JSON_VALUES : PR_JSON_AT,
+                                  d->feat[i].col[0]);
+        /* from: entries: the values beside the keys, entry by entry */
+        d->feat[i].ecol = !f->from_entries ? -1
+                                           : pr__aligned_col(paths, &n, uses, f->paths[0],
+                                                             PR_JSON_VALUES, d->feat[i].col[0]);
     }
     /* The filter's and the downsample's paths: either shape (a list matches
      * by its elements) unless a feature reads it too. */
@@ -824,12 +825,8 @@ static int pr__weights_take(pr_json_decoder *d, const pr__jfeat *jf, uint32_t m,
 static __attribute__((noinline)) int pr__entries(pr_json_decoder *d, const pr__jfeat *jf,
                                                  uint32_t m)
 {
-    const pr_json_col *c = &d->jb->cols[jf->ecol];
-    for (uint32_t k = 0; k < m; k++)
-        if (c->any[k].type == PR_JSON_HOLE)
-            d->fv2[k] = (pr_fval){.type = PR_FVAL_MISSING};
-        else
-            pr__value(d, (uint32_t)jf->ecol, k, &d->fv2[k], -1);
+    for (uint32_t k = 0; k < m; k++) /* a hole reads as missing */
+        pr__value(d, (uint32_t)jf->ecol, k, &d->fv2[k], -1);
     const pr_fval *cols[2] = {d->fv, d->fv2};
     d->why[0] = 0;
     if (pr_fop_cross(cols, 2, m, d->fv, d->why) != 0)

@@ -155,7 +155,7 @@ int pr_offline_write_meta(const char *dir, const char *pipeline, const pr_pipeli
         if (f->kind != PR_FEAT_SPARSE && f->kind != PR_FEAT_LIST)
             continue;
         uint64_t size = pr_feature_vocab_step(f) >= 0
-                            ? pr__vocab_size(res, f->table[0] ? f->table : f->name)
+                            ? pr__vocab_size(res, pr_feature_table_name(f))
                             : pr_feature_value_range(f);
         pr_mbuf_printf(&m, "%s%" PRIu64, c++ ? ", " : "", size);
     }
@@ -179,7 +179,7 @@ int pr_offline_write_meta(const char *dir, const char *pipeline, const pr_pipeli
             if (f->kind != PR_FEAT_SPARSE && f->kind != PR_FEAT_LIST)
                 continue;
             shared |= f->table[0] != '\0';
-            names[nt++] = f->table[0] ? f->table : f->name;
+            names[nt++] = pr_feature_table_name(f);
         }
         if (shared)
             pr__names(&m, "feature_tables", names, nt);

@@ -1124,6 +1124,13 @@ static inline bool pr_feature_weighted(const pr_feature_spec *f)
     return f->kind == PR_FEAT_LIST && f->weights_path[0] != '\0';
 }
 
+/* The vocabulary table f looks its ids up in: the `table:` it names, else
+ * its own (its name). */
+static inline const char *pr_feature_table_name(const pr_feature_spec *f)
+{
+    return f->table[0] ? f->table : f->name;
+}
+
 /* Is f a dense vector written as float32 bytes (one string value)? */
 static inline bool pr_feature_vector_bytes(const pr_feature_spec *f)
 {
