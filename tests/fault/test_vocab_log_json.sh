@@ -1,12 +1,16 @@
 #!/bin/sh
 # test_vocab_log_json.sh — a shared vocabulary log (docs/vocab-log.md) with a
 # declared schema: JSON events, jagged list features (examples/clickstream.yaml's
-# schema, with its `history` list). Two `piperec run` replicas in one group
+# schema, its `history` list made a member of item's table, `table: item`,
+# and a list `last3` with a table of its own). Two `piperec run` replicas in one group
 # with vocab_log on read `events` (4 partitions) from `piperec produce
 # --format json --gen`, each into its own files sink and state dir. After a
 # clean stop (each once its log lag is 0), every vocabulary exported from the
 # two state dirs is the same file, byte for byte (each value the same index
-# in both replicas), and within each no index is used for two values.
+# in both replicas), within each no index is used for two values, every
+# row both wrote reads back through them as the input's values
+# (check_table_rows.py), and a third replica with an empty state dir rebuilds
+# the same vocabularies from the log alone.
 . "$(dirname "$0")/fault_lib.sh"
 
 N=4000
@@ -15,6 +19,13 @@ start_broker 4 events,vocab:1
 sed -n '/^    schema:/,/^    transform:/p' "$PR_SOURCE_DIR/examples/clickstream.yaml" \
     | sed '$d' > "$T/schema.yaml"
 grep -q "history" "$T/schema.yaml" || fail "could not take the schema from the example"
+# A shared vocabulary (table: item) through the log: history holds item ids,
+# so it takes item's operators up to vocab and its keys go into item's
+# column; last3 (the last 3 of the same list) keeps a table of its own.
+sed -i 's/^\( *- { name: history, path: history, list: { max_len: 10, keep: last }, ops: \)\[vocab\] }$/\1[ { modulus: 1000000 }, vocab ], table: item }\n        - { name: last3, path: history, list: { max_len: 3, keep: last }, ops: [vocab] }/' \
+    "$T/schema.yaml"
+grep -q "table: item" "$T/schema.yaml" && grep -q "name: last3" "$T/schema.yaml" ||
+    fail "could not make history a member of item's table: $(grep history "$T/schema.yaml")"
 
 # replica_config I: $T/rI.yaml, files sink $T/batchesI, state dir $T/stateI.
 replica_config() {
@@ -80,7 +91,10 @@ done
 [ "$(ls "$T/export1" | wc -l)" -gt 0 ] || fail "no vocabulary exported"
 diff -r "$T/export1" "$T/export2" > "$T/diff.out" ||
     fail "replicas 1 and 2 hold different vocabularies: $(head -5 "$T/diff.out")"
-ls "$T/export1" | grep -q history || fail "no vocabulary of the list feature history: $(ls "$T/export1")"
+# The table is item's: no file of history's own; last3 has its own.
+ls "$T/export1" | grep -q '^item\.' && ls "$T/export1" | grep -q '^last3\.' &&
+    ! ls "$T/export1" | grep -q '^history' ||
+    fail "exported vocabularies are not item's table and last3's: $(ls "$T/export1")"
 # One value per index and one index per value in every vocabulary (rows
 # "index<TAB>value_hex<TAB>count...").
 /usr/bin/python3 - "$T/export1" <<'PY' || fail "an index names two values, or a value has two"
@@ -97,6 +111,26 @@ for name in os.listdir(d):
         by_index[idx], by_value[val] = val, idx
 PY
 n=$(cat "$T"/export1/*.tsv | grep -vc '^#')
+# Every row both replicas wrote, read back through the exported tables, is
+# the input's (the same events `produce --gen` sent, from `gen`).
+for s in 5 6; do
+    "$PIPEREC" gen --format json --rows $((N / 2)) --seed $s --output "$T/in$s.jsonl" 2> /dev/null ||
+        fail "gen seed $s"
+done
+/usr/bin/python3 "$FAULT_DIR/check_table_rows.py" "$T/export1" "$T/in5.jsonl" "$T/in6.jsonl" -- \
+    "$T/batches1" "$T/batches2" > "$T/rows.out" 2>&1 || fail "$(cat "$T/rows.out")"
+# A replica with an empty state dir rebuilds the tables from the log alone:
+# the same vocabularies, byte for byte.
+replica_config 4
+start_replica 4
+wait_until 60 "replica 4's http port" has_port 4
+wait_until 30 "replica 4 caught up with the log" lag_zero 4
+kill -TERM "$RUN_4"
+wait "$RUN_4" || fail "replica 4 exited $?"
+"$PIPEREC" vocab export --config "$T/r4.yaml" --pipeline p --output "$T/export4" \
+    2> "$T/export4.err" || fail "export 4"
+diff -r "$T/export1" "$T/export4" > "$T/diff4.out" ||
+    fail "a replica rebuilt from the log holds other vocabularies: $(head -5 "$T/diff4.out")"
 # A replica whose feature gives values other keys (item: modulus 1000 for the
 # log's 1000000) exits naming it: the log records each declared feature's
 # input fingerprint (its item 1000 got the log's index of item 0 before).
@@ -108,5 +142,5 @@ if POD_NAME=r3 timeout 60 "$PIPEREC" run --config "$T/r3.yaml" 2> "$T/r3.err"; t
 fi
 grep -q "feature item gives its values other keys here than in the log" "$T/r3.err" ||
     fail "the feature's conflict was not named: $(tail -3 "$T/r3.err")"
-echo "2 replicas ($r1 + $r2 rows), JSON with a list feature: $(ls "$T/export1" | wc -l) vocabularies equal ($n entries), one value per index; a changed feature chain refused"
+echo "2 replicas ($r1 + $r2 rows), JSON with a list feature in item's table: $(ls "$T/export1" | wc -l) vocabularies equal ($n entries), one value per index, equal after a rebuild from the log; $(cat "$T/rows.out"); a changed feature chain refused"
 echo "OK"
