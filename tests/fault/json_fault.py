@@ -4,10 +4,11 @@ tests (test_fault_kill_json.sh, test_vocab_log_rebalance_json.sh).
 
   json_fault.py schema
       the `schema:` block the tests use (to stdout): a label, the row id as a
-      dense feature (float32: exact below 2^24), and three vocab features:
+      dense feature (float32: exact below 2^24), and four vocab features:
       `user` (a string id, missing in some records: index 0 under the default
       profile), `hist` (a list of 0..5 integer ids), `item` (an integer id
-      through modulus 1000).
+      through modulus 1000), and `seen` (the last 3 of a list of 0..4 item
+      ids, the same modulus, in item's table: `table: item`).
   json_fault.py gen FIRST COUNT FILE
       COUNT JSON lines with row ids FIRST.. (deterministic per row id).
   json_fault.py check --bootstrap B --topic T [--topic T2] --input F... \
@@ -17,9 +18,9 @@ tests (test_fault_kill_json.sh, test_vocab_log_rebalance_json.sh).
         - nothing lost: every input row id was delivered (duplicates allowed:
           at-least-once; they are counted);
         - every delivery of a row carries its label and the same indices;
-        - one index per value and one value per index, per feature, over all
-          deliveries of every run and instance (a list element by element;
-          a missing user is index 0);
+        - one index per value and one value per index, per table (item and
+          seen share one), over all deliveries of every run and instance (a
+          list element by element; a missing user is index 0);
         - with --offline (the `piperec process` output of the same lines in
           the same order, one partition): every row's indices equal those of
           that uninterrupted run;
@@ -47,8 +48,11 @@ SCHEMA = """    schema:
       sparse:
         - { name: user, path: user.id, ops: [vocab] }
         - { name: hist, path: hist, list: { max_len: 5 }, ops: [vocab] }
-        - { name: item, path: item, ops: [ { modulus: 1000 }, vocab ] }"""
-FEATS = ("user", "hist", "item")
+        - { name: item, path: item, ops: [ { modulus: 1000 }, vocab ] }
+        - { name: seen, path: seen, list: { max_len: 3, keep: last },
+            ops: [ { modulus: 1000 }, vocab ], table: item }"""
+FEATS = ("user", "hist", "item", "seen")
+TABLE = {"user": "user", "hist": "hist", "item": "item", "seen": "item"}
 
 
 def record(rid):
@@ -61,6 +65,9 @@ def record(rid):
     if n:
         ev["hist"] = [((x >> (13 + 2 * j)) * (j + 7)) % (30 + rid // 25) for j in range(n)]
     ev["item"] = (x >> 7) % 5000
+    m = (x >> 5) % 5
+    if m:
+        ev["seen"] = [((x >> (3 + j)) * 7919 + rid) % 5000 for j in range(m)]
     return ev
 
 
@@ -68,7 +75,8 @@ def raw_values(ev):
     """The raw value of each element of each feature, as the index stands for."""
     return {"user": [ev["user"]["id"] if "user" in ev else None],
             "hist": list(ev.get("hist", [])),
-            "item": [ev["item"] % 1000]}
+            "item": [ev["item"] % 1000],
+            "seen": [s % 1000 for s in ev.get("seen", [])[-3:]]}
 
 
 def cmd_gen(a):
@@ -133,8 +141,8 @@ def cmd_check(a):
     got = {}                  # rid -> {feature: indices}
     deliveries = 0
     epochs = set()
-    v2i = {n: {} for n in FEATS}
-    i2v = {n: {} for n in FEATS}
+    v2i = {t: {} for t in TABLE.values()}
+    i2v = {t: {} for t in TABLE.values()}
     for topic, batches in by_topic.items():
         last = (0, 0)
         for b in batches:
@@ -168,6 +176,7 @@ def cmd_check(a):
                     sys.exit("row %d: indices %s, the uninterrupted run's %s" % (r, idx, off[r]))
                 raw = raw_values(ev)
                 for n in FEATS:
+                    t = TABLE[n]
                     if len(raw[n]) != len(idx[n]):
                         sys.exit("row %d feature %s: %d indices for %d values" %
                                  (r, n, len(idx[n]), len(raw[n])))
@@ -176,12 +185,12 @@ def cmd_check(a):
                             if ix != 0:
                                 sys.exit("row %d: a missing %s has index %d, not 0" % (r, n, ix))
                             continue
-                        if v2i[n].setdefault(val, ix) != ix:
-                            sys.exit("feature %s: value %r has indices %d and %d" %
-                                     (n, val, v2i[n][val], ix))
-                        if i2v[n].setdefault(ix, val) != val:
-                            sys.exit("feature %s: index %d stands for %r and %r" %
-                                     (n, ix, i2v[n][ix], val))
+                        if v2i[t].setdefault(val, ix) != ix:
+                            sys.exit("feature %s (table %s): value %r has indices %d and %d" %
+                                     (n, t, val, v2i[t][val], ix))
+                        if i2v[t].setdefault(ix, val) != val:
+                            sys.exit("feature %s (table %s): index %d stands for %r and %r" %
+                                     (n, t, ix, i2v[t][ix], val))
     lost = want - set(got)
     if lost:
         sys.exit("%d rows lost (e.g. %s)" % (len(lost), sorted(lost)[:5]))
@@ -190,7 +199,7 @@ def cmd_check(a):
     per_topic = " ".join("%s=%d" % (t, sum(b.rows for b in bs)) for t, bs in sorted(by_topic.items()))
     print("%d rows, %d deliveries (%d duplicates), %d epochs, %s; values: %s" %
           (len(got), deliveries, deliveries - len(got), len(epochs), per_topic,
-           " ".join("%s=%d" % (n, len(v2i[n])) for n in FEATS)))
+           " ".join("%s=%d" % (t, len(v2i[t])) for t in sorted(v2i))))
 
 
 def main():
