@@ -60,7 +60,8 @@ static int pr__h_status(void *opaque, pr_mbuf *body, const char **ctype)
 
 /* GET /v1/hot?pipeline=P&column=C&k=K: the column's top k (default 10) from
  * its hot-set sketch (a declared schema: C is a vocab feature's name, also
- * accepted as feature=C, and a list's shares are shares of its elements). Unknown pipeline or
+ * accepted as feature=C, and a list's shares are shares of its elements; a
+ * shared table's member answers its table's, named in "column"). Unknown pipeline or
  * column, or hot sets off: 404; a missing parameter or k outside 1..hot.top_k: 400; errors are
  * JSON. */
 static int pr__h_hot(void *opaque, const pr__http_query *q, pr_mbuf *body, const char **ctype)
@@ -93,6 +94,10 @@ static int pr__h_hot(void *opaque, const pr__http_query *q, pr_mbuf *body, const
     for (uint32_t c = 0; c < spec->n_sparse && col == spec->n_sparse; c++)
         if (!strcmp(spec->sparse[c].name, cn))
             col = c;
+    const pr_feature_schema *fs = &p->cfg->features;
+    for (uint32_t i = 0; p->json && col == spec->n_sparse && i < fs->n_features; i++)
+        if (!strcmp(fs->features[i].name, cn) && pr_feature_vocab_col(fs, i) >= 0)
+            col = (uint32_t)pr_feature_vocab_col(fs, i); /* a table's member: its table */
     if (col == spec->n_sparse && p->json) { /* a declared schema: columns are vocab features */
         snprintf(msg, sizeof(msg),
                  "pipeline '%.100s' has no vocab feature '%.100s' (hot sets track the "

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """test_popular_split_json.py — issue 20: hot sets and the popular split for a
 declared feature schema, end to end. A Zipf JSON stream (a single-valued id,
-a list of tags, a feature without vocab) through `piperec run` with
+a list of tags, a feature without vocab, a list `more` in the tags' table) through `piperec run` with
 `batch.split: popular`, consumed by the Python client; then `piperec vocab hot`.
 
 One partition, so the stream order is the file order and the streamed rows
@@ -14,8 +14,9 @@ drivers). Checks:
   - popular rows hold only hot values: every element of every vocab feature
     (the tags list included) was seen at least PR_HOT_SET_MIN_COUNT (4) times
     by the end of its row's block; some popular rows carry a non-empty list;
-  - hot sets per feature: GET /v1/hot for `user` and `tags` (shares of list
-    elements) against the exact offline counts, coverage within 1%; a feature
+  - hot sets per table: GET /v1/hot for `user` and `tags` (shares of list
+    elements, the tags table's counting more's too) against the exact offline
+    counts, coverage within 1%; the member `more` answers its table's; a feature
     without vocab is a 404 that says so; piperec_hot_coverage_ratio has a row
     per vocab feature; `piperec vocab hot --url` writes what /v1/hot answers,
     `--input` the exact top K of the offline vocab/ dir, per feature.
@@ -43,8 +44,9 @@ N = 12000          # records (about 1 MB of JSON: well under the test broker's 5
 TOP_K = 128        # hot.top_k (>= 100: the coverage metric has its k=100 row)
 MIN_COUNT = 4      # PR_HOT_SET_MIN_COUNT (service/pr_hot.h)
 BLOCK = 4096       # PR__BLOCK_ROWS: rows are classified after their block is observed
-VOCAB = ("user", "tags")
-FEATS = ("user", "tags", "bucket")
+VOCAB = ("user", "tags")                     # the vocabularies (tables)
+FEATS = ("user", "tags", "bucket", "more")
+TABLE = {"user": "user", "tags": "tags", "more": "tags"}  # more: `table: tags`
 procs = []
 
 
@@ -92,6 +94,9 @@ def gen(path):
             k = rng.randrange(0, 5)
             if k:
                 ev["tags"] = [zipf(rng, 400, 1.6) for _ in range(k)]
+            k = rng.randrange(0, 3)
+            if k:
+                ev["more"] = [zipf(rng, 600, 1.6) for _ in range(k)]
             f.write(json.dumps(ev) + "\n")
 
 
@@ -130,6 +135,7 @@ try:
         - { name: user, path: user, ops: [vocab] }
         - { name: tags, path: tags, list: { max_len: 4 }, ops: [vocab] }
         - { name: bucket, path: price, ops: [ { bucketize: [1, 10, 100] } ] }
+        - { name: more, path: more, list: { max_len: 2 }, ops: [vocab], table: tags }
     transform:
       vocab: { profile: default }
     batch: { size: 128, max_delay_ms: 50, split: popular }
@@ -226,25 +232,24 @@ log: { level: info }
         fail("popular rows: %d of %d (want both streams non-empty)" % (n_pop, N))
 
     # Popular rows hold only hot values, every list element included.
-    occ = {}
-    for name in VOCAB:
-        o = collections.defaultdict(list)
-        for i in range(N):
+    # A table counts every member's elements (tags and more share one).
+    occ = {t: collections.defaultdict(list) for t in VOCAB}
+    for i in range(N):
+        for name, t in TABLE.items():
             for v in off_val[name][off_at[name][i]:off_at[name][i + 1]].tolist():
-                o[v].append(i)
-        occ[name] = o
+                occ[t][v].append(i)
     with_list = 0
     for i in pos_of["popular"]:
-        for name in VOCAB:
+        for name, t in TABLE.items():
             vals = off_val[name][off_at[name][i]:off_at[name][i + 1]].tolist()
-            with_list += name == "tags" and len(vals) > 0
+            with_list += name == "more" and len(vals) > 0
             for v in vals:
-                o = occ[name][v]
+                o = occ[t][v]
                 if len(o) < MIN_COUNT or o[MIN_COUNT - 1] >= i + BLOCK:
                     fail("popular row %d: %s value %d seen %d times by row %d" %
                          (i, name, v, sum(1 for x in o if x < i + BLOCK), i + BLOCK))
     if with_list == 0:
-        fail("no popular row has a non-empty tags list")
+        fail("no popular row has a non-empty list of the table member more")
 
     # Hot sets per vocab feature: sketch coverage vs exact element counts.
     status = json.loads(http(hp, "/v1/status"))["pipelines"][0]
@@ -270,6 +275,11 @@ log: { level: info }
         body = e.read().decode()
         if e.code != 404 or "vocab feature" not in body:
             fail("/v1/hot bucket: %d %s" % (e.code, body))
+    # A table's member answers its table's hot set.
+    h_more = json.loads(http(hp, "/v1/hot?pipeline=p&feature=more&k=10"))
+    h_tags = json.loads(http(hp, "/v1/hot?pipeline=p&column=tags&k=10"))
+    if h_more["column"] != "tags" or h_more["items"] != h_tags["items"]:
+        fail("/v1/hot for the member more: %s, its table tags: %s" % (h_more, h_tags))
     metrics = http(hp, "/metrics")
     for name in VOCAB:
         if not re.search(r'^piperec_hot_coverage_ratio\{pipeline="p",column="%s",k="100"\} '
