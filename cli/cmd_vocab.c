@@ -11,6 +11,7 @@
  *   import: INDIR/<col>.tsv -> a new snapshot; refuses when the state dir
  *           already holds a vocabulary unless --force (which also removes the
  *           journal). Do not run it while the service has the pipeline open.
+ *           A pipeline with vocab_log: into the log (cmd_vocab_log.c).
  *
  * The pipeline's spec (profile, modulus, capacity, min_count) comes from
  * --config (default: the embedded config), because snapshots are tied to it.
@@ -41,6 +42,8 @@ static void pr__vocab_usage(FILE *f)
         "          -> OUTDIR/<column>.tsv (index, value_hex, count; docs/formats.md).\n"
         "  import: INDIR/<column>.tsv -> DIR/P.vocab; refuses when DIR already holds\n"
         "          a vocabulary for P unless --force (the journal is then removed).\n"
+        "          With vocab_log: into the log instead (a log that gave no index\n"
+        "          yet), which every replica started afterwards rebuilds from.\n"
         "          Stop the service first. With eviction both keep the notice counter\n"
         "          and the eviction statistics (the import continues the same notices).\n"
         "  --state defaults to the pipeline's state.dir; --pipeline to the first one.\n"
@@ -289,13 +292,24 @@ int pr_cli_cmd_vocab(int argc, char **argv)
         return 2;
     }
     pr_cli_vocab v;
-    int ret = pr_cli_vocab_open(argv[1], config, pipeline, state, true, &v);
-    if (ret == 0 && v.shared && !is_export) {
+    /* A shared vocabulary's import goes into its log: no state dir. */
+    bool log = false;
+    if (!is_export) {
+        pr_cli_vocab probe;
+        log =
+            pr_cli_vocab_open(argv[1], config, pipeline, NULL, false, &probe) == 0 && probe.shared;
+        pr_cli_vocab_close(&probe);
+    }
+    int ret = pr_cli_vocab_open(argv[1], config, pipeline, state, !log, &v);
+    if (ret == 0 && log && (state || force)) {
         fprintf(stderr,
-                "piperec vocab import: pipeline %s shares its vocabulary through "
-                "vocab_log: the log decides every index (docs/vocab-log.md)\n",
-                v.pc->name);
+                "piperec vocab import: pipeline %s shares its vocabulary through vocab_log: "
+                "the import goes into the log (topic %s), so --state and --force do not "
+                "apply (docs/vocab-log.md, \"Seeding the log\")\n",
+                v.pc->name, v.pc->vocab_log.topic);
         ret = 2;
+    } else if (ret == 0 && log) {
+        ret = pr_cli_vocab_import_log(&v, dir);
     } else if (ret == 0) {
         ret = is_export ? pr__vocab_export_state(&v, dir) : pr__vocab_import_state(&v, dir, force);
     }

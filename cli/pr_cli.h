@@ -60,6 +60,10 @@ int pr_cli_vocab_open(const char *sub, const char *config, const char *pipeline,
  * recover them); the exit code as above. */
 int pr_cli_vocab_load_state(pr_cli_vocab *v, const char *sub);
 void pr_cli_vocab_close(pr_cli_vocab *v);
+/* `vocab import` for a pipeline with vocab_log (cmd_vocab_log.c): DIR's
+ * vocabulary written into the log, which must not have given an index yet;
+ * the exit code (0, 1 runtime, 2 usage/config/bad input). */
+int pr_cli_vocab_import_log(pr_cli_vocab *v, const char *dir);
 
 /* `piperec infer --bootstrap ADDR --topic T` (infer_kafka.c): up to `rows`
  * events of topic T into inf, read from the beginning of every partition

@@ -1213,7 +1213,8 @@ static const cfg_key vocab_keys[] = {
           "Directory of <column>.tsv files (the vocab/ folder written by piperec process, or "
           "piperec vocab export) to start the vocabularies from: their indices are kept and "
           "new values continue after the largest. Used only while the state dir holds no "
-          "vocabulary yet (docs/formats.md)."),
+          "vocabulary yet (docs/formats.md). Not with vocab_log: `piperec vocab import` puts "
+          "a vocabulary into the log once (docs/vocab-log.md)."),
 };
 static const cfg_table vocab_tab = TABLE(vocab_keys, NULL);
 
@@ -1447,9 +1448,10 @@ static void pr__finish_pipeline(cfg_ctx *c, yaml_node_t *map, void *base, bool p
                           "needs transform.vocab.count_mode streaming");
         if (pl->vocab_seed)
             pr__cfg_error(c, pr__map_find(c, map, "vocab_log"), "vocab_log",
-                          "cannot be combined with transform.vocab.seed yet: replicas would seed "
-                          "differently; start one replica with the seed and no vocab_log, or seed "
-                          "the log's first replica (docs/vocab-log.md)");
+                          "cannot be combined with transform.vocab.seed: replicas would seed "
+                          "differently; put the vocabulary into the log once instead, with "
+                          "`piperec vocab import --config FILE --input DIR` before the first "
+                          "replica starts (docs/vocab-log.md, \"Seeding the log\")");
         /* Eviction through the log: decided when each replica applies the
          * log, so it needs an OOV index (profile default: a value that
          * cannot keep an index through its round trip maps there) and a

@@ -1,0 +1,248 @@
+/*
+ * cmd_vocab_log.c — `piperec vocab import` for a pipeline that shares its
+ * vocabulary through `vocab_log` (docs/vocab-log.md, "Seeding the log"):
+ * the vocabulary of a text directory (the vocab/ folder of `piperec
+ * process`, or a `piperec vocab export`) becomes the log's, so that every
+ * replica started afterwards rebuilds it from the log and keeps those
+ * indices (an offline run's, or the previous log's across a change of the
+ * features).
+ *
+ * Why through proposals, not a record of its own: applying Proposals in log
+ * order gives the next free index to each new value, so the values of a
+ * column proposed in increasing index order get exactly their indices when
+ * the column's indices have no gap (no eviction) and the log held no value
+ * before. The import then is an ordinary writer of the log, replayed by the
+ * replicas' existing code (startup rebuild, snapshots, rebalance), and a
+ * replica of an older release reads it too. It:
+ *   1. reads DIR into a scratch engine (pr_vocab_import: every check the
+ *      local import makes);
+ *   2. refuses columns that evict (their indices have gaps and their
+ *      statistics are the log's; every other column's indices run without a
+ *      gap, which pr_vocab_import checks);
+ *   3. opens the log as a replica does (pr_vocablog_new: checks the topic,
+ *      writes the Settings record into an empty log, checks the settings of
+ *      a log that has one) and refuses a log that already gave an index;
+ *   4. proposes each column's values in index order through
+ *      pr_vocablog_resolve_keys (each value min_count times, so it gets its
+ *      index at once; a pending value, below min_count, its own count), and
+ *      waits until the log decided them all;
+ *   5. compares: every value must have its DIR index in the engine the log
+ *      built. A replica that wrote to the log at the same time (or one
+ *      started before the import) shows up here: the import says so, and the
+ *      topic must be recreated and imported again with no replica running.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pr_cli.h"
+#include "pr_config.h"
+#include "pr_engine.h"
+#include "pr_grow.h"
+#include "pr_vocab.h"
+
+#define PR__LOG_CHUNK       65536 /* values proposed per resolve */
+#define PR__LOG_WAIT_MS     1000  /* one resolve's wait */
+#define PR__LOG_PATIENCE_MS 60000 /* no progress for this long: give up */
+
+typedef struct pr__ents {
+    pr_vocab_entry *e;
+    size_t n, cap;
+} pr__ents;
+
+static int pr__ents_cb(const pr_vocab_entry *e, void *opaque)
+{
+    pr__ents *s = opaque;
+    if (pr_grow((void **)&s->e, &s->cap, s->n + 1, sizeof(*s->e)) < 0)
+        return PR_ENOMEM;
+    s->e[s->n++] = *e;
+    return 0;
+}
+
+static int pr__nonempty(const pr_vocab_entry *e, void *opaque)
+{
+    (void)e, (void)opaque;
+    return 1;
+}
+
+/* Column c's entries (assigned ones in index order, then pending ones). */
+static int pr__column(const pr_engine *eng, uint32_t c, pr__ents *s)
+{
+    s->n = 0;
+    return pr_engine_vocab_read(eng, c, pr__ents_cb, s);
+}
+
+/* Step 2: what a log cannot be given; 0 or the exit code (message printed).
+ * Gaps need no check here: pr_vocab_import refuses them unless a column
+ * evicts. */
+static int pr__check_seed(const pr_engine *seed)
+{
+    const pr_pipeline_spec *spec = pr_engine_spec(seed);
+    for (uint32_t c = 0; c < spec->n_sparse; c++)
+        if (spec->sparse[c].eviction != PR_EVICT_NONE) {
+            fprintf(stderr,
+                    "piperec vocab import: column %s evicts (transform.vocab.eviction): a shared "
+                    "log decides its evictions from the log's own history, so it cannot be "
+                    "seeded; start the log empty\n",
+                    spec->sparse[c].name);
+            return 2;
+        }
+    return 0;
+}
+
+/* Propose keys[0..n) of column c and wait until the log decided them.
+ * 0, or the exit code (message printed). */
+static int pr__propose_wait(pr_vocablog *vl, uint32_t c, const uint64_t *keys, size_t n,
+                            const char *topic)
+{
+    char err[1024];
+    pr_vocab_keys k = {c, keys, n};
+    int64_t waited = 0;
+    for (;;) {
+        int rc = pr_vocablog_resolve_keys(vl, &k, 1, PR__LOG_WAIT_MS, err, sizeof(err));
+        if (rc == 0)
+            return 0;
+        if (rc != PR_EAGAIN) {
+            fprintf(stderr, "piperec vocab import: vocab log %s: %s\n", topic, err);
+            return pr_cli_exit_code(rc);
+        }
+        if ((waited += PR__LOG_WAIT_MS) >= PR__LOG_PATIENCE_MS) {
+            fprintf(stderr,
+                    "piperec vocab import: vocab log %s: the log did not decide %zu proposed "
+                    "values within %d s (broker down?); the log may hold part of them: "
+                    "recreate the topic before importing again\n",
+                    topic, n, PR__LOG_PATIENCE_MS / 1000);
+            return 1;
+        }
+    }
+}
+
+/* Step 4 for column c: its values in index order, chunk by chunk; then its
+ * pending ones. 0 or the exit code; *n_values counts what was proposed. */
+static int pr__seed_column(pr_vocablog *vl, const pr_engine *seed, uint32_t c, const char *topic,
+                           uint64_t *n_values)
+{
+    uint32_t minc = pr_engine_spec(seed)->sparse[c].min_count;
+    pr__ents s = {0};
+    uint64_t *keys = NULL;
+    size_t cap = 0;
+    int ret = pr__column(seed, c, &s) ? 1 : 0;
+    for (size_t i = 0; !ret && i < s.n;) {
+        size_t n = 0;
+        for (; i < s.n && n < PR__LOG_CHUNK; i++) {
+            /* An assigned value min_count times (its index at once); a
+             * pending one its count (it stays pending, counted). */
+            uint64_t times = s.e[i].index >= 0 ? (minc > 1 ? minc : 1) : s.e[i].count;
+            if (times == 0 || times > UINT32_MAX)
+                times = 1;
+            if (pr_grow((void **)&keys, &cap, n + times, sizeof(*keys)) < 0) {
+                ret = 1;
+                break;
+            }
+            for (uint64_t t = 0; t < times; t++)
+                keys[n++] = s.e[i].value;
+            (*n_values)++;
+        }
+        if (!ret && n)
+            ret = pr__propose_wait(vl, c, keys, n, topic);
+    }
+    if (ret == 1 && !keys)
+        fprintf(stderr, "piperec vocab import: out of memory\n");
+    free(keys);
+    free(s.e);
+    return ret;
+}
+
+/* Step 5: the log's engine holds every value of the seed at its index (and
+ * nothing else). 0, or 1 with the first difference printed. */
+static int pr__compare(const pr_engine *got, const pr_engine *seed, const char *dir,
+                       const char *topic)
+{
+    const pr_pipeline_spec *spec = pr_engine_spec(seed);
+    pr__ents a = {0}, b = {0};
+    int ret = 0;
+    for (uint32_t c = 0; c < spec->n_sparse && !ret; c++) {
+        if (pr__column(got, c, &a) || pr__column(seed, c, &b)) {
+            fprintf(stderr, "piperec vocab import: out of memory\n");
+            ret = 1;
+            break;
+        }
+        size_t i = 0;
+        while (i < a.n && i < b.n && a.e[i].value == b.e[i].value && a.e[i].index == b.e[i].index)
+            i++;
+        if (i == a.n && i == b.n)
+            continue;
+        char what[256];
+        if (i < a.n && i < b.n)
+            snprintf(what, sizeof(what),
+                     "the log gave value %" PRIx64 " index %" PRId64 ", %s.tsv has %" PRIx64
+                     " there",
+                     a.e[i].value, a.e[i].index, spec->sparse[c].name, b.e[i].value);
+        else
+            snprintf(what, sizeof(what), "the log holds %zu values, %s.tsv %zu", a.n,
+                     spec->sparse[c].name, b.n);
+        fprintf(stderr,
+                "piperec vocab import: vocab log %s, column %s: %s (from %s). Something else "
+                "wrote to the log during the import (a replica running?): stop every replica, "
+                "delete and recreate the topic, and import again\n",
+                topic, spec->sparse[c].name, what, dir);
+        ret = 1;
+    }
+    free(a.e);
+    free(b.e);
+    return ret;
+}
+
+int pr_cli_vocab_import_log(pr_cli_vocab *v, const char *dir)
+{
+    char err[4096];
+    const char *topic = v->pc->vocab_log.topic;
+    pr_engine *seed = pr_engine_new(&v->espec, &v->eo, err, sizeof(err));
+    if (!seed) {
+        fprintf(stderr, "piperec vocab import: pipeline %s: %s\n", v->pc->name, err);
+        return 2;
+    }
+    int ret = 0, rc;
+    if ((rc = pr_vocab_import(seed, dir, err, sizeof(err)))) {
+        fprintf(stderr, "piperec vocab import: %s\n", err);
+        ret = pr_cli_exit_code(rc);
+    }
+    if (!ret)
+        ret = pr__check_seed(seed);
+    pr_vocablog *vl = NULL;
+    pr_vocablog_opts o = {.cfg = &v->pc->vocab_log,
+                          .pipeline = v->pc->name,
+                          .replica = "piperec-vocab-import",
+                          .eng = v->eng};
+    if (!ret && (rc = pr_vocablog_new(&o, &vl, err, sizeof(err)))) {
+        fprintf(stderr, "piperec vocab import: pipeline %s: %s\n", v->pc->name, err);
+        ret = pr_cli_exit_code(rc);
+    }
+    const pr_pipeline_spec *spec = &v->espec;
+    for (uint32_t c = 0; !ret && c < spec->n_sparse; c++)
+        if (pr_engine_vocab_read(v->eng, c, pr__nonempty, NULL)) {
+            fprintf(stderr,
+                    "piperec vocab import: vocab log %s already holds values (column %s): only "
+                    "a log that gave no index yet can be seeded; use a new topic\n",
+                    topic, spec->sparse[c].name);
+            ret = 2;
+        }
+    uint64_t n_values = 0;
+    for (uint32_t c = 0; !ret && c < spec->n_sparse; c++)
+        ret = pr__seed_column(vl, seed, c, topic, &n_values);
+    if (!ret)
+        ret = pr__compare(v->eng, seed, dir, topic);
+    if (!ret) {
+        pr_vocablog_stats st;
+        pr_vocablog_get_stats(vl, &st);
+        fprintf(stderr,
+                "piperec vocab import: pipeline %s: %" PRIu64 " values of %u columns from %s "
+                "are vocab log %s's (read to offset %" PRId64
+                "); replicas started now rebuild them from it\n",
+                v->pc->name, n_values, (unsigned)spec->n_sparse, dir, topic, st.applied_offset);
+    }
+    pr_vocablog_free(vl);
+    pr_engine_free(seed);
+    return ret;
+}
