@@ -33,7 +33,7 @@ static void pr__process_usage(FILE *f)
             "                       --output DIR [--pipeline NAME] [--threads N] [--block-rows N]\n"
             "                       [--backend cpu|hls-sim|xrt|auto] [--progress|--no-progress]\n"
             "                       [--buffered-io]\n"
-            "       piperec process --config FILE [--pipeline NAME] --input EVENTS.jsonl --fit\n"
+            "       piperec process --config FILE [--pipeline NAME] --input EVENTS --fit\n"
             "                       [--output FILE]\n"
             "  Raw Criteo TSV (label, dense ints, sparse hex) -> DIR/dense.npy, sparse.npy,\n"
             "  labels.npy, vocab/<col>.tsv, rejects.tsv, meta.json (rows, names, vocabulary\n"
@@ -61,7 +61,11 @@ static void pr__process_usage(FILE *f)
             "  CPUs), and the engine's own threads (default engine.threads) where it\n"
             "  runs whole (eviction, streaming min_count). Results do not depend on N.\n"
             "  With source.format protobuf the input is length-delimited messages (a\n"
-            "  varint length, then the message).\n");
+            "  varint length, then the message).\n"
+            "  --fit reads the events the same way (JSON lines, or Avro / Protobuf\n"
+            "  records for source.format avro / protobuf) and prints, for each\n"
+            "  `standardize` step, the mean and std of the values reaching it as YAML\n"
+            "  (stdout or --output FILE) with the --set lines that put them in.\n");
 }
 
 static int pr__parse_int(const char *s, long lo, long hi, long *out)
