@@ -33,7 +33,7 @@ static void pr__process_usage(FILE *f)
             "                       --output DIR [--pipeline NAME] [--threads N] [--block-rows N]\n"
             "                       [--backend cpu|hls-sim|xrt|auto] [--progress|--no-progress]\n"
             "                       [--buffered-io]\n"
-            "       piperec process --config FILE [--pipeline NAME] --input EVENTS.jsonl --fit\n"
+            "       piperec process --config FILE [--pipeline NAME] --input EVENTS --fit\n"
             "                       [--output FILE]\n"
             "  Raw Criteo TSV (label, dense ints, sparse hex) -> DIR/dense.npy, sparse.npy,\n"
             "  labels.npy, vocab/<col>.tsv, rejects.tsv, meta.json (rows, names, vocabulary\n"
@@ -61,7 +61,11 @@ static void pr__process_usage(FILE *f)
             "  CPUs), and the engine's own threads (default engine.threads) where it\n"
             "  runs whole (eviction, streaming min_count). Results do not depend on N.\n"
             "  With source.format protobuf the input is length-delimited messages (a\n"
-            "  varint length, then the message).\n");
+            "  varint length, then the message).\n"
+            "  --fit reads the events the same way (JSON lines, or Avro / Protobuf\n"
+            "  records for source.format avro / protobuf) and prints, for each\n"
+            "  `standardize` step, the mean and std of the values reaching it as YAML\n"
+            "  (stdout or --output FILE) with the --set lines that put them in.\n");
 }
 
 static int pr__parse_int(const char *s, long lo, long hi, long *out)
@@ -355,24 +359,33 @@ static void pr__process_report(const pr_offline_result *res, const char *output)
 }
 
 /* --fit (issue 20): standardize statistics from the data (pr_offline_fit) as
- * YAML on stdout or --output FILE; a summary on stderr. */
+ * YAML on stdout or --output FILE; a summary on stderr. The input is read as
+ * `piperec process` reads it: JSON lines, or varint-delimited Avro records /
+ * Protobuf messages for source.format avro / protobuf. */
 static int pr__process_fit(const pr_pipeline_cfg *pc, const char *input, const char *output)
 {
     char err[1024];
     pr_fit_result res;
-    if (pc->source.format != PR_FORMAT_JSON) {
+    bool avro = pc->source.format == PR_FORMAT_AVRO, pb = pc->source.format == PR_FORMAT_PROTOBUF;
+    if (pc->source.format != PR_FORMAT_JSON && !avro && !pb) {
         fprintf(stderr,
-                "piperec process --fit: pipelines[%s]: --fit reads the events as JSON lines; "
+                "piperec process --fit: pipelines[%s]: --fit reads the events as JSON lines "
+                "(source.format json) or varint-delimited records (avro, protobuf); "
                 "source.format is %s (give --fit the same events as JSON lines)\n",
                 pc->name, pr_source_format_name(pc->source.format));
         return 2;
     }
+    const char *unit = avro || pb ? "records" : "lines";
+    const char *what = avro ? "varint-delimited Avro records"
+                       : pb ? "varint-delimited Protobuf messages"
+                            : "JSON lines";
     FILE *out = output ? fopen(output, "w") : stdout;
     if (!out) {
         fprintf(stderr, "piperec process --fit: cannot write %s\n", output);
         return 1;
     }
-    int rc = pr_offline_fit(&pc->features, pc->name, input, out, &res, err, sizeof(err));
+    int rc =
+        pr_offline_fit(&pc->features, &pc->source, pc->name, input, out, &res, err, sizeof(err));
     if (output && fclose(out) != 0 && !rc)
         rc = pr_seterr(err, sizeof(err), PR_EIO, "cannot write %s", output);
     if (rc) {
@@ -381,17 +394,17 @@ static int pr__process_fit(const pr_pipeline_cfg *pc, const char *input, const c
     }
     if (res.lines > 0 && res.rejected + res.filtered == res.lines) {
         fprintf(stderr,
-                "piperec process --fit: pipelines[%s]: all %" PRIu64
-                " lines were rejected (%" PRIu64 ") or filtered (%" PRIu64
-                "), so nothing was fitted: is %s the events as JSON "
-                "lines, and does schema.filter keep any?\n",
-                pc->name, res.lines, res.rejected, res.filtered, input);
+                "piperec process --fit: pipelines[%s]: all %" PRIu64 " %s were rejected (%" PRIu64
+                ") or filtered (%" PRIu64
+                "), so nothing was fitted: is %s the events as %s, and does schema.filter "
+                "keep any?\n",
+                pc->name, res.lines, unit, res.rejected, res.filtered, input, what);
         return 2;
     }
     fprintf(stderr,
-            "piperec process --fit: %" PRIu64 " lines, %" PRIu64 " rejected (skipped), %" PRIu64
+            "piperec process --fit: %" PRIu64 " %s, %" PRIu64 " rejected (skipped), %" PRIu64
             " filtered (schema.filter, downsample), %" PRIu32 " standardize feature(s) fitted\n",
-            res.lines, res.rejected, res.filtered, res.features - res.degenerate);
+            res.lines, unit, res.rejected, res.filtered, res.features - res.degenerate);
     if (res.degenerate)
         fprintf(stderr,
                 "piperec process --fit: %" PRIu32 " feature(s) have std 0 or no value; the "

@@ -1,29 +1,32 @@
 /*
- * `piperec process --fit` (issue 20 item 2): one pass over JSON lines with the
- * streaming decoder (pr_decode_json_line), computing for every dense feature
+ * `piperec process --fit` (issue 20 item 2): one pass over the events as
+ * `piperec process` reads them (JSON lines, or for source.format avro and
+ * protobuf varint-delimited records through offline_delim.h's reader, the
+ * decoder set up by pr_json_decoder_for_source) with the streaming decoder
+ * (pr_decode_json_line), computing for every dense feature
  * with a `standardize` step the mean and population standard deviation of the
  * value as it reaches that step (the decoder runs the steps before it, and
- * hands it over as the engine gets it: float32; rejected lines skipped and
- * counted). A value still missing at the step (no `default`, no `fill`
- * before it) is skipped, not counted as 0: the decoder hands a dense value
- * over as a plain float (0 when missing), so the fitted chain ends in a fill
- * with NaN instead of the standardize step, and non-finite values (those
- * NaNs, and a log1p of a value below -1) are left out of the statistics. At
- * run time such a value stays missing through standardize and ends as 0,
- * the fitted mean.
- * A weighted list's weights.ops with a standardize step is fitted the same
- * way over every kept weight as it reaches the step (the chain cut there;
- * a weight is never missing: the default or a reject), its line keyed
- * NAME.weights.
- * Welford's method, in input order on one thread, so the result never depends
- * on --threads. Writes a YAML snippet (name -> { standardize: { mean, std } }).
+ * hands it over as the engine gets it: float32; rejected records skipped
+ * and counted, a zero-length record among them), so the same events in
+ * any of those formats fit the same numbers. A value still missing at the
+ * step (no `default`, no `fill` before it) is skipped, not counted as 0: the
+ * decoder hands a dense value over as a plain float (0 when missing), so the fitted chain ends in a
+ * fill with NaN instead of the standardize step, and non-finite values (those NaNs, and a log1p of
+ * a value below -1) are left out of the statistics. At run time such a value stays missing through
+ * standardize and ends as 0, the fitted mean. A weighted list's weights.ops with a standardize step
+ * is fitted the same way over every kept weight as it reaches the step (the chain cut there; a
+ * weight is never missing: the default or a reject), its line keyed NAME.weights. Welford's method,
+ * in input order on one thread, so the result never depends on --threads. Writes a YAML snippet
+ * (name -> { standardize: { mean, std } }).
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "offline_delim.h"
 #include "pr_ingest.h"
 #include "pr_service.h"
 
@@ -98,21 +101,57 @@ static void pr__fit_note_drop(void *opaque, int reason, const char *detail, cons
     *(bool *)opaque = pr_decode_dropped(reason);
 }
 
-/* Read `in` line by line, one row block of one row, into the accumulators. */
-static int pr__fit_pass(const pr_feature_schema *s, FILE *in, pr__fit_acc *acc, uint32_t n_acc,
-                        pr_fit_result *res, char *errstr, size_t errstr_size)
+/* One pass: the decoder (set up for the source's format), a row block of
+ * one row, the accumulators. */
+typedef struct pr__fit_run {
+    const pr_feature_schema *s;
+    pr_block *b;
+    pr_decode_ctx ctx;
+    bool filtered; /* the last record was filtered or sampled out (pr__fit_note_drop) */
+    pr__fit_acc *acc;
+    uint32_t n_acc;
+    pr_fit_result *res;
+    uint32_t eagain_waits; /* PR_EAGAIN waits so far (a schema registry down) */
+    const char *unit;      /* "line" or "record", in errors */
+} pr__fit_run;
+
+/* One record (a JSON line, or a varint-delimited record's bytes) into the
+ * accumulators: counted, and fitted unless rejected or filtered. A decoder
+ * answering PR_EAGAIN (a registry not reachable yet) is retried as
+ * `piperec process` does (pr__offline_eagain_wait: a minute at most). */
+static int pr__fit_record(pr__fit_run *r, const char *rec, size_t len, int64_t recno, char *errstr,
+                          size_t errstr_size)
 {
-    pr_json_decoder *dec = pr_json_decoder_new(s, errstr, errstr_size);
-    if (!dec)
-        return PR_EINVAL;
-    pr_block *b = pr_feature_block_new(s, 1, true);
+    pr_block_reset(r->b);
+    r->filtered = false;
+    int drc;
+    do
+        drc = pr_decode_json_line(&r->ctx, r->b, rec, len, recno);
+    while (drc == PR_EAGAIN && pr__offline_eagain_wait(&r->eagain_waits));
+    if (drc < 0 && drc != PR_EFULL)
+        return pr_seterr(errstr, errstr_size, drc, "fit: %s %" PRId64 ": %s", r->unit, recno,
+                         pr_strerror(drc));
+    r->res->lines++;
+    if (r->filtered) {
+        r->res->filtered++;
+        return 0;
+    }
+    if (drc == PR_EFULL || r->b->rows == 0) {
+        r->res->rejected++;
+        return 0;
+    }
+    pr__fit_row(r->s, r->b, r->acc, r->n_acc);
+    return 0;
+}
+
+/* Read `in` line by line (JSON lines; blank lines skipped, not counted). */
+static int pr__fit_lines(pr__fit_run *r, FILE *in, char *errstr, size_t errstr_size)
+{
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;
     int64_t lineno = 0;
-    int rc = b ? 0 : pr_seterr(errstr, errstr_size, PR_ENOMEM, "fit: out of memory");
-    bool filtered = false;
-    pr_decode_ctx ctx = {.json = dec, .on_reject = pr__fit_note_drop, .opaque = &filtered};
+    int rc = 0;
     while (!rc && (len = getline(&line, &cap, in)) >= 0) {
         lineno++;
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
@@ -122,27 +161,62 @@ static int pr__fit_pass(const pr_feature_schema *s, FILE *in, pr__fit_acc *acc, 
             at++;
         if (at == (size_t)len)
             continue;
-        pr_block_reset(b);
-        filtered = false;
-        int drc = pr_decode_json_line(&ctx, b, line, (size_t)len, lineno);
-        if (drc < 0 && drc != PR_EFULL) {
-            rc = pr_seterr(errstr, errstr_size, drc, "fit: line %" PRId64 ": %s", lineno,
-                           pr_strerror(drc));
-            break;
-        }
-        res->lines++;
-        if (filtered) {
-            res->filtered++;
-            continue;
-        }
-        if (drc == PR_EFULL || b->rows == 0) {
-            res->rejected++;
-            continue;
-        }
-        pr__fit_row(s, b, acc, n_acc);
+        rc = pr__fit_record(r, line, (size_t)len, lineno, errstr, errstr_size);
     }
     free(line);
-    pr_block_free(b);
+    return rc;
+}
+
+/* Read `in` as varint-delimited records (source.format avro, protobuf) with
+ * the reader `piperec process` uses (offline_delim.h: the same records, the
+ * same errors, an Avro container file refused); a zero-length record is
+ * rejected (`empty`), as there. */
+static int pr__fit_records(pr__fit_run *r, FILE *in, const char *input, bool avro, char *errstr,
+                           size_t errstr_size)
+{
+    pr__delim d;
+    size_t len;
+    int rc = pr__delim_start(&d, in, input, avro, errstr, errstr_size);
+    while (!rc && (rc = pr__delim_next(&d, &len, errstr, errstr_size)) == 1) {
+        rc = 0;
+        if (len == 0) {
+            r->res->lines++;
+            r->res->rejected++;
+            continue;
+        }
+        rc = pr__fit_record(r, d.rec, len, d.recno, errstr, errstr_size);
+    }
+    pr__delim_free(&d);
+    if (!rc && ferror(in))
+        rc = pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", input, strerror(errno));
+    return rc;
+}
+
+/* One pass over `input` (open as `in`) into the accumulators: JSON lines,
+ * or with source.format avro / protobuf varint-delimited records. */
+static int pr__fit_pass(const pr_feature_schema *s, const pr_source_cfg *source, FILE *in,
+                        const char *input, pr__fit_acc *acc, uint32_t n_acc, pr_fit_result *res,
+                        char *errstr, size_t errstr_size)
+{
+    pr_json_decoder *dec = pr_json_decoder_new(s, errstr, errstr_size);
+    if (!dec)
+        return PR_EINVAL;
+    bool delimited = source && (source->format == PR_MSG_AVRO || source->format == PR_MSG_PROTOBUF);
+    pr__fit_run r = {.s = s,
+                     .b = pr_feature_block_new(s, 1, true),
+                     .acc = acc,
+                     .n_acc = n_acc,
+                     .res = res,
+                     .unit = delimited ? "record" : "line"};
+    r.ctx = (pr_decode_ctx){.json = dec, .on_reject = pr__fit_note_drop, .opaque = &r.filtered};
+    int rc = r.b ? 0 : pr_seterr(errstr, errstr_size, PR_ENOMEM, "fit: out of memory");
+    if (!rc && source)
+        rc = pr_json_decoder_for_source(dec, source, errstr, errstr_size);
+    if (!rc)
+        rc = delimited ? pr__fit_records(&r, in, input, source->format == PR_MSG_AVRO, errstr,
+                                         errstr_size)
+                       : pr__fit_lines(&r, in, errstr, errstr_size);
+    pr_block_free(r.b);
     pr_json_decoder_free(dec);
     return rc;
 }
@@ -197,8 +271,9 @@ static void pr__fit_write(const pr_feature_schema *s, const char *pipeline, cons
     res->features = n_acc;
 }
 
-int pr_offline_fit(const pr_feature_schema *s, const char *pipeline, const char *input, FILE *out,
-                   pr_fit_result *res, char *errstr, size_t errstr_size)
+int pr_offline_fit(const pr_feature_schema *s, const pr_source_cfg *source, const char *pipeline,
+                   const char *input, FILE *out, pr_fit_result *res, char *errstr,
+                   size_t errstr_size)
 {
     memset(res, 0, sizeof(*res));
     if (!s->declared)
@@ -235,7 +310,7 @@ int pr_offline_fit(const pr_feature_schema *s, const char *pipeline, const char 
                 (pr_fop_step){.op = PR_FOP_FILL, .value_type = PR_FTYPE_NUM, .a = NAN};
             f->n_ops = (uint8_t)(acc[j].step + 1);
         }
-        rc = pr__fit_pass(&cut, in, acc, n_acc, res, errstr, errstr_size);
+        rc = pr__fit_pass(&cut, source, in, input, acc, n_acc, res, errstr, errstr_size);
     }
     free(cut.features);
     if (in)

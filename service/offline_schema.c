@@ -72,6 +72,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "offline_delim.h"
 #include "pr_clock.h"
 #include "pr_ingest.h"
 #include "pr_mbuf.h"
@@ -378,11 +379,7 @@ static pr_block *pr__sunit_block(pr__sunit *u)
  * at most a minute in all; false when that is used up. */
 static bool pr__swork_wait(pr__swork *w)
 {
-    if (w->eagain_waits >= 600)
-        return false;
-    w->eagain_waits++;
-    nanosleep(&(struct timespec){.tv_nsec = 100000000}, NULL);
-    return true;
+    return pr__offline_eagain_wait(&w->eagain_waits);
 }
 
 /* Decode unit u's lines into its blocks, with worker w's decoder. */
@@ -958,69 +955,30 @@ static int pr__srun_line(pr__srun *run, const char *line, size_t len, int64_t li
 
 /* One pass over varint-delimited records (formats avro and protobuf: each
  * record an unsigned LEB128 length, then the message bytes as on Kafka;
- * protobuf's writeDelimitedTo). */
+ * protobuf's writeDelimitedTo), read by offline_delim.c's reader, the one
+ * `--fit` uses too. */
 static int pr__srun_pass_delimited(pr__srun *run, FILE *f, char *errstr, size_t errstr_size)
 {
-    char *rec = NULL;
-    size_t cap = 0;
-    int64_t recno = 0;
-    int rc = 0, c;
-    /* An Avro object container file (.avro: "Obj" 1, a header, blocks) is
-     * not a sequence of records: say so rather than "truncated" somewhere.
-     * Only where the input can be read again from the start (a file). */
-    char magic[4];
-    long at = run->opts->source && run->opts->source->format == PR_MSG_AVRO ? ftell(f) : -1;
-    if (at == 0 && fread(magic, 1, 4, f) == 4 && memcmp(magic, "Obj\x01", 4) == 0)
-        return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                         "%s: an Avro object container file; piperec process reads "
-                         "varint-delimited records, one Kafka message each (docs/formats.md, "
-                         "\"Avro container files\", converts one)",
-                         run->opts->input);
-    if (at == 0 && fseek(f, 0, SEEK_SET) != 0)
-        return pr_seterr(errstr, errstr_size, PR_EIO, "%s: %s", run->opts->input, strerror(errno));
-    while (!rc && (c = getc(f)) != EOF) {
-        uint64_t len = 0;
-        for (unsigned shift = 0;; shift += 7) {
-            if (c == EOF || shift > 35) {
-                rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
-                               "%s: record %" PRId64 ": bad or truncated length", run->opts->input,
-                               recno + 1);
-                break;
-            }
-            len |= (uint64_t)(c & 0x7f) << shift;
-            if (!(c & 0x80))
-                break;
-            c = getc(f);
-        }
-        if (rc)
-            break;
-        if (len > cap) {
-            char *nb = realloc(rec, len);
-            if (!nb) {
-                rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "offline: out of memory");
-                break;
-            }
-            rec = nb;
-            cap = len;
-        }
-        if (fread(rec, 1, len, f) != len) {
-            rc = pr_seterr(errstr, errstr_size, PR_EINVAL, "%s: record %" PRId64 ": truncated",
-                           run->opts->input, recno + 1);
-            break;
-        }
-        recno++;
+    pr__delim d;
+    size_t len;
+    int rc = pr__delim_start(&d, f, run->opts->input,
+                             run->opts->source && run->opts->source->format == PR_MSG_AVRO, errstr,
+                             errstr_size);
+    while (!rc && (rc = pr__delim_next(&d, &len, errstr, errstr_size)) == 1) {
+        rc = 0;
         if (!run->counting) {
             run->res->lines++;
             run->res->bytes += len;
         }
-        if (pr__sround_add(&run->round, rec, len, recno))
+        if (pr__sround_add(&run->round, d.rec, len, d.recno))
             rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "offline: out of memory");
         else if (run->round.n == run->round.max)
             rc = pr__srun_round(run, errstr, errstr_size);
     }
-    free(rec);
+    pr__delim_free(&d);
     return rc;
 }
+
 /* The offset just past the first newline at or after `at` (or size). */
 static size_t pr__after_newline(const char *map, size_t at, size_t size)
 {

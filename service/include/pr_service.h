@@ -278,10 +278,14 @@ int pr_offline_run_schema(const pr_feature_schema *schema, const pr_pipeline_spe
                           const pr_engine_opts *eopts, const pr_offline_opts *opts,
                           pr_offline_result *res, char *errstr, size_t errstr_size);
 
-/* `piperec process --fit` (issue 20, service/offline_fit.c): one pass over the
- * JSON lines `input` with the streaming decoder; for every dense feature with a
+/* `piperec process --fit` (issue 20, service/offline_fit.c): one pass over
+ * `input` with the streaming decoder, read as `piperec process` reads it:
+ * JSON lines, or for source->format avro and protobuf varint-delimited
+ * records (the decoder set up by pr_json_decoder_for_source, the records
+ * read by the same reader, an Avro container file refused, a zero-length
+ * record rejected; `source` NULL = JSON lines); for every dense feature with a
  * `standardize` step, the mean and population std (Welford, input order) of the
- * value as it reaches that step (missing values skipped, rejected lines skipped
+ * value as it reaches that step (missing values skipped, rejected records skipped
  * and counted), written to `out` as YAML (name: { standardize: { mean, std } },
  * %.17g) and, with `pipeline`, as a comment holding the `--set` that puts the
  * numbers into the config (the feature's whole ops list). A weighted list whose
@@ -289,13 +293,14 @@ int pr_offline_run_schema(const pr_feature_schema *schema, const pr_pipeline_spe
  * NAME.weights, the --set naming its weights.ops. PR_EINVAL when the schema is not declared
  * or has no standardize step. */
 typedef struct pr_fit_result {
-    uint64_t lines, rejected; /* non-blank lines read; of them rejected */
+    uint64_t lines, rejected; /* non-blank lines (or records) read; of them rejected */
     uint64_t filtered;        /* of them dropped by schema.filter or downsample (not fitted) */
     uint32_t features;        /* features fitted */
     uint32_t degenerate;      /* of them with std 0 or no value */
 } pr_fit_result;
 
-int pr_offline_fit(const pr_feature_schema *schema, const char *pipeline, const char *input,
-                   FILE *out, pr_fit_result *res, char *errstr, size_t errstr_size);
+int pr_offline_fit(const pr_feature_schema *schema, const pr_source_cfg *source,
+                   const char *pipeline, const char *input, FILE *out, pr_fit_result *res,
+                   char *errstr, size_t errstr_size);
 
 #endif
