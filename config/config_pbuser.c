@@ -45,7 +45,8 @@ static int pr__pb_check(const void *schema, const pr_feature_spec *f, uint8_t k,
         return rc;
     }
     /* the ids of a weighted list: as a list's (PR_JSON_ALIGNED reads alike) */
-    pr_json_shape shape = f->kind == PR_FEAT_DENSE && f->dim && !pr_feature_vector_bytes(f)
+    pr_json_shape shape = f->in.n ? PR_JSON_SCALAR_OR_LIST /* `in:` matches elements too */
+                          : f->kind == PR_FEAT_DENSE && f->dim && !pr_feature_vector_bytes(f)
                               ? PR_JSON_VECTOR
                           : pr_feature_weighted(f)   ? PR_JSON_ALIGNED
                           : pr_feature_reads_list(f) ? PR_JSON_LIST

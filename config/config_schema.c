@@ -621,6 +621,9 @@ static void pr__finish_feature(cfg_ctx *c, yaml_node_t *map, void *base, bool pr
     }
     if (!f->name[0])
         return;
+    if (f->in.n && f->dim)
+        pr__cfg_error(c, pr__map_find(c, map, "in"), "in",
+                      "makes one number of the field; a vector (dim) has dim of them");
     if (f->encoding != PR_VEC_LIST && !f->dim)
         pr__cfg_error(c, pr__map_find(c, map, "encoding"), "encoding",
                       "applies to a dense vector: give dim too");
@@ -664,10 +667,20 @@ static void pr__finish_feature(cfg_ctx *c, yaml_node_t *map, void *base, bool pr
     K_CUSTOM("ops", KF_DOC_DEFAULT, pr__h_feat_ops, "list of operators", "[]",                     \
              "The feature's operator chain, in order (see Feature schema, Operators).")
 
+static void pr__h_feat_in(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k);
+#define FEAT_IN_KEY(what)                                                                          \
+    K_CUSTOM(                                                                                      \
+        "in", 0, pr__h_feat_in, "list of 1..64 values", NULL,                                      \
+        "Present: the " what " is 1 when the field's value (a list: one of its elements) "         \
+        "is one of these (strings, integers, true/false, matched as schema.filter "                \
+        "matches), else 0; absent, null or []: default, else missing. The field may hold any "     \
+        "type (an event type string: `in: [click]`).")
+
 static const cfg_key label_item_keys[] = {
     FEAT_NAME_KEY,
     FEAT_PATH_KEY(KF_REQUIRED),
     FEAT_DEFAULT_KEY("number", "Value of a missing label; without it the label is missing."),
+    FEAT_IN_KEY("label"),
 };
 const cfg_table pr__label_item_tab = TABLE(label_item_keys, pr__finish_feature);
 
@@ -691,6 +704,7 @@ static const cfg_key dense_item_keys[] = {
      .doc = "A vector's form in the event: list (numbers) or f32 (dim float32 little-endian as "
             "bytes: Avro bytes/fixed, Protobuf bytes; base64 in JSON)."},
     FEAT_DEFAULT_KEY("number", "Value of a missing field, before the operators."),
+    FEAT_IN_KEY("value (before the operators)"),
     FEAT_OPS_KEY,
 };
 const cfg_table pr__dense_item_tab = TABLE(dense_item_keys, pr__finish_feature);
@@ -902,6 +916,47 @@ static bool pr__filter_value(cfg_ctx *c, yaml_node_t *n, pr_filter_value *v)
     v->len = (uint8_t)strlen(st.str);
     memcpy(v->str, st.str, sizeof(v->str));
     return true;
+}
+
+/* `in: [...]` of a label or a dense number (pr_feature_in): the values,
+ * distinct; a string kept as its pr_fop_hash64. */
+static void pr__h_feat_in(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    (void)k;
+    pr_feature_spec *f = base;
+    char g[96];
+    if (n->type != YAML_SEQUENCE_NODE) {
+        pr__got(n, g, sizeof(g));
+        pr__cfg_error(c, n, NULL, "expected a list of values ([click, purchase], [1, 2]), got %s",
+                      g);
+        return;
+    }
+    size_t items = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+    if (items == 0 || items > PR_FEAT_MAX_IN) {
+        pr__cfg_error(c, n, NULL, "1..%d values, got %zu", PR_FEAT_MAX_IN, items);
+        return;
+    }
+    pr_feature_in *in = &f->in;
+    for (size_t i = 0; i < items; i++) {
+        yaml_node_t *it = pr__node_get(c, n->data.sequence.items.start[i]);
+        size_t old = pr__path_push_index(c, i);
+        pr_filter_value v;
+        memset(&v, 0, sizeof(v));
+        if (pr__filter_value(c, it, &v)) {
+            uint64_t key = v.type == PR_FTYPE_STR ? pr_fop_hash64(v.str, v.len) : (uint64_t)v.i;
+            bool dup = false;
+            for (uint16_t j = 0; j < in->n && !dup; j++)
+                dup = in->type[j] == v.type && in->key[j] == key;
+            if (dup)
+                pr__cfg_error(c, it, NULL, "'%s' is listed twice",
+                              v.type == PR_FTYPE_STR ? v.str : pr__scalar(it));
+            else {
+                in->type[in->n] = v.type;
+                in->key[in->n++] = key;
+            }
+        }
+        pr__path_pop(c, old);
+    }
 }
 
 static void pr__h_filter_path(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)

@@ -139,8 +139,8 @@ int pr_feature_check_input(const pr_feature_spec *f, unsigned types, char *errst
     const unsigned all = PR_FTYPE_NUM | PR_FTYPE_INT | PR_FTYPE_STR;
     unsigned t = types & all;
     char gives[48], needs[48];
-    if (!t || f->n_paths > 1 || f->kind == PR_FEAT_EVENT_TIME)
-        return 0;
+    if (!t || f->n_paths > 1 || f->kind == PR_FEAT_EVENT_TIME || f->in.n)
+        return 0; /* `in:` matches any value (its set's types decide) */
     pr_ftype_text(t, gives, sizeof(gives));
     if (pr_feature_vector_bytes(f)) { /* raw bytes: a text field must be UTF-8, floats are not */
         if (types & PR_FTYPE_BYTES)

@@ -1886,6 +1886,7 @@ typedef struct pr__chk {
     const pr_avro_schema *s;
     const char *path;
     bool list;           /* the feature takes a list */
+    bool either;         /* ... or a value: `in:` (a list matches by its elements) */
     bool vector;         /* ... a dense vector's: never through an array of records */
     uint32_t vbytes;     /* a dense vector of float32 bytes: its byte count (a fixed's size) */
     bool in_elem;        /* past an array of records */
@@ -2082,7 +2083,7 @@ static int pr__chk_way(pr__chk *k, avro_schema_t s, json_t *jo, int kind, const 
                                 "%.*s is an array inside an array of records (one list "
                                 "level per path)",
                                 at_len, k->path);
-        if (!k->list)
+        if (!k->list && !k->either)
             return pr__chk_fail(k,
                                 "%.*s is an array of records: a single-valued feature cannot "
                                 "go through it (declare a list feature: list: { max_len: N })",
@@ -2155,7 +2156,7 @@ static int pr__chk_node(pr__chk *k, avro_schema_t s, json_t *j, const char *seg,
         if (k->vbytes)
             return pr__chk_fail(k, "an array: encoding f32 reads one bytes value (an array of "
                                    "numbers is encoding: list)");
-        if (!k->list)
+        if (!k->list && !k->either)
             return pr__chk_fail(k, "an array: declare a list feature (list: { max_len: N }), or "
                                    "a dense vector (dim: N)");
         return pr__chk_node(k, avro_schema_array_items(s), json_object_get(jo, "items"), NULL, true,
@@ -2218,6 +2219,7 @@ int pr_avro_check_feature(const pr_avro_schema *s, const pr_feature_spec *f, uin
     pr__chk c = {.s = s,
                  .path = path,
                  .list = w || pr_feature_reads_list(f),
+                 .either = !w && f->in.n,
                  .vector = !w && pr_feature_reads_list(f) && f->kind == PR_FEAT_DENSE,
                  .vbytes = !w && pr_feature_vector_bytes(f) ? 4u * f->dim : 0,
                  .map = f->from_keys,

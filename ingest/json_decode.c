@@ -185,9 +185,11 @@ static int pr__paths(pr_json_decoder *d, const pr_feature_schema *fs, pr_json_pa
                                             .type = PR_JSON_ANY,
                                             .max_list = PR_FEAT_MAX_LIST,
                                             .part = part};
-            uses[j] |= f->kind == PR_FEAT_DENSE && f->dim && !pr_feature_vector_bytes(f) ? 4
-                       : pr_feature_reads_list(f)                                        ? 2
-                                                                                         : 1;
+            /* `in:` reads either shape, as the filter (a list: by its elements) */
+            uses[j] |= f->in.n                                                             ? 0
+                       : f->kind == PR_FEAT_DENSE && f->dim && !pr_feature_vector_bytes(f) ? 4
+                       : pr_feature_reads_list(f)                                          ? 2
+                                                                                           : 1;
             d->feat[i].col[k] = (uint32_t)j;
         }
         d->feat[i].wcol =
@@ -484,9 +486,64 @@ PR__HOT int pr__chain(pr_json_decoder *d, const pr_feature_spec *f, uint32_t fro
     return 0;
 }
 
-/* A number for a label or a dense feature (bools and integers convert). */
+static bool pr__integral(const pr_json_any *a, int64_t *i);
+
+/* Is extracted value a (of block jb) one of `in`'s values (the filter's
+ * matching rules, a string by its pr_fop_hash64)? */
+static bool pr__in_eq(const pr_json_block *jb, const pr_json_any *a, const pr_feature_in *in)
+{
+    uint8_t type = PR_FTYPE_INT;
+    int64_t i = 0;
+    uint64_t key;
+    switch (a->type) {
+    case PR_JSON_STRING:
+        type = PR_FTYPE_STR;
+        key = pr_fop_hash64(jb->arena + a->s.off, a->s.len);
+        break;
+    case PR_JSON_INT64:
+    case PR_JSON_BOOL:
+        key = (uint64_t)a->i;
+        break;
+    case PR_JSON_DOUBLE:
+        if (!pr__integral(a, &i))
+            return false;
+        key = (uint64_t)i;
+        break;
+    default:
+        return false;
+    }
+    for (uint16_t k = 0; k < in->n; k++)
+        if (in->key[k] == key && in->type[k] == type)
+            return true;
+    return false;
+}
+
+/* A label's or dense number's `in:`: 1 when a value at its path (a list:
+ * an element) is one of its values, else 0; absent, null or an empty list
+ * (which Avro and Protobuf readers, as a repeated field, do not tell from
+ * absent): its default, else missing. */
+static void pr__in_value(pr_json_decoder *d, const pr__jfeat *jf, pr_fval *v)
+{
+    const pr_json_col *c = &d->jb->cols[jf->col[0]];
+    memset(v, 0, sizeof(*v));
+    if (c->present[0] != PR_JSON_PRESENT || c->count[0] == 0) {
+        if (jf->f->has_default)
+            pr_fop_apply(&jf->f->deflt, v, 1, NULL);
+        return;
+    }
+    v->type = PR_FVAL_NUM;
+    for (uint32_t i = 0; i < c->count[0] && v->num == 0; i++)
+        v->num = pr__in_eq(d->jb, &c->any[i], &jf->f->in) ? 1.0 : 0.0;
+}
+
+/* A number for a label or a dense feature (bools and integers convert;
+ * with `in:` its 1 or 0). */
 static int pr__numeric(pr_json_decoder *d, const pr__jfeat *jf, pr_fval *v)
 {
+    if (jf->f->in.n) {
+        pr__in_value(d, jf, v);
+        return 0;
+    }
     int rc = pr__scalar(d, jf, 0, v);
     if (rc)
         return rc;

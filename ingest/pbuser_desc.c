@@ -523,7 +523,7 @@ int pr_pbuser_check_path(const pr_pbuser_desc *d, const char *path, pr_json_shap
         return pr__pb_check_map(d, path, part, types, errstr, errstr_size);
     /* LIST, ALIGNED (a weighted list's ids and weights: the same fields as a
      * list's, holes are the reader's business), VECTOR, SCALAR_OR_LIST */
-    bool list = shape != PR_JSON_SCALAR;
+    bool list = shape != PR_JSON_SCALAR, either = shape == PR_JSON_SCALAR_OR_LIST;
     pr__pbstep steps[PR__PB_MAX_DEPTH];
     uint32_t n = 0;
     int rc = pr__pb_resolve(d, path, false, steps, &n, errstr, errstr_size);
@@ -551,7 +551,7 @@ int pr_pbuser_check_path(const pr_pbuser_desc *d, const char *path, pr_json_shap
                          "it (declare a list feature: list: { max_len: N })",
                          steps[i].f->name);
     }
-    if (list && !f->repeated)
+    if (list && !either && !f->repeated)
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
                          "'%s' is not repeated (%s): a list feature (or a dense vector) needs "
                          "a repeated field",

@@ -911,6 +911,19 @@ typedef struct pr_fop_step {
     double bounds[PR_FOP_MAX_BOUNDS]; /* bucketize, strictly increasing */
 } pr_fop_step;
 
+/* `in: [V, ...]` on a label or a dense number: the value is 1 when the
+ * field's value (a list: one of its elements) is one of V, matched as
+ * schema.filter matches (a string by its bytes, an integer equal to an
+ * integer, true / false or a number of that integral value), else 0; absent,
+ * null or an empty list: the feature's `default`, else missing. A string is kept as its
+ * pr_fop_hash64 (as a vocabulary keys it), so the set stays small. */
+#define PR_FEAT_MAX_IN 64
+typedef struct pr_feature_in {
+    uint16_t n;                   /* 0: no `in` */
+    uint8_t type[PR_FEAT_MAX_IN]; /* PR_FTYPE_INT or PR_FTYPE_STR */
+    uint64_t key[PR_FEAT_MAX_IN]; /* INT: the value; STR: pr_fop_hash64 of its bytes */
+} pr_feature_in;
+
 typedef struct pr_feature_spec {
     char name[PR_NAME_MAX];
     pr_feature_kind kind;
@@ -958,6 +971,7 @@ typedef struct pr_feature_spec {
      * engine sees one column per table (named after the owner), its keys
      * row by row, in each row the members' keys in schema order. */
     char table[PR_NAME_MAX];
+    pr_feature_in in; /* PR_FEAT_LABEL, PR_FEAT_DENSE (a number): `in:`, n 0 without */
     uint8_t n_ops;
     pr_fop_step ops[PR_FEAT_MAX_OPS];
 } pr_feature_spec;

@@ -180,11 +180,24 @@ static const char *const click_filter =
     "      downsample: { rate: 0.3, where: { path: label.click, in: [0] }, key: event_id, "
     "weight: w }\n";
 
+/* Labels and a dense feature by `in:` over a string, a list of strings
+ * (optional) and an integer (optional), inserted at the lists' starts. */
+static const char *const click_in_labels =
+    "        - { name: mobile, path: context.device, in: [ios, android] }\n"
+    "        - { name: on_sale, path: item.tags, in: [sale, limited], default: -1 }\n";
+static const char *const click_in_dense =
+    "        - { name: page01, path: context.page, in: [0, 1], default: 0.5,\n"
+    "            ops: [ { standardize: { mean: 0.5, std: 0.5 } } ] }\n";
+
 /* The clickstream: Avro equals JSON, plain and framed; with a filter, the
- * same records pass. */
-static void run_clickstream(pr_avro_framing framing, int64_t id, const char *filter)
+ * same records pass; with the `in:` features, the same values. */
+static void run_clickstream_in(pr_avro_framing framing, int64_t id, const char *filter, bool in)
 {
     char *yaml = schema_insert(slurp(PR_SOURCE_DIR "/examples/clickstream.yaml"), filter);
+    if (in) {
+        yaml = schema_insert_at(yaml, "      labels:\n", click_in_labels);
+        yaml = schema_insert_at(yaml, "      dense:\n", click_in_dense);
+    }
     char *schema = slurp(PR_SOURCE_DIR "/examples/clickstream.avsc");
     fx t;
     fx_init(&t, yaml, schema, framing);
@@ -219,10 +232,21 @@ static void run_clickstream(pr_avro_framing framing, int64_t id, const char *fil
     free(schema);
 }
 
+static void run_clickstream(pr_avro_framing framing, int64_t id, const char *filter)
+{
+    run_clickstream_in(framing, id, filter, false);
+}
+
 static void test_clickstream_plain(void **state)
 {
     (void)state;
     run_clickstream(PR_AVRO_FRAMING_PLAIN, -1, NULL);
+}
+
+static void test_clickstream_in(void **state)
+{
+    (void)state;
+    run_clickstream_in(PR_AVRO_FRAMING_PLAIN, -1, NULL, true);
 }
 
 static void test_clickstream_filter(void **state)
@@ -673,6 +697,16 @@ static void test_schema_file_checked(void **state)
                    "pipelines[0].schema.dense[0].path: 'user.id' in the writer schema");
     expect_refused(good, "      dense: [ { name: d, path: user.id } ]\n",
                    "it gives a string, and a dense feature needs a number");
+    /* `in:` takes any value, a list (an array, an array of records) too */
+    static const char *const in_fine =
+        "      labels:\n"
+        "        - { name: a, path: tier, in: [A] }\n"
+        "        - { name: b, path: tags, in: [x, 1] }\n"
+        "        - { name: c, path: imps.ad, in: [a1] }\n"
+        "      dense: [ { name: d, path: user.id, in: [u1], default: 0 } ]\n"
+        "      sparse: [ { name: tier, path: tier, ops: [vocab] } ]\n";
+    if (load_avro(good, false, in_fine, err, sizeof(err)))
+        fail_msg("in: refused: %s", err);
     /* a union gives every branch's type: a nullable string is still a
      * string; a string-or-double can be a number */
     expect_refused(good, "      dense: [ { name: d, path: opt } ]\n",
@@ -1910,6 +1944,7 @@ int main(void)
         cmocka_unit_test(test_clickstream_plain),
         cmocka_unit_test(test_clickstream_framed),
         cmocka_unit_test(test_clickstream_filter),
+        cmocka_unit_test(test_clickstream_in),
         cmocka_unit_test(test_types),
         cmocka_unit_test(test_rejects),
         cmocka_unit_test(test_bad_utf8),

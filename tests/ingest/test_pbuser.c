@@ -123,15 +123,32 @@ static char *clickstream_yaml(const char *framing)
 
 /* ---------------------------------------------------------------- same as JSON */
 
-static void same_as_json(const char *framing, bool framed, const char *filter)
+/* Labels and a dense feature by `in:` (a string, a repeated string, an
+ * int32 that proto3 cannot tell from 0 when absent), at the lists' starts. */
+static char *with_in(char *yaml)
+{
+    yaml = schema_insert_at(yaml, "      labels:\n",
+                            "        - { name: mobile, path: context.device, in: [ios, android] }\n"
+                            "        - { name: on_sale, path: item.tags, in: [sale, limited], "
+                            "default: -1 }\n");
+    return schema_insert_at(yaml, "      dense:\n",
+                            "        - { name: page01, path: context.page, in: [0, 1], default: "
+                            "0.5 }\n");
+}
+
+static void same_as_json_in(const char *framing, bool framed, const char *filter, bool in)
 {
     char err[512];
     pr_config *cj = NULL, *cp = NULL;
     char *yj = schema_insert(clickstream_json_yaml(), filter);
+    if (in)
+        yj = with_in(yj);
     if (pr_config_load_string(yj, strlen(yj), "json.yaml", &cj, err, sizeof(err)))
         fail_msg("%s", err);
     free(yj);
     char *y = schema_insert(clickstream_yaml(framing), filter);
+    if (in)
+        y = with_in(y);
     if (pr_config_load_string(y, strlen(y), "pb.yaml", &cp, err, sizeof(err)))
         fail_msg("%s", err);
     free(y);
@@ -198,6 +215,17 @@ static void same_as_json(const char *framing, bool framed, const char *filter)
     pr_pbuser_desc_free(desc);
     pr_config_free(cj);
     pr_config_free(cp);
+}
+
+static void same_as_json(const char *framing, bool framed, const char *filter)
+{
+    same_as_json_in(framing, framed, filter, false);
+}
+
+static void test_in_same_as_json(void **state)
+{
+    (void)state;
+    same_as_json_in("none", false, NULL, true);
 }
 
 static void test_same_as_json(void **state)
@@ -1727,6 +1755,7 @@ int main(void)
         cmocka_unit_test(test_same_as_json),
         cmocka_unit_test(test_same_as_json_framed),
         cmocka_unit_test(test_filter_same_as_json),
+        cmocka_unit_test(test_in_same_as_json),
         cmocka_unit_test(test_scalar_types),
         cmocka_unit_test(test_python_reference),
         cmocka_unit_test(test_presence),
