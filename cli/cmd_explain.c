@@ -64,6 +64,9 @@ static void pr__step_text(const pr_fop_step *st, char *b, size_t bn)
     case PR_FARG_UNIT:
         snprintf(b + len, bn - len, " (%s)", pr_time_unit_names[st->unit]);
         break;
+    case PR_FARG_NUMBER:
+        snprintf(b + len, bn - len, " %g", st->a);
+        break;
     default:
         break;
     }

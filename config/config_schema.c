@@ -260,11 +260,17 @@ static bool pr__farg_unit(cfg_ctx *c, yaml_node_t *arg, const pr_feature_spec *f
     return true;
 }
 
+static bool pr__farg_number(cfg_ctx *c, yaml_node_t *arg, const pr_feature_spec *f, pr_fop_step *st)
+{
+    (void)f;
+    return pr__parse_number(c, arg, &st->a);
+}
+
 static const pr__farg_fn pr__farg_parsers[] = {
     [PR_FARG_NONE] = pr__farg_none,     [PR_FARG_VALUE] = pr__farg_value,
     [PR_FARG_RANGE] = pr__farg_range,   [PR_FARG_STATS] = pr__farg_stats,
     [PR_FARG_BOUNDS] = pr__farg_bounds, [PR_FARG_COUNT] = pr__farg_count,
-    [PR_FARG_UNIT] = pr__farg_unit,
+    [PR_FARG_UNIT] = pr__farg_unit,     [PR_FARG_NUMBER] = pr__farg_number,
 };
 
 /* The event time of the pipeline being read (declared before the features). */
@@ -681,6 +687,7 @@ static const cfg_key label_item_keys[] = {
     FEAT_PATH_KEY(KF_REQUIRED),
     FEAT_DEFAULT_KEY("number", "Value of a missing label; without it the label is missing."),
     FEAT_IN_KEY("label"),
+    FEAT_OPS_KEY,
 };
 const cfg_table pr__label_item_tab = TABLE(label_item_keys, pr__finish_feature);
 

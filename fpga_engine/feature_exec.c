@@ -292,6 +292,9 @@ size_t pr_fop_step_yaml(const pr_fop_step *st, char *out, size_t n)
     case PR_FARG_UNIT:
         PR__APP("%s", pr_time_unit_names[st->unit]);
         break;
+    case PR_FARG_NUMBER:
+        PR__APP("%.17g", st->a);
+        break;
     case PR_FARG_NONE:
         break;
     }

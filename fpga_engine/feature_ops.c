@@ -84,6 +84,10 @@ const pr_fop_info pr_fop_table[PR_FOP__COUNT] = {
                       "The continuous vocabulary (transform.vocab: profile, min_count, "
                       "capacity, eviction, seed, vocab_log): a stable index per value, list "
                       "elements left to right; at most once per feature."},
+    [PR_FOP_AT_LEAST] = {"at_least", PR_FARG_NUMBER, true, NUM, NUM, CPU, "{ at_least: T }",
+                         "1 when x >= T, else 0 (T finite): a label or a 0/1 flag from a "
+                         "number (dwell seconds, a rating); NaN stays NaN, a missing value "
+                         "stays missing (its default or a fill before decides)."},
 };
 
 #undef NUM
@@ -206,9 +210,8 @@ int pr_feature_check_chain(const pr_feature_spec *f, uint32_t *bad_op, char *err
                            size_t errstr_size)
 {
     *bad_op = 0;
-    if ((f->kind == PR_FEAT_LABEL || f->kind == PR_FEAT_EVENT_TIME) && f->n_ops)
-        return pr_seterr(errstr, errstr_size, PR_EINVAL, "a %s takes no operators",
-                         pr_feature_kind_names[f->kind]);
+    if (f->kind == PR_FEAT_EVENT_TIME && f->n_ops)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "event_time takes no operators");
     unsigned t = pr_feature_input_type(f);
     bool seen_vocab = false;
     for (uint32_t i = 0; i < f->n_ops; i++) {
@@ -237,6 +240,9 @@ int pr_feature_check_chain(const pr_feature_spec *f, uint32_t *bad_op, char *err
                          "a dense feature must end in a number, this chain ends in %s "
                          "(declare it under sparse)",
                          pr__type_text(t));
+    if (f->kind == PR_FEAT_LABEL && t != PR_FTYPE_NUM)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "a label must end in a number, this chain ends in %s", pr__type_text(t));
     if ((f->kind == PR_FEAT_SPARSE || f->kind == PR_FEAT_LIST) && t != PR_FTYPE_INT)
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
                          "a sparse feature must end in an integer id, this chain ends in %s: "
@@ -248,7 +254,8 @@ int pr_feature_check_chain(const pr_feature_spec *f, uint32_t *bad_op, char *err
 bool pr_fop_weight_op(pr_fop op)
 {
     const pr_fop_info *in = &pr_fop_table[op];
-    return op != PR_FOP_FILL && (in->accepts & PR_FTYPE_NUM) &&
+    /* at_least would zero a weight: weights scale, they do not select */
+    return op != PR_FOP_FILL && op != PR_FOP_AT_LEAST && (in->accepts & PR_FTYPE_NUM) &&
            (in->output == 0 || in->output == PR_FTYPE_NUM);
 }
 
@@ -777,6 +784,10 @@ static pr_fop_reject pr__apply_one(const pr_fop_step *st, pr_fval *v)
             return PR_FOP_REJECT_TIME;
         pr__set_int(v, (uint64_t)(st->op == PR_FOP_HOUR_OF_DAY ? pr_fop_hour_of_day(us)
                                                                : pr_fop_day_of_week(us)));
+        return PR_FOP_OK;
+    case PR_FOP_AT_LEAST:
+        if (!isnan(v->num))
+            v->num = v->num >= st->a ? 1.0 : 0.0;
         return PR_FOP_OK;
     default: /* clip, neg2zero, log1p, standardize */
         v->num = pr__num_op(st, v->num);

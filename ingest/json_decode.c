@@ -984,7 +984,9 @@ static int pr__features(pr_json_decoder *d, const pr_decode_ctx *ctx)
         case PR_FEAT_LABEL:
             if (jf->f->weight) /* schema.downsample's, no path */
                 d->labels[jf->slot] = d->weight;
-            else if (!(rc = pr__numeric(d, jf, &v)) && !(rc = pr__float32(d, jf, &v)))
+            else if (!(rc = pr__numeric(d, jf, &v)) &&
+                     !(rc = pr__chain(d, jf->f, 0, jf->f->n_ops, &v, 1)) &&
+                     !(rc = pr__float32(d, jf, &v)))
                 d->labels[jf->slot] = v.type == PR_FVAL_NUM ? (float)v.num : 0.0f;
             break;
         case PR_FEAT_DENSE:

@@ -812,7 +812,7 @@ const char *const *pr_engine_backends(void);
 #define PR_FTYPE_BOOL 32u
 
 typedef enum pr_feature_kind {
-    PR_FEAT_LABEL = 0,  /* float32 target; several allowed; no operators */
+    PR_FEAT_LABEL = 0,  /* float32 target; several allowed; numeric operators */
     PR_FEAT_DENSE,      /* float32 feature */
     PR_FEAT_SPARSE,     /* one categorical value per record (string or integer id) */
     PR_FEAT_LIST,       /* zero or more categorical values (multi-hot), max_len kept */
@@ -859,6 +859,7 @@ typedef enum pr_fop {
     PR_FOP_HOUR_OF_DAY, /* 1 + UTC hour (1..24) */
     PR_FOP_DAY_OF_WEEK, /* ISO weekday, Monday 1 .. Sunday 7 (UTC) */
     PR_FOP_VOCAB,       /* the continuous vocabulary: value -> stable index */
+    PR_FOP_AT_LEAST,    /* x >= T -> 1, else 0 (a label or a flag from a number) */
     PR_FOP__COUNT
 } pr_fop;
 
@@ -871,6 +872,7 @@ typedef enum pr_fop_arg {
     PR_FARG_BOUNDS,   /* `{ bucketize: [b1, b2, ...] }`, strictly increasing, finite */
     PR_FARG_COUNT,    /* `{ hash: N }`, integer N >= 1 */
     PR_FARG_UNIT,     /* optional: `hour_of_day` or `{ hour_of_day: ms }` (else event_time.unit) */
+    PR_FARG_NUMBER,   /* `{ at_least: 30 }`: a finite number (in a) */
 } pr_fop_arg;
 
 /* Backends, as bits (placement). */

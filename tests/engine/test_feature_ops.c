@@ -562,9 +562,19 @@ static void test_chain_check(void **state)
     uint32_t bad;
     assert_int_equal(pr_feature_check_chain(&f, &bad, err, sizeof(err)), PR_EINVAL);
     assert_non_null(strstr(err, "fill value is a string"));
+    /* A label takes numeric operators and must end in a number. */
     f = feature(PR_FEAT_LABEL, criteo_d, 1);
+    assert_int_equal(pr_feature_check_chain(&f, &bad, err, sizeof(err)), 0);
+    const pr_fop lab_bucket[] = {PR_FOP_LOG1P, PR_FOP_BUCKETIZE};
+    f = feature(PR_FEAT_LABEL, lab_bucket, 2);
     assert_int_equal(pr_feature_check_chain(&f, &bad, err, sizeof(err)), PR_EINVAL);
-    assert_non_null(strstr(err, "a label takes no operators"));
+    assert_non_null(strstr(err, "a label must end in a number"));
+    const pr_fop lab_at[] = {PR_FOP_CLIP, PR_FOP_AT_LEAST};
+    f = feature(PR_FEAT_LABEL, lab_at, 2);
+    assert_int_equal(pr_feature_check_chain(&f, &bad, err, sizeof(err)), 0);
+    f = feature(PR_FEAT_EVENT_TIME, criteo_d, 1);
+    assert_int_equal(pr_feature_check_chain(&f, &bad, err, sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "event_time takes no operators"));
     /* A real cross: the implicit cross step first. */
     f = feature(PR_FEAT_SPARSE, cr, 2);
     f.n_paths = 2;

@@ -181,10 +181,13 @@ static const char *const click_filter =
     "weight: w }\n";
 
 /* Labels and a dense feature by `in:` over a string, a list of strings
- * (optional) and an integer (optional), inserted at the lists' starts. */
+ * (optional) and an integer (optional), and labels through operators,
+ * inserted at the lists' starts. */
 static const char *const click_in_labels =
     "        - { name: mobile, path: context.device, in: [ios, android] }\n"
-    "        - { name: on_sale, path: item.tags, in: [sale, limited], default: -1 }\n";
+    "        - { name: on_sale, path: item.tags, in: [sale, limited], default: -1 }\n"
+    "        - { name: long_dwell, path: label.dwell_s, default: 0, ops: [ { at_least: 5 } ] }\n"
+    "        - { name: log_price, path: item.price, ops: [ { clip: [0, 500] }, log1p ] }\n";
 static const char *const click_in_dense =
     "        - { name: page01, path: context.page, in: [0, 1], default: 0.5,\n"
     "            ops: [ { standardize: { mean: 0.5, std: 0.5 } } ] }\n";

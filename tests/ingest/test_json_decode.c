@@ -988,12 +988,15 @@ static void test_map_entries(void **state)
     fx_free(&t);
 }
 
-/* `in:` labels and a dense number: 1 when a value (a list: an element) is
+/* `in:` labels and a dense number, and a label through operators
+ * (at_least after a clip; its default 2 goes through them too): 1 when a
+ * value (a list: an element) is
  * one of the set, matched as the filter matches (a string by its bytes, an
  * integer, true as 1, a number of an integral value; "1" is a string, 1.5
  * no integer), else 0; absent, null and [] give the default, else 0
- * (missing); the dense value goes on through its operators; an object at
- * the path rejects the record. */
+ * (missing); the dense value goes on through its operators; a list where
+ * the operator label reads one number (an object in it too) rejects the
+ * record. */
 static const char *const in_yaml = "pipelines:\n"
                                    "  - name: t\n"
                                    "    source: { format: json }\n"
@@ -1001,6 +1004,8 @@ static const char *const in_yaml = "pipelines:\n"
                                    "      labels:\n"
                                    "        - { name: click, path: type, in: [click, buy] }\n"
                                    "        - { name: num, path: n, in: [1, 7], default: -1 }\n"
+                                   "        - { name: at, path: n, default: 2,\n"
+                                   "            ops: [ { clip: [0, 10] }, { at_least: 2 } ] }\n"
                                    "      dense:\n"
                                    "        - { name: d, path: type, in: [buy], default: 0.5,\n"
                                    "            ops: [ { clip: [0, 0.75] } ] }\n"
@@ -1014,16 +1019,16 @@ static void test_in(void **state)
     fx_init(&t, in_yaml, 64);
     static const struct {
         const char *ev;
-        float click, num, d;
+        float click, num, at, d;
     } cases[] = {
-        {"{\"type\":\"click\",\"n\":1}", 1, 1, 0},
-        {"{\"type\":\"buy\",\"n\":7.0}", 1, 1, 0.75},
-        {"{\"type\":\"view\",\"n\":\"1\"}", 0, 0, 0},
-        {"{\"type\":[\"view\",\"buy\"],\"n\":true}", 1, 1, 0.75},
-        {"{\"type\":[],\"n\":1.5}", 0, 0, 0.5},
-        {"{\"type\":null,\"n\":null}", 0, -1, 0.5},
-        {"{\"n\":[3,false]}", 0, 0, 0.5},
-        {"{\"type\":\"Click\"}", 0, -1, 0},
+        {"{\"type\":\"click\",\"n\":1}", 1, 1, 0, 0},
+        {"{\"type\":\"buy\",\"n\":7.0}", 1, 1, 1, 0.75},
+        {"{\"type\":\"view\",\"m\":\"1\"}", 0, -1, 1, 0},
+        {"{\"type\":[\"view\",\"buy\"],\"n\":true}", 1, 1, 0, 0.75},
+        {"{\"type\":[],\"n\":1.5}", 0, 0, 0, 0.5},
+        {"{\"type\":null,\"n\":null}", 0, -1, 1, 0.5},
+        {"{\"n\":-3}", 0, 0, 0, 0.5},
+        {"{\"type\":\"Click\",\"n\":2}", 0, 0, 1, 0},
     };
     size_t n = sizeof(cases) / sizeof(cases[0]);
     for (size_t i = 0; i < n; i++)
@@ -1031,13 +1036,13 @@ static void test_in(void **state)
             fail_msg("%s: rejected: %s", cases[i].ev, t.rl.n ? t.rl.detail[0] : "?");
     const pr_fside *sd = t.b->side;
     for (size_t i = 0; i < n; i++) {
-        if (sd->labels[i * 2] != cases[i].click || sd->labels[i * 2 + 1] != cases[i].num ||
-            sd->dense[i] != cases[i].d)
-            fail_msg("%s: click %g num %g d %g", cases[i].ev, sd->labels[i * 2],
-                     sd->labels[i * 2 + 1], sd->dense[i]);
+        if (sd->labels[i * 3] != cases[i].click || sd->labels[i * 3 + 1] != cases[i].num ||
+            sd->labels[i * 3 + 2] != cases[i].at || sd->dense[i] != cases[i].d)
+            fail_msg("%s: click %g num %g at %g d %g", cases[i].ev, sd->labels[i * 3],
+                     sd->labels[i * 3 + 1], sd->labels[i * 3 + 2], sd->dense[i]);
     }
     /* an object is no value: the record is rejected */
-    assert_int_equal(decode(&t, "{\"type\":\"click\",\"n\":{\"a\":1}}"), 0);
+    assert_int_equal(decode(&t, "{\"type\":\"click\",\"n\":[1, {\"a\":1}]}"), 0);
     assert_int_equal(t.rl.reason[0], PR_DEC_WRONG_TYPE);
     fx_free(&t);
 }

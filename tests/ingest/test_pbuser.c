@@ -124,13 +124,18 @@ static char *clickstream_yaml(const char *framing)
 /* ---------------------------------------------------------------- same as JSON */
 
 /* Labels and a dense feature by `in:` (a string, a repeated string, an
- * int32 that proto3 cannot tell from 0 when absent), at the lists' starts. */
+ * int32 that proto3 cannot tell from 0 when absent), and labels through
+ * operators, at the lists' starts. */
 static char *with_in(char *yaml)
 {
     yaml = schema_insert_at(yaml, "      labels:\n",
                             "        - { name: mobile, path: context.device, in: [ios, android] }\n"
                             "        - { name: on_sale, path: item.tags, in: [sale, limited], "
-                            "default: -1 }\n");
+                            "default: -1 }\n"
+                            "        - { name: long_dwell, path: label.dwell_s, default: 0, "
+                            "ops: [ { at_least: 5 } ] }\n"
+                            "        - { name: log_price, path: item.price, ops: [ { clip: [0, "
+                            "500] }, log1p ] }\n");
     return schema_insert_at(yaml, "      dense:\n",
                             "        - { name: page01, path: context.page, in: [0, 1], default: "
                             "0.5 }\n");
