@@ -925,45 +925,55 @@ static bool pr__filter_value(cfg_ctx *c, yaml_node_t *n, pr_filter_value *v)
     return true;
 }
 
-/* `in: [...]` of a label or a dense number (pr_feature_in): the values,
- * distinct; a string kept as its pr_fop_hash64. */
-static void pr__h_feat_in(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+/* A list of 1..max values to match (`in` / `not_in`), each read by
+ * pr__filter_value and handed to add, which answers false for one already
+ * listed (said here, with the item's key). */
+typedef bool (*pr__value_add_fn)(void *opaque, const pr_filter_value *v);
+
+static void pr__value_list(cfg_ctx *c, yaml_node_t *n, size_t max, pr__value_add_fn add,
+                           void *opaque)
 {
-    (void)k;
-    pr_feature_spec *f = base;
     char g[96];
     if (n->type != YAML_SEQUENCE_NODE) {
         pr__got(n, g, sizeof(g));
-        pr__cfg_error(c, n, NULL, "expected a list of values ([click, purchase], [1, 2]), got %s",
-                      g);
+        pr__cfg_error(c, n, NULL, "expected a list of values ([click, view], [1, 2]), got %s", g);
         return;
     }
     size_t items = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
-    if (items == 0 || items > PR_FEAT_MAX_IN) {
-        pr__cfg_error(c, n, NULL, "1..%d values, got %zu", PR_FEAT_MAX_IN, items);
+    if (items == 0 || items > max) {
+        pr__cfg_error(c, n, NULL, "1..%zu values, got %zu", max, items);
         return;
     }
-    pr_feature_in *in = &f->in;
     for (size_t i = 0; i < items; i++) {
         yaml_node_t *it = pr__node_get(c, n->data.sequence.items.start[i]);
         size_t old = pr__path_push_index(c, i);
         pr_filter_value v;
         memset(&v, 0, sizeof(v));
-        if (pr__filter_value(c, it, &v)) {
-            uint64_t key = v.type == PR_FTYPE_STR ? pr_fop_hash64(v.str, v.len) : (uint64_t)v.i;
-            bool dup = false;
-            for (uint16_t j = 0; j < in->n && !dup; j++)
-                dup = in->type[j] == v.type && in->key[j] == key;
-            if (dup)
-                pr__cfg_error(c, it, NULL, "'%s' is listed twice",
-                              v.type == PR_FTYPE_STR ? v.str : pr__scalar(it));
-            else {
-                in->type[in->n] = v.type;
-                in->key[in->n++] = key;
-            }
-        }
+        if (pr__filter_value(c, it, &v) && !add(opaque, &v))
+            pr__cfg_error(c, it, NULL, "'%s' is listed twice",
+                          v.type == PR_FTYPE_STR ? v.str : pr__scalar(it));
         pr__path_pop(c, old);
     }
+}
+
+/* A label's or dense number's `in` (pr_feature_in): a string kept as its
+ * pr_fop_hash64. */
+static bool pr__feat_in_add(void *opaque, const pr_filter_value *v)
+{
+    pr_feature_in *in = opaque;
+    uint64_t key = v->type == PR_FTYPE_STR ? pr_fop_hash64(v->str, v->len) : (uint64_t)v->i;
+    for (uint16_t j = 0; j < in->n; j++)
+        if (in->type[j] == v->type && in->key[j] == key)
+            return false;
+    in->type[in->n] = v->type;
+    in->key[in->n++] = key;
+    return true;
+}
+
+static void pr__h_feat_in(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
+{
+    (void)k;
+    pr__value_list(c, n, PR_FEAT_MAX_IN, pr__feat_in_add, &((pr_feature_spec *)base)->in);
 }
 
 static void pr__h_filter_path(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
@@ -972,39 +982,23 @@ static void pr__h_filter_path(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_
     pr__parse_path(c, n, ((pr_filter_cond *)base)->path);
 }
 
+static bool pr__filter_add(void *opaque, const pr_filter_value *v)
+{
+    pr_filter_cond *fc = opaque;
+    for (uint16_t j = 0; j < fc->n_values; j++)
+        if (fc->values[j].type == v->type && fc->values[j].i == v->i &&
+            strcmp(fc->values[j].str, v->str) == 0)
+            return false;
+    fc->values[fc->n_values++] = *v;
+    return true;
+}
+
 /* in: [...] / not_in: [...]: the values, distinct. */
 static void pr__h_filter_values(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
 {
     pr_filter_cond *fc = base;
-    char g[96];
     fc->op = strcmp(k->name, "in") == 0 ? PR_FILTER_IN : PR_FILTER_NOT_IN;
-    if (n->type != YAML_SEQUENCE_NODE) {
-        pr__got(n, g, sizeof(g));
-        pr__cfg_error(c, n, NULL, "expected a list of values ([click, view], [1, 2]), got %s", g);
-        return;
-    }
-    size_t items = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
-    if (items == 0 || items > PR_FILTER_MAX_VALUES) {
-        pr__cfg_error(c, n, NULL, "1..%d values, got %zu", PR_FILTER_MAX_VALUES, items);
-        return;
-    }
-    for (size_t i = 0; i < items; i++) {
-        yaml_node_t *it = pr__node_get(c, n->data.sequence.items.start[i]);
-        size_t old = pr__path_push_index(c, i);
-        pr_filter_value *v = &fc->values[fc->n_values];
-        if (pr__filter_value(c, it, v)) {
-            bool dup = false;
-            for (uint16_t j = 0; j < fc->n_values && !dup; j++)
-                dup = fc->values[j].type == v->type && fc->values[j].i == v->i &&
-                      strcmp(fc->values[j].str, v->str) == 0;
-            if (dup)
-                pr__cfg_error(c, it, NULL, "'%s' is listed twice",
-                              v->type == PR_FTYPE_STR ? v->str : pr__scalar(it));
-            else
-                fc->n_values++;
-        }
-        pr__path_pop(c, old);
-    }
+    pr__value_list(c, n, PR_FILTER_MAX_VALUES, pr__filter_add, fc);
 }
 
 static void pr__h_filter_present(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)

@@ -705,7 +705,7 @@ static const err_case err_cases[] = {
      {"'m.x' is inside 'm'"}},
     {"in: not a list",
      SCHEMA "      labels: [ { name: y, path: type, in: click } ]\n",
-     {"schema.labels[0].in: expected a list of values ([click, purchase], [1, 2]), got"}},
+     {"schema.labels[0].in: expected a list of values ([click, view], [1, 2]), got"}},
     {"in: a value twice, a null, a number",
      SCHEMA "      labels: [ { name: y, path: type, in: [click, 1, click, null, 1.5] } ]\n",
      {"schema.labels[0].in[2]: 'click' is listed twice",
