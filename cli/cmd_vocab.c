@@ -35,11 +35,14 @@ static void pr__vocab_usage(FILE *f)
 {
     fprintf(
         f,
-        "usage: piperec vocab export [--config FILE] --pipeline P [--state DIR] --output OUTDIR\n"
+        "usage: piperec vocab export [--config FILE] --pipeline P [--state DIR | --from-log] "
+        "--output OUTDIR\n"
         "       piperec vocab import [--config FILE] --pipeline P [--state DIR] --input INDIR "
         "[--force]\n"
         "  export: the pipeline's vocabulary in state dir DIR (P.vocab + P.journal)\n"
         "          -> OUTDIR/<column>.tsv (index, value_hex, count; docs/formats.md).\n"
+        "          --from-log (vocab_log): read from the log itself, to its end, instead:\n"
+        "          every index the log gave, with no replica's state dir.\n"
         "  import: INDIR/<column>.tsv -> DIR/P.vocab; refuses when DIR already holds\n"
         "          a vocabulary for P unless --force (the journal is then removed).\n"
         "          With vocab_log: into the log instead (a log that gave no index\n"
@@ -273,16 +276,18 @@ int pr_cli_cmd_vocab(int argc, char **argv)
         return 2;
     }
     const char *config = NULL, *pipeline = NULL, *state = NULL, *dir = NULL;
-    bool force = false;
-    /* --force is import's only: export takes 4 options, import 5 */
+    bool force = false, from_log = false;
+    /* --force is import's, --from-log export's */
     const pr_cli_opt opts[] = {
-        {"--config", &config, NULL}, {"--pipeline", &pipeline, NULL},
-        {"--state", &state, NULL},   {is_export ? "--output" : "--input", &dir, NULL},
-        {"--force", NULL, &force},
+        {"--config", &config, NULL},
+        {"--pipeline", &pipeline, NULL},
+        {"--state", &state, NULL},
+        {is_export ? "--output" : "--input", &dir, NULL},
+        {is_export ? "--from-log" : "--force", NULL, is_export ? &from_log : &force},
     };
     char cmd[32];
     snprintf(cmd, sizeof(cmd), "vocab %s", argv[1]);
-    int pr = pr_cli_parse_opts(cmd, argc, argv, 2, opts, sizeof(opts) / sizeof(opts[0]) - is_export,
+    int pr = pr_cli_parse_opts(cmd, argc, argv, 2, opts, sizeof(opts) / sizeof(opts[0]),
                                pr__vocab_usage);
     if (pr)
         return pr == 1 ? 0 : pr;
@@ -292,8 +297,9 @@ int pr_cli_cmd_vocab(int argc, char **argv)
         return 2;
     }
     pr_cli_vocab v;
-    /* A shared vocabulary's import goes into its log: no state dir. */
-    bool log = false;
+    /* A shared vocabulary's import goes into its log (and --from-log
+     * exports from it): no state dir. */
+    bool log = from_log;
     if (!is_export) {
         pr_cli_vocab probe;
         log =
@@ -308,6 +314,13 @@ int pr_cli_cmd_vocab(int argc, char **argv)
                 "apply (docs/vocab-log.md, \"Seeding the log\")\n",
                 v.pc->name, v.pc->vocab_log.topic);
         ret = 2;
+    } else if (ret == 0 && from_log && (state || !v.shared)) {
+        fprintf(stderr, "piperec vocab export: --from-log %s\n",
+                state ? "reads the log, not a state dir: leave out --state"
+                      : "needs a pipeline with vocab_log (its vocabulary is in the log)");
+        ret = 2;
+    } else if (ret == 0 && from_log) {
+        ret = pr_cli_vocab_export_log(&v, dir);
     } else if (ret == 0 && log) {
         ret = pr_cli_vocab_import_log(&v, dir);
     } else if (ret == 0) {

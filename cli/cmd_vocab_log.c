@@ -1,5 +1,6 @@
 /*
- * cmd_vocab_log.c — `piperec vocab import` for a pipeline that shares its
+ * cmd_vocab_log.c — `piperec vocab import` and `vocab export --from-log`
+ * for a pipeline that shares its
  * vocabulary through `vocab_log` (docs/vocab-log.md, "Seeding the log"):
  * the vocabulary of a text directory (the vocab/ folder of `piperec
  * process`, or a `piperec vocab export`) becomes the log's, so that every
@@ -30,6 +31,11 @@
  *      built. A replica that wrote to the log at the same time (or one
  *      started before the import) shows up here: the import says so, and the
  *      topic must be recreated and imported again with no replica running.
+ *
+ * `vocab export --from-log` reads the log to its end into an empty engine,
+ * as a replica with an empty state dir does, but never writes it (an empty
+ * log stays empty), and exports that: every index the log gave, with no
+ * replica's state dir (whose snapshot may be a checkpoint interval behind).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -192,6 +198,37 @@ static int pr__compare(const pr_engine *got, const pr_engine *seed, const char *
     free(a.e);
     free(b.e);
     return ret;
+}
+
+int pr_cli_vocab_export_log(pr_cli_vocab *v, const char *dir)
+{
+    char err[4096];
+    pr_vocablog *vl = NULL;
+    pr_vocablog_opts o = {.cfg = &v->pc->vocab_log,
+                          .pipeline = v->pc->name,
+                          .replica = "piperec-vocab-export",
+                          .eng = v->eng,
+                          .read_only = true};
+    int rc = pr_vocablog_new(&o, &vl, err, sizeof(err));
+    if (!rc)
+        rc = pr_vocab_export(v->eng, dir, err, sizeof(err));
+    if (rc) {
+        fprintf(stderr, "piperec vocab export: pipeline %s: %s\n", v->pc->name, err);
+        pr_vocablog_free(vl);
+        return pr_cli_exit_code(rc);
+    }
+    pr_vocablog_stats st;
+    pr_vocablog_get_stats(vl, &st);
+    uint64_t total = 0;
+    for (uint32_t c = 0; c < v->espec.n_sparse; c++)
+        total += pr_engine_vocab_size(v->eng, c);
+    fprintf(stderr,
+            "piperec vocab export: pipeline %s: vocab log %s read to offset %" PRId64 " (%" PRIu64
+            " indices in %u columns) -> %s\n",
+            v->pc->name, v->pc->vocab_log.topic, st.applied_offset, total,
+            (unsigned)v->espec.n_sparse, dir);
+    pr_vocablog_free(vl);
+    return 0;
 }
 
 int pr_cli_vocab_import_log(pr_cli_vocab *v, const char *dir)

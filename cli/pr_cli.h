@@ -64,6 +64,9 @@ void pr_cli_vocab_close(pr_cli_vocab *v);
  * vocabulary written into the log, which must not have given an index yet;
  * the exit code (0, 1 runtime, 2 usage/config/bad input). */
 int pr_cli_vocab_import_log(pr_cli_vocab *v, const char *dir);
+/* `vocab export --from-log` (cmd_vocab_log.c): the vocabulary the log holds,
+ * read to its end without writing it, into DIR; the exit code. */
+int pr_cli_vocab_export_log(pr_cli_vocab *v, const char *dir);
 
 /* `piperec infer --bootstrap ADDR --topic T` (infer_kafka.c): up to `rows`
  * events of topic T into inf, read from the beginning of every partition

@@ -73,6 +73,7 @@ struct pr_vocablog {
     char *pipeline, *replica, *topic, *snap_path;
     uint64_t epoch;
     int64_t startup_timeout_ms;
+    bool read_only; /* never writes (pr_vocablog_opts.read_only) */
     pr_engine *eng;
     const pr_pipeline_spec *spec;
     rd_kafka_t *prod;
@@ -1307,6 +1308,8 @@ static int pr__startup_read(pr_vocablog *vl, bool *snap, char *errstr, size_t er
     if ((rc = pr__assign(vl, vl->next, errstr, errstr_size)) ||
         (rc = pr__catch_up(vl, hi, false, deadline, errstr, errstr_size)))
         return rc;
+    if (!vl->have_settings && vl->read_only)
+        return 0; /* an empty log: nothing to read, nothing written */
     if (!vl->have_settings) {
         if ((rc = pr__write_settings(vl, errstr, errstr_size)))
             return rc;
@@ -1339,6 +1342,7 @@ int pr_vocablog_new(const pr_vocablog_opts *o, pr_vocablog **out, char *errstr, 
     vl->topic = pr__dup(cfg->topic);
     vl->snap_path = o->snapshot_path ? strdup(o->snapshot_path) : NULL;
     vl->epoch = o->epoch;
+    vl->read_only = o->read_only;
     vl->eng = o->eng;
     vl->spec = pr_engine_spec(o->eng);
     vl->startup_timeout_ms = cfg->startup_timeout_ms > 0 ? cfg->startup_timeout_ms : 60000;

@@ -14,6 +14,8 @@
 #     indices kept, new values continued after them); user (min_count 2):
 #     the imported indices kept, the same values admitted and pending (with
 #     their counts), min_count counted across the seam;
+#   - `vocab export --from-log` exports the same from the log itself, and
+#     leaves an empty log empty;
 #   - a second replica with an empty state dir rebuilds the same from the log;
 #   - refusals: a second import into the log (it holds values), a vocabulary
 #     with a gap in its indices, an evicting column, --state.
@@ -142,6 +144,25 @@ cmp -s "$T/want" "$T/got" || fail "user: imported indices not kept: $(diff "$T/w
     fail "user: the values with an index differ from the offline run's"
 [ "$(pending "$T/offall/vocab/user.tsv")" = "$(pending "$T/export1/user.tsv")" ] ||
     fail "user: the values below min_count (or their counts) differ from the offline run's"
+
+# `vocab export --from-log` reads the same from the log itself, and an
+# export from an empty log (vocab2: the refused imports wrote nothing)
+# leaves it empty.
+"$PIPEREC" vocab export --config "$T/r1.yaml" --from-log --output "$T/fromlog" \
+    2> "$T/fromlog.err" || fail "export --from-log: $(cat "$T/fromlog.err")"
+diff -r "$T/export1" "$T/fromlog" > "$T/difflog.out" ||
+    fail "export --from-log differs from the replica's: $(head -5 "$T/difflog.out")"
+"$PIPEREC" vocab export --config "$T/r3.yaml" --from-log --output "$T/fromempty" \
+    2> "$T/fromempty.err" || fail "export --from-log of an empty log: $(cat "$T/fromempty.err")"
+[ "$(cat "$T"/fromempty/*.tsv | grep -vc '^#')" = 0 ] || fail "an empty log exported values"
+if command -v kcat > /dev/null; then
+    [ "$(kcat -C -b "$B" -t vocab2 -o beginning -e -q 2> /dev/null | wc -c)" = 0 ] ||
+        fail "export --from-log wrote into the empty log"
+fi
+if "$PIPEREC" vocab export --config "$T/r1.yaml" --from-log --state "$T/state1" \
+    --output "$T/x" 2> /dev/null; then
+    fail "export --from-log with --state was taken"
+fi
 
 # A second replica with an empty state dir rebuilds the same from the log.
 start_replica 2

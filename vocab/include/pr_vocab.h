@@ -217,6 +217,8 @@ typedef struct pr_vocablog_opts {
     uint64_t epoch;             /* this start's epoch, written into proposals */
     pr_engine *eng;             /* borrowed for life; put in shared mode */
     const char *snapshot_path;  /* NULL: no snapshot (rebuild from the log on every start) */
+    bool read_only;             /* read the log, never write it (no Settings record into an
+                                 * empty log): `vocab export --from-log` */
 } pr_vocablog_opts;
 
 typedef struct pr_vocablog pr_vocablog;
