@@ -48,6 +48,10 @@
 #      candidate item's table, `table: item`, BENCH_T_ROWS, default 200K
 #      events) at 1 thread against separate vocabularies and against a
 #      Python converter (checked); ratios, embedding rows of both layouts
+#   4i. bench/bench_vocab_import.sh: a vocab log seeded by `vocab import` from
+#      an offline run (BENCH_VI_ROWS, default 100K events) against the same
+#      vocabulary built by streaming the events through a replica (the same
+#      values checked); seconds, ratios, the rebuild from the log
 #   5. the pandas/numpy baseline (bench/baseline_pandas.py, one core) on the
 #      first BENCH_BASELINE_ROWS rows (default 300K; it is ~100x slower),
 #      checked against piperec's output for the same rows
@@ -166,6 +170,7 @@ BENCH_TMP=${BENCH_TMP:-/tmp} sh "$HERE/bench_vectors.sh" "$BUILD" | collect
 BENCH_TMP=${BENCH_TMP:-/tmp} sh "$HERE/bench_weights.sh" "$BUILD" | collect
 BENCH_TMP=${BENCH_TMP:-/tmp} sh "$HERE/bench_maps.sh" "$BUILD" | collect
 BENCH_TMP=${BENCH_TMP:-/tmp} sh "$HERE/bench_tables.sh" "$BUILD" | collect
+BENCH_TMP=${BENCH_TMP:-/tmp} sh "$HERE/bench_vocab_import.sh" "$BUILD" | collect
 
 echo "== 5. pandas baseline: $BASE_ROWS rows, 1 core" >&2
 head -n "$BASE_ROWS" "$TMP/data.tsv" > "$TMP/slice.tsv"
