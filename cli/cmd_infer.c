@@ -154,6 +154,11 @@ static int pr__infer_emit(const pr_infer *inf, const pr_infer_opts *o, const cha
                     pr_infer_events(inf), pr_infer_rejected(inf),
                     sum.event_time ? "event time, " : "no event time, ", sum.labels, sum.dense,
                     sum.sparse, sum.lists, sum.skipped, output ? " -> " : "", output ? output : "");
+            if (sum.label_values_unseen[0])
+                fprintf(stderr,
+                        "piperec infer: warning: --labels values no event of the sample holds "
+                        "(their labels are 0 there): %s\n",
+                        sum.label_values_unseen);
         }
     }
     pr_mbuf_fini(&mb);
