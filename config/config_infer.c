@@ -7,8 +7,9 @@
  * distinct values, numeric range, list lengths, whether the values look like
  * times), and writes the config those statistics suggest: the event time,
  * the labels (numbers, or by value: --labels type=click|purchase gives
- * `in: [click, purchase]`, and the field is then no input), dense features with a transform fitted to the sample, dense
- * vectors (embeddings: lists of numbers of one length), sparse ids and
+ * `in: [click, purchase]`, and the field is then no input), dense features
+ * with a transform fitted to the sample, dense vectors (embeddings: lists
+ * of numbers of one length), sparse ids and
  * multi-valued lists with a vocabulary, and a comment on every line
  * saying what was seen, so the reader can judge each choice. Fields not used
  * are listed with the reason. The decisions are a fixed table of rules
