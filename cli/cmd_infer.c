@@ -37,7 +37,7 @@ static void pr__infer_usage(FILE *f)
             "                      [--timeout S]) [--output FILE] [--rows N]\n"
             "                     [--avro-schema FILE.avsc | --descriptor-set FILE\n"
             "                      --message PKG.NAME] [--name NAME] [--topic T]\n"
-            "                     [--bootstrap HOST:PORT] [--labels PATH,...]\n"
+            "                     [--bootstrap HOST:PORT] [--labels PATH[=V1|V2...],...]\n"
             "                     [--time PATH|none] [--ignore PATH,...]\n"
             "                     [--kafka-properties FILE]\n"
             "  --input FILE|- or --bootstrap ADDR --topic T (read the topic from its\n"
@@ -55,9 +55,13 @@ static void pr__infer_usage(FILE *f)
             "  a vocabulary, each with a comment on what was seen; fields left out are\n"
             "  listed with the reason. Review it, then `piperec process --config FILE`\n"
             "  or `piperec run --config FILE`. --labels names the labels (else fields\n"
-            "  such as label.*, click, purchase holding 0/1 are), --time the event time\n"
-            "  (else the first time-named field holding times), --ignore fields to leave\n"
-            "  out (with everything under them). --avro-schema: the input is Avro\n"
+            "  such as label.*, click, purchase holding 0/1 are): PATH a number or\n"
+            "  true/false; PATH=V1|V2 a label by value, 1 when the field (a list: one\n"
+            "  of its elements) is V1 or V2, else 0 (in: [V1, V2]; event types:\n"
+            "  --labels type=click,type=purchase|cart; the field is then no input);\n"
+            "  --time the event time (else the first time-named field holding times),\n"
+            "  --ignore fields to leave out (with everything under them).\n"
+            "  --avro-schema: the input is Avro\n"
             "  records under this writer schema, each varint-length-prefixed, plain or\n"
             "  behind a schema-registry header (its id not looked up); a record that\n"
             "  does not decode is skipped, and the config reads format avro with this\n"
@@ -154,6 +158,11 @@ static int pr__infer_emit(const pr_infer *inf, const pr_infer_opts *o, const cha
                     pr_infer_events(inf), pr_infer_rejected(inf),
                     sum.event_time ? "event time, " : "no event time, ", sum.labels, sum.dense,
                     sum.sparse, sum.lists, sum.skipped, output ? " -> " : "", output ? output : "");
+            if (sum.label_values_unseen[0])
+                fprintf(stderr,
+                        "piperec infer: warning: --labels values no event of the sample holds "
+                        "(their labels are 0 there): %s\n",
+                        sum.label_values_unseen);
         }
     }
     pr_mbuf_fini(&mb);

@@ -6,8 +6,10 @@
  * each), keeps statistics per field path (how often present, which types,
  * distinct values, numeric range, list lengths, whether the values look like
  * times), and writes the config those statistics suggest: the event time,
- * the labels, dense features with a transform fitted to the sample, dense
- * vectors (embeddings: lists of numbers of one length), sparse ids and
+ * the labels (numbers, or by value: --labels type=click|purchase gives
+ * `in: [click, purchase]`, and the field is then no input), dense features
+ * with a transform fitted to the sample, dense vectors (embeddings: lists
+ * of numbers of one length), sparse ids and
  * multi-valued lists with a vocabulary, and a comment on every line
  * saying what was seen, so the reader can judge each choice. Fields not used
  * are listed with the reason. The decisions are a fixed table of rules
@@ -721,6 +723,12 @@ typedef struct pr__idec {
     uint32_t dim; /* DENSE: 0 a number, else a vector's length (its dense columns) */
     bool weights; /* SKIP: fractional numbers under a list of objects: a list's weights? */
     const char *weights_path; /* LIST: its weights' path (pr__infer_weights), or NULL */
+    bool answer; /* SKIP: the field of a label by value (--labels PATH=V1|V2): no input */
+    /* a label by value (after the fields' decisions): its field's index, and
+     * its values as given ("V1|V2", in_len bytes, pointing into --labels) */
+    size_t of;
+    const char *in;
+    size_t in_len;
 } pr__idec;
 
 static const char *pr__last_seg(const char *path)
@@ -995,6 +1003,66 @@ static bool pr__in_list(const char *path, const char *csv, bool under)
     return false;
 }
 
+/* One item of --labels: PATH (a label of that number), or PATH=V1|V2|...
+ * (a label by value: 1 when the field holds one of the values). The first
+ * '=' ends the path, '|' separates the values. */
+typedef struct pr__litem {
+    char path[PR_FEAT_PATH_MAX]; /* "" when empty or over-long */
+    const char *text;            /* the item as given, len bytes */
+    size_t len;
+    const char *vals; /* after '=', vals_len bytes; NULL: a plain label */
+    size_t vals_len;
+} pr__litem;
+
+/* The next item of the --labels list into *it; false at the end. */
+static bool pr__label_next(const char **p, pr__litem *it)
+{
+    if (!*p || !**p)
+        return false;
+    const char *e = strchr(*p, ',');
+    size_t k = e ? (size_t)(e - *p) : strlen(*p);
+    const char *eq = memchr(*p, '=', k);
+    size_t pn = eq ? (size_t)(eq - *p) : k;
+    it->text = *p;
+    it->len = k;
+    it->vals = eq ? eq + 1 : NULL;
+    it->vals_len = eq ? k - pn - 1 : 0;
+    it->path[0] = 0;
+    if (pn < sizeof(it->path)) {
+        memcpy(it->path, *p, pn);
+        it->path[pn] = 0;
+    }
+    *p += k + (e ? 1 : 0);
+    return true;
+}
+
+/* The next value of an item's "V1|V2|..." (end: past its last byte) into
+ * *v, *n; false after the last. */
+static bool pr__label_value(const char **p, const char *end, const char **v, size_t *n)
+{
+    if (*p > end)
+        return false;
+    const char *bar = memchr(*p, '|', (size_t)(end - *p));
+    *v = *p;
+    *n = bar ? (size_t)(bar - *p) : (size_t)(end - *p);
+    *p = bar ? bar + 1 : end + 1;
+    return true;
+}
+
+/* The first --labels item naming path, plain or by value (as by_value
+ * asks), into *out (may be NULL); false when none does. */
+static bool pr__label_item(const char *labels, const char *path, bool by_value, pr__litem *out)
+{
+    pr__litem it;
+    for (const char *p = labels; pr__label_next(&p, &it);)
+        if (!it.vals == !by_value && it.path[0] && !strcmp(it.path, path)) {
+            if (out)
+                *out = it;
+            return true;
+        }
+    return false;
+}
+
 static void pr__inf_skip(pr__idec *d, const char *why)
 {
     d->kind = PR__IK_SKIP;
@@ -1250,7 +1318,16 @@ static bool pr__inf_outcome(const pr__ictx *c, pr__idec *d)
     double pct = c->pct;
     bool numeric = scalars && ip->n_int + ip->n_num + ip->n_bool == scalars;
     bool outcome = pr__outcome_named(ip->path) || pr__has_label_parent(ip->path);
-    bool label = c->labels_given ? pr__in_list(ip->path, c->o->labels, false)
+    pr__litem vi;
+    if (c->labels_given && pr__label_item(c->o->labels, ip->path, true, &vi)) {
+        char b[256]; /* the answer of a label by value: no input */
+        snprintf(b, sizeof(b), "the field of --labels %.*s%s: no input (it would leak the answer)",
+                 (int)(vi.len > 80 ? 80 : vi.len), vi.text, vi.len > 80 ? "..." : "");
+        pr__inf_skip(d, b);
+        d->answer = true;
+        return true;
+    }
+    bool label = c->labels_given ? pr__label_item(c->o->labels, ip->path, false, NULL)
                                  : !c->list && numeric && outcome &&
                                        (!ip->non_binary || pr__has_label_parent(ip->path));
     if (label) {
@@ -1494,6 +1571,37 @@ static void pr__inf_decide(const pr_infer *inf, const pr__ip *ip, const pr_infer
         pr__inf_feature(&c, d);
 }
 
+/* The name characters of src[0..n) (A-Z a-z 0-9 _ -, others '_'), at most
+ * cut of them, into b (PR_NAME_MAX). */
+static void pr__name_chars(const char *src, size_t n, size_t cut, char *b)
+{
+    size_t k = 0;
+    for (; k < n && src[k] && k < cut; k++) {
+        unsigned char c = (unsigned char)src[k];
+        b[k] = (isalnum(c) || c == '_' || c == '-') ? (char)c : '_';
+    }
+    b[k] = 0;
+}
+
+/* all[i].name: b, else b_2, b_3 ... (b cut at cut), the first that neither
+ * event_time nor a name given before (all[0..i)) takes. The one rule of
+ * unique names, for features and labels by value alike. */
+static void pr__name_unique(pr__idec *all, size_t i, const char *b, size_t cut)
+{
+    char cand[PR_NAME_MAX];
+    snprintf(cand, sizeof(cand), "%s", b);
+    for (unsigned t = 2;; t++) {
+        bool taken = !strcmp(cand, "event_time");
+        for (size_t j = 0; j < i && !taken; j++)
+            if (all[j].name[0] && !strcmp(all[j].name, cand))
+                taken = true;
+        if (!taken)
+            break;
+        snprintf(cand, sizeof(cand), "%.*s_%u", (int)cut, b, t);
+    }
+    snprintf(all[i].name, sizeof(all[i].name), "%s", cand);
+}
+
 /* A feature name: the field's last key, or its whole path when another
  * feature's last key is the same; [A-Za-z0-9_-], at most 63 (a vector's
  * fewer: its columns' names NAME[dim-1] must fit in 63); unique. */
@@ -1511,25 +1619,8 @@ static void pr__inf_name(const pr__ip *ps, const pr__idec *ds, size_t n, size_t 
             clash = true;
     const char *src = clash ? ps[i].path : seg;
     char b[PR_NAME_MAX];
-    size_t k = 0;
-    for (; src[k] && k < cut; k++) {
-        unsigned char c = (unsigned char)src[k];
-        b[k] = (isalnum(c) || c == '_' || c == '-') ? (char)c : '_';
-    }
-    b[k] = 0;
-    /* unique against the names given so far */
-    char cand[PR_NAME_MAX];
-    snprintf(cand, sizeof(cand), "%s", b);
-    for (unsigned t = 2;; t++) {
-        bool taken = !strcmp(cand, "event_time");
-        for (size_t j = 0; j < i && !taken; j++)
-            if (all[j].name[0] && !strcmp(all[j].name, cand))
-                taken = true;
-        if (!taken)
-            break;
-        snprintf(cand, sizeof(cand), "%.*s_%u", (int)cut, b, t);
-    }
-    snprintf(all[i].name, sizeof(all[i].name), "%s", cand);
+    pr__name_chars(src, strlen(src), cut, b);
+    pr__name_unique(all, i, b, cut);
 }
 
 /* A name or path as YAML: plain when it is made of safe characters and
@@ -1555,20 +1646,133 @@ static bool pr__path_seen(const pr_infer *inf, const char *path)
     return false;
 }
 
-/* Each path of a comma list was seen, else PR_EINVAL naming the option. */
-static int pr__check_list(const pr_infer *inf, const char *csv, const char *opt, char *errstr,
-                          size_t errn)
+/* Bytes YAML can hold in a quoted string: UTF-8 of characters libyaml
+ * prints (no control character, C1 control, surrogate, byte-order mark,
+ * U+FFFE/U+FFFF or character beyond U+FFFF). */
+static bool pr__yaml_text_ok(const char *s, size_t n)
 {
+    const unsigned char *c = (const unsigned char *)s, *end = c + n;
+    while (c < end) {
+        if (*c < 0x80) {
+            if (*c < ' ' || *c == 0x7f)
+                return false;
+            c++;
+            continue;
+        }
+        size_t k = *c >= 0xe0 ? 3 : 2;
+        if (*c < 0xc2 || *c >= 0xf0 || (size_t)(end - c) < k || (c[1] & 0xc0) != 0x80 ||
+            (k == 3 && (c[2] & 0xc0) != 0x80))
+            return false;
+        uint32_t cp =
+            k == 2 ? (uint32_t)(c[0] & 0x1f) << 6 | (c[1] & 0x3f)
+                   : (uint32_t)(c[0] & 0x0f) << 12 | (uint32_t)(c[1] & 0x3f) << 6 | (c[2] & 0x3f);
+        if ((k == 3 && cp < 0x800) || cp < 0xa0 || (cp >= 0xd800 && cp < 0xe000) || cp == 0xfeff ||
+            cp >= 0xfffe)
+            return false;
+        c += k;
+    }
+    return true;
+}
+
+/* A value of a label by value that is written as a plain integer: its
+ * text is one as the loader reads it ([-+]digits within int64; true and
+ * false as 1 and 0) and the field holds numbers or true/false, no string
+ * (else the value is a quoted string, matched by its bytes). *x: its value. */
+static bool pr__value_int(const pr__ip *ip, const char *v, size_t n, int64_t *x)
+{
+    if (ip->n_str || !(ip->n_int + ip->n_bool + ip->n_num))
+        return false;
+    char b[32];
+    if (!n || n >= sizeof(b))
+        return false;
+    memcpy(b, v, n);
+    b[n] = 0;
+    if (!strcmp(b, "true") || !strcmp(b, "false")) {
+        *x = b[0] == 't';
+        return true;
+    }
+    size_t i = b[0] == '-' || b[0] == '+';
+    if (!b[i])
+        return false;
+    for (; b[i]; i++)
+        if (!isdigit((unsigned char)b[i]))
+            return false;
+    errno = 0;
+    long long ll = strtoll(b, NULL, 10);
+    *x = ll;
+    return errno != ERANGE;
+}
+
+/* The values of a label by value (it, its field ip) as the config's in:
+ * takes them: 1..PR_FEAT_MAX_IN, none empty, over 63 bytes or beyond what
+ * YAML holds, none twice (as written: 1 and true are one integer); else
+ * PR_EINVAL naming --labels and the item. */
+static int pr__check_values(const pr__ip *ip, const pr__litem *it, char *errstr, size_t errn)
+{
+    const char *end = it->vals + it->vals_len, *v[PR_FEAT_MAX_IN + 1], *why = NULL;
+    size_t n[PR_FEAT_MAX_IN + 1], k = 0, at = 0;
+    for (const char *p = it->vals; !why && pr__label_value(&p, end, &v[k], &n[k]); k++) {
+        int64_t a, b;
+        at = k;
+        if (k == PR_FEAT_MAX_IN)
+            why = "more than 64 values";
+        else if (!n[k])
+            why = "an empty value (want PATH=V1|V2|...)";
+        else if (n[k] >= PR_FOP_STR_MAX)
+            why = "a value over 63 bytes";
+        else if (!pr__yaml_text_ok(v[k], n[k]))
+            why = "a value with a control character, or not UTF-8 (or beyond U+FFFF)";
+        bool ik = !why && pr__value_int(ip, v[k], n[k], &a);
+        for (size_t j = 0; j < k && !why; j++)
+            if (ik ? pr__value_int(ip, v[j], n[j], &b) && a == b
+                   : !pr__value_int(ip, v[j], n[j], &b) && n[j] == n[k] &&
+                         !memcmp(v[j], v[k], n[k]))
+                why = "a value listed twice";
+    }
+    if (!why)
+        return 0;
+    int w = it->len > 120 ? 120 : (int)it->len;
+    bool show = at < PR_FEAT_MAX_IN && n[at]; /* the value in question */
+    snprintf(errstr, errn, "--labels: '%.*s%s': %s%s%.*s%s", w, it->text,
+             (size_t)w < it->len ? "..." : "", why, show ? " ('" : "",
+             show ? (int)(n[at] > 80 ? 80 : n[at]) : 0, show ? v[at] : "", show ? "')" : "");
+    return PR_EINVAL;
+}
+
+/* Each path of a comma list was seen, else PR_EINVAL naming the option.
+ * --labels (labels): an item's path part (PATH=V1|V2: a label by value,
+ * whose values are checked too, and whose path is no plain label as well). */
+static int pr__check_list(const pr_infer *inf, const char *csv, const char *opt, bool labels,
+                          char *errstr, size_t errn)
+{
+    pr__litem it;
     char path[PR_FEAT_PATH_MAX];
-    for (const char *p = csv; pr__csv_next(&p, path, sizeof(path));) {
-        if (!path[0]) {
+    for (const char *p = csv;
+         labels ? pr__label_next(&p, &it) : pr__csv_next(&p, path, sizeof(path));) {
+        const char *pa = labels ? it.path : path;
+        bool by_value = labels && it.vals;
+        int w = by_value ? (it.len > 120 ? 120 : (int)it.len) : 0;
+        if (!pa[0]) {
             snprintf(errstr, errn, "%s: an empty or over-long path in '%s'", opt, csv);
             return PR_EINVAL;
         }
-        if (!pr__path_seen(inf, path)) {
-            snprintf(errstr, errn, "%s: no event has the field '%s'", opt, path);
+        if (!pr__path_seen(inf, pa)) {
+            snprintf(errstr, errn, "%s: no event has the field '%s'%s%.*s%s", opt, pa,
+                     by_value ? " (" : "", w, by_value ? it.text : "", by_value ? ")" : "");
             return PR_EINVAL;
         }
+        if (!by_value)
+            continue;
+        if (pr__label_item(csv, pa, false, NULL)) {
+            snprintf(errstr, errn,
+                     "--labels: '%s' is given as a label and by value ('%.*s'): "
+                     "one or the other",
+                     pa, w, it.text);
+            return PR_EINVAL;
+        }
+        int rc = pr__check_values(pr__ip_find(inf, pa), &it, errstr, errn);
+        if (rc)
+            return rc;
     }
     return 0;
 }
@@ -1645,12 +1849,41 @@ static void pr__file_str(pr_mbuf *mb, const char *file)
     free(abs);
 }
 
+/* ", in: [V1, V2]" of a label by value d on the field ip: an integer (or
+ * true/false) plain where the field holds numbers (pr__value_int), else a
+ * string, quoted unless plain YAML reads it as that same string. */
+static void pr__in_values(pr_mbuf *mb, const pr__ip *ip, const pr__idec *d)
+{
+    const char *v, *end = d->in + d->in_len;
+    size_t n, k = 0;
+    pr_mbuf_puts(mb, ", in: [");
+    for (const char *p = d->in; pr__label_value(&p, end, &v, &n); k++) {
+        int64_t x;
+        char b[PR_FOP_STR_MAX], *e;
+        snprintf(b, sizeof(b), "%.*s", (int)n, v);
+        if (k)
+            pr_mbuf_puts(mb, ", ");
+        bool vint = pr__value_int(ip, v, n, &x);
+        if (vint && (b[0] == 't' || b[0] == 'f'))
+            pr_mbuf_puts(mb, b);
+        else if (vint)
+            pr_mbuf_printf(mb, "%" PRId64, x);
+        else if (strtod(b, &e), e != b && !*e)
+            pr_mbuf_json_str(mb, b); /* inf, nan: plain, YAML would read a number */
+        else
+            pr__yaml_str(mb, b);
+    }
+    pr_mbuf_puts(mb, "]");
+}
+
 static void pr__feature_line(pr_mbuf *mb, const pr__ip *ip, const pr__idec *d)
 {
     pr_mbuf_printf(mb, "        - { name: ");
     pr__yaml_str(mb, d->name);
     pr_mbuf_printf(mb, ", path: ");
     pr__yaml_str(mb, ip->path);
+    if (d->in)
+        pr__in_values(mb, ip, d);
     if (d->extra[0])
         pr_mbuf_printf(mb, ", %s", d->extra);
     if (d->weights_path) {
@@ -1788,6 +2021,110 @@ static void pr__infer_tables(const pr_infer *inf, pr__idec *ds)
     free(owner);
 }
 
+/* Whether the sample holds the value v (vint: as the integer x, which an
+ * integer, a fractional number or true/false of that value matches; else
+ * as a string of those bytes): 1 yes, 0 never, -1 cannot tell (the field
+ * had more distinct values than are kept). */
+static int pr__value_seen(const pr__ip *ip, const char *v, size_t n, bool vint, int64_t x)
+{
+    bool seen;
+    if (vint) {
+        json_int_t ji = (json_int_t)x;
+        double dx = (double)x;
+        int b = (int)x;
+        seen = pr__set_has(ip, pr__value_key(&ji, sizeof(ji), 2)) ||
+               pr__set_has(ip, pr__value_key(&dx, sizeof(dx), 3)) ||
+               ((x == 0 || x == 1) && pr__set_has(ip, pr__value_key(&b, sizeof(b), 1)));
+    } else {
+        seen = pr__set_has(ip, pr__value_key(v, n, 4));
+    }
+    return seen ? 1 : ip->set_full ? -1 : 0;
+}
+
+/* The comment of a label by value (d, its field ip, the item it): when it
+ * is 1, what the field holds, and the values the sample never holds (each
+ * also into *unseen, "PATH=V, ...", for the summary). How often it is 1 is
+ * not known: the statistics keep distinct values, not their counts. */
+static void pr__value_label_why(const pr_infer *inf, const pr__ip *ip, const pr__litem *it,
+                                pr__idec *d, char *unseen, size_t un)
+{
+    char never[200] = "";
+    size_t k = 0, nv = 0, len, nl = 0;
+    const char *v, *end = it->vals + it->vals_len;
+    for (const char *p = it->vals; pr__label_value(&p, end, &v, &len);)
+        nv++;
+    snprintf(d->why, sizeof(d->why), "1 when %s is ", ip->path);
+    for (const char *p = it->vals; pr__label_value(&p, end, &v, &len); k++) {
+        int64_t x;
+        bool vint = pr__value_int(ip, v, len, &x);
+        size_t at = strlen(d->why);
+        snprintf(d->why + at, sizeof(d->why) - at, "%s%.*s",
+                 !k           ? ""
+                 : k + 1 < nv ? ", "
+                              : " or ",
+                 (int)len, v);
+        if (pr__value_seen(ip, v, len, vint, x))
+            continue;
+        if (nl < sizeof(never))
+            nl += (size_t)snprintf(never + nl, sizeof(never) - nl, "%s%.*s", nl ? ", " : "",
+                                   (int)len, v);
+        size_t ul = strlen(unseen);
+        snprintf(unseen + ul, un - ul, "%s%s=%.*s", ul ? ", " : "", ip->path, (int)len, v);
+    }
+    char dist[48];
+    pr__distinct_text(ip, dist, sizeof(dist));
+    size_t at = strlen(d->why);
+    snprintf(d->why + at, sizeof(d->why) - at, ", else 0; %s: %s, in %.0f%% of events, %s%s%s",
+             ip->path,
+             ip->n_str   ? (ip->n_int + ip->n_num + ip->n_bool ? "strings and numbers" : "strings")
+             : ip->n_num ? "numbers"
+             : ip->n_int ? (ip->n_bool ? "integers and true/false" : "integers")
+                         : "true/false",
+             100.0 * (double)ip->records / (double)inf->events, dist,
+             never[0] ? "; never in the sample: " : "", never);
+}
+
+/* The labels by value (--labels PATH=V1|V2, in the order given) into
+ * ds[inf->n...]: named after their first value (unique, pr__name_unique),
+ * `default: 0` where events lack the field; PR_EINVAL naming the item
+ * when its field cannot be one (an object, a list of objects, a shape that
+ * varies: as the decisions said). */
+static int pr__infer_value_labels(const pr_infer *inf, const pr_infer_opts *o, pr__idec *ds,
+                                  char *unseen, size_t un, char *errstr, size_t errn)
+{
+    pr__litem it;
+    size_t k = inf->n;
+    for (const char *p = o->labels; pr__label_next(&p, &it);) {
+        if (!it.vals)
+            continue;
+        const pr__ip *ip = pr__ip_find(inf, it.path);
+        size_t i = (size_t)(ip - inf->ps);
+        if (!(ds[i].kind == PR__IK_SKIP && ds[i].answer) && ds[i].kind != PR__IK_TIME) {
+            snprintf(errstr, errn, "--labels: '%.*s' cannot be a label: %s",
+                     (int)(it.len > 120 ? 120 : it.len), it.text,
+                     ds[i].kind == PR__IK_SKIP || ds[i].kind == PR__IK_MAPKEY ? ds[i].why
+                     : ds[i].kind == PR__IK_NONE ? "an object or a list of objects"
+                                                 : "a map");
+            return PR_EINVAL;
+        }
+        pr__idec *d = &ds[k];
+        d->kind = PR__IK_LABEL;
+        d->of = i;
+        d->in = it.vals;
+        d->in_len = it.vals_len;
+        pr__value_label_why(inf, ip, &it, d, unseen, un);
+        if (ip->records < inf->events)
+            snprintf(d->extra, sizeof(d->extra), "default: 0");
+        const char *first = it.vals, *v = it.vals;
+        size_t len = 0, cut = sizeof(d->name) - 5; /* room for "_NNN" */
+        pr__label_value(&first, it.vals + it.vals_len, &v, &len);
+        char b[PR_NAME_MAX];
+        pr__name_chars(v, len, cut, b);
+        pr__name_unique(ds, k++, b, cut);
+    }
+    return 0;
+}
+
 /* The schema's caps, the first features seen kept: at most PR_MAX_DENSE
  * dense features in PR_MAX_DENSE_COLS dense columns (a vector takes its
  * dim: one that does not fit in what is left is left out, a later smaller
@@ -1823,25 +2160,56 @@ static void pr__infer_caps(pr__idec *ds, size_t n)
     }
 }
 
-/* Every field decided (*out, [inf->n], the caller's to free) and *t the
- * event time's index (-1: none), after the options' checks; names given,
- * the schema's caps kept. PR_EINVAL with errstr (an option, no feature),
- * PR_ENOMEM. */
+/* A plain --labels item whose field decided as no label: PR_EINVAL naming
+ * it, with the reason. */
+static int pr__check_plain_labels(const pr_infer *inf, const pr_infer_opts *o, const pr__idec *ds,
+                                  char *errstr, size_t errn)
+{
+    pr__litem it;
+    for (const char *p = o->labels; pr__label_next(&p, &it);)
+        for (size_t i = 0; i < inf->n && !it.vals; i++)
+            if (!strcmp(inf->ps[i].path, it.path) && ds[i].kind != PR__IK_LABEL) {
+                snprintf(errstr, errn, "--labels: '%s' cannot be a label: %s", it.path,
+                         ds[i].kind == PR__IK_SKIP || ds[i].kind == PR__IK_MAPKEY
+                             ? ds[i].why
+                             : "not a number or true/false");
+                return PR_EINVAL;
+            }
+    return 0;
+}
+
+/* The labels by value among --labels (PATH=V1|V2 items). */
+static size_t pr__n_value_labels(const char *labels)
+{
+    pr__litem it;
+    size_t n = 0;
+    for (const char *p = labels; pr__label_next(&p, &it);)
+        n += it.vals != NULL;
+    return n;
+}
+
+/* Every field decided (*out, [*n_out]: inf->n fields, then the labels by
+ * value; the caller's to free) and *t the event time's index (-1: none),
+ * after the options' checks; names given, the schema's caps kept; the
+ * values of labels by value the sample never holds into sum. PR_EINVAL
+ * with errstr (an option, no feature), PR_ENOMEM. */
 static int pr__infer_decide_all(const pr_infer *inf, const pr_infer_opts *o, pr__idec **out,
-                                long *t, char *errstr, size_t errn)
+                                size_t *n_out, long *t, pr_infer_summary *sum, char *errstr,
+                                size_t errn)
 {
     int rc = pr__check_names(o, errstr, errn);
     if (!rc)
-        rc = pr__check_list(inf, o->labels, "--labels", errstr, errn);
+        rc = pr__check_list(inf, o->labels, "--labels", true, errstr, errn);
     if (!rc)
-        rc = pr__check_list(inf, o->ignore, "--ignore", errstr, errn);
+        rc = pr__check_list(inf, o->ignore, "--ignore", false, errstr, errn);
     if (rc)
         return rc;
     pr__idec td;
     *t = pr__pick_time(inf, o, &td, errstr, errn);
     if (*t == -2)
         return PR_EINVAL;
-    pr__idec *ds = calloc(inf->n ? inf->n : 1, sizeof(*ds));
+    size_t n_all = inf->n + pr__n_value_labels(o->labels);
+    pr__idec *ds = calloc(n_all ? n_all : 1, sizeof(*ds));
     if (!ds)
         return PR_ENOMEM;
     for (size_t i = 0; i < inf->n; i++) {
@@ -1856,25 +2224,21 @@ static int pr__infer_decide_all(const pr_infer *inf, const pr_infer_opts *o, pr_
         if (ds[i].kind > PR__IK_TIME && ds[i].kind <= PR__IK_LIST) /* a feature */
             pr__inf_name(inf->ps, ds, inf->n, i, ds);
     pr__infer_tables(inf, ds);
-    char item[PR_FEAT_PATH_MAX]; /* a given label that is no number */
-    for (const char *p = o->labels; pr__csv_next(&p, item, sizeof(item));)
-        for (size_t i = 0; i < inf->n; i++)
-            if (!strcmp(inf->ps[i].path, item) && ds[i].kind != PR__IK_LABEL) {
-                snprintf(errstr, errn, "--labels: '%s' cannot be a label: %s", item,
-                         ds[i].kind == PR__IK_SKIP || ds[i].kind == PR__IK_MAPKEY
-                             ? ds[i].why
-                             : "not a number or true/false");
-                free(ds);
-                return PR_EINVAL;
-            }
-
+    rc = pr__check_plain_labels(inf, o, ds, errstr, errn);
+    if (!rc)
+        rc = pr__infer_value_labels(inf, o, ds, sum->label_values_unseen,
+                                    sizeof(sum->label_values_unseen), errstr, errn);
+    if (rc) {
+        free(ds);
+        return rc;
+    }
     size_t n_feat = 0;
     for (size_t i = 0; i < inf->n; i++)
         n_feat +=
             ds[i].kind == PR__IK_DENSE || ds[i].kind == PR__IK_SPARSE || ds[i].kind == PR__IK_LIST;
     if (!n_feat) { /* a schema needs one; say why the first fields are none */
         size_t n_label = 0;
-        for (size_t i = 0; i < inf->n; i++)
+        for (size_t i = 0; i < n_all; i++)
             n_label += ds[i].kind == PR__IK_LABEL;
         size_t len = (size_t)snprintf(errstr, errn,
                                       "no field of the %zu seen can be a dense or sparse feature "
@@ -1889,6 +2253,7 @@ static int pr__infer_decide_all(const pr_infer *inf, const pr_infer_opts *o, pr_
         return PR_EINVAL;
     }
     *out = ds;
+    *n_out = n_all;
     return 0;
 }
 
@@ -1984,7 +2349,8 @@ int pr_infer_write(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf *out, pr
     }
     pr__idec *ds = NULL;
     long t;
-    int rc = pr__infer_decide_all(inf, o, &ds, &t, errstr, errn);
+    size_t n_all;
+    int rc = pr__infer_decide_all(inf, o, &ds, &n_all, &t, sum, errstr, errn);
     if (rc)
         return rc;
     pr__infer_head(inf, o, out);
@@ -2006,7 +2372,7 @@ int pr_infer_write(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf *out, pr
     } sections[] = {{PR__IK_LABEL, "labels"}, {PR__IK_DENSE, "dense"}, {PR__IK_SPARSE, "sparse"}};
     for (size_t s = 0; s < sizeof(sections) / sizeof(sections[0]); s++) {
         size_t cnt = 0;
-        for (size_t i = 0; i < inf->n; i++)
+        for (size_t i = 0; i < n_all; i++)
             cnt += ds[i].kind == sections[s].kind ||
                    (sections[s].kind == PR__IK_SPARSE && ds[i].kind == PR__IK_LIST);
         if (!cnt) {
@@ -2017,10 +2383,10 @@ int pr_infer_write(const pr_infer *inf, const pr_infer_opts *o, pr_mbuf *out, pr
             continue;
         }
         pr_mbuf_printf(out, "      %s:\n", sections[s].key);
-        for (size_t i = 0; i < inf->n; i++)
+        for (size_t i = 0; i < n_all; i++) /* labels by value last, as given */
             if (ds[i].kind == sections[s].kind ||
                 (sections[s].kind == PR__IK_SPARSE && ds[i].kind == PR__IK_LIST)) {
-                pr__feature_line(out, &inf->ps[i], &ds[i]);
+                pr__feature_line(out, &inf->ps[i < inf->n ? i : ds[i].of], &ds[i]);
                 switch (ds[i].kind) {
                 case PR__IK_LABEL:
                     sum->labels++;

@@ -317,7 +317,9 @@ static int pr__compile_path(pr_pbuser_reader *r, const pr_json_path *jp, uint32_
                          "%s: the path goes through a repeated message: a dense vector reads one "
                          "repeated number field (its positions must hold)",
                          jp->path);
-    if (!listy && c->list)
+    /* `in:` (a label or flag by value, a filter's path) reads a field or a
+     * repeated one alike: SCALAR_OR_LIST takes either */
+    if (!listy && c->list && jp->shape != PR_JSON_SCALAR_OR_LIST)
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
                          "%s: the %s: declare a list feature, or a dense vector (dim: N)", jp->path,
                          c->mapped ? "path goes through a repeated message" : "field is repeated");

@@ -245,10 +245,12 @@ void pr_config_write_reference(FILE *f);
 typedef struct pr_infer pr_infer;
 
 typedef struct pr_infer_opts {
-    const char *name;              /* the pipeline's name; NULL: "events" */
-    const char *topic;             /* NULL: the name */
-    const char *bootstrap;         /* NULL: "127.0.0.1:9092" */
-    const char *labels;            /* comma-separated paths: exactly these labels; NULL: detected */
+    const char *name;      /* the pipeline's name; NULL: "events" */
+    const char *topic;     /* NULL: the name */
+    const char *bootstrap; /* NULL: "127.0.0.1:9092" */
+    /* comma-separated items, exactly these labels (NULL: detected): PATH (a
+     * number or true/false), or PATH=V1|V2|... (a label by value: `in:`) */
+    const char *labels;
     const char *time_path;         /* the event time's path; NULL: detected; "": none */
     const char *ignore;            /* comma-separated paths left out, with every field under them */
     const char *origin;            /* where the events came from, for the first comment */
@@ -266,6 +268,9 @@ typedef struct pr_infer_opts {
 typedef struct pr_infer_summary {
     bool event_time;
     size_t labels, dense, sparse, lists, skipped; /* sparse counts the lists too */
+    /* values of labels by value (--labels PATH=V1|V2) that no event of the
+     * sample holds, "PATH=V, ..." (cut to fit), or "" */
+    char label_values_unseen[256];
 } pr_infer_summary;
 
 int pr_infer_new(pr_infer **out); /* 0 or PR_ENOMEM */

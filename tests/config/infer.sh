@@ -2,7 +2,8 @@
 # infer.sh — `piperec infer` end to end: the generated clickstream in, a
 # config out that `process` runs with no reject and `run --check` accepts,
 # with the features a person would have declared; stdin and --rows; the same
-# events give the same text; refusals exit 2 with the option named.
+# events give the same text; labels by value (--labels type=click|cart) and
+# the labels `process` then gives; refusals exit 2 with the option named.
 # Environment (pr_script_test): PIPEREC, PR_SOURCE_DIR, PR_TMP.
 set -eu
 . "$PR_SOURCE_DIR/tests/config/infer_lib.sh"
@@ -104,6 +105,92 @@ done
 grep -q "200 rows, 0 rejected" "$T/perr" || fail "process vectors: $(cat "$T/perr")"
 grep -q '"n_dense": 7,' "$T/vout/meta.json" || fail "vectors: not 4 + 3 dense columns"
 grep -q '"item_emb\[3\]", "ctx_vec\[0\]"' "$T/vout/meta.json" || fail "vectors: column names"
+
+# Labels by value: --labels type=click,type=cart|purchase turns an event
+# type string into 1/0 labels (in: [...], in the order given, after the
+# numeric ones; an integer field's values plain, strings quoted where YAML
+# needs it); names from the first value, unique against the features (cart
+# is a feature: cart_2); the field is no input; process gives the labels a
+# Python computation of the same rule gives (absent, null, []: 0; a list: any
+# element).
+/usr/bin/python3 - "$T/typ.jsonl" <<'PY'
+import json, random, sys
+random.seed(7)
+kinds = ["view", "view", "click", "purchase", "cart", "view", "a:b #c"]
+with open(sys.argv[1], "w") as f:
+    for i in range(400):
+        e = {"ts": 1700000000000 + i * 1000, "user": "u%d" % (i % 37),
+             "cart": random.randint(0, 20), "status": [200, 200, 404, 500][i % 4],
+             "ctx": {"dev": ["ios", "web"][i % 2]}}
+        if i % 9:
+            e["type"] = kinds[i % 7] if i % 13 else None
+        if i % 5:
+            e["tags"] = [["sale", "new"], [], ["new"], ["sale"]][i % 4]
+        f.write(json.dumps(e) + "\n")
+PY
+"$PIPEREC" infer --input "$T/typ.jsonl" --labels 'type=click,type=cart|purchase,status=404|500,tags=sale' \
+    --output "$T/typ.yaml" 2> "$T/err" || fail "infer labels by value: $(cat "$T/err")"
+grep -q "400 events (0 skipped): event time, 4 labels, " "$T/err" || fail "by value: $(cat "$T/err")"
+grep -q "warning" "$T/err" && fail "by value: a warning: $(cat "$T/err")"
+for line in \
+    '- { name: click, path: type, in: \[click\], default: 0 }   # 1 when type is click, else 0; type: strings, in 8[0-9]% of events, 5 distinct$' \
+    '- { name: cart_2, path: type, in: \[cart, purchase\], default: 0 }   # 1 when type is cart or purchase, else 0' \
+    '- { name: "404", path: status, in: \[404, 500\] }   # 1 when status is 404 or 500, else 0; status: integers' \
+    '- { name: sale, path: tags, in: \[sale\], default: 0 }' \
+    '- { name: cart, path: cart, ' \
+    '#   type: the field of --labels type=click: no input (it would leak the answer)' \
+    '#   status: the field of --labels status=404|500: no input' \
+    '#   tags: the field of --labels tags=sale: no input'; do
+    grep -q -- "$line" "$T/typ.yaml" || fail "by value: no line with '$line' in: $(cat "$T/typ.yaml")"
+done
+grep -n 'in: \[' "$T/typ.yaml" | sed -n 1p | grep -q 'name: click' || fail "by value: order"
+grep -E 'path: (type|status|tags)[,}]' "$T/typ.yaml" | grep -v 'in: \[' &&
+    fail "by value: the answer's field is an input too"
+"$PIPEREC" run --config "$T/typ.yaml" --check > "$T/check" 2>&1 || fail "run --check: $(cat "$T/check")"
+"$PIPEREC" process --config "$T/typ.yaml" --input "$T/typ.jsonl" --output "$T/tout" 2> "$T/perr" ||
+    fail "process by value: $(cat "$T/perr")"
+grep -q "400 rows, 0 rejected" "$T/perr" || fail "process by value: $(cat "$T/perr")"
+/usr/bin/python3 - "$T/typ.jsonl" "$T/tout/labels.npy" <<'PY' || fail "labels by value differ"
+import ast, json, struct, sys
+raw = open(sys.argv[2], "rb").read()
+hlen = struct.unpack("<H", raw[8:10])[0]
+head = ast.literal_eval(raw[10:10 + hlen].decode())
+assert head["descr"] == "<f4" and not head["fortran_order"], head
+rows, cols = head["shape"]
+got = struct.unpack("<%df" % (rows * cols), raw[10 + hlen:])
+labels = [("type", ["click"]), ("type", ["cart", "purchase"]), ("status", [404, 500]),
+          ("tags", ["sale"])]
+evs = [json.loads(l) for l in open(sys.argv[1])]
+assert (rows, cols) == (len(evs), len(labels)), (rows, cols)
+for r, e in enumerate(evs):
+    for c, (path, vals) in enumerate(labels):
+        v = e.get(path)
+        want = float(any(x in vals for x in v) if isinstance(v, list) else v in vals)
+        if got[r * cols + c] != want:
+            sys.exit("event %d label %d: got %s, want %s (%s)" % (r, c, got[r * cols + c], want, e))
+PY
+
+# A value with ':' and '#' is quoted; a value no event holds is named in the
+# comment and warned about on stderr; the config still loads.
+"$PIPEREC" infer --input "$T/typ.jsonl" --labels 'type=click|a:b #c|nope|true' --output "$T/typ2.yaml" \
+    2> "$T/err" || fail "infer by value 2: $(cat "$T/err")"
+grep -q 'name: click, path: type, in: \[click, "a:b #c", nope, "true"\], default: 0 }.*; never in the sample: nope, true$' \
+    "$T/typ2.yaml" || fail "by value quoting: $(cat "$T/typ2.yaml")"
+grep -q "warning: --labels values no event of the sample holds .*: type=nope, type=true" "$T/err" ||
+    fail "by value: no warning: $(cat "$T/err")"
+"$PIPEREC" run --config "$T/typ2.yaml" --check > "$T/check" 2>&1 || fail "run --check 2: $(cat "$T/check")"
+v65=$(seq -s '|' 0 64)
+refuse "--labels: no event has the field 'typ' (typ=click)" --input "$T/typ.jsonl" --labels typ=click
+refuse "--labels: 'type=': an empty value" --input "$T/typ.jsonl" --labels type=
+refuse "--labels: 'type=a||b': an empty value" --input "$T/typ.jsonl" --labels 'type=a||b'
+refuse "--labels: 'status=$(seq -s '|' 0 40)|...': more than 64 values" --input "$T/typ.jsonl" \
+    --labels "status=$v65"
+refuse "--labels: 'status' is given as a label and by value ('status=404')" --input "$T/typ.jsonl" \
+    --labels status,status=404
+refuse "--labels: 'status=1|true': a value listed twice ('true')" --input "$T/typ.jsonl" \
+    --labels 'status=1|true'
+refuse "--labels: 'ctx=ios' cannot be a label: an object" --input "$T/typ.jsonl" --labels ctx=ios
+refuse "--labels: an empty or over-long path" --input "$T/typ.jsonl" --labels =click
 
 # Refusals: exit 2, the option named.
 refuse "--input is required"

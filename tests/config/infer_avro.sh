@@ -8,7 +8,8 @@
 # inside records are skipped without a crash, nesting is counted as the reader
 # counts it (a union no level), a schema that does not load is refused, and
 # registry-framed records are read behind the header (framing: registry);
-# a wide record stays a record and a map a map, as the writer schema says.
+# a wide record stays a record and a map a map, as the writer schema says;
+# labels by value (--labels context.device=ios|android) as from JSON.
 # Environment (pr_script_test): PIPEREC, PR_SOURCE_DIR, PR_TMP.
 set -eu
 . "$PR_SOURCE_DIR/tests/config/infer_lib.sh"
@@ -242,6 +243,31 @@ grep -q "#   s: strings that are not UTF-8 in 20 values" "$T/odd.yaml" ||
 "$PIPEREC" process --config "$T/odd.yaml" --input "$T/odd.avro" --output "$T/oodd" 2> "$T/perr" ||
     fail "process odd values: $(cat "$T/perr")"
 grep -q "^piperec process: 200 rows, 0 rejected" "$T/perr" || fail "process odd: $(cat "$T/perr")"
+
+# Labels by value on Avro strings (a nullable string under a nullable
+# record, a nullable array): the same label lines as from the JSON events,
+# the fields no input, and the same labels from process as the JSON run.
+lv='context.device=ios|android,item.tags=sale|refurb,label.click=1'
+"$PIPEREC" infer --input "$T/ev.jsonl" --labels "$lv" --output "$T/jlv.yaml" 2> "$T/err" ||
+    fail "infer json by value: $(cat "$T/err")"
+"$PIPEREC" infer --input "$T/ev.avro" --avro-schema "$avsc" --labels "$lv" --output "$T/alv.yaml" \
+    2> "$T/err" || fail "infer avro by value: $(cat "$T/err")"
+grep 'in: \[' "$T/alv.yaml" > "$T/alv.in"
+grep 'in: \[' "$T/jlv.yaml" > "$T/jlv.in"
+grep -q '^        - { name: ios, path: context.device, in: \[ios, android\], default: 0 }   # 1 when context.device is ios or android' \
+    "$T/alv.in" || fail "avro by value: $(cat "$T/alv.yaml")"
+grep -q '^        - { name: "1", path: label.click, in: \[1\] }' "$T/alv.in" ||
+    fail "avro by value, an integer: $(cat "$T/alv.yaml")"
+grep -q '#   context.device: the field of --labels context.device=ios|android: no input' \
+    "$T/alv.yaml" || fail "avro by value: device is an input: $(cat "$T/alv.yaml")"
+[ "$(wc -l < "$T/alv.in")" -eq 3 ] || fail "avro by value: not 3 labels: $(cat "$T/alv.in")"
+cmp -s "$T/alv.in" "$T/jlv.in" || fail "by value lines differ: $(diff "$T/jlv.in" "$T/alv.in")"
+"$PIPEREC" process --config "$T/jlv.yaml" --input "$T/ev.jsonl" --output "$T/ojlv" 2> "$T/perr" ||
+    fail "process json by value: $(cat "$T/perr")"
+"$PIPEREC" process --config "$T/alv.yaml" --input "$T/ev.avro" --output "$T/oalv" 2> "$T/perr" ||
+    fail "process avro by value: $(cat "$T/perr")"
+grep -q "^piperec process: 3000 rows, 0 rejected" "$T/perr" || fail "avro by value: $(cat "$T/perr")"
+cmp "$T/ojlv/labels.npy" "$T/oalv/labels.npy" || fail "labels by value: Avro differs from JSON"
 
 # Refusals, exit 2 with the reason: a schema that does not load, and
 # registry-framed records (gen's default framing) under --avro-schema.

@@ -189,6 +189,48 @@ done
     fail "process types: $(cat "$T/perr")"
 grep -q "^piperec process: 600 rows, 0 rejected" "$T/perr" || fail "types: $(cat "$T/perr")"
 
+# Labels by value on enums (the reader gives their names as strings): an
+# enum of a nested message, a repeated enum (any element), a field whose
+# unnamed number is an integer beside the names; the labels process gives
+# are those Python computes from the messages.
+"$PIPEREC" infer --input "$T/all.pb" --descriptor-set "$T/types.desc" --message t3.All \
+    --time none --labels 'inner.c=RED|GREEN,colors=RED,color=GREEN' --output "$T/lab.yaml" \
+    2> "$T/err" || fail "infer labels by value: $(cat "$T/err")"
+for line in \
+    '- { name: RED, path: inner.c, in: \[RED, GREEN\], default: 0 }   # 1 when inner.c is RED or GREEN, else 0; inner.c: strings' \
+    '- { name: RED_2, path: colors, in: \[RED\] }' \
+    '- { name: GREEN, path: color, in: \[GREEN\] }   # 1 when color is GREEN, else 0; color: strings and numbers' \
+    '#   inner.c: the field of --labels inner.c=RED|GREEN: no input'; do
+    grep -q -- "$line" "$T/lab.yaml" || fail "by value: no line with '$line' in: $(cat "$T/lab.yaml")"
+done
+"$PIPEREC" process --config "$T/lab.yaml" --input "$T/all.pb" --output "$T/olab" 2> "$T/perr" ||
+    fail "process by value: $(cat "$T/perr")"
+grep -q "^piperec process: 600 rows, 0 rejected" "$T/perr" || fail "by value: $(cat "$T/perr")"
+/usr/bin/python3 - "$T/types.desc" "$T/all.pb" "$T/olab/labels.npy" <<'PY' || fail "labels by value differ"
+import ast, os, struct, sys
+sys.path.insert(0, os.path.join(os.environ["PR_SOURCE_DIR"], "tests", "config"))
+from records import message_class
+cls = message_class(sys.argv[1], "t3.All")
+data, at, msgs = open(sys.argv[2], "rb").read(), 0, []
+while at < len(data):
+    n = shift = 0
+    while True:
+        b = data[at]; at += 1
+        n |= (b & 0x7f) << shift; shift += 7
+        if not b & 0x80:
+            break
+    m = cls(); m.ParseFromString(data[at:at + n]); msgs.append(m); at += n
+raw = open(sys.argv[3], "rb").read()
+hlen = struct.unpack("<H", raw[8:10])[0]
+rows, cols = ast.literal_eval(raw[10:10 + hlen].decode())["shape"]
+got = struct.unpack("<%df" % (rows * cols), raw[10 + hlen:])
+assert (rows, cols) == (len(msgs), 3), (rows, cols)
+for r, m in enumerate(msgs):
+    want = [m.HasField("inner") and m.inner.c in (1, 2), 1 in m.colors, m.color == 2]
+    if list(got[r * 3:r * 3 + 3]) != [float(w) for w in want]:
+        sys.exit("message %d: got %s, want %s" % (r, got[r * 3:r * 3 + 3], want))
+PY
+
 # A message of 70 optional fields (2 set per event) stays a message (its
 # fields are dense features, those set), and a map<string, double> of 2..8
 # keys of 120 is a map (list: { from: keys }): the descriptor says which.

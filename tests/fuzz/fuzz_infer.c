@@ -8,6 +8,8 @@
  *   bit 0: --labels with the first line's first key (as a path) given
  *   bit 1: --time none
  *   bit 2: --ignore the second key of the first line
+ *   bit 3: --labels by value on the first line's first key instead
+ *          (KEY=click|1|a:b #c: a string, an integer, one YAML must quote)
  * Checks, beyond no crash / leak / UB / hang:
  *   - pr_infer_write returns 0, or PR_EINVAL only when no event was learnt,
  *     no field can be a feature, or an option named a path no event has (or
@@ -101,10 +103,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         learnt[n++] = rc == 0;
         at += l + 1;
     }
-    char label[PR_FEAT_PATH_MAX], ignore[PR_FEAT_PATH_MAX];
+    char label[PR_FEAT_PATH_MAX + 32], ignore[PR_FEAT_PATH_MAX];
     pr_infer_opts o = {0};
-    if (data[0] & 1 && first_key(doc, len, 0, label, sizeof(label)))
+    if (data[0] & 9 && first_key(doc, len, 0, label, PR_FEAT_PATH_MAX)) {
+        if (data[0] & 8)
+            strcat(label, "=click|1|a:b #c");
         o.labels = label;
+    }
     if (data[0] & 2)
         o.time_path = "";
     if (data[0] & 4 && first_key(doc, len, 1, ignore, sizeof(ignore)))

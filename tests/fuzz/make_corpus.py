@@ -323,6 +323,18 @@ def infer_docs(build):
     for name, body in sets.items():
         write("infer", name, bytes([0]) + body)
         write("infer", name + "_opts", bytes([7]) + body)
+    # labels by value (flag bit 3) on an event type string, a number, a list
+    for name, body in infer_by_value.items():
+        write("infer", name, bytes([8]) + body)
+
+
+infer_by_value = {
+    "byvalue_str": b'{"type":"click","u":"a","p":1.5}\n{"type":"view","u":"b","p":2}\n'
+                   b'{"u":"c","p":3}\n{"type":null,"u":"a","p":4}\n{"type":"a:b #c","u":"b","p":5}',
+    "byvalue_int": b'{"s":1,"u":"a"}\n{"s":404,"u":"b"}\n{"s":1.0,"u":"c"}',
+    "byvalue_list": b'{"t":["click","x"],"u":"a"}\n{"t":[],"u":"b"}\n{"t":["1"],"u":"c"}',
+    "byvalue_obj": b'{"o":{"k":"click"},"u":"a"}\n{"o":{"k":"x"},"u":"b"}',
+}
 
 
 if __name__ == "__main__":

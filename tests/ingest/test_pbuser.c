@@ -125,9 +125,18 @@ static char *clickstream_yaml(const char *framing)
 
 /* Labels and a dense feature by `in:` (a string, a repeated string, an
  * int32 that proto3 cannot tell from 0 when absent), and labels through
- * operators, at the lists' starts. */
-static char *with_in(char *yaml)
+ * operators, at the lists' starts; alone: the list feature on item.tags
+ * dropped, so that `in:` is the only reader of the repeated field (as
+ * `piperec infer --labels item.tags=sale` writes it). */
+static char *with_in(char *yaml, bool alone)
 {
+    char *tags = alone ? strstr(yaml, "        - { name: tags, path: item.tags,") : NULL;
+    if (alone) {
+        assert_non_null(tags);
+        char *eol = strchr(tags, '\n');
+        assert_non_null(eol);
+        memmove(tags, eol + 1, strlen(eol + 1) + 1);
+    }
     yaml = schema_insert_at(yaml, "      labels:\n",
                             "        - { name: mobile, path: context.device, in: [ios, android] }\n"
                             "        - { name: on_sale, path: item.tags, in: [sale, limited], "
@@ -141,19 +150,20 @@ static char *with_in(char *yaml)
                             "0.5 }\n");
 }
 
-static void same_as_json_in(const char *framing, bool framed, const char *filter, bool in)
+/* in: 0 none, 1 with_in, 2 with_in alone. */
+static void same_as_json_in(const char *framing, bool framed, const char *filter, int in)
 {
     char err[512];
     pr_config *cj = NULL, *cp = NULL;
     char *yj = schema_insert(clickstream_json_yaml(), filter);
     if (in)
-        yj = with_in(yj);
+        yj = with_in(yj, in == 2);
     if (pr_config_load_string(yj, strlen(yj), "json.yaml", &cj, err, sizeof(err)))
         fail_msg("%s", err);
     free(yj);
     char *y = schema_insert(clickstream_yaml(framing), filter);
     if (in)
-        y = with_in(y);
+        y = with_in(y, in == 2);
     if (pr_config_load_string(y, strlen(y), "pb.yaml", &cp, err, sizeof(err)))
         fail_msg("%s", err);
     free(y);
@@ -224,13 +234,22 @@ static void same_as_json_in(const char *framing, bool framed, const char *filter
 
 static void same_as_json(const char *framing, bool framed, const char *filter)
 {
-    same_as_json_in(framing, framed, filter, false);
+    same_as_json_in(framing, framed, filter, 0);
 }
 
 static void test_in_same_as_json(void **state)
 {
     (void)state;
-    same_as_json_in("none", false, NULL, true);
+    same_as_json_in("none", false, NULL, 1);
+}
+
+/* `in:` alone on a repeated field (no list feature reads it) reads its
+ * elements, as JSON's list: the reader once refused it ("the field is
+ * repeated"). */
+static void test_in_repeated_alone(void **state)
+{
+    (void)state;
+    same_as_json_in("none", false, NULL, 2);
 }
 
 static void test_same_as_json(void **state)
@@ -1761,6 +1780,7 @@ int main(void)
         cmocka_unit_test(test_same_as_json_framed),
         cmocka_unit_test(test_filter_same_as_json),
         cmocka_unit_test(test_in_same_as_json),
+        cmocka_unit_test(test_in_repeated_alone),
         cmocka_unit_test(test_scalar_types),
         cmocka_unit_test(test_python_reference),
         cmocka_unit_test(test_presence),
