@@ -81,13 +81,41 @@ static int pr__column(const pr_engine *eng, uint32_t c, pr__ents *s)
     return pr_engine_vocab_read(eng, c, pr__ents_cb, s);
 }
 
+/* A value below min_count (index -1) is proposed its count times and must
+ * stay pending with that count: a count of 0 (none in the file) cannot be
+ * proposed, and one of min_count or more would be admitted (a file from a
+ * config with a higher min_count). Refused before the log is opened, or
+ * the import would write them and then fail its comparison. 0 or 2
+ * (message printed), 1 when out of memory. */
+static int pr__check_pending(const pr_engine *seed, uint32_t c)
+{
+    const pr_sparse_col_spec *s = &pr_engine_spec(seed)->sparse[c];
+    pr__ents es = {0};
+    int ret = pr__column(seed, c, &es) ? 1 : 0;
+    for (size_t i = 0; !ret && i < es.n; i++)
+        if (es.e[i].index < 0 && (es.e[i].count == 0 || es.e[i].count >= s->min_count)) {
+            fprintf(stderr,
+                    "piperec vocab import: %s.tsv: value %" PRIx64 " is below min_count (index "
+                    "-1) with count %" PRIu64 ", but column %s's min_count is %u: a pending "
+                    "value needs a count from 1 to %u (a file of a config with another "
+                    "min_count?); nothing written to the log\n",
+                    s->name, es.e[i].value, es.e[i].count, s->name, s->min_count, s->min_count - 1);
+            ret = 2;
+        }
+    if (ret == 1)
+        fprintf(stderr, "piperec vocab import: out of memory\n");
+    free(es.e);
+    return ret;
+}
+
 /* Step 2: what a log cannot be given; 0 or the exit code (message printed).
  * Gaps need no check here: pr_vocab_import refuses them unless a column
  * evicts. */
 static int pr__check_seed(const pr_engine *seed)
 {
     const pr_pipeline_spec *spec = pr_engine_spec(seed);
-    for (uint32_t c = 0; c < spec->n_sparse; c++)
+    int ret = 0;
+    for (uint32_t c = 0; c < spec->n_sparse && !ret; c++) {
         if (spec->sparse[c].eviction != PR_EVICT_NONE) {
             fprintf(stderr,
                     "piperec vocab import: column %s evicts (transform.vocab.eviction): a shared "
@@ -96,7 +124,9 @@ static int pr__check_seed(const pr_engine *seed)
                     spec->sparse[c].name);
             return 2;
         }
-    return 0;
+        ret = pr__check_pending(seed, c);
+    }
+    return ret;
 }
 
 /* Propose keys[0..n) of column c and wait until the log decided them.

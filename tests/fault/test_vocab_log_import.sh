@@ -18,7 +18,8 @@
 #     leaves an empty log empty;
 #   - a second replica with an empty state dir rebuilds the same from the log;
 #   - refusals: a second import into the log (it holds values), a vocabulary
-#     with a gap in its indices, an evicting column, --state.
+#     with a gap in its indices, an evicting column, a pending value whose
+#     count min_count would not keep pending, --state.
 . "$(dirname "$0")/fault_lib.sh"
 
 N=3000
@@ -106,6 +107,21 @@ if "$PIPEREC" vocab import --config "$T/r4.yaml" --input "$T/off1/vocab" 2> "$T/
     fail "an evicting column was imported into a log"
 fi
 grep -q "column user evicts" "$T/evict.err" || fail "evict: $(cat "$T/evict.err")"
+# A value below min_count with a count the log cannot keep pending (2, of
+# a file from a config with a higher min_count; 0): refused before anything
+# is written (it was proposed, admitted, and the comparison then blamed "a
+# replica running" with the log already written).
+mkdir -p "$T/pend"
+cp "$T/off1/vocab/"*.tsv "$T/pend/"
+for cnt in 2 0; do
+    awk -v c=$cnt 'BEGIN { FS = OFS = "\t" } !/^#/ && $1 < 0 && !d { $3 = c; d = 1 } { print }' \
+        "$T/off1/vocab/user.tsv" > "$T/pend/user.tsv"
+    if "$PIPEREC" vocab import --config "$T/r3.yaml" --input "$T/pend" 2> "$T/pend.err"; then
+        fail "a pending value with count $cnt (min_count 2) was imported into a log"
+    fi
+    grep -q "is below min_count (index -1) with count $cnt, but column user's min_count is 2" \
+        "$T/pend.err" || fail "pending count $cnt: $(cat "$T/pend.err")"
+done
 
 # Stream the second half through replica 1 (empty state dir).
 "$PIPEREC" produce --bootstrap "$B" --topic events --format json --input "$T/second.jsonl" \
@@ -174,5 +190,5 @@ wait "$RUN_2" || fail "replica 2 exited $?"
 diff -r "$T/export1" "$T/export2" > "$T/diff.out" ||
     fail "a replica rebuilt from the log differs: $(head -5 "$T/diff.out")"
 n=$(cat "$T"/export1/*.tsv | grep -vc '^#')
-echo "imported $(grep -o '[0-9]* values' "$T/import.err") of the first $((N / 2)) events into the log; streamed the rest: $n entries, equal to one offline run over all $N; rebuilt alike; 4 refusals"
+echo "imported $(grep -o '[0-9]* values' "$T/import.err") of the first $((N / 2)) events into the log; streamed the rest: $n entries, equal to one offline run over all $N; rebuilt alike; 6 refusals"
 echo "OK"
