@@ -3,7 +3,7 @@
  * `piperec process` reads them (JSON lines, or for source.format avro and
  * protobuf varint-delimited records through offline_delim.h's reader, the
  * decoder set up by pr_json_decoder_for_source) with the streaming decoder
- * (pr_decode_json_line), computing for every dense feature
+ * (pr_decode_json_line), computing for every dense feature (and label)
  * with a `standardize` step the mean and population standard deviation of the
  * value as it reaches that step (the decoder runs the steps before it, and
  * hands it over as the engine gets it: float32; rejected records skipped
@@ -34,6 +34,7 @@ typedef struct pr__fit_acc {
     uint32_t feat, dense, step; /* feature index, its first dense column, standardize step */
     uint32_t cols;              /* its dense columns: a vector's elements are pooled */
     int side;                   /* weights.ops: the list's side index (its weights); else -1 */
+    bool label;                 /* a label's ops: `dense` is its label index */
     uint64_t n;
     double mean, m2;
 } pr__fit_acc;
@@ -41,9 +42,16 @@ typedef struct pr__fit_acc {
 /* The features to fit; returns their count (0: none). */
 static uint32_t pr__fit_find(const pr_feature_schema *s, pr__fit_acc *acc)
 {
-    uint32_t n = 0, dense = 0;
+    uint32_t n = 0, dense = 0, labels = 0;
     for (uint32_t i = 0; i < s->n_features; i++) {
         const pr_feature_spec *f = &s->features[i];
+        for (uint32_t k = 0; f->kind == PR_FEAT_LABEL && k < f->n_ops; k++)
+            if (f->ops[k].op == PR_FOP_STANDARDIZE) {
+                acc[n++] = (pr__fit_acc){
+                    .feat = i, .dense = labels, .step = k, .cols = 1, .side = -1, .label = true};
+                break;
+            }
+        labels += f->kind == PR_FEAT_LABEL;
         for (uint32_t k = 0; pr_feature_weighted(f) && k < f->n_weight_ops; k++)
             if (f->weight_ops[k].op == PR_FOP_STANDARDIZE) {
                 acc[n++] = (pr__fit_acc){.feat = i, .step = k, .side = pr_feature_side_index(s, i)};
@@ -86,7 +94,7 @@ static void pr__fit_row(const pr_feature_schema *s, const pr_block *b, pr__fit_a
          * list's kept weights) in order, one mean and std for all
          * (standardize is scalar) */
         for (uint32_t c = 0; a->side < 0 && c < a->cols; c++)
-            pr__fit_add(a, b->side->dense[a->dense + c]);
+            pr__fit_add(a, a->label ? b->side->labels[a->dense] : b->side->dense[a->dense + c]);
         for (uint32_t k = 0; a->side >= 0 && k < b->side->n_weights[a->side]; k++)
             pr__fit_add(a, b->side->weights[a->side][k]);
     }
@@ -242,7 +250,10 @@ static void pr__fit_set_line(const char *pipeline, const pr_feature_spec *f, con
         k += pr_fop_step_yaml(&st, ops + k, sizeof(ops) - k);
     }
     fprintf(out, "#   --set 'pipelines[%s].schema.%s[%s].%s=[%s]'\n", pipeline,
-            a->side < 0 ? "dense" : "sparse", f->name, a->side < 0 ? "ops" : "weights.ops", ops);
+            a->label      ? "labels"
+            : a->side < 0 ? "dense"
+                          : "sparse",
+            f->name, a->side < 0 ? "ops" : "weights.ops", ops);
 }
 
 /* The YAML snippet; a feature whose std is 0 (or with no value) gets a
@@ -286,8 +297,8 @@ int pr_offline_fit(const pr_feature_schema *s, const pr_source_cfg *source, cons
     int rc = 0;
     if (!n_acc)
         rc = pr_seterr(errstr, errstr_size, PR_EINVAL,
-                       "--fit: no dense feature (or weights.ops) of the schema has a "
-                       "`standardize` step");
+                       "--fit: no dense feature or label (or weights.ops) of the schema "
+                       "has a `standardize` step");
     FILE *in = rc ? NULL : fopen(input, "r");
     if (!rc && !in)
         rc = pr_seterr(errstr, errstr_size, PR_EIO, "--fit: cannot open %s", input);

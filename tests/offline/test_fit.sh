@@ -206,6 +206,42 @@ x = np.array(w)
 for g, want in zip((float(m.group(1)), float(m.group(2))), (x.mean(), x.std())):
     assert abs(g - want) <= 1e-9 * abs(want), (g, want)
 P
+# a label's standardize step (labels take numeric operators) is fitted as a
+# dense feature's: the value reaching it, a missing one (no default) left
+# out, and a --set line for schema.labels (--fit ignored labels, and
+# refused a schema whose only standardize step was a label's)
+cat > "$T/lfit.yaml" <<'Y'
+pipelines:
+  - name: p
+    source: { format: json }
+    schema:
+      labels:
+        - { name: click, path: c }
+        - { name: dwell, path: d, ops: [ log1p, { standardize: { mean: 0, std: 1 } } ] }
+      dense:
+        - { name: x, path: x }
+Y
+printf '{"c": 1, "d": 0, "x": 1}\n{"c": 0, "d": 1, "x": 1}\n{"c": 0, "x": 1}\n{"d": 3, "x": 1}\n{"d": 7.5, "x": 1}\n' \
+    > "$T/lev.jsonl"
+"$PIPEREC" process --config "$T/lfit.yaml" --input "$T/lev.jsonl" --fit > "$T/lout.yaml" \
+    2> "$T/lerr" || fail "label --fit: $(cat "$T/lerr")"
+$PY - "$T/lout.yaml" <<'P' || fail "label --fit: $(cat "$T/lout.yaml")"
+import math, re, struct, sys
+out = open(sys.argv[1]).read()
+f32 = lambda v: struct.unpack("<f", struct.pack("<f", v))[0]
+x = [f32(math.log1p(d)) for d in (0, 1, 3, 7.5)]
+mean = sum(x) / len(x)
+std = math.sqrt(sum((v - mean) ** 2 for v in x) / len(x))
+m = re.search(r"^dwell: \{ standardize: \{ mean: (\S+), std: (\S+) \} \}  # n=4$", out, re.M)
+assert m, out
+assert abs(float(m.group(1)) - mean) <= 1e-9 * mean and abs(float(m.group(2)) - std) <= 1e-9 * std
+assert "--set 'pipelines[p].schema.labels[dwell].ops=[log1p, { standardize: { mean: " in out
+P
+set_line=$(sed -n "s/^#   --set '\(.*\)'$/\1/p" "$T/lout.yaml")
+"$PIPEREC" process --config "$T/lfit.yaml" --set "$set_line" --input "$T/lev.jsonl" \
+    --output "$T/lrun" --no-progress > /dev/null 2> "$T/lrun.err" ||
+    fail "label --set line: $set_line: $(cat "$T/lrun.err")"
+
 # a file that is not JSON lines fits nothing: exit 2, not "1 fitted"
 printf '1\t2\t3\n4\t5\t6\n' > "$T/tsv.txt"
 rc=0; "$PIPEREC" process --config "$T/fit.yaml" --input "$T/tsv.txt" --fit > /dev/null 2> "$T/err3" || rc=$?
