@@ -10,6 +10,8 @@
 # feature, rows of the rolls) equal offline recycled.npy. A feature `recent`
 # (the history's last 3) shares the history's table (`table:`): its elements
 # interleave with the history's in one column, in stream and offline alike.
+# Labels by value (`in:`) and through an operator (`at_least`), and a dense
+# flag by value on a list, go the same way.
 # Env (from pr_script_test): PIPEREC, PR_SOURCE_DIR, PR_TMP.
 set -eu
 T="$PR_TMP"
@@ -41,6 +43,13 @@ grep -q "history" "$T/schema.yaml" || fail "could not take the schema from the e
 sed -i '/- { name: history,/a\        - { name: recent, path: history, list: { max_len: 3, keep: last }, ops: [vocab], table: history }' \
     "$T/schema.yaml"
 grep -q "table: history" "$T/schema.yaml" || fail "could not add the shared feature"
+# labels by value and through operators, and a dense flag by value
+sed -i '/^      labels:$/a\        - { name: ios, path: context.device, in: [ios] }\n        - { name: long_dwell, path: label.dwell_s, default: 0, ops: [ { at_least: 5 } ] }' \
+    "$T/schema.yaml"
+sed -i '/^      dense:$/a\        - { name: tagged_sale, path: item.tags, in: [sale, limited], default: -1 }' \
+    "$T/schema.yaml"
+grep -q "at_least" "$T/schema.yaml" && grep -q "tagged_sale" "$T/schema.yaml" ||
+    fail "could not add the labels and flag by value"
 cat > "$T/run.yaml" <<Y
 pipelines:
   - name: p
