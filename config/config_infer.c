@@ -769,6 +769,11 @@ static const char *const pr__label_words[] = {
     "purchased", "convert",   "converted",   "conversion", "like",     "liked",   "buy",
     "bought",    "share",     "shared",      "follow",     "followed", "watched", "finished",
     "completed", "addtocart", "addedtocart", "ordered",    NULL};
+/* Names of a field that may say what happened (an event type: its values
+ * are the outcome), for a hint towards --labels PATH=VALUE. */
+static const char *const pr__event_type_words[] = {
+    "type", "eventtype",   "event",           "eventname", "action",    "actiontype",
+    "kind", "interaction", "interactiontype", "behavior",  "behaviour", NULL};
 /* Names of an object whose number fields are all outcomes (label.dwell_s). */
 static const char *const pr__label_parents[] = {"label", "labels", "outcome", "outcomes", NULL};
 /* Names of a field that holds the event's time. */
@@ -1519,9 +1524,19 @@ static void pr__inf_feature(const pr__ictx *c, pr__idec *d)
     }
     if (ids && (ip->n_str || ip->n_bool || pr__id_named(ip->path) ||
                 (!ip->set_full && pr__distinct_n(ip) <= PR__INF_FEW_VALUES))) {
+        char w[PR_FEAT_PATH_MAX];
+        pr__norm_last(ip->path, w, sizeof(w));
+        /* a few strings under an event-type name: perhaps the answer itself */
+        bool event_type = ip->n_str && !ip->set_full && pr__distinct_n(ip) <= 16 &&
+                          pr__word_in(w, pr__event_type_words) && !c->labels_given;
+        char hint[PR_FEAT_PATH_MAX + 96] = "";
+        if (event_type)
+            snprintf(hint, sizeof(hint),
+                     "an event type? if it is the outcome, --labels %s=VALUE makes labels of it: ",
+                     ip->path);
         d->kind = PR__IK_SPARSE;
         snprintf(d->ops, sizeof(d->ops), "vocab");
-        snprintf(d->why, sizeof(d->why), "%s%s, in %.0f%% of events, %s, e.g. %s",
+        snprintf(d->why, sizeof(d->why), "%s%s%s, in %.0f%% of events, %s, e.g. %s", hint,
                  unique ? "unique in every event of the sample (an event id? --ignore it): " : "",
                  ip->n_str
                      ? (ip->n_int ? "strings and integers (42 and \"42\" are two ids)" : "strings")
