@@ -128,6 +128,12 @@ with open(sys.argv[1], "w") as f:
             e["tags"] = [["sale", "new"], [], ["new"], ["sale"]][i % 4]
         f.write(json.dumps(e) + "\n")
 PY
+# Without --labels, the event-type field is an input whose comment asks
+# whether it is the outcome.
+"$PIPEREC" infer --input "$T/typ.jsonl" --output "$T/typ0.yaml" 2> "$T/err" ||
+    fail "infer without labels: $(cat "$T/err")"
+grep -q 'path: type, ops: \[vocab\] }   # an event type? if it is the outcome, --labels type=VALUE makes labels of it' \
+    "$T/typ0.yaml" || fail "no event-type hint: $(grep type "$T/typ0.yaml")"
 "$PIPEREC" infer --input "$T/typ.jsonl" --labels 'type=click,type=cart|purchase,status=404|500,tags=sale' \
     --output "$T/typ.yaml" 2> "$T/err" || fail "infer labels by value: $(cat "$T/err")"
 grep -q "400 events (0 skipped): event time, 4 labels, " "$T/err" || fail "by value: $(cat "$T/err")"
