@@ -128,15 +128,20 @@ static char *clickstream_yaml(const char *framing)
  * operators, at the lists' starts; alone: the list feature on item.tags
  * dropped, so that `in:` is the only reader of the repeated field (as
  * `piperec infer --labels item.tags=sale` writes it). */
+static char *drop_tags(char *yaml)
+{
+    char *tags = strstr(yaml, "        - { name: tags, path: item.tags,");
+    assert_non_null(tags);
+    char *eol = strchr(tags, '\n');
+    assert_non_null(eol);
+    memmove(tags, eol + 1, strlen(eol + 1) + 1);
+    return yaml;
+}
+
 static char *with_in(char *yaml, bool alone)
 {
-    char *tags = alone ? strstr(yaml, "        - { name: tags, path: item.tags,") : NULL;
-    if (alone) {
-        assert_non_null(tags);
-        char *eol = strchr(tags, '\n');
-        assert_non_null(eol);
-        memmove(tags, eol + 1, strlen(eol + 1) + 1);
-    }
+    if (alone)
+        yaml = drop_tags(yaml);
     yaml = schema_insert_at(yaml, "      labels:\n",
                             "        - { name: mobile, path: context.device, in: [ios, android] }\n"
                             "        - { name: on_sale, path: item.tags, in: [sale, limited], "
@@ -150,19 +155,24 @@ static char *with_in(char *yaml, bool alone)
                             "0.5 }\n");
 }
 
-/* in: 0 none, 1 with_in, 2 with_in alone. */
+/* in: 0 none, 1 with_in, 2 with_in alone, 3 the list feature on item.tags
+ * dropped (a filter's path the only reader of the repeated field). */
 static void same_as_json_in(const char *framing, bool framed, const char *filter, int in)
 {
     char err[512];
     pr_config *cj = NULL, *cp = NULL;
     char *yj = schema_insert(clickstream_json_yaml(), filter);
-    if (in)
+    if (in == 3)
+        yj = drop_tags(yj);
+    else if (in)
         yj = with_in(yj, in == 2);
     if (pr_config_load_string(yj, strlen(yj), "json.yaml", &cj, err, sizeof(err)))
         fail_msg("%s", err);
     free(yj);
     char *y = schema_insert(clickstream_yaml(framing), filter);
-    if (in)
+    if (in == 3)
+        y = drop_tags(y);
+    else if (in)
         y = with_in(y, in == 2);
     if (pr_config_load_string(y, strlen(y), "pb.yaml", &cp, err, sizeof(err)))
         fail_msg("%s", err);
@@ -269,6 +279,18 @@ static void test_filter_same_as_json(void **state)
                  "        - { path: item.tags, not_in: [sale, new] }\n"
                  "        - { path: user.age_days, present: true }\n"
                  "        - { path: context.page, not_in: [3] }\n");
+}
+
+/* A filter's path the only reader of a repeated field (no list feature on
+ * item.tags): read by its elements, as in JSON; the reader once refused it
+ * ("the field is repeated"). */
+static void test_filter_repeated_alone(void **state)
+{
+    (void)state;
+    same_as_json_in("none", false,
+                    "      filter:\n"
+                    "        - { path: item.tags, in: [new, eco, limited] }\n",
+                    3);
 }
 
 static void test_same_as_json_framed(void **state)
@@ -1781,6 +1803,7 @@ int main(void)
         cmocka_unit_test(test_filter_same_as_json),
         cmocka_unit_test(test_in_same_as_json),
         cmocka_unit_test(test_in_repeated_alone),
+        cmocka_unit_test(test_filter_repeated_alone),
         cmocka_unit_test(test_scalar_types),
         cmocka_unit_test(test_python_reference),
         cmocka_unit_test(test_presence),
