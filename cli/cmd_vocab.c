@@ -136,6 +136,16 @@ static int pr__vocab_import_state(pr_cli_vocab *v, const char *dir, bool force)
     return ret;
 }
 
+/* 0, or 2 after saying that v has no state dir to read or write. */
+static int pr__vocab_need_state(const pr_cli_vocab *v, const char *sub)
+{
+    if (v->state)
+        return 0;
+    fprintf(stderr, "piperec vocab %s: --state is required (pipeline %s has no state.dir)\n", sub,
+            v->pc->name);
+    return 2;
+}
+
 int pr_cli_vocab_open(const char *sub, const char *config, const char *pipeline, const char *state,
                       bool need_state, pr_cli_vocab *v)
 {
@@ -154,11 +164,8 @@ int pr_cli_vocab_open(const char *sub, const char *config, const char *pipeline,
         return 2;
     }
     v->state = state ? state : v->pc->state.dir;
-    if (need_state && !v->state) {
-        fprintf(stderr, "piperec vocab %s: --state is required (pipeline %s has no state.dir)\n",
-                sub, v->pc->name);
+    if (need_state && pr__vocab_need_state(v, sub))
         return 2;
-    }
     /* A shared vocabulary (vocab_log) keeps one tagged snapshot, no journal. */
     v->shared = v->pc->vocab_log.enabled;
     if (v->state) {
@@ -297,33 +304,29 @@ int pr_cli_cmd_vocab(int argc, char **argv)
         return 2;
     }
     pr_cli_vocab v;
-    /* A shared vocabulary's import goes into its log (and --from-log
-     * exports from it): no state dir. */
-    bool log = from_log;
-    if (!is_export) {
-        pr_cli_vocab probe;
-        log =
-            pr_cli_vocab_open(argv[1], config, pipeline, NULL, false, &probe) == 0 && probe.shared;
-        pr_cli_vocab_close(&probe);
-    }
-    int ret = pr_cli_vocab_open(argv[1], config, pipeline, state, !log, &v);
-    if (ret == 0 && log && (state || force)) {
+    /* A shared vocabulary's import goes into its log, and --from-log exports
+     * from it: neither needs a state dir. */
+    int ret = pr_cli_vocab_open(argv[1], config, pipeline, state, false, &v);
+    bool into_log = ret == 0 && !is_export && v.shared;
+    if (ret) {
+        /* said */
+    } else if (from_log && (state || !v.shared)) {
+        fprintf(stderr, "piperec vocab export: --from-log %s\n",
+                state ? "reads the log, not a state dir: leave out --state"
+                      : "needs a pipeline with vocab_log (its vocabulary is in the log)");
+        ret = 2;
+    } else if (into_log && (state || force)) {
         fprintf(stderr,
                 "piperec vocab import: pipeline %s shares its vocabulary through vocab_log: "
                 "the import goes into the log (topic %s), so --state and --force do not "
                 "apply (docs/vocab-log.md, \"Seeding the log\")\n",
                 v.pc->name, v.pc->vocab_log.topic);
         ret = 2;
-    } else if (ret == 0 && from_log && (state || !v.shared)) {
-        fprintf(stderr, "piperec vocab export: --from-log %s\n",
-                state ? "reads the log, not a state dir: leave out --state"
-                      : "needs a pipeline with vocab_log (its vocabulary is in the log)");
-        ret = 2;
-    } else if (ret == 0 && from_log) {
+    } else if (from_log) {
         ret = pr_cli_vocab_export_log(&v, dir);
-    } else if (ret == 0 && log) {
+    } else if (into_log) {
         ret = pr_cli_vocab_import_log(&v, dir);
-    } else if (ret == 0) {
+    } else if (!(ret = pr__vocab_need_state(&v, argv[1]))) {
         ret = is_export ? pr__vocab_export_state(&v, dir) : pr__vocab_import_state(&v, dir, force);
     }
     pr_cli_vocab_close(&v);

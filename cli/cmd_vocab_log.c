@@ -165,35 +165,32 @@ static int pr__seed_column(pr_vocablog *vl, const pr_engine *seed, uint32_t c, c
     pr__ents s = {0};
     uint64_t *keys = NULL;
     size_t cap = 0;
-    int ret = pr__column(seed, c, &s) ? 1 : 0;
-    for (size_t i = 0; !ret && i < s.n;) {
+    bool oom = pr__column(seed, c, &s) != 0;
+    int ret = 0;
+    for (size_t i = 0; !ret && !oom && i < s.n;) {
         size_t n = 0;
-        for (; i < s.n && n < PR__LOG_CHUNK; i++) {
+        for (; i < s.n && n < PR__LOG_CHUNK && !oom; i++) {
             /* An assigned value min_count times (its index at once); a
-             * pending one its count (it stays pending, counted). */
+             * pending one its count, 1..min_count-1 (pr__check_pending):
+             * it stays pending, counted. */
             uint64_t times = s.e[i].index >= 0 ? (minc > 1 ? minc : 1) : s.e[i].count;
-            if (times == 0 || times > UINT32_MAX)
-                times = 1;
-            if (pr_grow((void **)&keys, &cap, n + times, sizeof(*keys)) < 0) {
-                ret = 1;
-                break;
-            }
-            for (uint64_t t = 0; t < times; t++)
+            oom = pr_grow((void **)&keys, &cap, n + times, sizeof(*keys)) < 0;
+            for (uint64_t t = 0; !oom && t < times; t++)
                 keys[n++] = s.e[i].value;
-            (*n_values)++;
+            (*n_values) += !oom;
         }
-        if (!ret && n)
+        if (!oom && n)
             ret = pr__propose_wait(vl, c, keys, n, topic);
     }
-    if (ret == 1 && !keys)
+    if (oom) {
         fprintf(stderr, "piperec vocab import: out of memory\n");
+        ret = 1;
+    }
     free(keys);
     free(s.e);
     return ret;
 }
 
-/* Step 5: the log's engine holds every value of the seed at its index (and
- * nothing else). 0, or 1 with the first difference printed. */
 /* Pending values (index < 0) by value: their order is the backend's. */
 static int pr__by_pending_value(const void *x, const void *y)
 {
@@ -213,6 +210,8 @@ static bool pr__same_entry(const pr_vocab_entry *a, const pr_vocab_entry *b)
     return a->value == b->value && a->index == b->index && (a->index >= 0 || a->count == b->count);
 }
 
+/* Step 5: the log's engine holds every value of the seed at its index (and
+ * nothing else). 0, or 1 with the first difference printed. */
 static int pr__compare(const pr_engine *got, const pr_engine *seed, const char *dir,
                        const char *topic)
 {
