@@ -486,32 +486,52 @@ PR__HOT int pr__chain(pr_json_decoder *d, const pr_feature_spec *f, uint32_t fro
     return 0;
 }
 
-static bool pr__integral(const pr_json_any *a, int64_t *i);
-
-/* Is extracted value a (of block jb) one of `in`'s values (the filter's
- * matching rules, a string by its pr_fop_hash64)? */
-static bool pr__in_eq(const pr_json_block *jb, const pr_json_any *a, const pr_feature_in *in)
+/* A number of an integral value within int64 as that integer (exactly:
+ * 2^53 + 1 written as a float is not 2^53 + 1); false for anything else. */
+static bool pr__integral(const pr_json_any *a, int64_t *i)
 {
-    uint8_t type = PR_FTYPE_INT;
-    int64_t i = 0;
-    uint64_t key;
+    if (a->big_int || !(a->d >= -9223372036854775808.0 && a->d < 9223372036854775808.0) ||
+        a->d != (double)(int64_t)a->d)
+        return false;
+    *i = (int64_t)a->d;
+    return true;
+}
+
+/* A value's key as the filter matches it: a string its pr_fop_hash64
+ * (*type PR_FTYPE_STR), an integer its value (a bool 0 / 1, a number of an
+ * integral value within int64 that integer; PR_FTYPE_INT); false for
+ * anything else. The downsample key's id and `in:` both read it. */
+static bool pr__value_key(const pr_json_block *jb, const pr_json_any *a, uint8_t *type,
+                          uint64_t *key)
+{
+    int64_t i;
+    *type = PR_FTYPE_INT;
     switch (a->type) {
     case PR_JSON_STRING:
-        type = PR_FTYPE_STR;
-        key = pr_fop_hash64(jb->arena + a->s.off, a->s.len);
-        break;
+        *type = PR_FTYPE_STR;
+        *key = pr_fop_hash64(jb->arena + a->s.off, a->s.len);
+        return true;
     case PR_JSON_INT64:
     case PR_JSON_BOOL:
-        key = (uint64_t)a->i;
-        break;
+        *key = (uint64_t)a->i;
+        return true;
     case PR_JSON_DOUBLE:
         if (!pr__integral(a, &i))
             return false;
-        key = (uint64_t)i;
-        break;
+        *key = (uint64_t)i;
+        return true;
     default:
         return false;
     }
+}
+
+/* Is extracted value a (of block jb) one of `in`'s values? */
+static bool pr__in_eq(const pr_json_block *jb, const pr_json_any *a, const pr_feature_in *in)
+{
+    uint8_t type;
+    uint64_t key;
+    if (!pr__value_key(jb, a, &type, &key))
+        return false;
     for (uint16_t k = 0; k < in->n; k++)
         if (in->key[k] == key && in->type[k] == type)
             return true;
@@ -1014,17 +1034,6 @@ static int pr__features(pr_json_decoder *d, const pr_decode_ctx *ctx)
 
 /* ---------------------------------------------------------------- the filter */
 
-/* A number of an integral value within int64 as that integer (exactly:
- * 2^53 + 1 written as a float is not 2^53 + 1); false for anything else. */
-static bool pr__integral(const pr_json_any *a, int64_t *i)
-{
-    if (a->big_int || !(a->d >= -9223372036854775808.0 && a->d < 9223372036854775808.0) ||
-        a->d != (double)(int64_t)a->d)
-        return false;
-    *i = (int64_t)a->d;
-    return true;
-}
-
 /* Does extracted value a (of block jb) equal filter value v (pr_engine.h's
  * matching rules)? */
 static bool pr__filter_eq(const pr_json_block *jb, const pr_json_any *a, const pr_filter_value *v)
@@ -1072,33 +1081,14 @@ static bool pr__cond_pass(const pr_json_block *jb, const pr_filter_cond *fc, uin
     }
 }
 
-/* The downsample key's id: a string's pr_fop_hash64, an integer's value (a
- * bool 0 / 1, a number of an integral value within int64 that integer, as
- * the filter matches); false for anything else (a fraction, an integer
- * beyond int64, a list of several, absent): the record's bytes decide. */
+/* The downsample key's id (pr__value_key of its one value); false for a
+ * fraction, an integer beyond int64, a list of several, absent: the
+ * record's bytes decide. */
 static bool pr__key_id(const pr_json_block *jb, const pr_json_col *c, uint64_t *id)
 {
-    if (c->present[0] != PR_JSON_PRESENT || c->count[0] != 1)
-        return false;
-    const pr_json_any *a = &c->any[0];
-    switch (a->type) {
-    case PR_JSON_STRING:
-        *id = pr_fop_hash64(jb->arena + a->s.off, a->s.len);
-        return true;
-    case PR_JSON_INT64:
-    case PR_JSON_BOOL:
-        *id = (uint64_t)a->i;
-        return true;
-    case PR_JSON_DOUBLE: {
-        int64_t i;
-        if (!pr__integral(a, &i))
-            return false;
-        *id = (uint64_t)i;
-        return true;
-    }
-    default:
-        return false;
-    }
+    uint8_t type;
+    return c->present[0] == PR_JSON_PRESENT && c->count[0] == 1 &&
+           pr__value_key(jb, &c->any[0], &type, id);
 }
 
 /* What schema.filter and schema.downsample make of the record extracted in
