@@ -1707,12 +1707,8 @@ static bool pr__value_int(const pr__ip *ip, const char *v, size_t n, int64_t *x)
         *x = b[0] == 't';
         return true;
     }
-    size_t i = b[0] == '-' || b[0] == '+';
-    if (!b[i])
+    if (!pr__is_int_text(b))
         return false;
-    for (; b[i]; i++)
-        if (!isdigit((unsigned char)b[i]))
-            return false;
     errno = 0;
     long long ll = strtoll(b, NULL, 10);
     *x = ll;

@@ -35,7 +35,7 @@ static bool pr__parse_number(cfg_ctx *c, yaml_node_t *n, double *out)
     return true;
 }
 
-static bool pr__is_int_text(const char *s)
+bool pr__is_int_text(const char *s)
 {
     size_t i = s[0] == '-' || s[0] == '+';
     if (!s[i])

@@ -181,6 +181,10 @@ void pr__apply_map(cfg_ctx *c, yaml_node_t *map, const cfg_table *t, void *base)
 /* ---------------------------------------------------------------- the declared schema
  * (config_schema.c) */
 
+/* [-+]digits: the text of a plain YAML integer, as an id or a value to
+ * match reads it (true for "-0"; no range check). */
+bool pr__is_int_text(const char *s);
+
 /* Keys of schema.* that make a schema declared, and their item tables. */
 extern const cfg_table pr__event_time_tab;
 extern const cfg_table pr__label_item_tab;
