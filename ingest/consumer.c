@@ -45,6 +45,11 @@
 #define PR__ADD(field, n) __atomic_add_fetch(&(field), (n), __ATOMIC_RELAXED)
 #define PR__LOAD(field)   __atomic_load_n(&(field), __ATOMIC_RELAXED)
 
+/* The `opaque` of a restart entry (pr_consumer.restart) whose start is
+ * decided by pr__start_fresh: no committed offset, auto.offset.reset latest. */
+static char pr__fresh_mark;
+#define PR__FRESH ((void *)&pr__fresh_mark)
+
 typedef struct pr__part {
     int tidx;
     int32_t partition;
@@ -1494,7 +1499,8 @@ void pr_consumer_free(pr_consumer *c)
  * is not in the log stops with RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET (m->offset
  * = the offset it could not fetch, or INVALID when the group has none) and its
  * fetcher idles. Here the policy decides: a group with no committed offset
- * starts where auto.offset.reset says (not counted: nothing is skipped); an
+ * starts where auto.offset.reset says (not counted: nothing is skipped;
+ * latest is resolved with the group's other offsets, pr__start_fresh); an
  * out-of-range offset is logged and counted, then either fails the pipeline
  * (on_offset_reset: fail) or restarts the partition at the log start or end.
  * The restart is an incremental unassign + assign at that offset (a seek is
@@ -1507,6 +1513,7 @@ static int pr__offset_reset(pr_consumer *c, rd_kafka_t *rk, const rd_kafka_messa
     int32_t part = m->partition;
     int64_t lo = -1, hi = -1, target;
     bool no_commit = m->offset < 0;
+    bool fresh = false;
     /* Only an out-of-range reset needs the log's bounds (a blocking query). */
     rd_kafka_resp_err_t qerr =
         no_commit ? RD_KAFKA_RESP_ERR_NO_ERROR
@@ -1518,9 +1525,12 @@ static int pr__offset_reset(pr_consumer *c, rd_kafka_t *rk, const rd_kafka_messa
                              "auto.offset.reset=error",
                              topic, part);
         target = c->initial_reset;
-        pr_info("consumer: %s [%" PRId32 "]: no committed offset for this group; starting at the "
-                "%s (auto.offset.reset)",
-                topic, part, target == RD_KAFKA_OFFSET_BEGINNING ? "log start" : "log end");
+        /* latest: decided with the group's other offsets (pr__start_fresh) */
+        fresh = target == RD_KAFKA_OFFSET_END;
+        if (!fresh)
+            pr_info("consumer: %s [%" PRId32 "]: no committed offset for this group; starting "
+                    "at the log start (auto.offset.reset)",
+                    topic, part);
     } else {
         char avail[96];
         if (qerr)
@@ -1556,8 +1566,146 @@ static int pr__offset_reset(pr_consumer *c, rd_kafka_t *rk, const rd_kafka_messa
         c->restart[inst] = rd_kafka_topic_partition_list_new(4);
     rd_kafka_topic_partition_t *tp =
         rd_kafka_topic_partition_list_find(c->restart[inst], topic, part);
-    (tp ? tp : rd_kafka_topic_partition_list_add(c->restart[inst], topic, part))->offset = target;
+    if (!tp)
+        tp = rd_kafka_topic_partition_list_add(c->restart[inst], topic, part);
+    tp->offset = target;
+    tp->opaque = fresh ? PR__FRESH : NULL;
     return 0;
+}
+
+/* The group's committed offsets on every partition of the topics in `l`'s
+ * PR__FRESH entries: *known gets, per entry, whether the group committed on
+ * some partition of its topic. Returns 0, or -1 when the topic metadata or
+ * the offsets could not be read (said in a warning). */
+static int pr__group_knows(rd_kafka_t *rk, const rd_kafka_topic_partition_list_t *l, bool *known)
+{
+    rd_kafka_topic_partition_list_t *q = rd_kafka_topic_partition_list_new(16);
+    rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+    const char *what = "committed offsets", *topic = NULL;
+    for (int i = 0; i < l->cnt && !err; i++) {
+        topic = l->elems[i].topic;
+        if (l->elems[i].opaque != PR__FRESH || rd_kafka_topic_partition_list_find(q, topic, 0))
+            continue;
+        rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+        const struct rd_kafka_metadata *md = NULL;
+        err = rkt ? rd_kafka_metadata(rk, 0, rkt, &md, 5000) : rd_kafka_last_error();
+        if (!err && (md->topic_cnt != 1 || md->topics[0].err))
+            err = md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
+        for (int p = 0; !err && p < md->topics[0].partition_cnt; p++)
+            rd_kafka_topic_partition_list_add(q, topic, md->topics[0].partitions[p].id);
+        if (md)
+            rd_kafka_metadata_destroy(md);
+        if (rkt)
+            rd_kafka_topic_destroy(rkt);
+        what = err ? "topic metadata" : what;
+    }
+    if (!err)
+        err = rd_kafka_committed(rk, q, 5000);
+    for (int i = 0; i < l->cnt && !err; i++) {
+        known[i] = false;
+        for (int k = 0; k < q->cnt && l->elems[i].opaque == PR__FRESH; k++)
+            known[i] |= !strcmp(q->elems[k].topic, l->elems[i].topic) && q->elems[k].offset >= 0;
+    }
+    if (err)
+        pr_warn("consumer: %s: partitions with no committed offset start at the log end, not "
+                "committed: the group's %s could not be read (%s)",
+                topic, what, rd_kafka_err2str(err));
+    rd_kafka_topic_partition_list_destroy(q);
+    return err ? -1 : 0;
+}
+
+/* The start of each partition pr__offset_reset marked PR__FRESH (no
+ * committed offset, auto.offset.reset latest):
+ *   - a topic on which the group committed offsets (on other partitions) is
+ *     one it reads already, so the partition is new to it: added to the
+ *     topic (seen up to a metadata refresh later), or its first owner
+ *     stopped before committing. Latest would skip what was written to it
+ *     before now; it starts at its log start instead;
+ *   - a topic the group never committed on starts at the log end, resolved
+ *     to an offset here; those go into the returned list, which the caller
+ *     commits once they are assigned there: a restart, or another replica
+ *     after a rebalance, resumes at that offset rather than at a later end
+ *     (the records in between were lost before).
+ * NULL when nothing is to be committed. A lookup that fails leaves the log
+ * end unresolved and uncommitted, as before. */
+static rd_kafka_topic_partition_list_t *pr__start_fresh(rd_kafka_t *rk,
+                                                        rd_kafka_topic_partition_list_t *l)
+{
+    bool any = false;
+    for (int i = 0; i < l->cnt; i++)
+        any |= l->elems[i].opaque == PR__FRESH;
+    bool *known = any ? calloc((size_t)l->cnt, sizeof(*known)) : NULL;
+    if (!known || pr__group_knows(rk, l, known)) {
+        for (int i = 0; i < l->cnt; i++)
+            l->elems[i].opaque = NULL;
+        free(known);
+        return NULL;
+    }
+    rd_kafka_topic_partition_list_t *ends = rd_kafka_topic_partition_list_new(l->cnt);
+    for (int i = 0; i < l->cnt; i++) {
+        rd_kafka_topic_partition_t *e = &l->elems[i];
+        if (e->opaque != PR__FRESH)
+            continue;
+        if (known[i]) {
+            e->offset = RD_KAFKA_OFFSET_BEGINNING;
+            pr_info("consumer: %s [%" PRId32 "]: no committed offset, but the group has "
+                    "committed on other partitions of %s: the partition is new to it; starting at "
+                    "its log start so that none of its records is skipped",
+                    e->topic, e->partition, e->topic);
+        } else {
+            /* ListOffsets by timestamp -1: each partition's end, one request */
+            rd_kafka_topic_partition_list_add(ends, e->topic, e->partition)->offset = -1;
+        }
+        e->opaque = NULL;
+    }
+    free(known);
+    rd_kafka_resp_err_t err = ends->cnt ? rd_kafka_offsets_for_times(rk, ends, 5000) : 0;
+    for (int i = 0; i < ends->cnt && !err; i++) {
+        rd_kafka_topic_partition_t *x = &ends->elems[i];
+        if (x->err || x->offset < 0)
+            continue; /* that one starts at the logical end, uncommitted */
+        rd_kafka_topic_partition_list_find(l, x->topic, x->partition)->offset = x->offset;
+        pr_info("consumer: %s [%" PRId32 "]: no committed offset for this group; starting at the "
+                "log end, offset %" PRId64 " (auto.offset.reset), committed at once",
+                x->topic, x->partition, x->offset);
+    }
+    if (err)
+        pr_warn("consumer: %s [%" PRId32 "]: no committed offset; the log end could not be read "
+                "(%s): starting at the log end, not committed",
+                ends->elems[0].topic, ends->elems[0].partition, rd_kafka_err2str(err));
+    for (int i = ends->cnt - 1; i >= 0; i--)
+        if (err || ends->elems[i].err || ends->elems[i].offset < 0)
+            rd_kafka_topic_partition_list_del_by_idx(ends, i);
+    if (!ends->cnt) {
+        rd_kafka_topic_partition_list_destroy(ends);
+        return NULL;
+    }
+    return ends;
+}
+
+/* Commit the starts pr__start_fresh resolved (synchronously: a crash right
+ * after must not lose them). A failure only warns: the partition then
+ * behaves as before, starting at a later end after a restart. */
+static void pr__commit_anchors(pr_consumer *c, rd_kafka_t *rk,
+                               rd_kafka_topic_partition_list_t *anchors)
+{
+    rd_kafka_resp_err_t err = rd_kafka_commit(rk, anchors, 0);
+    for (int i = 0; i < anchors->cnt; i++) {
+        rd_kafka_topic_partition_t *a = &anchors->elems[i];
+        rd_kafka_resp_err_t e = err ? err : a->err;
+        if (e) {
+            pr_warn("consumer: %s [%" PRId32 "]: committing its start (offset %" PRId64
+                    "): %s; a restart before its first commit starts at the log end again",
+                    a->topic, a->partition, a->offset, rd_kafka_err2str(e));
+            continue;
+        }
+        int tidx = pr__topic_index(c, a->topic);
+        pthread_mutex_lock(&c->lock);
+        ssize_t k = tidx < 0 ? -1 : pr__part_find(c, PR_PART_KEY(tidx, a->partition));
+        if (k >= 0)
+            c->parts[k].committed = a->offset;
+        pthread_mutex_unlock(&c->lock);
+    }
 }
 
 /* The restarts pr__offset_reset decided for instance `inst` (rk), done only
@@ -1611,6 +1759,7 @@ static int pr__restart_due(pr_consumer *c, rd_kafka_t *rk, unsigned inst, char *
                 rd_kafka_topic_partition_list_del_by_idx(l, i);
     if (held)
         rd_kafka_topic_partition_list_destroy(held);
+    rd_kafka_topic_partition_list_t *anchors = pr__start_fresh(rk, l);
     rd_kafka_error_t *e = NULL;
     if (l->cnt) {
         rd_kafka_topic_partition_list_t *at = rd_kafka_topic_partition_list_copy(l);
@@ -1626,7 +1775,11 @@ static int pr__restart_due(pr_consumer *c, rd_kafka_t *rk, unsigned inst, char *
         rc = pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer: %s [%" PRId32 "]: reset: %s",
                        l->elems[0].topic, l->elems[0].partition, rd_kafka_error_string(e));
         rd_kafka_error_destroy(e);
+    } else if (anchors) {
+        pr__commit_anchors(c, rk, anchors);
     }
+    if (anchors)
+        rd_kafka_topic_partition_list_destroy(anchors);
     rd_kafka_topic_partition_list_destroy(l);
     return rc;
 }

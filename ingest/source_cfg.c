@@ -56,13 +56,17 @@ static const pr_cfgmap_entry kafka_source_entries[] = {
                 "and fetch.wait.max.ms to 10 (librdkafka: 500) so that a fetch held at the "
                 "broker does not delay fresh records past batch.max_delay_ms; set them here to "
                 "override."),
-    PR_CFG_E_ENUM("on_offset_reset", pr_kafka_source_cfg, on_offset_reset, pr_offset_reset_names,
-                  "fail",
-                  "When a partition's committed offset (or fetch position) is no longer in the "
-                  "log (retention deleted it, topic recreated): fail stops the pipeline naming "
-                  "topic, partition and offsets; earliest / latest jump there, logged and counted "
-                  "in piperec_offset_resets_total. A group with no committed offset starts where "
-                  "properties.auto.offset.reset says (default latest), without counting."),
+    PR_CFG_E_ENUM(
+        "on_offset_reset", pr_kafka_source_cfg, on_offset_reset, pr_offset_reset_names, "fail",
+        "When a partition's committed offset (or fetch position) is no longer in the "
+        "log (retention deleted it, topic recreated): fail stops the pipeline naming "
+        "topic, partition and offsets; earliest / latest jump there, logged and counted "
+        "in piperec_offset_resets_total. A partition with no committed offset starts where "
+        "properties.auto.offset.reset says (default latest), without counting; "
+        "latest's offset is committed at once, so a restart or another replica "
+        "resumes there, and a partition new to a group that committed on the topic's "
+        "other partitions (added to the topic) starts at its log start: latest skips "
+        "nothing the group has not read."),
     PR_CFG_E_STR("group_instance_id", 0, pr_kafka_source_cfg, group_instance_id, NULL,
                  "Static group membership (group.instance.id): a restarted member takes its "
                  "partitions back without waiting for its old session to expire. Unset: "

@@ -117,6 +117,7 @@ static void on_revoke(void *opaque, pr_consumer *c, const pr_tp *parts, size_t n
 
 /* Consumer options the issue-11 tests vary (reset by each test that sets them). */
 static pr_offset_reset g_on_reset;
+static const char *g_initial_reset; /* auto.offset.reset; NULL = earliest */
 static const char *g_dlq_file;
 
 /* Decode threads of every consumer the tests make: the group runs twice,
@@ -140,6 +141,8 @@ static pr_consumer *new_consumer(const char *topic, const char *group, seen *s, 
     pr_kv_ref props[6];
     memcpy(props, props_tmpl, sizeof(props_tmpl));
     props[0].value = pr_mock_broker_bootstrap(g_mb);
+    if (g_initial_reset)
+        props[1].value = g_initial_reset;
     size_t np = 5;
     if (getenv("PR_TEST_KAFKA_DEBUG")) /* e.g. "cgrp,topic" while investigating */
         props[np++] = (pr_kv_ref){"debug", getenv("PR_TEST_KAFKA_DEBUG")};
@@ -801,6 +804,75 @@ static void test_offset_out_of_range(void **state)
     pr_block_free(b);
 }
 
+/* The offset `group` committed on topic/partition (-1001 = none). */
+static int64_t committed_of(const char *group, const char *topic, int32_t partition)
+{
+    char errstr[256];
+    const pr_kv props[] = {{"group.id", group}};
+    rd_kafka_t *k = pr_kafka_new_simple(PR_KAFKA_PLAIN_CONSUMER, pr_mock_broker_bootstrap(g_mb),
+                                        props, 1, errstr, sizeof(errstr));
+    assert_non_null(k);
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, topic, partition);
+    assert_int_equal(rd_kafka_committed(k, l, 5000), 0);
+    int64_t off = l->elems[0].offset;
+    rd_kafka_topic_partition_list_destroy(l);
+    rd_kafka_destroy(k);
+    return off;
+}
+
+/* auto.offset.reset latest loses nothing once the group reads a topic:
+ *   - a partition with no committed offset, in a group that committed on
+ *     other partitions of the topic (one added to the topic, or one whose
+ *     first owner stopped before committing), starts at its log start: it
+ *     used to start at its end, skipping every record already in it;
+ *   - a group's first start at the log end is committed at once, so a
+ *     second member (or a restart) resumes there: it used to start at the
+ *     end again, skipping what was written in between. */
+static void test_latest_skips_nothing(void **state)
+{
+    (void)state;
+    char errstr[256];
+    seen *s = calloc(1, sizeof(*s));
+    pr_block *b = pr_block_new(g_spec.n_dense, g_spec.n_sparse, 64, true);
+    g_initial_reset = "latest";
+
+    /* np/0 holds rows 0 2 4 6 8, np/1 rows 1 3 5 7 9; the group committed
+     * np/0 at 3 only. */
+    assert_int_equal(pr_mock_broker_create_topic(g_mb, "np", 2, errstr, sizeof(errstr)), 0);
+    produce_lines("np", 0, 10, 2);
+    commit_for_group("np-g", "np", 3);
+    reset_seen(s);
+    pr_consumer *c = new_consumer("np", "np-g", s, NULL);
+    assert_int_equal(poll_rows(c, b, s, 7, 20, false), 7);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(s->count[i], i % 2 || i >= 6);
+    pr_consumer_free(c);
+
+    /* A new group on la (rows 0..4 in it) starts at offset 5 and commits 5
+     * before it reads anything; the next member reads rows 5..9. */
+    assert_int_equal(pr_mock_broker_create_topic(g_mb, "la", 1, errstr, sizeof(errstr)), 0);
+    produce_lines("la", 0, 5, 1);
+    reset_seen(s);
+    c = new_consumer("la", "la-g", s, NULL);
+    for (double end = now_s() + 20; committed_of("la-g", "la", 0) != 5 && now_s() < end;)
+        poll_rows(c, b, s, 1, 0.2, false);
+    assert_int_equal(committed_of("la-g", "la", 0), 5);
+    assert_int_equal(s->total, 0);
+    pr_consumer_free(c);
+    produce_lines("la", 5, 5, 1);
+    reset_seen(s);
+    c = new_consumer("la", "la-g", s, NULL);
+    assert_int_equal(poll_rows(c, b, s, 5, 20, false), 5);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(s->count[i], i >= 5);
+    pr_consumer_free(c);
+
+    g_initial_reset = NULL;
+    pr_block_free(b);
+    free(s);
+}
+
 /* Produce one empty message and one of `big` bytes (a single broken TSV line). */
 static void produce_empty_and_big(const char *topic, size_t big)
 {
@@ -1137,6 +1209,7 @@ int main(void)
         cmocka_unit_test(test_dead_letters),
         cmocka_unit_test(test_batches_fill_blocks),
         cmocka_unit_test(test_offset_out_of_range),
+        cmocka_unit_test(test_latest_skips_nothing),
         cmocka_unit_test(test_dead_letters_never_vanish),
         cmocka_unit_test(test_leave_for_predecessor),
         cmocka_unit_test(test_leave_for_predecessor_instances),
