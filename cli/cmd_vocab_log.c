@@ -22,8 +22,10 @@
  *      gap, which pr_vocab_import checks);
  *   3. opens the log as a replica does (pr_vocablog_new: checks the topic,
  *      writes the Settings record into an empty log, checks the settings of
- *      a log that has one) and refuses a log that already gave an index;
- *   4. proposes each column's values in index order through
+ *      a log that has one); a log that gave indices must hold the start of
+ *      this same import (one that stopped half way, or ran to its end
+ *      already), which is then continued; any other is refused;
+ *   4. proposes each column's values (those the log lacks) in index order through
  *      pr_vocablog_resolve_keys (each value min_count times, so it gets its
  *      index at once; a pending value, below min_count, its own count), and
  *      waits until the log decided them all;
@@ -66,12 +68,6 @@ static int pr__ents_cb(const pr_vocab_entry *e, void *opaque)
         return PR_ENOMEM;
     s->e[s->n++] = *e;
     return 0;
-}
-
-static int pr__nonempty(const pr_vocab_entry *e, void *opaque)
-{
-    (void)e, (void)opaque;
-    return 1;
 }
 
 /* Column c's entries (assigned ones in index order, then pending ones). */
@@ -129,6 +125,96 @@ static int pr__check_seed(const pr_engine *seed)
     return ret;
 }
 
+/* Pending values (index < 0) by value: their order is the backend's. */
+static int pr__by_pending_value(const void *x, const void *y)
+{
+    const pr_vocab_entry *a = x, *b = y;
+    if ((a->index < 0) != (b->index < 0))
+        return a->index < 0 ? 1 : -1;
+    if (a->index >= 0)
+        return a->index < b->index ? -1 : a->index > b->index;
+    return a->value < b->value ? -1 : a->value > b->value;
+}
+
+/* What the log holds already of one column's import: its first `assigned`
+ * values (in index order), and the pending values it holds (by value). */
+typedef struct pr__held {
+    size_t assigned;
+    pr__ents pending;
+    pr_vocab_entry *owned; /* the allocation pending points into */
+} pr__held;
+
+/* Does the log's pending entry list (sorted by value) hold e, count and all? */
+static bool pr__held_pending(const pr__held *h, const pr_vocab_entry *e)
+{
+    size_t lo = 0, hi = h->pending.n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (h->pending.e[mid].value < e->value)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < h->pending.n && h->pending.e[lo].value == e->value &&
+           h->pending.e[lo].count == e->count;
+}
+
+/* Step 3 for column c: what the log (got) holds must be the start of this
+ * import, as an import that stopped half way leaves it (killed, broker
+ * lost): its values at the seed's first indices, in order, and pending
+ * values with the seed's counts (each went in one record). Then *h says
+ * what to skip, and the import goes on from there. Anything else (a
+ * replica's values, another vocabulary's) is refused: 0, 1 when out of
+ * memory, or 2 (message printed). */
+static int pr__held_column(const pr_engine *got, const pr_engine *seed, uint32_t c,
+                           const char *topic, const char *dir, pr__held *h)
+{
+    const char *name = pr_engine_spec(seed)->sparse[c].name;
+    pr__ents a = {0}, b = {0};
+    if (pr__column(got, c, &a) || pr__column(seed, c, &b)) {
+        free(a.e), free(b.e);
+        fprintf(stderr, "piperec vocab import: out of memory\n");
+        return 1;
+    }
+    qsort(a.e, a.n, sizeof(*a.e), pr__by_pending_value);
+    qsort(b.e, b.n, sizeof(*b.e), pr__by_pending_value);
+    size_t na = 0, nb = 0;
+    while (na < a.n && a.e[na].index >= 0)
+        na++;
+    while (nb < b.n && b.e[nb].index >= 0)
+        nb++;
+    *h = (pr__held){na, {a.e + na, a.n - na, 0}, a.e};
+    char what[256] = "";
+    for (size_t i = 0; i < na && !what[0]; i++)
+        if (i >= nb)
+            snprintf(what, sizeof(what),
+                     "the log has value %" PRIx64 " at index %" PRId64 ", past the file's last",
+                     a.e[i].value, a.e[i].index);
+        else if (a.e[i].value != b.e[i].value || a.e[i].index != b.e[i].index)
+            snprintf(what, sizeof(what),
+                     "the log has value %" PRIx64 " at index %" PRId64 ", %s.tsv value %" PRIx64
+                     " at %" PRId64,
+                     a.e[i].value, a.e[i].index, name, b.e[i].value, b.e[i].index);
+    pr__held bh = {0, {b.e + nb, b.n - nb, 0}, NULL};
+    for (size_t i = na; i < a.n && !what[0]; i++)
+        if (!pr__held_pending(&bh, &a.e[i]))
+            snprintf(what, sizeof(what),
+                     "the log has value %" PRIx64 " pending with count %" PRIu64
+                     ", which %s.tsv does not",
+                     a.e[i].value, a.e[i].count, name);
+    free(b.e);
+    if (!what[0])
+        return 0;
+    free(h->owned);
+    *h = (pr__held){0};
+    fprintf(stderr,
+            "piperec vocab import: vocab log %s already holds values that are not the start of "
+            "this import (column %s: %s; from %s): only an empty log, or one that an import of "
+            "the same files left half way, can be seeded; use a new topic\n",
+            topic, name, what, dir);
+    return 2;
+}
+
 /* Propose keys[0..n) of column c and wait until the log decided them.
  * 0, or the exit code (message printed). */
 static int pr__propose_wait(pr_vocablog *vl, uint32_t c, const uint64_t *keys, size_t n,
@@ -148,8 +234,8 @@ static int pr__propose_wait(pr_vocablog *vl, uint32_t c, const uint64_t *keys, s
         if ((waited += PR__LOG_WAIT_MS) >= PR__LOG_PATIENCE_MS) {
             fprintf(stderr,
                     "piperec vocab import: vocab log %s: the log did not decide %zu proposed "
-                    "values within %d s (broker down?); the log may hold part of them: "
-                    "recreate the topic before importing again\n",
+                    "values within %d s (broker down?); the log may hold part of them: run "
+                    "the same import again once the broker is back, it continues there\n",
                     topic, n, PR__LOG_PATIENCE_MS / 1000);
             return 1;
         }
@@ -157,9 +243,10 @@ static int pr__propose_wait(pr_vocablog *vl, uint32_t c, const uint64_t *keys, s
 }
 
 /* Step 4 for column c: its values in index order, chunk by chunk; then its
- * pending ones. 0 or the exit code; *n_values counts what was proposed. */
+ * pending ones; none that the log holds already (h). 0 or the exit code;
+ * *n_values counts what was proposed. */
 static int pr__seed_column(pr_vocablog *vl, const pr_engine *seed, uint32_t c, const char *topic,
-                           uint64_t *n_values)
+                           const pr__held *h, uint64_t *n_values)
 {
     uint32_t minc = pr_engine_spec(seed)->sparse[c].min_count;
     pr__ents s = {0};
@@ -170,6 +257,8 @@ static int pr__seed_column(pr_vocablog *vl, const pr_engine *seed, uint32_t c, c
     for (size_t i = 0; !ret && !oom && i < s.n;) {
         size_t n = 0;
         for (; i < s.n && n < PR__LOG_CHUNK && !oom; i++) {
+            if (s.e[i].index >= 0 ? i < h->assigned : pr__held_pending(h, &s.e[i]))
+                continue; /* an earlier import's (pr__held_column) */
             /* An assigned value min_count times (its index at once); a
              * pending one its count, 1..min_count-1 (pr__check_pending):
              * it stays pending, counted. */
@@ -189,17 +278,6 @@ static int pr__seed_column(pr_vocablog *vl, const pr_engine *seed, uint32_t c, c
     free(keys);
     free(s.e);
     return ret;
-}
-
-/* Pending values (index < 0) by value: their order is the backend's. */
-static int pr__by_pending_value(const void *x, const void *y)
-{
-    const pr_vocab_entry *a = x, *b = y;
-    if ((a->index < 0) != (b->index < 0))
-        return a->index < 0 ? 1 : -1;
-    if (a->index >= 0)
-        return a->index < b->index ? -1 : a->index > b->index;
-    return a->value < b->value ? -1 : a->value > b->value;
 }
 
 /* Same entries: assigned ones at the same index; pending ones with the
@@ -311,18 +389,28 @@ int pr_cli_vocab_import_log(pr_cli_vocab *v, const char *dir)
         ret = pr_cli_exit_code(rc);
     }
     const pr_pipeline_spec *spec = &v->espec;
-    for (uint32_t c = 0; !ret && c < spec->n_sparse; c++)
-        if (pr_engine_vocab_read(v->eng, c, pr__nonempty, NULL)) {
-            fprintf(stderr,
-                    "piperec vocab import: vocab log %s already holds values (column %s): only "
-                    "a log that gave no index yet can be seeded; use a new topic\n",
-                    topic, spec->sparse[c].name);
-            ret = 2;
-        }
+    pr__held *held = calloc(spec->n_sparse ? spec->n_sparse : 1, sizeof(*held));
+    if (!held && !ret) {
+        fprintf(stderr, "piperec vocab import: out of memory\n");
+        ret = 1;
+    }
+    uint64_t n_held = 0;
+    for (uint32_t c = 0; !ret && c < spec->n_sparse; c++) {
+        ret = pr__held_column(v->eng, seed, c, topic, dir, &held[c]);
+        n_held += held[c].assigned + held[c].pending.n;
+    }
+    if (!ret && n_held)
+        fprintf(stderr,
+                "piperec vocab import: vocab log %s holds %" PRIu64 " values of this import "
+                "already (one that stopped half way): proposing the others\n",
+                topic, n_held);
     int64_t t1 = pr_mono_ns();
     uint64_t n_values = 0;
     for (uint32_t c = 0; !ret && c < spec->n_sparse; c++)
-        ret = pr__seed_column(vl, seed, c, topic, &n_values);
+        ret = pr__seed_column(vl, seed, c, topic, &held[c], &n_values);
+    for (uint32_t c = 0; held && c < spec->n_sparse; c++)
+        free(held[c].owned);
+    free(held);
     if (!ret)
         ret = pr__compare(v->eng, seed, dir, topic);
     if (!ret) {
@@ -333,8 +421,8 @@ int pr_cli_vocab_import_log(pr_cli_vocab *v, const char *dir)
                 "are vocab log %s's (read to offset %" PRId64
                 "; opening the log %.3f s, proposing and checking %.3f s); replicas started "
                 "now rebuild them from it\n",
-                v->pc->name, n_values, (unsigned)spec->n_sparse, dir, topic, st.applied_offset,
-                (double)(t1 - t0) / 1e9, (double)(pr_mono_ns() - t1) / 1e9);
+                v->pc->name, n_values + n_held, (unsigned)spec->n_sparse, dir, topic,
+                st.applied_offset, (double)(t1 - t0) / 1e9, (double)(pr_mono_ns() - t1) / 1e9);
     }
     pr_vocablog_free(vl);
     pr_engine_free(seed);

@@ -17,13 +17,18 @@
 #   - `vocab export --from-log` exports the same from the log itself, and
 #     leaves an empty log empty;
 #   - a second replica with an empty state dir rebuilds the same from the log;
-#   - refusals: a second import into the log (it holds values), a vocabulary
+#   - an import that stopped half way (the log holds the first indices of
+#     every column, as its records left them) is continued by the same
+#     import, and the log then holds exactly the files' vocabulary; a log
+#     whose values are not this import's start is refused;
+#   - the same import again changes nothing; refusals: an import into a log
+#     that went on past it, a vocabulary
 #     with a gap in its indices, an evicting column, a pending value whose
 #     count min_count would not keep pending, --state.
 . "$(dirname "$0")/fault_lib.sh"
 
 N=3000
-start_broker 1 events,vocab:1,vocab2:1
+start_broker 1 events,vocab:1,vocab2:1,vocab3:1,vocab4:1
 "$PIPEREC" gen --format json --rows $N --seed 21 --output "$T/all.jsonl" 2> /dev/null || fail gen
 head -n $((N / 2)) "$T/all.jsonl" > "$T/first.jsonl"
 tail -n $((N - N / 2)) "$T/all.jsonl" > "$T/second.jsonl"
@@ -80,11 +85,11 @@ grep -qv '^#' "$T/off1/vocab/user.tsv" && grep -q -- '^-1' "$T/off1/vocab/user.t
     fail "import into the log: $(cat "$T/import.err")"
 grep -q "are vocab log vocab's" "$T/import.err" || fail "import said: $(cat "$T/import.err")"
 
-# Refusals. A second import: the log holds values now.
-if "$PIPEREC" vocab import --config "$T/r1.yaml" --input "$T/off1/vocab" 2> "$T/again.err"; then
-    fail "a second import into the same log was taken"
-fi
-grep -q "already holds values" "$T/again.err" || fail "second import: $(cat "$T/again.err")"
+# The same import again: the log holds all of it, nothing is proposed.
+"$PIPEREC" vocab import --config "$T/r1.yaml" --input "$T/off1/vocab" 2> "$T/again.err" ||
+    fail "the same import again: $(cat "$T/again.err")"
+grep -q "values of this import already" "$T/again.err" || fail "again: $(cat "$T/again.err")"
+# Refusals.
 # --state does not apply.
 if "$PIPEREC" vocab import --config "$T/r1.yaml" --state "$T/x" --input "$T/off1/vocab" \
     2> "$T/state.err"; then
@@ -122,6 +127,45 @@ for cnt in 2 0; do
     grep -q "is below min_count (index -1) with count $cnt, but column user's min_count is 2" \
         "$T/pend.err" || fail "pending count $cnt: $(cat "$T/pend.err")"
 done
+
+# An import that stopped half way: the log holds the first half of each
+# column's indices (what its records had written, column by column, before
+# it was killed; no pending value yet). The same import continues it.
+half() { # DIR_IN DIR_OUT: the first half of each file's indices
+    mkdir -p "$2"
+    for f in "$1"/*.tsv; do
+        n=$(awk -F '\t' '!/^#/ && $1 >= 0' "$f" | wc -l)
+        awk -F '\t' -v k=$((n / 2)) '/^#/ { print; next } $1 >= 0 && ++i <= k' "$f" \
+            > "$2/$(basename "$f")"
+    done
+}
+half "$T/off1/vocab" "$T/half"
+config 5 vocab3
+"$PIPEREC" vocab import --config "$T/r5.yaml" --input "$T/half" 2> "$T/half.err" ||
+    fail "import of the first half: $(cat "$T/half.err")"
+"$PIPEREC" vocab import --config "$T/r5.yaml" --input "$T/off1/vocab" 2> "$T/resume.err" ||
+    fail "the import was not continued: $(cat "$T/resume.err")"
+grep -q "holds [0-9]* values of this import already" "$T/resume.err" ||
+    fail "resume said: $(cat "$T/resume.err")"
+"$PIPEREC" vocab export --config "$T/r5.yaml" --from-log --output "$T/resumed" \
+    2> "$T/resumed.err" || fail "export of the continued log: $(cat "$T/resumed.err")"
+"$PIPEREC" vocab export --config "$T/r1.yaml" --from-log --output "$T/whole" \
+    2> "$T/whole.err" || fail "export of the log imported at once: $(cat "$T/whole.err")"
+diff -r "$T/whole" "$T/resumed" > "$T/resumed.diff" ||
+    fail "a continued import differs from one at once: $(head -5 "$T/resumed.diff")"
+# Not this import's start: category's first two values swapped in the log.
+mkdir -p "$T/swap"
+cp "$T/half/"*.tsv "$T/swap/"
+awk 'BEGIN { FS = OFS = "\t" } !/^#/ && $1 >= 0 && ++i <= 2 { $1 = i == 1 ? $1 + 1 : $1 - 1 }
+     { print }' "$T/half/category.tsv" | sort -t "$(printf '\t')" -k1,1n > "$T/swap/category.tsv"
+config 6 vocab4
+"$PIPEREC" vocab import --config "$T/r6.yaml" --input "$T/swap" 2> "$T/swap.err" ||
+    fail "import of the swapped half: $(cat "$T/swap.err")"
+if "$PIPEREC" vocab import --config "$T/r6.yaml" --input "$T/off1/vocab" 2> "$T/swap2.err"; then
+    fail "a log holding other indices was continued"
+fi
+grep -q "not the start of this import (column category: the log has value" "$T/swap2.err" ||
+    fail "swapped: $(cat "$T/swap2.err")"
 
 # Stream the second half through replica 1 (empty state dir).
 "$PIPEREC" produce --bootstrap "$B" --topic events --format json --input "$T/second.jsonl" \
@@ -180,6 +224,13 @@ if "$PIPEREC" vocab export --config "$T/r1.yaml" --from-log --state "$T/state1" 
     fail "export --from-log with --state was taken"
 fi
 
+# The log has gone on past the import: importing it again is refused.
+if "$PIPEREC" vocab import --config "$T/r1.yaml" --input "$T/off1/vocab" 2> "$T/past.err"; then
+    fail "an import into a log that went on past it was taken"
+fi
+grep -q "not the start of this import (column .*past the file's last" "$T/past.err" ||
+    fail "past: $(cat "$T/past.err")"
+
 # A second replica with an empty state dir rebuilds the same from the log.
 start_replica 2
 wait_until 60 "replica 2's http port" has_port 2
@@ -190,5 +241,5 @@ wait "$RUN_2" || fail "replica 2 exited $?"
 diff -r "$T/export1" "$T/export2" > "$T/diff.out" ||
     fail "a replica rebuilt from the log differs: $(head -5 "$T/diff.out")"
 n=$(cat "$T"/export1/*.tsv | grep -vc '^#')
-echo "imported $(grep -o '[0-9]* values' "$T/import.err") of the first $((N / 2)) events into the log; streamed the rest: $n entries, equal to one offline run over all $N; rebuilt alike; 6 refusals"
+echo "imported $(grep -o '[0-9]* values' "$T/import.err") of the first $((N / 2)) events into the log; streamed the rest: $n entries, equal to one offline run over all $N; rebuilt alike; a half-way import continued; 7 refusals"
 echo "OK"
