@@ -105,18 +105,8 @@ static void pr__feature_line(const pr_feature_spec *f)
     if (f->dim)
         printf("  dim %u%s (columns %s[0]..%s[%u])", f->dim,
                f->encoding == PR_VEC_F32 ? " f32 bytes" : "", f->name, f->name, f->dim - 1u);
-    if (f->in.n) { /* strings are kept as their hashes: counted, not shown */
-        uint16_t strs = 0;
-        printf("  1 when in [");
-        for (uint16_t k = 0; k < f->in.n; k++)
-            if (f->in.type[k] == PR_FTYPE_STR)
-                strs++;
-            else
-                printf("%s%" PRId64, k - strs ? ", " : "", (int64_t)f->in.key[k]);
-        if (strs)
-            printf("%s%u string(s)", f->in.n > strs ? ", " : "", strs);
-        printf("] else 0");
-    }
+    if (f->in.n)
+        printf("  1 when in [%s] else 0", f->in.text);
     if (f->has_default) {
         char d[128];
         pr__step_text(&f->deflt, d, sizeof(d));

@@ -957,7 +957,8 @@ static void pr__value_list(cfg_ctx *c, yaml_node_t *n, size_t max, pr__value_add
 }
 
 /* A label's or dense number's `in` (pr_feature_in): a string kept as its
- * pr_fop_hash64. */
+ * pr_fop_hash64, and the values as written in `text` for explain (cut
+ * with "..." where they do not fit). */
 static bool pr__feat_in_add(void *opaque, const pr_filter_value *v)
 {
     pr_feature_in *in = opaque;
@@ -967,6 +968,18 @@ static bool pr__feat_in_add(void *opaque, const pr_filter_value *v)
             return false;
     in->type[in->n] = v->type;
     in->key[in->n++] = key;
+    size_t used = strlen(in->text), room = sizeof(in->text) - used;
+    char item[PR_FOP_STR_MAX + 8];
+    if (v->type == PR_FTYPE_STR)
+        snprintf(item, sizeof(item), "%s\"%s\"", in->n > 1 ? ", " : "", v->str);
+    else
+        snprintf(item, sizeof(item), "%s%" PRId64, in->n > 1 ? ", " : "", v->i);
+    if (used >= 3 && !strcmp(in->text + used - 3, "..."))
+        return true; /* cut already */
+    if (strlen(item) + 4 <= room)
+        memcpy(in->text + used, item, strlen(item) + 1);
+    else
+        snprintf(in->text + used, room, "%s...", in->n > 1 ? ", " : "");
     return true;
 }
 

@@ -924,6 +924,7 @@ typedef struct pr_feature_in {
     uint16_t n;                   /* 0: no `in` */
     uint8_t type[PR_FEAT_MAX_IN]; /* PR_FTYPE_INT or PR_FTYPE_STR */
     uint64_t key[PR_FEAT_MAX_IN]; /* INT: the value; STR: pr_fop_hash64 of its bytes */
+    char text[160];               /* the values as written, for explain ("..." when cut) */
 } pr_feature_in;
 
 typedef struct pr_feature_spec {

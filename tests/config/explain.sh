@@ -81,4 +81,22 @@ if "$PIPEREC" explain --config "$PR_TMP/bad.yaml" > /dev/null 2> "$PR_TMP/err2.t
 fi
 grep -q "bad.yaml:5: pipelines\[0\].schema.sparse\[0\].ops\[0\]: 'log1p' needs a number" "$PR_TMP/err2.txt" ||
     fail "message: $(cat "$PR_TMP/err2.txt")"
+# Labels and flags by value show their values as written (strings are kept
+# as hashes for matching; explain showed "2 string(s)"); a long list is cut.
+cat > "$PR_TMP/in.yaml" <<'YAML'
+pipelines:
+  - name: p
+    source: { format: json }
+    schema:
+      labels:
+        - { name: buy, path: type, in: [add_to_cart, purchase, 7, true] }
+      dense:
+        - { name: many, path: x, in: [aaaaaaaaaaaaaaaaaaaa, bbbbbbbbbbbbbbbbbbbb, cccccccccccccccccccc,
+            dddddddddddddddddddd, eeeeeeeeeeeeeeeeeeee, ffffffffffffffffffff, gggggggggggggggggggg] }
+YAML
+"$PIPEREC" explain --config "$PR_TMP/in.yaml" > "$PR_TMP/in.txt" || fail "in: explain"
+grep -q '1 when in \["add_to_cart", "purchase", 7, 1\] else 0' "$PR_TMP/in.txt" ||
+    fail "in: $(grep buy "$PR_TMP/in.txt")"
+grep -q '1 when in \["aaaaaaaaaaaaaaaaaaaa", .*, \.\.\.\] else 0' "$PR_TMP/in.txt" ||
+    fail "in, cut: $(grep many "$PR_TMP/in.txt")"
 echo "explain: ok"
