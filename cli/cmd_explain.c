@@ -91,9 +91,10 @@ static void pr__feature_line(const pr_feature_spec *f)
         printf("  unit %s", pr_time_unit_names[f->unit]);
     if (f->kind == PR_FEAT_LIST)
         printf("  max_len %u keep %s%s", f->max_len, f->keep_last ? "last" : "first",
-               f->from_entries ? " (the map's entries: each key crossed with its value)"
-               : f->from_keys  ? " (the map's keys)"
-                               : "");
+               f->from_entries  ? " (the map's entries: each key crossed with its value)"
+               : f->from_values ? " (the map's values)"
+               : f->from_keys   ? " (the map's keys)"
+                                : "");
     if (pr_feature_weighted(f)) {
         printf("  weights %s%s", f->weights_path,
                f->weights_from_values ? " (the map's values)" : "");

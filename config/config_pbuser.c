@@ -51,7 +51,8 @@ static int pr__pb_check(const void *schema, const pr_feature_spec *f, uint8_t k,
                           : pr_feature_weighted(f)   ? PR_JSON_ALIGNED
                           : pr_feature_reads_list(f) ? PR_JSON_LIST
                                                      : PR_JSON_SCALAR;
-    /* list: { from: keys }: a map field, its keys strings (integers in decimal) */
+    /* list: { from: keys }: a map field, its keys strings (integers in decimal);
+     * from: entries crosses them with its values, from: values reads those */
     pr_json_part part = f->from_keys ? PR_JSON_KEYS : PR_JSON_AT;
     int rc = pr_pbuser_check_path(schema, f->paths[k], shape, part, &types, errstr, errstr_size);
     if (rc == 0 && f->from_entries) { /* each key crossed with its value: a scalar */
@@ -64,6 +65,15 @@ static int pr__pb_check(const void *schema, const pr_feature_spec *f, uint8_t k,
                              "crosses each key with a scalar value",
                              f->paths[k], pr_pbuser_desc_message(schema));
         types = PR_FTYPE_INT; /* the crosses */
+    } else if (rc == 0 && f->from_values) {
+        /* the values are the ids: scalars, their types the chain's input */
+        rc = pr_pbuser_check_path(schema, f->paths[k], PR_JSON_ALIGNED, PR_JSON_VALUES, &types,
+                                  errstr, errstr_size);
+        if (rc == 0 && !types)
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "'%s' in message %s: a map of message values, and from: values "
+                             "makes each value an id (a string or an integer, a scalar)",
+                             f->paths[k], pr_pbuser_desc_message(schema));
     }
     if (rc == 0 && pr_feature_check_input(f, types, why, sizeof(why)))
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "'%s' in message %s: %s", f->paths[k],

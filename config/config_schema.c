@@ -453,18 +453,19 @@ static void pr__h_feat_keep(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_ke
 }
 
 /* list.from: keys (the path names a map whose keys are the list), entries
- * (its keys crossed with their values) or value (the default: the list at
- * the path). */
+ * (its keys crossed with their values), values (its values are the list)
+ * or value (the default: the list at the path). */
 static void pr__h_list_from(cfg_ctx *c, yaml_node_t *n, void *base, const cfg_key *k)
 {
     (void)k;
-    static const char *const from_names[] = {"value", "keys", "entries", NULL};
-    const char *s = pr__want_scalar(c, n, "value, keys or entries");
+    static const char *const from_names[] = {"value", "keys", "entries", "values", NULL};
+    const char *s = pr__want_scalar(c, n, "value, keys, entries or values");
     int v = s ? pr__names_find(from_names, s) : -1;
     if (s && v < 0)
-        pr__cfg_error(c, n, NULL, "unknown value '%.80s' (valid: value, keys, entries)", s);
+        pr__cfg_error(c, n, NULL, "unknown value '%.80s' (valid: value, keys, entries, values)", s);
     ((pr_feature_spec *)base)->from_keys = v >= 1;
     ((pr_feature_spec *)base)->from_entries = v == 2;
+    ((pr_feature_spec *)base)->from_values = v == 3;
 }
 
 static void pr__finish_list(cfg_ctx *c, yaml_node_t *map, void *base, bool present)
@@ -486,12 +487,13 @@ static const cfg_key list_keys[] = {
      .doc = "Values kept per record (1..4096); longer lists are cut."},
     K_CUSTOM("keep", 0, pr__h_feat_keep, "one of: first, last", "first",
              "Which end of a longer list is kept."),
-    K_CUSTOM("from", 0, pr__h_list_from, "one of: value, keys, entries", "value",
+    K_CUSTOM("from", 0, pr__h_list_from, "one of: value, keys, entries, values", "value",
              "keys: the path names a map (a JSON object, an Avro map, a Protobuf map field) and "
              "its keys, in the event's order, are the list (a tag set, a user's category "
              "scores); entries: each key crossed with its value into one id (an attribute map "
-             "{\"color\": \"red\"}: color=red), a null value left out; value: the list at "
-             "the path."),
+             "{\"color\": \"red\"}: color=red), a null value left out; values: its values, "
+             "in the event's order, are the list (a slot map {\"top\": \"adA\"}: adA), a "
+             "null value left out; value: the list at the path."),
 };
 static const cfg_table pr__list_tab = TABLE(list_keys, pr__finish_list);
 
@@ -600,6 +602,14 @@ static void pr__finish_feature(cfg_ctx *c, yaml_node_t *map, void *base, bool pr
                       "from: entries makes ids of the keys and their values: nothing is left "
                       "to weigh them (from: keys with weights: { from: values } reads values "
                       "as weights)");
+        return;
+    }
+    if (f->from_values && (f->weights_from_values || f->weights_path[0])) {
+        pr__cfg_error(c, pr__map_find(c, map, "weights"),
+                      f->weights_from_values ? "weights.from" : "weights.path",
+                      "list: { from: values } makes ids of the map's values: they cannot be "
+                      "their own weights, and a map's entries line up with no other list (list: "
+                      "{ from: keys } with weights: { from: values } weighs its keys by them)");
         return;
     }
     if (f->weights_from_values) {
@@ -1251,8 +1261,9 @@ static void pr__weights_paths(cfg_ctx *c, yaml_node_t *map, const pr_feature_sch
     }
 }
 
-/* A map read by its keys (list: { from: keys }) is read as a map only: no
- * other feature, filter or downsample reads the same path as a value. */
+/* A map read by its keys (list: { from: keys }, entries or values) is read
+ * as a map only: no other feature, filter or downsample reads the same path
+ * as a value. */
 static void pr__map_paths_own(cfg_ctx *c, yaml_node_t *map, const pr_feature_schema *fs)
 {
     const char *xp[PR_SELECT_PATHS_MAX];
@@ -1278,9 +1289,13 @@ static void pr__map_paths_own(cfg_ctx *c, yaml_node_t *map, const pr_feature_sch
             char key[64];
             pr__feature_key(fs, i, 0, key, sizeof(key));
             pr__cfg_error(c, map, key,
-                          "'%s' is read as a map (list: { from: keys }) by '%s' and as a value "
-                          "by %s%s: a map's keys are read by from: keys lists only",
-                          m->paths[0], m->name, strchr(other, ' ') ? "" : "feature ", other);
+                          "'%s' is read as a map (list: { from: %s }) by '%s' and as a value "
+                          "by %s%s: a map is read by from: keys, entries or values lists only",
+                          m->paths[0],
+                          m->from_values    ? "values"
+                          : m->from_entries ? "entries"
+                                            : "keys",
+                          m->name, strchr(other, ' ') ? "" : "feature ", other);
             return;
         }
     }

@@ -663,7 +663,7 @@ static av *pr__compile_value(pr__cmp *c, avro_schema_t s, json_t *j, int32_t vco
         return NULL;
     if (kind == AV_RECORD || kind == AV_ARRAY || kind == AV_MAP)
         return pr__wrong(c, (uint8_t)kind, vcol,
-                         "a list or record as a map's value (a weight is a number)");
+                         "a list or record as a map's value (read as a weight or an id: a scalar)");
     json_t *jo = pr__jobj(c->pl, j);
     av *n = pr__node(c->pl, (uint8_t)kind, kind == AV_UNION ? ACT_DESCEND : ACT_LEAF);
     if (!n)
@@ -1893,6 +1893,7 @@ typedef struct pr__chk {
     bool map;            /* list: { from: keys }: the path names a map read whole */
     bool map_values;     /* ... and weights: { from: values }: its values are checked */
     bool map_entries;    /* ... or list: { from: entries }: its values must be scalars */
+    bool map_ids;        /* ... or list: { from: values }: scalars, the ids' types */
     unsigned types;      /* PR_FTYPE_* | PR__AV_TIME of the values the path can give */
     const char *not_num; /* the first type the path can give that is no number (a
                           * string, bytes, an enum, a boolean), for a weights path */
@@ -1969,7 +1970,9 @@ static void pr__field_list(avro_schema_t s, char *b, size_t bn)
 
 /* A map's value schema s (JSON j) as weights: { from: values } reads it:
  * int, long, float, double (a decimal, a time type too), or a union of
- * those and null (a hole); 0, or PR_EINVAL naming the first that is not. */
+ * those and null (a hole); as list: { from: entries } or { from: values }
+ * reads it, any scalar (from: values adds its type to the ids'); 0, or
+ * PR_EINVAL naming the first that is not. */
 static int pr__chk_map_values(pr__chk *k, avro_schema_t s, json_t *j, int depth)
 {
     while (s && is_avro_link(s))
@@ -1989,13 +1992,16 @@ static int pr__chk_map_values(pr__chk *k, avro_schema_t s, json_t *j, int depth)
     av n = {.kind = (uint8_t)kind, .act = ACT_SKIP};
     if (pr__annotate(&n, s, jo))
         return pr__chk_fail(k, "out of memory");
-    if (k->map_entries) { /* crossed with the keys: any scalar */
-        if (kind != AV_RECORD && kind != AV_ARRAY && kind != AV_MAP)
+    if (k->map_entries || k->map_ids) { /* crossed with the keys, or the ids: any scalar */
+        if (kind != AV_RECORD && kind != AV_ARRAY && kind != AV_MAP) {
+            if (k->map_ids)
+                k->types |= pr__av_ftype(kind, n.decimal, n.utf8, n.unit);
             return 0;
-        return pr__chk_fail(k,
-                            "the map's values can be %s, and from: entries crosses each key with "
-                            "a scalar value",
-                            pr__av_type_name(s));
+        }
+        return pr__chk_fail(k, "the map's values can be %s, and %s", pr__av_type_name(s),
+                            k->map_ids ? "from: values makes each value an id (a string or an "
+                                         "integer, a scalar)"
+                                       : "from: entries crosses each key with a scalar value");
     }
     if (kind == AV_NULL || kind == AV_LONG || kind == AV_FLOAT || kind == AV_DOUBLE || n.decimal)
         return 0;
@@ -2009,7 +2015,8 @@ static int pr__chk_map_values(pr__chk *k, avro_schema_t s, json_t *j, int depth)
  * it: a map, or a union with one (its null branch absent, any other
  * branch rejects the records that carry it); not under an array of
  * records. Its keys are strings; with weights: { from: values } its values
- * numbers. 0, or PR_EINVAL with k->err. */
+ * numbers, with list: { from: entries } or values scalars. 0, or PR_EINVAL
+ * with k->err. */
 static int pr__chk_map(pr__chk *k, avro_schema_t s, json_t *j, int depth)
 {
     json_t *jo = pr__jobj(k->s->pl, j);
@@ -2037,8 +2044,9 @@ static int pr__chk_map(pr__chk *k, avro_schema_t s, json_t *j, int depth)
     if (k->in_elem)
         return pr__chk_fail(k, "a map inside an array of records (one list level per path): "
                                "list: { from: keys } reads one map");
-    k->types |= k->map_entries ? PR_FTYPE_INT : PR_FTYPE_STR; /* the keys, or their crosses */
-    if (!k->map_values && !k->map_entries)
+    if (!k->map_ids) /* the keys, or their crosses; the values' types below */
+        k->types |= k->map_entries ? PR_FTYPE_INT : PR_FTYPE_STR;
+    if (!k->map_values && !k->map_entries && !k->map_ids)
         return 0;
     return pr__chk_map_values(k, avro_schema_map_values(m), json_object_get(jo, "values"),
                               depth + 1);
@@ -2225,6 +2233,7 @@ int pr_avro_check_feature(const pr_avro_schema *s, const pr_feature_spec *f, uin
                  .map = f->from_keys,
                  .map_values = w && f->weights_from_values,
                  .map_entries = !w && f->from_entries,
+                 .map_ids = !w && f->from_values,
                  .err = errstr,
                  .errn = errstr_size};
     int rc = pr__chk_node(&c, s->pl->schema, s->pl->json, path, false, 0);

@@ -42,7 +42,8 @@ typedef struct pr__jfeat {
     uint16_t slot;                   /* label / dense index (a vector's first column) */
     uint16_t dim;                    /* f->dim: a dense vector's columns, 0 a number */
     int32_t wcol;                    /* a weighted list's weights path: extractor column, -1 */
-    int32_t ecol; /* list: { from: entries }: the map's values (crossed with its keys), -1 */
+    int32_t ecol; /* list: { from: entries } / values: the map's values (crossed with its
+                   * keys, or the ids), -1 */
     bool holes;   /* its path is PR_JSON_ALIGNED: may hold holes */
 } pr__jfeat;
 
@@ -198,10 +199,11 @@ static int pr__paths(pr_json_decoder *d, const pr_feature_schema *fs, pr_json_pa
                 : pr__aligned_col(paths, &n, uses, f->weights_path,
                                   f->weights_from_values ? PR_JSON_VALUES : PR_JSON_AT,
                                   d->feat[i].col[0]);
-        /* from: entries: the values beside the keys, entry by entry */
-        d->feat[i].ecol = !f->from_entries ? -1
-                                           : pr__aligned_col(paths, &n, uses, f->paths[0],
-                                                             PR_JSON_VALUES, d->feat[i].col[0]);
+        /* from: entries / values: the values beside the keys, entry by entry */
+        d->feat[i].ecol =
+            !f->from_entries && !f->from_values
+                ? -1
+                : pr__aligned_col(paths, &n, uses, f->paths[0], PR_JSON_VALUES, d->feat[i].col[0]);
     }
     /* The filter's and the downsample's paths: either shape (a list matches
      * by its elements) unless a feature reads it too. */
@@ -911,9 +913,20 @@ static __attribute__((noinline)) int pr__entries(pr_json_decoder *d, const pr__j
     return 0;
 }
 
+/* A map's m values, the ids (list: { from: values }), in place of its keys
+ * in d->fv: each typed as a list's element; a null value (a hole) reads as
+ * missing, dropped with the other missing ones. */
+static __attribute__((noinline)) void pr__map_values(pr_json_decoder *d, const pr__jfeat *jf,
+                                                     uint32_t m)
+{
+    for (uint32_t k = 0; k < m; k++)
+        pr__value(d, (uint32_t)jf->ecol, k, &d->fv[k], jf->tunit);
+}
+
 /* A list feature: its elements (a weighted list's with the positions of
  * their weights; holes of an aligned path dropped first, as an element
- * without the field; a map's entries crossed) through the chain up to
+ * without the field; a map's entries crossed, or its values in place of
+ * its keys) through the chain up to
  * vocab; missing ones dropped, then max_len and keep; then the kept ids'
  * weights. */
 static int pr__list(pr_json_decoder *d, const pr__jfeat *jf)
@@ -941,7 +954,9 @@ static int pr__list(pr_json_decoder *d, const pr__jfeat *jf)
                 d->wpos[m] = no_list ? PR__NO_WEIGHTS : k;
             pr__value(d, jf->col[0], k, &d->fv[m++], jf->tunit);
         }
-    if (jf->ecol >= 0 && (rc = pr__entries(d, jf, m)))
+    if (jf->ecol >= 0 && jf->f->from_values)
+        pr__map_values(d, jf, m);
+    else if (jf->ecol >= 0 && (rc = pr__entries(d, jf, m)))
         return rc;
     if ((rc = pr__chain(d, f, 0, to, d->fv, m)))
         return rc;
@@ -974,13 +989,14 @@ static int pr__list(pr_json_decoder *d, const pr__jfeat *jf)
 }
 
 /* A wrong_type of a sparse feature whose value was an integer beyond int64:
- * out of range is the reason (the value is an integer, just too large). */
+ * out of range is the reason (the value is an integer, just too large). A
+ * list: { from: values }'s values are its map's values column. */
 static int pr__range_first(pr_json_decoder *d, const pr__jfeat *jf, int rc)
 {
     if (rc != PR_DEC_WRONG_TYPE)
         return rc;
     for (uint8_t k = 0; k < jf->f->n_paths; k++) {
-        const pr_json_col *c = &d->jb->cols[jf->col[k]];
+        const pr_json_col *c = &d->jb->cols[jf->f->from_values ? (uint32_t)jf->ecol : jf->col[k]];
         uint32_t n = c->present[0] == PR_JSON_PRESENT ? c->count[0] : 0;
         for (uint32_t i = 0; i < n; i++)
             if (c->any[i].big_int)

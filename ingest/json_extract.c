@@ -1451,7 +1451,7 @@ static int pr__map_value(jp *j, uint32_t node, uint32_t vpi, int64_t dup)
     int vk = pr__value_kind(*j->p), r;
     if (vk >= VK_ARRAY)
         return pr__fail(j, PR_JSON_WRONG_TYPE, j->p, node,
-                        "a list or object as a map's value (a weight is a number)");
+                        "a list or object as a map's value (read as a weight or an id: a scalar)");
     if (pr__reserve_value(c, PR_JSON_ANY))
         return E_NOMEM;
     if (vk == VK_NULL) {

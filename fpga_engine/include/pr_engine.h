@@ -968,6 +968,11 @@ typedef struct pr_feature_spec {
      * value crossed (pr_fop_cross of the two, as `cross:`) into one integer
      * id, `color=red` not `color`; an entry whose value is null is left out. */
     bool from_entries;
+    /* `list: { from: values }` (from_keys set too): each entry's value, in
+     * the event's order, is one id (a slot->ad id map: its ad ids), typed as
+     * a list's element (a string, an integer); an entry whose value is null
+     * is left out. Never weighted: the values are the ids. */
+    bool from_values;
     /* `table: OWNER` (a shared vocabulary): the name of the sparse feature
      * whose vocabulary, and so embedding table, this one uses; "" = its own.
      * The owner names none; both have the same operators up to vocab. The
@@ -1273,7 +1278,8 @@ int pr_feature_table_owner(const pr_feature_schema *schema, uint32_t i);
 int pr_feature_vocab_col(const pr_feature_schema *schema, uint32_t i);
 /* True when a and b give every value the same vocabulary key: the same
  * operators, with the same arguments, up to and including vocab, and a map
- * read the same way (its keys, or its entries). */
+ * read the same way (its entries, or not: a map's keys or values are ids as
+ * any list's elements are). */
 bool pr_feature_same_keys(const pr_feature_spec *a, const pr_feature_spec *b);
 
 /* One step as the config writes it, in YAML flow form (`log1p`, `{ modulus:

@@ -29,6 +29,24 @@ grep -A1 '^  list       tags ' "$PR_TMP/ex_xrt.txt" | grep -q 'hash 4096  *on cp
 grep -A2 '^  dense      price ' "$PR_TMP/ex_xrt.txt" | grep -q 'log1p  *on cpu' ||
     fail "log1p after a cpu op stays on the cpu"
 
+# A map read as a list says how: its keys, its entries or its values.
+cat > "$PR_TMP/maps.yaml" <<'YAML'
+pipelines:
+  - name: p
+    schema:
+      sparse:
+        - { name: tags, path: tags, list: { max_len: 4, from: keys }, ops: [vocab] }
+        - { name: attrs, path: attrs, list: { max_len: 4, from: entries }, ops: [vocab] }
+        - { name: shown, path: slots, list: { max_len: 4, from: values }, ops: [vocab] }
+YAML
+"$PIPEREC" explain --config "$PR_TMP/maps.yaml" > "$PR_TMP/maps.txt"
+grep -q '^  list       tags  *tags  max_len 4 keep first (the map.s keys)$' "$PR_TMP/maps.txt" ||
+    fail "keys: $(cat "$PR_TMP/maps.txt")"
+grep -q '^  list       attrs  *attrs  max_len 4 keep first (the map.s entries: ' "$PR_TMP/maps.txt" ||
+    fail "entries"
+grep -q '^  list       shown  *slots  max_len 4 keep first (the map.s values)$' "$PR_TMP/maps.txt" ||
+    fail "values: $(cat "$PR_TMP/maps.txt")"
+
 # No silent fallback: clip on hls-sim without cpu_ops is refused.
 cat > "$PR_TMP/refused.yaml" <<'YAML'
 pipelines:

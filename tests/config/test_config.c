@@ -603,7 +603,7 @@ static const err_case err_cases[] = {
     {"list.from unknown",
      SCHEMA
      "      sparse: [ { name: a, path: a, list: { max_len: 2, from: vals }, ops: [vocab] } ]\n",
-     {"schema.sparse[0].list.from: unknown value 'vals' (valid: value, keys, entries)"}},
+     {"schema.sparse[0].list.from: unknown value 'vals' (valid: value, keys, entries, values)"}},
     {"weights.from unknown",
      SCHEMA "      sparse: [ { name: a, path: a, list: { max_len: 2, from: keys },\n"
             "                  weights: { from: keys }, ops: [vocab] } ]\n",
@@ -685,6 +685,28 @@ static const err_case err_cases[] = {
      SCHEMA "      sparse: [ { name: a, path: a, list: { max_len: 2, from: entries },\n"
             "                  weights: { from: values }, ops: [vocab] } ]\n",
      {"schema.sparse[0].weights: from: entries makes ids of the keys and their values"}},
+    {"values with weights from values",
+     SCHEMA "      sparse: [ { name: a, path: a, list: { max_len: 2, from: values },\n"
+            "                  weights: { from: values }, ops: [vocab] } ]\n",
+     {"schema.sparse[0].weights.from: list: { from: values } makes ids of the map's values: "
+      "they cannot be their own weights"}},
+    {"values with weights from a path",
+     SCHEMA "      sparse: [ { name: a, path: a, list: { max_len: 2, from: values },\n"
+            "                  weights: { path: w, default: 1 }, ops: [vocab] } ]\n",
+     {"schema.sparse[0].weights.path: list: { from: values } makes ids of the map's values"}},
+    {"a table of map values and map entries",
+     SCHEMA "      sparse:\n"
+            "        - { name: a, path: a, list: { max_len: 3, from: values }, ops: [vocab] }\n"
+            "        - { name: b, path: b, list: { max_len: 3, from: entries }, ops: [vocab], "
+            "table: a }\n",
+     {"schema.sparse[1].table: 'b' and 'a' must have the same operators up to and including "
+      "vocab (and a map read the same way"}},
+    {"a map's values read as a value too",
+     SCHEMA "      sparse:\n"
+            "        - { name: a, path: m, list: { max_len: 2, from: values }, ops: [vocab] }\n"
+            "        - { name: b, path: m, ops: [vocab] }\n",
+     {"schema.sparse[0].path: 'm' is read as a map (list: { from: values }) by 'a' and as a "
+      "value by feature b"}},
     {"a map read as another list's weights",
      SCHEMA "      sparse:\n"
             "        - { name: a, path: m, list: { max_len: 2, from: keys }, ops: [vocab] }\n"
@@ -1811,8 +1833,9 @@ static void test_schema_preset(void **state)
 
 /* Placement is checked against engine.backend, also after an override. */
 /* Shared vocabularies: members map to their owner's engine column (named
- * after it, with its transform.columns options), a feature naming itself
- * owns its table, the owner keeps the fingerprint it has alone. */
+ * after it, with its transform.columns options; a map's values among
+ * them), a feature naming itself owns its table, the owner keeps the
+ * fingerprint it has alone. */
 static void test_schema_tables(void **state)
 {
     (void)state;
@@ -1824,6 +1847,8 @@ static void test_schema_tables(void **state)
                                     "        - { name: x, path: x, ops: [ { hash: 9 } ] }\n"
                                     "        - { name: c, path: c.id, list: { max_len: 2 }, ops: "
                                     "[vocab], table: it }\n"
+                                    "        - { name: sv, path: slots, list: { max_len: 3, from: "
+                                    "values }, ops: [vocab], table: it }\n"
                                     "    transform:\n      vocab: { profile: default }\n"
                                     "      columns: { it: { capacity: 50, eviction: lru } }\n");
     const pr_feature_schema *fs = &cfg->pipelines[0].features;
@@ -1839,11 +1864,14 @@ static void test_schema_tables(void **state)
     assert_string_equal(fs->features[2].table, ""); /* naming itself: its own */
     pr_fside *sd = pr_feature_side_new(fs, 8);
     assert_non_null(sd);
-    static const int16_t cols[] = {0, 0, 1, -1, 0};
+    static const int16_t cols[] = {0, 0, 1, -1, 0, 0};
     assert_memory_equal(sd->vocab_col, cols, sizeof(cols));
     assert_true(sd->shared);
-    /* a record puts up to 4 + 1 + 2 keys in the table's column */
-    assert_true(pr_feature_block_scap(fs, 1) >= 7);
+    /* a map's values (list: { from: values }) are ids as any list's: a member */
+    const pr_feature_spec *sv = &fs->features[5];
+    assert_true(sv->from_values && sv->from_keys && !sv->from_entries);
+    /* a record puts up to 4 + 1 + 2 + 3 keys in the table's column */
+    assert_true(pr_feature_block_scap(fs, 1) >= 10);
     pr_fside_free(sd);
     pr_config_free(cfg);
 }

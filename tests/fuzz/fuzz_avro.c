@@ -49,7 +49,9 @@ static const char yaml[] =
     "        - { name: cx, cross: [kind, u.id], ops: [ { hash: 1000 } ] }\n"
     "        - { name: wm, path: wm, list: { max_len: 20, from: keys },\n"
     "            weights: { from: values, default: 1 }, ops: [vocab] }\n"
-    "        - { name: we, path: wm, list: { max_len: 5, from: entries }, ops: [vocab] }\n";
+    "        - { name: we, path: wm, list: { max_len: 5, from: entries }, ops: [vocab] }\n"
+    "        - { name: wv, path: wm, list: { max_len: 4, from: values, keep: last },\n"
+    "            ops: [ { bucketize: [0, 1, 10] } ] }\n";
 
 static const char avsc[] =
     "{\"type\":\"record\",\"name\":\"R\",\"fields\":["

@@ -73,7 +73,9 @@ static const char yaml[] =
     "        - { name: tg, path: tg, list: { max_len: 4, from: keys }, ops: [ { hash: 7 } ] }\n"
     "        - { name: me, path: u.m, list: { max_len: 3, from: entries, keep: last }, ops: "
     "[vocab] }\n"
-    "        - { name: it, path: imp.ad, list: { max_len: 4 }, ops: [vocab], table: ia }\n";
+    "        - { name: it, path: imp.ad, list: { max_len: 4 }, ops: [vocab], table: ia }\n"
+    "        - { name: sv, path: sl, list: { max_len: 3, from: values, keep: last }, ops: "
+    "[vocab], table: u }\n";
 
 static pr_config *g_cfg;
 static pr_json_decoder *g_dec;

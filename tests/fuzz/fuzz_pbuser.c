@@ -66,6 +66,7 @@ static const char yaml_fmt[] =
     "            weights: { from: values }, ops: [vocab] }\n"
     "        - { name: cm, path: cmap, list: { max_len: 4, from: keys }, ops: [vocab] }\n"
     "        - { name: ce, path: cmap, list: { max_len: 4, from: entries }, ops: [vocab] }\n"
+    "        - { name: cv, path: cmap, list: { max_len: 3, from: values }, ops: [vocab] }\n"
     "        - { name: x, cross: [inner.c, f32], ops: [ { hash: 1000 } ] }\n";
 
 typedef struct fuzz_setup {

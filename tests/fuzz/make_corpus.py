@@ -296,6 +296,10 @@ def json_docs(build):
     write("json_decode", "map", bytes([0]) + b'{"l":{"y":1},"u":{"id":"u1","m":{"s":0.7,"n":null,'
           b'"s":2,"f":1}},"tg":{"a":true,"b":{}}}')
     write("json_decode", "map_bad", bytes([1]) + b'{"l":{"y":0},"u":{"m":{"s":"x"}},"tg":[1]}')
+    # a map's values as the ids (list: { from: values }): strings, integers, null, a repeat
+    write("json_decode", "map_values", bytes([0]) + b'{"l":{"y":1},"u":{"id":"u1"},'
+          b'"sl":{"top":"u1","side":7,"x":null,"top":"adB","b":true}}')
+    write("json_decode", "map_values_bad", bytes([1]) + b'{"l":{"y":0},"sl":{"a":1.5,"b":[1]}}')
 
 
 # ------------------------------------------------------------------ infer

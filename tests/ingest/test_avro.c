@@ -1714,6 +1714,59 @@ static void test_maps_rejected(void **state)
     fx_free(&t);
 }
 
+/* list: { from: values }: a map's values as the ids (a map of strings, of
+ * longs, a nullable map of nullable strings, longs and doubles), beside its
+ * keys, keep last, a plain feature in the same table: the same rows as the
+ * same JSON objects give; a null value left out in both, a double with a
+ * fraction wrong_type in both. */
+static const char *const vmap_avsc =
+    "{\"type\":\"record\",\"name\":\"V\",\"fields\":["
+    "{\"name\":\"y\",\"type\":\"int\"},"
+    "{\"name\":\"slots\",\"type\":{\"type\":\"map\",\"values\":\"string\"}},"
+    "{\"name\":\"cnt\",\"type\":{\"type\":\"map\",\"values\":\"long\"}},"
+    "{\"name\":\"opt\",\"type\":[\"null\",{\"type\":\"map\",\"values\":[\"null\","
+    "\"string\",\"long\",\"double\"]}]},"
+    "{\"name\":\"ad\",\"type\":[\"null\",\"string\"]}]}";
+
+static const char *const vmap_yaml =
+    Y_HEAD "      sparse:\n"
+           "        - { name: s, path: slots, list: { max_len: 3, from: values }, ops: [vocab] }\n"
+           "        - { name: sl, path: slots, list: { max_len: 2, from: values, keep: last },\n"
+           "            ops: [vocab] }\n"
+           "        - { name: sk, path: slots, list: { max_len: 3, from: keys }, ops: [vocab] }\n"
+           "        - { name: c, path: cnt, list: { max_len: 4, from: values }, ops: [ { hash: 100 "
+           "} ] }\n"
+           "        - { name: o, path: opt, list: { max_len: 4, from: values }, ops: [vocab] }\n"
+           "        - { name: ad, path: ad, ops: [vocab], table: s }\n";
+
+static void test_map_values_same_as_json(void **state)
+{
+    (void)state;
+    static const wcase cases[] = {
+        {"{\"y\":1,\"slots\":{\"top\":\"adA\",\"side\":\"adB\",\"foot\":\"adC\","
+         "\"more\":\"adD\"},\"cnt\":{\"x\":3,\"y\":-4},\"opt\":{\"a\":\"u\",\"b\":null,"
+         "\"c\":5},\"ad\":\"adB\"}",
+         1, 0},
+        {"{\"y\":0,\"slots\":{},\"cnt\":{},\"opt\":null,\"ad\":null}", 1, 0},
+        {"{\"y\":0,\"slots\":{\"a\":\"adE\"},\"cnt\":{\"k\":9223372036854775807},"
+         "\"opt\":{\"n\":null},\"ad\":\"adA\"}",
+         1, 0},
+        {"{\"y\":1,\"slots\":{},\"cnt\":{},\"opt\":{\"d\":2.5}}", 0, PR_DEC_WRONG_TYPE},
+        {"{\"y\":1,\"slots\":{\"z\":\"adA\"},\"cnt\":{}}", 1, 0}, /* no opt: null */
+    };
+    fx t;
+    weighted_cases(&t, vmap_yaml, vmap_avsc, cases, sizeof(cases) / sizeof(cases[0]));
+    assert_int_equal(t.ba->rows, 4);
+    const pr_fside *sd = t.ba->side;
+    static const int32_t sl[] = {3, 0, 1, 1}, ll[] = {2, 0, 1, 1}, cl[] = {2, 0, 1, 0},
+                         ol[] = {2, 0, 0, 0};
+    assert_memory_equal(pr_fside_lengths((pr_fside *)sd, 0), sl, sizeof(sl));
+    assert_memory_equal(pr_fside_lengths((pr_fside *)sd, 1), ll, sizeof(ll));
+    assert_memory_equal(pr_fside_lengths((pr_fside *)sd, 3), cl, sizeof(cl));
+    assert_memory_equal(pr_fside_lengths((pr_fside *)sd, 4), ol, sizeof(ol));
+    fx_free(&t);
+}
+
 /* A fixed writer schema and from: keys: a map (or a nullable one, or one
  * behind a map's key) loads, its values int, long, float, double or decimal
  * (nullable too) with weights: { from: values }; a record, an array, a
@@ -1799,6 +1852,51 @@ static void test_maps_schema_checked(void **state)
                    "[vocab] }\n",
                    "the map's values can be a map, and from: entries crosses each key with a "
                    "scalar value");
+    /* from: values: values that can be ids (strings, booleans, ints) load;
+     * a map of maps, or of floats or doubles for vocab, is refused naming
+     * the path; the values' type is the ids' (bucketize needs a number: a
+     * map of strings is refused, a map of ints loads) */
+    static const char *const vok[] = {"names", "flags", "cnt"};
+    for (size_t i = 0; i < sizeof(vok) / sizeof(vok[0]); i++) {
+        snprintf(y, sizeof(y),
+                 "      sparse:\n"
+                 "        - { name: a, path: %s, list: { max_len: 3, from: values }, ops: "
+                 "[vocab] }\n",
+                 vok[i]);
+        if (load_avro(f, false, y, err, sizeof(err)))
+            fail_msg("values of %s refused: %s", vok[i], err);
+    }
+    expect_refused(f,
+                   "      sparse:\n"
+                   "        - { name: a, path: opt, list: { max_len: 3, from: values }, ops: "
+                   "[vocab] }\n",
+                   "'opt' in the writer schema");
+    expect_refused(f,
+                   "      sparse:\n"
+                   "        - { name: a, path: aff, list: { max_len: 3, from: values }, ops: "
+                   "[vocab] }\n",
+                   "it gives a number, and 'vocab' needs an integer or a string");
+    expect_refused(f,
+                   "      sparse:\n"
+                   "        - { name: a, path: nested, list: { max_len: 3, from: values }, ops: "
+                   "[vocab] }\n",
+                   "schema.sparse[0].path: 'nested' in the writer schema");
+    expect_refused(f,
+                   "      sparse:\n"
+                   "        - { name: a, path: nested, list: { max_len: 3, from: values }, ops: "
+                   "[vocab] }\n",
+                   "the map's values can be a map, and from: values makes each value an id");
+    expect_refused(f,
+                   "      sparse:\n"
+                   "        - { name: a, path: names, list: { max_len: 3, from: values }, ops: "
+                   "[ { bucketize: [1, 10] } ] }\n",
+                   "it gives a string, and 'bucketize' needs");
+    if (load_avro(f, false,
+                  "      sparse:\n"
+                  "        - { name: a, path: cnt, list: { max_len: 3, from: values }, ops: "
+                  "[ { bucketize: [1, 10] } ] }\n",
+                  err, sizeof(err)))
+        fail_msg("bucketize on a map of ints refused: %s", err);
     unlink(f);
     free(f);
 }
@@ -1967,6 +2065,7 @@ int main(void)
         cmocka_unit_test(test_maps_repeated_path_keys),
         cmocka_unit_test(test_maps_rejected),
         cmocka_unit_test(test_maps_schema_checked),
+        cmocka_unit_test(test_map_values_same_as_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -988,6 +988,78 @@ static void test_map_entries(void **state)
     fx_free(&t);
 }
 
+/* list: { from: values }: a map's values are the ids, in the event's order,
+ * typed as a list's elements (a string, an integer, true as 1); a repeated
+ * key keeps its first place and its last value; a null value is left out;
+ * keep last and max_len cut the values; the same map read by its keys
+ * beside them; an integer beyond int64 is number_out_of_range, a number
+ * with a fraction, a list or object value, or a list for the map
+ * wrong_type. */
+static const char *const values_yaml =
+    "pipelines:\n"
+    "  - name: t\n"
+    "    source: { format: json }\n"
+    "    schema:\n"
+    "      sparse:\n"
+    "        - { name: ads, path: slots, list: { max_len: 3, from: values }, ops: [vocab] }\n"
+    "        - { name: last, path: slots, list: { max_len: 1, from: values, keep: last }, "
+    "ops: [vocab] }\n"
+    "        - { name: keys, path: slots, list: { max_len: 8, from: keys }, ops: [vocab] }\n"
+    "        - { name: h, path: slots, list: { max_len: 8, from: values }, ops: [ { hash: 1000 "
+    "} ] }\n"
+    "    transform: { vocab: { profile: default } }\n";
+
+static void test_map_values(void **state)
+{
+    (void)state;
+    fx t;
+    fx_init(&t, values_yaml, 64);
+    assert_int_equal(decode(&t, "{\"slots\":{\"top\":\"adA\",\"side\":7,\"x\":null,"
+                                "\"top\":\"adB\",\"n\":-3,\"b\":true}}"),
+                     1);
+    if (t.rl.n)
+        fail_msg("rejected: %s", t.rl.detail[0]);
+    assert_int_equal(pr_fside_lengths(t.b->side, 0)[0], 3); /* adB, 7, -3 (x: null; b cut) */
+    assert_int_equal(key_at(t.b, 0, 0), hs("adB"));
+    assert_int_equal(key_at(t.b, 0, 1), 7);
+    assert_int_equal(key_at(t.b, 0, 2), (uint64_t)-3);
+    assert_int_equal(pr_fside_lengths(t.b->side, 1)[0], 1); /* keep last: b's true */
+    assert_int_equal(key_at(t.b, 1, 0), 1);
+    assert_int_equal(pr_fside_lengths(t.b->side, 2)[0], 5); /* the keys, x's too */
+    assert_int_equal(key_at(t.b, 2, 0), hs("top"));
+    assert_int_equal(key_at(t.b, 2, 2), hs("x"));
+    assert_int_equal(pr_fside_lengths(t.b->side, 3)[0], 4); /* hashed: all but the null */
+    /* empty, absent, null, every value null: empty lists */
+    assert_int_equal(decode(&t, "{\"slots\":{}}"), 1);
+    assert_int_equal(decode(&t, "{}"), 1);
+    assert_int_equal(decode(&t, "{\"slots\":null}"), 1);
+    assert_int_equal(decode(&t, "{\"slots\":{\"a\":null}}"), 1);
+    for (uint32_t r = 1; r < 5; r++)
+        assert_int_equal(pr_fside_lengths(t.b->side, 0)[r], 0);
+    const struct {
+        const char *doc;
+        int reason;
+        const char *says;
+    } bad[] = {
+        {"{\"slots\":{\"a\":1.5}}", PR_DEC_WRONG_TYPE, "cannot be a vocabulary id"},
+        {"{\"slots\":{\"a\":[1]}}", PR_DEC_WRONG_TYPE, "a map's value"},
+        {"{\"slots\":{\"a\":{\"b\":1}}}", PR_DEC_WRONG_TYPE, "a map's value"},
+        {"{\"slots\":[\"adA\"]}", PR_DEC_WRONG_TYPE, "a map (an object) expected"},
+        {"{\"slots\":{\"a\":99999999999999999999}}", PR_DEC_NUMBER_OUT_OF_RANGE,
+         "integer beyond int64"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        t.rl.n = 0;
+        assert_int_equal(decode(&t, bad[i].doc), 0);
+        assert_int_equal(t.rl.n, 1);
+        if (t.rl.reason[0] != bad[i].reason || !strstr(t.rl.detail[0], bad[i].says))
+            fail_msg("case %zu: %s '%s', want %s '%s'", i, pr_decode_reason_name(t.rl.reason[0]),
+                     t.rl.detail[0], pr_decode_reason_name(bad[i].reason), bad[i].says);
+    }
+    assert_int_equal(t.b->rows, 5);
+    fx_free(&t);
+}
+
 /* `in:` labels and a dense number, and a label through operators
  * (at_least after a clip; its default 2 goes through them too): 1 when a
  * value (a list: an element) is
@@ -1213,6 +1285,7 @@ int main(void)
         cmocka_unit_test(test_weighted_lists),
         cmocka_unit_test(test_map_lists),
         cmocka_unit_test(test_map_entries),
+        cmocka_unit_test(test_map_values),
         cmocka_unit_test(test_in),
         cmocka_unit_test(test_weight_ops),
     };

@@ -1740,6 +1740,54 @@ static void test_map_keys_same_as_json(void **state)
     pbfx_free(&t);
 }
 
+/* list: { from: values } over Protobuf map fields: the map's values as the
+ * ids (string, int64, int32, bool and enum values), beside its keys, keep
+ * last, a oneof string field in the same table: the same blocks as the same
+ * JSON events, a repeated key's last value in its first place; an entry
+ * without its value the value type's 0 (an id, as JSON's 0). */
+static void test_map_values_same_as_json(void **state)
+{
+    (void)state;
+    pbfx t;
+    pbfx_init(&t, "      sparse:\n"
+                  "        - { name: av, path: attrs, list: { max_len: 2, from: values }, ops: "
+                  "[vocab] }\n"
+                  "        - { name: ak, path: attrs, list: { max_len: 4, from: keys }, ops: "
+                  "[vocab] }\n"
+                  "        - { name: zv, path: zmap, list: { max_len: 2, keep: last, from: values "
+                  "}, ops: [vocab] }\n"
+                  "        - { name: uv, path: umap, list: { max_len: 4, from: values }, ops: [ { "
+                  "hash: 100 } ] }\n"
+                  "        - { name: bv, path: bmap, list: { max_len: 4, from: values }, ops: "
+                  "[vocab] }\n"
+                  "        - { name: cv, path: cmap, list: { max_len: 4, from: values }, ops: "
+                  "[vocab] }\n"
+                  "        - { name: s, path: one_s, ops: [vocab], table: av }\n");
+    static const char *const evs[] = {
+        "{\"i32\": 1, \"attrs\": {\"top\": \"adA\", \"side\": \"adB\", \"foot\": \"adC\"}, "
+        "\"zmap\": {\"-2\": 5, \"3\": -7, \"9\": 11}, \"umap\": {\"1\": -1, \"2\": 2}, "
+        "\"bmap\": {\"a\": true, \"b\": false}, \"cmap\": {\"x\": \"RED\", \"y\": \"GREEN\"}, "
+        "\"one_s\": \"adB\"}",
+        "{\"i32\": 0, \"attrs\": {\"a\": \"x\", \"b\": \"y\", \"a\": \"z\"}, \"zmap\": {}}",
+        "{\"i32\": 0, \"attrs\": {}, \"umap\": {}, \"one_s\": \"adA\"}",
+        "{\"i32\": 1}",
+    };
+    for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
+        assert_int_equal(pbfx_both(&t, evs[i], (int64_t)i), 1);
+    /* attrs (23): {"b": "q"} then {"a"} without a value: the value "" */
+    static const uint8_t novalue[] = {0x08, 0x01, 0xba, 0x01, 0x06, 0x0a, 0x01, 'b', 0x12,
+                                      0x01, 'q',  0xba, 0x01, 0x03, 0x0a, 0x01, 'a'};
+    assert_int_equal(pbfx_raw(&t, "{\"i32\": 1, \"attrs\": {\"b\": \"q\", \"a\": \"\"}}", novalue,
+                              sizeof(novalue), 4),
+                     1);
+    blocks_equal(t.bj, t.bp);
+    static const int32_t al[] = {2, 2, 0, 0, 2}, zl[] = {2, 0, 0, 0, 0}, kl[] = {3, 2, 0, 0, 2};
+    assert_memory_equal(pr_fside_lengths(t.bp->side, 0), al, sizeof(al));
+    assert_memory_equal(pr_fside_lengths(t.bp->side, 1), kl, sizeof(kl));
+    assert_memory_equal(pr_fside_lengths(t.bp->side, 2), zl, sizeof(zl));
+    pbfx_free(&t);
+}
+
 /* The descriptor set and maps read by their keys: a map field of any key
  * type loads, weighted by number values; a field that is no map is refused
  * naming schema.sparse[i].path, values that are no numbers naming
@@ -1795,6 +1843,45 @@ static void test_map_keys_config(void **state)
     }
 }
 
+/* The descriptor set and from: values: a map of strings, integers, bools
+ * or enums loads (and shares a table with a plain field); a map of
+ * messages is refused naming schema.sparse[i].path, a map of doubles for
+ * vocab too, and weights beside from: values naming weights.from. */
+static void test_map_values_config(void **state)
+{
+    (void)state;
+    all_config(
+        "        - { name: a, path: attrs, list: { max_len: 2, from: values }, ops: [vocab] "
+        "}\n"
+        "        - { name: z, path: zmap, list: { max_len: 2, from: values }, ops: [vocab] }\n"
+        "        - { name: u, path: umap, list: { max_len: 2, from: values }, ops: [vocab] }\n"
+        "        - { name: b, path: bmap, list: { max_len: 2, from: values }, ops: [vocab] }\n"
+        "        - { name: c, path: cmap, list: { max_len: 2, from: values }, ops: [vocab] }\n"
+        "        - { name: s, path: str, ops: [vocab], table: a }\n",
+        NULL);
+    static const struct {
+        const char *path, *more, *want;
+    } bad[] = {
+        {"objs", "",
+         "schema.sparse[0].path: 'objs' in message t3.All: a map of message values, and from: "
+         "values makes each value an id"},
+        {"wmap", "",
+         "schema.sparse[0].path: 'wmap' in message t3.All: it gives a number, and 'vocab' needs"},
+        {"names", "", "schema.sparse[0].path: 'names' is not a map field"},
+        {"imap", ", weights: { from: values }",
+         "schema.sparse[0].weights.from: list: { from: values } makes ids of the map's values"},
+    };
+    char y[512];
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(
+            y, sizeof(y),
+            "        - { name: b, path: %s, list: { max_len: 3, from: values }%s, ops: [vocab] "
+            "}\n",
+            bad[i].path, bad[i].more);
+        all_config(y, bad[i].want);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1825,6 +1912,8 @@ int main(void)
         cmocka_unit_test(test_map_keys_refused),
         cmocka_unit_test(test_map_keys_same_as_json),
         cmocka_unit_test(test_map_keys_config),
+        cmocka_unit_test(test_map_values_same_as_json),
+        cmocka_unit_test(test_map_values_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
