@@ -1384,8 +1384,8 @@ static bool pr__inf_no_feature(const pr__ictx *c, pr__idec *d)
     }
     if (c->unit >= 0 && (pr__time_rank(ip->path) >= 0 || c->unit == PR_TIME_RFC3339)) {
         snprintf(b, sizeof(b),
-                 "a time (%s) besides the event time: add it with hour_of_day or day_of_week if "
-                 "it matters",
+                 "a time (%s) besides the event time: add it with age (seconds before the "
+                 "event), hour_of_day or day_of_week if it matters",
                  pr_time_unit_names[c->unit]);
         pr__inf_skip(d, b);
         return true;

@@ -323,6 +323,12 @@ static bool pr__feat_op(cfg_ctx *c, yaml_node_t *it, const pr_feature_spec *f, p
     memset(st, 0, sizeof(*st));
     st->op = (pr_fop)op;
     const pr_fop_info *in = &pr_fop_table[op];
+    if (op == PR_FOP_AGE && !pr__event_time(c)) {
+        pr__cfg_error(c, it, NULL,
+                      "'age' counts to the record's event time: declare schema.event_time "
+                      "({ path: ..., unit: ... })");
+        return false;
+    }
     if (arg) {
         size_t old = pr__path_push(c, name);
         bool ok = pr__farg_parsers[in->arg](c, arg, f, st);

@@ -88,6 +88,14 @@ const pr_fop_info pr_fop_table[PR_FOP__COUNT] = {
                          "1 when x >= T, else 0 (T finite): a label or a 0/1 flag from a "
                          "number (dwell seconds, a rating); NaN stays NaN, a missing value "
                          "stays missing (its default or a fill before decides)."},
+    [PR_FOP_AGE] = {"age", PR_FARG_UNIT, false, NUM | INT | STR, NUM, CPU, "age or { age: UNIT }",
+                    "The record's event time (schema.event_time, which it needs) minus a time "
+                    "read in UNIT as for hour_of_day, in seconds (an item's or an account's "
+                    "age when the event happened; negative for a time after it); a record "
+                    "without its own event time gives missing (offline and streaming alike: "
+                    "never the message timestamp); an unreadable time rejects the record (bad "
+                    "time). A label or dense feature starting with it reads a string under "
+                    "rfc3339."},
 };
 
 #undef NUM
@@ -155,7 +163,8 @@ int pr_feature_check_input(const pr_feature_spec *f, unsigned types, char *errst
                          gives);
     }
     if (f->kind == PR_FEAT_LABEL || f->kind == PR_FEAT_DENSE) {
-        if (t & (PR_FTYPE_NUM | PR_FTYPE_INT))
+        if (t &
+            (pr_feature_input_type(f) == PR_FTYPE_STR ? PR_FTYPE_STR : PR_FTYPE_NUM | PR_FTYPE_INT))
             return 0;
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "it gives %s, and %s needs a number",
                          gives, f->kind == PR_FEAT_LABEL ? "a label" : "a dense feature");
@@ -177,8 +186,10 @@ unsigned pr_feature_input_type(const pr_feature_spec *f)
 {
     switch (f->kind) { /* a vector of f32 bytes: numbers by the time its chain runs */
     case PR_FEAT_LABEL:
-    case PR_FEAT_DENSE:
-        return PR_FTYPE_NUM;
+    case PR_FEAT_DENSE: /* age of an rfc3339 string: the string */
+        return f->n_ops && f->ops[0].op == PR_FOP_AGE && f->ops[0].unit == PR_TIME_RFC3339
+                   ? PR_FTYPE_STR
+                   : PR_FTYPE_NUM;
     case PR_FEAT_SPARSE:
     case PR_FEAT_LIST: /* a map's entries: their cross, an integer */
         return f->from_entries ? PR_FTYPE_INT : PR_FTYPE_STR | PR_FTYPE_INT;
@@ -255,8 +266,8 @@ bool pr_fop_weight_op(pr_fop op)
 {
     const pr_fop_info *in = &pr_fop_table[op];
     /* at_least would zero a weight: weights scale, they do not select */
-    return op != PR_FOP_FILL && op != PR_FOP_AT_LEAST && (in->accepts & PR_FTYPE_NUM) &&
-           (in->output == 0 || in->output == PR_FTYPE_NUM);
+    return op != PR_FOP_FILL && op != PR_FOP_AT_LEAST && op != PR_FOP_AGE &&
+           (in->accepts & PR_FTYPE_NUM) && (in->output == 0 || in->output == PR_FTYPE_NUM);
 }
 
 int pr_feature_check_weight_ops(const pr_feature_spec *f, uint32_t *bad_op, char *errstr,
@@ -745,8 +756,24 @@ static void pr__fill(const pr_fop_step *st, pr_fval *v)
     }
 }
 
+/* age: event_us minus the time v holds, in seconds; missing without an
+ * event time. */
+static pr_fop_reject pr__age(const pr_fop_step *st, pr_fval *v, int64_t event_us)
+{
+    int64_t us, d;
+    if (event_us == PR_FOP_NO_TIME) {
+        v->type = PR_FVAL_MISSING;
+        return PR_FOP_OK;
+    }
+    if (pr_fop_time_us(v, st->unit, &us) < 0 || __builtin_sub_overflow(event_us, us, &d))
+        return PR_FOP_REJECT_TIME;
+    v->type = PR_FVAL_NUM;
+    v->num = (double)d / 1e6;
+    return PR_FOP_OK;
+}
+
 /* One present value through one step; returns a reject reason or 0. */
-static pr_fop_reject pr__apply_one(const pr_fop_step *st, pr_fval *v)
+static pr_fop_reject pr__apply_one(const pr_fop_step *st, pr_fval *v, int64_t event_us)
 {
     int64_t us;
     uint64_t u;
@@ -789,6 +816,8 @@ static pr_fop_reject pr__apply_one(const pr_fop_step *st, pr_fval *v)
         if (!isnan(v->num))
             v->num = v->num >= st->a ? 1.0 : 0.0;
         return PR_FOP_OK;
+    case PR_FOP_AGE:
+        return pr__age(st, v, event_us);
     default: /* clip, neg2zero, log1p, standardize */
         v->num = pr__num_op(st, v->num);
         return PR_FOP_OK;
@@ -796,6 +825,11 @@ static pr_fop_reject pr__apply_one(const pr_fop_step *st, pr_fval *v)
 }
 
 int pr_fop_apply(const pr_fop_step *st, pr_fval *v, size_t n, uint8_t *reason)
+{
+    return pr_fop_apply_at(st, v, n, reason, PR_FOP_NO_TIME);
+}
+
+int pr_fop_apply_at(const pr_fop_step *st, pr_fval *v, size_t n, uint8_t *reason, int64_t event_us)
 {
     if (st->op >= PR_FOP__COUNT || st->op == PR_FOP_VOCAB || st->op == PR_FOP_CROSS)
         return PR_EINVAL;
@@ -813,7 +847,7 @@ int pr_fop_apply(const pr_fop_step *st, pr_fval *v, size_t n, uint8_t *reason)
             rejected += pr__reject(&v[r], reason, r, PR_FOP_REJECT_TYPE);
             continue;
         }
-        pr_fop_reject why = pr__apply_one(st, &v[r]);
+        pr_fop_reject why = pr__apply_one(st, &v[r], event_us);
         if (why != PR_FOP_OK)
             rejected += pr__reject(&v[r], reason, r, why);
     }

@@ -78,17 +78,18 @@ struct pr_json_decoder {
     /* one record, staged */
     float *labels, *dense; /* [n_labels], [n_dense] */
     int64_t event_ms;
-    uint32_t *cnt;  /* [n_side] values kept */
-    uint64_t **val; /* [n_side] keys (vocab) or int64 values, up to max_len */
-    uint8_t **miss; /* [n_side] 1 = a missing key (single-valued vocab feature) */
-    float **wt;     /* [n_side] a weighted list's staged weights, up to max_len; else NULL */
-    uint32_t *wpos; /* [PR_FEAT_MAX_LIST] a weighted list's element's position in its weights
-                     * list, beside fv (PR__NO_WEIGHTS: none) */
-    uint32_t *need; /* [n_side] elements per engine column (block's vocab_col order) */
-    pr_fval *fv;    /* [PR_FEAT_MAX_LIST] a chain's values */
-    pr_fval *fv2;   /* [PR_FEAT_MAX_LIST] a map's values, crossed with its keys (entries) */
-    uint8_t *raw;   /* [PR_FEAT_MAX_DIM * 4] a base64 vector's bytes (encoding f32) */
-    uint8_t *why;   /* [PR_FEAT_MAX_LIST] operator reject reasons */
+    int64_t own_event_us; /* the record's own event time (age), or PR_FOP_NO_TIME */
+    uint32_t *cnt;        /* [n_side] values kept */
+    uint64_t **val;       /* [n_side] keys (vocab) or int64 values, up to max_len */
+    uint8_t **miss;       /* [n_side] 1 = a missing key (single-valued vocab feature) */
+    float **wt;           /* [n_side] a weighted list's staged weights, up to max_len; else NULL */
+    uint32_t *wpos;       /* [PR_FEAT_MAX_LIST] a weighted list's element's position in its weights
+                           * list, beside fv (PR__NO_WEIGHTS: none) */
+    uint32_t *need;       /* [n_side] elements per engine column (block's vocab_col order) */
+    pr_fval *fv;          /* [PR_FEAT_MAX_LIST] a chain's values */
+    pr_fval *fv2;         /* [PR_FEAT_MAX_LIST] a map's values, crossed with its keys (entries) */
+    uint8_t *raw;         /* [PR_FEAT_MAX_DIM * 4] a base64 vector's bytes (encoding f32) */
+    uint8_t *why;         /* [PR_FEAT_MAX_LIST] operator reject reasons */
     char detail[PR_NAME_MAX + PR_FEAT_PATH_MAX + 256];
 };
 
@@ -100,7 +101,7 @@ static bool pr__is_side(const pr_feature_spec *f)
 /* ---------------------------------------------------------------- building */
 
 /* The unit a time-tagged value (an Avro timestamp, pr_json_any.unit) is
- * converted to for feature f: its hour_of_day / day_of_week step's unit
+ * converted to for feature f: its hour_of_day / day_of_week / age step's unit
  * when that is a count (s, ms, us); -1 (the number as written) otherwise.
  * The event time reads tagged values itself (pr__event_time). */
 static int8_t pr__time_op_unit(const pr_feature_spec *f)
@@ -108,7 +109,8 @@ static int8_t pr__time_op_unit(const pr_feature_spec *f)
     if (f->n_paths != 1 || f->kind == PR_FEAT_EVENT_TIME)
         return -1;
     for (uint8_t s = 0; s < f->n_ops; s++)
-        if (f->ops[s].op == PR_FOP_HOUR_OF_DAY || f->ops[s].op == PR_FOP_DAY_OF_WEEK)
+        if (f->ops[s].op == PR_FOP_HOUR_OF_DAY || f->ops[s].op == PR_FOP_DAY_OF_WEEK ||
+            f->ops[s].op == PR_FOP_AGE)
             return f->ops[s].unit == PR_TIME_RFC3339 ? -1 : (int8_t)f->ops[s].unit;
     return -1;
 }
@@ -481,7 +483,7 @@ PR__HOT int pr__chain(pr_json_decoder *d, const pr_feature_spec *f, uint32_t fro
                       pr_fval *v, size_t n)
 {
     for (uint32_t s = from; s < to; s++) {
-        int bad = pr_fop_apply(&f->ops[s], v, n, d->why);
+        int bad = pr_fop_apply_at(&f->ops[s], v, n, d->why, d->own_event_us);
         if (bad != 0)
             return pr__chain_fail(d, f, s, n, bad);
     }
@@ -569,8 +571,11 @@ static int pr__numeric(pr_json_decoder *d, const pr__jfeat *jf, pr_fval *v)
     int rc = pr__scalar(d, jf, 0, v);
     if (rc)
         return rc;
-    if (v->type == PR_FVAL_STR)
-        return pr__fail(d, jf->f, PR_DEC_WRONG_TYPE, "a number expected, got a string");
+    bool str_time = pr_feature_input_type(jf->f) == PR_FTYPE_STR; /* age of an rfc3339 time */
+    if ((v->type == PR_FVAL_STR) != str_time && v->type != PR_FVAL_MISSING)
+        return pr__fail(d, jf->f, PR_DEC_WRONG_TYPE,
+                        str_time ? "an rfc3339 time (a string) expected"
+                                 : "a number expected, got a string");
     if (v->type == PR_FVAL_INT) {
         v->num = (double)(int64_t)v->u;
         v->type = PR_FVAL_NUM;
@@ -714,6 +719,7 @@ static int pr__event_time(pr_json_decoder *d, const pr__jfeat *jf, const pr_deco
     } else if (pr_fop_time_us(&v, jf->f->unit, &us))
         return pr__fail(d, jf->f, PR_DEC_BAD_TIME, "not a time in its unit");
     d->event_ms = us >= 0 ? us / 1000 : -((-us + 999) / 1000);
+    d->own_event_us = us;
     char what[200];
     if (pr_decode_check_ahead(ctx, d->event_ms, what, sizeof(what)))
         return pr__fail(d, jf->f, PR_DEC_BAD_TIME, what);
@@ -1009,6 +1015,7 @@ static int pr__range_first(pr_json_decoder *d, const pr__jfeat *jf, int rc)
 static int pr__features(pr_json_decoder *d, const pr_decode_ctx *ctx)
 {
     d->event_ms = ctx->default_event_time_ms;
+    d->own_event_us = PR_FOP_NO_TIME;
     for (uint32_t i = 0; i < d->n_feat; i++) {
         const pr__jfeat *jf = &d->feat[i];
         pr_fval v;

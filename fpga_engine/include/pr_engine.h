@@ -860,6 +860,7 @@ typedef enum pr_fop {
     PR_FOP_DAY_OF_WEEK, /* ISO weekday, Monday 1 .. Sunday 7 (UTC) */
     PR_FOP_VOCAB,       /* the continuous vocabulary: value -> stable index */
     PR_FOP_AT_LEAST,    /* x >= T -> 1, else 0 (a label or a flag from a number) */
+    PR_FOP_AGE,         /* seconds from a time to the record's event time */
     PR_FOP__COUNT
 } pr_fop;
 
@@ -905,7 +906,7 @@ int pr_fop_from_name(const char *name);
 typedef struct pr_fop_step {
     pr_fop op;
     uint8_t value_type;               /* fill: PR_FTYPE_NUM, _INT or _STR */
-    pr_time_unit unit;                /* hour_of_day, day_of_week */
+    pr_time_unit unit;                /* hour_of_day, day_of_week, age */
     uint16_t n_bounds;                /* bucketize */
     double a, b;                      /* fill (NUM), clip lo/hi, standardize mean/std */
     uint64_t n;                       /* hash buckets, modulus, fill (INT) */
@@ -1215,12 +1216,18 @@ typedef enum pr_fop_reject {
     PR_FOP_OK = 0,
     PR_FOP_REJECT_TYPE, /* the operator does not take this type */
     PR_FOP_REJECT_HEX,  /* hex2int: not hex, or more than 16 digits */
-    PR_FOP_REJECT_TIME, /* hour_of_day / day_of_week: not a time, or out of range */
+    PR_FOP_REJECT_TIME, /* hour_of_day / day_of_week / age: not a time, or out of range */
 } pr_fop_reject;
 
 /* Apply one step to a column of n values, in place. `vocab` is not a library
  * operator (it is the engine's stateful vocabulary): PR_EINVAL. */
 int pr_fop_apply(const pr_fop_step *step, pr_fval *v, size_t n, uint8_t *reason);
+/* The same, for values of one record whose own event time is event_us
+ * (microseconds since the epoch; PR_FOP_NO_TIME: none, and `age` gives
+ * missing). pr_fop_apply is this with PR_FOP_NO_TIME. */
+#define PR_FOP_NO_TIME INT64_MIN
+int pr_fop_apply_at(const pr_fop_step *step, pr_fval *v, size_t n, uint8_t *reason,
+                    int64_t event_us);
 
 /* cross: out[r] = PR_FOP_HASH_SEED-seeded XXH64 over the values of the k
  * columns at row r (byte layout in pr_fop_cross_bytes); missing when any of

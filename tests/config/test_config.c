@@ -807,6 +807,15 @@ static const err_case err_cases[] = {
     {"hour_of_day without a unit",
      SCHEMA "      sparse: [ { name: h, path: ts, ops: [hour_of_day, vocab] } ]\n",
      {"ops[0]: 'hour_of_day' needs a time unit", "{ hour_of_day: ms }"}},
+    {"age without an event time",
+     SCHEMA "      dense: [ { name: a, path: created, ops: [ { age: ms } ] } ]\n",
+     {"ops[0]: 'age' counts to the record's event time: declare schema.event_time"}},
+    {"age in weights.ops",
+     SCHEMA "      event_time: { path: ts, unit: ms }\n"
+            "      sparse:\n"
+            "        - { name: l, path: l, list: { max_len: 4 }, ops: [vocab],\n"
+            "            weights: { path: w, ops: [ { age: ms } ] } }\n",
+     {"weights.ops[0]", "'age'"}},
     {"bad event time unit",
      SCHEMA "      event_time: { path: ts, unit: ns }\n      dense: [ { name: a, path: a } ]\n",
      {"schema.event_time.unit: unknown value 'ns'"}},

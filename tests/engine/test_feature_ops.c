@@ -377,6 +377,39 @@ static void test_time(void **state)
     assert_int_equal(one(&d, str("yesterday"), &why).type, PR_FVAL_MISSING);
     assert_int_equal(why, PR_FOP_REJECT_TIME);
     assert_int_equal(one(&h, missing(), NULL).type, PR_FVAL_MISSING);
+
+    /* age: the record's event time minus the value's, in seconds; missing
+     * without an event time (pr_fop_apply); an unreadable or overflowing
+     * time rejects. */
+    pr_fop_step a = step(PR_FOP_AGE);
+    a.unit = PR_TIME_MS;
+    const int64_t ev = 1700000000000000LL; /* us */
+    pr_fval x = integer(1700000000000LL - 90500);
+    assert_int_equal(pr_fop_apply_at(&a, &x, 1, NULL, ev), 0);
+    assert_int_equal(x.type, PR_FVAL_NUM);
+    assert_true(x.num == 90.5);
+    x = num(1700000000500.0); /* after the event: negative */
+    assert_int_equal(pr_fop_apply_at(&a, &x, 1, NULL, ev), 0);
+    assert_true(x.num == -0.5);
+    a.unit = PR_TIME_RFC3339;
+    x = str("2023-11-13T22:13:20Z"); /* a day before 1700000000 s */
+    assert_int_equal(pr_fop_apply_at(&a, &x, 1, NULL, ev), 0);
+    assert_true(x.num == 86400.0);
+    x = str("2023-11-13T22:13:20Z");
+    assert_int_equal(pr_fop_apply(&a, &x, 1, NULL), 0); /* no event time */
+    assert_int_equal(x.type, PR_FVAL_MISSING);
+    x = str("soon");
+    why = 0;
+    assert_int_equal(pr_fop_apply_at(&a, &x, 1, &why, ev), 1);
+    assert_int_equal(why, PR_FOP_REJECT_TIME);
+    a.unit = PR_TIME_US;
+    x = integer(INT64_MAX); /* event - value overflows */
+    why = 0;
+    assert_int_equal(pr_fop_apply_at(&a, &x, 1, &why, -ev), 1);
+    assert_int_equal(why, PR_FOP_REJECT_TIME);
+    x = missing();
+    assert_int_equal(pr_fop_apply_at(&a, &x, 1, NULL, ev), 0);
+    assert_int_equal(x.type, PR_FVAL_MISSING);
 }
 
 /* ---------------------------------------------------------------- table, chains, placement */

@@ -3,7 +3,7 @@
  * declared schema (ingest/json_decode.c, pr_decode_json_line): the
  * extractor plus the schema's type rules and operators (defaults, lists with
  * keep last, lists of objects, hex2int, bucketize, hash, a cross,
- * hour_of_day, event time, two dense vectors as lists, one as base64 float32
+ * hour_of_day, age, event time, two dense vectors as lists, one as base64 float32
  * bytes, two weighted lists: one over a list of objects with a default, one
  * parallel without), behind a record filter (one condition on a
  * feature's path: the filter's own extraction when a feature refuses) and
@@ -52,6 +52,8 @@ static const char yaml[] =
     "        - { name: v, path: i.v, dim: 3, default: 2, ops: [ { clip: [-5, 5] } ] }\n"
     "        - { name: iv, path: iv, dim: 2 }\n"
     "        - { name: fb, path: fb, dim: 2, encoding: f32, default: 1 }\n"
+    "        - { name: ag, path: i.pt, ops: [ age, { fill: 0 } ] }\n"
+    "        - { name: ar, path: i.pr, ops: [ { age: rfc3339 } ] }\n"
     "      sparse:\n"
     "        - { name: u, path: u.id, ops: [vocab] }\n"
     "        - { name: c, path: i.c, default: none, ops: [vocab] }\n"

@@ -300,6 +300,9 @@ def json_docs(build):
     write("json_decode", "map_values", bytes([0]) + b'{"l":{"y":1},"u":{"id":"u1"},'
           b'"sl":{"top":"u1","side":7,"x":null,"top":"adB","b":true}}')
     write("json_decode", "map_values_bad", bytes([1]) + b'{"l":{"y":0},"sl":{"a":1.5,"b":[1]}}')
+    # age: a time in ms and an rfc3339 one before the event time
+    write("json_decode", "age_times", bytes([0]) + b'{"ts":1700000000000,"i":{"pt":1699999000000,'
+          b'"pr":"2023-11-14T22:12:20Z","p":3},"u":{"id":1},"l":{"y":1}}')
 
 
 # ------------------------------------------------------------------ infer

@@ -459,7 +459,8 @@ static void run_times(const char *ts_type, const char *ts[], int64_t rows_out[][
         "      sparse:\n"
         "        - { name: hour, path: ts, ops: [hour_of_day] }\n"
         "        - { name: wd, path: d, ops: [ { day_of_week: ms } ] }\n"
-        "        - { name: plain, path: p, ops: [hour_of_day] }\n";
+        "        - { name: plain, path: p, ops: [hour_of_day] }\n"
+        "      dense: [ { name: ag, path: d, ops: [ { age: s } ] } ]\n";
     char avsc[1024];
     snprintf(avsc, sizeof(avsc),
              "{\"type\":\"record\",\"name\":\"T\",\"fields\":["
@@ -485,6 +486,9 @@ static void run_times(const char *ts_type, const char *ts[], int64_t rows_out[][
         rows_out[r][1] = s->values[0][r];
         assert_int_equal(s->values[1][r], 2); /* 2023-11-14, a Tuesday */
         assert_int_equal(s->values[2][r], 2); /* a plain long: unit s, 01:00 */
+        /* age of the date (days, whatever `age: s` says) at the event time */
+        double want = (double)t.ba->event_time_ms[r] / 1000.0 - 19675.0 * 86400.0;
+        assert_true(fabs(s->dense[r] - want) <= fabs(want) * 1e-6 + 1e-3);
     }
     rows_out[t.ba->rows][0] = -1;
     fx_free(&t);

@@ -22,7 +22,8 @@ schema"; pr_engine.h):
   - bucketize: 1 + number of boundaries <= x; missing stays 0
   - hour_of_day: 1 + UTC hour; modulus: v mod N
   - lists: keep max_len values, first or last; absent list length 0
-  - dense: fill/default, clip, log1p, float32; missing without default 0
+  - dense: fill/default, clip, log1p, float32; missing without default 0;
+    age: (event time - the time) in seconds, a fill after it
 Checks labels.npy, dense.npy, sparse/<f>.values.npy / .lengths.npy, the
 rejected line numbers, and that --threads 1 and 4 and two block sizes give
 byte-identical files. The id rule on its own small schema (a "42" string
@@ -58,6 +59,7 @@ CONFIG = """pipelines:
         - {{ name: purchase, path: label.purchase, default: 0 }}
       dense:
         - {{ name: price, path: item.price, default: 0, ops: [ {{ clip: [0, 1000] }}, log1p ] }}
+        - {{ name: item_age, path: item.published, ops: [ age, {{ fill: -1 }} ] }}
       sparse:
         - {{ name: user, path: user.id, ops: [vocab] }}
         - {{ name: item, path: item.id, ops: [ {{ modulus: 1000 }}, vocab ] }}
@@ -99,6 +101,8 @@ def gen(n, rng):
             item["category"] = rng.choice(cats)
         if rng.random() < 0.7:
             item["price"] = round(rng.uniform(-5, 1500), 2)
+        if rng.random() < 0.6:
+            item["published"] = e["ts"] - rng.randrange(-10**6, 10**10)
         r = rng.random()
         if r < 0.6:
             item["tags"] = ["t%d" % rng.randrange(20) for _ in range(rng.randrange(0, 6))]
@@ -187,7 +191,8 @@ def reference(events, profile):
         labels.append([float(get(e, "label.click")), float(p if p is not None else 0)])
         price = get(e, "item.price")
         x = min(max(float(price if price is not None else 0), 0.0), 1000.0)
-        dense.append([math.log1p(x)])
+        pub = get(e, "item.published")
+        dense.append([math.log1p(x), -1.0 if pub is None else (e["ts"] - pub) / 1000.0])
         u = get(e, "user.id")
         single("user", voc["user"].index(None if u is None else key_of(as_id(u))))
         it = as_id(get(e, "item.id"))
@@ -230,7 +235,7 @@ def check(out, events, profile):
     assert got.dtype == np.float32 and got.shape == (n, 2), (got.dtype, got.shape)
     assert np.array_equal(got, np.array(labels, dtype=np.float32)), "labels differ"
     got = np.load(os.path.join(out, "dense.npy"))
-    assert got.dtype == np.float32 and got.shape == (n, 1), (got.dtype, got.shape)
+    assert got.dtype == np.float32 and got.shape == (n, 2), (got.dtype, got.shape)
     assert np.allclose(got, np.array(dense, dtype=np.float32), rtol=1e-6, atol=0), "dense"
     for f in SPARSE:
         v = np.load(os.path.join(out, "sparse", f + ".values.npy"))
