@@ -163,11 +163,12 @@ int pr_feature_check_input(const pr_feature_spec *f, unsigned types, char *errst
                          gives);
     }
     if (f->kind == PR_FEAT_LABEL || f->kind == PR_FEAT_DENSE) {
-        if (t &
-            (pr_feature_input_type(f) == PR_FTYPE_STR ? PR_FTYPE_STR : PR_FTYPE_NUM | PR_FTYPE_INT))
+        bool str_time = pr_feature_input_type(f) == PR_FTYPE_STR; /* age of rfc3339 strings */
+        if (t & (str_time ? PR_FTYPE_STR : PR_FTYPE_NUM | PR_FTYPE_INT))
             return 0;
-        return pr_seterr(errstr, errstr_size, PR_EINVAL, "it gives %s, and %s needs a number",
-                         gives, f->kind == PR_FEAT_LABEL ? "a label" : "a dense feature");
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "it gives %s, and %s needs %s", gives,
+                         f->kind == PR_FEAT_LABEL ? "a label" : "a dense feature",
+                         str_time ? "a string (its first operator is age in rfc3339)" : "a number");
     }
     for (uint32_t i = 0; i < f->n_ops; i++) {
         const pr_fop_info *in = &pr_fop_table[f->ops[i].op];

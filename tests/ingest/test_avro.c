@@ -704,6 +704,17 @@ static void test_schema_file_checked(void **state)
                    "pipelines[0].schema.dense[0].path: 'user.id' in the writer schema");
     expect_refused(good, "      dense: [ { name: d, path: user.id } ]\n",
                    "it gives a string, and a dense feature needs a number");
+    /* age in rfc3339 reads a string: a long is refused, a string loads */
+    expect_refused(good,
+                   "      event_time: { path: ts, unit: ms }\n"
+                   "      dense: [ { name: d, path: ts, ops: [ { age: rfc3339 } ] } ]\n",
+                   "it gives an integer, and a dense feature needs a string (its first operator "
+                   "is age in rfc3339)");
+    if (load_avro(good, false,
+                  "      event_time: { path: ts, unit: ms }\n"
+                  "      dense: [ { name: d, path: user.id, ops: [ { age: rfc3339 } ] } ]\n",
+                  err, sizeof(err)))
+        fail_msg("age of a string refused: %s", err);
     /* `in:` takes any value, a list (an array, an array of records) too */
     static const char *const in_fine =
         "      labels:\n"
