@@ -191,6 +191,10 @@ struct pr_consumer {
     char *member_file;  /* see pr_consumer_conf.member_file; NULL = off */
     char *group_id;     /* for the member file */
     char *member_saved[PR_CONSUMER_MAX_INSTANCES]; /* per instance: its id in member_file */
+    /* read_file (pr_consumer_conf): its lines "group\ttopic", under lock. */
+    char *read_file, *read_group;
+    char **read_lines;
+    size_t n_read, cap_read;
 
     pr_consumer_stats st; /* counters as atomics; gauges computed on read */
     /* Messages and bytes polled, added to st once per pr_consumer_poll
@@ -361,6 +365,8 @@ static void pr__error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaq
     pthread_mutex_unlock(&c->lock);
 }
 
+static void pr__read_note(pr_consumer *c, const char *topic); /* the read file, below */
+
 static void pr__commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                           rd_kafka_topic_partition_list_t *offsets, void *opaque)
 {
@@ -389,6 +395,9 @@ static void pr__commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         }
     }
     pthread_mutex_unlock(&c->lock);
+    for (int i = 0; c->read_file && i < offsets->cnt; i++)
+        if (!offsets->elems[i].err && offsets->elems[i].offset >= 0)
+            pr__read_note(c, offsets->elems[i].topic);
 }
 
 /* Fill `out` (n entries) from a librdkafka list; registers new partitions. */
@@ -626,6 +635,122 @@ static void pr__member_save(pr_consumer *c, unsigned inst)
     unlink(tmp);
     free(c->member_saved[inst]); /* tried again at the next assignment */
     c->member_saved[inst] = NULL;
+}
+
+/* ---------------------------------------------------------------- the read file
+ *
+ * Which topics the group committed on (pr_consumer_conf.read_file): a group
+ * whose offsets on a topic are all gone (expired after the broker's
+ * offsets.retention.minutes while the pipeline was down, deleted, the topic
+ * recreated) looks new to the broker, and auto.offset.reset latest would
+ * skip everything since. The file remembers that it is not. */
+#define PR__READ_MAX_LINE 1024
+
+/* Is the group's line for `topic` there? Under lock. */
+static bool pr__read_has_locked(const pr_consumer *c, const char *topic)
+{
+    size_t gl = strlen(c->read_group);
+    for (size_t i = 0; i < c->n_read; i++) {
+        const char *l = c->read_lines[i];
+        if (!strncmp(l, c->read_group, gl) && l[gl] == '\t' && !strcmp(l + gl + 1, topic))
+            return true;
+    }
+    return false;
+}
+
+static bool pr__read_has(pr_consumer *c, const char *topic)
+{
+    if (!c->read_file)
+        return false;
+    pthread_mutex_lock(&c->lock);
+    bool has = pr__read_has_locked(c, topic);
+    pthread_mutex_unlock(&c->lock);
+    return has;
+}
+
+/* Append `line` (taken over) to the lines; false when out of memory. */
+static bool pr__read_add(pr_consumer *c, char *line)
+{
+    if (c->n_read == c->cap_read) {
+        size_t nc = c->cap_read ? 2 * c->cap_read : 8;
+        char **nl = realloc(c->read_lines, nc * sizeof(*nl));
+        if (!nl) {
+            free(line);
+            return false;
+        }
+        c->read_lines = nl;
+        c->cap_read = nc;
+    }
+    c->read_lines[c->n_read++] = line;
+    return true;
+}
+
+/* The group committed on `topic`: its line goes into the file the first
+ * time (a temporary, fsync'd, renamed). A failure warns: an expiry of
+ * this topic's offsets then goes unnoticed, as without the file. */
+static void pr__read_note(pr_consumer *c, const char *topic)
+{
+    if (!c->read_file)
+        return;
+    pthread_mutex_lock(&c->lock);
+    if (pr__read_has_locked(c, topic)) {
+        pthread_mutex_unlock(&c->lock);
+        return;
+    }
+    size_t gl = strlen(c->read_group), tl = strlen(topic);
+    char *line = gl + tl + 2 < PR__READ_MAX_LINE ? malloc(gl + tl + 2) : NULL;
+    if (line) {
+        memcpy(line, c->read_group, gl);
+        line[gl] = '\t';
+        memcpy(line + gl + 1, topic, tl + 1);
+    }
+    bool ok = line && pr__read_add(c, line);
+    char tmp[4200];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", c->read_file);
+    FILE *f = ok ? fopen(tmp, "w") : NULL;
+    ok = f != NULL;
+    for (size_t i = 0; ok && i < c->n_read; i++)
+        ok = fprintf(f, "%s\n", c->read_lines[i]) > 0;
+    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    if (f && fclose(f))
+        ok = false;
+    ok = ok && rename(tmp, c->read_file) == 0;
+    if (!ok) {
+        pr_warn("consumer: cannot note in %s that group %s read %s: %s (should its offsets "
+                "expire, the topic would start at auto.offset.reset as if new)",
+                c->read_file, c->read_group, topic, strerror(errno));
+        unlink(tmp);
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Read the file's lines (an absent file: none yet). */
+static int pr__read_load(pr_consumer *c, const pr_consumer_conf *conf, char *errstr,
+                         size_t errstr_size)
+{
+    if (!conf->read_file || !*conf->read_file || !conf->group_id)
+        return 0;
+    c->read_file = strdup(conf->read_file);
+    c->read_group = strdup(conf->group_id);
+    if (!c->read_file || !c->read_group)
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "consumer: out of memory");
+    FILE *f = fopen(c->read_file, "r");
+    if (!f)
+        return errno == ENOENT ? 0
+                               : pr_seterr(errstr, errstr_size, PR_EIO, "consumer: %s: %s",
+                                           c->read_file, strerror(errno));
+    char buf[PR__READ_MAX_LINE];
+    int rc = 0;
+    while (!rc && fgets(buf, sizeof(buf), f)) {
+        buf[strcspn(buf, "\r\n")] = '\0';
+        if (!strchr(buf, '\t'))
+            continue; /* not a line of ours */
+        char *line = strdup(buf);
+        if (!line || !pr__read_add(c, line))
+            rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "consumer: out of memory");
+    }
+    fclose(f);
+    return rc;
 }
 
 static void pr__member_forget(pr_consumer *c)
@@ -1100,7 +1225,7 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
         goto out_conf;
     }
 
-    if (pr__dlq_open(c, conf, errstr, errstr_size))
+    if (pr__dlq_open(c, conf, errstr, errstr_size) || pr__read_load(c, conf, errstr, errstr_size))
         goto out_conf;
 
     /* The member file: a line per instance (pr__member_save). */
@@ -1486,6 +1611,11 @@ void pr_consumer_free(pr_consumer *c)
     free(c->parts);
     free(c->pix);
     free(c->member_file);
+    for (size_t i = 0; i < c->n_read; i++)
+        free(c->read_lines[i]);
+    free(c->read_lines);
+    free(c->read_file);
+    free(c->read_group);
     free(c->group_id);
     for (unsigned k = 0; k < PR_CONSUMER_MAX_INSTANCES; k++)
         free(c->member_saved[k]);
@@ -1614,59 +1744,56 @@ static int pr__group_knows(rd_kafka_t *rk, const rd_kafka_topic_partition_list_t
     return err ? -1 : 0;
 }
 
-/* The start of each partition pr__offset_reset marked PR__FRESH (no
- * committed offset, auto.offset.reset latest):
- *   - a topic on which the group committed offsets (on other partitions) is
- *     one it reads already, so the partition is new to it: added to the
- *     topic (seen up to a metadata refresh later), or its first owner
- *     stopped before committing. Latest would skip what was written to it
- *     before now; it starts at its log start instead;
- *   - a topic the group never committed on starts at the log end, resolved
- *     to an offset here; those go into the returned list, which the caller
- *     commits once they are assigned there: a restart, or another replica
- *     after a rebalance, resumes at that offset rather than at a later end
- *     (the records in between were lost before).
- * NULL when nothing is to be committed. A lookup that fails leaves the log
- * end unresolved and uncommitted, as before. */
-static rd_kafka_topic_partition_list_t *pr__start_fresh(rd_kafka_t *rk,
-                                                        rd_kafka_topic_partition_list_t *l)
+/* A fresh partition of a topic the group committed on before (the read
+ * file) whose offsets are all gone: expired after offsets.retention.minutes
+ * while the pipeline was down, deleted, or the topic recreated. Latest
+ * would skip everything since as if the group were new, so on_offset_reset
+ * decides, as for an offset out of range: fail (0 with errstr set), the
+ * log start, or the end (*end set); counted. */
+static int pr__start_expired(pr_consumer *c, rd_kafka_topic_partition_t *e, bool *end, char *errstr,
+                             size_t errstr_size)
 {
-    bool any = false;
-    for (int i = 0; i < l->cnt; i++)
-        any |= l->elems[i].opaque == PR__FRESH;
-    bool *known = any ? calloc((size_t)l->cnt, sizeof(*known)) : NULL;
-    if (!known || pr__group_knows(rk, l, known)) {
-        for (int i = 0; i < l->cnt; i++)
-            l->elems[i].opaque = NULL;
-        free(known);
-        return NULL;
-    }
-    rd_kafka_topic_partition_list_t *ends = rd_kafka_topic_partition_list_new(l->cnt);
-    for (int i = 0; i < l->cnt; i++) {
-        rd_kafka_topic_partition_t *e = &l->elems[i];
-        if (e->opaque != PR__FRESH)
-            continue;
-        if (known[i]) {
-            e->offset = RD_KAFKA_OFFSET_BEGINNING;
-            pr_info("consumer: %s [%" PRId32 "]: no committed offset, but the group has "
-                    "committed on other partitions of %s: the partition is new to it; starting at "
-                    "its log start so that none of its records is skipped",
-                    e->topic, e->partition, e->topic);
-        } else {
-            /* ListOffsets by timestamp -1: each partition's end, one request */
-            rd_kafka_topic_partition_list_add(ends, e->topic, e->partition)->offset = -1;
-        }
-        e->opaque = NULL;
-    }
-    free(known);
+    if (c->on_offset_reset == PR_OFFSET_RESET_FAIL)
+        return pr_seterr(errstr, errstr_size, PR_EKAFKA,
+                         "consumer: %s [%" PRId32 "]: group %s has no committed offset on %s, "
+                         "but it committed there before (%s): its offsets expired "
+                         "(offsets.retention.minutes), were deleted, or the topic was recreated; "
+                         "refusing to start at the log end as if new (source.kafka."
+                         "on_offset_reset: fail). Set it to earliest or latest, or commit the "
+                         "group's offsets, to go on",
+                         e->topic, e->partition, c->read_group, e->topic, c->read_file);
+    *end = c->on_offset_reset == PR_OFFSET_RESET_LATEST;
+    pr_warn("consumer: %s [%" PRId32 "]: group %s has no committed offset on %s, but it "
+            "committed there before (%s): its offsets expired, were deleted, or the topic was "
+            "recreated; starting at the log %s (source.kafka.on_offset_reset: %s)",
+            e->topic, e->partition, c->read_group, e->topic, c->read_file, *end ? "end" : "start",
+            pr_offset_reset_names[c->on_offset_reset]);
+    if (!*end)
+        e->offset = RD_KAFKA_OFFSET_BEGINNING;
+    int tidx = pr__topic_index(c, e->topic);
+    pthread_mutex_lock(&c->lock);
+    ssize_t k = tidx >= 0 ? pr__part_get(c, tidx, e->partition) : -1;
+    if (k >= 0)
+        c->parts[k].resets++;
+    pthread_mutex_unlock(&c->lock);
+    PR__ADD(c->st.offset_resets, 1);
+    return 0;
+}
+
+/* The log end of the partitions in ends (ListOffsets by timestamp -1, one
+ * request) written into l; those resolved stay in ends, the others are
+ * dropped (they start at the logical end, uncommitted). */
+static void pr__resolve_ends(rd_kafka_t *rk, rd_kafka_topic_partition_list_t *l,
+                             rd_kafka_topic_partition_list_t *ends)
+{
     rd_kafka_resp_err_t err = ends->cnt ? rd_kafka_offsets_for_times(rk, ends, 5000) : 0;
     for (int i = 0; i < ends->cnt && !err; i++) {
         rd_kafka_topic_partition_t *x = &ends->elems[i];
         if (x->err || x->offset < 0)
-            continue; /* that one starts at the logical end, uncommitted */
+            continue;
         rd_kafka_topic_partition_list_find(l, x->topic, x->partition)->offset = x->offset;
-        pr_info("consumer: %s [%" PRId32 "]: no committed offset for this group; starting at the "
-                "log end, offset %" PRId64 " (auto.offset.reset), committed at once",
+        pr_info("consumer: %s [%" PRId32 "]: starting at the log end, offset %" PRId64
+                ", committed at once",
                 x->topic, x->partition, x->offset);
     }
     if (err)
@@ -1676,11 +1803,71 @@ static rd_kafka_topic_partition_list_t *pr__start_fresh(rd_kafka_t *rk,
     for (int i = ends->cnt - 1; i >= 0; i--)
         if (err || ends->elems[i].err || ends->elems[i].offset < 0)
             rd_kafka_topic_partition_list_del_by_idx(ends, i);
-    if (!ends->cnt) {
-        rd_kafka_topic_partition_list_destroy(ends);
-        return NULL;
+}
+
+/* The start of each partition pr__offset_reset marked PR__FRESH (no
+ * committed offset, auto.offset.reset latest):
+ *   - a topic on which the group committed offsets (on other partitions) is
+ *     one it reads already, so the partition is new to it: added to the
+ *     topic (seen up to a metadata refresh later), or its first owner
+ *     stopped before committing. Latest would skip what was written to it
+ *     before now; it starts at its log start instead;
+ *   - a topic the group committed on before, by the read file, but holds no
+ *     offset on now: pr__start_expired;
+ *   - a topic the group never committed on starts at the log end, resolved
+ *     to an offset here; those go into *anchors, which the caller commits
+ *     once they are assigned there: a restart, or another replica after a
+ *     rebalance, resumes at that offset rather than at a later end (the
+ *     records in between were lost before).
+ * *anchors NULL when nothing is to be committed. A lookup that fails leaves
+ * the log end unresolved and uncommitted, as before. 0, or PR_EKAFKA. */
+static int pr__start_fresh(pr_consumer *c, rd_kafka_t *rk, rd_kafka_topic_partition_list_t *l,
+                           rd_kafka_topic_partition_list_t **anchors, char *errstr,
+                           size_t errstr_size)
+{
+    *anchors = NULL;
+    bool any = false;
+    for (int i = 0; i < l->cnt; i++)
+        any |= l->elems[i].opaque == PR__FRESH;
+    bool *known = any ? calloc((size_t)l->cnt, sizeof(*known)) : NULL;
+    if (!known || pr__group_knows(rk, l, known)) {
+        for (int i = 0; i < l->cnt; i++)
+            l->elems[i].opaque = NULL;
+        free(known);
+        return 0;
     }
-    return ends;
+    rd_kafka_topic_partition_list_t *ends = rd_kafka_topic_partition_list_new(l->cnt);
+    int rc = 0;
+    for (int i = 0; i < l->cnt; i++) {
+        rd_kafka_topic_partition_t *e = &l->elems[i];
+        bool fresh = e->opaque == PR__FRESH, end = !known[i];
+        e->opaque = NULL;
+        if (!fresh || rc)
+            continue;
+        if (known[i]) {
+            e->offset = RD_KAFKA_OFFSET_BEGINNING;
+            pr_info("consumer: %s [%" PRId32 "]: no committed offset, but the group has "
+                    "committed on other partitions of %s: the partition is new to it; starting at "
+                    "its log start so that none of its records is skipped",
+                    e->topic, e->partition, e->topic);
+        } else if (pr__read_has(c, e->topic)) {
+            rc = pr__start_expired(c, e, &end, errstr, errstr_size);
+        } else {
+            pr_info("consumer: %s [%" PRId32 "]: no committed offset for this group "
+                    "(auto.offset.reset latest)",
+                    e->topic, e->partition);
+        }
+        if (end && !rc) /* ListOffsets by timestamp -1: the end */
+            rd_kafka_topic_partition_list_add(ends, e->topic, e->partition)->offset = -1;
+    }
+    free(known);
+    if (!rc)
+        pr__resolve_ends(rk, l, ends);
+    if (rc || !ends->cnt)
+        rd_kafka_topic_partition_list_destroy(ends);
+    else
+        *anchors = ends;
+    return rc;
 }
 
 /* Commit the starts pr__start_fresh resolved (synchronously: a crash right
@@ -1705,6 +1892,7 @@ static void pr__commit_anchors(pr_consumer *c, rd_kafka_t *rk,
         if (k >= 0)
             c->parts[k].committed = a->offset;
         pthread_mutex_unlock(&c->lock);
+        pr__read_note(c, a->topic);
     }
 }
 
@@ -1759,9 +1947,10 @@ static int pr__restart_due(pr_consumer *c, rd_kafka_t *rk, unsigned inst, char *
                 rd_kafka_topic_partition_list_del_by_idx(l, i);
     if (held)
         rd_kafka_topic_partition_list_destroy(held);
-    rd_kafka_topic_partition_list_t *anchors = pr__start_fresh(rk, l);
+    rd_kafka_topic_partition_list_t *anchors = NULL;
+    int rc = pr__start_fresh(c, rk, l, &anchors, errstr, errstr_size);
     rd_kafka_error_t *e = NULL;
-    if (l->cnt) {
+    if (l->cnt && !rc) {
         rd_kafka_topic_partition_list_t *at = rd_kafka_topic_partition_list_copy(l);
         e = rd_kafka_incremental_unassign(rk, l);
         if (!e)
@@ -1770,7 +1959,6 @@ static int pr__restart_due(pr_consumer *c, rd_kafka_t *rk, unsigned inst, char *
             rd_kafka_pause_partitions(rk, at);
         rd_kafka_topic_partition_list_destroy(at);
     }
-    int rc = 0;
     if (e) {
         rc = pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer: %s [%" PRId32 "]: reset: %s",
                        l->elems[0].topic, l->elems[0].partition, rd_kafka_error_string(e));
@@ -2688,11 +2876,20 @@ static int pr__commit_one(pr_consumer *c, rd_kafka_t *rk, char *errstr, size_t e
         return pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer: commit: %s",
                          rd_kafka_err2str(err));
     unsigned inst = pr__inst_of(c, rk);
+    bool *noted = c->read_file ? calloc((size_t)c->n_topics + 1, sizeof(*noted)) : NULL;
     pthread_mutex_lock(&c->lock);
     for (size_t i = 0; i < c->n_parts; i++)
-        if (c->parts[i].assigned && c->parts[i].inst == inst && c->parts[i].stored >= 0)
+        if (c->parts[i].assigned && c->parts[i].inst == inst && c->parts[i].stored >= 0) {
             c->parts[i].committed = c->parts[i].stored;
+            if (noted && c->parts[i].tidx < c->n_topics)
+                noted[c->parts[i].tidx] = true;
+        }
+    int n_topics = c->n_topics;
     pthread_mutex_unlock(&c->lock);
+    for (int t = 0; noted && t < n_topics; t++)
+        if (noted[t])
+            pr__read_note(c, c->topics[t]);
+    free(noted);
     return 0;
 }
 

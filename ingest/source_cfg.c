@@ -66,7 +66,10 @@ static const pr_cfgmap_entry kafka_source_entries[] = {
         "latest's offset is committed at once, so a restart or another replica "
         "resumes there, and a partition new to a group that committed on the topic's "
         "other partitions (added to the topic) starts at its log start: latest skips "
-        "nothing the group has not read."),
+        "nothing the group has not read. With state.dir, a topic the group committed on "
+        "before (<state.dir>/<pipeline>.read) whose offsets are all gone (expired after "
+        "the broker's offsets.retention.minutes, deleted, the topic recreated) is this "
+        "policy's to decide too, not started at latest's end as if new."),
     PR_CFG_E_STR("group_instance_id", 0, pr_kafka_source_cfg, group_instance_id, NULL,
                  "Static group membership (group.instance.id): a restarted member takes its "
                  "partitions back without waiting for its old session to expire. Unset: "

@@ -142,6 +142,7 @@ struct pr__pipe {
     bool have_lock;                  /* lock_fd is open */
     char dead_letter_file[PATH_MAX]; /* <state.dir>/<name>.deadletters, or "" */
     char member_file[PATH_MAX];      /* <state.dir>/<name>.member (consumer member id), or "" */
+    char read_file[PATH_MAX];        /* <state.dir>/<name>.read: topics the group committed on */
     char floor_file[PATH_MAX]; /* <state.dir>/<name>.notices (pr_batcher_notice_floor), or "" */
     uint64_t floor_saved;      /* what was last written there (pr_notice_acks_digest) */
     int64_t floor_saved_ns;    /* when (pr_mono_ns) */

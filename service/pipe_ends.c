@@ -147,6 +147,8 @@ int pr__consumer_open(pr_service *svc, pr__pipe *p, char *errstr, size_t errstr_
         cc.dead_letter_file = p->dead_letter_file;
         snprintf(p->member_file, sizeof(p->member_file), "%s/%s.member", pc->state.dir, pc->name);
         cc.member_file = p->member_file;
+        snprintf(p->read_file, sizeof(p->read_file), "%s/%s.read", pc->state.dir, pc->name);
+        cc.read_file = p->read_file;
     }
     if (!cc.dead_letter_topic && !cc.dead_letter_file)
         pr_warn("pipeline %s: no source.dead_letter_topic and no state.dir: rejected records "

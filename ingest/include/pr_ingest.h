@@ -552,6 +552,14 @@ typedef struct pr_consumer_conf {
                                           * consumer that finds one asks the coordinator to
                                           * drop those members first (fast restart after
                                           * SIGKILL). NULL = off */
+    const char *read_file;               /* the topics this group committed on, a line
+                                          * "group<TAB>topic" each (written at the first
+                                          * commit on a topic): a topic listed for the group
+                                          * whose offsets are all gone (expired after
+                                          * offsets.retention.minutes, deleted, the topic
+                                          * recreated) is not started at auto.offset.reset
+                                          * latest's end as if new: on_offset_reset decides.
+                                          * NULL = off */
     const pr_clock *clock;               /* event time fallback ("now"); NULL = real clock */
     /* Decode threads (the polling thread included): > 1 decodes messages
      * on that many threads, merged back in poll order, so rows, rejects,

@@ -118,6 +118,7 @@ static void on_revoke(void *opaque, pr_consumer *c, const pr_tp *parts, size_t n
 /* Consumer options the issue-11 tests vary (reset by each test that sets them). */
 static pr_offset_reset g_on_reset;
 static const char *g_initial_reset; /* auto.offset.reset; NULL = earliest */
+static const char *g_read_file;     /* pr_consumer_conf.read_file */
 static const char *g_dlq_file;
 
 /* Decode threads of every consumer the tests make: the group runs twice,
@@ -157,6 +158,7 @@ static pr_consumer *new_consumer(const char *topic, const char *group, seen *s, 
                              .dead_letter_topic = dlq,
                              .dead_letter_file = g_dlq_file,
                              .on_offset_reset = g_on_reset,
+                             .read_file = g_read_file,
                              .decode_threads = g_decode_threads,
                              .consumers = g_consumers,
                              .on_assign = on_assign,
@@ -873,6 +875,73 @@ static void test_latest_skips_nothing(void **state)
     free(s);
 }
 
+/* A group whose offsets on a topic are all gone (expired after the
+ * broker's offsets.retention.minutes, deleted, the topic recreated) looked
+ * new: auto.offset.reset latest skipped everything written since. The read
+ * file remembers which topics the group committed on: the first commit
+ * writes its line, and a topic listed there with no offset left is
+ * on_offset_reset's to decide (fail: stopped, naming why; earliest: the
+ * log start, counted). */
+static void test_expired_offsets(void **state)
+{
+    (void)state;
+    char errstr[512], path[64];
+    snprintf(path, sizeof(path), "/tmp/pr-test-read-%d", (int)getpid());
+    unlink(path);
+    seen *s = calloc(1, sizeof(*s));
+    pr_block *b = pr_block_new(g_spec.n_dense, g_spec.n_sparse, 64, true);
+    g_initial_reset = "latest";
+    g_read_file = path;
+    assert_int_equal(pr_mock_broker_create_topic(g_mb, "ex", 1, errstr, sizeof(errstr)), 0);
+    produce_lines("ex", 0, 5, 1);
+
+    /* The start's commit (offset 5) writes the group's line. */
+    reset_seen(s);
+    pr_consumer *c = new_consumer("ex", "ex-g", s, NULL);
+    for (double end = now_s() + 20; committed_of("ex-g", "ex", 0) != 5 && now_s() < end;)
+        poll_rows(c, b, s, 1, 0.2, false);
+    pr_consumer_free(c);
+    char line[128] = "";
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(line, sizeof(line), f));
+    fclose(f);
+    assert_string_equal(line, "ex-g\tex\n");
+
+    /* ex-g2 committed on ex before (its line), and holds nothing now. */
+    f = fopen(path, "a");
+    assert_non_null(f);
+    fprintf(f, "ex-g2\tex\n");
+    fclose(f);
+    g_on_reset = PR_OFFSET_RESET_FAIL;
+    reset_seen(s);
+    c = new_consumer("ex", "ex-g2", s, NULL);
+    int r = 0;
+    for (double end = now_s() + 20; r >= 0 && now_s() < end;)
+        r = pr_consumer_poll(c, b, 100, errstr, sizeof(errstr));
+    assert_true(r < 0);
+    assert_non_null(strstr(errstr, "ex [0]: group ex-g2 has no committed offset on ex, but it "
+                                   "committed there before"));
+    assert_non_null(strstr(errstr, "on_offset_reset: fail"));
+    assert_int_equal(b->rows, 0);
+    pr_consumer_free(c);
+    g_on_reset = PR_OFFSET_RESET_EARLIEST;
+    reset_seen(s);
+    c = new_consumer("ex", "ex-g2", s, NULL);
+    assert_int_equal(poll_rows(c, b, s, 5, 20, false), 5);
+    pr_consumer_stats st;
+    pr_consumer_get_stats(c, &st);
+    assert_int_equal(st.offset_resets, 1);
+    pr_consumer_free(c);
+
+    g_on_reset = PR_OFFSET_RESET_FAIL;
+    g_initial_reset = NULL;
+    g_read_file = NULL;
+    unlink(path);
+    pr_block_free(b);
+    free(s);
+}
+
 /* Produce one empty message and one of `big` bytes (a single broken TSV line). */
 static void produce_empty_and_big(const char *topic, size_t big)
 {
@@ -1210,6 +1279,7 @@ int main(void)
         cmocka_unit_test(test_batches_fill_blocks),
         cmocka_unit_test(test_offset_out_of_range),
         cmocka_unit_test(test_latest_skips_nothing),
+        cmocka_unit_test(test_expired_offsets),
         cmocka_unit_test(test_dead_letters_never_vanish),
         cmocka_unit_test(test_leave_for_predecessor),
         cmocka_unit_test(test_leave_for_predecessor_instances),
