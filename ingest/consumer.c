@@ -60,6 +60,12 @@ typedef struct pr__part {
     int64_t stored;        /* last next-offset stored */
     int64_t committed;     /* last next-offset committed */
     uint64_t resets;       /* offset out of range -> jumped (on_offset_reset) */
+    /* The offset after the last message taken from librdkafka (polled; it
+     * may still wait in pending, the backlog or the pool), and a trailing
+     * stretch [gap_from, gap_to) that holds no record for us, seen at the
+     * partition's end: consumed_next goes to gap_to once the message before
+     * gap_from is handed out (pr__partition_end). Consumer thread only. */
+    int64_t taken_next, gap_from, gap_to;
 } pr__part;
 
 /* The message being decoded, for the reject callback. */
@@ -305,6 +311,9 @@ static ssize_t pr__part_get(pr_consumer *c, int tidx, int32_t partition)
                                       .partition = partition,
                                       .key = key,
                                       .consumed_next = -1,
+                                      .taken_next = -1,
+                                      .gap_from = -1,
+                                      .gap_to = -1,
                                       .stored = -1,
                                       .committed = -1};
     if (pr__pix_add(c, c->n_parts)) {
@@ -416,6 +425,7 @@ static size_t pr__tps_from_list(pr_consumer *c, const rd_kafka_topic_partition_l
         pr__part *p = &c->parts[k];
         if (assigned) {
             p->consumed_next = -1;
+            p->taken_next = p->gap_from = p->gap_to = -1;
             p->stored = -1;
             p->committed = -1;
         }
@@ -1936,8 +1946,8 @@ static int pr__restart_due(pr_consumer *c, rd_kafka_t *rk, unsigned inst, char *
         int tidx = pr__topic_index(c, l->elems[i].topic);
         pthread_mutex_lock(&c->lock);
         ssize_t k = tidx < 0 ? -1 : pr__part_find(c, PR_PART_KEY(tidx, l->elems[i].partition));
-        if (k >= 0)
-            c->parts[k].stored = -1;
+        if (k >= 0) /* and a gap seen in the log before (it may be another log now) */
+            c->parts[k].stored = c->parts[k].gap_from = c->parts[k].gap_to = -1;
         pthread_mutex_unlock(&c->lock);
     }
     rd_kafka_topic_partition_list_t *held = NULL;
@@ -2062,6 +2072,65 @@ static const pr__pt_facts *pr__msg_facts(pr_consumer *c, const rd_kafka_message_
     return f;
 }
 
+static int pr__rkt_topic(pr_consumer *c, const rd_kafka_topic_t *rkt);
+
+/* Partition pi's messages up to offset next - 1 are handed out completely:
+ * its consumed_next, moved over a stretch without records that follows
+ * (pr__partition_end). Only this thread moves parts[] (under the lock), so
+ * a plain atomic store is enough; readers on other threads hold the lock. */
+static void pr__consumed(pr_consumer *c, ssize_t pi, int64_t next)
+{
+    if (pi < 0)
+        return;
+    pr__part *p = &c->parts[pi];
+    if (next == p->gap_from && p->gap_to > next) {
+        next = p->gap_to;
+        p->gap_from = p->gap_to = -1;
+    }
+    __atomic_store_n(&p->consumed_next, next, __ATOMIC_RELAXED);
+}
+
+/* A message of (rkt, partition) at `offset` was taken from librdkafka. */
+static void pr__taken(pr_consumer *c, const rd_kafka_topic_t *rkt, int32_t partition,
+                      int64_t offset)
+{
+    ssize_t pi = pr__part_get(c, pr__rkt_topic(c, rkt), partition);
+    if (pi >= 0)
+        c->parts[pi].taken_next = offset + 1;
+}
+
+/* A partition's end (enable.partition.eof): librdkafka's fetch position
+ * reached the log's end, m->offset (the last stable offset under
+ * read_committed). Offsets between the last message taken and there hold
+ * no record for us: transaction markers (a transaction's commit or abort
+ * takes an offset of its own, and a transactional producer's last one is
+ * the partition's last offset) and records of aborted transactions, which
+ * librdkafka skips. consumed_next stopped before them, so the committed
+ * offset stayed 1 (or an aborted transaction's size + 1) below the end for
+ * good: piperec_consumer_lag_records never reached 0, and a restart read
+ * the markers again. Now consumed_next moves to the end: at once when every
+ * message taken is handed out, else when the last of them is
+ * (pr__consumed). Every message polled before the end comes before it in
+ * the instance's queue, so none is skipped. */
+static void pr__partition_end(pr_consumer *c, const rd_kafka_message_t *m)
+{
+    if (!m->rkt || m->offset < 0)
+        return;
+    ssize_t pi = pr__part_get(c, pr__rkt_topic(c, m->rkt), m->partition);
+    if (pi < 0)
+        return;
+    pr__part *p = &c->parts[pi];
+    if (m->offset <= p->taken_next)
+        return; /* nothing between */
+    if (__atomic_load_n(&p->consumed_next, __ATOMIC_RELAXED) == p->taken_next) {
+        p->gap_from = p->gap_to = -1;
+        __atomic_store_n(&p->consumed_next, m->offset, __ATOMIC_RELAXED);
+    } else {
+        p->gap_from = p->taken_next;
+        p->gap_to = m->offset;
+    }
+}
+
 /* An empty payload (or a tombstone) holds no record: count it under its own
  * reason, dead-letter it like any reject, and move on. */
 static void pr__deliver_empty(pr_consumer *c, rd_kafka_message_t *m, int tidx, ssize_t pi)
@@ -2076,8 +2145,7 @@ static void pr__deliver_empty(pr_consumer *c, rd_kafka_message_t *m, int tidx, s
     /* A tombstone (a null value) keeps its null in the dead letter. */
     pr__on_reject(c, PR_DEC_EMPTY, m->payload ? "empty message" : "tombstone (null value)",
                   m->payload ? "" : NULL, 0, 0);
-    if (pi >= 0)
-        __atomic_store_n(&c->parts[pi].consumed_next, m->offset + 1, __ATOMIC_RELAXED);
+    pr__consumed(c, pi, m->offset + 1);
     if (c->pending == m) {
         c->pending = NULL;
         c->pending_rec = 0;
@@ -2168,10 +2236,7 @@ static int pr__deliver(pr_consumer *c, pr_block *b, rd_kafka_message_t *m, int64
         *keep = true;
         return added;
     }
-    /* Only this thread moves parts[] (under the lock), so a plain atomic
-     * store is enough here; readers on other threads hold the lock. */
-    if (pi >= 0)
-        __atomic_store_n(&c->parts[pi].consumed_next, m->offset + 1, __ATOMIC_RELAXED);
+    pr__consumed(c, pi, m->offset + 1);
     c->pending = NULL;
     c->pending_rec = 0;
     rd_kafka_message_destroy(m);
@@ -2194,6 +2259,7 @@ static int pr__polled(pr_consumer *c, rd_kafka_t *rk, rd_kafka_message_t *m,
     if (m == c->pre_m) { /* its polling thread read it: no error */
         c->acc_messages++;
         c->acc_bytes += c->pre_e.f.len;
+        pr__taken(c, c->pre_e.f.rkt, c->pre_e.f.partition, c->pre_e.f.offset);
         *out = m;
         return 1;
     }
@@ -2202,13 +2268,15 @@ static int pr__polled(pr_consumer *c, rd_kafka_t *rk, rd_kafka_message_t *m,
         rd_kafka_message_destroy(m);
         return rc ? rc : 2;
     }
+    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+        pr__partition_end(c, m);
+        rd_kafka_message_destroy(m);
+        return 2;
+    }
     if (m->err) {
-        rd_kafka_resp_err_t err = m->err;
         char es[512];
         snprintf(es, sizeof(es), "%s", rd_kafka_message_errstr(m));
         rd_kafka_message_destroy(m);
-        if (err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
-            return 2;
         char fs[512];
         if (rd_kafka_fatal_error(rk, fs, sizeof(fs)))
             return pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer: fatal: %s", fs);
@@ -2218,6 +2286,7 @@ static int pr__polled(pr_consumer *c, rd_kafka_t *rk, rd_kafka_message_t *m,
     }
     c->acc_messages++;
     c->acc_bytes += m->len;
+    pr__taken(c, m->rkt, m->partition, m->offset);
     *out = m;
     return 1;
 }
@@ -2441,6 +2510,7 @@ static uint32_t pr__collect_ring(pr_consumer *c, int64_t now_ms, uint32_t room, 
         const pr__pt_entry *x = &e[k++];
         c->acc_messages++;
         c->acc_bytes += x->f.len;
+        pr__taken(c, x->f.rkt, x->f.partition, x->f.offset);
         if (!pr__collect_facts(c, x->m, &x->f, x->f.dec, now_ms, room, recs)) {
             *left = x->m;
             break;
@@ -2470,8 +2540,7 @@ static int pr__merged(pr_consumer *c, const pr__dmsg *dm)
         pr__dpool_reject(c->dp, dm, k, &r);
         pr__on_reject(c, r.reason, r.detail, r.rec, r.len, r.recno);
     }
-    if (dm->part >= 0)
-        __atomic_store_n(&c->parts[dm->part].consumed_next, dm->offset + 1, __ATOMIC_RELAXED);
+    pr__consumed(c, dm->part, dm->offset + 1);
     if (c->reaper)
         pr__reaper_put(c->reaper, m);
     else

@@ -127,7 +127,9 @@ typedef struct pr__role {
  * broker does not answer early (the test broker never does), and requests
  * queued behind it on the connection wait too. Freshness is promised within
  * batch.max_delay_ms + 20 ms; an idle consumer then sends ~100 small fetches
- * per second per broker. */
+ * per second per broker. enable.partition.eof: a partition's end tells the
+ * consumer how far the log goes past its last record (transaction markers,
+ * aborted records), so that its committed offset reaches the end. */
 static const pr__setting pr__group_consumer[] = {
     {"enable.auto.commit", "true", PR__DEFAULT, NULL},
     {"session.timeout.ms", "6000", PR__DEFAULT, NULL},
@@ -138,6 +140,7 @@ static const pr__setting pr__group_consumer[] = {
     {"enable.auto.offset.store", "false", PR__OWNED_WARN, NULL},
     {"partition.assignment.strategy", "cooperative-sticky", PR__OWNED_WARN, NULL},
     {"auto.offset.reset", "error", PR__OWNED, NULL},
+    {"enable.partition.eof", "true", PR__OWNED, NULL},
 };
 
 /* A dead letter holds its source offset until confirmed: never lost, never

@@ -22,6 +22,10 @@
 
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include "piperec.pb-c.h"
 #include "pr_ingest.h"
 #include "pr_log.h"
@@ -942,6 +946,206 @@ static void test_expired_offsets(void **state)
     free(s);
 }
 
+/* ---- transaction markers ----
+ * librdkafka 2.0.2's mock writes no control records for a transaction's
+ * commit or abort (and never filters aborted records), so a marker is
+ * appended here as a transactional producer's broker would: a raw
+ * ProduceRequest (v3) holding one control batch (RecordBatch v2, attributes
+ * transactional | control) with a COMMIT or ABORT marker. It takes an
+ * offset of the log, as on a real broker, and no consumer ever sees it. */
+
+static uint32_t crc32c(const uint8_t *p, size_t n)
+{
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (0x82f63b78u & (0u - (c & 1)));
+    }
+    return ~c;
+}
+
+typedef struct wbuf {
+    uint8_t b[512];
+    size_t n;
+} wbuf;
+
+static void w_be(wbuf *w, uint64_t v, int bytes)
+{
+    for (int i = bytes - 1; i >= 0; i--)
+        w->b[w->n++] = (uint8_t)(v >> (8 * i));
+}
+
+static void w_varint(wbuf *w, int64_t v)
+{
+    uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    while (z >= 0x80) {
+        w->b[w->n++] = (uint8_t)(z | 0x80);
+        z >>= 7;
+    }
+    w->b[w->n++] = (uint8_t)z;
+}
+
+static void w_put_be(uint8_t *at, uint64_t v, int bytes)
+{
+    for (int i = bytes - 1; i >= 0; i--)
+        at[bytes - 1 - i] = (uint8_t)(v >> (8 * i));
+}
+
+/* One control batch: a marker of type (0 abort, 1 commit). */
+static size_t control_batch(uint8_t *out, int type)
+{
+    wbuf r = {.n = 0};
+    w_varint(&r, 0); /* attributes */
+    w_varint(&r, 0); /* timestamp delta */
+    w_varint(&r, 0); /* offset delta */
+    w_varint(&r, 4); /* key: version, type */
+    w_be(&r, 0, 2);
+    w_be(&r, (uint64_t)type, 2);
+    w_varint(&r, 6); /* value: version, coordinator epoch */
+    w_be(&r, 0, 2);
+    w_be(&r, 0, 4);
+    w_varint(&r, 0); /* headers */
+    wbuf b = {.n = 0};
+    int64_t now = (int64_t)time(NULL) * 1000;
+    w_be(&b, 0, 8); /* base offset (the broker sets it) */
+    w_be(&b, 0, 4); /* batch length, below */
+    w_be(&b, 0, 4); /* partition leader epoch */
+    w_be(&b, 2, 1); /* magic */
+    w_be(&b, 0, 4); /* crc, below */
+    size_t crc_from = b.n;
+    w_be(&b, 0x30, 2); /* attributes: transactional | control */
+    w_be(&b, 0, 4);    /* last offset delta */
+    w_be(&b, (uint64_t)now, 8);
+    w_be(&b, (uint64_t)now, 8);
+    w_be(&b, 4242, 8);         /* producer id */
+    w_be(&b, 0, 2);            /* producer epoch */
+    w_be(&b, (uint64_t)-1, 4); /* base sequence */
+    w_be(&b, 1, 4);            /* records */
+    w_varint(&b, (int64_t)r.n);
+    memcpy(b.b + b.n, r.b, r.n);
+    b.n += r.n;
+    w_put_be(b.b + 8, b.n - 12, 4);
+    w_put_be(b.b + 17, crc32c(b.b + crc_from, b.n - crc_from), 4);
+    memcpy(out, b.b, b.n);
+    return b.n;
+}
+
+static void produce_marker(const char *topic, int32_t partition, int type)
+{
+    char host[128];
+    snprintf(host, sizeof(host), "%s", pr_mock_broker_bootstrap(g_mb));
+    char *colon = strrchr(host, ':');
+    assert_non_null(colon);
+    *colon = 0;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
+    assert_int_equal(inet_pton(AF_INET, host, &sa.sin_addr), 1);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    uint8_t batch[256];
+    size_t bn = control_batch(batch, type);
+    wbuf q = {.n = 0};
+    w_be(&q, 0, 4); /* size, below */
+    w_be(&q, 0, 2); /* Produce */
+    w_be(&q, 3, 2); /* v3 */
+    w_be(&q, 7, 4); /* correlation id */
+    w_be(&q, 4, 2); /* client id */
+    memcpy(q.b + q.n, "test", 4);
+    q.n += 4;
+    w_be(&q, (uint64_t)-1, 2); /* transactional id: null */
+    w_be(&q, 1, 2);            /* acks */
+    w_be(&q, 5000, 4);         /* timeout */
+    w_be(&q, 1, 4);            /* topics */
+    w_be(&q, strlen(topic), 2);
+    memcpy(q.b + q.n, topic, strlen(topic));
+    q.n += strlen(topic);
+    w_be(&q, 1, 4); /* partitions */
+    w_be(&q, (uint64_t)partition, 4);
+    w_be(&q, bn, 4);
+    memcpy(q.b + q.n, batch, bn);
+    q.n += bn;
+    w_put_be(q.b, q.n - 4, 4);
+    assert_int_equal(write(fd, q.b, q.n), (ssize_t)q.n);
+    /* The answer: size, correlation id, 1 topic, 1 partition, error code. */
+    uint8_t resp[256];
+    size_t got = 0;
+    while (got < 4 || got < 4 + ((size_t)resp[0] << 24 | (size_t)resp[1] << 16 |
+                                 (size_t)resp[2] << 8 | resp[3])) {
+        ssize_t k = read(fd, resp + got, sizeof(resp) - got);
+        assert_true(k > 0);
+        got += (size_t)k;
+    }
+    close(fd);
+    size_t at = 4 + 4 + 4 + 2 + strlen(topic) + 4 + 4; /* to the error code */
+    assert_int_equal(resp[at] << 8 | resp[at + 1], 0);
+}
+
+/* Transactional producers upstream: each commit (or abort) writes a marker
+ * that takes an offset of the log and never reaches a consumer, and a
+ * producer's last marker is its partitions' last offset. consumed_next
+ * stopped at the last record, so the committed offset stayed below the log
+ * end for good (lag 1 per partition, an aborted transaction's size + 1 on a
+ * real broker) and a restart read the markers again. It now reaches the end. */
+static void test_transaction_markers(void **state)
+{
+    (void)state;
+    char errstr[256];
+    seen *s = calloc(1, sizeof(*s));
+    reset_seen(s);
+    pr_block *b = pr_block_new(g_spec.n_dense, g_spec.n_sparse, 64, true);
+    assert_int_equal(pr_mock_broker_create_topic(g_mb, "tx", 1, errstr, sizeof(errstr)), 0);
+    /* Reading the empty topic (its end, 0, seen), then paused. */
+    pr_consumer *c = new_consumer("tx", "tx-g", s, NULL);
+    for (double end = now_s() + 20; pr_consumer_consumed_next(c, 0) != 0 && now_s() < end;)
+        poll_rows(c, b, s, 1, 0.1, false);
+    assert_int_equal(pr_consumer_pause(c), 0);
+    /* rows 0..4 at 0..4, a commit at 5, rows 5..7 at 6..8, an abort at 9 and
+     * a commit at 10: the log ends at 11 */
+    produce_lines("tx", 0, 5, 1);
+    produce_marker("tx", 0, 1);
+    produce_lines("tx", 5, 3, 1);
+    produce_marker("tx", 0, 0);
+    produce_marker("tx", 0, 1);
+    /* Resumed without a poll: with one instance its queue then holds the
+     * records, the markers and the partition's end (13 entries in all), and
+     * the next poll sees the end while the records are still in the
+     * consumer (with parallel decode: in the pool, pr__consumed's path). */
+    assert_int_equal(pr_consumer_resume(c), 0);
+    rd_kafka_queue_t *q = rd_kafka_queue_get_consumer(pr_consumer_handle(c));
+    for (double end = now_s() + 5;
+         g_consumers < 2 && rd_kafka_queue_length(q) < 13 && now_s() < end;)
+        usleep(10000);
+    rd_kafka_queue_destroy(q);
+    assert_int_equal(poll_rows(c, b, s, 8, 20, false), 8);
+    assert_int_equal(s->dups, 0);
+    assert_int_equal(s->order_errors, 0);
+    assert_int_equal(s->last_offset[0], 8);
+    for (double end = now_s() + 10; pr_consumer_consumed_next(c, 0) != 11 && now_s() < end;)
+        poll_rows(c, b, s, 1, 0.1, false);
+    assert_int_equal(pr_consumer_consumed_next(c, 0), 11);
+    assert_int_equal(pr_consumer_store_offset_key(c, 0, 11), 0);
+    assert_int_equal(pr_consumer_commit(c, errstr, sizeof(errstr)), 0);
+    pr_partition_lag lag[2];
+    assert_int_equal(pr_consumer_lag(c, lag, 2), 1);
+    assert_int_equal(lag[0].committed, 11);
+    assert_int_equal(lag[0].high_watermark, 11);
+    assert_int_equal(lag[0].lag, 0);
+    pr_consumer_stats st;
+    pr_consumer_get_stats(c, &st);
+    assert_int_equal(st.kafka_errors, 0); /* a partition's end is no error */
+    assert_int_equal(st.messages, 8);
+
+    /* Records after the markers move it on as before. */
+    produce_lines("tx", 8, 2, 1);
+    assert_int_equal(poll_rows(c, b, s, 2, 20, false), 2);
+    assert_int_equal(pr_consumer_consumed_next(c, 0), 13);
+    assert_int_equal(s->total, 10);
+    pr_consumer_free(c);
+    pr_block_free(b);
+    free(s);
+}
+
 /* Produce one empty message and one of `big` bytes (a single broken TSV line). */
 static void produce_empty_and_big(const char *topic, size_t big)
 {
@@ -1280,6 +1484,7 @@ int main(void)
         cmocka_unit_test(test_offset_out_of_range),
         cmocka_unit_test(test_latest_skips_nothing),
         cmocka_unit_test(test_expired_offsets),
+        cmocka_unit_test(test_transaction_markers),
         cmocka_unit_test(test_dead_letters_never_vanish),
         cmocka_unit_test(test_leave_for_predecessor),
         cmocka_unit_test(test_leave_for_predecessor_instances),

@@ -162,6 +162,7 @@ static void test_group_consumer(void **state)
     want[n++] = (pr_kv){"enable.auto.offset.store", "false"};
     want[n++] = (pr_kv){"partition.assignment.strategy", "cooperative-sticky"};
     want[n++] = (pr_kv){"auto.offset.reset", "error"};
+    want[n++] = (pr_kv){"enable.partition.eof", "true"};
     want[n++] = (pr_kv){"group.id", "pipeline-group"};
     pr_kv inst = {"group.instance.id", "replica-1"}, group = {"group.id", "pipeline-group"};
     pr_kafka_client_conf cc = {.role = PR_KAFKA_GROUP_CONSUMER,
@@ -185,6 +186,7 @@ static void test_group_consumer(void **state)
         {"enable.auto.offset.store", "false"},
         {"partition.assignment.strategy", "cooperative-sticky"},
         {"auto.offset.reset", "error"},
+        {"enable.partition.eof", "true"},
         {"group.id", "pipeline-group"},
     };
     cc.n_props = 1;
@@ -204,6 +206,7 @@ static void test_group_consumer(void **state)
         {"enable.auto.offset.store", "false"},
         {"partition.assignment.strategy", "cooperative-sticky"},
         {"auto.offset.reset", "error"},
+        {"enable.partition.eof", "true"},
         {"group.id", "pipeline-group"},
     };
     cc.props = hb;
