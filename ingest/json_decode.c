@@ -42,9 +42,10 @@ typedef struct pr__jfeat {
     uint16_t slot;                   /* label / dense index (a vector's first column) */
     uint16_t dim;                    /* f->dim: a dense vector's columns, 0 a number */
     int32_t wcol;                    /* a weighted list's weights path: extractor column, -1 */
-    int32_t ecol; /* list: { from: entries } / values: the map's values (crossed with its
-                   * keys, or the ids), -1 */
-    bool holes;   /* its path is PR_JSON_ALIGNED: may hold holes */
+    int32_t ecol;  /* list: { from: entries } / values: the map's values (crossed with its
+                    * keys, or the ids), -1 */
+    bool holes;    /* its path is PR_JSON_ALIGNED: may hold holes */
+    bool str_time; /* a label or dense number read as a string: age of an rfc3339 time */
 } pr__jfeat;
 
 /* Where the filter's and the downsample's paths are in an extracted block:
@@ -206,6 +207,8 @@ static int pr__paths(pr_json_decoder *d, const pr_feature_schema *fs, pr_json_pa
             !f->from_entries && !f->from_values
                 ? -1
                 : pr__aligned_col(paths, &n, uses, f->paths[0], PR_JSON_VALUES, d->feat[i].col[0]);
+        d->feat[i].str_time = (f->kind == PR_FEAT_LABEL || f->kind == PR_FEAT_DENSE) &&
+                              pr_feature_input_type(f) == PR_FTYPE_STR;
     }
     /* The filter's and the downsample's paths: either shape (a list matches
      * by its elements) unless a feature reads it too. */
@@ -571,7 +574,7 @@ static int pr__numeric(pr_json_decoder *d, const pr__jfeat *jf, pr_fval *v)
     int rc = pr__scalar(d, jf, 0, v);
     if (rc)
         return rc;
-    bool str_time = pr_feature_input_type(jf->f) == PR_FTYPE_STR; /* age of an rfc3339 time */
+    bool str_time = jf->str_time;
     if ((v->type == PR_FVAL_STR) != str_time && v->type != PR_FVAL_MISSING)
         return pr__fail(d, jf->f, PR_DEC_WRONG_TYPE,
                         str_time ? "an rfc3339 time (a string) expected"
