@@ -261,6 +261,8 @@ static void *bc_loop(void *arg)
         }
         if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET && m->rkt)
             bc_reset(mb->rk, m);
+        else if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+            ; /* the role's enable.partition.eof: a partition's end, no error */
         else if (m->err)
             fprintf(stderr, "bench_ceiling: %s\n", rd_kafka_message_errstr(m));
         else

@@ -215,6 +215,24 @@ static int pr__held_column(const pr_engine *got, const pr_engine *seed, uint32_t
     return 2;
 }
 
+/* Does the log hold every value of the seed (held, per column)? */
+static bool pr__held_all(const pr_engine *seed, const pr__held *held)
+{
+    const pr_pipeline_spec *spec = pr_engine_spec(seed);
+    uint64_t all = 0, have = 0;
+    for (uint32_t c = 0; c < spec->n_sparse; c++) {
+        pr__ents e = {0};
+        if (pr__column(seed, c, &e)) {
+            free(e.e);
+            return false;
+        }
+        all += e.n;
+        have += held[c].assigned + held[c].pending.n;
+        free(e.e);
+    }
+    return all == have;
+}
+
 /* Propose keys[0..n) of column c and wait until the log decided them.
  * 0, or the exit code (message printed). */
 static int pr__propose_wait(pr_vocablog *vl, uint32_t c, const uint64_t *keys, size_t n,
@@ -402,8 +420,10 @@ int pr_cli_vocab_import_log(pr_cli_vocab *v, const char *dir)
     if (!ret && n_held)
         fprintf(stderr,
                 "piperec vocab import: vocab log %s holds %" PRIu64 " values of this import "
-                "already (one that stopped half way): proposing the others\n",
-                topic, n_held);
+                "already (%s)\n",
+                topic, n_held,
+                pr__held_all(seed, held) ? "all of them: nothing to propose"
+                                         : "one that stopped half way: proposing the others");
     int64_t t1 = pr_mono_ns();
     uint64_t n_values = 0;
     for (uint32_t c = 0; !ret && c < spec->n_sparse; c++)

@@ -991,8 +991,8 @@ static bool pr__feat_in_add(void *opaque, const pr_filter_value *v)
     else
         snprintf(item, sizeof(item), "%s%" PRId64, in->n > 1 ? ", " : "", v->i);
     if (used >= 3 && !strcmp(in->text + used - 3, "..."))
-        return true; /* cut already */
-    if (strlen(item) + 4 <= room)
+        return true;              /* cut already */
+    if (strlen(item) + 6 <= room) /* leaves room for ", ..." */
         memcpy(in->text + used, item, strlen(item) + 1);
     else
         snprintf(in->text + used, room, "%s...", in->n > 1 ? ", " : "");

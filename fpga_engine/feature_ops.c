@@ -188,7 +188,8 @@ unsigned pr_feature_input_type(const pr_feature_spec *f)
     switch (f->kind) { /* a vector of f32 bytes: numbers by the time its chain runs */
     case PR_FEAT_LABEL:
     case PR_FEAT_DENSE: /* age of an rfc3339 string: the string */
-        return f->n_ops && f->ops[0].op == PR_FOP_AGE && f->ops[0].unit == PR_TIME_RFC3339
+        return f->n_ops && f->ops[0].op == PR_FOP_AGE && f->ops[0].unit == PR_TIME_RFC3339 &&
+                       !f->dim
                    ? PR_FTYPE_STR
                    : PR_FTYPE_NUM;
     case PR_FEAT_SPARSE:
@@ -218,6 +219,30 @@ static int pr__check_step(const pr_feature_spec *f, uint32_t i, bool *seen_vocab
     return 0;
 }
 
+/* age where its input cannot be a time: a dense vector's elements are
+ * numbers (not rfc3339 strings), float32 bytes cannot hold a time to the
+ * second, and a default (a number) before an age of strings would be
+ * refused as a time on every record without the field. */
+static int pr__check_age(const pr_feature_spec *f, uint32_t i, unsigned t, char *errstr,
+                         size_t errstr_size)
+{
+    const pr_fop_step *st = &f->ops[i];
+    if (st->op != PR_FOP_AGE)
+        return 0;
+    if (f->dim && st->unit == PR_TIME_RFC3339)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "'age' reads rfc3339 strings, and a dense vector's elements are numbers");
+    if (pr_feature_vector_bytes(f))
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "'age' on float32 bytes (encoding f32): a float32 cannot hold a time to "
+                         "the second; read the times as a list of numbers");
+    if (i == 0 && t == PR_FTYPE_STR && f->has_default)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "a default is a number, and this feature reads an rfc3339 string for "
+                         "'age': drop the default and put { fill: V } after age");
+    return 0;
+}
+
 int pr_feature_check_chain(const pr_feature_spec *f, uint32_t *bad_op, char *errstr,
                            size_t errstr_size)
 {
@@ -230,7 +255,10 @@ int pr_feature_check_chain(const pr_feature_spec *f, uint32_t *bad_op, char *err
         const pr_fop_step *st = &f->ops[i];
         const pr_fop_info *in = &pr_fop_table[st->op];
         *bad_op = i;
-        int rc = pr__check_step(f, i, &seen_vocab, errstr, errstr_size);
+        int rc = pr__check_age(f, i, t, errstr, errstr_size);
+        if (rc < 0)
+            return rc;
+        rc = pr__check_step(f, i, &seen_vocab, errstr, errstr_size);
         if (rc < 0)
             return rc;
         char after[PR_NAME_MAX + 16] = "";

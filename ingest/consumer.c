@@ -47,8 +47,11 @@
 
 /* The `opaque` of a restart entry (pr_consumer.restart) whose start is
  * decided by pr__start_fresh: no committed offset, auto.offset.reset latest. */
-static char pr__fresh_mark;
+static char pr__fresh_mark, pr__start_mark;
 #define PR__FRESH ((void *)&pr__fresh_mark)
+/* ... and of one pr__start_fresh resolved to the log end: its offset is
+ * committed once it is assigned there (pr__commit_starts). */
+#define PR__START ((void *)&pr__start_mark)
 
 typedef struct pr__part {
     int tidx;
@@ -197,7 +200,10 @@ struct pr_consumer {
     char *member_file;  /* see pr_consumer_conf.member_file; NULL = off */
     char *group_id;     /* for the member file */
     char *member_saved[PR_CONSUMER_MAX_INSTANCES]; /* per instance: its id in member_file */
-    /* read_file (pr_consumer_conf): its lines "group\ttopic", under lock. */
+    /* read_file (pr_consumer_conf): its lines "group\ttopic", under
+     * read_lock (a file write, with an fsync, must not hold `lock`: the
+     * consumer thread and metrics take it). */
+    pthread_mutex_t read_lock;
     char *read_file, *read_group;
     char **read_lines;
     size_t n_read, cap_read;
@@ -672,9 +678,9 @@ static bool pr__read_has(pr_consumer *c, const char *topic)
 {
     if (!c->read_file)
         return false;
-    pthread_mutex_lock(&c->lock);
+    pthread_mutex_lock(&c->read_lock);
     bool has = pr__read_has_locked(c, topic);
-    pthread_mutex_unlock(&c->lock);
+    pthread_mutex_unlock(&c->read_lock);
     return has;
 }
 
@@ -696,19 +702,20 @@ static bool pr__read_add(pr_consumer *c, char *line)
 }
 
 /* The group committed on `topic`: its line goes into the file the first
- * time (a temporary, fsync'd, renamed). A failure warns: an expiry of
- * this topic's offsets then goes unnoticed, as without the file. */
+ * time (a temporary, fsync'd, renamed). A failure warns, and the line is
+ * tried again at the next commit; until then an expiry of this topic's
+ * offsets goes unnoticed, as without the file. */
 static void pr__read_note(pr_consumer *c, const char *topic)
 {
     if (!c->read_file)
         return;
-    pthread_mutex_lock(&c->lock);
-    if (pr__read_has_locked(c, topic)) {
-        pthread_mutex_unlock(&c->lock);
+    pthread_mutex_lock(&c->read_lock);
+    size_t gl = strlen(c->read_group), tl = strlen(topic);
+    if (pr__read_has_locked(c, topic) || gl + tl + 2 > PR__READ_MAX_LINE) {
+        pthread_mutex_unlock(&c->read_lock); /* a name too long for a line: not kept */
         return;
     }
-    size_t gl = strlen(c->read_group), tl = strlen(topic);
-    char *line = gl + tl + 2 < PR__READ_MAX_LINE ? malloc(gl + tl + 2) : NULL;
+    char *line = malloc(gl + tl + 2);
     if (line) {
         memcpy(line, c->read_group, gl);
         line[gl] = '\t';
@@ -718,20 +725,23 @@ static void pr__read_note(pr_consumer *c, const char *topic)
     char tmp[4200];
     snprintf(tmp, sizeof(tmp), "%s.tmp", c->read_file);
     FILE *f = ok ? fopen(tmp, "w") : NULL;
-    ok = f != NULL;
-    for (size_t i = 0; ok && i < c->n_read; i++)
-        ok = fprintf(f, "%s\n", c->read_lines[i]) > 0;
-    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    bool written = f != NULL;
+    for (size_t i = 0; written && i < c->n_read; i++)
+        written = fprintf(f, "%s\n", c->read_lines[i]) > 0;
+    written = written && fflush(f) == 0 && fsync(fileno(f)) == 0;
     if (f && fclose(f))
-        ok = false;
-    ok = ok && rename(tmp, c->read_file) == 0;
-    if (!ok) {
+        written = false;
+    written = written && rename(tmp, c->read_file) == 0;
+    if (!written) {
+        int e = errno;
+        if (ok) /* tried again at the next commit */
+            free(c->read_lines[--c->n_read]);
         pr_warn("consumer: cannot note in %s that group %s read %s: %s (should its offsets "
                 "expire, the topic would start at auto.offset.reset as if new)",
-                c->read_file, c->read_group, topic, strerror(errno));
+                c->read_file, c->read_group, topic, ok ? strerror(e) : "out of memory");
         unlink(tmp);
     }
-    pthread_mutex_unlock(&c->lock);
+    pthread_mutex_unlock(&c->read_lock);
 }
 
 /* Read the file's lines (an absent file: none yet). */
@@ -1193,6 +1203,7 @@ pr_consumer *pr_consumer_new(const pr_consumer_conf *conf, char *errstr, size_t 
         return NULL;
     }
     pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->read_lock, NULL);
     c->format = conf->format;
     c->spec = conf->spec;
     c->json = conf->json;
@@ -1630,6 +1641,7 @@ void pr_consumer_free(pr_consumer *c)
     for (unsigned k = 0; k < PR_CONSUMER_MAX_INSTANCES; k++)
         free(c->member_saved[k]);
     pthread_mutex_destroy(&c->lock);
+    pthread_mutex_destroy(&c->read_lock);
     free(c);
 }
 
@@ -1713,11 +1725,22 @@ static int pr__offset_reset(pr_consumer *c, rd_kafka_t *rk, const rd_kafka_messa
     return 0;
 }
 
-/* The group's committed offsets on every partition of the topics in `l`'s
- * PR__FRESH entries: *known gets, per entry, whether the group committed on
- * some partition of its topic. Returns 0, or -1 when the topic metadata or
- * the offsets could not be read (said in a warning). */
-static int pr__group_knows(rd_kafka_t *rk, const rd_kafka_topic_partition_list_t *l, bool *known)
+/* The metadata of a start offset piperec committed (pr__commit_starts).
+ * Such an offset says where a fresh partition began, not that anything was
+ * read: a group whose commits on a topic are all starts is at its birth. */
+#define PR__START_META "piperec-start"
+
+/* What the group committed on a topic (pr__group_view). */
+typedef enum pr__seen {
+    PR__SEEN_NONE = 0, /* nothing */
+    PR__SEEN_STARTS,   /* only piperec's start offsets: the group is being born */
+    PR__SEEN_PROGRESS, /* offsets past records it read */
+} pr__seen;
+
+/* Per PR__FRESH entry of l, what the group committed on every partition of
+ * its topic. 0, or -1 when the topic metadata or the offsets could not be
+ * read (said in a warning). */
+static int pr__group_view(rd_kafka_t *rk, const rd_kafka_topic_partition_list_t *l, pr__seen *seen)
 {
     rd_kafka_topic_partition_list_t *q = rd_kafka_topic_partition_list_new(16);
     rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
@@ -1741,48 +1764,54 @@ static int pr__group_knows(rd_kafka_t *rk, const rd_kafka_topic_partition_list_t
     }
     if (!err)
         err = rd_kafka_committed(rk, q, 5000);
+    const size_t ml = strlen(PR__START_META);
     for (int i = 0; i < l->cnt && !err; i++) {
-        known[i] = false;
-        for (int k = 0; k < q->cnt && l->elems[i].opaque == PR__FRESH; k++)
-            known[i] |= !strcmp(q->elems[k].topic, l->elems[i].topic) && q->elems[k].offset >= 0;
+        seen[i] = PR__SEEN_NONE;
+        for (int k = 0; k < q->cnt && l->elems[i].opaque == PR__FRESH; k++) {
+            const rd_kafka_topic_partition_t *x = &q->elems[k];
+            if (strcmp(x->topic, l->elems[i].topic) || x->offset < 0)
+                continue;
+            bool start = x->metadata_size == ml && !memcmp(x->metadata, PR__START_META, ml);
+            pr__seen v = start ? PR__SEEN_STARTS : PR__SEEN_PROGRESS;
+            seen[i] = v > seen[i] ? v : seen[i];
+        }
     }
     if (err)
-        pr_warn("consumer: %s: partitions with no committed offset start at the log end, not "
-                "committed: the group's %s could not be read (%s)",
+        pr_warn("consumer: %s: the group's %s could not be read (%s) for partitions with no "
+                "committed offset",
                 topic, what, rd_kafka_err2str(err));
     rd_kafka_topic_partition_list_destroy(q);
     return err ? -1 : 0;
 }
 
 /* A fresh partition of a topic the group committed on before (the read
- * file) whose offsets are all gone: expired after offsets.retention.minutes
- * while the pipeline was down, deleted, or the topic recreated. Latest
- * would skip everything since as if the group were new, so on_offset_reset
- * decides, as for an offset out of range: fail (0 with errstr set), the
- * log start, or the end (*end set); counted. */
-static int pr__start_expired(pr_consumer *c, rd_kafka_topic_partition_t *e, bool *end, char *errstr,
-                             size_t errstr_size)
+ * file) and holds no offset on now: its offsets expired after
+ * offsets.retention.minutes while the pipeline was down, were deleted, or
+ * the topic was recreated (why: that, or that the group's offsets could not
+ * be read). Latest would skip everything since as if the group were new, so
+ * on_offset_reset decides, as for an offset out of range: fail (PR_EKAFKA),
+ * the log start, or the end (*end set); counted. */
+static int pr__start_expired(pr_consumer *c, rd_kafka_topic_partition_t *e, const char *why,
+                             bool *end, char *errstr, size_t errstr_size)
 {
     if (c->on_offset_reset == PR_OFFSET_RESET_FAIL)
         return pr_seterr(errstr, errstr_size, PR_EKAFKA,
                          "consumer: %s [%" PRId32 "]: group %s has no committed offset on %s, "
-                         "but it committed there before (%s): its offsets expired "
-                         "(offsets.retention.minutes), were deleted, or the topic was recreated; "
-                         "refusing to start at the log end as if new (source.kafka."
-                         "on_offset_reset: fail). Set it to earliest or latest, or commit the "
-                         "group's offsets, to go on",
-                         e->topic, e->partition, c->read_group, e->topic, c->read_file);
+                         "but it committed there before (%s): %s; refusing to start at the log "
+                         "end as if new (source.kafka.on_offset_reset: fail). Set it to "
+                         "earliest or latest, or commit the group's offsets, to go on",
+                         e->topic, e->partition, c->read_group, e->topic, c->read_file, why);
     *end = c->on_offset_reset == PR_OFFSET_RESET_LATEST;
     pr_warn("consumer: %s [%" PRId32 "]: group %s has no committed offset on %s, but it "
-            "committed there before (%s): its offsets expired, were deleted, or the topic was "
-            "recreated; starting at the log %s (source.kafka.on_offset_reset: %s)",
-            e->topic, e->partition, c->read_group, e->topic, c->read_file, *end ? "end" : "start",
-            pr_offset_reset_names[c->on_offset_reset]);
+            "committed there before (%s): %s; starting at the log %s "
+            "(source.kafka.on_offset_reset: %s)",
+            e->topic, e->partition, c->read_group, e->topic, c->read_file, why,
+            *end ? "end" : "start", pr_offset_reset_names[c->on_offset_reset]);
     if (!*end)
         e->offset = RD_KAFKA_OFFSET_BEGINNING;
     int tidx = pr__topic_index(c, e->topic);
+    ssize_t k = tidx >= 0 ? pr__part_get(c, tidx, e->partition) : -1; /* locks itself */
     pthread_mutex_lock(&c->lock);
-    ssize_t k = tidx >= 0 ? pr__part_get(c, tidx, e->partition) : -1;
     if (k >= 0)
         c->parts[k].resets++;
     pthread_mutex_unlock(&c->lock);
@@ -1790,18 +1819,22 @@ static int pr__start_expired(pr_consumer *c, rd_kafka_topic_partition_t *e, bool
     return 0;
 }
 
-/* The log end of the partitions in ends (ListOffsets by timestamp -1, one
- * request) written into l; those resolved stay in ends, the others are
- * dropped (they start at the logical end, uncommitted). */
+/* The log end of the partitions in `ends` (ListOffsets by timestamp -1, one
+ * request), written into their entries of l, marked PR__START (committed
+ * once assigned there); an end that could not be read stays the logical
+ * end, uncommitted, as before. */
 static void pr__resolve_ends(rd_kafka_t *rk, rd_kafka_topic_partition_list_t *l,
                              rd_kafka_topic_partition_list_t *ends)
 {
     rd_kafka_resp_err_t err = ends->cnt ? rd_kafka_offsets_for_times(rk, ends, 5000) : 0;
     for (int i = 0; i < ends->cnt && !err; i++) {
         rd_kafka_topic_partition_t *x = &ends->elems[i];
-        if (x->err || x->offset < 0)
+        rd_kafka_topic_partition_t *e =
+            rd_kafka_topic_partition_list_find(l, x->topic, x->partition);
+        if (x->err || x->offset < 0 || !e)
             continue;
-        rd_kafka_topic_partition_list_find(l, x->topic, x->partition)->offset = x->offset;
+        e->offset = x->offset;
+        e->opaque = PR__START;
         pr_info("consumer: %s [%" PRId32 "]: starting at the log end, offset %" PRId64
                 ", committed at once",
                 x->topic, x->partition, x->offset);
@@ -1810,85 +1843,92 @@ static void pr__resolve_ends(rd_kafka_t *rk, rd_kafka_topic_partition_list_t *l,
         pr_warn("consumer: %s [%" PRId32 "]: no committed offset; the log end could not be read "
                 "(%s): starting at the log end, not committed",
                 ends->elems[0].topic, ends->elems[0].partition, rd_kafka_err2str(err));
-    for (int i = ends->cnt - 1; i >= 0; i--)
-        if (err || ends->elems[i].err || ends->elems[i].offset < 0)
-            rd_kafka_topic_partition_list_del_by_idx(ends, i);
 }
 
 /* The start of each partition pr__offset_reset marked PR__FRESH (no
- * committed offset, auto.offset.reset latest):
- *   - a topic on which the group committed offsets (on other partitions) is
- *     one it reads already, so the partition is new to it: added to the
- *     topic (seen up to a metadata refresh later), or its first owner
- *     stopped before committing. Latest would skip what was written to it
- *     before now; it starts at its log start instead;
- *   - a topic the group committed on before, by the read file, but holds no
- *     offset on now: pr__start_expired;
- *   - a topic the group never committed on starts at the log end, resolved
- *     to an offset here; those go into *anchors, which the caller commits
- *     once they are assigned there: a restart, or another replica after a
- *     rebalance, resumes at that offset rather than at a later end (the
- *     records in between were lost before).
- * *anchors NULL when nothing is to be committed. A lookup that fails leaves
- * the log end unresolved and uncommitted, as before. 0, or PR_EKAFKA. */
+ * committed offset, auto.offset.reset latest), by what the group committed
+ * on its topic:
+ *   - offsets past records it read (on other partitions): the group reads
+ *     the topic already, so the partition is new to it (added to the topic,
+ *     seen up to a metadata refresh later). Latest would skip what was
+ *     written to it before now; it starts at its log start instead;
+ *   - only piperec's start offsets: the group is being born (another
+ *     instance or replica resolved its partitions first), so this one starts
+ *     at the log end like them;
+ *   - nothing, for a topic the read file lists: pr__start_expired;
+ *   - nothing: a new group, at the log end.
+ * A log end is resolved to an offset and committed once the partition is
+ * assigned there (pr__commit_starts): a restart, or another replica after a
+ * rebalance, resumes at that offset rather than at a later end (the records
+ * in between were lost before). When the group's offsets cannot be read, a
+ * topic the read file lists goes to pr__start_expired, any other starts at
+ * the logical end, uncommitted. 0, or PR_EKAFKA (errstr). */
 static int pr__start_fresh(pr_consumer *c, rd_kafka_t *rk, rd_kafka_topic_partition_list_t *l,
-                           rd_kafka_topic_partition_list_t **anchors, char *errstr,
-                           size_t errstr_size)
+                           char *errstr, size_t errstr_size)
 {
-    *anchors = NULL;
-    bool any = false;
-    for (int i = 0; i < l->cnt; i++)
-        any |= l->elems[i].opaque == PR__FRESH;
-    bool *known = any ? calloc((size_t)l->cnt, sizeof(*known)) : NULL;
-    if (!known || pr__group_knows(rk, l, known)) {
-        for (int i = 0; i < l->cnt; i++)
-            l->elems[i].opaque = NULL;
-        free(known);
-        return 0;
-    }
+    pr__seen *seen = calloc((size_t)l->cnt + 1, sizeof(*seen));
+    int view = seen ? pr__group_view(rk, l, seen) : -1;
     rd_kafka_topic_partition_list_t *ends = rd_kafka_topic_partition_list_new(l->cnt);
     int rc = 0;
     for (int i = 0; i < l->cnt; i++) {
         rd_kafka_topic_partition_t *e = &l->elems[i];
-        bool fresh = e->opaque == PR__FRESH, end = !known[i];
-        e->opaque = NULL;
+        bool fresh = e->opaque == PR__FRESH, end = true;
         if (!fresh || rc)
             continue;
-        if (known[i]) {
+        e->opaque = NULL;
+        if (view < 0) {
+            if (pr__read_has(c, e->topic))
+                rc = pr__start_expired(c, e, "the group's offsets could not be read", &end, errstr,
+                                       errstr_size);
+            continue; /* the logical end, uncommitted */
+        }
+        if (seen[i] == PR__SEEN_PROGRESS) {
             e->offset = RD_KAFKA_OFFSET_BEGINNING;
+            end = false;
             pr_info("consumer: %s [%" PRId32 "]: no committed offset, but the group has "
                     "committed on other partitions of %s: the partition is new to it; starting at "
                     "its log start so that none of its records is skipped",
                     e->topic, e->partition, e->topic);
-        } else if (pr__read_has(c, e->topic)) {
-            rc = pr__start_expired(c, e, &end, errstr, errstr_size);
+        } else if (seen[i] == PR__SEEN_NONE && pr__read_has(c, e->topic)) {
+            rc = pr__start_expired(c, e,
+                                   "its offsets expired (offsets.retention.minutes), were "
+                                   "deleted, or the topic was recreated",
+                                   &end, errstr, errstr_size);
         } else {
             pr_info("consumer: %s [%" PRId32 "]: no committed offset for this group "
-                    "(auto.offset.reset latest)",
-                    e->topic, e->partition);
+                    "(auto.offset.reset latest)%s",
+                    e->topic, e->partition,
+                    seen[i] == PR__SEEN_STARTS ? "; the group is starting on it" : "");
         }
         if (end && !rc) /* ListOffsets by timestamp -1: the end */
             rd_kafka_topic_partition_list_add(ends, e->topic, e->partition)->offset = -1;
     }
-    free(known);
+    free(seen);
     if (!rc)
         pr__resolve_ends(rk, l, ends);
-    if (rc || !ends->cnt)
-        rd_kafka_topic_partition_list_destroy(ends);
-    else
-        *anchors = ends;
+    rd_kafka_topic_partition_list_destroy(ends);
     return rc;
 }
 
-/* Commit the starts pr__start_fresh resolved (synchronously: a crash right
- * after must not lose them). A failure only warns: the partition then
- * behaves as before, starting at a later end after a restart. */
-static void pr__commit_anchors(pr_consumer *c, rd_kafka_t *rk,
-                               rd_kafka_topic_partition_list_t *anchors)
+/* Commit the starts pr__resolve_ends marked in l (synchronously, with
+ * PR__START_META: a crash right after must not lose them, and they must
+ * not count as reading). A failure only warns: the partition then starts at
+ * a later end after a restart, as before. */
+static void pr__commit_starts(pr_consumer *c, rd_kafka_t *rk,
+                              const rd_kafka_topic_partition_list_t *l)
 {
-    rd_kafka_resp_err_t err = rd_kafka_commit(rk, anchors, 0);
-    for (int i = 0; i < anchors->cnt; i++) {
-        rd_kafka_topic_partition_t *a = &anchors->elems[i];
+    rd_kafka_topic_partition_list_t *starts = rd_kafka_topic_partition_list_new(l->cnt);
+    for (int i = 0; i < l->cnt; i++)
+        if (l->elems[i].opaque == PR__START) {
+            rd_kafka_topic_partition_t *a =
+                rd_kafka_topic_partition_list_add(starts, l->elems[i].topic, l->elems[i].partition);
+            a->offset = l->elems[i].offset;
+            a->metadata = strdup(PR__START_META); /* freed with the list */
+            a->metadata_size = a->metadata ? strlen(PR__START_META) : 0;
+        }
+    rd_kafka_resp_err_t err = starts->cnt ? rd_kafka_commit(rk, starts, 0) : 0;
+    for (int i = 0; i < starts->cnt; i++) {
+        rd_kafka_topic_partition_t *a = &starts->elems[i];
         rd_kafka_resp_err_t e = err ? err : a->err;
         if (e) {
             pr_warn("consumer: %s [%" PRId32 "]: committing its start (offset %" PRId64
@@ -1904,6 +1944,7 @@ static void pr__commit_anchors(pr_consumer *c, rd_kafka_t *rk,
         pthread_mutex_unlock(&c->lock);
         pr__read_note(c, a->topic);
     }
+    rd_kafka_topic_partition_list_destroy(starts);
 }
 
 /* The restarts pr__offset_reset decided for instance `inst` (rk), done only
@@ -1939,6 +1980,17 @@ static int pr__restart_due(pr_consumer *c, rd_kafka_t *rk, unsigned inst, char *
      * rebalance event its thread is handing over (pr__pt_quiet). */
     if (c->pt && !pr__pt_quiet(c->pt, inst))
         return 0;
+    bool fresh = false;
+    for (int i = 0; i < l->cnt && !fresh; i++)
+        fresh = l->elems[i].opaque == PR__FRESH;
+    if (fresh) { /* round trips: events may queue meanwhile, so assign at a later turn */
+        int rc = pr__start_fresh(c, rk, l, errstr, errstr_size);
+        if (rc) {
+            c->restart[inst] = NULL;
+            rd_kafka_topic_partition_list_destroy(l);
+        }
+        return rc;
+    }
     c->restart[inst] = NULL;
     /* Unassigned and assigned again below: what librdkafka stored for them
      * is gone, so nothing counts as stored (pr_consumer_store_offset_key). */
@@ -1957,10 +2009,9 @@ static int pr__restart_due(pr_consumer *c, rd_kafka_t *rk, unsigned inst, char *
                 rd_kafka_topic_partition_list_del_by_idx(l, i);
     if (held)
         rd_kafka_topic_partition_list_destroy(held);
-    rd_kafka_topic_partition_list_t *anchors = NULL;
-    int rc = pr__start_fresh(c, rk, l, &anchors, errstr, errstr_size);
+    int rc = 0;
     rd_kafka_error_t *e = NULL;
-    if (l->cnt && !rc) {
+    if (l->cnt) {
         rd_kafka_topic_partition_list_t *at = rd_kafka_topic_partition_list_copy(l);
         e = rd_kafka_incremental_unassign(rk, l);
         if (!e)
@@ -1973,11 +2024,9 @@ static int pr__restart_due(pr_consumer *c, rd_kafka_t *rk, unsigned inst, char *
         rc = pr_seterr(errstr, errstr_size, PR_EKAFKA, "consumer: %s [%" PRId32 "]: reset: %s",
                        l->elems[0].topic, l->elems[0].partition, rd_kafka_error_string(e));
         rd_kafka_error_destroy(e);
-    } else if (anchors) {
-        pr__commit_anchors(c, rk, anchors);
+    } else {
+        pr__commit_starts(c, rk, l);
     }
-    if (anchors)
-        rd_kafka_topic_partition_list_destroy(anchors);
     rd_kafka_topic_partition_list_destroy(l);
     return rc;
 }

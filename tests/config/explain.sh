@@ -111,10 +111,14 @@ pipelines:
       dense:
         - { name: many, path: x, in: [aaaaaaaaaaaaaaaaaaaa, bbbbbbbbbbbbbbbbbbbb, cccccccccccccccccccc,
             dddddddddddddddddddd, eeeeeeeeeeeeeeeeeeee, ffffffffffffffffffff, gggggggggggggggggggg] }
+        - { name: edge, path: y, in: [xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx,
+            yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy, zzzzzzzzzzzzzzzzzzzzzzz, w, v] }
 YAML
 "$PIPEREC" explain --config "$PR_TMP/in.yaml" > "$PR_TMP/in.txt" || fail "in: explain"
 grep -q '1 when in \["add_to_cart", "purchase", 7, 1\] else 0' "$PR_TMP/in.txt" ||
     fail "in: $(grep buy "$PR_TMP/in.txt")"
 grep -q '1 when in \["aaaaaaaaaaaaaaaaaaaa", .*, \.\.\.\] else 0' "$PR_TMP/in.txt" ||
     fail "in, cut: $(grep many "$PR_TMP/in.txt")"
+grep edge "$PR_TMP/in.txt" | grep -q '", \.\.\.\] else 0$' ||
+    fail "in, cut at the edge: $(grep edge "$PR_TMP/in.txt")"
 echo "explain: ok"

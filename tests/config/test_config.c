@@ -810,6 +810,18 @@ static const err_case err_cases[] = {
     {"age without an event time",
      SCHEMA "      dense: [ { name: a, path: created, ops: [ { age: ms } ] } ]\n",
      {"ops[0]: 'age' counts to the record's event time: declare schema.event_time"}},
+    {"age of rfc3339 strings on a dense vector",
+     SCHEMA "      event_time: { path: ts, unit: ms }\n"
+            "      dense: [ { name: v, path: v, dim: 2, ops: [ { age: rfc3339 } ] } ]\n",
+     {"'age' reads rfc3339 strings, and a dense vector's elements are numbers"}},
+    {"age on float32 bytes",
+     SCHEMA "      event_time: { path: ts, unit: ms }\n"
+            "      dense: [ { name: v, path: v, dim: 2, encoding: f32, ops: [ { age: s } ] } ]\n",
+     {"a float32 cannot hold a time to the second"}},
+    {"a number default before an age of strings",
+     SCHEMA "      event_time: { path: ts, unit: ms }\n"
+            "      dense: [ { name: a, path: c, default: 0, ops: [ { age: rfc3339 } ] } ]\n",
+     {"a default is a number", "{ fill: V } after age"}},
     {"age in weights.ops",
      SCHEMA "      event_time: { path: ts, unit: ms }\n"
             "      sparse:\n"

@@ -879,6 +879,45 @@ static void test_latest_skips_nothing(void **state)
     free(s);
 }
 
+/* A new group of two instances (as two replicas) under latest: the first
+ * instance's start offsets must not make the other's partitions look "new
+ * to a group that reads the topic" (they did, and started at their log
+ * start: half the history re-read). Start offsets carry piperec's commit
+ * metadata and do not count as reading; every partition starts at its end,
+ * committed, and what is written afterwards arrives. */
+static void test_latest_new_group_instances(void **state)
+{
+    (void)state;
+    char errstr[256];
+    seen *s = calloc(1, sizeof(*s));
+    pr_block *b = pr_block_new(g_spec.n_dense, g_spec.n_sparse, 64, true);
+    g_initial_reset = "latest";
+    unsigned keep = g_consumers;
+    g_consumers = 2;
+    assert_int_equal(pr_mock_broker_create_topic(g_mb, "fr", 4, errstr, sizeof(errstr)), 0);
+    produce_lines("fr", 0, 40, 4);
+    reset_seen(s);
+    pr_consumer *c = new_consumer("fr", "fr-g", s, NULL);
+    int started = 0;
+    for (double end = now_s() + 30; started < 4 && now_s() < end;) {
+        poll_rows(c, b, s, 1, 0.2, false);
+        started = 0;
+        for (int p = 0; p < 4; p++)
+            started += committed_of("fr-g", "fr", p) == 10;
+    }
+    assert_int_equal(started, 4);
+    assert_int_equal(s->total, 0);
+    produce_lines("fr", 40, 8, 4);
+    assert_int_equal(poll_rows(c, b, s, 8, 20, false), 8);
+    for (int i = 0; i < 48; i++)
+        assert_int_equal(s->count[i], i >= 40);
+    pr_consumer_free(c);
+    g_consumers = keep;
+    g_initial_reset = NULL;
+    pr_block_free(b);
+    free(s);
+}
+
 /* A group whose offsets on a topic are all gone (expired after the
  * broker's offsets.retention.minutes, deleted, the topic recreated) looked
  * new: auto.offset.reset latest skipped everything written since. The read
@@ -1483,6 +1522,7 @@ int main(void)
         cmocka_unit_test(test_batches_fill_blocks),
         cmocka_unit_test(test_offset_out_of_range),
         cmocka_unit_test(test_latest_skips_nothing),
+        cmocka_unit_test(test_latest_new_group_instances),
         cmocka_unit_test(test_expired_offsets),
         cmocka_unit_test(test_transaction_markers),
         cmocka_unit_test(test_dead_letters_never_vanish),
