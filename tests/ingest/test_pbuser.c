@@ -1788,6 +1788,39 @@ static void test_map_values_same_as_json(void **state)
     pbfx_free(&t);
 }
 
+/* Well-known types are messages read by their fields (docs/formats.md):
+ * a Timestamp's seconds as the event time, under hour_of_day and age; a
+ * StringValue wrapper's value as an id, an absent wrapper missing; the
+ * same rows as the same JSON objects. */
+static void test_well_known_same_as_json(void **state)
+{
+    (void)state;
+    pbfx t;
+    pbfx_init(&t,
+              "      event_time: { path: ts.seconds, unit: s }\n"
+              "      dense: [ { name: age, path: joined.seconds, ops: [ age, { fill: -1 } ] } ]\n"
+              "      sparse:\n"
+              "        - { name: h, path: ts.seconds, ops: [hour_of_day] }\n"
+              "        - { name: u, path: wuser.value, ops: [vocab] }\n");
+    static const char *const evs[] = {
+        "{\"i32\": 1, \"ts\": {\"seconds\": 1700000000, \"nanos\": 5}, "
+        "\"joined\": {\"seconds\": 1699996400}, \"wuser\": {\"value\": \"u1\"}}",
+        "{\"i32\": 0, \"ts\": {\"seconds\": 1700003600}, \"wuser\": {\"value\": \"\"}}",
+        "{\"i32\": 0, \"ts\": {\"seconds\": 1700007200}}",
+    };
+    for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
+        assert_int_equal(pbfx_both(&t, evs[i], (int64_t)i), 1);
+    blocks_equal(t.bj, t.bp);
+    pr_fside *sd = t.bp->side;
+    assert_true(sd->dense[0] == 3600.0f && sd->dense[1] == -1.0f && sd->dense[2] == -1.0f);
+    assert_int_equal(t.bp->event_time_ms[1], 1700003600000LL);
+    assert_int_equal(sd->values[0][0], 23);            /* 22:13 UTC */
+    assert_true(sd->values[1][0] != sd->values[1][1]); /* "u1" and "" */
+    assert_int_equal(pr_fside_lengths(sd, 1)[2], 1);   /* absent wrapper: missing (index 0) */
+    assert_int_equal(sd->values[1][2], 0);
+    pbfx_free(&t);
+}
+
 /* The descriptor set and maps read by their keys: a map field of any key
  * type loads, weighted by number values; a field that is no map is refused
  * naming schema.sparse[i].path, values that are no numbers naming
@@ -1913,6 +1946,7 @@ int main(void)
         cmocka_unit_test(test_map_keys_same_as_json),
         cmocka_unit_test(test_map_keys_config),
         cmocka_unit_test(test_map_values_same_as_json),
+        cmocka_unit_test(test_well_known_same_as_json),
         cmocka_unit_test(test_map_values_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
