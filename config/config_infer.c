@@ -823,6 +823,12 @@ static bool pr__has_label_parent(const char *path)
 static int pr__time_rank(const char *path)
 {
     const char *s = pr__last_seg(path);
+    if (s != path && !strcmp(s, "seconds")) { /* a Protobuf Timestamp: named by its field */
+        char parent[PR_FEAT_PATH_MAX];
+        snprintf(parent, sizeof(parent), "%.*s", (int)(s - 1 - path), path);
+        int r = pr__time_rank(parent);
+        return r >= 0 ? r : 3;
+    }
     size_t n = strlen(s);
     char w[PR_FEAT_PATH_MAX];
     pr__norm(s, n, w, sizeof(w));
@@ -1365,6 +1371,19 @@ static bool pr__inf_outcome(const pr__ictx *c, pr__idec *d)
     return false;
 }
 
+/* Is path X.nanos beside an X.seconds (a Protobuf Timestamp's two fields)? */
+static bool pr__timestamp_nanos(const pr_infer *inf, const char *path)
+{
+    const char *s = pr__last_seg(path);
+    if (s == path || strcmp(s, "nanos"))
+        return false;
+    size_t pl = (size_t)(s - path);
+    for (size_t i = 0; i < inf->n; i++)
+        if (!strncmp(inf->ps[i].path, path, pl) && !strcmp(inf->ps[i].path + pl, "seconds"))
+            return true;
+    return false;
+}
+
 /* Left out though readable: no value, another time, a date, one value, an
  * event id: true when decided. */
 static bool pr__inf_no_feature(const pr__ictx *c, pr__idec *d)
@@ -1380,6 +1399,10 @@ static bool pr__inf_no_feature(const pr__ictx *c, pr__idec *d)
         snprintf(b, sizeof(b), "in %" PRIu64 " of %" PRIu64 " events: too rare to learn from",
                  ip->records, ev);
         pr__inf_skip(d, b);
+        return true;
+    }
+    if (pr__timestamp_nanos(c->inf, ip->path)) {
+        pr__inf_skip(d, "a Timestamp's nanoseconds: its seconds are the time (to the second)");
         return true;
     }
     if (c->unit >= 0 && (pr__time_rank(ip->path) >= 0 || c->unit == PR_TIME_RFC3339)) {

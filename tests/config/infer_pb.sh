@@ -267,6 +267,41 @@ grep -q 'path: f,' "$T/wide.yaml" && fail "the message read as a map: $(cat "$T/
     2> "$T/perr" || fail "process wide: $(cat "$T/perr")"
 grep -q "^piperec process: 400 rows, 0 rejected" "$T/perr" || fail "wide: $(cat "$T/perr")"
 
+# google.protobuf.Timestamp fields: their seconds are the event time (named
+# by the field, ts), their nanos are left out, another Timestamp is a time
+# besides it; the config then processes the messages (no dense feature was
+# made of seconds or nanos, as it was).
+cat > "$T/tsm.proto" <<'P'
+syntax = "proto3"; package tsm; import "google/protobuf/timestamp.proto";
+message E { google.protobuf.Timestamp ts = 1; string user = 2; google.protobuf.Timestamp joined = 3; }
+P
+protoc --descriptor_set_out="$T/tsm.desc" --include_imports -I "$T" tsm.proto || fail "protoc tsm"
+/usr/bin/python3 - "$T/tsm.desc" "$T/tsm.pb" <<'PY' || fail "python timestamp encoder"
+import os, random, sys
+sys.path.insert(0, os.path.join(os.environ["PR_SOURCE_DIR"], "tests", "config"))
+from records import message_class, write_delimited
+cls, r, bodies = message_class(sys.argv[1], "tsm.E"), random.Random(6), []
+for i in range(300):
+    m = cls()
+    m.ts.seconds, m.ts.nanos = 1700000000 + 37 * i, r.randrange(10**9)
+    m.user = "u%d" % r.randrange(40)
+    m.joined.seconds = m.ts.seconds - r.randrange(10**7)
+    bodies.append(m.SerializeToString())
+write_delimited(sys.argv[2], bodies)
+PY
+"$PIPEREC" infer --input "$T/tsm.pb" --descriptor-set "$T/tsm.desc" --message tsm.E \
+    --output "$T/tsm.yaml" 2> "$T/err" || fail "infer timestamps: $(cat "$T/err")"
+grep -q 'event_time: { path: ts.seconds, unit: s }' "$T/tsm.yaml" ||
+    fail "a Timestamp's seconds are not the event time: $(cat "$T/tsm.yaml")"
+grep -q "#   ts.nanos: a Timestamp's nanoseconds" "$T/tsm.yaml" || fail "ts.nanos: $(cat "$T/tsm.yaml")"
+grep -q '#   joined.seconds: a time (s) besides the event time' "$T/tsm.yaml" ||
+    fail "joined.seconds: $(cat "$T/tsm.yaml")"
+grep -v '^ *#' "$T/tsm.yaml" | grep -q 'name: .*path: .*\(seconds\|nanos\)' &&
+    fail "a feature of a Timestamp's fields: $(cat "$T/tsm.yaml")"
+"$PIPEREC" process --config "$T/tsm.yaml" --input "$T/tsm.pb" --output "$T/otsm" \
+    2> "$T/perr" || fail "process timestamps: $(cat "$T/perr")"
+grep -q "^piperec process: 300 rows, 0 rejected" "$T/perr" || fail "tsm: $(cat "$T/perr")"
+
 # Refusals, exit 2 with the reason.
 refuse "$T/none.desc: No such file" --input "$T/ev.pb" --descriptor-set "$T/none.desc" \
     --message shop.Click
