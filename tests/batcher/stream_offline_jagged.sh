@@ -10,8 +10,8 @@
 # feature, rows of the rolls) equal offline recycled.npy. A feature `recent`
 # (the history's last 3) shares the history's table (`table:`): its elements
 # interleave with the history's in one column, in stream and offline alike.
-# Labels by value (`in:`) and through an operator (`at_least`), and a dense
-# flag by value on a list, go the same way.
+# Labels by value (`in:`) and through an operator (`at_least`), a dense
+# flag by value on a list, and a dense `age` go the same way.
 # Env (from pr_script_test): PIPEREC, PR_SOURCE_DIR, PR_TMP.
 set -eu
 T="$PR_TMP"
@@ -50,6 +50,11 @@ sed -i '/^      dense:$/a\        - { name: tagged_sale, path: item.tags, in: [s
     "$T/schema.yaml"
 grep -q "at_least" "$T/schema.yaml" && grep -q "tagged_sale" "$T/schema.yaml" ||
     fail "could not add the labels and flag by value"
+# age: the record's own event time minus a time in it (age_days read as
+# seconds since the epoch), never the Kafka message time: stream = offline
+sed -i '/^      dense:$/a\        - { name: since, path: user.age_days, ops: [ { age: s }, { fill: -1 } ] }' \
+    "$T/schema.yaml"
+grep -q "age: s" "$T/schema.yaml" || fail "could not add age"
 cat > "$T/run.yaml" <<Y
 pipelines:
   - name: p
