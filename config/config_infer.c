@@ -1140,7 +1140,8 @@ typedef struct pr__ictx {
     double pct;       /* share of the events holding it */
     bool list;        /* read as a list */
     bool labels_given;
-    int unit; /* pr__time_unit_of */
+    int unit;       /* pr__time_unit_of */
+    bool have_time; /* an event time was picked: another time can be an age */
     char dist[48];
 } pr__ictx;
 
@@ -1406,6 +1407,16 @@ static bool pr__inf_no_feature(const pr__ictx *c, pr__idec *d)
         return true;
     }
     if (c->unit >= 0 && (pr__time_rank(ip->path) >= 0 || c->unit == PR_TIME_RFC3339)) {
+        if (c->have_time && !c->list) { /* how old it was at the event */
+            d->kind = PR__IK_DENSE;
+            snprintf(d->ops, sizeof(d->ops), "{ age: %s }, { clip: [0, 1e9] }, log1p",
+                     pr_time_unit_names[c->unit]);
+            snprintf(d->why, sizeof(d->why),
+                     "a time (%s) besides the event time: its age at the event, in seconds "
+                     "(a time after it 0), in %.0f%% of events, e.g. %s",
+                     pr_time_unit_names[c->unit], c->pct, ip->example);
+            return true;
+        }
         snprintf(b, sizeof(b),
                  "a time (%s) besides the event time: add it with age (seconds before the "
                  "event), hour_of_day or day_of_week if it matters",
@@ -1582,9 +1593,9 @@ static void pr__inf_feature(const pr__ictx *c, pr__idec *d)
  * a label; left out when it is an outcome that is not a label, a time, a
  * date, an event id or constant; a list; an id (sparse); a number (dense). */
 static void pr__inf_decide(const pr_infer *inf, const pr__ip *ip, const pr_infer_opts *o,
-                           bool is_time, pr__idec *d)
+                           bool is_time, bool have_time, pr__idec *d)
 {
-    pr__ictx c = {.inf = inf, .ip = ip, .o = o};
+    pr__ictx c = {.inf = inf, .ip = ip, .o = o, .have_time = have_time};
     c.scalars = ip->n_bool + ip->n_int + ip->n_num + ip->n_str + ip->n_bigint;
     c.pct = 100.0 * (double)ip->records / (double)(inf->events ? inf->events : 1);
     c.list = ip->n_arr_scalar || ip->n_arr_empty || ip->under_list;
@@ -1658,7 +1669,19 @@ static void pr__inf_name(const pr__ip *ps, const pr__idec *ds, size_t n, size_t 
             clash = true;
     const char *src = clash ? ps[i].path : seg;
     char b[PR_NAME_MAX];
-    pr__name_chars(src, strlen(src), cut, b);
+    if (!strncmp(ds[i].ops, "{ age:", 6)) { /* an age: the time's field, then _age */
+        const char *p = ps[i].path, *e = p + strlen(p);
+        if (seg != p && !strcmp(seg, "seconds")) /* a Timestamp's: its field's name */
+            e = seg - 1;
+        const char *st = e;
+        while (st > p && st[-1] != '.')
+            st--;
+        char f[PR_NAME_MAX - 4];
+        pr__name_chars(st, (size_t)(e - st), cut < sizeof(f) ? cut - 4 : sizeof(f) - 1, f);
+        snprintf(b, sizeof(b), "%s_age", f);
+    } else {
+        pr__name_chars(src, strlen(src), cut, b);
+    }
     pr__name_unique(all, i, b, cut);
 }
 
@@ -1823,7 +1846,7 @@ static long pr__pick_time(const pr_infer *inf, const pr_infer_opts *o, pr__idec 
             return -1;
         for (size_t i = 0; i < inf->n; i++)
             if (!strcmp(inf->ps[i].path, o->time_path)) {
-                pr__inf_decide(inf, &inf->ps[i], o, true, td);
+                pr__inf_decide(inf, &inf->ps[i], o, true, false, td);
                 if (td->kind == PR__IK_TIME)
                     return (long)i;
                 snprintf(errstr, errn, "--time: '%s' cannot be the event time: %s", o->time_path,
@@ -1837,7 +1860,7 @@ static long pr__pick_time(const pr_infer *inf, const pr_infer_opts *o, pr__idec 
     for (int rank = 0; rank < 4; rank++)
         for (size_t i = 0; i < inf->n; i++)
             if (pr__time_rank(inf->ps[i].path) == rank && pr__time_unit_of(&inf->ps[i]) >= 0) {
-                pr__inf_decide(inf, &inf->ps[i], o, true, td);
+                pr__inf_decide(inf, &inf->ps[i], o, true, false, td);
                 if (td->kind == PR__IK_TIME)
                     return (long)i;
             }
@@ -2251,7 +2274,7 @@ static int pr__infer_decide_all(const pr_infer *inf, const pr_infer_opts *o, pr_
         if ((long)i == *t)
             ds[i] = td;
         else
-            pr__inf_decide(inf, &inf->ps[i], o, false, &ds[i]);
+            pr__inf_decide(inf, &inf->ps[i], o, false, *t >= 0, &ds[i]);
     }
     pr__infer_caps(ds, inf->n);
     pr__infer_weights(inf, ds);

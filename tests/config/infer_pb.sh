@@ -294,9 +294,9 @@ PY
 grep -q 'event_time: { path: ts.seconds, unit: s }' "$T/tsm.yaml" ||
     fail "a Timestamp's seconds are not the event time: $(cat "$T/tsm.yaml")"
 grep -q "#   ts.nanos: a Timestamp's nanoseconds" "$T/tsm.yaml" || fail "ts.nanos: $(cat "$T/tsm.yaml")"
-grep -q '#   joined.seconds: a time (s) besides the event time' "$T/tsm.yaml" ||
-    fail "joined.seconds: $(cat "$T/tsm.yaml")"
-grep -v '^ *#' "$T/tsm.yaml" | grep -q 'name: .*path: .*\(seconds\|nanos\)' &&
+grep -q '{ name: joined_age, path: joined.seconds, ops: \[{ age: s }, { clip: \[0, 1e9\] }, log1p\] }' \
+    "$T/tsm.yaml" || fail "joined.seconds is not an age: $(cat "$T/tsm.yaml")"
+grep -v '^ *#' "$T/tsm.yaml" | grep -v 'joined_age' | grep -q 'name: .*path: .*\(seconds\|nanos\)' &&
     fail "a feature of a Timestamp's fields: $(cat "$T/tsm.yaml")"
 "$PIPEREC" process --config "$T/tsm.yaml" --input "$T/tsm.pb" --output "$T/otsm" \
     2> "$T/perr" || fail "process timestamps: $(cat "$T/perr")"

@@ -233,7 +233,12 @@ static void test_shapes(void **state)
     skipped(&r, "shape", "an object, a list or a value");
     skipped(&r, "nest.l", "a list holding");
     skipped(&r, "weird key", "a key a path cannot name");
-    skipped(&r, "signup_at", "a time (s) besides the event time");
+    /* another time: its age at the event (log-scaled seconds) */
+    f = feat_ok(&r, "signup_at_age", PR_FEAT_DENSE, "signup_at");
+    assert_int_equal(f->n_ops, 3);
+    assert_int_equal(f->ops[0].op, PR_FOP_AGE);
+    assert_int_equal(f->ops[0].unit, PR_TIME_S);
+    assert_int_equal(f->ops[2].op, PR_FOP_LOG1P);
     skipped(&r, "never", "always null");
     skipped(&r, "obj_list.t", "a list inside a list of objects");
     assert_non_null(strstr(r.text.buf, "nested over 64 deep"));
@@ -528,7 +533,9 @@ static void test_review(void **state)
     infer_ok((const char *const *)ev, NULL, &r);
     const pr_feature_spec *f = feat_ok(&r, "event_time", PR_FEAT_EVENT_TIME, "ts");
     assert_int_equal(f->unit, PR_TIME_MS); /* the top-level ts, past its one 0 */
-    skipped(&r, "user.created_at", "a time (ms) besides the event time");
+    f = feat_ok(&r, "created_at_age", PR_FEAT_DENSE, "user.created_at");
+    assert_int_equal(f->ops[0].op, PR_FOP_AGE);
+    assert_int_equal(f->ops[0].unit, PR_TIME_MS);
     feat_ok(&r, "userid", PR_FEAT_SPARSE, "user.userid");
     feat_ok(&r, "uid", PR_FEAT_SPARSE, "user.uid");
     feat_ok(&r, "paid", PR_FEAT_DENSE, "paid");

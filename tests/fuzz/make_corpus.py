@@ -326,6 +326,11 @@ def infer_docs(build):
         # maps: many keys, few per event (weighted by their values, or keys only)
         "maps": b"\n".join(b'{"c":%d,"m":{"k%d":0.%d,"k%d":null},"t":{"t%d":true}}'
                            % (i % 2, i, i % 9, i + 40, i % 20) for i in range(40)),
+        # times besides the event time: ages (ms, rfc3339, a Timestamp's seconds/nanos)
+        "times": b'{"ts":1700000000000,"created_at":1699000000000,"joined":{"seconds":1690000000,'
+                 b'"nanos":5},"seen_at":"2023-11-01T00:00:00Z","c":1}\n'
+                 b'{"ts":1700000360000,"created_at":1699000000500,"joined":{"seconds":1690000100,'
+                 b'"nanos":7},"seen_at":"2023-11-02T00:00:00Z","c":0}',
     }
     for name, body in sets.items():
         write("infer", name, bytes([0]) + body)
