@@ -192,6 +192,13 @@ struct pr_consumer {
      * waiting for the instance's queue to hold no event (pr__restart_due);
      * NULL when none. Touched by the thread polling that instance only. */
     rd_kafka_topic_partition_list_t *restart[PR_CONSUMER_MAX_INSTANCES];
+    /* Per instance: start offsets whose commit failed (a rebalance in
+     * progress while the group's members join), tried again from the
+     * polling turns every PR__START_RETRY_MS (pr__retry_starts); NULL when
+     * none. Same thread as restart[]. */
+    rd_kafka_topic_partition_list_t *start_retry[PR_CONSUMER_MAX_INSTANCES];
+    int64_t start_retry_at_ns[PR_CONSUMER_MAX_INSTANCES];
+    unsigned start_tries[PR_CONSUMER_MAX_INSTANCES];
     pr_offset_reset on_offset_reset;
     int64_t initial_reset; /* logical offset for a partition with no committed offset */
     int session_timeout_ms;
@@ -1612,9 +1619,12 @@ void pr_consumer_free(pr_consumer *c)
     if (c->pending)
         rd_kafka_message_destroy(c->pending);
     pr__backlog_clear(c);
-    for (unsigned k = 0; k < PR_CONSUMER_MAX_INSTANCES; k++)
+    for (unsigned k = 0; k < PR_CONSUMER_MAX_INSTANCES; k++) {
         if (c->restart[k])
             rd_kafka_topic_partition_list_destroy(c->restart[k]);
+        if (c->start_retry[k])
+            rd_kafka_topic_partition_list_destroy(c->start_retry[k]);
+    }
     for (unsigned k = 0; k < PR_CONSUMER_MAX_INSTANCES; k++)
         if (c->held_incr[k]) /* a close that failed before answering */
             rd_kafka_topic_partition_list_destroy(c->held_incr[k]);
@@ -1910,11 +1920,48 @@ static int pr__start_fresh(pr_consumer *c, rd_kafka_t *rk, rd_kafka_topic_partit
     return rc;
 }
 
-/* Commit the starts pr__resolve_ends marked in l (synchronously, with
- * PR__START_META: a crash right after must not lose them, and they must
- * not count as reading). A failure only warns: the partition then starts at
- * a later end after a restart, as before. */
-static void pr__commit_starts(pr_consumer *c, rd_kafka_t *rk,
+#define PR__START_RETRY_MS  500
+#define PR__START_RETRY_MAX 120 /* a minute of tries */
+
+/* Commit `starts` (offsets with PR__START_META) synchronously; each one
+ * committed is noted (committed offset, the read file), each one that
+ * failed goes (back) into start_retry[inst] to be tried again. */
+static void pr__commit_start_list(pr_consumer *c, rd_kafka_t *rk, unsigned inst,
+                                  rd_kafka_topic_partition_list_t *starts)
+{
+    rd_kafka_resp_err_t err = starts->cnt ? rd_kafka_commit(rk, starts, 0) : 0;
+    for (int i = 0; i < starts->cnt; i++) {
+        rd_kafka_topic_partition_t *a = &starts->elems[i];
+        rd_kafka_resp_err_t e = err ? err : a->err;
+        if (e) {
+            if (!c->start_retry[inst])
+                c->start_retry[inst] = rd_kafka_topic_partition_list_new(starts->cnt);
+            rd_kafka_topic_partition_t *r =
+                rd_kafka_topic_partition_list_add(c->start_retry[inst], a->topic, a->partition);
+            r->offset = a->offset;
+            r->metadata = strdup(PR__START_META);
+            r->metadata_size = r->metadata ? strlen(PR__START_META) : 0;
+            if (!c->start_tries[inst])
+                pr_info("consumer: %s [%" PRId32 "]: committing its start (offset %" PRId64
+                        "): %s; tried again",
+                        a->topic, a->partition, a->offset, rd_kafka_err2str(e));
+            continue;
+        }
+        int tidx = pr__topic_index(c, a->topic);
+        pthread_mutex_lock(&c->lock);
+        ssize_t k = tidx < 0 ? -1 : pr__part_find(c, PR_PART_KEY(tidx, a->partition));
+        if (k >= 0 && c->parts[k].committed < a->offset)
+            c->parts[k].committed = a->offset;
+        pthread_mutex_unlock(&c->lock);
+        pr__read_note(c, a->topic);
+    }
+}
+
+/* Commit the starts pr__resolve_ends marked in l (with PR__START_META:
+ * they must not count as reading), synchronously: a crash right after
+ * must not lose them. One that fails (a rebalance in progress while the
+ * members join) is tried again (pr__retry_starts). */
+static void pr__commit_starts(pr_consumer *c, rd_kafka_t *rk, unsigned inst,
                               const rd_kafka_topic_partition_list_t *l)
 {
     rd_kafka_topic_partition_list_t *starts = rd_kafka_topic_partition_list_new(l->cnt);
@@ -1926,25 +1973,51 @@ static void pr__commit_starts(pr_consumer *c, rd_kafka_t *rk,
             a->metadata = strdup(PR__START_META); /* freed with the list */
             a->metadata_size = a->metadata ? strlen(PR__START_META) : 0;
         }
-    rd_kafka_resp_err_t err = starts->cnt ? rd_kafka_commit(rk, starts, 0) : 0;
-    for (int i = 0; i < starts->cnt; i++) {
-        rd_kafka_topic_partition_t *a = &starts->elems[i];
-        rd_kafka_resp_err_t e = err ? err : a->err;
-        if (e) {
-            pr_warn("consumer: %s [%" PRId32 "]: committing its start (offset %" PRId64
-                    "): %s; a restart before its first commit starts at the log end again",
-                    a->topic, a->partition, a->offset, rd_kafka_err2str(e));
-            continue;
-        }
+    pr__commit_start_list(c, rk, inst, starts);
+    rd_kafka_topic_partition_list_destroy(starts);
+}
+
+/* The starts whose commit failed, again, every PR__START_RETRY_MS: those
+ * of partitions still assigned to the instance and not stored past (a
+ * commit of what was read replaces them); given up after
+ * PR__START_RETRY_MAX tries, with the warning of what that costs. */
+static void pr__retry_starts(pr_consumer *c, rd_kafka_t *rk, unsigned inst)
+{
+    rd_kafka_topic_partition_list_t *l = c->start_retry[inst];
+    int64_t now = pr_mono_ns();
+    if (!l || now < c->start_retry_at_ns[inst])
+        return;
+    c->start_retry[inst] = NULL;
+    rd_kafka_topic_partition_list_t *held = NULL;
+    if (rd_kafka_assignment(rk, &held) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        held = NULL;
+    for (int i = l->cnt - 1; i >= 0; i--) {
+        const rd_kafka_topic_partition_t *a = &l->elems[i];
         int tidx = pr__topic_index(c, a->topic);
         pthread_mutex_lock(&c->lock);
         ssize_t k = tidx < 0 ? -1 : pr__part_find(c, PR_PART_KEY(tidx, a->partition));
-        if (k >= 0)
-            c->parts[k].committed = a->offset;
+        bool moved = k >= 0 && (c->parts[k].stored >= 0 || c->parts[k].committed >= a->offset);
         pthread_mutex_unlock(&c->lock);
-        pr__read_note(c, a->topic);
+        if (moved || !held || !rd_kafka_topic_partition_list_find(held, a->topic, a->partition))
+            rd_kafka_topic_partition_list_del_by_idx(l, i);
     }
-    rd_kafka_topic_partition_list_destroy(starts);
+    if (held)
+        rd_kafka_topic_partition_list_destroy(held);
+    if (++c->start_tries[inst] > PR__START_RETRY_MAX) {
+        for (int i = 0; i < l->cnt; i++)
+            pr_warn("consumer: %s [%" PRId32 "]: its start (offset %" PRId64
+                    ") could not be committed; a restart before its first commit starts at the "
+                    "log end again",
+                    l->elems[i].topic, l->elems[i].partition, l->elems[i].offset);
+        l->cnt = 0;
+    }
+    if (l->cnt)
+        pr__commit_start_list(c, rk, inst, l);
+    rd_kafka_topic_partition_list_destroy(l);
+    if (c->start_retry[inst])
+        c->start_retry_at_ns[inst] = now + PR__START_RETRY_MS * 1000000LL;
+    else
+        c->start_tries[inst] = 0;
 }
 
 /* The restarts pr__offset_reset decided for instance `inst` (rk), done only
@@ -2025,7 +2098,7 @@ static int pr__restart_due(pr_consumer *c, rd_kafka_t *rk, unsigned inst, char *
                        l->elems[0].topic, l->elems[0].partition, rd_kafka_error_string(e));
         rd_kafka_error_destroy(e);
     } else {
-        pr__commit_starts(c, rk, l);
+        pr__commit_starts(c, rk, inst, l);
     }
     rd_kafka_topic_partition_list_destroy(l);
     return rc;
@@ -2344,9 +2417,12 @@ static int pr__next1(pr_consumer *c, rd_kafka_t *rk, int wait, rd_kafka_message_
                      char *errstr, size_t errstr_size)
 {
     *out = NULL;
-    int rc = pr__restart_due(c, rk, pr__inst_of(c, rk), errstr, errstr_size);
+    unsigned inst = pr__inst_of(c, rk);
+    int rc = pr__restart_due(c, rk, inst, errstr, errstr_size);
     if (rc)
         return rc;
+    if (c->start_retry[inst])
+        pr__retry_starts(c, rk, inst);
     rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, wait);
     return m ? pr__polled(c, rk, m, out, errstr, errstr_size) : 0;
 }
@@ -2366,6 +2442,8 @@ static int pr__ring_next(pr_consumer *c, int wait, rd_kafka_message_t **out, cha
         int rc = c->restart[k] ? pr__restart_due(c, c->rks[k], k, errstr, errstr_size) : 0;
         if (rc)
             return rc;
+        if (c->start_retry[k])
+            pr__retry_starts(c, c->rks[k], k);
     }
     if (!pr__pt_next(c->pt, wait, e))
         return 0;

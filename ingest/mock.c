@@ -110,6 +110,12 @@ int pr_mock_broker_set_down(pr_mock_broker *mb, bool down, char *errstr, size_t 
     return 0;
 }
 
+void pr_mock_broker_fail_next(pr_mock_broker *mb, int16_t api_key, size_t n, int err)
+{
+    for (size_t i = 0; i < n; i++)
+        rd_kafka_mock_push_request_errors(mb->mc, api_key, 1, (rd_kafka_resp_err_t)err);
+}
+
 void pr_mock_broker_stop(pr_mock_broker *mb)
 {
     if (!mb)

@@ -734,6 +734,9 @@ int pr_mock_broker_create_topic(pr_mock_broker *mb, const char *topic, int parti
  * or bring it back up (false), for outage tests. Data and group state are
  * kept; librdkafka's mock does not move leadership. Returns 0 or PR_EKAFKA. */
 int pr_mock_broker_set_down(pr_mock_broker *mb, bool down, char *errstr, size_t errstr_size);
+/* The next n requests of Kafka API `api_key` (8: OffsetCommit, ...) are
+ * answered with error `err` (a rd_kafka_resp_err_t), for fault tests. */
+void pr_mock_broker_fail_next(pr_mock_broker *mb, int16_t api_key, size_t n, int err);
 void pr_mock_broker_stop(pr_mock_broker *mb); /* NULL ok */
 
 /* ================================================================ JSON field extractor

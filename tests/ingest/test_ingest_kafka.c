@@ -856,9 +856,13 @@ static void test_latest_skips_nothing(void **state)
     pr_consumer_free(c);
 
     /* A new group on la (rows 0..4 in it) starts at offset 5 and commits 5
-     * before it reads anything; the next member reads rows 5..9. */
+     * before it reads anything, though its first commits fail (a rebalance
+     * in progress, as while a group's members join: it was given up);
+     * the next member reads rows 5..9. */
     assert_int_equal(pr_mock_broker_create_topic(g_mb, "la", 1, errstr, sizeof(errstr)), 0);
     produce_lines("la", 0, 5, 1);
+    pr_mock_broker_fail_next(g_mb, 8 /* OffsetCommit */, 3,
+                             RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS);
     reset_seen(s);
     c = new_consumer("la", "la-g", s, NULL);
     for (double end = now_s() + 20; committed_of("la-g", "la", 0) != 5 && now_s() < end;)
