@@ -142,6 +142,7 @@ typedef struct pr__held {
     size_t assigned;
     pr__ents pending;
     pr_vocab_entry *owned; /* the allocation pending points into */
+    size_t seed_n;         /* the seed column's values (assigned and pending) */
 } pr__held;
 
 /* Does the log's pending entry list (sorted by value) hold e, count and all? */
@@ -183,7 +184,7 @@ static int pr__held_column(const pr_engine *got, const pr_engine *seed, uint32_t
         na++;
     while (nb < b.n && b.e[nb].index >= 0)
         nb++;
-    *h = (pr__held){na, {a.e + na, a.n - na, 0}, a.e};
+    *h = (pr__held){na, {a.e + na, a.n - na, 0}, a.e, b.n};
     char what[256] = "";
     for (size_t i = 0; i < na && !what[0]; i++)
         if (i >= nb)
@@ -195,7 +196,7 @@ static int pr__held_column(const pr_engine *got, const pr_engine *seed, uint32_t
                      "the log has value %" PRIx64 " at index %" PRId64 ", %s.tsv value %" PRIx64
                      " at %" PRId64,
                      a.e[i].value, a.e[i].index, name, b.e[i].value, b.e[i].index);
-    pr__held bh = {0, {b.e + nb, b.n - nb, 0}, NULL};
+    pr__held bh = {0, {b.e + nb, b.n - nb, 0}, NULL, 0};
     for (size_t i = na; i < a.n && !what[0]; i++)
         if (!pr__held_pending(&bh, &a.e[i]))
             snprintf(what, sizeof(what),
@@ -216,21 +217,12 @@ static int pr__held_column(const pr_engine *got, const pr_engine *seed, uint32_t
 }
 
 /* Does the log hold every value of the seed (held, per column)? */
-static bool pr__held_all(const pr_engine *seed, const pr__held *held)
+static bool pr__held_all(const pr__held *held, uint32_t n_cols)
 {
-    const pr_pipeline_spec *spec = pr_engine_spec(seed);
-    uint64_t all = 0, have = 0;
-    for (uint32_t c = 0; c < spec->n_sparse; c++) {
-        pr__ents e = {0};
-        if (pr__column(seed, c, &e)) {
-            free(e.e);
+    for (uint32_t c = 0; c < n_cols; c++)
+        if (held[c].assigned + held[c].pending.n != held[c].seed_n)
             return false;
-        }
-        all += e.n;
-        have += held[c].assigned + held[c].pending.n;
-        free(e.e);
-    }
-    return all == have;
+    return true;
 }
 
 /* Propose keys[0..n) of column c and wait until the log decided them.
@@ -422,8 +414,9 @@ int pr_cli_vocab_import_log(pr_cli_vocab *v, const char *dir)
                 "piperec vocab import: vocab log %s holds %" PRIu64 " values of this import "
                 "already (%s)\n",
                 topic, n_held,
-                pr__held_all(seed, held) ? "all of them: nothing to propose"
-                                         : "one that stopped half way: proposing the others");
+                pr__held_all(held, spec->n_sparse)
+                    ? "all of them: nothing to propose"
+                    : "one that stopped half way: proposing the others");
     int64_t t1 = pr_mono_ns();
     uint64_t n_values = 0;
     for (uint32_t c = 0; !ret && c < spec->n_sparse; c++)

@@ -1372,17 +1372,17 @@ static bool pr__inf_outcome(const pr__ictx *c, pr__idec *d)
     return false;
 }
 
+static bool pr__path_seen(const pr_infer *inf, const char *path);
+
 /* Is path X.nanos beside an X.seconds (a Protobuf Timestamp's two fields)? */
 static bool pr__timestamp_nanos(const pr_infer *inf, const char *path)
 {
     const char *s = pr__last_seg(path);
-    if (s == path || strcmp(s, "nanos"))
+    char secs[PR_FEAT_PATH_MAX];
+    if (s == path || strcmp(s, "nanos") ||
+        snprintf(secs, sizeof(secs), "%.*sseconds", (int)(s - path), path) >= (int)sizeof(secs))
         return false;
-    size_t pl = (size_t)(s - path);
-    for (size_t i = 0; i < inf->n; i++)
-        if (!strncmp(inf->ps[i].path, path, pl) && !strcmp(inf->ps[i].path + pl, "seconds"))
-            return true;
-    return false;
+    return pr__path_seen(inf, secs);
 }
 
 /* Left out though readable: no value, another time, a date, one value, an

@@ -1657,6 +1657,20 @@ void pr_consumer_free(pr_consumer *c)
 
 /* ---------------------------------------------------------------- poll */
 
+/* A partition jumped (on_offset_reset): counted for it and in all
+ * (piperec_offset_resets_total). */
+static void pr__count_reset(pr_consumer *c, const char *topic, int32_t partition)
+{
+    int tidx = pr__topic_index(c, topic);
+    ssize_t k = tidx >= 0 ? pr__part_get(c, tidx, partition) : -1; /* locks itself */
+    if (k >= 0) {
+        pthread_mutex_lock(&c->lock);
+        c->parts[k].resets++;
+        pthread_mutex_unlock(&c->lock);
+    }
+    PR__ADD(c->st.offset_resets, 1);
+}
+
 /* librdkafka runs with auto.offset.reset=error, so a partition whose position
  * is not in the log stops with RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET (m->offset
  * = the offset it could not fetch, or INVALID when the group has none) and its
@@ -1714,14 +1728,7 @@ static int pr__offset_reset(pr_consumer *c, rd_kafka_t *rk, const rd_kafka_messa
                 topic, part, m->offset, avail, earliest ? "log start" : "log end",
                 pr_offset_reset_names[c->on_offset_reset],
                 !qerr && earliest && m->offset < lo ? ": records in between were never read" : "");
-        int tidx = pr__topic_index(c, topic);
-        ssize_t k = tidx >= 0 ? pr__part_get(c, tidx, part) : -1;
-        if (k >= 0) {
-            pthread_mutex_lock(&c->lock);
-            c->parts[k].resets++;
-            pthread_mutex_unlock(&c->lock);
-        }
-        PR__ADD(c->st.offset_resets, 1);
+        pr__count_reset(c, topic, part);
     }
     unsigned inst = pr__inst_of(c, rk);
     if (!c->restart[inst])
@@ -1819,13 +1826,7 @@ static int pr__start_expired(pr_consumer *c, rd_kafka_topic_partition_t *e, cons
             *end ? "end" : "start", pr_offset_reset_names[c->on_offset_reset]);
     if (!*end)
         e->offset = RD_KAFKA_OFFSET_BEGINNING;
-    int tidx = pr__topic_index(c, e->topic);
-    ssize_t k = tidx >= 0 ? pr__part_get(c, tidx, e->partition) : -1; /* locks itself */
-    pthread_mutex_lock(&c->lock);
-    if (k >= 0)
-        c->parts[k].resets++;
-    pthread_mutex_unlock(&c->lock);
-    PR__ADD(c->st.offset_resets, 1);
+    pr__count_reset(c, e->topic, e->partition);
     return 0;
 }
 
@@ -1920,6 +1921,16 @@ static int pr__start_fresh(pr_consumer *c, rd_kafka_t *rk, rd_kafka_topic_partit
     return rc;
 }
 
+/* Add a start offset to l, with PR__START_META (freed with the list). */
+static void pr__start_add(rd_kafka_topic_partition_list_t *l, const char *topic, int32_t partition,
+                          int64_t offset)
+{
+    rd_kafka_topic_partition_t *a = rd_kafka_topic_partition_list_add(l, topic, partition);
+    a->offset = offset;
+    a->metadata = strdup(PR__START_META);
+    a->metadata_size = a->metadata ? strlen(PR__START_META) : 0;
+}
+
 #define PR__START_RETRY_MS  500
 #define PR__START_RETRY_MAX 120 /* a minute of tries */
 
@@ -1936,11 +1947,7 @@ static void pr__commit_start_list(pr_consumer *c, rd_kafka_t *rk, unsigned inst,
         if (e) {
             if (!c->start_retry[inst])
                 c->start_retry[inst] = rd_kafka_topic_partition_list_new(starts->cnt);
-            rd_kafka_topic_partition_t *r =
-                rd_kafka_topic_partition_list_add(c->start_retry[inst], a->topic, a->partition);
-            r->offset = a->offset;
-            r->metadata = strdup(PR__START_META);
-            r->metadata_size = r->metadata ? strlen(PR__START_META) : 0;
+            pr__start_add(c->start_retry[inst], a->topic, a->partition, a->offset);
             if (!c->start_tries[inst])
                 pr_info("consumer: %s [%" PRId32 "]: committing its start (offset %" PRId64
                         "): %s; tried again",
@@ -1966,13 +1973,8 @@ static void pr__commit_starts(pr_consumer *c, rd_kafka_t *rk, unsigned inst,
 {
     rd_kafka_topic_partition_list_t *starts = rd_kafka_topic_partition_list_new(l->cnt);
     for (int i = 0; i < l->cnt; i++)
-        if (l->elems[i].opaque == PR__START) {
-            rd_kafka_topic_partition_t *a =
-                rd_kafka_topic_partition_list_add(starts, l->elems[i].topic, l->elems[i].partition);
-            a->offset = l->elems[i].offset;
-            a->metadata = strdup(PR__START_META); /* freed with the list */
-            a->metadata_size = a->metadata ? strlen(PR__START_META) : 0;
-        }
+        if (l->elems[i].opaque == PR__START)
+            pr__start_add(starts, l->elems[i].topic, l->elems[i].partition, l->elems[i].offset);
     pr__commit_start_list(c, rk, inst, starts);
     rd_kafka_topic_partition_list_destroy(starts);
 }
