@@ -63,7 +63,7 @@ static void pr__vocab_usage(FILE *f)
 static int pr__vocab_export_state(pr_cli_vocab *v, const char *dir)
 {
     char err[4096];
-    int rc = pr_cli_vocab_load_state(v, "export");
+    int rc = pr_cli_vocab_load_state(v);
     if (rc)
         return rc;
     if ((rc = pr_vocab_export(v->eng, dir, err, sizeof(err)))) {
@@ -137,11 +137,11 @@ static int pr__vocab_import_state(pr_cli_vocab *v, const char *dir, bool force)
 }
 
 /* 0, or 2 after saying that v has no state dir to read or write. */
-static int pr__vocab_need_state(const pr_cli_vocab *v, const char *sub)
+static int pr__vocab_need_state(const pr_cli_vocab *v)
 {
     if (v->state)
         return 0;
-    fprintf(stderr, "piperec vocab %s: --state is required (pipeline %s has no state.dir)\n", sub,
+    fprintf(stderr, "%s: --state is required (pipeline %s has no state.dir)\n", v->cmd,
             v->pc->name);
     return 2;
 }
@@ -151,20 +151,21 @@ int pr_cli_vocab_open(const char *sub, const char *config, const char *pipeline,
 {
     char err[4096];
     memset(v, 0, sizeof(*v));
+    snprintf(v->cmd, sizeof(v->cmd), "%s%s", strncmp(sub, "piperec ", 8) ? "piperec vocab " : "",
+             sub);
     int rc = config ? pr_config_load_file(config, &v->cfg, err, sizeof(err))
                     : pr_config_load_default(&v->cfg, err, sizeof(err));
     if (rc) {
-        fprintf(stderr, "piperec vocab %s: %s\n", sub, err);
+        fprintf(stderr, "%s: %s\n", v->cmd, err);
         return 2; /* a config that cannot be read is a usage error, as for run */
     }
     v->pc = pipeline ? pr_config_pipeline(v->cfg, pipeline) : &v->cfg->pipelines[0];
     if (!v->pc) {
-        fprintf(stderr, "piperec vocab %s: no pipeline named '%s' in %s\n", sub, pipeline,
-                v->cfg->origin);
+        fprintf(stderr, "%s: no pipeline named '%s' in %s\n", v->cmd, pipeline, v->cfg->origin);
         return 2;
     }
     v->state = state ? state : v->pc->state.dir;
-    if (need_state && pr__vocab_need_state(v, sub))
+    if (need_state && pr__vocab_need_state(v))
         return 2;
     /* A shared vocabulary (vocab_log) keeps one tagged snapshot, no journal. */
     v->shared = v->pc->vocab_log.enabled;
@@ -181,11 +182,11 @@ int pr_cli_vocab_open(const char *sub, const char *config, const char *pipeline,
     v->espec = v->pc->spec;
     if (v->pc->features.declared &&
         pr_feature_engine_spec(&v->pc->features, &v->pc->spec, &v->espec, err, sizeof(err)) < 0) {
-        fprintf(stderr, "piperec vocab %s: pipeline %s: %s\n", sub, v->pc->name, err);
+        fprintf(stderr, "%s: pipeline %s: %s\n", v->cmd, v->pc->name, err);
         return 2;
     }
     if (!(v->eng = pr_engine_new(&v->espec, &v->eo, err, sizeof(err)))) {
-        fprintf(stderr, "piperec vocab %s: pipeline %s: %s\n", sub, v->pc->name, err);
+        fprintf(stderr, "%s: pipeline %s: %s\n", v->cmd, v->pc->name, err);
         return 2;
     }
     return 0;
@@ -202,13 +203,13 @@ static bool pr__same_file(bool had, const struct stat *a, const char *path)
                                    a->st_mtim.tv_nsec == b.st_mtim.tv_nsec));
 }
 
-int pr_cli_vocab_load_state(pr_cli_vocab *v, const char *sub)
+int pr_cli_vocab_load_state(pr_cli_vocab *v)
 {
     char err[4096];
     int rc = 0;
     if (!v->have_snap && !v->have_journal) {
-        fprintf(stderr, "piperec vocab %s: %s holds no vocabulary for pipeline %s (no %s)%s\n", sub,
-                v->state, v->pc->name, v->snap,
+        fprintf(stderr, "%s: %s holds no vocabulary for pipeline %s (no %s)%s\n", v->cmd, v->state,
+                v->pc->name, v->snap,
                 v->shared ? ": a replica of a shared vocabulary (vocab_log) writes its first "
                             "snapshot state.checkpoint_interval_s after it starts, and at a stop"
                           : "");
@@ -242,7 +243,7 @@ int pr_cli_vocab_load_state(pr_cli_vocab *v, const char *sub)
                  v->snap);
     }
     if (rc) {
-        fprintf(stderr, "piperec vocab %s: %s\n", sub, err);
+        fprintf(stderr, "%s: %s\n", v->cmd, err);
         return pr_cli_exit_code(rc);
     }
     /* A shared vocabulary's journal is the log: the snapshot alone is what
@@ -250,11 +251,80 @@ int pr_cli_vocab_load_state(pr_cli_vocab *v, const char *sub)
     struct stat st;
     if (v->shared && stat(v->snap, &st) == 0)
         fprintf(stderr,
-                "piperec vocab %s: %s is a replica's snapshot of a shared vocabulary, written "
+                "%s: %s is a replica's snapshot of a shared vocabulary, written "
                 "%.0f s ago: indices the log gave since then are not in it (they are in the "
                 "next snapshot, every state.checkpoint_interval_s)\n",
-                sub, v->snap, difftime(time(NULL), st.st_mtime));
+                v->cmd, v->snap, difftime(time(NULL), st.st_mtime));
     return 0;
+}
+
+/* The vocabulary into v->eng: a folder of <column>.tsv (a process output's
+ * vocab/ when DIR has one), or the state dir. 0 or an exit code. */
+static int pr__vocab_load_dir(pr_cli_vocab *v, const char *input)
+{
+    if (!input)
+        return pr_cli_vocab_load_state(v);
+    char dir[4096], err[4096];
+    struct stat st;
+    int e = stat(input, &st) ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+    if (e) {
+        fprintf(stderr, "%s: %s: %s\n", v->cmd, input, strerror(e));
+        return 2;
+    }
+    snprintf(dir, sizeof(dir), "%s/vocab", input);
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        snprintf(dir, sizeof(dir), "%s", input);
+    int rc = pr_vocab_import(v->eng, dir, err, sizeof(err));
+    if (rc) {
+        fprintf(stderr, "%s: %s\n", v->cmd, err);
+        return pr_cli_exit_code(rc);
+    }
+    return 0;
+}
+
+/* 0, or 2 after saying so when --input's meta.json (a `piperec process`
+ * output) names another pipeline than the config's: its vocabulary is read
+ * through the wrong features otherwise ("no column 'user'" from the
+ * embedded Criteo config, or another pipeline's steps). */
+static int pr__vocab_check_meta(const pr_cli_vocab *v, const char *input, const char *config)
+{
+    char path[4096], buf[512];
+    snprintf(path, sizeof(path), "%s/meta.json", input);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    static const char key[] = "\"pipeline\": \"";
+    const char *p = strstr(buf, key), *e = p ? strchr(p + sizeof(key) - 1, '"') : NULL;
+    if (!e)
+        return 0;
+    p += sizeof(key) - 1;
+    if ((size_t)(e - p) == strlen(v->pc->name) && !memcmp(p, v->pc->name, (size_t)(e - p)))
+        return 0;
+    fprintf(stderr,
+            "%s: %s says pipeline '%.*s' wrote it, but this command reads it through "
+            "pipeline '%s' of %s: pass the --config%s it was processed with\n",
+            v->cmd, path, (int)(e - p), p, v->pc->name,
+            config ? config : "the embedded default config", config ? " (and --pipeline)" : "");
+    return 2;
+}
+
+int pr_cli_vocab_load(pr_cli_vocab *v, const char *config, const char *input)
+{
+    /* A two-pass config's vocabulary reads like a streaming one. */
+    if (v->espec.count_mode == PR_COUNT_TWO_PASS) {
+        char err[1024];
+        v->espec.count_mode = PR_COUNT_STREAMING;
+        pr_engine_free(v->eng);
+        if (!(v->eng = pr_engine_new(&v->espec, &v->eo, err, sizeof(err)))) {
+            fprintf(stderr, "%s: %s\n", v->cmd, err);
+            return 2;
+        }
+    }
+    int ret = input ? pr__vocab_check_meta(v, input, config) : 0;
+    return ret ? ret : pr__vocab_load_dir(v, input);
 }
 
 void pr_cli_vocab_close(pr_cli_vocab *v)
@@ -326,7 +396,7 @@ int pr_cli_cmd_vocab(int argc, char **argv)
         ret = pr_cli_vocab_export_log(&v, dir);
     } else if (into_log) {
         ret = pr_cli_vocab_import_log(&v, dir);
-    } else if (!(ret = pr__vocab_need_state(&v, argv[1]))) {
+    } else if (!(ret = pr__vocab_need_state(&v))) {
         ret = is_export ? pr__vocab_export_state(&v, dir) : pr__vocab_import_state(&v, dir, force);
     }
     pr_cli_vocab_close(&v);

@@ -465,77 +465,13 @@ static int pr__lookup_prepare(pr__lookup *lk, const char *name)
     return 0;
 }
 
-/* The vocabulary into v->eng: a folder of <column>.tsv (a process output's
- * vocab/ when DIR has one), or the state dir. 0 or an exit code. */
-static int pr__lookup_load(pr_cli_vocab *v, const char *input)
-{
-    if (!input)
-        return pr_cli_vocab_load_state(v, "lookup");
-    char dir[4096], err[4096];
-    struct stat st;
-    int e = stat(input, &st) ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
-    if (e) {
-        fprintf(stderr, "piperec vocab lookup: --input %s: %s\n", input, strerror(e));
-        return 2;
-    }
-    snprintf(dir, sizeof(dir), "%s/vocab", input);
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        snprintf(dir, sizeof(dir), "%s", input);
-    int rc = pr_vocab_import(v->eng, dir, err, sizeof(err));
-    if (rc) {
-        fprintf(stderr, "piperec vocab lookup: %s\n", err);
-        return pr_cli_exit_code(rc);
-    }
-    return 0;
-}
-
-/* 0, or 2 after saying so when --input's meta.json (a `piperec process`
- * output) names another pipeline than the config's: its vocabulary is read
- * through the wrong features otherwise ("no column 'user'" from the
- * embedded Criteo config, or another pipeline's steps). */
-static int pr__lookup_check_meta(const pr_cli_vocab *v, const char *input, const char *config)
-{
-    char path[4096], buf[512];
-    snprintf(path, sizeof(path), "%s/meta.json", input);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    static const char key[] = "\"pipeline\": \"";
-    const char *p = strstr(buf, key), *e = p ? strchr(p + sizeof(key) - 1, '"') : NULL;
-    if (!e)
-        return 0;
-    p += sizeof(key) - 1;
-    if ((size_t)(e - p) == strlen(v->pc->name) && !memcmp(p, v->pc->name, (size_t)(e - p)))
-        return 0;
-    fprintf(stderr,
-            "piperec vocab lookup: %s says pipeline '%.*s' wrote it, but this lookup reads it "
-            "through pipeline '%s' of %s: pass the --config%s it was processed with\n",
-            path, (int)(e - p), p, v->pc->name, config ? config : "the embedded default config",
-            config ? " (and --pipeline)" : "");
-    return 2;
-}
-
 static int pr__lookup_run(pr_cli_vocab *v, pr__lookup *lk, const char *config, const char *feature,
                           const char *input, const char *ids, const char *output)
 {
     int ret;
-    /* A two-pass config's vocabulary reads like a streaming one. */
-    if (v->espec.count_mode == PR_COUNT_TWO_PASS) {
-        char err[1024];
-        v->espec.count_mode = PR_COUNT_STREAMING;
-        pr_engine_free(v->eng);
-        if (!(v->eng = pr_engine_new(&v->espec, &v->eo, err, sizeof(err)))) {
-            fprintf(stderr, "piperec vocab lookup: %s\n", err);
-            return 2;
-        }
-    }
     lk->pc = v->pc;
     lk->espec = &v->espec;
-    if ((input && (ret = pr__lookup_check_meta(v, input, config))) ||
-        (ret = pr__lookup_prepare(lk, feature)) || (ret = pr__lookup_load(v, input)))
+    if ((ret = pr__lookup_prepare(lk, feature)) || (ret = pr_cli_vocab_load(v, config, input)))
         return ret;
     uint64_t entries = 0;
     pr_engine_vocab_read(v->eng, lk->col, pr__count_cb, &entries);

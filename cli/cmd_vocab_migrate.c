@@ -205,7 +205,7 @@ int pr_cli_vocab_migrate(int argc, char **argv)
         }
     }
     if (!ret)
-        ret = pr_cli_vocab_load_state(&o, "migrate");
+        ret = pr_cli_vocab_load_state(&o);
     if (!ret) {
         snprintf(tmp, sizeof(tmp), "%s/.migrate-%s-XXXXXX", n.state, n.pc->name);
         if (!mkdtemp(tmp)) {

@@ -37,6 +37,9 @@ static const pr_command pr_commands[] = {
     {"vocab", pr_cli_cmd_vocab, "vocabulary export|import: --state DIR --pipeline P"},
     {"explain", pr_cli_cmd_explain, "features, operator chains and their backends: --config FILE"},
     {"infer", pr_cli_cmd_infer, "a config from sample events: --input FILE | --topic T"},
+    {"transform", pr_cli_cmd_transform,
+     "events -> the rows a model gets, vocabulary frozen: --config FILE --vocab DIR"},
+    {"serve", pr_cli_cmd_serve, "transform over HTTP for a model server: --config FILE"},
     {"version", pr__cmd_version, "print the version"},
 };
 

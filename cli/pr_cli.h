@@ -18,17 +18,20 @@
 #include "pr_config.h"
 #include "pr_engine.h"
 
-int pr_cli_cmd_process(int argc, char **argv);   /* offline: TSV file -> .npy */
-int pr_cli_cmd_gen(int argc, char **argv);       /* synthetic Criteo-shaped data */
-int pr_cli_cmd_run(int argc, char **argv);       /* the streaming service */
-int pr_cli_cmd_broker(int argc, char **argv);    /* librdkafka mock cluster on loopback */
-int pr_cli_cmd_produce(int argc, char **argv);   /* load events into Kafka */
-int pr_cli_cmd_consume(int argc, char **argv);   /* reference trainer-stream client */
-int pr_cli_cmd_demo(int argc, char **argv);      /* one-command live demo */
-int pr_cli_cmd_vocab(int argc, char **argv);     /* vocabulary export/import/hot */
-int pr_cli_vocab_hot(int argc, char **argv);     /* `vocab hot` (cmd_vocab_hot.c) */
-int pr_cli_cmd_explain(int argc, char **argv);   /* features and operator placement */
-int pr_cli_cmd_infer(int argc, char **argv);     /* a config from sample events */
+int pr_cli_cmd_process(int argc, char **argv); /* offline: TSV file -> .npy */
+int pr_cli_cmd_gen(int argc, char **argv);     /* synthetic Criteo-shaped data */
+int pr_cli_cmd_run(int argc, char **argv);     /* the streaming service */
+int pr_cli_cmd_broker(int argc, char **argv);  /* librdkafka mock cluster on loopback */
+int pr_cli_cmd_produce(int argc, char **argv); /* load events into Kafka */
+int pr_cli_cmd_consume(int argc, char **argv); /* reference trainer-stream client */
+int pr_cli_cmd_demo(int argc, char **argv);    /* one-command live demo */
+int pr_cli_cmd_vocab(int argc, char **argv);   /* vocabulary export/import/hot */
+int pr_cli_vocab_hot(int argc, char **argv);   /* `vocab hot` (cmd_vocab_hot.c) */
+int pr_cli_cmd_explain(int argc, char **argv); /* features and operator placement */
+int pr_cli_cmd_transform(int argc,
+                         char **argv);       /* events -> rows, vocabulary frozen (cmd_serve.c) */
+int pr_cli_cmd_serve(int argc, char **argv); /* the same over HTTP (cmd_serve.c) */
+int pr_cli_cmd_infer(int argc, char **argv); /* a config from sample events */
 int pr_cli_vocab_lookup(int argc, char **argv);  /* `vocab lookup` (cmd_vocab_lookup.c) */
 int pr_cli_vocab_migrate(int argc, char **argv); /* `vocab migrate` (cmd_vocab_migrate.c) */
 
@@ -39,6 +42,7 @@ int pr_cli_vocab_migrate(int argc, char **argv); /* `vocab migrate` (cmd_vocab_m
  * declared schema's: one per vocab feature, espec) and where its state
  * lives. */
 typedef struct pr_cli_vocab {
+    char cmd[64]; /* "piperec vocab <sub>", or the command given: its messages' prefix */
     pr_config *cfg;
     const pr_pipeline_cfg *pc;
     pr_pipeline_spec espec; /* the engine's spec */
@@ -51,14 +55,21 @@ typedef struct pr_cli_vocab {
 } pr_cli_vocab;
 
 /* Load the config (NULL: the embedded one), find the pipeline (NULL: the
- * first) and build its engine; need_state: a state dir is required. Prints
+ * first) and build its engine; need_state: a state dir is required. `sub`:
+ * the vocab subcommand ("lookup"), or a whole command ("piperec serve"). Prints
  * what is wrong as "piperec vocab <sub>: ..." and returns the exit code (0,
  * 1 I/O, 2 usage/config). pr_cli_vocab_close after, whatever it returned. */
 int pr_cli_vocab_open(const char *sub, const char *config, const char *pipeline, const char *state,
                       bool need_state, pr_cli_vocab *v);
 /* The state dir's snapshot and journal into v->eng (as the service would
  * recover them); the exit code as above. */
-int pr_cli_vocab_load_state(pr_cli_vocab *v, const char *sub);
+int pr_cli_vocab_load_state(pr_cli_vocab *v);
+/* The vocabulary into v->eng: from `input`, a folder of <column>.tsv (a
+ * `piperec process` output, whose meta.json must name v's pipeline, or a
+ * `vocab export`), else from the state dir (pr_cli_vocab_load_state). A
+ * two-pass config's engine is rebuilt as a streaming one first. The exit
+ * code. */
+int pr_cli_vocab_load(pr_cli_vocab *v, const char *config, const char *input);
 void pr_cli_vocab_close(pr_cli_vocab *v);
 /* `vocab import` for a pipeline with vocab_log (cmd_vocab_log.c): DIR's
  * vocabulary written into the log, which must not have given an index yet;

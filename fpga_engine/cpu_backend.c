@@ -384,6 +384,11 @@ typedef struct pr__vcol {
     bool pend_any;        /* some pend_use[] may be non-zero */
     bool undec_oov;       /* frozen: a value without an index maps to OOV */
     uint64_t n_undec_oov; /* ... how many did in this process() call */
+    /* Serving (pr_engine_vocab_serve): frozen, and a value without an index
+     * (unseen, below min_count, or past a full dlrm table) maps to OOV, or
+     * under dlrm (no OOV index) to `unseen`; counted in n_undec_oov. */
+    bool serve;
+    int64_t unseen;
 } pr__vcol;
 
 static inline uint64_t pr__hash(uint64_t k, unsigned bits)
@@ -588,7 +593,7 @@ static int pr__vcol_init(pr__vcol *vc, const pr_pipeline_spec *spec, uint32_t c,
  * the value's index; OOV when it has none yet but cannot get one here (below
  * min_count, or the table is full: PR__FULL under dlrm); PR__UNDECIDED when
  * it was never seen at all (the caller should have had it decided first). */
-static int64_t pr__vocab_peek(const pr__vcol *vc, uint64_t v)
+static int64_t pr__vocab_peek_raw(const pr__vcol *vc, uint64_t v)
 {
     bool full = (uint64_t)vc->base + vc->n >= vc->cap;
     if (vc->direct) {
@@ -604,6 +609,21 @@ static int64_t pr__vocab_peek(const pr__vcol *vc, uint64_t v)
     if (full)
         return vc->base ? PR_INDEX_OOV : PR__FULL;
     return s ? PR_INDEX_OOV : PR__UNDECIDED;
+}
+
+/* pr__vocab_peek_raw, and in serving mode an answer for every value. */
+static int64_t pr__vocab_peek(pr__vcol *vc, uint64_t v)
+{
+    int64_t i = pr__vocab_peek_raw(vc, v);
+    if (!vc->serve)
+        return i;
+    if (i == PR__UNDECIDED || i == PR__FULL) {
+        vc->n_undec_oov++;
+        return vc->base ? PR_INDEX_OOV : vc->unseen;
+    }
+    if (i == PR_INDEX_OOV && vc->base)
+        vc->n_undec_oov++; /* below min_count, or a full table */
+    return i;
 }
 
 /* The value's own index (not OOV), or -1. */
@@ -1100,6 +1120,7 @@ struct pr_backend {
     bool has[PR_OP__COUNT];
     bool two_pass; /* two-pass mode with some column counting */
     bool evicting; /* some column has eviction lru/lfu/ttl */
+    bool serving;  /* pr_engine_vocab_serve: lookups only, every value answered */
     bool count_done;
     pr__pool *pool;
     int threads;
@@ -1632,7 +1653,7 @@ static int pr__cpu_process(pr_backend *be, const pr_block *in, pr_out *out, pr_e
             be->cols[c].n_undec_oov = 0;
         }
     pr__run_block(be, out);
-    if (be->evicting)
+    if (be->evicting || be->serving)
         for (uint32_t c = 0; c < ns; c++)
             st->undecided_oov += be->cols[c].n_undec_oov;
     if (be->evicting && pr__cpu_notices(be, out))
@@ -1801,11 +1822,13 @@ static int pr__cpu_vocab_load(pr_backend *be, uint32_t col, const pr_vocab_entry
     if (!be->has[PR_OP_VOCAB] || col >= be->spec.n_sparse)
         return PR_EINVAL;
     pr__vcol *vc = &be->cols[col];
-    bool frozen = vc->frozen, undec_oov = vc->undec_oov; /* modes, not state */
+    pr__vcol mode = *vc; /* modes, not state */
     pr__vcol_free(vc);
     int rc = pr__vcol_init(vc, &be->spec, col, be->huge);
-    vc->frozen = frozen;
-    vc->undec_oov = undec_oov;
+    vc->frozen = mode.frozen;
+    vc->undec_oov = mode.undec_oov;
+    vc->serve = mode.serve;
+    vc->unseen = mode.unseen;
     if (rc)
         return rc;
     for (size_t k = 0; k < n; k++) {
@@ -2031,6 +2054,18 @@ static void pr__cpu_vocab_undecided_oov(pr_backend *be, bool on)
         return;
     for (uint32_t c = 0; c < be->spec.n_sparse; c++)
         be->cols[c].undec_oov = on;
+}
+
+static void pr__cpu_vocab_serve(pr_backend *be, int64_t unseen)
+{
+    if (!be->has[PR_OP_VOCAB])
+        return;
+    be->serving = true;
+    for (uint32_t c = 0; c < be->spec.n_sparse; c++) {
+        pr__vcol *vc = &be->cols[c];
+        vc->frozen = vc->undec_oov = vc->serve = true;
+        vc->unseen = unseen;
+    }
 }
 
 /* ---------------------------------------------------------------- bounded vocabularies */
@@ -2398,6 +2433,7 @@ const pr_backend_ops pr__backend_cpu = {
     .vocab_touch = pr__cpu_vocab_touch,
     .vocab_drain_usage = pr__cpu_vocab_drain_usage,
     .vocab_undecided_oov = pr__cpu_vocab_undecided_oov,
+    .vocab_serve = pr__cpu_vocab_serve,
     .split_new = pr__cpu_split_new,
     .split_free = pr__cpu_split_free,
     .process_par = pr__cpu_process_par,

@@ -1175,6 +1175,24 @@ int pr_engine_vocab_set_undecided_oov(pr_engine *eng, bool on, char *errstr, siz
     return 0;
 }
 
+int pr_engine_vocab_serve(pr_engine *eng, int64_t unseen, char *errstr, size_t errstr_size)
+{
+    if (!eng->has_vocab)
+        return 0;
+    if (!eng->ops->vocab_freeze || !eng->ops->vocab_serve)
+        return pr_seterr(errstr, errstr_size, PR_ENOTSUP,
+                         "engine: backend %s cannot look up without inserting (use "
+                         "engine.backend cpu)",
+                         eng->ops->name);
+    if (unseen < 0)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                         "engine: the index of unseen values must be >= 0, not %lld",
+                         (long long)unseen);
+    eng->ops->vocab_freeze(eng->be, true);
+    eng->ops->vocab_serve(eng->be, unseen);
+    return 0;
+}
+
 /* Number the recycle a vocab_apply just made in column col (the backend's
  * block log then holds that call's assignment alone) and queue its notice
  * for the next pr_engine_process, in apply order. */

@@ -91,6 +91,10 @@ typedef struct pr_backend_ops {
     int (*vocab_touch)(pr_backend *be, uint32_t col, uint64_t key, uint32_t count);
     int (*vocab_drain_usage)(pr_backend *be, pr_vocab_usage_cb cb, void *opaque);
     void (*vocab_undecided_oov)(pr_backend *be, bool on);
+    /* Optional: serving (pr_engine_vocab_serve): every column frozen, and a
+     * value without an index maps to OOV (profile dlrm: to `unseen`),
+     * counted in pr_engine_stats.undecided_oov. For good. */
+    void (*vocab_serve)(pr_backend *be, int64_t unseen);
     /* Optional, all five or none: a block in two halves (pr_engine_process_par
      * and _seq, pr_engine.h). split_new gives the backend's per-block state;
      * process_par returns 1 when it did the first half (then process_seq_col

@@ -98,59 +98,111 @@ static bool pr__http_client_ok(pr_http *h, struct MHD_Connection *conn)
     return false;
 }
 
+/* A POST request's body as it arrives (the connection's con_cls). */
+typedef struct pr__http_upload {
+    pr_mbuf body;
+    bool too_big;
+} pr__http_upload;
+
+static const pr__http_route *pr__http_route_of(const pr_http *h, const char *url)
+{
+    for (size_t i = 0; i < h->n_routes; i++)
+        if (!strcmp(url, h->routes[i].path))
+            return &h->routes[i];
+    return NULL;
+}
+
+static void pr__http_done(void *cls, struct MHD_Connection *conn, void **con_cls,
+                          enum MHD_RequestTerminationCode toe)
+{
+    (void)cls, (void)conn, (void)toe;
+    if (*con_cls && *con_cls != (void *)1) {
+        pr__http_upload *up = *con_cls;
+        pr_mbuf_fini(&up->body);
+        free(up);
+    }
+    *con_cls = NULL;
+}
+
+static enum MHD_Result pr__http_text(struct MHD_Connection *conn, unsigned status, const char *msg)
+{
+    return pr__http_reply(conn, status, "text/plain; charset=utf-8", msg, strlen(msg));
+}
+
+/* Run route rt for the request; up: a POST's body. */
+static enum MHD_Result pr__http_run(struct MHD_Connection *conn, const pr__http_route *rt,
+                                    const pr__http_upload *up)
+{
+    pr_mbuf body;
+    pr_mbuf_init(&body);
+    const char *ctype = "text/plain; charset=utf-8";
+    pr__http_query q = {conn};
+    int status =
+        up ? rt->pfn(rt->opaque, &q, up->body.buf ? up->body.buf : "", up->body.len, &body, &ctype)
+        : rt->qfn ? rt->qfn(rt->opaque, &q, &body, &ctype)
+                  : rt->fn(rt->opaque, &body, &ctype);
+    enum MHD_Result r = body.err ? pr__http_text(conn, 500, "out of memory\n")
+                                 : pr__http_reply(conn, (unsigned)status, ctype,
+                                                  body.buf ? body.buf : "", body.len);
+    pr_mbuf_fini(&body);
+    return r;
+}
+
 static enum MHD_Result pr__http_handle(void *cls, struct MHD_Connection *conn, const char *url,
                                        const char *method, const char *version,
                                        const char *upload_data, size_t *upload_data_size,
                                        void **con_cls)
 {
     (void)version;
-    (void)upload_data;
     pr_http *h = cls;
+    const pr__http_route *rt = pr__http_route_of(h, url);
+    bool post = rt && rt->pfn && !strcmp(method, "POST");
     /* First call per request only announces headers; answer on it (no body
-     * is expected for GET) but not when an upload is in progress. */
+     * is expected for GET) but not when an upload is in progress. A POST
+     * route's body is gathered in a pr__http_upload, answered at its end. */
     if (*con_cls == NULL) {
-        *con_cls = (void *)1;
-        if (*upload_data_size == 0 && (!strcmp(method, "GET") || !strcmp(method, "HEAD")))
+        pr__http_upload *up = post ? calloc(1, sizeof(*up)) : NULL;
+        if (post && !up)
+            return MHD_NO;
+        if (up)
+            pr_mbuf_init(&up->body);
+        *con_cls = up ? (void *)up : (void *)1;
+        if (!post && *upload_data_size == 0 && (!strcmp(method, "GET") || !strcmp(method, "HEAD")))
             goto answer;
         return MHD_YES;
     }
     if (*upload_data_size) {
+        if (post) {
+            pr__http_upload *up = *con_cls;
+            if (up->body.len + *upload_data_size > PR__HTTP_MAX_BODY)
+                up->too_big = true;
+            else
+                pr_mbuf_append(&up->body, upload_data, *upload_data_size);
+        }
         *upload_data_size = 0;
         return MHD_YES;
     }
 answer:
-    if (h->tls_ca && !pr__http_client_ok(h, conn)) {
-        static const char msg[] = "client certificate required (http.tls.ca_file)\n";
-        return pr__http_reply(conn, MHD_HTTP_FORBIDDEN, "text/plain; charset=utf-8", msg,
-                              sizeof(msg) - 1);
+    if (h->tls_ca && !pr__http_client_ok(h, conn))
+        return pr__http_text(conn, MHD_HTTP_FORBIDDEN,
+                             "client certificate required (http.tls.ca_file)\n");
+    if (post) {
+        const pr__http_upload *up = *con_cls;
+        if (up->too_big)
+            return pr__http_text(conn, 413, "request body over 64 MiB: send fewer events\n");
+        if (up->body.err)
+            return pr__http_text(conn, 500, "out of memory\n");
+        return pr__http_run(conn, rt, up);
     }
-    if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
-        static const char msg[] = "method not allowed\n";
-        return pr__http_reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain; charset=utf-8", msg,
-                              sizeof(msg) - 1);
-    }
-    for (size_t i = 0; i < h->n_routes; i++) {
-        if (strcmp(url, h->routes[i].path))
-            continue;
-        pr_mbuf body;
-        pr_mbuf_init(&body);
-        const char *ctype = "text/plain; charset=utf-8";
-        pr__http_query q = {conn};
-        int status = h->routes[i].qfn ? h->routes[i].qfn(h->routes[i].opaque, &q, &body, &ctype)
-                                      : h->routes[i].fn(h->routes[i].opaque, &body, &ctype);
-        enum MHD_Result r;
-        if (body.err) {
-            static const char msg[] = "out of memory\n";
-            r = pr__http_reply(conn, 500, "text/plain; charset=utf-8", msg, sizeof(msg) - 1);
-        } else {
-            r = pr__http_reply(conn, (unsigned)status, ctype, body.buf ? body.buf : "", body.len);
-        }
-        pr_mbuf_fini(&body);
-        return r;
-    }
-    static const char nf[] = "not found (try /metrics, /healthz, /readyz, /v1/status, /v1/hot)\n";
-    return pr__http_reply(conn, MHD_HTTP_NOT_FOUND, "text/plain; charset=utf-8", nf,
-                          sizeof(nf) - 1);
+    bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+    if (!get || (rt && rt->pfn))
+        return pr__http_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
+                             rt && rt->pfn ? "method not allowed: POST the events\n"
+                                           : "method not allowed\n");
+    if (rt)
+        return pr__http_run(conn, rt, NULL);
+    return pr__http_text(conn, MHD_HTTP_NOT_FOUND,
+                         "not found (try /metrics, /healthz, /readyz, /v1/status, /v1/hot)\n");
 }
 
 int pr__http_tls_supported(void)
@@ -316,7 +368,8 @@ int pr__http_start_tls(const char *listen_addr, const pr__http_tls *tls,
     h->daemon = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | (tls ? MHD_USE_TLS : 0), 0, NULL, NULL,
         pr__http_handle, h, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)10, MHD_OPTION_ARRAY, tls ? tls_opts : none, MHD_OPTION_END);
+        (unsigned)10, MHD_OPTION_NOTIFY_COMPLETED, pr__http_done, NULL, MHD_OPTION_ARRAY,
+        tls ? tls_opts : none, MHD_OPTION_END);
     if (!h->daemon) {
         close(fd);
         pr__http_free(h);

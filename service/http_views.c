@@ -166,9 +166,9 @@ out_error:
 int pr__http_views_start(pr_service *svc, char *errstr, size_t errstr_size)
 {
     const pr__http_route routes[] = {
-        {"/metrics", pr__h_metrics, svc, NULL}, {"/healthz", pr__h_healthz, svc, NULL},
-        {"/readyz", pr__h_readyz, svc, NULL},   {"/v1/status", pr__h_status, svc, NULL},
-        {"/v1/hot", NULL, svc, pr__h_hot},
+        {"/metrics", pr__h_metrics, svc, NULL, NULL}, {"/healthz", pr__h_healthz, svc, NULL, NULL},
+        {"/readyz", pr__h_readyz, svc, NULL, NULL},   {"/v1/status", pr__h_status, svc, NULL, NULL},
+        {"/v1/hot", NULL, svc, pr__h_hot, NULL},
     };
     const pr_http_tls_cfg *ht = &svc->cfg->http.tls;
     const pr__http_tls tls = {ht->cert_file, ht->key_file, ht->ca_file};

@@ -34,11 +34,18 @@ const char *pr__http_query_get(const pr__http_query *q, const char *key);
 typedef int (*pr__http_query_handler)(void *opaque, const pr__http_query *q, pr_mbuf *body,
                                       const char **content_type);
 
+/* A POST route's handler: the request body whole (at most
+ * PR__HTTP_MAX_BODY bytes; a larger one is answered 413 without a call). */
+typedef int (*pr__http_post_handler)(void *opaque, const pr__http_query *q, const char *body,
+                                     size_t len, pr_mbuf *out, const char **content_type);
+#define PR__HTTP_MAX_BODY (64u << 20)
+
 typedef struct pr__http_route {
     const char *path; /* exact match, e.g. "/metrics" */
     pr__http_handler fn;
     void *opaque;
     pr__http_query_handler qfn; /* used instead of fn when set */
+    pr__http_post_handler pfn;  /* set: the route answers POST (and only POST) */
 } pr__http_route;
 
 /* HTTPS settings (http.tls): PEM files, read when the listener starts. */
@@ -53,7 +60,7 @@ int pr__http_tls_supported(void);
 
 /* Start listening on "host:port" (host empty or "0.0.0.0" = all IPv4
  * interfaces). Routes are copied (n <= 16). Unknown paths answer 404, methods
- * other than GET/HEAD 405. On failure returns a negative PR_E* and a reason
+ * other than GET/HEAD (POST for a POST route) 405. On failure returns a negative PR_E* and a reason
  * ("http.listen 127.0.0.1:9464: Address already in use"). */
 int pr__http_start(const char *listen, const pr__http_route *routes, size_t n_routes, pr_http **out,
                    char *errstr, size_t errstr_size);

@@ -446,7 +446,8 @@ typedef struct pr_engine_stats {
     uint64_t blocks;
     uint64_t undecided_oov; /* shared vocabulary with eviction: values mapped to OOV
                              * because the log had not given them an index
-                             * (pr_engine_vocab_set_undecided_oov) */
+                             * (pr_engine_vocab_set_undecided_oov); serving:
+                             * values without an index (pr_engine_vocab_serve) */
 } pr_engine_stats;
 
 /* Compile `spec` (copied) for the chosen backend. On failure returns NULL and
@@ -627,6 +628,16 @@ int pr_engine_vocab_set_shared(pr_engine *eng, bool shared, char *errstr, size_t
  * could not keep in a full table. Columns without eviction are not
  * affected. Errors as pr_engine_vocab_set_shared. */
 int pr_engine_vocab_set_undecided_oov(pr_engine *eng, bool on, char *errstr, size_t errstr_size);
+
+/* Serving (`piperec transform`, `piperec serve`): from now on processing
+ * only looks up, for good. Every value gets the index a row would get from
+ * the vocabulary as loaded; a value without one (unseen, still below
+ * min_count, or past a full table) gets PR_INDEX_OOV under profile default
+ * and `unseen` under profile dlrm (which has no OOV index), counted in
+ * pr_engine_stats.undecided_oov. Nothing in the vocabulary changes: not its
+ * indices, counts or eviction statistics. 0 (also for a pipeline without
+ * vocab); PR_ENOTSUP for a backend that cannot, PR_EINVAL for unseen < 0. */
+int pr_engine_vocab_serve(pr_engine *eng, int64_t unseen, char *errstr, size_t errstr_size);
 
 /* Called for every occurrence (in row order within a column, block chunk by
  * chunk) of a value without an index in a column with room left (or one that

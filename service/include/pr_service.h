@@ -303,4 +303,103 @@ int pr_offline_fit(const pr_feature_schema *schema, const pr_source_cfg *source,
                    const char *pipeline, const char *input, FILE *out, pr_fit_result *res,
                    char *errstr, size_t errstr_size);
 
+/* ---------------------------------------------------------------- transform
+ *
+ * The row each event becomes, with the vocabulary as it stands, for a model
+ * in serving or a held-out set (service/transform.c; `piperec transform`,
+ * `piperec serve`): the pipeline's own decoder (source.format) and engine,
+ * the engine's vocabulary frozen by pr_engine_vocab_serve (a known id gets
+ * its index; one without gets OOV, under profile dlrm `unseen`; nothing is
+ * added). schema.filter and schema.downsample do not apply, and a record
+ * without its own event time is timed when its block starts.
+ *
+ * Output: one JSON line per event, in input order: {"labels":{..},
+ * "dense":{..},"sparse":{..}[,"weights":{..}]} for a row (a single-valued
+ * sparse feature a number, a list or a dense vector an array), or
+ * {"error":REASON,"detail":".."} for an event the decoder rejected
+ * (pr_decode_reason_name). Lines come out in blocks: pr_transform_event may
+ * write the lines of earlier events when its block fills, and
+ * pr_transform_flush writes the rest.
+ *
+ * One pr_transform belongs to one thread at a time, as does its engine. */
+typedef struct pr_transform pr_transform;
+
+typedef struct pr_transform_opts {
+    const pr_pipeline_cfg *pc; /* borrowed: outlives the transform */
+    pr_engine *eng;            /* borrowed: pc's engine spec, the vocabulary loaded */
+    int64_t unseen;            /* profile dlrm: the index of an id without one (>= 0) */
+} pr_transform_opts;
+
+typedef struct pr_transform_counts {
+    uint64_t events, rows, rejected;
+    uint64_t unseen; /* ids that had no index (OOV, or `unseen` under dlrm) */
+    uint64_t by_reason[PR_DEC__COUNT];
+} pr_transform_counts;
+
+/* 0 or a negative PR_E* with errstr (PR_ENOTSUP: the engine backend cannot
+ * serve; PR_EINVAL: a decoder that cannot be built). */
+int pr_transform_new(const pr_transform_opts *o, pr_transform **out, char *errstr,
+                     size_t errstr_size);
+/* One record of the source format (a JSON line, a Criteo line, an Avro or
+ * Protobuf message as on Kafka). A rejected record is not an error: it gets
+ * its error line. PR_EAGAIN: the record cannot be read yet (the schema
+ * registry is down). */
+int pr_transform_event(pr_transform *t, const void *rec, size_t len, pr_mbuf *out, char *errstr,
+                       size_t errstr_size);
+int pr_transform_flush(pr_transform *t, pr_mbuf *out, char *errstr, size_t errstr_size);
+/* Another engine of the same pipeline (a reloaded vocabulary), put into
+ * serving mode; the old one is the caller's to free. Between flushes only. */
+int pr_transform_set_engine(pr_transform *t, pr_engine *eng, char *errstr, size_t errstr_size);
+void pr_transform_get_counts(const pr_transform *t, pr_transform_counts *c);
+void pr_transform_free(pr_transform *t); /* NULL ok; not the engine */
+
+/* How records follow each other in a body or a file: `lines` (one a line,
+ * a trailing CR dropped, blank lines skipped: json, criteo_tsv),
+ * `delimited` (each an unsigned LEB128 length and its bytes, as `piperec
+ * process` reads avro and protobuf files), `single` (all of it is one). */
+typedef enum pr_framing {
+    PR_FRAMING_LINES,
+    PR_FRAMING_DELIMITED,
+    PR_FRAMING_SINGLE,
+    PR_FRAMING__COUNT
+} pr_framing;
+extern const char *const pr_framing_names[PR_FRAMING__COUNT];
+pr_framing pr_framing_default(pr_msg_format fmt); /* lines for json and criteo_tsv */
+/* The record at buf[*at, len): 1 with rec/n and *at past it, 0 at the end,
+ * PR_EINVAL with errstr for a bad or truncated length. */
+int pr_framing_next(pr_framing fr, const char *buf, size_t len, size_t *at, const char **rec,
+                    size_t *n, char *errstr, size_t errstr_size);
+
+/* ---------------------------------------------------------------- serve
+ *
+ * `piperec serve` (service/serve.c): the transform behind HTTP, on its own
+ * listener: POST /v1/transform (the body's events, framed `lines`,
+ * `delimited` or `single`: query `framing`, default lines for json and
+ * criteo_tsv, delimited otherwise; 200 with one JSON line per event, 400
+ * for a broken framing, 413 over 64 MiB, 503 when a record cannot be read
+ * yet), GET /healthz, /metrics, /v1/status. Requests are answered one at a
+ * time. The caller loads the vocabulary into an engine and hands it over
+ * (pr_serve_start, pr_serve_swap: the serve owns it from then on). */
+typedef struct pr_serve pr_serve;
+
+typedef struct pr_serve_opts {
+    const pr_pipeline_cfg *pc;               /* borrowed */
+    const char *listen;                      /* host:port; port 0 picks one (pr_serve_port) */
+    const char *tls_cert, *tls_key, *tls_ca; /* HTTPS when tls_cert is set (as http.tls) */
+    int64_t unseen;                          /* pr_transform_opts.unseen */
+    const char *vocab_source;                /* for /v1/status: where the vocabulary comes from */
+} pr_serve_opts;
+
+/* Takes `eng` (freed on failure too). 0 or a negative PR_E* with errstr. */
+int pr_serve_start(const pr_serve_opts *o, pr_engine *eng, pr_serve **out, char *errstr,
+                   size_t errstr_size);
+uint16_t pr_serve_port(const pr_serve *s);
+/* A reloaded vocabulary's engine in place of the one in use, between two
+ * requests; takes `eng` (freed when it is refused). */
+int pr_serve_swap(pr_serve *s, pr_engine *eng, char *errstr, size_t errstr_size);
+/* A reload that failed: counted, and `why` shown in /v1/status. */
+void pr_serve_load_failed(pr_serve *s, const char *why);
+void pr_serve_get_counts(pr_serve *s, pr_transform_counts *c);
+void pr_serve_stop(pr_serve *s); /* NULL ok */
+
 #endif

@@ -62,8 +62,8 @@ static void test_routes(void **state)
 {
     (void)state;
     int calls = 0;
-    pr__http_route routes[] = {{"/metrics", h_hello, &calls, NULL},
-                               {"/readyz", h_down, NULL, NULL}};
+    pr__http_route routes[] = {{"/metrics", h_hello, &calls, NULL, NULL},
+                               {"/readyz", h_down, NULL, NULL, NULL}};
     pr_http *h = NULL;
     char err[256];
     assert_int_equal(pr__http_start("127.0.0.1:0", routes, 2, &h, err, sizeof(err)), 0);
@@ -179,7 +179,7 @@ static void test_https(void **state)
     if (!pr__http_tls_supported())
         fail_msg("libmicrohttpd without TLS: http.tls cannot work");
     int calls = 0;
-    pr__http_route routes[] = {{"/metrics", h_hello, &calls, NULL}};
+    pr__http_route routes[] = {{"/metrics", h_hello, &calls, NULL, NULL}};
     pr__http_tls tls = {cpath("server.crt"), cpath("server.key"), NULL};
     pr_http *h = NULL;
     char err[256], args[512];
@@ -205,7 +205,7 @@ static void test_https_client_certs(void **state)
 {
     (void)state;
     int calls = 0;
-    pr__http_route routes[] = {{"/metrics", h_hello, &calls, NULL}};
+    pr__http_route routes[] = {{"/metrics", h_hello, &calls, NULL, NULL}};
     pr__http_tls tls = {cpath("server.crt"), cpath("server.key"), cpath("ca.crt")};
     pr_http *h = NULL;
     char err[256], args[512];

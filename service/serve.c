@@ -1,0 +1,289 @@
+/*
+ * serve.c — `piperec serve`: the transform (transform.c) behind HTTP, for a
+ * model server that asks for the rows of the events it scores
+ * (pr_service.h, "serve").
+ *
+ * Why a server and not a library call: the decoder, the operators and the
+ * vocabulary are piperec's, in C, with the vocabulary as large as the
+ * training side made it; a serving stack in any language posts the events
+ * it has (JSON, Avro, Protobuf as they are on Kafka) and reads JSON rows
+ * back, and a vocabulary that grows in training reaches it by reload, not by
+ * a rebuild of the serving code.
+ *
+ * Routes (the service's HTTP listener, pr_http.h; one thread, requests in
+ * turn): POST /v1/transform (events in, one JSON line per event out),
+ * GET /healthz, /metrics (Prometheus text), /v1/status (JSON). The
+ * transform and its engine are under `mu`: a request and a reload's swap
+ * never overlap, so a request sees one vocabulary from start to end.
+ *
+ * Framing of a request body (query `framing`, default by source.format):
+ * `lines` (json, criteo_tsv: one record a line, blank lines skipped),
+ * `delimited` (avro, protobuf, protobuf_event[_batch]: each record an
+ * unsigned LEB128 length and its bytes, as `piperec process` reads files),
+ * or `single` (the body is one record: a pretty-printed JSON object, one
+ * Protobuf message).
+ */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pr_http.h"
+#include "pr_metrics.h"
+#include "pr_service.h"
+
+static const double pr__req_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                        0.05,   0.1,   0.25,   0.5,   1,    2.5};
+
+struct pr_serve {
+    pr_serve_opts o;
+    pr_http *http;
+    pthread_mutex_t mu; /* the transform, its engine, the counters below */
+    pr_transform *tr;
+    pr_engine *eng;
+    uint64_t requests[3]; /* answered 2xx, 4xx, 5xx */
+    uint64_t loads, load_failures;
+    int64_t loaded_ms; /* wall time of the vocabulary's last load */
+    char load_error[512];
+    pr_histogram req_s;
+};
+
+/* ---------------------------------------------------------------- transform */
+
+/* The body's events through the transform (under mu). The HTTP status. */
+static int pr__transform_body(pr_serve *s, pr_framing fr, const char *body, size_t len,
+                              pr_mbuf *out)
+{
+    char err[1024], err2[1024];
+    const char *rec;
+    size_t n, at = 0;
+    int got, rc = 0;
+    /* The framing first, whole: a broken body is refused before any event. */
+    while ((got = pr_framing_next(fr, body, len, &at, &rec, &n, err, sizeof(err))) == 1)
+        ;
+    if (got < 0) {
+        pr_mbuf_printf(out, "framing %s: %s\n", pr_framing_names[fr], err);
+        return 400;
+    }
+    at = 0;
+    while (!rc && pr_framing_next(fr, body, len, &at, &rec, &n, err, sizeof(err)) == 1)
+        rc = pr_transform_event(s->tr, rec, n, out, err, sizeof(err));
+    int frc = pr_transform_flush(s->tr, out, err2, sizeof(err2));
+    if (!rc && frc) {
+        rc = frc;
+        memcpy(err, err2, sizeof(err));
+    }
+    if (!rc)
+        return 200;
+    pr_mbuf_reset(out);
+    pr_mbuf_printf(out, "%s\n", err);
+    return rc == PR_EINVAL ? 400 : rc == PR_EAGAIN ? 503 : 500;
+}
+
+static int pr__h_transform(void *opaque, const pr__http_query *q, const char *body, size_t len,
+                           pr_mbuf *out, const char **ctype)
+{
+    pr_serve *s = opaque;
+    const char *fq = pr__http_query_get(q, "framing");
+    pr_framing fr = pr_framing_default((pr_msg_format)s->o.pc->source.format);
+    if (fq) {
+        int k = 0;
+        while (k < PR_FRAMING__COUNT && strcmp(fq, pr_framing_names[k]))
+            k++;
+        if (k == PR_FRAMING__COUNT) {
+            pr_mbuf_printf(out, "framing '%s': one of lines, delimited, single\n", fq);
+            pthread_mutex_lock(&s->mu);
+            s->requests[1]++;
+            pthread_mutex_unlock(&s->mu);
+            return 400;
+        }
+        fr = (pr_framing)k;
+    }
+    int64_t t0 = pr_mono_ns();
+    pthread_mutex_lock(&s->mu);
+    int status = pr__transform_body(s, fr, body, len, out);
+    s->requests[status / 100 == 2 ? 0 : status / 100 == 4 ? 1 : 2]++;
+    pthread_mutex_unlock(&s->mu);
+    pr_histogram_observe(&s->req_s, (double)(pr_mono_ns() - t0) / 1e9);
+    if (status == 200)
+        *ctype = "application/x-ndjson";
+    return status;
+}
+
+/* ---------------------------------------------------------------- views */
+
+static int pr__h_healthz(void *opaque, pr_mbuf *out, const char **ctype)
+{
+    (void)opaque, (void)ctype;
+    pr_mbuf_puts(out, "ok\n");
+    return 200;
+}
+
+static void pr__metrics_counts(pr_mbuf *mb, const pr_transform_counts *c)
+{
+    pr__metric_single(mb, "piperec_serve_events_total", PR_METRIC_COUNTER,
+                      "Events received by POST /v1/transform.", (double)c->events);
+    pr__metric_single(mb, "piperec_serve_rows_total", PR_METRIC_COUNTER,
+                      "Events answered with a row.", (double)c->rows);
+    pr__metric_family(mb, "piperec_serve_rejected_total", PR_METRIC_COUNTER,
+                      "Events answered with an error line, by reason.");
+    for (int r = 1; r < PR_DEC__COUNT; r++) {
+        pr_label l = {"reason", pr_decode_reason_name(r)};
+        pr__metric_sample(mb, "piperec_serve_rejected_total", &l, 1, (double)c->by_reason[r]);
+    }
+    pr__metric_single(mb, "piperec_serve_unseen_ids_total", PR_METRIC_COUNTER,
+                      "Ids without an index in the vocabulary (answered OOV, or --unseen under "
+                      "profile dlrm).",
+                      (double)c->unseen);
+}
+
+static int pr__h_metrics(void *opaque, pr_mbuf *out, const char **ctype)
+{
+    pr_serve *s = opaque;
+    pr_transform_counts c;
+    pthread_mutex_lock(&s->mu);
+    pr_transform_get_counts(s->tr, &c);
+    uint64_t req[3] = {s->requests[0], s->requests[1], s->requests[2]};
+    uint64_t loads = s->loads, fails = s->load_failures;
+    int64_t loaded_ms = s->loaded_ms;
+    pthread_mutex_unlock(&s->mu);
+    pr__metric_family(out, "piperec_serve_requests_total", PR_METRIC_COUNTER,
+                      "POST /v1/transform requests, by HTTP status class.");
+    static const char *const cls[3] = {"2xx", "4xx", "5xx"};
+    for (int i = 0; i < 3; i++) {
+        pr_label l = {"code", cls[i]};
+        pr__metric_sample(out, "piperec_serve_requests_total", &l, 1, (double)req[i]);
+    }
+    pr_hist_snapshot hs;
+    pr_histogram_snapshot(&s->req_s, &hs);
+    pr__metric_family(out, "piperec_serve_request_seconds", PR_METRIC_HISTOGRAM,
+                      "Time to answer a POST /v1/transform, waiting for another included.");
+    pr__metric_histogram(out, "piperec_serve_request_seconds", NULL, 0, &hs);
+    pr__metrics_counts(out, &c);
+    pr__metric_single(out, "piperec_serve_vocab_loads_total", PR_METRIC_COUNTER,
+                      "Vocabulary loads (the first, and reloads that found it changed).",
+                      (double)loads);
+    pr__metric_single(out, "piperec_serve_vocab_load_failures_total", PR_METRIC_COUNTER,
+                      "Reloads that failed (the vocabulary loaded before stays in use).",
+                      (double)fails);
+    pr__metric_single(out, "piperec_serve_vocab_loaded_timestamp_seconds", PR_METRIC_GAUGE,
+                      "When the vocabulary in use was loaded (Unix time).",
+                      (double)loaded_ms / 1000.0);
+    pr__process_metrics(out);
+    *ctype = "text/plain; version=0.0.4; charset=utf-8";
+    return 200;
+}
+
+static int pr__h_status(void *opaque, pr_mbuf *out, const char **ctype)
+{
+    pr_serve *s = opaque;
+    pr_transform_counts c;
+    pthread_mutex_lock(&s->mu);
+    pr_transform_get_counts(s->tr, &c);
+    pr_mbuf_puts(out, "{\"pipeline\":");
+    pr_mbuf_json_str(out, s->o.pc->name);
+    pr_mbuf_printf(out, ",\"format\":\"%s\",\"profile\":\"%s\",\"unseen\":%" PRId64 ",\"vocab\":{",
+                   pr_msg_format_name(s->o.pc->source.format),
+                   pr_vocab_profile_name(s->o.pc->spec.profile), s->o.unseen);
+    pr_mbuf_puts(out, "\"source\":");
+    pr_mbuf_json_str(out, s->o.vocab_source ? s->o.vocab_source : "");
+    pr_mbuf_printf(out,
+                   ",\"loaded_ms\":%" PRId64 ",\"loads\":%" PRIu64 ",\"load_failures\":%" PRIu64
+                   ",\"last_error\":",
+                   s->loaded_ms, s->loads, s->load_failures);
+    pr_mbuf_json_str(out, s->load_error);
+    pr_mbuf_printf(out,
+                   "},\"events\":%" PRIu64 ",\"rows\":%" PRIu64 ",\"rejected\":%" PRIu64
+                   ",\"unseen_ids\":%" PRIu64 "}\n",
+                   c.events, c.rows, c.rejected, c.unseen);
+    pthread_mutex_unlock(&s->mu);
+    *ctype = "application/json";
+    return 200;
+}
+
+/* ---------------------------------------------------------------- life */
+
+int pr_serve_start(const pr_serve_opts *o, pr_engine *eng, pr_serve **out, char *errstr,
+                   size_t errstr_size)
+{
+    *out = NULL;
+    pr_serve *s = calloc(1, sizeof(*s));
+    if (!s) {
+        pr_engine_free(eng);
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "serve: out of memory");
+    }
+    s->o = *o;
+    s->eng = eng;
+    pthread_mutex_init(&s->mu, NULL);
+    pr_histogram_init(&s->req_s, pr__req_bounds, sizeof(pr__req_bounds) / sizeof(*pr__req_bounds));
+    pr_transform_opts to = {.pc = o->pc, .eng = eng, .unseen = o->unseen};
+    int rc = pr_transform_new(&to, &s->tr, errstr, errstr_size);
+    if (!rc) {
+        s->loads = 1;
+        s->loaded_ms = pr_clock_wall_ms(pr_clock_real());
+        const pr__http_route routes[] = {
+            {"/v1/transform", NULL, s, NULL, pr__h_transform},
+            {"/metrics", pr__h_metrics, s, NULL, NULL},
+            {"/healthz", pr__h_healthz, s, NULL, NULL},
+            {"/v1/status", pr__h_status, s, NULL, NULL},
+        };
+        pr__http_tls tls = {o->tls_cert, o->tls_key, o->tls_ca};
+        rc = pr__http_start_tls(o->listen, o->tls_cert ? &tls : NULL, routes,
+                                sizeof(routes) / sizeof(routes[0]), &s->http, errstr, errstr_size);
+    }
+    if (rc) {
+        pr_serve_stop(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+uint16_t pr_serve_port(const pr_serve *s)
+{
+    return pr__http_port(s->http);
+}
+
+int pr_serve_swap(pr_serve *s, pr_engine *eng, char *errstr, size_t errstr_size)
+{
+    pthread_mutex_lock(&s->mu);
+    pr_engine *old = s->eng;
+    int rc = pr_transform_set_engine(s->tr, eng, errstr, errstr_size);
+    if (!rc) {
+        s->eng = eng;
+        s->loads++;
+        s->loaded_ms = pr_clock_wall_ms(pr_clock_real());
+        s->load_error[0] = '\0';
+    }
+    pthread_mutex_unlock(&s->mu);
+    pr_engine_free(rc ? eng : old);
+    return rc;
+}
+
+void pr_serve_load_failed(pr_serve *s, const char *why)
+{
+    pthread_mutex_lock(&s->mu);
+    s->load_failures++;
+    snprintf(s->load_error, sizeof(s->load_error), "%s", why);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void pr_serve_get_counts(pr_serve *s, pr_transform_counts *c)
+{
+    pthread_mutex_lock(&s->mu);
+    pr_transform_get_counts(s->tr, c);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void pr_serve_stop(pr_serve *s)
+{
+    if (!s)
+        return;
+    pr__http_stop(s->http);
+    pr_transform_free(s->tr);
+    pr_engine_free(s->eng);
+    pr_histogram_fini(&s->req_s);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
