@@ -287,6 +287,7 @@ pr_json_decoder *pr_json_decoder_new(const pr_feature_schema *fs, char *errstr, 
         goto out_nomem;
     d->fs = fs;
     d->n_feat = fs->n_features;
+    d->weight = 1.0f; /* a weight label without a downsample (serving): 1 */
     for (uint32_t i = 0; i < fs->n_features; i++) {
         pr__jfeat *jf = &d->feat[i];
         jf->f = &fs->features[i];
