@@ -64,8 +64,8 @@ static void pr__serve_usage(FILE *f)
             "    GET /healthz, /metrics (Prometheus), /v1/status (JSON)\n"
             "  --listen (default " PR__SERVE_LISTEN "); HTTPS with the config's http.tls.\n"
             "  --reload-s S (default 60, 0 never): look at the vocabulary every S seconds and\n"
-            "           load it again when its files changed; requests use the old one until\n"
-            "           the new one is whole.\n"
+            "           load it again once its files changed and then held still for one\n"
+            "           look; requests use the old one until the new one is whole.\n"
             "  --vocab, --state, --unseen: as for piperec transform. SIGTERM or SIGINT stops.\n");
 }
 
@@ -325,7 +325,7 @@ static int pr__serve_loop(pr_cli_vocab *v, const pr__serve_args *a)
     pr_serve_opts so = {.pc = v->pc, .listen = a->listen, .unseen = a->unseen, .vocab_source = src};
     if (tls->enabled)
         so.tls_cert = tls->cert_file, so.tls_key = tls->key_file, so.tls_ca = tls->ca_file;
-    uint64_t stamp = pr__vocab_stamp(v, a->dir);
+    uint64_t stamp = pr__vocab_stamp(v, a->dir), seen = stamp;
     pr_engine *eng = NULL;
     int ret = pr__serve_load(v, a->config, a->dir, &eng);
     pr_serve *s = NULL;
@@ -347,12 +347,18 @@ static int pr__serve_loop(pr_cli_vocab *v, const pr__serve_args *a)
         if (!a->reload_s || pr_mono_ns() < next)
             continue;
         next = pr_mono_ns() + a->reload_s * 1000000000LL;
+        /* Load once the files changed and then held still for one look: a
+         * vocabulary being written (a `vocab export`, a copy) is not read half
+         * way. */
         uint64_t now = pr__vocab_stamp(v, a->dir);
-        if (now == stamp)
+        bool settled = now == seen;
+        seen = now;
+        if (now == stamp || !settled)
             continue;
         if (pr__serve_load(v, a->config, a->dir, &eng)) {
             pr_serve_load_failed(s, "the reload failed: see the log");
-            continue; /* the stamp stays: tried again at the next look */
+            seen = 0; /* the stamp stays: tried again once the files hold still */
+            continue;
         }
         if (pr_serve_swap(s, eng, err, sizeof(err))) {
             pr_serve_load_failed(s, err);
