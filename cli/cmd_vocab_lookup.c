@@ -471,7 +471,7 @@ static int pr__lookup_run(pr_cli_vocab *v, pr__lookup *lk, const char *config, c
     int ret;
     lk->pc = v->pc;
     lk->espec = &v->espec;
-    if ((ret = pr__lookup_prepare(lk, feature)) || (ret = pr_cli_vocab_load(v, config, input)))
+    if ((ret = pr_cli_vocab_load(v, config, input)) || (ret = pr__lookup_prepare(lk, feature)))
         return ret;
     uint64_t entries = 0;
     pr_engine_vocab_read(v->eng, lk->col, pr__count_cb, &entries);
