@@ -64,6 +64,7 @@ struct pr_transform {
     uint32_t given; /* block rows already given a slot */
     pr_mbuf details;
     int64_t *pos; /* [n_feat]: each feature's next value in out->side (declared) */
+    int *side;    /* [n_features]: pr_feature_side_index of each (declared) */
     bool failed;  /* out of memory in the reject callback */
     int64_t unseen;
     pr_transform_counts counts;
@@ -111,29 +112,47 @@ static void pr__on_reject(void *opaque, int reason, const char *detail, const ch
 
 /* ---------------------------------------------------------------- JSON */
 
-/* The shortest decimal that reads back as the same float32; null for a
- * value JSON cannot hold. */
+static void pr__json_i64(pr_mbuf *mb, int64_t v)
+{
+    char buf[24], *e = buf + sizeof(buf), *p = e;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do
+        *--p = (char)('0' + u % 10);
+    while (u /= 10);
+    if (v < 0)
+        *--p = '-';
+    pr_mbuf_append(mb, p, (size_t)(e - p));
+}
+
+/* The shortest decimal that reads back as the same float32 (an integer
+ * value as an integer); null for a value JSON cannot hold. */
 static void pr__json_f32(pr_mbuf *mb, float v)
 {
     if (!isfinite(v)) {
-        pr_mbuf_puts(mb, "null");
+        pr_mbuf_append(mb, "null", 4);
+        return;
+    }
+    if (fabsf(v) < 1e7f && v == (float)(int32_t)v && !(v == 0 && signbit(v))) {
+        pr__json_i64(mb, (int32_t)v);
         return;
     }
     char buf[32];
+    int n = 0;
     for (int prec = 6; prec <= 9; prec++) {
-        snprintf(buf, sizeof(buf), "%.*g", prec, (double)v);
+        n = snprintf(buf, sizeof(buf), "%.*g", prec, (double)v);
         if (strtof(buf, NULL) == v)
             break;
     }
-    pr_mbuf_puts(mb, buf);
+    pr_mbuf_append(mb, buf, (size_t)n);
 }
 
+/* ,"name": (names are [A-Za-z0-9_-], and NAME[c]: nothing to escape) */
 static void pr__json_key(pr_mbuf *mb, bool *first, const char *name)
 {
-    pr_mbuf_puts(mb, *first ? "" : ",");
+    pr_mbuf_append(mb, ",\"" + *first, *first ? 1 : 2);
     *first = false;
-    pr_mbuf_json_str(mb, name);
-    pr_mbuf_puts(mb, ":");
+    pr_mbuf_append(mb, name, strlen(name));
+    pr_mbuf_append(mb, "\":", 2);
 }
 
 /* Row r of a Criteo-layout output. */
@@ -154,7 +173,7 @@ static void pr__row_criteo(const pr_transform *t, uint32_t r, pr_mbuf *mb)
     first = true;
     for (uint32_t c = 0; c < s->n_sparse; c++) {
         pr__json_key(mb, &first, s->sparse[c].name);
-        pr_mbuf_printf(mb, "%lld", (long long)pr_out_index(o, c, r));
+        pr__json_i64(mb, pr_out_index(o, c, r));
     }
     pr_mbuf_puts(mb, "}}\n");
 }
@@ -195,7 +214,7 @@ static void pr__row_ids(pr_transform *t, uint32_t r, pr_mbuf *mb)
     pr_mbuf_puts(mb, ",\"sparse\":{");
     for (uint32_t i = 0; i < t->schema.n_features; i++) {
         const pr_feature_spec *f = &t->schema.features[i];
-        int fi = pr_feature_side_index(&t->schema, i);
+        int fi = t->side[i];
         if (fi < 0)
             continue;
         uint32_t n = (uint32_t)sd->lengths[(size_t)fi * sd->cap + r];
@@ -203,8 +222,11 @@ static void pr__row_ids(pr_transform *t, uint32_t r, pr_mbuf *mb)
         pr__json_key(mb, &first, f->name);
         bool list = f->kind == PR_FEAT_LIST;
         pr_mbuf_puts(mb, list ? "[" : "");
-        for (uint32_t k = 0; k < n; k++)
-            pr_mbuf_printf(mb, "%s%lld", k ? "," : "", (long long)v[k]);
+        for (uint32_t k = 0; k < n; k++) {
+            if (k)
+                pr_mbuf_append(mb, ",", 1);
+            pr__json_i64(mb, v[k]);
+        }
         pr_mbuf_puts(mb, list ? "]" : (n ? "" : "null"));
         any_w |= sd->weights && sd->weights[fi];
     }
@@ -213,7 +235,7 @@ static void pr__row_ids(pr_transform *t, uint32_t r, pr_mbuf *mb)
         first = true;
         pr_mbuf_puts(mb, ",\"weights\":{");
         for (uint32_t i = 0; i < t->schema.n_features; i++) {
-            int fi = pr_feature_side_index(&t->schema, i);
+            int fi = t->side[i];
             if (fi < 0 || !sd->weights[fi])
                 continue;
             uint32_t n = (uint32_t)sd->lengths[(size_t)fi * sd->cap + r];
@@ -412,12 +434,15 @@ static int pr__transform_blocks(pr_transform *t, char *errstr, size_t errstr_siz
         t->blk = pr_feature_block_new(&t->schema, PR__TR_CAP, true);
         t->out = pr_feature_out_new(&t->schema, PR__TR_CAP, width);
         t->pos = calloc(t->schema.n_features + 1, sizeof(*t->pos));
+        t->side = calloc(t->schema.n_features + 1, sizeof(*t->side));
+        for (uint32_t i = 0; t->side && i < t->schema.n_features; i++)
+            t->side[i] = pr_feature_side_index(&t->schema, i);
     } else {
         t->blk = pr_block_new(s->n_dense, s->n_sparse, PR__TR_CAP, true);
         t->out = pr_out_new(s->n_dense, s->n_sparse, PR__TR_CAP, width);
         t->ctx.parse_hex = pr_decode_want_parse_hex(s);
     }
-    if (!t->blk || !t->out || (t->declared && !t->pos))
+    if (!t->blk || !t->out || (t->declared && (!t->pos || !t->side)))
         return pr_seterr(errstr, errstr_size, PR_ENOMEM, "transform: out of memory");
     return 0;
 }
@@ -481,6 +506,7 @@ void pr_transform_free(pr_transform *t)
     pr_out_free(t->out);
     free(t->slots);
     free(t->pos);
+    free(t->side);
     pr_mbuf_fini(&t->details);
     free(t);
 }

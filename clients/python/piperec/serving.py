@@ -1,0 +1,213 @@
+"""piperec.serving — the model server's side of ``piperec serve``
+(docs/serving.md): a request's events in, the batch the model was trained
+on out.
+
+A model trained on ``StreamDataset`` / ``FileDataset`` batches takes a
+``StreamBatch``; ``ServeClient.batch(events)`` builds one from
+``piperec serve``'s rows, laid out exactly as training lays it out: a
+declared schema's jagged batch (``labels`` float32 [B, n_labels], ``dense``
+float32 [B, n_dense] with a vector's NAME[c] columns, ``sparse_features`` a
+KeyedJaggedTensor or JaggedSparse key-major with the true lengths and the
+weights of weighted lists), or the Criteo layout (``sparse`` int64 [B, 26]).
+So the model's forward, ``embedding_bag_inputs()`` and ``dense_feature()``
+are the same code in training and in serving, and no feature is rebuilt in
+the serving stack.
+
+``ServeClient`` keeps one HTTP/1.1 connection (standard library only) and
+reconnects once when the server closed it. ``rows()`` returns the rows as
+dicts (numpy-only code can stop there); ``rows_to_batch()`` turns rows (from
+``rows()`` or from ``piperec transform``'s output) into a StreamBatch and
+needs torch.
+"""
+
+import http.client
+import json
+import urllib.parse
+
+
+class TransformError(ValueError):
+    """Events piperec rejected: ``errors`` is [(index, reason, detail)], the
+    index into the events given (the reason as in rejects.tsv)."""
+
+    def __init__(self, errors):
+        self.errors = errors
+        first = errors[0]
+        super().__init__("%d event(s) rejected; event %d: %s (%s)" % (
+            len(errors), first[0], first[1], first[2]))
+
+
+def _varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def encode_events(events, framing):
+    """The request body of ``events`` (dicts are JSON-encoded, str encoded
+    UTF-8, bytes taken as one record each) in ``framing``: "lines" joins
+    them with newlines, "delimited" prefixes each with its LEB128 length."""
+    recs = []
+    for e in events:
+        if isinstance(e, (bytes, bytearray, memoryview)):
+            recs.append(bytes(e))
+        elif isinstance(e, str):
+            recs.append(e.encode())
+        else:
+            recs.append(json.dumps(e, separators=(",", ":")).encode())
+    if framing == "lines":
+        for r in recs:
+            if b"\n" in r:
+                raise ValueError("a record with a newline cannot go in lines framing")
+        return b"".join(r + b"\n" for r in recs)
+    if framing == "delimited":
+        return b"".join(_varint(len(r)) + r for r in recs)
+    raise ValueError("framing %r: lines or delimited" % (framing,))
+
+
+class ServeClient:
+    """A client of one ``piperec serve`` (``url``: http://HOST:PORT)."""
+
+    def __init__(self, url="http://127.0.0.1:9470", timeout=10.0):
+        u = urllib.parse.urlsplit(url)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ValueError("url %r: http://HOST:PORT" % (url,))
+        self._https = u.scheme == "https"
+        self._host, self._port = u.hostname, u.port or (443 if self._https else 80)
+        self._timeout = timeout
+        self._conn = None
+        self._status = None
+
+    def _connect(self):
+        cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+        self._conn = cls(self._host, self._port, timeout=self._timeout)
+
+    def _request(self, method, path, body=None):
+        for attempt in (0, 1):
+            if self._conn is None:
+                self._connect()
+            try:
+                self._conn.request(method, path, body)
+                r = self._conn.getresponse()
+                data = r.read()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                self._conn.close()
+                self._conn = None
+                if attempt:
+                    raise
+                continue
+            if r.status != 200:
+                raise RuntimeError("piperec serve: %s %s: HTTP %d: %s" % (
+                    method, path, r.status, data.decode(errors="replace").strip()))
+            return data
+        raise AssertionError("unreachable")
+
+    def status(self):
+        """GET /v1/status as a dict (pipeline, format, profile, vocab, counts)."""
+        return json.loads(self._request("GET", "/v1/status"))
+
+    def _format(self):
+        if self._status is None:
+            self._status = self.status()
+        return self._status["format"]
+
+    def rows(self, events, framing=None):
+        """One dict per event, in order: a row ({"labels", "dense", "sparse"
+        [, "weights"]}) or {"error", "detail"} for an event piperec
+        rejected. framing: "lines" (JSON, Criteo TSV) or "delimited" (Avro,
+        Protobuf records as bytes); default by the pipeline's format."""
+        fmt = self._format()
+        if framing is None:
+            framing = "lines" if fmt in ("json", "criteo_tsv") else "delimited"
+        body = encode_events(events, framing)
+        data = self._request("POST", "/v1/transform?framing=" + framing, body)
+        return [json.loads(l) for l in data.splitlines()]
+
+    def batch(self, events, framing=None, sparse_format=None):
+        """The events as one StreamBatch laid out as training batches are
+        (rows_to_batch); raises TransformError when piperec rejected some."""
+        layout = "criteo" if self._format() == "criteo_tsv" else "jagged"
+        return rows_to_batch(self.rows(events, framing), layout, sparse_format)
+
+    def close(self):
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def _dense_columns(row):
+    names, values = [], []
+    for k, v in row["dense"].items():
+        if isinstance(v, list):
+            names += ["%s[%d]" % (k, c) for c in range(len(v))]
+            values += v
+        else:
+            names.append(k)
+            values.append(v)
+    return names, values
+
+
+def _nan(v):
+    return float("nan") if v is None else v
+
+
+def rows_to_batch(rows, layout="jagged", sparse_format=None):
+    """A StreamBatch of rows from ``piperec serve`` or ``piperec transform``:
+    layout "jagged" (a declared schema) or "criteo" (the Criteo layout);
+    sparse_format as StreamDataset's ("triple": JaggedSparse even with
+    torchrec). Raises TransformError when a row is an error."""
+    import torch
+
+    from piperec import torch as pt
+    errors = [(i, r["error"], r.get("detail", "")) for i, r in enumerate(rows) if "error" in r]
+    if errors:
+        raise TransformError(errors)
+    if not rows:
+        raise ValueError("no rows")
+    n = len(rows)
+    keys = list(rows[0]["sparse"])
+    out = pt.StreamBatch()
+    if layout == "criteo":
+        out.labels = torch.tensor([float(r["labels"].get("label", 0)) for r in rows],
+                                  dtype=torch.float32)
+        out.dense = torch.tensor([list(r["dense"].values()) for r in rows], dtype=torch.float32)
+        values = torch.tensor([[r["sparse"][k] for r in rows] for k in keys],
+                              dtype=torch.int64).reshape(-1)
+        lengths = torch.ones(len(keys) * n, dtype=torch.int32)
+        out.sparse = values.view(len(keys), n).t()
+        out.sparse_features = pt._sparse_features(sparse_format, keys, values, lengths)
+        out.jagged, out.label_names, out.dense_names, out.weighted_keys = False, [], [], []
+    elif layout == "jagged":
+        out.label_names = list(rows[0]["labels"])
+        out.labels = torch.tensor([[_nan(r["labels"][k]) for k in out.label_names] for r in rows],
+                                  dtype=torch.float32).reshape(n, len(out.label_names))
+        out.dense_names, _ = _dense_columns(rows[0])
+        out.dense = torch.tensor([[_nan(v) for v in _dense_columns(r)[1]] for r in rows],
+                                 dtype=torch.float32).reshape(n, len(out.dense_names))
+        out.weighted_keys = list(rows[0].get("weights", {}))
+        vals, lens, wts = [], [], []
+        for k in keys:
+            for r in rows:
+                v = r["sparse"][k]
+                v = v if isinstance(v, list) else [] if v is None else [v]
+                vals += v
+                lens.append(len(v))
+                w = r.get("weights", {}).get(k)
+                wts += w if w is not None else [1.0] * len(v)
+        values = torch.tensor(vals, dtype=torch.int64)
+        lengths = torch.tensor(lens, dtype=torch.int32)
+        weights = torch.tensor(wts, dtype=torch.float32) if out.weighted_keys else None
+        out.sparse = None
+        out.sparse_features = pt._sparse_features(sparse_format, keys, values, lengths,
+                                                  weights=weights)
+        out.jagged = True
+    else:
+        raise ValueError("layout %r: jagged or criteo" % (layout,))
+    out.keys = keys
+    out.vocab_sizes, out.feature_tables, out.recycled, out.offsets = [], [], [], []
+    out.endpoint, out.epoch, out.sequence, out.rows, out.replica = None, None, 0, n, ""
+    out._ring = out._ring_token = None
+    return out
