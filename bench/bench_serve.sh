@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench/bench_serve.sh — `make bench` step 4h: the serving transform
+# bench/bench_serve.sh — `make bench` step 4j: the serving transform
 # (docs/serving.md) against `piperec process` on the same events.
 #
 # Events: examples/clickstream.yaml's (`piperec gen --format json`,
@@ -36,7 +36,7 @@ CS="$HERE/../examples/clickstream.yaml"
 
 now() { date +%s.%N; }
 
-echo "== 4h. serving transform: $ROWS events, transform vs process, serve over HTTP" >&2
+echo "== 4j. serving transform: $ROWS events, transform vs process, serve over HTTP" >&2
 "$PIPEREC" gen --format json --rows "$ROWS" --seed 7 --output "$TMP/cs.jsonl" 2>/dev/null
 "$PIPEREC" gen --rows "$ROWS" --seed 7 --output "$TMP/criteo.tsv" 2>/dev/null
 

@@ -52,6 +52,10 @@
 #      an offline run (BENCH_VI_ROWS, default 100K events) against the same
 #      vocabulary built by streaming the events through a replica (the same
 #      values checked); seconds, ratios, the rebuild from the log
+#   4j. bench/bench_serve.sh: the serving transform (BENCH_SV_ROWS, default
+#      200K events, clickstream and Criteo) against `piperec process` at one
+#      thread, and `piperec serve` over HTTP at 1, 16 and 256 events a
+#      request (requests/s, events/s, p50/p99); ratios
 #   5. the pandas/numpy baseline (bench/baseline_pandas.py, one core) on the
 #      first BENCH_BASELINE_ROWS rows (default 300K; it is ~100x slower),
 #      checked against piperec's output for the same rows
@@ -171,6 +175,7 @@ BENCH_TMP=${BENCH_TMP:-/tmp} sh "$HERE/bench_weights.sh" "$BUILD" | collect
 BENCH_TMP=${BENCH_TMP:-/tmp} sh "$HERE/bench_maps.sh" "$BUILD" | collect
 BENCH_TMP=${BENCH_TMP:-/tmp} sh "$HERE/bench_tables.sh" "$BUILD" | collect
 BENCH_TMP=${BENCH_TMP:-/tmp} sh "$HERE/bench_vocab_import.sh" "$BUILD" | collect
+BENCH_TMP=${BENCH_TMP:-/tmp} sh "$HERE/bench_serve.sh" "$BUILD" | collect
 
 echo "== 5. pandas baseline: $BASE_ROWS rows, 1 core" >&2
 head -n "$BASE_ROWS" "$TMP/data.tsv" > "$TMP/slice.tsv"
