@@ -28,6 +28,7 @@
 #include "pr_cli.h"
 #include "pr_log.h"
 #include "pr_service.h"
+#include "pr_vocab.h"
 
 #define PR__SERVE_LISTEN "127.0.0.1:9470"
 #define PR__FLUSH_BYTES  (1u << 20) /* transform: write the output in pieces this large */
@@ -56,7 +57,8 @@ static void pr__transform_usage(FILE *f)
 static void pr__serve_usage(FILE *f)
 {
     fprintf(f,
-            "usage: piperec serve [--config FILE] [--pipeline P] [--vocab DIR | --state DIR]\n"
+            "usage: piperec serve [--config FILE] [--pipeline P]\n"
+            "                     [--vocab DIR | --state DIR | --from-log]\n"
             "                     [--listen HOST:PORT] [--reload-s S] [--unseen INDEX]\n"
             "  `piperec transform` over HTTP, for a model server:\n"
             "    POST /v1/transform   events in the body (?framing=lines|delimited|single),\n"
@@ -66,6 +68,8 @@ static void pr__serve_usage(FILE *f)
             "  --reload-s S (default 60, 0 never): look at the vocabulary every S seconds and\n"
             "           load it again once its files changed and then held still for one\n"
             "           look; requests use the old one until the new one is whole.\n"
+            "  --from-log: a pipeline with vocab_log: follow the shared vocabulary log as a\n"
+            "           replica does, never writing it; new indices apply between requests.\n"
             "  --vocab, --state, --unseen: as for piperec transform. SIGTERM or SIGINT stops.\n");
 }
 
@@ -313,26 +317,136 @@ static int pr__serve_load(pr_cli_vocab *v, const char *config, const char *dir, 
 typedef struct pr__serve_args {
     const char *config, *dir, *listen;
     int64_t unseen, reload_s;
+    bool from_log;
 } pr__serve_args;
+
+/* --from-log: the shared vocabulary log, read as a replica reads it but
+ * never written, its records applied between requests. */
+typedef struct pr__serve_log {
+    pr_vocablog *vl;
+    int64_t unseen;
+    int rc;
+    char err[1024];
+} pr__serve_log;
+
+static void pr__log_poll(void *opaque, pr_engine *eng)
+{
+    (void)eng;
+    pr__serve_log *lg = opaque;
+    lg->rc = pr_vocablog_poll(lg->vl, 0, lg->err, sizeof(lg->err));
+}
+
+/* The log closed (which unfreezes the engine), the engine frozen again. */
+static void pr__log_close(void *opaque, pr_engine *eng)
+{
+    pr__serve_log *lg = opaque;
+    pr_vocablog_free(lg->vl);
+    lg->vl = NULL;
+    lg->rc = pr_engine_vocab_serve(eng, lg->unseen, lg->err, sizeof(lg->err));
+}
+
+/* A fresh engine caught up with the log into *eng, the log into lg: the
+ * exit code. */
+static int pr__serve_log_open(pr_cli_vocab *v, pr__serve_log *lg, pr_engine **eng)
+{
+    char err[1024];
+    if (!v->pc->vocab_log.enabled) {
+        fprintf(stderr, "piperec serve: --from-log: pipeline %s has no vocab_log section\n",
+                v->pc->name);
+        return 2;
+    }
+    if (!(*eng = pr_engine_new(&v->espec, &v->eo, err, sizeof(err)))) {
+        fprintf(stderr, "piperec serve: %s\n", err);
+        return 1;
+    }
+    pr_vocablog_opts o = {.cfg = &v->pc->vocab_log,
+                          .pipeline = v->pc->name,
+                          .replica = "piperec-serve",
+                          .eng = *eng,
+                          .read_only = true};
+    int rc = pr_vocablog_new(&o, &lg->vl, err, sizeof(err));
+    if (rc) {
+        fprintf(stderr, "piperec serve: pipeline %s: %s\n", v->pc->name, err);
+        pr_engine_free(*eng);
+        *eng = NULL;
+        return pr_cli_exit_code(rc);
+    }
+    return 0;
+}
+
+/* Between two looks at the signals: the log's new records applied, or
+ * the vocabulary's files looked at (and loaded once they held still). */
+typedef struct pr__serve_watch {
+    uint64_t stamp, seen;
+    int64_t next_ns;
+} pr__serve_watch;
+
+static void pr__serve_tick(pr_cli_vocab *v, const pr__serve_args *a, pr_serve *s, pr__serve_log *lg,
+                           pr__serve_watch *w, const char *src)
+{
+    char err[1024];
+    if (lg->vl) {
+        pr_serve_locked(s, pr__log_poll, lg);
+        if (lg->rc) {
+            pr_warn("serve: vocabulary log: %s", lg->err);
+            pr_serve_load_failed(s, lg->err);
+        }
+        pr_vocablog_stats st;
+        pr_vocablog_get_stats(lg->vl, &st);
+        pr_serve_set_log_position(s, st.applied_offset, st.end_offset);
+        return;
+    }
+    if (!a->reload_s || pr_mono_ns() < w->next_ns)
+        return;
+    w->next_ns = pr_mono_ns() + a->reload_s * 1000000000LL;
+    /* Load once the files changed and then held still for one look: a
+     * vocabulary being written (a `vocab export`, a copy) is not read half
+     * way. */
+    uint64_t now = pr__vocab_stamp(v, a->dir);
+    bool settled = now == w->seen;
+    w->seen = now;
+    if (now == w->stamp || !settled)
+        return;
+    pr_engine *eng = NULL;
+    if (pr__serve_load(v, a->config, a->dir, &eng)) {
+        pr_serve_load_failed(s, "the reload failed: see the log");
+        w->seen = 0; /* the stamp stays: tried again once the files hold still */
+        return;
+    }
+    if (pr_serve_swap(s, eng, err, sizeof(err))) {
+        pr_serve_load_failed(s, err);
+        return;
+    }
+    w->stamp = now;
+    pr_info("serve: vocabulary reloaded from %s", src);
+}
 
 static int pr__serve_loop(pr_cli_vocab *v, const pr__serve_args *a)
 {
     char err[1024], src[4300];
     sigset_t sigs;
     pr_cli_block_signals(&sigs);
-    snprintf(src, sizeof(src), "%s %s", a->dir ? "vocab" : "state", a->dir ? a->dir : v->state);
+    if (a->from_log)
+        snprintf(src, sizeof(src), "log %s", v->pc->vocab_log.topic);
+    else
+        snprintf(src, sizeof(src), "%s %s", a->dir ? "vocab" : "state", a->dir ? a->dir : v->state);
     const pr_http_tls_cfg *tls = &v->cfg->http.tls;
     pr_serve_opts so = {.pc = v->pc, .listen = a->listen, .unseen = a->unseen, .vocab_source = src};
     if (tls->enabled)
         so.tls_cert = tls->cert_file, so.tls_key = tls->key_file, so.tls_ca = tls->ca_file;
-    uint64_t stamp = pr__vocab_stamp(v, a->dir), seen = stamp;
+    pr__serve_watch w = {.stamp = a->from_log ? 0 : pr__vocab_stamp(v, a->dir)};
+    w.seen = w.stamp;
+    w.next_ns = pr_mono_ns() + a->reload_s * 1000000000LL;
+    pr__serve_log lg = {.unseen = a->unseen};
     pr_engine *eng = NULL;
-    int ret = pr__serve_load(v, a->config, a->dir, &eng);
+    int ret =
+        a->from_log ? pr__serve_log_open(v, &lg, &eng) : pr__serve_load(v, a->config, a->dir, &eng);
     pr_serve *s = NULL;
     if (ret)
         return ret;
     if (pr_serve_start(&so, eng, &s, err, sizeof(err))) {
         fprintf(stderr, "piperec serve: %s\n", err);
+        pr_vocablog_free(lg.vl); /* its engine went with the failed start */
         return 2;
     }
     fprintf(stderr,
@@ -341,32 +455,12 @@ static int pr__serve_loop(pr_cli_vocab *v, const pr__serve_args *a)
             v->pc->name, pr_msg_format_name(v->pc->source.format),
             pr_vocab_profile_name(v->espec.profile), src, tls->enabled ? "https" : "http",
             (int)(strrchr(a->listen, ':') - a->listen), a->listen, (unsigned)pr_serve_port(s));
-    int64_t next = pr_mono_ns() + a->reload_s * 1000000000LL;
     int sig;
-    while ((sig = pr_cli_wait_signal(&sigs, 200)) == 0) {
-        if (!a->reload_s || pr_mono_ns() < next)
-            continue;
-        next = pr_mono_ns() + a->reload_s * 1000000000LL;
-        /* Load once the files changed and then held still for one look: a
-         * vocabulary being written (a `vocab export`, a copy) is not read half
-         * way. */
-        uint64_t now = pr__vocab_stamp(v, a->dir);
-        bool settled = now == seen;
-        seen = now;
-        if (now == stamp || !settled)
-            continue;
-        if (pr__serve_load(v, a->config, a->dir, &eng)) {
-            pr_serve_load_failed(s, "the reload failed: see the log");
-            seen = 0; /* the stamp stays: tried again once the files hold still */
-            continue;
-        }
-        if (pr_serve_swap(s, eng, err, sizeof(err))) {
-            pr_serve_load_failed(s, err);
-            continue;
-        }
-        stamp = now;
-        pr_info("serve: vocabulary reloaded from %s", src);
-    }
+    pr__serve_tick(v, a, s, &lg, &w, src); /* the log's position, from the start */
+    while ((sig = pr_cli_wait_signal(&sigs, lg.vl ? 100 : 200)) == 0)
+        pr__serve_tick(v, a, s, &lg, &w, src);
+    if (lg.vl)
+        pr_serve_locked(s, pr__log_close, &lg);
     pr_transform_counts c;
     pr_serve_get_counts(s, &c);
     pr_serve_stop(s);
@@ -381,17 +475,18 @@ int pr_cli_cmd_serve(int argc, char **argv)
 {
     const char *config = NULL, *pipeline = NULL, *state = NULL, *vocab = NULL,
                *listen = PR__SERVE_LISTEN, *unseen_s = NULL, *reload_s = "60";
+    bool from_log = false;
     const pr_cli_opt opts[] = {
-        {"--config", &config, NULL},     {"--pipeline", &pipeline, NULL},
-        {"--state", &state, NULL},       {"--vocab", &vocab, NULL},
-        {"--listen", &listen, NULL},     {"--unseen", &unseen_s, NULL},
-        {"--reload-s", &reload_s, NULL},
+        {"--from-log", NULL, &from_log}, {"--config", &config, NULL},
+        {"--pipeline", &pipeline, NULL}, {"--state", &state, NULL},
+        {"--vocab", &vocab, NULL},       {"--listen", &listen, NULL},
+        {"--unseen", &unseen_s, NULL},   {"--reload-s", &reload_s, NULL},
     };
     int pr = pr_cli_parse_opts("serve", argc, argv, 1, opts, sizeof(opts) / sizeof(opts[0]),
                                pr__serve_usage);
     if (pr)
         return pr == 1 ? 0 : pr;
-    pr__serve_args a = {.config = config, .dir = vocab, .listen = listen};
+    pr__serve_args a = {.config = config, .dir = vocab, .listen = listen, .from_log = from_log};
     char *end;
     errno = 0;
     a.reload_s = strtoll(reload_s, &end, 10);
@@ -399,8 +494,8 @@ int pr_cli_cmd_serve(int argc, char **argv)
         fprintf(stderr, "piperec serve: --reload-s '%s': seconds 0..86400 (0: never)\n", reload_s);
         return 2;
     }
-    if (state && vocab) {
-        fprintf(stderr, "piperec serve: give --state or --vocab, not both\n");
+    if ((state != NULL) + (vocab != NULL) + from_log > 1) {
+        fprintf(stderr, "piperec serve: give one of --state, --vocab and --from-log\n");
         return 2;
     }
     if (!strrchr(listen, ':')) {
@@ -410,7 +505,7 @@ int pr_cli_cmd_serve(int argc, char **argv)
     if (pr__parse_unseen("serve", unseen_s, &a.unseen))
         return 2;
     pr_cli_vocab v;
-    int ret = pr_cli_vocab_open("piperec serve", config, pipeline, state, !vocab, &v);
+    int ret = pr_cli_vocab_open("piperec serve", config, pipeline, state, !vocab && !from_log, &v);
     if (!ret)
         ret = pr__serve_loop(&v, &a);
     pr_cli_vocab_close(&v);

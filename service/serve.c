@@ -46,6 +46,7 @@ struct pr_serve {
     uint64_t loads, load_failures;
     int64_t loaded_ms; /* wall time of the vocabulary's last load */
     char load_error[512];
+    int64_t log_applied, log_end; /* a vocabulary log followed: its position (-1: none) */
     pr_histogram req_s;
 };
 
@@ -146,7 +147,7 @@ static int pr__h_metrics(void *opaque, pr_mbuf *out, const char **ctype)
     pr_transform_get_counts(s->tr, &c);
     uint64_t req[3] = {s->requests[0], s->requests[1], s->requests[2]};
     uint64_t loads = s->loads, fails = s->load_failures;
-    int64_t loaded_ms = s->loaded_ms;
+    int64_t loaded_ms = s->loaded_ms, log_applied = s->log_applied, log_end = s->log_end;
     pthread_mutex_unlock(&s->mu);
     pr__metric_family(out, "piperec_serve_requests_total", PR_METRIC_COUNTER,
                       "POST /v1/transform requests, by HTTP status class.");
@@ -170,6 +171,14 @@ static int pr__h_metrics(void *opaque, pr_mbuf *out, const char **ctype)
     pr__metric_single(out, "piperec_serve_vocab_loaded_timestamp_seconds", PR_METRIC_GAUGE,
                       "When the vocabulary in use was loaded (Unix time).",
                       (double)loaded_ms / 1000.0);
+    if (log_applied >= 0) {
+        pr__metric_single(out, "piperec_serve_vocab_log_applied_offset", PR_METRIC_GAUGE,
+                          "--from-log: the next vocabulary log offset to apply.",
+                          (double)log_applied);
+        pr__metric_single(out, "piperec_serve_vocab_log_lag_records", PR_METRIC_GAUGE,
+                          "--from-log: vocabulary log records not applied yet.",
+                          (double)(log_end > log_applied ? log_end - log_applied : 0));
+    }
     pr__process_metrics(out);
     *ctype = "text/plain; version=0.0.4; charset=utf-8";
     return 200;
@@ -193,6 +202,9 @@ static int pr__h_status(void *opaque, pr_mbuf *out, const char **ctype)
                    ",\"last_error\":",
                    s->loaded_ms, s->loads, s->load_failures);
     pr_mbuf_json_str(out, s->load_error);
+    if (s->log_applied >= 0)
+        pr_mbuf_printf(out, ",\"log_offset\":%" PRId64 ",\"log_end\":%" PRId64, s->log_applied,
+                       s->log_end);
     pr_mbuf_printf(out,
                    "},\"events\":%" PRIu64 ",\"rows\":%" PRIu64 ",\"rejected\":%" PRIu64
                    ",\"unseen_ids\":%" PRIu64 "}\n",
@@ -215,6 +227,7 @@ int pr_serve_start(const pr_serve_opts *o, pr_engine *eng, pr_serve **out, char 
     }
     s->o = *o;
     s->eng = eng;
+    s->log_applied = s->log_end = -1;
     pthread_mutex_init(&s->mu, NULL);
     pr_histogram_init(&s->req_s, pr__req_bounds, sizeof(pr__req_bounds) / sizeof(*pr__req_bounds));
     pr_transform_opts to = {.pc = o->pc, .eng = eng, .unseen = o->unseen};
@@ -266,6 +279,21 @@ void pr_serve_load_failed(pr_serve *s, const char *why)
     pthread_mutex_lock(&s->mu);
     s->load_failures++;
     snprintf(s->load_error, sizeof(s->load_error), "%s", why);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void pr_serve_locked(pr_serve *s, void (*fn)(void *opaque, pr_engine *eng), void *opaque)
+{
+    pthread_mutex_lock(&s->mu);
+    fn(opaque, s->eng);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void pr_serve_set_log_position(pr_serve *s, int64_t applied, int64_t end)
+{
+    pthread_mutex_lock(&s->mu);
+    s->log_applied = applied;
+    s->log_end = end;
     pthread_mutex_unlock(&s->mu);
 }
 

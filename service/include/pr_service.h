@@ -399,6 +399,12 @@ uint16_t pr_serve_port(const pr_serve *s);
 int pr_serve_swap(pr_serve *s, pr_engine *eng, char *errstr, size_t errstr_size);
 /* A reload that failed: counted, and `why` shown in /v1/status. */
 void pr_serve_load_failed(pr_serve *s, const char *why);
+/* fn(opaque, the engine in use) between two requests (a vocabulary log's
+ * records applied to it); fn must leave the engine in serving mode. */
+void pr_serve_locked(pr_serve *s, void (*fn)(void *opaque, pr_engine *eng), void *opaque);
+/* A vocabulary log followed (`--from-log`): where it stands, for /v1/status
+ * and /metrics. */
+void pr_serve_set_log_position(pr_serve *s, int64_t applied, int64_t end);
 void pr_serve_get_counts(pr_serve *s, pr_transform_counts *c);
 void pr_serve_stop(pr_serve *s); /* NULL ok */
 
