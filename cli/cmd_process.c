@@ -26,13 +26,25 @@
 #include "pr_config.h"
 #include "pr_service.h"
 
+/* The options of one `piperec process` run. */
+typedef struct pr__process_args {
+    const char *input, *output, *pipeline, *backend;
+    long threads;        /* 0: by default */
+    uint32_t block_rows; /* 0: by default */
+    int progress;        /* -1: when stderr is a terminal */
+    bool buffered_io, fit;
+    const char *vocab; /* --vocab DIR: the vocabulary to start from (else transform.vocab.seed) */
+    bool frozen;       /* --frozen: look up only (pr_engine_vocab_serve) */
+    int64_t unseen;    /* --unseen: profile dlrm's index of an id without one */
+} pr__process_args;
+
 static void pr__process_usage(FILE *f)
 {
     fprintf(f,
             "usage: piperec process [--config FILE] [--set PATH=VALUE]... --input PATH|-\n"
             "                       --output DIR [--pipeline NAME] [--threads N] [--block-rows N]\n"
             "                       [--backend cpu|hls-sim|xrt|auto] [--progress|--no-progress]\n"
-            "                       [--buffered-io]\n"
+            "                       [--buffered-io] [--vocab DIR [--frozen [--unseen INDEX]]]\n"
             "       piperec process --config FILE [--pipeline NAME] --input EVENTS --fit\n"
             "                       [--output FILE]\n"
             "  Raw Criteo TSV (label, dense ints, sparse hex) -> DIR/dense.npy, sparse.npy,\n"
@@ -50,6 +62,11 @@ static void pr__process_usage(FILE *f)
             "  (less kernel CPU, no page cache filled); --buffered-io writes them through\n"
             "  the page cache instead (the process may then end before the data reaches\n"
             "  the disk). The files' bytes are the same either way.\n"
+            "  --vocab DIR: start from this vocabulary (a process output, its vocab/, or a\n"
+            "  `vocab export`) instead of transform.vocab.seed; --frozen: add nothing to\n"
+            "  it (a held-out day with the training day's indices): an id without an index\n"
+            "  gets OOV (1), under profile dlrm --unseen INDEX (default 0), and vocab/ is\n"
+            "  the vocabulary given; schema.filter and downsample still apply.\n"
             "  A pipeline with a declared schema reads JSON lines (source.format json), or\n"
             "  varint-delimited records (avro, protobuf) instead and writes\n"
             "  DIR/labels.npy [N, L], dense.npy [N, D], sparse/<name>.values.npy (int64)\n"
@@ -244,10 +261,21 @@ static int pr__process_all_rejected(const pr_offline_result *res, const char *ou
     return 1;
 }
 
-static int pr__process_schema(const pr_pipeline_cfg *pc, const pr_config *cfg, const char *input,
-                              const char *output, int threads, uint32_t block_rows, int progress,
-                              bool buffered_io, const char *backend)
+/* --frozen: how many ids found no index (their rows hold OOV or --unseen). */
+static void pr__process_frozen(const pr__process_args *a, const pr_offline_result *res)
 {
+    if (a->frozen)
+        fprintf(stderr,
+                "piperec process: --frozen: %" PRIu64 " ids without an index (OOV, or --unseen "
+                "under profile dlrm); the vocabulary is the one given (%s)\n",
+                res->unseen, a->vocab ? a->vocab : "transform.vocab.seed");
+}
+
+static int pr__process_schema(const pr_pipeline_cfg *pc, const pr_config *cfg,
+                              const pr__process_args *a)
+{
+    const char *input = a->input, *output = a->output, *backend = a->backend;
+    int threads = (int)a->threads;
     const char *fmt = pr_source_format_name(pc->source.format);
     bool pb = pc->source.format == PR_FORMAT_PROTOBUF; /* length-delimited messages */
     if (strncmp(fmt, "protobuf_", 9) == 0) {
@@ -275,17 +303,22 @@ static int pr__process_schema(const pr_pipeline_cfg *pc, const pr_config *cfg, c
         .input = input,
         .output_dir = output,
         .threads = threads > 0 ? threads : pr__process_online_cpus(),
-        .block_rows = block_rows,
-        .progress = progress >= 0 ? progress : isatty(2),
-        .vocab_seed = pc->vocab_seed,
-        .buffered_io = buffered_io,
+        .block_rows = a->block_rows,
+        .progress = a->progress >= 0 ? a->progress : isatty(2),
+        .vocab_seed = a->vocab ? a->vocab : pc->vocab_seed,
+        .buffered_io = a->buffered_io,
         .source = &pc->source,
+        .frozen = a->frozen,
+        .unseen = a->unseen,
     };
+    pr_pipeline_spec spec = pc->spec;
+    if (a->frozen) /* nothing to count: the vocabulary is the one given */
+        spec.count_mode = PR_COUNT_STREAMING;
     pr_offline_result res;
     char err[4096];
-    int rc = pr_offline_clear_outputs(output, pc->vocab_seed, err, sizeof(err));
+    int rc = pr_offline_clear_outputs(output, oo.vocab_seed, err, sizeof(err));
     if (!rc)
-        rc = pr_offline_run_schema(&pc->features, &pc->spec, &eopts, &oo, &res, err, sizeof(err));
+        rc = pr_offline_run_schema(&pc->features, &spec, &eopts, &oo, &res, err, sizeof(err));
     if (!rc)
         rc = pr_offline_write_meta(output, pc->name, &pc->spec, pc->dense_names, &pc->features,
                                    &res, err, sizeof(err));
@@ -310,6 +343,7 @@ static int pr__process_schema(const pr_pipeline_cfg *pc, const pr_config *cfg, c
             : pc->source.format == PR_FORMAT_AVRO ? "Avro records"
                                                   : "JSON lines");
     pr__process_stages(&res);
+    pr__process_frozen(a, &res);
     if (!res.rows && !res.rejected && res.filtered + res.sampled_out)
         fprintf(stderr,
                 "piperec process: schema.filter / downsample dropped every record (%" PRIu64
@@ -428,11 +462,12 @@ static bool pr__process_refuse_no_time(const pr_pipeline_cfg *pc)
 }
 
 /* The Criteo layout (pr_offline_run): TSV into dense/sparse/labels.npy. */
-static int pr__process_criteo(const pr_pipeline_cfg *pc, const pr_config *cfg, const char *input,
-                              const char *output, long threads, uint32_t block_rows, int progress,
-                              bool buffered_io, const char *backend)
+static int pr__process_criteo(const pr_pipeline_cfg *pc, const pr_config *cfg,
+                              const pr__process_args *a)
 {
     char err[4096];
+    const char *output = a->output;
+    long threads = a->threads;
     /* Offline, N workers share decoding and the in-order engine and write
      * stages (service/offline.c), so by default there is one per CPU; the
      * engine's own threads follow pr_offline_engine_threads. */
@@ -444,22 +479,27 @@ static int pr__process_criteo(const pr_pipeline_cfg *pc, const pr_config *cfg, c
     }
     pr_engine_opts eopts = pr_config_engine_opts(cfg);
     eopts.threads = pr_offline_engine_threads((int)threads);
-    if (backend)
-        eopts.backend = backend;
+    if (a->backend)
+        eopts.backend = a->backend;
 
     pr_offline_opts oo = {
-        .input = input,
+        .input = a->input,
         .output_dir = output,
         .threads = (int)threads,
-        .block_rows = block_rows,
-        .progress = progress >= 0 ? progress : isatty(2),
-        .vocab_seed = pc->vocab_seed,
-        .buffered_io = buffered_io,
+        .block_rows = a->block_rows,
+        .progress = a->progress >= 0 ? a->progress : isatty(2),
+        .vocab_seed = a->vocab ? a->vocab : pc->vocab_seed,
+        .buffered_io = a->buffered_io,
+        .frozen = a->frozen,
+        .unseen = a->unseen,
     };
+    pr_pipeline_spec spec = pc->spec;
+    if (a->frozen) /* nothing to count: the vocabulary is the one given */
+        spec.count_mode = PR_COUNT_STREAMING;
     pr_offline_result res;
-    int rc = pr_offline_clear_outputs(output, pc->vocab_seed, err, sizeof(err));
+    int rc = pr_offline_clear_outputs(output, oo.vocab_seed, err, sizeof(err));
     if (!rc)
-        rc = pr_offline_run(&pc->spec, &eopts, &oo, &res, err, sizeof(err));
+        rc = pr_offline_run(&spec, &eopts, &oo, &res, err, sizeof(err));
     if (!rc)
         rc = pr_offline_write_meta(output, pc->name, &pc->spec, pc->dense_names, NULL, &res, err,
                                    sizeof(err));
@@ -470,6 +510,7 @@ static int pr__process_criteo(const pr_pipeline_cfg *pc, const pr_config *cfg, c
     }
 
     pr__process_report(&res, output);
+    pr__process_frozen(a, &res);
     return pr__process_all_rejected(&res, output);
 }
 
@@ -493,23 +534,20 @@ static int pr__process_load(const char *config, char **ov_path, char **ov_value,
     return 2;
 }
 
-static int pr__process_main(const pr_config *cfg, bool fit, const char *input, const char *output,
-                            const char *pipeline, const char *backend, const char *threads_s,
-                            const char *block_rows_s, int progress, bool buffered_io);
+static int pr__process_main(const pr_config *cfg, pr__process_args *a, const char *threads_s,
+                            const char *block_rows_s, const char *unseen_s);
 
 int pr_cli_cmd_process(int argc, char **argv)
 {
-    const char *config = NULL, *input = NULL, *output = NULL, *pipeline = NULL, *backend = NULL;
-    const char *threads_s = NULL, *block_rows_s = NULL;
-    int progress = -1; /* -1: when stderr is a terminal */
-    bool buffered_io = false, fit = false;
+    const char *config = NULL, *threads_s = NULL, *block_rows_s = NULL, *unseen_s = NULL;
+    pr__process_args pa = {.progress = -1};
     struct {
         const char *name;
         const char **val;
     } opts[] = {
-        {"--config", &config},     {"--input", &input},       {"--output", &output},
-        {"--pipeline", &pipeline}, {"--threads", &threads_s}, {"--block-rows", &block_rows_s},
-        {"--backend", &backend},
+        {"--config", &config},        {"--input", &pa.input},    {"--output", &pa.output},
+        {"--pipeline", &pa.pipeline}, {"--threads", &threads_s}, {"--block-rows", &block_rows_s},
+        {"--backend", &pa.backend},   {"--vocab", &pa.vocab},    {"--unseen", &unseen_s},
     };
     char *ov_path[PR_CLI_MAX_SET], *ov_value[PR_CLI_MAX_SET];
     size_t n_ov = 0;
@@ -525,11 +563,14 @@ int pr_cli_cmd_process(int argc, char **argv)
             continue;
         }
         if (!strcmp(argv[i], "--progress") || !strcmp(argv[i], "--no-progress")) {
-            progress = argv[i][2] == 'p';
+            pa.progress = argv[i][2] == 'p';
             continue;
         }
-        if (!strcmp(argv[i], "--buffered-io") || !strcmp(argv[i], "--fit")) {
-            *(argv[i][2] == 'f' ? &fit : &buffered_io) = true;
+        if (!strcmp(argv[i], "--buffered-io") || !strcmp(argv[i], "--fit") ||
+            !strcmp(argv[i], "--frozen")) {
+            *(argv[i][3] == 'r'   ? &pa.frozen
+              : argv[i][2] == 'f' ? &pa.fit
+                                  : &pa.buffered_io) = true;
             continue;
         }
         size_t k = 0, nk = sizeof(opts) / sizeof(opts[0]);
@@ -551,24 +592,55 @@ int pr_cli_cmd_process(int argc, char **argv)
         free(ov_path[k]); /* ov_value[k] points into the same allocation */
     if (rc)
         return rc < 0 ? 0 : rc;
-    rc = pr__process_main(cfg, fit, input, output, pipeline, backend, threads_s, block_rows_s,
-                          progress, buffered_io);
+    rc = pr__process_main(cfg, &pa, threads_s, block_rows_s, unseen_s);
     pr_config_free(cfg);
     return rc;
 }
 
-/* Everything after the options: checks, then the pass (or --fit). */
-static int pr__process_main(const pr_config *cfg, bool fit, const char *input, const char *output,
-                            const char *pipeline, const char *backend, const char *threads_s,
-                            const char *block_rows_s, int progress, bool buffered_io)
+/* --vocab, --frozen and --unseen: 0, or 2 after the message. A process
+ * output's DIR stands for its vocab/. */
+static int pr__process_vocab_args(const pr_pipeline_cfg *pc, pr__process_args *a,
+                                  const char *unseen_s, char *dir, size_t dir_size)
 {
-    if (!input || (!output && !fit)) {
-        fprintf(stderr, "piperec process: %s is required\n", !input ? "--input" : "--output");
+    long unseen = 0;
+    const char *bad = a->fit && (a->vocab || a->frozen) ? "--vocab and --frozen are not for --fit"
+                      : a->frozen && !a->vocab && !pc->vocab_seed
+                          ? "--frozen needs the vocabulary to freeze: --vocab DIR (or "
+                            "transform.vocab.seed)"
+                      : unseen_s && !a->frozen ? "--unseen is for --frozen"
+                      : unseen_s && pr__parse_int(unseen_s, 0, INT32_MAX, &unseen) < 0
+                          ? "--unseen: expected an index 0..2147483647"
+                          : NULL;
+    if (bad) {
+        fprintf(stderr, "piperec process: %s\n", bad);
+        return 2;
+    }
+    a->unseen = unseen;
+    if (!a->vocab)
+        return 0;
+    struct stat st;
+    if (stat(a->vocab, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "piperec process: --vocab %s: not a directory\n", a->vocab);
+        return 2;
+    }
+    snprintf(dir, dir_size, "%s/vocab", a->vocab);
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        snprintf(dir, dir_size, "%s", a->vocab);
+    a->vocab = dir;
+    return 0;
+}
+
+/* Everything after the options: checks, then the pass (or --fit). */
+static int pr__process_main(const pr_config *cfg, pr__process_args *a, const char *threads_s,
+                            const char *block_rows_s, const char *unseen_s)
+{
+    if (!a->input || (!a->output && !a->fit)) {
+        fprintf(stderr, "piperec process: %s is required\n", !a->input ? "--input" : "--output");
         pr__process_usage(stderr);
         return 2;
     }
-    long threads = 0, block_rows = 0;
-    if (threads_s && pr__parse_int(threads_s, 1, 64, &threads) < 0) {
+    long block_rows = 0;
+    if (threads_s && pr__parse_int(threads_s, 1, 64, &a->threads) < 0) {
         fprintf(stderr, "piperec process: --threads: expected 1..64, got '%s'\n", threads_s);
         return 2;
     }
@@ -577,33 +649,32 @@ static int pr__process_main(const pr_config *cfg, bool fit, const char *input, c
                 block_rows_s);
         return 2;
     }
-
-    int rc;
-    const pr_pipeline_cfg *pc = pipeline ? pr_config_pipeline(cfg, pipeline) : &cfg->pipelines[0];
+    a->block_rows = (uint32_t)block_rows;
+    const pr_pipeline_cfg *pc =
+        a->pipeline ? pr_config_pipeline(cfg, a->pipeline) : &cfg->pipelines[0];
     if (!pc) {
-        fprintf(stderr, "piperec process: no pipeline named '%s' in %s\n", pipeline, cfg->origin);
+        fprintf(stderr, "piperec process: no pipeline named '%s' in %s\n", a->pipeline,
+                cfg->origin);
         return 2;
     }
-    if (!fit && pr__process_refuse_no_time(pc)) {
+    char vdir[4200];
+    if (pr__process_vocab_args(pc, a, unseen_s, vdir, sizeof(vdir)))
         return 2;
-    }
+    if (!a->fit && pr__process_refuse_no_time(pc))
+        return 2;
     pr__in_kind kind =
-        !fit && !pc->features.declared ? PR__IN_TSV
+        !a->fit && !pc->features.declared ? PR__IN_TSV
         : pc->source.format == PR_FORMAT_AVRO || pc->source.format == PR_FORMAT_PROTOBUF
             ? PR__IN_DELIMITED
             : PR__IN_JSON;
-    if (pr__process_sniff(input, kind)) {
+    if (pr__process_sniff(a->input, kind))
         return 2;
-    }
-    if (fit || pc->features.declared) {
-        rc = fit ? pr__process_fit(pc, input, output)
-                 : pr__process_schema(pc, cfg, input, output, (int)threads, (uint32_t)block_rows,
-                                      progress, buffered_io, backend);
-        return rc;
-    }
-    if (pr__process_refuse_ttl_s(pc)) {
+    if (a->fit)
+        return pr__process_fit(pc, a->input, a->output);
+    if (pc->features.declared)
+        return pr__process_schema(pc, cfg, a);
+    if (pr__process_refuse_ttl_s(pc))
         return 2;
-    }
     /* The Criteo layout offline reads TSV lines; an EventBatch / Event file
      * would be read as text and every "line" rejected, exit 0. */
     if (pc->source.format != PR_FORMAT_CRITEO_TSV) {
@@ -614,7 +685,5 @@ static int pr__process_main(const pr_config *cfg, bool fit, const char *input, c
                 pc->name, pr_source_format_name(pc->source.format));
         return 2;
     }
-    rc = pr__process_criteo(pc, cfg, input, output, threads, (uint32_t)block_rows, progress,
-                            buffered_io, backend);
-    return rc;
+    return pr__process_criteo(pc, cfg, a);
 }

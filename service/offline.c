@@ -1131,6 +1131,11 @@ static int pr__run_engine(pr__run *run, const pr_engine_opts *eopts, char *errst
         rc = pr_vocab_store_recover(run->vs, 0, errstr, errstr_size);
     if (rc)
         return rc;
+    if (run->opts->frozen) {
+        int frc = pr_engine_vocab_serve(run->eng, run->opts->unseen, errstr, errstr_size);
+        if (frc)
+            return frc;
+    }
     run->res->sparse_width = pr_engine_sparse_width(run->eng);
     int threads = run->opts->threads > 0 ? run->opts->threads : 1;
     if (threads > 64)
@@ -1410,6 +1415,9 @@ out_engine:
     free(run.col_busy);
     pr_vocab_store_free(run.vs);
     if (run.eng && !rc) {
+        pr_engine_stats est;
+        pr_engine_get_stats(run.eng, &est);
+        res->unseen = run.opts->frozen ? est.undecided_oov : 0;
         res->n_vocab = pr_engine_spec(run.eng)->n_sparse;
         for (uint32_t c = 0; c < res->n_vocab; c++) {
             res->vocab_sizes[c] = pr_engine_vocab_size(run.eng, c);

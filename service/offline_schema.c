@@ -1413,6 +1413,11 @@ static int pr__srun_setup(pr__srun *run, const pr_pipeline_spec *spec, const pr_
         if (rc)
             return rc;
     }
+    if (run->opts->frozen) {
+        int frc = pr_engine_vocab_serve(run->eng, run->opts->unseen, errstr, errstr_size);
+        if (frc)
+            return frc;
+    }
     int rc = pr__srun_workers(run, errstr, errstr_size);
     if (rc)
         return rc;
@@ -1472,6 +1477,9 @@ int pr_offline_run_schema(const pr_feature_schema *schema, const pr_pipeline_spe
     if (run.eng)
         rc = pr__srun_close(&run, rc, errstr, errstr_size);
     if (run.eng && !rc) {
+        pr_engine_stats est;
+        pr_engine_get_stats(run.eng, &est);
+        res->unseen = run.opts->frozen ? est.undecided_oov : 0;
         res->n_vocab = pr_engine_spec(run.eng)->n_sparse;
         for (uint32_t c = 0; c < res->n_vocab; c++) {
             res->vocab_sizes[c] = pr_engine_vocab_size(run.eng, c);

@@ -180,6 +180,8 @@ typedef struct pr_offline_opts {
     const pr_source_cfg *source; /* declared schema: the source (formats avro and protobuf:
                                   * varint-delimited records, docs/formats.md); NULL = JSON
                                   * lines */
+    bool frozen;    /* after the seed, look up only (pr_engine_vocab_serve): nothing added */
+    int64_t unseen; /* frozen, profile dlrm: the index of an id without one */
 } pr_offline_opts;
 
 typedef struct pr_offline_result {
@@ -218,6 +220,7 @@ typedef struct pr_offline_result {
     uint32_t n_vocab;
     uint64_t vocab_sizes[PR_MAX_SPARSE];
     char vocab_names[PR_MAX_SPARSE][PR_NAME_MAX];
+    uint64_t unseen; /* frozen: ids without an index (OOV, or `unseen` under dlrm) */
 } pr_offline_result;
 
 /* `piperec process`'s output directory (service/offline_meta.c). Before a run:

@@ -17,6 +17,9 @@ Against `piperec process` of the same events, whose arrays are the truth:
   - a bad event gets its error line in its place; the others their rows;
   - Avro and Protobuf input (delimited, and --framing single) give the JSON
     input's rows;
+  - `piperec process --vocab DIR --frozen` of a held-out half writes the
+    arrays transform gives it (Criteo with --unseen, clickstream), and its
+    vocab/ is the one given, file for file;
   - usage errors exit 2 naming the problem.
 usage: test_transform.py   ($PIPEREC, $PR_TMP, $PR_SOURCE_DIR, $PR_TEST_DATA)
 """
@@ -289,6 +292,53 @@ def check_formats():
         fail("formats: --framing single: %r" % got)
 
 
+def check_frozen_process(ev_path, lines):
+    """process --frozen: the training layout of a held-out half, with the
+    first half's vocabulary."""
+    tsv = os.path.join(DATA, "criteo_sample_100.tsv")
+    first = os.path.join(TMP, "first50.tsv")
+    write(first, "".join(open(tsv).readlines()[:50]))
+    o1, o2 = os.path.join(TMP, "fz1"), os.path.join(TMP, "fz2")
+    run(["process", "--input", first, "--output", o1, "--no-progress"])
+    p = run(["process", "--input", tsv, "--output", o2, "--vocab", o1, "--frozen", "--unseen",
+             "9", "--no-progress"])
+    if "--frozen: " not in p.stderr or " ids without an index" not in p.stderr:
+        fail("frozen criteo: no count: " + p.stderr)
+    rows, _ = transform(["--vocab", o1, "--input", tsv, "--unseen", "9"])
+    sparse = np.load(os.path.join(o2, "sparse.npy"))
+    got = np.array([[r["sparse"]["C%d" % (k + 1)] for k in range(26)] for r in rows])
+    if not (got == sparse).all() or not (np.load(os.path.join(o1, "sparse.npy")) ==
+                                         sparse[:50]).all():
+        fail("frozen criteo: process --frozen != transform")
+    same_files(os.path.join(o1, "vocab"), os.path.join(o2, "vocab"), "frozen criteo")
+    half = os.path.join(TMP, "half.jsonl")
+    write(half, "\n".join(lines[: len(lines) // 2]) + "\n")
+    c1, c2 = os.path.join(TMP, "fzc1"), os.path.join(TMP, "fzc2")
+    run(["process", "--config", EXAMPLE, "--input", half, "--output", c1, "--no-progress"])
+    run(["process", "--config", EXAMPLE, "--input", ev_path, "--output", c2, "--vocab", c1,
+         "--frozen", "--threads", "3", "--no-progress"])
+    rows, _ = transform(["--config", EXAMPLE, "--vocab", c1, "--input", ev_path])
+    for f in ("user", "item", "history", "cat_x_device"):
+        want, _ = rows_of(c2, f)
+        for i, r in enumerate(rows):
+            g = r["sparse"][f]
+            if (g if isinstance(g, list) else [g]) != [int(x) for x in want[i]]:
+                fail("frozen clickstream %s row %d: transform %r, process %r" % (f, i, g,
+                                                                                 want[i]))
+    same_files(os.path.join(c1, "vocab"), os.path.join(c2, "vocab"), "frozen clickstream")
+    for args, want in ((["--frozen"], "--frozen needs"), (["--unseen", "3"], "--unseen is for"),
+                       (["--vocab", os.path.join(TMP, "nope"), "--frozen"], "not a directory")):
+        p = run(["process", "--input", tsv, "--output", os.path.join(TMP, "x")] + args, rc=2)
+        if want not in p.stderr:
+            fail("process %r: %s" % (args, p.stderr))
+
+
+def same_files(a, b, what):
+    for f in sorted(os.listdir(a)):
+        if open(os.path.join(a, f), "rb").read() != open(os.path.join(b, f), "rb").read():
+            fail("%s: vocab/%s changed" % (what, f))
+
+
 def check_usage(out):
     cases = [
         (["--vocab", out, "--state", out], "not both"),
@@ -319,6 +369,7 @@ def main():
     check_filter(ev_path)
     check_weights_vectors()
     check_formats()
+    check_frozen_process(ev_path, lines)
     check_usage(crit)
     print("ok")
 
