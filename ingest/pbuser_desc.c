@@ -247,17 +247,13 @@ static int pr__read_file(const char *path, uint8_t **buf, size_t *len, char *err
     return 0;
 }
 
-/* Message m is a well-known type read whole when its name says so and its
- * fields are the type's: int64 seconds = 1, int32 nanos = 2 (a set that
- * defines the name otherwise keeps it a message like any other). */
+/* Message m is a well-known type read whole when its name and its fields
+ * say so (pr_pb_wkt_of); otherwise a message like any other. */
 static uint8_t pr__wkt(const pr_pbuser_desc *d, int32_t m)
 {
-    pr_pb_wkt w = pr_pb_wkt_of(d->msgs[m].full);
     const pr__pbfield *s = pr__pb_field_by_number(d, m, 1), *n = pr__pb_field_by_number(d, m, 2);
-    if (!w || !s || !n || s->type != PR__PBT_INT64 || n->type != PR__PBT_INT32 || s->repeated ||
-        n->repeated)
-        return PR_PB_WKT_NONE;
-    return (uint8_t)w;
+    return (uint8_t)pr_pb_wkt_of(d->msgs[m].full, s && !s->repeated ? s->type : 0,
+                                 n && !n->repeated ? n->type : 0);
 }
 
 /* Messages and enums of every file, then every field resolved. */

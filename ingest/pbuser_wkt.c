@@ -8,7 +8,7 @@
  * google.protobuf.Duration as its number of seconds.
  *
  * One owner for what these types are: the descriptor marks their messages
- * (pr_pb_wkt_of), the reader stages their seconds and nanos and writes the
+ * (pr_pb_wkt_of, by name and fields), the reader stages their seconds and nanos and writes the
  * value through these functions, and `piperec infer` shows a sample's
  * values through the same functions, so what it proposes is what the
  * reader reads. The ranges are protobuf's (timestamp.proto, duration.proto):
@@ -24,7 +24,8 @@
 #define PR__DUR_MAX    315576000000LL   /* 10000 years of seconds */
 #define PR__NANOS_SPAN 1000000000
 
-/* The well-known messages read whole, by full name. */
+/* The well-known messages read whole, by full name (their fields: int64
+ * seconds = 1, int32 nanos = 2). */
 static const struct {
     const char *full;
     pr_pb_wkt wkt;
@@ -33,9 +34,11 @@ static const struct {
     {"google.protobuf.Duration", PR_PB_WKT_DURATION},
 };
 
-pr_pb_wkt pr_pb_wkt_of(const char *full)
+pr_pb_wkt pr_pb_wkt_of(const char *full, int t1, int t2)
 {
     full += full[0] == '.';
+    if (t1 != PR__PBT_INT64 || t2 != PR__PBT_INT32) /* a set may define the name otherwise */
+        return PR_PB_WKT_NONE;
     for (size_t i = 0; i < sizeof(pr__wkts) / sizeof(pr__wkts[0]); i++)
         if (!strcmp(full, pr__wkts[i].full))
             return pr__wkts[i].wkt;

@@ -1409,8 +1409,11 @@ typedef enum pr_pb_wkt {
 } pr_pb_wkt;
 
 /* The well-known type of the message named `full` ("google.protobuf.Timestamp",
- * a leading dot allowed), PR_PB_WKT_NONE for any other. */
-pr_pb_wkt pr_pb_wkt_of(const char *full);
+ * a leading dot allowed) whose fields 1 and 2 are of types t1 and t2
+ * (FieldDescriptorProto.Type; 0 for a field absent or repeated): the type
+ * when both the name and the fields (int64 seconds, int32 nanos) are its,
+ * else PR_PB_WKT_NONE. */
+pr_pb_wkt pr_pb_wkt_of(const char *full, int t1, int t2);
 
 #define PR_PB_TIME_TEXT_MAX 32 /* "9999-12-31T23:59:59.999999999Z" and its NUL */
 
