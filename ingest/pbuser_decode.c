@@ -119,10 +119,10 @@ typedef struct pr__pbcol {
     bool list;
     bool mapped;        /* crosses a repeated message: one value per element */
     bool aligned;       /* mapped, PR_JSON_ALIGNED: an element without a value is a hole */
-    uint8_t wkt;        /* pr_pb_wkt: a message read whole, seconds in v.u and nanos in v.len */
     uint32_t elem_node; /* mapped: the repeated message's node */
     uint32_t elem0;     /* mapped: where the current element's values begin; else 0 */
     int8_t want;        /* the wire type of one value */
+    uint8_t wkt;        /* pr_pb_wkt: a message read whole, seconds in v.u and nanos in v.len */
     uint32_t max;       /* staged values bound: max_list + 1 (the writer refuses the last) */
     uint32_t n, cap;
     pr__pbval *v;
@@ -998,9 +998,9 @@ static int pr__put(pr_pbuser_reader *r, pr_json_block *jb, uint32_t col, const p
     uint64_t u = v->u;
     if (v->s == pr__hole)
         return pr_json_row_hole(jb, col);
-    if (r->cols[col].wkt)
-        return pr__put_wkt(r, jb, col, v);
     switch (f->type) {
+    case PR__PBT_MESSAGE: /* a well-known type read whole: the only message a column holds */
+        return pr__put_wkt(r, jb, col, v);
     case PR__PBT_STRING:
         if (!pr_utf8_valid(v->s, v->len)) {
             snprintf(r->detail, r->detail_size, "field '%s': invalid UTF-8 at byte %zu", f->name,

@@ -1943,9 +1943,9 @@ static void test_timestamp_rejects(void **state)
     blocks_equal(t.bj, t.bp);
     pbfx_free(&t);
     /* the reader alone */
-    static const pr_json_path p[] = {SC("ts"), SC("dwell_d")};
+    static const pr_json_path p[] = {SC("ts"), SC("dwell_d"), SC("tmap.a")};
     rfx r;
-    rfx_init(&r, "t3.All", p, 2, PR_PB_FRAMING_NONE);
+    rfx_init(&r, "t3.All", p, 3, PR_PB_FRAMING_NONE);
     want_bad(&r, "\xc2\x02\x02\x10\x7f\xc2\x02\x0b\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 19,
              PR_DEC_BAD_TIME, "(seconds 0, nanos -1)"); /* the last nanos wins */
     assert_int_equal(read_json(&r, "{\"dwell_d\": {\"seconds\": 1, \"nanos\": -1}}"),
@@ -1964,6 +1964,12 @@ static void test_timestamp_rejects(void **state)
     assert_int_equal(a->type, PR_JSON_STRING);
     assert_int_equal(a->s.len, 20);
     assert_memory_equal(r.jb->arena + a->s.off, "1970-01-01T00:00:02Z", 20);
+    /* tmap (45): an entry "a" without its value: the type's default, the epoch */
+    assert_int_equal(read_bytes(&r, "\xea\x02\x03\x0a\x01\x61", 6), 0);
+    a = val(&r, 2, 0);
+    assert_int_equal(a->s.len, 20);
+    assert_memory_equal(r.jb->arena + a->s.off, "1970-01-01T00:00:00Z", 20);
+    assert_int_equal(r.jb->cols[0].present[0], PR_JSON_ABSENT);
     rfx_free(&r);
 }
 
