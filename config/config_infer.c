@@ -71,6 +71,7 @@ typedef struct pr__ip {
     uint64_t n_bigint;    /* integers beyond int64 */
     uint64_t n_nonfinite; /* NaN or infinities (an Avro or Protobuf float) */
     uint64_t n_badutf8;   /* strings that are not UTF-8 (Avro, Protobuf) */
+    uint64_t n_badtime;   /* Protobuf Timestamps or Durations out of range */
     uint64_t n_date;      /* strings that are dates, YYYY-MM-DD */
     double max_abs;
     uint64_t *set; /* distinct values' hashes, open addressing, 0 = empty */
@@ -84,9 +85,10 @@ typedef struct pr__ip {
     /* an object (not under a list of objects): its keys (distinct in set,
      * per event in len_hist / cur_len / max_len) and its values, to tell a
      * map ({"sports": 0.7}) from a record (pr__inf_is_map) */
-    bool map_now;      /* over PR__INF_MAP_KEYS keys: keys no longer paths */
-    int8_t schema_map; /* the writer schema's word (pr__infer_set_schema): 1 may be a map, -1
-                        * a record or message, 0 not asked yet */
+    bool map_now;       /* over PR__INF_MAP_KEYS keys: keys no longer paths */
+    int8_t schema_map;  /* the writer schema's word (pr__infer_set_schema): 1 may be a map, -1
+                         * a record or message, 0 not asked yet */
+    int8_t schema_time; /* likewise (time_at): 1 a time by its type, -1 not, 0 not asked */
     uint64_t mv_num, mv_null, mv_other; /* its values: numbers (within float32), null, others */
     uint64_t mv_str;                    /* ... of the others, strings */
     double mv_min, mv_max;
@@ -102,7 +104,7 @@ struct pr_infer {
     char last_err[200]; /* why the last refused event was */
     bool avro_registry; /* Avro records came in schema-registry framing */
     const void *schema; /* pr__infer_set_schema */
-    pr__infer_map_fn map_at;
+    pr__infer_map_fn map_at, time_at;
 };
 
 /* A value's key in a distinct set: the operators' hash (XXH64) of its
@@ -369,6 +371,8 @@ static void pr__inf_scalar(pr__ip *ip, const json_t *v)
                 ip->n_nonfinite++;
             else if (n == sizeof(PR__INF_MARK_BADUTF8) - 1 && !memcmp(s, PR__INF_MARK_BADUTF8, n))
                 ip->n_badutf8++;
+            else if (n == sizeof(PR__INF_MARK_BADTIME) - 1 && !memcmp(s, PR__INF_MARK_BADTIME, n))
+                ip->n_badtime++;
             else
                 ip->n_bigint++; /* the one pr_infer_add_json puts there */
             return;
@@ -506,6 +510,8 @@ static int pr__inf_value(pr_infer *inf, const char *path, bool bad, const json_t
     if (!json_is_array(v)) {
         ip->n_scalar++;
         pr__touch(ip, rec);
+        if (!ip->schema_time && json_is_string(v))
+            ip->schema_time = inf->time_at && inf->time_at(inf->schema, path) ? 1 : -1;
         if (under_list && ++ip->cur_len > ip->max_len)
             ip->max_len = ip->cur_len;
         pr__inf_scalar(ip, v);
@@ -648,10 +654,12 @@ void pr__infer_set_avro_registry(pr_infer *inf)
     inf->avro_registry = true;
 }
 
-void pr__infer_set_schema(pr_infer *inf, const void *schema, pr__infer_map_fn map_at)
+void pr__infer_set_schema(pr_infer *inf, const void *schema, pr__infer_map_fn map_at,
+                          pr__infer_map_fn time_at)
 {
     inf->schema = schema;
     inf->map_at = map_at;
+    inf->time_at = time_at;
 }
 
 int pr_infer_add_json(pr_infer *inf, const char *text, size_t len)
@@ -823,7 +831,7 @@ static bool pr__has_label_parent(const char *path)
 static int pr__time_rank(const char *path)
 {
     const char *s = pr__last_seg(path);
-    if (s != path && !strcmp(s, "seconds")) { /* a Protobuf Timestamp: named by its field */
+    if (s != path && !strcmp(s, "seconds")) { /* a Timestamp's, as an object: named by it */
         char parent[PR_FEAT_PATH_MAX];
         snprintf(parent, sizeof(parent), "%.*s", (int)(s - 1 - path), path);
         int r = pr__time_rank(parent);
@@ -843,6 +851,14 @@ static int pr__time_rank(const char *path)
         (n > 4 && islower((unsigned char)s[n - 5]) && !strcmp(s + n - 4, "Time")))
         return nested + 1;
     return -1;
+}
+
+/* pr__time_rank, and a time by its type (time_at: a Protobuf Timestamp)
+ * that no time word names ranks last, 3. */
+static int pr__time_rank_of(const pr__ip *ip)
+{
+    int r = pr__time_rank(ip->path);
+    return r < 0 && ip->schema_time > 0 ? 3 : r;
 }
 
 /* id, ids, user_id, item-ids, userId, itemIDs, userid, uid, sku; not paid,
@@ -1317,6 +1333,13 @@ static bool pr__inf_unreadable(const pr__ictx *c, pr__idec *d)
         pr__inf_skip(d, b);
         return true;
     }
+    if (ip->n_badtime) {
+        snprintf(b, sizeof(b),
+                 "a Timestamp or Duration out of its range in %" PRIu64 " values (bad_time)",
+                 ip->n_badtime);
+        pr__inf_skip(d, b);
+        return true;
+    }
 
     return false;
 }
@@ -1374,7 +1397,8 @@ static bool pr__inf_outcome(const pr__ictx *c, pr__idec *d)
 
 static bool pr__path_seen(const pr_infer *inf, const char *path);
 
-/* Is path X.nanos beside an X.seconds (a Protobuf Timestamp's two fields)? */
+/* Is path X.nanos beside an X.seconds (a Timestamp's two fields, as a JSON
+ * object; from Protobuf, infer sees a Timestamp read whole, its text)? */
 static bool pr__timestamp_nanos(const pr_infer *inf, const char *path)
 {
     const char *s = pr__last_seg(path);
@@ -1859,7 +1883,7 @@ static long pr__pick_time(const pr_infer *inf, const pr_infer_opts *o, pr__idec 
     }
     for (int rank = 0; rank < 4; rank++)
         for (size_t i = 0; i < inf->n; i++)
-            if (pr__time_rank(inf->ps[i].path) == rank && pr__time_unit_of(&inf->ps[i]) >= 0) {
+            if (pr__time_unit_of(&inf->ps[i]) >= 0 && pr__time_rank_of(&inf->ps[i]) == rank) {
                 pr__inf_decide(inf, &inf->ps[i], o, true, false, td);
                 if (td->kind == PR__IK_TIME)
                     return (long)i;

@@ -563,11 +563,11 @@ int pr_infer_add_avro_records(pr_infer *inf, const char *schema_file, FILE *f, u
     pr_avro_schema *as = rc ? NULL : pr_avro_schema_load(schema_file, errstr, errstr_size);
     if (!rc && !as)
         rc = PR_EINVAL;
-    pr__infer_set_schema(inf, as, pr__ia_map_at);
+    pr__infer_set_schema(inf, as, pr__ia_map_at, NULL);
     if (!rc)
         rc = pr__infer_read_delimited(inf, f, max_events, pr__ia_record, &ia, "Avro records",
                                       errstr, errstr_size);
-    pr__infer_set_schema(inf, NULL, NULL);
+    pr__infer_set_schema(inf, NULL, NULL, NULL);
     pr_avro_schema_free(as);
     /* most records behind a registry header: the config reads them so */
     if (!rc && ia.n_registry > ia.n_plain)

@@ -12,12 +12,15 @@
  * an enum its name (its number when unnamed), integers of every encoding
  * integers (a uint64 above 2^63 - 1 its int64 bits), float/double numbers,
  * bool true/false, string a string, bytes a string (lowercase hex when not
- * UTF-8, which a JSON string cannot hold: as many distinct values).
- * Presence as the reader's: a proto3 field with implicit presence is its
- * default whenever its message is there, a repeated field absent is [] (the
- * reader's length 0), explicit presence absent is absent; the last value
- * wins, a message met twice merges, a oneof member clears the others, a map
- * key met twice keeps its last entry. Groups are skipped (no path names one).
+ * UTF-8, which a JSON string cannot hold: as many distinct values), a
+ * google.protobuf.Timestamp its RFC 3339 text and a Duration its seconds
+ * (read whole, as the reader reads a path naming one; out of range a
+ * marker, the reader's bad_time). Presence as the reader's: a proto3 field
+ * with implicit presence is its default whenever its message is there, a
+ * repeated field absent is [] (the reader's length 0), explicit presence
+ * absent is absent; the last value wins, a message met twice merges, a
+ * oneof member clears the others, a map key met twice keeps its last entry.
+ * Groups are skipped (no path names one).
  *
  * The reader's descriptor tables are ingest's internals, and its plan reads
  * only the configured paths where a sample wants every field: the set is
@@ -435,6 +438,94 @@ static int pr__ip_msg(const pr__ipset *set, const pr__ipt *t, const uint8_t *p, 
     return 0;
 }
 
+/* ---------------------------------------------------------------- well-known types */
+
+/* The well-known type of message t, the type of field fd (pr_pb_wkt_of: its
+ * name and its fields). */
+static pr_pb_wkt pr__ip_wkt_of(const pr__ipfd *fd, const pr__ipt *t)
+{
+    int ty[3] = {0};
+    for (size_t i = 0; i < t->m->n_field; i++) {
+        const pr__ipfd *f = t->m->field[i];
+        if ((f->number == 1 || f->number == 2) && !pr__ip_repeated(f))
+            ty[f->number] = f->type;
+    }
+    return pr_pb_wkt_of(fd->type_name, ty[1], ty[2]);
+}
+
+/* A well-known message's object {seconds, nanos} (its defaults filled) as
+ * the reader writes it: a Timestamp's RFC 3339 text, a Duration's seconds;
+ * out of the type's range the bad-time marker. A new reference in *out; 0
+ * or PR_ENOMEM. */
+static int pr__ip_wkt_value(pr_pb_wkt w, const json_t *o, json_t **out)
+{
+    int64_t s = json_integer_value(json_object_get(o, "seconds"));
+    int32_t ns = (int32_t)json_integer_value(json_object_get(o, "nanos"));
+    char text[PR_PB_TIME_TEXT_MAX];
+    double secs;
+    size_t n = w == PR_PB_WKT_TIMESTAMP ? pr_pb_timestamp_text(s, ns, text) : 0;
+    if (n)
+        *out = json_stringn(text, n);
+    else if (w == PR_PB_WKT_DURATION && pr_pb_duration_seconds(s, ns, &secs))
+        *out = json_real(secs);
+    else
+        *out = json_stringn(PR__INF_MARK_BADTIME, sizeof(PR__INF_MARK_BADTIME) - 1);
+    return *out ? 0 : PR_ENOMEM;
+}
+
+static int pr__ip_wkts(const pr__ipset *set, const pr__ipt *t, json_t *obj, unsigned depth);
+
+/* One message m of type t (well-known type w): its value in *repl (a new
+ * reference) when w is one, else the well-known messages under it. */
+static int pr__ip_wkt_one(const pr__ipset *set, const pr__ipt *t, pr_pb_wkt w, json_t *m,
+                          json_t **repl, unsigned depth)
+{
+    *repl = NULL;
+    if (!json_is_object(m))
+        return 0;
+    return w ? pr__ip_wkt_value(w, m, repl) : pr__ip_wkts(set, t, m, depth + 1);
+}
+
+/* The well-known messages in message t's object obj, at every level (a
+ * field, a repeated field's elements, a map's values), replaced by their
+ * values as the reader reads them. After the whole record, so that a
+ * message met twice was merged first. 0 or PR_ENOMEM. */
+static int pr__ip_wkts(const pr__ipset *set, const pr__ipt *t, json_t *obj, unsigned depth)
+{
+    for (size_t i = 0; depth < PR__IP_MAX_DEPTH && i < t->m->n_field; i++) {
+        const pr__ipfd *fd = t->m->field[i], *vf = fd;
+        json_t *v = fd->type == PR__T(MESSAGE) ? json_object_get(obj, fd->name) : NULL, *r;
+        pr__ipt ft = v ? pr__ip_type(set, fd->type_name, NULL, NULL) : (pr__ipt){0};
+        bool map = pr__ip_is_map(&ft);
+        if (map) { /* its values' type */
+            vf = NULL;
+            for (size_t k = 0; k < ft.m->n_field; k++)
+                if (ft.m->field[k]->number == 2)
+                    vf = ft.m->field[k];
+            ft = vf && vf->type == PR__T(MESSAGE) ? pr__ip_type(set, vf->type_name, NULL, NULL)
+                                                  : (pr__ipt){0};
+        }
+        if (!ft.m)
+            continue;
+        pr_pb_wkt w = pr__ip_wkt_of(vf, &ft);
+        int rc = 0;
+        if (map) {
+            for (void *it = json_object_iter(v); !rc && it; it = json_object_iter_next(v, it))
+                if (!(rc = pr__ip_wkt_one(set, &ft, w, json_object_iter_value(it), &r, depth)) && r)
+                    rc = json_object_iter_set_new(v, it, r) ? PR_ENOMEM : 0;
+        } else if (json_is_array(v)) {
+            for (size_t k = 0; !rc && k < json_array_size(v); k++)
+                if (!(rc = pr__ip_wkt_one(set, &ft, w, json_array_get(v, k), &r, depth)) && r)
+                    rc = json_array_set_new(v, k, r) ? PR_ENOMEM : 0;
+        } else if (!(rc = pr__ip_wkt_one(set, &ft, w, v, &r, depth)) && r) {
+            rc = json_object_set_new(obj, fd->name, r) ? PR_ENOMEM : 0;
+        }
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- records */
 
 typedef struct pr__ipb {
@@ -475,6 +566,8 @@ static int pr__ip_record(void *ctx, pr_infer *inf, const uint8_t *p, size_t len)
     if (!rc)
         rc = pr__ip_sub(b->set, &b->root, p, (uint64_t)(end - p), NULL, 0, &root);
     if (!rc)
+        rc = pr__ip_wkts(b->set, &b->root, root, 0);
+    if (!rc)
         rc = pr__infer_add_root(inf, root);
     json_decref(root);
     if (rc == PR_EBADREC)
@@ -491,6 +584,16 @@ static bool pr__ip_map_at(const void *schema, const char *path)
            0;
 }
 
+/* Is the value at `path` a Timestamp read whole (a time by its type)? */
+static bool pr__ip_time_at(const void *schema, const char *path)
+{
+    unsigned types = 0;
+    char e[256];
+    if (pr_pbuser_check_path(schema, path, PR_JSON_SCALAR, PR_JSON_AT, &types, e, sizeof(e)))
+        return false;
+    return (types & PR_FTYPE_TIME) != 0;
+}
+
 int pr_infer_add_pb_messages(pr_infer *inf, const char *descriptor_set, const char *message,
                              FILE *f, uint64_t max_events, char *errstr, size_t errstr_size)
 {
@@ -502,11 +605,11 @@ int pr_infer_add_pb_messages(pr_infer *inf, const char *descriptor_set, const ch
                        descriptor_set); /* it was a moment ago: the file changed */
     if (!rc && !(d = pr_pbuser_desc_load(descriptor_set, message, errstr, errstr_size)))
         rc = PR_EINVAL;
-    pr__infer_set_schema(inf, d, pr__ip_map_at);
+    pr__infer_set_schema(inf, d, pr__ip_map_at, pr__ip_time_at);
     if (!rc)
         rc = pr__infer_read_delimited(inf, f, max_events, pr__ip_record, &b, "Protobuf messages",
                                       errstr, errstr_size);
-    pr__infer_set_schema(inf, NULL, NULL);
+    pr__infer_set_schema(inf, NULL, NULL, NULL);
     pr_pbuser_desc_free(d);
     if (b.set)
         google__protobuf__file_descriptor_set__free_unpacked(b.set, NULL);

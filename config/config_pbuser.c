@@ -12,6 +12,31 @@
 
 #include "pr_config_int.h"
 
+/* A google.protobuf.Timestamp (PR_FTYPE_TIME) reads as its RFC 3339 text:
+ * the event time, and a first step that reads a time (hour_of_day,
+ * day_of_week, age: the operators with a unit), read it in unit rfc3339; in
+ * s, ms or us every record would be rejected bad_time. */
+static int pr__pb_check_timestamp(const void *schema, const pr_feature_spec *f, const char *path,
+                                  char *errstr, size_t errstr_size)
+{
+    bool et = f->kind == PR_FEAT_EVENT_TIME;
+    const pr_fop_step *st = f->n_ops ? &f->ops[0] : NULL;
+    if (!et && (!st || pr_fop_table[st->op].arg != PR_FARG_UNIT))
+        return 0;
+    pr_time_unit unit = et ? f->unit : st->unit;
+    if (unit == PR_TIME_RFC3339)
+        return 0;
+    char want[64];
+    if (et)
+        snprintf(want, sizeof(want), "unit: rfc3339");
+    else
+        snprintf(want, sizeof(want), "{ %s: rfc3339 }", pr_fop_table[st->op].name);
+    return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                     "'%s' in message %s is a google.protobuf.Timestamp, read as its RFC 3339 "
+                     "text (not in %s): give %s (or the path %s.seconds, to the second)",
+                     path, pr_pbuser_desc_message(schema), pr_time_unit_names[unit], want, path);
+}
+
 /* The path, then whether the feature can take the field's type (a dense
  * feature on a string field would reject every record wrong_type). */
 static int pr__pb_check(const void *schema, const pr_feature_spec *f, uint8_t k, char *errstr,
@@ -75,6 +100,9 @@ static int pr__pb_check(const void *schema, const pr_feature_spec *f, uint8_t k,
                              "makes each value an id (a string or an integer, a scalar)",
                              f->paths[k], pr_pbuser_desc_message(schema));
     }
+    if (rc == 0 && (types & PR_FTYPE_TIME) && f->n_paths == 1 &&
+        (rc = pr__pb_check_timestamp(schema, f, f->paths[k], errstr, errstr_size)))
+        return rc;
     if (rc == 0 && pr_feature_check_input(f, types, why, sizeof(why)))
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "'%s' in message %s: %s", f->paths[k],
                          pr_pbuser_desc_message(schema), why);

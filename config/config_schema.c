@@ -772,7 +772,8 @@ static const cfg_key event_time_keys[] = {
      .flags = KF_REQUIRED,
      .off = offsetof(pr_feature_spec, unit),
      .names = pr_time_unit_names,
-     .doc = "s, ms, us (since the epoch) or rfc3339 (a string with an offset)."},
+     .doc = "s, ms, us (since the epoch) or rfc3339 (a string with an offset; a Protobuf "
+            "google.protobuf.Timestamp field reads as one)."},
 };
 const cfg_table pr__event_time_tab = TABLE(event_time_keys, pr__finish_feature);
 

@@ -230,10 +230,12 @@ struct json_t;
 int pr__infer_add_root(pr_infer *inf, const struct json_t *root);
 /* Markers a reader puts where a value no feature can read was: a string
  * starting with a zero byte and "piperec:", counted as such (NaN or an
- * infinity; a string that is not UTF-8), so that the field is left out with
- * the reason while the record's other fields are learnt. */
+ * infinity; a string that is not UTF-8; a Timestamp or Duration out of its
+ * range), so that the field is left out with the reason while the record's
+ * other fields are learnt. */
 #define PR__INF_MARK_NONFINITE "\0piperec:non-finite"
 #define PR__INF_MARK_BADUTF8   "\0piperec:not UTF-8"
+#define PR__INF_MARK_BADTIME   "\0piperec:bad time" /* a Protobuf Timestamp or Duration */
 
 /* A record that did not decode: counted as pr_infer_rejected. */
 void pr__infer_reject(pr_infer *inf);
@@ -243,9 +245,13 @@ void pr__infer_set_avro_registry(pr_infer *inf);
  * records are added, map_at(schema, path) says whether the object at a
  * path may be a map (list: { from: keys }); one that cannot (a record, a
  * message) is never proposed as one, however many fields it has. NULL:
- * JSON, judged by its keys alone. */
+ * JSON, judged by its keys alone. time_at(schema, path) says whether the
+ * value at a path is a time by its type (a Protobuf Timestamp read whole),
+ * so that one no time word names can still be the event time (ranked after
+ * every time-named field); NULL: by the name alone. */
 typedef bool (*pr__infer_map_fn)(const void *schema, const char *path);
-void pr__infer_set_schema(pr_infer *inf, const void *schema, pr__infer_map_fn map_at);
+void pr__infer_set_schema(pr_infer *inf, const void *schema, pr__infer_map_fn map_at,
+                          pr__infer_map_fn time_at);
 /* One varint-delimited record's body: added, or counted as rejected; 0 or
  * PR_ENOMEM. */
 typedef int (*pr__infer_record_fn)(void *ctx, pr_infer *inf, const uint8_t *body, size_t len);

@@ -54,6 +54,16 @@
  * (an integer key in decimal), an entry without its value stages the value
  * type's 0 (map values have no presence: never a hole). Such a map is a
  * list level of its own: never under a repeated message (compile error).
+ *
+ * Well-known types read whole (pbuser_wkt.c). A path ending at a
+ * google.protobuf.Timestamp or Duration field is a column of that message
+ * (pr__pbcol.wkt): its node entry (PR__PE_NODE, the same one `ts.seconds`
+ * descends through) also stages the message's seconds and nanos on the
+ * column, merged as protobuf merges a message met twice, and the row gets
+ * the Timestamp's RFC 3339 text (the string a JSON event would carry, so
+ * `unit: rfc3339` reads both alike) or the Duration's seconds. The range is
+ * checked when the row is written, after every merge: out of it the record
+ * is rejected bad_time, naming the field.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -83,6 +93,7 @@ typedef struct pr__pbent {
     pr__pbkey *keys;            /* PR__PE_MAP */
     const pr__pbfield *kf, *vf; /* PR__PE_MAP, PR__PE_KEYS: the entry's key and value */
     int32_t kcol, vcol;         /* PR__PE_KEYS: the keys' and the values' columns, -1 none */
+    int32_t tcol;               /* PR__PE_NODE: a well-known message read whole, its column */
 } pr__pbent;
 
 #define PR__DIRECT 32 /* field numbers below this find their entry by index */
@@ -111,6 +122,7 @@ typedef struct pr__pbcol {
     uint32_t elem_node; /* mapped: the repeated message's node */
     uint32_t elem0;     /* mapped: where the current element's values begin; else 0 */
     int8_t want;        /* the wire type of one value */
+    uint8_t wkt;        /* pr_pb_wkt: a message read whole, seconds in v.u and nanos in v.len */
     uint32_t max;       /* staged values bound: max_list + 1 (the writer refuses the last) */
     uint32_t n, cap;
     pr__pbval *v;
@@ -169,7 +181,7 @@ static pr__pbent *pr__entry(pr_pbuser_reader *r, uint32_t node, const pr__pbfiel
     if (!ne)
         return NULL;
     n->ent = ne;
-    ne[n->n_ent] = (pr__pbent){.number = f->number, .kind = kind, .f = f};
+    ne[n->n_ent] = (pr__pbent){.number = f->number, .kind = kind, .f = f, .tcol = -1};
     n->has_oneof |= f->oneof >= 0;
     if (kind == PR__PE_NODE && pr__node_new(r, f->msg, &ne[n->n_ent].node))
         return NULL;
@@ -272,14 +284,22 @@ static int pr__compile_path(pr_pbuser_reader *r, const pr_json_path *jp, uint32_
             if (!k)
                 return PR_ENOMEM;
             node = k->node;
-            if (last) {
+            if (last) { /* an entry without its value: the value's default */
                 k->col = (int32_t)col;
                 *c = (pr__pbcol){.f = e->vf, .parent = node, .implicit = true};
+                c->wkt = e->vf->msg >= 0 ? r->d->msgs[e->vf->msg].wkt : PR_PB_WKT_NONE;
             }
         } else if (last && jp->part != PR_JSON_AT) { /* a map read by its entries */
             int rc = pr__map_col(r, node, f, jp, col, errstr, errstr_size);
             if (rc)
                 return rc;
+        } else if (last && f->msg >= 0) { /* a well-known message (pr__pb_resolve) */
+            pr__pbent *e = pr__entry(r, node, f, PR__PE_NODE);
+            if (!e)
+                return PR_ENOMEM;
+            e->tcol = (int32_t)col;
+            *c = (pr__pbcol){
+                .f = f, .parent = node, .list = f->repeated, .wkt = r->d->msgs[f->msg].wkt};
         } else if (last) {
             pr__pbent *e = pr__entry(r, node, f, PR__PE_COL);
             if (!e)
@@ -539,26 +559,73 @@ static int pr__col_value(pr_pbuser_reader *r, pr__pbcol *c, int wt, const uint8_
     return 0;
 }
 
+/* A well-known message (Timestamp, Duration) at p[0, end) onto its column
+ * c: field 1 (seconds) and 2 (nanos), varints; other fields skipped, their
+ * framing checked as pr__walk checks it. Met again as the same singular
+ * field it merges into the value staged (protobuf's rule for a message):
+ * the fields it carries replace those. */
+static int pr__wkt_stage(pr_pbuser_reader *r, pr__pbcol *c, const uint8_t *p, const uint8_t *end,
+                         uint32_t depth)
+{
+    static const char *const part[] = {"", "seconds", "nanos"};
+    pr__pbval t = {0};
+    if (depth >= PR__PB_MAX_DEPTH)
+        return pr__bad(r, p, "nesting deeper than %d", PR__PB_MAX_DEPTH);
+    if (!c->f->repeated && c->n > c->elem0)
+        t = c->v[c->n - 1];
+    while (p < end) {
+        uint64_t tag;
+        size_t k = pr_varint_get(p, end, &tag);
+        if (!k)
+            return pr__bad(r, p, "truncated tag");
+        uint64_t num = tag >> 3;
+        int wt = (int)(tag & 7), rc;
+        if (num == 0 || num > PR__PB_MAX_FIELD)
+            return pr__bad(r, p, "field number %" PRIu64, num);
+        if (wt == PR__WT_EGROUP || wt > PR__WT_I32)
+            return pr__bad(r, p, "wire type %d", wt);
+        p += k;
+        pr__pbval v = {0};
+        if (num > 2) {
+            rc = pr__skip(r, wt, num, &p, end, depth);
+        } else if (wt != PR__WT_VARINT) {
+            return pr__bad(r, p, "field '%s.%s' (%u): wire type %d, expected 0", c->f->name,
+                           part[num], (unsigned)num, wt);
+        } else if (!(rc = pr__read(r, wt, &p, end, &v))) {
+            if (num == 1)
+                t.u = v.u;
+            else
+                t.len = (uint32_t)v.u; /* an int32: its low 32 bits, as protobuf reads it */
+        }
+        if (rc)
+            return rc;
+    }
+    return pr__stage(r, c, &t);
+}
+
 static void pr__clear_node(pr_pbuser_reader *r, uint32_t node);
 
 static void pr__clear_entry(pr_pbuser_reader *r, const pr__pbent *e)
 {
-    if (e->kind == PR__PE_COL)
+    if (e->kind == PR__PE_COL) {
         r->cols[e->col].n = r->cols[e->col].elem0;
-    else if (e->kind == PR__PE_NODE)
+    } else if (e->kind == PR__PE_NODE) {
+        if (e->tcol >= 0) /* a well-known message read whole */
+            r->cols[e->tcol].n = r->cols[e->tcol].elem0;
         pr__clear_node(r, e->node);
-    else if (e->kind == PR__PE_KEYS) /* not under a repeated message: elem0 is 0 */
+    } else if (e->kind == PR__PE_KEYS) { /* not under a repeated message: elem0 is 0 */
         for (int32_t i = 0; i < 2; i++) {
             int32_t col = i ? e->vcol : e->kcol;
             if (col >= 0)
                 r->cols[col].n = 0;
         }
-    else
+    } else {
         for (uint32_t k = 0; k < e->n_keys; k++) {
             pr__clear_node(r, e->keys[k].node);
             if (e->keys[k].col >= 0)
                 r->cols[e->keys[k].col].n = r->cols[e->keys[k].col].elem0;
         }
+    }
 }
 
 static void pr__clear_node(pr_pbuser_reader *r, uint32_t node)
@@ -677,19 +744,20 @@ static int pr__map_entry(pr_pbuser_reader *r, const pr__pbent *e, const uint8_t 
         if (k->len != kl || memcmp(k->key, kt, kl))
             continue;
         pr__clear_node(r, k->node); /* a later entry with the key replaces it */
-        if (k->col >= 0)
-            r->cols[k->col].n = r->cols[k->col].elem0;
+        pr__pbcol *c = k->col >= 0 ? &r->cols[k->col] : NULL;
+        if (c)
+            c->n = c->elem0;
         r->seen[k->node] = 1;
         if (val_wt < 0)
             return 0;
-        if (k->col >= 0) {
-            pr__pbcol *c = &r->cols[k->col];
+        if (c && !c->wkt) {
             const uint8_t *vp = vat;
             return pr__col_value(r, c, val_wt, &vp, end);
         }
         if (val_wt != PR__WT_LEN)
             return pr__bad(r, vat, "map '%s' value: wire type %d, expected 2", e->f->name, val_wt);
-        return pr__walk(r, k->node, val.s, val.s + val.len, depth + 1);
+        int rc = c ? pr__wkt_stage(r, c, val.s, val.s + val.len, depth + 1) : 0;
+        return rc ? rc : pr__walk(r, k->node, val.s, val.s + val.len, depth + 1);
     }
     return 0;
 }
@@ -845,6 +913,11 @@ static int pr__field_value(pr_pbuser_reader *r, const pr__pbent *e, int wt, cons
         return pr__map_entry(r, e, v.s, v.s + v.len, depth + 1);
     if (e->kind == PR__PE_KEYS)
         return pr__keys_entry(r, e, v.s, v.s + v.len, depth + 1);
+    if (e->tcol >= 0) { /* read whole; walked too only when a path names a field of it */
+        if ((rc = pr__wkt_stage(r, &r->cols[e->tcol], v.s, v.s + v.len, depth + 1)) ||
+            !r->nodes[e->node].n_ent)
+            return rc;
+    }
     if (e->f->repeated)
         return pr__element(r, e->node, v.s, v.s + v.len, depth + 1);
     r->seen[e->node] = 1; /* a message occurring twice merges: nothing cleared */
@@ -894,6 +967,29 @@ static int pr__walk(pr_pbuser_reader *r, uint32_t node, const uint8_t *p, const 
 
 /* ---------------------------------------------------------------- the row */
 
+#define PR__BAD_TIME (-1001) /* a well-known type out of its range: r->detail says which */
+
+/* A well-known message's staged seconds (v->u) and nanos (v->len) as its
+ * value: a Timestamp's RFC 3339 text, a Duration's seconds; PR__BAD_TIME
+ * out of the type's range (checked here, after every merge). */
+static int pr__put_wkt(pr_pbuser_reader *r, pr_json_block *jb, uint32_t col, const pr__pbval *v)
+{
+    const pr__pbcol *c = &r->cols[col];
+    int64_t s = (int64_t)v->u;
+    int32_t ns = (int32_t)v->len;
+    char text[PR_PB_TIME_TEXT_MAX];
+    pr_json_any a = {.type = PR_JSON_DOUBLE};
+    size_t n = 0;
+    if (c->wkt == PR_PB_WKT_TIMESTAMP && (n = pr_pb_timestamp_text(s, ns, text)))
+        return pr_json_row_put_str(jb, col, text, n);
+    if (c->wkt == PR_PB_WKT_DURATION && pr_pb_duration_seconds(s, ns, &a.d))
+        return pr_json_row_put(jb, col, &a);
+    snprintf(r->detail, r->detail_size,
+             "field '%s': %s out of its range (seconds %" PRId64 ", nanos %" PRId32 ")", c->f->name,
+             r->d->msgs[c->f->msg].full, s, ns);
+    return PR__BAD_TIME;
+}
+
 /* Column c's value v into the open row, converted by the field's type. */
 static int pr__put(pr_pbuser_reader *r, pr_json_block *jb, uint32_t col, const pr__pbval *v)
 {
@@ -903,6 +999,8 @@ static int pr__put(pr_pbuser_reader *r, pr_json_block *jb, uint32_t col, const p
     if (v->s == pr__hole)
         return pr_json_row_hole(jb, col);
     switch (f->type) {
+    case PR__PBT_MESSAGE: /* a well-known type read whole: the only message a column holds */
+        return pr__put_wkt(r, jb, col, v);
     case PR__PBT_STRING:
         if (!pr_utf8_valid(v->s, v->len)) {
             snprintf(r->detail, r->detail_size, "field '%s': invalid UTF-8 at byte %zu", f->name,
@@ -1011,7 +1109,7 @@ static int pr__emit(pr_pbuser_reader *r, pr_json_block *jb)
     }
     if (rc) {
         pr_json_row_abort(jb);
-        return rc > 0 ? pr_decode_reason_of_json(rc) : rc;
+        return rc == PR__BAD_TIME ? PR_DEC_BAD_TIME : rc > 0 ? pr_decode_reason_of_json(rc) : rc;
     }
     pr_json_row_end(jb);
     return 0;

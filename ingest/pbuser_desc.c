@@ -12,8 +12,10 @@
  * proto2 fields, proto3 `optional` fields, oneof members and message fields
  * have explicit presence (absent = missing); other proto3 singular fields
  * have implicit presence (absent = the type's default: 0, "", false, the
- * enum's 0 value). Loading is not on any hot path: names are found by
- * linear search.
+ * enum's 0 value). The well-known messages a path may end at, read whole
+ * (pbuser_wkt.c: google.protobuf.Timestamp, Duration), are marked here,
+ * once their fields are seen to be the type's. Loading is not on any hot
+ * path: names are found by linear search.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -245,6 +247,15 @@ static int pr__read_file(const char *path, uint8_t **buf, size_t *len, char *err
     return 0;
 }
 
+/* Message m is a well-known type read whole when its name and its fields
+ * say so (pr_pb_wkt_of); otherwise a message like any other. */
+static uint8_t pr__wkt(const pr_pbuser_desc *d, int32_t m)
+{
+    const pr__pbfield *s = pr__pb_field_by_number(d, m, 1), *n = pr__pb_field_by_number(d, m, 2);
+    return (uint8_t)pr_pb_wkt_of(d->msgs[m].full, s && !s->repeated ? s->type : 0,
+                                 n && !n->repeated ? n->type : 0);
+}
+
 /* Messages and enums of every file, then every field resolved. */
 static int pr__flatten(pr_pbuser_desc *d, char *errstr, size_t errstr_size)
 {
@@ -278,6 +289,8 @@ static int pr__flatten(pr_pbuser_desc *d, char *errstr, size_t errstr_size)
                 return rc;
         }
     }
+    for (uint32_t m = 0; m < d->n_msgs; m++)
+        d->msgs[m].wkt = pr__wkt(d, (int32_t)m);
     return 0;
 }
 
@@ -451,7 +464,8 @@ int pr__pb_resolve(const pr_pbuser_desc *d, const char *path, bool map, pr__pbst
             crossed = f->name; /* a list of messages: the path maps over its elements */
         }
         n++;
-        if (f->msg >= 0 && !dot && !map) /* map: a key of a map, below */
+        /* map: a key of a map, below; a well-known type is read whole */
+        if (f->msg >= 0 && !dot && !map && !d->msgs[f->msg].wkt)
             return pr_seterr(errstr, errstr_size, PR_EINVAL,
                              "'%s' is a message (%s): name one of its fields", f->name,
                              d->msgs[f->msg].full);
@@ -495,6 +509,17 @@ static unsigned pr__pb_ftypes(uint8_t t)
     default:
         return PR_FTYPE_INT;
     }
+}
+
+/* The PR_FTYPE_* of field f's values: its type's, and a well-known message
+ * read whole gives a string that is a time (a Timestamp: PR_FTYPE_TIME) or
+ * a number (a Duration). */
+static unsigned pr__pb_field_ftypes(const pr_pbuser_desc *d, const pr__pbfield *f)
+{
+    uint8_t w = f->msg >= 0 ? d->msgs[f->msg].wkt : PR_PB_WKT_NONE;
+    return w == PR_PB_WKT_TIMESTAMP  ? PR_FTYPE_STR | PR_FTYPE_TIME
+           : w == PR_PB_WKT_DURATION ? PR_FTYPE_NUM
+                                     : pr__pb_ftypes(f->type);
 }
 
 /* A map field read by its entries: its keys (strings; integer keys in
@@ -543,7 +568,7 @@ int pr_pbuser_check_path(const pr_pbuser_desc *d, const char *path, pr_json_shap
                              "hold)",
                              steps[i].f->name);
         if (list) { /* one element per message of the repeated field */
-            *types = f->repeated ? 0 : pr__pb_ftypes(f->type);
+            *types = f->repeated ? 0 : pr__pb_field_ftypes(d, f);
             return 0;
         }
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
@@ -561,7 +586,7 @@ int pr_pbuser_check_path(const pr_pbuser_desc *d, const char *path, pr_json_shap
                          "'%s' is repeated: declare a list feature (list: { max_len: N }), or a "
                          "dense vector (dim: N)",
                          f->name);
-    if (!(*types = pr__pb_ftypes(f->type)))
+    if (!(*types = pr__pb_field_ftypes(d, f)))
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
                          "'%s' is a message: a feature's path ends at one of its fields", f->name);
     return 0;

@@ -76,6 +76,7 @@ typedef struct pr__pbmsg {
     int32_t *nested; /* message indexes of nested_type, in order */
     int32_t parent;  /* enclosing message, -1 for a file's top-level message */
     uint32_t pos;    /* index among the parent's nested types (or the file's messages) */
+    uint8_t wkt;     /* pr_pb_wkt: a Timestamp or Duration (its fields checked), read whole */
 } pr__pbmsg;
 
 typedef struct pr__pbenum {
@@ -124,7 +125,8 @@ void pr__pb_reader_own(pr_pbuser_reader *r, pr_pbuser_desc *d);
 /* Resolve dotted `path` from the root message into steps (at most
  * PR__PB_MAX_DEPTH); a map field takes the next segment as its key and then
  * continues in its value (the entry's field 2). The last step is a value
- * (scalar, enum, string, bytes; repeated or not). A path may go through one
+ * (scalar, enum, string, bytes; repeated or not), or a well-known message
+ * read whole (pr__pbmsg.wkt). A path may go through one
  * repeated message (a list of messages: the path maps over its elements);
  * nothing repeated after it (one list level per path).
  * With `map` (a path read by a map's keys, PR_JSON_KEYS / PR_JSON_VALUES)

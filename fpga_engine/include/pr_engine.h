@@ -821,6 +821,9 @@ const char *const *pr_engine_backends(void);
 /* Beside PR_FTYPE_INT in a Protobuf descriptor's load-time check only: the
  * field is a bool (read as 0 / 1), which a weight may not be. */
 #define PR_FTYPE_BOOL 32u
+/* Beside PR_FTYPE_STR in a Protobuf descriptor's load-time check only: the
+ * field is a google.protobuf.Timestamp, read as its RFC 3339 text. */
+#define PR_FTYPE_TIME 64u
 
 typedef enum pr_feature_kind {
     PR_FEAT_LABEL = 0,  /* float32 target; several allowed; numeric operators */

@@ -1338,7 +1338,12 @@ int pr_avro_from_json(pr_avro_writer *w, const char *json, size_t len, int64_t f
  * and bytes (raw) as strings, enums as their symbol name (a number the
  * descriptor does not name: the number). Repeated singular fields keep the
  * last value, a message occurring twice is merged, a oneof member clears the
- * others (protobuf's rules).
+ * others (protobuf's rules). A path may end at a well-known message field
+ * (pr_pb_wkt), read whole: a google.protobuf.Timestamp as its RFC 3339 text
+ * (pr_pb_timestamp_text: what `unit: rfc3339` reads), a
+ * google.protobuf.Duration as its seconds, a number (pr_pb_duration_seconds);
+ * one out of its type's range rejects the record bad_time. Its fields stay
+ * paths too (`ts.seconds`).
  *
  * Rejects: malformed wire bytes (truncated, a wire type the field cannot
  * have, a length past the end, field number 0, nesting deeper than 100):
@@ -1395,6 +1400,34 @@ int pr_pbuser_set_reader(pr_json_decoder *dec, const pr_pbuser_cfg *cfg, char *e
  * caller's, freed after the decoder (tests, benches). */
 int pr_pbuser_attach(pr_json_decoder *dec, const pr_pbuser_cfg *cfg, pr_pbuser_desc **desc,
                      pr_pbuser_reader **reader, char *errstr, size_t errstr_size);
+
+/* The well-known message types the reader reads as one value. */
+typedef enum pr_pb_wkt {
+    PR_PB_WKT_NONE = 0,
+    PR_PB_WKT_TIMESTAMP, /* google.protobuf.Timestamp: an RFC 3339 string */
+    PR_PB_WKT_DURATION,  /* google.protobuf.Duration: a number of seconds */
+} pr_pb_wkt;
+
+/* The well-known type of the message named `full` ("google.protobuf.Timestamp",
+ * a leading dot allowed) whose fields 1 and 2 are of types t1 and t2
+ * (FieldDescriptorProto.Type; 0 for a field absent or repeated): the type
+ * when both the name and the fields (int64 seconds, int32 nanos) are its,
+ * else PR_PB_WKT_NONE. */
+pr_pb_wkt pr_pb_wkt_of(const char *full, int t1, int t2);
+
+#define PR_PB_TIME_TEXT_MAX 32 /* "9999-12-31T23:59:59.999999999Z" and its NUL */
+
+/* A Timestamp as protobuf's JSON mapping writes it: UTC, "Z", and 0, 3, 6 or
+ * 9 fraction digits, the fewest that hold nanos ("2026-11-29T08:00:00.123Z").
+ * Its length (text NUL-terminated), or 0 when it is out of the type's range:
+ * nanos outside 0..999999999, seconds before 0001-01-01T00:00:00Z or after
+ * 9999-12-31T23:59:59Z. */
+size_t pr_pb_timestamp_text(int64_t seconds, int32_t nanos, char text[PR_PB_TIME_TEXT_MAX]);
+
+/* A Duration as seconds + nanos / 1e9 in *out; false when out of the type's
+ * range: |seconds| over 315576000000, |nanos| over 999999999, or seconds and
+ * nanos of opposite signs. */
+bool pr_pb_duration_seconds(int64_t seconds, int32_t nanos, double *out);
 
 /* One JSON object -> the wire bytes of the descriptor's message (for
  * `piperec produce --format protobuf`, tests and benches): keys are field

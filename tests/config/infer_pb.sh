@@ -267,16 +267,23 @@ grep -q 'path: f,' "$T/wide.yaml" && fail "the message read as a map: $(cat "$T/
     2> "$T/perr" || fail "process wide: $(cat "$T/perr")"
 grep -q "^piperec process: 400 rows, 0 rejected" "$T/perr" || fail "wide: $(cat "$T/perr")"
 
-# google.protobuf.Timestamp fields: their seconds are the event time (named
-# by the field, ts), their nanos are left out, another Timestamp is a time
-# besides it; the config then processes the messages (no dense feature was
-# made of seconds or nanos, as it was).
+# google.protobuf.Timestamp fields are read whole, as the reader reads a
+# path naming one: their RFC 3339 text (the nanos kept, to the
+# microsecond), so ts is the event time in unit rfc3339 and joined, another
+# Timestamp, an age in rfc3339 (no feature of their seconds or nanos); a
+# Duration is its seconds, a number; a Timestamp out of range in some
+# messages (odd) is left out with bad_time. The config then processes the
+# messages, every one a row. A Timestamp no time word names (happened) is a
+# time by its type: the event time when no time-named field is.
 cat > "$T/tsm.proto" <<'P'
-syntax = "proto3"; package tsm; import "google/protobuf/timestamp.proto";
-message E { google.protobuf.Timestamp ts = 1; string user = 2; google.protobuf.Timestamp joined = 3; }
+syntax = "proto3"; package tsm;
+import "google/protobuf/timestamp.proto"; import "google/protobuf/duration.proto";
+message E { google.protobuf.Timestamp ts = 1; string user = 2; google.protobuf.Timestamp joined = 3;
+            google.protobuf.Duration dwell = 4; google.protobuf.Timestamp odd = 5; }
+message F { google.protobuf.Timestamp happened = 1; string user = 2; }
 P
 protoc --descriptor_set_out="$T/tsm.desc" --include_imports -I "$T" tsm.proto || fail "protoc tsm"
-/usr/bin/python3 - "$T/tsm.desc" "$T/tsm.pb" <<'PY' || fail "python timestamp encoder"
+/usr/bin/python3 - "$T/tsm.desc" "$T/tsm.pb" "$T/tsf.pb" <<'PY' || fail "python timestamp encoder"
 import os, random, sys
 sys.path.insert(0, os.path.join(os.environ["PR_SOURCE_DIR"], "tests", "config"))
 from records import message_class, write_delimited
@@ -286,21 +293,39 @@ for i in range(300):
     m.ts.seconds, m.ts.nanos = 1700000000 + 37 * i, r.randrange(10**9)
     m.user = "u%d" % r.randrange(40)
     m.joined.seconds = m.ts.seconds - r.randrange(10**7)
+    m.dwell.seconds, m.dwell.nanos = r.randrange(600), r.randrange(10**9)
+    m.odd.seconds, m.odd.nanos = m.ts.seconds, -1 if i % 10 == 0 else 0
     bodies.append(m.SerializeToString())
 write_delimited(sys.argv[2], bodies)
+cls, bodies = message_class(sys.argv[1], "tsm.F"), []
+for i in range(200):
+    m = cls()
+    m.happened.seconds, m.happened.nanos = 1700000000 + 11 * i, r.randrange(10**9)
+    m.user = "u%d" % r.randrange(30)
+    bodies.append(m.SerializeToString())
+write_delimited(sys.argv[3], bodies)
 PY
 "$PIPEREC" infer --input "$T/tsm.pb" --descriptor-set "$T/tsm.desc" --message tsm.E \
     --output "$T/tsm.yaml" 2> "$T/err" || fail "infer timestamps: $(cat "$T/err")"
-grep -q 'event_time: { path: ts.seconds, unit: s }' "$T/tsm.yaml" ||
-    fail "a Timestamp's seconds are not the event time: $(cat "$T/tsm.yaml")"
-grep -q "#   ts.nanos: a Timestamp's nanoseconds" "$T/tsm.yaml" || fail "ts.nanos: $(cat "$T/tsm.yaml")"
-grep -q '{ name: joined_age, path: joined.seconds, ops: \[{ age: s }, { clip: \[0, 1e9\] }, log1p\] }' \
-    "$T/tsm.yaml" || fail "joined.seconds is not an age: $(cat "$T/tsm.yaml")"
-grep -v '^ *#' "$T/tsm.yaml" | grep -v 'joined_age' | grep -q 'name: .*path: .*\(seconds\|nanos\)' &&
+grep -q 'event_time: { path: ts, unit: rfc3339 }   # rfc3339, in 100% of events, e.g. "2023-11-14T22:13:20\.[0-9]*Z"' \
+    "$T/tsm.yaml" || fail "a Timestamp is not the event time: $(cat "$T/tsm.yaml")"
+grep -q '{ name: joined_age, path: joined, ops: \[{ age: rfc3339 }, { clip: \[0, 1e9\] }, log1p\] }' \
+    "$T/tsm.yaml" || fail "joined is not an age: $(cat "$T/tsm.yaml")"
+grep -q '{ name: dwell, path: dwell, ' "$T/tsm.yaml" || fail "dwell: $(cat "$T/tsm.yaml")"
+grep -q '#   odd: a Timestamp or Duration out of its range in 30 values (bad_time)' "$T/tsm.yaml" ||
+    fail "odd: $(cat "$T/tsm.yaml")"
+grep -v '^ *#' "$T/tsm.yaml" | grep -q 'path: [^ ,]*\.\(seconds\|nanos\)[ ,}]' &&
     fail "a feature of a Timestamp's fields: $(cat "$T/tsm.yaml")"
 "$PIPEREC" process --config "$T/tsm.yaml" --input "$T/tsm.pb" --output "$T/otsm" \
     2> "$T/perr" || fail "process timestamps: $(cat "$T/perr")"
 grep -q "^piperec process: 300 rows, 0 rejected" "$T/perr" || fail "tsm: $(cat "$T/perr")"
+"$PIPEREC" infer --input "$T/tsf.pb" --descriptor-set "$T/tsm.desc" --message tsm.F \
+    --output "$T/tsf.yaml" 2> "$T/err" || fail "infer happened: $(cat "$T/err")"
+grep -q 'event_time: { path: happened, unit: rfc3339 }' "$T/tsf.yaml" ||
+    fail "a Timestamp named happened is not the event time: $(cat "$T/tsf.yaml")"
+"$PIPEREC" process --config "$T/tsf.yaml" --input "$T/tsf.pb" --output "$T/otsf" \
+    2> "$T/perr" || fail "process happened: $(cat "$T/perr")"
+grep -q "^piperec process: 200 rows, 0 rejected" "$T/perr" || fail "tsf: $(cat "$T/perr")"
 
 # Refusals, exit 2 with the reason.
 refuse "$T/none.desc: No such file" --input "$T/ev.pb" --descriptor-set "$T/none.desc" \

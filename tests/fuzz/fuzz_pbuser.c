@@ -3,8 +3,8 @@
  * (ingest/pbuser_decode.c) through the JSON decoder, as source.format
  * protobuf runs it: t3.All of tests/data/pbuser_types.proto (every scalar
  * type, packed and unpacked lists, maps with string and integer keys, a
- * message-valued map, oneof, enums, nested messages) under a declared schema
- * reading all of them.
+ * message-valued map, oneof, enums, nested messages, Timestamps and a
+ * Duration read whole) under a declared schema reading all of them.
  *
  * Input: one flags byte, then the message.
  *   bit 0: framing registry (else auto)
@@ -43,7 +43,9 @@ static const char yaml_fmt[] =
     "                { name: ci, path: color, in: [1, RED] }, { name: ni, path: names, in: [a] } "
     "]\n"
     "      dense: [ { name: d, path: db, ops: [ { clip: [0, 9] }, log1p ] }, "
-    "{ name: g, path: fl } ]\n"
+    "{ name: g, path: fl },\n"
+    "               { name: dd, path: dwell_d }, "
+    "{ name: ja, path: joined, ops: [ { age: rfc3339 }, { fill: 0 } ] } ]\n"
     "      sparse:\n"
     "        - { name: s, path: str, ops: [vocab] }\n"
     "        - { name: u, path: u64, ops: [vocab] }\n"
@@ -67,7 +69,11 @@ static const char yaml_fmt[] =
     "        - { name: cm, path: cmap, list: { max_len: 4, from: keys }, ops: [vocab] }\n"
     "        - { name: ce, path: cmap, list: { max_len: 4, from: entries }, ops: [vocab] }\n"
     "        - { name: cv, path: cmap, list: { max_len: 3, from: values }, ops: [vocab] }\n"
-    "        - { name: x, cross: [inner.c, f32], ops: [ { hash: 1000 } ] }\n";
+    "        - { name: x, cross: [inner.c, f32], ops: [ { hash: 1000 } ] }\n"
+    "        - { name: th, path: ts, ops: [ { hour_of_day: rfc3339 } ] }\n"
+    "        - { name: tl, path: times, list: { max_len: 3 }, ops: [ { day_of_week: rfc3339 } ] }\n"
+    "        - { name: tm, path: tmap.a, ops: [vocab] }\n"
+    "        - { name: ia, path: items.at, list: { max_len: 2 }, ops: [vocab] }\n";
 
 typedef struct fuzz_setup {
     pr_config *cfg;

@@ -11,7 +11,9 @@ test_pbuser.c's all_paths): `A` (absent), or the values separated by spaces,
 each `i:<int64>`, `d:<float.hex()>`, `b:<0|1>` or `s:<hex bytes>`. The rules
 are the ones docs/formats.md states: proto3 implicit presence (defaults when
 the holding message is there), optional / oneof / messages explicit, enums by
-name, uint64 as its int64 bits, repeated empty = absent.
+name, uint64 as its int64 bits, repeated empty = absent; a Timestamp read whole
+as protobuf's own JSON mapping writes it (Timestamp.ToJsonString: the RFC 3339
+text), a Duration as seconds + nanos / 1e9.
 """
 import random
 import struct
@@ -21,7 +23,8 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 PATHS = ["i32", "i64", "u32", "u64", "s32", "s64", "f32", "f64", "sf32", "sf64", "fl", "db",
          "b", "str", "by", "color", "opt", "inner.n", "inner.c", "packed", "unpacked", "names",
-         "attrs.k1", "objs.a.s", "scores.-3", "one_s", "one_n", "colors", "inner.s"]
+         "attrs.k1", "objs.a.s", "scores.-3", "one_s", "one_n", "colors", "inner.s", "ts",
+         "dwell_d", "times", "tmap.a"]
 COLORS = {0: "COLOR_NONE", 1: "RED", 2: "GREEN"}
 
 
@@ -111,6 +114,39 @@ def fill(r, m):
         m.one_s = rstr(r)
     elif pick < 0.6:
         m.one_n = rint(r, 64)
+    fill_wkt(r, m, maybe)
+
+
+TS_MIN, TS_MAX = -62135596800, 253402300799  # 0001-01-01, 9999-12-31T23:59:59
+
+
+def rnanos(r):
+    """Nanos of every precision the JSON mapping writes (0, 3, 6, 9 digits)."""
+    return r.choice([0, r.randrange(1000) * 10 ** 6, r.randrange(10 ** 6) * 1000,
+                     r.randrange(10 ** 9), 999999999, 1])
+
+
+def rtime(r, t):
+    """A valid Timestamp: the range's ends, around the epoch, or anywhere."""
+    t.seconds = r.choice([TS_MIN, TS_MAX, 0, -1, r.randint(-10 ** 6, 10 ** 6),
+                          r.randint(1600000000, 1900000000), r.randint(TS_MIN, TS_MAX)])
+    t.nanos = rnanos(r)
+
+
+def fill_wkt(r, m, maybe):
+    """The well-known types: valid values only (an invalid one rejects the message)."""
+    if maybe():
+        rtime(r, m.ts)
+    if maybe():
+        sec = r.choice([0, 1, -1, 315576000000, -315576000000, r.randint(-10 ** 7, 10 ** 7)])
+        nanos = 0 if abs(sec) == 315576000000 else rnanos(r)
+        m.dwell_d.seconds, m.dwell_d.nanos = sec, -nanos if sec < 0 else nanos
+        if sec == 0 and r.random() < 0.5:
+            m.dwell_d.nanos = -nanos
+    for _ in range(r.randint(0, 3) if maybe() else 0):
+        rtime(r, m.times.add())
+    if maybe():
+        rtime(r, m.tmap["a"])
 
 
 def val(kind, v):
@@ -154,6 +190,11 @@ def expected(m):
     out.append([val("i", m.one_n)] if which == "one_n" else None)
     out.append([enum(c) for c in m.colors] or None)
     out.append([val("s", m.inner.s)] if inner else None)
+    out.append([val("s", m.ts.ToJsonString())] if m.HasField("ts") else None)
+    dur = m.dwell_d
+    out.append([val("d", float(dur.seconds) + dur.nanos / 1e9)] if m.HasField("dwell_d") else None)
+    out.append([val("s", t.ToJsonString()) for t in m.times] or None)
+    out.append([val("s", m.tmap["a"].ToJsonString())] if "a" in m.tmap else None)
     assert len(out) == len(PATHS)
     return "\t".join("A" if o is None else " ".join(o) for o in out)
 

@@ -11,7 +11,10 @@
  * without an explicit-presence field, an implicit one's zero value) and
  * parallel repeated fields, as JSON gives them; map fields read by their
  * keys (list: { from: keys }, weights: { from: values }) as JSON objects
- * are, and their load-time errors.
+ * are, and their load-time errors; google.protobuf.Timestamp fields read
+ * whole as the RFC 3339 string of the same JSON event (Python's
+ * Timestamp.ToJsonString the reference), Durations as seconds, either out of
+ * range rejected bad_time.
  *
  * The descriptor set is built from tests/data/pbuser_*.proto by protoc at
  * build time (PR_PBUSER_DESC).
@@ -394,7 +397,8 @@ static const pr_json_path all_paths[] = {
     SC("f32"),       SC("f64"),    SC("sf32"),     SC("sf64"),   SC("fl"),       SC("db"),
     SC("b"),         SC("str"),    SC("by"),       SC("color"),  SC("opt"),      SC("inner.n"),
     SC("inner.c"),   LI("packed"), LI("unpacked"), LI("names"),  SC("attrs.k1"), SC("objs.a.s"),
-    SC("scores.-3"), SC("one_s"),  SC("one_n"),    LI("colors"), SC("inner.s"),
+    SC("scores.-3"), SC("one_s"),  SC("one_n"),    LI("colors"), SC("inner.s"),  SC("ts"),
+    SC("dwell_d"),   LI("times"),  SC("tmap.a"),
 };
 enum {
     I32,
@@ -426,6 +430,10 @@ enum {
     ONE_N,
     COLORS,
     INNER_S,
+    TS,
+    DWELL_D,
+    TIMES,
+    TMAP_A,
     N_ALL
 };
 
@@ -1821,6 +1829,205 @@ static void test_well_known_same_as_json(void **state)
     pbfx_free(&t);
 }
 
+/* A google.protobuf.Timestamp read whole (path: ts, unit: rfc3339) is the
+ * RFC 3339 string of the same instant: the same rows as JSON events carrying
+ * that string (protobuf's JSON mapping of a Timestamp), to the microsecond
+ * (the nanos past it cut), before 1970 too: as the event time, under age
+ * (a dense feature) and hour_of_day / day_of_week (the op's unit is the event
+ * time's), as an id (the text itself), in a repeated field, per element of a
+ * repeated message and under a map key (an entry without its value: the
+ * epoch, protobuf's default). A Timestamp met twice merges; a Duration reads
+ * as its seconds, a number. */
+static void test_timestamp_same_as_json(void **state)
+{
+    (void)state;
+    pbfx t;
+    pbfx_init(&t,
+              "      event_time: { path: ts, unit: rfc3339 }\n"
+              "      dense:\n"
+              "        - { name: age, path: joined, ops: [ { age: rfc3339 }, { fill: -1 } ] }\n"
+              "        - { name: dw, path: dwell_d, default: -1 }\n"
+              "      sparse:\n"
+              "        - { name: h, path: ts, ops: [hour_of_day] }\n"
+              "        - { name: wd, path: ts, ops: [day_of_week] }\n"
+              "        - { name: id, path: ts, ops: [vocab] }\n"
+              "        - { name: tl, path: times, list: { max_len: 4 }, ops: [hour_of_day] }\n"
+              "        - { name: ia, path: items.at, list: { max_len: 4 }, ops: [day_of_week] }\n"
+              "        - { name: tm, path: tmap.a, ops: [hour_of_day] }\n");
+    static const struct {
+        const char *json, *pb;
+    } evs[] = {
+        {"{\"i32\": 1, \"ts\": \"2026-11-29T08:00:00.123456789Z\", "
+         "\"joined\": \"2026-11-29T07:00:00.000000999Z\", \"dwell_d\": 2.5, "
+         "\"times\": [\"2026-11-30T23:30:00Z\", \"1969-12-31T12:00:00.5Z\"], "
+         "\"items\": [{\"at\": \"2026-12-01T00:00:00.001Z\"}, {\"n\": 1}], "
+         "\"tmap\": {\"a\": \"2026-11-29T07:00:00Z\"}}",
+         "{\"i32\": 1, \"ts\": {\"seconds\": 1795939200, \"nanos\": 123456789}, "
+         "\"joined\": {\"seconds\": 1795935600, \"nanos\": 999}, "
+         "\"dwell_d\": {\"seconds\": 2, \"nanos\": 500000000}, "
+         "\"times\": [{\"seconds\": 1796081400}, {\"seconds\": -43200, \"nanos\": 500000000}], "
+         "\"items\": [{\"at\": {\"seconds\": 1796083200, \"nanos\": 1000000}}, {\"n\": 1}], "
+         "\"tmap\": {\"a\": {\"seconds\": 1795935600}}}"},
+        {"{\"i32\": 0, \"ts\": \"1969-12-31T23:59:59.500Z\", \"joined\": \"1970-01-01T00:00:00Z\", "
+         "\"dwell_d\": -0.25}",
+         "{\"i32\": 0, \"ts\": {\"seconds\": -1, \"nanos\": 500000000}, \"joined\": {}, "
+         "\"dwell_d\": {\"nanos\": -250000000}}"},
+        {"{\"i32\": 0, \"joined\": \"2026-11-29T07:00:00Z\", \"tmap\": {\"a\": "
+         "\"1970-01-01T00:00:00Z\"}}",
+         "{\"i32\": 0, \"joined\": {\"seconds\": 1795935600}, \"tmap\": {\"a\": {}}}"},
+    };
+    for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
+        assert_int_equal(pbfx_pair(&t, evs[i].json, evs[i].pb, (int64_t)i), 1);
+    /* ts (40) as two messages, {seconds: 1} then {nanos: 5}: merged */
+    static const uint8_t twice[] = {0x08, 0x01, 0xc2, 0x02, 0x02, 0x08,
+                                    0x01, 0xc2, 0x02, 0x02, 0x10, 0x05};
+    assert_int_equal(pbfx_raw(&t, "{\"i32\": 1, \"ts\": \"1970-01-01T00:00:01.000000005Z\"}", twice,
+                              sizeof(twice), 3),
+                     1);
+    blocks_equal(t.bj, t.bp);
+    pr_fside *sd = t.bp->side;
+    assert_int_equal(t.bp->event_time_ms[0], 1795939200123LL);
+    assert_int_equal(t.bp->event_time_ms[1], -500); /* floored, as the rfc3339 string's */
+    assert_int_equal(t.bp->event_time_ms[3], 1000);
+    /* to the microsecond: 08:00:00.123456 - 07:00:00.000000 (ts.seconds said 3600 s) */
+    assert_true(sd->dense[0] == (float)3600.123456 && sd->dense[1] == 2.5f);
+    assert_true(sd->dense[2] == -0.5f && sd->dense[3] == -0.25f); /* 23:59:59.5 before 1970 */
+    assert_true(sd->dense[4] == -1.0f && sd->dense[5] == -1.0f);  /* no event time: no age */
+    assert_int_equal(sd->values[0][0], 9);                        /* 08:00 UTC */
+    assert_int_equal(sd->values[0][1], 24);                       /* 23:59 */
+    assert_int_equal(sd->values[1][0], 7);                        /* a Sunday */
+    static const int32_t tl[] = {2, 0, 0, 0};
+    assert_memory_equal(pr_fside_lengths(sd, 3), tl, sizeof(tl));
+    assert_int_equal(sd->values[3][0], 24); /* 23:30 */
+    assert_int_equal(sd->values[3][1], 13); /* 12:00 */
+    pbfx_free(&t);
+}
+
+/* A Timestamp or Duration out of its type's range rejects the record
+ * bad_time, naming the field, as an unreadable RFC 3339 string does in
+ * JSON: negative nanos, nanos of 1e9, a year past 9999 or before 1, a
+ * Duration whose seconds and nanos disagree in sign or beyond 10000 years;
+ * the range's ends read. A wire type its seconds or nanos cannot have is
+ * bad_protobuf; its other fields are skipped. */
+static void test_timestamp_rejects(void **state)
+{
+    (void)state;
+    pbfx t;
+    pbfx_init(&t, "      event_time: { path: ts, unit: rfc3339 }\n"
+                  "      dense: [ { name: dw, path: dwell_d, default: 0 } ]\n");
+    static const char *const bad[] = {
+        "{\"i32\": 1, \"ts\": {\"seconds\": 5, \"nanos\": -1}}",
+        "{\"i32\": 1, \"ts\": {\"seconds\": 5, \"nanos\": 1000000000}}",
+        "{\"i32\": 1, \"ts\": {\"seconds\": 253402300800}}",
+        "{\"i32\": 1, \"ts\": {\"seconds\": -62135596801}}",
+        "{\"i32\": 1, \"ts\": {\"seconds\": -9223372036854775808}}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(pbfx_pair(&t, "{\"i32\": 1, \"ts\": \"not a time\"}", bad[i], 0), 0);
+        assert_int_equal(t.rp.last, PR_DEC_BAD_TIME);
+    }
+    assert_string_equal(t.rp.detail, "field 'ts': google.protobuf.Timestamp out of its range "
+                                     "(seconds -9223372036854775808, nanos 0)");
+    /* the range's ends are times; past them none */
+    assert_int_equal(pbfx_pair(&t, "{\"i32\": 1, \"ts\": \"9999-12-31T23:59:59.999999999Z\"}",
+                               "{\"i32\": 1, \"ts\": {\"seconds\": 253402300799, "
+                               "\"nanos\": 999999999}}",
+                               1),
+                     1);
+    assert_int_equal(pbfx_pair(&t,
+                               "{\"i32\": 1, \"ts\": \"0001-01-01T00:00:00Z\", \"dwell_d\": -1}",
+                               "{\"i32\": 1, \"ts\": {\"seconds\": -62135596800}, \"dwell_d\": "
+                               "{\"seconds\": -1}}",
+                               2),
+                     1);
+    blocks_equal(t.bj, t.bp);
+    pbfx_free(&t);
+    /* the reader alone */
+    static const pr_json_path p[] = {SC("ts"), SC("dwell_d"), SC("tmap.a")};
+    rfx r;
+    rfx_init(&r, "t3.All", p, 3, PR_PB_FRAMING_NONE);
+    want_bad(&r, "\xc2\x02\x02\x10\x7f\xc2\x02\x0b\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 19,
+             PR_DEC_BAD_TIME, "(seconds 0, nanos -1)"); /* the last nanos wins */
+    assert_int_equal(read_json(&r, "{\"dwell_d\": {\"seconds\": 1, \"nanos\": -1}}"),
+                     PR_DEC_BAD_TIME);
+    assert_string_equal(r.rej.detail, "field 'dwell_d': google.protobuf.Duration out of its range "
+                                      "(seconds 1, nanos -1)");
+    assert_int_equal(read_json(&r, "{\"dwell_d\": {\"seconds\": 315576000001}}"), PR_DEC_BAD_TIME);
+    assert_int_equal(read_json(&r, "{\"dwell_d\": {\"nanos\": -1000000000}}"), PR_DEC_BAD_TIME);
+    want_bad(&r, "\xc2\x02\x02\x0d\x01", 5, PR_DEC_BAD_PROTOBUF,
+             "field 'ts.seconds' (1): wire type 5, expected 0");
+    want_bad(&r, "\xc2\x02\x02\x12\x00", 5, PR_DEC_BAD_PROTOBUF,
+             "field 'ts.nanos' (2): wire type 2, expected 0");
+    want_bad(&r, "\xc2\x02\x01\x18", 4, PR_DEC_BAD_PROTOBUF, "truncated varint at byte 4");
+    assert_int_equal(read_bytes(&r, "\xc2\x02\x04\x08\x02\x18\x07", 7), 0); /* field 3 skipped */
+    const pr_json_any *a = val(&r, 0, 0);
+    assert_int_equal(a->type, PR_JSON_STRING);
+    assert_int_equal(a->s.len, 20);
+    assert_memory_equal(r.jb->arena + a->s.off, "1970-01-01T00:00:02Z", 20);
+    /* tmap (45): an entry "a" without its value: the type's default, the epoch */
+    assert_int_equal(read_bytes(&r, "\xea\x02\x03\x0a\x01\x61", 6), 0);
+    a = val(&r, 2, 0);
+    assert_int_equal(a->s.len, 20);
+    assert_memory_equal(r.jb->arena + a->s.off, "1970-01-01T00:00:00Z", 20);
+    assert_int_equal(r.jb->cols[0].present[0], PR_JSON_ABSENT);
+    rfx_free(&r);
+}
+
+/* A Timestamp read whole is a time in unit rfc3339: the event time and a
+ * first hour_of_day / day_of_week / age step in s, ms or us are refused at
+ * load, naming the key and the spelling (its seconds keep unit s); a
+ * Duration is a number; the field read whole and by its fields is
+ * refused, as an object's would be; a map of Timestamps is not a list. */
+static void test_timestamp_config(void **state)
+{
+    (void)state;
+    all_config("        - { name: h, path: ts, ops: [hour_of_day] }\n"
+               "        - { name: t, path: times, list: { max_len: 2 }, ops: [day_of_week] }\n"
+               "        - { name: i, path: items.at, list: { max_len: 2 }, ops: [vocab] }\n"
+               "      dense: [ { name: a, path: joined, ops: [ { age: rfc3339 } ] },\n"
+               "               { name: d, path: dwell_d, ops: [ log1p ] } ]\n"
+               "      event_time: { path: ts, unit: rfc3339 }\n",
+               NULL);
+    all_config("        - { name: h, path: joined.seconds, ops: [hour_of_day] }\n"
+               "      event_time: { path: ts.seconds, unit: s }\n",
+               NULL);
+    static const struct {
+        const char *yaml, *want;
+    } bad[] = {
+        {"        - { name: u, path: wuser.value, ops: [vocab] }\n"
+         "      event_time: { path: ts, unit: ms }\n",
+         "schema.event_time.path: 'ts' in message t3.All is a google.protobuf.Timestamp, read as "
+         "its RFC 3339 text (not in ms): give unit: rfc3339 (or the path ts.seconds, to the "
+         "second)"},
+        {"        - { name: h, path: joined, ops: [hour_of_day] }\n"
+         "      event_time: { path: ts.seconds, unit: s }\n",
+         "schema.sparse[0].path: 'joined' in message t3.All is a google.protobuf.Timestamp, read "
+         "as its RFC 3339 text (not in s): give { hour_of_day: rfc3339 }"},
+        {"        - { name: t, path: times, list: { max_len: 2 }, ops: [ { day_of_week: us } ] }\n",
+         "schema.sparse[0].path: 'times' in message t3.All is a google.protobuf.Timestamp"},
+        {"        - { name: u, path: wuser.value, ops: [vocab] }\n"
+         "      dense: [ { name: a, path: joined, ops: [ { age: s } ] } ]\n"
+         "      event_time: { path: ts, unit: rfc3339 }\n",
+         "schema.dense[0].path: 'joined' in message t3.All is a google.protobuf.Timestamp, read "
+         "as its RFC 3339 text (not in s): give { age: rfc3339 }"},
+        {"        - { name: u, path: wuser.value, ops: [vocab] }\n"
+         "      dense: [ { name: a, path: joined } ]\n",
+         "schema.dense[0].path: 'joined' in message t3.All: it gives a string, and a dense "
+         "feature needs a number"},
+        {"        - { name: d, path: dwell_d, ops: [vocab] }\n",
+         "'dwell_d' in message t3.All: it gives a number, and 'vocab' needs"},
+        {"        - { name: h, path: ts, ops: [ { hour_of_day: rfc3339 } ] }\n"
+         "        - { name: s, path: ts.seconds, ops: [vocab] }\n",
+         "'ts.seconds' is inside 'ts'"},
+        {"        - { name: m, path: tmap, list: { max_len: 2, from: values }, ops: [vocab] }\n",
+         "'tmap' in message t3.All: a map of message values"},
+        {"        - { name: m, path: wuser, ops: [vocab] }\n",
+         "'wuser' is a message (google.protobuf.StringValue): name one of its fields"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        all_config(bad[i].yaml, bad[i].want);
+}
+
 /* The descriptor set and maps read by their keys: a map field of any key
  * type loads, weighted by number values; a field that is no map is refused
  * naming schema.sparse[i].path, values that are no numbers naming
@@ -1947,6 +2154,9 @@ int main(void)
         cmocka_unit_test(test_map_keys_config),
         cmocka_unit_test(test_map_values_same_as_json),
         cmocka_unit_test(test_well_known_same_as_json),
+        cmocka_unit_test(test_timestamp_same_as_json),
+        cmocka_unit_test(test_timestamp_rejects),
+        cmocka_unit_test(test_timestamp_config),
         cmocka_unit_test(test_map_values_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
