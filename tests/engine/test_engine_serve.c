@@ -348,6 +348,10 @@ static void test_serve_args(void **state)
     pr_engine *e = tu_engine(&s, "cpu", 1);
     assert_int_equal(pr_engine_vocab_serve(e, -1, err, sizeof(err)), PR_EINVAL);
     assert_non_null(strstr(err, "unseen"));
+    /* 4-byte indices: 2^32 + 1 would come out as 1, a value's index */
+    assert_int_equal(pr_engine_sparse_width(e), 4);
+    assert_int_equal(pr_engine_vocab_serve(e, (1LL << 32) + 1, err, sizeof(err)), PR_EINVAL);
+    assert_non_null(strstr(err, "0..2147483647"));
     /* refused: still learning */
     pr_block *b = pr_block_new(0, 1, 64, false);
     pr_out *o = tu_out(e, b);
