@@ -993,7 +993,8 @@ static int64_t pr__ev_lookup(pr__vcol *vc, uint64_t v, uint32_t row, int64_t ms)
  * replicas stay identical; a use is counted in pend_use for the log instead.
  * A value without an index is PR__UNDECIDED even in a full table (the log
  * may evict to make room), OOV while min_count is still counting it, and OOV
- * (counted) under undec_oov. */
+ * (counted) under undec_oov. Serving counts the min_count case too, and
+ * under dlrm answers `unseen`: PR_INDEX_OOV (1) is a value's index there. */
 static int64_t pr__ev_peek(pr__vcol *vc, uint64_t v)
 {
     int64_t i = pr__vocab_own(vc, v);
@@ -1004,11 +1005,13 @@ static int64_t pr__ev_peek(pr__vcol *vc, uint64_t v)
         vc->pend_any = true;
         return i;
     }
-    if (pr__vocab_counted(vc, v))
+    if (pr__vocab_counted(vc, v)) {
+        vc->n_undec_oov += vc->serve;
         return PR_INDEX_OOV;
+    }
     if (vc->undec_oov) {
         vc->n_undec_oov++;
-        return PR_INDEX_OOV;
+        return vc->serve && !vc->base ? vc->unseen : PR_INDEX_OOV;
     }
     return PR__UNDECIDED;
 }

@@ -1184,10 +1184,12 @@ int pr_engine_vocab_serve(pr_engine *eng, int64_t unseen, char *errstr, size_t e
                          "engine: backend %s cannot look up without inserting (use "
                          "engine.backend cpu)",
                          eng->ops->name);
-    if (unseen < 0)
+    /* 4-byte indices would keep the low half of a larger one: another index */
+    int64_t top = eng->sparse_width == 4 ? INT32_MAX : INT64_MAX;
+    if (unseen < 0 || unseen > top)
         return pr_seterr(errstr, errstr_size, PR_EINVAL,
-                         "engine: the index of unseen values must be >= 0, not %lld",
-                         (long long)unseen);
+                         "engine: the index of unseen values must be 0..%lld, not %lld",
+                         (long long)top, (long long)unseen);
     eng->ops->vocab_freeze(eng->be, true);
     eng->ops->vocab_serve(eng->be, unseen);
     return 0;

@@ -371,7 +371,7 @@ int pr_framing_next(pr_framing fr, const char *body, size_t len, size_t *at, con
                     size_t *n, char *errstr, size_t errstr_size)
 {
     if (fr == PR_FRAMING_SINGLE) {
-        if (*at)
+        if (*at || !len) /* an empty body is no record: *at could not move past it */
             return 0;
         *at = len;
         *rec = body, *n = len;

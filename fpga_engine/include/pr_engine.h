@@ -636,7 +636,8 @@ int pr_engine_vocab_set_undecided_oov(pr_engine *eng, bool on, char *errstr, siz
  * and `unseen` under profile dlrm (which has no OOV index), counted in
  * pr_engine_stats.undecided_oov. Nothing in the vocabulary changes: not its
  * indices, counts or eviction statistics. 0 (also for a pipeline without
- * vocab); PR_ENOTSUP for a backend that cannot, PR_EINVAL for unseen < 0. */
+ * vocab); PR_ENOTSUP for a backend that cannot, PR_EINVAL for unseen < 0
+ * or above what the output's indices hold (INT32_MAX at sparse width 4). */
 int pr_engine_vocab_serve(pr_engine *eng, int64_t unseen, char *errstr, size_t errstr_size);
 
 /* Called for every occurrence (in row order within a column, block chunk by

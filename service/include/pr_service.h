@@ -359,7 +359,8 @@ void pr_transform_free(pr_transform *t); /* NULL ok; not the engine */
 /* How records follow each other in a body or a file: `lines` (one a line,
  * a trailing CR dropped, blank lines skipped: json, criteo_tsv),
  * `delimited` (each an unsigned LEB128 length and its bytes, as `piperec
- * process` reads avro and protobuf files), `single` (all of it is one). */
+ * process` reads avro and protobuf files), `single` (all of it is one; an
+ * empty body none). */
 typedef enum pr_framing {
     PR_FRAMING_LINES,
     PR_FRAMING_DELIMITED,
