@@ -32,7 +32,10 @@
 #include "pr_log.h"
 
 #define PR_HTTP_MAX_ROUTES 16
-#define PR_HTTP_PEM_MAX    (1 << 20) /* larger is not a certificate file */
+/* Connections at once: with POST routes, each may hold a body of up to
+ * PR__HTTP_MAX_BODY while it arrives. */
+#define PR__HTTP_MAX_CONNECTIONS 64
+#define PR_HTTP_PEM_MAX          (1 << 20) /* larger is not a certificate file */
 /* TLS 1.2 and 1.3 only, GnuTLS's default ciphers for them. */
 #define PR_HTTP_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
 
@@ -161,6 +164,20 @@ static enum MHD_Result pr__http_handle(void *cls, struct MHD_Connection *conn, c
      * is expected for GET) but not when an upload is in progress. A POST
      * route's body is gathered in a pr__http_upload, answered at its end. */
     if (*con_cls == NULL) {
+        /* Refused before its body is read: a client without a certificate
+         * (mutual TLS), a body announced over the limit. */
+        if (post && h->tls_ca && !pr__http_client_ok(h, conn)) {
+            *con_cls = (void *)1;
+            return pr__http_text(conn, MHD_HTTP_FORBIDDEN,
+                                 "client certificate required (http.tls.ca_file)\n");
+        }
+        const char *cl = post ? MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                            MHD_HTTP_HEADER_CONTENT_LENGTH)
+                              : NULL;
+        if (cl && strtoull(cl, NULL, 10) > PR__HTTP_MAX_BODY) {
+            *con_cls = (void *)1;
+            return pr__http_text(conn, 413, "request body over 64 MiB: send fewer events\n");
+        }
         pr__http_upload *up = post ? calloc(1, sizeof(*up)) : NULL;
         if (post && !up)
             return MHD_NO;
@@ -368,8 +385,9 @@ int pr__http_start_tls(const char *listen_addr, const pr__http_tls *tls,
     h->daemon = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | (tls ? MHD_USE_TLS : 0), 0, NULL, NULL,
         pr__http_handle, h, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)10, MHD_OPTION_NOTIFY_COMPLETED, pr__http_done, NULL, MHD_OPTION_ARRAY,
-        tls ? tls_opts : none, MHD_OPTION_END);
+        (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, (unsigned)PR__HTTP_MAX_CONNECTIONS,
+        MHD_OPTION_NOTIFY_COMPLETED, pr__http_done, NULL, MHD_OPTION_ARRAY, tls ? tls_opts : none,
+        MHD_OPTION_END);
     if (!h->daemon) {
         close(fd);
         pr__http_free(h);
