@@ -124,6 +124,53 @@ static void pr__json_i64(pr_mbuf *mb, int64_t v)
     pr_mbuf_append(mb, p, (size_t)(e - p));
 }
 
+/* v in plain decimal with the fewest digits after the point that read back
+ * as v (|v| in [1e-4, 1e9); 0 otherwise): the candidates by double
+ * arithmetic, the one found checked by strtof, so a double rounding that
+ * misjudged it costs the slow path, never a wrong digit. Returns the length. */
+static int pr__f32_fast(float v, char *buf)
+{
+    static const double p10[] = {1,   1e1, 1e2,  1e3,  1e4,  1e5,  1e6, 1e7,
+                                 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14};
+    float av = fabsf(v);
+    double a = (double)av;
+    if (!(a >= 1e-4 && a < 1e9))
+        return 0;
+    int ip = 0; /* digits before the point */
+    while (ip < 9 && a >= p10[ip])
+        ip++;
+    for (int k = 0; k <= 14 && (ip + k <= 9 || ip == 0); k++) {
+        double m = nearbyint(a * p10[k]);
+        if ((float)(m / p10[k]) != av)
+            continue;
+        char dig[24], *e = dig + sizeof(dig), *d = e;
+        for (uint64_t u = (uint64_t)m; u; u /= 10)
+            *--d = (char)('0' + u % 10);
+        int nd = (int)(e - d), n = 0;
+        if (v < 0)
+            buf[n++] = '-';
+        if (nd <= k) { /* 0.000ddd */
+            buf[n++] = '0';
+            buf[n++] = '.';
+            for (int z = 0; z < k - nd; z++)
+                buf[n++] = '0';
+            memcpy(buf + n, d, (size_t)nd);
+            n += nd;
+        } else {
+            memcpy(buf + n, d, (size_t)(nd - k));
+            n += nd - k;
+            if (k) {
+                buf[n++] = '.';
+                memcpy(buf + n, e - k, (size_t)k);
+                n += k;
+            }
+        }
+        buf[n] = '\0';
+        return strtof(buf, NULL) == v ? n : 0;
+    }
+    return 0;
+}
+
 /* The shortest decimal that reads back as the same float32 (an integer
  * value as an integer); null for a value JSON cannot hold. */
 static void pr__json_f32(pr_mbuf *mb, float v)
@@ -136,12 +183,12 @@ static void pr__json_f32(pr_mbuf *mb, float v)
         pr__json_i64(mb, (int32_t)v);
         return;
     }
-    char buf[32];
-    int n = 0;
-    for (int prec = 6; prec <= 9; prec++) {
-        n = snprintf(buf, sizeof(buf), "%.*g", prec, (double)v);
+    char buf[40];
+    int n = pr__f32_fast(v, buf);
+    for (int prec = 6; !n && prec <= 9; prec++) {
+        int w = snprintf(buf, sizeof(buf), "%.*g", prec, (double)v);
         if (strtof(buf, NULL) == v)
-            break;
+            n = w;
     }
     pr_mbuf_append(mb, buf, (size_t)n);
 }
