@@ -190,13 +190,17 @@ static int pr__transform_run(pr_cli_vocab *v, pr_framing fr, int64_t unseen, con
     const char *rec;
     size_t n, at = 0;
     int got, rc = 0, wrc = 0;
-    while (!rc && !wrc &&
-           (got = pr_framing_next(fr, in->buf, in->len, &at, &rec, &n, err, sizeof(err))) == 1) {
+    /* The framing first, whole: a broken input is refused before any line. */
+    while ((got = pr_framing_next(fr, in->buf, in->len, &at, &rec, &n, err, sizeof(err))) == 1)
+        ;
+    int bad = got; /* 0, or PR_EINVAL: refused whole */
+    at = 0;
+    while (!bad && !rc && !wrc &&
+           pr_framing_next(fr, in->buf, in->len, &at, &rec, &n, err, sizeof(err)) == 1) {
         rc = pr_transform_event(t, rec, n, &mb, err, sizeof(err));
         wrc = pr__drain(&mb, out, PR__FLUSH_BYTES);
     }
-    if (!rc && got < 0)
-        rc = got;
+    rc = rc ? rc : bad;
     if (!rc && !wrc && !(rc = pr_transform_flush(t, &mb, err, sizeof(err))))
         wrc = pr__drain(&mb, out, 0);
     pr_transform_counts c;
@@ -212,7 +216,7 @@ static int pr__transform_run(pr_cli_vocab *v, pr_framing fr, int64_t unseen, con
             " rows, %" PRIu64 " rejected, %" PRIu64 " ids without an index\n",
             v->pc->name, pr_msg_format_name(v->pc->source.format),
             pr_vocab_profile_name(v->espec.profile), c.events, c.rows, c.rejected, c.unseen);
-    return rc == PR_EINVAL && got < 0 ? 2 : rc || wrc ? 1 : 0;
+    return bad ? 2 : rc || wrc ? 1 : 0;
 }
 
 int pr_cli_cmd_transform(int argc, char **argv)
@@ -284,6 +288,8 @@ static uint64_t pr__vocab_stamp(const pr_cli_vocab *v, const char *dir)
     uint64_t h = 0;
     struct dirent *e;
     while (dp && (e = readdir(dp))) {
+        if (e->d_name[0] == '.')
+            continue; /* ., .., and a copy's hidden temporaries */
         char f[4500];
         snprintf(f, sizeof(f), "%s/%s", d, e->d_name);
         h += pr__stamp_file(f);
@@ -399,11 +405,13 @@ static void pr__serve_tick(pr_cli_vocab *v, const pr__serve_args *a, pr_serve *s
     if (!a->reload_s || pr_mono_ns() < w->next_ns)
         return;
     w->next_ns = pr_mono_ns() + a->reload_s * 1000000000LL;
-    /* Load once the files changed and then held still for one look: a
-     * vocabulary being written (a `vocab export`, a copy) is not read half
-     * way. */
+    /* A folder: load once its files changed and then held still for one
+     * look, so a vocabulary being written (a `vocab export`, a copy) is not
+     * read half way. */
     uint64_t now = pr__vocab_stamp(v, a->dir);
-    bool settled = now == w->seen;
+    bool settled = now == w->seen || !a->dir; /* a state dir: a checkpoint renames its
+                                               * snapshot in whole, and a journal that
+                                               * grows is read as far as it goes */
     w->seen = now;
     if (now == w->stamp || !settled)
         return;
@@ -446,7 +454,8 @@ static int pr__serve_loop(pr_cli_vocab *v, const pr__serve_args *a)
         return ret;
     if (pr_serve_start(&so, eng, &s, err, sizeof(err))) {
         fprintf(stderr, "piperec serve: %s\n", err);
-        pr_vocablog_free(lg.vl); /* its engine went with the failed start */
+        pr_vocablog_free(lg.vl); /* before the engine it borrows */
+        pr_engine_free(eng);
         return 2;
     }
     fprintf(stderr,

@@ -141,7 +141,8 @@ static int pr__vocab_need_state(const pr_cli_vocab *v)
 {
     if (v->state)
         return 0;
-    fprintf(stderr, "%s: --state is required (pipeline %s has no state.dir)\n", v->cmd,
+    fprintf(stderr, "%s: %s is required (pipeline %s has no state.dir)\n", v->cmd,
+            strncmp(v->cmd, "piperec vocab ", 14) ? "--vocab DIR or --state DIR" : "--state",
             v->pc->name);
     return 2;
 }

@@ -998,6 +998,8 @@ static int64_t pr__ev_lookup(pr__vcol *vc, uint64_t v, uint32_t row, int64_t ms)
 static int64_t pr__ev_peek(pr__vcol *vc, uint64_t v)
 {
     int64_t i = pr__vocab_own(vc, v);
+    if (i >= 0 && vc->serve) /* serving: a use for nobody's eviction order */
+        return i;
     if (i >= 0) {
         uint32_t *u = &vc->pend_use[i - vc->base];
         if (*u != UINT32_MAX)

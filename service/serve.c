@@ -184,6 +184,62 @@ static int pr__h_metrics(void *opaque, pr_mbuf *out, const char **ctype)
     return 200;
 }
 
+/* The engine column named `name` (a table's owner), or -1. */
+static int pr__col_of(const pr_pipeline_spec *es, const char *name)
+{
+    for (uint32_t c = 0; c < es->n_sparse; c++)
+        if (!strcmp(es->sparse[c].name, name))
+            return (int)c;
+    return -1;
+}
+
+/* The batch layout a model trained on, as meta.json has it: "layout", and
+ * per sparse key (schema order) its embedding rows ("vocab_sizes": a vocab
+ * table's size now, else the operator's range) and, when some share one,
+ * its table ("feature_tables"). Under mu. */
+static void pr__status_layout(const pr_serve *s, pr_mbuf *out)
+{
+    const pr_feature_schema *fs = &s->o.pc->features;
+    const pr_pipeline_spec *es = pr_engine_spec(s->eng);
+    pr_mbuf_printf(out, ",\"layout\":\"%s\",\"keys\":[", fs->declared ? "jagged" : "criteo");
+    bool shared = false;
+    for (uint32_t i = 0, k = 0; fs->declared && i < fs->n_features; i++) {
+        const pr_feature_spec *f = &fs->features[i];
+        if (f->kind != PR_FEAT_SPARSE && f->kind != PR_FEAT_LIST)
+            continue;
+        pr_mbuf_puts(out, k++ ? "," : "");
+        pr_mbuf_json_str(out, f->name);
+        shared |= f->table[0] != '\0';
+    }
+    for (uint32_t c = 0; !fs->declared && c < es->n_sparse; c++) {
+        pr_mbuf_puts(out, c ? "," : "");
+        pr_mbuf_json_str(out, es->sparse[c].name);
+    }
+    pr_mbuf_puts(out, "],\"vocab_sizes\":[");
+    for (uint32_t i = 0, k = 0; fs->declared && i < fs->n_features; i++) {
+        const pr_feature_spec *f = &fs->features[i];
+        if (f->kind != PR_FEAT_SPARSE && f->kind != PR_FEAT_LIST)
+            continue;
+        int c = pr_feature_vocab_step(f) >= 0 ? pr__col_of(es, pr_feature_table_name(f)) : -1;
+        uint64_t n = c >= 0 ? pr_engine_vocab_size(s->eng, (uint32_t)c) : pr_feature_value_range(f);
+        pr_mbuf_printf(out, "%s%" PRIu64, k++ ? "," : "", n);
+    }
+    for (uint32_t c = 0; !fs->declared && c < es->n_sparse; c++)
+        pr_mbuf_printf(out, "%s%" PRIu64, c ? "," : "", pr_engine_vocab_size(s->eng, c));
+    pr_mbuf_puts(out, "]");
+    if (!shared)
+        return;
+    pr_mbuf_puts(out, ",\"feature_tables\":[");
+    for (uint32_t i = 0, k = 0; i < fs->n_features; i++) {
+        const pr_feature_spec *f = &fs->features[i];
+        if (f->kind != PR_FEAT_SPARSE && f->kind != PR_FEAT_LIST)
+            continue;
+        pr_mbuf_puts(out, k++ ? "," : "");
+        pr_mbuf_json_str(out, pr_feature_table_name(f));
+    }
+    pr_mbuf_puts(out, "]");
+}
+
 static int pr__h_status(void *opaque, pr_mbuf *out, const char **ctype)
 {
     pr_serve *s = opaque;
@@ -205,8 +261,10 @@ static int pr__h_status(void *opaque, pr_mbuf *out, const char **ctype)
     if (s->log_applied >= 0)
         pr_mbuf_printf(out, ",\"log_offset\":%" PRId64 ",\"log_end\":%" PRId64, s->log_applied,
                        s->log_end);
+    pr_mbuf_puts(out, "}");
+    pr__status_layout(s, out);
     pr_mbuf_printf(out,
-                   "},\"events\":%" PRIu64 ",\"rows\":%" PRIu64 ",\"rejected\":%" PRIu64
+                   ",\"events\":%" PRIu64 ",\"rows\":%" PRIu64 ",\"rejected\":%" PRIu64
                    ",\"unseen_ids\":%" PRIu64 "}\n",
                    c.events, c.rows, c.rejected, c.unseen);
     pthread_mutex_unlock(&s->mu);
@@ -221,10 +279,8 @@ int pr_serve_start(const pr_serve_opts *o, pr_engine *eng, pr_serve **out, char 
 {
     *out = NULL;
     pr_serve *s = calloc(1, sizeof(*s));
-    if (!s) {
-        pr_engine_free(eng);
+    if (!s)
         return pr_seterr(errstr, errstr_size, PR_ENOMEM, "serve: out of memory");
-    }
     s->o = *o;
     s->eng = eng;
     s->log_applied = s->log_end = -1;
@@ -246,6 +302,7 @@ int pr_serve_start(const pr_serve_opts *o, pr_engine *eng, pr_serve **out, char 
                                 sizeof(routes) / sizeof(routes[0]), &s->http, errstr, errstr_size);
     }
     if (rc) {
+        s->eng = NULL; /* the caller's again */
         pr_serve_stop(s);
         return rc;
     }

@@ -323,12 +323,25 @@ static void pr__row_error(pr_mbuf *mb, const char *reason, const char *detail, s
 
 /* ---------------------------------------------------------------- blocks */
 
+/* The block and its slots emptied, whatever happened to them. */
+static void pr__discard(pr_transform *t)
+{
+    pr_block_reset(t->blk);
+    t->n_slots = 0;
+    t->given = 0;
+    t->failed = false;
+    pr_mbuf_reset(&t->details);
+}
+
 /* The block through the engine, and every slot's line into mb; the block
- * and the slots emptied. */
+ * and the slots emptied (on an error too: a failed block's events are not
+ * carried into the next call). */
 static int pr__flush(pr_transform *t, pr_mbuf *mb, char *errstr, size_t errstr_size)
 {
-    if (pr__slot_rows(t))
+    if (pr__slot_rows(t)) {
+        pr__discard(t);
         return pr_seterr(errstr, errstr_size, PR_ENOMEM, "transform: out of memory");
+    }
     int rc = 0;
     if (t->blk->rows) {
         pr_engine_stats before, after;
@@ -336,8 +349,10 @@ static int pr__flush(pr_transform *t, pr_mbuf *mb, char *errstr, size_t errstr_s
         rc = pr_engine_process(t->eng, t->blk, t->out, errstr, errstr_size);
         if (!rc && t->declared)
             rc = pr_feature_finish(&t->schema, t->blk, t->out, errstr, errstr_size);
-        if (rc)
+        if (rc) {
+            pr__discard(t);
             return rc;
+        }
         pr_engine_get_stats(t->eng, &after);
         t->counts.unseen += after.undecided_oov - before.undecided_oov;
         if (t->declared)
@@ -370,10 +385,7 @@ static int pr__flush(pr_transform *t, pr_mbuf *mb, char *errstr, size_t errstr_s
         else
             pr__row_criteo(t, r, mb);
     }
-    pr_block_reset(t->blk);
-    t->n_slots = 0;
-    t->given = 0;
-    pr_mbuf_reset(&t->details);
+    pr__discard(t);
     return mb->err ? pr_seterr(errstr, errstr_size, PR_ENOMEM, "transform: out of memory") : 0;
 }
 
@@ -398,6 +410,9 @@ int pr_transform_event(pr_transform *t, const void *rec, size_t len, pr_mbuf *ou
         if (rc != PR_EFULL)
             return pr_seterr(errstr, errstr_size, rc, "transform: decoding failed (%s)",
                              pr_strerror(rc));
+        if (!t->blk->rows && !t->n_slots) /* no room even in an empty block */
+            return pr_seterr(errstr, errstr_size, PR_EINVAL,
+                             "transform: a record holds more values than a block");
         if ((rc = pr__flush(t, out, errstr, errstr_size)))
             return rc;
     }
@@ -534,9 +549,12 @@ int pr_transform_new(const pr_transform_opts *o, pr_transform **out, char *errst
 int pr_transform_set_engine(pr_transform *t, pr_engine *eng, char *errstr, size_t errstr_size)
 {
     int rc = pr_engine_vocab_serve(eng, t->unseen, errstr, errstr_size);
-    if (!rc)
-        t->eng = eng;
-    return rc;
+    if (rc)
+        return rc;
+    t->eng = eng; /* the old one may be freed now: nothing points into it */
+    t->espec = pr_engine_spec(eng);
+    t->ctx.spec = t->espec;
+    return 0;
 }
 
 void pr_transform_get_counts(const pr_transform *t, pr_transform_counts *c)

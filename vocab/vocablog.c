@@ -723,8 +723,8 @@ static int pr__usage_cb(uint32_t col, uint64_t key, uint32_t count, void *opaque
 static int pr__flush_usage(pr_vocablog *vl, char *errstr, size_t errstr_size)
 {
     int64_t now = pr_mono_ns();
-    if (!vl->evict || now - vl->last_usage_ns < vl->usage_interval_ns)
-        return 0;
+    if (!vl->evict || vl->read_only || now - vl->last_usage_ns < vl->usage_interval_ns)
+        return 0; /* a reader (export, serve --from-log) reports no uses */
     vl->last_usage_ns = now;
     vl->n_usage = 0;
     int rc = pr_engine_vocab_drain_usage(vl->eng, pr__usage_cb, vl);

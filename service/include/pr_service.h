@@ -394,7 +394,8 @@ typedef struct pr_serve_opts {
     const char *vocab_source;                /* for /v1/status: where the vocabulary comes from */
 } pr_serve_opts;
 
-/* Takes `eng` (freed on failure too). 0 or a negative PR_E* with errstr. */
+/* Takes `eng` on success; on failure it stays the caller's. 0 or a
+ * negative PR_E* with errstr. */
 int pr_serve_start(const pr_serve_opts *o, pr_engine *eng, pr_serve **out, char *errstr,
                    size_t errstr_size);
 uint16_t pr_serve_port(const pr_serve *s);

@@ -306,6 +306,46 @@ static void test_serve_bounded(void **state)
     tu_rmdir(dir);
 }
 
+static int count_usage(uint32_t col, uint64_t key, uint32_t count, void *opaque)
+{
+    (void)col, (void)key;
+    *(uint64_t *)opaque += count;
+    return 0;
+}
+
+/* A bounded column in a shared vocabulary (`serve --from-log`): a frozen
+ * replica's lookups count uses for the log (pr_engine_vocab_drain_usage),
+ * serving ones none, so serving moves no replica's eviction order. */
+static void test_serve_shared_bounded_no_usage(void **state)
+{
+    (void)state;
+    pr_pipeline_spec s;
+    tu_spec(&s, 0, 1, PR_VOCAB_DEFAULT, 1000, true, true);
+    s.sparse[0].capacity = 8;
+    s.sparse[0].eviction = PR_EVICT_LRU;
+    pr_engine *e = tu_engine(&s, "cpu", 1);
+    pr_block *b = pr_block_new(0, 1, 64, false);
+    pr_out *o = tu_out(e, b);
+    int64_t got[8];
+    col_block(e, b, o, (const uint64_t[]){10, 11}, 2, got);
+    char err[256];
+    assert_int_equal(pr_engine_vocab_set_shared(e, true, err, sizeof(err)), 0);
+    uint64_t uses = 0;
+    col_block(e, b, o, (const uint64_t[]){10, 10}, 2, got); /* a replica's lookups */
+    assert_int_equal(pr_engine_vocab_drain_usage(e, count_usage, &uses), 0);
+    assert_int_equal(uses, 2);
+    serve_ok(e, 0);
+    uses = 0;
+    col_block(e, b, o, (const uint64_t[]){10, 11, 10, 12}, 4, got);
+    assert_int_equal(got[0], 2);
+    assert_int_equal(got[3], PR_INDEX_OOV);
+    assert_int_equal(pr_engine_vocab_drain_usage(e, count_usage, &uses), 0);
+    assert_int_equal(uses, 0);
+    pr_out_free(o);
+    pr_block_free(b);
+    pr_engine_free(e);
+}
+
 /* A bounded column with min_count 2: a value below it is OOV under serving
  * and counted as undecided, like an unbounded column's. */
 static void test_serve_bounded_min_count(void **state)
@@ -451,10 +491,15 @@ static void test_serve_threads(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_serve_default),   cmocka_unit_test(test_serve_dlrm),
-        cmocka_unit_test(test_serve_dlrm_full), cmocka_unit_test(test_serve_min_count),
-        cmocka_unit_test(test_serve_bounded),   cmocka_unit_test(test_serve_bounded_min_count),
-        cmocka_unit_test(test_serve_args),      cmocka_unit_test(test_serve_threads),
+        cmocka_unit_test(test_serve_default),
+        cmocka_unit_test(test_serve_dlrm),
+        cmocka_unit_test(test_serve_dlrm_full),
+        cmocka_unit_test(test_serve_min_count),
+        cmocka_unit_test(test_serve_bounded),
+        cmocka_unit_test(test_serve_bounded_min_count),
+        cmocka_unit_test(test_serve_args),
+        cmocka_unit_test(test_serve_threads),
+        cmocka_unit_test(test_serve_shared_bounded_no_usage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,6 +31,7 @@ WV = """pipelines:
         - { name: x, path: x, default: 0, ops: [log1p] }
       sparse:
         - { name: u, path: u, ops: [vocab] }
+        - { name: v, path: v, ops: [vocab], table: u }
         - { name: cats, path: cats, list: { max_len: 4, from: keys },
             weights: { from: values, default: 0 }, ops: [vocab] }
     transform: { vocab: { profile: default } }
@@ -71,6 +72,8 @@ def serve():
 
 def same(a, b):
     assert a.keys == b.keys
+    assert list(a.vocab_sizes) == list(b.vocab_sizes)
+    assert list(a.feature_tables) == list(b.feature_tables)
     assert a.jagged == b.jagged
     assert list(a.label_names) == list(b.label_names)
     assert list(a.dense_names) == list(b.dense_names)
@@ -105,7 +108,9 @@ def test_clickstream_equals_training(tmp_path, serve):
     rows = [json.loads(l) for l in
             run("transform", "--config", EXAMPLE, "--vocab", str(out), "--input", str(ev))
             .splitlines()]
-    same(rows_to_batch(rows, sparse_format="triple"), got)
+    st = client.status()
+    same(rows_to_batch(rows, sparse_format="triple", vocab_sizes=st["vocab_sizes"],
+                       feature_tables=st.get("feature_tables")), got)
     # a rejected event is named
     with pytest.raises(TransformError) as e:
         client.batch([events[0], "{not json", events[1]])
@@ -116,9 +121,10 @@ def test_clickstream_equals_training(tmp_path, serve):
 def test_weights_vectors_equal_training(tmp_path, serve):
     cfg = tmp_path / "wv.yaml"
     cfg.write_text(WV)
-    evs = [{"y": 1, "emb": [0.5, -1.25, 3], "x": 2.5, "u": "a", "cats": {"p": 2.5, "q": 0.1}},
-           {"y": 0, "emb": [1, 2, 3.75], "u": "b", "cats": {"q": 7, "r": 1e-3, "p": 0}},
-           {"y": 0, "emb": [0, 0, 0], "x": 0.125, "u": "a", "cats": {}}]
+    evs = [{"y": 1, "emb": [0.5, -1.25, 3], "x": 2.5, "u": "a", "v": "c",
+            "cats": {"p": 2.5, "q": 0.1}},
+           {"y": 0, "emb": [1, 2, 3.75], "u": "b", "v": "a", "cats": {"q": 7, "r": 1e-3, "p": 0}},
+           {"y": 0, "emb": [0, 0, 0], "x": 0.125, "u": "a", "v": "b", "cats": {}}]
     ev = tmp_path / "wv.jsonl"
     ev.write_text("".join(json.dumps(e) + "\n" for e in evs))
     out = tmp_path / "out"
@@ -127,6 +133,9 @@ def test_weights_vectors_equal_training(tmp_path, serve):
     same(got, train_batch(str(out), len(evs)))
     assert got.dense_names == ["emb[0]", "emb[1]", "emb[2]", "x"]
     assert got.weighted_keys == ["cats"]
+    assert got.feature_tables == ["u", "u", "cats"]  # v shares u's table
+    vb, _, _ = _sf_parts(got.sparse_features)
+    assert vb[3:6].tolist() == [3, 2, 4]  # v's ids in u's table: c new, a and b known
 
 
 def test_criteo_equals_training(tmp_path, serve):

@@ -460,13 +460,46 @@ static void test_framing_single(void **state)
     assert_string_equal(got, "");
 }
 
+/* A reloaded vocabulary: set_engine to a second engine of the same
+ * pipeline, the first freed (serve's swap): the transform reads nothing of
+ * the freed one (ASan: its spec was kept, a use after free) and answers as
+ * before. */
+static void test_set_engine_then_free_old(void **state)
+{
+    (void)state;
+    first_pass a, b;
+    first_pass_run(&a);
+    first_pass_run(&b);
+    pr_transform *t = transform_new(a.eng);
+    pr_mbuf out;
+    pr_mbuf_init(&out);
+    for (int i = 0; i < NLINES; i++)
+        feed(t, lines[i], lens[i], &out);
+    flush(t, &out);
+    char err[512] = "";
+    assert_int_equal(pr_transform_set_engine(t, b.eng, err, sizeof(err)), 0);
+    first_pass_free(&a);
+    pr_mbuf again;
+    pr_mbuf_init(&again);
+    for (int i = 0; i < NLINES; i++)
+        feed(t, lines[i], lens[i], &again);
+    flush(t, &again);
+    assert_int_equal(again.len, out.len);
+    assert_memory_equal(again.buf, out.buf, out.len);
+    pr_mbuf_fini(&out);
+    pr_mbuf_fini(&again);
+    pr_transform_free(t);
+    first_pass_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rows_match_first_pass), cmocka_unit_test(test_unseen_and_reject),
-        cmocka_unit_test(test_multi_line_record),     cmocka_unit_test(test_many_in_order),
-        cmocka_unit_test(test_transform_new_errors),  cmocka_unit_test(test_framing_lines),
-        cmocka_unit_test(test_framing_delimited),     cmocka_unit_test(test_framing_single),
+        cmocka_unit_test(test_rows_match_first_pass),    cmocka_unit_test(test_unseen_and_reject),
+        cmocka_unit_test(test_multi_line_record),        cmocka_unit_test(test_many_in_order),
+        cmocka_unit_test(test_transform_new_errors),     cmocka_unit_test(test_framing_lines),
+        cmocka_unit_test(test_framing_delimited),        cmocka_unit_test(test_framing_single),
+        cmocka_unit_test(test_set_engine_then_free_old),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -110,9 +110,17 @@ class ServeClient:
         return json.loads(self._request("GET", "/v1/status"))
 
     def _format(self):
+        return self._layout_status()["format"]
+
+    def _layout_status(self):
         if self._status is None:
             self._status = self.status()
-        return self._status["format"]
+        return self._status
+
+    def refresh(self):
+        """Read /v1/status again: the vocab_sizes a batch carries are those of
+        the client's first request until then."""
+        self._status = self.status()
 
     def rows(self, events, framing=None):
         """One dict per event, in order: a row ({"labels", "dense", "sparse"
@@ -128,9 +136,13 @@ class ServeClient:
 
     def batch(self, events, framing=None, sparse_format=None):
         """The events as one StreamBatch laid out as training batches are
-        (rows_to_batch); raises TransformError when piperec rejected some."""
-        layout = "criteo" if self._format() == "criteo_tsv" else "jagged"
-        return rows_to_batch(self.rows(events, framing), layout, sparse_format)
+        (rows_to_batch, with /v1/status's layout, vocab_sizes and
+        feature_tables); raises TransformError when piperec rejected some."""
+        st = self._layout_status()
+        layout = st.get("layout") or ("criteo" if st["format"] == "criteo_tsv" else "jagged")
+        return rows_to_batch(self.rows(events, framing), layout, sparse_format,
+                             vocab_sizes=st.get("vocab_sizes"),
+                             feature_tables=st.get("feature_tables"))
 
     def close(self):
         if self._conn is not None:
@@ -154,11 +166,14 @@ def _nan(v):
     return float("nan") if v is None else v
 
 
-def rows_to_batch(rows, layout="jagged", sparse_format=None):
+def rows_to_batch(rows, layout="jagged", sparse_format=None, vocab_sizes=None,
+                  feature_tables=None):
     """A StreamBatch of rows from ``piperec serve`` or ``piperec transform``:
-    layout "jagged" (a declared schema) or "criteo" (the Criteo layout);
-    sparse_format as StreamDataset's ("triple": JaggedSparse even with
-    torchrec). Raises TransformError when a row is an error."""
+    layout "jagged" (a declared schema) or "criteo" (the Criteo layout, also
+    protobuf_event pipelines'); sparse_format as StreamDataset's ("triple":
+    JaggedSparse even with torchrec); vocab_sizes and feature_tables as
+    /v1/status gives them (the batch's own, as training batches carry them;
+    [] when not given). Raises TransformError when a row is an error."""
     import torch
 
     from piperec import torch as pt
@@ -207,7 +222,8 @@ def rows_to_batch(rows, layout="jagged", sparse_format=None):
     else:
         raise ValueError("layout %r: jagged or criteo" % (layout,))
     out.keys = keys
-    out.vocab_sizes, out.feature_tables, out.recycled, out.offsets = [], [], [], []
+    out.vocab_sizes, out.feature_tables = list(vocab_sizes or []), list(feature_tables or [])
+    out.recycled, out.offsets = [], []
     out.endpoint, out.epoch, out.sequence, out.rows, out.replica = None, None, 0, n, ""
     out._ring = out._ring_token = None
     return out
