@@ -177,8 +177,10 @@ static int pr__held_column(const pr_engine *got, const pr_engine *seed, uint32_t
         fprintf(stderr, "piperec vocab import: out of memory\n");
         return 1;
     }
-    qsort(a.e, a.n, sizeof(*a.e), pr__by_pending_value);
-    qsort(b.e, b.n, sizeof(*b.e), pr__by_pending_value);
+    if (a.n) /* an empty column has no array (qsort wants one) */
+        qsort(a.e, a.n, sizeof(*a.e), pr__by_pending_value);
+    if (b.n)
+        qsort(b.e, b.n, sizeof(*b.e), pr__by_pending_value);
     size_t na = 0, nb = 0;
     while (na < a.n && a.e[na].index >= 0)
         na++;
@@ -312,8 +314,10 @@ static int pr__compare(const pr_engine *got, const pr_engine *seed, const char *
             ret = 1;
             break;
         }
-        qsort(a.e, a.n, sizeof(*a.e), pr__by_pending_value);
-        qsort(b.e, b.n, sizeof(*b.e), pr__by_pending_value);
+        if (a.n) /* an empty column may have no array (qsort wants one) */
+            qsort(a.e, a.n, sizeof(*a.e), pr__by_pending_value);
+        if (b.n)
+            qsort(b.e, b.n, sizeof(*b.e), pr__by_pending_value);
         size_t i = 0;
         while (i < a.n && i < b.n && pr__same_entry(&a.e[i], &b.e[i]))
             i++;
