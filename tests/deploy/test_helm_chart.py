@@ -13,6 +13,8 @@ tools/install-deps.sh installs. What this one checks, with no helm at all:
   - every template has balanced {{ }} actions, every `include "x"` names a
     defined template, every `.Values.a.b` path exists in values.yaml, and the
     probes point at /healthz and /readyz;
+  - `piperec serve`'s Deployment probes /healthz (it has no /readyz) and is
+    off by default;
   - the optional templates exist and the chart's files/ (rules, dashboard)
     resolve to deploy/prometheus and deploy/grafana.
 """
@@ -122,11 +124,17 @@ if "volumeClaimTemplates" not in sts:
     fail("statefulset.yaml: no PVC for the state dir")
 for needed in ("configmap.yaml", "service.yaml", "statefulset.yaml", "servicemonitor.yaml",
                "networkpolicy.yaml", "poddisruptionbudget.yaml", "prometheusrule.yaml",
-               "grafana-dashboard.yaml"):
+               "grafana-dashboard.yaml", "serve-deployment.yaml", "serve-service.yaml"):
     if needed not in texts:
         fail("templates/%s missing" % needed)
 if "startupProbe" not in sts or "checksum/config" not in sts:
     fail("statefulset.yaml: needs a startupProbe and the checksum/config annotation")
+# `piperec serve` has /healthz only (no /readyz): every probe asks it.
+srv = texts.get("serve-deployment.yaml", "")
+if srv.count("path: /healthz") != 3 or "/readyz" in srv or "checksum/config" not in srv:
+    fail("serve-deployment.yaml: startup, liveness and readiness on /healthz, and checksum/config")
+if values.get("serve", {}).get("enabled") is not False:
+    fail("values.yaml: serve.enabled must default to false")
 for f, target in (("piperec-rules.yaml", "deploy/prometheus/piperec-rules.yaml"),
                   ("piperec-dashboard.json", "deploy/grafana/piperec-dashboard.json")):
     path = os.path.join(chart, "files", f)

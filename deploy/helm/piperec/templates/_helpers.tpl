@@ -105,3 +105,46 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "piperec.probeScheme" -}}
 {{- if .Values.httpTls.enabled }}, scheme: HTTPS{{ end -}}
 {{- end -}}
+
+{{/* `piperec serve` (serve.enabled): its own name and labels. The name label
+     differs from the StatefulSet's (piperec-serve), so the StatefulSet, its
+     Services, PDB, NetworkPolicy and ServiceMonitor, which select
+     piperec.selectorLabels, never take the serve pods for pipeline pods. */}}
+{{- define "piperec.serveFullname" -}}
+{{- printf "%s-serve" (include "piperec.fullname" . | trunc 57 | trimSuffix "-") -}}
+{{- end -}}
+
+{{- define "piperec.serveSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "piperec.name" . }}-serve
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: serve
+{{- end -}}
+
+{{- define "piperec.serveLabels" -}}
+{{ include "piperec.serveSelectorLabels" . }}
+app.kubernetes.io/part-of: {{ include "piperec.name" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* The pipeline `piperec serve` answers for: serve.pipeline, or the
+     config's first (serve's default without --pipeline), as YAML. Fails
+     the render when serve.pipeline names none of config.pipelines. */}}
+{{- define "piperec.servePipeline" -}}
+{{- $pipelines := .Values.config.pipelines | default list -}}
+{{- $pl := dict -}}
+{{- if .Values.serve.pipeline -}}
+{{- range $pipelines -}}
+{{- if eq .name $.Values.serve.pipeline -}}
+{{- $pl = . -}}
+{{- end -}}
+{{- end -}}
+{{- if not $pl -}}
+{{- fail (printf "serve.pipeline is %s but config.pipelines has no pipeline of that name" .Values.serve.pipeline) -}}
+{{- end -}}
+{{- else if $pipelines -}}
+{{- $pl = first $pipelines -}}
+{{- end -}}
+{{- toYaml $pl -}}
+{{- end -}}
