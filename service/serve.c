@@ -103,7 +103,11 @@ static int pr__h_transform(void *opaque, const pr__http_query *q, const char *bo
     }
     int64_t t0 = pr_mono_ns();
     pthread_mutex_lock(&s->mu);
+    pr_transform_counts before;
+    pr_transform_get_counts(s->tr, &before);
     int status = pr__transform_body(s, fr, body, len, out);
+    if (status != 200) /* its events were not answered: not counted */
+        pr_transform_set_counts(s->tr, &before);
     s->requests[status / 100 == 2 ? 0 : status / 100 == 4 ? 1 : 2]++;
     pthread_mutex_unlock(&s->mu);
     pr_histogram_observe(&s->req_s, (double)(pr_mono_ns() - t0) / 1e9);

@@ -562,6 +562,11 @@ void pr_transform_get_counts(const pr_transform *t, pr_transform_counts *c)
     *c = t->counts;
 }
 
+void pr_transform_set_counts(pr_transform *t, const pr_transform_counts *c)
+{
+    t->counts = *c;
+}
+
 void pr_transform_free(pr_transform *t)
 {
     if (!t)

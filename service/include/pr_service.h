@@ -354,6 +354,9 @@ int pr_transform_flush(pr_transform *t, pr_mbuf *out, char *errstr, size_t errst
  * serving mode; the old one is the caller's to free. Between flushes only. */
 int pr_transform_set_engine(pr_transform *t, pr_engine *eng, char *errstr, size_t errstr_size);
 void pr_transform_get_counts(const pr_transform *t, pr_transform_counts *c);
+/* The counts put back (serve: a request answered with an error counts none
+ * of its events). */
+void pr_transform_set_counts(pr_transform *t, const pr_transform_counts *c);
 void pr_transform_free(pr_transform *t); /* NULL ok; not the engine */
 
 /* How records follow each other in a body or a file: `lines` (one a line,

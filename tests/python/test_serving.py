@@ -55,14 +55,15 @@ def run(*args, stdin=None):
 def serve():
     procs = []
 
-    def start(config, vocab):
+    def start(config, vocab, scheme="http"):
         args = [piperec(), "serve", "--vocab", vocab, "--listen", "127.0.0.1:0", "--reload-s",
                 "0"] + (["--config", config] if config else [])
         p = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
         procs.append(p)
         line = p.stderr.readline()
-        assert "listening on http://127.0.0.1:" in line, line
-        return "http://127.0.0.1:%s" % line.split("http://127.0.0.1:")[1].split()[0]
+        at = "listening on %s://127.0.0.1:" % scheme
+        assert at in line, line
+        return "%s://127.0.0.1:%s" % (scheme, line.split(at)[1].split()[0])
 
     yield start
     for p in procs:
@@ -154,3 +155,42 @@ def test_encode_events():
     assert encode_events([{"a": 1}, "b"], "lines") == b'{"a":1}\nb\n'
     with pytest.raises(ValueError):
         encode_events(["a\nb"], "lines")
+
+
+def make_certs(d):
+    """A CA, a server certificate for 127.0.0.1 and a client certificate it signed
+    (the openssl CLI, as the other TLS tests)."""
+    script = """set -e; cd %s; exec >/dev/null 2>&1
+ca() { openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout $1.key -out $1.crt -days 2 -subj /CN=$1; }
+leaf() { openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout $1.key -out $1.csr -subj /CN=$1;
+  printf "$2" > $1.ext;
+  openssl x509 -req -in $1.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out $1.crt -days 2 -extfile $1.ext; }
+ca ca
+leaf server 'subjectAltName=IP:127.0.0.1,DNS:localhost\\nextendedKeyUsage=serverAuth\\n'
+leaf client 'extendedKeyUsage=clientAuth\\n'
+""" % d
+    subprocess.run(["sh", "-c", script], check=True)
+
+
+def test_mutual_tls(tmp_path, serve):
+    """serve over HTTPS with a client CA (http.tls): ServeClient with the client's
+    certificate gets the batch; without one it is refused."""
+    import ssl
+    make_certs(str(tmp_path))
+    cfg = tmp_path / "tls.yaml"
+    cfg.write_text(WV + "http:\n  tls: { cert_file: %s/server.crt, key_file: %s/server.key, "
+                   "ca_file: %s/ca.crt }\n" % ((tmp_path,) * 3))
+    evs = [{"y": 1, "emb": [0.5, -1.25, 3], "u": "a", "v": "b", "cats": {"p": 1}}]
+    ev = tmp_path / "ev.jsonl"
+    ev.write_text(json.dumps(evs[0]) + "\n")
+    out = tmp_path / "out"
+    run("process", "--config", str(cfg), "--input", str(ev), "--output", str(out), "--no-progress")
+    url = serve(str(cfg), str(out), scheme="https")
+    ctx = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
+    ctx.load_cert_chain(str(tmp_path / "client.crt"), str(tmp_path / "client.key"))
+    got = ServeClient(url, ssl_context=ctx).batch(evs, sparse_format="triple")
+    same(got, train_batch(str(out), 1))
+    bare = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
+    with pytest.raises(RuntimeError) as e:
+        ServeClient(url, ssl_context=bare).rows(evs)
+    assert "HTTP 403" in str(e.value), e.value  # refused before the body is read

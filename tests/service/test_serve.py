@@ -173,7 +173,9 @@ def main():
         got = http(port, path, rbody, method)[0]
         if got != code:
             fail("%s %s: %d, want %d" % (method or "POST", path, got, code), proc)
-    check_metrics(port, proc, {'piperec_serve_requests_total{code="4xx"}': 2})
+    # the refused requests counted as requests, none of their events
+    check_metrics(port, proc, {'piperec_serve_requests_total{code="4xx"}': 2,
+                               'piperec_serve_events_total': 1203})
 
     # the vocabulary grows: replaced by the whole stream's
     old = live + ".old"

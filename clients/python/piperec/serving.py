@@ -71,19 +71,26 @@ def encode_events(events, framing):
 class ServeClient:
     """A client of one ``piperec serve`` (``url``: http://HOST:PORT)."""
 
-    def __init__(self, url="http://127.0.0.1:9470", timeout=10.0):
+    def __init__(self, url="http://127.0.0.1:9470", timeout=10.0, ssl_context=None):
+        """ssl_context: for https, an ``ssl.SSLContext`` (the CA that signed
+        the server's certificate; with mutual TLS, ``load_cert_chain`` of the
+        client's certificate and key); None: the default context."""
         u = urllib.parse.urlsplit(url)
         if u.scheme not in ("http", "https") or not u.hostname:
             raise ValueError("url %r: http://HOST:PORT" % (url,))
         self._https = u.scheme == "https"
         self._host, self._port = u.hostname, u.port or (443 if self._https else 80)
         self._timeout = timeout
+        self._ssl = ssl_context
         self._conn = None
         self._status = None
 
     def _connect(self):
-        cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-        self._conn = cls(self._host, self._port, timeout=self._timeout)
+        if self._https:
+            self._conn = http.client.HTTPSConnection(self._host, self._port,
+                                                     timeout=self._timeout, context=self._ssl)
+        else:
+            self._conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
 
     def _request(self, method, path, body=None):
         for attempt in (0, 1):
