@@ -146,7 +146,9 @@ def account(a, b):
             top = max(top, d)
         acct["threads_s"][name] = kinds
         acct["switches"][name] = switches
-        acct["busiest_thread_cores"][name] = round(top / w, 2) if w > 0 else None
+        # None: no thread of it ran in the window as sampled (the watcher read
+        # both marks late, after the run: a loaded machine), not 0 cores.
+        acct["busiest_thread_cores"][name] = round(top / w, 2) if w > 0 and top > 0 else None
     return acct
 
 
