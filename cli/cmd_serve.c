@@ -189,12 +189,9 @@ static int pr__transform_run(pr_cli_vocab *v, pr_framing fr, int64_t unseen, con
     pr_mbuf_init(&mb);
     const char *rec;
     size_t n, at = 0;
-    int got, rc = 0, wrc = 0;
+    int rc = 0, wrc = 0;
     /* The framing first, whole: a broken input is refused before any line. */
-    while ((got = pr_framing_next(fr, in->buf, in->len, &at, &rec, &n, err, sizeof(err))) == 1)
-        ;
-    int bad = got; /* 0, or PR_EINVAL: refused whole */
-    at = 0;
+    int bad = pr_framing_check(fr, in->buf, in->len, err, sizeof(err));
     while (!bad && !rc && !wrc &&
            pr_framing_next(fr, in->buf, in->len, &at, &rec, &n, err, sizeof(err)) == 1) {
         rc = pr_transform_event(t, rec, n, &mb, err, sizeof(err));

@@ -59,15 +59,12 @@ static int pr__transform_body(pr_serve *s, pr_framing fr, const char *body, size
     char err[1024], err2[1024];
     const char *rec;
     size_t n, at = 0;
-    int got, rc = 0;
+    int rc = 0;
     /* The framing first, whole: a broken body is refused before any event. */
-    while ((got = pr_framing_next(fr, body, len, &at, &rec, &n, err, sizeof(err))) == 1)
-        ;
-    if (got < 0) {
+    if (pr_framing_check(fr, body, len, err, sizeof(err))) {
         pr_mbuf_printf(out, "framing %s: %s\n", pr_framing_names[fr], err);
         return 400;
     }
-    at = 0;
     while (!rc && pr_framing_next(fr, body, len, &at, &rec, &n, err, sizeof(err)) == 1)
         rc = pr_transform_event(s->tr, rec, n, out, err, sizeof(err));
     int frc = pr_transform_flush(s->tr, out, err2, sizeof(err2));
@@ -188,15 +185,6 @@ static int pr__h_metrics(void *opaque, pr_mbuf *out, const char **ctype)
     return 200;
 }
 
-/* The engine column named `name` (a table's owner), or -1. */
-static int pr__col_of(const pr_pipeline_spec *es, const char *name)
-{
-    for (uint32_t c = 0; c < es->n_sparse; c++)
-        if (!strcmp(es->sparse[c].name, name))
-            return (int)c;
-    return -1;
-}
-
 /* The batch layout a model trained on, as meta.json has it: "layout", and
  * per sparse key (schema order) its embedding rows ("vocab_sizes": a vocab
  * table's size now, else the operator's range) and, when some share one,
@@ -224,7 +212,7 @@ static void pr__status_layout(const pr_serve *s, pr_mbuf *out)
         const pr_feature_spec *f = &fs->features[i];
         if (f->kind != PR_FEAT_SPARSE && f->kind != PR_FEAT_LIST)
             continue;
-        int c = pr_feature_vocab_step(f) >= 0 ? pr__col_of(es, pr_feature_table_name(f)) : -1;
+        int c = pr_feature_vocab_col(fs, i);
         uint64_t n = c >= 0 ? pr_engine_vocab_size(s->eng, (uint32_t)c) : pr_feature_value_range(f);
         pr_mbuf_printf(out, "%s%" PRIu64, k++ ? "," : "", n);
     }

@@ -481,6 +481,16 @@ int pr_framing_next(pr_framing fr, const char *body, size_t len, size_t *at, con
     return 1;
 }
 
+int pr_framing_check(pr_framing fr, const char *buf, size_t len, char *errstr, size_t errstr_size)
+{
+    const char *rec;
+    size_t n, at = 0;
+    int got;
+    while ((got = pr_framing_next(fr, buf, len, &at, &rec, &n, errstr, errstr_size)) == 1)
+        ;
+    return got;
+}
+
 pr_framing pr_framing_default(pr_msg_format fmt)
 {
     return fmt == PR_MSG_JSON || fmt == PR_MSG_CRITEO_TSV ? PR_FRAMING_LINES : PR_FRAMING_DELIMITED;

@@ -376,6 +376,9 @@ pr_framing pr_framing_default(pr_msg_format fmt); /* lines for json and criteo_t
  * PR_EINVAL with errstr for a bad or truncated length. */
 int pr_framing_next(pr_framing fr, const char *buf, size_t len, size_t *at, const char **rec,
                     size_t *n, char *errstr, size_t errstr_size);
+/* Every record of buf read through: 0, or PR_EINVAL as pr_framing_next (a
+ * body or a file refused whole before any of it is used). */
+int pr_framing_check(pr_framing fr, const char *buf, size_t len, char *errstr, size_t errstr_size);
 
 /* ---------------------------------------------------------------- serve
  *
