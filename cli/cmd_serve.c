@@ -18,6 +18,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,12 +60,15 @@ static void pr__serve_usage(FILE *f)
     fprintf(f,
             "usage: piperec serve [--config FILE] [--pipeline P]\n"
             "                     [--vocab DIR | --state DIR | --from-log]\n"
-            "                     [--listen HOST:PORT] [--reload-s S] [--unseen INDEX]\n"
+            "                     [--listen HOST:PORT] [--threads N] [--reload-s S]\n"
+            "                     [--unseen INDEX]\n"
             "  `piperec transform` over HTTP, for a model server:\n"
             "    POST /v1/transform   events in the body (?framing=lines|delimited|single),\n"
             "                         one JSON line per event back\n"
             "    GET /healthz, /metrics (Prometheus), /v1/status (JSON)\n"
             "  --listen (default " PR__SERVE_LISTEN "); HTTPS with the config's http.tls.\n"
+            "  --threads N (1..64; default the CPUs this process may use, at most 16):\n"
+            "           requests answered at once, one per connection.\n"
             "  --reload-s S (default 60, 0 never): look at the vocabulary every S seconds and\n"
             "           load it again once its files changed and then held still for one\n"
             "           look; requests use the old one until the new one is whole.\n"
@@ -320,8 +324,31 @@ static int pr__serve_load(pr_cli_vocab *v, const char *config, const char *dir, 
 typedef struct pr__serve_args {
     const char *config, *dir, *listen;
     int64_t unseen, reload_s;
+    unsigned threads;
     bool from_log;
 } pr__serve_args;
+
+/* --threads into *out (default: the CPUs this process may run on, at most
+ * 16): 0 or 2 after a message. */
+static int pr__parse_threads(const char *arg, unsigned *out)
+{
+    if (!arg) {
+        cpu_set_t cs;
+        int n = sched_getaffinity(0, sizeof(cs), &cs) == 0 ? CPU_COUNT(&cs) : 1;
+        *out = n < 1 ? 1 : n > 16 ? 16 : (unsigned)n;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long n = strtol(arg, &end, 10);
+    if (errno || end == arg || *end || n < 1 || n > PR_SERVE_MAX_THREADS) {
+        fprintf(stderr, "piperec serve: --threads '%s': 1..%d requests at once\n", arg,
+                PR_SERVE_MAX_THREADS);
+        return 2;
+    }
+    *out = (unsigned)n;
+    return 0;
+}
 
 /* --from-log: the shared vocabulary log, read as a replica reads it but
  * never written, its records applied between requests. */
@@ -377,30 +404,36 @@ static int pr__serve_log_open(pr_cli_vocab *v, pr__serve_log *lg, pr_engine **en
     return 0;
 }
 
-/* Between two looks at the signals: the log's new records applied, or
- * the vocabulary's files looked at (and loaded once they held still). */
+/* Between two looks at the signals: the log's new records applied (one
+ * step: at most 4096 records, pr_vocablog_poll, with requests held off), or
+ * the vocabulary's files looked at (and loaded once they held still).
+ * True when the log has more to apply at once: the caller looks again
+ * after a short pause, so a backlog is applied in steps that requests
+ * run between. */
 typedef struct pr__serve_watch {
     uint64_t stamp, seen;
     int64_t next_ns;
 } pr__serve_watch;
 
-static void pr__serve_tick(pr_cli_vocab *v, const pr__serve_args *a, pr_serve *s, pr__serve_log *lg,
+static bool pr__serve_tick(pr_cli_vocab *v, const pr__serve_args *a, pr_serve *s, pr__serve_log *lg,
                            pr__serve_watch *w, const char *src)
 {
     char err[1024];
     if (lg->vl) {
+        pr_vocablog_stats st;
+        pr_vocablog_get_stats(lg->vl, &st);
+        uint64_t before = st.records_applied;
         pr_serve_locked(s, pr__log_poll, lg);
         if (lg->rc) {
             pr_warn("serve: vocabulary log: %s", lg->err);
             pr_serve_load_failed(s, lg->err);
         }
-        pr_vocablog_stats st;
         pr_vocablog_get_stats(lg->vl, &st);
         pr_serve_set_log_position(s, st.applied_offset, st.end_offset);
-        return;
+        return !lg->rc && st.records_applied != before && st.applied_offset < st.end_offset;
     }
     if (!a->reload_s || pr_mono_ns() < w->next_ns)
-        return;
+        return false;
     w->next_ns = pr_mono_ns() + a->reload_s * 1000000000LL;
     /* A folder: load once its files changed and then held still for one
      * look, so a vocabulary being written (a `vocab export`, a copy) is not
@@ -411,19 +444,20 @@ static void pr__serve_tick(pr_cli_vocab *v, const pr__serve_args *a, pr_serve *s
                                                * grows is read as far as it goes */
     w->seen = now;
     if (now == w->stamp || !settled)
-        return;
+        return false;
     pr_engine *eng = NULL;
     if (pr__serve_load(v, a->config, a->dir, &eng)) {
         pr_serve_load_failed(s, "the reload failed: see the log");
         w->seen = 0; /* the stamp stays: tried again once the files hold still */
-        return;
+        return false;
     }
     if (pr_serve_swap(s, eng, err, sizeof(err))) {
         pr_serve_load_failed(s, err);
-        return;
+        return false;
     }
     w->stamp = now;
     pr_info("serve: vocabulary reloaded from %s", src);
+    return false;
 }
 
 static int pr__serve_loop(pr_cli_vocab *v, const pr__serve_args *a)
@@ -436,7 +470,11 @@ static int pr__serve_loop(pr_cli_vocab *v, const pr__serve_args *a)
     else
         snprintf(src, sizeof(src), "%s %s", a->dir ? "vocab" : "state", a->dir ? a->dir : v->state);
     const pr_http_tls_cfg *tls = &v->cfg->http.tls;
-    pr_serve_opts so = {.pc = v->pc, .listen = a->listen, .unseen = a->unseen, .vocab_source = src};
+    pr_serve_opts so = {.pc = v->pc,
+                        .listen = a->listen,
+                        .unseen = a->unseen,
+                        .vocab_source = src,
+                        .threads = a->threads};
     if (tls->enabled)
         so.tls_cert = tls->cert_file, so.tls_key = tls->key_file, so.tls_ca = tls->ca_file;
     pr__serve_watch w = {.stamp = a->from_log ? 0 : pr__vocab_stamp(v, a->dir)};
@@ -457,14 +495,15 @@ static int pr__serve_loop(pr_cli_vocab *v, const pr__serve_args *a)
     }
     fprintf(stderr,
             "piperec serve: pipeline %s (%s, profile %s), vocabulary from %s: listening on "
-            "%s://%.*s:%u (POST /v1/transform)\n",
+            "%s://%.*s:%u (POST /v1/transform), %u thread(s)\n",
             v->pc->name, pr_msg_format_name(v->pc->source.format),
             pr_vocab_profile_name(v->espec.profile), src, tls->enabled ? "https" : "http",
-            (int)(strrchr(a->listen, ':') - a->listen), a->listen, (unsigned)pr_serve_port(s));
+            (int)(strrchr(a->listen, ':') - a->listen), a->listen, (unsigned)pr_serve_port(s),
+            pr_serve_threads(s));
     int sig;
-    pr__serve_tick(v, a, s, &lg, &w, src); /* the log's position, from the start */
-    while ((sig = pr_cli_wait_signal(&sigs, lg.vl ? 100 : 200)) == 0)
-        pr__serve_tick(v, a, s, &lg, &w, src);
+    bool more = pr__serve_tick(v, a, s, &lg, &w, src); /* the log's position, from the start */
+    while ((sig = pr_cli_wait_signal(&sigs, more ? 1 : lg.vl ? 100 : 200)) == 0)
+        more = pr__serve_tick(v, a, s, &lg, &w, src);
     if (lg.vl)
         pr_serve_locked(s, pr__log_close, &lg);
     pr_transform_counts c;
@@ -480,13 +519,14 @@ static int pr__serve_loop(pr_cli_vocab *v, const pr__serve_args *a)
 int pr_cli_cmd_serve(int argc, char **argv)
 {
     const char *config = NULL, *pipeline = NULL, *state = NULL, *vocab = NULL,
-               *listen = PR__SERVE_LISTEN, *unseen_s = NULL, *reload_s = "60";
+               *listen = PR__SERVE_LISTEN, *unseen_s = NULL, *reload_s = "60", *threads = NULL;
     bool from_log = false;
     const pr_cli_opt opts[] = {
         {"--from-log", NULL, &from_log}, {"--config", &config, NULL},
         {"--pipeline", &pipeline, NULL}, {"--state", &state, NULL},
         {"--vocab", &vocab, NULL},       {"--listen", &listen, NULL},
         {"--unseen", &unseen_s, NULL},   {"--reload-s", &reload_s, NULL},
+        {"--threads", &threads, NULL},
     };
     int pr = pr_cli_parse_opts("serve", argc, argv, 1, opts, sizeof(opts) / sizeof(opts[0]),
                                pr__serve_usage);
@@ -500,6 +540,8 @@ int pr_cli_cmd_serve(int argc, char **argv)
         fprintf(stderr, "piperec serve: --reload-s '%s': seconds 0..86400 (0: never)\n", reload_s);
         return 2;
     }
+    if (pr__parse_threads(threads, &a.threads))
+        return 2;
     if ((state != NULL) + (vocab != NULL) + from_log > 1) {
         fprintf(stderr, "piperec serve: give one of --state, --vocab and --from-log\n");
         return 2;

@@ -2180,17 +2180,23 @@ static pr_backend_split *pr__cpu_split_new(const pr_backend *be)
  * vocabulary direct-indexed (or a hash table when the split is exclusive:
  * no insert can move a slot under the reader), without eviction or a
  * shared (frozen) table, and counting only in a finished two-pass count
- * (streaming min_count counts known values too). */
+ * (streaming min_count counts known values too). A serving column
+ * (pr_engine_vocab_serve) qualifies whatever its table: its second half
+ * only looks up (pr__vocab_peek) and counts nothing, so no insert can race
+ * the first half's reads, and a value without an index of its own is
+ * queued for the peek to answer, as process() would. */
 static bool pr__split_ok(const pr_backend *be, const pr_block *in, bool exclusive)
 {
-    if (be->two_pass && !be->count_done)
+    if (be->two_pass && !be->count_done && !be->serving)
         return false;
     for (uint32_t c = 0; c < be->spec.n_sparse; c++) {
         if (in->sparse_enc[c] == PR_SPARSE_HEX)
             return false;
         const pr__vcol *vc = &be->cols[c];
-        if (be->has[PR_OP_VOCAB] && ((!vc->direct && !exclusive) || vc->evict || vc->frozen ||
-                                     (vc->counting && !be->two_pass)))
+        if (!be->has[PR_OP_VOCAB] || (vc->serve && !vc->evict))
+            continue;
+        if ((!vc->direct && !exclusive) || vc->evict || vc->frozen ||
+            (vc->counting && !be->two_pass))
             return false;
     }
     return true;
@@ -2370,6 +2376,7 @@ static void pr__cpu_process_seq_col(pr_backend *be, const pr_block *in, pr_out *
     uint64_t t0 = pr_mono_ns();
     pr__vcol *vc = &be->cols[c];
     const pr__pending *q = bs->q[c];
+    vc->n_undec_oov = 0; /* serving: the values this block answers unseen */
     for (uint32_t k = 0; k < bs->n_q[c]; k++) {
         const pr__pending *p = &q[k];
         /* the table is far out of cache by now: hide its misses (a hash
@@ -2409,6 +2416,8 @@ static int pr__cpu_process_seq_end(pr_backend *be, const pr_block *in, pr_out *o
         st->op_ns[op] += bs->ws.ns[op];
         st->op_values[op] += bs->ws.vals[op];
     }
+    for (uint32_t c = 0; c < bs->ns && be->serving; c++)
+        st->undecided_oov += be->cols[c].n_undec_oov;
     out->n_rejected = 0;
     for (uint32_t c = 0; c < bs->ns; c++)
         if (bs->fail_row[c] >= 0)

@@ -642,6 +642,7 @@ struct pr_engine {
     /* bounded vocabularies (pr_vocab_eviction) */
     bool evict;                    /* some column evicts: journal v2, snapshot v3 */
     bool shared;                   /* pr_engine_vocab_set_shared(true) */
+    bool serving;                  /* pr_engine_vocab_serve: lookups only */
     bool event_ttl;                /* some column evicts by ttl_s: journal v3, snapshot v4 */
     uint64_t notice_next;          /* number of the next recycled-index notice (from 1) */
     pr_recycled *pend;             /* notices replayed from the journal, re-announced by */
@@ -1065,7 +1066,8 @@ int pr_engine_process_par(const pr_engine *eng, const pr_block *in, pr_out *out,
                           pr_engine_split *sp)
 {
     sp->whole = true;
-    if (!sp->bs || eng->evict || eng->shared || eng->hook || !in || !out ||
+    /* Serving: a shared table only looks up, like any other serving one. */
+    if (!sp->bs || eng->evict || (eng->shared && !eng->serving) || eng->hook || !in || !out ||
         pr__check_block(eng, in, NULL, 0) || out->cap < in->rows || out->n_dense != in->n_dense ||
         out->n_sparse != in->n_sparse || out->sparse_width != eng->sparse_width ||
         (in->col_rows && (!out->col_rows || out->scap < in->scap)))
@@ -1192,6 +1194,7 @@ int pr_engine_vocab_serve(pr_engine *eng, int64_t unseen, char *errstr, size_t e
                          (long long)top, (long long)unseen);
     eng->ops->vocab_freeze(eng->be, true);
     eng->ops->vocab_serve(eng->be, unseen);
+    eng->serving = true;
     return 0;
 }
 

@@ -3,7 +3,10 @@
  *
  * One daemon with libmicrohttpd's internal polling thread: scrapes and probes
  * are rare and cheap, so one thread serving requests in turn is enough and
- * keeps handlers from running concurrently with each other. The listening
+ * keeps handlers from running concurrently with each other. A listener
+ * that answers heavier requests (`piperec serve`) asks for a pool of them
+ * (pr__http_start_pool): each thread serves its own connections, so
+ * handlers then run concurrently and must lock what they share. The listening
  * socket is bound by libmicrohttpd from a sockaddr we resolve ourselves, so
  * "host:port" parsing and error messages stay ours.
  *
@@ -21,6 +24,7 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,7 +50,8 @@ struct pr_http {
     pr__http_route routes[PR_HTTP_MAX_ROUTES];
     /* HTTPS: the PEM texts libmicrohttpd was given (kept for its lifetime). */
     char *tls_cert, *tls_key, *tls_ca;
-    pr_ratelimit refused_log; /* client certificate refusals (handler thread only) */
+    pthread_mutex_t log_mu;
+    pr_ratelimit refused_log; /* client certificate refusals (under log_mu) */
 };
 
 struct pr__http_query {
@@ -94,10 +99,12 @@ static bool pr__http_client_ok(pr_http *h, struct MHD_Connection *conn)
         else if (sa->sa_family == AF_INET6)
             inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, peer, sizeof(peer));
     }
+    pthread_mutex_lock(&h->log_mu);
     pr_log_ratelimited(&h->refused_log, PR_LOG_WARN, "http: %s refused: %s", peer,
                        rc == GNUTLS_E_NO_CERTIFICATE_FOUND ? "no client certificate"
                        : rc                                ? gnutls_strerror(rc)
                                                            : "client certificate not trusted");
+    pthread_mutex_unlock(&h->log_mu);
     return false;
 }
 
@@ -291,6 +298,7 @@ static int pr__http_load_tls(pr_http *h, const pr__http_tls *tls, char *errstr, 
 
 static void pr__http_free(pr_http *h)
 {
+    pthread_mutex_destroy(&h->log_mu);
     free(h->tls_cert);
     free(h->tls_key);
     free(h->tls_ca);
@@ -300,17 +308,27 @@ static void pr__http_free(pr_http *h)
 int pr__http_start(const char *listen_addr, const pr__http_route *routes, size_t n_routes,
                    pr_http **out, char *errstr, size_t errstr_size)
 {
-    return pr__http_start_tls(listen_addr, NULL, routes, n_routes, out, errstr, errstr_size);
+    return pr__http_start_pool(listen_addr, NULL, 1, routes, n_routes, out, errstr, errstr_size);
 }
 
 int pr__http_start_tls(const char *listen_addr, const pr__http_tls *tls,
                        const pr__http_route *routes, size_t n_routes, pr_http **out, char *errstr,
                        size_t errstr_size)
 {
+    return pr__http_start_pool(listen_addr, tls, 1, routes, n_routes, out, errstr, errstr_size);
+}
+
+int pr__http_start_pool(const char *listen_addr, const pr__http_tls *tls, unsigned threads,
+                        const pr__http_route *routes, size_t n_routes, pr_http **out, char *errstr,
+                        size_t errstr_size)
+{
     char host[256], port[8];
     uint16_t portnum;
     if (n_routes > PR_HTTP_MAX_ROUTES)
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "http: too many routes");
+    if (threads < 1 || threads > PR_HTTP_MAX_THREADS)
+        return pr_seterr(errstr, errstr_size, PR_EINVAL, "http: threads must be 1..%d, not %u",
+                         PR_HTTP_MAX_THREADS, threads);
     if (!listen_addr || pr_hostport_parse(listen_addr, host, sizeof(host), &portnum))
         return pr_seterr(errstr, errstr_size, PR_EINVAL, "http.listen '%s': expected host:port",
                          listen_addr ? listen_addr : "");
@@ -365,6 +383,7 @@ int pr__http_start_tls(const char *listen_addr, const pr__http_tls *tls,
         memcpy(h->routes, routes, n_routes * sizeof(*routes));
     h->port = bound;
     h->refused_log = (pr_ratelimit)PR_RATELIMIT_INIT(1);
+    pthread_mutex_init(&h->log_mu, NULL);
     if (tls) {
         int rc = pr__http_load_tls(h, tls, errstr, errstr_size);
         if (rc) {
@@ -382,12 +401,17 @@ int pr__http_start_tls(const char *listen_addr, const pr__http_tls *tls,
         {h->tls_ca ? MHD_OPTION_HTTPS_MEM_TRUST : MHD_OPTION_END, 0, h->tls_ca},
         {MHD_OPTION_END, 0, NULL},
     };
+    /* A pool: each thread polls the listening socket and its own connections. */
+    struct MHD_OptionItem pool[] = {
+        {threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, threads, NULL},
+        {MHD_OPTION_END, 0, NULL},
+    };
     h->daemon = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | (tls ? MHD_USE_TLS : 0), 0, NULL, NULL,
         pr__http_handle, h, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, (unsigned)PR__HTTP_MAX_CONNECTIONS,
         MHD_OPTION_NOTIFY_COMPLETED, pr__http_done, NULL, MHD_OPTION_ARRAY, tls ? tls_opts : none,
-        MHD_OPTION_END);
+        MHD_OPTION_ARRAY, pool, MHD_OPTION_END);
     if (!h->daemon) {
         close(fd);
         pr__http_free(h);

@@ -4,8 +4,9 @@
  *
  * The service registers /metrics, /healthz, /readyz and /v1/status; the
  * listener knows nothing about pipelines. Handlers run on libmicrohttpd's
- * thread, so they must only read state that is safe to read concurrently
- * (stats under their own locks or atomics).
+ * thread (or threads: pr__http_start_pool), so they must only read state
+ * that is safe to read concurrently (stats under their own locks or
+ * atomics).
  *
  * Listening on port 0 picks a free port; pr__http_port() tells which.
  *
@@ -72,6 +73,14 @@ int pr__http_start(const char *listen, const pr__http_route *routes, size_t n_ro
  * naming the http.tls key. */
 int pr__http_start_tls(const char *listen, const pr__http_tls *tls, const pr__http_route *routes,
                        size_t n_routes, pr_http **out, char *errstr, size_t errstr_size);
+/* The same with a pool of `threads` (1..PR_HTTP_MAX_THREADS) polling
+ * threads: each serves its own connections, so up to `threads` handlers run
+ * at once (one per connection at a time) and must lock what they share.
+ * The connection limit (64) is shared among the threads. */
+#define PR_HTTP_MAX_THREADS 64
+int pr__http_start_pool(const char *listen, const pr__http_tls *tls, unsigned threads,
+                        const pr__http_route *routes, size_t n_routes, pr_http **out, char *errstr,
+                        size_t errstr_size);
 /* The port actually bound. */
 uint16_t pr__http_port(const pr_http *h);
 /* Stop the listener and free it (NULL is fine). Waits for running handlers. */

@@ -10,11 +10,20 @@
  * back, and a vocabulary that grows in training reaches it by reload, not by
  * a rebuild of the serving code.
  *
- * Routes (the service's HTTP listener, pr_http.h; one thread, requests in
- * turn): POST /v1/transform (events in, one JSON line per event out),
- * GET /healthz, /metrics (Prometheus text), /v1/status (JSON). The
- * transform and its engine are under `mu`: a request and a reload's swap
- * never overlap, so a request sees one vocabulary from start to end.
+ * Routes (the service's HTTP listener, pr_http.h, with a pool of
+ * pr_serve_opts.threads threads): POST /v1/transform (events in, one JSON
+ * line per event out), GET /healthz, /metrics (Prometheus text),
+ * /v1/status (JSON).
+ *
+ * Requests run at once, one per thread: each takes a transform of its own
+ * from the pool (one per thread: its decoder, block and output) and `vocab`
+ * for reading, so decoding, the operators, the lookups of known ids and the
+ * JSON rows run in parallel; the engine's second half of each block (ids
+ * the first half did not find: the unseen answer, counted) runs under
+ * `seq_mu` (pr_transform_opts.seq_mu). A reload's swap and a vocabulary
+ * log's records take `vocab` for writing (writers first, so a stream of
+ * requests cannot hold a reload off): a request sees one vocabulary from
+ * start to end, and a log's backlog is applied in steps between requests.
  *
  * Framing of a request body (query `framing`, default by source.format):
  * `lines` (json, criteo_tsv: one record a line, blank lines skipped),
@@ -30,6 +39,7 @@
 #include <string.h>
 
 #include "pr_http.h"
+#include "pr_log.h"
 #include "pr_metrics.h"
 #include "pr_service.h"
 
@@ -39,10 +49,17 @@ static const double pr__req_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02
 struct pr_serve {
     pr_serve_opts o;
     pr_http *http;
-    pthread_mutex_t mu; /* the transform, its engine, the counters below */
-    pr_transform *tr;
+    pthread_rwlock_t vocab;  /* the engine: read by requests, written by swaps and the log */
+    pthread_mutex_t seq_mu;  /* the engine's second halves (pr_transform_opts.seq_mu) */
     pr_engine *eng;
-    uint64_t requests[3]; /* answered 2xx, 4xx, 5xx */
+    pthread_mutex_t pool_mu; /* the free transforms */
+    pthread_cond_t pool_cv;
+    pr_transform **tr; /* [n_tr], one per HTTP thread */
+    uint32_t n_tr;
+    uint32_t *free_tr, n_free; /* indices into tr */
+    pthread_mutex_t mu;        /* the counters below */
+    pr_transform_counts counts; /* events of the requests answered 2xx */
+    uint64_t requests[3];       /* answered 2xx, 4xx, 5xx */
     uint64_t loads, load_failures;
     int64_t loaded_ms; /* wall time of the vocabulary's last load */
     char load_error[512];
@@ -52,8 +69,39 @@ struct pr_serve {
 
 /* ---------------------------------------------------------------- transform */
 
-/* The body's events through the transform (under mu). The HTTP status. */
-static int pr__transform_body(pr_serve *s, pr_framing fr, const char *body, size_t len,
+/* A transform of the pool (waits while all are in use: more requests at
+ * once than HTTP threads cannot happen, one per thread). */
+static uint32_t pr__tr_take(pr_serve *s)
+{
+    pthread_mutex_lock(&s->pool_mu);
+    while (!s->n_free)
+        pthread_cond_wait(&s->pool_cv, &s->pool_mu);
+    uint32_t k = s->free_tr[--s->n_free];
+    pthread_mutex_unlock(&s->pool_mu);
+    return k;
+}
+
+static void pr__tr_give(pr_serve *s, uint32_t k)
+{
+    pthread_mutex_lock(&s->pool_mu);
+    s->free_tr[s->n_free++] = k;
+    pthread_cond_signal(&s->pool_cv);
+    pthread_mutex_unlock(&s->pool_mu);
+}
+
+static void pr__counts_add(pr_transform_counts *a, const pr_transform_counts *b)
+{
+    a->events += b->events;
+    a->rows += b->rows;
+    a->rejected += b->rejected;
+    a->unseen += b->unseen;
+    for (int r = 0; r < PR_DEC__COUNT; r++)
+        a->by_reason[r] += b->by_reason[r];
+}
+
+/* The body's events through transform tr (vocab held for reading). The
+ * HTTP status. */
+static int pr__transform_body(pr_transform *tr, pr_framing fr, const char *body, size_t len,
                               pr_mbuf *out)
 {
     char err[1024], err2[1024];
@@ -66,8 +114,8 @@ static int pr__transform_body(pr_serve *s, pr_framing fr, const char *body, size
         return 400;
     }
     while (!rc && pr_framing_next(fr, body, len, &at, &rec, &n, err, sizeof(err)) == 1)
-        rc = pr_transform_event(s->tr, rec, n, out, err, sizeof(err));
-    int frc = pr_transform_flush(s->tr, out, err2, sizeof(err2));
+        rc = pr_transform_event(tr, rec, n, out, err, sizeof(err));
+    int frc = pr_transform_flush(tr, out, err2, sizeof(err2));
     if (!rc && frc) {
         rc = frc;
         memcpy(err, err2, sizeof(err));
@@ -99,12 +147,18 @@ static int pr__h_transform(void *opaque, const pr__http_query *q, const char *bo
         fr = (pr_framing)k;
     }
     int64_t t0 = pr_mono_ns();
+    static const pr_transform_counts zero;
+    uint32_t k = pr__tr_take(s);
+    pr_transform_counts c;
+    pr_transform_set_counts(s->tr[k], &zero);
+    pthread_rwlock_rdlock(&s->vocab);
+    int status = pr__transform_body(s->tr[k], fr, body, len, out);
+    pthread_rwlock_unlock(&s->vocab);
+    pr_transform_get_counts(s->tr[k], &c);
+    pr__tr_give(s, k);
     pthread_mutex_lock(&s->mu);
-    pr_transform_counts before;
-    pr_transform_get_counts(s->tr, &before);
-    int status = pr__transform_body(s, fr, body, len, out);
-    if (status != 200) /* its events were not answered: not counted */
-        pr_transform_set_counts(s->tr, &before);
+    if (status == 200) /* a request answered with an error counts none of its events */
+        pr__counts_add(&s->counts, &c);
     s->requests[status / 100 == 2 ? 0 : status / 100 == 4 ? 1 : 2]++;
     pthread_mutex_unlock(&s->mu);
     pr_histogram_observe(&s->req_s, (double)(pr_mono_ns() - t0) / 1e9);
@@ -143,9 +197,8 @@ static void pr__metrics_counts(pr_mbuf *mb, const pr_transform_counts *c)
 static int pr__h_metrics(void *opaque, pr_mbuf *out, const char **ctype)
 {
     pr_serve *s = opaque;
-    pr_transform_counts c;
     pthread_mutex_lock(&s->mu);
-    pr_transform_get_counts(s->tr, &c);
+    pr_transform_counts c = s->counts;
     uint64_t req[3] = {s->requests[0], s->requests[1], s->requests[2]};
     uint64_t loads = s->loads, fails = s->load_failures;
     int64_t loaded_ms = s->loaded_ms, log_applied = s->log_applied, log_end = s->log_end;
@@ -188,7 +241,7 @@ static int pr__h_metrics(void *opaque, pr_mbuf *out, const char **ctype)
 /* The batch layout a model trained on, as meta.json has it: "layout", and
  * per sparse key (schema order) its embedding rows ("vocab_sizes": a vocab
  * table's size now, else the operator's range) and, when some share one,
- * its table ("feature_tables"). Under mu. */
+ * its table ("feature_tables"). With vocab held. */
 static void pr__status_layout(const pr_serve *s, pr_mbuf *out)
 {
     const pr_feature_schema *fs = &s->o.pc->features;
@@ -235,9 +288,9 @@ static void pr__status_layout(const pr_serve *s, pr_mbuf *out)
 static int pr__h_status(void *opaque, pr_mbuf *out, const char **ctype)
 {
     pr_serve *s = opaque;
-    pr_transform_counts c;
+    pthread_rwlock_rdlock(&s->vocab); /* the engine, for the layout */
     pthread_mutex_lock(&s->mu);
-    pr_transform_get_counts(s->tr, &c);
+    pr_transform_counts c = s->counts;
     pr_mbuf_puts(out, "{\"pipeline\":");
     pr_mbuf_json_str(out, s->o.pc->name);
     pr_mbuf_printf(out, ",\"format\":\"%s\",\"profile\":\"%s\",\"unseen\":%" PRId64 ",\"vocab\":{",
@@ -260,11 +313,31 @@ static int pr__h_status(void *opaque, pr_mbuf *out, const char **ctype)
                    ",\"unseen_ids\":%" PRIu64 "}\n",
                    c.events, c.rows, c.rejected, c.unseen);
     pthread_mutex_unlock(&s->mu);
+    pthread_rwlock_unlock(&s->vocab);
     *ctype = "application/json";
     return 200;
 }
 
 /* ---------------------------------------------------------------- life */
+
+/* The pool: one transform per HTTP thread, all on the engine s->eng. */
+static int pr__pool_new(pr_serve *s, char *errstr, size_t errstr_size)
+{
+    s->n_tr = s->o.threads ? s->o.threads : 1;
+    s->tr = calloc(s->n_tr, sizeof(*s->tr));
+    s->free_tr = calloc(s->n_tr, sizeof(*s->free_tr));
+    if (!s->tr || !s->free_tr)
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "serve: out of memory");
+    pr_transform_opts to = {
+        .pc = s->o.pc, .eng = s->eng, .unseen = s->o.unseen, .seq_mu = &s->seq_mu};
+    for (uint32_t k = 0; k < s->n_tr; k++) {
+        int rc = pr_transform_new(&to, &s->tr[k], errstr, errstr_size);
+        if (rc)
+            return rc;
+        s->free_tr[s->n_free++] = k;
+    }
+    return 0;
+}
 
 int pr_serve_start(const pr_serve_opts *o, pr_engine *eng, pr_serve **out, char *errstr,
                    size_t errstr_size)
@@ -276,10 +349,21 @@ int pr_serve_start(const pr_serve_opts *o, pr_engine *eng, pr_serve **out, char 
     s->o = *o;
     s->eng = eng;
     s->log_applied = s->log_end = -1;
+    pthread_rwlockattr_t ra;
+    pthread_rwlockattr_init(&ra);
+    pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&s->vocab, &ra);
+    pthread_rwlockattr_destroy(&ra);
+    pthread_mutex_init(&s->seq_mu, NULL);
+    pthread_mutex_init(&s->pool_mu, NULL);
+    pthread_cond_init(&s->pool_cv, NULL);
     pthread_mutex_init(&s->mu, NULL);
     pr_histogram_init(&s->req_s, pr__req_bounds, sizeof(pr__req_bounds) / sizeof(*pr__req_bounds));
-    pr_transform_opts to = {.pc = o->pc, .eng = eng, .unseen = o->unseen};
-    int rc = pr_transform_new(&to, &s->tr, errstr, errstr_size);
+    _Static_assert(PR_SERVE_MAX_THREADS <= PR_HTTP_MAX_THREADS, "a transform per HTTP thread");
+    int rc = o->threads > PR_SERVE_MAX_THREADS
+                 ? pr_seterr(errstr, errstr_size, PR_EINVAL, "serve: threads must be 1..%d, not %u",
+                             PR_SERVE_MAX_THREADS, o->threads)
+                 : pr__pool_new(s, errstr, errstr_size);
     if (!rc) {
         s->loads = 1;
         s->loaded_ms = pr_clock_wall_ms(pr_clock_real());
@@ -290,8 +374,9 @@ int pr_serve_start(const pr_serve_opts *o, pr_engine *eng, pr_serve **out, char 
             {"/v1/status", pr__h_status, s, NULL, NULL},
         };
         pr__http_tls tls = {o->tls_cert, o->tls_key, o->tls_ca};
-        rc = pr__http_start_tls(o->listen, o->tls_cert ? &tls : NULL, routes,
-                                sizeof(routes) / sizeof(routes[0]), &s->http, errstr, errstr_size);
+        rc = pr__http_start_pool(o->listen, o->tls_cert ? &tls : NULL, s->n_tr, routes,
+                                 sizeof(routes) / sizeof(routes[0]), &s->http, errstr,
+                                 errstr_size);
     }
     if (rc) {
         s->eng = NULL; /* the caller's again */
@@ -307,18 +392,33 @@ uint16_t pr_serve_port(const pr_serve *s)
     return pr__http_port(s->http);
 }
 
+unsigned pr_serve_threads(const pr_serve *s)
+{
+    return s->n_tr;
+}
+
 int pr_serve_swap(pr_serve *s, pr_engine *eng, char *errstr, size_t errstr_size)
 {
-    pthread_mutex_lock(&s->mu);
+    pthread_rwlock_wrlock(&s->vocab); /* no request runs */
     pr_engine *old = s->eng;
-    int rc = pr_transform_set_engine(s->tr, eng, errstr, errstr_size);
-    if (!rc) {
+    int rc = 0;
+    uint32_t k = 0;
+    for (; !rc && k < s->n_tr; k++)
+        rc = pr_transform_set_engine(s->tr[k], eng, errstr, errstr_size);
+    char e2[256];
+    for (uint32_t j = 0; rc && j + 1 < k; j++) /* those already moved: back (out of memory) */
+        if (pr_transform_set_engine(s->tr[j], old, e2, sizeof(e2)))
+            pr_warn("serve: %s", e2);
+    if (!rc)
         s->eng = eng;
+    pthread_rwlock_unlock(&s->vocab);
+    if (!rc) {
+        pthread_mutex_lock(&s->mu);
         s->loads++;
         s->loaded_ms = pr_clock_wall_ms(pr_clock_real());
         s->load_error[0] = '\0';
+        pthread_mutex_unlock(&s->mu);
     }
-    pthread_mutex_unlock(&s->mu);
     pr_engine_free(rc ? eng : old);
     return rc;
 }
@@ -333,9 +433,9 @@ void pr_serve_load_failed(pr_serve *s, const char *why)
 
 void pr_serve_locked(pr_serve *s, void (*fn)(void *opaque, pr_engine *eng), void *opaque)
 {
-    pthread_mutex_lock(&s->mu);
+    pthread_rwlock_wrlock(&s->vocab);
     fn(opaque, s->eng);
-    pthread_mutex_unlock(&s->mu);
+    pthread_rwlock_unlock(&s->vocab);
 }
 
 void pr_serve_set_log_position(pr_serve *s, int64_t applied, int64_t end)
@@ -349,7 +449,7 @@ void pr_serve_set_log_position(pr_serve *s, int64_t applied, int64_t end)
 void pr_serve_get_counts(pr_serve *s, pr_transform_counts *c)
 {
     pthread_mutex_lock(&s->mu);
-    pr_transform_get_counts(s->tr, c);
+    *c = s->counts;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -357,10 +457,17 @@ void pr_serve_stop(pr_serve *s)
 {
     if (!s)
         return;
-    pr__http_stop(s->http);
-    pr_transform_free(s->tr);
+    pr__http_stop(s->http); /* waits for the requests in flight */
+    for (uint32_t k = 0; s->tr && k < s->n_tr; k++)
+        pr_transform_free(s->tr[k]);
+    free(s->tr);
+    free(s->free_tr);
     pr_engine_free(s->eng);
     pr_histogram_fini(&s->req_s);
     pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->pool_cv);
+    pthread_mutex_destroy(&s->pool_mu);
+    pthread_mutex_destroy(&s->seq_mu);
+    pthread_rwlock_destroy(&s->vocab);
     free(s);
 }

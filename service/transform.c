@@ -34,6 +34,7 @@
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,6 +69,10 @@ struct pr_transform {
     bool failed;  /* out of memory in the reject callback */
     int64_t unseen;
     pr_transform_counts counts;
+    /* An engine shared with other transforms (pr_transform_opts.seq_mu):
+     * the block's first half here, its second half under seq_mu. */
+    pthread_mutex_t *seq_mu;
+    pr_engine_split *sp;
 };
 
 /* ---------------------------------------------------------------- slots */
@@ -345,15 +350,24 @@ static int pr__flush(pr_transform *t, pr_mbuf *mb, char *errstr, size_t errstr_s
     int rc = 0;
     if (t->blk->rows) {
         pr_engine_stats before, after;
-        pr_engine_get_stats(t->eng, &before);
-        rc = pr_engine_process(t->eng, t->blk, t->out, errstr, errstr_size);
+        if (t->seq_mu) {
+            pr_engine_process_par(t->eng, t->blk, t->out, t->sp);
+            pthread_mutex_lock(t->seq_mu);
+            pr_engine_get_stats(t->eng, &before);
+            rc = pr_engine_process_seq(t->eng, t->blk, t->out, t->sp, errstr, errstr_size);
+            pr_engine_get_stats(t->eng, &after);
+            pthread_mutex_unlock(t->seq_mu);
+        } else {
+            pr_engine_get_stats(t->eng, &before);
+            rc = pr_engine_process(t->eng, t->blk, t->out, errstr, errstr_size);
+            pr_engine_get_stats(t->eng, &after);
+        }
         if (!rc && t->declared)
             rc = pr_feature_finish(&t->schema, t->blk, t->out, errstr, errstr_size);
         if (rc) {
             pr__discard(t);
             return rc;
         }
-        pr_engine_get_stats(t->eng, &after);
         t->counts.unseen += after.undecided_oov - before.undecided_oov;
         if (t->declared)
             memset(t->pos, 0, t->out->side->n_feat * sizeof(*t->pos));
@@ -529,6 +543,7 @@ int pr_transform_new(const pr_transform_opts *o, pr_transform **out, char *errst
     t->pc = o->pc;
     t->eng = o->eng;
     t->unseen = o->unseen;
+    t->seq_mu = o->seq_mu;
     t->espec = pr_engine_spec(o->eng);
     t->fmt = (pr_msg_format)o->pc->source.format;
     t->schema = o->pc->features;
@@ -548,6 +563,8 @@ int pr_transform_new(const pr_transform_opts *o, pr_transform **out, char *errst
     }
     if (!rc)
         rc = pr__transform_blocks(t, errstr, errstr_size);
+    if (!rc && t->seq_mu && !(t->sp = pr_engine_split_new(o->eng)))
+        rc = pr_seterr(errstr, errstr_size, PR_ENOMEM, "transform: out of memory");
     if (rc) {
         pr_transform_free(t);
         return rc;
@@ -561,6 +578,13 @@ int pr_transform_set_engine(pr_transform *t, pr_engine *eng, char *errstr, size_
     int rc = pr_engine_vocab_serve(eng, t->unseen, errstr, errstr_size);
     if (rc)
         return rc;
+    if (t->seq_mu) { /* a split holds the backend's layout: made for this engine */
+        pr_engine_split *sp = pr_engine_split_new(eng);
+        if (!sp)
+            return pr_seterr(errstr, errstr_size, PR_ENOMEM, "transform: out of memory");
+        pr_engine_split_free(t->sp);
+        t->sp = sp;
+    }
     t->eng = eng; /* the old one may be freed now: nothing points into it */
     t->espec = pr_engine_spec(eng);
     t->ctx.spec = t->espec;
@@ -582,6 +606,7 @@ void pr_transform_free(pr_transform *t)
     if (!t)
         return;
     pr_json_decoder_free(t->dec);
+    pr_engine_split_free(t->sp);
     pr_block_free(t->blk);
     pr_out_free(t->out);
     free(t->slots);

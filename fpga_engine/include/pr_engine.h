@@ -637,7 +637,12 @@ int pr_engine_vocab_set_undecided_oov(pr_engine *eng, bool on, char *errstr, siz
  * pr_engine_stats.undecided_oov. Nothing in the vocabulary changes: not its
  * indices, counts or eviction statistics. 0 (also for a pipeline without
  * vocab); PR_ENOTSUP for a backend that cannot, PR_EINVAL for unseen < 0
- * or above what the output's indices hold (INT32_MAX at sparse width 4). */
+ * or above what the output's indices hold (INT32_MAX at sparse width 4).
+ * A serving engine's blocks split into halves (pr_engine_process_par) for
+ * every column without eviction, shared and hash-table ones included: its
+ * second half only looks up, so several threads may each run a first half
+ * while one runs a second (`piperec serve` with threads), as long as
+ * nothing changes the vocabulary meanwhile (a vocabulary log's apply). */
 int pr_engine_vocab_serve(pr_engine *eng, int64_t unseen, char *errstr, size_t errstr_size);
 
 /* Called for every occurrence (in row order within a column, block chunk by

@@ -36,6 +36,7 @@
 #ifndef PR_SERVICE_H
 #define PR_SERVICE_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -324,13 +325,19 @@ int pr_offline_fit(const pr_feature_schema *schema, const pr_source_cfg *source,
  * write the lines of earlier events when its block fills, and
  * pr_transform_flush writes the rest.
  *
- * One pr_transform belongs to one thread at a time, as does its engine. */
+ * One pr_transform belongs to one thread at a time. Its engine too, unless
+ * the transforms that share it each have the same `seq_mu`: then each runs
+ * a block's first half (decoding, operators, lookups of known ids:
+ * pr_engine_process_par) on its own thread and only the second half under
+ * seq_mu, and the caller keeps the vocabulary from changing while any of
+ * them runs (a reload's swap, a vocabulary log's apply). */
 typedef struct pr_transform pr_transform;
 
 typedef struct pr_transform_opts {
     const pr_pipeline_cfg *pc; /* borrowed: outlives the transform */
     pr_engine *eng;            /* borrowed: pc's engine spec, the vocabulary loaded */
     int64_t unseen;            /* profile dlrm: the index of an id without one (>= 0) */
+    pthread_mutex_t *seq_mu;   /* NULL: the engine is this transform's alone */
 } pr_transform_opts;
 
 typedef struct pr_transform_counts {
@@ -387,9 +394,10 @@ int pr_framing_check(pr_framing fr, const char *buf, size_t len, char *errstr, s
  * `delimited` or `single`: query `framing`, default lines for json and
  * criteo_tsv, delimited otherwise; 200 with one JSON line per event, 400
  * for a broken framing, 413 over 64 MiB, 503 when a record cannot be read
- * yet), GET /healthz, /metrics, /v1/status. Requests are answered one at a
- * time. The caller loads the vocabulary into an engine and hands it over
- * (pr_serve_start, pr_serve_swap: the serve owns it from then on). */
+ * yet), GET /healthz, /metrics, /v1/status. Up to `threads` requests are
+ * answered at once, each with one vocabulary from start to end. The caller
+ * loads the vocabulary into an engine and hands it over (pr_serve_start,
+ * pr_serve_swap: the serve owns it from then on). */
 typedef struct pr_serve pr_serve;
 
 typedef struct pr_serve_opts {
@@ -398,20 +406,24 @@ typedef struct pr_serve_opts {
     const char *tls_cert, *tls_key, *tls_ca; /* HTTPS when tls_cert is set (as http.tls) */
     int64_t unseen;                          /* pr_transform_opts.unseen */
     const char *vocab_source;                /* for /v1/status: where the vocabulary comes from */
+    unsigned threads; /* requests answered at once (HTTP threads), 1..PR_SERVE_MAX_THREADS; 0 = 1 */
 } pr_serve_opts;
+#define PR_SERVE_MAX_THREADS 64
 
 /* Takes `eng` on success; on failure it stays the caller's. 0 or a
  * negative PR_E* with errstr. */
 int pr_serve_start(const pr_serve_opts *o, pr_engine *eng, pr_serve **out, char *errstr,
                    size_t errstr_size);
 uint16_t pr_serve_port(const pr_serve *s);
+unsigned pr_serve_threads(const pr_serve *s);
 /* A reloaded vocabulary's engine in place of the one in use, between two
  * requests; takes `eng` (freed when it is refused). */
 int pr_serve_swap(pr_serve *s, pr_engine *eng, char *errstr, size_t errstr_size);
 /* A reload that failed: counted, and `why` shown in /v1/status. */
 void pr_serve_load_failed(pr_serve *s, const char *why);
-/* fn(opaque, the engine in use) between two requests (a vocabulary log's
- * records applied to it); fn must leave the engine in serving mode. */
+/* fn(opaque, the engine in use) with no request running (a vocabulary
+ * log's records applied to it); fn must leave the engine in serving mode.
+ * Requests wait meanwhile: keep each call short (a bounded step). */
 void pr_serve_locked(pr_serve *s, void (*fn)(void *opaque, pr_engine *eng), void *opaque);
 /* A vocabulary log followed (`--from-log`): where it stands, for /v1/status
  * and /metrics. */

@@ -8,7 +8,8 @@
  * same block twice gives the same rows. Covered per table kind (direct and
  * hash), min_count (a value below it is not counted up to an index),
  * bounded columns (lru/lfu: the next victim stays the same), the argument
- * checks, and engine.threads 1 vs 4 on the Criteo layout.
+ * checks, engine.threads 1 vs 4 on the Criteo layout, and blocks in two
+ * halves (pr_engine_process_par/_seq) against whole ones.
  *
  * The vocabulary is compared through pr_engine_vocab_read, every field
  * (value, index, count, last_use, last_use_ms), before and after serving.
@@ -488,6 +489,91 @@ static void test_serve_threads(void **state)
     serve_threads(PR_VOCAB_DEFAULT);
 }
 
+/* ---------------------------------------------------------------- halves */
+
+/* u64 values (some missing) of 4 columns: direct, hash, direct with
+ * min_count 2, hash with min_count 3. */
+static void gen_u64_block(pr_block *b, uint64_t *seed, uint32_t rows)
+{
+    static const uint64_t span[4] = {900, 1ULL << 40, 900, 1ULL << 40};
+    pr_block_reset(b);
+    for (uint32_t r = 0; r < rows; r++) {
+        b->labels[r] = (int32_t)(tu_rand(seed) & 1);
+        for (uint32_t d = 0; d < b->n_dense; d++)
+            b->dense[(size_t)d * b->cap + r] = (double)tu_skewed(seed, 5000);
+        for (uint32_t c = 0; c < b->n_sparse; c++) {
+            uint64_t x = tu_rand(seed);
+            tu_set_u64(b, c, r, tu_skewed(seed, span[c] / 1000 + 300) * (span[c] / 1000 + 1));
+            if (x % 17 == 0) {
+                tu_set_u64(b, c, r, 0);
+                pr_bit_set(b->sparse_missing + c * pr_bitmap_words(b->cap), r);
+            }
+        }
+    }
+    b->rows = rows;
+}
+
+/* A serving engine's blocks in two halves (what `piperec serve` runs on
+ * several threads): the same rows and unseen counts as pr_engine_process,
+ * with the first halves of two blocks run before either second half, for
+ * direct and hash tables, min_count (profile default), both profiles. */
+static void serve_split(pr_vocab_profile prof)
+{
+    pr_pipeline_spec s;
+    tu_spec(&s, 2, 4, prof, 1000, true, true);
+    s.sparse[1].modulus = s.sparse[3].modulus = 1ULL << 40;
+    if (prof == PR_VOCAB_DEFAULT) { /* dlrm has no OOV for a value below it */
+        s.sparse[2].min_count = 2;
+        s.sparse[3].min_count = 3;
+    }
+    pr_engine *ew = tu_engine(&s, "cpu", 1), *es = tu_engine(&s, "cpu", 1);
+    pr_block *b1 = pr_block_new(2, 4, TROWS, false), *b2 = pr_block_new(2, 4, TROWS, false);
+    pr_out *w1 = tu_out(ew, b1), *w2 = tu_out(ew, b1), *s1 = tu_out(es, b1), *s2 = tu_out(es, b1);
+    uint64_t seed = 7;
+    gen_u64_block(b1, &seed, TROWS);
+    tu_process(ew, b1, w1);
+    tu_process(es, b1, s1);
+    serve_ok(ew, UNSEEN);
+    serve_ok(es, UNSEEN);
+    gen_u64_block(b1, &seed, TROWS); /* the same distributions: known and new values */
+    gen_u64_block(b2, &seed, TROWS / 3);
+    tu_process(ew, b1, w1);
+    tu_process(ew, b2, w2);
+
+    pr_engine_split *sp1 = pr_engine_split_new(es), *sp2 = pr_engine_split_new(es);
+    assert_non_null(sp1);
+    assert_non_null(sp2);
+    assert_int_equal(pr_engine_process_par(es, b1, s1, sp1), 0);
+    assert_int_equal(pr_engine_process_par(es, b2, s2, sp2), 0);
+    assert_false(pr_engine_split_whole(sp1)); /* the first half did the lookups */
+    assert_false(pr_engine_split_whole(sp2));
+    char err[256];
+    assert_int_equal(pr_engine_process_seq(es, b1, s1, sp1, err, sizeof(err)), 0);
+    assert_int_equal(pr_engine_process_seq(es, b2, s2, sp2, err, sizeof(err)), 0);
+    tu_assert_same_out(w1, s1);
+    tu_assert_same_out(w2, s2);
+    assert_true(undecided(ew) > 100);
+    assert_int_equal(undecided(es), undecided(ew));
+    tu_assert_same_vocab(ew, es);
+    pr_engine_split_free(sp1);
+    pr_engine_split_free(sp2);
+    pr_out_free(w1);
+    pr_out_free(w2);
+    pr_out_free(s1);
+    pr_out_free(s2);
+    pr_block_free(b1);
+    pr_block_free(b2);
+    pr_engine_free(ew);
+    pr_engine_free(es);
+}
+
+static void test_serve_split(void **state)
+{
+    (void)state;
+    serve_split(PR_VOCAB_DEFAULT);
+    serve_split(PR_VOCAB_DLRM);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -500,6 +586,7 @@ int main(void)
         cmocka_unit_test(test_serve_args),
         cmocka_unit_test(test_serve_threads),
         cmocka_unit_test(test_serve_shared_bounded_no_usage),
+        cmocka_unit_test(test_serve_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
