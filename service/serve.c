@@ -293,9 +293,11 @@ static int pr__h_status(void *opaque, pr_mbuf *out, const char **ctype)
     pr_transform_counts c = s->counts;
     pr_mbuf_puts(out, "{\"pipeline\":");
     pr_mbuf_json_str(out, s->o.pc->name);
-    pr_mbuf_printf(out, ",\"format\":\"%s\",\"profile\":\"%s\",\"unseen\":%" PRId64 ",\"vocab\":{",
+    pr_mbuf_printf(out,
+                   ",\"format\":\"%s\",\"profile\":\"%s\",\"unseen\":%" PRId64
+                   ",\"threads\":%u,\"vocab\":{",
                    pr_msg_format_name(s->o.pc->source.format),
-                   pr_vocab_profile_name(s->o.pc->spec.profile), s->o.unseen);
+                   pr_vocab_profile_name(s->o.pc->spec.profile), s->o.unseen, s->n_tr);
     pr_mbuf_puts(out, "\"source\":");
     pr_mbuf_json_str(out, s->o.vocab_source ? s->o.vocab_source : "");
     pr_mbuf_printf(out,
