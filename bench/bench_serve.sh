@@ -17,9 +17,18 @@
 # p50 and p99 as the client saw it (the client's own time included; on 2
 # cores it shares them with the server).
 #
+# Then requests at once: `serve --threads T` for each T in BENCH_SV_THREADS
+# (default "1 2"), BENCH_SV_CLIENTS client processes (default 2), each on its
+# own keep-alive connection posting 256 events a request for BENCH_SV_SECONDS:
+# events/s of all clients together and the p99 latency. On 2 cores the
+# clients share the cores with the server, so T above the core count shows
+# only the cost of the locks; a 16-core host shows the scaling
+# (bench/device_lease.sh).
+#
 # Prints JSON lines serve_offline (per layout and run), serve_http (per
-# request size) and serve_ratios: transform / process rows per second per
-# layout, and HTTP events/s at 256 a request / transform's.
+# request size), serve_threads (per T) and serve_ratios: transform / process
+# rows per second per layout, HTTP events/s at 256 a request / transform's,
+# and events/s at each T / at T = 1 (threads_N_vs_1).
 #
 #   bench/bench_serve.sh [BUILD_DIR]     (default: build)
 set -eu
@@ -29,6 +38,8 @@ PY=/usr/bin/python3
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROWS=${BENCH_SV_ROWS:-200000}
 SECS=${BENCH_SV_SECONDS:-3}
+THREADS=${BENCH_SV_THREADS:-1 2}
+CLIENTS=${BENCH_SV_CLIENTS:-2}
 TMP=$(mktemp -d "${BENCH_TMP:-/tmp}/piperec-bench-sv.XXXXXX")
 SERVE_PID=
 trap '[ -n "$SERVE_PID" ] && kill "$SERVE_PID" 2>/dev/null; rm -rf "$TMP"' EXIT INT TERM
@@ -64,16 +75,25 @@ offline clickstream "--config $CS" "$TMP/cs.jsonl" > "$TMP/offline.jsonl"
 offline criteo "" "$TMP/criteo.tsv" >> "$TMP/offline.jsonl"
 cat "$TMP/offline.jsonl"
 
-"$PIPEREC" serve --config "$CS" --vocab "$TMP/clickstream.out" --listen 127.0.0.1:0 \
-    --reload-s 0 2> "$TMP/serve.err" &
-SERVE_PID=$!
-port=
-for _ in $(seq 100); do
-    port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$TMP/serve.err")
-    [ -n "$port" ] && break
-    sleep 0.1
-done
-[ -n "$port" ] || { echo "bench_serve: serve did not start: $(cat "$TMP/serve.err")" >&2; exit 1; }
+# serve the clickstream vocabulary with $1 threads: SERVE_PID, port
+serve_start() {
+    "$PIPEREC" serve --config "$CS" --vocab "$TMP/clickstream.out" --listen 127.0.0.1:0 \
+        --reload-s 0 --threads "$1" 2> "$TMP/serve.err" &
+    SERVE_PID=$!
+    port=
+    for _ in $(seq 100); do
+        port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$TMP/serve.err")
+        [ -n "$port" ] && break
+        sleep 0.1
+    done
+    [ -n "$port" ] || { echo "bench_serve: serve did not start: $(cat "$TMP/serve.err")" >&2; exit 1; }
+}
+serve_stop() {
+    kill "$SERVE_PID"
+    wait "$SERVE_PID" 2>/dev/null || true
+    SERVE_PID=
+}
+serve_start 1
 
 $PY - "$port" "$TMP/cs.jsonl" "$SECS" "$TMP/offline.jsonl" <<'EOF'
 import http.client, json, sys, time
@@ -111,4 +131,66 @@ print(json.dumps({"bench": "serve_ratios",
                       round(rate["criteo", "transform"] / rate["criteo", "process"], 3),
                   "http256_vs_transform_clickstream":
                       round(http_eps[256] / rate["clickstream", "transform"], 3)}))
+EOF
+serve_stop
+
+# requests at once: CLIENTS processes against serve --threads T
+for t in $THREADS; do
+    serve_start "$t"
+    $PY - "$port" "$TMP/cs.jsonl" "$SECS" "$CLIENTS" "$t" <<'EOF' >> "$TMP/threads.jsonl"
+import http.client, json, multiprocessing as mp, sys, time
+port, path, secs, clients, threads = int(sys.argv[1]), sys.argv[2], float(sys.argv[3]), \
+    int(sys.argv[4]), int(sys.argv[5])
+SIZE = 256
+
+def client(k, start, q):
+    lines = open(path, "rb").read().splitlines()
+    conn = http.client.HTTPConnection("127.0.0.1", port)
+    at, lat, events = (k * 7919) % (len(lines) - SIZE), [], 0
+    while time.time() < start:
+        time.sleep(0.001)
+    t_end = start + secs
+    while time.time() < t_end:
+        body = b"\n".join(lines[at:at + SIZE]) + b"\n"
+        at = (at + SIZE) % (len(lines) - SIZE)
+        t0 = time.perf_counter()
+        conn.request("POST", "/v1/transform", body)
+        r = conn.getresponse()
+        out = r.read()
+        lat.append(time.perf_counter() - t0)
+        if r.status != 200 or out.count(b"\n") != SIZE:
+            q.put(("error", "HTTP %d" % r.status))
+            return
+        events += SIZE
+    q.put((events, lat))
+
+q = mp.Queue()
+start = time.time() + 1.0  # every client connected and its events read
+ps = [mp.Process(target=client, args=(k, start, q)) for k in range(clients)]
+for p in ps:
+    p.start()
+got = [q.get() for _ in ps]
+for p in ps:
+    p.join()
+if any(g[0] == "error" for g in got):
+    sys.exit("bench_serve: %r" % [g for g in got if g[0] == "error"])
+events = sum(g[0] for g in got)
+lat = sorted(x for g in got for x in g[1])
+print(json.dumps({"bench": "serve_threads", "threads": threads, "clients": clients,
+                  "events_per_request": SIZE, "requests": len(lat),
+                  "events_per_s": round(events / secs),
+                  "p50_ms": round(lat[len(lat) // 2] * 1e3, 3),
+                  "p99_ms": round(lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1e3, 3)}))
+EOF
+    serve_stop
+done
+cat "$TMP/threads.jsonl"
+$PY - "$TMP/threads.jsonl" <<'EOF'
+import json, sys
+runs = [json.loads(l) for l in open(sys.argv[1])]
+base = next((r["events_per_s"] for r in runs if r["threads"] == 1), None)
+if base:
+    print(json.dumps({"bench": "serve_ratios", **{
+        "threads_%d_vs_1" % r["threads"]: round(r["events_per_s"] / base, 3)
+        for r in runs if r["threads"] != 1}}))
 EOF

@@ -2,8 +2,9 @@
 # bench/device_lease.sh — a lent GPU machine's whole check in one command,
 # within one call's limits: the GPU feed's figures (bench/device_gpu.sh:
 # replay server, live `piperec run`, the example old and fused), then the
-# thread sweep (bench/device_sweep.sh), then the Python tests on the
-# machine's torch / numpy, each stage given what is left of one deadline, so
+# thread sweep (bench/device_sweep.sh), `piperec serve` with requests at
+# once (bench/bench_serve.sh), then the Python tests on the machine's torch /
+# numpy, each stage given what is left of one deadline, so
 # the most wanted figures come first and a slow stage cannot starve the
 # packing. A device call returns at most 8 files, so everything goes into
 # $OUT/results.tar.gz (repacked after each stage: a call cut short still
@@ -104,6 +105,20 @@ for ab in ${DEVICE_LEASE_AB-PIPEREC_RING_SPANS=0 PIPEREC_MERGE_COPY=0}; do
     log "a/b $ab: exit $?"
     pack
 done
+
+# 2c. `piperec serve` with requests at once (bench/bench_serve.sh, 8 client
+# processes, --threads 1 4 8), when 40 s are left beside the tests.
+t=$(($(left) - ${DEVICE_LEASE_TESTS_S:-75}))
+if [ $t -ge 40 ]; then
+    log "serve threads (at most ${t}s)"
+    mkdir -p "$RES/serve"
+    BENCH_SV_ROWS=100000 BENCH_SV_SECONDS=2 BENCH_SV_THREADS="1 4 8" BENCH_SV_CLIENTS=8 \
+        timeout -k 5 $((t - 5)) sh "$HERE/bench_serve.sh" "$BUILD" > "$RES/serve/run.log" 2>&1
+    log "serve threads: exit $?"
+    pack
+else
+    log "serve threads: skipped, ${t}s left"
+fi
 
 # 3. the Python tests on this torch / numpy
 t=$(($(left) - 10))

@@ -442,7 +442,7 @@ sv = render("--set", "serve.enabled=true")
 sdep, spod, sc = serve_parts(sv)
 ssts = one(sv, "StatefulSet")
 stpl = ssts.get("spec", {}).get("template", {})
-if sc.get("args") != SERVE_ARGS + ["--from-log"]:
+if sc.get("args") != SERVE_ARGS + ["--from-log", "--threads", "2"]:
     fail("serve (fromLog, the default): args %s" % sc.get("args"))
 if sdep.get("metadata", {}).get("name") != "rec-piperec-serve" or sdep["spec"].get("replicas") != 1:
     fail("serve Deployment: name rec-piperec-serve, 1 replica: %s" % sdep.get("metadata"))
@@ -511,12 +511,13 @@ if any(n.endswith("-serve") for k, n in render("--set", "serve.enabled=true", "-
     fail("networkPolicy.enabled=false still renders the serve NetworkPolicy")
 print("serve (fromLog): Deployment, Service, NetworkPolicy ok")
 
-# vocabDir on a volume (a PVC), with --pipeline, --reload-s, --unseen 0, a port
+# vocabDir on a volume (a PVC), with --pipeline, --reload-s, --unseen 0, a port,
+# threads null (no --threads: serve's default)
 vd_values = os.path.join(TMP, "serve-vocabdir.yaml")
 with open(vd_values, "w") as f:
     yaml.safe_dump({"serve": {
         "enabled": True, "vocabulary": "vocabDir", "pipeline": "criteo", "unseen": 0,
-        "reloadSeconds": 30, "port": 9500, "replicas": 2,
+        "reloadSeconds": 30, "port": 9500, "replicas": 2, "threads": None,
         "vocabDir": {"path": "/var/lib/piperec-vocab/criteo", "mountPath": "/var/lib/piperec-vocab",
                      "volume": {"persistentVolumeClaim": {"claimName": "criteo-vocab",
                                                           "readOnly": True}}}}}, f)
@@ -543,7 +544,8 @@ if [p["containerPort"] for p in vc.get("ports", [])] != [9500] or \
 # vocabDir in the image: no volume
 img = render("--set", "serve.enabled=true", "--set", "serve.vocabulary=vocabDir")
 _, ipod, ic = serve_parts(img)
-if ic.get("args") != SERVE_ARGS + ["--vocab", "/var/lib/piperec-vocab", "--reload-s", "60"] or \
+if ic.get("args") != SERVE_ARGS + ["--vocab", "/var/lib/piperec-vocab", "--reload-s", "60",
+                               "--threads", "2"] or \
         "vocab" in serve_volumes(ipod) or "vocab" in serve_mounts(ic):
     fail("serve (vocabDir, no volume): args %s, volumes %s" % (ic.get("args"), list(serve_volumes(ipod))))
 # refused: fromLog without vocab_log, a path outside the volume, an unknown pipeline
