@@ -9,8 +9,10 @@ Criteo layout; a rejected event raises TransformError naming it; rows from
 ``piperec transform`` give the same batch; delimited framing encodes."""
 import json
 import os
+import random
 import signal
 import subprocess
+import threading
 
 import pytest
 import torch
@@ -55,9 +57,9 @@ def run(*args, stdin=None):
 def serve():
     procs = []
 
-    def start(config, vocab, scheme="http"):
+    def start(config, vocab, scheme="http", threads=1):
         args = [piperec(), "serve", "--vocab", vocab, "--listen", "127.0.0.1:0", "--reload-s",
-                "0"] + (["--config", config] if config else [])
+                "0", "--threads", str(threads)] + (["--config", config] if config else [])
         p = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
         procs.append(p)
         line = p.stderr.readline()
@@ -117,6 +119,61 @@ def test_clickstream_equals_training(tmp_path, serve):
         client.batch([events[0], "{not json", events[1]])
     assert e.value.errors[0][:2] == (1, "not_json")
     assert client.status()["rejected"] == 1
+
+
+def ids_by_row(batch, n):
+    """{key: [the ids of row i] for i < n} of a key-major jagged batch."""
+    values, lengths, _ = _sf_parts(batch.sparse_features)
+    values, lengths = values.tolist(), lengths.tolist()
+    out, at = {}, 0
+    for k, key in enumerate(batch.keys):
+        rows = []
+        for i in range(n):
+            ln = lengths[k * n + i]
+            rows.append(values[at:at + ln])
+            at += ln
+        out[key] = rows
+    return out
+
+
+def test_client_shared_by_threads(tmp_path, serve):
+    """One ServeClient used by 6 threads at once against serve --threads 3:
+    each thread's batches equal the rows of one batch of all the events,
+    itself equal to training's."""
+    ev = tmp_path / "ev.jsonl"
+    run("gen", "--format", "json", "--rows", "600", "--seed", "9", "--output", str(ev))
+    out = tmp_path / "out"
+    run("process", "--config", EXAMPLE, "--input", str(ev), "--output", str(out), "--no-progress")
+    events = [json.loads(l) for l in open(ev) if l.strip()]
+    client = ServeClient(serve(EXAMPLE, str(out), threads=3))
+    assert client.status()["threads"] == 3
+    want = client.batch(events, sparse_format="triple")
+    same(want, train_batch(str(out), len(events)))
+    want_ids = ids_by_row(want, len(events))
+    wrong, posted = [], []
+
+    def worker(k):
+        rng = random.Random(k)
+        for _ in range(25):
+            a = rng.randrange(len(events))
+            b = min(len(events), a + rng.randint(1, 40))
+            got = client.batch(events[a:b], sparse_format="triple")
+            posted.append(b - a)
+            ids = ids_by_row(got, b - a)
+            if not torch.equal(got.labels, want.labels[a:b]) or \
+                    not torch.allclose(got.dense, want.dense[a:b], rtol=0, atol=0,
+                                       equal_nan=True) or \
+                    any(ids[key] != want_ids[key][a:b] for key in want.keys):
+                wrong.append((k, a, b))
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []
+    assert len(posted) == 150
+    assert client.status()["events"] == len(events) + sum(posted)
 
 
 def test_weights_vectors_equal_training(tmp_path, serve):

@@ -22,6 +22,7 @@ needs torch.
 
 import http.client
 import json
+import threading
 import urllib.parse
 
 
@@ -69,7 +70,11 @@ def encode_events(events, framing):
 
 
 class ServeClient:
-    """A client of one ``piperec serve`` (``url``: http://HOST:PORT)."""
+    """A client of one ``piperec serve`` (``url``: http://HOST:PORT).
+
+    One client may be shared by the threads of a model server: each thread
+    gets its own keep-alive connection, so their requests run at once on the
+    server's threads (``piperec serve --threads``)."""
 
     def __init__(self, url="http://127.0.0.1:9470", timeout=10.0, ssl_context=None):
         """ssl_context: for https, an ``ssl.SSLContext`` (the CA that signed
@@ -82,27 +87,27 @@ class ServeClient:
         self._host, self._port = u.hostname, u.port or (443 if self._https else 80)
         self._timeout = timeout
         self._ssl = ssl_context
-        self._conn = None
+        self._local = threading.local()  # .conn: this thread's connection
         self._status = None
 
     def _connect(self):
         if self._https:
-            self._conn = http.client.HTTPSConnection(self._host, self._port,
-                                                     timeout=self._timeout, context=self._ssl)
-        else:
-            self._conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+            return http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout,
+                                               context=self._ssl)
+        return http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
 
     def _request(self, method, path, body=None):
         for attempt in (0, 1):
-            if self._conn is None:
-                self._connect()
+            conn = getattr(self._local, "conn", None)
+            if conn is None:
+                conn = self._local.conn = self._connect()
             try:
-                self._conn.request(method, path, body)
-                r = self._conn.getresponse()
+                conn.request(method, path, body)
+                r = conn.getresponse()
                 data = r.read()
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
-                self._conn.close()
-                self._conn = None
+                conn.close()
+                self._local.conn = None
                 if attempt:
                     raise
                 continue
@@ -152,9 +157,11 @@ class ServeClient:
                              feature_tables=st.get("feature_tables"))
 
     def close(self):
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        """Close the calling thread's connection (the next request opens one)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
 
 
 def _dense_columns(row):
