@@ -127,6 +127,31 @@ static int pr__transform_body(pr_transform *tr, pr_framing fr, const char *body,
     return rc == PR_EINVAL ? 400 : rc == PR_EAGAIN ? 503 : 500;
 }
 
+/* ?layout=raw: the rows as one batch in the trainer stream's raw layout
+ * (the whole frame), or 422 with the rejected events' lines when the body
+ * had any (a batch has a row per event or none). */
+static int pr__raw_answer(pr_transform *tr, int status, uint64_t rejected, pr_mbuf *out,
+                          const char **ctype)
+{
+    char err[512];
+    uint8_t *frame = NULL;
+    size_t len = 0, at = 0;
+    if (status != 200 || rejected) {
+        pr_transform_raw_end(tr, NULL, NULL, NULL, NULL, 0);
+        return status != 200 ? status : 422;
+    }
+    if (pr_transform_raw_end(tr, &frame, &len, &at, err, sizeof(err))) {
+        pr_mbuf_reset(out);
+        pr_mbuf_printf(out, "%s\n", err);
+        return 500;
+    }
+    pr_mbuf_reset(out);
+    pr_mbuf_append(out, (const char *)frame, len);
+    free(frame);
+    *ctype = "application/x-piperec-raw";
+    return 200;
+}
+
 static int pr__h_transform(void *opaque, const pr__http_query *q, const char *body, size_t len,
                            pr_mbuf *out, const char **ctype)
 {
@@ -146,23 +171,38 @@ static int pr__h_transform(void *opaque, const pr__http_query *q, const char *bo
         }
         fr = (pr_framing)k;
     }
+    const char *lq = pr__http_query_get(q, "layout");
+    if (lq && strcmp(lq, "json") && strcmp(lq, "raw")) {
+        pr_mbuf_printf(out, "layout '%s': json (the default) or raw\n", lq);
+        pthread_mutex_lock(&s->mu);
+        s->requests[1]++;
+        pthread_mutex_unlock(&s->mu);
+        return 400;
+    }
+    bool raw = lq && !strcmp(lq, "raw");
     int64_t t0 = pr_mono_ns();
     static const pr_transform_counts zero;
     uint32_t k = pr__tr_take(s);
     pr_transform_counts c;
     pr_transform_set_counts(s->tr[k], &zero);
+    if (raw)
+        pr_transform_raw_begin(s->tr[k]);
     pthread_rwlock_rdlock(&s->vocab);
     int status = pr__transform_body(s->tr[k], fr, body, len, out);
-    pthread_rwlock_unlock(&s->vocab);
     pr_transform_get_counts(s->tr[k], &c);
+    if (raw) /* the batch's vocab sizes are read from the engine: before the unlock */
+        status = pr__raw_answer(s->tr[k], status, c.rejected, out, ctype);
+    pthread_rwlock_unlock(&s->vocab);
     pr__tr_give(s, k);
     pthread_mutex_lock(&s->mu);
-    if (status == 200) /* a request answered with an error counts none of its events */
+    /* a request answered with an error counts none of its events; 422 (raw,
+     * some rejected) answered each of them */
+    if (status == 200 || status == 422)
         pr__counts_add(&s->counts, &c);
     s->requests[status / 100 == 2 ? 0 : status / 100 == 4 ? 1 : 2]++;
     pthread_mutex_unlock(&s->mu);
     pr_histogram_observe(&s->req_s, (double)(pr_mono_ns() - t0) / 1e9);
-    if (status == 200)
+    if (status == 200 && !raw)
         *ctype = "application/x-ndjson";
     return status;
 }
@@ -295,7 +335,7 @@ static int pr__h_status(void *opaque, pr_mbuf *out, const char **ctype)
     pr_mbuf_json_str(out, s->o.pc->name);
     pr_mbuf_printf(out,
                    ",\"format\":\"%s\",\"profile\":\"%s\",\"unseen\":%" PRId64
-                   ",\"threads\":%u,\"vocab\":{",
+                   ",\"threads\":%u,\"layouts\":[\"json\",\"raw\"],\"vocab\":{",
                    pr_msg_format_name(s->o.pc->source.format),
                    pr_vocab_profile_name(s->o.pc->spec.profile), s->o.unseen, s->n_tr);
     pr_mbuf_puts(out, "\"source\":");

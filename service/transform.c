@@ -38,7 +38,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pr_batcher.h"
 #include "pr_service.h"
+#include "pr_sink.h"
 
 #define PR__TR_CAP 1024 /* rows per block */
 
@@ -48,6 +50,21 @@ typedef struct pr__tslot {
     int reason;     /* pr_decode_reason when rejected */
     size_t at, len; /* the reject's detail in details */
 } pr__tslot;
+
+/* The rows of a raw-layout answer (pr_transform_raw_begin), kept until
+ * pr_transform_raw_end makes them one batch. Declared schema: labels float
+ * [rows][L] and dense float [rows][D] row-major, per feature its lengths
+ * (int32), values (int64) and, for a weighted one, weights (float). Criteo
+ * layout: labels int32, dense float [rows][D] (transposed at the end), per
+ * column its indices (the engine's width). */
+typedef struct pr__raw {
+    bool on;
+    uint64_t events; /* events of the answer so far: the next error line's index */
+    uint32_t rows;
+    pr_mbuf labels, dense;
+    uint32_t n_keys;
+    pr_mbuf *lens, *vals, *wts; /* [n_keys] */
+} pr__raw;
 
 struct pr_transform {
     const pr_pipeline_cfg *pc;
@@ -73,6 +90,7 @@ struct pr_transform {
      * the block's first half here, its second half under seq_mu. */
     pthread_mutex_t *seq_mu;
     pr_engine_split *sp;
+    pr__raw raw; /* pr_transform_raw_begin: the rows kept as one batch */
 };
 
 /* ---------------------------------------------------------------- slots */
@@ -317,13 +335,210 @@ static void pr__row_declared(pr_transform *t, uint32_t r, pr_mbuf *mb)
     pr_mbuf_puts(mb, "}\n");
 }
 
-static void pr__row_error(pr_mbuf *mb, const char *reason, const char *detail, size_t n)
+static void pr__row_error(pr_transform *t, pr_mbuf *mb, const char *reason, const char *detail,
+                          size_t n)
 {
-    pr_mbuf_puts(mb, "{\"error\":");
+    pr_mbuf_puts(mb, "{");
+    if (t->raw.on) /* only the errors are written: each says which event it is */
+        pr_mbuf_printf(mb, "\"index\":%" PRIu64 ",", t->raw.events - 1);
+    pr_mbuf_puts(mb, "\"error\":");
     pr_mbuf_json_str(mb, reason);
     pr_mbuf_puts(mb, ",\"detail\":");
     pr_mbuf_json_strn(mb, detail, n);
     pr_mbuf_puts(mb, "}\n");
+}
+
+/* ---------------------------------------------------------------- raw layout */
+
+static pr_mbuf *pr__mbufs(uint32_t n)
+{
+    pr_mbuf *m = calloc(n ? n : 1, sizeof(*m));
+    for (uint32_t i = 0; m && i < n; i++)
+        pr_mbuf_init(&m[i]);
+    return m;
+}
+
+static void pr__mbufs_free(pr_mbuf *m, uint32_t n)
+{
+    for (uint32_t i = 0; m && i < n; i++)
+        pr_mbuf_fini(&m[i]);
+    free(m);
+}
+
+static void pr__raw_free(pr__raw *w)
+{
+    pr_mbuf_fini(&w->labels);
+    pr_mbuf_fini(&w->dense);
+    pr__mbufs_free(w->lens, w->n_keys);
+    pr__mbufs_free(w->vals, w->n_keys);
+    pr__mbufs_free(w->wts, w->n_keys);
+    memset(w, 0, sizeof(*w));
+}
+
+static void pr__put(pr_mbuf *m, const void *p, size_t n)
+{
+    pr_mbuf_append(m, (const char *)p, n);
+}
+
+/* Row r kept for the batch (its features' positions moved past it). */
+static void pr__raw_row(pr_transform *t, uint32_t r)
+{
+    pr__raw *w = &t->raw;
+    pr_out *o = t->out;
+    w->rows++;
+    if (!t->declared) {
+        const pr_pipeline_spec *s = t->espec;
+        int32_t lab = s->has_label ? o->labels[r] : 0;
+        pr__put(&w->labels, &lab, 4);
+        for (uint32_t k = 0; k < s->n_dense; k++)
+            pr__put(&w->dense, &o->dense[(size_t)k * o->cap + r], 4);
+        for (uint32_t c = 0; c < s->n_sparse; c++)
+            pr__put(&w->vals[c],
+                           o->sparse_width == 4 ? (const void *)(pr_out_sparse32(o, c) + r)
+                                                : (const void *)(pr_out_sparse64(o, c) + r),
+                           o->sparse_width);
+        return;
+    }
+    const pr_fside *sd = o->side;
+    pr__put(&w->labels, sd->labels + (size_t)r * sd->n_labels, (size_t)sd->n_labels * 4);
+    pr__put(&w->dense, sd->dense + (size_t)r * sd->n_dense, (size_t)sd->n_dense * 4);
+    for (uint32_t f = 0; f < sd->n_feat; f++) {
+        int32_t n = sd->lengths[(size_t)f * sd->cap + r];
+        pr__put(&w->lens[f], &n, 4);
+        pr__put(&w->vals[f], sd->values[f] + t->pos[f], (size_t)n * 8);
+        if (sd->weights && sd->weights[f])
+            pr__put(&w->wts[f], sd->weights[f] + t->pos[f], (size_t)n * 4);
+        t->pos[f] += n;
+    }
+}
+
+void pr_transform_raw_begin(pr_transform *t)
+{
+    pr__raw_free(&t->raw);
+    pr__raw *w = &t->raw;
+    w->on = true;
+    pr_mbuf_init(&w->labels);
+    pr_mbuf_init(&w->dense);
+    w->n_keys = t->espec->n_sparse;
+    if (t->declared) /* the sparse and list features (out->side's, once it exists) */
+        for (uint32_t i = w->n_keys = 0; i < t->schema.n_features; i++)
+            w->n_keys += t->side[i] >= 0;
+    w->lens = pr__mbufs(w->n_keys);
+    w->vals = pr__mbufs(w->n_keys);
+    w->wts = pr__mbufs(w->n_keys);
+}
+
+static bool pr__raw_failed(const pr__raw *w)
+{
+    bool bad = !w->lens || !w->vals || !w->wts || w->labels.err || w->dense.err;
+    for (uint32_t k = 0; !bad && k < w->n_keys; k++)
+        bad = w->lens[k].err || w->vals[k].err || w->wts[k].err;
+    return bad;
+}
+
+/* The kept Criteo-layout rows as a batch: labels, dense transposed to
+ * column-major, the columns' indices; vocab sizes as /v1/status has them. */
+static pr_batch *pr__raw_batch_criteo(pr_transform *t)
+{
+    const pr__raw *w = &t->raw;
+    const pr_pipeline_spec *s = t->espec;
+    uint8_t width = pr_engine_sparse_width(t->eng);
+    pr_batch *b = pr_batch_new(t->pc->name, w->rows, s->n_dense, s->n_sparse, width);
+    if (!b)
+        return NULL;
+    size_t rows = w->rows;
+    if (rows)
+        memcpy(b->labels, w->labels.buf, rows * 4);
+    const float *dense = (const float *)w->dense.buf;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t k = 0; k < s->n_dense; k++)
+            b->dense[k * rows + r] = dense[r * s->n_dense + k];
+    for (uint32_t c = 0; c < s->n_sparse; c++) {
+        if (rows)
+            memcpy((char *)b->sparse + (size_t)c * rows * width, w->vals[c].buf, rows * width);
+        b->vocab_sizes[c] = pr_engine_vocab_size(t->eng, c);
+    }
+    return b;
+}
+
+/* Names [n][PR_NAME_MAX] of a batch from a schema's list (NULL: none). */
+static char (*pr__raw_names(const char *const *src, uint32_t n))[PR_NAME_MAX]
+{
+    char(*d)[PR_NAME_MAX] = calloc(n ? n : 1, PR_NAME_MAX);
+    for (uint32_t i = 0; d && i < n; i++)
+        snprintf(d[i], PR_NAME_MAX, "%s", src[i]);
+    return d;
+}
+
+/* The kept declared-schema rows as a jagged batch, named and sized as the
+ * batcher names and sizes training batches (pr_batch_schema_from_features). */
+static pr_batch *pr__raw_batch_jagged(pr_transform *t, const pr_batch_schema *bs)
+{
+    const pr__raw *w = &t->raw;
+    uint64_t nv = 0;
+    for (uint32_t f = 0; f < w->n_keys; f++)
+        nv += w->vals[f].len / 8;
+    pr_batch *b = pr_batch_new_jagged(t->pc->name, w->rows, bs->n_labels, bs->n_dense, bs->n_feat,
+                                      nv);
+    if (!b)
+        return NULL;
+    if (w->labels.len)
+        memcpy(b->label_mat, w->labels.buf, w->labels.len);
+    if (w->dense.len)
+        memcpy(b->dense_mat, w->dense.buf, w->dense.len);
+    b->label_names = pr__raw_names(bs->label_names, bs->n_labels);
+    b->dense_names = pr__raw_names(bs->dense_names, bs->n_dense);
+    b->feature_tables = bs->feature_tables ? pr__raw_names(bs->feature_tables, bs->n_feat) : NULL;
+    if (bs->weighted) {
+        b->weights = malloc(nv ? nv * 4 : 4);
+        b->weighted = malloc(bs->n_feat ? bs->n_feat : 1);
+    }
+    if (!b->label_names || !b->dense_names || (bs->feature_tables && !b->feature_tables) ||
+        (bs->weighted && (!b->weights || !b->weighted))) {
+        pr_batch_unref(b);
+        return NULL;
+    }
+    uint64_t at = 0;
+    for (uint32_t f = 0; f < bs->n_feat; f++) {
+        snprintf(b->feature_keys[f], PR_NAME_MAX, "%s", bs->feature_names[f]);
+        if (w->rows)
+            memcpy(b->lengths + (size_t)f * w->rows, w->lens[f].buf, (size_t)w->rows * 4);
+        uint64_t n = w->vals[f].len / 8;
+        if (n)
+            memcpy(b->values + at, w->vals[f].buf, n * 8);
+        for (uint64_t i = 0; bs->weighted && i < n; i++) /* 1 on an unweighted feature */
+            b->weights[at + i] = bs->weighted[f] ? ((const float *)w->wts[f].buf)[i] : 1.0f;
+        if (bs->weighted)
+            b->weighted[f] = bs->weighted[f];
+        at += n;
+        b->vocab_sizes[f] = bs->vocab_col[f] >= 0
+                                ? pr_engine_vocab_size(t->eng, (uint32_t)bs->vocab_col[f])
+                                : bs->sizes[f];
+    }
+    return b;
+}
+
+int pr_transform_raw_end(pr_transform *t, uint8_t **frame, size_t *len, size_t *payload_at,
+                         char *errstr, size_t errstr_size)
+{
+    int rc = 0;
+    if (frame) {
+        *frame = NULL;
+        pr_batch_schema bs = {0};
+        pr_batch *b = NULL;
+        if (pr__raw_failed(&t->raw) || (t->declared && pr_batch_schema_from_features(&t->schema, &bs)))
+            rc = PR_ENOMEM;
+        else if (!(b = t->declared ? pr__raw_batch_jagged(t, &bs) : pr__raw_batch_criteo(t)))
+            rc = PR_ENOMEM;
+        else
+            rc = pr_batch_raw_frame(b, frame, len, payload_at);
+        pr_batch_unref(b);
+        pr_batch_schema_fini(&bs);
+        if (rc)
+            rc = pr_seterr(errstr, errstr_size, rc, "transform: the raw batch: %s", pr_strerror(rc));
+    }
+    pr__raw_free(&t->raw);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- blocks */
@@ -375,10 +590,12 @@ static int pr__flush(pr_transform *t, pr_mbuf *mb, char *errstr, size_t errstr_s
     for (size_t i = 0; i < t->n_slots; i++) {
         const pr__tslot *s = &t->slots[i];
         t->counts.events++;
+        t->raw.events++;
         if (s->row < 0) {
             t->counts.rejected++;
             t->counts.by_reason[s->reason < PR_DEC__COUNT ? s->reason : 0]++;
-            pr__row_error(mb, pr_decode_reason_name(s->reason), t->details.buf + s->at, s->len);
+            pr__row_error(t, mb, pr_decode_reason_name(s->reason), t->details.buf + s->at,
+                          s->len);
             continue;
         }
         uint32_t r = (uint32_t)s->row;
@@ -387,14 +604,16 @@ static int pr__flush(pr_transform *t, pr_mbuf *mb, char *errstr, size_t errstr_s
             t->counts.rejected++;
             t->counts.by_reason[PR_DEC_BAD_HEX]++;
             const char *d = "a sparse field is not hex";
-            pr__row_error(mb, pr_decode_reason_name(PR_DEC_BAD_HEX), d, strlen(d));
+            pr__row_error(t, mb, pr_decode_reason_name(PR_DEC_BAD_HEX), d, strlen(d));
             if (t->declared)
                 for (uint32_t f = 0; f < t->out->side->n_feat; f++)
                     t->pos[f] += t->out->side->lengths[(size_t)f * t->out->side->cap + r];
             continue;
         }
         t->counts.rows++;
-        if (t->declared)
+        if (t->raw.on)
+            pr__raw_row(t, r);
+        else if (t->declared)
             pr__row_declared(t, r, mb);
         else
             pr__row_criteo(t, r, mb);
@@ -607,6 +826,7 @@ void pr_transform_free(pr_transform *t)
         return;
     pr_json_decoder_free(t->dec);
     pr_engine_split_free(t->sp);
+    pr__raw_free(&t->raw);
     pr_block_free(t->blk);
     pr_out_free(t->out);
     free(t->slots);

@@ -342,6 +342,18 @@ int pr__raw_frame(const pr_batch *b, bool offsets, bool compact, uint8_t **out, 
     return 0;
 }
 
+int pr_batch_raw_frame(pr_batch *b, uint8_t **frame, size_t *len, size_t *payload_at)
+{
+    int rc = pr_batch_encode(b);
+    if (!rc)
+        rc = pr__raw_frame(b, false, false, frame, len);
+    if (rc)
+        return rc;
+    uint64_t n;
+    *payload_at = 5 + pr_varint_get(*frame + 5, *frame + *len, &n);
+    return 0;
+}
+
 static uint32_t pr__get32(const uint8_t *p)
 {
     uint32_t x;

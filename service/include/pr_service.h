@@ -366,6 +366,20 @@ void pr_transform_get_counts(const pr_transform *t, pr_transform_counts *c);
 void pr_transform_set_counts(pr_transform *t, const pr_transform_counts *c);
 void pr_transform_free(pr_transform *t); /* NULL ok; not the engine */
 
+/* The rows as one batch in the trainer stream's raw layout instead of JSON
+ * lines (`piperec serve`'s ?layout=raw; docs/serving.md): after
+ * pr_transform_raw_begin, the rows of pr_transform_event and _flush are kept
+ * and their `out` gets only the rejected events' lines, each with its
+ * event's index in the answer ({"index":I,"error":..,"detail":..});
+ * pr_transform_raw_end (after the last flush) makes the kept rows one batch,
+ * named and sized as the training batches are, and frames it as the trainer
+ * stream does (pr_batch_raw_frame: *frame malloc'd, its payload at
+ * *payload_at), then goes back to JSON lines. frame NULL: the rows are
+ * dropped. 0 or PR_ENOMEM / PR_EINVAL with errstr. */
+void pr_transform_raw_begin(pr_transform *t);
+int pr_transform_raw_end(pr_transform *t, uint8_t **frame, size_t *len, size_t *payload_at,
+                         char *errstr, size_t errstr_size);
+
 /* How records follow each other in a body or a file: `lines` (one a line,
  * a trailing CR dropped, blank lines skipped: json, criteo_tsv),
  * `delimited` (each an unsigned LEB128 length and its bytes, as `piperec

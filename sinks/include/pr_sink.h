@@ -334,4 +334,15 @@ bool pr_sinkset_ready(pr_sinkset *ss);
 uint64_t pr_sinkset_buffered_bytes(pr_sinkset *ss);
 void pr_sinkset_free(pr_sinkset *ss);
 
+/* ---------------------------------------------------------------- raw layout */
+
+/* `b` as the trainer stream sends it to a raw client (docs/trainer-protocol.md,
+ * "Raw batch layout"): the whole frame (u32 length, tag, varint, payload),
+ * allocated 64-byte aligned (free()), sections aligned when the frame is;
+ * *payload_at: where the payload (its 128-byte header) starts. Encodes b's
+ * TrainingBatch first (pr_batch_encode) for the metadata section. 0,
+ * PR_ENOMEM, or PR_EINVAL for a batch over the frame limit. (`piperec serve`
+ * answers ?layout=raw with it.) */
+int pr_batch_raw_frame(pr_batch *b, uint8_t **frame, size_t *len, size_t *payload_at);
+
 #endif

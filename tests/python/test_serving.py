@@ -105,8 +105,10 @@ def test_clickstream_equals_training(tmp_path, serve):
     run("process", "--config", EXAMPLE, "--input", str(ev), "--output", str(out), "--no-progress")
     events = [json.loads(l) for l in open(ev) if l.strip()]
     client = ServeClient(serve(EXAMPLE, str(out)))
-    got = client.batch(events, sparse_format="triple")
+    assert client.status()["layouts"] == ["json", "raw"]
+    got = client.batch(events, sparse_format="triple")  # the raw layout
     same(got, train_batch(str(out), len(events)))
+    same(client.batch(events, sparse_format="triple", wire="json"), got)
     # piperec transform's rows give the same batch
     rows = [json.loads(l) for l in
             run("transform", "--config", EXAMPLE, "--vocab", str(out), "--input", str(ev))
@@ -114,11 +116,12 @@ def test_clickstream_equals_training(tmp_path, serve):
     st = client.status()
     same(rows_to_batch(rows, sparse_format="triple", vocab_sizes=st["vocab_sizes"],
                        feature_tables=st.get("feature_tables")), got)
-    # a rejected event is named
-    with pytest.raises(TransformError) as e:
-        client.batch([events[0], "{not json", events[1]])
-    assert e.value.errors[0][:2] == (1, "not_json")
-    assert client.status()["rejected"] == 1
+    # a rejected event is named, by both wires
+    for wire, n in (("raw", 1), ("json", 2)):
+        with pytest.raises(TransformError) as e:
+            client.batch([events[0], "{not json", events[1]], wire=wire)
+        assert e.value.errors == [(1, "not_json", "key expected at byte 1")]
+        assert client.status()["rejected"] == n
 
 
 def ids_by_row(batch, n):
@@ -187,8 +190,10 @@ def test_weights_vectors_equal_training(tmp_path, serve):
     ev.write_text("".join(json.dumps(e) + "\n" for e in evs))
     out = tmp_path / "out"
     run("process", "--config", str(cfg), "--input", str(ev), "--output", str(out), "--no-progress")
-    got = ServeClient(serve(str(cfg), str(out))).batch(evs, sparse_format="triple")
+    client = ServeClient(serve(str(cfg), str(out)))
+    got = client.batch(evs, sparse_format="triple")
     same(got, train_batch(str(out), len(evs)))
+    same(client.batch(evs, sparse_format="triple", wire="json"), got)
     assert got.dense_names == ["emb[0]", "emb[1]", "emb[2]", "x"]
     assert got.weighted_keys == ["cats"]
     assert got.feature_tables == ["u", "u", "cats"]  # v shares u's table
@@ -201,8 +206,10 @@ def test_criteo_equals_training(tmp_path, serve):
     out = tmp_path / "out"
     run("process", "--input", tsv, "--output", str(out), "--no-progress")
     lines = [l.rstrip("\n") for l in open(tsv)]
-    got = ServeClient(serve(None, str(out))).batch(lines, sparse_format="triple")
+    client = ServeClient(serve(None, str(out)))
+    got = client.batch(lines, sparse_format="triple")
     same(got, train_batch(str(out), len(lines)))
+    same(client.batch(lines, sparse_format="triple", wire="json"), got)
     assert got.sparse.shape == (len(lines), 26)
 
 

@@ -13,7 +13,7 @@
     rows, rejects and unseen ids; GET /v1/status says where the vocabulary
     comes from and how often it loaded;
   - refusals: GET /v1/transform 405, ?framing=bogus 400, a delimited body
-    whose record runs past its end 400, an unknown path 404;
+    whose record runs past its end 400, ?layout=bogus 400, an unknown path 404;
   - the vocabulary dir replaced by one of both halves: within a few seconds
     the second half's ids are known (the rows equal `piperec transform`
     with the new vocabulary), /v1/status counts two loads;
@@ -169,12 +169,13 @@ def main():
     for path, rbody, method, code in (("/v1/transform", None, "GET", 405),
                                      ("/v1/transform?framing=bogus", b"{}", None, 400),
                                      ("/v1/transform?framing=delimited", b"\x7fab", None, 400),
+                                     ("/v1/transform?layout=bogus", b"{}", None, 400),
                                      ("/nope", None, "GET", 404)):
         got = http(port, path, rbody, method)[0]
         if got != code:
             fail("%s %s: %d, want %d" % (method or "POST", path, got, code), proc)
     # the refused requests counted as requests, none of their events
-    check_metrics(port, proc, {'piperec_serve_requests_total{code="4xx"}': 2,
+    check_metrics(port, proc, {'piperec_serve_requests_total{code="4xx"}': 3,
                                'piperec_serve_events_total': 1203})
 
     # the vocabulary grows: replaced by the whole stream's

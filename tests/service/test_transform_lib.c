@@ -11,7 +11,9 @@
  * events than one block (1024) in order, and the vocabulary unchanged.
  * Framing: lines (CRLF, blank and blank-ish lines), delimited (LEB128
  * lengths: empty, multi-byte, truncated, past the end, too long), single
- * (an empty body is no record, not an endless one).
+ * (an empty body is no record, not an endless one). The raw layout
+ * (pr_transform_raw_begin/_end): the same rows in one trainer-stream frame,
+ * the rejected lines' errors with their indices.
  * (`piperec transform` against `piperec process` byte for byte is the
  * script test tests/offline/test_transform.py.)
  */
@@ -492,10 +494,94 @@ static void test_set_engine_then_free_old(void **state)
     first_pass_free(&b);
 }
 
+/* ---------------------------------------------------------------- raw layout */
+
+static uint32_t get32(const uint8_t *p)
+{
+    uint32_t x;
+    memcpy(&x, p, 4);
+    return x;
+}
+
+/* The raw layout (`serve ?layout=raw`): the sample with a bad line at 50
+ * gives that line's error, with its index, as the only text; the frame
+ * holds every other line's row in order (labels, dense row-major, int64
+ * indices key-major, lengths 1) as the first pass gave it; then JSON lines
+ * again. */
+static void test_raw_layout(void **state)
+{
+    (void)state;
+    first_pass fp;
+    first_pass_run(&fp);
+    pr_transform *t = transform_new(fp.eng);
+    pr_mbuf out;
+    pr_mbuf_init(&out);
+    pr_transform_raw_begin(t);
+    for (int i = 0; i < NLINES; i++) {
+        if (i == 50)
+            feed(t, "1\t2\t3", 5, &out);
+        feed(t, lines[i], lens[i], &out);
+    }
+    flush(t, &out);
+    assert_int_equal(count_lines(&out), 1);
+    assert_non_null(strstr(nth_line(&out, 0), "{\"index\":50,\"error\":\"field_count\""));
+    uint8_t *frame = NULL;
+    size_t len = 0, at = 0;
+    char err[256];
+    assert_int_equal(pr_transform_raw_end(t, &frame, &len, &at, err, sizeof(err)), 0);
+    assert_true(at > 5 && at < 16 && len > at + 128);
+    assert_int_equal(get32(frame), len - 4);
+    const uint8_t *pay = frame + at;
+    assert_int_equal(get32(pay), 0x54425250); /* PRBT */
+    uint32_t rows = get32(pay + 12), nd = get32(pay + 16), nk = get32(pay + 24);
+    uint32_t good = 0;
+    for (int i = 0; i < NLINES; i++)
+        good += fp.row[i] >= 0;
+    assert_int_equal(rows, good);
+    assert_int_equal(nd, 13);
+    assert_int_equal(nk, 26);
+    for (int sec = 0; sec < 4; sec++) /* 64-byte aligned in the frame */
+        assert_int_equal((at + get32(pay + 64 + 8 * sec)) % 64, 0);
+    const float *dense = (const float *)(pay + get32(pay + 64));
+    const float *labels = (const float *)(pay + get32(pay + 72));
+    const int32_t *lengths = (const int32_t *)(pay + get32(pay + 80));
+    const int64_t *values = (const int64_t *)(pay + get32(pay + 88));
+    for (uint32_t i = 0, k = 0; i < NLINES; i++) {
+        if (fp.row[i] < 0)
+            continue;
+        uint32_t r = (uint32_t)fp.row[i];
+        assert_true(labels[k] == (float)fp.out->labels[r]);
+        for (uint32_t d = 0; d < nd; d++)
+            assert_memory_equal(&dense[(size_t)k * nd + d], &fp.out->dense[(size_t)d * fp.out->cap + r],
+                                4);
+        for (uint32_t c = 0; c < nk; c++) {
+            assert_int_equal(values[(size_t)c * rows + k], pr_out_index(fp.out, c, r));
+            assert_int_equal(lengths[(size_t)c * rows + k], 1);
+        }
+        k++;
+    }
+    free(frame);
+    /* JSON lines again */
+    pr_mbuf_reset(&out);
+    feed(t, lines[0], lens[0], &out);
+    flush(t, &out);
+    assert_int_equal(count_lines(&out), 1);
+    assert_row(nth_line(&out, 0), &fp, 0, -1);
+    /* dropped rows (frame NULL) leave nothing behind */
+    pr_transform_raw_begin(t);
+    feed(t, lines[1], lens[1], &out);
+    flush(t, &out);
+    assert_int_equal(pr_transform_raw_end(t, NULL, NULL, NULL, NULL, 0), 0);
+    pr_mbuf_fini(&out);
+    pr_transform_free(t);
+    first_pass_free(&fp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rows_match_first_pass),    cmocka_unit_test(test_unseen_and_reject),
+        cmocka_unit_test(test_raw_layout),
         cmocka_unit_test(test_multi_line_record),        cmocka_unit_test(test_many_in_order),
         cmocka_unit_test(test_transform_new_errors),     cmocka_unit_test(test_framing_lines),
         cmocka_unit_test(test_framing_delimited),        cmocka_unit_test(test_framing_single),

@@ -13,11 +13,12 @@ So the model's forward, ``embedding_bag_inputs()`` and ``dense_feature()``
 are the same code in training and in serving, and no feature is rebuilt in
 the serving stack.
 
-``ServeClient`` keeps one HTTP/1.1 connection (standard library only) and
-reconnects once when the server closed it. ``rows()`` returns the rows as
-dicts (numpy-only code can stop there); ``rows_to_batch()`` turns rows (from
-``rows()`` or from ``piperec transform``'s output) into a StreamBatch and
-needs torch.
+``ServeClient`` keeps one HTTP/1.1 connection per thread (standard library
+only) and reconnects once when the server closed it. ``batch()`` asks for the
+rows as one batch in the trainer stream's raw layout (``raw_to_batch``: no
+JSON is parsed); ``rows()`` returns the rows as dicts (numpy-only code can
+stop there); ``rows_to_batch()`` turns rows (from ``rows()`` or from
+``piperec transform``'s output) into a StreamBatch and needs torch.
 """
 
 import http.client
@@ -96,7 +97,9 @@ class ServeClient:
                                                context=self._ssl)
         return http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
 
-    def _request(self, method, path, body=None):
+    def _request(self, method, path, body=None, ok=(200,)):
+        """The answer's body (a status in ``ok``; (status, body) when ``ok``
+        has more than one); RuntimeError naming the status otherwise."""
         for attempt in (0, 1):
             conn = getattr(self._local, "conn", None)
             if conn is None:
@@ -111,10 +114,10 @@ class ServeClient:
                 if attempt:
                     raise
                 continue
-            if r.status != 200:
+            if r.status not in ok:
                 raise RuntimeError("piperec serve: %s %s: HTTP %d: %s" % (
                     method, path, r.status, data.decode(errors="replace").strip()))
-            return data
+            return (r.status, data) if len(ok) > 1 else data
         raise AssertionError("unreachable")
 
     def status(self):
@@ -146,15 +149,34 @@ class ServeClient:
         data = self._request("POST", "/v1/transform?framing=" + framing, body)
         return [json.loads(l) for l in data.splitlines()]
 
-    def batch(self, events, framing=None, sparse_format=None):
-        """The events as one StreamBatch laid out as training batches are
-        (rows_to_batch, with /v1/status's layout, vocab_sizes and
-        feature_tables); raises TransformError when piperec rejected some."""
+    def batch(self, events, framing=None, sparse_format=None, wire=None):
+        """The events as one StreamBatch laid out as training batches are;
+        raises TransformError when piperec rejected some. wire: "raw" (the
+        default when the server offers it, /v1/status "layouts"): the server
+        sends the rows as one batch in the trainer stream's raw layout, with
+        the vocab sizes and names of that moment (raw_to_batch), and nothing
+        is parsed from JSON; "json": rows_to_batch over rows(), with
+        /v1/status's layout, vocab_sizes and feature_tables."""
         st = self._layout_status()
-        layout = st.get("layout") or ("criteo" if st["format"] == "criteo_tsv" else "jagged")
-        return rows_to_batch(self.rows(events, framing), layout, sparse_format,
-                             vocab_sizes=st.get("vocab_sizes"),
-                             feature_tables=st.get("feature_tables"))
+        if wire is None:
+            wire = "raw" if "raw" in st.get("layouts", ()) else "json"
+        if wire == "json":
+            layout = st.get("layout") or ("criteo" if st["format"] == "criteo_tsv" else "jagged")
+            return rows_to_batch(self.rows(events, framing), layout, sparse_format,
+                                 vocab_sizes=st.get("vocab_sizes"),
+                                 feature_tables=st.get("feature_tables"))
+        if wire != "raw":
+            raise ValueError("wire %r: raw or json" % (wire,))
+        if not len(events):
+            raise ValueError("no rows")
+        if framing is None:
+            framing = "lines" if st["format"] in ("json", "criteo_tsv") else "delimited"
+        status, data = self._request("POST", "/v1/transform?layout=raw&framing=" + framing,
+                                     encode_events(events, framing), ok=(200, 422))
+        if status == 422:  # some rejected: their lines, each with its event's index
+            errs = [json.loads(l) for l in data.splitlines()]
+            raise TransformError([(e["index"], e["error"], e.get("detail", "")) for e in errs])
+        return raw_to_batch(data, sparse_format, keys=st.get("keys"))
 
     def close(self):
         """Close the calling thread's connection (the next request opens one)."""
@@ -178,6 +200,49 @@ def _dense_columns(row):
 
 def _nan(v):
     return float("nan") if v is None else v
+
+
+def raw_to_batch(frame, sparse_format=None, keys=None):
+    """A StreamBatch of ``piperec serve``'s ``?layout=raw`` answer: one
+    trainer-stream frame (u32 length, tag, varint, then the raw layout of
+    docs/trainer-protocol.md), decoded by ``piperec_client.decode_raw`` as
+    ``StreamDataset(layout="raw")`` decodes a training batch; the tensors
+    share one copy of ``frame``. ``keys``: the Criteo layout's sparse names
+    (/v1/status "keys"; C1.. when None)."""
+    import torch
+
+    from piperec import torch as pt
+    from piperec.client import decode_raw
+    buf = bytearray(frame)  # writable: torch tensors on it without a warning
+    pos, n, shift = 5, 0, 0
+    while True:  # the frame's varint payload length: the payload starts after it
+        if pos >= len(buf) or shift > 63:
+            raise ValueError("raw answer: a truncated frame preamble")
+        byte = buf[pos]
+        n |= (byte & 0x7F) << shift
+        pos += 1
+        shift += 7
+        if byte < 0x80:
+            break
+    if len(buf) < pos + n or buf[4] != 0x5A:
+        raise ValueError("raw answer: %d bytes, not a raw batch frame" % len(buf))
+    b = decode_raw(buf, pos, pos + n, keys=keys)
+    out = pt.StreamBatch()
+    out.dense, out.labels = torch.from_numpy(b.dense), torch.from_numpy(b.labels)
+    values, lengths = torch.from_numpy(b._values), torch.from_numpy(b._lengths)
+    keys = list(b._keys)
+    out.sparse = None if b.jagged else values.view(b.n_sparse, b.rows).t()
+    out.sparse_features = pt._sparse_features(sparse_format, keys, values, lengths,
+                                              weights=pt._weights_of(b))
+    out.keys, out.jagged = keys, bool(b.jagged)
+    out.label_names, out.dense_names = list(b.label_names), list(b.dense_names)
+    out.weighted_keys = list(b.weighted_keys or ())
+    out.vocab_sizes = [int(v) for v in b.vocab_sizes]
+    out.feature_tables = list(b.feature_tables or ())
+    out.recycled, out.offsets = [], []
+    out.endpoint, out.epoch, out.sequence, out.rows, out.replica = None, None, 0, b.rows, ""
+    out._ring = out._ring_token = None
+    return out
 
 
 def rows_to_batch(rows, layout="jagged", sparse_format=None, vocab_sizes=None,
