@@ -25,10 +25,17 @@
 # only the cost of the locks; a 16-core host shows the scaling
 # (bench/device_lease.sh).
 #
+# Then, on the same server, `ServeClient.batch()` (the torch batch a model
+# server gets) over each wire for BENCH_SV_SECONDS / 2 per request size:
+# `json` (rows parsed and stacked in Python) and `raw` (?layout=raw: the
+# trainer stream's raw layout, viewed as it is).
+#
 # Prints JSON lines serve_offline (per layout and run), serve_http (per
-# request size), serve_threads (per T) and serve_ratios: transform / process
-# rows per second per layout, HTTP events/s at 256 a request / transform's,
-# and events/s at each T / at T = 1 (threads_N_vs_1).
+# request size), serve_client (per request size and wire), serve_threads
+# (per T) and serve_ratios: transform / process rows per second per layout,
+# HTTP events/s at 256 a request / transform's, the client's raw / json
+# events/s per request size, and events/s at each T / at T = 1
+# (threads_N_vs_1).
 #
 #   bench/bench_serve.sh [BUILD_DIR]     (default: build)
 set -eu
@@ -131,6 +138,38 @@ print(json.dumps({"bench": "serve_ratios",
                       round(rate["criteo", "transform"] / rate["criteo", "process"], 3),
                   "http256_vs_transform_clickstream":
                       round(http_eps[256] / rate["clickstream", "transform"], 3)}))
+EOF
+
+# ServeClient.batch over each wire: JSON rows vs the raw layout (one connection)
+PYTHONPATH="$HERE/../clients/python" $PY - "$port" "$TMP/cs.jsonl" "$SECS" <<'EOF'
+import json, sys, time
+from piperec.serving import ServeClient
+port, path, secs = int(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+lines = open(path).read().splitlines()
+client = ServeClient("http://127.0.0.1:%d" % port)
+for wire in ("json", "raw"):  # the connection, /v1/status and torch's first calls
+    client.batch(lines[:16], wire=wire)
+eps = {}
+for size in (1, 16, 256):
+    for wire in ("json", "raw"):
+        lat, at = [], 0
+        t_end = time.perf_counter() + secs / 2
+        while time.perf_counter() < t_end:
+            evs = lines[at:at + size]
+            at = (at + size) % (len(lines) - size)
+            t0 = time.perf_counter()
+            b = client.batch(evs, wire=wire)
+            lat.append(time.perf_counter() - t0)
+            if b.rows != size:
+                sys.exit("bench_serve: %d rows for %d events" % (b.rows, size))
+        lat.sort()
+        eps[size, wire] = size * len(lat) / sum(lat)
+        print(json.dumps({"bench": "serve_client", "events_per_request": size, "wire": wire,
+                          "requests": len(lat), "events_per_s": round(eps[size, wire]),
+                          "p50_ms": round(lat[len(lat) // 2] * 1e3, 3),
+                          "p99_ms": round(lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1e3, 3)}))
+print(json.dumps({"bench": "serve_ratios", **{"client_raw_vs_json_%d" % s:
+                  round(eps[s, "raw"] / eps[s, "json"], 3) for s in (1, 16, 256)}}))
 EOF
 serve_stop
 
