@@ -475,6 +475,8 @@ static char (*pr__raw_names(const char *const *src, uint32_t n))[PR_NAME_MAX]
 static pr_batch *pr__raw_batch_jagged(pr_transform *t, const pr_batch_schema *bs)
 {
     const pr__raw *w = &t->raw;
+    if (w->n_keys != bs->n_feat)
+        return NULL;
     uint64_t nv = 0;
     for (uint32_t f = 0; f < w->n_keys; f++)
         nv += w->vals[f].len / 8;
@@ -498,6 +500,12 @@ static pr_batch *pr__raw_batch_jagged(pr_transform *t, const pr_batch_schema *bs
         pr_batch_unref(b);
         return NULL;
     }
+    for (uint32_t f = 0; bs->weighted && f < bs->n_feat; f++)
+        if (bs->weighted[f] && w->wts[f].len / 4 != w->vals[f].len / 8) { /* never: the side
+                                                                            * weighs every value */
+            pr_batch_unref(b);
+            return NULL;
+        }
     uint64_t at = 0;
     for (uint32_t f = 0; f < bs->n_feat; f++) {
         snprintf(b->feature_keys[f], PR_NAME_MAX, "%s", bs->feature_names[f]);
