@@ -2193,7 +2193,7 @@ static bool pr__split_ok(const pr_backend *be, const pr_block *in, bool exclusiv
         if (in->sparse_enc[c] == PR_SPARSE_HEX)
             return false;
         const pr__vcol *vc = &be->cols[c];
-        if (!be->has[PR_OP_VOCAB] || (vc->serve && !vc->evict))
+        if (!be->has[PR_OP_VOCAB] || (vc->serve && vc->frozen && !vc->evict))
             continue;
         if ((!vc->direct && !exclusive) || vc->evict || vc->frozen ||
             (vc->counting && !be->two_pass))

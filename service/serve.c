@@ -138,6 +138,8 @@ static int pr__raw_answer(pr_transform *tr, int status, uint64_t rejected, pr_mb
     size_t len = 0, at = 0;
     if (status != 200 || rejected) {
         pr_transform_raw_end(tr, NULL, NULL, NULL, NULL, 0);
+        if (status == 200)
+            *ctype = "application/x-ndjson"; /* the rejected events' lines */
         return status != 200 ? status : 422;
     }
     if (pr_transform_raw_end(tr, &frame, &len, &at, err, sizeof(err))) {
@@ -185,13 +187,16 @@ static int pr__h_transform(void *opaque, const pr__http_query *q, const char *bo
     uint32_t k = pr__tr_take(s);
     pr_transform_counts c;
     pr_transform_set_counts(s->tr[k], &zero);
+    pthread_rwlock_rdlock(&s->vocab); /* from here the transform's engine stays */
     if (raw)
         pr_transform_raw_begin(s->tr[k]);
-    pthread_rwlock_rdlock(&s->vocab);
     int status = pr__transform_body(s->tr[k], fr, body, len, out);
     pr_transform_get_counts(s->tr[k], &c);
-    if (raw) /* the batch's vocab sizes are read from the engine: before the unlock */
+    if (raw) { /* the batch's vocab sizes are read from the engine: before the unlock */
         status = pr__raw_answer(s->tr[k], status, c.rejected, out, ctype);
+        if (status == 422) /* no event got its row: the batch was dropped */
+            c.rows = 0;
+    }
     pthread_rwlock_unlock(&s->vocab);
     pr__tr_give(s, k);
     pthread_mutex_lock(&s->mu);
@@ -253,7 +258,8 @@ static int pr__h_metrics(void *opaque, pr_mbuf *out, const char **ctype)
     pr_hist_snapshot hs;
     pr_histogram_snapshot(&s->req_s, &hs);
     pr__metric_family(out, "piperec_serve_request_seconds", PR_METRIC_HISTOGRAM,
-                      "Time to answer a POST /v1/transform, waiting for another included.");
+                      "Time to answer a POST /v1/transform, waits included (for the "
+                      "connection's thread, a reload's swap, the engine's shared step).");
     pr__metric_histogram(out, "piperec_serve_request_seconds", NULL, 0, &hs);
     pr__metrics_counts(out, &c);
     pr__metric_single(out, "piperec_serve_vocab_loads_total", PR_METRIC_COUNTER,
@@ -447,10 +453,8 @@ int pr_serve_swap(pr_serve *s, pr_engine *eng, char *errstr, size_t errstr_size)
     uint32_t k = 0;
     for (; !rc && k < s->n_tr; k++)
         rc = pr_transform_set_engine(s->tr[k], eng, errstr, errstr_size);
-    char e2[256];
-    for (uint32_t j = 0; rc && j + 1 < k; j++) /* those already moved: back (out of memory) */
-        if (pr_transform_set_engine(s->tr[j], old, e2, sizeof(e2)))
-            pr_warn("serve: %s", e2);
+    for (uint32_t j = 0; rc && j + 1 < k; j++) /* those already moved: back, no allocation */
+        pr_transform_engine_back(s->tr[j]);
     if (!rc)
         s->eng = eng;
     pthread_rwlock_unlock(&s->vocab);

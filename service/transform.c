@@ -90,6 +90,8 @@ struct pr_transform {
      * the block's first half here, its second half under seq_mu. */
     pthread_mutex_t *seq_mu;
     pr_engine_split *sp;
+    pr_engine *eng_old; /* before the last pr_transform_set_engine (engine_back) */
+    pr_engine_split *sp_old;
     pr__raw raw; /* pr_transform_raw_begin: the rows kept as one batch */
 };
 
@@ -386,6 +388,8 @@ static void pr__raw_row(pr_transform *t, uint32_t r)
     pr__raw *w = &t->raw;
     pr_out *o = t->out;
     w->rows++;
+    if (!w->lens || !w->vals || !w->wts) /* out of memory at raw_begin: raw_end says so */
+        return;
     if (!t->declared) {
         const pr_pipeline_spec *s = t->espec;
         int32_t lab = s->has_label ? o->labels[r] : 0;
@@ -538,7 +542,8 @@ int pr_transform_raw_end(pr_transform *t, uint8_t **frame, size_t *len, size_t *
             rc = PR_ENOMEM;
         else if (!(b = t->declared ? pr__raw_batch_jagged(t, &bs) : pr__raw_batch_criteo(t)))
             rc = PR_ENOMEM;
-        else
+        pr__raw_free(&t->raw); /* the batch holds the rows now */
+        if (b)
             rc = pr_batch_raw_frame(b, frame, len, payload_at);
         pr_batch_unref(b);
         pr_batch_schema_fini(&bs);
@@ -805,17 +810,26 @@ int pr_transform_set_engine(pr_transform *t, pr_engine *eng, char *errstr, size_
     int rc = pr_engine_vocab_serve(eng, t->unseen, errstr, errstr_size);
     if (rc)
         return rc;
-    if (t->seq_mu) { /* a split holds the backend's layout: made for this engine */
-        pr_engine_split *sp = pr_engine_split_new(eng);
-        if (!sp)
-            return pr_seterr(errstr, errstr_size, PR_ENOMEM, "transform: out of memory");
-        pr_engine_split_free(t->sp);
-        t->sp = sp;
-    }
-    t->eng = eng; /* the old one may be freed now: nothing points into it */
+    pr_engine_split *sp = NULL;
+    if (t->seq_mu && !(sp = pr_engine_split_new(eng))) /* a split is made for its engine */
+        return pr_seterr(errstr, errstr_size, PR_ENOMEM, "transform: out of memory");
+    pr_engine_split_free(t->sp_old);
+    t->sp_old = t->sp, t->eng_old = t->eng; /* kept for pr_transform_engine_back */
+    t->sp = sp;
+    t->eng = eng; /* the old one may be freed once no engine_back can follow */
     t->espec = pr_engine_spec(eng);
     t->ctx.spec = t->espec;
     return 0;
+}
+
+void pr_transform_engine_back(pr_transform *t)
+{
+    pr_engine *e = t->eng;
+    pr_engine_split *sp = t->sp;
+    t->eng = t->eng_old, t->sp = t->sp_old;
+    t->eng_old = e, t->sp_old = sp;
+    t->espec = pr_engine_spec(t->eng);
+    t->ctx.spec = t->espec;
 }
 
 void pr_transform_get_counts(const pr_transform *t, pr_transform_counts *c)
@@ -834,6 +848,7 @@ void pr_transform_free(pr_transform *t)
         return;
     pr_json_decoder_free(t->dec);
     pr_engine_split_free(t->sp);
+    pr_engine_split_free(t->sp_old);
     pr__raw_free(&t->raw);
     pr_block_free(t->blk);
     pr_out_free(t->out);

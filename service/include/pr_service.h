@@ -358,8 +358,12 @@ int pr_transform_event(pr_transform *t, const void *rec, size_t len, pr_mbuf *ou
                        size_t errstr_size);
 int pr_transform_flush(pr_transform *t, pr_mbuf *out, char *errstr, size_t errstr_size);
 /* Another engine of the same pipeline (a reloaded vocabulary), put into
- * serving mode; the old one is the caller's to free. Between flushes only. */
+ * serving mode; the old one is the caller's to free (after the swap is
+ * decided: pr_transform_engine_back puts it back without allocating, for a
+ * caller whose swap of several transforms failed half way). Between
+ * flushes only. */
 int pr_transform_set_engine(pr_transform *t, pr_engine *eng, char *errstr, size_t errstr_size);
+void pr_transform_engine_back(pr_transform *t);
 void pr_transform_get_counts(const pr_transform *t, pr_transform_counts *c);
 /* The counts put back (serve: a request answered with an error counts none
  * of its events). */

@@ -117,11 +117,14 @@ def test_clickstream_equals_training(tmp_path, serve):
     same(rows_to_batch(rows, sparse_format="triple", vocab_sizes=st["vocab_sizes"],
                        feature_tables=st.get("feature_tables")), got)
     # a rejected event is named, by both wires
-    for wire, n in (("raw", 1), ("json", 2)):
+    for wire, n, rows in (("raw", 1, 0), ("json", 2, 2)):
+        before = client.status()
         with pytest.raises(TransformError) as e:
             client.batch([events[0], "{not json", events[1]], wire=wire)
         assert e.value.errors == [(1, "not_json", "key expected at byte 1")]
-        assert client.status()["rejected"] == n
+        st = client.status()
+        assert st["rejected"] == n and st["events"] == before["events"] + 3
+        assert st["rows"] == before["rows"] + rows  # raw: no row went out
 
 
 def ids_by_row(batch, n):
@@ -177,6 +180,12 @@ def test_client_shared_by_threads(tmp_path, serve):
     assert wrong == []
     assert len(posted) == 150
     assert client.status()["events"] == len(events) + sum(posted)
+    # close() from here closes the workers' connections too; a generator is events
+    assert len(client._conns) == 7
+    client.close()
+    assert not client._conns
+    got = client.batch(e for e in events[:5])
+    assert got.rows == 5 and len(client._conns) == 1
 
 
 def test_weights_vectors_equal_training(tmp_path, serve):

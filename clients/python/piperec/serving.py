@@ -89,6 +89,7 @@ class ServeClient:
         self._timeout = timeout
         self._ssl = ssl_context
         self._local = threading.local()  # .conn: this thread's connection
+        self._conns, self._conns_lock = set(), threading.Lock()  # every thread's, for close()
         self._status = None
 
     def _connect(self):
@@ -104,6 +105,8 @@ class ServeClient:
             conn = getattr(self._local, "conn", None)
             if conn is None:
                 conn = self._local.conn = self._connect()
+            with self._conns_lock:  # again after a close(): it reopens on this request
+                self._conns.add(conn)
             try:
                 conn.request(method, path, body)
                 r = conn.getresponse()
@@ -111,6 +114,8 @@ class ServeClient:
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
                 conn.close()
                 self._local.conn = None
+                with self._conns_lock:
+                    self._conns.discard(conn)
                 if attempt:
                     raise
                 continue
@@ -167,7 +172,8 @@ class ServeClient:
                                  feature_tables=st.get("feature_tables"))
         if wire != "raw":
             raise ValueError("wire %r: raw or json" % (wire,))
-        if not len(events):
+        events = list(events)
+        if not events:
             raise ValueError("no rows")
         if framing is None:
             framing = "lines" if st["format"] in ("json", "criteo_tsv") else "delimited"
@@ -179,11 +185,19 @@ class ServeClient:
         return raw_to_batch(data, sparse_format, keys=st.get("keys"))
 
     def close(self):
-        """Close the calling thread's connection (the next request opens one)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
+        """Close every thread's connection (a thread's next request opens
+        its connection again)."""
+        with self._conns_lock:
+            conns, self._conns = self._conns, set()
+        for conn in conns:
             conn.close()
-            self._local.conn = None
+        self._local.conn = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def _dense_columns(row):
