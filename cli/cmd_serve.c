@@ -307,6 +307,7 @@ static int pr__serve_load(pr_cli_vocab *v, const char *config, const char *dir, 
     pr_engine *keep = v->eng;
     if (!(v->eng = pr_engine_new(&v->espec, &v->eo, err, sizeof(err)))) {
         v->eng = keep;
+        snprintf(v->error, sizeof(v->error), "%s", err);
         fprintf(stderr, "piperec serve: %s\n", err);
         return 1;
     }
@@ -447,7 +448,7 @@ static bool pr__serve_tick(pr_cli_vocab *v, const pr__serve_args *a, pr_serve *s
         return false;
     pr_engine *eng = NULL;
     if (pr__serve_load(v, a->config, a->dir, &eng)) {
-        pr_serve_load_failed(s, "the reload failed: see the log");
+        pr_serve_load_failed(s, v->error[0] ? v->error : "the reload failed: see the log");
         w->seen = 0; /* the stamp stays: tried again once the files hold still */
         return false;
     }

@@ -19,6 +19,7 @@
  * Exit codes: 0 done, 1 I/O or runtime failure, 2 usage, config or bad input.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -204,16 +205,29 @@ static bool pr__same_file(bool had, const struct stat *a, const char *path)
                                    a->st_mtim.tv_nsec == b.st_mtim.tv_nsec));
 }
 
+/* A load's failure: kept in v->error and printed as "<cmd>: <why>". */
+static void pr__load_fail(pr_cli_vocab *v, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void pr__load_fail(pr_cli_vocab *v, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(v->error, sizeof(v->error), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s: %s\n", v->cmd, v->error);
+}
+
 int pr_cli_vocab_load_state(pr_cli_vocab *v)
 {
     char err[4096];
     int rc = 0;
     if (!v->have_snap && !v->have_journal) {
-        fprintf(stderr, "%s: %s holds no vocabulary for pipeline %s (no %s)%s\n", v->cmd, v->state,
-                v->pc->name, v->snap,
-                v->shared ? ": a replica of a shared vocabulary (vocab_log) writes its first "
-                            "snapshot state.checkpoint_interval_s after it starts, and at a stop"
-                          : "");
+        pr__load_fail(v, "%s holds no vocabulary for pipeline %s (no %s)%s", v->state, v->pc->name,
+                      v->snap,
+                      v->shared ? ": a replica of a shared vocabulary (vocab_log) writes its "
+                                  "first snapshot state.checkpoint_interval_s after it starts, "
+                                  "and at a stop"
+                                : "");
         return 2;
     }
     /* Beside a running service a checkpoint may replace the snapshot and
@@ -244,7 +258,7 @@ int pr_cli_vocab_load_state(pr_cli_vocab *v)
                  v->snap);
     }
     if (rc) {
-        fprintf(stderr, "%s: %s\n", v->cmd, err);
+        pr__load_fail(v, "%s", err);
         return pr_cli_exit_code(rc);
     }
     /* A shared vocabulary's journal is the log: the snapshot alone is what
@@ -269,7 +283,7 @@ static int pr__vocab_load_dir(pr_cli_vocab *v, const char *input)
     struct stat st;
     int e = stat(input, &st) ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
     if (e) {
-        fprintf(stderr, "%s: %s: %s\n", v->cmd, input, strerror(e));
+        pr__load_fail(v, "%s: %s", input, strerror(e));
         return 2;
     }
     snprintf(dir, sizeof(dir), "%s/vocab", input);
@@ -277,7 +291,7 @@ static int pr__vocab_load_dir(pr_cli_vocab *v, const char *input)
         snprintf(dir, sizeof(dir), "%s", input);
     int rc = pr_vocab_import(v->eng, dir, err, sizeof(err));
     if (rc) {
-        fprintf(stderr, "%s: %s\n", v->cmd, err);
+        pr__load_fail(v, "%s", err);
         return pr_cli_exit_code(rc);
     }
     return 0;
@@ -287,7 +301,7 @@ static int pr__vocab_load_dir(pr_cli_vocab *v, const char *input)
  * output) names another pipeline than the config's: its vocabulary is read
  * through the wrong features otherwise ("no column 'user'" from the
  * embedded Criteo config, or another pipeline's steps). */
-static int pr__vocab_check_meta(const pr_cli_vocab *v, const char *input, const char *config)
+static int pr__vocab_check_meta(pr_cli_vocab *v, const char *input, const char *config)
 {
     char path[4096], buf[512];
     snprintf(path, sizeof(path), "%s/meta.json", input);
@@ -304,11 +318,12 @@ static int pr__vocab_check_meta(const pr_cli_vocab *v, const char *input, const 
     p += sizeof(key) - 1;
     if ((size_t)(e - p) == strlen(v->pc->name) && !memcmp(p, v->pc->name, (size_t)(e - p)))
         return 0;
-    fprintf(stderr,
-            "%s: %s says pipeline '%.*s' wrote it, but this command reads it through "
-            "pipeline '%s' of %s: pass the --config%s it was processed with\n",
-            v->cmd, path, (int)(e - p), p, v->pc->name,
-            config ? config : "the embedded default config", config ? " (and --pipeline)" : "");
+    pr__load_fail(v,
+                  "%s says pipeline '%.*s' wrote it, but this command reads it through "
+                  "pipeline '%s' of %s: pass the --config%s it was processed with",
+                  path, (int)(e - p), p, v->pc->name,
+                  config ? config : "the embedded default config",
+                  config ? " (and --pipeline)" : "");
     return 2;
 }
 
@@ -320,10 +335,11 @@ int pr_cli_vocab_load(pr_cli_vocab *v, const char *config, const char *input)
         v->espec.count_mode = PR_COUNT_STREAMING;
         pr_engine_free(v->eng);
         if (!(v->eng = pr_engine_new(&v->espec, &v->eo, err, sizeof(err)))) {
-            fprintf(stderr, "%s: %s\n", v->cmd, err);
+            pr__load_fail(v, "%s", err);
             return 2;
         }
     }
+    v->error[0] = '\0';
     int ret = input ? pr__vocab_check_meta(v, input, config) : 0;
     return ret ? ret : pr__vocab_load_dir(v, input);
 }

@@ -51,7 +51,8 @@ typedef struct pr_cli_vocab {
     const char *state;              /* --state or the pipeline's state.dir; may be NULL */
     char snap[4096], journal[4096]; /* under state */
     bool have_snap, have_journal;
-    bool shared; /* vocab_log: one tagged snapshot, no journal */
+    bool shared;      /* vocab_log: one tagged snapshot, no journal */
+    char error[1024]; /* the last load's failure, as printed (without cmd): serve's status */
 } pr_cli_vocab;
 
 /* Load the config (NULL: the embedded one), find the pipeline (NULL: the

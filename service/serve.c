@@ -49,15 +49,15 @@ static const double pr__req_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02
 struct pr_serve {
     pr_serve_opts o;
     pr_http *http;
-    pthread_rwlock_t vocab;  /* the engine: read by requests, written by swaps and the log */
-    pthread_mutex_t seq_mu;  /* the engine's second halves (pr_transform_opts.seq_mu) */
+    pthread_rwlock_t vocab; /* the engine: read by requests, written by swaps and the log */
+    pthread_mutex_t seq_mu; /* the engine's second halves (pr_transform_opts.seq_mu) */
     pr_engine *eng;
     pthread_mutex_t pool_mu; /* the free transforms */
     pthread_cond_t pool_cv;
     pr_transform **tr; /* [n_tr], one per HTTP thread */
     uint32_t n_tr;
-    uint32_t *free_tr, n_free; /* indices into tr */
-    pthread_mutex_t mu;        /* the counters below */
+    uint32_t *free_tr, n_free;  /* indices into tr */
+    pthread_mutex_t mu;         /* the counters below */
     pr_transform_counts counts; /* events of the requests answered 2xx */
     uint64_t requests[3];       /* answered 2xx, 4xx, 5xx */
     uint64_t loads, load_failures;
@@ -423,8 +423,7 @@ int pr_serve_start(const pr_serve_opts *o, pr_engine *eng, pr_serve **out, char 
         };
         pr__http_tls tls = {o->tls_cert, o->tls_key, o->tls_ca};
         rc = pr__http_start_pool(o->listen, o->tls_cert ? &tls : NULL, s->n_tr, routes,
-                                 sizeof(routes) / sizeof(routes[0]), &s->http, errstr,
-                                 errstr_size);
+                                 sizeof(routes) / sizeof(routes[0]), &s->http, errstr, errstr_size);
     }
     if (rc) {
         s->eng = NULL; /* the caller's again */

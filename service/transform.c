@@ -398,9 +398,9 @@ static void pr__raw_row(pr_transform *t, uint32_t r)
             pr__put(&w->dense, &o->dense[(size_t)k * o->cap + r], 4);
         for (uint32_t c = 0; c < s->n_sparse; c++)
             pr__put(&w->vals[c],
-                           o->sparse_width == 4 ? (const void *)(pr_out_sparse32(o, c) + r)
-                                                : (const void *)(pr_out_sparse64(o, c) + r),
-                           o->sparse_width);
+                    o->sparse_width == 4 ? (const void *)(pr_out_sparse32(o, c) + r)
+                                         : (const void *)(pr_out_sparse64(o, c) + r),
+                    o->sparse_width);
         return;
     }
     const pr_fside *sd = o->side;
@@ -484,8 +484,8 @@ static pr_batch *pr__raw_batch_jagged(pr_transform *t, const pr_batch_schema *bs
     uint64_t nv = 0;
     for (uint32_t f = 0; f < w->n_keys; f++)
         nv += w->vals[f].len / 8;
-    pr_batch *b = pr_batch_new_jagged(t->pc->name, w->rows, bs->n_labels, bs->n_dense, bs->n_feat,
-                                      nv);
+    pr_batch *b =
+        pr_batch_new_jagged(t->pc->name, w->rows, bs->n_labels, bs->n_dense, bs->n_feat, nv);
     if (!b)
         return NULL;
     if (w->labels.len)
@@ -506,7 +506,7 @@ static pr_batch *pr__raw_batch_jagged(pr_transform *t, const pr_batch_schema *bs
     }
     for (uint32_t f = 0; bs->weighted && f < bs->n_feat; f++)
         if (bs->weighted[f] && w->wts[f].len / 4 != w->vals[f].len / 8) { /* never: the side
-                                                                            * weighs every value */
+                                                                           * weighs every value */
             pr_batch_unref(b);
             return NULL;
         }
@@ -538,7 +538,8 @@ int pr_transform_raw_end(pr_transform *t, uint8_t **frame, size_t *len, size_t *
         *frame = NULL;
         pr_batch_schema bs = {0};
         pr_batch *b = NULL;
-        if (pr__raw_failed(&t->raw) || (t->declared && pr_batch_schema_from_features(&t->schema, &bs)))
+        if (pr__raw_failed(&t->raw) ||
+            (t->declared && pr_batch_schema_from_features(&t->schema, &bs)))
             rc = PR_ENOMEM;
         else if (!(b = t->declared ? pr__raw_batch_jagged(t, &bs) : pr__raw_batch_criteo(t)))
             rc = PR_ENOMEM;
@@ -548,7 +549,8 @@ int pr_transform_raw_end(pr_transform *t, uint8_t **frame, size_t *len, size_t *
         pr_batch_unref(b);
         pr_batch_schema_fini(&bs);
         if (rc)
-            rc = pr_seterr(errstr, errstr_size, rc, "transform: the raw batch: %s", pr_strerror(rc));
+            rc =
+                pr_seterr(errstr, errstr_size, rc, "transform: the raw batch: %s", pr_strerror(rc));
     }
     pr__raw_free(&t->raw);
     return rc;
@@ -607,8 +609,7 @@ static int pr__flush(pr_transform *t, pr_mbuf *mb, char *errstr, size_t errstr_s
         if (s->row < 0) {
             t->counts.rejected++;
             t->counts.by_reason[s->reason < PR_DEC__COUNT ? s->reason : 0]++;
-            pr__row_error(t, mb, pr_decode_reason_name(s->reason), t->details.buf + s->at,
-                          s->len);
+            pr__row_error(t, mb, pr_decode_reason_name(s->reason), t->details.buf + s->at, s->len);
             continue;
         }
         uint32_t r = (uint32_t)s->row;

@@ -18,7 +18,8 @@
     the second half's ids are known (the rows equal `piperec transform`
     with the new vocabulary), /v1/status counts two loads;
   - a broken replacement (a missing column file): the reload fails, is
-    counted, and the old vocabulary keeps answering;
+    counted, /v1/status says why (the file), and the old vocabulary keeps
+    answering;
   - SIGTERM: exit 0 with the totals.
 usage: test_serve.py   ($PIPEREC, $PR_TMP, $PR_SOURCE_DIR)
 """
@@ -192,7 +193,8 @@ def main():
     # a broken replacement: the reload fails, the loaded vocabulary answers
     os.remove(os.path.join(live, "vocab", "user.tsv"))
     st = wait_loads(port, 3, proc, "broken vocabulary")
-    if st["vocab"]["load_failures"] != 1 or st["vocab"]["loads"] != 2:
+    if st["vocab"]["load_failures"] != 1 or st["vocab"]["loads"] != 2 or \
+            "user.tsv: No such file or directory" not in st["vocab"]["last_error"]:
         fail("broken reload: %r" % st, proc)
     if http(port, "/v1/transform", body)[1] != text:
         fail("after a failed reload: rows changed", proc)

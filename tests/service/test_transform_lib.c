@@ -552,8 +552,8 @@ static void test_raw_layout(void **state)
         uint32_t r = (uint32_t)fp.row[i];
         assert_true(labels[k] == (float)fp.out->labels[r]);
         for (uint32_t d = 0; d < nd; d++)
-            assert_memory_equal(&dense[(size_t)k * nd + d], &fp.out->dense[(size_t)d * fp.out->cap + r],
-                                4);
+            assert_memory_equal(&dense[(size_t)k * nd + d],
+                                &fp.out->dense[(size_t)d * fp.out->cap + r], 4);
         for (uint32_t c = 0; c < nk; c++) {
             assert_int_equal(values[(size_t)c * rows + k], pr_out_index(fp.out, c, r));
             assert_int_equal(lengths[(size_t)c * rows + k], 1);
@@ -580,11 +580,15 @@ static void test_raw_layout(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rows_match_first_pass),    cmocka_unit_test(test_unseen_and_reject),
+        cmocka_unit_test(test_rows_match_first_pass),
+        cmocka_unit_test(test_unseen_and_reject),
         cmocka_unit_test(test_raw_layout),
-        cmocka_unit_test(test_multi_line_record),        cmocka_unit_test(test_many_in_order),
-        cmocka_unit_test(test_transform_new_errors),     cmocka_unit_test(test_framing_lines),
-        cmocka_unit_test(test_framing_delimited),        cmocka_unit_test(test_framing_single),
+        cmocka_unit_test(test_multi_line_record),
+        cmocka_unit_test(test_many_in_order),
+        cmocka_unit_test(test_transform_new_errors),
+        cmocka_unit_test(test_framing_lines),
+        cmocka_unit_test(test_framing_delimited),
+        cmocka_unit_test(test_framing_single),
         cmocka_unit_test(test_set_engine_then_free_old),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
