@@ -9,7 +9,9 @@
  * an object on a map field a map, a string on an enum field its symbol.
  * null writes nothing, so an absent key and null read back the same; a
  * number may come as a string, as protobuf's JSON mapping writes 64-bit
- * integers ("ts_ms": "1732615200123"). Not a
+ * integers ("ts_ms": "1732615200123"); a google.protobuf.Timestamp or
+ * Duration may come as its JSON mapping's string ("2024-11-26T06:00:00Z",
+ * "1.5s") or as {"seconds", "nanos"}. Not a
  * hot path: each nested message is written to its own buffer and then copied
  * behind its length. Integers are read exactly (strtoll / strtoull), floats
  * with strtod, as the JSON extractor reads them.
@@ -188,6 +190,60 @@ static size_t pr__jnum(pr__jr *j, char *buf, size_t cap)
 
 static int pr__message(pr__jr *j, int32_t msg, pr__wbuf *out, uint32_t depth);
 
+/* A Duration's JSON text ("1.5s", "-0.000000001s", "3s"): seconds and
+ * nanos of the same sign. 0, or -1 when it is not one. */
+static int pr__duration(const char *s, size_t n, int64_t *secs, int32_t *nanos)
+{
+    size_t at = 0;
+    bool neg = n && s[0] == '-';
+    at += neg;
+    uint64_t sec = 0, frac = 0;
+    int nd = 0, fd = 0;
+    for (; at < n && s[at] >= '0' && s[at] <= '9' && nd < 12; at++, nd++)
+        sec = sec * 10 + (uint64_t)(s[at] - '0');
+    if (at < n && s[at] == '.')
+        for (at++; at < n && s[at] >= '0' && s[at] <= '9' && fd < 9; at++, fd++)
+            frac = frac * 10 + (uint64_t)(s[at] - '0');
+    if (!nd || at + 1 != n || s[at] != 's' || sec > 315576000000ULL)
+        return -1;
+    for (; fd < 9; fd++)
+        frac *= 10;
+    *secs = neg ? -(int64_t)sec : (int64_t)sec;
+    *nanos = neg ? -(int32_t)frac : (int32_t)frac;
+    return 0;
+}
+
+/* A Timestamp or Duration written from its JSON mapping's string (an RFC
+ * 3339 time, to the microsecond as piperec reads it; "1.5s"), as the
+ * message: seconds (1), nanos (2), each left out when 0. */
+static int pr__wkt_string(pr__jr *j, pr_pb_wkt wkt, pr__wbuf *sub)
+{
+    pr__wbuf s = {0};
+    int rc = pr__jstr(j, &s);
+    int64_t secs = 0, us = 0;
+    int32_t nanos = 0;
+    if (!rc && wkt == PR_PB_WKT_TIMESTAMP) {
+        if (!s.len || pr_fop_parse_rfc3339((const char *)s.b, s.len, &us))
+            rc = pr__jerr(j, "an RFC 3339 time (2024-11-26T06:00:00.5Z) expected");
+        secs = us >= 0 ? us / 1000000 : -((-us + 999999) / 1000000); /* floor */
+        nanos = (int32_t)(us - secs * 1000000) * 1000;
+    } else if (!rc && pr__duration((const char *)s.b, s.len, &secs, &nanos)) {
+        rc = pr__jerr(j, "a duration in seconds (\"1.5s\") expected");
+    }
+    free(s.b);
+    if (rc)
+        return rc;
+    if (secs) {
+        pr__wb_tag(sub, 1, PR__WT_VARINT);
+        pr__wb_varint(sub, (uint64_t)secs);
+    }
+    if (nanos) {
+        pr__wb_tag(sub, 2, PR__WT_VARINT);
+        pr__wb_varint(sub, (uint64_t)(int64_t)nanos);
+    }
+    return 0;
+}
+
 /* One value of field f (not the repeated / map wrapping): its tag and bytes,
  * or with `packed` the bare value. */
 static int pr__value(pr__jr *j, const pr__pbfield *f, pr__wbuf *out, bool packed, uint32_t depth)
@@ -197,7 +253,9 @@ static int pr__value(pr__jr *j, const pr__pbfield *f, pr__wbuf *out, bool packed
     pr__ws(j);
     if (f->type == PR__PBT_MESSAGE) {
         pr__wbuf sub = {0};
-        int rc = pr__message(j, f->msg, &sub, depth + 1);
+        pr_pb_wkt wkt = (pr_pb_wkt)j->d->msgs[f->msg].wkt;
+        int rc = wkt && j->p < j->end && *j->p == '"' ? pr__wkt_string(j, wkt, &sub)
+                                                      : pr__message(j, f->msg, &sub, depth + 1);
         if (!rc && !sub.err) {
             pr__wb_tag(out, f->number, PR__WT_LEN);
             pr__wb_varint(out, sub.len);

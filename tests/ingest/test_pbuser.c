@@ -1903,6 +1903,65 @@ static void test_timestamp_same_as_json(void **state)
     pbfx_free(&t);
 }
 
+/* `piperec produce --format protobuf` takes a Timestamp or Duration as
+ * protobuf's JSON mapping writes it: an RFC 3339 string ("Z" or an offset,
+ * before 1970 too), "2.5s" / "-0.25s" for a Duration; the same rows as the
+ * {"seconds", "nanos"} spelling. A string that is neither is refused,
+ * naming the field. */
+static void test_timestamp_strings_encode(void **state)
+{
+    (void)state;
+    pbfx t;
+    pbfx_init(&t,
+              "      event_time: { path: ts, unit: rfc3339 }\n"
+              "      dense:\n"
+              "        - { name: age, path: joined, ops: [ { age: rfc3339 }, { fill: -1 } ] }\n"
+              "        - { name: dw, path: dwell_d, default: -1 }\n"
+              "      sparse:\n"
+              "        - { name: tl, path: times, list: { max_len: 4 }, ops: [hour_of_day] }\n");
+    static const struct {
+        const char *json, *pb;
+    } evs[] = {
+        {"{\"i32\": 1, \"ts\": \"2026-11-29T08:00:00.123456Z\", "
+         "\"joined\": \"2026-11-29T07:00:00Z\", \"dwell_d\": 2.5, "
+         "\"times\": [\"2026-11-30T23:30:00Z\", \"1969-12-31T12:00:00.5Z\"]}",
+         "{\"i32\": 1, \"ts\": \"2026-11-29T09:00:00.123456789+01:00\", "
+         "\"joined\": \"2026-11-29T07:00:00Z\", \"dwell_d\": \"2.5s\", "
+         "\"times\": [\"2026-11-30T23:30:00Z\", \"1969-12-31T12:00:00.5Z\"]}"},
+        {"{\"i32\": 0, \"ts\": \"1969-12-31T23:59:59.5Z\", \"dwell_d\": -0.25}",
+         "{\"i32\": 0, \"ts\": \"1969-12-31T23:59:59.500Z\", \"dwell_d\": \"-0.25s\"}"},
+        {"{\"i32\": 0, \"ts\": \"1970-01-01T00:00:00Z\", \"dwell_d\": 3}",
+         "{\"i32\": 0, \"ts\": \"1970-01-01T00:00:00Z\", \"dwell_d\": \"3s\"}"},
+    };
+    for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
+        assert_int_equal(pbfx_pair(&t, evs[i].json, evs[i].pb, (int64_t)i), 1);
+    blocks_equal(t.bj, t.bp);
+    assert_int_equal(t.bp->event_time_ms[0], 1795939200123LL);
+    assert_int_equal(t.bp->event_time_ms[1], -500);
+    /* the second spelling gives the same message bytes */
+    char err[256];
+    uint8_t *a = NULL, *b = NULL;
+    size_t ca = 0, cb = 0;
+    static const char s1[] = "{\"ts\": \"1969-12-31T23:59:59.5Z\", \"dwell_d\": \"-0.25s\"}";
+    static const char s2[] = "{\"ts\": {\"seconds\": -1, \"nanos\": 500000000}, "
+                             "\"dwell_d\": {\"nanos\": -250000000}}";
+    int na = pr_pbuser_encode_json(t.desc, s1, strlen(s1), false, 0, &a, &ca, err, sizeof(err));
+    int nb = pr_pbuser_encode_json(t.desc, s2, strlen(s2), false, 0, &b, &cb, err, sizeof(err));
+    assert_true(na > 0 && na == nb);
+    assert_memory_equal(a, b, (size_t)na);
+    static const char *const bad[] = {"{\"ts\": \"yesterday\"}", "{\"dwell_d\": \"2.5\"}",
+                                      "{\"dwell_d\": \"1.5m\"}", "{\"ts\": \"\"}"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err[0] = '\0';
+        assert_true(pr_pbuser_encode_json(t.desc, bad[i], strlen(bad[i]), false, 0, &a, &ca, err,
+                                          sizeof(err)) < 0);
+        assert_non_null(strstr(err, strstr(bad[i], "ts") ? "RFC 3339" : "duration"));
+    }
+    free(a);
+    free(b);
+    pbfx_free(&t);
+}
+
 /* A Timestamp or Duration out of its type's range rejects the record
  * bad_time, naming the field, as an unreadable RFC 3339 string does in
  * JSON: negative nanos, nanos of 1e9, a year past 9999 or before 1, a
@@ -2155,6 +2214,7 @@ int main(void)
         cmocka_unit_test(test_map_values_same_as_json),
         cmocka_unit_test(test_well_known_same_as_json),
         cmocka_unit_test(test_timestamp_same_as_json),
+        cmocka_unit_test(test_timestamp_strings_encode),
         cmocka_unit_test(test_timestamp_rejects),
         cmocka_unit_test(test_timestamp_config),
         cmocka_unit_test(test_map_values_config),
