@@ -154,34 +154,40 @@ static int pr__raw_answer(pr_transform *tr, int status, uint64_t rejected, pr_mb
     return 200;
 }
 
+/* The index in names[0..n) of query key `key` (absent: dflt), or -1 after
+ * a 400's text in out. */
+static int pr__query_choice(const pr__http_query *q, const char *key, const char *const *names,
+                            int n, int dflt, pr_mbuf *out)
+{
+    const char *v = pr__http_query_get(q, key);
+    if (!v)
+        return dflt;
+    for (int k = 0; k < n; k++)
+        if (!strcmp(v, names[k]))
+            return k;
+    pr_mbuf_printf(out, "%s '%s': one of", key, v);
+    for (int k = 0; k < n; k++)
+        pr_mbuf_printf(out, "%s %s", k ? "," : "", names[k]);
+    pr_mbuf_puts(out, "\n");
+    return -1;
+}
+
+static const char *const pr__layout_names[] = {"json", "raw"}; /* ?layout= */
+
 static int pr__h_transform(void *opaque, const pr__http_query *q, const char *body, size_t len,
                            pr_mbuf *out, const char **ctype)
 {
     pr_serve *s = opaque;
-    const char *fq = pr__http_query_get(q, "framing");
-    pr_framing fr = pr_framing_default((pr_msg_format)s->o.pc->source.format);
-    if (fq) {
-        int k = 0;
-        while (k < PR_FRAMING__COUNT && strcmp(fq, pr_framing_names[k]))
-            k++;
-        if (k == PR_FRAMING__COUNT) {
-            pr_mbuf_printf(out, "framing '%s': one of lines, delimited, single\n", fq);
-            pthread_mutex_lock(&s->mu);
-            s->requests[1]++;
-            pthread_mutex_unlock(&s->mu);
-            return 400;
-        }
-        fr = (pr_framing)k;
-    }
-    const char *lq = pr__http_query_get(q, "layout");
-    if (lq && strcmp(lq, "json") && strcmp(lq, "raw")) {
-        pr_mbuf_printf(out, "layout '%s': json (the default) or raw\n", lq);
+    int fr = pr__query_choice(q, "framing", pr_framing_names, PR_FRAMING__COUNT,
+                              pr_framing_default((pr_msg_format)s->o.pc->source.format), out);
+    int layout = fr < 0 ? -1 : pr__query_choice(q, "layout", pr__layout_names, 2, 0, out);
+    if (fr < 0 || layout < 0) {
         pthread_mutex_lock(&s->mu);
         s->requests[1]++;
         pthread_mutex_unlock(&s->mu);
         return 400;
     }
-    bool raw = lq && !strcmp(lq, "raw");
+    bool raw = layout == 1;
     int64_t t0 = pr_mono_ns();
     static const pr_transform_counts zero;
     uint32_t k = pr__tr_take(s);
@@ -190,7 +196,7 @@ static int pr__h_transform(void *opaque, const pr__http_query *q, const char *bo
     pthread_rwlock_rdlock(&s->vocab); /* from here the transform's engine stays */
     if (raw)
         pr_transform_raw_begin(s->tr[k]);
-    int status = pr__transform_body(s->tr[k], fr, body, len, out);
+    int status = pr__transform_body(s->tr[k], (pr_framing)fr, body, len, out);
     pr_transform_get_counts(s->tr[k], &c);
     if (raw) { /* the batch's vocab sizes are read from the engine: before the unlock */
         status = pr__raw_answer(s->tr[k], status, c.rejected, out, ctype);
