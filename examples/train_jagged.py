@@ -31,6 +31,15 @@ It trains on the first --train-rows rows of the stream, then scores the next
 --heldout-rows rows without training on them and prints their AUC as
 `heldout_auc=...` (exit 1 when below --min-auc, if given).
 
+--serve-events N (with --spawn) then serves the model as a model server would:
+`piperec serve --state` beside the running pipeline (its vocabulary as the
+stream left it), N new events of the generator posted to it in requests of
+256 through `piperec.serving.ServeClient.batch` (the rows as one raw batch,
+the same features and layout as training's, no feature code of its own), each
+scored by the trained model, and prints `serving_auc=...` with the time a
+request took. Ids the pipeline indexed after training stopped get a fresh
+embedding row, as new ids do in training.
+
 --schema FILE (with --spawn) takes the schema and transform sections of
 FILE's first pipeline instead of the one below, e.g. what `piperec infer`
 wrote from a sample of the events:
@@ -64,6 +73,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
+from piperec.serving import ServeClient  # noqa: E402
 from piperec.torch import JaggedSparse, StreamDataset, grow_embeddings  # noqa: E402
 
 # The declared schema of the --spawn pipeline (docs/configuration.md, "Feature schema").
@@ -254,7 +264,7 @@ class LocalStream:
         if not line.startswith("bootstrap="):
             raise RuntimeError("piperec broker printed %r" % line)
         bootstrap = line.strip().split("=", 1)[1]
-        cfg = os.path.join(self.tmp, "run.yaml")
+        cfg = self.config = os.path.join(self.tmp, "run.yaml")
         with open(cfg, "w") as f:
             f.write("""pipelines:
   - name: clicks
@@ -400,6 +410,8 @@ def main(argv=None):
                     "config file's first pipeline (e.g. `piperec infer`'s output)")
     ap.add_argument("--weight", help="label weighing each row's loss (default: `weight` when "
                     "the stream has such a label)")
+    ap.add_argument("--serve-events", type=int, default=0, help="--spawn: then score this many "
+                    "new events through `piperec serve` (serving_auc=...)")
     args = ap.parse_args(argv)
 
     torch.manual_seed(args.seed)
@@ -422,7 +434,9 @@ def main(argv=None):
         else:
             endpoints = args.connect.split(",")
         ds = StreamDataset(endpoints, args.pipeline, credits=8, idle_timeout=20)
-        rc = train(ds, args, t_start, stream)
+        rc, model, label = train(ds, args, t_start, stream)
+        if not rc and stream is not None and args.serve_events:
+            rc = serve_check(stream, model, label, args)
         if stream is not None and stream.lost_rows():
             print("the test broker dropped rows piperec had not read (offset out of range)",
                   file=sys.stderr)
@@ -447,7 +461,7 @@ def train(ds, args, t_start, stream=None):
         if not getattr(b, "jagged", False):
             print("not a jagged stream: pipeline %r has no declared schema" % args.pipeline,
                   file=sys.stderr)
-            return 1
+            return 1, None, 0
         if model is None:
             t_first = time.monotonic()
             label = b.label_names.index(args.label) if args.label in b.label_names else 0
@@ -455,7 +469,7 @@ def train(ds, args, t_start, stream=None):
             if wname is not None and wname not in b.label_names:
                 print("no label %r to weigh by (labels %s)" % (wname, b.label_names),
                       file=sys.stderr)
-                return 1
+                return 1, None, 0
             weight = b.label_names.index(wname) if wname else None
             tables = list(getattr(b, "feature_tables", None) or ())  # shared vocabularies
             model = JaggedDLRM(b.dense.shape[1], len(b.keys), dim=args.dim, tables=tables)
@@ -503,7 +517,7 @@ def train(ds, args, t_start, stream=None):
     if model is None or not hold_y:
         print("no held-out data: the stream ended after %d training rows" % rows_trained,
               file=sys.stderr)
-        return 1
+        return 1, model, label
     y, s = np.concatenate(hold_y), np.concatenate(hold_s)
     a = auc(y, s)
     t_train = time.monotonic() - (t_first or t_start)
@@ -518,9 +532,47 @@ def train(ds, args, t_start, stream=None):
               % (float((s * w).sum() / w.sum()), float((y * w).sum() / w.sum())), flush=True)
     if args.min_auc is not None and not a >= args.min_auc:
         print("held-out AUC %.4f below %.2f" % (a, args.min_auc), file=sys.stderr)
+        return 1, model, label
+    return 0, model, label
+
+
+# ---------------------------------------------------------------- serving
+
+def serve_check(stream, model, label, args):
+    """The trained model behind `piperec serve`: new events in, scores out,
+    and their AUC (serving_auc=...). 0, or 1 when below --min-auc."""
+    serve = stream._spawn([args.piperec, "serve", "--config", stream.config, "--state",
+                           os.path.join(stream.tmp, "state"), "--listen", "127.0.0.1:0",
+                           "--reload-s", "0", "--threads", "2"], stderr=subprocess.PIPE, text=True)
+    line = serve.stderr.readline()
+    m = re.search(r"listening on http://127.0.0.1:(\d+)", line)
+    if not m:
+        print("piperec serve did not start: %s%s" % (line, serve.stderr.read()[-2000:]),
+              file=sys.stderr)
+        return 1
+    client = ServeClient("http://127.0.0.1:%s" % m.group(1))
+    events = subprocess.run([args.piperec, "gen", "--format", "json", "--rows",
+                             str(args.serve_events), "--seed", str(args.seed + 1000), "--output",
+                             "-"], capture_output=True, text=True, check=True).stdout.splitlines()
+    ys, ss, ms = [], [], []
+    model.eval()
+    with torch.no_grad():
+        for at in range(0, len(events), 256):
+            t0 = time.perf_counter()
+            b = client.batch(events[at:at + 256])  # the features, as training's batches
+            ms.append((time.perf_counter() - t0) * 1e3)
+            grow_embeddings(model.tables, table_sizes(b, model), init=emb_init)
+            ss.append(torch.sigmoid(model(b.dense, b.sparse_features)).numpy())
+            ys.append(b.labels[:, label].numpy().copy())
+    client.close()
+    y, s = np.concatenate(ys), np.concatenate(ss)
+    a = auc(y, s)
+    print("serving_auc=%.4f serving_rows=%d request_ms_p50=%.2f (256 events, batch() alone)"
+          % (a, len(y), float(np.median(ms))), flush=True)
+    if args.min_auc is not None and not a >= args.min_auc:
+        print("serving AUC %.4f below %.2f" % (a, args.min_auc), file=sys.stderr)
         return 1
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -31,9 +31,13 @@ def spawn_example(train_rows, heldout_rows, *more):
 
 
 def test_jagged_example_learns():
-    p = spawn_example(150000, 30000)
+    p = spawn_example(150000, 30000, "--serve-events", "3000")
     m = re.search(r"heldout_auc=([0-9.]+) heldout_rows=(\d+)", p.stdout)
     assert m and float(m.group(1)) >= 0.60 and int(m.group(2)) >= 30000, p.stdout
+    # the trained model behind `piperec serve`: new events' features through
+    # ServeClient.batch score as well as the stream's held-out rows
+    m = re.search(r"serving_auc=([0-9.]+) serving_rows=(\d+)", p.stdout)
+    assert m and float(m.group(1)) >= 0.60 and int(m.group(2)) == 3000, p.stdout
     # the history shares the item's vocabulary (`table: item`): the batches
     # say so (feature_tables) and the model looks both up in one bag
     assert "shared embedding tables {'item': ['item', 'history']}" in p.stderr, p.stderr[-3000:]
