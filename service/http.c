@@ -51,7 +51,7 @@ struct pr_http {
     /* HTTPS: the PEM texts libmicrohttpd was given (kept for its lifetime). */
     char *tls_cert, *tls_key, *tls_ca;
     pthread_mutex_t log_mu;
-    pr_ratelimit refused_log; /* client certificate refusals (under log_mu) */
+    pr_ratelimit refused_log; /* refusals: client certificates, cut bodies (under log_mu) */
 };
 
 struct pr__http_query {
@@ -112,7 +112,21 @@ static bool pr__http_client_ok(pr_http *h, struct MHD_Connection *conn)
 typedef struct pr__http_upload {
     pr_mbuf body;
     bool too_big;
+    size_t discarded; /* bytes past the limit, read and dropped (a chunked body) */
 } pr__http_upload;
+
+/* A chunked body another PR__HTTP_MAX_BODY past the limit: the connection
+ * is closed rather than read to its end for the 413 (logged). */
+static enum MHD_Result pr__http_cut(pr_http *h, struct MHD_Connection *conn)
+{
+    (void)conn;
+    pthread_mutex_lock(&h->log_mu);
+    pr_log_ratelimited(&h->refused_log, PR_LOG_WARN,
+                       "http: a chunked request body went past 128 MiB: connection closed "
+                       "(over 64 MiB is answered 413 when it ends before 128 MiB)");
+    pthread_mutex_unlock(&h->log_mu);
+    return MHD_NO;
+}
 
 static const pr__http_route *pr__http_route_of(const pr_http *h, const char *url)
 {
@@ -200,8 +214,10 @@ static enum MHD_Result pr__http_handle(void *cls, struct MHD_Connection *conn, c
             pr__http_upload *up = *con_cls;
             if (up->body.len + *upload_data_size > PR__HTTP_MAX_BODY)
                 up->too_big = true;
-            else
+            if (!up->too_big)
                 pr_mbuf_append(&up->body, upload_data, *upload_data_size);
+            else if ((up->discarded += *upload_data_size) > PR__HTTP_MAX_BODY)
+                return pr__http_cut(h, conn); /* a runaway chunked body: no 413 after it */
         }
         *upload_data_size = 0;
         return MHD_YES;

@@ -37,9 +37,10 @@ typedef int (*pr__http_query_handler)(void *opaque, const pr__http_query *q, pr_
 
 /* A POST route's handler: the request body whole (at most
  * PR__HTTP_MAX_BODY bytes; a larger one is answered 413 without a call, at
- * once when its Content-Length says so; without a client certificate that
- * mutual TLS wants, 403 before the body is read). At most 64 connections
- * at once. */
+ * once when its Content-Length says so, else (chunked) at its end, unless
+ * it runs another PR__HTTP_MAX_BODY past the limit: then the connection is
+ * closed; without a client certificate that mutual TLS wants, 403 before
+ * the body is read). At most 64 connections at once. */
 typedef int (*pr__http_post_handler)(void *opaque, const pr__http_query *q, const char *body,
                                      size_t len, pr_mbuf *out, const char **content_type);
 #define PR__HTTP_MAX_BODY (64u << 20)

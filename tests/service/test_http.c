@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -349,6 +350,63 @@ static void test_post_too_big(void **state)
     pr__http_stop(h);
 }
 
+/* Chunks of 1 MiB on fd until `mib` MiB went or a write fails: the MiB
+ * written. */
+static size_t send_chunks(int fd, const char *mib_buf, size_t mib)
+{
+    char head[32];
+    int hn = snprintf(head, sizeof(head), "%x\r\n", 1u << 20);
+    size_t sent = 0;
+    for (; sent < mib; sent++) {
+        if (write(fd, head, (size_t)hn) != hn)
+            break;
+        ssize_t w = 0;
+        for (size_t at = 0; at < (1u << 20); at += (size_t)w)
+            if ((w = write(fd, mib_buf + at, (1u << 20) - at)) <= 0)
+                return sent;
+        if (write(fd, "\r\n", 2) != 2)
+            break;
+    }
+    return sent;
+}
+
+/* A chunked body over 64 MiB (no Content-Length to refuse it by): read to
+ * its end and answered 413 when it ends within another 64 MiB; a runaway
+ * one is cut, the connection closed once 128 MiB went, and the listener
+ * keeps answering. */
+static void test_post_chunked_too_big(void **state)
+{
+    (void)state;
+    signal(SIGPIPE, SIG_IGN);
+    echo_state es = {0};
+    pr__http_route routes[] = {{"/echo", NULL, &es, NULL, h_echo}};
+    pr_http *h = NULL;
+    char err[256], resp[4096];
+    assert_int_equal(pr__http_start("127.0.0.1:0", routes, 1, &h, err, sizeof(err)), 0);
+    uint16_t port = pr__http_port(h);
+    char *mib = calloc(1, 1u << 20);
+    assert_non_null(mib);
+    static const char hdr[] =
+        "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+    int fd = http_connect(port);
+    write_all(fd, hdr, strlen(hdr));
+    assert_int_equal(send_chunks(fd, mib, 70), 70);
+    write_all(fd, "0\r\n\r\n", 5);
+    assert_int_equal(read_response(fd, resp, sizeof(resp)), 413);
+    close(fd);
+    fd = http_connect(port);
+    write_all(fd, hdr, strlen(hdr));
+    size_t sent = send_chunks(fd, mib, 1024); /* 1 GiB, unless cut */
+    close(fd);
+    print_message("runaway chunked body: cut after %zu MiB sent\n", sent);
+    assert_true(sent >= 128 && sent < 256); /* socket buffers hold a few MiB */
+    assert_int_equal(es.calls, 0);
+    assert_int_equal(post_body(port, "/echo", "ok", 2, 2, resp, sizeof(resp)), 200);
+    assert_int_equal(es.calls, 1);
+    free(mib);
+    pr__http_stop(h);
+}
+
 /* Many POSTs in a row, some abandoned mid-body (the client closes): every
  * upload is freed (the ASan build's leak check), and the listener keeps
  * answering. */
@@ -538,10 +596,15 @@ static void test_https_bad_files(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_routes),          cmocka_unit_test(test_bad_address),
-        cmocka_unit_test(test_post_body),       cmocka_unit_test(test_post_methods),
-        cmocka_unit_test(test_post_too_big),    cmocka_unit_test(test_post_many),
-        cmocka_unit_test(test_https),           cmocka_unit_test(test_https_client_certs),
+        cmocka_unit_test(test_routes),
+        cmocka_unit_test(test_bad_address),
+        cmocka_unit_test(test_post_body),
+        cmocka_unit_test(test_post_methods),
+        cmocka_unit_test(test_post_too_big),
+        cmocka_unit_test(test_post_chunked_too_big),
+        cmocka_unit_test(test_post_many),
+        cmocka_unit_test(test_https),
+        cmocka_unit_test(test_https_client_certs),
         cmocka_unit_test(test_https_bad_files),
     };
     return cmocka_run_group_tests(tests, make_certs, remove_certs);
